@@ -1,0 +1,23 @@
+/* cli.h: shared pieces of the pipelab program: subcommand entry points and error printing. */
+#ifndef PL_CLI_H
+#define PL_CLI_H
+
+#include "pl_common.h"
+
+/* Exit codes of every subcommand. */
+enum { CLI_OK = 0, CLI_EUSER = 1, CLI_EUSAGE = 2 };
+
+/* Each subcommand gets argv with argv[0] = subcommand name; returns an exit code. */
+int cli_schedule(int argc, char **argv);
+
+/* Prints "pipelab: <message>" on stderr and returns CLI_EUSER (or CLI_EUSAGE). */
+int cli_fail(const pl_err *e);
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parses an int flag value in [lo, hi]; on error prints a usage error and returns -1. */
+int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, long hi, int *out);
+/* Returns 1 when stdout (fd 1) or stderr (fd 2) is a terminal. */
+int cli_isatty(int fd);
+/* Writes a buffer to path, or to stdout when path is NULL or "-"; returns an exit code. */
+int cli_write_output(const char *path, const pl_buf *b);
+
+#endif

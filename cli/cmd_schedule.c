@@ -1,0 +1,218 @@
+/* cmd_schedule.c: `pipelab schedule`: generate or load a schedule, validate, lower, convert,
+ * and print its unit-time timeline and statistics. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sched.h"
+
+static const char help_text[] =
+    "usage: pipelab schedule (--kind K --ranks P --microbatches M | --from FILE) [options]\n"
+    "\n"
+    "Generates or loads a pipeline schedule, validates it, and prints its unit-time timeline\n"
+    "(one row per rank, one cell per step; F, B, I, W with the microbatch) and statistics.\n"
+    "\n"
+    "source:\n"
+    "  --kind K              generator: gpipe 1f1b pipedream 2bw interleaved looped-bfs\n"
+    "                        zb-h1 zb-h2 zbv dualpipev\n"
+    "  --ranks P             number of ranks (workers)\n"
+    "  --microbatches M      microbatches per iteration\n"
+    "  --chunks V            stages per rank (interleaved, looped-bfs)\n"
+    "  --iterations N        iterations to describe (pipedream and 2bw default to 4)\n"
+    "  --recompute none|full activation recomputation policy\n"
+    "  --from FILE           load a .sched file or a PyTorch CSV (.csv)\n"
+    "  --legacy-letters      read older PyTorch letters (B = input backward, BW = full backward)\n"
+    "\n"
+    "actions:\n"
+    "  --lowered             lower: explicit SEND/RECV, REDUCE_GRAD and STEP\n"
+    "  --check               validate only; print a one-line verdict\n"
+    "  --to sched|torch-csv  convert and write the schedule (to --output, default stdout)\n"
+    "  --flavour compute_only|compute_comms   CSV flavour (default: by lowering)\n"
+    "  -o, --output FILE     where --to writes\n"
+    "  --no-timeline         print only the statistics\n"
+    "  --color auto|always|never   colour the timeline (auto: when stdout is a terminal)\n"
+    "  --format table|csv|json     statistics format (default table)\n"
+    "  --unit-f N --unit-b N --unit-i N --unit-w N   step costs in the dry run (default 1)\n"
+    "\n"
+    "exit status: 0 ok, 1 bad input (message names the file, line and reason), 2 bad usage\n";
+
+typedef struct opts {
+    const char *kind, *from, *to, *output, *flavour, *color, *format;
+    sched_gen_opts g;
+    int have_ranks, have_mb;
+    int legacy, lowered, check, no_timeline;
+    sched_unit_costs costs;
+} opts;
+
+enum { O_KIND = 1000, O_RANKS, O_MB, O_CHUNKS, O_ITERS, O_RECOMP, O_FROM, O_LEGACY, O_LOWERED,
+       O_CHECK, O_TO, O_FLAVOUR, O_NOTL, O_COLOR, O_FORMAT, O_UF, O_UB, O_UI, O_UW, O_HELP };
+
+static const struct option long_opts[] = {
+    {"kind", required_argument, 0, O_KIND},
+    {"ranks", required_argument, 0, O_RANKS},
+    {"microbatches", required_argument, 0, O_MB},
+    {"chunks", required_argument, 0, O_CHUNKS},
+    {"iterations", required_argument, 0, O_ITERS},
+    {"recompute", required_argument, 0, O_RECOMP},
+    {"from", required_argument, 0, O_FROM},
+    {"legacy-letters", no_argument, 0, O_LEGACY},
+    {"lowered", no_argument, 0, O_LOWERED},
+    {"check", no_argument, 0, O_CHECK},
+    {"to", required_argument, 0, O_TO},
+    {"flavour", required_argument, 0, O_FLAVOUR},
+    {"flavor", required_argument, 0, O_FLAVOUR},
+    {"output", required_argument, 0, 'o'},
+    {"no-timeline", no_argument, 0, O_NOTL},
+    {"color", required_argument, 0, O_COLOR},
+    {"format", required_argument, 0, O_FORMAT},
+    {"unit-f", required_argument, 0, O_UF},
+    {"unit-b", required_argument, 0, O_UB},
+    {"unit-i", required_argument, 0, O_UI},
+    {"unit-w", required_argument, 0, O_UW},
+    {"help", no_argument, 0, O_HELP},
+    {0, 0, 0, 0},
+};
+
+/* Parses argv into o; returns -1 to continue, or an exit code to return at once. */
+static int parse(int argc, char **argv, opts *o) {
+    memset(o, 0, sizeof *o);
+    o->costs = (sched_unit_costs){1, 1, 1, 1};
+    o->color = "auto";
+    o->format = "table";
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "o:", long_opts, NULL)) != -1) {
+        switch (c) {
+        case O_KIND: o->kind = optarg; break;
+        case O_RANKS: if (cli_int_arg("schedule", "--ranks", optarg, 1, SCHED_MAX_RANKS, &o->g.ranks)) return CLI_EUSAGE; o->have_ranks = 1; break;
+        case O_MB: if (cli_int_arg("schedule", "--microbatches", optarg, 1, SCHED_MAX_MICROBATCHES, &o->g.microbatches)) return CLI_EUSAGE; o->have_mb = 1; break;
+        case O_CHUNKS: if (cli_int_arg("schedule", "--chunks", optarg, 1, 4096, &o->g.chunks)) return CLI_EUSAGE; break;
+        case O_ITERS: if (cli_int_arg("schedule", "--iterations", optarg, 1, 1 << 20, &o->g.iterations)) return CLI_EUSAGE; break;
+        case O_RECOMP: {
+            int r = sched_recompute_parse(optarg);
+            if (r < 0) return cli_usage_error("schedule", "--recompute must be none or full (got '%s')", optarg);
+            o->g.recompute = (sched_recompute)r;
+            break;
+        }
+        case O_FROM: o->from = optarg; break;
+        case O_LEGACY: o->legacy = 1; break;
+        case O_LOWERED: o->lowered = 1; break;
+        case O_CHECK: o->check = 1; break;
+        case O_TO: o->to = optarg; break;
+        case O_FLAVOUR: o->flavour = optarg; break;
+        case 'o': o->output = optarg; break;
+        case O_NOTL: o->no_timeline = 1; break;
+        case O_COLOR: o->color = optarg; break;
+        case O_FORMAT: o->format = optarg; break;
+        case O_UF: if (cli_int_arg("schedule", "--unit-f", optarg, 0, 1000, &o->costs.f)) return CLI_EUSAGE; break;
+        case O_UB: if (cli_int_arg("schedule", "--unit-b", optarg, 0, 1000, &o->costs.b)) return CLI_EUSAGE; break;
+        case O_UI: if (cli_int_arg("schedule", "--unit-i", optarg, 0, 1000, &o->costs.i)) return CLI_EUSAGE; break;
+        case O_UW: if (cli_int_arg("schedule", "--unit-w", optarg, 0, 1000, &o->costs.w)) return CLI_EUSAGE; break;
+        case O_HELP: fputs(help_text, stdout); return CLI_OK;
+        default:
+            return cli_usage_error("schedule", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return cli_usage_error("schedule", "unexpected argument '%s'", argv[optind]);
+    if (!o->kind == !o->from) return cli_usage_error("schedule", "give either --kind or --from");
+    if (o->kind && (!o->have_ranks || !o->have_mb))
+        return cli_usage_error("schedule", "--kind needs --ranks and --microbatches");
+    if (o->to && strcmp(o->to, "sched") != 0 && strcmp(o->to, "torch-csv") != 0)
+        return cli_usage_error("schedule", "--to must be sched or torch-csv (got '%s')", o->to);
+    if (o->flavour && strcmp(o->flavour, "compute_only") != 0 && strcmp(o->flavour, "compute_comms") != 0)
+        return cli_usage_error("schedule", "--flavour must be compute_only or compute_comms (got '%s')", o->flavour);
+    if (strcmp(o->color, "auto") && strcmp(o->color, "always") && strcmp(o->color, "never"))
+        return cli_usage_error("schedule", "--color must be auto, always or never");
+    if (strcmp(o->format, "table") && strcmp(o->format, "csv") && strcmp(o->format, "json"))
+        return cli_usage_error("schedule", "--format must be table, csv or json");
+    return -1;
+}
+
+/* Writes the statistics as CSV (one row per rank) or JSON. */
+static void stats_machine(const sched *s, const sched_dryrun_result *r, int json, pl_buf *b) {
+    if (!json) {
+        pl_buf_puts(b, "kind,ranks,stages,microbatches,iterations,steps,bubble,rank,busy_steps,rank_bubble,max_inflight\n");
+        for (int q = 0; q < s->ranks; q++)
+            pl_buf_printf(b, "%s,%d,%d,%d,%d,%lld,%.6f,%d,%lld,%.6f,%d\n", s->kind, s->ranks, s->stages,
+                          s->microbatches, s->iterations, (long long)r->steps, r->bubble, q, (long long)r->busy[q],
+                          r->steps ? 1.0 - (double)r->busy[q] / (double)r->steps : 0.0, r->max_inflight[q]);
+        return;
+    }
+    pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations\":%d,"
+                     "\"placement\":\"%s\",\"weights\":\"%s\",\"recompute\":\"%s\",\"lowered\":%s,"
+                     "\"actions\":%zu,\"steps\":%lld,\"bubble\":%.6f,\"per_rank\":[",
+                  s->kind, s->ranks, s->stages, s->microbatches, s->iterations, sched_placement_name(s->placement),
+                  sched_weights_name(s->weights), sched_recompute_name(s->recompute), s->lowered ? "true" : "false",
+                  sched_total_actions(s), (long long)r->steps, r->bubble);
+    for (int q = 0; q < s->ranks; q++)
+        pl_buf_printf(b, "%s{\"rank\":%d,\"busy_steps\":%lld,\"max_inflight\":%d}", q ? "," : "", q,
+                      (long long)r->busy[q], r->max_inflight[q]);
+    pl_buf_puts(b, "]}\n");
+}
+
+int cli_schedule(int argc, char **argv) {
+    opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0) return rc;
+    pl_err e;
+    pl_err_clear(&e);
+    sched *s = o.from ? sched_load(o.from, o.legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, &e)
+                      : sched_generate(o.kind, &o.g, &e);
+    if (!s) return cli_fail(&e);
+    if (sched_validate(s, &e) != PL_OK) {
+        sched_free(s);
+        return cli_fail(&e);
+    }
+    if (o.lowered && !s->lowered) {
+        sched *l = sched_lower(s, &e);
+        sched_free(s);
+        if (!l) return cli_fail(&e);
+        s = l;
+        if (sched_validate(s, &e) != PL_OK) {
+            pl_err_prefix(&e, "internal error: the lowered schedule is invalid: ");
+            sched_free(s);
+            return cli_fail(&e);
+        }
+    }
+    pl_buf out;
+    pl_buf_init(&out);
+    if (o.check) {
+        pl_buf_printf(&out, "ok: %s: %d ranks, %d stages, %d microbatches, %zu actions, valid and deadlock-free\n",
+                      o.from ? o.from : s->kind, s->ranks, s->stages, s->microbatches, sched_total_actions(s));
+        rc = cli_write_output(NULL, &out);
+    } else if (o.to) {
+        if (strcmp(o.to, "sched") == 0) {
+            rc = sched_write_text(s, &out) == PL_OK ? CLI_OK : CLI_EUSER;
+        } else {
+            sched_csv_flavour fl = !o.flavour ? SCHED_CSV_AUTO
+                                   : strcmp(o.flavour, "compute_only") == 0 ? SCHED_CSV_COMPUTE_ONLY
+                                                                            : SCHED_CSV_COMPUTE_COMMS;
+            rc = sched_write_torch_csv(s, fl, &out, &e) == PL_OK ? CLI_OK : cli_fail(&e);
+        }
+        if (rc == CLI_OK) rc = cli_write_output(o.output, &out);
+    } else {
+        sched_dryrun_result r;
+        if (sched_dryrun(s, &o.costs, &r, &e) != PL_OK) {
+            rc = cli_fail(&e);
+        } else {
+            int color = strcmp(o.color, "always") == 0 || (strcmp(o.color, "auto") == 0 && cli_isatty(1));
+            if (strcmp(o.format, "table") == 0) {
+                if (!o.no_timeline) {
+                    sched_render_timeline(s, &r, color, &out);
+                    pl_buf_putc(&out, '\n');
+                }
+                sched_render_stats(s, &r, &out);
+            } else {
+                stats_machine(s, &r, strcmp(o.format, "json") == 0, &out);
+            }
+            rc = cli_write_output(NULL, &out);
+            sched_dryrun_free(&r, s->ranks);
+        }
+    }
+    pl_buf_free(&out);
+    sched_free(s);
+    return rc;
+}

@@ -1,0 +1,42 @@
+/* main.c: the pipelab program: dispatches to one subcommand per file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct subcommand {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} subcommand;
+
+static const subcommand commands[] = {
+    {"schedule", cli_schedule, "generate, load, validate, convert and draw pipeline schedules"},
+    {NULL, NULL, NULL},
+};
+
+/* Prints the list of subcommands. */
+static void usage(FILE *f) {
+    fprintf(f, "usage: pipelab COMMAND [options]   (pipelab COMMAND --help for details)\n\ncommands:\n");
+    for (const subcommand *c = commands; c->name; c++) fprintf(f, "  %-10s %s\n", c->name, c->summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_EUSAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("pipelab %s (%s)\n", PL_VERSION, PIPELAB_GIT_REV);
+        return CLI_OK;
+    }
+    for (const subcommand *c = commands; c->name; c++)
+        if (strcmp(argv[1], c->name) == 0) return c->run(argc - 1, argv + 1);
+    fprintf(stderr, "pipelab: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return CLI_EUSAGE;
+}

@@ -1,0 +1,64 @@
+/* pl_common.h: small helpers shared by every pipelab module (errors, checked allocation, text). */
+#ifndef PL_COMMON_H
+#define PL_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PL_VERSION "0.1.0"
+
+/* Error codes returned by library functions. User errors (bad input) are PL_EINPUT. */
+enum {
+    PL_OK = 0,
+    PL_EINPUT = 1,   /* bad input: a file, a flag value, a schedule that cannot run */
+    PL_ENOMEM = 2,   /* an allocation failed or would be too large */
+    PL_EIO = 3,      /* a file could not be read or written */
+    PL_EINTERNAL = 4 /* a broken invariant inside pipelab */
+};
+
+/* An error report: library functions fill it and return its code; only cli/ prints it. */
+typedef struct pl_err {
+    int code;
+    char msg[1024];
+} pl_err;
+
+/* Fills e (if not NULL) with a printf-style message and returns code. */
+int pl_errf(pl_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Prefixes the message already in e with a printf-style context ("file:line: "). */
+void pl_err_prefix(pl_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Clears e to PL_OK with an empty message. */
+void pl_err_clear(pl_err *e);
+
+/* Checked allocation: returns NULL on overflow of n*size or on failure. */
+void *pl_calloc(size_t n, size_t size);
+void *pl_reallocarray(void *p, size_t n, size_t size);
+
+/* Growable byte string used to build text output and files. */
+typedef struct pl_buf {
+    char *data;
+    size_t len, cap;
+    int failed; /* set when an allocation failed; later appends are ignored */
+} pl_buf;
+
+void pl_buf_init(pl_buf *b);
+void pl_buf_free(pl_buf *b);
+void pl_buf_putc(pl_buf *b, char c);
+void pl_buf_puts(pl_buf *b, const char *s);
+void pl_buf_printf(pl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Reads a whole file into a NUL-terminated buffer; returns PL_OK or an error naming the path.
+ * Files larger than max_bytes are refused. */
+int pl_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len, pl_err *e);
+/* Writes len bytes to path atomically (temporary file then rename). */
+int pl_write_file(const char *path, const char *data, size_t len, pl_err *e);
+
+/* Parses a whole decimal integer in [lo, hi]; returns 0 on success, -1 on junk or range error. */
+int pl_parse_long(const char *s, long lo, long hi, long *out);
+/* Parses a whole finite double; returns 0 on success, -1 otherwise. */
+int pl_parse_double(const char *s, double *out);
+
+/* Monotonic wall-clock time in seconds. */
+double pl_now_s(void);
+
+#endif

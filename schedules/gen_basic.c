@@ -1,0 +1,263 @@
+/* gen_basic.c: generators for gpipe, 1f1b, pipedream, 2bw, interleaved 1F1B and looped BFS. */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sched.h"
+
+/* Checked, defaulted parameters shared by every generator in this file. */
+typedef struct gen_params {
+    int p;     /* ranks */
+    int m;     /* microbatches per iteration */
+    int v;     /* chunks (stages per rank) */
+    int iters; /* iterations */
+} gen_params;
+
+/* Checks o for generator `name` and fills g with defaults applied. has_chunks says whether
+ * the generator takes chunks (otherwise chunks must be 0 or 1); def_chunks and def_iters are
+ * the defaults for 0. Every size check (ranks, microbatches * iterations, stages, the number
+ * of actions) happens here, before anything is allocated. Returns PL_OK or PL_EINPUT. */
+static int gen_check(const char *name, const sched_gen_opts *o, int has_chunks, int def_chunks,
+                     int def_iters, gen_params *g, pl_err *e) {
+    if (!o) return pl_errf(e, PL_EINPUT, "%s: no options given", name);
+    if (o->ranks < 1)
+        return pl_errf(e, PL_EINPUT, "%s: ranks (%d) must be >= 1", name, o->ranks);
+    if (o->ranks > SCHED_MAX_RANKS)
+        return pl_errf(e, PL_EINPUT, "%s: ranks (%d) exceeds the limit of %d", name, o->ranks,
+                       SCHED_MAX_RANKS);
+    if (o->microbatches < 1)
+        return pl_errf(e, PL_EINPUT, "%s: microbatches (%d) must be >= 1", name, o->microbatches);
+    if (o->chunks < 0)
+        return pl_errf(e, PL_EINPUT, "%s: chunks (%d) must be >= 1 (or 0 for the default)", name,
+                       o->chunks);
+    if (!has_chunks && o->chunks > 1)
+        return pl_errf(e, PL_EINPUT,
+                       "%s: has one stage per rank; chunks (%d) must be 0 or 1 (use interleaved "
+                       "or looped-bfs for several chunks per rank)",
+                       name, o->chunks);
+    if (o->iterations < 0)
+        return pl_errf(e, PL_EINPUT, "%s: iterations (%d) must be >= 1 (or 0 for the default)",
+                       name, o->iterations);
+    if (o->recompute != SCHED_RECOMPUTE_NONE && o->recompute != SCHED_RECOMPUTE_FULL)
+        return pl_errf(e, PL_EINPUT, "%s: unknown recomputation policy %d", name,
+                       (int)o->recompute);
+    g->p = o->ranks;
+    g->m = o->microbatches;
+    g->v = o->chunks > 0 ? o->chunks : def_chunks;
+    g->iters = o->iterations > 0 ? o->iterations : def_iters;
+    int64_t mbs = (int64_t)g->m * g->iters;
+    if (mbs > SCHED_MAX_MICROBATCHES)
+        return pl_errf(e, PL_EINPUT,
+                       "%s: microbatches (%d) x iterations (%d) = %lld exceeds the limit of %d",
+                       name, g->m, g->iters, (long long)mbs, SCHED_MAX_MICROBATCHES);
+    int64_t stages = (int64_t)g->p * g->v;
+    if (g->v > SCHED_MAX_STAGES || stages > SCHED_MAX_STAGES)
+        return pl_errf(e, PL_EINPUT, "%s: ranks (%d) x chunks (%d) = %lld stages exceeds the limit of %d",
+                       name, g->p, g->v, (long long)stages, SCHED_MAX_STAGES);
+    /* One F and one B per (stage, global microbatch); each factor is bounded above, so the
+     * product fits in 64 bits (2 * 2^20 * 2^24). */
+    int64_t acts = 2 * stages * mbs;
+    if ((uint64_t)acts > (uint64_t)SCHED_MAX_ACTIONS)
+        return pl_errf(e, PL_EINPUT,
+                       "%s: %lld stages x %lld microbatches needs %lld actions, more than the "
+                       "limit of %zu",
+                       name, (long long)stages, (long long)mbs, (long long)acts,
+                       (size_t)SCHED_MAX_ACTIONS);
+    return PL_OK;
+}
+
+/* Allocates the empty schedule for checked parameters g (loop placement, p*v stages) and sets
+ * its policies. Returns NULL with e filled when sched_new fails. */
+static sched *gen_begin(const char *name, const gen_params *g, sched_weights w,
+                        sched_recompute rc, pl_err *e) {
+    sched *s = sched_new(g->p, g->p * g->v, g->m, SCHED_PLACE_LOOP, NULL, e);
+    if (!s) return NULL;
+    snprintf(s->kind, sizeof s->kind, "%s", name);
+    s->chunks = g->v;
+    s->iterations = g->iters;
+    s->weights = w;
+    s->recompute = rc;
+    return s;
+}
+
+/* Appends one compute action; returns PL_OK, or PL_ENOMEM with e filled. */
+static int push(sched *s, int rank, sched_kind k, int stage, int mb, pl_err *e) {
+    if (sched_push(s, rank, sched_act(k, stage, mb)) != PL_OK)
+        return pl_errf(e, PL_ENOMEM, "%s: out of memory while generating rank %d", s->kind, rank);
+    return PL_OK;
+}
+
+/* Emits one-forward-one-backward on rank r holding one stage, for the `count` microbatches
+ * mb0 .. mb0+count-1: warm-up of min(p-r-1, count) forwards, then F of the next microbatch
+ * followed by B of the oldest, then the remaining backwards. At most min(p-r, count)
+ * microbatches are ever in flight. Returns PL_OK or PL_ENOMEM. */
+static int emit_1f1b(sched *s, int r, int p, int64_t mb0, int64_t count, pl_err *e) {
+    int64_t warm = p - r - 1 < count ? p - r - 1 : count;
+    int rc = PL_OK;
+    for (int64_t i = 0; i < warm && rc == PL_OK; i++)
+        rc = push(s, r, SCHED_F, r, (int)(mb0 + i), e);
+    for (int64_t j = 0; j < count - warm && rc == PL_OK; j++) {
+        rc = push(s, r, SCHED_F, r, (int)(mb0 + warm + j), e);
+        if (rc == PL_OK) rc = push(s, r, SCHED_B, r, (int)(mb0 + j), e);
+    }
+    for (int64_t j = count - warm; j < count && rc == PL_OK; j++)
+        rc = push(s, r, SCHED_B, r, (int)(mb0 + j), e);
+    return rc;
+}
+
+/* Frees s and returns NULL: the common failure exit after a push failed. */
+static sched *gen_fail(sched *s) {
+    sched_free(s);
+    return NULL;
+}
+
+/* GPipe: per rank, all forwards of the iteration's microbatches, then all backwards in the
+ * same microbatch order (PyTorch ScheduleGPipe); a flush per iteration. Returns the schedule
+ * or NULL with e filled. */
+sched *sched_gen_gpipe(const sched_gen_opts *o, pl_err *e) {
+    gen_params g;
+    if (gen_check("gpipe", o, 0, 1, 1, &g, e) != PL_OK) return NULL;
+    sched *s = gen_begin("gpipe", &g, SCHED_WEIGHTS_FLUSH, o->recompute, e);
+    if (!s) return NULL;
+    for (int r = 0; r < g.p; r++)
+        for (int k = 0; k < g.iters; k++) {
+            int mb0 = k * g.m;
+            for (int i = 0; i < g.m; i++)
+                if (push(s, r, SCHED_F, r, mb0 + i, e) != PL_OK) return gen_fail(s);
+            for (int i = 0; i < g.m; i++)
+                if (push(s, r, SCHED_B, r, mb0 + i, e) != PL_OK) return gen_fail(s);
+        }
+    return s;
+}
+
+/* 1F1B (PipeDream-Flush): each iteration is a complete 1F1B block (warm-up, steady state,
+ * cool-down) and ends with a flush. Returns the schedule or NULL with e filled. */
+sched *sched_gen_1f1b(const sched_gen_opts *o, pl_err *e) {
+    gen_params g;
+    if (gen_check("1f1b", o, 0, 1, 1, &g, e) != PL_OK) return NULL;
+    sched *s = gen_begin("1f1b", &g, SCHED_WEIGHTS_FLUSH, o->recompute, e);
+    if (!s) return NULL;
+    for (int r = 0; r < g.p; r++)
+        for (int k = 0; k < g.iters; k++)
+            if (emit_1f1b(s, r, g.p, (int64_t)k * g.m, g.m, e) != PL_OK) return gen_fail(s);
+    return s;
+}
+
+/* Shared body of pipedream and 2bw: one continuous 1F1B over all m*iterations microbatches
+ * (warm-up only at the start, drain only at the end: no flush). Returns the schedule or NULL
+ * with e filled. */
+static sched *gen_async_1f1b(const char *name, sched_weights w, const sched_gen_opts *o,
+                             pl_err *e) {
+    gen_params g;
+    if (gen_check(name, o, 0, 1, 4, &g, e) != PL_OK) return NULL;
+    sched *s = gen_begin(name, &g, w, o->recompute, e);
+    if (!s) return NULL;
+    int64_t total = (int64_t)g.m * g.iters;
+    for (int r = 0; r < g.p; r++)
+        if (emit_1f1b(s, r, g.p, 0, total, e) != PL_OK) return gen_fail(s);
+    return s;
+}
+
+/* PipeDream (asynchronous 1F1B with weight stashing, default 4 iterations). Returns the
+ * schedule or NULL with e filled. */
+sched *sched_gen_pipedream(const sched_gen_opts *o, pl_err *e) {
+    return gen_async_1f1b("pipedream", SCHED_WEIGHTS_STASH, o, e);
+}
+
+/* PipeDream-2BW: PipeDream's order with double-buffered weights (default 4 iterations).
+ * Returns the schedule or NULL with e filled. */
+sched *sched_gen_2bw(const sched_gen_opts *o, pl_err *e) {
+    return gen_async_1f1b("2bw", SCHED_WEIGHTS_2BW, o, e);
+}
+
+/* Megatron's microbatch group size per virtual stage (microbatch_group_size_per_vp_stage)
+ * for m microbatches on p ranks. Megatron requires p <= N <= m and that the last group
+ * (m mod N) be empty or hold at least p microbatches; it defaults to N = p, which serves
+ * every m that is a multiple of p. For other m >= p we take the smallest N that Megatron
+ * accepts (one always exists: N = m). For m < p Megatron refuses, but PyTorch's
+ * ScheduleInterleaved1F1B runs one round of m microbatches, so N = m. Returns N. */
+static int interleaved_group(int m, int p) {
+    if (m < p) return m;
+    for (int n = p; n < m; n++) {
+        int rem = m % n;
+        if (rem == 0 || rem >= p) return n;
+    }
+    return m;
+}
+
+/* Maps virtual microbatch id vid (0 .. m*v-1) of Megatron's schedule table to its
+ * microbatch and chunk: microbatches go in groups of n; within a group every chunk runs
+ * the group's microbatches before the next chunk; the last group may be shorter. */
+static void interleaved_lookup(int64_t vid, int m, int v, int n, int *mb, int *chunk) {
+    int64_t full = m / n; /* groups of exactly n microbatches */
+    int64_t span = (int64_t)n * v;
+    if (vid < full * span) {
+        int64_t grp = vid / span, off = vid % span;
+        *chunk = (int)(off / n);
+        *mb = (int)(grp * n + off % n);
+    } else {
+        int64_t len = m - full * n, off = vid - full * span;
+        *chunk = (int)(off / len);
+        *mb = (int)(full * n + off % len);
+    }
+}
+
+/* Interleaved 1F1B (Megatron-LM virtual pipeline): rank r holds stages r, r+p, ..., r+(v-1)p.
+ * Forwards follow Megatron's schedule table (groups of n microbatches per chunk), backwards
+ * the same table with the chunk order reversed; warm-up is 2(p-r-1) + (v-1)n forwards
+ * (capped at m*v), then one forward and one backward, then the remaining backwards. With
+ * v = 1 the warm-up is Megatron's non-interleaved p-r-1 and the order equals 1f1b's.
+ * Returns the schedule or NULL with e filled. */
+sched *sched_gen_interleaved(const sched_gen_opts *o, pl_err *e) {
+    gen_params g;
+    if (gen_check("interleaved", o, 1, 2, 1, &g, e) != PL_OK) return NULL;
+    int p = g.p, m = g.m, v = g.v;
+    int n = v > 1 ? interleaved_group(m, p) : 1;
+    sched *s = gen_begin("interleaved", &g, SCHED_WEIGHTS_FLUSH, o->recompute, e);
+    if (!s) return NULL;
+    int64_t total = (int64_t)m * v;
+    for (int r = 0; r < p; r++) {
+        int64_t warm = v > 1 ? 2 * (int64_t)(p - r - 1) + (int64_t)(v - 1) * n : p - r - 1;
+        if (warm > total) warm = total;
+        for (int k = 0; k < g.iters; k++) {
+            int mb0 = k * m;
+            int64_t fi = 0, bi = 0; /* next forward / backward virtual microbatch */
+            while (fi < total || bi < total) {
+                int mb, c;
+                /* warm-up: forwards only; steady: F then B; cool-down: backwards only */
+                if (fi < total) {
+                    interleaved_lookup(fi, m, v, n, &mb, &c);
+                    if (push(s, r, SCHED_F, c * p + r, mb0 + mb, e) != PL_OK) return gen_fail(s);
+                    fi++;
+                    if (fi <= warm) continue;
+                }
+                interleaved_lookup(bi, m, v, n, &mb, &c);
+                if (push(s, r, SCHED_B, (v - 1 - c) * p + r, mb0 + mb, e) != PL_OK)
+                    return gen_fail(s);
+                bi++;
+            }
+        }
+    }
+    return s;
+}
+
+/* Looped BFS (PyTorch ScheduleLoopedBFS): rank r runs all forwards of its first local stage,
+ * then of its next local stage, ...; then the backwards of its local stages in reverse stage
+ * order, each over the microbatches in reverse order (as PyTorch does). Any m and v work.
+ * Returns the schedule or NULL with e filled. */
+sched *sched_gen_looped_bfs(const sched_gen_opts *o, pl_err *e) {
+    gen_params g;
+    if (gen_check("looped-bfs", o, 1, 2, 1, &g, e) != PL_OK) return NULL;
+    sched *s = gen_begin("looped-bfs", &g, SCHED_WEIGHTS_FLUSH, o->recompute, e);
+    if (!s) return NULL;
+    for (int r = 0; r < g.p; r++)
+        for (int k = 0; k < g.iters; k++) {
+            int mb0 = k * g.m;
+            for (int c = 0; c < g.v; c++)
+                for (int i = 0; i < g.m; i++)
+                    if (push(s, r, SCHED_F, c * g.p + r, mb0 + i, e) != PL_OK) return gen_fail(s);
+            for (int c = g.v - 1; c >= 0; c--)
+                for (int i = g.m - 1; i >= 0; i--)
+                    if (push(s, r, SCHED_B, c * g.p + r, mb0 + i, e) != PL_OK) return gen_fail(s);
+        }
+    return s;
+}

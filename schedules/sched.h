@@ -1,0 +1,245 @@
+/* sched.h: the schedule IR shared by the simulator and the executor; generators, lowering,
+ * validation, the unit-time dry run and the file formats (.sched, PyTorch CSV). */
+#ifndef SCHED_H
+#define SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pl_common.h"
+
+/* ---------------------------------------------------------------- actions */
+
+/* Kinds of action. Compute kinds first (F, B, I, W, OVERLAP), then communication, then the rest. */
+typedef enum sched_kind {
+    SCHED_F = 0,       /* forward of (stage, mb) */
+    SCHED_B,           /* full backward (input + weight gradients) */
+    SCHED_I,           /* backward for the input gradient only */
+    SCHED_W,           /* backward for the weight gradient only */
+    SCHED_OVERLAP,     /* compound: F of (stage, mb) overlapped with B/I of (stage2, mb2) */
+    SCHED_SEND_F,      /* stage sends its forward output of mb to stage+1 */
+    SCHED_RECV_F,      /* stage receives its forward input of mb from stage-1 */
+    SCHED_SEND_B,      /* stage sends the input gradient of mb to stage-1 */
+    SCHED_RECV_B,      /* stage receives its output gradient of mb from stage+1 */
+    SCHED_REDUCE_GRAD, /* gradient all-reduce of a stage (mb = -1, or the iteration-local mb) */
+    SCHED_STEP,        /* optimizer step of a stage (mb = -1, or the mb whose update it applies) */
+    SCHED_UNSHARD,     /* FSDP unshard of a stage's weights (read from PyTorch files, kept) */
+    SCHED_RESHARD,     /* FSDP reshard of a stage's weights */
+    SCHED_NKINDS
+} sched_kind;
+
+/* One action on one rank. 20 bytes. mb is the global microbatch index across iterations
+ * (iteration = mb / microbatches); -1 where the kind has no microbatch. For SCHED_OVERLAP,
+ * (stage, mb) is the forward half and (stage2, mb2, kind2 = SCHED_B or SCHED_I) the backward
+ * half; for every other kind stage2 = mb2 = -1 and kind2 = 0. */
+typedef struct sched_action {
+    int32_t stage;
+    int32_t mb;
+    int32_t stage2;
+    int32_t mb2;
+    uint8_t kind;
+    uint8_t kind2;
+    uint16_t reserved;
+} sched_action;
+
+/* Returns the canonical name of a kind ("F", "SEND_F", "OVERLAP_F_B", ...). */
+const char *sched_kind_name(sched_kind k);
+/* Returns 1 for F, B, I, W and OVERLAP. */
+int sched_kind_is_compute(sched_kind k);
+/* Returns 1 for SEND_F, RECV_F, SEND_B, RECV_B. */
+int sched_kind_is_comm(sched_kind k);
+
+/* Makes a plain action; make an overlap with sched_overlap. */
+sched_action sched_act(sched_kind k, int stage, int mb);
+sched_action sched_overlap(int f_stage, int f_mb, sched_kind bkind, int b_stage, int b_mb);
+
+/* Letter set used when parsing action text. CURRENT: B = full backward, I, W.
+ * LEGACY (older PyTorch releases): B = input backward, BW = full backward, W. */
+typedef enum sched_letters { SCHED_LETTERS_CURRENT = 0, SCHED_LETTERS_LEGACY = 1 } sched_letters;
+
+/* Formats an action in PyTorch's notation ("0F1", "2I0", "1SEND_F0", "0REDUCE_GRAD",
+ * "(0F7;7B3)OVERLAP_F_B") into buf (size n); returns the length written (like snprintf). */
+int sched_action_format(const sched_action *a, char *buf, size_t n);
+/* Parses exactly one action from text[0..len); the whole text must be consumed.
+ * Returns PL_OK, or PL_EINPUT with a message saying what is wrong and *err_col set to the
+ * 0-based column inside text where parsing failed. */
+int sched_action_parse(const char *text, size_t len, sched_letters letters, sched_action *out,
+                       size_t *err_col, pl_err *e);
+
+/* ---------------------------------------------------------------- schedule */
+
+typedef enum sched_placement {
+    SCHED_PLACE_LOOP = 0, /* stage s on rank s mod p */
+    SCHED_PLACE_V,        /* 0..p-1 then p-1..0, repeating (zig-zag) */
+    SCHED_PLACE_EXPLICIT  /* stage_rank[] given */
+} sched_placement;
+
+typedef enum sched_weights {
+    SCHED_WEIGHTS_FLUSH = 0, /* one version, a flush per iteration */
+    SCHED_WEIGHTS_STASH,     /* PipeDream weight stashing, no flush, update per microbatch */
+    SCHED_WEIGHTS_2BW        /* double-buffered weights, new version every m microbatches */
+} sched_weights;
+
+typedef enum sched_recompute { SCHED_RECOMPUTE_NONE = 0, SCHED_RECOMPUTE_FULL } sched_recompute;
+
+/* The actions of one rank, in order. */
+typedef struct sched_rank {
+    sched_action *acts;
+    size_t n, cap;
+} sched_rank;
+
+/* A schedule: for each rank the ordered list of its actions. Owns all its memory. */
+typedef struct sched {
+    char kind[32];         /* generator name, or "file" for loaded schedules */
+    int ranks;             /* p: workers */
+    int stages;            /* virtual stages (model chunks), >= ranks when chunks > 1 */
+    int microbatches;      /* m: microbatches per iteration */
+    int iterations;        /* iterations described (async schedules use several) */
+    int chunks;            /* stages per rank (v); informational, stages / ranks */
+    sched_placement placement;
+    int *stage_rank;       /* [stages] rank that holds each stage */
+    sched_weights weights;
+    sched_recompute recompute;
+    int lowered;           /* 1 when SEND/RECV (and REDUCE_GRAD/STEP) are explicit */
+    sched_rank *rank;      /* [ranks] */
+    char *src_path;        /* file the schedule was read from, or NULL (owned) */
+    int *src_line;         /* [ranks] line of each rank's row in that file, or NULL (owned) */
+} sched;
+
+/* Records where a loaded schedule came from, so validation errors can say "path:line: ...".
+ * Copies path; src_line gets one entry per rank. Returns PL_OK or PL_ENOMEM. */
+int sched_set_source(sched *s, const char *path, const int *rank_lines);
+
+/* Limits on sizes accepted anywhere (generators, files). Larger requests get a clear error. */
+#define SCHED_MAX_RANKS 65536
+#define SCHED_MAX_STAGES (1 << 20)
+#define SCHED_MAX_MICROBATCHES (1 << 24)
+#define SCHED_MAX_ACTIONS ((size_t)1 << 31)
+
+/* Allocates an empty schedule with the given shape and placement (stage_rank filled for
+ * LOOP and V; for EXPLICIT pass stage_rank, copied). Returns NULL and fills e on error. */
+sched *sched_new(int ranks, int stages, int microbatches, sched_placement pl,
+                 const int *stage_rank, pl_err *e);
+void sched_free(sched *s);
+/* Returns a deep copy, or NULL on allocation failure. */
+sched *sched_clone(const sched *s);
+/* Appends an action to a rank's list; returns PL_OK or PL_ENOMEM. */
+int sched_push(sched *s, int rank, sched_action a);
+/* Total number of actions over all ranks. */
+size_t sched_total_actions(const sched *s);
+/* Fills stage_rank[] for a placement rule; returns PL_OK or PL_EINPUT. */
+int sched_place(sched_placement pl, int ranks, int stages, int *stage_rank, pl_err *e);
+/* Names of enum values, and parsing them back (return -1 when unknown). */
+const char *sched_placement_name(sched_placement p);
+const char *sched_weights_name(sched_weights w);
+const char *sched_recompute_name(sched_recompute r);
+int sched_placement_parse(const char *s);
+int sched_weights_parse(const char *s);
+int sched_recompute_parse(const char *s);
+/* Returns 1 when both schedules are identical (shape, policies, every action). */
+int sched_equal(const sched *a, const sched *b);
+
+/* ---------------------------------------------------------------- generators */
+
+typedef struct sched_gen_opts {
+    int ranks;        /* p */
+    int microbatches; /* m, per iteration */
+    int chunks;       /* v: stages per rank (interleaved, looped-bfs; zbv/dualpipev use 2); 0 = default */
+    int iterations;   /* 0 = default (1 for flush schedules, 4 for pipedream and 2bw) */
+    sched_recompute recompute;
+} sched_gen_opts;
+
+typedef struct sched_generator {
+    const char *name;    /* "gpipe", "1f1b", ... */
+    const char *summary; /* one line for --help */
+    /* Builds the compute-only schedule; returns NULL and fills e when the parameters cannot be
+     * served, saying why. */
+    sched *(*gen)(const sched_gen_opts *o, pl_err *e);
+} sched_generator;
+
+/* The table of generators, terminated by {NULL}. */
+extern const sched_generator sched_generators[];
+/* Finds a generator by name; NULL when unknown. */
+const sched_generator *sched_find_generator(const char *name);
+/* Generates by name; unknown names give an error listing the known ones. */
+sched *sched_generate(const char *name, const sched_gen_opts *o, pl_err *e);
+
+sched *sched_gen_gpipe(const sched_gen_opts *o, pl_err *e);
+sched *sched_gen_1f1b(const sched_gen_opts *o, pl_err *e);
+sched *sched_gen_pipedream(const sched_gen_opts *o, pl_err *e);
+sched *sched_gen_2bw(const sched_gen_opts *o, pl_err *e);
+sched *sched_gen_interleaved(const sched_gen_opts *o, pl_err *e);
+sched *sched_gen_looped_bfs(const sched_gen_opts *o, pl_err *e);
+sched *sched_gen_zb_h1(const sched_gen_opts *o, pl_err *e);
+sched *sched_gen_zb_h2(const sched_gen_opts *o, pl_err *e);
+sched *sched_gen_zbv(const sched_gen_opts *o, pl_err *e);
+sched *sched_gen_dualpipev(const sched_gen_opts *o, pl_err *e);
+
+/* ---------------------------------------------------------------- lowering, validation */
+
+/* Returns a lowered copy of a compute-only schedule: SEND/RECV between stages on different
+ * ranks in an order that cannot deadlock (the sender places the matching receive on the
+ * receiver's list), REDUCE_GRAD after the last backward of each stage per weight version, and
+ * STEP after it (per iteration for flush, per microbatch for stash, every m for 2bw).
+ * A schedule that is already lowered is copied. NULL and e on error (invalid or deadlocking). */
+sched *sched_lower(const sched *s, pl_err *e);
+
+/* Checks a schedule (compute-only or lowered) and returns PL_OK or PL_EINPUT with a message
+ * naming rank, position, action and reason: completeness (one F and one B or I+W per stage
+ * and microbatch), order (F before I/B, I before W), placement (a stage lives on one rank),
+ * send/receive pairing (lowered), and deadlock freedom (via the dry run). */
+int sched_validate(const sched *s, pl_err *e);
+
+/* Per-kind durations for the dry run, in steps (default 1 each; OVERLAP costs F + its B/I). */
+typedef struct sched_unit_costs {
+    int f, b, i, w;
+} sched_unit_costs;
+
+/* One executed action of the dry run. */
+typedef struct sched_slot {
+    int64_t start, end; /* steps */
+} sched_slot;
+
+/* Result of the unit-time dry run. */
+typedef struct sched_dryrun_result {
+    int64_t steps;          /* makespan in steps */
+    int64_t *busy;          /* [ranks] steps spent computing */
+    double bubble;          /* 1 - sum(busy) / (ranks * steps) */
+    int *max_inflight;      /* [ranks] most microbatches with an F done and backward not done */
+    sched_slot **slot;      /* [ranks][n actions of that rank] start/end of each action */
+} sched_dryrun_result;
+
+/* Executes the schedule in unit time: each compute action takes its cost in steps, comm takes
+ * none, a RECV waits for its SEND, a compute waits for its data. On deadlock returns PL_EINPUT
+ * naming the waiting ranks and their actions. costs NULL = all ones. */
+int sched_dryrun(const sched *s, const sched_unit_costs *costs, sched_dryrun_result *r, pl_err *e);
+void sched_dryrun_free(sched_dryrun_result *r, int ranks);
+
+/* Renders the unit-time timeline (one row per rank, one cell per step) into b; color adds ANSI
+ * colours. Plus a statistics block: steps, bubble, microbatches in flight per rank. */
+void sched_render_timeline(const sched *s, const sched_dryrun_result *r, int color, pl_buf *b);
+void sched_render_stats(const sched *s, const sched_dryrun_result *r, pl_buf *b);
+
+/* ---------------------------------------------------------------- files */
+
+typedef enum sched_csv_flavour {
+    SCHED_CSV_AUTO = 0,     /* detect on read: compute_comms when any SEND/RECV cell appears */
+    SCHED_CSV_COMPUTE_ONLY,
+    SCHED_CSV_COMPUTE_COMMS
+} sched_csv_flavour;
+
+/* Native .sched text. Reading errors are "path:line:col: what is wrong". */
+int sched_write_text(const sched *s, pl_buf *out);
+sched *sched_read_text(const char *path, const char *text, size_t len, pl_err *e);
+
+/* PyTorch torch.distributed.pipelining CSV: one row per rank, one cell per action, empty cell =
+ * idle slot (dropped on read: execution is dependency-driven). compute_only writes compute
+ * actions only; compute_comms writes a lowered schedule with every action. */
+int sched_write_torch_csv(const sched *s, sched_csv_flavour fl, pl_buf *out, pl_err *e);
+sched *sched_read_torch_csv(const char *path, const char *text, size_t len, sched_letters letters,
+                            pl_err *e);
+
+/* Loads a file by extension (.csv = PyTorch CSV, anything else = .sched); NULL and e on error. */
+sched *sched_load(const char *path, sched_letters letters, pl_err *e);
+
+#endif

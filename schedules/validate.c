@@ -1,0 +1,218 @@
+/* validate.c: checks a schedule (compute-only or lowered) and reports the first problem with
+ * its rank, position, action and reason. */
+#include "sched_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Per (stage, mb) counters of each action kind seen so far (saturating at 255). */
+enum { C_F, C_B, C_I, C_W, C_SENDF, C_RECVF, C_SENDB, C_RECVB, C_N };
+
+typedef struct vstate {
+    const sched *s;
+    int64_t M;
+    uint8_t *cnt[C_N];
+} vstate;
+
+void sched_where(const sched *s, int rank, size_t pos, char *buf, size_t n) {
+    char act[96] = "?";
+    if (rank >= 0 && rank < s->ranks && pos < s->rank[rank].n)
+        sched_action_format(&s->rank[rank].acts[pos], act, sizeof act);
+    if (s->src_path && s->src_line)
+        snprintf(buf, n, "%s:%d: rank %d, action %zu (%s): ", s->src_path, s->src_line[rank], rank, pos + 1, act);
+    else if (s->src_path)
+        snprintf(buf, n, "%s: rank %d, action %zu (%s): ", s->src_path, rank, pos + 1, act);
+    else
+        snprintf(buf, n, "rank %d, action %zu (%s): ", rank, pos + 1, act);
+}
+
+/* Fills e with "where: reason" for the action at (rank, pos) and returns PL_EINPUT. */
+static int fail_at(const sched *s, int rank, size_t pos, pl_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int fail_at(const sched *s, int rank, size_t pos, pl_err *e, const char *fmt, ...) {
+    char where[1024], why[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    sched_where(s, rank, pos, where, sizeof where);
+    return pl_errf(e, PL_EINPUT, "%s%s", where, why);
+}
+
+/* Fills e with "path: reason" for a problem that has no single position. */
+static int fail_global(const sched *s, pl_err *e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail_global(const sched *s, pl_err *e, const char *fmt, ...) {
+    char why[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (s->src_path) return pl_errf(e, PL_EINPUT, "%s: %s", s->src_path, why);
+    return pl_errf(e, PL_EINPUT, "%s", why);
+}
+
+/* Returns the counter slot of (stage, mb). */
+static size_t ix(const vstate *v, int stage, int mb) { return (size_t)stage * (size_t)v->M + (size_t)mb; }
+
+static void bump(uint8_t *c) {
+    if (*c < 255) (*c)++;
+}
+
+/* Checks that stage and mb of one half of an action are in range and on this rank. */
+static int check_half(const vstate *v, int rank, size_t pos, int stage, int mb, int need_mb, pl_err *e) {
+    const sched *s = v->s;
+    if (stage < 0 || stage >= s->stages)
+        return fail_at(s, rank, pos, e, "stage %d does not exist (the schedule has %d stages)", stage, s->stages);
+    if (need_mb && (mb < 0 || mb >= v->M))
+        return fail_at(s, rank, pos, e, "microbatch %d does not exist (the schedule has %lld microbatches)", mb, (long long)v->M);
+    if (!need_mb && mb >= v->M)
+        return fail_at(s, rank, pos, e, "microbatch %d does not exist (the schedule has %lld microbatches)", mb, (long long)v->M);
+    if (s->stage_rank[stage] != rank)
+        return fail_at(s, rank, pos, e, "stage %d is on two ranks: the placement puts it on rank %d, this action is on rank %d",
+                       stage, s->stage_rank[stage], rank);
+    return PL_OK;
+}
+
+/* Returns 1 when the neighbour stage (stage + dir) exists and lives on another rank. */
+static int cross(const sched *s, int stage, int dir) {
+    int n = stage + dir;
+    return n >= 0 && n < s->stages && s->stage_rank[n] != s->stage_rank[stage];
+}
+
+/* Checks a forward of (stage, mb) at (rank, pos) against what came before it. */
+static int check_forward(vstate *v, int rank, size_t pos, int stage, int mb, pl_err *e) {
+    const sched *s = v->s;
+    size_t k = ix(v, stage, mb);
+    if (v->cnt[C_F][k]) return fail_at(s, rank, pos, e, "duplicate forward of stage %d microbatch %d", stage, mb);
+    if (s->lowered && cross(s, stage, -1) && !v->cnt[C_RECVF][k])
+        return fail_at(s, rank, pos, e, "the input of stage %d microbatch %d comes from rank %d, but no %dRECV_F%d precedes this forward",
+                       stage, mb, s->stage_rank[stage - 1], stage, mb);
+    bump(&v->cnt[C_F][k]);
+    return PL_OK;
+}
+
+/* Checks a backward (B or I) of (stage, mb). */
+static int check_backward(vstate *v, int rank, size_t pos, int kind, int stage, int mb, pl_err *e) {
+    const sched *s = v->s;
+    size_t k = ix(v, stage, mb);
+    if (v->cnt[C_B][k] || v->cnt[C_I][k])
+        return fail_at(s, rank, pos, e, "duplicate backward of stage %d microbatch %d", stage, mb);
+    if (!v->cnt[C_F][k])
+        return fail_at(s, rank, pos, e, "backward of stage %d microbatch %d comes before its forward", stage, mb);
+    if (s->lowered && cross(s, stage, +1) && !v->cnt[C_RECVB][k])
+        return fail_at(s, rank, pos, e, "the output gradient of stage %d microbatch %d comes from rank %d, but no %dRECV_B%d precedes this backward",
+                       stage, mb, s->stage_rank[stage + 1], stage, mb);
+    bump(&v->cnt[kind == SCHED_B ? C_B : C_I][k]);
+    return PL_OK;
+}
+
+/* Checks one action at (rank, pos); returns PL_OK or an error. */
+static int check_action(vstate *v, int rank, size_t pos, pl_err *e) {
+    const sched *s = v->s;
+    const sched_action *a = &s->rank[rank].acts[pos];
+    int k = a->kind;
+    if (k >= SCHED_NKINDS) return fail_at(s, rank, pos, e, "unknown action kind %d", k);
+    int need_mb = k != SCHED_REDUCE_GRAD && k != SCHED_STEP && k != SCHED_UNSHARD && k != SCHED_RESHARD;
+    int rc = check_half(v, rank, pos, a->stage, a->mb, need_mb, e);
+    if (rc) return rc;
+    if (sched_kind_is_comm((sched_kind)k) && !s->lowered)
+        return fail_at(s, rank, pos, e, "communication action in a schedule marked compute-only (set 'lowered yes')");
+    size_t i = need_mb ? ix(v, a->stage, a->mb) : 0;
+    switch (k) {
+    case SCHED_F: return check_forward(v, rank, pos, a->stage, a->mb, e);
+    case SCHED_B:
+    case SCHED_I: return check_backward(v, rank, pos, k, a->stage, a->mb, e);
+    case SCHED_W:
+        if (v->cnt[C_W][i]) return fail_at(s, rank, pos, e, "duplicate W of stage %d microbatch %d", a->stage, a->mb);
+        if (v->cnt[C_B][i]) return fail_at(s, rank, pos, e, "W of stage %d microbatch %d after a full backward (B already computed the weight gradient)", a->stage, a->mb);
+        if (!v->cnt[C_I][i]) return fail_at(s, rank, pos, e, "W before I: the weight gradient of stage %d microbatch %d needs its input-gradient backward first", a->stage, a->mb);
+        bump(&v->cnt[C_W][i]);
+        return PL_OK;
+    case SCHED_OVERLAP:
+        if (a->kind2 != SCHED_B && a->kind2 != SCHED_I) return fail_at(s, rank, pos, e, "the second half of an overlapped pair must be B or I");
+        rc = check_half(v, rank, pos, a->stage2, a->mb2, 1, e);
+        if (rc) return rc;
+        rc = check_forward(v, rank, pos, a->stage, a->mb, e);
+        return rc ? rc : check_backward(v, rank, pos, a->kind2, a->stage2, a->mb2, e);
+    case SCHED_SEND_F:
+        if (!cross(s, a->stage, +1)) return fail_at(s, rank, pos, e, "stage %d has no next stage on another rank to send to", a->stage);
+        if (!v->cnt[C_F][i]) return fail_at(s, rank, pos, e, "sends the output of stage %d microbatch %d before its forward", a->stage, a->mb);
+        if (v->cnt[C_SENDF][i]) return fail_at(s, rank, pos, e, "duplicate send");
+        bump(&v->cnt[C_SENDF][i]);
+        return PL_OK;
+    case SCHED_SEND_B:
+        if (!cross(s, a->stage, -1)) return fail_at(s, rank, pos, e, "stage %d has no previous stage on another rank to send to", a->stage);
+        if (!v->cnt[C_B][i] && !v->cnt[C_I][i]) return fail_at(s, rank, pos, e, "sends the input gradient of stage %d microbatch %d before its backward", a->stage, a->mb);
+        if (v->cnt[C_SENDB][i]) return fail_at(s, rank, pos, e, "duplicate send");
+        bump(&v->cnt[C_SENDB][i]);
+        return PL_OK;
+    case SCHED_RECV_F:
+        if (!cross(s, a->stage, -1)) return fail_at(s, rank, pos, e, "stage %d has no previous stage on another rank to receive from", a->stage);
+        if (v->cnt[C_RECVF][i]) return fail_at(s, rank, pos, e, "duplicate receive");
+        bump(&v->cnt[C_RECVF][i]);
+        return PL_OK;
+    case SCHED_RECV_B:
+        if (!cross(s, a->stage, +1)) return fail_at(s, rank, pos, e, "stage %d has no next stage on another rank to receive from", a->stage);
+        if (v->cnt[C_RECVB][i]) return fail_at(s, rank, pos, e, "duplicate receive");
+        bump(&v->cnt[C_RECVB][i]);
+        return PL_OK;
+    default: return PL_OK;
+    }
+}
+
+/* After the scan: every (stage, mb) has its F and its backward, and sends pair with receives. */
+static int check_complete(const vstate *v, pl_err *e) {
+    const sched *s = v->s;
+    for (int st = 0; st < s->stages; st++)
+        for (int64_t mb = 0; mb < v->M; mb++) {
+            size_t k = ix(v, st, (int)mb);
+            int r = s->stage_rank[st];
+            if (!v->cnt[C_F][k])
+                return fail_global(s, e, "stage %d microbatch %lld is missing its forward (F) on rank %d", st, (long long)mb, r);
+            if (!v->cnt[C_B][k] && !v->cnt[C_I][k])
+                return fail_global(s, e, "stage %d microbatch %lld is missing its backward (B, or I and W) on rank %d", st, (long long)mb, r);
+            if (v->cnt[C_I][k] && !v->cnt[C_W][k])
+                return fail_global(s, e, "stage %d microbatch %lld has its input backward (I) but is missing its weight backward (W) on rank %d", st, (long long)mb, r);
+            if (!s->lowered) continue;
+            if (cross(s, st, +1)) {
+                if (!v->cnt[C_SENDF][k]) return fail_global(s, e, "stage %d microbatch %lld: rank %d never sends the forward output (%dSEND_F%lld) that rank %d needs", st, (long long)mb, r, st, (long long)mb, s->stage_rank[st + 1]);
+                if (!v->cnt[C_RECVF][ix(v, st + 1, (int)mb)]) return fail_global(s, e, "stage %d microbatch %lld: the send to rank %d has no matching receive (%dRECV_F%lld)", st, (long long)mb, s->stage_rank[st + 1], st + 1, (long long)mb);
+            }
+            if (cross(s, st, -1)) {
+                if (!v->cnt[C_SENDB][k]) return fail_global(s, e, "stage %d microbatch %lld: rank %d never sends the input gradient (%dSEND_B%lld) that rank %d needs", st, (long long)mb, r, st, (long long)mb, s->stage_rank[st - 1]);
+                if (!v->cnt[C_RECVB][ix(v, st - 1, (int)mb)]) return fail_global(s, e, "stage %d microbatch %lld: the gradient sent to rank %d has no matching receive (%dRECV_B%lld)", st, (long long)mb, s->stage_rank[st - 1], st - 1, (long long)mb);
+            }
+        }
+    return PL_OK;
+}
+
+int sched_validate(const sched *s, pl_err *e) {
+    vstate v;
+    memset(&v, 0, sizeof v);
+    v.s = s;
+    v.M = (int64_t)s->microbatches * (s->iterations > 0 ? s->iterations : 1);
+    if ((double)s->stages * (double)v.M > (double)((int64_t)1 << 34))
+        return fail_global(s, e, "schedule too large to validate: %d stages x %lld microbatches", s->stages, (long long)v.M);
+    for (int r = 0; r < s->ranks; r++)
+        if (s->rank[r].n > 0) break;
+        else if (r == s->ranks - 1) return fail_global(s, e, "the schedule has no actions");
+    int nc = s->lowered ? C_N : C_SENDF;
+    int rc = PL_OK;
+    for (int c = 0; c < nc; c++) {
+        v.cnt[c] = pl_calloc((size_t)s->stages * (size_t)v.M, 1);
+        if (!v.cnt[c]) { rc = pl_errf(e, PL_ENOMEM, "out of memory validating the schedule"); goto out; }
+    }
+    for (int r = 0; r < s->ranks && rc == PL_OK; r++)
+        for (size_t p = 0; p < s->rank[r].n && rc == PL_OK; p++) rc = check_action(&v, r, p, e);
+    if (rc == PL_OK) rc = check_complete(&v, e);
+    if (rc == PL_OK) {
+        sched_dryrun_result res;
+        rc = sched_dryrun_core(s, NULL, &res, 0, e);
+        if (rc == PL_OK) sched_dryrun_free(&res, s->ranks);
+        else if (rc == PL_EINPUT && s->src_path) pl_err_prefix(e, "%s: ", s->src_path);
+    }
+out:
+    for (int c = 0; c < C_N; c++) free(v.cnt[c]);
+    return rc;
+}

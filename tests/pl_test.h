@@ -1,0 +1,25 @@
+/* pl_test.h: helpers shared by the CUnit suites (runner, file paths, running the CLI). */
+#ifndef PL_TEST_H
+#define PL_TEST_H
+
+#include <CUnit/CUnit.h>
+#include <stddef.h>
+
+/* Each test binary defines this: it adds its suites to the CUnit registry. */
+void pl_test_register(void);
+
+/* Returns 1 when path exists (file or directory). */
+int pl_test_exists(const char *path);
+/* Runs a shell command, captures stdout+stderr (malloc'd, NUL-terminated) and returns the exit
+ * status (or -1 when it did not exit normally). */
+int pl_test_run(const char *cmd, char **output);
+/* Returns a malloc'd path "dir/name". */
+char *pl_test_path(const char *dir, const char *name);
+/* Makes a fresh temporary directory and returns its malloc'd path. */
+char *pl_test_tmpdir(void);
+
+/* Registers one suite with NULL-terminated tests; aborts on registry failure. */
+typedef struct pl_test_case { const char *name; void (*fn)(void); } pl_test_case;
+void pl_test_suite(const char *name, const pl_test_case *cases);
+
+#endif

@@ -1,0 +1,16 @@
+/* main.c: registers the schedules module's suites (one file per area). */
+#include "pl_test.h"
+
+void test_core_register(void);
+void test_gen_register(void);
+void test_zb_register(void);
+void test_lower_register(void);
+void test_io_register(void);
+
+void pl_test_register(void) {
+    test_core_register();
+    test_gen_register();
+    test_zb_register();
+    test_lower_register();
+    test_io_register();
+}
