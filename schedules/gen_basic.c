@@ -70,7 +70,10 @@ static int gen_check(const char *name, const sched_gen_opts *o, int has_chunks, 
 static sched *gen_begin(const char *name, const gen_params *g, sched_weights w,
                         sched_recompute rc, pl_err *e) {
     sched *s = sched_new(g->p, g->p * g->v, g->m, SCHED_PLACE_LOOP, NULL, e);
-    if (!s) return NULL;
+    if (!s) {
+        pl_err_prefix(e, "%s: ", name);
+        return NULL;
+    }
     snprintf(s->kind, sizeof s->kind, "%s", name);
     s->chunks = g->v;
     s->iterations = g->iters;

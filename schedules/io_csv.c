@@ -253,7 +253,7 @@ static sched *build(csv_rd *c) {
         pl_errf(c->e, PL_ENOMEM, "%s: out of memory", c->path);
         return NULL;
     }
-    sched_placement pl;
+    sched_placement pl = SCHED_PLACE_EXPLICIT;
     sched *s = NULL;
     if (infer_placement(c, ranks, stages, &pl, stage_rank) == PL_OK) {
         s = sched_new(ranks, stages, c->max_mb + 1, pl, stage_rank, c->e);

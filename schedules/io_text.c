@@ -35,15 +35,19 @@
 
 /* ---------------------------------------------------------------- writing */
 
-/* Returns the kind name as one token the reader accepts: printable non-blank ASCII, at most
- * sizeof s->kind - 1 characters, other bytes replaced by '_'; "custom" when empty. */
+/* Returns 1 for the characters a kind name may hold: letters, digits and "_.+-", so that
+ * it can be quoted in JSON, CSV and SQL without escaping. */
+static int kind_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.' || c == '+' || c == '-';
+}
+
+/* Returns the kind name as one token the reader accepts: at most sizeof s->kind - 1
+ * characters, each kind_char (others replaced by '_'); "custom" when empty. */
 static void kind_token(const sched *s, char *out, size_t n) {
     size_t len = strnlen(s->kind, sizeof s->kind);
     if (len >= n) len = n - 1;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s->kind[i];
-        out[i] = (c > 0x20 && c < 0x7f) ? (char)c : '_';
-    }
+    for (size_t i = 0; i < len; i++) out[i] = kind_char(s->kind[i]) ? s->kind[i] : '_';
     out[len] = '\0';
     if (len == 0) snprintf(out, n, "custom");
 }
@@ -229,7 +233,7 @@ static int parse_num(rd *r, int lineno, tok t, const char *what, long long lo, l
  * PL_EINPUT when the value is missing or followed by more text. */
 static int one_value(rd *r, const hdr_entry *h, int k, tok *t) {
     size_t pos = (size_t)h->col - 1 + strlen(key_names[k]);
-    tok extra;
+    tok extra = {NULL, 0, 0};
     char q[QUOTE_MAX + 4];
     if (!next_tok(&h->ln, &pos, t))
         return fail_at(r, h->ln.no, (int)h->ln.n + 1, "header key '%s' needs a value", key_names[k]);
@@ -241,7 +245,7 @@ static int one_value(rd *r, const hdr_entry *h, int k, tok *t) {
 
 /* Reads a numeric header value in [lo, hi]; returns PL_OK or PL_EINPUT. */
 static int num_value(rd *r, const hdr_entry *h, int k, long long lo, long long hi, int *out) {
-    tok t;
+    tok t = {NULL, 0, 0};
     long long v;
     int rc = one_value(r, h, k, &t);
     if (rc == PL_OK) rc = parse_num(r, h->ln.no, t, key_names[k], lo, hi, &v);
@@ -253,7 +257,7 @@ static int num_value(rd *r, const hdr_entry *h, int k, long long lo, long long h
  * for unknown ones); `choices` lists them for the message. Returns PL_OK or PL_EINPUT. */
 static int name_value(rd *r, const hdr_entry *h, int k, int (*parse)(const char *),
                       const char *choices, int *out) {
-    tok t;
+    tok t = {NULL, 0, 0};
     char q[QUOTE_MAX + 4];
     int rc = one_value(r, h, k, &t);
     if (rc) return rc;
@@ -275,7 +279,7 @@ static int parse_yes_no(const char *s) {
 static int placement_value(rd *r, const hdr_entry *h, int ranks, int stages,
                            sched_placement *pl, int *stage_rank) {
     size_t pos = (size_t)h->col - 1 + strlen(key_names[K_PLACEMENT]);
-    tok t;
+    tok t = {NULL, 0, 0};
     char q[QUOTE_MAX + 4];
     if (!next_tok(&h->ln, &pos, &t))
         return fail_at(r, h->ln.no, (int)h->ln.n + 1, "header key 'placement' needs a value");
@@ -323,7 +327,7 @@ static int check_header_complete(rd *r, const hdr_entry *hdr, int at) {
 
 /* Builds the empty schedule from a complete header. Returns it, or NULL with e filled. */
 static sched *build_from_header(rd *r, const hdr_entry *hdr) {
-    int ranks, stages, mbs, iters, chunks, weights, recompute, lowered;
+    int ranks = 0, stages = 0, mbs = 0, iters = 0, chunks = 0, weights = 0, recompute = 0, lowered = 0;
     sched_placement pl = SCHED_PLACE_LOOP;
     if (num_value(r, &hdr[K_RANKS], K_RANKS, 1, SCHED_MAX_RANKS, &ranks) ||
         num_value(r, &hdr[K_STAGES], K_STAGES, 1, SCHED_MAX_STAGES, &stages) ||
@@ -332,7 +336,7 @@ static sched *build_from_header(rd *r, const hdr_entry *hdr) {
         num_value(r, &hdr[K_CHUNKS], K_CHUNKS, 1, stages, &chunks))
         return NULL;
     if ((long long)mbs * iters > SCHED_MAX_MICROBATCHES) {
-        tok t;
+        tok t = {NULL, 0, 0};
         one_value(r, &hdr[K_ITERATIONS], K_ITERATIONS, &t);
         fail_at(r, hdr[K_ITERATIONS].ln.no, t.col, "microbatches (%d) x iterations (%d) = %lld "
                 "exceeds the limit of %d microbatches", mbs, iters, (long long)mbs * iters,
@@ -343,7 +347,7 @@ static sched *build_from_header(rd *r, const hdr_entry *hdr) {
         name_value(r, &hdr[K_RECOMPUTE], K_RECOMPUTE, sched_recompute_parse, "none or full", &recompute) ||
         name_value(r, &hdr[K_LOWERED], K_LOWERED, parse_yes_no, "no or yes", &lowered))
         return NULL;
-    tok kt;
+    tok kt = {NULL, 0, 0};
     char q[QUOTE_MAX + 4];
     if (one_value(r, &hdr[K_KIND], K_KIND, &kt)) return NULL;
     if (kt.n >= sizeof ((sched *)0)->kind) {
@@ -351,6 +355,12 @@ static sched *build_from_header(rd *r, const hdr_entry *hdr) {
                 quote(kt, q), sizeof ((sched *)0)->kind - 1);
         return NULL;
     }
+    for (size_t i = 0; i < kt.n; i++)
+        if (!kind_char(kt.p[i])) {
+            fail_at(r, hdr[K_KIND].ln.no, kt.col + (int)i, "kind '%s': character '%c' is not "
+                    "allowed (letters, digits and _ . + - only)", quote(kt, q), kt.p[i]);
+            return NULL;
+        }
     int *stage_rank = pl_calloc((size_t)stages, sizeof *stage_rank);
     if (!stage_rank) {
         pl_errf(r->e, PL_ENOMEM, "%s: out of memory for %d stages", r->path, stages);
@@ -376,7 +386,7 @@ static sched *build_from_header(rd *r, const hdr_entry *hdr) {
 /* Checks that the first content line l is "pipelab-schedule 1". Returns PL_OK or PL_EINPUT. */
 static int check_magic(rd *r, const line *l) {
     size_t pos = 0;
-    tok t, v;
+    tok t = {NULL, 0, 0}, v = {NULL, 0, 0};
     char q[QUOTE_MAX + 4];
     next_tok(l, &pos, &t);
     if (!tok_is(t, FORMAT_MAGIC))
@@ -425,7 +435,7 @@ static int check_action(rd *r, const sched *s, int rk, const sched_action *a, in
 static int read_rank_line(rd *r, sched *s, int expect, const int *rank_lines, const line *l) {
     char q[QUOTE_MAX + 4];
     size_t pos = 0;
-    tok t;
+    tok t = {NULL, 0, 0};
     next_tok(l, &pos, &t); /* "rank" */
     while (pos < l->n && is_blank(l->p[pos])) pos++;
     size_t ns = pos;
@@ -492,7 +502,7 @@ static sched *read_body(rd *r) {
         if (is_skippable(&l)) continue;
         if (check_bytes(r, &l)) goto fail;
         size_t pos = 0;
-        tok t;
+        tok t = {NULL, 0, 0};
         next_tok(&l, &pos, &t);
         if (tok_is(t, "rank")) {
             if (!s) {

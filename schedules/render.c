@@ -7,17 +7,22 @@
 #include <string.h>
 
 /* Writes the cell text of compute action a into buf: "F3", or "2F3" when ranks hold several
- * stages (PyTorch notation), "F7|B3" for an overlapped pair. Returns the length. */
-static int cell_text(const sched *s, const sched_action *a, char *buf, size_t n) {
+ * stages (PyTorch notation). For an overlapped pair, half 0 is the forward and half 1 the
+ * backward, each marked with '*'. Returns the length. */
+static int cell_text(const sched *s, const sched_action *a, int half, char *buf, size_t n) {
     int with_stage = s->stages != s->ranks;
-    const char *k = sched_kind_name((sched_kind)a->kind);
-    if (a->kind == SCHED_OVERLAP) {
-        const char *k2 = sched_kind_name((sched_kind)a->kind2);
-        if (with_stage) return snprintf(buf, n, "%dF%d|%d%s%d", a->stage, a->mb, a->stage2, k2, a->mb2);
-        return snprintf(buf, n, "F%d|%s%d", a->mb, k2, a->mb2);
+    int kind = a->kind, stage = a->stage, mb = a->mb;
+    if (a->kind == SCHED_OVERLAP && half == 1) {
+        kind = a->kind2;
+        stage = a->stage2;
+        mb = a->mb2;
+    } else if (a->kind == SCHED_OVERLAP) {
+        kind = SCHED_F;
     }
-    if (with_stage) return snprintf(buf, n, "%d%s%d", a->stage, k, a->mb);
-    return snprintf(buf, n, "%s%d", k, a->mb);
+    const char *k = sched_kind_name((sched_kind)kind);
+    const char *mark = a->kind == SCHED_OVERLAP ? "*" : "";
+    if (with_stage) return snprintf(buf, n, "%d%s%d%s", stage, k, mb, mark);
+    return snprintf(buf, n, "%s%d%s", k, mb, mark);
 }
 
 /* Returns the ANSI colour sequence for a kind (background colour plus black text). */
@@ -43,8 +48,10 @@ void sched_render_timeline(const sched *s, const sched_dryrun_result *r, int col
     for (int q = 0; q < s->ranks; q++)
         for (size_t i = 0; i < s->rank[q].n; i++)
             if (sched_kind_is_compute((sched_kind)s->rank[q].acts[i].kind)) {
-                int l = cell_text(s, &s->rank[q].acts[i], t, sizeof t);
-                if (l > width) width = l;
+                for (int h = 0; h < 2; h++) {
+                    int l = cell_text(s, &s->rank[q].acts[i], h, t, sizeof t);
+                    if (l > width) width = l;
+                }
             }
     int label = snprintf(t, sizeof t, "rank %d", s->ranks - 1);
     /* ruler: a step number every 5 cells */
@@ -71,10 +78,15 @@ void sched_render_timeline(const sched *s, const sched_dryrun_result *r, int col
                 for (int p = 0; p < width; p++) pl_buf_putc(b, '.');
                 pl_buf_putc(b, '|');
             }
-            int l = cell_text(s, a, t, sizeof t);
             int chunk = s->chunks > 1 ? a->stage / s->ranks : 0;
+            /* an overlapped pair shows its forward for the first step, then its backward */
+            int64_t dur = sl->end - sl->start;
+            int64_t f_end = a->kind == SCHED_OVERLAP ? sl->start + (dur > 1 ? dur / 2 : 1) : sl->end;
             for (; now < sl->end; now++) {
-                if (color) pl_buf_puts(b, color_of(a->kind, chunk));
+                int half = now >= f_end;
+                int l = cell_text(s, a, half, t, sizeof t);
+                int ck = a->kind == SCHED_OVERLAP ? (half ? a->kind2 : SCHED_F) : a->kind;
+                if (color) pl_buf_puts(b, color_of(ck, chunk));
                 pl_buf_puts(b, t);
                 for (int p = l; p < width; p++) pl_buf_putc(b, ' ');
                 if (color) pl_buf_puts(b, "\033[0m");
@@ -100,6 +112,12 @@ void sched_render_stats(const sched *s, const sched_dryrun_result *r, pl_buf *b)
     pl_buf_printf(b, "actions         %zu\n", sched_total_actions(s));
     pl_buf_printf(b, "unit-time steps %lld\n", (long long)r->steps);
     pl_buf_printf(b, "bubble fraction %.4f\n", r->bubble);
+    for (int q = 0, shown = 0; q < s->ranks && !shown; q++)
+        for (size_t i = 0; i < s->rank[q].n && !shown; i++)
+            if (s->rank[q].acts[i].kind == SCHED_OVERLAP) {
+                pl_buf_puts(b, "legend          * = half of an overlapped forward/backward pair\n");
+                shown = 1;
+            }
     pl_buf_puts(b, "per rank        busy steps / bubble / most microbatches in flight\n");
     for (int q = 0; q < s->ranks; q++) {
         double bub = r->steps ? 1.0 - (double)r->busy[q] / (double)r->steps : 0.0;

@@ -306,6 +306,81 @@ static int matches_pytorch_interleaved(const sched *s, int r, int p, int m, int 
     return ok;
 }
 
+/* Megatron's checks on microbatch_group_size_per_vp_stage n for m microbatches on p ranks:
+ * p <= n <= m, and the last group (m mod n) empty or at least p. Returns 1 when n passes. */
+static int megatron_accepts(int n, int m, int p) {
+    if (n < p || n > m) return 0;
+    int last = m % n;
+    return !(last > 0 && last < p);
+}
+
+/* Megatron's forward_backward_pipelining_with_interleaving order for rank r, written from its
+ * schedule table (groups of n microbatches, every chunk per group; backward reverses the
+ * chunk) and warm-up 2(p-r-1) + (v-1)n. Returns 1 when s's rank r equals it. */
+static int matches_megatron_interleaved(const sched *s, int r, int p, int m, int v, int n) {
+    int total = m * v;
+    int *tmb = calloc((size_t)total, sizeof(int)), *tch = calloc((size_t)total, sizeof(int));
+    int t = 0;
+    for (int lo = 0; lo < m; lo += n) {
+        int hi = lo + n >= m ? m : lo + n;
+        for (int c = 0; c < v; c++)
+            for (int mb = lo; mb < hi; mb++) { tmb[t] = mb; tch[t] = c; t++; }
+    }
+    int warm = 2 * (p - r - 1) + (v - 1) * n;
+    if (warm > total) warm = total;
+    const sched_rank *R = &s->rank[r];
+    size_t k = 0;
+    int ok = t == total;
+#define AT(kind_, stage_, mb_)                                                                  \
+    do {                                                                                        \
+        if (k >= R->n || R->acts[k].kind != (kind_) || R->acts[k].stage != (stage_) ||          \
+            R->acts[k].mb != (mb_))                                                             \
+            ok = 0;                                                                             \
+        k++;                                                                                    \
+    } while (0)
+    for (int i = 0; i < warm && ok; i++) AT(SCHED_F, tch[i] * p + r, tmb[i]);
+    for (int i = 0; i < total - warm && ok; i++) {
+        AT(SCHED_F, tch[warm + i] * p + r, tmb[warm + i]);
+        AT(SCHED_B, (v - 1 - tch[i]) * p + r, tmb[i]);
+    }
+    for (int i = total - warm; i < total && ok; i++) AT(SCHED_B, (v - 1 - tch[i]) * p + r, tmb[i]);
+#undef AT
+    if (k != R->n) ok = 0;
+    free(tmb);
+    free(tch);
+    return ok;
+}
+
+/* For every m >= p, interleaved is Megatron's schedule with the smallest group size Megatron
+ * accepts (p whenever p divides m, its default). */
+static void test_interleaved_megatron(void) {
+    g_fail = 0;
+    int compared = 0;
+    for (int p = 1; p <= 8; p++)
+        for (int m = p; m <= 32; m++) {
+            int n = p;
+            while (!megatron_accepts(n, m, p)) n++;
+            if (m % p == 0 && n != p) GFAIL("p=%d m=%d: Megatron's default group p refused?", p, m);
+            for (int v = 2; v <= 4; v++) {
+                sched_gen_opts o = {.ranks = p, .microbatches = m, .chunks = v};
+                pl_err e = {0};
+                sched *s = sched_gen_interleaved(&o, &e);
+                if (!s) {
+                    GFAIL("interleaved p=%d m=%d v=%d refused: %s", p, m, v, e.msg);
+                    continue;
+                }
+                for (int r = 0; r < p; r++)
+                    if (!matches_megatron_interleaved(s, r, p, m, v, n))
+                        GFAIL("interleaved p=%d m=%d v=%d (group %d) rank %d differs from "
+                              "Megatron's order: %s", p, m, v, n, r, rank_text(s, r));
+                compared++;
+                sched_free(s);
+            }
+        }
+    CU_ASSERT_EQUAL(g_fail, 0);
+    CU_ASSERT_EQUAL(compared, 3 * (32 + 31 + 30 + 29 + 28 + 27 + 26 + 25));
+}
+
 /* Interleaved equals PyTorch's order wherever PyTorch accepts m (including m < p), and with
  * v = 1 it equals 1f1b exactly. */
 static void test_interleaved_reference(void) {
@@ -527,6 +602,7 @@ void test_gen_register(void) {
         {"shape, policies and defaults", test_shape_policies},
         {"exact orders of small cases", test_exact_orders},
         {"interleaved equals PyTorch's order and 1f1b at v=1", test_interleaved_reference},
+        {"interleaved equals Megatron's order for every m >= p", test_interleaved_megatron},
         {"microbatches in flight", test_inflight},
         {"unit-time closed forms", test_closed_forms},
         {"bad parameters refused", test_refusals},

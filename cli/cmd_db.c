@@ -1,0 +1,331 @@
+/* cmd_db.c: `pipelab db`: list, show, export and merge the runs of a results database. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "store.h"
+
+static const char help_text[] =
+    "usage: pipelab db SUBCOMMAND [options]\n"
+    "\n"
+    "Reads and combines results databases (default " STORE_DEFAULT_PATH ").\n"
+    "\n"
+    "subcommands:\n"
+    "  list [--tag T] [--limit N] [--format table|csv|json]   recent runs, newest first\n"
+    "  show RUN [--ops]               one run (RUN = integer id, uid, or a uid prefix) with its\n"
+    "                                 rank metrics; --ops also prints every recorded action\n"
+    "  export [--tag T] --format csv|json [-o FILE]          runs with their headline metrics\n"
+    "                                 (JSON also carries parameters and per-rank metrics)\n"
+    "  merge A.db [B.db ...] -o OUT.db  copy every run into OUT.db exactly once (by uid)\n"
+    "\n"
+    "options:\n"
+    "  --db PATH             database to read (default " STORE_DEFAULT_PATH ")\n"
+    "  --tag T               only runs with this tag\n"
+    "  --limit N             at most N runs (list; default 20, 0 = all)\n"
+    "  --format F            table (list only), csv or json\n"
+    "  -o, --output FILE     where export writes (default stdout); merge's target database\n"
+    "  --ops                 show: print the recorded actions too\n"
+    "  -h, --help            this text\n"
+    "\n"
+    "exit status: 0 ok, 1 bad input (missing database, unknown run), 2 bad usage\n";
+
+typedef struct opts {
+    const char *db, *tag, *format, *output;
+    int limit, have_limit, ops;
+    int npos;
+    char **pos;
+} opts;
+
+enum { O_DB = 1000, O_TAG, O_LIMIT, O_FORMAT, O_OPS, O_HELP };
+
+static const struct option long_opts[] = {
+    {"db", required_argument, 0, O_DB},
+    {"tag", required_argument, 0, O_TAG},
+    {"limit", required_argument, 0, O_LIMIT},
+    {"format", required_argument, 0, O_FORMAT},
+    {"output", required_argument, 0, 'o'},
+    {"ops", no_argument, 0, O_OPS},
+    {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
+};
+
+/* Parses the options of `pipelab db SUB ...` (argv[0] = SUB); returns -1 to continue, or an exit
+ * code to return at once. */
+static int parse(int argc, char **argv, opts *o) {
+    memset(o, 0, sizeof *o);
+    o->limit = 20;
+    optind = 0;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":o:h", long_opts, NULL)) != -1) {
+        switch (c) {
+        case O_DB: o->db = optarg; break;
+        case O_TAG: o->tag = optarg; break;
+        case O_LIMIT:
+            if (cli_int_arg("db", "--limit", optarg, 0, 1000000000, &o->limit) != 0) return CLI_EUSAGE;
+            o->have_limit = 1;
+            break;
+        case O_FORMAT: o->format = optarg; break;
+        case 'o': o->output = optarg; break;
+        case O_OPS: o->ops = 1; break;
+        case 'h': fputs(help_text, stdout); return CLI_OK;
+        case ':': return cli_usage_error("db", "option %s needs a value", argv[optind - 1]);
+        default: return cli_usage_error("db", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    o->pos = argv + optind;
+    o->npos = argc - optind;
+    return -1;
+}
+
+/* Formats a byte count for people (GiB/MiB/KiB) into buf; returns buf. */
+static const char *human_bytes(int64_t v, char *buf, size_t n) {
+    double d = (double)v;
+    if (d >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", d / (1024.0 * 1024 * 1024));
+    else if (d >= 1024.0 * 1024) snprintf(buf, n, "%.1f MiB", d / (1024.0 * 1024));
+    else if (d >= 1024.0) snprintf(buf, n, "%.1f KiB", d / 1024.0);
+    else snprintf(buf, n, "%lld B", (long long)v);
+    return buf;
+}
+
+/* Appends s as a JSON string. */
+static void json_str(pl_buf *b, const char *s) {
+    pl_buf_putc(b, '"');
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') pl_buf_printf(b, "\\%c", *p);
+        else if (*p < 0x20) pl_buf_printf(b, "\\u%04x", *p);
+        else pl_buf_putc(b, (char)*p);
+    }
+    pl_buf_putc(b, '"');
+}
+
+/* Appends s as a CSV field. */
+static void csv_str(pl_buf *b, const char *s) {
+    s = s ? s : "";
+    if (!strpbrk(s, ",\"\r\n")) {
+        pl_buf_puts(b, s);
+        return;
+    }
+    pl_buf_putc(b, '"');
+    for (; *s; s++) {
+        if (*s == '"') pl_buf_putc(b, '"');
+        pl_buf_putc(b, *s);
+    }
+    pl_buf_putc(b, '"');
+}
+
+/* `db list`: prints recent runs; returns an exit code. */
+static int db_list(const opts *o) {
+    const char *fmt = o->format ? o->format : "table";
+    if (strcmp(fmt, "table") != 0 && strcmp(fmt, "csv") != 0 && strcmp(fmt, "json") != 0)
+        return cli_usage_error("db", "--format must be table, csv or json (got '%s')", fmt);
+    if (o->npos > 0) return cli_usage_error("db", "list takes no arguments (got '%s')", o->pos[0]);
+    pl_err e;
+    pl_err_clear(&e);
+    store *s = NULL;
+    if (store_open(o->db, 1, &s, &e) != PL_OK) return cli_fail(&e);
+    store_run *runs = NULL;
+    size_t n = 0;
+    if (store_list_runs(s, o->tag, o->limit, &runs, &n, &e) != PL_OK) {
+        store_close(s);
+        return cli_fail(&e);
+    }
+    pl_buf b;
+    pl_buf_init(&b);
+    char mem[32];
+    if (strcmp(fmt, "table") == 0) {
+        pl_buf_printf(&b, "%5s  %-8s  %-20s  %-9s  %-14s  %-12s  %3s %3s %4s %2s  %12s  %12s  %7s  %10s\n", "ID",
+                      "UID", "TIME (UTC)", "KIND", "TAG", "SCHEDULE", "P", "S", "M", "V", "ITER (s)", "SAMPLES/s",
+                      "BUBBLE", "PEAK MEM");
+        for (size_t i = 0; i < n; i++) {
+            const store_run *r = &runs[i];
+            pl_buf_printf(&b, "%5lld  %-8.8s  %-20s  %-9s  %-14s  %-12s  %3d %3d %4d %2d  %12.6g  %12.6g  %6.2f%%  %10s%s\n",
+                          (long long)r->id, r->uid, r->utc_time, r->kind, r->tag, r->schedule, r->ranks, r->stages,
+                          r->microbatches, r->chunks, r->iteration_time_s, r->throughput_samples_s,
+                          100.0 * r->bubble_rate, human_bytes(r->peak_mem_bytes, mem, sizeof mem),
+                          r->oom ? " OOM" : "");
+        }
+        if (n == 0) pl_buf_puts(&b, "(no runs)\n");
+    } else if (strcmp(fmt, "csv") == 0) {
+        pl_buf_puts(&b, "id,uid,utc_time,kind,tag,schedule,ranks,stages,microbatches,chunks,iteration_time_s,"
+                        "throughput_samples_s,bubble_rate,peak_mem_bytes,oom\n");
+        for (size_t i = 0; i < n; i++) {
+            const store_run *r = &runs[i];
+            pl_buf_printf(&b, "%lld,%s,%s,%s,", (long long)r->id, r->uid, r->utc_time, r->kind);
+            csv_str(&b, r->tag);
+            pl_buf_putc(&b, ',');
+            csv_str(&b, r->schedule);
+            pl_buf_printf(&b, ",%d,%d,%d,%d,%.15g,%.15g,%.15g,%lld,%d\n", r->ranks, r->stages, r->microbatches,
+                          r->chunks, r->iteration_time_s, r->throughput_samples_s, r->bubble_rate,
+                          (long long)r->peak_mem_bytes, r->oom);
+        }
+    } else {
+        pl_buf_puts(&b, "[");
+        for (size_t i = 0; i < n; i++) {
+            const store_run *r = &runs[i];
+            pl_buf_printf(&b, "%s\n  {\"id\": %lld, \"uid\": ", i ? "," : "", (long long)r->id);
+            json_str(&b, r->uid);
+            pl_buf_puts(&b, ", \"utc_time\": ");
+            json_str(&b, r->utc_time);
+            pl_buf_puts(&b, ", \"kind\": ");
+            json_str(&b, r->kind);
+            pl_buf_puts(&b, ", \"tag\": ");
+            json_str(&b, r->tag);
+            pl_buf_puts(&b, ", \"schedule\": ");
+            json_str(&b, r->schedule);
+            pl_buf_printf(&b, ", \"ranks\": %d, \"stages\": %d, \"microbatches\": %d, \"chunks\": %d, "
+                              "\"iteration_time_s\": %.15g, \"throughput_samples_s\": %.15g, \"bubble_rate\": %.15g, "
+                              "\"peak_mem_bytes\": %lld, \"oom\": %s}",
+                          r->ranks, r->stages, r->microbatches, r->chunks, r->iteration_time_s,
+                          r->throughput_samples_s, r->bubble_rate, (long long)r->peak_mem_bytes,
+                          r->oom ? "true" : "false");
+        }
+        pl_buf_puts(&b, n ? "\n]\n" : "]\n");
+    }
+    store_runs_free(runs, n);
+    store_close(s);
+    int rc = cli_write_output(NULL, &b);
+    pl_buf_free(&b);
+    return rc;
+}
+
+/* `db show RUN`: prints one run, its rank metrics and (with --ops) its actions; returns an exit code. */
+static int db_show(const opts *o) {
+    if (o->npos != 1) return cli_usage_error("db", "show needs exactly one RUN (integer id or uid)");
+    if (o->format && strcmp(o->format, "table") != 0)
+        return cli_usage_error("db", "show prints a table; use 'db export --format %s' for scripts", o->format);
+    pl_err e;
+    pl_err_clear(&e);
+    store *s = NULL;
+    if (store_open(o->db, 1, &s, &e) != PL_OK) return cli_fail(&e);
+    store_run r;
+    store_rank_metric *m = NULL;
+    int nm = 0;
+    int64_t nops = 0;
+    store_op *ops = NULL;
+    size_t nop = 0;
+    if (store_get_run(s, o->pos[0], &r, &e) != PL_OK) {
+        store_close(s);
+        return cli_fail(&e);
+    }
+    int code = store_get_rank_metrics(s, r.id, &m, &nm, &e);
+    if (code == PL_OK) code = store_count_ops(s, r.id, &nops, &e);
+    if (code == PL_OK && o->ops) code = store_get_ops(s, r.id, &ops, &nop, &e);
+    if (code != PL_OK) {
+        store_run_clear(&r);
+        free(m);
+        store_close(s);
+        return cli_fail(&e);
+    }
+    pl_buf b;
+    pl_buf_init(&b);
+    char mem[32];
+    pl_buf_printf(&b, "run %lld  uid %s\n", (long long)r.id, r.uid);
+    pl_buf_printf(&b, "  kind            %s\n  tag             %s\n  origin          %s\n", r.kind, r.tag, r.origin);
+    pl_buf_printf(&b, "  time (UTC)      %s\n  host            %s\n  pipelab         %s (%s)\n", r.utc_time, r.host,
+                  r.version, r.git_rev);
+    pl_buf_printf(&b, "  command         %s\n", r.cmdline);
+    pl_buf_printf(&b, "  schedule        %s  ranks %d  stages %d  microbatches %d  chunks %d  iterations %d\n",
+                  r.schedule, r.ranks, r.stages, r.microbatches, r.chunks, r.iterations);
+    pl_buf_printf(&b, "  policies        weights %s  recompute %s\n", r.weights_policy, r.recompute_policy);
+    pl_buf_printf(&b, "  seed            %" PRIu64 "\n  parameters      %s\n", r.seed, r.params_json);
+    pl_buf_printf(&b, "  iteration time  %.6g s", r.iteration_time_s);
+    if (r.repetitions > 1) pl_buf_printf(&b, "  (stddev %.3g s over %d repetitions)", r.iteration_time_stddev_s, r.repetitions);
+    pl_buf_printf(&b, "\n  throughput      %.6g samples/s\n  bubble          %.6g s  (%.2f%%)\n", r.throughput_samples_s,
+                  r.bubble, 100.0 * r.bubble_rate);
+    pl_buf_printf(&b, "  communication   %.6g s\n  peak memory     %s (%lld bytes)%s\n  ops recorded    %lld\n",
+                  r.comm_time_s, human_bytes(r.peak_mem_bytes, mem, sizeof mem), (long long)r.peak_mem_bytes,
+                  r.oom ? "  OUT OF MEMORY" : "", (long long)nops);
+    if (nm > 0) {
+        pl_buf_printf(&b, "\n%5s  %12s  %12s  %12s  %12s  %12s\n", "RANK", "BUSY (s)", "IDLE (s)", "BUBBLE (s)",
+                      "COMM (s)", "PEAK MEM");
+        for (int i = 0; i < nm; i++)
+            pl_buf_printf(&b, "%5d  %12.6g  %12.6g  %12.6g  %12.6g  %12s\n", m[i].rank, m[i].busy_s, m[i].idle_s,
+                          m[i].bubble, m[i].comm_s, human_bytes(m[i].peak_mem_bytes, mem, sizeof mem));
+    }
+    if (nop > 0) {
+        pl_buf_printf(&b, "\n%5s  %6s  %-12s  %-8s  %5s  %5s  %12s  %12s\n", "RANK", "SEQ", "ACTION", "KIND", "STAGE",
+                      "MB", "START (s)", "END (s)");
+        for (size_t i = 0; i < nop; i++)
+            pl_buf_printf(&b, "%5d  %6d  %-12s  %-8s  %5d  %5d  %12.6g  %12.6g\n", ops[i].rank, ops[i].seq,
+                          ops[i].action, ops[i].kind, ops[i].stage, ops[i].mb, ops[i].start_s, ops[i].end_s);
+    }
+    store_ops_free(ops, nop);
+    free(m);
+    store_run_clear(&r);
+    store_close(s);
+    int rc = cli_write_output(NULL, &b);
+    pl_buf_free(&b);
+    return rc;
+}
+
+/* `db export`: writes runs as CSV or JSON; returns an exit code. */
+static int db_export(const opts *o) {
+    if (!o->format) return cli_usage_error("db", "export needs --format csv|json");
+    store_format f;
+    if (strcmp(o->format, "csv") == 0) f = STORE_CSV;
+    else if (strcmp(o->format, "json") == 0) f = STORE_JSON;
+    else return cli_usage_error("db", "export --format must be csv or json (got '%s')", o->format);
+    if (o->npos > 0) return cli_usage_error("db", "export takes no arguments (got '%s')", o->pos[0]);
+    pl_err e;
+    pl_err_clear(&e);
+    store *s = NULL;
+    if (store_open(o->db, 1, &s, &e) != PL_OK) return cli_fail(&e);
+    pl_buf b;
+    pl_buf_init(&b);
+    int code = store_export(s, o->tag, f, &b, &e);
+    store_close(s);
+    int rc = code == PL_OK ? cli_write_output(o->output, &b) : cli_fail(&e);
+    pl_buf_free(&b);
+    return rc;
+}
+
+/* `db merge A.db ... -o OUT.db`: copies every run into OUT.db once; returns an exit code. */
+static int db_merge(const opts *o) {
+    if (!o->output) return cli_usage_error("db", "merge needs -o OUT.db");
+    if (o->npos < 1) return cli_usage_error("db", "merge needs at least one database to read");
+    if (o->db) return cli_usage_error("db", "merge reads its inputs as arguments; --db does not apply");
+    pl_err e;
+    pl_err_clear(&e);
+    store *dst = NULL;
+    if (store_open(o->output, 0, &dst, &e) != PL_OK) return cli_fail(&e);
+    int total = 0;
+    for (int i = 0; i < o->npos; i++) {
+        int added = 0, skipped = 0;
+        if (store_merge(dst, o->pos[i], &added, &skipped, &e) != PL_OK) {
+            store_close(dst);
+            return cli_fail(&e);
+        }
+        total += added;
+        fprintf(stderr, "pipelab: %s: %d run%s added, %d already present\n", o->pos[i], added, added == 1 ? "" : "s",
+                skipped);
+    }
+    store_close(dst);
+    printf("%s: %d run%s added\n", o->output, total, total == 1 ? "" : "s");
+    return CLI_OK;
+}
+
+int cli_db(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(help_text, stderr);
+        return CLI_EUSAGE;
+    }
+    const char *sub = argv[1];
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
+        fputs(help_text, stdout);
+        return CLI_OK;
+    }
+    opts o;
+    int rc = parse(argc - 1, argv + 1, &o);
+    if (rc >= 0) return rc;
+    if (strcmp(sub, "list") == 0) return db_list(&o);
+    if (o.have_limit) return cli_usage_error("db", "--limit applies to list only");
+    if (o.ops && strcmp(sub, "show") != 0) return cli_usage_error("db", "--ops applies to show only");
+    if (strcmp(sub, "show") == 0) return db_show(&o);
+    if (strcmp(sub, "export") == 0) return db_export(&o);
+    if (strcmp(sub, "merge") == 0) return db_merge(&o);
+    return cli_usage_error("db", "unknown subcommand '%s' (list, show, export, merge)", sub);
+}

@@ -1,0 +1,424 @@
+/* store.c: the results store: opening, schema creation and migration, writing runs atomically. */
+#include "store_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RC(f, t, v, d) {#f, t, offsetof(store_run, f), v, d}
+/* Every column of the runs table except id, in table order. */
+const store_col store_cols[] = {
+    RC(uid, SC_TEXT, 1, "''"),
+    RC(origin, SC_TEXT, 1, "''"),
+    RC(kind, SC_TEXT, 1, "''"),
+    RC(tag, SC_TEXT, 1, "''"),
+    RC(cmdline, SC_TEXT, 1, "''"),
+    RC(schedule, SC_TEXT, 1, "''"),
+    RC(ranks, SC_INT, 1, "0"),
+    RC(stages, SC_INT, 1, "0"),
+    RC(microbatches, SC_INT, 1, "0"),
+    RC(chunks, SC_INT, 1, "0"),
+    RC(iterations, SC_INT, 1, "0"),
+    RC(weights_policy, SC_TEXT, 1, "''"),
+    RC(recompute_policy, SC_TEXT, 1, "''"),
+    RC(params_json, SC_TEXT, 1, "''"),
+    RC(seed, SC_U64, 1, "0"),
+    RC(version, SC_TEXT, 1, "''"),
+    RC(git_rev, SC_TEXT, 1, "''"),
+    RC(host, SC_TEXT, 1, "''"),
+    RC(utc_time, SC_TEXT, 1, "''"),
+    RC(iteration_time_s, SC_REAL, 1, "0.0"),
+    RC(throughput_samples_s, SC_REAL, 1, "0.0"),
+    RC(bubble, SC_REAL, 1, "0.0"),
+    RC(bubble_rate, SC_REAL, 1, "0.0"),
+    RC(comm_time_s, SC_REAL, 1, "0.0"),
+    RC(peak_mem_bytes, SC_I64, 1, "0"),
+    RC(oom, SC_INT, 1, "0"),
+    RC(repetitions, SC_INT, 2, "1"),
+    RC(iteration_time_stddev_s, SC_REAL, 2, "0.0"),
+};
+const size_t store_ncols = sizeof store_cols / sizeof store_cols[0];
+
+/* Schema version 1: the first release (no stochastic-mode columns). Kept to document the history;
+ * the migration below brings it to version 2. */
+static const char *const schema_v1_tail =
+    "CREATE INDEX runs_tag ON runs(tag, utc_time);\n"
+    "CREATE TABLE rank_metrics(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  rank INTEGER NOT NULL, busy_s REAL, idle_s REAL, bubble REAL, comm_s REAL,\n"
+    "  peak_mem_bytes INTEGER, PRIMARY KEY(run_id, rank)) WITHOUT ROWID;\n"
+    "CREATE TABLE ops(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  rank INTEGER NOT NULL, seq INTEGER NOT NULL, action TEXT, kind TEXT, stage INTEGER,\n"
+    "  mb INTEGER, start_s REAL, end_s REAL);\n"
+    "CREATE INDEX ops_run ON ops(run_id, rank, seq);\n";
+
+static const char *const schema_runs_v2 =
+    "CREATE TABLE runs(id INTEGER PRIMARY KEY, uid TEXT NOT NULL UNIQUE,\n"
+    "  origin TEXT NOT NULL DEFAULT '',\n"
+    "  kind TEXT NOT NULL CHECK(kind IN ('simulated','measured')),\n"
+    "  tag TEXT NOT NULL DEFAULT '', cmdline TEXT NOT NULL DEFAULT '',\n"
+    "  schedule TEXT NOT NULL DEFAULT '', ranks INTEGER, stages INTEGER, microbatches INTEGER,\n"
+    "  chunks INTEGER, iterations INTEGER, weights_policy TEXT, recompute_policy TEXT,\n"
+    "  params_json TEXT, seed INTEGER, version TEXT, git_rev TEXT, host TEXT, utc_time TEXT,\n"
+    "  iteration_time_s REAL, throughput_samples_s REAL, bubble REAL, bubble_rate REAL,\n"
+    "  comm_time_s REAL, peak_mem_bytes INTEGER, oom INTEGER,\n"
+    "  repetitions INTEGER NOT NULL DEFAULT 1, iteration_time_stddev_s REAL NOT NULL DEFAULT 0);\n";
+
+/* Migrations: entry v brings a file from version v to v + 1. */
+static const char *const migrations[] = {
+    NULL,
+    "ALTER TABLE runs ADD COLUMN repetitions INTEGER NOT NULL DEFAULT 1;\n"
+    "ALTER TABLE runs ADD COLUMN iteration_time_stddev_s REAL NOT NULL DEFAULT 0;\n",
+};
+
+int store_sqlerr(store *s, pl_err *e, int code, const char *what) {
+    return pl_errf(e, code, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+}
+
+int store_exec(store *s, const char *sql) { return sqlite3_exec(s->db, sql, NULL, NULL, NULL); }
+
+int store_prepare(store *s, sqlite3_stmt **st, const char *sql, pl_err *e) {
+    if (*st) {
+        sqlite3_reset(*st);
+        sqlite3_clear_bindings(*st);
+        return PL_OK;
+    }
+    if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
+        return store_sqlerr(s, e, PL_EIO, "cannot prepare a statement");
+    return PL_OK;
+}
+
+/* Creates the missing parent directories of path; returns PL_OK or PL_EIO naming the folder. */
+static int make_parents(const char *path, pl_err *e) {
+    char *p = strdup(path);
+    if (!p) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (char *q = p + 1; *q; q++) {
+        if (*q != '/') continue;
+        *q = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+            int rc = pl_errf(e, PL_EIO, "%s: cannot create folder %s: %s", path, p, strerror(errno));
+            free(p);
+            return rc;
+        }
+        *q = '/';
+    }
+    free(p);
+    return PL_OK;
+}
+
+/* Reads one integer from a single-value query; returns the sqlite code. */
+static int query_int(store *s, const char *sql, int64_t *out) {
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *out = sqlite3_column_int64(st, 0);
+            rc = SQLITE_OK;
+        } else if (rc == SQLITE_DONE) {
+            *out = 0;
+            rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Explains why an existing file cannot be used; returns PL_EINPUT with the path. */
+static int not_a_db(store *s, pl_err *e, int rc) {
+    if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT)
+        return pl_errf(e, PL_EINPUT, "%s: not a pipelab database (not an SQLite file, or corrupt): %s",
+                       s->path, sqlite3_errmsg(s->db));
+    return store_sqlerr(s, e, PL_EIO, "cannot read the database");
+}
+
+/* Builds the "id, columns" select list for this file's schema version. */
+static int build_select(store *s, pl_err *e) {
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_buf_puts(&b, "id");
+    for (size_t i = 0; i < store_ncols; i++) {
+        if (s->version >= store_cols[i].since) pl_buf_printf(&b, ", %s", store_cols[i].name);
+        else pl_buf_printf(&b, ", %s AS %s", store_cols[i].dflt, store_cols[i].name);
+    }
+    if (b.failed) {
+        pl_buf_free(&b);
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
+    s->select_cols = b.data;
+    return PL_OK;
+}
+
+/* Creates or migrates the schema inside one IMMEDIATE transaction (another process may be doing
+ * the same); returns PL_OK or an error. */
+static int upgrade(store *s, pl_err *e) {
+    int rc = store_exec(s, "BEGIN IMMEDIATE");
+    if (rc != SQLITE_OK) return store_sqlerr(s, e, PL_EIO, "cannot lock the database");
+    int64_t v = 0, ntables = 0;
+    if ((rc = query_int(s, "PRAGMA user_version", &v)) != SQLITE_OK) goto fail;
+    if (v > STORE_SCHEMA_VERSION) {
+        store_exec(s, "ROLLBACK");
+        return pl_errf(e, PL_EINPUT, "%s: schema version %lld is newer than this pipelab's (%d); use a newer pipelab",
+                       s->path, (long long)v, STORE_SCHEMA_VERSION);
+    }
+    if (v == 0) {
+        if ((rc = query_int(s, "SELECT count(*) FROM sqlite_master", &ntables)) != SQLITE_OK) goto fail;
+        if (ntables > 0) {
+            store_exec(s, "ROLLBACK");
+            return pl_errf(e, PL_EINPUT, "%s: an SQLite file but not a pipelab database", s->path);
+        }
+        if ((rc = store_exec(s, schema_runs_v2)) != SQLITE_OK) goto fail;
+        if ((rc = store_exec(s, schema_v1_tail)) != SQLITE_OK) goto fail;
+    } else {
+        for (int64_t from = v; from < STORE_SCHEMA_VERSION; from++)
+            if ((rc = store_exec(s, migrations[from])) != SQLITE_OK) goto fail;
+    }
+    if (v != STORE_SCHEMA_VERSION) {
+        char sql[64];
+        snprintf(sql, sizeof sql, "PRAGMA user_version = %d", STORE_SCHEMA_VERSION);
+        if ((rc = store_exec(s, sql)) != SQLITE_OK) goto fail;
+    }
+    if ((rc = store_exec(s, "COMMIT")) != SQLITE_OK) goto fail;
+    s->version = STORE_SCHEMA_VERSION;
+    return PL_OK;
+fail:;
+    int code = not_a_db(s, e, rc);
+    pl_err_prefix(e, "schema %s: ", v == 0 ? "creation" : "migration");
+    store_exec(s, "ROLLBACK");
+    return code;
+}
+
+/* Switches the file to WAL mode (retrying while another process holds it); returns PL_OK. */
+static int set_wal(store *s, pl_err *e) {
+    for (int tries = 0; tries < 200; tries++) {
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+        if (rc == SQLITE_OK) rc = sqlite3_step(st);
+        int ok = rc == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
+        sqlite3_finalize(st);
+        if (ok) return PL_OK;
+        if (rc != SQLITE_BUSY && rc != SQLITE_LOCKED && rc != SQLITE_ROW) return not_a_db(s, e, rc);
+        usleep(50000);
+    }
+    return store_sqlerr(s, e, PL_EIO, "cannot switch to WAL mode");
+}
+
+int store_open(const char *path, int readonly, store **out, pl_err *e) {
+    *out = NULL;
+    if (!path || !*path) path = STORE_DEFAULT_PATH;
+    store *s = pl_calloc(1, sizeof *s);
+    if (!s || !(s->path = strdup(path))) {
+        free(s);
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
+    s->readonly = readonly;
+    if (gethostname(s->host, sizeof s->host - 1) != 0 || !s->host[0]) strcpy(s->host, "unknown");
+    int code = PL_OK;
+    struct stat st;
+    if (readonly && stat(path, &st) != 0) {
+        code = pl_errf(e, PL_EINPUT, "%s: no such database: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!readonly && (code = make_parents(path, e)) != PL_OK) goto fail;
+    int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    if (sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+        code = pl_errf(e, s->db ? PL_EIO : PL_ENOMEM, "%s: cannot open: %s", path,
+                       s->db ? sqlite3_errmsg(s->db) : "out of memory");
+        goto fail;
+    }
+    sqlite3_extended_result_codes(s->db, 0);
+    sqlite3_busy_timeout(s->db, 10000);
+    int64_t v = 0;
+    int rc = query_int(s, "PRAGMA user_version", &v);
+    if (rc != SQLITE_OK) {
+        code = not_a_db(s, e, rc);
+        goto fail;
+    }
+    if (v > STORE_SCHEMA_VERSION) {
+        code = pl_errf(e, PL_EINPUT, "%s: schema version %lld is newer than this pipelab's (%d); use a newer pipelab",
+                       path, (long long)v, STORE_SCHEMA_VERSION);
+        goto fail;
+    }
+    if (readonly) {
+        int64_t nruns = 0;
+        if (v == 0 || query_int(s, "SELECT count(*) FROM sqlite_master WHERE name = 'runs'", &nruns) != SQLITE_OK ||
+            nruns != 1) {
+            code = pl_errf(e, PL_EINPUT, "%s: not a pipelab database (no runs table)", path);
+            goto fail;
+        }
+        s->version = (int)v;
+    } else {
+        if ((code = set_wal(s, e)) != PL_OK) goto fail;
+        if (v != STORE_SCHEMA_VERSION && (code = upgrade(s, e)) != PL_OK) goto fail;
+        s->version = STORE_SCHEMA_VERSION;
+        store_exec(s, "PRAGMA synchronous=NORMAL");
+        store_exec(s, "PRAGMA foreign_keys=ON");
+    }
+    if ((code = build_select(s, e)) != PL_OK) goto fail;
+    *out = s;
+    return PL_OK;
+fail:
+    store_close(s);
+    return code;
+}
+
+void store_close(store *s) {
+    if (!s) return;
+    sqlite3_finalize(s->ins_run);
+    sqlite3_finalize(s->ins_rank);
+    sqlite3_finalize(s->ins_op);
+    sqlite3_finalize(s->has_uid);
+    if (s->db) sqlite3_close_v2(s->db);
+    free(s->select_cols);
+    free(s->path);
+    free(s);
+}
+
+const char *store_path(const store *s) { return s->path; }
+int store_schema_version(const store *s) { return s->version; }
+
+/* Fills buf with a fresh uuid-like (version 4 layout) id from /dev/urandom; the clock, pid and a
+ * counter are mixed in so ids stay distinct even without /dev/urandom. */
+static void make_uid(char *buf, size_t n) {
+    static unsigned counter;
+    unsigned char r[16];
+    memset(r, 0, sizeof r);
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t got = read(fd, r, sizeof r);
+        (void)got;
+        close(fd);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t mix = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 12) ^ ++counter;
+    for (int i = 0; i < 8; i++) r[8 + i] ^= (unsigned char)(mix >> (8 * i));
+    r[6] = (unsigned char)((r[6] & 0x0f) | 0x40);
+    r[8] = (unsigned char)((r[8] & 0x3f) | 0x80);
+    snprintf(buf, n, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2],
+             r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+}
+
+/* Returns the string at field offset off of run, or NULL. */
+static const char *run_str(const store_run *run, size_t off) {
+    return *(const char *const *)((const char *)run + off);
+}
+
+int store_insert_run(store *s, const store_run *in, const store_rank_metric *ranks, int nranks,
+                     const store_op *ops, size_t nops, int64_t *run_id, pl_err *e) {
+    if (!in->kind || (strcmp(in->kind, "simulated") != 0 && strcmp(in->kind, "measured") != 0))
+        return pl_errf(e, PL_EINPUT, "run kind must be 'simulated' or 'measured' (got '%s')", in->kind ? in->kind : "");
+    if (nranks < 0 || (nranks > 0 && !ranks) || (nops > 0 && !ops))
+        return pl_errf(e, PL_EINTERNAL, "store_write_run: bad rank or op arrays");
+    store_run r = *in;
+    char uid[64], utc[32];
+    if (!r.uid || !*r.uid) {
+        make_uid(uid, sizeof uid);
+        r.uid = uid;
+    }
+    if (!r.utc_time || !*r.utc_time) {
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(utc, sizeof utc, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        r.utc_time = utc;
+    }
+    if (!r.host || !*r.host) r.host = s->host;
+    if (!r.origin || !*r.origin) r.origin = r.host;
+    if (!r.version || !*r.version) r.version = PL_VERSION;
+    if (!r.git_rev || !*r.git_rev) r.git_rev = PIPELAB_GIT_REV;
+    if (r.repetitions <= 0) r.repetitions = 1;
+
+    static char insert_sql[2048];
+    if (!insert_sql[0]) {
+        size_t k = (size_t)snprintf(insert_sql, sizeof insert_sql, "INSERT INTO runs(");
+        for (size_t i = 0; i < store_ncols; i++)
+            k += (size_t)snprintf(insert_sql + k, sizeof insert_sql - k, "%s%s", i ? "," : "", store_cols[i].name);
+        k += (size_t)snprintf(insert_sql + k, sizeof insert_sql - k, ") VALUES(");
+        for (size_t i = 0; i < store_ncols; i++)
+            k += (size_t)snprintf(insert_sql + k, sizeof insert_sql - k, "%s?", i ? "," : "");
+        snprintf(insert_sql + k, sizeof insert_sql - k, ")");
+    }
+    int code = store_prepare(s, &s->ins_run, insert_sql, e);
+    if (code != PL_OK) return code;
+    for (size_t i = 0; i < store_ncols; i++) {
+        const char *p = (const char *)&r + store_cols[i].off;
+        int col = (int)i + 1;
+        switch (store_cols[i].type) {
+        case SC_TEXT: {
+            const char *t = run_str(&r, store_cols[i].off);
+            sqlite3_bind_text(s->ins_run, col, t ? t : "", -1, SQLITE_STATIC);
+            break;
+        }
+        case SC_INT: sqlite3_bind_int(s->ins_run, col, *(const int *)p); break;
+        case SC_I64: sqlite3_bind_int64(s->ins_run, col, *(const int64_t *)p); break;
+        case SC_U64: sqlite3_bind_int64(s->ins_run, col, (sqlite3_int64) * (const uint64_t *)p); break;
+        case SC_REAL: sqlite3_bind_double(s->ins_run, col, *(const double *)p); break;
+        }
+    }
+    int rc = sqlite3_step(s->ins_run);
+    sqlite3_reset(s->ins_run);
+    if (rc == SQLITE_CONSTRAINT)
+        return pl_errf(e, PL_EINPUT, "%s: run %s is already stored", s->path, r.uid);
+    if (rc != SQLITE_DONE) return store_sqlerr(s, e, PL_EIO, "cannot write a run");
+    int64_t id = sqlite3_last_insert_rowid(s->db);
+
+    code = store_prepare(s, &s->ins_rank,
+                         "INSERT INTO rank_metrics(run_id,rank,busy_s,idle_s,bubble,comm_s,peak_mem_bytes) "
+                         "VALUES(?,?,?,?,?,?,?)", e);
+    if (code != PL_OK) return code;
+    for (int i = 0; i < nranks; i++) {
+        sqlite3_stmt *st = s->ins_rank;
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_int(st, 2, ranks[i].rank);
+        sqlite3_bind_double(st, 3, ranks[i].busy_s);
+        sqlite3_bind_double(st, 4, ranks[i].idle_s);
+        sqlite3_bind_double(st, 5, ranks[i].bubble);
+        sqlite3_bind_double(st, 6, ranks[i].comm_s);
+        sqlite3_bind_int64(st, 7, ranks[i].peak_mem_bytes);
+        rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (rc == SQLITE_CONSTRAINT) return pl_errf(e, PL_EINPUT, "rank %d appears twice in the rank metrics", ranks[i].rank);
+        if (rc != SQLITE_DONE) return store_sqlerr(s, e, PL_EIO, "cannot write rank metrics");
+    }
+    if (nops > 0) {
+        code = store_prepare(s, &s->ins_op,
+                             "INSERT INTO ops(run_id,rank,seq,action,kind,stage,mb,start_s,end_s) "
+                             "VALUES(?,?,?,?,?,?,?,?,?)", e);
+        if (code != PL_OK) return code;
+    }
+    for (size_t i = 0; i < nops; i++) {
+        sqlite3_stmt *st = s->ins_op;
+        const store_op *o = &ops[i];
+        sqlite3_bind_int64(st, 1, id);
+        sqlite3_bind_int(st, 2, o->rank);
+        sqlite3_bind_int(st, 3, o->seq);
+        sqlite3_bind_text(st, 4, o->action ? o->action : "", -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, o->kind ? o->kind : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 6, o->stage);
+        sqlite3_bind_int(st, 7, o->mb);
+        sqlite3_bind_double(st, 8, o->start_s);
+        sqlite3_bind_double(st, 9, o->end_s);
+        rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE) return store_sqlerr(s, e, PL_EIO, "cannot write ops");
+    }
+    if (run_id) *run_id = id;
+    return PL_OK;
+}
+
+int store_write_run(store *s, const store_run *run, const store_rank_metric *ranks, int nranks,
+                    const store_op *ops, size_t nops, int64_t *run_id, pl_err *e) {
+    if (s->readonly) return pl_errf(e, PL_EINTERNAL, "%s: opened read-only", s->path);
+    if (store_exec(s, "BEGIN IMMEDIATE") != SQLITE_OK) return store_sqlerr(s, e, PL_EIO, "cannot lock the database");
+    int code = store_insert_run(s, run, ranks, nranks, ops, nops, run_id, e);
+    if (code == PL_OK && store_exec(s, "COMMIT") != SQLITE_OK)
+        code = store_sqlerr(s, e, PL_EIO, "cannot commit a run");
+    if (code != PL_OK) store_exec(s, "ROLLBACK");
+    return code;
+}

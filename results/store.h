@@ -1,0 +1,124 @@
+/* store.h: the results store: one SQLite file of simulated and measured runs (DESIGN.md §7). */
+#ifndef PL_STORE_H
+#define PL_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pl_common.h"
+
+/* Default database path, relative to the working directory. */
+#define STORE_DEFAULT_PATH "results/out/pipelab.db"
+/* Schema version written to PRAGMA user_version by this build. */
+#define STORE_SCHEMA_VERSION 2
+
+/* An open database. Not shared between threads; every process opens its own. */
+typedef struct store store;
+
+/* One run: what was run (enough to reproduce it) and its headline metrics.
+ * Writing: strings are borrowed from the caller; NULL (or "") means "fill in the default":
+ *   uid -> a fresh uuid-like text, origin -> host name, version -> PL_VERSION,
+ *   git_rev -> PIPELAB_GIT_REV, host -> gethostname(), utc_time -> now (ISO 8601 "...Z"),
+ *   other strings -> "". kind must be "simulated" or "measured".
+ * Reading: strings are malloc'd copies owned by the record; free them with store_run_clear. */
+typedef struct store_run {
+    int64_t id;                   /* integer row id in this file (read only; ignored on write) */
+    const char *uid;              /* globally unique id text, kept by merges */
+    const char *origin;           /* host that produced it, or source db file */
+    const char *kind;             /* "simulated" or "measured" */
+    const char *tag;              /* free-form label for grouping sweeps */
+    const char *cmdline;          /* the command line that produced the run */
+    const char *schedule;         /* schedule kind, e.g. "1f1b", "interleaved", "zb-h1" */
+    int ranks, stages, microbatches, chunks, iterations;
+    const char *weights_policy;   /* e.g. "stash", "none" */
+    const char *recompute_policy; /* e.g. "none", "full", "selective" */
+    const char *params_json;      /* free-form JSON: costs, model, hardware parameters */
+    uint64_t seed;
+    const char *version;          /* pipelab version */
+    const char *git_rev;          /* git revision of the build */
+    const char *host;             /* host name */
+    const char *utc_time;         /* ISO 8601 UTC, e.g. "2026-11-30T05:27:46Z" */
+    /* Headline metrics. */
+    double iteration_time_s;
+    double throughput_samples_s;
+    double bubble;                /* total idle (bubble) time over ranks, seconds */
+    double bubble_rate;           /* bubble fraction in [0, 1] */
+    double comm_time_s;
+    int64_t peak_mem_bytes;       /* max over ranks */
+    int oom;                      /* 1 when some rank ran out of memory */
+    int repetitions;              /* stochastic mode: repetitions averaged (1 otherwise; 0 -> 1) */
+    double iteration_time_stddev_s; /* stochastic mode: stddev of iteration time (0 otherwise) */
+} store_run;
+
+/* Per-rank metrics of one run. */
+typedef struct store_rank_metric {
+    int rank;
+    double busy_s, idle_s;
+    double bubble;                /* bubble (idle inside the iteration) time, seconds */
+    double comm_s;
+    int64_t peak_mem_bytes;
+} store_rank_metric;
+
+/* One executed action, for timelines. Writing: strings borrowed; reading: owned (store_ops_free). */
+typedef struct store_op {
+    int rank;
+    int seq;                      /* position in the rank's action list */
+    const char *action;           /* PyTorch notation, e.g. "0F1" */
+    const char *kind;             /* e.g. "F", "B", "W", "SEND_F", "RECV_B" */
+    int stage, mb;
+    double start_s, end_s;
+} store_op;
+
+/* Output formats of store_export. */
+typedef enum store_format { STORE_CSV = 0, STORE_JSON = 1 } store_format;
+
+/* Opens (readonly = 0: creating parent directories, the file and the schema, migrating an
+ * older schema) the database at path (NULL -> STORE_DEFAULT_PATH). WAL mode, 10 s busy timeout.
+ * A newer schema version or a non-SQLite file is refused (PL_EINPUT, message names the path)
+ * without modifying the file. Readonly opens of older schema versions work (missing columns read
+ * as defaults). Returns PL_OK and *out, or an error code with e filled. */
+int store_open(const char *path, int readonly, store **out, pl_err *e);
+/* Closes the database and frees everything it holds; NULL is allowed. */
+void store_close(store *s);
+/* Returns the path the store was opened with. */
+const char *store_path(const store *s);
+/* Returns the schema version of the open file (STORE_SCHEMA_VERSION unless readonly + older). */
+int store_schema_version(const store *s);
+
+/* Writes one run with its rank metrics and optional ops in ONE transaction (BEGIN IMMEDIATE,
+ * ROLLBACK on any error), so a crash never leaves half a run. *run_id (may be NULL) gets the
+ * integer id. A uid already present is an error (PL_EINPUT). Returns PL_OK or an error code. */
+int store_write_run(store *s, const store_run *run, const store_rank_metric *ranks, int nranks,
+                    const store_op *ops, size_t nops, int64_t *run_id, pl_err *e);
+
+/* Lists runs newest first (tag NULL = all; limit <= 0 = no limit) into a malloc'd array.
+ * Free with store_runs_free. Returns PL_OK or an error code. */
+int store_list_runs(store *s, const char *tag, int limit, store_run **runs, size_t *n, pl_err *e);
+/* Finds one run by integer id text or uid (a unique uid prefix of >= 4 characters also works).
+ * Returns PL_OK, PL_EINPUT when there is no such run, or another error code.
+ * Free the record with store_run_clear. */
+int store_get_run(store *s, const char *id_or_uid, store_run *run, pl_err *e);
+/* Reads the rank metrics of a run (ordered by rank) into a malloc'd array (free()). */
+int store_get_rank_metrics(store *s, int64_t run_id, store_rank_metric **out, int *n, pl_err *e);
+/* Reads the ops of a run (ordered by rank, seq) into a malloc'd array; free with store_ops_free. */
+int store_get_ops(store *s, int64_t run_id, store_op **out, size_t *n, pl_err *e);
+/* Counts the ops of a run. */
+int store_count_ops(store *s, int64_t run_id, int64_t *n, pl_err *e);
+
+/* Frees the strings of one read record and zeroes it. */
+void store_run_clear(store_run *run);
+/* Frees an array from store_list_runs. */
+void store_runs_free(store_run *runs, size_t n);
+/* Frees an array from store_get_ops. */
+void store_ops_free(store_op *ops, size_t n);
+
+/* Appends runs (tag NULL = all, oldest first) with their headline metrics to out: CSV with a
+ * header line, or a JSON array of objects that also carry "params" and per-rank "ranks". */
+int store_export(store *s, const char *tag, store_format fmt, pl_buf *out, pl_err *e);
+
+/* Copies into dst every run of the database at src_path whose uid dst lacks, with its rank
+ * metrics and ops, in one transaction; runs without an origin get src_path as origin. src is
+ * opened readonly and never modified. *added / *skipped (may be NULL) get the counts. */
+int store_merge(store *dst, const char *src_path, int *added, int *skipped, pl_err *e);
+
+#endif

@@ -1,0 +1,47 @@
+/* store_int.h: internals shared by the results store's source files (not for other modules). */
+#ifndef PL_STORE_INT_H
+#define PL_STORE_INT_H
+
+#include <sqlite3.h>
+
+#include "store.h"
+
+/* Column types of the runs table, used to bind, read and print a store_run generically. */
+typedef enum store_coltype { SC_TEXT, SC_INT, SC_I64, SC_U64, SC_REAL } store_coltype;
+
+/* One column of the runs table: its name, type, place in store_run, the schema version that
+ * added it and the SQL literal older files read instead. */
+typedef struct store_col {
+    const char *name;
+    store_coltype type;
+    size_t off;
+    int since;
+    const char *dflt;
+} store_col;
+
+extern const store_col store_cols[];
+extern const size_t store_ncols;
+
+struct store {
+    sqlite3 *db;
+    char *path;
+    int readonly;
+    int version;             /* schema version of the file */
+    char host[256];
+    sqlite3_stmt *ins_run, *ins_rank, *ins_op, *has_uid;
+    char *select_cols;       /* "id, c1, c2, ..." with defaults for columns the file lacks */
+};
+
+/* Fills e with "PATH: what: sqlite message" and returns code. */
+int store_sqlerr(store *s, pl_err *e, int code, const char *what);
+/* Prepares sql into *st once (kept until store_close); returns PL_OK or an error. */
+int store_prepare(store *s, sqlite3_stmt **st, const char *sql, pl_err *e);
+/* Reads the run columns of a row selected with s->select_cols into run (strings malloc'd). */
+int store_read_run_row(sqlite3_stmt *st, store_run *run);
+/* Inserts one run and its rows inside the caller's transaction. */
+int store_insert_run(store *s, const store_run *run, const store_rank_metric *ranks, int nranks,
+                     const store_op *ops, size_t nops, int64_t *run_id, pl_err *e);
+/* Executes a statement with no result rows; returns the sqlite code. */
+int store_exec(store *s, const char *sql);
+
+#endif

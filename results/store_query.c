@@ -1,0 +1,456 @@
+/* store_query.c: reading runs back, exporting them (CSV, JSON) and merging databases. */
+#include "store_int.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Returns a pointer to the string field at offset off of run. */
+static const char **str_field(store_run *run, size_t off) { return (const char **)((char *)run + off); }
+
+int store_read_run_row(sqlite3_stmt *st, store_run *run) {
+    memset(run, 0, sizeof *run);
+    run->id = sqlite3_column_int64(st, 0);
+    int oom = 0;
+    for (size_t i = 0; i < store_ncols; i++) {
+        char *p = (char *)run + store_cols[i].off;
+        int col = (int)i + 1;
+        switch (store_cols[i].type) {
+        case SC_TEXT: {
+            const unsigned char *t = sqlite3_column_text(st, col);
+            char *copy = strdup(t ? (const char *)t : "");
+            if (!copy) oom = 1;
+            *str_field(run, store_cols[i].off) = copy;
+            break;
+        }
+        case SC_INT: *(int *)p = sqlite3_column_int(st, col); break;
+        case SC_I64: *(int64_t *)p = sqlite3_column_int64(st, col); break;
+        case SC_U64: *(uint64_t *)p = (uint64_t)sqlite3_column_int64(st, col); break;
+        case SC_REAL: *(double *)p = sqlite3_column_double(st, col); break;
+        }
+    }
+    if (oom) {
+        store_run_clear(run);
+        return PL_ENOMEM;
+    }
+    return PL_OK;
+}
+
+void store_run_clear(store_run *run) {
+    if (!run) return;
+    for (size_t i = 0; i < store_ncols; i++)
+        if (store_cols[i].type == SC_TEXT) free((void *)*str_field(run, store_cols[i].off));
+    memset(run, 0, sizeof *run);
+}
+
+void store_runs_free(store_run *runs, size_t n) {
+    if (!runs) return;
+    for (size_t i = 0; i < n; i++) store_run_clear(&runs[i]);
+    free(runs);
+}
+
+void store_ops_free(store_op *ops, size_t n) {
+    if (!ops) return;
+    for (size_t i = 0; i < n; i++) {
+        free((void *)ops[i].action);
+        free((void *)ops[i].kind);
+    }
+    free(ops);
+}
+
+/* Runs a prepared runs query and collects every row; returns PL_OK or an error. */
+static int collect_runs(store *s, sqlite3_stmt *st, store_run **out, size_t *n, pl_err *e) {
+    store_run *runs = NULL;
+    size_t len = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (len == cap) {
+            size_t ncap = cap ? 2 * cap : 16;
+            store_run *nr = pl_reallocarray(runs, ncap, sizeof *nr);
+            if (!nr) goto oom;
+            runs = nr;
+            cap = ncap;
+        }
+        if (store_read_run_row(st, &runs[len]) != PL_OK) goto oom;
+        len++;
+    }
+    if (rc != SQLITE_DONE) {
+        store_runs_free(runs, len);
+        return store_sqlerr(s, e, PL_EIO, "cannot read runs");
+    }
+    *out = runs;
+    *n = len;
+    return PL_OK;
+oom:
+    store_runs_free(runs, len);
+    return pl_errf(e, PL_ENOMEM, "out of memory");
+}
+
+/* Prepares "SELECT cols FROM runs <tail>" for this file; returns PL_OK or an error. */
+static int prepare_select(store *s, const char *tail, sqlite3_stmt **st, pl_err *e) {
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_buf_printf(&b, "SELECT %s FROM runs %s", s->select_cols, tail);
+    if (b.failed) {
+        pl_buf_free(&b);
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
+    int rc = sqlite3_prepare_v2(s->db, b.data, -1, st, NULL);
+    pl_buf_free(&b);
+    if (rc != SQLITE_OK) return store_sqlerr(s, e, PL_EIO, "cannot query runs");
+    return PL_OK;
+}
+
+/* Lists runs (tag filter, newest or oldest first, limit); shared by list and export. */
+static int select_runs(store *s, const char *tag, int limit, int newest_first, store_run **runs, size_t *n,
+                       pl_err *e) {
+    *runs = NULL;
+    *n = 0;
+    char tail[160];
+    snprintf(tail, sizeof tail, "%s ORDER BY utc_time %s, id %s LIMIT ?", tag ? "WHERE tag = ?" : "",
+             newest_first ? "DESC" : "ASC", newest_first ? "DESC" : "ASC");
+    sqlite3_stmt *st = NULL;
+    int code = prepare_select(s, tail, &st, e);
+    if (code != PL_OK) return code;
+    int k = 1;
+    if (tag) sqlite3_bind_text(st, k++, tag, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, k, limit > 0 ? limit : -1);
+    code = collect_runs(s, st, runs, n, e);
+    sqlite3_finalize(st);
+    return code;
+}
+
+int store_list_runs(store *s, const char *tag, int limit, store_run **runs, size_t *n, pl_err *e) {
+    return select_runs(s, tag, limit, 1, runs, n, e);
+}
+
+int store_get_run(store *s, const char *key, store_run *run, pl_err *e) {
+    memset(run, 0, sizeof *run);
+    if (!key || !*key) return pl_errf(e, PL_EINPUT, "empty run id");
+    int numeric = 1;
+    for (const char *p = key; *p; p++)
+        if (!isdigit((unsigned char)*p)) numeric = 0;
+    numeric = numeric && strlen(key) < 19;
+    sqlite3_stmt *st = NULL;
+    int code = prepare_select(s, numeric ? "WHERE id = ?1 OR uid = ?2"
+                                         : "WHERE uid = ?2 OR (length(?2) >= 4 AND substr(uid, 1, length(?2)) = ?2) "
+                                           "ORDER BY uid = ?2 DESC LIMIT 3", &st, e);
+    if (code != PL_OK) return code;
+    if (numeric) sqlite3_bind_int64(st, 1, strtoll(key, NULL, 10));
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    store_run *runs = NULL;
+    size_t n = 0;
+    code = collect_runs(s, st, &runs, &n, e);
+    sqlite3_finalize(st);
+    if (code != PL_OK) return code;
+    if (n == 0) code = pl_errf(e, PL_EINPUT, "%s: no run '%s'", s->path, key);
+    else if (n > 1 && strcmp(runs[0].uid, key) != 0 && !(numeric && runs[0].id == strtoll(key, NULL, 10)))
+        code = pl_errf(e, PL_EINPUT, "%s: run id prefix '%s' is ambiguous", s->path, key);
+    else {
+        *run = runs[0];
+        memset(&runs[0], 0, sizeof runs[0]);
+    }
+    store_runs_free(runs, n);
+    return code;
+}
+
+int store_get_rank_metrics(store *s, int64_t run_id, store_rank_metric **out, int *n, pl_err *e) {
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT rank, busy_s, idle_s, bubble, comm_s, peak_mem_bytes FROM rank_metrics "
+                           "WHERE run_id = ? ORDER BY rank", -1, &st, NULL) != SQLITE_OK)
+        return store_sqlerr(s, e, PL_EIO, "cannot query rank metrics");
+    sqlite3_bind_int64(st, 1, run_id);
+    store_rank_metric *m = NULL;
+    int len = 0, cap = 0, rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (len == cap) {
+            int ncap = cap ? 2 * cap : 8;
+            store_rank_metric *nm = pl_reallocarray(m, (size_t)ncap, sizeof *nm);
+            if (!nm) {
+                free(m);
+                sqlite3_finalize(st);
+                return pl_errf(e, PL_ENOMEM, "out of memory");
+            }
+            m = nm;
+            cap = ncap;
+        }
+        store_rank_metric *r = &m[len++];
+        r->rank = sqlite3_column_int(st, 0);
+        r->busy_s = sqlite3_column_double(st, 1);
+        r->idle_s = sqlite3_column_double(st, 2);
+        r->bubble = sqlite3_column_double(st, 3);
+        r->comm_s = sqlite3_column_double(st, 4);
+        r->peak_mem_bytes = sqlite3_column_int64(st, 5);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        free(m);
+        return store_sqlerr(s, e, PL_EIO, "cannot read rank metrics");
+    }
+    *out = m;
+    *n = len;
+    return PL_OK;
+}
+
+int store_get_ops(store *s, int64_t run_id, store_op **out, size_t *n, pl_err *e) {
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT rank, seq, action, kind, stage, mb, start_s, end_s FROM ops "
+                           "WHERE run_id = ? ORDER BY rank, seq", -1, &st, NULL) != SQLITE_OK)
+        return store_sqlerr(s, e, PL_EIO, "cannot query ops");
+    sqlite3_bind_int64(st, 1, run_id);
+    store_op *ops = NULL;
+    size_t len = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (len == cap) {
+            size_t ncap = cap ? 2 * cap : 64;
+            store_op *no = pl_reallocarray(ops, ncap, sizeof *no);
+            if (!no) goto oom;
+            ops = no;
+            cap = ncap;
+        }
+        store_op *o = &ops[len];
+        memset(o, 0, sizeof *o);
+        len++;
+        o->rank = sqlite3_column_int(st, 0);
+        o->seq = sqlite3_column_int(st, 1);
+        const unsigned char *a = sqlite3_column_text(st, 2), *k = sqlite3_column_text(st, 3);
+        o->action = strdup(a ? (const char *)a : "");
+        o->kind = strdup(k ? (const char *)k : "");
+        if (!o->action || !o->kind) goto oom;
+        o->stage = sqlite3_column_int(st, 4);
+        o->mb = sqlite3_column_int(st, 5);
+        o->start_s = sqlite3_column_double(st, 6);
+        o->end_s = sqlite3_column_double(st, 7);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        store_ops_free(ops, len);
+        return store_sqlerr(s, e, PL_EIO, "cannot read ops");
+    }
+    *out = ops;
+    *n = len;
+    return PL_OK;
+oom:
+    sqlite3_finalize(st);
+    store_ops_free(ops, len);
+    return pl_errf(e, PL_ENOMEM, "out of memory");
+}
+
+int store_count_ops(store *s, int64_t run_id, int64_t *n, pl_err *e) {
+    sqlite3_stmt *st = NULL;
+    *n = 0;
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM ops WHERE run_id = ?", -1, &st, NULL) != SQLITE_OK)
+        return store_sqlerr(s, e, PL_EIO, "cannot count ops");
+    sqlite3_bind_int64(st, 1, run_id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) *n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? PL_OK : store_sqlerr(s, e, PL_EIO, "cannot count ops");
+}
+
+/* Appends a double as CSV/JSON number text ("null" in JSON for non-finite values). */
+static void put_double(pl_buf *b, double v, int json) {
+    if (!isfinite(v)) pl_buf_puts(b, json ? "null" : (isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf")));
+    else pl_buf_printf(b, "%.15g", v);
+}
+
+/* Appends s as one CSV field, quoted when it holds a comma, quote or line break. */
+static void put_csv_text(pl_buf *b, const char *s) {
+    if (!strpbrk(s, ",\"\r\n")) {
+        pl_buf_puts(b, s);
+        return;
+    }
+    pl_buf_putc(b, '"');
+    for (; *s; s++) {
+        if (*s == '"') pl_buf_putc(b, '"');
+        pl_buf_putc(b, *s);
+    }
+    pl_buf_putc(b, '"');
+}
+
+/* Appends s as a JSON string with escapes. */
+static void put_json_text(pl_buf *b, const char *s) {
+    pl_buf_putc(b, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': pl_buf_puts(b, "\\\""); break;
+        case '\\': pl_buf_puts(b, "\\\\"); break;
+        case '\n': pl_buf_puts(b, "\\n"); break;
+        case '\r': pl_buf_puts(b, "\\r"); break;
+        case '\t': pl_buf_puts(b, "\\t"); break;
+        default:
+            if (*p < 0x20) pl_buf_printf(b, "\\u%04x", *p);
+            else pl_buf_putc(b, (char)*p);
+        }
+    }
+    pl_buf_putc(b, '"');
+}
+
+/* Appends the value of column c of run (CSV field or JSON value). */
+static void put_value(pl_buf *b, const store_run *run, const store_col *c, int json) {
+    const char *p = (const char *)run + c->off;
+    switch (c->type) {
+    case SC_TEXT: {
+        const char *t = *(const char *const *)p;
+        if (json) put_json_text(b, t ? t : "");
+        else put_csv_text(b, t ? t : "");
+        break;
+    }
+    case SC_INT: pl_buf_printf(b, "%d", *(const int *)p); break;
+    case SC_I64: pl_buf_printf(b, "%lld", (long long)*(const int64_t *)p); break;
+    case SC_U64: pl_buf_printf(b, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case SC_REAL: put_double(b, *(const double *)p, json); break;
+    }
+}
+
+/* Returns 1 when text is valid JSON (SQLite's json_valid), 0 otherwise. */
+static int json_ok(store *s, const char *text) {
+    if (!text || !*text) return 0;
+    sqlite3_stmt *st = NULL;
+    int ok = 0;
+    if (sqlite3_prepare_v2(s->db, "SELECT json_valid(?)", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) ok = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+    return ok;
+}
+
+int store_export(store *s, const char *tag, store_format fmt, pl_buf *out, pl_err *e) {
+    store_run *runs = NULL;
+    size_t n = 0;
+    int code = select_runs(s, tag, 0, 0, &runs, &n, e);
+    if (code != PL_OK) return code;
+    int json = fmt == STORE_JSON;
+    if (!json) {
+        pl_buf_puts(out, "id");
+        for (size_t c = 0; c < store_ncols; c++) pl_buf_printf(out, ",%s", store_cols[c].name);
+        pl_buf_putc(out, '\n');
+    } else {
+        pl_buf_puts(out, "[");
+    }
+    for (size_t i = 0; i < n && code == PL_OK; i++) {
+        const store_run *r = &runs[i];
+        if (!json) {
+            pl_buf_printf(out, "%lld", (long long)r->id);
+            for (size_t c = 0; c < store_ncols; c++) {
+                pl_buf_putc(out, ',');
+                put_value(out, r, &store_cols[c], 0);
+            }
+            pl_buf_putc(out, '\n');
+            continue;
+        }
+        pl_buf_printf(out, "%s\n  {\"id\": %lld", i ? "," : "", (long long)r->id);
+        for (size_t c = 0; c < store_ncols; c++) {
+            if (strcmp(store_cols[c].name, "params_json") == 0) continue;
+            pl_buf_printf(out, ", \"%s\": ", store_cols[c].name);
+            put_value(out, r, &store_cols[c], 1);
+        }
+        pl_buf_puts(out, ", \"params\": ");
+        if (json_ok(s, r->params_json)) pl_buf_puts(out, r->params_json);
+        else if (r->params_json && *r->params_json) put_json_text(out, r->params_json);
+        else pl_buf_puts(out, "null");
+        store_rank_metric *m = NULL;
+        int nm = 0;
+        code = store_get_rank_metrics(s, r->id, &m, &nm, e);
+        if (code != PL_OK) break;
+        pl_buf_puts(out, ",\n   \"ranks\": [");
+        for (int k = 0; k < nm; k++) {
+            pl_buf_printf(out, "%s{\"rank\": %d, \"busy_s\": ", k ? ", " : "", m[k].rank);
+            put_double(out, m[k].busy_s, 1);
+            pl_buf_puts(out, ", \"idle_s\": ");
+            put_double(out, m[k].idle_s, 1);
+            pl_buf_puts(out, ", \"bubble\": ");
+            put_double(out, m[k].bubble, 1);
+            pl_buf_puts(out, ", \"comm_s\": ");
+            put_double(out, m[k].comm_s, 1);
+            pl_buf_printf(out, ", \"peak_mem_bytes\": %lld}", (long long)m[k].peak_mem_bytes);
+        }
+        free(m);
+        pl_buf_puts(out, "]}");
+    }
+    if (json && code == PL_OK) pl_buf_puts(out, n ? "\n]\n" : "]\n");
+    store_runs_free(runs, n);
+    if (code == PL_OK && out->failed) code = pl_errf(e, PL_ENOMEM, "out of memory");
+    return code;
+}
+
+/* Returns 1 when dst already holds a run with this uid, 0 when not, -1 on error. */
+static int has_uid(store *dst, const char *uid, pl_err *e) {
+    if (store_prepare(dst, &dst->has_uid, "SELECT 1 FROM runs WHERE uid = ?", e) != PL_OK) return -1;
+    sqlite3_bind_text(dst->has_uid, 1, uid, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(dst->has_uid);
+    sqlite3_reset(dst->has_uid);
+    if (rc == SQLITE_ROW) return 1;
+    if (rc == SQLITE_DONE) return 0;
+    store_sqlerr(dst, e, PL_EIO, "cannot look up a run");
+    return -1;
+}
+
+int store_merge(store *dst, const char *src_path, int *added, int *skipped, pl_err *e) {
+    if (added) *added = 0;
+    if (skipped) *skipped = 0;
+    if (dst->readonly) return pl_errf(e, PL_EINTERNAL, "%s: opened read-only", dst->path);
+    store *src = NULL;
+    int code = store_open(src_path, 1, &src, e);
+    if (code != PL_OK) return code;
+    store_run *runs = NULL;
+    size_t n = 0;
+    code = select_runs(src, NULL, 0, 0, &runs, &n, e);
+    if (code != PL_OK) {
+        store_close(src);
+        return code;
+    }
+    if (store_exec(dst, "BEGIN IMMEDIATE") != SQLITE_OK) {
+        code = store_sqlerr(dst, e, PL_EIO, "cannot lock the database");
+        goto done;
+    }
+    int nadd = 0, nskip = 0;
+    for (size_t i = 0; i < n && code == PL_OK; i++) {
+        store_run *r = &runs[i];
+        int h = has_uid(dst, r->uid, e);
+        if (h < 0) {
+            code = PL_EIO;
+            break;
+        }
+        if (h == 1) {
+            nskip++;
+            continue;
+        }
+        store_rank_metric *m = NULL;
+        int nm = 0;
+        store_op *ops = NULL;
+        size_t nops = 0;
+        code = store_get_rank_metrics(src, r->id, &m, &nm, e);
+        if (code == PL_OK) code = store_get_ops(src, r->id, &ops, &nops, e);
+        if (code == PL_OK) {
+            store_run copy = *r;
+            if (!copy.origin || !*copy.origin) copy.origin = src_path;
+            code = store_insert_run(dst, &copy, m, nm, ops, nops, NULL, e);
+        }
+        free(m);
+        store_ops_free(ops, nops);
+        if (code == PL_OK) nadd++;
+    }
+    if (code == PL_OK && store_exec(dst, "COMMIT") != SQLITE_OK) code = store_sqlerr(dst, e, PL_EIO, "cannot commit the merge");
+    if (code != PL_OK) {
+        store_exec(dst, "ROLLBACK");
+        pl_err_prefix(e, "merging %s: ", src_path);
+    } else {
+        if (added) *added = nadd;
+        if (skipped) *skipped = nskip;
+    }
+done:
+    store_runs_free(runs, n);
+    store_close(src);
+    return code;
+}

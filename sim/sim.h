@@ -1,0 +1,172 @@
+/* sim.h: the discrete-event simulator: runs a lowered schedule against a cost interface and a
+ * topology, and reports time, bubbles, communication, memory per rank and (optionally) traces. */
+#ifndef SIM_H
+#define SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pl_common.h"
+#include "sched.h"
+
+/* ---------------------------------------------------------------- costs
+ *
+ * The ONE interface between the engine and whatever knows what things cost. The flag-driven
+ * implementation below (sim_basic) serves `pipelab simulate`; the cost-model module plugs in
+ * by filling the same struct. Every function receives ctx. Times in seconds, sizes in bytes. */
+typedef struct sim_costs {
+    void *ctx;
+    /* Compute time of one action of (stage, mb): kind is SCHED_F, SCHED_B (full backward),
+     * SCHED_I (input backward) or SCHED_W (weight backward). Must be >= 0. */
+    double (*compute_s)(void *ctx, int stage, sched_kind kind, int mb);
+    /* Bytes of the output activation of stage (sent to stage + 1; the gradient sent back from
+     * stage + 1 to stage has the same size). */
+    int64_t (*boundary_bytes)(void *ctx, int stage);
+    /* Activation bytes one microbatch keeps from its forward until its backward. */
+    int64_t (*stash_bytes)(void *ctx, int stage);
+    /* Part of the stash still held after I until W (split backward). */
+    int64_t (*w_stash_bytes)(void *ctx, int stage);
+    /* Bytes kept per microbatch under full recomputation (the stage's input). */
+    int64_t (*input_bytes)(void *ctx, int stage);
+    /* Parameter bytes of a stage (one weight version). */
+    int64_t (*param_bytes)(void *ctx, int stage);
+    /* Time to move bytes from src_rank to dst_rank over one free link. */
+    double (*transfer_s)(void *ctx, int src_rank, int dst_rank, int64_t bytes);
+    /* Time of the gradient all-reduce of a stage replicated on `replicas` workers. */
+    double (*allreduce_s)(void *ctx, int stage, int replicas, int64_t param_bytes);
+    /* Time of the optimizer step of a stage (on the compute stream). */
+    double (*step_s)(void *ctx, int stage);
+} sim_costs;
+
+/* Per-stage values of the flag-driven cost model; negative = "use the uniform value". */
+typedef struct sim_stage_cost {
+    double tf_s, tb_s, ti_s, tw_s;
+    int64_t bytes, stash_bytes, w_stash_bytes, param_bytes;
+} sim_stage_cost;
+
+/* The flag-driven cost model of `pipelab simulate`.
+ * Compute: uniform tf_s, and either tb_s (full backward) or ti_s + tw_s (split); missing parts
+ * are derived: B = I + W; when only B is known, I = W = B / 2. Under recompute the engine adds
+ * one forward to every B or I.
+ * Communication: fixed tcomm_s per transfer when >= 0; otherwise latency + bytes / bandwidth,
+ * with the inter-node pair when the ranks sit on different nodes (ranks_per_node > 0).
+ * All-reduce (ring): 2 (n-1)/n * param_bytes / bandwidth + 2 (n-1) latency, on the inter-node
+ * pair when ranks_per_node > 0 and replicas are taken to live on other nodes (allreduce_inter),
+ * else the intra-node pair. */
+typedef struct sim_basic {
+    double tf_s, tb_s, ti_s, tw_s;   /* uniform compute times; tb/ti/tw < 0 = derived */
+    double tstep_s;                  /* optimizer step per stage */
+    double tcomm_s;                  /* fixed seconds per transfer; < 0 = bandwidth model */
+    int64_t bytes;                   /* boundary bytes per stage */
+    int64_t stash_bytes;             /* stashed activation bytes per microbatch per stage */
+    double w_stash_fraction;         /* part of the stash held from I until W (default 0.5) */
+    int64_t param_bytes;             /* parameter bytes per stage */
+    double bandwidth_Bps, latency_s; /* intra-node link */
+    double inter_bandwidth_Bps, inter_latency_s;
+    int ranks_per_node;              /* 0 = all ranks on one node */
+    int allreduce_inter;             /* 1: all-reduces cross nodes */
+    int stages;
+    sim_stage_cost *stage;           /* [stages] overrides, or NULL (owned) */
+} sim_basic;
+
+/* Fills b with defaults: tf = 1, backward derived as 2 tf, no communication cost, 0 bytes,
+ * w_stash_fraction 0.5, bandwidth 1e30 (free), latency 0. Stage overrides off. */
+void sim_basic_init(sim_basic *b);
+void sim_basic_free(sim_basic *b);
+/* Checks the values (no negative times or sizes, positive bandwidths). Returns PL_OK or
+ * PL_EINPUT with a message naming the flag-like field. */
+int sim_basic_check(const sim_basic *b, pl_err *e);
+/* Reads per-stage overrides from a CSV file: a header line naming columns among
+ * stage,tf,tb,ti,tw,bytes,stash_bytes,w_stash_bytes,param_bytes (stage required, any order),
+ * then one row per stage; an empty cell keeps the uniform value; '#' lines are comments.
+ * Errors are "path:line: what is wrong". Returns PL_OK or an error code. */
+int sim_basic_load_csv(sim_basic *b, const char *path, int stages, pl_err *e);
+/* Returns the sim_costs view of b (b must outlive it). */
+sim_costs sim_basic_costs(sim_basic *b);
+
+/* ---------------------------------------------------------------- configuration */
+
+typedef struct sim_config {
+    int blocking_comm;        /* 1: SEND/RECV/REDUCE_GRAD hold the compute stream */
+    int ranks_per_node;       /* topology: 0 = one node; decides which links are inter-node */
+    int shared_inter_link;    /* 1: one link per (node, node) direction shared by its ranks */
+    const int *replicas;      /* [stages] data-parallel replicas per stage, or NULL (all 1) */
+    int64_t capacity_bytes;   /* device memory; 0 = no OOM verdict */
+    double dtype_bytes;       /* bytes per parameter (to count parameters), default 4 */
+    double optimizer_bytes_per_param; /* optimizer state per parameter, default 8 (Adam m, v) */
+    int microbatch_size;      /* samples per microbatch, for throughput; default 1 */
+    double cv;                /* stochastic mode: coefficient of variation of compute (0 = off) */
+    uint64_t seed;            /* seed of the lognormal factors */
+    int record_trace;         /* 1: keep start/end/memory of every action */
+} sim_config;
+
+/* Fills c with defaults (overlapped comm, one node, no capacity, dtype 4, optimizer 8,
+ * microbatch size 1, deterministic, no trace). */
+void sim_config_init(sim_config *c);
+
+/* ---------------------------------------------------------------- results */
+
+/* One executed action of the trace. */
+typedef struct sim_slot {
+    double start_s, end_s;
+    int64_t mem_bytes; /* memory of the rank right after the action */
+} sim_slot;
+
+typedef struct sim_rank_stats {
+    double busy_s;            /* compute time */
+    double comm_s;            /* time of transfers this rank sent (link busy time) */
+    double reduce_s;          /* all-reduce time */
+    double idle_s;            /* makespan - busy */
+    double bubble;            /* idle_s / makespan */
+    int64_t peak_bytes;       /* peak memory */
+    int64_t static_bytes;     /* gradients + optimizer state + one weight version */
+    int peak_stash_mbs;       /* most microbatches stashed at once (over the rank's stages) */
+    int peak_weight_versions; /* most weight versions at once (summed over the rank's stages) */
+    int oom;                  /* peak_bytes > capacity */
+} sim_rank_stats;
+
+typedef struct sim_result {
+    int ranks, iterations;
+    double makespan_s;        /* last event */
+    double iteration_time_s;  /* makespan / 1 iteration, or steady state over iterations 1..N-1 */
+    double throughput;        /* samples / s = microbatches * microbatch_size / iteration time */
+    double bubble;            /* 1 - sum busy / (ranks * makespan) */
+    double bubble_rate;       /* Zero Bubble paper: sum idle / sum busy (bubble / ideal compute) */
+    double bubble_s;          /* sum over ranks of idle time */
+    double comm_s;            /* sum of transfer times */
+    int64_t peak_bytes;       /* max over ranks */
+    int oom;                  /* some rank over capacity */
+    size_t actions, events;   /* actions executed, events processed */
+    double *iter_end_s;       /* [iterations] when each iteration's last action ended */
+    sim_rank_stats *rank;     /* [ranks] */
+    sim_slot **trace;         /* [ranks][actions of the rank] when record_trace, else NULL */
+} sim_result;
+
+/* Simulates a LOWERED schedule (sched_lower's output). Returns PL_OK and fills r (free with
+ * sim_result_free), or PL_EINPUT (not lowered, negative cost, a deadlock naming the stuck
+ * ranks), or PL_ENOMEM. Deterministic: the same inputs give the same result and trace. */
+int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e);
+void sim_result_free(sim_result *r);
+
+/* Statistics over repeated stochastic runs (seeds seed, seed + 1, ...). */
+typedef struct sim_repeat_stats {
+    int repeat;
+    double iter_mean_s, iter_sd_s, iter_min_s, iter_max_s;
+    double thr_mean, thr_sd;
+    double bubble_mean, bubble_sd;
+} sim_repeat_stats;
+
+/* Runs sim_run `repeat` times with seeds cfg->seed + k and summarizes; *last (may be NULL)
+ * keeps the result of the first run (free it). Returns PL_OK or an error code. */
+int sim_repeat(const sched *s, const sim_costs *c, const sim_config *cfg, int repeat,
+               sim_repeat_stats *st, sim_result *first, pl_err *e);
+
+/* ---------------------------------------------------------------- traces */
+
+/* Chrome trace JSON (Perfetto): one process per rank, thread 0 compute, thread 1 communication
+ * (SEND/RECV/REDUCE_GRAD), plus a memory counter. Needs a result with a trace. */
+int sim_trace_chrome(const sched *s, const sim_result *r, pl_buf *out, pl_err *e);
+/* Text table: rank, seq, action, start_s, end_s, dur_s, mem_bytes. */
+int sim_trace_table(const sched *s, const sim_result *r, pl_buf *out, pl_err *e);
+
+#endif

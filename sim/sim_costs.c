@@ -1,0 +1,253 @@
+/* sim_costs.c: the flag-driven cost model (uniform stages, per-stage CSV overrides, a
+ * two-level link topology, ring all-reduce) behind the sim_costs interface. */
+#include "sim.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sim_basic_init(sim_basic *b) {
+    memset(b, 0, sizeof *b);
+    b->tf_s = 1;
+    b->tb_s = b->ti_s = b->tw_s = -1;
+    b->tcomm_s = -1;
+    b->w_stash_fraction = 0.5;
+    b->bandwidth_Bps = b->inter_bandwidth_Bps = 1e30;
+}
+
+void sim_basic_free(sim_basic *b) {
+    free(b->stage);
+    b->stage = NULL;
+}
+
+int sim_basic_check(const sim_basic *b, pl_err *e) {
+    struct { const char *name; double v; } t[] = {
+        {"tf", b->tf_s}, {"tstep", b->tstep_s}, {"latency", b->latency_s}, {"inter-latency", b->inter_latency_s},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!(t[i].v >= 0) || !isfinite(t[i].v)) return pl_errf(e, PL_EINPUT, "%s must be a finite time >= 0 (got %g)", t[i].name, t[i].v);
+    struct { const char *name; double v; } o[] = {{"tb", b->tb_s}, {"ti", b->ti_s}, {"tw", b->tw_s}, {"tcomm", b->tcomm_s}};
+    for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
+        if (!isfinite(o[i].v) || (o[i].v < 0 && o[i].v != -1))
+            return pl_errf(e, PL_EINPUT, "%s must be a finite time >= 0 (got %g)", o[i].name, o[i].v);
+    if (b->bytes < 0 || b->stash_bytes < 0 || b->param_bytes < 0)
+        return pl_errf(e, PL_EINPUT, "sizes in bytes must be >= 0");
+    if (!(b->w_stash_fraction >= 0 && b->w_stash_fraction <= 1))
+        return pl_errf(e, PL_EINPUT, "the W stash fraction must be in [0, 1] (got %g)", b->w_stash_fraction);
+    if (!(b->bandwidth_Bps > 0) || !(b->inter_bandwidth_Bps > 0))
+        return pl_errf(e, PL_EINPUT, "bandwidths must be > 0");
+    if (b->ranks_per_node < 0) return pl_errf(e, PL_EINPUT, "ranks per node must be >= 0");
+    return PL_OK;
+}
+
+/* Returns the stage override row of stage q, or NULL. */
+static const sim_stage_cost *ovr(const sim_basic *b, int q) {
+    return b->stage && q >= 0 && q < b->stages ? &b->stage[q] : NULL;
+}
+
+/* Returns the F, B, I, W times of stage q after overrides and derivation (B = I + W; with
+ * only B known, I = W = B / 2; with nothing known, B = 2 F). */
+static void times_of(const sim_basic *b, int q, double *f, double *bb, double *i, double *w) {
+    const sim_stage_cost *o = ovr(b, q);
+    double tf = o && o->tf_s >= 0 ? o->tf_s : b->tf_s;
+    double tb = o && o->tb_s >= 0 ? o->tb_s : b->tb_s;
+    double ti = o && o->ti_s >= 0 ? o->ti_s : b->ti_s;
+    double tw = o && o->tw_s >= 0 ? o->tw_s : b->tw_s;
+    if (ti >= 0 && tw >= 0) {
+        if (tb < 0) tb = ti + tw;
+    } else if (ti >= 0) {
+        tw = tb >= 0 ? tb - ti : ti;
+    } else if (tw >= 0) {
+        ti = tb >= 0 ? tb - tw : tw;
+    } else {
+        if (tb < 0) tb = 2 * tf;
+        ti = tw = tb / 2;
+    }
+    if (tb < 0) tb = ti + tw;
+    *f = tf;
+    *bb = tb;
+    *i = ti;
+    *w = tw;
+}
+
+/* Returns the compute time of kind on stage q. */
+static double basic_compute(void *ctx, int q, sched_kind k, int mb) {
+    (void)mb;
+    double f, bb, i, w;
+    times_of(ctx, q, &f, &bb, &i, &w);
+    switch (k) {
+    case SCHED_F: return f;
+    case SCHED_B: return bb;
+    case SCHED_I: return i;
+    case SCHED_W: return w;
+    default: return 0;
+    }
+}
+
+/* Returns the boundary bytes of stage q. */
+static int64_t basic_bytes(void *ctx, int q) {
+    const sim_basic *b = ctx;
+    const sim_stage_cost *o = ovr(b, q);
+    return o && o->bytes >= 0 ? o->bytes : b->bytes;
+}
+
+/* Returns the stash bytes of stage q. */
+static int64_t basic_stash(void *ctx, int q) {
+    const sim_basic *b = ctx;
+    const sim_stage_cost *o = ovr(b, q);
+    return o && o->stash_bytes >= 0 ? o->stash_bytes : b->stash_bytes;
+}
+
+/* Returns the part of the stash kept from I to W: the override, else the fraction. */
+static int64_t basic_wstash(void *ctx, int q) {
+    const sim_basic *b = ctx;
+    const sim_stage_cost *o = ovr(b, q);
+    if (o && o->w_stash_bytes >= 0) return o->w_stash_bytes;
+    return (int64_t)llround((double)basic_stash(ctx, q) * b->w_stash_fraction);
+}
+
+/* Returns the input bytes of stage q: the output of stage q - 1 (stage 0: its own output). */
+static int64_t basic_input(void *ctx, int q) {
+    return basic_bytes(ctx, q > 0 ? q - 1 : 0);
+}
+
+/* Returns the parameter bytes of stage q. */
+static int64_t basic_params(void *ctx, int q) {
+    const sim_basic *b = ctx;
+    const sim_stage_cost *o = ovr(b, q);
+    return o && o->param_bytes >= 0 ? o->param_bytes : b->param_bytes;
+}
+
+/* Returns the time of one transfer: fixed, or latency + bytes / bandwidth of the link class. */
+static double basic_transfer(void *ctx, int src, int dst, int64_t bytes) {
+    const sim_basic *b = ctx;
+    if (b->tcomm_s >= 0) return b->tcomm_s;
+    int inter = b->ranks_per_node > 0 && src / b->ranks_per_node != dst / b->ranks_per_node;
+    return inter ? b->inter_latency_s + (double)bytes / b->inter_bandwidth_Bps
+                 : b->latency_s + (double)bytes / b->bandwidth_Bps;
+}
+
+/* Returns the ring all-reduce time: 2 (n-1) steps, each latency + bytes / (n bandwidth). */
+static double basic_allreduce(void *ctx, int q, int n, int64_t bytes) {
+    (void)q;
+    const sim_basic *b = ctx;
+    if (n <= 1) return 0;
+    int inter = b->allreduce_inter && b->ranks_per_node > 0;
+    double bw = inter ? b->inter_bandwidth_Bps : b->bandwidth_Bps;
+    double lat = inter ? b->inter_latency_s : b->latency_s;
+    return 2.0 * (n - 1) / n * (double)bytes / bw + 2.0 * (n - 1) * lat;
+}
+
+/* Returns the optimizer step time. */
+static double basic_step(void *ctx, int q) {
+    (void)q;
+    return ((const sim_basic *)ctx)->tstep_s;
+}
+
+sim_costs sim_basic_costs(sim_basic *b) {
+    sim_costs c = {b, basic_compute, basic_bytes, basic_stash, basic_wstash, basic_input, basic_params,
+                   basic_transfer, basic_allreduce, basic_step};
+    return c;
+}
+
+/* Column ids of the stage CSV. */
+enum { C_STAGE, C_TF, C_TB, C_TI, C_TW, C_BYTES, C_STASH, C_WSTASH, C_PARAM, C_N };
+static const char *const col_names[C_N] = {"stage", "tf", "tb", "ti", "tw", "bytes", "stash_bytes", "w_stash_bytes", "param_bytes"};
+
+/* Trims spaces in place; returns the trimmed start. */
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
+    return s;
+}
+
+int sim_basic_load_csv(sim_basic *b, const char *path, int stages, pl_err *e) {
+    char *text;
+    size_t len;
+    int rc = pl_read_file(path, (size_t)1 << 28, &text, &len, e);
+    if (rc != PL_OK) return rc;
+    sim_stage_cost *st = pl_calloc((size_t)stages, sizeof *st);
+    if (!st) {
+        free(text);
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
+    for (int q = 0; q < stages; q++) st[q] = (sim_stage_cost){-1, -1, -1, -1, -1, -1, -1, -1};
+    int col[64], ncol = 0, line = 0, have_header = 0;
+    char *save = NULL;
+    for (char *ln = text; ln && rc == PL_OK; ln = save) {
+        char *nl = strchr(ln, '\n');
+        save = nl ? nl + 1 : NULL;
+        if (nl) *nl = '\0';
+        line++;
+        char *t = trim(ln);
+        if (!*t || *t == '#') continue;
+        char *cells[64];
+        int nc = 0;
+        for (char *p = t;; ) {
+            char *comma = strchr(p, ',');
+            if (comma) *comma = '\0';
+            if (nc == 64) { rc = pl_errf(e, PL_EINPUT, "%s:%d: too many columns", path, line); break; }
+            cells[nc++] = trim(p);
+            if (!comma) break;
+            p = comma + 1;
+        }
+        if (rc != PL_OK) break;
+        if (!have_header) {
+            int seen_stage = 0;
+            for (int i = 0; i < nc; i++) {
+                col[i] = -1;
+                for (int k = 0; k < C_N; k++)
+                    if (strcmp(cells[i], col_names[k]) == 0) col[i] = k;
+                if (col[i] < 0) {
+                    rc = pl_errf(e, PL_EINPUT, "%s:%d: unknown column '%s' (known: stage,tf,tb,ti,tw,bytes,stash_bytes,w_stash_bytes,param_bytes)", path, line, cells[i]);
+                    break;
+                }
+                seen_stage |= col[i] == C_STAGE;
+            }
+            if (rc == PL_OK && !seen_stage) rc = pl_errf(e, PL_EINPUT, "%s:%d: the header needs a 'stage' column", path, line);
+            ncol = nc;
+            have_header = 1;
+            continue;
+        }
+        if (nc != ncol) { rc = pl_errf(e, PL_EINPUT, "%s:%d: %d cells, the header has %d", path, line, nc, ncol); break; }
+        long q = -1;
+        for (int i = 0; i < nc; i++)
+            if (col[i] == C_STAGE && pl_parse_long(cells[i], 0, stages - 1, &q) != 0) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: stage must be a whole number in 0..%d (got '%s')", path, line, stages - 1, cells[i]);
+                break;
+            }
+        if (rc != PL_OK) break;
+        for (int i = 0; i < nc && rc == PL_OK; i++) {
+            if (col[i] == C_STAGE || !*cells[i]) continue;
+            double v;
+            if (pl_parse_double(cells[i], &v) != 0 || v < 0) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: %s must be a number >= 0 (got '%s')", path, line, col_names[col[i]], cells[i]);
+                break;
+            }
+            sim_stage_cost *o = &st[q];
+            switch (col[i]) {
+            case C_TF: o->tf_s = v; break;
+            case C_TB: o->tb_s = v; break;
+            case C_TI: o->ti_s = v; break;
+            case C_TW: o->tw_s = v; break;
+            case C_BYTES: o->bytes = (int64_t)v; break;
+            case C_STASH: o->stash_bytes = (int64_t)v; break;
+            case C_WSTASH: o->w_stash_bytes = (int64_t)v; break;
+            case C_PARAM: o->param_bytes = (int64_t)v; break;
+            default: break;
+            }
+        }
+    }
+    if (rc == PL_OK && !have_header) rc = pl_errf(e, PL_EINPUT, "%s:1: empty file (expected a header line such as stage,tf,tb)", path);
+    free(text);
+    if (rc != PL_OK) {
+        free(st);
+        return rc;
+    }
+    free(b->stage);
+    b->stage = st;
+    b->stages = stages;
+    return PL_OK;
+}

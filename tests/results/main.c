@@ -1,0 +1,12 @@
+/* main.c: registers the results store's suites (one file per area). */
+#include "pl_test.h"
+
+void test_store_register(void);
+void test_concurrency_register(void);
+void test_merge_register(void);
+
+void pl_test_register(void) {
+    test_store_register();
+    test_concurrency_register();
+    test_merge_register();
+}

@@ -1,0 +1,107 @@
+/* util.c: helpers shared by the results store tests (sample runs, raw SQL checks). */
+#include "util.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tr_sample_run(store_run *r, const char *tag, int index) {
+    memset(r, 0, sizeof *r);
+    r->kind = index % 2 ? "measured" : "simulated";
+    r->tag = tag;
+    r->cmdline = "pipelab simulate --kind 1f1b --ranks 4 --microbatches 8 --tag \"x,y\"";
+    r->schedule = "1f1b";
+    r->ranks = 4;
+    r->stages = 4;
+    r->microbatches = 8 + index;
+    r->chunks = 1;
+    r->iterations = 3;
+    r->weights_policy = "stash";
+    r->recompute_policy = "none";
+    r->params_json = "{\"model\":{\"layers\":32},\"hw\":\"h200\"}";
+    r->seed = 0xfedcba9876543210ull + (uint64_t)index;
+    r->iteration_time_s = 1.25 + index;
+    r->throughput_samples_s = 64.5 * (index + 1);
+    r->bubble = 0.375;
+    r->bubble_rate = 0.1875;
+    r->comm_time_s = 0.0625;
+    r->peak_mem_bytes = (int64_t)80 << 30;
+    r->oom = index % 3 == 0;
+    r->repetitions = 5;
+    r->iteration_time_stddev_s = 0.015625;
+}
+
+void tr_sample_ranks(store_rank_metric *m, int n, int index) {
+    for (int i = 0; i < n; i++) {
+        m[i].rank = i;
+        m[i].busy_s = 1.0 + i + index;
+        m[i].idle_s = 0.5 * i;
+        m[i].bubble = 0.25 * i;
+        m[i].comm_s = 0.125 * i;
+        m[i].peak_mem_bytes = ((int64_t)1 << 33) + i;
+    }
+}
+
+store_op *tr_sample_ops(size_t n, int ranks) {
+    static const char *const actions[] = {"0F0", "0F1", "0B0", "0W0", "1F0", "1I0"};
+    static const char *const kinds[] = {"F", "F", "B", "W", "F", "I"};
+    store_op *ops = calloc(n ? n : 1, sizeof *ops);
+    for (size_t i = 0; i < n; i++) {
+        ops[i].rank = (int)(i % (size_t)ranks);
+        ops[i].seq = (int)(i / (size_t)ranks);
+        ops[i].action = actions[i % 6];
+        ops[i].kind = kinds[i % 6];
+        ops[i].stage = ops[i].rank;
+        ops[i].mb = (int)(i % 7);
+        ops[i].start_s = 0.001 * (double)i;
+        ops[i].end_s = 0.001 * (double)i + 0.0005;
+    }
+    return ops;
+}
+
+int64_t tr_sql_int(const char *path, const char *sql) {
+    sqlite3 *db = NULL;
+    int64_t v = -1;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 10000);
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return v;
+}
+
+int tr_integrity_ok(const char *path) {
+    sqlite3 *db = NULL;
+    int ok = 0;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            ok = strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return ok;
+}
+
+int64_t tr_partial_runs(const char *path, int64_t expected_ops) {
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT (SELECT count(*) FROM runs r WHERE ranks != (SELECT count(*) FROM rank_metrics WHERE run_id = r.id)"
+             " OR (%lld >= 0 AND %lld != (SELECT count(*) FROM ops WHERE run_id = r.id)))"
+             " + (SELECT count(*) FROM rank_metrics WHERE run_id NOT IN (SELECT id FROM runs))"
+             " + (SELECT count(*) FROM ops WHERE run_id NOT IN (SELECT id FROM runs))",
+             (long long)expected_ops, (long long)expected_ops);
+    return tr_sql_int(path, sql);
+}
+
+void tr_rmdir(const char *dir) {
+    if (!dir || strncmp(dir, "/tmp/pipelab-test-", 18) != 0) return;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
+}

@@ -1,0 +1,26 @@
+/* util.h: helpers shared by the results store tests (sample runs, raw SQL checks). */
+#ifndef PL_TEST_RESULTS_UTIL_H
+#define PL_TEST_RESULTS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+/* Fills run with a sample simulated run (tag and seed vary by index). Strings are static. */
+void tr_sample_run(store_run *run, const char *tag, int index);
+/* Fills ranks[0..n) with sample rank metrics derived from index. */
+void tr_sample_ranks(store_rank_metric *ranks, int n, int index);
+/* Returns a malloc'd array of n sample ops for `ranks` ranks (actions point to a static table). */
+store_op *tr_sample_ops(size_t n, int ranks);
+/* Runs one integer SQL query directly on the file at path; returns the value or -1 on error. */
+int64_t tr_sql_int(const char *path, const char *sql);
+/* Returns 1 when PRAGMA integrity_check on path says "ok". */
+int tr_integrity_ok(const char *path);
+/* Returns the number of runs in path that lack some rank or op rows (expected_ops per run, or
+ * -1 to skip the op check), plus orphan rank/op rows; 0 means every run is whole. */
+int64_t tr_partial_runs(const char *path, int64_t expected_ops);
+/* Removes a test directory and its files. */
+void tr_rmdir(const char *dir);
+
+#endif

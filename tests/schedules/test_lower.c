@@ -1,0 +1,264 @@
+/* test_lower.c: validation errors, the dry run (deadlocks, closed forms) and lowering. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_test.h"
+#include "sched.h"
+
+/* Builds a compute-only schedule from one string per rank ("0F0 0B0 ..."), loop placement. */
+static sched *build(int ranks, int stages, int mb, const char *const *rows) {
+    pl_err e;
+    sched *s = sched_new(ranks, stages, mb, SCHED_PLACE_LOOP, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    for (int r = 0; r < ranks; r++) {
+        char *dup = strdup(rows[r]), *save = NULL;
+        for (char *t = strtok_r(dup, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+            sched_action a;
+            size_t col;
+            CU_ASSERT_EQUAL_FATAL(sched_action_parse(t, strlen(t), SCHED_LETTERS_CURRENT, &a, &col, &e), PL_OK);
+            if (a.kind >= SCHED_SEND_F && a.kind <= SCHED_RECV_B) s->lowered = 1;
+            sched_push(s, r, a);
+        }
+        free(dup);
+    }
+    return s;
+}
+
+/* Asserts that validation fails with every substring in subs (NULL-terminated). */
+static void expect_invalid(sched *s, const char *const *subs) {
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL(sched_validate(s, &e), PL_EINPUT);
+    for (int i = 0; subs[i]; i++) {
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, subs[i]));
+        if (!strstr(e.msg, subs[i])) fprintf(stderr, "\nwanted '%s' in '%s'\n", subs[i], e.msg);
+    }
+    sched_free(s);
+}
+
+static void test_validate_errors(void) {
+    const char *missing_f[] = {"0F0 0B0", "1B0 1F1 1B1"};
+    expect_invalid(build(2, 2, 2, missing_f), (const char *[]){"rank 1, action 1 (1B0)", "before its forward", NULL});
+    const char *missing_f2[] = {"0F0 0F1 0B0 0B1", "1F0 1B0"};
+    expect_invalid(build(2, 2, 2, missing_f2), (const char *[]){"stage 1 microbatch 1", "missing its forward", NULL});
+    const char *dup_b[] = {"0F0 0B0 0B0", "1F0 1B0"};
+    expect_invalid(build(2, 2, 1, dup_b), (const char *[]){"rank 0, action 3 (0B0)", "duplicate backward", NULL});
+    const char *w_before_i[] = {"0F0 0W0 0I0", "1F0 1B0"};
+    expect_invalid(build(2, 2, 1, w_before_i), (const char *[]){"action 2 (0W0)", "W before I", NULL});
+    const char *no_w[] = {"0F0 0I0", "1F0 1B0"};
+    expect_invalid(build(2, 2, 1, no_w), (const char *[]){"missing its weight backward", NULL});
+    const char *two_ranks[] = {"0F0 0B0 1F0", "1B0"};
+    expect_invalid(build(2, 2, 1, two_ranks), (const char *[]){"rank 0, action 3 (1F0)", "two ranks", NULL});
+    const char *range[] = {"0F0 0B0 0F5", "1F0 1B0"};
+    expect_invalid(build(2, 2, 1, range), (const char *[]){"microbatch 5 does not exist", NULL});
+    const char *empty[] = {"", ""};
+    expect_invalid(build(2, 2, 1, empty), (const char *[]){"no actions", NULL});
+}
+
+static void test_deadlock_named(void) {
+    /* rank 0 needs 0B0 (from 1B0) before it sends F1; rank 1 needs F1 before its B0 */
+    const char *rows[] = {"0F0 0B0 0F1 0B1", "1F1 1B1 1F0 1B0"};
+    sched *s = build(2, 2, 2, rows);
+    pl_err e;
+    sched_dryrun_result r;
+    CU_ASSERT_EQUAL(sched_dryrun(s, NULL, &r, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "deadlock"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "rank 0 at action 2 (0B0)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "rank 1 at action 1 (1F1)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "cycle"));
+    expect_invalid(s, (const char *[]){"deadlock", NULL});
+    /* a lowered schedule whose receive never comes */
+    const char *lowered[] = {"0F0 0RECV_B0 0SEND_F0 0B0", "1RECV_F0 1F0 1B0 1SEND_B0"};
+    s = build(2, 2, 1, lowered);
+    expect_invalid(s, (const char *[]){"deadlock", "0RECV_B0", NULL});
+}
+
+static void test_dryrun_hand_case(void) {
+    /* gpipe p=2 m=2 by hand: F0 F1 at 0,1 on rank 0; rank 1 F0@1 F1@2 B0@3 B1@4;
+     * rank 0 B0@4 B1@5 -> 6 steps, busy 4 each, bubble 1 - 8/12 */
+    const char *rows[] = {"0F0 0F1 0B0 0B1", "1F0 1F1 1B0 1B1"};
+    sched *s = build(2, 2, 2, rows);
+    pl_err e;
+    sched_dryrun_result r;
+    CU_ASSERT_EQUAL_FATAL(sched_dryrun(s, NULL, &r, &e), PL_OK);
+    CU_ASSERT_EQUAL(r.steps, 6);
+    CU_ASSERT_EQUAL(r.busy[0], 4);
+    CU_ASSERT_DOUBLE_EQUAL(r.bubble, 1.0 - 8.0 / 12.0, 1e-12);
+    CU_ASSERT_EQUAL(r.slot[0][2].start, 4);
+    CU_ASSERT_EQUAL(r.slot[1][2].start, 3);
+    CU_ASSERT_EQUAL(r.max_inflight[0], 2);
+    sched_dryrun_free(&r, 2);
+    /* with B twice as long: (m + p - 1)(tF + tB) = 3 * 3 = 9 */
+    sched_unit_costs c = {1, 2, 1, 1};
+    CU_ASSERT_EQUAL_FATAL(sched_dryrun(s, &c, &r, &e), PL_OK);
+    CU_ASSERT_EQUAL(r.steps, 9);
+    sched_dryrun_free(&r, 2);
+    sched_free(s);
+}
+
+/* Counts actions of kind k over all ranks. */
+static size_t count_kind(const sched *s, int k) {
+    size_t n = 0;
+    for (int r = 0; r < s->ranks; r++)
+        for (size_t i = 0; i < s->rank[r].n; i++) n += s->rank[r].acts[i].kind == k;
+    return n;
+}
+
+/* Returns the position of the first action of kind k, stage, mb on rank r (or -1). */
+static long pos_of(const sched *s, int r, int k, int stage, int mb) {
+    for (size_t i = 0; i < s->rank[r].n; i++) {
+        const sched_action *a = &s->rank[r].acts[i];
+        if (a->kind == k && a->stage == stage && a->mb == mb) return (long)i;
+    }
+    return -1;
+}
+
+static void test_lower_1f1b(void) {
+    pl_err e;
+    sched_gen_opts o = {4, 8, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *s = sched_generate("1f1b", &o, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    sched *l = sched_lower(s, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    CU_ASSERT_TRUE(l->lowered);
+    CU_ASSERT_EQUAL(sched_validate(l, &e), PL_OK);
+    /* one SEND and one RECV per boundary and microbatch, each direction */
+    CU_ASSERT_EQUAL(count_kind(l, SCHED_SEND_F), 3 * 8);
+    CU_ASSERT_EQUAL(count_kind(l, SCHED_RECV_F), 3 * 8);
+    CU_ASSERT_EQUAL(count_kind(l, SCHED_SEND_B), 3 * 8);
+    CU_ASSERT_EQUAL(count_kind(l, SCHED_RECV_B), 3 * 8);
+    CU_ASSERT_EQUAL(count_kind(l, SCHED_REDUCE_GRAD), 4);
+    CU_ASSERT_EQUAL(count_kind(l, SCHED_STEP), 4);
+    /* each receive precedes the compute that uses it; each send follows its compute */
+    for (int r = 1; r < 4; r++)
+        for (int mb = 0; mb < 8; mb++) {
+            CU_ASSERT_TRUE(pos_of(l, r, SCHED_RECV_F, r, mb) >= 0);
+            CU_ASSERT_TRUE(pos_of(l, r, SCHED_RECV_F, r, mb) < pos_of(l, r, SCHED_F, r, mb));
+            CU_ASSERT_TRUE(pos_of(l, r - 1, SCHED_SEND_F, r - 1, mb) == pos_of(l, r - 1, SCHED_F, r - 1, mb) + 1);
+        }
+    /* REDUCE_GRAD after the last backward, STEP last */
+    for (int r = 0; r < 4; r++) {
+        const sched_rank *rk = &l->rank[r];
+        CU_ASSERT_EQUAL(rk->acts[rk->n - 1].kind, SCHED_STEP);
+        CU_ASSERT_TRUE(pos_of(l, r, SCHED_REDUCE_GRAD, r, -1) > pos_of(l, r, SCHED_B, r, 7));
+    }
+    /* the lowered schedule takes the same unit time, under any costs stays deadlock-free */
+    sched_dryrun_result a, b;
+    CU_ASSERT_EQUAL_FATAL(sched_dryrun(s, NULL, &a, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(sched_dryrun(l, NULL, &b, &e), PL_OK);
+    CU_ASSERT_EQUAL(a.steps, b.steps);
+    CU_ASSERT_EQUAL(b.steps, 2 * (8 + 4 - 1));
+    sched_dryrun_free(&a, 4);
+    sched_dryrun_free(&b, 4);
+    sched_unit_costs c = {3, 1, 1, 1};
+    CU_ASSERT_EQUAL(sched_dryrun(l, &c, &b, &e), PL_OK);
+    sched_dryrun_free(&b, 4);
+    /* lowering a lowered schedule is a copy */
+    sched *l2 = sched_lower(l, &e);
+    CU_ASSERT_TRUE(sched_equal(l, l2));
+    sched_free(l2);
+    sched_free(l);
+    sched_free(s);
+}
+
+static void test_lower_local_handoff(void) {
+    /* V placement: stages 1 and 2 sit on rank 1, so no comm actions between them */
+    pl_err e;
+    sched *s = sched_new(2, 4, 1, SCHED_PLACE_V, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const char *r0 = "0F0 3F0 3B0 0B0", *r1 = "1F0 2F0 2B0 1B0";
+    const char *rows[2] = {r0, r1};
+    for (int r = 0; r < 2; r++) {
+        char *dup = strdup(rows[r]), *save = NULL;
+        for (char *t = strtok_r(dup, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+            sched_action a;
+            size_t col;
+            sched_action_parse(t, strlen(t), SCHED_LETTERS_CURRENT, &a, &col, &e);
+            sched_push(s, r, a);
+        }
+        free(dup);
+    }
+    sched *l = sched_lower(s, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    CU_ASSERT_EQUAL(pos_of(l, 1, SCHED_SEND_F, 1, 0), -1);
+    CU_ASSERT_EQUAL(pos_of(l, 1, SCHED_RECV_F, 2, 0), -1);
+    CU_ASSERT_TRUE(pos_of(l, 0, SCHED_SEND_F, 0, 0) >= 0);
+    CU_ASSERT_TRUE(pos_of(l, 0, SCHED_RECV_F, 3, 0) >= 0);
+    CU_ASSERT_EQUAL(count_kind(l, SCHED_SEND_F), 2);
+    CU_ASSERT_EQUAL(count_kind(l, SCHED_SEND_B), 2);
+    CU_ASSERT_EQUAL(sched_validate(l, &e), PL_OK);
+    sched_free(l);
+    sched_free(s);
+}
+
+static void test_lower_policies(void) {
+    pl_err e;
+    /* stash: an update per microbatch and stage; 2bw: one per stage per iteration */
+    sched_gen_opts o = {3, 4, 0, 2, SCHED_RECOMPUTE_NONE};
+    sched *s = sched_generate("pipedream", &o, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(s->weights, SCHED_WEIGHTS_STASH);
+    sched *l = sched_lower(s, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    CU_ASSERT_EQUAL(count_kind(l, SCHED_STEP), 3 * 4 * 2);
+    CU_ASSERT_EQUAL(count_kind(l, SCHED_REDUCE_GRAD), 3 * 4 * 2);
+    sched_free(l);
+    sched_free(s);
+    s = sched_generate("2bw", &o, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    l = sched_lower(s, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    CU_ASSERT_EQUAL(count_kind(l, SCHED_STEP), 3 * 2);
+    CU_ASSERT_EQUAL(count_kind(l, SCHED_REDUCE_GRAD), 3 * 2);
+    sched_free(l);
+    sched_free(s);
+    /* flush over two iterations: STEPs close each iteration, before the next forward */
+    s = sched_generate("gpipe", &o, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    l = sched_lower(s, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    CU_ASSERT_EQUAL(count_kind(l, SCHED_STEP), 3 * 2);
+    for (int r = 0; r < 3; r++) {
+        long step = -1;
+        for (size_t i = 0; i < l->rank[r].n; i++)
+            if (l->rank[r].acts[i].kind == SCHED_STEP) { step = (long)i; break; }
+        CU_ASSERT_TRUE(step > pos_of(l, r, SCHED_B, r, 3));
+        CU_ASSERT_TRUE(step < pos_of(l, r, SCHED_F, r, 4));
+    }
+    sched_free(l);
+    sched_free(s);
+}
+
+static void test_render(void) {
+    const char *rows[] = {"0F0 0F1 0B0 0B1", "1F0 1F1 1B0 1B1"};
+    sched *s = build(2, 2, 2, rows);
+    pl_err e;
+    sched_dryrun_result r;
+    CU_ASSERT_EQUAL_FATAL(sched_dryrun(s, NULL, &r, &e), PL_OK);
+    pl_buf b;
+    pl_buf_init(&b);
+    sched_render_timeline(s, &r, 0, &b);
+    const char *want =
+        "  step  0" "              " "5  \n"
+        "rank 0 |F0|F1|..|..|B0|B1|\n"
+        "rank 1 |..|F0|F1|B0|B1|..|\n";
+    CU_ASSERT_STRING_EQUAL(b.data, want);
+    if (strcmp(b.data, want)) fprintf(stderr, "\n%s", b.data);
+    pl_buf_free(&b);
+    sched_dryrun_free(&r, 2);
+    sched_free(s);
+}
+
+void test_lower_register(void) {
+    static const pl_test_case cases[] = {
+        {"validation errors name rank, action and reason", test_validate_errors},
+        {"deadlock names the cycle", test_deadlock_named},
+        {"dry run by hand", test_dryrun_hand_case},
+        {"lowering 1f1b", test_lower_1f1b},
+        {"lowering: local hand-off", test_lower_local_handoff},
+        {"lowering: update policies", test_lower_policies},
+        {"timeline rendering", test_render},
+        {NULL, NULL},
+    };
+    pl_test_suite("schedules/lower", cases);
+}
