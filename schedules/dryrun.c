@@ -188,8 +188,12 @@ static void run_rank(dr *d, int r) {
 /* Describes the action that produces table entry (t, idx) into buf. */
 static void describe_entry(const dr *d, int t, int64_t idx, char *buf, size_t n) {
     int stage = (int)(idx / d->M), mb = (int)(idx % d->M);
-    static const char *const what[T_N] = {"F", "I or B", "SEND_F", "SEND_B", "RECV_F", "RECV_B"};
-    snprintf(buf, n, "%d%s%d on rank %d", stage, what[t], mb, d->s->stage_rank[stage]);
+    static const char *const what[T_N] = {"F", "B", "SEND_F", "SEND_B", "RECV_F", "RECV_B"};
+    int r = d->s->stage_rank[stage];
+    if (t == T_IDONE)
+        snprintf(buf, n, "%dB%d or %dI%d on rank %d", stage, mb, stage, mb, r);
+    else
+        snprintf(buf, n, "%d%s%d on rank %d", stage, what[t], mb, r);
 }
 
 /* Fills e with a deadlock report: the cycle of waiting ranks when there is one, else the

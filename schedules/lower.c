@@ -192,7 +192,7 @@ sched *sched_lower(const sched *s, pl_err *e) {
     /* pass 2: merge receives into each rank's list */
     for (int r = 0; r < s->ranks && rc == PL_OK; r++) {
         recv_list *l = &recv[r];
-        qsort(l->ev, l->n, sizeof *l->ev, recv_cmp);
+        if (l->n > 1) qsort(l->ev, l->n, sizeof *l->ev, recv_cmp);
         size_t q = 0;
         for (size_t j = 0; j < tmp->rank[r].n && rc == PL_OK; j++) {
             const sched_action *a = &tmp->rank[r].acts[j];

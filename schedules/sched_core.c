@@ -112,7 +112,7 @@ static int parse_plain(const char *t, size_t end, size_t *pos, sched_letters let
                 *err_col = p;
                 return pl_errf(e, PL_EINPUT, "action kind '%s' is not valid with the %s letters%s",
                                kind_words[i].word, letters == SCHED_LETTERS_LEGACY ? "legacy" : "current",
-                               letters == SCHED_LETTERS_LEGACY ? "" : " (use the legacy-letters option for older PyTorch files)");
+                               letters == SCHED_LETTERS_LEGACY ? "" : " (older PyTorch files: use --legacy-letters)");
             }
             kw = &kind_words[i];
             *kind = k;

@@ -1,0 +1,155 @@
+/* test_merge.c: merging overlapping databases, and the `pipelab db` command line. */
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_test.h"
+#include "util.h"
+
+/* Writes n runs tagged tag into path (uids prefixed by uidp when not NULL); returns how many worked. */
+static int fill(const char *path, const char *tag, int n, const char *uidp, int nops) {
+    pl_err e;
+    store *s = NULL;
+    if (store_open(path, 0, &s, &e) != PL_OK) return 0;
+    store_rank_metric rk[4];
+    store_op *ops = tr_sample_ops((size_t)nops, 4);
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        store_run r;
+        char uid[64];
+        tr_sample_run(&r, tag, i);
+        if (uidp) {
+            snprintf(uid, sizeof uid, "%s-%d", uidp, i);
+            r.uid = uid;
+        }
+        tr_sample_ranks(rk, 4, i);
+        ok += store_write_run(s, &r, rk, 4, ops, (size_t)nops, NULL, &e) == PL_OK;
+    }
+    free(ops);
+    store_close(s);
+    return ok;
+}
+
+/* Runs raw SQL on path; returns the sqlite code. */
+static int raw_sql(const char *path, const char *sql) {
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open(path, &db);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    sqlite3_close(db);
+    return rc;
+}
+
+static void test_merge_overlap(void) {
+    char *dir = pl_test_tmpdir();
+    char *a = pl_test_path(dir, "a.db"), *b = pl_test_path(dir, "b.db"), *out = pl_test_path(dir, "out.db");
+    CU_ASSERT_EQUAL_FATAL(fill(a, "A", 3, "shared", 12), 3);
+    CU_ASSERT_EQUAL_FATAL(fill(b, "B", 2, NULL, 8), 2);
+    /* b also holds a copy of a's run shared-0 (same uid); integer ids 1..3 overlap in both. */
+    CU_ASSERT_EQUAL_FATAL(fill(b, "A", 1, "shared", 12), 1);
+    CU_ASSERT_EQUAL_FATAL(raw_sql(b, "UPDATE runs SET origin = '' WHERE tag = 'B'"), SQLITE_OK);
+    pl_err e;
+    store *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(store_open(out, 0, &s, &e), PL_OK);
+    int added = -1, skipped = -1;
+    CU_ASSERT_EQUAL(store_merge(s, a, &added, &skipped, &e), PL_OK);
+    CU_ASSERT_EQUAL(added, 3);
+    CU_ASSERT_EQUAL(skipped, 0);
+    CU_ASSERT_EQUAL(store_merge(s, b, &added, &skipped, &e), PL_OK);
+    CU_ASSERT_EQUAL(added, 2);
+    CU_ASSERT_EQUAL(skipped, 1);
+    CU_ASSERT_EQUAL(store_merge(s, a, &added, &skipped, &e), PL_OK); /* the same file again */
+    CU_ASSERT_EQUAL(added, 0);
+    CU_ASSERT_EQUAL(skipped, 3);
+    pl_err_clear(&e);
+    char *missing = pl_test_path(dir, "missing.db");
+    CU_ASSERT_EQUAL(store_merge(s, missing, &added, &skipped, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, missing));
+    store_close(s);
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM runs"), 5);
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(DISTINCT uid) FROM runs"), 5);
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM rank_metrics"), 5 * 4);
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM ops"), 3 * 12 + 2 * 8);
+    CU_ASSERT_EQUAL(tr_partial_runs(out, -1), 0);
+    /* Origins: a's runs keep their host; b's runs with an empty origin get b's path. */
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM runs WHERE tag = 'B' AND origin = '%s'", b);
+    CU_ASSERT_EQUAL(tr_sql_int(out, sql), 2);
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM runs WHERE tag = 'A' AND origin != '' AND origin = host"), 3);
+    /* Sources are not modified. */
+    CU_ASSERT_EQUAL(tr_sql_int(a, "SELECT count(*) FROM runs"), 3);
+    CU_ASSERT_EQUAL(tr_sql_int(b, "SELECT count(*) FROM runs"), 3);
+    CU_ASSERT(tr_integrity_ok(out));
+    free(missing);
+    tr_rmdir(dir);
+    free(a);
+    free(b);
+    free(out);
+    free(dir);
+}
+
+/* Runs the pipelab program with a formatted argument string; returns its exit status. */
+static int pipelab(char **output, const char *fmt, const char *x, const char *y) {
+    char cmd[2048];
+    char args[1536];
+    snprintf(args, sizeof args, fmt, x, y);
+    snprintf(cmd, sizeof cmd, "%s %s", PIPELAB_BIN, args);
+    return pl_test_run(cmd, output);
+}
+
+static void test_cli(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "cli.db"), *db2 = pl_test_path(dir, "cli2.db");
+    char *merged = pl_test_path(dir, "m/merged.db"), *missing = pl_test_path(dir, "missing.db");
+    CU_ASSERT_EQUAL_FATAL(fill(db, "sweep-x", 3, "cliuid", 6), 3);
+    CU_ASSERT_EQUAL_FATAL(fill(db2, "sweep-y", 2, NULL, 0), 2);
+    char *o = NULL;
+    CU_ASSERT_EQUAL(pipelab(&o, "db list --db %s%s", db, ""), 0);
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "sweep-x"));
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "cliuid-2"));
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "1f1b"));
+    free(o);
+    CU_ASSERT_EQUAL(pipelab(&o, "db list --db %s --format csv --limit 2%s", db, ""), 0);
+    int lines = 0;
+    for (char *p = o; p && *p; p++) lines += *p == '\n';
+    CU_ASSERT_EQUAL(lines, 3);
+    free(o);
+    CU_ASSERT_EQUAL(pipelab(&o, "db show cliuid-1 --db %s --ops%s", db, ""), 0);
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "uid cliuid-1"));
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "0F1"));
+    free(o);
+    CU_ASSERT_EQUAL(pipelab(&o, "db show 1 --db %s%s", missing, ""), 1);
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "pipelab: "));
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, missing));
+    CU_ASSERT_FALSE(pl_test_exists(missing));
+    free(o);
+    CU_ASSERT_EQUAL(pipelab(&o, "db show 77 --db %s%s", db, ""), 1);
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "no run '77'"));
+    free(o);
+    CU_ASSERT_EQUAL(pipelab(&o, "db export --db %s --format json --tag sweep-x%s", db, ""), 0);
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "\"ranks\": [{\"rank\": 0"));
+    free(o);
+    CU_ASSERT_EQUAL(pipelab(&o, "db merge %s %s -o %s", db, db2, merged), 0);
+    free(o);
+    CU_ASSERT_EQUAL(tr_sql_int(merged, "SELECT count(*) FROM runs"), 5);
+    CU_ASSERT_EQUAL(pipelab(&o, "db list --bogus --db %s%s", db, ""), 2);
+    free(o);
+    CU_ASSERT_EQUAL(pipelab(&o, "db export --db %s%s", db, ""), 2); /* --format is required */
+    free(o);
+    CU_ASSERT_EQUAL(pipelab(&o, "db --help%s%s", "", ""), 0);
+    free(o);
+    tr_rmdir(dir);
+    free(db);
+    free(db2);
+    free(merged);
+    free(missing);
+}
+
+void test_merge_register(void) {
+    static const pl_test_case cases[] = {
+        {"merge of overlapping databases keeps each run once", test_merge_overlap},
+        {"pipelab db list, show, export, merge", test_cli},
+        {NULL, NULL},
+    };
+    pl_test_suite("merge", cases);
+}

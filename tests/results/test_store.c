@@ -1,0 +1,401 @@
+/* test_store.c: round trips, schema creation, migration, refusals, queries and export. */
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_test.h"
+#include "util.h"
+
+/* Returns a malloc'd copy of the bytes of path (length in *n), or NULL. */
+static char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)len + 1);
+    *n = fread(buf, 1, (size_t)len, f);
+    fclose(f);
+    return buf;
+}
+
+/* Runs a raw SQL script on path (creating it); returns the sqlite code. */
+static int raw_sql(const char *path, const char *sql) {
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open(path, &db);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    sqlite3_close(db);
+    return rc;
+}
+
+static void check_same_run(const store_run *a, const store_run *b) {
+    CU_ASSERT_STRING_EQUAL(a->kind, b->kind);
+    CU_ASSERT_STRING_EQUAL(a->tag, b->tag);
+    CU_ASSERT_STRING_EQUAL(a->cmdline, b->cmdline);
+    CU_ASSERT_STRING_EQUAL(a->schedule, b->schedule);
+    CU_ASSERT_EQUAL(a->ranks, b->ranks);
+    CU_ASSERT_EQUAL(a->stages, b->stages);
+    CU_ASSERT_EQUAL(a->microbatches, b->microbatches);
+    CU_ASSERT_EQUAL(a->chunks, b->chunks);
+    CU_ASSERT_EQUAL(a->iterations, b->iterations);
+    CU_ASSERT_STRING_EQUAL(a->weights_policy, b->weights_policy);
+    CU_ASSERT_STRING_EQUAL(a->recompute_policy, b->recompute_policy);
+    CU_ASSERT_STRING_EQUAL(a->params_json, b->params_json);
+    CU_ASSERT(a->seed == b->seed);
+    CU_ASSERT_DOUBLE_EQUAL(a->iteration_time_s, b->iteration_time_s, 0);
+    CU_ASSERT_DOUBLE_EQUAL(a->throughput_samples_s, b->throughput_samples_s, 0);
+    CU_ASSERT_DOUBLE_EQUAL(a->bubble, b->bubble, 0);
+    CU_ASSERT_DOUBLE_EQUAL(a->bubble_rate, b->bubble_rate, 0);
+    CU_ASSERT_DOUBLE_EQUAL(a->comm_time_s, b->comm_time_s, 0);
+    CU_ASSERT(a->peak_mem_bytes == b->peak_mem_bytes);
+    CU_ASSERT_EQUAL(a->oom, b->oom);
+    CU_ASSERT_EQUAL(a->repetitions, b->repetitions);
+    CU_ASSERT_DOUBLE_EQUAL(a->iteration_time_stddev_s, b->iteration_time_stddev_s, 0);
+}
+
+static void test_run_roundtrip(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = pl_test_path(dir, "nested/deeper/x.db");
+    pl_err e;
+    pl_err_clear(&e);
+    store *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(store_open(path, 0, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_schema_version(s), STORE_SCHEMA_VERSION);
+    store_run in;
+    tr_sample_run(&in, "t1", 3);
+    int64_t id = 0;
+    CU_ASSERT_EQUAL_FATAL(store_write_run(s, &in, NULL, 0, NULL, 0, &id, &e), PL_OK);
+    CU_ASSERT(id > 0);
+    char key[32];
+    snprintf(key, sizeof key, "%lld", (long long)id);
+    store_run out;
+    CU_ASSERT_EQUAL_FATAL(store_get_run(s, key, &out, &e), PL_OK);
+    CU_ASSERT(out.id == id);
+    check_same_run(&in, &out);
+    /* Defaults filled on write. */
+    CU_ASSERT_STRING_EQUAL(out.version, PL_VERSION);
+    CU_ASSERT_STRING_EQUAL(out.git_rev, PIPELAB_GIT_REV);
+    CU_ASSERT(strlen(out.host) > 0);
+    CU_ASSERT_STRING_EQUAL(out.origin, out.host);
+    CU_ASSERT_EQUAL(strlen(out.uid), 36);
+    CU_ASSERT_EQUAL(strlen(out.utc_time), 20);
+    CU_ASSERT_EQUAL(out.utc_time[19], 'Z');
+    /* Lookup by uid and by uid prefix gives the same run. */
+    store_run byuid, bypre;
+    CU_ASSERT_EQUAL(store_get_run(s, out.uid, &byuid, &e), PL_OK);
+    CU_ASSERT(byuid.id == id);
+    char pre[9];
+    memcpy(pre, out.uid, 8);
+    pre[8] = '\0';
+    CU_ASSERT_EQUAL(store_get_run(s, pre, &bypre, &e), PL_OK);
+    CU_ASSERT(bypre.id == id);
+    store_run none;
+    CU_ASSERT_EQUAL(store_get_run(s, "999999", &none, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "999999"));
+    /* Caller-given uid, origin and time are kept; the same uid twice is refused and rolled back. */
+    store_run in2;
+    tr_sample_run(&in2, "t1", 4);
+    in2.uid = "fixed-uid-0001";
+    in2.origin = "elsewhere";
+    in2.utc_time = "2020-01-02T03:04:05Z";
+    store_rank_metric rk[4];
+    tr_sample_ranks(rk, 4, 0);
+    store_op *ops = tr_sample_ops(100, 4);
+    CU_ASSERT_EQUAL(store_write_run(s, &in2, rk, 4, ops, 100, NULL, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_write_run(s, &in2, rk, 4, ops, 100, NULL, &e), PL_EINPUT);
+    store_run got;
+    CU_ASSERT_EQUAL(store_get_run(s, "fixed-uid-0001", &got, &e), PL_OK);
+    CU_ASSERT_STRING_EQUAL(got.origin, "elsewhere");
+    CU_ASSERT_STRING_EQUAL(got.utc_time, "2020-01-02T03:04:05Z");
+    /* A bad kind is refused. */
+    in2.uid = NULL;
+    in2.kind = "guessed";
+    CU_ASSERT_EQUAL(store_write_run(s, &in2, rk, 4, NULL, 0, NULL, &e), PL_EINPUT);
+    store_close(s);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM runs"), 2);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM ops"), 100);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    CU_ASSERT_EQUAL(tr_partial_runs(path, -1), 1); /* run 1 was written with no rank rows on purpose */
+    free(ops);
+    store_run_clear(&out);
+    store_run_clear(&byuid);
+    store_run_clear(&bypre);
+    store_run_clear(&got);
+    tr_rmdir(dir);
+    free(path);
+    free(dir);
+}
+
+static void test_ranks_ops_roundtrip(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = pl_test_path(dir, "r.db");
+    pl_err e;
+    store *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(store_open(path, 0, &s, &e), PL_OK);
+    store_run in;
+    tr_sample_run(&in, "ops", 1);
+    store_rank_metric rk[4];
+    tr_sample_ranks(rk, 4, 7);
+    size_t nops = 100000;
+    store_op *ops = tr_sample_ops(nops, 4);
+    int64_t id = 0;
+    double t0 = pl_now_s();
+    CU_ASSERT_EQUAL_FATAL(store_write_run(s, &in, rk, 4, ops, nops, &id, &e), PL_OK);
+    double dt = pl_now_s() - t0;
+    CU_ASSERT(dt < 10.0); /* 100k op rows in one transaction: well under a second without sanitizers */
+    store_rank_metric *m = NULL;
+    int nm = 0;
+    CU_ASSERT_EQUAL_FATAL(store_get_rank_metrics(s, id, &m, &nm, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(nm, 4);
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL(m[i].rank, rk[i].rank);
+        CU_ASSERT_DOUBLE_EQUAL(m[i].busy_s, rk[i].busy_s, 0);
+        CU_ASSERT_DOUBLE_EQUAL(m[i].idle_s, rk[i].idle_s, 0);
+        CU_ASSERT_DOUBLE_EQUAL(m[i].bubble, rk[i].bubble, 0);
+        CU_ASSERT_DOUBLE_EQUAL(m[i].comm_s, rk[i].comm_s, 0);
+        CU_ASSERT(m[i].peak_mem_bytes == rk[i].peak_mem_bytes);
+    }
+    store_op *back = NULL;
+    size_t nback = 0;
+    CU_ASSERT_EQUAL_FATAL(store_get_ops(s, id, &back, &nback, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(nback, nops);
+    /* Read back ordered by (rank, seq): match each row to its source by those keys. */
+    size_t bad = 0;
+    for (size_t i = 0; i < nback; i++) {
+        size_t src = (size_t)back[i].seq * 4 + (size_t)back[i].rank;
+        if (src >= nops || strcmp(back[i].action, ops[src].action) != 0 || strcmp(back[i].kind, ops[src].kind) != 0 ||
+            back[i].stage != ops[src].stage || back[i].mb != ops[src].mb || back[i].start_s != ops[src].start_s ||
+            back[i].end_s != ops[src].end_s)
+            bad++;
+        if (i > 0 && (back[i].rank < back[i - 1].rank ||
+                      (back[i].rank == back[i - 1].rank && back[i].seq <= back[i - 1].seq)))
+            bad++;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    int64_t cnt = 0;
+    CU_ASSERT_EQUAL(store_count_ops(s, id, &cnt, &e), PL_OK);
+    CU_ASSERT_EQUAL(cnt, (int64_t)nops);
+    store_ops_free(back, nback);
+    free(m);
+    free(ops);
+    store_close(s);
+    CU_ASSERT_EQUAL(tr_partial_runs(path, (int64_t)nops), 0);
+    tr_rmdir(dir);
+    free(path);
+    free(dir);
+}
+
+/* The schema of version 1, as the first release wrote it (no stochastic-mode columns). */
+static const char v1_schema[] =
+    "CREATE TABLE runs(id INTEGER PRIMARY KEY, uid TEXT NOT NULL UNIQUE, origin TEXT NOT NULL DEFAULT '',"
+    " kind TEXT NOT NULL CHECK(kind IN ('simulated','measured')), tag TEXT NOT NULL DEFAULT '',"
+    " cmdline TEXT NOT NULL DEFAULT '', schedule TEXT NOT NULL DEFAULT '', ranks INTEGER, stages INTEGER,"
+    " microbatches INTEGER, chunks INTEGER, iterations INTEGER, weights_policy TEXT, recompute_policy TEXT,"
+    " params_json TEXT, seed INTEGER, version TEXT, git_rev TEXT, host TEXT, utc_time TEXT,"
+    " iteration_time_s REAL, throughput_samples_s REAL, bubble REAL, bubble_rate REAL, comm_time_s REAL,"
+    " peak_mem_bytes INTEGER, oom INTEGER);"
+    "CREATE INDEX runs_tag ON runs(tag, utc_time);"
+    "CREATE TABLE rank_metrics(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " rank INTEGER NOT NULL, busy_s REAL, idle_s REAL, bubble REAL, comm_s REAL, peak_mem_bytes INTEGER,"
+    " PRIMARY KEY(run_id, rank)) WITHOUT ROWID;"
+    "CREATE TABLE ops(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, rank INTEGER NOT NULL,"
+    " seq INTEGER NOT NULL, action TEXT, kind TEXT, stage INTEGER, mb INTEGER, start_s REAL, end_s REAL);"
+    "CREATE INDEX ops_run ON ops(run_id, rank, seq);"
+    "INSERT INTO runs VALUES(1,'old-uid-1','oldhost','measured','legacy','pipelab run','gpipe',2,2,4,1,1,"
+    " 'stash','none','{}',42,'0.0.9','abc123','oldhost','2025-01-01T00:00:00Z',2.5,10.0,0.5,0.2,0.1,1000,0);"
+    "INSERT INTO rank_metrics VALUES(1,0,2.0,0.5,0.25,0.05,1000),(1,1,2.0,0.5,0.25,0.05,900);"
+    "PRAGMA user_version = 1;";
+
+static void test_migration_v1(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = pl_test_path(dir, "v1.db");
+    CU_ASSERT_EQUAL_FATAL(raw_sql(path, v1_schema), SQLITE_OK);
+    pl_err e;
+    store *s = NULL;
+    /* Read-only: readable as is, missing columns read as their defaults, file untouched. */
+    CU_ASSERT_EQUAL_FATAL(store_open(path, 1, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_schema_version(s), 1);
+    store_run r;
+    CU_ASSERT_EQUAL_FATAL(store_get_run(s, "old-uid-1", &r, &e), PL_OK);
+    CU_ASSERT_EQUAL(r.repetitions, 1);
+    CU_ASSERT_STRING_EQUAL(r.schedule, "gpipe");
+    store_run_clear(&r);
+    store_close(s);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "PRAGMA user_version"), 1);
+    /* Writable: migrated to the current version, old run intact, new runs carry the new columns. */
+    CU_ASSERT_EQUAL_FATAL(store_open(path, 0, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_schema_version(s), STORE_SCHEMA_VERSION);
+    CU_ASSERT_EQUAL_FATAL(store_get_run(s, "1", &r, &e), PL_OK);
+    CU_ASSERT_STRING_EQUAL(r.uid, "old-uid-1");
+    CU_ASSERT_STRING_EQUAL(r.git_rev, "abc123");
+    CU_ASSERT_DOUBLE_EQUAL(r.iteration_time_s, 2.5, 0);
+    CU_ASSERT_EQUAL(r.repetitions, 1);
+    CU_ASSERT_DOUBLE_EQUAL(r.iteration_time_stddev_s, 0.0, 0);
+    store_run_clear(&r);
+    store_run in;
+    tr_sample_run(&in, "new", 2);
+    int64_t id = 0;
+    CU_ASSERT_EQUAL(store_write_run(s, &in, NULL, 0, NULL, 0, &id, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(store_get_run(s, "2", &r, &e), PL_OK);
+    CU_ASSERT_EQUAL(r.repetitions, 5);
+    CU_ASSERT_DOUBLE_EQUAL(r.iteration_time_stddev_s, 0.015625, 0);
+    store_run_clear(&r);
+    store_close(s);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM rank_metrics WHERE run_id = 1"), 2);
+    CU_ASSERT(tr_integrity_ok(path));
+    tr_rmdir(dir);
+    free(path);
+    free(dir);
+}
+
+static void test_future_version_refused(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = pl_test_path(dir, "future.db");
+    CU_ASSERT_EQUAL_FATAL(raw_sql(path, "CREATE TABLE runs(id INTEGER PRIMARY KEY, hologram BLOB);"
+                                        "INSERT INTO runs VALUES(1, x'00ff');PRAGMA user_version = 99;"), SQLITE_OK);
+    size_t n0 = 0, n1 = 0;
+    char *before = slurp(path, &n0);
+    pl_err e;
+    pl_err_clear(&e);
+    store *s = NULL;
+    CU_ASSERT_EQUAL(store_open(path, 0, &s, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NULL(s);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, path));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "99"));
+    CU_ASSERT_EQUAL(store_open(path, 1, &s, &e), PL_EINPUT);
+    char *after = slurp(path, &n1);
+    CU_ASSERT_FATAL(before && after);
+    CU_ASSERT_EQUAL(n0, n1);
+    CU_ASSERT(n0 == n1 && memcmp(before, after, n0) == 0);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "PRAGMA user_version"), 99);
+    free(before);
+    free(after);
+    tr_rmdir(dir);
+    free(path);
+    free(dir);
+}
+
+static void test_garbage_refused(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = pl_test_path(dir, "garbage.db");
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int i = 0; i < 300; i++) fprintf(f, "this is not a database, line %d\n", i);
+    fclose(f);
+    size_t n0 = 0, n1 = 0;
+    char *before = slurp(path, &n0);
+    pl_err e;
+    pl_err_clear(&e);
+    store *s = NULL;
+    CU_ASSERT_EQUAL(store_open(path, 0, &s, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, path));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "not a pipelab database"));
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL(store_open(path, 1, &s, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, path));
+    char *after = slurp(path, &n1);
+    CU_ASSERT(n0 == n1 && before && after && memcmp(before, after, n0) == 0);
+    free(before);
+    free(after);
+    /* An SQLite file of some other program is refused too. */
+    char *other = pl_test_path(dir, "other.db");
+    CU_ASSERT_EQUAL_FATAL(raw_sql(other, "CREATE TABLE recipes(name TEXT);"), SQLITE_OK);
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL(store_open(other, 0, &s, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, other));
+    CU_ASSERT_EQUAL(tr_sql_int(other, "SELECT count(*) FROM sqlite_master"), 1);
+    /* A missing file opened read-only is an error naming it, and is not created. */
+    char *missing = pl_test_path(dir, "missing.db");
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL(store_open(missing, 1, &s, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, missing));
+    CU_ASSERT_FALSE(pl_test_exists(missing));
+    free(missing);
+    free(other);
+    tr_rmdir(dir);
+    free(path);
+    free(dir);
+}
+
+static void test_list_and_export(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = pl_test_path(dir, "l.db");
+    pl_err e;
+    store *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(store_open(path, 0, &s, &e), PL_OK);
+    const char *times[] = {"2026-01-01T00:00:03Z", "2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z",
+                           "2026-01-01T00:00:04Z", "2026-01-01T00:00:05Z"};
+    for (int i = 0; i < 5; i++) {
+        store_run r;
+        tr_sample_run(&r, i < 3 ? "a" : "b", i);
+        r.utc_time = times[i];
+        store_rank_metric rk[4];
+        tr_sample_ranks(rk, 4, i);
+        CU_ASSERT_EQUAL(store_write_run(s, &r, rk, 4, NULL, 0, NULL, &e), PL_OK);
+    }
+    store_run *runs = NULL;
+    size_t n = 0;
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "a", 0, &runs, &n, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
+    CU_ASSERT_STRING_EQUAL(runs[0].utc_time, times[0]); /* newest first */
+    CU_ASSERT_STRING_EQUAL(runs[2].utc_time, times[1]);
+    store_runs_free(runs, n);
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, NULL, 2, &runs, &n, &e), PL_OK);
+    CU_ASSERT_EQUAL(n, 2);
+    if (n == 2) CU_ASSERT_STRING_EQUAL(runs[0].tag, "b");
+    store_runs_free(runs, n);
+    CU_ASSERT_EQUAL(store_list_runs(s, "nope", 0, &runs, &n, &e), PL_OK);
+    CU_ASSERT_EQUAL(n, 0);
+    store_runs_free(runs, n);
+
+    pl_buf b;
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL(store_export(s, "b", STORE_CSV, &b, &e), PL_OK);
+    int lines = 0;
+    for (size_t i = 0; i < b.len; i++) lines += b.data[i] == '\n';
+    CU_ASSERT_EQUAL(lines, 3); /* header + 2 runs */
+    CU_ASSERT(b.len > 0 && strncmp(b.data, "id,uid,origin,kind,tag", 22) == 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "\"pipelab simulate --kind 1f1b --ranks 4 --microbatches 8 --tag \"\"x,y\"\"\""));
+    pl_buf_free(&b);
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL(store_export(s, NULL, STORE_JSON, &b, &e), PL_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "\"params\": {\"model\":{\"layers\":32},\"hw\":\"h200\"}"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "\"ranks\": [{\"rank\": 0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "--tag \\\"x,y\\\""));
+    pl_buf_free(&b);
+    store_close(s);
+    /* The JSON export is valid JSON with 5 runs (checked by SQLite's own JSON parser). */
+    store *ro = NULL;
+    CU_ASSERT_EQUAL_FATAL(store_open(path, 1, &ro, &e), PL_OK);
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL(store_export(ro, NULL, STORE_JSON, &b, &e), PL_OK);
+    store_close(ro);
+    sqlite3 *db = NULL;
+    sqlite3_open(":memory:", &db);
+    sqlite3_stmt *st = NULL;
+    sqlite3_prepare_v2(db, "SELECT json_valid(?1) * json_array_length(?1)", -1, &st, NULL);
+    sqlite3_bind_text(st, 1, b.data, -1, SQLITE_STATIC);
+    CU_ASSERT_EQUAL(sqlite3_step(st), SQLITE_ROW);
+    CU_ASSERT_EQUAL(sqlite3_column_int(st, 0), 5);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    pl_buf_free(&b);
+    tr_rmdir(dir);
+    free(path);
+    free(dir);
+}
+
+void test_store_register(void) {
+    static const pl_test_case cases[] = {
+        {"run round trip, defaults, lookups, refusals", test_run_roundtrip},
+        {"rank metrics and 100k ops round trip", test_ranks_ops_roundtrip},
+        {"v1 file migrates to the current schema", test_migration_v1},
+        {"future schema version refused, file unchanged", test_future_version_refused},
+        {"garbage, foreign and missing files refused", test_garbage_refused},
+        {"list filters and orders; export csv and json", test_list_and_export},
+        {NULL, NULL},
+    };
+    pl_test_suite("store", cases);
+}
