@@ -91,6 +91,9 @@ static const char *human_bytes(int64_t v, char *buf, size_t n) {
     return buf;
 }
 
+/* Returns s, or "-" when it is empty, for table cells. */
+static const char *or_dash(const char *s) { return s && *s ? s : "-"; }
+
 /* Appends s as a JSON string. */
 static void json_str(pl_buf *b, const char *s) {
     pl_buf_putc(b, '"');
@@ -143,7 +146,7 @@ static int db_list(const opts *o) {
         for (size_t i = 0; i < n; i++) {
             const store_run *r = &runs[i];
             pl_buf_printf(&b, "%5lld  %-8.8s  %-20s  %-9s  %-14s  %-12s  %3d %3d %4d %2d  %12.6g  %12.6g  %6.2f%%  %10s%s\n",
-                          (long long)r->id, r->uid, r->utc_time, r->kind, r->tag, r->schedule, r->ranks, r->stages,
+                          (long long)r->id, r->uid, r->utc_time, r->kind, or_dash(r->tag), or_dash(r->schedule), r->ranks, r->stages,
                           r->microbatches, r->chunks, r->iteration_time_s, r->throughput_samples_s,
                           100.0 * r->bubble_rate, human_bytes(r->peak_mem_bytes, mem, sizeof mem),
                           r->oom ? " OOM" : "");
@@ -227,11 +230,12 @@ static int db_show(const opts *o) {
     pl_buf_printf(&b, "  kind            %s\n  tag             %s\n  origin          %s\n", r.kind, r.tag, r.origin);
     pl_buf_printf(&b, "  time (UTC)      %s\n  host            %s\n  pipelab         %s (%s)\n", r.utc_time, r.host,
                   r.version, r.git_rev);
-    pl_buf_printf(&b, "  command         %s\n", r.cmdline);
+    pl_buf_printf(&b, "  command         %s\n", or_dash(r.cmdline));
     pl_buf_printf(&b, "  schedule        %s  ranks %d  stages %d  microbatches %d  chunks %d  iterations %d\n",
                   r.schedule, r.ranks, r.stages, r.microbatches, r.chunks, r.iterations);
-    pl_buf_printf(&b, "  policies        weights %s  recompute %s\n", r.weights_policy, r.recompute_policy);
-    pl_buf_printf(&b, "  seed            %" PRIu64 "\n  parameters      %s\n", r.seed, r.params_json);
+    pl_buf_printf(&b, "  policies        weights %s  recompute %s\n", or_dash(r.weights_policy),
+                  or_dash(r.recompute_policy));
+    pl_buf_printf(&b, "  seed            %" PRIu64 "\n  parameters      %s\n", r.seed, or_dash(r.params_json));
     pl_buf_printf(&b, "  iteration time  %.6g s", r.iteration_time_s);
     if (r.repetitions > 1) pl_buf_printf(&b, "  (stddev %.3g s over %d repetitions)", r.iteration_time_stddev_s, r.repetitions);
     pl_buf_printf(&b, "\n  throughput      %.6g samples/s\n  bubble          %.6g s  (%.2f%%)\n", r.throughput_samples_s,

@@ -205,7 +205,8 @@ typedef struct sched_dryrun_result {
     int64_t steps;          /* makespan in steps */
     int64_t *busy;          /* [ranks] steps spent computing */
     double bubble;          /* 1 - sum(busy) / (ranks * steps) */
-    int *max_inflight;      /* [ranks] most microbatches with an F done and backward not done */
+    int *max_inflight;      /* [ranks] most (stage, mb) stashes held at once: F done, B (or W) not yet;
+                             * with several chunks per rank each chunk's stash counts */
     sched_slot **slot;      /* [ranks][n actions of that rank] start/end of each action */
 } sched_dryrun_result;
 
@@ -228,7 +229,7 @@ typedef enum sched_csv_flavour {
     SCHED_CSV_COMPUTE_COMMS
 } sched_csv_flavour;
 
-/* Native .sched text. Reading errors are "path:line:col: what is wrong". */
+/* Native .sched text (always the current letters). Reading errors are "path:line:col: what is wrong". */
 int sched_write_text(const sched *s, pl_buf *out);
 sched *sched_read_text(const char *path, const char *text, size_t len, pl_err *e);
 

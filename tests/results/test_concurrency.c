@@ -68,7 +68,7 @@ static void test_parallel_writers(void) {
     free(dir);
 }
 
-enum { KILL_OPS = 200000, KILL_REPS = 20 };
+enum { KILL_OPS = 100000, KILL_REPS = 20 };
 
 static void test_killed_writer(void) {
     char *dir = pl_test_tmpdir();
@@ -85,6 +85,7 @@ static void test_killed_writer(void) {
     double t0 = pl_now_s();
     CU_ASSERT_EQUAL_FATAL(store_write_run(s, &r, rk, 4, ops, KILL_OPS, NULL, &e), PL_OK);
     double tw = pl_now_s() - t0;
+    if (getenv("PIPELAB_TEST_VERBOSE")) fprintf(stderr, "one write of %d ops: %.3f s\n", KILL_OPS, tw);
     store_close(s);
     srand((unsigned)time(NULL));
     int killed = 0;
@@ -109,7 +110,7 @@ static void test_killed_writer(void) {
         char c;
         CU_ASSERT(read(fds[0], &c, 1) == 1);
         close(fds[0]);
-        double delay = tw * (0.05 + 1.5 * (double)rand() / RAND_MAX);
+        double delay = tw * (0.02 + 1.1 * (double)rand() / RAND_MAX);
         struct timespec ts = {(time_t)delay, (long)((delay - (double)(time_t)delay) * 1e9)};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);

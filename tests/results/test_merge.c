@@ -88,11 +88,11 @@ static void test_merge_overlap(void) {
     free(dir);
 }
 
-/* Runs the pipelab program with a formatted argument string; returns its exit status. */
-static int pipelab(char **output, const char *fmt, const char *x, const char *y) {
+/* Runs the pipelab program with a formatted argument string (three %s); returns its exit status. */
+static int pipelab(char **output, const char *fmt, const char *x, const char *y, const char *z) {
     char cmd[2048];
     char args[1536];
-    snprintf(args, sizeof args, fmt, x, y);
+    snprintf(args, sizeof args, fmt, x, y, z);
     snprintf(cmd, sizeof cmd, "%s %s", PIPELAB_BIN, args);
     return pl_test_run(cmd, output);
 }
@@ -104,45 +104,46 @@ static void test_cli(void) {
     CU_ASSERT_EQUAL_FATAL(fill(db, "sweep-x", 3, "cliuid", 6), 3);
     CU_ASSERT_EQUAL_FATAL(fill(db2, "sweep-y", 2, NULL, 0), 2);
     char *o = NULL;
-    CU_ASSERT_EQUAL(pipelab(&o, "db list --db %s%s", db, ""), 0);
+    CU_ASSERT_EQUAL(pipelab(&o, "db list --db %s%s%s", db, "", ""), 0);
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "sweep-x"));
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "cliuid-2"));
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "1f1b"));
     free(o);
-    CU_ASSERT_EQUAL(pipelab(&o, "db list --db %s --format csv --limit 2%s", db, ""), 0);
+    CU_ASSERT_EQUAL(pipelab(&o, "db list --db %s --format csv --limit 2%s%s", db, "", ""), 0);
     int lines = 0;
     for (char *p = o; p && *p; p++) lines += *p == '\n';
     CU_ASSERT_EQUAL(lines, 3);
     free(o);
-    CU_ASSERT_EQUAL(pipelab(&o, "db show cliuid-1 --db %s --ops%s", db, ""), 0);
+    CU_ASSERT_EQUAL(pipelab(&o, "db show cliuid-1 --db %s --ops%s%s", db, "", ""), 0);
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "uid cliuid-1"));
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "0F1"));
     free(o);
-    CU_ASSERT_EQUAL(pipelab(&o, "db show 1 --db %s%s", missing, ""), 1);
+    CU_ASSERT_EQUAL(pipelab(&o, "db show 1 --db %s%s%s", missing, "", ""), 1);
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "pipelab: "));
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, missing));
     CU_ASSERT_FALSE(pl_test_exists(missing));
     free(o);
-    CU_ASSERT_EQUAL(pipelab(&o, "db show 77 --db %s%s", db, ""), 1);
+    CU_ASSERT_EQUAL(pipelab(&o, "db show 77 --db %s%s%s", db, "", ""), 1);
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "no run '77'"));
     free(o);
-    CU_ASSERT_EQUAL(pipelab(&o, "db export --db %s --format json --tag sweep-x%s", db, ""), 0);
+    CU_ASSERT_EQUAL(pipelab(&o, "db export --db %s --format json --tag sweep-x%s%s", db, "", ""), 0);
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "\"ranks\": [{\"rank\": 0"));
     free(o);
     CU_ASSERT_EQUAL(pipelab(&o, "db merge %s %s -o %s", db, db2, merged), 0);
     free(o);
     CU_ASSERT_EQUAL(tr_sql_int(merged, "SELECT count(*) FROM runs"), 5);
-    CU_ASSERT_EQUAL(pipelab(&o, "db list --bogus --db %s%s", db, ""), 2);
+    CU_ASSERT_EQUAL(pipelab(&o, "db list --bogus --db %s%s%s", db, "", ""), 2);
     free(o);
-    CU_ASSERT_EQUAL(pipelab(&o, "db export --db %s%s", db, ""), 2); /* --format is required */
+    CU_ASSERT_EQUAL(pipelab(&o, "db export --db %s%s%s", db, "", ""), 2); /* --format is required */
     free(o);
-    CU_ASSERT_EQUAL(pipelab(&o, "db --help%s%s", "", ""), 0);
+    CU_ASSERT_EQUAL(pipelab(&o, "db --help%s%s%s", "", "", ""), 0);
     free(o);
     tr_rmdir(dir);
     free(db);
     free(db2);
     free(merged);
     free(missing);
+    free(dir);
 }
 
 void test_merge_register(void) {

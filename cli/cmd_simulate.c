@@ -1,0 +1,479 @@
+/* cmd_simulate.c: `pipelab simulate`: generate or load a schedule, lower it, run the
+ * discrete-event simulator with flag-driven costs, print metrics and store the run. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sched.h"
+#include "sim.h"
+#ifdef PIPELAB_HAVE_PL_RESULTS
+#include "store.h"
+#endif
+
+static const char help_text[] =
+    "usage: pipelab simulate (--kind K --ranks P --microbatches M | --from FILE) [options]\n"
+    "\n"
+    "Lowers the schedule and runs it in the discrete-event simulator: one compute stream per\n"
+    "rank, FIFO links per direction, all-reduces for replicated stages, memory per rank.\n"
+    "Times in seconds, sizes in bytes (numbers like 80e9 are fine).\n"
+    "\n"
+    "schedule:\n"
+    "  --kind K --ranks P --microbatches M [--chunks V] [--iterations N] [--recompute none|full]\n"
+    "  --from FILE [--legacy-letters]   a .sched file or a PyTorch CSV\n"
+    "\n"
+    "compute (uniform per stage):\n"
+    "  --tf S                forward time (default 1)\n"
+    "  --tb S                full backward time (default 2 tf, or ti + tw)\n"
+    "  --ti S --tw S         split backward: input and weight parts (B = I + W)\n"
+    "  --tstep S             optimizer step per stage (default 0)\n"
+    "  --stage-costs FILE    per-stage overrides, CSV with header naming columns among\n"
+    "                        stage,tf,tb,ti,tw,bytes,stash_bytes,w_stash_bytes,param_bytes;\n"
+    "                        one row per stage, empty cell = uniform value, '#' = comment\n"
+    "communication:\n"
+    "  --tcomm S             fixed time per transfer (overrides the bandwidth model)\n"
+    "  --bytes B             boundary activation bytes per microbatch (default 0)\n"
+    "  --bandwidth BPS --latency S               intra-node link (default free)\n"
+    "  --inter-bandwidth BPS --inter-latency S   inter-node link\n"
+    "  --ranks-per-node N    topology: ranks r and q share a node when r/N == q/N (0 = one node)\n"
+    "  --shared-inter-link   one link per node pair and direction, shared (contention)\n"
+    "  --blocking-comm       sends, receives and all-reduces hold the compute stream\n"
+    "data parallelism:\n"
+    "  --replicas N          every stage replicated N times (ring all-reduce per REDUCE_GRAD)\n"
+    "  --replicas-stage S=N  stage S replicated N times (repeatable), e.g. PipeDream's 15-1\n"
+    "  --allreduce-inter     all-reduces use the inter-node link\n"
+    "memory:\n"
+    "  --stash-bytes B       activations stashed per microbatch per stage\n"
+    "  --w-stash-fraction X  part of the stash held from I until W (default 0.5)\n"
+    "  --param-bytes B       parameter bytes per stage\n"
+    "  --dtype-bytes B       bytes per parameter (default 4)\n"
+    "  --optimizer-bytes B   optimizer state bytes per parameter (default 8)\n"
+    "  --capacity B          device memory: report an OOM verdict per rank\n"
+    "  --fail-on-oom         exit 1 when a rank exceeds --capacity\n"
+    "metrics and output:\n"
+    "  --microbatch-size N   samples per microbatch, for throughput (default 1)\n"
+    "  --cv X --seed N --repeat R   stochastic compute: lognormal factors with that coefficient\n"
+    "                        of variation; mean and spread over R runs (seeds N, N+1, ...)\n"
+    "  --trace               print the per-action timeline (and store it)\n"
+    "  --trace-json FILE     write a Chrome trace (open in https://ui.perfetto.dev)\n"
+    "  --format table|csv|json   output format (default table)\n"
+    "  --tag NAME            label stored with the run\n"
+    "  --db PATH             results database (default results/out/pipelab.db)\n"
+    "  --no-db               do not store the run\n"
+    "\n"
+    "exit status: 0 ok, 1 bad input or OOM with --fail-on-oom, 2 bad usage\n";
+
+enum { O_KIND = 1000, O_RANKS, O_MB, O_CHUNKS, O_ITERS, O_RECOMP, O_FROM, O_LEGACY, O_TF, O_TB, O_TI, O_TW,
+       O_TSTEP, O_STAGECOSTS, O_TCOMM, O_BYTES, O_BW, O_LAT, O_IBW, O_ILAT, O_RPN, O_SHARED, O_BLOCK,
+       O_REPL, O_REPLS, O_ARINTER, O_STASH, O_WFRAC, O_PARAM, O_DTYPE, O_OPT, O_CAP, O_FAILOOM, O_MBS,
+       O_CV, O_SEED, O_REPEAT, O_TRACE, O_TRACEJSON, O_FORMAT, O_TAG, O_DB, O_NODB, O_HELP };
+
+static const struct option long_opts[] = {
+    {"kind", required_argument, 0, O_KIND}, {"ranks", required_argument, 0, O_RANKS},
+    {"microbatches", required_argument, 0, O_MB}, {"chunks", required_argument, 0, O_CHUNKS},
+    {"iterations", required_argument, 0, O_ITERS}, {"recompute", required_argument, 0, O_RECOMP},
+    {"from", required_argument, 0, O_FROM}, {"legacy-letters", no_argument, 0, O_LEGACY},
+    {"tf", required_argument, 0, O_TF}, {"tb", required_argument, 0, O_TB},
+    {"ti", required_argument, 0, O_TI}, {"tw", required_argument, 0, O_TW},
+    {"tstep", required_argument, 0, O_TSTEP}, {"stage-costs", required_argument, 0, O_STAGECOSTS},
+    {"tcomm", required_argument, 0, O_TCOMM}, {"bytes", required_argument, 0, O_BYTES},
+    {"bandwidth", required_argument, 0, O_BW}, {"latency", required_argument, 0, O_LAT},
+    {"inter-bandwidth", required_argument, 0, O_IBW}, {"inter-latency", required_argument, 0, O_ILAT},
+    {"ranks-per-node", required_argument, 0, O_RPN}, {"shared-inter-link", no_argument, 0, O_SHARED},
+    {"blocking-comm", no_argument, 0, O_BLOCK}, {"replicas", required_argument, 0, O_REPL},
+    {"replicas-stage", required_argument, 0, O_REPLS}, {"allreduce-inter", no_argument, 0, O_ARINTER},
+    {"stash-bytes", required_argument, 0, O_STASH}, {"w-stash-fraction", required_argument, 0, O_WFRAC},
+    {"param-bytes", required_argument, 0, O_PARAM}, {"dtype-bytes", required_argument, 0, O_DTYPE},
+    {"optimizer-bytes", required_argument, 0, O_OPT}, {"capacity", required_argument, 0, O_CAP},
+    {"fail-on-oom", no_argument, 0, O_FAILOOM}, {"microbatch-size", required_argument, 0, O_MBS},
+    {"cv", required_argument, 0, O_CV}, {"seed", required_argument, 0, O_SEED},
+    {"repeat", required_argument, 0, O_REPEAT}, {"trace", no_argument, 0, O_TRACE},
+    {"trace-json", required_argument, 0, O_TRACEJSON}, {"format", required_argument, 0, O_FORMAT},
+    {"tag", required_argument, 0, O_TAG}, {"db", required_argument, 0, O_DB},
+    {"no-db", no_argument, 0, O_NODB}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
+};
+
+#define MAX_REPL_FLAGS 256
+
+typedef struct opts {
+    const char *kind, *from, *stage_costs, *trace_json, *format, *tag, *db;
+    sched_gen_opts g;
+    int have_ranks, have_mb, legacy;
+    sim_basic b;
+    sim_config c;
+    int replicas_all;
+    int nrepl, repl_stage[MAX_REPL_FLAGS], repl_n[MAX_REPL_FLAGS];
+    int fail_on_oom, repeat, trace, no_db;
+} opts;
+
+/* Parses a non-negative finite number for flag into *out; returns 0, or -1 after printing a
+ * user error (exit 1: a negative time or size is bad input, not bad usage). */
+static int num_arg(const char *flag, const char *val, double *out) {
+    double v;
+    if (pl_parse_double(val, &v) != 0 || !isfinite(v)) {
+        fprintf(stderr, "pipelab simulate: %s needs a number (got '%s')\n", flag, val);
+        return -1;
+    }
+    if (v < 0) {
+        fprintf(stderr, "pipelab simulate: %s must not be negative (got '%s')\n", flag, val);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Parses a byte count (a non-negative number, rounded) into *out; returns 0 or -1. */
+static int bytes_arg(const char *flag, const char *val, int64_t *out) {
+    double v;
+    if (num_arg(flag, val, &v)) return -1;
+    if (v > 9.2e18) {
+        fprintf(stderr, "pipelab simulate: %s is too large (got '%s')\n", flag, val);
+        return -1;
+    }
+    *out = (int64_t)llround(v);
+    return 0;
+}
+
+/* Parses argv into o; returns -1 to continue, or an exit code. */
+static int parse(int argc, char **argv, opts *o) {
+    memset(o, 0, sizeof *o);
+    sim_basic_init(&o->b);
+    sim_config_init(&o->c);
+    o->format = "table";
+    o->repeat = 1;
+    o->replicas_all = 1;
+    opterr = 0;
+    optind = 1;
+    int c;
+    double v;
+    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        switch (c) {
+        case O_KIND: o->kind = optarg; break;
+        case O_RANKS: if (cli_int_arg("simulate", "--ranks", optarg, 1, SCHED_MAX_RANKS, &o->g.ranks)) return CLI_EUSAGE; o->have_ranks = 1; break;
+        case O_MB: if (cli_int_arg("simulate", "--microbatches", optarg, 1, SCHED_MAX_MICROBATCHES, &o->g.microbatches)) return CLI_EUSAGE; o->have_mb = 1; break;
+        case O_CHUNKS: if (cli_int_arg("simulate", "--chunks", optarg, 1, 4096, &o->g.chunks)) return CLI_EUSAGE; break;
+        case O_ITERS: if (cli_int_arg("simulate", "--iterations", optarg, 1, 1 << 20, &o->g.iterations)) return CLI_EUSAGE; break;
+        case O_RECOMP: {
+            int r = sched_recompute_parse(optarg);
+            if (r < 0) return cli_usage_error("simulate", "--recompute must be none or full (got '%s')", optarg);
+            o->g.recompute = (sched_recompute)r;
+            break;
+        }
+        case O_FROM: o->from = optarg; break;
+        case O_LEGACY: o->legacy = 1; break;
+        case O_TF: if (num_arg("--tf", optarg, &o->b.tf_s)) return CLI_EUSER; break;
+        case O_TB: if (num_arg("--tb", optarg, &o->b.tb_s)) return CLI_EUSER; break;
+        case O_TI: if (num_arg("--ti", optarg, &o->b.ti_s)) return CLI_EUSER; break;
+        case O_TW: if (num_arg("--tw", optarg, &o->b.tw_s)) return CLI_EUSER; break;
+        case O_TSTEP: if (num_arg("--tstep", optarg, &o->b.tstep_s)) return CLI_EUSER; break;
+        case O_STAGECOSTS: o->stage_costs = optarg; break;
+        case O_TCOMM: if (num_arg("--tcomm", optarg, &o->b.tcomm_s)) return CLI_EUSER; break;
+        case O_BYTES: if (bytes_arg("--bytes", optarg, &o->b.bytes)) return CLI_EUSER; break;
+        case O_BW: if (num_arg("--bandwidth", optarg, &o->b.bandwidth_Bps)) return CLI_EUSER; break;
+        case O_LAT: if (num_arg("--latency", optarg, &o->b.latency_s)) return CLI_EUSER; break;
+        case O_IBW: if (num_arg("--inter-bandwidth", optarg, &o->b.inter_bandwidth_Bps)) return CLI_EUSER; break;
+        case O_ILAT: if (num_arg("--inter-latency", optarg, &o->b.inter_latency_s)) return CLI_EUSER; break;
+        case O_RPN: if (cli_int_arg("simulate", "--ranks-per-node", optarg, 0, SCHED_MAX_RANKS, &o->b.ranks_per_node)) return CLI_EUSAGE; break;
+        case O_SHARED: o->c.shared_inter_link = 1; break;
+        case O_BLOCK: o->c.blocking_comm = 1; break;
+        case O_REPL: if (cli_int_arg("simulate", "--replicas", optarg, 1, 1 << 20, &o->replicas_all)) return CLI_EUSAGE; break;
+        case O_REPLS: {
+            const char *eq = strchr(optarg, '=');
+            long st, n;
+            char sbuf[32];
+            if (!eq || (size_t)(eq - optarg) >= sizeof sbuf) return cli_usage_error("simulate", "--replicas-stage needs S=N (got '%s')", optarg);
+            memcpy(sbuf, optarg, (size_t)(eq - optarg));
+            sbuf[eq - optarg] = '\0';
+            if (pl_parse_long(sbuf, 0, SCHED_MAX_STAGES, &st) || pl_parse_long(eq + 1, 1, 1 << 20, &n))
+                return cli_usage_error("simulate", "--replicas-stage needs S=N with S >= 0 and N >= 1 (got '%s')", optarg);
+            if (o->nrepl == MAX_REPL_FLAGS) return cli_usage_error("simulate", "too many --replicas-stage flags");
+            o->repl_stage[o->nrepl] = (int)st;
+            o->repl_n[o->nrepl++] = (int)n;
+            break;
+        }
+        case O_ARINTER: o->b.allreduce_inter = 1; break;
+        case O_STASH: if (bytes_arg("--stash-bytes", optarg, &o->b.stash_bytes)) return CLI_EUSER; break;
+        case O_WFRAC: if (num_arg("--w-stash-fraction", optarg, &o->b.w_stash_fraction)) return CLI_EUSER; break;
+        case O_PARAM: if (bytes_arg("--param-bytes", optarg, &o->b.param_bytes)) return CLI_EUSER; break;
+        case O_DTYPE: if (num_arg("--dtype-bytes", optarg, &o->c.dtype_bytes)) return CLI_EUSER; break;
+        case O_OPT: if (num_arg("--optimizer-bytes", optarg, &o->c.optimizer_bytes_per_param)) return CLI_EUSER; break;
+        case O_CAP: if (bytes_arg("--capacity", optarg, &o->c.capacity_bytes)) return CLI_EUSER; break;
+        case O_FAILOOM: o->fail_on_oom = 1; break;
+        case O_MBS: if (cli_int_arg("simulate", "--microbatch-size", optarg, 1, 1 << 30, &o->c.microbatch_size)) return CLI_EUSAGE; break;
+        case O_CV: if (num_arg("--cv", optarg, &o->c.cv)) return CLI_EUSER; break;
+        case O_SEED: {
+            long sd;
+            if (pl_parse_long(optarg, 0, 0x7fffffffffffffffL, &sd)) return cli_usage_error("simulate", "--seed needs a whole number >= 0 (got '%s')", optarg);
+            o->c.seed = (uint64_t)sd;
+            break;
+        }
+        case O_REPEAT: if (cli_int_arg("simulate", "--repeat", optarg, 1, 1000000, &o->repeat)) return CLI_EUSAGE; break;
+        case O_TRACE: o->trace = 1; break;
+        case O_TRACEJSON: o->trace_json = optarg; break;
+        case O_FORMAT: o->format = optarg; break;
+        case O_TAG: o->tag = optarg; break;
+        case O_DB: o->db = optarg; break;
+        case O_NODB: o->no_db = 1; break;
+        case O_HELP: fputs(help_text, stdout); return CLI_OK;
+        default: return cli_usage_error("simulate", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    (void)v;
+    if (optind < argc) return cli_usage_error("simulate", "unexpected argument '%s'", argv[optind]);
+    if (!o->kind == !o->from) return cli_usage_error("simulate", "give either --kind or --from");
+    if (o->kind && (!o->have_ranks || !o->have_mb)) return cli_usage_error("simulate", "--kind needs --ranks and --microbatches");
+    if (strcmp(o->format, "table") && strcmp(o->format, "csv") && strcmp(o->format, "json"))
+        return cli_usage_error("simulate", "--format must be table, csv or json");
+    if (o->fail_on_oom && o->c.capacity_bytes <= 0) return cli_usage_error("simulate", "--fail-on-oom needs --capacity");
+    if (o->c.dtype_bytes <= 0) {
+        fprintf(stderr, "pipelab simulate: --dtype-bytes must be > 0\n");
+        return CLI_EUSER;
+    }
+    o->c.ranks_per_node = o->b.ranks_per_node;
+    return -1;
+}
+
+/* Appends the JSON object of the cost and hardware parameters (stored with the run). */
+static void params_json(const opts *o, pl_buf *b) {
+    pl_buf_printf(b, "{\"tf_s\":%.9g,\"tb_s\":%.9g,\"ti_s\":%.9g,\"tw_s\":%.9g,\"tstep_s\":%.9g,\"tcomm_s\":%.9g,"
+                     "\"bytes\":%lld,\"bandwidth_Bps\":%.9g,\"latency_s\":%.9g,\"inter_bandwidth_Bps\":%.9g,"
+                     "\"inter_latency_s\":%.9g,\"ranks_per_node\":%d,\"shared_inter_link\":%d,\"blocking_comm\":%d,"
+                     "\"stash_bytes\":%lld,\"w_stash_fraction\":%.9g,\"param_bytes\":%lld,\"dtype_bytes\":%.9g,"
+                     "\"optimizer_bytes\":%.9g,\"capacity_bytes\":%lld,\"microbatch_size\":%d,\"cv\":%.9g,"
+                     "\"repeat\":%d,\"replicas\":%d,\"stage_costs\":\"%s\",\"replicas_stage\":[",
+                  o->b.tf_s, o->b.tb_s, o->b.ti_s, o->b.tw_s, o->b.tstep_s, o->b.tcomm_s, (long long)o->b.bytes,
+                  o->b.bandwidth_Bps, o->b.latency_s, o->b.inter_bandwidth_Bps, o->b.inter_latency_s, o->b.ranks_per_node,
+                  o->c.shared_inter_link, o->c.blocking_comm, (long long)o->b.stash_bytes, o->b.w_stash_fraction,
+                  (long long)o->b.param_bytes, o->c.dtype_bytes, o->c.optimizer_bytes_per_param,
+                  (long long)o->c.capacity_bytes, o->c.microbatch_size, o->c.cv, o->repeat, o->replicas_all,
+                  o->stage_costs ? o->stage_costs : "");
+    for (int i = 0; i < o->nrepl; i++) pl_buf_printf(b, "%s[%d,%d]", i ? "," : "", o->repl_stage[i], o->repl_n[i]);
+    pl_buf_puts(b, "]}");
+}
+
+/* Writes the human table. */
+static void out_table(const opts *o, const sched *s, const sim_result *r, const sim_repeat_stats *st, pl_buf *b) {
+    pl_buf_printf(b, "schedule           %s: %d ranks, %d stages, %d microbatches, %d iteration%s, weights %s, recompute %s\n",
+                  s->kind, s->ranks, s->stages, s->microbatches, r->iterations, r->iterations == 1 ? "" : "s",
+                  sched_weights_name(s->weights), sched_recompute_name(s->recompute));
+    pl_buf_printf(b, "actions            %zu (%zu events)\n", r->actions, r->events);
+    pl_buf_printf(b, "makespan_s         %.9g\n", r->makespan_s);
+    pl_buf_printf(b, "iteration_time_s   %.9g%s\n", r->iteration_time_s, r->iterations > 1 ? "  (steady state, first iteration left out)" : "");
+    pl_buf_printf(b, "throughput         %.9g samples/s\n", r->throughput);
+    pl_buf_printf(b, "bubble             %.6f  (idle / (ranks x makespan))\n", r->bubble);
+    pl_buf_printf(b, "bubble_rate        %.6f  (idle / compute, Zero Bubble paper)\n", r->bubble_rate);
+    pl_buf_printf(b, "comm_s             %.9g  (sum of transfer times)\n", r->comm_s);
+    pl_buf_printf(b, "peak_mem_bytes     %lld", (long long)r->peak_bytes);
+    if (o->c.capacity_bytes > 0)
+        pl_buf_printf(b, "  capacity %lld: %s", (long long)o->c.capacity_bytes, r->oom ? "OUT OF MEMORY" : "fits");
+    pl_buf_putc(b, '\n');
+    if (st && st->repeat > 1)
+        pl_buf_printf(b, "stochastic         cv %.4g over %d runs: iteration_time_s mean %.9g stddev %.9g min %.9g max %.9g;"
+                         " throughput mean %.9g stddev %.9g; bubble mean %.6f stddev %.6f\n",
+                      o->c.cv, st->repeat, st->iter_mean_s, st->iter_sd_s, st->iter_min_s, st->iter_max_s, st->thr_mean,
+                      st->thr_sd, st->bubble_mean, st->bubble_sd);
+    pl_buf_printf(b, "\n%-5s %14s %14s %9s %14s %14s %16s %6s %8s %4s\n", "rank", "busy_s", "idle_s", "bubble", "comm_s",
+                  "reduce_s", "peak_bytes", "stash", "versions", "oom");
+    for (int q = 0; q < s->ranks; q++) {
+        const sim_rank_stats *x = &r->rank[q];
+        pl_buf_printf(b, "%-5d %14.9g %14.9g %9.6f %14.9g %14.9g %16lld %6d %8d %4s\n", q, x->busy_s, x->idle_s, x->bubble,
+                      x->comm_s, x->reduce_s, (long long)x->peak_bytes, x->peak_stash_mbs, x->peak_weight_versions,
+                      x->oom ? "yes" : "no");
+    }
+}
+
+/* Writes CSV: one row per rank with the run's metrics repeated. */
+static void out_csv(const sched *s, const sim_result *r, const sim_repeat_stats *st, pl_buf *b) {
+    pl_buf_puts(b, "kind,ranks,stages,microbatches,iterations,makespan_s,iteration_time_s,throughput,bubble,bubble_rate,"
+                   "comm_s,peak_mem_bytes,oom,repeat,iteration_time_mean_s,iteration_time_stddev_s,rank,busy_s,idle_s,"
+                   "rank_bubble,rank_comm_s,rank_reduce_s,rank_peak_bytes,peak_stash_mbs,peak_weight_versions,rank_oom\n");
+    for (int q = 0; q < s->ranks; q++) {
+        const sim_rank_stats *x = &r->rank[q];
+        pl_buf_printf(b, "%s,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%d,%d,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%d,%d,%d\n",
+                      s->kind, s->ranks, s->stages, s->microbatches, r->iterations, r->makespan_s, r->iteration_time_s,
+                      r->throughput, r->bubble, r->bubble_rate, r->comm_s, (long long)r->peak_bytes, r->oom, st->repeat,
+                      st->iter_mean_s, st->iter_sd_s, q, x->busy_s, x->idle_s, x->bubble, x->comm_s, x->reduce_s,
+                      (long long)x->peak_bytes, x->peak_stash_mbs, x->peak_weight_versions, x->oom);
+    }
+}
+
+/* Writes JSON: the run's metrics and a per-rank array. */
+static void out_json(const opts *o, const sched *s, const sim_result *r, const sim_repeat_stats *st, pl_buf *b) {
+    pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations\":%d,\"actions\":%zu,"
+                     "\"makespan_s\":%.9g,\"iteration_time_s\":%.9g,\"throughput\":%.9g,\"bubble\":%.9g,\"bubble_rate\":%.9g,"
+                     "\"comm_s\":%.9g,\"peak_mem_bytes\":%lld,\"oom\":%s,\"repeat\":%d,\"iteration_time_mean_s\":%.9g,"
+                     "\"iteration_time_stddev_s\":%.9g,\"throughput_mean\":%.9g,\"throughput_stddev\":%.9g,\"params\":",
+                  s->kind, s->ranks, s->stages, s->microbatches, r->iterations, r->actions, r->makespan_s,
+                  r->iteration_time_s, r->throughput, r->bubble, r->bubble_rate, r->comm_s, (long long)r->peak_bytes,
+                  r->oom ? "true" : "false", st->repeat, st->iter_mean_s, st->iter_sd_s, st->thr_mean, st->thr_sd);
+    params_json(o, b);
+    pl_buf_puts(b, ",\"per_rank\":[");
+    for (int q = 0; q < s->ranks; q++) {
+        const sim_rank_stats *x = &r->rank[q];
+        pl_buf_printf(b, "%s{\"rank\":%d,\"busy_s\":%.9g,\"idle_s\":%.9g,\"bubble\":%.9g,\"comm_s\":%.9g,\"reduce_s\":%.9g,"
+                         "\"peak_bytes\":%lld,\"peak_stash_mbs\":%d,\"peak_weight_versions\":%d,\"oom\":%s}",
+                      q ? "," : "", q, x->busy_s, x->idle_s, x->bubble, x->comm_s, x->reduce_s, (long long)x->peak_bytes,
+                      x->peak_stash_mbs, x->peak_weight_versions, x->oom ? "true" : "false");
+    }
+    pl_buf_puts(b, "]}\n");
+}
+
+#ifdef PIPELAB_HAVE_PL_RESULTS
+/* Stores the run (with per-action rows when traced). Returns an exit code. */
+static int store_it(const opts *o, int argc, char **argv, const sched *s, const sim_result *r,
+                    const sim_repeat_stats *st) {
+    pl_err e;
+    pl_err_clear(&e);
+    pl_buf cmd, pj;
+    pl_buf_init(&cmd);
+    pl_buf_init(&pj);
+    pl_buf_puts(&cmd, "pipelab");
+    for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
+    params_json(o, &pj);
+    store_run run;
+    memset(&run, 0, sizeof run);
+    run.kind = "simulated";
+    run.tag = o->tag;
+    run.cmdline = cmd.data;
+    run.schedule = s->kind;
+    run.ranks = s->ranks;
+    run.stages = s->stages;
+    run.microbatches = s->microbatches;
+    run.chunks = s->chunks;
+    run.iterations = r->iterations;
+    run.weights_policy = sched_weights_name(s->weights);
+    run.recompute_policy = sched_recompute_name(s->recompute);
+    run.params_json = pj.data;
+    run.seed = o->c.seed;
+    run.iteration_time_s = st->repeat > 1 ? st->iter_mean_s : r->iteration_time_s;
+    run.throughput_samples_s = st->repeat > 1 ? st->thr_mean : r->throughput;
+    run.bubble = r->bubble_s;
+    run.bubble_rate = r->bubble;
+    run.comm_time_s = r->comm_s;
+    run.peak_mem_bytes = r->peak_bytes;
+    run.oom = r->oom;
+    run.repetitions = st->repeat;
+    run.iteration_time_stddev_s = st->iter_sd_s;
+    store_rank_metric *rm = pl_calloc((size_t)s->ranks, sizeof *rm);
+    store_op *ops = NULL;
+    char *names = NULL;
+    size_t nops = 0;
+    int rc = CLI_OK;
+    if (!rm) { pl_errf(&e, PL_ENOMEM, "out of memory"); rc = cli_fail(&e); goto out; }
+    for (int q = 0; q < s->ranks; q++) {
+        const sim_rank_stats *x = &r->rank[q];
+        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->idle_s, x->comm_s, x->peak_bytes};
+    }
+    if (r->trace) {
+        nops = sched_total_actions(s);
+        ops = pl_calloc(nops ? nops : 1, sizeof *ops);
+        names = pl_calloc(nops ? nops : 1, 48);
+        if (!ops || !names) { pl_errf(&e, PL_ENOMEM, "out of memory"); rc = cli_fail(&e); goto out; }
+        size_t k = 0;
+        for (int q = 0; q < s->ranks; q++)
+            for (size_t i = 0; i < s->rank[q].n; i++, k++) {
+                const sched_action *a = &s->rank[q].acts[i];
+                sched_action_format(a, names + 48 * k, 48);
+                ops[k] = (store_op){q, (int)i, names + 48 * k, sched_kind_name((sched_kind)a->kind), a->stage, a->mb,
+                                    r->trace[q][i].start_s, r->trace[q][i].end_s};
+            }
+    }
+    store *db = NULL;
+    if (store_open(o->db, 0, &db, &e) != PL_OK) { rc = cli_fail(&e); goto out; }
+    if (store_write_run(db, &run, rm, s->ranks, ops, nops, NULL, &e) != PL_OK) rc = cli_fail(&e);
+    store_close(db);
+out:
+    free(rm);
+    free(ops);
+    free(names);
+    pl_buf_free(&cmd);
+    pl_buf_free(&pj);
+    return rc;
+}
+#endif
+
+/* Loads or generates, validates and lowers the schedule; NULL and e on error. */
+static sched *get_schedule(const opts *o, pl_err *e) {
+    sched *s = o->from ? sched_load(o->from, o->legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, e)
+                       : sched_generate(o->kind, &o->g, e);
+    if (!s) return NULL;
+    if (sched_validate(s, e) != PL_OK) {
+        sched_free(s);
+        return NULL;
+    }
+    sched *l = sched_lower(s, e);
+    sched_free(s);
+    return l;
+}
+
+int cli_simulate(int argc, char **argv) {
+    opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0) {
+        sim_basic_free(&o.b);
+        return rc;
+    }
+    pl_err e;
+    pl_err_clear(&e);
+    int *replicas = NULL;
+    sim_result r;
+    memset(&r, 0, sizeof r);
+    pl_buf out;
+    pl_buf_init(&out);
+    sched *s = get_schedule(&o, &e);
+    if (!s) { rc = cli_fail(&e); goto done; }
+    if (sim_basic_check(&o.b, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
+    if (o.stage_costs && sim_basic_load_csv(&o.b, o.stage_costs, s->stages, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
+    replicas = pl_calloc((size_t)s->stages, sizeof *replicas);
+    if (!replicas) { pl_errf(&e, PL_ENOMEM, "out of memory"); rc = cli_fail(&e); goto done; }
+    for (int q = 0; q < s->stages; q++) replicas[q] = o.replicas_all;
+    for (int i = 0; i < o.nrepl; i++) {
+        if (o.repl_stage[i] >= s->stages) {
+            pl_errf(&e, PL_EINPUT, "--replicas-stage %d=%d: the schedule has stages 0..%d", o.repl_stage[i], o.repl_n[i], s->stages - 1);
+            rc = cli_fail(&e);
+            goto done;
+        }
+        replicas[o.repl_stage[i]] = o.repl_n[i];
+    }
+    o.c.replicas = replicas;
+    o.c.record_trace = o.trace || o.trace_json;
+    sim_costs costs = sim_basic_costs(&o.b);
+    sim_repeat_stats st;
+    if (sim_repeat(s, &costs, &o.c, o.repeat, &st, &r, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
+    if (strcmp(o.format, "json") == 0) out_json(&o, s, &r, &st, &out);
+    else if (strcmp(o.format, "csv") == 0) out_csv(s, &r, &st, &out);
+    else out_table(&o, s, &r, &st, &out);
+    if (o.trace) {
+        pl_buf_putc(&out, '\n');
+        sim_trace_table(s, &r, &out, &e);
+    }
+    rc = cli_write_output(NULL, &out);
+    if (rc == CLI_OK && o.trace_json) {
+        pl_buf tj;
+        pl_buf_init(&tj);
+        if (sim_trace_chrome(s, &r, &tj, &e) != PL_OK) rc = cli_fail(&e);
+        else rc = cli_write_output(o.trace_json, &tj);
+        pl_buf_free(&tj);
+    }
+#ifdef PIPELAB_HAVE_PL_RESULTS
+    if (rc == CLI_OK && !o.no_db) rc = store_it(&o, argc, argv, s, &r, &st);
+#endif
+    if (rc == CLI_OK && r.oom && o.fail_on_oom) {
+        for (int q = 0; q < s->ranks; q++)
+            if (r.rank[q].oom) {
+                pl_errf(&e, PL_EINPUT, "out of memory: rank %d peaks at %lld bytes, capacity %lld", q,
+                        (long long)r.rank[q].peak_bytes, (long long)o.c.capacity_bytes);
+                break;
+            }
+        rc = cli_fail(&e);
+    }
+done:
+    pl_buf_free(&out);
+    sim_result_free(&r);
+    free(replicas);
+    sim_basic_free(&o.b);
+    sched_free(s);
+    return rc;
+}

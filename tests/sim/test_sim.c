@@ -1,0 +1,467 @@
+/* test_sim.c: the simulator against closed forms (GPipe, 1F1B, interleaved, Zero Bubble),
+ * hand-computed communication, memory, determinism, stochastic mode and CLI errors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_test.h"
+#include "sched.h"
+#include "sim.h"
+
+#define NEAR(a, b) CU_ASSERT_DOUBLE_EQUAL((a), (b), 1e-9 * (1.0 + fabs((double)(b))))
+
+/* Returns the lowered schedule of a generator (NULL on failure, reported through CUnit). */
+static sched *lowered(const char *kind, int p, int m, int v, int iters) {
+    pl_err e;
+    pl_err_clear(&e);
+    sched_gen_opts o = {p, m, v, iters, SCHED_RECOMPUTE_NONE};
+    sched *s = sched_generate(kind, &o, &e);
+    if (!s) {
+        fprintf(stderr, "generate %s: %s\n", kind, e.msg);
+        CU_FAIL("generate");
+        return NULL;
+    }
+    sched *l = sched_lower(s, &e);
+    sched_free(s);
+    if (!l) fprintf(stderr, "lower %s: %s\n", kind, e.msg);
+    CU_ASSERT_PTR_NOT_NULL(l);
+    return l;
+}
+
+/* Runs s with the flag costs b and config c (NULL = defaults); returns PL_OK or the error. */
+static int run(const sched *s, sim_basic *b, const sim_config *c, sim_result *r) {
+    sim_config def;
+    sim_config_init(&def);
+    sim_costs costs = sim_basic_costs(b);
+    pl_err e;
+    pl_err_clear(&e);
+    int rc = sim_run(s, &costs, c ? c : &def, r, &e);
+    if (rc != PL_OK) fprintf(stderr, "sim_run: %s\n", e.msg);
+    return rc;
+}
+
+/* GPipe and 1F1B: (m + p - 1)(tF + tB) and bubble (p-1)/(m+p-1), several shapes. */
+static void test_gpipe_1f1b_closed_form(void) {
+    const char *kinds[] = {"gpipe", "1f1b"};
+    int shapes[][2] = {{4, 8}, {3, 5}, {8, 8}, {2, 1}};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            int p = shapes[i][0], m = shapes[i][1];
+            sched *s = lowered(kinds[k], p, m, 0, 0);
+            if (!s) continue;
+            sim_basic b;
+            sim_basic_init(&b);
+            b.tf_s = 1.5;
+            b.tb_s = 3.25;
+            sim_result r;
+            CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+            NEAR(r.makespan_s, (m + p - 1) * (1.5 + 3.25));
+            NEAR(r.iteration_time_s, (m + p - 1) * (1.5 + 3.25));
+            NEAR(r.bubble, (double)(p - 1) / (m + p - 1));
+            for (int q = 0; q < p; q++) NEAR(r.rank[q].bubble, (double)(p - 1) / (m + p - 1));
+            NEAR(r.throughput, m / r.iteration_time_s);
+            CU_ASSERT_EQUAL(r.comm_s, 0);
+            sim_result_free(&r);
+            sim_basic_free(&b);
+            sched_free(s);
+        }
+}
+
+/* Interleaved 1F1B: bubble / ideal compute = (p - 1) / (v m) (Megatron). */
+static void test_interleaved_megatron(void) {
+    int cases[][3] = {{4, 8, 2}, {4, 16, 4}, {2, 4, 3}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int p = cases[i][0], m = cases[i][1], v = cases[i][2];
+        sched *s = lowered("interleaved", p, m, v, 0);
+        if (!s) continue;
+        sim_basic b;
+        sim_basic_init(&b);
+        b.tf_s = 1;
+        b.tb_s = 2;
+        sim_result r;
+        CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+        NEAR(r.bubble_rate, (double)(p - 1) / (v * m));
+        NEAR(r.makespan_s, (double)m * v * 3 + (p - 1) * 3);
+        sim_result_free(&r);
+        sched_free(s);
+    }
+}
+
+/* Zero Bubble paper (TB = input backward): with TF = TB = TW, 1F1B's bubble is
+ * (p-1)(TF+TB+TW), ZB-H1's (p-1)(TF+TB-TW), ZB-H2's (p-1)(TF+TB-2TW) = 0. */
+static void test_zero_bubble_sizes(void) {
+    int p = 4, m = 12;
+    double tf = 1, ti = 1, tw = 1, ideal = m * (tf + ti + tw);
+    struct { const char *kind; double bubble; } cases[] = {
+        {"1f1b", (p - 1) * (tf + ti + tw)},
+        {"zb-h1", (p - 1) * (tf + ti - tw)},
+        {"zb-h2", (p - 1) * (tf + ti - 2 * tw)},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        if (!sched_find_generator(cases[i].kind)) continue;
+        sched *s = lowered(cases[i].kind, p, m, 0, 0);
+        if (!s) continue;
+        sim_basic b;
+        sim_basic_init(&b);
+        b.tf_s = tf;
+        b.ti_s = ti;
+        b.tw_s = tw;
+        sim_result r;
+        CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+        if (fabs(r.makespan_s - ideal - cases[i].bubble) > 1e-9)
+            fprintf(stderr, "%s: makespan %g, expected %g\n", cases[i].kind, r.makespan_s, ideal + cases[i].bubble);
+        NEAR(r.makespan_s, ideal + cases[i].bubble);
+        NEAR(r.bubble_rate, cases[i].bubble / ideal);
+        sim_result_free(&r);
+        sched_free(s);
+    }
+}
+
+/* Communication: p = 2, m = 1, 1F1B. Forward F0 | transfer | F1 B1 | transfer | B0, so the
+ * makespan is 2 tF + 2 tB + 2 (latency + bytes / bandwidth); with a fixed tcomm, + 2 tcomm.
+ * Inter-node links apply when ranks_per_node = 1. */
+static void test_comm_hand_computed(void) {
+    sched *s = lowered("1f1b", 2, 1, 0, 0);
+    if (!s) return;
+    sim_basic b;
+    sim_basic_init(&b);
+    b.tf_s = 1;
+    b.tb_s = 2;
+    b.bytes = 1000;
+    b.bandwidth_Bps = 4000;
+    b.latency_s = 0.1;
+    sim_result r;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+    NEAR(r.makespan_s, 6 + 2 * (0.1 + 0.25));
+    NEAR(r.comm_s, 2 * 0.35);
+    sim_result_free(&r);
+    b.ranks_per_node = 1;
+    b.inter_bandwidth_Bps = 1000;
+    b.inter_latency_s = 0.5;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+    NEAR(r.makespan_s, 6 + 2 * (0.5 + 1.0));
+    sim_result_free(&r);
+    b.tcomm_s = 0.125;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+    NEAR(r.makespan_s, 6 + 2 * 0.125);
+    sim_result_free(&r);
+    sched_free(s);
+}
+
+/* Overlap vs blocking: 1F1B p = 2, m = 4 with comm; blocking comm can only be slower, and the
+ * sender's compute stream is held: rank 0 busy time stays, its idle grows. A FIFO link
+ * serializes: with gpipe the forward sends of rank 0 queue behind each other when tcomm > tF. */
+static void test_blocking_and_fifo(void) {
+    sched *s = lowered("gpipe", 2, 4, 0, 0);
+    if (!s) return;
+    sim_basic b;
+    sim_basic_init(&b);
+    b.tf_s = 1;
+    b.tb_s = 1;
+    b.tcomm_s = 3;
+    sim_config c;
+    sim_config_init(&c);
+    sim_result r1, r2;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r1), PL_OK);
+    /* sends of F0..F3 leave at 1,2,3,4 but the link is FIFO: arrivals 4, 7, 10, 13; rank 1's
+     * last forward ends at 14, its backwards at 15..18 (B3 first, GPipe order), the last
+     * gradient (B0 of rank 1 ends at 18) arrives at 21 and rank 0's B0 ends at 22 */
+    NEAR(r1.makespan_s, 22);
+    c.blocking_comm = 1;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r2), PL_OK);
+    CU_ASSERT(r2.makespan_s > r1.makespan_s);
+    NEAR(r2.rank[0].busy_s, r1.rank[0].busy_s);
+    sim_result_free(&r1);
+    sim_result_free(&r2);
+    sched_free(s);
+}
+
+/* Memory: 1F1B stashes p - r microbatches on rank r, GPipe m; pipedream keeps as many weight
+ * versions as stashed microbatches, 2bw keeps 2; peak bytes follow. */
+static void test_memory(void) {
+    int p = 4, m = 8;
+    sim_basic b;
+    sim_basic_init(&b);
+    b.stash_bytes = 1000;
+    b.param_bytes = 400;
+    sim_config c;
+    sim_config_init(&c);
+    c.optimizer_bytes_per_param = 8; /* 2 bytes per parameter byte with dtype 4 */
+    sim_result r;
+    sched *s = lowered("1f1b", p, m, 0, 0);
+    if (s) {
+        CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r), PL_OK);
+        for (int q = 0; q < p; q++) {
+            CU_ASSERT_EQUAL(r.rank[q].peak_stash_mbs, p - q);
+            CU_ASSERT_EQUAL(r.rank[q].peak_weight_versions, 1);
+            /* weights 400 + grads 400 + optimizer 800 + stash */
+            CU_ASSERT_EQUAL(r.rank[q].peak_bytes, 1600 + (int64_t)(p - q) * 1000);
+        }
+        sim_result_free(&r);
+        sched_free(s);
+    }
+    s = lowered("gpipe", p, m, 0, 0);
+    if (s) {
+        CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r), PL_OK);
+        for (int q = 0; q < p; q++) CU_ASSERT_EQUAL(r.rank[q].peak_stash_mbs, m);
+        /* OOM verdict */
+        sim_result_free(&r);
+        c.capacity_bytes = 1600 + 4000;
+        CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r), PL_OK);
+        CU_ASSERT_EQUAL(r.oom, 1);
+        CU_ASSERT_EQUAL(r.rank[0].oom, 1);
+        sim_result_free(&r);
+        c.capacity_bytes = 1600 + 8000;
+        CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r), PL_OK);
+        CU_ASSERT_EQUAL(r.oom, 0);
+        sim_result_free(&r);
+        c.capacity_bytes = 0;
+        sched_free(s);
+    }
+    s = lowered("pipedream", p, m, 0, 4);
+    if (s) {
+        CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r), PL_OK);
+        for (int q = 0; q < p; q++) {
+            CU_ASSERT_EQUAL(r.rank[q].peak_weight_versions, r.rank[q].peak_stash_mbs);
+            CU_ASSERT_EQUAL(r.rank[q].peak_stash_mbs, p - q);
+            CU_ASSERT_EQUAL(r.rank[q].peak_bytes, 1200 + (int64_t)(p - q) * (1000 + 400));
+        }
+        /* steady state: one iteration of m microbatches takes m (tF + tB) on the bottleneck */
+        NEAR(r.iteration_time_s, m * 3.0);
+        sim_result_free(&r);
+        sched_free(s);
+    }
+    s = lowered("2bw", p, m, 0, 4);
+    if (s) {
+        CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r), PL_OK);
+        for (int q = 0; q < p; q++) CU_ASSERT_EQUAL(r.rank[q].peak_weight_versions, 2);
+        NEAR(r.iteration_time_s, m * 3.0);
+        sim_result_free(&r);
+        sched_free(s);
+    }
+}
+
+/* Recompute full: stash only the input, each backward pays one more forward. */
+static void test_recompute(void) {
+    int p = 2, m = 4;
+    pl_err e;
+    sched_gen_opts o = {p, m, 0, 0, SCHED_RECOMPUTE_FULL};
+    sched *g = sched_generate("1f1b", &o, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    sched *s = sched_lower(g, &e);
+    sched_free(g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    sim_basic b;
+    sim_basic_init(&b);
+    b.tf_s = 1;
+    b.tb_s = 2;
+    b.bytes = 10;
+    b.stash_bytes = 1000;
+    sim_config c;
+    sim_config_init(&c);
+    sim_result r;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r), PL_OK);
+    NEAR(r.makespan_s, (m + p - 1) * (1 + 2 + 1));
+    /* rank 0: 2 inputs stashed (20), plus one rebuilt stash during a backward (990) */
+    CU_ASSERT_EQUAL(r.rank[0].peak_bytes, 2 * 10 + 990);
+    sim_result_free(&r);
+    sched_free(s);
+}
+
+/* Data parallel: a replicated stage's REDUCE_GRAD costs the ring all-reduce at the end of
+ * the flush (nothing to overlap with in 1F1B at the last backward). */
+static void test_replicas_allreduce(void) {
+    sched *s = lowered("1f1b", 2, 2, 0, 0);
+    if (!s) return;
+    sim_basic b;
+    sim_basic_init(&b);
+    b.param_bytes = 3000;
+    b.bandwidth_Bps = 1000;
+    b.latency_s = 0.01;
+    b.tcomm_s = 0;
+    int rep[2] = {1, 4};
+    sim_config c;
+    sim_config_init(&c);
+    sim_result r0, r1;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r0), PL_OK);
+    c.replicas = rep;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r1), PL_OK);
+    double ar = 2.0 * 3 / 4 * 3000 / 1000 + 2 * 3 * 0.01;
+    /* stage 1's last backward ends at 7 (rank 1), rank 0's last at 9: the reduce of stage 1
+     * (7 + 4.56) sticks out past 9 */
+    NEAR(r0.makespan_s, 9);
+    NEAR(r1.makespan_s, 7 + ar);
+    NEAR(r1.rank[1].reduce_s, ar);
+    sim_result_free(&r0);
+    sim_result_free(&r1);
+    sched_free(s);
+}
+
+/* Determinism: two runs give identical traces (bitwise), also in stochastic mode; different
+ * seeds give different times, and a cv of 0 gives the deterministic result. */
+static void test_determinism_and_stochastic(void) {
+    sched *s = lowered("interleaved", 4, 8, 2, 0);
+    if (!s) return;
+    sim_basic b;
+    sim_basic_init(&b);
+    b.tcomm_s = 0.1;
+    sim_config c;
+    sim_config_init(&c);
+    c.record_trace = 1;
+    c.cv = 0.2;
+    c.seed = 42;
+    sim_result r1, r2, r3;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r1), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r2), PL_OK);
+    int same = 1;
+    for (int q = 0; q < s->ranks; q++)
+        same &= memcmp(r1.trace[q], r2.trace[q], s->rank[q].n * sizeof(sim_slot)) == 0;
+    CU_ASSERT(same);
+    c.seed = 43;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r3), PL_OK);
+    CU_ASSERT(r3.makespan_s != r1.makespan_s);
+    /* every action has a trace slot with start <= end */
+    int ok = 1;
+    for (int q = 0; q < s->ranks; q++)
+        for (size_t i = 0; i < s->rank[q].n; i++) ok &= r1.trace[q][i].start_s >= 0 && r1.trace[q][i].end_s >= r1.trace[q][i].start_s;
+    CU_ASSERT(ok);
+    sim_result_free(&r1);
+    sim_result_free(&r2);
+    sim_result_free(&r3);
+    /* repeat statistics: mean near the deterministic time, positive spread */
+    sim_repeat_stats st;
+    pl_err e;
+    sim_costs costs = sim_basic_costs(&b);
+    c.record_trace = 0;
+    c.cv = 0.1;
+    CU_ASSERT_EQUAL(sim_repeat(s, &costs, &c, 20, &st, NULL, &e), PL_OK);
+    c.cv = 0;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r1), PL_OK);
+    CU_ASSERT(st.iter_sd_s > 0);
+    CU_ASSERT(st.iter_min_s <= st.iter_mean_s && st.iter_mean_s <= st.iter_max_s);
+    CU_ASSERT(fabs(st.iter_mean_s - r1.iteration_time_s) < 0.2 * r1.iteration_time_s);
+    sim_result_free(&r1);
+    sched_free(s);
+}
+
+/* Chrome trace and table name every action. */
+static void test_trace_export(void) {
+    sched *s = lowered("1f1b", 2, 2, 0, 0);
+    if (!s) return;
+    sim_basic b;
+    sim_basic_init(&b);
+    sim_config c;
+    sim_config_init(&c);
+    c.record_trace = 1;
+    sim_result r;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r), PL_OK);
+    pl_buf out;
+    pl_buf_init(&out);
+    pl_err e;
+    CU_ASSERT_EQUAL(sim_trace_chrome(s, &r, &out, &e), PL_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.data, "\"traceEvents\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.data, "\"name\":\"1B1\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.data, "\"name\":\"0SEND_F0\""));
+    pl_buf_free(&out);
+    pl_buf_init(&out);
+    CU_ASSERT_EQUAL(sim_trace_table(s, &r, &out, &e), PL_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out.data, "0RECV_B1"));
+    pl_buf_free(&out);
+    sim_result_free(&r);
+    sched_free(s);
+}
+
+/* Stage CSV: overrides apply; errors name file:line. */
+static void test_stage_csv(void) {
+    char *dir = pl_test_tmpdir();
+    char *good = pl_test_path(dir, "good.csv"), *bad = pl_test_path(dir, "bad.csv");
+    FILE *f = fopen(good, "w");
+    fputs("# per-stage costs\nstage,tf,tb\n0,2,4\n1,,\n", f);
+    fclose(f);
+    f = fopen(bad, "w");
+    fputs("stage,tf\n0,1\n1,-3\n", f);
+    fclose(f);
+    sim_basic b;
+    sim_basic_init(&b);
+    pl_err e;
+    CU_ASSERT_EQUAL(sim_basic_load_csv(&b, good, 2, &e), PL_OK);
+    sched *s = lowered("1f1b", 2, 1, 0, 0);
+    if (s) {
+        sim_result r;
+        CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+        NEAR(r.makespan_s, 2 + 1 + 2 + 4); /* F0 on 0 (2), F on 1 (1), B on 1 (2), B on 0 (4) */
+        sim_result_free(&r);
+        sched_free(s);
+    }
+    CU_ASSERT_EQUAL(sim_basic_load_csv(&b, bad, 2, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "bad.csv:3:"));
+    sim_basic_free(&b);
+    free(good);
+    free(bad);
+    free(dir);
+}
+
+/* Negative compute costs are refused; unlowered schedules are refused. */
+static void test_library_errors(void) {
+    pl_err e;
+    sched_gen_opts o = {2, 2, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *g = sched_generate("1f1b", &o, &e);
+    sim_basic b;
+    sim_basic_init(&b);
+    sim_result r;
+    CU_ASSERT_EQUAL(run(g, &b, NULL, &r), PL_EINPUT);
+    sched *s = sched_lower(g, &e);
+    b.tf_s = -1;
+    CU_ASSERT_EQUAL(sim_basic_check(&b, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(run(s, &b, NULL, &r), PL_EINPUT);
+    sched_free(g);
+    sched_free(s);
+}
+
+/* The CLI: bad input exits 1 with a message; a good run prints the table. */
+static void test_cli(void) {
+    struct { const char *args; int rc; const char *msg; } cases[] = {
+        {"--kind 1f1b --ranks 4 --microbatches 8 --no-db", 0, "iteration"},
+        {"--kind 1f1b --ranks 4 --microbatches 8 --tf -1 --no-db", 1, "tf"},
+        {"--kind nosuch --ranks 4 --microbatches 8 --no-db", 1, "nosuch"},
+        {"--from /nonexistent/file.sched --no-db", 1, "nonexistent"},
+        {"--kind gpipe --ranks 4 --microbatches 8 --stash-bytes 1000 --capacity 2000 --fail-on-oom --no-db", 1, "out of memory"},
+        {"--kind 1f1b --ranks 2 --microbatches 2 --stage-costs /nonexistent.csv --no-db", 1, "nonexistent"},
+        {"--kind 1f1b --ranks 2 --microbatches 2 --format csv --no-db", 0, "iteration_time_s"},
+        {"--kind 1f1b --ranks 2 --microbatches 2 --format json --no-db", 0, "\"iteration_time_s\""},
+        {"--kind 1f1b --ranks 2 --microbatches 2 --trace --no-db", 0, "0SEND_F1"},
+        {"--kind 1f1b --ranks 2 --microbatches 2 --cv 0.1 --seed 3 --repeat 5 --no-db", 0, "stddev"},
+        {"--kind 1f1b --ranks 2 --microbatches 2 --replicas-stage 5=2 --no-db", 1, "stage"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "%s simulate %s", PIPELAB_BIN, cases[i].args);
+        char *out = NULL;
+        int rc = pl_test_run(cmd, &out);
+        if (rc != cases[i].rc || !strstr(out, cases[i].msg)) fprintf(stderr, "\n%s -> %d\n%s\n", cmd, rc, out);
+        CU_ASSERT_EQUAL(rc, cases[i].rc);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, cases[i].msg));
+        free(out);
+    }
+}
+
+void pl_test_register(void) {
+    static const pl_test_case cases[] = {
+        {"gpipe and 1f1b closed form", test_gpipe_1f1b_closed_form},
+        {"interleaved Megatron bubble", test_interleaved_megatron},
+        {"zero bubble sizes", test_zero_bubble_sizes},
+        {"communication hand-computed", test_comm_hand_computed},
+        {"blocking comm and FIFO links", test_blocking_and_fifo},
+        {"memory", test_memory},
+        {"recompute", test_recompute},
+        {"replicas all-reduce", test_replicas_allreduce},
+        {"determinism and stochastic", test_determinism_and_stochastic},
+        {"trace export", test_trace_export},
+        {"stage csv", test_stage_csv},
+        {"library errors", test_library_errors},
+        {"cli", test_cli},
+        {NULL, NULL},
+    };
+    pl_test_suite("sim", cases);
+}
