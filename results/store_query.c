@@ -134,9 +134,9 @@ int store_get_run(store *s, const char *key, store_run *run, pl_err *e) {
         if (!isdigit((unsigned char)*p)) numeric = 0;
     numeric = numeric && strlen(key) < 19;
     sqlite3_stmt *st = NULL;
-    int code = prepare_select(s, numeric ? "WHERE id = ?1 OR uid = ?2"
-                                         : "WHERE uid = ?2 OR (length(?2) >= 4 AND substr(uid, 1, length(?2)) = ?2) "
-                                           "ORDER BY uid = ?2 DESC LIMIT 3", &st, e);
+    /* An integer id wins, then an exact uid, then a unique uid prefix. */
+    int code = prepare_select(s, "WHERE id = ?1 OR uid = ?2 OR (length(?2) >= 4 AND substr(uid, 1, length(?2)) = ?2) "
+                                 "ORDER BY id IS ?1 DESC, uid = ?2 DESC LIMIT 3", &st, e);
     if (code != PL_OK) return code;
     if (numeric) sqlite3_bind_int64(st, 1, strtoll(key, NULL, 10));
     sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);

@@ -118,6 +118,8 @@ typedef struct sim_rank_stats {
     double reduce_s;          /* all-reduce time */
     double idle_s;            /* makespan - busy */
     double bubble;            /* idle_s / makespan */
+    double first_start_s;     /* start of the rank's first compute */
+    double span_s;            /* last compute end - first compute start */
     int64_t peak_bytes;       /* peak memory */
     int64_t static_bytes;     /* gradients + optimizer state + one weight version */
     int peak_stash_mbs;       /* most microbatches stashed at once (over the rank's stages) */
@@ -131,12 +133,16 @@ typedef struct sim_result {
     double iteration_time_s;  /* makespan / 1 iteration, or steady state over iterations 1..N-1 */
     double throughput;        /* samples / s = microbatches * microbatch_size / iteration time */
     double bubble;            /* 1 - sum busy / (ranks * makespan) */
-    double bubble_rate;       /* Zero Bubble paper: sum idle / sum busy (bubble / ideal compute) */
+    double bubble_rate;       /* Zero Bubble paper's bubble rate: max over ranks of
+                               * (span - busy) / busy, where span runs from the rank's first
+                               * compute start to its last compute end (so the staggered start
+                               * of a parallelogram is not a bubble: ZB-H2 reaches 0) */
     double bubble_s;          /* sum over ranks of idle time */
     double comm_s;            /* sum of transfer times */
     int64_t peak_bytes;       /* max over ranks */
     int oom;                  /* some rank over capacity */
     size_t actions, events;   /* actions executed, events processed */
+    size_t state_bytes;       /* bytes the engine allocated (tables, heap, links; no trace) */
     double *iter_end_s;       /* [iterations] when each iteration's last action ended */
     sim_rank_stats *rank;     /* [ranks] */
     sim_slot **trace;         /* [ranks][actions of the rank] when record_trace, else NULL */

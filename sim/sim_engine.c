@@ -38,6 +38,8 @@ typedef struct rank_state {
     double coll_free; /* collective stream free at */
     double start_cur; /* start of the running compute */
     int cur_iter;
+    int started;      /* 1 once a compute started */
+    double last_end;  /* end of the last compute */
     int inflight;     /* microbatches stashed now */
     int versions;     /* weight versions now (sum over stages) */
     int64_t mem;      /* bytes now */
@@ -266,6 +268,10 @@ static int advance(eng *g, int r) {
                 mem_start(g, k, a->kind, a->stage);
             }
             note_peaks(g, r, k);
+            if (!k->started) {
+                k->started = 1;
+                g->r->rank[r].first_start_s = now;
+            }
             k->start_cur = now;
             g->r->rank[r].busy_s += d;
             return heap_push(g, now + d, EV_COMPUTE_END, (uint64_t)r);
@@ -335,6 +341,10 @@ static int advance(eng *g, int r) {
             }
             double d = st_ >= 0 && st_ < s->stages ? g->c->step_s(g->c->ctx, st_) : 0;
             if (d > 0) {
+                if (!k->started) {
+                    k->started = 1;
+                    g->r->rank[r].first_start_s = now;
+                }
                 k->start_cur = now;
                 g->r->rank[r].busy_s += d;
                 return heap_push(g, now + d, EV_COMPUTE_END, (uint64_t)r);
@@ -403,6 +413,7 @@ static int compute_end(eng *g, int r) {
         break;
     }
     if (it >= 0) k->cur_iter = (int)(it / g->s->microbatches);
+    k->last_end = now;
     iter_note(g, k->cur_iter, now);
     return advance(g, r);
 }
@@ -580,8 +591,14 @@ static void finish_metrics(eng *g) {
         if (g->link_free[l] > mk) mk = g->link_free[l];
     r->makespan_s = mk;
     double busy = 0, idle = 0;
+    r->bubble_rate = 0;
     for (int q = 0; q < s->ranks; q++) {
         sim_rank_stats *st = &r->rank[q];
+        st->span_s = g->rk[q].started ? g->rk[q].last_end - st->first_start_s : 0;
+        if (st->busy_s > 0) {
+            double rate = (st->span_s - st->busy_s) / st->busy_s;
+            if (rate > r->bubble_rate) r->bubble_rate = rate;
+        }
         st->idle_s = mk - st->busy_s;
         if (st->idle_s < 0) st->idle_s = 0;
         st->bubble = mk > 0 ? st->idle_s / mk : 0;
@@ -592,7 +609,6 @@ static void finish_metrics(eng *g) {
     }
     r->bubble_s = idle;
     r->bubble = mk > 0 ? 1.0 - busy / (mk * s->ranks) : 0;
-    r->bubble_rate = busy > 0 ? idle / busy : 0;
     int n = r->iterations;
     r->iteration_time_s = n >= 2 ? (r->iter_end_s[n - 1] - r->iter_end_s[0]) / (n - 1) : mk;
     int mbs = g->cfg->microbatch_size > 0 ? g->cfg->microbatch_size : 1;
@@ -692,6 +708,11 @@ int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_resul
                 if (arr > r->trace[q][i].end_s) r->trace[q][i].end_s = arr;
             }
     finish_metrics(&g);
+    r->state_bytes = (size_t)T_N * (size_t)g.n_entries * sizeof(double) + g.hcap * sizeof(ev) +
+                     (size_t)s->ranks * (sizeof(rank_state) + sizeof(sim_rank_stats)) +
+                     (size_t)g.nlinks * sizeof(double) +
+                     (size_t)s->stages * (2 * sizeof(int32_t) + 3 * sizeof(double) + 3 * sizeof(int) + 4 * sizeof(int64_t)) +
+                     (size_t)r->iterations * sizeof(double);
 out:
     eng_free(&g);
     if (rc != PL_OK) sim_result_free(r);

@@ -108,15 +108,30 @@ static void test_run_roundtrip(void) {
     CU_ASSERT_EQUAL(store_get_run(s, "fixed-uid-0001", &got, &e), PL_OK);
     CU_ASSERT_STRING_EQUAL(got.origin, "elsewhere");
     CU_ASSERT_STRING_EQUAL(got.utc_time, "2020-01-02T03:04:05Z");
+    /* An all-digit uid prefix that is no integer id still finds the run; a shared prefix is ambiguous. */
+    store_run d1, d2, amb;
+    tr_sample_run(&d1, "digits", 5);
+    d1.uid = "12345678-0001";
+    CU_ASSERT_EQUAL(store_write_run(s, &d1, NULL, 0, NULL, 0, NULL, &e), PL_OK);
+    d1.uid = "12345678-0002";
+    CU_ASSERT_EQUAL(store_write_run(s, &d1, NULL, 0, NULL, 0, NULL, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_get_run(s, "12345678-0002", &d2, &e), PL_OK);
+    CU_ASSERT_STRING_EQUAL(d2.uid, "12345678-0002");
+    store_run_clear(&d2);
+    CU_ASSERT_EQUAL(store_get_run(s, "12345678", &amb, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "ambiguous"));
+    CU_ASSERT_EQUAL(store_get_run(s, "12345678-000", &amb, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(store_get_run(s, "12345678-0001", &d2, &e), PL_OK);
+    store_run_clear(&d2);
     /* A bad kind is refused. */
     in2.uid = NULL;
     in2.kind = "guessed";
     CU_ASSERT_EQUAL(store_write_run(s, &in2, rk, 4, NULL, 0, NULL, &e), PL_EINPUT);
     store_close(s);
-    CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM runs"), 2);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM runs"), 4);
     CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM ops"), 100);
     CU_ASSERT_EQUAL(tr_sql_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
-    CU_ASSERT_EQUAL(tr_partial_runs(path, -1), 1); /* run 1 was written with no rank rows on purpose */
+    CU_ASSERT_EQUAL(tr_partial_runs(path, -1), 3); /* runs 1, 3 and 4 were written without rank rows on purpose */
     free(ops);
     store_run_clear(&out);
     store_run_clear(&byuid);
