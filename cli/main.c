@@ -12,6 +12,9 @@ typedef struct subcommand {
 
 static const subcommand commands[] = {
     {"schedule", cli_schedule, "generate, load, validate, convert and draw pipeline schedules"},
+    {"model", cli_model, "load or generate a model; print its layers and per-stage costs"},
+    {"partition", cli_partition, "split a model into pipeline stages (PipeDream planner, balanced split)"},
+    {"calibrate", cli_calibrate, "fit efficiency, latency and bandwidth to measured timings; write a hardware file"},
     {NULL, NULL, NULL},
 };
 

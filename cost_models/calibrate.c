@@ -1,0 +1,237 @@
+/* calibrate.c: least-squares fits (GSL) of compute efficiency and link alpha/beta from observations. */
+#include <ctype.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_fit.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "partition_int.h"
+
+/* Returns the next comma-separated field of *s (trimmed, NUL-terminated in place), or NULL. */
+static char *next_field(char **s) {
+    if (!*s) return NULL;
+    char *f = *s, *comma = strchr(f, ',');
+    if (comma) {
+        *comma = '\0';
+        *s = comma + 1;
+    } else {
+        *s = NULL;
+    }
+    while (isspace((unsigned char)*f)) f++;
+    size_t n = strlen(f);
+    while (n && isspace((unsigned char)f[n - 1])) f[--n] = '\0';
+    return f;
+}
+
+/* Parses a non-negative number field; empty means 0 when allow_empty. Returns 0 or -1. */
+static int nonneg_field(const char *f, int allow_empty, double *out) {
+    if (!*f) {
+        *out = 0;
+        return allow_empty ? 0 : -1;
+    }
+    return pl_parse_double(f, out) == 0 && *out >= 0 ? 0 : -1;
+}
+
+int cost_observations_parse(const char *text, const char *path, cost_observation **out, size_t *n, pl_err *e) {
+    *out = NULL;
+    *n = 0;
+    if (!path) path = "<observations>";
+    char *copy = strdup(text ? text : "");
+    if (!copy) return pl_errf(e, PL_ENOMEM, "%s: out of memory", path);
+    cost_observation *v = NULL;
+    size_t len = 0, cap = 0;
+    int lineno = 0, last_line = 1, have_header = 0, rc = PL_OK;
+    for (char *line = copy, *nl; line; line = nl) {
+        nl = strchr(line, '\n');
+        if (nl) *nl++ = '\0';
+        lineno++;
+        size_t ll = strlen(line);
+        if (ll && line[ll - 1] == '\r') line[--ll] = '\0';
+        const char *t = line;
+        while (isspace((unsigned char)*t)) t++;
+        if (!*t || *t == '#') continue;
+        last_line = lineno;
+        char *cur = line, *f[5];
+        int nf = 0;
+        while (nf < 5 && (f[nf] = next_field(&cur)) != NULL) nf++;
+        if (!have_header) {
+            if (nf != 4 || strcmp(f[0], "kind") || strcmp(f[1], "flops") || strcmp(f[2], "bytes") || strcmp(f[3], "seconds")) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: expected the header 'kind,flops,bytes,seconds'", path, lineno);
+                break;
+            }
+            have_header = 1;
+            continue;
+        }
+        if (nf != 4) {
+            rc = pl_errf(e, PL_EINPUT, "%s:%d: expected 4 fields (kind,flops,bytes,seconds), got %s", path, lineno,
+                         nf > 4 ? "more" : nf == 3 ? "3" : nf == 2 ? "2" : "1");
+            break;
+        }
+        cost_observation o;
+        if (strcmp(f[0], "compute") == 0) o.kind = COST_OBS_COMPUTE;
+        else if (strcmp(f[0], "intra") == 0) o.kind = COST_OBS_INTRA;
+        else if (strcmp(f[0], "inter") == 0) o.kind = COST_OBS_INTER;
+        else {
+            rc = pl_errf(e, PL_EINPUT, "%s:%d: unknown kind '%s' (expected compute, intra or inter)", path, lineno, f[0]);
+            break;
+        }
+        int is_comp = o.kind == COST_OBS_COMPUTE;
+        if (nonneg_field(f[1], !is_comp, &o.flops) != 0) {
+            rc = pl_errf(e, PL_EINPUT, "%s:%d: flops must be a non-negative number%s (got '%s')", path, lineno,
+                         is_comp ? " for a compute observation" : "", f[1]);
+            break;
+        }
+        if (nonneg_field(f[2], is_comp, &o.bytes) != 0) {
+            rc = pl_errf(e, PL_EINPUT, "%s:%d: bytes must be a non-negative number%s (got '%s')", path, lineno,
+                         is_comp ? "" : " for a transfer observation", f[2]);
+            break;
+        }
+        if (nonneg_field(f[3], 0, &o.seconds) != 0) {
+            rc = pl_errf(e, PL_EINPUT, "%s:%d: seconds must be a non-negative number (got '%s')", path, lineno, f[3]);
+            break;
+        }
+        if (len == cap) {
+            size_t nc = cap ? cap * 2 : 64;
+            cost_observation *nv = pl_reallocarray(v, nc, sizeof *nv);
+            if (!nv) {
+                rc = pl_errf(e, PL_ENOMEM, "%s:%d: out of memory", path, lineno);
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        v[len++] = o;
+    }
+    free(copy);
+    if (rc == PL_OK && !have_header) rc = pl_errf(e, PL_EINPUT, "%s:1: empty file, expected the header 'kind,flops,bytes,seconds'", path);
+    if (rc == PL_OK && len == 0) rc = pl_errf(e, PL_EINPUT, "%s:%d: no observations after the header", path, last_line);
+    if (rc != PL_OK) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = len;
+    return PL_OK;
+}
+
+int cost_observations_read(const char *path, cost_observation **out, size_t *n, pl_err *e) {
+    char *text = NULL;
+    size_t len = 0;
+    *out = NULL;
+    *n = 0;
+    int rc = pl_read_file(path, (size_t)256 << 20, &text, &len, e);
+    if (rc != PL_OK) return rc;
+    if (memchr(text, '\0', len)) {
+        free(text);
+        return pl_errf(e, PL_EINPUT, "%s:1: not a text file (contains NUL bytes)", path);
+    }
+    rc = cost_observations_parse(text, path, out, n, e);
+    free(text);
+    return rc;
+}
+
+/* One straight-line fit y = c0 + c1 x with a non-negative intercept. */
+typedef struct line_fit {
+    double c0, c1, r2;
+} line_fit;
+
+/* Fits y = c0 + c1 x by ordinary least squares (gsl_fit_linear); when c0 comes out negative,
+ * refits through the origin (gsl_fit_mul) so latencies and launch overheads stay physical.
+ * Returns PL_OK, or PL_EINPUT (with what) when there are fewer than 3 points, x does not vary,
+ * or the slope is not positive. */
+static int fit_line(const double *x, const double *y, size_t n, const char *what, line_fit *f, pl_err *e) {
+    if (n < 3) return pl_errf(e, PL_EINPUT, "calibrate: %s needs at least 3 observations (got %zu)", what, n);
+    double xmin = x[0], xmax = x[0], ymean = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (x[k] < xmin) xmin = x[k];
+        if (x[k] > xmax) xmax = x[k];
+        ymean += y[k];
+    }
+    ymean /= (double)n;
+    if (!(xmax > xmin))
+        return pl_errf(e, PL_EINPUT, "calibrate: %s needs observations of at least two different sizes", what);
+    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    double c0, c1, cov00, cov01, cov11, sumsq;
+    int st = gsl_fit_linear(x, 1, y, 1, n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+    if (st == GSL_SUCCESS && c0 < 0) {
+        c0 = 0;
+        st = gsl_fit_mul(x, 1, y, 1, n, &c1, &cov11, &sumsq);
+    }
+    gsl_set_error_handler(old);
+    if (st != GSL_SUCCESS) return pl_errf(e, PL_EINPUT, "calibrate: %s: the least-squares fit failed (%s)", what, gsl_strerror(st));
+    if (!(c1 > 0) || !isfinite(c1))
+        return pl_errf(e, PL_EINPUT, "calibrate: %s: the fitted time per unit is %g, not positive; the observations do not "
+                       "grow with size", what, c1);
+    double tss = 0;
+    for (size_t k = 0; k < n; k++) tss += (y[k] - ymean) * (y[k] - ymean);
+    f->c0 = c0;
+    f->c1 = c1;
+    f->r2 = tss > 0 ? 1.0 - sumsq / tss : 1.0;
+    return PL_OK;
+}
+
+int cost_calibrate(const cost_observation *obs, size_t n, double peak_flops, int lenient, cost_fit *fit, pl_err *e) {
+    memset(fit, 0, sizeof *fit);
+    fit->peak_flops = peak_flops;
+    double *x = pl_calloc(n ? n : 1, sizeof(double)), *y = pl_calloc(n ? n : 1, sizeof(double));
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return pl_errf(e, PL_ENOMEM, "calibrate: out of memory");
+    }
+    static const char *const names[3] = {"compute", "intra-server transfer", "inter-server transfer"};
+    size_t counts[3] = {0, 0, 0};
+    int rc = PL_OK, fitted = 0;
+    for (int kind = 0; kind < 3 && rc == PL_OK; kind++) {
+        size_t m = 0;
+        for (size_t k = 0; k < n; k++) {
+            if ((int)obs[k].kind != kind) continue;
+            x[m] = kind == COST_OBS_COMPUTE ? obs[k].flops : obs[k].bytes;
+            y[m] = obs[k].seconds;
+            m++;
+        }
+        counts[kind] = m;
+        if (m == 0) continue;
+        line_fit f = {0, 0, 0};
+        rc = fit_line(x, y, m, names[kind], &f, e);
+        if (rc == PL_OK && kind == COST_OBS_COMPUTE && !(peak_flops > 0))
+            rc = pl_errf(e, PL_EINPUT, "calibrate: compute observations need the device's peak FLOP/s to give an "
+                         "efficiency (set device.flops_<precision> in the hardware file or with --set)");
+        if (rc == PL_EINPUT && lenient) {
+            size_t used = strlen(fit->skipped);
+            snprintf(fit->skipped + used, sizeof fit->skipped - used, "%s%s", used ? "; " : "",
+                     e->msg + (strncmp(e->msg, "calibrate: ", 11) == 0 ? 11 : 0));
+            rc = PL_OK;
+            continue;
+        }
+        if (rc != PL_OK) break;
+        fitted = 1;
+        if (kind == COST_OBS_COMPUTE) {
+            fit->have_compute = 1;
+            fit->efficiency = 1.0 / (peak_flops * f.c1);
+            fit->launch_s = f.c0;
+            fit->compute_r2 = f.r2;
+        } else if (kind == COST_OBS_INTRA) {
+            fit->have_intra = 1;
+            fit->intra_latency_s = f.c0;
+            fit->intra_bw_Bps = 1.0 / f.c1;
+            fit->intra_r2 = f.r2;
+        } else {
+            fit->have_inter = 1;
+            fit->inter_latency_s = f.c0;
+            fit->inter_bw_Bps = 1.0 / f.c1;
+            fit->inter_r2 = f.r2;
+        }
+    }
+    free(x);
+    free(y);
+    fit->n_compute = counts[0];
+    fit->n_intra = counts[1];
+    fit->n_inter = counts[2];
+    if (rc == PL_OK && !fitted)
+        rc = fit->skipped[0] ? pl_errf(e, PL_EINPUT, "calibrate: nothing could be fitted: %s", fit->skipped)
+                             : pl_errf(e, PL_EINPUT, "calibrate: no observations to fit");
+    return rc;
+}

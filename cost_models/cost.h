@@ -1,0 +1,525 @@
+/* cost.h: cost models: layer tables (profiles, graph.txt, analytic), hardware descriptions, and the
+ * ONE definition of compute, transfer, all-reduce and memory costs used by simulator and executor. */
+#ifndef COST_H
+#define COST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pl_common.h"
+#include "sched.h"
+
+/* ================================================================ models
+ *
+ * A model is an ordered table of layers. Every per-layer number describes ONE microbatch of
+ * model->microbatch_size samples; costs at another microbatch size scale compute (seconds and
+ * FLOPs) and activation bytes linearly by b / model->microbatch_size (parameter bytes do not
+ * scale). Unknown numbers are negative (COST_UNKNOWN).
+ *
+ * Profile CSV (what the executor's profiler writes; cost_model_read_csv):
+ *   - '#' starts a comment line; blank lines are ignored.
+ *   - Optional metadata lines before the header: "#@ key=value [key=value ...]" with keys
+ *       microbatch_size  samples per microbatch the numbers were measured at (default 1)
+ *       input_bytes      bytes of the model's input per microbatch (what stage 0 receives; default 0)
+ *       dtype_bytes      bytes per parameter element in param_bytes (default 4)
+ *       name             model name
+ *     Unknown metadata keys are errors.
+ *   - A header line naming columns, any order, each at most once:
+ *       layer                 0-based index; must be 0, 1, 2, ... in file order (required)
+ *       name                  layer name (required; double-quote it, RFC 4180 style, when it
+ *                             holds commas or quotes: "Conv2d(3, 64)", "" for a quote)
+ *       fwd_s                 forward seconds per microbatch
+ *       bwd_in_s              backward for the input gradient (I), seconds
+ *       bwd_w_s               backward for the weight gradient (W), seconds
+ *       fwd_flops, bwd_in_flops, bwd_w_flops   the same as FLOPs
+ *       param_bytes           parameter bytes (required)
+ *       out_bytes             output activation bytes: what crosses a stage boundary after this
+ *                             layer (required)
+ *       stash_bytes           activation bytes kept from forward to backward without
+ *                             recomputation (required)
+ *       stash_recompute_bytes bytes this layer keeps under full recomputation (its checkpoint);
+ *                             empty = "stage input only" (see cost_stage.stash_recompute_bytes)
+ *       in_bytes              bytes crossing the cut just before this layer (what a stage that
+ *                             starts here receives; differs from the previous out_bytes in
+ *                             branchy graphs); empty = previous layer's out_bytes (input_bytes
+ *                             for layer 0)
+ *       w_stash_bytes         part of the stash still held after I until W (split backward);
+ *                             empty = cost_opts.w_stash_fraction x stash_bytes
+ *     Unknown columns are errors. For each of fwd, bwd_in, bwd_w at least one of _s and _flops
+ *     must be given (non-empty) on every row. Empty cell = unknown. Negative values are errors.
+ *   Errors read "path:line: what is wrong".
+ */
+
+#define COST_UNKNOWN (-1.0)
+#define COST_MAX_LAYERS (1 << 20)
+
+typedef struct cost_layer {
+    char *name;                   /* owned by the model */
+    char *id;                     /* source id ("node12" in graph.txt), or NULL; owned */
+    double fwd_s, bwd_in_s, bwd_w_s;             /* seconds per microbatch, < 0 = unknown */
+    double fwd_flops, bwd_in_flops, bwd_w_flops; /* FLOPs per microbatch, < 0 = unknown */
+    int64_t param_bytes;           /* parameters (one version) */
+    int64_t out_bytes;             /* output activation per microbatch */
+    int64_t stash_bytes;           /* kept forward -> backward, no recomputation */
+    int64_t stash_recompute_bytes; /* kept under full recomputation; < 0 = stage input rule */
+    int64_t w_stash_bytes;         /* held from I until W; < 0 = w_stash_fraction x stash_bytes */
+    int src_line;                  /* line in the source file, 0 for generated layers */
+} cost_layer;
+
+typedef struct cost_model {
+    char name[64];            /* "transformer", "gnmt", file stem, ... */
+    char source[16];          /* "csv", "graph", "uniform", "mlp", "transformer" */
+    int n;                    /* layers */
+    cost_layer *layer;        /* [n] in pipeline order (topological order for graphs) */
+    int64_t *cut_bytes;       /* [n + 1] bytes crossing a cut before position k per microbatch:
+                               * [0] = the model input, [n] = the last layer's output; for a
+                               * graph, the sum of out_bytes of every node before k with an edge
+                               * to a node at or after k (branches and skips counted). */
+    int microbatch_size;      /* samples the per-layer numbers describe (>= 1) */
+    int dtype_bytes;          /* bytes per parameter element (to count parameters) */
+    char *src_path;           /* file it came from, or NULL; owned */
+} cost_model;
+
+/* Frees a model and everything it owns; NULL is fine. */
+void cost_model_free(cost_model *m);
+
+/* Reads a profile CSV (format above) from text[0..len); path is used in messages.
+ * Returns the model, or NULL with e filled ("path:line: what"). */
+cost_model *cost_model_read_csv(const char *path, const char *text, size_t len, pl_err *e);
+/* Writes a model in the profile CSV format (with metadata lines); round-trips with read. */
+int cost_model_write_csv(const cost_model *m, pl_buf *out, pl_err *e);
+
+/* Reads a PipeDream graph.txt profile. Node lines
+ *   nodeN -- Description -- forward_compute_time=MS, backward_compute_time=MS,
+ *            activation_size=BYTES, parameter_size=BYTES
+ * (activation_size may be a list "[a; b; c]": summed), edge lines "\tnodeA -- nodeB".
+ * Times are milliseconds per minibatch; they become seconds; the minibatch is taken as one
+ * microbatch of `microbatch_size` samples (pass 1 when unknown).
+ * Layers are ordered topologically (Kahn's algorithm; ties broken by the smallest node number N,
+ * then by first appearance in the file). Backward split: nodes without parameters have I = the
+ * whole backward and W = 0; nodes with parameters get I = W = backward / 2.
+ * out_bytes = stash_bytes = activation_size, stash_recompute_bytes unknown (stage input rule);
+ * cut_bytes as described above; cut_bytes[0] = 0.
+ * Errors: malformed lines, unknown or missing keys, negative values, duplicate nodes, edges to
+ * undefined nodes, and cycles ("path:line: cycle: node3 -> node5 -> node3"). */
+cost_model *cost_model_read_graph(const char *path, const char *text, size_t len,
+                                  int microbatch_size, pl_err *e);
+
+/* Analytic generators. Each returns a model of microbatch_size = the given microbatch. */
+typedef struct cost_uniform_opts {
+    int layers;                    /* L >= 1 */
+    int microbatch;                /* samples per microbatch (default 1) */
+    double fwd_s, bwd_s;           /* seconds; bwd split I = W = bwd / 2 unless given below */
+    double bwd_in_s, bwd_w_s;      /* < 0 = derived from bwd_s (or 2 fwd_s when bwd_s < 0) */
+    double fwd_flops;              /* > 0: FLOP-based instead (bwd_in = bwd_w = fwd_flops) */
+    int64_t param_bytes, out_bytes, stash_bytes; /* per layer */
+    int64_t w_stash_bytes;         /* < 0 = fraction rule */
+    int64_t stash_recompute_bytes; /* < 0 = stage input rule */
+} cost_uniform_opts;
+/* Defaults: 1 layer, microbatch 1, fwd 1 s, bwd derived (2 s), no FLOPs, 0 bytes, rule. */
+void cost_uniform_defaults(cost_uniform_opts *o);
+cost_model *cost_model_uniform(const cost_uniform_opts *o, pl_err *e);
+
+/* The executor's dense block, fp32: Linear h -> f (f = ffn_mult * h), GELU, Linear f -> h, residual.
+ * Per block and microbatch b: fwd = bwd_in = bwd_w = 4 b h f FLOPs (two GEMMs of 2 b h f;
+ * elementwise work ignored); params (2 h f + f + h) * 4 bytes; out b h * 4; stash (b h + 2 b f) * 4
+ * (block input, pre- and post-GELU); recompute stash b h * 4 (the block input). */
+typedef struct cost_mlp_opts {
+    int width, depth, microbatch; /* h, L, b */
+    int ffn_mult;                 /* default 4 */
+} cost_mlp_opts;
+cost_model *cost_model_mlp(const cost_mlp_opts *o, pl_err *e);
+
+/* GPT-style transformer in fp16/bf16 (2-byte params and activations), microbatch b:
+ *   layer 0   "embedding": params (V h + s h) * 2, no compute, out 2 s b h, input 4 s b (int32 ids)
+ *   layers 1..L "layer k": fwd 24 b s h^2 + 4 b s^2 h FLOPs (Megatron); backward split as the
+ *             Zero Bubble paper's Table 1: I = 24 b s h^2 + 8 b s^2 h, W = 24 b s h^2;
+ *             params (12 h^2 + 13 h) * 2; out 2 s b h; stash s b h (34 + 5 a s / h) (Korthikanti,
+ *             no recomputation); recompute stash 2 s b h; W stash 32 s b h (Zero Bubble Table 1).
+ *   layer L+1 "head": logits with the tied embedding (no params of its own): fwd = I = W =
+ *             2 b s h V FLOPs; stash 2 s b h + 4 s b V (input and fp32 logits); out 0.
+ * Parameter total = L (12 h^2 + 13 h) + V h + s h (GPT-3 175B: 174.6e9). */
+typedef struct cost_transformer_opts {
+    int layers, hidden, heads, seq, vocab, microbatch; /* L, h, a, s, V, b */
+} cost_transformer_opts;
+cost_model *cost_model_transformer(const cost_transformer_opts *o, pl_err *e);
+
+/* Opens a model from a spec used on command lines:
+ *   "uniform:layers=8,fwd_s=1e-3,bwd_s=2e-3,param_bytes=...,out_bytes=...,stash_bytes=..."
+ *   "mlp:width=1024,depth=8,microbatch=32"
+ *   "transformer:layers=24,hidden=1024,heads=16,seq=1024,vocab=50257,microbatch=1"
+ *   "gpt3-175b" style named presets are not provided; anything else is a file path:
+ *   *.csv = profile CSV, otherwise graph.txt (microbatch_size 1).
+ * Unknown generator keys are errors. Returns NULL and e on error. */
+cost_model *cost_model_open(const char *spec, pl_err *e);
+
+/* Sum of param_bytes / dtype_bytes over all layers. */
+double cost_model_params(const cost_model *m);
+
+/* ================================================================ hardware
+ *
+ * INI file (libinih), values are plain numbers in SI base units (FLOP/s, bytes, bytes/s, s):
+ *   [hardware]   name, description, source                 (free text)
+ *   [device]     flops_fp32, flops_tf32, flops_fp16, flops_bf16   peak FLOP/s (0 = unsupported)
+ *                efficiency        achievable fraction of peak, (0, 1]
+ *                memory_bytes      capacity per device
+ *                memory_bandwidth  bytes/s
+ *                launch_overhead   seconds per layer per compute action (kernel launch)
+ *   [topology]   nodes, devices_per_node
+ *   [link.intra] bandwidth, latency   between devices of one node (bytes/s, s)
+ *   [link.inter] bandwidth, latency   between nodes, per device pair
+ * Unknown sections or keys are errors "path:line: ...". Overrides use "section.key"
+ * ("link.inter.bandwidth", "device.flops_fp32"). Presets are embedded in the binary at build
+ * time from cost_models/hardware/NAME.ini; PIPELAB_HARDWARE_DIR (env) is searched first. */
+
+typedef enum cost_precision {
+    COST_FP32 = 0,
+    COST_TF32,
+    COST_FP16,
+    COST_BF16,
+    COST_NPREC
+} cost_precision;
+
+/* Returns "fp32", "tf32", "fp16", "bf16". */
+const char *cost_precision_name(cost_precision p);
+/* Returns the precision for a name, or -1. */
+int cost_precision_parse(const char *s);
+
+typedef struct cost_hw {
+    char name[64];
+    char description[160];
+    char source[256];
+    double peak_flops[COST_NPREC]; /* FLOP/s per device */
+    double efficiency;             /* achievable / peak */
+    double memory_bytes;           /* capacity per device */
+    double memory_bandwidth_Bps;
+    double launch_s;               /* per layer per compute action */
+    int nodes, devices_per_node;
+    double intra_bandwidth_Bps, intra_latency_s;
+    double inter_bandwidth_Bps, inter_latency_s;
+} cost_hw;
+
+/* Fills hw with neutral defaults (1 node of 1 device, nothing known: 0 FLOP/s, efficiency 1,
+ * free links: bandwidth 1e30, latency 0). */
+void cost_hw_init(cost_hw *hw);
+/* Parses INI text over hw (keys not in the text keep their value). Returns PL_OK or PL_EINPUT
+ * ("path:line: unknown key 'x' in [device]"). */
+int cost_hw_parse(cost_hw *hw, const char *path, const char *text, pl_err *e);
+/* Loads a preset by name ("h100") or an .ini path (contains '/' or ends in ".ini"), after
+ * cost_hw_init, then checks it. Returns PL_OK or an error listing the known presets. */
+int cost_hw_load(cost_hw *hw, const char *name_or_path, pl_err *e);
+/* Sets one key ("link.inter.bandwidth" = "12.5e9"); unknown key or bad value -> PL_EINPUT. */
+int cost_hw_set(cost_hw *hw, const char *key, const char *value, pl_err *e);
+/* Applies "KEY=VALUE" (the CLI's --set argument). */
+int cost_hw_set_kv(cost_hw *hw, const char *key_eq_value, pl_err *e);
+/* Checks consistency: positive bandwidths and topology, efficiency in (0, 1], no negatives. */
+int cost_hw_check(const cost_hw *hw, pl_err *e);
+/* Writes hw as an INI file (calibration writes fitted values this way); parses back equal. */
+int cost_hw_write(const cost_hw *hw, pl_buf *out);
+/* Names of the embedded presets, NULL-terminated; and the INI text of one (NULL if unknown). */
+const char *const *cost_hw_preset_names(void);
+const char *cost_hw_preset_text(const char *name);
+
+/* ================================================================ costs */
+
+/* Everything besides model, partition and hardware that a cost depends on. */
+typedef struct cost_opts {
+    int microbatch_size;            /* samples per microbatch (default: the model's) */
+    cost_precision precision;       /* for FLOP-based times (default fp32) */
+    int prefer_flops;               /* 1: use FLOPs when both FLOPs and seconds are known */
+    double grad_bytes_per_param;    /* gradient buffer (default: model dtype_bytes) */
+    double optimizer_bytes_per_param; /* optimizer state (default 8: Adam m, v in fp32) */
+    double w_stash_fraction;        /* part of the stash held from I until W (default 0.5) */
+} cost_opts;
+
+/* Fills o with the defaults above for model m (m may be NULL: microbatch 1, grad 4 bytes). */
+void cost_opts_init(cost_opts *o, const cost_model *m);
+
+/* Per-layer compute seconds of one microbatch under hw and o: seconds as given (scaled by
+ * microbatch), else flops / (peak[precision] * efficiency) + launch_s. Returns PL_OK, or
+ * PL_EINPUT when a time is unknown and cannot be derived (no FLOPs, or peak 0). */
+int cost_layer_times(const cost_model *m, int layer, const cost_hw *hw, const cost_opts *o,
+                     double *f_s, double *i_s, double *w_s, pl_err *e);
+
+/* Costs of one stage = layers [first, end) for one microbatch. */
+typedef struct cost_stage {
+    int first, end;                 /* layers [first, end) */
+    double f_s, i_s, w_s;           /* forward, input backward, weight backward */
+    double b_s;                     /* i_s + w_s */
+    double b_recompute_s;           /* b_s + f_s (full recomputation re-runs the forward) */
+    double i_recompute_s;           /* i_s + f_s (split backward under recomputation) */
+    int64_t param_bytes;            /* one weight version */
+    int64_t in_bytes;               /* cut_bytes[first]: received per microbatch (and gradient sent) */
+    int64_t out_bytes;              /* cut_bytes[end]: sent per microbatch */
+    int64_t stash_bytes;            /* kept per in-flight microbatch, no recomputation */
+    int64_t stash_recompute_bytes;  /* kept under full recomputation: sum over layers of
+                                     * stash_recompute_bytes, where an unknown value counts the
+                                     * stage input (in_bytes) for the first layer and 0 after */
+    int64_t w_stash_bytes;          /* held from I until W: sum of layers' w_stash_bytes (unknown:
+                                     * w_stash_fraction x that layer's stash_bytes) */
+} cost_stage;
+
+/* Fills st for layers [first, end). Returns PL_OK or PL_EINPUT (bad range, unknown time). */
+int cost_stage_eval(const cost_model *m, int first, int end, const cost_hw *hw,
+                    const cost_opts *o, cost_stage *st, pl_err *e);
+
+/* Prefix sums for O(1) stage costs over any range (what partitioners want). */
+typedef struct cost_prefix {
+    int n;
+    double *f_s, *i_s, *w_s;          /* [n + 1] prefix sums of per-layer times */
+    int64_t *param_bytes, *stash_bytes, *w_stash_bytes; /* [n + 1] prefix sums */
+    int64_t *rc_bytes;                /* [n + 1] prefix sums of max(0, stash_recompute_bytes) */
+    const cost_model *m;
+    cost_opts o;
+} cost_prefix;
+int cost_prefix_init(cost_prefix *p, const cost_model *m, const cost_hw *hw, const cost_opts *o,
+                     pl_err *e);
+void cost_prefix_free(cost_prefix *p);
+/* Same result as cost_stage_eval over [first, end), in O(1). */
+void cost_prefix_stage(const cost_prefix *p, int first, int end, cost_stage *st);
+
+/* Link of a rank pair: rank -> node = rank / devices_per_node. Returns 1 when the ranks sit on
+ * different nodes. */
+int cost_ranks_inter(const cost_hw *hw, int rank_a, int rank_b);
+/* Point-to-point transfer: latency + bytes / bandwidth of the intra or inter link (0 bytes on
+ * the same rank costs 0). */
+double cost_link_s(const cost_hw *hw, int inter, int64_t bytes);
+double cost_transfer_s(const cost_hw *hw, int src_rank, int dst_rank, int64_t bytes);
+/* Ring all-reduce of bytes over n replicas: 2 (n - 1) / n * bytes / bandwidth + 2 (n - 1) latency
+ * on the inter link when inter, else intra. n <= 1 costs 0. */
+double cost_allreduce_s(const cost_hw *hw, int inter, int replicas, int64_t bytes);
+/* Optimizer step of param_bytes on one device, memory-bound: reads and writes weights and
+ * optimizer state, reads gradients, over memory_bandwidth. 0 when bandwidth unknown. */
+double cost_step_s(const cost_hw *hw, const cost_opts *o, const cost_model *m,
+                   int64_t param_bytes);
+
+/* Memory of one stage on one rank. */
+typedef struct cost_memory {
+    int64_t weights_bytes;     /* param_bytes x versions */
+    int64_t grad_bytes;        /* one gradient buffer */
+    int64_t optimizer_bytes;   /* optimizer state */
+    int64_t activation_bytes;  /* stash x in-flight microbatches */
+    int64_t total_bytes;
+    int versions;              /* weight versions held */
+} cost_memory;
+
+/* Memory of a stage with `inflight` microbatches between forward and backward:
+ * versions = 1 (flush), inflight (stash), 2 (2bw); activations = inflight x stash_bytes, or
+ * inflight x stash_recompute_bytes under full recomputation, plus (recompute) one microbatch's
+ * full stash while its backward runs. */
+cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const cost_opts *o,
+                              sched_weights weights, sched_recompute rc, int inflight);
+
+/* Memory per rank of a schedule, from the unit-time dry run's max_inflight of the rank (k):
+ * weights (versions from the policy, stash = k), gradients and optimizer state summed over the
+ * stages the rank holds; activations = the largest cost_stage_memory activation among those
+ * stages at k in flight (k counts the stashes of all the rank's chunks, so this is an upper bound
+ * for multi-chunk schedules and exact for one stage per rank). stages[] indexed by schedule
+ * stage; out[ranks]. Returns PL_OK or the dry run's error. */
+int cost_schedule_memory(const sched *s, const cost_stage *stages, const cost_model *m,
+                         const cost_opts *o, cost_memory *out, pl_err *e);
+
+/* ================================================================ partitions
+ *
+ * A partition: stage s holds layers [bound[s], bound[s + 1]), replicated replicas[s] ways.
+ * (Partitioners and the partition file format live in partition*.c; their declarations go in
+ * the section below, owned by the partition code.) */
+typedef struct cost_partition {
+    int stages;
+    int *bound;     /* [stages + 1]: bound[0] = 0, bound[stages] = n, strictly increasing */
+    int *replicas;  /* [stages], each >= 1 */
+} cost_partition;
+
+/* Allocates a partition of `stages` stages (bounds 0, replicas 1). NULL on ENOMEM. */
+cost_partition *cost_partition_new(int stages);
+void cost_partition_free(cost_partition *p);
+/* Even split of n layers into stages (the first n % stages stages get one more layer). */
+cost_partition *cost_partition_even(int n, int stages, pl_err *e);
+/* Parses "0,4,8,12" (bounds, n + 1 values ending in n) or "4,4,4" with a leading '=' for sizes
+ * ("=4,4,4"); checks against n layers. NULL and e on error. */
+cost_partition *cost_partition_parse(const char *text, int n, pl_err *e);
+/* Checks bounds against a model of n layers. */
+int cost_partition_check(const cost_partition *p, int n, pl_err *e);
+/* Fills st[stages] for a partition. */
+int cost_partition_eval(const cost_partition *p, const cost_model *m, const cost_hw *hw,
+                        const cost_opts *o, cost_stage *st, pl_err *e);
+
+/* ================================================================ partitioners, calibration
+ * (declarations owned by partition*.c / calibrate*.c) */
+
+/* ---- partitioners and calibration ---- */
+/* (cost_models/partition.c, cost_models/calibrate.c; README: `pipelab partition`, `calibrate`.) */
+
+/* One layer as the partitioners see it (plain numbers; cost_part_layers_from_model fills them). */
+typedef struct cost_part_layer {
+    double time_s;       /* forward + backward compute of one minibatch on one device, seconds */
+    double param_bytes;  /* parameter bytes */
+    double out_bytes;    /* activation bytes crossing a cut placed right after this layer */
+    double stash_bytes;  /* activation bytes a minibatch keeps on the device until its backward */
+} cost_part_layer;
+
+/* The machine as the partitioners see it: a two-level topology and its links. */
+typedef struct cost_part_topo {
+    int devices_per_server;   /* devices in one server (>= 1) */
+    int servers;              /* servers (>= 1); workers beyond servers x devices are refused */
+    double intra_bw_Bps;      /* bandwidth between devices of one server, bytes/s (> 0) */
+    double intra_latency_s;   /* latency of one intra-server message, seconds (>= 0) */
+    double inter_bw_Bps;      /* bandwidth between servers, bytes/s (> 0) */
+    double inter_latency_s;   /* latency of one inter-server message, seconds (>= 0) */
+} cost_part_topo;
+
+/* How a replicated stage synchronizes its weights once per minibatch round. */
+typedef enum cost_allreduce_model {
+    COST_ALLREDUCE_RING = 0,      /* ring: 2(m-1)/m x |w|/B + 2(m-1) x latency (DESIGN.md §4) */
+    COST_ALLREDUCE_PIPEDREAM = 1  /* PipeDream's optimizer code: 4(m-1)|w| / (m B) */
+} cost_allreduce_model;
+
+/* One stage of a partition: a contiguous range of layers on `replicas` consecutive workers. */
+typedef struct cost_plan_stage {
+    int first_layer, last_layer; /* inclusive layer indices */
+    int replicas;                /* data-parallel replicas of this stage (1 = not replicated) */
+    int first_worker;            /* workers first_worker .. first_worker + replicas - 1 */
+    double compute_s;            /* compute of one minibatch on one replica (sum of layer time_s) */
+    double allreduce_s;          /* weight synchronization of one round, seconds (0 if replicas 1) */
+    double time_s;               /* (compute_s + allreduce_s) / replicas: per-minibatch stage time */
+    double transfer_in_s;        /* boundary transfer time charged to the input side (0 for stage 0) */
+    double param_bytes, stash_bytes;
+    int inflight;                /* minibatches in flight on one replica (stashed versions) */
+    double mem_bytes;            /* per-device memory: see cost_plan_pipedream / _balance */
+} cost_plan_stage;
+
+/* A partition: stages in order, with provenance and predictions. Owns `stage`. */
+typedef struct cost_plan {
+    char method[32];      /* "pipedream", "balance", or what a file said */
+    char model[128];      /* provenance: model name (may be "") */
+    char hardware[128];   /* provenance: hardware name (may be "") */
+    int layers;           /* layers of the model */
+    int workers;          /* sum of replicas */
+    int nstages;
+    cost_plan_stage *stage;
+    double bottleneck_s;  /* predicted time per minibatch: max over stage times and transfers */
+    double one_worker_s;  /* whole model on one worker, no communication */
+    double data_parallel_s; /* all workers replicate the whole model (same all-reduce model) */
+    double speedup_vs_one;  /* one_worker_s / bottleneck_s */
+    double speedup_vs_dp;   /* data_parallel_s / bottleneck_s */
+    int noam;             /* ceil(workers / replicas of stage 0) */
+    double peak_mem_bytes; /* max over stages of mem_bytes */
+} cost_plan;
+
+/* Options of PipeDream's planner. */
+typedef struct cost_pipedream_opts {
+    int workers;                   /* workers to use, all of them (1 .. servers x devices) */
+    cost_allreduce_model allreduce;
+    double capacity_bytes;         /* per-device memory limit; 0 = unlimited */
+    int straight;                  /* 1: no replication (every stage 1 replica) */
+} cost_pipedream_opts;
+
+/* Options of the GPipe/torchgpipe-style balancer. */
+typedef struct cost_balance_opts {
+    int stages;             /* p: stages (= workers), 1 .. layers */
+    int by_memory;          /* 1: minimize the largest stage memory instead of the largest time */
+    double capacity_bytes;  /* per-device memory limit; 0 = unlimited */
+    int inflight;           /* stashed microbatches per stage; 0 = 1F1B: p - s on stage s */
+    int weight_versions;    /* copies of the parameters held; 0 = 1 */
+} cost_balance_opts;
+
+/* Limits: larger inputs are refused with a clear error. */
+#define COST_PART_MAX_LAYERS 100000
+#define COST_PART_MAX_WORKERS 4096
+
+/* PipeDream's planner (Narayanan et al., SOSP'19 §3.1), generalized to a flat placement on a
+ * two-level topology: stages take consecutive workers in order. Costs of stage s on workers
+ * [a, a + r): compute C = sum of time_s; all-reduce S over the stage's parameters on the intra link
+ * when its workers share a server, else the inter link; stage time (C + S) / r (synchronization
+ * not overlapped, as in PipeDream's code). Boundary after stage s: 2 x (latency + out_bytes / B) /
+ * min(r_s, r_s+1), intra only when both stages lie in one server. Memory per device of stage s:
+ * inflight x (params + stash) with inflight = ceil(workers from s to the end / r_s) (weight
+ * stashing keeps one version per in-flight minibatch). Minimizes the largest stage or transfer
+ * time, exactly (DP over layer prefix, workers used, replicas of the last stage). Ties: first
+ * found with stage starts and replica counts tried in ascending order.
+ * Returns PL_OK and *out (free with cost_plan_free), or PL_EINPUT saying why nothing fits. */
+int cost_plan_pipedream(const cost_part_layer *layers, int nlayers, const cost_part_topo *topo,
+                             const cost_pipedream_opts *o, cost_plan *out, pl_err *e);
+
+/* Exact contiguous split of the layers into o->stages stages (one worker each) minimizing the
+ * largest stage compute time (or, with by_memory, the largest stage memory), under the capacity.
+ * Stage memory: params x weight_versions + stash x inflight. Ties: the lexicographically smallest
+ * list of stage boundaries. O(L^2 p). Returns PL_OK and *out, or PL_EINPUT when nothing fits. */
+int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_balance_opts *o,
+                           cost_plan *out, pl_err *e);
+
+/* Fills the predictions of a partition whose stages carry first/last layer and replicas (workers
+ * assigned in order), with the planner's cost model; topo NULL = one server, infinite links. For
+ * method "balance" the memory uses the balance formula with o_balance (may be NULL).
+ * Returns PL_OK or PL_EINPUT when the stages do not cover the layers contiguously. */
+int cost_plan_evaluate(cost_plan *p, const cost_part_layer *layers, int nlayers,
+                            const cost_part_topo *topo, cost_allreduce_model ar,
+                            const cost_balance_opts *o_balance, pl_err *e);
+
+/* All-reduce time of bytes over r replicas on a link (bandwidth bw_Bps, latency lat_s). */
+double cost_part_allreduce_s(cost_allreduce_model m, double bytes, int r, double bw_Bps, double lat_s);
+
+/* Builds the partitioners' layer table from a model on hardware: time_s = F + I + W of one
+ * microbatch (cost_layer_times), param_bytes, out_bytes = cut_bytes[l + 1] (branches counted),
+ * stash_bytes. Returns PL_OK and a malloc'd array of m->n layers, or the error of a time that
+ * cannot be derived. */
+int cost_part_layers_from_model(const cost_model *m, const cost_hw *hw, const cost_opts *o,
+                                cost_part_layer **out, pl_err *e);
+/* Fills t with the topology and links of hw. */
+void cost_part_topo_from_hw(const cost_hw *hw, cost_part_topo *t);
+/* Converts a plan to the simulator's cost_partition (bounds and replicas); NULL on ENOMEM. */
+cost_partition *cost_plan_to_partition(const cost_plan *p);
+
+/* "15-1": replicas per stage joined by '-', appended to b. */
+void cost_plan_config(const cost_plan *p, pl_buf *b);
+/* Frees the stages and zeroes p. */
+void cost_plan_free(cost_plan *p);
+
+/* Partition file ("pipelab-partition 1"; README). The writer appends text to b; the reader
+ * returns PL_OK and *out, or PL_EINPUT with "path:line: what". */
+void cost_partition_write(const cost_plan *p, pl_buf *b);
+int cost_partition_parse_text(const char *text, const char *path, cost_plan *out, pl_err *e);
+int cost_partition_read(const char *path, cost_plan *out, pl_err *e);
+
+/* ---- calibration */
+
+/* One measured action: what it did and how long it took. */
+typedef enum cost_obs_kind {
+    COST_OBS_COMPUTE = 0, /* a compute action of `flops` floating-point operations */
+    COST_OBS_INTRA = 1,   /* a transfer of `bytes` between devices of one server */
+    COST_OBS_INTER = 2    /* a transfer of `bytes` between servers */
+} cost_obs_kind;
+
+typedef struct cost_observation {
+    cost_obs_kind kind;
+    double flops, bytes, seconds;
+} cost_observation;
+
+/* Reads a CSV of observations with header `kind,flops,bytes,seconds` (kind: compute, intra,
+ * inter). Returns PL_OK and a malloc'd array, or PL_EINPUT with "path:line: what". */
+int cost_observations_parse(const char *text, const char *path, cost_observation **out, size_t *n,
+                            pl_err *e);
+int cost_observations_read(const char *path, cost_observation **out, size_t *n, pl_err *e);
+
+/* The fitted parameters; have_* says which groups had enough observations (>= 3). */
+typedef struct cost_fit {
+    int have_compute, have_intra, have_inter;
+    size_t n_compute, n_intra, n_inter;
+    double peak_flops;          /* the peak used to turn seconds per flop into efficiency */
+    double efficiency;          /* achieved / peak: 1 / (peak x slope) */
+    double launch_s;            /* intercept of the compute fit (kernel launch overhead) */
+    double compute_r2;
+    double intra_latency_s, intra_bw_Bps, intra_r2; /* alpha, 1/beta */
+    double inter_latency_s, inter_bw_Bps, inter_r2;
+    char skipped[512];          /* lenient mode: why groups were left out ("" when none) */
+} cost_fit;
+
+/* Least-squares fits (GSL): compute seconds = launch + flops / (peak x efficiency); transfer
+ * seconds = alpha + bytes x beta per link level. Negative intercepts are clamped to 0 (refit
+ * through the origin). A group with observations but fewer than 3, one size only, or a slope
+ * that is not positive is an error (PL_EINPUT saying which group), or with lenient = 1 is
+ * skipped (have_* = 0, the reason in fit->skipped); no group fitted is always an error. */
+int cost_calibrate(const cost_observation *obs, size_t n, double peak_flops, int lenient, cost_fit *fit,
+                   pl_err *e);
+
+#endif

@@ -1,0 +1,385 @@
+/* cost_calc.c: the one definition of costs: per-stage compute times and bytes, transfers,
+ * all-reduce, optimizer step, memory per stage and per rank, and partitions of a layer table. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost_int.h"
+
+/* Fills o with defaults for model m: the model's microbatch size; fp16 and 12 optimizer bytes per
+ * parameter (fp32 master weights, Adam m and v) for 2-byte models, else fp32 and 8 (Adam m, v);
+ * gradients in the model's dtype; seconds preferred over FLOPs; half the stash kept for W. */
+void cost_opts_init(cost_opts *o, const cost_model *m) {
+    memset(o, 0, sizeof *o);
+    int dtype = m && m->dtype_bytes > 0 ? m->dtype_bytes : 4;
+    o->microbatch_size = m ? m->microbatch_size : 1;
+    o->precision = dtype == 2 ? COST_FP16 : COST_FP32;
+    o->prefer_flops = 0;
+    o->grad_bytes_per_param = dtype;
+    o->optimizer_bytes_per_param = dtype == 2 ? 12 : 8;
+    o->w_stash_fraction = 0.5;
+}
+
+/* Returns how much bigger the requested microbatch is than the one the model describes. */
+static double mb_scale(const cost_model *m, const cost_opts *o) {
+    int base = m->microbatch_size > 0 ? m->microbatch_size : 1;
+    int want = o->microbatch_size > 0 ? o->microbatch_size : base;
+    return (double)want / base;
+}
+
+/* Scales bytes by the microbatch ratio, rounding to a whole byte. */
+static int64_t scale_bytes(int64_t b, double scale) {
+    return scale == 1.0 ? b : (int64_t)llround((double)b * scale);
+}
+
+/* Returns PL_OK and one compute time: measured seconds (scaled) unless FLOPs are preferred or the
+ * seconds are unknown; FLOPs become flops / (peak * efficiency) + launch overhead. */
+static int one_time(const cost_model *m, int layer, const char *what, double sec, double flops,
+                    const cost_hw *hw, const cost_opts *o, double scale, double *out, pl_err *e) {
+    if (sec >= 0 && (!o->prefer_flops || flops < 0)) {
+        *out = sec * scale;
+        return PL_OK;
+    }
+    if (flops < 0)
+        return pl_errf(e, PL_EINPUT, "model %s, layer %d (%s): %s time unknown (no seconds, no FLOPs)",
+                       m->name, layer, m->layer[layer].name ? m->layer[layer].name : "?", what);
+    if (!hw)
+        return pl_errf(e, PL_EINPUT, "model %s, layer %d: %s is given in FLOPs: a hardware description is "
+                       "needed", m->name, layer, what);
+    double peak = hw->peak_flops[o->precision];
+    if (!(peak > 0))
+        return pl_errf(e, PL_EINPUT, "hardware %s has no %s peak (device.flops_%s) for FLOP-based times",
+                       hw->name[0] ? hw->name : "?", cost_precision_name(o->precision),
+                       cost_precision_name(o->precision));
+    *out = flops * scale / (peak * hw->efficiency) + hw->launch_s;
+    return PL_OK;
+}
+
+/* Returns PL_OK and the F, I, W seconds of one layer for one microbatch under hw and o. */
+int cost_layer_times(const cost_model *m, int layer, const cost_hw *hw, const cost_opts *o,
+                     double *f_s, double *i_s, double *w_s, pl_err *e) {
+    if (layer < 0 || layer >= m->n) return pl_errf(e, PL_EINPUT, "layer %d out of range [0, %d)", layer, m->n);
+    const cost_layer *l = &m->layer[layer];
+    double scale = mb_scale(m, o);
+    if (one_time(m, layer, "forward", l->fwd_s, l->fwd_flops, hw, o, scale, f_s, e) != PL_OK ||
+        one_time(m, layer, "input-backward", l->bwd_in_s, l->bwd_in_flops, hw, o, scale, i_s, e) != PL_OK ||
+        one_time(m, layer, "weight-backward", l->bwd_w_s, l->bwd_w_flops, hw, o, scale, w_s, e) != PL_OK)
+        return PL_EINPUT;
+    return PL_OK;
+}
+
+/* Returns the W stash of a layer: its own value, or w_stash_fraction of its stash. */
+static int64_t layer_w_stash(const cost_layer *l, const cost_opts *o) {
+    if (l->w_stash_bytes >= 0) return l->w_stash_bytes;
+    return (int64_t)llround((double)l->stash_bytes * o->w_stash_fraction);
+}
+
+/* Fills the byte fields of st that follow from the layer range (unscaled sums, then scaled). */
+static void stage_bytes(const cost_model *m, int first, int end, int64_t param, int64_t stash,
+                        int64_t wst, int64_t rc_rest, double scale, cost_stage *st) {
+    st->param_bytes = param;
+    st->in_bytes = scale_bytes(m->cut_bytes[first], scale);
+    st->out_bytes = scale_bytes(m->cut_bytes[end], scale);
+    st->stash_bytes = scale_bytes(stash, scale);
+    st->w_stash_bytes = scale_bytes(wst, scale);
+    int64_t rc0 = m->layer[first].stash_recompute_bytes;
+    int64_t rc = (rc0 >= 0 ? rc0 : m->cut_bytes[first]) + rc_rest;
+    st->stash_recompute_bytes = scale_bytes(rc, scale);
+}
+
+/* Fills st for layers [first, end); returns PL_OK or PL_EINPUT (bad range or unknown time). */
+int cost_stage_eval(const cost_model *m, int first, int end, const cost_hw *hw, const cost_opts *o,
+                    cost_stage *st, pl_err *e) {
+    if (first < 0 || end > m->n || first >= end)
+        return pl_errf(e, PL_EINPUT, "stage layers [%d, %d) are not a non-empty range of [0, %d)", first, end, m->n);
+    memset(st, 0, sizeof *st);
+    st->first = first;
+    st->end = end;
+    int64_t param = 0, stash = 0, wst = 0, rc_rest = 0;
+    for (int i = first; i < end; i++) {
+        double f, ib, w;
+        if (cost_layer_times(m, i, hw, o, &f, &ib, &w, e) != PL_OK) return PL_EINPUT;
+        st->f_s += f;
+        st->i_s += ib;
+        st->w_s += w;
+        const cost_layer *l = &m->layer[i];
+        param += l->param_bytes;
+        stash += l->stash_bytes;
+        wst += layer_w_stash(l, o);
+        if (i > first && l->stash_recompute_bytes > 0) rc_rest += l->stash_recompute_bytes;
+    }
+    st->b_s = st->i_s + st->w_s;
+    st->b_recompute_s = st->b_s + st->f_s;
+    st->i_recompute_s = st->i_s + st->f_s;
+    stage_bytes(m, first, end, param, stash, wst, rc_rest, mb_scale(m, o), st);
+    return PL_OK;
+}
+
+/* Frees the prefix arrays. */
+void cost_prefix_free(cost_prefix *p) {
+    free(p->f_s);
+    free(p->i_s);
+    free(p->w_s);
+    free(p->param_bytes);
+    free(p->stash_bytes);
+    free(p->w_stash_bytes);
+    free(p->rc_bytes);
+    memset(p, 0, sizeof *p);
+}
+
+/* Builds prefix sums of per-layer times and bytes; returns PL_OK or an error (unknown time). */
+int cost_prefix_init(cost_prefix *p, const cost_model *m, const cost_hw *hw, const cost_opts *o, pl_err *e) {
+    memset(p, 0, sizeof *p);
+    size_t n1 = (size_t)m->n + 1;
+    p->n = m->n;
+    p->m = m;
+    p->o = *o;
+    p->f_s = pl_calloc(n1, sizeof *p->f_s);
+    p->i_s = pl_calloc(n1, sizeof *p->i_s);
+    p->w_s = pl_calloc(n1, sizeof *p->w_s);
+    p->param_bytes = pl_calloc(n1, sizeof *p->param_bytes);
+    p->stash_bytes = pl_calloc(n1, sizeof *p->stash_bytes);
+    p->w_stash_bytes = pl_calloc(n1, sizeof *p->w_stash_bytes);
+    p->rc_bytes = pl_calloc(n1, sizeof *p->rc_bytes);
+    if (!p->f_s || !p->i_s || !p->w_s || !p->param_bytes || !p->stash_bytes || !p->w_stash_bytes || !p->rc_bytes) {
+        cost_prefix_free(p);
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < m->n; i++) {
+        double f, ib, w;
+        if (cost_layer_times(m, i, hw, o, &f, &ib, &w, e) != PL_OK) {
+            cost_prefix_free(p);
+            return PL_EINPUT;
+        }
+        const cost_layer *l = &m->layer[i];
+        p->f_s[i + 1] = p->f_s[i] + f;
+        p->i_s[i + 1] = p->i_s[i] + ib;
+        p->w_s[i + 1] = p->w_s[i] + w;
+        p->param_bytes[i + 1] = p->param_bytes[i] + l->param_bytes;
+        p->stash_bytes[i + 1] = p->stash_bytes[i] + l->stash_bytes;
+        p->w_stash_bytes[i + 1] = p->w_stash_bytes[i] + layer_w_stash(l, o);
+        p->rc_bytes[i + 1] = p->rc_bytes[i] + (l->stash_recompute_bytes > 0 ? l->stash_recompute_bytes : 0);
+    }
+    return PL_OK;
+}
+
+/* Fills st for [first, end) from the prefix sums in O(1); the range must be valid. */
+void cost_prefix_stage(const cost_prefix *p, int first, int end, cost_stage *st) {
+    memset(st, 0, sizeof *st);
+    st->first = first;
+    st->end = end;
+    st->f_s = p->f_s[end] - p->f_s[first];
+    st->i_s = p->i_s[end] - p->i_s[first];
+    st->w_s = p->w_s[end] - p->w_s[first];
+    st->b_s = st->i_s + st->w_s;
+    st->b_recompute_s = st->b_s + st->f_s;
+    st->i_recompute_s = st->i_s + st->f_s;
+    stage_bytes(p->m, first, end, p->param_bytes[end] - p->param_bytes[first],
+                p->stash_bytes[end] - p->stash_bytes[first], p->w_stash_bytes[end] - p->w_stash_bytes[first],
+                p->rc_bytes[end] - p->rc_bytes[first + 1], mb_scale(p->m, &p->o), st);
+}
+
+/* ---------------------------------------------------------------- communication */
+
+/* Returns 1 when the two ranks sit on different nodes (rank / devices_per_node differs). */
+int cost_ranks_inter(const cost_hw *hw, int a, int b) {
+    int d = hw->devices_per_node > 0 ? hw->devices_per_node : 1;
+    return a / d != b / d;
+}
+
+/* Returns latency + bytes / bandwidth of one link; nothing to send costs nothing. */
+double cost_link_s(const cost_hw *hw, int inter, int64_t bytes) {
+    if (bytes <= 0) return 0;
+    double bw = inter ? hw->inter_bandwidth_Bps : hw->intra_bandwidth_Bps;
+    double lat = inter ? hw->inter_latency_s : hw->intra_latency_s;
+    return lat + (double)bytes / bw;
+}
+
+/* Returns the time to send bytes from src_rank to dst_rank (0 on the same rank). */
+double cost_transfer_s(const cost_hw *hw, int src_rank, int dst_rank, int64_t bytes) {
+    if (src_rank == dst_rank) return 0;
+    return cost_link_s(hw, cost_ranks_inter(hw, src_rank, dst_rank), bytes);
+}
+
+/* Returns the ring all-reduce time: 2 (n-1)/n bytes / bandwidth + 2 (n-1) latency. */
+double cost_allreduce_s(const cost_hw *hw, int inter, int replicas, int64_t bytes) {
+    if (replicas <= 1 || bytes <= 0) return 0;
+    double n = replicas;
+    double bw = inter ? hw->inter_bandwidth_Bps : hw->intra_bandwidth_Bps;
+    double lat = inter ? hw->inter_latency_s : hw->intra_latency_s;
+    return 2 * (n - 1) / n * (double)bytes / bw + 2 * (n - 1) * lat;
+}
+
+/* Returns the memory-bound optimizer step: (2 weights + gradients + 2 optimizer state) bytes over
+ * the device's memory bandwidth; 0 when the bandwidth is unknown. */
+double cost_step_s(const cost_hw *hw, const cost_opts *o, const cost_model *m, int64_t param_bytes) {
+    if (!hw || !(hw->memory_bandwidth_Bps > 0)) return 0;
+    double params = (double)param_bytes / (m && m->dtype_bytes > 0 ? m->dtype_bytes : 4);
+    double bytes = 2.0 * (double)param_bytes + params * o->grad_bytes_per_param +
+                   2.0 * params * o->optimizer_bytes_per_param;
+    return bytes / hw->memory_bandwidth_Bps;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+/* Returns the memory of one stage holding `inflight` microbatches (see cost.h for the rules). */
+cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const cost_opts *o,
+                              sched_weights weights, sched_recompute rc, int inflight) {
+    cost_memory r = {0};
+    if (inflight < 0) inflight = 0;
+    double params = (double)st->param_bytes / (m && m->dtype_bytes > 0 ? m->dtype_bytes : 4);
+    r.versions = weights == SCHED_WEIGHTS_STASH ? (inflight > 1 ? inflight : 1)
+                 : weights == SCHED_WEIGHTS_2BW ? 2
+                                                : 1;
+    r.weights_bytes = st->param_bytes * r.versions;
+    r.grad_bytes = (int64_t)llround(params * o->grad_bytes_per_param);
+    r.optimizer_bytes = (int64_t)llround(params * o->optimizer_bytes_per_param);
+    if (rc == SCHED_RECOMPUTE_FULL)
+        r.activation_bytes = (int64_t)inflight * st->stash_recompute_bytes + (inflight > 0 ? st->stash_bytes : 0);
+    else
+        r.activation_bytes = (int64_t)inflight * st->stash_bytes;
+    r.total_bytes = r.weights_bytes + r.grad_bytes + r.optimizer_bytes + r.activation_bytes;
+    return r;
+}
+
+/* Fills out[ranks] with the memory of each rank under schedule s (see cost.h); returns PL_OK or
+ * the dry run's error. */
+int cost_schedule_memory(const sched *s, const cost_stage *stages, const cost_model *m, const cost_opts *o,
+                         cost_memory *out, pl_err *e) {
+    sched_dryrun_result r;
+    memset(&r, 0, sizeof r);
+    if (sched_dryrun(s, NULL, &r, e) != PL_OK) return e ? e->code : PL_EINPUT;
+    for (int k = 0; k < s->ranks; k++) {
+        cost_memory acc = {0};
+        int inflight = r.max_inflight[k];
+        int64_t max_stash = 0;
+        for (int st = 0; st < s->stages; st++) {
+            if (s->stage_rank[st] != k) continue;
+            cost_memory sm = cost_stage_memory(&stages[st], m, o, s->weights, s->recompute, inflight);
+            acc.weights_bytes += sm.weights_bytes;
+            acc.grad_bytes += sm.grad_bytes;
+            acc.optimizer_bytes += sm.optimizer_bytes;
+            if (sm.activation_bytes > max_stash) max_stash = sm.activation_bytes;
+            if (sm.versions > acc.versions) acc.versions = sm.versions;
+        }
+        acc.activation_bytes = max_stash;
+        acc.total_bytes = acc.weights_bytes + acc.grad_bytes + acc.optimizer_bytes + acc.activation_bytes;
+        out[k] = acc;
+    }
+    sched_dryrun_free(&r, s->ranks);
+    return PL_OK;
+}
+
+/* ---------------------------------------------------------------- partitions */
+
+/* Returns a partition of `stages` stages with zero bounds and one replica each, or NULL. */
+cost_partition *cost_partition_new(int stages) {
+    if (stages < 1 || stages > COST_MAX_LAYERS) return NULL;
+    cost_partition *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->stages = stages;
+    p->bound = pl_calloc((size_t)stages + 1, sizeof *p->bound);
+    p->replicas = pl_calloc((size_t)stages, sizeof *p->replicas);
+    if (!p->bound || !p->replicas) {
+        cost_partition_free(p);
+        return NULL;
+    }
+    for (int s = 0; s < stages; s++) p->replicas[s] = 1;
+    return p;
+}
+
+/* Frees a partition; NULL is fine. */
+void cost_partition_free(cost_partition *p) {
+    if (!p) return;
+    free(p->bound);
+    free(p->replicas);
+    free(p);
+}
+
+/* Returns PL_OK when bounds go 0 = b0 < b1 < ... < b_stages = n and replicas are >= 1. */
+int cost_partition_check(const cost_partition *p, int n, pl_err *e) {
+    if (p->stages < 1) return pl_errf(e, PL_EINPUT, "a partition needs at least one stage");
+    if (p->bound[0] != 0) return pl_errf(e, PL_EINPUT, "partition: the first stage must start at layer 0");
+    if (p->bound[p->stages] != n)
+        return pl_errf(e, PL_EINPUT, "partition: the last stage must end at layer %d (the model has %d layers), "
+                       "not %d", n, n, p->bound[p->stages]);
+    for (int s = 0; s < p->stages; s++) {
+        if (p->bound[s + 1] <= p->bound[s])
+            return pl_errf(e, PL_EINPUT, "partition: stage %d is empty or reversed ([%d, %d))", s, p->bound[s],
+                           p->bound[s + 1]);
+        if (p->replicas && p->replicas[s] < 1)
+            return pl_errf(e, PL_EINPUT, "partition: stage %d has %d replicas", s, p->replicas[s]);
+    }
+    return PL_OK;
+}
+
+/* Returns an even split: n / stages layers each, the first n % stages stages one more. */
+cost_partition *cost_partition_even(int n, int stages, pl_err *e) {
+    if (stages < 1 || stages > n) {
+        pl_errf(e, PL_EINPUT, "cannot split %d layers into %d non-empty stages", n, stages);
+        return NULL;
+    }
+    cost_partition *p = cost_partition_new(stages);
+    if (!p) {
+        pl_errf(e, PL_ENOMEM, "out of memory");
+        return NULL;
+    }
+    int q = n / stages, r = n % stages;
+    for (int s = 0; s < stages; s++) p->bound[s + 1] = p->bound[s] + q + (s < r ? 1 : 0);
+    return p;
+}
+
+/* Parses "0,4,8,12" (bounds) or "=4,4,4" (sizes) against n layers; NULL and e on error. */
+cost_partition *cost_partition_parse(const char *text, int n, pl_err *e) {
+    int sizes = text[0] == '=';
+    const char *s = text + sizes;
+    int count = 1;
+    for (const char *c = s; *c; c++) count += *c == ',';
+    int stages = sizes ? count : count - 1;
+    if (stages < 1 || stages > COST_MAX_LAYERS) {
+        pl_errf(e, PL_EINPUT, "partition '%s': give bounds 0,..,%d or sizes =a,b,..", text, n);
+        return NULL;
+    }
+    cost_partition *p = cost_partition_new(stages);
+    if (!p) {
+        pl_errf(e, PL_ENOMEM, "out of memory");
+        return NULL;
+    }
+    int k = 0;
+    while (k < count) {
+        size_t len = strcspn(s, ",");
+        char buf[32];
+        long v;
+        if (len == 0 || len >= sizeof buf) goto bad;
+        memcpy(buf, s, len);
+        buf[len] = 0;
+        if (pl_parse_long(buf, 0, COST_MAX_LAYERS, &v) != 0) goto bad;
+        if (sizes)
+            p->bound[k + 1] = p->bound[k] + (int)v;
+        else
+            p->bound[k] = (int)v;
+        k++;
+        s += len;
+        if (*s == ',') s++;
+    }
+    if (cost_partition_check(p, n, e) != PL_OK) {
+        pl_err_prefix(e, "partition '%s': ", text);
+        cost_partition_free(p);
+        return NULL;
+    }
+    return p;
+bad:
+    pl_errf(e, PL_EINPUT, "partition '%s': entry %d is not a number", text, k + 1);
+    cost_partition_free(p);
+    return NULL;
+}
+
+/* Fills st[stages] for a checked partition; returns PL_OK or the first stage's error. */
+int cost_partition_eval(const cost_partition *p, const cost_model *m, const cost_hw *hw, const cost_opts *o,
+                        cost_stage *st, pl_err *e) {
+    if (cost_partition_check(p, m->n, e) != PL_OK) return PL_EINPUT;
+    for (int s = 0; s < p->stages; s++)
+        if (cost_stage_eval(m, p->bound[s], p->bound[s + 1], hw, o, &st[s], e) != PL_OK) return PL_EINPUT;
+    return PL_OK;
+}

@@ -1,0 +1,46 @@
+/* cost_int.h: internals shared by the cost_models sources (not part of the public API). */
+#ifndef COST_INT_H
+#define COST_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cost.h"
+
+/* The embedded hardware presets (generated cost_presets.c), terminated by {NULL, NULL}. */
+struct cost_preset {
+    const char *name;
+    const char *text;
+};
+extern const struct cost_preset cost_presets[];
+
+/* Cursor over the lines of a text: cost_next_line sets *line and *len (no '\n', no trailing '\r')
+ * and returns 1, or 0 at the end. lineno counts from 1. */
+typedef struct cost_lines {
+    const char *text;
+    size_t len, pos;
+    int lineno;
+} cost_lines;
+void cost_lines_init(cost_lines *c, const char *text, size_t len);
+int cost_next_line(cost_lines *c, const char **line, size_t *len);
+
+/* Returns a malloc'd NUL-terminated copy of s[0..n), or NULL. */
+char *cost_strndup(const char *s, size_t n);
+/* Trims ASCII blanks on both sides of s[0..*n): returns the new start, updates *n. */
+const char *cost_trim(const char *s, size_t *n);
+
+/* Allocates a model of n layers with every number unknown / zero and cut_bytes zeroed.
+ * Returns NULL and fills e on bad n or allocation failure. */
+cost_model *cost_model_alloc(int n, pl_err *e);
+/* Sets m->layer[i].name to a copy of name[0..len); returns PL_OK or PL_ENOMEM. */
+int cost_layer_set_name(cost_model *m, int i, const char *name, size_t len, pl_err *e);
+/* Fills cut_bytes[1..n] of a chain from out_bytes (cut_bytes[0] is left alone). */
+void cost_model_chain_cuts(cost_model *m);
+/* Sets m->name from the stem of a path ("x/gnmt.graph.txt" -> "gnmt"). */
+void cost_model_name_from_path(cost_model *m, const char *path);
+/* Parses a whole non-negative number (double) from s[0..n); returns 0 or -1. */
+int cost_parse_nonneg(const char *s, size_t n, double *out);
+/* Converts a non-negative double of bytes to int64_t; returns 0, or -1 when too large. */
+int cost_bytes_from_double(double v, int64_t *out);
+
+#endif

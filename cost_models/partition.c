@@ -1,0 +1,706 @@
+/* partition.c: PipeDream's planner, GPipe-style balancing, and the partition file format. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "partition_int.h"
+
+/* Prefix sums of the layer table plus everything a cost evaluation needs. */
+typedef struct pctx {
+    int L, W;
+    const cost_part_layer *lay;
+    double *T, *P, *S; /* [L + 1] prefix sums of time_s, param_bytes, stash_bytes */
+    cost_part_topo topo;
+    cost_allreduce_model ar;
+} pctx;
+
+/* Returns the all-reduce time of `bytes` over r replicas on one link; 0 when r <= 1. */
+double cost_part_allreduce_s(cost_allreduce_model m, double bytes, int r, double bw_Bps, double lat_s) {
+    if (r <= 1) return 0.0;
+    double rm1 = (double)(r - 1);
+    if (m == COST_ALLREDUCE_PIPEDREAM) return 4.0 * rm1 * bytes / ((double)r * bw_Bps);
+    return 2.0 * rm1 / (double)r * bytes / bw_Bps + 2.0 * rm1 * lat_s;
+}
+
+/* Returns 1 when workers a .. b (inclusive) all live in one server. */
+static int one_server(const pctx *c, int a, int b) {
+    return a / c->topo.devices_per_server == b / c->topo.devices_per_server;
+}
+
+/* Returns the all-reduce time of the parameters of layers [i, j) replicated on workers [a, a + r). */
+static double stage_allreduce_s(const pctx *c, int i, int j, int a, int r) {
+    int intra = one_server(c, a, a + r - 1);
+    return cost_part_allreduce_s(c->ar, c->P[j] - c->P[i], r, intra ? c->topo.intra_bw_Bps : c->topo.inter_bw_Bps,
+                                 intra ? c->topo.intra_latency_s : c->topo.inter_latency_s);
+}
+
+/* Returns the per-minibatch time of layers [i, j) on workers [a, a + r): (compute + sync) / r. */
+static double stage_time_s(const pctx *c, int i, int j, int a, int r) {
+    return (c->T[j] - c->T[i] + stage_allreduce_s(c, i, j, a, r)) / (double)r;
+}
+
+/* Returns the in-flight minibatches of a stage starting at worker a with r replicas. */
+static int stage_inflight(const pctx *c, int a, int r) { return cost_part_ceil_div(c->W - a, r); }
+
+/* Returns the per-device memory of layers [i, j) on workers [a, a + r) under the planner's rule. */
+static double stage_mem_bytes(const pctx *c, int i, int j, int a, int r) {
+    return (double)stage_inflight(c, a, r) * (c->P[j] - c->P[i] + c->S[j] - c->S[i]);
+}
+
+/* Returns the transfer time of the cut after layer j - 1 between a stage on workers
+ * [a, a + r1) and the next one on [a + r1, a + r1 + r2): activation and gradient, split over the
+ * smaller replica count; intra-server only when both stages share one server. */
+static double transfer_s(const pctx *c, int j, int a, int r1, int r2) {
+    int intra = one_server(c, a, a + r1 + r2 - 1);
+    double bw = intra ? c->topo.intra_bw_Bps : c->topo.inter_bw_Bps;
+    double lat = intra ? c->topo.intra_latency_s : c->topo.inter_latency_s;
+    int rmin = r1 < r2 ? r1 : r2;
+    return 2.0 * (lat + c->lay[j - 1].out_bytes / bw) / (double)rmin;
+}
+
+/* Frees the prefix arrays of a context. */
+static void pctx_free(pctx *c) {
+    free(c->T);
+    free(c->P);
+    free(c->S);
+    c->T = c->P = c->S = NULL;
+}
+
+/* Checks the layer table and builds the prefix sums; returns PL_OK or an error. */
+static int pctx_init(pctx *c, const cost_part_layer *layers, int nlayers, int workers, const cost_part_topo *topo,
+                     cost_allreduce_model ar, pl_err *e) {
+    memset(c, 0, sizeof *c);
+    if (!layers || nlayers < 1) return pl_errf(e, PL_EINPUT, "partition: the model has no layers");
+    if (nlayers > COST_PART_MAX_LAYERS)
+        return pl_errf(e, PL_EINPUT, "partition: %d layers is more than the %d supported", nlayers, COST_PART_MAX_LAYERS);
+    if (workers < 1 || workers > COST_PART_MAX_WORKERS)
+        return pl_errf(e, PL_EINPUT, "partition: workers must be between 1 and %d (got %d)", COST_PART_MAX_WORKERS, workers);
+    for (int l = 0; l < nlayers; l++) {
+        const cost_part_layer *y = &layers[l];
+        if (!(y->time_s >= 0) || !(y->param_bytes >= 0) || !(y->out_bytes >= 0) || !(y->stash_bytes >= 0) ||
+            !isfinite(y->time_s) || !isfinite(y->param_bytes) || !isfinite(y->out_bytes) || !isfinite(y->stash_bytes))
+            return pl_errf(e, PL_EINPUT, "partition: layer %d has a negative or non-finite time or size", l);
+    }
+    if (topo) {
+        c->topo = *topo;
+        if (topo->devices_per_server < 1 || topo->servers < 1)
+            return pl_errf(e, PL_EINPUT, "partition: the topology needs at least one server and one device per server");
+        if (!(topo->intra_bw_Bps > 0) || !(topo->inter_bw_Bps > 0) || !(topo->intra_latency_s >= 0) ||
+            !(topo->inter_latency_s >= 0))
+            return pl_errf(e, PL_EINPUT, "partition: link bandwidths must be positive and latencies non-negative");
+        if ((long long)topo->devices_per_server * topo->servers < workers)
+            return pl_errf(e, PL_EINPUT, "partition: %d workers do not fit on %d server(s) of %d device(s)", workers,
+                           topo->servers, topo->devices_per_server);
+    } else {
+        c->topo = (cost_part_topo){workers, 1, INFINITY, 0.0, INFINITY, 0.0};
+    }
+    c->L = nlayers;
+    c->W = workers;
+    c->lay = layers;
+    c->ar = ar;
+    c->T = pl_calloc((size_t)nlayers + 1, sizeof(double));
+    c->P = pl_calloc((size_t)nlayers + 1, sizeof(double));
+    c->S = pl_calloc((size_t)nlayers + 1, sizeof(double));
+    if (!c->T || !c->P || !c->S) {
+        pctx_free(c);
+        return pl_errf(e, PL_ENOMEM, "partition: out of memory");
+    }
+    for (int l = 0; l < nlayers; l++) {
+        c->T[l + 1] = c->T[l] + layers[l].time_s;
+        c->P[l + 1] = c->P[l] + layers[l].param_bytes;
+        c->S[l + 1] = c->S[l] + layers[l].stash_bytes;
+    }
+    return PL_OK;
+}
+
+void cost_plan_free(cost_plan *p) {
+    if (!p) return;
+    free(p->stage);
+    memset(p, 0, sizeof *p);
+}
+
+void cost_plan_config(const cost_plan *p, pl_buf *b) {
+    for (int s = 0; s < p->nstages; s++) pl_buf_printf(b, "%s%d", s ? "-" : "", p->stage[s].replicas);
+}
+
+/* Fills the predictions of p from the context (pipedream rule, or balance rule when bo != NULL).
+ * Returns PL_OK or PL_EINPUT when the stages are not a contiguous cover. */
+static int fill_predictions(cost_plan *p, const pctx *c, const cost_balance_opts *bo, pl_err *e) {
+    if (p->nstages < 1 || !p->stage) return pl_errf(e, PL_EINPUT, "partition: no stages");
+    int next = 0, a = 0;
+    for (int s = 0; s < p->nstages; s++) {
+        cost_plan_stage *st = &p->stage[s];
+        if (st->first_layer != next || st->last_layer < st->first_layer || st->last_layer >= c->L)
+            return pl_errf(e, PL_EINPUT, "partition: stage %d covers layers %d-%d but should start at layer %d and end before %d",
+                           s, st->first_layer, st->last_layer, next, c->L);
+        if (st->replicas < 1) return pl_errf(e, PL_EINPUT, "partition: stage %d has %d replicas", s, st->replicas);
+        next = st->last_layer + 1;
+        a += st->replicas;
+    }
+    if (next != c->L) return pl_errf(e, PL_EINPUT, "partition: the stages cover layers 0-%d of %d", next - 1, c->L);
+    if (a != c->W) return pl_errf(e, PL_EINPUT, "partition: the stages use %d workers, not %d", a, c->W);
+    p->layers = c->L;
+    p->workers = c->W;
+    p->bottleneck_s = 0;
+    p->peak_mem_bytes = 0;
+    a = 0;
+    for (int s = 0; s < p->nstages; s++) {
+        cost_plan_stage *st = &p->stage[s];
+        int i = st->first_layer, j = st->last_layer + 1, r = st->replicas;
+        st->first_worker = a;
+        st->compute_s = c->T[j] - c->T[i];
+        st->allreduce_s = stage_allreduce_s(c, i, j, a, r);
+        st->time_s = stage_time_s(c, i, j, a, r);
+        st->param_bytes = c->P[j] - c->P[i];
+        st->stash_bytes = c->S[j] - c->S[i];
+        if (bo) {
+            int v = bo->weight_versions > 0 ? bo->weight_versions : 1;
+            st->inflight = bo->inflight > 0 ? bo->inflight : p->nstages - s;
+            st->mem_bytes = st->param_bytes * v + st->stash_bytes * st->inflight;
+        } else {
+            st->inflight = stage_inflight(c, a, r);
+            st->mem_bytes = stage_mem_bytes(c, i, j, a, r);
+        }
+        st->transfer_in_s = s == 0 ? 0.0 : transfer_s(c, i, p->stage[s - 1].first_worker, p->stage[s - 1].replicas, r);
+        if (st->time_s > p->bottleneck_s) p->bottleneck_s = st->time_s;
+        if (st->transfer_in_s > p->bottleneck_s) p->bottleneck_s = st->transfer_in_s;
+        if (st->mem_bytes > p->peak_mem_bytes) p->peak_mem_bytes = st->mem_bytes;
+        a += r;
+    }
+    p->one_worker_s = c->T[c->L];
+    p->data_parallel_s = stage_time_s(c, 0, c->L, 0, c->W);
+    p->speedup_vs_one = p->bottleneck_s > 0 ? p->one_worker_s / p->bottleneck_s : 0.0;
+    p->speedup_vs_dp = p->bottleneck_s > 0 ? p->data_parallel_s / p->bottleneck_s : 0.0;
+    p->noam = cost_part_ceil_div(c->W, p->stage[0].replicas);
+    return PL_OK;
+}
+
+int cost_plan_evaluate(cost_plan *p, const cost_part_layer *layers, int nlayers, const cost_part_topo *topo,
+                            cost_allreduce_model ar, const cost_balance_opts *o_balance, pl_err *e) {
+    int W = 0;
+    for (int s = 0; s < p->nstages; s++) {
+        if (p->stage[s].replicas < 1 || p->stage[s].replicas > COST_PART_MAX_WORKERS)
+            return pl_errf(e, PL_EINPUT, "partition: stage %d has %d replicas", s, p->stage[s].replicas);
+        W += p->stage[s].replicas;
+    }
+    if (p->nstages < 1) return pl_errf(e, PL_EINPUT, "partition: no stages");
+    if (p->stage[p->nstages - 1].last_layer + 1 != nlayers)
+        return pl_errf(e, PL_EINPUT, "partition: the stages end at layer %d but the model has %d layers",
+                       p->stage[p->nstages - 1].last_layer, nlayers);
+    pctx c;
+    int rc = pctx_init(&c, layers, nlayers, W, topo, ar, e);
+    if (rc != PL_OK) return rc;
+    const cost_balance_opts *bo = o_balance;
+    cost_balance_opts dflt = {0};
+    if (!bo && strcmp(p->method, "balance") == 0) bo = &dflt;
+    rc = fill_predictions(p, &c, bo, e);
+    pctx_free(&c);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- PipeDream's planner */
+
+enum { OBJ_TIME = 0, OBJ_MEM = 1 };
+
+/* The DP tables: value, and the back pointer (start layer and replicas of the previous stage). */
+typedef struct pdtab {
+    double *v;
+    int *prev_i;
+    int *prev_r;
+} pdtab;
+
+/* Runs the planner's DP for one objective (time or memory) under a capacity (0 = none), and
+ * returns the best value (INFINITY when nothing fits) with its stages in *out when out != NULL.
+ * *status gets PL_OK, or PL_ENOMEM on allocation failure. */
+static double pipedream_dp(const pctx *c, int objective, double cap, int straight, cost_plan *out, int *status) {
+    const int L = c->L, W = c->W, W1 = W + 1;
+    size_t cells = (size_t)(L + 1) * (size_t)W1 * (size_t)W1;
+    pdtab t = {pl_calloc(cells, sizeof(double)), pl_calloc(cells, sizeof(int)), pl_calloc(cells, sizeof(int))};
+    *status = PL_OK;
+    if (!t.v || !t.prev_i || !t.prev_r) {
+        free(t.v);
+        free(t.prev_i);
+        free(t.prev_r);
+        *status = PL_ENOMEM;
+        return INFINITY;
+    }
+#define IDX(j, m, r) (((size_t)(j) * (size_t)W1 + (size_t)(m)) * (size_t)W1 + (size_t)(r))
+    for (size_t k = 0; k < cells; k++) t.v[k] = INFINITY;
+    int rmax = straight ? 1 : W;
+    for (int j = 1; j <= L; j++) {
+        for (int m = 1; m <= W; m++) {
+            for (int r = 1; r <= m && r <= rmax; r++) {
+                int a = m - r; /* first worker of the last stage */
+                double best = INFINITY;
+                int bi = -1, br = -1;
+                for (int i = 0; i < j; i++) {
+                    if ((i == 0) != (a == 0)) continue; /* the first stage starts at layer 0 and worker 0 */
+                    double mem = stage_mem_bytes(c, i, j, a, r);
+                    if (cap > 0 && mem > cap) continue;
+                    double own = objective == OBJ_TIME ? stage_time_s(c, i, j, a, r) : mem;
+                    if (i == 0) {
+                        if (own < best) best = own, bi = 0, br = 0;
+                        continue;
+                    }
+                    if (own >= best) continue; /* cannot improve strictly: same result, less work */
+                    for (int rp = 1; rp <= a && rp <= rmax; rp++) {
+                        double prev = t.v[IDX(i, a, rp)];
+                        if (prev >= best) continue;
+                        double val = prev > own ? prev : own;
+                        if (objective == OBJ_TIME) {
+                            double x = transfer_s(c, i, a - rp, rp, r);
+                            if (x > val) val = x;
+                        }
+                        if (val < best) best = val, bi = i, br = rp;
+                    }
+                }
+                t.v[IDX(j, m, r)] = best;
+                t.prev_i[IDX(j, m, r)] = bi;
+                t.prev_r[IDX(j, m, r)] = br;
+            }
+        }
+    }
+    double best = INFINITY;
+    int best_r = -1;
+    for (int r = 1; r <= W && r <= rmax; r++)
+        if (t.v[IDX(L, W, r)] < best) best = t.v[IDX(L, W, r)], best_r = r;
+    if (out && best < INFINITY) {
+        int n = 0;
+        for (int j = L, m = W, r = best_r; j > 0;) {
+            int pi = t.prev_i[IDX(j, m, r)], pr = t.prev_r[IDX(j, m, r)];
+            n++;
+            m -= r, j = pi, r = pr;
+        }
+        out->stage = pl_calloc((size_t)n, sizeof *out->stage);
+        if (!out->stage) {
+            *status = PL_ENOMEM;
+        } else {
+            out->nstages = n;
+            int s = n - 1;
+            for (int j = L, m = W, r = best_r; j > 0; s--) {
+                int pi = t.prev_i[IDX(j, m, r)], pr = t.prev_r[IDX(j, m, r)];
+                out->stage[s].first_layer = pi;
+                out->stage[s].last_layer = j - 1;
+                out->stage[s].replicas = r;
+                m -= r, j = pi, r = pr;
+            }
+        }
+    }
+#undef IDX
+    free(t.v);
+    free(t.prev_i);
+    free(t.prev_r);
+    return best;
+}
+
+int cost_plan_pipedream(const cost_part_layer *layers, int nlayers, const cost_part_topo *topo,
+                             const cost_pipedream_opts *o, cost_plan *out, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    if (!o) return pl_errf(e, PL_EINPUT, "partition: no planner options");
+    if (!(o->capacity_bytes >= 0)) return pl_errf(e, PL_EINPUT, "partition: the memory capacity must be non-negative");
+    if (o->allreduce != COST_ALLREDUCE_RING && o->allreduce != COST_ALLREDUCE_PIPEDREAM)
+        return pl_errf(e, PL_EINPUT, "partition: unknown all-reduce model %d", (int)o->allreduce);
+    pctx c;
+    int rc = pctx_init(&c, layers, nlayers, o->workers, topo, o->allreduce, e);
+    if (rc != PL_OK) return rc;
+    if (o->straight && o->workers > nlayers) {
+        pctx_free(&c);
+        return pl_errf(e, PL_EINPUT, "partition: a straight pipeline of %d workers needs at least %d layers (the model has %d)",
+                       o->workers, o->workers, nlayers);
+    }
+    double W1 = (double)o->workers + 1;
+    double cells = ((double)nlayers + 1) * W1 * W1;
+    double work = (double)nlayers * nlayers * W1 * W1 * W1 / 12.0;
+    if (cells > 2e7 || work > 2e10) {
+        pctx_free(&c);
+        return pl_errf(e, PL_EINPUT, "partition: %d layers on %d workers is too large for the planner's exact search "
+                       "(about %.0f table cells and %.1e steps); merge layers or use fewer workers",
+                       nlayers, o->workers, cells, work);
+    }
+    int st;
+    double best = pipedream_dp(&c, OBJ_TIME, o->capacity_bytes, o->straight, out, &st);
+    if (st != PL_OK) {
+        pctx_free(&c);
+        cost_plan_free(out);
+        return pl_errf(e, st, "partition: out of memory in the planner");
+    }
+    if (best == INFINITY) {
+        double least = pipedream_dp(&c, OBJ_MEM, 0.0, o->straight, NULL, &st);
+        pctx_free(&c);
+        if (st != PL_OK) return pl_errf(e, st, "partition: out of memory in the planner");
+        return pl_errf(e, PL_EINPUT,
+                       "partition: no %s configuration of %d workers fits in %.0f bytes per device: the least any "
+                       "configuration needs on its fullest device is %.0f bytes (in-flight minibatches x "
+                       "(parameters + stashed activations))",
+                       o->straight ? "straight-pipeline" : "pipeline", o->workers, o->capacity_bytes, least);
+    }
+    snprintf(out->method, sizeof out->method, "pipedream");
+    rc = fill_predictions(out, &c, NULL, e);
+    pctx_free(&c);
+    if (rc != PL_OK) {
+        cost_plan_free(out);
+        return rc;
+    }
+    return PL_OK;
+}
+
+/* ---------------------------------------------------------------- GPipe-style balancing */
+
+/* Returns the balance objective of layers [i, j) as stage s of p (INFINITY over the capacity). */
+static double balance_cost(const pctx *c, const cost_balance_opts *o, int s, int i, int j) {
+    int v = o->weight_versions > 0 ? o->weight_versions : 1;
+    int inflight = o->inflight > 0 ? o->inflight : o->stages - s;
+    double mem = (c->P[j] - c->P[i]) * v + (c->S[j] - c->S[i]) * inflight;
+    if (o->capacity_bytes > 0 && mem > o->capacity_bytes) return INFINITY;
+    return o->by_memory ? mem : c->T[j] - c->T[i];
+}
+
+/* Returns the least memory any split of the layers needs on its fullest stage (capacity ignored). */
+static double balance_least_mem(const pctx *c, const cost_balance_opts *o, double *g, int p) {
+    cost_balance_opts m = *o;
+    m.by_memory = 1;
+    m.capacity_bytes = 0;
+    const int L = c->L;
+#define G(s, i) g[(size_t)(s) * (size_t)(L + 1) + (size_t)(i)]
+    for (int s = p; s >= 0; s--)
+        for (int i = 0; i <= L; i++) {
+            if (s == p) { G(s, i) = i == L ? 0.0 : INFINITY; continue; }
+            double best = INFINITY;
+            for (int j = i + 1; j <= L - (p - s - 1); j++) {
+                double v = balance_cost(c, &m, s, i, j), rest = G(s + 1, j);
+                if (rest > v) v = rest;
+                if (v < best) best = v;
+            }
+            G(s, i) = best;
+        }
+    return G(0, 0);
+#undef G
+}
+
+int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_balance_opts *o, cost_plan *out,
+                           pl_err *e) {
+    memset(out, 0, sizeof *out);
+    if (!o) return pl_errf(e, PL_EINPUT, "partition: no balance options");
+    const int p = o->stages;
+    if (p < 1 || p > nlayers)
+        return pl_errf(e, PL_EINPUT, "partition: cannot split %d layers into %d stages (each stage needs a layer)", nlayers, p);
+    if (!(o->capacity_bytes >= 0) || o->inflight < 0 || o->weight_versions < 0)
+        return pl_errf(e, PL_EINPUT, "partition: capacity, in-flight count and weight versions must be non-negative");
+    if ((double)nlayers * nlayers * p > 4e10)
+        return pl_errf(e, PL_EINPUT, "partition: %d layers into %d stages is too large for the exact split", nlayers, p);
+    pctx c;
+    int rc = pctx_init(&c, layers, nlayers, p, NULL, COST_ALLREDUCE_RING, e);
+    if (rc != PL_OK) return rc;
+    const int L = nlayers;
+    /* g(s, i): the best largest cost of splitting layers [i, L) into stages s .. p-1. */
+    double *g = pl_calloc((size_t)(p + 1) * (size_t)(L + 1), sizeof(double));
+    if (!g) {
+        pctx_free(&c);
+        return pl_errf(e, PL_ENOMEM, "partition: out of memory");
+    }
+#define G(s, i) g[(size_t)(s) * (size_t)(L + 1) + (size_t)(i)]
+    for (int s = p; s >= 0; s--)
+        for (int i = 0; i <= L; i++) {
+            if (s == p) { G(s, i) = i == L ? 0.0 : INFINITY; continue; }
+            double best = INFINITY;
+            for (int j = i + 1; j <= L - (p - s - 1); j++) {
+                double v = balance_cost(&c, o, s, i, j), rest = G(s + 1, j);
+                if (rest > v) v = rest;
+                if (v < best) best = v;
+            }
+            G(s, i) = best;
+        }
+    double opt = G(0, 0);
+    if (opt == INFINITY) {
+        double least = balance_least_mem(&c, o, g, p);
+        free(g);
+        pctx_free(&c);
+        return pl_errf(e, PL_EINPUT,
+                       "partition: no split of %d layers into %d stages fits in %.0f bytes per device: the least any "
+                       "split needs on its fullest stage is %.0f bytes (parameters x versions + stashed activations x "
+                       "in-flight microbatches)",
+                       L, p, o->capacity_bytes, least);
+    }
+    out->stage = pl_calloc((size_t)p, sizeof *out->stage);
+    if (!out->stage) {
+        free(g);
+        pctx_free(&c);
+        return pl_errf(e, PL_ENOMEM, "partition: out of memory");
+    }
+    out->nstages = p;
+    /* Lexicographically smallest boundaries: each stage ends as early as the optimum allows. */
+    for (int s = 0, i = 0; s < p; s++) {
+        int pick = -1;
+        for (int j = i + 1; j <= L - (p - s - 1); j++) {
+            double v = balance_cost(&c, o, s, i, j), rest = G(s + 1, j);
+            if (rest > v) v = rest;
+            if (v <= opt) { pick = j; break; }
+        }
+        if (pick < 0) { /* cannot happen: the optimum is reachable */
+            free(g);
+            pctx_free(&c);
+            cost_plan_free(out);
+            return pl_errf(e, PL_EINTERNAL, "partition: internal error rebuilding the balanced split");
+        }
+        out->stage[s].first_layer = i;
+        out->stage[s].last_layer = pick - 1;
+        out->stage[s].replicas = 1;
+        i = pick;
+    }
+#undef G
+    free(g);
+    snprintf(out->method, sizeof out->method, "balance");
+    rc = fill_predictions(out, &c, o, e);
+    pctx_free(&c);
+    if (rc != PL_OK) cost_plan_free(out);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- partition file */
+
+void cost_partition_write(const cost_plan *p, pl_buf *b) {
+    pl_buf_puts(b, "pipelab-partition 1\n");
+    pl_buf_printf(b, "method %s\n", p->method[0] ? p->method : "manual");
+    if (p->model[0]) pl_buf_printf(b, "model %s\n", p->model);
+    if (p->hardware[0]) pl_buf_printf(b, "hardware %s\n", p->hardware);
+    pl_buf_printf(b, "layers %d\n", p->layers);
+    pl_buf_printf(b, "workers %d\n", p->workers);
+    pl_buf_puts(b, "# config ");
+    cost_plan_config(p, b);
+    pl_buf_printf(b, ", predicted %.9g s per minibatch, NOAM %d\n", p->bottleneck_s, p->noam);
+    for (int s = 0; s < p->nstages; s++) {
+        const cost_plan_stage *st = &p->stage[s];
+        pl_buf_printf(b, "stage %d: layers %d-%d replicas %d", s, st->first_layer, st->last_layer, st->replicas);
+        if (st->time_s > 0) pl_buf_printf(b, " time_s %.9g", st->time_s);
+        pl_buf_putc(b, '\n');
+    }
+}
+
+/* Splits a line into at most max whitespace-separated words (modifies it); returns the count,
+ * or max + 1 when there are more. */
+static int split_words(char *s, char **w, int max) {
+    int n = 0;
+    while (*s) {
+        while (*s && isspace((unsigned char)*s)) *s++ = '\0';
+        if (!*s) break;
+        if (n == max) return max + 1;
+        w[n++] = s;
+        while (*s && !isspace((unsigned char)*s)) s++;
+    }
+    return n;
+}
+
+/* Returns the value of a "key value" provenance word list joined back with single spaces. */
+static void join_words(char **w, int from, int n, char *dst, size_t cap) {
+    dst[0] = '\0';
+    size_t len = 0;
+    for (int k = from; k < n; k++) {
+        int wrote = snprintf(dst + len, cap - len, "%s%s", k > from ? " " : "", w[k]);
+        if (wrote < 0 || (size_t)wrote >= cap - len) break;
+        len += (size_t)wrote;
+    }
+}
+
+int cost_partition_parse_text(const char *text, const char *path, cost_plan *out, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    if (!path) path = "<partition>";
+    char *copy = strdup(text ? text : "");
+    if (!copy) return pl_errf(e, PL_ENOMEM, "%s: out of memory", path);
+    int lineno = 0, have_magic = 0, have_layers = 0, have_workers = 0, have_method = 0, cap = 0, rc = PL_OK;
+    int declared_layers = 0, declared_workers = 0, last_line = 1;
+    for (char *line = copy, *nl; line; line = nl) {
+        nl = strchr(line, '\n');
+        if (nl) *nl++ = '\0';
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = '\0';
+        char *w[16];
+        int n = split_words(line, w, 15);
+        if (n == 0) continue;
+        last_line = lineno;
+        if (n > 15) { rc = pl_errf(e, PL_EINPUT, "%s:%d: too many words on the line", path, lineno); break; }
+        if (!have_magic) {
+            if (strcmp(w[0], "pipelab-partition") != 0) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: not a partition file (the first line must be 'pipelab-partition 1')", path, lineno);
+                break;
+            }
+            if (n != 2 || strcmp(w[1], "1") != 0) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: unsupported partition file version '%s' (this build reads 1)", path,
+                             lineno, n > 1 ? w[1] : "");
+                break;
+            }
+            have_magic = 1;
+            continue;
+        }
+        long v;
+        if (strcmp(w[0], "method") == 0 || strcmp(w[0], "model") == 0 || strcmp(w[0], "hardware") == 0) {
+            if (n < 2) { rc = pl_errf(e, PL_EINPUT, "%s:%d: '%s' needs a value", path, lineno, w[0]); break; }
+            char *dst = w[0][1] == 'e' ? out->method : w[0][1] == 'o' ? out->model : out->hardware;
+            size_t dcap = w[0][1] == 'e' ? sizeof out->method : w[0][1] == 'o' ? sizeof out->model : sizeof out->hardware;
+            if (dst[0] || (dst == out->method && have_method)) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: duplicate '%s' line", path, lineno, w[0]);
+                break;
+            }
+            join_words(w, 1, n, dst, dcap);
+            if (dst == out->method) have_method = 1;
+        } else if (strcmp(w[0], "layers") == 0 || strcmp(w[0], "workers") == 0) {
+            int is_layers = w[0][0] == 'l';
+            if (is_layers ? have_layers : have_workers) { rc = pl_errf(e, PL_EINPUT, "%s:%d: duplicate '%s' line", path, lineno, w[0]); break; }
+            long hi = is_layers ? COST_PART_MAX_LAYERS : COST_PART_MAX_WORKERS;
+            if (n != 2 || pl_parse_long(w[1], 1, hi, &v) != 0) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: '%s' needs one whole number between 1 and %ld", path, lineno, w[0], hi);
+                break;
+            }
+            if (is_layers) have_layers = 1, declared_layers = (int)v;
+            else have_workers = 1, declared_workers = (int)v;
+        } else if (strcmp(w[0], "stage") == 0) {
+            /* stage K: layers A-B replicas R [time_s T] */
+            size_t kl = n > 1 ? strlen(w[1]) : 0;
+            if (n < 6 || kl < 2 || w[1][kl - 1] != ':' || strcmp(w[2], "layers") != 0 || strcmp(w[4], "replicas") != 0 ||
+                (n != 6 && n != 8) || (n == 8 && strcmp(w[6], "time_s") != 0)) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: expected 'stage K: layers FIRST-LAST replicas R [time_s T]'", path, lineno);
+                break;
+            }
+            w[1][kl - 1] = '\0';
+            if (pl_parse_long(w[1], 0, COST_PART_MAX_LAYERS, &v) != 0 || v != out->nstages) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: stage number '%s' out of order (expected %d)", path, lineno, w[1], out->nstages);
+                break;
+            }
+            char *dash = strchr(w[3], '-');
+            long a, bnd, r;
+            if (!dash) { rc = pl_errf(e, PL_EINPUT, "%s:%d: layer range '%s' must be FIRST-LAST", path, lineno, w[3]); break; }
+            *dash = '\0';
+            if (pl_parse_long(w[3], 0, COST_PART_MAX_LAYERS - 1, &a) != 0 || pl_parse_long(dash + 1, 0, COST_PART_MAX_LAYERS - 1, &bnd) != 0) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: layer range must be two whole numbers FIRST-LAST", path, lineno);
+                break;
+            }
+            if (bnd < a) { rc = pl_errf(e, PL_EINPUT, "%s:%d: layer range %ld-%ld is empty", path, lineno, a, bnd); break; }
+            int expect = out->nstages ? out->stage[out->nstages - 1].last_layer + 1 : 0;
+            if (a != expect) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: stage %d starts at layer %ld but must start at layer %d (stages are contiguous)",
+                             path, lineno, out->nstages, a, expect);
+                break;
+            }
+            if (pl_parse_long(w[5], 1, COST_PART_MAX_WORKERS, &r) != 0) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: replicas must be a whole number between 1 and %d (got '%s')", path, lineno,
+                             COST_PART_MAX_WORKERS, w[5]);
+                break;
+            }
+            double t = 0;
+            if (n == 8 && (pl_parse_double(w[7], &t) != 0 || t < 0)) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: time_s must be a non-negative number (got '%s')", path, lineno, w[7]);
+                break;
+            }
+            if (out->nstages == cap) {
+                int nc = cap ? cap * 2 : 8;
+                cost_plan_stage *ns = pl_reallocarray(out->stage, (size_t)nc, sizeof *ns);
+                if (!ns) { rc = pl_errf(e, PL_ENOMEM, "%s:%d: out of memory", path, lineno); break; }
+                out->stage = ns;
+                cap = nc;
+            }
+            cost_plan_stage *st = &out->stage[out->nstages++];
+            memset(st, 0, sizeof *st);
+            st->first_layer = (int)a;
+            st->last_layer = (int)bnd;
+            st->replicas = (int)r;
+            st->first_worker = out->workers;
+            st->time_s = t;
+            if (out->workers + (int)r > COST_PART_MAX_WORKERS) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: more than %d workers in all", path, lineno, COST_PART_MAX_WORKERS);
+                break;
+            }
+            out->workers += (int)r;
+        } else {
+            rc = pl_errf(e, PL_EINPUT, "%s:%d: unknown key '%s' (expected method, model, hardware, layers, workers or stage)",
+                         path, lineno, w[0]);
+            break;
+        }
+    }
+    free(copy);
+    if (rc == PL_OK && !have_magic) rc = pl_errf(e, PL_EINPUT, "%s:1: empty file, expected 'pipelab-partition 1'", path);
+    if (rc == PL_OK && out->nstages == 0) rc = pl_errf(e, PL_EINPUT, "%s:%d: no 'stage' lines", path, last_line);
+    if (rc == PL_OK && have_layers && out->stage[out->nstages - 1].last_layer + 1 != declared_layers)
+        rc = pl_errf(e, PL_EINPUT, "%s:%d: the stages cover layers 0-%d but the file says 'layers %d'", path, last_line,
+                     out->stage[out->nstages - 1].last_layer, declared_layers);
+    if (rc == PL_OK && have_workers && out->workers != declared_workers)
+        rc = pl_errf(e, PL_EINPUT, "%s:%d: the stages use %d workers but the file says 'workers %d'", path, last_line,
+                     out->workers, declared_workers);
+    if (rc != PL_OK) {
+        cost_plan_free(out);
+        return rc;
+    }
+    out->layers = out->stage[out->nstages - 1].last_layer + 1;
+    if (!have_method) snprintf(out->method, sizeof out->method, "manual");
+    out->noam = cost_part_ceil_div(out->workers, out->stage[0].replicas);
+    for (int s = 0; s < out->nstages; s++)
+        if (out->stage[s].time_s > out->bottleneck_s) out->bottleneck_s = out->stage[s].time_s;
+    return PL_OK;
+}
+
+int cost_partition_read(const char *path, cost_plan *out, pl_err *e) {
+    char *text = NULL;
+    size_t len = 0;
+    memset(out, 0, sizeof *out);
+    int rc = pl_read_file(path, (size_t)64 << 20, &text, &len, e);
+    if (rc != PL_OK) return rc;
+    if (memchr(text, '\0', len)) {
+        free(text);
+        return pl_errf(e, PL_EINPUT, "%s:1: not a text file (contains NUL bytes)", path);
+    }
+    rc = cost_partition_parse_text(text, path, out, e);
+    free(text);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- adapters */
+
+int cost_part_layers_from_model(const cost_model *m, const cost_hw *hw, const cost_opts *o, cost_part_layer **out,
+                                pl_err *e) {
+    *out = NULL;
+    if (!m || m->n < 1) return pl_errf(e, PL_EINPUT, "partition: the model has no layers");
+    cost_opts dflt;
+    if (!o) {
+        cost_opts_init(&dflt, m);
+        o = &dflt;
+    }
+    double scale = (double)(o->microbatch_size > 0 ? o->microbatch_size : m->microbatch_size) /
+                   (double)(m->microbatch_size > 0 ? m->microbatch_size : 1);
+    cost_part_layer *L = pl_calloc((size_t)m->n, sizeof *L);
+    if (!L) return pl_errf(e, PL_ENOMEM, "partition: out of memory");
+    for (int l = 0; l < m->n; l++) {
+        double f, i, w;
+        int rc = cost_layer_times(m, l, hw, o, &f, &i, &w, e);
+        if (rc != PL_OK) {
+            free(L);
+            return rc;
+        }
+        L[l].time_s = f + i + w;
+        L[l].param_bytes = (double)m->layer[l].param_bytes;
+        L[l].out_bytes = (double)(m->cut_bytes ? m->cut_bytes[l + 1] : m->layer[l].out_bytes) * scale;
+        L[l].stash_bytes = (double)m->layer[l].stash_bytes * scale;
+    }
+    *out = L;
+    return PL_OK;
+}
+
+void cost_part_topo_from_hw(const cost_hw *hw, cost_part_topo *t) {
+    t->devices_per_server = hw->devices_per_node;
+    t->servers = hw->nodes;
+    t->intra_bw_Bps = hw->intra_bandwidth_Bps;
+    t->intra_latency_s = hw->intra_latency_s;
+    t->inter_bw_Bps = hw->inter_bandwidth_Bps;
+    t->inter_latency_s = hw->inter_latency_s;
+}
+
+cost_partition *cost_plan_to_partition(const cost_plan *p) {
+    cost_partition *q = cost_partition_new(p->nstages);
+    if (!q) return NULL;
+    for (int s = 0; s < p->nstages; s++) {
+        q->bound[s] = p->stage[s].first_layer;
+        q->replicas[s] = p->stage[s].replicas;
+    }
+    q->bound[p->nstages] = p->stage[p->nstages - 1].last_layer + 1;
+    return q;
+}

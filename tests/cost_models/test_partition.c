@@ -1,0 +1,641 @@
+/* test_partition.c: PipeDream's planner and the balancer against brute force, memory limits,
+ * ties, known two-level answers, the partition file, and the CLI (when registered). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cost.h"
+#include "pl_test.h"
+
+void test_partition_register(void);
+void test_calibrate_register(void);
+
+/* Deterministic generator for the random models (xorshift64*). */
+static uint64_t rng_state;
+static void rng_seed(uint64_t s) { rng_state = s ? s : 88172645463325252ull; }
+/* Returns a uniform integer in [lo, hi]. */
+static int rng_int(int lo, int hi) {
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t v = rng_state * 2685821657736338717ull;
+    return lo + (int)((v >> 33) % (uint64_t)(hi - lo + 1));
+}
+
+/* Fills a random model: integer-valued numbers so that sums are exact. */
+static void random_layers(cost_part_layer *y, int L) {
+    for (int l = 0; l < L; l++) {
+        y[l].time_s = rng_int(1, 9);
+        y[l].param_bytes = rng_int(0, 5) * 1e6;
+        y[l].out_bytes = rng_int(0, 4) * 1e6;
+        y[l].stash_bytes = rng_int(0, 6) * 1e6;
+    }
+}
+
+/* ---------------------------------------------------------------- balance, brute force */
+
+typedef struct bal_best {
+    double value;
+    int bound[16]; /* stage starts, then L */
+    int found;
+} bal_best;
+
+/* Balance objective of one stage as documented in cost.h (INFINITY over the capacity). */
+static double bal_stage(const cost_part_layer *y, const cost_balance_opts *o, int s, int i, int j) {
+    double t = 0, P = 0, S = 0;
+    for (int l = i; l < j; l++) t += y[l].time_s, P += y[l].param_bytes, S += y[l].stash_bytes;
+    int infl = o->inflight > 0 ? o->inflight : o->stages - s;
+    int v = o->weight_versions > 0 ? o->weight_versions : 1;
+    double mem = P * v + S * infl;
+    if (o->capacity_bytes > 0 && mem > o->capacity_bytes) return INFINITY;
+    return o->by_memory ? mem : t;
+}
+
+/* Enumerates every split in lexicographic order of boundaries; keeps the first optimum. */
+static void bal_enum(const cost_part_layer *y, int L, const cost_balance_opts *o, int s, int i, double cur, int *b,
+                     bal_best *best) {
+    int p = o->stages;
+    if (s == p) {
+        if (i != L) return;
+        if (cur < INFINITY && (!best->found || cur < best->value)) {
+            best->found = 1;
+            best->value = cur;
+            memcpy(best->bound, b, sizeof best->bound);
+        }
+        return;
+    }
+    for (int j = i + 1; j <= L - (p - s - 1); j++) {
+        double v = bal_stage(y, o, s, i, j);
+        b[s] = i;
+        b[s + 1] = j;
+        bal_enum(y, L, o, s + 1, j, v > cur ? v : cur, b, best);
+    }
+}
+
+static void test_balance_bruteforce(void) {
+    rng_seed(12345);
+    int checked = 0, infeasible = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        cost_part_layer y[10];
+        int L = rng_int(1, 10);
+        random_layers(y, L);
+        cost_balance_opts o = {0};
+        o.stages = rng_int(1, L);
+        o.by_memory = rng_int(0, 1);
+        o.inflight = rng_int(0, 2);
+        o.weight_versions = rng_int(0, 2);
+        o.capacity_bytes = rng_int(0, 1) ? rng_int(5, 40) * 1e6 : 0;
+        bal_best best = {0};
+        int b[16] = {0};
+        bal_enum(y, L, &o, 0, 0, 0.0, b, &best);
+        cost_plan p;
+        pl_err e;
+        pl_err_clear(&e);
+        int rc = cost_plan_balance(y, L, &o, &p, &e);
+        if (!best.found) {
+            CU_ASSERT_EQUAL(rc, PL_EINPUT);
+            CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "fits in"));
+            infeasible++;
+            continue;
+        }
+        CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
+        CU_ASSERT_EQUAL(p.nstages, o.stages);
+        double got = 0;
+        for (int s = 0; s < p.nstages; s++) {
+            CU_ASSERT_EQUAL(p.stage[s].first_layer, best.bound[s]);
+            CU_ASSERT_EQUAL(p.stage[s].last_layer + 1, best.bound[s + 1]);
+            double v = o.by_memory ? p.stage[s].mem_bytes : p.stage[s].compute_s;
+            if (v > got) got = v;
+            if (o.capacity_bytes > 0) CU_ASSERT(p.stage[s].mem_bytes <= o.capacity_bytes);
+        }
+        CU_ASSERT_DOUBLE_EQUAL(got, best.value, 1e-9 * (1 + best.value));
+        cost_plan_free(&p);
+        checked++;
+    }
+    CU_ASSERT(checked > 200);
+    CU_ASSERT(infeasible > 5);
+}
+
+static void test_balance_ties_and_limits(void) {
+    cost_part_layer y[6];
+    for (int l = 0; l < 6; l++) y[l] = (cost_part_layer){1.0, 10.0, 1.0, 5.0};
+    cost_balance_opts o = {.stages = 4};
+    cost_plan p, q;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(cost_plan_balance(y, 6, &o, &p, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(cost_plan_balance(y, 6, &o, &q, &e), PL_OK);
+    /* 1,1,2,2: boundaries 0,1,2,4 are the lexicographically smallest among the optimal splits. */
+    int want[4] = {0, 1, 2, 4};
+    for (int s = 0; s < 4; s++) {
+        CU_ASSERT_EQUAL(p.stage[s].first_layer, want[s]);
+        CU_ASSERT_EQUAL(q.stage[s].first_layer, want[s]);
+    }
+    CU_ASSERT_DOUBLE_EQUAL(p.bottleneck_s, 2.0, 1e-12);
+    cost_plan_free(&p);
+    cost_plan_free(&q);
+    /* More stages than layers, and a capacity nothing fits in. */
+    o.stages = 7;
+    CU_ASSERT_EQUAL(cost_plan_balance(y, 6, &o, &p, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "7 stages"));
+    o.stages = 2;
+    o.capacity_bytes = 20; /* one layer alone needs 10 + 5 x 2 = 20 on stage 0: 3 layers cannot */
+    CU_ASSERT_EQUAL(cost_plan_balance(y, 6, &o, &p, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "no split of 6 layers into 2 stages fits in 20 bytes"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "least any split needs on its fullest stage is 60 bytes"));
+    /* Memory balancing moves layers off the stage with the most in-flight microbatches. */
+    o.capacity_bytes = 0;
+    o.by_memory = 1;
+    CU_ASSERT_EQUAL_FATAL(cost_plan_balance(y, 6, &o, &p, &e), PL_OK);
+    /* stage 0 holds 2 in-flight stashes (20 per layer), stage 1 one (15 per layer): 2 + 4 layers
+     * give max(40, 60) = 60, the optimum, and the earliest boundary reaching it. */
+    CU_ASSERT_EQUAL(p.stage[1].first_layer, 2);
+    CU_ASSERT_DOUBLE_EQUAL(p.peak_mem_bytes, 60.0, 1e-9);
+    cost_plan_free(&p);
+}
+
+/* ---------------------------------------------------------------- planner, brute force */
+
+typedef struct pd_best {
+    double value;
+    int found;
+    cost_plan plan;
+} pd_best;
+
+/* Enumerates every composition of layers and workers into k stages; evaluates each with
+ * cost_plan_evaluate and keeps the best that fits the capacity. */
+static void pd_enum(const cost_part_layer *y, int L, int W, const cost_part_topo *t, const cost_pipedream_opts *o,
+                    cost_plan_stage *st, int s, int layer, int worker, pd_best *best) {
+    if (layer == L || worker == W) {
+        if (layer != L || worker != W) return;
+        cost_plan p = {0};
+        snprintf(p.method, sizeof p.method, "pipedream");
+        p.nstages = s;
+        p.stage = calloc((size_t)s, sizeof *p.stage);
+        memcpy(p.stage, st, (size_t)s * sizeof *st);
+        pl_err e;
+        CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&p, y, L, t, o->allreduce, NULL, &e), PL_OK);
+        int fits = !(o->capacity_bytes > 0) || p.peak_mem_bytes <= o->capacity_bytes;
+        if (fits && (!best->found || p.bottleneck_s < best->value)) {
+            cost_plan_free(&best->plan);
+            best->plan = p;
+            best->found = 1;
+            best->value = p.bottleneck_s;
+        } else {
+            cost_plan_free(&p);
+        }
+        return;
+    }
+    for (int j = layer + 1; j <= L; j++)
+        for (int r = 1; worker + r <= W; r++) {
+            if (o->straight && r > 1) break;
+            st[s] = (cost_plan_stage){.first_layer = layer, .last_layer = j - 1, .replicas = r};
+            pd_enum(y, L, W, t, o, st, s + 1, j, worker + r, best);
+        }
+}
+
+static void test_pipedream_bruteforce(void) {
+    rng_seed(777);
+    int checked = 0, infeasible = 0, replicated = 0, multi = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        cost_part_layer y[7];
+        int L = rng_int(1, 6), W = rng_int(1, 6);
+        random_layers(y, L);
+        cost_part_topo t = {rng_int(1, 3), 0, rng_int(1, 50) * 1e6, rng_int(0, 3) * 1e-3, rng_int(1, 10) * 1e5,
+                            rng_int(0, 3) * 1e-2};
+        t.servers = (W + t.devices_per_server - 1) / t.devices_per_server;
+        cost_pipedream_opts o = {.workers = W};
+        o.allreduce = rng_int(0, 1) ? COST_ALLREDUCE_PIPEDREAM : COST_ALLREDUCE_RING;
+        o.capacity_bytes = rng_int(0, 2) ? 0 : rng_int(5, 60) * 1e6;
+        o.straight = rng_int(0, 5) == 0;
+        if (o.straight && W > L) o.straight = 0;
+        cost_plan_stage st[8];
+        pd_best best = {0};
+        pd_enum(y, L, W, &t, &o, st, 0, 0, 0, &best);
+        cost_plan p;
+        pl_err e;
+        pl_err_clear(&e);
+        int rc = cost_plan_pipedream(y, L, &t, &o, &p, &e);
+        if (!best.found) {
+            CU_ASSERT_EQUAL(rc, PL_EINPUT);
+            CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "fits in"));
+            CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "the least any configuration needs"));
+            infeasible++;
+            continue;
+        }
+        CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
+        CU_ASSERT_DOUBLE_EQUAL(p.bottleneck_s, best.value, 1e-9 * (1 + best.value));
+        CU_ASSERT_EQUAL(p.workers, W);
+        int sum = 0;
+        for (int s = 0; s < p.nstages; s++) {
+            sum += p.stage[s].replicas;
+            if (p.stage[s].replicas > 1) replicated++;
+            if (o.straight) CU_ASSERT_EQUAL(p.stage[s].replicas, 1);
+            if (o.capacity_bytes > 0) CU_ASSERT(p.stage[s].mem_bytes <= o.capacity_bytes);
+        }
+        if (p.nstages > 1) multi++;
+        CU_ASSERT_EQUAL(sum, W);
+        CU_ASSERT_EQUAL(p.noam, (W + p.stage[0].replicas - 1) / p.stage[0].replicas);
+        /* Re-evaluating the returned plan gives the same prediction. */
+        cost_plan q = {0};
+        q.nstages = p.nstages;
+        q.stage = calloc((size_t)p.nstages, sizeof *q.stage);
+        for (int s = 0; s < p.nstages; s++)
+            q.stage[s] = (cost_plan_stage){.first_layer = p.stage[s].first_layer, .last_layer = p.stage[s].last_layer,
+                                            .replicas = p.stage[s].replicas};
+        CU_ASSERT_EQUAL(cost_plan_evaluate(&q, y, L, &t, o.allreduce, NULL, &e), PL_OK);
+        CU_ASSERT_DOUBLE_EQUAL(q.bottleneck_s, p.bottleneck_s, 1e-12 * (1 + p.bottleneck_s));
+        cost_plan_free(&q);
+        cost_plan_free(&p);
+        cost_plan_free(&best.plan);
+        checked++;
+    }
+    CU_ASSERT(checked > 150);
+    CU_ASSERT(infeasible > 5);
+    CU_ASSERT(replicated > 20);
+    CU_ASSERT(multi > 20);
+}
+
+/* The planner's cost model on numbers computed by hand (cost.h documents the formulas). */
+static void test_plan_costs_by_hand(void) {
+    cost_part_layer y[3] = {{1, 1e6, 1e5, 1e3}, {2, 2e6, 2e5, 2e3}, {3, 3e6, 3e5, 3e3}};
+    cost_part_topo t = {2, 2, 1e10, 1e-6, 1e9, 1e-5};
+    cost_plan_stage st[3] = {{.first_layer = 0, .last_layer = 0, .replicas = 1},
+                             {.first_layer = 1, .last_layer = 2, .replicas = 3}};
+    cost_plan p = {.nstages = 2, .stage = st};
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&p, y, 3, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(st[0].time_s, 1.0, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(st[0].mem_bytes, 4 * 1.001e6, 1e-6); /* 4 in flight x (params + stash) */
+    CU_ASSERT_EQUAL(st[1].first_worker, 1);
+    /* workers 1-3 span both servers: ring over the inter link */
+    CU_ASSERT_DOUBLE_EQUAL(st[1].allreduce_s, 2.0 * 2 / 3 * 5e6 / 1e9 + 2 * 2 * 1e-5, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(st[1].time_s, (5 + st[1].allreduce_s) / 3, 1e-15);
+    CU_ASSERT_EQUAL(st[1].inflight, 1);
+    CU_ASSERT_DOUBLE_EQUAL(st[1].transfer_in_s, 2 * (1e-5 + 1e5 / 1e9) / 1, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(p.bottleneck_s, st[1].time_s, 0);
+    CU_ASSERT_DOUBLE_EQUAL(p.one_worker_s, 6.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(p.data_parallel_s, (6 + 2.0 * 3 / 4 * 6e6 / 1e9 + 2 * 3 * 1e-5) / 4, 1e-15);
+    CU_ASSERT_EQUAL(p.noam, 4);
+    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&p, y, 3, &t, COST_ALLREDUCE_PIPEDREAM, NULL, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(st[1].allreduce_s, 4.0 * 2 * 5e6 / (3 * 1e9), 1e-15);
+    /* 1-1-2: the first cut stays in server 0 (intra), the second crosses servers, the last stage's
+     * two replicas share server 1. Transfers split over the smaller replica count. */
+    cost_plan_stage s3[3] = {{.first_layer = 0, .last_layer = 0, .replicas = 1},
+                             {.first_layer = 1, .last_layer = 1, .replicas = 1},
+                             {.first_layer = 2, .last_layer = 2, .replicas = 2}};
+    cost_plan q = {.nstages = 3, .stage = s3};
+    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&q, y, 3, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(s3[1].transfer_in_s, 2 * (1e-6 + 1e5 / 1e10), 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(s3[2].transfer_in_s, 2 * (1e-5 + 2e5 / 1e9), 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(s3[2].allreduce_s, 2.0 * 1 / 2 * 3e6 / 1e10 + 2 * 1e-6, 1e-15);
+    CU_ASSERT_EQUAL(s3[0].inflight, 4);
+    CU_ASSERT_EQUAL(s3[1].inflight, 3);
+    CU_ASSERT_EQUAL(s3[2].inflight, 1);
+    CU_ASSERT_DOUBLE_EQUAL(s3[2].mem_bytes, 3.003e6, 1e-6);
+    CU_ASSERT_EQUAL(q.noam, 4);
+    /* 2-1 then 2-2 on the same cut: the transfer is divided by the smaller replica count. */
+    cost_plan_stage s4[2] = {{.first_layer = 0, .last_layer = 1, .replicas = 2}, {.first_layer = 2, .last_layer = 2, .replicas = 1}};
+    cost_plan r = {.nstages = 2, .stage = s4};
+    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&r, y, 3, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(s4[1].transfer_in_s, 2 * (1e-5 + 2e5 / 1e9) / 1, 1e-15); /* min(2, 1) = 1, spans */
+    s4[1].replicas = 2;
+    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&r, y, 3, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(s4[1].transfer_in_s, 2 * (1e-5 + 2e5 / 1e9) / 2, 1e-15);
+    CU_ASSERT_EQUAL(r.noam, 2);
+}
+
+/* Runs the planner and returns its "15-1" configuration string in buf. */
+static int plan_config(const cost_part_layer *y, int L, const cost_part_topo *t, int W, cost_plan *p, char *buf,
+                       size_t n) {
+    cost_pipedream_opts o = {.workers = W};
+    pl_err e;
+    pl_err_clear(&e);
+    int rc = cost_plan_pipedream(y, L, t, &o, p, &e);
+    if (rc != PL_OK) {
+        fprintf(stderr, "\n  planner error: %s\n", e.msg);
+        snprintf(buf, n, "error");
+        return rc;
+    }
+    pl_buf b;
+    pl_buf_init(&b);
+    cost_plan_config(p, &b);
+    snprintf(buf, n, "%s", b.data ? b.data : "");
+    pl_buf_free(&b);
+    return rc;
+}
+
+static void test_pipedream_known_answers(void) {
+    cost_part_layer y[4];
+    cost_plan p;
+    char cfg[64];
+    /* One server of 4, cheap all-reduce (tiny weights), huge activations: pure data parallelism. */
+    cost_part_topo one = {4, 1, 1e10, 0, 1e9, 0};
+    for (int l = 0; l < 4; l++) y[l] = (cost_part_layer){1.0, 1.0, 1e12, 0};
+    CU_ASSERT_EQUAL_FATAL(plan_config(y, 4, &one, 4, &p, cfg, sizeof cfg), PL_OK);
+    CU_ASSERT_STRING_EQUAL(cfg, "4");
+    CU_ASSERT_EQUAL(p.noam, 1);
+    CU_ASSERT(p.speedup_vs_one > 3.99);
+    cost_plan_free(&p);
+    /* Expensive all-reduce (huge weights), tiny activations: a straight pipeline. */
+    for (int l = 0; l < 4; l++) y[l] = (cost_part_layer){1.0, 1e12, 1.0, 0};
+    CU_ASSERT_EQUAL_FATAL(plan_config(y, 4, &one, 4, &p, cfg, sizeof cfg), PL_OK);
+    CU_ASSERT_STRING_EQUAL(cfg, "1-1-1-1");
+    CU_ASSERT_EQUAL(p.noam, 4);
+    CU_ASSERT(p.speedup_vs_dp > 100);
+    cost_plan_free(&p);
+    /* Two servers of 2: fast inside a server, slow between: replicate inside each server. */
+    cost_part_topo two = {2, 2, 1e12, 0, 1e6, 0};
+    cost_part_layer z[2] = {{2.0, 1e6, 1e3, 0}, {2.0, 1e6, 1e3, 0}};
+    CU_ASSERT_EQUAL_FATAL(plan_config(z, 2, &two, 4, &p, cfg, sizeof cfg), PL_OK);
+    CU_ASSERT_STRING_EQUAL(cfg, "2-2");
+    CU_ASSERT_EQUAL(p.stage[0].last_layer, 0);
+    CU_ASSERT_EQUAL(p.noam, 2);
+    cost_plan_free(&p);
+    /* Same model, fast links everywhere, cuts slower than compute (transfers overlap compute, so
+     * they must exceed a stage time to matter): one stage over both servers. */
+    cost_part_topo fast = {2, 2, 1e12, 0, 1e12, 0};
+    z[0].out_bytes = z[1].out_bytes = 4e12;
+    CU_ASSERT_EQUAL_FATAL(plan_config(z, 2, &fast, 4, &p, cfg, sizeof cfg), PL_OK);
+    CU_ASSERT_STRING_EQUAL(cfg, "4");
+    cost_plan_free(&p);
+    /* Two servers, heavy weights: a straight pipeline across both. */
+    cost_part_topo slow = {2, 2, 1e10, 0, 1e9, 0};
+    for (int l = 0; l < 4; l++) y[l] = (cost_part_layer){1.0, 1e9, 1e3, 0};
+    CU_ASSERT_EQUAL_FATAL(plan_config(y, 4, &slow, 4, &p, cfg, sizeof cfg), PL_OK);
+    CU_ASSERT_STRING_EQUAL(cfg, "1-1-1-1");
+    cost_plan_free(&p);
+    /* A VGG-like shape: heavy compute with light weights first, a light head with heavy weights:
+     * 15-1 on 4 servers of 4 (the PipeDream paper's VGG-16 configuration). */
+    cost_part_topo c4 = {4, 4, 1e11, 0, 1.25e9, 0};
+    cost_part_layer v[2] = {{15.0, 1e6, 1e6, 0}, {1.0, 5e8, 1e3, 0}};
+    CU_ASSERT_EQUAL_FATAL(plan_config(v, 2, &c4, 16, &p, cfg, sizeof cfg), PL_OK);
+    CU_ASSERT_STRING_EQUAL(cfg, "15-1");
+    CU_ASSERT_EQUAL(p.noam, 2);
+    cost_plan_free(&p);
+    /* Ties are broken the same way every time. */
+    cost_plan a, b;
+    for (int l = 0; l < 4; l++) y[l] = (cost_part_layer){1.0, 0, 0, 0};
+    cost_pipedream_opts o = {.workers = 4};
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, 4, &one, &o, &a, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, 4, &one, &o, &b, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(a.nstages, b.nstages);
+    for (int s = 0; s < a.nstages; s++) {
+        CU_ASSERT_EQUAL(a.stage[s].first_layer, b.stage[s].first_layer);
+        CU_ASSERT_EQUAL(a.stage[s].replicas, b.stage[s].replicas);
+    }
+    cost_plan_free(&a);
+    cost_plan_free(&b);
+}
+
+static void test_pipedream_memory(void) {
+    /* 4 layers of 1 GB params; capacity 2.5 GB; the 1-1-1-1 pipeline holds 4,3,2,1 versions of
+     * 1 GB on its stages: stage 0 needs 4 GB. Replicating stage 0 lowers its in-flight count. */
+    cost_part_layer y[4];
+    for (int l = 0; l < 4; l++) y[l] = (cost_part_layer){1.0, 1e9, 1e3, 0};
+    cost_part_topo t = {4, 1, 1e12, 0, 1e12, 0};
+    cost_pipedream_opts o = {.workers = 4, .capacity_bytes = 2.5e9, .straight = 1};
+    cost_plan p;
+    pl_err e;
+    CU_ASSERT_EQUAL(cost_plan_pipedream(y, 4, &t, &o, &p, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "no straight-pipeline configuration of 4 workers fits in 2500000000 bytes"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "4000000000 bytes"));
+    o.straight = 0;
+    CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, 4, &t, &o, &p, &e), PL_OK);
+    CU_ASSERT(p.peak_mem_bytes <= 2.5e9);
+    cost_plan_free(&p);
+    o.capacity_bytes = 1e9; /* one layer on a lone last stage needs 1 GB; stage 0 needs more */
+    CU_ASSERT_EQUAL(cost_plan_pipedream(y, 4, &t, &o, &p, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "no pipeline configuration"));
+    /* Bad input. */
+    o.capacity_bytes = 0;
+    o.workers = 5;
+    CU_ASSERT_EQUAL(cost_plan_pipedream(y, 4, &t, &o, &p, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "do not fit on 1 server"));
+    y[2].time_s = -1;
+    o.workers = 2;
+    CU_ASSERT_EQUAL(cost_plan_pipedream(y, 4, &t, &o, &p, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "layer 2"));
+}
+
+/* ---------------------------------------------------------------- partition file */
+
+/* Writes text to dir/name and returns the malloc'd path. */
+static char *write_tmp(const char *dir, const char *name, const char *text) {
+    char *path = pl_test_path(dir, name);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static void test_partition_file(void) {
+    cost_part_layer y[5];
+    for (int l = 0; l < 5; l++) y[l] = (cost_part_layer){1.0 + l, 1e6, 1e5, 1e5};
+    cost_part_topo t = {2, 2, 1e10, 1e-6, 1e9, 1e-5};
+    cost_pipedream_opts o = {.workers = 4};
+    cost_plan p, q;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, 5, &t, &o, &p, &e), PL_OK);
+    snprintf(p.model, sizeof p.model, "toy five");
+    snprintf(p.hardware, sizeof p.hardware, "cluster-a");
+    pl_buf b;
+    pl_buf_init(&b);
+    cost_partition_write(&p, &b);
+    CU_ASSERT_EQUAL_FATAL(cost_partition_parse_text(b.data, "x.part", &q, &e), PL_OK);
+    CU_ASSERT_STRING_EQUAL(q.method, "pipedream");
+    CU_ASSERT_STRING_EQUAL(q.model, "toy five");
+    CU_ASSERT_STRING_EQUAL(q.hardware, "cluster-a");
+    CU_ASSERT_EQUAL(q.layers, 5);
+    CU_ASSERT_EQUAL(q.workers, 4);
+    CU_ASSERT_EQUAL_FATAL(q.nstages, p.nstages);
+    for (int s = 0; s < p.nstages; s++) {
+        CU_ASSERT_EQUAL(q.stage[s].first_layer, p.stage[s].first_layer);
+        CU_ASSERT_EQUAL(q.stage[s].last_layer, p.stage[s].last_layer);
+        CU_ASSERT_EQUAL(q.stage[s].replicas, p.stage[s].replicas);
+        CU_ASSERT_DOUBLE_EQUAL(q.stage[s].time_s, p.stage[s].time_s, 1e-8 * p.stage[s].time_s);
+    }
+    /* Writing what was read gives the same text back. */
+    CU_ASSERT_EQUAL(cost_plan_evaluate(&q, y, 5, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
+    pl_buf b2;
+    pl_buf_init(&b2);
+    cost_partition_write(&q, &b2);
+    CU_ASSERT_STRING_EQUAL(b2.data, b.data);
+    /* The simulator's partition form. */
+    cost_partition *sp = cost_plan_to_partition(&q);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sp);
+    CU_ASSERT_EQUAL(sp->stages, q.nstages);
+    CU_ASSERT_EQUAL(sp->bound[sp->stages], 5);
+    CU_ASSERT_EQUAL(sp->replicas[0], q.stage[0].replicas);
+    cost_partition_free(sp);
+    pl_buf_free(&b);
+    pl_buf_free(&b2);
+    cost_plan_free(&p);
+    cost_plan_free(&q);
+
+    /* A hand-written file with comments, and bad files naming file:line. */
+    char *dir = pl_test_tmpdir();
+    char *ok = write_tmp(dir, "ok.part",
+                         "# comment\n\npipelab-partition 1\nmodel vgg16   # provenance\nstage 0: layers 0-12 replicas 15\n"
+                         "stage 1: layers 13-40 replicas 1\n");
+    CU_ASSERT_EQUAL_FATAL(cost_partition_read(ok, &q, &e), PL_OK);
+    CU_ASSERT_EQUAL(q.workers, 16);
+    CU_ASSERT_EQUAL(q.layers, 41);
+    CU_ASSERT_EQUAL(q.noam, 2);
+    CU_ASSERT_STRING_EQUAL(q.method, "manual");
+    cost_plan_free(&q);
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"", "bad.part:1: empty file"},
+        {"pipelab-schedule 1\n", "bad.part:1: not a partition file"},
+        {"pipelab-partition 2\n", "bad.part:1: unsupported partition file version '2'"},
+        {"pipelab-partition 1\n", "bad.part:1: no 'stage' lines"},
+        {"pipelab-partition 1\nstage 0: layers 0-3 replicas 2\nstage 1: layers 5-6 replicas 1\n",
+         "bad.part:3: stage 1 starts at layer 5 but must start at layer 4"},
+        {"pipelab-partition 1\nstage 1: layers 0-3 replicas 2\n", "bad.part:2: stage number '1' out of order"},
+        {"pipelab-partition 1\nstage 0: layers 0-3 replicas 0\n", "bad.part:2: replicas must be"},
+        {"pipelab-partition 1\nstage 0: layers 3-1 replicas 1\n", "bad.part:2: layer range 3-1 is empty"},
+        {"pipelab-partition 1\nstage 0: layers 0-x replicas 1\n", "bad.part:2: layer range must be"},
+        {"pipelab-partition 1\nstage 0 layers 0-3 replicas 1\n", "bad.part:2: expected 'stage K:"},
+        {"pipelab-partition 1\ncolour blue\n", "bad.part:2: unknown key 'colour'"},
+        {"pipelab-partition 1\nlayers 4\nlayers 4\n", "bad.part:3: duplicate 'layers' line"},
+        {"pipelab-partition 1\nlayers 9\nstage 0: layers 0-3 replicas 1\n", "bad.part:3: the stages cover layers 0-3 but the file says 'layers 9'"},
+        {"pipelab-partition 1\nworkers 3\nstage 0: layers 0-3 replicas 2\n", "bad.part:3: the stages use 2 workers but the file says 'workers 3'"},
+        {"pipelab-partition 1\nstage 0: layers 0-3 replicas 1 time_s -2\n", "bad.part:2: time_s must be"},
+        {"pipelab-partition 1\nmethod\n", "bad.part:2: 'method' needs a value"},
+        {NULL, NULL},
+    };
+    for (int k = 0; bad[k].text; k++) {
+        char *path = write_tmp(dir, "bad.part", bad[k].text);
+        pl_err_clear(&e);
+        int rc = cost_partition_read(path, &q, &e);
+        CU_ASSERT_EQUAL(rc, PL_EINPUT);
+        const char *slash = strrchr(e.msg, '/');
+        if (!slash || !strstr(slash, bad[k].want)) {
+            fprintf(stderr, "\ncase %d: want '%s' got '%s'\n", k, bad[k].want, e.msg);
+            CU_FAIL("bad partition file message");
+        }
+        remove(path);
+        free(path);
+    }
+    CU_ASSERT_EQUAL(cost_partition_read("/nonexistent/x.part", &q, &e), PL_EIO);
+    remove(ok);
+    free(ok);
+    rmdir(dir);
+    free(dir);
+}
+
+/* ---------------------------------------------------------------- real profile */
+
+static void test_vgg16_cluster(void) {
+    const char *path = PIPELAB_SHARED_DATA "/pipedream-profiles/vgg16.graph.txt";
+    if (!pl_test_exists(path)) {
+        fprintf(stderr, "\n  (skipped: %s is absent)\n", path);
+        return;
+    }
+    pl_err e;
+    pl_err_clear(&e);
+    cost_model *m = cost_model_open(path, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    cost_hw hw;
+    cost_hw_init(&hw);
+    hw.devices_per_node = 4;
+    hw.nodes = 4;
+    hw.intra_bandwidth_Bps = 12e9;  /* PCIe */
+    hw.inter_bandwidth_Bps = 1.25e9; /* 10 Gbps */
+    cost_part_layer *y = NULL;
+    CU_ASSERT_EQUAL_FATAL(cost_part_layers_from_model(m, &hw, NULL, &y, &e), PL_OK);
+    cost_part_topo t;
+    cost_part_topo_from_hw(&hw, &t);
+    cost_pipedream_opts o = {.workers = 16};
+    cost_plan p;
+    CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, m->n, &t, &o, &p, &e), PL_OK);
+    int sum = 0;
+    for (int s = 0; s < p.nstages; s++) sum += p.stage[s].replicas;
+    CU_ASSERT_EQUAL(sum, 16);
+    CU_ASSERT_EQUAL(p.stage[p.nstages - 1].last_layer + 1, m->n);
+    CU_ASSERT(p.speedup_vs_one > 1.0);
+    CU_ASSERT(p.speedup_vs_dp >= 1.0 - 1e-12); /* pure data parallelism is one of the candidates */
+    pl_buf b;
+    pl_buf_init(&b);
+    cost_plan_config(&p, &b);
+    fprintf(stderr, "\n  vgg16 on 4x4 (10 Gbps): config %s, NOAM %d, %.3f ms per minibatch, %.2fx one worker, %.2fx DP\n",
+            b.data, p.noam, p.bottleneck_s * 1e3, p.speedup_vs_one, p.speedup_vs_dp);
+    pl_buf_free(&b);
+    cost_plan_free(&p);
+    free(y);
+    cost_model_free(m);
+}
+
+/* ---------------------------------------------------------------- CLI */
+
+/* Returns 1 when the pipelab binary knows the subcommand (the lead registers it in main.c). */
+static int cli_has(const char *cmd) {
+    char line[512];
+    snprintf(line, sizeof line, "%s %s --help", PIPELAB_BIN, cmd);
+    char *out = NULL;
+    int rc = pl_test_run(line, &out);
+    int ok = rc == 0 && out && strstr(out, "usage: pipelab");
+    free(out);
+    return ok;
+}
+
+static void test_partition_cli(void) {
+    if (!cli_has("partition")) {
+        fprintf(stderr, "\n  (skipped: 'pipelab partition' is not registered in cli/main.c yet)\n");
+        return;
+    }
+    char *dir = pl_test_tmpdir();
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "%s partition --model 'uniform:layers=8,fwd_s=1e-3,bwd_s=2e-3,param_bytes=1000000,out_bytes=1000,"
+             "stash_bytes=1000' --set topology.nodes=2 --set topology.devices_per_node=2 --workers 4 "
+             "--method balance -o %s/p.part",
+             PIPELAB_BIN, dir);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "stage"));
+    free(out);
+    char *part = pl_test_path(dir, "p.part");
+    cost_plan q;
+    pl_err e;
+    CU_ASSERT_EQUAL(cost_partition_read(part, &q, &e), PL_OK);
+    CU_ASSERT_EQUAL(q.nstages, 4);
+    CU_ASSERT_EQUAL(q.stage[1].first_layer, 2);
+    cost_plan_free(&q);
+    snprintf(cmd, sizeof cmd, "%s partition --model 'uniform:layers=8' --workers 4 --format json", PIPELAB_BIN);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"config\""));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s partition --model 'uniform:layers=8' --workers 4 --method nope", PIPELAB_BIN);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 2);
+    free(out);
+    snprintf(cmd, sizeof cmd,
+             "%s partition --model 'uniform:layers=8,param_bytes=1000000' --workers 4 --capacity 10", PIPELAB_BIN);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "fits in 10 bytes"));
+    free(out);
+    remove(part);
+    free(part);
+    rmdir(dir);
+    free(dir);
+}
+
+void test_partition_register(void) {
+    static const pl_test_case cases[] = {
+        {"balance = brute force (random models, ties, capacity)", test_balance_bruteforce},
+        {"balance ties, limits, memory balancing", test_balance_ties_and_limits},
+        {"pipedream = brute force (random models and topologies)", test_pipedream_bruteforce},
+        {"planner cost model by hand", test_plan_costs_by_hand},
+        {"pipedream known answers (replicate vs straight, two-level)", test_pipedream_known_answers},
+        {"pipedream memory capacity and bad input", test_pipedream_memory},
+        {"partition file round trip and file:line errors", test_partition_file},
+        {"vgg16 on 16 workers (shared data)", test_vgg16_cluster},
+        {"pipelab partition (CLI)", test_partition_cli},
+        {NULL, NULL},
+    };
+    pl_test_suite("partition", cases);
+    test_calibrate_register();
+}
