@@ -10,6 +10,7 @@ enum { CLI_OK = 0, CLI_EUSER = 1, CLI_EUSAGE = 2 };
 /* Each subcommand gets argv with argv[0] = subcommand name; returns an exit code. */
 int cli_schedule(int argc, char **argv);
 int cli_model(int argc, char **argv);
+int cli_db(int argc, char **argv);
 int cli_partition(int argc, char **argv);
 int cli_calibrate(int argc, char **argv);
 

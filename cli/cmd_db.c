@@ -9,13 +9,14 @@
 #include "store.h"
 
 static const char help_text[] =
-    "usage: pipelab db SUBCOMMAND [options]\n"
+    "usage: pipelab db SUBCOMMAND [options]   (options may also come before SUBCOMMAND)\n"
     "\n"
     "Reads and combines results databases (default " STORE_DEFAULT_PATH ").\n"
     "\n"
     "subcommands:\n"
     "  list [--tag T] [--limit N] [--format table|csv|json]   recent runs, newest first\n"
-    "  show RUN [--ops]               one run (RUN = integer id, uid, or a uid prefix) with its\n"
+    "  show RUN [--ops] [--format table|csv|json]\n"
+    "                                 one run (RUN = integer id, uid, or a uid prefix) with its\n"
     "                                 rank metrics; --ops also prints every recorded action\n"
     "  export [--tag T] --format csv|json [-o FILE]          runs with their headline metrics\n"
     "                                 (JSON also carries parameters and per-rank metrics)\n"
@@ -25,7 +26,7 @@ static const char help_text[] =
     "  --db PATH             database to read (default " STORE_DEFAULT_PATH ")\n"
     "  --tag T               only runs with this tag\n"
     "  --limit N             at most N runs (list; default 20, 0 = all)\n"
-    "  --format F            table (list only), csv or json\n"
+    "  --format F            table (list, show), csv or json\n"
     "  -o, --output FILE     where export writes (default stdout); merge's target database\n"
     "  --ops                 show: print the recorded actions too\n"
     "  -h, --help            this text\n"
@@ -52,8 +53,8 @@ static const struct option long_opts[] = {
     {0, 0, 0, 0},
 };
 
-/* Parses the options of `pipelab db SUB ...` (argv[0] = SUB); returns -1 to continue, or an exit
- * code to return at once. */
+/* Parses the options of `pipelab db ...` (argv[0] = "db"); positional arguments (the subcommand
+ * first) land in o->pos. Returns -1 to continue, or an exit code to return at once. */
 static int parse(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
     o->limit = 20;
@@ -198,8 +199,10 @@ static int db_list(const opts *o) {
 /* `db show RUN`: prints one run, its rank metrics and (with --ops) its actions; returns an exit code. */
 static int db_show(const opts *o) {
     if (o->npos != 1) return cli_usage_error("db", "show needs exactly one RUN (integer id or uid)");
-    if (o->format && strcmp(o->format, "table") != 0)
-        return cli_usage_error("db", "show prints a table; use 'db export --format %s' for scripts", o->format);
+    const char *fmt = o->format ? o->format : "table";
+    if (strcmp(fmt, "table") != 0 && strcmp(fmt, "csv") != 0 && strcmp(fmt, "json") != 0)
+        return cli_usage_error("db", "--format must be table, csv or json (got '%s')", fmt);
+    if (o->ops && strcmp(fmt, "table") != 0) return cli_usage_error("db", "--ops prints a table only");
     pl_err e;
     pl_err_clear(&e);
     store *s = NULL;
@@ -213,6 +216,16 @@ static int db_show(const opts *o) {
     if (store_get_run(s, o->pos[0], &r, &e) != PL_OK) {
         store_close(s);
         return cli_fail(&e);
+    }
+    if (strcmp(fmt, "table") != 0) {
+        pl_buf b;
+        pl_buf_init(&b);
+        int code = store_export_run(s, &r, strcmp(fmt, "json") == 0 ? STORE_JSON : STORE_CSV, &b, &e);
+        store_run_clear(&r);
+        store_close(s);
+        int rc = code == PL_OK ? cli_write_output(NULL, &b) : cli_fail(&e);
+        pl_buf_free(&b);
+        return rc;
     }
     int code = store_get_rank_metrics(s, r.id, &m, &nm, &e);
     if (code == PL_OK) code = store_count_ops(s, r.id, &nops, &e);
@@ -312,19 +325,24 @@ static int db_merge(const opts *o) {
     return CLI_OK;
 }
 
+/* Entry point of `pipelab db` (argv[0] = "db"); returns the exit code of the subcommand. */
 int cli_db(int argc, char **argv) {
     if (argc < 2) {
         fputs(help_text, stderr);
         return CLI_EUSAGE;
     }
-    const char *sub = argv[1];
-    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
+    if (strcmp(argv[1], "help") == 0) {
         fputs(help_text, stdout);
         return CLI_OK;
     }
+    /* Options may come before or after the subcommand: the first argument left is the subcommand. */
     opts o;
-    int rc = parse(argc - 1, argv + 1, &o);
+    int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
+    if (o.npos < 1) return cli_usage_error("db", "missing subcommand (list, show, export, merge)");
+    const char *sub = o.pos[0];
+    o.pos++;
+    o.npos--;
     if (strcmp(sub, "list") == 0) return db_list(&o);
     if (o.have_limit) return cli_usage_error("db", "--limit applies to list only");
     if (o.ops && strcmp(sub, "show") != 0) return cli_usage_error("db", "--ops applies to show only");

@@ -15,6 +15,7 @@ static const subcommand commands[] = {
     {"model", cli_model, "load or generate a model; print its layers and per-stage costs"},
     {"partition", cli_partition, "split a model into pipeline stages (PipeDream planner, balanced split)"},
     {"calibrate", cli_calibrate, "fit efficiency, latency and bandwidth to measured timings; write a hardware file"},
+    {"db", cli_db, "list, show, export and merge results databases"},
     {NULL, NULL, NULL},
 };
 

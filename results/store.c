@@ -129,6 +129,25 @@ static int query_int(store *s, const char *sql, int64_t *out) {
     return rc;
 }
 
+/* Reads the schema version and the number of schema objects in one statement (one snapshot, so
+ * a schema another process commits meanwhile is seen whole or not at all); returns the sqlite code. */
+static int read_header(store *s, int64_t *version, int64_t *nobjects) {
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT (SELECT user_version FROM pragma_user_version), "
+                                "(SELECT count(*) FROM sqlite_master)", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *version = sqlite3_column_int64(st, 0);
+            *nobjects = sqlite3_column_int64(st, 1);
+            rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* Explains why an existing file cannot be used; returns PL_EINPUT with the path. */
 static int not_a_db(store *s, pl_err *e, int rc) {
     if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT)
@@ -233,8 +252,8 @@ int store_open(const char *path, int readonly, store **out, pl_err *e) {
     }
     sqlite3_extended_result_codes(s->db, 0);
     sqlite3_busy_timeout(s->db, 10000);
-    int64_t v = 0;
-    int rc = query_int(s, "PRAGMA user_version", &v);
+    int64_t v = 0, nobjects = 0;
+    int rc = read_header(s, &v, &nobjects);
     if (rc != SQLITE_OK) {
         code = not_a_db(s, e, rc);
         goto fail;
@@ -242,6 +261,10 @@ int store_open(const char *path, int readonly, store **out, pl_err *e) {
     if (v > STORE_SCHEMA_VERSION) {
         code = pl_errf(e, PL_EINPUT, "%s: schema version %lld is newer than this pipelab's (%d); use a newer pipelab",
                        path, (long long)v, STORE_SCHEMA_VERSION);
+        goto fail;
+    }
+    if (v == 0 && nobjects > 0) { /* refuse a foreign SQLite file before anything (even WAL) touches it */
+        code = pl_errf(e, PL_EINPUT, "%s: an SQLite file but not a pipelab database", path);
         goto fail;
     }
     if (readonly) {

@@ -116,6 +116,10 @@ void store_ops_free(store_op *ops, size_t n);
  * header line, or a JSON array of objects that also carry "params" and per-rank "ranks". */
 int store_export(store *s, const char *tag, store_format fmt, pl_buf *out, pl_err *e);
 
+/* Appends one run read with store_get_run / store_list_runs: CSV (header + one line) or one JSON
+ * object (same fields as store_export's elements) and a newline. */
+int store_export_run(store *s, const store_run *run, store_format fmt, pl_buf *out, pl_err *e);
+
 /* Copies into dst every run of the database at src_path whose uid dst lacks, with its rank
  * metrics and ops, in one transaction; runs without an origin get src_path as origin. src is
  * opened readonly and never modified. *added / *skipped (may be NULL) get the counts. */

@@ -325,61 +325,78 @@ static int json_ok(store *s, const char *text) {
     return ok;
 }
 
+/* Appends the CSV header line of the runs table. */
+static void put_csv_header(pl_buf *out) {
+    pl_buf_puts(out, "id");
+    for (size_t c = 0; c < store_ncols; c++) pl_buf_printf(out, ",%s", store_cols[c].name);
+    pl_buf_putc(out, '\n');
+}
+
+/* Appends one run: a CSV line, or a JSON object (indent spaces before it) with its parameters
+ * and per-rank metrics. Returns PL_OK or the error of reading the rank metrics. */
+static int put_run(store *s, const store_run *r, int json, const char *indent, pl_buf *out, pl_err *e) {
+    if (!json) {
+        pl_buf_printf(out, "%lld", (long long)r->id);
+        for (size_t c = 0; c < store_ncols; c++) {
+            pl_buf_putc(out, ',');
+            put_value(out, r, &store_cols[c], 0);
+        }
+        pl_buf_putc(out, '\n');
+        return PL_OK;
+    }
+    store_rank_metric *m = NULL;
+    int nm = 0;
+    int code = store_get_rank_metrics(s, r->id, &m, &nm, e);
+    if (code != PL_OK) return code;
+    pl_buf_printf(out, "%s{\"id\": %lld", indent, (long long)r->id);
+    for (size_t c = 0; c < store_ncols; c++) {
+        if (strcmp(store_cols[c].name, "params_json") == 0) continue;
+        pl_buf_printf(out, ", \"%s\": ", store_cols[c].name);
+        put_value(out, r, &store_cols[c], 1);
+    }
+    pl_buf_puts(out, ", \"params\": ");
+    if (json_ok(s, r->params_json)) pl_buf_puts(out, r->params_json);
+    else if (r->params_json && *r->params_json) put_json_text(out, r->params_json);
+    else pl_buf_puts(out, "null");
+    pl_buf_printf(out, ",\n%s \"ranks\": [", indent);
+    for (int k = 0; k < nm; k++) {
+        pl_buf_printf(out, "%s{\"rank\": %d, \"busy_s\": ", k ? ", " : "", m[k].rank);
+        put_double(out, m[k].busy_s, 1);
+        pl_buf_puts(out, ", \"idle_s\": ");
+        put_double(out, m[k].idle_s, 1);
+        pl_buf_puts(out, ", \"bubble\": ");
+        put_double(out, m[k].bubble, 1);
+        pl_buf_puts(out, ", \"comm_s\": ");
+        put_double(out, m[k].comm_s, 1);
+        pl_buf_printf(out, ", \"peak_mem_bytes\": %lld}", (long long)m[k].peak_mem_bytes);
+    }
+    free(m);
+    pl_buf_puts(out, "]}");
+    return PL_OK;
+}
+
 int store_export(store *s, const char *tag, store_format fmt, pl_buf *out, pl_err *e) {
     store_run *runs = NULL;
     size_t n = 0;
     int code = select_runs(s, tag, 0, 0, &runs, &n, e);
     if (code != PL_OK) return code;
     int json = fmt == STORE_JSON;
-    if (!json) {
-        pl_buf_puts(out, "id");
-        for (size_t c = 0; c < store_ncols; c++) pl_buf_printf(out, ",%s", store_cols[c].name);
-        pl_buf_putc(out, '\n');
-    } else {
-        pl_buf_puts(out, "[");
-    }
+    if (json) pl_buf_puts(out, "[");
+    else put_csv_header(out);
     for (size_t i = 0; i < n && code == PL_OK; i++) {
-        const store_run *r = &runs[i];
-        if (!json) {
-            pl_buf_printf(out, "%lld", (long long)r->id);
-            for (size_t c = 0; c < store_ncols; c++) {
-                pl_buf_putc(out, ',');
-                put_value(out, r, &store_cols[c], 0);
-            }
-            pl_buf_putc(out, '\n');
-            continue;
-        }
-        pl_buf_printf(out, "%s\n  {\"id\": %lld", i ? "," : "", (long long)r->id);
-        for (size_t c = 0; c < store_ncols; c++) {
-            if (strcmp(store_cols[c].name, "params_json") == 0) continue;
-            pl_buf_printf(out, ", \"%s\": ", store_cols[c].name);
-            put_value(out, r, &store_cols[c], 1);
-        }
-        pl_buf_puts(out, ", \"params\": ");
-        if (json_ok(s, r->params_json)) pl_buf_puts(out, r->params_json);
-        else if (r->params_json && *r->params_json) put_json_text(out, r->params_json);
-        else pl_buf_puts(out, "null");
-        store_rank_metric *m = NULL;
-        int nm = 0;
-        code = store_get_rank_metrics(s, r->id, &m, &nm, e);
-        if (code != PL_OK) break;
-        pl_buf_puts(out, ",\n   \"ranks\": [");
-        for (int k = 0; k < nm; k++) {
-            pl_buf_printf(out, "%s{\"rank\": %d, \"busy_s\": ", k ? ", " : "", m[k].rank);
-            put_double(out, m[k].busy_s, 1);
-            pl_buf_puts(out, ", \"idle_s\": ");
-            put_double(out, m[k].idle_s, 1);
-            pl_buf_puts(out, ", \"bubble\": ");
-            put_double(out, m[k].bubble, 1);
-            pl_buf_puts(out, ", \"comm_s\": ");
-            put_double(out, m[k].comm_s, 1);
-            pl_buf_printf(out, ", \"peak_mem_bytes\": %lld}", (long long)m[k].peak_mem_bytes);
-        }
-        free(m);
-        pl_buf_puts(out, "]}");
+        if (json) pl_buf_puts(out, i ? ",\n" : "\n");
+        code = put_run(s, &runs[i], json, json ? "  " : "", out, e);
     }
     if (json && code == PL_OK) pl_buf_puts(out, n ? "\n]\n" : "]\n");
     store_runs_free(runs, n);
+    if (code == PL_OK && out->failed) code = pl_errf(e, PL_ENOMEM, "out of memory");
+    return code;
+}
+
+int store_export_run(store *s, const store_run *run, store_format fmt, pl_buf *out, pl_err *e) {
+    if (fmt != STORE_JSON) put_csv_header(out);
+    int code = put_run(s, run, fmt == STORE_JSON, "", out, e);
+    if (code == PL_OK && fmt == STORE_JSON) pl_buf_putc(out, '\n');
     if (code == PL_OK && out->failed) code = pl_errf(e, PL_ENOMEM, "out of memory");
     return code;
 }

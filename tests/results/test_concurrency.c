@@ -12,8 +12,13 @@
 
 enum { NPROC = 4, RUNS_PER_PROC = 50, OPS_PER_RUN = 40 };
 
-/* Child body: writes RUNS_PER_PROC runs tagged "p<k>"; exits 0 when all were written. */
-static void writer_child(const char *path, int k) {
+/* Child body: waits for the start signal (EOF on gate), then writes RUNS_PER_PROC runs tagged
+ * "p<k>"; exits 0 when all were written. */
+static void writer_child(const char *path, int k, int gate) {
+    char c;
+    while (read(gate, &c, 1) > 0) {
+    }
+    close(gate);
     pl_err e;
     store *s = NULL;
     if (store_open(path, 0, &s, &e) != PL_OK) {
@@ -42,11 +47,18 @@ static void test_parallel_writers(void) {
     char *dir = pl_test_tmpdir();
     char *path = pl_test_path(dir, "out/par.db"); /* the file and folder do not exist yet */
     pid_t pids[NPROC];
+    int gate[2];
+    CU_ASSERT_FATAL(pipe(gate) == 0);
     for (int k = 0; k < NPROC; k++) {
         pids[k] = fork();
         CU_ASSERT_FATAL(pids[k] >= 0);
-        if (pids[k] == 0) writer_child(path, k);
+        if (pids[k] == 0) {
+            close(gate[1]);
+            writer_child(path, k, gate[0]);
+        }
     }
+    close(gate[0]);
+    close(gate[1]); /* every child starts creating the same new file at once */
     int ok = 0;
     for (int k = 0; k < NPROC; k++) {
         int st = 0;

@@ -61,16 +61,32 @@ static void test_merge_overlap(void) {
     CU_ASSERT_EQUAL(store_merge(s, a, &added, &skipped, &e), PL_OK); /* the same file again */
     CU_ASSERT_EQUAL(added, 0);
     CU_ASSERT_EQUAL(skipped, 3);
+    /* A version 1 file from an older pipelab merges without being migrated or modified. */
+    char *v1 = pl_test_path(dir, "v1.db");
+    CU_ASSERT_EQUAL_FATAL(raw_sql(v1, tr_v1_schema), SQLITE_OK);
+    CU_ASSERT_EQUAL(store_merge(s, v1, &added, &skipped, &e), PL_OK);
+    CU_ASSERT_EQUAL(added, 1);
+    CU_ASSERT_EQUAL(tr_sql_int(v1, "PRAGMA user_version"), 1);
+    store_run old;
+    CU_ASSERT_EQUAL(store_get_run(s, "old-uid-1", &old, &e), PL_OK);
+    CU_ASSERT_EQUAL(old.repetitions, 1);
+    CU_ASSERT_STRING_EQUAL(old.origin, "oldhost");
+    store_run_clear(&old);
+    /* Merging the output into itself changes nothing. */
+    CU_ASSERT_EQUAL(store_merge(s, out, &added, &skipped, &e), PL_OK);
+    CU_ASSERT_EQUAL(added, 0);
+    CU_ASSERT_EQUAL(skipped, 6);
     pl_err_clear(&e);
     char *missing = pl_test_path(dir, "missing.db");
     CU_ASSERT_EQUAL(store_merge(s, missing, &added, &skipped, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, missing));
     store_close(s);
-    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM runs"), 5);
-    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(DISTINCT uid) FROM runs"), 5);
-    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM rank_metrics"), 5 * 4);
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM runs"), 6);
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(DISTINCT uid) FROM runs"), 6);
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM rank_metrics"), 5 * 4 + 2);
     CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM ops"), 3 * 12 + 2 * 8);
     CU_ASSERT_EQUAL(tr_partial_runs(out, -1), 0);
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM runs WHERE uid = 'shared-0'"), 1);
     /* Origins: a's runs keep their host; b's runs with an empty origin get b's path. */
     char sql[512];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM runs WHERE tag = 'B' AND origin = '%s'", b);
@@ -81,6 +97,7 @@ static void test_merge_overlap(void) {
     CU_ASSERT_EQUAL(tr_sql_int(b, "SELECT count(*) FROM runs"), 3);
     CU_ASSERT(tr_integrity_ok(out));
     free(missing);
+    free(v1);
     tr_rmdir(dir);
     free(a);
     free(b);
@@ -118,6 +135,9 @@ static void test_cli(void) {
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "uid cliuid-1"));
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "0F1"));
     free(o);
+    CU_ASSERT_EQUAL(pipelab(&o, "db show cliuid-0 --db %s --format json%s%s", db, "", ""), 0);
+    CU_ASSERT(o && o[0] == '{' && strstr(o, "\"uid\": \"cliuid-0\"") && strstr(o, "\"ranks\": [{"));
+    free(o);
     CU_ASSERT_EQUAL(pipelab(&o, "db show 1 --db %s%s%s", missing, "", ""), 1);
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "pipelab: "));
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, missing));
@@ -137,6 +157,12 @@ static void test_cli(void) {
     CU_ASSERT_EQUAL(pipelab(&o, "db export --db %s%s%s", db, "", ""), 2); /* --format is required */
     free(o);
     CU_ASSERT_EQUAL(pipelab(&o, "db --help%s%s%s", "", "", ""), 0);
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "usage: pipelab db"));
+    free(o);
+    CU_ASSERT_EQUAL(pipelab(&o, "db --db %s list --tag sweep-y%s%s", db2, "", ""), 0); /* --db first */
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "sweep-y"));
+    free(o);
+    CU_ASSERT_EQUAL(pipelab(&o, "db frobnicate --db %s%s%s", db, "", ""), 2);
     free(o);
     tr_rmdir(dir);
     free(db);

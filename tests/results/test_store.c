@@ -29,6 +29,7 @@ static int raw_sql(const char *path, const char *sql) {
     return rc;
 }
 
+/* Checks every caller-given field of a written run against the one read back. */
 static void check_same_run(const store_run *a, const store_run *b) {
     CU_ASSERT_STRING_EQUAL(a->kind, b->kind);
     CU_ASSERT_STRING_EQUAL(a->tag, b->tag);
@@ -201,31 +202,10 @@ static void test_ranks_ops_roundtrip(void) {
     free(dir);
 }
 
-/* The schema of version 1, as the first release wrote it (no stochastic-mode columns). */
-static const char v1_schema[] =
-    "CREATE TABLE runs(id INTEGER PRIMARY KEY, uid TEXT NOT NULL UNIQUE, origin TEXT NOT NULL DEFAULT '',"
-    " kind TEXT NOT NULL CHECK(kind IN ('simulated','measured')), tag TEXT NOT NULL DEFAULT '',"
-    " cmdline TEXT NOT NULL DEFAULT '', schedule TEXT NOT NULL DEFAULT '', ranks INTEGER, stages INTEGER,"
-    " microbatches INTEGER, chunks INTEGER, iterations INTEGER, weights_policy TEXT, recompute_policy TEXT,"
-    " params_json TEXT, seed INTEGER, version TEXT, git_rev TEXT, host TEXT, utc_time TEXT,"
-    " iteration_time_s REAL, throughput_samples_s REAL, bubble REAL, bubble_rate REAL, comm_time_s REAL,"
-    " peak_mem_bytes INTEGER, oom INTEGER);"
-    "CREATE INDEX runs_tag ON runs(tag, utc_time);"
-    "CREATE TABLE rank_metrics(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
-    " rank INTEGER NOT NULL, busy_s REAL, idle_s REAL, bubble REAL, comm_s REAL, peak_mem_bytes INTEGER,"
-    " PRIMARY KEY(run_id, rank)) WITHOUT ROWID;"
-    "CREATE TABLE ops(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, rank INTEGER NOT NULL,"
-    " seq INTEGER NOT NULL, action TEXT, kind TEXT, stage INTEGER, mb INTEGER, start_s REAL, end_s REAL);"
-    "CREATE INDEX ops_run ON ops(run_id, rank, seq);"
-    "INSERT INTO runs VALUES(1,'old-uid-1','oldhost','measured','legacy','pipelab run','gpipe',2,2,4,1,1,"
-    " 'stash','none','{}',42,'0.0.9','abc123','oldhost','2025-01-01T00:00:00Z',2.5,10.0,0.5,0.2,0.1,1000,0);"
-    "INSERT INTO rank_metrics VALUES(1,0,2.0,0.5,0.25,0.05,1000),(1,1,2.0,0.5,0.25,0.05,900);"
-    "PRAGMA user_version = 1;";
-
 static void test_migration_v1(void) {
     char *dir = pl_test_tmpdir();
     char *path = pl_test_path(dir, "v1.db");
-    CU_ASSERT_EQUAL_FATAL(raw_sql(path, v1_schema), SQLITE_OK);
+    CU_ASSERT_EQUAL_FATAL(raw_sql(path, tr_v1_schema), SQLITE_OK);
     pl_err e;
     store *s = NULL;
     /* Read-only: readable as is, missing columns read as their defaults, file untouched. */
@@ -317,10 +297,15 @@ static void test_garbage_refused(void) {
     /* An SQLite file of some other program is refused too. */
     char *other = pl_test_path(dir, "other.db");
     CU_ASSERT_EQUAL_FATAL(raw_sql(other, "CREATE TABLE recipes(name TEXT);"), SQLITE_OK);
+    char *obefore = slurp(other, &n0);
     pl_err_clear(&e);
     CU_ASSERT_EQUAL(store_open(other, 0, &s, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, other));
+    char *oafter = slurp(other, &n1);
+    CU_ASSERT(n0 == n1 && obefore && oafter && memcmp(obefore, oafter, n0) == 0); /* not even switched to WAL */
     CU_ASSERT_EQUAL(tr_sql_int(other, "SELECT count(*) FROM sqlite_master"), 1);
+    free(obefore);
+    free(oafter);
     /* A missing file opened read-only is an error naming it, and is not created. */
     char *missing = pl_test_path(dir, "missing.db");
     pl_err_clear(&e);

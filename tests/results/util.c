@@ -105,3 +105,24 @@ void tr_rmdir(const char *dir) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
 }
+
+/* The schema of version 1, as the first release wrote it (no stochastic-mode columns). */
+const char tr_v1_schema[] =
+    "CREATE TABLE runs(id INTEGER PRIMARY KEY, uid TEXT NOT NULL UNIQUE, origin TEXT NOT NULL DEFAULT '',"
+    " kind TEXT NOT NULL CHECK(kind IN ('simulated','measured')), tag TEXT NOT NULL DEFAULT '',"
+    " cmdline TEXT NOT NULL DEFAULT '', schedule TEXT NOT NULL DEFAULT '', ranks INTEGER, stages INTEGER,"
+    " microbatches INTEGER, chunks INTEGER, iterations INTEGER, weights_policy TEXT, recompute_policy TEXT,"
+    " params_json TEXT, seed INTEGER, version TEXT, git_rev TEXT, host TEXT, utc_time TEXT,"
+    " iteration_time_s REAL, throughput_samples_s REAL, bubble REAL, bubble_rate REAL, comm_time_s REAL,"
+    " peak_mem_bytes INTEGER, oom INTEGER);"
+    "CREATE INDEX runs_tag ON runs(tag, utc_time);"
+    "CREATE TABLE rank_metrics(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " rank INTEGER NOT NULL, busy_s REAL, idle_s REAL, bubble REAL, comm_s REAL, peak_mem_bytes INTEGER,"
+    " PRIMARY KEY(run_id, rank)) WITHOUT ROWID;"
+    "CREATE TABLE ops(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, rank INTEGER NOT NULL,"
+    " seq INTEGER NOT NULL, action TEXT, kind TEXT, stage INTEGER, mb INTEGER, start_s REAL, end_s REAL);"
+    "CREATE INDEX ops_run ON ops(run_id, rank, seq);"
+    "INSERT INTO runs VALUES(1,'old-uid-1','oldhost','measured','legacy','pipelab run','gpipe',2,2,4,1,1,"
+    " 'stash','none','{}',42,'0.0.9','abc123','oldhost','2025-01-01T00:00:00Z',2.5,10.0,0.5,0.2,0.1,1000,0);"
+    "INSERT INTO rank_metrics VALUES(1,0,2.0,0.5,0.25,0.05,1000),(1,1,2.0,0.5,0.25,0.05,900);"
+    "PRAGMA user_version = 1;";

@@ -20,6 +20,8 @@ int tr_integrity_ok(const char *path);
 /* Returns the number of runs in path that lack some rank or op rows (expected_ops per run, or
  * -1 to skip the op check), plus orphan rank/op rows; 0 means every run is whole. */
 int64_t tr_partial_runs(const char *path, int64_t expected_ops);
+/* A version 1 database (first release schema) holding run 'old-uid-1' with 2 rank rows. */
+extern const char tr_v1_schema[];
 /* Removes a test directory and its files. */
 void tr_rmdir(const char *dir);
 
