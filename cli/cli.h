@@ -11,6 +11,7 @@ enum { CLI_OK = 0, CLI_EUSER = 1, CLI_EUSAGE = 2 };
 int cli_schedule(int argc, char **argv);
 int cli_model(int argc, char **argv);
 int cli_db(int argc, char **argv);
+int cli_simulate(int argc, char **argv);
 int cli_partition(int argc, char **argv);
 int cli_calibrate(int argc, char **argv);
 

@@ -147,7 +147,6 @@ static int parse(int argc, char **argv, opts *o) {
     opterr = 0;
     optind = 1;
     int c;
-    double v;
     while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
         switch (c) {
         case O_KIND: o->kind = optarg; break;
@@ -220,7 +219,6 @@ static int parse(int argc, char **argv, opts *o) {
         default: return cli_usage_error("simulate", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
-    (void)v;
     if (optind < argc) return cli_usage_error("simulate", "unexpected argument '%s'", argv[optind]);
     if (!o->kind == !o->from) return cli_usage_error("simulate", "give either --kind or --from");
     if (o->kind && (!o->have_ranks || !o->have_mb)) return cli_usage_error("simulate", "--kind needs --ranks and --microbatches");
@@ -263,7 +261,7 @@ static void out_table(const opts *o, const sched *s, const sim_result *r, const 
     pl_buf_printf(b, "iteration_time_s   %.9g%s\n", r->iteration_time_s, r->iterations > 1 ? "  (steady state, first iteration left out)" : "");
     pl_buf_printf(b, "throughput         %.9g samples/s\n", r->throughput);
     pl_buf_printf(b, "bubble             %.6f  (idle / (ranks x makespan))\n", r->bubble);
-    pl_buf_printf(b, "bubble_rate        %.6f  (idle / compute, Zero Bubble paper)\n", r->bubble_rate);
+    pl_buf_printf(b, "bubble_rate        %.6f  (Zero Bubble paper: max over ranks of (span - busy) / busy)\n", r->bubble_rate);
     pl_buf_printf(b, "comm_s             %.9g  (sum of transfer times)\n", r->comm_s);
     pl_buf_printf(b, "peak_mem_bytes     %lld", (long long)r->peak_bytes);
     if (o->c.capacity_bytes > 0)

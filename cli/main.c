@@ -12,6 +12,7 @@ typedef struct subcommand {
 
 static const subcommand commands[] = {
     {"schedule", cli_schedule, "generate, load, validate, convert and draw pipeline schedules"},
+    {"simulate", cli_simulate, "simulate a schedule on described hardware: time, bubbles, memory"},
     {"model", cli_model, "load or generate a model; print its layers and per-stage costs"},
     {"partition", cli_partition, "split a model into pipeline stages (PipeDream planner, balanced split)"},
     {"calibrate", cli_calibrate, "fit efficiency, latency and bandwidth to measured timings; write a hardware file"},

@@ -1,4 +1,4 @@
-/* sim_engine.c: the discrete-event engine: a binary heap of (time, insertion order) events
+/* sim_engine.c: the discrete-event engine: a 4-ary heap of (time, insertion order) events
  * drives per-rank compute streams, FIFO links and all-reduces over a lowered schedule.
  *
  * Model (decisions, see also sim.h):
@@ -7,7 +7,9 @@
  * - Overlapped comm (default): SEND starts a transfer on its link at once (buffered, FIFO:
  *   start = max(now, link free)), the link is busy for the whole transfer time (latency +
  *   bytes / bandwidth); RECV only posts, the consuming compute waits for the arrival.
- *   REDUCE_GRAD runs on a per-rank collective stream; STEP waits for the stage's reduce.
+ *   REDUCE_GRAD runs on a per-rank collective stream. STEP: flush waits for the stage's
+ *   reduce on the compute stream; stash and 2bw defer it beside the stream (it ends when the
+ *   reduce did, plus the step time), stash forwards of that stage wait for it, 2bw's do not.
  * - Blocking comm: SEND holds the stream until its data arrived, RECV until the data is
  *   there, REDUCE_GRAD until the all-reduce ended.
  * - Events are processed in time order, so link FIFO order equals issue order.
@@ -19,22 +21,43 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Tables of times per (stage, mb); -1 = not yet. Key of a wait = table * n_entries + idx. */
 enum { T_FDONE, T_IDONE, T_ARRF, T_ARRB, T_N };
 /* Event kinds, in the top bits of the payload. */
-enum { EV_COMPUTE_END = 0, EV_ARRIVE = 1, EV_REDUCE_END = 2 };
+enum { EV_COMPUTE_END = 0, EV_ARRIVE = 1, EV_REDUCE_END = 2, EV_STEP_END = 3 };
 
+/* The times of one (stage, mb): forward done, input-backward done, forward input arrived,
+ * output gradient arrived. Together so that the actions around one microbatch share a line. */
+typedef struct cell {
+    double t[T_N];
+} cell;
+
+__extension__ typedef unsigned __int128 u128;
+
+/* An event: 128-bit key (time bits, insertion number) and what happens. */
 typedef struct ev {
-    double t;
-    uint64_t seq;
+    u128 key;
     uint64_t payload; /* kind << 56 | value */
 } ev;
+
+/* Everything the engine keeps per stage, in one place (one or two cache lines). */
+typedef struct stage_state {
+    int64_t stash_b, wstash_b, input_b, param_b; /* memory sizes */
+    double xfer_f_s, xfer_b_s;  /* transfer times over the boundary stage -> stage+1 and back */
+    double reduce_s;            /* all-reduce time */
+    int32_t link_f, link_b;     /* links of the boundary stage -> stage+1 and back */
+    int32_t inflight;           /* microbatches stashed now */
+    int32_t rg_issued, rg_done; /* all-reduces started / finished */
+    int32_t step_pending;       /* deferred optimizer steps not finished (stash, 2bw) */
+    double reduce_end;          /* end of the latest all-reduce */
+} stage_state;
 
 typedef struct rank_state {
     const sched_action *acts;
     uint32_t n, pc;
-    int64_t blocked;  /* key waited for; -1 runnable / running */
+    int32_t id;       /* rank number */
     double coll_free; /* collective stream free at */
     double start_cur; /* start of the running compute */
     int cur_iter;
@@ -43,6 +66,7 @@ typedef struct rank_state {
     int inflight;     /* microbatches stashed now */
     int versions;     /* weight versions now (sum over stages) */
     int64_t mem;      /* bytes now */
+    sim_rank_stats st; /* statistics, copied to the result at the end */
 } rank_state;
 
 typedef struct eng {
@@ -51,22 +75,19 @@ typedef struct eng {
     const sim_config *cfg;
     sim_result *r;
     int64_t M, n_entries;
-    double *tab[T_N];
+    cell *cells;        /* [stages * M] the four times of each (stage, mb), one 32-byte cell */
+    size_t cells_bytes;
+    int cells_mapped;   /* 1 when cells came from mmap (large), 0 from malloc */
     rank_state *rk;
     /* heap */
     ev *heap;
     size_t hn, hcap;
     uint64_t seq;
-    /* links */
-    int32_t *link_f, *link_b; /* [stages] link of the boundary s -> s+1 and back */
-    double *xfer_f_s, *xfer_b_s;
-    double *link_free;
+    double *link_free;        /* [nlinks] when each link is free */
     int nlinks;
-    /* per stage */
-    int *inflight_stage;      /* [stages] */
-    int *rg_issued, *rg_done; /* [stages] all-reduces started / finished */
-    int64_t *stash_b, *wstash_b, *input_b, *param_b; /* [stages] */
-    double *reduce_s;         /* [stages] */
+    stage_state *st;          /* [stages] */
+    int64_t *blocked;         /* [ranks] key each rank waits for; -1 runnable or running. Dense
+                               * (not in rank_state) so waking checks stay in cache */
     int stash_policy;
     gsl_rng *rng;
     double ln_mu, ln_sigma;
@@ -74,12 +95,16 @@ typedef struct eng {
     int err;
 } eng;
 
-/* Returns 1 when event a comes before b (time, then insertion order). */
-static inline int ev_less(const ev *a, const ev *b) {
-    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+/* Returns the ordering key of an event at time t (>= 0) inserted as number seq: the bits of a
+ * non-negative double order like the double, so (time, insertion order) is one integer. */
+static inline u128 ev_key(double t, uint64_t seq) {
+    uint64_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    return (u128)bits << 64 | seq;
 }
 
-/* Pushes an event; returns 0 or -1 when out of memory. */
+/* Pushes an event (4-ary heap: half the levels of a binary one, children share lines);
+ * returns 0 or -1 when out of memory. */
 static int heap_push(eng *g, double t, uint64_t kind, uint64_t val) {
     if (g->hn == g->hcap) {
         size_t cap = g->hcap ? g->hcap * 2 : 1024;
@@ -88,11 +113,12 @@ static int heap_push(eng *g, double t, uint64_t kind, uint64_t val) {
         g->heap = nh;
         g->hcap = cap;
     }
-    ev x = {t, g->seq++, kind << 56 | val};
+    if (t == 0) t = 0; /* -0.0 -> +0.0 */
+    ev x = {ev_key(t, g->seq++), kind << 56 | val};
     size_t i = g->hn++;
     while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!ev_less(&x, &g->heap[p])) break;
+        size_t p = (i - 1) / 4;
+        if (x.key >= g->heap[p].key) break;
         g->heap[i] = g->heap[p];
         i = p;
     }
@@ -105,15 +131,32 @@ static void heap_pop(eng *g, ev *out) {
     *out = g->heap[0];
     ev x = g->heap[--g->hn];
     size_t i = 0, n = g->hn;
+    ev *h = g->heap;
     for (;;) {
-        size_t l = 2 * i + 1;
-        if (l >= n) break;
-        size_t m = l + 1 < n && ev_less(&g->heap[l + 1], &g->heap[l]) ? l + 1 : l;
-        if (!ev_less(&g->heap[m], &x)) break;
-        g->heap[i] = g->heap[m];
+        size_t c = 4 * i + 1;
+        if (c >= n) break;
+        size_t m = c;
+        if (c + 3 < n) {
+            size_t a = h[c + 1].key < h[c].key ? c + 1 : c;
+            size_t b = h[c + 3].key < h[c + 2].key ? c + 3 : c + 2;
+            m = h[b].key < h[a].key ? b : a;
+        } else {
+            for (size_t j = c + 1; j < n; j++)
+                if (h[j].key < h[m].key) m = j;
+        }
+        if (h[m].key >= x.key) break;
+        h[i] = h[m];
         i = m;
     }
-    if (n) g->heap[i] = x;
+    if (n) h[i] = x;
+}
+
+/* Returns the time of an event. */
+static inline double ev_time(const ev *x) {
+    uint64_t bits = (uint64_t)(x->key >> 64);
+    double t;
+    memcpy(&t, &bits, sizeof t);
+    return t;
 }
 
 /* Returns the table index of (stage, mb), or -1 when out of range. */
@@ -125,12 +168,12 @@ static inline int64_t entry(const eng *g, int stage, int mb) {
 /* Returns 1 and the time when key (t, idx) is known; else sets the rank's wait and returns 0. */
 static inline int need(eng *g, rank_state *k, int t, int64_t idx, double *latest) {
     if (idx < 0) {
-        k->blocked = -2; /* never satisfiable */
+        g->blocked[k->id] = -2; /* never satisfiable */
         return 0;
     }
-    double v = g->tab[t][idx];
+    double v = g->cells[idx].t[t];
     if (v < 0) {
-        k->blocked = (int64_t)t * g->n_entries + idx;
+        g->blocked[k->id] = (int64_t)t * g->n_entries + idx;
         return 0;
     }
     if (v > *latest) *latest = v;
@@ -173,20 +216,20 @@ static inline int versions_of(const eng *g, int inflight) {
 
 /* Changes a stage's stash count by d on rank k and adjusts weight-version memory. */
 static void stash_change(eng *g, rank_state *k, int stage, int d) {
-    int old = g->inflight_stage[stage];
+    int old = g->st[stage].inflight;
     int nw = old + d;
-    g->inflight_stage[stage] = nw;
+    g->st[stage].inflight = nw;
     k->inflight += d;
     int dv = versions_of(g, nw) - versions_of(g, old);
     if (dv) {
         k->versions += dv;
-        k->mem += (int64_t)dv * g->param_b[stage];
+        k->mem += (int64_t)dv * g->st[stage].param_b;
     }
 }
 
 /* Updates the rank's peaks after memory or stash changed. */
 static inline void note_peaks(eng *g, int r, rank_state *k) {
-    sim_rank_stats *st = &g->r->rank[r];
+    sim_rank_stats *st = &g->rk[r].st;
     if (k->mem > st->peak_bytes) st->peak_bytes = k->mem;
     if (k->inflight > st->peak_stash_mbs) st->peak_stash_mbs = k->inflight;
     if (k->versions > st->peak_weight_versions) st->peak_weight_versions = k->versions;
@@ -197,21 +240,21 @@ static void mem_start(eng *g, rank_state *k, int kind, int stage) {
     int rec = g->s->recompute == SCHED_RECOMPUTE_FULL;
     if (kind == SCHED_F) {
         stash_change(g, k, stage, +1);
-        k->mem += rec ? g->input_b[stage] : g->stash_b[stage];
+        k->mem += rec ? g->st[stage].input_b : g->st[stage].stash_b;
     } else if ((kind == SCHED_B || kind == SCHED_I) && rec) {
-        k->mem += g->stash_b[stage] - g->input_b[stage];
+        k->mem += g->st[stage].stash_b - g->st[stage].input_b;
     }
 }
 
 /* Memory effects at the end of a compute half. */
 static void mem_end(eng *g, rank_state *k, int kind, int stage) {
     if (kind == SCHED_B) {
-        k->mem -= g->stash_b[stage];
+        k->mem -= g->st[stage].stash_b;
         stash_change(g, k, stage, -1);
     } else if (kind == SCHED_I) {
-        k->mem -= g->stash_b[stage] - g->wstash_b[stage];
+        k->mem -= g->st[stage].stash_b - g->st[stage].wstash_b;
     } else if (kind == SCHED_W) {
-        k->mem -= g->wstash_b[stage];
+        k->mem -= g->st[stage].wstash_b;
         stash_change(g, k, stage, -1);
     }
 }
@@ -242,7 +285,7 @@ static int advance(eng *g, int r) {
     const sched *s = g->s;
     const int blocking = g->cfg->blocking_comm;
     double now = g->now;
-    k->blocked = -1;
+    g->blocked[k->id] = -1;
     while (k->pc < k->n) {
         const sched_action *a = &k->acts[k->pc];
         double lt = 0;
@@ -253,6 +296,11 @@ static int advance(eng *g, int r) {
         case SCHED_W:
         case SCHED_OVERLAP: {
             int ok;
+            if (s->weights == SCHED_WEIGHTS_STASH && (a->kind == SCHED_F || a->kind == SCHED_OVERLAP) &&
+                a->stage >= 0 && a->stage < s->stages && g->st[a->stage].step_pending > 0) {
+                g->blocked[k->id] = (int64_t)T_N * g->n_entries + s->stages + a->stage;
+                return 0;
+            }
             if (a->kind == SCHED_F) ok = fwd_ready(g, k, a->stage, a->mb, &lt);
             else if (a->kind == SCHED_W) ok = need(g, k, T_IDONE, entry(g, a->stage, a->mb), &lt);
             else if (a->kind == SCHED_OVERLAP) ok = fwd_ready(g, k, a->stage, a->mb, &lt) && bwd_ready(g, k, a->stage2, a->mb2, &lt);
@@ -270,33 +318,33 @@ static int advance(eng *g, int r) {
             note_peaks(g, r, k);
             if (!k->started) {
                 k->started = 1;
-                g->r->rank[r].first_start_s = now;
+                g->rk[r].st.first_start_s = now;
             }
             k->start_cur = now;
-            g->r->rank[r].busy_s += d;
-            return heap_push(g, now + d, EV_COMPUTE_END, (uint64_t)r);
+            g->rk[r].st.busy_s += d;
+            return heap_push(g, now + d, EV_COMPUTE_END, (uint64_t)r << 32 | k->pc);
         }
         case SCHED_SEND_F:
         case SCHED_SEND_B: {
             int fwd = a->kind == SCHED_SEND_F;
             if (!need(g, k, fwd ? T_FDONE : T_IDONE, entry(g, a->stage, a->mb), &lt)) return 0;
             int b = fwd ? a->stage : a->stage - 1; /* boundary b -> b+1 */
-            if (b < 0 || b + 1 >= s->stages) { k->blocked = -2; return 0; }
-            int l = fwd ? g->link_f[b] : g->link_b[b];
-            double d = fwd ? g->xfer_f_s[b] : g->xfer_b_s[b];
+            if (b < 0 || b + 1 >= s->stages) { g->blocked[k->id] = -2; return 0; }
+            int l = fwd ? g->st[b].link_f : g->st[b].link_b;
+            double d = fwd ? g->st[b].xfer_f_s : g->st[b].xfer_b_s;
             double st = now > g->link_free[l] ? now : g->link_free[l];
             double end = st + d;
             g->link_free[l] = end;
-            g->r->rank[r].comm_s += d;
+            g->rk[r].st.comm_s += d;
             g->r->comm_s += d;
             int t = fwd ? T_ARRF : T_ARRB;
             int64_t dst = entry(g, fwd ? a->stage + 1 : a->stage - 1, a->mb);
-            if (dst < 0) { k->blocked = -2; return 0; }
+            if (dst < 0) { g->blocked[k->id] = -2; return 0; }
             if (heap_push(g, end, EV_ARRIVE, (uint64_t)t << 48 | (uint64_t)dst)) return -1;
             trace_put(g, r, k, k->pc, st, end);
             k->pc++;
             if (blocking) {
-                k->blocked = (int64_t)t * g->n_entries + dst;
+                g->blocked[k->id] = (int64_t)t * g->n_entries + dst;
                 return 0;
             }
             break;
@@ -305,10 +353,10 @@ static int advance(eng *g, int r) {
         case SCHED_RECV_B: {
             int t = a->kind == SCHED_RECV_F ? T_ARRF : T_ARRB;
             int64_t idx = entry(g, a->stage, a->mb);
-            if (idx < 0) { k->blocked = -2; return 0; }
-            if (blocking && g->tab[t][idx] < 0) {
+            if (idx < 0) { g->blocked[k->id] = -2; return 0; }
+            if (blocking && g->cells[idx].t[t] < 0) {
                 if (g->r->trace && g->r->trace[r][k->pc].start_s < 0) trace_put(g, r, k, k->pc, now, now);
-                k->blocked = (int64_t)t * g->n_entries + idx;
+                g->blocked[k->id] = (int64_t)t * g->n_entries + idx;
                 return 0;
             }
             if (!g->r->trace || g->r->trace[r][k->pc].start_s < 0) trace_put(g, r, k, k->pc, now, now);
@@ -317,37 +365,52 @@ static int advance(eng *g, int r) {
         }
         case SCHED_REDUCE_GRAD: {
             int st_ = a->stage;
-            if (st_ < 0 || st_ >= s->stages) { k->blocked = -2; return 0; }
-            double d = g->reduce_s[st_];
+            if (st_ < 0 || st_ >= s->stages) { g->blocked[k->id] = -2; return 0; }
+            double d = g->st[st_].reduce_s;
             double st = blocking ? now : (now > k->coll_free ? now : k->coll_free);
             double end = st + d;
             k->coll_free = end;
-            g->r->rank[r].reduce_s += d;
-            g->rg_issued[st_]++;
+            g->rk[r].st.reduce_s += d;
+            g->st[st_].rg_issued++;
+            g->st[st_].reduce_end = end;
             if (heap_push(g, end, EV_REDUCE_END, (uint64_t)st_)) return -1;
             trace_put(g, r, k, k->pc, st, end);
             k->pc++;
             if (blocking) {
-                k->blocked = (int64_t)T_N * g->n_entries + st_;
+                g->blocked[k->id] = (int64_t)T_N * g->n_entries + st_;
                 return 0;
             }
             break;
         }
         case SCHED_STEP: {
             int st_ = a->stage;
-            if (st_ >= 0 && st_ < s->stages && g->rg_done[st_] < g->rg_issued[st_]) {
-                k->blocked = (int64_t)T_N * g->n_entries + st_;
+            double d = st_ >= 0 && st_ < s->stages ? g->c->step_s(g->c->ctx, st_) : 0;
+            if (!(d >= 0)) d = 0;
+            if (st_ >= 0 && st_ < s->stages && g->st[st_].rg_done < g->st[st_].rg_issued) {
+                if (!blocking && s->weights != SCHED_WEIGHTS_FLUSH) {
+                    /* stash and 2bw: the update runs beside the compute stream once its
+                     * all-reduce ended (its time on the collective stream); stash forwards of
+                     * the stage wait for it, 2bw forwards use the other buffer */
+                    double end = (g->st[st_].reduce_end > now ? g->st[st_].reduce_end : now) + d;
+                    if (end > k->coll_free) k->coll_free = end;
+                    g->st[st_].step_pending++;
+                    if (heap_push(g, end, EV_STEP_END, (uint64_t)st_)) return -1;
+                    trace_put(g, r, k, k->pc, now, end);
+                    iter_note(g, k->cur_iter, end);
+                    k->pc++;
+                    break;
+                }
+                g->blocked[k->id] = (int64_t)T_N * g->n_entries + st_;
                 return 0;
             }
-            double d = st_ >= 0 && st_ < s->stages ? g->c->step_s(g->c->ctx, st_) : 0;
             if (d > 0) {
                 if (!k->started) {
                     k->started = 1;
-                    g->r->rank[r].first_start_s = now;
+                    g->rk[r].st.first_start_s = now;
                 }
                 k->start_cur = now;
-                g->r->rank[r].busy_s += d;
-                return heap_push(g, now + d, EV_COMPUTE_END, (uint64_t)r);
+                g->rk[r].st.busy_s += d;
+                return heap_push(g, now + d, EV_COMPUTE_END, (uint64_t)r << 32 | k->pc);
             }
             trace_put(g, r, k, k->pc, now, now);
             iter_note(g, k->cur_iter, now);
@@ -364,7 +427,7 @@ static int advance(eng *g, int r) {
 }
 
 static void publish(eng *g, int t, int64_t idx, double tm) {
-    g->tab[t][idx] = tm;
+    g->cells[idx].t[t] = tm;
     int64_t key = (int64_t)t * g->n_entries + idx;
     int stage = (int)(idx / g->M);
     const sched *s = g->s;
@@ -372,7 +435,7 @@ static void publish(eng *g, int t, int64_t idx, double tm) {
         int q = stage + d;
         if (q < 0 || q >= s->stages) continue;
         int rr = s->stage_rank[q];
-        if (g->rk[rr].blocked == key && advance(g, rr)) g->err = PL_ENOMEM;
+        if (g->blocked[rr] == key && advance(g, rr)) g->err = PL_ENOMEM;
     }
 }
 
@@ -418,6 +481,60 @@ static int compute_end(eng *g, int r) {
     return advance(g, r);
 }
 
+/* Prefetches what the next event will touch (its rank's state and actions, or the cell an
+ * arrival writes), so that its cache misses overlap the current event's work. Large pipelines
+ * interleave thousands of ranks and every event lands on a cold rank otherwise. */
+static inline void prefetch_event(const eng *g, const ev *x) {
+    uint64_t p = x->payload;
+    uint64_t kind = p >> 56, val = p & (((uint64_t)1 << 56) - 1);
+    if (kind == EV_COMPUTE_END) {
+        int r = (int)(val >> 32);
+        uint32_t pc = (uint32_t)val;
+        __builtin_prefetch(&g->rk[r]);
+        __builtin_prefetch(&g->s->rank[r].acts[pc]);
+        __builtin_prefetch(&g->s->rank[r].acts[pc + 1]);
+    } else if (kind == EV_ARRIVE) {
+        int64_t idx = (int64_t)(val & (((uint64_t)1 << 48) - 1));
+        const rank_state *k = &g->rk[g->s->stage_rank[idx / g->M]];
+        __builtin_prefetch(&g->cells[idx]);
+        __builtin_prefetch(&k->acts[k->pc]);
+    }
+}
+
+/* Prefetches the cell of (stage, mb) when it exists. */
+static inline void prefetch_cell(const eng *g, int stage, int mb) {
+    int64_t idx = entry(g, stage, mb);
+    if (idx >= 0) __builtin_prefetch(&g->cells[idx]);
+}
+
+/* For the next event (a compute end), reads the rank's next few actions (their lines were
+ * prefetched one event earlier, when the event was a child of the root) and prefetches the
+ * cells those computes will read: the second stage of a two-stage prefetch pipeline. */
+static inline void prefetch_deps(const eng *g, const ev *x) {
+    uint64_t p = x->payload;
+    if (p >> 56 != EV_COMPUTE_END) return;
+    int r = (int)((p >> 32) & 0xffffff);
+    uint32_t pc = (uint32_t)p;
+    const sched_rank *rk = &g->s->rank[r];
+    for (uint32_t j = pc + 1; j < pc + 4 && j < rk->n; j++) {
+        const sched_action *a = &rk->acts[j];
+        switch (a->kind) {
+        case SCHED_F: prefetch_cell(g, a->stage > 0 ? a->stage - 1 : 0, a->mb); prefetch_cell(g, a->stage, a->mb); return;
+        case SCHED_B:
+        case SCHED_I: prefetch_cell(g, a->stage, a->mb); prefetch_cell(g, a->stage + 1, a->mb); return;
+        case SCHED_W: prefetch_cell(g, a->stage, a->mb); return;
+        default: break;
+        }
+    }
+}
+
+/* Prefetches for the next event (the heap's root) and the likely ones after (its children). */
+static inline void prefetch_next(const eng *g) {
+    size_t n = g->hn < 5 ? g->hn : 5;
+    prefetch_deps(g, &g->heap[0]);
+    for (size_t i = 0; i < n; i++) prefetch_event(g, &g->heap[i]);
+}
+
 /* Fills e with a report of the ranks that cannot proceed. Returns PL_EINPUT. */
 static int report_stuck(eng *g, pl_err *e) {
     pl_buf b;
@@ -458,12 +575,8 @@ static int setup_links(eng *g, pl_err *e) {
     const sched *s = g->s;
     int S = s->stages;
     size_t nb = S > 1 ? (size_t)(S - 1) : 0;
-    g->link_f = pl_calloc(nb + 1, sizeof *g->link_f);
-    g->link_b = pl_calloc(nb + 1, sizeof *g->link_b);
-    g->xfer_f_s = pl_calloc(nb + 1, sizeof(double));
-    g->xfer_b_s = pl_calloc(nb + 1, sizeof(double));
     int64_t *keys = pl_calloc(2 * nb + 1, sizeof *keys);
-    if (!g->link_f || !g->link_b || !g->xfer_f_s || !g->xfer_b_s || !keys) {
+    if (!keys) {
         free(keys);
         return pl_errf(e, PL_ENOMEM, "out of memory setting up links");
     }
@@ -484,12 +597,12 @@ static int setup_links(eng *g, pl_err *e) {
     for (size_t b = 0; b < nb; b++) {
         int src = s->stage_rank[b], dst = s->stage_rank[b + 1];
         int64_t kf = link_key(g, src, dst), kb = link_key(g, dst, src);
-        g->link_f[b] = (int32_t)((int64_t *)bsearch(&kf, keys, u, sizeof *keys, cmp_i64) - keys);
-        g->link_b[b] = (int32_t)((int64_t *)bsearch(&kb, keys, u, sizeof *keys, cmp_i64) - keys);
+        g->st[b].link_f = (int32_t)((int64_t *)bsearch(&kf, keys, u, sizeof *keys, cmp_i64) - keys);
+        g->st[b].link_b = (int32_t)((int64_t *)bsearch(&kb, keys, u, sizeof *keys, cmp_i64) - keys);
         int64_t bytes = g->c->boundary_bytes(g->c->ctx, (int)b);
-        g->xfer_f_s[b] = src == dst ? 0 : g->c->transfer_s(g->c->ctx, src, dst, bytes);
-        g->xfer_b_s[b] = src == dst ? 0 : g->c->transfer_s(g->c->ctx, dst, src, bytes);
-        if (!(g->xfer_f_s[b] >= 0) || !(g->xfer_b_s[b] >= 0) || bytes < 0) {
+        g->st[b].xfer_f_s = src == dst ? 0 : g->c->transfer_s(g->c->ctx, src, dst, bytes);
+        g->st[b].xfer_b_s = src == dst ? 0 : g->c->transfer_s(g->c->ctx, dst, src, bytes);
+        if (!(g->st[b].xfer_f_s >= 0) || !(g->st[b].xfer_b_s >= 0) || bytes < 0) {
             free(keys);
             return pl_errf(e, PL_EINPUT, "negative transfer time or size at the boundary of stage %zu", b);
         }
@@ -502,38 +615,27 @@ static int setup_links(eng *g, pl_err *e) {
 static int setup_stages(eng *g, pl_err *e) {
     const sched *s = g->s;
     int S = s->stages;
-    g->inflight_stage = pl_calloc((size_t)S, sizeof(int));
-    g->rg_issued = pl_calloc((size_t)S, sizeof(int));
-    g->rg_done = pl_calloc((size_t)S, sizeof(int));
-    g->stash_b = pl_calloc((size_t)S, sizeof(int64_t));
-    g->wstash_b = pl_calloc((size_t)S, sizeof(int64_t));
-    g->input_b = pl_calloc((size_t)S, sizeof(int64_t));
-    g->param_b = pl_calloc((size_t)S, sizeof(int64_t));
-    g->reduce_s = pl_calloc((size_t)S, sizeof(double));
-    if (!g->inflight_stage || !g->rg_issued || !g->rg_done || !g->stash_b || !g->wstash_b || !g->input_b ||
-        !g->param_b || !g->reduce_s)
-        return pl_errf(e, PL_ENOMEM, "out of memory setting up stages");
     const sim_config *cfg = g->cfg;
     for (int q = 0; q < S; q++) {
         void *x = g->c->ctx;
-        g->stash_b[q] = g->c->stash_bytes(x, q);
-        g->wstash_b[q] = g->c->w_stash_bytes(x, q);
-        g->input_b[q] = g->c->input_bytes(x, q);
-        g->param_b[q] = g->c->param_bytes(x, q);
-        if (g->stash_b[q] < 0 || g->wstash_b[q] < 0 || g->input_b[q] < 0 || g->param_b[q] < 0)
+        g->st[q].stash_b = g->c->stash_bytes(x, q);
+        g->st[q].wstash_b = g->c->w_stash_bytes(x, q);
+        g->st[q].input_b = g->c->input_bytes(x, q);
+        g->st[q].param_b = g->c->param_bytes(x, q);
+        if (g->st[q].stash_b < 0 || g->st[q].wstash_b < 0 || g->st[q].input_b < 0 || g->st[q].param_b < 0)
             return pl_errf(e, PL_EINPUT, "stage %d: negative memory size", q);
-        if (g->wstash_b[q] > g->stash_b[q]) g->wstash_b[q] = g->stash_b[q];
-        if (g->input_b[q] > g->stash_b[q]) g->input_b[q] = g->stash_b[q];
+        if (g->st[q].wstash_b > g->st[q].stash_b) g->st[q].wstash_b = g->st[q].stash_b;
+        if (g->st[q].input_b > g->st[q].stash_b) g->st[q].input_b = g->st[q].stash_b;
         int rep = cfg->replicas ? cfg->replicas[q] : 1;
         if (rep < 1) return pl_errf(e, PL_EINPUT, "stage %d: replicas must be at least 1 (got %d)", q, rep);
-        g->reduce_s[q] = rep > 1 ? g->c->allreduce_s(x, q, rep, g->param_b[q]) : 0;
-        if (!(g->reduce_s[q] >= 0)) return pl_errf(e, PL_EINPUT, "stage %d: negative all-reduce time", q);
+        g->st[q].reduce_s = rep > 1 ? g->c->allreduce_s(x, q, rep, g->st[q].param_b) : 0;
+        if (!(g->st[q].reduce_s >= 0)) return pl_errf(e, PL_EINPUT, "stage %d: negative all-reduce time", q);
         rank_state *k = &g->rk[s->stage_rank[q]];
-        double params = cfg->dtype_bytes > 0 ? (double)g->param_b[q] / cfg->dtype_bytes : 0;
-        int64_t stat = g->param_b[q] /* gradients */ + (int64_t)(params * cfg->optimizer_bytes_per_param);
+        double params = cfg->dtype_bytes > 0 ? (double)g->st[q].param_b / cfg->dtype_bytes : 0;
+        int64_t stat = g->st[q].param_b /* gradients */ + (int64_t)(params * cfg->optimizer_bytes_per_param);
         int v = versions_of(g, 0);
-        g->r->rank[s->stage_rank[q]].static_bytes += stat + g->param_b[q];
-        k->mem += stat + (int64_t)v * g->param_b[q];
+        g->rk[s->stage_rank[q]].st.static_bytes += stat + g->st[q].param_b;
+        k->mem += stat + (int64_t)v * g->st[q].param_b;
         k->versions += v;
     }
     return PL_OK;
@@ -558,22 +660,13 @@ void sim_result_free(sim_result *r) {
 
 /* Frees the engine's arrays. */
 static void eng_free(eng *g) {
-    for (int t = 0; t < T_N; t++) free(g->tab[t]);
+    if (g->cells && g->cells_mapped) munmap(g->cells, g->cells_bytes);
+    else free(g->cells);
     free(g->rk);
     free(g->heap);
-    free(g->link_f);
-    free(g->link_b);
-    free(g->xfer_f_s);
-    free(g->xfer_b_s);
     free(g->link_free);
-    free(g->inflight_stage);
-    free(g->rg_issued);
-    free(g->rg_done);
-    free(g->stash_b);
-    free(g->wstash_b);
-    free(g->input_b);
-    free(g->param_b);
-    free(g->reduce_s);
+    free(g->st);
+    free(g->blocked);
     if (g->rng) gsl_rng_free(g->rng);
 }
 
@@ -593,6 +686,7 @@ static void finish_metrics(eng *g) {
     double busy = 0, idle = 0;
     r->bubble_rate = 0;
     for (int q = 0; q < s->ranks; q++) {
+        r->rank[q] = g->rk[q].st;
         sim_rank_stats *st = &r->rank[q];
         st->span_s = g->rk[q].started ? g->rk[q].last_end - st->first_start_s : 0;
         if (st->busy_s > 0) {
@@ -640,12 +734,27 @@ int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_resul
     r->rank = pl_calloc((size_t)s->ranks, sizeof *r->rank);
     r->iter_end_s = pl_calloc((size_t)r->iterations, sizeof(double));
     g.rk = pl_calloc((size_t)s->ranks, sizeof *g.rk);
-    if (!r->rank || !r->iter_end_s || !g.rk) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
-    for (int t = 0; t < T_N; t++) {
-        g.tab[t] = malloc((size_t)g.n_entries * sizeof(double));
-        if (!g.tab[t]) { rc = pl_errf(e, PL_ENOMEM, "out of memory: %lld table entries", (long long)g.n_entries); goto out; }
-        for (int64_t i = 0; i < g.n_entries; i++) g.tab[t][i] = -1.0;
+    g.st = pl_calloc((size_t)s->stages, sizeof *g.st);
+    g.blocked = pl_calloc((size_t)s->ranks, sizeof *g.blocked);
+    if (!r->rank || !r->iter_end_s || !g.rk || !g.st || !g.blocked) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
+    /* anonymous mapping with transparent huge pages: the cells are touched by every rank at
+     * once, and 4 KiB pages would make most accesses TLB misses on large pipelines */
+    g.cells_bytes = (size_t)g.n_entries * sizeof(cell);
+    if (g.cells_bytes < ((size_t)8 << 20)) {
+        g.cells = malloc(g.cells_bytes ? g.cells_bytes : 1);
+    } else {
+        g.cells = mmap(NULL, g.cells_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (g.cells == MAP_FAILED) g.cells = NULL;
+        else g.cells_mapped = 1;
     }
+    if (!g.cells) {
+        rc = pl_errf(e, PL_ENOMEM, "out of memory: %lld stage-microbatch cells", (long long)g.n_entries);
+        goto out;
+    }
+#ifdef MADV_HUGEPAGE
+    if (g.cells_mapped) madvise(g.cells, g.cells_bytes, MADV_HUGEPAGE);
+#endif
+    for (int64_t i = 0; i < g.n_entries; i++) g.cells[i] = (cell){{-1.0, -1.0, -1.0, -1.0}};
     if (cfg->record_trace) {
         r->trace = pl_calloc((size_t)s->ranks, sizeof *r->trace);
         if (!r->trace) { rc = pl_errf(e, PL_ENOMEM, "out of memory for the trace"); goto out; }
@@ -659,7 +768,8 @@ int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_resul
         if (s->rank[q].n > UINT32_MAX) { rc = pl_errf(e, PL_EINPUT, "too many actions on rank %d", q); goto out; }
         g.rk[q].acts = s->rank[q].acts;
         g.rk[q].n = (uint32_t)s->rank[q].n;
-        g.rk[q].blocked = -1;
+        g.blocked[q] = -1;
+        g.rk[q].id = q;
         r->actions += s->rank[q].n;
     }
     if ((rc = setup_links(&g, e)) != PL_OK) goto out;
@@ -678,19 +788,25 @@ int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_resul
     while (g.hn > 0 && !g.err) {
         ev x;
         heap_pop(&g, &x);
-        g.now = x.t;
+        g.now = ev_time(&x);
         r->events++;
         uint64_t kind = x.payload >> 56, val = x.payload & (((uint64_t)1 << 56) - 1);
         int fail = 0;
+        if (g.hn > 0) prefetch_next(&g);
         if (kind == EV_COMPUTE_END) {
-            fail = compute_end(&g, (int)val);
+            fail = compute_end(&g, (int)(val >> 32));
         } else if (kind == EV_ARRIVE) {
-            publish(&g, (int)(val >> 48), (int64_t)(val & (((uint64_t)1 << 48) - 1)), x.t);
+            publish(&g, (int)(val >> 48), (int64_t)(val & (((uint64_t)1 << 48) - 1)), g.now);
+        } else if (kind == EV_STEP_END) {
+            int st = (int)val;
+            g.st[st].step_pending--;
+            int rr = s->stage_rank[st];
+            if (g.blocked[rr] == (int64_t)T_N * g.n_entries + s->stages + st) fail = advance(&g, rr);
         } else {
             int st = (int)val;
-            g.rg_done[st]++;
+            g.st[st].rg_done++;
             int rr = s->stage_rank[st];
-            if (g.rk[rr].blocked == (int64_t)T_N * g.n_entries + st) fail = advance(&g, rr);
+            if (g.blocked[rr] == (int64_t)T_N * g.n_entries + st) fail = advance(&g, rr);
         }
         if (fail) { rc = pl_errf(e, PL_ENOMEM, "out of memory in the event queue"); goto out; }
     }
@@ -704,14 +820,13 @@ int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_resul
             for (size_t i = 0; i < s->rank[q].n; i++) {
                 const sched_action *a = &s->rank[q].acts[i];
                 if (a->kind != SCHED_RECV_F && a->kind != SCHED_RECV_B) continue;
-                double arr = g.tab[a->kind == SCHED_RECV_F ? T_ARRF : T_ARRB][entry(&g, a->stage, a->mb)];
+                double arr = g.cells[entry(&g, a->stage, a->mb)].t[a->kind == SCHED_RECV_F ? T_ARRF : T_ARRB];
                 if (arr > r->trace[q][i].end_s) r->trace[q][i].end_s = arr;
             }
     finish_metrics(&g);
-    r->state_bytes = (size_t)T_N * (size_t)g.n_entries * sizeof(double) + g.hcap * sizeof(ev) +
+    r->state_bytes = g.cells_bytes + g.hcap * sizeof(ev) +
                      (size_t)s->ranks * (sizeof(rank_state) + sizeof(sim_rank_stats)) +
-                     (size_t)g.nlinks * sizeof(double) +
-                     (size_t)s->stages * (2 * sizeof(int32_t) + 3 * sizeof(double) + 3 * sizeof(int) + 4 * sizeof(int64_t)) +
+                     (size_t)g.nlinks * sizeof(double) + (size_t)s->stages * sizeof(stage_state) +
                      (size_t)r->iterations * sizeof(double);
 out:
     eng_free(&g);

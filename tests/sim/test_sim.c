@@ -88,37 +88,39 @@ static void test_interleaved_megatron(void) {
     }
 }
 
-/* Zero Bubble paper (TB = input backward): with TF = TB = TW, 1F1B's bubble is
- * (p-1)(TF+TB+TW), ZB-H1's (p-1)(TF+TB-TW), ZB-H2's (p-1)(TF+TB-2TW) = 0. */
+/* Zero Bubble paper (Qi et al., Table 2; its TB is the INPUT backward, our I): 1F1B's bubble
+ * is (p-1)(TF+TB+TW), ZB-H1's (p-1)(TF+TB-TW), ZB-H2's (p-1)(TF+TB-2TW), under the paper's
+ * conditions (TW <= TF, TW <= TB). The bubble is the largest (span - compute) of a rank, span
+ * = first start to last end; for 1F1B and ZB-H1 rank 0 starts at 0, so also the makespan's. */
 static void test_zero_bubble_sizes(void) {
     int p = 4, m = 12;
-    double tf = 1, ti = 1, tw = 1, ideal = m * (tf + ti + tw);
-    struct { const char *kind; double bubble; } cases[] = {
-        {"1f1b", (p - 1) * (tf + ti + tw)},
-        {"zb-h1", (p - 1) * (tf + ti - tw)},
-        {"zb-h2", (p - 1) * (tf + ti - 2 * tw)},
-    };
-    for (size_t i = 0; i < 3; i++) {
-        if (!sched_find_generator(cases[i].kind)) continue;
-        sched *s = lowered(cases[i].kind, p, m, 0, 0);
-        if (!s) continue;
-        sim_basic b;
-        sim_basic_init(&b);
-        b.tf_s = tf;
-        b.ti_s = ti;
-        b.tw_s = tw;
-        sim_result r;
-        CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
-        /* the paper's bubble: the largest (span - compute) of a rank, span = first start to
-         * last end; rank 0 starts at 0, so for 1F1B and ZB-H1 it is also the makespan's */
-        double worst = 0;
-        for (int q = 0; q < p; q++)
-            if (r.rank[q].span_s - r.rank[q].busy_s > worst) worst = r.rank[q].span_s - r.rank[q].busy_s;
-        NEAR(worst, cases[i].bubble);
-        NEAR(r.bubble_rate, cases[i].bubble / ideal);
-        if (i < 2) NEAR(r.makespan_s, ideal + cases[i].bubble);
-        sim_result_free(&r);
-        sched_free(s);
+    double times[][3] = {{1, 1, 1}, {2, 2, 1}, {3, 2, 1}, {1, 1, 0.5}};
+    for (size_t t = 0; t < sizeof times / sizeof times[0]; t++) {
+        double tf = times[t][0], ti = times[t][1], tw = times[t][2], ideal = m * (tf + ti + tw);
+        struct { const char *kind; double bubble; } cases[] = {
+            {"1f1b", (p - 1) * (tf + ti + tw)},
+            {"zb-h1", (p - 1) * (tf + ti - tw)},
+            {"zb-h2", (p - 1) * (tf + ti - 2 * tw)},
+        };
+        for (size_t i = 0; i < 3; i++) {
+            sched *s = lowered(cases[i].kind, p, m, 0, 0);
+            if (!s) continue;
+            sim_basic b;
+            sim_basic_init(&b);
+            b.tf_s = tf;
+            b.ti_s = ti;
+            b.tw_s = tw;
+            sim_result r;
+            CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+            double worst = 0;
+            for (int q = 0; q < p; q++)
+                if (r.rank[q].span_s - r.rank[q].busy_s > worst) worst = r.rank[q].span_s - r.rank[q].busy_s;
+            NEAR(worst, cases[i].bubble);
+            NEAR(r.bubble_rate, cases[i].bubble / ideal);
+            if (i < 2) NEAR(r.makespan_s, ideal + cases[i].bubble);
+            sim_result_free(&r);
+            sched_free(s);
+        }
     }
 }
 
@@ -178,6 +180,50 @@ static void test_blocking_and_fifo(void) {
     NEAR(r2.rank[0].busy_s, r1.rank[0].busy_s);
     sim_result_free(&r1);
     sim_result_free(&r2);
+    sched_free(s);
+}
+
+/* Shared inter-node links: interleaved p = 4, v = 2 on two nodes of two ranks; the forward
+ * 1 -> 2 and the gradient 0 -> 3 both cross node 0 -> node 1, so sharing one link per node
+ * pair can only delay; with heavy transfers it does. Unshared, it equals the per-pair run. */
+static void test_shared_inter_link(void) {
+    sched *s = lowered("interleaved", 4, 8, 2, 0);
+    if (!s) return;
+    sim_basic b;
+    sim_basic_init(&b);
+    b.tf_s = 1;
+    b.tb_s = 2;
+    b.bytes = 2000; /* 2 s per inter-node transfer, intra-node free */
+    b.ranks_per_node = 2;
+    b.inter_bandwidth_Bps = 1000;
+    sim_config c;
+    sim_config_init(&c);
+    c.ranks_per_node = 2;
+    sim_result r1, r2;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r1), PL_OK);
+    c.shared_inter_link = 1;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r2), PL_OK);
+    CU_ASSERT(r2.makespan_s > r1.makespan_s);
+    NEAR(r1.makespan_s, 71); /* regression values of this engine (not a closed form) */
+    NEAR(r2.makespan_s, 74);
+    NEAR(r2.comm_s, r1.comm_s); /* same transfers, only queued differently */
+    sim_result_free(&r1);
+    sim_result_free(&r2);
+    sched_free(s);
+}
+
+/* Several flush iterations: the iteration time stays (m + p - 1)(tF + tB). */
+static void test_iterations(void) {
+    sched *s = lowered("1f1b", 4, 6, 0, 3);
+    if (!s) return;
+    sim_basic b;
+    sim_basic_init(&b);
+    sim_result r;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+    CU_ASSERT_EQUAL(r.iterations, 3);
+    NEAR(r.iteration_time_s, 9 * 3.0);
+    NEAR(r.makespan_s, 3 * 9 * 3.0);
+    sim_result_free(&r);
     sched_free(s);
 }
 
@@ -450,6 +496,32 @@ static void test_cli(void) {
     }
 }
 
+/* The CLI stores the run in the database given by --db and writes the Chrome trace file. */
+static void test_cli_outputs(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "runs.db"), *tj = pl_test_path(dir, "trace.json");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s simulate --kind zb-h1 --ranks 2 --microbatches 3 --ti 1 --tw 1 --blocking-comm --tcomm 0.5 "
+             "--trace --trace-json %s --db %s --tag unit", PIPELAB_BIN, tj, db);
+    char *out = NULL;
+    int rc = pl_test_run(cmd, &out);
+    if (rc != 0) fprintf(stderr, "\n%s -> %d\n%s\n", cmd, rc, out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(pl_test_exists(db));
+    CU_ASSERT(pl_test_exists(tj));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "1SEND_B2"));
+    free(out);
+    char *text = NULL;
+    size_t len = 0;
+    pl_err e;
+    CU_ASSERT_EQUAL(pl_read_file(tj, 1 << 24, &text, &len, &e), PL_OK);
+    if (text) CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"name\":\"0W2\""));
+    free(text);
+    free(db);
+    free(tj);
+    free(dir);
+}
+
 void pl_test_register(void) {
     static const pl_test_case cases[] = {
         {"gpipe and 1f1b closed form", test_gpipe_1f1b_closed_form},
@@ -457,6 +529,8 @@ void pl_test_register(void) {
         {"zero bubble sizes", test_zero_bubble_sizes},
         {"communication hand-computed", test_comm_hand_computed},
         {"blocking comm and FIFO links", test_blocking_and_fifo},
+        {"shared inter-node link", test_shared_inter_link},
+        {"iterations", test_iterations},
         {"memory", test_memory},
         {"recompute", test_recompute},
         {"replicas all-reduce", test_replicas_allreduce},
@@ -465,6 +539,7 @@ void pl_test_register(void) {
         {"stage csv", test_stage_csv},
         {"library errors", test_library_errors},
         {"cli", test_cli},
+        {"cli outputs", test_cli_outputs},
         {NULL, NULL},
     };
     pl_test_suite("sim", cases);
