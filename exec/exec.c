@@ -1,0 +1,416 @@
+/* exec.c: exec_run: checks, the data set, one pinned worker thread per rank over the in-process
+ * transport, and the measurements gathered into an exec_result. */
+/* POSIX only here: see transport_threads.c; pinning lives in platform/. */
+#undef _GNU_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+
+#include "exec_int.h"
+#include "platform.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXEC_MAX_CORES 4096
+
+void exec_config_default(exec_config *c) {
+    memset(c, 0, sizeof *c);
+    c->hidden = 64;
+    c->ffn = 0;
+    c->layers = 4;
+    c->microbatch_size = 8;
+    c->init_seed = 1;
+    c->target_seed = 2;
+    c->data_seed = 3;
+    c->dataset_microbatches = 64;
+    c->lr = 0.05;
+    c->momentum = 0.0;
+    c->warmup_passes = 1;
+    c->timed_passes = 5;
+    c->pin = 1;
+    c->timeout_s = 60.0;
+}
+
+size_t exec_param_count(const exec_config *cfg) {
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    return (size_t)cfg->layers * exec_block_floats(&d);
+}
+
+int exec_stage_blocks(const sched *s, const exec_config *cfg, int *blocks, pl_err *e) {
+    int L = cfg->layers, n = s->stages;
+    if (cfg->stage_blocks) {
+        int sum = 0;
+        for (int q = 0; q < n; q++) {
+            if (cfg->stage_blocks[q] < 1) return pl_errf(e, PL_EINPUT, "stage %d has %d blocks; every stage needs at least one", q, cfg->stage_blocks[q]);
+            blocks[q] = cfg->stage_blocks[q];
+            sum += blocks[q];
+        }
+        if (sum != L) return pl_errf(e, PL_EINPUT, "the stage split has %d blocks, the model %d", sum, L);
+        return PL_OK;
+    }
+    if (L < n) return pl_errf(e, PL_EINPUT, "%d blocks cannot fill %d stages (need layers >= stages)", L, n);
+    for (int q = 0; q < n; q++) blocks[q] = L / n + (q < L % n ? 1 : 0);
+    return PL_OK;
+}
+
+/* Checks the configuration's numbers; returns PL_OK or PL_EINPUT naming the bad one. */
+static int check_config(const exec_config *c, pl_err *e) {
+    if (c->hidden < 1 || c->hidden > 65536) return pl_errf(e, PL_EINPUT, "hidden size %d out of range 1..65536", c->hidden);
+    if (c->ffn < 0 || c->ffn > 1 << 20) return pl_errf(e, PL_EINPUT, "ffn size %d out of range", c->ffn);
+    if (c->layers < 1) return pl_errf(e, PL_EINPUT, "layers must be at least 1");
+    if (c->microbatch_size < 1) return pl_errf(e, PL_EINPUT, "microbatch size must be at least 1");
+    if (c->warmup_passes < 0 || c->timed_passes < 1) return pl_errf(e, PL_EINPUT, "need warm-up >= 0 and timed passes >= 1");
+    if (!(c->lr >= 0) || !(c->momentum >= 0) || c->momentum >= 1) return pl_errf(e, PL_EINPUT, "need lr >= 0 and 0 <= momentum < 1");
+    if (c->dataset_microbatches < 0) return pl_errf(e, PL_EINPUT, "data set size must be positive");
+    return PL_OK;
+}
+
+/* Orders doubles ascending for qsort. */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+/* Returns the median of n values (sorts v). */
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void exec_result_free(exec_result *r) {
+    if (!r) return;
+    free(r->stage_blocks);
+    free(r->pass_s);
+    free(r->loss);
+    free(r->final_weights);
+    if (r->rank)
+        for (int q = 0; q < r->ranks; q++) free(r->rank[q].ops);
+    free(r->rank);
+    memset(r, 0, sizeof *r);
+}
+
+/* Counts the receives in a rank's list (one pass): what its mailbox must hold at most. */
+static int recv_count(const sched *s, int r) {
+    int n = 0;
+    for (size_t k = 0; k < s->rank[r].n; k++)
+        n += s->rank[r].acts[k].kind == SCHED_RECV_F || s->rank[r].acts[k].kind == SCHED_RECV_B;
+    return n;
+}
+
+void exec_rank_record_free(exec_rank_record *r) {
+    if (!r) return;
+    free(r->pass_start_s);
+    free(r->ops);
+    free(r->loss_mb);
+    free(r->weights);
+    memset(r, 0, sizeof *r);
+}
+
+/* Moves what a finished worker measured into rec (its arrays change owner). Returns PL_OK or
+ * PL_ENOMEM. */
+static int record_of(exec_xrank *x, const double *loss_mb, exec_rank_record *rec, pl_err *e) {
+    const exec_config *c = x->cfg;
+    int P = c->warmup_passes + c->timed_passes;
+    size_t nl = (size_t)P * (size_t)x->M, np = exec_param_count(c), nf = exec_block_floats(&x->d);
+    memset(rec, 0, sizeof *rec);
+    rec->rank = x->r;
+    rec->passes = P;
+    rec->pass_start_s = x->pass_start_s; /* one block of 4 P doubles */
+    rec->pass_end_s = x->pass_end_s;
+    rec->busy_s = x->busy_s;
+    rec->comm_s = x->comm_s;
+    x->pass_start_s = NULL;
+    rec->peak = x->peak;
+    rec->allocated_bytes = x->arena_bytes;
+    rec->core = x->core;
+    rec->ops = x->ops;
+    rec->n_ops = x->n_ops;
+    x->ops = NULL;
+    rec->loss_mb = pl_calloc(nl, sizeof(double));
+    rec->weights = pl_calloc(np, sizeof(float));
+    if (!rec->loss_mb || !rec->weights) {
+        exec_rank_record_free(rec);
+        return pl_errf(e, PL_ENOMEM, "out of memory recording rank %d", x->r);
+    }
+    rec->n_weights = np;
+    if (x->loc[x->s->stages - 1] >= 0) memcpy(rec->loss_mb, loss_mb, nl * sizeof(double));
+    for (int q = 0; q < x->nst; q++) {
+        const exec_xstage *st = &x->st[q];
+        memcpy(rec->weights + (size_t)st->block0 * nf, st->ver.base + (size_t)st->cur * st->pfloats,
+               st->pfloats * sizeof(float));
+    }
+    return PL_OK;
+}
+
+int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *recs, exec_result *out,
+                  pl_err *e) {
+    memset(out, 0, sizeof *out);
+    int p = s->ranks, T = c->timed_passes, W = c->warmup_passes, P = W + T;
+    int it = s->iterations > 0 ? s->iterations : 1;
+    for (int r = 0; r < p; r++)
+        if (recs[r].passes != P || recs[r].rank != r)
+            return pl_errf(e, PL_EINPUT, "record %d is of rank %d with %d passes; expected rank %d with %d", r,
+                           recs[r].rank, recs[r].passes, r, P);
+    exec_dims d;
+    exec_dims_of(c, &d);
+    memcpy(out->kind, s->kind, sizeof out->kind);
+    out->ranks = p;
+    out->stages = s->stages;
+    out->microbatches = s->microbatches;
+    out->iterations_per_pass = it;
+    out->weights = s->weights;
+    out->recompute = s->recompute;
+    out->hidden = d.h;
+    out->ffn = d.f;
+    out->layers = c->layers;
+    out->microbatch_size = d.b;
+    out->lr = c->lr;
+    out->momentum = c->momentum;
+    out->warmup_passes = W;
+    out->timed_passes = T;
+    out->blas = exec_blas_init();
+    out->cores = 0; /* the driver fills in what it knows (exec_run: the cores of this process) */
+    out->param_bytes = exec_param_count(c) * sizeof(float);
+    out->stage_blocks = pl_calloc((size_t)s->stages, sizeof(int));
+    out->pass_s = pl_calloc((size_t)T, sizeof(double));
+    out->n_iters = P * it;
+    out->loss = pl_calloc((size_t)out->n_iters, sizeof(double));
+    out->rank = pl_calloc((size_t)p, sizeof *out->rank);
+    double *tmp = pl_calloc((size_t)T, sizeof(double));
+    int rc = PL_OK;
+    if (!out->stage_blocks || !out->pass_s || !out->loss || !out->rank || !tmp) {
+        rc = pl_errf(e, PL_ENOMEM, "out of memory assembling results");
+        goto fail;
+    }
+    rc = exec_stage_blocks(s, c, out->stage_blocks, e);
+    if (rc) goto fail;
+    /* pass times: first start to last end over all ranks (one clock) */
+    double base = recs[0].pass_start_s[W], sum = 0, sum2 = 0;
+    for (int t = 0; t < T; t++) {
+        int q = W + t;
+        double st = recs[0].pass_start_s[q], en = recs[0].pass_end_s[q];
+        for (int r = 1; r < p; r++) {
+            if (recs[r].pass_start_s[q] < st) st = recs[r].pass_start_s[q];
+            if (recs[r].pass_end_s[q] > en) en = recs[r].pass_end_s[q];
+        }
+        if (t == 0) base = st;
+        out->pass_s[t] = tmp[t] = en - st;
+        sum += en - st;
+        sum2 += (en - st) * (en - st);
+    }
+    out->pass_min_s = out->pass_max_s = out->pass_s[0];
+    for (int t = 1; t < T; t++) {
+        if (out->pass_s[t] < out->pass_min_s) out->pass_min_s = out->pass_s[t];
+        if (out->pass_s[t] > out->pass_max_s) out->pass_max_s = out->pass_s[t];
+    }
+    double mean = sum / T, var = sum2 / T - mean * mean;
+    out->pass_stddev_s = var > 0 ? sqrt(var) : 0;
+    out->pass_median_s = median(tmp, T);
+    out->iter_median_s = out->pass_median_s / it;
+    out->throughput_samples_s = out->pass_median_s > 0 ? (double)s->microbatches * d.b * it / out->pass_median_s : 0;
+    for (int r = 0; r < p; r++) {
+        exec_rank_result *rr = &out->rank[r];
+        const exec_rank_record *rc_ = &recs[r];
+        double busy = 0, comm = 0, tot = 0;
+        for (int t = 0; t < T; t++) {
+            busy += rc_->busy_s[W + t];
+            comm += rc_->comm_s[W + t];
+            tot += out->pass_s[t];
+        }
+        rr->busy_s = busy / T;
+        rr->comm_s = comm / T;
+        rr->idle_s = (tot - busy) / T;
+        rr->bubble = tot > 0 ? (tot - busy) / tot : 0;
+        rr->peak = rc_->peak;
+        rr->allocated_bytes = rc_->allocated_bytes;
+        rr->core = rc_->core;
+        if (rc_->n_ops) {
+            rr->ops = pl_calloc(rc_->n_ops, sizeof *rr->ops);
+            if (!rr->ops) { rc = pl_errf(e, PL_ENOMEM, "out of memory copying the op records"); goto fail; }
+            rr->n_ops = rc_->n_ops;
+            for (size_t k = 0; k < rr->n_ops; k++) {
+                rr->ops[k] = rc_->ops[k];
+                rr->ops[k].start_s -= base;
+                rr->ops[k].end_s -= base;
+            }
+        }
+    }
+    const double *loss_mb = recs[s->stage_rank[s->stages - 1]].loss_mb;
+    for (int i = 0; i < out->n_iters; i++) {
+        double l = 0;
+        for (int j = 0; j < s->microbatches; j++) l += loss_mb[(size_t)i * s->microbatches + j];
+        out->loss[i] = l / s->microbatches;
+    }
+    if (c->return_weights) {
+        out->n_weights = exec_param_count(c);
+        out->final_weights = pl_calloc(out->n_weights, sizeof(float));
+        if (!out->final_weights) { rc = pl_errf(e, PL_ENOMEM, "out of memory copying weights"); goto fail; }
+        size_t nf = exec_block_floats(&d);
+        for (int q = 0, b0 = 0; q < s->stages; b0 += out->stage_blocks[q], q++) {
+            const float *src = recs[s->stage_rank[q]].weights + (size_t)b0 * nf;
+            memcpy(out->final_weights + (size_t)b0 * nf, src, (size_t)out->stage_blocks[q] * nf * sizeof(float));
+        }
+    }
+    free(tmp);
+    return PL_OK;
+fail:
+    free(tmp);
+    exec_result_free(out);
+    return rc;
+}
+
+/* Checks what every entry point checks: a lowered, valid schedule and a sane configuration;
+ * fills blocks[stages]. Returns PL_OK or the error. */
+static int check_run(const sched *s, const exec_config *c, int *blocks, pl_err *e) {
+    if (!s->lowered) return pl_errf(e, PL_EINPUT, "the executor runs lowered schedules (lower it first)");
+    int rc = check_config(c, e);
+    if (rc) return rc;
+    if (sched_validate(s, e) != PL_OK) return e->code;
+    return exec_stage_blocks(s, c, blocks, e);
+}
+
+/* Sets up rank r's worker state (pools sized by the dry walk, measurement arrays). */
+static int setup_rank(exec_xrank *x, int r, const sched *s, const exec_config *c, const int *blocks,
+                      const exec_data *data, double *loss_mb, pl_err *e) {
+    int P = c->warmup_passes + c->timed_passes;
+    int rc = exec_xrank_init(x, r, s, c, blocks, data, loss_mb, e);
+    if (rc) return rc;
+    x->core = -1;
+    x->pass_start_s = pl_calloc(4 * (size_t)P, sizeof(double));
+    if (!x->pass_start_s) return pl_errf(e, PL_ENOMEM, "out of memory");
+    x->pass_end_s = x->pass_start_s + P;
+    x->busy_s = x->pass_start_s + 2 * P;
+    x->comm_s = x->pass_start_s + 3 * P;
+    if (c->record_ops) {
+        x->cap_ops = s->rank[r].n * (size_t)c->timed_passes;
+        x->ops = pl_calloc(x->cap_ops ? x->cap_ops : 1, sizeof *x->ops);
+        if (!x->ops) return pl_errf(e, PL_ENOMEM, "out of memory for the op records");
+    }
+    return PL_OK;
+}
+
+int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_rank_record *rec, pl_err *e) {
+    memset(rec, 0, sizeof *rec);
+    int r = t->rank(t);
+    if (t->size(t) != s->ranks) return pl_errf(e, PL_EINPUT, "the transport has %d ranks, the schedule %d", t->size(t), s->ranks);
+    int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
+    if (!blocks) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = check_run(s, c, blocks, e);
+    exec_blas_init();
+    int P = c->warmup_passes + c->timed_passes, M = s->microbatches * (s->iterations > 0 ? s->iterations : 1);
+    exec_data data;
+    memset(&data, 0, sizeof data);
+    exec_xrank x;
+    memset(&x, 0, sizeof x);
+    double *loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
+    if (rc == PL_OK && !loss_mb) rc = pl_errf(e, PL_ENOMEM, "out of memory");
+    if (rc == PL_OK) rc = exec_data_build(c, &data, e);
+    if (rc == PL_OK) rc = setup_rank(&x, r, s, c, blocks, &data, loss_mb, e);
+    if (rc == PL_OK) {
+        int cpus[EXEC_MAX_CORES];
+        int n = exec_platform_cores(cpus, EXEC_MAX_CORES);
+        if (c->pin && n > 0) x.core = cpus[r % n];
+        x.t = t;
+        exec_worker_main(&x);
+        rc = x.rc;
+        if (rc) *e = x.err;
+    } else {
+        pl_err why = *e;
+        pl_err_prefix(&why, "rank %d: ", r);
+        t->abort(t, &why);
+        if (t->finished) t->finished(t);
+    }
+    if (rc == PL_OK) rc = record_of(&x, loss_mb, rec, e);
+    exec_xrank_free(&x);
+    exec_data_free(&data);
+    free(loss_mb);
+    free(blocks);
+    return rc;
+}
+
+int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    int p = s->ranks;
+    int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
+    int *cpus = pl_calloc(EXEC_MAX_CORES, sizeof *cpus);
+    if (!blocks || !cpus) { free(blocks); free(cpus); return pl_errf(e, PL_ENOMEM, "out of memory"); }
+    int rc = check_run(s, c, blocks, e);
+    int ncores = exec_platform_cores(cpus, EXEC_MAX_CORES);
+    if (rc == PL_OK && p > ncores && !c->oversubscribe)
+        rc = pl_errf(e, PL_EINPUT, "%d ranks but only %d cores available; allow oversubscription to run anyway "
+                     "(timings would then measure time-slicing)", p, ncores);
+    if (rc) { free(blocks); free(cpus); return rc; }
+    exec_blas_init();
+    int P = c->warmup_passes + c->timed_passes, it = s->iterations > 0 ? s->iterations : 1;
+    int M = s->microbatches * it;
+    exec_data data;
+    memset(&data, 0, sizeof data);
+    double *loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
+    exec_xrank *xr = pl_calloc((size_t)p, sizeof *xr);
+    exec_rank_record *recs = pl_calloc((size_t)p, sizeof *recs);
+    pthread_t *th = pl_calloc((size_t)p, sizeof *th);
+    exec_transport *t = NULL;
+    int started = 0;
+    if (!loss_mb || !xr || !th || !recs) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto done; }
+    rc = exec_data_build(c, &data, e); /* once, shared read-only by the workers */
+    if (rc) goto done;
+    int cap = 1;
+    for (int r = 0; r < p && rc == PL_OK; r++) {
+        rc = setup_rank(&xr[r], r, s, c, blocks, &data, loss_mb, e);
+        int n = recv_count(s, r);
+        if (n > cap) cap = n;
+    }
+    if (rc) goto done;
+    if (c->mailbox_capacity > 0) cap = c->mailbox_capacity;
+    t = exec_threads_transport_new(p, cap, (size_t)c->microbatch_size * (size_t)c->hidden * sizeof(float), c->timeout_s, e);
+    if (!t) { rc = e->code; goto done; }
+    for (int r = 0; r < p; r++) {
+        xr[r].t = &t[r];
+        if (c->pin && ncores > 0) xr[r].core = cpus[r % ncores]; /* the worker pins itself */
+        int err = pthread_create(&th[r], NULL, exec_worker_main, &xr[r]);
+        if (err) {
+            pl_err why;
+            pl_errf(&why, PL_EINTERNAL, "cannot start the worker thread of rank %d", r);
+            t[0].abort(&t[0], &why);
+            rc = pl_errf(e, PL_EINTERNAL, "%s", why.msg);
+            break;
+        }
+        started++;
+    }
+    for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
+    if (rc) goto done;
+    pl_err why;
+    if (exec_threads_transport_why(t, &why)) {
+        /* the first failure is the cause; the others were stopped by it */
+        rc = why.code ? why.code : PL_EINTERNAL;
+        pl_errf(e, rc, "%s", why.msg);
+        goto done;
+    }
+    for (int r = 0; r < p; r++)
+        if (xr[r].rc) { rc = xr[r].rc; *e = xr[r].err; goto done; }
+    for (int r = 0; r < p && rc == PL_OK; r++) rc = record_of(&xr[r], loss_mb, &recs[r], e);
+    if (rc == PL_OK) rc = exec_assemble(s, c, recs, out, e);
+    if (rc == PL_OK) {
+        out->cores = ncores;
+        if (p > ncores)
+            snprintf(out->warning, sizeof out->warning,
+                     "%d ranks on %d cores: oversubscribed, timings measure time-slicing", p, ncores);
+    }
+done:
+    if (xr)
+        for (int r = 0; r < p; r++) exec_xrank_free(&xr[r]);
+    if (recs)
+        for (int r = 0; r < p; r++) exec_rank_record_free(&recs[r]);
+    if (t) exec_threads_transport_free(t, p);
+    exec_data_free(&data);
+    free(xr);
+    free(recs);
+    free(th);
+    free(loss_mb);
+    free(blocks);
+    free(cpus);
+    if (rc != PL_OK) exec_result_free(out);
+    return rc;
+}

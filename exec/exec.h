@@ -1,0 +1,252 @@
+/* exec.h: the real executor: runs a lowered schedule on a trainable fp32 model, one worker per
+ * rank, measures it, and a sequential reference of the same training for the tests. */
+#ifndef EXEC_H
+#define EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pl_common.h"
+#include "sched.h"
+
+/* ---------------------------------------------------------------- the model
+ *
+ * A stack of L dense blocks of width h, each  y = x + W2 . gelu(W1 . x + b1) + b2,  with
+ * W1 [f, h], b1 [f], W2 [h, f], b2 [h] (f = 4h by default), GELU in its tanh form. Stage s of the
+ * schedule holds a contiguous range of blocks. Microbatches of b rows; the input rows are
+ * N(0, 1); the target is the output of a fixed random network of the same shape (another seed);
+ * the loss of a microbatch is the mean squared error over its b x h outputs. SGD, optionally with
+ * momentum (PyTorch's form: v = mu v + g; w -= lr v), applied at STEP to the average of the
+ * gradients accumulated since the previous STEP of that stage.
+ *
+ * Data: a fixed data set of D microbatches generated from data_seed (inputs) and target_seed
+ * (the target network); global microbatch G (= pass * iterations * m + the schedule's mb) reads
+ * entry G mod D. Every run therefore sees the same data for the same (iteration, microbatch). */
+
+/* Injected faults, for the tests of failure handling. */
+typedef enum exec_fault_kind {
+    EXEC_FAULT_NONE = 0,
+    EXEC_FAULT_ERROR,    /* the action fails with an error */
+    EXEC_FAULT_BAD_SIZE  /* a SEND sends a message one float short (the receiver must notice) */
+} exec_fault_kind;
+
+typedef struct exec_fault {
+    exec_fault_kind kind;
+    int rank;      /* the rank that misbehaves */
+    int action;    /* index in that rank's lowered list (for BAD_SIZE: the first SEND at or after it) */
+    int pass;      /* the pass in which it happens (0 = first) */
+} exec_fault;
+
+/* How to run. exec_config_default fills sensible values; every field can be overridden. */
+typedef struct exec_config {
+    /* model */
+    int hidden;              /* h */
+    int ffn;                 /* f; 0 = 4h */
+    int layers;              /* L blocks in the whole model */
+    int microbatch_size;     /* b rows per microbatch */
+    const int *stage_blocks; /* [stages] blocks of each stage, NULL = L split evenly (first stages
+                              * take the remainder); not owned */
+    uint64_t init_seed;      /* the trained model's initial weights */
+    uint64_t target_seed;    /* the target network */
+    uint64_t data_seed;      /* the inputs */
+    int dataset_microbatches;/* D distinct microbatches (0 = 64) */
+    /* optimizer */
+    double lr;               /* learning rate */
+    double momentum;         /* 0 = plain SGD (no optimizer state) */
+    /* run */
+    int warmup_passes;       /* walks of the lowered schedule before timing (each pass covers the
+                              * schedule's `iterations` optimizer iterations) */
+    int timed_passes;        /* timed walks */
+    int pin;                 /* 1 = pin each worker thread to a core (default 1) */
+    int oversubscribe;       /* 1 = allow more ranks than cores (a warning goes in the result) */
+    double timeout_s;        /* longest any blocking wait may last before the run fails (default 60) */
+    size_t mem_budget_bytes; /* per rank; 0 = unlimited. Exceeding it fails the run */
+    int mailbox_capacity;    /* messages a rank's mailbox holds; 0 = what one pass needs */
+    int record_ops;          /* 1 = keep start/end of every action of the timed passes */
+    int return_weights;      /* 1 = copy the final weights of all blocks into the result */
+    exec_fault fault;        /* injected fault (tests) */
+} exec_config;
+
+/* Fills c with defaults: h 64, f 4h, L 4, b 8, seeds 1/2/3, D 64, lr 0.05, momentum 0,
+ * 1 warm-up and 5 timed passes, pinning on, timeout 60 s, no budget, no records. */
+void exec_config_default(exec_config *c);
+
+/* ---------------------------------------------------------------- results */
+
+/* Memory of one rank, in bytes, by what it holds. "peak" is the largest total in use at once. */
+typedef struct exec_mem {
+    size_t weights_bytes;  /* weight versions in use (x versions) */
+    size_t grads_bytes;    /* gradient accumulators */
+    size_t optim_bytes;    /* optimizer state (momentum) */
+    size_t stash_bytes;    /* activations kept from F to the backward: the stage input and each
+                            * block's input, H and gelu(H) (none); the stage input (full) */
+    size_t bwd_bytes;      /* backward buffers: a microbatch's output gradient (received, or the
+                            * loss gradient) and its inner gradients, held until its W */
+    size_t comm_bytes;     /* send staging buffers in use */
+    size_t scratch_bytes;  /* fixed per-rank workspace */
+    size_t total_bytes;    /* the sum */
+} exec_mem;
+
+/* One executed action. */
+typedef struct exec_op {
+    sched_action act;
+    int32_t pass;          /* timed pass (0-based) */
+    double start_s, end_s; /* since the start of the first timed pass, same clock on all ranks */
+} exec_op;
+
+/* Per-rank measurements (averages over the timed passes). */
+typedef struct exec_rank_result {
+    double busy_s;         /* compute actions per pass */
+    double comm_s;         /* SEND/RECV actions per pass (including the wait) */
+    double idle_s;         /* pass time minus busy */
+    double bubble;         /* idle / pass time */
+    exec_mem peak;         /* the bytes in use at the moment of the largest total */
+    size_t allocated_bytes;/* what the rank allocated up front (weights pool, grads, stashes...) */
+    int core;              /* the core the worker was pinned to, -1 = not pinned */
+    exec_op *ops;          /* [n_ops] when record_ops, else NULL (owned) */
+    size_t n_ops;
+} exec_rank_result;
+
+/* What a run produced: enough for a run record in the database. Free with exec_result_free. */
+typedef struct exec_result {
+    /* configuration echo */
+    char kind[32];         /* schedule generator name */
+    int ranks, stages, microbatches, iterations_per_pass;
+    sched_weights weights;
+    sched_recompute recompute;
+    int hidden, ffn, layers, microbatch_size;
+    int *stage_blocks;     /* [stages] blocks per stage (owned) */
+    double lr, momentum;
+    int warmup_passes, timed_passes;
+    const char *blas;      /* "openblas" or "gslcblas" */
+    int cores;             /* cores available to the process */
+    size_t param_bytes;    /* the whole model's parameters */
+    /* time */
+    double pass_median_s, pass_min_s, pass_max_s, pass_stddev_s; /* per timed pass */
+    double iter_median_s;  /* pass_median_s / iterations_per_pass */
+    double throughput_samples_s; /* microbatches * b * iterations_per_pass / pass_median_s */
+    double *pass_s;        /* [timed_passes] (owned) */
+    /* training */
+    int n_iters;           /* (warmup + timed) * iterations_per_pass */
+    double *loss;          /* [n_iters] mean microbatch loss of each iteration (owned) */
+    float *final_weights;  /* [n_weights] all blocks in order when return_weights (owned) */
+    size_t n_weights;
+    /* per rank */
+    exec_rank_result *rank;/* [ranks] (owned) */
+    char warning[256];     /* e.g. oversubscription; empty when none */
+} exec_result;
+
+void exec_result_free(exec_result *r);
+
+/* ---------------------------------------------------------------- transports
+ *
+ * A worker talks to the others only through this interface, so the in-process transport and an
+ * MPI one (one process per rank) run the same worker code. Each worker holds its own endpoint.
+ * Messages are keyed by (kind, stage, global microbatch); a recv blocks until the message with
+ * that key from src arrives, or the run is aborted, or the timeout passes. Sizes are checked:
+ * a message of another size than the receiver expects is an error. */
+typedef enum exec_msg_kind { EXEC_MSG_ACT = 0, EXEC_MSG_GRAD = 1 } exec_msg_kind;
+
+typedef struct exec_msg_key {
+    int32_t kind;  /* exec_msg_kind */
+    int32_t stage; /* the receiving stage */
+    int64_t mb;    /* global microbatch */
+} exec_msg_key;
+
+typedef struct exec_transport exec_transport;
+struct exec_transport {
+    void *impl;
+    /* Returns this endpoint's rank, and the number of ranks. */
+    int (*rank)(const exec_transport *t);
+    int (*size)(const exec_transport *t);
+    /* Sends bytes to dst (copied; returns once the buffer may be reused). PL_OK or an error
+     * (aborted, timeout, full mailbox past the timeout). */
+    int (*send)(exec_transport *t, int dst, exec_msg_key key, const void *data, size_t bytes,
+                pl_err *e);
+    /* Receives the message key from src into data, which holds exactly bytes. */
+    int (*recv)(exec_transport *t, int src, exec_msg_key key, void *data, size_t bytes, pl_err *e);
+    /* Waits for every rank; fails when the run is aborted. */
+    int (*barrier)(exec_transport *t, pl_err *e);
+    /* Stops the whole run: every blocked or later call on any rank fails with why's message. */
+    void (*abort)(exec_transport *t, const pl_err *why);
+    /* Tells the transport this rank walked its whole list (used to detect waits that can never
+     * be served); may be NULL. */
+    void (*finished)(exec_transport *t);
+};
+
+/* ---------------------------------------------------------------- running */
+
+/* Runs the lowered schedule s (sched_lower output; validated again here) with one worker thread
+ * per rank, warm-up then timed passes, and fills out. Returns PL_OK, or an error naming the rank
+ * and the action that failed (PL_EINPUT for a bad schedule or configuration, PL_ENOMEM for a
+ * memory budget, PL_EINTERNAL for a transport failure); on error out holds nothing to free. */
+int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e);
+
+/* What one rank's worker measured and holds at the end: the pieces exec_run assembles. An MPI
+ * driver runs exec_run_rank in each process, sends the records to rank 0 (after shifting each
+ * rank's times onto rank 0's clock) and calls exec_assemble there. */
+typedef struct exec_rank_record {
+    int rank;
+    int passes;               /* warm-up + timed */
+    double *pass_start_s;     /* [passes] this rank's start of each pass (absolute, monotonic) */
+    double *pass_end_s;       /* [passes] */
+    double *busy_s, *comm_s;  /* [passes] compute and SEND/RECV time in each pass */
+    exec_mem peak;
+    size_t allocated_bytes;
+    int core;                 /* pinned core, -1 none */
+    exec_op *ops;             /* [n_ops] timed passes' actions, absolute times (when record_ops) */
+    size_t n_ops;
+    double *loss_mb;          /* [passes * iterations * m] microbatch losses; filled only on the
+                               * rank that holds the last stage (zeros elsewhere) */
+    float *weights;           /* [exec_param_count] final weights of this rank's blocks (others 0) */
+    size_t n_weights;
+} exec_rank_record;
+
+void exec_rank_record_free(exec_rank_record *r);
+
+/* Runs the worker of rank t->rank(t) on the calling thread over transport t (every rank must
+ * call it with the same s and cfg), and fills rec. Returns PL_OK or the error naming the rank
+ * and action (after aborting the run through t). */
+int exec_run_rank(const sched *s, const exec_config *cfg, exec_transport *t, exec_rank_record *rec,
+                  pl_err *e);
+
+/* Assembles the records of all s->ranks ranks (recs[r] of rank r, times on one clock) into out.
+ * Returns PL_OK or PL_ENOMEM. */
+int exec_assemble(const sched *s, const exec_config *cfg, const exec_rank_record *recs,
+                  exec_result *out, pl_err *e);
+
+/* Returns the blocks of each stage for cfg and s in blocks[stages]: cfg->stage_blocks, or L
+ * split evenly. PL_EINPUT when L < stages or the explicit split does not sum to L. */
+int exec_stage_blocks(const sched *s, const exec_config *cfg, int *blocks, pl_err *e);
+
+/* ---------------------------------------------------------------- the sequential reference */
+
+/* Trains the same model on the same data on one worker, sequentially, with the update semantics
+ * of s's weight policy over `passes` walks of s (flush: average of the m microbatch gradients,
+ * then a step; stash and 2bw: each microbatch's forward and backward use the weight version its
+ * forward used in s, each STEP applies the average of the gradients since the previous STEP of
+ * that stage to the newest version, in the order s gives). Fills weights[n_weights] (all blocks
+ * in order) and loss[passes * s->iterations] (mean microbatch loss per iteration). */
+int exec_reference(const sched *s, const exec_config *cfg, int passes, float *weights,
+                   size_t n_weights, double *loss, pl_err *e);
+
+/* Returns the number of floats of all blocks' parameters (the size of final_weights). */
+size_t exec_param_count(const exec_config *cfg);
+
+/* ---------------------------------------------------------------- profiling */
+
+/* Per-block times of one worker, the median over repetitions. */
+typedef struct exec_layer_profile {
+    double f_s, i_s, w_s;      /* forward, input-gradient, weight-gradient of one block, one microbatch */
+    size_t param_bytes;        /* one block's parameters */
+    size_t act_out_bytes;      /* what crosses a stage boundary: b x h floats */
+    size_t stash_bytes;        /* what one block keeps from F to the backward: x, H, gelu(H) */
+    size_t w_stash_bytes;      /* what one block keeps from I until W: x, dH, gelu(H) and the
+                                * gradient at its output */
+} exec_layer_profile;
+
+/* Times F, I and W of one block (cfg's h, f, b) reps times on the calling thread and fills p
+ * with the medians. Returns PL_OK or an error. */
+int exec_profile_layers(const exec_config *cfg, int reps, exec_layer_profile *p, pl_err *e);
+
+#endif

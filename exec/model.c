@@ -1,0 +1,184 @@
+/* model.c: the executor's trainable model in fp32: one dense block's forward, its split
+ * backward (I: input gradient, W: weight gradient), the MSE loss, seeded data and weights. */
+#include "exec_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_cblas.h> /* the standard CBLAS declarations; OpenBLAS exports the same ABI */
+
+#include "platform.h"
+
+/* ---------------------------------------------------------------- random numbers */
+
+/* Returns the splitmix64 successor hash of z: a well-mixed 64-bit value. */
+static uint64_t splitmix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Returns a uniform number in (0, 1) from the 53 high bits of a hash of (seed, stream, i). */
+static double uniform_at(uint64_t seed, uint64_t stream, uint64_t i) {
+    uint64_t z = splitmix64(seed ^ splitmix64(stream ^ splitmix64(i)));
+    return ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+/* Returns N(0, 1) element i of (seed, stream) by Box-Muller on two independent uniforms, so
+ * any element can be generated alone (no sequential state: threads and ranks agree). */
+static double normal_at(uint64_t seed, uint64_t stream, uint64_t i) {
+    double u1 = uniform_at(seed, stream, 2 * i), u2 = uniform_at(seed, stream, 2 * i + 1);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+void exec_fill_normal(uint64_t seed, uint64_t stream, float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)normal_at(seed, stream, i);
+}
+
+/* ---------------------------------------------------------------- shapes, weights */
+
+void exec_dims_of(const exec_config *cfg, exec_dims *d) {
+    d->h = cfg->hidden;
+    d->f = cfg->ffn > 0 ? cfg->ffn : 4 * cfg->hidden;
+    d->b = cfg->microbatch_size;
+    d->layers = cfg->layers;
+}
+
+size_t exec_block_floats(const exec_dims *d) {
+    return 2 * (size_t)d->h * (size_t)d->f + (size_t)d->f + (size_t)d->h;
+}
+
+void exec_block_init(const exec_dims *d, uint64_t seed, int block, float *p) {
+    size_t hf = (size_t)d->h * (size_t)d->f;
+    uint64_t st = 4 * (uint64_t)block;
+    float *w1 = p, *b1 = w1 + hf, *w2 = b1 + d->f, *b2 = w2 + hf;
+    double s1 = 1.0 / sqrt((double)d->h);
+    double s2 = 1.0 / sqrt(2.0 * (d->layers > 0 ? d->layers : 1) * (double)d->f);
+    for (size_t i = 0; i < hf; i++) w1[i] = (float)(s1 * normal_at(seed, st + 0, i));
+    for (int i = 0; i < d->f; i++) b1[i] = (float)(0.01 * normal_at(seed, st + 1, (uint64_t)i));
+    for (size_t i = 0; i < hf; i++) w2[i] = (float)(s2 * normal_at(seed, st + 2, i));
+    for (int i = 0; i < d->h; i++) b2[i] = (float)(0.01 * normal_at(seed, st + 3, (uint64_t)i));
+}
+
+/* ---------------------------------------------------------------- GELU (tanh form) */
+
+#define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
+#define GELU_C 0.044715f
+
+/* Returns gelu(x) = 0.5 x (1 + tanh(k (x + c x^3))). */
+static float gelu(float x) {
+    return 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_C * x * x * x)));
+}
+
+/* Returns d gelu / dx at x. */
+static float gelu_grad(float x) {
+    float u = GELU_K * (x + GELU_C * x * x * x);
+    float t = tanhf(u);
+    float du = GELU_K * (1.0f + 3.0f * GELU_C * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+/* ---------------------------------------------------------------- one block */
+
+void exec_block_forward(const exec_dims *d, const float *p, const float *x, float *hpre,
+                        float *act, float *y) {
+    int h = d->h, f = d->f, b = d->b;
+    size_t hf = (size_t)h * (size_t)f;
+    const float *w1 = p, *b1 = w1 + hf, *w2 = b1 + f, *b2 = w2 + hf;
+    for (int r = 0; r < b; r++) memcpy(hpre + (size_t)r * f, b1, (size_t)f * sizeof(float));
+    /* hpre [b, f] += x [b, h] . W1^T [h, f] */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, f, h, 1.0f, x, h, w1, h, 1.0f, hpre, f);
+    for (size_t i = 0; i < (size_t)b * f; i++) act[i] = gelu(hpre[i]);
+    for (int r = 0; r < b; r++)
+        for (int c = 0; c < h; c++) y[(size_t)r * h + c] = x[(size_t)r * h + c] + b2[c];
+    /* y [b, h] += act [b, f] . W2^T [f, h] */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, h, f, 1.0f, act, f, w2, f, 1.0f, y, h);
+}
+
+void exec_block_backward_i(const exec_dims *d, const float *p, float *hd, const float *gy,
+                           float *gx, float *scratch) {
+    int h = d->h, f = d->f, b = d->b;
+    size_t hf = (size_t)h * (size_t)f;
+    const float *w1 = p, *w2 = w1 + hf + f;
+    /* dA [b, f] = gy [b, h] . W2 [h, f] */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, f, h, 1.0f, gy, h, w2, f, 0.0f, scratch, f);
+    /* dH = dA * gelu'(H), in place over H (H is not needed after this) */
+    for (size_t i = 0; i < (size_t)b * f; i++) hd[i] = scratch[i] * gelu_grad(hd[i]);
+    if (!gx) return;
+    /* gx [b, h] = gy (residual) + dH [b, f] . W1 [f, h] */
+    memcpy(gx, gy, (size_t)b * h * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, h, f, 1.0f, hd, f, w1, h, 1.0f, gx, h);
+}
+
+void exec_block_backward_w(const exec_dims *d, const float *x, const float *act, const float *dh,
+                           const float *gy, float *gp) {
+    int h = d->h, f = d->f, b = d->b;
+    size_t hf = (size_t)h * (size_t)f;
+    float *gw1 = gp, *gb1 = gw1 + hf, *gw2 = gb1 + f, *gb2 = gw2 + hf;
+    /* dW1 [f, h] += dH^T [f, b] . x [b, h] */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, f, h, b, 1.0f, dh, f, x, h, 1.0f, gw1, h);
+    /* dW2 [h, f] += gy^T [h, b] . act [b, f] */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h, f, b, 1.0f, gy, h, act, f, 1.0f, gw2, f);
+    for (int r = 0; r < b; r++) {
+        const float *dr = dh + (size_t)r * f, *gr = gy + (size_t)r * h;
+        for (int c = 0; c < f; c++) gb1[c] += dr[c];
+        for (int c = 0; c < h; c++) gb2[c] += gr[c];
+    }
+}
+
+double exec_mse_grad(const exec_dims *d, float *y, const float *t) {
+    size_t n = (size_t)d->b * (size_t)d->h;
+    double loss = 0.0;
+    float scale = 2.0f / (float)n;
+    for (size_t i = 0; i < n; i++) {
+        float diff = y[i] - t[i];
+        loss += (double)diff * (double)diff;
+        y[i] = scale * diff;
+    }
+    return loss / (double)n;
+}
+
+/* ---------------------------------------------------------------- data */
+
+int exec_data_build(const exec_config *cfg, exec_data *out, pl_err *e) {
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    memset(out, 0, sizeof *out);
+    out->d = cfg->dataset_microbatches > 0 ? cfg->dataset_microbatches : 64;
+    size_t bh = (size_t)d.b * (size_t)d.h, bf = (size_t)d.b * (size_t)d.f;
+    size_t nb = exec_block_floats(&d);
+    out->x = pl_calloc((size_t)out->d * bh, sizeof(float));  /* [D, b, h] */
+    out->t = pl_calloc((size_t)out->d * bh, sizeof(float));  /* [D, b, h] */
+    float *p = pl_calloc(nb, sizeof(float));                 /* one target block */
+    float *work = pl_calloc(2 * bf + bh, sizeof(float));     /* hpre [b, f], act [b, f], y [b, h] */
+    if (!out->x || !out->t || !p || !work) {
+        free(p);
+        free(work);
+        exec_data_free(out);
+        return pl_errf(e, PL_ENOMEM, "out of memory building a data set of %d microbatches", out->d);
+    }
+    for (int k = 0; k < out->d; k++) exec_fill_normal(cfg->data_seed, (uint64_t)k, out->x + (size_t)k * bh, bh);
+    memcpy(out->t, out->x, (size_t)out->d * bh * sizeof(float));
+    /* the target network: block by block over the whole data set */
+    for (int l = 0; l < cfg->layers; l++) {
+        exec_block_init(&d, cfg->target_seed, l, p);
+        for (int k = 0; k < out->d; k++) {
+            float *t = out->t + (size_t)k * bh;
+            exec_block_forward(&d, p, t, work, work + bf, work + 2 * bf);
+            memcpy(t, work + 2 * bf, bh * sizeof(float));
+        }
+    }
+    free(p);
+    free(work);
+    return PL_OK;
+}
+
+void exec_data_free(exec_data *dt) {
+    free(dt->x);
+    free(dt->t);
+    dt->x = dt->t = NULL;
+}
+
+const char *exec_blas_init(void) { return exec_platform_blas_init(); }

@@ -1,0 +1,37 @@
+/* platform.c: the executor's contact with the system (cores, thread pinning, the BLAS's own
+ * threads), compiled apart from the other modules' include paths: schedules/sched.h would
+ * otherwise shadow the system <sched.h> that cpu_set_t and OpenBLAS's <cblas.h> need. */
+#include <pthread.h>
+#include <sched.h>
+
+#include "platform.h"
+
+#ifdef PIPELAB_OPENBLAS
+#include <cblas.h>
+#endif
+
+int exec_platform_cores(int *cpus, int max) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+    int n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+        if (CPU_ISSET(c, &set)) cpus[n++] = c;
+    return n;
+}
+
+int exec_platform_pin_self(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0 ? 0 : -1;
+}
+
+const char *exec_platform_blas_init(void) {
+#ifdef PIPELAB_OPENBLAS
+    openblas_set_num_threads(1);
+    return "openblas";
+#else
+    return "gslcblas";
+#endif
+}

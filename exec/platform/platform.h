@@ -1,0 +1,12 @@
+/* platform.h: system services of the executor (cores, pinning, BLAS threads), plain C types only. */
+#ifndef EXEC_PLATFORM_H
+#define EXEC_PLATFORM_H
+
+/* Lists the cores this process may run on into cpus (at most max); returns how many. */
+int exec_platform_cores(int *cpus, int max);
+/* Pins the calling thread to core cpu; returns 0, or -1 when the system refuses. */
+int exec_platform_pin_self(int cpu);
+/* Makes the BLAS use one thread per caller; returns its name ("openblas" or "gslcblas"). */
+const char *exec_platform_blas_init(void);
+
+#endif

@@ -1,0 +1,365 @@
+/* transport_threads.c: the in-process transport: bounded mailboxes (one per receiving rank)
+ * under one mutex with a condition variable per rank; timed waits; abort; a barrier; and
+ * detection of waits that can never be served (every running rank blocked). */
+/* POSIX only: with _GNU_SOURCE, <pthread.h> needs the system <sched.h>, which the schedules
+ * module's sched.h shadows on this target's include path. */
+#undef _GNU_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+
+#include "exec_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* One stored message. */
+typedef struct tmsg {
+    int used;
+    int src;
+    exec_msg_key key;
+    size_t bytes;
+    unsigned char *data; /* [max_bytes] inside the box's buffer */
+} tmsg;
+
+/* What a rank is blocked on. */
+enum { W_NONE = 0, W_RECV, W_SEND, W_BARRIER, W_DONE };
+
+/* The mailbox of one receiving rank. */
+typedef struct tbox {
+    tmsg *slot;            /* [cap] */
+    int n;                 /* slots in use */
+    pthread_cond_t cv;     /* signalled when the rank may proceed */
+    int wait;              /* W_* */
+    int wait_src;          /* W_RECV: the awaited message, W_SEND: the full box's rank */
+    exec_msg_key wait_key;
+} tbox;
+
+/* State shared by all endpoints. */
+typedef struct tboard {
+    pthread_mutex_t mu;
+    int p, cap;
+    size_t max_bytes;
+    double timeout_s;
+    tbox *box;             /* [p] */
+    unsigned char *buf;    /* [p, cap, max_bytes] message storage */
+    int running;           /* ranks that have not finished */
+    int blocked;           /* running ranks whose wait is unsatisfied */
+    int aborted;
+    pl_err why;
+    int bar_count;
+    uint64_t bar_gen;
+} tboard;
+
+/* One endpoint (exec_transport.impl). */
+typedef struct tend {
+    tboard *b;
+    int rank;
+} tend;
+
+/* Returns the endpoint's rank. */
+static int t_rank(const exec_transport *t) { return ((const tend *)t->impl)->rank; }
+/* Returns the number of ranks. */
+static int t_size(const exec_transport *t) { return ((const tend *)t->impl)->b->p; }
+
+/* Returns 1 when two keys are equal. */
+static int key_eq(exec_msg_key a, exec_msg_key b) {
+    return a.kind == b.kind && a.stage == b.stage && a.mb == b.mb;
+}
+
+/* Marks the run aborted with why (first reason wins) and wakes everybody; mu held. */
+static void abort_locked(tboard *b, const pl_err *why) {
+    if (!b->aborted) {
+        b->aborted = 1;
+        b->why = *why;
+    }
+    for (int r = 0; r < b->p; r++) pthread_cond_broadcast(&b->box[r].cv);
+}
+
+/* Describes what rank r waits for into buf. */
+static void describe_wait(const tboard *b, int r, char *buf, size_t n) {
+    const tbox *x = &b->box[r];
+    if (x->wait == W_RECV)
+        snprintf(buf, n, "rank %d waits for %s of stage %d microbatch %lld from rank %d", r,
+                 x->wait_key.kind == EXEC_MSG_ACT ? "activations" : "gradients", x->wait_key.stage,
+                 (long long)x->wait_key.mb, x->wait_src);
+    else if (x->wait == W_SEND)
+        snprintf(buf, n, "rank %d waits for room in rank %d's full mailbox", r, x->wait_src);
+    else if (x->wait == W_BARRIER)
+        snprintf(buf, n, "rank %d waits at the barrier", r);
+    else
+        snprintf(buf, n, "rank %d", r);
+}
+
+/* Called with mu held when one more rank blocks or finishes: when every running rank is blocked
+ * nobody can make progress, so the run is aborted with a report. Returns 1 then. */
+static int check_stuck(tboard *b) {
+    if (b->running == 0 || b->blocked < b->running || b->aborted) return 0;
+    pl_err why;
+    pl_buf m;
+    pl_buf_init(&m);
+    pl_buf_puts(&m, "the run cannot make progress (every running rank waits): ");
+    int first = 1;
+    for (int r = 0; r < b->p; r++) {
+        if (b->box[r].wait == W_NONE || b->box[r].wait == W_DONE) continue;
+        char d[200];
+        describe_wait(b, r, d, sizeof d);
+        pl_buf_printf(&m, "%s%s", first ? "" : "; ", d);
+        first = 0;
+    }
+    pl_errf(&why, PL_EINPUT, "%s", m.data ? m.data : "stuck");
+    pl_buf_free(&m);
+    abort_locked(b, &why);
+    return 1;
+}
+
+/* Computes the absolute deadline timeout_s from now on CLOCK_REALTIME (condvar clock). */
+static struct timespec deadline_of(double timeout_s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double whole = (double)(long)timeout_s;
+    ts.tv_sec += (time_t)whole;
+    ts.tv_nsec += (long)((timeout_s - whole) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    return ts;
+}
+
+/* Waits on rank r's condvar until *done() style state changes; returns PL_OK when woken by a
+ * state change (the caller rechecks), PL_EINTERNAL on abort or timeout (e filled). mu held. */
+static int wait_locked(tboard *b, int r, const struct timespec *dl, pl_err *e) {
+    if (b->aborted) return pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg);
+    int rc = pthread_cond_timedwait(&b->box[r].cv, &b->mu, dl);
+    if (b->aborted) return pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg);
+    if (rc == ETIMEDOUT) {
+        char d[200];
+        describe_wait(b, r, d, sizeof d);
+        pl_errf(e, PL_EINTERNAL, "timed out after %g s: %s", b->timeout_s, d);
+        abort_locked(b, e);
+        return PL_EINTERNAL;
+    }
+    return PL_OK;
+}
+
+/* Marks rank r blocked on w (counting it) and checks for a stuck run; mu held. */
+static void block_locked(tboard *b, int r, int w) {
+    b->box[r].wait = w;
+    b->blocked++;
+    check_stuck(b);
+}
+
+/* Clears rank r's wait (counting it); mu held. */
+static void unblock_locked(tboard *b, int r) {
+    if (b->box[r].wait == W_NONE || b->box[r].wait == W_DONE) return;
+    b->box[r].wait = W_NONE;
+    b->blocked--;
+}
+
+/* Copies a message into dst's mailbox, waiting (timed, abortable) while it is full; wakes dst
+ * when it waits for exactly this message. Returns PL_OK or the error. */
+static int t_send(exec_transport *t, int dst, exec_msg_key key, const void *data, size_t bytes,
+                  pl_err *e) {
+    tend *en = t->impl;
+    tboard *b = en->b;
+    if (dst < 0 || dst >= b->p) return pl_errf(e, PL_EINPUT, "send to rank %d of %d", dst, b->p);
+    if (bytes > b->max_bytes)
+        return pl_errf(e, PL_EINPUT, "message of %zu bytes exceeds the mailbox limit of %zu bytes", bytes, b->max_bytes);
+    pthread_mutex_lock(&b->mu);
+    tbox *x = &b->box[dst];
+    struct timespec dl = deadline_of(b->timeout_s);
+    int rc = PL_OK;
+    while (x->n == b->cap) {
+        b->box[en->rank].wait_src = dst;
+        block_locked(b, en->rank, W_SEND);
+        rc = wait_locked(b, en->rank, &dl, e);
+        unblock_locked(b, en->rank);
+        if (rc != PL_OK) break;
+    }
+    if (rc == PL_OK && b->aborted) rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg);
+    if (rc == PL_OK) {
+        int i = 0;
+        while (x->slot[i].used) i++;
+        tmsg *m = &x->slot[i];
+        m->used = 1;
+        m->src = en->rank;
+        m->key = key;
+        m->bytes = bytes;
+        memcpy(m->data, data, bytes);
+        x->n++;
+        if (x->wait == W_RECV && x->wait_src == en->rank && key_eq(x->wait_key, key)) {
+            unblock_locked(b, dst);
+            pthread_cond_broadcast(&x->cv);
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
+/* Takes the message key from src out of this rank's mailbox into data, waiting (timed,
+ * abortable) until it arrives; a size other than bytes is an error. Returns PL_OK or the error. */
+static int t_recv(exec_transport *t, int src, exec_msg_key key, void *data, size_t bytes, pl_err *e) {
+    tend *en = t->impl;
+    tboard *b = en->b;
+    pthread_mutex_lock(&b->mu);
+    tbox *x = &b->box[en->rank];
+    struct timespec dl = deadline_of(b->timeout_s);
+    int rc = PL_OK;
+    for (;;) {
+        if (b->aborted) { rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg); break; }
+        int found = -1;
+        for (int i = 0; i < b->cap; i++)
+            if (x->slot[i].used && x->slot[i].src == src && key_eq(x->slot[i].key, key)) { found = i; break; }
+        if (found >= 0) {
+            tmsg *m = &x->slot[found];
+            if (m->bytes != bytes) {
+                rc = pl_errf(e, PL_EINPUT, "message from rank %d has %zu bytes, expected %zu", src, m->bytes, bytes);
+            } else {
+                memcpy(data, m->data, bytes);
+            }
+            m->used = 0;
+            x->n--;
+            /* a sender blocked on this full box may proceed */
+            for (int r = 0; r < b->p; r++)
+                if (b->box[r].wait == W_SEND && b->box[r].wait_src == en->rank) {
+                    unblock_locked(b, r);
+                    pthread_cond_broadcast(&b->box[r].cv);
+                }
+            break;
+        }
+        x->wait_src = src;
+        x->wait_key = key;
+        block_locked(b, en->rank, W_RECV);
+        rc = wait_locked(b, en->rank, &dl, e);
+        unblock_locked(b, en->rank);
+        if (rc != PL_OK) break;
+    }
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
+/* Waits until every rank arrived (generation counter; timed, abortable). Returns PL_OK or the
+ * error. */
+static int t_barrier(exec_transport *t, pl_err *e) {
+    tend *en = t->impl;
+    tboard *b = en->b;
+    pthread_mutex_lock(&b->mu);
+    int rc = PL_OK;
+    if (b->aborted) rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg);
+    else if (++b->bar_count == b->p) {
+        b->bar_count = 0;
+        b->bar_gen++;
+        for (int r = 0; r < b->p; r++)
+            if (b->box[r].wait == W_BARRIER) {
+                unblock_locked(b, r);
+                pthread_cond_broadcast(&b->box[r].cv);
+            }
+    } else {
+        uint64_t gen = b->bar_gen;
+        struct timespec dl = deadline_of(b->timeout_s);
+        while (gen == b->bar_gen && rc == PL_OK) {
+            block_locked(b, en->rank, W_BARRIER);
+            rc = wait_locked(b, en->rank, &dl, e);
+            unblock_locked(b, en->rank);
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
+/* Aborts the run for every rank with why. */
+static void t_abort(exec_transport *t, const pl_err *why) {
+    tboard *b = ((tend *)t->impl)->b;
+    pthread_mutex_lock(&b->mu);
+    abort_locked(b, why);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Marks this rank done, so that waits nobody can serve are detected. */
+static void t_finished(exec_transport *t) {
+    tend *en = t->impl;
+    tboard *b = en->b;
+    pthread_mutex_lock(&b->mu);
+    b->box[en->rank].wait = W_DONE;
+    b->running--;
+    check_stuck(b);
+    pthread_mutex_unlock(&b->mu);
+}
+
+exec_transport *exec_threads_transport_new(int p, int cap, size_t max_bytes, double timeout_s,
+                                           pl_err *e) {
+    if (p < 1 || cap < 1) {
+        pl_errf(e, PL_EINPUT, "transport needs at least one rank and one mailbox slot");
+        return NULL;
+    }
+    tboard *b = pl_calloc(1, sizeof *b);
+    exec_transport *t = pl_calloc((size_t)p, sizeof *t);
+    tend *en = pl_calloc((size_t)p, sizeof *en);
+    if (b) {
+        b->box = pl_calloc((size_t)p, sizeof *b->box);
+        b->buf = pl_calloc((size_t)p * (size_t)cap, max_bytes ? max_bytes : 1);
+    }
+    if (!b || !t || !en || !b->box || !b->buf) {
+        if (b) { free(b->box); free(b->buf); }
+        free(b);
+        free(t);
+        free(en);
+        pl_errf(e, PL_ENOMEM, "out of memory making %d mailboxes of %d messages", p, cap);
+        return NULL;
+    }
+    pthread_mutex_init(&b->mu, NULL);
+    b->p = p;
+    b->cap = cap;
+    b->max_bytes = max_bytes;
+    b->timeout_s = timeout_s > 0 ? timeout_s : 60.0;
+    b->running = p;
+    for (int r = 0; r < p; r++) {
+        tbox *x = &b->box[r];
+        pthread_cond_init(&x->cv, NULL);
+        x->slot = pl_calloc((size_t)cap, sizeof *x->slot);
+        if (!x->slot) {
+            for (int q = 0; q <= r; q++) { free(b->box[q].slot); pthread_cond_destroy(&b->box[q].cv); }
+            pthread_mutex_destroy(&b->mu);
+            free(b->box); free(b->buf); free(b); free(t); free(en);
+            pl_errf(e, PL_ENOMEM, "out of memory making mailboxes");
+            return NULL;
+        }
+        for (int i = 0; i < cap; i++) x->slot[i].data = b->buf + ((size_t)r * cap + i) * max_bytes;
+        en[r].b = b;
+        en[r].rank = r;
+        t[r].impl = &en[r];
+        t[r].rank = t_rank;
+        t[r].size = t_size;
+        t[r].send = t_send;
+        t[r].recv = t_recv;
+        t[r].barrier = t_barrier;
+        t[r].abort = t_abort;
+        t[r].finished = t_finished;
+    }
+    return t;
+}
+
+int exec_threads_transport_why(exec_transport *t, pl_err *why) {
+    tboard *b = ((tend *)t[0].impl)->b;
+    pthread_mutex_lock(&b->mu);
+    int a = b->aborted;
+    if (a && why) *why = b->why;
+    pthread_mutex_unlock(&b->mu);
+    return a;
+}
+
+void exec_threads_transport_free(exec_transport *t, int p) {
+    if (!t) return;
+    tend *en = t[0].impl;
+    tboard *b = en->b;
+    for (int r = 0; r < p; r++) {
+        free(b->box[r].slot);
+        pthread_cond_destroy(&b->box[r].cv);
+    }
+    pthread_mutex_destroy(&b->mu);
+    free(b->box);
+    free(b->buf);
+    free(b);
+    free(en);
+    free(t);
+}

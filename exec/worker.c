@@ -1,0 +1,627 @@
+/* worker.c: one rank's worker: its up-front memory (weight versions, gradients, optimizer state,
+ * stash slots), the interpreter of its lowered action list, and the thread body. */
+#include "exec_int.h"
+#include "platform.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- pools, memory */
+
+/* Returns a free slot (lowest index) with one reference, or -1 when all are taken. */
+static int pool_get(exec_pool *p) {
+    for (int i = 0; i < p->cap; i++)
+        if (p->refs[i] == 0) {
+            p->refs[i] = 1;
+            if (++p->used > p->peak) p->peak = p->used;
+            return i;
+        }
+    return -1;
+}
+
+/* Drops one reference of slot i; returns 1 when the slot became free. */
+static int pool_put(exec_pool *p, int i) {
+    if (--p->refs[i] == 0) {
+        p->used--;
+        return 1;
+    }
+    return 0;
+}
+
+/* Returns slot i's floats (NULL in the dry walk). */
+static float *slot(const exec_pool *p, int i) {
+    return p->base ? p->base + (size_t)i * p->slot_floats : NULL;
+}
+
+/* Adds delta bytes to one class of x's memory and to the total; records the peak; returns
+ * PL_ENOMEM when the budget is exceeded. */
+static int mem_add(exec_xrank *x, size_t *cls, long long delta, pl_err *e) {
+    *cls = (size_t)((long long)*cls + delta);
+    x->cur.total_bytes = (size_t)((long long)x->cur.total_bytes + delta);
+    if (x->cur.total_bytes > x->peak.total_bytes) x->peak = x->cur;
+    size_t budget = x->cfg->mem_budget_bytes;
+    if (delta > 0 && budget && x->cur.total_bytes > budget)
+        return pl_errf(e, PL_ENOMEM, "out of its memory budget: %zu bytes in use, budget %zu bytes",
+                       x->cur.total_bytes, budget);
+    return PL_OK;
+}
+
+/* Takes a slot of p and counts its bytes in class cls; returns the slot or -1 with e. */
+static int take(exec_xrank *x, exec_pool *p, size_t *cls, const char *what, pl_err *e) {
+    int i = pool_get(p);
+    if (i < 0) {
+        pl_errf(e, PL_EINTERNAL, "no free %s slot (pool of %d)", what, p->cap);
+        return -1;
+    }
+    if (mem_add(x, cls, (long long)(p->slot_floats * sizeof(float)), e) != PL_OK) return -1;
+    return i;
+}
+
+/* Releases slot i of p and uncounts its bytes from cls. */
+static void give(exec_xrank *x, exec_pool *p, int i, size_t *cls) {
+    if (pool_put(p, i)) mem_add(x, cls, -(long long)(p->slot_floats * sizeof(float)), NULL);
+}
+
+/* ---------------------------------------------------------------- addressing */
+
+/* Returns the local stage for global stage s, or NULL with e when it is not on this rank. */
+static exec_xstage *local(exec_xrank *x, int s, pl_err *e) {
+    if (s < 0 || s >= x->s->stages || x->loc[s] < 0) {
+        pl_errf(e, PL_EINPUT, "stage %d is not held by rank %d", s, x->r);
+        return NULL;
+    }
+    return &x->st[x->loc[s]];
+}
+
+/* Returns 1 when mb is a valid local microbatch, else fills e. */
+static int mb_ok(const exec_xrank *x, int mb, pl_err *e) {
+    if (mb >= 0 && mb < x->M) return 1;
+    pl_errf(e, PL_EINPUT, "microbatch %d out of range 0..%d", mb, x->M - 1);
+    return 0;
+}
+
+/* Pointers into the activations of (stage st, slot a) and its input slot: block k's input
+ * x(k), H/dH(k), A(k), and the gradient g(k) at block k's input (k = nb: the stage output). */
+typedef struct view {
+    const exec_xrank *x;
+    const exec_xstage *st;
+    float *in, *act, *gin, *wg;
+} view;
+
+/* Returns the view of local microbatch j of stage st (NULL pointers where nothing is held). */
+static view view_of(const exec_xrank *x, const exec_xstage *st, int j) {
+    view v = {x, st, st->in_of[j] >= 0 ? slot(&x->in, st->in_of[j]) : NULL,
+              st->act_of[j] >= 0 ? slot(&st->act, st->act_of[j]) : NULL,
+              st->gin_of[j] >= 0 ? slot(&x->gin, st->gin_of[j]) : NULL,
+              st->wg_of[j] >= 0 ? slot(&st->wg, st->wg_of[j]) : NULL};
+    return v;
+}
+
+/* Each returns the named buffer of block k, or NULL where the microbatch holds none. */
+static float *vx(const view *v, int k) {
+    size_t bh = (size_t)v->x->d.b * v->x->d.h;
+    if (!v->in) return NULL;
+    return k == 0 ? v->in : v->act + (size_t)(k - 1) * bh;
+}
+static float *vhd(const view *v, int k) {
+    size_t bh = (size_t)v->x->d.b * v->x->d.h, bf = (size_t)v->x->d.b * v->x->d.f;
+    return v->act ? v->act + (size_t)(v->st->nb - 1) * bh + (size_t)k * bf : NULL;
+}
+static float *va(const view *v, int k) {
+    size_t bf = (size_t)v->x->d.b * v->x->d.f;
+    return v->act ? vhd(v, 0) + (size_t)(v->st->nb + k) * bf : NULL;
+}
+static float *vg(const view *v, int k) {
+    size_t bh = (size_t)v->x->d.b * v->x->d.h;
+    if (k == v->st->nb) return v->gin;
+    return v->wg ? v->wg + (size_t)(k - 1) * bh : NULL;
+}
+
+/* Returns the parameters of block k of version `ver` of stage st. */
+static const float *params(const exec_xrank *x, const exec_xstage *st, int ver, int k) {
+    float *w = slot(&st->ver, ver);
+    return w ? w + (size_t)k * exec_block_floats(&x->d) : NULL;
+}
+
+/* Runs the stage's blocks forward with version ver, from v's input, writing the last block's
+ * output to y (the intermediate activations go into v's activation slot). */
+static void stage_forward(exec_xrank *x, const exec_xstage *st, int ver, const view *v, float *y) {
+    if (x->dry) return;
+    for (int k = 0; k < st->nb; k++)
+        exec_block_forward(&x->d, params(x, st, ver, k), vx(v, k), vhd(v, k), va(v, k),
+                           k == st->nb - 1 ? y : vx(v, k + 1));
+}
+
+/* ---------------------------------------------------------------- compute actions */
+
+/* F of (s, j): takes the input (stage 0: from the data set), a weight reference and the
+ * activations; writes the output to the next local stage's input, a send buffer, or (last
+ * stage) turns it into the loss gradient. Returns PL_OK or an error. */
+static int do_f(exec_xrank *x, int s, int j, pl_err *e) {
+    exec_xstage *st = local(x, s, e);
+    if (!st || !mb_ok(x, j, e)) return PL_EINPUT;
+    if (st->flags[j] & XS_FDONE) return pl_errf(e, PL_EINPUT, "second forward of microbatch %d", j);
+    size_t bh = (size_t)x->d.b * x->d.h;
+    int64_t g = x->goff + j;
+    int di = x->data ? (int)(g % x->data->d) : 0;
+    if (s == 0) {
+        if (st->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage 0 microbatch %d already present", j);
+        int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
+        if (i < 0) return e->code;
+        st->in_of[j] = i;
+        if (!x->dry) memcpy(slot(&x->in, i), x->data->x + (size_t)di * bh, bh * sizeof(float));
+    } else if (st->in_of[j] < 0) {
+        return pl_errf(e, PL_EINPUT, "forward of stage %d microbatch %d before its input arrived", s, j);
+    }
+    int ver = st->cur;
+    st->ver.refs[ver]++;
+    st->ver_of[j] = ver;
+    int a = take(x, &st->act, &x->cur.stash_bytes, "activation", e);
+    if (a < 0) return e->code;
+    st->act_of[j] = a;
+    float *y;
+    int last = s == x->s->stages - 1;
+    if (last) {
+        int gi = take(x, &x->gin, &x->cur.bwd_bytes, "output gradient", e);
+        if (gi < 0) return e->code;
+        st->gin_of[j] = gi;
+        y = slot(&x->gin, gi); /* the output, turned into the loss gradient in place */
+    } else if (x->loc[s + 1] >= 0) {
+        exec_xstage *nx = &x->st[x->loc[s + 1]];
+        if (nx->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage %d microbatch %d already present", s + 1, j);
+        int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
+        if (i < 0) return e->code;
+        nx->in_of[j] = i;
+        y = slot(&x->in, i); /* handed over without a copy */
+    } else {
+        int o = take(x, &x->out, &x->cur.comm_bytes, "send", e);
+        if (o < 0) return e->code;
+        st->out_f[j] = o;
+        y = slot(&x->out, o);
+    }
+    view v = view_of(x, st, j);
+    stage_forward(x, st, ver, &v, y);
+    if (last) {
+        if (!x->dry) x->loss_mb[g] = exec_mse_grad(&x->d, y, x->data->t + (size_t)di * bh);
+        st->flags[j] |= XS_GOUT;
+    }
+    if (x->s->recompute == SCHED_RECOMPUTE_FULL) {
+        give(x, &st->act, a, &x->cur.stash_bytes);
+        st->act_of[j] = -1;
+    }
+    st->flags[j] |= XS_FDONE;
+    return PL_OK;
+}
+
+/* I of (s, j): the input gradient through the stage (recomputing the forward first under full
+ * recomputation), sent on to the previous stage's buffer. Returns PL_OK or an error. */
+static int do_i(exec_xrank *x, int s, int j, pl_err *e) {
+    exec_xstage *st = local(x, s, e);
+    if (!st || !mb_ok(x, j, e)) return PL_EINPUT;
+    if (!(st->flags[j] & XS_FDONE)) return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its forward", s, j);
+    if (st->flags[j] & XS_IDONE) return pl_errf(e, PL_EINPUT, "second input backward of microbatch %d", j);
+    if (!(st->flags[j] & XS_GOUT)) return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its output gradient arrived", s, j);
+    int ver = st->ver_of[j];
+    if (st->act_of[j] < 0) {
+        int a = take(x, &st->act, &x->cur.stash_bytes, "activation", e);
+        if (a < 0) return e->code;
+        st->act_of[j] = a;
+        view v = view_of(x, st, j);
+        float *ys = x->scratch ? x->scratch + (size_t)x->d.b * x->d.f : NULL;
+        stage_forward(x, st, ver, &v, ys); /* recomputation */
+    }
+    if (st->nb > 1) {
+        int w = take(x, &st->wg, &x->cur.bwd_bytes, "inner gradient", e);
+        if (w < 0) return e->code;
+        st->wg_of[j] = w;
+    }
+    view v = view_of(x, st, j);
+    float *gx = NULL;
+    if (s > 0 && x->loc[s - 1] >= 0) {
+        exec_xstage *pv = &x->st[x->loc[s - 1]];
+        if (pv->in_of[j] < 0 || pv->gin_of[j] >= 0)
+            return pl_errf(e, PL_EINPUT, "stage %d microbatch %d cannot take an output gradient now", s - 1, j);
+        int gi = take(x, &x->gin, &x->cur.bwd_bytes, "output gradient", e);
+        if (gi < 0) return e->code;
+        pv->gin_of[j] = gi;
+        gx = slot(&x->gin, gi); /* handed over without a copy */
+        pv->flags[j] |= XS_GOUT;
+    } else if (s > 0) {
+        int o = take(x, &x->out, &x->cur.comm_bytes, "send", e);
+        if (o < 0) return e->code;
+        st->out_b[j] = o;
+        gx = slot(&x->out, o);
+    }
+    if (!x->dry)
+        for (int k = st->nb - 1; k >= 0; k--)
+            exec_block_backward_i(&x->d, params(x, st, ver, k), vhd(&v, k), vg(&v, k + 1),
+                                  k > 0 ? vg(&v, k) : gx, x->scratch);
+    st->flags[j] |= XS_IDONE;
+    return PL_OK;
+}
+
+/* W of (s, j): accumulates the weight gradients, then frees everything the microbatch held
+ * (activations, input, its weight version reference). Returns PL_OK or an error. */
+static int do_w(exec_xrank *x, int s, int j, pl_err *e) {
+    exec_xstage *st = local(x, s, e);
+    if (!st || !mb_ok(x, j, e)) return PL_EINPUT;
+    if (!(st->flags[j] & XS_IDONE)) return pl_errf(e, PL_EINPUT, "weight backward of stage %d microbatch %d before its input backward", s, j);
+    view v = view_of(x, st, j);
+    if (!x->dry) {
+        size_t nf = exec_block_floats(&x->d);
+        for (int k = st->nb - 1; k >= 0; k--)
+            exec_block_backward_w(&x->d, vx(&v, k), va(&v, k), vhd(&v, k), vg(&v, k + 1), st->grad + (size_t)k * nf);
+    }
+    st->nacc++;
+    give(x, &st->act, st->act_of[j], &x->cur.stash_bytes);
+    give(x, &x->in, st->in_of[j], &x->cur.stash_bytes);
+    give(x, &x->gin, st->gin_of[j], &x->cur.bwd_bytes);
+    if (st->wg_of[j] >= 0) give(x, &st->wg, st->wg_of[j], &x->cur.bwd_bytes);
+    if (pool_put(&st->ver, st->ver_of[j])) mem_add(x, &x->cur.weights_bytes, -(long long)(st->pfloats * sizeof(float)), NULL);
+    st->act_of[j] = st->in_of[j] = st->ver_of[j] = st->gin_of[j] = st->wg_of[j] = -1;
+    st->flags[j] = 0;
+    return PL_OK;
+}
+
+/* STEP of stage s: the newest version minus lr times the (momentum of the) average gradient
+ * accumulated since the last STEP; in place when no microbatch in flight uses the newest
+ * version, else into a new version slot. Returns PL_OK or an error. */
+static int do_step(exec_xrank *x, int s, pl_err *e) {
+    exec_xstage *st = local(x, s, e);
+    if (!st) return PL_EINPUT;
+    if (st->nacc == 0) return PL_OK;
+    int cur = st->cur, dst = cur;
+    if (st->ver.refs[cur] > 1) {
+        dst = take(x, &st->ver, &x->cur.weights_bytes, "weight version", e);
+        if (dst < 0) return e->code;
+    }
+    if (!x->dry) {
+        float scale = 1.0f / (float)st->nacc, lr = (float)x->cfg->lr, mu = (float)x->cfg->momentum;
+        const float *w = slot(&st->ver, cur);
+        float *o = slot(&st->ver, dst);
+        for (size_t i = 0; i < st->pfloats; i++) {
+            float g = st->grad[i] * scale;
+            if (st->mom) g = st->mom[i] = mu * st->mom[i] + g;
+            o[i] = w[i] - lr * g;
+        }
+        memset(st->grad, 0, st->pfloats * sizeof(float));
+    }
+    if (dst != cur) {
+        pool_put(&st->ver, cur); /* no longer the newest; freed by its last microbatch */
+        st->cur = dst;
+    }
+    st->nacc = 0;
+    return PL_OK;
+}
+
+/* ---------------------------------------------------------------- communication actions */
+
+/* Applies a SEND or RECV action. Returns PL_OK or an error. */
+static int do_comm(exec_xrank *x, const sched_action *a, int bad_size, pl_err *e) {
+    int s = a->stage, j = a->mb;
+    exec_xstage *st = local(x, s, e);
+    if (!st || !mb_ok(x, j, e)) return PL_EINPUT;
+    size_t bh = (size_t)x->d.b * x->d.h, bytes = bh * sizeof(float);
+    int64_t g = x->goff + j;
+    const int *sr = x->s->stage_rank;
+    switch (a->kind) {
+    case SCHED_SEND_F:
+    case SCHED_SEND_B: {
+        int fwd = a->kind == SCHED_SEND_F;
+        int *slotp = fwd ? &st->out_f[j] : &st->out_b[j];
+        int to = fwd ? s + 1 : s - 1;
+        if (to < 0 || to >= x->s->stages) return pl_errf(e, PL_EINPUT, "no stage %d to send to", to);
+        if (*slotp < 0) return pl_errf(e, PL_EINPUT, "nothing to send: the %s of stage %d microbatch %d was not computed", fwd ? "forward" : "input backward", s, j);
+        int rc = PL_OK;
+        if (!x->dry) {
+            exec_msg_key k = {fwd ? EXEC_MSG_ACT : EXEC_MSG_GRAD, to, g};
+            rc = x->t->send(x->t, sr[to], k, slot(&x->out, *slotp), bad_size ? bytes - sizeof(float) : bytes, e);
+        }
+        give(x, &x->out, *slotp, &x->cur.comm_bytes);
+        *slotp = -1;
+        return rc;
+    }
+    case SCHED_RECV_F: {
+        if (s == 0) return pl_errf(e, PL_EINPUT, "stage 0 has no forward input to receive");
+        if (st->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage %d microbatch %d already present", s, j);
+        int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
+        if (i < 0) return e->code;
+        st->in_of[j] = i;
+        if (x->dry) return PL_OK;
+        exec_msg_key k = {EXEC_MSG_ACT, s, g};
+        return x->t->recv(x->t, sr[s - 1], k, slot(&x->in, i), bytes, e);
+    }
+    case SCHED_RECV_B: {
+        if (s + 1 >= x->s->stages) return pl_errf(e, PL_EINPUT, "the last stage has no gradient to receive");
+        if (st->in_of[j] < 0) return pl_errf(e, PL_EINPUT, "gradient of stage %d microbatch %d arrives before its forward", s, j);
+        if (st->gin_of[j] >= 0) return pl_errf(e, PL_EINPUT, "second output gradient of stage %d microbatch %d", s, j);
+        int gi = take(x, &x->gin, &x->cur.bwd_bytes, "output gradient", e);
+        if (gi < 0) return e->code;
+        st->gin_of[j] = gi;
+        st->flags[j] |= XS_GOUT;
+        if (x->dry) return PL_OK;
+        exec_msg_key k = {EXEC_MSG_GRAD, s, g};
+        return x->t->recv(x->t, sr[s + 1], k, slot(&x->gin, gi), bytes, e);
+    }
+    default: return pl_errf(e, PL_EINTERNAL, "not a communication action");
+    }
+}
+
+/* Executes one action; returns PL_OK or an error (without context; the caller adds it). */
+static int do_action(exec_xrank *x, const sched_action *a, int bad_size, pl_err *e) {
+    switch (a->kind) {
+    case SCHED_F: return do_f(x, a->stage, a->mb, e);
+    case SCHED_I: return do_i(x, a->stage, a->mb, e);
+    case SCHED_W: return do_w(x, a->stage, a->mb, e);
+    case SCHED_B: {
+        int rc = do_i(x, a->stage, a->mb, e);
+        return rc ? rc : do_w(x, a->stage, a->mb, e);
+    }
+    case SCHED_OVERLAP: {
+        int rc = do_f(x, a->stage, a->mb, e);
+        if (rc == PL_OK) rc = do_i(x, a->stage2, a->mb2, e);
+        if (rc == PL_OK && a->kind2 == SCHED_B) rc = do_w(x, a->stage2, a->mb2, e);
+        return rc;
+    }
+    case SCHED_SEND_F:
+    case SCHED_SEND_B:
+    case SCHED_RECV_F:
+    case SCHED_RECV_B: return do_comm(x, a, bad_size, e);
+    case SCHED_REDUCE_GRAD: return local(x, a->stage, e) ? PL_OK : PL_EINPUT; /* one replica */
+    case SCHED_STEP: return do_step(x, a->stage, e);
+    case SCHED_UNSHARD:
+    case SCHED_RESHARD: return PL_OK;
+    default: return pl_errf(e, PL_EINPUT, "unknown action kind %d", a->kind);
+    }
+}
+
+/* Adds "rank R, action K (text), pass P: " before the message in e. */
+static void where(const exec_xrank *x, size_t k, pl_err *e) {
+    char t[96];
+    sched_action_format(&x->s->rank[x->r].acts[k], t, sizeof t);
+    pl_err_prefix(e, "rank %d, action %zu (%s), pass %d: ", x->r, k + 1, t, x->pass);
+}
+
+/* Checks that a pass left nothing in flight; returns PL_OK or an error. */
+static int pass_end_check(const exec_xrank *x, pl_err *e) {
+    if (x->in.used || x->out.used || x->gin.used)
+        return pl_errf(e, PL_EINPUT, "rank %d: %d microbatch buffers still in use at the end of pass %d",
+                       x->r, x->in.used + x->out.used + x->gin.used, x->pass);
+    return PL_OK;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+/* Sets the pool's bookkeeping: cap slots of n floats, refs from *ip (advanced). */
+static void pool_set(exec_pool *p, int cap, size_t n, int **ip) {
+    p->cap = cap;
+    p->used = p->peak = 0;
+    p->refs = *ip;
+    *ip += cap;
+    memset(p->refs, 0, (size_t)cap * sizeof(int));
+    p->slot_floats = n;
+    p->base = NULL;
+}
+
+/* Lays out x's bookkeeping and (when !dry) its floats, with the pool sizes in caps
+ * (in, out, gin, then per stage ver, act, wg). Returns PL_OK or PL_ENOMEM. */
+static int layout(exec_xrank *x, const int *caps, int dry, void **ints_mem, pl_err *e) {
+    size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
+    size_t n_int = (size_t)caps[0] + (size_t)caps[1] + (size_t)caps[2];
+    for (int q = 0; q < x->nst; q++)
+        n_int += (size_t)caps[3 + 3 * q] + (size_t)caps[4 + 3 * q] + (size_t)caps[5 + 3 * q] + 7 * (size_t)x->M;
+    size_t n_flag = (size_t)x->nst * (size_t)x->M;
+    char *im = pl_calloc(n_int * sizeof(int) + n_flag, 1);
+    if (!im) return pl_errf(e, PL_ENOMEM, "out of memory (rank %d bookkeeping)", x->r);
+    *ints_mem = im;
+    int *ip = (int *)(void *)im;
+    unsigned char *fp = (unsigned char *)im + n_int * sizeof(int);
+    pool_set(&x->in, caps[0], bh, &ip);
+    pool_set(&x->out, caps[1], bh, &ip);
+    pool_set(&x->gin, caps[2], bh, &ip);
+    int mom = x->cfg->momentum != 0.0;
+    size_t floats = 0;
+    floats += ((size_t)caps[0] + (size_t)caps[1] + (size_t)caps[2]) * bh + bf + bh;
+    for (int q = 0; q < x->nst; q++) {
+        exec_xstage *st = &x->st[q];
+        size_t actf = (size_t)(st->nb - 1) * bh + 2 * (size_t)st->nb * bf, wgf = (size_t)(st->nb - 1) * bh;
+        pool_set(&st->ver, caps[3 + 3 * q], st->pfloats, &ip);
+        pool_set(&st->act, caps[4 + 3 * q], actf, &ip);
+        pool_set(&st->wg, caps[5 + 3 * q], wgf, &ip);
+        st->in_of = ip; ip += x->M;
+        st->gin_of = ip; ip += x->M;
+        st->act_of = ip; ip += x->M;
+        st->wg_of = ip; ip += x->M;
+        st->ver_of = ip; ip += x->M;
+        st->out_f = ip; ip += x->M;
+        st->out_b = ip; ip += x->M;
+        for (int j = 0; j < 7 * x->M; j++) st->in_of[j] = -1;
+        st->flags = fp; fp += x->M;
+        st->nacc = 0;
+        st->cur = 0;
+        floats += (size_t)st->ver.cap * st->pfloats + (size_t)st->act.cap * actf + (size_t)st->wg.cap * wgf +
+                  st->pfloats * (1 + (size_t)mom);
+    }
+    memset(&x->cur, 0, sizeof x->cur);
+    x->cur.scratch_bytes = (bf + bh) * sizeof(float);
+    for (int q = 0; q < x->nst; q++) {
+        x->cur.grads_bytes += x->st[q].pfloats * sizeof(float);
+        if (mom) x->cur.optim_bytes += x->st[q].pfloats * sizeof(float);
+    }
+    x->cur.total_bytes = x->cur.scratch_bytes + x->cur.grads_bytes + x->cur.optim_bytes;
+    x->peak = x->cur;
+    x->arena_bytes = floats * sizeof(float);
+    if (dry) return PL_OK;
+    /* the one allocation of the rank; then pointers into it */
+    x->arena = pl_calloc(floats, sizeof(float));
+    if (!x->arena) return pl_errf(e, PL_ENOMEM, "rank %d: cannot allocate %zu bytes", x->r, floats * sizeof(float));
+    float *p = x->arena;
+    x->in.base = p;  p += (size_t)x->in.cap * x->in.slot_floats;
+    x->out.base = p; p += (size_t)x->out.cap * x->out.slot_floats;
+    x->gin.base = p; p += (size_t)x->gin.cap * x->gin.slot_floats;
+    x->scratch = p;  p += bf + bh;
+    for (int q = 0; q < x->nst; q++) {
+        exec_xstage *st = &x->st[q];
+        st->ver.base = p; p += (size_t)st->ver.cap * st->pfloats;
+        st->act.base = p; p += (size_t)st->act.cap * st->act.slot_floats;
+        st->wg.base = p;  p += (size_t)st->wg.cap * st->wg.slot_floats;
+        st->grad = p;     p += st->pfloats;
+        st->mom = NULL;
+        if (mom) { st->mom = p; p += st->pfloats; }
+        for (int k = 0; k < st->nb; k++)
+            exec_block_init(&x->d, x->cfg->init_seed, st->block0 + k, st->ver.base + (size_t)k * exec_block_floats(&x->d));
+    }
+    return PL_OK;
+}
+
+/* Takes the first weight version of every stage (counted as weights in use). */
+static int first_versions(exec_xrank *x, pl_err *e) {
+    for (int q = 0; q < x->nst; q++) {
+        if (take(x, &x->st[q].ver, &x->cur.weights_bytes, "weight version", e) != 0) return e->code ? e->code : PL_EINTERNAL;
+        x->st[q].cur = 0;
+    }
+    return PL_OK;
+}
+
+int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg,
+                    const int *blocks, const exec_data *data, double *loss_mb, pl_err *e) {
+    memset(x, 0, sizeof *x);
+    x->r = r;
+    x->s = s;
+    x->cfg = cfg;
+    exec_dims_of(cfg, &x->d);
+    x->M = s->microbatches * (s->iterations > 0 ? s->iterations : 1);
+    x->data = data;
+    x->loss_mb = loss_mb;
+    x->loc = pl_calloc((size_t)s->stages, sizeof *x->loc);
+    if (!x->loc) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int b0 = 0;
+    for (int q = 0; q < s->stages; q++) {
+        x->loc[q] = -1;
+        if (s->stage_rank[q] == r) x->nst++;
+    }
+    x->st = pl_calloc(x->nst ? (size_t)x->nst : 1, sizeof *x->st);
+    if (!x->st) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int q = 0, n = 0; q < s->stages; q++) {
+        if (s->stage_rank[q] == r) {
+            exec_xstage *st = &x->st[n];
+            st->stage = q;
+            st->block0 = b0;
+            st->nb = blocks[q];
+            st->pfloats = (size_t)blocks[q] * exec_block_floats(&x->d);
+            x->loc[q] = n++;
+        }
+        b0 += blocks[q];
+    }
+    /* the dry walk: pools as large as could ever be needed, no floats */
+    int ncap = 3 + 3 * x->nst;
+    int *caps = pl_calloc((size_t)ncap, sizeof *caps);
+    if (!caps) return pl_errf(e, PL_ENOMEM, "out of memory");
+    caps[0] = x->M * x->nst + 1;
+    caps[1] = 2 * x->M * x->nst + 1;
+    caps[2] = x->M * x->nst + 1;
+    for (int q = 0; q < x->nst; q++) { caps[3 + 3 * q] = x->M + 2; caps[4 + 3 * q] = x->M + 1; caps[5 + 3 * q] = x->M + 1; }
+    void *im = NULL;
+    int rc = layout(x, caps, 1, &im, e);
+    if (rc == PL_OK) {
+        rc = first_versions(x, e);
+        if (rc != PL_OK) pl_err_prefix(e, "rank %d, its weights: ", r);
+    }
+    x->dry = 1;
+    const sched_rank *rk = &s->rank[r];
+    for (size_t k = 0; k < rk->n && rc == PL_OK; k++) {
+        rc = do_action(x, &rk->acts[k], 0, e);
+        if (rc != PL_OK) where(x, k, e);
+    }
+    if (rc == PL_OK) rc = pass_end_check(x, e);
+    if (rc == PL_OK) {
+        caps[0] = x->in.peak > 0 ? x->in.peak : 1;
+        caps[1] = x->out.peak > 0 ? x->out.peak : 1;
+        caps[2] = x->gin.peak > 0 ? x->gin.peak : 1;
+        for (int q = 0; q < x->nst; q++) {
+            caps[3 + 3 * q] = x->st[q].ver.peak;
+            caps[4 + 3 * q] = x->st[q].act.peak > 0 ? x->st[q].act.peak : 1;
+            caps[5 + 3 * q] = x->st[q].wg.peak > 0 ? x->st[q].wg.peak : 1;
+        }
+    }
+    free(im);
+    x->dry = 0;
+    if (rc == PL_OK) {
+        rc = layout(x, caps, 0, &x->ints_mem, e);
+        if (rc == PL_OK) rc = first_versions(x, e);
+    }
+    free(caps);
+    return rc;
+}
+
+void exec_xrank_free(exec_xrank *x) {
+    free(x->arena);
+    free(x->ints_mem);
+    free(x->st);
+    free(x->loc);
+    free(x->ops);
+    free(x->pass_start_s);
+    memset(x, 0, sizeof *x);
+}
+
+/* ---------------------------------------------------------------- the thread */
+
+void *exec_worker_main(void *arg) {
+    exec_xrank *x = arg;
+    const exec_config *c = x->cfg;
+    const sched_rank *rk = &x->s->rank[x->r];
+    int passes = c->warmup_passes + c->timed_passes;
+    pl_err_clear(&x->err);
+    x->rc = PL_OK;
+    if (x->core >= 0 && exec_platform_pin_self(x->core) != 0) x->core = -1;
+    for (x->pass = 0; x->pass < passes && x->rc == PL_OK; x->pass++) {
+        x->goff = (int64_t)x->pass * x->M;
+        x->rc = x->t->barrier(x->t, &x->err);
+        if (x->rc != PL_OK) break;
+        int timed = x->pass >= c->warmup_passes;
+        double busy = 0, comm = 0, t0 = pl_now_s();
+        x->pass_start_s[x->pass] = t0;
+        int bad_armed = c->fault.kind == EXEC_FAULT_BAD_SIZE && c->fault.rank == x->r && c->fault.pass == x->pass;
+        for (size_t k = 0; k < rk->n; k++) {
+            const sched_action *a = &rk->acts[k];
+            int bad = 0;
+            if (c->fault.rank == x->r && c->fault.pass == x->pass && (size_t)c->fault.action <= k) {
+                if (c->fault.kind == EXEC_FAULT_ERROR && (size_t)c->fault.action == k) {
+                    x->rc = pl_errf(&x->err, PL_EINPUT, "injected fault");
+                } else if (bad_armed && (a->kind == SCHED_SEND_F || a->kind == SCHED_SEND_B)) {
+                    bad = 1;
+                    bad_armed = 0;
+                }
+            }
+            double s0 = pl_now_s();
+            if (x->rc == PL_OK) x->rc = do_action(x, a, bad, &x->err);
+            double s1 = pl_now_s();
+            if (x->rc != PL_OK) {
+                if (strncmp(x->err.msg, "aborted: ", 9) != 0) {
+                    where(x, k, &x->err);
+                    x->t->abort(x->t, &x->err);
+                }
+                break;
+            }
+            if (sched_kind_is_compute((sched_kind)a->kind)) busy += s1 - s0;
+            else if (sched_kind_is_comm((sched_kind)a->kind)) comm += s1 - s0;
+            if (timed && c->record_ops && x->n_ops < x->cap_ops) {
+                exec_op *op = &x->ops[x->n_ops++];
+                op->act = *a;
+                op->pass = x->pass - c->warmup_passes;
+                op->start_s = s0;
+                op->end_s = s1;
+            }
+        }
+        x->pass_end_s[x->pass] = pl_now_s();
+        x->busy_s[x->pass] = busy;
+        x->comm_s[x->pass] = comm;
+        if (x->rc == PL_OK) {
+            x->rc = pass_end_check(x, &x->err);
+            if (x->rc != PL_OK) x->t->abort(x->t, &x->err);
+        }
+    }
+    if (x->t->finished) x->t->finished(x->t);
+    return NULL;
+}

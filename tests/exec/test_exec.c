@@ -1,0 +1,653 @@
+/* test_exec.c: the executor against finite differences, a sequential reference of the same
+ * training (every synchronous schedule, PipeDream stashing, 2BW), exact memory closed forms,
+ * and fault handling (injected errors, wrong-size messages, memory budgets, bad schedules). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "exec_int.h"
+#include "pl_test.h"
+#include "platform/platform.h"
+#include "sched.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Returns the cores available to this process. */
+static int exec_platform_cores_for_tests(void) {
+    static int cpus[4096];
+    return exec_platform_cores(cpus, 4096);
+}
+
+/* Returns a small model configuration for the tests: h 32, f 64, L layers, b 4, 3 passes. */
+static exec_config small_cfg(int layers) {
+    exec_config c;
+    exec_config_default(&c);
+    c.hidden = 32;
+    c.ffn = 64;
+    c.layers = layers;
+    c.microbatch_size = 4;
+    c.dataset_microbatches = 16;
+    c.lr = 0.1;
+    c.momentum = 0.0;
+    c.warmup_passes = 0;
+    c.timed_passes = 3;
+    c.oversubscribe = 1;
+    c.return_weights = 1;
+    c.timeout_s = 20;
+    return c;
+}
+
+/* Returns the lowered schedule of a generator (NULL reported through CUnit). */
+static sched *lowered(const char *kind, int p, int m, int v, int iters, sched_recompute rc) {
+    pl_err e;
+    pl_err_clear(&e);
+    sched_gen_opts o = {p, m, v, iters, rc};
+    sched *s = sched_generate(kind, &o, &e);
+    if (!s) {
+        fprintf(stderr, "generate %s: %s\n", kind, e.msg);
+        CU_FAIL("generate");
+        return NULL;
+    }
+    s->recompute = rc;
+    sched *l = sched_lower(s, &e);
+    sched_free(s);
+    if (!l) fprintf(stderr, "lower %s: %s\n", kind, e.msg);
+    CU_ASSERT_PTR_NOT_NULL(l);
+    return l;
+}
+
+/* Returns the largest |a - b| / (1 + |b|) over n floats. */
+static double max_rel_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]) / (1.0 + fabs((double)b[i]));
+        if (d > m) m = d;
+    }
+    return m;
+}
+
+/* Runs s with c; returns the rc and fills r (caller frees) and e. */
+static int run(const sched *s, const exec_config *c, exec_result *r, pl_err *e) {
+    pl_err_clear(e);
+    int rc = exec_run(s, c, r, e);
+    if (rc != PL_OK) fprintf(stderr, "exec_run %s: %s\n", s->kind, e->msg);
+    return rc;
+}
+
+/* Tolerance of weights against the sequential reference (relative to 1 + |w|). The pipelined
+ * run accumulates each stage's gradient over the m microbatches in the schedule's backward
+ * order (and B vs I+W order), the reference in microbatch order: fp32 addition is not
+ * associative, so each step's averaged gradient may differ by about m * 2^-24 * sum |g_j|
+ * (~1e-6 for m = 4, |g| < 1), times lr = 0.1, over 3 steps, amplified a little by the later
+ * forward passes: well under 1e-5. (With today's generators every stage runs its backward
+ * passes in microbatch order, the order the reference sums in, and the difference measured is
+ * exactly 0; the tolerance is for schedules that reorder them.) A wrong microbatch, version or missing update moves the
+ * weights by lr * |g| ~ 1e-3 or more, two orders of magnitude above. */
+#define SYNC_TOL 1e-5
+
+/* Checks one schedule against the sequential reference: weights and loss curve. */
+static void check_against_reference_mom(const char *kind, int p, int m, int v, int iters, sched_recompute rc,
+                                        int layers, double tol, double momentum, const int *split) {
+    sched *s = lowered(kind, p, m, v, iters, rc);
+    if (!s) return;
+    exec_config c = small_cfg(layers);
+    c.momentum = momentum;
+    c.stage_blocks = split;
+    exec_result r;
+    pl_err e;
+    if (run(s, &c, &r, &e) != PL_OK) { CU_FAIL("exec_run"); sched_free(s); return; }
+    size_t n = exec_param_count(&c);
+    float *w = calloc(n, sizeof(float));
+    int it = s->iterations > 0 ? s->iterations : 1;
+    double *loss = calloc((size_t)c.timed_passes * it, sizeof(double));
+    int rrc = exec_reference(s, &c, c.timed_passes, w, n, loss, &e);
+    if (rrc != PL_OK) fprintf(stderr, "reference: %s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rrc, PL_OK);
+    CU_ASSERT_EQUAL(r.n_weights, n);
+    double d = max_rel_diff(r.final_weights, w, n);
+    /* the run really trained: the weights moved from the initial ones */
+    float *w0 = calloc(n, sizeof(float));
+    exec_dims dm;
+    exec_dims_of(&c, &dm);
+    for (int l = 0; l < c.layers; l++) exec_block_init(&dm, c.init_seed, l, w0 + (size_t)l * exec_block_floats(&dm));
+    double moved = max_rel_diff(r.final_weights, w0, n);
+    if (getenv("PIPELAB_TEST_VERBOSE")) fprintf(stderr, "%s p=%d m=%d recompute=%d: max rel weight diff %g\n", kind, p, m, rc, d);
+    if (d > tol) fprintf(stderr, "%s p=%d m=%d recompute=%d: weights differ by %g (tol %g)\n", kind, p, m, rc, d, tol);
+    CU_ASSERT(d <= tol);
+    CU_ASSERT(moved > 100 * tol);
+    CU_ASSERT_EQUAL(r.n_iters, c.timed_passes * it);
+    for (int i = 0; i < r.n_iters; i++) {
+        double ld = fabs(r.loss[i] - loss[i]) / (1e-12 + fabs(loss[i]));
+        if (ld > 1e-4) fprintf(stderr, "%s iteration %d: loss %g vs reference %g\n", kind, i, r.loss[i], loss[i]);
+        CU_ASSERT(ld <= 1e-4);
+    }
+    free(w0);
+    free(w);
+    free(loss);
+    exec_result_free(&r);
+    sched_free(s);
+}
+
+/* The same without momentum and with the even split. */
+static void check_against_reference(const char *kind, int p, int m, int v, int iters, sched_recompute rc, int layers,
+                                    double tol) {
+    check_against_reference_mom(kind, p, m, v, iters, rc, layers, tol, 0.0, NULL);
+}
+
+/* ---------------------------------------------------------------- the math */
+
+/* fp64 forward of one block and the MSE loss against t, for finite differences. */
+static double block_loss64(const exec_dims *d, const double *p, const double *x, const double *t) {
+    int h = d->h, f = d->f, b = d->b;
+    const double *w1 = p, *b1 = w1 + (size_t)h * f, *w2 = b1 + f, *b2 = w2 + (size_t)h * f;
+    double loss = 0;
+    double *a = malloc((size_t)f * sizeof(double));
+    for (int r = 0; r < b; r++) {
+        for (int i = 0; i < f; i++) {
+            double z = b1[i];
+            for (int k = 0; k < h; k++) z += w1[(size_t)i * h + k] * x[(size_t)r * h + k];
+            a[i] = 0.5 * z * (1 + tanh(sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));
+        }
+        for (int o = 0; o < h; o++) {
+            double y = x[(size_t)r * h + o] + b2[o];
+            for (int i = 0; i < f; i++) y += w2[(size_t)o * f + i] * a[i];
+            double df = y - t[(size_t)r * h + o];
+            loss += df * df;
+        }
+    }
+    free(a);
+    return loss / ((double)b * h);
+}
+
+/* Gradient check: the fp32 split backward (I then W) against central differences of an fp64
+ * forward (step 1e-5: truncation ~1e-10, rounding ~1e-11, so the fp64 side is exact to ~1e-9).
+ * The fp32 gradients carry relative rounding of ~1e-6 (sums of <= 64 terms), so 2e-3 relative
+ * (plus 1e-5 absolute for tiny entries) is a loose but meaningful bound: a wrong transpose,
+ * GELU derivative or missing residual gives errors of order 1. */
+static void test_gradcheck(void) {
+    exec_dims d = {8, 16, 3, 1};
+    size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
+    float *p = calloc(nf, sizeof(float)), *g = calloc(nf, sizeof(float));
+    float *x = calloc(bh, sizeof(float)), *t = calloc(bh, sizeof(float)), *y = calloc(bh, sizeof(float));
+    float *hd = calloc(bf, sizeof(float)), *a = calloc(bf, sizeof(float)), *scr = calloc(bf, sizeof(float));
+    float *gx = calloc(bh, sizeof(float));
+    exec_block_init(&d, 7, 0, p);
+    exec_fill_normal(11, 0, x, bh);
+    exec_fill_normal(11, 1, t, bh);
+    exec_blas_init();
+    exec_block_forward(&d, p, x, hd, a, y);
+    double l32 = exec_mse_grad(&d, y, t);
+    exec_block_backward_i(&d, p, hd, y, gx, scr);
+    exec_block_backward_w(&d, x, a, hd, y, g);
+    double *p64 = calloc(nf, sizeof(double)), *x64 = calloc(bh, sizeof(double)), *t64 = calloc(bh, sizeof(double));
+    for (size_t i = 0; i < nf; i++) p64[i] = p[i];
+    for (size_t i = 0; i < bh; i++) { x64[i] = x[i]; t64[i] = t[i]; }
+    CU_ASSERT_DOUBLE_EQUAL(l32, block_loss64(&d, p64, x64, t64), 1e-5);
+    const double eps = 1e-5;
+    int bad = 0;
+    for (size_t i = 0; i < nf; i++) {
+        double keep = p64[i];
+        p64[i] = keep + eps;
+        double lp = block_loss64(&d, p64, x64, t64);
+        p64[i] = keep - eps;
+        double lm = block_loss64(&d, p64, x64, t64);
+        p64[i] = keep;
+        double num = (lp - lm) / (2 * eps);
+        if (fabs(num - g[i]) > 1e-5 + 2e-3 * fabs(num)) bad++;
+    }
+    for (size_t i = 0; i < bh; i++) {
+        double keep = x64[i];
+        x64[i] = keep + eps;
+        double lp = block_loss64(&d, p64, x64, t64);
+        x64[i] = keep - eps;
+        double lm = block_loss64(&d, p64, x64, t64);
+        x64[i] = keep;
+        double num = (lp - lm) / (2 * eps);
+        if (fabs(num - gx[i]) > 1e-5 + 2e-3 * fabs(num)) bad++;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    free(p); free(g); free(x); free(t); free(y); free(hd); free(a); free(scr); free(gx);
+    free(p64); free(x64); free(t64);
+}
+
+/* Returns a copy of compute-only s where every B is replaced by I then W. */
+static sched *split_b(const sched *s) {
+    pl_err e;
+    sched *o = sched_new(s->ranks, s->stages, s->microbatches, SCHED_PLACE_EXPLICIT, s->stage_rank, &e);
+    memcpy(o->kind, s->kind, sizeof o->kind);
+    o->iterations = s->iterations;
+    o->chunks = s->chunks;
+    o->weights = s->weights;
+    o->recompute = s->recompute;
+    for (int r = 0; r < s->ranks; r++)
+        for (size_t k = 0; k < s->rank[r].n; k++) {
+            sched_action a = s->rank[r].acts[k];
+            if (a.kind == SCHED_B) {
+                sched_push(o, r, sched_act(SCHED_I, a.stage, a.mb));
+                sched_push(o, r, sched_act(SCHED_W, a.stage, a.mb));
+            } else {
+                sched_push(o, r, a);
+            }
+        }
+    return o;
+}
+
+/* B is exactly I then W: 1f1b with B and with every B split gives bit-identical weights. */
+static void test_i_plus_w_equals_b(void) {
+    pl_err e;
+    sched_gen_opts o = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *s = sched_generate("1f1b", &o, &e);
+    sched *si = split_b(s);
+    sched *l1 = sched_lower(s, &e), *l2 = sched_lower(si, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l2);
+    exec_config c = small_cfg(4);
+    exec_result r1, r2;
+    CU_ASSERT_EQUAL_FATAL(run(l1, &c, &r1, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(run(l2, &c, &r2, &e), PL_OK);
+    CU_ASSERT_EQUAL(memcmp(r1.final_weights, r2.final_weights, r1.n_weights * sizeof(float)), 0);
+    exec_result_free(&r1);
+    exec_result_free(&r2);
+    sched_free(s); sched_free(si); sched_free(l1); sched_free(l2);
+}
+
+/* Full recomputation gives bit-identical weights and losses (same kernels, same inputs), and
+ * less stash memory. */
+static void test_recompute_identical(void) {
+    const char *kinds[] = {"1f1b", "zb-h1"};
+    for (int k = 0; k < 2; k++) {
+        sched *a = lowered(kinds[k], 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
+        sched *b = lowered(kinds[k], 2, 4, 0, 0, SCHED_RECOMPUTE_FULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+        exec_config c = small_cfg(4);
+        exec_result r1, r2;
+        pl_err e;
+        CU_ASSERT_EQUAL_FATAL(run(a, &c, &r1, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(run(b, &c, &r2, &e), PL_OK);
+        CU_ASSERT_EQUAL(memcmp(r1.final_weights, r2.final_weights, r1.n_weights * sizeof(float)), 0);
+        for (int i = 0; i < r1.n_iters; i++) CU_ASSERT_EQUAL(r1.loss[i], r2.loss[i]);
+        /* rank 0 keeps two microbatches: recomputation keeps their inputs only; the last rank
+         * keeps one, whose activations exist during its backward either way */
+        CU_ASSERT(r2.rank[0].peak.stash_bytes < r1.rank[0].peak.stash_bytes);
+        CU_ASSERT(r2.rank[1].peak.stash_bytes <= r1.rank[1].peak.stash_bytes);
+        exec_result_free(&r1);
+        exec_result_free(&r2);
+        sched_free(a);
+        sched_free(b);
+    }
+}
+
+/* ---------------------------------------------------------------- schedules vs the reference */
+
+static void sync_schedule(const char *kind, int p, int m, int v, int layers) {
+    check_against_reference(kind, p, m, v, 0, SCHED_RECOMPUTE_NONE, layers, SYNC_TOL);
+    check_against_reference(kind, p, m, v, 0, SCHED_RECOMPUTE_FULL, layers, SYNC_TOL);
+}
+
+static void test_gpipe(void) { sync_schedule("gpipe", 2, 4, 0, 4); sync_schedule("gpipe", 4, 4, 0, 4); }
+static void test_1f1b(void) { sync_schedule("1f1b", 2, 4, 0, 4); sync_schedule("1f1b", 4, 8, 0, 5); }
+static void test_interleaved(void) { sync_schedule("interleaved", 2, 4, 2, 4); sync_schedule("interleaved", 4, 8, 2, 8); }
+static void test_zb_h1(void) { sync_schedule("zb-h1", 2, 4, 0, 4); sync_schedule("zb-h1", 4, 8, 0, 4); }
+static void test_zb_h2(void) { sync_schedule("zb-h2", 2, 4, 0, 4); sync_schedule("zb-h2", 4, 8, 0, 4); }
+static void test_zbv(void) { sync_schedule("zbv", 2, 4, 0, 4); sync_schedule("zbv", 4, 8, 0, 8); }
+static void test_dualpipev(void) { sync_schedule("dualpipev", 2, 4, 0, 4); }
+
+/* PipeDream (weight stashing, an update per microbatch) and 2BW against the sequential
+ * reference of the same semantics. With one microbatch per update there is no reassociation
+ * (stash); 2BW averages m gradients like flush, hence the same tolerance. */
+static void test_pipedream(void) {
+    check_against_reference("pipedream", 2, 4, 0, 2, SCHED_RECOMPUTE_NONE, 4, SYNC_TOL);
+    check_against_reference("pipedream", 3, 3, 0, 2, SCHED_RECOMPUTE_FULL, 3, SYNC_TOL);
+}
+static void test_2bw(void) {
+    check_against_reference("2bw", 2, 4, 0, 3, SCHED_RECOMPUTE_NONE, 4, SYNC_TOL);
+    check_against_reference("2bw", 3, 3, 0, 3, SCHED_RECOMPUTE_FULL, 3, SYNC_TOL);
+}
+
+/* Momentum (optimizer state per stage) and an uneven explicit split of the blocks. */
+static void test_momentum_and_split(void) {
+    static const int split[2] = {3, 1};
+    check_against_reference_mom("1f1b", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE, 4, SYNC_TOL, 0.9, split);
+    check_against_reference_mom("zb-h2", 2, 4, 0, 0, SCHED_RECOMPUTE_FULL, 4, SYNC_TOL, 0.9, split);
+    check_against_reference_mom("pipedream", 2, 4, 0, 2, SCHED_RECOMPUTE_NONE, 4, SYNC_TOL, 0.9, split);
+    check_against_reference_mom("2bw", 2, 4, 0, 3, SCHED_RECOMPUTE_FULL, 4, SYNC_TOL, 0.9, NULL);
+}
+
+/* The async references really differ from flush training (the test would notice a wrong
+ * policy): pipedream's final weights are not those of flush 1f1b on the same data. */
+static void test_stash_differs_from_flush(void) {
+    sched *a = lowered("pipedream", 2, 4, 0, 1, SCHED_RECOMPUTE_NONE);
+    sched *b = lowered("1f1b", 2, 4, 0, 1, SCHED_RECOMPUTE_NONE);
+    exec_config c = small_cfg(4);
+    size_t n = exec_param_count(&c);
+    float *wa = calloc(n, sizeof(float)), *wb = calloc(n, sizeof(float));
+    double la[8], lb[8];
+    pl_err e;
+    CU_ASSERT_EQUAL(exec_reference(a, &c, 2, wa, n, la, &e), PL_OK);
+    CU_ASSERT_EQUAL(exec_reference(b, &c, 2, wb, n, lb, &e), PL_OK);
+    CU_ASSERT(max_rel_diff(wa, wb, n) > 1e-3);
+    free(wa); free(wb);
+    sched_free(a); sched_free(b);
+}
+
+/* Training works: the loss of the last iteration is well below the first. */
+static void test_loss_falls(void) {
+    sched *s = lowered("1f1b", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
+    exec_config c = small_cfg(4);
+    c.timed_passes = 30;
+    c.warmup_passes = 2;
+    c.momentum = 0.9;
+    c.lr = 0.05;
+    c.record_ops = 1;
+    exec_result r;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(run(s, &c, &r, &e), PL_OK);
+    CU_ASSERT(r.loss[r.n_iters - 1] < 0.5 * r.loss[0]);
+    CU_ASSERT(r.pass_median_s > 0);
+    CU_ASSERT(r.throughput_samples_s > 0);
+    CU_ASSERT_EQUAL(r.n_iters, 32);
+    for (int q = 0; q < 2; q++) {
+        const exec_rank_result *rr = &r.rank[q];
+        CU_ASSERT(rr->bubble >= 0 && rr->bubble < 1);
+        CU_ASSERT(rr->busy_s > 0 && rr->busy_s <= r.pass_max_s);
+        /* every action of every timed pass, in order, inside its pass, on one clock */
+        CU_ASSERT_EQUAL(rr->n_ops, (size_t)c.timed_passes * s->rank[q].n);
+        int ordered = 1;
+        for (size_t k = 0; k < rr->n_ops; k++) {
+            const exec_op *op = &rr->ops[k];
+            if (op->start_s < 0 || op->end_s < op->start_s) ordered = 0;
+            if (k && op->start_s < rr->ops[k - 1].end_s) ordered = 0;
+            if (op->act.kind != s->rank[q].acts[k % s->rank[q].n].kind) ordered = 0;
+            if (op->pass != (int)(k / s->rank[q].n)) ordered = 0;
+        }
+        CU_ASSERT(ordered);
+    }
+    CU_ASSERT(r.pass_min_s <= r.pass_median_s && r.pass_median_s <= r.pass_max_s);
+    exec_result_free(&r);
+    sched_free(s);
+}
+
+/* ---------------------------------------------------------------- memory */
+
+/* 1F1B flush, p = 4 ranks, m = 8, one block per stage (L = 4), no momentum, h 32, f 64, b 4.
+ * What a rank holds, in bytes:
+ *   weights, one version (flush)      P = 4 (2hf + f + h)
+ *   gradient accumulator              P
+ *   scratch: dA [b,f] + y [b,h]       S = 4 (bf + bh)
+ *   per microbatch between its F and its backward: the block input, H and gelu(H),
+ *                                     A = 4 (bh + 2bf)   (the cost model's MLP stash per block)
+ *   a received stage input, before its F          X = 4 bh
+ *   a microbatch's output gradient, until its W   G = 4 bh
+ *   a send staging buffer, until its SEND         C = 4 bh
+ * 1F1B keeps p - r microbatches between F and B on rank r. Rank 0 peaks at its last warm-up
+ * forward (p A, its output waiting in C). A rank r > 0 peaks inside a backward: p - r
+ * microbatches in flight, the next input already received (the lowering places RECV_F when the
+ * data is produced, which is before this backward), the output gradient being consumed and the
+ * input gradient being written to C:
+ *   peak(0) = 2P + S + p A + C
+ *   peak(r) = 2P + S + (p - r) A + X + G + C     (r > 0)
+ * checked exactly, class by class. */
+static void test_memory_closed_form(void) {
+    int p = 4, m = 8;
+    sched *s = lowered("1f1b", p, m, 0, 0, SCHED_RECOMPUTE_NONE);
+    exec_config c = small_cfg(4);
+    c.timed_passes = 1;
+    exec_result r;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(run(s, &c, &r, &e), PL_OK);
+    size_t h = 32, f = 64, b = 4;
+    size_t P = 4 * (2 * h * f + f + h), S = 4 * (b * f + b * h), A = 4 * (b * h + 2 * b * f);
+    size_t X = 4 * b * h, G = 4 * b * h, C = 4 * b * h;
+    for (int q = 0; q < p; q++) {
+        const exec_mem *pk = &r.rank[q].peak;
+        size_t stash = (size_t)(p - q) * A + (q > 0 ? X : 0), bwd = q > 0 ? G : 0;
+        CU_ASSERT_EQUAL(pk->weights_bytes, P);
+        CU_ASSERT_EQUAL(pk->grads_bytes, P);
+        CU_ASSERT_EQUAL(pk->optim_bytes, 0);
+        CU_ASSERT_EQUAL(pk->scratch_bytes, S);
+        CU_ASSERT_EQUAL(pk->stash_bytes, stash);
+        CU_ASSERT_EQUAL(pk->bwd_bytes, bwd);
+        CU_ASSERT_EQUAL(pk->comm_bytes, C);
+        CU_ASSERT_EQUAL(pk->total_bytes, 2 * P + S + stash + bwd + C);
+        /* each pool was sized to its own peak by the dry walk; the pools peak together except
+         * on rank 0, whose output-gradient slot (G) is live only after its forward peak */
+        CU_ASSERT_EQUAL(r.rank[q].allocated_bytes, pk->total_bytes + (q == 0 ? G : 0));
+    }
+    exec_result_free(&r);
+    sched_free(s);
+}
+
+/* PipeDream (stash), 2 ranks, m = 4, 2 iterations, 2 blocks per stage: PipeDream's p - r weight
+ * versions on rank r. Rank 0 at its STEP after B(j): microbatch j+1 is in flight on the version
+ * its forward used, and the update writes a new version (the newest one is in use, so not in
+ * place): 2 versions, the older one freed by the next backward. Rank 1 (last stage) runs F
+ * then B then STEP: nothing in flight at the STEP, so it updates in place: 1 version. The
+ * momentum buffer adds one P per rank. */
+static void test_memory_stash_versions(void) {
+    sched *s = lowered("pipedream", 2, 4, 0, 2, SCHED_RECOMPUTE_NONE);
+    exec_config c = small_cfg(4);
+    c.timed_passes = 1;
+    c.momentum = 0.5;
+    exec_result r;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(run(s, &c, &r, &e), PL_OK);
+    size_t P = 2 * 4 * (2 * 32 * 64 + 64 + 32);
+    CU_ASSERT_EQUAL(r.rank[0].peak.optim_bytes, P);
+    CU_ASSERT_EQUAL(r.rank[1].peak.weights_bytes, P);
+    CU_ASSERT_EQUAL(r.rank[0].peak.weights_bytes, 2 * P);
+    CU_ASSERT_EQUAL(r.rank[1].peak.optim_bytes, P);
+    exec_result_free(&r);
+    sched_free(s);
+}
+
+/* ---------------------------------------------------------------- faults */
+
+/* An injected error on one rank stops the whole run quickly with a message naming the rank
+ * and the action; the error code comes back. */
+static void test_fault_error(void) {
+    sched *s = lowered("1f1b", 4, 8, 0, 0, SCHED_RECOMPUTE_NONE);
+    exec_config c = small_cfg(4);
+    c.fault.kind = EXEC_FAULT_ERROR;
+    c.fault.rank = 2;
+    c.fault.action = 5;
+    c.fault.pass = 1;
+    exec_result r;
+    pl_err e;
+    pl_err_clear(&e);
+    double t0 = pl_now_s();
+    int rc = exec_run(s, &c, &r, &e);
+    double dt = pl_now_s() - t0;
+    CU_ASSERT_EQUAL(rc, PL_EINPUT);
+    CU_ASSERT(strstr(e.msg, "rank 2, action 6") != NULL);
+    CU_ASSERT(strstr(e.msg, "injected fault") != NULL);
+    CU_ASSERT(dt < 5.0);
+    sched_free(s);
+}
+
+/* A message of the wrong size is caught by the receiver, which names itself and the action. */
+static void test_fault_bad_size(void) {
+    sched *s = lowered("gpipe", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
+    exec_config c = small_cfg(4);
+    c.fault.kind = EXEC_FAULT_BAD_SIZE;
+    c.fault.rank = 0;
+    c.fault.action = 0;
+    c.fault.pass = 0;
+    exec_result r;
+    pl_err e;
+    pl_err_clear(&e);
+    double t0 = pl_now_s();
+    int rc = exec_run(s, &c, &r, &e);
+    CU_ASSERT(pl_now_s() - t0 < 5.0);
+    CU_ASSERT_EQUAL(rc, PL_EINPUT);
+    CU_ASSERT(strstr(e.msg, "rank 1, action") != NULL);
+    CU_ASSERT(strstr(e.msg, "RECV_F0") != NULL);
+    CU_ASSERT(strstr(e.msg, "has 508 bytes, expected 512") != NULL);
+    sched_free(s);
+}
+
+/* A memory budget below what a rank needs fails with PL_ENOMEM naming the rank and action. */
+static void test_fault_budget(void) {
+    sched *s = lowered("gpipe", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
+    exec_config c = small_cfg(4);
+    c.mem_budget_bytes = 40000; /* fixed part 4 * (2P + S) = 35072 fits; the stashes do not */
+    exec_result r;
+    pl_err e;
+    pl_err_clear(&e);
+    int rc = exec_run(s, &c, &r, &e);
+    CU_ASSERT_EQUAL(rc, PL_ENOMEM);
+    CU_ASSERT(strstr(e.msg, "rank ") != NULL && strstr(e.msg, "memory budget") != NULL);
+    sched_free(s);
+}
+
+/* A schedule whose receive never gets its message is refused with a precise message, and a
+ * compute-only schedule is refused (it must be lowered first). */
+static void test_bad_schedule(void) {
+    sched *s = lowered("gpipe", 2, 2, 0, 0, SCHED_RECOMPUTE_NONE);
+    /* drop rank 0's first SEND_F */
+    sched_rank *rk = &s->rank[0];
+    for (size_t k = 0; k < rk->n; k++)
+        if (rk->acts[k].kind == SCHED_SEND_F) {
+            memmove(&rk->acts[k], &rk->acts[k + 1], (rk->n - k - 1) * sizeof *rk->acts);
+            rk->n--;
+            break;
+        }
+    exec_config c = small_cfg(4);
+    exec_result r;
+    pl_err e;
+    pl_err_clear(&e);
+    int rc = exec_run(s, &c, &r, &e);
+    CU_ASSERT_EQUAL(rc, PL_EINPUT);
+    CU_ASSERT(strlen(e.msg) > 0);
+    sched_free(s);
+    pl_err_clear(&e);
+    sched_gen_opts o = {2, 2, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *raw = sched_generate("gpipe", &o, &e);
+    CU_ASSERT_EQUAL(exec_run(raw, &c, &r, &e), PL_EINPUT);
+    CU_ASSERT(strstr(e.msg, "lowered") != NULL);
+    sched_free(raw);
+}
+
+/* Too few blocks for the stages, and more ranks than cores without oversubscription. */
+static void test_config_errors(void) {
+    sched *s = lowered("gpipe", 4, 2, 0, 0, SCHED_RECOMPUTE_NONE);
+    exec_config c = small_cfg(3);
+    exec_result r;
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL(exec_run(s, &c, &r, &e), PL_EINPUT);
+    CU_ASSERT(strstr(e.msg, "3 blocks cannot fill 4 stages") != NULL);
+    sched_free(s);
+    /* one more rank than cores, without oversubscription: refused before anything runs */
+    int cores = exec_platform_cores_for_tests();
+    sched *big = lowered("gpipe", cores + 1, 1, 0, 0, SCHED_RECOMPUTE_NONE);
+    exec_config cb = small_cfg(cores + 1);
+    cb.oversubscribe = 0;
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL(exec_run(big, &cb, &r, &e), PL_EINPUT);
+    CU_ASSERT(strstr(e.msg, "oversubscription") != NULL);
+    sched_free(big);
+}
+
+/* The in-process transport: a receive that nobody can serve (the only other rank finished)
+ * fails at once naming what it waits for; one whose sender merely never sends fails at the
+ * timeout; a message of the wrong size is refused; an abort wakes a waiter with its reason. */
+static void test_transport(void) {
+    pl_err e;
+    float buf[8] = {0};
+    exec_msg_key k = {EXEC_MSG_ACT, 1, 3};
+    exec_transport *t = exec_threads_transport_new(2, 2, sizeof buf, 0.2, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(t[0].rank(&t[0]), 0);
+    CU_ASSERT_EQUAL(t[1].size(&t[1]), 2);
+    CU_ASSERT_EQUAL(t[0].send(&t[0], 1, k, buf, sizeof buf, &e), PL_OK);
+    CU_ASSERT_EQUAL(t[1].recv(&t[1], 0, k, buf, sizeof buf - 4, &e), PL_EINPUT);
+    CU_ASSERT(strstr(e.msg, "has 32 bytes, expected 28") != NULL);
+    double t0 = pl_now_s();
+    CU_ASSERT_EQUAL(t[1].recv(&t[1], 0, k, buf, sizeof buf, &e), PL_EINTERNAL);
+    CU_ASSERT(strstr(e.msg, "timed out after 0.2 s: rank 1 waits for activations of stage 1 microbatch 3 from rank 0") != NULL);
+    CU_ASSERT(pl_now_s() - t0 < 2.0);
+    exec_threads_transport_free(t, 2);
+
+    t = exec_threads_transport_new(2, 2, sizeof buf, 30, &e);
+    t[0].finished(&t[0]);
+    t0 = pl_now_s();
+    CU_ASSERT_EQUAL(t[1].recv(&t[1], 0, k, buf, sizeof buf, &e), PL_EINTERNAL);
+    CU_ASSERT(strstr(e.msg, "cannot make progress") != NULL);
+    CU_ASSERT(pl_now_s() - t0 < 1.0);
+    pl_err why;
+    CU_ASSERT(exec_threads_transport_why(t, &why));
+    exec_threads_transport_free(t, 2);
+}
+
+/* More ranks than cores with oversubscription allowed: the run works and says so once. */
+static void test_oversubscribe_warning(void) {
+    int cores = exec_platform_cores_for_tests();
+    if (cores > 8) return; /* keep the test small on big machines */
+    sched *s = lowered("gpipe", cores + 1, 2, 0, 0, SCHED_RECOMPUTE_NONE);
+    exec_config c = small_cfg(cores + 1);
+    c.timed_passes = 1;
+    exec_result r;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(run(s, &c, &r, &e), PL_OK);
+    CU_ASSERT(strstr(r.warning, "oversubscribed") != NULL);
+    exec_result_free(&r);
+    sched_free(s);
+}
+
+/* The profiler returns positive medians and the sizes of one block. */
+static void test_profile(void) {
+    exec_config c = small_cfg(1);
+    exec_layer_profile p;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(exec_profile_layers(&c, 5, &p, &e), PL_OK);
+    CU_ASSERT(p.f_s > 0 && p.i_s > 0 && p.w_s > 0);
+    CU_ASSERT_EQUAL(p.param_bytes, 4 * (2 * 32 * 64 + 64 + 32));
+    CU_ASSERT_EQUAL(p.act_out_bytes, 4 * 4 * 32);
+    CU_ASSERT_EQUAL(p.stash_bytes, 4 * (4 * 32 + 2 * 4 * 64));
+}
+
+void exec_test_rank_register(void); /* test_exec_rank.c */
+
+void pl_test_register(void) {
+    static const pl_test_case math[] = {
+        {"gradient check of one block (fp64 finite differences)", test_gradcheck},
+        {"I then W equals B", test_i_plus_w_equals_b},
+        {"recomputation gives identical weights", test_recompute_identical},
+        {"profile one block", test_profile},
+        {NULL, NULL}};
+    static const pl_test_case sched_cases[] = {
+        {"gpipe = sequential", test_gpipe},
+        {"1f1b = sequential", test_1f1b},
+        {"interleaved = sequential", test_interleaved},
+        {"zb-h1 = sequential", test_zb_h1},
+        {"zb-h2 = sequential", test_zb_h2},
+        {"zbv = sequential", test_zbv},
+        {"dualpipev = sequential", test_dualpipev},
+        {"pipedream = stash reference", test_pipedream},
+        {"2bw = 2bw reference", test_2bw},
+        {"momentum and an uneven split", test_momentum_and_split},
+        {"stash reference differs from flush", test_stash_differs_from_flush},
+        {"loss falls", test_loss_falls},
+        {NULL, NULL}};
+    static const pl_test_case mem[] = {
+        {"1f1b peak memory closed form", test_memory_closed_form},
+        {"pipedream weight versions", test_memory_stash_versions},
+        {NULL, NULL}};
+    static const pl_test_case faults[] = {
+        {"injected error stops the run", test_fault_error},
+        {"wrong-size message", test_fault_bad_size},
+        {"memory budget", test_fault_budget},
+        {"bad schedule refused", test_bad_schedule},
+        {"configuration errors", test_config_errors},
+        {"in-process transport: sizes, timeout, stuck", test_transport},
+        {"oversubscription warning", test_oversubscribe_warning},
+        {NULL, NULL}};
+    pl_test_suite("exec math", math);
+    pl_test_suite("exec schedules", sched_cases);
+    pl_test_suite("exec memory", mem);
+    pl_test_suite("exec faults", faults);
+    exec_test_rank_register();
+}
