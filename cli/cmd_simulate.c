@@ -1,5 +1,6 @@
 /* cmd_simulate.c: `pipelab simulate`: generate or load a schedule, lower it, run the
- * discrete-event simulator with flag-driven costs, print metrics and store the run. */
+ * discrete-event simulator with flag-driven costs or with a model on hardware (the cost-model
+ * module through sim_model), print metrics and store the run. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cost.h"
 #include "sched.h"
 #include "sim.h"
 #ifdef PIPELAB_HAVE_PL_RESULTS
@@ -23,6 +25,29 @@ static const char help_text[] =
     "schedule:\n"
     "  --kind K --ranks P --microbatches M [--chunks V] [--iterations N] [--recompute none|full]\n"
     "  --from FILE [--legacy-letters]   a .sched file or a PyTorch CSV\n"
+    "\n"
+    "costs from a model on hardware (instead of the flag-driven costs below):\n"
+    "  --model SPEC          uniform:layers=8,fwd_s=1e-3[,bwd_s=,bwd_in_s=,bwd_w_s=,param_bytes=,\n"
+    "                        out_bytes=,stash_bytes=,...]  mlp:width=,depth=,microbatch=\n"
+    "                        transformer:layers=,hidden=,heads=,seq=,vocab=,microbatch=\n"
+    "                        or a file: *.csv profile, otherwise a PipeDream graph.txt\n"
+    "  --hardware NAME|FILE  a preset (pipelab partition --list-hardware) or an INI file; the\n"
+    "                        device memory becomes the default --capacity (OOM verdict);\n"
+    "                        without it: one node, free links, no FLOP rates\n"
+    "  --set KEY=VALUE       override a hardware key (repeatable), e.g. topology.nodes=2,\n"
+    "                        link.inter.bandwidth=12.5e9; unknown keys are errors\n"
+    "  --partition FILE      stage -> layers and replicas, from pipelab partition -o FILE; its\n"
+    "                        stage count must equal the schedule's\n"
+    "  --split BOUNDS        layer bounds 0,4,8,12 or sizes =4,4,4 (one stage each)\n"
+    "  --balance             balanced split (slowest stage's F+I+W minimized)\n"
+    "                        (default: an even split of the layers over the schedule's stages)\n"
+    "  --precision P         fp32 tf32 fp16 bf16 for FLOP-based times (default: fp16 for\n"
+    "                        2-byte models, else fp32)\n"
+    "  --microbatch-size N   also scales the model's times and activations (default: the model's)\n"
+    "  also with --model: --optimizer-bytes, --w-stash-fraction, --capacity (overrides the\n"
+    "  device memory; 0 = no verdict), --replicas and --replicas-stage (override the partition's).\n"
+    "  Ranks take devices in order (a rank of a stage with R replicas takes R devices); a device's\n"
+    "  node is device / devices_per_node, which picks the intra or inter link.\n"
     "\n"
     "compute (uniform per stage):\n"
     "  --tf S                forward time (default 1)\n"
@@ -68,7 +93,8 @@ static const char help_text[] =
 enum { O_KIND = 1000, O_RANKS, O_MB, O_CHUNKS, O_ITERS, O_RECOMP, O_FROM, O_LEGACY, O_TF, O_TB, O_TI, O_TW,
        O_TSTEP, O_STAGECOSTS, O_TCOMM, O_BYTES, O_BW, O_LAT, O_IBW, O_ILAT, O_RPN, O_SHARED, O_BLOCK,
        O_REPL, O_REPLS, O_ARINTER, O_STASH, O_WFRAC, O_PARAM, O_DTYPE, O_OPT, O_CAP, O_FAILOOM, O_MBS,
-       O_CV, O_SEED, O_REPEAT, O_TRACE, O_TRACEJSON, O_FORMAT, O_TAG, O_DB, O_NODB, O_HELP };
+       O_CV, O_SEED, O_REPEAT, O_TRACE, O_TRACEJSON, O_FORMAT, O_TAG, O_DB, O_NODB, O_HELP, O_MODEL, O_HW,
+       O_SET, O_PARTITION, O_SPLIT, O_BALANCE, O_PREC };
 
 static const struct option long_opts[] = {
     {"kind", required_argument, 0, O_KIND}, {"ranks", required_argument, 0, O_RANKS},
@@ -92,10 +118,26 @@ static const struct option long_opts[] = {
     {"repeat", required_argument, 0, O_REPEAT}, {"trace", no_argument, 0, O_TRACE},
     {"trace-json", required_argument, 0, O_TRACEJSON}, {"format", required_argument, 0, O_FORMAT},
     {"tag", required_argument, 0, O_TAG}, {"db", required_argument, 0, O_DB},
-    {"no-db", no_argument, 0, O_NODB}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
+    {"no-db", no_argument, 0, O_NODB}, {"help", no_argument, 0, O_HELP},
+    {"model", required_argument, 0, O_MODEL}, {"hardware", required_argument, 0, O_HW},
+    {"set", required_argument, 0, O_SET}, {"partition", required_argument, 0, O_PARTITION},
+    {"split", required_argument, 0, O_SPLIT}, {"balance", no_argument, 0, O_BALANCE},
+    {"precision", required_argument, 0, O_PREC}, {0, 0, 0, 0},
 };
 
 #define MAX_REPL_FLAGS 256
+#define MAX_SET_FLAGS 256
+
+/* The cost-model side of a run (--model): what was loaded and the adapter over it. */
+typedef struct model_ctx {
+    cost_model *m;
+    cost_hw hw;
+    int have_hw;           /* --hardware given */
+    cost_opts co;
+    cost_partition *p;     /* the partition simulated */
+    const char *psource;   /* "even", "balance", "split" or "file" */
+    sim_model sm;
+} model_ctx;
 
 typedef struct opts {
     const char *kind, *from, *stage_costs, *trace_json, *format, *tag, *db;
@@ -103,10 +145,43 @@ typedef struct opts {
     int have_ranks, have_mb, legacy;
     sim_basic b;
     sim_config c;
-    int replicas_all;
+    int replicas_all, have_replicas_all;
     int nrepl, repl_stage[MAX_REPL_FLAGS], repl_n[MAX_REPL_FLAGS];
     int fail_on_oom, repeat, trace, no_db;
+    /* costs from a model (--model); basic_flag / model_flag name the first flag of each source */
+    const char *model, *hardware, *partition, *split, *precision, *basic_flag, *model_flag;
+    const char *sets[MAX_SET_FLAGS];
+    int nsets, balance, have_mbs, have_wfrac, have_optb, have_cap;
+    const model_ctx *mc;   /* set once the model side is built (params_json, table) */
 } opts;
+
+/* Returns the long name of option code c ("--tf"), for messages. */
+static const char *opt_name(int c) {
+    static char buf[64];
+    for (const struct option *x = long_opts; x->name; x++)
+        if (x->val == c) {
+            snprintf(buf, sizeof buf, "--%s", x->name);
+            return buf;
+        }
+    return "?";
+}
+
+/* Returns 1 when option code c sets a flag-driven cost (meaningless with --model). */
+static int is_basic_flag(int c) {
+    switch (c) {
+    case O_TF: case O_TB: case O_TI: case O_TW: case O_TSTEP: case O_STAGECOSTS: case O_TCOMM: case O_BYTES:
+    case O_BW: case O_LAT: case O_IBW: case O_ILAT: case O_RPN: case O_ARINTER: case O_STASH: case O_PARAM:
+    case O_DTYPE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Returns 1 when option code c only makes sense with --model. */
+static int is_model_flag(int c) {
+    return c == O_HW || c == O_SET || c == O_PARTITION || c == O_SPLIT || c == O_BALANCE || c == O_PREC;
+}
 
 /* Parses a non-negative finite number for flag into *out; returns 0, or -1 after printing a
  * user error (exit 1: a negative time or size is bad input, not bad usage). */
@@ -147,7 +222,10 @@ static int parse(int argc, char **argv, opts *o) {
     opterr = 0;
     optind = 1;
     int c;
+    static char basic_name[64], model_name[64];
     while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        if (is_basic_flag(c) && !o->basic_flag) o->basic_flag = strcpy(basic_name, opt_name(c));
+        if (is_model_flag(c) && !o->model_flag) o->model_flag = strcpy(model_name, opt_name(c));
         switch (c) {
         case O_KIND: o->kind = optarg; break;
         case O_RANKS: if (cli_int_arg("simulate", "--ranks", optarg, 1, SCHED_MAX_RANKS, &o->g.ranks)) return CLI_EUSAGE; o->have_ranks = 1; break;
@@ -177,7 +255,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_RPN: if (cli_int_arg("simulate", "--ranks-per-node", optarg, 0, SCHED_MAX_RANKS, &o->b.ranks_per_node)) return CLI_EUSAGE; break;
         case O_SHARED: o->c.shared_inter_link = 1; break;
         case O_BLOCK: o->c.blocking_comm = 1; break;
-        case O_REPL: if (cli_int_arg("simulate", "--replicas", optarg, 1, 1 << 20, &o->replicas_all)) return CLI_EUSAGE; break;
+        case O_REPL: if (cli_int_arg("simulate", "--replicas", optarg, 1, 1 << 20, &o->replicas_all)) return CLI_EUSAGE; o->have_replicas_all = 1; break;
         case O_REPLS: {
             const char *eq = strchr(optarg, '=');
             long st, n;
@@ -194,13 +272,13 @@ static int parse(int argc, char **argv, opts *o) {
         }
         case O_ARINTER: o->b.allreduce_inter = 1; break;
         case O_STASH: if (bytes_arg("--stash-bytes", optarg, &o->b.stash_bytes)) return CLI_EUSER; break;
-        case O_WFRAC: if (num_arg("--w-stash-fraction", optarg, &o->b.w_stash_fraction)) return CLI_EUSER; break;
+        case O_WFRAC: if (num_arg("--w-stash-fraction", optarg, &o->b.w_stash_fraction)) return CLI_EUSER; o->have_wfrac = 1; break;
         case O_PARAM: if (bytes_arg("--param-bytes", optarg, &o->b.param_bytes)) return CLI_EUSER; break;
         case O_DTYPE: if (num_arg("--dtype-bytes", optarg, &o->c.dtype_bytes)) return CLI_EUSER; break;
-        case O_OPT: if (num_arg("--optimizer-bytes", optarg, &o->c.optimizer_bytes_per_param)) return CLI_EUSER; break;
-        case O_CAP: if (bytes_arg("--capacity", optarg, &o->c.capacity_bytes)) return CLI_EUSER; break;
+        case O_OPT: if (num_arg("--optimizer-bytes", optarg, &o->c.optimizer_bytes_per_param)) return CLI_EUSER; o->have_optb = 1; break;
+        case O_CAP: if (bytes_arg("--capacity", optarg, &o->c.capacity_bytes)) return CLI_EUSER; o->have_cap = 1; break;
         case O_FAILOOM: o->fail_on_oom = 1; break;
-        case O_MBS: if (cli_int_arg("simulate", "--microbatch-size", optarg, 1, 1 << 30, &o->c.microbatch_size)) return CLI_EUSAGE; break;
+        case O_MBS: if (cli_int_arg("simulate", "--microbatch-size", optarg, 1, 1 << 30, &o->c.microbatch_size)) return CLI_EUSAGE; o->have_mbs = 1; break;
         case O_CV: if (num_arg("--cv", optarg, &o->c.cv)) return CLI_EUSER; break;
         case O_SEED: {
             long sd;
@@ -216,6 +294,21 @@ static int parse(int argc, char **argv, opts *o) {
         case O_DB: o->db = optarg; break;
         case O_NODB: o->no_db = 1; break;
         case O_HELP: fputs(help_text, stdout); return CLI_OK;
+        case O_MODEL: o->model = optarg; break;
+        case O_HW: o->hardware = optarg; break;
+        case O_SET:
+            if (o->nsets == MAX_SET_FLAGS) return cli_usage_error("simulate", "too many --set flags");
+            if (!strchr(optarg, '=')) return cli_usage_error("simulate", "--set needs KEY=VALUE (got '%s')", optarg);
+            o->sets[o->nsets++] = optarg;
+            break;
+        case O_PARTITION: o->partition = optarg; break;
+        case O_SPLIT: o->split = optarg; break;
+        case O_BALANCE: o->balance = 1; break;
+        case O_PREC:
+            if (cost_precision_parse(optarg) < 0)
+                return cli_usage_error("simulate", "--precision must be fp32, tf32, fp16 or bf16 (got '%s')", optarg);
+            o->precision = optarg;
+            break;
         default: return cli_usage_error("simulate", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
@@ -224,7 +317,16 @@ static int parse(int argc, char **argv, opts *o) {
     if (o->kind && (!o->have_ranks || !o->have_mb)) return cli_usage_error("simulate", "--kind needs --ranks and --microbatches");
     if (strcmp(o->format, "table") && strcmp(o->format, "csv") && strcmp(o->format, "json"))
         return cli_usage_error("simulate", "--format must be table, csv or json");
-    if (o->fail_on_oom && o->c.capacity_bytes <= 0) return cli_usage_error("simulate", "--fail-on-oom needs --capacity");
+    if (o->model && o->basic_flag)
+        return cli_usage_error("simulate", "%s is a flag-driven cost; with --model the costs come from the model and "
+                               "the hardware (use --hardware and --set instead)", o->basic_flag);
+    if (!o->model && o->model_flag) return cli_usage_error("simulate", "%s needs --model", o->model_flag);
+    if (!!o->partition + !!o->split + o->balance > 1)
+        return cli_usage_error("simulate", "give at most one of --partition, --split and --balance");
+    if (o->nsets && !o->hardware)
+        return cli_usage_error("simulate", "--set needs --hardware (the preset or INI file it overrides)");
+    if (o->fail_on_oom && o->c.capacity_bytes <= 0 && !o->hardware)
+        return cli_usage_error("simulate", "--fail-on-oom needs --capacity (or --model with --hardware)");
     if (o->c.dtype_bytes <= 0) {
         fprintf(stderr, "pipelab simulate: --dtype-bytes must be > 0\n");
         return CLI_EUSER;
@@ -233,20 +335,77 @@ static int parse(int argc, char **argv, opts *o) {
     return -1;
 }
 
+/* Appends s as a JSON string (quotes, backslashes and control characters escaped). */
+static void json_str(pl_buf *b, const char *s) {
+    pl_buf_putc(b, '"');
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') pl_buf_printf(b, "\\%c", ch);
+        else if (ch < 0x20) pl_buf_printf(b, "\\u%04x", ch);
+        else pl_buf_putc(b, (char)ch);
+    }
+    pl_buf_putc(b, '"');
+}
+
+/* Appends the JSON object of a model run's parameters: the model (spec, name, layers), the
+ * hardware (name or file, --set overrides, the effective values), the partition (source, layer
+ * bounds, replicas) and the cost options, plus the run configuration shared with flag runs. */
+static void params_json_model(const opts *o, const model_ctx *mc, pl_buf *b) {
+    const cost_hw *hw = &mc->sm.hw;
+    pl_buf_puts(b, "{\"costs\":\"model\",\"model\":{\"spec\":");
+    json_str(b, o->model);
+    pl_buf_puts(b, ",\"name\":");
+    json_str(b, mc->m->name);
+    pl_buf_printf(b, ",\"source\":\"%s\",\"layers\":%d,\"microbatch_size\":%d,\"dtype_bytes\":%d,\"params\":%.9g}",
+                  mc->m->source, mc->m->n, mc->m->microbatch_size, mc->m->dtype_bytes, cost_model_params(mc->m));
+    pl_buf_puts(b, ",\"hardware\":{\"spec\":");
+    json_str(b, o->hardware ? o->hardware : "");
+    pl_buf_puts(b, ",\"name\":");
+    json_str(b, hw->name);
+    pl_buf_puts(b, ",\"set\":[");
+    for (int k = 0; k < o->nsets; k++) {
+        if (k) pl_buf_putc(b, ',');
+        json_str(b, o->sets[k]);
+    }
+    pl_buf_printf(b, "],\"nodes\":%d,\"devices_per_node\":%d,\"peak_flops\":%.9g,\"efficiency\":%.9g,"
+                     "\"memory_bytes\":%.9g,\"memory_bandwidth_Bps\":%.9g,\"launch_s\":%.9g,\"intra_bandwidth_Bps\":%.9g,"
+                     "\"intra_latency_s\":%.9g,\"inter_bandwidth_Bps\":%.9g,\"inter_latency_s\":%.9g}",
+                  hw->nodes, hw->devices_per_node, hw->peak_flops[mc->co.precision], hw->efficiency, hw->memory_bytes,
+                  hw->memory_bandwidth_Bps, hw->launch_s, hw->intra_bandwidth_Bps, hw->intra_latency_s,
+                  hw->inter_bandwidth_Bps, hw->inter_latency_s);
+    pl_buf_printf(b, ",\"partition\":{\"source\":\"%s\",\"file\":", mc->psource);
+    json_str(b, o->partition ? o->partition : "");
+    pl_buf_puts(b, ",\"bounds\":[");
+    for (int q = 0; q <= mc->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "," : "", mc->sm.bound[q]);
+    pl_buf_puts(b, "],\"replicas\":[");
+    for (int q = 0; q < mc->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "," : "", mc->sm.replicas[q]);
+    pl_buf_printf(b, "]},\"microbatch_size\":%d,\"precision\":\"%s\",\"optimizer_bytes\":%.9g,\"w_stash_fraction\":%.9g,"
+                     "\"grad_bytes_per_param\":%.9g,\"shared_inter_link\":%d,\"blocking_comm\":%d,\"capacity_bytes\":%lld,"
+                     "\"cv\":%.9g,\"repeat\":%d}",
+                  mc->co.microbatch_size, cost_precision_name(mc->co.precision), mc->co.optimizer_bytes_per_param,
+                  mc->co.w_stash_fraction, mc->co.grad_bytes_per_param, o->c.shared_inter_link, o->c.blocking_comm,
+                  (long long)o->c.capacity_bytes, o->c.cv, o->repeat);
+}
+
 /* Appends the JSON object of the cost and hardware parameters (stored with the run). */
 static void params_json(const opts *o, pl_buf *b) {
-    pl_buf_printf(b, "{\"tf_s\":%.9g,\"tb_s\":%.9g,\"ti_s\":%.9g,\"tw_s\":%.9g,\"tstep_s\":%.9g,\"tcomm_s\":%.9g,"
+    if (o->mc) {
+        params_json_model(o, o->mc, b);
+        return;
+    }
+    pl_buf_printf(b, "{\"costs\":\"flags\",\"tf_s\":%.9g,\"tb_s\":%.9g,\"ti_s\":%.9g,\"tw_s\":%.9g,\"tstep_s\":%.9g,\"tcomm_s\":%.9g,"
                      "\"bytes\":%lld,\"bandwidth_Bps\":%.9g,\"latency_s\":%.9g,\"inter_bandwidth_Bps\":%.9g,"
                      "\"inter_latency_s\":%.9g,\"ranks_per_node\":%d,\"shared_inter_link\":%d,\"blocking_comm\":%d,"
                      "\"stash_bytes\":%lld,\"w_stash_fraction\":%.9g,\"param_bytes\":%lld,\"dtype_bytes\":%.9g,"
                      "\"optimizer_bytes\":%.9g,\"capacity_bytes\":%lld,\"microbatch_size\":%d,\"cv\":%.9g,"
-                     "\"repeat\":%d,\"replicas\":%d,\"stage_costs\":\"%s\",\"replicas_stage\":[",
+                     "\"repeat\":%d,\"replicas\":%d,\"stage_costs\":",
                   o->b.tf_s, o->b.tb_s, o->b.ti_s, o->b.tw_s, o->b.tstep_s, o->b.tcomm_s, (long long)o->b.bytes,
                   o->b.bandwidth_Bps, o->b.latency_s, o->b.inter_bandwidth_Bps, o->b.inter_latency_s, o->b.ranks_per_node,
                   o->c.shared_inter_link, o->c.blocking_comm, (long long)o->b.stash_bytes, o->b.w_stash_fraction,
                   (long long)o->b.param_bytes, o->c.dtype_bytes, o->c.optimizer_bytes_per_param,
-                  (long long)o->c.capacity_bytes, o->c.microbatch_size, o->c.cv, o->repeat, o->replicas_all,
-                  o->stage_costs ? o->stage_costs : "");
+                  (long long)o->c.capacity_bytes, o->c.microbatch_size, o->c.cv, o->repeat, o->replicas_all);
+    json_str(b, o->stage_costs ? o->stage_costs : "");
+    pl_buf_puts(b, ",\"replicas_stage\":[");
     for (int i = 0; i < o->nrepl; i++) pl_buf_printf(b, "%s[%d,%d]", i ? "," : "", o->repl_stage[i], o->repl_n[i]);
     pl_buf_puts(b, "]}");
 }
@@ -256,6 +415,18 @@ static void out_table(const opts *o, const sched *s, const sim_result *r, const 
     pl_buf_printf(b, "schedule           %s: %d ranks, %d stages, %d microbatches, %d iteration%s, weights %s, recompute %s\n",
                   s->kind, s->ranks, s->stages, s->microbatches, r->iterations, r->iterations == 1 ? "" : "s",
                   sched_weights_name(s->weights), sched_recompute_name(s->recompute));
+    if (o->mc) {
+        const model_ctx *mc = o->mc;
+        pl_buf_printf(b, "costs              model %s (%s, %d layers, microbatch %d, %s) on %s (%d x %d devices)\n",
+                      mc->m->name, mc->m->source, mc->m->n, mc->co.microbatch_size, cost_precision_name(mc->co.precision),
+                      mc->sm.hw.name[0] ? mc->sm.hw.name : "-", mc->sm.hw.nodes, mc->sm.hw.devices_per_node);
+        pl_buf_printf(b, "partition          %s%s%s: bounds ", mc->psource, o->partition ? " " : "",
+                      o->partition ? o->partition : "");
+        for (int q = 0; q <= mc->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "," : "", mc->sm.bound[q]);
+        pl_buf_puts(b, ", replicas ");
+        for (int q = 0; q < mc->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "-" : "", mc->sm.replicas[q]);
+        pl_buf_putc(b, '\n');
+    }
     pl_buf_printf(b, "actions            %zu (%zu events)\n", r->actions, r->events);
     pl_buf_printf(b, "makespan_s         %.9g\n", r->makespan_s);
     pl_buf_printf(b, "iteration_time_s   %.9g%s\n", r->iteration_time_s, r->iterations > 1 ? "  (steady state, first iteration left out)" : "");
@@ -406,6 +577,103 @@ static sched *get_schedule(const opts *o, pl_err *e) {
     return l;
 }
 
+/* Frees what build_model made; safe on a zeroed ctx. */
+static void model_ctx_free(model_ctx *mc) {
+    sim_model_free(&mc->sm);
+    cost_partition_free(mc->p);
+    cost_model_free(mc->m);
+    memset(mc, 0, sizeof *mc);
+}
+
+/* Returns the partition the options name for schedule s (file, --split, --balance, or even
+ * over s->stages), with --replicas / --replicas-stage applied, or NULL and e. A partition file
+ * is checked here against the schedule's stages and the model's layers, so its errors name it. */
+static cost_partition *model_partition(const opts *o, const sched *s, model_ctx *mc, pl_err *e) {
+    cost_partition *p = NULL;
+    const cost_hw *hw = mc->have_hw ? &mc->hw : NULL;
+    if (o->partition) {
+        cost_plan plan;
+        if (cost_partition_read(o->partition, &plan, e) != PL_OK) return NULL;
+        p = cost_plan_to_partition(&plan);
+        cost_plan_free(&plan);
+        if (!p) {
+            pl_errf(e, PL_ENOMEM, "out of memory");
+            return NULL;
+        }
+        mc->psource = "file";
+        if (p->stages != s->stages) {
+            pl_errf(e, PL_EINPUT, "%s: the partition has %d stage%s but the schedule (%s, %d ranks) has %d stages",
+                    o->partition, p->stages, p->stages == 1 ? "" : "s", s->kind, s->ranks, s->stages);
+            cost_partition_free(p);
+            return NULL;
+        }
+        if (cost_partition_check(p, mc->m->n, e) != PL_OK) {
+            pl_err_prefix(e, "%s: model %s: ", o->partition, mc->m->name);
+            cost_partition_free(p);
+            return NULL;
+        }
+    } else if (o->split) {
+        p = cost_partition_parse(o->split, mc->m->n, e);
+        mc->psource = "split";
+    } else if (o->balance) {
+        p = sim_model_balance(mc->m, hw, &mc->co, s->stages, e);
+        mc->psource = "balance";
+    } else {
+        p = cost_partition_even(mc->m->n, s->stages, e);
+        if (!p) pl_err_prefix(e, "model %s: ", mc->m->name);
+        mc->psource = "even";
+    }
+    if (!p) return NULL;
+    if (p->stages != s->stages) {
+        pl_errf(e, PL_EINPUT, "--%s: the partition has %d stage%s but the schedule (%s, %d ranks) has %d stages",
+                o->split ? "split" : "balance", p->stages, p->stages == 1 ? "" : "s", s->kind, s->ranks, s->stages);
+        cost_partition_free(p);
+        return NULL;
+    }
+    if (o->have_replicas_all)
+        for (int q = 0; q < p->stages; q++) p->replicas[q] = o->replicas_all;
+    for (int i = 0; i < o->nrepl; i++) {
+        if (o->repl_stage[i] >= p->stages) {
+            pl_errf(e, PL_EINPUT, "--replicas-stage %d=%d: the schedule has stages 0..%d", o->repl_stage[i], o->repl_n[i],
+                    p->stages - 1);
+            cost_partition_free(p);
+            return NULL;
+        }
+        p->replicas[o->repl_stage[i]] = o->repl_n[i];
+    }
+    return p;
+}
+
+/* Builds the model side of a run (--model): loads the model and hardware, applies --set,
+ * --microbatch-size, --precision, --optimizer-bytes and --w-stash-fraction, picks the partition
+ * and builds the adapter. Returns PL_OK or an error in e (mc holds what was made; free it). */
+static int build_model(const opts *o, const sched *s, model_ctx *mc, pl_err *e) {
+    memset(mc, 0, sizeof *mc);
+    mc->m = cost_model_open(o->model, e);
+    if (!mc->m) return e->code ? e->code : PL_EINPUT;
+    if (o->hardware) {
+        if (cost_hw_load(&mc->hw, o->hardware, e) != PL_OK) return PL_EINPUT;
+        for (int k = 0; k < o->nsets; k++)
+            if (cost_hw_set_kv(&mc->hw, o->sets[k], e) != PL_OK) return PL_EINPUT;
+        if (cost_hw_check(&mc->hw, e) != PL_OK) return PL_EINPUT;
+        mc->have_hw = 1;
+    }
+    cost_opts_init(&mc->co, mc->m);
+    if (o->have_mbs) mc->co.microbatch_size = o->c.microbatch_size;
+    if (o->precision) mc->co.precision = (cost_precision)cost_precision_parse(o->precision);
+    if (o->have_optb) mc->co.optimizer_bytes_per_param = o->c.optimizer_bytes_per_param;
+    if (o->have_wfrac) {
+        if (!(o->b.w_stash_fraction <= 1))
+            return pl_errf(e, PL_EINPUT, "the W stash fraction must be in [0, 1] (got %g)", o->b.w_stash_fraction);
+        mc->co.w_stash_fraction = o->b.w_stash_fraction;
+    }
+    mc->p = model_partition(o, s, mc, e);
+    if (!mc->p) return e->code ? e->code : PL_EINPUT;
+    int rc = sim_model_init(&mc->sm, s, mc->m, mc->p, mc->have_hw ? &mc->hw : NULL, &mc->co, e);
+    if (rc == PL_EINPUT && !mc->have_hw) pl_err_prefix(e, "without --hardware: ");
+    return rc;
+}
+
 int cli_simulate(int argc, char **argv) {
     opts o;
     int rc = parse(argc, argv, &o);
@@ -420,8 +688,25 @@ int cli_simulate(int argc, char **argv) {
     memset(&r, 0, sizeof r);
     pl_buf out;
     pl_buf_init(&out);
+    model_ctx mc;
+    memset(&mc, 0, sizeof mc);
+    sim_costs costs;
     sched *s = get_schedule(&o, &e);
     if (!s) { rc = cli_fail(&e); goto done; }
+    if (o.model) {
+        if (build_model(&o, s, &mc, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
+        int64_t cap_bytes = o.c.capacity_bytes;
+        sim_model_config(&mc.sm, &o.c);
+        if (o.have_cap) o.c.capacity_bytes = cap_bytes; /* --capacity 0 turns the verdict off */
+        o.mc = &mc;
+        costs = sim_model_costs(&mc.sm);
+        if (o.fail_on_oom && o.c.capacity_bytes <= 0) {
+            pl_errf(&e, PL_EINPUT, "--fail-on-oom: hardware %s has no device.memory_bytes; give --capacity", mc.sm.hw.name);
+            rc = cli_fail(&e);
+            goto done;
+        }
+        goto simulate;
+    }
     if (sim_basic_check(&o.b, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
     if (o.stage_costs && sim_basic_load_csv(&o.b, o.stage_costs, s->stages, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
     replicas = pl_calloc((size_t)s->stages, sizeof *replicas);
@@ -436,8 +721,9 @@ int cli_simulate(int argc, char **argv) {
         replicas[o.repl_stage[i]] = o.repl_n[i];
     }
     o.c.replicas = replicas;
+    costs = sim_basic_costs(&o.b);
+simulate:
     o.c.record_trace = o.trace || o.trace_json;
-    sim_costs costs = sim_basic_costs(&o.b);
     sim_repeat_stats st;
     if (sim_repeat(s, &costs, &o.c, o.repeat, &st, &r, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
     if (strcmp(o.format, "json") == 0) out_json(&o, s, &r, &st, &out);
@@ -472,6 +758,7 @@ done:
     sim_result_free(&r);
     free(replicas);
     sim_basic_free(&o.b);
+    model_ctx_free(&mc);
     sched_free(s);
     return rc;
 }

@@ -146,8 +146,10 @@ int pl_write_file(const char *path, const char *data, size_t len, pl_err *e) {
         return rc;
     }
     size_t w = len ? fwrite(data, 1, len, f) : 0;
-    int bad = (w != len) | (fflush(f) != 0) | (ferror(f) != 0);
-    bad |= fclose(f) != 0;
+    int bad = w != len;
+    if (fflush(f) != 0) bad = 1;
+    if (ferror(f) != 0) bad = 1;
+    if (fclose(f) != 0) bad = 1;
     if (bad || rename(tmp, path) != 0) {
         int rc = pl_errf(e, PL_EIO, "%s: write failed: %s", path, strerror(errno));
         remove(tmp);

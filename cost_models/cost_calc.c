@@ -98,7 +98,7 @@ int cost_stage_eval(const cost_model *m, int first, int end, const cost_hw *hw, 
     st->end = end;
     int64_t param = 0, stash = 0, wst = 0, rc_rest = 0;
     for (int i = first; i < end; i++) {
-        double f, ib, w;
+        double f = 0, ib = 0, w = 0;
         if (cost_layer_times(m, i, hw, o, &f, &ib, &w, e) != PL_OK) return PL_EINPUT;
         st->f_s += f;
         st->i_s += ib;
@@ -147,7 +147,7 @@ int cost_prefix_init(cost_prefix *p, const cost_model *m, const cost_hw *hw, con
         return pl_errf(e, PL_ENOMEM, "out of memory");
     }
     for (int i = 0; i < m->n; i++) {
-        double f, ib, w;
+        double f = 0, ib = 0, w = 0;
         if (cost_layer_times(m, i, hw, o, &f, &ib, &w, e) != PL_OK) {
             cost_prefix_free(p);
             return PL_EINPUT;

@@ -175,4 +175,68 @@ int sim_trace_chrome(const sched *s, const sim_result *r, pl_buf *out, pl_err *e
 /* Text table: rank, seq, action, start_s, end_s, dur_s, mem_bytes. */
 int sim_trace_table(const sched *s, const sim_result *r, pl_buf *out, pl_err *e);
 
+/* ---------------------------------------------------------------- costs from the cost-model module
+ * (sim_model.c) The adapter that fills sim_costs from a cost_model (layer table), a
+ * cost_partition (stage -> layer range, replicas), a cost_hw (devices, topology, links) and
+ * cost_opts (microbatch size, precision): the same definitions (cost_stage_eval,
+ * cost_transfer_s, cost_allreduce_s, cost_step_s) the executor and the partitioners use.
+ *
+ * Placement: schedule rank r occupies devices [device[r], device[r] + width(r)), where width(r)
+ * is the largest replica count among the stages r holds and ranks take devices in order (so a
+ * PipeDream "15-1" on 2 ranks puts rank 0 on devices 0..14 and rank 1 on device 15; without
+ * replication device[r] = r). A device's node is device / devices_per_node.
+ *   compute_s       F = f_s, B = b_s (I + W), I = i_s, W = w_s of the stage's layer range
+ *   boundary_bytes  out_bytes of the stage (cut_bytes at its end; branches counted)
+ *   stash_bytes, w_stash_bytes, param_bytes   the stage's cost_stage values
+ *   input_bytes     stash_recompute_bytes (what a microbatch keeps under full recomputation)
+ *   transfer_s      cost_transfer_s between the two ranks' first devices (intra or inter link)
+ *   allreduce_s     cost_allreduce_s over the stage's replica group, on the inter link when the
+ *                   group spans two nodes
+ *   step_s          cost_step_s of the stage's parameters (0 when memory bandwidth is unknown)
+ * Memory agrees with cost_schedule_memory when sim_model_config fills the sim_config (dtype and
+ * optimizer bytes from the model and opts; gradients in the model's dtype, as cost_opts_init
+ * sets them): exactly for one stage per rank without recomputation or split backward; under full
+ * recomputation the simulator peaks at (k - 1) x input + stash where cost_stage_memory charges
+ * k x input + stash (one stash_recompute_bytes more); with split backward or several chunks per
+ * rank cost_schedule_memory is an upper bound (it charges every in-flight microbatch a full
+ * stash, where the simulator frees stash - w_stash at I). */
+#include "cost.h"
+
+typedef struct sim_model {
+    const cost_model *m;  /* the layer table (not owned; must outlive the adapter) */
+    cost_hw hw;           /* copy of the hardware */
+    cost_opts o;          /* copy of the options */
+    int stages, ranks;
+    cost_stage *stage;    /* [stages] per-stage costs of one microbatch */
+    int *bound;           /* [stages + 1] layer bounds: stage q holds [bound[q], bound[q + 1]) */
+    int *replicas;        /* [stages] replicas per stage (give it to sim_config.replicas) */
+    int *device;          /* [ranks] first device of each schedule rank */
+    int *stage_device;    /* [stages] first device of the stage's replica group (its rank's) */
+    int devices;          /* devices used in all */
+    double *step_s;       /* [stages] optimizer step per stage */
+} sim_model;
+
+/* Builds the adapter for schedule s (lowered or not: only stages, ranks and stage_rank are
+ * read). p NULL = an even split of the layers over s->stages (cost_partition_even); hw NULL =
+ * one node holding every device with free links and no FLOP rates; o NULL = cost_opts_init(m).
+ * Returns PL_OK, or PL_EINPUT when the partition's stage count differs from the schedule's
+ * ("the partition has 3 stages but the schedule has 4"), the partition does not cover the
+ * model's layers, a time cannot be derived (FLOPs without a peak), or the hardware has fewer
+ * devices than the placement needs; PL_ENOMEM. Free with sim_model_free (also after errors). */
+int sim_model_init(sim_model *sm, const sched *s, const cost_model *m, const cost_partition *p,
+                   const cost_hw *hw, const cost_opts *o, pl_err *e);
+void sim_model_free(sim_model *sm);
+/* Returns the sim_costs view of sm (sm must outlive it). */
+sim_costs sim_model_costs(sim_model *sm);
+/* Fills the model-dependent fields of c: replicas (sm's array), dtype_bytes (the model's),
+ * optimizer_bytes_per_param (the opts'), microbatch_size (the opts'), ranks_per_node (the
+ * hardware's devices_per_node; exact for --shared-inter-link only without replication), and
+ * capacity_bytes = the device memory when c has none yet. */
+void sim_model_config(const sim_model *sm, sim_config *c);
+/* Returns the GPipe-style balanced partition of m into `stages` stages (cost_plan_balance:
+ * exact contiguous split minimizing the slowest stage's F + I + W under hw and o), or NULL and
+ * e (more stages than layers, a time that cannot be derived, ENOMEM). */
+cost_partition *sim_model_balance(const cost_model *m, const cost_hw *hw, const cost_opts *o, int stages,
+                                  pl_err *e);
+
 #endif

@@ -543,4 +543,5 @@ void pl_test_register(void) {
         {NULL, NULL},
     };
     pl_test_suite("sim", cases);
+    { void sim_model_tests_register(void); sim_model_tests_register(); } /* test_sim_model.c */
 }
