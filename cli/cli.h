@@ -14,6 +14,10 @@ int cli_db(int argc, char **argv);
 int cli_simulate(int argc, char **argv);
 int cli_partition(int argc, char **argv);
 int cli_calibrate(int argc, char **argv);
+int cli_compare(int argc, char **argv);
+int cli_plot(int argc, char **argv);
+int cli_run(int argc, char **argv);
+int cli_profile(int argc, char **argv);
 
 /* Prints "pipelab: <message>" on stderr and returns CLI_EUSER (or CLI_EUSAGE). */
 int cli_fail(const pl_err *e);

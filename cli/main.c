@@ -16,7 +16,11 @@ static const subcommand commands[] = {
     {"model", cli_model, "load or generate a model; print its layers and per-stage costs"},
     {"partition", cli_partition, "split a model into pipeline stages (PipeDream planner, balanced split)"},
     {"calibrate", cli_calibrate, "fit efficiency, latency and bandwidth to measured timings; write a hardware file"},
+    {"compare", cli_compare, "predicted against measured runs of one configuration: errors, MAPE"},
+    {"plot", cli_plot, "draw figures from the database with gnuplot (timeline, bubble, throughput, memory, accuracy)"},
     {"db", cli_db, "list, show, export and merge results databases"},
+    {"run", cli_run, "execute a schedule for real on the CPU executor; measured beside predicted"},
+    {"profile", cli_profile, "time one block's F, I and W on this machine; write the profile CSV"},
     {NULL, NULL, NULL},
 };
 

@@ -124,6 +124,7 @@ static int record_of(exec_xrank *x, const double *loss_mb, exec_rank_record *rec
     x->pass_start_s = NULL;
     rec->peak = x->peak;
     rec->allocated_bytes = x->arena_bytes;
+    rec->model_peak_bytes = x->model_peak_bytes;
     rec->core = x->core;
     rec->ops = x->ops;
     rec->n_ops = x->n_ops;
@@ -225,6 +226,7 @@ int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *
         rr->bubble = tot > 0 ? (tot - busy) / tot : 0;
         rr->peak = rc_->peak;
         rr->allocated_bytes = rc_->allocated_bytes;
+        rr->model_peak_bytes = rc_->model_peak_bytes;
         rr->core = rc_->core;
         if (rc_->n_ops) {
             rr->ops = pl_calloc(rc_->n_ops, sizeof *rr->ops);

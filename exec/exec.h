@@ -102,6 +102,9 @@ typedef struct exec_rank_result {
     double bubble;         /* idle / pass time */
     exec_mem peak;         /* the bytes in use at the moment of the largest total */
     size_t allocated_bytes;/* what the rank allocated up front (weights pool, grads, stashes...) */
+    size_t model_peak_bytes; /* largest weights + grads + optimizer + stash of microbatches whose F
+                            * ran (inputs not yet forwarded left out): the part the cost model's
+                            * memory describes; equals exec_mem_predict (see README) */
     int core;              /* the core the worker was pinned to, -1 = not pinned */
     exec_op *ops;          /* [n_ops] when record_ops, else NULL (owned) */
     size_t n_ops;
@@ -193,6 +196,7 @@ typedef struct exec_rank_record {
     double *busy_s, *comm_s;  /* [passes] compute and SEND/RECV time in each pass */
     exec_mem peak;
     size_t allocated_bytes;
+    size_t model_peak_bytes;  /* see exec_rank_result */
     int core;                 /* pinned core, -1 none */
     exec_op *ops;             /* [n_ops] timed passes' actions, absolute times (when record_ops) */
     size_t n_ops;

@@ -124,6 +124,10 @@ typedef struct exec_xrank {
     int pass;
     int64_t goff;           /* global microbatch of local mb 0 in this pass */
     exec_mem cur, peak;
+    size_t pending_in_bytes;  /* stage inputs present before their F (received or handed over):
+                               * buffers, not yet the cost model's stash */
+    size_t model_peak_bytes;  /* most of weights + grads + optimizer + stash - pending_in_bytes at
+                               * once: what the cost model's memory counts (exec_mem_predict) */
     float *arena;           /* the one float allocation */
     size_t arena_bytes;
     void *ints_mem;         /* bookkeeping (slot indices, references, flags) */

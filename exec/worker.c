@@ -34,12 +34,20 @@ static float *slot(const exec_pool *p, int i) {
     return p->base ? p->base + (size_t)i * p->slot_floats : NULL;
 }
 
-/* Adds delta bytes to one class of x's memory and to the total; records the peak; returns
+/* Records the largest "model" total (the classes the cost model counts: weights, gradients,
+ * optimizer state and the stash of microbatches whose F ran, without their pending inputs). */
+static void model_peak(exec_xrank *x) {
+    size_t m = x->cur.weights_bytes + x->cur.grads_bytes + x->cur.optim_bytes + x->cur.stash_bytes - x->pending_in_bytes;
+    if (m > x->model_peak_bytes) x->model_peak_bytes = m;
+}
+
+/* Adds delta bytes to one class of x's memory and to the total; records the peaks; returns
  * PL_ENOMEM when the budget is exceeded. */
 static int mem_add(exec_xrank *x, size_t *cls, long long delta, pl_err *e) {
     *cls = (size_t)((long long)*cls + delta);
     x->cur.total_bytes = (size_t)((long long)x->cur.total_bytes + delta);
     if (x->cur.total_bytes > x->peak.total_bytes) x->peak = x->cur;
+    model_peak(x);
     size_t budget = x->cfg->mem_budget_bytes;
     if (delta > 0 && budget && x->cur.total_bytes > budget)
         return pl_errf(e, PL_ENOMEM, "out of its memory budget: %zu bytes in use, budget %zu bytes",
@@ -153,6 +161,9 @@ static int do_f(exec_xrank *x, int s, int j, pl_err *e) {
         if (!x->dry) memcpy(slot(&x->in, i), x->data->x + (size_t)di * bh, bh * sizeof(float));
     } else if (st->in_of[j] < 0) {
         return pl_errf(e, PL_EINPUT, "forward of stage %d microbatch %d before its input arrived", s, j);
+    } else {
+        x->pending_in_bytes -= x->in.slot_floats * sizeof(float); /* now the microbatch's stash */
+        model_peak(x);
     }
     int ver = st->cur;
     st->ver.refs[ver]++;
@@ -170,6 +181,7 @@ static int do_f(exec_xrank *x, int s, int j, pl_err *e) {
     } else if (x->loc[s + 1] >= 0) {
         exec_xstage *nx = &x->st[x->loc[s + 1]];
         if (nx->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage %d microbatch %d already present", s + 1, j);
+        x->pending_in_bytes += x->in.slot_floats * sizeof(float);
         int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
         if (i < 0) return e->code;
         nx->in_of[j] = i;
@@ -325,6 +337,7 @@ static int do_comm(exec_xrank *x, const sched_action *a, int bad_size, pl_err *e
     case SCHED_RECV_F: {
         if (s == 0) return pl_errf(e, PL_EINPUT, "stage 0 has no forward input to receive");
         if (st->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage %d microbatch %d already present", s, j);
+        x->pending_in_bytes += x->in.slot_floats * sizeof(float);
         int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
         if (i < 0) return e->code;
         st->in_of[j] = i;
@@ -451,6 +464,8 @@ static int layout(exec_xrank *x, const int *caps, int dry, void **ints_mem, pl_e
     }
     x->cur.total_bytes = x->cur.scratch_bytes + x->cur.grads_bytes + x->cur.optim_bytes;
     x->peak = x->cur;
+    x->pending_in_bytes = 0;
+    x->model_peak_bytes = x->cur.grads_bytes + x->cur.optim_bytes;
     x->arena_bytes = floats * sizeof(float);
     if (dry) return PL_OK;
     /* the one allocation of the rank; then pointers into it */

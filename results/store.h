@@ -125,4 +125,82 @@ int store_export_run(store *s, const store_run *run, store_format fmt, pl_buf *o
  * opened readonly and never modified. *added / *skipped (may be NULL) get the counts. */
 int store_merge(store *dst, const char *src_path, int *added, int *skipped, pl_err *e);
 
+/* ---- compare and plot (store_compare.c, plot.c) ---- */
+
+/* Which runs to consider; NULL / 0 fields match anything. tag applies to both kinds unless
+ * sim_tag / measured_tag are given. */
+typedef struct store_filter {
+    const char *tag, *sim_tag, *measured_tag;
+    const char *schedule;
+    int ranks, stages, microbatches, chunks;
+} store_filter;
+
+/* The parameters of params_json that must agree (where both runs carry them) for a simulated and
+ * a measured run to be paired, beside the run columns schedule, ranks, stages, microbatches,
+ * chunks, iterations, weights_policy and recompute_policy. NULL-terminated dotted paths. */
+extern const char *const store_match_params[];
+
+/* One measured run and the simulated run that predicts it. Errors are signed and relative,
+ * (predicted - measured) / measured; NAN when the measured value is 0 (then left out of MAPE). */
+typedef struct store_pair {
+    store_run sim, meas;          /* owned copies (store_comparison_free frees them) */
+    double err_iter, err_thr, err_bubble, err_mem;
+} store_pair;
+
+/* Summary of one metric over the pairs: mean absolute percentage error and the signed error of
+ * largest magnitude (both as fractions: 0.05 = 5%), over the n pairs where it is defined. */
+typedef struct store_err_stats { double mape, max_err; int n; } store_err_stats;
+
+typedef struct store_comparison {
+    store_pair *pairs;
+    size_t n;
+    size_t unmatched_measured;    /* measured runs with no simulated run of their configuration */
+    size_t simulated;             /* simulated runs considered */
+    store_err_stats iter, thr, bubble, mem;
+} store_comparison;
+
+/* Pairs every measured run selected by f with the newest simulated run of the same configuration
+ * (several measured runs may share one prediction); loose = 1 ignores params_json. Pairs come
+ * oldest measured run first. Returns PL_OK and *out (free with store_comparison_free). */
+int store_compare(store *s, const store_filter *f, int loose, store_comparison *out, pl_err *e);
+/* Frees what store_compare filled and zeroes it. */
+void store_comparison_free(store_comparison *c);
+/* Returns 1 when the two runs share a configuration (see store_match_params). */
+int store_same_config(const store_run *a, const store_run *b, int loose);
+/* Finds the raw JSON text of the value at a dotted path ("model.spec") of a JSON object;
+ * returns 1 and *val, *len (pointing into json), or 0 when it is absent or json is malformed. */
+int store_json_get(const char *json, const char *path, const char **val, size_t *len);
+/* Reads the runs selected by f (kind NULL = both kinds; the tag used is f->tag for both, or
+ * sim_tag / measured_tag per kind) oldest first into a malloc'd array (store_runs_free). */
+int store_select_runs(store *s, const store_filter *f, const char *kind, store_run **runs, size_t *n, pl_err *e);
+
+/* Figures (plot.c). Each writes a gnuplot data file DATA and a script SCRIPT that draws it into
+ * OUTPUT (pngcairo, or svg when svg = 1); store_plot_gnuplot runs the script. */
+typedef enum store_plot_kind {
+    STORE_PLOT_TIMELINE, STORE_PLOT_BUBBLE, STORE_PLOT_THROUGHPUT, STORE_PLOT_MEMORY, STORE_PLOT_ACCURACY
+} store_plot_kind;
+
+typedef struct store_plot_opts {
+    store_plot_kind kind;
+    const char *output;           /* figure path (.png or .svg) */
+    const char *data;             /* data file path written for gnuplot */
+    const char *script;           /* gnuplot script path */
+    int svg;
+    const char *title;            /* NULL = a title from the data */
+    const char *run;              /* timeline: the run (id, uid or uid prefix) */
+    store_filter filter;          /* the other kinds: which runs */
+    int x_microbatches;           /* throughput: x axis is microbatches (default: stages) */
+    int loose;                    /* accuracy: ignore params_json when pairing */
+} store_plot_opts;
+
+/* Exports the data and writes the script for o (files at o->data and o->script). Returns PL_OK,
+ * or PL_EINPUT when there is nothing to plot (the message says what is missing). */
+int store_plot_prepare(store *s, const store_plot_opts *o, pl_err *e);
+/* Returns a malloc'd path of the gnuplot program: $PIPELAB_GNUPLOT, else "gnuplot" searched on
+ * PATH; NULL with e filled (PL_EINPUT, naming the install command) when there is none. */
+char *store_gnuplot_find(pl_err *e);
+/* Runs gnuplot (path from store_gnuplot_find) on script and checks that output was written
+ * and is not empty. Returns PL_OK or an error code (gnuplot's messages go to stderr). */
+int store_plot_gnuplot(const char *gnuplot, const char *script, const char *output, pl_err *e);
+
 #endif

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Completion-time tables, one entry per (stage, global microbatch); -1 = not yet. */
+/* Completion-time tables, one entry per (stage, global microbatch), holding time + 1; 0 = not yet. */
 enum { T_FDONE, T_IDONE, T_SENDF, T_SENDB, T_RECVF, T_RECVB, T_N };
 
 typedef struct dr {
@@ -124,7 +124,7 @@ static void wake(dr *d, int r) {
 /* Records time tm for (t, idx) and wakes the ranks that may be waiting for it. */
 static void publish(dr *d, int t, int64_t idx, int64_t tm) {
     if (idx < 0 || !d->tab[t]) return;
-    d->tab[t][idx] = tm;
+    d->tab[t][idx] = tm + 1; /* stored + 1: 0 = not yet, so calloc'ed tables need no fill */
     int64_t key = (int64_t)t * d->n_entries + idx;
     int stage = (int)(idx / d->M);
     int cand[3], nc = 0;
@@ -153,7 +153,7 @@ static void run_rank(dr *d, int r) {
                 d->blocked[r] = -2;
                 return;
             }
-            int64_t tm = d->tab[dp[i].t][dp[i].idx];
+            int64_t tm = d->tab[dp[i].t][dp[i].idx] - 1;
             if (tm < 0) {
                 d->blocked[r] = (int64_t)dp[i].t * d->n_entries + dp[i].idx;
                 return;
@@ -304,9 +304,8 @@ int sched_dryrun_core(const sched *s, const sched_unit_costs *costs, sched_dryru
     int ntab = s->lowered ? T_N : 2;
     int rc = PL_OK;
     for (int t = 0; t < ntab; t++) {
-        d.tab[t] = malloc((size_t)d.n_entries * sizeof(int64_t));
+        d.tab[t] = calloc((size_t)d.n_entries, sizeof(int64_t));
         if (!d.tab[t]) { rc = pl_errf(e, PL_ENOMEM, "out of memory: the dry run needs %lld bytes", (long long)(d.n_entries * 8 * ntab)); goto out; }
-        memset(d.tab[t], 0xff, (size_t)d.n_entries * sizeof(int64_t));
     }
     d.pc = pl_calloc((size_t)s->ranks, sizeof *d.pc);
     d.free_at = pl_calloc((size_t)s->ranks, sizeof *d.free_at);

@@ -60,26 +60,40 @@ static int action_iter(const sched *s, const sched_action *a) {
     return mb < 0 ? 0 : mb / s->microbatches;
 }
 
-/* Pushes the sends that follow compute action a on rank r, and queues the matching receives
- * on the receivers (at time end). Returns PL_OK or PL_ENOMEM. */
-static int emit_sends(const sched *s, sched *out, int r, const sched_action *a, int64_t end, recv_list *recv) {
+/* The actions being built for one rank: exactly sized (counted in pass 1), so no regrowth. */
+typedef struct outv {
+    sched_action *a;
+    size_t n;
+} outv;
+
+/* Appends x to o when o is not NULL (pass 2); returns 1 (the count) either way. */
+static inline size_t put(outv *o, sched_action x) {
+    if (o) o->a[o->n++] = x;
+    return 1;
+}
+
+/* Writes (o != NULL) or only counts the sends that follow compute action a on rank r, and in
+ * pass 1 (recv != NULL) queues the matching receives on the receivers (at time end). Returns
+ * the number of sends, or (size_t)-1 when out of memory. */
+static size_t emit_sends(const sched *s, outv *o, int r, const sched_action *a, int64_t end, recv_list *recv) {
     int halves = a->kind == SCHED_OVERLAP ? 2 : 1;
+    size_t n = 0;
     for (int h = 0; h < halves; h++) {
         int kind = h == 0 ? a->kind : a->kind2;
         int stage = h == 0 ? a->stage : a->stage2;
         int mb = h == 0 ? a->mb : a->mb2;
         if (kind == SCHED_OVERLAP) kind = SCHED_F;
         if (kind == SCHED_F && stage + 1 < s->stages && s->stage_rank[stage + 1] != r) {
-            if (sched_push(out, r, sched_act(SCHED_SEND_F, stage, mb))) return PL_ENOMEM;
+            n += put(o, sched_act(SCHED_SEND_F, stage, mb));
             recv_ev ev = {end, stage + 1, mb, SCHED_RECV_F, 0};
-            if (recv_push(&recv[s->stage_rank[stage + 1]], ev)) return PL_ENOMEM;
+            if (recv && recv_push(&recv[s->stage_rank[stage + 1]], ev)) return (size_t)-1;
         } else if ((kind == SCHED_B || kind == SCHED_I) && stage > 0 && s->stage_rank[stage - 1] != r) {
-            if (sched_push(out, r, sched_act(SCHED_SEND_B, stage, mb))) return PL_ENOMEM;
+            n += put(o, sched_act(SCHED_SEND_B, stage, mb));
             recv_ev ev = {end, stage - 1, mb, SCHED_RECV_B, 0};
-            if (recv_push(&recv[s->stage_rank[stage - 1]], ev)) return PL_ENOMEM;
+            if (recv && recv_push(&recv[s->stage_rank[stage - 1]], ev)) return (size_t)-1;
         }
     }
-    return PL_OK;
+    return n;
 }
 
 /* Finds, for each rank, the index of the last compute action of each iteration (flush STEP
@@ -105,24 +119,24 @@ static int find_marks(const sched *s, int64_t *last_bwd, int64_t *last_iter_act)
     return PL_OK;
 }
 
-/* Pushes REDUCE_GRAD (and STEP for stash and 2bw) after the backward at index i of rank r when
- * it closes a weight version; and for flush, the STEPs of all the rank's stages after the last
- * compute of an iteration. */
-static int emit_updates(const sched *s, sched *out, int r, size_t i, const int64_t *last_bwd,
-                        const int64_t *last_iter_act) {
+/* Writes (o != NULL) or counts REDUCE_GRAD (and STEP for stash and 2bw) after the backward at
+ * index i of rank r when it closes a weight version; and for flush, the STEPs of all the rank's
+ * stages after the last compute of an iteration. Returns the number of actions. */
+static size_t emit_updates(const sched *s, outv *o, int r, size_t i, const int64_t *last_bwd,
+                           const int64_t *last_iter_act) {
     const sched_action *a = &s->rank[r].acts[i];
     int it = s->iterations > 0 ? s->iterations : 1;
+    size_t n = 0;
     int st, mb;
     if (completes_backward(a, &st, &mb)) {
         int kb = mb / s->microbatches;
         if (kb >= it) kb = it - 1;
         if (s->weights == SCHED_WEIGHTS_STASH) {
-            if (sched_push(out, r, sched_act(SCHED_REDUCE_GRAD, st, mb)) ||
-                sched_push(out, r, sched_act(SCHED_STEP, st, mb)))
-                return PL_ENOMEM;
+            n += put(o, sched_act(SCHED_REDUCE_GRAD, st, mb));
+            n += put(o, sched_act(SCHED_STEP, st, mb));
         } else if (last_bwd[(size_t)st * it + kb] == (int64_t)i) {
-            if (sched_push(out, r, sched_act(SCHED_REDUCE_GRAD, st, -1))) return PL_ENOMEM;
-            if (s->weights == SCHED_WEIGHTS_2BW && sched_push(out, r, sched_act(SCHED_STEP, st, -1))) return PL_ENOMEM;
+            n += put(o, sched_act(SCHED_REDUCE_GRAD, st, -1));
+            if (s->weights == SCHED_WEIGHTS_2BW) n += put(o, sched_act(SCHED_STEP, st, -1));
         }
     }
     if (s->weights == SCHED_WEIGHTS_FLUSH) {
@@ -130,9 +144,57 @@ static int emit_updates(const sched *s, sched *out, int r, size_t i, const int64
         if (k >= it) k = it - 1;
         if (last_iter_act[(size_t)r * it + k] == (int64_t)i)
             for (int q = 0; q < s->stages; q++)
-                if (s->stage_rank[q] == r && sched_push(out, r, sched_act(SCHED_STEP, q, -1))) return PL_ENOMEM;
+                if (s->stage_rank[q] == r) n += put(o, sched_act(SCHED_STEP, q, -1));
     }
-    return PL_OK;
+    return n;
+}
+
+/* Sorts a receiver's list by recv_cmp. It is a concatenation of runs that are already sorted
+ * (each sender's receives, in the sender's order: unit-time ends strictly increase along a
+ * rank, and an overlap's F half comes before its B half), so runs are merged instead of
+ * sorting from scratch; the order is the same (recv_cmp is total on distinct receives).
+ * Returns 0 or -1 when out of memory. */
+static int recv_sort(recv_list *l) {
+    size_t n = l->n;
+    if (n < 2) return 0;
+    size_t nruns = 1;
+    for (size_t i = 1; i < n; i++)
+        if (recv_cmp(&l->ev[i - 1], &l->ev[i]) > 0) nruns++;
+    if (nruns == 1) return 0;
+    size_t *run = pl_calloc(nruns + 1, sizeof *run);
+    recv_ev *tmp = pl_reallocarray(NULL, n, sizeof *tmp);
+    if (!run || !tmp) {
+        free(run);
+        free(tmp);
+        return -1;
+    }
+    size_t k = 0;
+    run[k++] = 0;
+    for (size_t i = 1; i < n; i++)
+        if (recv_cmp(&l->ev[i - 1], &l->ev[i]) > 0) run[k++] = i;
+    run[k] = n;
+    recv_ev *src = l->ev, *dst = tmp;
+    while (nruns > 1) {
+        size_t out = 0;
+        for (size_t j = 0; j < nruns; j += 2) {
+            size_t a = run[j], am = run[j + 1];
+            size_t b = am, bm = j + 1 < nruns ? run[j + 2] : am; /* odd run out: copied */
+            size_t d = a;
+            while (a < am && b < bm) dst[d++] = recv_cmp(&src[b], &src[a]) < 0 ? src[b++] : src[a++];
+            while (a < am) dst[d++] = src[a++];
+            while (b < bm) dst[d++] = src[b++];
+            run[out++] = run[j];
+        }
+        run[out] = n;
+        nruns = out;
+        recv_ev *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != l->ev) memcpy(l->ev, src, n * sizeof *src);
+    free(tmp);
+    free(run);
+    return 0;
 }
 
 sched *sched_lower(const sched *s, pl_err *e) {
@@ -147,10 +209,11 @@ sched *sched_lower(const sched *s, pl_err *e) {
     int it = s->iterations > 0 ? s->iterations : 1;
     sched *out = sched_new(s->ranks, s->stages, s->microbatches, SCHED_PLACE_EXPLICIT, s->stage_rank, e);
     recv_list *recv = pl_calloc((size_t)s->ranks, sizeof *recv);
+    size_t *extra = pl_calloc((size_t)s->ranks, sizeof *extra);
     int64_t *last_bwd = pl_calloc((size_t)s->stages * (size_t)it, sizeof *last_bwd);
     int64_t *last_iter = pl_calloc((size_t)s->ranks * (size_t)it, sizeof *last_iter);
     int rc = PL_OK;
-    if (!out || !recv || !last_bwd || !last_iter) { rc = PL_ENOMEM; goto out; }
+    if (!out || !recv || !extra || !last_bwd || !last_iter) { rc = PL_ENOMEM; goto out; }
     memcpy(out->kind, s->kind, sizeof out->kind);
     out->placement = s->placement;
     out->iterations = s->iterations;
@@ -159,66 +222,59 @@ sched *sched_lower(const sched *s, pl_err *e) {
     out->recompute = s->recompute;
     out->lowered = 1;
     find_marks(s, last_bwd, last_iter);
-    /* pass 1: compute actions and sends; receives queued per receiver */
-    sched *tmp = sched_new(s->ranks, s->stages, s->microbatches, SCHED_PLACE_EXPLICIT, s->stage_rank, e);
-    if (!tmp) { rc = PL_ENOMEM; goto out; }
-    /* tmp holds, per rank, compute + sends + updates; a parallel array keeps each one's start */
-    int64_t **key = pl_calloc((size_t)s->ranks, sizeof *key);
-    if (!key) { sched_free(tmp); rc = PL_ENOMEM; goto out; }
+    /* pass 1: queue the receives per receiver (in sender order) and count sends and updates */
     for (int r = 0; r < s->ranks && rc == PL_OK; r++) {
         const sched_rank *rk = &s->rank[r];
-        size_t kcap = rk->n * 2 + 16, kn = 0;
-        key[r] = pl_calloc(kcap, sizeof(int64_t));
-        if (!key[r]) { rc = PL_ENOMEM; break; }
-        for (size_t i = 0; i < rk->n && rc == PL_OK; i++) {
+        for (size_t i = 0; i < rk->n; i++) {
             const sched_action *a = &rk->acts[i];
-            if (sched_push(tmp, r, *a)) { rc = PL_ENOMEM; break; }
-            if (sched_kind_is_compute((sched_kind)a->kind)) {
-                rc = emit_sends(s, tmp, r, a, dr.slot[r][i].end, recv);
-                if (rc == PL_OK) rc = emit_updates(s, tmp, r, i, last_bwd, last_iter);
-            }
-            /* the key of a compute is its start; receives go before the first compute whose
-             * start is at or after their time. Other actions carry the key of their compute. */
-            if (tmp->rank[r].n > kcap) {
-                size_t nc = tmp->rank[r].n * 2;
-                int64_t *nk = pl_reallocarray(key[r], nc, sizeof(int64_t));
-                if (!nk) { rc = PL_ENOMEM; break; }
-                key[r] = nk;
-                kcap = nc;
-            }
-            while (kn < tmp->rank[r].n) key[r][kn++] = dr.slot[r][i].start;
+            if (!sched_kind_is_compute((sched_kind)a->kind)) continue;
+            size_t ns = emit_sends(s, NULL, r, a, dr.slot[r][i].end, recv);
+            if (ns == (size_t)-1) { rc = PL_ENOMEM; break; }
+            extra[r] += ns + emit_updates(s, NULL, r, i, last_bwd, last_iter);
         }
     }
-    /* pass 2: merge receives into each rank's list */
+    /* pass 2: each rank's list: before each compute the receives whose time is at or before
+     * its start, then the compute, its sends and updates; the remaining receives at the end */
     for (int r = 0; r < s->ranks && rc == PL_OK; r++) {
         recv_list *l = &recv[r];
-        if (l->n > 1) qsort(l->ev, l->n, sizeof *l->ev, recv_cmp);
+        if (recv_sort(l)) { rc = PL_ENOMEM; break; }
+        const sched_rank *rk = &s->rank[r];
+        size_t cap = rk->n + extra[r] + l->n;
+        if (cap == 0) continue;
+        outv o = {pl_reallocarray(NULL, cap, sizeof(sched_action)), 0};
+        if (!o.a) { rc = PL_ENOMEM; break; }
         size_t q = 0;
-        for (size_t j = 0; j < tmp->rank[r].n && rc == PL_OK; j++) {
-            const sched_action *a = &tmp->rank[r].acts[j];
+        for (size_t i = 0; i < rk->n; i++) {
+            const sched_action *a = &rk->acts[i];
             if (sched_kind_is_compute((sched_kind)a->kind)) {
-                while (q < l->n && l->ev[q].time <= key[r][j] && rc == PL_OK) {
-                    if (sched_push(out, r, sched_act((sched_kind)l->ev[q].kind, l->ev[q].stage, l->ev[q].mb))) rc = PL_ENOMEM;
-                    else q++;
+                int64_t key = dr.slot[r][i].start;
+                while (q < l->n && l->ev[q].time <= key) {
+                    o.a[o.n++] = sched_act((sched_kind)l->ev[q].kind, l->ev[q].stage, l->ev[q].mb);
+                    q++;
                 }
+                o.a[o.n++] = *a;
+                emit_sends(s, &o, r, a, dr.slot[r][i].end, NULL);
+                emit_updates(s, &o, r, i, last_bwd, last_iter);
+            } else {
+                o.a[o.n++] = *a;
             }
-            if (rc == PL_OK && sched_push(out, r, *a)) rc = PL_ENOMEM;
         }
-        while (q < l->n && rc == PL_OK) {
-            if (sched_push(out, r, sched_act((sched_kind)l->ev[q].kind, l->ev[q].stage, l->ev[q].mb))) rc = PL_ENOMEM;
-            else q++;
+        while (q < l->n) {
+            o.a[o.n++] = sched_act((sched_kind)l->ev[q].kind, l->ev[q].stage, l->ev[q].mb);
+            q++;
         }
+        out->rank[r].acts = o.a;
+        out->rank[r].n = out->rank[r].cap = o.n;
         free(l->ev);
         l->ev = NULL;
     }
-    for (int r = 0; r < s->ranks; r++) free(key[r]);
-    free(key);
-    sched_free(tmp);
+    if (rc == PL_OK && sched_total_actions(out) > SCHED_MAX_ACTIONS) rc = PL_ENOMEM;
 out:
     sched_dryrun_free(&dr, s->ranks);
     if (recv)
         for (int r = 0; r < s->ranks; r++) free(recv[r].ev);
     free(recv);
+    free(extra);
     free(last_bwd);
     free(last_iter);
     if (rc != PL_OK) {

@@ -19,6 +19,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -31,8 +32,25 @@ enum { EV_COMPUTE_END = 0, EV_ARRIVE = 1, EV_REDUCE_END = 2, EV_STEP_END = 3 };
 /* The times of one (stage, mb): forward done, input-backward done, forward input arrived,
  * output gradient arrived. Together so that the actions around one microbatch share a line. */
 typedef struct cell {
-    double t[T_N];
+    uint64_t u[T_N]; /* ~bits of the time (times are >= +0.0, so never all ones); 0 = not yet,
+                      * so zeroed memory (calloc, fresh mmap pages) needs no initialization */
 } cell;
+
+/* Returns the time stored in a cell field, or -1 when not known yet. */
+static inline double cell_time(uint64_t u) {
+    if (!u) return -1.0;
+    u = ~u;
+    double v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* Returns the cell encoding of time tm (>= 0). */
+static inline uint64_t cell_enc(double tm) {
+    uint64_t u;
+    memcpy(&u, &tm, sizeof u);
+    return ~u;
+}
 
 __extension__ typedef unsigned __int128 u128;
 
@@ -63,6 +81,7 @@ typedef struct rank_state {
     int cur_iter;
     int started;      /* 1 once a compute started */
     double last_end;  /* end of the last compute */
+    double cur;       /* flow engine: the rank's own clock (where the heap engine has "now") */
     int inflight;     /* microbatches stashed now */
     int versions;     /* weight versions now (sum over stages) */
     int64_t mem;      /* bytes now */
@@ -93,6 +112,12 @@ typedef struct eng {
     double ln_mu, ln_sigma;
     double now;
     int err;
+    /* flow engine (see sim_flow below) */
+    int *work;                /* [ranks] stack of runnable ranks */
+    int nwork;
+    uint8_t *queued;          /* [ranks] 1 while on the stack */
+    int abort_flow;           /* 1: a cell was written twice; rerun with the heap engine */
+    size_t flow_events;       /* events the heap engine would have processed */
 } eng;
 
 /* Returns the ordering key of an event at time t (>= 0) inserted as number seq: the bits of a
@@ -171,7 +196,7 @@ static inline int need(eng *g, rank_state *k, int t, int64_t idx, double *latest
         g->blocked[k->id] = -2; /* never satisfiable */
         return 0;
     }
-    double v = g->cells[idx].t[t];
+    double v = cell_time(g->cells[idx].u[t]);
     if (v < 0) {
         g->blocked[k->id] = (int64_t)t * g->n_entries + idx;
         return 0;
@@ -354,7 +379,7 @@ static int advance(eng *g, int r) {
             int t = a->kind == SCHED_RECV_F ? T_ARRF : T_ARRB;
             int64_t idx = entry(g, a->stage, a->mb);
             if (idx < 0) { g->blocked[k->id] = -2; return 0; }
-            if (blocking && g->cells[idx].t[t] < 0) {
+            if (blocking && !g->cells[idx].u[t]) {
                 if (g->r->trace && g->r->trace[r][k->pc].start_s < 0) trace_put(g, r, k, k->pc, now, now);
                 g->blocked[k->id] = (int64_t)t * g->n_entries + idx;
                 return 0;
@@ -427,7 +452,7 @@ static int advance(eng *g, int r) {
 }
 
 static void publish(eng *g, int t, int64_t idx, double tm) {
-    g->cells[idx].t[t] = tm;
+    g->cells[idx].u[t] = cell_enc(tm);
     int64_t key = (int64_t)t * g->n_entries + idx;
     int stage = (int)(idx / g->M);
     const sched *s = g->s;
@@ -479,6 +504,258 @@ static int compute_end(eng *g, int r) {
     k->last_end = now;
     iter_note(g, k->cur_iter, now);
     return advance(g, r);
+}
+
+
+/* ---------------------------------------------------------------- flow engine
+ *
+ * The heap engine processes events in global time order. For most runs that order does not
+ * change any result: every time is a max of known times plus a duration, computed along each
+ * rank's list in order. The flow engine exploits that: each rank runs "until blocked" on its
+ * own clock (cur), data it produces is published at once with its time (an arrival is
+ * published by the SEND with its arrival time), and a rank blocked on a missing cell is pushed
+ * on a work stack when the cell is published. No heap, no events, and a rank keeps running
+ * while its state is in cache.
+ *
+ * It gives bit-identical results when the order of processing cannot matter; sim_flow_ok
+ * checks that before the run, and a cell written twice aborts it (then the heap engine runs):
+ * - no stochastic factors (the draws follow the global order of compute starts);
+ * - flush weights (stash/2bw defer a STEP depending on whether an all-reduce that ends exactly
+ *   now was already processed: a tie the heap breaks by insertion order);
+ * - no shared inter-node links (several ranks' FIFO order on one link);
+ * - every action's stage lives on the rank that runs it (so each link has one sender, whose
+ *   sends are in list order, and every wait is woken by the heap engine as well);
+ * - all non-zero transfer times equal (the global sum comm_s is then order-free).
+ * A rank blocked in the heap engine at time now and resumed at the time v of a publication
+ * continues at v = max(now, v); the flow engine takes the same max when the value is known. */
+
+/* Publishes tm for (t, idx) and pushes the ranks (of stage - 1 .. stage + 1) waiting for it. */
+static void flow_publish(eng *g, int t, int64_t idx, double tm) {
+    cell *cl = &g->cells[idx];
+    if (cl->u[t]) g->abort_flow = 1;
+    cl->u[t] = cell_enc(tm);
+    int64_t key = (int64_t)t * g->n_entries + idx;
+    int stage = (int)(idx / g->M);
+    const sched *s = g->s;
+    for (int d = -1; d <= 1; d++) {
+        int q = stage + d;
+        if (q < 0 || q >= s->stages) continue;
+        int rr = s->stage_rank[q];
+        if (g->blocked[rr] == key) {
+            g->blocked[rr] = -1;
+            if (!g->queued[rr]) {
+                g->queued[rr] = 1;
+                g->work[g->nwork++] = rr;
+            }
+        }
+    }
+}
+
+/* Ends a compute action a of rank r that ran [start, end] (the heap engine's compute_end). */
+static inline void flow_compute_end(eng *g, int r, rank_state *k, const sched_action *a, double start, double end) {
+    int it = -1;
+    switch (a->kind) {
+    case SCHED_F:
+        trace_put(g, r, k, k->pc, start, end);
+        k->pc++;
+        flow_publish(g, T_FDONE, entry(g, a->stage, a->mb), end);
+        it = a->mb;
+        break;
+    case SCHED_B:
+    case SCHED_I:
+    case SCHED_W:
+        mem_end(g, k, a->kind, a->stage);
+        trace_put(g, r, k, k->pc, start, end);
+        k->pc++;
+        if (a->kind != SCHED_W) flow_publish(g, T_IDONE, entry(g, a->stage, a->mb), end);
+        it = a->mb;
+        break;
+    case SCHED_OVERLAP:
+        mem_end(g, k, a->kind2, a->stage2);
+        trace_put(g, r, k, k->pc, start, end);
+        k->pc++;
+        flow_publish(g, T_FDONE, entry(g, a->stage, a->mb), end);
+        flow_publish(g, T_IDONE, entry(g, a->stage2, a->mb2), end);
+        it = a->mb > a->mb2 ? a->mb : a->mb2;
+        break;
+    default: /* STEP with a cost */
+        trace_put(g, r, k, k->pc, start, end);
+        k->pc++;
+        break;
+    }
+    if (it >= 0) k->cur_iter = (int)(it / g->s->microbatches);
+    k->last_end = end;
+    iter_note(g, k->cur_iter, end);
+}
+
+/* Runs rank r on its own clock as far as its data allows (the heap engine's advance plus
+ * compute_end, fused). */
+static void flow_advance(eng *g, int r) {
+    rank_state *k = &g->rk[r];
+    const sched *s = g->s;
+    const int blocking = g->cfg->blocking_comm;
+    double now = k->cur;
+    g->blocked[r] = -1;
+    while (k->pc < k->n && !g->err) {
+        const sched_action *a = &k->acts[k->pc];
+        if (k->pc + 2 < k->n) __builtin_prefetch(&k->acts[k->pc + 2]);
+        double lt = now;
+        switch (a->kind) {
+        case SCHED_F:
+        case SCHED_B:
+        case SCHED_I:
+        case SCHED_W:
+        case SCHED_OVERLAP: {
+            int ok;
+            if (a->kind == SCHED_F) ok = fwd_ready(g, k, a->stage, a->mb, &lt);
+            else if (a->kind == SCHED_W) ok = need(g, k, T_IDONE, entry(g, a->stage, a->mb), &lt);
+            else if (a->kind == SCHED_OVERLAP) ok = fwd_ready(g, k, a->stage, a->mb, &lt) && bwd_ready(g, k, a->stage2, a->mb2, &lt);
+            else ok = bwd_ready(g, k, a->stage, a->mb, &lt);
+            if (!ok) { k->cur = now; return; }
+            now = lt;
+            double d;
+            if (a->kind == SCHED_OVERLAP) {
+                d = compute_time(g, a->stage, SCHED_F, a->mb) + compute_time(g, a->stage2, a->kind2, a->mb2);
+                mem_start(g, k, SCHED_F, a->stage);
+                mem_start(g, k, a->kind2, a->stage2);
+            } else {
+                d = compute_time(g, a->stage, a->kind, a->mb);
+                mem_start(g, k, a->kind, a->stage);
+            }
+            note_peaks(g, r, k);
+            if (!k->started) {
+                k->started = 1;
+                k->st.first_start_s = now;
+            }
+            k->st.busy_s += d;
+            double end = now + d;
+            g->flow_events++;
+            flow_compute_end(g, r, k, a, now, end);
+            now = end;
+            break;
+        }
+        case SCHED_SEND_F:
+        case SCHED_SEND_B: {
+            int fwd = a->kind == SCHED_SEND_F;
+            if (!need(g, k, fwd ? T_FDONE : T_IDONE, entry(g, a->stage, a->mb), &lt)) { k->cur = now; return; }
+            now = lt;
+            int b = fwd ? a->stage : a->stage - 1;
+            if (b < 0 || b + 1 >= s->stages) { g->blocked[r] = -2; k->cur = now; return; }
+            int l = fwd ? g->st[b].link_f : g->st[b].link_b;
+            double d = fwd ? g->st[b].xfer_f_s : g->st[b].xfer_b_s;
+            double st = now > g->link_free[l] ? now : g->link_free[l];
+            double end = st + d;
+            g->link_free[l] = end;
+            k->st.comm_s += d;
+            g->r->comm_s += d;
+            int t = fwd ? T_ARRF : T_ARRB;
+            int64_t dst = entry(g, fwd ? a->stage + 1 : a->stage - 1, a->mb);
+            if (dst < 0) { g->blocked[r] = -2; k->cur = now; return; }
+            g->flow_events++;
+            flow_publish(g, t, dst, end);
+            trace_put(g, r, k, k->pc, st, end);
+            k->pc++;
+            if (blocking && end > now) now = end; /* waits for its arrival */
+            break;
+        }
+        case SCHED_RECV_F:
+        case SCHED_RECV_B: {
+            int t = a->kind == SCHED_RECV_F ? T_ARRF : T_ARRB;
+            int64_t idx = entry(g, a->stage, a->mb);
+            if (idx < 0) { g->blocked[r] = -2; k->cur = now; return; }
+            if (!g->r->trace || g->r->trace[r][k->pc].start_s < 0) trace_put(g, r, k, k->pc, now, now);
+            if (blocking) {
+                uint64_t u = g->cells[idx].u[t];
+                if (!u) {
+                    g->blocked[r] = (int64_t)t * g->n_entries + idx;
+                    k->cur = now;
+                    return;
+                }
+                double v = cell_time(u);
+                if (v > now) now = v;
+            }
+            k->pc++;
+            break;
+        }
+        case SCHED_REDUCE_GRAD: {
+            int st_ = a->stage;
+            if (st_ < 0 || st_ >= s->stages) { g->blocked[r] = -2; k->cur = now; return; }
+            double d = g->st[st_].reduce_s;
+            double st = blocking ? now : (now > k->coll_free ? now : k->coll_free);
+            double end = st + d;
+            k->coll_free = end;
+            k->st.reduce_s += d;
+            g->st[st_].rg_issued++;
+            g->st[st_].reduce_end = end;
+            g->flow_events++;
+            trace_put(g, r, k, k->pc, st, end);
+            k->pc++;
+            if (blocking && end > now) now = end;
+            break;
+        }
+        case SCHED_STEP: {
+            int st_ = a->stage;
+            double d = st_ >= 0 && st_ < s->stages ? g->c->step_s(g->c->ctx, st_) : 0;
+            if (!(d >= 0)) d = 0;
+            /* flush: waits for the stage's all-reduces, all issued earlier on this rank */
+            if (st_ >= 0 && st_ < s->stages && g->st[st_].rg_issued > 0 && g->st[st_].reduce_end > now)
+                now = g->st[st_].reduce_end;
+            if (d > 0) {
+                if (!k->started) {
+                    k->started = 1;
+                    k->st.first_start_s = now;
+                }
+                k->st.busy_s += d;
+                double end = now + d;
+                g->flow_events++;
+                flow_compute_end(g, r, k, a, now, end);
+                now = end;
+                break;
+            }
+            trace_put(g, r, k, k->pc, now, now);
+            iter_note(g, k->cur_iter, now);
+            k->pc++;
+            break;
+        }
+        default:
+            trace_put(g, r, k, k->pc, now, now);
+            k->pc++;
+            break;
+        }
+    }
+    k->cur = now;
+}
+
+/* Returns 1 when the flow engine gives the heap engine's results for this run (see above). */
+static int sim_flow_ok(const eng *g) {
+    const sched *s = g->s;
+    const sim_config *cfg = g->cfg;
+    if (cfg->cv > 0 || s->weights != SCHED_WEIGHTS_FLUSH) return 0;
+    if (cfg->shared_inter_link && cfg->ranks_per_node > 0) return 0;
+    double dx = 0;
+    for (int b = 0; b + 1 < s->stages; b++) {
+        const double x[2] = {g->st[b].xfer_f_s, g->st[b].xfer_b_s};
+        for (int j = 0; j < 2; j++) {
+            if (x[j] == 0) continue;
+            if (dx == 0) dx = x[j];
+            else if (x[j] != dx) return 0;
+        }
+    }
+    return 1;
+}
+
+/* Runs the whole simulation with the flow engine. */
+static void sim_flow(eng *g) {
+    const sched *s = g->s;
+    for (int q = s->ranks - 1; q >= 0; q--) {
+        g->queued[q] = 1;
+        g->work[g->nwork++] = q;
+    }
+    while (g->nwork > 0 && !g->err && !g->abort_flow) {
+        int q = g->work[--g->nwork];
+        g->queued[q] = 0;
+        flow_advance(g, q);
+    }
 }
 
 /* Prefetches what the next event will touch (its rank's state and actions, or the cell an
@@ -667,6 +944,8 @@ static void eng_free(eng *g) {
     free(g->link_free);
     free(g->st);
     free(g->blocked);
+    free(g->work);
+    free(g->queued);
     if (g->rng) gsl_rng_free(g->rng);
 }
 
@@ -709,7 +988,12 @@ static void finish_metrics(eng *g) {
     r->throughput = r->iteration_time_s > 0 ? (double)s->microbatches * mbs / r->iteration_time_s : 0;
 }
 
-int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e) {
+/* Internal return of sim_run_with: the flow engine met a case it cannot serve; rerun. */
+#define SIM_RERUN_HEAP 1000
+
+/* Runs the simulation, with the flow engine when try_flow and the run allows it. */
+static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e,
+                        int try_flow) {
     memset(r, 0, sizeof *r);
     if (!s->lowered) return pl_errf(e, PL_EINPUT, "the simulator runs lowered schedules (call sched_lower first)");
     if (cfg->cv < 0 || !isfinite(cfg->cv)) return pl_errf(e, PL_EINPUT, "the coefficient of variation must be >= 0 (got %g)", cfg->cv);
@@ -726,6 +1010,10 @@ int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_resul
             const sched_action *a = &s->rank[q].acts[i];
             if (a->mb >= g.M) g.M = (int64_t)a->mb + 1;
             if (a->kind == SCHED_OVERLAP && a->mb2 >= g.M) g.M = (int64_t)a->mb2 + 1;
+            /* the flow engine needs every action's stage(s) on the rank that runs it */
+            if (a->stage < 0 || a->stage >= s->stages || s->stage_rank[a->stage] != q) try_flow = 0;
+            if (a->kind == SCHED_OVERLAP && (a->stage2 < 0 || a->stage2 >= s->stages || s->stage_rank[a->stage2] != q))
+                try_flow = 0;
         }
     g.n_entries = (int64_t)s->stages * g.M;
     int rc = PL_OK;
@@ -741,7 +1029,7 @@ int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_resul
      * once, and 4 KiB pages would make most accesses TLB misses on large pipelines */
     g.cells_bytes = (size_t)g.n_entries * sizeof(cell);
     if (g.cells_bytes < ((size_t)8 << 20)) {
-        g.cells = malloc(g.cells_bytes ? g.cells_bytes : 1);
+        g.cells = calloc(g.cells_bytes ? g.cells_bytes : 1, 1);
     } else {
         g.cells = mmap(NULL, g.cells_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (g.cells == MAP_FAILED) g.cells = NULL;
@@ -754,7 +1042,6 @@ int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_resul
 #ifdef MADV_HUGEPAGE
     if (g.cells_mapped) madvise(g.cells, g.cells_bytes, MADV_HUGEPAGE);
 #endif
-    for (int64_t i = 0; i < g.n_entries; i++) g.cells[i] = (cell){{-1.0, -1.0, -1.0, -1.0}};
     if (cfg->record_trace) {
         r->trace = pl_calloc((size_t)s->ranks, sizeof *r->trace);
         if (!r->trace) { rc = pl_errf(e, PL_ENOMEM, "out of memory for the trace"); goto out; }
@@ -781,6 +1068,15 @@ int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_resul
         gsl_rng_set(g.rng, (unsigned long)cfg->seed);
         g.ln_sigma = sqrt(log(1.0 + cfg->cv * cfg->cv));
         g.ln_mu = -0.5 * g.ln_sigma * g.ln_sigma; /* mean factor 1 */
+    }
+    if (try_flow && sim_flow_ok(&g)) {
+        g.work = pl_calloc((size_t)s->ranks, sizeof *g.work);
+        g.queued = pl_calloc((size_t)s->ranks, 1);
+        if (!g.work || !g.queued) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
+        sim_flow(&g);
+        if (g.abort_flow) { fprintf(stderr, "ABORT\n"); rc = SIM_RERUN_HEAP; goto out; }
+        r->events = g.flow_events;
+        goto done;
     }
     g.now = 0;
     for (int q = 0; q < s->ranks; q++)
@@ -810,6 +1106,7 @@ int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_resul
         }
         if (fail) { rc = pl_errf(e, PL_ENOMEM, "out of memory in the event queue"); goto out; }
     }
+done:
     if (g.err == PL_ENOMEM) { rc = pl_errf(e, PL_ENOMEM, "out of memory in the event queue"); goto out; }
     if (g.err) { rc = pl_errf(e, PL_EINPUT, "a compute time is negative or not a number"); goto out; }
     for (int q = 0; q < s->ranks; q++)
@@ -820,17 +1117,23 @@ int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_resul
             for (size_t i = 0; i < s->rank[q].n; i++) {
                 const sched_action *a = &s->rank[q].acts[i];
                 if (a->kind != SCHED_RECV_F && a->kind != SCHED_RECV_B) continue;
-                double arr = g.cells[entry(&g, a->stage, a->mb)].t[a->kind == SCHED_RECV_F ? T_ARRF : T_ARRB];
+                double arr = cell_time(g.cells[entry(&g, a->stage, a->mb)].u[a->kind == SCHED_RECV_F ? T_ARRF : T_ARRB]);
                 if (arr > r->trace[q][i].end_s) r->trace[q][i].end_s = arr;
             }
     finish_metrics(&g);
     r->state_bytes = g.cells_bytes + g.hcap * sizeof(ev) +
                      (size_t)s->ranks * (sizeof(rank_state) + sizeof(sim_rank_stats)) +
                      (size_t)g.nlinks * sizeof(double) + (size_t)s->stages * sizeof(stage_state) +
-                     (size_t)r->iterations * sizeof(double);
+                     (size_t)r->iterations * sizeof(double) + (g.work ? (size_t)s->ranks * (sizeof(int) + 1) : 0);
 out:
     eng_free(&g);
     if (rc != PL_OK) sim_result_free(r);
+    return rc;
+}
+
+int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e) {
+    int rc = sim_run_with(s, c, cfg, r, e, getenv("PIPELAB_SIM_HEAP") == NULL);
+    if (rc == SIM_RERUN_HEAP) rc = sim_run_with(s, c, cfg, r, e, 0);
     return rc;
 }
 

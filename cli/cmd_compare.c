@@ -1,0 +1,251 @@
+/* cmd_compare.c: `pipelab compare`: predicted (simulated) against measured runs, with errors. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#ifdef PIPELAB_HAVE_PL_RESULTS
+#include "store.h"
+
+static const char help_text[] =
+    "usage: pipelab compare [--tag T | filters] [options]\n"
+    "\n"
+    "Pairs every measured run with the newest simulated run of the same configuration: schedule\n"
+    "kind, ranks, stages, microbatches, chunks, iterations, weights and recompute policies, and\n"
+    "the model, hardware, microbatch size, precision and partition recorded in their parameters\n"
+    "(a parameter counts only when both runs carry it). For each pair it prints the predicted and\n"
+    "measured iteration time, throughput, bubble fraction and peak memory with the signed relative\n"
+    "error (predicted - measured) / measured; then, over all pairs, the mean absolute percentage\n"
+    "error (MAPE) and the largest error of each metric.\n"
+    "\n"
+    "selection:\n"
+    "  --tag T               runs of both kinds with this tag\n"
+    "  --sim-tag T           simulated runs with this tag (overrides --tag for them)\n"
+    "  --measured-tag T      measured runs with this tag (overrides --tag for them)\n"
+    "  --schedule K, --ranks P, --stages S, --microbatches M, --chunks V   only those runs\n"
+    "  --loose               ignore the recorded parameters; match on the run columns only\n"
+    "options:\n"
+    "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
+    "  --format table|csv|json   output (default table)\n"
+    "  -o, --output FILE     write there instead of stdout\n"
+    "  -h, --help            this text\n"
+    "\n"
+    "exit status: 0 ok (also when nothing pairs: the table says so), 1 bad input, 2 bad usage\n";
+
+typedef struct opts {
+    store_filter f;
+    const char *db, *format, *output;
+    int loose;
+} opts;
+
+enum { O_DB = 1000, O_TAG, O_STAG, O_MTAG, O_SCHED, O_RANKS, O_STAGES, O_MB, O_CHUNKS, O_LOOSE, O_FORMAT };
+
+static const struct option long_opts[] = {
+    {"db", required_argument, 0, O_DB},
+    {"tag", required_argument, 0, O_TAG},
+    {"sim-tag", required_argument, 0, O_STAG},
+    {"measured-tag", required_argument, 0, O_MTAG},
+    {"schedule", required_argument, 0, O_SCHED},
+    {"ranks", required_argument, 0, O_RANKS},
+    {"stages", required_argument, 0, O_STAGES},
+    {"microbatches", required_argument, 0, O_MB},
+    {"chunks", required_argument, 0, O_CHUNKS},
+    {"loose", no_argument, 0, O_LOOSE},
+    {"format", required_argument, 0, O_FORMAT},
+    {"output", required_argument, 0, 'o'},
+    {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
+};
+
+/* Parses the flags; returns -1 to continue or an exit code to return at once. */
+static int parse(int argc, char **argv, opts *o) {
+    memset(o, 0, sizeof *o);
+    o->format = "table";
+    optind = 0;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":o:h", long_opts, NULL)) != -1) {
+        switch (c) {
+        case O_DB: o->db = optarg; break;
+        case O_TAG: o->f.tag = optarg; break;
+        case O_STAG: o->f.sim_tag = optarg; break;
+        case O_MTAG: o->f.measured_tag = optarg; break;
+        case O_SCHED: o->f.schedule = optarg; break;
+        case O_RANKS: if (cli_int_arg("compare", "--ranks", optarg, 1, 1 << 20, &o->f.ranks)) return CLI_EUSAGE; break;
+        case O_STAGES: if (cli_int_arg("compare", "--stages", optarg, 1, 1 << 20, &o->f.stages)) return CLI_EUSAGE; break;
+        case O_MB: if (cli_int_arg("compare", "--microbatches", optarg, 1, 1 << 30, &o->f.microbatches)) return CLI_EUSAGE; break;
+        case O_CHUNKS: if (cli_int_arg("compare", "--chunks", optarg, 1, 1 << 20, &o->f.chunks)) return CLI_EUSAGE; break;
+        case O_LOOSE: o->loose = 1; break;
+        case O_FORMAT: o->format = optarg; break;
+        case 'o': o->output = optarg; break;
+        case 'h': fputs(help_text, stdout); return CLI_OK;
+        case ':': return cli_usage_error("compare", "option %s needs a value", argv[optind - 1]);
+        default: return cli_usage_error("compare", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return cli_usage_error("compare", "unexpected argument '%s'", argv[optind]);
+    if (strcmp(o->format, "table") && strcmp(o->format, "csv") && strcmp(o->format, "json"))
+        return cli_usage_error("compare", "--format must be table, csv or json (got '%s')", o->format);
+    return -1;
+}
+
+/* Appends a signed percentage, or "-" when undefined. */
+static void pct(pl_buf *b, int width, double err) {
+    if (isnan(err)) pl_buf_printf(b, "%*s", width, "-");
+    else pl_buf_printf(b, "%+*.2f%%", width - 1, 100 * err);
+}
+
+/* Appends a number for CSV/JSON: %.9g, or the empty cell / null when undefined. */
+static void num(pl_buf *b, double v, int json) {
+    if (isnan(v) || isinf(v)) pl_buf_puts(b, json ? "null" : "");
+    else pl_buf_printf(b, "%.9g", v);
+}
+
+/* Appends s as a JSON string (the names here hold no control characters beyond escaping). */
+static void jstr(pl_buf *b, const char *s) {
+    pl_buf_putc(b, '"');
+    for (; s && *s; s++) {
+        if (*s == '"' || *s == '\\') pl_buf_printf(b, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) pl_buf_printf(b, "\\u%04x", *s);
+        else pl_buf_putc(b, *s);
+    }
+    pl_buf_putc(b, '"');
+}
+
+/* The human table: one line per pair, then the summary. */
+static void out_table(const store_comparison *c, pl_buf *b) {
+    pl_buf_printf(b, "%-12s %3s %4s %2s %6s %6s  %11s %11s %9s  %11s %11s %9s  %7s %7s %9s  %9s %9s %9s\n", "SCHEDULE",
+                  "P", "M", "V", "SIM", "MEAS", "ITER PRED", "ITER MEAS", "ERR", "SAMPLES/s P", "SAMPLES/s M", "ERR",
+                  "BUBBLE P", "BUBBLE M", "ERR", "MEM P", "MEM M", "ERR");
+    for (size_t i = 0; i < c->n; i++) {
+        const store_pair *p = &c->pairs[i];
+        pl_buf_printf(b, "%-12s %3d %4d %2d %6lld %6lld  %11.5g %11.5g ", p->meas.schedule, p->meas.ranks,
+                      p->meas.microbatches, p->meas.chunks, (long long)p->sim.id, (long long)p->meas.id,
+                      p->sim.iteration_time_s, p->meas.iteration_time_s);
+        pct(b, 9, p->err_iter);
+        pl_buf_printf(b, "  %11.5g %11.5g ", p->sim.throughput_samples_s, p->meas.throughput_samples_s);
+        pct(b, 9, p->err_thr);
+        pl_buf_printf(b, "  %6.2f%% %6.2f%% ", 100 * p->sim.bubble_rate, 100 * p->meas.bubble_rate);
+        pct(b, 9, p->err_bubble);
+        pl_buf_printf(b, "  %8.4gM %8.4gM ", p->sim.peak_mem_bytes / 1048576.0, p->meas.peak_mem_bytes / 1048576.0);
+        pct(b, 9, p->err_mem);
+        pl_buf_putc(b, '\n');
+    }
+    if (c->n == 0) pl_buf_puts(b, "(no measured run has a simulated run of the same configuration)\n");
+    pl_buf_printf(b, "\n%zu pair%s; %zu measured run%s without a prediction; %zu simulated run%s considered\n", c->n,
+                  c->n == 1 ? "" : "s", c->unmatched_measured, c->unmatched_measured == 1 ? "" : "s", c->simulated,
+                  c->simulated == 1 ? "" : "s");
+    const struct { const char *name; const store_err_stats *st; } rows[] = {
+        {"iteration time", &c->iter}, {"throughput", &c->thr}, {"bubble", &c->bubble}, {"peak memory", &c->mem}};
+    pl_buf_printf(b, "%-16s %9s %10s %6s\n", "METRIC", "MAPE", "MAX ERROR", "PAIRS");
+    for (size_t k = 0; k < 4; k++) {
+        pl_buf_printf(b, "%-16s ", rows[k].name);
+        if (rows[k].st->n) pl_buf_printf(b, "%8.2f%% %+9.2f%% %6d\n", 100 * rows[k].st->mape, 100 * rows[k].st->max_err, rows[k].st->n);
+        else pl_buf_printf(b, "%9s %10s %6d\n", "-", "-", 0);
+    }
+}
+
+/* CSV: one line per pair (errors as fractions). */
+static void out_csv(const store_comparison *c, pl_buf *b) {
+    pl_buf_puts(b, "schedule,ranks,stages,microbatches,chunks,sim_id,measured_id,sim_uid,measured_uid,"
+                   "iteration_time_pred_s,iteration_time_meas_s,iteration_time_err,throughput_pred,throughput_meas,"
+                   "throughput_err,bubble_pred,bubble_meas,bubble_err,peak_mem_pred_bytes,peak_mem_meas_bytes,peak_mem_err\n");
+    for (size_t i = 0; i < c->n; i++) {
+        const store_pair *p = &c->pairs[i];
+        pl_buf_printf(b, "%s,%d,%d,%d,%d,%lld,%lld,%s,%s,", p->meas.schedule, p->meas.ranks, p->meas.stages,
+                      p->meas.microbatches, p->meas.chunks, (long long)p->sim.id, (long long)p->meas.id, p->sim.uid,
+                      p->meas.uid);
+        const double v[] = {p->sim.iteration_time_s, p->meas.iteration_time_s, p->err_iter, p->sim.throughput_samples_s,
+                            p->meas.throughput_samples_s, p->err_thr, p->sim.bubble_rate, p->meas.bubble_rate, p->err_bubble,
+                            (double)p->sim.peak_mem_bytes, (double)p->meas.peak_mem_bytes, p->err_mem};
+        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+            if (k) pl_buf_putc(b, ',');
+            num(b, v[k], 0);
+        }
+        pl_buf_putc(b, '\n');
+    }
+}
+
+/* Appends {"mape": .., "max_err": .., "pairs": n}. */
+static void json_stats(pl_buf *b, const char *name, const store_err_stats *st) {
+    pl_buf_printf(b, "\"%s\": {\"mape\": ", name);
+    num(b, st->mape, 1);
+    pl_buf_puts(b, ", \"max_err\": ");
+    num(b, st->max_err, 1);
+    pl_buf_printf(b, ", \"pairs\": %d}", st->n);
+}
+
+/* JSON: {"pairs": [...], "summary": {...}} with errors as fractions. */
+static void out_json(const store_comparison *c, pl_buf *b) {
+    pl_buf_puts(b, "{\"pairs\": [");
+    for (size_t i = 0; i < c->n; i++) {
+        const store_pair *p = &c->pairs[i];
+        pl_buf_printf(b, "%s\n  {\"schedule\": ", i ? "," : "");
+        jstr(b, p->meas.schedule);
+        pl_buf_printf(b, ", \"ranks\": %d, \"stages\": %d, \"microbatches\": %d, \"chunks\": %d, \"sim_id\": %lld, "
+                         "\"measured_id\": %lld, \"sim_uid\": ",
+                      p->meas.ranks, p->meas.stages, p->meas.microbatches, p->meas.chunks, (long long)p->sim.id,
+                      (long long)p->meas.id);
+        jstr(b, p->sim.uid);
+        pl_buf_puts(b, ", \"measured_uid\": ");
+        jstr(b, p->meas.uid);
+        const char *names[] = {"iteration_time_pred_s", "iteration_time_meas_s", "iteration_time_err", "throughput_pred",
+                               "throughput_meas", "throughput_err", "bubble_pred", "bubble_meas", "bubble_err",
+                               "peak_mem_pred_bytes", "peak_mem_meas_bytes", "peak_mem_err"};
+        const double v[] = {p->sim.iteration_time_s, p->meas.iteration_time_s, p->err_iter, p->sim.throughput_samples_s,
+                            p->meas.throughput_samples_s, p->err_thr, p->sim.bubble_rate, p->meas.bubble_rate, p->err_bubble,
+                            (double)p->sim.peak_mem_bytes, (double)p->meas.peak_mem_bytes, p->err_mem};
+        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+            pl_buf_printf(b, ", \"%s\": ", names[k]);
+            num(b, v[k], 1);
+        }
+        pl_buf_puts(b, "}");
+    }
+    pl_buf_printf(b, "%s],\n \"summary\": {\"pairs\": %zu, \"unmatched_measured\": %zu, \"simulated\": %zu, ",
+                  c->n ? "\n" : "", c->n, c->unmatched_measured, c->simulated);
+    json_stats(b, "iteration_time", &c->iter);
+    pl_buf_puts(b, ", ");
+    json_stats(b, "throughput", &c->thr);
+    pl_buf_puts(b, ", ");
+    json_stats(b, "bubble", &c->bubble);
+    pl_buf_puts(b, ", ");
+    json_stats(b, "peak_mem", &c->mem);
+    pl_buf_puts(b, "}}\n");
+}
+
+int cli_compare(int argc, char **argv) {
+    opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0) return rc;
+    pl_err e;
+    pl_err_clear(&e);
+    store *s = NULL;
+    if (store_open(o.db, 1, &s, &e) != PL_OK) return cli_fail(&e);
+    store_comparison c;
+    if (store_compare(s, &o.f, o.loose, &c, &e) != PL_OK) {
+        store_close(s);
+        return cli_fail(&e);
+    }
+    store_close(s);
+    pl_buf b;
+    pl_buf_init(&b);
+    if (!strcmp(o.format, "csv")) out_csv(&c, &b);
+    else if (!strcmp(o.format, "json")) out_json(&c, &b);
+    else out_table(&c, &b);
+    store_comparison_free(&c);
+    rc = cli_write_output(o.output, &b);
+    pl_buf_free(&b);
+    return rc;
+}
+
+#else
+int cli_compare(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "pipelab compare: this build has no results store (SQLite)\n");
+    return CLI_EUSER;
+}
+#endif

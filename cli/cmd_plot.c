@@ -1,0 +1,210 @@
+/* cmd_plot.c: `pipelab plot KIND`: exports figure data from the database and runs gnuplot. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#ifdef PIPELAB_HAVE_PL_RESULTS
+#include "store.h"
+
+#define FIGURES_DIR "results/out/figures"
+
+static const char help_text[] =
+    "usage: pipelab plot KIND [RUN] [options]\n"
+    "\n"
+    "Exports data from the results database and draws it with gnuplot (PNG by default). Next to\n"
+    "the figure it leaves the data (FIGURE.dat) and the script (FIGURE.gp): `gnuplot FIGURE.gp`\n"
+    "redraws it.\n"
+    "\n"
+    "kinds:\n"
+    "  timeline RUN     Gantt chart of one run (id, uid or uid prefix) recorded with\n"
+    "                   `pipelab simulate --trace`: one row per rank; F, B, I, W in their colours\n"
+    "                   with the microbatch number; sends, receive waits and all-reduces as thin\n"
+    "                   bars under each row; a rank's later chunks lighter\n"
+    "  bubble           bubble fraction (idle / (ranks x iteration time)) against microbatches, one\n"
+    "                   panel per pipeline depth p, one curve per schedule; dashed: the analytic\n"
+    "                   (p-1)/(m+p-1) of gpipe and 1f1b, and (p-1)/(v m+p-1) of interleaved with v\n"
+    "                   chunks (Megatron's bubble-to-compute ratio (p-1)/(v m) as a fraction of\n"
+    "                   the iteration, r/(1+r))\n"
+    "  throughput       samples/s against pipeline stages (--x microbatches: against m), one\n"
+    "                   curve per schedule\n"
+    "  memory           peak memory of each rank, one bar per schedule (newest run of each;\n"
+    "                   the runs must share one pipeline depth: use --ranks)\n"
+    "  accuracy         predicted against measured iteration time of the pairs `pipelab compare`\n"
+    "                   finds, with the y = x line and the +-5% band\n"
+    "\n"
+    "selection (bubble, throughput, memory, accuracy):\n"
+    "  --tag T, --schedule K, --ranks P, --stages S, --microbatches M, --chunks V\n"
+    "  --sim-tag T, --measured-tag T, --loose   accuracy: as in pipelab compare\n"
+    "options:\n"
+    "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
+    "  -o, --output FILE     figure (default " FIGURES_DIR "/KIND[-RUN|-TAG].png);\n"
+    "                        a name ending in .svg draws SVG\n"
+    "  --svg                 SVG instead of PNG\n"
+    "  --x stages|microbatches   throughput's x axis (default stages)\n"
+    "  --title TEXT          replace the title\n"
+    "  -h, --help            this text\n"
+    "\n"
+    "gnuplot comes from $PIPELAB_GNUPLOT or PATH (Debian: apt-get install gnuplot-nox).\n"
+    "exit status: 0 ok, 1 bad input (no such run, nothing to plot, no gnuplot), 2 bad usage\n";
+
+typedef struct opts {
+    store_plot_opts p;
+    const char *db, *kind_name, *x;
+} opts;
+
+enum { O_DB = 1000, O_TAG, O_STAG, O_MTAG, O_SCHED, O_RANKS, O_STAGES, O_MB, O_CHUNKS, O_LOOSE, O_SVG, O_X, O_TITLE };
+
+static const struct option long_opts[] = {
+    {"db", required_argument, 0, O_DB},
+    {"tag", required_argument, 0, O_TAG},
+    {"sim-tag", required_argument, 0, O_STAG},
+    {"measured-tag", required_argument, 0, O_MTAG},
+    {"schedule", required_argument, 0, O_SCHED},
+    {"ranks", required_argument, 0, O_RANKS},
+    {"stages", required_argument, 0, O_STAGES},
+    {"microbatches", required_argument, 0, O_MB},
+    {"chunks", required_argument, 0, O_CHUNKS},
+    {"loose", no_argument, 0, O_LOOSE},
+    {"svg", no_argument, 0, O_SVG},
+    {"x", required_argument, 0, O_X},
+    {"title", required_argument, 0, O_TITLE},
+    {"output", required_argument, 0, 'o'},
+    {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
+};
+
+static const struct { const char *name; store_plot_kind kind; } kinds[] = {
+    {"timeline", STORE_PLOT_TIMELINE}, {"bubble", STORE_PLOT_BUBBLE}, {"throughput", STORE_PLOT_THROUGHPUT},
+    {"memory", STORE_PLOT_MEMORY},     {"accuracy", STORE_PLOT_ACCURACY},
+};
+
+/* Parses the flags and KIND [RUN]; returns -1 to continue or an exit code. */
+static int parse(int argc, char **argv, opts *o) {
+    memset(o, 0, sizeof *o);
+    optind = 0;
+    opterr = 0;
+    int c;
+    store_filter *f = &o->p.filter;
+    while ((c = getopt_long(argc, argv, ":o:h", long_opts, NULL)) != -1) {
+        switch (c) {
+        case O_DB: o->db = optarg; break;
+        case O_TAG: f->tag = optarg; break;
+        case O_STAG: f->sim_tag = optarg; break;
+        case O_MTAG: f->measured_tag = optarg; break;
+        case O_SCHED: f->schedule = optarg; break;
+        case O_RANKS: if (cli_int_arg("plot", "--ranks", optarg, 1, 1 << 20, &f->ranks)) return CLI_EUSAGE; break;
+        case O_STAGES: if (cli_int_arg("plot", "--stages", optarg, 1, 1 << 20, &f->stages)) return CLI_EUSAGE; break;
+        case O_MB: if (cli_int_arg("plot", "--microbatches", optarg, 1, 1 << 30, &f->microbatches)) return CLI_EUSAGE; break;
+        case O_CHUNKS: if (cli_int_arg("plot", "--chunks", optarg, 1, 1 << 20, &f->chunks)) return CLI_EUSAGE; break;
+        case O_LOOSE: o->p.loose = 1; break;
+        case O_SVG: o->p.svg = 1; break;
+        case O_X: o->x = optarg; break;
+        case O_TITLE: o->p.title = optarg; break;
+        case 'o': o->p.output = optarg; break;
+        case 'h': fputs(help_text, stdout); return CLI_OK;
+        case ':': return cli_usage_error("plot", "option %s needs a value", argv[optind - 1]);
+        default: return cli_usage_error("plot", "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) return cli_usage_error("plot", "which figure? KIND is timeline, bubble, throughput, memory or accuracy");
+    o->kind_name = argv[optind++];
+    size_t k = 0;
+    while (k < sizeof kinds / sizeof kinds[0] && strcmp(kinds[k].name, o->kind_name) != 0) k++;
+    if (k == sizeof kinds / sizeof kinds[0])
+        return cli_usage_error("plot", "unknown figure '%s' (timeline, bubble, throughput, memory or accuracy)", o->kind_name);
+    o->p.kind = kinds[k].kind;
+    if (o->p.kind == STORE_PLOT_TIMELINE) {
+        if (optind >= argc) return cli_usage_error("plot", "timeline needs a RUN (integer id, uid or uid prefix)");
+        o->p.run = argv[optind++];
+    }
+    if (optind < argc) return cli_usage_error("plot", "unexpected argument '%s'", argv[optind]);
+    if (o->x && strcmp(o->x, "stages") && strcmp(o->x, "microbatches"))
+        return cli_usage_error("plot", "--x must be stages or microbatches (got '%s')", o->x);
+    if (o->x && o->p.kind != STORE_PLOT_THROUGHPUT) return cli_usage_error("plot", "--x applies to the throughput figure");
+    o->p.x_microbatches = o->x && !strcmp(o->x, "microbatches");
+    size_t n = o->p.output ? strlen(o->p.output) : 0;
+    if (n >= 4 && !strcmp(o->p.output + n - 4, ".svg")) o->p.svg = 1;
+    return -1;
+}
+
+/* Returns a malloc'd "stem" + ext, where stem is path without its extension. */
+static char *with_ext(const char *path, const char *ext) {
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - path) : strlen(path);
+    size_t n = stem + strlen(ext) + 1;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "%.*s%s", (int)stem, path, ext);
+    return s;
+}
+
+/* Returns the malloc'd default figure path: results/out/figures/KIND[-RUN|-TAG].png|svg, with
+ * characters outside [A-Za-z0-9._-] of the suffix replaced by '_'. */
+static char *default_output(const opts *o) {
+    const char *suffix = o->p.run ? o->p.run : o->p.filter.tag;
+    size_t n = strlen(FIGURES_DIR) + strlen(o->kind_name) + (suffix ? strlen(suffix) : 0) + 16;
+    char *s = malloc(n);
+    if (!s) return NULL;
+    int len = snprintf(s, n, "%s/%s", FIGURES_DIR, o->kind_name);
+    if (suffix) {
+        s[len++] = '-';
+        for (const char *p = suffix; *p; p++) {
+            char ch = *p;
+            int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '-';
+            s[len++] = ok ? ch : '_';
+        }
+    }
+    snprintf(s + len, n - (size_t)len, "%s", o->p.svg ? ".svg" : ".png");
+    return s;
+}
+
+int cli_plot(int argc, char **argv) {
+    opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0) return rc;
+    pl_err e;
+    pl_err_clear(&e);
+    char *gnuplot = store_gnuplot_find(&e);
+    if (!gnuplot) return cli_fail(&e);
+    char *out = o.p.output ? strdup(o.p.output) : default_output(&o);
+    char *data = out ? with_ext(out, ".dat") : NULL, *script = out ? with_ext(out, ".gp") : NULL;
+    store *s = NULL;
+    if (!out || !data || !script) {
+        pl_errf(&e, PL_ENOMEM, "out of memory");
+        rc = cli_fail(&e);
+        goto done;
+    }
+    o.p.output = out;
+    o.p.data = data;
+    o.p.script = script;
+    if (store_open(o.db, 1, &s, &e) != PL_OK || store_plot_prepare(s, &o.p, &e) != PL_OK) {
+        rc = cli_fail(&e);
+        goto done;
+    }
+    store_close(s);
+    s = NULL;
+    if (store_plot_gnuplot(gnuplot, script, out, &e) != PL_OK) {
+        rc = cli_fail(&e);
+        goto done;
+    }
+    printf("%s\n", out);
+    rc = CLI_OK;
+done:
+    store_close(s);
+    free(gnuplot);
+    free(out);
+    free(data);
+    free(script);
+    return rc;
+}
+
+#else
+int cli_plot(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "pipelab plot: this build has no results store (SQLite)\n");
+    return CLI_EUSER;
+}
+#endif

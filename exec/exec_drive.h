@@ -1,0 +1,94 @@
+/* exec_drive.h: what `pipelab run` and `pipelab profile` do around the executor: the profile CSV
+ * of this machine, the simulator's prediction for an executed configuration, the cost model's
+ * memory prediction, the records written to the results store, and the MPI driver. */
+#ifndef EXEC_DRIVE_H
+#define EXEC_DRIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cost.h"
+#include "exec.h"
+#include "pl_common.h"
+#include "sched.h"
+#include "sim.h"
+
+/* ---------------------------------------------------------------- profile */
+
+/* Measures one block of cfg's shape (h, f, b) with exec_profile_layers (reps repetitions, the
+ * medians) and appends the cost model's profile CSV (cost.h) to out: cfg->layers identical rows
+ * "block<k>" with fwd_s, bwd_in_s, bwd_w_s, the FLOPs (4 b h f each), param_bytes, out_bytes,
+ * stash_bytes (b h + 2 b f floats), stash_recompute_bytes empty (the stage-input rule: the
+ * executor keeps only the stage input under full recomputation) and w_stash_bytes = stash_bytes
+ * (the executor keeps a microbatch's activations until its W). host (may be NULL) goes in a
+ * comment. If p is not NULL it gets the measured medians. Returns PL_OK or an error. */
+int exec_profile_csv(const exec_config *cfg, int reps, const char *host, pl_buf *out,
+                     exec_layer_profile *p, pl_err *e);
+
+/* Checks that a profile model describes cfg's model: cfg->layers layers whose param_bytes and
+ * out_bytes are those of a block of cfg's shape at the profile's microbatch size. Returns PL_OK
+ * or PL_EINPUT naming the mismatch (path = where the profile came from, for the message). */
+int exec_profile_check(const cost_model *m, const exec_config *cfg, const char *path, pl_err *e);
+
+/* ---------------------------------------------------------------- predictions */
+
+/* The simulator's prediction for running s with cfg, from a profile model m (per-block times
+ * measured on this machine; see exec_profile_csv): the stage split of cfg (exec_stage_blocks),
+ * free links (the in-process transport copies b h floats), gradients in fp32, optimizer state
+ * 4 bytes per parameter with momentum, else 0, microbatch size cfg's. Fills r (free with
+ * sim_result_free). Returns PL_OK or an error. */
+int exec_predict(const sched *s, const exec_config *cfg, const cost_model *m, sim_result *r,
+                 pl_err *e);
+
+/* The cost model's memory per rank for s and cfg (cost_model_mlp when f is a multiple of h,
+ * else the profile CSV's sizes; cost_stage_eval over cfg's split; cost_schedule_memory with
+ * gradients 4 bytes and optimizer state 4 bytes per parameter with momentum, else 0). Fills
+ * out[s->ranks]. Equal to exec_rank_result.model_peak_bytes (README: "Memory"). Returns PL_OK or
+ * an error. */
+int exec_mem_predict(const sched *s, const exec_config *cfg, cost_memory *out, pl_err *e);
+
+/* ---------------------------------------------------------------- results store */
+
+/* What a stored pair of runs carries besides the results. */
+typedef struct exec_store_info {
+    const char *db_path;   /* NULL = STORE_DEFAULT_PATH */
+    const char *tag;       /* may be NULL */
+    const char *cmdline;   /* may be NULL */
+    const char *transport; /* "threads" or "mpi" */
+    const char *profile;   /* where the prediction's profile came from */
+    uint64_t seed;
+    int with_ops;          /* 1 = store one op row per executed action of the timed passes */
+} exec_store_info;
+
+/* Appends the configuration JSON stored with both runs (model, optimizer, split, passes,
+ * transport, profile source) to b. */
+void exec_params_json(const exec_result *r, const exec_store_info *info, pl_buf *b);
+
+/* Writes the measured run r (kind "measured", per-rank metrics, ops when info->with_ops) and,
+ * when pred is not NULL, the simulator's prediction (kind "simulated", same tag, schedule,
+ * counts, policies and params_json) to the store, each in one transaction; ids (may be NULL)
+ * get the two run ids (0 for a missing prediction). Returns PL_OK or an error. */
+int exec_store_runs(const sched *s, const exec_result *r, const sim_result *pred,
+                    const exec_store_info *info, int64_t ids[2], pl_err *e);
+
+/* ---------------------------------------------------------------- MPI (transport_mpi.c) */
+
+/* Returns 1 when this build has the MPI transport. */
+int exec_mpi_available(void);
+
+/* Runs s with cfg as one rank of an MPI job (mpirun -np P, P = s->ranks): MPI_Init (threads:
+ * funneled), the same worker code over the MPI transport (exec_run_rank), clocks aligned to
+ * rank 0's, the records gathered to rank 0 and assembled there (exec_assemble). On rank 0
+ * *is_root = 1 and out holds the run (free with exec_result_free); on the others *is_root = 0
+ * and out is empty. A failing rank calls the abort hook (exec_mpi_set_abort_hook) with the
+ * message naming rank and action, then MPI_Abort, which ends every process of the job. Call
+ * exec_mpi_finalize before exiting. Returns PL_OK or an error found before the workers ran. */
+int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e);
+
+/* Sets what is called with the reason just before MPI_Abort (the CLI prints it). */
+void exec_mpi_set_abort_hook(void (*hook)(const pl_err *why));
+
+/* Finalizes MPI when exec_mpi_run initialized it. */
+void exec_mpi_finalize(void);
+
+#endif

@@ -1,0 +1,24 @@
+/* mpi_stub.c: the MPI entry points of a build without MPI (PIPELAB_MPI=OFF or MPI not found):
+ * they say so. The real ones are in transport_mpi.c. */
+#include "exec_drive.h"
+
+#include <string.h>
+
+/* Returns 0: this build has no MPI transport. */
+int exec_mpi_available(void) { return 0; }
+
+/* Returns PL_EINPUT: there is no MPI transport in this build. */
+int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e) {
+    (void)s;
+    (void)cfg;
+    memset(out, 0, sizeof *out);
+    *is_root = 1;
+    return pl_errf(e, PL_EINPUT, "this pipelab was built without MPI (configure with -DPIPELAB_MPI=ON and an MPI "
+                                 "installation); use --transport threads");
+}
+
+/* Ignores the hook: nothing here aborts. */
+void exec_mpi_set_abort_hook(void (*hook)(const pl_err *why)) { (void)hook; }
+
+/* Nothing to finalize. */
+void exec_mpi_finalize(void) {}

@@ -1,0 +1,353 @@
+/* transport_mpi.c: the MPI transport and driver: one process per rank (mpirun -np P pipelab run
+ * --transport mpi), the same worker code (exec_run_rank) over nonblocking point-to-point
+ * messages, clocks aligned to rank 0's, the records gathered and assembled on rank 0.
+ *
+ * Messages: MPI_Isend of a private copy (the worker's buffer is free at once; the copies are
+ * released as the sends complete) and MPI_Irecv polled with MPI_Test until it completes, the run
+ * is aborted, or timeout_s passes. Tags encode the key: ((mb x stages + stage) x 2 + kind) mod
+ * (MPI_TAG_UB + 1); MPI's non-overtaking order between a pair on one tag keeps a wrapped tag
+ * unambiguous (its earlier use was received long before). Sizes are checked with MPI_Get_count.
+ * Faults: abort calls the hook (the CLI prints "rank R, action K (...): reason"), then
+ * MPI_Abort(MPI_COMM_WORLD), which ends every process of the job; a killed process makes mpirun
+ * end the job. Clocks: CLOCK_MONOTONIC of each process, shifted onto rank 0's by a ping-pong
+ * (8 rounds per rank; the round of least round-trip time; offset = midpoint of rank 0's send and
+ * receive minus the rank's reading, so the error is at most half that round trip). */
+#include <mpi.h>
+
+#include "exec_drive.h"
+#include "exec_int.h"
+#include "platform.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* One send in flight: its request and its private copy of the data. */
+typedef struct msend {
+    MPI_Request req;
+    unsigned char *buf;
+    size_t cap;
+    int busy;
+} msend;
+
+/* One endpoint (exec_transport.impl). */
+typedef struct mend {
+    MPI_Comm data, ctl;   /* tensors; control (barriers, clocks, records) */
+    int rank, size, stages;
+    long tag_mod;         /* MPI_TAG_UB + 1 */
+    double timeout_s;
+    msend *send;          /* [nsend] */
+    int nsend;
+    unsigned char *rbuf;  /* receive buffer of rcap bytes */
+    size_t rcap;
+} mend;
+
+static void (*g_abort_hook)(const pl_err *why);
+static int g_inited; /* 1 when exec_mpi_run called MPI_Init_thread */
+
+int exec_mpi_available(void) { return 1; }
+
+void exec_mpi_set_abort_hook(void (*hook)(const pl_err *why)) { g_abort_hook = hook; }
+
+void exec_mpi_finalize(void) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (g_inited && !fin) MPI_Finalize();
+    g_inited = 0;
+}
+
+/* Returns the endpoint's rank. */
+static int m_rank(const exec_transport *t) { return ((const mend *)t->impl)->rank; }
+/* Returns the number of ranks. */
+static int m_size(const exec_transport *t) { return ((const mend *)t->impl)->size; }
+
+/* Returns the tag of a message key (see the file comment). */
+static int tag_of(const mend *m, exec_msg_key k) {
+    unsigned long long v = ((unsigned long long)k.mb * (unsigned long long)m->stages + (unsigned long long)k.stage) * 2ull +
+                           (unsigned long long)k.kind;
+    return (int)(v % (unsigned long long)m->tag_mod);
+}
+
+/* Sleeps about us microseconds (the waits poll). */
+static void nap(long us) {
+    struct timespec ts = {0, us * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits for req, polling: returns PL_OK (st filled), or an error after timeout_s with what
+ * describes the wait (the request is cancelled). spins: first polls without sleeping. */
+static int wait_req(mend *m, MPI_Request *req, MPI_Status *st, const char *what, pl_err *e) {
+    double t0 = pl_now_s(), dl = t0 + m->timeout_s;
+    for (long n = 0;; n++) {
+        int flag = 0;
+        int rc = MPI_Test(req, &flag, st);
+        if (rc != MPI_SUCCESS) {
+            char msg[MPI_MAX_ERROR_STRING];
+            int len = 0;
+            MPI_Error_string(rc, msg, &len);
+            return pl_errf(e, PL_EINPUT, "%s (while %s)", msg, what); /* e.g. a message too large */
+        }
+        if (flag) return PL_OK;
+        double now = pl_now_s();
+        if (now > dl) {
+            MPI_Cancel(req);
+            MPI_Request_free(req);
+            return pl_errf(e, PL_EINTERNAL, "timed out after %g s: %s", m->timeout_s, what);
+        }
+        if (now - t0 > 1e-3) nap(20); /* after a millisecond of spinning, poll gently */
+    }
+}
+
+/* Releases the copies of sends that completed. */
+static void reap_sends(mend *m) {
+    for (int i = 0; i < m->nsend; i++)
+        if (m->send[i].busy) {
+            int flag = 0;
+            MPI_Test(&m->send[i].req, &flag, MPI_STATUS_IGNORE);
+            if (flag) m->send[i].busy = 0;
+        }
+}
+
+/* Starts a nonblocking send of a private copy of data to dst; returns PL_OK or an error. */
+static int m_send(exec_transport *t, int dst, exec_msg_key key, const void *data, size_t bytes, pl_err *e) {
+    mend *m = t->impl;
+    if (dst < 0 || dst >= m->size) return pl_errf(e, PL_EINPUT, "send to rank %d of %d", dst, m->size);
+    if (bytes > (size_t)0x7fffffff) return pl_errf(e, PL_EINPUT, "message of %zu bytes is too large", bytes);
+    reap_sends(m);
+    int i = 0;
+    while (i < m->nsend && m->send[i].busy) i++;
+    if (i == m->nsend) {
+        msend *n = pl_reallocarray(m->send, (size_t)m->nsend + 1, sizeof *n);
+        if (!n) return pl_errf(e, PL_ENOMEM, "out of memory for a send");
+        m->send = n;
+        memset(&n[m->nsend++], 0, sizeof *n);
+    }
+    msend *s = &m->send[i];
+    if (s->cap < bytes) {
+        unsigned char *b = realloc(s->buf, bytes ? bytes : 1);
+        if (!b) return pl_errf(e, PL_ENOMEM, "out of memory for a send of %zu bytes", bytes);
+        s->buf = b;
+        s->cap = bytes;
+    }
+    memcpy(s->buf, data, bytes);
+    int rc = MPI_Isend(s->buf, (int)bytes, MPI_BYTE, dst, tag_of(m, key), m->data, &s->req);
+    if (rc != MPI_SUCCESS) return pl_errf(e, PL_EINTERNAL, "MPI_Isend to rank %d failed (%d)", dst, rc);
+    s->busy = 1;
+    return PL_OK;
+}
+
+/* Receives the message key from src into data (exactly bytes), polling with the timeout.
+ * Returns PL_OK or an error naming what was awaited. */
+static int m_recv(exec_transport *t, int src, exec_msg_key key, void *data, size_t bytes, pl_err *e) {
+    mend *m = t->impl;
+    if (bytes + 64 > m->rcap) {
+        unsigned char *b = realloc(m->rbuf, bytes + 64);
+        if (!b) return pl_errf(e, PL_ENOMEM, "out of memory for a receive of %zu bytes", bytes);
+        m->rbuf = b;
+        m->rcap = bytes + 64;
+    }
+    MPI_Request req;
+    MPI_Status st;
+    int rc = MPI_Irecv(m->rbuf, (int)m->rcap, MPI_BYTE, src, tag_of(m, key), m->data, &req);
+    if (rc != MPI_SUCCESS) return pl_errf(e, PL_EINTERNAL, "MPI_Irecv from rank %d failed (%d)", src, rc);
+    char what[200];
+    snprintf(what, sizeof what, "rank %d waits for %s of stage %d microbatch %lld from rank %d", m->rank,
+             key.kind == EXEC_MSG_ACT ? "activations" : "gradients", key.stage, (long long)key.mb, src);
+    rc = wait_req(m, &req, &st, what, e);
+    if (rc) return rc;
+    int n = 0;
+    MPI_Get_count(&st, MPI_BYTE, &n);
+    if ((size_t)n != bytes) return pl_errf(e, PL_EINPUT, "message from rank %d has %d bytes, expected %zu", src, n, bytes);
+    memcpy(data, m->rbuf, bytes);
+    reap_sends(m);
+    return PL_OK;
+}
+
+/* Waits for every rank (MPI_Ibarrier, polled with the timeout). Returns PL_OK or an error. */
+static int m_barrier(exec_transport *t, pl_err *e) {
+    mend *m = t->impl;
+    MPI_Request req;
+    if (MPI_Ibarrier(m->ctl, &req) != MPI_SUCCESS) return pl_errf(e, PL_EINTERNAL, "MPI_Ibarrier failed");
+    char what[64];
+    snprintf(what, sizeof what, "rank %d waits at the barrier", m->rank);
+    return wait_req(m, &req, MPI_STATUS_IGNORE, what, e);
+}
+
+/* Ends the whole job: the hook reports why, then MPI_Abort. Does not return. */
+static void m_abort(exec_transport *t, const pl_err *why) {
+    (void)t;
+    if (g_abort_hook) g_abort_hook(why);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1); /* not reached */
+}
+
+/* Completes the sends still in flight (their receivers take them in their last pass). */
+static void m_finished(exec_transport *t) {
+    mend *m = t->impl;
+    for (int i = 0; i < m->nsend; i++)
+        if (m->send[i].busy) {
+            pl_err e;
+            if (wait_req(m, &m->send[i].req, MPI_STATUS_IGNORE, "a send waits for its receiver", &e) != PL_OK) {
+                pl_err_prefix(&e, "rank %d: ", m->rank);
+                m_abort(t, &e);
+            }
+            m->send[i].busy = 0;
+        }
+}
+
+/* ---------------------------------------------------------------- the driver */
+
+/* Returns rank r's clock offset to rank 0 (add it to r's times), measured by ping-pong; rank 0
+ * gets 0. Every rank calls it for every r (collective over ctl). */
+static double clock_offset(mend *m, int r) {
+    double off = 0, best = 1e30, t;
+    for (int k = 0; k < 8; k++) {
+        if (m->rank == 0) {
+            double t0 = pl_now_s();
+            MPI_Send(&t0, 1, MPI_DOUBLE, r, 1, m->ctl);
+            MPI_Recv(&t, 1, MPI_DOUBLE, r, 2, m->ctl, MPI_STATUS_IGNORE);
+            double t1 = pl_now_s();
+            if (t1 - t0 < best) {
+                best = t1 - t0;
+                off = 0.5 * (t0 + t1) - t;
+            }
+        } else if (m->rank == r) {
+            MPI_Recv(&t, 1, MPI_DOUBLE, 0, 1, m->ctl, MPI_STATUS_IGNORE);
+            t = pl_now_s();
+            MPI_Send(&t, 1, MPI_DOUBLE, 0, 2, m->ctl);
+        }
+    }
+    return off;
+}
+
+/* Header of a record sent to rank 0. */
+typedef struct rec_head {
+    int64_t passes, n_ops, n_weights, n_loss, core, allocated_bytes, model_peak_bytes;
+    exec_mem peak;
+} rec_head;
+
+/* Sends rank m->rank's record to rank 0 (tags 10..15 on ctl). */
+static void send_record(mend *m, const exec_rank_record *r, size_t n_loss) {
+    rec_head h = {r->passes, (int64_t)r->n_ops, (int64_t)r->n_weights, (int64_t)n_loss, r->core,
+                  (int64_t)r->allocated_bytes, (int64_t)r->model_peak_bytes, r->peak};
+    MPI_Send(&h, (int)sizeof h, MPI_BYTE, 0, 10, m->ctl);
+    MPI_Send(r->pass_start_s, 4 * r->passes, MPI_DOUBLE, 0, 11, m->ctl);
+    if (r->n_ops) MPI_Send(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, 0, 12, m->ctl);
+    MPI_Send(r->loss_mb, (int)n_loss, MPI_DOUBLE, 0, 13, m->ctl);
+    MPI_Send(r->weights, (int)r->n_weights, MPI_FLOAT, 0, 14, m->ctl);
+}
+
+/* Receives rank src's record on rank 0 into r (arrays owned by r, exec_rank_record_free).
+ * Returns PL_OK or PL_ENOMEM. */
+static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
+    rec_head h;
+    memset(r, 0, sizeof *r);
+    MPI_Recv(&h, (int)sizeof h, MPI_BYTE, src, 10, m->ctl, MPI_STATUS_IGNORE);
+    r->rank = src;
+    r->passes = (int)h.passes;
+    r->n_ops = (size_t)h.n_ops;
+    r->n_weights = (size_t)h.n_weights;
+    r->core = (int)h.core;
+    r->allocated_bytes = (size_t)h.allocated_bytes;
+    r->model_peak_bytes = (size_t)h.model_peak_bytes;
+    r->peak = h.peak;
+    r->pass_start_s = pl_calloc(4 * (size_t)r->passes, sizeof(double));
+    r->ops = r->n_ops ? pl_calloc(r->n_ops, sizeof *r->ops) : NULL;
+    r->loss_mb = pl_calloc((size_t)h.n_loss ? (size_t)h.n_loss : 1, sizeof(double));
+    r->weights = pl_calloc(r->n_weights ? r->n_weights : 1, sizeof(float));
+    if (!r->pass_start_s || (r->n_ops && !r->ops) || !r->loss_mb || !r->weights)
+        return pl_errf(e, PL_ENOMEM, "out of memory receiving the record of rank %d", src);
+    r->pass_end_s = r->pass_start_s + r->passes;
+    r->busy_s = r->pass_start_s + 2 * r->passes;
+    r->comm_s = r->pass_start_s + 3 * r->passes;
+    MPI_Recv(r->pass_start_s, 4 * r->passes, MPI_DOUBLE, src, 11, m->ctl, MPI_STATUS_IGNORE);
+    if (r->n_ops) MPI_Recv(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, src, 12, m->ctl, MPI_STATUS_IGNORE);
+    MPI_Recv(r->loss_mb, (int)h.n_loss, MPI_DOUBLE, src, 13, m->ctl, MPI_STATUS_IGNORE);
+    MPI_Recv(r->weights, (int)r->n_weights, MPI_FLOAT, src, 14, m->ctl, MPI_STATUS_IGNORE);
+    return PL_OK;
+}
+
+/* Shifts every absolute time of a record by off seconds (onto rank 0's clock). */
+static void shift_record(exec_rank_record *r, double off) {
+    for (int p = 0; p < r->passes; p++) {
+        r->pass_start_s[p] += off;
+        r->pass_end_s[p] += off;
+    }
+    for (size_t k = 0; k < r->n_ops; k++) {
+        r->ops[k].start_s += off;
+        r->ops[k].end_s += off;
+    }
+}
+
+int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    *is_root = 1;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int prov = 0;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &prov) != MPI_SUCCESS)
+            return pl_errf(e, PL_EINTERNAL, "MPI_Init_thread failed");
+        g_inited = 1;
+    }
+    mend m;
+    memset(&m, 0, sizeof m);
+    MPI_Comm_rank(MPI_COMM_WORLD, &m.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &m.size);
+    *is_root = m.rank == 0;
+    if (m.size != s->ranks)
+        return pl_errf(e, PL_EINPUT, "the MPI job has %d processes, the schedule %d ranks (mpirun -np %d)", m.size, s->ranks,
+                       s->ranks);
+    MPI_Comm_dup(MPI_COMM_WORLD, &m.data);
+    MPI_Comm_dup(MPI_COMM_WORLD, &m.ctl);
+    MPI_Comm_set_errhandler(m.data, MPI_ERRORS_RETURN);
+    int *ub = NULL, flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    m.tag_mod = flag && ub && *ub > 0 ? (long)*ub + 1 : 32768;
+    m.stages = s->stages;
+    m.timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
+    exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished};
+    exec_rank_record rec;
+    int rc = exec_run_rank(s, cfg, &t, &rec, e);
+    if (rc != PL_OK) {
+        pl_err why = *e;
+        m_abort(&t, &why); /* errors before the workers ran end the job too */
+    }
+    /* clocks, then the records to rank 0 */
+    MPI_Barrier(m.ctl);
+    double *off = pl_calloc((size_t)m.size, sizeof *off);
+    exec_rank_record *recs = m.rank == 0 ? pl_calloc((size_t)m.size, sizeof *recs) : NULL;
+    if (!off || (m.rank == 0 && !recs)) {
+        pl_errf(e, PL_ENOMEM, "rank %d: out of memory gathering the records", m.rank);
+        m_abort(&t, e);
+    }
+    for (int r = 1; r < m.size; r++) off[r] = clock_offset(&m, r);
+    int M = s->microbatches * (s->iterations > 0 ? s->iterations : 1);
+    size_t n_loss = (size_t)rec.passes * (size_t)M;
+    if (m.rank != 0) {
+        send_record(&m, &rec, n_loss);
+    } else {
+        recs[0] = rec;
+        memset(&rec, 0, sizeof rec);
+        for (int r = 1; r < m.size && rc == PL_OK; r++) {
+            rc = recv_record(&m, r, &recs[r], e);
+            if (rc == PL_OK) shift_record(&recs[r], off[r]);
+        }
+        if (rc == PL_OK) rc = exec_assemble(s, cfg, recs, out, e);
+        if (rc == PL_OK) {
+            int cpus[1024];
+            out->cores = exec_platform_cores(cpus, 1024);
+        }
+        for (int r = 0; r < m.size; r++) exec_rank_record_free(&recs[r]);
+    }
+    exec_rank_record_free(&rec);
+    free(recs);
+    free(off);
+    for (int i = 0; i < m.nsend; i++) free(m.send[i].buf);
+    free(m.send);
+    free(m.rbuf);
+    MPI_Comm_free(&m.data);
+    MPI_Comm_free(&m.ctl);
+    return rc;
+}

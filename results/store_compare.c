@@ -1,0 +1,256 @@
+/* store_compare.c: pairs measured runs with the simulated runs that predict them (pipelab compare). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+
+const char *const store_match_params[] = {
+    "model.spec", "hardware.name", "microbatch_size", "precision", "partition.bounds", "partition.replicas", NULL,
+};
+
+/* Returns p past JSON whitespace. */
+static const char *ws(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    return p;
+}
+
+/* Returns the end of the JSON string starting at p (on its opening quote), or NULL. */
+static const char *skip_string(const char *p) {
+    for (p++; *p; p++) {
+        if (*p == '\\') {
+            if (!p[1]) return NULL;
+            p++;
+        } else if (*p == '"') {
+            return p + 1;
+        }
+    }
+    return NULL;
+}
+
+/* Returns the end of the JSON value starting at p, or NULL when it is malformed. Nesting is
+ * bounded by depth so a hostile file cannot exhaust the stack. */
+static const char *skip_value(const char *p, int depth) {
+    p = ws(p);
+    if (depth > 64) return NULL;
+    if (*p == '"') return skip_string(p);
+    if (*p == '{' || *p == '[') {
+        char close = *p == '{' ? '}' : ']';
+        p = ws(p + 1);
+        if (*p == close) return p + 1;
+        for (;;) {
+            if (close == '}') {
+                if (*p != '"' || !(p = skip_string(p))) return NULL;
+                p = ws(p);
+                if (*p != ':') return NULL;
+                p++;
+            }
+            if (!(p = skip_value(p, depth + 1))) return NULL;
+            p = ws(p);
+            if (*p == ',') {
+                p = ws(p + 1);
+                continue;
+            }
+            return *p == close ? p + 1 : NULL;
+        }
+    }
+    const char *q = p;
+    while (*q && !strchr(",}] \t\r\n", *q)) q++;
+    return q > p ? q : NULL;
+}
+
+int store_json_get(const char *json, const char *path, const char **val, size_t *len) {
+    if (!json || !path) return 0;
+    const char *p = ws(json);
+    while (*path) {
+        const char *dot = strchr(path, '.');
+        size_t klen = dot ? (size_t)(dot - path) : strlen(path);
+        if (*p != '{') return 0;
+        p = ws(p + 1);
+        int found = 0;
+        while (*p == '"') {
+            const char *kend = skip_string(p);
+            if (!kend) return 0;
+            int match = (size_t)(kend - p - 2) == klen && strncmp(p + 1, path, klen) == 0;
+            p = ws(kend);
+            if (*p != ':') return 0;
+            p = ws(p + 1);
+            if (match) {
+                found = 1;
+                break;
+            }
+            if (!(p = skip_value(p, 0))) return 0;
+            p = ws(p);
+            if (*p == ',') p = ws(p + 1);
+        }
+        if (!found) return 0;
+        path += klen + (dot ? 1 : 0);
+    }
+    const char *end = skip_value(p, 0);
+    if (!end) return 0;
+    *val = p;
+    *len = (size_t)(end - p);
+    return 1;
+}
+
+/* Returns 1 when two JSON value texts are equal ignoring whitespace outside strings. */
+static int json_text_equal(const char *a, size_t na, const char *b, size_t nb) {
+    size_t i = 0, j = 0;
+    int in_a = 0, in_b = 0;
+    for (;;) {
+        while (i < na && !in_a && strchr(" \t\r\n", a[i])) i++;
+        while (j < nb && !in_b && strchr(" \t\r\n", b[j])) j++;
+        if (i == na || j == nb) return i == na && j == nb;
+        if (a[i] != b[j]) return 0;
+        if (a[i] == '"' && (i == 0 || a[i - 1] != '\\')) in_a = !in_a;
+        if (b[j] == '"' && (j == 0 || b[j - 1] != '\\')) in_b = !in_b;
+        i++;
+        j++;
+    }
+}
+
+/* Returns 1 when both strings are equal, NULL counting as "". */
+static int str_eq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
+
+int store_same_config(const store_run *a, const store_run *b, int loose) {
+    if (!str_eq(a->schedule, b->schedule) || a->ranks != b->ranks || a->stages != b->stages ||
+        a->microbatches != b->microbatches || a->chunks != b->chunks || a->iterations != b->iterations ||
+        !str_eq(a->weights_policy, b->weights_policy) || !str_eq(a->recompute_policy, b->recompute_policy))
+        return 0;
+    if (loose) return 1;
+    for (const char *const *k = store_match_params; *k; k++) {
+        const char *va, *vb;
+        size_t la, lb;
+        if (store_json_get(a->params_json, *k, &va, &la) && store_json_get(b->params_json, *k, &vb, &lb) &&
+            !json_text_equal(va, la, vb, lb))
+            return 0;
+    }
+    return 1;
+}
+
+/* Returns 1 when run r passes the filter for its kind. */
+static int selected(const store_filter *f, const store_run *r) {
+    const char *tag = f->tag;
+    if (strcmp(r->kind, "simulated") == 0 && f->sim_tag) tag = f->sim_tag;
+    if (strcmp(r->kind, "measured") == 0 && f->measured_tag) tag = f->measured_tag;
+    if (tag && !str_eq(tag, r->tag)) return 0;
+    if (f->schedule && !str_eq(f->schedule, r->schedule)) return 0;
+    if (f->ranks && f->ranks != r->ranks) return 0;
+    if (f->stages && f->stages != r->stages) return 0;
+    if (f->microbatches && f->microbatches != r->microbatches) return 0;
+    if (f->chunks && f->chunks != r->chunks) return 0;
+    return 1;
+}
+
+int store_select_runs(store *s, const store_filter *f, const char *kind, store_run **runs, size_t *n, pl_err *e) {
+    store_filter none;
+    memset(&none, 0, sizeof none);
+    if (!f) f = &none;
+    /* One tag for every kind can be pushed into the query; per-kind tags filter afterwards. */
+    const char *tag = f->sim_tag || f->measured_tag ? NULL : f->tag;
+    store_run *all = NULL;
+    size_t nall = 0;
+    int code = store_list_runs(s, tag, 0, &all, &nall, e);
+    if (code != PL_OK) return code;
+    size_t k = 0;
+    for (size_t i = 0; i < nall; i++) {
+        if (selected(f, &all[i]) && (!kind || strcmp(all[i].kind, kind) == 0)) all[k++] = all[i];
+        else store_run_clear(&all[i]);
+    }
+    /* store_list_runs gives newest first: reverse into oldest first. */
+    for (size_t i = 0; i < k / 2; i++) {
+        store_run t = all[i];
+        all[i] = all[k - 1 - i];
+        all[k - 1 - i] = t;
+    }
+    *runs = all;
+    *n = k;
+    return PL_OK;
+}
+
+/* Returns (pred - meas) / meas, or NAN when meas is 0 or either is not finite. */
+static double rel_err(double pred, double meas) {
+    if (meas == 0 || !isfinite(pred) || !isfinite(meas)) return NAN;
+    return (pred - meas) / meas;
+}
+
+/* Adds one error to a running summary (mape holds the sum of |err| until finish). */
+static void stat_add(store_err_stats *st, double err) {
+    if (isnan(err)) return;
+    st->mape += fabs(err);
+    if (st->n == 0 || fabs(err) > fabs(st->max_err)) st->max_err = err;
+    st->n++;
+}
+
+/* Turns the sum of |err| into the mean. */
+static void stat_finish(store_err_stats *st) {
+    st->mape = st->n ? st->mape / st->n : NAN;
+    if (!st->n) st->max_err = NAN;
+}
+
+/* Moves run src into dst (dst takes ownership of the strings); returns dst. */
+static store_run *copy_run(store_run *dst, const store_run *src) {
+    *dst = *src;
+    const char **f[] = {&dst->uid, &dst->origin, &dst->kind, &dst->tag, &dst->cmdline, &dst->schedule,
+                        &dst->weights_policy, &dst->recompute_policy, &dst->params_json, &dst->version,
+                        &dst->git_rev, &dst->host, &dst->utc_time};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = *f[i] ? strdup(*f[i]) : NULL;
+    return dst;
+}
+
+int store_compare(store *s, const store_filter *f, int loose, store_comparison *out, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    store_run *sims = NULL, *meas = NULL;
+    size_t nsim = 0, nmeas = 0;
+    int code = store_select_runs(s, f, "simulated", &sims, &nsim, e);
+    if (code == PL_OK) code = store_select_runs(s, f, "measured", &meas, &nmeas, e);
+    if (code != PL_OK) goto done;
+    out->simulated = nsim;
+    out->pairs = pl_calloc(nmeas ? nmeas : 1, sizeof *out->pairs);
+    if (!out->pairs) {
+        code = pl_errf(e, PL_ENOMEM, "out of memory pairing %zu runs", nmeas);
+        goto done;
+    }
+    for (size_t i = 0; i < nmeas; i++) {
+        const store_run *best = NULL;
+        for (size_t j = nsim; j-- > 0;) /* newest simulated run first */
+            if (store_same_config(&sims[j], &meas[i], loose)) {
+                best = &sims[j];
+                break;
+            }
+        if (!best) {
+            out->unmatched_measured++;
+            continue;
+        }
+        store_pair *p = &out->pairs[out->n++];
+        copy_run(&p->sim, best);
+        copy_run(&p->meas, &meas[i]);
+        p->err_iter = rel_err(best->iteration_time_s, meas[i].iteration_time_s);
+        p->err_thr = rel_err(best->throughput_samples_s, meas[i].throughput_samples_s);
+        p->err_bubble = rel_err(best->bubble_rate, meas[i].bubble_rate);
+        p->err_mem = rel_err((double)best->peak_mem_bytes, (double)meas[i].peak_mem_bytes);
+        stat_add(&out->iter, p->err_iter);
+        stat_add(&out->thr, p->err_thr);
+        stat_add(&out->bubble, p->err_bubble);
+        stat_add(&out->mem, p->err_mem);
+    }
+    stat_finish(&out->iter);
+    stat_finish(&out->thr);
+    stat_finish(&out->bubble);
+    stat_finish(&out->mem);
+done:
+    store_runs_free(sims, nsim);
+    store_runs_free(meas, nmeas);
+    if (code != PL_OK) store_comparison_free(out);
+    return code;
+}
+
+void store_comparison_free(store_comparison *c) {
+    if (!c) return;
+    for (size_t i = 0; i < c->n; i++) {
+        store_run_clear(&c->pairs[i].sim);
+        store_run_clear(&c->pairs[i].meas);
+    }
+    free(c->pairs);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,384 @@
+/* test_exec_run.c: `pipelab run` and `pipelab profile` end to end (one measured and one simulated
+ * run with one configuration in the store; a failing run stores nothing; the profile CSV loads in
+ * the cost model), the executor's memory against the cost model's, and the MPI transport
+ * (threads and MPI give identical weights; a failing or killed rank ends the job quickly). */
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cost.h"
+#include "exec.h"
+#include "exec_drive.h"
+#include "pl_test.h"
+#include "sched.h"
+#include "store.h"
+
+void exec_test_run_register(void);
+
+/* The small model every CLI run here uses (milliseconds per pass). */
+#define SMALL "--width 32 --depth 4 --microbatch-size 4 --warmup 1 --timed 2 --profile-reps 3"
+
+/* Runs a shell command line; returns its exit status and frees the output unless out. */
+static int sh(const char *cmd, char **out) {
+    char *o = NULL;
+    int rc = pl_test_run(cmd, &o);
+    if (out) *out = o;
+    else free(o);
+    return rc;
+}
+
+/* Returns the number of runs in the database at path (0 when it does not exist). */
+static size_t count_runs(const char *path) {
+    if (!pl_test_exists(path)) return 0;
+    store *db = NULL;
+    pl_err e;
+    if (store_open(path, 1, &db, &e) != PL_OK) return (size_t)-1;
+    store_run *runs = NULL;
+    size_t n = 0;
+    if (store_list_runs(db, NULL, 0, &runs, &n, &e) != PL_OK) n = (size_t)-1;
+    store_runs_free(runs, n == (size_t)-1 ? 0 : n);
+    store_close(db);
+    return n;
+}
+
+/* `pipelab run` writes exactly one measured and one simulated run with the same configuration,
+ * with per-rank metrics, and (with --trace) one op row per executed action of the timed passes. */
+static void test_run_stores_pair(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "run.db");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 " SMALL " --trace --tag pair --db %s",
+             PIPELAB_BIN, db);
+    char *out = NULL;
+    int rc = sh(cmd, &out);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT(strstr(out, "iteration_time_s") != NULL && strstr(out, "predicted") != NULL);
+    free(out);
+    store *s = NULL;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    store_run *runs = NULL;
+    size_t n = 0;
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "pair", 0, &runs, &n, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 2);
+    const store_run *meas = strcmp(runs[0].kind, "measured") == 0 ? &runs[0] : &runs[1];
+    const store_run *sim = meas == &runs[0] ? &runs[1] : &runs[0];
+    CU_ASSERT_STRING_EQUAL(meas->kind, "measured");
+    CU_ASSERT_STRING_EQUAL(sim->kind, "simulated");
+    CU_ASSERT_STRING_EQUAL(meas->schedule, "1f1b");
+    CU_ASSERT_STRING_EQUAL(sim->schedule, meas->schedule);
+    CU_ASSERT_EQUAL(sim->ranks, 2);
+    CU_ASSERT_EQUAL(meas->ranks, 2);
+    CU_ASSERT_EQUAL(sim->stages, meas->stages);
+    CU_ASSERT_EQUAL(sim->microbatches, 4);
+    CU_ASSERT_EQUAL(meas->microbatches, 4);
+    CU_ASSERT_EQUAL(sim->chunks, meas->chunks);
+    CU_ASSERT_EQUAL(sim->iterations, meas->iterations);
+    CU_ASSERT_STRING_EQUAL(sim->weights_policy, meas->weights_policy);
+    CU_ASSERT_STRING_EQUAL(sim->recompute_policy, meas->recompute_policy);
+    CU_ASSERT_STRING_EQUAL(sim->params_json, meas->params_json);
+    CU_ASSERT(strstr(meas->params_json, "\"spec\":\"mlp:width=32,depth=4,microbatch=4,ffn_mult=4\"") != NULL);
+    CU_ASSERT(store_same_config(sim, meas, 0));
+    CU_ASSERT(meas->iteration_time_s > 0 && sim->iteration_time_s > 0);
+    CU_ASSERT(meas->throughput_samples_s > 0);
+    store_rank_metric *rm = NULL;
+    int nr = 0;
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, meas->id, &rm, &nr, &e), PL_OK);
+    CU_ASSERT_EQUAL(nr, 2);
+    for (int q = 0; q < nr; q++) CU_ASSERT(rm[q].busy_s > 0 && rm[q].peak_mem_bytes > 0);
+    free(rm);
+    /* ops: every action of both ranks in each of the 2 timed passes */
+    sched_gen_opts go = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *g = sched_generate("1f1b", &go, &e);
+    sched *l = g ? sched_lower(g, &e) : NULL;
+    int64_t nops = -1;
+    CU_ASSERT_EQUAL(store_count_ops(s, meas->id, &nops, &e), PL_OK);
+    if (l) CU_ASSERT_EQUAL(nops, 2 * (int64_t)sched_total_actions(l));
+    sched_free(g);
+    sched_free(l);
+    store_runs_free(runs, n);
+    store_close(s);
+    free(db);
+    free(dir);
+}
+
+/* A run with an injected fault exits 1 naming the rank and action, and stores nothing. */
+static void test_run_fault_stores_nothing(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "fault.db");
+    char cmd[2048];
+    /* a run that works first, so the database exists */
+    snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s", PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    CU_ASSERT_EQUAL(count_runs(db), 2);
+    snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s --inject-fault 1:3:1",
+             PIPELAB_BIN, db);
+    char *out = NULL;
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    CU_ASSERT(out && strstr(out, "rank 1, action 3") != NULL && strstr(out, "injected fault") != NULL);
+    free(out);
+    CU_ASSERT_EQUAL(count_runs(db), 2);
+    free(db);
+    free(dir);
+}
+
+/* `pipelab profile` writes a CSV that the cost model reads: depth rows, positive times, the
+ * block's sizes; and `pipelab run --profile` accepts it (and refuses one of another model). */
+static void test_profile_csv_loads(void) {
+    char *dir = pl_test_tmpdir();
+    char *csv = pl_test_path(dir, "prof.csv");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s profile --width 32 --depth 4 --microbatch-size 4 --reps 5 -o %s", PIPELAB_BIN, csv);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    char *text = NULL;
+    size_t len = 0;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(pl_read_file(csv, 1 << 20, &text, &len, &e), PL_OK);
+    cost_model *m = cost_model_read_csv(csv, text, len, &e);
+    if (!m) fprintf(stderr, "%s\n", e.msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(m->n, 4);
+    CU_ASSERT_EQUAL(m->microbatch_size, 4);
+    for (int k = 0; k < m->n; k++) {
+        CU_ASSERT(m->layer[k].fwd_s > 0 && m->layer[k].bwd_in_s > 0 && m->layer[k].bwd_w_s > 0);
+        CU_ASSERT_EQUAL(m->layer[k].param_bytes, 4 * (2 * 32 * 128 + 128 + 32));
+        CU_ASSERT_EQUAL(m->layer[k].out_bytes, 4 * 4 * 32);
+        CU_ASSERT_EQUAL(m->layer[k].stash_bytes, 4 * (4 * 32 + 2 * 4 * 128));
+    }
+    exec_config c;
+    exec_config_default(&c);
+    c.hidden = 32;
+    c.layers = 4;
+    c.microbatch_size = 4;
+    CU_ASSERT_EQUAL(exec_profile_check(m, &c, csv, &e), PL_OK);
+    c.hidden = 64;
+    CU_ASSERT_EQUAL(exec_profile_check(m, &c, csv, &e), PL_EINPUT);
+    cost_model_free(m);
+    free(text);
+    snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 " SMALL " --no-db --profile %s", PIPELAB_BIN, csv);
+    char *out = NULL;
+    CU_ASSERT_EQUAL(sh(cmd, &out), 0);
+    CU_ASSERT(out && strstr(out, csv) != NULL);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 --width 64 --depth 4 --no-db --profile %s",
+             PIPELAB_BIN, csv);
+    CU_ASSERT_EQUAL(sh(cmd, NULL), 1);
+    free(csv);
+    free(dir);
+}
+
+/* The executor's tracked weights + gradients + optimizer + activation stash at its peak equal the
+ * cost model's cost_schedule_memory (cost_model_mlp, the same split) exactly, rank by rank. */
+static void mem_case(const char *kind, int p, int m, double momentum) {
+    pl_err e;
+    sched_gen_opts go = {p, m, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *g = sched_generate(kind, &go, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    sched *s = sched_lower(g, &e);
+    sched_free(g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    exec_config c;
+    exec_config_default(&c);
+    c.hidden = 16;
+    c.layers = 2 * p;
+    c.microbatch_size = 2;
+    c.warmup_passes = 0;
+    c.timed_passes = 1;
+    c.oversubscribe = 1;
+    c.momentum = momentum;
+    exec_result r;
+    int rc = exec_run(s, &c, &r, &e);
+    if (rc) fprintf(stderr, "%s: %s\n", kind, e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
+    cost_memory *mem = calloc((size_t)p, sizeof *mem);
+    CU_ASSERT_EQUAL_FATAL(exec_mem_predict(s, &c, mem, &e), PL_OK);
+    for (int q = 0; q < p; q++) {
+        if ((int64_t)r.rank[q].model_peak_bytes != mem[q].total_bytes)
+            fprintf(stderr, "%s p=%d rank %d: executor %zu, cost model %lld\n", kind, p, q, r.rank[q].model_peak_bytes,
+                    (long long)mem[q].total_bytes);
+        CU_ASSERT_EQUAL((int64_t)r.rank[q].model_peak_bytes, mem[q].total_bytes);
+        CU_ASSERT(r.rank[q].peak.total_bytes >= r.rank[q].model_peak_bytes);
+    }
+    free(mem);
+    exec_result_free(&r);
+    sched_free(s);
+}
+
+/* gpipe and 1f1b for p = 2..4 (and zb-h1, and momentum's optimizer state). */
+static void test_memory_equals_cost_model(void) {
+    for (int p = 2; p <= 4; p++) {
+        mem_case("gpipe", p, 2 * p, 0.0);
+        mem_case("1f1b", p, 2 * p, 0.0);
+    }
+    mem_case("1f1b", 3, 6, 0.9);
+    mem_case("zb-h1", 2, 4, 0.0);
+}
+
+/* ---------------------------------------------------------------- MPI */
+
+/* Returns 1 when the MPI tests can run (this build has MPI and its mpirun exists). */
+static int have_mpirun(void) {
+#ifdef PIPELAB_MPIEXEC
+    return exec_mpi_available() && pl_test_exists(PIPELAB_MPIEXEC);
+#else
+    return 0;
+#endif
+}
+
+#ifdef PIPELAB_MPIEXEC
+/* The environment and flags of a test mpirun (root-safe, oversubscribed, no leak checks in the
+ * MPI processes: the MPI library keeps its allocations to exit). */
+#define MPIENV "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 "
+#define MPIRUN PIPELAB_MPIEXEC " -np 2 --oversubscribe"
+#endif
+
+/* Threads and MPI (2 processes on loopback) give byte-identical final weights; the MPI run
+ * stores one measured and one simulated run; a failing rank ends the job with exit != 0 naming
+ * the rank and action and stores nothing. */
+static void test_mpi_equals_threads(void) {
+    if (!have_mpirun()) {
+        CU_PASS("mpirun or the MPI transport is absent: MPI equivalence not tested");
+        return;
+    }
+#ifdef PIPELAB_MPIEXEC
+    char *dir = pl_test_tmpdir();
+    char *wt = pl_test_path(dir, "w_threads.bin"), *wm = pl_test_path(dir, "w_mpi.bin"), *db = pl_test_path(dir, "mpi.db");
+    char cmd[4096];
+    static const char *kinds[] = {"1f1b", "zb-h1"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "%s run --kind %s --ranks 2 --microbatches 4 " SMALL " --momentum 0.5 --no-db --dump-weights %s",
+                 PIPELAB_BIN, kinds[k], wt);
+        CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+        snprintf(cmd, sizeof cmd, MPIENV "timeout 60 " MPIRUN " %s run --transport mpi --kind %s --ranks 2 --microbatches 4 " SMALL
+                 " --momentum 0.5 --db %s --dump-weights %s", PIPELAB_BIN, kinds[k], db, wm);
+        char *out = NULL;
+        int rc = sh(cmd, &out);
+        if (rc != 0) fprintf(stderr, "%s\n", out);
+        CU_ASSERT_EQUAL(rc, 0);
+        free(out);
+        char *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        pl_err e;
+        CU_ASSERT_EQUAL_FATAL(pl_read_file(wt, 1 << 24, &a, &na, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(pl_read_file(wm, 1 << 24, &b, &nb, &e), PL_OK);
+        CU_ASSERT_EQUAL(na, 4 * 4 * (size_t)(2 * 32 * 128 + 128 + 32));
+        CU_ASSERT(na == nb && memcmp(a, b, na) == 0);
+        free(a);
+        free(b);
+    }
+    CU_ASSERT_EQUAL(count_runs(db), 4);
+    /* a failing rank */
+    snprintf(cmd, sizeof cmd, MPIENV "timeout 60 " MPIRUN " %s run --transport mpi --kind 1f1b --ranks 2 --microbatches 4 " SMALL
+             " --db %s --inject-fault 1:2:1", PIPELAB_BIN, db);
+    char *out = NULL;
+    double t0 = pl_now_s();
+    int rc = sh(cmd, &out);
+    CU_ASSERT(rc != 0 && rc != 124);
+    CU_ASSERT(pl_now_s() - t0 < 15);
+    CU_ASSERT(out && strstr(out, "rank 1, action 2") != NULL && strstr(out, "injected fault") != NULL);
+    free(out);
+    CU_ASSERT_EQUAL(count_runs(db), 4);
+    free(wt);
+    free(wm);
+    free(db);
+    free(dir);
+#endif
+}
+
+/* Lists the pids of processes named pipelab whose parent is ppid into pids (at most max);
+ * returns how many. */
+static int children_named_pipelab(pid_t ppid, pid_t *pids, int max) {
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < max) {
+        if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+        if (!open || !close) continue;
+        int pp = 0;
+        char st;
+        if (sscanf(close + 1, " %c %d", &st, &pp) != 2) continue;
+        if (pp == ppid && strncmp(open + 1, "pipelab", 7) == 0) pids[n++] = (pid_t)atoi(de->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Killing one rank's process (SIGKILL) of a long MPI run makes mpirun exit non-zero within
+ * seconds, and nothing is stored. */
+static void test_mpi_killed_rank(void) {
+    if (!have_mpirun()) {
+        CU_PASS("mpirun or the MPI transport is absent: killed-rank test skipped");
+        return;
+    }
+#ifdef PIPELAB_MPIEXEC
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "killed.db"), *log = pl_test_path(dir, "killed.log");
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        FILE *f = freopen(log, "w", stdout);
+        if (f) dup2(fileno(stdout), 2);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+        setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+        execl(PIPELAB_MPIEXEC, PIPELAB_MPIEXEC, "-np", "2", "--oversubscribe", PIPELAB_BIN, "run", "--transport", "mpi",
+              "--kind", "1f1b", "--ranks", "2", "--microbatches", "4", "--width", "32", "--depth", "4", "--microbatch-size",
+              "4", "--warmup", "0", "--timed", "1000000", "--no-predict", "--db", db, (char *)NULL);
+        _exit(127);
+    }
+    /* wait for both ranks, then a moment for MPI to start and the passes to run */
+    pid_t ranks[4];
+    int n = 0;
+    double t0 = pl_now_s();
+    while ((n = children_named_pipelab(pid, ranks, 4)) < 2 && pl_now_s() - t0 < 20) usleep(20000);
+    CU_ASSERT_EQUAL(n, 2);
+    usleep(1500000);
+    int status = 0;
+    CU_ASSERT_EQUAL(waitpid(pid, &status, WNOHANG), 0); /* still running */
+    double tk = pl_now_s();
+    if (n >= 1) kill(ranks[n - 1], SIGKILL);
+    pid_t w = 0;
+    while ((w = waitpid(pid, &status, WNOHANG)) == 0 && pl_now_s() - tk < 30) usleep(20000);
+    double dt = pl_now_s() - tk;
+    if (w == 0) { /* it hung: end our own process group */
+        kill(-pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    CU_ASSERT(w == pid);
+    CU_ASSERT(dt < 15);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    if (getenv("PIPELAB_TEST_VERBOSE")) fprintf(stderr, "mpirun exited %.2f s after the kill\n", dt);
+    CU_ASSERT_EQUAL(count_runs(db), 0);
+    free(db);
+    free(log);
+    free(dir);
+#endif
+}
+
+void exec_test_run_register(void) {
+    static const pl_test_case cases[] = {
+        {"pipelab run stores one measured and one simulated run", test_run_stores_pair},
+        {"a failing run exits 1 and stores nothing", test_run_fault_stores_nothing},
+        {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
+        {"tracked memory equals the cost model (gpipe, 1f1b, p=2..4)", test_memory_equals_cost_model},
+        {"MPI and threads give identical weights; a failing rank", test_mpi_equals_threads},
+        {"a killed MPI rank ends the job within seconds", test_mpi_killed_rank},
+        {NULL, NULL}};
+    pl_test_suite("exec run, profile, MPI", cases);
+}

@@ -1,0 +1,324 @@
+/* test_compare_plot.c: pipelab compare's pairing and errors; pipelab plot's figures and data. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_test.h"
+#include "store.h"
+#include "util.h"
+
+/* Writes one run with `ranks` rank rows; returns its id (or -1). */
+static int64_t put_run(store *s, const char *kind, const char *tag, const char *sched, int m, const char *params,
+                       double iter_s, double thr, double bubble, int64_t mem) {
+    store_run r;
+    memset(&r, 0, sizeof r);
+    r.kind = kind;
+    r.tag = tag;
+    r.schedule = sched;
+    r.ranks = 4;
+    r.stages = 4;
+    r.microbatches = m;
+    r.chunks = 1;
+    r.iterations = 1;
+    r.weights_policy = "flush";
+    r.recompute_policy = "none";
+    r.params_json = params;
+    r.iteration_time_s = iter_s;
+    r.throughput_samples_s = thr;
+    r.bubble_rate = bubble;
+    r.peak_mem_bytes = mem;
+    store_rank_metric rm[4];
+    for (int q = 0; q < 4; q++) rm[q] = (store_rank_metric){q, 1, 0, 0, 0, mem - q * 1000};
+    int64_t id = -1;
+    pl_err e;
+    pl_err_clear(&e);
+    if (store_write_run(s, &r, rm, 4, NULL, 0, &id, &e) != PL_OK) fprintf(stderr, "write: %s\n", e.msg);
+    return id;
+}
+
+static const char P_A[] = "{\"costs\":\"model\",\"model\":{\"spec\":\"mlp:width=64,depth=8\",\"layers\":8},"
+                          "\"hardware\":{\"name\":\"cpu\"},\"microbatch_size\":4}";
+static const char P_A_MEAS[] = "{\"model\": {\"spec\": \"mlp:width=64,depth=8\"}, \"threads\": 4, \"microbatch_size\": 4}";
+static const char P_B_MEAS[] = "{\"model\":{\"spec\":\"mlp:width=128,depth=8\"},\"microbatch_size\":4}";
+
+/* The hand-made database of the compare tests: returns its path (malloc'd) in dir. */
+static char *make_compare_db(const char *dir) {
+    char *path = pl_test_path(dir, "cmp.db");
+    store *s = NULL;
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_FATAL(store_open(path, 0, &s, &e) == PL_OK);
+    /* An older prediction of 1f1b m=8 that the newer one replaces. */
+    put_run(s, "simulated", "acc", "1f1b", 8, P_A, 5.0, 1.0, 0.5, 1000000);
+    put_run(s, "simulated", "acc", "1f1b", 8, P_A, 1.0, 8.0, 0.30, 1100000);
+    put_run(s, "simulated", "acc", "gpipe", 8, P_A, 2.0, 4.0, 0.25, 2000000);
+    put_run(s, "simulated", "other", "gpipe", 16, P_A, 3.0, 4.0, 0.25, 2000000);
+    put_run(s, "measured", "acc", "1f1b", 8, P_A_MEAS, 1.1, 7.0, 0.25, 1000000);
+    put_run(s, "measured", "acc", "gpipe", 8, P_A_MEAS, 1.6, 5.0, 0.0, 0);
+    put_run(s, "measured", "acc", "zb-h1", 8, P_A_MEAS, 1.0, 8.0, 0.1, 1000000);  /* no prediction */
+    put_run(s, "measured", "acc", "1f1b", 8, P_B_MEAS, 1.2, 7.0, 0.25, 1000000);  /* another model */
+    store_close(s);
+    return path;
+}
+
+static void test_json_get(void) {
+    const char *v;
+    size_t n;
+    const char *j = "{\"a\": 1, \"b\": {\"c\": [1, {\"x\": \"}\"}], \"d\": \"q\\\"r\"}, \"e\": true}";
+    CU_ASSERT(store_json_get(j, "a", &v, &n) && n == 1 && v[0] == '1');
+    CU_ASSERT(store_json_get(j, "b.d", &v, &n) && n == 6 && strncmp(v, "\"q\\\"r\"", 6) == 0);
+    CU_ASSERT(store_json_get(j, "b.c", &v, &n) && n == 15);
+    CU_ASSERT(store_json_get(j, "e", &v, &n) && n == 4 && strncmp(v, "true", 4) == 0);
+    CU_ASSERT(!store_json_get(j, "b.x", &v, &n));
+    CU_ASSERT(!store_json_get(j, "a.b", &v, &n));
+    CU_ASSERT(!store_json_get("{\"a\": [1, 2", "b", &v, &n));
+    CU_ASSERT(!store_json_get("", "a", &v, &n));
+}
+
+static void test_pairing_and_errors(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = make_compare_db(dir);
+    store *s = NULL;
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_FATAL(store_open(path, 1, &s, &e) == PL_OK);
+    store_filter f;
+    memset(&f, 0, sizeof f);
+    f.tag = "acc";
+    store_comparison c;
+    CU_ASSERT_FATAL(store_compare(s, &f, 0, &c, &e) == PL_OK);
+    /* 1f1b and gpipe pair; zb-h1 has no prediction; the other model's 1f1b run does not match. */
+    CU_ASSERT_EQUAL(c.n, 2);
+    CU_ASSERT_EQUAL(c.unmatched_measured, 2);
+    CU_ASSERT_EQUAL(c.simulated, 3);
+    if (c.n == 2) {
+        CU_ASSERT_STRING_EQUAL(c.pairs[0].meas.schedule, "1f1b");
+        CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].sim.iteration_time_s, 1.0, 0); /* the newest prediction */
+        CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_iter, (1.0 - 1.1) / 1.1, 1e-15);
+        CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_thr, (8.0 - 7.0) / 7.0, 1e-15);
+        CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_bubble, (0.30 - 0.25) / 0.25, 1e-12);
+        CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_mem, 0.1, 1e-15);
+        CU_ASSERT_STRING_EQUAL(c.pairs[1].meas.schedule, "gpipe");
+        CU_ASSERT_DOUBLE_EQUAL(c.pairs[1].err_iter, 0.25, 1e-15);
+        CU_ASSERT(isnan(c.pairs[1].err_bubble)); /* measured 0: undefined, left out */
+        CU_ASSERT(isnan(c.pairs[1].err_mem));
+    }
+    double mape = (fabs((1.0 - 1.1) / 1.1) + 0.25) / 2;
+    CU_ASSERT_DOUBLE_EQUAL(c.iter.mape, mape, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(c.iter.max_err, 0.25, 1e-15);
+    CU_ASSERT_EQUAL(c.iter.n, 2);
+    CU_ASSERT_EQUAL(c.bubble.n, 1);
+    CU_ASSERT_DOUBLE_EQUAL(c.bubble.mape, 0.2, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(c.thr.max_err, (4.0 - 5.0) / 5.0, 1e-15); /* |-0.2| > 1/7 */
+    store_comparison_free(&c);
+    /* Loose matching ignores the model: the width-128 run pairs too. */
+    CU_ASSERT_FATAL(store_compare(s, &f, 1, &c, &e) == PL_OK);
+    CU_ASSERT_EQUAL(c.n, 3);
+    CU_ASSERT_EQUAL(c.unmatched_measured, 1);
+    store_comparison_free(&c);
+    /* Filters: only gpipe. */
+    f.schedule = "gpipe";
+    CU_ASSERT_FATAL(store_compare(s, &f, 0, &c, &e) == PL_OK);
+    CU_ASSERT_EQUAL(c.n, 1);
+    store_comparison_free(&c);
+    store_close(s);
+    free(path);
+    tr_rmdir(dir);
+    free(dir);
+}
+
+static void test_compare_cli(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = make_compare_db(dir);
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s compare --db %s --tag acc --format csv", PIPELAB_BIN, path);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    /* Header + 2 pairs; gpipe's iteration error is exactly +0.25. */
+    int lines = 0;
+    for (char *p = out; *p; p++) lines += *p == '\n';
+    CU_ASSERT_EQUAL(lines, 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "gpipe,4,4,8,1,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ",2,1.6,0.25,"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s compare --db %s --tag acc --format json", PIPELAB_BIN, path);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    char want[128];
+    snprintf(want, sizeof want, "\"iteration_time\": {\"mape\": %.9g, \"max_err\": 0.25, \"pairs\": 2}",
+             (fabs((1.0 - 1.1) / 1.1) + 0.25) / 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"unmatched_measured\": 2"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s compare --db %s --tag acc", PIPELAB_BIN, path);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    const char *want_row = "iteration time      17.05%    +25.00%      2";
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, want_row));
+    if (!strstr(out, want_row)) fprintf(stderr, "\n%s\n", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s compare --db %s --format xml", PIPELAB_BIN, path);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 2);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s compare --db %s/missing.db", PIPELAB_BIN, dir);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+    free(out);
+    free(path);
+    tr_rmdir(dir);
+    free(dir);
+}
+
+/* Returns 1 when the file starts with the PNG signature and holds more than it. */
+static int is_png(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned char sig[8];
+    size_t n = fread(sig, 1, 8, f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fclose(f);
+    return n == 8 && memcmp(sig, "\x89PNG\r\n\x1a\n", 8) == 0 && size > 1000;
+}
+
+/* Returns 1 when gnuplot is on PATH (the figure tests need it; they pass vacuously without). */
+static int have_gnuplot(void) { return pl_test_run("command -v gnuplot >/dev/null", NULL) == 0; }
+
+/* Builds the small figure database: traced simulations and measured runs. Returns its path. */
+static char *make_plot_db(const char *dir) {
+    char *path = pl_test_path(dir, "fig.db");
+    char cmd[1024];
+    const char *kinds[] = {"gpipe", "1f1b", "zb-h1"};
+    for (int k = 0; k < 3; k++)
+        for (int m = 2; m <= 8; m *= 2) {
+            snprintf(cmd, sizeof cmd,
+                     "%s simulate --kind %s --ranks 2 --microbatches %d --tf 1 --ti 1 --tw 1 --param-bytes 1e6 "
+                     "--stash-bytes 1e5 --tag fig --db %s%s",
+                     PIPELAB_BIN, kinds[k], m, path, k == 1 && m == 2 ? " --trace" : "");
+            CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
+        }
+    snprintf(cmd, sizeof cmd, "%s simulate --kind 1f1b --ranks 4 --microbatches 4 --tf 1 --tb 2 --tag fig --db %s",
+             PIPELAB_BIN, path);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
+    /* Measured runs of the simulated configurations (as pipelab run would write them). */
+    store *s = NULL;
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_FATAL(store_open(path, 0, &s, &e) == PL_OK);
+    store_run *runs = NULL;
+    size_t n = 0;
+    CU_ASSERT_FATAL(store_list_runs(s, "fig", 0, &runs, &n, &e) == PL_OK);
+    for (size_t i = 0; i < n; i++) {
+        store_run r = runs[i];
+        r.uid = NULL;
+        r.kind = "measured";
+        r.iteration_time_s *= 1.0 + 0.01 * (double)(i % 7) - 0.03;
+        r.host = r.utc_time = r.origin = r.version = r.git_rev = NULL;
+        store_rank_metric rm[4] = {{0, 1, 0, 0, 0, 10}, {1, 1, 0, 0, 0, 10}, {2, 1, 0, 0, 0, 10}, {3, 1, 0, 0, 0, 10}};
+        CU_ASSERT(store_write_run(s, &r, rm, r.ranks, NULL, 0, NULL, &e) == PL_OK);
+    }
+    store_runs_free(runs, n);
+    store_close(s);
+    return path;
+}
+
+static void test_plot_kinds(void) {
+    if (!have_gnuplot()) {
+        fprintf(stderr, "(gnuplot not on PATH: figure checks skipped) ");
+        return;
+    }
+    char *dir = pl_test_tmpdir();
+    char *db = make_plot_db(dir);
+    char cmd[2048], *out = NULL;
+    /* The traced run is run 4 (1f1b, m = 2). */
+    const char *figs[][2] = {
+        {"timeline 4", "timeline.png"},
+        {"bubble --tag fig", "bubble.png"},
+        {"throughput --tag fig --x microbatches --ranks 2", "throughput.png"},
+        {"memory --tag fig --ranks 2 --microbatches 8", "memory.png"},
+        {"accuracy --tag fig", "accuracy.png"},
+    };
+    for (size_t i = 0; i < sizeof figs / sizeof figs[0]; i++) {
+        char *png = pl_test_path(dir, figs[i][1]);
+        snprintf(cmd, sizeof cmd, "%s plot %s --db %s -o %s", PIPELAB_BIN, figs[i][0], db, png);
+        int rc = pl_test_run(cmd, &out);
+        CU_ASSERT_EQUAL(rc, 0);
+        if (rc != 0) fprintf(stderr, "\n%s\n%s\n", cmd, out);
+        CU_ASSERT(is_png(png));
+        free(out);
+        free(png);
+    }
+    /* The timeline's data: 2 ranks x 2 microbatches x (F, B) = 8 compute rows in block 0, in
+     * seconds (the iteration takes 9 s); rank 0's first F spans [0, 1]. */
+    char *datpath = pl_test_path(dir, "timeline.dat");
+    FILE *f = fopen(datpath, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[256];
+    int block = 0, rows[2] = {0, 0}, blank = 0, first_f = 0, b_rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '\n') {
+            if (++blank == 2) block++;
+            continue;
+        }
+        blank = 0;
+        if (line[0] == '#') continue;
+        if (block < 2) rows[block]++;
+        if (block == 0 && strcmp(line, "0 0.5 0.5 5142951 \"0\" 16777215\n") == 0) first_f = 1;
+        if (block == 0 && strstr(line, " 1 14767961 ")) b_rows++; /* B: half width 1, colour 0xE15759 */
+    }
+    fclose(f);
+    CU_ASSERT_EQUAL(rows[0], 8);
+    CU_ASSERT(rows[1] >= 1);
+    CU_ASSERT(first_f);
+    CU_ASSERT_EQUAL(b_rows, 4);
+    free(datpath);
+    /* SVG on request; a run without ops is a clear error. */
+    char *svg = pl_test_path(dir, "t.svg");
+    snprintf(cmd, sizeof cmd, "%s plot timeline 4 --db %s -o %s", PIPELAB_BIN, db, svg);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    free(out);
+    f = fopen(svg, "r");
+    CU_ASSERT_PTR_NOT_NULL(f);
+    if (f) {
+        size_t n = fread(line, 1, sizeof line - 1, f);
+        line[n] = 0;
+        CU_ASSERT_PTR_NOT_NULL(strstr(line, "<svg"));
+        fclose(f);
+    }
+    free(svg);
+    snprintf(cmd, sizeof cmd, "%s plot timeline 1 --db %s -o %s/x.png", PIPELAB_BIN, db, dir);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--trace"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s plot memory --tag fig --db %s -o %s/x.png", PIPELAB_BIN, db, dir);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1); /* 2 and 4 ranks: choose one */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--ranks"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s plot pie --db %s", PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 2);
+    free(out);
+    free(db);
+    tr_rmdir(dir);
+    free(dir);
+}
+
+static void test_plot_no_gnuplot(void) {
+    char *dir = pl_test_tmpdir();
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "PATH= PIPELAB_GNUPLOT= %s plot bubble --db %s/none.db -o %s/b.png", PIPELAB_BIN, dir, dir);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "gnuplot not found"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "apt-get install gnuplot-nox"));
+    free(out);
+    tr_rmdir(dir);
+    free(dir);
+}
+
+void test_compare_plot_register(void) {
+    static const pl_test_case cases[] = {
+        {"json_get", test_json_get},
+        {"pairing_and_errors", test_pairing_and_errors},
+        {"compare_cli", test_compare_cli},
+        {"plot_kinds", test_plot_kinds},
+        {"plot_no_gnuplot", test_plot_no_gnuplot},
+        {NULL, NULL},
+    };
+    pl_test_suite("compare_plot", cases);
+}
