@@ -13,7 +13,7 @@
 #include "exec.h"
 #include "exec_int.h"
 #include "platform/platform.h"
-#include "sched.h"
+#include "pl_sched.h"
 #include "sim.h"
 
 /* Orders doubles for qsort. */

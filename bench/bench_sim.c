@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sched.h"
+#include "pl_sched.h"
 #include "sim.h"
 
 #define TARGET_MACT_S 10.0

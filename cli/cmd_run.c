@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "sched.h"
+#include "pl_sched.h"
 
 #ifdef PIPELAB_HAVE_PL_EXEC
 #include "exec_drive.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "sched.h"
+#include "pl_sched.h"
 
 static const char help_text[] =
     "usage: pipelab schedule (--kind K --ranks P --microbatches M | --from FILE) [options]\n"

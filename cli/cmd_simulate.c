@@ -9,7 +9,7 @@
 
 #include "cli.h"
 #include "cost.h"
-#include "sched.h"
+#include "pl_sched.h"
 #include "sim.h"
 #ifdef PIPELAB_HAVE_PL_RESULTS
 #include "store.h"

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "pl_common.h"
-#include "sched.h"
+#include "pl_sched.h"
 
 /* ================================================================ models
  *

@@ -10,7 +10,7 @@
 #include "cost.h"
 #include "exec.h"
 #include "pl_common.h"
-#include "sched.h"
+#include "pl_sched.h"
 #include "sim.h"
 
 /* ---------------------------------------------------------------- profile */

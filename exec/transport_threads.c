@@ -1,10 +1,6 @@
 /* transport_threads.c: the in-process transport: bounded mailboxes (one per receiving rank)
  * under one mutex with a condition variable per rank; timed waits; abort; a barrier; and
  * detection of waits that can never be served (every running rank blocked). */
-/* POSIX only: with _GNU_SOURCE, <pthread.h> needs the system <sched.h>, which the schedules
- * module's sched.h shadows on this target's include path. */
-#undef _GNU_SOURCE
-#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 
 #include "exec_int.h"

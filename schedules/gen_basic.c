@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "sched.h"
+#include "pl_sched.h"
 
 /* Checked, defaulted parameters shared by every generator in this file. */
 typedef struct gen_params {

@@ -1,5 +1,5 @@
 /* gen_table.c: the table of schedule generators and lookup by name. */
-#include "sched.h"
+#include "pl_sched.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "sched.h"
+#include "pl_sched.h"
 
 /* Checked, defaulted parameters of one generator call. */
 typedef struct zb_params {

@@ -1,5 +1,5 @@
 /* io_csv.c: PyTorch torch.distributed.pipelining CSV schedules (read, write) and sched_load. */
-#include "sched.h"
+#include "pl_sched.h"
 
 #include <stdarg.h>
 #include <stdint.h>

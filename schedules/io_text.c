@@ -1,5 +1,5 @@
 /* io_text.c: the native .sched text format: writing it, and reading it with path:line:col errors. */
-#include "sched.h"
+#include "pl_sched.h"
 
 #include <stdarg.h>
 #include <stdint.h>

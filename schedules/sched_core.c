@@ -1,5 +1,5 @@
 /* sched_core.c: the schedule IR itself: actions, their text form, schedules and placements. */
-#include "sched.h"
+#include "pl_sched.h"
 
 #include <ctype.h>
 #include <limits.h>

@@ -2,7 +2,7 @@
 #ifndef SCHED_INT_H
 #define SCHED_INT_H
 
-#include "sched.h"
+#include "pl_sched.h"
 
 /* The dry run; record = 0 skips the per-action slots (used by lowering on large schedules). */
 int sched_dryrun_core(const sched *s, const sched_unit_costs *costs, sched_dryrun_result *r,

@@ -1,6 +1,5 @@
 /* platform.c: the executor's contact with the system (cores, thread pinning, the BLAS's own
- * threads), compiled apart from the other modules' include paths: schedules/sched.h would
- * otherwise shadow the system <sched.h> that cpu_set_t and OpenBLAS's <cblas.h> need. */
+ * threads), compiled apart from the other modules, so that only this file sees OpenBLAS's header. */
 #include <pthread.h>
 #include <sched.h>
 

@@ -10,7 +10,7 @@
 #include "exec_int.h"
 #include "pl_test.h"
 #include "platform/platform.h"
-#include "sched.h"
+#include "pl_sched.h"
 
 /* ---------------------------------------------------------------- helpers */
 

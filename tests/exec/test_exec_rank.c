@@ -1,9 +1,5 @@
 /* test_exec_rank.c: the per-rank entry point an MPI driver uses (exec_run_rank on each rank,
  * exec_assemble on the records) gives the same run as exec_run. */
-/* POSIX only: with _GNU_SOURCE, <pthread.h> needs the system <sched.h>, which the schedules
- * module's sched.h shadows on this target's include path. */
-#undef _GNU_SOURCE
-#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

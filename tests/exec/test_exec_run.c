@@ -15,7 +15,7 @@
 #include "exec.h"
 #include "exec_drive.h"
 #include "pl_test.h"
-#include "sched.h"
+#include "pl_sched.h"
 #include "store.h"
 
 void exec_test_run_register(void);

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "pl_test.h"
-#include "sched.h"
+#include "pl_sched.h"
 
 /* Parses text with the given letters; asserts success and returns the action. */
 static sched_action parse_ok(const char *text, sched_letters l) {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "pl_test.h"
-#include "sched.h"
+#include "pl_sched.h"
 
 #define GOLDEN_DIR PIPELAB_TESTS_DIR "/golden"
 #define TORCH_DIR PIPELAB_SHARED_DATA "/torch-schedules"

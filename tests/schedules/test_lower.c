@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "pl_test.h"
-#include "sched.h"
+#include "pl_sched.h"
 
 /* Builds a compute-only schedule from one string per rank ("0F0 0B0 ..."), loop placement. */
 static sched *build(int ranks, int stages, int mb, const char *const *rows) {

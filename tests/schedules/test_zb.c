@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "pl_test.h"
-#include "sched.h"
+#include "pl_sched.h"
 
 typedef sched *(*gen_fn)(const sched_gen_opts *, pl_err *);
 

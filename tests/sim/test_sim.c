@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "pl_test.h"
-#include "sched.h"
+#include "pl_sched.h"
 #include "sim.h"
 
 #define NEAR(a, b) CU_ASSERT_DOUBLE_EQUAL((a), (b), 1e-9 * (1.0 + fabs((double)(b))))

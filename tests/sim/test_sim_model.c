@@ -8,7 +8,7 @@
 
 #include "cost.h"
 #include "pl_test.h"
-#include "sched.h"
+#include "pl_sched.h"
 #include "sim.h"
 
 void sim_model_tests_register(void);
