@@ -19,7 +19,6 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -598,7 +597,7 @@ static void flow_advance(eng *g, int r) {
     g->blocked[r] = -1;
     while (k->pc < k->n && !g->err) {
         const sched_action *a = &k->acts[k->pc];
-        if (k->pc + 2 < k->n) __builtin_prefetch(&k->acts[k->pc + 2]);
+        if (k->pc + 6 < k->n) __builtin_prefetch(&k->acts[k->pc + 6]);
         double lt = now;
         switch (a->kind) {
         case SCHED_F:
@@ -1074,7 +1073,7 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
         g.queued = pl_calloc((size_t)s->ranks, 1);
         if (!g.work || !g.queued) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
         sim_flow(&g);
-        if (g.abort_flow) { fprintf(stderr, "ABORT\n"); rc = SIM_RERUN_HEAP; goto out; }
+        if (g.abort_flow) { rc = SIM_RERUN_HEAP; goto out; }
         r->events = g.flow_events;
         goto done;
     }
@@ -1132,7 +1131,7 @@ out:
 }
 
 int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e) {
-    int rc = sim_run_with(s, c, cfg, r, e, getenv("PIPELAB_SIM_HEAP") == NULL);
+    int rc = sim_run_with(s, c, cfg, r, e, 1);
     if (rc == SIM_RERUN_HEAP) rc = sim_run_with(s, c, cfg, r, e, 0);
     return rc;
 }
