@@ -1,4 +1,30 @@
-/* partition.c: PipeDream's planner, GPipe-style balancing, and the partition file format. */
+/* partition.c: PipeDream's planner, GPipe-style balancing, and the partition file format.
+ *
+ * The planner's cost model (PipeDream's optimizer, msr-fiddle/pipedream
+ * optimizer/optimizer_graph_hierarchical.py, generalized to a flat placement of consecutive
+ * workers on a two-level topology of servers of d devices). All times are per minibatch of the
+ * profile (a graph.txt profile's numbers are per profiled minibatch; nothing is rescaled).
+ *  - Layer time T_l = forward + backward of the layer on one device. A graph.txt input
+ *    pseudo-node ("Input...", no parameters, no backward) gets T = 0: PipeDream's profiler
+ *    stores the data-loading wait there and its optimizer zeroes input sources.
+ *  - Stage on layers [i, j) replicated on workers [a, a + r): time (C + S) / r with C = sum of T_l
+ *    and S the all-reduce of its parameter bytes P (not overlapped with compute, as in the code):
+ *      one server:        S = AR(P, r, intra)
+ *      s > 1 servers:     S = AR(P, g, intra) + AR(P, s, inter), g = the most replicas one server
+ *                         holds (PipeDream's two levels: its level-2 term 4(s-1)P/(sB2) divided
+ *                         by the level-1 group size is, once both levels' "/ m" are multiplied
+ *                         out, the full-P all-reduce over s servers added to the level-1 one)
+ *    with AR(P, m, link) = 4(m-1)P/(mB) (PipeDream's code) or ring 2(m-1)/m P/B + 2(m-1) latency.
+ *  - Cut after layer j-1 between a stage on r1 and the next on r2 replicas: 2 (latency +
+ *    out_bytes / B) / min(r1, r2), activation and gradient (PipeDream with
+ *    --activation_compression_ratio 1 charges 2a/(B m') to both sides' replica counts); the intra
+ *    link only when both stages lie in one server.
+ *  - Objective: the largest stage time or cut time; exact DP (see cost.h). Data-parallel
+ *    baseline: one stage of all layers on all workers under the same rules.
+ *  - Memory (only with a capacity): in-flight x (params + stash), in-flight = ceil(workers from
+ *    the stage's first to the end / r) (PipeDream's --use_memory_constraint counts
+ *    ceil(workers after the stage / r) instead).
+ */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,11 +55,21 @@ static int one_server(const pctx *c, int a, int b) {
     return a / c->topo.devices_per_server == b / c->topo.devices_per_server;
 }
 
-/* Returns the all-reduce time of the parameters of layers [i, j) replicated on workers [a, a + r). */
+/* Returns the all-reduce time of the parameters of layers [i, j) replicated on workers [a, a + r).
+ * One server: one all-reduce over r on the intra link. Across s > 1 servers: PipeDream's two
+ * levels, an all-reduce over the g replicas sharing a server (g = the most replicas any one server
+ * holds) on the intra link plus one over the s servers on the inter link, each of the full
+ * parameter bytes (see the cost model at the top of this file). */
 static double stage_allreduce_s(const pctx *c, int i, int j, int a, int r) {
-    int intra = one_server(c, a, a + r - 1);
-    return cost_part_allreduce_s(c->ar, c->P[j] - c->P[i], r, intra ? c->topo.intra_bw_Bps : c->topo.inter_bw_Bps,
-                                 intra ? c->topo.intra_latency_s : c->topo.inter_latency_s);
+    double bytes = c->P[j] - c->P[i];
+    if (one_server(c, a, a + r - 1))
+        return cost_part_allreduce_s(c->ar, bytes, r, c->topo.intra_bw_Bps, c->topo.intra_latency_s);
+    int d = c->topo.devices_per_server, b = a + r - 1;
+    int s = b / d - a / d + 1;
+    int first = d - a % d, last = b % d + 1;
+    int g = s > 2 ? d : (first > last ? first : last);
+    return cost_part_allreduce_s(c->ar, bytes, g, c->topo.intra_bw_Bps, c->topo.intra_latency_s) +
+           cost_part_allreduce_s(c->ar, bytes, s, c->topo.inter_bw_Bps, c->topo.inter_latency_s);
 }
 
 /* Returns the per-minibatch time of layers [i, j) on workers [a, a + r): (compute + sync) / r. */
@@ -656,6 +692,16 @@ int cost_partition_read(const char *path, cost_plan *out, pl_err *e) {
 
 /* ---------------------------------------------------------------- adapters */
 
+/* Returns 1 when layer l of a graph.txt model is PipeDream's input pseudo-node: a node named
+ * "Input..." with no parameters and no backward. PipeDream's profiler stores the data-loading
+ * wait of an iteration there as its forward time (profiler/image_classification/main.py), and
+ * its optimizer zeroes such sources before planning (optimizer_graph_hierarchical.py, main()). */
+static int input_pseudo_layer(const cost_model *m, int l) {
+    const cost_layer *y = &m->layer[l];
+    return strcmp(m->source, "graph") == 0 && y->name && strncmp(y->name, "Input", 5) == 0 && y->param_bytes == 0 &&
+           !(y->bwd_in_s > 0) && !(y->bwd_w_s > 0);
+}
+
 int cost_part_layers_from_model(const cost_model *m, const cost_hw *hw, const cost_opts *o, cost_part_layer **out,
                                 pl_err *e) {
     *out = NULL;
@@ -676,7 +722,7 @@ int cost_part_layers_from_model(const cost_model *m, const cost_hw *hw, const co
             free(L);
             return rc;
         }
-        L[l].time_s = f + i + w;
+        L[l].time_s = input_pseudo_layer(m, l) ? 0.0 : f + i + w;
         L[l].param_bytes = (double)m->layer[l].param_bytes;
         L[l].out_bytes = (double)(m->cut_bytes ? m->cut_bytes[l + 1] : m->layer[l].out_bytes) * scale;
         L[l].stash_bytes = (double)m->layer[l].stash_bytes * scale;

@@ -269,17 +269,19 @@ static void test_plan_costs_by_hand(void) {
     CU_ASSERT_DOUBLE_EQUAL(st[0].time_s, 1.0, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(st[0].mem_bytes, 4 * 1.001e6, 1e-6); /* 4 in flight x (params + stash) */
     CU_ASSERT_EQUAL(st[1].first_worker, 1);
-    /* workers 1-3 span both servers: ring over the inter link */
-    CU_ASSERT_DOUBLE_EQUAL(st[1].allreduce_s, 2.0 * 2 / 3 * 5e6 / 1e9 + 2 * 2 * 1e-5, 1e-15);
+    /* workers 1-3 span both servers (1 + 2 replicas): PipeDream's two levels, a ring over the
+     * g = 2 replicas of server 1 on the intra link plus a ring over the s = 2 servers on the
+     * inter link, each of the full 5e6 bytes */
+    CU_ASSERT_DOUBLE_EQUAL(st[1].allreduce_s, (5e6 / 1e10 + 2 * 1e-6) + (5e6 / 1e9 + 2 * 1e-5), 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(st[1].time_s, (5 + st[1].allreduce_s) / 3, 1e-15);
     CU_ASSERT_EQUAL(st[1].inflight, 1);
     CU_ASSERT_DOUBLE_EQUAL(st[1].transfer_in_s, 2 * (1e-5 + 1e5 / 1e9) / 1, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(p.bottleneck_s, st[1].time_s, 0);
     CU_ASSERT_DOUBLE_EQUAL(p.one_worker_s, 6.0, 0);
-    CU_ASSERT_DOUBLE_EQUAL(p.data_parallel_s, (6 + 2.0 * 3 / 4 * 6e6 / 1e9 + 2 * 3 * 1e-5) / 4, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(p.data_parallel_s, (6 + (6e6 / 1e10 + 2 * 1e-6) + (6e6 / 1e9 + 2 * 1e-5)) / 4, 1e-15);
     CU_ASSERT_EQUAL(p.noam, 4);
     CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&p, y, 3, &t, COST_ALLREDUCE_PIPEDREAM, NULL, &e), PL_OK);
-    CU_ASSERT_DOUBLE_EQUAL(st[1].allreduce_s, 4.0 * 2 * 5e6 / (3 * 1e9), 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(st[1].allreduce_s, 4.0 * 1 * 5e6 / (2 * 1e10) + 4.0 * 1 * 5e6 / (2 * 1e9), 1e-15);
     /* 1-1-2: the first cut stays in server 0 (intra), the second crosses servers, the last stage's
      * two replicas share server 1. Transfers split over the smaller replica count. */
     cost_plan_stage s3[3] = {{.first_layer = 0, .last_layer = 0, .replicas = 1},
@@ -570,6 +572,80 @@ static void test_vgg16_cluster(void) {
     cost_model_free(m);
 }
 
+/* PipeDream's input pseudo-node carries the data-loading wait as forward time: no compute. */
+static void test_input_pseudo_layer(void) {
+    const char *text =
+        "node1 -- Input -- forward_compute_time=600.000, backward_compute_time=0.000, activation_size=100.0, parameter_size=0.000\n"
+        "node2 -- Linear(4, 8) -- forward_compute_time=2.000, backward_compute_time=4.000, activation_size=200.0, parameter_size=160.000\n"
+        "node3 -- Inputish -- forward_compute_time=1.000, backward_compute_time=1.000, activation_size=200.0, parameter_size=0.000\n"
+        "\tnode1 -- node2\n\tnode2 -- node3\n";
+    pl_err e;
+    pl_err_clear(&e);
+    cost_model *m = cost_model_read_graph("in.txt", text, strlen(text), 1, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_DOUBLE_EQUAL(m->layer[0].fwd_s, 0.6, 1e-12); /* the reader keeps what the file says */
+    cost_part_layer *y = NULL;
+    CU_ASSERT_EQUAL_FATAL(cost_part_layers_from_model(m, NULL, NULL, &y, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(y[0].time_s, 0.0, 0);        /* the planner drops it, as PipeDream does */
+    CU_ASSERT_DOUBLE_EQUAL(y[0].out_bytes, 100.0, 0);   /* its bytes still cross a cut after it */
+    CU_ASSERT_DOUBLE_EQUAL(y[1].time_s, 0.006, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(y[2].time_s, 0.002, 1e-12);  /* has a backward: a real layer */
+    free(y);
+    cost_model_free(m);
+}
+
+/* VGG-16 on the cluster-a preset, 16 workers. The PipeDream paper (SOSP'19 Table 1) ran 15-1
+ * (stage 1 = the three Linear layers, msr-fiddle/pipedream runtime/image_classification/models/
+ * vgg16/gpus=16). Under PipeDream's cost model on this published profile our planner finds 14-2
+ * (conv5 block + classifier on two replicas), with 15-1 within a few percent: pinned here so that
+ * a change of the cost model that moves the answer is seen. */
+static void test_vgg16_cluster_a_preset(void) {
+    const char *path = PIPELAB_SHARED_DATA "/pipedream-profiles/vgg16.graph.txt";
+    if (!pl_test_exists(path)) {
+        fprintf(stderr, "\n  (skipped: %s is absent)\n", path);
+        return;
+    }
+    pl_err e;
+    pl_err_clear(&e);
+    cost_model *m = cost_model_open(path, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    cost_hw hw;
+    CU_ASSERT_EQUAL_FATAL(cost_hw_load(&hw, "cluster-a", &e), PL_OK);
+    cost_part_layer *y = NULL;
+    CU_ASSERT_EQUAL_FATAL(cost_part_layers_from_model(m, &hw, NULL, &y, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(m->n, 41);
+    CU_ASSERT_DOUBLE_EQUAL(y[0].time_s, 0.0, 0); /* Input: 17.972 ms of data loading dropped */
+    cost_part_topo t;
+    cost_part_topo_from_hw(&hw, &t);
+    static const cost_allreduce_model ars[2] = {COST_ALLREDUCE_RING, COST_ALLREDUCE_PIPEDREAM};
+    for (int k = 0; k < 2; k++) {
+        cost_pipedream_opts o = {.workers = 16, .allreduce = ars[k]};
+        cost_plan p;
+        CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, m->n, &t, &o, &p, &e), PL_OK);
+        pl_buf b;
+        pl_buf_init(&b);
+        cost_plan_config(&p, &b);
+        CU_ASSERT_STRING_EQUAL(b.data, "14-2");
+        CU_ASSERT_EQUAL(p.stage[1].first_layer, k == 0 ? 25 : 26);
+        CU_ASSERT_DOUBLE_EQUAL(p.one_worker_s, 0.672535, 1e-9);
+        CU_ASSERT(p.speedup_vs_dp > (k == 0 ? 1.8 : 2.4));
+        /* The paper's 15-1: every conv layer on 15 replicas, the classifier (34-40) on one. */
+        cost_plan_stage st[2] = {{.first_layer = 0, .last_layer = 33, .replicas = 15},
+                                 {.first_layer = 34, .last_layer = 40, .replicas = 1}};
+        cost_plan q = {.nstages = 2, .stage = st};
+        CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&q, y, m->n, &t, ars[k], NULL, &e), PL_OK);
+        CU_ASSERT(q.bottleneck_s >= p.bottleneck_s);
+        CU_ASSERT(q.bottleneck_s < 1.1 * p.bottleneck_s);
+        fprintf(stderr, "\n  vgg16 cluster-a 16 (%s): %s %.3f ms (%.2fx DP); 15-1 %.3f ms (%.2fx DP)",
+                k ? "pipedream" : "ring", b.data, p.bottleneck_s * 1e3, p.speedup_vs_dp, q.bottleneck_s * 1e3,
+                q.speedup_vs_dp);
+        pl_buf_free(&b);
+        cost_plan_free(&p);
+    }
+    free(y);
+    cost_model_free(m);
+}
+
 /* ---------------------------------------------------------------- CLI */
 
 /* Returns 1 when the pipelab binary knows the subcommand (the lead registers it in main.c). */
@@ -633,6 +709,8 @@ void test_partition_register(void) {
         {"pipedream memory capacity and bad input", test_pipedream_memory},
         {"partition file round trip and file:line errors", test_partition_file},
         {"vgg16 on 16 workers (shared data)", test_vgg16_cluster},
+        {"input pseudo-layer carries no compute", test_input_pseudo_layer},
+        {"vgg16 on the cluster-a preset, 16 workers (shared data)", test_vgg16_cluster_a_preset},
         {"pipelab partition (CLI)", test_partition_cli},
         {NULL, NULL},
     };
