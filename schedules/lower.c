@@ -203,9 +203,9 @@ sched *sched_lower(const sched *s, pl_err *e) {
         if (!c) pl_errf(e, PL_ENOMEM, "out of memory");
         return c;
     }
-    if (sched_validate(s, e) != PL_OK) return NULL;
+    /* validation's dry run gives the unit-time slots that order the receives */
     sched_dryrun_result dr;
-    if (sched_dryrun_core(s, NULL, &dr, 1, e) != PL_OK) return NULL;
+    if (sched_validate_core(s, &dr, e) != PL_OK) return NULL;
     int it = s->iterations > 0 ? s->iterations : 1;
     sched *out = sched_new(s->ranks, s->stages, s->microbatches, SCHED_PLACE_EXPLICIT, s->stage_rank, e);
     recv_list *recv = pl_calloc((size_t)s->ranks, sizeof *recv);

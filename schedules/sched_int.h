@@ -4,9 +4,14 @@
 
 #include "pl_sched.h"
 
-/* The dry run; record = 0 skips the per-action slots (used by lowering on large schedules). */
+/* The dry run; record = 0 skips the per-action slots (plain validation). */
 int sched_dryrun_core(const sched *s, const sched_unit_costs *costs, sched_dryrun_result *r,
                       int record, pl_err *e);
+
+/* sched_validate that also hands back its dry run (with the per-action slots) in *dr when dr is
+ * not NULL, so that lowering runs it once; *dr is zeroed on error (free it with
+ * sched_dryrun_free after PL_OK). Same checks and messages as sched_validate. */
+int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e);
 
 /* Formats "path:line: rank R, action K (text): " context for messages about an action. */
 void sched_where(const sched *s, int rank, size_t pos, char *buf, size_t n);

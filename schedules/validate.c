@@ -187,7 +187,10 @@ static int check_complete(const vstate *v, pl_err *e) {
     return PL_OK;
 }
 
-int sched_validate(const sched *s, pl_err *e) {
+int sched_validate(const sched *s, pl_err *e) { return sched_validate_core(s, NULL, e); }
+
+int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e) {
+    if (dr) memset(dr, 0, sizeof *dr);
     vstate v;
     memset(&v, 0, sizeof v);
     v.s = s;
@@ -208,8 +211,8 @@ int sched_validate(const sched *s, pl_err *e) {
     if (rc == PL_OK) rc = check_complete(&v, e);
     if (rc == PL_OK) {
         sched_dryrun_result res;
-        rc = sched_dryrun_core(s, NULL, &res, 0, e);
-        if (rc == PL_OK) sched_dryrun_free(&res, s->ranks);
+        rc = sched_dryrun_core(s, NULL, dr ? dr : &res, dr != NULL, e);
+        if (rc == PL_OK && !dr) sched_dryrun_free(&res, s->ranks);
         else if (rc == PL_EINPUT && s->src_path) pl_err_prefix(e, "%s: ", s->src_path);
     }
 out:
