@@ -11,7 +11,7 @@
 #include "pl_sched.h"
 
 #ifdef PIPELAB_HAVE_PL_EXEC
-#include "exec_drive.h"
+#include "run_drive.h"
 #include "store.h"
 
 static const char help_text[] =
@@ -317,7 +317,7 @@ static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, 
 
 /* Writes JSON: the run, the prediction and a per-rank array. */
 static void out_json(const sched *s, const exec_result *r, const sim_result *pr, const cost_memory *mem,
-                     const exec_store_info *info, const int64_t ids[2], pl_buf *b) {
+                     const cli_run_store_info *info, const int64_t ids[2], pl_buf *b) {
     double ip = r->iterations_per_pass;
     pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations_per_pass\":%d,"
                      "\"iteration_time_s\":%.9g,\"iteration_min_s\":%.9g,\"iteration_max_s\":%.9g,\"iteration_stddev_s\":%.9g,"
@@ -329,7 +329,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
         pl_buf_printf(b, "\"predicted\":{\"iteration_time_s\":%.9g,\"throughput_samples_s\":%.9g,\"rel_error\":%.6g},",
                       pr->iteration_time_s, pr->throughput, rel_err(pr->iteration_time_s, r->iter_median_s));
     pl_buf_printf(b, "\"run_ids\":[%lld,%lld],\"params\":", (long long)ids[0], (long long)ids[1]);
-    exec_params_json(r, info, b);
+    cli_run_params_json(r, info, b);
     pl_buf_puts(b, ",\"per_rank\":[");
     for (int q = 0; q < r->ranks; q++) {
         const exec_rank_result *x = &r->rank[q];
@@ -426,7 +426,7 @@ int cli_run(int argc, char **argv) {
         goto done;
     }
     if (prof) {
-        if (exec_predict(s, &o.c, prof, &pr, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
+        if (cli_run_predict(s, &o.c, prof, &pr, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
         have_pred = 1;
     }
     mem = pl_calloc((size_t)s->ranks, sizeof *mem);
@@ -437,9 +437,9 @@ int cli_run(int argc, char **argv) {
     }
     pl_buf_puts(&cmd, "pipelab");
     for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
-    exec_store_info info = {o.db, o.tag, cmd.data, o.transport, have_pred ? profile_src : "", o.seed, o.trace};
+    cli_run_store_info info = {o.db, o.tag, cmd.data, o.transport, have_pred ? profile_src : "", o.seed, o.trace};
     int64_t ids[2] = {0, 0};
-    if (!o.no_db && exec_store_runs(s, &r, have_pred ? &pr : NULL, &info, ids, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
+    if (!o.no_db && cli_run_store(s, &r, have_pred ? &pr : NULL, &info, ids, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
     if (strcmp(o.format, "json") == 0) out_json(s, &r, have_pred ? &pr : NULL, mem, &info, ids, &out);
     else if (strcmp(o.format, "csv") == 0) out_csv(s, &r, have_pred ? &pr : NULL, mem, &out);
     else {

@@ -235,8 +235,12 @@ cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const c
     r.weights_bytes = st->param_bytes * r.versions;
     r.grad_bytes = (int64_t)llround(params * o->grad_bytes_per_param);
     r.optimizer_bytes = (int64_t)llround(params * o->optimizer_bytes_per_param);
+    /* Full recomputation: k microbatches in flight keep their checkpoints, and the one whose
+     * backward runs holds its rebuilt full stash instead of its checkpoint: (k - 1) x
+     * checkpoint + one full stash. (Split backward can hold several rebuilt stashes from I to
+     * W; this formula then is a lower bound.) */
     if (rc == SCHED_RECOMPUTE_FULL)
-        r.activation_bytes = (int64_t)inflight * st->stash_recompute_bytes + (inflight > 0 ? st->stash_bytes : 0);
+        r.activation_bytes = inflight > 0 ? (int64_t)(inflight - 1) * st->stash_recompute_bytes + st->stash_bytes : 0;
     else
         r.activation_bytes = (int64_t)inflight * st->stash_bytes;
     r.total_bytes = r.weights_bytes + r.grad_bytes + r.optimizer_bytes + r.activation_bytes;

@@ -14,6 +14,11 @@
 #include <string.h>
 
 #define EXEC_MAX_CORES 4096
+/* Longest a waiting rank spins before it sleeps (when each rank has a core; transport_threads.c;
+ * -DEXEC_SPIN_S=0 builds the sleeping-only variant, for comparison). */
+#ifndef EXEC_SPIN_S
+#define EXEC_SPIN_S 0.1
+#endif
 
 void exec_config_default(exec_config *c) {
     memset(c, 0, sizeof *c);
@@ -117,10 +122,12 @@ static int record_of(exec_xrank *x, const double *loss_mb, exec_rank_record *rec
     memset(rec, 0, sizeof *rec);
     rec->rank = x->r;
     rec->passes = P;
-    rec->pass_start_s = x->pass_start_s; /* one block of 4 P doubles */
+    rec->pass_start_s = x->pass_start_s; /* one block of 6 P doubles */
     rec->pass_end_s = x->pass_end_s;
     rec->busy_s = x->busy_s;
     rec->comm_s = x->comm_s;
+    rec->gemm_s = x->gemm_s;
+    rec->gemm_flops = x->gemm_flops;
     x->pass_start_s = NULL;
     rec->peak = x->peak;
     rec->allocated_bytes = x->arena_bytes;
@@ -214,14 +221,18 @@ int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *
     for (int r = 0; r < p; r++) {
         exec_rank_result *rr = &out->rank[r];
         const exec_rank_record *rc_ = &recs[r];
-        double busy = 0, comm = 0, tot = 0;
+        double busy = 0, comm = 0, tot = 0, gs = 0, gf = 0;
         for (int t = 0; t < T; t++) {
             busy += rc_->busy_s[W + t];
             comm += rc_->comm_s[W + t];
+            gs += rc_->gemm_s[W + t];
+            gf += rc_->gemm_flops[W + t];
             tot += out->pass_s[t];
         }
         rr->busy_s = busy / T;
         rr->comm_s = comm / T;
+        rr->gemm_s = gs / T;
+        rr->gemm_flops = gf / T;
         rr->idle_s = (tot - busy) / T;
         rr->bubble = tot > 0 ? (tot - busy) / tot : 0;
         rr->peak = rc_->peak;
@@ -280,11 +291,13 @@ static int setup_rank(exec_xrank *x, int r, const sched *s, const exec_config *c
     int rc = exec_xrank_init(x, r, s, c, blocks, data, loss_mb, e);
     if (rc) return rc;
     x->core = -1;
-    x->pass_start_s = pl_calloc(4 * (size_t)P, sizeof(double));
+    x->pass_start_s = pl_calloc(6 * (size_t)P, sizeof(double));
     if (!x->pass_start_s) return pl_errf(e, PL_ENOMEM, "out of memory");
     x->pass_end_s = x->pass_start_s + P;
     x->busy_s = x->pass_start_s + 2 * P;
     x->comm_s = x->pass_start_s + 3 * P;
+    x->gemm_s = x->pass_start_s + 4 * P;
+    x->gemm_flops = x->pass_start_s + 5 * P;
     if (c->record_ops) {
         x->cap_ops = s->rank[r].n * (size_t)c->timed_passes;
         x->ops = pl_calloc(x->cap_ops ? x->cap_ops : 1, sizeof *x->ops);
@@ -350,7 +363,8 @@ int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) 
     exec_data data;
     memset(&data, 0, sizeof data);
     double *loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
-    exec_xrank *xr = pl_calloc((size_t)p, sizeof *xr);
+    exec_xrank *xr = aligned_alloc(_Alignof(exec_xrank), (size_t)p * sizeof *xr); /* no false sharing */
+    if (xr) memset(xr, 0, (size_t)p * sizeof *xr);
     exec_rank_record *recs = pl_calloc((size_t)p, sizeof *recs);
     pthread_t *th = pl_calloc((size_t)p, sizeof *th);
     exec_transport *t = NULL;
@@ -368,6 +382,8 @@ int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) 
     if (c->mailbox_capacity > 0) cap = c->mailbox_capacity;
     t = exec_threads_transport_new(p, cap, (size_t)c->microbatch_size * (size_t)c->hidden * sizeof(float), c->timeout_s, e);
     if (!t) { rc = e->code; goto done; }
+    /* waiting ranks spin before sleeping when each has its own core (transport_threads.c) */
+    if (p <= ncores) exec_threads_transport_spin(t, EXEC_SPIN_S);
     for (int r = 0; r < p; r++) {
         xr[r].t = &t[r];
         if (c->pin && ncores > 0) xr[r].core = cpus[r % ncores]; /* the worker pins itself */

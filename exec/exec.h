@@ -98,6 +98,9 @@ typedef struct exec_op {
 typedef struct exec_rank_result {
     double busy_s;         /* compute actions per pass */
     double comm_s;         /* SEND/RECV actions per pass (including the wait) */
+    double gemm_s;         /* per pass, inside the model's sgemm calls (part of busy_s; the rest of
+                            * busy_s is GELU, biases, copies, the loss and STEP) */
+    double gemm_flops;     /* per pass, the FLOPs of those calls */
     double idle_s;         /* pass time minus busy */
     double bubble;         /* idle / pass time */
     exec_mem peak;         /* the bytes in use at the moment of the largest total */
@@ -194,6 +197,8 @@ typedef struct exec_rank_record {
     double *pass_start_s;     /* [passes] this rank's start of each pass (absolute, monotonic) */
     double *pass_end_s;       /* [passes] */
     double *busy_s, *comm_s;  /* [passes] compute and SEND/RECV time in each pass */
+    double *gemm_s, *gemm_flops; /* [passes] time inside the model's sgemm calls and their FLOPs
+                               * (part of busy_s); all six arrays are one block of 6 x passes */
     exec_mem peak;
     size_t allocated_bytes;
     size_t model_peak_bytes;  /* see exec_rank_result */

@@ -1,15 +1,13 @@
-/* exec_drive.c: around the executor: the profile CSV of this machine, the simulator's prediction
- * and the cost model's memory for an executed configuration, and the records of the results
- * store (exec_drive.h). */
+/* exec_drive.c: around the executor: the profile CSV of this machine and the cost model's memory
+ * for an executed configuration (exec_drive.h). The simulator's prediction and the store records
+ * are cli/run_drive.c's: the executor depends on schedules and cost_models only. */
 #include "exec_drive.h"
 #include "exec_int.h"
-#include "store.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---------------------------------------------------------------- profile */
 
@@ -54,19 +52,16 @@ int exec_profile_check(const cost_model *m, const exec_config *cfg, const char *
     return PL_OK;
 }
 
-/* ---------------------------------------------------------------- predictions */
+/* ---------------------------------------------------------------- the cost model's view */
 
-/* Fills o for the executor's model m and cfg: fp32 gradients, optimizer state 4 bytes per
- * parameter with momentum (else none), cfg's microbatch size. */
-static void exec_cost_opts(const cost_model *m, const exec_config *cfg, cost_opts *o) {
+void exec_cost_opts(const cost_model *m, const exec_config *cfg, cost_opts *o) {
     cost_opts_init(o, m);
     o->microbatch_size = cfg->microbatch_size;
     o->grad_bytes_per_param = 4;
     o->optimizer_bytes_per_param = cfg->momentum != 0.0 ? 4 : 0;
 }
 
-/* Returns cfg's stage split of s as a cost partition (NULL and e on error). */
-static cost_partition *exec_partition(const sched *s, const exec_config *cfg, pl_err *e) {
+cost_partition *exec_cost_partition(const sched *s, const exec_config *cfg, pl_err *e) {
     cost_partition *p = cost_partition_new(s->stages);
     int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
     if (!p || !blocks) {
@@ -86,30 +81,6 @@ static cost_partition *exec_partition(const sched *s, const exec_config *cfg, pl
     return p;
 }
 
-int exec_predict(const sched *s, const exec_config *cfg, const cost_model *m, sim_result *r, pl_err *e) {
-    memset(r, 0, sizeof *r);
-    int rc = exec_profile_check(m, cfg, m->src_path ? m->src_path : "profile", e);
-    if (rc) return rc;
-    cost_partition *p = exec_partition(s, cfg, e);
-    if (!p) return e->code;
-    cost_opts o;
-    exec_cost_opts(m, cfg, &o);
-    sim_model sm;
-    memset(&sm, 0, sizeof sm);
-    rc = sim_model_init(&sm, s, m, p, NULL, &o, e);
-    if (rc == PL_OK) {
-        sim_config c;
-        sim_config_init(&c);
-        sim_model_config(&sm, &c);
-        sim_costs costs = sim_model_costs(&sm);
-        rc = sim_run(s, &costs, &c, r, e);
-        if (rc) pl_err_prefix(e, "prediction: ");
-    }
-    sim_model_free(&sm);
-    cost_partition_free(p);
-    return rc;
-}
-
 int exec_mem_predict(const sched *s, const exec_config *cfg, cost_memory *out, pl_err *e) {
     exec_dims d;
     exec_dims_of(cfg, &d);
@@ -117,6 +88,9 @@ int exec_mem_predict(const sched *s, const exec_config *cfg, cost_memory *out, p
     if (d.f % d.h == 0) {
         cost_mlp_opts mo = {d.h, cfg->layers, d.b, d.f / d.h};
         m = cost_model_mlp(&mo, e);
+        /* the executor's full recomputation keeps the stage input only (not every block's
+         * input, cost_model_mlp's checkpoint): the cost model's "stage input rule" */
+        for (int k = 0; m && k < m->n; k++) m->layer[k].stash_recompute_bytes = -1;
     } else {
         /* no integer ffn multiple: the profile format with the executor's sizes */
         pl_buf t;
@@ -135,7 +109,7 @@ int exec_mem_predict(const sched *s, const exec_config *cfg, cost_memory *out, p
     hw.peak_flops[COST_FP32] = 1e12; /* only the bytes are used here; times need some rate */
     cost_opts o;
     exec_cost_opts(m, cfg, &o);
-    cost_partition *p = exec_partition(s, cfg, e);
+    cost_partition *p = exec_cost_partition(s, cfg, e);
     cost_stage *st = pl_calloc((size_t)s->stages, sizeof *st);
     int rc = p && st ? PL_OK : (p ? pl_errf(e, PL_ENOMEM, "out of memory") : e->code);
     for (int q = 0; q < s->stages && rc == PL_OK; q++) rc = cost_stage_eval(m, p->bound[q], p->bound[q + 1], &hw, &o, &st[q], e);
@@ -143,137 +117,5 @@ int exec_mem_predict(const sched *s, const exec_config *cfg, cost_memory *out, p
     free(st);
     cost_partition_free(p);
     cost_model_free(m);
-    return rc;
-}
-
-/* ---------------------------------------------------------------- results store */
-
-/* Appends text to b as the body of a JSON string (quotes, backslashes and controls escaped). */
-static void json_text(pl_buf *b, const char *t) {
-    for (const char *c = t ? t : ""; *c; c++) {
-        if (*c == '"' || *c == '\\') pl_buf_printf(b, "\\%c", *c);
-        else if ((unsigned char)*c < 0x20) pl_buf_printf(b, "\\u%04x", *c);
-        else pl_buf_putc(b, *c);
-    }
-}
-
-void exec_params_json(const exec_result *r, const exec_store_info *info, pl_buf *b) {
-    /* keys that `pipelab compare` matches on: model.spec, hardware.name, microbatch_size,
-     * precision, partition.bounds, partition.replicas (results/store.h) */
-    char host[256] = "";
-    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "unknown");
-    pl_buf_printf(b, "{\"model\":{\"spec\":\"mlp:width=%d,depth=%d,microbatch=%d", r->hidden, r->layers, r->microbatch_size);
-    if (r->ffn % r->hidden == 0) pl_buf_printf(b, ",ffn_mult=%d", r->ffn / r->hidden);
-    else pl_buf_printf(b, ",ffn=%d", r->ffn);
-    pl_buf_printf(b, "\",\"width\":%d,\"ffn\":%d,\"depth\":%d,\"param_bytes\":%zu},\"hardware\":{\"name\":\"cpu:",
-                  r->hidden, r->ffn, r->layers, r->param_bytes);
-    json_text(b, host);
-    pl_buf_printf(b, "\",\"blas\":\"%s\",\"cores\":%d},\"microbatch_size\":%d,\"precision\":\"fp32\","
-                     "\"partition\":{\"bounds\":[0", r->blas ? r->blas : "", r->cores, r->microbatch_size);
-    for (int q = 0, sum = 0; q < r->stages; q++) pl_buf_printf(b, ",%d", sum += r->stage_blocks[q]);
-    pl_buf_puts(b, "],\"replicas\":[");
-    for (int q = 0; q < r->stages; q++) pl_buf_printf(b, "%s1", q ? "," : "");
-    pl_buf_printf(b, "]},\"lr\":%.9g,\"momentum\":%.9g,\"warmup_passes\":%d,\"timed_passes\":%d,"
-                     "\"iterations_per_pass\":%d,\"transport\":\"%s\",\"profile\":\"",
-                  r->lr, r->momentum, r->warmup_passes, r->timed_passes, r->iterations_per_pass,
-                  info->transport ? info->transport : "threads");
-    json_text(b, info->profile);
-    pl_buf_puts(b, "\"}");
-}
-
-/* Fills the fields both runs share (configuration and provenance). */
-static void run_common(const sched *s, const exec_result *r, const exec_store_info *info, const char *pj, store_run *run) {
-    memset(run, 0, sizeof *run);
-    run->tag = info->tag;
-    run->cmdline = info->cmdline;
-    run->schedule = s->kind;
-    run->ranks = s->ranks;
-    run->stages = s->stages;
-    run->microbatches = s->microbatches;
-    run->chunks = s->chunks;
-    run->iterations = r->iterations_per_pass;
-    run->weights_policy = sched_weights_name(s->weights);
-    run->recompute_policy = sched_recompute_name(s->recompute);
-    run->params_json = pj;
-    run->seed = info->seed;
-}
-
-int exec_store_runs(const sched *s, const exec_result *r, const sim_result *pred, const exec_store_info *info,
-                    int64_t ids[2], pl_err *e) {
-    if (ids) ids[0] = ids[1] = 0;
-    int p = r->ranks, rc = PL_OK;
-    pl_buf pj;
-    pl_buf_init(&pj);
-    exec_params_json(r, info, &pj);
-    store_rank_metric *rm = pl_calloc((size_t)p, sizeof *rm);
-    store_op *ops = NULL;
-    char *names = NULL;
-    size_t nops = 0;
-    store *db = NULL;
-    if (!rm || pj.failed) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
-    /* the measured run */
-    store_run run;
-    run_common(s, r, info, pj.data, &run);
-    run.kind = "measured";
-    run.iteration_time_s = r->iter_median_s;
-    run.throughput_samples_s = r->throughput_samples_s;
-    double idle = 0, comm = 0, bub = 0;
-    int64_t peak = 0;
-    for (int q = 0; q < p; q++) {
-        const exec_rank_result *x = &r->rank[q];
-        idle += x->idle_s;
-        comm += x->comm_s;
-        bub += x->bubble;
-        if ((int64_t)x->peak.total_bytes > peak) peak = (int64_t)x->peak.total_bytes;
-        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->idle_s, x->comm_s, (int64_t)x->peak.total_bytes};
-        nops += x->n_ops;
-    }
-    run.bubble = idle;
-    run.bubble_rate = p > 0 ? bub / p : 0;
-    run.comm_time_s = comm;
-    run.peak_mem_bytes = peak;
-    run.repetitions = r->timed_passes;
-    run.iteration_time_stddev_s = r->iterations_per_pass > 0 ? r->pass_stddev_s / r->iterations_per_pass : r->pass_stddev_s;
-    if (info->with_ops && nops) {
-        ops = pl_calloc(nops, sizeof *ops);
-        names = pl_calloc(nops, 48);
-        if (!ops || !names) { rc = pl_errf(e, PL_ENOMEM, "out of memory for %zu op rows", nops); goto out; }
-        size_t k = 0;
-        for (int q = 0; q < p; q++)
-            for (size_t i = 0; i < r->rank[q].n_ops; i++, k++) {
-                const exec_op *o = &r->rank[q].ops[i];
-                sched_action_format(&o->act, names + 48 * k, 48);
-                ops[k] = (store_op){q, (int)i, names + 48 * k, sched_kind_name((sched_kind)o->act.kind), o->act.stage,
-                                    o->act.mb, o->start_s, o->end_s};
-            }
-    } else {
-        nops = 0;
-    }
-    rc = store_open(info->db_path, 0, &db, e);
-    if (rc) goto out;
-    rc = store_write_run(db, &run, rm, p, ops, nops, ids ? &ids[0] : NULL, e);
-    if (rc || !pred) goto out;
-    /* the prediction beside it: same configuration */
-    run_common(s, r, info, pj.data, &run);
-    run.kind = "simulated";
-    run.iteration_time_s = pred->iteration_time_s;
-    run.throughput_samples_s = pred->throughput;
-    run.bubble = pred->bubble_s;
-    run.bubble_rate = pred->bubble;
-    run.comm_time_s = pred->comm_s;
-    run.peak_mem_bytes = pred->peak_bytes;
-    run.oom = pred->oom;
-    run.repetitions = 1;
-    for (int q = 0; q < p; q++) {
-        const sim_rank_stats *x = &pred->rank[q];
-        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->idle_s, x->comm_s, x->peak_bytes};
-    }
-    rc = store_write_run(db, &run, rm, p, NULL, 0, ids ? &ids[1] : NULL, e);
-out:
-    store_close(db);
-    free(rm);
-    free(ops);
-    free(names);
-    pl_buf_free(&pj);
     return rc;
 }

@@ -1,6 +1,7 @@
-/* exec_drive.h: what `pipelab run` and `pipelab profile` do around the executor: the profile CSV
- * of this machine, the simulator's prediction for an executed configuration, the cost model's
- * memory prediction, the records written to the results store, and the MPI driver. */
+/* exec_drive.h: what `pipelab run` and `pipelab profile` need around the executor: the profile
+ * CSV of this machine, the cost model's view of an executed configuration (options, split,
+ * memory prediction), and the MPI driver. The simulator's prediction and the store records are
+ * cli/run_drive.h's (the executor never includes simulator or store headers). */
 #ifndef EXEC_DRIVE_H
 #define EXEC_DRIVE_H
 
@@ -11,7 +12,6 @@
 #include "exec.h"
 #include "pl_common.h"
 #include "pl_sched.h"
-#include "sim.h"
 
 /* ---------------------------------------------------------------- profile */
 
@@ -30,15 +30,15 @@ int exec_profile_csv(const exec_config *cfg, int reps, const char *host, pl_buf 
  * or PL_EINPUT naming the mismatch (path = where the profile came from, for the message). */
 int exec_profile_check(const cost_model *m, const exec_config *cfg, const char *path, pl_err *e);
 
-/* ---------------------------------------------------------------- predictions */
+/* ---------------------------------------------------------------- the cost model's view */
 
-/* The simulator's prediction for running s with cfg, from a profile model m (per-block times
- * measured on this machine; see exec_profile_csv): the stage split of cfg (exec_stage_blocks),
- * free links (the in-process transport copies b h floats), gradients in fp32, optimizer state
- * 4 bytes per parameter with momentum, else 0, microbatch size cfg's. Fills r (free with
- * sim_result_free). Returns PL_OK or an error. */
-int exec_predict(const sched *s, const exec_config *cfg, const cost_model *m, sim_result *r,
-                 pl_err *e);
+/* Fills o for the executor's model m and cfg: fp32 gradients, optimizer state 4 bytes per
+ * parameter with momentum (else none), cfg's microbatch size. */
+void exec_cost_opts(const cost_model *m, const exec_config *cfg, cost_opts *o);
+
+/* Returns cfg's stage split of s as a cost partition (free with cost_partition_free), or NULL
+ * and e on error. */
+cost_partition *exec_cost_partition(const sched *s, const exec_config *cfg, pl_err *e);
 
 /* The cost model's memory per rank for s and cfg (cost_model_mlp when f is a multiple of h,
  * else the profile CSV's sizes; cost_stage_eval over cfg's split; cost_schedule_memory with
@@ -46,30 +46,6 @@ int exec_predict(const sched *s, const exec_config *cfg, const cost_model *m, si
  * out[s->ranks]. Equal to exec_rank_result.model_peak_bytes (README: "Memory"). Returns PL_OK or
  * an error. */
 int exec_mem_predict(const sched *s, const exec_config *cfg, cost_memory *out, pl_err *e);
-
-/* ---------------------------------------------------------------- results store */
-
-/* What a stored pair of runs carries besides the results. */
-typedef struct exec_store_info {
-    const char *db_path;   /* NULL = STORE_DEFAULT_PATH */
-    const char *tag;       /* may be NULL */
-    const char *cmdline;   /* may be NULL */
-    const char *transport; /* "threads" or "mpi" */
-    const char *profile;   /* where the prediction's profile came from */
-    uint64_t seed;
-    int with_ops;          /* 1 = store one op row per executed action of the timed passes */
-} exec_store_info;
-
-/* Appends the configuration JSON stored with both runs (model, optimizer, split, passes,
- * transport, profile source) to b. */
-void exec_params_json(const exec_result *r, const exec_store_info *info, pl_buf *b);
-
-/* Writes the measured run r (kind "measured", per-rank metrics, ops when info->with_ops) and,
- * when pred is not NULL, the simulator's prediction (kind "simulated", same tag, schedule,
- * counts, policies and params_json) to the store, each in one transaction; ids (may be NULL)
- * get the two run ids (0 for a missing prediction). Returns PL_OK or an error. */
-int exec_store_runs(const sched *s, const exec_result *r, const sim_result *pred,
-                    const exec_store_info *info, int64_t ids[2], pl_err *e);
 
 /* ---------------------------------------------------------------- MPI (transport_mpi.c) */
 

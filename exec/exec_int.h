@@ -55,6 +55,10 @@ typedef struct exec_data {
 int exec_data_build(const exec_config *cfg, exec_data *out, pl_err *e);
 void exec_data_free(exec_data *dt);
 
+/* Reads the calling thread's GEMM clock: *s = seconds spent inside the model's sgemm calls so
+ * far, *flops = their FLOPs (2 M N K each). Differences over an interval give its GEMM time. */
+void exec_gemm_clock(double *s, double *flops);
+
 /* Returns the name of the BLAS in use and makes it use one thread per caller. */
 const char *exec_blas_init(void);
 
@@ -69,6 +73,9 @@ void exec_dims_of(const exec_config *cfg, exec_dims *d);
 exec_transport *exec_threads_transport_new(int p, int cap, size_t max_bytes, double timeout_s,
                                            pl_err *e);
 void exec_threads_transport_free(exec_transport *t, int p);
+/* Makes waiting ranks spin up to spin_s on their mailbox (or the barrier) before sleeping; for
+ * runs where every rank has a core of its own (0 = sleep at once, the default). */
+void exec_threads_transport_spin(exec_transport *t, double spin_s);
 /* Returns 1 and copies the abort reason when the run was aborted. */
 int exec_threads_transport_why(exec_transport *t, pl_err *why);
 
@@ -79,8 +86,9 @@ typedef struct exec_pool {
     int cap;            /* slots */
     int used, peak;     /* slots in use now, and at most */
     int *refs;          /* [cap] */
-    float *base;        /* [cap, slot_floats], NULL in the dry walk */
-    size_t slot_floats;
+    float *base;        /* [cap, stride], NULL in the dry walk */
+    size_t slot_floats; /* floats of one slot (what a taken slot counts in memory) */
+    size_t stride;      /* slot_floats rounded up to 16 floats: every slot starts on 64 bytes */
 } exec_pool;
 
 /* Per (stage, microbatch) progress flags. */
@@ -105,7 +113,8 @@ typedef struct exec_xstage {
 
 /* The state of one rank's worker. Everything is allocated up front in `arena`. */
 typedef struct exec_xrank {
-    int r;
+    _Alignas(64) int r;     /* 64-byte aligned and sized: the ranks' states, which their threads
+                             * write at every action, share no cache line */
     const sched *s;
     const exec_config *cfg;
     exec_dims d;
@@ -134,6 +143,7 @@ typedef struct exec_xrank {
     int core;               /* pinned core, -1 none */
     /* measurement */
     double *pass_start_s, *pass_end_s, *busy_s, *comm_s; /* [passes] */
+    double *gemm_s, *gemm_flops; /* [passes] inside the model's sgemm calls (exec_gemm_clock) */
     exec_op *ops;
     size_t n_ops, cap_ops;
     pl_err err;

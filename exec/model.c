@@ -62,20 +62,65 @@ void exec_block_init(const exec_dims *d, uint64_t seed, int block, float *p) {
     for (int i = 0; i < d->h; i++) b2[i] = (float)(0.01 * normal_at(seed, st + 3, (uint64_t)i));
 }
 
+/* ---------------------------------------------------------------- GEMM clock */
+
+/* The calling thread's GEMM clock: seconds spent inside cblas_sgemm and the FLOPs done there.
+ * Every GEMM of the model goes through gemm() below, so a worker can tell its GEMM time from the
+ * rest of its compute (GELU, biases, copies, the loss, STEP) and bench_exec can compare it with
+ * the same sgemm calls run alone. Two clock reads per GEMM (tens of ns against >= microseconds). */
+static _Thread_local double gemm_s_tl, gemm_flops_tl;
+
+void exec_gemm_clock(double *s, double *flops) {
+    *s = gemm_s_tl;
+    *flops = gemm_flops_tl;
+}
+
+/* C [M, N] = A' B' + beta C (row-major, alpha 1; A' = A or A^T by ta, B' likewise), timed on the
+ * thread's GEMM clock. */
+static void gemm(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc) {
+    double t0 = pl_now_s();
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    gemm_s_tl += pl_now_s() - t0;
+    gemm_flops_tl += 2.0 * M * (double)N * K;
+}
+
 /* ---------------------------------------------------------------- GELU (tanh form) */
 
 #define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_C 0.044715f
 
+/* Returns tanh(x) in float by a [13/6] rational minimax approximation on [-7.905, 7.905] (the
+ * one of Eigen's ptanh_float; outside, tanh is 1 to float precision): max error 4e-7 absolute,
+ * 3e-7 relative near 0, i.e. a few ulp. Branch-free, so the GELU loops vectorize; libm's
+ * tanhf, called per element, made GELU a fifth of a worker's compute. */
+static inline float tanh_fast(float x) {
+    const float c = 7.90531110763549805f;
+    x = x > c ? c : x;
+    x = x < -c ? -c : x;
+    float x2 = x * x;
+    float p = -2.76076847742355e-16f;
+    p = p * x2 + 2.00018790482477e-13f;
+    p = p * x2 - 8.60467152213735e-11f;
+    p = p * x2 + 5.12229709037114e-08f;
+    p = p * x2 + 1.48572235717979e-05f;
+    p = p * x2 + 6.37261928875436e-04f;
+    p = p * x2 + 4.89352455891786e-03f;
+    float q = 1.19825839466702e-06f;
+    q = q * x2 + 1.18534705686654e-04f;
+    q = q * x2 + 2.26843463243900e-03f;
+    q = q * x2 + 4.89352518554385e-03f;
+    return x * p / q;
+}
+
 /* Returns gelu(x) = 0.5 x (1 + tanh(k (x + c x^3))). */
-static float gelu(float x) {
-    return 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_C * x * x * x)));
+static inline float gelu(float x) {
+    return 0.5f * x * (1.0f + tanh_fast(GELU_K * (x + GELU_C * x * x * x)));
 }
 
 /* Returns d gelu / dx at x. */
-static float gelu_grad(float x) {
-    float u = GELU_K * (x + GELU_C * x * x * x);
-    float t = tanhf(u);
+static inline float gelu_grad(float x) {
+    float t = tanh_fast(GELU_K * (x + GELU_C * x * x * x));
     float du = GELU_K * (1.0f + 3.0f * GELU_C * x * x);
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
@@ -87,29 +132,36 @@ void exec_block_forward(const exec_dims *d, const float *p, const float *x, floa
     int h = d->h, f = d->f, b = d->b;
     size_t hf = (size_t)h * (size_t)f;
     const float *w1 = p, *b1 = w1 + hf, *w2 = b1 + f, *b2 = w2 + hf;
-    for (int r = 0; r < b; r++) memcpy(hpre + (size_t)r * f, b1, (size_t)f * sizeof(float));
-    /* hpre [b, f] += x [b, h] . W1^T [h, f] */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, f, h, 1.0f, x, h, w1, h, 1.0f, hpre, f);
-    for (size_t i = 0; i < (size_t)b * f; i++) act[i] = gelu(hpre[i]);
+    /* hpre [b, f] = x [b, h] . W1^T [h, f] */
+    gemm(CblasNoTrans, CblasTrans, b, f, h, x, h, w1, h, 0.0f, hpre, f);
+    /* one pass: hpre += b1; act = gelu(hpre) */
+    for (int r = 0; r < b; r++) {
+        float *hr = hpre + (size_t)r * f, *ar = act + (size_t)r * f;
+        for (int c = 0; c < f; c++) {
+            float v = hr[c] + b1[c];
+            hr[c] = v;
+            ar[c] = gelu(v);
+        }
+    }
     for (int r = 0; r < b; r++)
         for (int c = 0; c < h; c++) y[(size_t)r * h + c] = x[(size_t)r * h + c] + b2[c];
     /* y [b, h] += act [b, f] . W2^T [f, h] */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b, h, f, 1.0f, act, f, w2, f, 1.0f, y, h);
+    gemm(CblasNoTrans, CblasTrans, b, h, f, act, f, w2, f, 1.0f, y, h);
 }
 
 void exec_block_backward_i(const exec_dims *d, const float *p, float *hd, const float *gy,
                            float *gx, float *scratch) {
     int h = d->h, f = d->f, b = d->b;
-    size_t hf = (size_t)h * (size_t)f;
+    size_t hf = (size_t)h * (size_t)f, bf = (size_t)b * (size_t)f;
     const float *w1 = p, *w2 = w1 + hf + f;
     /* dA [b, f] = gy [b, h] . W2 [h, f] */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, f, h, 1.0f, gy, h, w2, f, 0.0f, scratch, f);
+    gemm(CblasNoTrans, CblasNoTrans, b, f, h, gy, h, w2, f, 0.0f, scratch, f);
     /* dH = dA * gelu'(H), in place over H (H is not needed after this) */
-    for (size_t i = 0; i < (size_t)b * f; i++) hd[i] = scratch[i] * gelu_grad(hd[i]);
+    for (size_t i = 0; i < bf; i++) hd[i] = scratch[i] * gelu_grad(hd[i]);
     if (!gx) return;
     /* gx [b, h] = gy (residual) + dH [b, f] . W1 [f, h] */
     memcpy(gx, gy, (size_t)b * h * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, h, f, 1.0f, hd, f, w1, h, 1.0f, gx, h);
+    gemm(CblasNoTrans, CblasNoTrans, b, h, f, hd, f, w1, h, 1.0f, gx, h);
 }
 
 void exec_block_backward_w(const exec_dims *d, const float *x, const float *act, const float *dh,
@@ -117,10 +169,10 @@ void exec_block_backward_w(const exec_dims *d, const float *x, const float *act,
     int h = d->h, f = d->f, b = d->b;
     size_t hf = (size_t)h * (size_t)f;
     float *gw1 = gp, *gb1 = gw1 + hf, *gw2 = gb1 + f, *gb2 = gw2 + hf;
-    /* dW1 [f, h] += dH^T [f, b] . x [b, h] */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, f, h, b, 1.0f, dh, f, x, h, 1.0f, gw1, h);
+    /* dW1 [f, h] += dH^T [f, b] . x [b, h]   (beta = 1 accumulates in place, no temporary) */
+    gemm(CblasTrans, CblasNoTrans, f, h, b, dh, f, x, h, 1.0f, gw1, h);
     /* dW2 [h, f] += gy^T [h, b] . act [b, f] */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h, f, b, 1.0f, gy, h, act, f, 1.0f, gw2, f);
+    gemm(CblasTrans, CblasNoTrans, h, f, b, gy, h, act, f, 1.0f, gw2, f);
     for (int r = 0; r < b; r++) {
         const float *dr = dh + (size_t)r * f, *gr = gy + (size_t)r * h;
         for (int c = 0; c < f; c++) gb1[c] += dr[c];

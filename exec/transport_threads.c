@@ -1,7 +1,14 @@
 /* transport_threads.c: the in-process transport: bounded mailboxes (one per receiving rank)
  * under one mutex with a condition variable per rank; timed waits; abort; a barrier; and
- * detection of waits that can never be served (every running rank blocked). */
+ * detection of waits that can never be served (every running rank blocked).
+ *
+ * Waking up: a receiver (or a rank at the barrier) whose message is not there yet first spins
+ * on its mailbox's arrival counter (up to spin_s, only when every rank has a core of its own),
+ * then sleeps on its condition variable. A sleeping worker gives its core away, and on a
+ * machine with other work it gets it back only when the scheduler preempts that work (ms): the
+ * wake-up latency was most of the executor's schedule overhead on 2 ranks (bench_exec). */
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "exec_int.h"
 
@@ -31,7 +38,8 @@ typedef struct tbox {
     int wait;              /* W_* */
     int wait_src;          /* W_RECV: the awaited message, W_SEND: the full box's rank */
     exec_msg_key wait_key;
-} tbox;
+    _Alignas(64) _Atomic uint64_t arrivals; /* messages put in this box so far (own line) */
+} tbox; /* sizeof is a multiple of 64 (the aligned member) */
 
 /* State shared by all endpoints. */
 typedef struct tboard {
@@ -46,7 +54,9 @@ typedef struct tboard {
     int aborted;
     pl_err why;
     int bar_count;
-    uint64_t bar_gen;
+    _Atomic uint64_t bar_gen;
+    _Atomic int abort_flag; /* = aborted, readable without the lock (spinners) */
+    double spin_s;          /* longest spin before sleeping; 0 = sleep at once */
 } tboard;
 
 /* One endpoint (exec_transport.impl). */
@@ -70,6 +80,7 @@ static void abort_locked(tboard *b, const pl_err *why) {
     if (!b->aborted) {
         b->aborted = 1;
         b->why = *why;
+        atomic_store(&b->abort_flag, 1);
     }
     for (int r = 0; r < b->p; r++) pthread_cond_broadcast(&b->box[r].cv);
 }
@@ -138,6 +149,19 @@ static int wait_locked(tboard *b, int r, const struct timespec *dl, pl_err *e) {
     return PL_OK;
 }
 
+/* Spins (mu not held) until *v differs from old, the run is aborted, or until_s passes. Returns
+ * 1 when something changed (the caller locks and rechecks), 0 when the spin ran out. */
+static int spin_until(tboard *b, const _Atomic uint64_t *v, uint64_t old, double until_s) {
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(v, memory_order_acquire) != old || atomic_load_explicit(&b->abort_flag, memory_order_relaxed))
+            return 1;
+        if ((i & 255) == 0 && pl_now_s() > until_s) return 0;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
 /* Marks rank r blocked on w (counting it) and checks for a stuck run; mu held. */
 static void block_locked(tboard *b, int r, int w) {
     b->box[r].wait = w;
@@ -183,6 +207,7 @@ static int t_send(exec_transport *t, int dst, exec_msg_key key, const void *data
         m->bytes = bytes;
         memcpy(m->data, data, bytes);
         x->n++;
+        atomic_fetch_add_explicit(&x->arrivals, 1, memory_order_release);
         if (x->wait == W_RECV && x->wait_src == en->rank && key_eq(x->wait_key, key)) {
             unblock_locked(b, dst);
             pthread_cond_broadcast(&x->cv);
@@ -201,6 +226,7 @@ static int t_recv(exec_transport *t, int src, exec_msg_key key, void *data, size
     tbox *x = &b->box[en->rank];
     struct timespec dl = deadline_of(b->timeout_s);
     int rc = PL_OK;
+    double spin_end = b->spin_s > 0 ? pl_now_s() + b->spin_s : 0;
     for (;;) {
         if (b->aborted) { rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg); break; }
         int found = -1;
@@ -222,6 +248,15 @@ static int t_recv(exec_transport *t, int src, exec_msg_key key, void *data, size
                     pthread_cond_broadcast(&b->box[r].cv);
                 }
             break;
+        }
+        if (spin_end > 0) {
+            uint64_t seen = atomic_load_explicit(&x->arrivals, memory_order_relaxed);
+            pthread_mutex_unlock(&b->mu);
+            int changed = spin_until(b, &x->arrivals, seen, spin_end);
+            pthread_mutex_lock(&b->mu);
+            if (changed) continue;
+            spin_end = 0; /* spun out: sleep from now on */
+            continue;
         }
         x->wait_src = src;
         x->wait_key = key;
@@ -253,6 +288,12 @@ static int t_barrier(exec_transport *t, pl_err *e) {
     } else {
         uint64_t gen = b->bar_gen;
         struct timespec dl = deadline_of(b->timeout_s);
+        if (b->spin_s > 0) {
+            pthread_mutex_unlock(&b->mu);
+            spin_until(b, &b->bar_gen, gen, pl_now_s() + b->spin_s);
+            pthread_mutex_lock(&b->mu);
+            if (b->aborted) rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg);
+        }
         while (gen == b->bar_gen && rc == PL_OK) {
             block_locked(b, en->rank, W_BARRIER);
             rc = wait_locked(b, en->rank, &dl, e);
@@ -292,7 +333,8 @@ exec_transport *exec_threads_transport_new(int p, int cap, size_t max_bytes, dou
     exec_transport *t = pl_calloc((size_t)p, sizeof *t);
     tend *en = pl_calloc((size_t)p, sizeof *en);
     if (b) {
-        b->box = pl_calloc((size_t)p, sizeof *b->box);
+        b->box = aligned_alloc(_Alignof(tbox), (size_t)p * sizeof *b->box); /* 64-byte aligned boxes */
+        if (b->box) memset(b->box, 0, (size_t)p * sizeof *b->box);
         b->buf = pl_calloc((size_t)p * (size_t)cap, max_bytes ? max_bytes : 1);
     }
     if (!b || !t || !en || !b->box || !b->buf) {
@@ -333,6 +375,13 @@ exec_transport *exec_threads_transport_new(int p, int cap, size_t max_bytes, dou
         t[r].finished = t_finished;
     }
     return t;
+}
+
+void exec_threads_transport_spin(exec_transport *t, double spin_s) {
+    tboard *b = ((tend *)t[0].impl)->b;
+    pthread_mutex_lock(&b->mu);
+    b->spin_s = spin_s > 0 ? spin_s : 0;
+    pthread_mutex_unlock(&b->mu);
 }
 
 int exec_threads_transport_why(exec_transport *t, pl_err *why) {

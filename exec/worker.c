@@ -31,7 +31,7 @@ static int pool_put(exec_pool *p, int i) {
 
 /* Returns slot i's floats (NULL in the dry walk). */
 static float *slot(const exec_pool *p, int i) {
-    return p->base ? p->base + (size_t)i * p->slot_floats : NULL;
+    return p->base ? p->base + (size_t)i * p->stride : NULL;
 }
 
 /* Records the largest "model" total (the classes the cost model counts: weights, gradients,
@@ -296,8 +296,8 @@ static int do_step(exec_xrank *x, int s, pl_err *e) {
             float g = st->grad[i] * scale;
             if (st->mom) g = st->mom[i] = mu * st->mom[i] + g;
             o[i] = w[i] - lr * g;
+            st->grad[i] = 0.0f; /* reset in the same pass over memory */
         }
-        memset(st->grad, 0, st->pfloats * sizeof(float));
     }
     if (dst != cur) {
         pool_put(&st->ver, cur); /* no longer the newest; freed by its last microbatch */
@@ -406,6 +406,9 @@ static int pass_end_check(const exec_xrank *x, pl_err *e) {
 
 /* ---------------------------------------------------------------- setup */
 
+/* Returns n rounded up to a multiple of 16 floats (64 bytes, a cache line). */
+static size_t al16(size_t n) { return (n + 15) & ~(size_t)15; }
+
 /* Sets the pool's bookkeeping: cap slots of n floats, refs from *ip (advanced). */
 static void pool_set(exec_pool *p, int cap, size_t n, int **ip) {
     p->cap = cap;
@@ -414,6 +417,7 @@ static void pool_set(exec_pool *p, int cap, size_t n, int **ip) {
     *ip += cap;
     memset(p->refs, 0, (size_t)cap * sizeof(int));
     p->slot_floats = n;
+    p->stride = al16(n);
     p->base = NULL;
 }
 
@@ -435,7 +439,9 @@ static int layout(exec_xrank *x, const int *caps, int dry, void **ints_mem, pl_e
     pool_set(&x->gin, caps[2], bh, &ip);
     int mom = x->cfg->momentum != 0.0;
     size_t floats = 0;
-    floats += ((size_t)caps[0] + (size_t)caps[1] + (size_t)caps[2]) * bh + bf + bh;
+    /* every buffer starts on a 64-byte line (slots are padded to 16 floats): aligned GEMM
+     * operands, and no line shared by two buffers */
+    floats += ((size_t)caps[0] + (size_t)caps[1] + (size_t)caps[2]) * al16(bh) + al16(bf + bh);
     for (int q = 0; q < x->nst; q++) {
         exec_xstage *st = &x->st[q];
         size_t actf = (size_t)(st->nb - 1) * bh + 2 * (size_t)st->nb * bf, wgf = (size_t)(st->nb - 1) * bh;
@@ -453,8 +459,8 @@ static int layout(exec_xrank *x, const int *caps, int dry, void **ints_mem, pl_e
         st->flags = fp; fp += x->M;
         st->nacc = 0;
         st->cur = 0;
-        floats += (size_t)st->ver.cap * st->pfloats + (size_t)st->act.cap * actf + (size_t)st->wg.cap * wgf +
-                  st->pfloats * (1 + (size_t)mom);
+        floats += (size_t)st->ver.cap * st->ver.stride + (size_t)st->act.cap * st->act.stride +
+                  (size_t)st->wg.cap * st->wg.stride + al16(st->pfloats) * (1 + (size_t)mom);
     }
     memset(&x->cur, 0, sizeof x->cur);
     x->cur.scratch_bytes = (bf + bh) * sizeof(float);
@@ -469,21 +475,22 @@ static int layout(exec_xrank *x, const int *caps, int dry, void **ints_mem, pl_e
     x->arena_bytes = floats * sizeof(float);
     if (dry) return PL_OK;
     /* the one allocation of the rank; then pointers into it */
-    x->arena = pl_calloc(floats, sizeof(float));
+    x->arena = aligned_alloc(64, floats * sizeof(float)); /* a multiple of 64 bytes */
     if (!x->arena) return pl_errf(e, PL_ENOMEM, "rank %d: cannot allocate %zu bytes", x->r, floats * sizeof(float));
+    memset(x->arena, 0, floats * sizeof(float));
     float *p = x->arena;
-    x->in.base = p;  p += (size_t)x->in.cap * x->in.slot_floats;
-    x->out.base = p; p += (size_t)x->out.cap * x->out.slot_floats;
-    x->gin.base = p; p += (size_t)x->gin.cap * x->gin.slot_floats;
-    x->scratch = p;  p += bf + bh;
+    x->in.base = p;  p += (size_t)x->in.cap * x->in.stride;
+    x->out.base = p; p += (size_t)x->out.cap * x->out.stride;
+    x->gin.base = p; p += (size_t)x->gin.cap * x->gin.stride;
+    x->scratch = p;  p += al16(bf + bh);
     for (int q = 0; q < x->nst; q++) {
         exec_xstage *st = &x->st[q];
-        st->ver.base = p; p += (size_t)st->ver.cap * st->pfloats;
-        st->act.base = p; p += (size_t)st->act.cap * st->act.slot_floats;
-        st->wg.base = p;  p += (size_t)st->wg.cap * st->wg.slot_floats;
-        st->grad = p;     p += st->pfloats;
+        st->ver.base = p; p += (size_t)st->ver.cap * st->ver.stride;
+        st->act.base = p; p += (size_t)st->act.cap * st->act.stride;
+        st->wg.base = p;  p += (size_t)st->wg.cap * st->wg.stride;
+        st->grad = p;     p += al16(st->pfloats);
         st->mom = NULL;
-        if (mom) { st->mom = p; p += st->pfloats; }
+        if (mom) { st->mom = p; p += al16(st->pfloats); }
         for (int k = 0; k < st->nb; k++)
             exec_block_init(&x->d, x->cfg->init_seed, st->block0 + k, st->ver.base + (size_t)k * exec_block_floats(&x->d));
     }
@@ -595,7 +602,9 @@ void *exec_worker_main(void *arg) {
         x->rc = x->t->barrier(x->t, &x->err);
         if (x->rc != PL_OK) break;
         int timed = x->pass >= c->warmup_passes;
-        double busy = 0, comm = 0, t0 = pl_now_s();
+        double busy = 0, comm = 0, g0_s, g0_f, g1_s, g1_f;
+        exec_gemm_clock(&g0_s, &g0_f);
+        double t0 = pl_now_s();
         x->pass_start_s[x->pass] = t0;
         int bad_armed = c->fault.kind == EXEC_FAULT_BAD_SIZE && c->fault.rank == x->r && c->fault.pass == x->pass;
         for (size_t k = 0; k < rk->n; k++) {
@@ -632,6 +641,9 @@ void *exec_worker_main(void *arg) {
         x->pass_end_s[x->pass] = pl_now_s();
         x->busy_s[x->pass] = busy;
         x->comm_s[x->pass] = comm;
+        exec_gemm_clock(&g1_s, &g1_f);
+        x->gemm_s[x->pass] = g1_s - g0_s;
+        x->gemm_flops[x->pass] = g1_f - g0_f;
         if (x->rc == PL_OK) {
             x->rc = pass_end_check(x, &x->err);
             if (x->rc != PL_OK) x->t->abort(x->t, &x->err);

@@ -1,43 +1,74 @@
 #!/usr/bin/env bash
-# quickstart.sh: the main job. Generates, validates and draws a few pipeline schedules
-# (gpipe, 1f1b, interleaved, zb-h1, dualpipev), lowers one with explicit communication and
-# converts it to PyTorch's CSV; when the simulator is built it also simulates them into
-# results/out/pipelab.db. Takes a few seconds.
+# quickstart.sh: the main job (the README's first command runs it). In about 30 s on a 2-core
+# machine (under 2 minutes even when the cores are shared) it:
+#   1. draws unit-time timelines of 1f1b and zb-h1 (4 ranks, 8 microbatches) and lowers 1f1b
+#      with explicit communication to a .sched file and to PyTorch's CSV (checked back);
+#   2. profiles this CPU: F, I and W of the executor's dense block (width 256, 8 blocks);
+#   3. partitions that model into 2 balanced stages from the profile;
+#   4. simulates gpipe, 1f1b and zb-h1 on 2 ranks, 8 microbatches, with those costs;
+#   5. runs the same three for real on 2 ranks (one CPU thread per rank, real training);
+#   6. compares predicted and measured (iteration time, throughput, bubble, memory, MAPE);
+#   7. draws the measured zb-h1 timeline and the accuracy plot (gnuplot).
+# Everything lands in results/out/quickstart.db (made afresh each run) and the figures in
+# results/out/figures/. Measured times depend on what else the cores are doing: other load
+# stretches the measured runs, not the prediction (see experiments/validate_cpu.sh).
+# PIPELAB may name the pipelab binary (default build/cli/pipelab).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PL=${PIPELAB:-build/cli/pipelab}
 OUT=results/out
-mkdir -p "$OUT"
+FIG=$OUT/figures
+DB=$OUT/quickstart.db
+TAG=quickstart
+mkdir -p "$FIG"
+if [ ! -x "$PL" ]; then echo "$0: $PL not built (run ./setup.sh)" >&2; exit 1; fi
+rm -f "$DB" "$DB-wal" "$DB-shm"
+t0=$(date +%s)
 
-for kind in gpipe 1f1b zb-h1; do
-    echo "== $kind, 4 ranks, 8 microbatches"
-    "$PL" schedule --kind "$kind" --ranks 4 --microbatches 8
-    echo
-done
-echo "== interleaved, 4 ranks, 8 microbatches, 2 chunks per rank"
-"$PL" schedule --kind interleaved --ranks 4 --microbatches 8 --chunks 2
+echo "== 1. schedules in unit time: 1f1b and zb-h1, 4 ranks, 8 microbatches"
+"$PL" schedule --kind 1f1b --ranks 4 --microbatches 8
 echo
-echo "== dualpipev, 4 ranks, 10 microbatches (V placement, overlapped F and B)"
-"$PL" schedule --kind dualpipev --ranks 4 --microbatches 10
+"$PL" schedule --kind zb-h1 --ranks 4 --microbatches 8
 echo
-
-echo "== 1f1b lowered: explicit SEND/RECV, REDUCE_GRAD and STEP"
+echo "-- 1f1b lowered: explicit SEND/RECV, REDUCE_GRAD and STEP, as .sched and as PyTorch CSV"
 "$PL" schedule --kind 1f1b --ranks 4 --microbatches 8 --lowered --to sched -o "$OUT/1f1b_p4_m8_lowered.sched"
 "$PL" schedule --from "$OUT/1f1b_p4_m8_lowered.sched" --check
 "$PL" schedule --from "$OUT/1f1b_p4_m8_lowered.sched" --to torch-csv -o "$OUT/1f1b_p4_m8_comms.csv"
 "$PL" schedule --from "$OUT/1f1b_p4_m8_comms.csv" --check
 echo "wrote $OUT/1f1b_p4_m8_lowered.sched and $OUT/1f1b_p4_m8_comms.csv"
 
-if "$PL" --help | grep -q '^  simulate'; then
-    echo
-    echo "== simulate gpipe, 1f1b and zb-h1 (tF=1ms, tI=tW=1ms, 4 ranks, 8 microbatches)"
-    for kind in gpipe 1f1b zb-h1; do
-        "$PL" simulate --kind "$kind" --ranks 4 --microbatches 8 --tf 0.001 --ti 0.001 --tw 0.001 \
-            --tag quickstart --db "$OUT/pipelab.db"
-    done
-fi
-if "$PL" --help | grep -q '^  db'; then
-    echo
-    echo "== runs recorded in $OUT/pipelab.db"
-    "$PL" db list --db "$OUT/pipelab.db" --tag quickstart --limit 10
-fi
+H=256 L=8 M=8
+PROF=$OUT/quickstart.profile.csv
+PART=$OUT/quickstart.partition
+echo
+echo "== 2. profile this CPU: the executor's block, width $H, $L blocks, microbatch 16"
+"$PL" profile --width $H --depth $L -o "$PROF"
+echo
+echo "== 3. partition it into 2 stages (balanced split of the profiled costs)"
+"$PL" partition --profile "$PROF" --workers 2 --method balance -o "$PART"
+echo
+echo "== 4. simulate gpipe, 1f1b and zb-h1 on 2 ranks, $M microbatches, with the profiled costs"
+for kind in gpipe 1f1b zb-h1; do
+    "$PL" simulate --kind $kind --ranks 2 --microbatches $M --model "$PROF" --partition "$PART" --trace \
+        --tag $TAG-sim --db "$DB" --format csv >/dev/null
+done
+"$PL" db list --db "$DB" --tag $TAG-sim --limit 3
+echo
+echo "== 5. run them for real: 2 ranks (threads), width $H, $L blocks, $M microbatches of 16 rows"
+for kind in gpipe 1f1b zb-h1; do
+    echo "-- $kind"
+    "$PL" run --kind $kind --ranks 2 --microbatches $M --width $H --depth $L --profile "$PROF" --trace \
+        --tag $TAG --db "$DB" | sed -n '/^ *measured/,/^  predicted from/p'
+done
+echo
+echo "== 6. compare predicted and measured"
+"$PL" compare --db "$DB" --tag $TAG
+echo
+echo "== 7. figures"
+zb=$("$PL" db list --db "$DB" --tag $TAG --limit 0 --format csv | awk -F, 'NR > 1 && $4 == "measured" && $6 == "zb-h1" { print $2; exit }')
+"$PL" plot timeline "$zb" --db "$DB" -o "$FIG/timeline-$TAG-zb-h1.png" \
+    --title "zb-h1 measured on this CPU: 2 ranks, $M microbatches, width $H"
+"$PL" plot accuracy --db "$DB" --tag $TAG -o "$FIG/accuracy-$TAG.png" \
+    --title "Predicted against measured iteration time (gpipe, 1f1b, zb-h1; 2 CPU ranks)"
+echo
+echo "quickstart done in $(($(date +%s) - t0)) s: $DB, $FIG/timeline-$TAG-zb-h1.png, $FIG/accuracy-$TAG.png"

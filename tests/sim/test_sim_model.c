@@ -228,7 +228,7 @@ static void test_memory_matches_cost(void) {
         cost_opts_init(&o, m);
         struct { const char *kind; int v; sched_recompute rc; int rel; } cases[] = {
             {"gpipe", 0, SCHED_RECOMPUTE_NONE, 0}, {"1f1b", 0, SCHED_RECOMPUTE_NONE, 0},
-            {"gpipe", 0, SCHED_RECOMPUTE_FULL, 1}, {"1f1b", 0, SCHED_RECOMPUTE_FULL, 1},
+            {"gpipe", 0, SCHED_RECOMPUTE_FULL, 0}, {"1f1b", 0, SCHED_RECOMPUTE_FULL, 0},
             {"zb-h1", 0, SCHED_RECOMPUTE_NONE, 2}, {"interleaved", 2, SCHED_RECOMPUTE_NONE, 2},
         };
         for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
