@@ -304,9 +304,9 @@ typedef struct cost_memory {
 } cost_memory;
 
 /* Memory of a stage with `inflight` microbatches between forward and backward:
- * versions = 1 (flush), inflight (stash), 2 (2bw); activations = inflight x stash_bytes, or
- * inflight x stash_recompute_bytes under full recomputation, plus (recompute) one microbatch's
- * full stash while its backward runs. */
+ * versions = 1 (flush), inflight (stash), 2 (2bw); activations = inflight x stash_bytes, or,
+ * under full recomputation, (inflight - 1) x stash_recompute_bytes plus one full stash: the
+ * microbatch whose backward runs holds its rebuilt activations instead of its checkpoint. */
 cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const cost_opts *o,
                               sched_weights weights, sched_recompute rc, int inflight);
 
