@@ -310,11 +310,12 @@ typedef struct cost_memory {
 cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const cost_opts *o,
                               sched_weights weights, sched_recompute rc, int inflight);
 
-/* Memory per rank of a schedule, from the unit-time dry run's max_inflight of the rank (k):
- * weights (versions from the policy, stash = k), gradients and optimizer state summed over the
- * stages the rank holds; activations = the largest cost_stage_memory activation among those
- * stages at k in flight (k counts the stashes of all the rank's chunks, so this is an upper bound
- * for multi-chunk schedules and exact for one stage per rank). stages[] indexed by schedule
+/* Memory per rank of a schedule: weights (versions from the policy; stash = the rank's most
+ * microbatches in flight, from the unit-time dry run), gradients and optimizer state summed over
+ * the stages the rank holds; activations = the peak over the rank's actions in order: F adds the
+ * stage's stash (its checkpoint under full recomputation), B frees it (rebuilding the full stash
+ * first under recomputation), I frees all but w_stash_bytes (rebuilding first under
+ * recomputation) and W frees the rest. stages[] indexed by schedule
  * stage; out[ranks]. Returns PL_OK or the dry run's error. */
 int cost_schedule_memory(const sched *s, const cost_stage *stages, const cost_model *m,
                          const cost_opts *o, cost_memory *out, pl_err *e);

@@ -249,6 +249,46 @@ cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const c
 
 /* Fills out[ranks] with the memory of each rank under schedule s (see cost.h); returns PL_OK or
  * the dry run's error. */
+/* Returns the peak activation bytes of rank k, walking its actions in order: a forward adds the
+ * stage's stash (its checkpoint under full recomputation); a full backward frees it (under
+ * recomputation it first rebuilds the full stash in place of the checkpoint); an input backward
+ * frees all but the W part (rebuilding first under recomputation) and W frees the rest. */
+static int64_t rank_activation_peak(const sched *s, const cost_stage *stages, int k) {
+    int rc = s->recompute == SCHED_RECOMPUTE_FULL;
+    int64_t cur = 0, peak = 0;
+    const sched_rank *rk = &s->rank[k];
+    for (size_t i = 0; i < rk->n; i++) {
+        const sched_action *a = &rk->acts[i];
+        for (int half = 0; half < (a->kind == SCHED_OVERLAP ? 2 : 1); half++) {
+            int kind = a->kind == SCHED_OVERLAP ? (half ? a->kind2 : SCHED_F) : a->kind;
+            int st = half ? a->stage2 : a->stage;
+            if (st < 0 || st >= s->stages) continue;
+            const cost_stage *c = &stages[st];
+            int64_t ck = c->stash_recompute_bytes, full = c->stash_bytes;
+            int64_t wpart = c->w_stash_bytes < full ? c->w_stash_bytes : full;
+            switch (kind) {
+            case SCHED_F: cur += rc ? ck : full; break;
+            case SCHED_B:
+                if (rc) {
+                    cur += full - ck;
+                    if (cur > peak) peak = cur;
+                }
+                cur -= full;
+                break;
+            case SCHED_I:
+                if (rc) cur += full - ck;
+                if (cur > peak) peak = cur;
+                cur -= full - wpart;
+                break;
+            case SCHED_W: cur -= wpart; break;
+            default: break;
+            }
+            if (cur > peak) peak = cur;
+        }
+    }
+    return peak;
+}
+
 int cost_schedule_memory(const sched *s, const cost_stage *stages, const cost_model *m, const cost_opts *o,
                          cost_memory *out, pl_err *e) {
     sched_dryrun_result r;
@@ -257,17 +297,15 @@ int cost_schedule_memory(const sched *s, const cost_stage *stages, const cost_mo
     for (int k = 0; k < s->ranks; k++) {
         cost_memory acc = {0};
         int inflight = r.max_inflight[k];
-        int64_t max_stash = 0;
         for (int st = 0; st < s->stages; st++) {
             if (s->stage_rank[st] != k) continue;
             cost_memory sm = cost_stage_memory(&stages[st], m, o, s->weights, s->recompute, inflight);
             acc.weights_bytes += sm.weights_bytes;
             acc.grad_bytes += sm.grad_bytes;
             acc.optimizer_bytes += sm.optimizer_bytes;
-            if (sm.activation_bytes > max_stash) max_stash = sm.activation_bytes;
             if (sm.versions > acc.versions) acc.versions = sm.versions;
         }
-        acc.activation_bytes = max_stash;
+        acc.activation_bytes = rank_activation_peak(s, stages, k);
         acc.total_bytes = acc.weights_bytes + acc.grad_bytes + acc.optimizer_bytes + acc.activation_bytes;
         out[k] = acc;
     }

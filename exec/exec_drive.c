@@ -91,6 +91,8 @@ int exec_mem_predict(const sched *s, const exec_config *cfg, cost_memory *out, p
         /* the executor's full recomputation keeps the stage input only (not every block's
          * input, cost_model_mlp's checkpoint): the cost model's "stage input rule" */
         for (int k = 0; m && k < m->n; k++) m->layer[k].stash_recompute_bytes = -1;
+        /* W needs every stashed tensor: the executor holds the whole stash from I until W */
+        for (int k = 0; m && k < m->n; k++) m->layer[k].w_stash_bytes = m->layer[k].stash_bytes;
     } else {
         /* no integer ffn multiple: the profile format with the executor's sizes */
         pl_buf t;
