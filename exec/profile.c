@@ -1,16 +1,19 @@
 /* profile.c: per-block F, I and W times on the calling thread (median over repetitions), the
  * measurements `pipelab profile` turns into a cost-model profile.
  *
- * The timed work has the working set of a real run, not of one block in a loop: all L blocks of
+ * The timed work has the working set of a real run, not of one block in a loop: the L blocks of
  * the model are distinct (their own weights and gradient accumulators, as the ranks of a run
- * hold them together in the shared caches), and microbatches go through them in rounds of
+ * hold them together in the shared caches; at most PROFILE_MAX_BYTES of them, far more than any
+ * last-level cache, so that wide models still fit), and microbatches go through them in rounds of
  * PROFILE_SLOTS, each with its own stashed activations: all forwards of a round (block 0 to
  * L-1), then the input gradients (block L-1 to 0) and the weight gradients of each microbatch,
  * so every backward reads activations stashed several microbatch-passes earlier, as in a
  * pipeline. A first round is untimed (page faults, BLAS warm-up). Every sample is one block,
  * one microbatch; the medians over all blocks and repetitions are kept. Timing one block on hot
- * buffers instead under-predicted the executor's per-block times once the model's weights no
- * longer fit in the last-level cache. */
+ * buffers instead under-predicted the executor's per-block times: on the 2-core development VM
+ * (32 MB L3), width 256 and 8 blocks, it gave F 0.45, I 0.45, W 0.29 ms where a traced run's
+ * actions took 0.68-0.87, 0.51-0.74 and 0.45-0.70 ms per block, and this profile 0.64-0.83,
+ * 0.59-0.76, 0.43-0.65 (docs/validate_cpu.md). */
 #include "exec_int.h"
 
 #include <stdlib.h>
@@ -18,6 +21,8 @@
 
 /* Microbatches in flight in one profiling round: what each block keeps stashed at once. */
 #define PROFILE_SLOTS 4
+/* Most bytes of distinct block weights and gradients profiled (fewer blocks when they are wide). */
+#define PROFILE_MAX_BYTES ((size_t)256 << 20)
 
 /* Orders doubles ascending for qsort. */
 static int cmp_d(const void *a, const void *b) {
@@ -37,9 +42,11 @@ int exec_profile_layers(const exec_config *cfg, int reps, exec_layer_profile *p,
     exec_dims_of(cfg, &d);
     if (d.h < 1 || d.b < 1) return pl_errf(e, PL_EINPUT, "profile needs hidden and microbatch size >= 1");
     exec_blas_init();
-    const int L = cfg->layers > 0 ? cfg->layers : 1, S = PROFILE_SLOTS;
-    const int rounds = (reps + S - 1) / S; /* timed rounds of S microbatches: >= reps samples per block */
     size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
+    size_t fit = PROFILE_MAX_BYTES / (2 * nf * sizeof(float));
+    const int L = (int)(cfg->layers < 1 ? 1 : (size_t)cfg->layers <= fit ? (size_t)cfg->layers : fit > 0 ? fit : 1);
+    const int S = PROFILE_SLOTS;
+    const int rounds = (reps + S - 1) / S; /* timed rounds of S microbatches: >= reps samples per block */
     /* per block: w [nf], g [nf]; per slot and block: x [b,h], hd [b,f], a [b,f]; per slot: the
      * output y [b,h]; gradients at the L+1 block boundaries gb [b,h]; scratch [b,f] */
     size_t per_slot = (size_t)L * (bh + 2 * bf) + bh;

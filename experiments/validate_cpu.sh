@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # validate_cpu.sh: simulated against measured on this machine. For two model widths (256, 512;
-# 8 dense blocks, microbatch 16) it profiles the executor's block (`pipelab profile`: medians of
-# F, I and W), then runs gpipe, 1f1b, zb-h1 and interleaved (v = 2) for real on 2 ranks (CPU
-# threads, one core each) with 4 and 8 microbatches (`pipelab run`, which stores the measured run
-# beside the simulator's prediction from that profile), reports each pair's errors, the MAPE and
+# 8 dense blocks, microbatch 16) it runs gpipe, 1f1b, zb-h1 and interleaved (v = 2) for real on
+# 2 ranks (CPU threads, one core each) with 4 and 8 microbatches (`pipelab run`, which first
+# profiles the block's F, I and W in-process, then runs, and stores the measured run beside the
+# simulator's prediction from that profile; PROFILE=once uses one `pipelab profile` per width
+# instead), reports each pair's errors, the MAPE and
 # the largest error (`pipelab compare`) and draws results/out/figures/accuracy-validate_cpu.png.
 # Targets (issue 7): MAPE of iteration time <= 5%, largest error <= 10%.
-# About 1 minute on an idle 2-core machine (16 runs of 1 + 10 passes, two profiles).
+# About 2 minutes on an idle 2-core machine (16 runs of 1 + 10 passes, each after its profile).
 #
 # Other processes on the cores stretch the measured runs but not the prediction, so the script
 # measures what the rest of the machine used (/proc/stat, minus this script's own CPU time):
@@ -16,7 +17,7 @@
 # kept apart, in results/out/validate_cpu.busy.db, and reported separately: its error measures
 # the other load, not the model. Nothing is discarded silently.
 # Environment: WIDTHS ("256 512"), MICROBATCHES ("4 8"), TIMED (timed passes, 10), DEPTH (8),
-# QUIET_WAIT, BUSY_MAX, RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
+# PROFILE (each | once), PREPS (profile repetitions, 50), QUIET_WAIT, BUSY_MAX, RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
 source "$(dirname "$0")/lib.sh" "$@"
@@ -83,7 +84,7 @@ for h in $WIDTHS; do
                 local into=$DB
                 [ "$OTHERS" -lt "$BUSY_MAX" ] || into=$BUSY_DB
                 echo "$kind m=$m h=$h others=${OTHERS}% -> $(basename "$into")" >> "$LOG"
-                "$PL" db merge "$TRY_DB" -o "$into" >/dev/null
+                "$PL" db merge "$TRY_DB" -o "$into" >/dev/null 2>&1 || { echo "$0: merging $TRY_DB into $into failed" >&2; exit 1; }
                 clear_try
             }
             point run_one
