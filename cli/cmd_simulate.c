@@ -432,7 +432,7 @@ static void out_table(const opts *o, const sched *s, const sim_result *r, const 
     pl_buf_printf(b, "iteration_time_s   %.9g%s\n", r->iteration_time_s, r->iterations > 1 ? "  (steady state, first iteration left out)" : "");
     pl_buf_printf(b, "throughput         %.9g samples/s\n", r->throughput);
     pl_buf_printf(b, "bubble             %.6f  (idle / (ranks x makespan))\n", r->bubble);
-    pl_buf_printf(b, "bubble_rate        %.6f  (Zero Bubble paper: max over ranks of (span - busy) / busy)\n", r->bubble_rate);
+    pl_buf_printf(b, "bubble_rate        %.6f  (Zero Bubble paper: max over ranks of (span - busy) / span)\n", r->bubble_rate);
     pl_buf_printf(b, "comm_s             %.9g  (sum of transfer times)\n", r->comm_s);
     pl_buf_printf(b, "peak_mem_bytes     %lld", (long long)r->peak_bytes);
     if (o->c.capacity_bytes > 0)

@@ -133,10 +133,11 @@ typedef struct sim_result {
     double iteration_time_s;  /* makespan / 1 iteration, or steady state over iterations 1..N-1 */
     double throughput;        /* samples / s = microbatches * microbatch_size / iteration time */
     double bubble;            /* 1 - sum busy / (ranks * makespan) */
-    double bubble_rate;       /* Zero Bubble paper's bubble rate: max over ranks of
-                               * (span - busy) / busy, where span runs from the rank's first
-                               * compute start to its last compute end (so the staggered start
-                               * of a parallelogram is not a bubble: ZB-H2 reaches 0) */
+    double bubble_rate;       /* Zero Bubble paper's bubble rate (its §5): max over ranks of
+                               * (span - busy) / span, i.e. (cost - m(TF+TB+TW)) / cost, where
+                               * span runs from the rank's first compute start to its last
+                               * compute end (so the staggered start of a parallelogram is not a
+                               * bubble: ZB-H2 reaches 0) */
     double bubble_s;          /* sum over ranks of idle time */
     double comm_s;            /* sum of transfer times */
     int64_t peak_bytes;       /* max over ranks */

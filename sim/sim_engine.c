@@ -967,8 +967,8 @@ static void finish_metrics(eng *g) {
         r->rank[q] = g->rk[q].st;
         sim_rank_stats *st = &r->rank[q];
         st->span_s = g->rk[q].started ? g->rk[q].last_end - st->first_start_s : 0;
-        if (st->busy_s > 0) {
-            double rate = (st->span_s - st->busy_s) / st->busy_s;
+        if (st->span_s > 0) {
+            double rate = (st->span_s - st->busy_s) / st->span_s;
             if (rate > r->bubble_rate) r->bubble_rate = rate;
         }
         st->idle_s = mk - st->busy_s;

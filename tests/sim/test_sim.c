@@ -81,7 +81,9 @@ static void test_interleaved_megatron(void) {
         b.tb_s = 2;
         sim_result r;
         CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
-        NEAR(r.bubble_rate, (double)(p - 1) / (v * m));
+        /* Megatron's bubble-to-compute ratio x = (p-1)/(v m); as a share of the span: x/(1+x) */
+        double x = (double)(p - 1) / (v * m);
+        NEAR(r.bubble_rate, x / (1 + x));
         NEAR(r.makespan_s, (double)m * v * 3 + (p - 1) * 3);
         sim_result_free(&r);
         sched_free(s);
@@ -116,7 +118,7 @@ static void test_zero_bubble_sizes(void) {
             for (int q = 0; q < p; q++)
                 if (r.rank[q].span_s - r.rank[q].busy_s > worst) worst = r.rank[q].span_s - r.rank[q].busy_s;
             NEAR(worst, cases[i].bubble);
-            NEAR(r.bubble_rate, cases[i].bubble / ideal);
+            NEAR(r.bubble_rate, cases[i].bubble / (ideal + cases[i].bubble));
             if (i < 2) NEAR(r.makespan_s, ideal + cases[i].bubble);
             sim_result_free(&r);
             sched_free(s);
