@@ -13,7 +13,8 @@
  * - Blocking comm: SEND holds the stream until its data arrived, RECV until the data is
  *   there, REDUCE_GRAD until the all-reduce ended.
  * - Events are processed in time order, so link FIFO order equals issue order.
- * Per-action state: none beyond 4 doubles per (stage, microbatch) and the trace when asked. */
+ * Per-action state: 4 doubles per (stage, microbatch), the trace when asked, and for the flow
+ * engine an 8-byte copy of each action (flow_act, one contiguous stream). */
 #include "sim.h"
 
 #include <gsl/gsl_randist.h>
@@ -71,8 +72,17 @@ typedef struct stage_state {
     double reduce_end;          /* end of the latest all-reduce */
 } stage_state;
 
+/* One action in the flow engine's compact stream: 8 bytes instead of 20 (the flow engine
+ * hops between ranks, and at thousands of ranks loading the next action is its main miss).
+ * ks = kind | stage << 4; an OVERLAP reads its second half from the schedule. */
+typedef struct flow_act {
+    int32_t mb;
+    uint32_t ks;
+} flow_act;
+
 typedef struct rank_state {
     const sched_action *acts;
+    const flow_act *fa; /* flow engine: this rank's part of the compact stream */
     uint32_t n, pc;
     int32_t id;       /* rank number */
     double coll_free; /* collective stream free at */
@@ -116,6 +126,9 @@ typedef struct eng {
     int nwork;
     uint8_t *queued;          /* [ranks] 1 while on the stack */
     int abort_flow;           /* 1: a cell was written twice; rerun with the heap engine */
+    flow_act *fstream;        /* [actions] the compact stream of all ranks, rank by rank */
+    size_t fstream_bytes;
+    int fstream_mapped;       /* 1 when it came from mmap */
     size_t flow_events;       /* events the heap engine would have processed */
 } eng;
 
@@ -529,12 +542,11 @@ static int compute_end(eng *g, int r) {
  * continues at v = max(now, v); the flow engine takes the same max when the value is known. */
 
 /* Publishes tm for (t, idx) and pushes the ranks (of stage - 1 .. stage + 1) waiting for it. */
-static void flow_publish(eng *g, int t, int64_t idx, double tm) {
+static void flow_publish(eng *g, int t, int stage, int64_t idx, double tm) {
     cell *cl = &g->cells[idx];
     if (cl->u[t]) g->abort_flow = 1;
     cl->u[t] = cell_enc(tm);
     int64_t key = (int64_t)t * g->n_entries + idx;
-    int stage = (int)(idx / g->M);
     const sched *s = g->s;
     for (int d = -1; d <= 1; d++) {
         int q = stage + d;
@@ -545,38 +557,44 @@ static void flow_publish(eng *g, int t, int64_t idx, double tm) {
             if (!g->queued[rr]) {
                 g->queued[rr] = 1;
                 g->work[g->nwork++] = rr;
+                /* its next action: the stack pops it soon, after this rank blocks */
+                const rank_state *kr = &g->rk[rr];
+                __builtin_prefetch(&kr->fa[kr->pc]);
             }
         }
     }
 }
 
 /* Ends a compute action a of rank r that ran [start, end] (the heap engine's compute_end). */
-static inline void flow_compute_end(eng *g, int r, rank_state *k, const sched_action *a, double start, double end) {
+static inline void flow_compute_end(eng *g, int r, rank_state *k, int kind, int stage, int mb, double start,
+                                    double end) {
     int it = -1;
-    switch (a->kind) {
+    switch (kind) {
     case SCHED_F:
         trace_put(g, r, k, k->pc, start, end);
         k->pc++;
-        flow_publish(g, T_FDONE, entry(g, a->stage, a->mb), end);
-        it = a->mb;
+        flow_publish(g, T_FDONE, stage, entry(g, stage, mb), end);
+        it = mb;
         break;
     case SCHED_B:
     case SCHED_I:
     case SCHED_W:
-        mem_end(g, k, a->kind, a->stage);
+        mem_end(g, k, kind, stage);
         trace_put(g, r, k, k->pc, start, end);
         k->pc++;
-        if (a->kind != SCHED_W) flow_publish(g, T_IDONE, entry(g, a->stage, a->mb), end);
-        it = a->mb;
+        if (kind != SCHED_W) flow_publish(g, T_IDONE, stage, entry(g, stage, mb), end);
+        it = mb;
         break;
-    case SCHED_OVERLAP:
+    case SCHED_OVERLAP: {
+        const sched_action *a = &k->acts[k->pc];
         mem_end(g, k, a->kind2, a->stage2);
         trace_put(g, r, k, k->pc, start, end);
         k->pc++;
-        flow_publish(g, T_FDONE, entry(g, a->stage, a->mb), end);
-        flow_publish(g, T_IDONE, entry(g, a->stage2, a->mb2), end);
+        flow_publish(g, T_FDONE, a->stage, entry(g, a->stage, a->mb), end);
+        flow_publish(g, T_IDONE, a->stage2, entry(g, a->stage2, a->mb2), end);
         it = a->mb > a->mb2 ? a->mb : a->mb2;
         break;
+    }
     default: /* STEP with a cost */
         trace_put(g, r, k, k->pc, start, end);
         k->pc++;
@@ -596,30 +614,37 @@ static void flow_advance(eng *g, int r) {
     double now = k->cur;
     g->blocked[r] = -1;
     while (k->pc < k->n && !g->err) {
-        const sched_action *a = &k->acts[k->pc];
-        if (k->pc + 6 < k->n) __builtin_prefetch(&k->acts[k->pc + 6]);
+        const flow_act x = k->fa[k->pc];
+        __builtin_prefetch(&k->fa[k->pc + 8]); /* the stream has 8 slack entries at its end */
+        const int kind = (int)(x.ks & 15), stage = (int)(x.ks >> 4), mb = x.mb;
         double lt = now;
-        switch (a->kind) {
+        switch (kind) {
         case SCHED_F:
         case SCHED_B:
         case SCHED_I:
         case SCHED_W:
         case SCHED_OVERLAP: {
             int ok;
-            if (a->kind == SCHED_F) ok = fwd_ready(g, k, a->stage, a->mb, &lt);
-            else if (a->kind == SCHED_W) ok = need(g, k, T_IDONE, entry(g, a->stage, a->mb), &lt);
-            else if (a->kind == SCHED_OVERLAP) ok = fwd_ready(g, k, a->stage, a->mb, &lt) && bwd_ready(g, k, a->stage2, a->mb2, &lt);
-            else ok = bwd_ready(g, k, a->stage, a->mb, &lt);
+            const sched_action *a = kind == SCHED_OVERLAP ? &k->acts[k->pc] : NULL;
+            if (kind == SCHED_F) ok = fwd_ready(g, k, stage, mb, &lt);
+            else if (kind == SCHED_W) ok = need(g, k, T_IDONE, entry(g, stage, mb), &lt);
+            else if (a) ok = fwd_ready(g, k, stage, mb, &lt) && bwd_ready(g, k, a->stage2, a->mb2, &lt);
+            else ok = bwd_ready(g, k, stage, mb, &lt);
             if (!ok) { k->cur = now; return; }
             now = lt;
+            /* the cells this rank and its neighbours touch a few microbatches on: a row of the
+             * cells is walked in microbatch order, too many rows at once for the hardware */
+            int64_t pi = (int64_t)stage * g->M + mb + 4, pj = kind == SCHED_F ? pi + g->M : pi - g->M;
+            if (pi >= 0 && pi < g->n_entries) __builtin_prefetch(&g->cells[pi]);
+            if (pj >= 0 && pj < g->n_entries) __builtin_prefetch(&g->cells[pj]);
             double d;
-            if (a->kind == SCHED_OVERLAP) {
-                d = compute_time(g, a->stage, SCHED_F, a->mb) + compute_time(g, a->stage2, a->kind2, a->mb2);
-                mem_start(g, k, SCHED_F, a->stage);
+            if (a) {
+                d = compute_time(g, stage, SCHED_F, mb) + compute_time(g, a->stage2, a->kind2, a->mb2);
+                mem_start(g, k, SCHED_F, stage);
                 mem_start(g, k, a->kind2, a->stage2);
             } else {
-                d = compute_time(g, a->stage, a->kind, a->mb);
-                mem_start(g, k, a->kind, a->stage);
+                d = compute_time(g, stage, kind, mb);
+                mem_start(g, k, kind, stage);
             }
             note_peaks(g, r, k);
             if (!k->started) {
@@ -629,16 +654,16 @@ static void flow_advance(eng *g, int r) {
             k->st.busy_s += d;
             double end = now + d;
             g->flow_events++;
-            flow_compute_end(g, r, k, a, now, end);
+            flow_compute_end(g, r, k, kind, stage, mb, now, end);
             now = end;
             break;
         }
         case SCHED_SEND_F:
         case SCHED_SEND_B: {
-            int fwd = a->kind == SCHED_SEND_F;
-            if (!need(g, k, fwd ? T_FDONE : T_IDONE, entry(g, a->stage, a->mb), &lt)) { k->cur = now; return; }
+            int fwd = kind == SCHED_SEND_F;
+            if (!need(g, k, fwd ? T_FDONE : T_IDONE, entry(g, stage, mb), &lt)) { k->cur = now; return; }
             now = lt;
-            int b = fwd ? a->stage : a->stage - 1;
+            int b = fwd ? stage : stage - 1;
             if (b < 0 || b + 1 >= s->stages) { g->blocked[r] = -2; k->cur = now; return; }
             int l = fwd ? g->st[b].link_f : g->st[b].link_b;
             double d = fwd ? g->st[b].xfer_f_s : g->st[b].xfer_b_s;
@@ -648,10 +673,10 @@ static void flow_advance(eng *g, int r) {
             k->st.comm_s += d;
             g->r->comm_s += d;
             int t = fwd ? T_ARRF : T_ARRB;
-            int64_t dst = entry(g, fwd ? a->stage + 1 : a->stage - 1, a->mb);
+            int64_t dst = entry(g, fwd ? stage + 1 : stage - 1, mb);
             if (dst < 0) { g->blocked[r] = -2; k->cur = now; return; }
             g->flow_events++;
-            flow_publish(g, t, dst, end);
+            flow_publish(g, t, fwd ? stage + 1 : stage - 1, dst, end);
             trace_put(g, r, k, k->pc, st, end);
             k->pc++;
             if (blocking && end > now) now = end; /* waits for its arrival */
@@ -659,8 +684,8 @@ static void flow_advance(eng *g, int r) {
         }
         case SCHED_RECV_F:
         case SCHED_RECV_B: {
-            int t = a->kind == SCHED_RECV_F ? T_ARRF : T_ARRB;
-            int64_t idx = entry(g, a->stage, a->mb);
+            int t = kind == SCHED_RECV_F ? T_ARRF : T_ARRB;
+            int64_t idx = entry(g, stage, mb);
             if (idx < 0) { g->blocked[r] = -2; k->cur = now; return; }
             if (!g->r->trace || g->r->trace[r][k->pc].start_s < 0) trace_put(g, r, k, k->pc, now, now);
             if (blocking) {
@@ -677,7 +702,7 @@ static void flow_advance(eng *g, int r) {
             break;
         }
         case SCHED_REDUCE_GRAD: {
-            int st_ = a->stage;
+            int st_ = stage;
             if (st_ < 0 || st_ >= s->stages) { g->blocked[r] = -2; k->cur = now; return; }
             double d = g->st[st_].reduce_s;
             double st = blocking ? now : (now > k->coll_free ? now : k->coll_free);
@@ -693,7 +718,7 @@ static void flow_advance(eng *g, int r) {
             break;
         }
         case SCHED_STEP: {
-            int st_ = a->stage;
+            int st_ = stage;
             double d = st_ >= 0 && st_ < s->stages ? g->c->step_s(g->c->ctx, st_) : 0;
             if (!(d >= 0)) d = 0;
             /* flush: waits for the stage's all-reduces, all issued earlier on this rank */
@@ -707,7 +732,7 @@ static void flow_advance(eng *g, int r) {
                 k->st.busy_s += d;
                 double end = now + d;
                 g->flow_events++;
-                flow_compute_end(g, r, k, a, now, end);
+                flow_compute_end(g, r, k, kind, stage, mb, now, end);
                 now = end;
                 break;
             }
@@ -934,6 +959,26 @@ void sim_result_free(sim_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* Returns n zeroed bytes (at least 1): from calloc when small, else from an anonymous mapping
+ * with transparent huge pages (*mapped = 1). NULL when out of memory. */
+static void *big_calloc(size_t n, int *mapped) {
+    *mapped = 0;
+    if (n < ((size_t)8 << 20)) return calloc(n ? n : 1, 1);
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    *mapped = 1;
+#ifdef MADV_HUGEPAGE
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+/* Frees what big_calloc returned. */
+static void big_free(void *p, size_t n, int mapped) {
+    if (p && mapped) munmap(p, n);
+    else free(p);
+}
+
 /* Frees the engine's arrays. */
 static void eng_free(eng *g) {
     if (g->cells && g->cells_mapped) munmap(g->cells, g->cells_bytes);
@@ -945,6 +990,7 @@ static void eng_free(eng *g) {
     free(g->blocked);
     free(g->work);
     free(g->queued);
+    big_free(g->fstream, g->fstream_bytes, g->fstream_mapped);
     if (g->rng) gsl_rng_free(g->rng);
 }
 
@@ -1004,9 +1050,24 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
     g.r = r;
     int iters = s->iterations > 0 ? s->iterations : 1;
     g.M = (int64_t)s->microbatches * iters;
+    /* the flow engine's compact stream, built in the same pass (the cheap part of sim_flow_ok
+     * decides whether it may be needed); 8 slack entries let the engine prefetch past the end */
+    flow_act *fo = NULL;
+    if (try_flow && cfg->cv <= 0 && s->weights == SCHED_WEIGHTS_FLUSH && !(cfg->shared_inter_link && cfg->ranks_per_node > 0)) {
+        g.fstream_bytes = (sched_total_actions(s) + 8) * sizeof(flow_act);
+        g.fstream = big_calloc(g.fstream_bytes, &g.fstream_mapped);
+        fo = g.fstream;
+    }
+    if (!fo) try_flow = 0;
     for (int q = 0; q < s->ranks; q++)
         for (size_t i = 0; i < s->rank[q].n; i++) {
             const sched_action *a = &s->rank[q].acts[i];
+            if (fo) {
+                fo->mb = a->mb;
+                fo->ks = (uint32_t)a->kind | (uint32_t)a->stage << 4;
+                fo++;
+                if (a->kind > 15) try_flow = 0;
+            }
             if (a->mb >= g.M) g.M = (int64_t)a->mb + 1;
             if (a->kind == SCHED_OVERLAP && a->mb2 >= g.M) g.M = (int64_t)a->mb2 + 1;
             /* the flow engine needs every action's stage(s) on the rank that runs it */
@@ -1053,6 +1114,7 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
     for (int q = 0; q < s->ranks; q++) {
         if (s->rank[q].n > UINT32_MAX) { rc = pl_errf(e, PL_EINPUT, "too many actions on rank %d", q); goto out; }
         g.rk[q].acts = s->rank[q].acts;
+        g.rk[q].fa = g.fstream ? g.fstream + r->actions : NULL;
         g.rk[q].n = (uint32_t)s->rank[q].n;
         g.blocked[q] = -1;
         g.rk[q].id = q;
@@ -1077,6 +1139,9 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
         r->events = g.flow_events;
         goto done;
     }
+    big_free(g.fstream, g.fstream_bytes, g.fstream_mapped);
+    g.fstream = NULL;
+    g.fstream_bytes = 0;
     g.now = 0;
     for (int q = 0; q < s->ranks; q++)
         if (advance(&g, q)) { rc = pl_errf(e, PL_ENOMEM, "out of memory in the event queue"); goto out; }
@@ -1123,7 +1188,8 @@ done:
     r->state_bytes = g.cells_bytes + g.hcap * sizeof(ev) +
                      (size_t)s->ranks * (sizeof(rank_state) + sizeof(sim_rank_stats)) +
                      (size_t)g.nlinks * sizeof(double) + (size_t)s->stages * sizeof(stage_state) +
-                     (size_t)r->iterations * sizeof(double) + (g.work ? (size_t)s->ranks * (sizeof(int) + 1) : 0);
+                     (size_t)r->iterations * sizeof(double) + (g.work ? (size_t)s->ranks * (sizeof(int) + 1) : 0) +
+                     g.fstream_bytes;
 out:
     eng_free(&g);
     if (rc != PL_OK) sim_result_free(r);
