@@ -1,5 +1,5 @@
-/* cmd_profile.c: `pipelab profile`: time one dense block's F, I and W on one worker (median of
- * repetitions) and write the cost model's profile CSV, the input of predictions for this machine. */
+/* cmd_profile.c: `pipelab profile`: time one dense block's F, I, W and STEP on one worker or P at
+ * once (median of repetitions) and write the cost model's profile CSV, the input of predictions for this machine. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +19,8 @@ static const char help_text[] =
     "thread, --reps times after one warm-up, and writes the medians as the cost model's profile\n"
     "CSV: L identical rows (every block has the same shape) with seconds, FLOPs and sizes per\n"
     "microbatch of B rows. `pipelab run --profile FILE` and `pipelab simulate --model FILE` read it.\n"
+    "It also times the optimizer STEP of one block (SGD over its parameters); the comment line\n"
+    "\"# pipelab-exec concurrency=P step_s=S\" records both, and `pipelab run` predicts STEP from it.\n"
     "\n"
     "  --width H             hidden size (default 256)\n"
     "  --depth L             blocks (rows of the profile; default 8)\n"
@@ -26,17 +28,21 @@ static const char help_text[] =
     "  --microbatch-size B   rows per microbatch (default 16)\n"
     "  --reps N              repetitions, the median is kept (default 50)\n"
     "  --seed N              weights and inputs of the timed block (default 1)\n"
+    "  --concurrency P       time on P threads at once, pinned to cores like `pipelab run`'s P\n"
+    "                        ranks, each on its own ceil(L / P) blocks: a run computes on all its\n"
+    "                        ranks at once, sharing caches and memory bandwidth (default 1: one\n"
+    "                        thread alone). Profile with P = the run's ranks to predict it.\n"
     "  -o, --output FILE     write the CSV there and print a summary (default: CSV on stdout)\n"
     "\n"
     "exit status: 0 ok, 1 bad input, 2 bad usage\n";
 
-enum { O_WIDTH = 1000, O_DEPTH, O_FFN, O_MBS, O_REPS, O_SEED, O_OUT, O_HELP };
+enum { O_WIDTH = 1000, O_DEPTH, O_FFN, O_MBS, O_REPS, O_SEED, O_CONC, O_OUT, O_HELP };
 
 static const struct option long_opts[] = {
     {"width", required_argument, 0, O_WIDTH}, {"depth", required_argument, 0, O_DEPTH},
     {"ffn", required_argument, 0, O_FFN}, {"microbatch-size", required_argument, 0, O_MBS},
     {"reps", required_argument, 0, O_REPS}, {"seed", required_argument, 0, O_SEED},
-    {"output", required_argument, 0, O_OUT}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
+    {"concurrency", required_argument, 0, O_CONC}, {"output", required_argument, 0, O_OUT}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
 };
 
 int cli_profile(int argc, char **argv) {
@@ -45,7 +51,7 @@ int cli_profile(int argc, char **argv) {
     c.hidden = 256;
     c.layers = 8;
     c.microbatch_size = 16;
-    int reps = 50;
+    int reps = 50, conc = 1;
     const char *path = NULL;
     opterr = 0;
     optind = 1;
@@ -56,6 +62,7 @@ int cli_profile(int argc, char **argv) {
         case O_DEPTH: if (cli_int_arg("profile", "--depth", optarg, 1, 1 << 20, &c.layers)) return CLI_EUSAGE; break;
         case O_FFN: if (cli_int_arg("profile", "--ffn", optarg, 1, 1 << 20, &c.ffn)) return CLI_EUSAGE; break;
         case O_MBS: if (cli_int_arg("profile", "--microbatch-size", optarg, 1, 1 << 20, &c.microbatch_size)) return CLI_EUSAGE; break;
+        case O_CONC: if (cli_int_arg("profile", "--concurrency", optarg, 1, 256, &conc)) return CLI_EUSAGE; break;
         case O_REPS: if (cli_int_arg("profile", "--reps", optarg, 1, 1 << 24, &reps)) return CLI_EUSAGE; break;
         case O_SEED: {
             long sd;
@@ -79,14 +86,15 @@ int cli_profile(int argc, char **argv) {
     pl_buf_init(&out);
     exec_layer_profile p;
     int rc = CLI_OK;
-    if (exec_profile_csv(&c, reps, host[0] ? host : NULL, &out, &p, &e) != PL_OK) {
+    if (exec_profile_csv_n(&c, reps, conc, host[0] ? host : NULL, &out, &p, &e) != PL_OK) {
         rc = cli_fail(&e);
     } else {
         rc = cli_write_output(path, &out);
         if (rc == CLI_OK && path && strcmp(path, "-") != 0)
-            printf("profile            %d blocks of width %d, ffn %d, microbatch %d: F %.6g s, I %.6g s, W %.6g s "
-                   "(median of %d)\nwritten            %s\n",
-                   c.layers, c.hidden, c.ffn ? c.ffn : 4 * c.hidden, c.microbatch_size, p.f_s, p.i_s, p.w_s, reps, path);
+            printf("profile            %d blocks of width %d, ffn %d, microbatch %d: F %.6g s, I %.6g s, W %.6g s, "
+                   "STEP %.6g s (median of %d, %d worker%s at once)\nwritten            %s\n",
+                   c.layers, c.hidden, c.ffn ? c.ffn : 4 * c.hidden, c.microbatch_size, p.f_s, p.i_s, p.w_s, p.step_s,
+                   reps, conc, conc == 1 ? "" : "s", path);
     }
     pl_buf_free(&out);
     return rc;

@@ -46,6 +46,8 @@ static const char help_text[] =
     "prediction:\n"
     "  --profile FILE        profile CSV from `pipelab profile` (default: profile in-process)\n"
     "  --profile-reps N      repetitions of the in-process profile (default 20)\n"
+    "  --profile-concurrency N  workers the in-process profile times at once, pinned like the\n"
+    "                        ranks (default: the ranks, at most the cores; 1 = one thread alone)\n"
     "  --no-predict          no prediction\n"
     "output:\n"
     "  --format table|csv|json   (default table)\n"
@@ -61,7 +63,7 @@ static const char help_text[] =
 
 enum { O_KIND = 1000, O_RANKS, O_MB, O_CHUNKS, O_ITERS, O_RECOMP, O_FROM, O_LEGACY, O_WIDTH, O_DEPTH, O_FFN, O_MBS,
        O_SPLIT, O_LR, O_MOM, O_SEED, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
-       O_PROFILE, O_PREPS, O_NOPRED, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB, O_FAULT, O_HELP };
+       O_PROFILE, O_PREPS, O_PCONC, O_NOPRED, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB, O_FAULT, O_HELP };
 
 static const struct option long_opts[] = {
     {"kind", required_argument, 0, O_KIND}, {"ranks", required_argument, 0, O_RANKS},
@@ -76,7 +78,7 @@ static const struct option long_opts[] = {
     {"transport", required_argument, 0, O_TRANSPORT}, {"oversubscribe", no_argument, 0, O_OVERSUB},
     {"no-pin", no_argument, 0, O_NOPIN}, {"timeout", required_argument, 0, O_TIMEOUT},
     {"mem-budget", required_argument, 0, O_BUDGET}, {"profile", required_argument, 0, O_PROFILE},
-    {"profile-reps", required_argument, 0, O_PREPS}, {"no-predict", no_argument, 0, O_NOPRED},
+    {"profile-reps", required_argument, 0, O_PREPS}, {"profile-concurrency", required_argument, 0, O_PCONC}, {"no-predict", no_argument, 0, O_NOPRED},
     {"format", required_argument, 0, O_FORMAT}, {"trace", no_argument, 0, O_TRACE},
     {"dump-weights", required_argument, 0, O_DUMP}, {"tag", required_argument, 0, O_TAG},
     {"db", required_argument, 0, O_DB}, {"no-db", no_argument, 0, O_NODB},
@@ -89,7 +91,7 @@ static const struct option long_opts[] = {
 typedef struct opts {
     const char *kind, *from, *transport, *profile, *format, *dump, *tag, *db;
     sched_gen_opts g;
-    int have_ranks, have_mb, legacy, depth, preps, no_predict, trace, no_db, mpi;
+    int have_ranks, have_mb, legacy, depth, preps, pconc, no_predict, trace, no_db, mpi;
     int nsplit, split[MAX_SPLIT];
     uint64_t seed;
     exec_config c;
@@ -182,6 +184,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_BUDGET: if (num_arg("--mem-budget", optarg, &v)) return CLI_EUSER; o->c.mem_budget_bytes = (size_t)v; break;
         case O_PROFILE: o->profile = optarg; break;
         case O_PREPS: if (cli_int_arg("run", "--profile-reps", optarg, 1, 1 << 20, &o->preps)) return CLI_EUSAGE; break;
+        case O_PCONC: if (cli_int_arg("run", "--profile-concurrency", optarg, 1, 256, &o->pconc)) return CLI_EUSAGE; break;
         case O_NOPRED: o->no_predict = 1; break;
         case O_FORMAT: o->format = optarg; break;
         case O_TRACE: o->trace = 1; break;
@@ -344,15 +347,19 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
     pl_buf_puts(b, "]}\n");
 }
 
-/* Gets the profile model of the prediction: --profile FILE, or measured now. Returns NULL and e
- * on error; *src describes where it came from. */
-static cost_model *get_profile(const opts *o, const exec_config *c, const char **src, pl_err *e) {
+/* Gets the profile model of the prediction: --profile FILE, or measured now on min(ranks, cores)
+ * threads at once (--profile-concurrency). Sets c->pred_step_s to the profile's STEP of one block
+ * (0 when a file has none). Returns NULL and e on error; *src describes where it came from. */
+static cost_model *get_profile(const opts *o, const sched *s, exec_config *c, const char **src, pl_err *e) {
+    c->pred_step_s = 0;
     if (o->profile) {
         *src = o->profile;
         char *text = NULL;
         size_t len = 0;
         if (pl_read_file(o->profile, 64u << 20, &text, &len, e) != PL_OK) return NULL;
         cost_model *m = cost_model_read_csv(o->profile, text, len, e);
+        double st = 0;
+        if (m && exec_profile_meta(text, len, NULL, &st) == 0) c->pred_step_s = st;
         free(text);
         if (m && exec_profile_check(m, c, o->profile, e) != PL_OK) {
             cost_model_free(m);
@@ -360,11 +367,22 @@ static cost_model *get_profile(const opts *o, const exec_config *c, const char *
         }
         return m;
     }
-    *src = "in-process profile (exec_profile_layers)";
+    int conc = o->pconc;
+    if (conc < 1) {
+        int n = exec_profile_cores();
+        conc = s->ranks < n || n < 1 ? s->ranks : n;
+    }
+    static char srcbuf[96];
+    snprintf(srcbuf, sizeof srcbuf, "in-process profile (exec_profile_layers, %d worker%s at once)", conc, conc == 1 ? "" : "s");
+    *src = srcbuf;
     pl_buf t;
     pl_buf_init(&t);
     cost_model *m = NULL;
-    if (exec_profile_csv(c, o->preps, NULL, &t, NULL, e) == PL_OK) m = cost_model_read_csv("in-process profile", t.data, t.len, e);
+    exec_layer_profile lp;
+    if (exec_profile_csv_n(c, o->preps, conc, NULL, &t, &lp, e) == PL_OK) {
+        m = cost_model_read_csv("in-process profile", t.data, t.len, e);
+        c->pred_step_s = lp.step_s;
+    }
     pl_buf_free(&t);
     return m;
 }
@@ -409,7 +427,7 @@ int cli_run(int argc, char **argv) {
     }
     /* the prediction's profile first: measured before the run, on an idle machine */
     if (!o.no_predict && !o.mpi) {
-        prof = get_profile(&o, &o.c, &profile_src, &e);
+        prof = get_profile(&o, s, &o.c, &profile_src, &e);
         if (!prof) { rc = cli_fail(&e); goto done; }
     }
     if (o.mpi) {
@@ -417,7 +435,7 @@ int cli_run(int argc, char **argv) {
         if (exec_mpi_run(s, &o.c, &r, &is_root, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
         if (!is_root) goto done; /* rank 0 reports and stores */
         if (!o.no_predict) {
-            prof = get_profile(&o, &o.c, &profile_src, &e);
+            prof = get_profile(&o, s, &o.c, &profile_src, &e);
             if (!prof) { rc = cli_fail(&e); goto done; }
         }
     } else if (exec_run(s, &o.c, &r, &e) != PL_OK) {

@@ -25,6 +25,10 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
     sim_model sm;
     memset(&sm, 0, sizeof sm);
     rc = sim_model_init(&sm, s, m, p, NULL, &o, e);
+    /* no hardware, so no memory bandwidth for cost_step_s: the STEP of a stage is its blocks
+     * times the profile's measured STEP of one block (exec_profile_layers_n), when it has one */
+    if (rc == PL_OK && cfg->pred_step_s > 0)
+        for (int q = 0; q < sm.stages; q++) sm.step_s[q] = cfg->pred_step_s * (sm.bound[q + 1] - sm.bound[q]);
     if (rc == PL_OK) {
         sim_config c;
         sim_config_init(&c);

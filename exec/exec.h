@@ -65,6 +65,8 @@ typedef struct exec_config {
     int record_ops;          /* 1 = keep start/end of every action of the timed passes */
     int return_weights;      /* 1 = copy the final weights of all blocks into the result */
     exec_fault fault;        /* injected fault (tests) */
+    double pred_step_s;      /* the optimizer STEP of one block measured by the profile, for the
+                              * prediction only (cli_run_predict; 0 = unknown: no STEP time) */
 } exec_config;
 
 /* Fills c with defaults: h 64, f 4h, L 4, b 8, seeds 1/2/3, D 64, lr 0.05, momentum 0,
@@ -252,10 +254,35 @@ typedef struct exec_layer_profile {
     size_t stash_bytes;        /* what one block keeps from F to the backward: x, H, gelu(H) */
     size_t w_stash_bytes;      /* what one block keeps from I until W: x, dH, gelu(H) and the
                                 * gradient at its output */
+    double step_s;             /* the optimizer STEP of one block's parameters (SGD, momentum when
+                                * configured) */
+    int concurrency;           /* workers that computed at once while it was measured */
 } exec_layer_profile;
 
 /* Times F, I and W of one block (cfg's h, f, b) reps times on the calling thread and fills p
  * with the medians. Returns PL_OK or an error. */
 int exec_profile_layers(const exec_config *cfg, int reps, exec_layer_profile *p, pl_err *e);
+
+/* As exec_profile_layers, on `concurrency` threads at once (1: the calling thread, the same as
+ * exec_profile_layers), pinned to the cores the executor's ranks use (when cfg->pin), each on its
+ * own ceil(L / concurrency) blocks and buffers, a barrier before every round of microbatches;
+ * the medians are over all threads' samples. A run computes on all its ranks at once, sharing
+ * caches and memory bandwidth: profile with concurrency = ranks to predict it. */
+int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exec_layer_profile *p, pl_err *e);
+
+/* The comment key of the profile CSV's executor line "# pipelab-exec concurrency=P step_s=S"
+ * (not "#@" metadata, which the cost model's reader limits to its own keys). */
+#define EXEC_PROFILE_META "pipelab-exec"
+
+/* exec_profile_csv (exec_drive.h) measured with exec_profile_layers_n: the profile CSV of this
+ * machine, with the executor line (concurrency, STEP of one block) among its comments. */
+int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const char *host, pl_buf *out,
+                       exec_layer_profile *pp, pl_err *e);
+
+/* Returns the cores this process may run on (those the executor pins its ranks to). */
+int exec_profile_cores(void);
+
+/* Reads the executor line of a profile CSV's text[len]: 0 and the values, -1 when it has none. */
+int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s);
 
 #endif

@@ -13,9 +13,19 @@
  * buffers instead under-predicted the executor's per-block times: on the 2-core development VM
  * (32 MB L3), width 256 and 8 blocks, it gave F 0.45, I 0.45, W 0.29 ms where a traced run's
  * actions took 0.68-0.87, 0.51-0.74 and 0.45-0.70 ms per block, and this profile 0.64-0.83,
- * 0.59-0.76, 0.43-0.65 (docs/validate_cpu.md). */
+ * 0.59-0.76, 0.43-0.65 (docs/validate_cpu.md).
+ *
+ * Concurrency (exec_profile_layers_n): a run computes on all its P ranks at once, which share
+ * the last-level cache and the memory bandwidth, so the profile can time the same work on P
+ * threads at once, pinned to the cores the executor's ranks use, each on its own ceil(L / P)
+ * blocks (a rank's share of the model) and its own buffers, a barrier before every round; the
+ * medians are over all threads' samples. It also times the optimizer STEP of one block (the
+ * executor's SGD loop, momentum when cfg has it) after every round. */
 #include "exec_int.h"
+#include "platform.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,40 +46,101 @@ static double med(double *v, size_t n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-int exec_profile_layers(const exec_config *cfg, int reps, exec_layer_profile *p, pl_err *e) {
-    if (reps < 1) return pl_errf(e, PL_EINPUT, "profile repetitions must be at least 1");
+/* Most cores the concurrent profile uses. */
+#define PROFILE_MAX_THREADS 256
+
+/* What the profiling threads share. */
+typedef struct prof_shared {
+    const exec_config *cfg;
+    int reps, threads, pin;
+    int cpus[PROFILE_MAX_THREADS], ncpus;
+    pthread_barrier_t bar;
+    pthread_mutex_t mu;  /* start gate: threads wait until all exist (gate 1) or a start failed (-1) */
+    pthread_cond_t cv;
+    int gate;
+} prof_shared;
+
+/* One profiling thread: its index, samples and outcome. */
+typedef struct prof_thread {
+    prof_shared *sh;
+    int tid;
+    size_t ns, nstep;  /* samples of each of F, I, W; of STEP */
+    double *t;         /* [3 ns + nstep]: F, I, W, STEP */
+    int rc;
+    pl_err err;
+} prof_thread;
+
+/* Blocks one profiling thread holds: all L alone, a rank's share ceil(L / P) of P threads, at
+ * most PROFILE_MAX_BYTES of weights and gradients. */
+static int prof_blocks(const exec_config *cfg, const exec_dims *d, int threads) {
+    size_t nf = exec_block_floats(d);
+    size_t fit = PROFILE_MAX_BYTES / (2 * nf * sizeof(float));
+    size_t L = cfg->layers < 1 ? 1 : (size_t)cfg->layers;
+    if (threads > 1) L = (L + (size_t)threads - 1) / (size_t)threads;
+    return (int)(L <= fit ? L : fit > 0 ? fit : 1);
+}
+
+/* Waits at the barrier of the threads (none alone). */
+static void prof_wait(prof_shared *sh) {
+    if (sh->threads > 1) pthread_barrier_wait(&sh->bar);
+}
+
+/* Times this thread's rounds into x->t; every thread runs the same number of rounds and meets
+ * the others at the barrier before each, also after an allocation failure (then untimed). */
+static void *prof_main(void *arg) {
+    prof_thread *x = arg;
+    prof_shared *sh = x->sh;
+    const exec_config *cfg = sh->cfg;
+    if (sh->threads > 1) {
+        pthread_mutex_lock(&sh->mu);
+        while (sh->gate == 0) pthread_cond_wait(&sh->cv, &sh->mu);
+        int go = sh->gate > 0;
+        pthread_mutex_unlock(&sh->mu);
+        if (!go) return NULL; /* another thread could not start: the barrier would never fill */
+    }
+    if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[x->tid % sh->ncpus]);
     exec_dims d;
     exec_dims_of(cfg, &d);
-    if (d.h < 1 || d.b < 1) return pl_errf(e, PL_EINPUT, "profile needs hidden and microbatch size >= 1");
-    exec_blas_init();
     size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
-    size_t fit = PROFILE_MAX_BYTES / (2 * nf * sizeof(float));
-    const int L = (int)(cfg->layers < 1 ? 1 : (size_t)cfg->layers <= fit ? (size_t)cfg->layers : fit > 0 ? fit : 1);
+    const int L = prof_blocks(cfg, &d, sh->threads);
     const int S = PROFILE_SLOTS;
-    const int rounds = (reps + S - 1) / S; /* timed rounds of S microbatches: >= reps samples per block */
-    /* per block: w [nf], g [nf]; per slot and block: x [b,h], hd [b,f], a [b,f]; per slot: the
-     * output y [b,h]; gradients at the L+1 block boundaries gb [b,h]; scratch [b,f] */
+    const int rounds = (sh->reps + S - 1) / S; /* timed rounds of S microbatches: >= reps samples per block */
+    const int mom = cfg->momentum != 0.0;
+    /* per block: w [nf], g [nf], momentum [nf] (when used); per slot and block: x [b,h], hd [b,f],
+     * a [b,f]; per slot: the output y [b,h]; gradients at the L+1 block boundaries gb [b,h];
+     * scratch [b,f] */
     size_t per_slot = (size_t)L * (bh + 2 * bf) + bh;
-    size_t floats = 2 * (size_t)L * nf + (size_t)S * per_slot + (size_t)(L + 1) * bh + bf;
+    size_t floats = (2 + (size_t)mom) * (size_t)L * nf + (size_t)S * per_slot + (size_t)(L + 1) * bh + bf;
     size_t ns = (size_t)rounds * S * L; /* samples of each kind */
+    size_t nstep = (size_t)rounds * L;
     float *mem = pl_calloc(floats, sizeof(float));
-    double *t = pl_calloc(3 * ns, sizeof(double));
-    if (!mem || !t) {
+    x->t = pl_calloc(3 * ns + nstep, sizeof(double));
+    x->ns = ns;
+    x->nstep = nstep;
+    if (!mem || !x->t) {
+        x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d.h);
         free(mem);
-        free(t);
-        return pl_errf(e, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d.h);
+        mem = NULL;
     }
-    float *w = mem, *g = w + (size_t)L * nf, *slots = g + (size_t)L * nf;
-    float *gb = slots + (size_t)S * per_slot, *scr = gb + (size_t)(L + 1) * bh;
+    double *t = x->t;
+    float *w = mem, *g = w ? w + (size_t)L * nf : NULL, *mo = g ? g + (size_t)L * nf : NULL;
+    float *slots = mo ? mo + (size_t)mom * L * nf : NULL;
+    float *gb = slots ? slots + (size_t)S * per_slot : NULL, *scr = gb ? gb + (size_t)(L + 1) * bh : NULL;
 #define X(s, k) (slots + (size_t)(s) * per_slot + (size_t)(k) * (bh + 2 * bf))
 #define HD(s, k) (X(s, k) + bh)
 #define A(s, k) (HD(s, k) + bf)
 #define Y(s) (slots + (size_t)(s) * per_slot + (size_t)L * (bh + 2 * bf))
-    for (int k = 0; k < L; k++) exec_block_init(&d, cfg->init_seed, k, w + (size_t)k * nf);
-    for (int s = 0; s < S; s++) exec_fill_normal(cfg->data_seed, (uint64_t)s, X(s, 0), bh);
-    exec_fill_normal(cfg->data_seed, (uint64_t)S, gb + (size_t)L * bh, bh); /* the loss gradient */
+    if (mem) {
+        /* thread x holds blocks x L .. x L + L - 1 of the model (its rank's share) */
+        for (int k = 0; k < L; k++) exec_block_init(&d, cfg->init_seed, x->tid * L + k, w + (size_t)k * nf);
+        for (int s = 0; s < S; s++) exec_fill_normal(cfg->data_seed, (uint64_t)s, X(s, 0), bh);
+        exec_fill_normal(cfg->data_seed, (uint64_t)S, gb + (size_t)L * bh, bh); /* the loss gradient */
+    }
+    const float lr = (float)cfg->lr, mu = (float)cfg->momentum, scale = 1.0f / (float)S;
     size_t nt = 0;
     for (int r = -1; r < rounds; r++) { /* r = -1 warms the pages, caches and the BLAS */
+        prof_wait(sh);
+        if (!mem) continue;
         for (int s = 0; s < S; s++)
             for (int k = 0; k < L; k++) {
                 float *y = k + 1 < L ? X(s, k + 1) : Y(s);
@@ -94,6 +165,19 @@ int exec_profile_layers(const exec_config *cfg, int reps, exec_layer_profile *p,
                 if (r >= 0) t[2 * ns + nt + (size_t)s * L + k] = t1 - t0;
             }
         }
+        /* the optimizer step of each block: the executor's SGD loop (worker.c, do_step), in place */
+        for (int k = 0; k < L; k++) {
+            float *wk = w + (size_t)k * nf, *gk = g + (size_t)k * nf, *mk = mom ? mo + (size_t)k * nf : NULL;
+            double t0 = pl_now_s();
+            for (size_t i = 0; i < nf; i++) {
+                float gi = gk[i] * scale;
+                if (mk) gi = mk[i] = mu * mk[i] + gi;
+                wk[i] = wk[i] - lr * gi;
+                gk[i] = 0.0f;
+            }
+            double t1 = pl_now_s();
+            if (r >= 0) t[3 * ns + (size_t)r * L + k] = t1 - t0;
+        }
         if (r >= 0) nt += (size_t)S * L;
         /* keep the inputs and the loss gradient bounded: the next round starts from fresh data */
         for (int s = 0; s < S; s++) exec_fill_normal(cfg->data_seed, (uint64_t)s, X(s, 0), bh);
@@ -103,15 +187,162 @@ int exec_profile_layers(const exec_config *cfg, int reps, exec_layer_profile *p,
 #undef HD
 #undef A
 #undef Y
-    memset(p, 0, sizeof *p);
-    p->f_s = med(t, ns);
-    p->i_s = med(t + ns, ns);
-    p->w_s = med(t + 2 * ns, ns);
-    p->param_bytes = nf * sizeof(float);
-    p->act_out_bytes = bh * sizeof(float);
-    p->stash_bytes = (bh + 2 * bf) * sizeof(float);
-    p->w_stash_bytes = (2 * bh + 2 * bf) * sizeof(float);
     free(mem);
-    free(t);
+    return NULL;
+}
+
+int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exec_layer_profile *p, pl_err *e) {
+    if (reps < 1) return pl_errf(e, PL_EINPUT, "profile repetitions must be at least 1");
+    if (concurrency < 1 || concurrency > PROFILE_MAX_THREADS)
+        return pl_errf(e, PL_EINPUT, "profile concurrency must be in [1, %d], got %d", PROFILE_MAX_THREADS, concurrency);
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    if (d.h < 1 || d.b < 1) return pl_errf(e, PL_EINPUT, "profile needs hidden and microbatch size >= 1");
+    exec_blas_init();
+    prof_shared sh;
+    memset(&sh, 0, sizeof sh);
+    sh.cfg = cfg;
+    sh.reps = reps;
+    sh.threads = concurrency;
+    sh.ncpus = exec_platform_cores(sh.cpus, PROFILE_MAX_THREADS);
+    /* alone: the calling thread, unpinned, as before; together: pinned like the executor's ranks */
+    sh.pin = concurrency > 1 && cfg->pin;
+    prof_thread *x = pl_calloc((size_t)concurrency, sizeof *x);
+    pthread_t *th = pl_calloc((size_t)concurrency, sizeof *th);
+    if (!x || !th) {
+        free(x);
+        free(th);
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
+    int rc = PL_OK, started = 0;
+    if (concurrency > 1 && pthread_barrier_init(&sh.bar, NULL, (unsigned)concurrency) != 0)
+        rc = pl_errf(e, PL_EINTERNAL, "cannot make the profile's barrier");
+    for (int i = 0; i < concurrency; i++) {
+        x[i].sh = &sh;
+        x[i].tid = i;
+    }
+    if (rc == PL_OK && concurrency == 1) {
+        prof_main(&x[0]);
+    } else if (rc == PL_OK) {
+        /* the barrier needs every thread, so none starts timing before all exist */
+        pthread_mutex_init(&sh.mu, NULL);
+        pthread_cond_init(&sh.cv, NULL);
+        sh.gate = 0;
+        for (int i = 0; i < concurrency; i++) {
+            if (pthread_create(&th[i], NULL, prof_main, &x[i]) != 0) {
+                rc = pl_errf(e, PL_EINTERNAL, "cannot start profiling thread %d of %d", i + 1, concurrency);
+                break;
+            }
+            started++;
+        }
+        pthread_mutex_lock(&sh.mu);
+        sh.gate = rc == PL_OK ? 1 : -1;
+        pthread_cond_broadcast(&sh.cv);
+        pthread_mutex_unlock(&sh.mu);
+        for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+        pthread_barrier_destroy(&sh.bar);
+        pthread_cond_destroy(&sh.cv);
+        pthread_mutex_destroy(&sh.mu);
+    }
+    size_t ns = 0, nstep = 0;
+    for (int i = 0; i < concurrency && rc == PL_OK; i++) {
+        if (x[i].rc) {
+            *e = x[i].err;
+            rc = x[i].rc;
+        }
+        ns += x[i].ns;
+        nstep += x[i].nstep;
+    }
+    double *all = rc == PL_OK ? pl_calloc(3 * ns + nstep, sizeof(double)) : NULL;
+    if (rc == PL_OK && !all) rc = pl_errf(e, PL_ENOMEM, "out of memory");
+    if (rc == PL_OK) {
+        size_t o[4] = {0, ns, 2 * ns, 3 * ns};
+        for (int i = 0; i < concurrency; i++) {
+            size_t n = x[i].ns;
+            for (int k = 0; k < 3; k++) {
+                memcpy(all + o[k], x[i].t + k * n, n * sizeof(double));
+                o[k] += n;
+            }
+            memcpy(all + o[3], x[i].t + 3 * n, x[i].nstep * sizeof(double));
+            o[3] += x[i].nstep;
+        }
+        size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
+        memset(p, 0, sizeof *p);
+        p->f_s = med(all, ns);
+        p->i_s = med(all + ns, ns);
+        p->w_s = med(all + 2 * ns, ns);
+        p->step_s = med(all + 3 * ns, nstep);
+        p->concurrency = concurrency;
+        p->param_bytes = nf * sizeof(float);
+        p->act_out_bytes = bh * sizeof(float);
+        p->stash_bytes = (bh + 2 * bf) * sizeof(float);
+        p->w_stash_bytes = (2 * bh + 2 * bf) * sizeof(float);
+    }
+    for (int i = 0; i < concurrency; i++) free(x[i].t);
+    free(all);
+    free(x);
+    free(th);
+    return rc;
+}
+
+int exec_profile_layers(const exec_config *cfg, int reps, exec_layer_profile *p, pl_err *e) {
+    return exec_profile_layers_n(cfg, reps, 1, p, e);
+}
+
+int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const char *host, pl_buf *out,
+                       exec_layer_profile *pp, pl_err *e) {
+    if (cfg->layers < 1) return pl_errf(e, PL_EINPUT, "profile needs depth >= 1");
+    exec_layer_profile p;
+    int rc = exec_profile_layers_n(cfg, reps, concurrency, &p, e);
+    if (rc) return rc;
+    if (pp) *pp = p;
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    double flops = 4.0 * d.b * (double)d.h * d.f;
+    if (concurrency > 1)
+        pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
+                           "# %d workers at once (pinned threads, each on its own %d blocks)%s%s, %s, median of %d repetitions\n"
+                           "# per block over all workers; every block has this shape.\n",
+                      d.h, d.f, d.f, d.h, concurrency, prof_blocks(cfg, &d, concurrency), host ? " on " : "",
+                      host ? host : "", exec_blas_init(), reps);
+    else
+        pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
+                           "# one worker%s%s, %s, median of %d repetitions per block; every block has this shape.\n",
+                      d.h, d.f, d.f, d.h, host ? " on " : "", host ? host : "", exec_blas_init(), reps);
+    /* not "#@" metadata: the cost model's reader accepts only its own keys there */
+    pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g\n", concurrency, p.step_s);
+    pl_buf_printf(out, "#@ microbatch_size=%d input_bytes=%zu dtype_bytes=4 name=mlp_h%d_f%d_L%d\n", d.b, p.act_out_bytes,
+                  d.h, d.f, cfg->layers);
+    pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
+                     "stash_bytes,stash_recompute_bytes,w_stash_bytes\n");
+    for (int k = 0; k < cfg->layers; k++)
+        pl_buf_printf(out, "%d,block%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%zu,%zu,%zu,,%zu\n", k, k, p.f_s, p.i_s, p.w_s, flops,
+                      flops, flops, p.param_bytes, p.act_out_bytes, p.stash_bytes, p.stash_bytes);
+    if (out->failed) return pl_errf(e, PL_ENOMEM, "out of memory writing the profile");
     return PL_OK;
+}
+
+int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s) {
+    const char *key = "# " EXEC_PROFILE_META " ";
+    size_t kl = strlen(key);
+    for (size_t i = 0; i + kl <= len; i++) {
+        if ((i == 0 || text[i - 1] == '\n') && memcmp(text + i, key, kl) == 0) {
+            char line[256];
+            size_t n = 0;
+            for (size_t j = i + kl; j < len && text[j] != '\n' && n + 1 < sizeof line; j++) line[n++] = text[j];
+            line[n] = '\0';
+            int c = 0;
+            double st = 0;
+            if (sscanf(line, "concurrency=%d step_s=%lf", &c, &st) != 2 || c < 1 || !(st >= 0)) return -1;
+            if (concurrency) *concurrency = c;
+            if (step_s) *step_s = st;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int exec_profile_cores(void) {
+    int cpus[PROFILE_MAX_THREADS];
+    return exec_platform_cores(cpus, PROFILE_MAX_THREADS);
 }

@@ -3,7 +3,8 @@
 # machine (under 2 minutes even when the cores are shared) it:
 #   1. draws unit-time timelines of 1f1b and zb-h1 (4 ranks, 8 microbatches) and lowers 1f1b
 #      with explicit communication to a .sched file and to PyTorch's CSV (checked back);
-#   2. profiles this CPU: F, I and W of the executor's dense block (width 256, 8 blocks);
+#   2. profiles this CPU: F, I, W and STEP of the executor's dense block (width 256, 8 blocks) on
+#      both cores at once, as the 2-rank runs will use them;
 #   3. partitions that model into 2 balanced stages from the profile;
 #   4. simulates gpipe, 1f1b and zb-h1 on 2 ranks, 8 microbatches, with those costs;
 #   5. runs the same three for real on 2 ranks (one CPU thread per rank, real training);
@@ -43,7 +44,7 @@ PROF=$OUT/quickstart.profile.csv
 PART=$OUT/quickstart.partition
 echo
 echo "== 2. profile this CPU: the executor's block, width $H, $L blocks, microbatch 16"
-"$PL" profile --width $H --depth $L -o "$PROF"
+"$PL" profile --width $H --depth $L --concurrency 2 -o "$PROF"
 echo
 echo "== 3. partition it into 2 stages (balanced split of the profiled costs)"
 "$PL" partition --profile "$PROF" --workers 2 --method balance -o "$PART"

@@ -17,7 +17,8 @@
 # kept apart, in results/out/validate_cpu.busy.db, and reported separately: its error measures
 # the other load, not the model. Nothing is discarded silently.
 # Environment: WIDTHS ("256 512"), MICROBATCHES ("4 8"), TIMED (timed passes, 10), DEPTH (8),
-# PROFILE (each | once), PREPS (profile repetitions, 50), QUIET_WAIT, BUSY_MAX, RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
+# PROFILE (each | once), PREPS (profile repetitions, 50), PCONC (profile threads at once, 2: the
+# ranks; 1 profiles one thread alone), QUIET_WAIT, BUSY_MAX, RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
 source "$(dirname "$0")/lib.sh" "$@"
@@ -27,6 +28,7 @@ TIMED=${TIMED:-10}
 DEPTH=${DEPTH:-8}
 PROFILE=${PROFILE:-each}
 PREPS=${PREPS:-50}
+PCONC=${PCONC:-2}
 QUIET_WAIT=${QUIET_WAIT:-120}
 BUSY_MAX=${BUSY_MAX:-10}
 RETRIES=${RETRIES:-2}
@@ -71,12 +73,12 @@ for h in $WIDTHS; do
             run_one() {
                 if [ "$PROFILE" = once ]; then
                     if [ ! -f "$PROF" ]; then
-                        quiet_try "$PL" profile --width "$h" --depth "$DEPTH" --reps "$PREPS" -o "$PROF" >/dev/null || exit 1
+                        quiet_try "$PL" profile --width "$h" --depth "$DEPTH" --reps "$PREPS" --concurrency "$PCONC" -o "$PROF" >/dev/null || exit 1
                         echo "profile h=$h (F I W, s): $(grep -v '^#' "$PROF" | sed -n 2p | cut -d, -f3-5 | tr , ' ') (others ${OTHERS}%)"
                     fi
                     PROFILE_ARG="--profile $PROF"
                 else
-                    PROFILE_ARG="--profile-reps $PREPS" # measured by the run itself, just before it
+                    PROFILE_ARG="--profile-reps $PREPS --profile-concurrency $PCONC" # measured by the run itself, just before it
                 fi
                 # shellcheck disable=SC2086
                 BEFORE=clear_try quiet_try "$PL" run --kind "$kind" --ranks 2 --microbatches "$m" $extra --width "$h" --depth "$DEPTH" \
