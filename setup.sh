@@ -18,7 +18,7 @@ if [ -n "$missing" ]; then
         echo "setup: installing$missing" >&2
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq
-        apt-get install -y -qq --no-install-recommends $missing >/dev/null
+        apt-get install -y -qq $missing >/dev/null
     else
         echo "setup: missing Debian packages; as root run:" >&2
         echo "  apt-get install -y$missing" >&2
