@@ -1,4 +1,4 @@
-/* mpi_stub.c: the MPI entry points of a build without MPI (PIPELAB_MPI=OFF or MPI not found):
+/* mpi_absent.c: the MPI entry points of a build without MPI (PIPELAB_MPI=OFF or MPI not found):
  * they say so. The real ones are in transport_mpi.c. */
 #include "exec_drive.h"
 
