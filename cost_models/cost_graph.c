@@ -159,6 +159,9 @@ static int read_node(graph *g, const char *path, int line, const char *s, size_t
     size_t dl = (size_t)(s2 - s1 - 4);
     nd->desc = cost_trim(s + s1 + 4, &dl);
     nd->desc_len = dl;
+    int cc = cost_control_char(nd->desc, dl);
+    if (cc >= 0)
+        return pl_errf(e, PL_EINPUT, "%s:%d: control character 0x%02x in the node description", path, line, cc);
     nd->line = line;
     nd->num = node_number(nd->id, il);
     if (parse_attrs(path, line, s + s2 + 4, n - (size_t)s2 - 4, nd, e) != PL_OK) return PL_EINPUT;

@@ -109,6 +109,18 @@ static int key_store(cost_hw *hw, int k, const char *value, pl_err *e) {
         if (n >= key->size)
             return pl_errf(e, PL_EINPUT, "%s.%s is longer than %zu characters", key->section, key->name,
                            key->size - 1);
+        /* what the INI writer writes must read back the same: no control characters, no comment
+         * characters, no surrounding blanks (the INI reader strips them) */
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)value[i];
+            if (c < 0x20 || c == 0x7f)
+                return pl_errf(e, PL_EINPUT, "%s.%s contains the control character 0x%02x", key->section, key->name, c);
+            if (c == ';' && (i == 0 || value[i - 1] == ' ' || value[i - 1] == '\t'))
+                return pl_errf(e, PL_EINPUT, "%s.%s may not have ';' at its start or after a blank (it starts "
+                               "a comment in INI files)", key->section, key->name);
+        }
+        if (n && (value[0] == ' ' || value[n - 1] == ' '))
+            return pl_errf(e, PL_EINPUT, "%s.%s may not begin or end with a blank", key->section, key->name);
         memcpy(dst, value, n + 1);
         return PL_OK;
     }

@@ -28,6 +28,9 @@ int cost_next_line(cost_lines *c, const char **line, size_t *len);
 char *cost_strndup(const char *s, size_t n);
 /* Trims ASCII blanks on both sides of s[0..*n): returns the new start, updates *n. */
 const char *cost_trim(const char *s, size_t *n);
+/* Returns the first control character (below 0x20, tab included, or 0x7f; NUL too) in s[0..n),
+ * or -1: layer names must be plain text, so that every writer can write them back unchanged. */
+int cost_control_char(const char *s, size_t n);
 
 /* Allocates a model of n layers with every number unknown / zero and cut_bytes zeroed.
  * Returns NULL and fills e on bad n or allocation failure. */

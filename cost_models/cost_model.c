@@ -113,6 +113,14 @@ void cost_model_free(cost_model *m) {
 }
 
 /* Copies a layer name into the model; returns PL_OK or PL_ENOMEM. */
+int cost_control_char(const char *s, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        unsigned char c = (unsigned char)s[k];
+        if (c < 0x20 || c == 0x7f) return c;
+    }
+    return -1;
+}
+
 int cost_layer_set_name(cost_model *m, int i, const char *name, size_t len, pl_err *e) {
     free(m->layer[i].name);
     m->layer[i].name = cost_strndup(name, len);
@@ -252,6 +260,9 @@ static int csv_meta_line(const char *path, int lineno, const char *s, size_t n, 
         long lv;
         double dv;
         if (kl == 4 && !memcmp(tok, "name", 4)) {
+            int cc = cost_control_char(vbuf, vl);
+            if (cc >= 0)
+                return pl_errf(e, PL_EINPUT, "%s:%d: control character 0x%02x in the model name", path, lineno, cc);
             snprintf(meta->name, sizeof meta->name, "%s", vbuf);
         } else if (kl == 15 && !memcmp(tok, "microbatch_size", 15)) {
             if (pl_parse_long(vbuf, 1, 1L << 30, &lv) != 0)
@@ -351,6 +362,9 @@ static int csv_row_parse(const char *path, int lineno, const char *line, size_t 
         int c = colof[k];
         if (c == COL_NAME) {
             if (fl[k] == 0) return pl_errf(e, PL_EINPUT, "%s:%d: missing value for 'name'", path, lineno);
+            int cc = cost_control_char(f[k], fl[k]);
+            if (cc >= 0)
+                return pl_errf(e, PL_EINPUT, "%s:%d: control character 0x%02x in the layer name", path, lineno, cc);
             r->name = f[k];
             r->name_len = fl[k];
             r->has[c] = 1;

@@ -528,15 +528,24 @@ static int split_words(char *s, char **w, int max) {
     return n;
 }
 
-/* Returns the value of a "key value" provenance word list joined back with single spaces. */
-static void join_words(char **w, int from, int n, char *dst, size_t cap) {
+/* Joins a "key value" provenance word list back with single spaces into dst; returns -1 when
+ * it does not fit (the value is refused, never cut: a cut value would not read back the same). */
+static int join_words(char **w, int from, int n, char *dst, size_t cap) {
     dst[0] = '\0';
     size_t len = 0;
     for (int k = from; k < n; k++) {
         int wrote = snprintf(dst + len, cap - len, "%s%s", k > from ? " " : "", w[k]);
-        if (wrote < 0 || (size_t)wrote >= cap - len) break;
+        if (wrote < 0 || (size_t)wrote >= cap - len) return -1;
         len += (size_t)wrote;
     }
+    return 0;
+}
+
+/* Returns the first control character of a line (tab and carriage return allowed), or -1. */
+static int control_char(const char *line) {
+    for (const unsigned char *c = (const unsigned char *)line; *c; c++)
+        if ((*c < 0x20 && *c != '\t' && *c != '\r') || *c == 0x7f) return *c;
+    return -1;
 }
 
 int cost_partition_parse_text(const char *text, const char *path, cost_plan *out, pl_err *e) {
@@ -550,6 +559,11 @@ int cost_partition_parse_text(const char *text, const char *path, cost_plan *out
         nl = strchr(line, '\n');
         if (nl) *nl++ = '\0';
         lineno++;
+        int cc = control_char(line);
+        if (cc >= 0) {
+            rc = pl_errf(e, PL_EINPUT, "%s:%d: control character 0x%02x in the line (a partition file is text)", path, lineno, cc);
+            break;
+        }
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
         char *w[16];
@@ -579,7 +593,10 @@ int cost_partition_parse_text(const char *text, const char *path, cost_plan *out
                 rc = pl_errf(e, PL_EINPUT, "%s:%d: duplicate '%s' line", path, lineno, w[0]);
                 break;
             }
-            join_words(w, 1, n, dst, dcap);
+            if (join_words(w, 1, n, dst, dcap) != 0) {
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: '%s' value longer than %zu characters", path, lineno, w[0], dcap - 1);
+                break;
+            }
             if (dst == out->method) have_method = 1;
         } else if (strcmp(w[0], "layers") == 0 || strcmp(w[0], "workers") == 0) {
             int is_layers = w[0][0] == 'l';
