@@ -82,7 +82,7 @@ static const struct option long_opts[] = {
     {"format", required_argument, 0, O_FORMAT}, {"trace", no_argument, 0, O_TRACE},
     {"dump-weights", required_argument, 0, O_DUMP}, {"tag", required_argument, 0, O_TAG},
     {"db", required_argument, 0, O_DB}, {"no-db", no_argument, 0, O_NODB},
-    {"inject-fault", required_argument, 0, O_FAULT}, /* hidden: RANK:ACTION[:PASS] (tests) */
+    {"inject-fault", required_argument, 0, O_FAULT}, /* hidden: [KIND:]RANK:ACTION[:PASS] (tests) */
     {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
 };
 
@@ -193,15 +193,28 @@ static int parse(int argc, char **argv, opts *o) {
         case O_DB: o->db = optarg; break;
         case O_NODB: o->no_db = 1; break;
         case O_FAULT: {
+            /* [KIND:]RANK:ACTION[:PASS], KIND one of exec_fault_name's (default error) */
+            exec_fault_kind fk = EXEC_FAULT_ERROR;
+            const char *spec = optarg;
+            if ((*spec >= 'a' && *spec <= 'z') && strchr(spec, ':')) {
+                char kn[32];
+                size_t n = strcspn(spec, ":");
+                if (n >= sizeof kn) n = sizeof kn - 1;
+                memcpy(kn, spec, n);
+                kn[n] = '\0';
+                fk = exec_fault_parse(kn);
+                if (fk == EXEC_FAULT_NONE) return cli_usage_error("run", "--inject-fault: unknown kind '%s'", kn);
+                spec += strcspn(spec, ":") + 1;
+            }
             long r, a, ps = 0;
             char *end1, *end2;
-            r = strtol(optarg, &end1, 10);
-            if (end1 == optarg || *end1 != ':') return cli_usage_error("run", "--inject-fault needs RANK:ACTION[:PASS]");
+            r = strtol(spec, &end1, 10);
+            if (end1 == spec || *end1 != ':') return cli_usage_error("run", "--inject-fault needs [KIND:]RANK:ACTION[:PASS]");
             a = strtol(end1 + 1, &end2, 10);
-            if (end2 == end1 + 1 || (*end2 && *end2 != ':')) return cli_usage_error("run", "--inject-fault needs RANK:ACTION[:PASS]");
+            if (end2 == end1 + 1 || (*end2 && *end2 != ':')) return cli_usage_error("run", "--inject-fault needs [KIND:]RANK:ACTION[:PASS]");
             if (*end2 == ':') ps = strtol(end2 + 1, NULL, 10);
             if (r < 0 || a < 1 || ps < 0) return cli_usage_error("run", "--inject-fault: rank >= 0, action >= 1 (1-based), pass >= 0");
-            o->c.fault = (exec_fault){EXEC_FAULT_ERROR, (int)r, (int)a - 1, (int)ps};
+            o->c.fault = (exec_fault){fk, (int)r, (int)a - 1, (int)ps};
             break;
         }
         case O_HELP: fputs(help_text, stdout); return CLI_OK;

@@ -38,6 +38,19 @@ void exec_config_default(exec_config *c) {
     c->timeout_s = 60.0;
 }
 
+/* The names of the fault kinds, by kind. */
+static const char *const fault_names[] = {NULL, "error", "size", "exit", "kill", "drop-recv", "drop-send"};
+
+const char *exec_fault_name(exec_fault_kind k) {
+    return (int)k > 0 && (size_t)k < sizeof fault_names / sizeof *fault_names ? fault_names[k] : NULL;
+}
+
+exec_fault_kind exec_fault_parse(const char *name) {
+    for (size_t k = 1; name && k < sizeof fault_names / sizeof *fault_names; k++)
+        if (strcmp(name, fault_names[k]) == 0) return (exec_fault_kind)k;
+    return EXEC_FAULT_NONE;
+}
+
 size_t exec_param_count(const exec_config *cfg) {
     exec_dims d;
     exec_dims_of(cfg, &d);
@@ -333,7 +346,7 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
         if (rc) *e = x.err;
     } else {
         pl_err why = *e;
-        pl_err_prefix(&why, "rank %d: ", r);
+        if (strncmp(why.msg, "rank ", 5) != 0) pl_err_prefix(&why, "rank %d: ", r); /* else it names the rank */
         t->abort(t, &why);
         if (t->finished) t->finished(t);
     }
@@ -343,6 +356,22 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
     free(loss_mb);
     free(blocks);
     return rc;
+}
+
+/* Appends to e where each of the p workers stopped (the transport stopped the run, e.g. every
+ * rank waited: the message names what each waited for, this adds the actions). */
+static void positions(const exec_xrank *xr, int p, pl_err *e) {
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_buf_printf(&b, "%s [", e->msg);
+    for (int r = 0; r < p; r++) {
+        char w[160];
+        exec_xrank_where(&xr[r], w, sizeof w);
+        pl_buf_printf(&b, "%srank %d at %s", r ? "; " : "", r, xr[r].rc == PL_OK ? "the end" : w);
+    }
+    pl_buf_putc(&b, ']');
+    pl_errf(e, e->code, "%s", b.data ? b.data : e->msg);
+    pl_buf_free(&b);
 }
 
 int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) {
@@ -404,6 +433,7 @@ int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) 
         /* the first failure is the cause; the others were stopped by it */
         rc = why.code ? why.code : PL_EINTERNAL;
         pl_errf(e, rc, "%s", why.msg);
+        if (strncmp(why.msg, "rank ", 5) != 0) positions(xr, p, e); /* the transport's own reason */
         goto done;
     }
     for (int r = 0; r < p; r++)

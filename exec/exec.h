@@ -23,19 +23,42 @@
  * (the target network); global microbatch G (= pass * iterations * m + the schedule's mb) reads
  * entry G mod D. Every run therefore sees the same data for the same (iteration, microbatch). */
 
-/* Injected faults, for the tests of failure handling. */
+/* Injected faults, for the tests of failure handling (README: "Executor faults"). Each one
+ * strikes the first time `rank` reaches `action` in pass `pass`, after the checks and the setup,
+ * so that it behaves as a bug or a crash in the middle of a run would. */
 typedef enum exec_fault_kind {
     EXEC_FAULT_NONE = 0,
-    EXEC_FAULT_ERROR,    /* the action fails with an error */
-    EXEC_FAULT_BAD_SIZE  /* a SEND sends a message one float short (the receiver must notice) */
+    EXEC_FAULT_ERROR,     /* the action fails with an error */
+    EXEC_FAULT_BAD_SIZE,  /* a SEND sends a message one float short (the receiver must notice) */
+    EXEC_FAULT_EXIT,      /* the worker vanishes at the action without reporting: its thread ends
+                           * (pthread_exit), as a crashed or cancelled thread would; the run must
+                           * notice and name the rank and the action it was on */
+    EXEC_FAULT_KILL,      /* the worker's process kills itself with SIGKILL at the action (with
+                           * MPI: one rank's process dies; with threads: the whole run dies) */
+    EXEC_FAULT_DROP_RECV, /* the rank skips its first RECV at or after the action, as a buggy
+                           * schedule or tool would: a message is sent to a rank that never
+                           * receives it */
+    EXEC_FAULT_DROP_SEND  /* the rank skips the transfer of its first SEND at or after the
+                           * action: a rank waits for a message that never comes */
 } exec_fault_kind;
 
 typedef struct exec_fault {
     exec_fault_kind kind;
     int rank;      /* the rank that misbehaves */
-    int action;    /* index in that rank's lowered list (for BAD_SIZE: the first SEND at or after it) */
+    int action;    /* 0-based index in that rank's lowered list (BAD_SIZE, DROP_RECV, DROP_SEND:
+                    * the first matching action at or after it) */
     int pass;      /* the pass in which it happens (0 = first) */
 } exec_fault;
+
+/* Returns the name of a fault kind ("error", "size", "exit", "kill", "drop-recv", "drop-send"),
+ * or NULL for EXEC_FAULT_NONE and unknown kinds. */
+const char *exec_fault_name(exec_fault_kind k);
+/* Returns the kind named name, or EXEC_FAULT_NONE when no kind has that name. */
+exec_fault_kind exec_fault_parse(const char *name);
+
+/* Where the executor runs (exec_config.backend) and in which GEMM precision. */
+typedef enum exec_backend { EXEC_BACKEND_CPU = 0, EXEC_BACKEND_CUDA = 1 } exec_backend;
+typedef enum exec_precision { EXEC_PREC_FP32 = 0, EXEC_PREC_TF32 = 1, EXEC_PREC_BF16 = 2 } exec_precision;
 
 /* How to run. exec_config_default fills sensible values; every field can be overridden. */
 typedef struct exec_config {

@@ -148,6 +148,8 @@ typedef struct exec_xrank {
     size_t n_ops, cap_ops;
     pl_err err;
     int rc;
+    long at;                /* the action being executed (0-based), -1 between actions: where
+                             * a stopped or vanished worker was (exec_run's messages) */
 } exec_xrank;
 
 /* Sets up rank r: walks its list once without data (checking it and sizing every pool), then
@@ -155,7 +157,11 @@ typedef struct exec_xrank {
 int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg,
                     const int *blocks, const exec_data *data, double *loss_mb, pl_err *e);
 void exec_xrank_free(exec_xrank *x);
-/* The worker thread's body: warm-up and timed passes over the list (arg: exec_xrank *). */
+/* The worker thread's body: warm-up and timed passes over the list (arg: exec_xrank *). A worker
+ * whose thread ends early (pthread_exit, cancellation: EXEC_FAULT_EXIT) reports it from a cleanup
+ * handler: x->rc, x->err naming the action it was on, the run aborted, the rank finished. */
 void *exec_worker_main(void *arg);
+/* Writes "action K (text) of pass P" (or "between actions of pass P") for where x is into buf. */
+void exec_xrank_where(const exec_xrank *x, char *buf, size_t n);
 
 #endif

@@ -3,6 +3,8 @@
 #include "exec_int.h"
 #include "platform.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,8 +311,12 @@ static int do_step(exec_xrank *x, int s, pl_err *e) {
 
 /* ---------------------------------------------------------------- communication actions */
 
-/* Applies a SEND or RECV action. Returns PL_OK or an error. */
-static int do_comm(exec_xrank *x, const sched_action *a, int bad_size, pl_err *e) {
+/* What an injected fault does to a SEND (do_comm's `fault`). */
+enum { SEND_OK = 0, SEND_SHORT = 1, SEND_DROP = 2 };
+
+/* Applies a SEND or RECV action (a SEND sends one float short, or nothing, when fault says so).
+ * Returns PL_OK or an error. */
+static int do_comm(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
     int s = a->stage, j = a->mb;
     exec_xstage *st = local(x, s, e);
     if (!st || !mb_ok(x, j, e)) return PL_EINPUT;
@@ -326,9 +332,9 @@ static int do_comm(exec_xrank *x, const sched_action *a, int bad_size, pl_err *e
         if (to < 0 || to >= x->s->stages) return pl_errf(e, PL_EINPUT, "no stage %d to send to", to);
         if (*slotp < 0) return pl_errf(e, PL_EINPUT, "nothing to send: the %s of stage %d microbatch %d was not computed", fwd ? "forward" : "input backward", s, j);
         int rc = PL_OK;
-        if (!x->dry) {
+        if (!x->dry && fault != SEND_DROP) {
             exec_msg_key k = {fwd ? EXEC_MSG_ACT : EXEC_MSG_GRAD, to, g};
-            rc = x->t->send(x->t, sr[to], k, slot(&x->out, *slotp), bad_size ? bytes - sizeof(float) : bytes, e);
+            rc = x->t->send(x->t, sr[to], k, slot(&x->out, *slotp), fault == SEND_SHORT ? bytes - sizeof(float) : bytes, e);
         }
         give(x, &x->out, *slotp, &x->cur.comm_bytes);
         *slotp = -1;
@@ -361,8 +367,9 @@ static int do_comm(exec_xrank *x, const sched_action *a, int bad_size, pl_err *e
     }
 }
 
-/* Executes one action; returns PL_OK or an error (without context; the caller adds it). */
-static int do_action(exec_xrank *x, const sched_action *a, int bad_size, pl_err *e) {
+/* Executes one action (fault: what happens to a SEND, SEND_*); returns PL_OK or an error
+ * (without context; the caller adds it). */
+static int do_action(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
     switch (a->kind) {
     case SCHED_F: return do_f(x, a->stage, a->mb, e);
     case SCHED_I: return do_i(x, a->stage, a->mb, e);
@@ -380,7 +387,7 @@ static int do_action(exec_xrank *x, const sched_action *a, int bad_size, pl_err 
     case SCHED_SEND_F:
     case SCHED_SEND_B:
     case SCHED_RECV_F:
-    case SCHED_RECV_B: return do_comm(x, a, bad_size, e);
+    case SCHED_RECV_B: return do_comm(x, a, fault, e);
     case SCHED_REDUCE_GRAD: return local(x, a->stage, e) ? PL_OK : PL_EINPUT; /* one replica */
     case SCHED_STEP: return do_step(x, a->stage, e);
     case SCHED_UNSHARD:
@@ -394,6 +401,16 @@ static void where(const exec_xrank *x, size_t k, pl_err *e) {
     char t[96];
     sched_action_format(&x->s->rank[x->r].acts[k], t, sizeof t);
     pl_err_prefix(e, "rank %d, action %zu (%s), pass %d: ", x->r, k + 1, t, x->pass);
+}
+
+void exec_xrank_where(const exec_xrank *x, char *buf, size_t n) {
+    if (x->at >= 0 && (size_t)x->at < x->s->rank[x->r].n) {
+        char t[96];
+        sched_action_format(&x->s->rank[x->r].acts[x->at], t, sizeof t);
+        snprintf(buf, n, "action %ld (%s) of pass %d", x->at + 1, t, x->pass);
+    } else {
+        snprintf(buf, n, "between actions of pass %d", x->pass);
+    }
 }
 
 /* Checks that a pass left nothing in flight; returns PL_OK or an error. */
@@ -509,6 +526,7 @@ static int first_versions(exec_xrank *x, pl_err *e) {
 int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg,
                     const int *blocks, const exec_data *data, double *loss_mb, pl_err *e) {
     memset(x, 0, sizeof *x);
+    x->at = -1;
     x->r = r;
     x->s = s;
     x->cfg = cfg;
@@ -589,15 +607,50 @@ void exec_xrank_free(exec_xrank *x) {
 
 /* ---------------------------------------------------------------- the thread */
 
-void *exec_worker_main(void *arg) {
+/* Cleanup handler of the worker thread: runs only when the thread ends in the middle of its
+ * walk (pthread_exit, cancellation), which no code path of the worker does except an injected
+ * EXEC_FAULT_EXIT: names the rank and the action it was on, stops the run and counts the rank as
+ * finished, so the others stop at once instead of waiting for its messages until the timeout. */
+static void worker_vanished(void *arg) {
     exec_xrank *x = arg;
+    pl_errf(&x->err, PL_EINTERNAL, "the worker thread ended without reporting (it exited or was cancelled)");
+    if (x->at >= 0) where(x, (size_t)x->at, &x->err);
+    else pl_err_prefix(&x->err, "rank %d, between actions of pass %d: ", x->r, x->pass);
+    x->rc = PL_EINTERNAL;
+    x->t->abort(x->t, &x->err);
+    if (x->t->finished) x->t->finished(x->t);
+}
+
+/* Applies an injected fault that strikes rank x at action k (cfg->fault): returns the SEND_*
+ * treatment of the action, 3 to skip it (DROP_RECV), or -1 with x->rc set (ERROR). EXIT and KILL
+ * do not return. armed: 1 while the fault has not struck yet in this pass. */
+static int fault_at(exec_xrank *x, size_t k, const sched_action *a, int *armed) {
+    const exec_fault *f = &x->cfg->fault;
+    if (!*armed || f->rank != x->r || f->pass != x->pass || (size_t)f->action > k) return SEND_OK;
+    int send = a->kind == SCHED_SEND_F || a->kind == SCHED_SEND_B, recv = a->kind == SCHED_RECV_F || a->kind == SCHED_RECV_B;
+    switch (f->kind) {
+    case EXEC_FAULT_ERROR:
+        *armed = 0;
+        x->rc = pl_errf(&x->err, PL_EINPUT, "injected fault");
+        return -1;
+    case EXEC_FAULT_EXIT: pthread_exit(NULL); /* worker_vanished reports */
+    case EXEC_FAULT_KILL:
+        raise(SIGKILL);
+        pthread_exit(NULL); /* not reached */
+    case EXEC_FAULT_BAD_SIZE: if (send) { *armed = 0; return SEND_SHORT; } return SEND_OK;
+    case EXEC_FAULT_DROP_SEND: if (send) { *armed = 0; return SEND_DROP; } return SEND_OK;
+    case EXEC_FAULT_DROP_RECV: if (recv) { *armed = 0; return 3; } return SEND_OK;
+    default: return SEND_OK;
+    }
+}
+
+/* Walks the passes (the body of exec_worker_main, inside its cleanup handler). */
+static void worker_walk(exec_xrank *x) {
     const exec_config *c = x->cfg;
     const sched_rank *rk = &x->s->rank[x->r];
     int passes = c->warmup_passes + c->timed_passes;
-    pl_err_clear(&x->err);
-    x->rc = PL_OK;
-    if (x->core >= 0 && exec_platform_pin_self(x->core) != 0) x->core = -1;
-    for (x->pass = 0; x->pass < passes && x->rc == PL_OK; x->pass++) {
+    for (int pass = 0; pass < passes && x->rc == PL_OK; pass++) {
+        x->pass = pass;
         x->goff = (int64_t)x->pass * x->M;
         x->rc = x->t->barrier(x->t, &x->err);
         if (x->rc != PL_OK) break;
@@ -606,20 +659,14 @@ void *exec_worker_main(void *arg) {
         exec_gemm_clock(&g0_s, &g0_f);
         double t0 = pl_now_s();
         x->pass_start_s[x->pass] = t0;
-        int bad_armed = c->fault.kind == EXEC_FAULT_BAD_SIZE && c->fault.rank == x->r && c->fault.pass == x->pass;
+        int armed = c->fault.kind != EXEC_FAULT_NONE;
         for (size_t k = 0; k < rk->n; k++) {
             const sched_action *a = &rk->acts[k];
-            int bad = 0;
-            if (c->fault.rank == x->r && c->fault.pass == x->pass && (size_t)c->fault.action <= k) {
-                if (c->fault.kind == EXEC_FAULT_ERROR && (size_t)c->fault.action == k) {
-                    x->rc = pl_errf(&x->err, PL_EINPUT, "injected fault");
-                } else if (bad_armed && (a->kind == SCHED_SEND_F || a->kind == SCHED_SEND_B)) {
-                    bad = 1;
-                    bad_armed = 0;
-                }
-            }
+            x->at = (long)k;
+            int fault = fault_at(x, k, a, &armed);
+            if (fault == 3) continue; /* a dropped receive */
             double s0 = pl_now_s();
-            if (x->rc == PL_OK) x->rc = do_action(x, a, bad, &x->err);
+            if (x->rc == PL_OK) x->rc = do_action(x, a, fault, &x->err);
             double s1 = pl_now_s();
             if (x->rc != PL_OK) {
                 if (strncmp(x->err.msg, "aborted: ", 9) != 0) {
@@ -638,6 +685,7 @@ void *exec_worker_main(void *arg) {
                 op->end_s = s1;
             }
         }
+        if (x->rc == PL_OK) x->at = -1;
         x->pass_end_s[x->pass] = pl_now_s();
         x->busy_s[x->pass] = busy;
         x->comm_s[x->pass] = comm;
@@ -649,6 +697,17 @@ void *exec_worker_main(void *arg) {
             if (x->rc != PL_OK) x->t->abort(x->t, &x->err);
         }
     }
+}
+
+void *exec_worker_main(void *arg) {
+    exec_xrank *x = arg;
+    pl_err_clear(&x->err);
+    x->rc = PL_OK;
+    x->at = -1;
+    if (x->core >= 0 && exec_platform_pin_self(x->core) != 0) x->core = -1;
+    pthread_cleanup_push(worker_vanished, x);
+    worker_walk(x);
+    pthread_cleanup_pop(0);
     if (x->t->finished) x->t->finished(x->t);
     return NULL;
 }

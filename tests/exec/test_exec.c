@@ -611,6 +611,7 @@ static void test_profile(void) {
 
 void exec_test_rank_register(void); /* test_exec_rank.c */
 void exec_test_run_register(void);  /* test_exec_run.c */
+void exec_test_faults_register(void); /* test_exec_faults.c */
 
 void pl_test_register(void) {
     static const pl_test_case math[] = {
@@ -652,4 +653,5 @@ void pl_test_register(void) {
     pl_test_suite("exec faults", faults);
     exec_test_rank_register();
     exec_test_run_register();
+    exec_test_faults_register();
 }

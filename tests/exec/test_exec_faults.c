@@ -1,0 +1,343 @@
+/* test_exec_faults.c: the executor under faults, on both transports. Every fault (an error, a
+ * message of the wrong size, a memory budget, a worker that vanishes, a killed process, a
+ * message sent to a rank that never receives it, one that is never sent) must stop the run
+ * within seconds with a non-zero exit and a message naming the rank and the action, store
+ * nothing, and leave no thread running (exec_run returns only after joining its workers) and no
+ * leak (ASan's leak check runs in the CLI processes of the threads transport). */
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "exec.h"
+#include "exec_drive.h"
+#include "pl_sched.h"
+#include "pl_test.h"
+#include "store.h"
+
+void exec_test_faults_register(void);
+
+/* The bound on the time from a fault to the end of the run (seconds; generous for a loaded
+ * 2-core machine: the runs here stop in well under a second, MPI ones in about one). */
+#define FAULT_BOUND_S 10.0
+
+/* The small run every CLI case uses: 1f1b on 2 ranks, 4 microbatches, a model of width 32 and
+ * depth 4 (messages of 4 x 32 floats = 512 bytes), 1 warm-up and 2 timed passes. */
+#define RUN_ARGS "run --kind 1f1b --ranks 2 --microbatches 4 --width 32 --depth 4 --microbatch-size 4 " \
+                 "--warmup 1 --timed 2 --no-predict"
+
+#ifdef PIPELAB_MPIEXEC
+#define MPIENV "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 "
+#define MPIRUN PIPELAB_MPIEXEC " -np 2 --oversubscribe"
+#endif
+
+/* Returns 1 when the MPI cases can run (this build has MPI and its mpirun exists). */
+static int have_mpirun(void) {
+#ifdef PIPELAB_MPIEXEC
+    return exec_mpi_available() && pl_test_exists(PIPELAB_MPIEXEC);
+#else
+    return 0;
+#endif
+}
+
+/* Returns the number of runs in the database at path, -1 when it cannot be read. */
+static long count_runs(const char *path) {
+    sqlite3 *db = NULL;
+    long n = -1;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT count(*) FROM runs", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            n = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return n;
+}
+
+/* Returns 1 when PRAGMA integrity_check of the database at path says "ok". */
+static int db_intact(const char *path) {
+    sqlite3 *db = NULL;
+    int ok = 0;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            ok = strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return ok;
+}
+
+/* Makes a database holding one good measured run (so a failing run has something to spoil);
+ * returns its path (free it) or NULL. */
+static char *db_with_one_run(const char *dir) {
+    char *db = pl_test_path(dir, "faults.db");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s " RUN_ARGS " --db %s", PIPELAB_BIN, db);
+    char *out = NULL;
+    int rc = pl_test_run(cmd, &out);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    free(out);
+    if (rc != 0 || count_runs(db) != 1) {
+        free(db);
+        return NULL;
+    }
+    return db;
+}
+
+/* One fault of the CLI matrix: the flags that cause it and what the message must say. */
+typedef struct fault_case {
+    const char *name;
+    const char *flags;     /* added to RUN_ARGS */
+    const char *says[3];   /* substrings the output must hold (NULL ends) */
+    const char *threads;   /* one more for the threads transport only, or NULL */
+    const char *mpi;       /* one more for MPI only, or NULL */
+    int killed;            /* 1: a process dies with SIGKILL (no message from it) */
+} fault_case;
+
+static const fault_case cases[] = {
+    {"an injected error", "--inject-fault error:1:3",
+     {"rank 1, action 3 (1RECV_F1), pass 0: injected fault", NULL}, NULL, NULL, 0},
+    {"a message of the wrong size", "--inject-fault size:0:1",
+     {"rank 1, action 1 (1RECV_F0), pass 0: message from rank 0 has 508 bytes, expected 512", NULL}, NULL, NULL, 0},
+    /* rank 0 needs 154624 bytes at its second F (two microbatches in flight), rank 1 less: the
+     * budget stops rank 0 alone, and rank 1 must not wait for it */
+    {"a memory budget", "--mem-budget 150000",
+     {"rank 0, action 3 (0F1), pass 0: out of its memory budget: 154624 bytes in use, budget 150000 bytes", NULL},
+     NULL, NULL, 0},
+    {"a worker that vanishes", "--inject-fault exit:1:4:1",
+     {"rank 1, action 4 (1B0), pass 1: the worker thread ended without reporting", NULL}, NULL, NULL, 0},
+    {"a send to a rank that never receives", "--inject-fault drop-recv:1:1",
+     {"rank 1, action 2 (1F0), pass 0: forward of stage 1 microbatch 0 before its input arrived", NULL}, NULL, NULL, 0},
+    /* threads: every rank waits, found at once (the timeout is 30 s); MPI: the timeout (2 s) */
+    {"a message that is never sent", "--inject-fault drop-send:0:1",
+     {"1RECV_F0", "rank 1 waits for activations of stage 1 microbatch 0 from rank 0", NULL},
+     "cannot make progress", "rank 1, action 1 (1RECV_F0), pass 0: timed out after 2 s", 0},
+    {"a rank killed with SIGKILL", "--inject-fault kill:1:4:1", {NULL}, NULL,
+     "process rank 1 with PID", 1},
+};
+
+/* Runs one case on one transport against db (holding `before` runs) and checks the exit, the
+ * message, the time and the database. */
+static void run_case(const fault_case *fc, int mpi, const char *db, long before) {
+    char cmd[4096];
+#ifdef PIPELAB_MPIEXEC
+    if (mpi)
+        snprintf(cmd, sizeof cmd, MPIENV "timeout 60 " MPIRUN " %s " RUN_ARGS " --transport mpi --timeout 2 %s --db %s",
+                 PIPELAB_BIN, fc->flags, db);
+    else
+#endif
+        snprintf(cmd, sizeof cmd, "timeout 60 %s " RUN_ARGS " --timeout 30 %s --db %s", PIPELAB_BIN, fc->flags, db);
+    char *out = NULL;
+    double t0 = pl_now_s();
+    int rc = pl_test_run(cmd, &out);
+    double dt = pl_now_s() - t0;
+    const char *tr = mpi ? "mpi" : "threads";
+    int ok = 1;
+    if (fc->killed && !mpi) ok = rc == 137 || rc == -1; /* the whole run died (no message) */
+    else if (mpi) ok = rc != 0 && rc != 124;
+    else ok = rc == 1; /* a failed run; not a crash, a leak report (ASan) or the timeout */
+    for (int i = 0; i < 3 && fc->says[i]; i++) ok &= out && strstr(out, fc->says[i]) != NULL;
+    const char *extra = mpi ? fc->mpi : fc->threads;
+    if (extra) ok &= out && strstr(out, extra) != NULL;
+    ok &= dt < FAULT_BOUND_S;
+    long after = count_runs(db);
+    ok &= after == before && db_intact(db);
+    if (!ok || getenv("PIPELAB_TEST_VERBOSE"))
+        fprintf(stderr, "%s, %s: exit %d after %.2f s, %ld runs stored (before %ld):\n%s\n", fc->name, tr, rc, dt, after,
+                before, out ? out : "");
+    CU_ASSERT(ok);
+    free(out);
+}
+
+/* Every fault on the threads transport through `pipelab run --db`. */
+static void test_cli_faults_threads(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = db_with_one_run(dir);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i], 0, db, 1);
+    free(db);
+    free(dir);
+}
+
+/* Every fault on the MPI transport (2 processes) through `mpirun ... pipelab run --db`. */
+static void test_cli_faults_mpi(void) {
+    if (!have_mpirun()) {
+        CU_PASS("mpirun or the MPI transport is absent: MPI faults not tested");
+        return;
+    }
+    char *dir = pl_test_tmpdir();
+    char *db = db_with_one_run(dir);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i], 1, db, 1);
+    free(db);
+    free(dir);
+}
+
+/* Returns the CPU time (user + system, seconds) process pid used so far, -1 when unknown. */
+static double cpu_time_s(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    if (!p) return -1;
+    unsigned long ut = 0, st = 0;
+    /* after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2) return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The whole `pipelab run --db` process killed with SIGKILL while it computes: the database
+ * keeps exactly the runs it had and passes PRAGMA integrity_check (each run is written in one
+ * transaction, after the run). */
+static void test_killed_process_db_intact(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = db_with_one_run(dir);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    char *log = pl_test_path(dir, "killed.log");
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        FILE *f = freopen(log, "w", stdout);
+        if (f) dup2(fileno(stdout), 2);
+        setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+        execl(PIPELAB_BIN, PIPELAB_BIN, "run", "--kind", "1f1b", "--ranks", "2", "--microbatches", "4", "--width", "32",
+              "--depth", "4", "--microbatch-size", "4", "--warmup", "0", "--timed", "1000000", "--no-predict", "--oversubscribe",
+              "--db", db, (char *)NULL);
+        _exit(127);
+    }
+    /* computing: it used half a second of CPU (its setup takes milliseconds) */
+    double t0 = pl_now_s(), cpu = 0;
+    int status = 0;
+    while ((cpu = cpu_time_s(pid)) < 0.5 && pl_now_s() - t0 < 30 && waitpid(pid, &status, WNOHANG) == 0) usleep(20000);
+    CU_ASSERT(cpu >= 0.5);
+    CU_ASSERT_EQUAL(waitpid(pid, &status, WNOHANG), 0); /* still running */
+    kill(pid, SIGKILL);
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    CU_ASSERT_EQUAL(count_runs(db), 1);
+    CU_ASSERT(db_intact(db));
+    /* and the database still takes runs */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s " RUN_ARGS " --db %s", PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, NULL), 0);
+    CU_ASSERT_EQUAL(count_runs(db), 2);
+    free(log);
+    free(db);
+    free(dir);
+}
+
+/* ---------------------------------------------------------------- exec_run (threads) */
+
+/* Returns the lowered schedule of kind on p ranks with m microbatches. */
+static sched *lowered(const char *kind, int p, int m) {
+    pl_err e;
+    sched_gen_opts o = {p, m, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *g = sched_generate(kind, &o, &e);
+    sched *s = g ? sched_lower(g, &e) : NULL;
+    sched_free(g);
+    if (!s) fprintf(stderr, "%s: %s\n", kind, e.msg);
+    return s;
+}
+
+/* Returns the small configuration of these tests with fault f. */
+static exec_config cfg_with(exec_fault f, double timeout_s) {
+    exec_config c;
+    exec_config_default(&c);
+    c.hidden = 32;
+    c.layers = 4;
+    c.microbatch_size = 4;
+    c.warmup_passes = 1;
+    c.timed_passes = 2;
+    c.oversubscribe = 1;
+    c.timeout_s = timeout_s;
+    c.fault = f;
+    return c;
+}
+
+/* Runs kind on p ranks with fault f and checks: the code, the message holds each of says, and
+ * the run stopped within the bound (well within timeout_s where the detection is exact). */
+static void lib_case(const char *kind, int p, exec_fault f, double timeout_s, int code, const char *const *says) {
+    sched *s = lowered(kind, p, 2 * p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    exec_config c = cfg_with(f, timeout_s);
+    exec_result r;
+    pl_err e;
+    pl_err_clear(&e);
+    double t0 = pl_now_s();
+    int rc = exec_run(s, &c, &r, &e);
+    double dt = pl_now_s() - t0;
+    int ok = rc == code && dt < FAULT_BOUND_S && dt < timeout_s;
+    for (int i = 0; says[i]; i++) ok &= strstr(e.msg, says[i]) != NULL;
+    if (!ok || getenv("PIPELAB_TEST_VERBOSE"))
+        fprintf(stderr, "%s p=%d fault %s: code %d after %.3f s: %s\n", kind, p, exec_fault_name(f.kind), rc, dt, e.msg);
+    CU_ASSERT(ok);
+    if (rc == PL_OK) exec_result_free(&r);
+    sched_free(s);
+}
+
+/* A worker thread that ends in the middle of its list (pthread_exit, as a crashed or cancelled
+ * thread would) is noticed at once: the run names the rank and the action it was on, and
+ * exec_run returns (all threads joined) long before the timeout. On 2 and 4 ranks, in the first
+ * action of the first pass and in the middle of a later one. */
+static void test_vanished_thread(void) {
+    const char *a[] = {"rank 1, action 4 (1B0), pass 1: the worker thread ended without reporting", NULL};
+    lib_case("1f1b", 2, (exec_fault){EXEC_FAULT_EXIT, 1, 3, 1}, 30, PL_EINTERNAL, a);
+    const char *b[] = {"rank 0, action 1 (0F0), pass 0: the worker thread ended", NULL};
+    lib_case("gpipe", 4, (exec_fault){EXEC_FAULT_EXIT, 0, 0, 0}, 30, PL_EINTERNAL, b);
+    const char *c[] = {"rank 3, action 9 (", "), pass 2: the worker thread ended", NULL};
+    lib_case("zb-h1", 4, (exec_fault){EXEC_FAULT_EXIT, 3, 8, 2}, 30, PL_EINTERNAL, c);
+}
+
+/* A receive dropped from a rank's list (past validation, as a buggy tool would do): the
+ * message sent to it is never received; the receiving rank's compute finds its input missing
+ * and the run stops naming the rank and the action. Forward (RECV_F) and backward (RECV_B). */
+static void test_dropped_receive(void) {
+    const char *a[] = {"rank 1, action 2 (1F0), pass 0: forward of stage 1 microbatch 0 before its input arrived", NULL};
+    lib_case("1f1b", 2, (exec_fault){EXEC_FAULT_DROP_RECV, 1, 0, 0}, 30, PL_EINPUT, a);
+    /* rank 0 of 1f1b on 2 ranks: F0 SEND_F0 F1 SEND_F1 RECV_B0 B0 ...: action 5 is RECV_B0 */
+    const char *b[] = {"rank 0, action 6 (0B0), pass 1: backward of stage 0 microbatch 0 before its output gradient arrived", NULL};
+    lib_case("1f1b", 2, (exec_fault){EXEC_FAULT_DROP_RECV, 0, 0, 1}, 30, PL_EINPUT, b);
+}
+
+/* A send that never happens: every rank ends up waiting, which the in-process transport sees
+ * at once (no timeout: it is 30 s here), naming what each rank waits for and the action it is
+ * on. */
+static void test_never_sent_is_deadlock(void) {
+    const char *a[] = {"cannot make progress", "rank 1 waits for activations of stage 1 microbatch 0 from rank 0",
+                       "rank 1 at action 1 (1RECV_F0) of pass 0", "rank 0 at action 5 (0RECV_B0) of pass 0", NULL};
+    lib_case("1f1b", 2, (exec_fault){EXEC_FAULT_DROP_SEND, 0, 0, 0}, 30, PL_EINPUT, a);
+    /* 4 ranks, a gradient lost in the middle of pass 1: the others finish or wait behind it */
+    const char *b[] = {"cannot make progress", "waits for gradients of stage 1", "rank 1 at action", NULL};
+    lib_case("1f1b", 4, (exec_fault){EXEC_FAULT_DROP_SEND, 2, 0, 1}, 30, PL_EINPUT, b);
+}
+
+/* The faults test_exec.c covers once, here on 4 ranks with the time bound: an error in the
+ * middle of a pass, a short message, and a budget that only the first rank exceeds. */
+static void test_faults_bounded(void) {
+    const char *a[] = {"rank 2, action 6 (", "), pass 1: injected fault", NULL};
+    lib_case("1f1b", 4, (exec_fault){EXEC_FAULT_ERROR, 2, 5, 1}, 30, PL_EINPUT, a);
+    const char *b[] = {"rank 3, action ", "RECV_F", "has 508 bytes, expected 512", NULL};
+    lib_case("gpipe", 4, (exec_fault){EXEC_FAULT_BAD_SIZE, 2, 0, 1}, 30, PL_EINPUT, b);
+}
+
+void exec_test_faults_register(void) {
+    static const pl_test_case cs[] = {
+        {"a vanished worker thread is named at once", test_vanished_thread},
+        {"a dropped receive stops the run", test_dropped_receive},
+        {"a never-sent message is a deadlock found at once", test_never_sent_is_deadlock},
+        {"errors and short messages stop 4 ranks quickly", test_faults_bounded},
+        {"pipelab run under every fault, threads", test_cli_faults_threads},
+        {"pipelab run under every fault, MPI", test_cli_faults_mpi},
+        {"a SIGKILLed pipelab run leaves the database intact", test_killed_process_db_intact},
+        {NULL, NULL}};
+    pl_test_suite("exec faults, both transports", cs);
+}
