@@ -27,6 +27,11 @@ static const char help_text[] =
     "  --measured-tag T      measured runs with this tag (overrides --tag for them)\n"
     "  --schedule K, --ranks P, --stages S, --microbatches M, --chunks V   only those runs\n"
     "  --loose               ignore the recorded parameters; match on the run columns only\n"
+    "  --actions             also break each pair down action by action, where both runs carry\n"
+    "                        their timelines (`pipelab run --trace`): per rank, the time per pass\n"
+    "                        of each compute kind (F, B, I, W, STEP) and of communication and\n"
+    "                        waiting (SEND/RECV actions), predicted against measured (the median\n"
+    "                        over the timed passes): compute error apart from schedule error\n"
     "options:\n"
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
     "  --format table|csv|json   output (default table)\n"
@@ -38,10 +43,10 @@ static const char help_text[] =
 typedef struct opts {
     store_filter f;
     const char *db, *format, *output;
-    int loose;
+    int loose, actions;
 } opts;
 
-enum { O_DB = 1000, O_TAG, O_STAG, O_MTAG, O_SCHED, O_RANKS, O_STAGES, O_MB, O_CHUNKS, O_LOOSE, O_FORMAT };
+enum { O_DB = 1000, O_TAG, O_STAG, O_MTAG, O_SCHED, O_RANKS, O_STAGES, O_MB, O_CHUNKS, O_LOOSE, O_ACTIONS, O_FORMAT };
 
 static const struct option long_opts[] = {
     {"db", required_argument, 0, O_DB},
@@ -54,6 +59,7 @@ static const struct option long_opts[] = {
     {"microbatches", required_argument, 0, O_MB},
     {"chunks", required_argument, 0, O_CHUNKS},
     {"loose", no_argument, 0, O_LOOSE},
+    {"actions", no_argument, 0, O_ACTIONS},
     {"format", required_argument, 0, O_FORMAT},
     {"output", required_argument, 0, 'o'},
     {"help", no_argument, 0, 'h'},
@@ -79,6 +85,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_MB: if (cli_int_arg("compare", "--microbatches", optarg, 1, 1 << 30, &o->f.microbatches)) return CLI_EUSAGE; break;
         case O_CHUNKS: if (cli_int_arg("compare", "--chunks", optarg, 1, 1 << 20, &o->f.chunks)) return CLI_EUSAGE; break;
         case O_LOOSE: o->loose = 1; break;
+        case O_ACTIONS: o->actions = 1; break;
         case O_FORMAT: o->format = optarg; break;
         case 'o': o->output = optarg; break;
         case 'h': fputs(help_text, stdout); return CLI_OK;
@@ -89,6 +96,8 @@ static int parse(int argc, char **argv, opts *o) {
     if (optind < argc) return cli_usage_error("compare", "unexpected argument '%s'", argv[optind]);
     if (strcmp(o->format, "table") && strcmp(o->format, "csv") && strcmp(o->format, "json"))
         return cli_usage_error("compare", "--format must be table, csv or json (got '%s')", o->format);
+    if (o->actions && strcmp(o->format, "table"))
+        return cli_usage_error("compare", "--actions prints a table (drop --format %s)", o->format);
     return -1;
 }
 
@@ -216,6 +225,108 @@ static void out_json(const store_comparison *c, pl_buf *b) {
     pl_buf_puts(b, "}}\n");
 }
 
+/* ---------------------------------------------------------------- action breakdown */
+
+/* The classes of the breakdown: compute kinds, then communication and waiting. */
+enum { AC_F, AC_B, AC_I, AC_W, AC_STEP, AC_COMM, AC_N };
+static const char *const ac_name[AC_N] = {"F", "B", "I", "W", "STEP", "SEND/RECV"};
+
+/* Returns the class of an op kind name (REDUCE_GRAD and the other non-compute kinds count as
+ * communication). */
+static int ac_of(const char *kind) {
+    static const char *const k[] = {"F", "B", "I", "W", "STEP"};
+    for (int i = 0; i < 5; i++)
+        if (kind && strcmp(kind, k[i]) == 0) return i;
+    return AC_COMM;
+}
+
+/* Orders doubles ascending for qsort. */
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Appends the breakdown of one pair to b: per rank, each class's time per pass predicted (the
+ * simulated timeline, one pass) against measured (median over the timed passes), and the
+ * rank's busy end (its last compute action's end) in both. Returns 0, or -1 (nothing written)
+ * when a run lacks its timeline or the two do not line up. */
+static int pair_actions(store *db, const store_pair *p, pl_buf *b, pl_err *e) {
+    store_op *so = NULL, *mo = NULL;
+    size_t ns = 0, nm = 0;
+    int ok = -1;
+    double *v = NULL;
+    if (store_get_ops(db, p->sim.id, &so, &ns, e) != PL_OK || store_get_ops(db, p->meas.id, &mo, &nm, e) != PL_OK) goto out;
+    int T = p->meas.repetitions > 0 ? p->meas.repetitions : 1, R = p->meas.ranks;
+    if (ns == 0 || nm != (size_t)T * ns || R < 1) goto out;
+    v = pl_calloc((size_t)T * (AC_N + 1), sizeof *v);
+    if (!v) goto out;
+    pl_buf_printf(b, "\n%s P=%d M=%d V=%d (simulated run %lld, measured run %lld): time per pass, ms\n", p->meas.schedule,
+                  p->meas.ranks, p->meas.microbatches, p->meas.chunks, (long long)p->sim.id, (long long)p->meas.id);
+    pl_buf_printf(b, "%4s  %-10s %10s %10s %9s\n", "RANK", "ACTIONS", "PREDICTED", "MEASURED", "ERR");
+    size_t s0 = 0, m0 = 0;
+    for (int r = 0; r < R; r++) {
+        size_t n = 0;
+        while (s0 + n < ns && so[s0 + n].rank == r) n++;
+        if (m0 + (size_t)T * n > nm) goto out;
+        double pred[AC_N + 1] = {0}, meas[AC_N + 1];
+        for (size_t i = 0; i < n; i++) {
+            const store_op *o = &so[s0 + i];
+            pred[ac_of(o->kind)] += o->end_s - o->start_s;
+            if (ac_of(o->kind) != AC_COMM && o->end_s > pred[AC_N]) pred[AC_N] = o->end_s;
+        }
+        memset(v, 0, (size_t)T * (AC_N + 1) * sizeof *v);
+        for (int t = 0; t < T; t++) {
+            /* pass t of rank r: its n actions, in order */
+            const store_op *o = &mo[m0 + (size_t)t * n];
+            double end = o[0].start_s;
+            for (size_t i = 0; i < n; i++) {
+                if (o[i].rank != r || o[i].seq != (int)((size_t)t * n + i)) goto out;
+                int c = ac_of(o[i].kind);
+                v[(size_t)c * T + t] += o[i].end_s - o[i].start_s;
+                if (c != AC_COMM && o[i].end_s > end) end = o[i].end_s;
+            }
+            v[(size_t)AC_N * T + t] = end - o[0].start_s; /* the rank's span in this pass */
+        }
+        pred[AC_N] -= so[s0].start_s;
+        for (int c = 0; c <= AC_N; c++) {
+            qsort(v + (size_t)c * T, (size_t)T, sizeof *v, cmp_dbl);
+            const double *x = v + (size_t)c * T;
+            meas[c] = T % 2 ? x[T / 2] : 0.5 * (x[T / 2 - 1] + x[T / 2]);
+            if (c < AC_N && pred[c] == 0 && meas[c] == 0) continue;
+            pl_buf_printf(b, "%4d  %-10s %10.4f %10.4f ", r, c < AC_N ? ac_name[c] : "span", 1e3 * pred[c], 1e3 * meas[c]);
+            pct(b, 9, meas[c] > 0 ? (pred[c] - meas[c]) / meas[c] : NAN);
+            pl_buf_putc(b, '\n');
+        }
+        s0 += n;
+        m0 += (size_t)T * n;
+    }
+    ok = 0;
+out:
+    free(v);
+    store_ops_free(so, ns);
+    store_ops_free(mo, nm);
+    return ok;
+}
+
+/* Appends the action breakdown of every pair that has both timelines. */
+static void out_actions(store *db, const store_comparison *c, pl_buf *b) {
+    size_t done = 0;
+    pl_buf_puts(b, "\nper action class (span: the rank's first action to its last compute end)\n");
+    for (size_t i = 0; i < c->n; i++) {
+        pl_err e;
+        pl_err_clear(&e);
+        pl_buf one;
+        pl_buf_init(&one);
+        if (pair_actions(db, &c->pairs[i], &one, &e) == 0) {
+            pl_buf_puts(b, one.data ? one.data : "");
+            done++;
+        }
+        pl_buf_free(&one);
+    }
+    if (done < c->n)
+        pl_buf_printf(b, "\n%zu pair%s without both timelines (run with --trace)\n", c->n - done, c->n - done == 1 ? "" : "s");
+}
+
 int cli_compare(int argc, char **argv) {
     opts o;
     int rc = parse(argc, argv, &o);
@@ -229,12 +340,13 @@ int cli_compare(int argc, char **argv) {
         store_close(s);
         return cli_fail(&e);
     }
-    store_close(s);
     pl_buf b;
     pl_buf_init(&b);
     if (!strcmp(o.format, "csv")) out_csv(&c, &b);
     else if (!strcmp(o.format, "json")) out_json(&c, &b);
     else out_table(&c, &b);
+    if (o.actions) out_actions(s, &c, &b);
+    store_close(s);
     store_comparison_free(&c);
     rc = cli_write_output(o.output, &b);
     pl_buf_free(&b);
@@ -242,6 +354,108 @@ int cli_compare(int argc, char **argv) {
 }
 
 #else
+/* ---------------------------------------------------------------- action breakdown */
+
+/* The classes of the breakdown: compute kinds, then communication and waiting. */
+enum { AC_F, AC_B, AC_I, AC_W, AC_STEP, AC_COMM, AC_N };
+static const char *const ac_name[AC_N] = {"F", "B", "I", "W", "STEP", "SEND/RECV"};
+
+/* Returns the class of an op kind name (REDUCE_GRAD and the other non-compute kinds count as
+ * communication). */
+static int ac_of(const char *kind) {
+    static const char *const k[] = {"F", "B", "I", "W", "STEP"};
+    for (int i = 0; i < 5; i++)
+        if (kind && strcmp(kind, k[i]) == 0) return i;
+    return AC_COMM;
+}
+
+/* Orders doubles ascending for qsort. */
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Appends the breakdown of one pair to b: per rank, each class's time per pass predicted (the
+ * simulated timeline, one pass) against measured (median over the timed passes), and the
+ * rank's busy end (its last compute action's end) in both. Returns 0, or -1 (nothing written)
+ * when a run lacks its timeline or the two do not line up. */
+static int pair_actions(store *db, const store_pair *p, pl_buf *b, pl_err *e) {
+    store_op *so = NULL, *mo = NULL;
+    size_t ns = 0, nm = 0;
+    int ok = -1;
+    double *v = NULL;
+    if (store_get_ops(db, p->sim.id, &so, &ns, e) != PL_OK || store_get_ops(db, p->meas.id, &mo, &nm, e) != PL_OK) goto out;
+    int T = p->meas.repetitions > 0 ? p->meas.repetitions : 1, R = p->meas.ranks;
+    if (ns == 0 || nm != (size_t)T * ns || R < 1) goto out;
+    v = pl_calloc((size_t)T * (AC_N + 1), sizeof *v);
+    if (!v) goto out;
+    pl_buf_printf(b, "\n%s P=%d M=%d V=%d (simulated run %lld, measured run %lld): time per pass, ms\n", p->meas.schedule,
+                  p->meas.ranks, p->meas.microbatches, p->meas.chunks, (long long)p->sim.id, (long long)p->meas.id);
+    pl_buf_printf(b, "%4s  %-10s %10s %10s %9s\n", "RANK", "ACTIONS", "PREDICTED", "MEASURED", "ERR");
+    size_t s0 = 0, m0 = 0;
+    for (int r = 0; r < R; r++) {
+        size_t n = 0;
+        while (s0 + n < ns && so[s0 + n].rank == r) n++;
+        if (m0 + (size_t)T * n > nm) goto out;
+        double pred[AC_N + 1] = {0}, meas[AC_N + 1];
+        for (size_t i = 0; i < n; i++) {
+            const store_op *o = &so[s0 + i];
+            pred[ac_of(o->kind)] += o->end_s - o->start_s;
+            if (ac_of(o->kind) != AC_COMM && o->end_s > pred[AC_N]) pred[AC_N] = o->end_s;
+        }
+        memset(v, 0, (size_t)T * (AC_N + 1) * sizeof *v);
+        for (int t = 0; t < T; t++) {
+            /* pass t of rank r: its n actions, in order */
+            const store_op *o = &mo[m0 + (size_t)t * n];
+            double end = o[0].start_s;
+            for (size_t i = 0; i < n; i++) {
+                if (o[i].rank != r || o[i].seq != (int)((size_t)t * n + i)) goto out;
+                int c = ac_of(o[i].kind);
+                v[(size_t)c * T + t] += o[i].end_s - o[i].start_s;
+                if (c != AC_COMM && o[i].end_s > end) end = o[i].end_s;
+            }
+            v[(size_t)AC_N * T + t] = end - o[0].start_s; /* the rank's span in this pass */
+        }
+        pred[AC_N] -= so[s0].start_s;
+        for (int c = 0; c <= AC_N; c++) {
+            qsort(v + (size_t)c * T, (size_t)T, sizeof *v, cmp_dbl);
+            const double *x = v + (size_t)c * T;
+            meas[c] = T % 2 ? x[T / 2] : 0.5 * (x[T / 2 - 1] + x[T / 2]);
+            if (c < AC_N && pred[c] == 0 && meas[c] == 0) continue;
+            pl_buf_printf(b, "%4d  %-10s %10.4f %10.4f ", r, c < AC_N ? ac_name[c] : "span", 1e3 * pred[c], 1e3 * meas[c]);
+            pct(b, 9, meas[c] > 0 ? (pred[c] - meas[c]) / meas[c] : NAN);
+            pl_buf_putc(b, '\n');
+        }
+        s0 += n;
+        m0 += (size_t)T * n;
+    }
+    ok = 0;
+out:
+    free(v);
+    store_ops_free(so, ns);
+    store_ops_free(mo, nm);
+    return ok;
+}
+
+/* Appends the action breakdown of every pair that has both timelines. */
+static void out_actions(store *db, const store_comparison *c, pl_buf *b) {
+    size_t done = 0;
+    pl_buf_puts(b, "\nper action class (span: the rank's first action to its last compute end)\n");
+    for (size_t i = 0; i < c->n; i++) {
+        pl_err e;
+        pl_err_clear(&e);
+        pl_buf one;
+        pl_buf_init(&one);
+        if (pair_actions(db, &c->pairs[i], &one, &e) == 0) {
+            pl_buf_puts(b, one.data ? one.data : "");
+            done++;
+        }
+        pl_buf_free(&one);
+    }
+    if (done < c->n)
+        pl_buf_printf(b, "\n%zu pair%s without both timelines (run with --trace)\n", c->n - done, c->n - done == 1 ? "" : "s");
+}
+
 int cli_compare(int argc, char **argv) {
     (void)argc;
     (void)argv;

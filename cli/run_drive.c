@@ -33,6 +33,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         sim_config c;
         sim_config_init(&c);
         sim_model_config(&sm, &c);
+        c.record_trace = cfg->record_ops; /* a traced run stores the predicted timeline beside it */
         sim_costs costs = sim_model_costs(&sm);
         rc = sim_run(s, &costs, &c, r, e);
         if (rc) pl_err_prefix(e, "prediction: ");
@@ -164,7 +165,26 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
         const sim_rank_stats *x = &pred->rank[q];
         rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->idle_s, x->comm_s, x->peak_bytes};
     }
-    rc = store_write_run(db, &run, rm, p, NULL, 0, ids ? &ids[1] : NULL, e);
+    /* the predicted timeline (one pass) when the measured one is stored: action by action,
+     * predicted and measured durations can then be compared (compute against waiting) */
+    size_t npred = 0;
+    if (info->with_ops && pred->trace) {
+        npred = sched_total_actions(s);
+        free(ops);
+        free(names);
+        ops = pl_calloc(npred ? npred : 1, sizeof *ops);
+        names = pl_calloc(npred ? npred : 1, 48);
+        if (!ops || !names) { rc = pl_errf(e, PL_ENOMEM, "out of memory for %zu op rows", npred); goto out; }
+        size_t k = 0;
+        for (int q = 0; q < s->ranks; q++)
+            for (size_t i = 0; i < s->rank[q].n; i++, k++) {
+                const sched_action *a = &s->rank[q].acts[i];
+                sched_action_format(a, names + 48 * k, 48);
+                ops[k] = (store_op){q, (int)i, names + 48 * k, sched_kind_name((sched_kind)a->kind), a->stage, a->mb,
+                                    pred->trace[q][i].start_s, pred->trace[q][i].end_s};
+            }
+    }
+    rc = store_write_run(db, &run, rm, p, ops, npred, ids ? &ids[1] : NULL, e);
 out:
     store_close(db);
     free(rm);
