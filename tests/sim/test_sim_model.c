@@ -427,6 +427,91 @@ static void test_cli_model(void) {
     }
 }
 
+/* Reads the row "RANK CLASS PREDICTED MEASURED" of `pipelab compare --actions` output for rank
+ * r and class name; returns 1 and the two numbers (ms per pass), 0 when absent. */
+static int actions_row(const char *out, int r, const char *name, double *pred, double *meas) {
+    char key[64];
+    snprintf(key, sizeof key, "\n%4d  %-10s ", r, name);
+    const char *p = strstr(out, key);
+    if (!p) return 0;
+    char *end;
+    *pred = strtod(p + strlen(key), &end);
+    *meas = strtod(end, NULL);
+    return 1;
+}
+
+/* `pipelab run --trace` stores the predicted timeline beside the measured one, and `pipelab
+ * compare --actions` breaks the pair down per rank: the predicted time per pass of each class is
+ * the profile's per-block time x blocks x microbatches (closed form for a profile file with
+ * known times), and the measured one is positive. Skipped when the build has no executor. */
+static void test_cli_compare_actions(void) {
+    char *dir = pl_test_tmpdir();
+    char *csv = pl_test_path(dir, "known.csv");
+    char *db = pl_test_path(dir, "actions.db");
+    FILE *f = fopen(csv, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    /* the executor's block at width 32, ffn 128, microbatch 4: F 1 ms, I 0.75 ms, W 0.5 ms per
+     * block, STEP 0.25 ms per block */
+    fputs("# pipelab-exec concurrency=2 step_s=0.00025\n"
+          "#@ microbatch_size=4 input_bytes=512 dtype_bytes=4 name=mlp_h32_f128_L4\n"
+          "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,stash_bytes,"
+          "stash_recompute_bytes,w_stash_bytes\n", f);
+    for (int k = 0; k < 4; k++)
+        fprintf(f, "%d,block%d,0.001,0.00075,0.0005,65536,65536,65536,33408,512,4608,,4608\n", k, k);
+    fclose(f);
+    char cmd[4096];
+    char *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 --width 32 --depth 4 --microbatch-size 4 "
+             "--warmup 1 --timed 3 --profile %s --trace --tag act --db %s", PIPELAB_BIN, csv, db);
+    int rc = pl_test_run(cmd, &out);
+    if (rc != 0 && out && strstr(out, "no executor")) {
+        fprintf(stderr, "(skipped: this build has no executor) ");
+        free(out);
+        goto done;
+    }
+    if (rc != 0) fprintf(stderr, "\n%s -> %d\n%s\n", cmd, rc, out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s compare --db %s --tag act --actions", PIPELAB_BIN, db);
+    rc = pl_test_run(cmd, &out);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_PTR_NULL(strstr(out, "without both timelines"));
+    /* 2 blocks per stage, 4 microbatches: F 8 ms, B 4 x 2 x 1.25 = 10 ms, STEP 2 x 0.25 = 0.5 ms */
+    const struct { const char *name; double ms; } want[] = {{"F", 8.0}, {"B", 10.0}, {"STEP", 0.5}};
+    for (int r = 0; r < 2; r++)
+        for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+            double pred = -1, meas = -1;
+            CU_ASSERT_FATAL(actions_row(out, r, want[k].name, &pred, &meas));
+            CU_ASSERT_DOUBLE_EQUAL(pred, want[k].ms, 1e-3);
+            CU_ASSERT(meas > 0);
+        }
+    /* rank 0's predicted span is the whole iteration, (m + p - 1)(F + B) of a stage plus its
+     * STEP: 5 x 4.5 + 0.5 = 23 ms (free links) */
+    double pred = -1, meas = -1;
+    CU_ASSERT(actions_row(out, 0, "span", &pred, &meas));
+    CU_ASSERT_DOUBLE_EQUAL(pred, 23.0, 1e-3);
+    CU_ASSERT(meas > 0);
+    free(out);
+    /* --actions prints a table only */
+    snprintf(cmd, sizeof cmd, "%s compare --db %s --tag act --actions --format csv", PIPELAB_BIN, db);
+    rc = pl_test_run(cmd, &out);
+    CU_ASSERT_EQUAL(rc, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--actions prints a table"));
+    free(out);
+done:
+    remove(csv);
+    remove(db);
+    char side[4200];
+    snprintf(side, sizeof side, "%s-wal", db);
+    remove(side);
+    snprintf(side, sizeof side, "%s-shm", db);
+    remove(side);
+    remove(dir);
+    free(csv);
+    free(db);
+    free(dir);
+}
+
 /* Registers the suite (called from test_sim.c's pl_test_register). */
 void sim_model_tests_register(void) {
     static const pl_test_case cases[] = {
@@ -436,6 +521,7 @@ void sim_model_tests_register(void) {
         {"partition errors", test_partition_errors},
         {"balanced split", test_balance},
         {"cli --model", test_cli_model},
+        {"run --trace and compare --actions", test_cli_compare_actions},
         {NULL, NULL},
     };
     pl_test_suite("sim_model", cases);
