@@ -246,19 +246,24 @@ static int cmp_dbl(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Rows of the breakdown beside the classes: all compute, and the rank's span. */
+enum { AC_COMPUTE = AC_N, AC_SPAN, AC_ROWS };
+
 /* Appends the breakdown of one pair to b: per rank, each class's time per pass predicted (the
- * simulated timeline, one pass) against measured (median over the timed passes), and the
- * rank's busy end (its last compute action's end) in both. Returns 0, or -1 (nothing written)
- * when a run lacks its timeline or the two do not line up. */
-static int pair_actions(store *db, const store_pair *p, pl_buf *b, pl_err *e) {
+ * simulated timeline, one pass) against measured (median over the timed passes), all compute
+ * together, and the rank's span (its first action's start to its last compute end). Sets
+ * comp[0], comp[1] to the largest compute per pass of a rank, predicted and measured. Returns
+ * 0, or -1 (nothing written) when a run lacks its timeline or the two do not line up. */
+static int pair_actions(store *db, const store_pair *p, pl_buf *b, double comp[2], pl_err *e) {
     store_op *so = NULL, *mo = NULL;
     size_t ns = 0, nm = 0;
     int ok = -1;
     double *v = NULL;
+    comp[0] = comp[1] = 0;
     if (store_get_ops(db, p->sim.id, &so, &ns, e) != PL_OK || store_get_ops(db, p->meas.id, &mo, &nm, e) != PL_OK) goto out;
     int T = p->meas.repetitions > 0 ? p->meas.repetitions : 1, R = p->meas.ranks;
     if (ns == 0 || nm != (size_t)T * ns || R < 1) goto out;
-    v = pl_calloc((size_t)T * (AC_N + 1), sizeof *v);
+    v = pl_calloc((size_t)T * AC_ROWS, sizeof *v);
     if (!v) goto out;
     pl_buf_printf(b, "\n%s P=%d M=%d V=%d (simulated run %lld, measured run %lld): time per pass, ms\n", p->meas.schedule,
                   p->meas.ranks, p->meas.microbatches, p->meas.chunks, (long long)p->sim.id, (long long)p->meas.id);
@@ -267,36 +272,47 @@ static int pair_actions(store *db, const store_pair *p, pl_buf *b, pl_err *e) {
     for (int r = 0; r < R; r++) {
         size_t n = 0;
         while (s0 + n < ns && so[s0 + n].rank == r) n++;
-        if (m0 + (size_t)T * n > nm) goto out;
-        double pred[AC_N + 1] = {0}, meas[AC_N + 1];
+        if (n == 0 || m0 + (size_t)T * n > nm) goto out;
+        double pred[AC_ROWS] = {0}, meas[AC_ROWS];
+        double end = so[s0].start_s;
         for (size_t i = 0; i < n; i++) {
             const store_op *o = &so[s0 + i];
-            pred[ac_of(o->kind)] += o->end_s - o->start_s;
-            if (ac_of(o->kind) != AC_COMM && o->end_s > pred[AC_N]) pred[AC_N] = o->end_s;
+            int c = ac_of(o->kind);
+            pred[c] += o->end_s - o->start_s;
+            if (c != AC_COMM) {
+                pred[AC_COMPUTE] += o->end_s - o->start_s;
+                if (o->end_s > end) end = o->end_s;
+            }
         }
-        memset(v, 0, (size_t)T * (AC_N + 1) * sizeof *v);
+        pred[AC_SPAN] = end - so[s0].start_s;
         for (int t = 0; t < T; t++) {
             /* pass t of rank r: its n actions, in order */
             const store_op *o = &mo[m0 + (size_t)t * n];
-            double end = o[0].start_s;
+            end = o[0].start_s;
             for (size_t i = 0; i < n; i++) {
                 if (o[i].rank != r || o[i].seq != (int)((size_t)t * n + i)) goto out;
                 int c = ac_of(o[i].kind);
                 v[(size_t)c * T + t] += o[i].end_s - o[i].start_s;
-                if (c != AC_COMM && o[i].end_s > end) end = o[i].end_s;
+                if (c != AC_COMM) {
+                    v[(size_t)AC_COMPUTE * T + t] += o[i].end_s - o[i].start_s;
+                    if (o[i].end_s > end) end = o[i].end_s;
+                }
             }
-            v[(size_t)AC_N * T + t] = end - o[0].start_s; /* the rank's span in this pass */
+            v[(size_t)AC_SPAN * T + t] = end - o[0].start_s;
         }
-        pred[AC_N] -= so[s0].start_s;
-        for (int c = 0; c <= AC_N; c++) {
+        for (int c = 0; c < AC_ROWS; c++) {
             qsort(v + (size_t)c * T, (size_t)T, sizeof *v, cmp_dbl);
             const double *x = v + (size_t)c * T;
             meas[c] = T % 2 ? x[T / 2] : 0.5 * (x[T / 2 - 1] + x[T / 2]);
             if (c < AC_N && pred[c] == 0 && meas[c] == 0) continue;
-            pl_buf_printf(b, "%4d  %-10s %10.4f %10.4f ", r, c < AC_N ? ac_name[c] : "span", 1e3 * pred[c], 1e3 * meas[c]);
+            pl_buf_printf(b, "%4d  %-10s %10.4f %10.4f ", r, c < AC_N ? ac_name[c] : c == AC_COMPUTE ? "compute" : "span",
+                          1e3 * pred[c], 1e3 * meas[c]);
             pct(b, 9, meas[c] > 0 ? (pred[c] - meas[c]) / meas[c] : NAN);
             pl_buf_putc(b, '\n');
         }
+        memset(v, 0, (size_t)T * AC_ROWS * sizeof *v);
+        if (pred[AC_COMPUTE] > comp[0]) comp[0] = pred[AC_COMPUTE];
+        if (meas[AC_COMPUTE] > comp[1]) comp[1] = meas[AC_COMPUTE];
         s0 += n;
         m0 += (size_t)T * n;
     }
@@ -308,23 +324,48 @@ out:
     return ok;
 }
 
-/* Appends the action breakdown of every pair that has both timelines. */
+/* Appends the action breakdown of every pair that has both timelines, then a summary: for each
+ * pair the error of the busiest rank's compute per pass beside the iteration time's error, and
+ * their MAPEs: where the compute error is as large as the iteration's, the per-action times are
+ * what the prediction gets wrong; where it is small, the schedule (waiting, communication). */
 static void out_actions(store *db, const store_comparison *c, pl_buf *b) {
     size_t done = 0;
-    pl_buf_puts(b, "\nper action class (span: the rank's first action to its last compute end)\n");
+    double sum_c = 0, sum_i = 0;
+    pl_buf sum;
+    pl_buf_init(&sum);
+    pl_buf_puts(b, "\nper action class (compute: all compute actions; span: the rank's first action to its last compute end)\n");
+    pl_buf_printf(&sum, "\n%-12s %3s %4s %2s %7s  %10s %10s %9s  %9s\n", "SCHEDULE", "P", "M", "V", "MEAS", "COMPUTE P",
+                  "COMPUTE M", "ERR", "ITER ERR");
     for (size_t i = 0; i < c->n; i++) {
+        const store_pair *p = &c->pairs[i];
         pl_err e;
         pl_err_clear(&e);
         pl_buf one;
         pl_buf_init(&one);
-        if (pair_actions(db, &c->pairs[i], &one, &e) == 0) {
+        double comp[2];
+        if (pair_actions(db, p, &one, comp, &e) == 0 && comp[1] > 0) {
             pl_buf_puts(b, one.data ? one.data : "");
+            double ec = (comp[0] - comp[1]) / comp[1];
+            pl_buf_printf(&sum, "%-12s %3d %4d %2d %7lld  %10.4f %10.4f ", p->meas.schedule, p->meas.ranks,
+                          p->meas.microbatches, p->meas.chunks, (long long)p->meas.id, 1e3 * comp[0], 1e3 * comp[1]);
+            pct(&sum, 9, ec);
+            pl_buf_puts(&sum, "  ");
+            pct(&sum, 9, p->err_iter);
+            pl_buf_putc(&sum, '\n');
+            sum_c += fabs(ec);
+            sum_i += isnan(p->err_iter) ? 0 : fabs(p->err_iter);
             done++;
         }
         pl_buf_free(&one);
     }
+    if (done) {
+        pl_buf_printf(b, "\nthe busiest rank's compute per pass (ms) against the iteration time\n%s", sum.data ? sum.data + 1 : "");
+        pl_buf_printf(b, "MAPE: compute %.2f%%, iteration time %.2f%% (%zu pair%s)\n", 100 * sum_c / (double)done,
+                      100 * sum_i / (double)done, done, done == 1 ? "" : "s");
+    }
     if (done < c->n)
         pl_buf_printf(b, "\n%zu pair%s without both timelines (run with --trace)\n", c->n - done, c->n - done == 1 ? "" : "s");
+    pl_buf_free(&sum);
 }
 
 int cli_compare(int argc, char **argv) {
@@ -354,107 +395,6 @@ int cli_compare(int argc, char **argv) {
 }
 
 #else
-/* ---------------------------------------------------------------- action breakdown */
-
-/* The classes of the breakdown: compute kinds, then communication and waiting. */
-enum { AC_F, AC_B, AC_I, AC_W, AC_STEP, AC_COMM, AC_N };
-static const char *const ac_name[AC_N] = {"F", "B", "I", "W", "STEP", "SEND/RECV"};
-
-/* Returns the class of an op kind name (REDUCE_GRAD and the other non-compute kinds count as
- * communication). */
-static int ac_of(const char *kind) {
-    static const char *const k[] = {"F", "B", "I", "W", "STEP"};
-    for (int i = 0; i < 5; i++)
-        if (kind && strcmp(kind, k[i]) == 0) return i;
-    return AC_COMM;
-}
-
-/* Orders doubles ascending for qsort. */
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Appends the breakdown of one pair to b: per rank, each class's time per pass predicted (the
- * simulated timeline, one pass) against measured (median over the timed passes), and the
- * rank's busy end (its last compute action's end) in both. Returns 0, or -1 (nothing written)
- * when a run lacks its timeline or the two do not line up. */
-static int pair_actions(store *db, const store_pair *p, pl_buf *b, pl_err *e) {
-    store_op *so = NULL, *mo = NULL;
-    size_t ns = 0, nm = 0;
-    int ok = -1;
-    double *v = NULL;
-    if (store_get_ops(db, p->sim.id, &so, &ns, e) != PL_OK || store_get_ops(db, p->meas.id, &mo, &nm, e) != PL_OK) goto out;
-    int T = p->meas.repetitions > 0 ? p->meas.repetitions : 1, R = p->meas.ranks;
-    if (ns == 0 || nm != (size_t)T * ns || R < 1) goto out;
-    v = pl_calloc((size_t)T * (AC_N + 1), sizeof *v);
-    if (!v) goto out;
-    pl_buf_printf(b, "\n%s P=%d M=%d V=%d (simulated run %lld, measured run %lld): time per pass, ms\n", p->meas.schedule,
-                  p->meas.ranks, p->meas.microbatches, p->meas.chunks, (long long)p->sim.id, (long long)p->meas.id);
-    pl_buf_printf(b, "%4s  %-10s %10s %10s %9s\n", "RANK", "ACTIONS", "PREDICTED", "MEASURED", "ERR");
-    size_t s0 = 0, m0 = 0;
-    for (int r = 0; r < R; r++) {
-        size_t n = 0;
-        while (s0 + n < ns && so[s0 + n].rank == r) n++;
-        if (m0 + (size_t)T * n > nm) goto out;
-        double pred[AC_N + 1] = {0}, meas[AC_N + 1];
-        for (size_t i = 0; i < n; i++) {
-            const store_op *o = &so[s0 + i];
-            pred[ac_of(o->kind)] += o->end_s - o->start_s;
-            if (ac_of(o->kind) != AC_COMM && o->end_s > pred[AC_N]) pred[AC_N] = o->end_s;
-        }
-        memset(v, 0, (size_t)T * (AC_N + 1) * sizeof *v);
-        for (int t = 0; t < T; t++) {
-            /* pass t of rank r: its n actions, in order */
-            const store_op *o = &mo[m0 + (size_t)t * n];
-            double end = o[0].start_s;
-            for (size_t i = 0; i < n; i++) {
-                if (o[i].rank != r || o[i].seq != (int)((size_t)t * n + i)) goto out;
-                int c = ac_of(o[i].kind);
-                v[(size_t)c * T + t] += o[i].end_s - o[i].start_s;
-                if (c != AC_COMM && o[i].end_s > end) end = o[i].end_s;
-            }
-            v[(size_t)AC_N * T + t] = end - o[0].start_s; /* the rank's span in this pass */
-        }
-        pred[AC_N] -= so[s0].start_s;
-        for (int c = 0; c <= AC_N; c++) {
-            qsort(v + (size_t)c * T, (size_t)T, sizeof *v, cmp_dbl);
-            const double *x = v + (size_t)c * T;
-            meas[c] = T % 2 ? x[T / 2] : 0.5 * (x[T / 2 - 1] + x[T / 2]);
-            if (c < AC_N && pred[c] == 0 && meas[c] == 0) continue;
-            pl_buf_printf(b, "%4d  %-10s %10.4f %10.4f ", r, c < AC_N ? ac_name[c] : "span", 1e3 * pred[c], 1e3 * meas[c]);
-            pct(b, 9, meas[c] > 0 ? (pred[c] - meas[c]) / meas[c] : NAN);
-            pl_buf_putc(b, '\n');
-        }
-        s0 += n;
-        m0 += (size_t)T * n;
-    }
-    ok = 0;
-out:
-    free(v);
-    store_ops_free(so, ns);
-    store_ops_free(mo, nm);
-    return ok;
-}
-
-/* Appends the action breakdown of every pair that has both timelines. */
-static void out_actions(store *db, const store_comparison *c, pl_buf *b) {
-    size_t done = 0;
-    pl_buf_puts(b, "\nper action class (span: the rank's first action to its last compute end)\n");
-    for (size_t i = 0; i < c->n; i++) {
-        pl_err e;
-        pl_err_clear(&e);
-        pl_buf one;
-        pl_buf_init(&one);
-        if (pair_actions(db, &c->pairs[i], &one, &e) == 0) {
-            pl_buf_puts(b, one.data ? one.data : "");
-            done++;
-        }
-        pl_buf_free(&one);
-    }
-    if (done < c->n)
-        pl_buf_printf(b, "\n%zu pair%s without both timelines (run with --trace)\n", c->n - done, c->n - done == 1 ? "" : "s");
-}
 
 int cli_compare(int argc, char **argv) {
     (void)argc;
