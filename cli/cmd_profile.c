@@ -9,6 +9,7 @@
 #include "cli.h"
 
 #ifdef PIPELAB_HAVE_PL_EXEC
+#include "exec_cuda.h"
 #include "exec_drive.h"
 
 static const char help_text[] =
@@ -32,17 +33,24 @@ static const char help_text[] =
     "                        ranks, each on its own ceil(L / P) blocks: a run computes on all its\n"
     "                        ranks at once, sharing caches and memory bandwidth (default 1: one\n"
     "                        thread alone). Profile with P = the run's ranks to predict it.\n"
+    "  --backend cpu|cuda    profile on this CPU (default) or on GPU 0 (CUDA events; the profile\n"
+    "                        `pipelab run --backend cuda` predicts from)\n"
+    "  --precision P         cuda: GEMM operands fp32 (default), tf32 or bf16\n"
+    "  --sm-split            cuda: time inside a green context holding 1/P of the SMs (P =\n"
+    "                        --concurrency): the share each of P ranks sharing a GPU gets\n"
     "  -o, --output FILE     write the CSV there and print a summary (default: CSV on stdout)\n"
     "\n"
     "exit status: 0 ok, 1 bad input, 2 bad usage\n";
 
-enum { O_WIDTH = 1000, O_DEPTH, O_FFN, O_MBS, O_REPS, O_SEED, O_CONC, O_OUT, O_HELP };
+enum { O_WIDTH = 1000, O_DEPTH, O_FFN, O_MBS, O_REPS, O_SEED, O_CONC, O_OUT, O_BACKEND, O_PREC, O_SMSPLIT, O_HELP };
 
 static const struct option long_opts[] = {
     {"width", required_argument, 0, O_WIDTH}, {"depth", required_argument, 0, O_DEPTH},
     {"ffn", required_argument, 0, O_FFN}, {"microbatch-size", required_argument, 0, O_MBS},
     {"reps", required_argument, 0, O_REPS}, {"seed", required_argument, 0, O_SEED},
-    {"concurrency", required_argument, 0, O_CONC}, {"output", required_argument, 0, O_OUT}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
+    {"concurrency", required_argument, 0, O_CONC}, {"output", required_argument, 0, O_OUT},
+    {"backend", required_argument, 0, O_BACKEND}, {"precision", required_argument, 0, O_PREC},
+    {"sm-split", no_argument, 0, O_SMSPLIT}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
 };
 
 int cli_profile(int argc, char **argv) {
@@ -52,7 +60,7 @@ int cli_profile(int argc, char **argv) {
     c.layers = 8;
     c.microbatch_size = 16;
     int reps = 50, conc = 1;
-    const char *path = NULL;
+    const char *path = NULL, *backend = "cpu", *prec = NULL;
     opterr = 0;
     optind = 1;
     int ch;
@@ -73,11 +81,21 @@ int cli_profile(int argc, char **argv) {
         }
         case 'o':
         case O_OUT: path = optarg; break;
+        case O_BACKEND: backend = optarg; break;
+        case O_PREC: prec = optarg; break;
+        case O_SMSPLIT: c.sm_split = 1; break;
         case O_HELP: fputs(help_text, stdout); return CLI_OK;
         default: return cli_usage_error("profile", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc) return cli_usage_error("profile", "unexpected argument '%s'", argv[optind]);
+    if (strcmp(backend, "cpu") && strcmp(backend, "cuda"))
+        return cli_usage_error("profile", "--backend must be cpu or cuda (got '%s')", backend);
+    int cuda = strcmp(backend, "cuda") == 0;
+    if (prec && exec_precision_parse(prec, &c.precision))
+        return cli_usage_error("profile", "--precision must be fp32, tf32 or bf16 (got '%s')", prec);
+    if (!cuda && (c.precision != EXEC_PREC_FP32 || c.sm_split))
+        return cli_usage_error("profile", "--precision other than fp32 and --sm-split need --backend cuda");
     char host[256] = "";
     if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
     pl_err e;
@@ -86,7 +104,9 @@ int cli_profile(int argc, char **argv) {
     pl_buf_init(&out);
     exec_layer_profile p;
     int rc = CLI_OK;
-    if (exec_profile_csv_n(&c, reps, conc, host[0] ? host : NULL, &out, &p, &e) != PL_OK) {
+    int prc = cuda ? exec_cuda_profile_csv(&c, reps, conc, host[0] ? host : NULL, &out, &p, &e)
+                   : exec_profile_csv_n(&c, reps, conc, host[0] ? host : NULL, &out, &p, &e);
+    if (prc != PL_OK) {
         rc = cli_fail(&e);
     } else {
         rc = cli_write_output(path, &out);

@@ -11,6 +11,7 @@
 #include "pl_sched.h"
 
 #ifdef PIPELAB_HAVE_PL_EXEC
+#include "exec_cuda.h"
 #include "run_drive.h"
 #include "store.h"
 
@@ -43,6 +44,13 @@ static const char help_text[] =
     "  --no-pin              do not pin worker threads to cores\n"
     "  --timeout S           longest wait for a message before the run fails (default 60)\n"
     "  --mem-budget B        per-rank memory budget in bytes; exceeding it fails the run\n"
+    "  --backend cpu|cuda    where the ranks compute (default cpu). cuda: cuBLAS GEMMs and CUDA\n"
+    "                        kernels, rank r on GPU r mod G, peer copies between ranks on a\n"
+    "                        stream of their own (threads in this process)\n"
+    "  --precision P         cuda: GEMM operands fp32 (default), tf32 or bf16; fp32 accumulation\n"
+    "  --sm-split            cuda: ranks sharing a GPU each get an equal, fixed share of its SMs\n"
+    "                        (green contexts), so one GPU emulates a multi-GPU pipeline\n"
+    "  --gpus N              cuda: use the first N visible GPUs (default all)\n"
     "prediction:\n"
     "  --profile FILE        profile CSV from `pipelab profile` (default: profile in-process)\n"
     "  --profile-reps N      repetitions of the in-process profile (default 20)\n"
@@ -63,7 +71,7 @@ static const char help_text[] =
 
 enum { O_KIND = 1000, O_RANKS, O_MB, O_CHUNKS, O_ITERS, O_RECOMP, O_FROM, O_LEGACY, O_WIDTH, O_DEPTH, O_FFN, O_MBS,
        O_SPLIT, O_LR, O_MOM, O_SEED, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
-       O_PROFILE, O_PREPS, O_PCONC, O_NOPRED, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB, O_FAULT, O_HELP };
+       O_PROFILE, O_PREPS, O_PCONC, O_NOPRED, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB, O_FAULT, O_BACKEND, O_PREC, O_SMSPLIT, O_GPUS, O_HELP };
 
 static const struct option long_opts[] = {
     {"kind", required_argument, 0, O_KIND}, {"ranks", required_argument, 0, O_RANKS},
@@ -83,6 +91,8 @@ static const struct option long_opts[] = {
     {"dump-weights", required_argument, 0, O_DUMP}, {"tag", required_argument, 0, O_TAG},
     {"db", required_argument, 0, O_DB}, {"no-db", no_argument, 0, O_NODB},
     {"inject-fault", required_argument, 0, O_FAULT}, /* hidden: [KIND:]RANK:ACTION[:PASS] (tests) */
+    {"backend", required_argument, 0, O_BACKEND}, {"precision", required_argument, 0, O_PREC},
+    {"sm-split", no_argument, 0, O_SMSPLIT}, {"gpus", required_argument, 0, O_GPUS},
     {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
 };
 
@@ -91,6 +101,8 @@ static const struct option long_opts[] = {
 typedef struct opts {
     const char *kind, *from, *transport, *profile, *format, *dump, *tag, *db;
     sched_gen_opts g;
+    const char *backend, *precision;
+    int cuda;
     int have_ranks, have_mb, legacy, depth, preps, pconc, no_predict, trace, no_db, mpi;
     int nsplit, split[MAX_SPLIT];
     uint64_t seed;
@@ -217,6 +229,10 @@ static int parse(int argc, char **argv, opts *o) {
             o->c.fault = (exec_fault){fk, (int)r, (int)a - 1, (int)ps};
             break;
         }
+        case O_BACKEND: o->backend = optarg; break;
+        case O_PREC: o->precision = optarg; break;
+        case O_SMSPLIT: o->c.sm_split = 1; break;
+        case O_GPUS: if (cli_int_arg("run", "--gpus", optarg, 1, 4096, &o->c.cuda_devices)) return CLI_EUSAGE; break;
         case O_HELP: fputs(help_text, stdout); return CLI_OK;
         default: return cli_usage_error("run", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -229,6 +245,15 @@ static int parse(int argc, char **argv, opts *o) {
     if (strcmp(o->transport, "threads") && strcmp(o->transport, "mpi"))
         return cli_usage_error("run", "--transport must be threads or mpi");
     o->mpi = strcmp(o->transport, "mpi") == 0;
+    if (!o->backend) o->backend = "cpu";
+    if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda"))
+        return cli_usage_error("run", "--backend must be cpu or cuda (got '%s')", o->backend);
+    o->cuda = strcmp(o->backend, "cuda") == 0;
+    o->c.backend = o->cuda ? EXEC_BACKEND_CUDA : EXEC_BACKEND_CPU;
+    if (o->precision && exec_precision_parse(o->precision, &o->c.precision))
+        return cli_usage_error("run", "--precision must be fp32, tf32 or bf16 (got '%s')", o->precision);
+    if (!o->cuda && (o->c.precision != EXEC_PREC_FP32 || o->c.sm_split || o->c.cuda_devices))
+        return cli_usage_error("run", "--precision other than fp32, --sm-split and --gpus need --backend cuda");
     if (o->c.momentum >= 1) {
         fprintf(stderr, "pipelab run: --momentum must be below 1\n");
         return CLI_EUSER;
@@ -270,8 +295,12 @@ static void out_table(const opts *o, const sched *s, const exec_result *r, const
     for (int q = 0; q < r->stages; q++) pl_buf_printf(b, "%s%d", q ? "," : " ", r->stage_blocks[q]);
     pl_buf_printf(b, "\ntraining           SGD lr %g momentum %g; loss %.6g -> %.6g over %d iterations\n", r->lr, r->momentum,
                   r->loss[0], r->loss[r->n_iters - 1], r->n_iters);
-    pl_buf_printf(b, "run                %s, %s, %d cores; %d warm-up + %d timed passes\n", o->mpi ? "MPI processes" : "threads",
-                  r->blas, r->cores, r->warmup_passes, r->timed_passes);
+    if (r->backend && strcmp(r->backend, "cuda") == 0)
+        pl_buf_printf(b, "run                %s, CUDA: %s, %s GEMMs (%s); %d warm-up + %d timed passes\n",
+                      o->mpi ? "MPI processes" : "threads", r->device, r->precision, r->blas, r->warmup_passes, r->timed_passes);
+    else
+        pl_buf_printf(b, "run                %s, %s, %d cores; %d warm-up + %d timed passes\n", o->mpi ? "MPI processes" : "threads",
+                      r->blas, r->cores, r->warmup_passes, r->timed_passes);
     if (r->warning[0]) pl_buf_printf(b, "warning            %s\n", r->warning);
     pl_buf_printf(b, "\n%-22s %14s %14s %10s\n", "", "measured", "predicted", "error");
     if (pr) {
@@ -380,6 +409,30 @@ static cost_model *get_profile(const opts *o, const sched *s, exec_config *c, co
         }
         return m;
     }
+    if (o->cuda) {
+        /* on the GPU: alone, or (--sm-split) in the SM share of one of the ranks sharing GPU 0 */
+        int G = o->c.cuda_devices;
+        if (G < 1) {
+            pl_err ig;
+            G = exec_cuda_devices(&ig);
+        }
+        int per = G > 0 ? (s->ranks + G - 1) / G : 1;
+        int conc = o->c.sm_split && per > 1 ? per : 1;
+        static char gsrc[128];
+        snprintf(gsrc, sizeof gsrc, "in-process GPU profile (exec_cuda_profile_layers, %s%s)", exec_precision_name(o->c.precision),
+                 conc > 1 ? ", 1/N of the SMs" : ", whole GPU");
+        *src = gsrc;
+        pl_buf t;
+        pl_buf_init(&t);
+        cost_model *m = NULL;
+        exec_layer_profile lp;
+        if (exec_cuda_profile_csv(c, o->preps, conc, NULL, &t, &lp, e) == PL_OK) {
+            m = cost_model_read_csv("in-process GPU profile", t.data, t.len, e);
+            c->pred_step_s = lp.step_s;
+        }
+        pl_buf_free(&t);
+        return m;
+    }
     int conc = o->pconc;
     if (conc < 1) {
         int n = exec_profile_cores();
@@ -443,7 +496,14 @@ int cli_run(int argc, char **argv) {
         prof = get_profile(&o, s, &o.c, &profile_src, &e);
         if (!prof) { rc = cli_fail(&e); goto done; }
     }
-    if (o.mpi) {
+    if (o.cuda) {
+        int ok = o.mpi ? exec_cuda_mpi_run(s, &o.c, &r, &is_root, &e) : exec_cuda_run(s, &o.c, &r, &e);
+        if (ok != PL_OK) {
+            pl_err_prefix(&e, "run failed: ");
+            rc = cli_fail(&e);
+            goto done;
+        }
+    } else if (o.mpi) {
         exec_mpi_set_abort_hook(mpi_abort_print);
         if (exec_mpi_run(s, &o.c, &r, &is_root, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
         if (!is_root) goto done; /* rank 0 reports and stores */
@@ -481,7 +541,7 @@ int cli_run(int argc, char **argv) {
     }
     rc = cli_write_output(NULL, &out);
 done:
-    if (o.mpi) exec_mpi_finalize();
+    if (o.mpi && !o.cuda) exec_mpi_finalize();
     pl_buf_free(&out);
     pl_buf_free(&cmd);
     free(mem);

@@ -62,11 +62,18 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
     pl_buf_printf(b, "{\"model\":{\"spec\":\"mlp:width=%d,depth=%d,microbatch=%d", r->hidden, r->layers, r->microbatch_size);
     if (r->ffn % r->hidden == 0) pl_buf_printf(b, ",ffn_mult=%d", r->ffn / r->hidden);
     else pl_buf_printf(b, ",ffn=%d", r->ffn);
-    pl_buf_printf(b, "\",\"width\":%d,\"ffn\":%d,\"depth\":%d,\"param_bytes\":%zu},\"hardware\":{\"name\":\"cpu:",
-                  r->hidden, r->ffn, r->layers, r->param_bytes);
+    /* the CUDA backend names its GPUs (exec_result.device), so compare pairs runs per device */
+    int gpu = r->backend && strcmp(r->backend, "cuda") == 0;
+    pl_buf_printf(b, "\",\"width\":%d,\"ffn\":%d,\"depth\":%d,\"param_bytes\":%zu},\"hardware\":{\"name\":\"%s",
+                  r->hidden, r->ffn, r->layers, r->param_bytes, gpu ? "cuda:" : "cpu:");
     json_text(b, host);
-    pl_buf_printf(b, "\",\"blas\":\"%s\",\"cores\":%d},\"microbatch_size\":%d,\"precision\":\"fp32\","
-                     "\"partition\":{\"bounds\":[0", r->blas ? r->blas : "", r->cores, r->microbatch_size);
+    if (gpu) {
+        pl_buf_putc(b, ':');
+        json_text(b, r->device);
+    }
+    pl_buf_printf(b, "\",\"blas\":\"%s\",\"cores\":%d},\"microbatch_size\":%d,\"precision\":\"%s\","
+                     "\"partition\":{\"bounds\":[0", r->blas ? r->blas : "", r->cores, r->microbatch_size,
+                  r->precision ? r->precision : "fp32");
     for (int q = 0, sum = 0; q < r->stages; q++) pl_buf_printf(b, ",%d", sum += r->stage_blocks[q]);
     pl_buf_puts(b, "],\"replicas\":[");
     for (int q = 0; q < r->stages; q++) pl_buf_printf(b, "%s1", q ? "," : "");

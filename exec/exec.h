@@ -60,6 +60,10 @@ exec_fault_kind exec_fault_parse(const char *name);
 typedef enum exec_backend { EXEC_BACKEND_CPU = 0, EXEC_BACKEND_CUDA = 1 } exec_backend;
 typedef enum exec_precision { EXEC_PREC_FP32 = 0, EXEC_PREC_TF32 = 1, EXEC_PREC_BF16 = 2 } exec_precision;
 
+/* Where the executor runs (exec_config.backend) and in which GEMM precision. */
+typedef enum exec_backend { EXEC_BACKEND_CPU = 0, EXEC_BACKEND_CUDA = 1 } exec_backend;
+typedef enum exec_precision { EXEC_PREC_FP32 = 0, EXEC_PREC_TF32 = 1, EXEC_PREC_BF16 = 2 } exec_precision;
+
 /* How to run. exec_config_default fills sensible values; every field can be overridden. */
 typedef struct exec_config {
     /* model */
@@ -90,6 +94,12 @@ typedef struct exec_config {
     exec_fault fault;        /* injected fault (tests) */
     double pred_step_s;      /* the optimizer STEP of one block measured by the profile, for the
                               * prediction only (cli_run_predict; 0 = unknown: no STEP time) */
+    /* the CUDA backend (exec/cuda/exec_cuda.h; the CPU executor ignores these) */
+    exec_backend backend;    /* EXEC_BACKEND_CPU (default) or EXEC_BACKEND_CUDA */
+    exec_precision precision;/* GEMM operands: fp32 (default), tf32, or bf16; accumulation fp32 */
+    int sm_split;            /* 1 = ranks sharing a GPU each get a fixed, equal share of its SMs
+                              * (green contexts) */
+    int cuda_devices;        /* GPUs to use (0 = all visible); rank r runs on GPU r mod devices */
 } exec_config;
 
 /* Fills c with defaults: h 64, f 4h, L 4, b 8, seeds 1/2/3, D 64, lr 0.05, momentum 0,
@@ -165,6 +175,10 @@ typedef struct exec_result {
     /* per rank */
     exec_rank_result *rank;/* [ranks] (owned) */
     char warning[256];     /* e.g. oversubscription; empty when none */
+    /* the backend that ran (NULL from the CPU executor means "cpu", "fp32") */
+    const char *backend;   /* "cpu" or "cuda" (static string) */
+    const char *precision; /* "fp32", "tf32" or "bf16" (static string) */
+    char device[128];      /* e.g. "NVIDIA H200 x1, 4 ranks per GPU"; empty for the CPU */
 } exec_result;
 
 void exec_result_free(exec_result *r);

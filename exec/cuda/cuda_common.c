@@ -1,0 +1,346 @@
+/* cuda_common.c: the CUDA backend's shared pieces: checked calls turned into pl_err messages,
+ * the GEMM in fp32/tf32/bf16 through cuBLAS, green contexts (loaded through the runtime's driver
+ * entry points, so that nothing links libcuda and a machine without a driver still starts the
+ * program), device queries and the cuBLAS rate benchmark. */
+#include "exec_cuda.h"
+#include "cuda_int.h"
+#include "exec_int.h"
+
+#include <cuda.h> /* driver API types only: the functions are fetched at run time */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- errors */
+
+/* Returns the last path component of a source file name (messages carry no build paths). */
+static const char *base_name(const char *f) {
+    const char *s = strrchr(f, '/');
+    return s ? s + 1 : f;
+}
+
+int cx_cuda_check(cudaError_t st, const char *what, const char *file, int line, pl_err *e) {
+    if (st == cudaSuccess) return PL_OK;
+    return pl_errf(e, st == cudaErrorMemoryAllocation ? PL_ENOMEM : PL_EINTERNAL, "%s: CUDA error %s: %s (%s:%d)", what,
+                   cudaGetErrorName(st), cudaGetErrorString(st), base_name(file), line);
+}
+
+int cx_blas_check(cublasStatus_t st, const char *what, const char *file, int line, pl_err *e) {
+    if (st == CUBLAS_STATUS_SUCCESS) return PL_OK;
+    return pl_errf(e, st == CUBLAS_STATUS_ALLOC_FAILED ? PL_ENOMEM : PL_EINTERNAL, "%s: cuBLAS error %s: %s (%s:%d)",
+                   what, cublasGetStatusName(st), cublasGetStatusString(st), base_name(file), line);
+}
+
+/* ---------------------------------------------------------------- names */
+
+int exec_cuda_built(void) { return 1; }
+
+int exec_cuda_devices(pl_err *e) {
+    int n = 0;
+    cudaError_t st = cudaGetDeviceCount(&n);
+    if (st != cudaSuccess) {
+        (void)cudaGetLastError(); /* clear the sticky-free error so later calls start clean */
+        pl_errf(e, PL_EINPUT, "no usable GPU: %s (%s)", cudaGetErrorString(st), cudaGetErrorName(st));
+        return 0;
+    }
+    if (n < 1) {
+        pl_errf(e, PL_EINPUT, "no usable GPU: the CUDA runtime sees no device");
+        return 0;
+    }
+    return n;
+}
+
+int cx_device_props(int dev, char *name, size_t n, int *sms, pl_err *e) {
+    struct cudaDeviceProp p;
+    CXC(cudaGetDeviceProperties(&p, dev));
+    if (name && n) snprintf(name, n, "%s", p.name);
+    if (sms) *sms = p.multiProcessorCount;
+    return PL_OK;
+}
+
+int exec_cuda_device_info(int dev, char *name, size_t n, pl_err *e) {
+    int sms = 0;
+    if (cx_device_props(dev, name, n, &sms, e) != PL_OK) return -1;
+    return sms;
+}
+
+/* ---------------------------------------------------------------- GEMMs */
+
+/* Returns op for cuBLAS of a row-major transpose flag. */
+static cublasOperation_t op_of(int t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+int cx_gemm(cx_gemm_ctx *g, int ta, int tb, int M, int N, int K, const float *A, const uint16_t *Abf, int lda,
+            const float *B, const uint16_t *Bbf, int ldb, float beta, float *C, int ldc, pl_err *e) {
+    const float alpha = 1.0f;
+    if (g->ev && g->n_ev < g->cap_ev) CXC(cudaEventRecord(g->ev[2 * g->n_ev], g->st));
+    /* Row-major C = A' B' is column-major C^T = B'^T A'^T: cuBLAS gets B first, then A, with the
+     * same transpose flags and the dimensions (N, M, K). */
+    if (g->prec == EXEC_PREC_BF16) {
+        size_t na = (size_t)(ta ? K : M) * (size_t)lda, nb = (size_t)(tb ? N : K) * (size_t)ldb;
+        if (!Abf) {
+            if (na > g->bf_cap) return pl_errf(e, PL_EINTERNAL, "bf16 scratch of %zu elements too small for %zu", g->bf_cap, na);
+            CXC(cxk_to_bf16(g->st, g->bfa, A, na));
+            Abf = g->bfa;
+        }
+        if (!Bbf) {
+            if (nb > g->bf_cap) return pl_errf(e, PL_EINTERNAL, "bf16 scratch of %zu elements too small for %zu", g->bf_cap, nb);
+            CXC(cxk_to_bf16(g->st, g->bfb, B, nb));
+            Bbf = g->bfb;
+        }
+        CXB(cublasGemmEx(g->h, op_of(tb), op_of(ta), N, M, K, &alpha, Bbf, CUDA_R_16BF, ldb, Abf, CUDA_R_16BF, lda, &beta,
+                         C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    } else {
+        cublasComputeType_t ct = g->prec == EXEC_PREC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        CXB(cublasGemmEx(g->h, op_of(tb), op_of(ta), N, M, K, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C,
+                         CUDA_R_32F, ldc, ct, CUBLAS_GEMM_DEFAULT));
+    }
+    if (g->ev && g->n_ev < g->cap_ev) {
+        CXC(cudaEventRecord(g->ev[2 * g->n_ev + 1], g->st));
+        g->n_ev++;
+    }
+    g->flops += 2.0 * M * (double)N * K;
+    return PL_OK;
+}
+
+/* ---------------------------------------------------------------- one block */
+
+int cx_block_forward(cx_gemm_ctx *g, const exec_dims *d, const cx_dparams *p, const float *x, float *hpre, float *act,
+                     float *y, pl_err *e) {
+    int h = d->h, f = d->f, b = d->b;
+    /* hpre [b, f] = x [b, h] . W1^T */
+    if (cx_gemm(g, 0, 1, b, f, h, x, NULL, h, p->w1, p->w1b, h, 0.0f, hpre, f, e)) return e->code;
+    CXC(cxk_bias_gelu(g->st, hpre, p->b1, act, b, f));
+    CXC(cxk_residual_bias(g->st, y, x, p->b2, b, h));
+    /* y [b, h] += act [b, f] . W2^T */
+    if (cx_gemm(g, 0, 1, b, h, f, act, NULL, f, p->w2, p->w2b, f, 1.0f, y, h, e)) return e->code;
+    return PL_OK;
+}
+
+int cx_block_backward_i(cx_gemm_ctx *g, const exec_dims *d, const cx_dparams *p, float *hd, const float *gy, float *gx,
+                        float *da, pl_err *e) {
+    int h = d->h, f = d->f, b = d->b;
+    /* dA [b, f] = gy [b, h] . W2 [h, f] */
+    if (cx_gemm(g, 0, 0, b, f, h, gy, NULL, h, p->w2, p->w2b, f, 0.0f, da, f, e)) return e->code;
+    CXC(cxk_gelu_bwd(g->st, hd, da, (size_t)b * f));
+    if (!gx) return PL_OK;
+    /* gx [b, h] = gy + dH [b, f] . W1 [f, h] */
+    CXC(cudaMemcpyAsync(gx, gy, (size_t)b * h * sizeof(float), cudaMemcpyDeviceToDevice, g->st));
+    if (cx_gemm(g, 0, 0, b, h, f, hd, NULL, f, p->w1, p->w1b, h, 1.0f, gx, h, e)) return e->code;
+    return PL_OK;
+}
+
+int cx_block_backward_w(cx_gemm_ctx *g, const exec_dims *d, const float *x, const float *act, const float *dh,
+                        const float *gy, float *gp, pl_err *e) {
+    int h = d->h, f = d->f, b = d->b;
+    size_t hf = (size_t)h * f;
+    float *gw1 = gp, *gb1 = gw1 + hf, *gw2 = gb1 + f, *gb2 = gw2 + hf;
+    /* dW1 [f, h] += dH^T [f, b] . x [b, h];  dW2 [h, f] += gy^T [h, b] . act [b, f] */
+    if (cx_gemm(g, 1, 0, f, h, b, dh, NULL, f, x, NULL, h, 1.0f, gw1, h, e)) return e->code;
+    if (cx_gemm(g, 1, 0, h, f, b, gy, NULL, h, act, NULL, f, 1.0f, gw2, f, e)) return e->code;
+    CXC(cxk_colsum_acc(g->st, gb1, dh, b, f));
+    CXC(cxk_colsum_acc(g->st, gb2, gy, b, h));
+    return PL_OK;
+}
+
+/* ---------------------------------------------------------------- green contexts */
+
+typedef CUresult (*pfn_get_res)(CUdevice, CUdevResource *, CUdevResourceType);
+typedef CUresult (*pfn_split)(CUdevResource *, unsigned int *, const CUdevResource *, CUdevResource *, unsigned int,
+                              unsigned int);
+typedef CUresult (*pfn_gen_desc)(CUdevResourceDesc *, CUdevResource *, unsigned int);
+typedef CUresult (*pfn_green_create)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned int);
+typedef CUresult (*pfn_green_destroy)(CUgreenCtx);
+typedef CUresult (*pfn_from_green)(CUcontext *, CUgreenCtx);
+typedef CUresult (*pfn_set_current)(CUcontext);
+typedef CUresult (*pfn_green_stream)(CUstream *, CUgreenCtx, unsigned int, int);
+typedef CUresult (*pfn_device_get)(CUdevice *, int);
+
+/* The driver functions green contexts need, fetched once. */
+static struct {
+    int tried, ok;
+    char why[256];
+    pfn_get_res get_res;
+    pfn_split split;
+    pfn_gen_desc gen_desc;
+    pfn_green_create create;
+    pfn_green_destroy destroy;
+    pfn_from_green from_green;
+    pfn_set_current set_current;
+    pfn_green_stream stream;
+    pfn_device_get device_get;
+} drv;
+
+/* Fetches one driver entry point at CUDA 12.4's ABI; returns 0 or -1 (drv.why filled). */
+static int fetch(const char *sym, void **fn) {
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t st = cudaGetDriverEntryPointByVersion(sym, fn, 12040, cudaEnableDefault, &q);
+    if (st != cudaSuccess || q != cudaDriverEntryPointSuccess || !*fn) {
+        snprintf(drv.why, sizeof drv.why, "the CUDA driver has no %s (green contexts need a driver of CUDA 12.4 or newer)", sym);
+        return -1;
+    }
+    return 0;
+}
+
+int cx_green_init(pl_err *e) {
+    if (!drv.tried) {
+        drv.tried = 1;
+        drv.ok = !fetch("cuDeviceGetDevResource", (void **)&drv.get_res) &&
+                 !fetch("cuDevSmResourceSplitByCount", (void **)&drv.split) &&
+                 !fetch("cuDevResourceGenerateDesc", (void **)&drv.gen_desc) &&
+                 !fetch("cuGreenCtxCreate", (void **)&drv.create) && !fetch("cuGreenCtxDestroy", (void **)&drv.destroy) &&
+                 !fetch("cuCtxFromGreenCtx", (void **)&drv.from_green) &&
+                 !fetch("cuCtxSetCurrent", (void **)&drv.set_current) &&
+                 !fetch("cuGreenCtxStreamCreate", (void **)&drv.stream) && !fetch("cuDeviceGet", (void **)&drv.device_get);
+    }
+    return drv.ok ? PL_OK : pl_errf(e, PL_EINPUT, "--sm-split: %s", drv.why);
+}
+
+/* Turns a driver result into e; returns PL_OK or PL_EINTERNAL. */
+static int cu_check(CUresult r, const char *what, pl_err *e) {
+    if (r == CUDA_SUCCESS) return PL_OK;
+    return pl_errf(e, PL_EINTERNAL, "%s: CUDA driver error %d", what, (int)r);
+}
+
+int cx_green_create(int dev, int n, int index, cx_green *g, pl_err *e) {
+    memset(g, 0, sizeof *g);
+    if (cx_green_init(e) != PL_OK) return e->code;
+    CXC(cudaSetDevice(dev));
+    CXC(cudaFree(0)); /* the primary context exists first (cuGreenCtxCreate's advice) */
+    CUdevice d;
+    if (cu_check(drv.device_get(&d, dev), "cuDeviceGet", e)) return e->code;
+    CUdevResource all;
+    memset(&all, 0, sizeof all);
+    if (cu_check(drv.get_res(d, &all, CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource", e)) return e->code;
+    unsigned total = all.sm.smCount, want = n > 0 ? total / (unsigned)n : total;
+    unsigned gran = all.sm.smCoscheduledAlignment ? all.sm.smCoscheduledAlignment : 1;
+    unsigned minsz = all.sm.minSmPartitionSize ? all.sm.minSmPartitionSize : 1;
+    want -= want % gran;
+    if (want < minsz)
+        return pl_errf(e, PL_EINPUT, "--sm-split: GPU %d has %u SMs, too few for %d ranks of at least %u SMs each", dev,
+                       total, n, minsz);
+    CUdevResource *grp = pl_calloc((size_t)n, sizeof *grp);
+    if (!grp) return pl_errf(e, PL_ENOMEM, "out of memory");
+    unsigned ng = (unsigned)n;
+    int rc = cu_check(drv.split(grp, &ng, &all, NULL, 0, want), "cuDevSmResourceSplitByCount", e);
+    if (rc == PL_OK && ng < (unsigned)n)
+        rc = pl_errf(e, PL_EINPUT, "--sm-split: GPU %d's %u SMs split into only %u groups of %u, not %d", dev, total, ng,
+                     want, n);
+    CUdevResourceDesc desc = NULL;
+    if (rc == PL_OK) rc = cu_check(drv.gen_desc(&desc, &grp[index], 1), "cuDevResourceGenerateDesc", e);
+    CUgreenCtx gc = NULL;
+    if (rc == PL_OK) rc = cu_check(drv.create(&gc, desc, d, CU_GREEN_CTX_DEFAULT_STREAM), "cuGreenCtxCreate", e);
+    CUcontext c = NULL;
+    if (rc == PL_OK) rc = cu_check(drv.from_green(&c, gc), "cuCtxFromGreenCtx", e);
+    if (rc == PL_OK) {
+        g->gctx = gc;
+        g->ctx = c;
+        g->sms = (int)grp[index].sm.smCount;
+    } else if (gc) {
+        drv.destroy(gc);
+    }
+    free(grp);
+    return rc;
+}
+
+int cx_green_make_current(const cx_green *g, pl_err *e) {
+    if (!g->gctx) return PL_OK;
+    return cu_check(drv.set_current((CUcontext)g->ctx), "cuCtxSetCurrent (green context)", e);
+}
+
+int cx_green_stream(const cx_green *g, cudaStream_t *st, pl_err *e) {
+    CUstream s = NULL;
+    if (cu_check(drv.stream(&s, (CUgreenCtx)g->gctx, CU_STREAM_NON_BLOCKING, 0), "cuGreenCtxStreamCreate", e)) return e->code;
+    *st = (cudaStream_t)s;
+    return PL_OK;
+}
+
+void cx_green_destroy(cx_green *g) {
+    if (g->gctx && drv.destroy) drv.destroy((CUgreenCtx)g->gctx);
+    memset(g, 0, sizeof *g);
+}
+
+/* ---------------------------------------------------------------- the cuBLAS rate */
+
+/* Orders doubles ascending for qsort. */
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The body of exec_cuda_gemm_rate on buffers mem (A, B, C fp32 and bf16 copies). */
+static int rate_on(cx_gemm_ctx *g, int m, int n, int k, int reps, float *A, float *B, float *C, uint16_t *Ab,
+                   uint16_t *Bb, double *rate, pl_err *e) {
+    CXC(cxk_fill_uniform(g->st, A, (size_t)m * k, 11));
+    CXC(cxk_fill_uniform(g->st, B, (size_t)k * n, 12));
+    CXC(cxk_to_bf16(g->st, Ab, A, (size_t)m * k));
+    CXC(cxk_to_bf16(g->st, Bb, B, (size_t)k * n));
+    double *ms = pl_calloc((size_t)reps, sizeof(double));
+    if (!ms) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = PL_OK;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    if (cx_cuda_check(cudaEventCreate(&e0), "cudaEventCreate", __FILE__, __LINE__, e) ||
+        cx_cuda_check(cudaEventCreate(&e1), "cudaEventCreate", __FILE__, __LINE__, e)) {
+        rc = e->code;
+        goto out;
+    }
+    for (int i = 0; i < 3 && rc == PL_OK; i++) /* warm-up: handle, heuristics, clocks */
+        rc = cx_gemm(g, 0, 0, m, n, k, A, Ab, k, B, Bb, n, 0.0f, C, n, e);
+    for (int i = 0; i < reps && rc == PL_OK; i++) {
+        float t = 0;
+        rc = cx_cuda_check(cudaEventRecord(e0, g->st), "cudaEventRecord", __FILE__, __LINE__, e);
+        if (rc == PL_OK) rc = cx_gemm(g, 0, 0, m, n, k, A, Ab, k, B, Bb, n, 0.0f, C, n, e);
+        if (rc == PL_OK) rc = cx_cuda_check(cudaEventRecord(e1, g->st), "cudaEventRecord", __FILE__, __LINE__, e);
+        if (rc == PL_OK) rc = cx_cuda_check(cudaEventSynchronize(e1), "cudaEventSynchronize", __FILE__, __LINE__, e);
+        if (rc == PL_OK) rc = cx_cuda_check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime", __FILE__, __LINE__, e);
+        ms[i] = t;
+    }
+    if (rc == PL_OK) {
+        qsort(ms, (size_t)reps, sizeof *ms, cmp_d);
+        double med = reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
+        *rate = med > 0 ? 2.0 * m * (double)n * k / (med * 1e-3) : 0;
+    }
+out:
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    free(ms);
+    return rc;
+}
+
+int exec_cuda_gemm_rate(int m, int n, int k, exec_precision prec, int reps, double *flops_per_s, pl_err *e) {
+    *flops_per_s = 0;
+    if (m < 1 || n < 1 || k < 1 || reps < 1) return pl_errf(e, PL_EINPUT, "gemm rate: sizes and reps must be >= 1");
+    if (exec_cuda_devices(e) < 1) return e->code;
+    CXC(cudaSetDevice(0));
+    size_t fa = (size_t)m * k, fb = (size_t)k * n, fc = (size_t)m * n;
+    size_t bytes = (cx_al64(fa) + cx_al64(fb) + cx_al64(fc)) * sizeof(float) + (cx_al64(fa) + cx_al64(fb)) * 2;
+    void *mem = NULL;
+    CXC(cudaMalloc(&mem, bytes));
+    cx_gemm_ctx g;
+    memset(&g, 0, sizeof g);
+    g.prec = prec;
+    int rc = cx_cuda_check(cudaStreamCreateWithFlags(&g.st, cudaStreamNonBlocking), "cudaStreamCreate", __FILE__, __LINE__, e);
+    if (rc == PL_OK) rc = cx_blas_check(cublasCreate(&g.h), "cublasCreate", __FILE__, __LINE__, e);
+    if (rc == PL_OK) rc = cx_blas_check(cublasSetStream(g.h, g.st), "cublasSetStream", __FILE__, __LINE__, e);
+    if (rc == PL_OK) {
+        float *A = mem, *B = A + cx_al64(fa), *C = B + cx_al64(fb);
+        uint16_t *Ab = (uint16_t *)(void *)(C + cx_al64(fc)), *Bb = Ab + cx_al64(fa);
+        rc = rate_on(&g, m, n, k, reps, A, B, C, Ab, Bb, flops_per_s, e);
+    }
+    if (g.h) cublasDestroy(g.h);
+    if (g.st) cudaStreamDestroy(g.st);
+    cudaFree(mem);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- MPI + NCCL */
+
+int exec_cuda_mpi_available(void) { return 0; }
+
+int exec_cuda_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e) {
+    (void)s;
+    (void)cfg;
+    memset(out, 0, sizeof *out);
+    if (is_root) *is_root = 1;
+    return pl_errf(e, PL_EINPUT, "the CUDA backend over MPI processes (NCCL send/recv) is not built in this version; "
+                                 "run the CUDA backend with threads in one process (--transport threads)");
+}

@@ -1,0 +1,1166 @@
+/* cuda_exec.c: exec_cuda_run: the lowered schedule on GPUs, one host thread per rank. Each rank
+ * walks its action list as the CPU worker does (worker.c) and keeps the same bookkeeping (pools
+ * of slots, weight versions, memory classes: exec_xrank, sized by exec_xrank_init's dry walk),
+ * but its compute is enqueued on a CUDA stream and its data lives in one device allocation laid
+ * out like the CPU arena. SENDs copy with cudaMemcpyPeerAsync on a second stream into a receive
+ * slot of the receiving rank (one per RECV action of its list), so communication overlaps
+ * compute; the receiver's compute stream waits for the copy's event. CUDA events around every
+ * action and every GEMM give the times. Passes end with the rank's streams drained and a
+ * barrier, so receive slots are reused safely from pass to pass. */
+#undef _GNU_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+
+#include "exec_cuda.h"
+#include "cuda_int.h"
+#include "exec_int.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* cuBLAS workspace per rank (NVIDIA's advice for Hopper), taken from the rank's allocation. */
+#define CX_BLAS_WS_BYTES ((size_t)32 << 20)
+
+/* ---------------------------------------------------------------- shared state */
+
+/* Where one RECV action's message lands: a slot on the receiver's GPU, filled by the one sender
+ * whose SEND pairs with it. seq = pass + 1 once the sender has enqueued the copy and recorded
+ * `arrived` after it. */
+typedef struct cx_box {
+    _Atomic int seq;
+    cudaEvent_t arrived; /* the sender's event (its device and context) */
+    float *dptr;         /* [b h] on the receiver's GPU */
+    int dev;
+} cx_box;
+
+/* What the rank threads share: receive slots, the barrier, the abort reason. */
+typedef struct cx_shared {
+    int p;
+    cx_box **box;   /* [p][nrecv[r]] */
+    int *nrecv;     /* [p] */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int bar_count, bar_gen;
+    int exit_count; /* ranks done with their GPU work (teardown waits for all: peers copy into
+                     * each other's memory) */
+    _Atomic int aborted;
+    pl_err why;     /* the first failure (under mu) */
+    double timeout_s;
+} cx_shared;
+
+/* One rank: the CPU worker's bookkeeping plus its device state. */
+typedef struct cx_rank {
+    exec_xrank x;            /* pools, stages, memory accounting; its host arena mirrors the device's */
+    cx_shared *sh;
+    int dev, green_n, green_i;
+    cx_green green;
+    cudaStream_t cs, ms;     /* compute, communication */
+    cublasHandle_t blas;
+    cx_gemm_ctx g;
+    char *dmem;              /* the one device allocation */
+    size_t dmem_bytes;
+    float *d_arena;          /* device image of x.arena */
+    uint16_t **d_verbf;      /* [nst] bf16 copies of each stage's version slots (bf16 only) */
+    float *d_x, *d_t;        /* data set inputs / targets [D, b, h] (stage 0 / last stage only) */
+    double *d_loss;          /* [passes M] */
+    float *d_mbox;           /* [nrecv, al16(b h)] receive slots */
+    int *send_rank, *send_slot, *recv_slot; /* [n actions] */
+    cudaEvent_t *ev_act;     /* [2 n] start/end of each action of a pass */
+    cudaEvent_t *ev_send;    /* [n] arrival events of SENDs (NULL elsewhere) */
+    cudaEvent_t *ev_out;     /* [out.cap] when a send slot's copy is done */
+    int *out_busy;           /* [out.cap] 1 = a copy may still read the slot */
+    cudaEvent_t ev_p0, ev_end, ev_tmp, ev_join;
+    cudaEvent_t *ev_gemm;    /* [2 cap_gemm] */
+    int cap_gemm;
+    int sync_each;           /* PIPELAB_CUDA_SYNC=1: drain after every action (names a failing kernel's action) */
+    /* measurement, as exec_xrank's */
+    double *pass_start_s, *pass_end_s, *busy_s, *comm_s, *gemm_s, *gemm_flops;
+    exec_op *ops;
+    size_t n_ops, cap_ops;
+    int rc;
+    pl_err err;
+} cx_rank;
+
+/* ---------------------------------------------------------------- barrier and abort */
+
+/* Stops the run: every waiting or later wait fails with why's message. */
+static void cx_abort(cx_shared *sh, const pl_err *why) {
+    pthread_mutex_lock(&sh->mu);
+    if (!atomic_load(&sh->aborted)) {
+        sh->why = *why;
+        atomic_store(&sh->aborted, 1);
+    }
+    pthread_cond_broadcast(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+/* Fills e with "aborted: <first failure>" and returns its code. */
+static int aborted_err(cx_shared *sh, pl_err *e) {
+    pthread_mutex_lock(&sh->mu);
+    int code = sh->why.code ? sh->why.code : PL_EINTERNAL;
+    pl_errf(e, code, "aborted: %s", sh->why.msg);
+    pthread_mutex_unlock(&sh->mu);
+    return code;
+}
+
+/* Waits for every rank; fails when the run is aborted or the wait outlasts the timeout. */
+static int cx_barrier(cx_shared *sh, int r, pl_err *e) {
+    pthread_mutex_lock(&sh->mu);
+    if (atomic_load(&sh->aborted)) {
+        pthread_mutex_unlock(&sh->mu);
+        return aborted_err(sh, e);
+    }
+    int gen = sh->bar_gen;
+    if (++sh->bar_count == sh->p) {
+        sh->bar_count = 0;
+        sh->bar_gen++;
+        pthread_cond_broadcast(&sh->cv);
+        pthread_mutex_unlock(&sh->mu);
+        return PL_OK;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double t = (double)until.tv_sec + until.tv_nsec * 1e-9 + sh->timeout_s;
+    until.tv_sec = (time_t)t;
+    until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+    int timed_out = 0;
+    while (sh->bar_gen == gen && !atomic_load(&sh->aborted) && !timed_out)
+        timed_out = pthread_cond_timedwait(&sh->cv, &sh->mu, &until) != 0 && sh->bar_gen == gen;
+    int ab = atomic_load(&sh->aborted);
+    pthread_mutex_unlock(&sh->mu);
+    if (ab) return aborted_err(sh, e);
+    if (timed_out) return pl_errf(e, PL_EINTERNAL, "rank %d timed out after %g s at the barrier between passes", r, sh->timeout_s);
+    return PL_OK;
+}
+
+/* Waits until every rank has drained its GPU work (n arrivals, abort or not): no rank frees memory
+ * that a peer's copy may still touch. */
+static void cx_exit_wait(cx_shared *sh, int n) {
+    pthread_mutex_lock(&sh->mu);
+    sh->exit_count += n;
+    pthread_cond_broadcast(&sh->cv);
+    while (sh->exit_count < sh->p) pthread_cond_wait(&sh->cv, &sh->mu);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+/* Counts n ranks that never started as done with their GPU work (wakes the others). */
+static void cx_exit_wait_none(cx_shared *sh, int n) {
+    pthread_mutex_lock(&sh->mu);
+    sh->exit_count += n;
+    pthread_cond_broadcast(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+/* ---------------------------------------------------------------- pools and memory (as worker.c) */
+
+/* Returns a free slot (lowest index) with one reference, or -1. */
+static int pool_get(exec_pool *p) {
+    for (int i = 0; i < p->cap; i++)
+        if (p->refs[i] == 0) {
+            p->refs[i] = 1;
+            if (++p->used > p->peak) p->peak = p->used;
+            return i;
+        }
+    return -1;
+}
+
+/* Drops one reference of slot i; returns 1 when it became free. */
+static int pool_put(exec_pool *p, int i) {
+    if (--p->refs[i] == 0) {
+        p->used--;
+        return 1;
+    }
+    return 0;
+}
+
+/* Returns the device floats of slot i of host pool p. */
+static float *dslot(const cx_rank *c, const exec_pool *p, int i) {
+    return c->d_arena + (p->base - c->x.arena) + (size_t)i * p->stride;
+}
+
+/* Records the largest "model" total (see worker.c). */
+static void model_peak(exec_xrank *x) {
+    size_t m = x->cur.weights_bytes + x->cur.grads_bytes + x->cur.optim_bytes + x->cur.stash_bytes - x->pending_in_bytes;
+    if (m > x->model_peak_bytes) x->model_peak_bytes = m;
+}
+
+/* Adds delta bytes to class cls and the total; PL_ENOMEM past the budget. */
+static int mem_add(exec_xrank *x, size_t *cls, long long delta, pl_err *e) {
+    *cls = (size_t)((long long)*cls + delta);
+    x->cur.total_bytes = (size_t)((long long)x->cur.total_bytes + delta);
+    if (x->cur.total_bytes > x->peak.total_bytes) x->peak = x->cur;
+    model_peak(x);
+    size_t budget = x->cfg->mem_budget_bytes;
+    if (delta > 0 && budget && x->cur.total_bytes > budget)
+        return pl_errf(e, PL_ENOMEM, "out of its memory budget: %zu bytes in use, budget %zu bytes", x->cur.total_bytes, budget);
+    return PL_OK;
+}
+
+/* Takes a slot of p counted in cls; returns it or -1 with e. */
+static int take(exec_xrank *x, exec_pool *p, size_t *cls, const char *what, pl_err *e) {
+    int i = pool_get(p);
+    if (i < 0) {
+        pl_errf(e, PL_EINTERNAL, "no free %s slot (pool of %d)", what, p->cap);
+        return -1;
+    }
+    if (mem_add(x, cls, (long long)(p->slot_floats * sizeof(float)), e) != PL_OK) return -1;
+    return i;
+}
+
+/* Releases slot i of p. */
+static void give(exec_xrank *x, exec_pool *p, int i, size_t *cls) {
+    if (pool_put(p, i)) mem_add(x, cls, -(long long)(p->slot_floats * sizeof(float)), NULL);
+}
+
+/* ---------------------------------------------------------------- addressing */
+
+/* Returns the local stage of global stage s, or NULL with e. */
+static exec_xstage *local(cx_rank *c, int s, pl_err *e) {
+    exec_xrank *x = &c->x;
+    if (s < 0 || s >= x->s->stages || x->loc[s] < 0) {
+        pl_errf(e, PL_EINPUT, "stage %d is not held by rank %d", s, x->r);
+        return NULL;
+    }
+    return &x->st[x->loc[s]];
+}
+
+/* Returns 1 when mb is a valid local microbatch, else fills e. */
+static int mb_ok(const cx_rank *c, int mb, pl_err *e) {
+    if (mb >= 0 && mb < c->x.M) return 1;
+    pl_errf(e, PL_EINPUT, "microbatch %d out of range 0..%d", mb, c->x.M - 1);
+    return 0;
+}
+
+/* Device pointers into one microbatch's buffers of a stage (worker.c's view, on the GPU). */
+typedef struct dview {
+    const cx_rank *c;
+    const exec_xstage *st;
+    float *in, *act, *gin, *wg;
+} dview;
+
+static dview dview_of(const cx_rank *c, const exec_xstage *st, int j) {
+    const exec_xrank *x = &c->x;
+    dview v = {c, st, st->in_of[j] >= 0 ? dslot(c, &x->in, st->in_of[j]) : NULL,
+               st->act_of[j] >= 0 ? dslot(c, &st->act, st->act_of[j]) : NULL,
+               st->gin_of[j] >= 0 ? dslot(c, &x->gin, st->gin_of[j]) : NULL,
+               st->wg_of[j] >= 0 ? dslot(c, &st->wg, st->wg_of[j]) : NULL};
+    return v;
+}
+
+/* Block k's input x(k), H/dH(k), A(k), and the gradient g(k) at its input (k = nb: the output). */
+static float *vx(const dview *v, int k) {
+    size_t bh = (size_t)v->c->x.d.b * v->c->x.d.h;
+    if (!v->in) return NULL;
+    return k == 0 ? v->in : v->act + (size_t)(k - 1) * bh;
+}
+static float *vhd(const dview *v, int k) {
+    size_t bh = (size_t)v->c->x.d.b * v->c->x.d.h, bf = (size_t)v->c->x.d.b * v->c->x.d.f;
+    return v->act ? v->act + (size_t)(v->st->nb - 1) * bh + (size_t)k * bf : NULL;
+}
+static float *va(const dview *v, int k) {
+    size_t bf = (size_t)v->c->x.d.b * v->c->x.d.f;
+    return v->act ? vhd(v, 0) + (size_t)(v->st->nb + k) * bf : NULL;
+}
+static float *vg(const dview *v, int k) {
+    size_t bh = (size_t)v->c->x.d.b * v->c->x.d.h;
+    if (k == v->st->nb) return v->gin;
+    return v->wg ? v->wg + (size_t)(k - 1) * bh : NULL;
+}
+
+/* Block k of version ver of stage st: its fp32 parameters and (bf16 runs) their bf16 copy. */
+static cx_dparams params(const cx_rank *c, const exec_xstage *st, int ver, int k) {
+    const exec_dims *d = &c->x.d;
+    size_t nf = exec_block_floats(d), hf = (size_t)d->h * d->f;
+    size_t off = (size_t)ver * st->ver.stride + (size_t)k * nf;
+    const float *p = dslot(c, &st->ver, 0) + off;
+    cx_dparams q = {p, p + hf, p + hf + d->f, p + 2 * hf + d->f, NULL, NULL};
+    if (c->d_verbf) {
+        const uint16_t *b = c->d_verbf[c->x.loc[st->stage]] + off;
+        q.w1b = b;
+        q.w2b = b + hf + d->f;
+    }
+    return q;
+}
+
+/* ---------------------------------------------------------------- the model on the GPU */
+
+static int block_forward(cx_rank *c, const cx_dparams *p, const float *x, float *hpre, float *act, float *y, pl_err *e) {
+    return cx_block_forward(&c->g, &c->x.d, p, x, hpre, act, y, e);
+}
+
+static int block_backward_i(cx_rank *c, const cx_dparams *p, float *hd, const float *gy, float *gx, pl_err *e) {
+    float *da = c->d_arena + (c->x.scratch - c->x.arena); /* the rank's scratch: dA [b f] */
+    return cx_block_backward_i(&c->g, &c->x.d, p, hd, gy, gx, da, e);
+}
+
+static int block_backward_w(cx_rank *c, const float *x, const float *act, const float *dh, const float *gy, float *gp,
+                            pl_err *e) {
+    return cx_block_backward_w(&c->g, &c->x.d, x, act, dh, gy, gp, e);
+}
+
+/* The stage's blocks forward with version ver from v's input; the last output goes to y. */
+static int stage_forward(cx_rank *c, const exec_xstage *st, int ver, const dview *v, float *y, pl_err *e) {
+    for (int k = 0; k < st->nb; k++) {
+        cx_dparams p = params(c, st, ver, k);
+        if (block_forward(c, &p, vx(v, k), vhd(v, k), va(v, k), k == st->nb - 1 ? y : vx(v, k + 1), e)) return e->code;
+    }
+    return PL_OK;
+}
+
+/* Makes the compute stream wait until send slot o's last copy has read it. */
+static int out_ready(cx_rank *c, int o, pl_err *e) {
+    if (c->out_busy[o]) {
+        CXC(cudaStreamWaitEvent(c->cs, c->ev_out[o], 0));
+        c->out_busy[o] = 0;
+    }
+    return PL_OK;
+}
+
+/* The rank's scratch as a device pointer: [b f] dA, then a throw-away [b h]. */
+static float *dscratch(const cx_rank *c) { return c->d_arena + (c->x.scratch - c->x.arena); }
+
+/* ---------------------------------------------------------------- compute actions (worker.c's, on the GPU) */
+
+/* F of (s, j). */
+static int do_f(cx_rank *c, int s, int j, pl_err *e) {
+    exec_xrank *x = &c->x;
+    exec_xstage *st = local(c, s, e);
+    if (!st || !mb_ok(c, j, e)) return PL_EINPUT;
+    if (st->flags[j] & XS_FDONE) return pl_errf(e, PL_EINPUT, "second forward of microbatch %d", j);
+    size_t bh = (size_t)x->d.b * x->d.h;
+    int64_t g = x->goff + j;
+    int di = (int)(g % x->data->d);
+    if (s == 0) {
+        if (st->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage 0 microbatch %d already present", j);
+        int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
+        if (i < 0) return e->code;
+        st->in_of[j] = i;
+        CXC(cudaMemcpyAsync(dslot(c, &x->in, i), c->d_x + (size_t)di * bh, bh * sizeof(float), cudaMemcpyDeviceToDevice, c->cs));
+    } else if (st->in_of[j] < 0) {
+        return pl_errf(e, PL_EINPUT, "forward of stage %d microbatch %d before its input arrived", s, j);
+    } else {
+        x->pending_in_bytes -= x->in.slot_floats * sizeof(float);
+        model_peak(x);
+    }
+    int ver = st->cur;
+    st->ver.refs[ver]++;
+    st->ver_of[j] = ver;
+    int a = take(x, &st->act, &x->cur.stash_bytes, "activation", e);
+    if (a < 0) return e->code;
+    st->act_of[j] = a;
+    float *y;
+    int last = s == x->s->stages - 1;
+    if (last) {
+        int gi = take(x, &x->gin, &x->cur.bwd_bytes, "output gradient", e);
+        if (gi < 0) return e->code;
+        st->gin_of[j] = gi;
+        y = dslot(c, &x->gin, gi);
+    } else if (x->loc[s + 1] >= 0) {
+        exec_xstage *nx = &x->st[x->loc[s + 1]];
+        if (nx->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage %d microbatch %d already present", s + 1, j);
+        x->pending_in_bytes += x->in.slot_floats * sizeof(float);
+        int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
+        if (i < 0) return e->code;
+        nx->in_of[j] = i;
+        y = dslot(c, &x->in, i);
+    } else {
+        int o = take(x, &x->out, &x->cur.comm_bytes, "send", e);
+        if (o < 0) return e->code;
+        st->out_f[j] = o;
+        if (out_ready(c, o, e)) return e->code;
+        y = dslot(c, &x->out, o);
+    }
+    dview v = dview_of(c, st, j);
+    if (stage_forward(c, st, ver, &v, y, e)) return e->code;
+    if (last) {
+        CXC(cxk_mse_grad(c->cs, y, c->d_t + (size_t)di * bh, bh, c->d_loss + (size_t)x->pass * x->M + j));
+        st->flags[j] |= XS_GOUT;
+    }
+    if (x->s->recompute == SCHED_RECOMPUTE_FULL) {
+        give(x, &st->act, a, &x->cur.stash_bytes);
+        st->act_of[j] = -1;
+    }
+    st->flags[j] |= XS_FDONE;
+    return PL_OK;
+}
+
+/* I of (s, j). */
+static int do_i(cx_rank *c, int s, int j, pl_err *e) {
+    exec_xrank *x = &c->x;
+    exec_xstage *st = local(c, s, e);
+    if (!st || !mb_ok(c, j, e)) return PL_EINPUT;
+    if (!(st->flags[j] & XS_FDONE)) return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its forward", s, j);
+    if (st->flags[j] & XS_IDONE) return pl_errf(e, PL_EINPUT, "second input backward of microbatch %d", j);
+    if (!(st->flags[j] & XS_GOUT)) return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its output gradient arrived", s, j);
+    int ver = st->ver_of[j];
+    if (st->act_of[j] < 0) {
+        int a = take(x, &st->act, &x->cur.stash_bytes, "activation", e);
+        if (a < 0) return e->code;
+        st->act_of[j] = a;
+        dview v = dview_of(c, st, j);
+        if (stage_forward(c, st, ver, &v, dscratch(c) + (size_t)x->d.b * x->d.f, e)) return e->code; /* recomputation */
+    }
+    if (st->nb > 1) {
+        int w = take(x, &st->wg, &x->cur.bwd_bytes, "inner gradient", e);
+        if (w < 0) return e->code;
+        st->wg_of[j] = w;
+    }
+    dview v = dview_of(c, st, j);
+    float *gx = NULL;
+    if (s > 0 && x->loc[s - 1] >= 0) {
+        exec_xstage *pv = &x->st[x->loc[s - 1]];
+        if (pv->in_of[j] < 0 || pv->gin_of[j] >= 0)
+            return pl_errf(e, PL_EINPUT, "stage %d microbatch %d cannot take an output gradient now", s - 1, j);
+        int gi = take(x, &x->gin, &x->cur.bwd_bytes, "output gradient", e);
+        if (gi < 0) return e->code;
+        pv->gin_of[j] = gi;
+        gx = dslot(c, &x->gin, gi);
+        pv->flags[j] |= XS_GOUT;
+    } else if (s > 0) {
+        int o = take(x, &x->out, &x->cur.comm_bytes, "send", e);
+        if (o < 0) return e->code;
+        st->out_b[j] = o;
+        if (out_ready(c, o, e)) return e->code;
+        gx = dslot(c, &x->out, o);
+    }
+    for (int k = st->nb - 1; k >= 0; k--) {
+        cx_dparams p = params(c, st, ver, k);
+        if (block_backward_i(c, &p, vhd(&v, k), vg(&v, k + 1), k > 0 ? vg(&v, k) : gx, e)) return e->code;
+    }
+    st->flags[j] |= XS_IDONE;
+    return PL_OK;
+}
+
+/* W of (s, j): accumulates the weight gradients and frees what the microbatch held. */
+static int do_w(cx_rank *c, int s, int j, pl_err *e) {
+    exec_xrank *x = &c->x;
+    exec_xstage *st = local(c, s, e);
+    if (!st || !mb_ok(c, j, e)) return PL_EINPUT;
+    if (!(st->flags[j] & XS_IDONE)) return pl_errf(e, PL_EINPUT, "weight backward of stage %d microbatch %d before its input backward", s, j);
+    dview v = dview_of(c, st, j);
+    size_t nf = exec_block_floats(&x->d);
+    float *grad = c->d_arena + (st->grad - x->arena);
+    for (int k = st->nb - 1; k >= 0; k--)
+        if (block_backward_w(c, vx(&v, k), va(&v, k), vhd(&v, k), vg(&v, k + 1), grad + (size_t)k * nf, e)) return e->code;
+    st->nacc++;
+    give(x, &st->act, st->act_of[j], &x->cur.stash_bytes);
+    give(x, &x->in, st->in_of[j], &x->cur.stash_bytes);
+    give(x, &x->gin, st->gin_of[j], &x->cur.bwd_bytes);
+    if (st->wg_of[j] >= 0) give(x, &st->wg, st->wg_of[j], &x->cur.bwd_bytes);
+    if (pool_put(&st->ver, st->ver_of[j])) mem_add(x, &x->cur.weights_bytes, -(long long)(st->pfloats * sizeof(float)), NULL);
+    st->act_of[j] = st->in_of[j] = st->ver_of[j] = st->gin_of[j] = st->wg_of[j] = -1;
+    st->flags[j] = 0;
+    return PL_OK;
+}
+
+/* STEP of stage s: SGD on the newest version, in place or into a new version slot. */
+static int do_step(cx_rank *c, int s, pl_err *e) {
+    exec_xrank *x = &c->x;
+    exec_xstage *st = local(c, s, e);
+    if (!st) return PL_EINPUT;
+    if (st->nacc == 0) return PL_OK;
+    int cur = st->cur, dst = cur;
+    if (st->ver.refs[cur] > 1) {
+        dst = take(x, &st->ver, &x->cur.weights_bytes, "weight version", e);
+        if (dst < 0) return e->code;
+    }
+    float scale = 1.0f / (float)st->nacc, lr = (float)x->cfg->lr, mu = (float)x->cfg->momentum;
+    float *grad = c->d_arena + (st->grad - x->arena);
+    float *mom = st->mom ? c->d_arena + (st->mom - x->arena) : NULL;
+    uint16_t *obf = c->d_verbf ? c->d_verbf[x->loc[s]] + (size_t)dst * st->ver.stride : NULL;
+    CXC(cxk_sgd(c->cs, dslot(c, &st->ver, cur), dslot(c, &st->ver, dst), grad, mom, obf, st->pfloats, scale, lr, mu));
+    if (dst != cur) {
+        pool_put(&st->ver, cur);
+        st->cur = dst;
+    }
+    st->nacc = 0;
+    return PL_OK;
+}
+
+/* ---------------------------------------------------------------- communication actions */
+
+/* SEND of action k: the copy on the communication stream into the receiver's slot. */
+static int do_send(cx_rank *c, size_t k, const sched_action *a, pl_err *e) {
+    exec_xrank *x = &c->x;
+    int s = a->stage, j = a->mb;
+    exec_xstage *st = local(c, s, e);
+    if (!st || !mb_ok(c, j, e)) return PL_EINPUT;
+    int fwd = a->kind == SCHED_SEND_F;
+    int *slotp = fwd ? &st->out_f[j] : &st->out_b[j];
+    if (*slotp < 0) return pl_errf(e, PL_EINPUT, "nothing to send: the %s of stage %d microbatch %d was not computed", fwd ? "forward" : "input backward", s, j);
+    int o = *slotp;
+    size_t bytes = (size_t)x->d.b * x->d.h * sizeof(float);
+    cx_box *b = &c->sh->box[c->send_rank[k]][c->send_slot[k]];
+    CXC(cudaEventRecord(c->ev_tmp, c->cs));           /* the data is ready when the compute so far is */
+    CXC(cudaStreamWaitEvent(c->ms, c->ev_tmp, 0));
+    CXC(cudaEventRecord(c->ev_act[2 * k], c->ms));
+    if (b->dev == c->dev) CXC(cudaMemcpyAsync(b->dptr, dslot(c, &x->out, o), bytes, cudaMemcpyDeviceToDevice, c->ms));
+    else CXC(cudaMemcpyPeerAsync(b->dptr, b->dev, dslot(c, &x->out, o), c->dev, bytes, c->ms));
+    CXC(cudaEventRecord(c->ev_send[k], c->ms));
+    CXC(cudaEventRecord(c->ev_out[o], c->ms));
+    CXC(cudaEventRecord(c->ev_act[2 * k + 1], c->ms));
+    c->out_busy[o] = 1;
+    atomic_store_explicit(&b->seq, x->pass + 1, memory_order_release);
+    give(x, &x->out, o, &x->cur.comm_bytes);
+    *slotp = -1;
+    return PL_OK;
+}
+
+/* Waits on the host until the sender of receive slot `slot` has enqueued this pass's copy. */
+static int wait_box(cx_rank *c, cx_box *b, const sched_action *a, pl_err *e) {
+    int want = c->x.pass + 1;
+    double t0 = pl_now_s();
+    for (long spins = 0; atomic_load_explicit(&b->seq, memory_order_acquire) != want; spins++) {
+        if (atomic_load(&c->sh->aborted)) return aborted_err(c->sh, e);
+        if (spins > 2000) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+            if (pl_now_s() - t0 > c->sh->timeout_s) {
+                int from = a->kind == SCHED_RECV_F ? a->stage - 1 : a->stage + 1;
+                return pl_errf(e, PL_EINTERNAL, "timed out after %g s: rank %d waits for %s of stage %d microbatch %d from rank %d",
+                               c->sh->timeout_s, c->x.r, a->kind == SCHED_RECV_F ? "activations" : "gradients", a->stage,
+                               a->mb, c->x.s->stage_rank[from]);
+            }
+        }
+    }
+    return PL_OK;
+}
+
+/* RECV of action k: the compute stream waits for the copy, then moves the slot's data into the
+ * input (or output-gradient) buffer. */
+static int do_recv(cx_rank *c, size_t k, const sched_action *a, pl_err *e) {
+    exec_xrank *x = &c->x;
+    int s = a->stage, j = a->mb;
+    exec_xstage *st = local(c, s, e);
+    if (!st || !mb_ok(c, j, e)) return PL_EINPUT;
+    size_t bytes = (size_t)x->d.b * x->d.h * sizeof(float);
+    float *dst;
+    if (a->kind == SCHED_RECV_F) {
+        if (s == 0) return pl_errf(e, PL_EINPUT, "stage 0 has no forward input to receive");
+        if (st->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage %d microbatch %d already present", s, j);
+        x->pending_in_bytes += x->in.slot_floats * sizeof(float);
+        int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
+        if (i < 0) return e->code;
+        st->in_of[j] = i;
+        dst = dslot(c, &x->in, i);
+    } else {
+        if (s + 1 >= x->s->stages) return pl_errf(e, PL_EINPUT, "the last stage has no gradient to receive");
+        if (st->in_of[j] < 0) return pl_errf(e, PL_EINPUT, "gradient of stage %d microbatch %d arrives before its forward", s, j);
+        if (st->gin_of[j] >= 0) return pl_errf(e, PL_EINPUT, "second output gradient of stage %d microbatch %d", s, j);
+        int gi = take(x, &x->gin, &x->cur.bwd_bytes, "output gradient", e);
+        if (gi < 0) return e->code;
+        st->gin_of[j] = gi;
+        st->flags[j] |= XS_GOUT;
+        dst = dslot(c, &x->gin, gi);
+    }
+    cx_box *b = &c->sh->box[x->r][c->recv_slot[k]];
+    if (wait_box(c, b, a, e)) return e->code;
+    CXC(cudaStreamWaitEvent(c->cs, b->arrived, 0));
+    CXC(cudaMemcpyAsync(dst, b->dptr, bytes, cudaMemcpyDeviceToDevice, c->cs));
+    return PL_OK;
+}
+
+/* Executes action k; returns PL_OK or an error (the caller adds rank and action). */
+static int do_action(cx_rank *c, size_t k, const sched_action *a, pl_err *e) {
+    switch (a->kind) {
+    case SCHED_F: return do_f(c, a->stage, a->mb, e);
+    case SCHED_I: return do_i(c, a->stage, a->mb, e);
+    case SCHED_W: return do_w(c, a->stage, a->mb, e);
+    case SCHED_B: {
+        int rc = do_i(c, a->stage, a->mb, e);
+        return rc ? rc : do_w(c, a->stage, a->mb, e);
+    }
+    case SCHED_OVERLAP: {
+        int rc = do_f(c, a->stage, a->mb, e);
+        if (rc == PL_OK) rc = do_i(c, a->stage2, a->mb2, e);
+        if (rc == PL_OK && a->kind2 == SCHED_B) rc = do_w(c, a->stage2, a->mb2, e);
+        return rc;
+    }
+    case SCHED_SEND_F:
+    case SCHED_SEND_B: return do_send(c, k, a, e);
+    case SCHED_RECV_F:
+    case SCHED_RECV_B: return do_recv(c, k, a, e);
+    case SCHED_REDUCE_GRAD: return local(c, a->stage, e) ? PL_OK : PL_EINPUT;
+    case SCHED_STEP: return do_step(c, a->stage, e);
+    case SCHED_UNSHARD:
+    case SCHED_RESHARD: return PL_OK;
+    default: return pl_errf(e, PL_EINPUT, "unknown action kind %d", a->kind);
+    }
+}
+
+/* Adds "rank R (GPU D), action K (text), pass P: " before e's message. */
+static void where(const cx_rank *c, size_t k, pl_err *e) {
+    char t[96];
+    sched_action_format(&c->x.s->rank[c->x.r].acts[k], t, sizeof t);
+    pl_err_prefix(e, "rank %d (GPU %d), action %zu (%s), pass %d: ", c->x.r, c->dev, k + 1, t, c->x.pass);
+}
+
+/* ---------------------------------------------------------------- setup */
+
+/* Counts an upper bound of the GEMMs rank r issues in one pass (for the GEMM timing events). */
+static int gemm_bound(const cx_rank *c) {
+    const exec_xrank *x = &c->x;
+    const sched_rank *rk = &x->s->rank[x->r];
+    long n = 1;
+    for (size_t k = 0; k < rk->n; k++) {
+        const sched_action *a = &rk->acts[k];
+        if (!sched_kind_is_compute((sched_kind)a->kind)) continue;
+        int nb = 0;
+        if (a->stage >= 0 && a->stage < x->s->stages && x->loc[a->stage] >= 0) nb += x->st[x->loc[a->stage]].nb;
+        if (a->kind == SCHED_OVERLAP && a->stage2 >= 0 && a->stage2 < x->s->stages && x->loc[a->stage2] >= 0)
+            nb += x->st[x->loc[a->stage2]].nb;
+        n += 8L * nb; /* F 2, I 2 (+2 recomputed), W 2 per block: 8 covers B and OVERLAP */
+    }
+    return n > 1 << 26 ? 1 << 26 : (int)n;
+}
+
+/* Returns n rounded up to 256 bytes. */
+static size_t al256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* Creates the rank's streams (in its green context when it has one), cuBLAS handle and events,
+ * makes its one device allocation, uploads the initial weights and the data it needs, and
+ * publishes its receive slots. Runs on the rank's thread. Returns PL_OK or an error. */
+static int cx_setup(cx_rank *c, const exec_data *data, pl_err *e) {
+    exec_xrank *x = &c->x;
+    const exec_config *cfg = x->cfg;
+    const sched_rank *rk = &x->s->rank[x->r];
+    size_t n = rk->n, bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
+    int P = cfg->warmup_passes + cfg->timed_passes;
+    CXC(cudaSetDevice(c->dev));
+    if (c->green_n > 1) {
+        if (cx_green_create(c->dev, c->green_n, c->green_i, &c->green, e)) return e->code;
+        if (cx_green_make_current(&c->green, e)) return e->code;
+        if (cx_green_stream(&c->green, &c->cs, e) || cx_green_stream(&c->green, &c->ms, e)) return e->code;
+    } else {
+        CXC(cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking));
+        CXC(cudaStreamCreateWithFlags(&c->ms, cudaStreamNonBlocking));
+    }
+    /* the one allocation: arena image, bf16 version copies, bf16 operand scratch, data, losses,
+     * receive slots, cuBLAS workspace */
+    int bf16 = cfg->precision == EXEC_PREC_BF16;
+    int first = x->loc[0] >= 0, lastst = x->loc[x->s->stages - 1] >= 0;
+    size_t D = (size_t)data->d, nrecv = (size_t)c->sh->nrecv[x->r];
+    size_t sz_arena = al256(x->arena_bytes), sz_verbf = 0;
+    if (bf16)
+        for (int q = 0; q < x->nst; q++) sz_verbf += al256((size_t)x->st[q].ver.cap * x->st[q].ver.stride * 2);
+    size_t opn = bf > bh ? bf : bh;
+    size_t sz_op = bf16 ? 2 * al256(opn * 2) : 0;
+    size_t sz_x = first ? al256(D * bh * sizeof(float)) : 0, sz_t = lastst ? al256(D * bh * sizeof(float)) : 0;
+    size_t sz_loss = al256((size_t)P * x->M * sizeof(double));
+    size_t sz_mbox = al256(nrecv * cx_al64(bh) * sizeof(float));
+    c->dmem_bytes = sz_arena + sz_verbf + sz_op + sz_x + sz_t + sz_loss + sz_mbox + CX_BLAS_WS_BYTES;
+    void *mem = NULL;
+    cudaError_t ast = cudaMalloc(&mem, c->dmem_bytes);
+    if (ast != cudaSuccess) {
+        (void)cudaGetLastError();
+        return pl_errf(e, PL_ENOMEM, "rank %d: cannot allocate %zu bytes on GPU %d: %s", x->r, c->dmem_bytes, c->dev,
+                       cudaGetErrorString(ast));
+    }
+    c->dmem = mem;
+    char *p = c->dmem;
+    c->d_arena = (float *)(void *)p;
+    p += sz_arena;
+    if (bf16) {
+        c->d_verbf = pl_calloc((size_t)x->nst, sizeof *c->d_verbf);
+        if (!c->d_verbf) return pl_errf(e, PL_ENOMEM, "out of memory");
+        for (int q = 0; q < x->nst; q++) {
+            c->d_verbf[q] = (uint16_t *)(void *)p;
+            p += al256((size_t)x->st[q].ver.cap * x->st[q].ver.stride * 2);
+        }
+        c->g.bfa = (uint16_t *)(void *)p;
+        c->g.bfb = (uint16_t *)(void *)(p + al256(opn * 2));
+        c->g.bf_cap = opn;
+        p += sz_op;
+    }
+    c->d_x = first ? (float *)(void *)p : NULL;
+    p += sz_x;
+    c->d_t = lastst ? (float *)(void *)p : NULL;
+    p += sz_t;
+    c->d_loss = (double *)(void *)p;
+    p += sz_loss;
+    c->d_mbox = (float *)(void *)p;
+    p += sz_mbox;
+    void *ws = p;
+    /* contents: the arena as exec_xrank_init laid it out (initial weights, zeroed gradients) */
+    CXC(cudaMemcpyAsync(c->d_arena, x->arena, x->arena_bytes, cudaMemcpyHostToDevice, c->cs));
+    if (first) CXC(cudaMemcpyAsync(c->d_x, data->x, D * bh * sizeof(float), cudaMemcpyHostToDevice, c->cs));
+    if (lastst) CXC(cudaMemcpyAsync(c->d_t, data->t, D * bh * sizeof(float), cudaMemcpyHostToDevice, c->cs));
+    CXC(cudaMemsetAsync(c->d_loss, 0, sz_loss, c->cs));
+    if (bf16)
+        for (int q = 0; q < x->nst; q++)
+            CXC(cxk_to_bf16(c->cs, c->d_verbf[q], dslot(c, &x->st[q].ver, 0), (size_t)x->st[q].ver.cap * x->st[q].ver.stride));
+    CXC(cudaStreamSynchronize(c->cs));
+    /* cuBLAS on the compute stream, with its workspace from the allocation */
+    CXB(cublasCreate(&c->blas));
+    CXB(cublasSetStream(c->blas, c->cs));
+    CXB(cublasSetWorkspace(c->blas, ws, CX_BLAS_WS_BYTES));
+    c->g.h = c->blas;
+    c->g.st = c->cs;
+    c->g.prec = cfg->precision;
+    /* events */
+    c->ev_act = pl_calloc(2 * (n ? n : 1), sizeof *c->ev_act);
+    c->ev_send = pl_calloc(n ? n : 1, sizeof *c->ev_send);
+    c->ev_out = pl_calloc((size_t)x->out.cap, sizeof *c->ev_out);
+    c->out_busy = pl_calloc((size_t)x->out.cap, sizeof *c->out_busy);
+    c->cap_gemm = gemm_bound(c);
+    c->ev_gemm = pl_calloc(2 * (size_t)c->cap_gemm, sizeof *c->ev_gemm);
+    if (!c->ev_act || !c->ev_send || !c->ev_out || !c->out_busy || !c->ev_gemm) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (size_t k = 0; k < 2 * n; k++) CXC(cudaEventCreate(&c->ev_act[k]));
+    for (size_t k = 0; k < n; k++)
+        if (rk->acts[k].kind == SCHED_SEND_F || rk->acts[k].kind == SCHED_SEND_B)
+            CXC(cudaEventCreateWithFlags(&c->ev_send[k], cudaEventDisableTiming));
+    for (int o = 0; o < x->out.cap; o++) CXC(cudaEventCreateWithFlags(&c->ev_out[o], cudaEventDisableTiming));
+    for (int k = 0; k < 2 * c->cap_gemm; k++) CXC(cudaEventCreate(&c->ev_gemm[k]));
+    CXC(cudaEventCreate(&c->ev_p0));
+    CXC(cudaEventCreate(&c->ev_end));
+    CXC(cudaEventCreateWithFlags(&c->ev_tmp, cudaEventDisableTiming));
+    CXC(cudaEventCreateWithFlags(&c->ev_join, cudaEventDisableTiming));
+    c->g.ev = c->ev_gemm;
+    c->g.cap_ev = c->cap_gemm;
+    /* publish: this rank's receive slots, and the events of its sends in its receivers' slots */
+    for (size_t k = 0; k < n; k++) {
+        const sched_action *a = &rk->acts[k];
+        if (a->kind == SCHED_RECV_F || a->kind == SCHED_RECV_B) {
+            cx_box *b = &c->sh->box[x->r][c->recv_slot[k]];
+            b->dptr = c->d_mbox + (size_t)c->recv_slot[k] * cx_al64(bh);
+            b->dev = c->dev;
+        } else if (a->kind == SCHED_SEND_F || a->kind == SCHED_SEND_B) {
+            c->sh->box[c->send_rank[k]][c->send_slot[k]].arrived = c->ev_send[k];
+        }
+    }
+    return PL_OK;
+}
+
+/* Releases what cx_setup made (on the rank's thread). */
+static void cx_teardown(cx_rank *c) {
+    size_t n = c->x.s ? c->x.s->rank[c->x.r].n : 0;
+    if (c->ev_act)
+        for (size_t k = 0; k < 2 * n; k++) if (c->ev_act[k]) cudaEventDestroy(c->ev_act[k]);
+    if (c->ev_send)
+        for (size_t k = 0; k < n; k++) if (c->ev_send[k]) cudaEventDestroy(c->ev_send[k]);
+    if (c->ev_out)
+        for (int o = 0; o < c->x.out.cap; o++) if (c->ev_out[o]) cudaEventDestroy(c->ev_out[o]);
+    if (c->ev_gemm)
+        for (int k = 0; k < 2 * c->cap_gemm; k++) if (c->ev_gemm[k]) cudaEventDestroy(c->ev_gemm[k]);
+    cudaEvent_t ev[4] = {c->ev_p0, c->ev_end, c->ev_tmp, c->ev_join};
+    for (int k = 0; k < 4; k++) if (ev[k]) cudaEventDestroy(ev[k]);
+    if (c->blas) cublasDestroy(c->blas);
+    if (c->cs) cudaStreamDestroy(c->cs);
+    if (c->ms) cudaStreamDestroy(c->ms);
+    if (c->dmem) cudaFree(c->dmem);
+    cx_green_destroy(&c->green);
+    free(c->ev_act);
+    free(c->ev_send);
+    free(c->ev_out);
+    free(c->out_busy);
+    free(c->ev_gemm);
+    free(c->d_verbf);
+    c->ev_act = c->ev_send = c->ev_out = c->ev_gemm = NULL;
+    c->out_busy = NULL;
+    c->d_verbf = NULL;
+    c->blas = NULL;
+    c->cs = c->ms = NULL;
+    c->dmem = NULL;
+}
+
+/* Returns milliseconds from a to b (both completed), or 0 on error (e filled, rc set). */
+static double ms_between(cudaEvent_t a, cudaEvent_t b, int *rc, pl_err *e) {
+    float t = 0;
+    if (*rc == PL_OK) *rc = cx_cuda_check(cudaEventElapsedTime(&t, a, b), "cudaEventElapsedTime", __FILE__, __LINE__, e);
+    return t;
+}
+
+/* ---------------------------------------------------------------- the pass loop */
+
+/* Drains the rank's streams at the end of pass and reads its event times into the measurement
+ * arrays (th0: host time of the pass's start event). Returns PL_OK or an error. */
+static int pass_times(cx_rank *c, double th0, pl_err *e) {
+    exec_xrank *x = &c->x;
+    const exec_config *cfg = x->cfg;
+    const sched_rank *rk = &x->s->rank[x->r];
+    CXC(cudaEventRecord(c->ev_join, c->ms));
+    CXC(cudaStreamWaitEvent(c->cs, c->ev_join, 0));
+    CXC(cudaEventRecord(c->ev_end, c->cs));
+    cudaError_t st = cudaEventSynchronize(c->ev_end);
+    if (st != cudaSuccess)
+        return pl_errf(e, PL_EINTERNAL, "rank %d (GPU %d), pass %d: the GPU reported an error in the pass's work: %s: %s "
+                                        "(PIPELAB_CUDA_SYNC=1 names the action)", x->r, c->dev, x->pass,
+                       cudaGetErrorName(st), cudaGetErrorString(st));
+    int rc = PL_OK, timed = x->pass >= cfg->warmup_passes;
+    double busy = 0, comm = 0, gs = 0;
+    for (size_t k = 0; k < rk->n && rc == PL_OK; k++) {
+        const sched_action *a = &rk->acts[k];
+        double t0 = ms_between(c->ev_p0, c->ev_act[2 * k], &rc, e) * 1e-3;
+        double t1 = ms_between(c->ev_p0, c->ev_act[2 * k + 1], &rc, e) * 1e-3;
+        if (sched_kind_is_compute((sched_kind)a->kind)) busy += t1 - t0;
+        else if (sched_kind_is_comm((sched_kind)a->kind)) comm += t1 - t0;
+        if (timed && cfg->record_ops && c->n_ops < c->cap_ops) {
+            exec_op *op = &c->ops[c->n_ops++];
+            op->act = *a;
+            op->pass = x->pass - cfg->warmup_passes;
+            op->start_s = th0 + t0;
+            op->end_s = th0 + t1;
+        }
+    }
+    for (int i = 0; i < c->g.n_ev && rc == PL_OK; i++) gs += ms_between(c->ev_gemm[2 * i], c->ev_gemm[2 * i + 1], &rc, e) * 1e-3;
+    double tend = ms_between(c->ev_p0, c->ev_end, &rc, e) * 1e-3;
+    if (rc) return rc;
+    c->pass_start_s[x->pass] = th0;
+    c->pass_end_s[x->pass] = th0 + tend;
+    c->busy_s[x->pass] = busy;
+    c->comm_s[x->pass] = comm;
+    c->gemm_s[x->pass] = gs;
+    c->gemm_flops[x->pass] = c->g.flops;
+    return PL_OK;
+}
+
+/* Checks that a pass left nothing in flight. */
+static int pass_end_check(const cx_rank *c, pl_err *e) {
+    const exec_xrank *x = &c->x;
+    if (x->in.used || x->out.used || x->gin.used)
+        return pl_errf(e, PL_EINPUT, "rank %d: %d microbatch buffers still in use at the end of pass %d", x->r,
+                       x->in.used + x->out.used + x->gin.used, x->pass);
+    return PL_OK;
+}
+
+/* One pass: barrier, start event, every action with its events, drain, times. */
+static int run_pass(cx_rank *c, pl_err *e) {
+    exec_xrank *x = &c->x;
+    const exec_config *cfg = x->cfg;
+    const sched_rank *rk = &x->s->rank[x->r];
+    x->goff = (int64_t)x->pass * x->M;
+    int rc = cx_barrier(c->sh, x->r, e);
+    if (rc) return rc;
+    c->g.n_ev = 0;
+    c->g.flops = 0;
+    for (int o = 0; o < x->out.cap; o++) c->out_busy[o] = 0; /* the last pass drained every copy */
+    CXC(cudaEventRecord(c->ev_p0, c->cs));
+    CXC(cudaEventSynchronize(c->ev_p0)); /* the stream is idle: the event's time is now */
+    double th0 = pl_now_s();
+    for (size_t k = 0; k < rk->n; k++) {
+        const sched_action *a = &rk->acts[k];
+        int send = a->kind == SCHED_SEND_F || a->kind == SCHED_SEND_B;
+        if (cfg->fault.kind == EXEC_FAULT_ERROR && cfg->fault.rank == x->r && cfg->fault.pass == x->pass &&
+            (size_t)cfg->fault.action == k)
+            rc = pl_errf(e, PL_EINPUT, "injected fault");
+        if (rc == PL_OK && !send) rc = cx_cuda_check(cudaEventRecord(c->ev_act[2 * k], c->cs), "cudaEventRecord", __FILE__, __LINE__, e);
+        if (rc == PL_OK) rc = do_action(c, k, a, e);
+        if (rc == PL_OK && !send) rc = cx_cuda_check(cudaEventRecord(c->ev_act[2 * k + 1], c->cs), "cudaEventRecord", __FILE__, __LINE__, e);
+        if (rc == PL_OK && c->sync_each) {
+            rc = cx_cuda_check(cudaStreamSynchronize(c->cs), "the action's kernels (compute stream)", __FILE__, __LINE__, e);
+            if (rc == PL_OK) rc = cx_cuda_check(cudaStreamSynchronize(c->ms), "the action's copies (communication stream)", __FILE__, __LINE__, e);
+        }
+        if (rc != PL_OK) {
+            if (strncmp(e->msg, "aborted: ", 9) != 0) where(c, k, e);
+            return rc;
+        }
+    }
+    rc = pass_times(c, th0, e);
+    if (rc == PL_OK) rc = pass_end_check(c, e);
+    return rc;
+}
+
+/* What a rank thread needs. */
+typedef struct cx_arg {
+    cx_rank *c;
+    const exec_data *data;
+} cx_arg;
+
+/* The rank thread: setup, a barrier (every receive slot published), the passes, the results
+ * copied back, teardown. */
+static void *cx_main(void *arg) {
+    cx_arg *ca = arg;
+    cx_rank *c = ca->c;
+    exec_xrank *x = &c->x;
+    const exec_config *cfg = x->cfg;
+    int P = cfg->warmup_passes + cfg->timed_passes;
+    pl_err_clear(&c->err);
+    c->rc = cx_setup(c, ca->data, &c->err);
+    if (c->rc) pl_err_prefix(&c->err, "rank %d (GPU %d), setup: ", x->r, c->dev);
+    if (c->rc == PL_OK) c->rc = cx_barrier(c->sh, x->r, &c->err);
+    for (x->pass = 0; x->pass < P && c->rc == PL_OK; x->pass++) c->rc = run_pass(c, &c->err);
+    if (c->rc == PL_OK) {
+        /* results: every stage's newest weights into the host arena's version slot, the losses */
+        pl_err *e = &c->err;
+        for (int q = 0; q < x->nst && c->rc == PL_OK; q++) {
+            exec_xstage *st = &x->st[q];
+            c->rc = cx_cuda_check(cudaMemcpy(st->ver.base + (size_t)st->cur * st->ver.stride, dslot(c, &st->ver, st->cur),
+                                             st->pfloats * sizeof(float), cudaMemcpyDeviceToHost),
+                                  "cudaMemcpy (weights to the host)", __FILE__, __LINE__, e);
+        }
+        if (c->rc == PL_OK && x->loc[x->s->stages - 1] >= 0)
+            c->rc = cx_cuda_check(cudaMemcpy(x->loss_mb, c->d_loss, (size_t)P * x->M * sizeof(double), cudaMemcpyDeviceToHost),
+                                  "cudaMemcpy (losses to the host)", __FILE__, __LINE__, e);
+        if (c->rc) pl_err_prefix(e, "rank %d (GPU %d), results: ", x->r, c->dev);
+    }
+    if (c->rc && strncmp(c->err.msg, "aborted: ", 9) != 0) cx_abort(c->sh, &c->err);
+    if (c->cs) (void)cudaStreamSynchronize(c->cs);
+    if (c->ms) (void)cudaStreamSynchronize(c->ms);
+    (void)cudaGetLastError();
+    cx_exit_wait(c->sh, 1);
+    cx_teardown(c);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- the run */
+
+/* Checks the configuration's numbers (as exec.c does for the CPU executor). */
+static int check_config(const exec_config *c, pl_err *e) {
+    if (c->hidden < 1 || c->hidden > 65536) return pl_errf(e, PL_EINPUT, "hidden size %d out of range 1..65536", c->hidden);
+    if (c->ffn < 0 || c->ffn > 1 << 20) return pl_errf(e, PL_EINPUT, "ffn size %d out of range", c->ffn);
+    if (c->layers < 1) return pl_errf(e, PL_EINPUT, "layers must be at least 1");
+    if (c->microbatch_size < 1) return pl_errf(e, PL_EINPUT, "microbatch size must be at least 1");
+    if (c->warmup_passes < 0 || c->timed_passes < 1) return pl_errf(e, PL_EINPUT, "need warm-up >= 0 and timed passes >= 1");
+    if (!(c->lr >= 0) || !(c->momentum >= 0) || c->momentum >= 1) return pl_errf(e, PL_EINPUT, "need lr >= 0 and 0 <= momentum < 1");
+    if (c->dataset_microbatches < 0) return pl_errf(e, PL_EINPUT, "data set size must be positive");
+    if (!exec_precision_name(c->precision)) return pl_errf(e, PL_EINPUT, "unknown precision %d", (int)c->precision);
+    if (c->cuda_devices < 0) return pl_errf(e, PL_EINPUT, "the number of GPUs must be >= 0");
+    return PL_OK;
+}
+
+/* Pairs every SEND with its RECV: the receiving rank and the receive slot (the RECV's index
+ * among the receiver's RECVs); every RECV gets its slot. Returns PL_OK or PL_EINPUT. */
+static int plan_comm(const sched *s, cx_rank *cr, cx_shared *sh, pl_err *e) {
+    for (int r = 0; r < s->ranks; r++) {
+        const sched_rank *rk = &s->rank[r];
+        int n = 0;
+        for (size_t k = 0; k < rk->n; k++) {
+            cr[r].recv_slot[k] = -1;
+            if (rk->acts[k].kind == SCHED_RECV_F || rk->acts[k].kind == SCHED_RECV_B) cr[r].recv_slot[k] = n++;
+        }
+        sh->nrecv[r] = n;
+        sh->box[r] = pl_calloc(n ? (size_t)n : 1, sizeof(cx_box));
+        if (!sh->box[r]) return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
+    for (int r = 0; r < s->ranks; r++) {
+        const sched_rank *rk = &s->rank[r];
+        for (size_t k = 0; k < rk->n; k++) {
+            const sched_action *a = &rk->acts[k];
+            cr[r].send_rank[k] = cr[r].send_slot[k] = -1;
+            if (a->kind != SCHED_SEND_F && a->kind != SCHED_SEND_B) continue;
+            int fwd = a->kind == SCHED_SEND_F, to = fwd ? a->stage + 1 : a->stage - 1;
+            if (to < 0 || to >= s->stages) return pl_errf(e, PL_EINPUT, "rank %d, action %zu: no stage %d to send to", r, k + 1, to);
+            int dst = s->stage_rank[to];
+            const sched_rank *rd = &s->rank[dst];
+            for (size_t q = 0; q < rd->n; q++) {
+                const sched_action *b = &rd->acts[q];
+                if (b->kind == (fwd ? SCHED_RECV_F : SCHED_RECV_B) && b->stage == to && b->mb == a->mb) {
+                    cr[r].send_rank[k] = dst;
+                    cr[r].send_slot[k] = cr[dst].recv_slot[q];
+                    break;
+                }
+            }
+            if (cr[r].send_rank[k] < 0)
+                return pl_errf(e, PL_EINPUT, "rank %d, action %zu: rank %d never receives this message", r, k + 1, dst);
+        }
+    }
+    return PL_OK;
+}
+
+/* Moves what rank c measured and holds into rec (as exec.c's record_of). */
+static int record_of(cx_rank *c, const double *loss_mb, exec_rank_record *rec, pl_err *e) {
+    exec_xrank *x = &c->x;
+    const exec_config *cfg = x->cfg;
+    int P = cfg->warmup_passes + cfg->timed_passes;
+    size_t nl = (size_t)P * (size_t)x->M, np = exec_param_count(cfg), nf = exec_block_floats(&x->d);
+    memset(rec, 0, sizeof *rec);
+    rec->rank = x->r;
+    rec->passes = P;
+    rec->pass_start_s = c->pass_start_s; /* one block of 6 P doubles */
+    rec->pass_end_s = c->pass_end_s;
+    rec->busy_s = c->busy_s;
+    rec->comm_s = c->comm_s;
+    rec->gemm_s = c->gemm_s;
+    rec->gemm_flops = c->gemm_flops;
+    c->pass_start_s = NULL;
+    rec->peak = x->peak;
+    rec->allocated_bytes = c->dmem_bytes;
+    rec->model_peak_bytes = x->model_peak_bytes;
+    rec->core = -1;
+    rec->ops = c->ops;
+    rec->n_ops = c->n_ops;
+    c->ops = NULL;
+    rec->loss_mb = pl_calloc(nl, sizeof(double));
+    rec->weights = pl_calloc(np, sizeof(float));
+    if (!rec->loss_mb || !rec->weights) {
+        exec_rank_record_free(rec);
+        return pl_errf(e, PL_ENOMEM, "out of memory recording rank %d", x->r);
+    }
+    rec->n_weights = np;
+    if (x->loc[x->s->stages - 1] >= 0) memcpy(rec->loss_mb, loss_mb, nl * sizeof(double));
+    for (int q = 0; q < x->nst; q++) {
+        const exec_xstage *st = &x->st[q];
+        memcpy(rec->weights + (size_t)st->block0 * nf, st->ver.base + (size_t)st->cur * st->ver.stride,
+               st->pfloats * sizeof(float));
+    }
+    return PL_OK;
+}
+
+/* Sets up rank r's host side: bookkeeping (dry walk), placement, measurement arrays. */
+static int setup_rank(cx_rank *c, int r, const sched *s, const exec_config *cfg, const int *blocks,
+                      const exec_data *data, double *loss_mb, pl_err *e) {
+    int rc = exec_xrank_init(&c->x, r, s, cfg, blocks, data, loss_mb, e);
+    if (rc) return rc;
+    int P = cfg->warmup_passes + cfg->timed_passes;
+    size_t n = s->rank[r].n ? s->rank[r].n : 1;
+    c->pass_start_s = pl_calloc(6 * (size_t)P, sizeof(double));
+    c->send_rank = pl_calloc(3 * n, sizeof(int));
+    if (!c->pass_start_s || !c->send_rank) return pl_errf(e, PL_ENOMEM, "out of memory");
+    c->pass_end_s = c->pass_start_s + P;
+    c->busy_s = c->pass_start_s + 2 * P;
+    c->comm_s = c->pass_start_s + 3 * P;
+    c->gemm_s = c->pass_start_s + 4 * P;
+    c->gemm_flops = c->pass_start_s + 5 * P;
+    c->send_slot = c->send_rank + n;
+    c->recv_slot = c->send_rank + 2 * n;
+    if (cfg->record_ops) {
+        c->cap_ops = s->rank[r].n * (size_t)cfg->timed_passes;
+        c->ops = pl_calloc(c->cap_ops ? c->cap_ops : 1, sizeof *c->ops);
+        if (!c->ops) return pl_errf(e, PL_ENOMEM, "out of memory for the op records");
+    }
+    const char *sync = getenv("PIPELAB_CUDA_SYNC");
+    c->sync_each = sync && sync[0] == '1';
+    return PL_OK;
+}
+
+/* Frees rank c's host side. */
+static void free_rank(cx_rank *c) {
+    exec_xrank_free(&c->x);
+    free(c->pass_start_s);
+    free(c->send_rank);
+    free(c->ops);
+    c->pass_start_s = NULL;
+    c->send_rank = NULL;
+    c->ops = NULL;
+}
+
+/* Lets every pair of GPUs in use reach each other's memory directly where the hardware can
+ * (cudaMemcpyPeerAsync works either way; without peer access it is staged through the host). */
+static int enable_peers(int G, pl_err *e) {
+    for (int a = 0; a < G; a++) {
+        CXC(cudaSetDevice(a));
+        for (int b = 0; b < G; b++) {
+            int can = 0;
+            if (a == b) continue;
+            CXC(cudaDeviceCanAccessPeer(&can, a, b));
+            if (!can) continue;
+            cudaError_t st = cudaDeviceEnablePeerAccess(b, 0);
+            if (st == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+            else CXC(st);
+        }
+    }
+    return PL_OK;
+}
+
+int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    if (!s->lowered) return pl_errf(e, PL_EINPUT, "the executor runs lowered schedules (lower it first)");
+    int rc = check_config(cfg, e);
+    if (rc) return rc;
+    if (sched_validate(s, e) != PL_OK) return e->code;
+    int ndev = exec_cuda_devices(e);
+    if (ndev < 1) return e->code;
+    if (cfg->cuda_devices > ndev)
+        return pl_errf(e, PL_EINPUT, "%d GPUs asked for, %d visible", cfg->cuda_devices, ndev);
+    int p = s->ranks, G = cfg->cuda_devices > 0 ? cfg->cuda_devices : ndev;
+    if (G > p) G = p;
+    if (cfg->sm_split && p > G && cx_green_init(e) != PL_OK) return e->code;
+    int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
+    if (!blocks) return pl_errf(e, PL_ENOMEM, "out of memory");
+    rc = exec_stage_blocks(s, cfg, blocks, e);
+    if (rc) { free(blocks); return rc; }
+    exec_blas_init();
+    int P = cfg->warmup_passes + cfg->timed_passes, it = s->iterations > 0 ? s->iterations : 1, M = s->microbatches * it;
+    exec_data data;
+    memset(&data, 0, sizeof data);
+    double *loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
+    cx_rank *cr = aligned_alloc(_Alignof(cx_rank), (size_t)p * sizeof *cr);
+    if (cr) memset(cr, 0, (size_t)p * sizeof *cr);
+    cx_arg *args = pl_calloc((size_t)p, sizeof *args);
+    exec_rank_record *recs = pl_calloc((size_t)p, sizeof *recs);
+    pthread_t *th = pl_calloc((size_t)p, sizeof *th);
+    cx_shared sh;
+    memset(&sh, 0, sizeof sh);
+    sh.p = p;
+    sh.timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
+    sh.box = pl_calloc((size_t)p, sizeof *sh.box);
+    sh.nrecv = pl_calloc((size_t)p, sizeof *sh.nrecv);
+    pthread_mutex_init(&sh.mu, NULL);
+    pthread_cond_init(&sh.cv, NULL);
+    int started = 0;
+    if (!loss_mb || !cr || !args || !recs || !th || !sh.box || !sh.nrecv) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto done; }
+    rc = exec_data_build(cfg, &data, e);
+    if (rc) goto done;
+    for (int r = 0; r < p && rc == PL_OK; r++) {
+        rc = setup_rank(&cr[r], r, s, cfg, blocks, &data, loss_mb, e);
+        cr[r].sh = &sh;
+        cr[r].dev = r % G;
+        int share = p / G + (r % G < p % G ? 1 : 0); /* ranks on this GPU */
+        cr[r].green_n = cfg->sm_split && share > 1 ? share : 0;
+        cr[r].green_i = r / G;
+    }
+    if (rc == PL_OK) rc = plan_comm(s, cr, &sh, e);
+    if (rc == PL_OK) rc = enable_peers(G, e);
+    if (rc) goto done;
+    for (int r = 0; r < p; r++) {
+        args[r].c = &cr[r];
+        args[r].data = &data;
+        if (pthread_create(&th[r], NULL, cx_main, &args[r]) != 0) {
+            pl_err why;
+            pl_errf(&why, PL_EINTERNAL, "cannot start the thread of rank %d", r);
+            cx_abort(&sh, &why);
+            cx_exit_wait_none(&sh, p - r); /* the ranks never started count as done */
+            break;
+        }
+        started++;
+    }
+    for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
+    if (atomic_load(&sh.aborted)) {
+        rc = sh.why.code ? sh.why.code : PL_EINTERNAL;
+        pl_errf(e, rc, "%s", sh.why.msg);
+        goto done;
+    }
+    for (int r = 0; r < p; r++)
+        if (cr[r].rc) { rc = cr[r].rc; *e = cr[r].err; goto done; }
+    for (int r = 0; r < p && rc == PL_OK; r++) rc = record_of(&cr[r], loss_mb, &recs[r], e);
+    if (rc == PL_OK) rc = exec_assemble(s, cfg, recs, out, e);
+    if (rc == PL_OK) {
+        char name[96] = "";
+        int sms = 0;
+        pl_err ig;
+        cx_device_props(0, name, sizeof name, &sms, &ig);
+        out->backend = "cuda";
+        out->precision = exec_precision_name(cfg->precision);
+        out->blas = "cublas";
+        out->cores = 0;
+        int per = (p + G - 1) / G;
+        snprintf(out->device, sizeof out->device, "%s x%d, %d SMs each, %d rank%s per GPU%s", name, G, sms, per,
+                 per == 1 ? "" : "s", cfg->sm_split && per > 1 ? ", SMs split (green contexts)" : "");
+        if (per > 1 && !cfg->sm_split)
+            snprintf(out->warning, sizeof out->warning,
+                     "%d ranks share each GPU without --sm-split: their kernels compete for the same SMs", per);
+    }
+done:
+    if (cr)
+        for (int r = 0; r < p; r++) free_rank(&cr[r]);
+    if (recs)
+        for (int r = 0; r < p; r++) exec_rank_record_free(&recs[r]);
+    if (sh.box)
+        for (int r = 0; r < p; r++) free(sh.box[r]);
+    free(sh.box);
+    free(sh.nrecv);
+    pthread_mutex_destroy(&sh.mu);
+    pthread_cond_destroy(&sh.cv);
+    exec_data_free(&data);
+    free(cr);
+    free(args);
+    free(recs);
+    free(th);
+    free(loss_mb);
+    free(blocks);
+    if (rc != PL_OK) exec_result_free(out);
+    return rc;
+}

@@ -1,0 +1,188 @@
+/* cuda_kernels.cu: the CUDA backend's small kernels (everything but the GEMMs, which are
+ * cuBLAS's): bias + GELU, residual + bias, the GELU backward, bias-gradient column sums, the MSE
+ * loss and its gradient, the SGD update, fp32 -> bf16 conversion. Row-major [rows, cols]
+ * buffers, the layouts of exec_int.h. Each launcher returns the launch's cudaError_t. */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cuda_int.h"
+
+#define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
+#define GELU_C 0.044715f
+
+/* tanh by the rational approximation the CPU model uses (model.c), so that both backends
+ * compute the same GELU to a few ulp and differ only in the GEMMs' summation order. */
+__device__ __forceinline__ static float tanh_fast(float x) {
+    const float c = 7.90531110763549805f;
+    x = fminf(fmaxf(x, -c), c);
+    float x2 = x * x;
+    float p = -2.76076847742355e-16f;
+    p = p * x2 + 2.00018790482477e-13f;
+    p = p * x2 - 8.60467152213735e-11f;
+    p = p * x2 + 5.12229709037114e-08f;
+    p = p * x2 + 1.48572235717979e-05f;
+    p = p * x2 + 6.37261928875436e-04f;
+    p = p * x2 + 4.89352455891786e-03f;
+    float q = 1.19825839466702e-06f;
+    q = q * x2 + 1.18534705686654e-04f;
+    q = q * x2 + 2.26843463243900e-03f;
+    q = q * x2 + 4.89352518554385e-03f;
+    return x * p / q;
+}
+
+__device__ __forceinline__ static float gelu(float x) {
+    return 0.5f * x * (1.0f + tanh_fast(GELU_K * (x + GELU_C * x * x * x)));
+}
+
+__device__ __forceinline__ static float gelu_grad(float x) {
+    float t = tanh_fast(GELU_K * (x + GELU_C * x * x * x));
+    float du = GELU_K * (1.0f + 3.0f * GELU_C * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+/* Returns the grid size for n elements at `threads` per block, capped (grid-stride loops). */
+static unsigned grid_for(size_t n, unsigned threads) {
+    size_t g = (n + threads - 1) / threads;
+    if (g > 65535u * 8u) g = 65535u * 8u;
+    return g ? (unsigned)g : 1u;
+}
+
+/* hpre [rows, cols] += b [cols]; act = gelu(hpre). */
+__global__ static void k_bias_gelu(float *hpre, const float *b, float *act, size_t rows, int cols) {
+    size_t n = rows * (size_t)cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = hpre[i] + b[i % (size_t)cols];
+        hpre[i] = v;
+        act[i] = gelu(v);
+    }
+}
+
+/* y [rows, cols] = x + b [cols]. */
+__global__ static void k_residual_bias(float *y, const float *x, const float *b, size_t rows, int cols) {
+    size_t n = rows * (size_t)cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = x[i] + b[i % (size_t)cols];
+}
+
+/* hd = da * gelu'(hd), n elements. */
+__global__ static void k_gelu_bwd(float *hd, const float *da, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        hd[i] = da[i] * gelu_grad(hd[i]);
+}
+
+/* g [cols] += sum over rows of m [rows, cols]: one thread per column, rows in order
+ * (deterministic; coalesced across the warp). */
+__global__ static void k_colsum_acc(float *g, const float *m, int rows, int cols) {
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int r = 0; r < rows; r++) s += m[(size_t)r * cols + c];
+        g[c] += s;
+    }
+}
+
+/* y [n] -> 2 (y - t) / n in place; *loss = mean (y - t)^2 in double. One block: a fixed order
+ * of partial sums, so the loss is the same on every run. */
+__global__ static void k_mse_grad(float *y, const float *t, size_t n, double *loss) {
+    __shared__ double part[CXK_MSE_THREADS];
+    float scale = 2.0f / (float)n;
+    double s = 0.0;
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+        float d = y[i] - t[i];
+        s += (double)d * (double)d;
+        y[i] = scale * d;
+    }
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *loss = part[0] / (double)n;
+}
+
+/* SGD (PyTorch's momentum form) over n parameters: g = grad / nacc; v = mu v + g (with mom);
+ * o = w - lr g; grad = 0; obf = bf16(o) when given. o may equal w. */
+__global__ static void k_sgd(const float *w, float *o, float *grad, float *mom, uint16_t *obf, size_t n, float scale,
+                             float lr, float mu) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float g = grad[i] * scale;
+        if (mom) {
+            g = mu * mom[i] + g;
+            mom[i] = g;
+        }
+        float v = w[i] - lr * g;
+        o[i] = v;
+        grad[i] = 0.0f;
+        if (obf) {
+            __nv_bfloat16 b = __float2bfloat16_rn(v);
+            obf[i] = *reinterpret_cast<uint16_t *>(&b);
+        }
+    }
+}
+
+/* dst [n] = bf16(src), round to nearest even. */
+__global__ static void k_to_bf16(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        __nv_bfloat16 b = __float2bfloat16_rn(src[i]);
+        dst[i] = *reinterpret_cast<uint16_t *>(&b);
+    }
+}
+
+/* x [n] = a deterministic pseudo-random value in [-1, 1) from (seed, i) (benchmark operands). */
+__global__ static void k_fill_uniform(float *x, size_t n, unsigned long long seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned long long z = seed + 0x9e3779b97f4a7c15ULL * (i + 1);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        z ^= z >> 31;
+        x[i] = (float)((double)(z >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+    }
+}
+
+extern "C" {
+
+cudaError_t cxk_bias_gelu(cudaStream_t st, float *hpre, const float *b, float *act, int rows, int cols) {
+    size_t n = (size_t)rows * cols;
+    k_bias_gelu<<<grid_for(n, 256), 256, 0, st>>>(hpre, b, act, (size_t)rows, cols);
+    return cudaGetLastError();
+}
+
+cudaError_t cxk_residual_bias(cudaStream_t st, float *y, const float *x, const float *b, int rows, int cols) {
+    size_t n = (size_t)rows * cols;
+    k_residual_bias<<<grid_for(n, 256), 256, 0, st>>>(y, x, b, (size_t)rows, cols);
+    return cudaGetLastError();
+}
+
+cudaError_t cxk_gelu_bwd(cudaStream_t st, float *hd, const float *da, size_t n) {
+    k_gelu_bwd<<<grid_for(n, 256), 256, 0, st>>>(hd, da, n);
+    return cudaGetLastError();
+}
+
+cudaError_t cxk_colsum_acc(cudaStream_t st, float *g, const float *m, int rows, int cols) {
+    k_colsum_acc<<<grid_for((size_t)cols, 128), 128, 0, st>>>(g, m, rows, cols);
+    return cudaGetLastError();
+}
+
+cudaError_t cxk_mse_grad(cudaStream_t st, float *y, const float *t, size_t n, double *loss) {
+    k_mse_grad<<<1, CXK_MSE_THREADS, 0, st>>>(y, t, n, loss);
+    return cudaGetLastError();
+}
+
+cudaError_t cxk_sgd(cudaStream_t st, const float *w, float *o, float *grad, float *mom, uint16_t *obf, size_t n,
+                    float scale, float lr, float mu) {
+    k_sgd<<<grid_for(n, 256), 256, 0, st>>>(w, o, grad, mom, obf, n, scale, lr, mu);
+    return cudaGetLastError();
+}
+
+cudaError_t cxk_to_bf16(cudaStream_t st, uint16_t *dst, const float *src, size_t n) {
+    k_to_bf16<<<grid_for(n, 256), 256, 0, st>>>(dst, src, n);
+    return cudaGetLastError();
+}
+
+cudaError_t cxk_fill_uniform(cudaStream_t st, float *x, size_t n, unsigned long long seed) {
+    k_fill_uniform<<<grid_for(n, 256), 256, 0, st>>>(x, n, seed);
+    return cudaGetLastError();
+}
+
+} /* extern "C" */

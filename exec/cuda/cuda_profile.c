@@ -1,0 +1,280 @@
+/* cuda_profile.c: per-block F, I, W and STEP times on a GPU (CUDA events, median over
+ * repetitions), the measurements `pipelab profile --backend cuda` turns into a cost-model profile.
+ * The work mirrors the CPU profiler (profile.c): L distinct blocks (their own weights and
+ * gradients, so weights are not cache-hot between samples), microbatches in rounds of
+ * CX_PROFILE_SLOTS with their own stashed activations, all forwards of a round, then each
+ * microbatch's input and weight gradients from the last block down, then a STEP of every block;
+ * one untimed round first. With --sm-split and concurrency > 1 it runs in a green context holding
+ * the SM share each of that many ranks gets. */
+#include "exec_cuda.h"
+#include "cuda_int.h"
+#include "exec_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CX_PROFILE_SLOTS 4
+/* Most bytes of distinct block weights, bf16 copies and gradients profiled. */
+#define CX_PROFILE_MAX_BYTES ((size_t)2 << 30)
+
+/* Orders doubles ascending for qsort. */
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Returns the median of v[n] (sorts v). */
+static double med(double *v, size_t n) {
+    qsort(v, n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Blocks profiled: all L, a rank's share ceil(L / conc) when conc ranks share the GPU, at most
+ * CX_PROFILE_MAX_BYTES of them. */
+static int prof_blocks(const exec_config *cfg, size_t nf, int conc) {
+    size_t fit = CX_PROFILE_MAX_BYTES / (nf * (2 * sizeof(float) + 2 + (cfg->momentum != 0 ? sizeof(float) : 0)));
+    size_t L = cfg->layers < 1 ? 1 : (size_t)cfg->layers;
+    if (conc > 1) L = (L + (size_t)conc - 1) / (size_t)conc;
+    return (int)(L <= fit ? L : fit > 0 ? fit : 1);
+}
+
+/* The device state of a profile. */
+typedef struct prof {
+    exec_dims d;
+    int L, S, mom;
+    cx_gemm_ctx g;
+    cudaStream_t st;
+    cx_green green;
+    char *mem;
+    float *w, *gr, *m, *x, *hd, *a, *out, *gb, *t, *scratch; /* see prof_alloc */
+    uint16_t *wb;
+    cudaEvent_t *ev;  /* [2 npairs] */
+    int npairs;
+} prof;
+
+/* Lays out and allocates: w, gr, m [L nf]; wb [L nf] bf16; per slot s and block l the block's
+ * input x [b h], H/dH hd [b f], act a [b f]; out [S, b h] outputs; gb [(L+1), b h] boundary
+ * gradients; t [b h] targets; scratch [b f]; bf16 operand scratch. */
+static int prof_alloc(prof *q, const exec_config *cfg, pl_err *e) {
+    size_t nf = exec_block_floats(&q->d), bh = (size_t)q->d.b * q->d.h, bf = (size_t)q->d.b * q->d.f;
+    size_t L = (size_t)q->L, S = (size_t)q->S;
+    size_t opn = bf > bh ? bf : bh;
+    size_t n_f = cx_al64(L * nf) * (2 + (size_t)q->mom) + cx_al64(S * L * bh) + 2 * cx_al64(S * L * bf) +
+                 cx_al64(S * bh) + cx_al64((L + 1) * bh) + cx_al64(bh) + cx_al64(bf);
+    size_t bytes = n_f * sizeof(float) + (cx_al64(L * nf) + 2 * cx_al64(opn)) * 2;
+    void *mem = NULL;
+    cudaError_t st = cudaMalloc(&mem, bytes);
+    if (st != cudaSuccess) {
+        (void)cudaGetLastError();
+        return pl_errf(e, PL_ENOMEM, "profile: cannot allocate %zu bytes on the GPU: %s", bytes, cudaGetErrorString(st));
+    }
+    q->mem = mem;
+    float *p = mem;
+    q->w = p; p += cx_al64(L * nf);
+    q->gr = p; p += cx_al64(L * nf);
+    q->m = NULL;
+    if (q->mom) { q->m = p; p += cx_al64(L * nf); }
+    q->x = p; p += cx_al64(S * L * bh);
+    q->hd = p; p += cx_al64(S * L * bf);
+    q->a = p; p += cx_al64(S * L * bf);
+    q->out = p; p += cx_al64(S * bh);
+    q->gb = p; p += cx_al64((L + 1) * bh);
+    q->t = p; p += cx_al64(bh);
+    q->scratch = p; p += cx_al64(bf);
+    uint16_t *h = (uint16_t *)(void *)p;
+    q->wb = h; h += cx_al64(L * nf);
+    q->g.bfa = h; h += cx_al64(opn);
+    q->g.bfb = h;
+    q->g.bf_cap = opn;
+    /* contents: the model's initial weights (block l of init_seed), zero gradients and momentum,
+     * random inputs and targets (never zeros) */
+    float *hw = pl_calloc(nf, sizeof(float));
+    if (!hw) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = PL_OK;
+    for (size_t l = 0; l < L && rc == PL_OK; l++) {
+        exec_block_init(&q->d, cfg->init_seed, (int)l, hw);
+        rc = cx_cuda_check(cudaMemcpy(q->w + l * nf, hw, nf * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy (weights)",
+                           __FILE__, __LINE__, e);
+    }
+    free(hw);
+    if (rc) return rc;
+    CXC(cudaMemsetAsync(q->gr, 0, L * nf * sizeof(float), q->st));
+    if (q->m) CXC(cudaMemsetAsync(q->m, 0, L * nf * sizeof(float), q->st));
+    CXC(cxk_to_bf16(q->st, q->wb, q->w, L * nf));
+    CXC(cxk_fill_uniform(q->st, q->x, S * L * bh, cfg->data_seed + 1));
+    CXC(cxk_fill_uniform(q->st, q->t, bh, cfg->data_seed + 2));
+    CXC(cudaStreamSynchronize(q->st));
+    return PL_OK;
+}
+
+/* Block l's parameters. */
+static cx_dparams prof_params(const prof *q, int l) {
+    size_t nf = exec_block_floats(&q->d), hf = (size_t)q->d.h * q->d.f;
+    const float *w = q->w + (size_t)l * nf;
+    cx_dparams p = {w, w + hf, w + hf + q->d.f, w + 2 * hf + q->d.f, NULL, NULL};
+    if (q->g.prec == EXEC_PREC_BF16) {
+        const uint16_t *b = q->wb + (size_t)l * nf;
+        p.w1b = b;
+        p.w2b = b + hf + q->d.f;
+    }
+    return p;
+}
+
+/* One round: S microbatches forward through the L blocks, then each one's I and W from the
+ * last block down, then a STEP of every block; event pairs in the order F (S L), I (S L),
+ * W (S L), STEP (L). */
+static int prof_round(prof *q, const exec_config *cfg, pl_err *e) {
+    size_t nf = exec_block_floats(&q->d), bh = (size_t)q->d.b * q->d.h, bf = (size_t)q->d.b * q->d.f;
+    int L = q->L, S = q->S, k = 0, SL = S * L;
+    for (int s = 0; s < S; s++)
+        for (int l = 0; l < L; l++) {
+            cx_dparams p = prof_params(q, l);
+            size_t at = (size_t)s * L + (size_t)l;
+            float *y = l == L - 1 ? q->out + (size_t)s * bh : q->x + (at + 1) * bh;
+            CXC(cudaEventRecord(q->ev[2 * k], q->st));
+            if (cx_block_forward(&q->g, &q->d, &p, q->x + at * bh, q->hd + at * bf, q->a + at * bf, y, e)) return e->code;
+            CXC(cudaEventRecord(q->ev[2 * k + 1], q->st));
+            k++;
+        }
+    int ki = SL, kw = 2 * SL;
+    for (int s = 0; s < S; s++) {
+        CXC(cudaMemcpyAsync(q->gb + (size_t)L * bh, q->out + (size_t)s * bh, bh * sizeof(float), cudaMemcpyDeviceToDevice, q->st));
+        CXC(cxk_mse_grad(q->st, q->gb + (size_t)L * bh, q->t, bh, (double *)(void *)q->scratch));
+        for (int l = L - 1; l >= 0; l--) {
+            cx_dparams p = prof_params(q, l);
+            size_t at = (size_t)s * L + (size_t)l;
+            CXC(cudaEventRecord(q->ev[2 * ki], q->st));
+            if (cx_block_backward_i(&q->g, &q->d, &p, q->hd + at * bf, q->gb + (size_t)(l + 1) * bh, q->gb + (size_t)l * bh,
+                                    q->scratch, e))
+                return e->code;
+            CXC(cudaEventRecord(q->ev[2 * ki + 1], q->st));
+            ki++;
+            CXC(cudaEventRecord(q->ev[2 * kw], q->st));
+            if (cx_block_backward_w(&q->g, &q->d, q->x + at * bh, q->a + at * bf, q->hd + at * bf, q->gb + (size_t)(l + 1) * bh,
+                                    q->gr + (size_t)l * nf, e))
+                return e->code;
+            CXC(cudaEventRecord(q->ev[2 * kw + 1], q->st));
+            kw++;
+        }
+    }
+    int ks = 3 * SL;
+    for (int l = 0; l < L; l++, ks++) {
+        float *w = q->w + (size_t)l * nf;
+        uint16_t *wb = q->g.prec == EXEC_PREC_BF16 ? q->wb + (size_t)l * nf : NULL;
+        CXC(cudaEventRecord(q->ev[2 * ks], q->st));
+        CXC(cxk_sgd(q->st, w, w, q->gr + (size_t)l * nf, q->m ? q->m + (size_t)l * nf : NULL, wb, nf, 1.0f / (float)S,
+                    (float)cfg->lr, (float)cfg->momentum));
+        CXC(cudaEventRecord(q->ev[2 * ks + 1], q->st));
+    }
+    CXC(cudaStreamSynchronize(q->st));
+    return PL_OK;
+}
+
+/* Frees q's device state. */
+static void prof_free(prof *q) {
+    if (q->ev)
+        for (int k = 0; k < 2 * q->npairs; k++) if (q->ev[k]) cudaEventDestroy(q->ev[k]);
+    free(q->ev);
+    if (q->g.h) cublasDestroy(q->g.h);
+    if (q->st) cudaStreamDestroy(q->st);
+    if (q->mem) cudaFree(q->mem);
+    cx_green_destroy(&q->green);
+    memset(q, 0, sizeof *q);
+}
+
+int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, exec_layer_profile *out, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    if (reps < 1) return pl_errf(e, PL_EINPUT, "profile repetitions must be at least 1");
+    if (concurrency < 1) return pl_errf(e, PL_EINPUT, "profile concurrency must be at least 1");
+    if (cfg->hidden < 1 || cfg->microbatch_size < 1 || cfg->layers < 1 || cfg->ffn < 0)
+        return pl_errf(e, PL_EINPUT, "profile: width, depth and microbatch size must be at least 1");
+    if (!exec_precision_name(cfg->precision)) return pl_errf(e, PL_EINPUT, "unknown precision %d", (int)cfg->precision);
+    if (exec_cuda_devices(e) < 1) return e->code;
+    prof q;
+    memset(&q, 0, sizeof q);
+    exec_dims_of(cfg, &q.d);
+    size_t nf = exec_block_floats(&q.d);
+    q.S = CX_PROFILE_SLOTS;
+    q.L = prof_blocks(cfg, nf, concurrency);
+    q.mom = cfg->momentum != 0;
+    q.g.prec = cfg->precision;
+    int rc = cx_cuda_check(cudaSetDevice(0), "cudaSetDevice", __FILE__, __LINE__, e);
+    if (rc == PL_OK && cfg->sm_split && concurrency > 1) {
+        rc = cx_green_create(0, concurrency, 0, &q.green, e);
+        if (rc == PL_OK) rc = cx_green_make_current(&q.green, e);
+        if (rc == PL_OK) rc = cx_green_stream(&q.green, &q.st, e);
+    } else if (rc == PL_OK) {
+        rc = cx_cuda_check(cudaStreamCreateWithFlags(&q.st, cudaStreamNonBlocking), "cudaStreamCreate", __FILE__, __LINE__, e);
+    }
+    if (rc == PL_OK) rc = cx_blas_check(cublasCreate(&q.g.h), "cublasCreate", __FILE__, __LINE__, e);
+    if (rc == PL_OK) rc = cx_blas_check(cublasSetStream(q.g.h, q.st), "cublasSetStream", __FILE__, __LINE__, e);
+    q.g.st = q.st;
+    if (rc == PL_OK) rc = prof_alloc(&q, cfg, e);
+    int SL = q.S * q.L, rounds = (reps + q.S - 1) / q.S;
+    q.npairs = 3 * SL + q.L;
+    q.ev = pl_calloc(2 * (size_t)q.npairs, sizeof *q.ev);
+    size_t ns = (size_t)rounds * SL, nstep = (size_t)rounds * q.L;
+    double *t = pl_calloc(3 * ns + nstep, sizeof(double));
+    if (rc == PL_OK && (!q.ev || !t)) rc = pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int k = 0; k < 2 * q.npairs && rc == PL_OK; k++)
+        rc = cx_cuda_check(cudaEventCreate(&q.ev[k]), "cudaEventCreate", __FILE__, __LINE__, e);
+    if (rc == PL_OK) rc = prof_round(&q, cfg, e); /* untimed: module load, cuBLAS heuristics, clocks */
+    for (int r = 0; r < rounds && rc == PL_OK; r++) {
+        rc = prof_round(&q, cfg, e);
+        for (int k = 0; k < q.npairs && rc == PL_OK; k++) {
+            float ms = 0;
+            rc = cx_cuda_check(cudaEventElapsedTime(&ms, q.ev[2 * k], q.ev[2 * k + 1]), "cudaEventElapsedTime", __FILE__,
+                               __LINE__, e);
+            int kind = k < 3 * SL ? k / SL : 3, i = k < 3 * SL ? k % SL : k - 3 * SL;
+            size_t at = kind < 3 ? (size_t)kind * ns + (size_t)r * SL + (size_t)i : 3 * ns + (size_t)r * q.L + (size_t)i;
+            t[at] = ms * 1e-3;
+        }
+    }
+    if (rc == PL_OK) {
+        size_t bh = (size_t)q.d.b * q.d.h, bf = (size_t)q.d.b * q.d.f;
+        out->f_s = med(t, ns);
+        out->i_s = med(t + ns, ns);
+        out->w_s = med(t + 2 * ns, ns);
+        out->step_s = med(t + 3 * ns, nstep);
+        out->concurrency = concurrency;
+        out->param_bytes = nf * sizeof(float);
+        out->act_out_bytes = bh * sizeof(float);
+        out->stash_bytes = (bh + 2 * bf) * sizeof(float);
+        out->w_stash_bytes = (2 * bh + 2 * bf) * sizeof(float);
+    }
+    free(t);
+    prof_free(&q);
+    return rc;
+}
+
+int exec_cuda_profile_csv(const exec_config *cfg, int reps, int concurrency, const char *host, pl_buf *out,
+                          exec_layer_profile *pp, pl_err *e) {
+    if (cfg->layers < 1) return pl_errf(e, PL_EINPUT, "profile needs depth >= 1");
+    exec_layer_profile p;
+    int rc = exec_cuda_profile_layers(cfg, reps, concurrency, &p, e);
+    if (rc) return rc;
+    if (pp) *pp = p;
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    char name[96] = "GPU";
+    pl_err ig;
+    int sms = exec_cuda_device_info(0, name, sizeof name, &ig);
+    double flops = 4.0 * d.b * (double)d.h * d.f;
+    pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), %s GEMMs\n"
+                       "# (fp32 weights and accumulation), CUDA backend on %s (%d SMs)%s%s%s, CUDA events, median of %d\n"
+                       "# repetitions per block; every block has this shape.\n",
+                  d.h, d.f, d.f, d.h, exec_precision_name(cfg->precision), name, sms,
+                  cfg->sm_split && concurrency > 1 ? ", in a green context of 1/N of the SMs" : "", host ? " on " : "",
+                  host ? host : "", reps);
+    pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g\n", concurrency, p.step_s);
+    pl_buf_printf(out, "#@ microbatch_size=%d input_bytes=%zu dtype_bytes=4 name=mlp_h%d_f%d_L%d\n", d.b, p.act_out_bytes,
+                  d.h, d.f, cfg->layers);
+    pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
+                     "stash_bytes,stash_recompute_bytes,w_stash_bytes\n");
+    for (int k = 0; k < cfg->layers; k++)
+        pl_buf_printf(out, "%d,block%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%zu,%zu,%zu,,%zu\n", k, k, p.f_s, p.i_s, p.w_s, flops,
+                      flops, flops, p.param_bytes, p.act_out_bytes, p.stash_bytes, p.stash_bytes);
+    if (out->failed) return pl_errf(e, PL_ENOMEM, "out of memory writing the profile");
+    return PL_OK;
+}
