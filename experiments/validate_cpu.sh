@@ -16,12 +16,19 @@
 # during which they used more (up to RETRIES times, default 2). A run that stays contended is
 # kept apart, in results/out/validate_cpu.busy.db, and reported separately: its error measures
 # the other load, not the model. Nothing is discarded silently.
-# Environment: WIDTHS ("256 512"), MICROBATCHES ("4 8"), TIMED (timed passes, 10), DEPTH (8),
+# With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
+# `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
+# waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside the database), whose
+# summary (the busiest rank's compute error beside the iteration error) is printed at the end.
+# Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
+# TIMED (timed passes, 10), TRACE (1), DEPTH (8),
 # PROFILE (each | once), PREPS (profile repetitions, 50), PCONC (profile threads at once, 2: the
 # ranks; 1 profiles one thread alone), QUIET_WAIT, BUSY_MAX, RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
 source "$(dirname "$0")/lib.sh" "$@"
+KINDS=${KINDS:-gpipe 1f1b zb-h1 interleaved}
+TRACE=${TRACE:-1}
 WIDTHS=${WIDTHS:-256 512}
 MICROBATCHES=${MICROBATCHES:-4 8}
 TIMED=${TIMED:-10}
@@ -67,9 +74,10 @@ for h in $WIDTHS; do
     # this shard, and read by all of them.
     [ "$PLOT_ONLY" = 1 ] || rm -f "$PROF"
     for m in $MICROBATCHES; do
-        for kind in gpipe 1f1b zb-h1 interleaved; do
+        for kind in $KINDS; do
             extra=""
-            [ "$kind" = interleaved ] && extra="--chunks 2"
+            [ "$TRACE" = 0 ] || extra="--trace"
+            [ "$kind" = interleaved ] && extra="$extra --chunks 2"
             run_one() {
                 if [ "$PROFILE" = once ]; then
                     if [ ! -f "$PROF" ]; then
@@ -103,6 +111,12 @@ echo
 if [ -f "$DB" ]; then
     echo "== predicted against measured, quiet machine ($DB)"
     "$PL" compare --db "$DB" --tag "$NAME"
+    if [ "$TRACE" != 0 ]; then
+        "$PL" compare --db "$DB" --tag "$NAME" --actions -o "${DB%.db}.actions.txt"
+        echo
+        sed -n '/^the busiest rank/,$p' "${DB%.db}.actions.txt"
+        echo "per-rank breakdown: $OUT/$NAME.actions.txt"
+    fi
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"
@@ -111,4 +125,9 @@ if [ -f "$BUSY_DB" ]; then
     echo
     echo "== runs measured while other processes used >= ${BUSY_MAX}% of the CPUs ($BUSY_DB): not the model's error"
     "$PL" compare --db "$BUSY_DB" --tag "$NAME"
+    if [ "$TRACE" != 0 ]; then
+        "$PL" compare --db "$BUSY_DB" --tag "$NAME" --actions -o "${BUSY_DB%.db}.actions.txt"
+        echo
+        sed -n '/^the busiest rank/,$p' "${BUSY_DB%.db}.actions.txt"
+    fi
 fi
