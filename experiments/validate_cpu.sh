@@ -18,8 +18,9 @@
 # the other load, not the model. Nothing is discarded silently.
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
-# waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside the database), whose
-# summary (the busiest rank's compute error beside the iteration error) is printed at the end.
+# waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
+# the database), whose summary (the busiest rank's compute error beside the iteration error)
+# is printed at the end.
 # Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
 # TIMED (timed passes, 10), TRACE (1), DEPTH (8),
 # PROFILE (each | once), PREPS (profile repetitions, 50), PCONC (profile threads at once, 2: the
@@ -115,7 +116,7 @@ if [ -f "$DB" ]; then
         "$PL" compare --db "$DB" --tag "$NAME" --actions -o "${DB%.db}.actions.txt"
         echo
         sed -n '/^the busiest rank/,$p' "${DB%.db}.actions.txt"
-        echo "per-rank breakdown: $OUT/$NAME.actions.txt"
+        echo "per-rank breakdown: ${DB%.db}.actions.txt"
     fi
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
