@@ -60,10 +60,6 @@ exec_fault_kind exec_fault_parse(const char *name);
 typedef enum exec_backend { EXEC_BACKEND_CPU = 0, EXEC_BACKEND_CUDA = 1 } exec_backend;
 typedef enum exec_precision { EXEC_PREC_FP32 = 0, EXEC_PREC_TF32 = 1, EXEC_PREC_BF16 = 2 } exec_precision;
 
-/* Where the executor runs (exec_config.backend) and in which GEMM precision. */
-typedef enum exec_backend { EXEC_BACKEND_CPU = 0, EXEC_BACKEND_CUDA = 1 } exec_backend;
-typedef enum exec_precision { EXEC_PREC_FP32 = 0, EXEC_PREC_TF32 = 1, EXEC_PREC_BF16 = 2 } exec_precision;
-
 /* How to run. exec_config_default fills sensible values; every field can be overridden. */
 typedef struct exec_config {
     /* model */
