@@ -490,8 +490,9 @@ static void out_json(const opts *o, const sched *s, const sim_result *r, const s
 }
 
 #ifdef PIPELAB_HAVE_PL_RESULTS
-/* Stores the run (with per-action rows when traced). Returns an exit code. */
-static int store_it(const opts *o, int argc, char **argv, const sched *s, const sim_result *r,
+/* Stores the run (with per-action rows when traced) in db, opened before simulating so that a
+ * database that cannot take the run is refused before any work. Returns an exit code. */
+static int store_it(store *db, const opts *o, int argc, char **argv, const sched *s, const sim_result *r,
                     const sim_repeat_stats *st) {
     pl_err e;
     pl_err_clear(&e);
@@ -549,10 +550,7 @@ static int store_it(const opts *o, int argc, char **argv, const sched *s, const 
                                     r->trace[q][i].start_s, r->trace[q][i].end_s};
             }
     }
-    store *db = NULL;
-    if (store_open(o->db, 0, &db, &e) != PL_OK) { rc = cli_fail(&e); goto out; }
     if (store_write_run(db, &run, rm, s->ranks, ops, nops, NULL, &e) != PL_OK) rc = cli_fail(&e);
-    store_close(db);
 out:
     free(rm);
     free(ops);
@@ -691,7 +689,12 @@ int cli_simulate(int argc, char **argv) {
     model_ctx mc;
     memset(&mc, 0, sizeof mc);
     sim_costs costs;
-    sched *s = get_schedule(&o, &e);
+    sched *s = NULL;
+#ifdef PIPELAB_HAVE_PL_RESULTS
+    store *db = NULL; /* opened first: a read-only, corrupt or newer database is refused before any work */
+    if (!o.no_db && store_open(o.db, 0, &db, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
+#endif
+    s = get_schedule(&o, &e);
     if (!s) { rc = cli_fail(&e); goto done; }
     if (o.model) {
         if (build_model(&o, s, &mc, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
@@ -742,7 +745,7 @@ simulate:
         pl_buf_free(&tj);
     }
 #ifdef PIPELAB_HAVE_PL_RESULTS
-    if (rc == CLI_OK && !o.no_db) rc = store_it(&o, argc, argv, s, &r, &st);
+    if (rc == CLI_OK && db) rc = store_it(db, &o, argc, argv, s, &r, &st);
 #endif
     if (rc == CLI_OK && r.oom && o.fail_on_oom) {
         for (int q = 0; q < s->ranks; q++)
@@ -754,6 +757,9 @@ simulate:
         rc = cli_fail(&e);
     }
 done:
+#ifdef PIPELAB_HAVE_PL_RESULTS
+    store_close(db);
+#endif
     pl_buf_free(&out);
     sim_result_free(&r);
     free(replicas);

@@ -227,6 +227,103 @@ static int set_wal(store *s, pl_err *e) {
     return store_sqlerr(s, e, PL_EIO, "cannot switch to WAL mode");
 }
 
+/* Returns a malloc'd copy of the folder part of path ("." when there is none), or NULL. */
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+/* Refuses, before SQLite touches anything, a write open that cannot work: a database file this
+ * user may not write (permissions, read-only file system) or a folder where SQLite cannot create
+ * the PATH-wal and PATH-shm files a WAL-mode writer needs. Returns PL_OK or PL_EINPUT saying
+ * which and what to do. */
+static int check_writable(const char *path, pl_err *e) {
+    if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
+        return pl_errf(e, PL_EINPUT,
+                       "%s: the database is read-only (%s): pipelab cannot store runs in it; make it "
+                       "writable or choose another --db (commands that only read it still work)",
+                       path, strerror(errno));
+    char *dir = dir_of(path);
+    if (!dir) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int code = PL_OK;
+    if (access(dir, F_OK) == 0 && access(dir, W_OK | X_OK) != 0)
+        code = pl_errf(e, PL_EINPUT,
+                       "%s: the folder %s is read-only (%s): writing needs the files %s-wal and %s-shm "
+                       "beside the database; make the folder writable or choose another --db",
+                       path, dir, strerror(errno), path, path);
+    free(dir);
+    return code;
+}
+
+/* Returns 1 when the WAL file beside path is missing or empty, i.e. the database file alone holds
+ * every committed run. */
+static int wal_empty(const char *path) {
+    size_t n = strlen(path);
+    char *wal = malloc(n + 5);
+    if (!wal) return 0;
+    memcpy(wal, path, n);
+    memcpy(wal + n, "-wal", 5);
+    struct stat st;
+    int empty = stat(wal, &st) != 0 || st.st_size == 0;
+    free(wal);
+    return empty;
+}
+
+/* Opens path read-only as an immutable file (no -shm needed, no locks): the way to read a WAL-mode
+ * database in a folder this user cannot write, valid only while the WAL is empty. Returns the
+ * sqlite code. */
+static int open_immutable(store *s) {
+    pl_buf uri;
+    pl_buf_init(&uri);
+    pl_buf_puts(&uri, "file:");
+    for (const unsigned char *c = (const unsigned char *)s->path; *c; c++) {
+        if (*c == '?' || *c == '#' || *c == '%' || *c <= ' ' || *c >= 0x7f) pl_buf_printf(&uri, "%%%02X", *c);
+        else pl_buf_printf(&uri, "%c", *c);
+    }
+    pl_buf_puts(&uri, "?immutable=1");
+    if (uri.failed) {
+        pl_buf_free(&uri);
+        return SQLITE_NOMEM;
+    }
+    sqlite3_close_v2(s->db);
+    s->db = NULL;
+    int rc = sqlite3_open_v2(uri.data, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    pl_buf_free(&uri);
+    if (rc == SQLITE_OK) {
+        sqlite3_extended_result_codes(s->db, 0);
+        sqlite3_busy_timeout(s->db, 10000);
+    }
+    return rc;
+}
+
+/* Checks the structure of the whole file (PRAGMA quick_check: every b-tree page, no index
+ * comparison) before a write open changes anything, so a corrupt file is refused untouched
+ * instead of having runs appended to it. Returns PL_OK or PL_EINPUT quoting SQLite's first
+ * complaint. */
+static int check_structure(store *s, pl_err *e) {
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "PRAGMA quick_check(1)", -1, &st, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(st);
+    int code = PL_OK;
+    if (rc == SQLITE_ROW) {
+        const char *msg = (const char *)sqlite3_column_text(st, 0);
+        if (!msg || strcmp(msg, "ok") != 0)
+            code = pl_errf(e, PL_EINPUT,
+                           "%s: the database is corrupt (%s); it was left as it is: recover what it "
+                           "holds with 'sqlite3 %s .recover' or choose another --db",
+                           s->path, msg ? msg : "?", s->path);
+    } else if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT) {
+        code = pl_errf(e, PL_EINPUT, "%s: the database is corrupt (%s); it was left as it is", s->path,
+                       sqlite3_errmsg(s->db));
+    } else {
+        code = store_sqlerr(s, e, PL_EIO, "cannot check the database");
+    }
+    sqlite3_finalize(st);
+    return code;
+}
+
 int store_open(const char *path, int readonly, store **out, pl_err *e) {
     *out = NULL;
     if (!path || !*path) path = STORE_DEFAULT_PATH;
@@ -244,6 +341,7 @@ int store_open(const char *path, int readonly, store **out, pl_err *e) {
         goto fail;
     }
     if (!readonly && (code = make_parents(path, e)) != PL_OK) goto fail;
+    if (!readonly && (code = check_writable(path, e)) != PL_OK) goto fail;
     int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     if (sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
         code = pl_errf(e, s->db ? PL_EIO : PL_ENOMEM, "%s: cannot open: %s", path,
@@ -252,8 +350,32 @@ int store_open(const char *path, int readonly, store **out, pl_err *e) {
     }
     sqlite3_extended_result_codes(s->db, 0);
     sqlite3_busy_timeout(s->db, 10000);
+    if (!readonly && sqlite3_db_readonly(s->db, "main") == 1) {
+        code = pl_errf(e, PL_EINPUT, "%s: the database is read-only: pipelab cannot store runs in it; make it "
+                       "writable or choose another --db", path);
+        goto fail;
+    }
     int64_t v = 0, nobjects = 0;
-    int rc = read_header(s, &v, &nobjects);
+    int rc;
+    /* Reading a file this user cannot write: when its WAL is empty, read it as immutable, so that
+     * no PATH-wal / PATH-shm owned by this user is left beside someone else's database. */
+    if (readonly && access(path, W_OK) != 0 && wal_empty(path) && (rc = open_immutable(s)) != SQLITE_OK) {
+        code = pl_errf(e, PL_EIO, "%s: cannot open: %s", path, sqlite3_errmsg(s->db));
+        goto fail;
+    }
+    rc = read_header(s, &v, &nobjects);
+    if (readonly && (rc == SQLITE_CANTOPEN || rc == SQLITE_READONLY)) {
+        /* A WAL-mode file in a folder this user cannot write: SQLite cannot create PATH-shm. When
+         * the WAL is empty the file alone is the database, and reading it as immutable is exact. */
+        if (!wal_empty(path)) {
+            code = pl_errf(e, PL_EINPUT,
+                           "%s: cannot read: %s-wal holds changes not yet in the database and the folder is "
+                           "read-only, so SQLite cannot open it; open it once where the folder is writable "
+                           "(any pipelab db command) to fold them in", path, path);
+            goto fail;
+        }
+        if ((rc = open_immutable(s)) == SQLITE_OK) rc = read_header(s, &v, &nobjects);
+    }
     if (rc != SQLITE_OK) {
         code = not_a_db(s, e, rc);
         goto fail;
@@ -276,6 +398,7 @@ int store_open(const char *path, int readonly, store **out, pl_err *e) {
         }
         s->version = (int)v;
     } else {
+        if (v > 0 && (code = check_structure(s, e)) != PL_OK) goto fail;
         if ((code = set_wal(s, e)) != PL_OK) goto fail;
         if (v != STORE_SCHEMA_VERSION && (code = upgrade(s, e)) != PL_OK) goto fail;
         s->version = STORE_SCHEMA_VERSION;

@@ -74,9 +74,13 @@ typedef enum store_format { STORE_CSV = 0, STORE_JSON = 1 } store_format;
 
 /* Opens (readonly = 0: creating parent directories, the file and the schema, migrating an
  * older schema) the database at path (NULL -> STORE_DEFAULT_PATH). WAL mode, 10 s busy timeout.
- * A newer schema version or a non-SQLite file is refused (PL_EINPUT, message names the path)
- * without modifying the file. Readonly opens of older schema versions work (missing columns read
- * as defaults). Returns PL_OK and *out, or an error code with e filled. */
+ * Refused with PL_EINPUT (message names the path) and without modifying the file: a newer schema
+ * version, a non-SQLite or foreign SQLite file, and for writing: a file this user cannot write or
+ * one in a folder where PATH-wal / PATH-shm cannot be created ("read-only"), and a corrupt file
+ * (PRAGMA quick_check before anything is written: about 1 s per 350 MB of database). Readonly
+ * opens of older schema versions work (missing columns read as defaults), and so do readonly
+ * opens of a file in a read-only folder or of a file this user cannot write (read as immutable
+ * when its WAL is empty). Returns PL_OK and *out, or an error code with e filled. */
 int store_open(const char *path, int readonly, store **out, pl_err *e);
 /* Closes the database and frees everything it holds; NULL is allowed. */
 void store_close(store *s);

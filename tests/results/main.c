@@ -5,10 +5,12 @@ void test_store_register(void);
 void test_concurrency_register(void);
 void test_merge_register(void);
 void test_compare_plot_register(void);
+void test_faults_register(void);
 
 void pl_test_register(void) {
     test_store_register();
     test_concurrency_register();
     test_merge_register();
     test_compare_plot_register();
+    test_faults_register();
 }

@@ -105,6 +105,94 @@ static void test_merge_overlap(void) {
     free(dir);
 }
 
+/* Writes n runs of machine `host` into path: uids "<host>-<i>", origin and host set, ops rows
+ * 3 + i so every run's child rows can be told apart. Returns how many were written. */
+static int fill_machine(const char *path, const char *host, int n) {
+    pl_err e;
+    store *s = NULL;
+    if (store_open(path, 0, &s, &e) != PL_OK) return 0;
+    store_rank_metric rk[4];
+    store_op *ops = tr_sample_ops((size_t)n + 3, 4);
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        store_run r;
+        char uid[64];
+        tr_sample_run(&r, host, i);
+        snprintf(uid, sizeof uid, "%s-%d", host, i);
+        r.uid = uid;
+        r.host = host;
+        r.origin = host;
+        tr_sample_ranks(rk, 4, i);
+        ok += store_write_run(s, &r, rk, 4, ops, (size_t)i + 3, NULL, &e) == PL_OK;
+    }
+    free(ops);
+    store_close(s);
+    return ok;
+}
+
+/* Checks a merge of machines A (40 runs) and B (30 of its own, plus 25 of A's copied earlier):
+ * 70 runs, each uid once, each with its machine as origin and exactly its own child rows. */
+static void check_merged(const char *out) {
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM runs"), 70);
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(DISTINCT uid) FROM runs"), 70);
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM runs WHERE uid LIKE 'hostA-%' AND origin = 'hostA'"), 40);
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM runs WHERE uid LIKE 'hostB-%' AND origin = 'hostB'"), 30);
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM rank_metrics"), 70 * 4);
+    /* ops: run i of a machine has 3 + i rows; sum over A's 40 and B's 30 */
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM ops"), (40 * 3 + 39 * 40 / 2) + (30 * 3 + 29 * 30 / 2));
+    CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM runs r WHERE (SELECT count(*) FROM ops o WHERE o.run_id = r.id)"
+                                    " != 3 + CAST(substr(r.uid, 7) AS INTEGER)"), 0);
+    CU_ASSERT_EQUAL(tr_partial_runs(out, -1), 0);
+    CU_ASSERT(tr_integrity_ok(out));
+}
+
+/* Two machines whose databases overlap: B holds copies of 25 of A's runs (same uids, from an
+ * earlier merge), and both files number their runs 1, 2, 3, ... Merged in either order, by the
+ * command line, and merged again: every run exactly once, with its origin. */
+static void test_merge_machines(void) {
+    char *dir = pl_test_tmpdir();
+    char *a = pl_test_path(dir, "hostA.db"), *b = pl_test_path(dir, "hostB.db"), *part = pl_test_path(dir, "partA.db");
+    char *ab = pl_test_path(dir, "ab.db"), *ba = pl_test_path(dir, "ba.db");
+    CU_ASSERT_EQUAL_FATAL(fill_machine(part, "hostA", 25), 25);
+    CU_ASSERT_EQUAL_FATAL(fill_machine(b, "hostB", 30), 30);
+    pl_err e;
+    store *s = NULL;
+    int added = 0, skipped = 0;
+    CU_ASSERT_EQUAL_FATAL(store_open(b, 0, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_merge(s, part, &added, &skipped, &e), PL_OK);
+    CU_ASSERT_EQUAL(added, 25);
+    store_close(s);
+    /* A keeps working after B copied part of it: its first 25 runs are the ones B has. */
+    CU_ASSERT_EQUAL_FATAL(fill_machine(a, "hostA", 40), 40);
+    CU_ASSERT_EQUAL(tr_sql_int(a, "SELECT min(id) FROM runs"), tr_sql_int(b, "SELECT min(id) FROM runs"));
+    char *o = NULL;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s db merge %s %s -o %s", PIPELAB_BIN, a, b, ab);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &o), 0);
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "25 already present"));
+    free(o);
+    snprintf(cmd, sizeof cmd, "%s db merge %s %s -o %s", PIPELAB_BIN, b, a, ba);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &o), 0);
+    free(o);
+    check_merged(ab);
+    check_merged(ba);
+    /* Merging the same inputs again, and each output into the other, adds nothing. */
+    snprintf(cmd, sizeof cmd, "%s db merge %s %s %s -o %s", PIPELAB_BIN, a, b, ba, ab);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &o), 0);
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "0 runs added"));
+    free(o);
+    check_merged(ab);
+    CU_ASSERT_EQUAL(tr_sql_int(a, "SELECT count(*) FROM runs"), 40);
+    CU_ASSERT_EQUAL(tr_sql_int(b, "SELECT count(*) FROM runs"), 55);
+    tr_rmdir(dir);
+    free(a);
+    free(b);
+    free(part);
+    free(ab);
+    free(ba);
+    free(dir);
+}
+
 /* Runs the pipelab program with a formatted argument string (three %s); returns its exit status. */
 static int pipelab(char **output, const char *fmt, const char *x, const char *y, const char *z) {
     char cmd[2048];
@@ -176,6 +264,7 @@ void test_merge_register(void) {
     static const pl_test_case cases[] = {
         {"merge of overlapping databases keeps each run once", test_merge_overlap},
         {"pipelab db list, show, export, merge", test_cli},
+        {"two machines' overlapping databases merge to each run once, with its origin", test_merge_machines},
         {NULL, NULL},
     };
     pl_test_suite("merge", cases);
