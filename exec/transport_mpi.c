@@ -9,7 +9,8 @@
  * unambiguous (its earlier use was received long before). Sizes are checked with MPI_Get_count.
  * Faults: abort calls the hook (the CLI prints "rank R, action K (...): reason"), then
  * MPI_Abort(MPI_COMM_WORLD), which ends every process of the job; a killed process makes mpirun
- * end the job. Clocks: CLOCK_MONOTONIC of each process, shifted onto rank 0's by a ping-pong
+ * end the job, terminating the others (SIGTERM): a terminated rank says what it was waiting for, so
+ * the launcher's "process rank R exited on signal 9" comes with where the others stood. Clocks: CLOCK_MONOTONIC of each process, shifted onto rank 0's by a ping-pong
  * (8 rounds per rank; the round of least round-trip time; offset = midpoint of rank 0's send and
  * receive minus the rank's reading, so the error is at most half that round trip). */
 #include <mpi.h>
@@ -18,10 +19,12 @@
 #include "exec_int.h"
 #include "platform.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* One send in flight: its request and its private copy of the data. */
 typedef struct msend {
@@ -45,6 +48,40 @@ typedef struct mend {
 
 static void (*g_abort_hook)(const pl_err *why);
 static int g_inited; /* 1 when exec_mpi_run called MPI_Init_thread */
+
+/* What this rank waits for now, for the report of a rank that the launcher terminates (when
+ * another rank died): written before g_waiting is set, read only by on_term. */
+static char g_term_head[64];           /* "pipelab: rank R terminated (signal) " */
+static char g_wait_what[224];
+static volatile sig_atomic_t g_waiting;
+
+/* SIGTERM handler of an MPI rank: writes where the rank stood (async-signal-safe: write and
+ * strlen only), then dies of the signal as it would have without the handler. */
+static void on_term(int sig) {
+    static const char waits[] = "while it waited: ", computes[] = "while it computed\n";
+    ssize_t w = write(2, g_term_head, strlen(g_term_head));
+    if (g_waiting) {
+        w = write(2, waits, sizeof waits - 1);
+        w = write(2, g_wait_what, strlen(g_wait_what));
+        w = write(2, "\n", 1);
+    } else {
+        w = write(2, computes, sizeof computes - 1);
+    }
+    (void)w;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Installs on_term for rank r (once per process). */
+static void report_on_term(int r) {
+    snprintf(g_term_head, sizeof g_term_head, "pipelab: rank %d terminated by the MPI launcher ", r);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGTERM, &sa, NULL);
+}
 
 int exec_mpi_available(void) { return 1; }
 
@@ -75,11 +112,10 @@ static void nap(long us) {
     nanosleep(&ts, NULL);
 }
 
-/* Waits for req, polling: returns PL_OK (st filled), or an error after timeout_s with what
- * describes the wait (the request is cancelled). spins: first polls without sleeping. */
-static int wait_req(mend *m, MPI_Request *req, MPI_Status *st, const char *what, pl_err *e) {
-    double t0 = pl_now_s(), dl = t0 + m->timeout_s;
-    for (long n = 0;; n++) {
+/* Polls req until it completes (PL_OK, st filled), fails, or the deadline dl passes (an error
+ * with what; the request is cancelled); spins for the first millisecond after t0, then naps. */
+static int wait_poll(mend *m, MPI_Request *req, MPI_Status *st, const char *what, double t0, double dl, pl_err *e) {
+    for (;;) {
         int flag = 0;
         int rc = MPI_Test(req, &flag, st);
         if (rc != MPI_SUCCESS) {
@@ -97,6 +133,18 @@ static int wait_req(mend *m, MPI_Request *req, MPI_Status *st, const char *what,
         }
         if (now - t0 > 1e-3) nap(20); /* after a millisecond of spinning, poll gently */
     }
+}
+
+/* Waits for req (what describes the wait): returns PL_OK (st filled), or an error after
+ * timeout_s. While it waits, a SIGTERM from the launcher reports what (on_term). */
+static int wait_req(mend *m, MPI_Request *req, MPI_Status *st, const char *what, pl_err *e) {
+    double t0 = pl_now_s(), dl = t0 + m->timeout_s;
+    g_waiting = 0;
+    snprintf(g_wait_what, sizeof g_wait_what, "%s", what);
+    g_waiting = 1;
+    int rc = wait_poll(m, req, st, what, t0, dl, e);
+    g_waiting = 0;
+    return rc;
 }
 
 /* Releases the copies of sends that completed. */
@@ -297,6 +345,7 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     memset(&m, 0, sizeof m);
     MPI_Comm_rank(MPI_COMM_WORLD, &m.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &m.size);
+    report_on_term(m.rank);
     *is_root = m.rank == 0;
     if (m.size != s->ranks)
         return pl_errf(e, PL_EINPUT, "the MPI job has %d processes, the schedule %d ranks (mpirun -np %d)", m.size, s->ranks,
@@ -351,5 +400,6 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     free(m.rbuf);
     MPI_Comm_free(&m.data);
     MPI_Comm_free(&m.ctl);
+    signal(SIGTERM, SIG_DFL); /* the run is over: no more waits to report */
     return rc;
 }

@@ -117,6 +117,8 @@ static const fault_case cases[] = {
     {"a message that is never sent", "--inject-fault drop-send:0:1",
      {"1RECV_F0", "rank 1 waits for activations of stage 1 microbatch 0 from rank 0", NULL},
      "cannot make progress", "rank 1, action 1 (1RECV_F0), pass 0: timed out after 2 s", 0},
+    /* MPI: mpirun names the dead rank; the survivor, terminated by mpirun, says what it waited
+     * for (a killed process cannot say which action it was on). Threads: the whole run dies. */
     {"a rank killed with SIGKILL", "--inject-fault kill:1:4:1", {NULL}, NULL,
      "process rank 1 with PID", 1},
 };
@@ -144,6 +146,9 @@ static void run_case(const fault_case *fc, int mpi, const char *db, long before)
     for (int i = 0; i < 3 && fc->says[i]; i++) ok &= out && strstr(out, fc->says[i]) != NULL;
     const char *extra = mpi ? fc->mpi : fc->threads;
     if (extra) ok &= out && strstr(out, extra) != NULL;
+    if (fc->killed && mpi)
+        ok &= out && strstr(out, "pipelab: rank 0 terminated by the MPI launcher while it waited: rank 0 waits for "
+                                 "gradients of stage 0 microbatch 4 from rank 1") != NULL;
     ok &= dt < FAULT_BOUND_S;
     long after = count_runs(db);
     ok &= after == before && db_intact(db);
