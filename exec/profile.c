@@ -1,5 +1,6 @@
-/* profile.c: per-block F, I and W times on the calling thread (median over repetitions), the
- * measurements `pipelab profile` turns into a cost-model profile.
+/* profile.c: per-block F, I and W times on the calling thread (the median over rounds of
+ * repetitions of each round's mean), the measurements `pipelab profile` turns into a cost-model
+ * profile.
  *
  * The timed work has the working set of a real run, not of one block in a loop: the L blocks of
  * the model are distinct (their own weights and gradient accumulators, as the ranks of a run
@@ -9,7 +10,8 @@
  * L-1), then the input gradients (block L-1 to 0) and the weight gradients of each microbatch,
  * so every backward reads activations stashed several microbatch-passes earlier, as in a
  * pipeline. A first round is untimed (page faults, BLAS warm-up). Every sample is one block,
- * one microbatch; the medians over all blocks and repetitions are kept. Timing one block on hot
+ * one microbatch; each kind's time is the median over the rounds of the mean sample of each
+ * round (round_medians says why not the median sample). Timing one block on hot
  * buffers instead under-predicted the executor's per-block times: on the 2-core development VM
  * (32 MB L3), width 256 and 8 blocks, it gave F 0.45, I 0.45, W 0.29 ms where a traced run's
  * actions took 0.68-0.87, 0.51-0.74 and 0.45-0.70 ms per block, and this profile 0.64-0.83,
@@ -19,7 +21,7 @@
  * the last-level cache and the memory bandwidth, so the profile can time the same work on P
  * threads at once, pinned to the cores the executor's ranks use, each on its own ceil(L / P)
  * blocks (a rank's share of the model) and its own buffers, a barrier before every round; the
- * medians are over all threads' samples. It also times the optimizer STEP of one block (the
+ * medians are over all threads' rounds. It also times the optimizer STEP of one block (the
  * executor's SGD loop, momentum when cfg has it) after every round. */
 #include "exec_int.h"
 #include "platform.h"
@@ -65,6 +67,7 @@ typedef struct prof_thread {
     prof_shared *sh;
     int tid;
     size_t ns, nstep;  /* samples of each of F, I, W; of STEP */
+    size_t rounds;     /* timed rounds: each holds ns / rounds samples of F, I, W and nstep / rounds of STEP */
     double *t;         /* [3 ns + nstep]: F, I, W, STEP */
     int rc;
     pl_err err;
@@ -117,6 +120,7 @@ static void *prof_main(void *arg) {
     x->t = pl_calloc(3 * ns + nstep, sizeof(double));
     x->ns = ns;
     x->nstep = nstep;
+    x->rounds = (size_t)rounds;
     if (!mem || !x->t) {
         x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d.h);
         free(mem);
@@ -191,6 +195,33 @@ static void *prof_main(void *arg) {
     return NULL;
 }
 
+/* Fills p's F, I, W and STEP times from the threads' samples: for each kind, the mean over the
+ * samples of each round of each thread, then the median over all those rounds (scratch holds at
+ * least as many doubles as rounds in all). A run's pass is a sum of actions, so what predicts it
+ * is the mean time of an action, interruptions included (the kernel's, the hypervisor's, other
+ * processes'), and the median over passes on the measured side is matched by the median over
+ * rounds here. The median of single samples, which this replaced, left out every sample that an
+ * interruption hit: with other processes on the cores it read 0.92 ms per forward where the
+ * rounds' means were 3.2 ms. */
+static void round_medians(const prof_thread *x, int threads, double *scratch, exec_layer_profile *p) {
+    double *out[4] = {&p->f_s, &p->i_s, &p->w_s, &p->step_s};
+    for (int k = 0; k < 4; k++) {
+        size_t n = 0;
+        for (int i = 0; i < threads; i++) {
+            size_t rounds = x[i].rounds, per = k < 3 ? x[i].ns : x[i].nstep;
+            if (rounds == 0 || per == 0) continue;
+            size_t each = per / rounds; /* samples of this kind in one round */
+            const double *t = x[i].t + (size_t)(k < 3 ? k : 3) * x[i].ns;
+            for (size_t r = 0; r < rounds; r++) {
+                double sum = 0;
+                for (size_t j = 0; j < each; j++) sum += t[r * each + j];
+                scratch[n++] = sum / (double)each;
+            }
+        }
+        *out[k] = n ? med(scratch, n) : 0;
+    }
+}
+
 int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exec_layer_profile *p, pl_err *e) {
     if (reps < 1) return pl_errf(e, PL_EINPUT, "profile repetitions must be at least 1");
     if (concurrency < 1 || concurrency > PROFILE_MAX_THREADS)
@@ -253,25 +284,12 @@ int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exe
         ns += x[i].ns;
         nstep += x[i].nstep;
     }
-    double *all = rc == PL_OK ? pl_calloc(3 * ns + nstep, sizeof(double)) : NULL;
+    double *all = rc == PL_OK ? pl_calloc(ns + nstep + 1, sizeof(double)) : NULL; /* >= all rounds */
     if (rc == PL_OK && !all) rc = pl_errf(e, PL_ENOMEM, "out of memory");
     if (rc == PL_OK) {
-        size_t o[4] = {0, ns, 2 * ns, 3 * ns};
-        for (int i = 0; i < concurrency; i++) {
-            size_t n = x[i].ns;
-            for (int k = 0; k < 3; k++) {
-                memcpy(all + o[k], x[i].t + k * n, n * sizeof(double));
-                o[k] += n;
-            }
-            memcpy(all + o[3], x[i].t + 3 * n, x[i].nstep * sizeof(double));
-            o[3] += x[i].nstep;
-        }
         size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
         memset(p, 0, sizeof *p);
-        p->f_s = med(all, ns);
-        p->i_s = med(all + ns, ns);
-        p->w_s = med(all + 2 * ns, ns);
-        p->step_s = med(all + 3 * ns, nstep);
+        round_medians(x, concurrency, all, p);
         p->concurrency = concurrency;
         p->param_bytes = nf * sizeof(float);
         p->act_out_bytes = bh * sizeof(float);
@@ -301,14 +319,16 @@ int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const 
     double flops = 4.0 * d.b * (double)d.h * d.f;
     if (concurrency > 1)
         pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
-                           "# %d workers at once (pinned threads, each on its own %d blocks)%s%s, %s, median of %d repetitions\n"
-                           "# per block over all workers; every block has this shape.\n",
+                           "# %d workers at once (pinned threads, each on its own %d blocks)%s%s, %s, %d repetitions;\n"
+                           "# per block: the median over all workers' rounds of %d microbatches of each round's mean;\n"
+                           "# every block has this shape.\n",
                       d.h, d.f, d.f, d.h, concurrency, prof_blocks(cfg, &d, concurrency), host ? " on " : "",
-                      host ? host : "", exec_blas_init(), reps);
+                      host ? host : "", exec_blas_init(), reps, PROFILE_SLOTS);
     else
         pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
-                           "# one worker%s%s, %s, median of %d repetitions per block; every block has this shape.\n",
-                      d.h, d.f, d.f, d.h, host ? " on " : "", host ? host : "", exec_blas_init(), reps);
+                           "# one worker%s%s, %s, %d repetitions; per block: the median over rounds of %d microbatches\n"
+                           "# of each round's mean; every block has this shape.\n",
+                      d.h, d.f, d.f, d.h, host ? " on " : "", host ? host : "", exec_blas_init(), reps, PROFILE_SLOTS);
     /* not "#@" metadata: the cost model's reader accepts only its own keys there */
     pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g\n", concurrency, p.step_s);
     pl_buf_printf(out, "#@ microbatch_size=%d input_bytes=%zu dtype_bytes=4 name=mlp_h%d_f%d_L%d\n", d.b, p.act_out_bytes,
