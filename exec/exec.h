@@ -31,8 +31,8 @@ typedef enum exec_fault_kind {
     EXEC_FAULT_ERROR,     /* the action fails with an error */
     EXEC_FAULT_BAD_SIZE,  /* a SEND sends a message one float short (the receiver must notice) */
     EXEC_FAULT_EXIT,      /* the worker vanishes at the action without reporting: its thread ends
-                           * (pthread_exit), as a crashed or cancelled thread would; the run must
-                           * notice and name the rank and the action it was on */
+                           * (pthread_exit), as a crashed thread would; the run must notice and
+                           * name the rank and the action it was on */
     EXEC_FAULT_KILL,      /* the worker's process kills itself with SIGKILL at the action (with
                            * MPI: one rank's process dies; with threads: the whole run dies) */
     EXEC_FAULT_DROP_RECV, /* the rank skips its first RECV at or after the action, as a buggy

@@ -158,8 +158,11 @@ int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg
                     const int *blocks, const exec_data *data, double *loss_mb, pl_err *e);
 void exec_xrank_free(exec_xrank *x);
 /* The worker thread's body: warm-up and timed passes over the list (arg: exec_xrank *). A worker
- * whose thread ends early (pthread_exit, cancellation: EXEC_FAULT_EXIT) reports it from a cleanup
- * handler: x->rc, x->err naming the action it was on, the run aborted, the rank finished. */
+ * whose thread ends early (pthread_exit between actions: EXEC_FAULT_EXIT) reports it from a
+ * cleanup handler: x->rc, x->err naming the action it was on, the run aborted, the rank
+ * finished. The thread is not cancellable while it walks. x stays with its owner (exec_run frees
+ * it after the join; a rank that vanishes inside exec_run_rank never returns, so its state is
+ * lost with the thread, as a crashed process's would be). */
 void *exec_worker_main(void *arg);
 /* Writes "action K (text) of pass P" (or "between actions of pass P") for where x is into buf. */
 void exec_xrank_where(const exec_xrank *x, char *buf, size_t n);

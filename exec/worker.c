@@ -608,12 +608,13 @@ void exec_xrank_free(exec_xrank *x) {
 /* ---------------------------------------------------------------- the thread */
 
 /* Cleanup handler of the worker thread: runs only when the thread ends in the middle of its
- * walk (pthread_exit, cancellation), which no code path of the worker does except an injected
+ * walk (pthread_exit between two actions; workers are not cancellable, so a thread never ends
+ * inside the transport's lock), which no code path of the worker does except an injected
  * EXEC_FAULT_EXIT: names the rank and the action it was on, stops the run and counts the rank as
  * finished, so the others stop at once instead of waiting for its messages until the timeout. */
 static void worker_vanished(void *arg) {
     exec_xrank *x = arg;
-    pl_errf(&x->err, PL_EINTERNAL, "the worker thread ended without reporting (it exited or was cancelled)");
+    pl_errf(&x->err, PL_EINTERNAL, "the worker thread ended in the middle of its list without reporting");
     if (x->at >= 0) where(x, (size_t)x->at, &x->err);
     else pl_err_prefix(&x->err, "rank %d, between actions of pass %d: ", x->r, x->pass);
     x->rc = PL_EINTERNAL;
@@ -705,9 +706,12 @@ void *exec_worker_main(void *arg) {
     x->rc = PL_OK;
     x->at = -1;
     if (x->core >= 0 && exec_platform_pin_self(x->core) != 0) x->core = -1;
+    int old_state;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old_state); /* see worker_vanished */
     pthread_cleanup_push(worker_vanished, x);
     worker_walk(x);
     pthread_cleanup_pop(0);
+    pthread_setcancelstate(old_state, NULL);
     if (x->t->finished) x->t->finished(x->t);
     return NULL;
 }

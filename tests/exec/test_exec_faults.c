@@ -110,7 +110,7 @@ static const fault_case cases[] = {
      {"rank 0, action 3 (0F1), pass 0: out of its memory budget: 154624 bytes in use, budget 150000 bytes", NULL},
      NULL, NULL, 0},
     {"a worker that vanishes", "--inject-fault exit:1:4:1",
-     {"rank 1, action 4 (1B0), pass 1: the worker thread ended without reporting", NULL}, NULL, NULL, 0},
+     {"rank 1, action 4 (1B0), pass 1: the worker thread ended in the middle of its list without reporting", NULL}, NULL, NULL, 0},
     {"a send to a rank that never receives", "--inject-fault drop-recv:1:1",
      {"rank 1, action 2 (1F0), pass 0: forward of stage 1 microbatch 0 before its input arrived", NULL}, NULL, NULL, 0},
     /* threads: every rank waits, found at once (the timeout is 30 s); MPI: the timeout (2 s) */
@@ -294,7 +294,7 @@ static void lib_case(const char *kind, int p, exec_fault f, double timeout_s, in
  * exec_run returns (all threads joined) long before the timeout. On 2 and 4 ranks, in the first
  * action of the first pass and in the middle of a later one. */
 static void test_vanished_thread(void) {
-    const char *a[] = {"rank 1, action 4 (1B0), pass 1: the worker thread ended without reporting", NULL};
+    const char *a[] = {"rank 1, action 4 (1B0), pass 1: the worker thread ended in the middle of its list without reporting", NULL};
     lib_case("1f1b", 2, (exec_fault){EXEC_FAULT_EXIT, 1, 3, 1}, 30, PL_EINTERNAL, a);
     const char *b[] = {"rank 0, action 1 (0F0), pass 0: the worker thread ended", NULL};
     lib_case("gpipe", 4, (exec_fault){EXEC_FAULT_EXIT, 0, 0, 0}, 30, PL_EINTERNAL, b);
