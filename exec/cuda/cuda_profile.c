@@ -179,7 +179,9 @@ static void prof_free(prof *q) {
     if (q->g.h) cublasDestroy(q->g.h);
     if (q->st) cudaStreamDestroy(q->st);
     if (q->mem) cudaFree(q->mem);
+    int green = q->green.gctx != NULL;
     cx_green_destroy(&q->green);
+    if (green) (void)cudaSetDevice(0); /* the thread's current context was the green one: back to the primary */
     memset(q, 0, sizeof *q);
 }
 
