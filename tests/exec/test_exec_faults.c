@@ -268,8 +268,37 @@ static exec_config cfg_with(exec_fault f, double timeout_s) {
     return c;
 }
 
-/* Runs kind on p ranks with fault f and checks: the code, the message holds each of says, and
- * the run stopped within the bound (well within timeout_s where the detection is exact). */
+/* Returns the number of threads of this process (/proc/self/status), -1 when unknown. */
+static int threads_now(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    int n = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "Threads:", 8) == 0) n = atoi(line + 8);
+    fclose(f);
+    return n;
+}
+
+/* Returns the threads of this process once a run has initialized everything it keeps (the BLAS):
+ * what a run, failed or not, must leave behind. */
+static int threads_at_rest(void) {
+    static int n = -2;
+    if (n == -2) {
+        sched *s = lowered("gpipe", 2, 2);
+        exec_config c = cfg_with((exec_fault){EXEC_FAULT_NONE, 0, 0, 0}, 30);
+        exec_result r;
+        pl_err e;
+        if (s && exec_run(s, &c, &r, &e) == PL_OK) exec_result_free(&r);
+        sched_free(s);
+        n = threads_now();
+    }
+    return n;
+}
+
+/* Runs kind on p ranks with fault f and checks: the code, the message holds each of says, the
+ * run stopped within the bound (well within timeout_s where the detection is exact), and no
+ * thread of it is left. */
 static void lib_case(const char *kind, int p, exec_fault f, double timeout_s, int code, const char *const *says) {
     sched *s = lowered(kind, p, 2 * p);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
@@ -277,13 +306,17 @@ static void lib_case(const char *kind, int p, exec_fault f, double timeout_s, in
     exec_result r;
     pl_err e;
     pl_err_clear(&e);
+    int rest = threads_at_rest();
     double t0 = pl_now_s();
     int rc = exec_run(s, &c, &r, &e);
     double dt = pl_now_s() - t0;
+    int left = threads_now();
+    CU_ASSERT(rest > 0 && left == rest);
     int ok = rc == code && dt < FAULT_BOUND_S && dt < timeout_s;
     for (int i = 0; says[i]; i++) ok &= strstr(e.msg, says[i]) != NULL;
     if (!ok || getenv("PIPELAB_TEST_VERBOSE"))
-        fprintf(stderr, "%s p=%d fault %s: code %d after %.3f s: %s\n", kind, p, exec_fault_name(f.kind), rc, dt, e.msg);
+        fprintf(stderr, "%s p=%d fault %s: code %d after %.3f s, threads %d (at rest %d): %s\n", kind, p,
+                exec_fault_name(f.kind), rc, dt, left, rest, e.msg);
     CU_ASSERT(ok);
     if (rc == PL_OK) exec_result_free(&r);
     sched_free(s);
