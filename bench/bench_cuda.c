@@ -11,7 +11,7 @@
  *      and the GEMM rate the run achieved (its GEMM FLOPs over the time inside its GEMMs, events)
  *      against the peak.
  * A table comes last. Usage: bench_cuda [WIDTH [ROWS [MICROBATCHES [LAYERS [PRECISION]]]]]
- * (default 2048 128 8 8 bf16). Exits 77 without a usable GPU. */
+ * (default 2048 256 8 4 bf16). Exits 77 without a usable GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,8 +134,8 @@ typedef struct row {
 } row;
 
 int main(int argc, char **argv) {
-    int h = argc > 1 ? atoi(argv[1]) : 2048, b = argc > 2 ? atoi(argv[2]) : 128, m = argc > 3 ? atoi(argv[3]) : 8;
-    int L = argc > 4 ? atoi(argv[4]) : 8;
+    int h = argc > 1 ? atoi(argv[1]) : 2048, b = argc > 2 ? atoi(argv[2]) : 256, m = argc > 3 ? atoi(argv[3]) : 8;
+    int L = argc > 4 ? atoi(argv[4]) : 4;
     exec_precision prec = EXEC_PREC_BF16;
     if (argc > 5 && exec_precision_parse(argv[5], &prec)) {
         fprintf(stderr, "bench_cuda: precision must be fp32, tf32 or bf16\n");

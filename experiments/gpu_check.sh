@@ -74,13 +74,28 @@ if [ -z "$CMAKE" ]; then
 fi
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
+# cuBLAS: the toolkit's, else the one a Python wheel brought (headers and a versioned library)
+EXTRA=()
+CUDA_ROOT=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
+if [ ! -e "$CUDA_ROOT/include/cublas_v2.h" ]; then
+    H=$(find /usr/local /opt /usr/lib -name cublas_v2.h 2>/dev/null | head -1)
+    LIBF=$( [ -n "$H" ] && find "$(dirname "$(dirname "$H")")" -name 'libcublas.so*' 2>/dev/null | sort | head -1)
+    LTF=$( [ -n "$H" ] && find "$(dirname "$(dirname "$H")")" -name 'libcublasLt.so*' 2>/dev/null | sort | head -1)
+    log "no cublas_v2.h in $CUDA_ROOT: using ${H:-none}, ${LIBF:-none}"
+    if [ -n "$H" ] && [ -n "$LIBF" ]; then
+        CPATH=$(dirname "$H"):$CPATH
+        LD_LIBRARY_PATH=$(dirname "$LIBF"):$LD_LIBRARY_PATH
+        EXTRA=(-DCUDA_cublas_LIBRARY="$LIBF")
+        [ -n "$LTF" ] && EXTRA+=(-DCUDA_cublasLt_LIBRARY="$LTF")
+    fi
+fi
 log "prefix $PREFIX ($(ls .debs/*.deb | wc -l) packages), cmake ${CMAKE:-none}, nvcc $(command -v nvcc || echo none), pkg-config $PKGCONF"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv 2>&1 | head -3
 [ -n "$CMAKE" ] || { echo "gpu_check.sh: no cmake on this machine" >&2; exit 1; }
 
 # ---- 2. build (the CUDA tests, the benchmark and the program only)
 step configure 90 "$CMAKE" -S . -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DPIPELAB_CUDA=ON -DPIPELAB_MPI=OFF \
-    -DCMAKE_CUDA_ARCHITECTURES="90-real;90-virtual" -DPKG_CONFIG_EXECUTABLE="$PKGCONF" || exit 1
+    -DCMAKE_CUDA_ARCHITECTURES="90-real;90-virtual" -DPKG_CONFIG_EXECUTABLE="$PKGCONF" "${EXTRA[@]}" || exit 1
 step build 200 "$CMAKE" --build "$BUILD" -j "$(nproc)" --target test_exec_cuda bench_cuda pipelab || exit 1
 
 # ---- 3. the CUDA tests (verbose: every error against its bound)
@@ -97,5 +112,5 @@ step run 90 "$P" run --backend cuda --precision bf16 --kind zb-h1 --ranks 4 --mi
 step compare 30 "$P" compare --db "$DB" --tag gpu_check
 
 # ---- 5. the benchmark (its table is printed again at the very end)
-step bench 180 "$BUILD/bench/bench_cuda" 2048 128 8 8 bf16
+step bench 180 "$BUILD/bench/bench_cuda" 2048 256 8 4 bf16
 exit 0

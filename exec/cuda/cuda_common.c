@@ -170,12 +170,15 @@ static struct {
     pfn_device_get device_get;
 } drv;
 
-/* Fetches one driver entry point at CUDA 12.4's ABI; returns 0 or -1 (drv.why filled). */
+/* Fetches one driver entry point in the ABI of the cuda.h this file was compiled with (its types
+ * are the ones used here); returns 0 or -1 (drv.why filled). */
 static int fetch(const char *sym, void **fn) {
     enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    cudaError_t st = cudaGetDriverEntryPointByVersion(sym, fn, 12040, cudaEnableDefault, &q);
+    cudaError_t st = cudaGetDriverEntryPointByVersion(sym, fn, CUDA_VERSION, cudaEnableDefault, &q);
     if (st != cudaSuccess || q != cudaDriverEntryPointSuccess || !*fn) {
-        snprintf(drv.why, sizeof drv.why, "the CUDA driver has no %s (green contexts need a driver of CUDA 12.4 or newer)", sym);
+        (void)cudaGetLastError();
+        snprintf(drv.why, sizeof drv.why, "the CUDA driver has no %s of CUDA %d.%d (green contexts need a driver at least as "
+                 "new as the CUDA pipelab was built with, and 12.4 or newer)", sym, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
         return -1;
     }
     return 0;

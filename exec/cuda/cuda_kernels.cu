@@ -115,8 +115,7 @@ __global__ static void k_sgd(const float *w, float *o, float *grad, float *mom, 
         o[i] = v;
         grad[i] = 0.0f;
         if (obf) {
-            __nv_bfloat16 b = __float2bfloat16_rn(v);
-            obf[i] = *reinterpret_cast<uint16_t *>(&b);
+            obf[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
         }
     }
 }
@@ -124,8 +123,7 @@ __global__ static void k_sgd(const float *w, float *o, float *grad, float *mom, 
 /* dst [n] = bf16(src), round to nearest even. */
 __global__ static void k_to_bf16(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        __nv_bfloat16 b = __float2bfloat16_rn(src[i]);
-        dst[i] = *reinterpret_cast<uint16_t *>(&b);
+        dst[i] = __bfloat16_as_ushort(__float2bfloat16_rn(src[i]));
     }
 }
 
