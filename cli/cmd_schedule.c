@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "pl_sched.h"
+#include "sim.h"
 
 static const char help_text[] =
     "usage: pipelab schedule (--kind K --ranks P --microbatches M | --from FILE) [options]\n"
@@ -35,6 +36,8 @@ static const char help_text[] =
     "  --color auto|always|never   colour the timeline (auto: when stdout is a terminal)\n"
     "  --format table|csv|json     statistics format (default table)\n"
     "  --unit-f N --unit-b N --unit-i N --unit-w N   step costs in the dry run (default 1)\n"
+    "  --max-memory SIZE     memory pipelab may use (8e9, 16GiB; default: the physical memory or\n"
+    "                        ulimit -v, or $PIPELAB_MAX_MEMORY); larger schedules are refused up front\n"
     "\n"
     "exit status: 0 ok, 1 bad input (message names the file, line and reason), 2 bad usage\n";
 
@@ -47,7 +50,7 @@ typedef struct opts {
 } opts;
 
 enum { O_KIND = 1000, O_RANKS, O_MB, O_CHUNKS, O_ITERS, O_RECOMP, O_FROM, O_LEGACY, O_LOWERED,
-       O_CHECK, O_TO, O_FLAVOUR, O_NOTL, O_COLOR, O_FORMAT, O_UF, O_UB, O_UI, O_UW, O_HELP };
+       O_CHECK, O_TO, O_FLAVOUR, O_NOTL, O_COLOR, O_FORMAT, O_UF, O_UB, O_UI, O_UW, O_HELP, O_MAXMEM };
 
 static const struct option long_opts[] = {
     {"kind", required_argument, 0, O_KIND},
@@ -72,6 +75,7 @@ static const struct option long_opts[] = {
     {"unit-i", required_argument, 0, O_UI},
     {"unit-w", required_argument, 0, O_UW},
     {"help", no_argument, 0, O_HELP},
+    {"max-memory", required_argument, 0, O_MAXMEM},
     {0, 0, 0, 0},
 };
 
@@ -112,6 +116,13 @@ static int parse(int argc, char **argv, opts *o) {
         case O_UI: if (cli_int_arg("schedule", "--unit-i", optarg, 0, 1000, &o->costs.i)) return CLI_EUSAGE; break;
         case O_UW: if (cli_int_arg("schedule", "--unit-w", optarg, 0, 1000, &o->costs.w)) return CLI_EUSAGE; break;
         case O_HELP: fputs(help_text, stdout); return CLI_OK;
+        case O_MAXMEM: {
+            uint64_t v = 0;
+            if (sched_parse_bytes(optarg, &v) != 0 || v == 0)
+                return cli_usage_error("schedule", "--max-memory needs a size in bytes such as 8e9 or 16GiB (got '%s')", optarg);
+            sched_set_memory_limit(v);
+            break;
+        }
         default:
             return cli_usage_error("schedule", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -159,6 +170,10 @@ int cli_schedule(int argc, char **argv) {
     if (rc >= 0) return rc;
     pl_err e;
     pl_err_clear(&e);
+    sched_shape sh;
+    /* the memory of the whole command, before the schedule is generated */
+    if (o.kind && (sched_gen_shape(o.kind, &o.g, &sh, &e) != PL_OK || sim_check_memory(o.kind, &sh, SIM_MEM_SCHEDULE, &e) != PL_OK))
+        return cli_fail(&e);
     sched *s = o.from ? sched_load(o.from, o.legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, &e)
                       : sched_generate(o.kind, &o.g, &e);
     if (!s) return cli_fail(&e);

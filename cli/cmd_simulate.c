@@ -87,6 +87,8 @@ static const char help_text[] =
     "  --tag NAME            label stored with the run\n"
     "  --db PATH             results database (default results/out/pipelab.db)\n"
     "  --no-db               do not store the run\n"
+    "  --max-memory SIZE     memory pipelab may use (8e9, 16GiB; default: the physical memory or\n"
+    "                        ulimit -v, or $PIPELAB_MAX_MEMORY); larger runs are refused up front\n"
     "\n"
     "exit status: 0 ok, 1 bad input or OOM with --fail-on-oom, 2 bad usage\n";
 
@@ -94,7 +96,7 @@ enum { O_KIND = 1000, O_RANKS, O_MB, O_CHUNKS, O_ITERS, O_RECOMP, O_FROM, O_LEGA
        O_TSTEP, O_STAGECOSTS, O_TCOMM, O_BYTES, O_BW, O_LAT, O_IBW, O_ILAT, O_RPN, O_SHARED, O_BLOCK,
        O_REPL, O_REPLS, O_ARINTER, O_STASH, O_WFRAC, O_PARAM, O_DTYPE, O_OPT, O_CAP, O_FAILOOM, O_MBS,
        O_CV, O_SEED, O_REPEAT, O_TRACE, O_TRACEJSON, O_FORMAT, O_TAG, O_DB, O_NODB, O_HELP, O_MODEL, O_HW,
-       O_SET, O_PARTITION, O_SPLIT, O_BALANCE, O_PREC };
+       O_SET, O_PARTITION, O_SPLIT, O_BALANCE, O_PREC, O_MAXMEM };
 
 static const struct option long_opts[] = {
     {"kind", required_argument, 0, O_KIND}, {"ranks", required_argument, 0, O_RANKS},
@@ -122,7 +124,7 @@ static const struct option long_opts[] = {
     {"model", required_argument, 0, O_MODEL}, {"hardware", required_argument, 0, O_HW},
     {"set", required_argument, 0, O_SET}, {"partition", required_argument, 0, O_PARTITION},
     {"split", required_argument, 0, O_SPLIT}, {"balance", no_argument, 0, O_BALANCE},
-    {"precision", required_argument, 0, O_PREC}, {0, 0, 0, 0},
+    {"precision", required_argument, 0, O_PREC}, {"max-memory", required_argument, 0, O_MAXMEM}, {0, 0, 0, 0},
 };
 
 #define MAX_REPL_FLAGS 256
@@ -293,6 +295,13 @@ static int parse(int argc, char **argv, opts *o) {
         case O_TAG: o->tag = optarg; break;
         case O_DB: o->db = optarg; break;
         case O_NODB: o->no_db = 1; break;
+        case O_MAXMEM: {
+            uint64_t v = 0;
+            if (sched_parse_bytes(optarg, &v) != 0 || v == 0)
+                return cli_usage_error("simulate", "--max-memory needs a size in bytes such as 8e9 or 16GiB (got '%s')", optarg);
+            sched_set_memory_limit(v);
+            break;
+        }
         case O_HELP: fputs(help_text, stdout); return CLI_OK;
         case O_MODEL: o->model = optarg; break;
         case O_HW: o->hardware = optarg; break;
@@ -563,9 +572,22 @@ out:
 
 /* Loads or generates, validates and lowers the schedule; NULL and e on error. */
 static sched *get_schedule(const opts *o, pl_err *e) {
+    int mode = o->trace || o->trace_json ? SIM_MEM_TRACE : SIM_MEM_SIMULATE;
+    sched_shape sh;
+    /* the memory of the whole run, before the schedule is generated */
+    if (!o->from && (sched_gen_shape(o->kind, &o->g, &sh, e) != PL_OK || sim_check_memory(o->kind, &sh, mode, e) != PL_OK))
+        return NULL;
     sched *s = o->from ? sched_load(o->from, o->legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, e)
                        : sched_generate(o->kind, &o->g, e);
     if (!s) return NULL;
+    if (o->from) { /* a loaded schedule: its actions, counted as compute actions (an upper bound) */
+        sh = (sched_shape){s->ranks, s->stages, (int64_t)s->microbatches * (s->iterations > 0 ? s->iterations : 1),
+                           (int64_t)sched_total_actions(s)};
+        if (sim_check_memory(o->from, &sh, mode, e) != PL_OK) {
+            sched_free(s);
+            return NULL;
+        }
+    }
     if (sched_validate(s, e) != PL_OK) {
         sched_free(s);
         return NULL;

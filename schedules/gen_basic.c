@@ -1,8 +1,9 @@
 /* gen_basic.c: generators for gpipe, 1f1b, pipedream, 2bw, interleaved 1F1B and looped BFS. */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
-#include "pl_sched.h"
+#include "sched_int.h"
 
 /* Checked, defaulted parameters shared by every generator in this file. */
 typedef struct gen_params {
@@ -62,7 +63,36 @@ static int gen_check(const char *name, const sched_gen_opts *o, int has_chunks, 
                        "limit of %zu",
                        name, (long long)stages, (long long)mbs, (long long)acts,
                        (size_t)SCHED_MAX_ACTIONS);
-    return PL_OK;
+    char what[160];
+    snprintf(what, sizeof what, "%s: %lld stages x %lld microbatches (%lld actions)", name, (long long)stages,
+             (long long)mbs, (long long)acts);
+    return sched_memory_check(sched_gen_bytes((uint64_t)acts), what, e);
+}
+
+/* The generators of this file with their gen_check arguments (has_chunks, default chunks,
+ * default iterations). */
+static const struct {
+    const char *name;
+    int has_chunks, def_chunks, def_iters;
+} basic_kinds[] = {
+    {"gpipe", 0, 1, 1}, {"1f1b", 0, 1, 1}, {"pipedream", 0, 1, 4}, {"2bw", 0, 1, 4},
+    {"interleaved", 1, 2, 1}, {"looped-bfs", 1, 2, 1},
+};
+
+int sched_basic_shape(const char *name, const sched_gen_opts *o, sched_shape *out, pl_err *e) {
+    for (size_t k = 0; k < sizeof basic_kinds / sizeof basic_kinds[0]; k++) {
+        if (strcmp(name, basic_kinds[k].name) != 0) continue;
+        gen_params g;
+        int rc = gen_check(name, o, basic_kinds[k].has_chunks, basic_kinds[k].def_chunks, basic_kinds[k].def_iters,
+                           &g, e);
+        if (rc != PL_OK) return rc;
+        out->ranks = g.p;
+        out->stages = g.p * g.v;
+        out->microbatches = (int64_t)g.m * g.iters;
+        out->compute_actions = 2 * (int64_t)out->stages * out->microbatches;
+        return PL_OK;
+    }
+    return -1;
 }
 
 /* Allocates the empty schedule for checked parameters g (loop placement, p*v stages) and sets

@@ -2,8 +2,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "pl_sched.h"
+#include "sched_int.h"
 
 /* Checked, defaulted parameters of one generator call. */
 typedef struct zb_params {
@@ -66,7 +67,10 @@ static int zb_check(const char *name, const sched_gen_opts *o, int v, int min_m,
                        "limit of %zu",
                        name, (long long)stages, (long long)mbs, (long long)acts,
                        (size_t)SCHED_MAX_ACTIONS);
-    return PL_OK;
+    char what[160];
+    snprintf(what, sizeof what, "%s: %lld stages x %lld microbatches (%lld actions)", name, (long long)stages,
+             (long long)mbs, (long long)acts);
+    return sched_memory_check(sched_gen_bytes((uint64_t)acts), what, e);
 }
 
 /* Allocates the empty flush schedule for checked parameters g: loop placement with p stages
@@ -353,16 +357,35 @@ sched *sched_gen_zbv(const sched_gen_opts *o, pl_err *e) {
     return zb_build("zbv", &g, o->recompute, zbv_rank, e);
 }
 
+/* Checks o for DualPipeV (m >= 2p, see sched_gen_dualpipev); returns PL_OK or PL_EINPUT. */
+static int dualpipev_check(const sched_gen_opts *o, zb_params *g, pl_err *e) {
+    int min_m = o && o->ranks >= 1 && o->ranks <= SCHED_MAX_RANKS ? 2 * o->ranks : 1;
+    return zb_check("dualpipev", o, 2, min_m,
+                    "DualPipeV needs at least as many microbatches as stages (2 x ranks) to fill "
+                    "its warm-up",
+                    g, e);
+}
+
 /* Returns the DualPipeV schedule (see dualpipev_rank), or NULL with e filled. Refuses
  * m < 2p, as PyTorch does: the steady phase of the first rank needs as many microbatches as
  * there are stages. */
 sched *sched_gen_dualpipev(const sched_gen_opts *o, pl_err *e) {
     zb_params g;
-    int min_m = o && o->ranks >= 1 && o->ranks <= SCHED_MAX_RANKS ? 2 * o->ranks : 1;
-    if (zb_check("dualpipev", o, 2, min_m,
-                 "DualPipeV needs at least as many microbatches as stages (2 x ranks) to fill "
-                 "its warm-up",
-                 &g, e) != PL_OK)
-        return NULL;
+    if (dualpipev_check(o, &g, e) != PL_OK) return NULL;
     return zb_build("dualpipev", &g, o->recompute, dualpipev_rank, e);
+}
+
+int sched_zb_shape(const char *name, const sched_gen_opts *o, sched_shape *out, pl_err *e) {
+    zb_params g;
+    int rc;
+    if (strcmp(name, "zb-h1") == 0 || strcmp(name, "zb-h2") == 0) rc = zb_check(name, o, 1, 1, "", &g, e);
+    else if (strcmp(name, "zbv") == 0) rc = zb_check(name, o, 2, 1, "", &g, e);
+    else if (strcmp(name, "dualpipev") == 0) rc = dualpipev_check(o, &g, e);
+    else return -1;
+    if (rc != PL_OK) return rc;
+    out->ranks = g.p;
+    out->stages = g.p * g.v;
+    out->microbatches = (int64_t)g.m * g.iters;
+    out->compute_actions = 3 * (int64_t)out->stages * out->microbatches; /* F, I, W (an upper bound for DualPipeV) */
+    return PL_OK;
 }

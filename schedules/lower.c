@@ -7,6 +7,7 @@
  * waits the times strictly decrease, so with non-blocking (buffered) sends no cycle can form. */
 #include "sched_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -203,6 +204,15 @@ sched *sched_lower(const sched *s, pl_err *e) {
         if (!c) pl_errf(e, PL_ENOMEM, "out of memory");
         return c;
     }
+    /* memory, before anything is allocated: per compute action its dry-run slot (16 bytes), up
+     * to four lowered actions (20 bytes each: itself, a send, a receive, an update) and two
+     * queued receives (24 bytes each) */
+    uint64_t n = sched_total_actions(s), need = 0;
+    char what[160];
+    snprintf(what, sizeof what, "lowering %s (%d ranks, %d stages, %d microbatches, %llu actions)", s->kind, s->ranks,
+             s->stages, s->microbatches, (unsigned long long)n);
+    if (__builtin_mul_overflow(n, (uint64_t)(16 + 4 * sizeof(sched_action) + 2 * 24), &need)) need = UINT64_MAX;
+    if (sched_memory_check(need, what, e) != PL_OK) return NULL;
     /* validation's dry run gives the unit-time slots that order the receives */
     sched_dryrun_result dr;
     if (sched_validate_core(s, &dr, e) != PL_OK) return NULL;

@@ -116,6 +116,21 @@ int sched_set_source(sched *s, const char *path, const int *rank_lines);
 #define SCHED_MAX_MICROBATCHES (1 << 24)
 #define SCHED_MAX_ACTIONS ((size_t)1 << 31)
 
+/* Memory budget (limits.c). Work whose size grows with the schedule (generating, lowering,
+ * simulating) estimates its bytes before allocating and is refused when they exceed the limit:
+ * sched_set_memory_limit's value when not 0, else $PIPELAB_MAX_MEMORY (bytes; 8e9, 16GiB, 512M),
+ * else the smaller of the physical memory and the address-space / data-segment limits. */
+void sched_set_memory_limit(uint64_t bytes);
+/* Returns the limit in bytes; *source (may be NULL) names where it comes from. */
+uint64_t sched_memory_limit(const char **source);
+/* Parses a size ("8e9", "16GiB", "512M", binary units); returns 0 and *out, or -1. */
+int sched_parse_bytes(const char *text, uint64_t *out);
+/* Returns PL_OK when bytes fit the limit, else PL_EINPUT: "WHAT needs about N GiB (B bytes), more
+ * than the L GiB available (source); ...". */
+int sched_memory_check(uint64_t bytes, const char *what, pl_err *e);
+/* Bytes a generator allocates for n actions (the action lists, with their growth slack). */
+#define sched_gen_bytes(n) ((uint64_t)(n) * (uint64_t)sizeof(sched_action) * 3 / 2 + ((uint64_t)1 << 20))
+
 /* Allocates an empty schedule with the given shape and placement (stage_rank filled for
  * LOOP and V; for EXPLICIT pass stage_rank, copied). Returns NULL and fills e on error. */
 sched *sched_new(int ranks, int stages, int microbatches, sched_placement pl,
@@ -148,6 +163,18 @@ typedef struct sched_gen_opts {
     int iterations;   /* 0 = default (1 for flush schedules, 4 for pipedream and 2bw) */
     sched_recompute recompute;
 } sched_gen_opts;
+
+/* The size of what a generator would produce, computed with the generator's own checks and
+ * defaults but without generating: ranks, stages, microbatches x iterations, and an upper bound
+ * of its compute actions (2 per stage and microbatch, 3 for split-backward kinds). */
+typedef struct sched_shape {
+    int ranks, stages;
+    int64_t microbatches;
+    int64_t compute_actions;
+} sched_shape;
+/* Returns PL_OK and *out, or the error the generator would give (unknown kind, bad sizes, over
+ * the memory budget for the generator's own lists). */
+int sched_gen_shape(const char *name, const sched_gen_opts *o, sched_shape *out, pl_err *e);
 
 typedef struct sched_generator {
     const char *name;    /* "gpipe", "1f1b", ... */

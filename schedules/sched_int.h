@@ -16,4 +16,9 @@ int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e);
 /* Formats "path:line: rank R, action K (text): " context for messages about an action. */
 void sched_where(const sched *s, int rank, size_t pos, char *buf, size_t n);
 
+/* Shapes of the generators of gen_basic.c and gen_zb.c (the same checks and defaults as the
+ * generators): PL_OK and *out, an error code, or -1 when name is not one of that file's. */
+int sched_basic_shape(const char *name, const sched_gen_opts *o, sched_shape *out, pl_err *e);
+int sched_zb_shape(const char *name, const sched_gen_opts *o, sched_shape *out, pl_err *e);
+
 #endif

@@ -149,9 +149,19 @@ typedef struct sim_result {
     sim_slot **trace;         /* [ranks][actions of the rank] when record_trace, else NULL */
 } sim_result;
 
+/* Memory budget of a whole `pipelab simulate` (or `pipelab schedule`) run, checked before the
+ * schedule is generated: sh from sched_gen_shape (or the counts of a loaded schedule), bytes
+ * per compute action measured on every generator (sim_engine.c), against sched_memory_limit.
+ * Returns PL_OK, or PL_EINPUT: "simulating 1f1b (4 ranks, 4 stages, 16000000 microbatches:
+ * 128000000 compute actions) needs about 30.5 GiB (...), more than the 22.0 GiB available
+ * (physical memory); ...". Arithmetic is overflow-checked. */
+enum { SIM_MEM_SIMULATE = 0, SIM_MEM_TRACE = 1, SIM_MEM_SCHEDULE = 2 };
+int sim_check_memory(const char *kind, const sched_shape *sh, int mode, pl_err *e);
+
 /* Simulates a LOWERED schedule (sched_lower's output). Returns PL_OK and fills r (free with
  * sim_result_free), or PL_EINPUT (not lowered, negative cost, a deadlock naming the stuck
- * ranks), or PL_ENOMEM. Deterministic: the same inputs give the same result and trace. */
+ * ranks, tables larger than the memory budget of sched_memory_limit, checked before they are
+ * allocated), or PL_ENOMEM. Deterministic: the same inputs give the same result and trace. */
 int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e);
 void sim_result_free(sim_result *r);
 

@@ -23,20 +23,25 @@ void sim_basic_free(sim_basic *b) {
 
 int sim_basic_check(const sim_basic *b, pl_err *e) {
     struct { const char *name; double v; } t[] = {
-        {"tf", b->tf_s}, {"tstep", b->tstep_s}, {"latency", b->latency_s}, {"inter-latency", b->inter_latency_s},
+        {"--tf", b->tf_s}, {"--tstep", b->tstep_s}, {"--latency", b->latency_s}, {"--inter-latency", b->inter_latency_s},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (!(t[i].v >= 0) || !isfinite(t[i].v)) return pl_errf(e, PL_EINPUT, "%s must be a finite time >= 0 (got %g)", t[i].name, t[i].v);
-    struct { const char *name; double v; } o[] = {{"tb", b->tb_s}, {"ti", b->ti_s}, {"tw", b->tw_s}, {"tcomm", b->tcomm_s}};
+    struct { const char *name; double v; } o[] = {{"--tb", b->tb_s}, {"--ti", b->ti_s}, {"--tw", b->tw_s}, {"--tcomm", b->tcomm_s}};
     for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
         if (!isfinite(o[i].v) || (o[i].v < 0 && o[i].v != -1))
             return pl_errf(e, PL_EINPUT, "%s must be a finite time >= 0 (got %g)", o[i].name, o[i].v);
     if (b->bytes < 0 || b->stash_bytes < 0 || b->param_bytes < 0)
-        return pl_errf(e, PL_EINPUT, "sizes in bytes must be >= 0");
+        return pl_errf(e, PL_EINPUT, "sizes in bytes (--bytes, --stash-bytes, --param-bytes) must be >= 0");
     if (!(b->w_stash_fraction >= 0 && b->w_stash_fraction <= 1))
         return pl_errf(e, PL_EINPUT, "the W stash fraction must be in [0, 1] (got %g)", b->w_stash_fraction);
-    if (!(b->bandwidth_Bps > 0) || !(b->inter_bandwidth_Bps > 0))
-        return pl_errf(e, PL_EINPUT, "bandwidths must be > 0");
+    if (!(b->bandwidth_Bps > 0) || !(b->inter_bandwidth_Bps > 0) || !isfinite(b->bandwidth_Bps) ||
+        !isfinite(b->inter_bandwidth_Bps))
+        return pl_errf(e, PL_EINPUT,
+                       "%s must be a finite number of bytes per second > 0 (got %g): a link of bandwidth 0 never "
+                       "delivers; for free transfers leave it out or give --tcomm 0",
+                       !(b->bandwidth_Bps > 0) || !isfinite(b->bandwidth_Bps) ? "--bandwidth" : "--inter-bandwidth",
+                       !(b->bandwidth_Bps > 0) || !isfinite(b->bandwidth_Bps) ? b->bandwidth_Bps : b->inter_bandwidth_Bps);
     if (b->ranks_per_node < 0) return pl_errf(e, PL_EINPUT, "ranks per node must be >= 0");
     return PL_OK;
 }

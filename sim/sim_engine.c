@@ -130,6 +130,7 @@ typedef struct eng {
     size_t fstream_bytes;
     int fstream_mapped;       /* 1 when it came from mmap */
     size_t flow_events;       /* events the heap engine would have processed */
+    int mem_overflow;         /* 1: some rank's memory passed INT64_MAX bytes (saturated there) */
 } eng;
 
 /* Returns the ordering key of an event at time t (>= 0) inserted as number seq: the bits of a
@@ -252,6 +253,25 @@ static inline int versions_of(const eng *g, int inflight) {
 }
 
 /* Changes a stage's stash count by d on rank k and adjusts weight-version memory. */
+/* Adds d bytes to rank k's memory, saturating at INT64_MAX and noting the overflow (reported
+ * as an error after the run: no real device holds 8 EiB, so such sizes are input mistakes). */
+static inline void mem_add(eng *g, rank_state *k, int64_t d) {
+    if (__builtin_add_overflow(k->mem, d, &k->mem)) {
+        k->mem = INT64_MAX;
+        g->mem_overflow = 1;
+    }
+}
+
+/* Returns a * b, or INT64_MAX (noting the overflow) when it does not fit. */
+static inline int64_t mem_mul(eng *g, int64_t a, int64_t b) {
+    int64_t x;
+    if (__builtin_mul_overflow(a, b, &x)) {
+        g->mem_overflow = 1;
+        return INT64_MAX;
+    }
+    return x;
+}
+
 static void stash_change(eng *g, rank_state *k, int stage, int d) {
     int old = g->st[stage].inflight;
     int nw = old + d;
@@ -260,7 +280,7 @@ static void stash_change(eng *g, rank_state *k, int stage, int d) {
     int dv = versions_of(g, nw) - versions_of(g, old);
     if (dv) {
         k->versions += dv;
-        k->mem += (int64_t)dv * g->st[stage].param_b;
+        mem_add(g, k, mem_mul(g, dv, g->st[stage].param_b));
     }
 }
 
@@ -277,21 +297,21 @@ static void mem_start(eng *g, rank_state *k, int kind, int stage) {
     int rec = g->s->recompute == SCHED_RECOMPUTE_FULL;
     if (kind == SCHED_F) {
         stash_change(g, k, stage, +1);
-        k->mem += rec ? g->st[stage].input_b : g->st[stage].stash_b;
+        mem_add(g, k, rec ? g->st[stage].input_b : g->st[stage].stash_b);
     } else if ((kind == SCHED_B || kind == SCHED_I) && rec) {
-        k->mem += g->st[stage].stash_b - g->st[stage].input_b;
+        mem_add(g, k, g->st[stage].stash_b - g->st[stage].input_b);
     }
 }
 
 /* Memory effects at the end of a compute half. */
 static void mem_end(eng *g, rank_state *k, int kind, int stage) {
     if (kind == SCHED_B) {
-        k->mem -= g->st[stage].stash_b;
+        mem_add(g, k, -g->st[stage].stash_b);
         stash_change(g, k, stage, -1);
     } else if (kind == SCHED_I) {
-        k->mem -= g->st[stage].stash_b - g->st[stage].wstash_b;
+        mem_add(g, k, -(g->st[stage].stash_b - g->st[stage].wstash_b));
     } else if (kind == SCHED_W) {
-        k->mem -= g->st[stage].wstash_b;
+        mem_add(g, k, -g->st[stage].wstash_b);
         stash_change(g, k, stage, -1);
     }
 }
@@ -933,10 +953,25 @@ static int setup_stages(eng *g, pl_err *e) {
         if (!(g->st[q].reduce_s >= 0)) return pl_errf(e, PL_EINPUT, "stage %d: negative all-reduce time", q);
         rank_state *k = &g->rk[s->stage_rank[q]];
         double params = cfg->dtype_bytes > 0 ? (double)g->st[q].param_b / cfg->dtype_bytes : 0;
-        int64_t stat = g->st[q].param_b /* gradients */ + (int64_t)(params * cfg->optimizer_bytes_per_param);
+        double opt_b = params * cfg->optimizer_bytes_per_param;
+        if (!(opt_b < 0x1p62))
+            return pl_errf(e, PL_EINPUT,
+                           "stage %d: the optimizer state (%.6g parameters x %g bytes = %.6g bytes) is too large "
+                           "to count in 64 bits; check the parameter, dtype and optimizer sizes",
+                           q, params, cfg->optimizer_bytes_per_param, opt_b);
+        int64_t stat = mem_mul(g, 1, g->st[q].param_b) /* gradients */;
+        int64_t one_version = g->st[q].param_b;
         int v = versions_of(g, 0);
-        g->rk[s->stage_rank[q]].st.static_bytes += stat + g->st[q].param_b;
-        k->mem += stat + (int64_t)v * g->st[q].param_b;
+        rank_state *sk = &g->rk[s->stage_rank[q]];
+        if (__builtin_add_overflow(stat, (int64_t)opt_b, &stat) ||
+            __builtin_add_overflow(sk->st.static_bytes, stat, &sk->st.static_bytes) ||
+            __builtin_add_overflow(sk->st.static_bytes, one_version, &sk->st.static_bytes))
+            return pl_errf(e, PL_EINPUT,
+                           "rank %d: its static memory (parameters %lld bytes per stage, gradients, optimizer "
+                           "state) is too large to count in 64 bits",
+                           s->stage_rank[q], (long long)g->st[q].param_b);
+        mem_add(g, k, stat);
+        mem_add(g, k, mem_mul(g, v, one_version));
         k->versions += v;
     }
     return PL_OK;
@@ -1033,6 +1068,52 @@ static void finish_metrics(eng *g) {
     r->throughput = r->iteration_time_s > 0 ? (double)s->microbatches * mbs / r->iteration_time_s : 0;
 }
 
+/* Returns PL_OK when the engine's tables for s fit the memory budget, else PL_EINPUT with the
+ * bytes needed: per action the flow engine's stream entry (and a trace slot), per (stage,
+ * microbatch) a cell, per rank and stage their state, plus the event heap (at most one event
+ * per action in flight per rank, counted as one per rank and stage). mbs = microbatches over
+ * all iterations. Overflow-checked: a product that does not fit 64 bits is refused as well. */
+static int sim_state_check(const sched *s, int64_t mbs, int trace, pl_err *e) {
+    uint64_t acts = sched_total_actions(s), per_act = sizeof(flow_act) + (trace ? sizeof(sim_slot) : 0);
+    uint64_t cells = 0, a = 0, c = 0, total = 0;
+    uint64_t fixed = (uint64_t)s->ranks * (sizeof(sim_rank_stats) + sizeof(rank_state) + 64) +
+                     (uint64_t)s->stages * (sizeof(stage_state) + 64);
+    int over = __builtin_mul_overflow((uint64_t)s->stages, (uint64_t)(mbs > 0 ? mbs : 0), &cells) ||
+               __builtin_mul_overflow(cells, (uint64_t)sizeof(cell), &c) ||
+               __builtin_mul_overflow(acts, per_act, &a) || __builtin_add_overflow(a, c, &total) ||
+               __builtin_add_overflow(total, fixed, &total);
+    char what[192];
+    snprintf(what, sizeof what, "simulating %s (%d ranks, %d stages, %lld microbatches, %llu actions%s)", s->kind,
+             s->ranks, s->stages, (long long)mbs, (unsigned long long)acts, trace ? ", with the trace" : "");
+    return sched_memory_check(over ? UINT64_MAX : total, what, e);
+}
+
+/* Bytes per compute action (2 per stage and microbatch, 3 with split backward) that `pipelab
+ * simulate` needs at its peak: the compute-only schedule, its validation and lowering (about
+ * three lowered actions per compute action), and the engine's tables. Measured on every
+ * generator (tests/sim/test_limits.c keeps it an upper bound): at most 160 bytes, 1200 with the
+ * trace (timeline slots, the printed table, the Chrome JSON, the stored op rows). */
+#define SIM_BYTES_PER_ACTION 256u
+#define SIM_TRACE_BYTES_PER_ACTION 1536u
+/* The same for `pipelab schedule` (generation, validation, lowering, the dry run): at most 160. */
+#define SIM_SCHED_BYTES_PER_ACTION 256u
+
+int sim_check_memory(const char *kind, const sched_shape *sh, int mode, pl_err *e) {
+    uint64_t per = mode == SIM_MEM_TRACE ? SIM_TRACE_BYTES_PER_ACTION
+                   : mode == SIM_MEM_SCHEDULE ? SIM_SCHED_BYTES_PER_ACTION : SIM_BYTES_PER_ACTION;
+    uint64_t bytes = 0;
+    uint64_t fixed = ((uint64_t)16 << 20) + (uint64_t)(sh->ranks > 0 ? sh->ranks : 0) * 1024 +
+                     (uint64_t)(sh->stages > 0 ? sh->stages : 0) * 256;
+    int over = sh->compute_actions < 0 ||
+               __builtin_mul_overflow((uint64_t)sh->compute_actions, per, &bytes) ||
+               __builtin_add_overflow(bytes, fixed, &bytes);
+    char what[192];
+    snprintf(what, sizeof what, "%s%s (%d ranks, %d stages, %lld microbatches: %lld compute actions)",
+             mode == SIM_MEM_SCHEDULE ? "" : "simulating ", kind ? kind : "the schedule", sh->ranks, sh->stages,
+             (long long)sh->microbatches, (long long)sh->compute_actions);
+    return sched_memory_check(over ? UINT64_MAX : bytes, what, e);
+}
+
 /* Internal return of sim_run_with: the flow engine met a case it cannot serve; rerun. */
 #define SIM_RERUN_HEAP 1000
 
@@ -1040,8 +1121,17 @@ static void finish_metrics(eng *g) {
 static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e,
                         int try_flow) {
     memset(r, 0, sizeof *r);
+    int rc0;
     if (!s->lowered) return pl_errf(e, PL_EINPUT, "the simulator runs lowered schedules (call sched_lower first)");
-    if (cfg->cv < 0 || !isfinite(cfg->cv)) return pl_errf(e, PL_EINPUT, "the coefficient of variation must be >= 0 (got %g)", cfg->cv);
+    /* above 100 the lognormal factors are mostly below 1e-4 (mu = -ln(1 + cv^2) / 2): times vanish */
+    if (!(cfg->cv >= 0 && cfg->cv <= 100))
+        return pl_errf(e, PL_EINPUT, "the coefficient of variation must be in [0, 100] (got %g)", cfg->cv);
+    if (!(cfg->dtype_bytes >= 0) || !isfinite(cfg->dtype_bytes) || !(cfg->optimizer_bytes_per_param >= 0) ||
+        !isfinite(cfg->optimizer_bytes_per_param))
+        return pl_errf(e, PL_EINPUT, "bytes per parameter (%g) and optimizer bytes per parameter (%g) must be finite and >= 0",
+                       cfg->dtype_bytes, cfg->optimizer_bytes_per_param);
+    if (cfg->capacity_bytes < 0)
+        return pl_errf(e, PL_EINPUT, "the device capacity must be >= 0 bytes (got %lld)", (long long)cfg->capacity_bytes);
     eng g;
     memset(&g, 0, sizeof g);
     g.s = s;
@@ -1050,6 +1140,7 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
     g.r = r;
     int iters = s->iterations > 0 ? s->iterations : 1;
     g.M = (int64_t)s->microbatches * iters;
+    if ((rc0 = sim_state_check(s, g.M, cfg->record_trace, e)) != PL_OK) return rc0;
     /* the flow engine's compact stream, built in the same pass (the cheap part of sim_flow_ok
      * decides whether it may be needed); 8 slack entries let the engine prefetch past the end */
     flow_act *fo = NULL;
@@ -1077,6 +1168,7 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
         }
     g.n_entries = (int64_t)s->stages * g.M;
     int rc = PL_OK;
+    if (g.M > (int64_t)s->microbatches * iters && (rc = sim_state_check(s, g.M, cfg->record_trace, e)) != PL_OK) goto out;
     r->ranks = s->ranks;
     r->iterations = (int)((g.M + s->microbatches - 1) / s->microbatches);
     r->rank = pl_calloc((size_t)s->ranks, sizeof *r->rank);
@@ -1175,6 +1267,14 @@ done:
     if (g.err) { rc = pl_errf(e, PL_EINPUT, "a compute time is negative or not a number"); goto out; }
     for (int q = 0; q < s->ranks; q++)
         if (g.rk[q].pc < g.rk[q].n) { rc = report_stuck(&g, e); goto out; }
+    if (g.mem_overflow) {
+        int q = 0;
+        while (q + 1 < s->ranks && g.rk[q].st.peak_bytes != INT64_MAX) q++;
+        rc = pl_errf(e, PL_EINPUT,
+                     "rank %d: its memory passes 2^63 bytes (9.2e18), more than 64-bit counters hold: the "
+                     "stash, parameter or optimizer sizes are too large", q);
+        goto out;
+    }
     /* receives end when their data arrived */
     if (r->trace)
         for (int q = 0; q < s->ranks; q++)
@@ -1185,6 +1285,17 @@ done:
                 if (arr > r->trace[q][i].end_s) r->trace[q][i].end_s = arr;
             }
     finish_metrics(&g);
+    if (!isfinite(r->makespan_s)) {
+        rc = pl_errf(e, PL_EINPUT,
+                     "the simulated time overflowed (makespan %g s): compute or transfer times too large to add up", r->makespan_s);
+        goto out;
+    }
+    if (r->makespan_s <= 0 && r->actions > 0) {
+        rc = pl_errf(e, PL_EINPUT,
+                     "every action takes zero time (makespan 0 s), so throughput and bubbles are undefined: give "
+                     "positive compute times (e.g. --tf) or transfer costs");
+        goto out;
+    }
     r->state_bytes = g.cells_bytes + g.hcap * sizeof(ev) +
                      (size_t)s->ranks * (sizeof(rank_state) + sizeof(sim_rank_stats)) +
                      (size_t)g.nlinks * sizeof(double) + (size_t)s->stages * sizeof(stage_state) +
