@@ -106,9 +106,11 @@ static int key_store(cost_hw *hw, int k, const char *value, pl_err *e) {
     char *dst = (char *)hw + key->off;
     if (key->type == K_STR) {
         size_t n = strlen(value);
-        if (n >= key->size)
-            return pl_errf(e, PL_EINPUT, "%s.%s is longer than %zu characters", key->section, key->name,
-                           key->size - 1);
+        /* the field, and the "key = value" line the writer makes of it, must both fit */
+        size_t maxn = key->size - 1, line_room = HW_MAX_LINE - strlen(key->name) - 3;
+        if (line_room < maxn) maxn = line_room;
+        if (n > maxn)
+            return pl_errf(e, PL_EINPUT, "%s.%s is longer than %zu characters", key->section, key->name, maxn);
         /* what the INI writer writes must read back the same: no control characters, no comment
          * characters, no surrounding blanks (the INI reader strips them) */
         for (size_t i = 0; i < n; i++) {

@@ -189,6 +189,37 @@ static int check_complete(const vstate *v, pl_err *e) {
 
 int sched_validate(const sched *s, pl_err *e) { return sched_validate_core(s, NULL, e); }
 
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A schedule whose shape (stages x microbatches) is large but whose actions cannot cover it:
+ * names the first (stage, microbatch) without a forward in time and memory proportional to the
+ * actions, not to the shape (a file that declares a huge shape with a few actions must not
+ * allocate the shape). Returns PL_EINPUT, or PL_OK when every F is present (not expected). */
+static int first_missing_forward(const sched *s, int64_t M, size_t total, pl_err *e) {
+    int64_t *key = pl_calloc(total ? total : 1, sizeof *key);
+    if (!key) return pl_errf(e, PL_ENOMEM, "out of memory validating the schedule");
+    size_t n = 0;
+    for (int r = 0; r < s->ranks; r++)
+        for (size_t p = 0; p < s->rank[r].n; p++) {
+            const sched_action *a = &s->rank[r].acts[p];
+            if ((a->kind == SCHED_F || a->kind == SCHED_OVERLAP) && a->stage >= 0 && a->stage < s->stages &&
+                a->mb >= 0 && a->mb < M)
+                key[n++] = (int64_t)a->stage * M + a->mb;
+        }
+    qsort(key, n, sizeof *key, cmp_i64);
+    int64_t want = 0;
+    for (size_t k = 0; k < n && key[k] <= want; k++)
+        if (key[k] == want) want++;
+    free(key);
+    if (want >= (int64_t)s->stages * M) return PL_OK;
+    int st = (int)(want / M);
+    return fail_global(s, e, "stage %d microbatch %lld is missing its forward (F) on rank %d", st,
+                       (long long)(want % M), s->stage_rank[st]);
+}
+
 int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e) {
     if (dr) memset(dr, 0, sizeof *dr);
     vstate v;
@@ -200,6 +231,14 @@ int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e) {
     for (int r = 0; r < s->ranks; r++)
         if (s->rank[r].n > 0) break;
         else if (r == s->ranks - 1) return fail_global(s, e, "the schedule has no actions");
+    /* every (stage, microbatch) needs a forward and a backward, and one action holds at most two */
+    size_t total = sched_total_actions(s);
+    if ((double)s->stages * (double)v.M > (double)(1 << 20) && (double)total < (double)s->stages * (double)v.M) {
+        int frc = first_missing_forward(s, v.M, total, e);
+        if (frc != PL_OK) return frc;
+        return fail_global(s, e, "%zu actions cannot hold the forwards and backwards of %d stages x %lld microbatches",
+                           total, s->stages, (long long)v.M);
+    }
     int nc = s->lowered ? C_N : C_SENDF;
     int rc = PL_OK;
     for (int c = 0; c < nc; c++) {
