@@ -222,7 +222,10 @@ static void round_medians(const prof_thread *x, int threads, double *scratch, ex
     }
 }
 
-int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exec_layer_profile *p, pl_err *e) {
+/* exec_profile_layers_n, and when each is not NULL: each worker's own times in each[concurrency]
+ * (its rounds only) and the core it was pinned to in core[concurrency] (-1: not pinned). */
+static int prof_measure(const exec_config *cfg, int reps, int concurrency, exec_layer_profile *p,
+                        exec_layer_profile *each, int *core, pl_err *e) {
     if (reps < 1) return pl_errf(e, PL_EINPUT, "profile repetitions must be at least 1");
     if (concurrency < 1 || concurrency > PROFILE_MAX_THREADS)
         return pl_errf(e, PL_EINPUT, "profile concurrency must be in [1, %d], got %d", PROFILE_MAX_THREADS, concurrency);
@@ -290,6 +293,12 @@ int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exe
         size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
         memset(p, 0, sizeof *p);
         round_medians(x, concurrency, all, p);
+        for (int i = 0; each && i < concurrency; i++) {
+            memset(&each[i], 0, sizeof each[i]);
+            round_medians(&x[i], 1, all, &each[i]);
+            each[i].concurrency = concurrency;
+        }
+        for (int i = 0; core && i < concurrency; i++) core[i] = sh.pin && sh.ncpus > 0 ? sh.cpus[i % sh.ncpus] : -1;
         p->concurrency = concurrency;
         p->param_bytes = nf * sizeof(float);
         p->act_out_bytes = bh * sizeof(float);
@@ -303,6 +312,10 @@ int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exe
     return rc;
 }
 
+int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exec_layer_profile *p, pl_err *e) {
+    return prof_measure(cfg, reps, concurrency, p, NULL, NULL, e);
+}
+
 int exec_profile_layers(const exec_config *cfg, int reps, exec_layer_profile *p, pl_err *e) {
     return exec_profile_layers_n(cfg, reps, 1, p, e);
 }
@@ -311,8 +324,16 @@ int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const 
                        exec_layer_profile *pp, pl_err *e) {
     if (cfg->layers < 1) return pl_errf(e, PL_EINPUT, "profile needs depth >= 1");
     exec_layer_profile p;
-    int rc = exec_profile_layers_n(cfg, reps, concurrency, &p, e);
-    if (rc) return rc;
+    if (concurrency < 1 || concurrency > PROFILE_MAX_THREADS)
+        return pl_errf(e, PL_EINPUT, "profile concurrency must be in [1, %d], got %d", PROFILE_MAX_THREADS, concurrency);
+    exec_layer_profile *each = pl_calloc((size_t)concurrency, sizeof *each);
+    int *core = pl_calloc((size_t)concurrency, sizeof *core);
+    int rc = each && core ? prof_measure(cfg, reps, concurrency, &p, each, core, e) : pl_errf(e, PL_ENOMEM, "out of memory");
+    if (rc) {
+        free(each);
+        free(core);
+        return rc;
+    }
     if (pp) *pp = p;
     exec_dims d;
     exec_dims_of(cfg, &d);
@@ -331,6 +352,12 @@ int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const 
                       d.h, d.f, d.f, d.h, host ? " on " : "", host ? host : "", exec_blas_init(), reps, PROFILE_SLOTS);
     /* not "#@" metadata: the cost model's reader accepts only its own keys there */
     pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g\n", concurrency, p.step_s);
+    /* each worker's own times (its core's speed; the rows below are over all workers) */
+    for (int i = 0; concurrency > 1 && i < concurrency; i++)
+        pl_buf_printf(out, "# " EXEC_PROFILE_META " worker=%d core=%d fwd_s=%.9g bwd_in_s=%.9g bwd_w_s=%.9g step_s=%.9g\n", i,
+                      core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s);
+    free(each);
+    free(core);
     pl_buf_printf(out, "#@ microbatch_size=%d input_bytes=%zu dtype_bytes=4 name=mlp_h%d_f%d_L%d\n", d.b, p.act_out_bytes,
                   d.h, d.f, cfg->layers);
     pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
