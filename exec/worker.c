@@ -162,7 +162,10 @@ static int do_f(exec_xrank *x, int s, int j, pl_err *e) {
         st->in_of[j] = i;
         if (!x->dry) memcpy(slot(&x->in, i), x->data->x + (size_t)di * bh, bh * sizeof(float));
     } else if (st->in_of[j] < 0) {
-        return pl_errf(e, PL_EINPUT, "forward of stage %d microbatch %d before its input arrived", s, j);
+        return x->s->stage_rank[s - 1] != x->r
+                   ? pl_errf(e, PL_EINPUT, "forward of stage %d microbatch %d before its input arrived (the activations rank %d sends "
+                             "were not received: no %dRECV_F%d ran)", s, j, x->s->stage_rank[s - 1], s, j)
+                   : pl_errf(e, PL_EINPUT, "forward of stage %d microbatch %d before its input arrived", s, j);
     } else {
         x->pending_in_bytes -= x->in.slot_floats * sizeof(float); /* now the microbatch's stash */
         model_peak(x);
@@ -215,7 +218,12 @@ static int do_i(exec_xrank *x, int s, int j, pl_err *e) {
     if (!st || !mb_ok(x, j, e)) return PL_EINPUT;
     if (!(st->flags[j] & XS_FDONE)) return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its forward", s, j);
     if (st->flags[j] & XS_IDONE) return pl_errf(e, PL_EINPUT, "second input backward of microbatch %d", j);
-    if (!(st->flags[j] & XS_GOUT)) return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its output gradient arrived", s, j);
+    if (!(st->flags[j] & XS_GOUT)) {
+        if (s + 1 < x->s->stages && x->s->stage_rank[s + 1] != x->r)
+            return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its output gradient arrived (the gradients "
+                           "rank %d sends were not received: no %dRECV_B%d ran)", s, j, x->s->stage_rank[s + 1], s, j);
+        return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its output gradient arrived", s, j);
+    }
     int ver = st->ver_of[j];
     if (st->act_of[j] < 0) {
         int a = take(x, &st->act, &x->cur.stash_bytes, "activation", e);

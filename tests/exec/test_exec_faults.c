@@ -112,7 +112,8 @@ static const fault_case cases[] = {
     {"a worker that vanishes", "--inject-fault exit:1:4:1",
      {"rank 1, action 4 (1B0), pass 1: the worker thread ended in the middle of its list without reporting", NULL}, NULL, NULL, 0},
     {"a send to a rank that never receives", "--inject-fault drop-recv:1:1",
-     {"rank 1, action 2 (1F0), pass 0: forward of stage 1 microbatch 0 before its input arrived", NULL}, NULL, NULL, 0},
+     {"rank 1, action 2 (1F0), pass 0: forward of stage 1 microbatch 0 before its input arrived (the activations rank 0 "
+      "sends were not received: no 1RECV_F0 ran)", NULL}, NULL, NULL, 0},
     /* threads: every rank waits, found at once (the timeout is 30 s); MPI: the timeout (2 s) */
     {"a message that is never sent", "--inject-fault drop-send:0:1",
      {"1RECV_F0", "rank 1 waits for activations of stage 1 microbatch 0 from rank 0", NULL},
@@ -339,10 +340,12 @@ static void test_vanished_thread(void) {
  * message sent to it is never received; the receiving rank's compute finds its input missing
  * and the run stops naming the rank and the action. Forward (RECV_F) and backward (RECV_B). */
 static void test_dropped_receive(void) {
-    const char *a[] = {"rank 1, action 2 (1F0), pass 0: forward of stage 1 microbatch 0 before its input arrived", NULL};
+    const char *a[] = {"rank 1, action 2 (1F0), pass 0: forward of stage 1 microbatch 0 before its input arrived (the "
+                       "activations rank 0 sends were not received: no 1RECV_F0 ran)", NULL};
     lib_case("1f1b", 2, (exec_fault){EXEC_FAULT_DROP_RECV, 1, 0, 0}, 30, PL_EINPUT, a);
     /* rank 0 of 1f1b on 2 ranks: F0 SEND_F0 F1 SEND_F1 RECV_B0 B0 ...: action 5 is RECV_B0 */
-    const char *b[] = {"rank 0, action 6 (0B0), pass 1: backward of stage 0 microbatch 0 before its output gradient arrived", NULL};
+    const char *b[] = {"rank 0, action 6 (0B0), pass 1: backward of stage 0 microbatch 0 before its output gradient arrived "
+                       "(the gradients rank 1 sends were not received: no 0RECV_B0 ran)", NULL};
     lib_case("1f1b", 2, (exec_fault){EXEC_FAULT_DROP_RECV, 0, 0, 1}, 30, PL_EINPUT, b);
 }
 
