@@ -88,7 +88,7 @@ int sched_memory_check(uint64_t bytes, const char *what, pl_err *e) {
         return pl_errf(e, PL_EINPUT, "PIPELAB_MAX_MEMORY='%s' is not a size in bytes (e.g. 8e9 or 16GiB)", ev);
     const char *src = NULL;
     uint64_t lim = sched_memory_limit(&src);
-    if (bytes <= lim) return PL_OK;
+    if (bytes != UINT64_MAX && bytes <= lim) return PL_OK; /* UINT64_MAX: the estimate overflowed */
     char need[32], have[32];
     human(bytes, need, sizeof need);
     human(lim, have, sizeof have);

@@ -126,7 +126,8 @@ uint64_t sched_memory_limit(const char **source);
 /* Parses a size ("8e9", "16GiB", "512M", binary units); returns 0 and *out, or -1. */
 int sched_parse_bytes(const char *text, uint64_t *out);
 /* Returns PL_OK when bytes fit the limit, else PL_EINPUT: "WHAT needs about N GiB (B bytes), more
- * than the L GiB available (source); ...". */
+ * than the L GiB available (source); ...". bytes = UINT64_MAX stands for an estimate that
+ * overflowed 64 bits and is always refused. */
 int sched_memory_check(uint64_t bytes, const char *what, pl_err *e);
 /* Bytes a generator allocates for n actions (the action lists, with their growth slack). */
 #define sched_gen_bytes(n) ((uint64_t)(n) * (uint64_t)sizeof(sched_action) * 3 / 2 + ((uint64_t)1 << 20))

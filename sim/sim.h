@@ -157,6 +157,8 @@ typedef struct sim_result {
  * (physical memory); ...". Arithmetic is overflow-checked. */
 enum { SIM_MEM_SIMULATE = 0, SIM_MEM_TRACE = 1, SIM_MEM_SCHEDULE = 2 };
 int sim_check_memory(const char *kind, const sched_shape *sh, int mode, pl_err *e);
+/* The bytes sim_check_memory compares with the limit (UINT64_MAX when they overflow 64 bits). */
+uint64_t sim_memory_estimate(const sched_shape *sh, int mode);
 
 /* Simulates a LOWERED schedule (sched_lower's output). Returns PL_OK and fills r (free with
  * sim_result_free), or PL_EINPUT (not lowered, negative cost, a deadlock naming the stuck

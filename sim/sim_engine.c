@@ -1098,7 +1098,7 @@ static int sim_state_check(const sched *s, int64_t mbs, int trace, pl_err *e) {
 /* The same for `pipelab schedule` (generation, validation, lowering, the dry run): at most 160. */
 #define SIM_SCHED_BYTES_PER_ACTION 256u
 
-int sim_check_memory(const char *kind, const sched_shape *sh, int mode, pl_err *e) {
+uint64_t sim_memory_estimate(const sched_shape *sh, int mode) {
     uint64_t per = mode == SIM_MEM_TRACE ? SIM_TRACE_BYTES_PER_ACTION
                    : mode == SIM_MEM_SCHEDULE ? SIM_SCHED_BYTES_PER_ACTION : SIM_BYTES_PER_ACTION;
     uint64_t bytes = 0;
@@ -1107,11 +1107,16 @@ int sim_check_memory(const char *kind, const sched_shape *sh, int mode, pl_err *
     int over = sh->compute_actions < 0 ||
                __builtin_mul_overflow((uint64_t)sh->compute_actions, per, &bytes) ||
                __builtin_add_overflow(bytes, fixed, &bytes);
+    return over ? UINT64_MAX : bytes;
+}
+
+int sim_check_memory(const char *kind, const sched_shape *sh, int mode, pl_err *e) {
+    uint64_t bytes = sim_memory_estimate(sh, mode);
     char what[192];
     snprintf(what, sizeof what, "%s%s (%d ranks, %d stages, %lld microbatches: %lld compute actions)",
              mode == SIM_MEM_SCHEDULE ? "" : "simulating ", kind ? kind : "the schedule", sh->ranks, sh->stages,
              (long long)sh->microbatches, (long long)sh->compute_actions);
-    return sched_memory_check(over ? UINT64_MAX : bytes, what, e);
+    return sched_memory_check(bytes, what, e);
 }
 
 /* Internal return of sim_run_with: the flow engine met a case it cannot serve; rerun. */

@@ -6,6 +6,7 @@ void test_gen_register(void);
 void test_zb_register(void);
 void test_lower_register(void);
 void test_io_register(void);
+void test_limits_register(void);
 
 void pl_test_register(void) {
     test_core_register();
@@ -13,4 +14,5 @@ void pl_test_register(void) {
     test_zb_register();
     test_lower_register();
     test_io_register();
+    test_limits_register();
 }

@@ -546,4 +546,5 @@ void pl_test_register(void) {
     };
     pl_test_suite("sim", cases);
     { void sim_model_tests_register(void); sim_model_tests_register(); } /* test_sim_model.c */
+    { void sim_limits_tests_register(void); sim_limits_tests_register(); } /* test_limits.c */
 }
