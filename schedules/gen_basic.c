@@ -17,7 +17,7 @@ typedef struct gen_params {
  * the generator takes chunks (otherwise chunks must be 0 or 1); def_chunks and def_iters are
  * the defaults for 0. Every size check (ranks, microbatches * iterations, stages, the number
  * of actions) happens here, before anything is allocated. Returns PL_OK or PL_EINPUT. */
-static int gen_check(const char *name, const sched_gen_opts *o, int has_chunks, int def_chunks,
+static int gen_check_sizes(const char *name, const sched_gen_opts *o, int has_chunks, int def_chunks,
                      int def_iters, gen_params *g, pl_err *e) {
     if (!o) return pl_errf(e, PL_EINPUT, "%s: no options given", name);
     if (o->ranks < 1)
@@ -63,6 +63,17 @@ static int gen_check(const char *name, const sched_gen_opts *o, int has_chunks, 
                        "limit of %zu",
                        name, (long long)stages, (long long)mbs, (long long)acts,
                        (size_t)SCHED_MAX_ACTIONS);
+    return PL_OK;
+}
+
+/* gen_check_sizes, then the memory the generator's lists take (sched_gen_bytes) against the budget.
+ * Returns PL_OK or PL_EINPUT. */
+static int gen_check(const char *name, const sched_gen_opts *o, int has_chunks, int def_chunks,
+                     int def_iters, gen_params *g, pl_err *e) {
+    int rc = gen_check_sizes(name, o, has_chunks, def_chunks, def_iters, g, e);
+    if (rc != PL_OK) return rc;
+    int64_t stages = (int64_t)g->p * g->v, mbs = (int64_t)g->m * g->iters;
+    int64_t acts = 2 * stages * mbs;
     char what[160];
     snprintf(what, sizeof what, "%s: %lld stages x %lld microbatches (%lld actions)", name, (long long)stages,
              (long long)mbs, (long long)acts);
@@ -83,8 +94,8 @@ int sched_basic_shape(const char *name, const sched_gen_opts *o, sched_shape *ou
     for (size_t k = 0; k < sizeof basic_kinds / sizeof basic_kinds[0]; k++) {
         if (strcmp(name, basic_kinds[k].name) != 0) continue;
         gen_params g;
-        int rc = gen_check(name, o, basic_kinds[k].has_chunks, basic_kinds[k].def_chunks, basic_kinds[k].def_iters,
-                           &g, e);
+        int rc = gen_check_sizes(name, o, basic_kinds[k].has_chunks, basic_kinds[k].def_chunks,
+                                 basic_kinds[k].def_iters, &g, e);
         if (rc != PL_OK) return rc;
         out->ranks = g.p;
         out->stages = g.p * g.v;

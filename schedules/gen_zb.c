@@ -17,7 +17,7 @@ typedef struct zb_params {
 /* Checks o for generator `name` taking v stages per rank (chunks 0 or v; 1 is also accepted
  * when v is 1) and at least min_m microbatches (min_why says why). Every check happens here,
  * before anything is allocated. Returns PL_OK or PL_EINPUT with a message naming the rule. */
-static int zb_check(const char *name, const sched_gen_opts *o, int v, int min_m,
+static int zb_check_sizes(const char *name, const sched_gen_opts *o, int v, int min_m,
                     const char *min_why, zb_params *g, pl_err *e) {
     if (!o) return pl_errf(e, PL_EINPUT, "%s: no options given", name);
     if (o->ranks < 1) return pl_errf(e, PL_EINPUT, "%s: ranks (%d) must be >= 1", name, o->ranks);
@@ -67,6 +67,17 @@ static int zb_check(const char *name, const sched_gen_opts *o, int v, int min_m,
                        "limit of %zu",
                        name, (long long)stages, (long long)mbs, (long long)acts,
                        (size_t)SCHED_MAX_ACTIONS);
+    return PL_OK;
+}
+
+/* zb_check_sizes, then the memory the generator's lists take (sched_gen_bytes) against the budget.
+ * Returns PL_OK or PL_EINPUT. */
+static int zb_check(const char *name, const sched_gen_opts *o, int v, int min_m,
+                    const char *min_why, zb_params *g, pl_err *e) {
+    int rc = zb_check_sizes(name, o, v, min_m, min_why, g, e);
+    if (rc != PL_OK) return rc;
+    int64_t stages = (int64_t)g->p * g->v, mbs = (int64_t)g->m * g->iters;
+    int64_t acts = 3 * stages * mbs;
     char what[160];
     snprintf(what, sizeof what, "%s: %lld stages x %lld microbatches (%lld actions)", name, (long long)stages,
              (long long)mbs, (long long)acts);
@@ -357,13 +368,12 @@ sched *sched_gen_zbv(const sched_gen_opts *o, pl_err *e) {
     return zb_build("zbv", &g, o->recompute, zbv_rank, e);
 }
 
-/* Checks o for DualPipeV (m >= 2p, see sched_gen_dualpipev); returns PL_OK or PL_EINPUT. */
-static int dualpipev_check(const sched_gen_opts *o, zb_params *g, pl_err *e) {
+/* Checks o for DualPipeV (m >= 2p, see sched_gen_dualpipev), with the memory budget when mem;
+ * returns PL_OK or PL_EINPUT. */
+static int dualpipev_check(const sched_gen_opts *o, int mem, zb_params *g, pl_err *e) {
     int min_m = o && o->ranks >= 1 && o->ranks <= SCHED_MAX_RANKS ? 2 * o->ranks : 1;
-    return zb_check("dualpipev", o, 2, min_m,
-                    "DualPipeV needs at least as many microbatches as stages (2 x ranks) to fill "
-                    "its warm-up",
-                    g, e);
+    const char *why = "DualPipeV needs at least as many microbatches as stages (2 x ranks) to fill its warm-up";
+    return mem ? zb_check("dualpipev", o, 2, min_m, why, g, e) : zb_check_sizes("dualpipev", o, 2, min_m, why, g, e);
 }
 
 /* Returns the DualPipeV schedule (see dualpipev_rank), or NULL with e filled. Refuses
@@ -371,16 +381,16 @@ static int dualpipev_check(const sched_gen_opts *o, zb_params *g, pl_err *e) {
  * there are stages. */
 sched *sched_gen_dualpipev(const sched_gen_opts *o, pl_err *e) {
     zb_params g;
-    if (dualpipev_check(o, &g, e) != PL_OK) return NULL;
+    if (dualpipev_check(o, 1, &g, e) != PL_OK) return NULL;
     return zb_build("dualpipev", &g, o->recompute, dualpipev_rank, e);
 }
 
 int sched_zb_shape(const char *name, const sched_gen_opts *o, sched_shape *out, pl_err *e) {
     zb_params g;
     int rc;
-    if (strcmp(name, "zb-h1") == 0 || strcmp(name, "zb-h2") == 0) rc = zb_check(name, o, 1, 1, "", &g, e);
-    else if (strcmp(name, "zbv") == 0) rc = zb_check(name, o, 2, 1, "", &g, e);
-    else if (strcmp(name, "dualpipev") == 0) rc = dualpipev_check(o, &g, e);
+    if (strcmp(name, "zb-h1") == 0 || strcmp(name, "zb-h2") == 0) rc = zb_check_sizes(name, o, 1, 1, "", &g, e);
+    else if (strcmp(name, "zbv") == 0) rc = zb_check_sizes(name, o, 2, 1, "", &g, e);
+    else if (strcmp(name, "dualpipev") == 0) rc = dualpipev_check(o, 0, &g, e);
     else return -1;
     if (rc != PL_OK) return rc;
     out->ranks = g.p;

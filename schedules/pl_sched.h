@@ -173,8 +173,8 @@ typedef struct sched_shape {
     int64_t microbatches;
     int64_t compute_actions;
 } sched_shape;
-/* Returns PL_OK and *out, or the error the generator would give (unknown kind, bad sizes, over
- * the memory budget for the generator's own lists). */
+/* Returns PL_OK and *out, or the error the generator would give (unknown kind, bad sizes); the
+ * memory budget is left to the caller (sim_check_memory covers a whole run). */
 int sched_gen_shape(const char *name, const sched_gen_opts *o, sched_shape *out, pl_err *e);
 
 typedef struct sched_generator {

@@ -165,4 +165,5 @@ void pl_test_register(void) {
         {NULL, NULL},
     };
     pl_test_suite("cli bad input", cases);
+    { void test_limits_cli_register(void); test_limits_cli_register(); } /* test_limits.c */
 }
