@@ -51,6 +51,8 @@ static const char help_text[] =
     "  --sm-split            cuda: ranks sharing a GPU each get an equal, fixed share of its SMs\n"
     "                        (green contexts), so one GPU emulates a multi-GPU pipeline\n"
     "  --gpus N              cuda: use the first N visible GPUs (default all)\n"
+    "                        With --transport mpi: one process per rank, one GPU each, NCCL\n"
+    "                        send/recv between them (mpirun -np P, P = ranks)\n"
     "prediction:\n"
     "  --profile FILE        profile CSV from `pipelab profile` (default: profile in-process)\n"
     "  --profile-reps N      repetitions of the in-process profile (default 20)\n"
@@ -496,9 +498,16 @@ int cli_run(int argc, char **argv) {
         prof = get_profile(&o, s, &o.c, &profile_src, &e);
         if (!prof) { rc = cli_fail(&e); goto done; }
     }
-    if (o.cuda) {
-        int ok = o.mpi ? exec_cuda_mpi_run(s, &o.c, &r, &is_root, &e) : exec_cuda_run(s, &o.c, &r, &e);
-        if (ok != PL_OK) {
+    if (o.cuda && o.mpi) {
+        exec_cuda_mpi_set_abort_hook(mpi_abort_print);
+        if (exec_cuda_mpi_run(s, &o.c, &r, &is_root, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
+        if (!is_root) goto done; /* rank 0 reports and stores */
+        if (!o.no_predict) {
+            prof = get_profile(&o, s, &o.c, &profile_src, &e);
+            if (!prof) { rc = cli_fail(&e); goto done; }
+        }
+    } else if (o.cuda) {
+        if (exec_cuda_run(s, &o.c, &r, &e) != PL_OK) {
             pl_err_prefix(&e, "run failed: ");
             rc = cli_fail(&e);
             goto done;
@@ -542,6 +551,7 @@ int cli_run(int argc, char **argv) {
     rc = cli_write_output(NULL, &out);
 done:
     if (o.mpi && !o.cuda) exec_mpi_finalize();
+    if (o.mpi && o.cuda) exec_cuda_mpi_finalize();
     pl_buf_free(&out);
     pl_buf_free(&cmd);
     free(mem);

@@ -26,6 +26,10 @@ int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_e
 
 int exec_cuda_mpi_available(void) { return 0; }
 
+void exec_cuda_mpi_set_abort_hook(void (*hook)(const pl_err *why)) { (void)hook; }
+
+void exec_cuda_mpi_finalize(void) {}
+
 int exec_cuda_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e) {
     (void)s;
     (void)cfg;

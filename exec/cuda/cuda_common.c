@@ -7,6 +7,8 @@
 #include "exec_int.h"
 
 #include <cuda.h> /* driver API types only: the functions are fetched at run time */
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +27,76 @@ int cx_cuda_check(cudaError_t st, const char *what, const char *file, int line, 
                    cudaGetErrorName(st), cudaGetErrorString(st), base_name(file), line);
 }
 
+/* ---------------------------------------------------------------- cuBLAS, loaded at run time */
+
+#define CX_STR_(x) #x
+#define CX_STR(x) CX_STR_(x)
+
+static struct {
+    void *lib;
+    char why[512];
+    cublasStatus_t (*create)(cublasHandle_t *);
+    cublasStatus_t (*destroy)(cublasHandle_t);
+    cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+    cublasStatus_t (*set_workspace)(cublasHandle_t, void *, size_t);
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                              const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
+                              cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+    const char *(*status_name)(cublasStatus_t);
+    const char *(*status_string)(cublasStatus_t);
+} cb;
+static pthread_once_t cb_once = PTHREAD_ONCE_INIT;
+
+/* Loads libcublas and its functions (once, from any thread). */
+static void cb_load(void) {
+#ifndef PIPELAB_CUBLAS_DIR
+#define PIPELAB_CUBLAS_DIR "/usr/local/cuda/lib64"
+#endif
+    const char *names[3] = {"libcublas.so." CX_STR(CUBLAS_VER_MAJOR), PIPELAB_CUBLAS_DIR "/libcublas.so." CX_STR(CUBLAS_VER_MAJOR),
+                            "libcublas.so"};
+    void *h = NULL;
+    for (int i = 0; i < 3 && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(cb.why, sizeof cb.why, "cannot load %s: %s", names[0], dlerror());
+        return;
+    }
+    struct { const char *name; void **fn; } f[] = {
+        {"cublasCreate_v2", (void **)&cb.create}, {"cublasDestroy_v2", (void **)&cb.destroy},
+        {"cublasSetStream_v2", (void **)&cb.set_stream}, {"cublasSetWorkspace_v2", (void **)&cb.set_workspace},
+        {"cublasGemmEx", (void **)&cb.gemm_ex}, {"cublasGetStatusName", (void **)&cb.status_name},
+        {"cublasGetStatusString", (void **)&cb.status_string}};
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (!(*f[i].fn = dlsym(h, f[i].name))) {
+            snprintf(cb.why, sizeof cb.why, "%s has no %s", names[0], f[i].name);
+            dlclose(h);
+            return;
+        }
+    cb.lib = h;
+}
+
 int cx_blas_check(cublasStatus_t st, const char *what, const char *file, int line, pl_err *e) {
     if (st == CUBLAS_STATUS_SUCCESS) return PL_OK;
     return pl_errf(e, st == CUBLAS_STATUS_ALLOC_FAILED ? PL_ENOMEM : PL_EINTERNAL, "%s: cuBLAS error %s: %s (%s:%d)",
-                   what, cublasGetStatusName(st), cublasGetStatusString(st), base_name(file), line);
+                   what, cb.status_name ? cb.status_name(st) : "?", cb.status_string ? cb.status_string(st) : "?",
+                   base_name(file), line);
+}
+
+int cx_blas_create(cublasHandle_t *h, cudaStream_t st, pl_err *e) {
+    *h = NULL;
+    pthread_once(&cb_once, cb_load);
+    if (!cb.lib) return pl_errf(e, PL_EINPUT, "cuBLAS: %s", cb.why);
+    CXB(cb.create(h));
+    CXB(cb.set_stream(*h, st));
+    return PL_OK;
+}
+
+int cx_blas_workspace(cublasHandle_t h, void *ws, size_t bytes, pl_err *e) {
+    CXB(cb.set_workspace(h, ws, bytes));
+    return PL_OK;
+}
+
+void cx_blas_destroy(cublasHandle_t h) {
+    if (h && cb.destroy) cb.destroy(h);
 }
 
 /* ---------------------------------------------------------------- names */
@@ -87,12 +155,12 @@ int cx_gemm(cx_gemm_ctx *g, int ta, int tb, int M, int N, int K, const float *A,
             CXC(cxk_to_bf16(g->st, g->bfb, B, nb));
             Bbf = g->bfb;
         }
-        CXB(cublasGemmEx(g->h, op_of(tb), op_of(ta), N, M, K, &alpha, Bbf, CUDA_R_16BF, ldb, Abf, CUDA_R_16BF, lda, &beta,
-                         C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        CXB(cb.gemm_ex(g->h, op_of(tb), op_of(ta), N, M, K, &alpha, Bbf, CUDA_R_16BF, ldb, Abf, CUDA_R_16BF, lda, &beta,
+                       C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     } else {
         cublasComputeType_t ct = g->prec == EXEC_PREC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-        CXB(cublasGemmEx(g->h, op_of(tb), op_of(ta), N, M, K, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C,
-                         CUDA_R_32F, ldc, ct, CUBLAS_GEMM_DEFAULT));
+        CXB(cb.gemm_ex(g->h, op_of(tb), op_of(ta), N, M, K, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C,
+                       CUDA_R_32F, ldc, ct, CUBLAS_GEMM_DEFAULT));
     }
     if (g->ev && g->n_ev < g->cap_ev) {
         CXC(cudaEventRecord(g->ev[2 * g->n_ev + 1], g->st));
@@ -322,14 +390,13 @@ int exec_cuda_gemm_rate(int m, int n, int k, exec_precision prec, int reps, doub
     memset(&g, 0, sizeof g);
     g.prec = prec;
     int rc = cx_cuda_check(cudaStreamCreateWithFlags(&g.st, cudaStreamNonBlocking), "cudaStreamCreate", __FILE__, __LINE__, e);
-    if (rc == PL_OK) rc = cx_blas_check(cublasCreate(&g.h), "cublasCreate", __FILE__, __LINE__, e);
-    if (rc == PL_OK) rc = cx_blas_check(cublasSetStream(g.h, g.st), "cublasSetStream", __FILE__, __LINE__, e);
+    if (rc == PL_OK) rc = cx_blas_create(&g.h, g.st, e);
     if (rc == PL_OK) {
         float *A = mem, *B = A + cx_al64(fa), *C = B + cx_al64(fb);
         uint16_t *Ab = (uint16_t *)(void *)(C + cx_al64(fc)), *Bb = Ab + cx_al64(fa);
         rc = rate_on(&g, m, n, k, reps, A, B, C, Ab, Bb, flops_per_s, e);
     }
-    if (g.h) cublasDestroy(g.h);
+    cx_blas_destroy(g.h);
     if (g.st) cudaStreamDestroy(g.st);
     cudaFree(mem);
     return rc;
@@ -337,13 +404,20 @@ int exec_cuda_gemm_rate(int m, int n, int k, exec_precision prec, int reps, doub
 
 /* ---------------------------------------------------------------- MPI + NCCL */
 
+#ifndef PIPELAB_CUDA_NCCL /* else cuda_nccl.c */
 int exec_cuda_mpi_available(void) { return 0; }
+
+void exec_cuda_mpi_set_abort_hook(void (*hook)(const pl_err *why)) { (void)hook; }
+
+void exec_cuda_mpi_finalize(void) {}
 
 int exec_cuda_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e) {
     (void)s;
     (void)cfg;
     memset(out, 0, sizeof *out);
     if (is_root) *is_root = 1;
-    return pl_errf(e, PL_EINPUT, "the CUDA backend over MPI processes (NCCL send/recv) is not built in this version; "
-                                 "run the CUDA backend with threads in one process (--transport threads)");
+    return pl_errf(e, PL_EINPUT, "the CUDA backend over MPI processes is not built in this pipelab (it needs MPI and "
+                                 "nccl.h at configure time); run the CUDA backend with threads in one process "
+                                 "(--transport threads)");
 }
+#endif

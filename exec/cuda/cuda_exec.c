@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include "exec_cuda.h"
+#include "cuda_exec_int.h"
 #include "cuda_int.h"
 #include "exec_int.h"
 
@@ -20,69 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-/* cuBLAS workspace per rank (NVIDIA's advice for Hopper), taken from the rank's allocation. */
-#define CX_BLAS_WS_BYTES ((size_t)32 << 20)
-
-/* ---------------------------------------------------------------- shared state */
-
-/* Where one RECV action's message lands: a slot on the receiver's GPU, filled by the one sender
- * whose SEND pairs with it. seq = pass + 1 once the sender has enqueued the copy and recorded
- * `arrived` after it. */
-typedef struct cx_box {
-    _Atomic int seq;
-    cudaEvent_t arrived; /* the sender's event (its device and context) */
-    float *dptr;         /* [b h] on the receiver's GPU */
-    int dev;
-} cx_box;
-
-/* What the rank threads share: receive slots, the barrier, the abort reason. */
-typedef struct cx_shared {
-    int p;
-    cx_box **box;   /* [p][nrecv[r]] */
-    int *nrecv;     /* [p] */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int bar_count, bar_gen;
-    int exit_count; /* ranks done with their GPU work (teardown waits for all: peers copy into
-                     * each other's memory) */
-    _Atomic int aborted;
-    pl_err why;     /* the first failure (under mu) */
-    double timeout_s;
-} cx_shared;
-
-/* One rank: the CPU worker's bookkeeping plus its device state. */
-typedef struct cx_rank {
-    exec_xrank x;            /* pools, stages, memory accounting; its host arena mirrors the device's */
-    cx_shared *sh;
-    int dev, green_n, green_i;
-    cx_green green;
-    cudaStream_t cs, ms;     /* compute, communication */
-    cublasHandle_t blas;
-    cx_gemm_ctx g;
-    char *dmem;              /* the one device allocation */
-    size_t dmem_bytes;
-    float *d_arena;          /* device image of x.arena */
-    uint16_t **d_verbf;      /* [nst] bf16 copies of each stage's version slots (bf16 only) */
-    float *d_x, *d_t;        /* data set inputs / targets [D, b, h] (stage 0 / last stage only) */
-    double *d_loss;          /* [passes M] */
-    float *d_mbox;           /* [nrecv, al16(b h)] receive slots */
-    int *send_rank, *send_slot, *recv_slot; /* [n actions] */
-    cudaEvent_t *ev_act;     /* [2 n] start/end of each action of a pass */
-    cudaEvent_t *ev_send;    /* [n] arrival events of SENDs (NULL elsewhere) */
-    cudaEvent_t *ev_out;     /* [out.cap] when a send slot's copy is done */
-    int *out_busy;           /* [out.cap] 1 = a copy may still read the slot */
-    cudaEvent_t ev_p0, ev_end, ev_tmp, ev_join;
-    cudaEvent_t *ev_gemm;    /* [2 cap_gemm] */
-    int cap_gemm;
-    int sync_each;           /* PIPELAB_CUDA_SYNC=1: drain after every action (names a failing kernel's action) */
-    /* measurement, as exec_xrank's */
-    double *pass_start_s, *pass_end_s, *busy_s, *comm_s, *gemm_s, *gemm_flops;
-    exec_op *ops;
-    size_t n_ops, cap_ops;
-    int rc;
-    pl_err err;
-} cx_rank;
 
 /* ---------------------------------------------------------------- barrier and abort */
 
@@ -493,6 +431,14 @@ static int do_send(cx_rank *c, size_t k, const sched_action *a, pl_err *e) {
     if (*slotp < 0) return pl_errf(e, PL_EINPUT, "nothing to send: the %s of stage %d microbatch %d was not computed", fwd ? "forward" : "input backward", s, j);
     int o = *slotp;
     size_t bytes = (size_t)x->d.b * x->d.h * sizeof(float);
+#ifdef PIPELAB_CUDA_NCCL
+    if (c->nccl) {
+        if (cx_nccl_send(c, k, dslot(c, &x->out, o), bytes / sizeof(float), o, e)) return e->code;
+        give(x, &x->out, o, &x->cur.comm_bytes);
+        *slotp = -1;
+        return PL_OK;
+    }
+#endif
     cx_box *b = &c->sh->box[c->send_rank[k]][c->send_slot[k]];
     CXC(cudaEventRecord(c->ev_tmp, c->cs));           /* the data is ready when the compute so far is */
     CXC(cudaStreamWaitEvent(c->ms, c->ev_tmp, 0));
@@ -556,6 +502,9 @@ static int do_recv(cx_rank *c, size_t k, const sched_action *a, pl_err *e) {
         st->flags[j] |= XS_GOUT;
         dst = dslot(c, &x->gin, gi);
     }
+#ifdef PIPELAB_CUDA_NCCL
+    if (c->nccl) return cx_nccl_recv(c, k, dst, bytes / sizeof(float), e);
+#endif
     cx_box *b = &c->sh->box[x->r][c->recv_slot[k]];
     if (wait_box(c, b, a, e)) return e->code;
     CXC(cudaStreamWaitEvent(c->cs, b->arrived, 0));
@@ -694,9 +643,7 @@ static int cx_setup(cx_rank *c, const exec_data *data, pl_err *e) {
             CXC(cxk_to_bf16(c->cs, c->d_verbf[q], dslot(c, &x->st[q].ver, 0), (size_t)x->st[q].ver.cap * x->st[q].ver.stride));
     CXC(cudaStreamSynchronize(c->cs));
     /* cuBLAS on the compute stream, with its workspace from the allocation */
-    CXB(cublasCreate(&c->blas));
-    CXB(cublasSetStream(c->blas, c->cs));
-    CXB(cublasSetWorkspace(c->blas, ws, CX_BLAS_WS_BYTES));
+    if (cx_blas_create(&c->blas, c->cs, e) || cx_blas_workspace(c->blas, ws, CX_BLAS_WS_BYTES, e)) return e->code;
     c->g.h = c->blas;
     c->g.st = c->cs;
     c->g.prec = cfg->precision;
@@ -720,6 +667,9 @@ static int cx_setup(cx_rank *c, const exec_data *data, pl_err *e) {
     CXC(cudaEventCreateWithFlags(&c->ev_join, cudaEventDisableTiming));
     c->g.ev = c->ev_gemm;
     c->g.cap_ev = c->cap_gemm;
+#ifdef PIPELAB_CUDA_NCCL
+    if (c->nccl) return cx_nccl_setup(c, e); /* no shared slots: NCCL moves the data */
+#endif
     /* publish: this rank's receive slots, and the events of its sends in its receivers' slots */
     for (size_t k = 0; k < n; k++) {
         const sched_action *a = &rk->acts[k];
@@ -734,8 +684,7 @@ static int cx_setup(cx_rank *c, const exec_data *data, pl_err *e) {
     return PL_OK;
 }
 
-/* Releases what cx_setup made (on the rank's thread). */
-static void cx_teardown(cx_rank *c) {
+void cx_teardown(cx_rank *c) {
     size_t n = c->x.s ? c->x.s->rank[c->x.r].n : 0;
     if (c->ev_act)
         for (size_t k = 0; k < 2 * n; k++) if (c->ev_act[k]) cudaEventDestroy(c->ev_act[k]);
@@ -747,7 +696,10 @@ static void cx_teardown(cx_rank *c) {
         for (int k = 0; k < 2 * c->cap_gemm; k++) if (c->ev_gemm[k]) cudaEventDestroy(c->ev_gemm[k]);
     cudaEvent_t ev[4] = {c->ev_p0, c->ev_end, c->ev_tmp, c->ev_join};
     for (int k = 0; k < 4; k++) if (ev[k]) cudaEventDestroy(ev[k]);
-    if (c->blas) cublasDestroy(c->blas);
+#ifdef PIPELAB_CUDA_NCCL
+    if (c->nccl) cx_nccl_teardown(c);
+#endif
+    cx_blas_destroy(c->blas);
     if (c->cs) cudaStreamDestroy(c->cs);
     if (c->ms) cudaStreamDestroy(c->ms);
     if (c->dmem) cudaFree(c->dmem);
@@ -783,6 +735,9 @@ static int pass_times(cx_rank *c, double th0, pl_err *e) {
     const sched_rank *rk = &x->s->rank[x->r];
     CXC(cudaEventRecord(c->ev_join, c->ms));
     CXC(cudaStreamWaitEvent(c->cs, c->ev_join, 0));
+#ifdef PIPELAB_CUDA_NCCL
+    if (c->nccl && cx_nccl_join(c, e)) return e->code;
+#endif
     CXC(cudaEventRecord(c->ev_end, c->cs));
     cudaError_t st = cudaEventSynchronize(c->ev_end);
     if (st != cudaSuccess)
@@ -832,7 +787,11 @@ static int run_pass(cx_rank *c, pl_err *e) {
     const exec_config *cfg = x->cfg;
     const sched_rank *rk = &x->s->rank[x->r];
     x->goff = (int64_t)x->pass * x->M;
+#ifdef PIPELAB_CUDA_NCCL
+    int rc = c->nccl ? cx_nccl_barrier(c, e) : cx_barrier(c->sh, x->r, e);
+#else
     int rc = cx_barrier(c->sh, x->r, e);
+#endif
     if (rc) return rc;
     c->g.n_ev = 0;
     c->g.flops = 0;
@@ -863,28 +822,22 @@ static int run_pass(cx_rank *c, pl_err *e) {
     return rc;
 }
 
-/* What a rank thread needs. */
-typedef struct cx_arg {
-    cx_rank *c;
-    const exec_data *data;
-} cx_arg;
-
-/* The rank thread: setup, a barrier (every receive slot published), the passes, the results
- * copied back, teardown. */
-static void *cx_main(void *arg) {
-    cx_arg *ca = arg;
-    cx_rank *c = ca->c;
+int cx_rank_body(cx_rank *c, const exec_data *data) {
     exec_xrank *x = &c->x;
     const exec_config *cfg = x->cfg;
     int P = cfg->warmup_passes + cfg->timed_passes;
-    pl_err_clear(&c->err);
-    c->rc = cx_setup(c, ca->data, &c->err);
-    if (c->rc) pl_err_prefix(&c->err, "rank %d (GPU %d), setup: ", x->r, c->dev);
-    if (c->rc == PL_OK) c->rc = cx_barrier(c->sh, x->r, &c->err);
-    for (x->pass = 0; x->pass < P && c->rc == PL_OK; x->pass++) c->rc = run_pass(c, &c->err);
+    pl_err *e = &c->err;
+    pl_err_clear(e);
+    c->rc = cx_setup(c, data, e);
+    if (c->rc) pl_err_prefix(e, "rank %d (GPU %d), setup: ", x->r, c->dev);
+#ifdef PIPELAB_CUDA_NCCL
+    if (c->rc == PL_OK) c->rc = c->nccl ? cx_nccl_barrier(c, e) : cx_barrier(c->sh, x->r, e);
+#else
+    if (c->rc == PL_OK) c->rc = cx_barrier(c->sh, x->r, e);
+#endif
+    for (x->pass = 0; x->pass < P && c->rc == PL_OK; x->pass++) c->rc = run_pass(c, e);
     if (c->rc == PL_OK) {
         /* results: every stage's newest weights into the host arena's version slot, the losses */
-        pl_err *e = &c->err;
         for (int q = 0; q < x->nst && c->rc == PL_OK; q++) {
             exec_xstage *st = &x->st[q];
             c->rc = cx_cuda_check(cudaMemcpy(st->ver.base + (size_t)st->cur * st->ver.stride, dslot(c, &st->ver, st->cur),
@@ -896,6 +849,21 @@ static void *cx_main(void *arg) {
                                   "cudaMemcpy (losses to the host)", __FILE__, __LINE__, e);
         if (c->rc) pl_err_prefix(e, "rank %d (GPU %d), results: ", x->r, c->dev);
     }
+    return c->rc;
+}
+
+/* What a rank thread needs. */
+typedef struct cx_arg {
+    cx_rank *c;
+    const exec_data *data;
+} cx_arg;
+
+/* The rank thread of the in-process driver: the rank's body, then (after every rank has drained
+ * its GPU work) its teardown. */
+static void *cx_main(void *arg) {
+    cx_arg *ca = arg;
+    cx_rank *c = ca->c;
+    cx_rank_body(c, ca->data);
     if (c->rc && strncmp(c->err.msg, "aborted: ", 9) != 0) cx_abort(c->sh, &c->err);
     if (c->cs) (void)cudaStreamSynchronize(c->cs);
     if (c->ms) (void)cudaStreamSynchronize(c->ms);
@@ -907,8 +875,7 @@ static void *cx_main(void *arg) {
 
 /* ---------------------------------------------------------------- the run */
 
-/* Checks the configuration's numbers (as exec.c does for the CPU executor). */
-static int check_config(const exec_config *c, pl_err *e) {
+int cx_check_config(const exec_config *c, pl_err *e) {
     if (c->hidden < 1 || c->hidden > 65536) return pl_errf(e, PL_EINPUT, "hidden size %d out of range 1..65536", c->hidden);
     if (c->ffn < 0 || c->ffn > 1 << 20) return pl_errf(e, PL_EINPUT, "ffn size %d out of range", c->ffn);
     if (c->layers < 1) return pl_errf(e, PL_EINPUT, "layers must be at least 1");
@@ -960,8 +927,7 @@ static int plan_comm(const sched *s, cx_rank *cr, cx_shared *sh, pl_err *e) {
     return PL_OK;
 }
 
-/* Moves what rank c measured and holds into rec (as exec.c's record_of). */
-static int record_of(cx_rank *c, const double *loss_mb, exec_rank_record *rec, pl_err *e) {
+int cx_record_of(cx_rank *c, const double *loss_mb, exec_rank_record *rec, pl_err *e) {
     exec_xrank *x = &c->x;
     const exec_config *cfg = x->cfg;
     int P = cfg->warmup_passes + cfg->timed_passes;
@@ -999,9 +965,8 @@ static int record_of(cx_rank *c, const double *loss_mb, exec_rank_record *rec, p
     return PL_OK;
 }
 
-/* Sets up rank r's host side: bookkeeping (dry walk), placement, measurement arrays. */
-static int setup_rank(cx_rank *c, int r, const sched *s, const exec_config *cfg, const int *blocks,
-                      const exec_data *data, double *loss_mb, pl_err *e) {
+int cx_setup_rank(cx_rank *c, int r, const sched *s, const exec_config *cfg, const int *blocks,
+                  const exec_data *data, double *loss_mb, pl_err *e) {
     int rc = exec_xrank_init(&c->x, r, s, cfg, blocks, data, loss_mb, e);
     if (rc) return rc;
     int P = cfg->warmup_passes + cfg->timed_passes;
@@ -1026,8 +991,7 @@ static int setup_rank(cx_rank *c, int r, const sched *s, const exec_config *cfg,
     return PL_OK;
 }
 
-/* Frees rank c's host side. */
-static void free_rank(cx_rank *c) {
+void cx_free_rank(cx_rank *c) {
     exec_xrank_free(&c->x);
     free(c->pass_start_s);
     free(c->send_rank);
@@ -1058,7 +1022,7 @@ static int enable_peers(int G, pl_err *e) {
 int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e) {
     memset(out, 0, sizeof *out);
     if (!s->lowered) return pl_errf(e, PL_EINPUT, "the executor runs lowered schedules (lower it first)");
-    int rc = check_config(cfg, e);
+    int rc = cx_check_config(cfg, e);
     if (rc) return rc;
     if (sched_validate(s, e) != PL_OK) return e->code;
     int ndev = exec_cuda_devices(e);
@@ -1095,7 +1059,7 @@ int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_e
     rc = exec_data_build(cfg, &data, e);
     if (rc) goto done;
     for (int r = 0; r < p && rc == PL_OK; r++) {
-        rc = setup_rank(&cr[r], r, s, cfg, blocks, &data, loss_mb, e);
+        rc = cx_setup_rank(&cr[r], r, s, cfg, blocks, &data, loss_mb, e);
         cr[r].sh = &sh;
         cr[r].dev = r % G;
         int share = p / G + (r % G < p % G ? 1 : 0); /* ranks on this GPU */
@@ -1125,7 +1089,7 @@ int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_e
     }
     for (int r = 0; r < p; r++)
         if (cr[r].rc) { rc = cr[r].rc; *e = cr[r].err; goto done; }
-    for (int r = 0; r < p && rc == PL_OK; r++) rc = record_of(&cr[r], loss_mb, &recs[r], e);
+    for (int r = 0; r < p && rc == PL_OK; r++) rc = cx_record_of(&cr[r], loss_mb, &recs[r], e);
     if (rc == PL_OK) rc = exec_assemble(s, cfg, recs, out, e);
     if (rc == PL_OK) {
         char name[96] = "";
@@ -1145,7 +1109,7 @@ int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_e
     }
 done:
     if (cr)
-        for (int r = 0; r < p; r++) free_rank(&cr[r]);
+        for (int r = 0; r < p; r++) cx_free_rank(&cr[r]);
     if (recs)
         for (int r = 0; r < p; r++) exec_rank_record_free(&recs[r]);
     if (sh.box)

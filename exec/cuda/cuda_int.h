@@ -52,6 +52,14 @@ int cx_cuda_check(cudaError_t st, const char *what, const char *file, int line, 
 /* The same for a cuBLAS status. */
 int cx_blas_check(cublasStatus_t st, const char *what, const char *file, int line, pl_err *e);
 
+/* cuBLAS is loaded at run time (dlopen of libcublas.so.<major of the cublas_api.h compiled
+ * against>, once): a program that never computes on a GPU does not pay for mapping it (about
+ * 0.2 s and 200 MB per process start). Creates a handle bound to stream st. */
+int cx_blas_create(cublasHandle_t *h, cudaStream_t st, pl_err *e);
+/* Gives handle h its workspace (256-byte aligned) instead of one it would allocate. */
+int cx_blas_workspace(cublasHandle_t h, void *ws, size_t bytes, pl_err *e);
+void cx_blas_destroy(cublasHandle_t h);
+
 /* Return e->code from the enclosing function (which has `pl_err *e`) when the call fails. */
 #define CXC(call) do { if (cx_cuda_check((call), #call, __FILE__, __LINE__, e) != PL_OK) return e->code; } while (0)
 #define CXB(call) do { if (cx_blas_check((call), #call, __FILE__, __LINE__, e) != PL_OK) return e->code; } while (0)

@@ -176,7 +176,7 @@ static void prof_free(prof *q) {
     if (q->ev)
         for (int k = 0; k < 2 * q->npairs; k++) if (q->ev[k]) cudaEventDestroy(q->ev[k]);
     free(q->ev);
-    if (q->g.h) cublasDestroy(q->g.h);
+    cx_blas_destroy(q->g.h);
     if (q->st) cudaStreamDestroy(q->st);
     if (q->mem) cudaFree(q->mem);
     int green = q->green.gctx != NULL;
@@ -209,8 +209,7 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
     } else if (rc == PL_OK) {
         rc = cx_cuda_check(cudaStreamCreateWithFlags(&q.st, cudaStreamNonBlocking), "cudaStreamCreate", __FILE__, __LINE__, e);
     }
-    if (rc == PL_OK) rc = cx_blas_check(cublasCreate(&q.g.h), "cublasCreate", __FILE__, __LINE__, e);
-    if (rc == PL_OK) rc = cx_blas_check(cublasSetStream(q.g.h, q.st), "cublasSetStream", __FILE__, __LINE__, e);
+    if (rc == PL_OK) rc = cx_blas_create(&q.g.h, q.st, e);
     q.g.st = q.st;
     if (rc == PL_OK) rc = prof_alloc(&q, cfg, e);
     int SL = q.S * q.L, rounds = (reps + q.S - 1) / q.S;

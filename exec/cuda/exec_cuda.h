@@ -38,9 +38,18 @@ int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_e
  * MPI), else 0. */
 int exec_cuda_mpi_available(void);
 
-/* As exec_mpi_run (exec_drive.h) with the CUDA backend: one MPI process per rank, NCCL send/recv
- * between them. Returns PL_EINPUT with a "not built" message where exec_cuda_mpi_available() is 0. */
+/* As exec_mpi_run (exec_drive.h) with the CUDA backend: one MPI process per rank (mpirun -np P),
+ * each on its own GPU (GPU = its rank among the node's ranks), NCCL send/recv between them over
+ * one 2-rank communicator and stream per direction and pair, bootstrapped through MPI; the
+ * records gathered to rank 0 (*is_root) and assembled there. Errors found before the ranks
+ * start are returned on every rank; a rank failing later calls the abort hook with the message
+ * naming rank and action, then MPI_Abort ends the job. Returns PL_EINPUT with a "not built"
+ * message where exec_cuda_mpi_available() is 0. Call exec_cuda_mpi_finalize before exiting. */
 int exec_cuda_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e);
+/* Sets what a failing rank calls with the reason just before MPI_Abort (the CLI prints it). */
+void exec_cuda_mpi_set_abort_hook(void (*hook)(const pl_err *why));
+/* Finalizes MPI when exec_cuda_mpi_run initialized it. */
+void exec_cuda_mpi_finalize(void);
 
 /* Times F, I, W and STEP of one block of cfg's shape on GPU 0 in cfg->precision (CUDA events,
  * median of reps after warm-up), over cfg->layers distinct blocks so weights are not cache-hot.

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_int.h"
 #include "exec.h"
@@ -164,8 +165,7 @@ static void block_case(exec_precision prec, uint64_t seed) {
     memset(&c, 0, sizeof c);
     c.prec = prec;
     CU_ASSERT_EQUAL_FATAL(cudaStreamCreate(&c.st), cudaSuccess);
-    CU_ASSERT_EQUAL_FATAL(cublasCreate(&c.h), CUBLAS_STATUS_SUCCESS);
-    CU_ASSERT_EQUAL_FATAL(cublasSetStream(c.h, c.st), CUBLAS_STATUS_SUCCESS);
+    CU_ASSERT_EQUAL_FATAL(cx_blas_create(&c.h, c.st, &e), PL_OK);
     c.bf_cap = bf > bh ? bf : bh;
     CU_ASSERT_EQUAL_FATAL(cudaMalloc((void **)&c.bfa, c.bf_cap * 2), cudaSuccess);
     CU_ASSERT_EQUAL_FATAL(cudaMalloc((void **)&c.bfb, c.bf_cap * 2), cudaSuccess);
@@ -201,7 +201,7 @@ static void block_case(exec_precision prec, uint64_t seed) {
     CU_ASSERT(ey <= tol && eh <= tol && ea <= tol && egx <= tol && edh <= tol && egp <= tol);
     cudaFree(c.bfa);
     cudaFree(c.bfb);
-    cublasDestroy(c.h);
+    cx_blas_destroy(c.h);
     cudaStreamDestroy(c.st);
     float *bufs[] = {g.p, g.x, g.gy, g.hd, g.a, g.y, g.gx, g.gp, g.da};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
@@ -427,6 +427,64 @@ static void test_sm_split(void) {
     sched_free(s);
 }
 
+/* Reads a whole file of floats; returns the count (0 on failure) and *out (malloc'd). */
+static size_t read_floats(const char *path, float **out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *out = malloc(n > 0 ? (size_t)n : 1);
+    size_t got = n > 0 ? fread(*out, 1, (size_t)n, f) : 0;
+    fclose(f);
+    return got / sizeof(float);
+}
+
+/* One MPI process per rank with NCCL (2 GPUs needed) trains as the in-process GPU run does:
+ * the same GEMMs on the same data, so the same weights to rounding. */
+static void test_mpi_nccl(void) {
+    pl_err e;
+    int n = exec_cuda_devices(&e);
+#ifdef PIPELAB_MPIEXEC
+    const char *mpiexec = PIPELAB_MPIEXEC;
+#else
+    const char *mpiexec = NULL;
+#endif
+    if (!exec_cuda_mpi_available() || n < 2 || !mpiexec || !pl_test_exists(mpiexec)) {
+        fprintf(stderr, "\n  (MPI + NCCL not tested: needs that build, mpirun and 2 GPUs; %d GPU%s) ", n, n == 1 ? "" : "s");
+        return;
+    }
+    char *dir = pl_test_tmpdir(), cmd[2048], *log = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    const char *model = "--width 64 --ffn 128 --depth 4 --microbatch-size 8 --lr 0.1 --warmup 0 --timed 3 --no-db --no-predict";
+    snprintf(cmd, sizeof cmd, "%s run --backend cuda --kind 1f1b --ranks 2 --microbatches 4 %s --dump-weights %s/t.bin",
+             PIPELAB_BIN, model, dir);
+    int rc = pl_test_run(cmd, &log);
+    if (rc) fprintf(stderr, "%s\n%s\n", cmd, log);
+    CU_ASSERT_EQUAL(rc, 0);
+    free(log);
+    snprintf(cmd, sizeof cmd, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 %s -np 2 "
+             "--oversubscribe %s run --backend cuda --transport mpi --kind 1f1b --ranks 2 --microbatches 4 %s "
+             "--dump-weights %s/m.bin", mpiexec, PIPELAB_BIN, model, dir);
+    rc = pl_test_run(cmd, &log);
+    if (rc) fprintf(stderr, "%s\n%s\n", cmd, log);
+    CU_ASSERT_EQUAL(rc, 0);
+    free(log);
+    char pa[1100], pb[1100];
+    snprintf(pa, sizeof pa, "%s/t.bin", dir);
+    snprintf(pb, sizeof pb, "%s/m.bin", dir);
+    float *a = NULL, *b = NULL;
+    size_t na = read_floats(pa, &a), nb = read_floats(pb, &b);
+    CU_ASSERT(na > 0 && na == nb);
+    if (na > 0 && na == nb) CU_ASSERT(rel_norm(b, a, NULL, na) <= 1e-6);
+    free(a);
+    free(b);
+    remove(pa);
+    remove(pb);
+    rmdir(dir);
+    free(dir);
+}
+
 /* The profiler's medians are positive and its sizes are the CPU profiler's. */
 static void test_profile(void) {
     exec_config c = run_cfg(2);
@@ -477,6 +535,7 @@ void pl_test_register(void) {
         {"fault names rank and action", test_fault},
         {"sm split (green contexts)", test_sm_split},
         {"profile and GEMM rate", test_profile},
+        {"MPI processes with NCCL = threads", test_mpi_nccl},
         {NULL, NULL}};
     pl_test_suite("cuda block", block);
     pl_test_suite("cuda vs cpu", cpu);

@@ -1,0 +1,118 @@
+/* cuda_exec_int.h: the CUDA executor's rank state and the pieces of its walker that the
+ * in-process driver (cuda_exec.c) and the MPI + NCCL driver (cuda_nccl.c) share. */
+#ifndef EXEC_CUDA_EXEC_INT_H
+#define EXEC_CUDA_EXEC_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "cuda_int.h"
+#include "exec_int.h"
+
+/* cuBLAS workspace per rank (NVIDIA's advice for Hopper), taken from the rank's allocation. */
+#define CX_BLAS_WS_BYTES ((size_t)32 << 20)
+
+/* ---------------------------------------------------------------- shared state */
+
+/* Where one RECV action's message lands: a slot on the receiver's GPU, filled by the one sender
+ * whose SEND pairs with it. seq = pass + 1 once the sender has enqueued the copy and recorded
+ * `arrived` after it. */
+typedef struct cx_box {
+    _Atomic int seq;
+    cudaEvent_t arrived; /* the sender's event (its device and context) */
+    float *dptr;         /* [b h] on the receiver's GPU */
+    int dev;
+} cx_box;
+
+/* What the rank threads share: receive slots, the barrier, the abort reason. */
+typedef struct cx_shared {
+    int p;
+    cx_box **box;   /* [p][nrecv[r]] */
+    int *nrecv;     /* [p] */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int bar_count, bar_gen;
+    int exit_count; /* ranks done with their GPU work (teardown waits for all: peers copy into
+                     * each other's memory) */
+    _Atomic int aborted;
+    pl_err why;     /* the first failure (under mu) */
+    double timeout_s;
+} cx_shared;
+
+/* One rank: the CPU worker's bookkeeping plus its device state. */
+typedef struct cx_rank {
+    exec_xrank x;            /* pools, stages, memory accounting; its host arena mirrors the device's */
+    cx_shared *sh;
+    int dev, green_n, green_i;
+    cx_green green;
+    cudaStream_t cs, ms;     /* compute, communication */
+    cublasHandle_t blas;
+    cx_gemm_ctx g;
+    char *dmem;              /* the one device allocation */
+    size_t dmem_bytes;
+    float *d_arena;          /* device image of x.arena */
+    uint16_t **d_verbf;      /* [nst] bf16 copies of each stage's version slots (bf16 only) */
+    float *d_x, *d_t;        /* data set inputs / targets [D, b, h] (stage 0 / last stage only) */
+    double *d_loss;          /* [passes M] */
+    float *d_mbox;           /* [nrecv, al16(b h)] receive slots */
+    int *send_rank, *send_slot, *recv_slot; /* [n actions] */
+    cudaEvent_t *ev_act;     /* [2 n] start/end of each action of a pass */
+    cudaEvent_t *ev_send;    /* [n] arrival events of SENDs (NULL elsewhere) */
+    cudaEvent_t *ev_out;     /* [out.cap] when a send slot's copy is done */
+    int *out_busy;           /* [out.cap] 1 = a copy may still read the slot */
+    cudaEvent_t ev_p0, ev_end, ev_tmp, ev_join;
+    cudaEvent_t *ev_gemm;    /* [2 cap_gemm] */
+    int cap_gemm;
+    int sync_each;           /* PIPELAB_CUDA_SYNC=1: drain after every action (names a failing kernel's action) */
+    /* MPI processes (cuda_nccl.c): transfers by NCCL over one 2-rank communicator and one stream
+     * per direction and peer ("channel"), into this rank's receive slots */
+    int nccl;
+    int nch;
+    cudaStream_t *ch_stream; /* [nch] */
+    void **ch_comm;          /* [nch] ncclComm_t */
+    int *ch_peer;            /* [nch] the other rank's index in the channel's communicator */
+    int *ch_of;              /* [n actions] the channel of a SEND or RECV, -1 otherwise */
+    cudaEvent_t *ev_recv;    /* [n] a RECV's transfer done */
+    /* measurement, as exec_xrank's */
+    double *pass_start_s, *pass_end_s, *busy_s, *comm_s, *gemm_s, *gemm_flops;
+    exec_op *ops;
+    size_t n_ops, cap_ops;
+    int rc;
+    pl_err err;
+} cx_rank;
+
+/* ---------------------------------------------------------------- the walker (cuda_exec.c) */
+
+/* Checks the configuration's numbers (as exec.c does for the CPU executor). */
+int cx_check_config(const exec_config *c, pl_err *e);
+/* Sets up rank r's host side: bookkeeping (exec_xrank_init's dry walk), measurement arrays, the
+ * action tables (send_rank, send_slot, recv_slot: filled by the driver). */
+int cx_setup_rank(cx_rank *c, int r, const sched *s, const exec_config *cfg, const int *blocks, const exec_data *data,
+                  double *loss_mb, pl_err *e);
+void cx_free_rank(cx_rank *c);
+/* On the rank's thread, its device set (and green context current): device setup, a barrier,
+ * the passes, the weights and losses copied back. Returns PL_OK or the error (c->err). */
+int cx_rank_body(cx_rank *c, const exec_data *data);
+/* Releases the rank's device state (on its thread). */
+void cx_teardown(cx_rank *c);
+/* Moves what rank c measured and holds into rec. */
+int cx_record_of(cx_rank *c, const double *loss_mb, exec_rank_record *rec, pl_err *e);
+
+/* ---------------------------------------------------------------- NCCL (cuda_nccl.c) */
+
+#ifdef PIPELAB_CUDA_NCCL
+/* Creates the channel streams and receive events (in cx_setup). */
+int cx_nccl_setup(cx_rank *c, pl_err *e);
+void cx_nccl_teardown(cx_rank *c);
+/* The transfer of SEND k from src (after the compute so far), recording ev_out[o] after it. */
+int cx_nccl_send(cx_rank *c, size_t k, const float *src, size_t n, int o, pl_err *e);
+/* The transfer of RECV k into its receive slot; the compute stream waits for it, then copies
+ * the slot into dst. */
+int cx_nccl_recv(cx_rank *c, size_t k, float *dst, size_t n, pl_err *e);
+/* Makes the compute stream wait for every channel stream (end of a pass). */
+int cx_nccl_join(cx_rank *c, pl_err *e);
+/* The barrier between passes (MPI). */
+int cx_nccl_barrier(cx_rank *c, pl_err *e);
+#endif
+
+#endif
