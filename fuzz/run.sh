@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # fuzz/run.sh: builds pipelab's libFuzzer targets (clang, ASan + UBSan) and fuzzes each parser.
 #
-#   fuzz/run.sh [--time SECONDS] [--jobs N] [--build DIR] [TARGET...]
+#   fuzz/run.sh [--time SECONDS] [--jobs N] [--build DIR] [--report] [TARGET...]
 #
+# --report prints the table of the last runs' logs without building or fuzzing.
 # TARGET: sched_text torch_csv graph profile_csv hw_ini partition set_kv (default: all).
 # Each target runs for --time seconds (default 1800) with N targets at once (default 2), from the
 # seeds in fuzz/corpus/<target>/, the regressions in fuzz/regress/<target>/ and, when present,
@@ -18,13 +19,15 @@ ROOT=$(pwd)
 time_s=1800
 jobs=2
 build=build-fuzz
+report_only=0
 targets=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --time) time_s=$2; shift 2 ;;
         --jobs) jobs=$2; shift 2 ;;
         --build) build=$2; shift 2 ;;
-        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --report) report_only=1; shift ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "fuzz/run.sh: unknown option $1" >&2; exit 2 ;;
         *) targets+=("$1"); shift ;;
     esac
@@ -35,6 +38,7 @@ for t in "${targets[@]}"; do
     case " ${all[*]} " in *" $t "*) ;; *) echo "fuzz/run.sh: unknown target '$t' (known: ${all[*]})" >&2; exit 2 ;; esac
 done
 
+if [ $report_only = 0 ]; then
 if ! command -v clang >/dev/null; then
     echo "fuzz/run.sh: clang not found; install the Debian packages clang and libclang-rt-dev (./setup.sh does)" >&2
     exit 1
@@ -76,12 +80,14 @@ export build time_s shared ROOT
 
 echo "fuzzing ${targets[*]} for ${time_s} s each, $jobs at a time (logs in $build/logs/)"
 printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
+fi
 
 failed=0
 printf '\n%-12s %8s %12s %9s %7s %7s %7s  %s\n' target seconds executions exec/s cov ft corpus verdict
 for t in "${targets[@]}"; do
     log="$build/logs/$t.log"
     rc=$(cat "$build/logs/$t.rc" 2>/dev/null || echo 1)
+    [ -f "$log" ] || { printf '%-12s no log\n' "$t"; failed=1; continue; }
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
     last=$(grep -E '^#[0-9]+' "$log" | grep 'cov:' | tail -1 || true)
@@ -91,7 +97,7 @@ for t in "${targets[@]}"; do
     secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
     verdict=ok
     if [ "$rc" != 0 ]; then
-        verdict="FAILED (rc $rc): $(grep -m1 -E 'ERROR|==[0-9]+==|fuzz invariant|runtime error' "$log" | cut -c1-100)"
+        verdict="FAILED (rc $rc): $(grep -a -m1 -E 'ERROR|==[0-9]+==|fuzz invariant|runtime error' "$log" | cut -c1-100 || true)"
         failed=1
     fi
     printf '%-12s %8s %12s %9s %7s %7s %7s  %s\n' "$t" "${secs:-?}" "${execs:-?}" "${rate:-?}" \
