@@ -1,6 +1,7 @@
 /* transport_threads.c: the in-process transport: bounded mailboxes (one per receiving rank)
  * under one mutex with a condition variable per rank; timed waits; abort; a barrier; and
- * detection of waits that can never be served (every running rank blocked).
+ * detection of waits that can never be served (every running rank blocked) and of messages
+ * nobody received (a mailbox not empty at a barrier between passes, or when every rank finished).
  *
  * Waking up: a receiver (or a rank at the barrier) whose message is not there yet first spins
  * on its mailbox's arrival counter (up to spin_s, only when every rank has a core of its own),
@@ -120,6 +121,27 @@ static int check_stuck(tboard *b) {
     pl_buf_free(&m);
     abort_locked(b, &why);
     return 1;
+}
+
+/* Called with mu held where every message sent so far must have been received (every rank at
+ * the barrier between passes, or every rank finished): a message still in a mailbox was sent to
+ * a rank that never received it, and the run is aborted naming both ranks and the message.
+ * Returns 1 then. */
+static int check_undelivered(tboard *b) {
+    if (b->aborted) return 0;
+    for (int r = 0; r < b->p; r++)
+        for (int i = 0; i < b->cap && b->box[r].n > 0; i++) {
+            const tmsg *m = &b->box[r].slot[i];
+            if (!m->used) continue;
+            pl_err why;
+            pl_errf(&why, PL_EINPUT, "rank %d sent %s of stage %d microbatch %lld to rank %d, which never received them "
+                    "(%d message%s left in its mailbox at the %s)", m->src,
+                    m->key.kind == EXEC_MSG_ACT ? "activations" : "gradients", m->key.stage, (long long)m->key.mb, r,
+                    b->box[r].n, b->box[r].n == 1 ? "" : "s", b->running ? "barrier between passes" : "end of the run");
+            abort_locked(b, &why);
+            return 1;
+        }
+    return 0;
 }
 
 /* Computes the absolute deadline timeout_s from now on CLOCK_REALTIME (condvar clock). */
@@ -277,7 +299,9 @@ static int t_barrier(exec_transport *t, pl_err *e) {
     pthread_mutex_lock(&b->mu);
     int rc = PL_OK;
     if (b->aborted) rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg);
-    else if (++b->bar_count == b->p) {
+    else if (b->bar_count + 1 == b->p && check_undelivered(b)) {
+        rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg); /* the others wake aborted */
+    } else if (++b->bar_count == b->p) {
         b->bar_count = 0;
         b->bar_gen++;
         for (int r = 0; r < b->p; r++)
@@ -319,6 +343,7 @@ static void t_finished(exec_transport *t) {
     pthread_mutex_lock(&b->mu);
     b->box[en->rank].wait = W_DONE;
     b->running--;
+    if (b->running == 0) check_undelivered(b);
     check_stuck(b);
     pthread_mutex_unlock(&b->mu);
 }

@@ -4,6 +4,7 @@
  * within seconds with a non-zero exit and a message naming the rank and the action, store
  * nothing, and leave no thread running (exec_run returns only after joining its workers) and no
  * leak (ASan's leak check runs in the CLI processes of the threads transport). */
+#include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include "exec.h"
 #include "exec_drive.h"
+#include "exec_int.h"
 #include "pl_sched.h"
 #include "pl_test.h"
 #include "store.h"
@@ -372,11 +374,74 @@ static void test_faults_bounded(void) {
     lib_case("gpipe", 4, (exec_fault){EXEC_FAULT_BAD_SIZE, 2, 0, 1}, 30, PL_EINPUT, b);
 }
 
+/* One rank's barrier on its own thread (for the undelivered-message test). */
+typedef struct bar_job {
+    exec_transport *t;
+    int rc;
+    pl_err e;
+} bar_job;
+
+static void *bar_main(void *arg) {
+    bar_job *j = arg;
+    j->rc = j->t->barrier(j->t, &j->e);
+    return NULL;
+}
+
+/* The in-process transport refuses messages nobody received: one left in a mailbox when both
+ * ranks reach the barrier between passes stops the run at that barrier (both ranks fail, at once,
+ * naming the sender, the receiver and the message); one left when every rank finished makes the
+ * run fail too. An empty mailbox passes both. */
+static void test_undelivered_message(void) {
+    pl_err e;
+    float buf[8] = {0};
+    exec_msg_key k = {EXEC_MSG_ACT, 1, 3};
+    const char *says = "rank 0 sent activations of stage 1 microbatch 3 to rank 1, which never received them";
+    exec_transport *t = exec_threads_transport_new(2, 2, sizeof buf, 30, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    /* a clean barrier, then one with a message left */
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) CU_ASSERT_EQUAL(t[0].send(&t[0], 1, k, buf, sizeof buf, &e), PL_OK);
+        bar_job j = {&t[1], -1, {0}};
+        pthread_t th;
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, bar_main, &j), 0);
+        pl_err e0;
+        pl_err_clear(&e0);
+        double t0 = pl_now_s();
+        int rc0 = t[0].barrier(&t[0], &e0);
+        pthread_join(th, NULL);
+        CU_ASSERT(pl_now_s() - t0 < FAULT_BOUND_S);
+        if (round == 0) {
+            CU_ASSERT(rc0 == PL_OK && j.rc == PL_OK);
+        } else {
+            CU_ASSERT(rc0 != PL_OK && j.rc != PL_OK);
+            CU_ASSERT(strstr(e0.msg, says) != NULL && strstr(j.e.msg, says) != NULL);
+            CU_ASSERT(strstr(e0.msg, "at the barrier between passes") != NULL);
+        }
+    }
+    exec_threads_transport_free(t, 2);
+    /* at the end of the run */
+    t = exec_threads_transport_new(2, 2, sizeof buf, 30, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(t[0].send(&t[0], 1, k, buf, sizeof buf, &e), PL_OK);
+    t[0].finished(&t[0]);
+    t[1].finished(&t[1]);
+    pl_err why;
+    CU_ASSERT_FATAL(exec_threads_transport_why(t, &why));
+    CU_ASSERT(strstr(why.msg, says) != NULL && strstr(why.msg, "at the end of the run") != NULL);
+    exec_threads_transport_free(t, 2);
+    t = exec_threads_transport_new(2, 2, sizeof buf, 30, &e);
+    t[0].finished(&t[0]);
+    t[1].finished(&t[1]);
+    CU_ASSERT_FALSE(exec_threads_transport_why(t, &why));
+    exec_threads_transport_free(t, 2);
+}
+
 void exec_test_faults_register(void) {
     static const pl_test_case cs[] = {
         {"a vanished worker thread is named at once", test_vanished_thread},
         {"a dropped receive stops the run", test_dropped_receive},
         {"a never-sent message is a deadlock found at once", test_never_sent_is_deadlock},
+        {"a message nobody received stops the run", test_undelivered_message},
         {"errors and short messages stop 4 ranks quickly", test_faults_bounded},
         {"pipelab run under every fault, threads", test_cli_faults_threads},
         {"pipelab run under every fault, MPI", test_cli_faults_mpi},
