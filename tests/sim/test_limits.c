@@ -263,6 +263,7 @@ __attribute__((constructor)) static void limits_child(void) {
     _exit(0);
 }
 
+#ifndef LIMITS_ASAN
 /* Measures peak_of_work in a fresh copy of this binary; returns the bytes (0 on failure). */
 static uint64_t measured_peak(const char *kind, int p, int m, int mode) {
     char cmd[512];
@@ -275,6 +276,7 @@ static uint64_t measured_peak(const char *kind, int p, int m, int mode) {
     free(out);
     return used;
 }
+#endif
 
 /* The estimate is an upper bound of what the work really takes: for every generator, about
  * 400,000 compute actions, the simulate pipeline, the schedule pipeline and (for two kinds) the
