@@ -177,6 +177,14 @@ int cli_schedule(int argc, char **argv) {
     sched *s = o.from ? sched_load(o.from, o.legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, &e)
                       : sched_generate(o.kind, &o.g, &e);
     if (!s) return cli_fail(&e);
+    if (o.from) { /* a loaded schedule: its actions, counted as compute actions (an upper bound) */
+        sh = (sched_shape){s->ranks, s->stages, (int64_t)s->microbatches * (s->iterations > 0 ? s->iterations : 1),
+                           (int64_t)sched_total_actions(s)};
+        if (sim_check_memory(o.from, &sh, SIM_MEM_SCHEDULE, &e) != PL_OK) {
+            sched_free(s);
+            return cli_fail(&e);
+        }
+    }
     if (sched_validate(s, &e) != PL_OK) {
         sched_free(s);
         return cli_fail(&e);

@@ -81,6 +81,11 @@ static const limit_case cases[] = {
     {"", SIM "1f1b --ranks 4 --microbatches 8 --model uniform:layers=8,fwd_s=1e-3,param_bytes=4e18", 1, "too large to count in 64 bits"},
     {"", SIM "1f1b --ranks 4 --microbatches 8 --model transformer:layers=16,hidden=1000000000,heads=16,seq=512,vocab=32000,microbatch=4 --hardware h100", 1, "sizes overflow"},
     {"", SIM "1f1b --ranks 4 --microbatches 1000000 --model uniform:layers=8,fwd_s=1e-3 --max-memory 1GiB", 1, "simulating 1f1b (4 ranks, 4 stages, 1000000 microbatches"},
+    /* a loaded schedule is counted too */
+    {"", "schedule --check --from '" PIPELAB_TESTS_DIR "/golden/1f1b_p3_m4.sched' --max-memory 1K", 1,
+     "1f1b_p3_m4.sched (3 ranks, 3 stages, 4 microbatches: 24 compute actions) needs about 16.0 MiB"},
+    {"", "simulate --no-db --from '" PIPELAB_TESTS_DIR "/golden/zb-h1_p3_m4_comms.csv' --max-memory 1K", 1,
+     "simulating "},
     {NULL, NULL, 0, NULL},
 };
 
