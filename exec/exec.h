@@ -38,20 +38,23 @@ typedef enum exec_fault_kind {
     EXEC_FAULT_DROP_RECV, /* the rank skips its first RECV at or after the action, as a buggy
                            * schedule or tool would: a message is sent to a rank that never
                            * receives it */
-    EXEC_FAULT_DROP_SEND  /* the rank skips the transfer of its first SEND at or after the
+    EXEC_FAULT_DROP_SEND, /* the rank skips the transfer of its first SEND at or after the
                            * action: a rank waits for a message that never comes */
+    EXEC_FAULT_EXTRA_SEND /* the rank's first SEND at or after the action is sent twice, as a
+                           * schedule with a SEND that no RECV matches would: the second copy goes
+                           * to a rank that never receives it */
 } exec_fault_kind;
 
 typedef struct exec_fault {
     exec_fault_kind kind;
     int rank;      /* the rank that misbehaves */
-    int action;    /* 0-based index in that rank's lowered list (BAD_SIZE, DROP_RECV, DROP_SEND:
+    int action;    /* 0-based index in that rank's lowered list (BAD_SIZE, DROP_*, EXTRA_SEND:
                     * the first matching action at or after it) */
     int pass;      /* the pass in which it happens (0 = first) */
 } exec_fault;
 
-/* Returns the name of a fault kind ("error", "size", "exit", "kill", "drop-recv", "drop-send"),
- * or NULL for EXEC_FAULT_NONE and unknown kinds. */
+/* Returns the name of a fault kind ("error", "size", "exit", "kill", "drop-recv", "drop-send",
+ * "extra-send"), or NULL for EXEC_FAULT_NONE and unknown kinds. */
 const char *exec_fault_name(exec_fault_kind k);
 /* Returns the kind named name, or EXEC_FAULT_NONE when no kind has that name. */
 exec_fault_kind exec_fault_parse(const char *name);

@@ -42,6 +42,8 @@ typedef struct mend {
     double timeout_s;
     msend *send;          /* [nsend] */
     int nsend;
+    int64_t *sent, *rcvd, *peer_sent; /* [size] each: messages sent to / received from each rank
+                           * so far, and (after a barrier) what each rank sent to this one */
     unsigned char *rbuf;  /* receive buffer of rcap bytes */
     size_t rcap;
 } mend;
@@ -182,6 +184,7 @@ static int m_send(exec_transport *t, int dst, exec_msg_key key, const void *data
     int rc = MPI_Isend(s->buf, (int)bytes, MPI_BYTE, dst, tag_of(m, key), m->data, &s->req);
     if (rc != MPI_SUCCESS) return pl_errf(e, PL_EINTERNAL, "MPI_Isend to rank %d failed (%d)", dst, rc);
     s->busy = 1;
+    m->sent[dst]++;
     return PL_OK;
 }
 
@@ -204,6 +207,7 @@ static int m_recv(exec_transport *t, int src, exec_msg_key key, void *data, size
              key.kind == EXEC_MSG_ACT ? "activations" : "gradients", key.stage, (long long)key.mb, src);
     rc = wait_req(m, &req, &st, what, e);
     if (rc) return rc;
+    m->rcvd[src]++;
     int n = 0;
     MPI_Get_count(&st, MPI_BYTE, &n);
     if ((size_t)n != bytes) return pl_errf(e, PL_EINPUT, "message from rank %d has %d bytes, expected %zu", src, n, bytes);
@@ -212,14 +216,45 @@ static int m_recv(exec_transport *t, int src, exec_msg_key key, void *data, size
     return PL_OK;
 }
 
-/* Waits for every rank (MPI_Ibarrier, polled with the timeout). Returns PL_OK or an error. */
-static int m_barrier(exec_transport *t, pl_err *e) {
-    mend *m = t->impl;
+/* Waits for every rank while exchanging the message counts (MPI_Ialltoall of sent[], polled
+ * with the timeout: no rank completes it before every rank entered it, so it is a barrier), then
+ * checks that this rank received every message sent to it: at the barrier between passes and at
+ * the end of the run, each rank has walked its whole list, so a message sent to it and not
+ * received never will be. when: "barrier between passes" or "end of the run". Returns PL_OK or
+ * an error naming the sender, this rank and (when it has arrived) the message. */
+static int exchange_counts(mend *m, const char *when, pl_err *e) {
     MPI_Request req;
-    if (MPI_Ibarrier(m->ctl, &req) != MPI_SUCCESS) return pl_errf(e, PL_EINTERNAL, "MPI_Ibarrier failed");
+    if (MPI_Ialltoall(m->sent, 1, MPI_INT64_T, m->peer_sent, 1, MPI_INT64_T, m->ctl, &req) != MPI_SUCCESS)
+        return pl_errf(e, PL_EINTERNAL, "MPI_Ialltoall failed");
     char what[64];
     snprintf(what, sizeof what, "rank %d waits at the barrier", m->rank);
-    return wait_req(m, &req, MPI_STATUS_IGNORE, what, e);
+    int rc = wait_req(m, &req, MPI_STATUS_IGNORE, what, e);
+    if (rc) return rc;
+    for (int q = 0; q < m->size; q++) {
+        if (m->peer_sent[q] == m->rcvd[q]) continue;
+        int flag = 0;
+        MPI_Status st;
+        MPI_Iprobe(q, MPI_ANY_TAG, m->data, &flag, &st);
+        long tag = flag ? st.MPI_TAG : -1;
+        if (tag >= 0 && m->stages > 0) /* the key back from the tag (exact unless the tags wrapped) */
+            return pl_errf(e, PL_EINPUT, "rank %d sent %s of stage %ld microbatch %ld to rank %d, which never received "
+                           "them (%lld sent, %lld received, at the %s)", q, tag % 2 == EXEC_MSG_ACT ? "activations" : "gradients",
+                           (tag / 2) % m->stages, (tag / 2) / m->stages, m->rank, (long long)m->peer_sent[q],
+                           (long long)m->rcvd[q], when);
+        return pl_errf(e, PL_EINPUT, "rank %d sent %lld messages to rank %d, which never received %lld of them (at the %s)", q,
+                       (long long)m->peer_sent[q], m->rank, (long long)(m->peer_sent[q] - m->rcvd[q]), when);
+    }
+    return PL_OK;
+}
+
+static void m_abort(exec_transport *t, const pl_err *why);
+
+/* Waits for every rank and checks that every message sent so far was received
+ * (exchange_counts); on an error (a message nobody received, a timeout) ends the job at once, as
+ * a failing action does: the ranks are no longer in step. Returns PL_OK. */
+static int m_barrier(exec_transport *t, pl_err *e) {
+    if (exchange_counts(t->impl, "barrier between passes", e) != PL_OK) m_abort(t, e);
+    return PL_OK;
 }
 
 /* Ends the whole job: the hook reports why, then MPI_Abort. Does not return. */
@@ -230,7 +265,9 @@ static void m_abort(exec_transport *t, const pl_err *why) {
     exit(1); /* not reached */
 }
 
-/* Completes the sends still in flight (their receivers take them in their last pass). */
+/* Completes the sends still in flight (their receivers take them in their last pass), then
+ * checks with the other ranks that every message sent was received (exchange_counts); ends the
+ * job on an error. */
 static void m_finished(exec_transport *t) {
     mend *m = t->impl;
     for (int i = 0; i < m->nsend; i++)
@@ -242,6 +279,8 @@ static void m_finished(exec_transport *t) {
             }
             m->send[i].busy = 0;
         }
+    pl_err e;
+    if (exchange_counts(m, "end of the run", &e) != PL_OK) m_abort(t, &e);
 }
 
 /* ---------------------------------------------------------------- the driver */
@@ -358,6 +397,10 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     m.tag_mod = flag && ub && *ub > 0 ? (long)*ub + 1 : 32768;
     m.stages = s->stages;
     m.timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
+    m.sent = pl_calloc(3 * (size_t)m.size, sizeof *m.sent);
+    if (!m.sent) return pl_errf(e, PL_ENOMEM, "out of memory");
+    m.rcvd = m.sent + m.size;
+    m.peer_sent = m.rcvd + m.size;
     exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished};
     exec_rank_record rec;
     int rc = exec_run_rank(s, cfg, &t, &rec, e);
@@ -398,6 +441,7 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     for (int i = 0; i < m.nsend; i++) free(m.send[i].buf);
     free(m.send);
     free(m.rbuf);
+    free(m.sent);
     MPI_Comm_free(&m.data);
     MPI_Comm_free(&m.ctl);
     signal(SIGTERM, SIG_DFL); /* the run is over: no more waits to report */

@@ -320,7 +320,7 @@ static int do_step(exec_xrank *x, int s, pl_err *e) {
 /* ---------------------------------------------------------------- communication actions */
 
 /* What an injected fault does to a SEND (do_comm's `fault`). */
-enum { SEND_OK = 0, SEND_SHORT = 1, SEND_DROP = 2 };
+enum { SEND_OK = 0, SEND_SHORT = 1, SEND_DROP = 2, SEND_TWICE = 3, SKIP_ACTION = 4 };
 
 /* Applies a SEND or RECV action (a SEND sends one float short, or nothing, when fault says so).
  * Returns PL_OK or an error. */
@@ -343,6 +343,7 @@ static int do_comm(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
         if (!x->dry && fault != SEND_DROP) {
             exec_msg_key k = {fwd ? EXEC_MSG_ACT : EXEC_MSG_GRAD, to, g};
             rc = x->t->send(x->t, sr[to], k, slot(&x->out, *slotp), fault == SEND_SHORT ? bytes - sizeof(float) : bytes, e);
+            if (rc == PL_OK && fault == SEND_TWICE) rc = x->t->send(x->t, sr[to], k, slot(&x->out, *slotp), bytes, e);
         }
         give(x, &x->out, *slotp, &x->cur.comm_bytes);
         *slotp = -1;
@@ -631,7 +632,7 @@ static void worker_vanished(void *arg) {
 }
 
 /* Applies an injected fault that strikes rank x at action k (cfg->fault): returns the SEND_*
- * treatment of the action, 3 to skip it (DROP_RECV), or -1 with x->rc set (ERROR). EXIT and KILL
+ * treatment of the action, SKIP_ACTION (DROP_RECV), or -1 with x->rc set (ERROR). EXIT and KILL
  * do not return. armed: 1 while the fault has not struck yet in this pass. */
 static int fault_at(exec_xrank *x, size_t k, const sched_action *a, int *armed) {
     const exec_fault *f = &x->cfg->fault;
@@ -648,7 +649,8 @@ static int fault_at(exec_xrank *x, size_t k, const sched_action *a, int *armed) 
         pthread_exit(NULL); /* not reached */
     case EXEC_FAULT_BAD_SIZE: if (send) { *armed = 0; return SEND_SHORT; } return SEND_OK;
     case EXEC_FAULT_DROP_SEND: if (send) { *armed = 0; return SEND_DROP; } return SEND_OK;
-    case EXEC_FAULT_DROP_RECV: if (recv) { *armed = 0; return 3; } return SEND_OK;
+    case EXEC_FAULT_DROP_RECV: if (recv) { *armed = 0; return SKIP_ACTION; } return SEND_OK;
+    case EXEC_FAULT_EXTRA_SEND: if (send) { *armed = 0; return SEND_TWICE; } return SEND_OK;
     default: return SEND_OK;
     }
 }
@@ -673,7 +675,7 @@ static void worker_walk(exec_xrank *x) {
             const sched_action *a = &rk->acts[k];
             x->at = (long)k;
             int fault = fault_at(x, k, a, &armed);
-            if (fault == 3) continue; /* a dropped receive */
+            if (fault == SKIP_ACTION) continue; /* a dropped receive */
             double s0 = pl_now_s();
             if (x->rc == PL_OK) x->rc = do_action(x, a, fault, &x->err);
             double s1 = pl_now_s();

@@ -113,7 +113,15 @@ static const fault_case cases[] = {
      NULL, NULL, 0},
     {"a worker that vanishes", "--inject-fault exit:1:4:1",
      {"rank 1, action 4 (1B0), pass 1: the worker thread ended in the middle of its list without reporting", NULL}, NULL, NULL, 0},
-    {"a send to a rank that never receives", "--inject-fault drop-recv:1:1",
+    /* a send that no receive matches: found at the next barrier or at the end of the run */
+    {"a send no receive matches", "--inject-fault extra-send:0:1",
+     {"rank 0 sent activations of stage 1 microbatch 0 to rank 1, which never received them", NULL},
+     "(1 message left in its mailbox at the barrier between passes)", "(5 sent, 4 received, at the barrier between passes)", 0},
+    {"a send no receive matches, last pass", "--inject-fault extra-send:1:1:2",
+     {"rank 1 sent gradients of stage 0 microbatch 8 to rank 0, which never received them", "at the end of the run", NULL},
+     NULL, NULL, 0},
+    /* a receive missing from the receiver's list: its compute finds the input missing */
+    {"a receive missing from the list", "--inject-fault drop-recv:1:1",
      {"rank 1, action 2 (1F0), pass 0: forward of stage 1 microbatch 0 before its input arrived (the activations rank 0 "
       "sends were not received: no 1RECV_F0 ran)", NULL}, NULL, NULL, 0},
     /* threads: every rank waits, found at once (the timeout is 30 s); MPI: the timeout (2 s) */
@@ -353,6 +361,18 @@ static void test_dropped_receive(void) {
     lib_case("1f1b", 2, (exec_fault){EXEC_FAULT_DROP_RECV, 0, 0, 1}, 30, PL_EINPUT, b);
 }
 
+/* A SEND that no RECV matches (sent twice, as a schedule with an unmatched SEND would): the copy
+ * nobody receives stops the run at the next barrier, or at the end in the last pass, naming the
+ * sender, the receiver and the message. */
+static void test_unmatched_send(void) {
+    const char *a[] = {"rank 0 sent activations of stage 1 microbatch 0 to rank 1, which never received them",
+                       "at the barrier between passes", NULL};
+    lib_case("1f1b", 2, (exec_fault){EXEC_FAULT_EXTRA_SEND, 0, 0, 0}, 30, PL_EINPUT, a);
+    const char *b[] = {"rank 2 sent activations of stage 3 microbatch 18 to rank 3, which never received them",
+                       "at the end of the run", NULL};
+    lib_case("1f1b", 4, (exec_fault){EXEC_FAULT_EXTRA_SEND, 2, 10, 2}, 30, PL_EINPUT, b);
+}
+
 /* A send that never happens: every rank ends up waiting, which the in-process transport sees
  * at once (no timeout: it is 30 s here), naming what each rank waits for and the action it is
  * on. */
@@ -442,6 +462,7 @@ void exec_test_faults_register(void) {
         {"a dropped receive stops the run", test_dropped_receive},
         {"a never-sent message is a deadlock found at once", test_never_sent_is_deadlock},
         {"a message nobody received stops the run", test_undelivered_message},
+        {"a send no receive matches stops the run", test_unmatched_send},
         {"errors and short messages stop 4 ranks quickly", test_faults_bounded},
         {"pipelab run under every fault, threads", test_cli_faults_threads},
         {"pipelab run under every fault, MPI", test_cli_faults_mpi},
