@@ -1,9 +1,9 @@
 /* test_exec_faults.c: the executor under faults, on both transports. Every fault (an error, a
- * message of the wrong size, a memory budget, a worker that vanishes, a killed process, a
- * message sent to a rank that never receives it, one that is never sent) must stop the run
- * within seconds with a non-zero exit and a message naming the rank and the action, store
- * nothing, and leave no thread running (exec_run returns only after joining its workers) and no
- * leak (ASan's leak check runs in the CLI processes of the threads transport). */
+ * message of the wrong size, a memory budget, a worker that vanishes, a killed process, a send
+ * that no receive matches, a receive missing from a list, a message never sent) must stop the
+ * run within seconds with a non-zero exit and a message naming the rank and the action (or the
+ * sender, receiver and message), store nothing, and leave no thread running and no leak (ASan's
+ * leak check runs in the CLI processes of the threads transport). */
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
