@@ -140,7 +140,7 @@ static cublasOperation_t op_of(int t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
 int cx_gemm(cx_gemm_ctx *g, int ta, int tb, int M, int N, int K, const float *A, const uint16_t *Abf, int lda,
             const float *B, const uint16_t *Bbf, int ldb, float beta, float *C, int ldc, pl_err *e) {
     const float alpha = 1.0f;
-    if (g->ev && g->n_ev < g->cap_ev) CXC(cudaEventRecord(g->ev[2 * g->n_ev], g->st));
+    int timed = g->ev && g->n_ev < g->cap_ev; /* the events bracket the product alone, not conversions */
     /* Row-major C = A' B' is column-major C^T = B'^T A'^T: cuBLAS gets B first, then A, with the
      * same transpose flags and the dimensions (N, M, K). */
     if (g->prec == EXEC_PREC_BF16) {
@@ -155,14 +155,16 @@ int cx_gemm(cx_gemm_ctx *g, int ta, int tb, int M, int N, int K, const float *A,
             CXC(cxk_to_bf16(g->st, g->bfb, B, nb));
             Bbf = g->bfb;
         }
+        if (timed) CXC(cudaEventRecord(g->ev[2 * g->n_ev], g->st));
         CXB(cb.gemm_ex(g->h, op_of(tb), op_of(ta), N, M, K, &alpha, Bbf, CUDA_R_16BF, ldb, Abf, CUDA_R_16BF, lda, &beta,
                        C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     } else {
         cublasComputeType_t ct = g->prec == EXEC_PREC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        if (timed) CXC(cudaEventRecord(g->ev[2 * g->n_ev], g->st));
         CXB(cb.gemm_ex(g->h, op_of(tb), op_of(ta), N, M, K, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C,
                        CUDA_R_32F, ldc, ct, CUBLAS_GEMM_DEFAULT));
     }
-    if (g->ev && g->n_ev < g->cap_ev) {
+    if (timed) {
         CXC(cudaEventRecord(g->ev[2 * g->n_ev + 1], g->st));
         g->n_ev++;
     }

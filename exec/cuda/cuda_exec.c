@@ -1101,7 +1101,7 @@ int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_e
         out->blas = "cublas";
         out->cores = 0;
         int per = (p + G - 1) / G;
-        snprintf(out->device, sizeof out->device, "%s x%d, %d SMs each, %d rank%s per GPU%s", name, G, sms, per,
+        snprintf(out->device, sizeof out->device, "%.64s x%d, %d SMs each, %d rank%s per GPU%s", name, G, sms, per,
                  per == 1 ? "" : "s", cfg->sm_split && per > 1 ? ", SMs split (green contexts)" : "");
         if (per > 1 && !cfg->sm_split)
             snprintf(out->warning, sizeof out->warning,

@@ -179,9 +179,9 @@ static int plan_channels(const sched *s, int **from, int **to, pl_err *e) {
             j++;
         }
         if (i < ra->n || j < rb->n) {
+            pl_errf(e, PL_EINPUT, "rank %d's sends to rank %d do not pair with rank %d's receives", fa[c], fb[c], fb[c]);
             free(fa);
             free(fb);
-            pl_errf(e, PL_EINPUT, "rank %d's sends to rank %d do not pair with rank %d's receives", fa[c], fb[c], fb[c]);
             return -1;
         }
     }
@@ -450,7 +450,7 @@ int exec_cuda_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, 
             out->backend = "cuda";
             out->precision = exec_precision_name(cfg->precision);
             out->blas = "cublas";
-            snprintf(out->device, sizeof out->device, "%s, %d SMs, %d MPI ranks, one GPU each, NCCL", name, sms, size);
+            snprintf(out->device, sizeof out->device, "%.64s, %d SMs, %d MPI ranks, one GPU each, NCCL", name, sms, size);
         }
     }
     if (recs)
