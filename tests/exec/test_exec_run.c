@@ -346,6 +346,21 @@ static int children_named_pipelab(pid_t ppid, pid_t *pids, int max) {
     return n;
 }
 
+/* Returns the CPU time (user + system, seconds) process pid used so far, -1 when unknown. */
+static double cpu_time_s(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2) return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* Returns the MPI rank of process pid (OMPI_COMM_WORLD_RANK in its environment), -1 unknown. */
 static int mpi_rank_of(pid_t pid) {
     char path[64], buf[65536];
@@ -392,7 +407,10 @@ static void test_mpi_killed_rank(void) {
     double t0 = pl_now_s();
     while ((n = children_named_pipelab(pid, ranks, 4)) < 2 && pl_now_s() - t0 < 20) usleep(20000);
     CU_ASSERT_EQUAL(n, 2);
-    usleep(1500000);
+    /* running passes: each rank used half a second of CPU (MPI start and setup take less) */
+    for (double tc = pl_now_s(); n == 2 && pl_now_s() - tc < 30; usleep(20000))
+        if (cpu_time_s(ranks[0]) >= 0.5 && cpu_time_s(ranks[1]) >= 0.5) break;
+    CU_ASSERT(n == 2 && cpu_time_s(ranks[0]) >= 0.5 && cpu_time_s(ranks[1]) >= 0.5);
     int status = 0;
     CU_ASSERT_EQUAL(waitpid(pid, &status, WNOHANG), 0); /* still running */
     int killed = n >= 1 ? mpi_rank_of(ranks[n - 1]) : -1;
