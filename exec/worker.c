@@ -319,11 +319,11 @@ static int do_step(exec_xrank *x, int s, pl_err *e) {
 
 /* ---------------------------------------------------------------- communication actions */
 
-/* What an injected fault does to a SEND (do_comm's `fault`). */
+/* What an injected fault does to an action (fault_at's result, do_comm's `fault`). */
 enum { SEND_OK = 0, SEND_SHORT = 1, SEND_DROP = 2, SEND_TWICE = 3, SKIP_ACTION = 4 };
 
-/* Applies a SEND or RECV action (a SEND sends one float short, or nothing, when fault says so).
- * Returns PL_OK or an error. */
+/* Applies a SEND or RECV action (an injected fault makes a SEND send one float short, nothing,
+ * or twice: SEND_*). Returns PL_OK or an error. */
 static int do_comm(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
     int s = a->stage, j = a->mb;
     exec_xstage *st = local(x, s, e);
