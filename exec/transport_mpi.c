@@ -7,11 +7,14 @@
  * is aborted, or timeout_s passes. Tags encode the key: ((mb x stages + stage) x 2 + kind) mod
  * (MPI_TAG_UB + 1); MPI's non-overtaking order between a pair on one tag keeps a wrapped tag
  * unambiguous (its earlier use was received long before). Sizes are checked with MPI_Get_count.
+ * Barriers exchange each rank's count of messages sent to every other (MPI_Ialltoall), so a
+ * message that no receive matched is found at the next barrier or at the end of the run.
  * Faults: abort calls the hook (the CLI prints "rank R, action K (...): reason"), then
  * MPI_Abort(MPI_COMM_WORLD), which ends every process of the job; a killed process makes mpirun
- * end the job, terminating the others (SIGTERM): a terminated rank says what it was waiting for, so
- * the launcher's "process rank R exited on signal 9" comes with where the others stood. Clocks: CLOCK_MONOTONIC of each process, shifted onto rank 0's by a ping-pong
- * (8 rounds per rank; the round of least round-trip time; offset = midpoint of rank 0's send and
+ * end the job, terminating the others (SIGTERM): a terminated rank says what it was waiting for,
+ * so the launcher's "process rank R exited on signal 9" comes with where the others stood.
+ * Clocks: CLOCK_MONOTONIC of each process, shifted onto rank 0's by a ping-pong (8 rounds per
+ * rank; the round of least round-trip time; offset = midpoint of rank 0's send and
  * receive minus the rank's reading, so the error is at most half that round trip). */
 #include <mpi.h>
 
@@ -53,7 +56,7 @@ static int g_inited; /* 1 when exec_mpi_run called MPI_Init_thread */
 
 /* What this rank waits for now, for the report of a rank that the launcher terminates (when
  * another rank died): written before g_waiting is set, read only by on_term. */
-static char g_term_head[64];           /* "pipelab: rank R terminated (signal) " */
+static char g_term_head[64];           /* "pipelab: rank R terminated by the MPI launcher " */
 static char g_wait_what[224];
 static volatile sig_atomic_t g_waiting;
 
@@ -265,11 +268,13 @@ static void m_abort(exec_transport *t, const pl_err *why) {
     exit(1); /* not reached */
 }
 
-/* Completes the sends still in flight (their receivers take them in their last pass), then
- * checks with the other ranks that every message sent was received (exchange_counts); ends the
- * job on an error. */
+/* Checks with the other ranks that every message sent was received (exchange_counts; first, so
+ * that a send nobody receives is reported at once rather than waited for), then completes the
+ * sends still in flight (their receivers took them in their last pass); ends the job on an error. */
 static void m_finished(exec_transport *t) {
     mend *m = t->impl;
+    pl_err ec;
+    if (exchange_counts(m, "end of the run", &ec) != PL_OK) m_abort(t, &ec);
     for (int i = 0; i < m->nsend; i++)
         if (m->send[i].busy) {
             pl_err e;
@@ -279,8 +284,6 @@ static void m_finished(exec_transport *t) {
             }
             m->send[i].busy = 0;
         }
-    pl_err e;
-    if (exchange_counts(m, "end of the run", &e) != PL_OK) m_abort(t, &e);
 }
 
 /* ---------------------------------------------------------------- the driver */
