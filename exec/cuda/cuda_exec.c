@@ -1101,8 +1101,12 @@ int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_e
         out->blas = "cublas";
         out->cores = 0;
         int per = (p + G - 1) / G;
-        snprintf(out->device, sizeof out->device, "%.64s x%d, %d SMs each, %d rank%s per GPU%s", name, G, sms, per,
-                 per == 1 ? "" : "s", cfg->sm_split && per > 1 ? ", SMs split (green contexts)" : "");
+        char dv[256];
+        snprintf(dv, sizeof dv, "%.64s x%d, %d SMs each, %d rank%s per GPU%s", name, G, sms, per, per == 1 ? "" : "s",
+                 cfg->sm_split && per > 1 ? ", SMs split (green contexts)" : "");
+        size_t dl = strlen(dv) < sizeof out->device ? strlen(dv) : sizeof out->device - 1;
+        memcpy(out->device, dv, dl);
+        out->device[dl] = '\0';
         if (per > 1 && !cfg->sm_split)
             snprintf(out->warning, sizeof out->warning,
                      "%d ranks share each GPU without --sm-split: their kernels compete for the same SMs", per);

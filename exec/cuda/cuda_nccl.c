@@ -450,7 +450,11 @@ int exec_cuda_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, 
             out->backend = "cuda";
             out->precision = exec_precision_name(cfg->precision);
             out->blas = "cublas";
-            snprintf(out->device, sizeof out->device, "%.64s, %d SMs, %d MPI ranks, one GPU each, NCCL", name, sms, size);
+            char dv[256];
+            snprintf(dv, sizeof dv, "%.64s, %d SMs, %d MPI ranks, one GPU each, NCCL", name, sms, size);
+            size_t dl = strlen(dv) < sizeof out->device ? strlen(dv) : sizeof out->device - 1;
+            memcpy(out->device, dv, dl);
+            out->device[dl] = '\0';
         }
     }
     if (recs)
