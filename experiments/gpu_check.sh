@@ -94,7 +94,9 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --f
 [ -n "$CMAKE" ] || { echo "gpu_check.sh: no cmake on this machine" >&2; exit 1; }
 
 # ---- 2. build (the CUDA tests, the benchmark and the program only)
+# warnings are not errors here: the machine's compiler may be newer than the one CI holds the code to
 step configure 90 "$CMAKE" -S . -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DPIPELAB_CUDA=ON -DPIPELAB_MPI=OFF \
+    -DPIPELAB_WERROR=OFF \
     -DCMAKE_CUDA_ARCHITECTURES="90-real;90-virtual" -DPKG_CONFIG_EXECUTABLE="$PKGCONF" "${EXTRA[@]}" || exit 1
 step build 200 "$CMAKE" --build "$BUILD" -j "$(nproc)" --target test_exec_cuda bench_cuda pipelab || exit 1
 
