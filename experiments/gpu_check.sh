@@ -106,7 +106,7 @@ step tests 150 env PIPELAB_TEST_VERBOSE=1 "$BUILD/tests/test_exec_cuda"
 # ---- 4. the program: a GPU profile, then a run with the prediction, stored and compared
 P=$BUILD/cli/pipelab
 DB=/tmp/pipelab-gpu-check.db # not in $OUT: the device tool returns at most 8 files (the 7 logs and the profile)
-rm -f "$DB"
+rm -f "$DB" "$DB-wal" "$DB-shm"
 step profile 60 "$P" profile --backend cuda --precision bf16 --width 1024 --depth 8 --microbatch-size 64 --reps 20 \
     -o "$OUTD/profile_bf16.csv"
 step run 90 "$P" run --backend cuda --precision bf16 --kind zb-h1 --ranks 4 --microbatches 8 --width 1024 \
