@@ -356,11 +356,16 @@ static void test_memory_and_times(void) {
         CU_ASSERT(g->gemm_flops > 0);
         CU_ASSERT(g->gemm_s > 0 && g->gemm_s <= g->busy_s + 1e-5);
         CU_ASSERT(g->n_ops == s->rank[q].n * (size_t)c.timed_passes);
+        double last = -1e30; /* the previous compute action's end in this pass */
         for (size_t k = 0; k < g->n_ops; k++) {
-            CU_ASSERT(g->ops[k].end_s >= g->ops[k].start_s);
-            /* compute actions run in list order on one stream */
-            if (k > 0 && sched_kind_is_compute((sched_kind)g->ops[k].act.kind) && g->ops[k].pass == g->ops[k - 1].pass)
-                CU_ASSERT(g->ops[k].start_s >= g->ops[k - 1].start_s - 1e-6);
+            const exec_op *o = &g->ops[k];
+            CU_ASSERT(o->end_s >= o->start_s);
+            if (k > 0 && o->pass != g->ops[k - 1].pass) last = -1e30;
+            /* compute actions run one after the other, in list order, on one stream */
+            if (sched_kind_is_compute((sched_kind)o->act.kind)) {
+                CU_ASSERT(o->start_s >= last - 1e-6);
+                last = o->end_s;
+            }
         }
     }
     CU_ASSERT(rg.pass_median_s > 0);
