@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
             n++;
         }
         closedir(d);
-        qsort(names, n, sizeof *names, cmp_str);
+        if (n) qsort(names, n, sizeof *names, cmp_str);
         for (size_t k = 0; k < n; k++) {
             if (stat(names[k], &st) == 0 && S_ISREG(st.st_mode)) {
                 bad |= replay_file(names[k]);

@@ -93,7 +93,7 @@ static const struct {
 int sched_basic_shape(const char *name, const sched_gen_opts *o, sched_shape *out, pl_err *e) {
     for (size_t k = 0; k < sizeof basic_kinds / sizeof basic_kinds[0]; k++) {
         if (strcmp(name, basic_kinds[k].name) != 0) continue;
-        gen_params g;
+        gen_params g = {0};
         int rc = gen_check_sizes(name, o, basic_kinds[k].has_chunks, basic_kinds[k].def_chunks,
                                  basic_kinds[k].def_iters, &g, e);
         if (rc != PL_OK) return rc;
