@@ -46,9 +46,10 @@ fi
 
 # build: the libraries with -fsanitize=fuzzer-no-link,address,undefined, the targets with libFuzzer
 if [ ! -f "$build/CMakeCache.txt" ]; then
+    mkdir -p "$build"
     CC=clang cmake -S . -B "$build" -DPIPELAB_FUZZ=ON -DPIPELAB_MPI=OFF -DPIPELAB_CUDA=OFF \
-        -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build.configure.log" 2>&1 ||
-        { cat "$build.configure.log" >&2; exit 1; }
+        -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/configure.log" 2>&1 ||
+        { cat "$build/configure.log" >&2; exit 1; }
 fi
 cmake --build "$build" --target fuzzers -j2 >"$build/build.log" 2>&1 || { tail -40 "$build/build.log" >&2; exit 1; }
 
