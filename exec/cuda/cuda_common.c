@@ -222,6 +222,7 @@ typedef CUresult (*pfn_green_create)(CUgreenCtx *, CUdevResourceDesc, CUdevice, 
 typedef CUresult (*pfn_green_destroy)(CUgreenCtx);
 typedef CUresult (*pfn_from_green)(CUcontext *, CUgreenCtx);
 typedef CUresult (*pfn_set_current)(CUcontext);
+typedef CUresult (*pfn_get_current)(CUcontext *);
 typedef CUresult (*pfn_green_stream)(CUstream *, CUgreenCtx, unsigned int, int);
 typedef CUresult (*pfn_device_get)(CUdevice *, int);
 
@@ -236,6 +237,7 @@ static struct {
     pfn_green_destroy destroy;
     pfn_from_green from_green;
     pfn_set_current set_current;
+    pfn_get_current get_current;
     pfn_green_stream stream;
     pfn_device_get device_get;
 } drv;
@@ -263,6 +265,7 @@ int cx_green_init(pl_err *e) {
                  !fetch("cuGreenCtxCreate", (void **)&drv.create) && !fetch("cuGreenCtxDestroy", (void **)&drv.destroy) &&
                  !fetch("cuCtxFromGreenCtx", (void **)&drv.from_green) &&
                  !fetch("cuCtxSetCurrent", (void **)&drv.set_current) &&
+                 !fetch("cuCtxGetCurrent", (void **)&drv.get_current) &&
                  !fetch("cuGreenCtxStreamCreate", (void **)&drv.stream) && !fetch("cuDeviceGet", (void **)&drv.device_get);
     }
     return drv.ok ? PL_OK : pl_errf(e, PL_EINPUT, "--sm-split: %s", drv.why);
@@ -308,6 +311,7 @@ int cx_green_create(int dev, int n, int index, cx_green *g, pl_err *e) {
         g->gctx = gc;
         g->ctx = c;
         g->sms = (int)grp[index].sm.smCount;
+        g->dev = dev;
     } else if (gc) {
         drv.destroy(gc);
     }
@@ -328,7 +332,16 @@ int cx_green_stream(const cx_green *g, cudaStream_t *st, pl_err *e) {
 }
 
 void cx_green_destroy(cx_green *g) {
-    if (g->gctx && drv.destroy) drv.destroy((CUgreenCtx)g->gctx);
+    if (g->gctx && drv.destroy) {
+        /* never leave the thread on a destroyed context: later runtime calls on it (a profile's
+         * thread goes on to run) would fail; the device's primary context becomes current */
+        CUcontext cur = NULL;
+        if (drv.get_current(&cur) == CUDA_SUCCESS && cur == (CUcontext)g->ctx) {
+            (void)drv.set_current(NULL);
+            (void)cudaSetDevice(g->dev);
+        }
+        drv.destroy((CUgreenCtx)g->gctx);
+    }
     memset(g, 0, sizeof *g);
 }
 

@@ -117,6 +117,7 @@ typedef struct cx_green {
     void *gctx;     /* CUgreenCtx */
     void *ctx;      /* CUcontext converted from it */
     int sms;        /* SMs it holds */
+    int dev;        /* its GPU */
 } cx_green;
 
 /* Loads the driver's green-context functions (once; call it on one thread before the ranks

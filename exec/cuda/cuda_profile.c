@@ -94,8 +94,10 @@ static int prof_alloc(prof *q, const exec_config *cfg, pl_err *e) {
     int rc = PL_OK;
     for (size_t l = 0; l < L && rc == PL_OK; l++) {
         exec_block_init(&q->d, cfg->init_seed, (int)l, hw);
-        rc = cx_cuda_check(cudaMemcpy(q->w + l * nf, hw, nf * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy (weights)",
-                           __FILE__, __LINE__, e);
+        /* on q->st, not cudaMemcpy's legacy stream: a pageable copy returns once the host buffer
+         * is staged, before the data lands, and q->st (non-blocking) would not wait for it */
+        rc = cx_cuda_check(cudaMemcpyAsync(q->w + l * nf, hw, nf * sizeof(float), cudaMemcpyHostToDevice, q->st),
+                           "cudaMemcpyAsync (weights)", __FILE__, __LINE__, e);
     }
     free(hw);
     if (rc) return rc;
@@ -179,9 +181,7 @@ static void prof_free(prof *q) {
     cx_blas_destroy(q->g.h);
     if (q->st) cudaStreamDestroy(q->st);
     if (q->mem) cudaFree(q->mem);
-    int green = q->green.gctx != NULL;
-    cx_green_destroy(&q->green);
-    if (green) (void)cudaSetDevice(0); /* the thread's current context was the green one: back to the primary */
+    cx_green_destroy(&q->green); /* makes the primary context current again first (cuda_common.c) */
     memset(q, 0, sizeof *q);
 }
 
