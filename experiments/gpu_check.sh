@@ -65,7 +65,9 @@ export PKG_CONFIG_PATH=$ML/pkgconfig:$ML/openblas-pthread/pkgconfig:$PREFIX/usr/
 export LD_LIBRARY_PATH=$ML:$ML/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export LIBRARY_PATH=$ML:$ML/openblas-pthread${LIBRARY_PATH:+:$LIBRARY_PATH}
 export CPATH=$PREFIX/usr/include:$PREFIX/usr/include/x86_64-linux-gnu/openblas-pthread${CPATH:+:$CPATH}
-PKGCONF=$(command -v pkg-config || echo "$PREFIX/usr/bin/pkgconf")
+# the carried pkgconf (its .pc files were just rewritten for it), else the machine's
+PKGCONF=$PREFIX/usr/bin/pkgconf
+[ -x "$PKGCONF" ] && "$PKGCONF" --version >/dev/null 2>&1 || PKGCONF=$(command -v pkg-config || echo pkg-config)
 for d in /usr/local/cuda/bin /opt/torch/.venv/bin; do [ -d "$d" ] && PATH=$PATH:$d; done
 export PATH
 CMAKE=$(command -v cmake || true)
@@ -89,6 +91,12 @@ if [ ! -e "$CUDA_ROOT/include/cublas_v2.h" ]; then
         [ -n "$LTF" ] && EXTRA+=(-DCUDA_cublasLt_LIBRARY="$LTF")
     fi
 fi
+# the toolkit's libraries (cuBLAS is loaded by name at run time) where the loader looks first
+for d in "$CUDA_ROOT/lib64" "$CUDA_ROOT/lib" "$CUDA_ROOT/targets/x86_64-linux/lib"; do
+    [ -d "$d" ] && LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
+done
+export LD_LIBRARY_PATH CPATH
+NVCC=$(command -v nvcc || true)
 log "prefix $PREFIX ($(ls .debs/*.deb | wc -l) packages), cmake ${CMAKE:-none}, nvcc $(command -v nvcc || echo none), pkg-config $PKGCONF"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv 2>&1 | head -3
 [ -n "$CMAKE" ] || { echo "gpu_check.sh: no cmake on this machine" >&2; exit 1; }
@@ -97,7 +105,8 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --f
 # warnings are not errors here: the machine's compiler may be newer than the one CI holds the code to
 step configure 90 "$CMAKE" -S . -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DPIPELAB_CUDA=ON -DPIPELAB_MPI=OFF \
     -DPIPELAB_WERROR=OFF \
-    -DCMAKE_CUDA_ARCHITECTURES="90-real;90-virtual" -DPKG_CONFIG_EXECUTABLE="$PKGCONF" "${EXTRA[@]}" || exit 1
+    -DCMAKE_CUDA_ARCHITECTURES="90-real;90-virtual" -DPKG_CONFIG_EXECUTABLE="$PKGCONF" \
+    ${NVCC:+-DCMAKE_CUDA_COMPILER="$NVCC"} "${EXTRA[@]}" || exit 1
 step build 200 "$CMAKE" --build "$BUILD" -j "$(nproc)" --target test_exec_cuda bench_cuda pipelab || exit 1
 
 # ---- 3. the CUDA tests (verbose: every error against its bound)
