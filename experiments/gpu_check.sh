@@ -69,6 +69,10 @@ export CPATH=$PREFIX/usr/include:$PREFIX/usr/include/x86_64-linux-gnu/openblas-p
 PKGCONF=$PREFIX/usr/bin/pkgconf
 [ -x "$PKGCONF" ] && "$PKGCONF" --version >/dev/null 2>&1 || PKGCONF=$(command -v pkg-config || echo pkg-config)
 for d in /usr/local/cuda/bin /opt/torch/.venv/bin; do [ -d "$d" ] && PATH=$PATH:$d; done
+if ! command -v nvcc >/dev/null; then # a toolkit elsewhere (another version folder, a wheel's)
+    N=$(find /usr/local /opt /usr/lib -maxdepth 9 -name nvcc -type f -perm -u+x 2>/dev/null | sort | tail -1)
+    [ -n "$N" ] && PATH=$PATH:$(dirname "$N")
+fi
 export PATH
 CMAKE=$(command -v cmake || true)
 if [ -z "$CMAKE" ]; then
