@@ -179,11 +179,13 @@ static void test_killed_writer(void) {
             CU_ASSERT(read(fds[0], &c, 1) == 1);
             delay = tw * (3.0 * (double)rand() / RAND_MAX);
         }
-        close(fds[0]);
+        /* the read end stays open until the writer is gone: a writer killed during creation may
+         * not have said "ready" yet, and a closed pipe would end it with SIGPIPE, not SIGKILL */
         sleep_s(delay);
         kill(pid, SIGKILL);
         int st = 0;
         waitpid(pid, &st, 0);
+        close(fds[0]);
         int was_killed = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
         killed += was_killed;
         if (!was_killed) fprintf(stderr, "kill %d: the writer ended by itself (status %d)\n", rep, st);
