@@ -159,7 +159,7 @@ static int record_of(exec_xrank *x, const double *loss_mb, exec_rank_record *rec
     if (x->loc[x->s->stages - 1] >= 0) memcpy(rec->loss_mb, loss_mb, nl * sizeof(double));
     for (int q = 0; q < x->nst; q++) {
         const exec_xstage *st = &x->st[q];
-        memcpy(rec->weights + (size_t)st->block0 * nf, st->ver.base + (size_t)st->cur * st->pfloats,
+        memcpy(rec->weights + (size_t)st->block0 * nf, st->ver.base + (size_t)st->cur * st->ver.stride,
                st->pfloats * sizeof(float));
     }
     return PL_OK;
