@@ -74,8 +74,7 @@ int exec_stage_blocks(const sched *s, const exec_config *cfg, int *blocks, pl_er
     return PL_OK;
 }
 
-/* Checks the configuration's numbers; returns PL_OK or PL_EINPUT naming the bad one. */
-static int check_config(const exec_config *c, pl_err *e) {
+int exec_check_config(const exec_config *c, pl_err *e) {
     if (c->hidden < 1 || c->hidden > 65536) return pl_errf(e, PL_EINPUT, "hidden size %d out of range 1..65536", c->hidden);
     if (c->ffn < 0 || c->ffn > 1 << 20) return pl_errf(e, PL_EINPUT, "ffn size %d out of range", c->ffn);
     if (c->layers < 1) return pl_errf(e, PL_EINPUT, "layers must be at least 1");
@@ -124,45 +123,6 @@ void exec_rank_record_free(exec_rank_record *r) {
     free(r->loss_mb);
     free(r->weights);
     memset(r, 0, sizeof *r);
-}
-
-/* Moves what a finished worker measured into rec (its arrays change owner). Returns PL_OK or
- * PL_ENOMEM. */
-static int record_of(exec_xrank *x, const double *loss_mb, exec_rank_record *rec, pl_err *e) {
-    const exec_config *c = x->cfg;
-    int P = c->warmup_passes + c->timed_passes;
-    size_t nl = (size_t)P * (size_t)x->M, np = exec_param_count(c), nf = exec_block_floats(&x->d);
-    memset(rec, 0, sizeof *rec);
-    rec->rank = x->r;
-    rec->passes = P;
-    rec->pass_start_s = x->pass_start_s; /* one block of 6 P doubles */
-    rec->pass_end_s = x->pass_end_s;
-    rec->busy_s = x->busy_s;
-    rec->comm_s = x->comm_s;
-    rec->gemm_s = x->gemm_s;
-    rec->gemm_flops = x->gemm_flops;
-    x->pass_start_s = NULL;
-    rec->peak = x->peak;
-    rec->allocated_bytes = x->arena_bytes;
-    rec->model_peak_bytes = x->model_peak_bytes;
-    rec->core = x->core;
-    rec->ops = x->ops;
-    rec->n_ops = x->n_ops;
-    x->ops = NULL;
-    rec->loss_mb = pl_calloc(nl, sizeof(double));
-    rec->weights = pl_calloc(np, sizeof(float));
-    if (!rec->loss_mb || !rec->weights) {
-        exec_rank_record_free(rec);
-        return pl_errf(e, PL_ENOMEM, "out of memory recording rank %d", x->r);
-    }
-    rec->n_weights = np;
-    if (x->loc[x->s->stages - 1] >= 0) memcpy(rec->loss_mb, loss_mb, nl * sizeof(double));
-    for (int q = 0; q < x->nst; q++) {
-        const exec_xstage *st = &x->st[q];
-        memcpy(rec->weights + (size_t)st->block0 * nf, st->ver.base + (size_t)st->cur * st->ver.stride,
-               st->pfloats * sizeof(float));
-    }
-    return PL_OK;
 }
 
 int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *recs, exec_result *out,
@@ -291,32 +251,10 @@ fail:
  * fills blocks[stages]. Returns PL_OK or the error. */
 static int check_run(const sched *s, const exec_config *c, int *blocks, pl_err *e) {
     if (!s->lowered) return pl_errf(e, PL_EINPUT, "the executor runs lowered schedules (lower it first)");
-    int rc = check_config(c, e);
+    int rc = exec_check_config(c, e);
     if (rc) return rc;
     if (sched_validate(s, e) != PL_OK) return e->code;
     return exec_stage_blocks(s, c, blocks, e);
-}
-
-/* Sets up rank r's worker state (pools sized by the dry walk, measurement arrays). */
-static int setup_rank(exec_xrank *x, int r, const sched *s, const exec_config *c, const int *blocks,
-                      const exec_data *data, double *loss_mb, pl_err *e) {
-    int P = c->warmup_passes + c->timed_passes;
-    int rc = exec_xrank_init(x, r, s, c, blocks, data, loss_mb, e);
-    if (rc) return rc;
-    x->core = -1;
-    x->pass_start_s = pl_calloc(6 * (size_t)P, sizeof(double));
-    if (!x->pass_start_s) return pl_errf(e, PL_ENOMEM, "out of memory");
-    x->pass_end_s = x->pass_start_s + P;
-    x->busy_s = x->pass_start_s + 2 * P;
-    x->comm_s = x->pass_start_s + 3 * P;
-    x->gemm_s = x->pass_start_s + 4 * P;
-    x->gemm_flops = x->pass_start_s + 5 * P;
-    if (c->record_ops) {
-        x->cap_ops = s->rank[r].n * (size_t)c->timed_passes;
-        x->ops = pl_calloc(x->cap_ops ? x->cap_ops : 1, sizeof *x->ops);
-        if (!x->ops) return pl_errf(e, PL_ENOMEM, "out of memory for the op records");
-    }
-    return PL_OK;
 }
 
 int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_rank_record *rec, pl_err *e) {
@@ -335,7 +273,7 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
     double *loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
     if (rc == PL_OK && !loss_mb) rc = pl_errf(e, PL_ENOMEM, "out of memory");
     if (rc == PL_OK) rc = exec_data_build(c, &data, e);
-    if (rc == PL_OK) rc = setup_rank(&x, r, s, c, blocks, &data, loss_mb, e);
+    if (rc == PL_OK) rc = exec_xrank_setup(&x, r, s, c, blocks, &data, loss_mb, e);
     if (rc == PL_OK) {
         int cpus[EXEC_MAX_CORES];
         int n = exec_platform_cores(cpus, EXEC_MAX_CORES);
@@ -350,7 +288,7 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
         t->abort(t, &why);
         if (t->finished) t->finished(t);
     }
-    if (rc == PL_OK) rc = record_of(&x, loss_mb, rec, e);
+    if (rc == PL_OK) rc = exec_xrank_record(&x, loss_mb, x.arena_bytes, rec, e);
     exec_xrank_free(&x);
     exec_data_free(&data);
     free(loss_mb);
@@ -403,7 +341,7 @@ int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) 
     if (rc) goto done;
     int cap = 1;
     for (int r = 0; r < p && rc == PL_OK; r++) {
-        rc = setup_rank(&xr[r], r, s, c, blocks, &data, loss_mb, e);
+        rc = exec_xrank_setup(&xr[r], r, s, c, blocks, &data, loss_mb, e);
         int n = recv_count(s, r);
         if (n > cap) cap = n;
     }
@@ -438,7 +376,7 @@ int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) 
     }
     for (int r = 0; r < p; r++)
         if (xr[r].rc) { rc = xr[r].rc; *e = xr[r].err; goto done; }
-    for (int r = 0; r < p && rc == PL_OK; r++) rc = record_of(&xr[r], loss_mb, &recs[r], e);
+    for (int r = 0; r < p && rc == PL_OK; r++) rc = exec_xrank_record(&xr[r], loss_mb, xr[r].arena_bytes, &recs[r], e);
     if (rc == PL_OK) rc = exec_assemble(s, c, recs, out, e);
     if (rc == PL_OK) {
         out->cores = ncores;

@@ -152,6 +152,125 @@ typedef struct exec_xrank {
                              * a stopped or vanished worker was (exec_run's messages) */
 } exec_xrank;
 
+/* ---------------------------------------------------------------- per-rank bookkeeping (xrank.c)
+ * What every backend's worker does to its exec_xrank around the compute of an action. The CPU
+ * worker (worker.c) and the CUDA worker (cuda/cuda_exec.c) call the same functions: their pools,
+ * memory classes, peaks and errors are the same by construction. */
+
+/* Returns a free slot (lowest index) with one reference, or -1 when all are taken. */
+int exec_pool_get(exec_pool *p);
+/* Drops one reference of slot i; returns 1 when the slot became free. */
+int exec_pool_put(exec_pool *p, int i);
+/* Returns slot i's floats (NULL in the dry walk). */
+static inline float *exec_pool_slot(const exec_pool *p, int i) {
+    return p->base ? p->base + (size_t)i * p->stride : NULL;
+}
+/* Records the largest "model" total (the classes the cost model counts: weights, gradients,
+ * optimizer state and the stash of microbatches whose F ran, without their pending inputs). */
+void exec_xrank_model_peak(exec_xrank *x);
+/* Adds delta bytes to one class of x's memory and to the total; records the peaks; returns
+ * PL_ENOMEM when the budget is exceeded. */
+int exec_xrank_mem_add(exec_xrank *x, size_t *cls, long long delta, pl_err *e);
+/* Takes a slot of p and counts its bytes in class cls; returns the slot or -1 with e. */
+int exec_xrank_take(exec_xrank *x, exec_pool *p, size_t *cls, const char *what, pl_err *e);
+/* Releases slot i of p and uncounts its bytes from cls. */
+void exec_xrank_give(exec_xrank *x, exec_pool *p, int i, size_t *cls);
+/* Returns the local stage for global stage s, or NULL with e when it is not on this rank. */
+exec_xstage *exec_xrank_local(exec_xrank *x, int s, pl_err *e);
+/* Returns 1 when mb is a valid local microbatch, else fills e. */
+int exec_xrank_mb_ok(const exec_xrank *x, int mb, pl_err *e);
+/* Checks that a pass left nothing in flight; returns PL_OK or an error. */
+int exec_xrank_pass_end_check(const exec_xrank *x, pl_err *e);
+
+/* Pointers into the buffers of one microbatch of a stage (host addresses of x's arena; NULL
+ * where nothing is held): its input slot, activation slot, output-gradient slot, inner-gradient
+ * slot. A backend whose data lives elsewhere maps them (same offsets). */
+typedef struct exec_xview {
+    float *in, *act, *gin, *wg;
+    size_t bh, bf; /* b h, b f */
+    int nb;        /* the stage's blocks */
+} exec_xview;
+/* Returns the view of local microbatch j of stage st. */
+exec_xview exec_xview_of(const exec_xrank *x, const exec_xstage *st, int j);
+/* Block k's input x(k) (k = 0: the stage input), H/dH(k), A(k), and the gradient g(k) at block
+ * k's input (k = nb: the stage output's gradient); NULL where the microbatch holds none. */
+static inline float *exec_xv_x(const exec_xview *v, int k) {
+    if (!v->in) return NULL;
+    return k == 0 ? v->in : v->act + (size_t)(k - 1) * v->bh;
+}
+static inline float *exec_xv_hd(const exec_xview *v, int k) {
+    return v->act ? v->act + (size_t)(v->nb - 1) * v->bh + (size_t)k * v->bf : NULL;
+}
+static inline float *exec_xv_a(const exec_xview *v, int k) {
+    return v->act ? exec_xv_hd(v, 0) + (size_t)(v->nb + k) * v->bf : NULL;
+}
+static inline float *exec_xv_g(const exec_xview *v, int k) {
+    if (k == v->nb) return v->gin;
+    return v->wg ? v->wg + (size_t)(k - 1) * v->bh : NULL;
+}
+
+/* The bookkeeping of an F, filled by exec_xrank_f_begin. */
+typedef struct exec_xf {
+    exec_xstage *st;
+    int ver;          /* the weight version the forward uses (one reference taken) */
+    int in_new;       /* stage 0: the input slot taken, to fill from the data set; else -1 */
+    exec_pool *out;   /* where the stage's output goes: an output-gradient slot (the last stage:
+                       * turned into the loss gradient in place), the next stage's input slot
+                       * (on this rank: handed over without a copy), or a send slot */
+    int out_slot;
+    int last;         /* the last stage */
+    int64_t g;        /* the global microbatch */
+    int di;           /* its microbatch of the data set */
+} exec_xf;
+/* F of (s, j) before its compute: checks, takes the input (stage 0), a weight reference, the
+ * activations and the output slot. Returns PL_OK or an error. */
+int exec_xrank_f_begin(exec_xrank *x, int s, int j, exec_xf *f, pl_err *e);
+/* After the compute: flags; under full recomputation the activations are given back. */
+void exec_xrank_f_end(exec_xrank *x, const exec_xf *f, int j);
+
+/* The bookkeeping of an I, filled by exec_xrank_i_begin. */
+typedef struct exec_xi {
+    exec_xstage *st;
+    int ver;          /* the version the forward used */
+    int recompute;    /* 1: activation slot taken anew: the backend reruns the forward first */
+    exec_pool *gx;    /* where the input gradient goes (the previous stage's output-gradient slot
+                       * on this rank, or a send slot); NULL for stage 0 */
+    int gx_slot;
+} exec_xi;
+/* I of (s, j) before its compute: checks, takes the activations (recomputation), the inner
+ * gradients (nb > 1) and the input gradient's slot. Returns PL_OK or an error. The caller sets
+ * XS_IDONE once the compute is issued. */
+int exec_xrank_i_begin(exec_xrank *x, int s, int j, exec_xi *b, pl_err *e);
+/* W of (s, j) before its compute: returns the stage, or NULL with e. */
+exec_xstage *exec_xrank_w_begin(exec_xrank *x, int s, int j, pl_err *e);
+/* After W's compute: counts the gradient, frees what the microbatch held (activations, input,
+ * gradients, its weight version reference). */
+void exec_xrank_w_end(exec_xrank *x, exec_xstage *st, int j);
+/* STEP of stage s before its compute: *stp = NULL when nothing was accumulated, else the stage
+ * and in *dst the version slot to write (the newest in place, or a new slot when microbatches
+ * in flight use the newest). Returns PL_OK or an error. */
+int exec_xrank_step_begin(exec_xrank *x, int s, exec_xstage **stp, int *dst, pl_err *e);
+/* After it: dst becomes the newest version (the old one is freed by its last microbatch). */
+void exec_xrank_step_end(exec_xstage *st, int dst);
+/* SEND a: checks; returns the pointer to the send slot's index in the stage (NULL with e). */
+int *exec_xrank_send_begin(exec_xrank *x, const sched_action *a, pl_err *e);
+/* After the send is issued: the send slot is given back. */
+void exec_xrank_send_end(exec_xrank *x, int *slotp);
+/* RECV a: checks, takes the slot the message lands in (*pool: x->in or x->gin); returns it, or
+ * -1 with e. */
+int exec_xrank_recv_begin(exec_xrank *x, const sched_action *a, exec_pool **pool, pl_err *e);
+
+/* exec_xrank_init, then the measurement arrays (and op records when cfg asks); core -1. */
+int exec_xrank_setup(exec_xrank *x, int r, const sched *s, const exec_config *cfg, const int *blocks,
+                     const exec_data *data, double *loss_mb, pl_err *e);
+/* Moves what a finished rank measured into rec (its arrays change owner), with the newest
+ * weights of its stages from the host arena; allocated_bytes: what the rank allocated.
+ * Returns PL_OK or PL_ENOMEM. */
+int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_bytes, exec_rank_record *rec,
+                      pl_err *e);
+/* Checks the configuration's numbers; returns PL_OK or PL_EINPUT naming the bad one (exec.c). */
+int exec_check_config(const exec_config *c, pl_err *e);
+
 /* Sets up rank r: walks its list once without data (checking it and sizing every pool), then
  * allocates once. Returns PL_OK, or an error naming the rank and action. */
 int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg,

@@ -9,138 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------- pools, memory */
-
-/* Returns a free slot (lowest index) with one reference, or -1 when all are taken. */
-static int pool_get(exec_pool *p) {
-    for (int i = 0; i < p->cap; i++)
-        if (p->refs[i] == 0) {
-            p->refs[i] = 1;
-            if (++p->used > p->peak) p->peak = p->used;
-            return i;
-        }
-    return -1;
-}
-
-/* Drops one reference of slot i; returns 1 when the slot became free. */
-static int pool_put(exec_pool *p, int i) {
-    if (--p->refs[i] == 0) {
-        p->used--;
-        return 1;
-    }
-    return 0;
-}
-
-/* Returns slot i's floats (NULL in the dry walk). */
-static float *slot(const exec_pool *p, int i) {
-    return p->base ? p->base + (size_t)i * p->stride : NULL;
-}
-
-/* Records the largest "model" total (the classes the cost model counts: weights, gradients,
- * optimizer state and the stash of microbatches whose F ran, without their pending inputs). */
-static void model_peak(exec_xrank *x) {
-    size_t m = x->cur.weights_bytes + x->cur.grads_bytes + x->cur.optim_bytes + x->cur.stash_bytes - x->pending_in_bytes;
-    if (m > x->model_peak_bytes) x->model_peak_bytes = m;
-}
-
-/* Adds delta bytes to one class of x's memory and to the total; records the peaks; returns
- * PL_ENOMEM when the budget is exceeded. */
-static int mem_add(exec_xrank *x, size_t *cls, long long delta, pl_err *e) {
-    *cls = (size_t)((long long)*cls + delta);
-    x->cur.total_bytes = (size_t)((long long)x->cur.total_bytes + delta);
-    if (x->cur.total_bytes > x->peak.total_bytes) x->peak = x->cur;
-    model_peak(x);
-    size_t budget = x->cfg->mem_budget_bytes;
-    if (delta > 0 && budget && x->cur.total_bytes > budget)
-        return pl_errf(e, PL_ENOMEM, "out of its memory budget: %zu bytes in use, budget %zu bytes",
-                       x->cur.total_bytes, budget);
-    return PL_OK;
-}
-
-/* Takes a slot of p and counts its bytes in class cls; returns the slot or -1 with e. */
-static int take(exec_xrank *x, exec_pool *p, size_t *cls, const char *what, pl_err *e) {
-    int i = pool_get(p);
-    if (i < 0) {
-        pl_errf(e, PL_EINTERNAL, "no free %s slot (pool of %d)", what, p->cap);
-        return -1;
-    }
-    if (mem_add(x, cls, (long long)(p->slot_floats * sizeof(float)), e) != PL_OK) return -1;
-    return i;
-}
-
-/* Releases slot i of p and uncounts its bytes from cls. */
-static void give(exec_xrank *x, exec_pool *p, int i, size_t *cls) {
-    if (pool_put(p, i)) mem_add(x, cls, -(long long)(p->slot_floats * sizeof(float)), NULL);
-}
-
-/* ---------------------------------------------------------------- addressing */
-
-/* Returns the local stage for global stage s, or NULL with e when it is not on this rank. */
-static exec_xstage *local(exec_xrank *x, int s, pl_err *e) {
-    if (s < 0 || s >= x->s->stages || x->loc[s] < 0) {
-        pl_errf(e, PL_EINPUT, "stage %d is not held by rank %d", s, x->r);
-        return NULL;
-    }
-    return &x->st[x->loc[s]];
-}
-
-/* Returns 1 when mb is a valid local microbatch, else fills e. */
-static int mb_ok(const exec_xrank *x, int mb, pl_err *e) {
-    if (mb >= 0 && mb < x->M) return 1;
-    pl_errf(e, PL_EINPUT, "microbatch %d out of range 0..%d", mb, x->M - 1);
-    return 0;
-}
-
-/* Pointers into the activations of (stage st, slot a) and its input slot: block k's input
- * x(k), H/dH(k), A(k), and the gradient g(k) at block k's input (k = nb: the stage output). */
-typedef struct view {
-    const exec_xrank *x;
-    const exec_xstage *st;
-    float *in, *act, *gin, *wg;
-} view;
-
-/* Returns the view of local microbatch j of stage st (NULL pointers where nothing is held). */
-static view view_of(const exec_xrank *x, const exec_xstage *st, int j) {
-    view v = {x, st, st->in_of[j] >= 0 ? slot(&x->in, st->in_of[j]) : NULL,
-              st->act_of[j] >= 0 ? slot(&st->act, st->act_of[j]) : NULL,
-              st->gin_of[j] >= 0 ? slot(&x->gin, st->gin_of[j]) : NULL,
-              st->wg_of[j] >= 0 ? slot(&st->wg, st->wg_of[j]) : NULL};
-    return v;
-}
-
-/* Each returns the named buffer of block k, or NULL where the microbatch holds none. */
-static float *vx(const view *v, int k) {
-    size_t bh = (size_t)v->x->d.b * v->x->d.h;
-    if (!v->in) return NULL;
-    return k == 0 ? v->in : v->act + (size_t)(k - 1) * bh;
-}
-static float *vhd(const view *v, int k) {
-    size_t bh = (size_t)v->x->d.b * v->x->d.h, bf = (size_t)v->x->d.b * v->x->d.f;
-    return v->act ? v->act + (size_t)(v->st->nb - 1) * bh + (size_t)k * bf : NULL;
-}
-static float *va(const view *v, int k) {
-    size_t bf = (size_t)v->x->d.b * v->x->d.f;
-    return v->act ? vhd(v, 0) + (size_t)(v->st->nb + k) * bf : NULL;
-}
-static float *vg(const view *v, int k) {
-    size_t bh = (size_t)v->x->d.b * v->x->d.h;
-    if (k == v->st->nb) return v->gin;
-    return v->wg ? v->wg + (size_t)(k - 1) * bh : NULL;
-}
-
 /* Returns the parameters of block k of version `ver` of stage st. */
 static const float *params(const exec_xrank *x, const exec_xstage *st, int ver, int k) {
-    float *w = slot(&st->ver, ver);
+    float *w = exec_pool_slot(&st->ver, ver);
     return w ? w + (size_t)k * exec_block_floats(&x->d) : NULL;
 }
 
 /* Runs the stage's blocks forward with version ver, from v's input, writing the last block's
  * output to y (the intermediate activations go into v's activation slot). */
-static void stage_forward(exec_xrank *x, const exec_xstage *st, int ver, const view *v, float *y) {
+static void stage_forward(exec_xrank *x, const exec_xstage *st, int ver, const exec_xview *v, float *y) {
     if (x->dry) return;
     for (int k = 0; k < st->nb; k++)
-        exec_block_forward(&x->d, params(x, st, ver, k), vx(v, k), vhd(v, k), va(v, k),
-                           k == st->nb - 1 ? y : vx(v, k + 1));
+        exec_block_forward(&x->d, params(x, st, ver, k), exec_xv_x(v, k), exec_xv_hd(v, k), exec_xv_a(v, k),
+                           k == st->nb - 1 ? y : exec_xv_x(v, k + 1));
 }
 
 /* ---------------------------------------------------------------- compute actions */
@@ -149,116 +30,34 @@ static void stage_forward(exec_xrank *x, const exec_xstage *st, int ver, const v
  * activations; writes the output to the next local stage's input, a send buffer, or (last
  * stage) turns it into the loss gradient. Returns PL_OK or an error. */
 static int do_f(exec_xrank *x, int s, int j, pl_err *e) {
-    exec_xstage *st = local(x, s, e);
-    if (!st || !mb_ok(x, j, e)) return PL_EINPUT;
-    if (st->flags[j] & XS_FDONE) return pl_errf(e, PL_EINPUT, "second forward of microbatch %d", j);
+    exec_xf f;
+    if (exec_xrank_f_begin(x, s, j, &f, e) != PL_OK) return e->code;
     size_t bh = (size_t)x->d.b * x->d.h;
-    int64_t g = x->goff + j;
-    int di = x->data ? (int)(g % x->data->d) : 0;
-    if (s == 0) {
-        if (st->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage 0 microbatch %d already present", j);
-        int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
-        if (i < 0) return e->code;
-        st->in_of[j] = i;
-        if (!x->dry) memcpy(slot(&x->in, i), x->data->x + (size_t)di * bh, bh * sizeof(float));
-    } else if (st->in_of[j] < 0) {
-        return x->s->stage_rank[s - 1] != x->r
-                   ? pl_errf(e, PL_EINPUT, "forward of stage %d microbatch %d before its input arrived (the activations rank %d sends "
-                             "were not received: no %dRECV_F%d ran)", s, j, x->s->stage_rank[s - 1], s, j)
-                   : pl_errf(e, PL_EINPUT, "forward of stage %d microbatch %d before its input arrived", s, j);
-    } else {
-        x->pending_in_bytes -= x->in.slot_floats * sizeof(float); /* now the microbatch's stash */
-        model_peak(x);
-    }
-    int ver = st->cur;
-    st->ver.refs[ver]++;
-    st->ver_of[j] = ver;
-    int a = take(x, &st->act, &x->cur.stash_bytes, "activation", e);
-    if (a < 0) return e->code;
-    st->act_of[j] = a;
-    float *y;
-    int last = s == x->s->stages - 1;
-    if (last) {
-        int gi = take(x, &x->gin, &x->cur.bwd_bytes, "output gradient", e);
-        if (gi < 0) return e->code;
-        st->gin_of[j] = gi;
-        y = slot(&x->gin, gi); /* the output, turned into the loss gradient in place */
-    } else if (x->loc[s + 1] >= 0) {
-        exec_xstage *nx = &x->st[x->loc[s + 1]];
-        if (nx->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage %d microbatch %d already present", s + 1, j);
-        x->pending_in_bytes += x->in.slot_floats * sizeof(float);
-        int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
-        if (i < 0) return e->code;
-        nx->in_of[j] = i;
-        y = slot(&x->in, i); /* handed over without a copy */
-    } else {
-        int o = take(x, &x->out, &x->cur.comm_bytes, "send", e);
-        if (o < 0) return e->code;
-        st->out_f[j] = o;
-        y = slot(&x->out, o);
-    }
-    view v = view_of(x, st, j);
-    stage_forward(x, st, ver, &v, y);
-    if (last) {
-        if (!x->dry) x->loss_mb[g] = exec_mse_grad(&x->d, y, x->data->t + (size_t)di * bh);
-        st->flags[j] |= XS_GOUT;
-    }
-    if (x->s->recompute == SCHED_RECOMPUTE_FULL) {
-        give(x, &st->act, a, &x->cur.stash_bytes);
-        st->act_of[j] = -1;
-    }
-    st->flags[j] |= XS_FDONE;
+    if (f.in_new >= 0 && !x->dry) memcpy(exec_pool_slot(&x->in, f.in_new), x->data->x + (size_t)f.di * bh, bh * sizeof(float));
+    float *y = exec_pool_slot(f.out, f.out_slot);
+    exec_xview v = exec_xview_of(x, f.st, j);
+    stage_forward(x, f.st, f.ver, &v, y);
+    if (f.last && !x->dry) x->loss_mb[f.g] = exec_mse_grad(&x->d, y, x->data->t + (size_t)f.di * bh);
+    exec_xrank_f_end(x, &f, j);
     return PL_OK;
 }
 
 /* I of (s, j): the input gradient through the stage (recomputing the forward first under full
  * recomputation), sent on to the previous stage's buffer. Returns PL_OK or an error. */
 static int do_i(exec_xrank *x, int s, int j, pl_err *e) {
-    exec_xstage *st = local(x, s, e);
-    if (!st || !mb_ok(x, j, e)) return PL_EINPUT;
-    if (!(st->flags[j] & XS_FDONE)) return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its forward", s, j);
-    if (st->flags[j] & XS_IDONE) return pl_errf(e, PL_EINPUT, "second input backward of microbatch %d", j);
-    if (!(st->flags[j] & XS_GOUT)) {
-        if (s + 1 < x->s->stages && x->s->stage_rank[s + 1] != x->r)
-            return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its output gradient arrived (the gradients "
-                           "rank %d sends were not received: no %dRECV_B%d ran)", s, j, x->s->stage_rank[s + 1], s, j);
-        return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its output gradient arrived", s, j);
-    }
-    int ver = st->ver_of[j];
-    if (st->act_of[j] < 0) {
-        int a = take(x, &st->act, &x->cur.stash_bytes, "activation", e);
-        if (a < 0) return e->code;
-        st->act_of[j] = a;
-        view v = view_of(x, st, j);
+    exec_xi b;
+    if (exec_xrank_i_begin(x, s, j, &b, e) != PL_OK) return e->code;
+    exec_xstage *st = b.st;
+    exec_xview v = exec_xview_of(x, st, j);
+    if (b.recompute) {
         float *ys = x->scratch ? x->scratch + (size_t)x->d.b * x->d.f : NULL;
-        stage_forward(x, st, ver, &v, ys); /* recomputation */
+        stage_forward(x, st, b.ver, &v, ys); /* recomputation */
     }
-    if (st->nb > 1) {
-        int w = take(x, &st->wg, &x->cur.bwd_bytes, "inner gradient", e);
-        if (w < 0) return e->code;
-        st->wg_of[j] = w;
-    }
-    view v = view_of(x, st, j);
-    float *gx = NULL;
-    if (s > 0 && x->loc[s - 1] >= 0) {
-        exec_xstage *pv = &x->st[x->loc[s - 1]];
-        if (pv->in_of[j] < 0 || pv->gin_of[j] >= 0)
-            return pl_errf(e, PL_EINPUT, "stage %d microbatch %d cannot take an output gradient now", s - 1, j);
-        int gi = take(x, &x->gin, &x->cur.bwd_bytes, "output gradient", e);
-        if (gi < 0) return e->code;
-        pv->gin_of[j] = gi;
-        gx = slot(&x->gin, gi); /* handed over without a copy */
-        pv->flags[j] |= XS_GOUT;
-    } else if (s > 0) {
-        int o = take(x, &x->out, &x->cur.comm_bytes, "send", e);
-        if (o < 0) return e->code;
-        st->out_b[j] = o;
-        gx = slot(&x->out, o);
-    }
+    float *gx = b.gx ? exec_pool_slot(b.gx, b.gx_slot) : NULL;
     if (!x->dry)
         for (int k = st->nb - 1; k >= 0; k--)
-            exec_block_backward_i(&x->d, params(x, st, ver, k), vhd(&v, k), vg(&v, k + 1),
-                                  k > 0 ? vg(&v, k) : gx, x->scratch);
+            exec_block_backward_i(&x->d, params(x, st, b.ver, k), exec_xv_hd(&v, k), exec_xv_g(&v, k + 1),
+                                  k > 0 ? exec_xv_g(&v, k) : gx, x->scratch);
     st->flags[j] |= XS_IDONE;
     return PL_OK;
 }
@@ -266,23 +65,16 @@ static int do_i(exec_xrank *x, int s, int j, pl_err *e) {
 /* W of (s, j): accumulates the weight gradients, then frees everything the microbatch held
  * (activations, input, its weight version reference). Returns PL_OK or an error. */
 static int do_w(exec_xrank *x, int s, int j, pl_err *e) {
-    exec_xstage *st = local(x, s, e);
-    if (!st || !mb_ok(x, j, e)) return PL_EINPUT;
-    if (!(st->flags[j] & XS_IDONE)) return pl_errf(e, PL_EINPUT, "weight backward of stage %d microbatch %d before its input backward", s, j);
-    view v = view_of(x, st, j);
+    exec_xstage *st = exec_xrank_w_begin(x, s, j, e);
+    if (!st) return e->code;
+    exec_xview v = exec_xview_of(x, st, j);
     if (!x->dry) {
         size_t nf = exec_block_floats(&x->d);
         for (int k = st->nb - 1; k >= 0; k--)
-            exec_block_backward_w(&x->d, vx(&v, k), va(&v, k), vhd(&v, k), vg(&v, k + 1), st->grad + (size_t)k * nf);
+            exec_block_backward_w(&x->d, exec_xv_x(&v, k), exec_xv_a(&v, k), exec_xv_hd(&v, k), exec_xv_g(&v, k + 1),
+                                  st->grad + (size_t)k * nf);
     }
-    st->nacc++;
-    give(x, &st->act, st->act_of[j], &x->cur.stash_bytes);
-    give(x, &x->in, st->in_of[j], &x->cur.stash_bytes);
-    give(x, &x->gin, st->gin_of[j], &x->cur.bwd_bytes);
-    if (st->wg_of[j] >= 0) give(x, &st->wg, st->wg_of[j], &x->cur.bwd_bytes);
-    if (pool_put(&st->ver, st->ver_of[j])) mem_add(x, &x->cur.weights_bytes, -(long long)(st->pfloats * sizeof(float)), NULL);
-    st->act_of[j] = st->in_of[j] = st->ver_of[j] = st->gin_of[j] = st->wg_of[j] = -1;
-    st->flags[j] = 0;
+    exec_xrank_w_end(x, st, j);
     return PL_OK;
 }
 
@@ -290,18 +82,14 @@ static int do_w(exec_xrank *x, int s, int j, pl_err *e) {
  * accumulated since the last STEP; in place when no microbatch in flight uses the newest
  * version, else into a new version slot. Returns PL_OK or an error. */
 static int do_step(exec_xrank *x, int s, pl_err *e) {
-    exec_xstage *st = local(x, s, e);
-    if (!st) return PL_EINPUT;
-    if (st->nacc == 0) return PL_OK;
-    int cur = st->cur, dst = cur;
-    if (st->ver.refs[cur] > 1) {
-        dst = take(x, &st->ver, &x->cur.weights_bytes, "weight version", e);
-        if (dst < 0) return e->code;
-    }
+    exec_xstage *st;
+    int dst;
+    if (exec_xrank_step_begin(x, s, &st, &dst, e) != PL_OK) return e->code;
+    if (!st) return PL_OK;
     if (!x->dry) {
         float scale = 1.0f / (float)st->nacc, lr = (float)x->cfg->lr, mu = (float)x->cfg->momentum;
-        const float *w = slot(&st->ver, cur);
-        float *o = slot(&st->ver, dst);
+        const float *w = exec_pool_slot(&st->ver, st->cur);
+        float *o = exec_pool_slot(&st->ver, dst);
         for (size_t i = 0; i < st->pfloats; i++) {
             float g = st->grad[i] * scale;
             if (st->mom) g = st->mom[i] = mu * st->mom[i] + g;
@@ -309,11 +97,7 @@ static int do_step(exec_xrank *x, int s, pl_err *e) {
             st->grad[i] = 0.0f; /* reset in the same pass over memory */
         }
     }
-    if (dst != cur) {
-        pool_put(&st->ver, cur); /* no longer the newest; freed by its last microbatch */
-        st->cur = dst;
-    }
-    st->nacc = 0;
+    exec_xrank_step_end(st, dst);
     return PL_OK;
 }
 
@@ -325,55 +109,32 @@ enum { SEND_OK = 0, SEND_SHORT = 1, SEND_DROP = 2, SEND_TWICE = 3, SKIP_ACTION =
 /* Applies a SEND or RECV action (an injected fault makes a SEND send one float short, nothing,
  * or twice: SEND_*). Returns PL_OK or an error. */
 static int do_comm(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
-    int s = a->stage, j = a->mb;
-    exec_xstage *st = local(x, s, e);
-    if (!st || !mb_ok(x, j, e)) return PL_EINPUT;
+    int s = a->stage;
     size_t bh = (size_t)x->d.b * x->d.h, bytes = bh * sizeof(float);
-    int64_t g = x->goff + j;
+    int64_t g = x->goff + a->mb;
     const int *sr = x->s->stage_rank;
-    switch (a->kind) {
-    case SCHED_SEND_F:
-    case SCHED_SEND_B: {
-        int fwd = a->kind == SCHED_SEND_F;
-        int *slotp = fwd ? &st->out_f[j] : &st->out_b[j];
-        int to = fwd ? s + 1 : s - 1;
-        if (to < 0 || to >= x->s->stages) return pl_errf(e, PL_EINPUT, "no stage %d to send to", to);
-        if (*slotp < 0) return pl_errf(e, PL_EINPUT, "nothing to send: the %s of stage %d microbatch %d was not computed", fwd ? "forward" : "input backward", s, j);
+    if (a->kind == SCHED_SEND_F || a->kind == SCHED_SEND_B) {
+        int *slotp = exec_xrank_send_begin(x, a, e);
+        if (!slotp) return e->code;
+        int fwd = a->kind == SCHED_SEND_F, to = fwd ? s + 1 : s - 1;
         int rc = PL_OK;
         if (!x->dry && fault != SEND_DROP) {
             exec_msg_key k = {fwd ? EXEC_MSG_ACT : EXEC_MSG_GRAD, to, g};
-            rc = x->t->send(x->t, sr[to], k, slot(&x->out, *slotp), fault == SEND_SHORT ? bytes - sizeof(float) : bytes, e);
-            if (rc == PL_OK && fault == SEND_TWICE) rc = x->t->send(x->t, sr[to], k, slot(&x->out, *slotp), bytes, e);
+            float *src = exec_pool_slot(&x->out, *slotp);
+            rc = x->t->send(x->t, sr[to], k, src, fault == SEND_SHORT ? bytes - sizeof(float) : bytes, e);
+            if (rc == PL_OK && fault == SEND_TWICE) rc = x->t->send(x->t, sr[to], k, src, bytes, e);
         }
-        give(x, &x->out, *slotp, &x->cur.comm_bytes);
-        *slotp = -1;
+        exec_xrank_send_end(x, slotp);
         return rc;
     }
-    case SCHED_RECV_F: {
-        if (s == 0) return pl_errf(e, PL_EINPUT, "stage 0 has no forward input to receive");
-        if (st->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage %d microbatch %d already present", s, j);
-        x->pending_in_bytes += x->in.slot_floats * sizeof(float);
-        int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
-        if (i < 0) return e->code;
-        st->in_of[j] = i;
-        if (x->dry) return PL_OK;
-        exec_msg_key k = {EXEC_MSG_ACT, s, g};
-        return x->t->recv(x->t, sr[s - 1], k, slot(&x->in, i), bytes, e);
-    }
-    case SCHED_RECV_B: {
-        if (s + 1 >= x->s->stages) return pl_errf(e, PL_EINPUT, "the last stage has no gradient to receive");
-        if (st->in_of[j] < 0) return pl_errf(e, PL_EINPUT, "gradient of stage %d microbatch %d arrives before its forward", s, j);
-        if (st->gin_of[j] >= 0) return pl_errf(e, PL_EINPUT, "second output gradient of stage %d microbatch %d", s, j);
-        int gi = take(x, &x->gin, &x->cur.bwd_bytes, "output gradient", e);
-        if (gi < 0) return e->code;
-        st->gin_of[j] = gi;
-        st->flags[j] |= XS_GOUT;
-        if (x->dry) return PL_OK;
-        exec_msg_key k = {EXEC_MSG_GRAD, s, g};
-        return x->t->recv(x->t, sr[s + 1], k, slot(&x->gin, gi), bytes, e);
-    }
-    default: return pl_errf(e, PL_EINTERNAL, "not a communication action");
-    }
+    if (a->kind != SCHED_RECV_F && a->kind != SCHED_RECV_B) return pl_errf(e, PL_EINTERNAL, "not a communication action");
+    exec_pool *pool;
+    int i = exec_xrank_recv_begin(x, a, &pool, e);
+    if (i < 0) return e->code;
+    if (x->dry) return PL_OK;
+    int fwd = a->kind == SCHED_RECV_F;
+    exec_msg_key k = {fwd ? EXEC_MSG_ACT : EXEC_MSG_GRAD, s, g};
+    return x->t->recv(x->t, sr[fwd ? s - 1 : s + 1], k, exec_pool_slot(pool, i), bytes, e);
 }
 
 /* Executes one action (fault: what happens to a SEND, SEND_*); returns PL_OK or an error
@@ -397,7 +158,7 @@ static int do_action(exec_xrank *x, const sched_action *a, int fault, pl_err *e)
     case SCHED_SEND_B:
     case SCHED_RECV_F:
     case SCHED_RECV_B: return do_comm(x, a, fault, e);
-    case SCHED_REDUCE_GRAD: return local(x, a->stage, e) ? PL_OK : PL_EINPUT; /* one replica */
+    case SCHED_REDUCE_GRAD: return exec_xrank_local(x, a->stage, e) ? PL_OK : PL_EINPUT; /* one replica */
     case SCHED_STEP: return do_step(x, a->stage, e);
     case SCHED_UNSHARD:
     case SCHED_RESHARD: return PL_OK;
@@ -420,14 +181,6 @@ void exec_xrank_where(const exec_xrank *x, char *buf, size_t n) {
     } else {
         snprintf(buf, n, "between actions of pass %d", x->pass);
     }
-}
-
-/* Checks that a pass left nothing in flight; returns PL_OK or an error. */
-static int pass_end_check(const exec_xrank *x, pl_err *e) {
-    if (x->in.used || x->out.used || x->gin.used)
-        return pl_errf(e, PL_EINPUT, "rank %d: %d microbatch buffers still in use at the end of pass %d",
-                       x->r, x->in.used + x->out.used + x->gin.used, x->pass);
-    return PL_OK;
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -526,7 +279,7 @@ static int layout(exec_xrank *x, const int *caps, int dry, void **ints_mem, pl_e
 /* Takes the first weight version of every stage (counted as weights in use). */
 static int first_versions(exec_xrank *x, pl_err *e) {
     for (int q = 0; q < x->nst; q++) {
-        if (take(x, &x->st[q].ver, &x->cur.weights_bytes, "weight version", e) != 0) return e->code ? e->code : PL_EINTERNAL;
+        if (exec_xrank_take(x, &x->st[q].ver, &x->cur.weights_bytes, "weight version", e) != 0) return e->code ? e->code : PL_EINTERNAL;
         x->st[q].cur = 0;
     }
     return PL_OK;
@@ -583,7 +336,7 @@ int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg
         rc = do_action(x, &rk->acts[k], 0, e);
         if (rc != PL_OK) where(x, k, e);
     }
-    if (rc == PL_OK) rc = pass_end_check(x, e);
+    if (rc == PL_OK) rc = exec_xrank_pass_end_check(x, e);
     if (rc == PL_OK) {
         caps[0] = x->in.peak > 0 ? x->in.peak : 1;
         caps[1] = x->out.peak > 0 ? x->out.peak : 1;
@@ -704,7 +457,7 @@ static void worker_walk(exec_xrank *x) {
         x->gemm_s[x->pass] = g1_s - g0_s;
         x->gemm_flops[x->pass] = g1_f - g0_f;
         if (x->rc == PL_OK) {
-            x->rc = pass_end_check(x, &x->err);
+            x->rc = exec_xrank_pass_end_check(x, &x->err);
             if (x->rc != PL_OK) x->t->abort(x->t, &x->err);
         }
     }
