@@ -92,120 +92,24 @@ static void cx_exit_wait_none(cx_shared *sh, int n) {
     pthread_mutex_unlock(&sh->mu);
 }
 
-/* ---------------------------------------------------------------- pools and memory (as worker.c) */
-
-/* Returns a free slot (lowest index) with one reference, or -1. */
-static int pool_get(exec_pool *p) {
-    for (int i = 0; i < p->cap; i++)
-        if (p->refs[i] == 0) {
-            p->refs[i] = 1;
-            if (++p->used > p->peak) p->peak = p->used;
-            return i;
-        }
-    return -1;
-}
-
-/* Drops one reference of slot i; returns 1 when it became free. */
-static int pool_put(exec_pool *p, int i) {
-    if (--p->refs[i] == 0) {
-        p->used--;
-        return 1;
-    }
-    return 0;
-}
+/* ---------------------------------------------------------------- addressing (bookkeeping: xrank.c) */
 
 /* Returns the device floats of slot i of host pool p. */
 static float *dslot(const cx_rank *c, const exec_pool *p, int i) {
     return c->d_arena + (p->base - c->x.arena) + (size_t)i * p->stride;
 }
 
-/* Records the largest "model" total (see worker.c). */
-static void model_peak(exec_xrank *x) {
-    size_t m = x->cur.weights_bytes + x->cur.grads_bytes + x->cur.optim_bytes + x->cur.stash_bytes - x->pending_in_bytes;
-    if (m > x->model_peak_bytes) x->model_peak_bytes = m;
-}
+/* Returns the device address of host arena address h (NULL stays NULL). */
+static float *dev_of(const cx_rank *c, float *h) { return h ? c->d_arena + (h - c->x.arena) : NULL; }
 
-/* Adds delta bytes to class cls and the total; PL_ENOMEM past the budget. */
-static int mem_add(exec_xrank *x, size_t *cls, long long delta, pl_err *e) {
-    *cls = (size_t)((long long)*cls + delta);
-    x->cur.total_bytes = (size_t)((long long)x->cur.total_bytes + delta);
-    if (x->cur.total_bytes > x->peak.total_bytes) x->peak = x->cur;
-    model_peak(x);
-    size_t budget = x->cfg->mem_budget_bytes;
-    if (delta > 0 && budget && x->cur.total_bytes > budget)
-        return pl_errf(e, PL_ENOMEM, "out of its memory budget: %zu bytes in use, budget %zu bytes", x->cur.total_bytes, budget);
-    return PL_OK;
-}
-
-/* Takes a slot of p counted in cls; returns it or -1 with e. */
-static int take(exec_xrank *x, exec_pool *p, size_t *cls, const char *what, pl_err *e) {
-    int i = pool_get(p);
-    if (i < 0) {
-        pl_errf(e, PL_EINTERNAL, "no free %s slot (pool of %d)", what, p->cap);
-        return -1;
-    }
-    if (mem_add(x, cls, (long long)(p->slot_floats * sizeof(float)), e) != PL_OK) return -1;
-    return i;
-}
-
-/* Releases slot i of p. */
-static void give(exec_xrank *x, exec_pool *p, int i, size_t *cls) {
-    if (pool_put(p, i)) mem_add(x, cls, -(long long)(p->slot_floats * sizeof(float)), NULL);
-}
-
-/* ---------------------------------------------------------------- addressing */
-
-/* Returns the local stage of global stage s, or NULL with e. */
-static exec_xstage *local(cx_rank *c, int s, pl_err *e) {
-    exec_xrank *x = &c->x;
-    if (s < 0 || s >= x->s->stages || x->loc[s] < 0) {
-        pl_errf(e, PL_EINPUT, "stage %d is not held by rank %d", s, x->r);
-        return NULL;
-    }
-    return &x->st[x->loc[s]];
-}
-
-/* Returns 1 when mb is a valid local microbatch, else fills e. */
-static int mb_ok(const cx_rank *c, int mb, pl_err *e) {
-    if (mb >= 0 && mb < c->x.M) return 1;
-    pl_errf(e, PL_EINPUT, "microbatch %d out of range 0..%d", mb, c->x.M - 1);
-    return 0;
-}
-
-/* Device pointers into one microbatch's buffers of a stage (worker.c's view, on the GPU). */
-typedef struct dview {
-    const cx_rank *c;
-    const exec_xstage *st;
-    float *in, *act, *gin, *wg;
-} dview;
-
-static dview dview_of(const cx_rank *c, const exec_xstage *st, int j) {
-    const exec_xrank *x = &c->x;
-    dview v = {c, st, st->in_of[j] >= 0 ? dslot(c, &x->in, st->in_of[j]) : NULL,
-               st->act_of[j] >= 0 ? dslot(c, &st->act, st->act_of[j]) : NULL,
-               st->gin_of[j] >= 0 ? dslot(c, &x->gin, st->gin_of[j]) : NULL,
-               st->wg_of[j] >= 0 ? dslot(c, &st->wg, st->wg_of[j]) : NULL};
+/* The view of one microbatch's buffers of a stage (exec_xview_of), on the GPU. */
+static exec_xview dview_of(const cx_rank *c, const exec_xstage *st, int j) {
+    exec_xview v = exec_xview_of(&c->x, st, j);
+    v.in = dev_of(c, v.in);
+    v.act = dev_of(c, v.act);
+    v.gin = dev_of(c, v.gin);
+    v.wg = dev_of(c, v.wg);
     return v;
-}
-
-/* Block k's input x(k), H/dH(k), A(k), and the gradient g(k) at its input (k = nb: the output). */
-static float *vx(const dview *v, int k) {
-    size_t bh = (size_t)v->c->x.d.b * v->c->x.d.h;
-    if (!v->in) return NULL;
-    return k == 0 ? v->in : v->act + (size_t)(k - 1) * bh;
-}
-static float *vhd(const dview *v, int k) {
-    size_t bh = (size_t)v->c->x.d.b * v->c->x.d.h, bf = (size_t)v->c->x.d.b * v->c->x.d.f;
-    return v->act ? v->act + (size_t)(v->st->nb - 1) * bh + (size_t)k * bf : NULL;
-}
-static float *va(const dview *v, int k) {
-    size_t bf = (size_t)v->c->x.d.b * v->c->x.d.f;
-    return v->act ? vhd(v, 0) + (size_t)(v->st->nb + k) * bf : NULL;
-}
-static float *vg(const dview *v, int k) {
-    size_t bh = (size_t)v->c->x.d.b * v->c->x.d.h;
-    if (k == v->st->nb) return v->gin;
-    return v->wg ? v->wg + (size_t)(k - 1) * bh : NULL;
 }
 
 /* Block k of version ver of stage st: its fp32 parameters and (bf16 runs) their bf16 copy. */
@@ -240,10 +144,11 @@ static int block_backward_w(cx_rank *c, const float *x, const float *act, const 
 }
 
 /* The stage's blocks forward with version ver from v's input; the last output goes to y. */
-static int stage_forward(cx_rank *c, const exec_xstage *st, int ver, const dview *v, float *y, pl_err *e) {
+static int stage_forward(cx_rank *c, const exec_xstage *st, int ver, const exec_xview *v, float *y, pl_err *e) {
     for (int k = 0; k < st->nb; k++) {
         cx_dparams p = params(c, st, ver, k);
-        if (block_forward(c, &p, vx(v, k), vhd(v, k), va(v, k), k == st->nb - 1 ? y : vx(v, k + 1), e)) return e->code;
+        if (block_forward(c, &p, exec_xv_x(v, k), exec_xv_hd(v, k), exec_xv_a(v, k), k == st->nb - 1 ? y : exec_xv_x(v, k + 1), e))
+            return e->code;
     }
     return PL_OK;
 }
@@ -265,108 +170,33 @@ static float *dscratch(const cx_rank *c) { return c->d_arena + (c->x.scratch - c
 /* F of (s, j). */
 static int do_f(cx_rank *c, int s, int j, pl_err *e) {
     exec_xrank *x = &c->x;
-    exec_xstage *st = local(c, s, e);
-    if (!st || !mb_ok(c, j, e)) return PL_EINPUT;
-    if (st->flags[j] & XS_FDONE) return pl_errf(e, PL_EINPUT, "second forward of microbatch %d", j);
+    exec_xf f;
+    if (exec_xrank_f_begin(x, s, j, &f, e) != PL_OK) return e->code;
     size_t bh = (size_t)x->d.b * x->d.h;
-    int64_t g = x->goff + j;
-    int di = (int)(g % x->data->d);
-    if (s == 0) {
-        if (st->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage 0 microbatch %d already present", j);
-        int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
-        if (i < 0) return e->code;
-        st->in_of[j] = i;
-        CXC(cudaMemcpyAsync(dslot(c, &x->in, i), c->d_x + (size_t)di * bh, bh * sizeof(float), cudaMemcpyDeviceToDevice, c->cs));
-    } else if (st->in_of[j] < 0) {
-        return pl_errf(e, PL_EINPUT, "forward of stage %d microbatch %d before its input arrived", s, j);
-    } else {
-        x->pending_in_bytes -= x->in.slot_floats * sizeof(float);
-        model_peak(x);
-    }
-    int ver = st->cur;
-    st->ver.refs[ver]++;
-    st->ver_of[j] = ver;
-    int a = take(x, &st->act, &x->cur.stash_bytes, "activation", e);
-    if (a < 0) return e->code;
-    st->act_of[j] = a;
-    float *y;
-    int last = s == x->s->stages - 1;
-    if (last) {
-        int gi = take(x, &x->gin, &x->cur.bwd_bytes, "output gradient", e);
-        if (gi < 0) return e->code;
-        st->gin_of[j] = gi;
-        y = dslot(c, &x->gin, gi);
-    } else if (x->loc[s + 1] >= 0) {
-        exec_xstage *nx = &x->st[x->loc[s + 1]];
-        if (nx->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage %d microbatch %d already present", s + 1, j);
-        x->pending_in_bytes += x->in.slot_floats * sizeof(float);
-        int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
-        if (i < 0) return e->code;
-        nx->in_of[j] = i;
-        y = dslot(c, &x->in, i);
-    } else {
-        int o = take(x, &x->out, &x->cur.comm_bytes, "send", e);
-        if (o < 0) return e->code;
-        st->out_f[j] = o;
-        if (out_ready(c, o, e)) return e->code;
-        y = dslot(c, &x->out, o);
-    }
-    dview v = dview_of(c, st, j);
-    if (stage_forward(c, st, ver, &v, y, e)) return e->code;
-    if (last) {
-        CXC(cxk_mse_grad(c->cs, y, c->d_t + (size_t)di * bh, bh, c->d_loss + (size_t)x->pass * x->M + j));
-        st->flags[j] |= XS_GOUT;
-    }
-    if (x->s->recompute == SCHED_RECOMPUTE_FULL) {
-        give(x, &st->act, a, &x->cur.stash_bytes);
-        st->act_of[j] = -1;
-    }
-    st->flags[j] |= XS_FDONE;
+    if (f.in_new >= 0)
+        CXC(cudaMemcpyAsync(dslot(c, &x->in, f.in_new), c->d_x + (size_t)f.di * bh, bh * sizeof(float), cudaMemcpyDeviceToDevice, c->cs));
+    if (f.out == &x->out && out_ready(c, f.out_slot, e)) return e->code;
+    float *y = dslot(c, f.out, f.out_slot);
+    exec_xview v = dview_of(c, f.st, j);
+    if (stage_forward(c, f.st, f.ver, &v, y, e)) return e->code;
+    if (f.last) CXC(cxk_mse_grad(c->cs, y, c->d_t + (size_t)f.di * bh, bh, c->d_loss + (size_t)x->pass * x->M + j));
+    exec_xrank_f_end(x, &f, j);
     return PL_OK;
 }
 
 /* I of (s, j). */
 static int do_i(cx_rank *c, int s, int j, pl_err *e) {
     exec_xrank *x = &c->x;
-    exec_xstage *st = local(c, s, e);
-    if (!st || !mb_ok(c, j, e)) return PL_EINPUT;
-    if (!(st->flags[j] & XS_FDONE)) return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its forward", s, j);
-    if (st->flags[j] & XS_IDONE) return pl_errf(e, PL_EINPUT, "second input backward of microbatch %d", j);
-    if (!(st->flags[j] & XS_GOUT)) return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its output gradient arrived", s, j);
-    int ver = st->ver_of[j];
-    if (st->act_of[j] < 0) {
-        int a = take(x, &st->act, &x->cur.stash_bytes, "activation", e);
-        if (a < 0) return e->code;
-        st->act_of[j] = a;
-        dview v = dview_of(c, st, j);
-        if (stage_forward(c, st, ver, &v, dscratch(c) + (size_t)x->d.b * x->d.f, e)) return e->code; /* recomputation */
-    }
-    if (st->nb > 1) {
-        int w = take(x, &st->wg, &x->cur.bwd_bytes, "inner gradient", e);
-        if (w < 0) return e->code;
-        st->wg_of[j] = w;
-    }
-    dview v = dview_of(c, st, j);
-    float *gx = NULL;
-    if (s > 0 && x->loc[s - 1] >= 0) {
-        exec_xstage *pv = &x->st[x->loc[s - 1]];
-        if (pv->in_of[j] < 0 || pv->gin_of[j] >= 0)
-            return pl_errf(e, PL_EINPUT, "stage %d microbatch %d cannot take an output gradient now", s - 1, j);
-        int gi = take(x, &x->gin, &x->cur.bwd_bytes, "output gradient", e);
-        if (gi < 0) return e->code;
-        pv->gin_of[j] = gi;
-        gx = dslot(c, &x->gin, gi);
-        pv->flags[j] |= XS_GOUT;
-    } else if (s > 0) {
-        int o = take(x, &x->out, &x->cur.comm_bytes, "send", e);
-        if (o < 0) return e->code;
-        st->out_b[j] = o;
-        if (out_ready(c, o, e)) return e->code;
-        gx = dslot(c, &x->out, o);
-    }
+    exec_xi b;
+    if (exec_xrank_i_begin(x, s, j, &b, e) != PL_OK) return e->code;
+    exec_xstage *st = b.st;
+    exec_xview v = dview_of(c, st, j);
+    if (b.recompute && stage_forward(c, st, b.ver, &v, dscratch(c) + (size_t)x->d.b * x->d.f, e)) return e->code; /* recomputation */
+    if (b.gx == &x->out && out_ready(c, b.gx_slot, e)) return e->code;
+    float *gx = b.gx ? dslot(c, b.gx, b.gx_slot) : NULL;
     for (int k = st->nb - 1; k >= 0; k--) {
-        cx_dparams p = params(c, st, ver, k);
-        if (block_backward_i(c, &p, vhd(&v, k), vg(&v, k + 1), k > 0 ? vg(&v, k) : gx, e)) return e->code;
+        cx_dparams p = params(c, st, b.ver, k);
+        if (block_backward_i(c, &p, exec_xv_hd(&v, k), exec_xv_g(&v, k + 1), k > 0 ? exec_xv_g(&v, k) : gx, e)) return e->code;
     }
     st->flags[j] |= XS_IDONE;
     return PL_OK;
@@ -375,46 +205,30 @@ static int do_i(cx_rank *c, int s, int j, pl_err *e) {
 /* W of (s, j): accumulates the weight gradients and frees what the microbatch held. */
 static int do_w(cx_rank *c, int s, int j, pl_err *e) {
     exec_xrank *x = &c->x;
-    exec_xstage *st = local(c, s, e);
-    if (!st || !mb_ok(c, j, e)) return PL_EINPUT;
-    if (!(st->flags[j] & XS_IDONE)) return pl_errf(e, PL_EINPUT, "weight backward of stage %d microbatch %d before its input backward", s, j);
-    dview v = dview_of(c, st, j);
+    exec_xstage *st = exec_xrank_w_begin(x, s, j, e);
+    if (!st) return e->code;
+    exec_xview v = dview_of(c, st, j);
     size_t nf = exec_block_floats(&x->d);
-    float *grad = c->d_arena + (st->grad - x->arena);
+    float *grad = dev_of(c, st->grad);
     for (int k = st->nb - 1; k >= 0; k--)
-        if (block_backward_w(c, vx(&v, k), va(&v, k), vhd(&v, k), vg(&v, k + 1), grad + (size_t)k * nf, e)) return e->code;
-    st->nacc++;
-    give(x, &st->act, st->act_of[j], &x->cur.stash_bytes);
-    give(x, &x->in, st->in_of[j], &x->cur.stash_bytes);
-    give(x, &x->gin, st->gin_of[j], &x->cur.bwd_bytes);
-    if (st->wg_of[j] >= 0) give(x, &st->wg, st->wg_of[j], &x->cur.bwd_bytes);
-    if (pool_put(&st->ver, st->ver_of[j])) mem_add(x, &x->cur.weights_bytes, -(long long)(st->pfloats * sizeof(float)), NULL);
-    st->act_of[j] = st->in_of[j] = st->ver_of[j] = st->gin_of[j] = st->wg_of[j] = -1;
-    st->flags[j] = 0;
+        if (block_backward_w(c, exec_xv_x(&v, k), exec_xv_a(&v, k), exec_xv_hd(&v, k), exec_xv_g(&v, k + 1), grad + (size_t)k * nf, e))
+            return e->code;
+    exec_xrank_w_end(x, st, j);
     return PL_OK;
 }
 
 /* STEP of stage s: SGD on the newest version, in place or into a new version slot. */
 static int do_step(cx_rank *c, int s, pl_err *e) {
     exec_xrank *x = &c->x;
-    exec_xstage *st = local(c, s, e);
-    if (!st) return PL_EINPUT;
-    if (st->nacc == 0) return PL_OK;
-    int cur = st->cur, dst = cur;
-    if (st->ver.refs[cur] > 1) {
-        dst = take(x, &st->ver, &x->cur.weights_bytes, "weight version", e);
-        if (dst < 0) return e->code;
-    }
+    exec_xstage *st;
+    int dst;
+    if (exec_xrank_step_begin(x, s, &st, &dst, e) != PL_OK) return e->code;
+    if (!st) return PL_OK;
     float scale = 1.0f / (float)st->nacc, lr = (float)x->cfg->lr, mu = (float)x->cfg->momentum;
-    float *grad = c->d_arena + (st->grad - x->arena);
-    float *mom = st->mom ? c->d_arena + (st->mom - x->arena) : NULL;
     uint16_t *obf = c->d_verbf ? c->d_verbf[x->loc[s]] + (size_t)dst * st->ver.stride : NULL;
-    CXC(cxk_sgd(c->cs, dslot(c, &st->ver, cur), dslot(c, &st->ver, dst), grad, mom, obf, st->pfloats, scale, lr, mu));
-    if (dst != cur) {
-        pool_put(&st->ver, cur);
-        st->cur = dst;
-    }
-    st->nacc = 0;
+    CXC(cxk_sgd(c->cs, dslot(c, &st->ver, st->cur), dslot(c, &st->ver, dst), dev_of(c, st->grad), dev_of(c, st->mom), obf,
+                st->pfloats, scale, lr, mu));
+    exec_xrank_step_end(st, dst);
     return PL_OK;
 }
 
@@ -423,19 +237,14 @@ static int do_step(cx_rank *c, int s, pl_err *e) {
 /* SEND of action k: the copy on the communication stream into the receiver's slot. */
 static int do_send(cx_rank *c, size_t k, const sched_action *a, pl_err *e) {
     exec_xrank *x = &c->x;
-    int s = a->stage, j = a->mb;
-    exec_xstage *st = local(c, s, e);
-    if (!st || !mb_ok(c, j, e)) return PL_EINPUT;
-    int fwd = a->kind == SCHED_SEND_F;
-    int *slotp = fwd ? &st->out_f[j] : &st->out_b[j];
-    if (*slotp < 0) return pl_errf(e, PL_EINPUT, "nothing to send: the %s of stage %d microbatch %d was not computed", fwd ? "forward" : "input backward", s, j);
+    int *slotp = exec_xrank_send_begin(x, a, e);
+    if (!slotp) return e->code;
     int o = *slotp;
     size_t bytes = (size_t)x->d.b * x->d.h * sizeof(float);
 #ifdef PIPELAB_CUDA_NCCL
     if (c->nccl) {
         if (cx_nccl_send(c, k, dslot(c, &x->out, o), bytes / sizeof(float), o, e)) return e->code;
-        give(x, &x->out, o, &x->cur.comm_bytes);
-        *slotp = -1;
+        exec_xrank_send_end(x, slotp);
         return PL_OK;
     }
 #endif
@@ -450,8 +259,7 @@ static int do_send(cx_rank *c, size_t k, const sched_action *a, pl_err *e) {
     CXC(cudaEventRecord(c->ev_act[2 * k + 1], c->ms));
     c->out_busy[o] = 1;
     atomic_store_explicit(&b->seq, x->pass + 1, memory_order_release);
-    give(x, &x->out, o, &x->cur.comm_bytes);
-    *slotp = -1;
+    exec_xrank_send_end(x, slotp);
     return PL_OK;
 }
 
@@ -479,29 +287,11 @@ static int wait_box(cx_rank *c, cx_box *b, const sched_action *a, pl_err *e) {
  * input (or output-gradient) buffer. */
 static int do_recv(cx_rank *c, size_t k, const sched_action *a, pl_err *e) {
     exec_xrank *x = &c->x;
-    int s = a->stage, j = a->mb;
-    exec_xstage *st = local(c, s, e);
-    if (!st || !mb_ok(c, j, e)) return PL_EINPUT;
     size_t bytes = (size_t)x->d.b * x->d.h * sizeof(float);
-    float *dst;
-    if (a->kind == SCHED_RECV_F) {
-        if (s == 0) return pl_errf(e, PL_EINPUT, "stage 0 has no forward input to receive");
-        if (st->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage %d microbatch %d already present", s, j);
-        x->pending_in_bytes += x->in.slot_floats * sizeof(float);
-        int i = take(x, &x->in, &x->cur.stash_bytes, "input", e);
-        if (i < 0) return e->code;
-        st->in_of[j] = i;
-        dst = dslot(c, &x->in, i);
-    } else {
-        if (s + 1 >= x->s->stages) return pl_errf(e, PL_EINPUT, "the last stage has no gradient to receive");
-        if (st->in_of[j] < 0) return pl_errf(e, PL_EINPUT, "gradient of stage %d microbatch %d arrives before its forward", s, j);
-        if (st->gin_of[j] >= 0) return pl_errf(e, PL_EINPUT, "second output gradient of stage %d microbatch %d", s, j);
-        int gi = take(x, &x->gin, &x->cur.bwd_bytes, "output gradient", e);
-        if (gi < 0) return e->code;
-        st->gin_of[j] = gi;
-        st->flags[j] |= XS_GOUT;
-        dst = dslot(c, &x->gin, gi);
-    }
+    exec_pool *pool;
+    int i = exec_xrank_recv_begin(x, a, &pool, e);
+    if (i < 0) return e->code;
+    float *dst = dslot(c, pool, i);
 #ifdef PIPELAB_CUDA_NCCL
     if (c->nccl) return cx_nccl_recv(c, k, dst, bytes / sizeof(float), e);
 #endif
@@ -532,7 +322,7 @@ static int do_action(cx_rank *c, size_t k, const sched_action *a, pl_err *e) {
     case SCHED_SEND_B: return do_send(c, k, a, e);
     case SCHED_RECV_F:
     case SCHED_RECV_B: return do_recv(c, k, a, e);
-    case SCHED_REDUCE_GRAD: return local(c, a->stage, e) ? PL_OK : PL_EINPUT;
+    case SCHED_REDUCE_GRAD: return exec_xrank_local(&c->x, a->stage, e) ? PL_OK : PL_EINPUT;
     case SCHED_STEP: return do_step(c, a->stage, e);
     case SCHED_UNSHARD:
     case SCHED_RESHARD: return PL_OK;
@@ -772,15 +562,6 @@ static int pass_times(cx_rank *c, double th0, pl_err *e) {
     return PL_OK;
 }
 
-/* Checks that a pass left nothing in flight. */
-static int pass_end_check(const cx_rank *c, pl_err *e) {
-    const exec_xrank *x = &c->x;
-    if (x->in.used || x->out.used || x->gin.used)
-        return pl_errf(e, PL_EINPUT, "rank %d: %d microbatch buffers still in use at the end of pass %d", x->r,
-                       x->in.used + x->out.used + x->gin.used, x->pass);
-    return PL_OK;
-}
-
 /* One pass: barrier, start event, every action with its events, drain, times. */
 static int run_pass(cx_rank *c, pl_err *e) {
     exec_xrank *x = &c->x;
@@ -818,7 +599,7 @@ static int run_pass(cx_rank *c, pl_err *e) {
         }
     }
     rc = pass_times(c, th0, e);
-    if (rc == PL_OK) rc = pass_end_check(c, e);
+    if (rc == PL_OK) rc = exec_xrank_pass_end_check(&c->x, e);
     return rc;
 }
 
