@@ -542,8 +542,8 @@ static int pass_times(cx_rank *c, double th0, pl_err *e) {
         double t1 = ms_between(c->ev_p0, c->ev_act[2 * k + 1], &rc, e) * 1e-3;
         if (sched_kind_is_compute((sched_kind)a->kind)) busy += t1 - t0;
         else if (sched_kind_is_comm((sched_kind)a->kind)) comm += t1 - t0;
-        if (timed && cfg->record_ops && c->n_ops < c->cap_ops) {
-            exec_op *op = &c->ops[c->n_ops++];
+        if (timed && cfg->record_ops && x->n_ops < x->cap_ops) {
+            exec_op *op = &x->ops[x->n_ops++];
             op->act = *a;
             op->pass = x->pass - cfg->warmup_passes;
             op->start_s = th0 + t0;
@@ -553,12 +553,12 @@ static int pass_times(cx_rank *c, double th0, pl_err *e) {
     for (int i = 0; i < c->g.n_ev && rc == PL_OK; i++) gs += ms_between(c->ev_gemm[2 * i], c->ev_gemm[2 * i + 1], &rc, e) * 1e-3;
     double tend = ms_between(c->ev_p0, c->ev_end, &rc, e) * 1e-3;
     if (rc) return rc;
-    c->pass_start_s[x->pass] = th0;
-    c->pass_end_s[x->pass] = th0 + tend;
-    c->busy_s[x->pass] = busy;
-    c->comm_s[x->pass] = comm;
-    c->gemm_s[x->pass] = gs;
-    c->gemm_flops[x->pass] = c->g.flops;
+    x->pass_start_s[x->pass] = th0;
+    x->pass_end_s[x->pass] = th0 + tend;
+    x->busy_s[x->pass] = busy;
+    x->comm_s[x->pass] = comm;
+    x->gemm_s[x->pass] = gs;
+    x->gemm_flops[x->pass] = c->g.flops;
     return PL_OK;
 }
 
@@ -657,13 +657,8 @@ static void *cx_main(void *arg) {
 /* ---------------------------------------------------------------- the run */
 
 int cx_check_config(const exec_config *c, pl_err *e) {
-    if (c->hidden < 1 || c->hidden > 65536) return pl_errf(e, PL_EINPUT, "hidden size %d out of range 1..65536", c->hidden);
-    if (c->ffn < 0 || c->ffn > 1 << 20) return pl_errf(e, PL_EINPUT, "ffn size %d out of range", c->ffn);
-    if (c->layers < 1) return pl_errf(e, PL_EINPUT, "layers must be at least 1");
-    if (c->microbatch_size < 1) return pl_errf(e, PL_EINPUT, "microbatch size must be at least 1");
-    if (c->warmup_passes < 0 || c->timed_passes < 1) return pl_errf(e, PL_EINPUT, "need warm-up >= 0 and timed passes >= 1");
-    if (!(c->lr >= 0) || !(c->momentum >= 0) || c->momentum >= 1) return pl_errf(e, PL_EINPUT, "need lr >= 0 and 0 <= momentum < 1");
-    if (c->dataset_microbatches < 0) return pl_errf(e, PL_EINPUT, "data set size must be positive");
+    int rc = exec_check_config(c, e);
+    if (rc) return rc;
     if (!exec_precision_name(c->precision)) return pl_errf(e, PL_EINPUT, "unknown precision %d", (int)c->precision);
     if (c->cuda_devices < 0) return pl_errf(e, PL_EINPUT, "the number of GPUs must be >= 0");
     return PL_OK;
@@ -709,64 +704,18 @@ static int plan_comm(const sched *s, cx_rank *cr, cx_shared *sh, pl_err *e) {
 }
 
 int cx_record_of(cx_rank *c, const double *loss_mb, exec_rank_record *rec, pl_err *e) {
-    exec_xrank *x = &c->x;
-    const exec_config *cfg = x->cfg;
-    int P = cfg->warmup_passes + cfg->timed_passes;
-    size_t nl = (size_t)P * (size_t)x->M, np = exec_param_count(cfg), nf = exec_block_floats(&x->d);
-    memset(rec, 0, sizeof *rec);
-    rec->rank = x->r;
-    rec->passes = P;
-    rec->pass_start_s = c->pass_start_s; /* one block of 6 P doubles */
-    rec->pass_end_s = c->pass_end_s;
-    rec->busy_s = c->busy_s;
-    rec->comm_s = c->comm_s;
-    rec->gemm_s = c->gemm_s;
-    rec->gemm_flops = c->gemm_flops;
-    c->pass_start_s = NULL;
-    rec->peak = x->peak;
-    rec->allocated_bytes = c->dmem_bytes;
-    rec->model_peak_bytes = x->model_peak_bytes;
-    rec->core = -1;
-    rec->ops = c->ops;
-    rec->n_ops = c->n_ops;
-    c->ops = NULL;
-    rec->loss_mb = pl_calloc(nl, sizeof(double));
-    rec->weights = pl_calloc(np, sizeof(float));
-    if (!rec->loss_mb || !rec->weights) {
-        exec_rank_record_free(rec);
-        return pl_errf(e, PL_ENOMEM, "out of memory recording rank %d", x->r);
-    }
-    rec->n_weights = np;
-    if (x->loc[x->s->stages - 1] >= 0) memcpy(rec->loss_mb, loss_mb, nl * sizeof(double));
-    for (int q = 0; q < x->nst; q++) {
-        const exec_xstage *st = &x->st[q];
-        memcpy(rec->weights + (size_t)st->block0 * nf, st->ver.base + (size_t)st->cur * st->ver.stride,
-               st->pfloats * sizeof(float));
-    }
-    return PL_OK;
+    return exec_xrank_record(&c->x, loss_mb, c->dmem_bytes, rec, e); /* core -1: none pinned */
 }
 
 int cx_setup_rank(cx_rank *c, int r, const sched *s, const exec_config *cfg, const int *blocks,
                   const exec_data *data, double *loss_mb, pl_err *e) {
-    int rc = exec_xrank_init(&c->x, r, s, cfg, blocks, data, loss_mb, e);
+    int rc = exec_xrank_setup(&c->x, r, s, cfg, blocks, data, loss_mb, e);
     if (rc) return rc;
-    int P = cfg->warmup_passes + cfg->timed_passes;
     size_t n = s->rank[r].n ? s->rank[r].n : 1;
-    c->pass_start_s = pl_calloc(6 * (size_t)P, sizeof(double));
     c->send_rank = pl_calloc(3 * n, sizeof(int));
-    if (!c->pass_start_s || !c->send_rank) return pl_errf(e, PL_ENOMEM, "out of memory");
-    c->pass_end_s = c->pass_start_s + P;
-    c->busy_s = c->pass_start_s + 2 * P;
-    c->comm_s = c->pass_start_s + 3 * P;
-    c->gemm_s = c->pass_start_s + 4 * P;
-    c->gemm_flops = c->pass_start_s + 5 * P;
+    if (!c->send_rank) return pl_errf(e, PL_ENOMEM, "out of memory");
     c->send_slot = c->send_rank + n;
     c->recv_slot = c->send_rank + 2 * n;
-    if (cfg->record_ops) {
-        c->cap_ops = s->rank[r].n * (size_t)cfg->timed_passes;
-        c->ops = pl_calloc(c->cap_ops ? c->cap_ops : 1, sizeof *c->ops);
-        if (!c->ops) return pl_errf(e, PL_ENOMEM, "out of memory for the op records");
-    }
     const char *sync = getenv("PIPELAB_CUDA_SYNC");
     c->sync_each = sync && sync[0] == '1';
     return PL_OK;
@@ -774,14 +723,9 @@ int cx_setup_rank(cx_rank *c, int r, const sched *s, const exec_config *cfg, con
 
 void cx_free_rank(cx_rank *c) {
     exec_xrank_free(&c->x);
-    free(c->pass_start_s);
     free(c->send_rank);
-    free(c->ops);
-    c->pass_start_s = NULL;
     c->send_rank = NULL;
-    c->ops = NULL;
 }
-
 /* Lets every pair of GPUs in use reach each other's memory directly where the hardware can
  * (cudaMemcpyPeerAsync works either way; without peer access it is staged through the host). */
 static int enable_peers(int G, pl_err *e) {

@@ -41,7 +41,8 @@ typedef struct cx_shared {
 
 /* One rank: the CPU worker's bookkeeping plus its device state. */
 typedef struct cx_rank {
-    exec_xrank x;            /* pools, stages, memory accounting; its host arena mirrors the device's */
+    exec_xrank x;            /* pools, stages, memory accounting, measurement; its host arena mirrors
+                              * the device's */
     cx_shared *sh;
     int dev, green_n, green_i;
     cx_green green;
@@ -73,19 +74,15 @@ typedef struct cx_rank {
     int *ch_peer;            /* [nch] the other rank's index in the channel's communicator */
     int *ch_of;              /* [n actions] the channel of a SEND or RECV, -1 otherwise */
     cudaEvent_t *ev_recv;    /* [n] a RECV's transfer done */
-    /* measurement, as exec_xrank's */
-    double *pass_start_s, *pass_end_s, *busy_s, *comm_s, *gemm_s, *gemm_flops;
-    exec_op *ops;
-    size_t n_ops, cap_ops;
     int rc;
     pl_err err;
 } cx_rank;
 
 /* ---------------------------------------------------------------- the walker (cuda_exec.c) */
 
-/* Checks the configuration's numbers (as exec.c does for the CPU executor). */
+/* Checks the configuration's numbers (exec_check_config, then the GPU's own). */
 int cx_check_config(const exec_config *c, pl_err *e);
-/* Sets up rank r's host side: bookkeeping (exec_xrank_init's dry walk), measurement arrays, the
+/* Sets up rank r's host side: bookkeeping and measurement arrays (exec_xrank_setup), the
  * action tables (send_rank, send_slot, recv_slot: filled by the driver). */
 int cx_setup_rank(cx_rank *c, int r, const sched *s, const exec_config *cfg, const int *blocks, const exec_data *data,
                   double *loss_mb, pl_err *e);
