@@ -90,9 +90,9 @@ static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
-/* Returns the median of n values (sorts v). */
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+
+double exec_median(double *v, size_t n) {
+    qsort(v, n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -188,7 +188,7 @@ int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *
     }
     double mean = sum / T, var = sum2 / T - mean * mean;
     out->pass_stddev_s = var > 0 ? sqrt(var) : 0;
-    out->pass_median_s = median(tmp, T);
+    out->pass_median_s = exec_median(tmp, (size_t)T);
     out->iter_median_s = out->pass_median_s / it;
     out->throughput_samples_s = out->pass_median_s > 0 ? (double)s->microbatches * d.b * it / out->pass_median_s : 0;
     for (int r = 0; r < p; r++) {

@@ -11,6 +11,21 @@
 
 /* ---------------------------------------------------------------- profile */
 
+int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, pl_buf *out, pl_err *e) {
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    double flops = 4.0 * d.b * (double)d.h * d.f;
+    pl_buf_printf(out, "#@ microbatch_size=%d input_bytes=%zu dtype_bytes=4 name=mlp_h%d_f%d_L%d\n", d.b, p->act_out_bytes,
+                  d.h, d.f, cfg->layers);
+    pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
+                     "stash_bytes,stash_recompute_bytes,w_stash_bytes\n");
+    for (int k = 0; k < cfg->layers; k++)
+        pl_buf_printf(out, "%d,block%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%zu,%zu,%zu,,%zu\n", k, k, p->f_s, p->i_s, p->w_s, flops,
+                      flops, flops, p->param_bytes, p->act_out_bytes, p->stash_bytes, p->stash_bytes);
+    if (out->failed) return pl_errf(e, PL_ENOMEM, "out of memory writing the profile");
+    return PL_OK;
+}
+
 int exec_profile_csv(const exec_config *cfg, int reps, const char *host, pl_buf *out, exec_layer_profile *pp,
                      pl_err *e) {
     if (cfg->layers < 1) return pl_errf(e, PL_EINPUT, "profile needs depth >= 1");
@@ -20,19 +35,10 @@ int exec_profile_csv(const exec_config *cfg, int reps, const char *host, pl_buf 
     if (pp) *pp = p;
     exec_dims d;
     exec_dims_of(cfg, &d);
-    double flops = 4.0 * d.b * (double)d.h * d.f;
     pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
                        "# one worker%s%s, %s, median of %d repetitions per block; every block has this shape.\n",
                   d.h, d.f, d.f, d.h, host ? " on " : "", host ? host : "", exec_blas_init(), reps);
-    pl_buf_printf(out, "#@ microbatch_size=%d input_bytes=%zu dtype_bytes=4 name=mlp_h%d_f%d_L%d\n", d.b, p.act_out_bytes,
-                  d.h, d.f, cfg->layers);
-    pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
-                     "stash_bytes,stash_recompute_bytes,w_stash_bytes\n");
-    for (int k = 0; k < cfg->layers; k++)
-        pl_buf_printf(out, "%d,block%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%zu,%zu,%zu,,%zu\n", k, k, p.f_s, p.i_s, p.w_s, flops,
-                      flops, flops, p.param_bytes, p.act_out_bytes, p.stash_bytes, p.stash_bytes);
-    if (out->failed) return pl_errf(e, PL_ENOMEM, "out of memory writing the profile");
-    return PL_OK;
+    return exec_profile_csv_table(cfg, &p, out, e);
 }
 
 int exec_profile_check(const cost_model *m, const exec_config *cfg, const char *path, pl_err *e) {

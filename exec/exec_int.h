@@ -268,6 +268,12 @@ int exec_xrank_setup(exec_xrank *x, int r, const sched *s, const exec_config *cf
  * Returns PL_OK or PL_ENOMEM. */
 int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_bytes, exec_rank_record *rec,
                       pl_err *e);
+/* Returns the median of v[n] (sorts v; exec.c). */
+double exec_median(double *v, size_t n);
+/* Writes the cost-model part of a profile CSV (the "#@" metadata line, the header, one row per
+ * block, all blocks with p's times and sizes) to out; every profiler's CSV ends with it
+ * (exec_drive.c). Returns PL_OK or PL_ENOMEM. */
+int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, pl_buf *out, pl_err *e);
 /* Checks the configuration's numbers; returns PL_OK or PL_EINPUT naming the bad one (exec.c). */
 int exec_check_config(const exec_config *c, pl_err *e);
 

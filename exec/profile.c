@@ -36,18 +36,6 @@
 /* Most bytes of distinct block weights and gradients profiled (fewer blocks when they are wide). */
 #define PROFILE_MAX_BYTES ((size_t)256 << 20)
 
-/* Orders doubles ascending for qsort. */
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Returns the median of v[n] (sorts v). */
-static double med(double *v, size_t n) {
-    qsort(v, n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Most cores the concurrent profile uses. */
 #define PROFILE_MAX_THREADS 256
 
@@ -218,7 +206,7 @@ static void round_medians(const prof_thread *x, int threads, double *scratch, ex
                 scratch[n++] = sum / (double)each;
             }
         }
-        *out[k] = n ? med(scratch, n) : 0;
+        *out[k] = n ? exec_median(scratch, n) : 0;
     }
 }
 
@@ -337,7 +325,6 @@ int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const 
     if (pp) *pp = p;
     exec_dims d;
     exec_dims_of(cfg, &d);
-    double flops = 4.0 * d.b * (double)d.h * d.f;
     if (concurrency > 1)
         pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
                            "# %d workers at once (pinned threads, each on its own %d blocks)%s%s, %s, %d repetitions;\n"
@@ -358,15 +345,7 @@ int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const 
                       core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s);
     free(each);
     free(core);
-    pl_buf_printf(out, "#@ microbatch_size=%d input_bytes=%zu dtype_bytes=4 name=mlp_h%d_f%d_L%d\n", d.b, p.act_out_bytes,
-                  d.h, d.f, cfg->layers);
-    pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
-                     "stash_bytes,stash_recompute_bytes,w_stash_bytes\n");
-    for (int k = 0; k < cfg->layers; k++)
-        pl_buf_printf(out, "%d,block%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%zu,%zu,%zu,,%zu\n", k, k, p.f_s, p.i_s, p.w_s, flops,
-                      flops, flops, p.param_bytes, p.act_out_bytes, p.stash_bytes, p.stash_bytes);
-    if (out->failed) return pl_errf(e, PL_ENOMEM, "out of memory writing the profile");
-    return PL_OK;
+    return exec_profile_csv_table(cfg, &p, out, e);
 }
 
 int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s) {

@@ -18,18 +18,6 @@
 /* Most bytes of distinct block weights, bf16 copies and gradients profiled. */
 #define CX_PROFILE_MAX_BYTES ((size_t)2 << 30)
 
-/* Orders doubles ascending for qsort. */
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Returns the median of v[n] (sorts v). */
-static double med(double *v, size_t n) {
-    qsort(v, n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Blocks profiled: all L, a rank's share ceil(L / conc) when conc ranks share the GPU, at most
  * CX_PROFILE_MAX_BYTES of them. */
 static int prof_blocks(const exec_config *cfg, size_t nf, int conc) {
@@ -234,10 +222,10 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
     }
     if (rc == PL_OK) {
         size_t bh = (size_t)q.d.b * q.d.h, bf = (size_t)q.d.b * q.d.f;
-        out->f_s = med(t, ns);
-        out->i_s = med(t + ns, ns);
-        out->w_s = med(t + 2 * ns, ns);
-        out->step_s = med(t + 3 * ns, nstep);
+        out->f_s = exec_median(t, ns);
+        out->i_s = exec_median(t + ns, ns);
+        out->w_s = exec_median(t + 2 * ns, ns);
+        out->step_s = exec_median(t + 3 * ns, nstep);
         out->concurrency = concurrency;
         out->param_bytes = nf * sizeof(float);
         out->act_out_bytes = bh * sizeof(float);
@@ -261,7 +249,6 @@ int exec_cuda_profile_csv(const exec_config *cfg, int reps, int concurrency, con
     char name[96] = "GPU";
     pl_err ig;
     int sms = exec_cuda_device_info(0, name, sizeof name, &ig);
-    double flops = 4.0 * d.b * (double)d.h * d.f;
     pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), %s GEMMs\n"
                        "# (fp32 weights and accumulation), CUDA backend on %s (%d SMs)%s%s%s, CUDA events, median of %d\n"
                        "# repetitions per block; every block has this shape.\n",
@@ -269,13 +256,5 @@ int exec_cuda_profile_csv(const exec_config *cfg, int reps, int concurrency, con
                   cfg->sm_split && concurrency > 1 ? ", in a green context of 1/N of the SMs" : "", host ? " on " : "",
                   host ? host : "", reps);
     pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g\n", concurrency, p.step_s);
-    pl_buf_printf(out, "#@ microbatch_size=%d input_bytes=%zu dtype_bytes=4 name=mlp_h%d_f%d_L%d\n", d.b, p.act_out_bytes,
-                  d.h, d.f, cfg->layers);
-    pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
-                     "stash_bytes,stash_recompute_bytes,w_stash_bytes\n");
-    for (int k = 0; k < cfg->layers; k++)
-        pl_buf_printf(out, "%d,block%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%zu,%zu,%zu,,%zu\n", k, k, p.f_s, p.i_s, p.w_s, flops,
-                      flops, flops, p.param_bytes, p.act_out_bytes, p.stash_bytes, p.stash_bytes);
-    if (out->failed) return pl_errf(e, PL_ENOMEM, "out of memory writing the profile");
-    return PL_OK;
+    return exec_profile_csv_table(cfg, &p, out, e);
 }
