@@ -20,83 +20,12 @@
 #include "exec.h"
 #include "exec_cuda.h"
 #include "exec_drive.h"
+#include "exec_int.h"
 #include "pl_sched.h"
 #include "sim.h"
+#include "bench_util.h"
 
 enum { WARMUP = 2, TIMED = 5, RANKS = 4 };
-
-/* Orders doubles for qsort. */
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Returns the median of v[n] (sorts v). */
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Returns the lowered schedule (NULL on error, printed). */
-static sched *lowered(const char *kind, int p, int m) {
-    pl_err e;
-    sched_gen_opts o = {p, m, 0, 0, SCHED_RECOMPUTE_NONE};
-    sched *s = sched_generate(kind, &o, &e);
-    sched *l = s ? sched_lower(s, &e) : NULL;
-    if (!l) fprintf(stderr, "bench_cuda: %s: %s\n", kind, e.msg);
-    sched_free(s);
-    return l;
-}
-
-/* The ideal time of timed pass `pass` of r: the simulator with each stage's mean measured F, B,
- * I, W durations in that pass, its mean STEP, free communication (as bench_exec). */
-static double ideal_pass_s(const sched *s, const exec_result *r, int pass) {
-    int S = s->stages;
-    double *sum = calloc((size_t)S * 4, sizeof(double));
-    int *cnt = calloc((size_t)S * 4, sizeof(int));
-    double step = 0;
-    int nstep = 0;
-    for (int q = 0; q < r->ranks; q++)
-        for (size_t k = 0; k < r->rank[q].n_ops; k++) {
-            const exec_op *o = &r->rank[q].ops[k];
-            if (o->pass != pass) continue;
-            int slot = o->act.kind == SCHED_F ? 0 : o->act.kind == SCHED_B ? 1 : o->act.kind == SCHED_I ? 2 : o->act.kind == SCHED_W ? 3 : -1;
-            if (slot >= 0) {
-                sum[o->act.stage * 4 + slot] += o->end_s - o->start_s;
-                cnt[o->act.stage * 4 + slot]++;
-            } else if (o->act.kind == SCHED_STEP) {
-                step += o->end_s - o->start_s;
-                nstep++;
-            }
-        }
-    sim_basic b;
-    sim_basic_init(&b);
-    b.stages = S;
-    b.stage = calloc((size_t)S, sizeof *b.stage);
-    b.tstep_s = nstep ? step / nstep : 0;
-    b.tcomm_s = 0;
-    for (int q = 0; q < S; q++) {
-        double *v[4] = {&b.stage[q].tf_s, &b.stage[q].tb_s, &b.stage[q].ti_s, &b.stage[q].tw_s};
-        for (int k = 0; k < 4; k++) *v[k] = cnt[q * 4 + k] ? sum[q * 4 + k] / cnt[q * 4 + k] : -1;
-        b.stage[q].bytes = b.stage[q].stash_bytes = b.stage[q].w_stash_bytes = b.stage[q].param_bytes = -1;
-    }
-    sim_costs costs = sim_basic_costs(&b);
-    sim_config c;
-    sim_config_init(&c);
-    sim_result sr;
-    pl_err e;
-    double ideal = -1;
-    if (sim_run(s, &costs, &c, &sr, &e) == PL_OK) {
-        ideal = sr.makespan_s;
-        sim_result_free(&sr);
-    } else {
-        fprintf(stderr, "bench_cuda: ideal of %s: %s\n", s->kind, e.msg);
-    }
-    sim_basic_free(&b);
-    free(sum);
-    free(cnt);
-    return ideal;
-}
 
 /* The simulator's iteration time for s and cfg from profile model m (as `pipelab run`'s
  * prediction: free links, the profile's STEP per block), or -1. */
@@ -213,7 +142,7 @@ int main(int argc, char **argv) {
         printf("profile (%s) F %.3f ms, I %.3f ms, W %.3f ms, STEP %.3f ms per block\n", split ? "1/4 SMs" : "whole GPU",
                lp.f_s * 1e3, lp.i_s * 1e3, lp.w_s * 1e3, lp.step_s * 1e3);
         for (int k = 0; k < 3; k++) {
-            sched *s = lowered(kinds[k], RANKS, m);
+            sched *s = bench_lowered("bench_cuda", kinds[k], RANKS, m);
             if (!s) {
                 failed = 1;
                 continue;
@@ -226,7 +155,7 @@ int main(int argc, char **argv) {
                 continue;
             }
             double ideal[TIMED];
-            for (int p = 0; p < TIMED; p++) ideal[p] = ideal_pass_s(s, &r, p);
+            for (int p = 0; p < TIMED; p++) ideal[p] = bench_ideal_pass_s("bench_cuda", s, &r, p);
             double gs = 0, gf = 0;
             for (int q = 0; q < r.ranks; q++) {
                 gs += r.rank[q].gemm_s;
@@ -236,7 +165,7 @@ int main(int argc, char **argv) {
             snprintf(w->kind, sizeof w->kind, "%s", kinds[k]);
             snprintf(w->mode, sizeof w->mode, "%s", split ? "split" : "shared");
             w->meas_s = r.pass_median_s;
-            w->ideal_s = median(ideal, TIMED);
+            w->ideal_s = exec_median(ideal, TIMED);
             w->pred_s = pm ? predict_s(s, &c, pm, lp.step_s) : -1;
             w->gemm_rate = gs > 0 ? gf / gs : 0;
             w->loss0 = r.loss[0];

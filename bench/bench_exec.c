@@ -29,31 +29,9 @@
 #include "platform/platform.h"
 #include "pl_sched.h"
 #include "sim.h"
+#include "bench_util.h"
 
 enum { WARMUP = 2, TIMED = 7, RUNS = 3 };
-
-/* Orders doubles for qsort. */
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Returns the median of v[n] (sorts v). */
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Returns the lowered schedule kind for p ranks and m microbatches (NULL on error, printed). */
-static sched *lowered(const char *kind, int p, int m) {
-    pl_err e;
-    sched_gen_opts o = {p, m, 0, 0, SCHED_RECOMPUTE_NONE};
-    sched *s = sched_generate(kind, &o, &e);
-    sched *l = s ? sched_lower(s, &e) : NULL;
-    if (!l) fprintf(stderr, "bench_exec: %s: %s\n", kind, e.msg);
-    sched_free(s);
-    return l;
-}
 
 /* Fills c with the benchmark model: width h, f = 4h, L blocks, b rows, 2 warm-up and 7 timed
  * passes, op records on. */
@@ -66,56 +44,6 @@ static void bench_cfg(exec_config *c, int h, int L, int b) {
     c->timed_passes = TIMED;
     c->record_ops = 1;
     c->dataset_microbatches = 16;
-}
-
-/* Returns the ideal time of timed pass `pass` of r's schedule s: the simulator with each stage's
- * mean measured F/B/I/W durations in that pass, its mean STEP, free communication. */
-static double ideal_pass_s(const sched *s, const exec_result *r, int pass) {
-    int S = s->stages;
-    double *sum = calloc((size_t)S * 4, sizeof(double));
-    int *cnt = calloc((size_t)S * 4, sizeof(int));
-    double step = 0;
-    int nstep = 0;
-    for (int q = 0; q < r->ranks; q++)
-        for (size_t k = 0; k < r->rank[q].n_ops; k++) {
-            const exec_op *o = &r->rank[q].ops[k];
-            if (o->pass != pass) continue;
-            int slot = o->act.kind == SCHED_F ? 0 : o->act.kind == SCHED_B ? 1 : o->act.kind == SCHED_I ? 2 : o->act.kind == SCHED_W ? 3 : -1;
-            if (slot >= 0) {
-                sum[o->act.stage * 4 + slot] += o->end_s - o->start_s;
-                cnt[o->act.stage * 4 + slot]++;
-            } else if (o->act.kind == SCHED_STEP) {
-                step += o->end_s - o->start_s;
-                nstep++;
-            }
-        }
-    sim_basic b;
-    sim_basic_init(&b);
-    b.stages = S;
-    b.stage = calloc((size_t)S, sizeof *b.stage);
-    b.tstep_s = nstep ? step / nstep : 0;
-    b.tcomm_s = 0;
-    for (int q = 0; q < S; q++) {
-        double *v[4] = {&b.stage[q].tf_s, &b.stage[q].tb_s, &b.stage[q].ti_s, &b.stage[q].tw_s};
-        for (int k = 0; k < 4; k++) *v[k] = cnt[q * 4 + k] ? sum[q * 4 + k] / cnt[q * 4 + k] : -1;
-        b.stage[q].bytes = b.stage[q].stash_bytes = b.stage[q].w_stash_bytes = b.stage[q].param_bytes = -1;
-    }
-    sim_costs costs = sim_basic_costs(&b);
-    sim_config c;
-    sim_config_init(&c);
-    sim_result sr;
-    pl_err e;
-    double ideal = -1;
-    if (sim_run(s, &costs, &c, &sr, &e) == PL_OK) {
-        ideal = sr.makespan_s;
-        sim_result_free(&sr);
-    } else {
-        fprintf(stderr, "bench_exec: ideal of %s: %s\n", s->kind, e.msg);
-    }
-    sim_basic_free(&b);
-    free(sum);
-    free(cnt);
-    return ideal;
 }
 
 /* Returns the exact ideal of timed pass `pass` of r (schedule s): each rank walks its actions
@@ -301,7 +229,7 @@ int main(int argc, char **argv) {
     cpu_set_t all;
     if (pthread_getaffinity_np(pthread_self(), sizeof all, &all) != 0) CPU_ZERO(&all);
     if (ncores > 0) exec_platform_pin_self(cpus[0]);
-    sched *s1 = lowered("gpipe", 1, m);
+    sched *s1 = bench_lowered("bench_exec", "gpipe", 1, m);
     replay rp;
     if (!s1 || replay_init(&rp, b, h, f, L, m) != 0) return 1;
     exec_config c;
@@ -345,7 +273,7 @@ int main(int argc, char **argv) {
            "ratios of the 3 runs", "vs mean-time ideal");
     static const char *kinds[] = {"gpipe", "1f1b", "zb-h1"};
     for (int k = 0; k < 3; k++) {
-        sched *s = lowered(kinds[k], 2, m);
+        sched *s = bench_lowered("bench_exec", kinds[k], 2, m);
         if (!s) continue;
         double best_meas = 0, best_ideal = 0, best_ratio = 0, best_rmean = 0, ratios[RUNS];
         exec_result best;
@@ -364,15 +292,15 @@ int main(int argc, char **argv) {
             for (int t = 0; t < TIMED; t++) {
                 idl[t] = exact_ideal_s(s, &r, t);
                 rat[t] = idl[t] > 0 ? r.pass_s[t] / idl[t] : 0;
-                double im = ideal_pass_s(s, &r, t);
+                double im = bench_ideal_pass_s("bench_exec", s, &r, t);
                 rmean[t] = im > 0 ? r.pass_s[t] / im : 0;
             }
-            ratios[run] = median(rat, TIMED);
+            ratios[run] = exec_median(rat, TIMED);
             if (run == 0 || r.pass_median_s < best_meas) {
                 best_meas = r.pass_median_s;
-                best_ideal = median(idl, TIMED);
+                best_ideal = exec_median(idl, TIMED);
                 best_ratio = ratios[run];
-                best_rmean = median(rmean, TIMED);
+                best_rmean = exec_median(rmean, TIMED);
                 exec_result_free(&best);
                 best = r;
             } else {
