@@ -79,7 +79,7 @@ void exec_threads_transport_spin(exec_transport *t, double spin_s);
 /* Returns 1 and copies the abort reason when the run was aborted. */
 int exec_threads_transport_why(exec_transport *t, pl_err *why);
 
-/* ---------------------------------------------------------------- workers (worker.c) */
+/* ---------------------------------------------------------------- workers (worker.c, xrank.c) */
 
 /* A pool of equal slots with reference counts; slot i is free when refs[i] == 0. */
 typedef struct exec_pool {

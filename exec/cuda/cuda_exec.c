@@ -1,8 +1,8 @@
 /* cuda_exec.c: exec_cuda_run: the lowered schedule on GPUs, one host thread per rank. Each rank
- * walks its action list as the CPU worker does (worker.c) and keeps the same bookkeeping (pools
- * of slots, weight versions, memory classes: exec_xrank, sized by exec_xrank_init's dry walk),
- * but its compute is enqueued on a CUDA stream and its data lives in one device allocation laid
- * out like the CPU arena. SENDs copy with cudaMemcpyPeerAsync on a second stream into a receive
+ * walks its action list as the CPU worker does (worker.c) through the same bookkeeping (pools
+ * of slots, weight versions, memory classes: exec_xrank, sized by exec_xrank_init's dry walk,
+ * kept by xrank.c's calls around each action's compute), but its compute is enqueued on a CUDA
+ * stream and its data lives in one device allocation laid out like the CPU arena. SENDs copy with cudaMemcpyPeerAsync on a second stream into a receive
  * slot of the receiving rank (one per RECV action of its list), so communication overlaps
  * compute; the receiver's compute stream waits for the copy's event. CUDA events around every
  * action and every GEMM give the times. Passes end with the rank's streams drained and a
@@ -165,7 +165,7 @@ static int out_ready(cx_rank *c, int o, pl_err *e) {
 /* The rank's scratch as a device pointer: [b f] dA, then a throw-away [b h]. */
 static float *dscratch(const cx_rank *c) { return c->d_arena + (c->x.scratch - c->x.arena); }
 
-/* ---------------------------------------------------------------- compute actions (worker.c's, on the GPU) */
+/* ---------------------------------------------------------------- compute actions (worker.c's compute, on the GPU) */
 
 /* F of (s, j). */
 static int do_f(cx_rank *c, int s, int j, pl_err *e) {
