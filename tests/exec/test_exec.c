@@ -21,11 +21,15 @@ static int exec_platform_cores_for_tests(void) {
 }
 
 /* Returns a small model configuration for the tests: h 32, f 64, L layers, b 4, 3 passes. */
+/* Block width of the next small_cfg (0 = 32); a width whose block is not a multiple of 16 floats
+ * exercises the padded weight-version slots. */
+static int g_hidden = 0;
+
 static exec_config small_cfg(int layers) {
     exec_config c;
     exec_config_default(&c);
-    c.hidden = 32;
-    c.ffn = 64;
+    c.hidden = g_hidden ? g_hidden : 32;
+    c.ffn = 2 * c.hidden;
     c.layers = layers;
     c.microbatch_size = 4;
     c.dataset_microbatches = 16;
@@ -302,6 +306,17 @@ static void test_pipedream(void) {
     check_against_reference("pipedream", 2, 4, 0, 2, SCHED_RECOMPUTE_NONE, 4, SYNC_TOL);
     check_against_reference("pipedream", 3, 3, 0, 2, SCHED_RECOMPUTE_FULL, 3, SYNC_TOL);
 }
+/* Weight versions live in slots padded to 16 floats: with hidden 10 (ffn 20: 430 floats per
+ * block) the final weights must still be read from the newest version's slot. pipedream and 2bw
+ * end on a version other than slot 0. */
+static void test_versions_padded_slots(void) {
+    g_hidden = 10;
+    check_against_reference("pipedream", 2, 4, 0, 2, SCHED_RECOMPUTE_NONE, 4, SYNC_TOL);
+    check_against_reference("2bw", 2, 4, 0, 3, SCHED_RECOMPUTE_NONE, 4, SYNC_TOL);
+    check_against_reference("1f1b", 2, 4, 0, 1, SCHED_RECOMPUTE_NONE, 4, SYNC_TOL);
+    g_hidden = 0;
+}
+
 static void test_2bw(void) {
     check_against_reference("2bw", 2, 4, 0, 3, SCHED_RECOMPUTE_NONE, 4, SYNC_TOL);
     check_against_reference("2bw", 3, 3, 0, 3, SCHED_RECOMPUTE_FULL, 3, SYNC_TOL);
@@ -630,6 +645,7 @@ void pl_test_register(void) {
         {"dualpipev = sequential", test_dualpipev},
         {"pipedream = stash reference", test_pipedream},
         {"2bw = 2bw reference", test_2bw},
+        {"weight versions in padded slots (hidden 10)", test_versions_padded_slots},
         {"momentum and an uneven split", test_momentum_and_split},
         {"stash reference differs from flush", test_stash_differs_from_flush},
         {"loss falls", test_loss_falls},
