@@ -1,9 +1,7 @@
 /* Fuzz target: command-line overrides (--set KEY=VALUE), one per input line, applied over a
  * preset chosen by the first byte. After every accepted override that passes the check, the
  * hardware must write to INI text that parses back to the same text. */
-#include "cost.h"
-#include "fuzz_util.h"
-#include "pl_common.h"
+#include "fuzz_hw.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
@@ -26,17 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             hw = before;
             continue;
         }
-        pl_buf a, b;
-        pl_buf_init(&a);
-        pl_buf_init(&b);
-        FZ_CHECK(cost_hw_write(&hw, &a) == PL_OK, "write failed");
-        cost_hw again;
-        cost_hw_init(&again);
-        FZ_CHECK(cost_hw_parse(&again, "again.ini", a.data, &e) == PL_OK, "written INI does not parse: %s", e.msg);
-        FZ_CHECK(cost_hw_write(&again, &b) == PL_OK, "second write failed");
-        FZ_CHECK(fz_same(a.data, a.len, b.data, b.len), "write/parse is not a fixed point");
-        pl_buf_free(&a);
-        pl_buf_free(&b);
+        fz_hw_roundtrip(&hw);
     }
     free(text);
     return 0;
