@@ -493,6 +493,8 @@ int cli_run(int argc, char **argv) {
         if (!o.depth) o.c.layers = sum;
         o.c.stage_blocks = o.split;
     }
+    /* a database that cannot take the run is refused before the run (MPI: rank 0 stores, after) */
+    if (!o.no_db && !o.mpi && cli_run_check_db(o.db, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
     /* the prediction's profile first: measured before the run, on an idle machine */
     if (!o.no_predict && !o.mpi) {
         prof = get_profile(&o, s, &o.c, &profile_src, &e);

@@ -109,6 +109,14 @@ static void run_common(const sched *s, const exec_result *r, const cli_run_store
     run->seed = info->seed;
 }
 
+int cli_run_check_db(const char *path, pl_err *e) {
+    if (!path || access(path, F_OK) != 0) return PL_OK;
+    store *db = NULL;
+    int rc = store_open(path, 0, &db, e);
+    store_close(db);
+    return rc;
+}
+
 int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, const cli_run_store_info *info,
                     int64_t ids[2], pl_err *e) {
     if (ids) ids[0] = ids[1] = 0;

@@ -44,6 +44,10 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
  * when pred is not NULL, the simulator's prediction (kind "simulated", same tag, schedule,
  * counts, policies and params_json) to the store, each in one transaction; ids (may be NULL)
  * get the two run ids (0 for a missing prediction). Returns PL_OK or an error. */
+/* Checks before a run that an existing database can take it (writable, not corrupt, not of a
+ * newer schema), so that a bad --db is refused before the work, not after; a file that does not
+ * exist yet is left to be created when the run is stored. Returns PL_OK or the store's error. */
+int cli_run_check_db(const char *path, pl_err *e);
 int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, const cli_run_store_info *info,
                   int64_t ids[2], pl_err *e);
 

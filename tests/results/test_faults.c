@@ -284,6 +284,13 @@ static void test_corrupt(void) {
         CU_ASSERT_EQUAL(pipelab_db(&o, "simulate --kind gpipe --ranks 2 --microbatches 2 --db %s", p), 1);
         CU_ASSERT(o && strstr(o, "pipelab: ") && strstr(o, p) && !strstr(o, "makespan"));
         free(o);
+        /* a real run is refused before it runs, not after: the fault injected at its first action
+         * must not be what stops it */
+        o = NULL;
+        CU_ASSERT_EQUAL(pipelab_db(&o, "run --kind gpipe --ranks 2 --microbatches 2 --no-predict --oversubscribe --inject-fault error:0:1 --db %s", p), 1);
+        CU_ASSERT(o && strstr(o, "pipelab: ") && strstr(o, p) && !strstr(o, "injected fault"));
+        if (o && !strstr(o, p)) fprintf(stderr, "\n  pipelab run --db %s: %s\n", p, o);
+        free(o);
         CU_ASSERT(file_hash(p) == h0);
         free(p);
     }
