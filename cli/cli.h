@@ -4,6 +4,20 @@
 
 #include "pl_common.h"
 
+/* The run-filter flags that compare and plot share (--tag, --sim-tag, --measured-tag,
+ * --schedule, --ranks, --stages, --microbatches, --chunks): option values for getopt_long, the
+ * entries of its option table, and their parsing into a store_filter. */
+enum { CLI_O_TAG = 900, CLI_O_STAG, CLI_O_MTAG, CLI_O_SCHED, CLI_O_RANKS, CLI_O_STAGES, CLI_O_MB, CLI_O_CHUNKS };
+#define CLI_FILTER_LONG_OPTS                                                                        \
+    {"tag", required_argument, 0, CLI_O_TAG}, {"sim-tag", required_argument, 0, CLI_O_STAG},        \
+    {"measured-tag", required_argument, 0, CLI_O_MTAG}, {"schedule", required_argument, 0, CLI_O_SCHED}, \
+    {"ranks", required_argument, 0, CLI_O_RANKS}, {"stages", required_argument, 0, CLI_O_STAGES},   \
+    {"microbatches", required_argument, 0, CLI_O_MB}, {"chunks", required_argument, 0, CLI_O_CHUNKS}
+struct store_filter;
+/* Applies filter option c with value arg to f. Returns -1 when c is not a filter option,
+ * CLI_OK, or CLI_EUSAGE after printing what is wrong with the value. */
+int cli_filter_opt(const char *cmd, int c, const char *arg, struct store_filter *f);
+
 /* Exit codes of every subcommand. */
 enum { CLI_OK = 0, CLI_EUSER = 1, CLI_EUSAGE = 2 };
 

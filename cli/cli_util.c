@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "store.h"
+
 int cli_fail(const pl_err *e) {
     fprintf(stderr, "pipelab: %s\n", e->msg[0] ? e->msg : "unknown error");
     return CLI_EUSER;
@@ -49,4 +51,18 @@ int cli_write_output(const char *path, const pl_buf *b) {
     pl_err_clear(&e);
     if (pl_write_file(path, b->data ? b->data : "", b->len, &e) != PL_OK) return cli_fail(&e);
     return CLI_OK;
+}
+
+int cli_filter_opt(const char *cmd, int c, const char *arg, store_filter *f) {
+    switch (c) {
+    case CLI_O_TAG: f->tag = arg; return CLI_OK;
+    case CLI_O_STAG: f->sim_tag = arg; return CLI_OK;
+    case CLI_O_MTAG: f->measured_tag = arg; return CLI_OK;
+    case CLI_O_SCHED: f->schedule = arg; return CLI_OK;
+    case CLI_O_RANKS: return cli_int_arg(cmd, "--ranks", arg, 1, 1 << 20, &f->ranks) ? CLI_EUSAGE : CLI_OK;
+    case CLI_O_STAGES: return cli_int_arg(cmd, "--stages", arg, 1, 1 << 20, &f->stages) ? CLI_EUSAGE : CLI_OK;
+    case CLI_O_MB: return cli_int_arg(cmd, "--microbatches", arg, 1, 1 << 30, &f->microbatches) ? CLI_EUSAGE : CLI_OK;
+    case CLI_O_CHUNKS: return cli_int_arg(cmd, "--chunks", arg, 1, 1 << 20, &f->chunks) ? CLI_EUSAGE : CLI_OK;
+    default: return -1;
+    }
 }

@@ -46,18 +46,11 @@ typedef struct opts {
     int loose, actions;
 } opts;
 
-enum { O_DB = 1000, O_TAG, O_STAG, O_MTAG, O_SCHED, O_RANKS, O_STAGES, O_MB, O_CHUNKS, O_LOOSE, O_ACTIONS, O_FORMAT };
+enum { O_DB = 1000, O_LOOSE, O_ACTIONS, O_FORMAT };
 
 static const struct option long_opts[] = {
     {"db", required_argument, 0, O_DB},
-    {"tag", required_argument, 0, O_TAG},
-    {"sim-tag", required_argument, 0, O_STAG},
-    {"measured-tag", required_argument, 0, O_MTAG},
-    {"schedule", required_argument, 0, O_SCHED},
-    {"ranks", required_argument, 0, O_RANKS},
-    {"stages", required_argument, 0, O_STAGES},
-    {"microbatches", required_argument, 0, O_MB},
-    {"chunks", required_argument, 0, O_CHUNKS},
+    CLI_FILTER_LONG_OPTS,
     {"loose", no_argument, 0, O_LOOSE},
     {"actions", no_argument, 0, O_ACTIONS},
     {"format", required_argument, 0, O_FORMAT},
@@ -74,16 +67,11 @@ static int parse(int argc, char **argv, opts *o) {
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":o:h", long_opts, NULL)) != -1) {
+        int frc = cli_filter_opt("compare", c, optarg, &o->f);
+        if (frc == CLI_EUSAGE) return frc;
+        if (frc == CLI_OK) continue;
         switch (c) {
         case O_DB: o->db = optarg; break;
-        case O_TAG: o->f.tag = optarg; break;
-        case O_STAG: o->f.sim_tag = optarg; break;
-        case O_MTAG: o->f.measured_tag = optarg; break;
-        case O_SCHED: o->f.schedule = optarg; break;
-        case O_RANKS: if (cli_int_arg("compare", "--ranks", optarg, 1, 1 << 20, &o->f.ranks)) return CLI_EUSAGE; break;
-        case O_STAGES: if (cli_int_arg("compare", "--stages", optarg, 1, 1 << 20, &o->f.stages)) return CLI_EUSAGE; break;
-        case O_MB: if (cli_int_arg("compare", "--microbatches", optarg, 1, 1 << 30, &o->f.microbatches)) return CLI_EUSAGE; break;
-        case O_CHUNKS: if (cli_int_arg("compare", "--chunks", optarg, 1, 1 << 20, &o->f.chunks)) return CLI_EUSAGE; break;
         case O_LOOSE: o->loose = 1; break;
         case O_ACTIONS: o->actions = 1; break;
         case O_FORMAT: o->format = optarg; break;

@@ -55,18 +55,11 @@ typedef struct opts {
     const char *db, *kind_name, *x;
 } opts;
 
-enum { O_DB = 1000, O_TAG, O_STAG, O_MTAG, O_SCHED, O_RANKS, O_STAGES, O_MB, O_CHUNKS, O_LOOSE, O_SVG, O_X, O_TITLE };
+enum { O_DB = 1000, O_LOOSE, O_SVG, O_X, O_TITLE };
 
 static const struct option long_opts[] = {
     {"db", required_argument, 0, O_DB},
-    {"tag", required_argument, 0, O_TAG},
-    {"sim-tag", required_argument, 0, O_STAG},
-    {"measured-tag", required_argument, 0, O_MTAG},
-    {"schedule", required_argument, 0, O_SCHED},
-    {"ranks", required_argument, 0, O_RANKS},
-    {"stages", required_argument, 0, O_STAGES},
-    {"microbatches", required_argument, 0, O_MB},
-    {"chunks", required_argument, 0, O_CHUNKS},
+    CLI_FILTER_LONG_OPTS,
     {"loose", no_argument, 0, O_LOOSE},
     {"svg", no_argument, 0, O_SVG},
     {"x", required_argument, 0, O_X},
@@ -89,16 +82,11 @@ static int parse(int argc, char **argv, opts *o) {
     int c;
     store_filter *f = &o->p.filter;
     while ((c = getopt_long(argc, argv, ":o:h", long_opts, NULL)) != -1) {
+        int frc = cli_filter_opt("plot", c, optarg, f);
+        if (frc == CLI_EUSAGE) return frc;
+        if (frc == CLI_OK) continue;
         switch (c) {
         case O_DB: o->db = optarg; break;
-        case O_TAG: f->tag = optarg; break;
-        case O_STAG: f->sim_tag = optarg; break;
-        case O_MTAG: f->measured_tag = optarg; break;
-        case O_SCHED: f->schedule = optarg; break;
-        case O_RANKS: if (cli_int_arg("plot", "--ranks", optarg, 1, 1 << 20, &f->ranks)) return CLI_EUSAGE; break;
-        case O_STAGES: if (cli_int_arg("plot", "--stages", optarg, 1, 1 << 20, &f->stages)) return CLI_EUSAGE; break;
-        case O_MB: if (cli_int_arg("plot", "--microbatches", optarg, 1, 1 << 30, &f->microbatches)) return CLI_EUSAGE; break;
-        case O_CHUNKS: if (cli_int_arg("plot", "--chunks", optarg, 1, 1 << 20, &f->chunks)) return CLI_EUSAGE; break;
         case O_LOOSE: o->p.loose = 1; break;
         case O_SVG: o->p.svg = 1; break;
         case O_X: o->x = optarg; break;
