@@ -18,6 +18,11 @@ char *pl_test_path(const char *dir, const char *name);
 /* Makes a fresh temporary directory and returns its malloc'd path. */
 char *pl_test_tmpdir(void);
 
+/* Marks the running test as skipped (what it needs is absent) and says why on stderr; the caller
+ * returns at once. The runner lists the skipped tests after CUnit's summary, and exits 77
+ * (CTest's skip) when every test that ran was skipped. */
+void pl_test_skip(const char *why);
+
 /* Registers one suite with NULL-terminated tests; aborts on registry failure. */
 typedef struct pl_test_case { const char *name; void (*fn)(void); } pl_test_case;
 void pl_test_suite(const char *name, const pl_test_case *cases);
