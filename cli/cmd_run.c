@@ -56,8 +56,16 @@ static const char help_text[] =
     "prediction:\n"
     "  --profile FILE        profile CSV from `pipelab profile` (default: profile in-process)\n"
     "  --profile-reps N      repetitions of the in-process profile (default 20)\n"
-    "  --profile-concurrency N  workers the in-process profile times at once, pinned like the\n"
+    "  --profile-timing between|before  when the in-process profile is measured. between\n"
+    "                        (default with the CPU backend and threads): by the run's own\n"
+    "                        workers, in the gaps between its passes (before each timed pass and\n"
+    "                        after the last), so that a machine whose speed drifts is profiled\n"
+    "                        at the moments it runs; outside the pass times. before: just before\n"
+    "                        the run, on its own threads (MPI: after, on rank 0; CUDA: before)\n"
+    "  --profile-concurrency N  workers the before-profile times at once, pinned like the\n"
     "                        ranks (default: the ranks, at most the cores; 1 = one thread alone)\n"
+    "  --save-profile FILE   write the in-process profile the prediction used (a profile CSV:\n"
+    "                        between the passes, each block's row is its rank's own worker's)\n"
     "  --no-predict          no prediction\n"
     "output:\n"
     "  --format table|csv|json   (default table)\n"
@@ -73,7 +81,7 @@ static const char help_text[] =
 
 enum { O_KIND = 1000, O_RANKS, O_MB, O_CHUNKS, O_ITERS, O_RECOMP, O_FROM, O_LEGACY, O_WIDTH, O_DEPTH, O_FFN, O_MBS,
        O_SPLIT, O_LR, O_MOM, O_SEED, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
-       O_PROFILE, O_PREPS, O_PCONC, O_NOPRED, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB, O_FAULT, O_BACKEND, O_PREC, O_SMSPLIT, O_GPUS, O_HELP };
+       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB, O_FAULT, O_BACKEND, O_PREC, O_SMSPLIT, O_GPUS, O_HELP };
 
 static const struct option long_opts[] = {
     {"kind", required_argument, 0, O_KIND}, {"ranks", required_argument, 0, O_RANKS},
@@ -88,7 +96,8 @@ static const struct option long_opts[] = {
     {"transport", required_argument, 0, O_TRANSPORT}, {"oversubscribe", no_argument, 0, O_OVERSUB},
     {"no-pin", no_argument, 0, O_NOPIN}, {"timeout", required_argument, 0, O_TIMEOUT},
     {"mem-budget", required_argument, 0, O_BUDGET}, {"profile", required_argument, 0, O_PROFILE},
-    {"profile-reps", required_argument, 0, O_PREPS}, {"profile-concurrency", required_argument, 0, O_PCONC}, {"no-predict", no_argument, 0, O_NOPRED},
+    {"profile-reps", required_argument, 0, O_PREPS}, {"profile-concurrency", required_argument, 0, O_PCONC},
+    {"profile-timing", required_argument, 0, O_PTIMING}, {"save-profile", required_argument, 0, O_SAVEPROF}, {"no-predict", no_argument, 0, O_NOPRED},
     {"format", required_argument, 0, O_FORMAT}, {"trace", no_argument, 0, O_TRACE},
     {"dump-weights", required_argument, 0, O_DUMP}, {"tag", required_argument, 0, O_TAG},
     {"db", required_argument, 0, O_DB}, {"no-db", no_argument, 0, O_NODB},
@@ -101,10 +110,10 @@ static const struct option long_opts[] = {
 #define MAX_SPLIT 4096
 
 typedef struct opts {
-    const char *kind, *from, *transport, *profile, *format, *dump, *tag, *db;
+    const char *kind, *from, *transport, *profile, *save_profile, *format, *dump, *tag, *db;
     sched_gen_opts g;
-    const char *backend, *precision;
-    int cuda;
+    const char *backend, *precision, *ptiming;
+    int cuda, between;
     int have_ranks, have_mb, legacy, depth, preps, pconc, no_predict, trace, no_db, mpi;
     int nsplit, split[MAX_SPLIT];
     uint64_t seed;
@@ -199,6 +208,8 @@ static int parse(int argc, char **argv, opts *o) {
         case O_PROFILE: o->profile = optarg; break;
         case O_PREPS: if (cli_int_arg("run", "--profile-reps", optarg, 1, 1 << 20, &o->preps)) return CLI_EUSAGE; break;
         case O_PCONC: if (cli_int_arg("run", "--profile-concurrency", optarg, 1, 256, &o->pconc)) return CLI_EUSAGE; break;
+        case O_PTIMING: o->ptiming = optarg; break;
+        case O_SAVEPROF: o->save_profile = optarg; break;
         case O_NOPRED: o->no_predict = 1; break;
         case O_FORMAT: o->format = optarg; break;
         case O_TRACE: o->trace = 1; break;
@@ -256,6 +267,24 @@ static int parse(int argc, char **argv, opts *o) {
         return cli_usage_error("run", "--precision must be fp32, tf32 or bf16 (got '%s')", o->precision);
     if (!o->cuda && (o->c.precision != EXEC_PREC_FP32 || o->c.sm_split || o->c.cuda_devices))
         return cli_usage_error("run", "--precision other than fp32, --sm-split and --gpus need --backend cuda");
+    /* when the in-process profile is measured: between the passes where it can be (the CPU
+     * executor's threads), unless a profile file, the before-profile's concurrency, MPI or CUDA
+     * ask for another */
+    if (o->ptiming && strcmp(o->ptiming, "between") && strcmp(o->ptiming, "before"))
+        return cli_usage_error("run", "--profile-timing must be between or before (got '%s')", o->ptiming);
+    int can_between = !o->mpi && !o->cuda && !o->profile && !o->no_predict;
+    if (o->ptiming && strcmp(o->ptiming, "between") == 0) {
+        if (!can_between)
+            return cli_usage_error("run", "--profile-timing between needs the CPU backend, the threads transport, a "
+                                          "prediction and no --profile file");
+        if (o->pconc)
+            return cli_usage_error("run", "--profile-concurrency is the before-profile's; between the passes the "
+                                          "run's own workers profile");
+    }
+    if (o->save_profile && (o->profile || o->no_predict))
+        return cli_usage_error("run", "--save-profile writes the in-process profile: not with --profile or --no-predict");
+    o->between = can_between && (o->ptiming ? strcmp(o->ptiming, "between") == 0 : o->pconc == 0);
+    if (o->between) o->c.profile_between_reps = o->preps;
     if (o->c.momentum >= 1) {
         fprintf(stderr, "pipelab run: --momentum must be below 1\n");
         return CLI_EUSER;
@@ -394,7 +423,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 /* Gets the profile model of the prediction: --profile FILE, or measured now on min(ranks, cores)
  * threads at once (--profile-concurrency). Sets c->pred_step_s to the profile's STEP of one block
  * (0 when a file has none). Returns NULL and e on error; *src describes where it came from. */
-static cost_model *get_profile(const opts *o, const sched *s, exec_config *c, const char **src, pl_err *e) {
+static cost_model *get_profile(const opts *o, const sched *s, exec_config *c, const char **src, pl_buf *csv, pl_err *e) {
     c->pred_step_s = 0;
     if (o->profile) {
         *src = o->profile;
@@ -424,15 +453,12 @@ static cost_model *get_profile(const opts *o, const sched *s, exec_config *c, co
         snprintf(gsrc, sizeof gsrc, "in-process GPU profile (exec_cuda_profile_layers, %s%s)", exec_precision_name(o->c.precision),
                  conc > 1 ? ", 1/N of the SMs" : ", whole GPU");
         *src = gsrc;
-        pl_buf t;
-        pl_buf_init(&t);
         cost_model *m = NULL;
         exec_layer_profile lp;
-        if (exec_cuda_profile_csv(c, o->preps, conc, NULL, &t, &lp, e) == PL_OK) {
-            m = cost_model_read_csv("in-process GPU profile", t.data, t.len, e);
+        if (exec_cuda_profile_csv(c, o->preps, conc, NULL, csv, &lp, e) == PL_OK) {
+            m = cost_model_read_csv("in-process GPU profile", csv->data, csv->len, e);
             c->pred_step_s = lp.step_s;
         }
-        pl_buf_free(&t);
         return m;
     }
     int conc = o->pconc;
@@ -443,15 +469,28 @@ static cost_model *get_profile(const opts *o, const sched *s, exec_config *c, co
     static char srcbuf[96];
     snprintf(srcbuf, sizeof srcbuf, "in-process profile (exec_profile_layers, %d worker%s at once)", conc, conc == 1 ? "" : "s");
     *src = srcbuf;
-    pl_buf t;
-    pl_buf_init(&t);
     cost_model *m = NULL;
     exec_layer_profile lp;
-    if (exec_profile_csv_n(c, o->preps, conc, NULL, &t, &lp, e) == PL_OK) {
-        m = cost_model_read_csv("in-process profile", t.data, t.len, e);
+    if (exec_profile_csv_n(c, o->preps, conc, NULL, csv, &lp, e) == PL_OK) {
+        m = cost_model_read_csv("in-process profile", csv->data, csv->len, e);
         c->pred_step_s = lp.step_s;
     }
-    pl_buf_free(&t);
+    return m;
+}
+
+/* The profile model a run measured between its passes (exec_config.profile_between_reps), with
+ * c->pred_step_s its STEP of one block, its CSV appended to t. NULL and e on error; *src
+ * describes it. */
+static cost_model *run_profile(const sched *s, const exec_result *r, exec_config *c, const char **src, pl_buf *t, pl_err *e) {
+    static char srcbuf[128];
+    snprintf(srcbuf, sizeof srcbuf, "in-process profile between the passes (exec_profile_layers rounds on the run's %d worker%s)",
+             r->ranks, r->ranks == 1 ? "" : "s");
+    *src = srcbuf;
+    cost_model *m = NULL;
+    if (exec_profile_csv_between(s, c, r, t, e) == PL_OK) {
+        m = cost_model_read_csv("in-process profile", t->data, t->len, e);
+        c->pred_step_s = r->between_profile[0].step_s;
+    }
     return m;
 }
 
@@ -476,9 +515,11 @@ int cli_run(int argc, char **argv) {
     cost_model *prof = NULL;
     cost_memory *mem = NULL;
     const char *profile_src = "";
-    pl_buf out, cmd;
+    pl_buf out, cmd, pcsv;
     pl_buf_init(&out);
     pl_buf_init(&cmd);
+    pl_buf_init(&pcsv);
+    double *rank_step = NULL;
     sched *s = get_schedule(&o, &e);
     if (!s) { rc = cli_fail(&e); goto done; }
     o.c.layers = o.depth ? o.depth : 2 * s->stages;
@@ -495,9 +536,10 @@ int cli_run(int argc, char **argv) {
     }
     /* a database that cannot take the run is refused before the run (MPI: rank 0 stores, after) */
     if (!o.no_db && !o.mpi && cli_run_check_db(o.db, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
-    /* the prediction's profile first: measured before the run, on an idle machine */
-    if (!o.no_predict && !o.mpi) {
-        prof = get_profile(&o, s, &o.c, &profile_src, &e);
+    /* the prediction's profile first: measured before the run, on an idle machine (between the
+     * passes: after the run, from what its workers measured) */
+    if (!o.no_predict && !o.mpi && !o.between) {
+        prof = get_profile(&o, s, &o.c, &profile_src, &pcsv, &e);
         if (!prof) { rc = cli_fail(&e); goto done; }
     }
     if (o.cuda && o.mpi) {
@@ -505,7 +547,7 @@ int cli_run(int argc, char **argv) {
         if (exec_cuda_mpi_run(s, &o.c, &r, &is_root, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
         if (!is_root) goto done; /* rank 0 reports and stores */
         if (!o.no_predict) {
-            prof = get_profile(&o, s, &o.c, &profile_src, &e);
+            prof = get_profile(&o, s, &o.c, &profile_src, &pcsv, &e);
             if (!prof) { rc = cli_fail(&e); goto done; }
         }
     } else if (o.cuda) {
@@ -519,17 +561,28 @@ int cli_run(int argc, char **argv) {
         if (exec_mpi_run(s, &o.c, &r, &is_root, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
         if (!is_root) goto done; /* rank 0 reports and stores */
         if (!o.no_predict) {
-            prof = get_profile(&o, s, &o.c, &profile_src, &e);
+            prof = get_profile(&o, s, &o.c, &profile_src, &pcsv, &e);
             if (!prof) { rc = cli_fail(&e); goto done; }
         }
     } else if (exec_run(s, &o.c, &r, &e) != PL_OK) {
         pl_err_prefix(&e, "run failed: ");
         rc = cli_fail(&e);
         goto done;
+    } else if (o.between) {
+        prof = run_profile(s, &r, &o.c, &profile_src, &pcsv, &e);
+        if (!prof) { rc = cli_fail(&e); goto done; }
+        /* each stage's STEP on its rank's core, as its blocks' rows are (exec_profile_csv_between) */
+        rank_step = pl_calloc((size_t)s->ranks, sizeof *rank_step);
+        if (!rank_step) { pl_errf(&e, PL_ENOMEM, "out of memory"); rc = cli_fail(&e); goto done; }
+        for (int q = 0; q < s->ranks; q++) rank_step[q] = r.between_profile[1 + q].step_s;
     }
     if (prof) {
-        if (cli_run_predict(s, &o.c, prof, &pr, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
+        if (cli_run_predict(s, &o.c, prof, rank_step, &pr, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
         have_pred = 1;
+        if (o.save_profile && pcsv.len && pl_write_file(o.save_profile, pcsv.data, pcsv.len, &e) != PL_OK) {
+            rc = cli_fail(&e);
+            goto done;
+        }
     }
     mem = pl_calloc((size_t)s->ranks, sizeof *mem);
     if (mem && exec_mem_predict(s, &o.c, mem, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
@@ -556,6 +609,8 @@ done:
     if (o.mpi && o.cuda) exec_cuda_mpi_finalize();
     pl_buf_free(&out);
     pl_buf_free(&cmd);
+    pl_buf_free(&pcsv);
+    free(rank_step);
     free(mem);
     cost_model_free(prof);
     if (have_pred) sim_result_free(&pr);

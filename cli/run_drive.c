@@ -14,7 +14,8 @@
 
 /* ---------------------------------------------------------------- predictions */
 
-int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, sim_result *r, pl_err *e) {
+int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, const double *rank_step_s, sim_result *r,
+                    pl_err *e) {
     memset(r, 0, sizeof *r);
     int rc = exec_profile_check(m, cfg, m->src_path ? m->src_path : "profile", e);
     if (rc) return rc;
@@ -26,9 +27,12 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
     memset(&sm, 0, sizeof sm);
     rc = sim_model_init(&sm, s, m, p, NULL, &o, e);
     /* no hardware, so no memory bandwidth for cost_step_s: the STEP of a stage is its blocks
-     * times the profile's measured STEP of one block (exec_profile_layers_n), when it has one */
+     * times the profile's measured STEP of one block (exec_profile_layers_n), when it has one,
+     * or its rank's own */
     if (rc == PL_OK && cfg->pred_step_s > 0)
         for (int q = 0; q < sm.stages; q++) sm.step_s[q] = cfg->pred_step_s * (sm.bound[q + 1] - sm.bound[q]);
+    for (int q = 0; rc == PL_OK && rank_step_s && q < sm.stages; q++)
+        sm.step_s[q] = rank_step_s[s->stage_rank[q]] * (sm.bound[q + 1] - sm.bound[q]);
     if (rc == PL_OK) {
         sim_config c;
         sim_config_init(&c);

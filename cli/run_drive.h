@@ -20,8 +20,11 @@
  * free links (the in-process transport copies b h floats), blocking communication (a worker
  * waits in a RECV until its message is there, as the executor's transports do), gradients in
  * fp32, optimizer state 4 bytes per parameter with momentum, else 0, microbatch size cfg's. Fills r (free with
- * sim_result_free). Returns PL_OK or an error. */
-int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, sim_result *r, pl_err *e);
+ * sim_result_free). Returns PL_OK or an error.
+ * The STEP of a stage is its blocks times cfg->pred_step_s, or, when rank_step_s is not NULL,
+ * times rank_step_s[r] of its rank r (each rank's own worker's measurement). */
+int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, const double *rank_step_s, sim_result *r,
+                    pl_err *e);
 
 /* ---------------------------------------------------------------- results store */
 

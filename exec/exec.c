@@ -105,6 +105,7 @@ void exec_result_free(exec_result *r) {
     if (r->rank)
         for (int q = 0; q < r->ranks; q++) free(r->rank[q].ops);
     free(r->rank);
+    free(r->between_profile);
     memset(r, 0, sizeof *r);
 }
 
@@ -264,6 +265,8 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
     int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
     if (!blocks) return pl_errf(e, PL_ENOMEM, "out of memory");
     int rc = check_run(s, c, blocks, e);
+    if (rc == PL_OK && c->profile_between_reps > 0)
+        rc = pl_errf(e, PL_EINPUT, "profiling between the passes needs the in-process transport (one process)");
     exec_blas_init();
     int P = c->warmup_passes + c->timed_passes, M = s->microbatches * (s->iterations > 0 ? s->iterations : 1);
     exec_data data;
@@ -345,6 +348,14 @@ int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) 
         int n = recv_count(s, r);
         if (n > cap) cap = n;
     }
+    /* the profile between the passes: each worker's blocks and buffers, beside its arena */
+    for (int r = 0; r < p && rc == PL_OK && c->profile_between_reps > 0; r++) {
+        xr[r].prof = exec_prof_worker_new(c, r, p, exec_prof_rounds(c->profile_between_reps), e);
+        if (!xr[r].prof) {
+            rc = e->code;
+            pl_err_prefix(e, "rank %d, the profile between the passes: ", r);
+        }
+    }
     if (rc) goto done;
     if (c->mailbox_capacity > 0) cap = c->mailbox_capacity;
     t = exec_threads_transport_new(p, cap, (size_t)c->microbatch_size * (size_t)c->hidden * sizeof(float), c->timeout_s, e);
@@ -378,6 +389,15 @@ int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) 
         if (xr[r].rc) { rc = xr[r].rc; *e = xr[r].err; goto done; }
     for (int r = 0; r < p && rc == PL_OK; r++) rc = exec_xrank_record(&xr[r], loss_mb, xr[r].arena_bytes, &recs[r], e);
     if (rc == PL_OK) rc = exec_assemble(s, c, recs, out, e);
+    if (rc == PL_OK && c->profile_between_reps > 0) {
+        out->between_profile = pl_calloc((size_t)p + 1, sizeof *out->between_profile);
+        exec_prof_worker **pw = pl_calloc((size_t)p, sizeof *pw);
+        if (!out->between_profile || !pw) rc = pl_errf(e, PL_ENOMEM, "out of memory");
+        for (int r = 0; rc == PL_OK && r < p; r++) pw[r] = xr[r].prof;
+        if (rc == PL_OK) rc = exec_prof_worker_collect(pw, p, c, &out->between_profile[0], out->between_profile + 1, e);
+        out->between_reps = c->profile_between_reps;
+        free(pw);
+    }
     if (rc == PL_OK) {
         out->cores = ncores;
         if (p > ncores)

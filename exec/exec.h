@@ -91,6 +91,13 @@ typedef struct exec_config {
     int record_ops;          /* 1 = keep start/end of every action of the timed passes */
     int return_weights;      /* 1 = copy the final weights of all blocks into the result */
     exec_fault fault;        /* injected fault (tests) */
+    int profile_between_reps;/* > 0: profile the block (exec_profile_layers_n's rounds, this many
+                              * repetitions) on the workers' own threads in the gaps between the
+                              * passes: before each timed pass and after the last, interleaved
+                              * with the run, so that prediction and measurement see the machine
+                              * at the same moments (exec_result.between_profile). Outside the
+                              * pass times and the memory budget. In-process transport only
+                              * (exec_run; exec_run_rank refuses it). 0 = no (default) */
     double pred_step_s;      /* the optimizer STEP of one block measured by the profile, for the
                               * prediction only (cli_run_predict; 0 = unknown: no STEP time) */
     /* the CUDA backend (exec/cuda/exec_cuda.h; the CPU executor ignores these) */
@@ -178,6 +185,10 @@ typedef struct exec_result {
     const char *backend;   /* "cpu" or "cuda" (static string) */
     const char *precision; /* "fp32", "tf32" or "bf16" (static string) */
     char device[128];      /* e.g. "NVIDIA H200 x1, 4 ranks per GPU"; empty for the CPU */
+    /* the profile measured between the passes (exec_config.profile_between_reps), NULL without:
+     * [0] over all workers, [1 + r] rank r's worker alone (owned) */
+    struct exec_layer_profile *between_profile;
+    int between_reps;      /* its repetitions */
 } exec_result;
 
 void exec_result_free(exec_result *r);
@@ -285,6 +296,9 @@ size_t exec_param_count(const exec_config *cfg);
 /* Per-block times of one worker, the median over repetitions. */
 typedef struct exec_layer_profile {
     double f_s, i_s, w_s;      /* forward, input-gradient, weight-gradient of one block, one microbatch */
+    double i0_s;               /* the input-gradient pass of the model's first block, which has no
+                                * input gradient to compute (dA and dH only: one GEMM fewer);
+                                * 0 = not measured (then i_s) */
     size_t param_bytes;        /* one block's parameters */
     size_t act_out_bytes;      /* what crosses a stage boundary: b x h floats */
     size_t stash_bytes;        /* what one block keeps from F to the backward: x, H, gelu(H) */
@@ -314,6 +328,12 @@ int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exe
  * machine, with the executor line (concurrency, STEP of one block) among its comments. */
 int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const char *host, pl_buf *out,
                        exec_layer_profile *pp, pl_err *e);
+
+/* The profile CSV (as exec_profile_csv_n writes it) of the profile run r of schedule s with cfg
+ * measured between its passes (r->between_profile): the row of each block holds the times of
+ * the worker of the rank that held it (its own core), the executor line the STEP over all
+ * workers and each worker's line its own. PL_EINPUT when r has none. */
+int exec_profile_csv_between(const sched *s, const exec_config *cfg, const exec_result *r, pl_buf *out, pl_err *e);
 
 /* Returns the cores this process may run on (those the executor pins its ranks to). */
 int exec_profile_cores(void);

@@ -11,7 +11,8 @@
 
 /* ---------------------------------------------------------------- profile */
 
-int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, pl_buf *out, pl_err *e) {
+int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, const exec_layer_profile *const *rows,
+                           pl_buf *out, pl_err *e) {
     exec_dims d;
     exec_dims_of(cfg, &d);
     double flops = 4.0 * d.b * (double)d.h * d.f;
@@ -19,9 +20,13 @@ int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, 
                   d.h, d.f, cfg->layers);
     pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
                      "stash_bytes,stash_recompute_bytes,w_stash_bytes\n");
-    for (int k = 0; k < cfg->layers; k++)
-        pl_buf_printf(out, "%d,block%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%zu,%zu,%zu,,%zu\n", k, k, p->f_s, p->i_s, p->w_s, flops,
-                      flops, flops, p->param_bytes, p->act_out_bytes, p->stash_bytes, p->stash_bytes);
+    for (int k = 0; k < cfg->layers; k++) {
+        const exec_layer_profile *t = rows ? rows[k] : p;
+        /* the model's first block computes no input gradient: its I is I0, one GEMM fewer */
+        double ti = k == 0 && t->i0_s > 0 ? t->i0_s : t->i_s, fi = k == 0 && t->i0_s > 0 ? flops / 2 : flops;
+        pl_buf_printf(out, "%d,block%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%zu,%zu,%zu,,%zu\n", k, k, t->f_s, ti, t->w_s, flops,
+                      fi, flops, p->param_bytes, p->act_out_bytes, p->stash_bytes, p->stash_bytes);
+    }
     if (out->failed) return pl_errf(e, PL_ENOMEM, "out of memory writing the profile");
     return PL_OK;
 }
@@ -38,7 +43,7 @@ int exec_profile_csv(const exec_config *cfg, int reps, const char *host, pl_buf 
     pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
                        "# one worker%s%s, %s, median of %d repetitions per block; every block has this shape.\n",
                   d.h, d.f, d.f, d.h, host ? " on " : "", host ? host : "", exec_blas_init(), reps);
-    return exec_profile_csv_table(cfg, &p, out, e);
+    return exec_profile_csv_table(cfg, &p, NULL, out, e);
 }
 
 int exec_profile_check(const cost_model *m, const exec_config *cfg, const char *path, pl_err *e) {

@@ -35,6 +35,9 @@ void exec_block_forward(const exec_dims *d, const float *p, const float *x, floa
  * gy + dH W1 (skipped when gx is NULL). scratch holds b x f floats. */
 void exec_block_backward_i(const exec_dims *d, const float *p, float *hd, const float *gy,
                            float *gx, float *scratch);
+/* The input gradient of exec_block_backward_i alone, after it ran with gx NULL: gx [b, h] =
+ * gy + dH W1 from hd = dH. backward_i(gx) = backward_i(NULL) then this. */
+void exec_block_backward_gx(const exec_dims *d, const float *p, const float *hd, const float *gy, float *gx);
 /* Weight-gradient half: accumulates into gp (the block's gradient, same layout as p):
  * dW1 += dH^T x, db1 += sum dH, dW2 += gy^T act, db2 += sum gy. */
 void exec_block_backward_w(const exec_dims *d, const float *x, const float *act, const float *dh,
@@ -148,9 +151,26 @@ typedef struct exec_xrank {
     size_t n_ops, cap_ops;
     pl_err err;
     int rc;
+    struct exec_prof_worker *prof; /* the profile measured between the passes (owned), NULL without */
     long at;                /* the action being executed (0-based), -1 between actions: where
                              * a stopped or vanished worker was (exec_run's messages) */
 } exec_xrank;
+
+/* ---------------------------------------------------------------- profiling between passes (profile.c)
+ * The profile's rounds (exec_profile_layers_n) timed on a run's own worker threads, in the gaps
+ * between its passes (exec_config.profile_between_reps). */
+typedef struct exec_prof_worker exec_prof_worker;
+/* Timed rounds (of the profile's microbatches) that give at least reps samples of every block. */
+int exec_prof_rounds(int reps);
+/* Buffers and sample space of worker tid of `threads` for `rounds` timed rounds (after one
+ * untimed warm-up round). NULL and e when out of memory. */
+exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, pl_err *e);
+/* Runs w's next round on the calling thread (the first is the warm-up; none after the last). */
+void exec_prof_worker_round(exec_prof_worker *w);
+/* The profile over the n workers' rounds in p, and each one's alone in each[n] (when not NULL). */
+int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,
+                             exec_layer_profile *each, pl_err *e);
+void exec_prof_worker_free(exec_prof_worker *w);
 
 /* ---------------------------------------------------------------- per-rank bookkeeping (xrank.c)
  * What every backend's worker does to its exec_xrank around the compute of an action. The CPU
@@ -271,9 +291,10 @@ int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_byt
 /* Returns the median of v[n] (sorts v; exec.c). */
 double exec_median(double *v, size_t n);
 /* Writes the cost-model part of a profile CSV (the "#@" metadata line, the header, one row per
- * block, all blocks with p's times and sizes) to out; every profiler's CSV ends with it
- * (exec_drive.c). Returns PL_OK or PL_ENOMEM. */
-int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, pl_buf *out, pl_err *e);
+ * block with p's sizes, and p's times, or block k's rows[k] when rows is not NULL) to out;
+ * every profiler's CSV ends with it (exec_drive.c). Returns PL_OK or PL_ENOMEM. */
+int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, const exec_layer_profile *const *rows,
+                           pl_buf *out, pl_err *e);
 /* Checks the configuration's numbers; returns PL_OK or PL_EINPUT naming the bad one (exec.c). */
 int exec_check_config(const exec_config *c, pl_err *e);
 

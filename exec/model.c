@@ -158,10 +158,14 @@ void exec_block_backward_i(const exec_dims *d, const float *p, float *hd, const 
     gemm(CblasNoTrans, CblasNoTrans, b, f, h, gy, h, w2, f, 0.0f, scratch, f);
     /* dH = dA * gelu'(H), in place over H (H is not needed after this) */
     for (size_t i = 0; i < bf; i++) hd[i] = scratch[i] * gelu_grad(hd[i]);
-    if (!gx) return;
+    if (gx) exec_block_backward_gx(d, p, hd, gy, gx);
+}
+
+void exec_block_backward_gx(const exec_dims *d, const float *p, const float *hd, const float *gy, float *gx) {
+    int h = d->h, f = d->f, b = d->b;
     /* gx [b, h] = gy (residual) + dH [b, f] . W1 [f, h] */
     memcpy(gx, gy, (size_t)b * h * sizeof(float));
-    gemm(CblasNoTrans, CblasNoTrans, b, h, f, hd, f, w1, h, 1.0f, gx, h);
+    gemm(CblasNoTrans, CblasNoTrans, b, h, f, hd, f, p, h, 1.0f, gx, h);
 }
 
 void exec_block_backward_w(const exec_dims *d, const float *x, const float *act, const float *dh,

@@ -26,6 +26,7 @@
 #include "exec_int.h"
 #include "platform.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,16 +51,27 @@ typedef struct prof_shared {
     int gate;
 } prof_shared;
 
-/* One profiling thread: its index, samples and outcome. */
-typedef struct prof_thread {
-    prof_shared *sh;
-    int tid;
+/* One profiling thread: its blocks and buffers, its samples and outcome. The concurrent profile
+ * runs one per thread of its own (prof_main); a run profiled between its passes gives one to each
+ * worker, which calls its rounds in the gaps (exec_prof_worker_*). */
+struct exec_prof_worker {
+    prof_shared *sh;   /* NULL for a worker's */
+    const exec_config *cfg;
+    int tid, threads;
+    exec_dims d;
+    int L;             /* blocks held */
+    int next;          /* the next round: -1 = the untimed warm-up, then 0 .. rounds - 1 */
     size_t ns, nstep;  /* samples of each of F, I, W; of STEP */
-    size_t rounds;     /* timed rounds: each holds ns / rounds samples of F, I, W and nstep / rounds of STEP */
-    double *t;         /* [3 ns + nstep]: F, I, W, STEP */
+    size_t ni0;        /* samples of I without the input gradient (block 0's, one per microbatch) */
+    size_t rounds;     /* timed rounds: each holds ns / rounds samples of F, I, W, nstep / rounds of
+                        * STEP and ni0 / rounds of I0 */
+    size_t nt;         /* samples of each of F, I, W taken so far */
+    double *t;         /* [3 ns + nstep + ni0]: F, I, W, STEP, I0 */
+    float *mem;        /* the blocks and the slots (NULL after a failed allocation) */
     int rc;
     pl_err err;
-} prof_thread;
+};
+typedef struct exec_prof_worker prof_thread;
 
 /* Blocks one profiling thread holds: all L alone, a rank's share ceil(L / P) of P threads, at
  * most PROFILE_MAX_BYTES of weights and gradients. */
@@ -76,12 +88,143 @@ static void prof_wait(prof_shared *sh) {
     if (sh->threads > 1) pthread_barrier_wait(&sh->bar);
 }
 
+int exec_prof_rounds(int reps) {
+    return reps < 1 ? 0 : (reps + PROFILE_SLOTS - 1) / PROFILE_SLOTS;
+}
+
+/* The floats of thread x's buffers: per block: w [nf], g [nf], momentum [nf] (when used); per
+ * slot and block: x [b,h], hd [b,f], a [b,f]; per slot: the output y [b,h]; gradients at the L+1
+ * block boundaries gb [b,h]; scratch [b,f]; the target t [b,h]. */
+static size_t prof_per_slot(const prof_thread *x) {
+    size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
+    return (size_t)x->L * (bh + 2 * bf) + bh;
+}
+
+/* Prepares thread tid of `threads` for `rounds` timed rounds (after the warm-up round): its
+ * blocks, slots and sample arrays. Sets x->rc and x->err on failure (x->mem NULL then). */
+static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threads, int rounds) {
+    x->cfg = cfg;
+    x->tid = tid;
+    x->threads = threads;
+    x->next = -1;
+    exec_dims_of(cfg, &x->d);
+    const exec_dims *d = &x->d;
+    x->L = prof_blocks(cfg, d, threads);
+    const int S = PROFILE_SLOTS, L = x->L, mom = cfg->momentum != 0.0;
+    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, bf = (size_t)d->b * d->f;
+    size_t floats = (2 + (size_t)mom) * (size_t)L * nf + (size_t)S * prof_per_slot(x) + (size_t)(L + 2) * bh + bf;
+    x->rounds = (size_t)(rounds > 0 ? rounds : 0);
+    x->ns = x->rounds * S * (size_t)L;
+    x->nstep = x->rounds * (size_t)L;
+    x->ni0 = x->rounds * S;
+    x->mem = pl_calloc(floats, sizeof(float));
+    x->t = pl_calloc(3 * x->ns + x->nstep + x->ni0 + 1, sizeof(double));
+    if (!x->mem || !x->t) {
+        x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d->h);
+        free(x->mem);
+        x->mem = NULL;
+        return;
+    }
+    float *w = x->mem, *slots = w + (2 + (size_t)mom) * (size_t)L * nf;
+    float *tg = slots + (size_t)S * prof_per_slot(x) + (size_t)(L + 1) * bh + bf;
+    /* thread x holds blocks x L .. x L + L - 1 of the model (its rank's share) */
+    for (int k = 0; k < L; k++) exec_block_init(d, cfg->init_seed, tid * L + k, w + (size_t)k * nf);
+    for (int s = 0; s < S; s++) exec_fill_normal(cfg->data_seed, (uint64_t)s, slots + (size_t)s * prof_per_slot(x), bh);
+    exec_fill_normal(cfg->target_seed, (uint64_t)tid, tg, bh); /* what the outputs are trained towards */
+}
+
+/* Runs x's next round (the first one untimed: page faults, caches, the BLAS); nothing once all
+ * rounds are done or after a failed allocation. */
+static void prof_round(prof_thread *x) {
+    if (!x->mem || x->next >= (int)x->rounds) return;
+    const exec_config *cfg = x->cfg;
+    const exec_dims *d = &x->d;
+    const int S = PROFILE_SLOTS, L = x->L, r = x->next++, mom = cfg->momentum != 0.0;
+    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, bf = (size_t)d->b * d->f, ns = x->ns;
+    size_t per_slot = prof_per_slot(x), nt = x->nt;
+    double *t = x->t;
+    float *w = x->mem, *g = w + (size_t)L * nf, *mo = g + (size_t)L * nf;
+    float *slots = mo + (size_t)mom * L * nf;
+    float *gb = slots + (size_t)S * per_slot, *scr = gb + (size_t)(L + 1) * bh, *tg = scr + bf;
+#define X(s, k) (slots + (size_t)(s) * per_slot + (size_t)(k) * (bh + 2 * bf))
+#define HD(s, k) (X(s, k) + bh)
+#define A(s, k) (HD(s, k) + bf)
+#define Y(s) (slots + (size_t)(s) * per_slot + (size_t)L * (bh + 2 * bf))
+    const float lr = (float)cfg->lr, mu = (float)cfg->momentum, scale = 1.0f / (float)S;
+    for (int s = 0; s < S; s++)
+        for (int k = 0; k < L; k++) {
+            float *y = k + 1 < L ? X(s, k + 1) : Y(s);
+            double t0 = pl_now_s();
+            exec_block_forward(d, w + (size_t)k * nf, X(s, k), HD(s, k), A(s, k), y);
+            double t1 = pl_now_s();
+            if (r >= 0) t[nt + (size_t)s * L + k] = t1 - t0;
+        }
+    for (int s = 0; s < S; s++) {
+        /* the loss gradient of this microbatch (untimed): the run's MSE against a target, so that
+         * the gradients, the weights' updates and every value stay of the run's magnitudes (a
+         * fixed N(0, 1) gradient made the weights overflow within two rounds, and the profile
+         * timed arithmetic on infinities and NaNs) */
+        memcpy(gb + (size_t)L * bh, Y(s), bh * sizeof(float));
+        exec_mse_grad(d, gb + (size_t)L * bh, tg);
+        /* the input gradients from the last block to the first, then the weight gradients */
+        for (int k = L - 1; k >= 0; k--) {
+            double t0 = pl_now_s(), tm = 0;
+            if (k > 0) {
+                exec_block_backward_i(d, w + (size_t)k * nf, HD(s, k), gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
+            } else {
+                /* in two parts: the first block of a model has no input gradient to compute (the
+                 * executor's stage 0 skips it), so its I is the first part alone (I0) */
+                exec_block_backward_i(d, w, HD(s, 0), gb + bh, NULL, scr);
+                tm = pl_now_s();
+                exec_block_backward_gx(d, w, HD(s, 0), gb + bh, gb);
+            }
+            double t1 = pl_now_s();
+            if (r >= 0) t[ns + nt + (size_t)s * L + k] = t1 - t0;
+            if (r >= 0 && k == 0) t[3 * ns + x->nstep + (size_t)r * S + s] = tm - t0;
+        }
+        for (int k = L - 1; k >= 0; k--) {
+            double t0 = pl_now_s();
+            exec_block_backward_w(d, X(s, k), A(s, k), HD(s, k), gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
+            double t1 = pl_now_s();
+            if (r >= 0) t[2 * ns + nt + (size_t)s * L + k] = t1 - t0;
+        }
+    }
+    /* the optimizer step of each block: the executor's SGD loop (worker.c, do_step), in place */
+    for (int k = 0; k < L; k++) {
+        float *wk = w + (size_t)k * nf, *gk = g + (size_t)k * nf, *mk = mom ? mo + (size_t)k * nf : NULL;
+        double t0 = pl_now_s();
+        for (size_t i = 0; i < nf; i++) {
+            float gi = gk[i] * scale;
+            if (mk) gi = mk[i] = mu * mk[i] + gi;
+            wk[i] = wk[i] - lr * gi;
+            gk[i] = 0.0f;
+        }
+        double t1 = pl_now_s();
+        if (r >= 0) t[3 * ns + (size_t)r * L + k] = t1 - t0;
+    }
+    if (r >= 0) x->nt += (size_t)S * L;
+    /* the next round starts from the same inputs (X(s, 0) is only read) */
+#undef X
+#undef HD
+#undef A
+#undef Y
+}
+
+/* Returns 1 when every weight of x's blocks is finite (0 after a failed allocation too). A
+ * profile that timed arithmetic on infinities or NaNs would not time the run's. */
+static int prof_finite(const prof_thread *x) {
+    if (!x->mem) return 0;
+    size_t n = (size_t)x->L * exec_block_floats(&x->d);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x->mem[i])) return 0;
+    return 1;
+}
+
 /* Times this thread's rounds into x->t; every thread runs the same number of rounds and meets
  * the others at the barrier before each, also after an allocation failure (then untimed). */
 static void *prof_main(void *arg) {
     prof_thread *x = arg;
     prof_shared *sh = x->sh;
-    const exec_config *cfg = sh->cfg;
     if (sh->threads > 1) {
         pthread_mutex_lock(&sh->mu);
         while (sh->gate == 0) pthread_cond_wait(&sh->cv, &sh->mu);
@@ -90,97 +233,43 @@ static void *prof_main(void *arg) {
         if (!go) return NULL; /* another thread could not start: the barrier would never fill */
     }
     if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[x->tid % sh->ncpus]);
-    exec_dims d;
-    exec_dims_of(cfg, &d);
-    size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
-    const int L = prof_blocks(cfg, &d, sh->threads);
-    const int S = PROFILE_SLOTS;
-    const int rounds = (sh->reps + S - 1) / S; /* timed rounds of S microbatches: >= reps samples per block */
-    const int mom = cfg->momentum != 0.0;
-    /* per block: w [nf], g [nf], momentum [nf] (when used); per slot and block: x [b,h], hd [b,f],
-     * a [b,f]; per slot: the output y [b,h]; gradients at the L+1 block boundaries gb [b,h];
-     * scratch [b,f] */
-    size_t per_slot = (size_t)L * (bh + 2 * bf) + bh;
-    size_t floats = (2 + (size_t)mom) * (size_t)L * nf + (size_t)S * per_slot + (size_t)(L + 1) * bh + bf;
-    size_t ns = (size_t)rounds * S * L; /* samples of each kind */
-    size_t nstep = (size_t)rounds * L;
-    float *mem = pl_calloc(floats, sizeof(float));
-    x->t = pl_calloc(3 * ns + nstep, sizeof(double));
-    x->ns = ns;
-    x->nstep = nstep;
-    x->rounds = (size_t)rounds;
-    if (!mem || !x->t) {
-        x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d.h);
-        free(mem);
-        mem = NULL;
-    }
-    double *t = x->t;
-    float *w = mem, *g = w ? w + (size_t)L * nf : NULL, *mo = g ? g + (size_t)L * nf : NULL;
-    float *slots = mo ? mo + (size_t)mom * L * nf : NULL;
-    float *gb = slots ? slots + (size_t)S * per_slot : NULL, *scr = gb ? gb + (size_t)(L + 1) * bh : NULL;
-#define X(s, k) (slots + (size_t)(s) * per_slot + (size_t)(k) * (bh + 2 * bf))
-#define HD(s, k) (X(s, k) + bh)
-#define A(s, k) (HD(s, k) + bf)
-#define Y(s) (slots + (size_t)(s) * per_slot + (size_t)L * (bh + 2 * bf))
-    if (mem) {
-        /* thread x holds blocks x L .. x L + L - 1 of the model (its rank's share) */
-        for (int k = 0; k < L; k++) exec_block_init(&d, cfg->init_seed, x->tid * L + k, w + (size_t)k * nf);
-        for (int s = 0; s < S; s++) exec_fill_normal(cfg->data_seed, (uint64_t)s, X(s, 0), bh);
-        exec_fill_normal(cfg->data_seed, (uint64_t)S, gb + (size_t)L * bh, bh); /* the loss gradient */
-    }
-    const float lr = (float)cfg->lr, mu = (float)cfg->momentum, scale = 1.0f / (float)S;
-    size_t nt = 0;
-    for (int r = -1; r < rounds; r++) { /* r = -1 warms the pages, caches and the BLAS */
+    const int rounds = exec_prof_rounds(sh->reps); /* timed rounds of S microbatches: >= reps samples per block */
+    prof_init(x, sh->cfg, x->tid, sh->threads, rounds);
+    for (int r = -1; r < rounds; r++) {
         prof_wait(sh);
-        if (!mem) continue;
-        for (int s = 0; s < S; s++)
-            for (int k = 0; k < L; k++) {
-                float *y = k + 1 < L ? X(s, k + 1) : Y(s);
-                double t0 = pl_now_s();
-                exec_block_forward(&d, w + (size_t)k * nf, X(s, k), HD(s, k), A(s, k), y);
-                double t1 = pl_now_s();
-                if (r >= 0) t[nt + (size_t)s * L + k] = t1 - t0;
-            }
-        for (int s = 0; s < S; s++) {
-            /* the input gradients from the last block to the first, then the weight gradients */
-            for (int k = L - 1; k >= 0; k--) {
-                double t0 = pl_now_s();
-                exec_block_backward_i(&d, w + (size_t)k * nf, HD(s, k), gb + (size_t)(k + 1) * bh,
-                                      gb + (size_t)k * bh, scr);
-                double t1 = pl_now_s();
-                if (r >= 0) t[ns + nt + (size_t)s * L + k] = t1 - t0;
-            }
-            for (int k = L - 1; k >= 0; k--) {
-                double t0 = pl_now_s();
-                exec_block_backward_w(&d, X(s, k), A(s, k), HD(s, k), gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
-                double t1 = pl_now_s();
-                if (r >= 0) t[2 * ns + nt + (size_t)s * L + k] = t1 - t0;
-            }
-        }
-        /* the optimizer step of each block: the executor's SGD loop (worker.c, do_step), in place */
-        for (int k = 0; k < L; k++) {
-            float *wk = w + (size_t)k * nf, *gk = g + (size_t)k * nf, *mk = mom ? mo + (size_t)k * nf : NULL;
-            double t0 = pl_now_s();
-            for (size_t i = 0; i < nf; i++) {
-                float gi = gk[i] * scale;
-                if (mk) gi = mk[i] = mu * mk[i] + gi;
-                wk[i] = wk[i] - lr * gi;
-                gk[i] = 0.0f;
-            }
-            double t1 = pl_now_s();
-            if (r >= 0) t[3 * ns + (size_t)r * L + k] = t1 - t0;
-        }
-        if (r >= 0) nt += (size_t)S * L;
-        /* keep the inputs and the loss gradient bounded: the next round starts from fresh data */
-        for (int s = 0; s < S; s++) exec_fill_normal(cfg->data_seed, (uint64_t)s, X(s, 0), bh);
-        exec_fill_normal(cfg->data_seed, (uint64_t)S, gb + (size_t)L * bh, bh);
+        prof_round(x);
     }
-#undef X
-#undef HD
-#undef A
-#undef Y
-    free(mem);
+    if (x->rc == PL_OK && !prof_finite(x))
+        x->rc = pl_errf(&x->err, PL_EINTERNAL, "the profile's blocks diverged (weights not finite)");
+    free(x->mem);
+    x->mem = NULL;
     return NULL;
+}
+
+exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, pl_err *e) {
+    prof_thread *x = pl_calloc(1, sizeof *x);
+    if (!x) {
+        pl_errf(e, PL_ENOMEM, "out of memory");
+        return NULL;
+    }
+    prof_init(x, cfg, tid, threads, rounds);
+    if (x->rc) {
+        *e = x->err;
+        exec_prof_worker_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+void exec_prof_worker_round(exec_prof_worker *w) {
+    if (w) prof_round(w);
+}
+
+void exec_prof_worker_free(exec_prof_worker *w) {
+    if (!w) return;
+    free(w->mem);
+    free(w->t);
+    free(w);
 }
 
 /* Fills p's F, I, W and STEP times from the threads' samples: for each kind, the mean over the
@@ -191,15 +280,15 @@ static void *prof_main(void *arg) {
  * rounds here. The median of single samples, which this replaced, left out every sample that an
  * interruption hit: with other processes on the cores it read 0.92 ms per forward where the
  * rounds' means were 3.2 ms. */
-static void round_medians(const prof_thread *x, int threads, double *scratch, exec_layer_profile *p) {
-    double *out[4] = {&p->f_s, &p->i_s, &p->w_s, &p->step_s};
-    for (int k = 0; k < 4; k++) {
+static void round_medians(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
+    double *out[5] = {&p->f_s, &p->i_s, &p->w_s, &p->step_s, &p->i0_s};
+    for (int k = 0; k < 5; k++) {
         size_t n = 0;
         for (int i = 0; i < threads; i++) {
-            size_t rounds = x[i].rounds, per = k < 3 ? x[i].ns : x[i].nstep;
-            if (rounds == 0 || per == 0) continue;
+            size_t rounds = x[i]->rounds, per = k < 3 ? x[i]->ns : k == 3 ? x[i]->nstep : x[i]->ni0;
+            if (rounds == 0 || per == 0 || !x[i]->t) continue;
             size_t each = per / rounds; /* samples of this kind in one round */
-            const double *t = x[i].t + (size_t)(k < 3 ? k : 3) * x[i].ns;
+            const double *t = x[i]->t + (size_t)(k < 3 ? k : 3) * x[i]->ns + (k == 4 ? x[i]->nstep : 0);
             for (size_t r = 0; r < rounds; r++) {
                 double sum = 0;
                 for (size_t j = 0; j < each; j++) sum += t[r * each + j];
@@ -208,6 +297,42 @@ static void round_medians(const prof_thread *x, int threads, double *scratch, ex
         }
         *out[k] = n ? exec_median(scratch, n) : 0;
     }
+}
+
+/* Fills p from the samples of the n threads x[n] (round_medians), its sizes from cfg, and when
+ * each is not NULL each[i] from thread i's rounds alone. PL_OK or PL_ENOMEM. */
+static int prof_collect(const prof_thread *const *x, int n, const exec_config *cfg, exec_layer_profile *p,
+                        exec_layer_profile *each, pl_err *e) {
+    size_t all_n = 1;
+    for (int i = 0; i < n; i++) all_n += x[i]->rounds;
+    double *all = pl_calloc(all_n, sizeof(double)); /* >= all rounds */
+    if (!all) return pl_errf(e, PL_ENOMEM, "out of memory");
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
+    memset(p, 0, sizeof *p);
+    round_medians(x, n, all, p);
+    for (int i = 0; each && i < n; i++) {
+        memset(&each[i], 0, sizeof each[i]);
+        round_medians(&x[i], 1, all, &each[i]);
+        each[i].concurrency = n;
+    }
+    p->concurrency = n;
+    p->param_bytes = nf * sizeof(float);
+    p->act_out_bytes = bh * sizeof(float);
+    p->stash_bytes = (bh + 2 * bf) * sizeof(float);
+    p->w_stash_bytes = (2 * bh + 2 * bf) * sizeof(float);
+    free(all);
+    return PL_OK;
+}
+
+int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,
+                             exec_layer_profile *each, pl_err *e) {
+    for (int i = 0; i < n; i++) {
+        if (!w[i]) return pl_errf(e, PL_EINTERNAL, "worker %d has no profile", i);
+        if (!prof_finite(w[i])) return pl_errf(e, PL_EINTERNAL, "worker %d: the profile's blocks diverged (weights not finite)", i);
+    }
+    return prof_collect((const prof_thread *const *)w, n, cfg, p, each, e);
 }
 
 /* exec_profile_layers_n, and when each is not NULL: each worker's own times in each[concurrency]
@@ -266,35 +391,18 @@ static int prof_measure(const exec_config *cfg, int reps, int concurrency, exec_
         pthread_cond_destroy(&sh.cv);
         pthread_mutex_destroy(&sh.mu);
     }
-    size_t ns = 0, nstep = 0;
-    for (int i = 0; i < concurrency && rc == PL_OK; i++) {
+    for (int i = 0; i < concurrency && rc == PL_OK; i++)
         if (x[i].rc) {
             *e = x[i].err;
             rc = x[i].rc;
         }
-        ns += x[i].ns;
-        nstep += x[i].nstep;
-    }
-    double *all = rc == PL_OK ? pl_calloc(ns + nstep + 1, sizeof(double)) : NULL; /* >= all rounds */
-    if (rc == PL_OK && !all) rc = pl_errf(e, PL_ENOMEM, "out of memory");
-    if (rc == PL_OK) {
-        size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
-        memset(p, 0, sizeof *p);
-        round_medians(x, concurrency, all, p);
-        for (int i = 0; each && i < concurrency; i++) {
-            memset(&each[i], 0, sizeof each[i]);
-            round_medians(&x[i], 1, all, &each[i]);
-            each[i].concurrency = concurrency;
-        }
-        for (int i = 0; core && i < concurrency; i++) core[i] = sh.pin && sh.ncpus > 0 ? sh.cpus[i % sh.ncpus] : -1;
-        p->concurrency = concurrency;
-        p->param_bytes = nf * sizeof(float);
-        p->act_out_bytes = bh * sizeof(float);
-        p->stash_bytes = (bh + 2 * bf) * sizeof(float);
-        p->w_stash_bytes = (2 * bh + 2 * bf) * sizeof(float);
-    }
+    const prof_thread **xp = rc == PL_OK ? pl_calloc((size_t)concurrency, sizeof *xp) : NULL;
+    if (rc == PL_OK && !xp) rc = pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int i = 0; rc == PL_OK && i < concurrency; i++) xp[i] = &x[i];
+    if (rc == PL_OK) rc = prof_collect(xp, concurrency, cfg, p, each, e);
+    for (int i = 0; rc == PL_OK && core && i < concurrency; i++) core[i] = sh.pin && sh.ncpus > 0 ? sh.cpus[i % sh.ncpus] : -1;
+    free(xp);
     for (int i = 0; i < concurrency; i++) free(x[i].t);
-    free(all);
     free(x);
     free(th);
     return rc;
@@ -306,6 +414,42 @@ int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exe
 
 int exec_profile_layers(const exec_config *cfg, int reps, exec_layer_profile *p, pl_err *e) {
     return exec_profile_layers_n(cfg, reps, 1, p, e);
+}
+
+/* Writes the profile CSV of p (measured with `reps` repetitions on `concurrency` workers, each[i]
+ * and core[i] each one's own; between: by a run's own workers between its passes, block k's row
+ * rows[k]) to out. */
+static int prof_csv(const exec_config *cfg, int reps, int concurrency, const char *host, int between,
+                    const exec_layer_profile *p, const exec_layer_profile *each, const int *core,
+                    const exec_layer_profile *const *rows, pl_buf *out, pl_err *e) {
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    if (between)
+        pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
+                           "# measured by the %d workers of a run on their own threads (pinned like its ranks, each on its own\n"
+                           "# %d blocks), in the gaps between its passes, %s, %d repetitions; per block: the median over\n"
+                           "# the rounds of %d microbatches (each round's mean) of the worker of the rank that holds it;\n"
+                           "# every block has this shape.\n",
+                      d.h, d.f, d.f, d.h, concurrency, prof_blocks(cfg, &d, concurrency), exec_blas_init(), reps, PROFILE_SLOTS);
+    else if (concurrency > 1)
+        pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
+                           "# %d workers at once (pinned threads, each on its own %d blocks)%s%s, %s, %d repetitions;\n"
+                           "# per block: the median over all workers' rounds of %d microbatches of each round's mean;\n"
+                           "# every block has this shape.\n",
+                      d.h, d.f, d.f, d.h, concurrency, prof_blocks(cfg, &d, concurrency), host ? " on " : "",
+                      host ? host : "", exec_blas_init(), reps, PROFILE_SLOTS);
+    else
+        pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
+                           "# one worker%s%s, %s, %d repetitions; per block: the median over rounds of %d microbatches\n"
+                           "# of each round's mean; every block has this shape.\n",
+                      d.h, d.f, d.f, d.h, host ? " on " : "", host ? host : "", exec_blas_init(), reps, PROFILE_SLOTS);
+    /* not "#@" metadata: the cost model's reader accepts only its own keys there */
+    pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g\n", concurrency, p->step_s);
+    /* each worker's own times (its core's speed; the rows below are over all workers) */
+    for (int i = 0; concurrency > 1 && i < concurrency; i++)
+        pl_buf_printf(out, "# " EXEC_PROFILE_META " worker=%d core=%d fwd_s=%.9g bwd_in_s=%.9g bwd_w_s=%.9g step_s=%.9g bwd_in0_s=%.9g\n",
+                      i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s);
+    return exec_profile_csv_table(cfg, p, rows, out, e);
 }
 
 int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const char *host, pl_buf *out,
@@ -323,29 +467,33 @@ int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const 
         return rc;
     }
     if (pp) *pp = p;
-    exec_dims d;
-    exec_dims_of(cfg, &d);
-    if (concurrency > 1)
-        pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
-                           "# %d workers at once (pinned threads, each on its own %d blocks)%s%s, %s, %d repetitions;\n"
-                           "# per block: the median over all workers' rounds of %d microbatches of each round's mean;\n"
-                           "# every block has this shape.\n",
-                      d.h, d.f, d.f, d.h, concurrency, prof_blocks(cfg, &d, concurrency), host ? " on " : "",
-                      host ? host : "", exec_blas_init(), reps, PROFILE_SLOTS);
-    else
-        pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
-                           "# one worker%s%s, %s, %d repetitions; per block: the median over rounds of %d microbatches\n"
-                           "# of each round's mean; every block has this shape.\n",
-                      d.h, d.f, d.f, d.h, host ? " on " : "", host ? host : "", exec_blas_init(), reps, PROFILE_SLOTS);
-    /* not "#@" metadata: the cost model's reader accepts only its own keys there */
-    pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g\n", concurrency, p.step_s);
-    /* each worker's own times (its core's speed; the rows below are over all workers) */
-    for (int i = 0; concurrency > 1 && i < concurrency; i++)
-        pl_buf_printf(out, "# " EXEC_PROFILE_META " worker=%d core=%d fwd_s=%.9g bwd_in_s=%.9g bwd_w_s=%.9g step_s=%.9g\n", i,
-                      core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s);
+    rc = prof_csv(cfg, reps, concurrency, host, 0, &p, each, core, NULL, out, e);
     free(each);
     free(core);
-    return exec_profile_csv_table(cfg, &p, out, e);
+    return rc;
+}
+
+int exec_profile_csv_between(const sched *s, const exec_config *cfg, const exec_result *r, pl_buf *out, pl_err *e) {
+    if (!r->between_profile || r->between_reps < 1)
+        return pl_errf(e, PL_EINPUT, "the run was not profiled between its passes");
+    if (s->ranks != r->ranks || s->stages != r->stages || cfg->layers < 1)
+        return pl_errf(e, PL_EINPUT, "the schedule or model is not the run's");
+    int *core = pl_calloc((size_t)r->ranks, sizeof *core);
+    int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
+    const exec_layer_profile **rows = pl_calloc((size_t)cfg->layers, sizeof *rows);
+    int rc = core && blocks && rows ? exec_stage_blocks(s, cfg, blocks, e) : pl_errf(e, PL_ENOMEM, "out of memory");
+    if (rc == PL_OK) {
+        for (int q = 0; q < r->ranks; q++) core[q] = r->rank[q].core;
+        /* block k is timed by the worker of the rank that holds its stage */
+        for (int q = 0, k = 0; q < s->stages; q++)
+            for (int j = 0; j < blocks[q] && k < cfg->layers; j++) rows[k++] = &r->between_profile[1 + s->stage_rank[q]];
+        rc = prof_csv(cfg, r->between_reps, r->ranks, NULL, 1, &r->between_profile[0], r->between_profile + 1, core, rows,
+                      out, e);
+    }
+    free(core);
+    free(blocks);
+    free(rows);
+    return rc;
 }
 
 int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s) {

@@ -364,6 +364,7 @@ void exec_xrank_free(exec_xrank *x) {
     free(x->loc);
     free(x->ops);
     free(x->pass_start_s);
+    exec_prof_worker_free(x->prof);
     memset(x, 0, sizeof *x);
 }
 
@@ -408,6 +409,23 @@ static int fault_at(exec_xrank *x, size_t k, const sched_action *a, int *armed) 
     }
 }
 
+/* Runs the rounds of the profile between the passes (exec_config.profile_between_reps) that fall
+ * in one gap: its untimed warm-up round when warm, and the timed rounds of gap g (0 .. T - 1:
+ * before timed pass g; T: after the last; -1: none). The R timed rounds are spread evenly over
+ * the T + 1 gaps. A barrier follows each round, so that the ranks' workers compute their rounds
+ * together, as the ranks do, and the next pass starts on all ranks at once. */
+static int prof_gap(exec_xrank *x, int warm, int g) {
+    const exec_config *c = x->cfg;
+    long long R = exec_prof_rounds(c->profile_between_reps), G = c->timed_passes + 1;
+    int n = warm + (g >= 0 ? (int)(R * (g + 1) / G - R * g / G) : 0);
+    for (int i = 0; i < n; i++) {
+        exec_prof_worker_round(x->prof);
+        int rc = x->t->barrier(x->t, &x->err);
+        if (rc != PL_OK) return rc;
+    }
+    return PL_OK;
+}
+
 /* Walks the passes (the body of exec_worker_main, inside its cleanup handler). */
 static void worker_walk(exec_xrank *x) {
     const exec_config *c = x->cfg;
@@ -417,6 +435,7 @@ static void worker_walk(exec_xrank *x) {
         x->pass = pass;
         x->goff = (int64_t)x->pass * x->M;
         x->rc = x->t->barrier(x->t, &x->err);
+        if (x->rc == PL_OK && x->prof) x->rc = prof_gap(x, pass == 0, pass - c->warmup_passes);
         if (x->rc != PL_OK) break;
         int timed = x->pass >= c->warmup_passes;
         double busy = 0, comm = 0, g0_s, g0_f, g1_s, g1_f;
@@ -460,6 +479,11 @@ static void worker_walk(exec_xrank *x) {
             x->rc = exec_xrank_pass_end_check(x, &x->err);
             if (x->rc != PL_OK) x->t->abort(x->t, &x->err);
         }
+    }
+    /* the profile's last gap, after the last pass */
+    if (x->rc == PL_OK && x->prof) {
+        x->rc = x->t->barrier(x->t, &x->err);
+        if (x->rc == PL_OK) x->rc = prof_gap(x, 0, c->timed_passes);
     }
 }
 

@@ -34,7 +34,7 @@ WIDTHS=${WIDTHS:-256 512}
 MICROBATCHES=${MICROBATCHES:-4 8}
 TIMED=${TIMED:-10}
 DEPTH=${DEPTH:-8}
-PROFILE=${PROFILE:-each}
+PROFILE=${PROFILE:-between}
 PREPS=${PREPS:-50}
 PCONC=${PCONC:-2}
 QUIET_WAIT=${QUIET_WAIT:-120}
@@ -86,8 +86,10 @@ for h in $WIDTHS; do
                         echo "profile h=$h (F I W, s): $(grep -v '^#' "$PROF" | sed -n 2p | cut -d, -f3-5 | tr , ' ') (others ${OTHERS}%)"
                     fi
                     PROFILE_ARG="--profile $PROF"
+                elif [ "$PROFILE" = before ]; then
+                    PROFILE_ARG="--profile-timing before --profile-reps $PREPS --profile-concurrency $PCONC" # by the run itself, just before it
                 else
-                    PROFILE_ARG="--profile-reps $PREPS --profile-concurrency $PCONC" # measured by the run itself, just before it
+                    PROFILE_ARG="--profile-timing between --profile-reps $PREPS" # by the run's workers, between its passes
                 fi
                 # shellcheck disable=SC2086
                 BEFORE=clear_try quiet_try "$PL" run --kind "$kind" --ranks 2 --microbatches "$m" $extra --width "$h" --depth "$DEPTH" \

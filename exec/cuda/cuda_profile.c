@@ -256,5 +256,5 @@ int exec_cuda_profile_csv(const exec_config *cfg, int reps, int concurrency, con
                   cfg->sm_split && concurrency > 1 ? ", in a green context of 1/N of the SMs" : "", host ? " on " : "",
                   host ? host : "", reps);
     pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g\n", concurrency, p.step_s);
-    return exec_profile_csv_table(cfg, &p, out, e);
+    return exec_profile_csv_table(cfg, &p, NULL, out, e);
 }

@@ -619,9 +619,54 @@ static void test_profile(void) {
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(exec_profile_layers(&c, 5, &p, &e), PL_OK);
     CU_ASSERT(p.f_s > 0 && p.i_s > 0 && p.w_s > 0);
+    CU_ASSERT(p.i0_s > 0 && p.i0_s < p.i_s); /* the I of a first block: one GEMM and a copy fewer */
     CU_ASSERT_EQUAL(p.param_bytes, 4 * (2 * 32 * 64 + 64 + 32));
     CU_ASSERT_EQUAL(p.act_out_bytes, 4 * 4 * 32);
     CU_ASSERT_EQUAL(p.stash_bytes, 4 * (4 * 32 + 2 * 4 * 64));
+}
+
+/* A run profiled between its passes trains exactly as one that is not (the profile's rounds use
+ * buffers of their own), keeps its passes, and returns each worker's profile and the pooled one,
+ * which lies between the workers' own (the median of pooled rounds lies between the medians of
+ * the parts). Also with no warm-up pass (the profile's warm-up round then opens the first gap),
+ * and with more rounds than gaps. exec_run_rank refuses it (MPI cannot pool the rounds). */
+static void test_profile_between(void) {
+    for (int warm = 0; warm <= 1; warm++) {
+        sched *s = lowered("1f1b", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
+        exec_config c = small_cfg(4);
+        c.momentum = 0.5;
+        c.warmup_passes = warm;
+        exec_result plain, prof;
+        pl_err e;
+        CU_ASSERT_EQUAL_FATAL(run(s, &c, &plain, &e), PL_OK);
+        CU_ASSERT_PTR_NULL(plain.between_profile);
+        c.profile_between_reps = 30; /* 8 rounds over 4 gaps */
+        CU_ASSERT_EQUAL_FATAL(run(s, &c, &prof, &e), PL_OK);
+        CU_ASSERT_EQUAL(prof.timed_passes, 3);
+        CU_ASSERT_EQUAL(prof.n_weights, plain.n_weights);
+        CU_ASSERT_EQUAL(memcmp(prof.final_weights, plain.final_weights, plain.n_weights * sizeof(float)), 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(prof.between_profile);
+        CU_ASSERT_EQUAL(prof.between_reps, 30);
+        const exec_layer_profile *all = &prof.between_profile[0], *w0 = &prof.between_profile[1], *w1 = &prof.between_profile[2];
+        CU_ASSERT_EQUAL(all->concurrency, 2);
+        CU_ASSERT_EQUAL(all->param_bytes, 4 * (2 * 32 * 64 + 64 + 32));
+        double a[4] = {all->f_s, all->i_s, all->w_s, all->step_s}, x0[4] = {w0->f_s, w0->i_s, w0->w_s, w0->step_s},
+               x1[4] = {w1->f_s, w1->i_s, w1->w_s, w1->step_s};
+        for (int k = 0; k < 4; k++) {
+            CU_ASSERT(x0[k] > 0 && x1[k] > 0);
+            CU_ASSERT(a[k] >= fmin(x0[k], x1[k]) && a[k] <= fmax(x0[k], x1[k]));
+        }
+        exec_result_free(&plain);
+        exec_result_free(&prof);
+        /* one process per rank cannot pool its rounds: refused before any work */
+        exec_transport *t = exec_threads_transport_new(2, 8, 4 * 32 * sizeof(float), 5, &e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+        exec_rank_record rec;
+        CU_ASSERT_EQUAL(exec_run_rank(s, &c, &t[0], &rec, &e), PL_EINPUT);
+        CU_ASSERT(strstr(e.msg, "in-process transport") != NULL);
+        exec_threads_transport_free(t, 2);
+        sched_free(s);
+    }
 }
 
 void exec_test_rank_register(void); /* test_exec_rank.c */
@@ -634,6 +679,7 @@ void pl_test_register(void) {
         {"I then W equals B", test_i_plus_w_equals_b},
         {"recomputation gives identical weights", test_recompute_identical},
         {"profile one block", test_profile},
+        {"profile between the passes: same training, each worker's times", test_profile_between},
         {NULL, NULL}};
     static const pl_test_case sched_cases[] = {
         {"gpipe = sequential", test_gpipe},

@@ -108,6 +108,88 @@ static void test_run_stores_pair(void) {
     free(dir);
 }
 
+/* `pipelab run` profiles between the passes by default: the saved profile's block rows hold the
+ * times of the worker of the rank that holds the block (its "# pipelab-exec worker=" line; the
+ * model's first block its I0), the stored prediction's busy time of each rank is exactly what
+ * its own rows and STEP give (flush: m x its rows' F + I + W + blocks x STEP), and the run records where its profile
+ * came from. Wrong combinations of the profile flags are usage errors. */
+static void test_run_profile_between(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "between.db");
+    char *csv = pl_test_path(dir, "between.csv");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag between --db %s --save-profile %s",
+             PIPELAB_BIN, db, csv);
+    char *out = NULL;
+    int rc = sh(cmd, &out);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT(strstr(out, "between the passes") != NULL);
+    free(out);
+    /* each worker's line, then the block rows */
+    double wt[2][5] = {{0}}, row[4][3] = {{0}};
+    int seen = 0, rows = 0;
+    FILE *f = fopen(csv, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        int w, core, k;
+        double a, b, c, d, i0;
+        char name[64];
+        if (sscanf(line, "# pipelab-exec worker=%d core=%d fwd_s=%lf bwd_in_s=%lf bwd_w_s=%lf step_s=%lf bwd_in0_s=%lf", &w,
+                   &core, &a, &b, &c, &d, &i0) == 7 && w >= 0 && w < 2) {
+            wt[w][0] = a, wt[w][1] = b, wt[w][2] = c, wt[w][3] = d, wt[w][4] = i0;
+            seen |= 1 << w;
+        } else if (sscanf(line, "%d,%63[^,],%lf,%lf,%lf", &k, name, &a, &b, &c) == 5 && k >= 0 && k < 4) {
+            row[k][0] = a, row[k][1] = b, row[k][2] = c;
+            rows++;
+        }
+    }
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(seen, 3);
+    CU_ASSERT_EQUAL_FATAL(rows, 4);
+    /* blocks 0-1: rank 0's worker, 2-3: rank 1's; the model's first block's I is the I0 pass (no
+     * input gradient; test_exec's profile test checks that it is faster than a whole I) */
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 3; j++) CU_ASSERT_DOUBLE_EQUAL(row[k][j], k == 0 && j == 1 ? wt[0][4] : wt[k / 2][j], 1e-12);
+    CU_ASSERT(wt[0][4] > 0);
+    store *s = NULL;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    store_run *runs = NULL;
+    size_t n = 0;
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "between", 0, &runs, &n, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 2);
+    const store_run *sim = strcmp(runs[0].kind, "simulated") == 0 ? &runs[0] : &runs[1];
+    CU_ASSERT(strstr(sim->params_json, "between the passes") != NULL);
+    store_rank_metric *rm = NULL;
+    int nr = 0;
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, sim->id, &rm, &nr, &e), PL_OK);
+    CU_ASSERT_EQUAL(nr, 2);
+    for (int q = 0; q < nr && q < 2; q++) {
+        double want = 4 * (row[2 * q][0] + row[2 * q][1] + row[2 * q][2] + row[2 * q + 1][0] + row[2 * q + 1][1] +
+                           row[2 * q + 1][2]) + 2 * wt[q][3];
+        CU_ASSERT_DOUBLE_EQUAL(rm[q].busy_s, want, 1e-6 * want);
+    }
+    free(rm);
+    store_runs_free(runs, n);
+    store_close(s);
+    /* usage errors: exit 2, nothing run */
+    static const char *bad[] = {"--profile-timing later", "--profile-timing between --transport mpi",
+                                "--profile-timing between --profile-concurrency 2", "--profile-timing between --no-predict",
+                                "--profile-timing between --profile x.csv", "--save-profile x.csv --no-predict"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --no-db %s", PIPELAB_BIN, bad[i]);
+        out = NULL;
+        CU_ASSERT_EQUAL(sh(cmd, &out), 2);
+        CU_ASSERT(out && strstr(out, "profile") != NULL);
+        free(out);
+    }
+    free(db);
+    free(csv);
+    free(dir);
+}
+
 /* A run with an injected fault exits 1 naming the rank and action, and stores nothing. */
 static void test_run_fault_stores_nothing(void) {
     char *dir = pl_test_tmpdir();
@@ -448,6 +530,7 @@ void exec_test_run_register(void) {
     static const pl_test_case cases[] = {
         {"pipelab run stores one measured and one simulated run", test_run_stores_pair},
         {"a failing run exits 1 and stores nothing", test_run_fault_stores_nothing},
+        {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"tracked memory equals the cost model (gpipe, 1f1b, p=2..4)", test_memory_equals_cost_model},
         {"MPI and threads give identical weights; a failing rank", test_mpi_equals_threads},
