@@ -63,7 +63,8 @@ static const char help_text[] =
     "                        at the moments it runs; outside the pass times. before: just before\n"
     "                        the run, on its own threads (MPI: after, on rank 0; CUDA: before)\n"
     "  --profile-concurrency N  workers the before-profile times at once, pinned like the\n"
-    "                        ranks (default: the ranks, at most the cores; 1 = one thread alone)\n"
+    "                        ranks (default: the ranks, at most the cores; 1 = one thread alone);\n"
+    "                        given alone, it selects --profile-timing before\n"
     "  --save-profile FILE   write the in-process profile the prediction used (a profile CSV:\n"
     "                        between the passes, each block's row is its rank's own worker's)\n"
     "  --no-predict          no prediction\n"
@@ -272,11 +273,12 @@ static int parse(int argc, char **argv, opts *o) {
      * ask for another */
     if (o->ptiming && strcmp(o->ptiming, "between") && strcmp(o->ptiming, "before"))
         return cli_usage_error("run", "--profile-timing must be between or before (got '%s')", o->ptiming);
+    if (o->ptiming && (o->profile || o->no_predict))
+        return cli_usage_error("run", "--profile-timing is for the in-process profile: not with --profile or --no-predict");
     int can_between = !o->mpi && !o->cuda && !o->profile && !o->no_predict;
     if (o->ptiming && strcmp(o->ptiming, "between") == 0) {
         if (!can_between)
-            return cli_usage_error("run", "--profile-timing between needs the CPU backend, the threads transport, a "
-                                          "prediction and no --profile file");
+            return cli_usage_error("run", "--profile-timing between needs the CPU backend and the threads transport");
         if (o->pconc)
             return cli_usage_error("run", "--profile-concurrency is the before-profile's; between the passes the "
                                           "run's own workers profile");
@@ -433,6 +435,7 @@ static cost_model *get_profile(const opts *o, const sched *s, exec_config *c, co
         cost_model *m = cost_model_read_csv(o->profile, text, len, e);
         double st = 0;
         if (m && exec_profile_meta(text, len, NULL, &st) == 0) c->pred_step_s = st;
+        pl_buf_puts(csv, text); /* its per-worker lines give each rank's STEP (cli_run) */
         free(text);
         if (m && exec_profile_check(m, c, o->profile, e) != PL_OK) {
             cost_model_free(m);
@@ -571,12 +574,17 @@ int cli_run(int argc, char **argv) {
     } else if (o.between) {
         prof = run_profile(s, &r, &o.c, &profile_src, &pcsv, &e);
         if (!prof) { rc = cli_fail(&e); goto done; }
-        /* each stage's STEP on its rank's core, as its blocks' rows are (exec_profile_csv_between) */
-        rank_step = pl_calloc((size_t)s->ranks, sizeof *rank_step);
-        if (!rank_step) { pl_errf(&e, PL_ENOMEM, "out of memory"); rc = cli_fail(&e); goto done; }
-        for (int q = 0; q < s->ranks; q++) rank_step[q] = r.between_profile[1 + q].step_s;
     }
     if (prof) {
+        /* each stage's STEP on its rank's core when the profile has one worker per rank (between
+         * the passes, whose block rows are the ranks' own too; or P workers at once), else the
+         * STEP over all of them */
+        rank_step = pl_calloc((size_t)s->ranks, sizeof *rank_step);
+        if (!rank_step) { pl_errf(&e, PL_ENOMEM, "out of memory"); rc = cli_fail(&e); goto done; }
+        if (exec_profile_worker_steps(pcsv.data ? pcsv.data : "", pcsv.len, s->ranks, rank_step) != 0) {
+            free(rank_step);
+            rank_step = NULL;
+        }
         if (cli_run_predict(s, &o.c, prof, rank_step, &pr, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
         have_pred = 1;
         if (o.save_profile && pcsv.len && pl_write_file(o.save_profile, pcsv.data, pcsv.len, &e) != PL_OK) {

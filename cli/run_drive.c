@@ -125,8 +125,9 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
                     int64_t ids[2], pl_err *e) {
     if (ids) ids[0] = ids[1] = 0;
     int p = r->ranks, rc = PL_OK;
-    pl_buf pj;
+    pl_buf pj, puid;
     pl_buf_init(&pj);
+    pl_buf_init(&puid);
     cli_run_params_json(r, info, &pj);
     store_rank_metric *rm = pl_calloc((size_t)p, sizeof *rm);
     store_op *ops = NULL;
@@ -134,9 +135,14 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     size_t nops = 0;
     store *db = NULL;
     if (!rm || pj.failed) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
-    /* the measured run */
+    /* the measured run, and its prediction's uid: STORE_PREDICTION_PREFIX and its own */
+    char muid[64];
+    store_new_uid(muid, sizeof muid);
+    pl_buf_printf(&puid, "%s%s", STORE_PREDICTION_PREFIX, muid);
+    if (puid.failed) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
     store_run run;
     run_common(s, r, info, pj.data, &run);
+    run.uid = muid;
     run.kind = "measured";
     run.iteration_time_s = r->iter_median_s;
     run.throughput_samples_s = r->throughput_samples_s;
@@ -176,8 +182,9 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     if (rc) goto out;
     rc = store_write_run(db, &run, rm, p, ops, nops, ids ? &ids[0] : NULL, e);
     if (rc || !pred) goto out;
-    /* the prediction beside it: same configuration */
+    /* the prediction beside it: same configuration, linked to it by its uid */
     run_common(s, r, info, pj.data, &run);
+    run.uid = puid.data;
     run.kind = "simulated";
     run.iteration_time_s = pred->iteration_time_s;
     run.throughput_samples_s = pred->throughput;
@@ -217,6 +224,7 @@ out:
     free(ops);
     free(names);
     pl_buf_free(&pj);
+    pl_buf_free(&puid);
     return rc;
 }
 

@@ -93,11 +93,13 @@ typedef struct exec_config {
     exec_fault fault;        /* injected fault (tests) */
     int profile_between_reps;/* > 0: profile the block (exec_profile_layers_n's rounds, this many
                               * repetitions) on the workers' own threads in the gaps between the
-                              * passes: before each timed pass and after the last, interleaved
-                              * with the run, so that prediction and measurement see the machine
-                              * at the same moments (exec_result.between_profile). Outside the
-                              * pass times and the memory budget. In-process transport only
-                              * (exec_run; exec_run_rank refuses it). 0 = no (default) */
+                              * passes (before each timed pass), interleaved with the run, so that
+                              * prediction and measurement see the machine at the same moments
+                              * (exec_result.between_profile). Outside the pass times and the
+                              * memory budget (each worker holds the profile's blocks besides its
+                              * own); a pass then starts with the profile's data in the caches.
+                              * exec_run only: exec_run_rank and the CUDA backend refuse it.
+                              * 0 = no (default) */
     double pred_step_s;      /* the optimizer STEP of one block measured by the profile, for the
                               * prediction only (cli_run_predict; 0 = unknown: no STEP time) */
     /* the CUDA backend (exec/cuda/exec_cuda.h; the CPU executor ignores these) */
@@ -337,6 +339,11 @@ int exec_profile_csv_between(const sched *s, const exec_config *cfg, const exec_
 
 /* Returns the cores this process may run on (those the executor pins its ranks to). */
 int exec_profile_cores(void);
+
+/* Reads the per-worker lines of a profile CSV's text[len] ("# pipelab-exec worker=W ... step_s=S"):
+ * 0 and worker w's STEP of one block in step_s[w] when there is exactly one worker per rank
+ * (w in [0, ranks), all present), else -1 (no such lines, another count, a malformed line). */
+int exec_profile_worker_steps(const char *text, size_t len, int ranks, double *step_s);
 
 /* Reads the executor line of a profile CSV's text[len]: 0 and the values, -1 when it has none. */
 int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s);

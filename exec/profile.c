@@ -1,6 +1,14 @@
-/* profile.c: per-block F, I and W times on the calling thread (the median over rounds of
- * repetitions of each round's mean), the measurements `pipelab profile` turns into a cost-model
- * profile.
+/* profile.c: per-block F, I, W and STEP times (the median over rounds of repetitions of each
+ * round's mean), the measurements `pipelab profile` and `pipelab run` turn into a cost-model
+ * profile: on the calling thread, on threads of its own (exec_profile_layers_n), or on a run's
+ * own workers between its passes (exec_prof_worker_*, exec_config.profile_between_reps).
+ *
+ * The input gradient of the model's first block is also timed alone (I0): the executor's first
+ * stage computes no gradient for the model's input, one GEMM fewer; the profile CSV gives block 0
+ * that time. The loss gradient of each microbatch is the run's (MSE against a target), and the
+ * STEP updates with a learning rate of 0, so that every value keeps the magnitudes of a real
+ * model (a fixed N(0, 1) loss gradient and real updates made the weights overflow within two
+ * rounds, and the rounds after timed arithmetic on infinities and NaNs).
  *
  * The timed work has the working set of a real run, not of one block in a loop: the L blocks of
  * the model are distinct (their own weights and gradient accumulators, as the ranks of a run
@@ -150,7 +158,11 @@ static void prof_round(prof_thread *x) {
 #define HD(s, k) (X(s, k) + bh)
 #define A(s, k) (HD(s, k) + bf)
 #define Y(s) (slots + (size_t)(s) * per_slot + (size_t)L * (bh + 2 * bf))
-    const float lr = (float)cfg->lr, mu = (float)cfg->momentum, scale = 1.0f / (float)S;
+    /* the STEP's arithmetic and memory traffic with a learning rate of 0 (read through a volatile,
+     * so the update is computed): a profile times the blocks, it does not train them, and its
+     * weights must stay those of an initialized model whatever the run's --lr and --momentum */
+    static volatile float lr_zero = 0.0f;
+    const float lr = lr_zero, mu = (float)cfg->momentum, scale = 1.0f / (float)S;
     for (int s = 0; s < S; s++)
         for (int k = 0; k < L; k++) {
             float *y = k + 1 < L ? X(s, k + 1) : Y(s);
@@ -272,7 +284,7 @@ void exec_prof_worker_free(exec_prof_worker *w) {
     free(w);
 }
 
-/* Fills p's F, I, W and STEP times from the threads' samples: for each kind, the mean over the
+/* Fills p's F, I, W, STEP and I0 times from the threads' samples: for each kind, the mean over the
  * samples of each round of each thread, then the median over all those rounds (scratch holds at
  * least as many doubles as rounds in all). A run's pass is a sum of actions, so what predicts it
  * is the mean time of an action, interruptions included (the kernel's, the hypervisor's, other
@@ -426,10 +438,10 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
     exec_dims_of(cfg, &d);
     if (between)
         pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
-                           "# measured by the %d workers of a run on their own threads (pinned like its ranks, each on its own\n"
-                           "# %d blocks), in the gaps between its passes, %s, %d repetitions; per block: the median over\n"
-                           "# the rounds of %d microbatches (each round's mean) of the worker of the rank that holds it;\n"
-                           "# every block has this shape.\n",
+                           "# measured by the %d workers of a run on their own threads and cores, each on its own %d\n"
+                           "# blocks, in the gaps between its passes, %s, %d repetitions; per block: the median over the\n"
+                           "# rounds of %d microbatches (each round's mean) of the worker of the rank that holds it (its\n"
+                           "# STEP: that worker's line below); every block has this shape.\n",
                       d.h, d.f, d.f, d.h, concurrency, prof_blocks(cfg, &d, concurrency), exec_blas_init(), reps, PROFILE_SLOTS);
     else if (concurrency > 1)
         pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
@@ -476,7 +488,10 @@ int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const 
 int exec_profile_csv_between(const sched *s, const exec_config *cfg, const exec_result *r, pl_buf *out, pl_err *e) {
     if (!r->between_profile || r->between_reps < 1)
         return pl_errf(e, PL_EINPUT, "the run was not profiled between its passes");
-    if (s->ranks != r->ranks || s->stages != r->stages || cfg->layers < 1)
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    if (s->ranks != r->ranks || s->stages != r->stages || cfg->layers != r->layers || d.h != r->hidden || d.f != r->ffn ||
+        d.b != r->microbatch_size)
         return pl_errf(e, PL_EINPUT, "the schedule or model is not the run's");
     int *core = pl_calloc((size_t)r->ranks, sizeof *core);
     int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
@@ -514,6 +529,29 @@ int exec_profile_meta(const char *text, size_t len, int *concurrency, double *st
         }
     }
     return -1;
+}
+
+int exec_profile_worker_steps(const char *text, size_t len, int ranks, double *step_s) {
+    const char *key = "# " EXEC_PROFILE_META " worker=";
+    size_t kl = strlen(key);
+    int found = 0;
+    for (int q = 0; q < ranks; q++) step_s[q] = -1;
+    for (size_t i = 0; i + kl <= len; i++) {
+        if ((i > 0 && text[i - 1] != '\n') || memcmp(text + i, key, kl) != 0) continue;
+        char line[512];
+        size_t n = 0;
+        for (size_t j = i + kl - strlen("worker="); j < len && text[j] != '\n' && n + 1 < sizeof line; j++) line[n++] = text[j];
+        line[n] = '\0';
+        int w = -1, core = 0;
+        double f, bi, bw, st;
+        if (sscanf(line, "worker=%d core=%d fwd_s=%lf bwd_in_s=%lf bwd_w_s=%lf step_s=%lf", &w, &core, &f, &bi, &bw, &st) != 6 ||
+            w < 0 || !(st >= 0) || !isfinite(st))
+            return -1;
+        if (w >= ranks) return -1; /* measured with more workers than this run has ranks */
+        if (step_s[w] < 0) found++;
+        step_s[w] = st;
+    }
+    return found == ranks ? 0 : -1;
 }
 
 int exec_profile_cores(void) {

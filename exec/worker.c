@@ -411,12 +411,12 @@ static int fault_at(exec_xrank *x, size_t k, const sched_action *a, int *armed) 
 
 /* Runs the rounds of the profile between the passes (exec_config.profile_between_reps) that fall
  * in one gap: its untimed warm-up round when warm, and the timed rounds of gap g (0 .. T - 1:
- * before timed pass g; T: after the last; -1: none). The R timed rounds are spread evenly over
- * the T + 1 gaps. A barrier follows each round, so that the ranks' workers compute their rounds
- * together, as the ranks do, and the next pass starts on all ranks at once. */
+ * before timed pass g; negative: a warm-up pass, none). The R timed rounds are spread evenly
+ * over the T gaps. A barrier follows each round, so that the ranks' workers compute their rounds
+ * together, as the ranks do, and the pass starts on all ranks at once. */
 static int prof_gap(exec_xrank *x, int warm, int g) {
     const exec_config *c = x->cfg;
-    long long R = exec_prof_rounds(c->profile_between_reps), G = c->timed_passes + 1;
+    long long R = exec_prof_rounds(c->profile_between_reps), G = c->timed_passes;
     int n = warm + (g >= 0 ? (int)(R * (g + 1) / G - R * g / G) : 0);
     for (int i = 0; i < n; i++) {
         exec_prof_worker_round(x->prof);
@@ -479,11 +479,6 @@ static void worker_walk(exec_xrank *x) {
             x->rc = exec_xrank_pass_end_check(x, &x->err);
             if (x->rc != PL_OK) x->t->abort(x->t, &x->err);
         }
-    }
-    /* the profile's last gap, after the last pass */
-    if (x->rc == PL_OK && x->prof) {
-        x->rc = x->t->barrier(x->t, &x->err);
-        if (x->rc == PL_OK) x->rc = prof_gap(x, 0, c->timed_passes);
     }
 }
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # validate_cpu.sh: simulated against measured on this machine. For two model widths (256, 512;
 # 8 dense blocks, microbatch 16) it runs gpipe, 1f1b, zb-h1 and interleaved (v = 2) for real on
-# 2 ranks (CPU threads, one core each) with 4 and 8 microbatches (`pipelab run`, which first
-# profiles the block's F, I and W in-process, then runs, and stores the measured run beside the
-# simulator's prediction from that profile; PROFILE=once uses one `pipelab profile` per width
-# instead), reports each pair's errors, the MAPE and
-# the largest error (`pipelab compare`) and draws results/out/figures/accuracy-validate_cpu.png.
+# 2 ranks (CPU threads, one core each) with 4 and 8 microbatches (`pipelab run`, whose workers
+# profile the block's F, I, W and STEP on their own cores in the gaps between the run's passes,
+# and which stores the measured run beside the simulator's prediction from that profile),
+# reports each pair's errors, the MAPE and the largest error (`pipelab compare`) and draws
+# results/out/figures/accuracy-validate_cpu.png. PROFILE=before profiles just before each run
+# instead (`--profile-timing before`), PROFILE=once once per width (`pipelab profile`): the
+# earlier methods, kept for comparison (docs/validate_cpu.md).
 # Targets (issue 7): MAPE of iteration time <= 5%, largest error <= 10%.
-# About 2 minutes on an idle 2-core machine (16 runs of 1 + 10 passes, each after its profile).
+# About 2 minutes on an idle 2-core machine (16 runs of 1 + 20 passes, 25 rounds of the profile between them).
 #
 # Other processes on the cores stretch the measured runs but not the prediction, so the script
 # measures what the rest of the machine used (/proc/stat, minus this script's own CPU time):
@@ -22,9 +24,9 @@
 # the database), whose summary (the busiest rank's compute error beside the iteration error)
 # is printed at the end.
 # Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
-# TIMED (timed passes, 10), TRACE (1), DEPTH (8),
-# PROFILE (each | once), PREPS (profile repetitions, 50), PCONC (profile threads at once, 2: the
-# ranks; 1 profiles one thread alone), QUIET_WAIT, BUSY_MAX, RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
+# TIMED (timed passes, 20), TRACE (1), DEPTH (8),
+# PROFILE (between | before | once), PREPS (profile repetitions, 100), PCONC (before and once:
+# profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, BUSY_MAX, RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
 source "$(dirname "$0")/lib.sh" "$@"
@@ -32,10 +34,10 @@ KINDS=${KINDS:-gpipe 1f1b zb-h1 interleaved}
 TRACE=${TRACE:-1}
 WIDTHS=${WIDTHS:-256 512}
 MICROBATCHES=${MICROBATCHES:-4 8}
-TIMED=${TIMED:-10}
+TIMED=${TIMED:-20}
 DEPTH=${DEPTH:-8}
 PROFILE=${PROFILE:-between}
-PREPS=${PREPS:-50}
+PREPS=${PREPS:-100}
 PCONC=${PCONC:-2}
 QUIET_WAIT=${QUIET_WAIT:-120}
 BUSY_MAX=${BUSY_MAX:-10}
@@ -83,7 +85,7 @@ for h in $WIDTHS; do
                 if [ "$PROFILE" = once ]; then
                     if [ ! -f "$PROF" ]; then
                         quiet_try "$PL" profile --width "$h" --depth "$DEPTH" --reps "$PREPS" --concurrency "$PCONC" -o "$PROF" >/dev/null || exit 1
-                        echo "profile h=$h (F I W, s): $(grep -v '^#' "$PROF" | sed -n 2p | cut -d, -f3-5 | tr , ' ') (others ${OTHERS}%)"
+                        echo "profile h=$h (F I W of block 1, s): $(grep -v '^#' "$PROF" | sed -n 3p | cut -d, -f3-5 | tr , ' ') (others ${OTHERS}%)"
                     fi
                     PROFILE_ARG="--profile $PROF"
                 elif [ "$PROFILE" = before ]; then

@@ -430,7 +430,7 @@ int store_schema_version(const store *s) { return s->version; }
 
 /* Fills buf with a fresh uuid-like (version 4 layout) id from /dev/urandom; the clock, pid and a
  * counter are mixed in so ids stay distinct even without /dev/urandom. */
-static void make_uid(char *buf, size_t n) {
+void store_new_uid(char *buf, size_t n) {
     static unsigned counter;
     unsigned char r[16];
     memset(r, 0, sizeof r);
@@ -464,7 +464,7 @@ int store_insert_run(store *s, const store_run *in, const store_rank_metric *ran
     store_run r = *in;
     char uid[64], utc[32];
     if (!r.uid || !*r.uid) {
-        make_uid(uid, sizeof uid);
+        store_new_uid(uid, sizeof uid);
         r.uid = uid;
     }
     if (!r.utc_time || !*r.utc_time) {

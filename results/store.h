@@ -163,9 +163,17 @@ typedef struct store_comparison {
     store_err_stats iter, thr, bubble, mem;
 } store_comparison;
 
-/* Pairs every measured run selected by f with the newest simulated run of the same configuration
- * (several measured runs may share one prediction); loose = 1 ignores params_json. Pairs come
- * oldest measured run first. Returns PL_OK and *out (free with store_comparison_free). */
+/* A simulated run whose uid is STORE_PREDICTION_PREFIX followed by a measured run's uid is that
+ * run's own prediction (pipelab run stores each measured run with the prediction made for it). */
+#define STORE_PREDICTION_PREFIX "prediction-"
+/* Writes a fresh uuid-like run uid (what store_write_run gives a run without one) to buf[n >= 37]. */
+void store_new_uid(char *buf, size_t n);
+
+/* Pairs every measured run selected by f with its own prediction (STORE_PREDICTION_PREFIX) when
+ * f selects one of the same configuration too, else with the newest simulated run of the same
+ * configuration (several measured runs may then share one prediction); loose = 1 ignores
+ * params_json. Pairs come oldest measured run first. Returns PL_OK and *out (free with
+ * store_comparison_free). */
 int store_compare(store *s, const store_filter *f, int loose, store_comparison *out, pl_err *e);
 /* Frees what store_compare filled and zeroes it. */
 void store_comparison_free(store_comparison *c);

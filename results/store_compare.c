@@ -213,11 +213,14 @@ int store_compare(store *s, const store_filter *f, int loose, store_comparison *
     }
     for (size_t i = 0; i < nmeas; i++) {
         const store_run *best = NULL;
-        for (size_t j = nsim; j-- > 0;) /* newest simulated run first */
-            if (store_same_config(&sims[j], &meas[i], loose)) {
+        /* its own prediction first, then the newest simulated run of its configuration */
+        size_t pl = strlen(STORE_PREDICTION_PREFIX);
+        for (size_t j = 0; j < nsim && !best && meas[i].uid; j++)
+            if (sims[j].uid && strncmp(sims[j].uid, STORE_PREDICTION_PREFIX, pl) == 0 &&
+                strcmp(sims[j].uid + pl, meas[i].uid) == 0 && store_same_config(&sims[j], &meas[i], loose))
                 best = &sims[j];
-                break;
-            }
+        for (size_t j = nsim; !best && j-- > 0;)
+            if (store_same_config(&sims[j], &meas[i], loose)) best = &sims[j];
         if (!best) {
             out->unmatched_measured++;
             continue;

@@ -661,6 +661,8 @@ int cx_check_config(const exec_config *c, pl_err *e) {
     if (rc) return rc;
     if (!exec_precision_name(c->precision)) return pl_errf(e, PL_EINPUT, "unknown precision %d", (int)c->precision);
     if (c->cuda_devices < 0) return pl_errf(e, PL_EINPUT, "the number of GPUs must be >= 0");
+    if (c->profile_between_reps > 0)
+        return pl_errf(e, PL_EINPUT, "profiling between the passes is the CPU executor's (profile the GPU before the run)");
     return PL_OK;
 }
 

@@ -85,6 +85,9 @@ static void test_run_stores_pair(void) {
     CU_ASSERT_STRING_EQUAL(sim->params_json, meas->params_json);
     CU_ASSERT(strstr(meas->params_json, "\"spec\":\"mlp:width=32,depth=4,microbatch=4,ffn_mult=4\"") != NULL);
     CU_ASSERT(store_same_config(sim, meas, 0));
+    /* the prediction names the run it was made for */
+    CU_ASSERT(sim->uid && meas->uid && strncmp(sim->uid, STORE_PREDICTION_PREFIX, strlen(STORE_PREDICTION_PREFIX)) == 0 &&
+              strcmp(sim->uid + strlen(STORE_PREDICTION_PREFIX), meas->uid) == 0);
     CU_ASSERT(meas->iteration_time_s > 0 && sim->iteration_time_s > 0);
     CU_ASSERT(meas->throughput_samples_s > 0);
     store_rank_metric *rm = NULL;
@@ -177,7 +180,8 @@ static void test_run_profile_between(void) {
     /* usage errors: exit 2, nothing run */
     static const char *bad[] = {"--profile-timing later", "--profile-timing between --transport mpi",
                                 "--profile-timing between --profile-concurrency 2", "--profile-timing between --no-predict",
-                                "--profile-timing between --profile x.csv", "--save-profile x.csv --no-predict"};
+                                "--profile-timing between --profile x.csv", "--profile-timing before --profile x.csv",
+                                "--save-profile x.csv --no-predict", "--profile-timing between --backend cuda"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --no-db %s", PIPELAB_BIN, bad[i]);
         out = NULL;

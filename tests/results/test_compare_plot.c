@@ -128,6 +128,69 @@ static void test_pairing_and_errors(void) {
     free(dir);
 }
 
+/* A measured run pairs with its own prediction (uid STORE_PREDICTION_PREFIX + its uid), not with a
+ * newer one of the same configuration; a measured run without one pairs with the newest. Three
+ * repetitions of one configuration, as `pipelab run` stores them, and one measured run alone. */
+static void test_pairing_own_prediction(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = pl_test_path(dir, "own.db");
+    store *s = NULL;
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_FATAL(store_open(path, 0, &s, &e) == PL_OK);
+    static const char *muid[3] = {"run-a", "run-b", "run-c"};
+    const double meas_s[3] = {1.0, 2.0, 4.0}, pred_s[3] = {1.1, 1.8, 4.4};
+    for (int k = 0; k < 3; k++) {
+        store_run r;
+        memset(&r, 0, sizeof r);
+        r.kind = "measured";
+        r.uid = muid[k];
+        r.tag = "rep";
+        r.schedule = "1f1b";
+        r.ranks = r.stages = 2;
+        r.microbatches = 4;
+        r.chunks = r.iterations = 1;
+        r.params_json = P_A;
+        r.iteration_time_s = meas_s[k];
+        CU_ASSERT_FATAL(store_write_run(s, &r, NULL, 0, NULL, 0, NULL, &e) == PL_OK);
+        char uid[64];
+        snprintf(uid, sizeof uid, "%s%s", STORE_PREDICTION_PREFIX, muid[k]);
+        r.uid = uid;
+        r.kind = "simulated";
+        r.iteration_time_s = pred_s[k];
+        CU_ASSERT_FATAL(store_write_run(s, &r, NULL, 0, NULL, 0, NULL, &e) == PL_OK);
+    }
+    store_run lone;
+    memset(&lone, 0, sizeof lone);
+    lone.kind = "measured";
+    lone.tag = "rep";
+    lone.schedule = "1f1b";
+    lone.ranks = lone.stages = 2;
+    lone.microbatches = 4;
+    lone.chunks = lone.iterations = 1;
+    lone.params_json = P_A;
+    lone.iteration_time_s = 5.0;
+    CU_ASSERT_FATAL(store_write_run(s, &lone, NULL, 0, NULL, 0, NULL, &e) == PL_OK);
+    store_filter f;
+    memset(&f, 0, sizeof f);
+    f.tag = "rep";
+    store_comparison c;
+    CU_ASSERT_FATAL(store_compare(s, &f, 0, &c, &e) == PL_OK);
+    CU_ASSERT_EQUAL_FATAL(c.n, 4);
+    for (int k = 0; k < 3; k++) {
+        CU_ASSERT_DOUBLE_EQUAL(c.pairs[k].meas.iteration_time_s, meas_s[k], 0);
+        CU_ASSERT_DOUBLE_EQUAL(c.pairs[k].sim.iteration_time_s, pred_s[k], 0);
+        CU_ASSERT_DOUBLE_EQUAL(c.pairs[k].err_iter, (pred_s[k] - meas_s[k]) / meas_s[k], 1e-15);
+    }
+    CU_ASSERT_DOUBLE_EQUAL(c.pairs[3].sim.iteration_time_s, 4.4, 0); /* the lone run: the newest */
+    CU_ASSERT_DOUBLE_EQUAL(c.iter.max_err, (4.4 - 5.0) / 5.0, 1e-15);
+    store_comparison_free(&c);
+    store_close(s);
+    free(path);
+    tr_rmdir(dir);
+    free(dir);
+}
+
 static void test_compare_cli(void) {
     char *dir = pl_test_tmpdir();
     char *path = make_compare_db(dir);
@@ -315,6 +378,7 @@ void test_compare_plot_register(void) {
     static const pl_test_case cases[] = {
         {"json_get", test_json_get},
         {"pairing_and_errors", test_pairing_and_errors},
+        {"pairing with each run's own prediction", test_pairing_own_prediction},
         {"compare_cli", test_compare_cli},
         {"plot_kinds", test_plot_kinds},
         {"plot_no_gnuplot", test_plot_no_gnuplot},
