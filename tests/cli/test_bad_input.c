@@ -166,4 +166,5 @@ void pl_test_register(void) {
     };
     pl_test_suite("cli bad input", cases);
     { void test_limits_cli_register(void); test_limits_cli_register(); } /* test_limits.c */
+    { void test_sched_flags_cli_register(void); test_sched_flags_cli_register(); } /* test_sched_flags.c */
 }
