@@ -160,6 +160,9 @@ typedef struct exec_xrank {
  * The profile's rounds (exec_profile_layers_n) timed on a run's own worker threads, in the gaps
  * between its passes (exec_config.profile_between_reps). */
 typedef struct exec_prof_worker exec_prof_worker;
+/* Fills the sizes of one block of shape d in p: parameters, the output that crosses a stage
+ * boundary, the stash from F to the backward and from I to W (every profiler's). */
+void exec_profile_sizes(const exec_dims *d, exec_layer_profile *p);
 /* Timed rounds (of the profile's microbatches) that give at least reps samples of every block. */
 int exec_prof_rounds(int reps);
 /* Buffers and sample space of worker tid of `threads` for `rounds` timed rounds (after one

@@ -321,7 +321,6 @@ static int prof_collect(const prof_thread *const *x, int n, const exec_config *c
     if (!all) return pl_errf(e, PL_ENOMEM, "out of memory");
     exec_dims d;
     exec_dims_of(cfg, &d);
-    size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
     memset(p, 0, sizeof *p);
     round_medians(x, n, all, p);
     for (int i = 0; each && i < n; i++) {
@@ -330,12 +329,17 @@ static int prof_collect(const prof_thread *const *x, int n, const exec_config *c
         each[i].concurrency = n;
     }
     p->concurrency = n;
+    exec_profile_sizes(&d, p);
+    free(all);
+    return PL_OK;
+}
+
+void exec_profile_sizes(const exec_dims *d, exec_layer_profile *p) {
+    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, bf = (size_t)d->b * d->f;
     p->param_bytes = nf * sizeof(float);
     p->act_out_bytes = bh * sizeof(float);
     p->stash_bytes = (bh + 2 * bf) * sizeof(float);
     p->w_stash_bytes = (2 * bh + 2 * bf) * sizeof(float);
-    free(all);
-    return PL_OK;
 }
 
 int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,

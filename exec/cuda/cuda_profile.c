@@ -221,16 +221,12 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
         }
     }
     if (rc == PL_OK) {
-        size_t bh = (size_t)q.d.b * q.d.h, bf = (size_t)q.d.b * q.d.f;
         out->f_s = exec_median(t, ns);
         out->i_s = exec_median(t + ns, ns);
         out->w_s = exec_median(t + 2 * ns, ns);
         out->step_s = exec_median(t + 3 * ns, nstep);
         out->concurrency = concurrency;
-        out->param_bytes = nf * sizeof(float);
-        out->act_out_bytes = bh * sizeof(float);
-        out->stash_bytes = (bh + 2 * bf) * sizeof(float);
-        out->w_stash_bytes = (2 * bh + 2 * bf) * sizeof(float);
+        exec_profile_sizes(&q.d, out);
     }
     free(t);
     prof_free(&q);

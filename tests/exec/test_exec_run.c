@@ -46,6 +46,21 @@ static size_t count_runs(const char *path) {
     return n;
 }
 
+/* Opens the database at path read-only and lists its runs of tag, which must be exactly one
+ * measured and one simulated run: *meas and *sim point into *runs (free with store_runs_free). */
+static void open_pair(const char *path, const char *tag, store **s, store_run **runs, const store_run **meas,
+                      const store_run **sim) {
+    pl_err e;
+    size_t n = 0;
+    CU_ASSERT_EQUAL_FATAL(store_open(path, 1, s, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(*s, tag, 0, runs, &n, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 2);
+    *meas = strcmp((*runs)[0].kind, "measured") == 0 ? &(*runs)[0] : &(*runs)[1];
+    *sim = *meas == &(*runs)[0] ? &(*runs)[1] : &(*runs)[0];
+    CU_ASSERT_STRING_EQUAL((*meas)->kind, "measured");
+    CU_ASSERT_STRING_EQUAL((*sim)->kind, "simulated");
+}
+
 /* `pipelab run` writes exactly one measured and one simulated run with the same configuration,
  * with per-rank metrics, and (with --trace) one op row per executed action of the timed passes. */
 static void test_run_stores_pair(void) {
@@ -62,15 +77,10 @@ static void test_run_stores_pair(void) {
     free(out);
     store *s = NULL;
     pl_err e;
-    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
     store_run *runs = NULL;
-    size_t n = 0;
-    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "pair", 0, &runs, &n, &e), PL_OK);
-    CU_ASSERT_EQUAL_FATAL(n, 2);
-    const store_run *meas = strcmp(runs[0].kind, "measured") == 0 ? &runs[0] : &runs[1];
-    const store_run *sim = meas == &runs[0] ? &runs[1] : &runs[0];
-    CU_ASSERT_STRING_EQUAL(meas->kind, "measured");
-    CU_ASSERT_STRING_EQUAL(sim->kind, "simulated");
+    const store_run *meas = NULL, *sim = NULL;
+    size_t n = 2;
+    open_pair(db, "pair", &s, &runs, &meas, &sim);
     CU_ASSERT_STRING_EQUAL(meas->schedule, "1f1b");
     CU_ASSERT_STRING_EQUAL(sim->schedule, meas->schedule);
     CU_ASSERT_EQUAL(sim->ranks, 2);
@@ -158,12 +168,10 @@ static void test_run_profile_between(void) {
     CU_ASSERT(wt[0][4] > 0);
     store *s = NULL;
     pl_err e;
-    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
     store_run *runs = NULL;
-    size_t n = 0;
-    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "between", 0, &runs, &n, &e), PL_OK);
-    CU_ASSERT_EQUAL_FATAL(n, 2);
-    const store_run *sim = strcmp(runs[0].kind, "simulated") == 0 ? &runs[0] : &runs[1];
+    const store_run *meas = NULL, *sim = NULL;
+    size_t n = 2;
+    open_pair(db, "between", &s, &runs, &meas, &sim);
     CU_ASSERT(strstr(sim->params_json, "between the passes") != NULL);
     store_rank_metric *rm = NULL;
     int nr = 0;

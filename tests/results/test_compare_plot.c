@@ -128,6 +128,24 @@ static void test_pairing_and_errors(void) {
     free(dir);
 }
 
+/* Writes a 1f1b, 2-rank, 4-microbatch run of kind with uid (NULL: a fresh one) and tag "rep". */
+static void put_rep(store *s, const char *kind, const char *uid, double iter_s) {
+    store_run r;
+    memset(&r, 0, sizeof r);
+    r.kind = kind;
+    r.uid = uid;
+    r.tag = "rep";
+    r.schedule = "1f1b";
+    r.ranks = r.stages = 2;
+    r.microbatches = 4;
+    r.chunks = r.iterations = 1;
+    r.params_json = P_A;
+    r.iteration_time_s = iter_s;
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_FATAL(store_write_run(s, &r, NULL, 0, NULL, 0, NULL, &e) == PL_OK);
+}
+
 /* A measured run pairs with its own prediction (uid STORE_PREDICTION_PREFIX + its uid), not with a
  * newer one of the same configuration; a measured run without one pairs with the newest. Three
  * repetitions of one configuration, as `pipelab run` stores them, and one measured run alone. */
@@ -141,36 +159,12 @@ static void test_pairing_own_prediction(void) {
     static const char *muid[3] = {"run-a", "run-b", "run-c"};
     const double meas_s[3] = {1.0, 2.0, 4.0}, pred_s[3] = {1.1, 1.8, 4.4};
     for (int k = 0; k < 3; k++) {
-        store_run r;
-        memset(&r, 0, sizeof r);
-        r.kind = "measured";
-        r.uid = muid[k];
-        r.tag = "rep";
-        r.schedule = "1f1b";
-        r.ranks = r.stages = 2;
-        r.microbatches = 4;
-        r.chunks = r.iterations = 1;
-        r.params_json = P_A;
-        r.iteration_time_s = meas_s[k];
-        CU_ASSERT_FATAL(store_write_run(s, &r, NULL, 0, NULL, 0, NULL, &e) == PL_OK);
+        put_rep(s, "measured", muid[k], meas_s[k]);
         char uid[64];
         snprintf(uid, sizeof uid, "%s%s", STORE_PREDICTION_PREFIX, muid[k]);
-        r.uid = uid;
-        r.kind = "simulated";
-        r.iteration_time_s = pred_s[k];
-        CU_ASSERT_FATAL(store_write_run(s, &r, NULL, 0, NULL, 0, NULL, &e) == PL_OK);
+        put_rep(s, "simulated", uid, pred_s[k]);
     }
-    store_run lone;
-    memset(&lone, 0, sizeof lone);
-    lone.kind = "measured";
-    lone.tag = "rep";
-    lone.schedule = "1f1b";
-    lone.ranks = lone.stages = 2;
-    lone.microbatches = 4;
-    lone.chunks = lone.iterations = 1;
-    lone.params_json = P_A;
-    lone.iteration_time_s = 5.0;
-    CU_ASSERT_FATAL(store_write_run(s, &lone, NULL, 0, NULL, 0, NULL, &e) == PL_OK);
+    put_rep(s, "measured", NULL, 5.0);
     store_filter f;
     memset(&f, 0, sizeof f);
     f.tag = "rep";
