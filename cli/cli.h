@@ -3,6 +3,7 @@
 #define PL_CLI_H
 
 #include "pl_common.h"
+#include "pl_sched.h"
 
 /* The run-filter flags that compare and plot share (--tag, --sim-tag, --measured-tag,
  * --schedule, --ranks, --stages, --microbatches, --chunks): option values for getopt_long, the
@@ -17,6 +18,37 @@ struct store_filter;
 /* Applies filter option c with value arg to f. Returns -1 when c is not a filter option,
  * CLI_OK, or CLI_EUSAGE after printing what is wrong with the value. */
 int cli_filter_opt(const char *cmd, int c, const char *arg, struct store_filter *f);
+
+/* The schedule-selection flags that schedule, simulate and run share (--kind, --ranks,
+ * --microbatches, --chunks, --iterations, --recompute, --from, --legacy-letters): option values
+ * for getopt_long (below the subcommands' own, which start at 1000), the entries of its option
+ * table, what they select, and the limits of each command (run's are tighter: its executor
+ * starts one thread per rank). */
+enum { CLI_O_KIND = 950, CLI_O_SRANKS, CLI_O_SMB, CLI_O_SCHUNKS, CLI_O_ITERS, CLI_O_RECOMP, CLI_O_FROM, CLI_O_LEGACY };
+#define CLI_SCHED_LONG_OPTS                                                                         \
+    {"kind", required_argument, 0, CLI_O_KIND}, {"ranks", required_argument, 0, CLI_O_SRANKS},      \
+    {"microbatches", required_argument, 0, CLI_O_SMB}, {"chunks", required_argument, 0, CLI_O_SCHUNKS}, \
+    {"iterations", required_argument, 0, CLI_O_ITERS}, {"recompute", required_argument, 0, CLI_O_RECOMP}, \
+    {"from", required_argument, 0, CLI_O_FROM}, {"legacy-letters", no_argument, 0, CLI_O_LEGACY}
+typedef struct cli_sched_args {
+    const char *kind, *from; /* --kind (generate) or --from (load) */
+    int legacy;              /* --legacy-letters */
+    sched_gen_opts g;        /* --ranks, --microbatches, --chunks, --iterations, --recompute */
+    int have_ranks, have_mb;
+} cli_sched_args;
+/* The largest value each flag takes (the smallest is 1). */
+typedef struct cli_sched_limits { int ranks, microbatches, chunks, iterations; } cli_sched_limits;
+/* schedule's and simulate's: what the generators take (SCHED_MAX_RANKS, SCHED_MAX_MICROBATCHES). */
+extern const cli_sched_limits cli_sched_gen_limits;
+/* Applies schedule option c with value arg to a within lim. Returns -1 when c is not a schedule
+ * option, CLI_OK, or CLI_EUSAGE after printing what is wrong with the value. */
+int cli_sched_opt(const char *cmd, int c, const char *arg, cli_sched_args *a, const cli_sched_limits *lim);
+/* After parsing: exactly one of --kind and --from, and --kind with --ranks and --microbatches.
+ * Returns -1 when they hold, else CLI_EUSAGE after printing which does not. */
+int cli_sched_check(const char *cmd, const cli_sched_args *a);
+/* Generates (--kind) or loads (--from) the schedule, refusing up front one whose memory under
+ * sim_check_memory's mode (SIM_MEM_*) passes the limit, and validates it. NULL and e on error. */
+sched *cli_sched_get(const cli_sched_args *a, int mem_mode, pl_err *e);
 
 /* Exit codes of every subcommand. */
 enum { CLI_OK = 0, CLI_EUSER = 1, CLI_EUSAGE = 2 };

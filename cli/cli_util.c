@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sim.h"
 #include "store.h"
 
 int cli_fail(const pl_err *e) {
@@ -65,4 +66,60 @@ int cli_filter_opt(const char *cmd, int c, const char *arg, store_filter *f) {
     case CLI_O_CHUNKS: return cli_int_arg(cmd, "--chunks", arg, 1, 1 << 20, &f->chunks) ? CLI_EUSAGE : CLI_OK;
     default: return -1;
     }
+}
+
+const cli_sched_limits cli_sched_gen_limits = {SCHED_MAX_RANKS, SCHED_MAX_MICROBATCHES, 4096, 1 << 20};
+
+int cli_sched_opt(const char *cmd, int c, const char *arg, cli_sched_args *a, const cli_sched_limits *lim) {
+    switch (c) {
+    case CLI_O_KIND: a->kind = arg; return CLI_OK;
+    case CLI_O_SRANKS:
+        if (cli_int_arg(cmd, "--ranks", arg, 1, lim->ranks, &a->g.ranks)) return CLI_EUSAGE;
+        a->have_ranks = 1;
+        return CLI_OK;
+    case CLI_O_SMB:
+        if (cli_int_arg(cmd, "--microbatches", arg, 1, lim->microbatches, &a->g.microbatches)) return CLI_EUSAGE;
+        a->have_mb = 1;
+        return CLI_OK;
+    case CLI_O_SCHUNKS: return cli_int_arg(cmd, "--chunks", arg, 1, lim->chunks, &a->g.chunks) ? CLI_EUSAGE : CLI_OK;
+    case CLI_O_ITERS: return cli_int_arg(cmd, "--iterations", arg, 1, lim->iterations, &a->g.iterations) ? CLI_EUSAGE : CLI_OK;
+    case CLI_O_RECOMP: {
+        int r = sched_recompute_parse(arg);
+        if (r < 0) return cli_usage_error(cmd, "--recompute must be none or full (got '%s')", arg);
+        a->g.recompute = (sched_recompute)r;
+        return CLI_OK;
+    }
+    case CLI_O_FROM: a->from = arg; return CLI_OK;
+    case CLI_O_LEGACY: a->legacy = 1; return CLI_OK;
+    default: return -1;
+    }
+}
+
+int cli_sched_check(const char *cmd, const cli_sched_args *a) {
+    if (!a->kind == !a->from) return cli_usage_error(cmd, "give either --kind or --from");
+    if (a->kind && (!a->have_ranks || !a->have_mb)) return cli_usage_error(cmd, "--kind needs --ranks and --microbatches");
+    return -1;
+}
+
+sched *cli_sched_get(const cli_sched_args *a, int mem_mode, pl_err *e) {
+    sched_shape sh;
+    /* the memory of the whole command, before the schedule is generated */
+    if (a->kind && (sched_gen_shape(a->kind, &a->g, &sh, e) != PL_OK || sim_check_memory(a->kind, &sh, mem_mode, e) != PL_OK))
+        return NULL;
+    sched *s = a->from ? sched_load(a->from, a->legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, e)
+                       : sched_generate(a->kind, &a->g, e);
+    if (!s) return NULL;
+    if (a->from) { /* a loaded schedule: its actions, counted as compute actions (an upper bound) */
+        sh = (sched_shape){s->ranks, s->stages, (int64_t)s->microbatches * (s->iterations > 0 ? s->iterations : 1),
+                           (int64_t)sched_total_actions(s)};
+        if (sim_check_memory(a->from, &sh, mem_mode, e) != PL_OK) {
+            sched_free(s);
+            return NULL;
+        }
+    }
+    if (sched_validate(s, e) != PL_OK) {
+        sched_free(s);
+        return NULL;
+    }
+    return s;
 }

@@ -80,15 +80,12 @@ static const char help_text[] =
     "naming the rank and the action.\n"
     "exit status: 0 ok, 1 bad input or a failed run, 2 bad usage\n";
 
-enum { O_KIND = 1000, O_RANKS, O_MB, O_CHUNKS, O_ITERS, O_RECOMP, O_FROM, O_LEGACY, O_WIDTH, O_DEPTH, O_FFN, O_MBS,
+enum { O_WIDTH = 1000, O_DEPTH, O_FFN, O_MBS,
        O_SPLIT, O_LR, O_MOM, O_SEED, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
        O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB, O_FAULT, O_BACKEND, O_PREC, O_SMSPLIT, O_GPUS, O_HELP };
 
 static const struct option long_opts[] = {
-    {"kind", required_argument, 0, O_KIND}, {"ranks", required_argument, 0, O_RANKS},
-    {"microbatches", required_argument, 0, O_MB}, {"chunks", required_argument, 0, O_CHUNKS},
-    {"iterations", required_argument, 0, O_ITERS}, {"recompute", required_argument, 0, O_RECOMP},
-    {"from", required_argument, 0, O_FROM}, {"legacy-letters", no_argument, 0, O_LEGACY},
+    CLI_SCHED_LONG_OPTS,
     {"width", required_argument, 0, O_WIDTH}, {"depth", required_argument, 0, O_DEPTH},
     {"ffn", required_argument, 0, O_FFN}, {"microbatch-size", required_argument, 0, O_MBS},
     {"stage-blocks", required_argument, 0, O_SPLIT}, {"lr", required_argument, 0, O_LR},
@@ -110,12 +107,16 @@ static const struct option long_opts[] = {
 
 #define MAX_SPLIT 4096
 
+/* The schedule flags' limits here, tighter than the generators': the executor starts one thread
+ * (or process) per rank and walks every microbatch of every iteration for real. */
+static const cli_sched_limits run_limits = {4096, 1 << 20, 4096, 1 << 16};
+
 typedef struct opts {
-    const char *kind, *from, *transport, *profile, *save_profile, *format, *dump, *tag, *db;
-    sched_gen_opts g;
+    cli_sched_args a;
+    const char *transport, *profile, *save_profile, *format, *dump, *tag, *db;
     const char *backend, *precision, *ptiming;
     int cuda, between;
-    int have_ranks, have_mb, legacy, depth, preps, pconc, no_predict, trace, no_db, mpi;
+    int depth, preps, pconc, no_predict, trace, no_db, mpi;
     int nsplit, split[MAX_SPLIT];
     uint64_t seed;
     exec_config c;
@@ -168,20 +169,10 @@ static int parse(int argc, char **argv, opts *o) {
     int c;
     double v;
     while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        int src = cli_sched_opt("run", c, optarg, &o->a, &run_limits);
+        if (src == CLI_EUSAGE) return src;
+        if (src == CLI_OK) continue;
         switch (c) {
-        case O_KIND: o->kind = optarg; break;
-        case O_RANKS: if (cli_int_arg("run", "--ranks", optarg, 1, 4096, &o->g.ranks)) return CLI_EUSAGE; o->have_ranks = 1; break;
-        case O_MB: if (cli_int_arg("run", "--microbatches", optarg, 1, 1 << 20, &o->g.microbatches)) return CLI_EUSAGE; o->have_mb = 1; break;
-        case O_CHUNKS: if (cli_int_arg("run", "--chunks", optarg, 1, 4096, &o->g.chunks)) return CLI_EUSAGE; break;
-        case O_ITERS: if (cli_int_arg("run", "--iterations", optarg, 1, 1 << 16, &o->g.iterations)) return CLI_EUSAGE; break;
-        case O_RECOMP: {
-            int r = sched_recompute_parse(optarg);
-            if (r < 0) return cli_usage_error("run", "--recompute must be none or full (got '%s')", optarg);
-            o->g.recompute = (sched_recompute)r;
-            break;
-        }
-        case O_FROM: o->from = optarg; break;
-        case O_LEGACY: o->legacy = 1; break;
         case O_WIDTH: if (cli_int_arg("run", "--width", optarg, 1, 65536, &o->c.hidden)) return CLI_EUSAGE; break;
         case O_DEPTH: if (cli_int_arg("run", "--depth", optarg, 1, 1 << 20, &o->depth)) return CLI_EUSAGE; break;
         case O_FFN: if (cli_int_arg("run", "--ffn", optarg, 1, 1 << 20, &o->c.ffn)) return CLI_EUSAGE; break;
@@ -252,8 +243,8 @@ static int parse(int argc, char **argv, opts *o) {
         }
     }
     if (optind < argc) return cli_usage_error("run", "unexpected argument '%s'", argv[optind]);
-    if (!o->kind == !o->from) return cli_usage_error("run", "give either --kind or --from");
-    if (o->kind && (!o->have_ranks || !o->have_mb)) return cli_usage_error("run", "--kind needs --ranks and --microbatches");
+    int rc = cli_sched_check("run", &o->a);
+    if (rc >= 0) return rc;
     if (strcmp(o->format, "table") && strcmp(o->format, "csv") && strcmp(o->format, "json"))
         return cli_usage_error("run", "--format must be table, csv or json");
     if (strcmp(o->transport, "threads") && strcmp(o->transport, "mpi"))
@@ -301,10 +292,11 @@ static int parse(int argc, char **argv, opts *o) {
 
 /* Loads or generates, validates and lowers the schedule; NULL and e on error. */
 static sched *get_schedule(const opts *o, pl_err *e) {
-    sched *s = o->from ? sched_load(o->from, o->legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, e)
-                       : sched_generate(o->kind, &o->g, e);
+    const cli_sched_args *a = &o->a;
+    sched *s = a->from ? sched_load(a->from, a->legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, e)
+                       : sched_generate(a->kind, &a->g, e);
     if (!s) return NULL;
-    if (o->kind) s->recompute = o->g.recompute;
+    if (a->kind) s->recompute = a->g.recompute;
     if (sched_validate(s, e) != PL_OK) {
         sched_free(s);
         return NULL;

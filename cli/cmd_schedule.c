@@ -42,25 +42,16 @@ static const char help_text[] =
     "exit status: 0 ok, 1 bad input (message names the file, line and reason), 2 bad usage\n";
 
 typedef struct opts {
-    const char *kind, *from, *to, *output, *flavour, *color, *format;
-    sched_gen_opts g;
-    int have_ranks, have_mb;
-    int legacy, lowered, check, no_timeline;
+    cli_sched_args a;
+    const char *to, *output, *flavour, *color, *format;
+    int lowered, check, no_timeline;
     sched_unit_costs costs;
 } opts;
 
-enum { O_KIND = 1000, O_RANKS, O_MB, O_CHUNKS, O_ITERS, O_RECOMP, O_FROM, O_LEGACY, O_LOWERED,
-       O_CHECK, O_TO, O_FLAVOUR, O_NOTL, O_COLOR, O_FORMAT, O_UF, O_UB, O_UI, O_UW, O_HELP, O_MAXMEM };
+enum { O_LOWERED = 1000, O_CHECK, O_TO, O_FLAVOUR, O_NOTL, O_COLOR, O_FORMAT, O_UF, O_UB, O_UI, O_UW, O_HELP, O_MAXMEM };
 
 static const struct option long_opts[] = {
-    {"kind", required_argument, 0, O_KIND},
-    {"ranks", required_argument, 0, O_RANKS},
-    {"microbatches", required_argument, 0, O_MB},
-    {"chunks", required_argument, 0, O_CHUNKS},
-    {"iterations", required_argument, 0, O_ITERS},
-    {"recompute", required_argument, 0, O_RECOMP},
-    {"from", required_argument, 0, O_FROM},
-    {"legacy-letters", no_argument, 0, O_LEGACY},
+    CLI_SCHED_LONG_OPTS,
     {"lowered", no_argument, 0, O_LOWERED},
     {"check", no_argument, 0, O_CHECK},
     {"to", required_argument, 0, O_TO},
@@ -87,22 +78,12 @@ static int parse(int argc, char **argv, opts *o) {
     o->format = "table";
     opterr = 0;
     optind = 1;
-    int c;
+    int c, rc;
     while ((c = getopt_long(argc, argv, "o:", long_opts, NULL)) != -1) {
+        int src = cli_sched_opt("schedule", c, optarg, &o->a, &cli_sched_gen_limits);
+        if (src == CLI_EUSAGE) return src;
+        if (src == CLI_OK) continue;
         switch (c) {
-        case O_KIND: o->kind = optarg; break;
-        case O_RANKS: if (cli_int_arg("schedule", "--ranks", optarg, 1, SCHED_MAX_RANKS, &o->g.ranks)) return CLI_EUSAGE; o->have_ranks = 1; break;
-        case O_MB: if (cli_int_arg("schedule", "--microbatches", optarg, 1, SCHED_MAX_MICROBATCHES, &o->g.microbatches)) return CLI_EUSAGE; o->have_mb = 1; break;
-        case O_CHUNKS: if (cli_int_arg("schedule", "--chunks", optarg, 1, 4096, &o->g.chunks)) return CLI_EUSAGE; break;
-        case O_ITERS: if (cli_int_arg("schedule", "--iterations", optarg, 1, 1 << 20, &o->g.iterations)) return CLI_EUSAGE; break;
-        case O_RECOMP: {
-            int r = sched_recompute_parse(optarg);
-            if (r < 0) return cli_usage_error("schedule", "--recompute must be none or full (got '%s')", optarg);
-            o->g.recompute = (sched_recompute)r;
-            break;
-        }
-        case O_FROM: o->from = optarg; break;
-        case O_LEGACY: o->legacy = 1; break;
         case O_LOWERED: o->lowered = 1; break;
         case O_CHECK: o->check = 1; break;
         case O_TO: o->to = optarg; break;
@@ -128,9 +109,7 @@ static int parse(int argc, char **argv, opts *o) {
         }
     }
     if (optind < argc) return cli_usage_error("schedule", "unexpected argument '%s'", argv[optind]);
-    if (!o->kind == !o->from) return cli_usage_error("schedule", "give either --kind or --from");
-    if (o->kind && (!o->have_ranks || !o->have_mb))
-        return cli_usage_error("schedule", "--kind needs --ranks and --microbatches");
+    if ((rc = cli_sched_check("schedule", &o->a)) >= 0) return rc;
     if (o->to && strcmp(o->to, "sched") != 0 && strcmp(o->to, "torch-csv") != 0)
         return cli_usage_error("schedule", "--to must be sched or torch-csv (got '%s')", o->to);
     if (o->flavour && strcmp(o->flavour, "compute_only") != 0 && strcmp(o->flavour, "compute_comms") != 0)
@@ -170,25 +149,8 @@ int cli_schedule(int argc, char **argv) {
     if (rc >= 0) return rc;
     pl_err e;
     pl_err_clear(&e);
-    sched_shape sh;
-    /* the memory of the whole command, before the schedule is generated */
-    if (o.kind && (sched_gen_shape(o.kind, &o.g, &sh, &e) != PL_OK || sim_check_memory(o.kind, &sh, SIM_MEM_SCHEDULE, &e) != PL_OK))
-        return cli_fail(&e);
-    sched *s = o.from ? sched_load(o.from, o.legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, &e)
-                      : sched_generate(o.kind, &o.g, &e);
+    sched *s = cli_sched_get(&o.a, SIM_MEM_SCHEDULE, &e);
     if (!s) return cli_fail(&e);
-    if (o.from) { /* a loaded schedule: its actions, counted as compute actions (an upper bound) */
-        sh = (sched_shape){s->ranks, s->stages, (int64_t)s->microbatches * (s->iterations > 0 ? s->iterations : 1),
-                           (int64_t)sched_total_actions(s)};
-        if (sim_check_memory(o.from, &sh, SIM_MEM_SCHEDULE, &e) != PL_OK) {
-            sched_free(s);
-            return cli_fail(&e);
-        }
-    }
-    if (sched_validate(s, &e) != PL_OK) {
-        sched_free(s);
-        return cli_fail(&e);
-    }
     if (o.lowered && !s->lowered) {
         sched *l = sched_lower(s, &e);
         sched_free(s);
@@ -204,7 +166,7 @@ int cli_schedule(int argc, char **argv) {
     pl_buf_init(&out);
     if (o.check) {
         pl_buf_printf(&out, "ok: %s: %d ranks, %d stages, %d microbatches, %zu actions, valid and deadlock-free\n",
-                      o.from ? o.from : s->kind, s->ranks, s->stages, s->microbatches, sched_total_actions(s));
+                      o.a.from ? o.a.from : s->kind, s->ranks, s->stages, s->microbatches, sched_total_actions(s));
         rc = cli_write_output(NULL, &out);
     } else if (o.to) {
         if (strcmp(o.to, "sched") == 0) {

@@ -92,17 +92,14 @@ static const char help_text[] =
     "\n"
     "exit status: 0 ok, 1 bad input or OOM with --fail-on-oom, 2 bad usage\n";
 
-enum { O_KIND = 1000, O_RANKS, O_MB, O_CHUNKS, O_ITERS, O_RECOMP, O_FROM, O_LEGACY, O_TF, O_TB, O_TI, O_TW,
+enum { O_TF = 1000, O_TB, O_TI, O_TW,
        O_TSTEP, O_STAGECOSTS, O_TCOMM, O_BYTES, O_BW, O_LAT, O_IBW, O_ILAT, O_RPN, O_SHARED, O_BLOCK,
        O_REPL, O_REPLS, O_ARINTER, O_STASH, O_WFRAC, O_PARAM, O_DTYPE, O_OPT, O_CAP, O_FAILOOM, O_MBS,
        O_CV, O_SEED, O_REPEAT, O_TRACE, O_TRACEJSON, O_FORMAT, O_TAG, O_DB, O_NODB, O_HELP, O_MODEL, O_HW,
        O_SET, O_PARTITION, O_SPLIT, O_BALANCE, O_PREC, O_MAXMEM };
 
 static const struct option long_opts[] = {
-    {"kind", required_argument, 0, O_KIND}, {"ranks", required_argument, 0, O_RANKS},
-    {"microbatches", required_argument, 0, O_MB}, {"chunks", required_argument, 0, O_CHUNKS},
-    {"iterations", required_argument, 0, O_ITERS}, {"recompute", required_argument, 0, O_RECOMP},
-    {"from", required_argument, 0, O_FROM}, {"legacy-letters", no_argument, 0, O_LEGACY},
+    CLI_SCHED_LONG_OPTS,
     {"tf", required_argument, 0, O_TF}, {"tb", required_argument, 0, O_TB},
     {"ti", required_argument, 0, O_TI}, {"tw", required_argument, 0, O_TW},
     {"tstep", required_argument, 0, O_TSTEP}, {"stage-costs", required_argument, 0, O_STAGECOSTS},
@@ -142,9 +139,8 @@ typedef struct model_ctx {
 } model_ctx;
 
 typedef struct opts {
-    const char *kind, *from, *stage_costs, *trace_json, *format, *tag, *db;
-    sched_gen_opts g;
-    int have_ranks, have_mb, legacy;
+    cli_sched_args a;
+    const char *stage_costs, *trace_json, *format, *tag, *db;
     sim_basic b;
     sim_config c;
     int replicas_all, have_replicas_all;
@@ -228,20 +224,10 @@ static int parse(int argc, char **argv, opts *o) {
     while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
         if (is_basic_flag(c) && !o->basic_flag) o->basic_flag = strcpy(basic_name, opt_name(c));
         if (is_model_flag(c) && !o->model_flag) o->model_flag = strcpy(model_name, opt_name(c));
+        int src = cli_sched_opt("simulate", c, optarg, &o->a, &cli_sched_gen_limits);
+        if (src == CLI_EUSAGE) return src;
+        if (src == CLI_OK) continue;
         switch (c) {
-        case O_KIND: o->kind = optarg; break;
-        case O_RANKS: if (cli_int_arg("simulate", "--ranks", optarg, 1, SCHED_MAX_RANKS, &o->g.ranks)) return CLI_EUSAGE; o->have_ranks = 1; break;
-        case O_MB: if (cli_int_arg("simulate", "--microbatches", optarg, 1, SCHED_MAX_MICROBATCHES, &o->g.microbatches)) return CLI_EUSAGE; o->have_mb = 1; break;
-        case O_CHUNKS: if (cli_int_arg("simulate", "--chunks", optarg, 1, 4096, &o->g.chunks)) return CLI_EUSAGE; break;
-        case O_ITERS: if (cli_int_arg("simulate", "--iterations", optarg, 1, 1 << 20, &o->g.iterations)) return CLI_EUSAGE; break;
-        case O_RECOMP: {
-            int r = sched_recompute_parse(optarg);
-            if (r < 0) return cli_usage_error("simulate", "--recompute must be none or full (got '%s')", optarg);
-            o->g.recompute = (sched_recompute)r;
-            break;
-        }
-        case O_FROM: o->from = optarg; break;
-        case O_LEGACY: o->legacy = 1; break;
         case O_TF: if (num_arg("--tf", optarg, &o->b.tf_s)) return CLI_EUSER; break;
         case O_TB: if (num_arg("--tb", optarg, &o->b.tb_s)) return CLI_EUSER; break;
         case O_TI: if (num_arg("--ti", optarg, &o->b.ti_s)) return CLI_EUSER; break;
@@ -322,8 +308,8 @@ static int parse(int argc, char **argv, opts *o) {
         }
     }
     if (optind < argc) return cli_usage_error("simulate", "unexpected argument '%s'", argv[optind]);
-    if (!o->kind == !o->from) return cli_usage_error("simulate", "give either --kind or --from");
-    if (o->kind && (!o->have_ranks || !o->have_mb)) return cli_usage_error("simulate", "--kind needs --ranks and --microbatches");
+    int rc = cli_sched_check("simulate", &o->a);
+    if (rc >= 0) return rc;
     if (strcmp(o->format, "table") && strcmp(o->format, "csv") && strcmp(o->format, "json"))
         return cli_usage_error("simulate", "--format must be table, csv or json");
     if (o->model && o->basic_flag)
@@ -572,26 +558,8 @@ out:
 
 /* Loads or generates, validates and lowers the schedule; NULL and e on error. */
 static sched *get_schedule(const opts *o, pl_err *e) {
-    int mode = o->trace || o->trace_json ? SIM_MEM_TRACE : SIM_MEM_SIMULATE;
-    sched_shape sh;
-    /* the memory of the whole run, before the schedule is generated */
-    if (!o->from && (sched_gen_shape(o->kind, &o->g, &sh, e) != PL_OK || sim_check_memory(o->kind, &sh, mode, e) != PL_OK))
-        return NULL;
-    sched *s = o->from ? sched_load(o->from, o->legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, e)
-                       : sched_generate(o->kind, &o->g, e);
+    sched *s = cli_sched_get(&o->a, o->trace || o->trace_json ? SIM_MEM_TRACE : SIM_MEM_SIMULATE, e);
     if (!s) return NULL;
-    if (o->from) { /* a loaded schedule: its actions, counted as compute actions (an upper bound) */
-        sh = (sched_shape){s->ranks, s->stages, (int64_t)s->microbatches * (s->iterations > 0 ? s->iterations : 1),
-                           (int64_t)sched_total_actions(s)};
-        if (sim_check_memory(o->from, &sh, mode, e) != PL_OK) {
-            sched_free(s);
-            return NULL;
-        }
-    }
-    if (sched_validate(s, e) != PL_OK) {
-        sched_free(s);
-        return NULL;
-    }
     sched *l = sched_lower(s, e);
     sched_free(s);
     return l;

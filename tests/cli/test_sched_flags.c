@@ -93,12 +93,13 @@ static const flag_case cases[] = {
     COMMON_ROWS(schedule, "--check "),
     COMMON_ROWS(simulate, SIMX),
     COMMON_ROWS(run, RUNX),
-    /* run's own limits, which schedule and simulate accept */
-    {"run", RUNX "--kind gpipe --ranks 65536 --microbatches 4", 2,
+    /* run's own limits, which schedule and simulate accept (--format bogus: an accepted value
+     * fails fast instead of running) */
+    {"run", RUNX "--kind gpipe --ranks 65536 --microbatches 4 --format bogus", 2,
      USAGE(run, "--ranks needs a whole number between 1 and 4096 (got '65536')")},
-    {"run", RUNX "--kind gpipe --ranks 2 --microbatches 16777216", 2,
+    {"run", RUNX "--kind gpipe --ranks 2 --microbatches 16777216 --format bogus", 2,
      USAGE(run, "--microbatches needs a whole number between 1 and 1048576 (got '16777216')")},
-    {"run", RUNX "--kind gpipe --ranks 2 --microbatches 4 --iterations 1048576", 2,
+    {"run", RUNX "--kind gpipe --ranks 2 --microbatches 4 --iterations 1048576 --format bogus", 2,
      USAGE(run, "--iterations needs a whole number between 1 and 65536 (got '1048576')")},
     {NULL, NULL, 0, NULL},
 };
