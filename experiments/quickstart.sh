@@ -8,8 +8,11 @@
 #   3. partitions that model into 2 balanced stages from the profile;
 #   4. simulates gpipe, 1f1b and zb-h1 on 2 ranks, 8 microbatches, with those costs (blocking
 #      receives, as the executor's workers wait in a RECV);
-#   5. runs the same three for real on 2 ranks (one CPU thread per rank, real training);
-#   6. compares predicted and measured (iteration time, throughput, bubble, memory, MAPE);
+#   5. runs the same three for real on 2 ranks (one CPU thread per rank, real training), each
+#      predicted again from the profile its own workers measure between its passes (this machine's
+#      speed can drift within seconds: the profile of step 2 was measured earlier);
+#   6. compares each run with its own prediction (iteration time, throughput, bubble, memory,
+#      MAPE);
 #   7. draws zb-h1's predicted and measured timelines and the accuracy plot (gnuplot).
 # Everything lands in results/out/quickstart.db (made afresh each run) and the figures in
 # results/out/figures/. Measured times depend on what else the cores are doing: other load
@@ -57,18 +60,19 @@ for kind in gpipe 1f1b zb-h1; do
 done
 "$PL" db list --db "$DB" --tag $TAG-sim --limit 3
 echo
-echo "== 5. run them for real: 2 ranks (threads), width $H, $L blocks, $M microbatches of 16 rows"
+echo "== 5. run them for real: 2 ranks (threads), width $H, $L blocks, $M microbatches of 16 rows;"
+echo "   each predicted from the profile its workers measure between its passes"
 run_all() {
     for kind in gpipe 1f1b zb-h1; do
         echo "-- $kind"
-        "$PL" run --kind $kind --ranks 2 --microbatches $M --width $H --depth $L --profile "$PROF" --trace \
+        "$PL" run --kind $kind --ranks 2 --microbatches $M --width $H --depth $L --timed 10 --profile-reps 40 --trace \
             --tag $TAG --db "$DB" | sed -n '/^ *measured/,/^  predicted from/p'
     done
 }
 measure_others run_all
 echo "(other processes used ${OTHERS}% of the CPUs meanwhile; their load stretches the measured times)"
 echo
-echo "== 6. compare predicted and measured"
+echo "== 6. compare each run with its own prediction"
 "$PL" compare --db "$DB" --tag $TAG
 echo
 echo "== 7. figures"
@@ -76,7 +80,7 @@ run_of() { "$PL" db list --db "$DB" --tag "$1" --limit 0 --format csv | awk -F, 
 "$PL" plot timeline "$(run_of $TAG-sim simulated)" --db "$DB" -o "$FIG/timeline-$TAG-zb-h1-predicted.png" \
     --title "zb-h1 predicted from this CPU's profile: 2 ranks, $M microbatches, width $H"
 "$PL" plot timeline "$(run_of $TAG measured)" --db "$DB" -o "$FIG/timeline-$TAG-zb-h1-measured.png" \
-    --title "zb-h1 measured on this CPU: 2 ranks, $M microbatches, width $H (5 timed passes)"
+    --title "zb-h1 measured on this CPU: 2 ranks, $M microbatches, width $H (10 timed passes)"
 "$PL" plot accuracy --db "$DB" --tag $TAG -o "$FIG/accuracy-$TAG.png" \
     --title "Predicted against measured iteration time (gpipe, 1f1b, zb-h1; 2 CPU ranks)"
 echo
