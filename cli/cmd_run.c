@@ -57,11 +57,11 @@ static const char help_text[] =
     "  --profile FILE        profile CSV from `pipelab profile` (default: profile in-process)\n"
     "  --profile-reps N      repetitions of the in-process profile (default 20)\n"
     "  --profile-timing between|before  when the in-process profile is measured. between\n"
-    "                        (default with the CPU backend and threads): by the run's own\n"
-    "                        workers, in the gaps between its passes (before each timed pass and\n"
-    "                        after the last), so that a machine whose speed drifts is profiled\n"
-    "                        at the moments it runs; outside the pass times. before: just before\n"
-    "                        the run, on its own threads (MPI: after, on rank 0; CUDA: before)\n"
+    "                        (default with the CPU backend, threads or MPI): by the run's own\n"
+    "                        workers, in the gaps before its timed passes, each on its rank's\n"
+    "                        core, so that a machine whose speed drifts is profiled at the\n"
+    "                        moments it runs; outside the pass times. before: just before the\n"
+    "                        run, on threads of its own (MPI: after, on rank 0; CUDA: before)\n"
     "  --profile-concurrency N  workers the before-profile times at once, pinned like the\n"
     "                        ranks (default: the ranks, at most the cores; 1 = one thread alone);\n"
     "                        given alone, it selects --profile-timing before\n"
@@ -260,16 +260,16 @@ static int parse(int argc, char **argv, opts *o) {
     if (!o->cuda && (o->c.precision != EXEC_PREC_FP32 || o->c.sm_split || o->c.cuda_devices))
         return cli_usage_error("run", "--precision other than fp32, --sm-split and --gpus need --backend cuda");
     /* when the in-process profile is measured: between the passes where it can be (the CPU
-     * executor's threads), unless a profile file, the before-profile's concurrency, MPI or CUDA
+     * executor, threads or MPI), unless a profile file, the before-profile's concurrency or CUDA
      * ask for another */
     if (o->ptiming && strcmp(o->ptiming, "between") && strcmp(o->ptiming, "before"))
         return cli_usage_error("run", "--profile-timing must be between or before (got '%s')", o->ptiming);
     if (o->ptiming && (o->profile || o->no_predict))
         return cli_usage_error("run", "--profile-timing is for the in-process profile: not with --profile or --no-predict");
-    int can_between = !o->mpi && !o->cuda && !o->profile && !o->no_predict;
+    int can_between = !o->cuda && !o->profile && !o->no_predict;
     if (o->ptiming && strcmp(o->ptiming, "between") == 0) {
         if (!can_between)
-            return cli_usage_error("run", "--profile-timing between needs the CPU backend and the threads transport");
+            return cli_usage_error("run", "--profile-timing between needs the CPU backend");
         if (o->pconc)
             return cli_usage_error("run", "--profile-concurrency is the before-profile's; between the passes the "
                                           "run's own workers profile");
@@ -556,7 +556,9 @@ int cli_run(int argc, char **argv) {
         if (exec_mpi_run(s, &o.c, &r, &is_root, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
         if (!is_root) goto done; /* rank 0 reports and stores */
         if (!o.no_predict) {
-            prof = get_profile(&o, s, &o.c, &profile_src, &pcsv, &e);
+            /* between the passes: what every rank's worker measured, gathered on rank 0 */
+            prof = o.between ? run_profile(s, &r, &o.c, &profile_src, &pcsv, &e)
+                             : get_profile(&o, s, &o.c, &profile_src, &pcsv, &e);
             if (!prof) { rc = cli_fail(&e); goto done; }
         }
     } else if (exec_run(s, &o.c, &r, &e) != PL_OK) {

@@ -240,6 +240,36 @@ int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *
             memcpy(out->final_weights + (size_t)b0 * nf, src, (size_t)out->stage_blocks[q] * nf * sizeof(float));
         }
     }
+    int profiled = p > 0;
+    for (int r = 0; r < p; r++) profiled = profiled && recs[r].has_prof;
+    if (profiled) {
+        /* the profile between the passes: each worker's own, and over all of them the median of
+         * theirs (the in-process executor replaces it by the median over all their rounds) */
+        out->between_profile = pl_calloc((size_t)p + 1, sizeof *out->between_profile);
+        double *v = pl_calloc((size_t)p, sizeof *v);
+        if (!out->between_profile || !v) {
+            free(v);
+            rc = pl_errf(e, PL_ENOMEM, "out of memory");
+            goto fail;
+        }
+        out->between_reps = c->profile_between_reps;
+        exec_layer_profile *all = &out->between_profile[0];
+        double *kind[5] = {&all->f_s, &all->i_s, &all->w_s, &all->step_s, &all->i0_s};
+        for (int k = 0; k < 5; k++) {
+            for (int r = 0; r < p; r++) v[r] = recs[r].prof_s[k];
+            *kind[k] = exec_median(v, (size_t)p);
+        }
+        free(v);
+        for (int r = 0; r <= p; r++) {
+            exec_layer_profile *lp = &out->between_profile[r];
+            if (r > 0) {
+                const double *v = recs[r - 1].prof_s;
+                lp->f_s = v[0], lp->i_s = v[1], lp->w_s = v[2], lp->step_s = v[3], lp->i0_s = v[4];
+            }
+            lp->concurrency = p;
+            exec_profile_sizes(&d, lp);
+        }
+    }
     free(tmp);
     return PL_OK;
 fail:
@@ -265,8 +295,6 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
     int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
     if (!blocks) return pl_errf(e, PL_ENOMEM, "out of memory");
     int rc = check_run(s, c, blocks, e);
-    if (rc == PL_OK && c->profile_between_reps > 0)
-        rc = pl_errf(e, PL_EINPUT, "profiling between the passes needs the in-process transport (one process)");
     exec_blas_init();
     int P = c->warmup_passes + c->timed_passes, M = s->microbatches * (s->iterations > 0 ? s->iterations : 1);
     exec_data data;
@@ -277,6 +305,14 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
     if (rc == PL_OK && !loss_mb) rc = pl_errf(e, PL_ENOMEM, "out of memory");
     if (rc == PL_OK) rc = exec_data_build(c, &data, e);
     if (rc == PL_OK) rc = exec_xrank_setup(&x, r, s, c, blocks, &data, loss_mb, e);
+    if (rc == PL_OK && c->profile_between_reps > 0) {
+        /* the profile between the passes: this rank's worker's blocks and buffers */
+        x.prof = exec_prof_worker_new(c, r, s->ranks, exec_prof_rounds(c->profile_between_reps), e);
+        if (!x.prof) {
+            rc = e->code;
+            pl_err_prefix(e, "rank %d, the profile between the passes: ", r);
+        }
+    }
     if (rc == PL_OK) {
         int cpus[EXEC_MAX_CORES];
         int n = exec_platform_cores(cpus, EXEC_MAX_CORES);
@@ -389,13 +425,12 @@ int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) 
         if (xr[r].rc) { rc = xr[r].rc; *e = xr[r].err; goto done; }
     for (int r = 0; r < p && rc == PL_OK; r++) rc = exec_xrank_record(&xr[r], loss_mb, xr[r].arena_bytes, &recs[r], e);
     if (rc == PL_OK) rc = exec_assemble(s, c, recs, out, e);
-    if (rc == PL_OK && c->profile_between_reps > 0) {
-        out->between_profile = pl_calloc((size_t)p + 1, sizeof *out->between_profile);
+    if (rc == PL_OK && out->between_profile) {
+        /* in one process, the profile over all workers is the median over all their rounds */
         exec_prof_worker **pw = pl_calloc((size_t)p, sizeof *pw);
-        if (!out->between_profile || !pw) rc = pl_errf(e, PL_ENOMEM, "out of memory");
+        if (!pw) rc = pl_errf(e, PL_ENOMEM, "out of memory");
         for (int r = 0; rc == PL_OK && r < p; r++) pw[r] = xr[r].prof;
-        if (rc == PL_OK) rc = exec_prof_worker_collect(pw, p, c, &out->between_profile[0], out->between_profile + 1, e);
-        out->between_reps = c->profile_between_reps;
+        if (rc == PL_OK) rc = exec_prof_worker_collect(pw, p, c, &out->between_profile[0], NULL, e);
         free(pw);
     }
     if (rc == PL_OK) {

@@ -98,8 +98,7 @@ typedef struct exec_config {
                               * (exec_result.between_profile). Outside the pass times and the
                               * memory budget (each worker holds the profile's blocks besides its
                               * own); a pass then starts with the profile's data in the caches.
-                              * exec_run only: exec_run_rank and the CUDA backend refuse it.
-                              * 0 = no (default) */
+                              * CPU only (the CUDA backend refuses it). 0 = no (default) */
     double pred_step_s;      /* the optimizer STEP of one block measured by the profile, for the
                               * prediction only (cli_run_predict; 0 = unknown: no STEP time) */
     /* the CUDA backend (exec/cuda/exec_cuda.h; the CPU executor ignores these) */
@@ -188,7 +187,8 @@ typedef struct exec_result {
     const char *precision; /* "fp32", "tf32" or "bf16" (static string) */
     char device[128];      /* e.g. "NVIDIA H200 x1, 4 ranks per GPU"; empty for the CPU */
     /* the profile measured between the passes (exec_config.profile_between_reps), NULL without:
-     * [0] over all workers, [1 + r] rank r's worker alone (owned) */
+     * [0] over all workers (in one process the median over all their rounds; over MPI processes
+     * the median of the workers' own), [1 + r] rank r's worker alone (owned) */
     struct exec_layer_profile *between_profile;
     int between_reps;      /* its repetitions */
 } exec_result;
@@ -260,6 +260,9 @@ typedef struct exec_rank_record {
                                * rank that holds the last stage (zeros elsewhere) */
     float *weights;           /* [exec_param_count] final weights of this rank's blocks (others 0) */
     size_t n_weights;
+    int has_prof;             /* 1: profiled between the passes (exec_config.profile_between_reps): */
+    double prof_s[5];         /* its worker's F, I, W, STEP and I0 of one block (medians over its
+                               * rounds) */
 } exec_rank_record;
 
 void exec_rank_record_free(exec_rank_record *r);

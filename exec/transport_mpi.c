@@ -313,14 +313,16 @@ static double clock_offset(mend *m, int r) {
 
 /* Header of a record sent to rank 0. */
 typedef struct rec_head {
-    int64_t passes, n_ops, n_weights, n_loss, core, allocated_bytes, model_peak_bytes;
+    int64_t passes, n_ops, n_weights, n_loss, core, allocated_bytes, model_peak_bytes, has_prof;
     exec_mem peak;
+    double prof_s[5];
 } rec_head;
 
 /* Sends rank m->rank's record to rank 0 (tags 10..15 on ctl). */
 static void send_record(mend *m, const exec_rank_record *r, size_t n_loss) {
     rec_head h = {r->passes, (int64_t)r->n_ops, (int64_t)r->n_weights, (int64_t)n_loss, r->core,
-                  (int64_t)r->allocated_bytes, (int64_t)r->model_peak_bytes, r->peak};
+                  (int64_t)r->allocated_bytes, (int64_t)r->model_peak_bytes, r->has_prof, r->peak, {0}};
+    memcpy(h.prof_s, r->prof_s, sizeof h.prof_s);
     MPI_Send(&h, (int)sizeof h, MPI_BYTE, 0, 10, m->ctl);
     MPI_Send(r->pass_start_s, 6 * r->passes, MPI_DOUBLE, 0, 11, m->ctl);
     if (r->n_ops) MPI_Send(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, 0, 12, m->ctl);
@@ -342,6 +344,8 @@ static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
     r->allocated_bytes = (size_t)h.allocated_bytes;
     r->model_peak_bytes = (size_t)h.model_peak_bytes;
     r->peak = h.peak;
+    r->has_prof = (int)h.has_prof;
+    memcpy(r->prof_s, h.prof_s, sizeof r->prof_s);
     r->pass_start_s = pl_calloc(6 * (size_t)r->passes, sizeof(double));
     r->ops = r->n_ops ? pl_calloc(r->n_ops, sizeof *r->ops) : NULL;
     r->loss_mb = pl_calloc((size_t)h.n_loss ? (size_t)h.n_loss : 1, sizeof(double));

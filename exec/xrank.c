@@ -356,5 +356,19 @@ int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_byt
         memcpy(rec->weights + (size_t)st->block0 * nf, st->ver.base + (size_t)st->cur * st->ver.stride,
                st->pfloats * sizeof(float));
     }
+    if (x->prof) {
+        /* this worker's own profile between the passes */
+        exec_layer_profile lp;
+        exec_prof_worker *w = x->prof;
+        int rc = exec_prof_worker_collect(&w, 1, c, &lp, NULL, e);
+        if (rc != PL_OK) {
+            exec_rank_record_free(rec);
+            pl_err_prefix(e, "rank %d: ", x->r);
+            return rc;
+        }
+        rec->has_prof = 1;
+        rec->prof_s[0] = lp.f_s, rec->prof_s[1] = lp.i_s, rec->prof_s[2] = lp.w_s, rec->prof_s[3] = lp.step_s,
+        rec->prof_s[4] = lp.i0_s;
+    }
     return PL_OK;
 }

@@ -629,7 +629,7 @@ static void test_profile(void) {
  * buffers of their own), keeps its passes, and returns each worker's profile and the pooled one,
  * which lies between the workers' own (the median of pooled rounds lies between the medians of
  * the parts). Also with no warm-up pass (the profile's warm-up round then opens the first gap),
- * and with more rounds than gaps. exec_run_rank refuses it (MPI cannot pool the rounds). */
+ * and with more rounds than gaps. */
 static void test_profile_between(void) {
     for (int warm = 0; warm <= 1; warm++) {
         sched *s = lowered("1f1b", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
@@ -658,13 +658,6 @@ static void test_profile_between(void) {
         }
         exec_result_free(&plain);
         exec_result_free(&prof);
-        /* one process per rank cannot pool its rounds: refused before any work */
-        exec_transport *t = exec_threads_transport_new(2, 8, 4 * 32 * sizeof(float), 5, &e);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-        exec_rank_record rec;
-        CU_ASSERT_EQUAL(exec_run_rank(s, &c, &t[0], &rec, &e), PL_EINPUT);
-        CU_ASSERT(strstr(e.msg, "in-process transport") != NULL);
-        exec_threads_transport_free(t, 2);
         sched_free(s);
     }
 }

@@ -186,8 +186,7 @@ static void test_run_profile_between(void) {
     store_runs_free(runs, n);
     store_close(s);
     /* usage errors: exit 2, nothing run */
-    static const char *bad[] = {"--profile-timing later", "--profile-timing between --transport mpi",
-                                "--profile-timing between --profile-concurrency 2", "--profile-timing between --no-predict",
+    static const char *bad[] = {"--profile-timing later", "--profile-timing between --profile-concurrency 2", "--profile-timing between --no-predict",
                                 "--profile-timing between --profile x.csv", "--profile-timing before --profile x.csv",
                                 "--save-profile x.csv --no-predict", "--profile-timing between --backend cuda"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -395,6 +394,26 @@ static void test_mpi_equals_threads(void) {
         free(b);
     }
     CU_ASSERT_EQUAL(count_runs(db), 4);
+    /* each MPI rank's worker profiles between the passes too; rank 0 gathers their times: the
+     * saved profile has one worker line per rank and the prediction says where it came from */
+    char *csv = pl_test_path(dir, "mpi_profile.csv");
+    snprintf(cmd, sizeof cmd, MPIENV "timeout 60 " MPIRUN " %s run --transport mpi --kind 1f1b --ranks 2 --microbatches 4 " SMALL
+             " --no-db --save-profile %s", PIPELAB_BIN, csv);
+    char *pout = NULL;
+    int prc = sh(cmd, &pout);
+    if (prc != 0) fprintf(stderr, "%s\n", pout);
+    CU_ASSERT_EQUAL(prc, 0);
+    CU_ASSERT(pout && strstr(pout, "between the passes") != NULL);
+    free(pout);
+    char *text = NULL;
+    size_t len = 0;
+    pl_err pe;
+    CU_ASSERT_EQUAL_FATAL(pl_read_file(csv, 1 << 20, &text, &len, &pe), PL_OK);
+    double steps[2] = {0, 0};
+    CU_ASSERT_EQUAL(exec_profile_worker_steps(text, len, 2, steps), 0);
+    CU_ASSERT(steps[0] > 0 && steps[1] > 0);
+    free(text);
+    free(csv);
     /* a failing rank */
     snprintf(cmd, sizeof cmd, MPIENV "timeout 60 " MPIRUN " %s run --transport mpi --kind 1f1b --ranks 2 --microbatches 4 " SMALL
              " --db %s --inject-fault 1:2:1", PIPELAB_BIN, db);
