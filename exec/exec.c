@@ -278,6 +278,38 @@ fail:
     return rc;
 }
 
+/* Refuses up front a run whose least memory in this process (rank: the one rank it runs, -1: all
+ * of them) exceeds the limit (sched_memory_limit: $PIPELAB_MAX_MEMORY, else the physical memory
+ * and the ulimits): one weight version, the gradients and the momentum of the ranks' blocks, the
+ * profile's blocks between the passes, the data set and one block of the target network. The
+ * allocations would otherwise succeed one by one and the kernel kill the process while it
+ * touches them. */
+static int check_memory(const sched *s, const exec_config *c, const int *blocks, int rank, pl_err *e) {
+    exec_dims d;
+    exec_dims_of(c, &d);
+    double nf = (double)exec_block_floats(&d), per = 2.0 + (c->momentum != 0.0), nblocks = 0;
+    int nranks = rank < 0 ? s->ranks : 1;
+    for (int q = 0; q < s->stages; q++)
+        if (rank < 0 || s->stage_rank[q] == rank) nblocks += blocks[q];
+    double bytes = 4.0 * nf * per * nblocks;
+    if (c->profile_between_reps > 0) bytes += 4.0 * nf * per * exec_prof_blocks(c, s->ranks) * nranks;
+    double D = c->dataset_microbatches > 0 ? c->dataset_microbatches : 64;
+    bytes += 4.0 * (2.0 * D * d.b * d.h + nf);
+    const char *src = NULL;
+    uint64_t lim = sched_memory_limit(&src);
+    if (bytes <= (double)lim) return PL_OK;
+    double gib = 1024.0 * 1024.0 * 1024.0, mib = 1024.0 * 1024.0;
+    int in_gib = (double)lim >= gib;
+    return pl_errf(e, PL_EINPUT,
+                   "the model does not fit: %s needs at least %.1f %s (the weights%s of %.0f blocks of width %d and ffn "
+                   "%d, %sthe data set and the target network), more than the %.1f %s available (%s); use a smaller "
+                   "--width, --ffn or --depth, more MPI processes, or set PIPELAB_MAX_MEMORY",
+                   rank < 0 ? "the run" : "this rank's process", bytes / (in_gib ? gib : mib), in_gib ? "GiB" : "MiB",
+                   c->momentum != 0.0 ? ", gradients and momentum" : " and gradients", nblocks, d.h, d.f,
+                   c->profile_between_reps > 0 ? "the profile's blocks between the passes, " : "",
+                   (double)lim / (in_gib ? gib : mib), in_gib ? "GiB" : "MiB", src);
+}
+
 /* Checks what every entry point checks: a lowered, valid schedule and a sane configuration;
  * fills blocks[stages]. Returns PL_OK or the error. */
 static int check_run(const sched *s, const exec_config *c, int *blocks, pl_err *e) {
@@ -295,6 +327,7 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
     int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
     if (!blocks) return pl_errf(e, PL_ENOMEM, "out of memory");
     int rc = check_run(s, c, blocks, e);
+    if (rc == PL_OK) rc = check_memory(s, c, blocks, r, e);
     exec_blas_init();
     int P = c->warmup_passes + c->timed_passes, M = s->microbatches * (s->iterations > 0 ? s->iterations : 1);
     exec_data data;
@@ -358,6 +391,7 @@ int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) 
     int *cpus = pl_calloc(EXEC_MAX_CORES, sizeof *cpus);
     if (!blocks || !cpus) { free(blocks); free(cpus); return pl_errf(e, PL_ENOMEM, "out of memory"); }
     int rc = check_run(s, c, blocks, e);
+    if (rc == PL_OK) rc = check_memory(s, c, blocks, -1, e);
     int ncores = exec_platform_cores(cpus, EXEC_MAX_CORES);
     if (rc == PL_OK && p > ncores && !c->oversubscribe)
         rc = pl_errf(e, PL_EINPUT, "%d ranks but only %d cores available; allow oversubscription to run anyway "

@@ -163,6 +163,8 @@ typedef struct exec_prof_worker exec_prof_worker;
 /* Fills the sizes of one block of shape d in p: parameters, the output that crosses a stage
  * boundary, the stash from F to the backward and from I to W (every profiler's). */
 void exec_profile_sizes(const exec_dims *d, exec_layer_profile *p);
+/* Blocks each of `threads` profiling workers holds (a rank's share of the model, bounded). */
+int exec_prof_blocks(const exec_config *cfg, int threads);
 /* Timed rounds (of the profile's microbatches) that give at least reps samples of every block. */
 int exec_prof_rounds(int reps);
 /* Buffers and sample space of worker tid of `threads` for `rounds` timed rounds (after one

@@ -91,6 +91,12 @@ static int prof_blocks(const exec_config *cfg, const exec_dims *d, int threads) 
     return (int)(L <= fit ? L : fit > 0 ? fit : 1);
 }
 
+int exec_prof_blocks(const exec_config *cfg, int threads) {
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    return prof_blocks(cfg, &d, threads);
+}
+
 /* Waits at the barrier of the threads (none alone). */
 static void prof_wait(prof_shared *sh) {
     if (sh->threads > 1) pthread_barrier_wait(&sh->bar);

@@ -662,6 +662,38 @@ static void test_profile_between(void) {
     }
 }
 
+/* A run whose least memory exceeds the limit is refused before it allocates, naming what it
+ * needs and the limit; the same run fits a larger limit. Threads (the whole model in this
+ * process) and one rank's process (only its share of the blocks counts). */
+static void test_memory_refused_up_front(void) {
+    sched *s = lowered("gpipe", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
+    g_hidden = 256;
+    exec_config c = small_cfg(4); /* 4 blocks of 2 x 256 x 512 + 768 floats: 1 051 648 bytes each */
+    g_hidden = 0;
+    c.timed_passes = 1;
+    exec_result r;
+    pl_err e;
+    /* weights and gradients 8 413 184 bytes + data (2 x 16 x 4 x 256 floats) 131 072 + a target
+     * block 1 051 648 = 9 595 904 bytes, 9.15 MiB */
+    setenv("PIPELAB_MAX_MEMORY", "8MiB", 1);
+    CU_ASSERT_EQUAL(exec_run(s, &c, &r, &e), PL_EINPUT);
+    CU_ASSERT(strstr(e.msg, "does not fit") != NULL && strstr(e.msg, "4 blocks of width 256") != NULL &&
+              strstr(e.msg, "PIPELAB_MAX_MEMORY") != NULL);
+    /* one rank's process holds 2 of the 4 blocks: 4 206 592 + 131 072 + 1 051 648 bytes, 5.1 MiB */
+    exec_transport *t = exec_threads_transport_new(2, 8, 4 * 256 * sizeof(float), 5, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    setenv("PIPELAB_MAX_MEMORY", "4MiB", 1);
+    exec_rank_record rec;
+    CU_ASSERT_EQUAL(exec_run_rank(s, &c, &t[0], &rec, &e), PL_EINPUT);
+    CU_ASSERT(strstr(e.msg, "this rank's process") != NULL && strstr(e.msg, "2 blocks") != NULL);
+    exec_threads_transport_free(t, 2);
+    setenv("PIPELAB_MAX_MEMORY", "10MiB", 1);
+    CU_ASSERT_EQUAL(exec_run(s, &c, &r, &e), PL_OK);
+    exec_result_free(&r);
+    unsetenv("PIPELAB_MAX_MEMORY");
+    sched_free(s);
+}
+
 void exec_test_rank_register(void); /* test_exec_rank.c */
 void exec_test_run_register(void);  /* test_exec_run.c */
 void exec_test_faults_register(void); /* test_exec_faults.c */
@@ -673,6 +705,7 @@ void pl_test_register(void) {
         {"recomputation gives identical weights", test_recompute_identical},
         {"profile one block", test_profile},
         {"profile between the passes: same training, each worker's times", test_profile_between},
+        {"a model that does not fit is refused up front", test_memory_refused_up_front},
         {NULL, NULL}};
     static const pl_test_case sched_cases[] = {
         {"gpipe = sequential", test_gpipe},

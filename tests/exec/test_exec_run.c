@@ -201,6 +201,23 @@ static void test_run_profile_between(void) {
     free(dir);
 }
 
+/* A model that does not fit is refused before the run with exit 1, saying what it needs, and
+ * writes no database. */
+static void test_run_model_too_big(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "big.db");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "PIPELAB_MAX_MEMORY=32MiB %s run --kind 1f1b --ranks 2 --microbatches 4 --width 512 --depth 4 --db %s",
+             PIPELAB_BIN, db);
+    char *out = NULL;
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    CU_ASSERT(out && strstr(out, "does not fit") != NULL && strstr(out, "32.0 MiB available (PIPELAB_MAX_MEMORY)") != NULL);
+    free(out);
+    CU_ASSERT(!pl_test_exists(db));
+    free(db);
+    free(dir);
+}
+
 /* A run with an injected fault exits 1 naming the rank and action, and stores nothing. */
 static void test_run_fault_stores_nothing(void) {
     char *dir = pl_test_tmpdir();
@@ -561,6 +578,7 @@ void exec_test_run_register(void) {
     static const pl_test_case cases[] = {
         {"pipelab run stores one measured and one simulated run", test_run_stores_pair},
         {"a failing run exits 1 and stores nothing", test_run_fault_stores_nothing},
+        {"a model that does not fit is refused up front", test_run_model_too_big},
         {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"tracked memory equals the cost model (gpipe, 1f1b, p=2..4)", test_memory_equals_cost_model},
