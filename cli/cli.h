@@ -70,6 +70,9 @@ int cli_fail(const pl_err *e);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Parses an int flag value in [lo, hi]; on error prints a usage error and returns -1. */
 int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, long hi, int *out);
+/* Parses --max-memory's size ("8e9", "16GiB") and makes it the limit every up-front memory check
+ * uses (sched_set_memory_limit); on error prints a usage error and returns -1. */
+int cli_max_memory_arg(const char *cmd, const char *val);
 /* Returns 1 when stdout (fd 1) or stderr (fd 2) is a terminal. */
 int cli_isatty(int fd);
 /* Writes a buffer to path, or to stdout when path is NULL or "-"; returns an exit code. */

@@ -34,6 +34,16 @@ int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, lon
     return 0;
 }
 
+int cli_max_memory_arg(const char *cmd, const char *val) {
+    uint64_t v = 0;
+    if (sched_parse_bytes(val, &v) != 0 || v == 0) {
+        cli_usage_error(cmd, "--max-memory needs a size in bytes such as 8e9 or 16GiB (got '%s')", val);
+        return -1;
+    }
+    sched_set_memory_limit(v);
+    return 0;
+}
+
 int cli_isatty(int fd) { return isatty(fd); }
 
 int cli_write_output(const char *path, const pl_buf *b) {

@@ -44,6 +44,9 @@ static const char help_text[] =
     "  --no-pin              do not pin worker threads to cores\n"
     "  --timeout S           longest wait for a message before the run fails (default 60)\n"
     "  --mem-budget B        per-rank memory budget in bytes; exceeding it fails the run\n"
+    "  --max-memory SIZE     memory pipelab may use in this process (8e9, 16GiB; default: the\n"
+    "                        physical memory or ulimit -v, or $PIPELAB_MAX_MEMORY); a schedule or\n"
+    "                        model that needs more is refused before the run\n"
     "  --backend cpu|cuda    where the ranks compute (default cpu). cuda: cuBLAS GEMMs and CUDA\n"
     "                        kernels, rank r on GPU r mod G, peer copies between ranks on a\n"
     "                        stream of their own (threads in this process)\n"
@@ -82,7 +85,7 @@ static const char help_text[] =
 
 enum { O_WIDTH = 1000, O_DEPTH, O_FFN, O_MBS,
        O_SPLIT, O_LR, O_MOM, O_SEED, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
-       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB, O_FAULT, O_BACKEND, O_PREC, O_SMSPLIT, O_GPUS, O_HELP };
+       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB, O_FAULT, O_BACKEND, O_PREC, O_SMSPLIT, O_GPUS, O_MAXMEM, O_HELP };
 
 static const struct option long_opts[] = {
     CLI_SCHED_LONG_OPTS,
@@ -102,6 +105,7 @@ static const struct option long_opts[] = {
     {"inject-fault", required_argument, 0, O_FAULT}, /* hidden: [KIND:]RANK:ACTION[:PASS] (tests) */
     {"backend", required_argument, 0, O_BACKEND}, {"precision", required_argument, 0, O_PREC},
     {"sm-split", no_argument, 0, O_SMSPLIT}, {"gpus", required_argument, 0, O_GPUS},
+    {"max-memory", required_argument, 0, O_MAXMEM},
     {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
 };
 
@@ -238,6 +242,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_PREC: o->precision = optarg; break;
         case O_SMSPLIT: o->c.sm_split = 1; break;
         case O_GPUS: if (cli_int_arg("run", "--gpus", optarg, 1, 4096, &o->c.cuda_devices)) return CLI_EUSAGE; break;
+        case O_MAXMEM: if (cli_max_memory_arg("run", optarg)) return CLI_EUSAGE; break;
         case O_HELP: fputs(help_text, stdout); return CLI_OK;
         default: return cli_usage_error("run", "unknown or incomplete option '%s'", argv[optind - 1]);
         }

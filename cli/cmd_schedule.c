@@ -97,13 +97,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_UI: if (cli_int_arg("schedule", "--unit-i", optarg, 0, 1000, &o->costs.i)) return CLI_EUSAGE; break;
         case O_UW: if (cli_int_arg("schedule", "--unit-w", optarg, 0, 1000, &o->costs.w)) return CLI_EUSAGE; break;
         case O_HELP: fputs(help_text, stdout); return CLI_OK;
-        case O_MAXMEM: {
-            uint64_t v = 0;
-            if (sched_parse_bytes(optarg, &v) != 0 || v == 0)
-                return cli_usage_error("schedule", "--max-memory needs a size in bytes such as 8e9 or 16GiB (got '%s')", optarg);
-            sched_set_memory_limit(v);
-            break;
-        }
+        case O_MAXMEM: if (cli_max_memory_arg("schedule", optarg)) return CLI_EUSAGE; break;
         default:
             return cli_usage_error("schedule", "unknown or incomplete option '%s'", argv[optind - 1]);
         }

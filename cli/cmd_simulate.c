@@ -281,13 +281,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_TAG: o->tag = optarg; break;
         case O_DB: o->db = optarg; break;
         case O_NODB: o->no_db = 1; break;
-        case O_MAXMEM: {
-            uint64_t v = 0;
-            if (sched_parse_bytes(optarg, &v) != 0 || v == 0)
-                return cli_usage_error("simulate", "--max-memory needs a size in bytes such as 8e9 or 16GiB (got '%s')", optarg);
-            sched_set_memory_limit(v);
-            break;
-        }
+        case O_MAXMEM: if (cli_max_memory_arg("simulate", optarg)) return CLI_EUSAGE; break;
         case O_HELP: fputs(help_text, stdout); return CLI_OK;
         case O_MODEL: o->model = optarg; break;
         case O_HW: o->hardware = optarg; break;

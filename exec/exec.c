@@ -303,7 +303,8 @@ static int check_memory(const sched *s, const exec_config *c, const int *blocks,
     return pl_errf(e, PL_EINPUT,
                    "the model does not fit: %s needs at least %.1f %s (the weights%s of %.0f blocks of width %d and ffn "
                    "%d, %sthe data set and the target network), more than the %.1f %s available (%s); use a smaller "
-                   "--width, --ffn or --depth, more MPI processes, or set PIPELAB_MAX_MEMORY",
+                   "--width, --ffn or --depth, more MPI processes, or raise the limit with --max-memory or "
+                   "PIPELAB_MAX_MEMORY",
                    rank < 0 ? "the run" : "this rank's process", bytes / (in_gib ? gib : mib), in_gib ? "GiB" : "MiB",
                    c->momentum != 0.0 ? ", gradients and momentum" : " and gradients", nblocks, d.h, d.f,
                    c->profile_between_reps > 0 ? "the profile's blocks between the passes, " : "",

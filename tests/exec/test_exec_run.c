@@ -214,6 +214,19 @@ static void test_run_model_too_big(void) {
     CU_ASSERT(out && strstr(out, "does not fit") != NULL && strstr(out, "32.0 MiB available (PIPELAB_MAX_MEMORY)") != NULL);
     free(out);
     CU_ASSERT(!pl_test_exists(db));
+    /* the same limit given as a flag, and a bad one */
+    snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 --width 512 --depth 4 --max-memory 32MiB --db %s",
+             PIPELAB_BIN, db);
+    out = NULL;
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    CU_ASSERT(out && strstr(out, "32.0 MiB available (--max-memory)") != NULL);
+    free(out);
+    CU_ASSERT(!pl_test_exists(db));
+    snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 --max-memory lots --db %s", PIPELAB_BIN, db);
+    out = NULL;
+    CU_ASSERT_EQUAL(sh(cmd, &out), 2);
+    CU_ASSERT(out && strstr(out, "--max-memory needs a size in bytes") != NULL);
+    free(out);
     free(db);
     free(dir);
 }
