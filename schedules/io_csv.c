@@ -18,6 +18,12 @@
  *   placement    = loop when every stage sits on row (stage mod ranks), else v when it follows
  *                  the zig-zag rule, else explicit; a stage on two rows is an error
  *   lowered      = 1 when any SEND/RECV cell appears
+ *   STEP         PyTorch has no such action: its optimizer steps after the schedule. Writing
+ *                drops pipelab's STEPs; reading a lowered file without any STEP cell adds,
+ *                after each rank's last compute or REDUCE_GRAD (and the sends right after
+ *                it), one STEP per stage the rank
+ *                holds (in stage order), where sched_lower puts a flush schedule's. A file
+ *                with STEP cells (pipelab's older ones) is taken as it is.
  *   chunks       = stages / ranks (as sched_new sets it), kind "file", iterations 1,
  *                  weights flush, recompute none.
  * What a CSV round trip cannot carry: the kind name, iterations (an async schedule over k
@@ -57,6 +63,7 @@ int sched_write_torch_csv(const sched *s, sched_csv_flavour fl, pl_buf *out, pl_
         for (size_t i = 0; i < s->rank[r].n; i++) {
             const sched_action *a = &s->rank[r].acts[i];
             if (fl == SCHED_CSV_COMPUTE_ONLY && !compute_only_kind((sched_kind)a->kind)) continue;
+            if (a->kind == SCHED_STEP) continue; /* not a PyTorch action: see the top */
             int n = sched_action_format(a, cell, sizeof cell);
             if (n < 0 || (size_t)n >= sizeof cell)
                 return pl_errf(e, PL_EINTERNAL, "rank %d, action %zu cannot be formatted", r, i);
@@ -91,6 +98,7 @@ typedef struct csv_rd {
     stage_seen *seen; /* [seen_cap] indexed by stage */
     size_t seen_cap;
     int max_stage, max_mb, lowered;
+    int has_step; /* a STEP cell appeared (pipelab's own older files) */
 } csv_rd;
 
 /* Fills e with "path:line:col: message" and returns PL_EINPUT. */
@@ -207,6 +215,7 @@ static int read_row(csv_rd *c, const char *p, size_t n, int line, int rw, sched_
             if (rc == PL_OK) rc = row_push(c, rw, act);
             if (rc) return rc;
             if (sched_kind_is_comm((sched_kind)act.kind)) c->lowered = 1;
+            if (act.kind == SCHED_STEP) c->has_step = 1;
         }
         if (!comma) break;
         start = end + 1;
@@ -265,10 +274,24 @@ static sched *build(csv_rd *c) {
     s->lowered = c->lowered;
     int *lines = pl_calloc((size_t)ranks, sizeof *lines);
     int rc = lines ? PL_OK : PL_ENOMEM;
+    int add_steps = c->lowered && !c->has_step;
     for (int r = 0; r < ranks && rc == PL_OK; r++) {
         lines[r] = r + 1;
-        for (size_t i = 0; i < c->rows[r].n && rc == PL_OK; i++)
+        /* the optimizer step PyTorch runs after the schedule: behind the rank's last compute
+         * or gradient reduction, one STEP per stage it holds, as sched_lower places them */
+        size_t after = 0; /* 1 + index of that action; 0 = the rank computes nothing */
+        for (size_t i = 0; add_steps && i < c->rows[r].n; i++) {
+            sched_kind k = (sched_kind)c->rows[r].a[i].kind;
+            if (sched_kind_is_compute(k) || k == SCHED_REDUCE_GRAD) after = i + 1;
+        }
+        while (after && after < c->rows[r].n &&
+               (c->rows[r].a[after].kind == SCHED_SEND_F || c->rows[r].a[after].kind == SCHED_SEND_B))
+            after++; /* the sends of that compute go first */
+        for (size_t i = 0; i < c->rows[r].n && rc == PL_OK; i++) {
             rc = sched_push(s, r, c->rows[r].a[i]);
+            for (int q = 0; i + 1 == after && q < stages && rc == PL_OK; q++)
+                if (s->stage_rank[q] == r) rc = sched_push(s, r, sched_act(SCHED_STEP, q, -1));
+        }
         free(c->rows[r].a);
         c->rows[r].a = NULL;
     }

@@ -263,7 +263,8 @@ sched *sched_read_text(const char *path, const char *text, size_t len, pl_err *e
 
 /* PyTorch torch.distributed.pipelining CSV: one row per rank, one cell per action, empty cell =
  * idle slot (dropped on read: execution is dependency-driven). compute_only writes compute
- * actions only; compute_comms writes a lowered schedule with every action. */
+ * actions only; compute_comms writes a lowered schedule with every action but STEP, which
+ * PyTorch does not have (reading a lowered file without STEP puts back a flush schedule's). */
 int sched_write_torch_csv(const sched *s, sched_csv_flavour fl, pl_buf *out, pl_err *e);
 sched *sched_read_torch_csv(const char *path, const char *text, size_t len, sched_letters letters,
                             pl_err *e);

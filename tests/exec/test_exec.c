@@ -91,14 +91,11 @@ static int run(const sched *s, const exec_config *c, exec_result *r, pl_err *e) 
  * weights by lr * |g| ~ 1e-3 or more, two orders of magnitude above. */
 #define SYNC_TOL 1e-5
 
-/* Checks one schedule against the sequential reference: weights and loss curve. */
-static void check_against_reference_mom(const char *kind, int p, int m, int v, int iters, sched_recompute rc,
-                                        int layers, double tol, double momentum, const int *split) {
-    sched *s = lowered(kind, p, m, v, iters, rc);
-    if (!s) return;
-    exec_config c = small_cfg(layers);
-    c.momentum = momentum;
-    c.stage_blocks = split;
+/* Checks the lowered schedule s (freed here), run with c, against the sequential reference:
+ * weights and loss curve; label names it in messages. */
+static void check_sched_against_reference(sched *s, exec_config c, double tol, const char *label) {
+    const char *kind = label;
+    int p = s->ranks, m = s->microbatches, rc = s->recompute;
     exec_result r;
     pl_err e;
     if (run(s, &c, &r, &e) != PL_OK) { CU_FAIL("exec_run"); sched_free(s); return; }
@@ -132,6 +129,17 @@ static void check_against_reference_mom(const char *kind, int p, int m, int v, i
     free(loss);
     exec_result_free(&r);
     sched_free(s);
+}
+
+/* Checks one generated schedule against the sequential reference: weights and loss curve. */
+static void check_against_reference_mom(const char *kind, int p, int m, int v, int iters, sched_recompute rc,
+                                        int layers, double tol, double momentum, const int *split) {
+    sched *s = lowered(kind, p, m, v, iters, rc);
+    if (!s) return;
+    exec_config c = small_cfg(layers);
+    c.momentum = momentum;
+    c.stage_blocks = split;
+    check_sched_against_reference(s, c, tol, kind);
 }
 
 /* The same without momentum and with the even split. */
@@ -298,6 +306,39 @@ static void test_zb_h1(void) { sync_schedule("zb-h1", 2, 4, 0, 4); sync_schedule
 static void test_zb_h2(void) { sync_schedule("zb-h2", 2, 4, 0, 4); sync_schedule("zb-h2", 4, 8, 0, 4); }
 static void test_zbv(void) { sync_schedule("zbv", 2, 4, 0, 4); sync_schedule("zbv", 4, 8, 0, 8); }
 static void test_dualpipev(void) { sync_schedule("dualpipev", 2, 4, 0, 4); }
+
+/* PyTorch's own CSV files train like the sequential reference. A compute_comms file has no
+ * STEP (PyTorch steps its optimizer after the schedule): reading it puts one per stage back,
+ * without which the run would not train at all. */
+static void test_torch_files(void) {
+    const char *names[] = {"pytorch_zb1p_2rank_2stagep_comms.csv", "pytorch_zb1p_2rank_2stagep_compute.csv",
+                           "torchtitan_interleaved1f1b_8ranks_16mb_comms.csv",
+                           "pytorch_dualpipev_4rank_10mb.csv"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        char *path = pl_test_path(PIPELAB_SHARED_DATA "/torch-schedules", names[k]);
+        pl_err e;
+        pl_err_clear(&e);
+        sched *f = sched_load(path, SCHED_LETTERS_CURRENT, &e);
+        free(path);
+        if (!f && k == 0) {
+            pl_test_skip("the shared PyTorch schedules are absent: skipped");
+            return;
+        }
+        if (!f) fprintf(stderr, "load %s: %s\n", names[k], e.msg);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        CU_ASSERT_EQUAL(sched_validate(f, &e), PL_OK);
+        sched *s = sched_lower(f, &e);
+        sched_free(f);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        int steps = 0;
+        for (int r = 0; r < s->ranks; r++)
+            for (size_t i = 0; i < s->rank[r].n; i++) steps += s->rank[r].acts[i].kind == SCHED_STEP;
+        CU_ASSERT_EQUAL(steps, s->stages); /* one per stage and pass */
+        exec_config c = small_cfg(s->stages);
+        c.timed_passes = 2;
+        check_sched_against_reference(s, c, SYNC_TOL, names[k]);
+    }
+}
 
 /* PipeDream (weight stashing, an update per microbatch) and 2BW against the sequential
  * reference of the same semantics. With one microbatch per update there is no reassociation
@@ -715,6 +756,7 @@ void pl_test_register(void) {
         {"zb-h2 = sequential", test_zb_h2},
         {"zbv = sequential", test_zbv},
         {"dualpipev = sequential", test_dualpipev},
+        {"PyTorch's CSV files = sequential", test_torch_files},
         {"pipedream = stash reference", test_pipedream},
         {"2bw = 2bw reference", test_2bw},
         {"weight versions in padded slots (hidden 10)", test_versions_padded_slots},
