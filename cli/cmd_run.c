@@ -297,15 +297,10 @@ static int parse(int argc, char **argv, opts *o) {
 
 /* Loads or generates, validates and lowers the schedule; NULL and e on error. */
 static sched *get_schedule(const opts *o, pl_err *e) {
-    const cli_sched_args *a = &o->a;
-    sched *s = a->from ? sched_load(a->from, a->legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, e)
-                       : sched_generate(a->kind, &a->g, e);
+    /* the prediction simulates it, with its timeline when the run is traced */
+    sched *s = cli_sched_get(&o->a, o->trace ? SIM_MEM_TRACE : SIM_MEM_SIMULATE, e);
     if (!s) return NULL;
-    if (a->kind) s->recompute = a->g.recompute;
-    if (sched_validate(s, e) != PL_OK) {
-        sched_free(s);
-        return NULL;
-    }
+    if (o->a.kind) s->recompute = o->a.g.recompute;
     sched *l = sched_lower(s, e);
     sched_free(s);
     return l;
