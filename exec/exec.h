@@ -136,7 +136,8 @@ typedef struct exec_op {
     double start_s, end_s; /* since the start of the first timed pass, same clock on all ranks */
 } exec_op;
 
-/* Per-rank measurements (averages over the timed passes). */
+/* Per-rank measurements, of the timed pass whose time is the median (the middle two averaged
+ * for an even count), as iteration time is: busy_s + idle_s = pass_median_s. */
 typedef struct exec_rank_result {
     double busy_s;         /* compute actions per pass */
     double comm_s;         /* SEND/RECV actions per pass (including the wait) */

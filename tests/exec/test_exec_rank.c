@@ -29,9 +29,13 @@ static void *rank_main(void *arg) {
     return NULL;
 }
 
+/* Changes the records before they are assembled (a test's doctoring), or NULL. */
+typedef void (*recs_edit)(exec_rank_record *recs, int ranks, const exec_config *c);
+
 /* Runs s rank by rank over the in-process transport (as an MPI driver would, one rank per
- * process); returns the assembled result in out, or an error code with the first message. */
-static int run_by_ranks(const sched *s, const exec_config *c, exec_result *out, pl_err *e) {
+ * process), edits the records (edit != NULL) and returns the assembled result in out, or an
+ * error code with the first message. */
+static int run_by_ranks_edit(const sched *s, const exec_config *c, exec_result *out, recs_edit edit, pl_err *e) {
     int p = s->ranks;
     exec_transport *t = exec_threads_transport_new(p, 64, (size_t)c->microbatch_size * c->hidden * sizeof(float), 10, e);
     if (!t) return e->code;
@@ -55,6 +59,7 @@ static int run_by_ranks(const sched *s, const exec_config *c, exec_result *out, 
         if (rc == PL_OK && jobs[r].rc) { rc = jobs[r].rc; *e = jobs[r].e; }
         recs[r] = jobs[r].rec;
     }
+    if (rc == PL_OK && edit) edit(recs, p, c);
     if (rc == PL_OK) rc = exec_assemble(s, c, recs, out, e);
     for (int r = 0; r < p; r++) exec_rank_record_free(&recs[r]);
     free(recs);
@@ -62,6 +67,11 @@ static int run_by_ranks(const sched *s, const exec_config *c, exec_result *out, 
     free(th);
     exec_threads_transport_free(t, p);
     return rc;
+}
+
+/* The same without editing. */
+static int run_by_ranks(const sched *s, const exec_config *c, exec_result *out, pl_err *e) {
+    return run_by_ranks_edit(s, c, out, NULL, e);
 }
 
 /* zb-h1 and pipedream, 3 ranks: rank-by-rank runs give bit-identical weights and losses to
@@ -128,10 +138,67 @@ static void test_run_rank_setup_failure(void) {
     sched_free(s);
 }
 
+/* The timed pass the test makes slow, and by how much (seconds). */
+#define SLOW_PASS 1
+#define SLOW_BY 1.0
+/* The per-rank busy time of each timed pass, as recorded (filled by slow_pass). */
+static double g_busy[2][5];
+
+/* Makes timed pass SLOW_PASS end SLOW_BY later on the last rank (a pass the machine stalled
+ * in), and keeps each rank's recorded busy time per pass. */
+static void slow_pass(exec_rank_record *recs, int ranks, const exec_config *c) {
+    for (int r = 0; r < ranks; r++)
+        for (int t = 0; t < c->timed_passes; t++) g_busy[r][t] = recs[r].busy_s[c->warmup_passes + t];
+    recs[ranks - 1].pass_end_s[c->warmup_passes + SLOW_PASS] += SLOW_BY;
+}
+
+/* Per-rank figures come from the median pass, as the iteration time does: with one pass
+ * stalled for a second, busy + idle is still the median pass time on every rank, busy is the
+ * median pass's own, and the bubble stays below 1 (averaged over all passes, the idle time
+ * would include a third of the stall, far more than a whole pass of this small run). */
+static void test_rank_figures_of_median_pass(void) {
+    pl_err e;
+    pl_err_clear(&e);
+    sched_gen_opts o = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *g = sched_generate("1f1b", &o, &e);
+    sched *s = g ? sched_lower(g, &e) : NULL;
+    sched_free(g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    exec_config c;
+    exec_config_default(&c);
+    c.hidden = 32;
+    c.ffn = 64;
+    c.layers = 2;
+    c.microbatch_size = 4;
+    c.warmup_passes = 1;
+    c.timed_passes = 3;
+    c.oversubscribe = 1;
+    exec_result a;
+    int rc = run_by_ranks_edit(s, &c, &a, slow_pass, &e);
+    if (rc) fprintf(stderr, "run_by_ranks: %s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
+    CU_ASSERT(a.pass_s[SLOW_PASS] >= SLOW_BY);
+    CU_ASSERT(a.pass_median_s < SLOW_BY);
+    int med = -1; /* the median pass: the other two are the fast ones, the median the slower */
+    for (int t = 0; t < 3; t++)
+        if (t != SLOW_PASS && a.pass_s[t] == a.pass_median_s) med = t;
+    CU_ASSERT_FATAL(med >= 0);
+    for (int r = 0; r < 2; r++) {
+        CU_ASSERT_DOUBLE_EQUAL(a.rank[r].busy_s + a.rank[r].idle_s, a.pass_median_s, 1e-12);
+        CU_ASSERT_EQUAL(a.rank[r].busy_s, g_busy[r][med]);
+        CU_ASSERT(a.rank[r].idle_s >= 0);
+        CU_ASSERT(a.rank[r].bubble >= 0 && a.rank[r].bubble < 1);
+        CU_ASSERT_DOUBLE_EQUAL(a.rank[r].bubble, a.rank[r].idle_s / a.pass_median_s, 1e-12);
+    }
+    exec_result_free(&a);
+    sched_free(s);
+}
+
 void exec_test_rank_register(void) {
     static const pl_test_case cases[] = {
         {"exec_run_rank + exec_assemble = exec_run", test_run_rank_equals_run},
         {"a rank's setup failure stops the others", test_run_rank_setup_failure},
+        {"per-rank figures come from the median pass", test_rank_figures_of_median_pass},
         {NULL, NULL}};
     pl_test_suite("exec per-rank entry", cases);
 }
