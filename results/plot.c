@@ -51,7 +51,12 @@ static void put_template(pl_buf *b, const char *text, const char *terminal, cons
 /* Starts a script: the common template then the kind's, for a figure of w x h pixels. */
 static void script_begin(pl_buf *b, const store_plot_opts *o, const char *kind, int w, int h, const char *title) {
     char term[160];
-    if (o->svg) snprintf(term, sizeof term, "svg size %d,%d dynamic font \"DejaVu Sans,10\" background rgb \"white\"", w, h);
+    size_t olen = o->output ? strlen(o->output) : 0;
+    /* the terminal follows the output's extension (.pdf: pdfcairo, sized in inches at 72 px per inch) */
+    if (olen >= 4 && strcmp(o->output + olen - 4, ".pdf") == 0)
+        snprintf(term, sizeof term, "pdfcairo size %.2fin,%.2fin font \"DejaVu Sans,10\" background rgb \"white\"", w / 72.0, h / 72.0);
+    else if (o->svg || (olen >= 4 && strcmp(o->output + olen - 4, ".svg") == 0))
+        snprintf(term, sizeof term, "svg size %d,%d dynamic font \"DejaVu Sans,10\" background rgb \"white\"", w, h);
     else snprintf(term, sizeof term, "pngcairo size %d,%d font \"DejaVu Sans,10\" background rgb \"white\"", w, h);
     pl_buf_printf(b, "# %s figure written by pipelab %s; rerun with: gnuplot %s\n", kind, PL_VERSION, o->script);
     pl_buf_puts(b, "datafile = \"");
