@@ -52,6 +52,21 @@ static int fail_global(const sched *s, pl_err *e, const char *fmt, ...) {
     return pl_errf(e, PL_EINPUT, "%s", why);
 }
 
+/* Fills e with "path:line: rank R: reason" for a problem of one rank's list as a whole (an
+ * action it lacks): the line of the rank in the file, when the schedule came from one. */
+static int fail_rank(const sched *s, int rank, pl_err *e, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail_rank(const sched *s, int rank, pl_err *e, const char *fmt, ...) {
+    char why[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (s->src_path && s->src_line && rank >= 0 && rank < s->ranks)
+        return pl_errf(e, PL_EINPUT, "%s:%d: rank %d: %s", s->src_path, s->src_line[rank], rank, why);
+    if (s->src_path) return pl_errf(e, PL_EINPUT, "%s: rank %d: %s", s->src_path, rank, why);
+    return pl_errf(e, PL_EINPUT, "rank %d: %s", rank, why);
+}
+
 /* Returns the counter slot of (stage, mb). */
 static size_t ix(const vstate *v, int stage, int mb) { return (size_t)stage * (size_t)v->M + (size_t)mb; }
 
@@ -169,19 +184,19 @@ static int check_complete(const vstate *v, pl_err *e) {
             size_t k = ix(v, st, (int)mb);
             int r = s->stage_rank[st];
             if (!v->cnt[C_F][k])
-                return fail_global(s, e, "stage %d microbatch %lld is missing its forward (F) on rank %d", st, (long long)mb, r);
+                return fail_rank(s, r, e, "stage %d microbatch %lld is missing its forward (F)", st, (long long)mb);
             if (!v->cnt[C_B][k] && !v->cnt[C_I][k])
-                return fail_global(s, e, "stage %d microbatch %lld is missing its backward (B, or I and W) on rank %d", st, (long long)mb, r);
+                return fail_rank(s, r, e, "stage %d microbatch %lld is missing its backward (B, or I and W)", st, (long long)mb);
             if (v->cnt[C_I][k] && !v->cnt[C_W][k])
-                return fail_global(s, e, "stage %d microbatch %lld has its input backward (I) but is missing its weight backward (W) on rank %d", st, (long long)mb, r);
+                return fail_rank(s, r, e, "stage %d microbatch %lld has its input backward (I) but is missing its weight backward (W)", st, (long long)mb);
             if (!s->lowered) continue;
             if (cross(s, st, +1)) {
-                if (!v->cnt[C_SENDF][k]) return fail_global(s, e, "stage %d microbatch %lld: rank %d never sends the forward output (%dSEND_F%lld) that rank %d needs", st, (long long)mb, r, st, (long long)mb, s->stage_rank[st + 1]);
-                if (!v->cnt[C_RECVF][ix(v, st + 1, (int)mb)]) return fail_global(s, e, "stage %d microbatch %lld: the send to rank %d has no matching receive (%dRECV_F%lld)", st, (long long)mb, s->stage_rank[st + 1], st + 1, (long long)mb);
+                if (!v->cnt[C_SENDF][k]) return fail_rank(s, r, e, "stage %d microbatch %lld: never sends the forward output (%dSEND_F%lld) that rank %d needs", st, (long long)mb, st, (long long)mb, s->stage_rank[st + 1]);
+                if (!v->cnt[C_RECVF][ix(v, st + 1, (int)mb)]) return fail_rank(s, s->stage_rank[st + 1], e, "no %dRECV_F%lld matches the send of stage %d microbatch %lld from rank %d", st + 1, (long long)mb, st, (long long)mb, r);
             }
             if (cross(s, st, -1)) {
-                if (!v->cnt[C_SENDB][k]) return fail_global(s, e, "stage %d microbatch %lld: rank %d never sends the input gradient (%dSEND_B%lld) that rank %d needs", st, (long long)mb, r, st, (long long)mb, s->stage_rank[st - 1]);
-                if (!v->cnt[C_RECVB][ix(v, st - 1, (int)mb)]) return fail_global(s, e, "stage %d microbatch %lld: the gradient sent to rank %d has no matching receive (%dRECV_B%lld)", st, (long long)mb, s->stage_rank[st - 1], st - 1, (long long)mb);
+                if (!v->cnt[C_SENDB][k]) return fail_rank(s, r, e, "stage %d microbatch %lld: never sends the input gradient (%dSEND_B%lld) that rank %d needs", st, (long long)mb, st, (long long)mb, s->stage_rank[st - 1]);
+                if (!v->cnt[C_RECVB][ix(v, st - 1, (int)mb)]) return fail_rank(s, s->stage_rank[st - 1], e, "no %dRECV_B%lld matches the gradient of stage %d microbatch %lld sent from rank %d", st - 1, (long long)mb, st, (long long)mb, r);
             }
         }
     return PL_OK;
@@ -216,8 +231,8 @@ static int first_missing_forward(const sched *s, int64_t M, size_t total, pl_err
     free(key);
     if (want >= (int64_t)s->stages * M) return PL_OK;
     int st = (int)(want / M);
-    return fail_global(s, e, "stage %d microbatch %lld is missing its forward (F) on rank %d", st,
-                       (long long)(want % M), s->stage_rank[st]);
+    return fail_rank(s, s->stage_rank[st], e, "stage %d microbatch %lld is missing its forward (F)", st,
+                     (long long)(want % M));
 }
 
 int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e) {

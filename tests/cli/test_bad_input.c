@@ -18,7 +18,9 @@ typedef struct bad_case {
 
 static const bad_case bad_cases[] = {
     {"unknown_action.sched", "", 1, "unknown_action.sched:13:22: cannot parse action '0X1': unknown action kind"},
-    {"missing_f.sched", "", 1, "stage 1 microbatch 1 is missing its forward"},
+    {"missing_f.sched", "", 1, "missing_f.sched:14: rank 1: stage 1 microbatch 1 is missing its forward (F)"},
+    {"missing_b.sched", "", 1, "missing_b.sched:13: rank 0: stage 0 microbatch 1 is missing its backward (B, or I and W)"},
+    {"missing_w.sched", "", 1, "missing_w.sched:14: rank 1: stage 1 microbatch 0 has its input backward (I) but is missing its weight backward (W)"},
     {"b_before_f.sched", "", 1, "b_before_f.sched:14: rank 1, action 3 (1B1): backward of stage 1 microbatch 1 comes before its forward"},
     {"duplicate_b.sched", "", 1, "duplicate_b.sched:13: rank 0, action 4 (0B0): duplicate backward"},
     {"w_before_i.sched", "", 1, "rank 1, action 2 (1W0): W before I"},
