@@ -39,7 +39,8 @@ void exec_config_default(exec_config *c) {
 }
 
 /* The names of the fault kinds, by kind. */
-static const char *const fault_names[] = {NULL, "error", "size", "exit", "kill", "drop-recv", "drop-send", "extra-send"};
+static const char *const fault_names[] = {NULL, "error", "size", "exit", "kill", "drop-recv", "drop-send", "extra-send",
+                                             "delay-send"};
 
 const char *exec_fault_name(exec_fault_kind k) {
     return (int)k > 0 && (size_t)k < sizeof fault_names / sizeof *fault_names ? fault_names[k] : NULL;

@@ -40,9 +40,12 @@ typedef enum exec_fault_kind {
                            * receives it */
     EXEC_FAULT_DROP_SEND, /* the rank skips the transfer of its first SEND at or after the
                            * action: a rank waits for a message that never comes */
-    EXEC_FAULT_EXTRA_SEND /* the rank's first SEND at or after the action is sent twice, as a
+    EXEC_FAULT_EXTRA_SEND,/* the rank's first SEND at or after the action is sent twice, as a
                            * schedule with a SEND that no RECV matches would: the second copy goes
                            * to a rank that never receives it */
+    EXEC_FAULT_DELAY_SEND /* the rank's first SEND at or after the action is sent 0.25 s late (the
+                           * sender sleeps inside the SEND): not a failure; the run must complete
+                           * and the receiver must not stall before the compute that needs it */
 } exec_fault_kind;
 
 typedef struct exec_fault {
@@ -54,7 +57,7 @@ typedef struct exec_fault {
 } exec_fault;
 
 /* Returns the name of a fault kind ("error", "size", "exit", "kill", "drop-recv", "drop-send",
- * "extra-send"), or NULL for EXEC_FAULT_NONE and unknown kinds. */
+ * "extra-send", "delay-send"), or NULL for EXEC_FAULT_NONE and unknown kinds. */
 const char *exec_fault_name(exec_fault_kind k);
 /* Returns the kind named name, or EXEC_FAULT_NONE when no kind has that name. */
 exec_fault_kind exec_fault_parse(const char *name);
@@ -230,6 +233,14 @@ struct exec_transport {
     /* Tells the transport this rank walked its whole list (used to detect waits that can never
      * be served); may be NULL. */
     void (*finished)(exec_transport *t);
+    /* Optional (both NULL: a worker calls recv where the data is needed). post_recv posts the
+     * receive of key from src into data (exactly bytes; the caller leaves data alone until
+     * wait_recv returned), taking the message at once when it is already there, and returns
+     * without waiting: PL_OK, or an error (a message of the wrong size). wait_recv completes
+     * the receive posted for (src, key): waits (timed, abortable, as recv) until its message is
+     * in data; PL_OK or an error. A rank has at most one receive posted per (src, key). */
+    int (*post_recv)(exec_transport *t, int src, exec_msg_key key, void *data, size_t bytes, pl_err *e);
+    int (*wait_recv)(exec_transport *t, int src, exec_msg_key key, pl_err *e);
 };
 
 /* ---------------------------------------------------------------- running */

@@ -114,6 +114,17 @@ typedef struct exec_xstage {
     unsigned char *flags;   /* [M] XS_* */
 } exec_xstage;
 
+/* A receive a RECV posted and no compute has needed yet (worker.c). A RECV takes the slot its
+ * message lands in and posts the receive (exec_transport.post_recv; without it, nothing is asked
+ * of the transport yet); the compute that needs the data completes it first (F of (stage, mb):
+ * its RECV_F; I or B: its RECV_B; an overlap both), and the end of the pass completes any left. */
+typedef struct exec_xpend {
+    int kind, stage, mb;    /* the RECV's */
+    long at;                /* its index in the rank's list */
+    int posted;             /* 1: posted (wait_recv completes it); 0: recv when needed */
+    float *data;            /* the slot it fills */
+} exec_xpend;
+
 /* The state of one rank's worker. Everything is allocated up front in `arena`. */
 typedef struct exec_xrank {
     _Alignas(64) int r;     /* 64-byte aligned and sized: the ranks' states, which their threads
@@ -152,6 +163,8 @@ typedef struct exec_xrank {
     pl_err err;
     int rc;
     struct exec_prof_worker *prof; /* the profile measured between the passes (owned), NULL without */
+    exec_xpend *pend;       /* [cap_pend] receives posted and not completed, in list order */
+    int n_pend, cap_pend;   /* cap_pend: the RECVs of the rank's list */
     long at;                /* the action being executed (0-based), -1 between actions: where
                              * a stopped or vanished worker was (exec_run's messages) */
 } exec_xrank;

@@ -3,8 +3,11 @@
  * messages, clocks aligned to rank 0's, the records gathered and assembled on rank 0.
  *
  * Messages: MPI_Isend of a private copy (the worker's buffer is free at once; the copies are
- * released as the sends complete) and MPI_Irecv polled with MPI_Test until it completes, the run
- * is aborted, or timeout_s passes. Tags encode the key: ((mb x stages + stage) x 2 + kind) mod
+ * released as the sends complete: a send never waits for its receiver, whatever protocol MPI
+ * uses for it) and MPI_Irecv polled with MPI_Test until it completes, the run is aborted, or
+ * timeout_s passes. A worker posts its receives (post_recv: MPI_Irecv straight into its buffer,
+ * tested once) where its list has the RECV and completes them (wait_recv) where its compute
+ * needs the data. Tags encode the key: ((mb x stages + stage) x 2 + kind) mod
  * (MPI_TAG_UB + 1); MPI's non-overtaking order between a pair on one tag keeps a wrapped tag
  * unambiguous (its earlier use was received long before). Sizes are checked with MPI_Get_count.
  * Barriers exchange each rank's count of messages sent to every other (MPI_Ialltoall), so a
@@ -37,6 +40,15 @@ typedef struct msend {
     int busy;
 } msend;
 
+/* One posted receive (m_post_recv): its request, key and expected size. */
+typedef struct mpost {
+    MPI_Request req;
+    MPI_Status st;
+    int src, done;
+    exec_msg_key key;
+    size_t bytes;
+} mpost;
+
 /* One endpoint (exec_transport.impl). */
 typedef struct mend {
     MPI_Comm data, ctl;   /* tensors; control (barriers, clocks, records) */
@@ -49,6 +61,8 @@ typedef struct mend {
                            * so far, and (after a barrier) what each rank sent to this one */
     unsigned char *rbuf;  /* receive buffer of rcap bytes */
     size_t rcap;
+    mpost *post;          /* [npost] receives posted and not completed yet (grown as needed) */
+    int npost, cap_post;
 } mend;
 
 static void (*g_abort_hook)(const pl_err *why);
@@ -191,6 +205,78 @@ static int m_send(exec_transport *t, int dst, exec_msg_key key, const void *data
     return PL_OK;
 }
 
+/* Describes the wait for key from src into buf. */
+static void wait_what(const mend *m, int src, exec_msg_key key, char *buf, size_t n) {
+    snprintf(buf, n, "rank %d waits for %s of stage %d microbatch %lld from rank %d", m->rank,
+             key.kind == EXEC_MSG_ACT ? "activations" : "gradients", key.stage, (long long)key.mb, src);
+}
+
+/* Checks a completed receive from src (counted) against the expected bytes. */
+static int recv_done(mend *m, int src, const MPI_Status *st, size_t bytes, pl_err *e) {
+    m->rcvd[src]++;
+    int n = 0;
+    MPI_Get_count(st, MPI_BYTE, &n);
+    if ((size_t)n != bytes) return pl_errf(e, PL_EINPUT, "message from rank %d has %d bytes, expected %zu", src, n, bytes);
+    return PL_OK;
+}
+
+/* Posts the receive of key from src straight into data (bytes: a longer message is an MPI
+ * truncation error, a shorter one fails the size check) and tests it once. Returns PL_OK or an
+ * error. */
+static int m_post_recv(exec_transport *t, int src, exec_msg_key key, void *data, size_t bytes, pl_err *e) {
+    mend *m = t->impl;
+    if (bytes > (size_t)0x7fffffff) return pl_errf(e, PL_EINPUT, "message of %zu bytes is too large", bytes);
+    if (m->npost == m->cap_post) {
+        int nc = m->cap_post ? 2 * m->cap_post : 8;
+        mpost *np = pl_reallocarray(m->post, (size_t)nc, sizeof *np);
+        if (!np) return pl_errf(e, PL_ENOMEM, "out of memory posting a receive");
+        m->post = np;
+        m->cap_post = nc;
+    }
+    mpost *p = &m->post[m->npost];
+    memset(p, 0, sizeof *p);
+    p->src = src;
+    p->key = key;
+    p->bytes = bytes;
+    int rc = MPI_Irecv(data, (int)bytes, MPI_BYTE, src, tag_of(m, key), m->data, &p->req);
+    if (rc != MPI_SUCCESS) return pl_errf(e, PL_EINTERNAL, "MPI_Irecv from rank %d failed (%d)", src, rc);
+    m->npost++;
+    rc = MPI_Test(&p->req, &p->done, &p->st);
+    if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING], what[200];
+        int len = 0;
+        MPI_Error_string(rc, msg, &len);
+        wait_what(m, src, key, what, sizeof what);
+        return pl_errf(e, PL_EINPUT, "%s (while %s)", msg, what);
+    }
+    reap_sends(m);
+    return PL_OK;
+}
+
+/* Completes the receive posted for (src, key), polling with the timeout (wait_req) unless it
+ * completed already; checks its size. Returns PL_OK or an error naming what was awaited. */
+static int m_wait_recv(exec_transport *t, int src, exec_msg_key key, pl_err *e) {
+    mend *m = t->impl;
+    int i = 0;
+    while (i < m->npost && !(m->post[i].src == src && m->post[i].key.kind == key.kind && m->post[i].key.stage == key.stage &&
+                             m->post[i].key.mb == key.mb))
+        i++;
+    if (i == m->npost)
+        return pl_errf(e, PL_EINTERNAL, "no receive of %s of stage %d microbatch %lld from rank %d was posted",
+                       key.kind == EXEC_MSG_ACT ? "activations" : "gradients", key.stage, (long long)key.mb, src);
+    mpost p = m->post[i];
+    m->post[i] = m->post[--m->npost];
+    int rc = PL_OK;
+    if (!p.done) {
+        char what[200];
+        wait_what(m, src, key, what, sizeof what);
+        rc = wait_req(m, &p.req, &p.st, what, e);
+    }
+    if (rc == PL_OK) rc = recv_done(m, src, &p.st, p.bytes, e);
+    reap_sends(m);
+    return rc;
+}
+
 /* Receives the message key from src into data (exactly bytes), polling with the timeout.
  * Returns PL_OK or an error naming what was awaited. */
 static int m_recv(exec_transport *t, int src, exec_msg_key key, void *data, size_t bytes, pl_err *e) {
@@ -206,14 +292,11 @@ static int m_recv(exec_transport *t, int src, exec_msg_key key, void *data, size
     int rc = MPI_Irecv(m->rbuf, (int)m->rcap, MPI_BYTE, src, tag_of(m, key), m->data, &req);
     if (rc != MPI_SUCCESS) return pl_errf(e, PL_EINTERNAL, "MPI_Irecv from rank %d failed (%d)", src, rc);
     char what[200];
-    snprintf(what, sizeof what, "rank %d waits for %s of stage %d microbatch %lld from rank %d", m->rank,
-             key.kind == EXEC_MSG_ACT ? "activations" : "gradients", key.stage, (long long)key.mb, src);
+    wait_what(m, src, key, what, sizeof what);
     rc = wait_req(m, &req, &st, what, e);
     if (rc) return rc;
-    m->rcvd[src]++;
-    int n = 0;
-    MPI_Get_count(&st, MPI_BYTE, &n);
-    if ((size_t)n != bytes) return pl_errf(e, PL_EINPUT, "message from rank %d has %d bytes, expected %zu", src, n, bytes);
+    rc = recv_done(m, src, &st, bytes, e);
+    if (rc) return rc;
     memcpy(data, m->rbuf, bytes);
     reap_sends(m);
     return PL_OK;
@@ -408,7 +491,7 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     if (!m.sent) return pl_errf(e, PL_ENOMEM, "out of memory");
     m.rcvd = m.sent + m.size;
     m.peer_sent = m.rcvd + m.size;
-    exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished};
+    exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, m_post_recv, m_wait_recv};
     exec_rank_record rec;
     int rc = exec_run_rank(s, cfg, &t, &rec, e);
     if (rc != PL_OK) {
@@ -448,6 +531,7 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     for (int i = 0; i < m.nsend; i++) free(m.send[i].buf);
     free(m.send);
     free(m.rbuf);
+    free(m.post);
     free(m.sent);
     MPI_Comm_free(&m.data);
     MPI_Comm_free(&m.ctl);

@@ -3,6 +3,12 @@
  * detection of waits that can never be served (every running rank blocked) and of messages
  * nobody received (a mailbox not empty at a barrier between passes, or when every rank finished).
  *
+ * Posted receives (post_recv / wait_recv): a rank posts the receive of a message into its own
+ * buffer where its list has the RECV and waits for it where its compute needs the data. A message
+ * already in the mailbox is taken at the post; one sent later goes straight into the posted
+ * buffer without a mailbox slot. So the mailbox holds, at any point of a rank's list, exactly
+ * the messages whose RECV it has not reached yet, as with blocking receives in list order.
+ *
  * Waking up: a receiver (or a rank at the barrier) whose message is not there yet first spins
  * on its mailbox's arrival counter (up to spin_s, only when every rank has a core of its own),
  * then sleeps on its condition variable. A sleeping worker gives its core away, and on a
@@ -28,6 +34,18 @@ typedef struct tmsg {
     unsigned char *data; /* [max_bytes] inside the box's buffer */
 } tmsg;
 
+/* One posted receive (post_recv) of a rank: where its message goes, and whether it came. */
+typedef struct tpost {
+    int src;
+    exec_msg_key key;
+    void *data;
+    size_t bytes;
+    int state;             /* P_* */
+    size_t got;            /* P_BAD: the size the message had */
+} tpost;
+
+enum { P_WAIT = 0, P_DONE, P_BAD };
+
 /* What a rank is blocked on. */
 enum { W_NONE = 0, W_RECV, W_SEND, W_BARRIER, W_DONE };
 
@@ -39,6 +57,8 @@ typedef struct tbox {
     int wait;              /* W_* */
     int wait_src;          /* W_RECV: the awaited message, W_SEND: the full box's rank */
     exec_msg_key wait_key;
+    tpost *post;           /* [npost] the rank's posted receives (grown as needed) */
+    int npost, cap_post;
     _Alignas(64) _Atomic uint64_t arrivals; /* messages put in this box so far (own line) */
 } tbox; /* sizeof is a multiple of 64 (the aligned member) */
 
@@ -209,6 +229,27 @@ static int t_send(exec_transport *t, int dst, exec_msg_key key, const void *data
         return pl_errf(e, PL_EINPUT, "message of %zu bytes exceeds the mailbox limit of %zu bytes", bytes, b->max_bytes);
     pthread_mutex_lock(&b->mu);
     tbox *x = &b->box[dst];
+    if (!b->aborted) {
+        /* a receive posted for it: the message goes straight into its buffer */
+        for (int i = 0; i < x->npost; i++) {
+            tpost *p = &x->post[i];
+            if (p->state != P_WAIT || p->src != en->rank || !key_eq(p->key, key)) continue;
+            if (bytes == p->bytes) {
+                memcpy(p->data, data, bytes);
+                p->state = P_DONE;
+            } else {
+                p->state = P_BAD;
+                p->got = bytes;
+            }
+            atomic_fetch_add_explicit(&x->arrivals, 1, memory_order_release);
+            if (x->wait == W_RECV && x->wait_src == en->rank && key_eq(x->wait_key, key)) {
+                unblock_locked(b, dst);
+                pthread_cond_broadcast(&x->cv);
+            }
+            pthread_mutex_unlock(&b->mu);
+            return PL_OK;
+        }
+    }
     struct timespec dl = deadline_of(b->timeout_s);
     int rc = PL_OK;
     while (x->n == b->cap) {
@@ -239,6 +280,34 @@ static int t_send(exec_transport *t, int dst, exec_msg_key key, const void *data
     return rc;
 }
 
+/* Returns the slot of rank r's mailbox holding the message key from src, -1 none; mu held. */
+static int find_msg(const tboard *b, int r, int src, exec_msg_key key) {
+    const tbox *x = &b->box[r];
+    for (int i = 0; i < b->cap && x->n > 0; i++)
+        if (x->slot[i].used && x->slot[i].src == src && key_eq(x->slot[i].key, key)) return i;
+    return -1;
+}
+
+/* Takes the message in slot i of rank r's mailbox into data (a size other than bytes is an
+ * error) and frees the slot, waking a sender blocked on the full box. Returns PL_OK or the
+ * error; mu held. */
+static int take_msg(tboard *b, int r, int i, void *data, size_t bytes, pl_err *e) {
+    tbox *x = &b->box[r];
+    tmsg *m = &x->slot[i];
+    int rc = PL_OK;
+    if (m->bytes != bytes) rc = pl_errf(e, PL_EINPUT, "message from rank %d has %zu bytes, expected %zu", m->src, m->bytes, bytes);
+    else memcpy(data, m->data, bytes);
+    m->used = 0;
+    x->n--;
+    /* a sender blocked on this full box may proceed */
+    for (int q = 0; q < b->p; q++)
+        if (b->box[q].wait == W_SEND && b->box[q].wait_src == r) {
+            unblock_locked(b, q);
+            pthread_cond_broadcast(&b->box[q].cv);
+        }
+    return rc;
+}
+
 /* Takes the message key from src out of this rank's mailbox into data, waiting (timed,
  * abortable) until it arrives; a size other than bytes is an error. Returns PL_OK or the error. */
 static int t_recv(exec_transport *t, int src, exec_msg_key key, void *data, size_t bytes, pl_err *e) {
@@ -251,24 +320,9 @@ static int t_recv(exec_transport *t, int src, exec_msg_key key, void *data, size
     double spin_end = b->spin_s > 0 ? pl_now_s() + b->spin_s : 0;
     for (;;) {
         if (b->aborted) { rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg); break; }
-        int found = -1;
-        for (int i = 0; i < b->cap; i++)
-            if (x->slot[i].used && x->slot[i].src == src && key_eq(x->slot[i].key, key)) { found = i; break; }
+        int found = find_msg(b, en->rank, src, key);
         if (found >= 0) {
-            tmsg *m = &x->slot[found];
-            if (m->bytes != bytes) {
-                rc = pl_errf(e, PL_EINPUT, "message from rank %d has %zu bytes, expected %zu", src, m->bytes, bytes);
-            } else {
-                memcpy(data, m->data, bytes);
-            }
-            m->used = 0;
-            x->n--;
-            /* a sender blocked on this full box may proceed */
-            for (int r = 0; r < b->p; r++)
-                if (b->box[r].wait == W_SEND && b->box[r].wait_src == en->rank) {
-                    unblock_locked(b, r);
-                    pthread_cond_broadcast(&b->box[r].cv);
-                }
+            rc = take_msg(b, en->rank, found, data, bytes, e);
             break;
         }
         if (spin_end > 0) {
@@ -287,6 +341,74 @@ static int t_recv(exec_transport *t, int src, exec_msg_key key, void *data, size
         unblock_locked(b, en->rank);
         if (rc != PL_OK) break;
     }
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
+/* Posts the receive of key from src into data: takes the message now when it is in the mailbox,
+ * else records the receive, which t_send then fills. Returns PL_OK or the error (aborted, a
+ * message of the wrong size, out of memory). */
+static int t_post_recv(exec_transport *t, int src, exec_msg_key key, void *data, size_t bytes, pl_err *e) {
+    tend *en = t->impl;
+    tboard *b = en->b;
+    pthread_mutex_lock(&b->mu);
+    tbox *x = &b->box[en->rank];
+    int rc = PL_OK;
+    if (b->aborted) rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg);
+    if (rc == PL_OK && x->npost == x->cap_post) {
+        int nc = x->cap_post ? 2 * x->cap_post : 8;
+        tpost *np = pl_reallocarray(x->post, (size_t)nc, sizeof *np);
+        if (!np) rc = pl_errf(e, PL_ENOMEM, "out of memory posting a receive");
+        else x->post = np, x->cap_post = nc;
+    }
+    if (rc == PL_OK) {
+        int found = find_msg(b, en->rank, src, key);
+        if (found >= 0) rc = take_msg(b, en->rank, found, data, bytes, e);
+        if (rc == PL_OK) x->post[x->npost++] = (tpost){src, key, data, bytes, found >= 0 ? P_DONE : P_WAIT, 0};
+    }
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
+/* Completes the receive posted for (src, key): waits (spinning first as t_recv does; timed,
+ * abortable, counted as a blocked rank) until its message is in its buffer. Returns PL_OK or the
+ * error (a message of the wrong size, aborted, timed out, nothing posted). */
+static int t_wait_recv(exec_transport *t, int src, exec_msg_key key, pl_err *e) {
+    tend *en = t->impl;
+    tboard *b = en->b;
+    pthread_mutex_lock(&b->mu);
+    tbox *x = &b->box[en->rank];
+    int i = 0;
+    while (i < x->npost && !(x->post[i].src == src && key_eq(x->post[i].key, key))) i++;
+    if (i == x->npost) {
+        pthread_mutex_unlock(&b->mu);
+        return pl_errf(e, PL_EINTERNAL, "no receive of %s of stage %d microbatch %lld from rank %d was posted",
+                       key.kind == EXEC_MSG_ACT ? "activations" : "gradients", key.stage, (long long)key.mb, src);
+    }
+    struct timespec dl = deadline_of(b->timeout_s);
+    int rc = PL_OK;
+    double spin_end = b->spin_s > 0 ? pl_now_s() + b->spin_s : 0;
+    for (;;) {
+        if (b->aborted) { rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg); break; }
+        tpost *p = &x->post[i];
+        if (p->state == P_BAD) rc = pl_errf(e, PL_EINPUT, "message from rank %d has %zu bytes, expected %zu", src, p->got, p->bytes);
+        if (p->state != P_WAIT) break;
+        if (spin_end > 0) {
+            uint64_t seen = atomic_load_explicit(&x->arrivals, memory_order_relaxed);
+            pthread_mutex_unlock(&b->mu);
+            int changed = spin_until(b, &x->arrivals, seen, spin_end);
+            pthread_mutex_lock(&b->mu);
+            if (!changed) spin_end = 0; /* spun out: sleep from now on */
+            continue;
+        }
+        x->wait_src = src;
+        x->wait_key = key;
+        block_locked(b, en->rank, W_RECV);
+        rc = wait_locked(b, en->rank, &dl, e);
+        unblock_locked(b, en->rank);
+        if (rc != PL_OK) break;
+    }
+    x->post[i] = x->post[--x->npost]; /* done with it, whatever happened */
     pthread_mutex_unlock(&b->mu);
     return rc;
 }
@@ -398,6 +520,8 @@ exec_transport *exec_threads_transport_new(int p, int cap, size_t max_bytes, dou
         t[r].barrier = t_barrier;
         t[r].abort = t_abort;
         t[r].finished = t_finished;
+        t[r].post_recv = t_post_recv;
+        t[r].wait_recv = t_wait_recv;
     }
     return t;
 }
@@ -424,6 +548,7 @@ void exec_threads_transport_free(exec_transport *t, int p) {
     tboard *b = en->b;
     for (int r = 0; r < p; r++) {
         free(b->box[r].slot);
+        free(b->box[r].post);
         pthread_cond_destroy(&b->box[r].cv);
     }
     pthread_mutex_destroy(&b->mu);

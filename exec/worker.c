@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Returns the parameters of block k of version `ver` of stage st. */
 static const float *params(const exec_xrank *x, const exec_xstage *st, int ver, int k) {
@@ -104,10 +105,16 @@ static int do_step(exec_xrank *x, int s, pl_err *e) {
 /* ---------------------------------------------------------------- communication actions */
 
 /* What an injected fault does to an action (fault_at's result, do_comm's `fault`). */
-enum { SEND_OK = 0, SEND_SHORT = 1, SEND_DROP = 2, SEND_TWICE = 3, SKIP_ACTION = 4 };
+enum { SEND_OK = 0, SEND_SHORT = 1, SEND_DROP = 2, SEND_TWICE = 3, SKIP_ACTION = 4, SEND_LATE = 5 };
+
+/* How late an EXEC_FAULT_DELAY_SEND sends (seconds). */
+#define SEND_DELAY_S 0.25
 
 /* Applies a SEND or RECV action (an injected fault makes a SEND send one float short, nothing,
- * or twice: SEND_*). Returns PL_OK or an error. */
+ * twice, or late: SEND_*). A SEND returns once the transport has its copy. A RECV takes the
+ * slot its message lands in (the bookkeeping and memory of the old blocking receive, at the same
+ * point of the list) and posts the receive without waiting for it (exec_xpend): the compute
+ * that needs the data waits for it (await_inputs). Returns PL_OK or an error. */
 static int do_comm(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
     int s = a->stage;
     size_t bh = (size_t)x->d.b * x->d.h, bytes = bh * sizeof(float);
@@ -118,6 +125,10 @@ static int do_comm(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
         if (!slotp) return e->code;
         int fwd = a->kind == SCHED_SEND_F, to = fwd ? s + 1 : s - 1;
         int rc = PL_OK;
+        if (!x->dry && fault == SEND_LATE) {
+            struct timespec ts = {0, (long)(SEND_DELAY_S * 1e9)};
+            while (nanosleep(&ts, &ts) != 0) {}
+        }
         if (!x->dry && fault != SEND_DROP) {
             exec_msg_key k = {fwd ? EXEC_MSG_ACT : EXEC_MSG_GRAD, to, g};
             float *src = exec_pool_slot(&x->out, *slotp);
@@ -132,9 +143,18 @@ static int do_comm(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
     int i = exec_xrank_recv_begin(x, a, &pool, e);
     if (i < 0) return e->code;
     if (x->dry) return PL_OK;
+    if (x->n_pend >= x->cap_pend) return pl_errf(e, PL_EINTERNAL, "more receives pending than the list has RECVs");
     int fwd = a->kind == SCHED_RECV_F;
-    exec_msg_key k = {fwd ? EXEC_MSG_ACT : EXEC_MSG_GRAD, s, g};
-    return x->t->recv(x->t, sr[fwd ? s - 1 : s + 1], k, exec_pool_slot(pool, i), bytes, e);
+    exec_xpend *p = &x->pend[x->n_pend];
+    *p = (exec_xpend){a->kind, s, a->mb, x->at, 0, exec_pool_slot(pool, i)};
+    if (x->t->post_recv && x->t->wait_recv) {
+        exec_msg_key k = {fwd ? EXEC_MSG_ACT : EXEC_MSG_GRAD, s, g};
+        int rc = x->t->post_recv(x->t, sr[fwd ? s - 1 : s + 1], k, p->data, bytes, e);
+        if (rc != PL_OK) return rc;
+        p->posted = 1;
+    }
+    x->n_pend++;
+    return PL_OK;
 }
 
 /* Executes one action (fault: what happens to a SEND, SEND_*); returns PL_OK or an error
@@ -171,6 +191,61 @@ static void where(const exec_xrank *x, size_t k, pl_err *e) {
     char t[96];
     sched_action_format(&x->s->rank[x->r].acts[k], t, sizeof t);
     pl_err_prefix(e, "rank %d, action %zu (%s), pass %d: ", x->r, k + 1, t, x->pass);
+}
+
+/* ---------------------------------------------------------------- pending receives */
+
+/* Completes pending receive i (exec_xpend; removed from the list): waits for its data and adds
+ * the wait to *comm (communication time, as the whole of a blocking RECV was). The op records
+ * keep their list order and never overlap: the RECV's row is its post, at its place in the list
+ * (short), and the wait is the gap before the row of the compute that needed the data, as in the
+ * simulator's timeline (a RECV of no duration, the compute starting when its data arrived).
+ * While it waits the rank is "at" the RECV (deadlock and launcher reports); an error names the
+ * RECV (rank, action, pass) and leaves x->at there. Returns PL_OK or the error (in x->err). */
+static int pend_complete(exec_xrank *x, int i, double *comm) {
+    exec_xpend p = x->pend[i];
+    memmove(&x->pend[i], &x->pend[i + 1], (size_t)(x->n_pend - i - 1) * sizeof *x->pend);
+    x->n_pend--;
+    long at = x->at;
+    x->at = p.at;
+    int fwd = p.kind == SCHED_RECV_F;
+    int src = x->s->stage_rank[fwd ? p.stage - 1 : p.stage + 1];
+    exec_msg_key k = {fwd ? EXEC_MSG_ACT : EXEC_MSG_GRAD, p.stage, x->goff + p.mb};
+    size_t bytes = (size_t)x->d.b * x->d.h * sizeof(float);
+    double w0 = pl_now_s();
+    int rc = p.posted ? x->t->wait_recv(x->t, src, k, &x->err) : x->t->recv(x->t, src, k, p.data, bytes, &x->err);
+    double w1 = pl_now_s();
+    *comm += w1 - w0;
+    if (rc != PL_OK) {
+        if (strncmp(x->err.msg, "aborted: ", 9) != 0) where(x, (size_t)p.at, &x->err);
+        return rc;
+    }
+    x->at = at;
+    return PL_OK;
+}
+
+/* Completes the pending receive of RECV kind `kind` of (stage, mb), if there is one. */
+static int pend_need(exec_xrank *x, int kind, int stage, int mb, double *comm) {
+    for (int i = 0; i < x->n_pend; i++)
+        if (x->pend[i].kind == kind && x->pend[i].stage == stage && x->pend[i].mb == mb) return pend_complete(x, i, comm);
+    return PL_OK;
+}
+
+/* Before compute action a: completes the receives whose data it reads (F: its RECV_F; I, B: its
+ * RECV_B; an overlap both). A compute whose RECV did not run finds its input missing itself (the
+ * bookkeeping's checks). Returns PL_OK or the error (x->err, naming the RECV). */
+static int await_inputs(exec_xrank *x, const sched_action *a, double *comm) {
+    if (x->n_pend == 0) return PL_OK;
+    switch (a->kind) {
+    case SCHED_F: return pend_need(x, SCHED_RECV_F, a->stage, a->mb, comm);
+    case SCHED_I:
+    case SCHED_B: return pend_need(x, SCHED_RECV_B, a->stage, a->mb, comm);
+    case SCHED_OVERLAP: {
+        int rc = pend_need(x, SCHED_RECV_F, a->stage, a->mb, comm);
+        return rc ? rc : pend_need(x, SCHED_RECV_B, a->stage2, a->mb2, comm);
+    }
+    default: return PL_OK;
+    }
 }
 
 void exec_xrank_where(const exec_xrank *x, char *buf, size_t n) {
@@ -305,6 +380,10 @@ int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg
     }
     x->st = pl_calloc(x->nst ? (size_t)x->nst : 1, sizeof *x->st);
     if (!x->st) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (size_t k = 0; k < s->rank[r].n; k++)
+        x->cap_pend += s->rank[r].acts[k].kind == SCHED_RECV_F || s->rank[r].acts[k].kind == SCHED_RECV_B;
+    x->pend = pl_calloc(x->cap_pend ? (size_t)x->cap_pend : 1, sizeof *x->pend);
+    if (!x->pend) return pl_errf(e, PL_ENOMEM, "out of memory");
     for (int q = 0, n = 0; q < s->stages; q++) {
         if (s->stage_rank[q] == r) {
             exec_xstage *st = &x->st[n];
@@ -362,6 +441,7 @@ void exec_xrank_free(exec_xrank *x) {
     free(x->ints_mem);
     free(x->st);
     free(x->loc);
+    free(x->pend);
     free(x->ops);
     free(x->pass_start_s);
     exec_prof_worker_free(x->prof);
@@ -386,8 +466,9 @@ static void worker_vanished(void *arg) {
 }
 
 /* Applies an injected fault that strikes rank x at action k (cfg->fault): returns the SEND_*
- * treatment of the action, SKIP_ACTION (DROP_RECV), or -1 with x->rc set (ERROR). EXIT and KILL
- * do not return. armed: 1 while the fault has not struck yet in this pass. */
+ * treatment of the action (SEND_LATE: DELAY_SEND), SKIP_ACTION (DROP_RECV), or -1 with x->rc
+ * set (ERROR). EXIT and KILL do not return. armed: 1 while the fault has not struck yet in this
+ * pass. */
 static int fault_at(exec_xrank *x, size_t k, const sched_action *a, int *armed) {
     const exec_fault *f = &x->cfg->fault;
     if (!*armed || f->rank != x->r || f->pass != x->pass || (size_t)f->action > k) return SEND_OK;
@@ -405,6 +486,7 @@ static int fault_at(exec_xrank *x, size_t k, const sched_action *a, int *armed) 
     case EXEC_FAULT_DROP_SEND: if (send) { *armed = 0; return SEND_DROP; } return SEND_OK;
     case EXEC_FAULT_DROP_RECV: if (recv) { *armed = 0; return SKIP_ACTION; } return SEND_OK;
     case EXEC_FAULT_EXTRA_SEND: if (send) { *armed = 0; return SEND_TWICE; } return SEND_OK;
+    case EXEC_FAULT_DELAY_SEND: if (send) { *armed = 0; return SEND_LATE; } return SEND_OK;
     default: return SEND_OK;
     }
 }
@@ -448,12 +530,18 @@ static void worker_walk(exec_xrank *x) {
             x->at = (long)k;
             int fault = fault_at(x, k, a, &armed);
             if (fault == SKIP_ACTION) continue; /* a dropped receive */
+            /* a compute first waits for the data it reads (communication time, outside its row) */
+            int named = 0;
+            if (x->rc == PL_OK && sched_kind_is_compute((sched_kind)a->kind)) {
+                x->rc = await_inputs(x, a, &comm);
+                named = x->rc != PL_OK; /* the message names the RECV */
+            }
             double s0 = pl_now_s();
             if (x->rc == PL_OK) x->rc = do_action(x, a, fault, &x->err);
             double s1 = pl_now_s();
             if (x->rc != PL_OK) {
                 if (strncmp(x->err.msg, "aborted: ", 9) != 0) {
-                    where(x, k, &x->err);
+                    if (!named) where(x, k, &x->err);
                     x->t->abort(x->t, &x->err);
                 }
                 break;
@@ -468,6 +556,14 @@ static void worker_walk(exec_xrank *x) {
                 op->end_s = s1;
             }
         }
+        /* receives no compute needed (a list the dry walk would have refused): completed here,
+         * so that the transport's accounting stays exact; the pass-end check below then fails
+         * on the buffers they hold */
+        while (x->rc == PL_OK && x->n_pend > 0) {
+            x->rc = pend_complete(x, 0, &comm);
+            if (x->rc != PL_OK && strncmp(x->err.msg, "aborted: ", 9) != 0) x->t->abort(x->t, &x->err);
+        }
+        x->n_pend = 0;
         if (x->rc == PL_OK) x->at = -1;
         x->pass_end_s[x->pass] = pl_now_s();
         x->busy_s[x->pass] = busy;

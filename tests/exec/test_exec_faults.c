@@ -177,6 +177,95 @@ static void run_case(const fault_case *fc, int mpi, const char *db, long before)
     free(out);
 }
 
+/* Returns the 0-based index in rank r's lowered list of the action of kind k, stage st and
+ * microbatch mb, -1 when there is none. */
+static long find_action(const sched *s, int r, sched_kind k, int st, int mb) {
+    for (size_t i = 0; i < s->rank[r].n; i++) {
+        const sched_action *a = &s->rank[r].acts[i];
+        if (a->kind == (int)k && a->stage == st && a->mb == mb) return (long)i;
+    }
+    return -1;
+}
+
+/* Reads start and end of the first timed pass's op `action` of rank r from the database at path
+ * (its only run); returns 1 when found. */
+static int op_times(const char *path, int r, const char *action, double *start, double *end) {
+    sqlite3 *db = NULL;
+    int ok = 0;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT start_s, end_s FROM ops WHERE rank = ?1 AND action = ?2 ORDER BY seq LIMIT 1", -1, &st,
+                               NULL) == SQLITE_OK) {
+            sqlite3_bind_int(st, 1, r);
+            sqlite3_bind_text(st, 2, action, -1, SQLITE_STATIC);
+            if (sqlite3_step(st) == SQLITE_ROW) {
+                *start = sqlite3_column_double(st, 0);
+                *end = sqlite3_column_double(st, 1);
+                ok = 1;
+            }
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return ok;
+}
+
+/* A receive waits where its data is needed, not where the list has the RECV. zb-h1 on 2 ranks
+ * lists rank 0's 0RECV_B1 before 0F2, which does not need that gradient; rank 1 sends it
+ * (1SEND_B1) 0.25 s late (delay-send, in the first timed pass). Rank 0 must have finished F2
+ * before that message could exist (before 1SEND_B1's start + 0.25 s, on the run's one clock),
+ * where a receive that blocks in list order could start F2 only after the message arrived; the
+ * compute that needs it (0I1) starts after it. An ordering with a margin of the whole delay, not
+ * a speed: the run is traced (--trace) and read back from the database. */
+static void late_message_case(int mpi) {
+    pl_err e;
+    sched_gen_opts o = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *g = sched_generate("zb-h1", &o, &e);
+    sched *s = g ? sched_lower(g, &e) : NULL;
+    sched_free(g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    long recv = find_action(s, 0, SCHED_RECV_B, 0, 1), f2 = find_action(s, 0, SCHED_F, 0, 2),
+         i1 = find_action(s, 0, SCHED_I, 0, 1), send = find_action(s, 1, SCHED_SEND_B, 1, 1);
+    sched_free(s);
+    /* the premise: the list has the receive before a compute that does not need it */
+    CU_ASSERT_FATAL(recv >= 0 && f2 > recv && i1 > f2 && send >= 0);
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, mpi ? "late-mpi.db" : "late.db");
+    char cmd[4096], args[512];
+    snprintf(args, sizeof args, "run --kind zb-h1 --ranks 2 --microbatches 4 --width 32 --depth 4 --microbatch-size 4 --warmup 1 "
+             "--timed 2 --no-predict --trace --inject-fault delay-send:1:%ld:1 --db %s", send + 1, db);
+#ifdef PIPELAB_MPIEXEC
+    if (mpi) snprintf(cmd, sizeof cmd, MPIENV "timeout 60 " MPIRUN " %s %s --transport mpi", PIPELAB_BIN, args);
+    else
+#endif
+        snprintf(cmd, sizeof cmd, "timeout 60 %s %s", PIPELAB_BIN, args);
+    char *out = NULL;
+    int rc = pl_test_run(cmd, &out);
+    if (rc != 0) fprintf(stderr, "%s\n", out ? out : "");
+    free(out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    double s0 = 0, s1 = 0, f0 = 0, f1 = 0, r0 = 0, r1 = 0, b0 = 0, b1 = 0;
+    CU_ASSERT_FATAL(op_times(db, 1, "1SEND_B1", &s0, &s1) && op_times(db, 0, "0F2", &f0, &f1) &&
+                    op_times(db, 0, "0RECV_B1", &r0, &r1) && op_times(db, 0, "0I1", &b0, &b1));
+    int ok = s1 - s0 >= 0.25 /* the delay happened */ && r1 <= f0 && f1 < s0 + 0.25 && b0 >= s0 + 0.25;
+    if (!ok || getenv("PIPELAB_TEST_VERBOSE"))
+        fprintf(stderr, "%s: 1SEND_B1 [%.4f, %.4f], 0RECV_B1 [%.4f, %.4f], 0F2 [%.4f, %.4f], 0I1 [%.4f, %.4f]\n",
+                mpi ? "mpi" : "threads", s0, s1, r0, r1, f0, f1, b0, b1);
+    CU_ASSERT(ok);
+    free(db);
+    free(dir);
+}
+
+static void test_late_message_threads(void) { late_message_case(0); }
+
+static void test_late_message_mpi(void) {
+    if (!have_mpirun()) {
+        pl_test_skip("mpirun or the MPI transport is absent: the late message is not tested on MPI");
+        return;
+    }
+    late_message_case(1);
+}
+
 /* Every fault on the threads transport through `pipelab run --db`. */
 static void test_cli_faults_threads(void) {
     char *dir = pl_test_tmpdir();
@@ -473,6 +562,8 @@ void exec_test_faults_register(void) {
         {"errors and short messages stop 4 ranks quickly", test_faults_bounded},
         {"pipelab run under every fault, threads", test_cli_faults_threads},
         {"pipelab run under every fault, MPI", test_cli_faults_mpi},
+        {"a late message stalls only the compute that needs it, threads", test_late_message_threads},
+        {"a late message stalls only the compute that needs it, MPI", test_late_message_mpi},
         {"a SIGKILLed pipelab run leaves the database intact", test_killed_process_db_intact},
         {NULL, NULL}};
     pl_test_suite("exec faults, both transports", cs);
