@@ -38,13 +38,16 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         sim_config_init(&c);
         sim_model_config(&sm, &c);
         c.record_trace = cfg->record_ops; /* a traced run stores the predicted timeline beside it */
-        /* the executor's workers block in a RECV until its message is there, in list order
-         * (both transports), and a SEND returns once its copy is made: the simulator's
-         * blocking mode. Its default lets a compute after a RECV of another microbatch start
-         * before the data arrive (RECV only posts), which the lowering's early receives (zb-h1:
-         * 0RECV_B1 before 0F2; interleaved) turn into a prediction 6-9% shorter than what the
-         * executor can do */
-        c.blocking_comm = 1;
+        /* the CPU executor's RECV posts its receive and the compute that needs the data waits
+         * for it (both transports), a SEND returns once its copy is made: the simulator's
+         * default mode, where the lowering's early receives (zb-h1: 0RECV_B1 before 0F2;
+         * interleaved) do not stall the compute listed after them. Blocking mode for: the CUDA
+         * backend, whose compute stream waits for a receive at the RECV's place in the list;
+         * stash and 2bw weights, whose STEP the default mode runs beside the compute stream once
+         * its all-reduce ended (the executor computes it on the worker, in list order; their
+         * receives sit right before the compute that needs them, but for a few of the warm-up,
+         * and both modes give the same time to their generators' lists without a STEP cost) */
+        c.blocking_comm = cfg->backend == EXEC_BACKEND_CUDA || s->weights != SCHED_WEIGHTS_FLUSH;
         sim_costs costs = sim_model_costs(&sm);
         rc = sim_run(s, &costs, &c, r, e);
         if (rc) pl_err_prefix(e, "prediction: ");

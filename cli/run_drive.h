@@ -17,8 +17,9 @@
 
 /* The simulator's prediction for running s with cfg, from a profile model m (per-block times
  * measured on this machine; see exec_profile_csv): the stage split of cfg (exec_stage_blocks),
- * free links (the in-process transport copies b h floats), blocking communication (a worker
- * waits in a RECV until its message is there, as the executor's transports do), gradients in
+ * free links (the in-process transport copies b h floats), the simulator's default
+ * communication (a RECV posts, the compute that needs its data waits for it, as the CPU
+ * executor's workers do; blocking mode for the CUDA backend and stash/2bw weights), gradients in
  * fp32, optimizer state 4 bytes per parameter with momentum, else 0, microbatch size cfg's. Fills r (free with
  * sim_result_free). Returns PL_OK or an error.
  * The STEP of a stage is its blocks times cfg->pred_step_s, or, when rank_step_s is not NULL,
