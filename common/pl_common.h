@@ -7,6 +7,10 @@
 #include <stdint.h>
 
 #define PL_VERSION "0.1.0"
+/* The git revision of this build: `git describe --always --dirty` of the source tree when it was
+ * built ("-dirty": tracked files differed from HEAD), or "unknown" (a source tarball). */
+const char *pl_git_rev(void);
+#define PIPELAB_GIT_REV (pl_git_rev())
 
 /* Error codes returned by library functions. User errors (bad input) are PL_EINPUT. */
 enum {
