@@ -68,11 +68,25 @@ int cli_profile(int argc, char **argv);
 /* Prints "pipelab: <message>" on stderr and returns CLI_EUSER (or CLI_EUSAGE). */
 int cli_fail(const pl_err *e);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Parses an int flag value in [lo, hi]; on error prints a usage error and returns -1. */
+/* Parses an int flag value in [lo, hi]; on error prints a usage error ("pipelab CMD: FLAG: ...")
+ * and returns -1. Every numeric flag of cli/ goes through these parsers: a malformed or
+ * out-of-range value is a usage error (exit 2, DESIGN.md §8). */
 int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, long hi, int *out);
+/* The same for a long (seeds). */
+int cli_long_arg(const char *cmd, const char *flag, const char *val, long lo, long hi, long *out);
+/* Parses a finite number in [lo, hi] (e.g. lo 0: not negative); on error prints a usage error
+ * "pipelab CMD: FLAG: what is wrong" and returns -1. */
+int cli_num_arg(const char *cmd, const char *flag, const char *val, double lo, double hi, double *out);
 /* Parses --max-memory's size ("8e9", "16GiB") and makes it the limit every up-front memory check
  * uses (sched_set_memory_limit); on error prints a usage error and returns -1. */
 int cli_max_memory_arg(const char *cmd, const char *val);
+/* The short run id `pipelab db list` prints: the uid's first 8 characters, or more where needed
+ * to name one run; a run `pipelab run` stored as the prediction of measured run X (uid
+ * "prediction-X") shows as "p:" and X's short id. Every RUN argument (db show, plot timeline,
+ * calibrate --run) takes it: cli_run_key turns "p:X" back into "prediction-X" (into buf[n];
+ * returns arg itself when it is not of that form, or when buf is too small). */
+#define CLI_PREDICTION_MARK "p:"
+const char *cli_run_key(const char *arg, char *buf, size_t n);
 /* Returns 1 when stdout (fd 1) or stderr (fd 2) is a terminal. */
 int cli_isatty(int fd);
 /* Writes a buffer to path, or to stdout when path is NULL or "-"; returns an exit code. */

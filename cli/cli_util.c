@@ -24,12 +24,36 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
     return CLI_EUSAGE;
 }
 
-int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, long hi, int *out) {
-    long v;
-    if (pl_parse_long(val, lo, hi, &v) != 0) {
-        cli_usage_error(cmd, "%s needs a whole number between %ld and %ld (got '%s')", flag, lo, hi, val ? val : "");
+int cli_num_arg(const char *cmd, const char *flag, const char *val, double lo, double hi, double *out) {
+    double v;
+    if (pl_parse_double(val, &v) != 0) {
+        cli_usage_error(cmd, "%s: needs a finite number (got '%s')", flag, val ? val : "");
         return -1;
     }
+    if (v < lo) {
+        if (lo == 0) cli_usage_error(cmd, "%s: must not be negative (got '%s')", flag, val);
+        else cli_usage_error(cmd, "%s: must be at least %g (got '%s')", flag, lo, val);
+        return -1;
+    }
+    if (v > hi) {
+        cli_usage_error(cmd, "%s: must be at most %g (got '%s')", flag, hi, val);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_long_arg(const char *cmd, const char *flag, const char *val, long lo, long hi, long *out) {
+    if (pl_parse_long(val, lo, hi, out) != 0) {
+        cli_usage_error(cmd, "%s: needs a whole number between %ld and %ld (got '%s')", flag, lo, hi, val ? val : "");
+        return -1;
+    }
+    return 0;
+}
+
+int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, long hi, int *out) {
+    long v;
+    if (cli_long_arg(cmd, flag, val, lo, hi, &v) != 0) return -1;
     *out = (int)v;
     return 0;
 }
@@ -37,11 +61,18 @@ int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, lon
 int cli_max_memory_arg(const char *cmd, const char *val) {
     uint64_t v = 0;
     if (sched_parse_bytes(val, &v) != 0 || v == 0) {
-        cli_usage_error(cmd, "--max-memory needs a size in bytes such as 8e9 or 16GiB (got '%s')", val);
+        cli_usage_error(cmd, "--max-memory: needs a size in bytes such as 8e9 or 16GiB (got '%s')", val);
         return -1;
     }
     sched_set_memory_limit(v);
     return 0;
+}
+
+const char *cli_run_key(const char *arg, char *buf, size_t n) {
+    size_t m = strlen(CLI_PREDICTION_MARK);
+    if (!arg || strncmp(arg, CLI_PREDICTION_MARK, m) != 0) return arg;
+    int len = snprintf(buf, n, "%s%s", STORE_PREDICTION_PREFIX, arg + m);
+    return len >= 0 && (size_t)len < n ? buf : arg;
 }
 
 int cli_isatty(int fd) { return isatty(fd); }

@@ -138,7 +138,8 @@ static int obs_from_db(const opts *o, const cost_hw *hw, cost_observation **out,
     cost_observation *v = NULL;
     size_t n = 0;
     int rc = store_open(o->db, 1, &db, e);
-    if (rc == PL_OK) rc = store_get_run(db, o->run, &run, e);
+    char key[512]; /* "p:X", as pipelab db list prints a prediction's id */
+    if (rc == PL_OK) rc = store_get_run(db, cli_run_key(o->run, key, sizeof key), &run, e);
     if (rc == PL_OK) rc = store_get_ops(db, run.id, &ops, &nops, e);
     if (rc == PL_OK && nops == 0) rc = pl_errf(e, PL_EINPUT, "%s: run %s has no recorded actions", o->db, o->run);
     if (rc == PL_OK && !(m = cost_model_open(o->model, e))) rc = e->code ? e->code : PL_EINPUT;

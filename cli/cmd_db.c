@@ -1,9 +1,12 @@
 /* cmd_db.c: `pipelab db`: list, show, export and merge the runs of a results database. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "store.h"
@@ -14,13 +17,19 @@ static const char help_text[] =
     "Reads and combines results databases (default " STORE_DEFAULT_PATH ").\n"
     "\n"
     "subcommands:\n"
-    "  list [--tag T] [--limit N] [--format table|csv|json]   recent runs, newest first\n"
+    "  list [--tag T] [--limit N] [--format table|csv|json]   recent runs, newest first; the\n"
+    "                                 table's UID is the uid's first 8 characters (more where\n"
+    "                                 they would name several runs), and p:X the prediction\n"
+    "                                 `pipelab run` stored for its measured run X\n"
     "  show RUN [--ops] [--format table|csv|json]\n"
-    "                                 one run (RUN = integer id, uid, or a uid prefix) with its\n"
-    "                                 rank metrics; --ops also prints every recorded action\n"
+    "                                 one run (RUN = integer id, uid, a uid prefix, or the UID\n"
+    "                                 list prints) with its rank metrics; --ops also prints\n"
+    "                                 every recorded action\n"
     "  export [--tag T] --format csv|json [-o FILE]          runs with their headline metrics\n"
     "                                 (JSON also carries parameters and per-rank metrics)\n"
-    "  merge A.db [B.db ...] -o OUT.db  copy every run into OUT.db exactly once (by uid)\n"
+    "  merge A.db [B.db ...] -o OUT.db  copy every run into OUT.db exactly once (by uid); all\n"
+    "                                 or nothing: a failed merge leaves no new OUT.db, and an\n"
+    "                                 existing one as it was\n"
     "\n"
     "options:\n"
     "  --db PATH             database to read (default " STORE_DEFAULT_PATH ")\n"
@@ -121,6 +130,85 @@ static void csv_str(pl_buf *b, const char *s) {
     pl_buf_putc(b, '"');
 }
 
+/* Returns the malloc'd id `db list` shows for a run with this uid whose first flen characters
+ * are needed to name it (NULL when out of memory): a prediction stored by `pipelab run` (uid
+ * STORE_PREDICTION_PREFIX + the measured run's uid) shows as CLI_PREDICTION_MARK + the part
+ * after the prefix, so it sits beside its measured run instead of reading "predicti". */
+static char *format_key(const char *uid, size_t flen) {
+    size_t pl = strlen(STORE_PREDICTION_PREFIX);
+    int pred = strncmp(uid, STORE_PREDICTION_PREFIX, pl) == 0 && uid[pl] && flen > pl;
+    size_t n = strlen(CLI_PREDICTION_MARK) + flen + 1;
+    char *key = malloc(n);
+    if (key) snprintf(key, n, "%s%.*s", pred ? CLI_PREDICTION_MARK : "", (int)(pred ? flen - pl : flen), pred ? uid + pl : uid);
+    return key;
+}
+
+/* The shortest key length `db list` starts from: 8 characters of the uid (after the prediction
+ * prefix for a prediction). */
+static size_t min_key_len(const char *uid) {
+    size_t pl = strlen(STORE_PREDICTION_PREFIX), len = strlen(uid);
+    size_t want = (strncmp(uid, STORE_PREDICTION_PREFIX, pl) == 0 && uid[pl] ? pl : 0) + 8;
+    return want < len ? want : len;
+}
+
+/* Returns the number of leading characters a and b share. */
+static size_t common_prefix(const char *a, const char *b) {
+    size_t k = 0;
+    while (a[k] && a[k] == b[k]) k++;
+    return k;
+}
+
+/* Orders uid pointers by strcmp, for qsort and bsearch. */
+static int cmp_uid(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Fills keys[i] (malloc'd; NULL when out of memory) with the id `db list` shows for runs[i]: the
+ * uid's first 8 characters, or more until `db show` finds that run by it alone (no other uid
+ * starts with it, and it is not all digits, which db show reads as an integer id first). A few
+ * rows ask db show's own lookup; more rows compare with every uid of the database at once (one
+ * read instead of one table scan per row). Returns PL_OK or an error code. */
+static int list_keys(store *s, const store_run *runs, size_t n, char **keys, pl_err *e) {
+    if (n <= 16) {
+        for (size_t i = 0; i < n; i++) {
+            const char *uid = runs[i].uid;
+            size_t len = min_key_len(uid), full = strlen(uid);
+            for (;; len++) {
+                keys[i] = format_key(uid, len);
+                if (!keys[i] || len >= full) break;
+                char lookup[512];
+                store_run got;
+                pl_err ignored;
+                int found = store_get_run(s, cli_run_key(keys[i], lookup, sizeof lookup), &got, &ignored) == PL_OK &&
+                            got.id == runs[i].id;
+                store_run_clear(&got);
+                if (found) break;
+                free(keys[i]);
+            }
+        }
+        return PL_OK;
+    }
+    store_run *all = NULL;
+    size_t na = 0;
+    int code = store_list_runs(s, NULL, 0, &all, &na, e);
+    const char **uids = code == PL_OK ? pl_calloc(na ? na : 1, sizeof *uids) : NULL;
+    if (code == PL_OK && !uids) code = pl_errf(e, PL_ENOMEM, "out of memory");
+    if (code == PL_OK) {
+        for (size_t j = 0; j < na; j++) uids[j] = all[j].uid;
+        qsort(uids, na, sizeof *uids, cmp_uid);
+        for (size_t i = 0; i < n; i++) {
+            const char *uid = runs[i].uid, **at = bsearch(&uid, uids, na, sizeof *uids, cmp_uid);
+            size_t len = min_key_len(uid), full = strlen(uid), need = 0;
+            if (at && at > uids) need = common_prefix(uid, at[-1]) + 1;
+            if (at && at + 1 < uids + na && common_prefix(uid, at[1]) + 1 > need) need = common_prefix(uid, at[1]) + 1;
+            if (need > len) len = need;
+            while (len < full && len < 19 && len > 0 && strspn(uid, "0123456789") >= len) len++;
+            keys[i] = format_key(uid, len < full ? len : full);
+        }
+    }
+    free(uids);
+    store_runs_free(all, na);
+    return code;
+}
+
 /* `db list`: prints recent runs; returns an exit code. */
 static int db_list(const opts *o) {
     const char *fmt = o->format ? o->format : "table";
@@ -140,18 +228,33 @@ static int db_list(const opts *o) {
     pl_buf b;
     pl_buf_init(&b);
     char mem[32];
+    char **keys = NULL;
+    if (strcmp(fmt, "table") == 0 && n > 0) {
+        keys = pl_calloc(n, sizeof *keys);
+        int code = keys ? list_keys(s, runs, n, keys, &e) : pl_errf(&e, PL_ENOMEM, "out of memory");
+        if (code != PL_OK) {
+            for (size_t i = 0; keys && i < n; i++) free(keys[i]);
+            free(keys);
+            store_runs_free(runs, n);
+            store_close(s);
+            return cli_fail(&e);
+        }
+    }
     if (strcmp(fmt, "table") == 0) {
-        pl_buf_printf(&b, "%5s  %-8s  %-20s  %-9s  %-14s  %-12s  %3s %3s %4s %2s  %12s  %12s  %7s  %10s\n", "ID",
+        pl_buf_printf(&b, "%5s  %-10s  %-20s  %-9s  %-14s  %-12s  %3s %3s %4s %2s  %12s  %12s  %7s  %10s\n", "ID",
                       "UID", "TIME (UTC)", "KIND", "TAG", "SCHEDULE", "P", "S", "M", "V", "ITER (s)", "SAMPLES/s",
                       "BUBBLE", "PEAK MEM");
         for (size_t i = 0; i < n; i++) {
             const store_run *r = &runs[i];
-            pl_buf_printf(&b, "%5lld  %-8.8s  %-20s  %-9s  %-14s  %-12s  %3d %3d %4d %2d  %12.6g  %12.6g  %6.2f%%  %10s%s\n",
-                          (long long)r->id, r->uid, r->utc_time, r->kind, or_dash(r->tag), or_dash(r->schedule), r->ranks, r->stages,
+            const char *key = keys[i];
+            pl_buf_printf(&b, "%5lld  %-10s  %-20s  %-9s  %-14s  %-12s  %3d %3d %4d %2d  %12.6g  %12.6g  %6.2f%%  %10s%s\n",
+                          (long long)r->id, key ? key : r->uid, r->utc_time, r->kind, or_dash(r->tag), or_dash(r->schedule), r->ranks, r->stages,
                           r->microbatches, r->chunks, r->iteration_time_s, r->throughput_samples_s,
                           100.0 * r->bubble_rate, human_bytes(r->peak_mem_bytes, mem, sizeof mem),
                           r->oom ? " OOM" : "");
+            free(keys[i]);
         }
+        free(keys);
         if (n == 0) pl_buf_puts(&b, "(no runs)\n");
     } else if (strcmp(fmt, "csv") == 0) {
         pl_buf_puts(&b, "id,uid,utc_time,kind,tag,schedule,ranks,stages,microbatches,chunks,iteration_time_s,"
@@ -213,7 +316,8 @@ static int db_show(const opts *o) {
     int64_t nops = 0;
     store_op *ops = NULL;
     size_t nop = 0;
-    if (store_get_run(s, o->pos[0], &r, &e) != PL_OK) {
+    char key[512]; /* "p:X", as db list shows a prediction */
+    if (store_get_run(s, cli_run_key(o->pos[0], key, sizeof key), &r, &e) != PL_OK) {
         store_close(s);
         return cli_fail(&e);
     }
@@ -300,28 +404,81 @@ static int db_export(const opts *o) {
     return rc;
 }
 
-/* `db merge A.db ... -o OUT.db`: copies every run into OUT.db once; returns an exit code. */
+/* Removes the temporary database path and the files SQLite keeps beside it. */
+static void remove_db_files(const char *path) {
+    static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+    char buf[4096];
+    for (size_t k = 0; k < sizeof sfx / sizeof sfx[0]; k++) {
+        snprintf(buf, sizeof buf, "%s%s", path, sfx[k]);
+        unlink(buf);
+    }
+}
+
+/* `db merge A.db ... -o OUT.db`: copies every run of the inputs into OUT.db once (by uid), all or
+ * nothing. The inputs are merged first into a fresh temporary database beside OUT (one
+ * transaction per input); then that file becomes OUT when there was none, or is merged into an
+ * existing OUT in ONE transaction. So a failed merge leaves no new file behind and an existing
+ * OUT as it was (a bad third input does not leave the first two merged). Returns an exit code. */
 static int db_merge(const opts *o) {
     if (!o->output) return cli_usage_error("db", "merge needs -o OUT.db");
     if (o->npos < 1) return cli_usage_error("db", "merge needs at least one database to read");
     if (o->db) return cli_usage_error("db", "merge reads its inputs as arguments; --db does not apply");
     pl_err e;
     pl_err_clear(&e);
-    store *dst = NULL;
-    if (store_open(o->output, 0, &dst, &e) != PL_OK) return cli_fail(&e);
+    char tmp[4096];
+    struct stat st;
+    int n = snprintf(tmp, sizeof tmp, "%s.merge-%ld", o->output, (long)getpid());
+    for (int k = 1; n > 0 && (size_t)n < sizeof tmp - 16 && lstat(tmp, &st) == 0; k++)
+        n = snprintf(tmp, sizeof tmp, "%s.merge-%ld-%d", o->output, (long)getpid(), k);
+    if (n < 0 || (size_t)n >= sizeof tmp - 16) {
+        pl_errf(&e, PL_EINPUT, "%s: path too long", o->output);
+        return cli_fail(&e);
+    }
+    store *t = NULL;
+    if (store_open(tmp, 0, &t, &e) != PL_OK) {
+        remove_db_files(tmp);
+        char why[sizeof e.msg];
+        snprintf(why, sizeof why, "%s", e.msg);
+        pl_errf(&e, e.code, "%s: cannot create a temporary database beside it: %s", o->output, why);
+        return cli_fail(&e);
+    }
     int total = 0;
     for (int i = 0; i < o->npos; i++) {
         int added = 0, skipped = 0;
-        if (store_merge(dst, o->pos[i], &added, &skipped, &e) != PL_OK) {
-            store_close(dst);
+        if (store_merge(t, o->pos[i], &added, &skipped, &e) != PL_OK) {
+            store_close(t);
+            remove_db_files(tmp);
             return cli_fail(&e);
         }
         total += added;
-        fprintf(stderr, "pipelab: %s: %d run%s added, %d already present\n", o->pos[i], added, added == 1 ? "" : "s",
-                skipped);
+        fprintf(stderr, "pipelab: %s: %d run%s, %d already present in the inputs before it\n", o->pos[i], added,
+                added == 1 ? "" : "s", skipped);
     }
+    store_close(t);
+    /* a new OUT: the temporary file becomes it (a hard link, so an OUT created meanwhile is not
+     * replaced but merged into) */
+    if (lstat(o->output, &st) != 0 && errno == ENOENT) {
+        if (link(tmp, o->output) == 0 || (errno != EEXIST && rename(tmp, o->output) == 0)) {
+            remove_db_files(tmp);
+            printf("%s: %d run%s added\n", o->output, total, total == 1 ? "" : "s");
+            return CLI_OK;
+        }
+        if (errno != EEXIST) {
+            pl_errf(&e, PL_EIO, "%s: cannot create it: %s", o->output, strerror(errno));
+            remove_db_files(tmp);
+            return cli_fail(&e);
+        }
+    }
+    /* an existing OUT: everything in one transaction */
+    store *dst = NULL;
+    int added = 0, skipped = 0;
+    int code = store_open(o->output, 0, &dst, &e);
+    if (code == PL_OK) code = store_merge(dst, tmp, &added, &skipped, &e);
     store_close(dst);
-    printf("%s: %d run%s added\n", o->output, total, total == 1 ? "" : "s");
+    remove_db_files(tmp);
+    if (code != PL_OK) return cli_fail(&e);
+    fprintf(stderr, "pipelab: %s: %d run%s added, %d already present\n", o->output, added, added == 1 ? "" : "s", skipped);
+    printf("%s: %d run%s added\n", o->output, added, added == 1 ? "" : "s");
     return CLI_OK;
 }
 

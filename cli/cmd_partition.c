@@ -247,9 +247,9 @@ static int run(const opts *o) {
     if (o->capacity) {
         if (strcmp(o->capacity, "device") == 0) {
             cap = hw.memory_bytes;
-            if (!(cap > 0)) return cli_usage_error("partition", "--capacity device: the hardware has no device.memory_bytes");
+            if (!(cap > 0)) return cli_usage_error("partition", "--capacity: 'device', but the hardware has no device.memory_bytes");
         } else if (pl_parse_double(o->capacity, &cap) != 0 || cap <= 0) {
-            return cli_usage_error("partition", "--capacity needs a positive number of bytes or 'device' (got '%s')", o->capacity);
+            return cli_usage_error("partition", "--capacity: needs a positive number of bytes or 'device' (got '%s')", o->capacity);
         }
     }
     cost_model *m = load_model(o, &e);

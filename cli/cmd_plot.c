@@ -14,13 +14,14 @@
 static const char help_text[] =
     "usage: pipelab plot KIND [RUN] [options]\n"
     "\n"
-    "Exports data from the results database and draws it with gnuplot (PNG by default). Next to\n"
+    "Exports data from the results database and draws it with gnuplot (PNG, SVG or PDF). Next to\n"
     "the figure it leaves the data (FIGURE.dat) and the script (FIGURE.gp): `gnuplot FIGURE.gp`\n"
     "redraws it.\n"
     "\n"
     "kinds:\n"
-    "  timeline RUN     Gantt chart of one run (id, uid or uid prefix) recorded with\n"
-    "                   `pipelab simulate --trace`: one row per rank; F, B, I, W in their colours\n"
+    "  timeline RUN     Gantt chart of one run (id, uid, uid prefix, or the id pipelab db list\n"
+    "                   prints) recorded with `pipelab simulate --trace`: one row per rank; F, B,\n"
+    "                   I, W in their colours\n"
     "                   with the microbatch number; sends, receive waits and all-reduces as thin\n"
     "                   bars under each row; a rank's later chunks lighter\n"
     "  bubble           bubble fraction (idle / (ranks x iteration time)) against microbatches, one\n"
@@ -40,9 +41,10 @@ static const char help_text[] =
     "  --sim-tag T, --measured-tag T, --loose   accuracy: as in pipelab compare\n"
     "options:\n"
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
-    "  -o, --output FILE     figure (default " FIGURES_DIR "/KIND[-RUN|-TAG].png);\n"
-    "                        a name ending in .svg draws SVG\n"
-    "  --svg                 SVG instead of PNG\n"
+    "  -o, --output FILE     figure (default " FIGURES_DIR "/KIND[-RUN|-TAG].png); its\n"
+    "                        extension chooses the format: .png, .svg or .pdf (gnuplot's\n"
+    "                        pngcairo, svg and pdfcairo terminals)\n"
+    "  --svg                 SVG instead of PNG for the default name\n"
     "  --x stages|microbatches   throughput's x axis (default stages)\n"
     "  --title TEXT          replace the title\n"
     "  -h, --help            this text\n"
@@ -106,15 +108,23 @@ static int parse(int argc, char **argv, opts *o) {
     o->p.kind = kinds[k].kind;
     if (o->p.kind == STORE_PLOT_TIMELINE) {
         if (optind >= argc) return cli_usage_error("plot", "timeline needs a RUN (integer id, uid or uid prefix)");
-        o->p.run = argv[optind++];
+        static char key[512]; /* "p:X", as pipelab db list prints a prediction's id */
+        o->p.run = cli_run_key(argv[optind++], key, sizeof key);
     }
     if (optind < argc) return cli_usage_error("plot", "unexpected argument '%s'", argv[optind]);
     if (o->x && strcmp(o->x, "stages") && strcmp(o->x, "microbatches"))
         return cli_usage_error("plot", "--x must be stages or microbatches (got '%s')", o->x);
     if (o->x && o->p.kind != STORE_PLOT_THROUGHPUT) return cli_usage_error("plot", "--x applies to the throughput figure");
     o->p.x_microbatches = o->x && !strcmp(o->x, "microbatches");
-    size_t n = o->p.output ? strlen(o->p.output) : 0;
-    if (n >= 4 && !strcmp(o->p.output + n - 4, ".svg")) o->p.svg = 1;
+    if (o->p.output) { /* the format follows the name: results/plot.c picks the terminal from it */
+        const char *slash = strrchr(o->p.output, '/'), *dot = strrchr(o->p.output, '.');
+        const char *ext = dot && (!slash || dot > slash) ? dot : "";
+        if (strcmp(ext, ".png") != 0 && strcmp(ext, ".svg") != 0 && strcmp(ext, ".pdf") != 0)
+            return cli_usage_error("plot", "--output: '%s' should end in .png, .svg or .pdf (the figure's format)", o->p.output);
+        if (o->p.svg && strcmp(ext, ".svg") != 0)
+            return cli_usage_error("plot", "--svg: the output '%s' is not a .svg file", o->p.output);
+        o->p.svg = strcmp(ext, ".svg") == 0;
+    }
     return -1;
 }
 

@@ -74,7 +74,7 @@ int cli_profile(int argc, char **argv) {
         case O_REPS: if (cli_int_arg("profile", "--reps", optarg, 1, 1 << 24, &reps)) return CLI_EUSAGE; break;
         case O_SEED: {
             long sd;
-            if (pl_parse_long(optarg, 0, 0x7fffffffffffffffL - 2, &sd)) return cli_usage_error("profile", "--seed needs a whole number >= 0 (got '%s')", optarg);
+            if (cli_long_arg("profile", "--seed", optarg, 0, 0x7fffffffffffffffL - 2, &sd)) return CLI_EUSAGE;
             c.init_seed = (uint64_t)sd;
             c.data_seed = (uint64_t)sd + 2;
             break;

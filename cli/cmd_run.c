@@ -2,6 +2,7 @@
  * one MPI process per rank), print the measurements beside the simulator's prediction from a
  * profile of this machine, and store both runs. */
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,15 +127,9 @@ typedef struct opts {
     exec_config c;
 } opts;
 
-/* Parses a finite number >= 0 for flag; returns 0, or -1 after printing a user error. */
+/* Parses a finite number >= 0 for flag; returns 0, or -1 after printing a usage error. */
 static int num_arg(const char *flag, const char *val, double *out) {
-    double v;
-    if (pl_parse_double(val, &v) != 0 || !isfinite(v) || v < 0) {
-        fprintf(stderr, "pipelab run: %s needs a number >= 0 (got '%s')\n", flag, val);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return cli_num_arg("run", flag, val, 0, HUGE_VAL, out);
 }
 
 /* Parses "N,N,..." into o->split; returns 0 or -1 (usage error printed). */
@@ -154,7 +149,7 @@ static int split_arg(const char *val, opts *o) {
         if (*p == ',') p++;
         if (!*p) return 0;
     }
-    cli_usage_error("run", "--stage-blocks needs whole numbers >= 1 separated by commas (got '%s')", val);
+    cli_usage_error("run", "--stage-blocks: needs whole numbers >= 1 separated by commas (got '%s')", val);
     return -1;
 }
 
@@ -182,11 +177,11 @@ static int parse(int argc, char **argv, opts *o) {
         case O_FFN: if (cli_int_arg("run", "--ffn", optarg, 1, 1 << 20, &o->c.ffn)) return CLI_EUSAGE; break;
         case O_MBS: if (cli_int_arg("run", "--microbatch-size", optarg, 1, 1 << 20, &o->c.microbatch_size)) return CLI_EUSAGE; break;
         case O_SPLIT: if (split_arg(optarg, o)) return CLI_EUSAGE; break;
-        case O_LR: if (num_arg("--lr", optarg, &o->c.lr)) return CLI_EUSER; break;
-        case O_MOM: if (num_arg("--momentum", optarg, &o->c.momentum)) return CLI_EUSER; break;
+        case O_LR: if (num_arg("--lr", optarg, &o->c.lr)) return CLI_EUSAGE; break;
+        case O_MOM: if (num_arg("--momentum", optarg, &o->c.momentum)) return CLI_EUSAGE; break;
         case O_SEED: {
             long sd;
-            if (pl_parse_long(optarg, 0, 0x7fffffffffffffffL - 2, &sd)) return cli_usage_error("run", "--seed needs a whole number >= 0 (got '%s')", optarg);
+            if (cli_long_arg("run", "--seed", optarg, 0, 0x7fffffffffffffffL - 2, &sd)) return CLI_EUSAGE;
             o->seed = (uint64_t)sd;
             break;
         }
@@ -196,11 +191,11 @@ static int parse(int argc, char **argv, opts *o) {
         case O_OVERSUB: o->c.oversubscribe = 1; break;
         case O_NOPIN: o->c.pin = 0; break;
         case O_TIMEOUT:
-            if (num_arg("--timeout", optarg, &v)) return CLI_EUSER;
-            if (v <= 0) return cli_usage_error("run", "--timeout must be > 0");
+            if (num_arg("--timeout", optarg, &v)) return CLI_EUSAGE;
+            if (v <= 0) return cli_usage_error("run", "--timeout: must be > 0 (got '%s')", optarg);
             o->c.timeout_s = v;
             break;
-        case O_BUDGET: if (num_arg("--mem-budget", optarg, &v)) return CLI_EUSER; o->c.mem_budget_bytes = (size_t)v; break;
+        case O_BUDGET: if (cli_num_arg("run", "--mem-budget", optarg, 0, 9.2e18, &v)) return CLI_EUSAGE; o->c.mem_budget_bytes = (size_t)v; break;
         case O_PROFILE: o->profile = optarg; break;
         case O_PREPS: if (cli_int_arg("run", "--profile-reps", optarg, 1, 1 << 20, &o->preps)) return CLI_EUSAGE; break;
         case O_PCONC: if (cli_int_arg("run", "--profile-concurrency", optarg, 1, 256, &o->pconc)) return CLI_EUSAGE; break;
@@ -227,14 +222,18 @@ static int parse(int argc, char **argv, opts *o) {
                 if (fk == EXEC_FAULT_NONE) return cli_usage_error("run", "--inject-fault: unknown kind '%s'", kn);
                 spec += strcspn(spec, ":") + 1;
             }
-            long r, a, ps = 0;
-            char *end1, *end2;
-            r = strtol(spec, &end1, 10);
-            if (end1 == spec || *end1 != ':') return cli_usage_error("run", "--inject-fault needs [KIND:]RANK:ACTION[:PASS]");
-            a = strtol(end1 + 1, &end2, 10);
-            if (end2 == end1 + 1 || (*end2 && *end2 != ':')) return cli_usage_error("run", "--inject-fault needs [KIND:]RANK:ACTION[:PASS]");
-            if (*end2 == ':') ps = strtol(end2 + 1, NULL, 10);
-            if (r < 0 || a < 1 || ps < 0) return cli_usage_error("run", "--inject-fault: rank >= 0, action >= 1 (1-based), pass >= 0");
+            /* each field a whole number in range: rank >= 0, action >= 1 (1-based), pass >= 0 */
+            const char *c1 = strchr(spec, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+            const char *e2 = c2 ? c2 : c1 ? c1 + strlen(c1) : NULL;
+            if (!c1 || (c2 && strchr(c2 + 1, ':')))
+                return cli_usage_error("run", "--inject-fault: needs [KIND:]RANK:ACTION[:PASS] (got '%s')", optarg);
+            char fr[24] = "", fa[24] = "", fp[24] = "0";
+            long r, a, ps;
+            if (c1 - spec < 24) snprintf(fr, sizeof fr, "%.*s", (int)(c1 - spec), spec);
+            if (e2 - c1 - 1 < 24) snprintf(fa, sizeof fa, "%.*s", (int)(e2 - c1 - 1), c1 + 1);
+            if (c2) snprintf(fp, sizeof fp, "%s", strlen(c2 + 1) < 24 ? c2 + 1 : "");
+            if (pl_parse_long(fr, 0, INT_MAX, &r) || pl_parse_long(fa, 1, INT_MAX, &a) || pl_parse_long(fp, 0, INT_MAX, &ps))
+                return cli_usage_error("run", "--inject-fault: rank >= 0, action >= 1 (1-based), pass >= 0 (got '%s')", optarg);
             o->c.fault = (exec_fault){fk, (int)r, (int)a - 1, (int)ps};
             break;
         }

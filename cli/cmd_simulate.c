@@ -182,29 +182,24 @@ static int is_model_flag(int c) {
 }
 
 /* Parses a non-negative finite number for flag into *out; returns 0, or -1 after printing a
- * user error (exit 1: a negative time or size is bad input, not bad usage). */
+ * usage error (exit 2: a malformed or negative value is bad usage, DESIGN.md §8). */
 static int num_arg(const char *flag, const char *val, double *out) {
-    double v;
-    if (pl_parse_double(val, &v) != 0 || !isfinite(v)) {
-        fprintf(stderr, "pipelab simulate: %s needs a number (got '%s')\n", flag, val);
-        return -1;
-    }
-    if (v < 0) {
-        fprintf(stderr, "pipelab simulate: %s must not be negative (got '%s')\n", flag, val);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return cli_num_arg("simulate", flag, val, 0, HUGE_VAL, out);
 }
 
-/* Parses a byte count (a non-negative number, rounded) into *out; returns 0 or -1. */
+/* Parses a link bandwidth (a finite number > 0: a link of bandwidth 0 never delivers); returns 0 or -1. */
+static int bw_arg(const char *flag, const char *val, double *out) {
+    if (num_arg(flag, val, out)) return -1;
+    if (*out > 0) return 0;
+    cli_usage_error("simulate", "%s: must be > 0 bytes per second (got '%s'): a link of bandwidth 0 never delivers; for free "
+                    "transfers leave it out or give --tcomm 0", flag, val);
+    return -1;
+}
+
+/* Parses a byte count (a non-negative number below 2^63, rounded) into *out; returns 0 or -1. */
 static int bytes_arg(const char *flag, const char *val, int64_t *out) {
     double v;
-    if (num_arg(flag, val, &v)) return -1;
-    if (v > 9.2e18) {
-        fprintf(stderr, "pipelab simulate: %s is too large (got '%s')\n", flag, val);
-        return -1;
-    }
+    if (cli_num_arg("simulate", flag, val, 0, 9.2e18, &v)) return -1;
     *out = (int64_t)llround(v);
     return 0;
 }
@@ -228,18 +223,18 @@ static int parse(int argc, char **argv, opts *o) {
         if (src == CLI_EUSAGE) return src;
         if (src == CLI_OK) continue;
         switch (c) {
-        case O_TF: if (num_arg("--tf", optarg, &o->b.tf_s)) return CLI_EUSER; break;
-        case O_TB: if (num_arg("--tb", optarg, &o->b.tb_s)) return CLI_EUSER; break;
-        case O_TI: if (num_arg("--ti", optarg, &o->b.ti_s)) return CLI_EUSER; break;
-        case O_TW: if (num_arg("--tw", optarg, &o->b.tw_s)) return CLI_EUSER; break;
-        case O_TSTEP: if (num_arg("--tstep", optarg, &o->b.tstep_s)) return CLI_EUSER; break;
+        case O_TF: if (num_arg("--tf", optarg, &o->b.tf_s)) return CLI_EUSAGE; break;
+        case O_TB: if (num_arg("--tb", optarg, &o->b.tb_s)) return CLI_EUSAGE; break;
+        case O_TI: if (num_arg("--ti", optarg, &o->b.ti_s)) return CLI_EUSAGE; break;
+        case O_TW: if (num_arg("--tw", optarg, &o->b.tw_s)) return CLI_EUSAGE; break;
+        case O_TSTEP: if (num_arg("--tstep", optarg, &o->b.tstep_s)) return CLI_EUSAGE; break;
         case O_STAGECOSTS: o->stage_costs = optarg; break;
-        case O_TCOMM: if (num_arg("--tcomm", optarg, &o->b.tcomm_s)) return CLI_EUSER; break;
-        case O_BYTES: if (bytes_arg("--bytes", optarg, &o->b.bytes)) return CLI_EUSER; break;
-        case O_BW: if (num_arg("--bandwidth", optarg, &o->b.bandwidth_Bps)) return CLI_EUSER; break;
-        case O_LAT: if (num_arg("--latency", optarg, &o->b.latency_s)) return CLI_EUSER; break;
-        case O_IBW: if (num_arg("--inter-bandwidth", optarg, &o->b.inter_bandwidth_Bps)) return CLI_EUSER; break;
-        case O_ILAT: if (num_arg("--inter-latency", optarg, &o->b.inter_latency_s)) return CLI_EUSER; break;
+        case O_TCOMM: if (num_arg("--tcomm", optarg, &o->b.tcomm_s)) return CLI_EUSAGE; break;
+        case O_BYTES: if (bytes_arg("--bytes", optarg, &o->b.bytes)) return CLI_EUSAGE; break;
+        case O_BW: if (bw_arg("--bandwidth", optarg, &o->b.bandwidth_Bps)) return CLI_EUSAGE; break;
+        case O_LAT: if (num_arg("--latency", optarg, &o->b.latency_s)) return CLI_EUSAGE; break;
+        case O_IBW: if (bw_arg("--inter-bandwidth", optarg, &o->b.inter_bandwidth_Bps)) return CLI_EUSAGE; break;
+        case O_ILAT: if (num_arg("--inter-latency", optarg, &o->b.inter_latency_s)) return CLI_EUSAGE; break;
         case O_RPN: if (cli_int_arg("simulate", "--ranks-per-node", optarg, 0, SCHED_MAX_RANKS, &o->b.ranks_per_node)) return CLI_EUSAGE; break;
         case O_SHARED: o->c.shared_inter_link = 1; break;
         case O_BLOCK: o->c.blocking_comm = 1; break;
@@ -248,29 +243,29 @@ static int parse(int argc, char **argv, opts *o) {
             const char *eq = strchr(optarg, '=');
             long st, n;
             char sbuf[32];
-            if (!eq || (size_t)(eq - optarg) >= sizeof sbuf) return cli_usage_error("simulate", "--replicas-stage needs S=N (got '%s')", optarg);
+            if (!eq || (size_t)(eq - optarg) >= sizeof sbuf) return cli_usage_error("simulate", "--replicas-stage: needs S=N (got '%s')", optarg);
             memcpy(sbuf, optarg, (size_t)(eq - optarg));
             sbuf[eq - optarg] = '\0';
             if (pl_parse_long(sbuf, 0, SCHED_MAX_STAGES, &st) || pl_parse_long(eq + 1, 1, 1 << 20, &n))
-                return cli_usage_error("simulate", "--replicas-stage needs S=N with S >= 0 and N >= 1 (got '%s')", optarg);
+                return cli_usage_error("simulate", "--replicas-stage: needs S=N with S >= 0 and N >= 1 (got '%s')", optarg);
             if (o->nrepl == MAX_REPL_FLAGS) return cli_usage_error("simulate", "too many --replicas-stage flags");
             o->repl_stage[o->nrepl] = (int)st;
             o->repl_n[o->nrepl++] = (int)n;
             break;
         }
         case O_ARINTER: o->b.allreduce_inter = 1; break;
-        case O_STASH: if (bytes_arg("--stash-bytes", optarg, &o->b.stash_bytes)) return CLI_EUSER; break;
-        case O_WFRAC: if (num_arg("--w-stash-fraction", optarg, &o->b.w_stash_fraction)) return CLI_EUSER; o->have_wfrac = 1; break;
-        case O_PARAM: if (bytes_arg("--param-bytes", optarg, &o->b.param_bytes)) return CLI_EUSER; break;
-        case O_DTYPE: if (num_arg("--dtype-bytes", optarg, &o->c.dtype_bytes)) return CLI_EUSER; break;
-        case O_OPT: if (num_arg("--optimizer-bytes", optarg, &o->c.optimizer_bytes_per_param)) return CLI_EUSER; o->have_optb = 1; break;
-        case O_CAP: if (bytes_arg("--capacity", optarg, &o->c.capacity_bytes)) return CLI_EUSER; o->have_cap = 1; break;
+        case O_STASH: if (bytes_arg("--stash-bytes", optarg, &o->b.stash_bytes)) return CLI_EUSAGE; break;
+        case O_WFRAC: if (cli_num_arg("simulate", "--w-stash-fraction", optarg, 0, 1, &o->b.w_stash_fraction)) return CLI_EUSAGE; o->have_wfrac = 1; break;
+        case O_PARAM: if (bytes_arg("--param-bytes", optarg, &o->b.param_bytes)) return CLI_EUSAGE; break;
+        case O_DTYPE: if (num_arg("--dtype-bytes", optarg, &o->c.dtype_bytes)) return CLI_EUSAGE; break;
+        case O_OPT: if (num_arg("--optimizer-bytes", optarg, &o->c.optimizer_bytes_per_param)) return CLI_EUSAGE; o->have_optb = 1; break;
+        case O_CAP: if (bytes_arg("--capacity", optarg, &o->c.capacity_bytes)) return CLI_EUSAGE; o->have_cap = 1; break;
         case O_FAILOOM: o->fail_on_oom = 1; break;
         case O_MBS: if (cli_int_arg("simulate", "--microbatch-size", optarg, 1, 1 << 30, &o->c.microbatch_size)) return CLI_EUSAGE; o->have_mbs = 1; break;
-        case O_CV: if (num_arg("--cv", optarg, &o->c.cv)) return CLI_EUSER; break;
+        case O_CV: if (cli_num_arg("simulate", "--cv", optarg, 0, 100, &o->c.cv)) return CLI_EUSAGE; break;
         case O_SEED: {
             long sd;
-            if (pl_parse_long(optarg, 0, 0x7fffffffffffffffL, &sd)) return cli_usage_error("simulate", "--seed needs a whole number >= 0 (got '%s')", optarg);
+            if (cli_long_arg("simulate", "--seed", optarg, 0, 0x7fffffffffffffffL, &sd)) return CLI_EUSAGE;
             o->c.seed = (uint64_t)sd;
             break;
         }
@@ -316,10 +311,7 @@ static int parse(int argc, char **argv, opts *o) {
         return cli_usage_error("simulate", "--set needs --hardware (the preset or INI file it overrides)");
     if (o->fail_on_oom && o->c.capacity_bytes <= 0 && !o->hardware)
         return cli_usage_error("simulate", "--fail-on-oom needs --capacity (or --model with --hardware)");
-    if (o->c.dtype_bytes <= 0) {
-        fprintf(stderr, "pipelab simulate: --dtype-bytes must be > 0\n");
-        return CLI_EUSER;
-    }
+    if (o->c.dtype_bytes <= 0) return cli_usage_error("simulate", "--dtype-bytes: must be > 0");
     o->c.ranks_per_node = o->b.ranks_per_node;
     return -1;
 }

@@ -169,4 +169,6 @@ void pl_test_register(void) {
     pl_test_suite("cli bad input", cases);
     { void test_limits_cli_register(void); test_limits_cli_register(); } /* test_limits.c */
     { void test_sched_flags_cli_register(void); test_sched_flags_cli_register(); } /* test_sched_flags.c */
+    { void test_flag_values_cli_register(void); test_flag_values_cli_register(); } /* test_flag_values.c */
+    { void test_version_cli_register(void); test_version_cli_register(); } /* test_version.c */
 }

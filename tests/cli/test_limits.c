@@ -1,5 +1,5 @@
 /* test_limits.c: `pipelab simulate` and `pipelab schedule` with huge or degenerate parameters:
- * each is a clear error (exit 1, or 2 for a malformed flag) naming what is wrong, never a crash
+ * each is a clear error (exit 1, or 2 for a malformed or out-of-range flag value) naming what is wrong, never a crash
  * or an overflowed number; and a feasible huge run (1f1b, 4 ranks, 1,000,000 microbatches) works. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +28,9 @@ typedef struct limit_case {
 
 static const limit_case cases[] = {
     /* sizes */
-    {"", SIM "1f1b --ranks 100000 --microbatches 8", 2, "--ranks needs a whole number between 1 and 65536 (got '100000')"},
+    {"", SIM "1f1b --ranks 100000 --microbatches 8", 2, "--ranks: needs a whole number between 1 and 65536 (got '100000')"},
     {"", "schedule --check --kind gpipe --ranks 100000 --microbatches 8", 2, "between 1 and 65536 (got '100000')"},
-    {"", SIM "1f1b --ranks 4 --microbatches 100000000", 2, "--microbatches needs a whole number between 1 and 16777216"},
+    {"", SIM "1f1b --ranks 4 --microbatches 100000000", 2, "--microbatches: needs a whole number between 1 and 16777216"},
     {"", SIM "1f1b --ranks 65536 --microbatches 1000000", 1, "1f1b: 65536 stages x 1000000 microbatches needs 131072000000 actions, more than the limit of 2147483648"},
     {"", SIM "interleaved --ranks 4096 --chunks 4096 --microbatches 1000000", 1, "16777216 stages exceeds the limit of 1048576"},
     {"", SIM "pipedream --ranks 4 --microbatches 16000000 --iterations 4", 1, "microbatches (16000000) x iterations (4) = 64000000 exceeds the limit of 16777216"},
@@ -43,30 +43,30 @@ static const limit_case cases[] = {
     {"", SIM "1f1b --ranks 4 --microbatches 100000 --trace --max-memory 100MiB", 1, "needs about 1.2 GiB"},
     {"PIPELAB_MAX_MEMORY=1M ", SIM "gpipe --ranks 4 --microbatches 100000", 1, "more than the 1.0 MiB available (PIPELAB_MAX_MEMORY)"},
     {"PIPELAB_MAX_MEMORY=plenty ", SIM "gpipe --ranks 4 --microbatches 8", 1, "PIPELAB_MAX_MEMORY='plenty' is not a size"},
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --max-memory lots", 2, "--max-memory needs a size in bytes such as 8e9 or 16GiB (got 'lots')"},
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --max-memory 1e300", 2, "--max-memory needs a size"},
-    {"", "schedule --check --kind gpipe --ranks 4 --microbatches 8 --max-memory 0", 2, "--max-memory needs a size"},
-    /* times: NaN, infinite, negative, zero, overflowing */
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --tf nan", 1, "--tf needs a number (got 'nan')"},
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --tb inf", 1, "--tb needs a number (got 'inf')"},
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --tf -1", 1, "--tf must not be negative (got '-1')"},
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --max-memory lots", 2, "--max-memory: needs a size in bytes such as 8e9 or 16GiB (got 'lots')"},
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --max-memory 1e300", 2, "--max-memory: needs a size"},
+    {"", "schedule --check --kind gpipe --ranks 4 --microbatches 8 --max-memory 0", 2, "--max-memory: needs a size"},
+    /* times: NaN, infinite, negative (malformed flag values: usage errors), zero, overflowing */
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --tf nan", 2, "--tf: needs a finite number (got 'nan')"},
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --tb inf", 2, "--tb: needs a finite number (got 'inf')"},
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --tf -1", 2, "--tf: must not be negative (got '-1')"},
     {"", SIM "gpipe --ranks 4 --microbatches 8 --tf 0", 1, "every action takes zero time (makespan 0 s)"},
     {"", SIM "zb-h1 --ranks 4 --microbatches 8 --tf 0 --ti 0 --tw 0", 1, "zero time"},
     {"", SIM "gpipe --ranks 4 --microbatches 8 --tf 1e308", 1, "the simulated time overflowed (makespan inf s)"},
     {"", SIM "gpipe --ranks 4 --microbatches 8 --tcomm 1e308", 1, "the simulated time overflowed"},
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --latency nan", 1, "--latency needs a number (got 'nan')"},
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --cv 1e300", 1, "the coefficient of variation must be in [0, 100] (got 1e+300)"},
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --latency nan", 2, "--latency: needs a finite number (got 'nan')"},
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --cv 1e300", 2, "--cv: must be at most 100 (got '1e300')"},
     /* bandwidths */
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --bytes 1e6 --bandwidth 0", 1, "--bandwidth must be a finite number of bytes per second > 0 (got 0)"},
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --bytes 1e6 --ranks-per-node 2 --inter-bandwidth 0", 1, "--inter-bandwidth must be"},
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --bytes 1e6 --bandwidth inf", 1, "--bandwidth needs a number (got 'inf')"},
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --bytes 1e6 --bandwidth 0", 2, "--bandwidth: must be > 0 bytes per second (got '0')"},
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --bytes 1e6 --ranks-per-node 2 --inter-bandwidth 0", 2, "--inter-bandwidth: must be > 0"},
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --bytes 1e6 --bandwidth inf", 2, "--bandwidth: needs a finite number (got 'inf')"},
     /* memory sizes near the integer limits */
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --capacity 1e300", 1, "--capacity is too large (got '1e300')"},
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --capacity 18446744073709551615", 1, "--capacity is too large"},
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --capacity 9223372036854775807", 1, "--capacity is too large"},
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --capacity 1e300", 2, "--capacity: must be at most 9.2e+18 (got '1e300')"},
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --capacity 18446744073709551615", 2, "--capacity: must be at most"},
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --capacity 9223372036854775807", 2, "--capacity: must be at most"},
     {"", SIM "pipedream --ranks 4 --microbatches 64 --stash-bytes 4e18", 1, "rank 0: its memory passes 2^63 bytes (9.2e18)"},
     {"", SIM "pipedream --ranks 4 --microbatches 64 --param-bytes 9e18", 1, "too large to count in 64 bits"},
-    {"", SIM "gpipe --ranks 4 --microbatches 8 --param-bytes 1e300", 1, "--param-bytes is too large (got '1e300')"},
+    {"", SIM "gpipe --ranks 4 --microbatches 8 --param-bytes 1e300", 2, "--param-bytes: must be at most 9.2e+18 (got '1e300')"},
     {"", SIM "gpipe --ranks 4 --microbatches 8 --param-bytes 1e9 --optimizer-bytes 1e300", 1, "the optimizer state"},
     {"", SIM "gpipe --ranks 4 --microbatches 8 --param-bytes 1e9 --dtype-bytes 1e-300", 1, "the optimizer state"},
     /* the same through a model and hardware */

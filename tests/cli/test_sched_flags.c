@@ -34,30 +34,30 @@ typedef struct flag_case {
     {#c, x "--kind gpipe --ranks 2", 2, USAGE(c, "--kind needs --ranks and --microbatches")},         \
     {#c, x "--kind gpipe --microbatches 4", 2, USAGE(c, "--kind needs --ranks and --microbatches")},  \
     {#c, x "--kind gpipe", 2, USAGE(c, "--kind needs --ranks and --microbatches")},                  \
-    {#c, x "--ranks 0", 2, USAGE(c, "--ranks needs a whole number between 1 and " c##_RANKS " (got '0')")}, \
-    {#c, x "--ranks abc --kind gpipe", 2, USAGE(c, "--ranks needs a whole number between 1 and " c##_RANKS " (got 'abc')")}, \
-    {#c, x "--ranks -3", 2, USAGE(c, "--ranks needs a whole number between 1 and " c##_RANKS " (got '-3')")}, \
-    {#c, x "--ranks " c##_RANKS_OVER, 2, USAGE(c, "--ranks needs a whole number between 1 and " c##_RANKS " (got '" c##_RANKS_OVER "')")}, \
-    {#c, x "--microbatches 0", 2, USAGE(c, "--microbatches needs a whole number between 1 and " c##_MB " (got '0')")}, \
-    {#c, x "--microbatches " c##_MB_OVER, 2, USAGE(c, "--microbatches needs a whole number between 1 and " c##_MB " (got '" c##_MB_OVER "')")}, \
-    {#c, x "--chunks 0", 2, USAGE(c, "--chunks needs a whole number between 1 and 4096 (got '0')")},  \
-    {#c, x "--chunks 4097", 2, USAGE(c, "--chunks needs a whole number between 1 and 4096 (got '4097')")}, \
-    {#c, x "--iterations 0", 2, USAGE(c, "--iterations needs a whole number between 1 and " c##_IT " (got '0')")}, \
-    {#c, x "--iterations " c##_IT_OVER, 2, USAGE(c, "--iterations needs a whole number between 1 and " c##_IT " (got '" c##_IT_OVER "')")}, \
+    {#c, x "--ranks 0", 2, USAGE(c, "--ranks: needs a whole number between 1 and " c##_RANKS " (got '0')")}, \
+    {#c, x "--ranks abc --kind gpipe", 2, USAGE(c, "--ranks: needs a whole number between 1 and " c##_RANKS " (got 'abc')")}, \
+    {#c, x "--ranks -3", 2, USAGE(c, "--ranks: needs a whole number between 1 and " c##_RANKS " (got '-3')")}, \
+    {#c, x "--ranks " c##_RANKS_OVER, 2, USAGE(c, "--ranks: needs a whole number between 1 and " c##_RANKS " (got '" c##_RANKS_OVER "')")}, \
+    {#c, x "--microbatches 0", 2, USAGE(c, "--microbatches: needs a whole number between 1 and " c##_MB " (got '0')")}, \
+    {#c, x "--microbatches " c##_MB_OVER, 2, USAGE(c, "--microbatches: needs a whole number between 1 and " c##_MB " (got '" c##_MB_OVER "')")}, \
+    {#c, x "--chunks 0", 2, USAGE(c, "--chunks: needs a whole number between 1 and 4096 (got '0')")},  \
+    {#c, x "--chunks 4097", 2, USAGE(c, "--chunks: needs a whole number between 1 and 4096 (got '4097')")}, \
+    {#c, x "--iterations 0", 2, USAGE(c, "--iterations: needs a whole number between 1 and " c##_IT " (got '0')")}, \
+    {#c, x "--iterations " c##_IT_OVER, 2, USAGE(c, "--iterations: needs a whole number between 1 and " c##_IT " (got '" c##_IT_OVER "')")}, \
     {#c, x "--recompute some", 2, USAGE(c, "--recompute must be none or full (got 'some')")},        \
     {#c, x "--recompute", 2, USAGE(c, "unknown or incomplete option '--recompute'")},                \
     {#c, x "--kind gpipe --ranks 2 --microbatches", 2, USAGE(c, "unknown or incomplete option '--microbatches'")}, \
     {#c, x "--from", 2, USAGE(c, "unknown or incomplete option '--from'")},                          \
     {#c, x "--legacy-letters=yes --from x.csv", 2, USAGE(c, "unknown or incomplete option '--legacy-letters=yes'")}, \
     /* the first bad flag is the one reported */                                                    \
-    {#c, x "--chunks 0 --ranks 0", 2, USAGE(c, "--chunks needs a whole number between 1 and 4096 (got '0')")}, \
+    {#c, x "--chunks 0 --ranks 0", 2, USAGE(c, "--chunks: needs a whole number between 1 and 4096 (got '0')")}, \
     /* values at the limits are accepted: the later --format check is what fails */               \
     {#c, x "--kind gpipe --ranks " c##_RANKS " --microbatches " c##_MB " --chunks 4096 --iterations " c##_IT \
           " --recompute full --format bogus", 2, USAGE(c, "--format must be table, csv or json")},  \
     {#c, x "--kind gpipe --ranks 1 --microbatches 1 --chunks 1 --iterations 1 --recompute none --format bogus", 2, \
      USAGE(c, "--format must be table, csv or json")},                                               \
     {#c, x "--from " GOLDEN "gpipe_p2_m3.sched --legacy-letters --ranks 0", 2,                       \
-     USAGE(c, "--ranks needs a whole number between 1 and " c##_RANKS " (got '0')")},                 \
+     USAGE(c, "--ranks: needs a whole number between 1 and " c##_RANKS " (got '0')")},                 \
     /* errors past the parser */                                                                     \
     {#c, x "--kind nosuch --ranks 2 --microbatches 4", 1, NULL},                                     \
     {#c, x "--from " BAD "absent.sched", 1, NULL},                                                   \
@@ -96,11 +96,11 @@ static const flag_case cases[] = {
     /* run's own limits, which schedule and simulate accept (--format bogus: an accepted value
      * fails fast instead of running) */
     {"run", RUNX "--kind gpipe --ranks 65536 --microbatches 4 --format bogus", 2,
-     USAGE(run, "--ranks needs a whole number between 1 and 4096 (got '65536')")},
+     USAGE(run, "--ranks: needs a whole number between 1 and 4096 (got '65536')")},
     {"run", RUNX "--kind gpipe --ranks 2 --microbatches 16777216 --format bogus", 2,
-     USAGE(run, "--microbatches needs a whole number between 1 and 1048576 (got '16777216')")},
+     USAGE(run, "--microbatches: needs a whole number between 1 and 1048576 (got '16777216')")},
     {"run", RUNX "--kind gpipe --ranks 2 --microbatches 4 --iterations 1048576 --format bogus", 2,
-     USAGE(run, "--iterations needs a whole number between 1 and 65536 (got '1048576')")},
+     USAGE(run, "--iterations: needs a whole number between 1 and 65536 (got '1048576')")},
     {NULL, NULL, 0, NULL},
 };
 

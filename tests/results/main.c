@@ -6,6 +6,7 @@ void test_concurrency_register(void);
 void test_merge_register(void);
 void test_compare_plot_register(void);
 void test_faults_register(void);
+void test_db_cli_register(void);
 
 void pl_test_register(void) {
     test_store_register();
@@ -13,4 +14,5 @@ void pl_test_register(void) {
     test_merge_register();
     test_compare_plot_register();
     test_faults_register();
+    test_db_cli_register();
 }

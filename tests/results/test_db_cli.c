@@ -1,0 +1,297 @@
+/* test_db_cli.c: `pipelab db` and `pipelab plot` from the command line: a failed merge leaves no
+ * new file and an existing output byte for byte as it was; the ids `db list` prints name their
+ * runs (predictions as p:X, longer prefixes where 8 characters are shared) and `db show` takes
+ * them; and plot writes the format its output's extension names (.png, .svg, .pdf) or refuses. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pl_test.h"
+#include "store.h"
+
+/* Runs a shell command line; returns its exit status and (if out) its output. */
+static int sh(char **out, const char *cmd) {
+    char *o = NULL;
+    int rc = pl_test_run(cmd, &o);
+    if (out) *out = o;
+    else free(o);
+    return rc;
+}
+
+/* Returns the malloc'd bytes of path (size in *n), or NULL. */
+static char *slurp(const char *path, size_t *n) {
+    char *data = NULL;
+    pl_err e;
+    if (pl_read_file(path, (size_t)1 << 30, &data, n, &e) != PL_OK) return NULL;
+    return data;
+}
+
+/* Number of runs in the database at path (-1 on error). */
+static int count_runs(const char *path) {
+    store *s = NULL;
+    pl_err e;
+    store_run *runs = NULL;
+    size_t n = 0;
+    if (store_open(path, 1, &s, &e) != PL_OK) return -1;
+    int ok = store_list_runs(s, NULL, 0, &runs, &n, &e) == PL_OK;
+    store_runs_free(runs, n);
+    store_close(s);
+    return ok ? (int)n : -1;
+}
+
+/* Writes one small run with this uid and kind into the database at path; returns 0 or -1. */
+static int put_run(const char *path, const char *uid, const char *kind) {
+    store *s = NULL;
+    pl_err e;
+    if (store_open(path, 0, &s, &e) != PL_OK) return -1;
+    store_run r;
+    memset(&r, 0, sizeof r);
+    r.uid = uid;
+    r.kind = kind;
+    r.schedule = "1f1b";
+    r.ranks = r.stages = 2;
+    r.microbatches = 4;
+    r.chunks = r.iterations = 1;
+    r.iteration_time_s = 1;
+    r.throughput_samples_s = 4;
+    store_rank_metric m[2] = {{.rank = 0, .busy_s = 1, .peak_mem_bytes = 1024}, {.rank = 1, .busy_s = 1, .peak_mem_bytes = 1024}};
+    int code = store_write_run(s, &r, m, 2, NULL, 0, NULL, &e);
+    if (code != PL_OK) fprintf(stderr, "\n  %s\n", e.msg);
+    store_close(s);
+    return code == PL_OK ? 0 : -1;
+}
+
+/* Returns 1 when dir holds no entry other than the names in keep (NULL-terminated) and the
+ * -wal / -shm files SQLite may keep beside them. */
+static int only_these(const char *dir, const char *const *keep) {
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "ls -A '%s'", dir);
+    if (sh(&out, cmd) != 0) return 0;
+    int ok = 1;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        int known = 0;
+        size_t n = strlen(line);
+        if (n > 4 && (strcmp(line + n - 4, "-wal") == 0 || strcmp(line + n - 4, "-shm") == 0)) line[n - 4] = '\0';
+        for (const char *const *k = keep; *k; k++) known |= strcmp(line, *k) == 0;
+        if (!known) {
+            fprintf(stderr, "\n  left behind: %s/%s\n", dir, line);
+            ok = 0;
+        }
+    }
+    free(out);
+    return ok;
+}
+
+/* A merge that fails, by a bad input after good ones, creates no OUT (nor a temporary file
+ * beside it) and leaves an existing OUT byte for byte as it was; the same merge without the
+ * bad input succeeds, all at once. */
+static void test_merge_failure(void) {
+    char *dir = pl_test_tmpdir(), cmd[4096];
+    char *a = pl_test_path(dir, "a.db"), *b = pl_test_path(dir, "b.db"), *bad = pl_test_path(dir, "notdb.db");
+    char *fresh = pl_test_path(dir, "m2.db"), *old = pl_test_path(dir, "old.db");
+    CU_ASSERT_EQUAL_FATAL(put_run(a, "run-a-1", "simulated") | put_run(a, "run-a-2", "measured"), 0);
+    CU_ASSERT_EQUAL_FATAL(put_run(b, "run-b-1", "simulated"), 0);
+    CU_ASSERT_EQUAL_FATAL(put_run(old, "run-old-1", "simulated"), 0);
+    FILE *f = fopen(bad, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("this is not a database\n", f);
+    fclose(f);
+    size_t n0 = 0, n1 = 0;
+    char *before = slurp(old, &n0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(before);
+
+    /* the audit's case: one bad input, a new OUT */
+    char *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' db merge '%s' -o '%s'", PIPELAB_BIN, bad, fresh);
+    CU_ASSERT_EQUAL(sh(&out, cmd), 1);
+    CU_ASSERT(out && strstr(out, "notdb.db") && strstr(out, "not a pipelab database"));
+    free(out);
+    CU_ASSERT(!pl_test_exists(fresh));
+    /* good inputs, then the bad one: still no OUT */
+    snprintf(cmd, sizeof cmd, "'%s' db merge '%s' '%s' '%s' -o '%s'", PIPELAB_BIN, a, b, bad, fresh);
+    CU_ASSERT_EQUAL(sh(NULL, cmd), 1);
+    CU_ASSERT(!pl_test_exists(fresh));
+    /* an existing OUT: not one run of a or b was added, the file is unchanged */
+    snprintf(cmd, sizeof cmd, "'%s' db merge '%s' '%s' '%s' -o '%s'", PIPELAB_BIN, a, b, bad, old);
+    CU_ASSERT_EQUAL(sh(NULL, cmd), 1);
+    char *after = slurp(old, &n1);
+    CU_ASSERT(after && n1 == n0 && memcmp(before, after, n0) == 0);
+    CU_ASSERT_EQUAL(count_runs(old), 1);
+    free(after);
+    /* a missing input, and OUT that is no database: refused the same way */
+    snprintf(cmd, sizeof cmd, "'%s' db merge '%s' '%s/absent.db' -o '%s'", PIPELAB_BIN, a, dir, fresh);
+    CU_ASSERT_EQUAL(sh(NULL, cmd), 1);
+    CU_ASSERT(!pl_test_exists(fresh));
+    snprintf(cmd, sizeof cmd, "'%s' db merge '%s' -o '%s'", PIPELAB_BIN, a, bad);
+    CU_ASSERT_EQUAL(sh(NULL, cmd), 1);
+    static const char *const files[] = {"a.db", "b.db", "notdb.db", "old.db", NULL};
+    CU_ASSERT(only_these(dir, files));
+
+    /* without the bad input: a new OUT with the three runs, the old one with four */
+    snprintf(cmd, sizeof cmd, "'%s' db merge '%s' '%s' -o '%s'", PIPELAB_BIN, a, b, fresh);
+    CU_ASSERT_EQUAL(sh(&out, cmd), 0);
+    CU_ASSERT(out && strstr(out, "m2.db: 3 runs added"));
+    free(out);
+    CU_ASSERT_EQUAL(count_runs(fresh), 3);
+    snprintf(cmd, sizeof cmd, "'%s' db merge '%s' '%s' -o '%s'", PIPELAB_BIN, a, b, old);
+    CU_ASSERT_EQUAL(sh(&out, cmd), 0);
+    CU_ASSERT(out && strstr(out, "old.db: 3 runs added"));
+    free(out);
+    CU_ASSERT_EQUAL(count_runs(old), 4);
+    static const char *const files2[] = {"a.db", "b.db", "notdb.db", "old.db", "m2.db", NULL};
+    CU_ASSERT(only_these(dir, files2));
+
+    free(before);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    sh(NULL, cmd);
+    free(a), free(b), free(bad), free(fresh), free(old), free(dir);
+}
+
+/* The uids of the listing test: predictions of measured runs, two measured runs sharing their
+ * first 8 characters (and their predictions), an all-digit prefix, and a short uid. */
+static const char *const list_uids[] = {
+    "1a2b3c4d-0000-4000-8000-000000000001", "prediction-1a2b3c4d-0000-4000-8000-000000000001",
+    "5e6f7a8b-1111-4000-8000-000000000002", "5e6f7a8b-2222-4000-8000-000000000003",
+    "prediction-5e6f7a8b-1111-4000-8000-000000000002", "prediction-5e6f7a8b-2222-4000-8000-000000000003",
+    "00000002-3333-4000-8000-000000000004", "short",
+    NULL,
+};
+
+/* Lists the database with limit (a few rows: db show's lookup per row; many: one read of all
+ * uids) and checks every row: its printed id names that run for `db show`, predictions show as
+ * p:, and each of list_uids shows as expected. Returns the number of rows checked. */
+static int check_listing(const char *db, int limit) {
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' db list --db '%s' --limit %d", PIPELAB_BIN, db, limit);
+    CU_ASSERT_EQUAL_FATAL(sh(&out, cmd), 0);
+    int rows = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        long long id;
+        char key[128], kind[32];
+        if (sscanf(line, "%lld %127s %*s %31s", &id, key, kind) != 3) continue; /* the header */
+        rows++;
+        CU_ASSERT(strncmp(key, "predicti", 8) != 0);
+        if (id > 8) CU_ASSERT(strncmp(key, "p:", 2) != 0);
+        char *shown = NULL;
+        snprintf(cmd, sizeof cmd, "'%s' db show '%s' --db '%s' | head -1", PIPELAB_BIN, key, db);
+        CU_ASSERT_EQUAL(sh(&shown, cmd), 0);
+        char want[64];
+        snprintf(want, sizeof want, "run %lld ", id);
+        int ok = shown && strncmp(shown, want, strlen(want)) == 0;
+        if (!ok) fprintf(stderr, "\n  db list shows run %lld as '%s'; db show '%s' says: %s", id, key, key, shown ? shown : "");
+        CU_ASSERT(ok);
+        free(shown);
+        /* the expected ids of the crafted runs */
+        static const char *const want_key[] = {"1a2b3c4d", "p:1a2b3c4d", "5e6f7a8b-1", "5e6f7a8b-2", "p:5e6f7a8b-1",
+                                               "p:5e6f7a8b-2", "00000002-", "short"};
+        if (id >= 1 && id <= 8) {
+            if (strcmp(key, want_key[id - 1]) != 0) fprintf(stderr, "\n  run %lld: want '%s', got '%s'\n", id, want_key[id - 1], key);
+            CU_ASSERT_STRING_EQUAL(key, want_key[id - 1]);
+        }
+    }
+    free(out);
+    return rows;
+}
+
+/* db list's ids: unique, p:X for predictions, accepted by db show; the same through both ways
+ * of finding them (a few rows, many rows). */
+static void test_list_ids(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "ids.db");
+    /* ids 1..8 in list_uids' order: measured runs odd, their predictions even (but "short") */
+    for (int i = 0; list_uids[i]; i++)
+        CU_ASSERT_EQUAL_FATAL(put_run(db, list_uids[i], strncmp(list_uids[i], "prediction-", 11) == 0 ? "simulated" : "measured"), 0);
+    CU_ASSERT_EQUAL(check_listing(db, 0), 8);
+    /* 30 more runs: now --limit 0 takes the other way */
+    char uid[64];
+    for (int i = 0; i < 30; i++) {
+        snprintf(uid, sizeof uid, "%08x-fill-%d", 0xabc00000u + (unsigned)i, i);
+        CU_ASSERT_EQUAL_FATAL(put_run(db, uid, "measured"), 0);
+    }
+    CU_ASSERT_EQUAL(check_listing(db, 0), 38);
+    CU_ASSERT_EQUAL(check_listing(db, 5), 5);
+    /* an ambiguous prefix is still refused, naming it */
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' db show p:5e6f7a8b --db '%s'", PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL(sh(&out, cmd), 1);
+    CU_ASSERT(out && strstr(out, "ambiguous"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    sh(NULL, cmd);
+    free(db);
+    free(dir);
+}
+
+/* Returns 1 when gnuplot runs and lists the terminal. */
+static int gnuplot_has(const char *terminal) {
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd, "${PIPELAB_GNUPLOT:-gnuplot} -e 'set terminal' 2>&1");
+    int ok = sh(&out, cmd) == 0 && out && strstr(out, terminal);
+    free(out);
+    return ok;
+}
+
+/* plot's format follows the output's extension: %PDF for .pdf, an SVG document for .svg, PNG's
+ * signature for .png; any other name is a usage error that writes nothing. */
+static void test_plot_formats(void) {
+    if (!gnuplot_has("pngcairo")) {
+        pl_test_skip("gnuplot (with pngcairo) is not installed");
+        return;
+    }
+    char *dir = pl_test_tmpdir(), cmd[4096], *out = NULL;
+    char *db = pl_test_path(dir, "p.db");
+    for (int m = 2; m <= 8; m *= 2) {
+        snprintf(cmd, sizeof cmd, "'%s' simulate --kind gpipe --ranks 2 --microbatches %d --db '%s' >/dev/null", PIPELAB_BIN, m, db);
+        CU_ASSERT_EQUAL_FATAL(sh(NULL, cmd), 0);
+    }
+    static const struct { const char *name; const char *magic; size_t len; const char *terminal; } fmts[] = {
+        {"fig.png", "\x89PNG", 4, "pngcairo"}, {"fig.svg", "<?xml", 5, "svg"}, {"fig.pdf", "%PDF", 4, "pdfcairo"},
+    };
+    for (size_t k = 0; k < sizeof fmts / sizeof fmts[0]; k++) {
+        if (!gnuplot_has(fmts[k].terminal)) {
+            fprintf(stderr, "\n  (gnuplot has no %s terminal: %s not drawn)\n", fmts[k].terminal, fmts[k].name);
+            continue;
+        }
+        char *fig = pl_test_path(dir, fmts[k].name);
+        snprintf(cmd, sizeof cmd, "'%s' plot bubble --db '%s' -o '%s'", PIPELAB_BIN, db, fig);
+        CU_ASSERT_EQUAL(sh(&out, cmd), 0);
+        free(out);
+        size_t n = 0;
+        char *data = slurp(fig, &n);
+        int ok = data && n > fmts[k].len && memcmp(data, fmts[k].magic, fmts[k].len) == 0;
+        if (!ok) fprintf(stderr, "\n  %s does not start with '%s'\n", fmts[k].name, fmts[k].magic);
+        CU_ASSERT(ok);
+        free(data);
+        free(fig);
+    }
+    static const char *const refused[] = {"fig.jpg", "fig", "fig.PDF", "figpdf", NULL};
+    for (const char *const *r = refused; *r; r++) {
+        char *fig = pl_test_path(dir, *r);
+        snprintf(cmd, sizeof cmd, "'%s' plot bubble --db '%s' -o '%s'", PIPELAB_BIN, db, fig);
+        CU_ASSERT_EQUAL(sh(&out, cmd), 2);
+        CU_ASSERT(out && strstr(out, "pipelab plot: --output: ") && strstr(out, "should end in .png, .svg or .pdf"));
+        free(out);
+        CU_ASSERT(!pl_test_exists(fig));
+        free(fig);
+    }
+    /* --svg with a name of another format is a contradiction */
+    snprintf(cmd, sizeof cmd, "'%s' plot bubble --db '%s' --svg -o '%s/x.png'", PIPELAB_BIN, db, dir);
+    CU_ASSERT_EQUAL(sh(NULL, cmd), 2);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    sh(NULL, cmd);
+    free(db);
+    free(dir);
+}
+
+void test_db_cli_register(void) {
+    static const pl_test_case cases[] = {
+        {"db merge: a failed merge leaves no new file and the old one unchanged", test_merge_failure},
+        {"db list ids (p:X for predictions, unique prefixes) work in db show", test_list_ids},
+        {"plot: the output's extension chooses png, svg or pdf", test_plot_formats},
+        {NULL, NULL},
+    };
+    pl_test_suite("db and plot from the command line", cases);
+}
