@@ -72,7 +72,7 @@ static int bench_one(const char *kind, int p, int m, int v, double *ns_per_actio
         spent += d;
         if (d < best) best = d;
         state = r.state_bytes;
-        bubble = r.bubble;
+        bubble = r.bubble_fraction;
         sim_result_free(&r);
     }
     *ns_per_action = best * 1e9 / (double)total;

@@ -127,8 +127,8 @@ static void out_table(const store_comparison *c, pl_buf *b) {
         pct(b, 9, p->err_iter);
         pl_buf_printf(b, "  %11.5g %11.5g ", p->sim.throughput_samples_s, p->meas.throughput_samples_s);
         pct(b, 9, p->err_thr);
-        pl_buf_printf(b, "  %6.2f%% %6.2f%% ", 100 * p->sim.bubble_rate, 100 * p->meas.bubble_rate);
-        pct(b, 9, p->err_bubble);
+        pl_buf_printf(b, "  %6.2f%% %6.2f%% ", 100 * p->sim.bubble_fraction, 100 * p->meas.bubble_fraction);
+        pct(b, 9, p->err_bubble_fraction);
         pl_buf_printf(b, "  %8.4gM %8.4gM ", p->sim.peak_mem_bytes / 1048576.0, p->meas.peak_mem_bytes / 1048576.0);
         pct(b, 9, p->err_mem);
         pl_buf_putc(b, '\n');
@@ -138,7 +138,7 @@ static void out_table(const store_comparison *c, pl_buf *b) {
                   c->n == 1 ? "" : "s", c->unmatched_measured, c->unmatched_measured == 1 ? "" : "s", c->simulated,
                   c->simulated == 1 ? "" : "s");
     const struct { const char *name; const store_err_stats *st; } rows[] = {
-        {"iteration time", &c->iter}, {"throughput", &c->thr}, {"bubble", &c->bubble}, {"peak memory", &c->mem}};
+        {"iteration time", &c->iter}, {"throughput", &c->thr}, {"bubble fraction", &c->bubble_fraction}, {"peak memory", &c->mem}};
     pl_buf_printf(b, "%-16s %9s %10s %6s\n", "METRIC", "MAPE", "MAX ERROR", "PAIRS");
     for (size_t k = 0; k < 4; k++) {
         pl_buf_printf(b, "%-16s ", rows[k].name);
@@ -151,14 +151,14 @@ static void out_table(const store_comparison *c, pl_buf *b) {
 static void out_csv(const store_comparison *c, pl_buf *b) {
     pl_buf_puts(b, "schedule,ranks,stages,microbatches,chunks,sim_id,measured_id,sim_uid,measured_uid,"
                    "iteration_time_pred_s,iteration_time_meas_s,iteration_time_err,throughput_pred,throughput_meas,"
-                   "throughput_err,bubble_pred,bubble_meas,bubble_err,peak_mem_pred_bytes,peak_mem_meas_bytes,peak_mem_err\n");
+                   "throughput_err,bubble_fraction_pred,bubble_fraction_meas,bubble_fraction_err,peak_mem_pred_bytes,peak_mem_meas_bytes,peak_mem_err\n");
     for (size_t i = 0; i < c->n; i++) {
         const store_pair *p = &c->pairs[i];
         pl_buf_printf(b, "%s,%d,%d,%d,%d,%lld,%lld,%s,%s,", p->meas.schedule, p->meas.ranks, p->meas.stages,
                       p->meas.microbatches, p->meas.chunks, (long long)p->sim.id, (long long)p->meas.id, p->sim.uid,
                       p->meas.uid);
         const double v[] = {p->sim.iteration_time_s, p->meas.iteration_time_s, p->err_iter, p->sim.throughput_samples_s,
-                            p->meas.throughput_samples_s, p->err_thr, p->sim.bubble_rate, p->meas.bubble_rate, p->err_bubble,
+                            p->meas.throughput_samples_s, p->err_thr, p->sim.bubble_fraction, p->meas.bubble_fraction, p->err_bubble_fraction,
                             (double)p->sim.peak_mem_bytes, (double)p->meas.peak_mem_bytes, p->err_mem};
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
             if (k) pl_buf_putc(b, ',');
@@ -192,10 +192,10 @@ static void out_json(const store_comparison *c, pl_buf *b) {
         pl_buf_puts(b, ", \"measured_uid\": ");
         jstr(b, p->meas.uid);
         const char *names[] = {"iteration_time_pred_s", "iteration_time_meas_s", "iteration_time_err", "throughput_pred",
-                               "throughput_meas", "throughput_err", "bubble_pred", "bubble_meas", "bubble_err",
+                               "throughput_meas", "throughput_err", "bubble_fraction_pred", "bubble_fraction_meas", "bubble_fraction_err",
                                "peak_mem_pred_bytes", "peak_mem_meas_bytes", "peak_mem_err"};
         const double v[] = {p->sim.iteration_time_s, p->meas.iteration_time_s, p->err_iter, p->sim.throughput_samples_s,
-                            p->meas.throughput_samples_s, p->err_thr, p->sim.bubble_rate, p->meas.bubble_rate, p->err_bubble,
+                            p->meas.throughput_samples_s, p->err_thr, p->sim.bubble_fraction, p->meas.bubble_fraction, p->err_bubble_fraction,
                             (double)p->sim.peak_mem_bytes, (double)p->meas.peak_mem_bytes, p->err_mem};
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
             pl_buf_printf(b, ", \"%s\": ", names[k]);
@@ -209,7 +209,7 @@ static void out_json(const store_comparison *c, pl_buf *b) {
     pl_buf_puts(b, ", ");
     json_stats(b, "throughput", &c->thr);
     pl_buf_puts(b, ", ");
-    json_stats(b, "bubble", &c->bubble);
+    json_stats(b, "bubble_fraction", &c->bubble_fraction);
     pl_buf_puts(b, ", ");
     json_stats(b, "peak_mem", &c->mem);
     pl_buf_puts(b, "}}\n");

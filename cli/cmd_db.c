@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,16 +242,16 @@ static int db_list(const opts *o) {
         }
     }
     if (strcmp(fmt, "table") == 0) {
-        pl_buf_printf(&b, "%5s  %-10s  %-20s  %-9s  %-14s  %-12s  %3s %3s %4s %2s  %12s  %12s  %7s  %10s\n", "ID",
+        pl_buf_printf(&b, "%5s  %-10s  %-20s  %-9s  %-14s  %-12s  %3s %3s %4s %2s  %12s  %12s  %8s  %10s\n", "ID",
                       "UID", "TIME (UTC)", "KIND", "TAG", "SCHEDULE", "P", "S", "M", "V", "ITER (s)", "SAMPLES/s",
-                      "BUBBLE", "PEAK MEM");
+                      "BUBBLE %", "PEAK MEM");
         for (size_t i = 0; i < n; i++) {
             const store_run *r = &runs[i];
             const char *key = keys[i];
-            pl_buf_printf(&b, "%5lld  %-10s  %-20s  %-9s  %-14s  %-12s  %3d %3d %4d %2d  %12.6g  %12.6g  %6.2f%%  %10s%s\n",
+            pl_buf_printf(&b, "%5lld  %-10s  %-20s  %-9s  %-14s  %-12s  %3d %3d %4d %2d  %12.6g  %12.6g  %7.2f%%  %10s%s\n",
                           (long long)r->id, key ? key : r->uid, r->utc_time, r->kind, or_dash(r->tag), or_dash(r->schedule), r->ranks, r->stages,
                           r->microbatches, r->chunks, r->iteration_time_s, r->throughput_samples_s,
-                          100.0 * r->bubble_rate, human_bytes(r->peak_mem_bytes, mem, sizeof mem),
+                          100.0 * r->bubble_fraction, human_bytes(r->peak_mem_bytes, mem, sizeof mem),
                           r->oom ? " OOM" : "");
             free(keys[i]);
         }
@@ -258,7 +259,7 @@ static int db_list(const opts *o) {
         if (n == 0) pl_buf_puts(&b, "(no runs)\n");
     } else if (strcmp(fmt, "csv") == 0) {
         pl_buf_puts(&b, "id,uid,utc_time,kind,tag,schedule,ranks,stages,microbatches,chunks,iteration_time_s,"
-                        "throughput_samples_s,bubble_rate,peak_mem_bytes,oom\n");
+                        "throughput_samples_s,bubble_fraction,peak_mem_bytes,oom\n");
         for (size_t i = 0; i < n; i++) {
             const store_run *r = &runs[i];
             pl_buf_printf(&b, "%lld,%s,%s,%s,", (long long)r->id, r->uid, r->utc_time, r->kind);
@@ -266,7 +267,7 @@ static int db_list(const opts *o) {
             pl_buf_putc(&b, ',');
             csv_str(&b, r->schedule);
             pl_buf_printf(&b, ",%d,%d,%d,%d,%.15g,%.15g,%.15g,%lld,%d\n", r->ranks, r->stages, r->microbatches,
-                          r->chunks, r->iteration_time_s, r->throughput_samples_s, r->bubble_rate,
+                          r->chunks, r->iteration_time_s, r->throughput_samples_s, r->bubble_fraction,
                           (long long)r->peak_mem_bytes, r->oom);
         }
     } else {
@@ -284,10 +285,10 @@ static int db_list(const opts *o) {
             pl_buf_puts(&b, ", \"schedule\": ");
             json_str(&b, r->schedule);
             pl_buf_printf(&b, ", \"ranks\": %d, \"stages\": %d, \"microbatches\": %d, \"chunks\": %d, "
-                              "\"iteration_time_s\": %.15g, \"throughput_samples_s\": %.15g, \"bubble_rate\": %.15g, "
+                              "\"iteration_time_s\": %.15g, \"throughput_samples_s\": %.15g, \"bubble_fraction\": %.15g, "
                               "\"peak_mem_bytes\": %lld, \"oom\": %s}",
                           r->ranks, r->stages, r->microbatches, r->chunks, r->iteration_time_s,
-                          r->throughput_samples_s, r->bubble_rate, (long long)r->peak_mem_bytes,
+                          r->throughput_samples_s, r->bubble_fraction, (long long)r->peak_mem_bytes,
                           r->oom ? "true" : "false");
         }
         pl_buf_puts(&b, n ? "\n]\n" : "]\n");
@@ -355,17 +356,19 @@ static int db_show(const opts *o) {
     pl_buf_printf(&b, "  seed            %" PRIu64 "\n  parameters      %s\n", r.seed, or_dash(r.params_json));
     pl_buf_printf(&b, "  iteration time  %.6g s", r.iteration_time_s);
     if (r.repetitions > 1) pl_buf_printf(&b, "  (stddev %.3g s over %d repetitions)", r.iteration_time_stddev_s, r.repetitions);
-    pl_buf_printf(&b, "\n  throughput      %.6g samples/s\n  bubble          %.6g s  (%.2f%%)\n", r.throughput_samples_s,
-                  r.bubble, 100.0 * r.bubble_rate);
+    pl_buf_printf(&b, "\n  throughput      %.6g samples/s\n  bubble_fraction %.6g  (%.2f%%; idle_s %.6g s over the ranks)\n",
+                  r.throughput_samples_s, r.bubble_fraction, 100.0 * r.bubble_fraction, r.idle_s);
+    if (isnan(r.zb_bubble_rate)) pl_buf_puts(&b, "  zb_bubble_rate  n/a (not recorded)\n");
+    else pl_buf_printf(&b, "  zb_bubble_rate  %.6g  (Zero Bubble paper's bubble rate)\n", r.zb_bubble_rate);
     pl_buf_printf(&b, "  communication   %.6g s\n  peak memory     %s (%lld bytes)%s\n  ops recorded    %lld\n",
                   r.comm_time_s, human_bytes(r.peak_mem_bytes, mem, sizeof mem), (long long)r.peak_mem_bytes,
                   r.oom ? "  OUT OF MEMORY" : "", (long long)nops);
     if (nm > 0) {
-        pl_buf_printf(&b, "\n%5s  %12s  %12s  %12s  %12s  %12s\n", "RANK", "BUSY (s)", "IDLE (s)", "BUBBLE (s)",
+        pl_buf_printf(&b, "\n%5s  %12s  %12s  %12s  %12s  %12s\n", "RANK", "BUSY (s)", "IDLE (s)", "BUBBLE FRAC",
                       "COMM (s)", "PEAK MEM");
         for (int i = 0; i < nm; i++)
             pl_buf_printf(&b, "%5d  %12.6g  %12.6g  %12.6g  %12.6g  %12s\n", m[i].rank, m[i].busy_s, m[i].idle_s,
-                          m[i].bubble, m[i].comm_s, human_bytes(m[i].peak_mem_bytes, mem, sizeof mem));
+                          m[i].bubble_fraction, m[i].comm_s, human_bytes(m[i].peak_mem_bytes, mem, sizeof mem));
     }
     if (nop > 0) {
         pl_buf_printf(&b, "\n%5s  %6s  %-12s  %-8s  %5s  %5s  %12s  %12s\n", "RANK", "SEQ", "ACTION", "KIND", "STAGE",

@@ -341,11 +341,11 @@ static void out_table(const opts *o, const sched *s, const exec_result *r, const
                   r->pass_max_s / ip, r->pass_stddev_s / ip, r->timed_passes);
     if (pr) pl_buf_printf(b, "%-22s %s\n", "  predicted from", profile_src);
     pl_buf_printf(b, "\n%-4s %4s %12s %12s %12s %8s %8s %12s %12s %12s %12s\n", "rank", "core", "busy_s", "idle_s", "comm_s",
-                  "bubble", "pred_bub", "peak_bytes", "model_bytes", "cost_model", "pred_peak");
+                  "bub_frac", "pred_bf", "peak_bytes", "model_bytes", "cost_model", "pred_peak");
     for (int q = 0; q < r->ranks; q++) {
         const exec_rank_result *x = &r->rank[q];
         pl_buf_printf(b, "%-4d %4d %12.6g %12.6g %12.6g %8.4f ", q, x->core, x->busy_s, x->idle_s, x->comm_s, x->bubble);
-        if (pr) pl_buf_printf(b, "%8.4f ", pr->rank[q].bubble);
+        if (pr) pl_buf_printf(b, "%8.4f ", pr->rank[q].bubble_fraction);
         else pl_buf_printf(b, "%8s ", "-");
         pl_buf_printf(b, "%12zu %12zu ", x->peak.total_bytes, x->model_peak_bytes);
         if (mem) pl_buf_printf(b, "%12lld ", (long long)mem[q].total_bytes);
@@ -353,7 +353,9 @@ static void out_table(const opts *o, const sched *s, const exec_result *r, const
         if (pr) pl_buf_printf(b, "%12lld\n", (long long)pr->rank[q].peak_bytes);
         else pl_buf_printf(b, "%12s\n", "-");
     }
-    pl_buf_puts(b, "\npeak_bytes: all the rank tracked at its peak (weights, gradients, optimizer, stashes, buffers,\n"
+    pl_buf_puts(b, "\nbub_frac: bubble_fraction, idle_s / (busy_s + idle_s) of a pass; pred_bf: the prediction's,\n"
+                   "over its bubble window (the steady state for pipedream and 2bw).\n");
+    pl_buf_puts(b, "peak_bytes: all the rank tracked at its peak (weights, gradients, optimizer, stashes, buffers,\n"
                    "scratch); model_bytes: its weights, gradients, optimizer and activation stash, the part the cost\n"
                    "model describes; cost_model: cost_schedule_memory for the same schedule and model (equal to\n"
                    "model_bytes); pred_peak: the simulator's peak.\n");
@@ -363,7 +365,7 @@ static void out_table(const opts *o, const sched *s, const exec_result *r, const
 static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, const cost_memory *mem, pl_buf *b) {
     pl_buf_puts(b, "kind,ranks,stages,microbatches,iterations_per_pass,width,ffn,depth,microbatch_size,iteration_time_s,"
                    "iteration_min_s,iteration_max_s,iteration_stddev_s,throughput_samples_s,pred_iteration_time_s,"
-                   "pred_throughput_samples_s,rel_error,rank,core,busy_s,idle_s,comm_s,bubble,pred_bubble,peak_bytes,"
+                   "pred_throughput_samples_s,rel_error,rank,core,busy_s,idle_s,comm_s,bubble_fraction,pred_bubble_fraction,peak_bytes,"
                    "model_bytes,cost_model_bytes,pred_peak_bytes\n");
     double ip = r->iterations_per_pass;
     for (int q = 0; q < r->ranks; q++) {
@@ -374,7 +376,7 @@ static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, 
         if (pr) pl_buf_printf(b, "%.9g,%.9g,%.6g,", pr->iteration_time_s, pr->throughput, rel_err(pr->iteration_time_s, r->iter_median_s));
         else pl_buf_puts(b, ",,,");
         pl_buf_printf(b, "%d,%d,%.9g,%.9g,%.9g,%.9g,", q, x->core, x->busy_s, x->idle_s, x->comm_s, x->bubble);
-        if (pr) pl_buf_printf(b, "%.9g,", pr->rank[q].bubble);
+        if (pr) pl_buf_printf(b, "%.9g,", pr->rank[q].bubble_fraction);
         else pl_buf_puts(b, ",");
         pl_buf_printf(b, "%zu,%zu,", x->peak.total_bytes, x->model_peak_bytes);
         if (mem) pl_buf_printf(b, "%lld,", (long long)mem[q].total_bytes);
@@ -402,12 +404,12 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
     pl_buf_puts(b, ",\"per_rank\":[");
     for (int q = 0; q < r->ranks; q++) {
         const exec_rank_result *x = &r->rank[q];
-        pl_buf_printf(b, "%s{\"rank\":%d,\"core\":%d,\"busy_s\":%.9g,\"idle_s\":%.9g,\"comm_s\":%.9g,\"bubble\":%.9g,"
+        pl_buf_printf(b, "%s{\"rank\":%d,\"core\":%d,\"busy_s\":%.9g,\"idle_s\":%.9g,\"comm_s\":%.9g,\"bubble_fraction\":%.9g,"
                          "\"peak_bytes\":%zu,\"model_bytes\":%zu",
                       q ? "," : "", q, x->core, x->busy_s, x->idle_s, x->comm_s, x->bubble, x->peak.total_bytes,
                       x->model_peak_bytes);
         if (mem) pl_buf_printf(b, ",\"cost_model_bytes\":%lld", (long long)mem[q].total_bytes);
-        if (pr) pl_buf_printf(b, ",\"pred_bubble\":%.9g,\"pred_peak_bytes\":%lld", pr->rank[q].bubble, (long long)pr->rank[q].peak_bytes);
+        if (pr) pl_buf_printf(b, ",\"pred_bubble_fraction\":%.9g,\"pred_peak_bytes\":%lld", pr->rank[q].bubble_fraction, (long long)pr->rank[q].peak_bytes);
         pl_buf_putc(b, '}');
     }
     pl_buf_puts(b, "]}\n");

@@ -412,8 +412,15 @@ static void out_table(const opts *o, const sched *s, const sim_result *r, const 
     pl_buf_printf(b, "makespan_s         %.9g\n", r->makespan_s);
     pl_buf_printf(b, "iteration_time_s   %.9g%s\n", r->iteration_time_s, r->iterations > 1 ? "  (steady state, first iteration left out)" : "");
     pl_buf_printf(b, "throughput         %.9g samples/s\n", r->throughput);
-    pl_buf_printf(b, "bubble             %.6f  (idle / (ranks x makespan))\n", r->bubble);
-    pl_buf_printf(b, "bubble_rate        %.6f  (Zero Bubble paper: max over ranks of (span - busy) / span)\n", r->bubble_rate);
+    if (r->steady_state)
+        pl_buf_printf(b, "window_s           %.9g  (steady state: iterations 1..%d, where busy, idle and bubble are measured)\n",
+                      r->window_s, r->iterations - 1);
+    else
+        pl_buf_printf(b, "window_s           %.9g  (the whole run, where busy, idle and bubble are measured)\n", r->window_s);
+    pl_buf_printf(b, "bubble_fraction    %.6f  (idle / (ranks x window))\n", r->bubble_fraction);
+    pl_buf_printf(b, "idle_s             %.9g  (idle seconds in the window, summed over ranks)\n", r->idle_s);
+    pl_buf_printf(b, "zb_bubble_rate     %.6f  (Zero Bubble paper: (cost - m(TF+TB+TW)) / cost, worst rank%s)\n",
+                  r->zb_bubble_rate, r->steady_state ? "" : ", over its span");
     pl_buf_printf(b, "comm_s             %.9g  (sum of transfer times)\n", r->comm_s);
     pl_buf_printf(b, "peak_mem_bytes     %lld", (long long)r->peak_bytes);
     if (o->c.capacity_bytes > 0)
@@ -421,14 +428,14 @@ static void out_table(const opts *o, const sched *s, const sim_result *r, const 
     pl_buf_putc(b, '\n');
     if (st && st->repeat > 1)
         pl_buf_printf(b, "stochastic         cv %.4g over %d runs: iteration_time_s mean %.9g stddev %.9g min %.9g max %.9g;"
-                         " throughput mean %.9g stddev %.9g; bubble mean %.6f stddev %.6f\n",
+                         " throughput mean %.9g stddev %.9g; bubble_fraction mean %.6f stddev %.6f\n",
                       o->c.cv, st->repeat, st->iter_mean_s, st->iter_sd_s, st->iter_min_s, st->iter_max_s, st->thr_mean,
-                      st->thr_sd, st->bubble_mean, st->bubble_sd);
-    pl_buf_printf(b, "\n%-5s %14s %14s %9s %14s %14s %16s %6s %8s %4s\n", "rank", "busy_s", "idle_s", "bubble", "comm_s",
+                      st->thr_sd, st->bubble_fraction_mean, st->bubble_fraction_sd);
+    pl_buf_printf(b, "\n%-5s %14s %14s %15s %14s %14s %16s %6s %8s %4s\n", "rank", "busy_s", "idle_s", "bubble_fraction", "comm_s",
                   "reduce_s", "peak_bytes", "stash", "versions", "oom");
     for (int q = 0; q < s->ranks; q++) {
         const sim_rank_stats *x = &r->rank[q];
-        pl_buf_printf(b, "%-5d %14.9g %14.9g %9.6f %14.9g %14.9g %16lld %6d %8d %4s\n", q, x->busy_s, x->idle_s, x->bubble,
+        pl_buf_printf(b, "%-5d %14.9g %14.9g %15.6f %14.9g %14.9g %16lld %6d %8d %4s\n", q, x->busy_s, x->idle_s, x->bubble_fraction,
                       x->comm_s, x->reduce_s, (long long)x->peak_bytes, x->peak_stash_mbs, x->peak_weight_versions,
                       x->oom ? "yes" : "no");
     }
@@ -436,15 +443,16 @@ static void out_table(const opts *o, const sched *s, const sim_result *r, const 
 
 /* Writes CSV: one row per rank with the run's metrics repeated. */
 static void out_csv(const sched *s, const sim_result *r, const sim_repeat_stats *st, pl_buf *b) {
-    pl_buf_puts(b, "kind,ranks,stages,microbatches,iterations,makespan_s,iteration_time_s,throughput,bubble,bubble_rate,"
+    pl_buf_puts(b, "kind,ranks,stages,microbatches,iterations,makespan_s,iteration_time_s,throughput,window_s,bubble_fraction,idle_s,zb_bubble_rate,"
                    "comm_s,peak_mem_bytes,oom,repeat,iteration_time_mean_s,iteration_time_stddev_s,rank,busy_s,idle_s,"
-                   "rank_bubble,rank_comm_s,rank_reduce_s,rank_peak_bytes,peak_stash_mbs,peak_weight_versions,rank_oom\n");
+                   "rank_bubble_fraction,rank_comm_s,rank_reduce_s,rank_peak_bytes,peak_stash_mbs,peak_weight_versions,rank_oom\n");
     for (int q = 0; q < s->ranks; q++) {
         const sim_rank_stats *x = &r->rank[q];
-        pl_buf_printf(b, "%s,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%d,%d,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%d,%d,%d\n",
+        pl_buf_printf(b, "%s,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%d,%d,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%d,%d,%d\n",
                       s->kind, s->ranks, s->stages, s->microbatches, r->iterations, r->makespan_s, r->iteration_time_s,
-                      r->throughput, r->bubble, r->bubble_rate, r->comm_s, (long long)r->peak_bytes, r->oom, st->repeat,
-                      st->iter_mean_s, st->iter_sd_s, q, x->busy_s, x->idle_s, x->bubble, x->comm_s, x->reduce_s,
+                      r->throughput, r->window_s, r->bubble_fraction, r->idle_s, r->zb_bubble_rate, r->comm_s,
+                      (long long)r->peak_bytes, r->oom, st->repeat, st->iter_mean_s, st->iter_sd_s, q, x->busy_s, x->idle_s,
+                      x->bubble_fraction, x->comm_s, x->reduce_s,
                       (long long)x->peak_bytes, x->peak_stash_mbs, x->peak_weight_versions, x->oom);
     }
 }
@@ -452,19 +460,21 @@ static void out_csv(const sched *s, const sim_result *r, const sim_repeat_stats 
 /* Writes JSON: the run's metrics and a per-rank array. */
 static void out_json(const opts *o, const sched *s, const sim_result *r, const sim_repeat_stats *st, pl_buf *b) {
     pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations\":%d,\"actions\":%zu,"
-                     "\"makespan_s\":%.9g,\"iteration_time_s\":%.9g,\"throughput\":%.9g,\"bubble\":%.9g,\"bubble_rate\":%.9g,"
+                     "\"makespan_s\":%.9g,\"iteration_time_s\":%.9g,\"throughput\":%.9g,\"window_s\":%.9g,\"steady_state\":%s,"
+                     "\"bubble_fraction\":%.9g,\"idle_s\":%.9g,\"zb_bubble_rate\":%.9g,"
                      "\"comm_s\":%.9g,\"peak_mem_bytes\":%lld,\"oom\":%s,\"repeat\":%d,\"iteration_time_mean_s\":%.9g,"
                      "\"iteration_time_stddev_s\":%.9g,\"throughput_mean\":%.9g,\"throughput_stddev\":%.9g,\"params\":",
                   s->kind, s->ranks, s->stages, s->microbatches, r->iterations, r->actions, r->makespan_s,
-                  r->iteration_time_s, r->throughput, r->bubble, r->bubble_rate, r->comm_s, (long long)r->peak_bytes,
+                  r->iteration_time_s, r->throughput, r->window_s, r->steady_state ? "true" : "false", r->bubble_fraction,
+                  r->idle_s, r->zb_bubble_rate, r->comm_s, (long long)r->peak_bytes,
                   r->oom ? "true" : "false", st->repeat, st->iter_mean_s, st->iter_sd_s, st->thr_mean, st->thr_sd);
     params_json(o, b);
     pl_buf_puts(b, ",\"per_rank\":[");
     for (int q = 0; q < s->ranks; q++) {
         const sim_rank_stats *x = &r->rank[q];
-        pl_buf_printf(b, "%s{\"rank\":%d,\"busy_s\":%.9g,\"idle_s\":%.9g,\"bubble\":%.9g,\"comm_s\":%.9g,\"reduce_s\":%.9g,"
+        pl_buf_printf(b, "%s{\"rank\":%d,\"busy_s\":%.9g,\"idle_s\":%.9g,\"bubble_fraction\":%.9g,\"comm_s\":%.9g,\"reduce_s\":%.9g,"
                          "\"peak_bytes\":%lld,\"peak_stash_mbs\":%d,\"peak_weight_versions\":%d,\"oom\":%s}",
-                      q ? "," : "", q, x->busy_s, x->idle_s, x->bubble, x->comm_s, x->reduce_s, (long long)x->peak_bytes,
+                      q ? "," : "", q, x->busy_s, x->idle_s, x->bubble_fraction, x->comm_s, x->reduce_s, (long long)x->peak_bytes,
                       x->peak_stash_mbs, x->peak_weight_versions, x->oom ? "true" : "false");
     }
     pl_buf_puts(b, "]}\n");
@@ -500,8 +510,9 @@ static int store_it(store *db, const opts *o, int argc, char **argv, const sched
     run.seed = o->c.seed;
     run.iteration_time_s = st->repeat > 1 ? st->iter_mean_s : r->iteration_time_s;
     run.throughput_samples_s = st->repeat > 1 ? st->thr_mean : r->throughput;
-    run.bubble = r->bubble_s;
-    run.bubble_rate = r->bubble;
+    run.idle_s = r->idle_s;
+    run.bubble_fraction = r->bubble_fraction; /* the first run's, like idle_s and the rank rows */
+    run.zb_bubble_rate = r->zb_bubble_rate;
     run.comm_time_s = r->comm_s;
     run.peak_mem_bytes = r->peak_bytes;
     run.oom = r->oom;
@@ -515,7 +526,7 @@ static int store_it(store *db, const opts *o, int argc, char **argv, const sched
     if (!rm) { pl_errf(&e, PL_ENOMEM, "out of memory"); rc = cli_fail(&e); goto out; }
     for (int q = 0; q < s->ranks; q++) {
         const sim_rank_stats *x = &r->rank[q];
-        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->idle_s, x->comm_s, x->peak_bytes};
+        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->bubble_fraction, x->comm_s, x->peak_bytes};
     }
     if (r->trace) {
         nops = sched_total_actions(s);

@@ -5,6 +5,7 @@
 #ifdef PIPELAB_HAVE_PL_EXEC
 #include "run_drive.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,11 +158,12 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
         comm += x->comm_s;
         bub += x->bubble;
         if ((int64_t)x->peak.total_bytes > peak) peak = (int64_t)x->peak.total_bytes;
-        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->idle_s, x->comm_s, (int64_t)x->peak.total_bytes};
+        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->bubble, x->comm_s, (int64_t)x->peak.total_bytes};
         nops += x->n_ops;
     }
-    run.bubble = idle;
-    run.bubble_rate = p > 0 ? bub / p : 0;
+    run.idle_s = idle;
+    run.bubble_fraction = p > 0 ? bub / p : 0;
+    run.zb_bubble_rate = NAN; /* not measured: the executor keeps no per-rank compute span */
     run.comm_time_s = comm;
     run.peak_mem_bytes = peak;
     run.repetitions = r->timed_passes;
@@ -191,15 +193,16 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     run.kind = "simulated";
     run.iteration_time_s = pred->iteration_time_s;
     run.throughput_samples_s = pred->throughput;
-    run.bubble = pred->bubble_s;
-    run.bubble_rate = pred->bubble;
+    run.idle_s = pred->idle_s;
+    run.bubble_fraction = pred->bubble_fraction;
+    run.zb_bubble_rate = pred->zb_bubble_rate;
     run.comm_time_s = pred->comm_s;
     run.peak_mem_bytes = pred->peak_bytes;
     run.oom = pred->oom;
     run.repetitions = 1;
     for (int q = 0; q < p; q++) {
         const sim_rank_stats *x = &pred->rank[q];
-        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->idle_s, x->comm_s, x->peak_bytes};
+        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->bubble_fraction, x->comm_s, x->peak_bytes};
     }
     /* the predicted timeline (one pass) when the measured one is stored: action by action,
      * predicted and measured durations can then be compared (compute against waiting) */

@@ -23,7 +23,7 @@ summarize || { echo "shard $SHARD_I/$SHARD_N written to $DB"; exit 0; }
 echo "p = $P; bubble fraction (analytic (p-1)/(v m + p-1)) and throughput (microbatches per unit time)"
 "$PL" db list --db "$DB" --tag $NAME --limit 0 --format csv | awk -F, -v p=$P '
     NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-    { v = $col["chunks"]; m = $col["microbatches"]; b[v, m] = $col["bubble_rate"]; t[v, m] = $col["throughput_samples_s"] }
+    { v = $col["chunks"]; m = $col["microbatches"]; b[v, m] = $col["bubble_fraction"]; t[v, m] = $col["throughput_samples_s"] }
     END {
         printf "%-4s %-3s %10s %10s %12s\n", "m", "v", "bubble", "analytic", "throughput"
         for (m = 8; m <= 64; m *= 2) for (v = 1; v <= 8; v *= 2) if ((v, m) in b)

@@ -26,7 +26,7 @@ echo
 echo "p = 8: bubble fraction by schedule and m (simulated; analytic gpipe/1f1b (p-1)/(m+p-1))"
 "$PL" db list --db "$DB" --tag $NAME --limit 0 --format csv | awk -F, '
     NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-    $col["ranks"] == 8 { k = $col["schedule"]; m = $col["microbatches"]; v[k, m] = $col["bubble_rate"]; ks[k] = 1; ms[m] = 1 }
+    $col["ranks"] == 8 { k = $col["schedule"]; m = $col["microbatches"]; v[k, m] = $col["bubble_fraction"]; ks[k] = 1; ms[m] = 1 }
     END {
         printf "%-12s", "m"; for (m = 1; m <= 64; m *= 2) if (m in ms) printf " %7d", m; printf "\n"
         printf "%-12s", "analytic"; for (m = 1; m <= 64; m *= 2) if (m in ms) printf " %7.4f", 7 / (m + 7); printf "\n"

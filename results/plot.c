@@ -327,7 +327,7 @@ static int plot_timeline(store *s, const store_plot_opts *o, pl_err *e) {
     char title[256];
     snprintf(title, sizeof title, "%s run %lld: %s, p = %d, m = %d%s%.0d, iteration %.4g %s, bubble %.1f%%",
              r.kind, (long long)r.id, r.schedule, r.ranks, r.microbatches, r.chunks > 1 ? ", v = " : "",
-             r.chunks > 1 ? r.chunks : 0, r.iteration_time_s * scale, unit, 100 * r.bubble_rate);
+             r.chunks > 1 ? r.chunks : 0, r.iteration_time_s * scale, unit, 100 * r.bubble_fraction);
     script_begin(&g, o, "timeline", w, h, title);
     pl_buf_printf(&g, "nranks = %d\nxmax = %.10g\nxlabel_text = \"time (%s); labels: microbatch%s\"\n", ranks,
                   tmax * scale * 1.005, unit, chunks ? "; lighter: a rank's later chunks" : "");
@@ -412,7 +412,7 @@ static int plot_bubble(store *s, const store_plot_opts *o, pl_err *e) {
         char key[96];
         sched_key(key, sizeof key, r);
         curve *c = curve_get(&cs, key, panel);
-        if (!c || curve_put(c, r->microbatches, r->bubble_rate, 1)) goto oom;
+        if (!c || curve_put(c, r->microbatches, r->bubble_fraction, 1)) goto oom;
         c->color = sched_color(key);
         mmin = fmin(mmin, r->microbatches);
         mmax = fmax(mmax, r->microbatches);

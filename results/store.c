@@ -35,8 +35,9 @@ const store_col store_cols[] = {
     RC(utc_time, SC_TEXT, 1, "''"),
     RC(iteration_time_s, SC_REAL, 1, "0.0"),
     RC(throughput_samples_s, SC_REAL, 1, "0.0"),
-    RC(bubble, SC_REAL, 1, "0.0"),
-    RC(bubble_rate, SC_REAL, 1, "0.0"),
+    RC(idle_s, SC_REAL, 3, "bubble"),               /* version 1-2 name */
+    RC(bubble_fraction, SC_REAL, 3, "bubble_rate"), /* version 1-2 name */
+    RC(zb_bubble_rate, SC_REAL, 3, "NULL"),         /* not recorded before version 3 */
     RC(comm_time_s, SC_REAL, 1, "0.0"),
     RC(peak_mem_bytes, SC_I64, 1, "0"),
     RC(oom, SC_INT, 1, "0"),
@@ -45,19 +46,10 @@ const store_col store_cols[] = {
 };
 const size_t store_ncols = sizeof store_cols / sizeof store_cols[0];
 
-/* Schema version 1: the first release (no stochastic-mode columns). Kept to document the history;
- * the migration below brings it to version 2. */
-static const char *const schema_v1_tail =
-    "CREATE INDEX runs_tag ON runs(tag, utc_time);\n"
-    "CREATE TABLE rank_metrics(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
-    "  rank INTEGER NOT NULL, busy_s REAL, idle_s REAL, bubble REAL, comm_s REAL,\n"
-    "  peak_mem_bytes INTEGER, PRIMARY KEY(run_id, rank)) WITHOUT ROWID;\n"
-    "CREATE TABLE ops(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
-    "  rank INTEGER NOT NULL, seq INTEGER NOT NULL, action TEXT, kind TEXT, stage INTEGER,\n"
-    "  mb INTEGER, start_s REAL, end_s REAL);\n"
-    "CREATE INDEX ops_run ON ops(run_id, rank, seq);\n";
-
-static const char *const schema_runs_v2 =
+/* The current schema (version 3). A file created at version 1 or 2 and migrated below ends with
+ * the same tables, column for column (tests/results check it); runs.zb_bubble_rate comes last
+ * because a migration can only append a column. */
+static const char *const schema_runs =
     "CREATE TABLE runs(id INTEGER PRIMARY KEY, uid TEXT NOT NULL UNIQUE,\n"
     "  origin TEXT NOT NULL DEFAULT '',\n"
     "  kind TEXT NOT NULL CHECK(kind IN ('simulated','measured')),\n"
@@ -65,16 +57,40 @@ static const char *const schema_runs_v2 =
     "  schedule TEXT NOT NULL DEFAULT '', ranks INTEGER, stages INTEGER, microbatches INTEGER,\n"
     "  chunks INTEGER, iterations INTEGER, weights_policy TEXT, recompute_policy TEXT,\n"
     "  params_json TEXT, seed INTEGER, version TEXT, git_rev TEXT, host TEXT, utc_time TEXT,\n"
-    "  iteration_time_s REAL, throughput_samples_s REAL, bubble REAL, bubble_rate REAL,\n"
+    "  iteration_time_s REAL, throughput_samples_s REAL, idle_s REAL, bubble_fraction REAL,\n"
     "  comm_time_s REAL, peak_mem_bytes INTEGER, oom INTEGER,\n"
-    "  repetitions INTEGER NOT NULL DEFAULT 1, iteration_time_stddev_s REAL NOT NULL DEFAULT 0);\n";
+    "  repetitions INTEGER NOT NULL DEFAULT 1, iteration_time_stddev_s REAL NOT NULL DEFAULT 0,\n"
+    "  zb_bubble_rate REAL);\n";
 
-/* Migrations: entry v brings a file from version v to v + 1. */
+static const char *const schema_tail =
+    "CREATE INDEX runs_tag ON runs(tag, utc_time);\n"
+    "CREATE TABLE rank_metrics(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  rank INTEGER NOT NULL, busy_s REAL, idle_s REAL, bubble_fraction REAL, comm_s REAL,\n"
+    "  peak_mem_bytes INTEGER, PRIMARY KEY(run_id, rank)) WITHOUT ROWID;\n"
+    "CREATE TABLE ops(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  rank INTEGER NOT NULL, seq INTEGER NOT NULL, action TEXT, kind TEXT, stage INTEGER,\n"
+    "  mb INTEGER, start_s REAL, end_s REAL);\n"
+    "CREATE INDEX ops_run ON ops(run_id, rank, seq);\n";
+
+/* Migrations: entry v brings a file from version v to v + 1, inside upgrade's transaction.
+ * 2 -> 3: versions 1-2 stored runs.bubble = idle seconds summed over ranks, runs.bubble_rate =
+ * the idle fraction, rank_metrics.bubble = the rank's idle seconds again (every writer stored
+ * idle_s there); the columns are renamed to what they hold, and the rank column becomes the
+ * rank's fraction, idle / (busy + idle), busy + idle being the window both were measured over
+ * (the makespan of a simulated run, the pass time of a measured one). The Zero Bubble paper's
+ * rate was not stored: NULL. */
 static const char *const migrations[] = {
     NULL,
     "ALTER TABLE runs ADD COLUMN repetitions INTEGER NOT NULL DEFAULT 1;\n"
     "ALTER TABLE runs ADD COLUMN iteration_time_stddev_s REAL NOT NULL DEFAULT 0;\n",
+    "ALTER TABLE runs RENAME COLUMN bubble TO idle_s;\n"
+    "ALTER TABLE runs RENAME COLUMN bubble_rate TO bubble_fraction;\n"
+    "ALTER TABLE runs ADD COLUMN zb_bubble_rate REAL;\n"
+    "ALTER TABLE rank_metrics RENAME COLUMN bubble TO bubble_fraction;\n"
+    "UPDATE rank_metrics SET bubble_fraction = CASE WHEN busy_s + idle_s > 0\n"
+    "  THEN idle_s / (busy_s + idle_s) ELSE 0.0 END;\n",
 };
+_Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per version step");
 
 int store_sqlerr(store *s, pl_err *e, int code, const char *what) {
     return pl_errf(e, code, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
@@ -191,8 +207,8 @@ static int upgrade(store *s, pl_err *e) {
             store_exec(s, "ROLLBACK");
             return pl_errf(e, PL_EINPUT, "%s: an SQLite file but not a pipelab database", s->path);
         }
-        if ((rc = store_exec(s, schema_runs_v2)) != SQLITE_OK) goto fail;
-        if ((rc = store_exec(s, schema_v1_tail)) != SQLITE_OK) goto fail;
+        if ((rc = store_exec(s, schema_runs)) != SQLITE_OK) goto fail;
+        if ((rc = store_exec(s, schema_tail)) != SQLITE_OK) goto fail;
     } else {
         for (int64_t from = v; from < STORE_SCHEMA_VERSION; from++)
             if ((rc = store_exec(s, migrations[from])) != SQLITE_OK) goto fail;
@@ -515,7 +531,7 @@ int store_insert_run(store *s, const store_run *in, const store_rank_metric *ran
     int64_t id = sqlite3_last_insert_rowid(s->db);
 
     code = store_prepare(s, &s->ins_rank,
-                         "INSERT INTO rank_metrics(run_id,rank,busy_s,idle_s,bubble,comm_s,peak_mem_bytes) "
+                         "INSERT INTO rank_metrics(run_id,rank,busy_s,idle_s,bubble_fraction,comm_s,peak_mem_bytes) "
                          "VALUES(?,?,?,?,?,?,?)", e);
     if (code != PL_OK) return code;
     for (int i = 0; i < nranks; i++) {
@@ -524,7 +540,7 @@ int store_insert_run(store *s, const store_run *in, const store_rank_metric *ran
         sqlite3_bind_int(st, 2, ranks[i].rank);
         sqlite3_bind_double(st, 3, ranks[i].busy_s);
         sqlite3_bind_double(st, 4, ranks[i].idle_s);
-        sqlite3_bind_double(st, 5, ranks[i].bubble);
+        sqlite3_bind_double(st, 5, ranks[i].bubble_fraction);
         sqlite3_bind_double(st, 6, ranks[i].comm_s);
         sqlite3_bind_int64(st, 7, ranks[i].peak_mem_bytes);
         rc = sqlite3_step(st);

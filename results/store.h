@@ -9,8 +9,14 @@
 
 /* Default database path, relative to the working directory. */
 #define STORE_DEFAULT_PATH "results/out/pipelab.db"
-/* Schema version written to PRAGMA user_version by this build. */
-#define STORE_SCHEMA_VERSION 2
+/* Schema version written to PRAGMA user_version by this build. History (migrations in store.c):
+ *   1  first release;
+ *   2  runs.repetitions, runs.iteration_time_stddev_s (stochastic mode);
+ *   3  one name per bubble figure: runs.bubble (idle seconds) -> runs.idle_s, runs.bubble_rate
+ *      (idle fraction) -> runs.bubble_fraction, new runs.zb_bubble_rate (NULL in older rows),
+ *      rank_metrics.bubble (idle seconds, a copy of idle_s) -> rank_metrics.bubble_fraction
+ *      = idle_s / (busy_s + idle_s). */
+#define STORE_SCHEMA_VERSION 3
 
 /* An open database. Not shared between threads; every process opens its own. */
 typedef struct store store;
@@ -41,8 +47,14 @@ typedef struct store_run {
     /* Headline metrics. */
     double iteration_time_s;
     double throughput_samples_s;
-    double bubble;                /* total idle (bubble) time over ranks, seconds */
-    double bubble_rate;           /* bubble fraction in [0, 1] */
+    /* Bubble figures (the names sim.h defines, version 3 of the schema on): all three cover the
+     * run's bubble window, the window its iteration time is measured over (simulated: the
+     * whole run, or an asynchronous schedule's steady state; measured: a timed pass). */
+    double idle_s;                /* idle seconds, summed over ranks */
+    double bubble_fraction;       /* idle fraction in [0, 1]: 1 - sum busy / (ranks x window) */
+    double zb_bubble_rate;        /* Zero Bubble paper's bubble rate (cost - m(TF+TB+TW)) / cost,
+                                   * see sim.h; NAN = not recorded (stored as NULL: measured
+                                   * runs, and runs stored before version 3) */
     double comm_time_s;
     int64_t peak_mem_bytes;       /* max over ranks */
     int oom;                      /* 1 when some rank ran out of memory */
@@ -53,8 +65,8 @@ typedef struct store_run {
 /* Per-rank metrics of one run. */
 typedef struct store_rank_metric {
     int rank;
-    double busy_s, idle_s;
-    double bubble;                /* bubble (idle inside the iteration) time, seconds */
+    double busy_s, idle_s;        /* compute and idle seconds in the run's bubble window */
+    double bubble_fraction;       /* idle_s / (busy_s + idle_s), in [0, 1] */
     double comm_s;
     int64_t peak_mem_bytes;
 } store_rank_metric;
@@ -148,7 +160,7 @@ extern const char *const store_match_params[];
  * (predicted - measured) / measured; NAN when the measured value is 0 (then left out of MAPE). */
 typedef struct store_pair {
     store_run sim, meas;          /* owned copies (store_comparison_free frees them) */
-    double err_iter, err_thr, err_bubble, err_mem;
+    double err_iter, err_thr, err_bubble_fraction, err_mem;
 } store_pair;
 
 /* Summary of one metric over the pairs: mean absolute percentage error and the signed error of
@@ -160,7 +172,7 @@ typedef struct store_comparison {
     size_t n;
     size_t unmatched_measured;    /* measured runs with no simulated run of their configuration */
     size_t simulated;             /* simulated runs considered */
-    store_err_stats iter, thr, bubble, mem;
+    store_err_stats iter, thr, bubble_fraction, mem;
 } store_comparison;
 
 /* A simulated run whose uid is STORE_PREDICTION_PREFIX followed by a measured run's uid is that

@@ -230,16 +230,16 @@ int store_compare(store *s, const store_filter *f, int loose, store_comparison *
         copy_run(&p->meas, &meas[i]);
         p->err_iter = rel_err(best->iteration_time_s, meas[i].iteration_time_s);
         p->err_thr = rel_err(best->throughput_samples_s, meas[i].throughput_samples_s);
-        p->err_bubble = rel_err(best->bubble_rate, meas[i].bubble_rate);
+        p->err_bubble_fraction = rel_err(best->bubble_fraction, meas[i].bubble_fraction);
         p->err_mem = rel_err((double)best->peak_mem_bytes, (double)meas[i].peak_mem_bytes);
         stat_add(&out->iter, p->err_iter);
         stat_add(&out->thr, p->err_thr);
-        stat_add(&out->bubble, p->err_bubble);
+        stat_add(&out->bubble_fraction, p->err_bubble_fraction);
         stat_add(&out->mem, p->err_mem);
     }
     stat_finish(&out->iter);
     stat_finish(&out->thr);
-    stat_finish(&out->bubble);
+    stat_finish(&out->bubble_fraction);
     stat_finish(&out->mem);
 done:
     store_runs_free(sims, nsim);

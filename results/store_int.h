@@ -10,7 +10,8 @@
 typedef enum store_coltype { SC_TEXT, SC_INT, SC_I64, SC_U64, SC_REAL } store_coltype;
 
 /* One column of the runs table: its name, type, place in store_run, the schema version that
- * added it and the SQL literal older files read instead. */
+ * added it (or gave it its name) and the SQL expression files of older versions read instead:
+ * a literal, or the column's older name. */
 typedef struct store_col {
     const char *name;
     store_coltype type;

@@ -28,7 +28,9 @@ int store_read_run_row(sqlite3_stmt *st, store_run *run) {
         case SC_INT: *(int *)p = sqlite3_column_int(st, col); break;
         case SC_I64: *(int64_t *)p = sqlite3_column_int64(st, col); break;
         case SC_U64: *(uint64_t *)p = (uint64_t)sqlite3_column_int64(st, col); break;
-        case SC_REAL: *(double *)p = sqlite3_column_double(st, col); break;
+        case SC_REAL: /* NULL: not recorded (zb_bubble_rate before version 3, of measured runs) */
+            *(double *)p = sqlite3_column_type(st, col) == SQLITE_NULL ? NAN : sqlite3_column_double(st, col);
+            break;
         }
     }
     if (oom) {
@@ -160,9 +162,14 @@ int store_get_rank_metrics(store *s, int64_t run_id, store_rank_metric **out, in
     *out = NULL;
     *n = 0;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT rank, busy_s, idle_s, bubble, comm_s, peak_mem_bytes FROM rank_metrics "
-                           "WHERE run_id = ? ORDER BY rank", -1, &st, NULL) != SQLITE_OK)
+    /* before version 3 the column held idle seconds (a copy of idle_s): read it as the
+     * fraction the migration to version 3 computes */
+    const char *sql = s->version >= 3
+                          ? "SELECT rank, busy_s, idle_s, bubble_fraction, comm_s, peak_mem_bytes FROM rank_metrics "
+                            "WHERE run_id = ? ORDER BY rank"
+                          : "SELECT rank, busy_s, idle_s, CASE WHEN busy_s + idle_s > 0 THEN idle_s / (busy_s + idle_s) "
+                            "ELSE 0.0 END, comm_s, peak_mem_bytes FROM rank_metrics WHERE run_id = ? ORDER BY rank";
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
         return store_sqlerr(s, e, PL_EIO, "cannot query rank metrics");
     sqlite3_bind_int64(st, 1, run_id);
     store_rank_metric *m = NULL;
@@ -183,7 +190,7 @@ int store_get_rank_metrics(store *s, int64_t run_id, store_rank_metric **out, in
         r->rank = sqlite3_column_int(st, 0);
         r->busy_s = sqlite3_column_double(st, 1);
         r->idle_s = sqlite3_column_double(st, 2);
-        r->bubble = sqlite3_column_double(st, 3);
+        r->bubble_fraction = sqlite3_column_double(st, 3);
         r->comm_s = sqlite3_column_double(st, 4);
         r->peak_mem_bytes = sqlite3_column_int64(st, 5);
     }
@@ -257,9 +264,10 @@ int store_count_ops(store *s, int64_t run_id, int64_t *n, pl_err *e) {
     return rc == SQLITE_ROW ? PL_OK : store_sqlerr(s, e, PL_EIO, "cannot count ops");
 }
 
-/* Appends a double as CSV/JSON number text ("null" in JSON for non-finite values). */
+/* Appends a double as CSV/JSON number text: "null" in JSON for non-finite values; in CSV an
+ * empty field for NAN (a value not recorded, e.g. zb_bubble_rate of a measured run). */
 static void put_double(pl_buf *b, double v, int json) {
-    if (!isfinite(v)) pl_buf_puts(b, json ? "null" : (isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf")));
+    if (!isfinite(v)) pl_buf_puts(b, json ? "null" : (isnan(v) ? "" : (v > 0 ? "inf" : "-inf")));
     else pl_buf_printf(b, "%.15g", v);
 }
 
@@ -364,8 +372,8 @@ static int put_run(store *s, const store_run *r, int json, const char *indent, p
         put_double(out, m[k].busy_s, 1);
         pl_buf_puts(out, ", \"idle_s\": ");
         put_double(out, m[k].idle_s, 1);
-        pl_buf_puts(out, ", \"bubble\": ");
-        put_double(out, m[k].bubble, 1);
+        pl_buf_puts(out, ", \"bubble_fraction\": ");
+        put_double(out, m[k].bubble_fraction, 1);
         pl_buf_puts(out, ", \"comm_s\": ");
         put_double(out, m[k].comm_s, 1);
         pl_buf_printf(out, ", \"peak_mem_bytes\": %lld}", (long long)m[k].peak_mem_bytes);

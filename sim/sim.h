@@ -113,11 +113,12 @@ typedef struct sim_slot {
 } sim_slot;
 
 typedef struct sim_rank_stats {
-    double busy_s;            /* compute time */
-    double comm_s;            /* time of transfers this rank sent (link busy time) */
-    double reduce_s;          /* all-reduce time */
-    double idle_s;            /* makespan - busy */
-    double bubble;            /* idle_s / makespan */
+    /* busy_s, idle_s and bubble_fraction cover the bubble window (sim_result.window_s) */
+    double busy_s;            /* compute time in the window */
+    double comm_s;            /* time of transfers this rank sent (link busy time), whole run */
+    double reduce_s;          /* all-reduce time, whole run */
+    double idle_s;            /* window_s - busy_s, seconds */
+    double bubble_fraction;   /* idle_s / window_s, in [0, 1] */
     double first_start_s;     /* start of the rank's first compute */
     double span_s;            /* last compute end - first compute start */
     int64_t peak_bytes;       /* peak memory */
@@ -127,18 +128,36 @@ typedef struct sim_rank_stats {
     int oom;                  /* peak_bytes > capacity */
 } sim_rank_stats;
 
+/* Bubble figures, one name per quantity everywhere in pipelab (simulate, run, the database,
+ * compare, plots):
+ *   idle_s           idle seconds: window_s - busy_s per rank, summed over ranks for a run;
+ *   bubble_fraction  the idle FRACTION of the window: 1 - sum busy_s / (ranks x window_s);
+ *   zb_bubble_rate   the Zero Bubble paper's bubble rate (Qi et al. 2023, arXiv 2401.10241, §5
+ *                    and Table 5): (cost - m (TF + TB + TW)) / cost, where cost is the largest
+ *                    execution time of a stage; pipelab evaluates it as the max over ranks of
+ *                    (span_s - busy_s) / span_s, span_s running from the rank's first compute
+ *                    start to its last compute end (so the staggered start of a parallelogram is
+ *                    no bubble: ZB-H2 reaches 0). In the steady-state window of an asynchronous
+ *                    schedule (below) it is the max over ranks of the rank's bubble_fraction.
+ * The window (window_s) is the time those figures cover, the same one the iteration time is
+ * measured over:
+ *   synchronous schedules (weights flush), and any schedule run for 1 iteration: the whole run,
+ *     [0, makespan_s];
+ *   asynchronous schedules (weights stash or 2bw: PipeDream, PipeDream-2BW) over N >= 2
+ *     iterations: the steady state [end of iteration 0, end of iteration N-1], whose length is
+ *     (N - 1) x iteration_time_s; busy_s then counts the compute of iterations 1..N-1 (the work
+ *     that window completes), so the pipeline's fill (iteration 0) is left out as it is from the
+ *     iteration time, and idle_s = window_s - busy_s (>= 0). */
 typedef struct sim_result {
     int ranks, iterations;
     double makespan_s;        /* last event */
     double iteration_time_s;  /* makespan / 1 iteration, or steady state over iterations 1..N-1 */
     double throughput;        /* samples / s = microbatches * microbatch_size / iteration time */
-    double bubble;            /* 1 - sum busy / (ranks * makespan) */
-    double bubble_rate;       /* Zero Bubble paper's bubble rate (its §5): max over ranks of
-                               * (span - busy) / span, i.e. (cost - m(TF+TB+TW)) / cost, where
-                               * span runs from the rank's first compute start to its last
-                               * compute end (so the staggered start of a parallelogram is not a
-                               * bubble: ZB-H2 reaches 0) */
-    double bubble_s;          /* sum over ranks of idle time */
+    double window_s;          /* the bubble window (above): makespan_s, or (N-1) iteration_time_s */
+    int steady_state;         /* 1 when the window is an asynchronous schedule's steady state */
+    double bubble_fraction;   /* 1 - sum busy / (ranks * window_s) */
+    double zb_bubble_rate;    /* Zero Bubble paper's bubble rate (above) */
+    double idle_s;            /* sum over ranks of idle time in the window, seconds */
     double comm_s;            /* sum of transfer times */
     int64_t peak_bytes;       /* max over ranks */
     int oom;                  /* some rank over capacity */
@@ -172,7 +191,7 @@ typedef struct sim_repeat_stats {
     int repeat;
     double iter_mean_s, iter_sd_s, iter_min_s, iter_max_s;
     double thr_mean, thr_sd;
-    double bubble_mean, bubble_sd;
+    double bubble_fraction_mean, bubble_fraction_sd;
 } sim_repeat_stats;
 
 /* Runs sim_run `repeat` times with seeds cfg->seed + k and summarizes; *last (may be NULL)

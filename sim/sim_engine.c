@@ -90,6 +90,7 @@ typedef struct rank_state {
     int cur_iter;
     int started;      /* 1 once a compute started */
     double last_end;  /* end of the last compute */
+    double busy_late_s; /* compute of the actions of iterations >= 1 (the steady-state window's) */
     double cur;       /* flow engine: the rank's own clock (where the heap engine has "now") */
     int inflight;     /* microbatches stashed now */
     int versions;     /* weight versions now (sum over stages) */
@@ -332,6 +333,12 @@ static inline void iter_note(eng *g, int it, double t) {
     if (it >= 0 && t > g->r->iter_end_s[it]) g->r->iter_end_s[it] = t;
 }
 
+/* Counts d seconds of compute of global microbatch mb towards the steady-state window when mb
+ * belongs to iteration 1 or later (see sim.h: the window of asynchronous schedules). */
+static inline void busy_late(eng *g, rank_state *k, int64_t mb, double d) {
+    if (mb >= g->s->microbatches) k->busy_late_s += d;
+}
+
 /* Publishes time tm for (t, idx) and wakes a rank waiting for it (ranks of stage-1..stage+1). */
 static void publish(eng *g, int t, int64_t idx, double tm);
 
@@ -379,6 +386,7 @@ static int advance(eng *g, int r) {
             }
             k->start_cur = now;
             g->rk[r].st.busy_s += d;
+            busy_late(g, k, a->kind == SCHED_OVERLAP && a->mb2 > a->mb ? a->mb2 : a->mb, d);
             return heap_push(g, now + d, EV_COMPUTE_END, (uint64_t)r << 32 | k->pc);
         }
         case SCHED_SEND_F:
@@ -467,6 +475,7 @@ static int advance(eng *g, int r) {
                 }
                 k->start_cur = now;
                 g->rk[r].st.busy_s += d;
+                if (k->cur_iter >= 1) k->busy_late_s += d;
                 return heap_push(g, now + d, EV_COMPUTE_END, (uint64_t)r << 32 | k->pc);
             }
             trace_put(g, r, k, k->pc, now, now);
@@ -672,6 +681,7 @@ static void flow_advance(eng *g, int r) {
                 k->st.first_start_s = now;
             }
             k->st.busy_s += d;
+            busy_late(g, k, a && a->mb2 > mb ? a->mb2 : mb, d);
             double end = now + d;
             g->flow_events++;
             flow_compute_end(g, r, k, kind, stage, mb, now, end);
@@ -750,6 +760,7 @@ static void flow_advance(eng *g, int r) {
                     k->st.first_start_s = now;
                 }
                 k->st.busy_s += d;
+                if (k->cur_iter >= 1) k->busy_late_s += d;
                 double end = now + d;
                 g->flow_events++;
                 flow_compute_end(g, r, k, kind, stage, mb, now, end);
@@ -1042,28 +1053,42 @@ static void finish_metrics(eng *g) {
     for (size_t l = 0; l < (size_t)g->nlinks; l++)
         if (g->link_free[l] > mk) mk = g->link_free[l];
     r->makespan_s = mk;
+    int n = r->iterations;
+    r->iteration_time_s = n >= 2 ? (r->iter_end_s[n - 1] - r->iter_end_s[0]) / (n - 1) : mk;
+    /* the bubble window (sim.h): an asynchronous schedule's steady state over iterations
+     * 1..N-1, the window its iteration time is measured over; else the whole run */
+    r->steady_state = s->weights != SCHED_WEIGHTS_FLUSH && n >= 2;
+    double win = r->steady_state ? r->iter_end_s[n - 1] - r->iter_end_s[0] : mk;
+    if (r->steady_state && !(win > 0)) { /* no time between the ends (zero-cost iterations) */
+        r->steady_state = 0;
+        win = mk;
+    }
+    r->window_s = win;
     double busy = 0, idle = 0;
-    r->bubble_rate = 0;
+    r->zb_bubble_rate = 0;
     for (int q = 0; q < s->ranks; q++) {
         r->rank[q] = g->rk[q].st;
         sim_rank_stats *st = &r->rank[q];
         st->span_s = g->rk[q].started ? g->rk[q].last_end - st->first_start_s : 0;
-        if (st->span_s > 0) {
-            double rate = (st->span_s - st->busy_s) / st->span_s;
-            if (rate > r->bubble_rate) r->bubble_rate = rate;
-        }
-        st->idle_s = mk - st->busy_s;
+        if (r->steady_state) st->busy_s = g->rk[q].busy_late_s;
+        st->idle_s = win - st->busy_s;
         if (st->idle_s < 0) st->idle_s = 0;
-        st->bubble = mk > 0 ? st->idle_s / mk : 0;
+        st->bubble_fraction = win > 0 ? st->idle_s / win : 0;
+        if (r->steady_state) {
+            /* the paper's (cost - compute) / cost of one steady-state iteration, worst rank */
+            if (st->bubble_fraction > r->zb_bubble_rate) r->zb_bubble_rate = st->bubble_fraction;
+        } else if (st->span_s > 0) {
+            double rate = (st->span_s - st->busy_s) / st->span_s;
+            if (rate > r->zb_bubble_rate) r->zb_bubble_rate = rate;
+        }
         busy += st->busy_s;
         idle += st->idle_s;
         if (st->peak_bytes > r->peak_bytes) r->peak_bytes = st->peak_bytes;
         if (g->cfg->capacity_bytes > 0 && st->peak_bytes > g->cfg->capacity_bytes) st->oom = r->oom = 1;
     }
-    r->bubble_s = idle;
-    r->bubble = mk > 0 ? 1.0 - busy / (mk * s->ranks) : 0;
-    int n = r->iterations;
-    r->iteration_time_s = n >= 2 ? (r->iter_end_s[n - 1] - r->iter_end_s[0]) / (n - 1) : mk;
+    r->idle_s = idle;
+    r->bubble_fraction = win > 0 ? 1.0 - busy / (win * s->ranks) : 0;
+    if (r->bubble_fraction < 0) r->bubble_fraction = 0;
     int mbs = g->cfg->microbatch_size > 0 ? g->cfg->microbatch_size : 1;
     r->throughput = r->iteration_time_s > 0 ? (double)s->microbatches * mbs / r->iteration_time_s : 0;
 }
@@ -1336,8 +1361,8 @@ int sim_repeat(const sched *s, const sim_costs *c, const sim_config *cfg, int re
         si2 += it * it;
         stp += r.throughput;
         stp2 += r.throughput * r.throughput;
-        sb += r.bubble;
-        sb2 += r.bubble * r.bubble;
+        sb += r.bubble_fraction;
+        sb2 += r.bubble_fraction * r.bubble_fraction;
         if (k == 0 || it < st->iter_min_s) st->iter_min_s = it;
         if (k == 0 || it > st->iter_max_s) st->iter_max_s = it;
         if (k == 0 && first) *first = r;
@@ -1346,10 +1371,10 @@ int sim_repeat(const sched *s, const sim_costs *c, const sim_config *cfg, int re
     double n = repeat;
     st->iter_mean_s = si / n;
     st->thr_mean = stp / n;
-    st->bubble_mean = sb / n;
+    st->bubble_fraction_mean = sb / n;
     /* sample standard deviations (0 for one repetition) */
     st->iter_sd_s = repeat > 1 ? sqrt(fmax(0, (si2 - si * si / n) / (n - 1))) : 0;
     st->thr_sd = repeat > 1 ? sqrt(fmax(0, (stp2 - stp * stp / n) / (n - 1))) : 0;
-    st->bubble_sd = repeat > 1 ? sqrt(fmax(0, (sb2 - sb * sb / n) / (n - 1))) : 0;
+    st->bubble_fraction_sd = repeat > 1 ? sqrt(fmax(0, (sb2 - sb * sb / n) / (n - 1))) : 0;
     return PL_OK;
 }

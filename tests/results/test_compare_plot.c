@@ -26,7 +26,7 @@ static int64_t put_run(store *s, const char *kind, const char *tag, const char *
     r.params_json = params;
     r.iteration_time_s = iter_s;
     r.throughput_samples_s = thr;
-    r.bubble_rate = bubble;
+    r.bubble_fraction = bubble;
     r.peak_mem_bytes = mem;
     store_rank_metric rm[4];
     for (int q = 0; q < 4; q++) rm[q] = (store_rank_metric){q, 1, 0, 0, 0, mem - q * 1000};
@@ -97,19 +97,19 @@ static void test_pairing_and_errors(void) {
         CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].sim.iteration_time_s, 1.0, 0); /* the newest prediction */
         CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_iter, (1.0 - 1.1) / 1.1, 1e-15);
         CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_thr, (8.0 - 7.0) / 7.0, 1e-15);
-        CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_bubble, (0.30 - 0.25) / 0.25, 1e-12);
+        CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_bubble_fraction, (0.30 - 0.25) / 0.25, 1e-12);
         CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_mem, 0.1, 1e-15);
         CU_ASSERT_STRING_EQUAL(c.pairs[1].meas.schedule, "gpipe");
         CU_ASSERT_DOUBLE_EQUAL(c.pairs[1].err_iter, 0.25, 1e-15);
-        CU_ASSERT(isnan(c.pairs[1].err_bubble)); /* measured 0: undefined, left out */
+        CU_ASSERT(isnan(c.pairs[1].err_bubble_fraction)); /* measured 0: undefined, left out */
         CU_ASSERT(isnan(c.pairs[1].err_mem));
     }
     double mape = (fabs((1.0 - 1.1) / 1.1) + 0.25) / 2;
     CU_ASSERT_DOUBLE_EQUAL(c.iter.mape, mape, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(c.iter.max_err, 0.25, 1e-15);
     CU_ASSERT_EQUAL(c.iter.n, 2);
-    CU_ASSERT_EQUAL(c.bubble.n, 1);
-    CU_ASSERT_DOUBLE_EQUAL(c.bubble.mape, 0.2, 1e-12);
+    CU_ASSERT_EQUAL(c.bubble_fraction.n, 1);
+    CU_ASSERT_DOUBLE_EQUAL(c.bubble_fraction.mape, 0.2, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(c.thr.max_err, (4.0 - 5.0) / 5.0, 1e-15); /* |-0.2| > 1/7 */
     store_comparison_free(&c);
     /* Loose matching ignores the model: the width-128 run pairs too. */

@@ -260,10 +260,67 @@ static void test_cli(void) {
     free(dir);
 }
 
+/* `pipelab db merge` of a version 2 file (bubble = idle seconds, bubble_rate = fraction) into a
+ * new file and into a version 3 file holding runs: the old runs arrive under the version 3
+ * names with the values version 2 meant, the source is neither migrated nor modified, and
+ * `db list` / `db show` / `db export` print them under the new names. */
+static void test_merge_v2_into_v3(void) {
+    char *dir = pl_test_tmpdir();
+    char *v2 = pl_test_path(dir, "v2.db"), *fresh = pl_test_path(dir, "fresh.db"), *cur = pl_test_path(dir, "cur.db");
+    CU_ASSERT_EQUAL_FATAL(raw_sql(v2, tr_v2_schema), SQLITE_OK);
+    CU_ASSERT_EQUAL_FATAL(fill(cur, "now", 2, "cur", 4), 2);
+    char *o = NULL;
+    CU_ASSERT_EQUAL(pipelab(&o, "db merge %s -o %s%s", v2, fresh, ""), 0);
+    free(o);
+    CU_ASSERT_EQUAL(pipelab(&o, "db merge %s %s -o %s", cur, v2, cur), 0);
+    free(o);
+    const char *outs[] = {fresh, cur};
+    for (int k = 0; k < 2; k++) {
+        const char *out = outs[k];
+        CU_ASSERT_EQUAL(tr_sql_int(out, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+        CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM runs"), k ? 5 : 3);
+        CU_ASSERT_DOUBLE_EQUAL(tr_sql_double(out, "SELECT idle_s FROM runs WHERE uid = 'v2-sim'"), 12, 0);
+        CU_ASSERT_DOUBLE_EQUAL(tr_sql_double(out, "SELECT bubble_fraction FROM runs WHERE uid = 'v2-sim'"),
+                               0.111111111111111, 0);
+        CU_ASSERT_EQUAL(tr_sql_double(out, "SELECT zb_bubble_rate FROM runs WHERE uid = 'v2-sim'"), -2); /* NULL */
+        CU_ASSERT_DOUBLE_EQUAL(tr_sql_double(out, "SELECT max(abs(m.bubble_fraction - 3.0 / 27)) FROM rank_metrics m "
+                                                  "JOIN runs r ON r.id = m.run_id WHERE r.uid = 'v2-sim'"), 0, 1e-15);
+        CU_ASSERT_DOUBLE_EQUAL(tr_sql_double(out, "SELECT m.bubble_fraction FROM rank_metrics m JOIN runs r ON "
+                                                  "r.id = m.run_id WHERE r.uid = 'v2-meas' AND m.rank = 1"), 0.4, 1e-15);
+        CU_ASSERT_DOUBLE_EQUAL(tr_sql_double(out, "SELECT idle_s FROM runs WHERE uid = 'v2-meas'"), 1.5, 0);
+        CU_ASSERT_EQUAL(tr_sql_int(out, "SELECT count(*) FROM ops o JOIN runs r ON r.id = o.run_id WHERE r.uid = 'v2-meas'"), 1);
+        CU_ASSERT(tr_integrity_ok(out));
+    }
+    /* the version 3 file's own runs keep their rate */
+    CU_ASSERT_DOUBLE_EQUAL(tr_sql_double(cur, "SELECT zb_bubble_rate FROM runs WHERE uid = 'cur-0'"), 0.125, 0);
+    /* the source is still a version 2 file with its old columns and values */
+    CU_ASSERT_EQUAL(tr_sql_int(v2, "PRAGMA user_version"), 2);
+    CU_ASSERT_DOUBLE_EQUAL(tr_sql_double(v2, "SELECT bubble FROM rank_metrics WHERE run_id = 1 AND rank = 0"), 3, 0);
+    CU_ASSERT_EQUAL(pipelab(&o, "db list --db %s --format csv%s%s", fresh, "", ""), 0);
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, ",bubble_fraction,"));
+    CU_ASSERT_PTR_NULL(o && strstr(o, "bubble_rate"));
+    free(o);
+    CU_ASSERT_EQUAL(pipelab(&o, "db show v2-sim --db %s%s%s", fresh, "", ""), 0);
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "bubble_fraction 0.111111  (11.11%; idle_s 12 s over the ranks)"));
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "zb_bubble_rate  n/a"));
+    free(o);
+    /* an old file is read under the new names as well, without migrating it */
+    CU_ASSERT_EQUAL(pipelab(&o, "db export --db %s --format csv%s%s", v2, "", ""), 0);
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, ",iteration_time_s,throughput_samples_s,idle_s,bubble_fraction,zb_bubble_rate,"));
+    free(o);
+    CU_ASSERT_EQUAL(tr_sql_int(v2, "PRAGMA user_version"), 2);
+    tr_rmdir(dir);
+    free(v2);
+    free(fresh);
+    free(cur);
+    free(dir);
+}
+
 void test_merge_register(void) {
     static const pl_test_case cases[] = {
         {"merge of overlapping databases keeps each run once", test_merge_overlap},
         {"pipelab db list, show, export, merge", test_cli},
+        {"a version 2 file merges into version 3 files under the new names", test_merge_v2_into_v3},
         {"two machines' overlapping databases merge to each run once, with its origin", test_merge_machines},
         {NULL, NULL},
     };

@@ -1,4 +1,5 @@
 /* test_store.c: round trips, schema creation, migration, refusals, queries and export. */
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,8 +47,9 @@ static void check_same_run(const store_run *a, const store_run *b) {
     CU_ASSERT(a->seed == b->seed);
     CU_ASSERT_DOUBLE_EQUAL(a->iteration_time_s, b->iteration_time_s, 0);
     CU_ASSERT_DOUBLE_EQUAL(a->throughput_samples_s, b->throughput_samples_s, 0);
-    CU_ASSERT_DOUBLE_EQUAL(a->bubble, b->bubble, 0);
-    CU_ASSERT_DOUBLE_EQUAL(a->bubble_rate, b->bubble_rate, 0);
+    CU_ASSERT_DOUBLE_EQUAL(a->idle_s, b->idle_s, 0);
+    CU_ASSERT_DOUBLE_EQUAL(a->bubble_fraction, b->bubble_fraction, 0);
+    CU_ASSERT_DOUBLE_EQUAL(a->zb_bubble_rate, b->zb_bubble_rate, 0);
     CU_ASSERT_DOUBLE_EQUAL(a->comm_time_s, b->comm_time_s, 0);
     CU_ASSERT(a->peak_mem_bytes == b->peak_mem_bytes);
     CU_ASSERT_EQUAL(a->oom, b->oom);
@@ -168,7 +170,7 @@ static void test_ranks_ops_roundtrip(void) {
         CU_ASSERT_EQUAL(m[i].rank, rk[i].rank);
         CU_ASSERT_DOUBLE_EQUAL(m[i].busy_s, rk[i].busy_s, 0);
         CU_ASSERT_DOUBLE_EQUAL(m[i].idle_s, rk[i].idle_s, 0);
-        CU_ASSERT_DOUBLE_EQUAL(m[i].bubble, rk[i].bubble, 0);
+        CU_ASSERT_DOUBLE_EQUAL(m[i].bubble_fraction, rk[i].bubble_fraction, 0);
         CU_ASSERT_DOUBLE_EQUAL(m[i].comm_s, rk[i].comm_s, 0);
         CU_ASSERT(m[i].peak_mem_bytes == rk[i].peak_mem_bytes);
     }
@@ -227,6 +229,16 @@ static void test_migration_v1(void) {
     CU_ASSERT_DOUBLE_EQUAL(r.iteration_time_s, 2.5, 0);
     CU_ASSERT_EQUAL(r.repetitions, 1);
     CU_ASSERT_DOUBLE_EQUAL(r.iteration_time_stddev_s, 0.0, 0);
+    /* version 1's bubble (idle seconds) and bubble_rate (fraction), renamed by the 2 -> 3 step */
+    CU_ASSERT_DOUBLE_EQUAL(r.idle_s, 0.5, 0);
+    CU_ASSERT_DOUBLE_EQUAL(r.bubble_fraction, 0.2, 0);
+    CU_ASSERT(isnan(r.zb_bubble_rate));
+    store_rank_metric *m1 = NULL;
+    int nm1 = 0;
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, r.id, &m1, &nm1, &e), PL_OK);
+    CU_ASSERT_EQUAL(nm1, 2);
+    for (int i = 0; i < nm1; i++) CU_ASSERT_DOUBLE_EQUAL(m1[i].bubble_fraction, 0.5 / 2.5, 1e-15);
+    free(m1);
     store_run_clear(&r);
     store_run in;
     tr_sample_run(&in, "new", 2);
@@ -242,6 +254,211 @@ static void test_migration_v1(void) {
     CU_ASSERT(tr_integrity_ok(path));
     tr_rmdir(dir);
     free(path);
+    free(dir);
+}
+
+/* Column list (name, type, not null, default, primary key) of a table of the file at path. */
+static char *columns(const char *path, const char *table) {
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT group_concat(name || ' ' || type || ' ' || \"notnull\" || ' ' || ifnull(dflt_value, '-') || ' ' || pk,"
+             " ', ') FROM (SELECT * FROM pragma_table_info('%s') ORDER BY cid)", table);
+    return tr_sql_text(path, sql);
+}
+
+/* Checks the three runs of tr_v2_schema as read through the store (any schema version): the
+ * bubble figures under their version 3 names, with the values version 2 meant. */
+static void check_v2_runs(store *s) {
+    pl_err e;
+    store_run r;
+    CU_ASSERT_EQUAL_FATAL(store_get_run(s, "v2-sim", &r, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(r.idle_s, 12, 0);                  /* was runs.bubble */
+    CU_ASSERT_DOUBLE_EQUAL(r.bubble_fraction, 0.111111111111111, 0); /* was runs.bubble_rate */
+    CU_ASSERT(isnan(r.zb_bubble_rate));                      /* never stored before version 3 */
+    CU_ASSERT_DOUBLE_EQUAL(r.iteration_time_s, 27, 0);
+    store_rank_metric *m = NULL;
+    int nm = 0;
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, r.id, &m, &nm, &e), PL_OK);
+    CU_ASSERT_EQUAL(nm, 4);
+    double idle = 0;
+    for (int i = 0; i < nm; i++) {
+        CU_ASSERT_DOUBLE_EQUAL(m[i].busy_s, 24, 0);
+        CU_ASSERT_DOUBLE_EQUAL(m[i].idle_s, 3, 0);
+        CU_ASSERT_DOUBLE_EQUAL(m[i].bubble_fraction, 3.0 / 27, 1e-15); /* was 3 (seconds) */
+        idle += m[i].idle_s;
+    }
+    /* the run's figures agree with its ranks' */
+    CU_ASSERT_DOUBLE_EQUAL(idle, r.idle_s, 0);
+    CU_ASSERT_DOUBLE_EQUAL(idle / (4 * r.iteration_time_s), r.bubble_fraction, 1e-14);
+    free(m);
+    store_run_clear(&r);
+    CU_ASSERT_EQUAL_FATAL(store_get_run(s, "v2-meas", &r, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(r.idle_s, 1.5, 0);
+    CU_ASSERT_DOUBLE_EQUAL(r.bubble_fraction, 0.3, 0);
+    CU_ASSERT(isnan(r.zb_bubble_rate));
+    CU_ASSERT_EQUAL(r.repetitions, 5);
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, r.id, &m, &nm, &e), PL_OK);
+    CU_ASSERT_EQUAL(nm, 2);
+    if (nm == 2) {
+        CU_ASSERT_DOUBLE_EQUAL(m[0].bubble_fraction, 0.2, 1e-15);
+        CU_ASSERT_DOUBLE_EQUAL(m[1].bubble_fraction, 0.4, 1e-15);
+        CU_ASSERT_DOUBLE_EQUAL(m[1].idle_s, 1.0, 0);
+        CU_ASSERT_EQUAL(m[1].peak_mem_bytes, 2048);
+    }
+    free(m);
+    store_run_clear(&r);
+    CU_ASSERT_EQUAL_FATAL(store_get_run(s, "v2-zero", &r, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, r.id, &m, &nm, &e), PL_OK);
+    CU_ASSERT_EQUAL(nm, 1);
+    if (nm == 1) CU_ASSERT_DOUBLE_EQUAL(m[0].bubble_fraction, 0, 0); /* 0 / 0: no bubble */
+    free(m);
+    store_run_clear(&r);
+}
+
+/* Version 2 -> 3: runs.bubble (idle seconds) becomes idle_s, runs.bubble_rate (the fraction)
+ * bubble_fraction, zb_bubble_rate is added (NULL: not recorded), rank_metrics.bubble (idle
+ * seconds) becomes bubble_fraction = idle / (busy + idle). A readonly open reads the old file
+ * under the new names without touching it; a writable open migrates it to exactly the tables a
+ * fresh file has; export names the new columns. */
+static void test_migration_v2(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = pl_test_path(dir, "v2.db"), *fresh = pl_test_path(dir, "fresh.db");
+    CU_ASSERT_EQUAL_FATAL(raw_sql(path, tr_v2_schema), SQLITE_OK);
+    pl_err e;
+    store *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(store_open(path, 1, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_schema_version(s), 2);
+    check_v2_runs(s);
+    pl_buf b;
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL(store_export(s, "old2", STORE_CSV, &b, &e), PL_OK);
+    CU_ASSERT_PTR_NOT_NULL(b.data && strstr(b.data, ",idle_s,bubble_fraction,zb_bubble_rate,"));
+    CU_ASSERT_PTR_NOT_NULL(b.data && strstr(b.data, ",12,0.111111111111111,,")); /* NULL rate: empty cell */
+    pl_buf_free(&b);
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL(store_export(s, "old2", STORE_JSON, &b, &e), PL_OK);
+    CU_ASSERT_PTR_NOT_NULL(b.data && strstr(b.data, "\"idle_s\": 12, \"bubble_fraction\": 0.111111111111111, \"zb_bubble_rate\": null"));
+    CU_ASSERT_PTR_NOT_NULL(b.data && strstr(b.data, "\"idle_s\": 1, \"bubble_fraction\": 0.4,"));
+    CU_ASSERT_PTR_NULL(b.data && strstr(b.data, "\"bubble\""));
+    CU_ASSERT_PTR_NULL(b.data && strstr(b.data, "\"bubble_rate\""));
+    pl_buf_free(&b);
+    store_close(s);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "PRAGMA user_version"), 2);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'bubble_rate'"), 1);
+    /* writable: migrated in place */
+    CU_ASSERT_EQUAL_FATAL(store_open(path, 0, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_schema_version(s), STORE_SCHEMA_VERSION);
+    check_v2_runs(s);
+    store_run in;
+    tr_sample_run(&in, "new", 2);
+    in.zb_bubble_rate = 0.0625;
+    CU_ASSERT_EQUAL(store_write_run(s, &in, NULL, 0, NULL, 0, NULL, &e), PL_OK);
+    store_close(s);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "PRAGMA user_version"), 3);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM runs"), 4);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM rank_metrics"), 7);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM ops WHERE run_id = 2"), 1);
+    CU_ASSERT_EQUAL(tr_sql_double(path, "SELECT zb_bubble_rate FROM runs WHERE uid = 'v2-sim'"), -2); /* NULL */
+    CU_ASSERT_DOUBLE_EQUAL(tr_sql_double(path, "SELECT zb_bubble_rate FROM runs WHERE tag = 'new'"), 0.0625, 0);
+    CU_ASSERT_DOUBLE_EQUAL(tr_sql_double(path, "SELECT bubble_fraction FROM rank_metrics WHERE run_id = 2 AND rank = 1"),
+                           0.4, 1e-15);
+    /* the same tables as a file created at version 3 */
+    CU_ASSERT_EQUAL_FATAL(store_open(fresh, 0, &s, &e), PL_OK);
+    store_close(s);
+    const char *tables[] = {"runs", "rank_metrics", "ops"};
+    for (int t = 0; t < 3; t++) {
+        char *a = columns(path, tables[t]), *f = columns(fresh, tables[t]);
+        CU_ASSERT_PTR_NOT_NULL(a);
+        CU_ASSERT_PTR_NOT_NULL(f);
+        if (a && f) CU_ASSERT_STRING_EQUAL(a, f);
+        free(a);
+        free(f);
+    }
+    CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN "
+                                     "('idle_s', 'bubble_fraction', 'zb_bubble_rate')"), 3);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN ('bubble', 'bubble_rate')"), 0);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM pragma_table_info('rank_metrics') WHERE name = 'bubble'"), 0);
+    CU_ASSERT(tr_integrity_ok(path));
+    tr_rmdir(dir);
+    free(path);
+    free(fresh);
+    free(dir);
+}
+
+/* A version 1 file migrates through 2 to 3 into the same tables a fresh file has. */
+static void test_migration_v1_columns(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = pl_test_path(dir, "v1.db"), *fresh = pl_test_path(dir, "fresh.db");
+    CU_ASSERT_EQUAL_FATAL(raw_sql(path, tr_v1_schema), SQLITE_OK);
+    pl_err e;
+    store *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(store_open(path, 0, &s, &e), PL_OK);
+    store_close(s);
+    CU_ASSERT_EQUAL_FATAL(store_open(fresh, 0, &s, &e), PL_OK);
+    store_close(s);
+    const char *tables[] = {"runs", "rank_metrics", "ops"};
+    for (int t = 0; t < 3; t++) {
+        char *a = columns(path, tables[t]), *f = columns(fresh, tables[t]);
+        CU_ASSERT(a && f && strcmp(a, f) == 0);
+        free(a);
+        free(f);
+    }
+    tr_rmdir(dir);
+    free(path);
+    free(fresh);
+    free(dir);
+}
+
+/* Returns the number after "\"key\":" in a JSON text, or NAN. */
+static double json_num(const char *text, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = text ? strstr(text, pat) : NULL;
+    return p ? strtod(p + strlen(pat), NULL) : NAN;
+}
+
+/* `pipelab simulate --db` stores the bubble figures it prints, under the same names: zb-h2,
+ * p = 4, m = 8 (tF 1, I = W = 1) prints bubble_fraction 1/9 and zb_bubble_rate 0 (ZB-H2 has no
+ * bubble inside a rank's span; only the staggered start and end, 3 s per rank over the 27 s
+ * makespan); the database holds idle_s 12, bubble_fraction 1/9, zb_bubble_rate 0 and per rank
+ * 24 s busy, 3 s idle, fraction 1/9. Before version 3 it held bubble 12 and bubble_rate 1/9. */
+static void test_simulate_stores_what_it_prints(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "sim.db");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s simulate --kind zb-h2 --ranks 4 --microbatches 8 --format json --db %s --tag zb",
+             PIPELAB_BIN, db);
+    char *out = NULL;
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &out), 0);
+    double frac = json_num(out, "bubble_fraction"), idle = json_num(out, "idle_s"), zb = json_num(out, "zb_bubble_rate");
+    CU_ASSERT_DOUBLE_EQUAL(frac, 1.0 / 9, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(idle, 12, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(zb, 0, 1e-12);
+    CU_ASSERT_PTR_NULL(out && strstr(out, "\"bubble\":"));
+    CU_ASSERT_PTR_NULL(out && strstr(out, "\"bubble_rate\":"));
+    free(out);
+    pl_err e;
+    store *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    store_run r;
+    CU_ASSERT_EQUAL_FATAL(store_get_run(s, "1", &r, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(r.bubble_fraction, frac, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(r.idle_s, idle, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(r.zb_bubble_rate, zb, 1e-12);
+    store_rank_metric *m = NULL;
+    int nm = 0;
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, r.id, &m, &nm, &e), PL_OK);
+    CU_ASSERT_EQUAL(nm, 4);
+    for (int i = 0; i < nm; i++) {
+        CU_ASSERT_DOUBLE_EQUAL(m[i].busy_s, 24, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(m[i].idle_s, 3, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(m[i].bubble_fraction, 1.0 / 9, 1e-9);
+    }
+    free(m);
+    store_run_clear(&r);
+    store_close(s);
+    tr_rmdir(dir);
+    free(db);
     free(dir);
 }
 
@@ -392,6 +609,9 @@ void test_store_register(void) {
         {"run round trip, defaults, lookups, refusals", test_run_roundtrip},
         {"rank metrics and 100k ops round trip", test_ranks_ops_roundtrip},
         {"v1 file migrates to the current schema", test_migration_v1},
+        {"simulate stores the bubble figures it prints", test_simulate_stores_what_it_prints},
+        {"v1 file migrates to the tables of a fresh file", test_migration_v1_columns},
+        {"v2 file: bubble columns renamed and converted, readonly and migrated", test_migration_v2},
         {"future schema version refused, file unchanged", test_future_version_refused},
         {"garbage, foreign and missing files refused", test_garbage_refused},
         {"list filters and orders; export csv and json", test_list_and_export},

@@ -23,8 +23,9 @@ void tr_sample_run(store_run *r, const char *tag, int index) {
     r->seed = 0xfedcba9876543210ull + (uint64_t)index;
     r->iteration_time_s = 1.25 + index;
     r->throughput_samples_s = 64.5 * (index + 1);
-    r->bubble = 0.375;
-    r->bubble_rate = 0.1875;
+    r->idle_s = 0.375;
+    r->bubble_fraction = 0.1875;
+    r->zb_bubble_rate = 0.125;
     r->comm_time_s = 0.0625;
     r->peak_mem_bytes = (int64_t)80 << 30;
     r->oom = index % 3 == 0;
@@ -37,7 +38,7 @@ void tr_sample_ranks(store_rank_metric *m, int n, int index) {
         m[i].rank = i;
         m[i].busy_s = 1.0 + i + index;
         m[i].idle_s = 0.5 * i;
-        m[i].bubble = 0.25 * i;
+        m[i].bubble_fraction = m[i].idle_s / (m[i].busy_s + m[i].idle_s);
         m[i].comm_s = 0.125 * i;
         m[i].peak_mem_bytes = ((int64_t)1 << 33) + i;
     }
@@ -68,6 +69,36 @@ int64_t tr_sql_int(const char *path, const char *sql) {
         sqlite3_stmt *st = NULL;
         if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
             v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return v;
+}
+
+char *tr_sql_text(const char *path, const char *sql) {
+    sqlite3 *db = NULL;
+    char *v = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 10000);
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+            const unsigned char *t = sqlite3_column_text(st, 0);
+            v = strdup(t ? (const char *)t : "");
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return v;
+}
+
+double tr_sql_double(const char *path, const char *sql) {
+    sqlite3 *db = NULL;
+    double v = -1;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 10000);
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            v = sqlite3_column_type(st, 0) == SQLITE_NULL ? -2 : sqlite3_column_double(st, 0);
         sqlite3_finalize(st);
     }
     sqlite3_close(db);
@@ -126,3 +157,43 @@ const char tr_v1_schema[] =
     " 'stash','none','{}',42,'0.0.9','abc123','oldhost','2025-01-01T00:00:00Z',2.5,10.0,0.5,0.2,0.1,1000,0);"
     "INSERT INTO rank_metrics VALUES(1,0,2.0,0.5,0.25,0.05,1000),(1,1,2.0,0.5,0.25,0.05,900);"
     "PRAGMA user_version = 1;";
+
+/* The schema of version 2, as pipelab wrote it before version 3 (store.c's DDL of that release,
+ * then the 1 -> 2 columns in the CREATE): runs.bubble held idle SECONDS summed over ranks,
+ * runs.bubble_rate the idle FRACTION, rank_metrics.bubble the rank's idle seconds (a copy of
+ * idle_s). Run 'v2-sim' is what `pipelab simulate --kind zb-h2 --ranks 4 --microbatches 8 --db`
+ * stored (tF 1, I = W = 1: 24 s busy and 3 s idle per rank over a 27 s makespan, bubble 12 s,
+ * bubble_rate 1/9); run 'v2-meas' a measured run of 2 ranks (idle 0.5 and 1.0 s of 2.5 s
+ * passes: fractions 0.2 and 0.4, their mean 0.3) with one op row; run 'v2-zero' has ranks that
+ * did nothing (busy + idle = 0). */
+const char tr_v2_schema[] =
+    "CREATE TABLE runs(id INTEGER PRIMARY KEY, uid TEXT NOT NULL UNIQUE,\n"
+    "  origin TEXT NOT NULL DEFAULT '',\n"
+    "  kind TEXT NOT NULL CHECK(kind IN ('simulated','measured')),\n"
+    "  tag TEXT NOT NULL DEFAULT '', cmdline TEXT NOT NULL DEFAULT '',\n"
+    "  schedule TEXT NOT NULL DEFAULT '', ranks INTEGER, stages INTEGER, microbatches INTEGER,\n"
+    "  chunks INTEGER, iterations INTEGER, weights_policy TEXT, recompute_policy TEXT,\n"
+    "  params_json TEXT, seed INTEGER, version TEXT, git_rev TEXT, host TEXT, utc_time TEXT,\n"
+    "  iteration_time_s REAL, throughput_samples_s REAL, bubble REAL, bubble_rate REAL,\n"
+    "  comm_time_s REAL, peak_mem_bytes INTEGER, oom INTEGER,\n"
+    "  repetitions INTEGER NOT NULL DEFAULT 1, iteration_time_stddev_s REAL NOT NULL DEFAULT 0);\n"
+    "CREATE INDEX runs_tag ON runs(tag, utc_time);\n"
+    "CREATE TABLE rank_metrics(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  rank INTEGER NOT NULL, busy_s REAL, idle_s REAL, bubble REAL, comm_s REAL,\n"
+    "  peak_mem_bytes INTEGER, PRIMARY KEY(run_id, rank)) WITHOUT ROWID;\n"
+    "CREATE TABLE ops(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "  rank INTEGER NOT NULL, seq INTEGER NOT NULL, action TEXT, kind TEXT, stage INTEGER,\n"
+    "  mb INTEGER, start_s REAL, end_s REAL);\n"
+    "CREATE INDEX ops_run ON ops(run_id, rank, seq);\n"
+    "INSERT INTO runs VALUES(1,'v2-sim','host2','simulated','old2','pipelab simulate --kind zb-h2','zb-h2',4,4,8,1,1,"
+    " 'flush','none','{}',0,'0.1.0','def456','host2','2026-01-01T00:00:00Z',27,0.296296296296296,12,"
+    " 0.111111111111111,0,0,0,1,0);"
+    "INSERT INTO rank_metrics VALUES(1,0,24,3,3,0,0),(1,1,24,3,3,0,0),(1,2,24,3,3,0,0),(1,3,24,3,3,0,0);"
+    "INSERT INTO runs VALUES(2,'v2-meas','host2','measured','old2','pipelab run --kind gpipe','gpipe',2,2,4,1,1,"
+    " 'flush','none','{}',7,'0.1.0','def456','host2','2026-01-02T00:00:00Z',2.5,1.6,1.5,0.3,0.25,4096,0,5,0.01);"
+    "INSERT INTO rank_metrics VALUES(2,0,2.0,0.5,0.5,0.125,4096),(2,1,1.5,1.0,1.0,0.125,2048);"
+    "INSERT INTO ops VALUES(2,0,0,'0F0','F',0,0,0.0,0.25);"
+    "INSERT INTO runs VALUES(3,'v2-zero','host2','simulated','old2','','gpipe',1,1,1,1,1,"
+    " 'flush','none','{}',0,'0.1.0','def456','host2','2026-01-03T00:00:00Z',0,0,0,0,0,0,0,1,0);"
+    "INSERT INTO rank_metrics VALUES(3,0,0,0,0,0,0);"
+    "PRAGMA user_version = 2;";

@@ -15,6 +15,10 @@ void tr_sample_ranks(store_rank_metric *ranks, int n, int index);
 store_op *tr_sample_ops(size_t n, int ranks);
 /* Runs one integer SQL query directly on the file at path; returns the value or -1 on error. */
 int64_t tr_sql_int(const char *path, const char *sql);
+/* Runs one SQL query on path; returns its first value as malloc'd text (NULL on error). */
+char *tr_sql_text(const char *path, const char *sql);
+/* Runs one SQL query on path; returns its first value as a double (-2 for NULL, -1 on error). */
+double tr_sql_double(const char *path, const char *sql);
 /* Returns 1 when PRAGMA integrity_check on path says "ok". */
 int tr_integrity_ok(const char *path);
 /* Returns the number of runs in path that lack some rank or op rows (expected_ops per run, or
@@ -22,6 +26,9 @@ int tr_integrity_ok(const char *path);
 int64_t tr_partial_runs(const char *path, int64_t expected_ops);
 /* A version 1 database (first release schema) holding run 'old-uid-1' with 2 rank rows. */
 extern const char tr_v1_schema[];
+/* A version 2 database (the last with runs.bubble = idle seconds and runs.bubble_rate = idle
+ * fraction) holding runs 'v2-sim', 'v2-meas' and 'v2-zero' (see util.c). */
+extern const char tr_v2_schema[];
 /* Removes a test directory and its files. */
 void tr_rmdir(const char *dir);
 

@@ -58,8 +58,8 @@ static void test_gpipe_1f1b_closed_form(void) {
             CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
             NEAR(r.makespan_s, (m + p - 1) * (1.5 + 3.25));
             NEAR(r.iteration_time_s, (m + p - 1) * (1.5 + 3.25));
-            NEAR(r.bubble, (double)(p - 1) / (m + p - 1));
-            for (int q = 0; q < p; q++) NEAR(r.rank[q].bubble, (double)(p - 1) / (m + p - 1));
+            NEAR(r.bubble_fraction, (double)(p - 1) / (m + p - 1));
+            for (int q = 0; q < p; q++) NEAR(r.rank[q].bubble_fraction, (double)(p - 1) / (m + p - 1));
             NEAR(r.throughput, m / r.iteration_time_s);
             CU_ASSERT_EQUAL(r.comm_s, 0);
             sim_result_free(&r);
@@ -83,7 +83,7 @@ static void test_interleaved_megatron(void) {
         CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
         /* Megatron's bubble-to-compute ratio x = (p-1)/(v m); as a share of the span: x/(1+x) */
         double x = (double)(p - 1) / (v * m);
-        NEAR(r.bubble_rate, x / (1 + x));
+        NEAR(r.zb_bubble_rate, x / (1 + x));
         NEAR(r.makespan_s, (double)m * v * 3 + (p - 1) * 3);
         sim_result_free(&r);
         sched_free(s);
@@ -118,7 +118,7 @@ static void test_zero_bubble_sizes(void) {
             for (int q = 0; q < p; q++)
                 if (r.rank[q].span_s - r.rank[q].busy_s > worst) worst = r.rank[q].span_s - r.rank[q].busy_s;
             NEAR(worst, cases[i].bubble);
-            NEAR(r.bubble_rate, cases[i].bubble / (ideal + cases[i].bubble));
+            NEAR(r.zb_bubble_rate, cases[i].bubble / (ideal + cases[i].bubble));
             if (i < 2) NEAR(r.makespan_s, ideal + cases[i].bubble);
             sim_result_free(&r);
             sched_free(s);
@@ -227,6 +227,135 @@ static void test_iterations(void) {
     NEAR(r.makespan_s, 3 * 9 * 3.0);
     sim_result_free(&r);
     sched_free(s);
+}
+
+/* Synchronous schedules keep measuring their bubble over the whole run, iterations included:
+ * with flushes the N iterations of 1F1B run back to back, so the fraction stays (p-1)/(m+p-1)
+ * and idle is N (p-1)(tF+tB) per rank. */
+static void test_sync_window_whole_run(void) {
+    int p = 4, m = 6, n = 3;
+    sched *s = lowered("1f1b", p, m, 0, n);
+    if (!s) return;
+    sim_basic b;
+    sim_basic_init(&b);
+    sim_result r;
+    CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+    CU_ASSERT_EQUAL(r.steady_state, 0);
+    NEAR(r.window_s, r.makespan_s);
+    NEAR(r.bubble_fraction, (double)(p - 1) / (m + p - 1));
+    NEAR(r.idle_s, p * n * (p - 1) * 3.0);
+    for (int q = 0; q < p; q++) {
+        NEAR(r.rank[q].busy_s, n * m * 3.0);
+        NEAR(r.rank[q].idle_s, n * (p - 1) * 3.0);
+    }
+    sim_result_free(&r);
+    sched_free(s);
+}
+
+/* Asynchronous schedules (PipeDream weight stashing, PipeDream-2BW) are judged in steady state:
+ * bubble, busy and idle come from the window their iteration time is measured over, [end of
+ * iteration 0, end of iteration N-1], busy counting the compute of iterations 1..N-1.
+ *
+ * Closed form, uniform stages (tF, tB), zero communication: the steady state has no bubble.
+ * Let c = tF + tB and count microbatches k from the steady state on. The 1F1B timetable
+ *   stage q starts F(k) at k c + q tF, and B(k) at (k + p - 1 - q) c + (q + 1) tF
+ * meets every dependency with equality (F(k) on q + 1 starts when F(k) on q ends; B(k) on q
+ * starts when B(k) on q + 1 ends, tB after it began) and keeps stage q busy without a gap:
+ * modulo c its forward fills [q tF, (q+1) tF] and its backward [(q+1) tF, q tF + c], and after
+ * F(k) it runs B(k - (p-1-q)), i.e. p - q microbatches in flight, PipeDream's 1F1B order. So
+ * one iteration of m microbatches takes T = m (tF + tB) on every stage: bubble_fraction =
+ * 1 - m(tF+tB)/T = 0, zb_bubble_rate = 0,
+ * idle_s = 0, busy_s = (N - 1) m (tF + tB) per rank, window_s = (N - 1) T, whatever N >= 2.
+ * (Over the whole run, fill and drain included, the old figure was (p-1)(tF+tB) idle per rank:
+ * 0.158 at N = 2, 0.086 at N = 4 for p = 4, m = 8.) With N = 1 there is no steady state and
+ * the window is the whole run, as the iteration time is: GPipe's (p-1)/(m+p-1) does not apply
+ * (pipedream's single iteration overlaps forwards and backwards), so only the identity
+ * bubble_fraction = 1 - p m (tF+tB) / (p makespan) is checked there. */
+static void test_async_steady_state_closed_form(void) {
+    const char *kinds[] = {"pipedream", "2bw"};
+    int shapes[][2] = {{4, 8}, {3, 5}, {2, 1}, {8, 4}};
+    double tf = 1.5, tb = 3.25;
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (int n = 1; n <= 5; n++) {
+                int p = shapes[i][0], m = shapes[i][1];
+                sched *s = lowered(kinds[k], p, m, 0, n);
+                if (!s) continue;
+                sim_basic b;
+                sim_basic_init(&b);
+                b.tf_s = tf;
+                b.tb_s = tb;
+                sim_result r;
+                CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+                if (n == 1) {
+                    CU_ASSERT_EQUAL(r.steady_state, 0);
+                    NEAR(r.window_s, r.makespan_s);
+                    NEAR(r.bubble_fraction, 1 - m * (tf + tb) / r.makespan_s);
+                } else {
+                    CU_ASSERT_EQUAL(r.steady_state, 1);
+                    NEAR(r.iteration_time_s, m * (tf + tb));
+                    NEAR(r.window_s, (n - 1) * m * (tf + tb));
+                    NEAR(r.bubble_fraction, 0);
+                    NEAR(r.zb_bubble_rate, 0);
+                    NEAR(r.idle_s, 0);
+                    for (int q = 0; q < p; q++) {
+                        NEAR(r.rank[q].busy_s, (n - 1) * m * (tf + tb));
+                        NEAR(r.rank[q].idle_s, 0);
+                        NEAR(r.rank[q].bubble_fraction, 0);
+                    }
+                    /* the run still has its fill and drain: the window is not the makespan */
+                    CU_ASSERT(r.makespan_s > r.window_s + (p > 1 ? tb : 0) - 1e-9);
+                }
+                sim_result_free(&r);
+                sim_basic_free(&b);
+                sched_free(s);
+            }
+}
+
+/* Past the fill, the asynchronous bubble does not depend on how many iterations are simulated:
+ * with a transfer cost the steady state does have a bubble (each microbatch's round trip
+ * between neighbouring stages waits for two transfers), and it is the same at N = 2 ... 8
+ * (the whole-run figure it replaces fell with N: the fill and drain were averaged away). Also
+ * the accounting identities: busy of a rank = (N-1) m (tF+tB) (the window's iterations' work),
+ * idle = window - busy, bubble_fraction = sum idle / (p window), window = (N-1) T. */
+static void test_async_bubble_iteration_invariance(void) {
+    const char *kinds[] = {"pipedream", "2bw"};
+    int p = 4, m = 8;
+    for (int k = 0; k < 2; k++) {
+        double ref_bubble = -1, ref_iter = -1;
+        for (int n = 2; n <= 8; n++) {
+            sched *s = lowered(kinds[k], p, m, 0, n);
+            if (!s) continue;
+            sim_basic b;
+            sim_basic_init(&b);
+            b.tcomm_s = 0.5;
+            sim_result r;
+            CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+            CU_ASSERT_EQUAL(r.steady_state, 1);
+            NEAR(r.window_s, (n - 1) * r.iteration_time_s);
+            double idle = 0;
+            for (int q = 0; q < p; q++) {
+                NEAR(r.rank[q].busy_s, (n - 1) * m * 3.0);
+                NEAR(r.rank[q].idle_s, r.window_s - r.rank[q].busy_s);
+                NEAR(r.rank[q].bubble_fraction, r.rank[q].idle_s / r.window_s);
+                idle += r.rank[q].idle_s;
+            }
+            NEAR(r.idle_s, idle);
+            NEAR(r.bubble_fraction, idle / (p * r.window_s));
+            NEAR(r.bubble_fraction, 1 - m * 3.0 / r.iteration_time_s);
+            CU_ASSERT(r.bubble_fraction > 0.05); /* the transfers do cost something */
+            if (ref_bubble < 0) {
+                ref_bubble = r.bubble_fraction;
+                ref_iter = r.iteration_time_s;
+            } else {
+                NEAR(r.bubble_fraction, ref_bubble);
+                NEAR(r.iteration_time_s, ref_iter);
+            }
+            sim_result_free(&r);
+            sim_basic_free(&b);
+            sched_free(s);
+        }
+    }
 }
 
 /* Memory: 1F1B stashes p - r microbatches on rank r, GPipe m; pipedream keeps as many weight
@@ -533,6 +662,9 @@ void pl_test_register(void) {
         {"blocking comm and FIFO links", test_blocking_and_fifo},
         {"shared inter-node link", test_shared_inter_link},
         {"iterations", test_iterations},
+        {"sync bubble over the whole run", test_sync_window_whole_run},
+        {"async steady-state bubble closed form", test_async_steady_state_closed_form},
+        {"async bubble invariant in iterations", test_async_bubble_iteration_invariance},
         {"memory", test_memory},
         {"recompute", test_recompute},
         {"replicas all-reduce", test_replicas_allreduce},

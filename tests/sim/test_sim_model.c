@@ -103,7 +103,7 @@ static void test_uniform_equals_basic(void) {
         CU_ASSERT_EQUAL_FATAL(run_basic(s, &bb, &b), PL_OK);
         CU_ASSERT_DOUBLE_EQUAL(a.iteration_time_s, b.iteration_time_s, 0);
         CU_ASSERT_DOUBLE_EQUAL(a.makespan_s, b.makespan_s, 0);
-        CU_ASSERT_DOUBLE_EQUAL(a.bubble, b.bubble, 0);
+        CU_ASSERT_DOUBLE_EQUAL(a.bubble_fraction, b.bubble_fraction, 0);
         for (int q = 0; q < p; q++) CU_ASSERT_DOUBLE_EQUAL(a.rank[q].busy_s, b.rank[q].busy_s, 0);
         if (k < 2) NEAR(a.iteration_time_s, (mb + p - 1) * (1.0 + 2.5));
         sim_result_free(&a);
