@@ -225,7 +225,7 @@ static void test_run_model_too_big(void) {
     snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 --max-memory lots --db %s", PIPELAB_BIN, db);
     out = NULL;
     CU_ASSERT_EQUAL(sh(cmd, &out), 2);
-    CU_ASSERT(out && strstr(out, "--max-memory needs a size in bytes") != NULL);
+    CU_ASSERT(out && strstr(out, "--max-memory: needs a size in bytes") != NULL);
     free(out);
     free(db);
     free(dir);

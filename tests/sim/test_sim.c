@@ -604,7 +604,7 @@ static void test_library_errors(void) {
 static void test_cli(void) {
     struct { const char *args; int rc; const char *msg; } cases[] = {
         {"--kind 1f1b --ranks 4 --microbatches 8 --no-db", 0, "iteration"},
-        {"--kind 1f1b --ranks 4 --microbatches 8 --tf -1 --no-db", 1, "tf"},
+        {"--kind 1f1b --ranks 4 --microbatches 8 --tf -1 --no-db", 2, "--tf: must not be negative"}, /* usage error */
         {"--kind nosuch --ranks 4 --microbatches 8 --no-db", 1, "nosuch"},
         {"--from /nonexistent/file.sched --no-db", 1, "nonexistent"},
         {"--kind gpipe --ranks 4 --microbatches 8 --stash-bytes 1000 --capacity 2000 --fail-on-oom --no-db", 1, "out of memory"},
