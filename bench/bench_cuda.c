@@ -63,6 +63,8 @@ typedef struct row {
 } row;
 
 int main(int argc, char **argv) {
+    /* line by line even into a file: a run stopped by a time limit keeps every figure it printed */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     int h = argc > 1 ? atoi(argv[1]) : 2048, b = argc > 2 ? atoi(argv[2]) : 256, m = argc > 3 ? atoi(argv[3]) : 8;
     int L = argc > 4 ? atoi(argv[4]) : 4;
     exec_precision prec = EXEC_PREC_BF16;

@@ -19,7 +19,10 @@ DEADLINE=$((T0 + ${PIPELAB_GPU_CHECK_S:-450})) # the whole script, under the cal
 declare -a STEPS=()
 log() { echo "[gpu_check +$(($(date +%s) - T0))s] $*"; }
 # step NAME SECONDS CMD...: runs CMD under a time limit (and within the script's deadline), its
-# output to $OUTD/NAME.log and the terminal's tail; records the outcome for the table
+# output to $OUTD/NAME.log and the terminal's tail; records the outcome for the table. Output
+# is line-buffered (stdbuf) so that a command stopped at its limit leaves what it printed.
+LINEBUF=()
+command -v stdbuf >/dev/null && LINEBUF=(stdbuf -oL)
 step() {
     local name=$1 limit=$2 t rc left
     shift 2
@@ -31,7 +34,7 @@ step() {
     fi
     [ "$limit" -gt "$left" ] && limit=$left
     log "$name (limit ${limit}s): $*"
-    timeout "$limit" "$@" >"$OUTD/$name.log" 2>&1
+    timeout "$limit" "${LINEBUF[@]}" "$@" >"$OUTD/$name.log" 2>&1
     rc=$?
     tail -n 25 "$OUTD/$name.log"
     STEPS+=("$(printf '%-10s rc=%-4s %4ss  %s' "$name" "$rc" "$(($(date +%s) - t))" "$OUTD/$name.log")")
@@ -101,7 +104,7 @@ for d in "$CUDA_ROOT/lib64" "$CUDA_ROOT/lib" "$CUDA_ROOT/targets/x86_64-linux/li
 done
 export LD_LIBRARY_PATH CPATH
 NVCC=$(command -v nvcc || true)
-log "prefix $PREFIX ($(ls .debs/*.deb | wc -l) packages), cmake ${CMAKE:-none}, nvcc $(command -v nvcc || echo none), pkg-config $PKGCONF"
+log "prefix $PREFIX ($(find .debs -maxdepth 1 -name "*.deb" | wc -l) packages), cmake ${CMAKE:-none}, nvcc $(command -v nvcc || echo none), pkg-config $PKGCONF"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv 2>&1 | head -3
 [ -n "$CMAKE" ] || { echo "gpu_check.sh: no cmake on this machine" >&2; exit 1; }
 

@@ -26,5 +26,5 @@ rm -rf .debs
 mkdir -p .debs
 # shellcheck disable=SC2086
 (cd .debs && apt-get "${opts[@]}" download $PKGS)
-n=$(ls .debs/*.deb | wc -l)
+n=$(find .debs -maxdepth 1 -name "*.deb" | wc -l)
 echo "gpu_debs.sh: $n packages in .debs/ ($(du -sh .debs | cut -f1)); carry \".debs\" with experiments/gpu_check.sh"
