@@ -294,6 +294,18 @@ static int parse(int argc, char **argv, opts *o) {
     return -1;
 }
 
+/* exec_run on threads, with a progress bar over rank 0's actions of all passes (a terminal
+ * only). Returns exec_run's code. */
+static int run_with_bar(const sched *s, exec_config *c, exec_result *r, pl_err *e) {
+    char what[96];
+    snprintf(what, sizeof what, "pipelab run: %s, %d ranks", s->kind, s->ranks);
+    c->progress = pl_progress_start(what, (uint64_t)(c->warmup_passes + c->timed_passes) * s->rank[0].n);
+    int rc = exec_run(s, c, r, e);
+    pl_progress_end(c->progress);
+    c->progress = NULL;
+    return rc;
+}
+
 /* Loads or generates, validates and lowers the schedule; NULL and e on error. */
 static sched *get_schedule(const opts *o, pl_err *e) {
     /* the prediction simulates it, with its timeline when the run is traced */
@@ -562,7 +574,7 @@ int cli_run(int argc, char **argv) {
                              : get_profile(&o, s, &o.c, &profile_src, &pcsv, &e);
             if (!prof) { rc = cli_fail(&e); goto done; }
         }
-    } else if (exec_run(s, &o.c, &r, &e) != PL_OK) {
+    } else if (run_with_bar(s, &o.c, &r, &e) != PL_OK) {
         pl_err_prefix(&e, "run failed: ");
         rc = cli_fail(&e);
         goto done;

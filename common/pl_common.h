@@ -65,4 +65,22 @@ int pl_parse_double(const char *s, double *out);
 /* Monotonic wall-clock time in seconds. */
 double pl_now_s(void);
 
+/* A progress bar on stderr for long work (DESIGN §8): drawn only when stderr is a terminal and
+ * PIPELAB_PROGRESS is not "0", first after a second of work (PIPELAB_PROGRESS_AFTER seconds when
+ * set), redrawn every 0.1 s by a thread of
+ * its own, and cleared by pl_progress_end, so that piped output and short runs never see it:
+ *   pipelab simulate [##############..............]  50%  5/10  1.3 s
+ * The work only calls pl_progress_set (one relaxed atomic store: fine in a hot loop, from any
+ * thread). Every function accepts NULL (no bar). */
+typedef struct pl_progress pl_progress;
+/* Starts a bar for total steps (0: elapsed time only); NULL when no bar is drawn. */
+pl_progress *pl_progress_start(const char *what, uint64_t total);
+/* The same on fd; force draws at once even when fd is not a terminal (tests). */
+pl_progress *pl_progress_start_fd(int fd, int force, const char *what, uint64_t total);
+void pl_progress_set(pl_progress *p, uint64_t done);
+/* Stops the drawing, clears the line and frees p. */
+void pl_progress_end(pl_progress *p);
+/* Formats the bar's line for done of total after t seconds into buf (size n); returns its length. */
+size_t pl_progress_format(char *buf, size_t n, const char *what, uint64_t done, uint64_t total, double t);
+
 #endif

@@ -102,6 +102,8 @@ typedef struct exec_config {
                               * memory budget (each worker holds the profile's blocks besides its
                               * own); a pass then starts with the profile's data in the caches.
                               * CPU only (the CUDA backend refuses it). 0 = no (default) */
+    pl_progress *progress;   /* CPU threads: rank 0's worker reports the actions it walked over
+                              * all passes (of passes x its list length); NULL = no bar */
     double pred_step_s;      /* the optimizer STEP of one block measured by the profile, for the
                               * prediction only (cli_run_predict; 0 = unknown: no STEP time) */
     /* the CUDA backend (exec/cuda/exec_cuda.h; the CPU executor ignores these) */

@@ -546,6 +546,7 @@ static void worker_walk(exec_xrank *x) {
                 }
                 break;
             }
+            if (x->r == 0) pl_progress_set(c->progress, (uint64_t)pass * rk->n + k + 1);
             if (sched_kind_is_compute((sched_kind)a->kind)) busy += s1 - s0;
             else if (sched_kind_is_comm((sched_kind)a->kind)) comm += s1 - s0;
             if (timed && c->record_ops && x->n_ops < x->cap_ops) {
