@@ -80,6 +80,13 @@ int cli_num_arg(const char *cmd, const char *flag, const char *val, double lo, d
 /* Parses --max-memory's size ("8e9", "16GiB") and makes it the limit every up-front memory check
  * uses (sched_set_memory_limit); on error prints a usage error and returns -1. */
 int cli_max_memory_arg(const char *cmd, const char *val);
+/* Appends "inputs":[...] to b: for each of the n files a run read (paths[k] NULL = none), an
+ * object {"role", "path", "bytes", "fnv1a64", "text"}: its size, its FNV-1a 64-bit digest and,
+ * for text of at most CLI_INPUT_TEXT_MAX bytes, the text itself, so that a stored run carries
+ * the schedule, model, hardware, partition or profile file it was made from (a file that cannot
+ * be read any more gets "error" instead). */
+#define CLI_INPUT_TEXT_MAX (64 * 1024)
+void cli_inputs_json(pl_buf *b, const char *const *roles, const char *const *paths, int n);
 /* The short run id `pipelab db list` prints: the uid's first 8 characters, or more where needed
  * to name one run; a run `pipelab run` stored as the prediction of measured run X (uid
  * "prediction-X") shows as "p:" and X's short id. Every RUN argument (db show, plot timeline,

@@ -607,7 +607,8 @@ int cli_run(int argc, char **argv) {
     }
     pl_buf_puts(&cmd, "pipelab");
     for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
-    cli_run_store_info info = {o.db, o.tag, cmd.data, o.transport, have_pred ? profile_src : "", o.seed, o.trace};
+    cli_run_store_info info = {o.db, o.tag, cmd.data, o.transport, have_pred ? profile_src : "", o.a.from, o.profile,
+                               o.seed, o.trace};
     int64_t ids[2] = {0, 0};
     if (!o.no_db && cli_run_store(s, &r, have_pred ? &pr : NULL, &info, ids, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
     if (strcmp(o.format, "json") == 0) out_json(s, &r, have_pred ? &pr : NULL, mem, &info, ids, &out);

@@ -5,6 +5,8 @@
 #ifdef PIPELAB_HAVE_PL_EXEC
 #include "run_drive.h"
 
+#include "cli.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,7 +99,10 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
                   r->lr, r->momentum, r->warmup_passes, r->timed_passes, r->iterations_per_pass,
                   info->transport ? info->transport : "threads");
     json_text(b, info->profile);
-    pl_buf_puts(b, "\"}");
+    pl_buf_puts(b, "\",");
+    const char *roles[] = {"schedule", "profile"}, *paths[] = {info->from, info->profile_file};
+    cli_inputs_json(b, roles, paths, 2);
+    pl_buf_puts(b, "}");
 }
 
 /* Fills the fields both runs share (configuration and provenance). */

@@ -36,6 +36,8 @@ typedef struct cli_run_store_info {
     const char *cmdline;   /* may be NULL */
     const char *transport; /* "threads" or "mpi" */
     const char *profile;   /* where the prediction's profile came from */
+    const char *from;      /* the schedule file (--from), or NULL */
+    const char *profile_file; /* the profile CSV read (--profile), or NULL */
     uint64_t seed;
     int with_ops;          /* 1 = store one op row per executed action of the timed passes */
 } cli_run_store_info;

@@ -296,6 +296,95 @@ static void test_profile_csv_loads(void) {
     free(dir);
 }
 
+/* Returns the malloc'd, unescaped JSON string value of key inside the object of json that
+ * follows the text `after` (NULL when absent): enough JSON for what cli_inputs_json writes. */
+static char *json_value_after(const char *json, const char *after, const char *key) {
+    const char *p = strstr(json, after);
+    if (!p) return NULL;
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *end = strchr(p, '}'), *v = strstr(p, pat);
+    if (!v || (end && v > end && strcmp(key, "text") != 0)) return NULL;
+    v += strlen(pat);
+    char *out = malloc(strlen(v) + 1);
+    size_t n = 0;
+    for (; *v && *v != '"'; v++) {
+        if (*v != '\\') { out[n++] = *v; continue; }
+        v++;
+        if (*v == 'n') out[n++] = '\n';
+        else if (*v == 'u') { out[n++] = (char)strtol((char[]){v[1], v[2], v[3], v[4], 0}, NULL, 16); v += 4; }
+        else out[n++] = *v;
+    }
+    out[n] = 0;
+    return out;
+}
+
+/* A stored run carries the files it was made from: the schedule (--from) and the profile
+ * (--profile), each with its size, its FNV-1a digest and its text, so that the stored text
+ * loads back to the same schedule. */
+static void test_run_stores_inputs(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "in.db"), *sch = pl_test_path(dir, "my \"one\".sched"), *csv = pl_test_path(dir, "p.csv");
+    pl_err e;
+    sched_gen_opts go = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *g = sched_generate("zb-h1", &go, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    pl_buf t;
+    pl_buf_init(&t);
+    sched_write_text(g, &t);
+    CU_ASSERT_EQUAL_FATAL(pl_write_file(sch, t.data, t.len, &e), PL_OK);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s profile --width 32 --depth 4 --microbatch-size 4 --reps 3 -o %s", PIPELAB_BIN, csv);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "%s run --from '%s' " SMALL " --profile %s --tag in --db %s", PIPELAB_BIN, sch, csv, db);
+    char *out = NULL;
+    int rc = sh(cmd, &out);
+    if (rc) fprintf(stderr, "%s\n", out);
+    free(out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    store *s = NULL;
+    store_run *runs = NULL;
+    const store_run *meas = NULL, *sim = NULL;
+    open_pair(db, "in", &s, &runs, &meas, &sim);
+    const char *pj = meas->params_json;
+    char *role = json_value_after(pj, "\"inputs\":[", "role");
+    char *path = json_value_after(pj, "\"inputs\":[", "path");
+    char *text = json_value_after(pj, "\"role\":\"schedule\"", "text");
+    char *digest = json_value_after(pj, "\"role\":\"schedule\"", "fnv1a64");
+    char *ptext = json_value_after(pj, "\"role\":\"profile\"", "text");
+    CU_ASSERT_STRING_EQUAL(role ? role : "", "schedule");
+    CU_ASSERT_STRING_EQUAL(path ? path : "", sch);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_STRING_EQUAL(text, t.data);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < t.len; i++) h = (h ^ (unsigned char)t.data[i]) * 0x100000001b3ull;
+    char want[32];
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)h);
+    CU_ASSERT_STRING_EQUAL(digest ? digest : "", want);
+    char *ptrue = NULL;
+    size_t plen = 0;
+    CU_ASSERT_EQUAL(pl_read_file(csv, 1 << 20, &ptrue, &plen, &e), PL_OK);
+    CU_ASSERT(ptext && ptrue && strcmp(ptext, ptrue) == 0);
+    sched *back = sched_read_text("stored", text, strlen(text), &e);
+    CU_ASSERT(back && sched_equal(back, g));
+    CU_ASSERT_STRING_EQUAL(sim->params_json, meas->params_json);
+    sched_free(back);
+    free(ptrue);
+    free(role);
+    free(path);
+    free(text);
+    free(digest);
+    free(ptext);
+    store_runs_free(runs, 2);
+    store_close(s);
+    pl_buf_free(&t);
+    sched_free(g);
+    free(db);
+    free(sch);
+    free(csv);
+    free(dir);
+}
+
 /* The cases the memory test covers (all must agree exactly). */
 enum { MEM_EQUAL, MEM_RECOMPUTE_B, MEM_RECOMPUTE_SPLIT };
 
@@ -594,6 +683,7 @@ void exec_test_run_register(void) {
         {"a model that does not fit is refused up front", test_run_model_too_big},
         {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
+        {"a stored run carries its schedule and profile files", test_run_stores_inputs},
         {"tracked memory equals the cost model (gpipe, 1f1b, p=2..4)", test_memory_equals_cost_model},
         {"MPI and threads give identical weights; a failing rank", test_mpi_equals_threads},
         {"a killed MPI rank ends the job within seconds", test_mpi_killed_rank},
