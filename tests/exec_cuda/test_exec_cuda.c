@@ -374,7 +374,8 @@ static void test_memory_and_times(void) {
     sched_free(s);
 }
 
-/* An injected error stops the run and names the rank and action; the GPU is usable after. */
+/* An injected error stops the run and names the rank and action; the GPU is usable after. A
+ * memory budget or limit too small and a profile between the passes are refused with a message. */
 static void test_fault(void) {
     sched *s = lowered("1f1b", 2, 4, 0, 0);
     if (!s) return;
@@ -409,6 +410,11 @@ static void test_fault(void) {
     CU_ASSERT_EQUAL(gpu_run(s, &c, &r), PL_OK);
     exec_result_free(&r);
     sched_set_memory_limit(0);
+    /* profiling between the passes is the CPU executor's: refused, not ignored */
+    c.profile_between_reps = 5;
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL(exec_cuda_run(s, &c, &r, &e), PL_EINPUT);
+    CU_ASSERT(strstr(e.msg, "between the passes") != NULL);
     sched_free(s);
 }
 
