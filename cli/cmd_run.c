@@ -278,6 +278,9 @@ static int parse(int argc, char **argv, opts *o) {
             return cli_usage_error("run", "--profile-concurrency is the before-profile's; between the passes the "
                                           "run's own workers profile");
     }
+    if (o->pconc && o->cuda)
+        return cli_usage_error("run", "--profile-concurrency is the CPU before-profile's (the CUDA profile times "
+                                      "the ranks sharing a GPU with --sm-split)");
     if (o->save_profile && (o->profile || o->no_predict))
         return cli_usage_error("run", "--save-profile writes the in-process profile: not with --profile or --no-predict");
     o->between = can_between && (o->ptiming ? strcmp(o->ptiming, "between") == 0 : o->pconc == 0);
@@ -544,6 +547,15 @@ int cli_run(int argc, char **argv) {
     }
     /* a database that cannot take the run is refused before the run (MPI: rank 0 stores, after) */
     if (!o.no_db && !o.mpi && cli_run_check_db(o.db, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
+    /* a model that does not fit is refused before the profile spends seconds on it (MPI: each
+     * rank checks its own share when it starts) */
+    if (!o.mpi) {
+        int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
+        int mrc = blocks ? exec_stage_blocks(s, &o.c, blocks, &e) : pl_errf(&e, PL_ENOMEM, "out of memory");
+        if (mrc == PL_OK) mrc = exec_check_memory(s, &o.c, blocks, -1, &e);
+        free(blocks);
+        if (mrc != PL_OK) { rc = cli_fail(&e); goto done; }
+    }
     /* the prediction's profile first: measured before the run, on an idle machine (between the
      * passes: after the run, from what its workers measured) */
     if (!o.no_predict && !o.mpi && !o.between) {

@@ -301,13 +301,9 @@ fail:
     return rc;
 }
 
-/* Refuses up front a run whose least memory in this process (rank: the one rank it runs, -1: all
- * of them) exceeds the limit (sched_memory_limit: $PIPELAB_MAX_MEMORY, else the physical memory
- * and the ulimits): one weight version, the gradients and the momentum of the ranks' blocks, the
- * profile's blocks between the passes, the data set and one block of the target network. The
- * allocations would otherwise succeed one by one and the kernel kill the process while it
- * touches them. */
-static int check_memory(const sched *s, const exec_config *c, const int *blocks, int rank, pl_err *e) {
+/* exec.h. The allocations would otherwise succeed one by one and the kernel kill the process
+ * while it touches them. */
+int exec_check_memory(const sched *s, const exec_config *c, const int *blocks, int rank, pl_err *e) {
     exec_dims d;
     exec_dims_of(c, &d);
     double nf = (double)exec_block_floats(&d), per = 2.0 + (c->momentum != 0.0), nblocks = 0;
@@ -324,11 +320,12 @@ static int check_memory(const sched *s, const exec_config *c, const int *blocks,
     double gib = 1024.0 * 1024.0 * 1024.0, mib = 1024.0 * 1024.0;
     int in_gib = (double)lim >= gib;
     return pl_errf(e, PL_EINPUT,
-                   "the model does not fit: %s needs at least %.1f %s (the weights%s of %.0f blocks of width %d and ffn "
+                   "the model does not fit: %s needs at least %.1f %s%s (the weights%s of %.0f blocks of width %d and ffn "
                    "%d, %sthe data set and the target network), more than the %.1f %s available (%s); use a smaller "
                    "--width, --ffn or --depth, more MPI processes, or raise the limit with --max-memory or "
                    "PIPELAB_MAX_MEMORY",
                    rank < 0 ? "the run" : "this rank's process", bytes / (in_gib ? gib : mib), in_gib ? "GiB" : "MiB",
+                   c->backend == EXEC_BACKEND_CUDA ? " of host memory besides the GPU's" : "",
                    c->momentum != 0.0 ? ", gradients and momentum" : " and gradients", nblocks, d.h, d.f,
                    c->profile_between_reps > 0 ? "the profile's blocks between the passes, " : "",
                    (double)lim / (in_gib ? gib : mib), in_gib ? "GiB" : "MiB", src);
@@ -351,7 +348,7 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
     int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
     if (!blocks) return pl_errf(e, PL_ENOMEM, "out of memory");
     int rc = check_run(s, c, blocks, e);
-    if (rc == PL_OK) rc = check_memory(s, c, blocks, r, e);
+    if (rc == PL_OK) rc = exec_check_memory(s, c, blocks, r, e);
     exec_blas_init();
     int P = c->warmup_passes + c->timed_passes, M = s->microbatches * (s->iterations > 0 ? s->iterations : 1);
     exec_data data;
@@ -415,7 +412,7 @@ int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) 
     int *cpus = pl_calloc(EXEC_MAX_CORES, sizeof *cpus);
     if (!blocks || !cpus) { free(blocks); free(cpus); return pl_errf(e, PL_ENOMEM, "out of memory"); }
     int rc = check_run(s, c, blocks, e);
-    if (rc == PL_OK) rc = check_memory(s, c, blocks, -1, e);
+    if (rc == PL_OK) rc = exec_check_memory(s, c, blocks, -1, e);
     int ncores = exec_platform_cores(cpus, EXEC_MAX_CORES);
     if (rc == PL_OK && p > ncores && !c->oversubscribe)
         rc = pl_errf(e, PL_EINPUT, "%d ranks but only %d cores available; allow oversubscription to run anyway "

@@ -295,6 +295,13 @@ int exec_assemble(const sched *s, const exec_config *cfg, const exec_rank_record
 /* Returns the blocks of each stage for cfg and s in blocks[stages]: cfg->stage_blocks, or L
  * split evenly. PL_EINPUT when L < stages or the explicit split does not sum to L. */
 int exec_stage_blocks(const sched *s, const exec_config *cfg, int *blocks, pl_err *e);
+/* Refuses up front a run whose least host memory in this process (rank: the one rank it runs,
+ * -1: all of them) exceeds the limit (sched_memory_limit: --max-memory, $PIPELAB_MAX_MEMORY,
+ * else the physical memory and the ulimits): one weight version, the gradients and the momentum
+ * of the ranks' blocks (blocks from exec_stage_blocks), the profile's blocks between the passes,
+ * the data set and one block of the target network. Both backends and the CLI (before it spends
+ * time on a profile) call it. Returns PL_OK or PL_EINPUT ("the model does not fit: ..."). */
+int exec_check_memory(const sched *s, const exec_config *c, const int *blocks, int rank, pl_err *e);
 
 /* ---------------------------------------------------------------- the sequential reference */
 

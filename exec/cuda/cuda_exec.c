@@ -668,35 +668,6 @@ int cx_check_config(const exec_config *c, pl_err *e) {
     return PL_OK;
 }
 
-/* The host side of a GPU run holds what a CPU run holds (each rank's arena image, the data set,
- * the target network) besides the device copies: refuses it up front, as the CPU executor does
- * (exec.c), when its least memory in this process (rank: the one rank it runs, -1: all of
- * them) exceeds sched_memory_limit ($PIPELAB_MAX_MEMORY, --max-memory, else the machine's).
- * Without this, the arenas are allocated and written one rank at a time until the kernel kills
- * the process. */
-int cx_check_host_memory(const sched *s, const exec_config *c, const int *blocks, int rank, pl_err *e) {
-    exec_dims d;
-    exec_dims_of(c, &d);
-    double nf = (double)exec_block_floats(&d), per = 2.0 + (c->momentum != 0.0), nblocks = 0;
-    for (int q = 0; q < s->stages; q++)
-        if (rank < 0 || s->stage_rank[q] == rank) nblocks += blocks[q];
-    double D = c->dataset_microbatches > 0 ? c->dataset_microbatches : 64;
-    double bytes = 4.0 * nf * per * nblocks + 4.0 * (2.0 * D * d.b * d.h + nf);
-    const char *src = NULL;
-    uint64_t lim = sched_memory_limit(&src);
-    if (bytes <= (double)lim) return PL_OK;
-    double gib = 1024.0 * 1024.0 * 1024.0, mib = 1024.0 * 1024.0;
-    int in_gib = (double)lim >= gib;
-    return pl_errf(e, PL_EINPUT,
-                   "the model does not fit: %s needs at least %.1f %s of host memory besides the GPU's (the weights%s "
-                   "of %.0f blocks of width %d and ffn %d, the data set and the target network), more than the %.1f %s "
-                   "available (%s); use a smaller --width, --ffn or --depth, more MPI processes, or raise the limit "
-                   "with --max-memory or PIPELAB_MAX_MEMORY",
-                   rank < 0 ? "the run" : "this rank's process", bytes / (in_gib ? gib : mib), in_gib ? "GiB" : "MiB",
-                   c->momentum != 0.0 ? ", gradients and momentum" : " and gradients", nblocks, d.h, d.f,
-                   (double)lim / (in_gib ? gib : mib), in_gib ? "GiB" : "MiB", src);
-}
-
 /* Pairs every SEND with its RECV: the receiving rank and the receive slot (the RECV's index
  * among the receiver's RECVs); every RECV gets its slot. Returns PL_OK or PL_EINPUT. */
 static int plan_comm(const sched *s, cx_rank *cr, cx_shared *sh, pl_err *e) {
@@ -793,7 +764,7 @@ int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_e
     int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
     if (!blocks) return pl_errf(e, PL_ENOMEM, "out of memory");
     rc = exec_stage_blocks(s, cfg, blocks, e);
-    if (rc == PL_OK) rc = cx_check_host_memory(s, cfg, blocks, -1, e);
+    if (rc == PL_OK) rc = exec_check_memory(s, cfg, blocks, -1, e);
     if (rc) { free(blocks); return rc; }
     exec_blas_init();
     int P = cfg->warmup_passes + cfg->timed_passes, it = s->iterations > 0 ? s->iterations : 1, M = s->microbatches * it;

@@ -82,9 +82,6 @@ typedef struct cx_rank {
 
 /* Checks the configuration's numbers (exec_check_config, then the GPU's own). */
 int cx_check_config(const exec_config *c, pl_err *e);
-/* Refuses a run whose least host memory in this process (rank: the one it runs, -1: all)
- * exceeds sched_memory_limit, as the CPU executor does. */
-int cx_check_host_memory(const sched *s, const exec_config *c, const int *blocks, int rank, pl_err *e);
 /* Sets up rank r's host side: bookkeeping and measurement arrays (exec_xrank_setup), the
  * action tables (send_rank, send_slot, recv_slot: filled by the driver). */
 int cx_setup_rank(cx_rank *c, int r, const sched *s, const exec_config *cfg, const int *blocks, const exec_data *data,

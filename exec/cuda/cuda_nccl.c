@@ -301,7 +301,7 @@ static int checks(const sched *s, const exec_config *cfg, int rank, int size, in
     if (rc == PL_OK && cfg->sm_split) rc = pl_errf(e, PL_EINPUT, "--sm-split is for ranks sharing a GPU; NCCL needs one GPU per rank");
     if (rc == PL_OK && sched_validate(s, e) != PL_OK) rc = e->code;
     if (rc == PL_OK) rc = exec_stage_blocks(s, cfg, blocks, e);
-    if (rc == PL_OK) rc = cx_check_host_memory(s, cfg, blocks, rank, e);
+    if (rc == PL_OK) rc = exec_check_memory(s, cfg, blocks, rank, e);
     if (rc == PL_OK) {
         int ndev = exec_cuda_devices(e);
         MPI_Comm node;

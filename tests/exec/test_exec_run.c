@@ -201,8 +201,8 @@ static void test_run_profile_between(void) {
     free(dir);
 }
 
-/* A model that does not fit is refused before the run with exit 1, saying what it needs, and
- * writes no database. */
+/* A model that does not fit is refused before the run and its profile with exit 1, saying what
+ * it needs, and writes no database. */
 static void test_run_model_too_big(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "big.db");
@@ -222,6 +222,14 @@ static void test_run_model_too_big(void) {
     CU_ASSERT(out && strstr(out, "32.0 MiB available (--max-memory)") != NULL);
     free(out);
     CU_ASSERT(!pl_test_exists(db));
+    /* refused before the profile measured before the run: a million repetitions would take
+     * minutes (exit 124 from timeout) */
+    snprintf(cmd, sizeof cmd, "timeout 60 %s run --kind 1f1b --ranks 2 --microbatches 4 --width 512 --depth 4 --max-memory 32MiB "
+             "--profile-timing before --profile-reps 1000000 --db %s", PIPELAB_BIN, db);
+    out = NULL;
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    CU_ASSERT(out && strstr(out, "does not fit") != NULL);
+    free(out);
     snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 --max-memory lots --db %s", PIPELAB_BIN, db);
     out = NULL;
     CU_ASSERT_EQUAL(sh(cmd, &out), 2);
