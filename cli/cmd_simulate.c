@@ -562,6 +562,27 @@ static sched *get_schedule(const opts *o, pl_err *e) {
     return l;
 }
 
+/* A generated 1f1b, pipedream or 2bw schedule with replicated stages is generated again with
+ * PipeDream's per-replica warm-up (sched_gen_replicated), validated and lowered into *s.
+ * Returns PL_OK (also when nothing changes) or an error in e. */
+static int regen_replicated(const opts *o, sched **s, const int *replicas, pl_err *e) {
+    int any = 0;
+    for (int q = 0; q < (*s)->stages; q++) any |= replicas[q] > 1;
+    if (!any || !o->a.kind || o->a.from) return PL_OK;
+    sched *g = sched_gen_replicated(o->a.kind, &o->a.g, replicas, e);
+    if (!g) return e->code ? e->code : PL_EINPUT;
+    if (sched_validate(g, e) != PL_OK) {
+        sched_free(g);
+        return PL_EINPUT;
+    }
+    sched *l = sched_lower(g, e);
+    sched_free(g);
+    if (!l) return e->code ? e->code : PL_EINPUT;
+    sched_free(*s);
+    *s = l;
+    return PL_OK;
+}
+
 /* Frees what build_model made; safe on a zeroed ctx. */
 static void model_ctx_free(model_ctx *mc) {
     sim_model_free(&mc->sm);
@@ -685,6 +706,7 @@ int cli_simulate(int argc, char **argv) {
     if (!s) { rc = cli_fail(&e); goto done; }
     if (o.model) {
         if (build_model(&o, s, &mc, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
+        if (regen_replicated(&o, &s, mc.sm.replicas, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
         int64_t cap_bytes = o.c.capacity_bytes;
         sim_model_config(&mc.sm, &o.c);
         if (o.have_cap) o.c.capacity_bytes = cap_bytes; /* --capacity 0 turns the verdict off */
@@ -710,6 +732,7 @@ int cli_simulate(int argc, char **argv) {
         }
         replicas[o.repl_stage[i]] = o.repl_n[i];
     }
+    if (regen_replicated(&o, &s, replicas, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
     o.c.replicas = replicas;
     costs = sim_basic_costs(&o.b);
 simulate:

@@ -134,8 +134,14 @@ static int push(sched *s, int rank, sched_kind k, int stage, int mb, pl_err *e) 
  * mb0 .. mb0+count-1: warm-up of min(p-r-1, count) forwards, then F of the next microbatch
  * followed by B of the oldest, then the remaining backwards. At most min(p-r, count)
  * microbatches are ever in flight. Returns PL_OK or PL_ENOMEM. */
+static int emit_1f1b_warm(sched *s, int r, int64_t warm, int64_t mb0, int64_t count, pl_err *e);
 static int emit_1f1b(sched *s, int r, int p, int64_t mb0, int64_t count, pl_err *e) {
-    int64_t warm = p - r - 1 < count ? p - r - 1 : count;
+    return emit_1f1b_warm(s, r, p - r - 1, mb0, count, e);
+}
+
+/* emit_1f1b with an explicit warm-up of `warm` forwards (capped at count). */
+static int emit_1f1b_warm(sched *s, int r, int64_t warm, int64_t mb0, int64_t count, pl_err *e) {
+    if (warm > count) warm = count;
     int rc = PL_OK;
     for (int64_t i = 0; i < warm && rc == PL_OK; i++)
         rc = push(s, r, SCHED_F, r, (int)(mb0 + i), e);
@@ -303,5 +309,47 @@ sched *sched_gen_looped_bfs(const sched_gen_opts *o, pl_err *e) {
                 for (int i = g.m - 1; i >= 0; i--)
                     if (push(s, r, SCHED_B, c * g.p + r, mb0 + i, e) != PL_OK) return gen_fail(s);
         }
+    return s;
+}
+
+/* 1f1b, pipedream and 2bw with data-parallel replicas per stage (PipeDream's 1F1B-RR): the
+ * replica k mod n of a stage replicated n ways runs microbatch k, and each replica warms up
+ * with PipeDream's count, (workers - 1 - workers of the earlier stages) / n (integer division;
+ * workers = the sum of replicas; the runtime's num_warmup_minibatches, so the input stage keeps
+ * NOAM = ceil(workers / n) microbatches in flight per replica). A rank's list interleaves its
+ * replicas' lists, so its warm-up is n times the replica's: a simulator stream that walks the
+ * microbatches k = j mod n of the list sees exactly replica j's order. replicas NULL or all 1
+ * gives sched_generate's schedule. Other kinds are generated as sched_generate does. */
+sched *sched_gen_replicated(const char *name, const sched_gen_opts *o, const int *replicas, pl_err *e) {
+    int kind = !name ? -1 : strcmp(name, "1f1b") == 0 ? 0 : strcmp(name, "pipedream") == 0 ? 1
+                          : strcmp(name, "2bw") == 0 ? 2 : -1;
+    int any = 0;
+    if (kind >= 0 && replicas)
+        for (int q = 0; q < o->ranks; q++) {
+            if (replicas[q] < 1) {
+                pl_errf(e, PL_EINPUT, "%s: stage %d has %d replicas (at least 1)", name, q, replicas[q]);
+                return NULL;
+            }
+            if (replicas[q] > 1) any = 1;
+        }
+    if (!any) return sched_generate(name, o, e);
+    gen_params g;
+    if (gen_check(name, o, 0, 1, kind == 0 ? 1 : 4, &g, e) != PL_OK) return NULL;
+    sched *s = gen_begin(name, &g, kind == 0 ? SCHED_WEIGHTS_FLUSH : kind == 1 ? SCHED_WEIGHTS_STASH : SCHED_WEIGHTS_2BW,
+                         o->recompute, e);
+    if (!s) return NULL;
+    int64_t workers = 0, before = 0;
+    for (int r = 0; r < g.p; r++) workers += replicas[r];
+    for (int r = 0; r < g.p; r++) {
+        int64_t n = replicas[r], left = workers - 1 - before;
+        int64_t warm = n * (left > 0 ? left / n : 0);
+        before += n;
+        if (kind == 0) {
+            for (int k = 0; k < g.iters; k++)
+                if (emit_1f1b_warm(s, r, warm, (int64_t)k * g.m, g.m, e) != PL_OK) return gen_fail(s);
+        } else if (emit_1f1b_warm(s, r, warm, 0, (int64_t)g.m * g.iters, e) != PL_OK) {
+            return gen_fail(s);
+        }
+    }
     return s;
 }

@@ -195,6 +195,9 @@ sched *sched_generate(const char *name, const sched_gen_opts *o, pl_err *e);
 sched *sched_gen_gpipe(const sched_gen_opts *o, pl_err *e);
 sched *sched_gen_1f1b(const sched_gen_opts *o, pl_err *e);
 sched *sched_gen_pipedream(const sched_gen_opts *o, pl_err *e);
+/* 1f1b, pipedream or 2bw with replicas[stage] data-parallel replicas per stage ([ranks]; NULL =
+ * all 1): PipeDream's per-replica warm-up (gen_basic.c); other kinds as sched_generate. */
+sched *sched_gen_replicated(const char *name, const sched_gen_opts *o, const int *replicas, pl_err *e);
 sched *sched_gen_2bw(const sched_gen_opts *o, pl_err *e);
 sched *sched_gen_interleaved(const sched_gen_opts *o, pl_err *e);
 sched *sched_gen_looped_bfs(const sched_gen_opts *o, pl_err *e);

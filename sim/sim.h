@@ -36,6 +36,10 @@ typedef struct sim_costs {
     double (*allreduce_s)(void *ctx, int stage, int replicas, int64_t param_bytes);
     /* Time of the optimizer step of a stage (on the compute stream). */
     double (*step_s)(void *ctx, int stage);
+    /* Optional (NULL = transfer_s for every pair): time to move bytes from replica src_replica
+     * of src_rank to replica dst_replica of dst_rank over one free link (replicated stages). */
+    double (*replica_transfer_s)(void *ctx, int src_rank, int src_replica, int dst_rank, int dst_replica,
+                                 int64_t bytes);
 } sim_costs;
 
 /* Per-stage values of the flag-driven cost model; negative = "use the uniform value". */
@@ -90,7 +94,8 @@ typedef struct sim_config {
     int blocking_comm;        /* 1: SEND/RECV/REDUCE_GRAD hold the compute stream */
     int ranks_per_node;       /* topology: 0 = one node; decides which links are inter-node */
     int shared_inter_link;    /* 1: one link per (node, node) direction shared by its ranks */
-    const int *replicas;      /* [stages] data-parallel replicas per stage, or NULL (all 1) */
+    const int *replicas;      /* [stages] data-parallel replicas per stage, or NULL (all 1); see
+                               * "Replicated stages" below */
     int64_t capacity_bytes;   /* device memory; 0 = no OOM verdict */
     double dtype_bytes;       /* bytes per parameter (to count parameters), default 4 */
     double optimizer_bytes_per_param; /* optimizer state per parameter, default 8 (Adam m, v) */
@@ -99,6 +104,35 @@ typedef struct sim_config {
     uint64_t seed;            /* seed of the lognormal factors */
     int record_trace;         /* 1: keep start/end/memory of every action */
 } sim_config;
+
+/* Replicated stages (PipeDream's 1F1B-RR). A stage replicated n ways runs on n devices (the
+ * replicas) of its rank; microbatch k runs on replica k mod n. The rank becomes n compute
+ * streams (n = the most replicas among its stages), stream j walking, in order, the actions of
+ * the rank's list that belong to replica j: F/B/I/W/OVERLAP and SEND/RECV of microbatch k (by
+ * the stage of the action), and REDUCE_GRAD/STEP of microbatch k (stash); an action without a
+ * microbatch (REDUCE_GRAD and STEP of flush and 2bw) belongs to every replica of its stage.
+ * The rank's list must carry the replicas' warm-up: sched_gen_replicated interleaves
+ * PipeDream's per-replica 1F1B, and `pipelab simulate` regenerates 1f1b, pipedream and 2bw with
+ * it when a stage is replicated.
+ *  - All-reduce: a collective of the replicas. REDUCE_GRAD of microbatch k joins round k / n
+ *    with the replicas' other microbatches of that round; the i-th REDUCE_GRAD without
+ *    microbatch is one round of all replicas. A round starts when its last replica joined, at
+ *    the latest of the members' ready times (their collective streams) and the stage's
+ *    previous round end, and lasts allreduce_s; reduce_s counts each round once. STEP runs on
+ *    each replica (stash: once its round started, deferred as without replicas).
+ *  - Transfers: replica i of stage s sends microbatch k to replica k mod n' of stage s + 1 over
+ *    a link of its own per (replica pair, direction) and boundary, FIFO, at replica_transfer_s
+ *    (the replicas' devices; transfer_s when NULL). --shared-inter-link does not apply to them.
+ *  - Memory per device: each replica holds the stage's weights, gradients and optimizer state,
+ *    and stashes only its own microbatches (weight versions per replica).
+ *  - Statistics of a replicated rank (sim_rank_stats): busy_s is the MEAN over its replicas (so
+ *    idle_s and bubble_fraction are the group's idle time over n x window, and the run's
+ *    bubble_fraction stays 1 - sum busy / (ranks x window)); comm_s and reduce_s are the
+ *    group's totals; peak_bytes, static_bytes, peak_stash_mbs and peak_weight_versions are the
+ *    largest of one replica (one device, for the OOM verdict); first_start_s and span_s run
+ *    from the first replica's first compute to the last one's end.
+ * Only the heap engine serves replicated runs (the flow engine declines them). With every stage
+ * at 1 replica (or replicas NULL) results are bit-identical to the unreplicated engine's. */
 
 /* Fills c with defaults (overlapped comm, one node, no capacity, dtype 4, optimizer 8,
  * microbatch size 1, deterministic, no trace). */
@@ -222,6 +256,7 @@ int sim_trace_table(const sched *s, const sim_result *r, pl_buf *out, pl_err *e)
  *   stash_bytes, w_stash_bytes, param_bytes   the stage's cost_stage values
  *   input_bytes     stash_recompute_bytes (what a microbatch keeps under full recomputation)
  *   transfer_s      cost_transfer_s between the two ranks' first devices (intra or inter link)
+ *   replica_transfer_s  cost_transfer_s between replica i's device (device[rank] + i) and j's
  *   allreduce_s     cost_allreduce_s over the stage's replica group, on the inter link when the
  *                   group spans two nodes
  *   step_s          cost_step_s of the stage's parameters (0 when memory bandwidth is unknown)

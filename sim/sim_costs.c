@@ -152,7 +152,7 @@ static double basic_step(void *ctx, int q) {
 
 sim_costs sim_basic_costs(sim_basic *b) {
     sim_costs c = {b, basic_compute, basic_bytes, basic_stash, basic_wstash, basic_input, basic_params,
-                   basic_transfer, basic_allreduce, basic_step};
+                   basic_transfer, basic_allreduce, basic_step, NULL};
     return c;
 }
 

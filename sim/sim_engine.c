@@ -13,6 +13,13 @@
  * - Blocking comm: SEND holds the stream until its data arrived, RECV until the data is
  *   there, REDUCE_GRAD until the all-reduce ended.
  * - Events are processed in time order, so link FIFO order equals issue order.
+ * - Replicated stages (sim_config.replicas, PipeDream's 1F1B-RR; see sim.h): a rank whose
+ *   stages have n > 1 replicas runs n streams, each an engine "rank" (rank_state) walking the
+ *   subsequence of the rank's list that belongs to its replica (microbatch k on replica
+ *   k mod n; REDUCE_GRAD/STEP without a microbatch on every replica). Per-replica counters
+ *   (stash, versions, all-reduces, deferred steps) live in eng.rst; an all-reduce is a
+ *   collective of its round's replicas (rstage). Transfers of a replicated boundary use one
+ *   link per replica pair and direction. Only the heap engine serves replicated runs.
  * Per-action state: 4 doubles per (stage, microbatch), the trace when asked, and for the flow
  * engine an 8-byte copy of each action (flow_act, one contiguous stream). */
 #include "sim.h"
@@ -70,7 +77,30 @@ typedef struct stage_state {
     int32_t rg_issued, rg_done; /* all-reduces started / finished */
     int32_t step_pending;       /* deferred optimizer steps not finished (stash, 2bw) */
     double reduce_end;          /* end of the latest all-reduce */
+    int32_t rep;                /* replicas of the stage (1: not replicated) */
+    int32_t rbase;              /* replicated: index of replica 0's state in eng.rst */
+    int32_t stream0;            /* engine stream of replica 0 (the rank when nothing is replicated) */
+    int32_t npair;              /* replicated boundary stage -> stage+1: links per direction (the
+                                 * pair of microbatch k is k mod npair), at link_f and link_b; 0 = one */
+    int32_t rg_started;         /* replicated: this replica's all-reduces whose collective started */
+    int32_t rg_neg;             /* replicated: REDUCE_GRADs without microbatch this replica reached */
 } stage_state;
+
+/* One all-reduce collective of a replicated stage: it starts when its `expected` replicas
+ * reached it (at the latest of their ready times and the stage's previous collective end). */
+typedef struct rround {
+    double ready, start, end;
+    int32_t arrived, expected;
+} rround;
+
+/* The collectives of a replicated stage: REDUCE_GRAD of microbatch k (stash) joins round
+ * k / n with the other replicas' microbatches of that round; the i-th REDUCE_GRAD without a
+ * microbatch (flush, 2bw) of every replica forms round neg0 + i. */
+typedef struct rstage {
+    rround *rd;
+    int64_t nrd, neg0;
+    double last_end;
+} rstage;
 
 /* One action in the flow engine's compact stream: 8 bytes instead of 20 (the flow engine
  * hops between ranks, and at thousands of ranks loading the next action is its main miss).
@@ -95,6 +125,8 @@ typedef struct rank_state {
     int inflight;     /* microbatches stashed now */
     int versions;     /* weight versions now (sum over stages) */
     int64_t mem;      /* bytes now */
+    int32_t rank, replica; /* the schedule rank this stream belongs to, and its replica */
+    const uint32_t *orig;  /* replicated rank: position of each action in the rank's list, else NULL */
     sim_rank_stats st; /* statistics, copied to the result at the end */
 } rank_state;
 
@@ -132,7 +164,29 @@ typedef struct eng {
     int fstream_mapped;       /* 1 when it came from mmap */
     size_t flow_events;       /* events the heap engine would have processed */
     int mem_overflow;         /* 1: some rank's memory passed INT64_MAX bytes (saturated there) */
+    /* replicated stages (all NULL / 0 when nothing is replicated: streams = ranks) */
+    int any_rep;              /* 1: some stage has more than one replica */
+    int nstream;              /* engine streams (rank_state entries) */
+    int *reps;                /* [stages] replicas per stage */
+    int *sbase, *swidth;      /* [ranks] first stream of each rank, and its stream count */
+    stage_state *rst;         /* per-replica state of replicated stages */
+    rstage *rs;               /* [stages] collectives of replicated stages */
+    sched_action *sacts;      /* the streams' subsequences of replicated ranks */
+    uint32_t *sorig;          /* their positions in the ranks' lists */
+    double *link_xfer;        /* [nlinks] transfer time of replica-pair links */
 } eng;
+
+/* Returns the state of (stage, replica): the stage's own when it is not replicated. */
+static inline stage_state *sst(eng *g, int stage, int replica) {
+    stage_state *x = &g->st[stage];
+    return x->rep > 1 ? &g->rst[x->rbase + replica] : x;
+}
+
+/* Returns the engine stream that runs microbatch mb of stage (its rank when not replicated). */
+static inline int stream_of(const eng *g, int stage, int64_t mb) {
+    const stage_state *x = &g->st[stage];
+    return x->rep > 1 ? x->stream0 + (int)(mb % x->rep) : x->stream0;
+}
 
 /* Returns the ordering key of an event at time t (>= 0) inserted as number seq: the bits of a
  * non-negative double order like the double, so (time, insertion order) is one integer. */
@@ -274,14 +328,15 @@ static inline int64_t mem_mul(eng *g, int64_t a, int64_t b) {
 }
 
 static void stash_change(eng *g, rank_state *k, int stage, int d) {
-    int old = g->st[stage].inflight;
+    stage_state *ss = sst(g, stage, k->replica);
+    int old = ss->inflight;
     int nw = old + d;
-    g->st[stage].inflight = nw;
+    ss->inflight = nw;
     k->inflight += d;
     int dv = versions_of(g, nw) - versions_of(g, old);
     if (dv) {
         k->versions += dv;
-        mem_add(g, k, mem_mul(g, dv, g->st[stage].param_b));
+        mem_add(g, k, mem_mul(g, dv, ss->param_b));
     }
 }
 
@@ -319,8 +374,9 @@ static void mem_end(eng *g, rank_state *k, int kind, int stage) {
 
 /* Records that rank r's action at its pc ran [start, end]. */
 static inline void trace_put(eng *g, int r, const rank_state *k, uint32_t pc, double start, double end) {
+    (void)r;
     if (g->r->trace) {
-        sim_slot *sl = &g->r->trace[r][pc];
+        sim_slot *sl = &g->r->trace[k->rank][k->orig ? k->orig[pc] : pc];
         sl->start_s = start;
         sl->end_s = end;
         sl->mem_bytes = k->mem;
@@ -342,6 +398,67 @@ static inline void busy_late(eng *g, rank_state *k, int64_t mb, double d) {
 /* Publishes time tm for (t, idx) and wakes a rank waiting for it (ranks of stage-1..stage+1). */
 static void publish(eng *g, int t, int64_t idx, double tm);
 
+/* Wait keys beyond the cells: a stage's all-reduces ended, its deferred steps ended, and
+ * (replicated) its collective started. */
+#define KEY_RG(g, st) ((int64_t)T_N * (g)->n_entries + (st))
+#define KEY_STEP(g, st) ((int64_t)T_N * (g)->n_entries + (g)->s->stages + (st))
+#define KEY_RG_START(g, st) ((int64_t)T_N * (g)->n_entries + 2 * (int64_t)(g)->s->stages + (st))
+
+static int advance(eng *g, int r);
+
+/* REDUCE_GRAD a of a replicated stage on stream r: joins its round's collective, which starts
+ * once all its replicas joined, at the latest of their ready times (now, or when their
+ * collective stream is free) and the stage's previous collective end; it then ends after the
+ * stage's all-reduce time on every member, and the members waiting for its start go on.
+ * Returns 0 (the stream goes on), 1 (the stream waits: blocking comm) or -1 (out of memory). */
+static int reduce_join(eng *g, int r, rank_state *k, const sched_action *a) {
+    int st_ = a->stage;
+    stage_state *base = &g->st[st_], *me = sst(g, st_, k->replica);
+    rstage *rs = &g->rs[st_];
+    int64_t ri = a->mb >= 0 ? a->mb / base->rep : rs->neg0 + me->rg_neg++;
+    if (ri < 0 || ri >= rs->nrd || rs->rd[ri].expected < 1) {
+        g->blocked[k->id] = -2;
+        return 1;
+    }
+    rround *rd = &rs->rd[ri];
+    const int blocking = g->cfg->blocking_comm;
+    double now = g->now;
+    double ready = blocking ? now : (now > k->coll_free ? now : k->coll_free);
+    if (rd->arrived == 0 || ready > rd->ready) rd->ready = ready;
+    rd->arrived++;
+    me->rg_issued++;
+    trace_put(g, r, k, k->pc, now, now); /* the collective's times are filled in after the run */
+    k->pc++;
+    if (rd->arrived == rd->expected) {
+        double d = base->reduce_s;
+        double start = rd->ready > rs->last_end ? rd->ready : rs->last_end;
+        double end = start + d;
+        rd->start = start;
+        rd->end = end;
+        rs->last_end = end;
+        g->rk[base->stream0].st.reduce_s += d; /* once per collective */
+        int cnt = a->mb >= 0 ? rd->expected : base->rep;
+        for (int j = 0; j < cnt; j++) {
+            stage_state *m = sst(g, st_, j);
+            m->rg_started++;
+            m->reduce_end = end;
+            rank_state *kj = &g->rk[base->stream0 + j];
+            if (end > kj->coll_free) kj->coll_free = end;
+        }
+        if (heap_push(g, end, EV_REDUCE_END, (uint64_t)st_ | (uint64_t)cnt << 32)) return -1;
+        int64_t key = KEY_RG_START(g, st_);
+        for (int j = 0; j < cnt; j++) {
+            int q = base->stream0 + j;
+            if (q != r && g->blocked[q] == key && advance(g, q)) return -1;
+        }
+    }
+    if (blocking) {
+        g->blocked[k->id] = KEY_RG(g, st_);
+        return 1;
+    }
+    return 0;
+}
+
 /* Runs rank r from its pc at the current time as far as it can; schedules its events. Returns
  * 0, or -1 on an allocation failure. */
 static int advance(eng *g, int r) {
@@ -361,8 +478,8 @@ static int advance(eng *g, int r) {
         case SCHED_OVERLAP: {
             int ok;
             if (s->weights == SCHED_WEIGHTS_STASH && (a->kind == SCHED_F || a->kind == SCHED_OVERLAP) &&
-                a->stage >= 0 && a->stage < s->stages && g->st[a->stage].step_pending > 0) {
-                g->blocked[k->id] = (int64_t)T_N * g->n_entries + s->stages + a->stage;
+                a->stage >= 0 && a->stage < s->stages && sst(g, a->stage, k->replica)->step_pending > 0) {
+                g->blocked[k->id] = KEY_STEP(g, a->stage);
                 return 0;
             }
             if (a->kind == SCHED_F) ok = fwd_ready(g, k, a->stage, a->mb, &lt);
@@ -396,7 +513,13 @@ static int advance(eng *g, int r) {
             int b = fwd ? a->stage : a->stage - 1; /* boundary b -> b+1 */
             if (b < 0 || b + 1 >= s->stages) { g->blocked[k->id] = -2; return 0; }
             int l = fwd ? g->st[b].link_f : g->st[b].link_b;
-            double d = fwd ? g->st[b].xfer_f_s : g->st[b].xfer_b_s;
+            double d;
+            if (g->st[b].npair > 0) { /* replicated boundary: the link of this microbatch's replica pair */
+                l += (int)(a->mb % g->st[b].npair);
+                d = g->link_xfer[l];
+            } else {
+                d = fwd ? g->st[b].xfer_f_s : g->st[b].xfer_b_s;
+            }
             double st = now > g->link_free[l] ? now : g->link_free[l];
             double end = st + d;
             g->link_free[l] = end;
@@ -419,18 +542,24 @@ static int advance(eng *g, int r) {
             int t = a->kind == SCHED_RECV_F ? T_ARRF : T_ARRB;
             int64_t idx = entry(g, a->stage, a->mb);
             if (idx < 0) { g->blocked[k->id] = -2; return 0; }
+            const sim_slot *sl = g->r->trace ? &g->r->trace[k->rank][k->orig ? k->orig[k->pc] : k->pc] : NULL;
             if (blocking && !g->cells[idx].u[t]) {
-                if (g->r->trace && g->r->trace[r][k->pc].start_s < 0) trace_put(g, r, k, k->pc, now, now);
+                if (sl && sl->start_s < 0) trace_put(g, r, k, k->pc, now, now);
                 g->blocked[k->id] = (int64_t)t * g->n_entries + idx;
                 return 0;
             }
-            if (!g->r->trace || g->r->trace[r][k->pc].start_s < 0) trace_put(g, r, k, k->pc, now, now);
+            if (!sl || sl->start_s < 0) trace_put(g, r, k, k->pc, now, now);
             k->pc++;
             break;
         }
         case SCHED_REDUCE_GRAD: {
             int st_ = a->stage;
             if (st_ < 0 || st_ >= s->stages) { g->blocked[k->id] = -2; return 0; }
+            if (g->st[st_].rep > 1) {
+                int jr = reduce_join(g, r, k, a);
+                if (jr) return jr < 0 ? -1 : 0;
+                break;
+            }
             double d = g->st[st_].reduce_s;
             double st = blocking ? now : (now > k->coll_free ? now : k->coll_free);
             double end = st + d;
@@ -442,7 +571,7 @@ static int advance(eng *g, int r) {
             trace_put(g, r, k, k->pc, st, end);
             k->pc++;
             if (blocking) {
-                g->blocked[k->id] = (int64_t)T_N * g->n_entries + st_;
+                g->blocked[k->id] = KEY_RG(g, st_);
                 return 0;
             }
             break;
@@ -451,21 +580,28 @@ static int advance(eng *g, int r) {
             int st_ = a->stage;
             double d = st_ >= 0 && st_ < s->stages ? g->c->step_s(g->c->ctx, st_) : 0;
             if (!(d >= 0)) d = 0;
-            if (st_ >= 0 && st_ < s->stages && g->st[st_].rg_done < g->st[st_].rg_issued) {
+            stage_state *me = st_ >= 0 && st_ < s->stages ? sst(g, st_, k->replica) : NULL;
+            if (me && me->rg_done < me->rg_issued) {
                 if (!blocking && s->weights != SCHED_WEIGHTS_FLUSH) {
+                    /* replicated: the deferred step needs its collective's end, known once
+                     * every replica of the round reached it */
+                    if (g->st[st_].rep > 1 && me->rg_started < me->rg_issued) {
+                        g->blocked[k->id] = KEY_RG_START(g, st_);
+                        return 0;
+                    }
                     /* stash and 2bw: the update runs beside the compute stream once its
                      * all-reduce ended (its time on the collective stream); stash forwards of
                      * the stage wait for it, 2bw forwards use the other buffer */
-                    double end = (g->st[st_].reduce_end > now ? g->st[st_].reduce_end : now) + d;
+                    double end = (me->reduce_end > now ? me->reduce_end : now) + d;
                     if (end > k->coll_free) k->coll_free = end;
-                    g->st[st_].step_pending++;
-                    if (heap_push(g, end, EV_STEP_END, (uint64_t)st_)) return -1;
+                    me->step_pending++;
+                    if (heap_push(g, end, EV_STEP_END, (uint64_t)st_ | (uint64_t)k->replica << 32)) return -1;
                     trace_put(g, r, k, k->pc, now, end);
                     iter_note(g, k->cur_iter, end);
                     k->pc++;
                     break;
                 }
-                g->blocked[k->id] = (int64_t)T_N * g->n_entries + st_;
+                g->blocked[k->id] = KEY_RG(g, st_);
                 return 0;
             }
             if (d > 0) {
@@ -496,11 +632,12 @@ static void publish(eng *g, int t, int64_t idx, double tm) {
     g->cells[idx].u[t] = cell_enc(tm);
     int64_t key = (int64_t)t * g->n_entries + idx;
     int stage = (int)(idx / g->M);
+    int64_t mb = idx - (int64_t)stage * g->M;
     const sched *s = g->s;
     for (int d = -1; d <= 1; d++) {
         int q = stage + d;
         if (q < 0 || q >= s->stages) continue;
-        int rr = s->stage_rank[q];
+        int rr = stream_of(g, q, mb);
         if (g->blocked[rr] == key && advance(g, rr)) g->err = PL_ENOMEM;
     }
 }
@@ -785,7 +922,7 @@ static void flow_advance(eng *g, int r) {
 static int sim_flow_ok(const eng *g) {
     const sched *s = g->s;
     const sim_config *cfg = g->cfg;
-    if (cfg->cv > 0 || s->weights != SCHED_WEIGHTS_FLUSH) return 0;
+    if (cfg->cv > 0 || s->weights != SCHED_WEIGHTS_FLUSH || g->any_rep) return 0;
     if (cfg->shared_inter_link && cfg->ranks_per_node > 0) return 0;
     double dx = 0;
     for (int b = 0; b + 1 < s->stages; b++) {
@@ -823,11 +960,11 @@ static inline void prefetch_event(const eng *g, const ev *x) {
         int r = (int)(val >> 32);
         uint32_t pc = (uint32_t)val;
         __builtin_prefetch(&g->rk[r]);
-        __builtin_prefetch(&g->s->rank[r].acts[pc]);
-        __builtin_prefetch(&g->s->rank[r].acts[pc + 1]);
+        __builtin_prefetch(&g->rk[r].acts[pc]);
+        __builtin_prefetch(&g->rk[r].acts[pc + 1]);
     } else if (kind == EV_ARRIVE) {
         int64_t idx = (int64_t)(val & (((uint64_t)1 << 48) - 1));
-        const rank_state *k = &g->rk[g->s->stage_rank[idx / g->M]];
+        const rank_state *k = &g->rk[g->st[idx / g->M].stream0];
         __builtin_prefetch(&g->cells[idx]);
         __builtin_prefetch(&k->acts[k->pc]);
     }
@@ -847,7 +984,7 @@ static inline void prefetch_deps(const eng *g, const ev *x) {
     if (p >> 56 != EV_COMPUTE_END) return;
     int r = (int)((p >> 32) & 0xffffff);
     uint32_t pc = (uint32_t)p;
-    const sched_rank *rk = &g->s->rank[r];
+    const rank_state *rk = &g->rk[r];
     for (uint32_t j = pc + 1; j < pc + 4 && j < rk->n; j++) {
         const sched_action *a = &rk->acts[j];
         switch (a->kind) {
@@ -872,18 +1009,20 @@ static int report_stuck(eng *g, pl_err *e) {
     pl_buf b;
     pl_buf_init(&b);
     int n = 0;
-    for (int r = 0; r < g->s->ranks; r++) {
+    for (int r = 0; r < g->nstream; r++) {
         rank_state *k = &g->rk[r];
         if (k->pc >= k->n) continue;
         if (n < 4) {
-            char act[96];
+            char act[96], rp[32] = "";
             sched_action_format(&k->acts[k->pc], act, sizeof act);
-            pl_buf_printf(&b, "%srank %d at action %u (%s)", n ? "; " : "", r, k->pc + 1, act);
+            if (g->swidth && g->swidth[k->rank] > 1) snprintf(rp, sizeof rp, " (replica %d)", k->replica);
+            pl_buf_printf(&b, "%srank %d%s at action %u (%s)", n ? "; " : "", k->rank, rp,
+                          (k->orig ? k->orig[k->pc] : k->pc) + 1, act);
         }
         n++;
     }
-    pl_errf(e, PL_EINPUT, "simulation stuck (deadlock or missing data): %s%s [%d ranks blocked]",
-            b.data ? b.data : "", n > 4 ? "; ..." : "", n);
+    pl_errf(e, PL_EINPUT, "simulation stuck (deadlock or missing data): %s%s [%d %s blocked]",
+            b.data ? b.data : "", n > 4 ? "; ..." : "", n, g->any_rep ? "ranks or replicas" : "ranks");
     pl_buf_free(&b);
     return PL_EINPUT;
 }
@@ -920,9 +1059,30 @@ static int setup_links(eng *g, pl_err *e) {
     size_t u = 0;
     for (size_t i = 0; i < 2 * nb; i++)
         if (u == 0 || keys[u - 1] != keys[i]) keys[u++] = keys[i];
-    g->nlinks = (int)u;
-    g->link_free = pl_calloc(u + 1, sizeof(double));
-    if (!g->link_free) {
+    /* replicated boundaries between two ranks: one link per replica pair and direction, the
+     * pair of microbatch k being k mod lcm(n1, n2) (at most one per microbatch) */
+    size_t extra = 0;
+    for (size_t b = 0; b < nb; b++) {
+        int r1 = g->reps[b], r2 = g->reps[b + 1];
+        g->st[b].npair = 0;
+        if ((r1 > 1 || r2 > 1) && s->stage_rank[b] != s->stage_rank[b + 1]) {
+            int64_t x = r1, y = r2;
+            while (y) { int64_t t = x % y; x = y; y = t; }
+            int64_t l = (int64_t)r1 / x * r2;
+            if (l > g->M) l = g->M;
+            if (l < 1) l = 1;
+            g->st[b].npair = (int32_t)l;
+            extra += 2 * (size_t)l;
+        }
+    }
+    if (u + extra > (size_t)INT32_MAX) {
+        free(keys);
+        return pl_errf(e, PL_EINPUT, "too many links (%zu replica pairs)", extra);
+    }
+    g->nlinks = (int)(u + extra);
+    g->link_free = pl_calloc(u + extra + 1, sizeof(double));
+    if (extra) g->link_xfer = pl_calloc(u + extra + 1, sizeof(double));
+    if (!g->link_free || (extra && !g->link_xfer)) {
         free(keys);
         return pl_errf(e, PL_ENOMEM, "out of memory setting up links");
     }
@@ -937,6 +1097,30 @@ static int setup_links(eng *g, pl_err *e) {
         if (!(g->st[b].xfer_f_s >= 0) || !(g->st[b].xfer_b_s >= 0) || bytes < 0) {
             free(keys);
             return pl_errf(e, PL_EINPUT, "negative transfer time or size at the boundary of stage %zu", b);
+        }
+        if (g->st[b].npair > 0) {
+            int l = g->st[b].npair, r1 = g->reps[b], r2 = g->reps[b + 1];
+            g->st[b].link_f = (int32_t)u;
+            g->st[b].link_b = (int32_t)u + l;
+            for (int p = 0; p < l; p++) {
+                int i = p % r1, j = p % r2; /* replica i of stage b sends to replica j of b + 1 */
+                double tf, tb;
+                if (g->c->replica_transfer_s) {
+                    tf = g->c->replica_transfer_s(g->c->ctx, src, i, dst, j, bytes);
+                    tb = g->c->replica_transfer_s(g->c->ctx, dst, j, src, i, bytes);
+                } else {
+                    tf = g->st[b].xfer_f_s;
+                    tb = g->st[b].xfer_b_s;
+                }
+                if (!(tf >= 0) || !(tb >= 0)) {
+                    free(keys);
+                    return pl_errf(e, PL_EINPUT, "negative transfer time at the boundary of stage %zu (replicas %d -> %d)",
+                                   b, i, j);
+                }
+                g->link_xfer[u + (size_t)p] = tf;
+                g->link_xfer[u + (size_t)l + (size_t)p] = tb;
+            }
+            u += 2 * (size_t)l;
         }
     }
     free(keys);
@@ -958,11 +1142,9 @@ static int setup_stages(eng *g, pl_err *e) {
             return pl_errf(e, PL_EINPUT, "stage %d: negative memory size", q);
         if (g->st[q].wstash_b > g->st[q].stash_b) g->st[q].wstash_b = g->st[q].stash_b;
         if (g->st[q].input_b > g->st[q].stash_b) g->st[q].input_b = g->st[q].stash_b;
-        int rep = cfg->replicas ? cfg->replicas[q] : 1;
-        if (rep < 1) return pl_errf(e, PL_EINPUT, "stage %d: replicas must be at least 1 (got %d)", q, rep);
+        int rep = g->reps[q];
         g->st[q].reduce_s = rep > 1 ? g->c->allreduce_s(x, q, rep, g->st[q].param_b) : 0;
         if (!(g->st[q].reduce_s >= 0)) return pl_errf(e, PL_EINPUT, "stage %d: negative all-reduce time", q);
-        rank_state *k = &g->rk[s->stage_rank[q]];
         double params = cfg->dtype_bytes > 0 ? (double)g->st[q].param_b / cfg->dtype_bytes : 0;
         double opt_b = params * cfg->optimizer_bytes_per_param;
         if (!(opt_b < 0x1p62))
@@ -970,20 +1152,75 @@ static int setup_stages(eng *g, pl_err *e) {
                            "stage %d: the optimizer state (%.6g parameters x %g bytes = %.6g bytes) is too large "
                            "to count in 64 bits; check the parameter, dtype and optimizer sizes",
                            q, params, cfg->optimizer_bytes_per_param, opt_b);
-        int64_t stat = mem_mul(g, 1, g->st[q].param_b) /* gradients */;
+        int64_t stat0 = mem_mul(g, 1, g->st[q].param_b) /* gradients */;
         int64_t one_version = g->st[q].param_b;
         int v = versions_of(g, 0);
-        rank_state *sk = &g->rk[s->stage_rank[q]];
-        if (__builtin_add_overflow(stat, (int64_t)opt_b, &stat) ||
-            __builtin_add_overflow(sk->st.static_bytes, stat, &sk->st.static_bytes) ||
-            __builtin_add_overflow(sk->st.static_bytes, one_version, &sk->st.static_bytes))
-            return pl_errf(e, PL_EINPUT,
-                           "rank %d: its static memory (parameters %lld bytes per stage, gradients, optimizer "
-                           "state) is too large to count in 64 bits",
-                           s->stage_rank[q], (long long)g->st[q].param_b);
-        mem_add(g, k, stat);
-        mem_add(g, k, mem_mul(g, v, one_version));
-        k->versions += v;
+        /* every replica (a device of its own) holds the stage's weights, gradients and state */
+        for (int j = 0; j < rep; j++) {
+            rank_state *k = &g->rk[g->st[q].stream0 + j];
+            int64_t stat = stat0;
+            if (__builtin_add_overflow(stat, (int64_t)opt_b, &stat) ||
+                __builtin_add_overflow(k->st.static_bytes, stat, &k->st.static_bytes) ||
+                __builtin_add_overflow(k->st.static_bytes, one_version, &k->st.static_bytes))
+                return pl_errf(e, PL_EINPUT,
+                               "rank %d: its static memory (parameters %lld bytes per stage, gradients, optimizer "
+                               "state) is too large to count in 64 bits",
+                               s->stage_rank[q], (long long)g->st[q].param_b);
+            mem_add(g, k, stat);
+            mem_add(g, k, mem_mul(g, v, one_version));
+            k->versions += v;
+        }
+    }
+    if (!g->any_rep) return PL_OK;
+    /* per-replica copies of the replicated stages' state, and their collectives */
+    size_t nr = 0;
+    for (int q = 0; q < S; q++)
+        if (g->reps[q] > 1) {
+            g->st[q].rbase = (int32_t)nr;
+            nr += (size_t)g->reps[q];
+        }
+    g->rst = pl_calloc(nr ? nr : 1, sizeof *g->rst);
+    g->rs = pl_calloc((size_t)S, sizeof *g->rs);
+    if (!g->rst || !g->rs) return pl_errf(e, PL_ENOMEM, "out of memory for replicated stages");
+    for (int q = 0; q < S; q++)
+        for (int j = 0; j < (g->reps[q] > 1 ? g->reps[q] : 0); j++) g->rst[g->st[q].rbase + j] = g->st[q];
+    for (int q = 0; q < S; q++) {
+        int n = g->reps[q];
+        if (n <= 1) continue;
+        const sched_rank *rk = &s->rank[s->stage_rank[q]];
+        int64_t maxmb = -1, nneg = 0;
+        for (size_t i = 0; i < rk->n; i++) {
+            const sched_action *a = &rk->acts[i];
+            if (a->kind != SCHED_REDUCE_GRAD || a->stage != q) continue;
+            if (a->mb >= 0) { if (a->mb > maxmb) maxmb = a->mb; }
+            else nneg++;
+        }
+        rstage *rs = &g->rs[q];
+        rs->neg0 = maxmb >= 0 ? maxmb / n + 1 : 0;
+        rs->nrd = rs->neg0 + nneg;
+        rs->rd = pl_calloc((size_t)(rs->nrd ? rs->nrd : 1), sizeof *rs->rd);
+        int32_t *top = pl_calloc((size_t)(rs->neg0 ? rs->neg0 : 1), sizeof *top); /* largest replica + 1 per round */
+        if (!rs->rd || !top) {
+            free(top);
+            return pl_errf(e, PL_ENOMEM, "out of memory for the all-reduces of stage %d", q);
+        }
+        for (size_t i = 0; i < rk->n; i++) {
+            const sched_action *a = &rk->acts[i];
+            if (a->kind != SCHED_REDUCE_GRAD || a->stage != q || a->mb < 0) continue;
+            rs->rd[a->mb / n].expected++;
+            if ((int32_t)(a->mb % n) + 1 > top[a->mb / n]) top[a->mb / n] = (int32_t)(a->mb % n) + 1;
+        }
+        for (int64_t i = 0; i < rs->neg0; i++)
+            if (rs->rd[i].expected != top[i]) {
+                int t = top[i];
+                free(top);
+                return pl_errf(e, PL_EINPUT,
+                               "stage %d (%d replicas): the all-reduces of microbatches %lld..%lld are not those of "
+                               "replicas 0..%d: each replicated round needs its first replicas' microbatches",
+                               q, n, (long long)(i * n), (long long)(i * n + n - 1), t - 1);
+            }
+        free(top);
+        for (int64_t i = rs->neg0; i < rs->nrd; i++) rs->rd[i].expected = n;
     }
     return PL_OK;
 }
@@ -1038,6 +1275,49 @@ static void eng_free(eng *g) {
     free(g->queued);
     big_free(g->fstream, g->fstream_bytes, g->fstream_mapped);
     if (g->rng) gsl_rng_free(g->rng);
+    if (g->rs)
+        for (int q = 0; q < g->s->stages; q++) free(g->rs[q].rd);
+    free(g->rs);
+    free(g->rst);
+    free(g->reps);
+    free(g->sbase);
+    free(g->swidth);
+    free(g->sacts);
+    free(g->sorig);
+    free(g->link_xfer);
+}
+
+/* Fills st, the statistics of rank q, from its replicas' streams (sim.h): busy is the mean over
+ * the replicas; communication and all-reduce time are summed (each collective counted once);
+ * memory, stash and versions are the largest of one replica (one device); the span runs from
+ * the first replica's first compute to the last one's last end. */
+static void rank_of_replicas(const eng *g, int q, sim_rank_stats *st) {
+    int w = g->swidth[q];
+    const rank_state *k0 = &g->rk[g->sbase[q]];
+    double busy = 0, comm = 0, red = 0, first = 0, last = 0;
+    int started = 0;
+    sim_rank_stats a = k0->st;
+    for (int j = 0; j < w; j++) {
+        const rank_state *k = &k0[j];
+        busy += g->r->steady_state ? k->busy_late_s : k->st.busy_s;
+        comm += k->st.comm_s;
+        red += k->st.reduce_s;
+        if (k->started) {
+            if (!started || k->st.first_start_s < first) first = k->st.first_start_s;
+            if (!started || k->last_end > last) last = k->last_end;
+            started = 1;
+        }
+        if (k->st.peak_bytes > a.peak_bytes) a.peak_bytes = k->st.peak_bytes;
+        if (k->st.static_bytes > a.static_bytes) a.static_bytes = k->st.static_bytes;
+        if (k->st.peak_stash_mbs > a.peak_stash_mbs) a.peak_stash_mbs = k->st.peak_stash_mbs;
+        if (k->st.peak_weight_versions > a.peak_weight_versions) a.peak_weight_versions = k->st.peak_weight_versions;
+    }
+    a.busy_s = busy / w;
+    a.comm_s = comm;
+    a.reduce_s = red;
+    a.first_start_s = started ? first : 0;
+    a.span_s = started ? last - first : 0;
+    *st = a;
 }
 
 /* Computes the summary metrics once every rank finished. */
@@ -1045,7 +1325,7 @@ static void finish_metrics(eng *g) {
     sim_result *r = g->r;
     const sched *s = g->s;
     double mk = 0;
-    for (int q = 0; q < s->ranks; q++) {
+    for (int q = 0; q < g->nstream; q++) {
         if (g->rk[q].coll_free > mk) mk = g->rk[q].coll_free;
     }
     for (int it = 0; it < r->iterations; it++)
@@ -1067,10 +1347,12 @@ static void finish_metrics(eng *g) {
     double busy = 0, idle = 0;
     r->zb_bubble_rate = 0;
     for (int q = 0; q < s->ranks; q++) {
-        r->rank[q] = g->rk[q].st;
+        const rank_state *k0 = &g->rk[g->sbase[q]];
+        r->rank[q] = k0->st;
         sim_rank_stats *st = &r->rank[q];
-        st->span_s = g->rk[q].started ? g->rk[q].last_end - st->first_start_s : 0;
-        if (r->steady_state) st->busy_s = g->rk[q].busy_late_s;
+        st->span_s = k0->started ? k0->last_end - st->first_start_s : 0;
+        if (r->steady_state) st->busy_s = k0->busy_late_s;
+        if (g->swidth[q] > 1) rank_of_replicas(g, q, st);
         st->idle_s = win - st->busy_s;
         if (st->idle_s < 0) st->idle_s = 0;
         st->bubble_fraction = win > 0 ? st->idle_s / win : 0;
@@ -1144,6 +1426,98 @@ int sim_check_memory(const char *kind, const sched_shape *sh, int mode, pl_err *
     return sched_memory_check(bytes, what, e);
 }
 
+/* Sets the replicas per stage, the streams of each rank (as many as the most replicas among its
+ * stages) and each stage's first stream. Returns PL_OK or an error. */
+static int setup_streams(eng *g, pl_err *e) {
+    const sched *s = g->s;
+    g->reps = pl_calloc((size_t)s->stages, sizeof *g->reps);
+    g->sbase = pl_calloc((size_t)s->ranks, sizeof *g->sbase);
+    g->swidth = pl_calloc((size_t)s->ranks, sizeof *g->swidth);
+    if (!g->reps || !g->sbase || !g->swidth) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int r = 0; r < s->ranks; r++) g->swidth[r] = 1;
+    for (int q = 0; q < s->stages; q++) {
+        g->reps[q] = g->cfg->replicas ? g->cfg->replicas[q] : 1;
+        int rr = s->stage_rank[q];
+        if (rr >= 0 && rr < s->ranks && g->reps[q] > g->swidth[rr]) g->swidth[rr] = g->reps[q];
+    }
+    int64_t n = 0;
+    for (int r = 0; r < s->ranks; r++) {
+        g->sbase[r] = (int)n;
+        n += g->swidth[r];
+        if (n > ((int64_t)1 << 22))
+            return pl_errf(e, PL_EINPUT, "too many replicas: %lld streams from rank %d on (at most %d in all)",
+                           (long long)n, r, 1 << 22);
+    }
+    g->nstream = (int)n;
+    for (int q = 0; q < s->stages; q++) {
+        int rr = s->stage_rank[q];
+        g->st[q].rep = g->reps[q];
+        g->st[q].stream0 = rr >= 0 && rr < s->ranks ? g->sbase[rr] : 0;
+    }
+    return PL_OK;
+}
+
+/* Returns the replica of a rank of w streams that runs a: microbatch k of a stage of n replicas
+ * on replica k mod n; -n for an action of every replica 0..n-1 (REDUCE_GRAD and STEP without a
+ * microbatch); 0 for the rest. */
+static int route(const eng *g, const sched_action *a, int w) {
+    int st = a->stage;
+    if (st < 0 || st >= g->s->stages) return 0;
+    int n = g->reps[st] < w ? g->reps[st] : w;
+    if (n <= 1) return 0;
+    if (a->mb < 0) return a->kind == SCHED_REDUCE_GRAD || a->kind == SCHED_STEP ? -n : 0;
+    return (int)(a->mb % n);
+}
+
+/* Gives each stream of a replicated rank its subsequence of the rank's list (and the positions
+ * in that list, for the trace). Returns PL_OK or PL_ENOMEM. */
+static int split_streams(eng *g, pl_err *e) {
+    const sched *s = g->s;
+    size_t total = 0;
+    for (int q = 0; q < s->ranks; q++) {
+        int w = g->swidth[q];
+        if (w <= 1) continue;
+        for (size_t i = 0; i < s->rank[q].n; i++) {
+            int j = route(g, &s->rank[q].acts[i], w);
+            total += j >= 0 ? 1 : (size_t)-j;
+        }
+    }
+    g->sacts = malloc((total ? total : 1) * sizeof *g->sacts);
+    g->sorig = malloc((total ? total : 1) * sizeof *g->sorig);
+    if (!g->sacts || !g->sorig) return pl_errf(e, PL_ENOMEM, "out of memory for the replicas' action lists");
+    size_t off = 0;
+    for (int q = 0; q < s->ranks; q++) {
+        int w = g->swidth[q];
+        if (w <= 1) continue;
+        rank_state *k0 = &g->rk[g->sbase[q]];
+        for (int j = 0; j < w; j++) k0[j].n = 0;
+        for (size_t i = 0; i < s->rank[q].n; i++) {
+            int j = route(g, &s->rank[q].acts[i], w);
+            if (j >= 0) k0[j].n++;
+            else
+                for (int x = 0; x < -j; x++) k0[x].n++;
+        }
+        for (int j = 0; j < w; j++) {
+            k0[j].acts = g->sacts + off;
+            k0[j].orig = g->sorig + off;
+            k0[j].fa = NULL;
+            off += k0[j].n;
+            k0[j].n = 0;
+        }
+        for (size_t i = 0; i < s->rank[q].n; i++) {
+            const sched_action *a = &s->rank[q].acts[i];
+            int j = route(g, a, w), lo = j >= 0 ? j : 0, hi = j >= 0 ? j + 1 : -j;
+            for (int x = lo; x < hi; x++) {
+                rank_state *k = &k0[x];
+                ((sched_action *)k->acts)[k->n] = *a;
+                ((uint32_t *)k->orig)[k->n] = (uint32_t)i;
+                k->n++;
+            }
+        }
+    }
+    return PL_OK;
+}
+
 /* Internal return of sim_run_with: the flow engine met a case it cannot serve; rerun. */
 #define SIM_RERUN_HEAP 1000
 
@@ -1174,6 +1548,13 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
     /* the flow engine's compact stream, built in the same pass (the cheap part of sim_flow_ok
      * decides whether it may be needed); 8 slack entries let the engine prefetch past the end */
     flow_act *fo = NULL;
+    if (cfg->replicas)
+        for (int q = 0; q < s->stages; q++) {
+            if (cfg->replicas[q] < 1)
+                return pl_errf(e, PL_EINPUT, "stage %d: replicas must be at least 1 (got %d)", q, cfg->replicas[q]);
+            if (cfg->replicas[q] > 1) g.any_rep = 1;
+        }
+    if (g.any_rep) try_flow = 0; /* replicated runs: the heap engine's streams (see the top) */
     if (try_flow && cfg->cv <= 0 && s->weights == SCHED_WEIGHTS_FLUSH && !(cfg->shared_inter_link && cfg->ranks_per_node > 0)) {
         g.fstream_bytes = (sched_total_actions(s) + 8) * sizeof(flow_act);
         g.fstream = big_calloc(g.fstream_bytes, &g.fstream_mapped);
@@ -1203,9 +1584,10 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
     r->iterations = (int)((g.M + s->microbatches - 1) / s->microbatches);
     r->rank = pl_calloc((size_t)s->ranks, sizeof *r->rank);
     r->iter_end_s = pl_calloc((size_t)r->iterations, sizeof(double));
-    g.rk = pl_calloc((size_t)s->ranks, sizeof *g.rk);
     g.st = pl_calloc((size_t)s->stages, sizeof *g.st);
-    g.blocked = pl_calloc((size_t)s->ranks, sizeof *g.blocked);
+    if ((rc = setup_streams(&g, e)) != PL_OK) goto out;
+    g.rk = pl_calloc((size_t)g.nstream, sizeof *g.rk);
+    g.blocked = pl_calloc((size_t)g.nstream, sizeof *g.blocked);
     if (!r->rank || !r->iter_end_s || !g.rk || !g.st || !g.blocked) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
     /* anonymous mapping with transparent huge pages: the cells are touched by every rank at
      * once, and 4 KiB pages would make most accesses TLB misses on large pipelines */
@@ -1235,16 +1617,25 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
     }
     for (int q = 0; q < s->ranks; q++) {
         if (s->rank[q].n > UINT32_MAX) { rc = pl_errf(e, PL_EINPUT, "too many actions on rank %d", q); goto out; }
-        g.rk[q].acts = s->rank[q].acts;
-        g.rk[q].fa = g.fstream ? g.fstream + r->actions : NULL;
-        g.rk[q].n = (uint32_t)s->rank[q].n;
-        g.blocked[q] = -1;
-        g.rk[q].id = q;
+        int b = g.sbase[q];
+        g.rk[b].acts = s->rank[q].acts;
+        g.rk[b].fa = g.fstream ? g.fstream + r->actions : NULL;
+        g.rk[b].n = (uint32_t)s->rank[q].n;
         r->actions += s->rank[q].n;
     }
+    for (int q = 0; q < g.nstream; q++) {
+        g.blocked[q] = -1;
+        g.rk[q].id = q;
+    }
+    for (int q = 0; q < s->ranks; q++)
+        for (int j = 0; j < g.swidth[q]; j++) {
+            g.rk[g.sbase[q] + j].rank = q;
+            g.rk[g.sbase[q] + j].replica = j;
+        }
+    if (g.any_rep && (rc = split_streams(&g, e)) != PL_OK) goto out;
     if ((rc = setup_links(&g, e)) != PL_OK) goto out;
     if ((rc = setup_stages(&g, e)) != PL_OK) goto out;
-    for (int q = 0; q < s->ranks; q++) note_peaks(&g, q, &g.rk[q]);
+    for (int q = 0; q < g.nstream; q++) note_peaks(&g, q, &g.rk[q]);
     if (cfg->cv > 0) {
         g.rng = gsl_rng_alloc(gsl_rng_mt19937);
         if (!g.rng) { rc = pl_errf(e, PL_ENOMEM, "out of memory for the random generator"); goto out; }
@@ -1265,7 +1656,7 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
     g.fstream = NULL;
     g.fstream_bytes = 0;
     g.now = 0;
-    for (int q = 0; q < s->ranks; q++)
+    for (int q = 0; q < g.nstream; q++)
         if (advance(&g, q)) { rc = pl_errf(e, PL_ENOMEM, "out of memory in the event queue"); goto out; }
     while (g.hn > 0 && !g.err) {
         ev x;
@@ -1280,29 +1671,37 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
         } else if (kind == EV_ARRIVE) {
             publish(&g, (int)(val >> 48), (int64_t)(val & (((uint64_t)1 << 48) - 1)), g.now);
         } else if (kind == EV_STEP_END) {
-            int st = (int)val;
-            g.st[st].step_pending--;
-            int rr = s->stage_rank[st];
-            if (g.blocked[rr] == (int64_t)T_N * g.n_entries + s->stages + st) fail = advance(&g, rr);
+            int st = (int)(uint32_t)val, rp = (int)(val >> 32); /* stage, replica */
+            sst(&g, st, rp)->step_pending--;
+            int rr = g.st[st].stream0 + rp;
+            if (g.blocked[rr] == KEY_STEP(&g, st)) fail = advance(&g, rr);
         } else {
-            int st = (int)val;
-            g.st[st].rg_done++;
-            int rr = s->stage_rank[st];
-            if (g.blocked[rr] == (int64_t)T_N * g.n_entries + st) fail = advance(&g, rr);
+            int st = (int)(uint32_t)val, cnt = (int)(val >> 32); /* stage, members (0: not replicated) */
+            if (cnt == 0) {
+                g.st[st].rg_done++;
+                int rr = g.st[st].stream0;
+                if (g.blocked[rr] == KEY_RG(&g, st)) fail = advance(&g, rr);
+            } else {
+                for (int j = 0; j < cnt; j++) sst(&g, st, j)->rg_done++;
+                for (int j = 0; j < cnt && !fail; j++) {
+                    int rr = g.st[st].stream0 + j;
+                    if (g.blocked[rr] == KEY_RG(&g, st)) fail = advance(&g, rr);
+                }
+            }
         }
         if (fail) { rc = pl_errf(e, PL_ENOMEM, "out of memory in the event queue"); goto out; }
     }
 done:
     if (g.err == PL_ENOMEM) { rc = pl_errf(e, PL_ENOMEM, "out of memory in the event queue"); goto out; }
     if (g.err) { rc = pl_errf(e, PL_EINPUT, "a compute time is negative or not a number"); goto out; }
-    for (int q = 0; q < s->ranks; q++)
+    for (int q = 0; q < g.nstream; q++)
         if (g.rk[q].pc < g.rk[q].n) { rc = report_stuck(&g, e); goto out; }
     if (g.mem_overflow) {
         int q = 0;
-        while (q + 1 < s->ranks && g.rk[q].st.peak_bytes != INT64_MAX) q++;
+        while (q + 1 < g.nstream && g.rk[q].st.peak_bytes != INT64_MAX) q++;
         rc = pl_errf(e, PL_EINPUT,
                      "rank %d: its memory passes 2^63 bytes (9.2e18), more than 64-bit counters hold: the "
-                     "stash, parameter or optimizer sizes are too large", q);
+                     "stash, parameter or optimizer sizes are too large", g.rk[q].rank);
         goto out;
     }
     /* receives end when their data arrived */
@@ -1314,6 +1713,22 @@ done:
                 double arr = cell_time(g.cells[entry(&g, a->stage, a->mb)].u[a->kind == SCHED_RECV_F ? T_ARRF : T_ARRB]);
                 if (arr > r->trace[q][i].end_s) r->trace[q][i].end_s = arr;
             }
+    /* REDUCE_GRAD of replicated stages: the times of their collective */
+    if (r->trace && g.any_rep)
+        for (int q = 0; q < s->stages; q++) {
+            if (g.reps[q] <= 1) continue;
+            int rr = s->stage_rank[q];
+            int64_t neg = 0;
+            for (size_t i = 0; i < s->rank[rr].n; i++) {
+                const sched_action *a = &s->rank[rr].acts[i];
+                if (a->kind != SCHED_REDUCE_GRAD || a->stage != q) continue;
+                int64_t ri = a->mb >= 0 ? a->mb / g.reps[q] : g.rs[q].neg0 + neg++;
+                if (ri >= 0 && ri < g.rs[q].nrd) {
+                    r->trace[rr][i].start_s = g.rs[q].rd[ri].start;
+                    r->trace[rr][i].end_s = g.rs[q].rd[ri].end;
+                }
+            }
+        }
     finish_metrics(&g);
     if (!isfinite(r->makespan_s)) {
         rc = pl_errf(e, PL_EINPUT,
@@ -1327,7 +1742,7 @@ done:
         goto out;
     }
     r->state_bytes = g.cells_bytes + g.hcap * sizeof(ev) +
-                     (size_t)s->ranks * (sizeof(rank_state) + sizeof(sim_rank_stats)) +
+                     (size_t)g.nstream * sizeof(rank_state) + (size_t)s->ranks * sizeof(sim_rank_stats) +
                      (size_t)g.nlinks * sizeof(double) + (size_t)s->stages * sizeof(stage_state) +
                      (size_t)r->iterations * sizeof(double) + (g.work ? (size_t)s->ranks * (sizeof(int) + 1) : 0) +
                      g.fstream_bytes;

@@ -170,6 +170,14 @@ static double model_transfer(void *ctx, int src, int dst, int64_t bytes) {
     return cost_transfer_s(&sm->hw, sm->device[src], sm->device[dst], bytes);
 }
 
+/* Returns the point-to-point time between replica i of schedule rank src and replica j of
+ * rank dst: replica i of a rank sits on its device device[rank] + i (see place). */
+static double model_replica_transfer(void *ctx, int src, int i, int dst, int j, int64_t bytes) {
+    const sim_model *sm = ctx;
+    if (src < 0 || dst < 0 || src >= sm->ranks || dst >= sm->ranks || i < 0 || j < 0) return -1;
+    return cost_transfer_s(&sm->hw, sm->device[src] + i, sm->device[dst] + j, bytes);
+}
+
 /* Returns the ring all-reduce time of stage q over its replica group; the inter link when the
  * group [first device, first device + replicas) spans two nodes. */
 static double model_allreduce(void *ctx, int q, int replicas, int64_t bytes) {
@@ -190,7 +198,7 @@ static double model_step(void *ctx, int q) {
 /* Returns the sim_costs view whose ctx is sm (the engine reads stage costs through it). */
 sim_costs sim_model_costs(sim_model *sm) {
     sim_costs c = {sm, model_compute, model_boundary, model_stash, model_wstash, model_input, model_params,
-                   model_transfer, model_allreduce, model_step};
+                   model_transfer, model_allreduce, model_step, model_replica_transfer};
     return c;
 }
 

@@ -451,7 +451,8 @@ static void test_recompute(void) {
 }
 
 /* Data parallel: a replicated stage's REDUCE_GRAD costs the ring all-reduce at the end of
- * the flush (nothing to overlap with in 1F1B at the last backward). */
+ * the flush (nothing to overlap with in 1F1B at the last backward), and its replicas share the
+ * microbatches (k on replica k mod 4: replica 0 runs microbatch 0, replica 1 microbatch 1). */
 static void test_replicas_allreduce(void) {
     sched *s = lowered("1f1b", 2, 2, 0, 0);
     if (!s) return;
@@ -469,11 +470,14 @@ static void test_replicas_allreduce(void) {
     c.replicas = rep;
     CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r1), PL_OK);
     double ar = 2.0 * 3 / 4 * 3000 / 1000 + 2 * 3 * 0.01;
-    /* stage 1's last backward ends at 7 (rank 1), rank 0's last at 9: the reduce of stage 1
-     * (7 + 4.56) sticks out past 9 */
+    /* unreplicated: stage 1's last backward ends at 7 (rank 1), rank 0's last at 9. Replicated
+     * (tf 1, tb 2): rank 0 F0 [0,1] F1 [1,2]; replica 0 of stage 1 F0 [1,2] B0 [2,4], replica 1
+     * F1 [2,3] B1 [3,5]; replicas 2 and 3 have no microbatch and join the all-reduce at once, so
+     * it starts when replica 1 joins at 5 and ends at 5 + 4.56, past rank 0's last end (8) */
     NEAR(r0.makespan_s, 9);
-    NEAR(r1.makespan_s, 7 + ar);
+    NEAR(r1.makespan_s, 5 + ar);
     NEAR(r1.rank[1].reduce_s, ar);
+    NEAR(r1.rank[1].busy_s, (3 + 3 + 0 + 0) / 4.0); /* the mean over the replicas */
     sim_result_free(&r0);
     sim_result_free(&r1);
     sched_free(s);
@@ -679,4 +683,5 @@ void pl_test_register(void) {
     pl_test_suite("sim", cases);
     { void sim_model_tests_register(void); sim_model_tests_register(); } /* test_sim_model.c */
     { void sim_limits_tests_register(void); sim_limits_tests_register(); } /* test_limits.c */
+    { void sim_replicas_tests_register(void); sim_replicas_tests_register(); } /* test_replicas.c */
 }
