@@ -46,12 +46,24 @@ static void bench_cfg(exec_config *c, int h, int L, int b) {
     c->dataset_microbatches = 16;
 }
 
+/* Returns the time at which the data the compute action a of rank q reads from another rank
+ * was sent (sent[]: -1 not yet), 0 when it reads none: the input of an F of a stage whose
+ * previous stage is elsewhere, the output gradient of an I or B whose next stage is elsewhere,
+ * both for an overlapped pair. As the executor does, a RECV only posts; the compute waits. */
+static double input_sent_s(const sched *s, const double *sent, int M, int q, int kind, int st, int mb) {
+    if (kind == SCHED_F && st > 0 && s->stage_rank[st - 1] != q) return sent[(size_t)st * M + mb];
+    if ((kind == SCHED_I || kind == SCHED_B) && st + 1 < s->stages && s->stage_rank[st + 1] != q)
+        return sent[((size_t)s->stages + st) * M + mb];
+    return 0;
+}
+
 /* Returns the exact ideal of timed pass `pass` of r (schedule s): each rank walks its actions
  * in their order, every compute action (F, B, I, W, STEP, ...) taking exactly the time it took
- * in that pass, every SEND instant and every RECV ready as soon as its SEND has happened: the
- * pass's critical path through its own actions. What the measured pass adds to it is the
- * executor's overhead (message copies, wake-ups, gaps between actions). -1 when a rank's
- * records do not walk (cannot happen for a run that succeeded). */
+ * in that pass, every SEND instant and every compute that reads another rank's data starting
+ * no sooner than that data's SEND (a RECV only posts, as in the executor): the pass's critical
+ * path through its own actions. What the measured pass adds to it is the executor's overhead
+ * (message copies, wake-ups, gaps between actions). -1 when a rank's records do not walk
+ * (cannot happen for a run that succeeded). */
 static double exact_ideal_s(const sched *s, const exec_result *r, int pass) {
     int p = r->ranks, M = s->microbatches * (s->iterations > 0 ? s->iterations : 1);
     size_t nkey = 2 * (size_t)s->stages * (size_t)M;
@@ -79,10 +91,13 @@ static double exact_ideal_s(const sched *s, const exec_result *r, int pass) {
                     int to = k == SCHED_SEND_F ? st + 1 : st - 1;
                     sent[((size_t)(k == SCHED_SEND_B) * s->stages + to) * M + mb] = t[q];
                 } else if (k == SCHED_RECV_F || k == SCHED_RECV_B) {
-                    double at = sent[((size_t)(k == SCHED_RECV_B) * s->stages + st) * M + mb];
-                    if (at < 0) break; /* its SEND has not happened yet */
-                    if (at > t[q]) t[q] = at;
+                    /* posts only */
                 } else {
+                    double at = k == SCHED_OVERLAP ? input_sent_s(s, sent, M, q, SCHED_F, st, mb) : input_sent_s(s, sent, M, q, k, st, mb);
+                    double at2 = k == SCHED_OVERLAP ? input_sent_s(s, sent, M, q, o->act.kind2, o->act.stage2, o->act.mb2) : 0;
+                    if (at < 0 || at2 < 0) break; /* its data has not been sent yet */
+                    if (at > t[q]) t[q] = at;
+                    if (at2 > t[q]) t[q] = at2;
                     t[q] += o->end_s - o->start_s;
                 }
                 progress = 1;
