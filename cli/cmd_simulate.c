@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "cost.h"
@@ -368,12 +369,33 @@ static void params_json_model(const opts *o, const model_ctx *mc, pl_buf *b) {
                   (long long)o->c.capacity_bytes, o->c.cv, o->repeat);
 }
 
-/* Appends the JSON object of the cost and hardware parameters (stored with the run). */
+/* Returns path when it names a regular file (a --model or --hardware value can be a preset or
+ * a spec instead), else NULL. */
+static const char *file_or_null(const char *path) {
+    struct stat st;
+    return path && stat(path, &st) == 0 && S_ISREG(st.st_mode) ? path : NULL;
+}
+
+static void params_json_costs(const opts *o, pl_buf *b);
+
+/* Appends the JSON object of the cost and hardware parameters (stored with the run), with the
+ * files the run read (cli_inputs_json) as its last key. */
 static void params_json(const opts *o, pl_buf *b) {
-    if (o->mc) {
-        params_json_model(o, o->mc, b);
-        return;
+    if (o->mc) params_json_model(o, o->mc, b);
+    else params_json_costs(o, b);
+    if (b->len && b->data[b->len - 1] == '}') { /* reopen the object for the inputs */
+        b->len--;
+        b->data[b->len] = 0;
+        pl_buf_putc(b, ',');
+        const char *roles[] = {"schedule", "model", "hardware", "partition"};
+        const char *paths[] = {o->a.from, file_or_null(o->model), file_or_null(o->hardware), o->partition};
+        cli_inputs_json(b, roles, paths, 4);
+        pl_buf_putc(b, '}');
     }
+}
+
+/* The flag-driven costs' part of params_json. */
+static void params_json_costs(const opts *o, pl_buf *b) {
     pl_buf_printf(b, "{\"costs\":\"flags\",\"tf_s\":%.9g,\"tb_s\":%.9g,\"ti_s\":%.9g,\"tw_s\":%.9g,\"tstep_s\":%.9g,\"tcomm_s\":%.9g,"
                      "\"bytes\":%lld,\"bandwidth_Bps\":%.9g,\"latency_s\":%.9g,\"inter_bandwidth_Bps\":%.9g,"
                      "\"inter_latency_s\":%.9g,\"ranks_per_node\":%d,\"shared_inter_link\":%d,\"blocking_comm\":%d,"

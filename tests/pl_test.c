@@ -74,3 +74,25 @@ int main(void) {
     if (ran == 0 || (skipped == ran && !failed)) return 77;
     return failed ? 1 : 0;
 }
+
+/* pl_test.h */
+char *pl_test_json_string(const char *json, const char *after, const char *key) {
+    const char *p = strstr(json, after);
+    if (!p) return NULL;
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *end = strchr(p, '}'), *v = strstr(p, pat);
+    if (!v || (end && v > end && strcmp(key, "text") != 0)) return NULL;
+    v += strlen(pat);
+    char *out = malloc(strlen(v) + 1);
+    size_t n = 0;
+    for (; *v && *v != '"'; v++) {
+        if (*v != '\\') { out[n++] = *v; continue; }
+        v++;
+        if (*v == 'n') out[n++] = '\n';
+        else if (*v == 'u') { out[n++] = (char)strtol((char[]){v[1], v[2], v[3], v[4], 0}, NULL, 16); v += 4; }
+        else out[n++] = *v;
+    }
+    out[n] = 0;
+    return out;
+}

@@ -23,6 +23,11 @@ char *pl_test_tmpdir(void);
  * (CTest's skip) when every test that ran was skipped. */
 void pl_test_skip(const char *why);
 
+/* Returns the malloc'd, unescaped JSON string value of key in the object of json that follows
+ * the text `after` (NULL when absent): enough JSON for what pipelab stores in params_json
+ * (cli_inputs_json's objects; a "text" value may hold '}'). */
+char *pl_test_json_string(const char *json, const char *after, const char *key);
+
 /* Registers one suite with NULL-terminated tests; aborts on registry failure. */
 typedef struct pl_test_case { const char *name; void (*fn)(void); } pl_test_case;
 void pl_test_suite(const char *name, const pl_test_case *cases);

@@ -304,29 +304,6 @@ static void test_profile_csv_loads(void) {
     free(dir);
 }
 
-/* Returns the malloc'd, unescaped JSON string value of key inside the object of json that
- * follows the text `after` (NULL when absent): enough JSON for what cli_inputs_json writes. */
-static char *json_value_after(const char *json, const char *after, const char *key) {
-    const char *p = strstr(json, after);
-    if (!p) return NULL;
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":\"", key);
-    const char *end = strchr(p, '}'), *v = strstr(p, pat);
-    if (!v || (end && v > end && strcmp(key, "text") != 0)) return NULL;
-    v += strlen(pat);
-    char *out = malloc(strlen(v) + 1);
-    size_t n = 0;
-    for (; *v && *v != '"'; v++) {
-        if (*v != '\\') { out[n++] = *v; continue; }
-        v++;
-        if (*v == 'n') out[n++] = '\n';
-        else if (*v == 'u') { out[n++] = (char)strtol((char[]){v[1], v[2], v[3], v[4], 0}, NULL, 16); v += 4; }
-        else out[n++] = *v;
-    }
-    out[n] = 0;
-    return out;
-}
-
 /* A stored run carries the files it was made from: the schedule (--from) and the profile
  * (--profile), each with its size, its FNV-1a digest and its text, so that the stored text
  * loads back to the same schedule. */
@@ -355,11 +332,11 @@ static void test_run_stores_inputs(void) {
     const store_run *meas = NULL, *sim = NULL;
     open_pair(db, "in", &s, &runs, &meas, &sim);
     const char *pj = meas->params_json;
-    char *role = json_value_after(pj, "\"inputs\":[", "role");
-    char *path = json_value_after(pj, "\"inputs\":[", "path");
-    char *text = json_value_after(pj, "\"role\":\"schedule\"", "text");
-    char *digest = json_value_after(pj, "\"role\":\"schedule\"", "fnv1a64");
-    char *ptext = json_value_after(pj, "\"role\":\"profile\"", "text");
+    char *role = pl_test_json_string(pj, "\"inputs\":[", "role");
+    char *path = pl_test_json_string(pj, "\"inputs\":[", "path");
+    char *text = pl_test_json_string(pj, "\"role\":\"schedule\"", "text");
+    char *digest = pl_test_json_string(pj, "\"role\":\"schedule\"", "fnv1a64");
+    char *ptext = pl_test_json_string(pj, "\"role\":\"profile\"", "text");
     CU_ASSERT_STRING_EQUAL(role ? role : "", "schedule");
     CU_ASSERT_STRING_EQUAL(path ? path : "", sch);
     CU_ASSERT_PTR_NOT_NULL_FATAL(text);

@@ -286,11 +286,57 @@ static void test_plot_formats(void) {
     free(dir);
 }
 
+/* `pipelab simulate --db` stores the files the run read: the schedule (--from) and the model
+ * (a PipeDream graph file), each with its size and its text, which equal the files'; a
+ * hardware preset is no file and is not listed. */
+static void test_simulate_stores_inputs(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "in.db"), *sch = pl_test_path(dir, "s.sched");
+    char *graph = pl_test_path(PIPELAB_SHARED_DATA "/pipedream-profiles", "alexnet.graph.txt");
+    if (!pl_test_exists(graph)) {
+        pl_test_skip("the shared PipeDream profiles are absent: skipped");
+        free(graph), free(db), free(sch), free(dir);
+        return;
+    }
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' schedule --kind 1f1b --ranks 2 --microbatches 4 --to sched -o '%s'", PIPELAB_BIN, sch);
+    CU_ASSERT_EQUAL_FATAL(sh(NULL, cmd), 0);
+    snprintf(cmd, sizeof cmd, "'%s' simulate --from '%s' --model '%s' --hardware cluster-a --tag in --db '%s'", PIPELAB_BIN,
+             sch, graph, db);
+    char *out = NULL;
+    int rc = sh(&out, cmd);
+    if (rc) fprintf(stderr, "%s\n", out);
+    free(out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    store *s = NULL;
+    pl_err e;
+    store_run *runs = NULL;
+    size_t n = 0;
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "in", 0, &runs, &n, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 1);
+    const char *pj = runs[0].params_json;
+    size_t slen = 0, glen = 0;
+    char *stext = slurp(sch, &slen), *gtext = slurp(graph, &glen);
+    char *got_s = pl_test_json_string(pj, "\"role\":\"schedule\"", "text");
+    char *got_g = pl_test_json_string(pj, "\"role\":\"model\"", "text");
+    char *got_p = pl_test_json_string(pj, "\"role\":\"model\"", "path");
+    CU_ASSERT(got_s && stext && strcmp(got_s, stext) == 0);
+    CU_ASSERT(got_g && gtext && strcmp(got_g, gtext) == 0);
+    CU_ASSERT_STRING_EQUAL(got_p ? got_p : "", graph);
+    CU_ASSERT(strstr(pj, "\"role\":\"hardware\"") == NULL);
+    free(got_s), free(got_g), free(got_p), free(stext), free(gtext);
+    store_runs_free(runs, n);
+    store_close(s);
+    free(graph), free(db), free(sch), free(dir);
+}
+
 void test_db_cli_register(void) {
     static const pl_test_case cases[] = {
         {"db merge: a failed merge leaves no new file and the old one unchanged", test_merge_failure},
         {"db list ids (p:X for predictions, unique prefixes) work in db show", test_list_ids},
         {"plot: the output's extension chooses png, svg or pdf", test_plot_formats},
+        {"simulate --db stores the files it read", test_simulate_stores_inputs},
         {NULL, NULL},
     };
     pl_test_suite("db and plot from the command line", cases);
