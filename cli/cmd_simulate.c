@@ -760,7 +760,13 @@ int cli_simulate(int argc, char **argv) {
 simulate:
     o.c.record_trace = o.trace || o.trace_json;
     sim_repeat_stats st;
-    if (sim_repeat(s, &costs, &o.c, o.repeat, &st, &r, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
+    char what[96];
+    snprintf(what, sizeof what, "pipelab simulate: %s, %d ranks", s->kind, s->ranks);
+    o.c.progress = pl_progress_start(what, (uint64_t)o.repeat * sched_total_actions(s));
+    int src = sim_repeat(s, &costs, &o.c, o.repeat, &st, &r, &e);
+    pl_progress_end(o.c.progress);
+    o.c.progress = NULL;
+    if (src != PL_OK) { rc = cli_fail(&e); goto done; }
     if (strcmp(o.format, "json") == 0) out_json(&o, s, &r, &st, &out);
     else if (strcmp(o.format, "csv") == 0) out_csv(s, &r, &st, &out);
     else out_table(&o, s, &r, &st, &out);

@@ -103,6 +103,9 @@ typedef struct sim_config {
     double cv;                /* stochastic mode: coefficient of variation of compute (0 = off) */
     uint64_t seed;            /* seed of the lognormal factors */
     int record_trace;         /* 1: keep start/end/memory of every action */
+    pl_progress *progress;    /* NULL, or a bar the engine moves, now and then, to progress_base
+                               * + the actions walked so far (sim_repeat adds each run's) */
+    uint64_t progress_base;
 } sim_config;
 
 /* Replicated stages (PipeDream's 1F1B-RR). A stage replicated n ways runs on n devices (the

@@ -936,6 +936,14 @@ static int sim_flow_ok(const eng *g) {
     return 1;
 }
 
+/* Moves the progress bar (if any) to the actions the streams have walked. */
+static void show_progress(const eng *g) {
+    if (!g->cfg->progress) return;
+    uint64_t done = 0;
+    for (int q = 0; q < g->nstream; q++) done += g->rk[q].pc;
+    pl_progress_set(g->cfg->progress, g->cfg->progress_base + done);
+}
+
 /* Runs the whole simulation with the flow engine. */
 static void sim_flow(eng *g) {
     const sched *s = g->s;
@@ -943,10 +951,12 @@ static void sim_flow(eng *g) {
         g->queued[q] = 1;
         g->work[g->nwork++] = q;
     }
+    uint64_t steps = 0;
     while (g->nwork > 0 && !g->err && !g->abort_flow) {
         int q = g->work[--g->nwork];
         g->queued[q] = 0;
         flow_advance(g, q);
+        if ((++steps & 4095) == 0) show_progress(g);
     }
 }
 
@@ -1662,7 +1672,7 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
         ev x;
         heap_pop(&g, &x);
         g.now = ev_time(&x);
-        r->events++;
+        if ((++r->events & 65535) == 0) show_progress(&g);
         uint64_t kind = x.payload >> 56, val = x.payload & (((uint64_t)1 << 56) - 1);
         int fail = 0;
         if (g.hn > 0) prefetch_next(&g);
@@ -1767,6 +1777,7 @@ int sim_repeat(const sched *s, const sim_costs *c, const sim_config *cfg, int re
     for (int k = 0; k < repeat; k++) {
         sim_config cf = *cfg;
         cf.seed = cfg->seed + (uint64_t)k;
+        cf.progress_base = cfg->progress_base + (uint64_t)k * sched_total_actions(s);
         if (k > 0) cf.record_trace = 0;
         sim_result r;
         int rc = sim_run(s, c, &cf, &r, e);

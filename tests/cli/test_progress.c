@@ -59,7 +59,7 @@ static void test_draw_and_clear(void) {
     CU_ASSERT_PTR_NULL(pl_progress_start_fd(fd[0], 0, "t", 4));
 }
 
-/* A `pipelab run` draws its bar on a terminal and never into a pipe; with PIPELAB_PROGRESS=0
+/* `pipelab run` and `pipelab simulate` draw their bars on a terminal and never into a pipe; with PIPELAB_PROGRESS=0
  * not on a terminal either. PIPELAB_PROGRESS_AFTER=0 draws at once (a second otherwise), so
  * that a short run shows it too. */
 static void test_cli_terminal_only(void) {
@@ -83,6 +83,14 @@ static void test_cli_terminal_only(void) {
     out = NULL;
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
     CU_ASSERT_PTR_NOT_NULL(out ? strstr(out, "\rpipelab run: 1f1b, 2 ranks [") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(out ? strstr(out, "iteration_time_s") : NULL);
+    free(out);
+    /* simulate's bar over its actions */
+    snprintf(cmd, sizeof cmd, "PIPELAB_PROGRESS_AFTER=0 script -qec \"'%s' simulate --kind 1f1b --ranks 2 "
+             "--microbatches 64 --no-db\" /dev/null", PIPELAB_BIN);
+    out = NULL;
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT_PTR_NOT_NULL(out ? strstr(out, "\rpipelab simulate: 1f1b, 2 ranks [") : NULL);
     CU_ASSERT_PTR_NOT_NULL(out ? strstr(out, "iteration_time_s") : NULL);
     free(out);
     snprintf(cmd, sizeof cmd, "PIPELAB_PROGRESS=0 PIPELAB_PROGRESS_AFTER=0 script -qec \"'%s' %s\" /dev/null", PIPELAB_BIN, args);
