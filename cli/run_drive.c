@@ -51,6 +51,9 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
          * receives sit right before the compute that needs them, but for a few of the warm-up,
          * and both modes give the same time to their generators' lists without a STEP cost) */
         c.blocking_comm = cfg->backend == EXEC_BACKEND_CUDA || s->weights != SCHED_WEIGHTS_FLUSH;
+        /* a measured pass of N iterations gives pass / N, fill and drain included, also for
+         * stash and 2bw: predicted the same way (not their steady state) */
+        c.whole_run = 1;
         sim_costs costs = sim_model_costs(&sm);
         rc = sim_run(s, &costs, &c, r, e);
         if (rc) pl_err_prefix(e, "prediction: ");

@@ -103,6 +103,9 @@ typedef struct sim_config {
     double cv;                /* stochastic mode: coefficient of variation of compute (0 = off) */
     uint64_t seed;            /* seed of the lognormal factors */
     int record_trace;         /* 1: keep start/end/memory of every action */
+    int whole_run;            /* 1: iteration time = makespan / iterations and the bubble window
+                               * the whole run, for asynchronous schedules too: what a measured
+                               * pass of N iterations gives (pipelab run's prediction) */
     pl_progress *progress;    /* NULL, or a bar the engine moves, now and then, to progress_base
                                * + the actions walked so far (sim_repeat adds each run's) */
     uint64_t progress_base;

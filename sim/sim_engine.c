@@ -1344,10 +1344,10 @@ static void finish_metrics(eng *g) {
         if (g->link_free[l] > mk) mk = g->link_free[l];
     r->makespan_s = mk;
     int n = r->iterations;
-    r->iteration_time_s = n >= 2 ? (r->iter_end_s[n - 1] - r->iter_end_s[0]) / (n - 1) : mk;
+    r->iteration_time_s = n >= 2 && !g->cfg->whole_run ? (r->iter_end_s[n - 1] - r->iter_end_s[0]) / (n - 1) : n > 1 ? mk / n : mk;
     /* the bubble window (sim.h): an asynchronous schedule's steady state over iterations
      * 1..N-1, the window its iteration time is measured over; else the whole run */
-    r->steady_state = s->weights != SCHED_WEIGHTS_FLUSH && n >= 2;
+    r->steady_state = s->weights != SCHED_WEIGHTS_FLUSH && n >= 2 && !g->cfg->whole_run;
     double win = r->steady_state ? r->iter_end_s[n - 1] - r->iter_end_s[0] : mk;
     if (r->steady_state && !(win > 0)) { /* no time between the ends (zero-cost iterations) */
         r->steady_state = 0;

@@ -4,6 +4,7 @@
  * (threads and MPI give identical weights; a failing or killed rank ends the job quickly). */
 #include <dirent.h>
 #include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,6 +302,41 @@ static void test_profile_csv_loads(void) {
              PIPELAB_BIN, csv);
     CU_ASSERT_EQUAL(sh(cmd, NULL), 1);
     free(csv);
+    free(dir);
+}
+
+/* The prediction of an asynchronous run covers what the run measures: a pass of N iterations,
+ * fill and drain included (iteration time = pass / N), not the simulator's steady state, so
+ * each rank's busy + idle is N iteration times (the steady-state window would be N - 1). */
+static void test_run_async_prediction_whole_pass(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "async.db");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s run --kind pipedream --ranks 2 --microbatches 4 --iterations 3 " SMALL " --tag a --db %s",
+             PIPELAB_BIN, db);
+    char *out = NULL;
+    int rc = sh(cmd, &out);
+    if (rc) fprintf(stderr, "%s\n", out);
+    free(out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    store *s = NULL;
+    store_run *runs = NULL;
+    const store_run *meas = NULL, *sim = NULL;
+    open_pair(db, "a", &s, &runs, &meas, &sim);
+    CU_ASSERT_EQUAL(sim->iterations, 3);
+    store_rank_metric *rm = NULL;
+    int nr = 0;
+    pl_err e;
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, sim->id, &rm, &nr, &e), PL_OK);
+    CU_ASSERT_EQUAL(nr, 2);
+    for (int q = 0; q < nr; q++) {
+        double win = rm[q].busy_s + rm[q].idle_s, want = 3 * sim->iteration_time_s;
+        CU_ASSERT(fabs(win - want) <= 1e-9 * want);
+    }
+    free(rm);
+    store_runs_free(runs, 2);
+    store_close(s);
+    free(db);
     free(dir);
 }
 
@@ -669,6 +705,7 @@ void exec_test_run_register(void) {
         {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"a stored run carries its schedule and profile files", test_run_stores_inputs},
+        {"an asynchronous run is predicted over whole passes", test_run_async_prediction_whole_pass},
         {"tracked memory equals the cost model (gpipe, 1f1b, p=2..4)", test_memory_equals_cost_model},
         {"MPI and threads give identical weights; a failing rank", test_mpi_equals_threads},
         {"a killed MPI rank ends the job within seconds", test_mpi_killed_rank},
