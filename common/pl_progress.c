@@ -66,6 +66,19 @@ static void draw(pl_progress *p) {
     (void)w; /* a terminal that refuses the bar loses nothing else */
 }
 
+/* Clears the drawn line (if any), so that what is printed next starts clean. */
+static void clear(pl_progress *p) {
+    if (!p->drawn) return;
+    char out[300];
+    size_t k = 0;
+    out[k++] = '\r';
+    for (size_t i = 0; i < p->last_len && k < sizeof out - 2; i++) out[k++] = ' ';
+    out[k++] = '\r';
+    ssize_t w = write(p->fd, out, k);
+    (void)w;
+    p->drawn = 0;
+}
+
 /* The drawing thread: draws once the work has run show_after seconds, then every REDRAW_S,
  * until stopped. */
 static void *run(void *arg) {
@@ -112,9 +125,11 @@ pl_progress *pl_progress_start_fd(int fd, int force, const char *what, uint64_t 
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (p->show_after <= 0) draw(p); /* at once: also work that ends before the thread runs */
     int ok = pthread_mutex_init(&p->mu, NULL) == 0 && pthread_cond_init(&p->cv, &ca) == 0;
     pthread_condattr_destroy(&ca);
     if (!ok || pthread_create(&p->th, NULL, run, p) != 0) {
+        clear(p);
         free(p); /* no bar: the work goes on without one */
         return NULL;
     }
@@ -136,15 +151,7 @@ void pl_progress_end(pl_progress *p) {
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
     pthread_join(p->th, NULL);
-    if (p->drawn) { /* clear the line, so that what is printed next starts clean */
-        char out[300];
-        size_t k = 0;
-        out[k++] = '\r';
-        for (size_t i = 0; i < p->last_len && k < sizeof out - 2; i++) out[k++] = ' ';
-        out[k++] = '\r';
-        ssize_t w = write(p->fd, out, k);
-        (void)w;
-    }
+    clear(p);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     free(p);
