@@ -28,6 +28,9 @@ static const char help_text[] =
     "                                 every recorded action\n"
     "  export [--tag T] --format csv|json [-o FILE]          runs with their headline metrics\n"
     "                                 (JSON also carries parameters and per-rank metrics)\n"
+    "  trace RUN [-o FILE]            the run's recorded actions (pipelab run --trace: measured\n"
+    "                                 and predicted) as a Chrome trace, to open in\n"
+    "                                 https://ui.perfetto.dev (default stdout)\n"
     "  merge A.db [B.db ...] -o OUT.db  copy every run into OUT.db exactly once (by uid); all\n"
     "                                 or nothing: a failed merge leaves no new OUT.db, and an\n"
     "                                 existing one as it was\n"
@@ -37,7 +40,7 @@ static const char help_text[] =
     "  --tag T               only runs with this tag\n"
     "  --limit N             at most N runs (list; default 20, 0 = all)\n"
     "  --format F            table (list, show), csv or json\n"
-    "  -o, --output FILE     where export writes (default stdout); merge's target database\n"
+    "  -o, --output FILE     where export and trace write (default stdout); merge's target database\n"
     "  --ops                 show: print the recorded actions too\n"
     "  -h, --help            this text\n"
     "\n"
@@ -407,6 +410,34 @@ static int db_export(const opts *o) {
     return rc;
 }
 
+/* `db trace RUN [-o FILE]`: the run's ops as a Chrome trace; returns an exit code. */
+static int db_trace(const opts *o) {
+    if (o->npos != 1) return cli_usage_error("db", "trace needs exactly one RUN (integer id or uid)");
+    if (o->format) return cli_usage_error("db", "trace writes a Chrome trace (JSON): no --format");
+    pl_err e;
+    pl_err_clear(&e);
+    store *s = NULL;
+    if (store_open(o->db, 1, &s, &e) != PL_OK) return cli_fail(&e);
+    store_run r;
+    char key[512];
+    if (store_get_run(s, cli_run_key(o->pos[0], key, sizeof key), &r, &e) != PL_OK) {
+        store_close(s);
+        return cli_fail(&e);
+    }
+    store_op *ops = NULL;
+    size_t n = 0;
+    pl_buf b;
+    pl_buf_init(&b);
+    int code = store_get_ops(s, r.id, &ops, &n, &e);
+    if (code == PL_OK) code = store_ops_chrome(&r, ops, n, &b, &e);
+    store_ops_free(ops, n);
+    store_run_clear(&r);
+    store_close(s);
+    int rc = code == PL_OK ? cli_write_output(o->output, &b) : cli_fail(&e);
+    pl_buf_free(&b);
+    return rc;
+}
+
 /* Removes the temporary database path and the files SQLite keeps beside it. */
 static void remove_db_files(const char *path) {
     static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
@@ -499,7 +530,7 @@ int cli_db(int argc, char **argv) {
     opts o;
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
-    if (o.npos < 1) return cli_usage_error("db", "missing subcommand (list, show, export, merge)");
+    if (o.npos < 1) return cli_usage_error("db", "missing subcommand (list, show, export, trace, merge)");
     const char *sub = o.pos[0];
     o.pos++;
     o.npos--;
@@ -509,5 +540,6 @@ int cli_db(int argc, char **argv) {
     if (strcmp(sub, "show") == 0) return db_show(&o);
     if (strcmp(sub, "export") == 0) return db_export(&o);
     if (strcmp(sub, "merge") == 0) return db_merge(&o);
-    return cli_usage_error("db", "unknown subcommand '%s' (list, show, export, merge)", sub);
+    if (strcmp(sub, "trace") == 0) return db_trace(&o);
+    return cli_usage_error("db", "unknown subcommand '%s' (list, show, export, trace, merge)", sub);
 }

@@ -125,6 +125,11 @@ int store_count_ops(store *s, int64_t run_id, int64_t *n, pl_err *e);
 void store_run_clear(store_run *run);
 /* Frees an array from store_list_runs. */
 void store_runs_free(store_run *runs, size_t n);
+/* Writes the ops of run r (from store_get_ops) as a Chrome trace (JSON; opens in Perfetto and
+ * chrome://tracing): one process per rank with a compute and a comm thread, one complete
+ * event per op (microseconds; args stage, mb, seq), named after the run (kind, schedule, uid).
+ * Returns PL_OK, PL_EINPUT when there are no ops, or PL_ENOMEM. */
+int store_ops_chrome(const store_run *r, const store_op *ops, size_t n, pl_buf *out, pl_err *e);
 /* Frees an array from store_get_ops. */
 void store_ops_free(store_op *ops, size_t n);
 

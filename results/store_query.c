@@ -479,3 +479,49 @@ done:
     store_close(src);
     return code;
 }
+
+/* Appends t to b as the body of a JSON string. */
+static void chrome_text(pl_buf *b, const char *t) {
+    for (const char *c = t ? t : ""; *c; c++) {
+        if (*c == '"' || *c == '\\') pl_buf_printf(b, "\\%c", *c);
+        else if ((unsigned char)*c < 0x20) pl_buf_printf(b, "\\u%04x", (unsigned)(unsigned char)*c);
+        else pl_buf_putc(b, *c);
+    }
+}
+
+int store_ops_chrome(const store_run *r, const store_op *ops, size_t n, pl_buf *out, pl_err *e) {
+    if (n == 0)
+        return pl_errf(e, PL_EINPUT, "run %lld has no recorded actions (pipelab run --trace, pipelab simulate --trace "
+                       "--db store them)", (long long)r->id);
+    pl_buf_puts(out, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"run\":");
+    pl_buf_printf(out, "%lld,\"kind\":\"", (long long)r->id);
+    chrome_text(out, r->kind);
+    pl_buf_puts(out, "\",\"schedule\":\"");
+    chrome_text(out, r->schedule);
+    pl_buf_puts(out, "\",\"uid\":\"");
+    chrome_text(out, r->uid);
+    pl_buf_puts(out, "\"},\"traceEvents\":[");
+    int last_rank = -1;
+    for (size_t i = 0; i < n; i++) {
+        const store_op *o = &ops[i];
+        if (o->rank != last_rank) { /* ops come ordered by rank: name its process and threads */
+            last_rank = o->rank;
+            pl_buf_printf(out, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},"
+                               "\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"compute\"}},"
+                               "\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"comm\"}}",
+                          i ? "," : "", o->rank, o->rank, o->rank, o->rank);
+        }
+        const char *k = o->kind ? o->kind : "";
+        int comm = !strncmp(k, "SEND", 4) || !strncmp(k, "RECV", 4) || !strncmp(k, "REDUCE", 6);
+        double dur = o->end_s - o->start_s;
+        pl_buf_puts(out, ",\n{\"name\":\"");
+        chrome_text(out, o->action);
+        pl_buf_puts(out, "\",\"cat\":\"");
+        chrome_text(out, k);
+        pl_buf_printf(out, "\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.6f,\"dur\":%.6f,\"args\":{\"stage\":%d,\"mb\":%d,"
+                           "\"seq\":%d}}",
+                      o->rank, comm, o->start_s * 1e6, dur > 0 ? dur * 1e6 : 0, o->stage, o->mb, o->seq);
+    }
+    pl_buf_puts(out, "\n]}\n");
+    return out->failed ? pl_errf(e, PL_ENOMEM, "out of memory writing the trace") : PL_OK;
+}

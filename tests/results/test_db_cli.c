@@ -41,8 +41,9 @@ static int count_runs(const char *path) {
     return ok ? (int)n : -1;
 }
 
-/* Writes one small run with this uid and kind into the database at path; returns 0 or -1. */
-static int put_run(const char *path, const char *uid, const char *kind) {
+/* Writes one small run with this uid and kind (and nops of ops, NULL for none) into the
+ * database at path; returns 0 or -1. */
+static int put_run_ops(const char *path, const char *uid, const char *kind, const store_op *ops, size_t nops) {
     store *s = NULL;
     pl_err e;
     if (store_open(path, 0, &s, &e) != PL_OK) return -1;
@@ -57,11 +58,14 @@ static int put_run(const char *path, const char *uid, const char *kind) {
     r.iteration_time_s = 1;
     r.throughput_samples_s = 4;
     store_rank_metric m[2] = {{.rank = 0, .busy_s = 1, .peak_mem_bytes = 1024}, {.rank = 1, .busy_s = 1, .peak_mem_bytes = 1024}};
-    int code = store_write_run(s, &r, m, 2, NULL, 0, NULL, &e);
+    int code = store_write_run(s, &r, m, 2, ops, nops, NULL, &e);
     if (code != PL_OK) fprintf(stderr, "\n  %s\n", e.msg);
     store_close(s);
     return code == PL_OK ? 0 : -1;
 }
+
+/* The same without ops. */
+static int put_run(const char *path, const char *uid, const char *kind) { return put_run_ops(path, uid, kind, NULL, 0); }
 
 /* Returns 1 when dir holds no entry other than the names in keep (NULL-terminated) and the
  * -wal / -shm files SQLite may keep beside them. */
@@ -286,6 +290,46 @@ static void test_plot_formats(void) {
     free(dir);
 }
 
+/* `pipelab db trace RUN` writes the run's recorded actions as a Chrome trace: one complete
+ * event per op in microseconds, compute on thread 0 and communication on thread 1 of the
+ * rank's process (golden lines); a run without ops, or no RUN, is refused. */
+static void test_db_trace(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "t.db"), *js = pl_test_path(dir, "t.json");
+    const store_op ops[3] = {{0, 0, "0F0", "F", 0, 0, 0.0, 0.001},
+                             {0, 1, "0SEND_F0", "SEND_F", 0, 0, 0.001, 0.0015},
+                             {1, 0, "1F0", "F", 1, 0, 0.001, 0.0035}};
+    CU_ASSERT_EQUAL_FATAL(put_run_ops(db, "aaaa1111", "measured", ops, 3), 0);
+    CU_ASSERT_EQUAL_FATAL(put_run(db, "bbbb2222", "simulated"), 0);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' db trace aaaa1111 --db '%s' -o '%s'", PIPELAB_BIN, db, js);
+    CU_ASSERT_EQUAL(sh(NULL, cmd), 0);
+    size_t n = 0;
+    char *t = slurp(js, &n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    int events = 0;
+    for (const char *p = t; (p = strstr(p, "\"ph\":\"X\"")); p++) events++;
+    CU_ASSERT_EQUAL(events, 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "{\"name\":\"0F0\",\"cat\":\"F\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":0.000000,"
+                                     "\"dur\":1000.000000,\"args\":{\"stage\":0,\"mb\":0,\"seq\":0}}"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "{\"name\":\"0SEND_F0\",\"cat\":\"SEND_F\",\"ph\":\"X\",\"pid\":0,\"tid\":1,"
+                                     "\"ts\":1000.000000,\"dur\":500.000000,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "{\"name\":\"1F0\",\"cat\":\"F\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":1000.000000,"
+                                     "\"dur\":2500.000000,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"rank 1\"}}"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t, "\"uid\":\"aaaa1111\""));
+    CU_ASSERT(n > 2 && strcmp(t + n - 3, "]}\n") == 0);
+    free(t);
+    char *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' db trace bbbb2222 --db '%s'", PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL(sh(&out, cmd), 1);
+    CU_ASSERT(out && strstr(out, "has no recorded actions") != NULL);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' db trace --db '%s'", PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL(sh(NULL, cmd), 2);
+    free(db), free(js), free(dir);
+}
+
 /* `pipelab simulate --db` stores the files the run read: the schedule (--from) and the model
  * (a PipeDream graph file), each with its size and its text, which equal the files'; a
  * hardware preset is no file and is not listed. */
@@ -337,6 +381,7 @@ void test_db_cli_register(void) {
         {"db list ids (p:X for predictions, unique prefixes) work in db show", test_list_ids},
         {"plot: the output's extension chooses png, svg or pdf", test_plot_formats},
         {"simulate --db stores the files it read", test_simulate_stores_inputs},
+        {"db trace writes a run's actions as a Chrome trace", test_db_trace},
         {NULL, NULL},
     };
     pl_test_suite("db and plot from the command line", cases);
