@@ -128,7 +128,8 @@ static void out_table(const store_comparison *c, pl_buf *b) {
         pl_buf_printf(b, "  %11.5g %11.5g ", p->sim.throughput_samples_s, p->meas.throughput_samples_s);
         pct(b, 9, p->err_thr);
         pl_buf_printf(b, "  %6.2f%% %6.2f%% ", 100 * p->sim.bubble_fraction, 100 * p->meas.bubble_fraction);
-        pct(b, 9, p->err_bubble_fraction);
+        if (isnan(p->err_bubble_fraction)) pl_buf_printf(b, "%9s", "-");
+        else pl_buf_printf(b, "%+6.2f pp", 100 * p->err_bubble_fraction);
         pl_buf_printf(b, "  %8.4gM %8.4gM ", p->sim.peak_mem_bytes / 1048576.0, p->meas.peak_mem_bytes / 1048576.0);
         pct(b, 9, p->err_mem);
         pl_buf_putc(b, '\n');
@@ -142,9 +143,14 @@ static void out_table(const store_comparison *c, pl_buf *b) {
     pl_buf_printf(b, "%-16s %9s %10s %6s\n", "METRIC", "MAPE", "MAX ERROR", "PAIRS");
     for (size_t k = 0; k < 4; k++) {
         pl_buf_printf(b, "%-16s ", rows[k].name);
-        if (rows[k].st->n) pl_buf_printf(b, "%8.2f%% %+9.2f%% %6d\n", 100 * rows[k].st->mape, 100 * rows[k].st->max_err, rows[k].st->n);
+        const char *u = k == 2 ? " pp" : "%"; /* the bubble: mean and largest difference, in points */
+        if (rows[k].st->n)
+            pl_buf_printf(b, "%*.2f%s %+*.2f%s %6d\n", k == 2 ? 6 : 8, 100 * rows[k].st->mape, u, k == 2 ? 7 : 9,
+                          100 * rows[k].st->max_err, u, rows[k].st->n);
         else pl_buf_printf(b, "%9s %10s %6d\n", "-", "-", 0);
     }
+    pl_buf_puts(b, "(bubble fraction: difference predicted - measured in percentage points, pp; its MAPE\n"
+                   " column is the mean absolute difference)\n");
 }
 
 /* CSV: one line per pair (errors as fractions). */
@@ -209,7 +215,7 @@ static void out_json(const store_comparison *c, pl_buf *b) {
     pl_buf_puts(b, ", ");
     json_stats(b, "throughput", &c->thr);
     pl_buf_puts(b, ", ");
-    json_stats(b, "bubble_fraction", &c->bubble_fraction);
+    json_stats(b, "bubble_fraction", &c->bubble_fraction); /* its errors: differences of fractions */
     pl_buf_puts(b, ", ");
     json_stats(b, "peak_mem", &c->mem);
     pl_buf_puts(b, "}}\n");

@@ -162,14 +162,17 @@ typedef struct store_filter {
 extern const char *const store_match_params[];
 
 /* One measured run and the simulated run that predicts it. Errors are signed and relative,
- * (predicted - measured) / measured; NAN when the measured value is 0 (then left out of MAPE). */
+ * (predicted - measured) / measured; NAN when the measured value is 0 (then left out of MAPE);
+ * but the bubble fraction's is the difference predicted - measured of the two fractions (0.02
+ * = 2 percentage points): relative to a small bubble, a small difference reads as a large error. */
 typedef struct store_pair {
     store_run sim, meas;          /* owned copies (store_comparison_free frees them) */
     double err_iter, err_thr, err_bubble_fraction, err_mem;
 } store_pair;
 
 /* Summary of one metric over the pairs: mean absolute percentage error and the signed error of
- * largest magnitude (both as fractions: 0.05 = 5%), over the n pairs where it is defined. */
+ * largest magnitude (both as fractions: 0.05 = 5%), over the n pairs where it is defined; for the
+ * bubble fraction, the mean absolute difference and the largest difference (fractions too). */
 typedef struct store_err_stats { double mape, max_err; int n; } store_err_stats;
 
 typedef struct store_comparison {

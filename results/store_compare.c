@@ -230,7 +230,9 @@ int store_compare(store *s, const store_filter *f, int loose, store_comparison *
         copy_run(&p->meas, &meas[i]);
         p->err_iter = rel_err(best->iteration_time_s, meas[i].iteration_time_s);
         p->err_thr = rel_err(best->throughput_samples_s, meas[i].throughput_samples_s);
-        p->err_bubble_fraction = rel_err(best->bubble_fraction, meas[i].bubble_fraction);
+        /* a fraction: the difference, not a relative error (that of a small bubble explodes) */
+        p->err_bubble_fraction = isnan(best->bubble_fraction) || isnan(meas[i].bubble_fraction)
+                                     ? NAN : best->bubble_fraction - meas[i].bubble_fraction;
         p->err_mem = rel_err((double)best->peak_mem_bytes, (double)meas[i].peak_mem_bytes);
         stat_add(&out->iter, p->err_iter);
         stat_add(&out->thr, p->err_thr);

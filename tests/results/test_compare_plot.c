@@ -97,19 +97,20 @@ static void test_pairing_and_errors(void) {
         CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].sim.iteration_time_s, 1.0, 0); /* the newest prediction */
         CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_iter, (1.0 - 1.1) / 1.1, 1e-15);
         CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_thr, (8.0 - 7.0) / 7.0, 1e-15);
-        CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_bubble_fraction, (0.30 - 0.25) / 0.25, 1e-12);
+        CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_bubble_fraction, 0.30 - 0.25, 1e-12); /* a difference */
         CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].err_mem, 0.1, 1e-15);
         CU_ASSERT_STRING_EQUAL(c.pairs[1].meas.schedule, "gpipe");
         CU_ASSERT_DOUBLE_EQUAL(c.pairs[1].err_iter, 0.25, 1e-15);
-        CU_ASSERT(isnan(c.pairs[1].err_bubble_fraction)); /* measured 0: undefined, left out */
+        CU_ASSERT_DOUBLE_EQUAL(c.pairs[1].err_bubble_fraction, c.pairs[1].sim.bubble_fraction, 1e-12); /* measured 0 */
         CU_ASSERT(isnan(c.pairs[1].err_mem));
     }
     double mape = (fabs((1.0 - 1.1) / 1.1) + 0.25) / 2;
     CU_ASSERT_DOUBLE_EQUAL(c.iter.mape, mape, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(c.iter.max_err, 0.25, 1e-15);
     CU_ASSERT_EQUAL(c.iter.n, 2);
-    CU_ASSERT_EQUAL(c.bubble_fraction.n, 1);
-    CU_ASSERT_DOUBLE_EQUAL(c.bubble_fraction.mape, 0.2, 1e-12);
+    CU_ASSERT_EQUAL(c.bubble_fraction.n, 2); /* differences: defined for a measured 0 too */
+    CU_ASSERT_DOUBLE_EQUAL(c.bubble_fraction.mape, (0.05 + 0.25) / 2, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(c.bubble_fraction.max_err, 0.25, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(c.thr.max_err, (4.0 - 5.0) / 5.0, 1e-15); /* |-0.2| > 1/7 */
     store_comparison_free(&c);
     /* Loose matching ignores the model: the width-128 run pairs too. */
