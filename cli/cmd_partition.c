@@ -292,6 +292,12 @@ static int run(const opts *o) {
     pl_buf_init(&out);
     render(&p, &hw, o->format, &out);
     rc = cli_write_output(NULL, &out);
+    /* no --capacity: the plan is free to exceed a device (PipeDream's planner ignores memory);
+     * say so when it does, rather than print a configuration that cannot run */
+    if (rc == CLI_OK && !o->capacity && hw.memory_bytes > 0 && p.peak_mem_bytes > hw.memory_bytes)
+        fprintf(stderr, "pipelab partition: note: this configuration needs %.1f GiB on its fullest device, more than "
+                        "the %.1f GiB of a %s device; --capacity device plans within it\n",
+                p.peak_mem_bytes / 1073741824.0, hw.memory_bytes / 1073741824.0, hw.name);
     if (rc == CLI_OK && o->output) {
         pl_buf f;
         pl_buf_init(&f);

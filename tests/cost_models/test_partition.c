@@ -693,6 +693,18 @@ static void test_partition_cli(void) {
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
     CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "fits in 10 bytes"));
     free(out);
+    /* without --capacity a plan may exceed the device: a note says so (here 4 GB of weights
+     * on one stage, with versions and gradients, against a 1 GB device); within it, none */
+    snprintf(cmd, sizeof cmd, "%s partition --model 'uniform:layers=2,param_bytes=2e9' --set device.memory_bytes=1e9 "
+             "--workers 2 --method balance", PIPELAB_BIN);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "more than the 0.9 GiB of a") && strstr(out, "--capacity device"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s partition --model 'uniform:layers=2,param_bytes=1e3' --set device.memory_bytes=1e9 "
+             "--workers 2 --method balance", PIPELAB_BIN);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT(out == NULL || strstr(out, "note:") == NULL);
+    free(out);
     remove(part);
     free(part);
     rmdir(dir);
