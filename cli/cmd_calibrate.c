@@ -11,6 +11,9 @@
 #include "store.h"
 #endif
 
+/* Below this R^2 a fit gets a warning. */
+#define CALIBRATE_R2_WARN 0.5
+
 static const char help_text[] =
     "usage: pipelab calibrate (--observations FILE.csv | --db FILE --run ID --model SPEC) [options]\n"
     "\n"
@@ -272,6 +275,17 @@ static int run(const opts *o) {
         fprintf(stderr, "  inter    %zu observations: latency %.4g s, bandwidth %.4g B/s (R^2 %.4f)\n", f.n_inter,
                 f.inter_latency_s, f.inter_bw_Bps, f.inter_r2);
     if (f.skipped[0]) fprintf(stderr, "  left at the base values: %s\n", f.skipped);
+    /* a line that explains little of the times it was fitted to predicts little either */
+    const struct { int have; double r2; const char *what, *how; } fits[] = {
+        {f.have_compute, f.compute_r2, "compute", "FLOPs (vary --width, --ffn or --microbatch-size)"},
+        {f.have_intra, f.intra_r2, "intra", "bytes"},
+        {f.have_inter, f.inter_r2, "inter", "bytes"}};
+    for (size_t k = 0; k < sizeof fits / sizeof fits[0]; k++)
+        if (fits[k].have && fits[k].r2 < CALIBRATE_R2_WARN)
+            fprintf(stderr, "  warning: the %s fit explains %.0f%% of the variation of its times (R^2 %.2f < %.1f): its "
+                            "observations span too narrow a range of %s, or are noisy; the file is written, but its "
+                            "%s parameters predict little\n",
+                    fits[k].what, 100 * fits[k].r2, fits[k].r2, CALIBRATE_R2_WARN, fits[k].how, fits[k].what);
     pl_buf out;
     pl_buf_init(&out);
     if (cost_hw_write(&hw, &out) != PL_OK) {

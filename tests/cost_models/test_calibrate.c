@@ -155,13 +155,26 @@ static void test_calibrate_cli(void) {
     char cmd[2048], *out = NULL;
     snprintf(cmd, sizeof cmd, "%s calibrate --observations %s --set device.flops_fp32=1e12 -o %s", PIPELAB_BIN, obs, ini);
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    int warned = out && strstr(out, "warning") != NULL;
     free(out);
+    out = NULL;
     cost_hw hw;
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(cost_hw_load(&hw, ini, &e), PL_OK);
     CU_ASSERT(fabs(hw.efficiency - EFF) / EFF < 0.02);
     CU_ASSERT(fabs(hw.inter_bandwidth_Bps - INTER_BW) / INTER_BW < 0.02);
     CU_ASSERT(fabs(hw.intra_bandwidth_Bps - INTRA_BW) / INTRA_BW < 0.02);
+    /* the synthetic fit is good: no warning; a fit that explains little gets one */
+    CU_ASSERT(!warned);
+    FILE *g = fopen(obs, "w");
+    fprintf(g, "kind,flops,bytes,seconds\ncompute,1e9,0,0.005\ncompute,2e9,0,0.001\ncompute,3e9,0,0.006\n"
+               "compute,1e9,0,0.002\ncompute,2e9,0,0.007\ncompute,3e9,0,0.003\n"); /* R^2 = 1/28 */
+    fclose(g);
+    snprintf(cmd, sizeof cmd, "%s calibrate --observations %s --set device.flops_fp32=1e13 -o %s", PIPELAB_BIN, obs, ini);
+    char *out2 = NULL;
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out2), 0);
+    CU_ASSERT_PTR_NOT_NULL(out2 ? strstr(out2, "warning: the compute fit explains 4% of the variation of its times (R^2 0.04") : NULL);
+    free(out2);
     snprintf(cmd, sizeof cmd, "%s calibrate --observations %s/missing.csv", PIPELAB_BIN, dir);
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
     free(out);
