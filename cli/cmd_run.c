@@ -359,7 +359,7 @@ static void out_table(const opts *o, const sched *s, const exec_result *r, const
                   "bub_frac", "pred_bf", "peak_bytes", "model_bytes", "cost_model", "pred_peak");
     for (int q = 0; q < r->ranks; q++) {
         const exec_rank_result *x = &r->rank[q];
-        pl_buf_printf(b, "%-4d %4d %12.6g %12.6g %12.6g %8.4f ", q, x->core, x->busy_s, x->idle_s, x->comm_s, x->bubble);
+        pl_buf_printf(b, "%-4d %4d %12.6g %12.6g %12.6g %8.4f ", q, x->core, x->busy_s, x->idle_s, x->comm_s, x->bubble_fraction);
         if (pr) pl_buf_printf(b, "%8.4f ", pr->rank[q].bubble_fraction);
         else pl_buf_printf(b, "%8s ", "-");
         pl_buf_printf(b, "%12zu %12zu ", x->peak.total_bytes, x->model_peak_bytes);
@@ -390,7 +390,7 @@ static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, 
                       r->pass_min_s / ip, r->pass_max_s / ip, r->pass_stddev_s / ip, r->throughput_samples_s);
         if (pr) pl_buf_printf(b, "%.9g,%.9g,%.6g,", pr->iteration_time_s, pr->throughput, rel_err(pr->iteration_time_s, r->iter_median_s));
         else pl_buf_puts(b, ",,,");
-        pl_buf_printf(b, "%d,%d,%.9g,%.9g,%.9g,%.9g,", q, x->core, x->busy_s, x->idle_s, x->comm_s, x->bubble);
+        pl_buf_printf(b, "%d,%d,%.9g,%.9g,%.9g,%.9g,", q, x->core, x->busy_s, x->idle_s, x->comm_s, x->bubble_fraction);
         if (pr) pl_buf_printf(b, "%.9g,", pr->rank[q].bubble_fraction);
         else pl_buf_puts(b, ",");
         pl_buf_printf(b, "%zu,%zu,", x->peak.total_bytes, x->model_peak_bytes);
@@ -421,7 +421,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
         const exec_rank_result *x = &r->rank[q];
         pl_buf_printf(b, "%s{\"rank\":%d,\"core\":%d,\"busy_s\":%.9g,\"idle_s\":%.9g,\"comm_s\":%.9g,\"bubble_fraction\":%.9g,"
                          "\"peak_bytes\":%zu,\"model_bytes\":%zu",
-                      q ? "," : "", q, x->core, x->busy_s, x->idle_s, x->comm_s, x->bubble, x->peak.total_bytes,
+                      q ? "," : "", q, x->core, x->busy_s, x->idle_s, x->comm_s, x->bubble_fraction, x->peak.total_bytes,
                       x->model_peak_bytes);
         if (mem) pl_buf_printf(b, ",\"cost_model_bytes\":%lld", (long long)mem[q].total_bytes);
         if (pr) pl_buf_printf(b, ",\"pred_bubble_fraction\":%.9g,\"pred_peak_bytes\":%lld", pr->rank[q].bubble_fraction, (long long)pr->rank[q].peak_bytes);

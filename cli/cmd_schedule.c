@@ -118,19 +118,19 @@ static int parse(int argc, char **argv, opts *o) {
 /* Writes the statistics as CSV (one row per rank) or JSON. */
 static void stats_machine(const sched *s, const sched_dryrun_result *r, int json, pl_buf *b) {
     if (!json) {
-        pl_buf_puts(b, "kind,ranks,stages,microbatches,iterations,steps,bubble,rank,busy_steps,rank_bubble,max_inflight\n");
+        pl_buf_puts(b, "kind,ranks,stages,microbatches,iterations,steps,bubble_fraction,rank,busy_steps,rank_bubble_fraction,max_inflight\n");
         for (int q = 0; q < s->ranks; q++)
             pl_buf_printf(b, "%s,%d,%d,%d,%d,%lld,%.6f,%d,%lld,%.6f,%d\n", s->kind, s->ranks, s->stages,
-                          s->microbatches, s->iterations, (long long)r->steps, r->bubble, q, (long long)r->busy[q],
+                          s->microbatches, s->iterations, (long long)r->steps, r->bubble_fraction, q, (long long)r->busy[q],
                           r->steps ? 1.0 - (double)r->busy[q] / (double)r->steps : 0.0, r->max_inflight[q]);
         return;
     }
     pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations\":%d,"
                      "\"placement\":\"%s\",\"weights\":\"%s\",\"recompute\":\"%s\",\"lowered\":%s,"
-                     "\"actions\":%zu,\"steps\":%lld,\"bubble\":%.6f,\"per_rank\":[",
+                     "\"actions\":%zu,\"steps\":%lld,\"bubble_fraction\":%.6f,\"per_rank\":[",
                   s->kind, s->ranks, s->stages, s->microbatches, s->iterations, sched_placement_name(s->placement),
                   sched_weights_name(s->weights), sched_recompute_name(s->recompute), s->lowered ? "true" : "false",
-                  sched_total_actions(s), (long long)r->steps, r->bubble);
+                  sched_total_actions(s), (long long)r->steps, r->bubble_fraction);
     for (int q = 0; q < s->ranks; q++)
         pl_buf_printf(b, "%s{\"rank\":%d,\"busy_steps\":%lld,\"max_inflight\":%d}", q ? "," : "", q,
                       (long long)r->busy[q], r->max_inflight[q]);

@@ -164,9 +164,9 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
         const exec_rank_result *x = &r->rank[q];
         idle += x->idle_s;
         comm += x->comm_s;
-        bub += x->bubble;
+        bub += x->bubble_fraction;
         if ((int64_t)x->peak.total_bytes > peak) peak = (int64_t)x->peak.total_bytes;
-        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->bubble, x->comm_s, (int64_t)x->peak.total_bytes};
+        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->bubble_fraction, x->comm_s, (int64_t)x->peak.total_bytes};
         nops += x->n_ops;
     }
     run.idle_s = idle;

@@ -231,7 +231,7 @@ int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *
         rr->gemm_s = gs / nmid;
         rr->gemm_flops = gf / nmid;
         rr->idle_s = (tot - busy) / nmid;
-        rr->bubble = tot > 0 ? (tot - busy) / tot : 0;
+        rr->bubble_fraction = tot > 0 ? (tot - busy) / tot : 0;
         rr->peak = rc_->peak;
         rr->allocated_bytes = rc_->allocated_bytes;
         rr->model_peak_bytes = rc_->model_peak_bytes;

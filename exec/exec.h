@@ -150,7 +150,7 @@ typedef struct exec_rank_result {
                             * busy_s is GELU, biases, copies, the loss and STEP) */
     double gemm_flops;     /* per pass, the FLOPs of those calls */
     double idle_s;         /* pass time minus busy */
-    double bubble;         /* idle / pass time */
+    double bubble_fraction; /* idle / pass time */
     exec_mem peak;         /* the bytes in use at the moment of the largest total */
     size_t allocated_bytes;/* what the rank allocated up front (weights pool, grads, stashes...) */
     size_t model_peak_bytes; /* largest weights + grads + optimizer + stash of microbatches whose F

@@ -341,7 +341,7 @@ int sched_dryrun_core(const sched *s, const sched_unit_costs *costs, sched_dryru
         busy += r->busy[q];
     }
     r->steps = steps;
-    r->bubble = steps > 0 ? 1.0 - (double)busy / ((double)steps * s->ranks) : 0.0;
+    r->bubble_fraction = steps > 0 ? 1.0 - (double)busy / ((double)steps * s->ranks) : 0.0;
     count_inflight(s, r->max_inflight);
 out:
     for (int t = 0; t < T_N; t++) free(d.tab[t]);

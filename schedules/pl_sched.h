@@ -235,7 +235,7 @@ typedef struct sched_slot {
 typedef struct sched_dryrun_result {
     int64_t steps;          /* makespan in steps */
     int64_t *busy;          /* [ranks] steps spent computing */
-    double bubble;          /* 1 - sum(busy) / (ranks * steps) */
+    double bubble_fraction; /* 1 - sum(busy) / (ranks * steps) */
     int *max_inflight;      /* [ranks] most (stage, mb) stashes held at once: F done, B (or W) not yet;
                              * with several chunks per rank each chunk's stash counts */
     sched_slot **slot;      /* [ranks][n actions of that rank] start/end of each action */

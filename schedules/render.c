@@ -111,7 +111,7 @@ void sched_render_stats(const sched *s, const sched_dryrun_result *r, pl_buf *b)
                   sched_recompute_name(s->recompute), s->lowered ? ", lowered" : "");
     pl_buf_printf(b, "actions         %zu\n", sched_total_actions(s));
     pl_buf_printf(b, "unit-time steps %lld\n", (long long)r->steps);
-    pl_buf_printf(b, "bubble fraction %.4f\n", r->bubble);
+    pl_buf_printf(b, "bubble fraction %.4f\n", r->bubble_fraction);
     for (int q = 0, shown = 0; q < s->ranks && !shown; q++)
         for (size_t i = 0; i < s->rank[q].n && !shown; i++)
             if (s->rank[q].acts[i].kind == SCHED_OVERLAP) {

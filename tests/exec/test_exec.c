@@ -407,7 +407,7 @@ static void test_loss_falls(void) {
     CU_ASSERT_EQUAL(r.n_iters, 32);
     for (int q = 0; q < 2; q++) {
         const exec_rank_result *rr = &r.rank[q];
-        CU_ASSERT(rr->bubble >= 0 && rr->bubble < 1);
+        CU_ASSERT(rr->bubble_fraction >= 0 && rr->bubble_fraction < 1);
         CU_ASSERT(rr->busy_s > 0 && rr->busy_s <= r.pass_max_s);
         /* every action of every timed pass, in order, inside its pass, on one clock */
         CU_ASSERT_EQUAL(rr->n_ops, (size_t)c.timed_passes * s->rank[q].n);

@@ -187,8 +187,8 @@ static void test_rank_figures_of_median_pass(void) {
         CU_ASSERT_DOUBLE_EQUAL(a.rank[r].busy_s + a.rank[r].idle_s, a.pass_median_s, 1e-12);
         CU_ASSERT_EQUAL(a.rank[r].busy_s, g_busy[r][med]);
         CU_ASSERT(a.rank[r].idle_s >= 0);
-        CU_ASSERT(a.rank[r].bubble >= 0 && a.rank[r].bubble < 1);
-        CU_ASSERT_DOUBLE_EQUAL(a.rank[r].bubble, a.rank[r].idle_s / a.pass_median_s, 1e-12);
+        CU_ASSERT(a.rank[r].bubble_fraction >= 0 && a.rank[r].bubble_fraction < 1);
+        CU_ASSERT_DOUBLE_EQUAL(a.rank[r].bubble_fraction, a.rank[r].idle_s / a.pass_median_s, 1e-12);
     }
     exec_result_free(&a);
     sched_free(s);

@@ -473,8 +473,8 @@ static void expect_steps(const sched *s, int64_t want, double want_bubble, const
     sched_dryrun_result r;
     if (unit_run(s, &r, what) != 0) return;
     if (r.steps != want) GFAIL("%s: %lld steps, want %lld", what, (long long)r.steps, (long long)want);
-    if (fabs(r.bubble - want_bubble) > 1e-12)
-        GFAIL("%s: bubble %.15f, want %.15f", what, r.bubble, want_bubble);
+    if (fabs(r.bubble_fraction - want_bubble) > 1e-12)
+        GFAIL("%s: bubble %.15f, want %.15f", what, r.bubble_fraction, want_bubble);
     sched_dryrun_free(&r, s->ranks);
 }
 

@@ -83,7 +83,7 @@ static void test_dryrun_hand_case(void) {
     CU_ASSERT_EQUAL_FATAL(sched_dryrun(s, NULL, &r, &e), PL_OK);
     CU_ASSERT_EQUAL(r.steps, 6);
     CU_ASSERT_EQUAL(r.busy[0], 4);
-    CU_ASSERT_DOUBLE_EQUAL(r.bubble, 1.0 - 8.0 / 12.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.bubble_fraction, 1.0 - 8.0 / 12.0, 1e-12);
     CU_ASSERT_EQUAL(r.slot[0][2].start, 4);
     CU_ASSERT_EQUAL(r.slot[1][2].start, 3);
     CU_ASSERT_EQUAL(r.max_inflight[0], 2);
