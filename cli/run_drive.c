@@ -171,7 +171,7 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     }
     run.idle_s = idle;
     run.bubble_fraction = p > 0 ? bub / p : 0;
-    run.zb_bubble_rate = NAN; /* not measured: the executor keeps no per-rank compute span */
+    run.zb_bubble_rate = r->zb_bubble_rate; /* NAN when not measured */
     run.comm_time_s = comm;
     run.peak_mem_bytes = peak;
     run.repetitions = r->timed_passes;

@@ -214,13 +214,15 @@ int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *
         mid[1] = ord[T / 2];
         free(ord);
     }
+    out->zb_bubble_rate = NAN;
     for (int r = 0; r < p; r++) {
         exec_rank_result *rr = &out->rank[r];
         const exec_rank_record *rc_ = &recs[r];
-        double busy = 0, comm = 0, tot = 0, gs = 0, gf = 0;
+        double busy = 0, comm = 0, tot = 0, gs = 0, gf = 0, span = 0;
         for (int k = 0; k < nmid; k++) {
             int t = mid[k];
             busy += rc_->busy_s[W + t];
+            span += rc_->span_s ? rc_->span_s[W + t] : 0;
             comm += rc_->comm_s[W + t];
             gs += rc_->gemm_s[W + t];
             gf += rc_->gemm_flops[W + t];
@@ -232,6 +234,11 @@ int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *
         rr->gemm_flops = gf / nmid;
         rr->idle_s = (tot - busy) / nmid;
         rr->bubble_fraction = tot > 0 ? (tot - busy) / tot : 0;
+        if (span > 0) { /* the paper's rate: the worst rank's idle share of its own span */
+            double rate = (span - busy) / span;
+            if (rate < 0) rate = 0;
+            if (isnan(out->zb_bubble_rate) || rate > out->zb_bubble_rate) out->zb_bubble_rate = rate;
+        }
         rr->peak = rc_->peak;
         rr->allocated_bytes = rc_->allocated_bytes;
         rr->model_peak_bytes = rc_->model_peak_bytes;

@@ -179,6 +179,9 @@ typedef struct exec_result {
     double pass_median_s, pass_min_s, pass_max_s, pass_stddev_s; /* per timed pass */
     double iter_median_s;  /* pass_median_s / iterations_per_pass */
     double throughput_samples_s; /* microbatches * b * iterations_per_pass / pass_median_s */
+    double zb_bubble_rate; /* the Zero Bubble paper's rate of the median pass: the largest over
+                            * ranks of (span - busy) / span, span from the rank's first compute
+                            * start to its last compute end (sim.h); NAN when not measured */
     double *pass_s;        /* [timed_passes] (owned) */
     /* training */
     int n_iters;           /* (warmup + timed) * iterations_per_pass */
@@ -256,6 +259,7 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
 /* What one rank's worker measured and holds at the end: the pieces exec_run assembles. An MPI
  * driver runs exec_run_rank in each process, sends the records to rank 0 (after shifting each
  * rank's times onto rank 0's clock) and calls exec_assemble there. */
+#define EXEC_REC_ARRAYS 7
 typedef struct exec_rank_record {
     int rank;
     int passes;               /* warm-up + timed */
@@ -263,7 +267,10 @@ typedef struct exec_rank_record {
     double *pass_end_s;       /* [passes] */
     double *busy_s, *comm_s;  /* [passes] compute and SEND/RECV time in each pass */
     double *gemm_s, *gemm_flops; /* [passes] time inside the model's sgemm calls and their FLOPs
-                               * (part of busy_s); all six arrays are one block of 6 x passes */
+                               * (part of busy_s) */
+    double *span_s;           /* [passes] from the start of the rank's first compute action to the
+                               * end of its last (the Zero Bubble paper's per-rank cost); all
+                               * EXEC_REC_ARRAYS arrays are one block of EXEC_REC_ARRAYS x passes */
     exec_mem peak;
     size_t allocated_bytes;
     size_t model_peak_bytes;  /* see exec_rank_result */

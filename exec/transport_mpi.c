@@ -407,7 +407,7 @@ static void send_record(mend *m, const exec_rank_record *r, size_t n_loss) {
                   (int64_t)r->allocated_bytes, (int64_t)r->model_peak_bytes, r->has_prof, r->peak, {0}};
     memcpy(h.prof_s, r->prof_s, sizeof h.prof_s);
     MPI_Send(&h, (int)sizeof h, MPI_BYTE, 0, 10, m->ctl);
-    MPI_Send(r->pass_start_s, 6 * r->passes, MPI_DOUBLE, 0, 11, m->ctl);
+    MPI_Send(r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, 0, 11, m->ctl);
     if (r->n_ops) MPI_Send(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, 0, 12, m->ctl);
     MPI_Send(r->loss_mb, (int)n_loss, MPI_DOUBLE, 0, 13, m->ctl);
     MPI_Send(r->weights, (int)r->n_weights, MPI_FLOAT, 0, 14, m->ctl);
@@ -429,7 +429,7 @@ static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
     r->peak = h.peak;
     r->has_prof = (int)h.has_prof;
     memcpy(r->prof_s, h.prof_s, sizeof r->prof_s);
-    r->pass_start_s = pl_calloc(6 * (size_t)r->passes, sizeof(double));
+    r->pass_start_s = pl_calloc(EXEC_REC_ARRAYS * (size_t)r->passes, sizeof(double));
     r->ops = r->n_ops ? pl_calloc(r->n_ops, sizeof *r->ops) : NULL;
     r->loss_mb = pl_calloc((size_t)h.n_loss ? (size_t)h.n_loss : 1, sizeof(double));
     r->weights = pl_calloc(r->n_weights ? r->n_weights : 1, sizeof(float));
@@ -440,7 +440,8 @@ static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
     r->comm_s = r->pass_start_s + 3 * r->passes;
     r->gemm_s = r->pass_start_s + 4 * r->passes;
     r->gemm_flops = r->pass_start_s + 5 * r->passes;
-    MPI_Recv(r->pass_start_s, 6 * r->passes, MPI_DOUBLE, src, 11, m->ctl, MPI_STATUS_IGNORE);
+    r->span_s = r->pass_start_s + 6 * r->passes;
+    MPI_Recv(r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, src, 11, m->ctl, MPI_STATUS_IGNORE);
     if (r->n_ops) MPI_Recv(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, src, 12, m->ctl, MPI_STATUS_IGNORE);
     MPI_Recv(r->loss_mb, (int)h.n_loss, MPI_DOUBLE, src, 13, m->ctl, MPI_STATUS_IGNORE);
     MPI_Recv(r->weights, (int)r->n_weights, MPI_FLOAT, src, 14, m->ctl, MPI_STATUS_IGNORE);

@@ -520,7 +520,7 @@ static void worker_walk(exec_xrank *x) {
         if (x->rc == PL_OK && x->prof) x->rc = prof_gap(x, pass == 0, pass - c->warmup_passes);
         if (x->rc != PL_OK) break;
         int timed = x->pass >= c->warmup_passes;
-        double busy = 0, comm = 0, g0_s, g0_f, g1_s, g1_f;
+        double busy = 0, comm = 0, g0_s, g0_f, g1_s, g1_f, first = -1, last = -1;
         exec_gemm_clock(&g0_s, &g0_f);
         double t0 = pl_now_s();
         x->pass_start_s[x->pass] = t0;
@@ -547,7 +547,11 @@ static void worker_walk(exec_xrank *x) {
                 break;
             }
             if (x->r == 0) pl_progress_set(c->progress, (uint64_t)pass * rk->n + k + 1);
-            if (sched_kind_is_compute((sched_kind)a->kind)) busy += s1 - s0;
+            if (sched_kind_is_compute((sched_kind)a->kind)) {
+                busy += s1 - s0;
+                if (first < 0) first = s0;
+                last = s1;
+            }
             else if (sched_kind_is_comm((sched_kind)a->kind)) comm += s1 - s0;
             if (timed && c->record_ops && x->n_ops < x->cap_ops) {
                 exec_op *op = &x->ops[x->n_ops++];
@@ -569,6 +573,7 @@ static void worker_walk(exec_xrank *x) {
         x->pass_end_s[x->pass] = pl_now_s();
         x->busy_s[x->pass] = busy;
         x->comm_s[x->pass] = comm;
+        x->span_s[x->pass] = first >= 0 ? last - first : 0;
         exec_gemm_clock(&g1_s, &g1_f);
         x->gemm_s[x->pass] = g1_s - g0_s;
         x->gemm_flops[x->pass] = g1_f - g0_f;

@@ -306,13 +306,14 @@ int exec_xrank_setup(exec_xrank *x, int r, const sched *s, const exec_config *c,
     int rc = exec_xrank_init(x, r, s, c, blocks, data, loss_mb, e);
     if (rc) return rc;
     x->core = -1;
-    x->pass_start_s = pl_calloc(6 * (size_t)P, sizeof(double));
+    x->pass_start_s = pl_calloc(EXEC_REC_ARRAYS * (size_t)P, sizeof(double));
     if (!x->pass_start_s) return pl_errf(e, PL_ENOMEM, "out of memory");
     x->pass_end_s = x->pass_start_s + P;
     x->busy_s = x->pass_start_s + 2 * P;
     x->comm_s = x->pass_start_s + 3 * P;
     x->gemm_s = x->pass_start_s + 4 * P;
     x->gemm_flops = x->pass_start_s + 5 * P;
+    x->span_s = x->pass_start_s + 6 * P;
     if (c->record_ops) {
         x->cap_ops = s->rank[r].n * (size_t)c->timed_passes;
         x->ops = pl_calloc(x->cap_ops ? x->cap_ops : 1, sizeof *x->ops);
@@ -329,12 +330,13 @@ int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_byt
     memset(rec, 0, sizeof *rec);
     rec->rank = x->r;
     rec->passes = P;
-    rec->pass_start_s = x->pass_start_s; /* one block of 6 P doubles */
+    rec->pass_start_s = x->pass_start_s; /* one block of EXEC_REC_ARRAYS P doubles */
     rec->pass_end_s = x->pass_end_s;
     rec->busy_s = x->busy_s;
     rec->comm_s = x->comm_s;
     rec->gemm_s = x->gemm_s;
     rec->gemm_flops = x->gemm_flops;
+    rec->span_s = x->span_s;
     x->pass_start_s = NULL;
     rec->peak = x->peak;
     rec->allocated_bytes = allocated_bytes;

@@ -53,8 +53,9 @@ typedef struct store_run {
     double idle_s;                /* idle seconds, summed over ranks */
     double bubble_fraction;       /* idle fraction in [0, 1]: 1 - sum busy / (ranks x window) */
     double zb_bubble_rate;        /* Zero Bubble paper's bubble rate (cost - m(TF+TB+TW)) / cost,
-                                   * see sim.h; NAN = not recorded (stored as NULL: measured
-                                   * runs, and runs stored before version 3) */
+                                   * see sim.h; measured runs: of their median pass, from each
+                                   * rank's compute span; NAN = not recorded (stored as NULL:
+                                   * runs stored before version 3, measured ones before this) */
     double comm_time_s;
     int64_t peak_mem_bytes;       /* max over ranks */
     int oom;                      /* 1 when some rank ran out of memory */

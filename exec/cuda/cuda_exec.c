@@ -537,13 +537,18 @@ static int pass_times(cx_rank *c, double th0, pl_err *e) {
                                         "(PIPELAB_CUDA_SYNC=1 names the action)", x->r, c->dev, x->pass,
                        cudaGetErrorName(st), cudaGetErrorString(st));
     int rc = PL_OK, timed = x->pass >= cfg->warmup_passes;
-    double busy = 0, comm = 0, gs = 0;
+    double busy = 0, comm = 0, gs = 0, first = -1, last = -1;
     for (size_t k = 0; k < rk->n && rc == PL_OK; k++) {
         const sched_action *a = &rk->acts[k];
         double t0 = ms_between(c->ev_p0, c->ev_act[2 * k], &rc, e) * 1e-3;
         double t1 = ms_between(c->ev_p0, c->ev_act[2 * k + 1], &rc, e) * 1e-3;
-        if (sched_kind_is_compute((sched_kind)a->kind)) busy += t1 - t0;
-        else if (sched_kind_is_comm((sched_kind)a->kind)) comm += t1 - t0;
+        if (sched_kind_is_compute((sched_kind)a->kind)) {
+            busy += t1 - t0;
+            if (first < 0) first = t0;
+            last = t1;
+        } else if (sched_kind_is_comm((sched_kind)a->kind)) {
+            comm += t1 - t0;
+        }
         if (timed && cfg->record_ops && x->n_ops < x->cap_ops) {
             exec_op *op = &x->ops[x->n_ops++];
             op->act = *a;
@@ -561,6 +566,7 @@ static int pass_times(cx_rank *c, double th0, pl_err *e) {
     x->comm_s[x->pass] = comm;
     x->gemm_s[x->pass] = gs;
     x->gemm_flops[x->pass] = c->g.flops;
+    x->span_s[x->pass] = first >= 0 ? last - first : 0;
     return PL_OK;
 }
 

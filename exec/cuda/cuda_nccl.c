@@ -220,7 +220,7 @@ static void send_record(const exec_rank_record *r, size_t nl) {
     long long h[8] = {r->rank, r->passes, (long long)r->n_ops, (long long)r->n_weights, r->core, (long long)nl,
                       (long long)r->allocated_bytes, (long long)r->model_peak_bytes};
     MPI_Send(h, 8, MPI_LONG_LONG, 0, 80, MPI_COMM_WORLD);
-    MPI_Send(r->pass_start_s, 6 * r->passes, MPI_DOUBLE, 0, 81, MPI_COMM_WORLD);
+    MPI_Send(r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, 0, 81, MPI_COMM_WORLD);
     MPI_Send(&r->peak, (int)sizeof r->peak, MPI_BYTE, 0, 82, MPI_COMM_WORLD);
     if (r->n_ops) MPI_Send(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, 0, 83, MPI_COMM_WORLD);
     MPI_Send(r->loss_mb, (int)nl, MPI_DOUBLE, 0, 84, MPI_COMM_WORLD);
@@ -240,7 +240,7 @@ static int recv_record(int src, double off, exec_rank_record *r, pl_err *e) {
     size_t nl = (size_t)h[5];
     r->allocated_bytes = (size_t)h[6];
     r->model_peak_bytes = (size_t)h[7];
-    r->pass_start_s = pl_calloc(6 * (size_t)r->passes, sizeof(double));
+    r->pass_start_s = pl_calloc(EXEC_REC_ARRAYS * (size_t)r->passes, sizeof(double));
     r->ops = r->n_ops ? pl_calloc(r->n_ops, sizeof *r->ops) : NULL;
     r->loss_mb = pl_calloc(nl ? nl : 1, sizeof(double));
     r->weights = pl_calloc(r->n_weights ? r->n_weights : 1, sizeof(float));
@@ -252,7 +252,8 @@ static int recv_record(int src, double off, exec_rank_record *r, pl_err *e) {
     r->comm_s = r->pass_start_s + 3 * P;
     r->gemm_s = r->pass_start_s + 4 * P;
     r->gemm_flops = r->pass_start_s + 5 * P;
-    MPI_Recv(r->pass_start_s, 6 * P, MPI_DOUBLE, src, 81, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    r->span_s = r->pass_start_s + 6 * P;
+    MPI_Recv(r->pass_start_s, EXEC_REC_ARRAYS * P, MPI_DOUBLE, src, 81, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Recv(&r->peak, (int)sizeof r->peak, MPI_BYTE, src, 82, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (r->n_ops) MPI_Recv(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, src, 83, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Recv(r->loss_mb, (int)nl, MPI_DOUBLE, src, 84, MPI_COMM_WORLD, MPI_STATUS_IGNORE);

@@ -138,6 +138,56 @@ static void test_run_rank_setup_failure(void) {
     sched_free(s);
 }
 
+/* The measured Zero Bubble rate: each rank's compute span holds its busy time (span >= busy,
+ * by construction of both from the same clock reads), and the run's rate is exactly the worst
+ * rank's (span - busy) / span of the median pass, recomputed here from the records. */
+static double g_span[2][5], g_busy2[2][5];
+
+static void keep_spans(exec_rank_record *recs, int ranks, const exec_config *c) {
+    for (int r = 0; r < ranks; r++)
+        for (int t = 0; t < c->timed_passes; t++) {
+            g_span[r][t] = recs[r].span_s[c->warmup_passes + t];
+            g_busy2[r][t] = recs[r].busy_s[c->warmup_passes + t];
+        }
+}
+
+static void test_zb_bubble_rate_measured(void) {
+    pl_err e;
+    pl_err_clear(&e);
+    sched_gen_opts o = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *g = sched_generate("zb-h1", &o, &e);
+    sched *s = g ? sched_lower(g, &e) : NULL;
+    sched_free(g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    exec_config c;
+    exec_config_default(&c);
+    c.hidden = 32;
+    c.ffn = 64;
+    c.layers = 2;
+    c.microbatch_size = 4;
+    c.warmup_passes = 1;
+    c.timed_passes = 3;
+    c.oversubscribe = 1;
+    exec_result a;
+    int rc = run_by_ranks_edit(s, &c, &a, keep_spans, &e);
+    CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
+    int med = -1;
+    for (int t = 0; t < 3; t++)
+        if (a.pass_s[t] == a.pass_median_s) med = t;
+    CU_ASSERT_FATAL(med >= 0);
+    double worst = 0;
+    for (int r = 0; r < 2; r++)
+        for (int t = 0; t < 3; t++) {
+            CU_ASSERT(g_span[r][t] >= g_busy2[r][t] && g_span[r][t] > 0);
+            if (t == med && (g_span[r][t] - g_busy2[r][t]) / g_span[r][t] > worst)
+                worst = (g_span[r][t] - g_busy2[r][t]) / g_span[r][t];
+        }
+    CU_ASSERT_DOUBLE_EQUAL(a.zb_bubble_rate, worst, 1e-12);
+    CU_ASSERT(a.zb_bubble_rate >= 0 && a.zb_bubble_rate < 1);
+    exec_result_free(&a);
+    sched_free(s);
+}
+
 /* The timed pass the test makes slow, and by how much (seconds). */
 #define SLOW_PASS 1
 #define SLOW_BY 1.0
@@ -199,6 +249,7 @@ void exec_test_rank_register(void) {
         {"exec_run_rank + exec_assemble = exec_run", test_run_rank_equals_run},
         {"a rank's setup failure stops the others", test_run_rank_setup_failure},
         {"per-rank figures come from the median pass", test_rank_figures_of_median_pass},
+        {"the measured Zero Bubble rate", test_zb_bubble_rate_measured},
         {NULL, NULL}};
     pl_test_suite("exec per-rank entry", cases);
 }
