@@ -138,6 +138,32 @@ static void test_run_rank_setup_failure(void) {
     sched_free(s);
 }
 
+/* Runs kind (2 ranks, 4 microbatches; hidden 32, 2 blocks, 1 warm-up and 3 timed passes) rank
+ * by rank with the records edited before assembly; fills a (exec_result_free) and returns the
+ * code. */
+static int small_run_edited(const char *kind, recs_edit edit, exec_result *a) {
+    pl_err e;
+    pl_err_clear(&e);
+    sched_gen_opts o = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *g = sched_generate(kind, &o, &e);
+    sched *s = g ? sched_lower(g, &e) : NULL;
+    sched_free(g);
+    if (!s) return e.code ? e.code : PL_EINTERNAL;
+    exec_config c;
+    exec_config_default(&c);
+    c.hidden = 32;
+    c.ffn = 64;
+    c.layers = 2;
+    c.microbatch_size = 4;
+    c.warmup_passes = 1;
+    c.timed_passes = 3;
+    c.oversubscribe = 1;
+    int rc = run_by_ranks_edit(s, &c, a, edit, &e);
+    if (rc) fprintf(stderr, "run_by_ranks %s: %s\n", kind, e.msg);
+    sched_free(s);
+    return rc;
+}
+
 /* The measured Zero Bubble rate: each rank's compute span holds its busy time (span >= busy,
  * by construction of both from the same clock reads), and the run's rate is exactly the worst
  * rank's (span - busy) / span of the median pass, recomputed here from the records. */
@@ -152,25 +178,8 @@ static void keep_spans(exec_rank_record *recs, int ranks, const exec_config *c) 
 }
 
 static void test_zb_bubble_rate_measured(void) {
-    pl_err e;
-    pl_err_clear(&e);
-    sched_gen_opts o = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
-    sched *g = sched_generate("zb-h1", &o, &e);
-    sched *s = g ? sched_lower(g, &e) : NULL;
-    sched_free(g);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    exec_config c;
-    exec_config_default(&c);
-    c.hidden = 32;
-    c.ffn = 64;
-    c.layers = 2;
-    c.microbatch_size = 4;
-    c.warmup_passes = 1;
-    c.timed_passes = 3;
-    c.oversubscribe = 1;
     exec_result a;
-    int rc = run_by_ranks_edit(s, &c, &a, keep_spans, &e);
-    CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
+    CU_ASSERT_EQUAL_FATAL(small_run_edited("zb-h1", keep_spans, &a), PL_OK);
     int med = -1;
     for (int t = 0; t < 3; t++)
         if (a.pass_s[t] == a.pass_median_s) med = t;
@@ -185,7 +194,6 @@ static void test_zb_bubble_rate_measured(void) {
     CU_ASSERT_DOUBLE_EQUAL(a.zb_bubble_rate, worst, 1e-12);
     CU_ASSERT(a.zb_bubble_rate >= 0 && a.zb_bubble_rate < 1);
     exec_result_free(&a);
-    sched_free(s);
 }
 
 /* The timed pass the test makes slow, and by how much (seconds). */
@@ -207,26 +215,8 @@ static void slow_pass(exec_rank_record *recs, int ranks, const exec_config *c) {
  * median pass's own, and the bubble stays below 1 (averaged over all passes, the idle time
  * would include a third of the stall, far more than a whole pass of this small run). */
 static void test_rank_figures_of_median_pass(void) {
-    pl_err e;
-    pl_err_clear(&e);
-    sched_gen_opts o = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
-    sched *g = sched_generate("1f1b", &o, &e);
-    sched *s = g ? sched_lower(g, &e) : NULL;
-    sched_free(g);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    exec_config c;
-    exec_config_default(&c);
-    c.hidden = 32;
-    c.ffn = 64;
-    c.layers = 2;
-    c.microbatch_size = 4;
-    c.warmup_passes = 1;
-    c.timed_passes = 3;
-    c.oversubscribe = 1;
     exec_result a;
-    int rc = run_by_ranks_edit(s, &c, &a, slow_pass, &e);
-    if (rc) fprintf(stderr, "run_by_ranks: %s\n", e.msg);
-    CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
+    CU_ASSERT_EQUAL_FATAL(small_run_edited("1f1b", slow_pass, &a), PL_OK);
     CU_ASSERT(a.pass_s[SLOW_PASS] >= SLOW_BY);
     CU_ASSERT(a.pass_median_s < SLOW_BY);
     int med = -1; /* the median pass: the other two are the fast ones, the median the slower */
@@ -241,7 +231,6 @@ static void test_rank_figures_of_median_pass(void) {
         CU_ASSERT_DOUBLE_EQUAL(a.rank[r].bubble_fraction, a.rank[r].idle_s / a.pass_median_s, 1e-12);
     }
     exec_result_free(&a);
-    sched_free(s);
 }
 
 void exec_test_rank_register(void) {
