@@ -308,13 +308,34 @@ static int take_msg(tboard *b, int r, int i, void *data, size_t bytes, pl_err *e
     return rc;
 }
 
+/* One wait of a rank for a message (b->mu held): first spins on its arrivals counter with the
+ * lock released (*spin_end = 0 once spun out: sleep from then on), then sleeps, counted as
+ * blocked on (src, key), until woken or the deadline. Returns PL_OK (look again) or the error. */
+static int recv_wait_step(tboard *b, int rank, int src, exec_msg_key key, struct timespec *dl, double *spin_end,
+                          pl_err *e) {
+    tbox *x = &b->box[rank];
+    if (*spin_end > 0) {
+        uint64_t seen = atomic_load_explicit(&x->arrivals, memory_order_relaxed);
+        pthread_mutex_unlock(&b->mu);
+        int changed = spin_until(b, &x->arrivals, seen, *spin_end);
+        pthread_mutex_lock(&b->mu);
+        if (!changed) *spin_end = 0;
+        return PL_OK;
+    }
+    x->wait_src = src;
+    x->wait_key = key;
+    block_locked(b, rank, W_RECV);
+    int rc = wait_locked(b, rank, dl, e);
+    unblock_locked(b, rank);
+    return rc;
+}
+
 /* Takes the message key from src out of this rank's mailbox into data, waiting (timed,
  * abortable) until it arrives; a size other than bytes is an error. Returns PL_OK or the error. */
 static int t_recv(exec_transport *t, int src, exec_msg_key key, void *data, size_t bytes, pl_err *e) {
     tend *en = t->impl;
     tboard *b = en->b;
     pthread_mutex_lock(&b->mu);
-    tbox *x = &b->box[en->rank];
     struct timespec dl = deadline_of(b->timeout_s);
     int rc = PL_OK;
     double spin_end = b->spin_s > 0 ? pl_now_s() + b->spin_s : 0;
@@ -325,20 +346,7 @@ static int t_recv(exec_transport *t, int src, exec_msg_key key, void *data, size
             rc = take_msg(b, en->rank, found, data, bytes, e);
             break;
         }
-        if (spin_end > 0) {
-            uint64_t seen = atomic_load_explicit(&x->arrivals, memory_order_relaxed);
-            pthread_mutex_unlock(&b->mu);
-            int changed = spin_until(b, &x->arrivals, seen, spin_end);
-            pthread_mutex_lock(&b->mu);
-            if (changed) continue;
-            spin_end = 0; /* spun out: sleep from now on */
-            continue;
-        }
-        x->wait_src = src;
-        x->wait_key = key;
-        block_locked(b, en->rank, W_RECV);
-        rc = wait_locked(b, en->rank, &dl, e);
-        unblock_locked(b, en->rank);
+        rc = recv_wait_step(b, en->rank, src, key, &dl, &spin_end, e);
         if (rc != PL_OK) break;
     }
     pthread_mutex_unlock(&b->mu);
@@ -393,19 +401,7 @@ static int t_wait_recv(exec_transport *t, int src, exec_msg_key key, pl_err *e) 
         tpost *p = &x->post[i];
         if (p->state == P_BAD) rc = pl_errf(e, PL_EINPUT, "message from rank %d has %zu bytes, expected %zu", src, p->got, p->bytes);
         if (p->state != P_WAIT) break;
-        if (spin_end > 0) {
-            uint64_t seen = atomic_load_explicit(&x->arrivals, memory_order_relaxed);
-            pthread_mutex_unlock(&b->mu);
-            int changed = spin_until(b, &x->arrivals, seen, spin_end);
-            pthread_mutex_lock(&b->mu);
-            if (!changed) spin_end = 0; /* spun out: sleep from now on */
-            continue;
-        }
-        x->wait_src = src;
-        x->wait_key = key;
-        block_locked(b, en->rank, W_RECV);
-        rc = wait_locked(b, en->rank, &dl, e);
-        unblock_locked(b, en->rank);
+        rc = recv_wait_step(b, en->rank, src, key, &dl, &spin_end, e);
         if (rc != PL_OK) break;
     }
     x->post[i] = x->post[--x->npost]; /* done with it, whatever happened */
