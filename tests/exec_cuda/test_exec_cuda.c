@@ -2,8 +2,9 @@
  * F, I and W on fresh random inputs in fp32, tf32 and bf16 (relative error bounds of
  * METHOD-style norms, every output element written), whole runs against the CPU executor on
  * the same seed, every schedule against the sequential reference (as the CPU tests do), the
- * memory bookkeeping equal to the CPU's, faults naming rank and action, the SM split, the
- * profiler. Without a usable GPU no test is registered and the binary exits 77 (CTest: skipped). */
+ * memory bookkeeping equal to the CPU's, the Zero Bubble rate from the recorded actions, faults
+ * naming rank and action, the SM split, the profiler. Without a usable GPU no test is registered
+ * and the binary exits 77 (CTest: skipped). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -335,7 +336,8 @@ static void test_gpipe_equals_1f1b(void) {
 /* ---------------------------------------------------------------- memory, times, faults */
 
 /* The GPU worker keeps the CPU worker's bookkeeping: the same peaks, exactly; the one device
- * allocation holds them; the event times nest (GEMMs inside compute, ops ordered). */
+ * allocation holds them; the event times nest (GEMMs inside compute, ops ordered); the per-pass
+ * compute spans give the Zero Bubble rate. */
 static void test_memory_and_times(void) {
     sched *s = lowered("1f1b", 4, 8, 0, 0);
     if (!s) return;
@@ -369,6 +371,45 @@ static void test_memory_and_times(void) {
         }
     }
     CU_ASSERT(rg.pass_median_s > 0);
+    /* the Zero Bubble rate: each rank's compute span of a pass (first compute start to last
+     * compute end) holds its busy time, and the run's rate is the worst rank's (span - busy) /
+     * span over the median pass(es), recomputed here from the recorded actions */
+    int T = c.timed_passes, mid[2], nmid = T % 2 ? 1 : 2, ord[8];
+    CU_ASSERT_FATAL(T <= 8);
+    for (int t = 0; t < T; t++) ord[t] = t;
+    for (int t = 1; t < T; t++) /* stable by pass time, as exec_assemble picks them */
+        for (int u = t; u > 0 && rg.pass_s[ord[u]] < rg.pass_s[ord[u - 1]]; u--) {
+            int x = ord[u];
+            ord[u] = ord[u - 1];
+            ord[u - 1] = x;
+        }
+    mid[0] = ord[(T - 1) / 2];
+    mid[1] = ord[T / 2];
+    double worst = -1;
+    for (int q = 0; q < s->ranks; q++) {
+        const exec_rank_result *g = &rg.rank[q];
+        double span = 0, busy = 0;
+        for (int k = 0; k < nmid; k++) {
+            double b = 0, first = 0, last = 0;
+            int seen = 0;
+            for (size_t i = 0; i < g->n_ops; i++) {
+                const exec_op *o = &g->ops[i];
+                if (o->pass != mid[k] || !sched_kind_is_compute((sched_kind)o->act.kind)) continue;
+                b += o->end_s - o->start_s;
+                if (!seen) first = o->start_s;
+                last = o->end_s;
+                seen = 1;
+            }
+            CU_ASSERT(seen && last - first >= b - 1e-9 && b > 0);
+            span += last - first;
+            busy += b;
+        }
+        if (span > 0 && (span - busy) / span > worst) worst = (span - busy) / span;
+    }
+    CU_ASSERT(isfinite(rg.zb_bubble_rate) && rg.zb_bubble_rate >= 0 && rg.zb_bubble_rate < 1);
+    CU_ASSERT_DOUBLE_EQUAL(rg.zb_bubble_rate, worst < 0 ? 0 : worst, 1e-6);
+    /* the CPU run measures it too */
+    CU_ASSERT(isfinite(rc.zb_bubble_rate) && rc.zb_bubble_rate >= 0 && rc.zb_bubble_rate < 1);
     exec_result_free(&rg);
     exec_result_free(&rc);
     sched_free(s);
