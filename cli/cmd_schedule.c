@@ -29,7 +29,9 @@ static const char help_text[] =
     "actions:\n"
     "  --lowered             lower: explicit SEND/RECV, REDUCE_GRAD and STEP\n"
     "  --check               validate only; print a one-line verdict\n"
-    "  --to sched|torch-csv  convert and write the schedule (to --output, default stdout)\n"
+    "  --to sched|torch-csv|torch-csv-legacy  convert and write the schedule (to --output,\n"
+    "                        default stdout); torch-csv-legacy: older PyTorch letters (B = input\n"
+    "                        backward, BW = full backward)\n"
     "  --flavour compute_only|compute_comms   CSV flavour (default: by lowering)\n"
     "  -o, --output FILE     where --to writes\n"
     "  --no-timeline         print only the statistics\n"
@@ -104,8 +106,8 @@ static int parse(int argc, char **argv, opts *o) {
     }
     if (optind < argc) return cli_usage_error("schedule", "unexpected argument '%s'", argv[optind]);
     if ((rc = cli_sched_check("schedule", &o->a)) >= 0) return rc;
-    if (o->to && strcmp(o->to, "sched") != 0 && strcmp(o->to, "torch-csv") != 0)
-        return cli_usage_error("schedule", "--to must be sched or torch-csv (got '%s')", o->to);
+    if (o->to && strcmp(o->to, "sched") != 0 && strcmp(o->to, "torch-csv") != 0 && strcmp(o->to, "torch-csv-legacy") != 0)
+        return cli_usage_error("schedule", "--to must be sched, torch-csv or torch-csv-legacy (got '%s')", o->to);
     if (o->flavour && strcmp(o->flavour, "compute_only") != 0 && strcmp(o->flavour, "compute_comms") != 0)
         return cli_usage_error("schedule", "--flavour must be compute_only or compute_comms (got '%s')", o->flavour);
     if (strcmp(o->color, "auto") && strcmp(o->color, "always") && strcmp(o->color, "never"))
@@ -169,7 +171,8 @@ int cli_schedule(int argc, char **argv) {
             sched_csv_flavour fl = !o.flavour ? SCHED_CSV_AUTO
                                    : strcmp(o.flavour, "compute_only") == 0 ? SCHED_CSV_COMPUTE_ONLY
                                                                             : SCHED_CSV_COMPUTE_COMMS;
-            rc = sched_write_torch_csv(s, fl, &out, &e) == PL_OK ? CLI_OK : cli_fail(&e);
+            sched_letters lt = strcmp(o.to, "torch-csv-legacy") == 0 ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT;
+            rc = sched_write_torch_csv_letters(s, fl, lt, &out, &e) == PL_OK ? CLI_OK : cli_fail(&e);
         }
         if (rc == CLI_OK) rc = cli_write_output(o.output, &out);
     } else {

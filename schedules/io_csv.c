@@ -51,6 +51,10 @@ static int compute_only_kind(sched_kind k) {
  * the rank count even for a last rank without actions. Returns PL_OK, PL_EINPUT (compute_comms
  * asked of a schedule that is not lowered, unknown flavour) or PL_ENOMEM. */
 int sched_write_torch_csv(const sched *s, sched_csv_flavour fl, pl_buf *out, pl_err *e) {
+    return sched_write_torch_csv_letters(s, fl, SCHED_LETTERS_CURRENT, out, e);
+}
+
+int sched_write_torch_csv_letters(const sched *s, sched_csv_flavour fl, sched_letters letters, pl_buf *out, pl_err *e) {
     if (fl == SCHED_CSV_AUTO) fl = s->lowered ? SCHED_CSV_COMPUTE_COMMS : SCHED_CSV_COMPUTE_ONLY;
     if (fl != SCHED_CSV_COMPUTE_ONLY && fl != SCHED_CSV_COMPUTE_COMMS)
         return pl_errf(e, PL_EINPUT, "unknown CSV flavour %d", (int)fl);
@@ -64,7 +68,10 @@ int sched_write_torch_csv(const sched *s, sched_csv_flavour fl, pl_buf *out, pl_
             const sched_action *a = &s->rank[r].acts[i];
             if (fl == SCHED_CSV_COMPUTE_ONLY && !compute_only_kind((sched_kind)a->kind)) continue;
             if (a->kind == SCHED_STEP) continue; /* not a PyTorch action: see the top */
-            int n = sched_action_format(a, cell, sizeof cell);
+            int n = sched_action_format_letters(a, letters, cell, sizeof cell);
+            if (n < 0 && letters == SCHED_LETTERS_LEGACY)
+                return pl_errf(e, PL_EINPUT, "rank %d, action %zu is an overlapped forward and backward, which the "
+                               "older PyTorch letters cannot write (their releases have no OVERLAP_F_B)", r, i + 1);
             if (n < 0 || (size_t)n >= sizeof cell)
                 return pl_errf(e, PL_EINTERNAL, "rank %d, action %zu cannot be formatted", r, i);
             if (cells++) pl_buf_putc(out, ',');

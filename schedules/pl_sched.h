@@ -60,6 +60,9 @@ typedef enum sched_letters { SCHED_LETTERS_CURRENT = 0, SCHED_LETTERS_LEGACY = 1
 /* Formats an action in PyTorch's notation ("0F1", "2I0", "1SEND_F0", "0REDUCE_GRAD",
  * "(0F7;7B3)OVERLAP_F_B") into buf (size n); returns the length written (like snprintf). */
 int sched_action_format(const sched_action *a, char *buf, size_t n);
+/* The same in the given letters: LEGACY writes an input backward "B" and a full backward "BW"
+ * (older PyTorch releases); -1 for what those letters cannot express (an overlapped pair). */
+int sched_action_format_letters(const sched_action *a, sched_letters letters, char *buf, size_t n);
 /* Parses exactly one action from text[0..len); the whole text must be consumed.
  * Returns PL_OK, or PL_EINPUT with a message saying what is wrong and *err_col set to the
  * 0-based column inside text where parsing failed. */
@@ -269,6 +272,9 @@ sched *sched_read_text(const char *path, const char *text, size_t len, pl_err *e
  * actions only; compute_comms writes a lowered schedule with every action but STEP, which
  * PyTorch does not have (reading a lowered file without STEP puts back a flush schedule's). */
 int sched_write_torch_csv(const sched *s, sched_csv_flavour fl, pl_buf *out, pl_err *e);
+/* The same in the given letters (LEGACY for older PyTorch releases; an overlapped pair is then
+ * PL_EINPUT, since those releases have no OVERLAP_F_B). */
+int sched_write_torch_csv_letters(const sched *s, sched_csv_flavour fl, sched_letters letters, pl_buf *out, pl_err *e);
 sched *sched_read_torch_csv(const char *path, const char *text, size_t len, sched_letters letters,
                             pl_err *e);
 

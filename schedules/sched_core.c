@@ -45,6 +45,16 @@ static int format_plain(int stage, sched_kind k, int mb, char *buf, size_t n) {
     return snprintf(buf, n, "%d%s%d", stage, sched_kind_name(k), mb);
 }
 
+/* pl_sched.h. Older PyTorch letters: I is written B, a full backward BW; they have no overlap. */
+int sched_action_format_letters(const sched_action *a, sched_letters letters, char *buf, size_t n) {
+    if (letters == SCHED_LETTERS_LEGACY) {
+        if (a->kind == SCHED_OVERLAP) return -1;
+        const char *w = a->kind == SCHED_I ? "B" : a->kind == SCHED_B ? "BW" : NULL;
+        if (w) return snprintf(buf, n, "%d%s%d", a->stage, w, a->mb);
+    }
+    return sched_action_format(a, buf, n);
+}
+
 /* Returns the length of the text form of a (written into buf when it fits). */
 int sched_action_format(const sched_action *a, char *buf, size_t n) {
     if (a->kind == SCHED_OVERLAP) {

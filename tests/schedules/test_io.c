@@ -726,6 +726,75 @@ static void test_torch_files(void) {
     CU_ASSERT(files >= 10);
 }
 
+/* Returns the malloc'd text with its empty cells (PyTorch's idle slots) dropped from every
+ * line, as pipelab writes rows: the cells joined by commas, one line per row. */
+static char *drop_empty_cells(const char *t) {
+    char *o = malloc(strlen(t) + 2);
+    size_t n = 0;
+    int cells = 0; /* cells written on this line */
+    for (const char *p = t; *p;) {
+        const char *end = p + strcspn(p, ",\n");
+        if (end > p) {
+            if (cells++) o[n++] = ',';
+            memcpy(o + n, p, (size_t)(end - p));
+            n += (size_t)(end - p);
+        }
+        if (*end == '\n' || !*end) {
+            o[n++] = '\n';
+            cells = 0;
+        }
+        p = *end ? end + 1 : end;
+    }
+    o[n] = 0;
+    return o;
+}
+
+/* The older letters are written as PyTorch wrote them: PyTorch's ZB1P schedule read from its
+ * current-letter file and written with --to torch-csv-legacy gives the cells of PyTorch's own
+ * legacy file (its idle slots aside), in both flavours; the legacy text reads back equal; an
+ * overlapped pair has no legacy form. */
+static void test_write_legacy_letters(void) {
+    if (!pl_test_exists(TORCH_DIR)) {
+        pl_test_skip("shared data folder " TORCH_DIR " is absent: skipped");
+        return;
+    }
+    const char *pairs[][2] = {{"pytorch_zb1p_2rank_2stagep_compute.csv", "pytorch_zb1p_2rank_2stagep_compute_legacy.csv"},
+                              {"pytorch_zb1p_2rank_2stagep_comms.csv", "pytorch_zb1p_2rank_2stagep_comms_legacy.csv"}};
+    for (int k = 0; k < 2; k++) {
+        pl_err e;
+        pl_err_clear(&e);
+        sched *s = load_torch(pairs[k][0], &e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        pl_buf b;
+        pl_buf_init(&b);
+        CU_ASSERT_EQUAL_FATAL(sched_write_torch_csv_letters(s, SCHED_CSV_AUTO, SCHED_LETTERS_LEGACY, &b, &e), PL_OK);
+        char *path = pl_test_path(TORCH_DIR, pairs[k][1]);
+        size_t len = 0;
+        char *want = slurp(path, &len);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(want);
+        char *w = drop_empty_cells(want);
+        if (strcmp(b.data, w) != 0) fprintf(stderr, "\n  legacy %s:\n%s\nwant\n%s\n", pairs[k][0], b.data, w);
+        CU_ASSERT_STRING_EQUAL(b.data, w);
+        sched *r = sched_read_torch_csv("l.csv", b.data, b.len, SCHED_LETTERS_LEGACY, &e);
+        CU_ASSERT(r && csv_same(s, r));
+        sched_free(r);
+        free(w);
+        free(want);
+        free(path);
+        pl_buf_free(&b);
+        sched_free(s);
+    }
+    sched *o = csv("(0F1;0B0)OVERLAP_F_B\n", SCHED_LETTERS_CURRENT);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_err e;
+    CU_ASSERT_EQUAL(sched_write_torch_csv_letters(o, SCHED_CSV_AUTO, SCHED_LETTERS_LEGACY, &b, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "OVERLAP_F_B"));
+    pl_buf_free(&b);
+    sched_free(o);
+}
+
 /* What the loader infers from the real files. */
 static void test_torch_inference(void) {
     if (!pl_test_exists(TORCH_DIR)) {
@@ -922,6 +991,7 @@ void test_io_register(void) {
         {"csv errors give line:col and reason", test_csv_errors},
         {"golden files", test_golden},
         {"torch files load, validate, lower, dry-run", test_torch_files},
+        {"writing the older PyTorch letters", test_write_legacy_letters},
         {"torch files: inferred shape", test_torch_inference},
         {"torch files: legacy letters load identically", test_torch_legacy_equal},
         {"torch files: csv written back byte for byte", test_torch_text_roundtrip},
