@@ -657,6 +657,12 @@ static void test_cli(void) {
         {"--kind 1f1b --ranks 2 --microbatches 2 --trace --no-db", 0, "0SEND_F1"},
         {"--kind 1f1b --ranks 2 --microbatches 2 --cv 0.1 --seed 3 --repeat 5 --no-db", 0, "stddev"},
         {"--kind 1f1b --ranks 2 --microbatches 2 --replicas-stage 5=2 --no-db", 1, "stage"},
+        /* replicas settle slowly: an asynchronous schedule runs max(16, 2 x replicas) iterations
+         * by default, what --iterations says otherwise; without replicas the generator's 4 */
+        {"--kind pipedream --ranks 2 --microbatches 4 --replicas-stage 0=3 --no-db", 0, "4 microbatches, 16 iterations"},
+        {"--kind pipedream --ranks 2 --microbatches 4 --replicas-stage 0=10 --no-db", 0, "4 microbatches, 20 iterations"},
+        {"--kind pipedream --ranks 2 --microbatches 4 --replicas-stage 0=3 --iterations 3 --no-db", 0, "4 microbatches, 3 iterations"},
+        {"--kind pipedream --ranks 2 --microbatches 4 --no-db", 0, "4 microbatches, 4 iterations"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[1024];
