@@ -6,8 +6,8 @@
 #   2. profiles this CPU: F, I, W and STEP of the executor's dense block (width 256, 8 blocks) on
 #      both cores at once, as the 2-rank runs will use them;
 #   3. partitions that model into 2 balanced stages from the profile;
-#   4. simulates gpipe, 1f1b and zb-h1 on 2 ranks, 8 microbatches, with those costs (blocking
-#      receives, as the executor's workers wait in a RECV);
+#   4. simulates gpipe, 1f1b and zb-h1 on 2 ranks, 8 microbatches, with those costs (a RECV
+#      posts and the compute that reads the data waits, as in the executor's workers);
 #   5. runs the same three for real on 2 ranks (one CPU thread per rank, real training), each
 #      predicted again from the profile its own workers measure between its passes (this machine's
 #      speed can drift within seconds: the profile of step 2 was measured earlier);
@@ -53,9 +53,9 @@ echo
 echo "== 3. partition it into 2 stages (balanced split of the profiled costs)"
 "$PL" partition --profile "$PROF" --workers 2 --method balance -o "$PART"
 echo
-echo "== 4. simulate gpipe, 1f1b and zb-h1 on 2 ranks, $M microbatches, with the profiled costs (blocking receives)"
+echo "== 4. simulate gpipe, 1f1b and zb-h1 on 2 ranks, $M microbatches, with the profiled costs"
 for kind in gpipe 1f1b zb-h1; do
-    "$PL" simulate --kind $kind --ranks 2 --microbatches $M --model "$PROF" --partition "$PART" --blocking-comm --trace \
+    "$PL" simulate --kind $kind --ranks 2 --microbatches $M --model "$PROF" --partition "$PART" --trace \
         --tag $TAG-sim --db "$DB" --format csv >/dev/null
 done
 "$PL" db list --db "$DB" --tag $TAG-sim --limit 3
