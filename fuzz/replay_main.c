@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     int files = 0, bad = 0;
     for (int i = 1; i < argc; i++) {
         struct stat st;
-        if (stat(argv[i], &st) != 0) continue; /* an optional folder (shared data) may be absent */
+        if (stat(argv[i], &st) != 0) continue; /* an optional folder (an empty regress/) may be absent */
         if (!S_ISDIR(st.st_mode)) {
             bad |= replay_file(argv[i]);
             files++;

@@ -6,8 +6,8 @@
 # --report prints the table of the last runs' logs without building or fuzzing.
 # TARGET: sched_text torch_csv graph profile_csv hw_ini partition set_kv (default: all).
 # Each target runs for --time seconds (default 1800) with N targets at once (default 2), from the
-# seeds in fuzz/corpus/<target>/, the regressions in fuzz/regress/<target>/ and, when present,
-# the reference data in ../shared/data. The growing corpus, logs and any crashing input go under
+# seeds in fuzz/corpus/<target>/, the regressions in fuzz/regress/<target>/ and the reference
+# data kept in the repository (schedules/examples/torch/, cost_models/profiles/pipedream/). The growing corpus, logs and any crashing input go under
 # the build folder (default build-fuzz/). Prints one line per target: seconds, executions,
 # coverage (libFuzzer's cov: edges and ft: features), corpus size and verdict. Exits 1 when any
 # target found a crash, leak, hang (>10 s on one input) or allocation beyond 2 GiB: its input is
@@ -53,23 +53,21 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 cmake --build "$build" --target fuzzers -j2 >"$build/build.log" 2>&1 || { tail -40 "$build/build.log" >&2; exit 1; }
 
-shared="$ROOT/../shared/data"
+torch_dir="$ROOT/schedules/examples/torch"
+pipedream_dir="$ROOT/cost_models/profiles/pipedream"
 run_one() {
     local t=$1
     local corpus="$build/corpus/$t" art="$build/artifacts/$t" seeds="$build/seeds/$t" log="$build/logs/$t.log"
     mkdir -p "$corpus" "$art" "$seeds" "$build/logs" "fuzz/regress/$t"
     # reference data as extra seeds (the targets that take a selector byte get one prepended)
-    if [ -d "$shared" ]; then
-        case $t in
-            graph) cp "$shared"/pipedream-profiles/*.txt "$seeds/" 2>/dev/null || true ;;
-            torch_csv)
-                for f in "$shared"/torch-schedules/*.csv; do
-                    [ -f "$f" ] || continue
-                    case $f in *legacy*) sel='\001' ;; *) sel='\000' ;; esac
-                    { printf "$sel"; cat "$f"; } >"$seeds/$(basename "$f")"
-                done ;;
-        esac
-    fi
+    case $t in
+        graph) cp "$pipedream_dir"/*.graph.txt "$seeds/" ;;
+        torch_csv)
+            for f in "$torch_dir"/*.csv; do
+                case $f in *legacy*) sel='\001' ;; *) sel='\000' ;; esac
+                { printf "$sel"; cat "$f"; } >"$seeds/$(basename "$f")"
+            done ;;
+    esac
     local rc=0
     "$build/fuzz/fuzz_$t" -max_total_time="$time_s" -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$art/" \
@@ -77,7 +75,7 @@ run_one() {
     echo "$rc" >"$build/logs/$t.rc"
 }
 export -f run_one
-export build time_s shared ROOT
+export build time_s torch_dir pipedream_dir ROOT
 
 echo "fuzzing ${targets[*]} for ${time_s} s each, $jobs at a time (logs in $build/logs/)"
 printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'

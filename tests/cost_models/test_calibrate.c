@@ -139,10 +139,7 @@ static int cli_has(const char *cmd) {
 }
 
 static void test_calibrate_cli(void) {
-    if (!cli_has("calibrate")) {
-        fprintf(stderr, "\n  (skipped: 'pipelab calibrate' is not registered in cli/main.c yet)\n");
-        return;
-    }
+    CU_ASSERT_FATAL(cli_has("calibrate"));
     char *dir = pl_test_tmpdir();
     char *obs = pl_test_path(dir, "obs.csv"), *ini = pl_test_path(dir, "fitted.ini");
     cost_observation *o = synthetic(100, 0.005, 3);

@@ -317,11 +317,8 @@ static const real_profile real[] = {
 
 /* Every real profile parses; layer count and sums match; cuts are never negative. */
 static void test_graph_real(void) {
-    const char *dir = PIPELAB_SHARED_DATA "/pipedream-profiles";
-    if (!pl_test_exists(dir)) {
-        fprintf(stderr, "\n  (skipped: %s is absent)\n", dir);
-        return;
-    }
+    const char *dir = PIPELAB_PIPEDREAM_DIR;
+    CU_ASSERT_FATAL(pl_test_exists(dir));
     for (const real_profile *r = real; r->file; r++) {
         char *path = pl_test_path(dir, r->file);
         pl_err e = {0};

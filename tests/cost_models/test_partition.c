@@ -533,11 +533,8 @@ static void test_partition_file(void) {
 /* ---------------------------------------------------------------- real profile */
 
 static void test_vgg16_cluster(void) {
-    const char *path = PIPELAB_SHARED_DATA "/pipedream-profiles/vgg16.graph.txt";
-    if (!pl_test_exists(path)) {
-        fprintf(stderr, "\n  (skipped: %s is absent)\n", path);
-        return;
-    }
+    const char *path = PIPELAB_PIPEDREAM_DIR "/vgg16.graph.txt";
+    CU_ASSERT_FATAL(pl_test_exists(path));
     pl_err e;
     pl_err_clear(&e);
     cost_model *m = cost_model_open(path, &e);
@@ -600,11 +597,8 @@ static void test_input_pseudo_layer(void) {
  * (conv5 block + classifier on two replicas), with 15-1 within a few percent: pinned here so that
  * a change of the cost model that moves the answer is seen. */
 static void test_vgg16_cluster_a_preset(void) {
-    const char *path = PIPELAB_SHARED_DATA "/pipedream-profiles/vgg16.graph.txt";
-    if (!pl_test_exists(path)) {
-        fprintf(stderr, "\n  (skipped: %s is absent)\n", path);
-        return;
-    }
+    const char *path = PIPELAB_PIPEDREAM_DIR "/vgg16.graph.txt";
+    CU_ASSERT_FATAL(pl_test_exists(path));
     pl_err e;
     pl_err_clear(&e);
     cost_model *m = cost_model_open(path, &e);
@@ -660,10 +654,7 @@ static int cli_has(const char *cmd) {
 }
 
 static void test_partition_cli(void) {
-    if (!cli_has("partition")) {
-        fprintf(stderr, "\n  (skipped: 'pipelab partition' is not registered in cli/main.c yet)\n");
-        return;
-    }
+    CU_ASSERT_FATAL(cli_has("partition"));
     char *dir = pl_test_tmpdir();
     char cmd[2048], *out = NULL;
     snprintf(cmd, sizeof cmd,
@@ -720,9 +711,9 @@ void test_partition_register(void) {
         {"pipedream known answers (replicate vs straight, two-level)", test_pipedream_known_answers},
         {"pipedream memory capacity and bad input", test_pipedream_memory},
         {"partition file round trip and file:line errors", test_partition_file},
-        {"vgg16 on 16 workers (shared data)", test_vgg16_cluster},
+        {"vgg16 on 16 workers (PipeDream profile)", test_vgg16_cluster},
         {"input pseudo-layer carries no compute", test_input_pseudo_layer},
-        {"vgg16 on the cluster-a preset, 16 workers (shared data)", test_vgg16_cluster_a_preset},
+        {"vgg16 on the cluster-a preset, 16 workers (PipeDream profile)", test_vgg16_cluster_a_preset},
         {"pipelab partition (CLI)", test_partition_cli},
         {NULL, NULL},
     };

@@ -315,15 +315,11 @@ static void test_torch_files(void) {
                            "torchtitan_interleaved1f1b_8ranks_16mb_comms.csv",
                            "pytorch_dualpipev_4rank_10mb.csv"};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
-        char *path = pl_test_path(PIPELAB_SHARED_DATA "/torch-schedules", names[k]);
+        char *path = pl_test_path(PIPELAB_TORCH_DIR, names[k]);
         pl_err e;
         pl_err_clear(&e);
         sched *f = sched_load(path, SCHED_LETTERS_CURRENT, &e);
         free(path);
-        if (!f && k == 0) {
-            pl_test_skip("the shared PyTorch schedules are absent: skipped");
-            return;
-        }
         if (!f) fprintf(stderr, "load %s: %s\n", names[k], e.msg);
         CU_ASSERT_PTR_NOT_NULL_FATAL(f);
         CU_ASSERT_EQUAL(sched_validate(f, &e), PL_OK);

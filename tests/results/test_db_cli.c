@@ -336,12 +336,8 @@ static void test_db_trace(void) {
 static void test_simulate_stores_inputs(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "in.db"), *sch = pl_test_path(dir, "s.sched");
-    char *graph = pl_test_path(PIPELAB_SHARED_DATA "/pipedream-profiles", "alexnet.graph.txt");
-    if (!pl_test_exists(graph)) {
-        pl_test_skip("the shared PipeDream profiles are absent: skipped");
-        free(graph), free(db), free(sch), free(dir);
-        return;
-    }
+    char *graph = pl_test_path(PIPELAB_PIPEDREAM_DIR, "alexnet.graph.txt");
+    CU_ASSERT_FATAL(pl_test_exists(graph));
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s' schedule --kind 1f1b --ranks 2 --microbatches 4 --to sched -o '%s'", PIPELAB_BIN, sch);
     CU_ASSERT_EQUAL_FATAL(sh(NULL, cmd), 0);

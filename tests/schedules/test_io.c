@@ -8,7 +8,7 @@
 #include "pl_sched.h"
 
 #define GOLDEN_DIR PIPELAB_TESTS_DIR "/golden"
-#define TORCH_DIR PIPELAB_SHARED_DATA "/torch-schedules"
+#define TORCH_DIR PIPELAB_TORCH_DIR
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -686,10 +686,7 @@ static sched *load_torch(const char *name, pl_err *e) {
 /* Every PyTorch/torchtitan CSV loads, validates, lowers and dry-runs without deadlock. */
 static void test_torch_files(void) {
     DIR *d = opendir(TORCH_DIR);
-    if (!d) {
-        pl_test_skip("shared data folder " TORCH_DIR " is absent: skipped");
-        return;
-    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
     struct dirent *de;
     int files = 0;
     while ((de = readdir(d))) {
@@ -754,10 +751,7 @@ static char *drop_empty_cells(const char *t) {
  * legacy file (its idle slots aside), in both flavours; the legacy text reads back equal; an
  * overlapped pair has no legacy form. */
 static void test_write_legacy_letters(void) {
-    if (!pl_test_exists(TORCH_DIR)) {
-        pl_test_skip("shared data folder " TORCH_DIR " is absent: skipped");
-        return;
-    }
+    CU_ASSERT_FATAL(pl_test_exists(TORCH_DIR));
     const char *pairs[][2] = {{"pytorch_zb1p_2rank_2stagep_compute.csv", "pytorch_zb1p_2rank_2stagep_compute_legacy.csv"},
                               {"pytorch_zb1p_2rank_2stagep_comms.csv", "pytorch_zb1p_2rank_2stagep_comms_legacy.csv"}};
     for (int k = 0; k < 2; k++) {
@@ -797,10 +791,7 @@ static void test_write_legacy_letters(void) {
 
 /* What the loader infers from the real files. */
 static void test_torch_inference(void) {
-    if (!pl_test_exists(TORCH_DIR)) {
-        pl_test_skip("shared data folder " TORCH_DIR " is absent: skipped");
-        return;
-    }
+    CU_ASSERT_FATAL(pl_test_exists(TORCH_DIR));
     static const struct {
         const char *name;
         int ranks, stages, mbs, lowered;
@@ -841,10 +832,7 @@ static void test_torch_inference(void) {
 
 /* The legacy-letter and current-letter zb1p files load to identical schedules. */
 static void test_torch_legacy_equal(void) {
-    if (!pl_test_exists(TORCH_DIR)) {
-        pl_test_skip("shared data folder " TORCH_DIR " is absent: skipped");
-        return;
-    }
+    CU_ASSERT_FATAL(pl_test_exists(TORCH_DIR));
     static const char *const pairs[][2] = {
         {"pytorch_zb1p_2rank_2stagep_compute.csv", "pytorch_zb1p_2rank_2stagep_compute_legacy.csv"},
         {"pytorch_zb1p_2rank_2stagep_comms.csv", "pytorch_zb1p_2rank_2stagep_comms_legacy.csv"},
@@ -872,10 +860,7 @@ static void test_torch_legacy_equal(void) {
 
 /* Files without idle cells, in the current letters, are written back byte for byte. */
 static void test_torch_text_roundtrip(void) {
-    if (!pl_test_exists(TORCH_DIR)) {
-        pl_test_skip("shared data folder " TORCH_DIR " is absent: skipped");
-        return;
-    }
+    CU_ASSERT_FATAL(pl_test_exists(TORCH_DIR));
     static const char *const names[] = {
         "pytorch_dualpipev_4rank_10mb.csv", "pytorch_zb1p_2rank_2stagep_comms.csv",
         "torchtitan_2rank.csv", "torchtitan_4rank.csv", "torchtitan_8rank.csv",

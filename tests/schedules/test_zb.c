@@ -616,7 +616,7 @@ static int read_csv_rows(const char *path, sched_action rows[][256], int len[], 
 }
 
 /* DualPipeV for p = 4, m = 10 equals PyTorch's ScheduleDualPipeV output (the shared CSV,
- * compute only, one row per rank) action by action; skipped when the shared data is absent. */
+ * compute only, one row per rank, kept in schedules/examples/torch/) action by action. */
 static void test_dualpipev_pytorch(void) {
     pl_err e = {0};
     sched *s = sched_gen_dualpipev(&(sched_gen_opts){.ranks = 4, .microbatches = 10}, &e);
@@ -634,13 +634,8 @@ static void test_dualpipev_pytorch(void) {
             CU_ASSERT_EQUAL(a->stage + a->stage2, 7);
         }
     CU_ASSERT_EQUAL(overlaps, 4 * (2 * 10 - 3 * 4 + 1) + 4 * 3 / 2 - 1);
-    char *path = pl_test_path(PIPELAB_SHARED_DATA, "torch-schedules/pytorch_dualpipev_4rank_10mb.csv");
-    if (!pl_test_exists(path)) {
-        fprintf(stderr, "\n  test_zb: %s absent: PyTorch comparison skipped", path);
-        free(path);
-        sched_free(s);
-        return;
-    }
+    char *path = pl_test_path(PIPELAB_TORCH_DIR, "pytorch_dualpipev_4rank_10mb.csv");
+    CU_ASSERT_FATAL(pl_test_exists(path));
     static sched_action rows[8][256];
     int len[8] = {0};
     int nrows = read_csv_rows(path, rows, len, 8);

@@ -280,11 +280,8 @@ static void test_ones_bit_identical(void) {
  * formula evaluated with the simulator's own stage costs (within 1%), and that formula against
  * the planner's prediction, the difference being exactly the two items above. */
 static void test_vgg16_partition_vs_simulate(void) {
-    const char *path = PIPELAB_SHARED_DATA "/pipedream-profiles/vgg16.graph.txt";
-    if (!pl_test_exists(path)) {
-        fprintf(stderr, "\n  (skipped: %s is absent)\n", path);
-        return;
-    }
+    const char *path = PIPELAB_PIPEDREAM_DIR "/vgg16.graph.txt";
+    CU_ASSERT_FATAL(pl_test_exists(path));
     pl_err e;
     pl_err_clear(&e);
     cost_model *m = cost_model_open(path, &e);
