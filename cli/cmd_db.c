@@ -262,16 +262,17 @@ static int db_list(const opts *o) {
         if (n == 0) pl_buf_puts(&b, "(no runs)\n");
     } else if (strcmp(fmt, "csv") == 0) {
         pl_buf_puts(&b, "id,uid,utc_time,kind,tag,schedule,ranks,stages,microbatches,chunks,iteration_time_s,"
-                        "throughput_samples_s,bubble_fraction,peak_mem_bytes,oom\n");
+                        "throughput_samples_s,bubble_fraction,zb_bubble_rate,peak_mem_bytes,oom\n");
         for (size_t i = 0; i < n; i++) {
             const store_run *r = &runs[i];
             pl_buf_printf(&b, "%lld,%s,%s,%s,", (long long)r->id, r->uid, r->utc_time, r->kind);
             csv_str(&b, r->tag);
             pl_buf_putc(&b, ',');
             csv_str(&b, r->schedule);
-            pl_buf_printf(&b, ",%d,%d,%d,%d,%.15g,%.15g,%.15g,%lld,%d\n", r->ranks, r->stages, r->microbatches,
-                          r->chunks, r->iteration_time_s, r->throughput_samples_s, r->bubble_fraction,
-                          (long long)r->peak_mem_bytes, r->oom);
+            pl_buf_printf(&b, ",%d,%d,%d,%d,%.15g,%.15g,%.15g,", r->ranks, r->stages, r->microbatches, r->chunks,
+                          r->iteration_time_s, r->throughput_samples_s, r->bubble_fraction);
+            pl_buf_number(&b, r->zb_bubble_rate, 0);
+            pl_buf_printf(&b, ",%lld,%d\n", (long long)r->peak_mem_bytes, r->oom);
         }
     } else {
         pl_buf_puts(&b, "[");
@@ -289,9 +290,11 @@ static int db_list(const opts *o) {
             json_str(&b, r->schedule);
             pl_buf_printf(&b, ", \"ranks\": %d, \"stages\": %d, \"microbatches\": %d, \"chunks\": %d, "
                               "\"iteration_time_s\": %.15g, \"throughput_samples_s\": %.15g, \"bubble_fraction\": %.15g, "
-                              "\"peak_mem_bytes\": %lld, \"oom\": %s}",
+                              "\"zb_bubble_rate\": ",
                           r->ranks, r->stages, r->microbatches, r->chunks, r->iteration_time_s,
-                          r->throughput_samples_s, r->bubble_fraction, (long long)r->peak_mem_bytes,
+                          r->throughput_samples_s, r->bubble_fraction);
+            pl_buf_number(&b, r->zb_bubble_rate, 1);
+            pl_buf_printf(&b, ", \"peak_mem_bytes\": %lld, \"oom\": %s}", (long long)r->peak_mem_bytes,
                           r->oom ? "true" : "false");
         }
         pl_buf_puts(&b, n ? "\n]\n" : "]\n");

@@ -104,6 +104,11 @@ void pl_buf_printf(pl_buf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
+void pl_buf_number(pl_buf *b, double v, int json) {
+    if (!isfinite(v)) pl_buf_puts(b, json ? "null" : (isnan(v) ? "" : (v > 0 ? "inf" : "-inf")));
+    else pl_buf_printf(b, "%.15g", v);
+}
+
 int pl_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len, pl_err *e) {
     *out = NULL;
     if (out_len) *out_len = 0;

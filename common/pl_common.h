@@ -50,6 +50,9 @@ void pl_buf_free(pl_buf *b);
 void pl_buf_putc(pl_buf *b, char c);
 void pl_buf_puts(pl_buf *b, const char *s);
 void pl_buf_printf(pl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends a double as CSV or JSON number text (%.15g). Non-finite values: JSON gets null; CSV gets
+ * an empty field for NAN (a value not recorded) and inf/-inf otherwise. */
+void pl_buf_number(pl_buf *b, double v, int json);
 
 /* Reads a whole file into a NUL-terminated buffer; returns PL_OK or an error naming the path.
  * Files larger than max_bytes are refused. */

@@ -264,13 +264,6 @@ int store_count_ops(store *s, int64_t run_id, int64_t *n, pl_err *e) {
     return rc == SQLITE_ROW ? PL_OK : store_sqlerr(s, e, PL_EIO, "cannot count ops");
 }
 
-/* Appends a double as CSV/JSON number text: "null" in JSON for non-finite values; in CSV an
- * empty field for NAN (a value not recorded, e.g. zb_bubble_rate of a measured run). */
-static void put_double(pl_buf *b, double v, int json) {
-    if (!isfinite(v)) pl_buf_puts(b, json ? "null" : (isnan(v) ? "" : (v > 0 ? "inf" : "-inf")));
-    else pl_buf_printf(b, "%.15g", v);
-}
-
 /* Appends s as one CSV field, quoted when it holds a comma, quote or line break. */
 static void put_csv_text(pl_buf *b, const char *s) {
     if (!strpbrk(s, ",\"\r\n")) {
@@ -316,7 +309,7 @@ static void put_value(pl_buf *b, const store_run *run, const store_col *c, int j
     case SC_INT: pl_buf_printf(b, "%d", *(const int *)p); break;
     case SC_I64: pl_buf_printf(b, "%lld", (long long)*(const int64_t *)p); break;
     case SC_U64: pl_buf_printf(b, "%llu", (unsigned long long)*(const uint64_t *)p); break;
-    case SC_REAL: put_double(b, *(const double *)p, json); break;
+    case SC_REAL: pl_buf_number(b, *(const double *)p, json); break;
     }
 }
 
@@ -369,13 +362,13 @@ static int put_run(store *s, const store_run *r, int json, const char *indent, p
     pl_buf_printf(out, ",\n%s \"ranks\": [", indent);
     for (int k = 0; k < nm; k++) {
         pl_buf_printf(out, "%s{\"rank\": %d, \"busy_s\": ", k ? ", " : "", m[k].rank);
-        put_double(out, m[k].busy_s, 1);
+        pl_buf_number(out, m[k].busy_s, 1);
         pl_buf_puts(out, ", \"idle_s\": ");
-        put_double(out, m[k].idle_s, 1);
+        pl_buf_number(out, m[k].idle_s, 1);
         pl_buf_puts(out, ", \"bubble_fraction\": ");
-        put_double(out, m[k].bubble_fraction, 1);
+        pl_buf_number(out, m[k].bubble_fraction, 1);
         pl_buf_puts(out, ", \"comm_s\": ");
-        put_double(out, m[k].comm_s, 1);
+        pl_buf_number(out, m[k].comm_s, 1);
         pl_buf_printf(out, ", \"peak_mem_bytes\": %lld}", (long long)m[k].peak_mem_bytes);
     }
     free(m);
