@@ -53,14 +53,20 @@ static const char help_text[] =
     "  Ranks take devices in order (a rank of a stage with R replicas takes R devices); a device's\n"
     "  node is device / devices_per_node, which picks the intra or inter link.\n"
     "\n"
-    "compute (uniform per stage):\n"
+    "compute (uniform; one fixed model across schedules by default, see --time-per):\n"
+    "  --time-per rank|stage what --tf/--tb/--ti/--tw/--tstep, --stash-bytes and --param-bytes\n"
+    "                        describe. rank (default): a rank's share of the model, divided over\n"
+    "                        the stages it holds (interleaved v = 2: tf/2 per stage), so\n"
+    "                        schedules with different chunk counts compare one model. stage:\n"
+    "                        every stage gets them whole (a v-chunk run is a v-times larger model)\n"
     "  --tf S                forward time (default 1)\n"
     "  --tb S                full backward time (default 2 tf, or ti + tw)\n"
     "  --ti S --tw S         split backward: input and weight parts (B = I + W)\n"
     "  --tstep S             optimizer step per stage (default 0)\n"
     "  --stage-costs FILE    per-stage overrides, CSV with header naming columns among\n"
     "                        stage,tf,tb,ti,tw,bytes,stash_bytes,w_stash_bytes,param_bytes;\n"
-    "                        one row per stage, empty cell = uniform value, '#' = comment\n"
+    "                        one row per stage, empty cell = uniform value, '#' = comment;\n"
+    "                        its values are per stage whatever --time-per says\n"
     "communication:\n"
     "  --tcomm S             fixed time per transfer (overrides the bandwidth model)\n"
     "  --bytes B             boundary activation bytes per microbatch (default 0)\n"
@@ -96,7 +102,7 @@ static const char help_text[] =
     "\n"
     "exit status: 0 ok, 1 bad input or OOM with --fail-on-oom, 2 bad usage\n";
 
-enum { O_TF = 1000, O_TB, O_TI, O_TW,
+enum { O_TF = 1000, O_TB, O_TI, O_TW, O_TIMEPER,
        O_TSTEP, O_STAGECOSTS, O_TCOMM, O_BYTES, O_BW, O_LAT, O_IBW, O_ILAT, O_RPN, O_SHARED, O_BLOCK,
        O_REPL, O_REPLS, O_ARINTER, O_STASH, O_WFRAC, O_PARAM, O_DTYPE, O_OPT, O_CAP, O_FAILOOM, O_MBS,
        O_CV, O_SEED, O_REPEAT, O_TRACE, O_TRACEJSON, O_FORMAT, O_TAG, O_DB, O_NODB, O_HELP, O_MODEL, O_HW,
@@ -104,7 +110,7 @@ enum { O_TF = 1000, O_TB, O_TI, O_TW,
 
 static const struct option long_opts[] = {
     CLI_SCHED_LONG_OPTS,
-    {"tf", required_argument, 0, O_TF}, {"tb", required_argument, 0, O_TB},
+    {"time-per", required_argument, 0, O_TIMEPER}, {"tf", required_argument, 0, O_TF}, {"tb", required_argument, 0, O_TB},
     {"ti", required_argument, 0, O_TI}, {"tw", required_argument, 0, O_TW},
     {"tstep", required_argument, 0, O_TSTEP}, {"stage-costs", required_argument, 0, O_STAGECOSTS},
     {"tcomm", required_argument, 0, O_TCOMM}, {"bytes", required_argument, 0, O_BYTES},
@@ -146,6 +152,8 @@ typedef struct opts {
     cli_sched_args a;
     const char *stage_costs, *trace_json, *format, *tag, *db;
     sim_basic b;
+    sim_time_per time_per; /* what the uniform flag values describe */
+    double share;          /* the part of them each stage gets (sim_time_per_share) */
     sim_config c;
     int replicas_all, have_replicas_all;
     int nrepl, repl_stage[MAX_REPL_FLAGS], repl_n[MAX_REPL_FLAGS];
@@ -171,7 +179,7 @@ static const char *opt_name(int c) {
 /* Returns 1 when option code c sets a flag-driven cost (meaningless with --model). */
 static int is_basic_flag(int c) {
     switch (c) {
-    case O_TF: case O_TB: case O_TI: case O_TW: case O_TSTEP: case O_STAGECOSTS: case O_TCOMM: case O_BYTES:
+    case O_TF: case O_TB: case O_TI: case O_TW: case O_TIMEPER: case O_TSTEP: case O_STAGECOSTS: case O_TCOMM: case O_BYTES:
     case O_BW: case O_LAT: case O_IBW: case O_ILAT: case O_RPN: case O_ARINTER: case O_STASH: case O_PARAM:
     case O_DTYPE:
         return 1;
@@ -227,6 +235,10 @@ static int parse(int argc, char **argv, opts *o) {
         if (src == CLI_EUSAGE) return src;
         if (src == CLI_OK) continue;
         switch (c) {
+        case O_TIMEPER:
+            if (sim_time_per_parse(optarg, &o->time_per))
+                return cli_usage_error("simulate", "--time-per: must be rank or stage (got '%s')", optarg);
+            break;
         case O_TF: if (num_arg("--tf", optarg, &o->b.tf_s)) return CLI_EUSAGE; break;
         case O_TB: if (num_arg("--tb", optarg, &o->b.tb_s)) return CLI_EUSAGE; break;
         case O_TI: if (num_arg("--ti", optarg, &o->b.ti_s)) return CLI_EUSAGE; break;
@@ -399,13 +411,14 @@ static void params_json(const opts *o, pl_buf *b) {
 
 /* The flag-driven costs' part of params_json. */
 static void params_json_costs(const opts *o, pl_buf *b) {
-    pl_buf_printf(b, "{\"costs\":\"flags\",\"tf_s\":%.9g,\"tb_s\":%.9g,\"ti_s\":%.9g,\"tw_s\":%.9g,\"tstep_s\":%.9g,\"tcomm_s\":%.9g,"
+    pl_buf_printf(b, "{\"costs\":\"flags\",\"time_per\":\"%s\",\"stage_share\":%.9g,\"tf_s\":%.9g,\"tb_s\":%.9g,\"ti_s\":%.9g,\"tw_s\":%.9g,\"tstep_s\":%.9g,\"tcomm_s\":%.9g,"
                      "\"bytes\":%lld,\"bandwidth_Bps\":%.9g,\"latency_s\":%.9g,\"inter_bandwidth_Bps\":%.9g,"
                      "\"inter_latency_s\":%.9g,\"ranks_per_node\":%d,\"shared_inter_link\":%d,\"blocking_comm\":%d,"
                      "\"stash_bytes\":%lld,\"w_stash_fraction\":%.9g,\"param_bytes\":%lld,\"dtype_bytes\":%.9g,"
                      "\"optimizer_bytes\":%.9g,\"capacity_bytes\":%lld,\"microbatch_size\":%d,\"cv\":%.9g,"
                      "\"repeat\":%d,\"replicas\":%d,\"stage_costs\":",
-                  o->b.tf_s, o->b.tb_s, o->b.ti_s, o->b.tw_s, o->b.tstep_s, o->b.tcomm_s, (long long)o->b.bytes,
+                  sim_time_per_name(o->time_per), o->share, o->b.tf_s, o->b.tb_s, o->b.ti_s, o->b.tw_s, o->b.tstep_s,
+                  o->b.tcomm_s, (long long)o->b.bytes,
                   o->b.bandwidth_Bps, o->b.latency_s, o->b.inter_bandwidth_Bps, o->b.inter_latency_s, o->b.ranks_per_node,
                   o->c.shared_inter_link, o->c.blocking_comm, (long long)o->b.stash_bytes, o->b.w_stash_fraction,
                   (long long)o->b.param_bytes, o->c.dtype_bytes, o->c.optimizer_bytes_per_param,
@@ -414,6 +427,17 @@ static void params_json_costs(const opts *o, pl_buf *b) {
     pl_buf_puts(b, ",\"replicas_stage\":[");
     for (int i = 0; i < o->nrepl; i++) pl_buf_printf(b, "%s[%d,%d]", i ? "," : "", o->repl_stage[i], o->repl_n[i]);
     pl_buf_puts(b, "]}");
+}
+
+/* Writes the table's line that says what the flag-driven compute times describe. */
+static void out_table_time_per(const opts *o, pl_buf *b) {
+    pl_buf_printf(b, "costs              flags, --time-per %s: ", sim_time_per_name(o->time_per));
+    if (o->time_per == SIM_TIME_PER_STAGE || o->share == 1)
+        pl_buf_printf(b, "each stage runs --tf %g%s\n", o->b.tf_s,
+                      o->time_per == SIM_TIME_PER_STAGE ? "" : " (one stage per rank)");
+    else
+        pl_buf_printf(b, "a rank's share over its stages, each stage runs %.6g of it (--tf %g: %.6g per stage)\n",
+                      o->share, o->b.tf_s, o->b.tf_s * o->share);
 }
 
 /* Writes the human table. */
@@ -432,7 +456,8 @@ static void out_table(const opts *o, const sched *s, const sim_result *r, const 
         pl_buf_puts(b, ", replicas ");
         for (int q = 0; q < mc->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "-" : "", mc->sm.replicas[q]);
         pl_buf_putc(b, '\n');
-    }
+    } else
+        out_table_time_per(o, b);
     pl_buf_printf(b, "actions            %zu (%zu events)\n", r->actions, r->events);
     pl_buf_printf(b, "makespan_s         %.9g\n", r->makespan_s);
     pl_buf_printf(b, "iteration_time_s   %.9g%s\n", r->iteration_time_s, r->iterations > 1 ? "  (steady state, first iteration left out)" : "");
@@ -467,18 +492,20 @@ static void out_table(const opts *o, const sched *s, const sim_result *r, const 
 }
 
 /* Writes CSV: one row per rank with the run's metrics repeated. */
-static void out_csv(const sched *s, const sim_result *r, const sim_repeat_stats *st, pl_buf *b) {
+static void out_csv(const opts *o, const sched *s, const sim_result *r, const sim_repeat_stats *st, pl_buf *b) {
+    const char *time_per = o->mc ? "model" : sim_time_per_name(o->time_per);
     pl_buf_puts(b, "kind,ranks,stages,microbatches,iterations,makespan_s,iteration_time_s,throughput,window_s,bubble_fraction,idle_s,zb_bubble_rate,"
                    "comm_s,peak_mem_bytes,oom,repeat,iteration_time_mean_s,iteration_time_stddev_s,rank,busy_s,idle_s,"
-                   "rank_bubble_fraction,rank_comm_s,rank_reduce_s,rank_peak_bytes,peak_stash_mbs,peak_weight_versions,rank_oom\n");
+                   "rank_bubble_fraction,rank_comm_s,rank_reduce_s,rank_peak_bytes,peak_stash_mbs,peak_weight_versions,rank_oom,"
+                   "time_per\n");
     for (int q = 0; q < s->ranks; q++) {
         const sim_rank_stats *x = &r->rank[q];
-        pl_buf_printf(b, "%s,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%d,%d,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%d,%d,%d\n",
+        pl_buf_printf(b, "%s,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%d,%d,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%d,%d,%d,%s\n",
                       s->kind, s->ranks, s->stages, s->microbatches, r->iterations, r->makespan_s, r->iteration_time_s,
                       r->throughput, r->window_s, r->bubble_fraction, r->idle_s, r->zb_bubble_rate, r->comm_s,
                       (long long)r->peak_bytes, r->oom, st->repeat, st->iter_mean_s, st->iter_sd_s, q, x->busy_s, x->idle_s,
                       x->bubble_fraction, x->comm_s, x->reduce_s,
-                      (long long)x->peak_bytes, x->peak_stash_mbs, x->peak_weight_versions, x->oom);
+                      (long long)x->peak_bytes, x->peak_stash_mbs, x->peak_weight_versions, x->oom, time_per);
     }
 }
 
@@ -729,6 +756,7 @@ int cli_simulate(int argc, char **argv) {
     model_ctx mc;
     memset(&mc, 0, sizeof mc);
     sim_costs costs;
+    sim_basic scaled; /* o.b with the uniform values per stage (--time-per); outlives costs */
     sched *s = NULL;
 #ifdef PIPELAB_HAVE_PL_RESULTS
     store *db = NULL; /* opened first: a read-only, corrupt or newer database is refused before any work */
@@ -753,6 +781,8 @@ int cli_simulate(int argc, char **argv) {
     }
     if (sim_basic_check(&o.b, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
     if (o.stage_costs && sim_basic_load_csv(&o.b, o.stage_costs, s->stages, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
+    o.share = sim_time_per_share(o.time_per, s->ranks, s->stages); /* the pipeline's, before replicas */
+    scaled = sim_basic_scaled(&o.b, o.share);
     replicas = pl_calloc((size_t)s->stages, sizeof *replicas);
     if (!replicas) { pl_errf(&e, PL_ENOMEM, "out of memory"); rc = cli_fail(&e); goto done; }
     for (int q = 0; q < s->stages; q++) replicas[q] = o.replicas_all;
@@ -766,7 +796,7 @@ int cli_simulate(int argc, char **argv) {
     }
     if (regen_replicated(&o, &s, replicas, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
     o.c.replicas = replicas;
-    costs = sim_basic_costs(&o.b);
+    costs = sim_basic_costs(&scaled);
 simulate:
     o.c.record_trace = o.trace || o.trace_json;
     sim_repeat_stats st;
@@ -778,7 +808,7 @@ simulate:
     o.c.progress = NULL;
     if (src != PL_OK) { rc = cli_fail(&e); goto done; }
     if (strcmp(o.format, "json") == 0) out_json(&o, s, &r, &st, &out);
-    else if (strcmp(o.format, "csv") == 0) out_csv(s, &r, &st, &out);
+    else if (strcmp(o.format, "csv") == 0) out_csv(&o, s, &r, &st, &out);
     else out_table(&o, s, &r, &st, &out);
     if (o.trace) {
         pl_buf_putc(&out, '\n');

@@ -87,6 +87,23 @@ int sim_basic_check(const sim_basic *b, pl_err *e);
 int sim_basic_load_csv(sim_basic *b, const char *path, int stages, pl_err *e);
 /* Returns the sim_costs view of b (b must outlive it). */
 sim_costs sim_basic_costs(sim_basic *b);
+/* What the uniform flag values describe (pipelab simulate --time-per):
+ *   SIM_TIME_PER_RANK   a rank's share of the model, split evenly over the stages (chunks) the
+ *                       rank holds: each stage gets ranks/stages of it. Schedules with different
+ *                       chunk counts then simulate one fixed model, as the papers compare them
+ *                       (Megatron's interleaved stage runs tF/v);
+ *   SIM_TIME_PER_STAGE  each stage, whatever the chunk count. */
+typedef enum { SIM_TIME_PER_RANK, SIM_TIME_PER_STAGE } sim_time_per;
+/* Returns "rank" or "stage"; sim_time_per_parse returns 0 and sets *t for those names, else -1. */
+const char *sim_time_per_name(sim_time_per t);
+int sim_time_per_parse(const char *name, sim_time_per *t);
+/* Returns the factor each stage's uniform values get under t for a pipeline of ranks ranks and
+ * stages stages (1 per stage; ranks/stages per rank). */
+double sim_time_per_share(sim_time_per t, int ranks, int stages);
+/* Returns b with its uniform work scaled by share: F, B, I, W and step times, stashed activation
+ * and parameter bytes. Boundary bytes (one stage's output, whatever its size), links and the
+ * per-stage overrides (which name their stage) are kept. The result shares b's overrides. */
+sim_basic sim_basic_scaled(const sim_basic *b, double share);
 
 /* ---------------------------------------------------------------- configuration */
 

@@ -156,6 +156,34 @@ sim_costs sim_basic_costs(sim_basic *b) {
     return c;
 }
 
+const char *sim_time_per_name(sim_time_per t) { return t == SIM_TIME_PER_STAGE ? "stage" : "rank"; }
+
+int sim_time_per_parse(const char *name, sim_time_per *t) {
+    if (strcmp(name, "rank") == 0) *t = SIM_TIME_PER_RANK;
+    else if (strcmp(name, "stage") == 0) *t = SIM_TIME_PER_STAGE;
+    else return -1;
+    return 0;
+}
+
+double sim_time_per_share(sim_time_per t, int ranks, int stages) {
+    return t == SIM_TIME_PER_RANK && stages > 0 ? (double)ranks / stages : 1.0;
+}
+
+/* Returns the time t scaled by share, keeping the "derive it" marker (negative) as it is. */
+static double scaled_time(double t, double share) { return t < 0 ? t : t * share; }
+
+sim_basic sim_basic_scaled(const sim_basic *b, double share) {
+    sim_basic x = *b;
+    x.tf_s = scaled_time(b->tf_s, share);
+    x.tb_s = scaled_time(b->tb_s, share);
+    x.ti_s = scaled_time(b->ti_s, share);
+    x.tw_s = scaled_time(b->tw_s, share);
+    x.tstep_s = scaled_time(b->tstep_s, share);
+    x.stash_bytes = (int64_t)llround((double)b->stash_bytes * share);
+    x.param_bytes = (int64_t)llround((double)b->param_bytes * share);
+    return x;
+}
+
 /* Column ids of the stage CSV. */
 enum { C_STAGE, C_TF, C_TB, C_TI, C_TW, C_BYTES, C_STASH, C_WSTASH, C_PARAM, C_N };
 static const char *const col_names[C_N] = {"stage", "tf", "tb", "ti", "tw", "bytes", "stash_bytes", "w_stash_bytes", "param_bytes"};

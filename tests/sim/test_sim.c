@@ -656,6 +656,69 @@ static void test_cli(void) {
     }
 }
 
+/* Returns the number after "key": in the JSON `pipelab simulate ARGS --format json --no-db`
+ * prints (NAN when the run fails or the key is absent). */
+static double sim_json_number(const char *args, const char *key) {
+    char cmd[1024], pat[64];
+    snprintf(cmd, sizeof cmd, "%s simulate %s --format json --no-db", PIPELAB_BIN, args);
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    char *out = NULL;
+    int rc = pl_test_run(cmd, &out);
+    const char *at = rc == 0 && out ? strstr(out, pat) : NULL;
+    double v = at ? strtod(at + strlen(pat), NULL) : NAN;
+    if (!at) fprintf(stderr, "\n%s -> %d\n%s\n", cmd, rc, out ? out : "");
+    free(out);
+    return v;
+}
+
+/* --time-per: by default the flag times are a rank's share, so 1F1B and interleaved with v
+ * chunks simulate one model, and interleaved reaches Megatron's (m + (p-1)/v)(tF + tB) against
+ * 1F1B's (m + p - 1)(tF + tB); --time-per stage gives every chunk the whole times, a model v times
+ * larger: (v m + p - 1)(tF + tB). Weights follow the same rule (--param-bytes), the boundary
+ * activation does not. */
+static void test_time_per(void) {
+    const int p = 4, m = 8;
+    const double tf = 1, tb = 2;
+    char args[256];
+    snprintf(args, sizeof args, "--kind 1f1b --ranks %d --microbatches %d --tf %g --tb %g", p, m, tf, tb);
+    CU_ASSERT_DOUBLE_EQUAL(sim_json_number(args, "iteration_time_s"), (m + p - 1) * (tf + tb), 1e-9);
+    for (int v = 2; v <= 4; v *= 2) {
+        for (int per_stage = 0; per_stage <= 1; per_stage++) {
+            snprintf(args, sizeof args, "--kind interleaved --chunks %d --ranks %d --microbatches %d --tf %g --tb %g%s", v, p,
+                     m, tf, tb, per_stage ? " --time-per stage" : "");
+            double want = per_stage ? (v * m + p - 1) * (tf + tb) : (m + (p - 1.0) / v) * (tf + tb);
+            CU_ASSERT_DOUBLE_EQUAL(sim_json_number(args, "iteration_time_s"), want, 1e-9);
+        }
+    }
+    /* explicit rank equals the default; zbv holds 2 stages per rank */
+    snprintf(args, sizeof args, "--kind zbv --ranks %d --microbatches %d --tf 1 --ti 1 --tw 1 --time-per rank", p, m);
+    double zbv_rank = sim_json_number(args, "iteration_time_s");
+    snprintf(args, sizeof args, "--kind zbv --ranks %d --microbatches %d --tf 1 --ti 1 --tw 1 --time-per stage", p, m);
+    CU_ASSERT_DOUBLE_EQUAL(sim_json_number(args, "iteration_time_s"), 2 * zbv_rank, 1e-9);
+    /* weights: per rank the same bytes whatever v; per stage v times as many */
+    const char *mem = "--ranks 4 --microbatches 8 --param-bytes 1000 --dtype-bytes 4 --optimizer-bytes 8";
+    snprintf(args, sizeof args, "--kind 1f1b %s", mem);
+    double one = sim_json_number(args, "peak_mem_bytes");
+    CU_ASSERT(one > 0);
+    snprintf(args, sizeof args, "--kind interleaved --chunks 2 %s", mem);
+    CU_ASSERT_DOUBLE_EQUAL(sim_json_number(args, "peak_mem_bytes"), one, 0.5);
+    snprintf(args, sizeof args, "--kind interleaved --chunks 2 %s --time-per stage", mem);
+    CU_ASSERT_DOUBLE_EQUAL(sim_json_number(args, "peak_mem_bytes"), 2 * one, 0.5);
+    /* refusals name the flag */
+    static const struct { const char *args, *msg; } bad[] = {
+        {"--kind 1f1b --ranks 2 --microbatches 2 --time-per layer --no-db", "--time-per: must be rank or stage"},
+        {"--kind 1f1b --ranks 2 --microbatches 2 --time-per rank --model uniform:layers=4,fwd_s=1e-3 --no-db", "--time-per"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "%s simulate %s", PIPELAB_BIN, bad[i].args);
+        char *out = NULL;
+        CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 2);
+        CU_ASSERT_PTR_NOT_NULL(out && strstr(out, bad[i].msg));
+        free(out);
+    }
+}
+
 /* The CLI stores the run in the database given by --db and writes the Chrome trace file. */
 static void test_cli_outputs(void) {
     char *dir = pl_test_tmpdir();
@@ -703,6 +766,7 @@ void pl_test_register(void) {
         {"library errors", test_library_errors},
         {"cli", test_cli},
         {"cli outputs", test_cli_outputs},
+        {"--time-per rank and stage", test_time_per},
         {NULL, NULL},
     };
     pl_test_suite("sim", cases);
