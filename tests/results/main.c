@@ -7,6 +7,7 @@ void test_merge_register(void);
 void test_compare_plot_register(void);
 void test_faults_register(void);
 void test_db_cli_register(void);
+void test_shard_register(void);
 
 void pl_test_register(void) {
     test_store_register();
@@ -15,4 +16,5 @@ void pl_test_register(void) {
     test_compare_plot_register();
     test_faults_register();
     test_db_cli_register();
+    test_shard_register();
 }
