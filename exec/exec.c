@@ -63,14 +63,14 @@ int exec_stage_blocks(const sched *s, const exec_config *cfg, int *blocks, pl_er
     if (cfg->stage_blocks) {
         int sum = 0;
         for (int q = 0; q < n; q++) {
-            if (cfg->stage_blocks[q] < 1) return pl_errf(e, PL_EINPUT, "stage %d has %d blocks; every stage needs at least one", q, cfg->stage_blocks[q]);
+            if (cfg->stage_blocks[q] < 1) return pl_errf(e, PL_EINPUT, "stage %d has %d blocks in --stage-blocks; every stage needs at least one", q, cfg->stage_blocks[q]);
             blocks[q] = cfg->stage_blocks[q];
             sum += blocks[q];
         }
-        if (sum != L) return pl_errf(e, PL_EINPUT, "the stage split has %d blocks, the model %d", sum, L);
+        if (sum != L) return pl_errf(e, PL_EINPUT, "the stage split (--stage-blocks) has %d blocks, the model (--depth) %d", sum, L);
         return PL_OK;
     }
-    if (L < n) return pl_errf(e, PL_EINPUT, "%d blocks cannot fill %d stages (need layers >= stages)", L, n);
+    if (L < n) return pl_errf(e, PL_EINPUT, "%d blocks cannot fill %d stages: give --depth %d or more (one block per stage at least)", L, n, n);
     for (int q = 0; q < n; q++) blocks[q] = L / n + (q < L % n ? 1 : 0);
     return PL_OK;
 }
@@ -95,6 +95,24 @@ static int cmp_double(const void *a, const void *b) {
 double exec_median(double *v, size_t n) {
     qsort(v, n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int exec_median_passes(const double *pass_s, int n, int mid[2]) {
+    mid[0] = mid[1] = 0;
+    if (n <= 0) return PL_OK;
+    int *ord = pl_calloc((size_t)n, sizeof *ord);
+    if (!ord) return PL_ENOMEM;
+    for (int t = 0; t < n; t++) ord[t] = t;
+    for (int t = 1; t < n; t++) /* insertion sort by pass time, stable: ties keep pass order */
+        for (int u = t; u > 0 && pass_s[ord[u]] < pass_s[ord[u - 1]]; u--) {
+            int x = ord[u];
+            ord[u] = ord[u - 1];
+            ord[u - 1] = x;
+        }
+    mid[0] = ord[(n - 1) / 2];
+    mid[1] = ord[n / 2];
+    free(ord);
+    return PL_OK;
 }
 
 void exec_result_free(exec_result *r) {
@@ -196,23 +214,10 @@ int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *
     /* the per-rank figures come from the pass(es) whose time is the median (the middle one, or
      * the middle two averaged), as the iteration time does: busy + idle is then the pass time,
      * and one slow pass cannot inflate the idle time and bubble of an otherwise typical run */
-    int mid[2] = {0, 0}, nmid = T % 2 ? 1 : 2;
-    {
-        int *ord = pl_calloc((size_t)T, sizeof *ord);
-        if (!ord) {
-            rc = pl_errf(e, PL_ENOMEM, "out of memory assembling results");
-            goto fail;
-        }
-        for (int t = 0; t < T; t++) ord[t] = t;
-        for (int t = 1; t < T; t++) /* insertion sort by pass time, stable: ties keep pass order */
-            for (int u = t; u > 0 && out->pass_s[ord[u]] < out->pass_s[ord[u - 1]]; u--) {
-                int x = ord[u];
-                ord[u] = ord[u - 1];
-                ord[u - 1] = x;
-            }
-        mid[0] = ord[(T - 1) / 2];
-        mid[1] = ord[T / 2];
-        free(ord);
+    int *mid = out->median_pass, nmid = T % 2 ? 1 : 2;
+    if (exec_median_passes(out->pass_s, T, mid) != PL_OK) {
+        rc = pl_errf(e, PL_ENOMEM, "out of memory assembling results");
+        goto fail;
     }
     out->zb_bubble_rate = NAN;
     for (int r = 0; r < p; r++) {
@@ -422,8 +427,8 @@ int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) 
     if (rc == PL_OK) rc = exec_check_memory(s, c, blocks, -1, e);
     int ncores = exec_platform_cores(cpus, EXEC_MAX_CORES);
     if (rc == PL_OK && p > ncores && !c->oversubscribe)
-        rc = pl_errf(e, PL_EINPUT, "%d ranks but only %d cores available; allow oversubscription to run anyway "
-                     "(timings would then measure time-slicing)", p, ncores);
+        rc = pl_errf(e, PL_EINPUT, "%d ranks but only %d cores available; give --oversubscribe (exec_config.oversubscribe) "
+                     "to run anyway (timings would then measure time-slicing)", p, ncores);
     if (rc) { free(blocks); free(cpus); return rc; }
     exec_blas_init();
     int P = c->warmup_passes + c->timed_passes, it = s->iterations > 0 ? s->iterations : 1;

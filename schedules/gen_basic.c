@@ -21,22 +21,22 @@ static int gen_check_sizes(const char *name, const sched_gen_opts *o, int has_ch
                      int def_iters, gen_params *g, pl_err *e) {
     if (!o) return pl_errf(e, PL_EINPUT, "%s: no options given", name);
     if (o->ranks < 1)
-        return pl_errf(e, PL_EINPUT, "%s: ranks (%d) must be >= 1", name, o->ranks);
+        return pl_errf(e, PL_EINPUT, "%s: --ranks %d must be >= 1", name, o->ranks);
     if (o->ranks > SCHED_MAX_RANKS)
-        return pl_errf(e, PL_EINPUT, "%s: ranks (%d) exceeds the limit of %d", name, o->ranks,
+        return pl_errf(e, PL_EINPUT, "%s: --ranks %d exceeds the limit of %d", name, o->ranks,
                        SCHED_MAX_RANKS);
     if (o->microbatches < 1)
-        return pl_errf(e, PL_EINPUT, "%s: microbatches (%d) must be >= 1", name, o->microbatches);
+        return pl_errf(e, PL_EINPUT, "%s: --microbatches %d must be >= 1", name, o->microbatches);
     if (o->chunks < 0)
-        return pl_errf(e, PL_EINPUT, "%s: chunks (%d) must be >= 1 (or 0 for the default)", name,
+        return pl_errf(e, PL_EINPUT, "%s: --chunks %d must be >= 1 (or 0 for the default)", name,
                        o->chunks);
     if (!has_chunks && o->chunks > 1)
         return pl_errf(e, PL_EINPUT,
-                       "%s: has one stage per rank; chunks (%d) must be 0 or 1 (use interleaved "
+                       "%s: has one stage per rank; --chunks %d must be 0 or 1 (use interleaved "
                        "or looped-bfs for several chunks per rank)",
                        name, o->chunks);
     if (o->iterations < 0)
-        return pl_errf(e, PL_EINPUT, "%s: iterations (%d) must be >= 1 (or 0 for the default)",
+        return pl_errf(e, PL_EINPUT, "%s: --iterations %d must be >= 1 (or 0 for the default)",
                        name, o->iterations);
     if (o->recompute != SCHED_RECOMPUTE_NONE && o->recompute != SCHED_RECOMPUTE_FULL)
         return pl_errf(e, PL_EINPUT, "%s: unknown recomputation policy %d", name,
@@ -48,11 +48,11 @@ static int gen_check_sizes(const char *name, const sched_gen_opts *o, int has_ch
     int64_t mbs = (int64_t)g->m * g->iters;
     if (mbs > SCHED_MAX_MICROBATCHES)
         return pl_errf(e, PL_EINPUT,
-                       "%s: microbatches (%d) x iterations (%d) = %lld exceeds the limit of %d",
+                       "%s: --microbatches %d x --iterations %d = %lld exceeds the limit of %d",
                        name, g->m, g->iters, (long long)mbs, SCHED_MAX_MICROBATCHES);
     int64_t stages = (int64_t)g->p * g->v;
     if (g->v > SCHED_MAX_STAGES || stages > SCHED_MAX_STAGES)
-        return pl_errf(e, PL_EINPUT, "%s: ranks (%d) x chunks (%d) = %lld stages exceeds the limit of %d",
+        return pl_errf(e, PL_EINPUT, "%s: --ranks %d x --chunks %d = %lld stages exceeds the limit of %d",
                        name, g->p, g->v, (long long)stages, SCHED_MAX_STAGES);
     /* One F and one B per (stage, global microbatch); each factor is bounded above, so the
      * product fits in 64 bits (2 * 2^20 * 2^24). */

@@ -20,24 +20,24 @@ typedef struct zb_params {
 static int zb_check_sizes(const char *name, const sched_gen_opts *o, int v, int min_m,
                     const char *min_why, zb_params *g, pl_err *e) {
     if (!o) return pl_errf(e, PL_EINPUT, "%s: no options given", name);
-    if (o->ranks < 1) return pl_errf(e, PL_EINPUT, "%s: ranks (%d) must be >= 1", name, o->ranks);
+    if (o->ranks < 1) return pl_errf(e, PL_EINPUT, "%s: --ranks %d must be >= 1", name, o->ranks);
     if (o->ranks > SCHED_MAX_RANKS)
-        return pl_errf(e, PL_EINPUT, "%s: ranks (%d) exceeds the limit of %d", name, o->ranks,
+        return pl_errf(e, PL_EINPUT, "%s: --ranks %d exceeds the limit of %d", name, o->ranks,
                        SCHED_MAX_RANKS);
     if (o->microbatches < 1)
-        return pl_errf(e, PL_EINPUT, "%s: microbatches (%d) must be >= 1", name, o->microbatches);
+        return pl_errf(e, PL_EINPUT, "%s: --microbatches %d must be >= 1", name, o->microbatches);
     if (v == 1 && o->chunks != 0 && o->chunks != 1)
         return pl_errf(e, PL_EINPUT,
-                       "%s: chunks (%d) must be 0 or 1 because the schedule holds one stage per "
+                       "%s: --chunks %d must be 0 or 1 because the schedule holds one stage per "
                        "rank (zbv and dualpipev use two)",
                        name, o->chunks);
     if (v == 2 && o->chunks != 0 && o->chunks != 2)
         return pl_errf(e, PL_EINPUT,
-                       "%s: chunks (%d) must be 0 or 2 because the V placement puts exactly two "
+                       "%s: --chunks %d must be 0 or 2 because the V placement puts exactly two "
                        "stages on every rank",
                        name, o->chunks);
     if (o->iterations < 0)
-        return pl_errf(e, PL_EINPUT, "%s: iterations (%d) must be >= 1 (or 0 for the default)",
+        return pl_errf(e, PL_EINPUT, "%s: --iterations %d must be >= 1 (or 0 for the default)",
                        name, o->iterations);
     if (o->recompute != SCHED_RECOMPUTE_NONE && o->recompute != SCHED_RECOMPUTE_FULL)
         return pl_errf(e, PL_EINPUT, "%s: unknown recomputation policy %d", name,
@@ -47,12 +47,12 @@ static int zb_check_sizes(const char *name, const sched_gen_opts *o, int v, int 
     g->v = v;
     g->iters = o->iterations > 0 ? o->iterations : 1;
     if (g->m < min_m)
-        return pl_errf(e, PL_EINPUT, "%s: microbatches (%d) must be >= %d because %s", name, g->m,
+        return pl_errf(e, PL_EINPUT, "%s: --microbatches %d must be >= %d because %s", name, g->m,
                        min_m, min_why);
     int64_t mbs = (int64_t)g->m * g->iters;
     if (mbs > SCHED_MAX_MICROBATCHES)
         return pl_errf(e, PL_EINPUT,
-                       "%s: microbatches (%d) x iterations (%d) = %lld exceeds the limit of %d",
+                       "%s: --microbatches %d x --iterations %d = %lld exceeds the limit of %d",
                        name, g->m, g->iters, (long long)mbs, SCHED_MAX_MICROBATCHES);
     int64_t stages = (int64_t)g->p * v;
     if (stages > SCHED_MAX_STAGES)

@@ -33,7 +33,7 @@ static const limit_case cases[] = {
     {"", SIM "1f1b --ranks 4 --microbatches 100000000", 2, "--microbatches: needs a whole number between 1 and 16777216"},
     {"", SIM "1f1b --ranks 65536 --microbatches 1000000", 1, "1f1b: 65536 stages x 1000000 microbatches needs 131072000000 actions, more than the limit of 2147483648"},
     {"", SIM "interleaved --ranks 4096 --chunks 4096 --microbatches 1000000", 1, "16777216 stages exceeds the limit of 1048576"},
-    {"", SIM "pipedream --ranks 4 --microbatches 16000000 --iterations 4", 1, "microbatches (16000000) x iterations (4) = 64000000 exceeds the limit of 16777216"},
+    {"", SIM "pipedream --ranks 4 --microbatches 16000000 --iterations 4", 1, "--microbatches 16000000 x --iterations 4 = 64000000 exceeds the limit of 16777216"},
     {"", "schedule --check --kind zbv --ranks 64 --microbatches 1000000 --max-memory 1GiB", 1,
      "zbv (64 ranks, 128 stages, 1000000 microbatches: 384000000 compute actions) needs about 91.6 GiB (98320875520 bytes), more than the 1.0 GiB available (--max-memory)"},
     /* the memory budget: flag, environment, and both refused before any work */

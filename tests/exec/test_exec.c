@@ -599,7 +599,7 @@ static void test_config_errors(void) {
     cb.oversubscribe = 0;
     pl_err_clear(&e);
     CU_ASSERT_EQUAL(exec_run(big, &cb, &r, &e), PL_EINPUT);
-    CU_ASSERT(strstr(e.msg, "oversubscription") != NULL);
+    CU_ASSERT(strstr(e.msg, "give --oversubscribe") != NULL);
     sched_free(big);
 }
 

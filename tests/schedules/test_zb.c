@@ -258,20 +258,20 @@ static void test_zb_refusals(void) {
         pl_err e = {0};
         CU_ASSERT_PTR_NULL(fn(NULL, &e));
         CU_ASSERT_EQUAL(e.code, PL_EINPUT);
-        expect_refused(nm, fn, &(sched_gen_opts){.ranks = 0, .microbatches = 8}, "ranks (0)");
-        expect_refused(nm, fn, &(sched_gen_opts){.ranks = -3, .microbatches = 8}, "ranks (-3)");
+        expect_refused(nm, fn, &(sched_gen_opts){.ranks = 0, .microbatches = 8}, "--ranks 0");
+        expect_refused(nm, fn, &(sched_gen_opts){.ranks = -3, .microbatches = 8}, "--ranks -3");
         expect_refused(nm, fn, &(sched_gen_opts){.ranks = SCHED_MAX_RANKS + 1, .microbatches = 8},
                        "limit");
-        expect_refused(nm, fn, &(sched_gen_opts){.ranks = 2, .microbatches = 0}, "microbatches (0)");
+        expect_refused(nm, fn, &(sched_gen_opts){.ranks = 2, .microbatches = 0}, "--microbatches 0");
         expect_refused(nm, fn, &(sched_gen_opts){.ranks = 2, .microbatches = 8, .chunks = 3},
-                       "chunks (3)");
+                       "--chunks 3");
         expect_refused(nm, fn, &(sched_gen_opts){.ranks = 2, .microbatches = 8, .chunks = -1},
-                       "chunks (-1)");
+                       "--chunks -1");
         expect_refused(nm, fn,
                        &(sched_gen_opts){.ranks = 2, .microbatches = 8, .chunks = ZB[gi].v == 1 ? 2 : 1},
                        ZB[gi].v == 1 ? "0 or 1" : "0 or 2");
         expect_refused(nm, fn, &(sched_gen_opts){.ranks = 2, .microbatches = 8, .iterations = -1},
-                       "iterations (-1)");
+                       "--iterations -1");
         expect_refused(nm, fn,
                        &(sched_gen_opts){.ranks = 2, .microbatches = 8, .recompute = (sched_recompute)7},
                        "recomputation");
