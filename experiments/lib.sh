@@ -6,7 +6,8 @@
 #   --merge N     merge the N shard databases into NAME.db (made afresh) with `pipelab db merge`,
 #                 refusing when one is missing, then make the tables and figures as --plot-only
 #   --plot-only   skip the sweep; tables and figures from the existing NAME.db
-#   --db FILE     use FILE instead of results/out/NAME.db (the merged file under --merge)
+#   --db FILE     use FILE instead of results/out/NAME.db; shards write FILE's name with
+#                 .shard-I-of-N before its .db, and --merge N reads those
 # Environment: PIPELAB, the binary (default build/cli/pipelab); PIPELAB_OUT, the folder of the
 # databases and figures (default results/out). Paths given in flags and in the environment are
 # relative to the directory the script was called from; the script itself runs in the
@@ -20,8 +21,8 @@ SCRIPT=$(from_caller "$0")
 usage_error() { echo "$0: $1" >&2; exit 2; }
 # Returns (prints) the header comment of file $1 from its line $2 on, without the '#'s: the help.
 header() { awk -v from="$2" 'NR >= from && !/^#/ { exit } NR >= from { sub(/^# ?/, ""); print }' "$1"; }
-# Returns (prints) the database shard I of N writes: NAME.db for a single shard.
-shard_db() { if [ "$2" -gt 1 ]; then echo "$OUT/$NAME.shard-$1-of-$2.db"; else echo "$OUT/$NAME.db"; fi; }
+# Returns (prints) the database shard I of N writes: the sweep's own for a single shard.
+shard_db() { if [ "$2" -gt 1 ]; then echo "${SWEEP_DB%.db}.shard-$1-of-$2.db"; else echo "$SWEEP_DB"; fi; }
 SHARD_I=0
 SHARD_N=1
 SHARDED=0
@@ -50,22 +51,22 @@ PL=build/cli/pipelab
 OUT=results/out
 [ -z "${PIPELAB_OUT:-}" ] || OUT=$(from_caller "$PIPELAB_OUT")
 FIG=$OUT/figures
-[ -n "$DB" ] || DB=$(shard_db "$SHARD_I" "$SHARD_N")
+SWEEP_DB=${DB:-$OUT/$NAME.db}
+DB=$(shard_db "$SHARD_I" "$SHARD_N")
 if [ ! -x "$PL" ]; then echo "$0: $PL not built (run ./setup.sh)" >&2; exit 1; fi
-mkdir -p "$OUT"
-# Merges the MERGE_N shard databases into DB, made afresh; exits 1 naming a missing shard. A
-# single shard wrote NAME.db itself: that is left as it is.
+mkdir -p "$(dirname "$DB")"
+# Merges the MERGE_N shard databases into DB, made afresh; exits 1 naming a missing shard.
 merge_shards() {
     local i shards=()
     for ((i = 0; i < MERGE_N; i++)); do shards+=("$(shard_db "$i" "$MERGE_N")"); done
-    if [ "$MERGE_N" = 1 ] && [ "${shards[0]}" -ef "$DB" ]; then return 0; fi
     for i in "${!shards[@]}"; do
         [ -f "${shards[$i]}" ] || { echo "$0: --merge $MERGE_N: ${shards[$i]} not found (shard $i/$MERGE_N did not run or failed)" >&2; exit 1; }
     done
     rm -f "$DB" "$DB-wal" "$DB-shm"
     "$PL" db merge "${shards[@]}" -o "$DB" >&2
 }
-if [ "$MERGE_N" -gt 0 ]; then merge_shards; fi
+# (a single shard wrote the sweep's database itself)
+if [ "$MERGE_N" -gt 1 ]; then merge_shards; fi
 # A rerun starts from an empty database, so every run in it comes from this invocation.
 if [ "$PLOT_ONLY" = 0 ]; then rm -f "$DB" "$DB-wal" "$DB-shm"; fi
 [ "$SHARD_N" -gt 1 ] || mkdir -p "$FIG"

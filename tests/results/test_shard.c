@@ -205,6 +205,16 @@ static void test_shard_flags(void) {
     snprintf(cmd, sizeof cmd, "'%s/merge.sbatch' 2 '%s'", SLURM_DIR, EXPERIMENT);
     CU_ASSERT(exits_naming(dir, cmd, 1, "zero_bubble.shard-0-of-2.db"));
     CU_ASSERT_EQUAL(db_files(dir), 0);
+    /* Under --db FILE a shard writes FILE's shard name (3 of zero_bubble's 36 points in 12
+     * shards), and --merge with the same flags looks for the others beside it. */
+    snprintf(cmd, sizeof cmd, "'%s' --shard 0/12 --db sub/sweep.db >/dev/null", EXPERIMENT);
+    CU_ASSERT_EQUAL(run_in(dir, 1, NULL, cmd), 0);
+    int runs = -1, header_ok = 0;
+    free(run_set(dir, "sub/sweep.shard-0-of-12.db", &runs, &header_ok));
+    CU_ASSERT_EQUAL(runs, 3);
+    snprintf(cmd, sizeof cmd, "'%s' --merge 12 --db sub/sweep.db", EXPERIMENT);
+    CU_ASSERT(exits_naming(dir, cmd, 1, "sub/sweep.shard-1-of-12.db not found"));
+    CU_ASSERT_EQUAL(db_files(dir), 0);
     /* A task outside a job array, or of an array that does not start at 0. */
     snprintf(cmd, sizeof cmd, "'%s/shard.sbatch' '%s'", SLURM_DIR, EXPERIMENT);
     CU_ASSERT(exits_naming(dir, cmd, 2, "SLURM_ARRAY_TASK_ID"));
