@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 PKGS="build-essential cmake pkg-config git libsqlite3-dev libgsl-dev libcunit1-dev \
-libopenblas-dev libinih-dev gnuplot-nox libopenmpi-dev openmpi-bin clang libclang-rt-dev"
+libopenblas-dev libinih-dev gnuplot-nox libopenmpi-dev openmpi-bin clang libclang-rt-dev help2man man-db"
 
 missing=""
 for p in $PKGS; do
