@@ -17,20 +17,23 @@
 #define SHARDS 3
 /* The database folder (PIPELAB_OUT), relative to the temporary directory the scripts run in. */
 #define OUT_DIR "out"
+/* Where the stderr of commands whose stdout is compared goes, in the temporary directory. */
+#define STDERR_LOG "stderr.log"
 
 /* Columns of `db list --format csv` that differ between two runs of the same point. */
 static const char *const ignored_columns[] = {"id", "uid", "utc_time", "host", "origin", NULL};
 
-/* Runs cmd in dir with the test's pipelab and PIPELAB_OUT=out, stderr to /dev/null when quiet;
- * returns the exit status and the output in *out (malloc'd, or freed when out is NULL). */
+/* Runs cmd in dir with the test's pipelab and PIPELAB_OUT=out; when quiet its stderr goes to
+ * dir/STDERR_LOG (kept for a failure), so that *out is its stdout alone. Returns the exit
+ * status and the output in *out (malloc'd, or freed when out is NULL). */
 static int run_in(const char *dir, int quiet, char **out, const char *cmd) {
     size_t n = strlen(dir) + strlen(cmd) + strlen(PIPELAB_BIN) + 128;
     char *full = malloc(n);
     snprintf(full, n, "cd '%s' && (export PIPELAB='%s' PIPELAB_OUT=%s; { %s; }%s)", dir, PIPELAB_BIN, OUT_DIR, cmd,
-             quiet ? " 2>/dev/null" : "");
+             quiet ? " 2>>" STDERR_LOG : "");
     char *o = NULL;
     int rc = pl_test_run(full, &o);
-    if (rc != 0 && quiet) fprintf(stderr, "\n  `%s` exited %d:\n%s\n", full, rc, o);
+    if (rc != 0 && quiet) fprintf(stderr, "\n  `%s` exited %d (its stderr: %s/" STDERR_LOG ")\n", full, rc, dir);
     free(full);
     if (out) *out = o;
     else free(o);
