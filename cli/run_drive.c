@@ -97,10 +97,12 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
     for (int q = 0, sum = 0; q < r->stages; q++) pl_buf_printf(b, ",%d", sum += r->stage_blocks[q]);
     pl_buf_puts(b, "],\"replicas\":[");
     for (int q = 0; q < r->stages; q++) pl_buf_printf(b, "%s1", q ? "," : "");
+    /* median_passes: the timed passes the run's figures come from (exec_median_passes); pipelab
+     * plot timeline draws the first */
     pl_buf_printf(b, "]},\"lr\":%.9g,\"momentum\":%.9g,\"warmup_passes\":%d,\"timed_passes\":%d,"
-                     "\"iterations_per_pass\":%d,\"transport\":\"%s\",\"profile\":\"",
-                  r->lr, r->momentum, r->warmup_passes, r->timed_passes, r->iterations_per_pass,
-                  info->transport ? info->transport : "threads");
+                     "\"median_passes\":[%d,%d],\"iterations_per_pass\":%d,\"transport\":\"%s\",\"profile\":\"",
+                  r->lr, r->momentum, r->warmup_passes, r->timed_passes, r->median_pass[0], r->median_pass[1],
+                  r->iterations_per_pass, info->transport ? info->transport : "threads");
     json_text(b, info->profile);
     pl_buf_puts(b, "\",");
     const char *roles[] = {"schedule", "profile"}, *paths[] = {info->from, info->profile_file};

@@ -183,6 +183,8 @@ typedef struct exec_result {
                             * ranks of (span - busy) / span, span from the rank's first compute
                             * start to its last compute end (sim.h); NAN when not measured */
     double *pass_s;        /* [timed_passes] (owned) */
+    int median_pass[2];    /* the timed passes whose time is the median (exec_median_passes): the
+                            * per-rank figures come from them; equal for an odd count */
     /* training */
     int n_iters;           /* (warmup + timed) * iterations_per_pass */
     double *loss;          /* [n_iters] mean microbatch loss of each iteration (owned) */
@@ -203,6 +205,11 @@ typedef struct exec_result {
 } exec_result;
 
 void exec_result_free(exec_result *r);
+/* Fills mid with the timed passes (0-based) whose time is the median of pass_s[n]: the middle
+ * one twice for an odd n, the two middle ones (shorter first) for an even n; ties keep pass
+ * order. The one rule for "the median pass": the run's per-rank figures come from these passes,
+ * and a measured timeline draws mid[0]. Returns PL_OK or PL_ENOMEM. */
+int exec_median_passes(const double *pass_s, int n, int mid[2]);
 
 /* ---------------------------------------------------------------- transports
  *
