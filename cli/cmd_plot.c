@@ -20,21 +20,28 @@ static const char help_text[] =
     "\n"
     "kinds:\n"
     "  timeline RUN     Gantt chart of one run (id, uid, uid prefix, or the id pipelab db list\n"
-    "                   prints) recorded with `pipelab simulate --trace`: one row per rank; F, B,\n"
-    "                   I, W in their colours\n"
-    "                   with the microbatch number; sends, receive waits and all-reduces as thin\n"
-    "                   bars under each row; a rank's later chunks lighter\n"
+    "                   prints) recorded with --trace (simulate or run): one row per rank; F, B,\n"
+    "                   I, W in their colours with the microbatch number; sends, receive waits\n"
+    "                   and all-reduces as thin bars under each row; a rank's later chunks\n"
+    "                   lighter. Of a measured run, its median pass (the pass its per-rank\n"
+    "                   figures come from); --all-passes draws every timed pass\n"
     "  bubble           bubble fraction (idle / (ranks x iteration time)) against microbatches, one\n"
-    "                   panel per pipeline depth p, one curve per schedule; dashed: the analytic\n"
-    "                   (p-1)/(m+p-1) of gpipe and 1f1b, and (p-1)/(v m+p-1) of interleaved with v\n"
-    "                   chunks (Megatron's bubble-to-compute ratio (p-1)/(v m) as a fraction of\n"
-    "                   the iteration, r/(1+r))\n"
-    "  throughput       samples/s against pipeline stages (--x microbatches: against m), one\n"
-    "                   curve per schedule\n"
+    "                   panel per pipeline depth p (and per tag, when the runs carry several),\n"
+    "                   one curve per schedule; dashed: the analytic (p-1)/(m+p-1) of gpipe and\n"
+    "                   1f1b, and (p-1)/(v m+p-1) of interleaved with v chunks (Megatron's\n"
+    "                   bubble-to-compute ratio (p-1)/(v m) as a fraction of the iteration,\n"
+    "                   r/(1+r)); one legend beside the panels\n"
+    "  throughput       samples/s against the pipeline depth p (ranks; --x: stages or\n"
+    "                   microbatches), one curve per schedule and chunks per rank v, and per\n"
+    "                   value of m (or of p, against m) when it varies: \"interleaved v=2, p = 8\"\n"
     "  memory           peak memory of each rank, one bar per schedule (newest run of each;\n"
     "                   the runs must share one pipeline depth: use --ranks)\n"
     "  accuracy         predicted against measured iteration time of the pairs `pipelab compare`\n"
-    "                   finds, with the y = x line and the +-5% band\n"
+    "                   finds, with the y = x line and the +-5% band; the axes frame the data\n"
+    "                   (logarithmic when it spans more than a factor 4)\n"
+    "\n"
+    "Curves of one schedule share its colour and differ in shade and marker; measured curves\n"
+    "are dotted with open markers.\n"
     "\n"
     "selection (bubble, throughput, memory, accuracy):\n"
     "  --tag T, --schedule K, --ranks P, --stages S, --microbatches M, --chunks V\n"
@@ -45,7 +52,8 @@ static const char help_text[] =
     "                        extension chooses the format: .png, .svg or .pdf (gnuplot's\n"
     "                        pngcairo, svg and pdfcairo terminals)\n"
     "  --svg                 SVG instead of PNG for the default name\n"
-    "  --x stages|microbatches   throughput's x axis (default stages)\n"
+    "  --x ranks|stages|microbatches   throughput's x axis (default ranks)\n"
+    "  --all-passes          timeline of a measured run: every timed pass, not the median one\n"
     "  --title TEXT          replace the title\n"
     "  -h, --help            this text\n"
     "\n"
@@ -55,9 +63,10 @@ static const char help_text[] =
 typedef struct opts {
     store_plot_opts p;
     const char *db, *kind_name, *x;
+    char run_key[512]; /* RUN as the store takes it ("p:X", as pipelab db list prints a prediction) */
 } opts;
 
-enum { O_DB = 1000, O_LOOSE, O_SVG, O_X, O_TITLE };
+enum { O_DB = 1000, O_LOOSE, O_SVG, O_X, O_TITLE, O_ALL_PASSES };
 
 static const struct option long_opts[] = {
     {"db", required_argument, 0, O_DB},
@@ -66,6 +75,7 @@ static const struct option long_opts[] = {
     {"svg", no_argument, 0, O_SVG},
     {"x", required_argument, 0, O_X},
     {"title", required_argument, 0, O_TITLE},
+    {"all-passes", no_argument, 0, O_ALL_PASSES},
     {"output", required_argument, 0, 'o'},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
@@ -75,6 +85,9 @@ static const struct { const char *name; store_plot_kind kind; } kinds[] = {
     {"timeline", STORE_PLOT_TIMELINE}, {"bubble", STORE_PLOT_BUBBLE}, {"throughput", STORE_PLOT_THROUGHPUT},
     {"memory", STORE_PLOT_MEMORY},     {"accuracy", STORE_PLOT_ACCURACY},
 };
+
+/* The values of --x, in store_plot_x's order. */
+static const char *const axes[] = {"ranks", "stages", "microbatches"};
 
 /* Parses the flags and KIND [RUN]; returns -1 to continue or an exit code. */
 static int parse(int argc, char **argv, opts *o) {
@@ -93,6 +106,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_SVG: o->p.svg = 1; break;
         case O_X: o->x = optarg; break;
         case O_TITLE: o->p.title = optarg; break;
+        case O_ALL_PASSES: o->p.all_passes = 1; break;
         case 'o': o->p.output = optarg; break;
         case 'h': fputs(help_text, stdout); return CLI_OK;
         case ':': return cli_usage_error("plot", "option %s needs a value", argv[optind - 1]);
@@ -108,14 +122,16 @@ static int parse(int argc, char **argv, opts *o) {
     o->p.kind = kinds[k].kind;
     if (o->p.kind == STORE_PLOT_TIMELINE) {
         if (optind >= argc) return cli_usage_error("plot", "timeline needs a RUN (integer id, uid or uid prefix)");
-        static char key[512]; /* "p:X", as pipelab db list prints a prediction's id */
-        o->p.run = cli_run_key(argv[optind++], key, sizeof key);
+        o->p.run = cli_run_key(argv[optind++], o->run_key, sizeof o->run_key);
     }
     if (optind < argc) return cli_usage_error("plot", "unexpected argument '%s'", argv[optind]);
-    if (o->x && strcmp(o->x, "stages") && strcmp(o->x, "microbatches"))
-        return cli_usage_error("plot", "--x must be stages or microbatches (got '%s')", o->x);
+    o->p.x = STORE_X_RANKS;
+    while (o->x && (size_t)o->p.x < sizeof axes / sizeof axes[0] && strcmp(o->x, axes[o->p.x])) o->p.x++;
+    if (o->x && (size_t)o->p.x == sizeof axes / sizeof axes[0])
+        return cli_usage_error("plot", "--x must be ranks, stages or microbatches (got '%s')", o->x);
     if (o->x && o->p.kind != STORE_PLOT_THROUGHPUT) return cli_usage_error("plot", "--x applies to the throughput figure");
-    o->p.x_microbatches = o->x && !strcmp(o->x, "microbatches");
+    if (o->p.all_passes && o->p.kind != STORE_PLOT_TIMELINE)
+        return cli_usage_error("plot", "--all-passes applies to the timeline figure");
     if (o->p.output) { /* the format follows the name: results/plot.c picks the terminal from it */
         const char *slash = strrchr(o->p.output, '/'), *dot = strrchr(o->p.output, '.');
         const char *ext = dot && (!slash || dot > slash) ? dot : "";

@@ -81,26 +81,93 @@ static void byte_unit(double max, double *scale, const char **name) {
     else *scale = 1, *name = "bytes";
 }
 
-/* Measured curves: dotted lines and open squares beside the simulated ones. */
-#define MEASURED_STYLE "dt (2,3) pt 4 ps 1.6"
 
-/* ---- curves: named point sets shared by bubble, throughput and accuracy ---- */
+/* ---- looks: one colour and marker per schedule; shades tell a schedule's curves apart ---- */
+
+/* The order schedules are listed and coloured in, so a schedule keeps its look in every figure. */
+static const char *const sched_order[] = {"gpipe", "1f1b", "interleaved", "looped-bfs", "pipedream", "2bw",
+                                          "zb-h1", "zb-h2", "zbv", "dualpipev", NULL};
+
+/* Colour (Tableau 10) and marker (gnuplot point type and size) of each sched_order entry, then
+ * of any other schedule (LOOK_OTHER) and of the gpipe/1f1b analytic curve (LOOK_ANALYTIC); no
+ * two schedules share a marker, so 1f1b (orange squares) and zb-h1 (yellow dots) stay apart. */
+static const struct look { unsigned rgb; int pt; double ps; } looks[] = {
+    {0x4E79A7, 6, 1.9},  {0xF28E2B, 5, 1.1}, {0xE15759, 9, 1.3}, {0x59A14F, 11, 1.3}, {0xB07AA1, 13, 1.3},
+    {0x76B7B2, 4, 1.6},  {0xEDC948, 7, 1.2}, {0x9C755F, 8, 1.5}, {0xFF9DA7, 10, 1.5}, {0x333333, 12, 1.5},
+    {0x8C8C8C, 1, 1.6}, {0x111111, 0, 0},
+};
+enum { LOOK_OTHER = 10, LOOK_ANALYTIC = 11 };
+
+/* A schedule's further curves take these markers in turn (none is a schedule's own); measured
+ * curves are dotted with open squares. Their sizes: */
+static const int variant_pts[] = {15, 14, 3, 2};
+#define MEASURED_PT 4
+#define VARIANT_PS 1.4
+#define MEASURED_PS 1.6
+/* A schedule's curves run from this fraction toward white to this fraction toward black. */
+#define SHADE_LIGHT 0.45
+#define SHADE_DARK 0.5
+/* Line widths of runs and of analytic curves. */
+#define LINE_W 2.0
+#define ANALYTIC_W 1.6
+
+/* Returns the index in looks of a key that starts with a schedule name (the longest match),
+ * else LOOK_OTHER. */
+static int sched_look(const char *key) {
+    size_t best = 0;
+    int idx = LOOK_OTHER;
+    for (int i = 0; sched_order[i]; i++) {
+        size_t n = strlen(sched_order[i]);
+        if (strncmp(key, sched_order[i], n) == 0 && (key[n] == 0 || key[n] == ' ' || key[n] == ',') && n > best)
+            best = n, idx = i;
+    }
+    return idx;
+}
+
+/* Returns rgb moved toward white (f > 0) or black (f < 0) by the fraction |f|. */
+static unsigned shade(unsigned rgb, double f) {
+    unsigned out = 0;
+    for (int shift = 16; shift >= 0; shift -= 8) {
+        double c = (rgb >> shift) & 0xFF;
+        c = f > 0 ? c + (0xFF - c) * f : c * (1 + f);
+        out |= (unsigned)lround(c) << shift;
+    }
+    return out;
+}
+
+/* Returns the shade fraction of a schedule's k-th of n curves: lightest first, darkest last. */
+static double variant_shade(int k, int n) { return n < 2 ? 0 : SHADE_LIGHT - (SHADE_LIGHT + SHADE_DARK) * k / (n - 1); }
+
+/* Returns the marker of a schedule's k-th curve: its own for k = 0, then variant_pts in turn. */
+static int variant_pt(int own, int k) {
+    return k == 0 ? own : variant_pts[(k - 1) % (int)(sizeof variant_pts / sizeof variant_pts[0])];
+}
+
+/* ---- curves: named point sets shared by bubble, throughput, memory and accuracy ---- */
 
 typedef struct point { double x, y; } point;
+/* Appended to the key of a measured run's curve. */
+#define MEASURED_SUFFIX " (measured)"
 typedef struct curve {
-    char key[96];
-    int color;      /* linetype 1..10 */
-    int panel;      /* bubble: index of the pipeline depth */
+    char base[128]; /* the curve without "(measured)" or "analytic": one shade per base */
+    char key[sizeof "" MEASURED_SUFFIX + 128]; /* the legend text: the base and a suffix */
+    int look;       /* index in looks */
+    int var[2];     /* numbers that order a schedule's curves: chunks, then another variable */
+    int panel;      /* bubble: index of the panel */
     int dashed;     /* analytic curve */
+    int measured;
+    int shade, nshades; /* rank of its base among its schedule's bases in the figure, and their count */
+    size_t run;     /* memory: the index of the run its bars show */
     point *pts;
     size_t n, cap;
 } curve;
 typedef struct curves { curve *c; size_t n, cap; } curves;
 
-/* Returns the curve with this key and panel, creating it; NULL when out of memory. */
-static curve *curve_get(curves *cs, const char *key, int panel) {
+/* Returns the curve with proto's key and panel, creating it as a copy of proto; NULL when out
+ * of memory. */
+static curve *curve_get(curves *cs, const curve *proto) {
     for (size_t i = 0; i < cs->n; i++)
-        if (cs->c[i].panel == panel && strcmp(cs->c[i].key, key) == 0) return &cs->c[i];
+        if (cs->c[i].panel == proto->panel && strcmp(cs->c[i].key, proto->key) == 0) return &cs->c[i];
     if (cs->n == cs->cap) {
         size_t cap = cs->cap ? 2 * cs->cap : 8;
         curve *c = pl_reallocarray(cs->c, cap, sizeof *c);
@@ -109,9 +176,9 @@ static curve *curve_get(curves *cs, const char *key, int panel) {
         cs->cap = cap;
     }
     curve *c = &cs->c[cs->n++];
-    memset(c, 0, sizeof *c);
-    snprintf(c->key, sizeof c->key, "%s", key);
-    c->panel = panel;
+    *c = *proto;
+    c->pts = NULL;
+    c->n = c->cap = 0;
     return c;
 }
 
@@ -145,34 +212,58 @@ static void curves_free(curves *cs) {
     memset(cs, 0, sizeof *cs);
 }
 
-/* The order schedules are coloured in, so a schedule keeps its colour across figures. */
-static const char *const sched_order[] = {"gpipe", "1f1b", "interleaved", "looped-bfs", "pipedream", "2bw",
-                                          "zb-h1", "zb-h2", "zbv", "dualpipev", NULL};
-
-/* Returns the colour (linetype 1..10) of a curve key that starts with a schedule name. */
-static int sched_color(const char *key) {
-    size_t best = 0;
-    int idx = -1;
-    for (int i = 0; sched_order[i]; i++) {
-        size_t n = strlen(sched_order[i]);
-        if (strncmp(key, sched_order[i], n) == 0 && (key[n] == 0 || key[n] == ' ') && n > best) best = n, idx = i;
-    }
-    return idx < 0 ? 10 : idx + 1;
+/* Returns the order of two curves' bases within a schedule: chunks, the other variable, text. */
+static int cmp_base(const curve *x, const curve *y) {
+    for (int k = 0; k < 2; k++)
+        if (x->var[k] != y->var[k]) return x->var[k] - y->var[k];
+    return strcmp(x->base, y->base);
 }
 
-/* Returns a rank for sorting curve keys: schedule order, then the key text. */
-static int cmp_curve(const void *a, const void *b) {
+/* Returns the order of curves in the legend: runs before analytic curves, schedule order, the
+ * schedule's bases in order, simulated before measured. */
+static int cmp_legend(const void *a, const void *b) {
     const curve *x = a, *y = b;
-    if (x->panel != y->panel) return x->panel - y->panel;
     if (x->dashed != y->dashed) return x->dashed - y->dashed;
-    int cx = sched_color(x->key), cy = sched_color(y->key);
-    if (cx != cy) return cx - cy;
+    if (x->look != y->look) return x->look - y->look;
+    int c = cmp_base(x, y);
+    if (c) return c;
+    if (x->measured != y->measured) return x->measured - y->measured;
     return strcmp(x->key, y->key);
 }
 
-/* Writes each curve as one data block (index i = curve i), points sorted by x. */
+/* cmp_legend over an array of curve pointers. */
+static int cmp_legend_ptr(const void *a, const void *b) { return cmp_legend(*(const curve *const *)a, *(const curve *const *)b); }
+
+/* Returns the order of curves in the data file: by panel, then as in the legend. */
+static int cmp_curve(const void *a, const void *b) {
+    const curve *x = a, *y = b;
+    if (x->panel != y->panel) return x->panel - y->panel;
+    return cmp_legend(a, b);
+}
+
+/* Gives each curve its shade: the rank of its base among the distinct bases of its schedule
+ * (look) over the whole figure, so one base has one shade in every panel, measured or not. */
+static void curves_shade(curves *cs) {
+    for (size_t i = 0; i < cs->n; i++) {
+        curve *c = &cs->c[i];
+        c->shade = c->nshades = 0;
+        for (size_t j = 0; j < cs->n; j++) {
+            const curve *d = &cs->c[j];
+            int first = d->look == c->look;
+            for (size_t k = 0; first && k < j; k++)
+                first = !(cs->c[k].look == c->look && strcmp(cs->c[k].base, d->base) == 0);
+            if (!first) continue;
+            c->nshades++;
+            c->shade += cmp_base(d, c) < 0;
+        }
+    }
+}
+
+/* Sorts the curves, shades them, and writes each as one data block (index i = curve i),
+ * points sorted by x. */
 static void curves_write(curves *cs, pl_buf *d) {
     qsort(cs->c, cs->n, sizeof *cs->c, cmp_curve);
+    curves_shade(cs);
     for (size_t i = 0; i < cs->n; i++) {
         curve *c = &cs->c[i];
         qsort(c->pts, c->n, sizeof *c->pts, cmp_point);
@@ -182,11 +273,69 @@ static void curves_write(curves *cs, pl_buf *d) {
     }
 }
 
-/* Appends the schedule part of a curve key: "1f1b", "interleaved v=2", plus " (measured)". */
-static void sched_key(char *buf, size_t n, const store_run *r) {
-    int len = snprintf(buf, n, "%s", r->schedule && *r->schedule ? r->schedule : "?");
-    if (r->chunks > 1 && len > 0 && (size_t)len < n) len += snprintf(buf + len, n - (size_t)len, " v=%d", r->chunks);
-    if (strcmp(r->kind, "measured") == 0 && len > 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, " (measured)");
+/* How put_curve draws a curve. */
+typedef enum draw { DRAW_LINES, DRAW_POINTS, DRAW_BOXES } draw;
+
+/* Appends one plot element: data block index of the data file (index < 0: NaN, an entry of the
+ * legend only) in the curve's look: its schedule's colour in its shade, its marker; analytic
+ * curves dashed, measured ones dotted with open markers. */
+static void put_curve(pl_buf *g, long index, const curve *c, draw how) {
+    const struct look *l = &looks[c->look];
+    unsigned rgb = shade(l->rgb, variant_shade(c->shade, c->nshades));
+    const char *with = how == DRAW_POINTS ? "points" : "linespoints";
+    if (index >= 0) pl_buf_printf(g, "datafile index %ld using 1:2", index);
+    else pl_buf_puts(g, "NaN");
+    if (how == DRAW_BOXES) pl_buf_printf(g, " with boxes lc rgb \"#%06X\"", rgb);
+    else if (c->dashed) pl_buf_printf(g, " with lines lc rgb \"#%06X\" lw %.2g dt (8,5)", rgb, ANALYTIC_W);
+    else if (c->measured)
+        pl_buf_printf(g, " with %s lc rgb \"#%06X\" lw %.2g dt (2,3) pt %d ps %.2g", with, rgb, LINE_W, MEASURED_PT, MEASURED_PS);
+    else
+        pl_buf_printf(g, " with %s lc rgb \"#%06X\" lw %.2g pt %d ps %.2g", with, rgb, LINE_W, variant_pt(l->pt, c->shade),
+                      c->shade ? VARIANT_PS : l->ps);
+    pl_buf_puts(g, " title \"");
+    gp_escape(g, c->key);
+    pl_buf_puts(g, "\"");
+}
+
+/* Writes the schedule of a run as a curve's base text: "1f1b", "interleaved v=2". */
+static void sched_name(char *buf, size_t n, const store_run *r) {
+    const char *name = r->schedule && *r->schedule ? r->schedule : "?";
+    if (r->chunks > 1) snprintf(buf, n, "%s v=%d", name, r->chunks);
+    else snprintf(buf, n, "%s", name);
+}
+
+/* Fills proto (zeroed) for a run's curve: base (the schedule, then extra when not NULL), key
+ * (the base, " (measured)" for a measured run), look, var = {chunks, other}, panel. */
+static void run_curve(curve *proto, const store_run *r, const char *extra, int other, int panel) {
+    char name[64];
+    memset(proto, 0, sizeof *proto);
+    sched_name(name, sizeof name, r);
+    snprintf(proto->base, sizeof proto->base, "%s%s%s", name, extra ? ", " : "", extra ? extra : "");
+    proto->measured = strcmp(r->kind, "measured") == 0;
+    snprintf(proto->key, sizeof proto->key, "%s%s", proto->base, proto->measured ? MEASURED_SUFFIX : "");
+    proto->look = sched_look(name);
+    proto->var[0] = r->chunks;
+    proto->var[1] = other;
+    proto->panel = panel;
+}
+
+/* Appends "set xtics (x1, x2, ...)" of the distinct x values of the curves when there are at
+ * most max of them (ticks where the data is), else nothing. */
+static void put_xtics(pl_buf *g, const curves *cs, int max) {
+    double xs[32];
+    int n = 0;
+    for (size_t i = 0; i < cs->n; i++)
+        for (size_t k = 0; k < cs->c[i].n && !cs->c[i].dashed; k++) {
+            int seen = 0;
+            for (int j = 0; j < n; j++) seen |= xs[j] == cs->c[i].pts[k].x;
+            if (seen) continue;
+            if (n == max || n == (int)(sizeof xs / sizeof xs[0])) return;
+            xs[n++] = cs->c[i].pts[k].x;
+        }
+    if (n == 0) return;
+    pl_buf_puts(g, "set xtics (");
+    for (int j = 0; j < n; j++) pl_buf_printf(g, "%s%.10g", j ? ", " : "", xs[j]);
+    pl_buf_puts(g, ")\n");
 }
 
 /* Creates the parent directories of path (like mkdir -p on its dirname); 0 or -1 with e. */
@@ -216,139 +365,259 @@ static int write_both(const store_plot_opts *o, const pl_buf *d, const pl_buf *g
     return code;
 }
 
+/* Returns the "no runs" error of a selection. */
+static int no_runs(const store_plot_opts *o, pl_err *e) {
+    return pl_errf(e, PL_EINPUT, "no runs to plot%s%s", o->filter.tag ? " with tag " : "", o->filter.tag ? o->filter.tag : "");
+}
+
 /* ---- timeline ---- */
 
-/* Returns the fill colour of a compute kind, lighter for a rank's odd chunks. */
-static unsigned kind_color(const char *kind, int odd_chunk) {
-    unsigned c = 0xBAB0AC;
-    if (strcmp(kind, "F") == 0) c = 0x4E79A7;
-    else if (strcmp(kind, "B") == 0) c = 0xE15759;
-    else if (strcmp(kind, "I") == 0) c = 0xF28E2B;
-    else if (strcmp(kind, "W") == 0) c = 0x59A14F;
-    else if (strncmp(kind, "OVERLAP", 7) == 0) c = 0xB07AA1;
-    if (odd_chunk) {
-        unsigned r = (c >> 16) & 255, g = (c >> 8) & 255, b = c & 255;
-        r += (255 - r) * 45 / 100, g += (255 - g) * 45 / 100, b += (255 - b) * 45 / 100;
-        c = r << 16 | g << 8 | b;
+/* What a timeline draws, and how: compute kinds as full-height boxes, communication as thin
+ * bars under the row; prefix = 1 matches the kinds that start with kind. */
+static const struct action_look {
+    const char *kind;
+    int prefix, compute;
+    unsigned rgb;
+    const char *legend;
+} action_looks[] = {
+    {"F", 0, 1, 0x4E79A7, "F  forward"},
+    {"B", 0, 1, 0xE15759, "B  backward"},
+    {"I", 0, 1, 0xF28E2B, "I  input grad"},
+    {"W", 0, 1, 0x59A14F, "W  weight grad"},
+    {"OVERLAP", 1, 1, 0xB07AA1, "F+B overlapped"},
+    {"SEND_", 1, 0, 0x333333, "send"},
+    {"RECV_", 1, 0, 0x9A9A9A, "receive wait"},
+    {"REDUCE_GRAD", 0, 0, 0x76B7B2, "gradient all-reduce"},
+};
+#define N_ACTION_LOOKS (sizeof action_looks / sizeof action_looks[0])
+/* A rank's later chunks are drawn this fraction lighter, their labels dark. */
+#define LATER_CHUNK_LIGHT 0.45
+#define LABEL_LIGHT 0xFFFFFFu
+#define LABEL_DARK 0x222222u
+/* Timeline geometry in pixels: the shortest box's width, the plot's width limits, the margins,
+ * the height of a rank's row; a microbatch label needs this width per digit, plus a little. */
+#define TL_MIN_BOX_PX 18.0
+#define TL_MIN_PLOT_PX 900.0
+#define TL_MAX_PLOT_PX 2000.0
+#define TL_MARGIN_W 140
+#define TL_MARGIN_H 130
+#define TL_ROW_PX 40
+#define TL_DIGIT_PX 7.0
+#define TL_LABEL_PAD_PX 3.0
+
+/* Returns the index in action_looks of an op kind, or -1 (not drawn: STEP, ...). */
+static int action_look(const char *kind) {
+    for (size_t i = 0; i < N_ACTION_LOOKS; i++) {
+        const struct action_look *a = &action_looks[i];
+        if (a->prefix ? strncmp(kind, a->kind, strlen(a->kind)) == 0 : strcmp(kind, a->kind) == 0) return (int)i;
     }
-    return c;
+    return -1;
 }
 
-/* Returns 1 for the compute kinds drawn as full-height boxes. */
-static int is_compute(const char *k) {
-    return !strcmp(k, "F") || !strcmp(k, "B") || !strcmp(k, "I") || !strcmp(k, "W") || !strncmp(k, "OVERLAP", 7);
+/* Returns 1 when an op kind is drawn as a compute box. */
+static int is_compute(const char *kind) {
+    int a = action_look(kind);
+    return a >= 0 && action_looks[a].compute;
 }
 
-/* Returns 1 for the communication kinds drawn as thin bars. */
-static int is_comm(const char *k) { return !strncmp(k, "SEND_", 5) || !strncmp(k, "RECV_", 5) || !strcmp(k, "REDUCE_GRAD"); }
+/* A timeline: the run, its ops, which of them are drawn, and the figure's extent. */
+typedef struct timeline {
+    store_run r;
+    store_op *ops;         /* every recorded op, by rank then position (owned) */
+    size_t n;
+    unsigned char *drawn;  /* [n] 1 = in the figure */
+    int passes, pass;      /* timed passes recorded (1: a simulation) and the one drawn (-1: all) */
+    int median_known;      /* the run records its median pass (params_json median_passes) */
+    double t0_s;           /* subtracted from the drawn times: the drawn pass's first start */
+    int ranks;
+    double tmax_s, dmin_s; /* the drawn end (from t0_s) and the shortest drawn compute */
+    int *first_stage;      /* [ranks] the lowest stage a rank computes */
+} timeline;
 
-/* Returns the thin-bar colour of a communication kind. */
-static unsigned comm_color(const char *k) {
-    if (!strncmp(k, "SEND_", 5)) return 0x333333;
-    if (!strncmp(k, "RECV_", 5)) return 0x9A9A9A;
-    return 0x76B7B2; /* REDUCE_GRAD */
+/* Returns the integer at a dotted path of a JSON object (element elem of an array there when
+ * elem >= 0), or dflt when it is absent or not an integer. */
+static long json_long(const char *json, const char *path, int elem, long dflt) {
+    const char *v;
+    size_t len;
+    if (!json || !store_json_get(json, path, &v, &len)) return dflt;
+    const char *p = v, *end = v + len;
+    if (elem >= 0) {
+        if (*p++ != '[') return dflt;
+        for (int i = 0; i < elem && p; i++)
+            if ((p = memchr(p, ',', (size_t)(end - p)))) p++;
+        if (!p) return dflt;
+    }
+    char *stop;
+    long x = strtol(p, &stop, 10);
+    return stop == p || stop > end ? dflt : x;
 }
 
-/* Exports a run's ops: compute boxes (index 0) and communication bars (index 1). */
+/* Chooses the drawn ops: all of a simulation; of a measured run of several timed passes, those
+ * of its median pass, the first of params_json's median_passes (the executor's choice, the pass
+ * its per-rank figures come from), unless all is set or the run does not record it. A rank's
+ * ops of pass k are its positions k x per .. (k+1) x per - 1, per = its ops / passes. Fills
+ * drawn, passes, pass, median_known and t0_s. Returns PL_OK or PL_ENOMEM. */
+static int timeline_select(timeline *t, int all) {
+    t->drawn = pl_calloc(t->n ? t->n : 1, 1);
+    if (!t->drawn) return PL_ENOMEM;
+    int measured = strcmp(t->r.kind, "measured") == 0;
+    t->passes = measured ? (int)json_long(t->r.params_json, "timed_passes", -1, t->r.repetitions) : 1;
+    if (t->passes < 1) t->passes = 1;
+    long mid = json_long(t->r.params_json, "median_passes", 0, -1);
+    t->median_known = mid >= 0 && mid < t->passes;
+    int pass = t->passes > 1 && !all && t->median_known ? (int)mid : -1;
+    for (size_t a = 0, b; pass >= 0 && a < t->n; a = b) { /* whole passes on every rank? */
+        for (b = a; b < t->n && t->ops[b].rank == t->ops[a].rank; b++) {}
+        if ((b - a) % (size_t)t->passes) pass = -1;
+    }
+    t->pass = pass;
+    t->t0_s = pass < 0 ? 0 : INFINITY;
+    for (size_t a = 0, b; a < t->n; a = b) {
+        for (b = a; b < t->n && t->ops[b].rank == t->ops[a].rank; b++) {}
+        size_t per = (b - a) / (size_t)t->passes;
+        for (size_t i = a; i < b; i++) {
+            t->drawn[i] = pass < 0 || (size_t)t->ops[i].seq / per == (size_t)pass;
+            if (t->drawn[i] && pass >= 0) t->t0_s = fmin(t->t0_s, t->ops[i].start_s);
+        }
+    }
+    if (!isfinite(t->t0_s)) t->t0_s = 0;
+    return PL_OK;
+}
+
+/* Finds the drawn extent: ranks, end, shortest compute, each rank's lowest stage. Returns PL_OK,
+ * PL_EINPUT when nothing computes (a run stored without --trace), or PL_ENOMEM. */
+static int timeline_scan(timeline *t, pl_err *e) {
+    t->ranks = t->r.ranks;
+    t->tmax_s = 0;
+    t->dmin_s = INFINITY;
+    int nc = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const store_op *p = &t->ops[i];
+        if (!t->drawn[i]) continue;
+        if (p->rank + 1 > t->ranks) t->ranks = p->rank + 1;
+        t->tmax_s = fmax(t->tmax_s, p->end_s - t->t0_s);
+        if (!is_compute(p->kind)) continue;
+        nc++;
+        if (p->end_s > p->start_s) t->dmin_s = fmin(t->dmin_s, p->end_s - p->start_s);
+    }
+    if (nc == 0 || !(t->tmax_s > 0))
+        return pl_errf(e, PL_EINPUT, "run %lld has no recorded compute actions to draw: simulate it with --trace",
+                       (long long)t->r.id);
+    t->first_stage = pl_calloc((size_t)t->ranks, sizeof *t->first_stage);
+    if (!t->first_stage) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int q = 0; q < t->ranks; q++) t->first_stage[q] = -1;
+    for (size_t i = 0; i < t->n; i++) {
+        const store_op *p = &t->ops[i];
+        if (t->drawn[i] && is_compute(p->kind) && (t->first_stage[p->rank] < 0 || p->stage < t->first_stage[p->rank]))
+            t->first_stage[p->rank] = p->stage;
+    }
+    return PL_OK;
+}
+
+/* Returns 1 when op p runs one of its rank's later chunks (drawn lighter): the second of a V
+ * placement (zbv, dualpipev), every other chunk of a looped one. */
+static int later_chunk(const timeline *t, const store_op *p) {
+    if (strcmp(t->r.schedule, "zbv") == 0 || strcmp(t->r.schedule, "dualpipev") == 0)
+        return p->stage != t->first_stage[p->rank];
+    if (t->r.chunks <= 1) return 0;
+    return ((p->stage - t->first_stage[p->rank]) / (t->r.ranks > 0 ? t->r.ranks : 1)) % 2;
+}
+
+/* Writes the drawn ops, times in the figure's unit from t0_s: compute boxes (block 0: rank,
+ * centre, half width, colour, microbatch label where it fits, label colour, action) and
+ * communication bars (block 1: rank, centre, half width, colour); marks in have[] the action
+ * looks present. Returns 1 when a rank's later chunks appear. */
+static int timeline_data(const timeline *t, pl_buf *d, double scale, double px_per_s, int have[N_ACTION_LOOKS]) {
+    int later = 0, ncomm = 0;
+    for (int comm = 0; comm < 2; comm++) { /* block 0: compute, block 1: communication */
+        pl_buf_puts(d, comm ? "\n\n# communication: rank x_center x_halfwidth colour\n"
+                            : "# compute: rank x_center x_halfwidth colour label label_colour action\n");
+        for (size_t i = 0; i < t->n; i++) {
+            const store_op *p = &t->ops[i];
+            int a = action_look(p->kind);
+            if (!t->drawn[i] || a < 0 || action_looks[a].compute == comm || (comm && !(p->end_s > p->start_s))) continue;
+            have[a] = 1;
+            double mid = 0.5 * (p->start_s + p->end_s) - t->t0_s, half = 0.5 * (p->end_s - p->start_s);
+            if (comm) {
+                pl_buf_printf(d, "%d %.10g %.10g %u\n", p->rank, mid * scale, half * scale, action_looks[a].rgb);
+                ncomm++;
+                continue;
+            }
+            int odd = later_chunk(t, p);
+            later |= odd;
+            char label[16] = "";
+            if (p->mb >= 0) snprintf(label, sizeof label, "%d", p->mb);
+            if (2 * half * px_per_s < TL_DIGIT_PX * (double)strlen(label) + TL_LABEL_PAD_PX) label[0] = 0;
+            pl_buf_printf(d, "%d %.10g %.10g %u \"%s\" %u \"", p->rank, mid * scale, half * scale,
+                          odd ? shade(action_looks[a].rgb, LATER_CHUNK_LIGHT) : action_looks[a].rgb, label,
+                          odd ? LABEL_DARK : LABEL_LIGHT);
+            gp_escape(d, p->action);
+            pl_buf_puts(d, "\"\n");
+        }
+    }
+    if (ncomm == 0) pl_buf_puts(d, "0 NaN NaN 0\n");
+    return later;
+}
+
+/* Writes which of a measured run's passes the figure shows ("" for a simulation). */
+static void pass_text(const timeline *t, char *buf, size_t n) {
+    if (t->passes <= 1) snprintf(buf, n, "%s", "");
+    else if (t->pass >= 0) snprintf(buf, n, " from the start of timed pass %d of %d (the median)", t->pass + 1, t->passes);
+    else snprintf(buf, n, " over all %d timed passes%s", t->passes, t->median_known ? "" : " (the run records no median pass)");
+}
+
+/* Writes the timeline's data and script: one row per rank (rank 0 on top), the microbatch in
+ * each box that has room, a legend of the actions present. */
+static void timeline_write(const timeline *t, const store_plot_opts *o, pl_buf *d, pl_buf *g) {
+    double scale;
+    const char *unit;
+    time_unit(t->tmax_s, &scale, &unit);
+    /* the shortest compute box gets about TL_MIN_BOX_PX pixels, within the plot's limits */
+    double plot_px = fmin(TL_MAX_PLOT_PX, fmax(TL_MIN_PLOT_PX, TL_MIN_BOX_PX * t->tmax_s / (isfinite(t->dmin_s) ? t->dmin_s : t->tmax_s)));
+    int have[N_ACTION_LOOKS] = {0};
+    char passes[128], title[320];
+    pass_text(t, passes, sizeof passes);
+    pl_buf_printf(d, "# %s run %lld, times in %s%s\n", t->r.kind, (long long)t->r.id, unit, passes);
+    int later = timeline_data(t, d, scale, plot_px / t->tmax_s, have);
+    const store_run *r = &t->r;
+    snprintf(title, sizeof title, "%s run %lld: %s, p = %d, m = %d%s%.0d, iteration %.4g %s, bubble %.1f%%", r->kind,
+             (long long)r->id, r->schedule, r->ranks, r->microbatches, r->chunks > 1 ? ", v = " : "",
+             r->chunks > 1 ? r->chunks : 0, r->iteration_time_s * scale, unit, 100 * r->bubble_fraction);
+    script_begin(g, o, "timeline", (int)plot_px + TL_MARGIN_W, TL_MARGIN_H + TL_ROW_PX * t->ranks, title);
+    pl_buf_printf(g, "nranks = %d\nxmax = %.10g\nxlabel_text = \"time (%s)%s; labels: microbatch%s\"\n", t->ranks,
+                  t->tmax_s * scale * 1.005, unit, passes, later ? "; lighter: a rank's later chunks" : "");
+    pl_buf_puts(g, "set xrange [0:xmax]\nset yrange [nranks - 0.5:-0.5]\nset xlabel xlabel_text font \",11\"\nplot \\\n");
+    for (size_t k = 0; k < N_ACTION_LOOKS; k++)
+        if (have[k])
+            pl_buf_printf(g, "  NaN with boxes fs solid lc rgb \"#%06X\" title \"%s\", \\\n", action_looks[k].rgb,
+                          action_looks[k].legend);
+    pl_buf_puts(g, "  datafile index 0 using 2:1:3:(box_half):4 with boxxyerror lc rgb variable notitle, \\\n"
+                   "  datafile index 0 using 2:1:5:6 with labels font \",8\" tc rgb variable notitle, \\\n"
+                   "  datafile index 1 using 2:($1 + bar_offset):3:(bar_half):4 with boxxyerror fs solid 1.0 noborder lc rgb variable notitle\n");
+}
+
+/* Exports a run's ops as a Gantt chart: of a measured run, its median pass (all passes with
+ * o->all_passes). */
 static int plot_timeline(store *s, const store_plot_opts *o, pl_err *e) {
     if (!o->run) return pl_errf(e, PL_EINPUT, "timeline needs a run (integer id, uid or uid prefix)");
-    store_run r;
-    int code = store_get_run(s, o->run, &r, e);
+    timeline t;
+    memset(&t, 0, sizeof t);
+    int code = store_get_run(s, o->run, &t.r, e);
     if (code != PL_OK) return code;
-    store_op *ops = NULL;
-    size_t n = 0;
     pl_buf d, g;
     pl_buf_init(&d);
     pl_buf_init(&g);
-    int *first_stage = NULL;
-    code = store_get_ops(s, r.id, &ops, &n, e);
-    if (code != PL_OK) goto done;
-    int ranks = r.ranks;
-    double tmax = 0, dmin = INFINITY;
-    int nc = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (ops[i].rank + 1 > ranks) ranks = ops[i].rank + 1;
-        if (ops[i].end_s > tmax) tmax = ops[i].end_s;
-        if (is_compute(ops[i].kind)) {
-            nc++;
-            if (ops[i].end_s - ops[i].start_s > 0) dmin = fmin(dmin, ops[i].end_s - ops[i].start_s);
-        }
+    code = store_get_ops(s, t.r.id, &t.ops, &t.n, e);
+    if (code == PL_OK && timeline_select(&t, o->all_passes) != PL_OK) code = pl_errf(e, PL_ENOMEM, "out of memory");
+    if (code == PL_OK) code = timeline_scan(&t, e);
+    if (code == PL_OK) {
+        timeline_write(&t, o, &d, &g);
+        code = write_both(o, &d, &g, e);
     }
-    if (nc == 0 || !(tmax > 0)) {
-        code = pl_errf(e, PL_EINPUT, "run %lld has no recorded compute actions to draw: simulate it with --trace",
-                       (long long)r.id);
-        goto done;
-    }
-    /* The lowest stage each rank holds: stages above it are later chunks (drawn lighter). */
-    first_stage = pl_calloc((size_t)ranks, sizeof *first_stage);
-    if (!first_stage) {
-        code = pl_errf(e, PL_ENOMEM, "out of memory");
-        goto done;
-    }
-    for (int q = 0; q < ranks; q++) first_stage[q] = -1;
-    for (size_t i = 0; i < n; i++)
-        if (is_compute(ops[i].kind) && (first_stage[ops[i].rank] < 0 || ops[i].stage < first_stage[ops[i].rank]))
-            first_stage[ops[i].rank] = ops[i].stage;
-    double scale;
-    const char *unit;
-    time_unit(tmax, &scale, &unit);
-    /* Width: the shortest compute box gets about 18 pixels, within 900..3000 pixels of plot. */
-    double plot_px = fmin(3000, fmax(900, 18 * tmax / (isfinite(dmin) ? dmin : tmax)));
-    int w = (int)plot_px + 140, h = 130 + 36 * ranks;
-    double px_per_s = plot_px / tmax;
-    int have[5] = {0, 0, 0, 0, 0}, have_comm[3] = {0, 0, 0}, chunks = 0;
-    pl_buf_puts(&d, "# compute: rank x_center x_halfwidth colour label label_colour\n");
-    for (size_t i = 0; i < n; i++) {
-        const store_op *p = &ops[i];
-        if (!is_compute(p->kind)) continue;
-        int odd = r.chunks > 1 ? ((p->stage - first_stage[p->rank]) / (r.ranks > 0 ? r.ranks : 1)) % 2 : 0;
-        if (strcmp(r.schedule, "zbv") == 0 || strcmp(r.schedule, "dualpipev") == 0) odd = p->stage != first_stage[p->rank];
-        if (odd) chunks = 1;
-        char label[16] = "";
-        if (p->mb >= 0) snprintf(label, sizeof label, "%d", p->mb);
-        /* A label is drawn only where it fits (about 7 pixels per digit at the figure's font). */
-        if ((p->end_s - p->start_s) * px_per_s < 7.0 * (double)strlen(label) + 3) label[0] = 0;
-        const char *k = p->kind;
-        have[!strcmp(k, "F") ? 0 : !strcmp(k, "B") ? 1 : !strcmp(k, "I") ? 2 : !strcmp(k, "W") ? 3 : 4] = 1;
-        pl_buf_printf(&d, "%d %.10g %.10g %u \"%s\" %u\n", p->rank, 0.5 * (p->start_s + p->end_s) * scale,
-                      0.5 * (p->end_s - p->start_s) * scale, kind_color(k, odd), label, odd ? 0x222222u : 0xFFFFFFu);
-    }
-    pl_buf_puts(&d, "\n\n# communication: rank x_center x_halfwidth colour\n");
-    int ncomm = 0;
-    for (size_t i = 0; i < n; i++) {
-        const store_op *p = &ops[i];
-        if (!is_comm(p->kind) || !(p->end_s > p->start_s)) continue;
-        have_comm[!strncmp(p->kind, "SEND_", 5) ? 0 : !strncmp(p->kind, "RECV_", 5) ? 1 : 2] = 1;
-        pl_buf_printf(&d, "%d %.10g %.10g %u\n", p->rank, 0.5 * (p->start_s + p->end_s) * scale,
-                      0.5 * (p->end_s - p->start_s) * scale, comm_color(p->kind));
-        ncomm++;
-    }
-    if (ncomm == 0) pl_buf_puts(&d, "0 NaN NaN 0\n");
-    char title[256];
-    snprintf(title, sizeof title, "%s run %lld: %s, p = %d, m = %d%s%.0d, iteration %.4g %s, bubble %.1f%%",
-             r.kind, (long long)r.id, r.schedule, r.ranks, r.microbatches, r.chunks > 1 ? ", v = " : "",
-             r.chunks > 1 ? r.chunks : 0, r.iteration_time_s * scale, unit, 100 * r.bubble_fraction);
-    script_begin(&g, o, "timeline", w, h, title);
-    pl_buf_printf(&g, "nranks = %d\nxmax = %.10g\nxlabel_text = \"time (%s); labels: microbatch%s\"\n", ranks,
-                  tmax * scale * 1.005, unit, chunks ? "; lighter: a rank's later chunks" : "");
-    pl_buf_printf(&g, "set xrange [0:xmax]\nset yrange [nranks - 0.5:-0.5]\nset xlabel xlabel_text font \",11\"\n");
-    pl_buf_puts(&g, "plot \\\n");
-    static const char *const names[5] = {"F  forward", "B  backward", "I  input grad", "W  weight grad", "F+B overlapped"};
-    static const unsigned colors[5] = {0x4E79A7, 0xE15759, 0xF28E2B, 0x59A14F, 0xB07AA1};
-    for (int k = 0; k < 5; k++)
-        if (have[k]) pl_buf_printf(&g, "  NaN with boxes fs solid lc rgb \"#%06X\" title \"%s\", \\\n", colors[k], names[k]);
-    static const char *const cnames[3] = {"send", "receive wait", "gradient all-reduce"};
-    static const unsigned ccolors[3] = {0x333333, 0x9A9A9A, 0x76B7B2};
-    for (int k = 0; k < 3; k++)
-        if (have_comm[k]) pl_buf_printf(&g, "  NaN with boxes fs solid lc rgb \"#%06X\" title \"%s\", \\\n", ccolors[k], cnames[k]);
-    pl_buf_puts(&g, "  datafile index 0 using 2:1:3:(0.36):4 with boxxyerror lc rgb variable notitle, \\\n"
-                    "  datafile index 0 using 2:1:5:6 with labels font \",8\" tc rgb variable notitle, \\\n"
-                    "  datafile index 1 using 2:($1 + 0.44):3:(0.045):4 with boxxyerror fs solid 1.0 noborder lc rgb variable notitle\n");
-    code = write_both(o, &d, &g, e);
-done:
-    free(first_stage);
-    store_ops_free(ops, n);
-    store_run_clear(&r);
+    free(t.first_stage);
+    free(t.drawn);
+    store_ops_free(t.ops, t.n);
+    store_run_clear(&t.r);
     pl_buf_free(&d);
     pl_buf_free(&g);
     return code;
@@ -356,28 +625,162 @@ done:
 
 /* ---- bubble ---- */
 
-/* Adds the analytic curve of one panel (ranks p) over m in [m0, m1]: v = 0 for gpipe/1f1b,
+/* Bubble figure geometry in pixels: a panel and its margins (tick and axis labels, the panel's
+ * title), the figure's title, the legend column (a sample, then about this much per
+ * character), a legend line; at most this many panels. */
+#define BB_PANEL_W 620
+#define BB_PANEL_H 450
+#define BB_MARGIN_L 80
+#define BB_MARGIN_R 24
+#define BB_MARGIN_T 40
+#define BB_MARGIN_B 60
+#define BB_TITLE_H 70
+#define BB_KEY_SAMPLE_PX 100
+#define BB_KEY_CHAR_PX 7
+#define BB_KEY_MAX_PX 560
+#define BB_KEY_LINE_PX 19
+#define BB_MAX_PANELS 16
+/* Points on each analytic curve. */
+#define ANALYTIC_POINTS 200
+
+/* A panel of the bubble figure: one pipeline depth, and one tag when the runs carry several. */
+typedef struct panel { int ranks; const char *tag; } panel;
+
+/* Adds the analytic curve of one panel (ranks p) over m in [m0, m1]: v = 1 for gpipe/1f1b,
  * (p-1)/(m+p-1); v >= 2 for interleaved, Megatron's bubble/compute ratio (p-1)/(v m) as a
- * fraction of the iteration, (p-1)/(v m + p - 1). Returns 0 or -1 (out of memory). */
+ * fraction of the iteration, (p-1)/(v m + p - 1). It shares the shade of the runs it
+ * describes. Returns 0 or -1 (out of memory). */
 static int analytic(curves *cs, int panel, int p, int v, double m0, double m1) {
-    char key[96];
-    if (v <= 1) snprintf(key, sizeof key, "gpipe, 1f1b analytic (p-1)/(m+p-1)");
-    else snprintf(key, sizeof key, "interleaved v=%d analytic (p-1)/(%dm+p-1)", v, v);
-    curve *c = curve_get(cs, key, panel);
+    curve proto;
+    memset(&proto, 0, sizeof proto);
+    if (v <= 1) {
+        snprintf(proto.base, sizeof proto.base, "gpipe, 1f1b");
+        snprintf(proto.key, sizeof proto.key, "gpipe, 1f1b analytic (p-1)/(m+p-1)");
+        proto.look = LOOK_ANALYTIC;
+    } else {
+        snprintf(proto.base, sizeof proto.base, "interleaved v=%d", v);
+        snprintf(proto.key, sizeof proto.key, "interleaved v=%d analytic (p-1)/(%dm+p-1)", v, v);
+        proto.look = sched_look("interleaved");
+    }
+    proto.var[0] = v;
+    proto.panel = panel;
+    proto.dashed = 1;
+    curve *c = curve_get(cs, &proto);
     if (!c) return -1;
-    c->dashed = 1;
-    c->color = v <= 1 ? 10 : sched_color("interleaved");
     if (c->n) return 0;
-    for (int k = 0; k <= 200; k++) {
-        double m = m0 * pow(m1 / m0, k / 200.0);
+    for (int k = 0; k <= ANALYTIC_POINTS; k++) {
+        double m = m0 * pow(m1 / m0, (double)k / ANALYTIC_POINTS);
         if (curve_put(c, m, (p - 1.0) / ((v <= 1 ? 1 : v) * m + p - 1.0), 0)) return -1;
     }
     return 0;
 }
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+/* Returns the v of the analytic curve that describes a run: 1 for gpipe and 1f1b, its chunks
+ * for interleaved, 0 when there is none. */
+static int analytic_v(const store_run *r) {
+    if (r->chunks <= 1 && (strcmp(r->schedule, "gpipe") == 0 || strcmp(r->schedule, "1f1b") == 0)) return 1;
+    return strcmp(r->schedule, "interleaved") == 0 && r->chunks > 1 ? r->chunks : 0;
+}
 
-/* Exports bubble fraction against microbatches: one panel per pipeline depth. */
+/* Returns the tag that tells run r's panel apart: its tag when the runs carry several, else NULL. */
+static const char *panel_tag(const store_run *r, int several) { return several ? (r->tag ? r->tag : "") : NULL; }
+
+/* Returns the index of the panel of depth ranks and tag (NULL: any) among pn[np], or np. */
+static int panel_find(const panel *pn, int np, int ranks, const char *tag) {
+    int k = 0;
+    while (k < np && !(pn[k].ranks == ranks && (!tag || strcmp(pn[k].tag, tag) == 0))) k++;
+    return k;
+}
+
+/* Finds the panels: one per pipeline depth, and per tag when the runs carry several (tags in
+ * the order their first runs were stored), depths ascending; panel_of[i] gets run i's. Returns
+ * the number of panels, or -1 when there are more than BB_MAX_PANELS. */
+static int bubble_panels(const store_run *runs, size_t n, panel *pn, int *panel_of) {
+    int several = 0, np = 0;
+    for (size_t i = 1; i < n; i++) several |= strcmp(runs[i].tag ? runs[i].tag : "", runs[0].tag ? runs[0].tag : "") != 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *tag = panel_tag(&runs[i], several);
+        if (panel_find(pn, np, runs[i].ranks, tag) < np) continue;
+        if (np == BB_MAX_PANELS) return -1;
+        pn[np++] = (panel){runs[i].ranks, tag};
+    }
+    for (int j = 1; j < np; j++) /* depths ascending; stable, so tags keep their order */
+        for (int k = j; k > 0 && pn[k].ranks < pn[k - 1].ranks; k--) {
+            panel t = pn[k];
+            pn[k] = pn[k - 1];
+            pn[k - 1] = t;
+        }
+    for (size_t i = 0; i < n; i++) panel_of[i] = panel_find(pn, np, runs[i].ranks, panel_tag(&runs[i], several));
+    return np;
+}
+
+/* Appends "set lmargin ... bmargin at screen" for the pixel box x0..x1 (from the left), y0..y1
+ * (from the top) of a w x h figure. */
+static void put_margins(pl_buf *g, double x0, double x1, double y0, double y1, int w, int h) {
+    pl_buf_printf(g, "set lmargin at screen %.4f\nset rmargin at screen %.4f\nset tmargin at screen %.4f\n"
+                     "set bmargin at screen %.4f\n", x0 / w, x1 / w, 1 - y0 / h, 1 - y1 / h);
+}
+
+/* Writes the bubble figure's script: the panels in a grid, each framed alike, then one legend
+ * of every curve (in legend order, each key once) in a column on the right. */
+static int bubble_script(const store_plot_opts *o, const curves *cs, const panel *pn, int np, double mmin,
+                         double mmax, const char *title, pl_buf *g) {
+    const curve **keys = pl_calloc(cs->n ? cs->n : 1, sizeof *keys);
+    if (!keys) return -1;
+    size_t nk = 0, maxlen = 0;
+    int dashed = 0;
+    for (size_t i = 0; i < cs->n; i++) {
+        size_t k = 0;
+        while (k < nk && strcmp(keys[k]->key, cs->c[i].key) != 0) k++;
+        if (k == nk) keys[nk++] = &cs->c[i];
+        if (strlen(cs->c[i].key) > maxlen) maxlen = strlen(cs->c[i].key);
+        dashed |= cs->c[i].dashed;
+    }
+    qsort(keys, nk, sizeof *keys, cmp_legend_ptr);
+    int cols = np <= 3 ? np : 2, rows = (np + cols - 1) / cols;
+    int key_w = (int)fmin(BB_KEY_MAX_PX, BB_KEY_SAMPLE_PX + BB_KEY_CHAR_PX * (double)maxlen);
+    int w = cols * BB_PANEL_W + key_w, h = BB_TITLE_H + rows * BB_PANEL_H;
+    if (h < BB_TITLE_H + BB_MARGIN_T + (int)nk * BB_KEY_LINE_PX) h = BB_TITLE_H + BB_MARGIN_T + (int)nk * BB_KEY_LINE_PX;
+    script_begin(g, o, "bubble", w, h, title);
+    int logx = mmax / mmin >= 8;
+    if (logx) pl_buf_puts(g, "set logscale x 2\n");
+    pl_buf_printf(g, "set xrange [%.10g:%.10g]\n", logx ? mmin / 1.15 : mmin - 0.5, logx ? mmax * 1.15 : mmax + 0.5);
+    put_xtics(g, cs, 12);
+    pl_buf_puts(g, "set multiplot title \"");
+    gp_escape(g, o->title ? o->title : title);
+    pl_buf_printf(g, "\\nlines: runs in the database%s\" font \",13\"\n", dashed ? "; dashed: analytic" : "");
+    for (int p = 0; p < np; p++) {
+        int c = p % cols, r = p / cols;
+        put_margins(g, c * BB_PANEL_W + BB_MARGIN_L, (c + 1) * BB_PANEL_W - BB_MARGIN_R, BB_TITLE_H + r * BB_PANEL_H + BB_MARGIN_T,
+                    BB_TITLE_H + (r + 1) * BB_PANEL_H - BB_MARGIN_B, w, h);
+        pl_buf_printf(g, "set title \"p = %d ranks%s", pn[p].ranks, pn[p].tag ? ": " : "");
+        gp_escape(g, pn[p].tag);
+        pl_buf_puts(g, "\" font \",12\"\nplot \\\n");
+        int first = 1;
+        for (size_t i = 0; i < cs->n; i++) {
+            if (cs->c[i].panel != p) continue;
+            pl_buf_puts(g, first ? "  " : ", \\\n  ");
+            put_curve(g, (long)i, &cs->c[i], DRAW_LINES);
+            first = 0;
+        }
+        pl_buf_puts(g, "\n");
+    }
+    pl_buf_puts(g, "# the legend: every curve once, beside the panels\n"
+                   "unset title\nunset xlabel\nunset ylabel\nunset border\nunset tics\nunset grid\nunset logscale\n"
+                   "set xrange [0:1]\nset yrange [0:1]\nset key inside left top Left reverse samplen 4 spacing 1.15\n");
+    put_margins(g, cols * BB_PANEL_W + 4, w - 4, BB_TITLE_H + BB_MARGIN_T, h - 4, w, h);
+    pl_buf_puts(g, "plot \\\n");
+    for (size_t k = 0; k < nk; k++) {
+        pl_buf_puts(g, k ? ", \\\n  " : "  ");
+        put_curve(g, -1, keys[k], DRAW_LINES);
+    }
+    pl_buf_puts(g, "\nunset multiplot\n");
+    free(keys);
+    return 0;
+}
+
+/* Exports bubble fraction against microbatches: one panel per pipeline depth (and tag), one
+ * curve per schedule, the analytic curves dashed. */
 static int plot_bubble(store *s, const store_plot_opts *o, pl_err *e) {
     store_run *runs = NULL;
     size_t n = 0;
@@ -387,79 +790,39 @@ static int plot_bubble(store *s, const store_plot_opts *o, pl_err *e) {
     pl_buf d, g;
     pl_buf_init(&d);
     pl_buf_init(&g);
-    int depths[16], nd = 0;
+    panel pn[BB_MAX_PANELS];
+    int *panel_of = pl_calloc(n ? n : 1, sizeof *panel_of), np = 0;
+    if (!panel_of) goto oom;
     if (n == 0) {
-        code = pl_errf(e, PL_EINPUT, "no runs to plot%s%s", o->filter.tag ? " with tag " : "", o->filter.tag ? o->filter.tag : "");
+        code = no_runs(o, e);
         goto done;
     }
-    for (size_t i = 0; i < n; i++) {
-        int found = 0;
-        for (int k = 0; k < nd; k++) found |= depths[k] == runs[i].ranks;
-        if (!found) {
-            if (nd == 16) {
-                code = pl_errf(e, PL_EINPUT, "runs with more than 16 pipeline depths: choose some with --ranks");
-                goto done;
-            }
-            depths[nd++] = runs[i].ranks;
-        }
+    if ((np = bubble_panels(runs, n, pn, panel_of)) < 0) {
+        code = pl_errf(e, PL_EINPUT, "runs of more than %d pipeline depths and tags: choose some with --ranks or --tag",
+                       BB_MAX_PANELS);
+        goto done;
     }
-    qsort(depths, (size_t)nd, sizeof *depths, cmp_int);
     double mmin = INFINITY, mmax = 0;
+    for (size_t i = 0; i < n; i++) mmin = fmin(mmin, runs[i].microbatches), mmax = fmax(mmax, runs[i].microbatches);
+    if (mmax <= mmin) mmax = mmin + 1;
     for (size_t i = 0; i < n; i++) {
         const store_run *r = &runs[i];
-        int panel = 0;
-        while (depths[panel] != r->ranks) panel++;
-        char key[96];
-        sched_key(key, sizeof key, r);
-        curve *c = curve_get(&cs, key, panel);
-        if (!c || curve_put(c, r->microbatches, r->bubble_fraction, 1)) goto oom;
-        c->color = sched_color(key);
-        mmin = fmin(mmin, r->microbatches);
-        mmax = fmax(mmax, r->microbatches);
-    }
-    if (mmax <= mmin) mmax = mmin + 1;
-    size_t nmeasured = cs.n;
-    for (size_t i = 0; i < nmeasured; i++) {
-        const curve *c = &cs.c[i];
-        int p = depths[c->panel], v = 0;
-        if (!strncmp(c->key, "gpipe", 5) || (!strncmp(c->key, "1f1b", 4) && !strstr(c->key, "v=")))
-            v = 1;
-        else if (!strncmp(c->key, "interleaved v=", 14)) v = atoi(c->key + 14);
-        if (v && analytic(&cs, c->panel, p, v, mmin, mmax)) goto oom;
+        curve proto, *c;
+        run_curve(&proto, r, NULL, 0, panel_of[i]);
+        if (!(c = curve_get(&cs, &proto)) || curve_put(c, r->microbatches, r->bubble_fraction, 1)) goto oom;
+        if (analytic_v(r) && analytic(&cs, panel_of[i], r->ranks, analytic_v(r), mmin, mmax)) goto oom;
     }
     curves_write(&cs, &d);
-    int cols = nd <= 1 ? 1 : 2, rows = (nd + cols - 1) / cols;
     char title[256];
-    snprintf(title, sizeof title, "Bubble fraction against microbatches%s%s", o->filter.tag ? " (" : "",
-             o->filter.tag ? o->filter.tag : "");
-    if (o->filter.tag) strncat(title, ")", sizeof title - strlen(title) - 1);
-    script_begin(&g, o, "bubble", cols == 1 ? 1150 : 2000, 120 + rows * (cols == 1 ? 560 : 470), title);
-    if (mmax / mmin >= 8) pl_buf_puts(&g, "set logscale x 2\n");
-    pl_buf_printf(&g, "set xrange [%.10g:%.10g]\n", mmin / (mmax / mmin >= 8 ? 1.15 : 1), mmax * (mmax / mmin >= 8 ? 1.15 : 1));
-    pl_buf_printf(&g, "set multiplot layout %d,%d title \"", rows, cols);
-    gp_escape(&g, o->title ? o->title : title);
-    pl_buf_puts(&g, "\\nlines: runs in the database; dashed: analytic\" font \",13\"\nunset title\n");
-    for (int pnl = 0; pnl < nd; pnl++) {
-        pl_buf_printf(&g, "set title \"p = %d ranks\" font \",12\"\nplot \\\n", depths[pnl]);
-        int first = 1;
-        for (size_t i = 0; i < cs.n; i++) {
-            const curve *c = &cs.c[i];
-            if (c->panel != pnl) continue;
-            pl_buf_printf(&g, "%s  datafile index %zu using 1:2 with %s lt %d %s title \"", first ? "" : ", \\\n", i,
-                          c->dashed ? "lines" : "linespoints", c->color,
-                          c->dashed ? "dt (8,5) lw 1.6" : strstr(c->key, "(measured)") ? MEASURED_STYLE : "");
-            gp_escape(&g, c->key);
-            pl_buf_puts(&g, "\"");
-            first = 0;
-        }
-        pl_buf_puts(&g, "\n");
-    }
-    pl_buf_puts(&g, "unset multiplot\n");
+    snprintf(title, sizeof title, "Bubble fraction against microbatches%s%s%s", o->filter.tag ? " (" : "",
+             o->filter.tag ? o->filter.tag : "", o->filter.tag ? ")" : "");
+    if (bubble_script(o, &cs, pn, np, mmin, mmax, title, &g)) goto oom;
     code = write_both(o, &d, &g, e);
     goto done;
 oom:
     code = pl_errf(e, PL_ENOMEM, "out of memory");
 done:
+    free(panel_of);
     curves_free(&cs);
     store_runs_free(runs, n);
     pl_buf_free(&d);
@@ -469,8 +832,40 @@ done:
 
 /* ---- throughput ---- */
 
-/* Exports throughput against stages (or microbatches), one curve per schedule (and per value of
- * the other variable when several occur). */
+/* Size in pixels of the throughput and accuracy figures. */
+#define THR_W 1000
+#define THR_H 650
+#define ACC_W 800
+#define ACC_H 760
+/* An axis spanning this ratio or more is logarithmic; its ends then lie this factor beyond the
+ * data (throughput, bubble: base 2). */
+#define LOG_RATIO 8.0
+#define LOG_PAD 1.15
+
+/* The throughput figure's x axes (store_plot_x): in the title, and as the axis label. */
+static const char *const x_names[] = {"pipeline depth", "pipeline stages", "microbatches"};
+static const char *const x_labels[] = {"pipeline depth p (ranks)", "pipeline stages (p x chunks per rank)",
+                                       "microbatches per iteration (m)"};
+
+/* Returns run r's value on axis a (the throughput figure's x, or the variable beside it). */
+static int axis_value(const store_run *r, store_plot_x a) {
+    return a == STORE_X_MICROBATCHES ? r->microbatches : a == STORE_X_STAGES ? r->stages : r->ranks;
+}
+
+/* Returns 1 when the other variable takes several values within one schedule's runs, so that
+ * each value needs a curve of its own. */
+static int other_varies(const store_run *runs, size_t n, store_plot_x other) {
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(runs[i].schedule, runs[j].schedule) && runs[i].chunks == runs[j].chunks &&
+                axis_value(&runs[i], other) != axis_value(&runs[j], other))
+                return 1;
+    return 0;
+}
+
+/* Exports throughput against the pipeline depth p (or the stages, or the microbatches): one curve
+ * per schedule, and per value of the variable beside x (m, or p when x is m) when it varies
+ * within a schedule, labelled "interleaved v=2, p = 8" (p: ranks, v: chunks per rank). */
 static int plot_throughput(store *s, const store_plot_opts *o, pl_err *e) {
     store_run *runs = NULL;
     size_t n = 0;
@@ -481,48 +876,40 @@ static int plot_throughput(store *s, const store_plot_opts *o, pl_err *e) {
     pl_buf_init(&d);
     pl_buf_init(&g);
     if (n == 0) {
-        code = pl_errf(e, PL_EINPUT, "no runs to plot%s%s", o->filter.tag ? " with tag " : "", o->filter.tag ? o->filter.tag : "");
+        code = no_runs(o, e);
         goto done;
     }
-    /* Does the other variable (m when x = stages, stages when x = m) vary within a schedule? */
-    int varies = 0;
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(runs[i].schedule, runs[j].schedule) && runs[i].chunks == runs[j].chunks &&
-                (o->x_microbatches ? runs[i].stages != runs[j].stages : runs[i].microbatches != runs[j].microbatches))
-                varies = 1;
+    store_plot_x other = o->x == STORE_X_MICROBATCHES ? STORE_X_RANKS : STORE_X_MICROBATCHES;
+    int varies = other_varies(runs, n, other);
     double xmin = INFINITY, xmax = 0;
     for (size_t i = 0; i < n; i++) {
         const store_run *r = &runs[i];
-        char key[96], full[128];
-        sched_key(key, sizeof key, r);
-        if (varies) snprintf(full, sizeof full, "%s, %s = %d", key, o->x_microbatches ? "p" : "m",
-                             o->x_microbatches ? r->stages : r->microbatches);
-        else snprintf(full, sizeof full, "%s", key);
-        curve *c = curve_get(&cs, full, 0);
-        double x = o->x_microbatches ? r->microbatches : r->stages;
-        if (!c || curve_put(c, x, r->throughput_samples_s, 1)) {
+        char extra[32];
+        snprintf(extra, sizeof extra, "%s = %d", other == STORE_X_RANKS ? "p" : "m", axis_value(r, other));
+        curve proto, *c;
+        run_curve(&proto, r, varies ? extra : NULL, axis_value(r, other), 0);
+        double x = axis_value(r, o->x);
+        if (!(c = curve_get(&cs, &proto)) || curve_put(c, x, r->throughput_samples_s, 1)) {
             code = pl_errf(e, PL_ENOMEM, "out of memory");
             goto done;
         }
-        c->color = sched_color(key);
         xmin = fmin(xmin, x);
         xmax = fmax(xmax, x);
     }
     curves_write(&cs, &d);
     char title[256];
-    snprintf(title, sizeof title, "Throughput against %s%s%s%s", o->x_microbatches ? "microbatches" : "pipeline stages",
-             o->filter.tag ? " (" : "", o->filter.tag ? o->filter.tag : "", o->filter.tag ? ")" : "");
-    script_begin(&g, o, "throughput", 1000, 650, title);
-    pl_buf_printf(&g, "set xlabel \"%s\" font \",11\"\n", o->x_microbatches ? "microbatches per iteration (m)" : "pipeline stages");
-    if (xmax / xmin >= 8) pl_buf_puts(&g, "set logscale x 2\n");
-    pl_buf_printf(&g, "set xrange [%.10g:%.10g]\n", xmax / xmin >= 8 ? xmin / 1.15 : xmin - 0.5, xmax / xmin >= 8 ? xmax * 1.15 : xmax + 0.5);
+    snprintf(title, sizeof title, "Throughput against %s%s%s%s", x_names[o->x], o->filter.tag ? " (" : "",
+             o->filter.tag ? o->filter.tag : "", o->filter.tag ? ")" : "");
+    script_begin(&g, o, "throughput", THR_W, THR_H, title);
+    pl_buf_printf(&g, "set xlabel \"%s\" font \",11\"\n", x_labels[o->x]);
+    int logx = xmax / xmin >= LOG_RATIO;
+    if (logx) pl_buf_puts(&g, "set logscale x 2\n");
+    pl_buf_printf(&g, "set xrange [%.10g:%.10g]\n", logx ? xmin / LOG_PAD : xmin - 0.5, logx ? xmax * LOG_PAD : xmax + 0.5);
+    put_xtics(&g, &cs, 12);
     pl_buf_puts(&g, "plot \\\n");
     for (size_t i = 0; i < cs.n; i++) {
-        pl_buf_printf(&g, "%s  datafile index %zu using 1:2 with linespoints lt %d %s title \"", i ? ", \\\n" : "", i, cs.c[i].color,
-                      strstr(cs.c[i].key, "(measured)") ? MEASURED_STYLE : "");
-        gp_escape(&g, cs.c[i].key);
-        pl_buf_puts(&g, "\"");
+        pl_buf_puts(&g, i ? ", \\\n  " : "  ");
+        put_curve(&g, (long)i, &cs.c[i], DRAW_LINES);
     }
     pl_buf_puts(&g, "\n");
     code = write_both(o, &d, &g, e);
@@ -536,95 +923,90 @@ done:
 
 /* ---- memory ---- */
 
+/* Size of the memory figure: width per rank and per bar within its group, limits, height. */
+#define MEM_W_BASE 120
+#define MEM_W_RANK 40
+#define MEM_W_BAR 14
+#define MEM_W_MIN 900
+#define MEM_W_MAX 1800
+#define MEM_H 600
+/* The bars of a rank fill this part of its slot. */
+#define MEM_GROUP_W 0.8
+
+/* Picks the newest run of each schedule (curve key) into cs, one curve each with its run
+ * index; the runs must share one pipeline depth. Returns PL_OK or an error code. */
+static int memory_pick(const store_run *runs, size_t n, curves *cs, pl_err *e) {
+    for (size_t i = 0; i < n; i++) {
+        if (runs[i].ranks != runs[0].ranks)
+            return pl_errf(e, PL_EINPUT, "the runs have %d and %d ranks: choose one pipeline depth with --ranks",
+                           runs[0].ranks, runs[i].ranks);
+        curve proto, *c;
+        run_curve(&proto, &runs[i], NULL, 0, 0);
+        if (!(c = curve_get(cs, &proto))) return pl_errf(e, PL_ENOMEM, "out of memory");
+        c->run = i; /* runs are oldest first: the newest of each schedule wins */
+    }
+    qsort(cs->c, cs->n, sizeof *cs->c, cmp_curve);
+    return PL_OK;
+}
+
 /* Exports peak memory per rank: for each schedule (its newest run) one bar per rank. */
 static int plot_memory(store *s, const store_plot_opts *o, pl_err *e) {
     store_run *runs = NULL;
     size_t n = 0;
     int code = store_select_runs(s, &o->filter, NULL, &runs, &n, e);
     if (code != PL_OK) return code;
+    curves cs = {0};
     pl_buf d, g;
     pl_buf_init(&d);
     pl_buf_init(&g);
-    size_t *pick = pl_calloc(n ? n : 1, sizeof *pick);
-    char (*keys)[96] = pl_calloc(n ? n : 1, sizeof *keys);
-    store_rank_metric **m = pl_calloc(n ? n : 1, sizeof *m);
-    int *nm = pl_calloc(n ? n : 1, sizeof *nm);
-    size_t np = 0;
-    if (!pick || !keys || !m || !nm) {
+    store_rank_metric **m = NULL;
+    int *nm = NULL;
+    code = n == 0 ? no_runs(o, e) : memory_pick(runs, n, &cs, e);
+    if (code != PL_OK) goto done;
+    m = pl_calloc(cs.n, sizeof *m);
+    nm = pl_calloc(cs.n, sizeof *nm);
+    if (!m || !nm) {
         code = pl_errf(e, PL_ENOMEM, "out of memory");
         goto done;
     }
-    if (n == 0) {
-        code = pl_errf(e, PL_EINPUT, "no runs to plot%s%s", o->filter.tag ? " with tag " : "", o->filter.tag ? o->filter.tag : "");
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (runs[i].ranks != runs[0].ranks) {
-            code = pl_errf(e, PL_EINPUT, "the runs have %d and %d ranks: choose one pipeline depth with --ranks",
-                           runs[0].ranks, runs[i].ranks);
-            goto done;
-        }
-        char key[96];
-        sched_key(key, sizeof key, &runs[i]);
-        size_t k = 0;
-        while (k < np && strcmp(keys[k], key) != 0) k++;
-        if (k == np) np++;
-        snprintf(keys[k], sizeof keys[k], "%s", key);
-        pick[k] = i; /* runs are oldest first: the newest of each schedule wins */
-    }
-    /* Order the schedules like every other figure. */
-    for (size_t a = 1; a < np; a++)
-        for (size_t b = a; b > 0 && (sched_color(keys[b]) < sched_color(keys[b - 1]) ||
-                                     (sched_color(keys[b]) == sched_color(keys[b - 1]) && strcmp(keys[b], keys[b - 1]) < 0));
-             b--) {
-            char t[96];
-            memcpy(t, keys[b], sizeof t);
-            memcpy(keys[b], keys[b - 1], sizeof t);
-            memcpy(keys[b - 1], t, sizeof t);
-            size_t ti = pick[b];
-            pick[b] = pick[b - 1];
-            pick[b - 1] = ti;
-        }
     double maxb = 0;
-    for (size_t k = 0; k < np; k++) {
-        code = store_get_rank_metrics(s, runs[pick[k]].id, &m[k], &nm[k], e);
-        if (code != PL_OK) goto done;
-        for (int q = 0; q < nm[k]; q++) maxb = fmax(maxb, (double)m[k][q].peak_mem_bytes);
+    for (size_t k = 0; k < cs.n && code == PL_OK; k++) {
+        code = store_get_rank_metrics(s, runs[cs.c[k].run].id, &m[k], &nm[k], e);
+        for (int q = 0; code == PL_OK && q < nm[k]; q++) maxb = fmax(maxb, (double)m[k][q].peak_mem_bytes);
     }
-    if (!(maxb > 0)) {
+    if (code == PL_OK && !(maxb > 0))
         code = pl_errf(e, PL_EINPUT, "peak memory is 0 in every selected run: simulate with --model, or with "
                                      "--param-bytes and --stash-bytes");
-        goto done;
-    }
-    double scale;
+    if (code != PL_OK) goto done;
+    double scale, bw = MEM_GROUP_W / (double)cs.n;
     const char *unit;
     byte_unit(maxb, &scale, &unit);
-    double bw = 0.8 / (double)np;
-    for (size_t k = 0; k < np; k++) {
-        pl_buf_printf(&d, "# block %zu: %s (run %lld)\n", k, keys[k], (long long)runs[pick[k]].id);
+    for (size_t k = 0; k < cs.n; k++)
         for (int q = 0; q < nm[k]; q++)
-            pl_buf_printf(&d, "%.6g %.10g\n", m[k][q].rank - 0.4 + (k + 0.5) * bw, (double)m[k][q].peak_mem_bytes / scale);
-        pl_buf_puts(&d, "\n\n");
-    }
+            if (curve_put(&cs.c[k], m[k][q].rank - MEM_GROUP_W / 2 + (k + 0.5) * bw, (double)m[k][q].peak_mem_bytes / scale, 0)) {
+                code = pl_errf(e, PL_ENOMEM, "out of memory");
+                goto done;
+            }
+    curves_write(&cs, &d);
+    int p = runs[0].ranks;
     char title[256];
-    snprintf(title, sizeof title, "Peak memory per rank, p = %d%s%s%s", runs[0].ranks, o->filter.tag ? " (" : "",
+    snprintf(title, sizeof title, "Peak memory per rank, p = %d%s%s%s", p, o->filter.tag ? " (" : "",
              o->filter.tag ? o->filter.tag : "", o->filter.tag ? ")" : "");
-    script_begin(&g, o, "memory", (int)fmin(1800, fmax(900, 120 + runs[0].ranks * (40 + 14 * (double)np))), 600, title);
+    script_begin(&g, o, "memory", (int)fmin(MEM_W_MAX, fmax(MEM_W_MIN, MEM_W_BASE + p * (MEM_W_RANK + MEM_W_BAR * (double)cs.n))),
+                 MEM_H, title);
     pl_buf_printf(&g, "set ylabel \"peak memory (%s)\" font \",11\"\nset xrange [-0.6:%d.6]\nset boxwidth %.6g absolute\nplot \\\n",
-                  unit, runs[0].ranks - 1, bw * 0.92);
-    for (size_t k = 0; k < np; k++) {
-        pl_buf_printf(&g, "%s  datafile index %zu using 1:2 with boxes lt %d title \"", k ? ", \\\n" : "", k, sched_color(keys[k]));
-        gp_escape(&g, keys[k]);
-        pl_buf_puts(&g, "\"");
+                  unit, p - 1, bw * 0.92);
+    for (size_t k = 0; k < cs.n; k++) {
+        pl_buf_puts(&g, k ? ", \\\n  " : "  ");
+        put_curve(&g, (long)k, &cs.c[k], DRAW_BOXES);
     }
     pl_buf_puts(&g, "\n");
     code = write_both(o, &d, &g, e);
 done:
-    for (size_t k = 0; k < np && m; k++) free(m[k]);
+    for (size_t k = 0; m && k < cs.n; k++) free(m[k]);
     free(m);
     free(nm);
-    free(keys);
-    free(pick);
+    curves_free(&cs);
     store_runs_free(runs, n);
     pl_buf_free(&d);
     pl_buf_free(&g);
@@ -632,6 +1014,16 @@ done:
 }
 
 /* ---- accuracy ---- */
+
+/* The axes frame the data: logarithmic when it spans more than ACC_LOG_RATIO (its ends a factor
+ * ACC_LOG_PAD beyond), else linear with ACC_PAD of the largest value (or ACC_SPREAD_PAD of the
+ * spread, when more) beyond each end, so that points close together are not crammed into a
+ * corner; the band is +-ACC_BAND around y = x. */
+#define ACC_LOG_RATIO 4.0
+#define ACC_LOG_PAD 1.25
+#define ACC_PAD 0.06
+#define ACC_SPREAD_PAD 0.1
+#define ACC_BAND 0.05
 
 /* Exports predicted against measured iteration time for every pair store_compare finds. */
 static int plot_accuracy(store *s, const store_plot_opts *o, pl_err *e) {
@@ -648,42 +1040,40 @@ static int plot_accuracy(store *s, const store_plot_opts *o, pl_err *e) {
                        c.unmatched_measured, c.simulated);
         goto done;
     }
-    double lo = INFINITY, hi = 0;
+    double lo = INFINITY, hi = 0, scale;
     for (size_t i = 0; i < c.n; i++) {
         lo = fmin(lo, fmin(c.pairs[i].meas.iteration_time_s, c.pairs[i].sim.iteration_time_s));
         hi = fmax(hi, fmax(c.pairs[i].meas.iteration_time_s, c.pairs[i].sim.iteration_time_s));
     }
-    double scale;
     const char *unit;
     time_unit(hi, &scale, &unit);
     for (size_t i = 0; i < c.n; i++) {
-        char key[96];
-        snprintf(key, sizeof key, "%s", c.pairs[i].meas.schedule);
-        if (c.pairs[i].meas.chunks > 1) snprintf(key + strlen(key), sizeof key - strlen(key), " v=%d", c.pairs[i].meas.chunks);
-        curve *cv = curve_get(&cs, key, 0);
-        if (!cv || curve_put(cv, c.pairs[i].meas.iteration_time_s * scale, c.pairs[i].sim.iteration_time_s * scale, 0)) {
+        curve proto, *cv;
+        run_curve(&proto, &c.pairs[i].sim, NULL, 0, 0);
+        if (!(cv = curve_get(&cs, &proto)) ||
+            curve_put(cv, c.pairs[i].meas.iteration_time_s * scale, c.pairs[i].sim.iteration_time_s * scale, 0)) {
             code = pl_errf(e, PL_ENOMEM, "out of memory");
             goto done;
         }
-        cv->color = sched_color(key);
     }
     curves_write(&cs, &d);
-    int logs = lo > 0 && hi / lo > 20;
-    double x0 = logs ? lo * scale / 1.3 : 0, x1 = hi * scale * (logs ? 1.3 : 1.08);
+    int logs = lo > 0 && hi / lo > ACC_LOG_RATIO;
+    double pad = fmax(ACC_PAD * hi, ACC_SPREAD_PAD * (hi - lo));
+    double x0 = (logs ? lo / ACC_LOG_PAD : fmax(0, lo - pad)) * scale, x1 = (logs ? hi * ACC_LOG_PAD : hi + pad) * scale;
     char title[256];
     snprintf(title, sizeof title, "Predicted against measured iteration time\n%zu runs: MAPE %.2f%%, max error %+.2f%%",
              c.n, 100 * c.iter.mape, 100 * c.iter.max_err);
-    script_begin(&g, o, "accuracy", 800, 760, title);
+    script_begin(&g, o, "accuracy", ACC_W, ACC_H, title);
     if (logs) pl_buf_puts(&g, "set logscale xy\n");
     pl_buf_printf(&g, "set xrange [%.10g:%.10g]\nset yrange [%.10g:%.10g]\n", x0, x1, x0, x1);
     pl_buf_printf(&g, "set xlabel \"measured iteration time (%s)\" font \",11\"\n"
                       "set ylabel \"predicted iteration time (%s)\" font \",11\"\nset samples 400\nplot \\\n", unit, unit);
-    pl_buf_puts(&g, "  '+' using 1:(0.95*$1):(1.05*$1) with filledcurves fc rgb \"#e3e3e3\" fs solid 1.0 title \"+-5%\", \\\n"
-                    "  x with lines lc rgb \"#555555\" lw 1.5 title \"y = x\"");
+    pl_buf_printf(&g, "  '+' using 1:(%.6g*$1):(%.6g*$1) with filledcurves fc rgb \"#e3e3e3\" fs solid 1.0 title \"+-%g%%\", \\\n"
+                      "  x with lines lc rgb \"#555555\" lw 1.5 title \"y = x\"",
+                  1 - ACC_BAND, 1 + ACC_BAND, 100 * ACC_BAND);
     for (size_t i = 0; i < cs.n; i++) {
-        pl_buf_printf(&g, ", \\\n  datafile index %zu using 1:2 with points lt %d ps 1.4 title \"", i, cs.c[i].color);
-        gp_escape(&g, cs.c[i].key);
-        pl_buf_puts(&g, "\"");
+        pl_buf_puts(&g, ", \\\n  ");
+        put_curve(&g, (long)i, &cs.c[i], DRAW_POINTS);
     }
     pl_buf_puts(&g, "\n");
     code = write_both(o, &d, &g, e);

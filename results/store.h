@@ -213,6 +213,10 @@ typedef enum store_plot_kind {
     STORE_PLOT_TIMELINE, STORE_PLOT_BUBBLE, STORE_PLOT_THROUGHPUT, STORE_PLOT_MEMORY, STORE_PLOT_ACCURACY
 } store_plot_kind;
 
+/* The throughput figure's x axis: the pipeline depth p (ranks), the stages (p x chunks per
+ * rank), or the microbatches per iteration. */
+typedef enum store_plot_x { STORE_X_RANKS, STORE_X_STAGES, STORE_X_MICROBATCHES } store_plot_x;
+
 typedef struct store_plot_opts {
     store_plot_kind kind;
     const char *output;           /* figure path (.png or .svg) */
@@ -221,8 +225,10 @@ typedef struct store_plot_opts {
     int svg;
     const char *title;            /* NULL = a title from the data */
     const char *run;              /* timeline: the run (id, uid or uid prefix) */
+    int all_passes;               /* timeline of a measured run: every timed pass (default: the
+                                   * median pass, params_json's median_passes[0]) */
     store_filter filter;          /* the other kinds: which runs */
-    int x_microbatches;           /* throughput: x axis is microbatches (default: stages) */
+    store_plot_x x;               /* throughput: the x axis (default: ranks) */
     int loose;                    /* accuracy: ignore params_json when pairing */
 } store_plot_opts;
 

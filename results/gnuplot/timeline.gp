@@ -10,3 +10,8 @@ set grid noytics xtics mxtics lc rgb "#e4e4e4"
 set key outside bottom center horizontal font ",10" samplen 1.5 width 1
 set style fill solid 1.0 border lc rgb "#ffffff"
 set bmargin 6
+# A compute box's half height, and a communication bar's offset below the row's centre and half
+# height (in rows).
+box_half = 0.36
+bar_offset = 0.44
+bar_half = 0.045

@@ -5,6 +5,7 @@ void test_store_register(void);
 void test_concurrency_register(void);
 void test_merge_register(void);
 void test_compare_plot_register(void);
+void test_plot_register(void);
 void test_faults_register(void);
 void test_db_cli_register(void);
 void test_shard_register(void);
@@ -14,6 +15,7 @@ void pl_test_register(void) {
     test_concurrency_register();
     test_merge_register();
     test_compare_plot_register();
+    test_plot_register();
     test_faults_register();
     test_db_cli_register();
     test_shard_register();

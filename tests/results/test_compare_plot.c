@@ -318,7 +318,7 @@ static void test_plot_kinds(void) {
         blank = 0;
         if (line[0] == '#') continue;
         if (block < 2) rows[block]++;
-        if (block == 0 && strcmp(line, "0 0.5 0.5 5142951 \"0\" 16777215\n") == 0) first_f = 1;
+        if (block == 0 && strcmp(line, "0 0.5 0.5 5142951 \"0\" 16777215 \"0F0\"\n") == 0) first_f = 1;
         if (block == 0 && strstr(line, " 1 14767961 ")) b_rows++; /* B: half width 1, colour 0xE15759 */
     }
     fclose(f);

@@ -1,0 +1,473 @@
+/* test_plot.c: what pipelab plot exports, checked without looking at pixels: the pass a measured
+ * timeline draws, the legend labels, one style per curve, and the accuracy figure's frame. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pl_test.h"
+#include "store.h"
+#include "util.h"
+
+/* The most curves (plot elements) and compute rows a test reads back. */
+#define MAX_ELEMS 64
+#define MAX_ROWS 256
+
+/* Returns the malloc'd text of a file, or NULL. */
+static char *slurp(const char *path) {
+    char *text = NULL;
+    size_t len;
+    pl_err e;
+    pl_err_clear(&e);
+    return pl_read_file(path, (size_t)1 << 24, &text, &len, &e) == PL_OK ? text : NULL;
+}
+
+/* Writes figure o (kind set) with the library into dir/NAME.{png,dat,gp}, without gnuplot;
+ * returns the code and fills *dat and *gp with the malloc'd text of the data and the script. */
+static int prepare(const char *db, store_plot_opts *o, const char *dir, const char *name, char **dat, char **gp) {
+    char file[64];
+    snprintf(file, sizeof file, "%s.png", name);
+    char *png = pl_test_path(dir, file);
+    snprintf(file, sizeof file, "%s.dat", name);
+    char *datp = pl_test_path(dir, file);
+    snprintf(file, sizeof file, "%s.gp", name);
+    char *gpp = pl_test_path(dir, file);
+    o->output = png;
+    o->data = datp;
+    o->script = gpp;
+    store *s = NULL;
+    pl_err e;
+    pl_err_clear(&e);
+    int code = store_open(db, 1, &s, &e);
+    if (code == PL_OK) code = store_plot_prepare(s, o, &e);
+    if (code != PL_OK) fprintf(stderr, "\nplot: %s\n", e.msg);
+    store_close(s);
+    *dat = code == PL_OK ? slurp(datp) : NULL;
+    *gp = code == PL_OK ? slurp(gpp) : NULL;
+    o->output = o->data = o->script = NULL;
+    free(png);
+    free(datp);
+    free(gpp);
+    return code;
+}
+
+/* Makes a fresh test folder (*dir) and a new database name there (*db), and opens it for
+ * writing; returns the store (asserted). */
+static store *fresh_db(const char *name, char **dir, char **db) {
+    *dir = pl_test_tmpdir();
+    *db = pl_test_path(*dir, name);
+    store *s = NULL;
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_FATAL(store_open(*db, 0, &s, &e) == PL_OK);
+    return s;
+}
+
+/* Frees what fresh_db made and removes the folder. */
+static void fresh_done(char *dir, char *db) {
+    free(db);
+    tr_rmdir(dir);
+    free(dir);
+}
+
+/* One compute box of a timeline's data (block 0). */
+typedef struct row { int rank; double mid, half; char action[32]; } row;
+
+/* Reads the compute rows of a timeline's data into rows[MAX_ROWS]; returns their count. */
+static int timeline_rows(const char *dat, row *rows) {
+    int n = 0;
+    for (const char *l = dat; l && *l && n < MAX_ROWS; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "") {
+        if (l[0] == '\n') break; /* the blank lines that end block 0 */
+        if (l[0] == '#') continue;
+        row *r = &rows[n];
+        unsigned colour, label_colour;
+        char label[16];
+        if (sscanf(l, "%d %lf %lf %u \"%15[^\"]\" %u \"%31[^\"]\"", &r->rank, &r->mid, &r->half, &colour, label,
+                   &label_colour, r->action) == 7 ||
+            sscanf(l, "%d %lf %lf %u \"\" %u \"%31[^\"]\"", &r->rank, &r->mid, &r->half, &colour, &label_colour, r->action) == 6)
+            n++;
+    }
+    return n;
+}
+
+/* One element of a plot command: its panel (the plot command it belongs to), its style (the
+ * text from "with" to "title") and its title. */
+typedef struct elem { int panel; char style[192], title[160]; } elem;
+
+/* Reads the plot elements of a script into el[MAX_ELEMS]; returns their count. */
+static int plot_elems(const char *gp, elem *el) {
+    int n = 0, panel = -1;
+    for (const char *l = gp; l && *l && n < MAX_ELEMS; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "") {
+        if (strncmp(l, "plot ", 5) == 0) panel++;
+        const char *with = strstr(l, " with "), *title = strstr(l, " title \""), *end = strchr(l, '\n');
+        if (!with || !title || (end && title > end) || title < with) continue;
+        el[n].panel = panel;
+        snprintf(el[n].style, sizeof el[n].style, "%.*s", (int)(title - with), with);
+        const char *t = title + 8, *q = strchr(t, '"');
+        snprintf(el[n].title, sizeof el[n].title, "%.*s", q ? (int)(q - t) : 0, t);
+        n++;
+    }
+    return n;
+}
+
+/* Returns the element titled title, or NULL. */
+static const elem *elem_titled(const elem *el, int n, const char *title) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(el[i].title, title) == 0) return &el[i];
+    return NULL;
+}
+
+/* Writes the "lc rgb" colour of a style ("#RRGGBB") to out, or "" when it has none. */
+static void style_colour(const char *style, char *out, size_t n) {
+    const char *c = strstr(style, "lc rgb \"");
+    snprintf(out, n, "%.7s", c ? c + 8 : "");
+}
+
+/* Asserts that the elements of each panel have pairwise different styles. */
+static void assert_distinct_styles(const elem *el, int n) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            if (el[i].panel == el[j].panel) {
+                CU_ASSERT(strcmp(el[i].style, el[j].style) != 0);
+                if (strcmp(el[i].style, el[j].style) == 0) fprintf(stderr, "\nsame style: %s / %s\n", el[i].title, el[j].title);
+            }
+}
+
+/* ---- the timeline of a measured run ---- */
+
+/* The hand-made measured run: 2 ranks, one F and one B each per pass, three timed passes whose
+ * ops last PASS_D[k] each; pass k starts at PASS_GAP k. Its times are 4 PASS_D[k], so its
+ * median pass is pass 2 (4, 12, 8 s). */
+static const double PASS_D[3] = {1, 3, 2};
+#define PASS_GAP 20.0
+
+/* Writes that run with the given params_json (its median pass or not) and returns its id. */
+static int64_t put_measured(store *s, const char *params) {
+    store_run r;
+    memset(&r, 0, sizeof r);
+    r.kind = "measured";
+    r.tag = "passes";
+    r.schedule = "1f1b";
+    r.ranks = r.stages = 2;
+    r.microbatches = r.chunks = r.iterations = 1;
+    r.params_json = params;
+    r.repetitions = 3;
+    r.iteration_time_s = 8;
+    static const char *const act[2][2] = {{"0F0", "0B0"}, {"1F0", "1B0"}};
+    static const char *const kind[2] = {"F", "B"};
+    static const double slot[2][2] = {{0, 3}, {1, 2}}; /* rank, op -> start in units of d */
+    store_op ops[12];
+    int k = 0;
+    for (int q = 0; q < 2; q++)
+        for (int pass = 0; pass < 3; pass++)
+            for (int j = 0; j < 2; j++, k++) {
+                double t = PASS_GAP * pass + slot[q][j] * PASS_D[pass];
+                ops[k] = (store_op){q, 2 * pass + j, act[q][j], kind[j], q, 0, t, t + PASS_D[pass]};
+            }
+    int64_t id = -1;
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT(store_write_run(s, &r, NULL, 0, ops, 12, &id, &e) == PL_OK);
+    return id;
+}
+
+/* Returns the number of rows of a timeline of run id (all passes or not), 0 on error; *per_s
+ * (may be NULL) gets the data's time unit per second (the header says "times in s|ms|us"). */
+static int timeline_of(const char *db, const char *dir, int64_t id, int all, row *rows, char **gp, double *per_s) {
+    char run[32], *dat = NULL;
+    snprintf(run, sizeof run, "%lld", (long long)id);
+    store_plot_opts o;
+    memset(&o, 0, sizeof o);
+    o.kind = STORE_PLOT_TIMELINE;
+    o.run = run;
+    o.all_passes = all;
+    int n = prepare(db, &o, dir, "tl", &dat, gp) == PL_OK ? timeline_rows(dat, rows) : 0;
+    const char *unit = dat ? strstr(dat, "times in ") : NULL;
+    if (per_s) *per_s = !unit ? NAN : !strncmp(unit + 9, "us", 2) ? 1e6 : !strncmp(unit + 9, "ms", 2) ? 1e3 : 1;
+    free(dat);
+    return n;
+}
+
+/* The timeline of a measured run holds exactly its median pass's actions, shifted to start at
+ * 0; all passes with all_passes; all of them, said so, when the run records no median pass. */
+static void test_timeline_median_pass(void) {
+    char *dir, *db;
+    store *s = fresh_db("passes.db", &dir, &db);
+    int64_t with = put_measured(s, "{\"timed_passes\":3,\"median_passes\":[2,2]}");
+    int64_t without = put_measured(s, "{\"timed_passes\":3}");
+    store_close(s);
+    row rows[MAX_ROWS];
+    char *gp = NULL;
+    CU_ASSERT_EQUAL(timeline_of(db, dir, with, 0, rows, &gp, NULL), 4);
+    for (int i = 0; i < 4; i++) { /* pass 2's ops last 2 s; rank 0's F starts the pass at 0 */
+        CU_ASSERT_DOUBLE_EQUAL(rows[i].half, PASS_D[2] / 2, 1e-12);
+        if (strcmp(rows[i].action, "0F0") == 0) CU_ASSERT_DOUBLE_EQUAL(rows[i].mid, PASS_D[2] / 2, 1e-12);
+        if (strcmp(rows[i].action, "0B0") == 0) CU_ASSERT_DOUBLE_EQUAL(rows[i].mid, 3.5 * PASS_D[2], 1e-12);
+    }
+    CU_ASSERT_PTR_NOT_NULL(gp && strstr(gp, "timed pass 3 of 3 (the median)"));
+    free(gp);
+    CU_ASSERT_EQUAL(timeline_of(db, dir, with, 1, rows, &gp, NULL), 12);
+    double halves = 0;
+    for (int i = 0; i < 12; i++) halves += rows[i].half;
+    CU_ASSERT_DOUBLE_EQUAL(halves, 4 * (PASS_D[0] + PASS_D[1] + PASS_D[2]) / 2, 1e-9);
+    CU_ASSERT_PTR_NOT_NULL(gp && strstr(gp, "over all 3 timed passes"));
+    free(gp);
+    CU_ASSERT_EQUAL(timeline_of(db, dir, without, 0, rows, &gp, NULL), 12);
+    CU_ASSERT_PTR_NOT_NULL(gp && strstr(gp, "records no median pass"));
+    free(gp);
+    fresh_done(dir, db);
+}
+
+/* Returns median_passes[0] of a run's params_json, or -1. */
+static int median_pass_of(const char *params) {
+    const char *v;
+    size_t n;
+    return params && store_json_get(params, "median_passes", &v, &n) && v[0] == '[' ? atoi(v + 1) : -1;
+}
+
+/* A real `pipelab run --trace` of 3 timed passes records its median pass, and its timeline holds
+ * exactly the compute actions of that pass (each rank's list: its ops / 3), box for box. */
+static void test_timeline_real_run(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "run.db");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 2 --width 8 --depth 2 --microbatch-size 2 "
+             "--timed 3 --no-predict --oversubscribe --trace --tag real --db %s --format csv", PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
+    store *s = NULL;
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_FATAL(store_open(db, 1, &s, &e) == PL_OK);
+    store_run r;
+    CU_ASSERT_FATAL(store_get_run(s, "1", &r, &e) == PL_OK);
+    int mid = median_pass_of(r.params_json);
+    CU_ASSERT(mid >= 0 && mid < 3);
+    store_op *ops = NULL;
+    size_t n = 0;
+    CU_ASSERT_FATAL(store_get_ops(s, r.id, &ops, &n, &e) == PL_OK);
+    store_close(s);
+    row rows[MAX_ROWS];
+    char *gp = NULL;
+    double per_s;
+    int nr = timeline_of(db, dir, r.id, 0, rows, &gp, &per_s);
+    free(gp);
+    /* the compute ops of pass mid: rank q's positions mid x per .. (mid + 1) x per - 1 */
+    int want = 0, matched = 0, count[2] = {0, 0};
+    for (size_t i = 0; i < n; i++) count[ops[i].rank]++;
+    for (size_t i = 0; i < n; i++) {
+        const store_op *p = &ops[i];
+        if (p->seq / (count[p->rank] / 3) != mid || (strcmp(p->kind, "F") && strcmp(p->kind, "B") && strcmp(p->kind, "I") && strcmp(p->kind, "W")))
+            continue;
+        want++;
+        for (int k = 0; k < nr; k++)
+            matched += rows[k].rank == p->rank && strcmp(rows[k].action, p->action) == 0 &&
+                       fabs(rows[k].half - 0.5 * per_s * (p->end_s - p->start_s)) < 1e-6 * per_s;
+    }
+    CU_ASSERT(want >= 8); /* 2 ranks x 2 microbatches x (F, B) at least */
+    CU_ASSERT_EQUAL(nr, want);
+    CU_ASSERT_EQUAL(matched, want);
+    CU_ASSERT_EQUAL(timeline_of(db, dir, r.id, 1, rows, &gp, NULL), 3 * want);
+    free(gp);
+    store_ops_free(ops, n);
+    store_run_clear(&r);
+    fresh_done(dir, db);
+}
+
+/* ---- legends and styles ---- */
+
+/* Simulates into db: 1f1b on 2 and 4 ranks, interleaved v = 2 and 4 on 2 ranks, m = 4 and 8,
+ * under tag (the run stores its stages, p v, beside its ranks). */
+static void simulate_mix(const char *db, const char *tag, double tcomm) {
+    static const char *const shapes[] = {"--kind 1f1b --ranks 2", "--kind 1f1b --ranks 4",
+                                         "--kind interleaved --chunks 2 --ranks 2", "--kind interleaved --chunks 4 --ranks 2"};
+    char cmd[1024];
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+        for (int m = 4; m <= 8; m *= 2) {
+            snprintf(cmd, sizeof cmd, "%s simulate %s --microbatches %d --tcomm %g --tag '%s' --db %s --format csv",
+                     PIPELAB_BIN, shapes[k], m, tcomm, tag, db);
+            CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
+        }
+}
+
+/* Throughput labels interleaved by its ranks and chunks ("interleaved v=2, p = 2" for a run of 4
+ * stages), draws it at its ranks by default, and gives each curve its own style; curves of one
+ * schedule differ in colour (shade). */
+static void test_throughput_labels(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "mix.db");
+    simulate_mix(db, "mix", 0);
+    store_plot_opts o;
+    memset(&o, 0, sizeof o);
+    o.kind = STORE_PLOT_THROUGHPUT;
+    o.x = STORE_X_MICROBATCHES;
+    char *dat = NULL, *gp = NULL;
+    CU_ASSERT_FATAL(prepare(db, &o, dir, "thr", &dat, &gp) == PL_OK);
+    elem el[MAX_ELEMS];
+    int n = plot_elems(gp, el);
+    CU_ASSERT_EQUAL(n, 4);
+    static const char *const want[] = {"1f1b, p = 2", "1f1b, p = 4", "interleaved v=2, p = 2", "interleaved v=4, p = 2"};
+    for (int k = 0; k < 4; k++) CU_ASSERT_PTR_NOT_NULL(elem_titled(el, n, want[k]));
+    CU_ASSERT_PTR_NULL(strstr(gp, "p = 8"));
+    assert_distinct_styles(el, n);
+    char c1[16], c2[16];
+    const elem *a = elem_titled(el, n, want[2]), *b = elem_titled(el, n, want[3]);
+    if (a && b) {
+        style_colour(a->style, c1, sizeof c1);
+        style_colour(b->style, c2, sizeof c2);
+        CU_ASSERT(c1[0] && strcmp(c1, c2) != 0);
+    }
+    free(dat);
+    free(gp);
+    /* against the pipeline depth (the default): interleaved on 2 ranks sits at x = 2, not 4 or 8 */
+    o.x = STORE_X_RANKS;
+    CU_ASSERT_FATAL(prepare(db, &o, dir, "thr2", &dat, &gp) == PL_OK);
+    const char *blk = strstr(dat, ": interleaved v=4, m = 4\n");
+    CU_ASSERT_PTR_NOT_NULL(blk);
+    CU_ASSERT(blk && strncmp(strchr(blk, '\n') + 1, "2 ", 2) == 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(gp, "pipeline depth p (ranks)"));
+    free(dat);
+    free(gp);
+    fresh_done(dir, db);
+}
+
+/* Bubble: every curve of a panel has its own style; an analytic curve has the shade of the runs
+ * it describes; runs of two tags get a panel each, and the legend lists each curve once. */
+static void test_bubble_styles(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "mix.db");
+    simulate_mix(db, "no communication", 0);
+    simulate_mix(db, "transfer 0.05", 0.05);
+    store_plot_opts o;
+    memset(&o, 0, sizeof o);
+    o.kind = STORE_PLOT_BUBBLE;
+    o.filter.ranks = 2;
+    char *dat = NULL, *gp = NULL;
+    CU_ASSERT_FATAL(prepare(db, &o, dir, "bub", &dat, &gp) == PL_OK);
+    elem el[MAX_ELEMS];
+    int n = plot_elems(gp, el);
+    /* two panels of 1f1b, interleaved v=2 and v=4 and their analytic curves, then the legend */
+    CU_ASSERT_EQUAL(n, 3 * 6);
+    CU_ASSERT_PTR_NOT_NULL(strstr(gp, "set title \"p = 2 ranks: no communication\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(gp, "set title \"p = 2 ranks: transfer 0.05\""));
+    assert_distinct_styles(el, n);
+    char run2[16], ana2[16], run4[16];
+    for (int i = 0; i < n; i++) {
+        if (el[i].panel != 0) continue;
+        if (!strcmp(el[i].title, "interleaved v=2")) style_colour(el[i].style, run2, sizeof run2);
+        if (!strcmp(el[i].title, "interleaved v=2 analytic (p-1)/(2m+p-1)")) style_colour(el[i].style, ana2, sizeof ana2);
+        if (!strcmp(el[i].title, "interleaved v=4")) style_colour(el[i].style, run4, sizeof run4);
+    }
+    CU_ASSERT_STRING_EQUAL(run2, ana2);
+    CU_ASSERT_STRING_NOT_EQUAL(run2, run4);
+    free(dat);
+    free(gp);
+    fresh_done(dir, db);
+}
+
+/* ---- accuracy ---- */
+
+/* Writes a measured run and its own prediction (iteration times meas_s, pred_s). */
+static void put_pair(store *s, const char *uid, int m, double meas_s, double pred_s) {
+    char puid[64];
+    snprintf(puid, sizeof puid, "%s%s", STORE_PREDICTION_PREFIX, uid);
+    for (int k = 0; k < 2; k++) {
+        store_run r;
+        memset(&r, 0, sizeof r);
+        r.kind = k ? "simulated" : "measured";
+        r.uid = k ? puid : uid;
+        r.tag = "acc";
+        r.schedule = "1f1b";
+        r.ranks = r.stages = 2;
+        r.microbatches = m;
+        r.chunks = r.iterations = 1;
+        r.iteration_time_s = k ? pred_s : meas_s;
+        pl_err e;
+        pl_err_clear(&e);
+        CU_ASSERT(store_write_run(s, &r, NULL, 0, NULL, 0, NULL, &e) == PL_OK);
+    }
+}
+
+/* Returns the accuracy figure's x range of db in *lo, *hi (in its unit) and whether it is
+ * logarithmic; -1 on error. */
+static int accuracy_range(const char *db, const char *dir, double *lo, double *hi) {
+    store_plot_opts o;
+    memset(&o, 0, sizeof o);
+    o.kind = STORE_PLOT_ACCURACY;
+    char *dat = NULL, *gp = NULL;
+    int rc = -1;
+    if (prepare(db, &o, dir, "acc", &dat, &gp) == PL_OK && strstr(gp, "title \"y = x\"") && strstr(gp, "title \"+-5%\"")) {
+        const char *x = strstr(gp, "set xrange [");
+        if (x && sscanf(x, "set xrange [%lf:%lf]", lo, hi) == 2) rc = strstr(gp, "set logscale xy") != NULL;
+    }
+    free(dat);
+    free(gp);
+    return rc;
+}
+
+/* Points between 30 and 36 ms get a frame around them, not one from the origin; points from 1 to
+ * 100 ms a logarithmic one. Both hold every point and keep the y = x line and the band. */
+static void test_accuracy_frame(void) {
+    char *dir, *db;
+    store *s = fresh_db("acc.db", &dir, &db);
+    put_pair(s, "a", 4, 0.030, 0.031);
+    put_pair(s, "b", 8, 0.036, 0.034);
+    store_close(s);
+    double lo, hi;
+    CU_ASSERT_EQUAL(accuracy_range(db, dir, &lo, &hi), 0);
+    CU_ASSERT(lo > 20 && lo < 30 && hi > 36 && hi < 45); /* ms */
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_FATAL(store_open(db, 0, &s, &e) == PL_OK);
+    put_pair(s, "c", 16, 0.001, 0.0011);
+    put_pair(s, "d", 32, 0.1, 0.09);
+    store_close(s);
+    CU_ASSERT_EQUAL(accuracy_range(db, dir, &lo, &hi), 1);
+    CU_ASSERT(lo > 0 && lo < 1 && hi > 100);
+    fresh_done(dir, db);
+}
+
+/* ---- the command line ---- */
+
+/* --all-passes draws every pass (the CLI's flag reaches the figure) and applies to timelines
+ * only; --x takes ranks, stages or microbatches. */
+static void test_plot_flags(void) {
+    char *dir, *db;
+    store *s = fresh_db("passes.db", &dir, &db);
+    int64_t id = put_measured(s, "{\"timed_passes\":3,\"median_passes\":[2,2]}");
+    store_close(s);
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s plot bubble --all-passes --db %s -o %s/b.png", PIPELAB_BIN, db, dir);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 2);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "--all-passes"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s plot throughput --x depth --db %s -o %s/t.png", PIPELAB_BIN, db, dir);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 2);
+    free(out);
+    if (pl_test_run("command -v gnuplot >/dev/null", NULL) != 0) {
+        fprintf(stderr, "(gnuplot not on PATH: --all-passes figure not drawn) ");
+    } else {
+        snprintf(cmd, sizeof cmd, "%s plot timeline %lld --all-passes --db %s -o %s/t.png", PIPELAB_BIN, (long long)id, db, dir);
+        CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+        free(out);
+        char *dat = pl_test_path(dir, "t.dat"), *text = slurp(dat);
+        row rows[MAX_ROWS];
+        CU_ASSERT_EQUAL(text ? timeline_rows(text, rows) : 0, 12);
+        free(text);
+        free(dat);
+    }
+    fresh_done(dir, db);
+}
+
+void test_plot_register(void) {
+    static const pl_test_case cases[] = {
+        {"timeline of a measured run: its median pass", test_timeline_median_pass},
+        {"timeline of a real run: the median pass's actions", test_timeline_real_run},
+        {"throughput: labels by ranks and chunks, one style per curve", test_throughput_labels},
+        {"bubble: one style per curve, panels per tag", test_bubble_styles},
+        {"accuracy: the axes frame the data", test_accuracy_frame},
+        {"plot flags", test_plot_flags},
+        {NULL, NULL},
+    };
+    pl_test_suite("plot", cases);
+}
