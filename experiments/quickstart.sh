@@ -80,7 +80,7 @@ run_of() { "$PL" db list --db "$DB" --tag "$1" --limit 0 --format csv | awk -F, 
 "$PL" plot timeline "$(run_of $TAG-sim simulated)" --db "$DB" -o "$FIG/timeline-$TAG-zb-h1-predicted.png" \
     --title "zb-h1 predicted from this CPU's profile: 2 ranks, $M microbatches, width $H"
 "$PL" plot timeline "$(run_of $TAG measured)" --db "$DB" -o "$FIG/timeline-$TAG-zb-h1-measured.png" \
-    --title "zb-h1 measured on this CPU: 2 ranks, $M microbatches, width $H (10 timed passes)"
+    --title "zb-h1 measured on this CPU: 2 ranks, $M microbatches, width $H (the median of 10 timed passes)"
 "$PL" plot accuracy --db "$DB" --tag $TAG -o "$FIG/accuracy-$TAG.png" \
     --title "Predicted against measured iteration time (gpipe, 1f1b, zb-h1; 2 CPU ranks)"
 echo
