@@ -5,4 +5,6 @@ set xtics 1 nomirror scale 0
 set ytics nomirror
 set grid noxtics ytics
 set style fill solid 0.9 border lc rgb "#ffffff"
+# the legend under the x label (the margin leaves room for both)
 set key outside bottom center horizontal font ",10"
+set bmargin 6
