@@ -79,6 +79,7 @@ _pipelab() {
     local bin=${COMP_WORDS[0]} cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
     local help words arg i
     COMPREPLY=()
+    [[ $bin == \~/* ]] && bin=$HOME/${bin#\~/}  # a typed ~/path: bash has not expanded it
     if ((COMP_CWORD == 1)); then
         words=$("$bin" --help 2>/dev/null | _pipelab_entries commands | cut -f1)
         mapfile -t COMPREPLY < <(compgen -W "$words --help --version" -- "$cur")
