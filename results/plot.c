@@ -635,7 +635,7 @@ static int plot_timeline(store *s, const store_plot_opts *o, pl_err *e) {
 #define BB_MARGIN_T 40
 #define BB_MARGIN_B 60
 #define BB_TITLE_H 70
-#define BB_KEY_SAMPLE_PX 100
+#define BB_KEY_SAMPLE_PX 130
 #define BB_KEY_CHAR_PX 7
 #define BB_KEY_MAX_PX 560
 #define BB_KEY_LINE_PX 19
