@@ -41,7 +41,7 @@ static const char help_text[] =
     "                   (logarithmic when it spans more than a factor 4)\n"
     "\n"
     "Curves of one schedule share its colour and differ in shade and marker; measured curves\n"
-    "are dotted with open markers.\n"
+    "are dotted with open squares.\n"
     "\n"
     "selection (bubble, throughput, memory, accuracy):\n"
     "  --tag T, --schedule K, --ranks P, --stages S, --microbatches M, --chunks V\n"
