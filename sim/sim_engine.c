@@ -1096,11 +1096,12 @@ static int setup_links(eng *g, pl_err *e) {
         free(keys);
         return pl_errf(e, PL_ENOMEM, "out of memory setting up links");
     }
+    const size_t nkeys = u; /* u runs on below as the first free replica-pair link */
     for (size_t b = 0; b < nb; b++) {
         int src = s->stage_rank[b], dst = s->stage_rank[b + 1];
         int64_t kf = link_key(g, src, dst), kb = link_key(g, dst, src);
-        g->st[b].link_f = (int32_t)((int64_t *)bsearch(&kf, keys, u, sizeof *keys, cmp_i64) - keys);
-        g->st[b].link_b = (int32_t)((int64_t *)bsearch(&kb, keys, u, sizeof *keys, cmp_i64) - keys);
+        g->st[b].link_f = (int32_t)((int64_t *)bsearch(&kf, keys, nkeys, sizeof *keys, cmp_i64) - keys);
+        g->st[b].link_b = (int32_t)((int64_t *)bsearch(&kb, keys, nkeys, sizeof *keys, cmp_i64) - keys);
         int64_t bytes = g->c->boundary_bytes(g->c->ctx, (int)b);
         g->st[b].xfer_f_s = src == dst ? 0 : g->c->transfer_s(g->c->ctx, src, dst, bytes);
         g->st[b].xfer_b_s = src == dst ? 0 : g->c->transfer_s(g->c->ctx, dst, src, bytes);
