@@ -12,7 +12,8 @@ static const char help_text[] =
     "\n"
     "Splits a model into pipeline stages. pipedream (default): PipeDream's planner chooses stage\n"
     "boundaries and replicas per stage for N workers on the machine's two-level topology, minimizing\n"
-    "the slowest stage (compute, weight all-reduce and boundary transfers). balance: an exact\n"
+    "the slowest stage (compute, weight all-reduce and boundary transfers); --hierarchy chooses how\n"
+    "it searches two levels. balance: an exact\n"
     "contiguous split into N unreplicated stages minimizing the largest compute time (or memory);\n"
     "its predictions then add the machine's transfers and the data-parallel baseline's all-reduce.\n"
     "\n"
@@ -35,6 +36,14 @@ static const char help_text[] =
     "  --allreduce ring|pipedream   weight sync model: ring 2(m-1)/m |w|/B + 2(m-1) latency\n"
     "                        (default), or PipeDream's code 4(m-1)|w|/(m B)\n"
     "  --straight            pipedream without replication\n"
+    "  --hierarchy exact|pipedream   pipedream on two levels. exact (default): one exact program\n"
+    "                        over all workers, stages on consecutive workers. pipedream: PipeDream's\n"
+    "                        optimizer_graph_hierarchical.py, level by level: the best pipeline of\n"
+    "                        every layer range on one server's devices, then the servers, each\n"
+    "                        server-level stage replicating its server's pipeline. Prints its plan\n"
+    "                        in PipeDream's notation, 3x(4) ; 1x(2-1-1), with PipeDream's time per\n"
+    "                        stage, beside the flat form (12-2-1-1) rated as the exact planner rates\n"
+    "                        plans. Workers: whole servers, or one server's; no --capacity\n"
     "  --capacity BYTES|device   memory per device (device: the hardware's memory_bytes);\n"
     "                        default unlimited\n"
     "  --by-memory           balance: minimize the largest stage memory instead of time\n"
@@ -47,14 +56,15 @@ static const char help_text[] =
     "exit status: 0 ok, 1 bad input or nothing fits (the message says why), 2 bad usage\n";
 
 typedef struct opts {
-    const char *model, *profile, *graph, *hardware, *method, *allreduce, *capacity, *format, *output, *precision;
+    const char *model, *profile, *graph, *hardware, *method, *allreduce, *capacity, *format, *output, *precision,
+        *hierarchy;
     const char **sets;
     int nsets;
     int workers, microbatch, straight, by_memory, inflight, weight_versions, list_hw;
 } opts;
 
 enum { O_MODEL = 1000, O_PROFILE, O_GRAPH, O_MB, O_PREC, O_HW, O_SET, O_LISTHW, O_WORKERS, O_METHOD, O_AR,
-       O_STRAIGHT, O_CAP, O_BYMEM, O_INFL, O_WV, O_FORMAT, O_HELP };
+       O_STRAIGHT, O_CAP, O_BYMEM, O_INFL, O_WV, O_FORMAT, O_HIER, O_HELP };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, O_MODEL},
@@ -70,6 +80,7 @@ static const struct option long_opts[] = {
     {"method", required_argument, 0, O_METHOD},
     {"allreduce", required_argument, 0, O_AR},
     {"straight", no_argument, 0, O_STRAIGHT},
+    {"hierarchy", required_argument, 0, O_HIER},
     {"capacity", required_argument, 0, O_CAP},
     {"by-memory", no_argument, 0, O_BYMEM},
     {"inflight", required_argument, 0, O_INFL},
@@ -105,6 +116,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_METHOD: o->method = optarg; break;
         case O_AR: o->allreduce = optarg; break;
         case O_STRAIGHT: o->straight = 1; break;
+        case O_HIER: o->hierarchy = optarg; break;
         case O_CAP: o->capacity = optarg; break;
         case O_BYMEM: o->by_memory = 1; break;
         case O_INFL: if (cli_int_arg("partition", "--inflight", optarg, 1, 1 << 24, &o->inflight)) return CLI_EUSAGE; break;
@@ -122,6 +134,8 @@ static int parse(int argc, char **argv, opts *o) {
     if (o->workers < 1) return cli_usage_error("partition", "give --workers N (or --ranks N)");
     if (strcmp(o->method, "pipedream") && strcmp(o->method, "balance"))
         return cli_usage_error("partition", "--method must be pipedream or balance (got '%s')", o->method);
+    if (o->hierarchy && strcmp(o->hierarchy, "exact") && strcmp(o->hierarchy, "pipedream"))
+        return cli_usage_error("partition", "--hierarchy must be exact or pipedream (got '%s')", o->hierarchy);
     if (strcmp(o->allreduce, "ring") && strcmp(o->allreduce, "pipedream"))
         return cli_usage_error("partition", "--allreduce must be ring or pipedream (got '%s')", o->allreduce);
     if (strcmp(o->format, "table") && strcmp(o->format, "csv") && strcmp(o->format, "json"))
@@ -130,6 +144,10 @@ static int parse(int argc, char **argv, opts *o) {
         return cli_usage_error("partition", "--precision must be fp32, tf32, fp16 or bf16 (got '%s')", o->precision);
     int balance = strcmp(o->method, "balance") == 0;
     if (balance && o->straight) return cli_usage_error("partition", "--straight is for --method pipedream");
+    if (balance && o->hierarchy) return cli_usage_error("partition", "--hierarchy is for --method pipedream");
+    if (o->hierarchy && strcmp(o->hierarchy, "pipedream") == 0 && o->capacity)
+        return cli_usage_error("partition", "--capacity is for --hierarchy exact (the pipedream hierarchy plans "
+                               "without a memory limit, as PipeDream's optimizer does by default)");
     if (!balance && (o->by_memory || o->inflight || o->weight_versions))
         return cli_usage_error("partition", "--by-memory, --inflight and --weight-versions are for --method balance");
     return -1;
@@ -163,12 +181,13 @@ static void json_str(pl_buf *b, const char *s) {
 static void render(const cost_plan *p, const cost_hw *hw, const char *format, pl_buf *b) {
     if (strcmp(format, "csv") == 0) {
         pl_buf_puts(b, "stage,first_layer,last_layer,replicas,first_worker,compute_s,allreduce_s,time_s,transfer_in_s,"
-                       "inflight,param_bytes,stash_bytes,mem_bytes\n");
+                       "inflight,param_bytes,stash_bytes,mem_bytes,servers,server_stage\n");
         for (int s = 0; s < p->nstages; s++) {
             const cost_plan_stage *st = &p->stage[s];
-            pl_buf_printf(b, "%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%d,%.0f,%.0f,%.0f\n", s, st->first_layer, st->last_layer,
-                          st->replicas, st->first_worker, st->compute_s, st->allreduce_s, st->time_s, st->transfer_in_s,
-                          st->inflight, st->param_bytes, st->stash_bytes, st->mem_bytes);
+            pl_buf_printf(b, "%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%d,%.0f,%.0f,%.0f,%d,%d\n", s, st->first_layer,
+                          st->last_layer, st->replicas, st->first_worker, st->compute_s, st->allreduce_s, st->time_s,
+                          st->transfer_in_s, st->inflight, st->param_bytes, st->stash_bytes, st->mem_bytes, st->servers,
+                          st->servers ? st->server_stage : -1);
         }
         return;
     }
@@ -179,9 +198,15 @@ static void render(const cost_plan *p, const cost_hw *hw, const char *format, pl
         json_str(b, p->model);
         pl_buf_puts(b, ",\"hardware\":");
         json_str(b, p->hardware);
+        pl_buf_puts(b, ",\"hierarchy\":");
+        json_str(b, p->hierarchy);
         pl_buf_puts(b, ",\"config\":\"");
         cost_plan_config(p, b);
-        pl_buf_printf(b, "\",\"layers\":%d,\"workers\":%d,\"noam\":%d,\"bottleneck_s\":%.9g,\"one_worker_s\":%.9g,"
+        pl_buf_puts(b, "\",\"hierarchy_config\":\"");
+        cost_plan_hier_config(p, b);
+        pl_buf_printf(b, "\",\"hierarchy_time_s\":%.9g,\"hierarchy_consecutive\":%s,", p->hier_time_s,
+                      cost_plan_hier_consecutive(p) ? "true" : "false");
+        pl_buf_printf(b, "\"layers\":%d,\"workers\":%d,\"noam\":%d,\"bottleneck_s\":%.9g,\"one_worker_s\":%.9g,"
                          "\"data_parallel_s\":%.9g,\"speedup_vs_one\":%.6g,\"speedup_vs_dp\":%.6g,\"peak_mem_bytes\":%.0f,"
                          "\"stages\":[",
                       p->layers, p->workers, p->noam, p->bottleneck_s, p->one_worker_s, p->data_parallel_s,
@@ -197,13 +222,22 @@ static void render(const cost_plan *p, const cost_hw *hw, const char *format, pl
         pl_buf_puts(b, "]}\n");
         return;
     }
-    pl_buf_printf(b, "model %s (%d layers), hardware %s (%d x %d devices), method %s, %d workers\n",
+    pl_buf_printf(b, "model %s (%d layers), hardware %s (%d x %d devices), method %s%s%s, %d workers\n",
                   p->model[0] ? p->model : "-", p->layers, p->hardware[0] ? p->hardware : "-", hw->nodes,
-                  hw->devices_per_node, p->method, p->workers);
+                  hw->devices_per_node, p->method, p->hierarchy[0] ? ", hierarchy " : "", p->hierarchy, p->workers);
     pl_buf_puts(b, "config ");
     cost_plan_config(p, b);
     pl_buf_printf(b, "   NOAM %d   predicted %.6g ms per minibatch   peak memory %.3f GiB\n", p->noam,
                   p->bottleneck_s * 1e3, p->peak_mem_bytes / 1073741824.0);
+    if (strcmp(p->hierarchy, "pipedream") == 0) {
+        pl_buf_puts(b, "pipedream config ");
+        cost_plan_hier_config(p, b);
+        pl_buf_printf(b, "   time per stage %.6g ms (PipeDream's level-by-level cost model; the predicted time above "
+                         "rates the same stages as the exact hierarchy does)\n", p->hier_time_s * 1e3);
+        if (!cost_plan_hier_consecutive(p))
+            pl_buf_puts(b, "note: PipeDream runs each server-level stage's pipeline on every one of its servers; the "
+                           "flat form above (partition file, simulate) gives each stage consecutive devices instead\n");
+    }
     pl_buf_printf(b, "throughput %.3gx one worker (%.6g ms), %.3gx data parallelism over %d workers (%.6g ms)\n\n",
                   p->speedup_vs_one, p->one_worker_s * 1e3, p->speedup_vs_dp, p->workers, p->data_parallel_s * 1e3);
     pl_buf_printf(b, "%-5s %-11s %8s %-11s %12s %12s %12s %12s %8s %10s\n", "stage", "layers", "replicas", "workers",
@@ -278,6 +312,7 @@ static int run(const opts *o) {
     } else {
         cost_pipedream_opts po = {.workers = o->workers, .capacity_bytes = cap, .straight = o->straight,
                                   .allreduce = ar};
+        if (o->hierarchy && strcmp(o->hierarchy, "pipedream") == 0) po.hierarchy = COST_HIERARCHY_PIPEDREAM;
         rc = cost_plan_pipedream(y, m->n, &t, &po, &p, &e);
     }
     free(y);

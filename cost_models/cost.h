@@ -387,6 +387,10 @@ typedef struct cost_plan_stage {
     double param_bytes, stash_bytes;
     int inflight;                /* minibatches in flight on one replica (stashed versions) */
     double mem_bytes;            /* per-device memory: see cost_plan_pipedream / _balance */
+    int servers;                 /* hierarchy pipedream on two levels: servers the server-level stage
+                                    holding this stage is replicated on (replicas / servers devices
+                                    of each); 0 for any other plan */
+    int server_stage;            /* that server-level stage's index (when servers > 0) */
 } cost_plan_stage;
 
 /* A partition: stages in order, with provenance and predictions. Owns `stage`. */
@@ -405,7 +409,19 @@ typedef struct cost_plan {
     double speedup_vs_dp;   /* data_parallel_s / bottleneck_s */
     int noam;             /* ceil(workers / replicas of stage 0) */
     double peak_mem_bytes; /* max over stages of mem_bytes */
+    char hierarchy[16];   /* method pipedream: "exact" or "pipedream" (cost_hierarchy); else "" */
+    double hier_time_s;   /* hierarchy pipedream: time per stage under PipeDream's level-by-level
+                             rules (partition_hier.c); bottleneck_s rates the same stages with the
+                             flat cost model above */
 } cost_plan;
+
+/* How PipeDream's planner searches a two-level topology. */
+typedef enum cost_hierarchy {
+    COST_HIERARCHY_EXACT = 0,    /* one exact program over all workers (stages on consecutive workers) */
+    COST_HIERARCHY_PIPEDREAM = 1 /* PipeDream's optimizer_graph_hierarchical.py: the devices of a
+                                    server first, then the servers, each server-level stage running
+                                    one server's pipeline on each of its servers */
+} cost_hierarchy;
 
 /* Options of PipeDream's planner. */
 typedef struct cost_pipedream_opts {
@@ -413,6 +429,8 @@ typedef struct cost_pipedream_opts {
     cost_allreduce_model allreduce;
     double capacity_bytes;         /* per-device memory limit; 0 = unlimited */
     int straight;                  /* 1: no replication (every stage 1 replica) */
+    cost_hierarchy hierarchy;      /* COST_HIERARCHY_PIPEDREAM: no capacity; workers a multiple of a
+                                      server's devices, or at most one server */
 } cost_pipedream_opts;
 
 /* Options of the GPipe/torchgpipe-style balancer. */
@@ -473,6 +491,13 @@ cost_partition *cost_plan_to_partition(const cost_plan *p);
 
 /* "15-1": replicas per stage joined by '-', appended to b. */
 void cost_plan_config(const cost_plan *p, pl_buf *b);
+/* PipeDream's notation of a two-level plan, "3x(4) ; 1x(2-1-1)" (servers x (the pipeline on each
+ * server's devices), per server-level stage), appended to b; cost_plan_config's for other plans. */
+void cost_plan_hier_config(const cost_plan *p, pl_buf *b);
+/* Returns 1 when giving each stage consecutive workers (the flat form: partition files, the
+ * simulator) places a plan as PipeDream does, 0 when a server-level stage on several servers runs
+ * a pipeline of several stages on each (4x(3-1): stage 0 on devices 0-2 of every server). */
+int cost_plan_hier_consecutive(const cost_plan *p);
 /* Frees the stages and zeroes p. */
 void cost_plan_free(cost_plan *p);
 

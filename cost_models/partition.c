@@ -33,15 +33,6 @@
 
 #include "partition_int.h"
 
-/* Prefix sums of the layer table plus everything a cost evaluation needs. */
-typedef struct pctx {
-    int L, W;
-    const cost_part_layer *lay;
-    double *T, *P, *S; /* [L + 1] prefix sums of time_s, param_bytes, stash_bytes */
-    cost_part_topo topo;
-    cost_allreduce_model ar;
-} pctx;
-
 /* Returns the all-reduce time of `bytes` over r replicas on one link; 0 when r <= 1. */
 double cost_part_allreduce_s(cost_allreduce_model m, double bytes, int r, double bw_Bps, double lat_s) {
     if (r <= 1) return 0.0;
@@ -51,7 +42,7 @@ double cost_part_allreduce_s(cost_allreduce_model m, double bytes, int r, double
 }
 
 /* Returns 1 when workers a .. b (inclusive) all live in one server. */
-static int one_server(const pctx *c, int a, int b) {
+static int one_server(const cost_pctx *c, int a, int b) {
     return a / c->topo.devices_per_server == b / c->topo.devices_per_server;
 }
 
@@ -60,7 +51,7 @@ static int one_server(const pctx *c, int a, int b) {
  * levels, an all-reduce over the g replicas sharing a server (g = the most replicas any one server
  * holds) on the intra link plus one over the s servers on the inter link, each of the full
  * parameter bytes (see the cost model at the top of this file). */
-static double stage_allreduce_s(const pctx *c, int i, int j, int a, int r) {
+static double stage_allreduce_s(const cost_pctx *c, int i, int j, int a, int r) {
     double bytes = c->P[j] - c->P[i];
     if (one_server(c, a, a + r - 1))
         return cost_part_allreduce_s(c->ar, bytes, r, c->topo.intra_bw_Bps, c->topo.intra_latency_s);
@@ -73,31 +64,30 @@ static double stage_allreduce_s(const pctx *c, int i, int j, int a, int r) {
 }
 
 /* Returns the per-minibatch time of layers [i, j) on workers [a, a + r): (compute + sync) / r. */
-static double stage_time_s(const pctx *c, int i, int j, int a, int r) {
+static double stage_time_s(const cost_pctx *c, int i, int j, int a, int r) {
     return (c->T[j] - c->T[i] + stage_allreduce_s(c, i, j, a, r)) / (double)r;
 }
 
 /* Returns the in-flight minibatches of a stage starting at worker a with r replicas. */
-static int stage_inflight(const pctx *c, int a, int r) { return cost_part_ceil_div(c->W - a, r); }
+static int stage_inflight(const cost_pctx *c, int a, int r) { return cost_part_ceil_div(c->W - a, r); }
 
 /* Returns the per-device memory of layers [i, j) on workers [a, a + r) under the planner's rule. */
-static double stage_mem_bytes(const pctx *c, int i, int j, int a, int r) {
+static double stage_mem_bytes(const cost_pctx *c, int i, int j, int a, int r) {
     return (double)stage_inflight(c, a, r) * (c->P[j] - c->P[i] + c->S[j] - c->S[i]);
 }
 
 /* Returns the transfer time of the cut after layer j - 1 between a stage on workers
  * [a, a + r1) and the next one on [a + r1, a + r1 + r2): activation and gradient, split over the
  * smaller replica count; intra-server only when both stages share one server. */
-static double transfer_s(const pctx *c, int j, int a, int r1, int r2) {
+static double transfer_s(const cost_pctx *c, int j, int a, int r1, int r2) {
     int intra = one_server(c, a, a + r1 + r2 - 1);
     double bw = intra ? c->topo.intra_bw_Bps : c->topo.inter_bw_Bps;
     double lat = intra ? c->topo.intra_latency_s : c->topo.inter_latency_s;
-    int rmin = r1 < r2 ? r1 : r2;
-    return 2.0 * (lat + c->lay[j - 1].out_bytes / bw) / (double)rmin;
+    return cost_part_cut_s(c->lay[j - 1].out_bytes, bw, lat, r1 < r2 ? r1 : r2);
 }
 
 /* Frees the prefix arrays of a context. */
-static void pctx_free(pctx *c) {
+void cost_pctx_free(cost_pctx *c) {
     free(c->T);
     free(c->P);
     free(c->S);
@@ -105,7 +95,7 @@ static void pctx_free(pctx *c) {
 }
 
 /* Checks the layer table and builds the prefix sums; returns PL_OK or an error. */
-static int pctx_init(pctx *c, const cost_part_layer *layers, int nlayers, int workers, const cost_part_topo *topo,
+int cost_pctx_init(cost_pctx *c, const cost_part_layer *layers, int nlayers, int workers, const cost_part_topo *topo,
                      cost_allreduce_model ar, pl_err *e) {
     memset(c, 0, sizeof *c);
     if (!layers || nlayers < 1) return pl_errf(e, PL_EINPUT, "partition: the model has no layers");
@@ -140,7 +130,7 @@ static int pctx_init(pctx *c, const cost_part_layer *layers, int nlayers, int wo
     c->P = pl_calloc((size_t)nlayers + 1, sizeof(double));
     c->S = pl_calloc((size_t)nlayers + 1, sizeof(double));
     if (!c->T || !c->P || !c->S) {
-        pctx_free(c);
+        cost_pctx_free(c);
         return pl_errf(e, PL_ENOMEM, "partition: out of memory");
     }
     for (int l = 0; l < nlayers; l++) {
@@ -163,7 +153,7 @@ void cost_plan_config(const cost_plan *p, pl_buf *b) {
 
 /* Fills the predictions of p from the context (pipedream rule, or balance rule when bo != NULL).
  * Returns PL_OK or PL_EINPUT when the stages are not a contiguous cover. */
-static int fill_predictions(cost_plan *p, const pctx *c, const cost_balance_opts *bo, pl_err *e) {
+int cost_pctx_fill(cost_plan *p, const cost_pctx *c, const cost_balance_opts *bo, pl_err *e) {
     if (p->nstages < 1 || !p->stage) return pl_errf(e, PL_EINPUT, "partition: no stages");
     int next = 0, a = 0;
     for (int s = 0; s < p->nstages; s++) {
@@ -225,14 +215,14 @@ int cost_plan_evaluate(cost_plan *p, const cost_part_layer *layers, int nlayers,
     if (p->stage[p->nstages - 1].last_layer + 1 != nlayers)
         return pl_errf(e, PL_EINPUT, "partition: the stages end at layer %d but the model has %d layers",
                        p->stage[p->nstages - 1].last_layer, nlayers);
-    pctx c;
-    int rc = pctx_init(&c, layers, nlayers, W, topo, ar, e);
+    cost_pctx c;
+    int rc = cost_pctx_init(&c, layers, nlayers, W, topo, ar, e);
     if (rc != PL_OK) return rc;
     const cost_balance_opts *bo = o_balance;
     cost_balance_opts dflt = {0};
     if (!bo && strcmp(p->method, "balance") == 0) bo = &dflt;
-    rc = fill_predictions(p, &c, bo, e);
-    pctx_free(&c);
+    rc = cost_pctx_fill(p, &c, bo, e);
+    cost_pctx_free(&c);
     return rc;
 }
 
@@ -250,7 +240,7 @@ typedef struct pdtab {
 /* Runs the planner's DP for one objective (time or memory) under a capacity (0 = none), and
  * returns the best value (INFINITY when nothing fits) with its stages in *out when out != NULL.
  * *status gets PL_OK, or PL_ENOMEM on allocation failure. */
-static double pipedream_dp(const pctx *c, int objective, double cap, int straight, cost_plan *out, int *status) {
+static double pipedream_dp(const cost_pctx *c, int objective, double cap, int straight, cost_plan *out, int *status) {
     const int L = c->L, W = c->W, W1 = W + 1;
     size_t cells = (size_t)(L + 1) * (size_t)W1 * (size_t)W1;
     pdtab t = {pl_calloc(cells, sizeof(double)), pl_calloc(cells, sizeof(int)), pl_calloc(cells, sizeof(int))};
@@ -331,40 +321,25 @@ static double pipedream_dp(const pctx *c, int objective, double cap, int straigh
     return best;
 }
 
-int cost_plan_pipedream(const cost_part_layer *layers, int nlayers, const cost_part_topo *topo,
-                             const cost_pipedream_opts *o, cost_plan *out, pl_err *e) {
-    memset(out, 0, sizeof *out);
-    if (!o) return pl_errf(e, PL_EINPUT, "partition: no planner options");
-    if (!(o->capacity_bytes >= 0)) return pl_errf(e, PL_EINPUT, "partition: the memory capacity must be non-negative");
-    if (o->allreduce != COST_ALLREDUCE_RING && o->allreduce != COST_ALLREDUCE_PIPEDREAM)
-        return pl_errf(e, PL_EINPUT, "partition: unknown all-reduce model %d", (int)o->allreduce);
-    pctx c;
-    int rc = pctx_init(&c, layers, nlayers, o->workers, topo, o->allreduce, e);
-    if (rc != PL_OK) return rc;
-    if (o->straight && o->workers > nlayers) {
-        pctx_free(&c);
-        return pl_errf(e, PL_EINPUT, "partition: a straight pipeline of %d workers needs at least %d layers (the model has %d)",
-                       o->workers, o->workers, nlayers);
-    }
+/* Largest table and step count the exact program takes on. */
+#define EXACT_MAX_CELLS 2e7
+#define EXACT_MAX_STEPS 2e10
+
+/* The exact program over all workers: fills out's stages; returns PL_OK, or PL_EINPUT when the
+ * search is too large or nothing fits the capacity (saying the least memory any plan needs). */
+static int plan_exact(const cost_pctx *c, const cost_pipedream_opts *o, cost_plan *out, pl_err *e) {
     double W1 = (double)o->workers + 1;
-    double cells = ((double)nlayers + 1) * W1 * W1;
-    double work = (double)nlayers * nlayers * W1 * W1 * W1 / 12.0;
-    if (cells > 2e7 || work > 2e10) {
-        pctx_free(&c);
+    double cells = ((double)c->L + 1) * W1 * W1;
+    double work = (double)c->L * c->L * W1 * W1 * W1 / 12.0;
+    if (cells > EXACT_MAX_CELLS || work > EXACT_MAX_STEPS)
         return pl_errf(e, PL_EINPUT, "partition: %d layers on %d workers is too large for the planner's exact search "
                        "(about %.0f table cells and %.1e steps); merge layers or use fewer workers",
-                       nlayers, o->workers, cells, work);
-    }
+                       c->L, o->workers, cells, work);
     int st;
-    double best = pipedream_dp(&c, OBJ_TIME, o->capacity_bytes, o->straight, out, &st);
-    if (st != PL_OK) {
-        pctx_free(&c);
-        cost_plan_free(out);
-        return pl_errf(e, st, "partition: out of memory in the planner");
-    }
+    double best = pipedream_dp(c, OBJ_TIME, o->capacity_bytes, o->straight, out, &st);
+    if (st != PL_OK) return pl_errf(e, st, "partition: out of memory in the planner");
     if (best == INFINITY) {
-        double least = pipedream_dp(&c, OBJ_MEM, 0.0, o->straight, NULL, &st);
-        pctx_free(&c);
+        double least = pipedream_dp(c, OBJ_MEM, 0.0, o->straight, NULL, &st);
         if (st != PL_OK) return pl_errf(e, st, "partition: out of memory in the planner");
         return pl_errf(e, PL_EINPUT,
                        "partition: no %s configuration of %d workers fits in %.0f bytes per device: the least any "
@@ -372,20 +347,45 @@ int cost_plan_pipedream(const cost_part_layer *layers, int nlayers, const cost_p
                        "(parameters + stashed activations))",
                        o->straight ? "straight-pipeline" : "pipeline", o->workers, o->capacity_bytes, least);
     }
-    snprintf(out->method, sizeof out->method, "pipedream");
-    rc = fill_predictions(out, &c, NULL, e);
-    pctx_free(&c);
-    if (rc != PL_OK) {
-        cost_plan_free(out);
-        return rc;
-    }
     return PL_OK;
+}
+
+int cost_plan_pipedream(const cost_part_layer *layers, int nlayers, const cost_part_topo *topo,
+                             const cost_pipedream_opts *o, cost_plan *out, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    if (!o) return pl_errf(e, PL_EINPUT, "partition: no planner options");
+    if (!(o->capacity_bytes >= 0)) return pl_errf(e, PL_EINPUT, "partition: the memory capacity must be non-negative");
+    if (o->allreduce != COST_ALLREDUCE_RING && o->allreduce != COST_ALLREDUCE_PIPEDREAM)
+        return pl_errf(e, PL_EINPUT, "partition: unknown all-reduce model %d", (int)o->allreduce);
+    int hier = o->hierarchy == COST_HIERARCHY_PIPEDREAM;
+    if (!hier && o->hierarchy != COST_HIERARCHY_EXACT)
+        return pl_errf(e, PL_EINPUT, "partition: unknown hierarchy %d", (int)o->hierarchy);
+    if (hier && o->capacity_bytes > 0)
+        return pl_errf(e, PL_EINPUT, "partition: the pipedream hierarchy plans without a memory capacity (PipeDream's "
+                       "level-by-level memory rule is not modelled); the exact hierarchy takes one");
+    cost_pctx c;
+    int rc = cost_pctx_init(&c, layers, nlayers, o->workers, topo, o->allreduce, e);
+    if (rc != PL_OK) return rc;
+    if (o->straight && o->workers > nlayers) {
+        cost_pctx_free(&c);
+        return pl_errf(e, PL_EINPUT, "partition: a straight pipeline of %d workers needs at least %d layers (the model has %d)",
+                       o->workers, o->workers, nlayers);
+    }
+    rc = hier ? cost_pctx_plan_hier(&c, o, out, e) : plan_exact(&c, o, out, e);
+    if (rc == PL_OK) {
+        snprintf(out->method, sizeof out->method, "pipedream");
+        snprintf(out->hierarchy, sizeof out->hierarchy, "%s", hier ? "pipedream" : "exact");
+        rc = cost_pctx_fill(out, &c, NULL, e);
+    }
+    cost_pctx_free(&c);
+    if (rc != PL_OK) cost_plan_free(out);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- GPipe-style balancing */
 
 /* Returns the balance objective of layers [i, j) as stage s of p (INFINITY over the capacity). */
-static double balance_cost(const pctx *c, const cost_balance_opts *o, int s, int i, int j) {
+static double balance_cost(const cost_pctx *c, const cost_balance_opts *o, int s, int i, int j) {
     int v = o->weight_versions > 0 ? o->weight_versions : 1;
     int inflight = o->inflight > 0 ? o->inflight : o->stages - s;
     double mem = (c->P[j] - c->P[i]) * v + (c->S[j] - c->S[i]) * inflight;
@@ -394,7 +394,7 @@ static double balance_cost(const pctx *c, const cost_balance_opts *o, int s, int
 }
 
 /* Returns the least memory any split of the layers needs on its fullest stage (capacity ignored). */
-static double balance_least_mem(const pctx *c, const cost_balance_opts *o, double *g, int p) {
+static double balance_least_mem(const cost_pctx *c, const cost_balance_opts *o, double *g, int p) {
     cost_balance_opts m = *o;
     m.by_memory = 1;
     m.capacity_bytes = 0;
@@ -426,14 +426,14 @@ int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_bal
         return pl_errf(e, PL_EINPUT, "partition: capacity, in-flight count and weight versions must be non-negative");
     if ((double)nlayers * nlayers * p > 4e10)
         return pl_errf(e, PL_EINPUT, "partition: %d layers into %d stages is too large for the exact split", nlayers, p);
-    pctx c;
-    int rc = pctx_init(&c, layers, nlayers, p, NULL, COST_ALLREDUCE_RING, e);
+    cost_pctx c;
+    int rc = cost_pctx_init(&c, layers, nlayers, p, NULL, COST_ALLREDUCE_RING, e);
     if (rc != PL_OK) return rc;
     const int L = nlayers;
     /* g(s, i): the best largest cost of splitting layers [i, L) into stages s .. p-1. */
     double *g = pl_calloc((size_t)(p + 1) * (size_t)(L + 1), sizeof(double));
     if (!g) {
-        pctx_free(&c);
+        cost_pctx_free(&c);
         return pl_errf(e, PL_ENOMEM, "partition: out of memory");
     }
 #define G(s, i) g[(size_t)(s) * (size_t)(L + 1) + (size_t)(i)]
@@ -452,7 +452,7 @@ int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_bal
     if (opt == INFINITY) {
         double least = balance_least_mem(&c, o, g, p);
         free(g);
-        pctx_free(&c);
+        cost_pctx_free(&c);
         return pl_errf(e, PL_EINPUT,
                        "partition: no split of %d layers into %d stages fits in %.0f bytes per device: the least any "
                        "split needs on its fullest stage is %.0f bytes (parameters x versions + stashed activations x "
@@ -462,7 +462,7 @@ int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_bal
     out->stage = pl_calloc((size_t)p, sizeof *out->stage);
     if (!out->stage) {
         free(g);
-        pctx_free(&c);
+        cost_pctx_free(&c);
         return pl_errf(e, PL_ENOMEM, "partition: out of memory");
     }
     out->nstages = p;
@@ -476,7 +476,7 @@ int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_bal
         }
         if (pick < 0) { /* cannot happen: the optimum is reachable */
             free(g);
-            pctx_free(&c);
+            cost_pctx_free(&c);
             cost_plan_free(out);
             return pl_errf(e, PL_EINTERNAL, "partition: internal error rebuilding the balanced split");
         }
@@ -488,8 +488,8 @@ int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_bal
 #undef G
     free(g);
     snprintf(out->method, sizeof out->method, "balance");
-    rc = fill_predictions(out, &c, o, e);
-    pctx_free(&c);
+    rc = cost_pctx_fill(out, &c, o, e);
+    cost_pctx_free(&c);
     if (rc != PL_OK) cost_plan_free(out);
     return rc;
 }
@@ -506,6 +506,11 @@ void cost_partition_write(const cost_plan *p, pl_buf *b) {
     pl_buf_puts(b, "# config ");
     cost_plan_config(p, b);
     pl_buf_printf(b, ", predicted %.9g s per minibatch, NOAM %d\n", p->bottleneck_s, p->noam);
+    if (strcmp(p->hierarchy, "pipedream") == 0) {
+        pl_buf_puts(b, "# pipedream hierarchy ");
+        cost_plan_hier_config(p, b);
+        pl_buf_printf(b, ", %.9g s per stage (PipeDream's cost model)\n", p->hier_time_s);
+    }
     for (int s = 0; s < p->nstages; s++) {
         const cost_plan_stage *st = &p->stage[s];
         pl_buf_printf(b, "stage %d: layers %d-%d replicas %d", s, st->first_layer, st->last_layer, st->replicas);
