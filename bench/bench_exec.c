@@ -65,7 +65,7 @@ static double input_sent_s(const sched *s, const double *sent, int M, int q, int
  * (message copies, wake-ups, gaps between actions). -1 when a rank's records do not walk
  * (cannot happen for a run that succeeded). */
 static double exact_ideal_s(const sched *s, const exec_result *r, int pass) {
-    int p = r->ranks, M = s->microbatches * (s->iterations > 0 ? s->iterations : 1);
+    int p = r->ranks, M = (int)sched_total_microbatches(s);
     size_t nkey = 2 * (size_t)s->stages * (size_t)M;
     double *sent = malloc(nkey * sizeof *sent);          /* [F/B][dest stage][mb]: time sent, -1 not yet */
     size_t *pc = calloc((size_t)p, sizeof *pc), *first = calloc((size_t)p, sizeof *first), *last = calloc((size_t)p, sizeof *last);

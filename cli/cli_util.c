@@ -152,7 +152,7 @@ sched *cli_sched_get(const cli_sched_args *a, int mem_mode, pl_err *e) {
                        : sched_generate(a->kind, &a->g, e);
     if (!s) return NULL;
     if (a->from) { /* a loaded schedule: its actions, counted as compute actions (an upper bound) */
-        sh = (sched_shape){s->ranks, s->stages, (int64_t)s->microbatches * (s->iterations > 0 ? s->iterations : 1),
+        sh = (sched_shape){s->ranks, s->stages, sched_total_microbatches(s),
                            (int64_t)sched_total_actions(s)};
         if (sim_check_memory(a->from, &sh, mem_mode, e) != PL_OK) {
             sched_free(s);

@@ -149,7 +149,7 @@ int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *
                   pl_err *e) {
     memset(out, 0, sizeof *out);
     int p = s->ranks, T = c->timed_passes, W = c->warmup_passes, P = W + T;
-    int it = s->iterations > 0 ? s->iterations : 1;
+    int it = sched_iterations(s);
     for (int r = 0; r < p; r++)
         if (recs[r].passes != P || recs[r].rank != r)
             return pl_errf(e, PL_EINPUT, "record %d is of rank %d with %d passes; expected rank %d with %d", r,
@@ -362,7 +362,7 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
     int rc = check_run(s, c, blocks, e);
     if (rc == PL_OK) rc = exec_check_memory(s, c, blocks, r, e);
     exec_blas_init();
-    int P = c->warmup_passes + c->timed_passes, M = s->microbatches * (s->iterations > 0 ? s->iterations : 1);
+    int P = c->warmup_passes + c->timed_passes, M = (int)sched_total_microbatches(s);
     exec_data data;
     memset(&data, 0, sizeof data);
     exec_xrank x;
@@ -431,7 +431,7 @@ int exec_run(const sched *s, const exec_config *c, exec_result *out, pl_err *e) 
                      "to run anyway (timings would then measure time-slicing)", p, ncores);
     if (rc) { free(blocks); free(cpus); return rc; }
     exec_blas_init();
-    int P = c->warmup_passes + c->timed_passes, it = s->iterations > 0 ? s->iterations : 1;
+    int P = c->warmup_passes + c->timed_passes, it = sched_iterations(s);
     int M = s->microbatches * it;
     exec_data data;
     memset(&data, 0, sizeof data);

@@ -96,7 +96,7 @@ static int ref_versions(const sched *s, const exec_config *c, const exec_dims *d
                         int passes, const int *blocks, ref_buf *rb, const float **wp, float **gp,
                         float *weights, double *loss, pl_err *e) {
     int Q = s->stages, L = c->layers, m = s->microbatches;
-    int64_t G = (int64_t)passes * m * (s->iterations > 0 ? s->iterations : 1);
+    int64_t G = (int64_t)passes * m * sched_iterations(s);
     size_t nf = exec_block_floats(d);
     int *v = pl_calloc((size_t)(Q * G), sizeof(int)), *grp = pl_calloc((size_t)(Q * G), sizeof(int));
     int *size = pl_calloc((size_t)(Q * (G + 1)), sizeof(int)), *nst = pl_calloc((size_t)Q, sizeof(int));
@@ -213,7 +213,7 @@ int exec_reference(const sched *s, const exec_config *c, int passes, float *weig
     rb.scratch = rb.a + (size_t)L * bf;
     if (s->weights == SCHED_WEIGHTS_FLUSH) {
         for (int l = 0; l < L; l++) exec_block_init(&d, c->init_seed, l, weights + l * nf);
-        rc = ref_flush(c, &d, &dt, passes * (s->iterations > 0 ? s->iterations : 1), s->microbatches, weights, grad, mom,
+        rc = ref_flush(c, &d, &dt, passes * sched_iterations(s), s->microbatches, weights, grad, mom,
                        &rb, wp, gp, loss);
     } else {
         rc = ref_versions(s, c, &d, &dt, passes, blocks, &rb, wp, gp, weights, loss, e);

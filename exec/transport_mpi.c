@@ -508,7 +508,7 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
         m_abort(&t, e);
     }
     for (int r = 1; r < m.size; r++) off[r] = clock_offset(&m, r);
-    int M = s->microbatches * (s->iterations > 0 ? s->iterations : 1);
+    int M = (int)sched_total_microbatches(s);
     size_t n_loss = (size_t)rec.passes * (size_t)M;
     if (m.rank != 0) {
         send_record(&m, &rec, n_loss);

@@ -368,7 +368,7 @@ int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg
     x->s = s;
     x->cfg = cfg;
     exec_dims_of(cfg, &x->d);
-    x->M = s->microbatches * (s->iterations > 0 ? s->iterations : 1);
+    x->M = (int)sched_total_microbatches(s);
     x->data = data;
     x->loss_mb = loss_mb;
     x->loc = pl_calloc((size_t)s->stages, sizeof *x->loc);

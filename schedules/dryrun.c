@@ -291,7 +291,7 @@ int sched_dryrun_core(const sched *s, const sched_unit_costs *costs, sched_dryru
     d.record = record;
     d.c = costs ? *costs : (sched_unit_costs){1, 1, 1, 1};
     if (d.c.f < 0 || d.c.b < 0 || d.c.i < 0 || d.c.w < 0) return pl_errf(e, PL_EINPUT, "dry-run costs must not be negative");
-    d.M = (int64_t)s->microbatches * (s->iterations > 0 ? s->iterations : 1);
+    d.M = sched_total_microbatches(s);
     /* find the largest microbatch used so that files with more iterations still index well */
     for (int q = 0; q < s->ranks; q++)
         for (size_t i = 0; i < s->rank[q].n; i++) {

@@ -100,7 +100,7 @@ static size_t emit_sends(const sched *s, outv *o, int r, const sched_action *a, 
 /* Finds, for each rank, the index of the last compute action of each iteration (flush STEP
  * point) and for each (stage, iteration) the last completing backward. Returns PL_OK. */
 static int find_marks(const sched *s, int64_t *last_bwd, int64_t *last_iter_act) {
-    int it = s->iterations > 0 ? s->iterations : 1;
+    int it = sched_iterations(s);
     for (size_t k = 0; k < (size_t)s->stages * (size_t)it; k++) last_bwd[k] = -1;
     for (size_t k = 0; k < (size_t)s->ranks * (size_t)it; k++) last_iter_act[k] = -1;
     for (int r = 0; r < s->ranks; r++)
@@ -126,7 +126,7 @@ static int find_marks(const sched *s, int64_t *last_bwd, int64_t *last_iter_act)
 static size_t emit_updates(const sched *s, outv *o, int r, size_t i, const int64_t *last_bwd,
                            const int64_t *last_iter_act) {
     const sched_action *a = &s->rank[r].acts[i];
-    int it = s->iterations > 0 ? s->iterations : 1;
+    int it = sched_iterations(s);
     size_t n = 0;
     int st, mb;
     if (completes_backward(a, &st, &mb)) {
@@ -216,7 +216,7 @@ sched *sched_lower(const sched *s, pl_err *e) {
     /* validation's dry run gives the unit-time slots that order the receives */
     sched_dryrun_result dr;
     if (sched_validate_core(s, &dr, e) != PL_OK) return NULL;
-    int it = s->iterations > 0 ? s->iterations : 1;
+    int it = sched_iterations(s);
     sched *out = sched_new(s->ranks, s->stages, s->microbatches, SCHED_PLACE_EXPLICIT, s->stage_rank, e);
     recv_list *recv = pl_calloc((size_t)s->ranks, sizeof *recv);
     size_t *extra = pl_calloc((size_t)s->ranks, sizeof *extra);

@@ -146,6 +146,10 @@ sched *sched_clone(const sched *s);
 int sched_push(sched *s, int rank, sched_action a);
 /* Total number of actions over all ranks. */
 size_t sched_total_actions(const sched *s);
+/* Returns the iterations s runs (its iterations field, 1 when unset), and the microbatches of
+ * all of them (microbatches x iterations): the one reading of an unset count. */
+int sched_iterations(const sched *s);
+int64_t sched_total_microbatches(const sched *s);
 /* Fills stage_rank[] for a placement rule; returns PL_OK or PL_EINPUT. */
 int sched_place(sched_placement pl, int ranks, int stages, int *stage_rank, pl_err *e);
 /* Names of enum values, and parsing them back (return -1 when unknown). */

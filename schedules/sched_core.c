@@ -303,6 +303,10 @@ size_t sched_total_actions(const sched *s) {
     return n;
 }
 
+int sched_iterations(const sched *s) { return s->iterations > 0 ? s->iterations : 1; }
+
+int64_t sched_total_microbatches(const sched *s) { return (int64_t)s->microbatches * sched_iterations(s); }
+
 /* Returns a deep copy, NULL when out of memory. */
 sched *sched_clone(const sched *s) {
     sched *c = sched_new(s->ranks, s->stages, s->microbatches, SCHED_PLACE_EXPLICIT, s->stage_rank, NULL);

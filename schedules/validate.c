@@ -240,7 +240,7 @@ int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e) {
     vstate v;
     memset(&v, 0, sizeof v);
     v.s = s;
-    v.M = (int64_t)s->microbatches * (s->iterations > 0 ? s->iterations : 1);
+    v.M = sched_total_microbatches(s);
     if ((double)s->stages * (double)v.M > (double)((int64_t)1 << 34))
         return fail_global(s, e, "schedule too large to validate: %d stages x %lld microbatches", s->stages, (long long)v.M);
     for (int r = 0; r < s->ranks; r++)

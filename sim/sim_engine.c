@@ -1553,7 +1553,7 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
     g.c = c;
     g.cfg = cfg;
     g.r = r;
-    int iters = s->iterations > 0 ? s->iterations : 1;
+    int iters = sched_iterations(s);
     g.M = (int64_t)s->microbatches * iters;
     if ((rc0 = sim_state_check(s, g.M, cfg->record_trace, e)) != PL_OK) return rc0;
     /* the flow engine's compact stream, built in the same pass (the cheap part of sim_flow_ok

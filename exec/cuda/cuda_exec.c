@@ -773,7 +773,7 @@ int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_e
     if (rc == PL_OK) rc = exec_check_memory(s, cfg, blocks, -1, e);
     if (rc) { free(blocks); return rc; }
     exec_blas_init();
-    int P = cfg->warmup_passes + cfg->timed_passes, it = s->iterations > 0 ? s->iterations : 1, M = s->microbatches * it;
+    int P = cfg->warmup_passes + cfg->timed_passes, it = sched_iterations(s), M = s->microbatches * it;
     exec_data data;
     memset(&data, 0, sizeof data);
     double *loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));

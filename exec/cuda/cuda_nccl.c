@@ -396,7 +396,7 @@ int exec_cuda_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, 
     int dev = 0, rc = checks(s, cfg, me, size, blocks, &dev, e);
     if (rc) { free(blocks); return rc; }
     exec_blas_init();
-    int P = cfg->warmup_passes + cfg->timed_passes, it = s->iterations > 0 ? s->iterations : 1, M = s->microbatches * it;
+    int P = cfg->warmup_passes + cfg->timed_passes, it = sched_iterations(s), M = s->microbatches * it;
     exec_data data;
     memset(&data, 0, sizeof data);
     double *loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
