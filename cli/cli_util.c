@@ -166,17 +166,6 @@ sched *cli_sched_get(const cli_sched_args *a, int mem_mode, pl_err *e) {
     return s;
 }
 
-/* Appends t[0..n) to b as the body of a JSON string (quotes, backslashes and controls escaped). */
-static void json_body(pl_buf *b, const char *t, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        char c = t[i];
-        if (c == '"' || c == '\\') pl_buf_printf(b, "\\%c", c);
-        else if (c == '\n') pl_buf_puts(b, "\\n");
-        else if ((unsigned char)c < 0x20) pl_buf_printf(b, "\\u%04x", (unsigned)(unsigned char)c);
-        else pl_buf_putc(b, c);
-    }
-}
-
 /* Returns 1 when t[0..n) is plain ASCII text (tabs, line ends and printable characters): text
  * that any JSON reader takes back unchanged. */
 static int plain_text(const char *t, size_t n) {
@@ -194,16 +183,16 @@ void cli_inputs_json(pl_buf *b, const char *const *roles, const char *const *pat
         if (!paths[k]) continue;
         pl_buf_puts(b, first ? "{\"role\":\"" : ",{\"role\":\"");
         first = 0;
-        json_body(b, roles[k], strlen(roles[k]));
+        pl_buf_json_body(b, roles[k], strlen(roles[k]));
         pl_buf_puts(b, "\",\"path\":\"");
-        json_body(b, paths[k], strlen(paths[k]));
+        pl_buf_json_body(b, paths[k], strlen(paths[k]));
         pl_buf_putc(b, '"');
         char *text = NULL;
         size_t len = 0;
         pl_err e;
         if (pl_read_file(paths[k], (size_t)1 << 30, &text, &len, &e) != PL_OK) {
             pl_buf_puts(b, ",\"error\":\"");
-            json_body(b, e.msg, strlen(e.msg));
+            pl_buf_json_body(b, e.msg, strlen(e.msg));
             pl_buf_puts(b, "\"}");
             continue;
         }
@@ -212,7 +201,7 @@ void cli_inputs_json(pl_buf *b, const char *const *roles, const char *const *pat
         pl_buf_printf(b, ",\"bytes\":%zu,\"fnv1a64\":\"%016llx\"", len, (unsigned long long)h);
         if (len <= CLI_INPUT_TEXT_MAX && plain_text(text, len)) {
             pl_buf_puts(b, ",\"text\":\"");
-            json_body(b, text, len);
+            pl_buf_json_body(b, text, len);
             pl_buf_putc(b, '"');
         }
         pl_buf_putc(b, '}');

@@ -103,17 +103,6 @@ static void num(pl_buf *b, double v, int json) {
     else pl_buf_printf(b, "%.9g", v);
 }
 
-/* Appends s as a JSON string (the names here hold no control characters beyond escaping). */
-static void jstr(pl_buf *b, const char *s) {
-    pl_buf_putc(b, '"');
-    for (; s && *s; s++) {
-        if (*s == '"' || *s == '\\') pl_buf_printf(b, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20) pl_buf_printf(b, "\\u%04x", *s);
-        else pl_buf_putc(b, *s);
-    }
-    pl_buf_putc(b, '"');
-}
-
 /* The human table: one line per pair, then the summary. */
 static void out_table(const store_comparison *c, pl_buf *b) {
     pl_buf_printf(b, "%-12s %3s %4s %2s %6s %6s  %11s %11s %9s  %11s %11s %9s  %7s %7s %9s  %9s %9s %9s\n", "SCHEDULE",
@@ -189,14 +178,14 @@ static void out_json(const store_comparison *c, pl_buf *b) {
     for (size_t i = 0; i < c->n; i++) {
         const store_pair *p = &c->pairs[i];
         pl_buf_printf(b, "%s\n  {\"schedule\": ", i ? "," : "");
-        jstr(b, p->meas.schedule);
+        pl_buf_json_string(b, p->meas.schedule);
         pl_buf_printf(b, ", \"ranks\": %d, \"stages\": %d, \"microbatches\": %d, \"chunks\": %d, \"sim_id\": %lld, "
                          "\"measured_id\": %lld, \"sim_uid\": ",
                       p->meas.ranks, p->meas.stages, p->meas.microbatches, p->meas.chunks, (long long)p->sim.id,
                       (long long)p->meas.id);
-        jstr(b, p->sim.uid);
+        pl_buf_json_string(b, p->sim.uid);
         pl_buf_puts(b, ", \"measured_uid\": ");
-        jstr(b, p->meas.uid);
+        pl_buf_json_string(b, p->meas.uid);
         const char *names[] = {"iteration_time_pred_s", "iteration_time_meas_s", "iteration_time_err", "throughput_pred",
                                "throughput_meas", "throughput_err", "bubble_fraction_pred", "bubble_fraction_meas", "bubble_fraction_err",
                                "peak_mem_pred_bytes", "peak_mem_meas_bytes", "peak_mem_err"};

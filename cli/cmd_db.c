@@ -108,32 +108,6 @@ static const char *human_bytes(int64_t v, char *buf, size_t n) {
 /* Returns s, or "-" when it is empty, for table cells. */
 static const char *or_dash(const char *s) { return s && *s ? s : "-"; }
 
-/* Appends s as a JSON string. */
-static void json_str(pl_buf *b, const char *s) {
-    pl_buf_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\') pl_buf_printf(b, "\\%c", *p);
-        else if (*p < 0x20) pl_buf_printf(b, "\\u%04x", *p);
-        else pl_buf_putc(b, (char)*p);
-    }
-    pl_buf_putc(b, '"');
-}
-
-/* Appends s as a CSV field. */
-static void csv_str(pl_buf *b, const char *s) {
-    s = s ? s : "";
-    if (!strpbrk(s, ",\"\r\n")) {
-        pl_buf_puts(b, s);
-        return;
-    }
-    pl_buf_putc(b, '"');
-    for (; *s; s++) {
-        if (*s == '"') pl_buf_putc(b, '"');
-        pl_buf_putc(b, *s);
-    }
-    pl_buf_putc(b, '"');
-}
-
 /* Returns the malloc'd id `db list` shows for a run with this uid whose first flen characters
  * are needed to name it (NULL when out of memory): a prediction stored by `pipelab run` (uid
  * STORE_PREDICTION_PREFIX + the measured run's uid) shows as CLI_PREDICTION_MARK + the part
@@ -266,9 +240,9 @@ static int db_list(const opts *o) {
         for (size_t i = 0; i < n; i++) {
             const store_run *r = &runs[i];
             pl_buf_printf(&b, "%lld,%s,%s,%s,", (long long)r->id, r->uid, r->utc_time, r->kind);
-            csv_str(&b, r->tag);
+            pl_buf_csv_field(&b, r->tag);
             pl_buf_putc(&b, ',');
-            csv_str(&b, r->schedule);
+            pl_buf_csv_field(&b, r->schedule);
             pl_buf_printf(&b, ",%d,%d,%d,%d,%.15g,%.15g,%.15g,", r->ranks, r->stages, r->microbatches, r->chunks,
                           r->iteration_time_s, r->throughput_samples_s, r->bubble_fraction);
             pl_buf_number(&b, r->zb_bubble_rate, 0);
@@ -279,15 +253,15 @@ static int db_list(const opts *o) {
         for (size_t i = 0; i < n; i++) {
             const store_run *r = &runs[i];
             pl_buf_printf(&b, "%s\n  {\"id\": %lld, \"uid\": ", i ? "," : "", (long long)r->id);
-            json_str(&b, r->uid);
+            pl_buf_json_string(&b, r->uid);
             pl_buf_puts(&b, ", \"utc_time\": ");
-            json_str(&b, r->utc_time);
+            pl_buf_json_string(&b, r->utc_time);
             pl_buf_puts(&b, ", \"kind\": ");
-            json_str(&b, r->kind);
+            pl_buf_json_string(&b, r->kind);
             pl_buf_puts(&b, ", \"tag\": ");
-            json_str(&b, r->tag);
+            pl_buf_json_string(&b, r->tag);
             pl_buf_puts(&b, ", \"schedule\": ");
-            json_str(&b, r->schedule);
+            pl_buf_json_string(&b, r->schedule);
             pl_buf_printf(&b, ", \"ranks\": %d, \"stages\": %d, \"microbatches\": %d, \"chunks\": %d, "
                               "\"iteration_time_s\": %.15g, \"throughput_samples_s\": %.15g, \"bubble_fraction\": %.15g, "
                               "\"zb_bubble_rate\": ",

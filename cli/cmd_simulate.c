@@ -333,37 +333,25 @@ static int parse(int argc, char **argv, opts *o) {
     return -1;
 }
 
-/* Appends s as a JSON string (quotes, backslashes and control characters escaped). */
-static void json_str(pl_buf *b, const char *s) {
-    pl_buf_putc(b, '"');
-    for (; s && *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') pl_buf_printf(b, "\\%c", ch);
-        else if (ch < 0x20) pl_buf_printf(b, "\\u%04x", ch);
-        else pl_buf_putc(b, (char)ch);
-    }
-    pl_buf_putc(b, '"');
-}
-
 /* Appends the JSON object of a model run's parameters: the model (spec, name, layers), the
  * hardware (name or file, --set overrides, the effective values), the partition (source, layer
  * bounds, replicas) and the cost options, plus the run configuration shared with flag runs. */
 static void params_json_model(const opts *o, const model_ctx *mc, pl_buf *b) {
     const cost_hw *hw = &mc->sm.hw;
     pl_buf_puts(b, "{\"costs\":\"model\",\"model\":{\"spec\":");
-    json_str(b, o->model);
+    pl_buf_json_string(b, o->model);
     pl_buf_puts(b, ",\"name\":");
-    json_str(b, mc->m->name);
+    pl_buf_json_string(b, mc->m->name);
     pl_buf_printf(b, ",\"source\":\"%s\",\"layers\":%d,\"microbatch_size\":%d,\"dtype_bytes\":%d,\"params\":%.9g}",
                   mc->m->source, mc->m->n, mc->m->microbatch_size, mc->m->dtype_bytes, cost_model_params(mc->m));
     pl_buf_puts(b, ",\"hardware\":{\"spec\":");
-    json_str(b, o->hardware ? o->hardware : "");
+    pl_buf_json_string(b, o->hardware ? o->hardware : "");
     pl_buf_puts(b, ",\"name\":");
-    json_str(b, hw->name);
+    pl_buf_json_string(b, hw->name);
     pl_buf_puts(b, ",\"set\":[");
     for (int k = 0; k < o->nsets; k++) {
         if (k) pl_buf_putc(b, ',');
-        json_str(b, o->sets[k]);
+        pl_buf_json_string(b, o->sets[k]);
     }
     pl_buf_printf(b, "],\"nodes\":%d,\"devices_per_node\":%d,\"peak_flops\":%.9g,\"efficiency\":%.9g,"
                      "\"memory_bytes\":%.9g,\"memory_bandwidth_Bps\":%.9g,\"launch_s\":%.9g,\"intra_bandwidth_Bps\":%.9g,"
@@ -372,7 +360,7 @@ static void params_json_model(const opts *o, const model_ctx *mc, pl_buf *b) {
                   hw->memory_bandwidth_Bps, hw->launch_s, hw->intra_bandwidth_Bps, hw->intra_latency_s,
                   hw->inter_bandwidth_Bps, hw->inter_latency_s);
     pl_buf_printf(b, ",\"partition\":{\"source\":\"%s\",\"file\":", mc->psource);
-    json_str(b, o->partition ? o->partition : "");
+    pl_buf_json_string(b, o->partition ? o->partition : "");
     pl_buf_puts(b, ",\"bounds\":[");
     for (int q = 0; q <= mc->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "," : "", mc->sm.bound[q]);
     pl_buf_puts(b, "],\"replicas\":[");
@@ -424,7 +412,7 @@ static void params_json_costs(const opts *o, pl_buf *b) {
                   o->c.shared_inter_link, o->c.blocking_comm, (long long)o->b.stash_bytes, o->b.w_stash_fraction,
                   (long long)o->b.param_bytes, o->c.dtype_bytes, o->c.optimizer_bytes_per_param,
                   (long long)o->c.capacity_bytes, o->c.microbatch_size, o->c.cv, o->repeat, o->replicas_all);
-    json_str(b, o->stage_costs ? o->stage_costs : "");
+    pl_buf_json_string(b, o->stage_costs ? o->stage_costs : "");
     pl_buf_puts(b, ",\"replicas_stage\":[");
     for (int i = 0; i < o->nrepl; i++) pl_buf_printf(b, "%s[%d,%d]", i ? "," : "", o->repl_stage[i], o->repl_n[i]);
     pl_buf_puts(b, "]}");

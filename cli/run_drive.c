@@ -65,15 +65,6 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 
 /* ---------------------------------------------------------------- results store */
 
-/* Appends text to b as the body of a JSON string (quotes, backslashes and controls escaped). */
-static void json_text(pl_buf *b, const char *t) {
-    for (const char *c = t ? t : ""; *c; c++) {
-        if (*c == '"' || *c == '\\') pl_buf_printf(b, "\\%c", *c);
-        else if ((unsigned char)*c < 0x20) pl_buf_printf(b, "\\u%04x", *c);
-        else pl_buf_putc(b, *c);
-    }
-}
-
 void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, pl_buf *b) {
     /* keys that `pipelab compare` matches on: model.spec, hardware.name, microbatch_size,
      * precision, partition.bounds, partition.replicas (results/store.h) */
@@ -86,10 +77,10 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
     int gpu = r->backend && strcmp(r->backend, "cuda") == 0;
     pl_buf_printf(b, "\",\"width\":%d,\"ffn\":%d,\"depth\":%d,\"param_bytes\":%zu},\"hardware\":{\"name\":\"%s",
                   r->hidden, r->ffn, r->layers, r->param_bytes, gpu ? "cuda:" : "cpu:");
-    json_text(b, host);
+    pl_buf_json_body(b, host, strlen(host));
     if (gpu) {
         pl_buf_putc(b, ':');
-        json_text(b, r->device);
+        pl_buf_json_body(b, r->device, strlen(r->device));
     }
     pl_buf_printf(b, "\",\"blas\":\"%s\",\"cores\":%d},\"microbatch_size\":%d,\"precision\":\"%s\","
                      "\"partition\":{\"bounds\":[0", r->blas ? r->blas : "", r->cores, r->microbatch_size,
@@ -100,11 +91,11 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
     /* median_passes: the timed passes the run's figures come from (exec_median_passes); pipelab
      * plot timeline draws the first */
     pl_buf_printf(b, "]},\"lr\":%.9g,\"momentum\":%.9g,\"warmup_passes\":%d,\"timed_passes\":%d,"
-                     "\"median_passes\":[%d,%d],\"iterations_per_pass\":%d,\"transport\":\"%s\",\"profile\":\"",
+                     "\"median_passes\":[%d,%d],\"iterations_per_pass\":%d,\"transport\":\"%s\",\"profile\":",
                   r->lr, r->momentum, r->warmup_passes, r->timed_passes, r->median_pass[0], r->median_pass[1],
                   r->iterations_per_pass, info->transport ? info->transport : "threads");
-    json_text(b, info->profile);
-    pl_buf_puts(b, "\",");
+    pl_buf_json_string(b, info->profile);
+    pl_buf_putc(b, ',');
     const char *roles[] = {"schedule", "profile"}, *paths[] = {info->from, info->profile_file};
     cli_inputs_json(b, roles, paths, 2);
     pl_buf_puts(b, "}");

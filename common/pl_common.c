@@ -109,6 +109,42 @@ void pl_buf_number(pl_buf *b, double v, int json) {
     else pl_buf_printf(b, "%.15g", v);
 }
 
+void pl_buf_json_body(pl_buf *b, const char *t, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)t[i];
+        switch (c) {
+        case '"': pl_buf_puts(b, "\\\""); break;
+        case '\\': pl_buf_puts(b, "\\\\"); break;
+        case '\n': pl_buf_puts(b, "\\n"); break;
+        case '\r': pl_buf_puts(b, "\\r"); break;
+        case '\t': pl_buf_puts(b, "\\t"); break;
+        default:
+            if (c < 0x20) pl_buf_printf(b, "\\u%04x", c);
+            else pl_buf_putc(b, (char)c);
+        }
+    }
+}
+
+void pl_buf_json_string(pl_buf *b, const char *s) {
+    pl_buf_putc(b, '"');
+    if (s) pl_buf_json_body(b, s, strlen(s));
+    pl_buf_putc(b, '"');
+}
+
+void pl_buf_csv_field(pl_buf *b, const char *s) {
+    if (!s) return;
+    if (!strpbrk(s, ",\"\r\n")) {
+        pl_buf_puts(b, s);
+        return;
+    }
+    pl_buf_putc(b, '"');
+    for (; *s; s++) {
+        if (*s == '"') pl_buf_putc(b, '"');
+        pl_buf_putc(b, *s);
+    }
+    pl_buf_putc(b, '"');
+}
+
 int pl_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len, pl_err *e) {
     *out = NULL;
     if (out_len) *out_len = 0;

@@ -264,46 +264,14 @@ int store_count_ops(store *s, int64_t run_id, int64_t *n, pl_err *e) {
     return rc == SQLITE_ROW ? PL_OK : store_sqlerr(s, e, PL_EIO, "cannot count ops");
 }
 
-/* Appends s as one CSV field, quoted when it holds a comma, quote or line break. */
-static void put_csv_text(pl_buf *b, const char *s) {
-    if (!strpbrk(s, ",\"\r\n")) {
-        pl_buf_puts(b, s);
-        return;
-    }
-    pl_buf_putc(b, '"');
-    for (; *s; s++) {
-        if (*s == '"') pl_buf_putc(b, '"');
-        pl_buf_putc(b, *s);
-    }
-    pl_buf_putc(b, '"');
-}
-
-/* Appends s as a JSON string with escapes. */
-static void put_json_text(pl_buf *b, const char *s) {
-    pl_buf_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': pl_buf_puts(b, "\\\""); break;
-        case '\\': pl_buf_puts(b, "\\\\"); break;
-        case '\n': pl_buf_puts(b, "\\n"); break;
-        case '\r': pl_buf_puts(b, "\\r"); break;
-        case '\t': pl_buf_puts(b, "\\t"); break;
-        default:
-            if (*p < 0x20) pl_buf_printf(b, "\\u%04x", *p);
-            else pl_buf_putc(b, (char)*p);
-        }
-    }
-    pl_buf_putc(b, '"');
-}
-
 /* Appends the value of column c of run (CSV field or JSON value). */
 static void put_value(pl_buf *b, const store_run *run, const store_col *c, int json) {
     const char *p = (const char *)run + c->off;
     switch (c->type) {
     case SC_TEXT: {
         const char *t = *(const char *const *)p;
-        if (json) put_json_text(b, t ? t : "");
-        else put_csv_text(b, t ? t : "");
+        if (json) pl_buf_json_string(b, t ? t : "");
+        else pl_buf_csv_field(b, t ? t : "");
         break;
     }
     case SC_INT: pl_buf_printf(b, "%d", *(const int *)p); break;
@@ -357,7 +325,7 @@ static int put_run(store *s, const store_run *r, int json, const char *indent, p
     }
     pl_buf_puts(out, ", \"params\": ");
     if (json_ok(s, r->params_json)) pl_buf_puts(out, r->params_json);
-    else if (r->params_json && *r->params_json) put_json_text(out, r->params_json);
+    else if (r->params_json && *r->params_json) pl_buf_json_string(out, r->params_json);
     else pl_buf_puts(out, "null");
     pl_buf_printf(out, ",\n%s \"ranks\": [", indent);
     for (int k = 0; k < nm; k++) {
@@ -473,27 +441,18 @@ done:
     return code;
 }
 
-/* Appends t to b as the body of a JSON string. */
-static void chrome_text(pl_buf *b, const char *t) {
-    for (const char *c = t ? t : ""; *c; c++) {
-        if (*c == '"' || *c == '\\') pl_buf_printf(b, "\\%c", *c);
-        else if ((unsigned char)*c < 0x20) pl_buf_printf(b, "\\u%04x", (unsigned)(unsigned char)*c);
-        else pl_buf_putc(b, *c);
-    }
-}
-
 int store_ops_chrome(const store_run *r, const store_op *ops, size_t n, pl_buf *out, pl_err *e) {
     if (n == 0)
         return pl_errf(e, PL_EINPUT, "run %lld has no recorded actions (pipelab run --trace, pipelab simulate --trace "
                        "--db store them)", (long long)r->id);
     pl_buf_puts(out, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"run\":");
-    pl_buf_printf(out, "%lld,\"kind\":\"", (long long)r->id);
-    chrome_text(out, r->kind);
-    pl_buf_puts(out, "\",\"schedule\":\"");
-    chrome_text(out, r->schedule);
-    pl_buf_puts(out, "\",\"uid\":\"");
-    chrome_text(out, r->uid);
-    pl_buf_puts(out, "\"},\"traceEvents\":[");
+    pl_buf_printf(out, "%lld,\"kind\":", (long long)r->id);
+    pl_buf_json_string(out, r->kind);
+    pl_buf_puts(out, ",\"schedule\":");
+    pl_buf_json_string(out, r->schedule);
+    pl_buf_puts(out, ",\"uid\":");
+    pl_buf_json_string(out, r->uid);
+    pl_buf_puts(out, "},\"traceEvents\":[");
     int last_rank = -1;
     for (size_t i = 0; i < n; i++) {
         const store_op *o = &ops[i];
@@ -507,11 +466,11 @@ int store_ops_chrome(const store_run *r, const store_op *ops, size_t n, pl_buf *
         const char *k = o->kind ? o->kind : "";
         int comm = !strncmp(k, "SEND", 4) || !strncmp(k, "RECV", 4) || !strncmp(k, "REDUCE", 6);
         double dur = o->end_s - o->start_s;
-        pl_buf_puts(out, ",\n{\"name\":\"");
-        chrome_text(out, o->action);
-        pl_buf_puts(out, "\",\"cat\":\"");
-        chrome_text(out, k);
-        pl_buf_printf(out, "\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.6f,\"dur\":%.6f,\"args\":{\"stage\":%d,\"mb\":%d,"
+        pl_buf_puts(out, ",\n{\"name\":");
+        pl_buf_json_string(out, o->action);
+        pl_buf_puts(out, ",\"cat\":");
+        pl_buf_json_string(out, k);
+        pl_buf_printf(out, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.6f,\"dur\":%.6f,\"args\":{\"stage\":%d,\"mb\":%d,"
                            "\"seq\":%d}}",
                       o->rank, comm, o->start_s * 1e6, dur > 0 ? dur * 1e6 : 0, o->stage, o->mb, o->seq);
     }

@@ -90,6 +90,8 @@ char *pl_test_json_string(const char *json, const char *after, const char *key) 
         if (*v != '\\') { out[n++] = *v; continue; }
         v++;
         if (*v == 'n') out[n++] = '\n';
+        else if (*v == 't') out[n++] = '\t';
+        else if (*v == 'r') out[n++] = '\r';
         else if (*v == 'u') { out[n++] = (char)strtol((char[]){v[1], v[2], v[3], v[4], 0}, NULL, 16); v += 4; }
         else out[n++] = *v;
     }
