@@ -22,14 +22,14 @@
 
 void exec_config_default(exec_config *c) {
     memset(c, 0, sizeof *c);
-    c->hidden = 64;
+    c->hidden = EXEC_DEFAULT_HIDDEN;
     c->ffn = 0;
     c->layers = 4;
-    c->microbatch_size = 8;
+    c->microbatch_size = EXEC_DEFAULT_MICROBATCH_SIZE;
     c->init_seed = 1;
     c->target_seed = 2;
     c->data_seed = 3;
-    c->dataset_microbatches = 64;
+    c->dataset_microbatches = EXEC_DEFAULT_DATASET_MICROBATCHES;
     c->lr = 0.05;
     c->momentum = 0.0;
     c->warmup_passes = 1;

@@ -78,7 +78,7 @@ typedef struct exec_config {
     uint64_t init_seed;      /* the trained model's initial weights */
     uint64_t target_seed;    /* the target network */
     uint64_t data_seed;      /* the inputs */
-    int dataset_microbatches;/* D distinct microbatches (0 = 64) */
+    int dataset_microbatches;/* D distinct microbatches (0 = EXEC_DEFAULT_DATASET_MICROBATCHES) */
     /* optimizer */
     double lr;               /* learning rate */
     double momentum;         /* 0 = plain SGD (no optimizer state) */
@@ -114,8 +114,15 @@ typedef struct exec_config {
     int cuda_devices;        /* GPUs to use (0 = all visible); rank r runs on GPU r mod devices */
 } exec_config;
 
-/* Fills c with defaults: h 64, f 4h, L 4, b 8, seeds 1/2/3, D 64, lr 0.05, momentum 0,
- * 1 warm-up and 5 timed passes, pinning on, timeout 60 s, no budget, no records. */
+/* The model's default width and rows per microbatch: exec_config_default's, which the command
+ * line (pipelab run, profile) shares; and the data set's size when dataset_microbatches is 0. */
+#define EXEC_DEFAULT_HIDDEN 256
+#define EXEC_DEFAULT_MICROBATCH_SIZE 16
+#define EXEC_DEFAULT_DATASET_MICROBATCHES 64
+
+/* Fills c with defaults: h EXEC_DEFAULT_HIDDEN (256), f 4h, L 4, b EXEC_DEFAULT_MICROBATCH_SIZE
+ * (16), seeds 1/2/3, D 64, lr 0.05, momentum 0, 1 warm-up and 5 timed passes, pinning on,
+ * timeout 60 s, no budget, no records. */
 void exec_config_default(exec_config *c);
 
 /* ---------------------------------------------------------------- results */
