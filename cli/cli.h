@@ -94,6 +94,30 @@ void cli_inputs_json(pl_buf *b, const char *const *roles, const char *const *pat
  * returns arg itself when it is not of that form, or when buf is too small). */
 #define CLI_PREDICTION_MARK "p:"
 const char *cli_run_key(const char *arg, char *buf, size_t n);
+/* The room one action's text takes (sched_action_format), NUL included: its longest form is an
+ * overlapped pair "(SF M;SB M)OVERLAP_F_B" with four int32 values at their widest
+ * ("-2147483648"); a plain action ("SREDUCE_GRADM" at most) is shorter. */
+#define CLI_INT32_TEXT_MAX (sizeof "-2147483648" - 1)
+#define CLI_ACTION_TEXT_MAX (4 * CLI_INT32_TEXT_MAX + sizeof "(F;B)OVERLAP_F_B")
+/* The op rows of a stored run (store_write_run's ops, nops) and the action texts they point at:
+ * ops[k].action is names + k * CLI_ACTION_TEXT_MAX. A zeroed value holds no rows. */
+struct store_op;
+struct sim_slot;
+typedef struct cli_op_rows {
+    struct store_op *ops; /* [n] */
+    char *names;          /* [n][CLI_ACTION_TEXT_MAX] */
+    size_t n;
+} cli_op_rows;
+/* Makes room for n rows (at least one, so an empty run has valid pointers). Returns PL_OK or
+ * PL_ENOMEM in e. */
+int cli_op_rows_alloc(cli_op_rows *o, size_t n, pl_err *e);
+/* Fills row k: action a at position seq of rank's list, run from start_s to end_s. */
+void cli_op_rows_set(cli_op_rows *o, size_t k, int rank, int seq, const sched_action *a, double start_s, double end_s);
+/* One row per action of s, rank by rank, timed by a simulator trace ([ranks][actions], as
+ * sim_result.trace). Returns PL_OK or PL_ENOMEM in e. */
+int cli_op_rows_trace(cli_op_rows *o, const sched *s, struct sim_slot *const *trace, pl_err *e);
+/* Frees the rows and zeroes o. */
+void cli_op_rows_free(cli_op_rows *o);
 /* Returns 1 when stdout (fd 1) or stderr (fd 2) is a terminal. */
 int cli_isatty(int fd);
 /* Writes a buffer to path, or to stdout when path is NULL or "-"; returns an exit code. */

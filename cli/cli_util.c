@@ -78,6 +78,41 @@ const char *cli_run_key(const char *arg, char *buf, size_t n) {
 
 int cli_isatty(int fd) { return isatty(fd); }
 
+int cli_op_rows_alloc(cli_op_rows *o, size_t n, pl_err *e) {
+    size_t room = n ? n : 1;
+    memset(o, 0, sizeof *o);
+    o->ops = pl_calloc(room, sizeof *o->ops);
+    o->names = pl_calloc(room, CLI_ACTION_TEXT_MAX);
+    if (!o->ops || !o->names) {
+        cli_op_rows_free(o);
+        return pl_errf(e, PL_ENOMEM, "out of memory for %zu op rows", n);
+    }
+    o->n = n;
+    return PL_OK;
+}
+
+void cli_op_rows_set(cli_op_rows *o, size_t k, int rank, int seq, const sched_action *a, double start_s, double end_s) {
+    char *name = o->names + k * CLI_ACTION_TEXT_MAX;
+    sched_action_format(a, name, CLI_ACTION_TEXT_MAX);
+    o->ops[k] = (store_op){rank, seq, name, sched_kind_name((sched_kind)a->kind), a->stage, a->mb, start_s, end_s};
+}
+
+int cli_op_rows_trace(cli_op_rows *o, const sched *s, sim_slot *const *trace, pl_err *e) {
+    int rc = cli_op_rows_alloc(o, sched_total_actions(s), e);
+    if (rc != PL_OK) return rc;
+    size_t k = 0;
+    for (int q = 0; q < s->ranks; q++)
+        for (size_t i = 0; i < s->rank[q].n; i++, k++)
+            cli_op_rows_set(o, k, q, (int)i, &s->rank[q].acts[i], trace[q][i].start_s, trace[q][i].end_s);
+    return PL_OK;
+}
+
+void cli_op_rows_free(cli_op_rows *o) {
+    free(o->ops);
+    free(o->names);
+    memset(o, 0, sizeof *o);
+}
+
 int cli_write_output(const char *path, const pl_buf *b) {
     if (b->failed) {
         fprintf(stderr, "pipelab: out of memory building the output\n");

@@ -560,34 +560,18 @@ static int store_it(store *db, const opts *o, int argc, char **argv, const sched
     run.repetitions = st->repeat;
     run.iteration_time_stddev_s = st->iter_sd_s;
     store_rank_metric *rm = pl_calloc((size_t)s->ranks, sizeof *rm);
-    store_op *ops = NULL;
-    char *names = NULL;
-    size_t nops = 0;
+    cli_op_rows ops = {0};
     int rc = CLI_OK;
     if (!rm) { pl_errf(&e, PL_ENOMEM, "out of memory"); rc = cli_fail(&e); goto out; }
     for (int q = 0; q < s->ranks; q++) {
         const sim_rank_stats *x = &r->rank[q];
         rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->bubble_fraction, x->comm_s, x->peak_bytes};
     }
-    if (r->trace) {
-        nops = sched_total_actions(s);
-        ops = pl_calloc(nops ? nops : 1, sizeof *ops);
-        names = pl_calloc(nops ? nops : 1, 48);
-        if (!ops || !names) { pl_errf(&e, PL_ENOMEM, "out of memory"); rc = cli_fail(&e); goto out; }
-        size_t k = 0;
-        for (int q = 0; q < s->ranks; q++)
-            for (size_t i = 0; i < s->rank[q].n; i++, k++) {
-                const sched_action *a = &s->rank[q].acts[i];
-                sched_action_format(a, names + 48 * k, 48);
-                ops[k] = (store_op){q, (int)i, names + 48 * k, sched_kind_name((sched_kind)a->kind), a->stage, a->mb,
-                                    r->trace[q][i].start_s, r->trace[q][i].end_s};
-            }
-    }
-    if (store_write_run(db, &run, rm, s->ranks, ops, nops, NULL, &e) != PL_OK) rc = cli_fail(&e);
+    if (r->trace && cli_op_rows_trace(&ops, s, r->trace, &e) != PL_OK) { rc = cli_fail(&e); goto out; }
+    if (store_write_run(db, &run, rm, s->ranks, ops.ops, ops.n, NULL, &e) != PL_OK) rc = cli_fail(&e);
 out:
     free(rm);
-    free(ops);
-    free(names);
+    cli_op_rows_free(&ops);
     pl_buf_free(&cmd);
     pl_buf_free(&pj);
     return rc;

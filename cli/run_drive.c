@@ -135,8 +135,7 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     pl_buf_init(&puid);
     cli_run_params_json(r, info, &pj);
     store_rank_metric *rm = pl_calloc((size_t)p, sizeof *rm);
-    store_op *ops = NULL;
-    char *names = NULL;
+    cli_op_rows ops = {0};
     size_t nops = 0;
     store *db = NULL;
     if (!rm || pj.failed) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
@@ -170,23 +169,18 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     run.repetitions = r->timed_passes;
     run.iteration_time_stddev_s = r->iterations_per_pass > 0 ? r->pass_stddev_s / r->iterations_per_pass : r->pass_stddev_s;
     if (info->with_ops && nops) {
-        ops = pl_calloc(nops, sizeof *ops);
-        names = pl_calloc(nops, 48);
-        if (!ops || !names) { rc = pl_errf(e, PL_ENOMEM, "out of memory for %zu op rows", nops); goto out; }
+        rc = cli_op_rows_alloc(&ops, nops, e);
+        if (rc) goto out;
         size_t k = 0;
         for (int q = 0; q < p; q++)
             for (size_t i = 0; i < r->rank[q].n_ops; i++, k++) {
                 const exec_op *o = &r->rank[q].ops[i];
-                sched_action_format(&o->act, names + 48 * k, 48);
-                ops[k] = (store_op){q, (int)i, names + 48 * k, sched_kind_name((sched_kind)o->act.kind), o->act.stage,
-                                    o->act.mb, o->start_s, o->end_s};
+                cli_op_rows_set(&ops, k, q, (int)i, &o->act, o->start_s, o->end_s);
             }
-    } else {
-        nops = 0;
     }
     rc = store_open(info->db_path, 0, &db, e);
     if (rc) goto out;
-    rc = store_write_run(db, &run, rm, p, ops, nops, ids ? &ids[0] : NULL, e);
+    rc = store_write_run(db, &run, rm, p, ops.ops, ops.n, ids ? &ids[0] : NULL, e);
     if (rc || !pred) goto out;
     /* the prediction beside it: same configuration, linked to it by its uid */
     run_common(s, r, info, pj.data, &run);
@@ -207,29 +201,16 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     }
     /* the predicted timeline (one pass) when the measured one is stored: action by action,
      * predicted and measured durations can then be compared (compute against waiting) */
-    size_t npred = 0;
+    cli_op_rows_free(&ops);
     if (info->with_ops && pred->trace) {
-        npred = sched_total_actions(s);
-        free(ops);
-        free(names);
-        ops = pl_calloc(npred ? npred : 1, sizeof *ops);
-        names = pl_calloc(npred ? npred : 1, 48);
-        if (!ops || !names) { rc = pl_errf(e, PL_ENOMEM, "out of memory for %zu op rows", npred); goto out; }
-        size_t k = 0;
-        for (int q = 0; q < s->ranks; q++)
-            for (size_t i = 0; i < s->rank[q].n; i++, k++) {
-                const sched_action *a = &s->rank[q].acts[i];
-                sched_action_format(a, names + 48 * k, 48);
-                ops[k] = (store_op){q, (int)i, names + 48 * k, sched_kind_name((sched_kind)a->kind), a->stage, a->mb,
-                                    pred->trace[q][i].start_s, pred->trace[q][i].end_s};
-            }
+        rc = cli_op_rows_trace(&ops, s, pred->trace, e);
+        if (rc) goto out;
     }
-    rc = store_write_run(db, &run, rm, p, ops, npred, ids ? &ids[1] : NULL, e);
+    rc = store_write_run(db, &run, rm, p, ops.ops, ops.n, ids ? &ids[1] : NULL, e);
 out:
     store_close(db);
     free(rm);
-    free(ops);
-    free(names);
+    cli_op_rows_free(&ops);
     pl_buf_free(&pj);
     pl_buf_free(&puid);
     return rc;
