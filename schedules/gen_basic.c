@@ -5,28 +5,17 @@
 
 #include "sched_int.h"
 
-/* Checked, defaulted parameters shared by every generator in this file. */
-typedef struct gen_params {
-    int p;     /* ranks */
-    int m;     /* microbatches per iteration */
-    int v;     /* chunks (stages per rank) */
-    int iters; /* iterations */
-} gen_params;
+/* Compute actions per (stage, microbatch) of this file's generators: F and B. */
+#define BASIC_ACTIONS_PER_CELL 2
 
 /* Checks o for generator `name` and fills g with defaults applied. has_chunks says whether
  * the generator takes chunks (otherwise chunks must be 0 or 1); def_chunks and def_iters are
  * the defaults for 0. Every size check (ranks, microbatches * iterations, stages, the number
  * of actions) happens here, before anything is allocated. Returns PL_OK or PL_EINPUT. */
 static int gen_check_sizes(const char *name, const sched_gen_opts *o, int has_chunks, int def_chunks,
-                     int def_iters, gen_params *g, pl_err *e) {
-    if (!o) return pl_errf(e, PL_EINPUT, "%s: no options given", name);
-    if (o->ranks < 1)
-        return pl_errf(e, PL_EINPUT, "%s: --ranks %d must be >= 1", name, o->ranks);
-    if (o->ranks > SCHED_MAX_RANKS)
-        return pl_errf(e, PL_EINPUT, "%s: --ranks %d exceeds the limit of %d", name, o->ranks,
-                       SCHED_MAX_RANKS);
-    if (o->microbatches < 1)
-        return pl_errf(e, PL_EINPUT, "%s: --microbatches %d must be >= 1", name, o->microbatches);
+                     int def_iters, sched_gen_params *g, pl_err *e) {
+    int rc = sched_gen_check_counts(name, o, e);
+    if (rc != PL_OK) return rc;
     if (o->chunks < 0)
         return pl_errf(e, PL_EINPUT, "%s: --chunks %d must be >= 1 (or 0 for the default)", name,
                        o->chunks);
@@ -35,49 +24,26 @@ static int gen_check_sizes(const char *name, const sched_gen_opts *o, int has_ch
                        "%s: has one stage per rank; --chunks %d must be 0 or 1 (use interleaved "
                        "or looped-bfs for several chunks per rank)",
                        name, o->chunks);
-    if (o->iterations < 0)
-        return pl_errf(e, PL_EINPUT, "%s: --iterations %d must be >= 1 (or 0 for the default)",
-                       name, o->iterations);
-    if (o->recompute != SCHED_RECOMPUTE_NONE && o->recompute != SCHED_RECOMPUTE_FULL)
-        return pl_errf(e, PL_EINPUT, "%s: unknown recomputation policy %d", name,
-                       (int)o->recompute);
+    if ((rc = sched_gen_check_policies(name, o, e)) != PL_OK) return rc;
     g->p = o->ranks;
     g->m = o->microbatches;
     g->v = o->chunks > 0 ? o->chunks : def_chunks;
     g->iters = o->iterations > 0 ? o->iterations : def_iters;
-    int64_t mbs = (int64_t)g->m * g->iters;
-    if (mbs > SCHED_MAX_MICROBATCHES)
-        return pl_errf(e, PL_EINPUT,
-                       "%s: --microbatches %d x --iterations %d = %lld exceeds the limit of %d",
-                       name, g->m, g->iters, (long long)mbs, SCHED_MAX_MICROBATCHES);
+    if ((rc = sched_gen_check_microbatches(name, g, e)) != PL_OK) return rc;
     int64_t stages = (int64_t)g->p * g->v;
     if (g->v > SCHED_MAX_STAGES || stages > SCHED_MAX_STAGES)
         return pl_errf(e, PL_EINPUT, "%s: --ranks %d x --chunks %d = %lld stages exceeds the limit of %d",
                        name, g->p, g->v, (long long)stages, SCHED_MAX_STAGES);
-    /* One F and one B per (stage, global microbatch); each factor is bounded above, so the
-     * product fits in 64 bits (2 * 2^20 * 2^24). */
-    int64_t acts = 2 * stages * mbs;
-    if ((uint64_t)acts > (uint64_t)SCHED_MAX_ACTIONS)
-        return pl_errf(e, PL_EINPUT,
-                       "%s: %lld stages x %lld microbatches needs %lld actions, more than the "
-                       "limit of %zu",
-                       name, (long long)stages, (long long)mbs, (long long)acts,
-                       (size_t)SCHED_MAX_ACTIONS);
-    return PL_OK;
+    return sched_gen_check_actions(name, g, BASIC_ACTIONS_PER_CELL, e);
 }
 
 /* gen_check_sizes, then the memory the generator's lists take (sched_gen_bytes) against the budget.
  * Returns PL_OK or PL_EINPUT. */
 static int gen_check(const char *name, const sched_gen_opts *o, int has_chunks, int def_chunks,
-                     int def_iters, gen_params *g, pl_err *e) {
+                     int def_iters, sched_gen_params *g, pl_err *e) {
     int rc = gen_check_sizes(name, o, has_chunks, def_chunks, def_iters, g, e);
     if (rc != PL_OK) return rc;
-    int64_t stages = (int64_t)g->p * g->v, mbs = (int64_t)g->m * g->iters;
-    int64_t acts = 2 * stages * mbs;
-    char what[160];
-    snprintf(what, sizeof what, "%s: %lld stages x %lld microbatches (%lld actions)", name, (long long)stages,
-             (long long)mbs, (long long)acts);
-    return sched_memory_check(sched_gen_bytes((uint64_t)acts), what, e);
+    return sched_gen_check_memory(name, o, g, BASIC_ACTIONS_PER_CELL, e);
 }
 
 /* The generators of this file with their gen_check arguments (has_chunks, default chunks,
@@ -93,14 +59,11 @@ static const struct {
 int sched_basic_shape(const char *name, const sched_gen_opts *o, sched_shape *out, pl_err *e) {
     for (size_t k = 0; k < sizeof basic_kinds / sizeof basic_kinds[0]; k++) {
         if (strcmp(name, basic_kinds[k].name) != 0) continue;
-        gen_params g = {0};
+        sched_gen_params g = {0};
         int rc = gen_check_sizes(name, o, basic_kinds[k].has_chunks, basic_kinds[k].def_chunks,
                                  basic_kinds[k].def_iters, &g, e);
         if (rc != PL_OK) return rc;
-        out->ranks = g.p;
-        out->stages = g.p * g.v;
-        out->microbatches = (int64_t)g.m * g.iters;
-        out->compute_actions = 2 * (int64_t)out->stages * out->microbatches;
+        sched_gen_shape_of(&g, BASIC_ACTIONS_PER_CELL, out);
         return PL_OK;
     }
     return -1;
@@ -108,7 +71,7 @@ int sched_basic_shape(const char *name, const sched_gen_opts *o, sched_shape *ou
 
 /* Allocates the empty schedule for checked parameters g (loop placement, p*v stages) and sets
  * its policies. Returns NULL with e filled when sched_new fails. */
-static sched *gen_begin(const char *name, const gen_params *g, sched_weights w,
+static sched *gen_begin(const char *name, const sched_gen_params *g, sched_weights w,
                         sched_recompute rc, pl_err *e) {
     sched *s = sched_new(g->p, g->p * g->v, g->m, SCHED_PLACE_LOOP, NULL, e);
     if (!s) {
@@ -164,7 +127,7 @@ static sched *gen_fail(sched *s) {
  * same microbatch order (PyTorch ScheduleGPipe); a flush per iteration. Returns the schedule
  * or NULL with e filled. */
 sched *sched_gen_gpipe(const sched_gen_opts *o, pl_err *e) {
-    gen_params g;
+    sched_gen_params g;
     if (gen_check("gpipe", o, 0, 1, 1, &g, e) != PL_OK) return NULL;
     sched *s = gen_begin("gpipe", &g, SCHED_WEIGHTS_FLUSH, o->recompute, e);
     if (!s) return NULL;
@@ -182,7 +145,7 @@ sched *sched_gen_gpipe(const sched_gen_opts *o, pl_err *e) {
 /* 1F1B (PipeDream-Flush): each iteration is a complete 1F1B block (warm-up, steady state,
  * cool-down) and ends with a flush. Returns the schedule or NULL with e filled. */
 sched *sched_gen_1f1b(const sched_gen_opts *o, pl_err *e) {
-    gen_params g;
+    sched_gen_params g;
     if (gen_check("1f1b", o, 0, 1, 1, &g, e) != PL_OK) return NULL;
     sched *s = gen_begin("1f1b", &g, SCHED_WEIGHTS_FLUSH, o->recompute, e);
     if (!s) return NULL;
@@ -197,7 +160,7 @@ sched *sched_gen_1f1b(const sched_gen_opts *o, pl_err *e) {
  * with e filled. */
 static sched *gen_async_1f1b(const char *name, sched_weights w, const sched_gen_opts *o,
                              pl_err *e) {
-    gen_params g;
+    sched_gen_params g;
     if (gen_check(name, o, 0, 1, 4, &g, e) != PL_OK) return NULL;
     sched *s = gen_begin(name, &g, w, o->recompute, e);
     if (!s) return NULL;
@@ -258,7 +221,7 @@ static void interleaved_lookup(int64_t vid, int m, int v, int n, int *mb, int *c
  * v = 1 the warm-up is Megatron's non-interleaved p-r-1 and the order equals 1f1b's.
  * Returns the schedule or NULL with e filled. */
 sched *sched_gen_interleaved(const sched_gen_opts *o, pl_err *e) {
-    gen_params g;
+    sched_gen_params g;
     if (gen_check("interleaved", o, 1, 2, 1, &g, e) != PL_OK) return NULL;
     int p = g.p, m = g.m, v = g.v;
     int n = v > 1 ? interleaved_group(m, p) : 1;
@@ -295,7 +258,7 @@ sched *sched_gen_interleaved(const sched_gen_opts *o, pl_err *e) {
  * order, each over the microbatches in reverse order (as PyTorch does). Any m and v work.
  * Returns the schedule or NULL with e filled. */
 sched *sched_gen_looped_bfs(const sched_gen_opts *o, pl_err *e) {
-    gen_params g;
+    sched_gen_params g;
     if (gen_check("looped-bfs", o, 1, 2, 1, &g, e) != PL_OK) return NULL;
     sched *s = gen_begin("looped-bfs", &g, SCHED_WEIGHTS_FLUSH, o->recompute, e);
     if (!s) return NULL;
@@ -333,7 +296,7 @@ sched *sched_gen_replicated(const char *name, const sched_gen_opts *o, const int
             if (replicas[q] > 1) any = 1;
         }
     if (!any) return sched_generate(name, o, e);
-    gen_params g;
+    sched_gen_params g;
     if (gen_check(name, o, 0, 1, kind == 0 ? 1 : 4, &g, e) != PL_OK) return NULL;
     sched *s = gen_begin(name, &g, kind == 0 ? SCHED_WEIGHTS_FLUSH : kind == 1 ? SCHED_WEIGHTS_STASH : SCHED_WEIGHTS_2BW,
                          o->recompute, e);

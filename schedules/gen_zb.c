@@ -6,26 +6,17 @@
 
 #include "sched_int.h"
 
-/* Checked, defaulted parameters of one generator call. */
-typedef struct zb_params {
-    int p;     /* ranks */
-    int m;     /* microbatches per iteration */
-    int v;     /* stages per rank: 1 (loop) or 2 (V) */
-    int iters; /* iterations, each a complete block ending in a flush */
-} zb_params;
+/* Compute actions per (stage, microbatch) at most: F, I and W (an upper bound for DualPipeV,
+ * whose overlapped pairs and full backwards take fewer). */
+#define ZB_ACTIONS_PER_CELL 3
 
 /* Checks o for generator `name` taking v stages per rank (chunks 0 or v; 1 is also accepted
  * when v is 1) and at least min_m microbatches (min_why says why). Every check happens here,
  * before anything is allocated. Returns PL_OK or PL_EINPUT with a message naming the rule. */
 static int zb_check_sizes(const char *name, const sched_gen_opts *o, int v, int min_m,
-                    const char *min_why, zb_params *g, pl_err *e) {
-    if (!o) return pl_errf(e, PL_EINPUT, "%s: no options given", name);
-    if (o->ranks < 1) return pl_errf(e, PL_EINPUT, "%s: --ranks %d must be >= 1", name, o->ranks);
-    if (o->ranks > SCHED_MAX_RANKS)
-        return pl_errf(e, PL_EINPUT, "%s: --ranks %d exceeds the limit of %d", name, o->ranks,
-                       SCHED_MAX_RANKS);
-    if (o->microbatches < 1)
-        return pl_errf(e, PL_EINPUT, "%s: --microbatches %d must be >= 1", name, o->microbatches);
+                    const char *min_why, sched_gen_params *g, pl_err *e) {
+    int rc = sched_gen_check_counts(name, o, e);
+    if (rc != PL_OK) return rc;
     if (v == 1 && o->chunks != 0 && o->chunks != 1)
         return pl_errf(e, PL_EINPUT,
                        "%s: --chunks %d must be 0 or 1 because the schedule holds one stage per "
@@ -36,12 +27,7 @@ static int zb_check_sizes(const char *name, const sched_gen_opts *o, int v, int 
                        "%s: --chunks %d must be 0 or 2 because the V placement puts exactly two "
                        "stages on every rank",
                        name, o->chunks);
-    if (o->iterations < 0)
-        return pl_errf(e, PL_EINPUT, "%s: --iterations %d must be >= 1 (or 0 for the default)",
-                       name, o->iterations);
-    if (o->recompute != SCHED_RECOMPUTE_NONE && o->recompute != SCHED_RECOMPUTE_FULL)
-        return pl_errf(e, PL_EINPUT, "%s: unknown recomputation policy %d", name,
-                       (int)o->recompute);
+    if ((rc = sched_gen_check_policies(name, o, e)) != PL_OK) return rc;
     g->p = o->ranks;
     g->m = o->microbatches;
     g->v = v;
@@ -49,45 +35,27 @@ static int zb_check_sizes(const char *name, const sched_gen_opts *o, int v, int 
     if (g->m < min_m)
         return pl_errf(e, PL_EINPUT, "%s: --microbatches %d must be >= %d because %s", name, g->m,
                        min_m, min_why);
-    int64_t mbs = (int64_t)g->m * g->iters;
-    if (mbs > SCHED_MAX_MICROBATCHES)
-        return pl_errf(e, PL_EINPUT,
-                       "%s: --microbatches %d x --iterations %d = %lld exceeds the limit of %d",
-                       name, g->m, g->iters, (long long)mbs, SCHED_MAX_MICROBATCHES);
+    if ((rc = sched_gen_check_microbatches(name, g, e)) != PL_OK) return rc;
     int64_t stages = (int64_t)g->p * v;
     if (stages > SCHED_MAX_STAGES)
         return pl_errf(e, PL_EINPUT, "%s: %d ranks need %lld stages, more than the limit of %d",
                        name, g->p, (long long)stages, SCHED_MAX_STAGES);
-    /* At most three compute actions (F, I, W) per (stage, microbatch); the factors are
-     * bounded (2^20 stages, 2^24 microbatches), so the product fits in 64 bits. */
-    int64_t acts = 3 * stages * mbs;
-    if ((uint64_t)acts > (uint64_t)SCHED_MAX_ACTIONS)
-        return pl_errf(e, PL_EINPUT,
-                       "%s: %lld stages x %lld microbatches needs %lld actions, more than the "
-                       "limit of %zu",
-                       name, (long long)stages, (long long)mbs, (long long)acts,
-                       (size_t)SCHED_MAX_ACTIONS);
-    return PL_OK;
+    return sched_gen_check_actions(name, g, ZB_ACTIONS_PER_CELL, e);
 }
 
 /* zb_check_sizes, then the memory the generator's lists take (sched_gen_bytes) against the budget.
  * Returns PL_OK or PL_EINPUT. */
 static int zb_check(const char *name, const sched_gen_opts *o, int v, int min_m,
-                    const char *min_why, zb_params *g, pl_err *e) {
+                    const char *min_why, sched_gen_params *g, pl_err *e) {
     int rc = zb_check_sizes(name, o, v, min_m, min_why, g, e);
     if (rc != PL_OK) return rc;
-    int64_t stages = (int64_t)g->p * g->v, mbs = (int64_t)g->m * g->iters;
-    int64_t acts = 3 * stages * mbs;
-    char what[160];
-    snprintf(what, sizeof what, "%s: %lld stages x %lld microbatches (%lld actions)", name, (long long)stages,
-             (long long)mbs, (long long)acts);
-    return sched_memory_check(sched_gen_bytes((uint64_t)acts), what, e);
+    return sched_gen_check_memory(name, o, g, ZB_ACTIONS_PER_CELL, e);
 }
 
 /* Allocates the empty flush schedule for checked parameters g: loop placement with p stages
  * when g->v is 1, V placement with 2p stages when it is 2. Returns NULL with e filled when
  * sched_new fails. */
-static sched *zb_begin(const char *name, const zb_params *g, sched_recompute rc, pl_err *e) {
+static sched *zb_begin(const char *name, const sched_gen_params *g, sched_recompute rc, pl_err *e) {
     sched *s = sched_new(g->p, g->p * g->v, g->m, g->v == 2 ? SCHED_PLACE_V : SCHED_PLACE_LOOP,
                          NULL, e);
     if (!s) return NULL;
@@ -137,11 +105,11 @@ static sched *zb_fail(sched *s) {
 }
 
 /* The per-rank pattern of a generator: appends one iteration of rank r to em. */
-typedef void (*rank_fn)(emitter *em, const zb_params *g, int r);
+typedef void (*rank_fn)(emitter *em, const sched_gen_params *g, int r);
 
 /* Runs fn for every rank and iteration of a fresh schedule. Returns the schedule, or NULL
  * with e filled on allocation failure. */
-static sched *zb_build(const char *name, const zb_params *g, sched_recompute rc, rank_fn fn,
+static sched *zb_build(const char *name, const sched_gen_params *g, sched_recompute rc, rank_fn fn,
                        pl_err *e) {
     sched *s = zb_begin(name, g, rc, e);
     if (!s) return NULL;
@@ -162,7 +130,7 @@ static sched *zb_build(const char *name, const zb_params *g, sched_recompute rc,
  * while activations held until I stay at 1F1B's p-r. With unit costs and m >= p the makespan
  * is 3m + p - 1 and rank r idles p-1-r steps between its first and last action: the paper's
  * bubble (p-1)(tF+tB-tW) on the first rank. */
-static void zb_h1_rank(emitter *em, const zb_params *g, int r) {
+static void zb_h1_rank(emitter *em, const sched_gen_params *g, int r) {
     int p = g->p, m = g->m, st = r;
     int warm = p - 1 - r < m ? p - 1 - r : m;
     int f = 0, i = 0, w = 0, k = 0;
@@ -187,7 +155,7 @@ static void zb_h1_rank(emitter *em, const zb_params *g, int r) {
  * 3m + r under unit costs (the paper's bubble (p-1)(tF+tB-2tW) = 0), makespan 3m + p - 1.
  * The pattern needs n = 2p-1 microbatches; smaller m is served by building it for 2p-1 and
  * dropping the microbatches that do not exist. */
-static void zb_h2_rank(emitter *em, const zb_params *g, int r) {
+static void zb_h2_rank(emitter *em, const sched_gen_params *g, int r) {
     int p = g->p, st = r;
     int n = g->m > 2 * p - 1 ? g->m : 2 * p - 1;
     int f = 0, i = 0, w = 0;
@@ -215,7 +183,7 @@ static void zb_h2_rank(emitter *em, const zb_params *g, int r) {
  * then the pending W of chunk 1 and of chunk 0. Microbatches >= m are dropped, as PyTorch
  * does. With unit costs and m >= 2p-1 every rank is busy without a gap from step r to 6m + r
  * (zero bubble), and 2p chunk activations (one 1F1B's worth of memory) are in flight. */
-static void zbv_rank(emitter *em, const zb_params *g, int r) {
+static void zbv_rank(emitter *em, const sched_gen_params *g, int r) {
     int p = g->p, s0 = r, s1 = 2 * p - 1 - r;
     int n = g->m > 2 * p - 1 ? g->m : 2 * p - 1;
     int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
@@ -295,7 +263,7 @@ static void dpv_overlap(emitter *em, dpv_state *d, int fc, int bc) {
  * 5. p-r-1 pairs (B1, F1 overlapped with B0); 6. r+1 pairs (B1, B0), switching to I for the
  * rest of the iteration half-way (before B1 on odd ranks, before B0 on even ones);
  * 7. p-r-1 pairs (W, B0 or I0); 8. the remaining W passes (r+1 of them). Needs m >= 2p. */
-static void dualpipev_rank(emitter *em, const zb_params *g, int r) {
+static void dualpipev_rank(emitter *em, const sched_gen_params *g, int r) {
     int p = g->p, m = g->m;
     dpv_state d = {{r, 2 * p - 1 - r}, {0, 0}, {0, 0}, NULL, NULL, 0, 0};
     d.wq_chunk = calloc((size_t)2 * (size_t)m, sizeof *d.wq_chunk);
@@ -347,7 +315,7 @@ static void dualpipev_rank(emitter *em, const zb_params *g, int r) {
 
 /* Returns the ZB-H1 schedule (see zb_h1_rank), or NULL with e filled. Serves every m >= 1. */
 sched *sched_gen_zb_h1(const sched_gen_opts *o, pl_err *e) {
-    zb_params g;
+    sched_gen_params g;
     if (zb_check("zb-h1", o, 1, 1, "", &g, e) != PL_OK) return NULL;
     return zb_build("zb-h1", &g, o->recompute, zb_h1_rank, e);
 }
@@ -355,7 +323,7 @@ sched *sched_gen_zb_h1(const sched_gen_opts *o, pl_err *e) {
 /* Returns the ZB-H2 schedule (see zb_h2_rank), or NULL with e filled. Serves every m >= 1;
  * the zero-bubble parallelogram needs m >= 2p-1. */
 sched *sched_gen_zb_h2(const sched_gen_opts *o, pl_err *e) {
-    zb_params g;
+    sched_gen_params g;
     if (zb_check("zb-h2", o, 1, 1, "", &g, e) != PL_OK) return NULL;
     return zb_build("zb-h2", &g, o->recompute, zb_h2_rank, e);
 }
@@ -363,14 +331,14 @@ sched *sched_gen_zb_h2(const sched_gen_opts *o, pl_err *e) {
 /* Returns the ZB-V schedule (see zbv_rank), or NULL with e filled. Serves every m >= 1 as
  * PyTorch does; zero bubble needs m >= 2p-1. */
 sched *sched_gen_zbv(const sched_gen_opts *o, pl_err *e) {
-    zb_params g;
+    sched_gen_params g;
     if (zb_check("zbv", o, 2, 1, "", &g, e) != PL_OK) return NULL;
     return zb_build("zbv", &g, o->recompute, zbv_rank, e);
 }
 
 /* Checks o for DualPipeV (m >= 2p, see sched_gen_dualpipev), with the memory budget when mem;
  * returns PL_OK or PL_EINPUT. */
-static int dualpipev_check(const sched_gen_opts *o, int mem, zb_params *g, pl_err *e) {
+static int dualpipev_check(const sched_gen_opts *o, int mem, sched_gen_params *g, pl_err *e) {
     int min_m = o && o->ranks >= 1 && o->ranks <= SCHED_MAX_RANKS ? 2 * o->ranks : 1;
     const char *why = "DualPipeV needs at least as many microbatches as stages (2 x ranks) to fill its warm-up";
     return mem ? zb_check("dualpipev", o, 2, min_m, why, g, e) : zb_check_sizes("dualpipev", o, 2, min_m, why, g, e);
@@ -380,22 +348,19 @@ static int dualpipev_check(const sched_gen_opts *o, int mem, zb_params *g, pl_er
  * m < 2p, as PyTorch does: the steady phase of the first rank needs as many microbatches as
  * there are stages. */
 sched *sched_gen_dualpipev(const sched_gen_opts *o, pl_err *e) {
-    zb_params g;
+    sched_gen_params g;
     if (dualpipev_check(o, 1, &g, e) != PL_OK) return NULL;
     return zb_build("dualpipev", &g, o->recompute, dualpipev_rank, e);
 }
 
 int sched_zb_shape(const char *name, const sched_gen_opts *o, sched_shape *out, pl_err *e) {
-    zb_params g;
+    sched_gen_params g;
     int rc;
     if (strcmp(name, "zb-h1") == 0 || strcmp(name, "zb-h2") == 0) rc = zb_check_sizes(name, o, 1, 1, "", &g, e);
     else if (strcmp(name, "zbv") == 0) rc = zb_check_sizes(name, o, 2, 1, "", &g, e);
     else if (strcmp(name, "dualpipev") == 0) rc = dualpipev_check(o, 0, &g, e);
     else return -1;
     if (rc != PL_OK) return rc;
-    out->ranks = g.p;
-    out->stages = g.p * g.v;
-    out->microbatches = (int64_t)g.m * g.iters;
-    out->compute_actions = 3 * (int64_t)out->stages * out->microbatches; /* F, I, W (an upper bound for DualPipeV) */
+    sched_gen_shape_of(&g, ZB_ACTIONS_PER_CELL, out);
     return PL_OK;
 }

@@ -1,5 +1,5 @@
 /* io_csv.c: PyTorch torch.distributed.pipelining CSV schedules (read, write) and sched_load. */
-#include "pl_sched.h"
+#include "sched_int.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -35,8 +35,6 @@
 
 /* Largest file sched_load reads. */
 #define LOAD_MAX_BYTES ((size_t)256 << 20)
-/* Longest piece of user text quoted back in a message. */
-#define QUOTE_MAX 48
 
 /* ---------------------------------------------------------------- writing */
 
@@ -111,20 +109,11 @@ typedef struct csv_rd {
 /* Fills e with "path:line:col: message" and returns PL_EINPUT. */
 __attribute__((format(printf, 4, 5)))
 static int csv_fail(csv_rd *c, int line, int col, const char *fmt, ...) {
-    char msg[768];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = sched_fail_atv(c->e, c->path, line, col, fmt, ap);
     va_end(ap);
-    return pl_errf(c->e, PL_EINPUT, "%s:%d:%d: %s", c->path, line, col, msg);
-}
-
-/* Copies p[0..n) into buf (size QUOTE_MAX + 4) for quoting, shortened with "..." when long. */
-static const char *quote(const char *p, size_t n, char *buf) {
-    size_t k = n <= QUOTE_MAX ? n : QUOTE_MAX;
-    memcpy(buf, p, k);
-    strcpy(buf + k, n > k ? "..." : "");
-    return buf;
+    return rc;
 }
 
 /* Records that stage st appears on row rw (at line:col); returns PL_OK, PL_EINPUT when the
@@ -186,7 +175,7 @@ static int is_blank(char c) { return c == ' ' || c == '\t'; }
 /* Parses the cells of line p[0..n) (number line, row rw) into c->rows[rw]. Returns PL_OK,
  * PL_EINPUT or PL_ENOMEM. */
 static int read_row(csv_rd *c, const char *p, size_t n, int line, int rw, sched_letters letters) {
-    char q[QUOTE_MAX + 4];
+    char q[SCHED_QUOTE_BUF];
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)p[i];
         if ((ch < 0x20 && ch != '\t') || ch >= 0x7f)
@@ -211,7 +200,7 @@ static int read_row(csv_rd *c, const char *p, size_t n, int line, int rw, sched_
             size_t ecol = 0;
             pl_err pe;
             pl_err_clear(&pe);
-            const char *cell = quote(p + a, b - a, q);
+            const char *cell = sched_quote(p + a, b - a, q);
             if (sched_action_parse(p + a, b - a, letters, &act, &ecol, &pe) != PL_OK)
                 return csv_fail(c, line, (int)(a + ecol) + 1, "cannot parse action '%s': %s",
                                 cell, pe.msg);

@@ -1,5 +1,5 @@
 /* io_text.c: the native .sched text format: writing it, and reading it with path:line:col errors. */
-#include "pl_sched.h"
+#include "sched_int.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -30,8 +30,6 @@
 
 #define FORMAT_MAGIC "pipelab-schedule"
 #define FORMAT_VERSION "1"
-/* Longest piece of user text quoted back in a message. */
-#define QUOTE_MAX 48
 
 /* ---------------------------------------------------------------- writing */
 
@@ -130,13 +128,8 @@ typedef struct rd {
 /* Returns 1 for the blanks that separate tokens. */
 static int is_blank(char c) { return c == ' ' || c == '\t'; }
 
-/* Copies token t into buf (size QUOTE_MAX + 4) for quoting, shortened with "..." when long. */
-static const char *quote(tok t, char *buf) {
-    size_t n = t.n <= QUOTE_MAX ? t.n : QUOTE_MAX;
-    memcpy(buf, t.p, n);
-    strcpy(buf + n, t.n > n ? "..." : "");
-    return buf;
-}
+/* Returns token t quoted into buf (SCHED_QUOTE_BUF bytes), shortened when long. */
+static const char *quote(tok t, char *buf) { return sched_quote(t.p, t.n, buf); }
 
 /* Reads the next line into *l; returns 0 at end of input. A trailing '\r' is dropped. */
 static int next_line(rd *r, line *l) {
@@ -173,12 +166,11 @@ static int tok_is(tok t, const char *w) { return strlen(w) == t.n && memcmp(t.p,
 /* Fills e with "path:line:col: message" and returns PL_EINPUT. */
 __attribute__((format(printf, 4, 5)))
 static int fail_at(rd *r, int lineno, int col, const char *fmt, ...) {
-    char msg[768];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = sched_fail_atv(r->e, r->path, lineno, col, fmt, ap);
     va_end(ap);
-    return pl_errf(r->e, PL_EINPUT, "%s:%d:%d: %s", r->path, lineno, col, msg);
+    return rc;
 }
 
 /* Line and column of the end of the input, for errors about something missing there. */
@@ -211,7 +203,7 @@ static int check_bytes(rd *r, const line *l) {
  * with *out set, or PL_EINPUT saying whether it is not a number or out of range. */
 static int parse_num(rd *r, int lineno, tok t, const char *what, long long lo, long long hi,
                      long long *out) {
-    char q[QUOTE_MAX + 4];
+    char q[SCHED_QUOTE_BUF];
     long long v = 0;
     int big = 0;
     for (size_t i = 0; i < t.n; i++) {
@@ -234,7 +226,7 @@ static int parse_num(rd *r, int lineno, tok t, const char *what, long long lo, l
 static int one_value(rd *r, const hdr_entry *h, int k, tok *t) {
     size_t pos = (size_t)h->col - 1 + strlen(key_names[k]);
     tok extra = {NULL, 0, 0};
-    char q[QUOTE_MAX + 4];
+    char q[SCHED_QUOTE_BUF];
     if (!next_tok(&h->ln, &pos, t))
         return fail_at(r, h->ln.no, (int)h->ln.n + 1, "header key '%s' needs a value", key_names[k]);
     if (next_tok(&h->ln, &pos, &extra))
@@ -258,10 +250,10 @@ static int num_value(rd *r, const hdr_entry *h, int k, long long lo, long long h
 static int name_value(rd *r, const hdr_entry *h, int k, int (*parse)(const char *),
                       const char *choices, int *out) {
     tok t = {NULL, 0, 0};
-    char q[QUOTE_MAX + 4];
+    char q[SCHED_QUOTE_BUF];
     int rc = one_value(r, h, k, &t);
     if (rc) return rc;
-    int v = t.n <= QUOTE_MAX ? parse(quote(t, q)) : -1;
+    int v = t.n <= SCHED_QUOTE_MAX ? parse(quote(t, q)) : -1;
     if (v < 0)
         return fail_at(r, h->ln.no, t.col, "unknown %s '%s' (expected %s)", key_names[k],
                        quote(t, q), choices);
@@ -280,10 +272,10 @@ static int placement_value(rd *r, const hdr_entry *h, int ranks, int stages,
                            sched_placement *pl, int *stage_rank) {
     size_t pos = (size_t)h->col - 1 + strlen(key_names[K_PLACEMENT]);
     tok t = {NULL, 0, 0};
-    char q[QUOTE_MAX + 4];
+    char q[SCHED_QUOTE_BUF];
     if (!next_tok(&h->ln, &pos, &t))
         return fail_at(r, h->ln.no, (int)h->ln.n + 1, "header key 'placement' needs a value");
-    int v = t.n <= QUOTE_MAX ? sched_placement_parse(quote(t, q)) : -1;
+    int v = t.n <= SCHED_QUOTE_MAX ? sched_placement_parse(quote(t, q)) : -1;
     if (v < 0)
         return fail_at(r, h->ln.no, t.col, "unknown placement '%s' (expected loop, v, or "
                        "explicit followed by one rank per stage)", quote(t, q));
@@ -348,7 +340,7 @@ static sched *build_from_header(rd *r, const hdr_entry *hdr) {
         name_value(r, &hdr[K_LOWERED], K_LOWERED, parse_yes_no, "no or yes", &lowered))
         return NULL;
     tok kt = {NULL, 0, 0};
-    char q[QUOTE_MAX + 4];
+    char q[SCHED_QUOTE_BUF];
     if (one_value(r, &hdr[K_KIND], K_KIND, &kt)) return NULL;
     if (kt.n >= sizeof ((sched *)0)->kind) {
         fail_at(r, hdr[K_KIND].ln.no, kt.col, "kind '%s' is longer than %zu characters",
@@ -387,7 +379,7 @@ static sched *build_from_header(rd *r, const hdr_entry *hdr) {
 static int check_magic(rd *r, const line *l) {
     size_t pos = 0;
     tok t = {NULL, 0, 0}, v = {NULL, 0, 0};
-    char q[QUOTE_MAX + 4];
+    char q[SCHED_QUOTE_BUF];
     next_tok(l, &pos, &t);
     if (!tok_is(t, FORMAT_MAGIC))
         return fail_at(r, l->no, t.col, "not a pipelab schedule: expected '" FORMAT_MAGIC " "
@@ -406,7 +398,7 @@ static int check_magic(rd *r, const line *l) {
 /* Checks one parsed action a (token t) on rank rk against the header: stage and microbatch
  * ranges, placement, and SEND/RECV only in a lowered schedule. Returns PL_OK or PL_EINPUT. */
 static int check_action(rd *r, const sched *s, int rk, const sched_action *a, int lineno, tok t) {
-    char q[QUOTE_MAX + 4];
+    char q[SCHED_QUOTE_BUF];
     long long mbmax = (long long)s->microbatches * s->iterations;
     int halves = a->kind == SCHED_OVERLAP ? 2 : 1;
     for (int h = 0; h < halves; h++) {
@@ -433,7 +425,7 @@ static int check_action(rd *r, const sched *s, int rk, const sched_action *a, in
 /* Parses the rank line l, which must be "rank <expect>: actions...", onto rank expect of s.
  * Returns PL_OK, PL_EINPUT, or PL_ENOMEM. */
 static int read_rank_line(rd *r, sched *s, int expect, const int *rank_lines, const line *l) {
-    char q[QUOTE_MAX + 4];
+    char q[SCHED_QUOTE_BUF];
     size_t pos = 0;
     tok t = {NULL, 0, 0};
     next_tok(l, &pos, &t); /* "rank" */
@@ -456,7 +448,7 @@ static int read_rank_line(rd *r, sched *s, int expect, const int *rank_lines, co
                        l->p + ns);
     if (big || v >= s->ranks)
         return fail_at(r, l->no, (int)ns + 1, "rank %.*s is out of range (ranks %d)",
-                       (int)(pos - ns) < QUOTE_MAX ? (int)(pos - ns) : QUOTE_MAX, l->p + ns, s->ranks);
+                       (int)(pos - ns) < SCHED_QUOTE_MAX ? (int)(pos - ns) : SCHED_QUOTE_MAX, l->p + ns, s->ranks);
     if (v < expect)
         return fail_at(r, l->no, (int)ns + 1, "second line for rank %lld (the first is line %d)",
                        v, rank_lines[v]);
@@ -496,7 +488,7 @@ static sched *read_body(rd *r) {
     sched *s = NULL;
     int *rank_lines = NULL;
     int nranks = 0; /* rank lines read */
-    char q[QUOTE_MAX + 4];
+    char q[SCHED_QUOTE_BUF];
     line l;
     while (next_line(r, &l)) {
         if (is_skippable(&l)) continue;
