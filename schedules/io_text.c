@@ -480,88 +480,101 @@ static int key_index(tok t) {
     return -1;
 }
 
+/* The reader's progress through the lines after the magic: the header entries, then the
+ * schedule (built at the first rank line) and the lines of its ranks. */
+typedef struct body {
+    hdr_entry hdr[K_NKEYS];
+    sched *s;
+    int *rank_lines; /* [ranks] line of each rank's row */
+    int nranks;      /* rank lines read */
+} body;
+
+/* Builds b's schedule from its header, complete at line at (0 = the end of input). Returns
+ * PL_OK, or an error code with e filled. */
+static int body_begin(rd *r, body *b, int at) {
+    int rc = check_header_complete(r, b->hdr, at);
+    if (rc != PL_OK) return rc;
+    if (!(b->s = build_from_header(r, b->hdr))) return r->e && r->e->code ? r->e->code : PL_EINPUT;
+    return PL_OK;
+}
+
+/* Reads the rank line l (first token t, "rank") onto the next rank, building the schedule and
+ * the table of rank lines at the first one. Returns PL_OK, or an error code with e filled. */
+static int body_rank_line(rd *r, body *b, const line *l, tok t) {
+    int rc;
+    if (!b->s) {
+        if ((rc = body_begin(r, b, l->no)) != PL_OK) return rc;
+        b->rank_lines = pl_calloc((size_t)b->s->ranks, sizeof *b->rank_lines);
+        if (!b->rank_lines) return pl_errf(r->e, PL_ENOMEM, "%s: out of memory", r->path);
+    }
+    if (b->nranks == b->s->ranks)
+        return fail_at(r, l->no, t.col, "extra rank line: all %d ranks already have their line", b->s->ranks);
+    if ((rc = read_rank_line(r, b->s, b->nranks, b->rank_lines, l)) != PL_OK) return rc;
+    b->rank_lines[b->nranks++] = l->no;
+    return PL_OK;
+}
+
+/* Notes the header line l (first token t): a known key, once, before the rank lines. Returns
+ * PL_OK, or PL_EINPUT saying what the line is instead. */
+static int body_key_line(rd *r, body *b, const line *l, tok t) {
+    char q[SCHED_QUOTE_BUF];
+    int k = key_index(t);
+    if (k < 0 && t.n > 4 && memcmp(t.p, "rank", 4) == 0)
+        return fail_at(r, l->no, t.col, "expected 'rank <number>:' with a blank after 'rank', "
+                       "found '%s'", quote(t, q));
+    if (k < 0 && b->s)
+        return fail_at(r, l->no, t.col, "unexpected '%s' after the rank lines (expected 'rank %d:')",
+                       quote(t, q), b->nranks);
+    if (k < 0)
+        return fail_at(r, l->no, t.col, "unknown header key '%s' (expected one of kind, ranks, "
+                       "stages, microbatches, iterations, chunks, placement, weights, "
+                       "recompute, lowered, or a 'rank R:' line)", quote(t, q));
+    if (b->s)
+        return fail_at(r, l->no, t.col, "header key '%s' after the rank lines (the header comes "
+                       "first)", key_names[k]);
+    if (b->hdr[k].ln.no)
+        return fail_at(r, l->no, t.col, "duplicate header key '%s' (first given on line %d)",
+                       key_names[k], b->hdr[k].ln.no);
+    b->hdr[k].ln = *l;
+    b->hdr[k].col = t.col;
+    return PL_OK;
+}
+
+/* After the last line: the schedule (built here when no rank line came), a line for every
+ * rank, the source recorded. Returns PL_OK, or an error code with e filled. */
+static int body_end(rd *r, body *b) {
+    int rc;
+    if (!b->s && (rc = body_begin(r, b, 0)) != PL_OK) return rc;
+    if (b->nranks < b->s->ranks) {
+        int lineno, col;
+        end_pos(r, &lineno, &col);
+        return fail_at(r, lineno, col, "missing the line 'rank %d:' (ranks %d, but the file has %d rank "
+                       "line%s; is it truncated?)", b->nranks, b->s->ranks, b->nranks, b->nranks == 1 ? "" : "s");
+    }
+    if (sched_set_source(b->s, r->path, b->rank_lines) != PL_OK)
+        return pl_errf(r->e, PL_ENOMEM, "%s: out of memory", r->path);
+    return PL_OK;
+}
+
 /* Reads the lines after the magic: header, then rank lines. Returns the schedule, or NULL
  * with e filled. */
 static sched *read_body(rd *r) {
-    hdr_entry hdr[K_NKEYS];
-    memset(hdr, 0, sizeof hdr);
-    sched *s = NULL;
-    int *rank_lines = NULL;
-    int nranks = 0; /* rank lines read */
-    char q[SCHED_QUOTE_BUF];
+    body b;
+    memset(&b, 0, sizeof b);
+    int rc = PL_OK;
     line l;
-    while (next_line(r, &l)) {
+    while (rc == PL_OK && next_line(r, &l)) {
         if (is_skippable(&l)) continue;
-        if (check_bytes(r, &l)) goto fail;
+        if ((rc = check_bytes(r, &l)) != PL_OK) break;
         size_t pos = 0;
         tok t = {NULL, 0, 0};
         next_tok(&l, &pos, &t);
-        if (tok_is(t, "rank")) {
-            if (!s) {
-                if (check_header_complete(r, hdr, l.no)) goto fail;
-                if (!(s = build_from_header(r, hdr))) goto fail;
-                rank_lines = pl_calloc((size_t)s->ranks, sizeof *rank_lines);
-                if (!rank_lines) {
-                    pl_errf(r->e, PL_ENOMEM, "%s: out of memory", r->path);
-                    goto fail;
-                }
-            }
-            if (nranks == s->ranks) {
-                fail_at(r, l.no, t.col, "extra rank line: all %d ranks already have their line",
-                        s->ranks);
-                goto fail;
-            }
-            if (read_rank_line(r, s, nranks, rank_lines, &l)) goto fail;
-            rank_lines[nranks++] = l.no;
-            continue;
-        }
-        int k = key_index(t);
-        if (k < 0) {
-            if (t.n > 4 && memcmp(t.p, "rank", 4) == 0)
-                fail_at(r, l.no, t.col, "expected 'rank <number>:' with a blank after 'rank', "
-                        "found '%s'", quote(t, q));
-            else if (s)
-                fail_at(r, l.no, t.col, "unexpected '%s' after the rank lines (expected 'rank %d:')",
-                        quote(t, q), nranks);
-            else
-                fail_at(r, l.no, t.col, "unknown header key '%s' (expected one of kind, ranks, "
-                        "stages, microbatches, iterations, chunks, placement, weights, "
-                        "recompute, lowered, or a 'rank R:' line)", quote(t, q));
-            goto fail;
-        }
-        if (s) {
-            fail_at(r, l.no, t.col, "header key '%s' after the rank lines (the header comes "
-                    "first)", key_names[k]);
-            goto fail;
-        }
-        if (hdr[k].ln.no) {
-            fail_at(r, l.no, t.col, "duplicate header key '%s' (first given on line %d)",
-                    key_names[k], hdr[k].ln.no);
-            goto fail;
-        }
-        hdr[k].ln = l;
-        hdr[k].col = t.col;
+        rc = tok_is(t, "rank") ? body_rank_line(r, &b, &l, t) : body_key_line(r, &b, &l, t);
     }
-    if (!s) {
-        if (check_header_complete(r, hdr, 0)) goto fail;
-        if (!(s = build_from_header(r, hdr))) goto fail;
-    }
-    if (nranks < s->ranks) {
-        int lineno, col;
-        end_pos(r, &lineno, &col);
-        fail_at(r, lineno, col, "missing the line 'rank %d:' (ranks %d, but the file has %d rank "
-                "line%s; is it truncated?)", nranks, s->ranks, nranks, nranks == 1 ? "" : "s");
-        goto fail;
-    }
-    if (sched_set_source(s, r->path, rank_lines) != PL_OK) {
-        pl_errf(r->e, PL_ENOMEM, "%s: out of memory", r->path);
-        goto fail;
-    }
-    free(rank_lines);
-    return s;
-fail:
-    free(rank_lines);
-    sched_free(s);
+    if (rc == PL_OK) rc = body_end(r, &b);
+    free(b.rank_lines);
+    if (rc == PL_OK) return b.s;
+    sched_free(b.s);
     return NULL;
 }
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A receive to place on a rank: its time and the action. 24 bytes. */
+/* A receive to place on a rank: its time and the action. */
 typedef struct recv_ev {
     int64_t time;
     int32_t stage, mb;
@@ -198,32 +198,48 @@ static int recv_sort(recv_list *l) {
     return 0;
 }
 
-sched *sched_lower(const sched *s, pl_err *e) {
-    if (s->lowered) {
-        sched *c = sched_clone(s);
-        if (!c) pl_errf(e, PL_ENOMEM, "out of memory");
-        return c;
-    }
-    /* memory, before anything is allocated: per compute action its dry-run slot (16 bytes), up
-     * to four lowered actions (20 bytes each: itself, a send, a receive, an update) and two
-     * queued receives (24 bytes each) */
+/* Per compute action, what lowering holds at its peak besides the input: the dry run's slot,
+ * up to four lowered actions (the action, a send, a receive, an update) and two queued
+ * receives. */
+#define LOWERED_PER_COMPUTE 4
+#define RECVS_PER_COMPUTE 2
+#define LOWER_BYTES_PER_ACTION \
+    (sizeof(sched_slot) + LOWERED_PER_COMPUTE * sizeof(sched_action) + RECVS_PER_COMPUTE * sizeof(recv_ev))
+
+/* Returns PL_OK when lowering s fits the memory budget, checked before anything is allocated;
+ * else PL_EINPUT with the bytes it needs. */
+static int lower_check_memory(const sched *s, pl_err *e) {
     uint64_t n = sched_total_actions(s), need = 0;
     char what[160];
     snprintf(what, sizeof what, "lowering %s (%d ranks, %d stages, %d microbatches, %llu actions)", s->kind, s->ranks,
              s->stages, s->microbatches, (unsigned long long)n);
-    if (__builtin_mul_overflow(n, (uint64_t)(16 + 4 * sizeof(sched_action) + 2 * 24), &need)) need = UINT64_MAX;
-    if (sched_memory_check(need, what, e) != PL_OK) return NULL;
-    /* validation's dry run gives the unit-time slots that order the receives */
-    sched_dryrun_result dr;
-    if (sched_validate_core(s, &dr, e) != PL_OK) return NULL;
+    if (__builtin_mul_overflow(n, (uint64_t)LOWER_BYTES_PER_ACTION, &need)) need = UINT64_MAX;
+    return sched_memory_check(need, what, e);
+}
+
+/* The work of one lowering: the input, its dry run, the output and the tables between them. */
+typedef struct lowering {
+    const sched *s;
+    sched_dryrun_result dr; /* validation's unit-time run: the slots that order the receives */
+    sched *out;
+    recv_list *recv;        /* [ranks] receives queued on each receiver */
+    size_t *extra;          /* [ranks] sends and updates each rank gets */
+    int64_t *last_bwd;      /* [stages x iterations] (find_marks) */
+    int64_t *last_iter;     /* [ranks x iterations] (find_marks) */
+} lowering;
+
+/* Allocates the output (with the input's shape and policies, marked lowered) and the tables of
+ * lw. Returns PL_OK or PL_ENOMEM. */
+static int lower_alloc(lowering *lw, pl_err *e) {
+    const sched *s = lw->s;
     int it = sched_iterations(s);
-    sched *out = sched_new(s->ranks, s->stages, s->microbatches, SCHED_PLACE_EXPLICIT, s->stage_rank, e);
-    recv_list *recv = pl_calloc((size_t)s->ranks, sizeof *recv);
-    size_t *extra = pl_calloc((size_t)s->ranks, sizeof *extra);
-    int64_t *last_bwd = pl_calloc((size_t)s->stages * (size_t)it, sizeof *last_bwd);
-    int64_t *last_iter = pl_calloc((size_t)s->ranks * (size_t)it, sizeof *last_iter);
-    int rc = PL_OK;
-    if (!out || !recv || !extra || !last_bwd || !last_iter) { rc = PL_ENOMEM; goto out; }
+    lw->out = sched_new(s->ranks, s->stages, s->microbatches, SCHED_PLACE_EXPLICIT, s->stage_rank, e);
+    lw->recv = pl_calloc((size_t)s->ranks, sizeof *lw->recv);
+    lw->extra = pl_calloc((size_t)s->ranks, sizeof *lw->extra);
+    lw->last_bwd = pl_calloc((size_t)s->stages * (size_t)it, sizeof *lw->last_bwd);
+    lw->last_iter = pl_calloc((size_t)s->ranks * (size_t)it, sizeof *lw->last_iter);
+    if (!lw->out || !lw->recv || !lw->extra || !lw->last_bwd || !lw->last_iter) return PL_ENOMEM;
+    sched *out = lw->out;
     memcpy(out->kind, s->kind, sizeof out->kind);
     out->placement = s->placement;
     out->iterations = s->iterations;
@@ -231,66 +247,94 @@ sched *sched_lower(const sched *s, pl_err *e) {
     out->weights = s->weights;
     out->recompute = s->recompute;
     out->lowered = 1;
-    find_marks(s, last_bwd, last_iter);
-    /* pass 1: queue the receives per receiver (in sender order) and count sends and updates */
-    for (int r = 0; r < s->ranks && rc == PL_OK; r++) {
+    return PL_OK;
+}
+
+/* Pass 1: queues the receives per receiver (in sender order) and counts each rank's sends and
+ * updates. Returns PL_OK or PL_ENOMEM. */
+static int lower_count(lowering *lw) {
+    const sched *s = lw->s;
+    for (int r = 0; r < s->ranks; r++) {
         const sched_rank *rk = &s->rank[r];
         for (size_t i = 0; i < rk->n; i++) {
             const sched_action *a = &rk->acts[i];
             if (!sched_kind_is_compute((sched_kind)a->kind)) continue;
-            size_t ns = emit_sends(s, NULL, r, a, dr.slot[r][i].end, recv);
-            if (ns == (size_t)-1) { rc = PL_ENOMEM; break; }
-            extra[r] += ns + emit_updates(s, NULL, r, i, last_bwd, last_iter);
+            size_t ns = emit_sends(s, NULL, r, a, lw->dr.slot[r][i].end, lw->recv);
+            if (ns == (size_t)-1) return PL_ENOMEM;
+            lw->extra[r] += ns + emit_updates(s, NULL, r, i, lw->last_bwd, lw->last_iter);
         }
     }
-    /* pass 2: each rank's list: before each compute the receives whose time is at or before
-     * its start, then the compute, its sends and updates; the remaining receives at the end */
-    for (int r = 0; r < s->ranks && rc == PL_OK; r++) {
-        recv_list *l = &recv[r];
-        if (recv_sort(l)) { rc = PL_ENOMEM; break; }
-        const sched_rank *rk = &s->rank[r];
-        size_t cap = rk->n + extra[r] + l->n;
-        if (cap == 0) continue;
-        outv o = {pl_reallocarray(NULL, cap, sizeof(sched_action)), 0};
-        if (!o.a) { rc = PL_ENOMEM; break; }
-        size_t q = 0;
-        for (size_t i = 0; i < rk->n; i++) {
-            const sched_action *a = &rk->acts[i];
-            if (sched_kind_is_compute((sched_kind)a->kind)) {
-                int64_t key = dr.slot[r][i].start;
-                while (q < l->n && l->ev[q].time <= key) {
-                    o.a[o.n++] = sched_act((sched_kind)l->ev[q].kind, l->ev[q].stage, l->ev[q].mb);
-                    q++;
-                }
-                o.a[o.n++] = *a;
-                emit_sends(s, &o, r, a, dr.slot[r][i].end, NULL);
-                emit_updates(s, &o, r, i, last_bwd, last_iter);
-            } else {
-                o.a[o.n++] = *a;
-            }
+    return PL_OK;
+}
+
+/* Returns the receive queued as ev, as an action. */
+static sched_action recv_action(const recv_ev *ev) { return sched_act((sched_kind)ev->kind, ev->stage, ev->mb); }
+
+/* Pass 2 for rank r: before each compute the receives whose time is at or before its start,
+ * then the compute, its sends and updates; the remaining receives at the end. The list is
+ * exactly as long as pass 1 counted. Returns PL_OK or PL_ENOMEM. */
+static int lower_rank(lowering *lw, int r) {
+    const sched *s = lw->s;
+    recv_list *l = &lw->recv[r];
+    if (recv_sort(l)) return PL_ENOMEM;
+    const sched_rank *rk = &s->rank[r];
+    size_t cap = rk->n + lw->extra[r] + l->n;
+    if (cap == 0) return PL_OK;
+    outv o = {pl_reallocarray(NULL, cap, sizeof(sched_action)), 0};
+    if (!o.a) return PL_ENOMEM;
+    size_t q = 0;
+    for (size_t i = 0; i < rk->n; i++) {
+        const sched_action *a = &rk->acts[i];
+        if (!sched_kind_is_compute((sched_kind)a->kind)) {
+            o.a[o.n++] = *a;
+            continue;
         }
-        while (q < l->n) {
-            o.a[o.n++] = sched_act((sched_kind)l->ev[q].kind, l->ev[q].stage, l->ev[q].mb);
-            q++;
-        }
-        out->rank[r].acts = o.a;
-        out->rank[r].n = out->rank[r].cap = o.n;
-        free(l->ev);
-        l->ev = NULL;
+        int64_t key = lw->dr.slot[r][i].start;
+        for (; q < l->n && l->ev[q].time <= key; q++) o.a[o.n++] = recv_action(&l->ev[q]);
+        o.a[o.n++] = *a;
+        emit_sends(s, &o, r, a, lw->dr.slot[r][i].end, NULL);
+        emit_updates(s, &o, r, i, lw->last_bwd, lw->last_iter);
     }
-    if (rc == PL_OK && sched_total_actions(out) > SCHED_MAX_ACTIONS) rc = PL_ENOMEM;
-out:
-    sched_dryrun_free(&dr, s->ranks);
-    if (recv)
-        for (int r = 0; r < s->ranks; r++) free(recv[r].ev);
-    free(recv);
-    free(extra);
-    free(last_bwd);
-    free(last_iter);
+    for (; q < l->n; q++) o.a[o.n++] = recv_action(&l->ev[q]);
+    lw->out->rank[r].acts = o.a;
+    lw->out->rank[r].n = lw->out->rank[r].cap = o.n;
+    free(l->ev);
+    l->ev = NULL;
+    return PL_OK;
+}
+
+/* Frees the tables of lw (not the output). */
+static void lower_free(lowering *lw) {
+    sched_dryrun_free(&lw->dr, lw->s->ranks);
+    if (lw->recv)
+        for (int r = 0; r < lw->s->ranks; r++) free(lw->recv[r].ev);
+    free(lw->recv);
+    free(lw->extra);
+    free(lw->last_bwd);
+    free(lw->last_iter);
+}
+
+sched *sched_lower(const sched *s, pl_err *e) {
+    if (s->lowered) {
+        sched *c = sched_clone(s);
+        if (!c) pl_errf(e, PL_ENOMEM, "out of memory");
+        return c;
+    }
+    if (lower_check_memory(s, e) != PL_OK) return NULL;
+    lowering lw = {.s = s};
+    if (sched_validate_core(s, &lw.dr, e) != PL_OK) return NULL;
+    int rc = lower_alloc(&lw, e);
+    if (rc == PL_OK) {
+        find_marks(s, lw.last_bwd, lw.last_iter);
+        rc = lower_count(&lw);
+    }
+    for (int r = 0; r < s->ranks && rc == PL_OK; r++) rc = lower_rank(&lw, r);
+    if (rc == PL_OK && sched_total_actions(lw.out) > SCHED_MAX_ACTIONS) rc = PL_ENOMEM;
+    lower_free(&lw);
     if (rc != PL_OK) {
-        if (rc == PL_ENOMEM) pl_errf(e, PL_ENOMEM, "out of memory lowering the schedule");
-        sched_free(out);
+        pl_errf(e, PL_ENOMEM, "out of memory lowering the schedule");
+        sched_free(lw.out);
         return NULL;
     }
-    return out;
+    return lw.out;
 }
