@@ -329,4 +329,79 @@ void sim_model_config(const sim_model *sm, sim_config *c);
 cost_partition *sim_model_balance(const cost_model *m, const cost_hw *hw, const cost_opts *o, int stages,
                                   pl_err *e);
 
+/* ---------------------------------------------------------------- setting up a run (sim_setup.c)
+ * What a simulation decides before sim_run, for `pipelab simulate` and any other caller: the
+ * replicas per stage, the iteration count and warm-up of a schedule with replicated stages, and
+ * the model side of a run (model, hardware, partition and the sim_model adapter over them). */
+
+/* Replicas per stage asked for (--replicas and --replicas-stage): every stage `all` times
+ * (0 = not asked), then stage[i] count[i] times, in order. */
+typedef struct sim_replica_spec {
+    int all;
+    int n;
+    const int *stage, *count; /* [n] */
+} sim_replica_spec;
+
+/* Applies spec to replicas[stages] (values not asked for stay as they are). Returns PL_OK, or
+ * PL_EINPUT "--replicas-stage 5=2: the schedule has stages 0..1" for a stage past the
+ * schedule's (replicas may then be partly written). */
+int sim_replicas_apply(const sim_replica_spec *spec, int stages, int *replicas, pl_err *e);
+
+/* Replicated stages settle slowly: over the generators' few default iterations the steady-state
+ * figure of an asynchronous schedule with replicated stages is biased by the fill's head start
+ * and the drain, and reads too fast. Unless the iterations are given, such a schedule runs
+ * SIM_REPLICATED_ITERS_PER_REPLICA iterations per replica of its widest stage, and at least
+ * SIM_REPLICATED_ITERS_MIN (README's "Simulating" section has the figures on VGG-16). */
+#define SIM_REPLICATED_ITERS_MIN 16
+#define SIM_REPLICATED_ITERS_PER_REPLICA 2
+/* Returns the iteration count to generate a schedule of weights policy `weights` with:
+ * iterations when given (> 0), when the weights are flushed (a synchronous schedule has no
+ * steady state to wait for) or when no stage is replicated; else max(SIM_REPLICATED_ITERS_MIN,
+ * SIM_REPLICATED_ITERS_PER_REPLICA x the most replicas of any of the stages). */
+int sim_replicated_iterations(int iterations, sched_weights weights, const int *replicas, int stages);
+/* A generated schedule (kind; NULL for a loaded one, which is kept as it is) with a replicated
+ * stage is generated again from g with PipeDream's per-replica warm-up (sched_gen_replicated)
+ * and sim_replicated_iterations' count, validated and lowered into *s (the old one is freed).
+ * Returns PL_OK (also when nothing changes) or an error in e (*s is then unchanged). */
+int sim_replicated_schedule(const char *kind, const sched_gen_opts *g, const int *replicas, sched **s, pl_err *e);
+
+/* The model side of a run, as flags name it (`pipelab simulate --model ...`). */
+typedef struct sim_model_spec {
+    const char *model;        /* cost_model_open's spec or file */
+    const char *hardware;     /* a preset or an INI file; NULL = one node, free links, no FLOP rates */
+    const char *const *sets;  /* [nsets] KEY=VALUE hardware overrides (cost_hw_set_kv) */
+    int nsets;
+    const char *partition;    /* a partition file (pipelab partition -o), or NULL */
+    const char *split;        /* layer bounds "0,4,8" or sizes "=4,4", or NULL */
+    int balance;              /* 1: the balanced split (sim_model_balance) */
+    const char *precision;    /* fp32 tf32 fp16 bf16, or NULL = cost_opts_init's */
+    int microbatch_size;      /* samples per microbatch; 0 = the model's */
+    double optimizer_bytes_per_param; /* < 0 = cost_opts_init's */
+    double w_stash_fraction;  /* < 0 = cost_opts_init's; else at most 1 */
+    sim_replica_spec replicas; /* over the partition's own */
+} sim_model_spec;
+/* Fills spec with "nothing asked": every pointer NULL, every number the default's. */
+void sim_model_spec_init(sim_model_spec *spec);
+
+/* What sim_model_setup_build made: the model, the hardware, the cost options, the partition and
+ * the adapter over them (sm: give sim_model_costs(&sm) to the engine). */
+typedef struct sim_model_setup {
+    cost_model *m;
+    cost_hw hw;
+    int have_hw;              /* spec named hardware */
+    cost_opts co;
+    cost_partition *p;        /* the partition simulated, replicas applied */
+    const char *psource;      /* where p came from: "even", "balance", "split" or "file" */
+    sim_model sm;
+} sim_model_setup;
+/* Builds the model side of schedule s (its stages and ranks; the schedule itself is not kept):
+ * opens the model, loads the hardware with its overrides, sets the cost options, picks the
+ * partition (the file, the split, the balanced split, else an even one over s->stages; it must
+ * have s->stages stages), applies the replicas and builds the adapter. Returns PL_OK or an error
+ * in e whose message names what was wrong (the file, the flag); ms holds what was made either
+ * way: free it with sim_model_setup_free. */
+int sim_model_setup_build(sim_model_setup *ms, const sim_model_spec *spec, const sched *s, pl_err *e);
+/* Frees what sim_model_setup_build made and zeroes ms; safe on a zeroed ms. */
+void sim_model_setup_free(sim_model_setup *ms);
+
 #endif
