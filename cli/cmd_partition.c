@@ -165,18 +165,6 @@ static cost_model *load_model(const opts *o, pl_err *e) {
     return m;
 }
 
-/* Escapes s for a JSON string (quotes, backslashes and control characters). */
-static void json_str(pl_buf *b, const char *s) {
-    pl_buf_putc(b, '"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') pl_buf_printf(b, "\\%c", ch);
-        else if (ch < 0x20) pl_buf_printf(b, "\\u%04x", ch);
-        else pl_buf_putc(b, (char)ch);
-    }
-    pl_buf_putc(b, '"');
-}
-
 /* Appends the plan as a table, CSV (one row per stage) or JSON. */
 static void render(const cost_plan *p, const cost_hw *hw, const char *format, pl_buf *b) {
     if (strcmp(format, "csv") == 0) {
@@ -193,13 +181,13 @@ static void render(const cost_plan *p, const cost_hw *hw, const char *format, pl
     }
     if (strcmp(format, "json") == 0) {
         pl_buf_puts(b, "{\"method\":");
-        json_str(b, p->method);
+        pl_buf_json_string(b, p->method);
         pl_buf_puts(b, ",\"model\":");
-        json_str(b, p->model);
+        pl_buf_json_string(b, p->model);
         pl_buf_puts(b, ",\"hardware\":");
-        json_str(b, p->hardware);
+        pl_buf_json_string(b, p->hardware);
         pl_buf_puts(b, ",\"hierarchy\":");
-        json_str(b, p->hierarchy);
+        pl_buf_json_string(b, p->hierarchy);
         pl_buf_puts(b, ",\"config\":\"");
         cost_plan_config(p, b);
         pl_buf_puts(b, "\",\"hierarchy_config\":\"");
@@ -253,6 +241,36 @@ static void render(const cost_plan *p, const cost_hw *hw, const char *format, pl
     }
 }
 
+/* Plans model m on hw with the options' method (capacity cap bytes, 0 = none); returns PL_OK
+ * and *p, or the library's error in e. */
+static int make_plan(const opts *o, const cost_model *m, const cost_hw *hw, double cap, cost_plan *p, pl_err *e) {
+    cost_opts co;
+    cost_opts_init(&co, m);
+    if (o->microbatch) co.microbatch_size = o->microbatch;
+    if (o->precision) co.precision = (cost_precision)cost_precision_parse(o->precision);
+    cost_part_layer *y = NULL;
+    int rc = cost_part_layers_from_model(m, hw, &co, &y, e);
+    if (rc != PL_OK) return rc;
+    cost_part_topo t;
+    cost_part_topo_from_hw(hw, &t);
+    cost_allreduce_model ar = strcmp(o->allreduce, "pipedream") == 0 ? COST_ALLREDUCE_PIPEDREAM : COST_ALLREDUCE_RING;
+    if (strcmp(o->method, "balance") == 0) {
+        cost_balance_opts bo = {.stages = o->workers, .by_memory = o->by_memory, .capacity_bytes = cap,
+                                .inflight = o->inflight, .weight_versions = o->weight_versions};
+        rc = cost_plan_balance(y, m->n, &bo, p, e);
+        /* The split balances compute only; the predictions add the machine's transfers and the
+         * data-parallel baseline's all-reduce. */
+        if (rc == PL_OK && (rc = cost_plan_evaluate(p, y, m->n, &t, ar, &bo, e)) != PL_OK) cost_plan_free(p);
+    } else {
+        cost_pipedream_opts po = {.workers = o->workers, .capacity_bytes = cap, .straight = o->straight,
+                                  .allreduce = ar};
+        if (o->hierarchy && strcmp(o->hierarchy, "pipedream") == 0) po.hierarchy = COST_HIERARCHY_PIPEDREAM;
+        rc = cost_plan_pipedream(y, m->n, &t, &po, p, e);
+    }
+    free(y);
+    return rc;
+}
+
 /* Runs the command after parsing; returns an exit code. */
 static int run(const opts *o) {
     pl_err e;
@@ -288,34 +306,8 @@ static int run(const opts *o) {
     }
     cost_model *m = load_model(o, &e);
     if (!m) return cli_fail(&e);
-    cost_opts co;
-    cost_opts_init(&co, m);
-    if (o->microbatch) co.microbatch_size = o->microbatch;
-    if (o->precision) co.precision = (cost_precision)cost_precision_parse(o->precision);
-    cost_part_layer *y = NULL;
-    if (cost_part_layers_from_model(m, &hw, &co, &y, &e) != PL_OK) {
-        cost_model_free(m);
-        return cli_fail(&e);
-    }
     cost_plan p;
-    int rc;
-    cost_part_topo t;
-    cost_part_topo_from_hw(&hw, &t);
-    cost_allreduce_model ar = strcmp(o->allreduce, "pipedream") == 0 ? COST_ALLREDUCE_PIPEDREAM : COST_ALLREDUCE_RING;
-    if (strcmp(o->method, "balance") == 0) {
-        cost_balance_opts bo = {.stages = o->workers, .by_memory = o->by_memory, .capacity_bytes = cap,
-                                .inflight = o->inflight, .weight_versions = o->weight_versions};
-        rc = cost_plan_balance(y, m->n, &bo, &p, &e);
-        /* The split balances compute only; the predictions add the machine's transfers and the
-         * data-parallel baseline's all-reduce. */
-        if (rc == PL_OK && (rc = cost_plan_evaluate(&p, y, m->n, &t, ar, &bo, &e)) != PL_OK) cost_plan_free(&p);
-    } else {
-        cost_pipedream_opts po = {.workers = o->workers, .capacity_bytes = cap, .straight = o->straight,
-                                  .allreduce = ar};
-        if (o->hierarchy && strcmp(o->hierarchy, "pipedream") == 0) po.hierarchy = COST_HIERARCHY_PIPEDREAM;
-        rc = cost_plan_pipedream(y, m->n, &t, &po, &p, &e);
-    }
-    free(y);
+    int rc = make_plan(o, m, &hw, cap, &p, &e);
     if (rc != PL_OK) {
         cost_model_free(m);
         return cli_fail(&e);
@@ -331,8 +323,9 @@ static int run(const opts *o) {
      * say so when it does, rather than print a configuration that cannot run */
     if (rc == CLI_OK && !o->capacity && hw.memory_bytes > 0 && p.peak_mem_bytes > hw.memory_bytes)
         fprintf(stderr, "pipelab partition: note: this configuration needs %.1f GiB on its fullest device, more than "
-                        "the %.1f GiB of a %s device; --capacity device plans within it\n",
-                p.peak_mem_bytes / 1073741824.0, hw.memory_bytes / 1073741824.0, hw.name);
+                        "the %.1f GiB of a %s device; %s--capacity device plans within it\n",
+                p.peak_mem_bytes / 1073741824.0, hw.memory_bytes / 1073741824.0, hw.name,
+                strcmp(p.hierarchy, "pipedream") == 0 ? "--hierarchy exact " : "");
     if (rc == CLI_OK && o->output) {
         pl_buf f;
         pl_buf_init(&f);

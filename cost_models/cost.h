@@ -455,7 +455,10 @@ typedef struct cost_balance_opts {
  * inflight x (params + stash) with inflight = ceil(workers from s to the end / r_s) (weight
  * stashing keeps one version per in-flight minibatch). Minimizes the largest stage or transfer
  * time, exactly (DP over layer prefix, workers used, replicas of the last stage). Ties: first
- * found with stage starts and replica counts tried in ascending order.
+ * found with stage starts and replica counts tried in ascending order. With o->hierarchy
+ * COST_HIERARCHY_PIPEDREAM it plans level by level instead (partition_hier.c): the stages come in
+ * flat form with servers / server_stage set, hier_time_s is PipeDream's time per stage, and the
+ * predictions above rate the same stages.
  * Returns PL_OK and *out (free with cost_plan_free), or PL_EINPUT saying why nothing fits. */
 int cost_plan_pipedream(const cost_part_layer *layers, int nlayers, const cost_part_topo *topo,
                              const cost_pipedream_opts *o, cost_plan *out, pl_err *e);

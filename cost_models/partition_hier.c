@@ -74,26 +74,26 @@ static double h_cut_s(const cost_pctx *c, const hlevel *lv, int j, int m) {
 
 /* Fills t for the ranges [i, j), i < j <= jmax, of level lv: a pipeline is one stage, or the best
  * pipeline of [i, k) on m - r units followed by the stage [k, j) on r units, each stage charged
- * its own time and its two cuts. Only a strictly better time replaces (ties: see the top). */
+ * its own time and its two cuts. Candidates come per (j, m) in the order of the ties (see the
+ * top), the last stage's cost once per (k, j, r); only a strictly better time replaces. */
 static void h_level_dp(const cost_pctx *c, const hlevel *lv, int i, int jmax, htab *t) {
     t->units = lv->units;
     for (int j = i + 1; j <= jmax; j++) {
         for (int m = 1; m <= lv->units; m++) {
-            double best = INFINITY;
-            int bk = -1, br = m;
-            if (m <= lv->rmax) best = fmax(h_stage_s(c, lv, i, j, m, 1), h_cut_s(c, lv, j, m));
-            for (int k = i + 1; k < j; k++) {
-                for (int r = 1; r < m && r <= lv->rmax; r++) {
-                    double prev = t->v[HT(t, k, m - r)];
-                    if (!(prev < best)) continue;
-                    double val = fmax(prev, h_stage_s(c, lv, k, j, r, 0));
-                    val = fmax(val, fmax(h_cut_s(c, lv, k, r), h_cut_s(c, lv, j, r)));
-                    if (val < best) best = val, bk = k, br = r;
+            size_t x = HT(t, j, m);
+            t->v[x] = m <= lv->rmax ? fmax(h_stage_s(c, lv, i, j, m, 1), h_cut_s(c, lv, j, m)) : INFINITY;
+            t->k[x] = -1;
+            t->r[x] = m;
+        }
+        for (int k = i + 1; k < j; k++) {
+            for (int r = 1; r < lv->units && r <= lv->rmax; r++) {
+                double last = fmax(h_stage_s(c, lv, k, j, r, 0), fmax(h_cut_s(c, lv, k, r), h_cut_s(c, lv, j, r)));
+                for (int m = r + 1; m <= lv->units; m++) {
+                    size_t x = HT(t, j, m);
+                    double val = fmax(t->v[HT(t, k, m - r)], last);
+                    if (val < t->v[x]) t->v[x] = val, t->k[x] = k, t->r[x] = r;
                 }
             }
-            t->v[HT(t, j, m)] = best;
-            t->k[HT(t, j, m)] = bk;
-            t->r[HT(t, j, m)] = br;
         }
     }
 }
