@@ -22,7 +22,7 @@
 #    which the planners drop and the simulator would run on stage 0. A '*' marks a PipeDream plan
 #    whose flat form (partition file, simulator: each stage on consecutive devices) is not
 #    PipeDream's placement (4x(3-1) runs 3-1 on every server; the flat 12-4 puts stage 0 on
-#    servers 0-2 and stage 1 on server 3): what is simulated there is the flat form.
+#    servers 0-2 and stage 1 on server 3): what is rated and simulated there is the flat form.
 # Tables on stdout and in results/out/pipedream_planner.txt.
 # Flags: --db FILE (unused: the planner and these simulations store nothing), --plot-only (no-op).
 NAME=pipedream_planner
