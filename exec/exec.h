@@ -217,6 +217,9 @@ void exec_result_free(exec_result *r);
  * order. The one rule for "the median pass": the run's per-rank figures come from these passes,
  * and a measured timeline draws mid[0]. Returns PL_OK or PL_ENOMEM. */
 int exec_median_passes(const double *pass_s, int n, int mid[2]);
+/* Returns the median of v by the passes mid of exec_median_passes: v[mid[0]] for an odd count,
+ * the mean of v[mid[0]] and v[mid[1]] for an even one (exec_result.pass_median_s). */
+double exec_median_at(const double *v, const int mid[2]);
 
 /* ---------------------------------------------------------------- transports
  *
@@ -274,6 +277,8 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
  * driver runs exec_run_rank in each process, sends the records to rank 0 (after shifting each
  * rank's times onto rank 0's clock) and calls exec_assemble there. */
 #define EXEC_REC_ARRAYS 7
+/* The kinds of times a profile between the passes gives (exec_rank_record.prof_s). */
+#define EXEC_PROF_KINDS 5
 typedef struct exec_rank_record {
     int rank;
     int passes;               /* warm-up + timed */
@@ -296,8 +301,8 @@ typedef struct exec_rank_record {
     float *weights;           /* [exec_param_count] final weights of this rank's blocks (others 0) */
     size_t n_weights;
     int has_prof;             /* 1: profiled between the passes (exec_config.profile_between_reps): */
-    double prof_s[5];         /* its worker's F, I, W, STEP and I0 of one block (medians over its
-                               * rounds) */
+    double prof_s[EXEC_PROF_KINDS]; /* its worker's F, I, W, STEP and I0 of one block (medians over
+                               * its rounds) */
 } exec_rank_record;
 
 void exec_rank_record_free(exec_rank_record *r);

@@ -8,6 +8,12 @@
 
 #include "exec.h"
 
+/* The most cores the executor reads from the platform (exec_platform_cores). */
+#define EXEC_MAX_CORES 4096
+/* Bytes of an action's text (sched_action_format) and of where a worker is (exec_xrank_where). */
+#define EXEC_ACTION_TEXT_MAX 96
+#define EXEC_WHERE_MAX 160
+
 /* ---------------------------------------------------------------- shapes and math (model.c) */
 
 /* The shape of one block and of a microbatch. */
@@ -190,6 +196,14 @@ void exec_prof_worker_round(exec_prof_worker *w);
 int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,
                              exec_layer_profile *each, pl_err *e);
 void exec_prof_worker_free(exec_prof_worker *w);
+/* Gives rank x its worker of the profile between the passes (x->prof; the profile's blocks of
+ * its share, `threads` workers in all). Returns PL_OK or the error, naming the rank. */
+int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_err *e);
+/* Returns p's time of kind k, in the order of exec_rank_record.prof_s: F, I, W, STEP, I0. */
+static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
+    double *const kind[EXEC_PROF_KINDS] = {&p->f_s, &p->i_s, &p->w_s, &p->step_s, &p->i0_s};
+    return kind[k];
+}
 
 /* ---------------------------------------------------------------- per-rank bookkeeping (xrank.c)
  * What every backend's worker does to its exec_xrank around the compute of an action. The CPU
@@ -307,15 +321,22 @@ int exec_xrank_setup(exec_xrank *x, int r, const sched *s, const exec_config *cf
  * Returns PL_OK or PL_ENOMEM. */
 int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_bytes, exec_rank_record *rec,
                       pl_err *e);
-/* Returns the median of v[n] (sorts v; exec.c). */
-double exec_median(double *v, size_t n);
+/* Returns the median of v[n] by exec_median_passes' rule (the middle value, or the mean of the
+ * middle two) without touching v; NAN when n is 0 or out of memory (exec_assemble.c). */
+double exec_median(const double *v, size_t n);
 /* Writes the cost-model part of a profile CSV (the "#@" metadata line, the header, one row per
  * block with p's sizes, and p's times, or block k's rows[k] when rows is not NULL) to out;
  * every profiler's CSV ends with it (exec_drive.c). Returns PL_OK or PL_ENOMEM. */
 int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, const exec_layer_profile *const *rows,
                            pl_buf *out, pl_err *e);
-/* Checks the configuration's numbers; returns PL_OK or PL_EINPUT naming the bad one (exec.c). */
+/* Checks the configuration's numbers; returns PL_OK or PL_EINPUT naming the bad one
+ * (exec_config.c). */
 int exec_check_config(const exec_config *c, pl_err *e);
+/* Checks what every entry point checks: a lowered, valid schedule and a sane configuration;
+ * fills blocks[stages] (exec_stage_blocks). Returns PL_OK or the error. */
+int exec_check_run(const sched *s, const exec_config *c, int *blocks, pl_err *e);
+/* Returns D, the data set's microbatches: cfg's, or EXEC_DEFAULT_DATASET_MICROBATCHES when 0. */
+int exec_dataset_microbatches(const exec_config *cfg);
 
 /* Sets up rank r: walks its list once without data (checking it and sizing every pool), then
  * allocates once. Returns PL_OK, or an error naming the rank and action. */

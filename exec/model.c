@@ -202,7 +202,7 @@ int exec_data_build(const exec_config *cfg, exec_data *out, pl_err *e) {
     exec_dims d;
     exec_dims_of(cfg, &d);
     memset(out, 0, sizeof *out);
-    out->d = cfg->dataset_microbatches > 0 ? cfg->dataset_microbatches : 64;
+    out->d = exec_dataset_microbatches(cfg);
     size_t bh = (size_t)d.b * (size_t)d.h, bf = (size_t)d.b * (size_t)d.f;
     size_t nb = exec_block_floats(&d);
     out->x = pl_calloc((size_t)out->d * bh, sizeof(float));  /* [D, b, h] */

@@ -279,6 +279,13 @@ exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int thre
     return x;
 }
 
+int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_err *e) {
+    x->prof = exec_prof_worker_new(cfg, x->r, threads, exec_prof_rounds(cfg->profile_between_reps), e);
+    if (x->prof) return PL_OK;
+    pl_err_prefix(e, "rank %d, the profile between the passes: ", x->r);
+    return e->code;
+}
+
 void exec_prof_worker_round(exec_prof_worker *w) {
     if (w) prof_round(w);
 }
@@ -299,8 +306,7 @@ void exec_prof_worker_free(exec_prof_worker *w) {
  * interruption hit: with other processes on the cores it read 0.92 ms per forward where the
  * rounds' means were 3.2 ms. */
 static void round_medians(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
-    double *out[5] = {&p->f_s, &p->i_s, &p->w_s, &p->step_s, &p->i0_s};
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < EXEC_PROF_KINDS; k++) {
         size_t n = 0;
         for (int i = 0; i < threads; i++) {
             size_t rounds = x[i]->rounds, per = k < 3 ? x[i]->ns : k == 3 ? x[i]->nstep : x[i]->ni0;
@@ -313,7 +319,7 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
                 scratch[n++] = sum / (double)each;
             }
         }
-        *out[k] = n ? exec_median(scratch, n) : 0;
+        *exec_prof_kind(p, k) = n ? exec_median(scratch, n) : 0;
     }
 }
 

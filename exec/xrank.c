@@ -369,8 +369,7 @@ int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_byt
             return rc;
         }
         rec->has_prof = 1;
-        rec->prof_s[0] = lp.f_s, rec->prof_s[1] = lp.i_s, rec->prof_s[2] = lp.w_s, rec->prof_s[3] = lp.step_s,
-        rec->prof_s[4] = lp.i0_s;
+        for (int k = 0; k < EXEC_PROF_KINDS; k++) rec->prof_s[k] = *exec_prof_kind(&lp, k);
     }
     return PL_OK;
 }

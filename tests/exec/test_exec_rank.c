@@ -1,6 +1,8 @@
 /* test_exec_rank.c: the per-rank entry point an MPI driver uses (exec_run_rank on each rank,
  * exec_assemble on the records) gives the same run as exec_run. */
+#include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +225,8 @@ static void test_rank_figures_of_median_pass(void) {
     for (int t = 0; t < 3; t++)
         if (t != SLOW_PASS && a.pass_s[t] == a.pass_median_s) med = t;
     CU_ASSERT_FATAL(med >= 0);
+    CU_ASSERT_EQUAL(a.pass_median_s, exec_median_at(a.pass_s, a.median_pass));
+    CU_ASSERT_EQUAL(a.pass_median_s, exec_median(a.pass_s, 3));
     for (int r = 0; r < 2; r++) {
         CU_ASSERT_DOUBLE_EQUAL(a.rank[r].busy_s + a.rank[r].idle_s, a.pass_median_s, 1e-12);
         CU_ASSERT_EQUAL(a.rank[r].busy_s, g_busy[r][med]);
@@ -233,12 +237,71 @@ static void test_rank_figures_of_median_pass(void) {
     exec_result_free(&a);
 }
 
+/* Checks exec_median_passes and exec_median on v[n] against the expected middle positions and
+ * median, and that neither touches v. */
+static void median_case(const double *v, int n, int mid0, int mid1, double median) {
+    double copy[16];
+    CU_ASSERT_FATAL(n <= 16);
+    memcpy(copy, v, (size_t)n * sizeof *v);
+    int mid[2] = {-1, -1};
+    CU_ASSERT_EQUAL(exec_median_passes(v, n, mid), PL_OK);
+    CU_ASSERT_EQUAL(mid[0], mid0);
+    CU_ASSERT_EQUAL(mid[1], mid1);
+    CU_ASSERT_EQUAL(exec_median_at(v, mid), median);
+    CU_ASSERT_EQUAL(exec_median(v, (size_t)n), median);
+    CU_ASSERT_EQUAL(memcmp(copy, v, (size_t)n * sizeof *v), 0);
+}
+
+/* Orders doubles ascending (the reference median's sort). */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The one median rule: the middle pass of an odd count, the middle two (shorter first) of an
+ * even one, ties in pass order; exec_median is their value (the mean of the two) and leaves
+ * the caller's array as it was. */
+static void test_median_rule(void) {
+    median_case((const double[]){3, 1, 2}, 3, 2, 2, 2);
+    median_case((const double[]){9}, 1, 0, 0, 9);
+    median_case((const double[]){4, 1, 3, 2}, 4, 3, 2, 2.5);
+    median_case((const double[]){2, 1, 1, 2}, 4, 2, 0, 1.5); /* ties: pass order */
+    median_case((const double[]){5, 5, 5, 5}, 4, 1, 2, 5);
+    median_case((const double[]){7, 3, 7, 3, 7}, 5, 0, 0, 7);
+    median_case((const double[]){0.1, 0.3}, 2, 0, 1, 0.5 * (0.1 + 0.3));
+    int mid[2] = {-1, -1};
+    CU_ASSERT_EQUAL(exec_median_passes(NULL, 0, mid), PL_OK);
+    CU_ASSERT(mid[0] == 0 && mid[1] == 0);
+    CU_ASSERT(isnan(exec_median(NULL, 0)));
+    /* many values with ties, odd and even counts: the median of a sorted copy, v untouched */
+    enum { N = 1001 };
+    double *v = malloc(N * sizeof *v), *orig = malloc(N * sizeof *v), *sorted = malloc(N * sizeof *v);
+    CU_ASSERT_FATAL(v && orig && sorted);
+    for (int n = N - 1; n <= N; n++) {
+        uint32_t x = 12345;
+        for (int i = 0; i < n; i++) v[i] = (double)((x = x * 1103515245u + 12345u) >> 24); /* 0..255 */
+        memcpy(orig, v, (size_t)n * sizeof *v);
+        memcpy(sorted, v, (size_t)n * sizeof *v);
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+        double want = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        CU_ASSERT_EQUAL(exec_median(v, (size_t)n), want);
+        CU_ASSERT_EQUAL(exec_median_passes(v, n, mid), PL_OK);
+        CU_ASSERT_EQUAL(exec_median_at(v, mid), want);
+        CU_ASSERT(v[mid[0]] < v[mid[1]] || mid[0] <= mid[1]); /* equal times: pass order */
+        CU_ASSERT_EQUAL(memcmp(v, orig, (size_t)n * sizeof *v), 0);
+    }
+    free(v);
+    free(orig);
+    free(sorted);
+}
+
 void exec_test_rank_register(void) {
     static const pl_test_case cases[] = {
         {"exec_run_rank + exec_assemble = exec_run", test_run_rank_equals_run},
         {"a rank's setup failure stops the others", test_run_rank_setup_failure},
         {"per-rank figures come from the median pass", test_rank_figures_of_median_pass},
         {"the measured Zero Bubble rate", test_zb_bubble_rate_measured},
+        {"the median rule: odd, even, ties, the caller's array untouched", test_median_rule},
         {NULL, NULL}};
     pl_test_suite("exec per-rank entry", cases);
 }

@@ -1,0 +1,290 @@
+/* exec_assemble.c: the records of the ranks (times on one clock) assembled into an exec_result:
+ * pass statistics and the median pass, per-rank figures, losses, weights, the profile between
+ * the passes; and the one median rule. */
+#include "exec_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void exec_result_free(exec_result *r) {
+    if (!r) return;
+    free(r->stage_blocks);
+    free(r->pass_s);
+    free(r->loss);
+    free(r->final_weights);
+    if (r->rank)
+        for (int q = 0; q < r->ranks; q++) free(r->rank[q].ops);
+    free(r->rank);
+    free(r->between_profile);
+    memset(r, 0, sizeof *r);
+}
+
+void exec_rank_record_free(exec_rank_record *r) {
+    if (!r) return;
+    free(r->pass_start_s);
+    free(r->ops);
+    free(r->loss_mb);
+    free(r->weights);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---------------------------------------------------------------- the median */
+
+/* A value and its position, sorted by value then position (a stable sort's order). */
+typedef struct ranked {
+    double v;
+    size_t at;
+} ranked;
+
+/* Orders ranked values ascending, ties by position, for qsort. */
+static int cmp_ranked(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    int c = (x->v > y->v) - (x->v < y->v);
+    return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* Fills mid with the positions of v[n]'s middle values in the stable ascending order (the same
+ * one twice for an odd n; 0 and 0 for n = 0) without touching v. Returns PL_OK or PL_ENOMEM. */
+static int median_positions(const double *v, size_t n, size_t mid[2]) {
+    mid[0] = mid[1] = 0;
+    if (n == 0) return PL_OK;
+    ranked *ord = pl_calloc(n, sizeof *ord);
+    if (!ord) return PL_ENOMEM;
+    for (size_t t = 0; t < n; t++) ord[t] = (ranked){v[t], t};
+    qsort(ord, n, sizeof *ord, cmp_ranked);
+    mid[0] = ord[(n - 1) / 2].at;
+    mid[1] = ord[n / 2].at;
+    free(ord);
+    return PL_OK;
+}
+
+int exec_median_passes(const double *pass_s, int n, int mid[2]) {
+    size_t m[2];
+    int rc = median_positions(pass_s, n > 0 ? (size_t)n : 0, m);
+    mid[0] = (int)m[0];
+    mid[1] = (int)m[1];
+    return rc;
+}
+
+/* Returns the median of the values at positions a and b (the same for an odd count). */
+static double median_of(const double *v, size_t a, size_t b) { return a == b ? v[a] : 0.5 * (v[a] + v[b]); }
+
+double exec_median_at(const double *v, const int mid[2]) { return median_of(v, (size_t)mid[0], (size_t)mid[1]); }
+
+double exec_median(const double *v, size_t n) {
+    size_t m[2];
+    if (n == 0 || median_positions(v, n, m) != PL_OK) return NAN;
+    return median_of(v, m[0], m[1]);
+}
+
+/* ---------------------------------------------------------------- assembly, step by step */
+
+/* Checks that recs[r] is rank r's record of all passes. Returns PL_OK or PL_EINPUT. */
+static int check_records(const sched *s, const exec_config *c, const exec_rank_record *recs, pl_err *e) {
+    int P = c->warmup_passes + c->timed_passes;
+    for (int r = 0; r < s->ranks; r++)
+        if (recs[r].passes != P || recs[r].rank != r)
+            return pl_errf(e, PL_EINPUT, "record %d is of rank %d with %d passes; expected rank %d with %d", r,
+                           recs[r].rank, recs[r].passes, r, P);
+    return PL_OK;
+}
+
+/* Fills out's configuration echo and allocates its arrays. Returns PL_OK or the error. */
+static int echo_config(const sched *s, const exec_config *c, const exec_dims *d, exec_result *out, pl_err *e) {
+    int it = sched_iterations(s), T = c->timed_passes;
+    memcpy(out->kind, s->kind, sizeof out->kind);
+    out->ranks = s->ranks;
+    out->stages = s->stages;
+    out->microbatches = s->microbatches;
+    out->iterations_per_pass = it;
+    out->weights = s->weights;
+    out->recompute = s->recompute;
+    out->hidden = d->h;
+    out->ffn = d->f;
+    out->layers = c->layers;
+    out->microbatch_size = d->b;
+    out->lr = c->lr;
+    out->momentum = c->momentum;
+    out->warmup_passes = c->warmup_passes;
+    out->timed_passes = T;
+    out->blas = exec_blas_init();
+    out->cores = 0; /* the driver fills in what it knows (exec_run: the cores of this process) */
+    out->param_bytes = exec_param_count(c) * sizeof(float);
+    out->stage_blocks = pl_calloc((size_t)s->stages, sizeof(int));
+    out->pass_s = pl_calloc((size_t)T, sizeof(double));
+    out->n_iters = (c->warmup_passes + T) * it;
+    out->loss = pl_calloc((size_t)out->n_iters, sizeof(double));
+    out->rank = pl_calloc((size_t)s->ranks, sizeof *out->rank);
+    if (!out->stage_blocks || !out->pass_s || !out->loss || !out->rank)
+        return pl_errf(e, PL_ENOMEM, "out of memory assembling results");
+    return exec_stage_blocks(s, c, out->stage_blocks, e);
+}
+
+/* Fills out->pass_s: each timed pass from its first start to its last end over all ranks (one
+ * clock). Returns the start of the first timed pass, the origin of the op records' times. */
+static double pass_times(const sched *s, const exec_config *c, const exec_rank_record *recs, exec_result *out) {
+    int W = c->warmup_passes;
+    double base = recs[0].pass_start_s[W];
+    for (int t = 0; t < c->timed_passes; t++) {
+        int q = W + t;
+        double st = recs[0].pass_start_s[q], en = recs[0].pass_end_s[q];
+        for (int r = 1; r < s->ranks; r++) {
+            if (recs[r].pass_start_s[q] < st) st = recs[r].pass_start_s[q];
+            if (recs[r].pass_end_s[q] > en) en = recs[r].pass_end_s[q];
+        }
+        if (t == 0) base = st;
+        out->pass_s[t] = en - st;
+    }
+    return base;
+}
+
+/* Fills the statistics of out->pass_s: min, max, standard deviation, the median passes and the
+ * median, the iteration time and the throughput. Returns PL_OK or PL_ENOMEM. */
+static int pass_stats(const sched *s, exec_result *out, pl_err *e) {
+    int T = out->timed_passes, it = out->iterations_per_pass;
+    double sum = 0, sum2 = 0;
+    out->pass_min_s = out->pass_max_s = out->pass_s[0];
+    for (int t = 0; t < T; t++) {
+        double v = out->pass_s[t];
+        if (v < out->pass_min_s) out->pass_min_s = v;
+        if (v > out->pass_max_s) out->pass_max_s = v;
+        sum += v;
+        sum2 += v * v;
+    }
+    double mean = sum / T, var = sum2 / T - mean * mean;
+    out->pass_stddev_s = var > 0 ? sqrt(var) : 0;
+    /* one sort of the pass times gives the median passes, and the median is theirs */
+    if (exec_median_passes(out->pass_s, T, out->median_pass) != PL_OK)
+        return pl_errf(e, PL_ENOMEM, "out of memory assembling results");
+    out->pass_median_s = exec_median_at(out->pass_s, out->median_pass);
+    out->iter_median_s = out->pass_median_s / it;
+    out->throughput_samples_s =
+        out->pass_median_s > 0 ? (double)s->microbatches * out->microbatch_size * it / out->pass_median_s : 0;
+    return PL_OK;
+}
+
+/* Fills rank rr's times from its record rec over the median pass(es) (the middle one, or the
+ * middle two averaged), as the iteration time is: busy + idle is then the pass time, and one
+ * slow pass cannot inflate the idle time and bubble of an otherwise typical run. Raises
+ * out->zb_bubble_rate to the rank's Zero Bubble rate (the worst rank's idle share of its span). */
+static void rank_times(const exec_rank_record *rec, int W, exec_result *out, exec_rank_result *rr) {
+    const int *mid = out->median_pass;
+    int nmid = out->timed_passes % 2 ? 1 : 2;
+    double busy = 0, comm = 0, tot = 0, gs = 0, gf = 0, span = 0;
+    for (int k = 0; k < nmid; k++) {
+        int t = mid[k];
+        busy += rec->busy_s[W + t];
+        span += rec->span_s ? rec->span_s[W + t] : 0;
+        comm += rec->comm_s[W + t];
+        gs += rec->gemm_s[W + t];
+        gf += rec->gemm_flops[W + t];
+        tot += out->pass_s[t];
+    }
+    rr->busy_s = busy / nmid;
+    rr->comm_s = comm / nmid;
+    rr->gemm_s = gs / nmid;
+    rr->gemm_flops = gf / nmid;
+    rr->idle_s = (tot - busy) / nmid;
+    rr->bubble_fraction = tot > 0 ? (tot - busy) / tot : 0;
+    if (span > 0) {
+        double rate = (span - busy) / span;
+        if (rate < 0) rate = 0;
+        if (isnan(out->zb_bubble_rate) || rate > out->zb_bubble_rate) out->zb_bubble_rate = rate;
+    }
+}
+
+/* Copies rank rr's memory, core and op records (times from base on) from its record rec.
+ * Returns PL_OK or PL_ENOMEM. */
+static int rank_copy(const exec_rank_record *rec, double base, exec_rank_result *rr, pl_err *e) {
+    rr->peak = rec->peak;
+    rr->allocated_bytes = rec->allocated_bytes;
+    rr->model_peak_bytes = rec->model_peak_bytes;
+    rr->core = rec->core;
+    if (!rec->n_ops) return PL_OK;
+    rr->ops = pl_calloc(rec->n_ops, sizeof *rr->ops);
+    if (!rr->ops) return pl_errf(e, PL_ENOMEM, "out of memory copying the op records");
+    rr->n_ops = rec->n_ops;
+    for (size_t k = 0; k < rr->n_ops; k++) {
+        rr->ops[k] = rec->ops[k];
+        rr->ops[k].start_s -= base;
+        rr->ops[k].end_s -= base;
+    }
+    return PL_OK;
+}
+
+/* Fills out->loss: each iteration's mean microbatch loss, from the last stage's rank. */
+static void losses(const sched *s, const exec_rank_record *recs, exec_result *out) {
+    const double *loss_mb = recs[s->stage_rank[s->stages - 1]].loss_mb;
+    for (int i = 0; i < out->n_iters; i++) {
+        double l = 0;
+        for (int j = 0; j < s->microbatches; j++) l += loss_mb[(size_t)i * s->microbatches + j];
+        out->loss[i] = l / s->microbatches;
+    }
+}
+
+/* Fills out->final_weights with every block's weights, each from the rank of its stage.
+ * Returns PL_OK or PL_ENOMEM. */
+static int final_weights(const sched *s, const exec_config *c, const exec_dims *d, const exec_rank_record *recs,
+                         exec_result *out, pl_err *e) {
+    out->n_weights = exec_param_count(c);
+    out->final_weights = pl_calloc(out->n_weights, sizeof(float));
+    if (!out->final_weights) return pl_errf(e, PL_ENOMEM, "out of memory copying weights");
+    size_t nf = exec_block_floats(d);
+    for (int q = 0, b0 = 0; q < s->stages; b0 += out->stage_blocks[q], q++) {
+        const float *src = recs[s->stage_rank[q]].weights + (size_t)b0 * nf;
+        memcpy(out->final_weights + (size_t)b0 * nf, src, (size_t)out->stage_blocks[q] * nf * sizeof(float));
+    }
+    return PL_OK;
+}
+
+/* Fills out->between_profile when every rank profiled between its passes: each worker's own
+ * ([1 + r]), and over all of them the median of theirs ([0]; the in-process executor replaces
+ * it by the median over all their rounds). Returns PL_OK or PL_ENOMEM. */
+static int between_profile(const exec_config *c, const exec_dims *d, const exec_rank_record *recs, exec_result *out,
+                           pl_err *e) {
+    int p = out->ranks, profiled = p > 0;
+    for (int r = 0; r < p; r++) profiled = profiled && recs[r].has_prof;
+    if (!profiled) return PL_OK;
+    out->between_profile = pl_calloc((size_t)p + 1, sizeof *out->between_profile);
+    double *v = pl_calloc((size_t)p, sizeof *v);
+    if (!out->between_profile || !v) {
+        free(v);
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
+    out->between_reps = c->profile_between_reps;
+    for (int k = 0; k < EXEC_PROF_KINDS; k++) {
+        for (int r = 0; r < p; r++) v[r] = recs[r].prof_s[k];
+        *exec_prof_kind(&out->between_profile[0], k) = exec_median(v, (size_t)p);
+    }
+    free(v);
+    for (int r = 0; r <= p; r++) {
+        exec_layer_profile *lp = &out->between_profile[r];
+        for (int k = 0; r > 0 && k < EXEC_PROF_KINDS; k++) *exec_prof_kind(lp, k) = recs[r - 1].prof_s[k];
+        lp->concurrency = p;
+        exec_profile_sizes(d, lp);
+    }
+    return PL_OK;
+}
+
+int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *recs, exec_result *out,
+                  pl_err *e) {
+    memset(out, 0, sizeof *out);
+    int rc = check_records(s, c, recs, e);
+    if (rc) return rc;
+    exec_dims d;
+    exec_dims_of(c, &d);
+    rc = echo_config(s, c, &d, out, e);
+    double base = rc ? 0 : pass_times(s, c, recs, out);
+    if (rc == PL_OK) rc = pass_stats(s, out, e);
+    out->zb_bubble_rate = NAN;
+    for (int r = 0; r < s->ranks && rc == PL_OK; r++) {
+        rank_times(&recs[r], c->warmup_passes, out, &out->rank[r]);
+        rc = rank_copy(&recs[r], base, &out->rank[r], e);
+    }
+    if (rc == PL_OK) losses(s, recs, out);
+    if (rc == PL_OK && c->return_weights) rc = final_weights(s, c, &d, recs, out, e);
+    if (rc == PL_OK) rc = between_profile(c, &d, recs, out, e);
+    if (rc) exec_result_free(out);
+    return rc;
+}
