@@ -13,6 +13,8 @@
 /* Bytes of an action's text (sched_action_format) and of where a worker is (exec_xrank_where). */
 #define EXEC_ACTION_TEXT_MAX 96
 #define EXEC_WHERE_MAX 160
+/* Bytes of a cache line: every buffer of a rank's arena, and every rank's state, starts on one. */
+#define EXEC_LINE_BYTES 64
 
 /* ---------------------------------------------------------------- shapes and math (model.c) */
 
@@ -88,7 +90,7 @@ void exec_threads_transport_spin(exec_transport *t, double spin_s);
 /* Returns 1 and copies the abort reason when the run was aborted. */
 int exec_threads_transport_why(exec_transport *t, pl_err *why);
 
-/* ---------------------------------------------------------------- workers (worker.c, xrank.c) */
+/* ---------------------------------------------------------------- a rank's state (xrank.c, xrank_arena.c) */
 
 /* A pool of equal slots with reference counts; slot i is free when refs[i] == 0. */
 typedef struct exec_pool {
@@ -133,7 +135,7 @@ typedef struct exec_xpend {
 
 /* The state of one rank's worker. Everything is allocated up front in `arena`. */
 typedef struct exec_xrank {
-    _Alignas(64) int r;     /* 64-byte aligned and sized: the ranks' states, which their threads
+    _Alignas(EXEC_LINE_BYTES) int r; /* 64-byte aligned and sized: the ranks' states, which their threads
                              * write at every action, share no cache line */
     const sched *s;
     const exec_config *cfg;
@@ -149,7 +151,6 @@ typedef struct exec_xrank {
     const exec_data *data;
     double *loss_mb;        /* [passes * M] shared; written only for the last stage */
     exec_transport *t;
-    int dry;
     int pass;
     int64_t goff;           /* global microbatch of local mb 0 in this pass */
     exec_mem cur, peak;
@@ -313,14 +314,40 @@ void exec_xrank_send_end(exec_xrank *x, int *slotp);
  * -1 with e. */
 int exec_xrank_recv_begin(exec_xrank *x, const sched_action *a, exec_pool **pool, pl_err *e);
 
-/* exec_xrank_init, then the measurement arrays (and op records when cfg asks); core -1. */
-int exec_xrank_setup(exec_xrank *x, int r, const sched *s, const exec_config *cfg, const int *blocks,
-                     const exec_data *data, double *loss_mb, pl_err *e);
 /* Moves what a finished rank measured into rec (its arrays change owner), with the newest
  * weights of its stages from the host arena; allocated_bytes: what the rank allocated.
  * Returns PL_OK or PL_ENOMEM. */
 int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_bytes, exec_rank_record *rec,
                       pl_err *e);
+/* Adds "rank R, action K (text), pass P: " before e's message: rank x failed at its action k. */
+void exec_xrank_at(const exec_xrank *x, size_t k, pl_err *e);
+/* Writes "action K (text) of pass P" (or "between actions of pass P") for where x is into buf. */
+void exec_xrank_where(const exec_xrank *x, char *buf, size_t n);
+
+/* ---------------------------------------------------------------- a rank's arena (xrank_arena.c) */
+
+/* Sets up rank r, whatever backend computes: walks its list once without data (the bookkeeping
+ * of each action alone: checking the list and sizing every pool), then allocates once and
+ * writes the initial weights. Returns PL_OK, or an error naming the rank and action. */
+int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg,
+                    const int *blocks, const exec_data *data, double *loss_mb, pl_err *e);
+/* exec_xrank_init, then the measurement arrays (and op records when cfg asks); core -1. */
+int exec_xrank_setup(exec_xrank *x, int r, const sched *s, const exec_config *cfg, const int *blocks,
+                     const exec_data *data, double *loss_mb, pl_err *e);
+void exec_xrank_free(exec_xrank *x);
+
+/* ---------------------------------------------------------------- the CPU worker (worker.c) */
+
+/* The worker thread's body: warm-up and timed passes over the list (arg: exec_xrank *). A worker
+ * whose thread ends early (pthread_exit between actions: EXEC_FAULT_EXIT) reports it from a
+ * cleanup handler: x->rc, x->err naming the action it was on, the run aborted, the rank
+ * finished. The thread is not cancellable while it walks. x stays with its owner (exec_run frees
+ * it after the join; a rank that vanishes inside exec_run_rank never returns, so its state is
+ * lost with the thread, as a crashed process's would be). */
+void *exec_worker_main(void *arg);
+
+/* ---------------------------------------------------------------- the run's helpers */
+
 /* Returns the median of v[n] by exec_median_passes' rule (the middle value, or the mean of the
  * middle two) without touching v; NAN when n is 0 or out of memory (exec_assemble.c). */
 double exec_median(const double *v, size_t n);
@@ -337,20 +364,5 @@ int exec_check_config(const exec_config *c, pl_err *e);
 int exec_check_run(const sched *s, const exec_config *c, int *blocks, pl_err *e);
 /* Returns D, the data set's microbatches: cfg's, or EXEC_DEFAULT_DATASET_MICROBATCHES when 0. */
 int exec_dataset_microbatches(const exec_config *cfg);
-
-/* Sets up rank r: walks its list once without data (checking it and sizing every pool), then
- * allocates once. Returns PL_OK, or an error naming the rank and action. */
-int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg,
-                    const int *blocks, const exec_data *data, double *loss_mb, pl_err *e);
-void exec_xrank_free(exec_xrank *x);
-/* The worker thread's body: warm-up and timed passes over the list (arg: exec_xrank *). A worker
- * whose thread ends early (pthread_exit between actions: EXEC_FAULT_EXIT) reports it from a
- * cleanup handler: x->rc, x->err naming the action it was on, the run aborted, the rank
- * finished. The thread is not cancellable while it walks. x stays with its owner (exec_run frees
- * it after the join; a rank that vanishes inside exec_run_rank never returns, so its state is
- * lost with the thread, as a crashed process's would be). */
-void *exec_worker_main(void *arg);
-/* Writes "action K (text) of pass P" (or "between actions of pass P") for where x is into buf. */
-void exec_xrank_where(const exec_xrank *x, char *buf, size_t n);
 
 #endif

@@ -1,5 +1,5 @@
-/* worker.c: one rank's worker: its up-front memory (weight versions, gradients, optimizer state,
- * stash slots), the interpreter of its lowered action list, and the thread body. */
+/* worker.c: one rank's CPU worker: the interpreter of its lowered action list (the compute of
+ * each action between the bookkeeping of xrank.c) and the thread body. */
 #include "exec_int.h"
 #include "platform.h"
 
@@ -19,7 +19,6 @@ static const float *params(const exec_xrank *x, const exec_xstage *st, int ver, 
 /* Runs the stage's blocks forward with version ver, from v's input, writing the last block's
  * output to y (the intermediate activations go into v's activation slot). */
 static void stage_forward(exec_xrank *x, const exec_xstage *st, int ver, const exec_xview *v, float *y) {
-    if (x->dry) return;
     for (int k = 0; k < st->nb; k++)
         exec_block_forward(&x->d, params(x, st, ver, k), exec_xv_x(v, k), exec_xv_hd(v, k), exec_xv_a(v, k),
                            k == st->nb - 1 ? y : exec_xv_x(v, k + 1));
@@ -34,11 +33,11 @@ static int do_f(exec_xrank *x, int s, int j, pl_err *e) {
     exec_xf f;
     if (exec_xrank_f_begin(x, s, j, &f, e) != PL_OK) return e->code;
     size_t bh = (size_t)x->d.b * x->d.h;
-    if (f.in_new >= 0 && !x->dry) memcpy(exec_pool_slot(&x->in, f.in_new), x->data->x + (size_t)f.di * bh, bh * sizeof(float));
+    if (f.in_new >= 0) memcpy(exec_pool_slot(&x->in, f.in_new), x->data->x + (size_t)f.di * bh, bh * sizeof(float));
     float *y = exec_pool_slot(f.out, f.out_slot);
     exec_xview v = exec_xview_of(x, f.st, j);
     stage_forward(x, f.st, f.ver, &v, y);
-    if (f.last && !x->dry) x->loss_mb[f.g] = exec_mse_grad(&x->d, y, x->data->t + (size_t)f.di * bh);
+    if (f.last) x->loss_mb[f.g] = exec_mse_grad(&x->d, y, x->data->t + (size_t)f.di * bh);
     exec_xrank_f_end(x, &f, j);
     return PL_OK;
 }
@@ -51,14 +50,13 @@ static int do_i(exec_xrank *x, int s, int j, pl_err *e) {
     exec_xstage *st = b.st;
     exec_xview v = exec_xview_of(x, st, j);
     if (b.recompute) {
-        float *ys = x->scratch ? x->scratch + (size_t)x->d.b * x->d.f : NULL;
+        float *ys = x->scratch + (size_t)x->d.b * x->d.f;
         stage_forward(x, st, b.ver, &v, ys); /* recomputation */
     }
     float *gx = b.gx ? exec_pool_slot(b.gx, b.gx_slot) : NULL;
-    if (!x->dry)
-        for (int k = st->nb - 1; k >= 0; k--)
-            exec_block_backward_i(&x->d, params(x, st, b.ver, k), exec_xv_hd(&v, k), exec_xv_g(&v, k + 1),
-                                  k > 0 ? exec_xv_g(&v, k) : gx, x->scratch);
+    for (int k = st->nb - 1; k >= 0; k--)
+        exec_block_backward_i(&x->d, params(x, st, b.ver, k), exec_xv_hd(&v, k), exec_xv_g(&v, k + 1),
+                              k > 0 ? exec_xv_g(&v, k) : gx, x->scratch);
     st->flags[j] |= XS_IDONE;
     return PL_OK;
 }
@@ -69,12 +67,10 @@ static int do_w(exec_xrank *x, int s, int j, pl_err *e) {
     exec_xstage *st = exec_xrank_w_begin(x, s, j, e);
     if (!st) return e->code;
     exec_xview v = exec_xview_of(x, st, j);
-    if (!x->dry) {
-        size_t nf = exec_block_floats(&x->d);
-        for (int k = st->nb - 1; k >= 0; k--)
-            exec_block_backward_w(&x->d, exec_xv_x(&v, k), exec_xv_a(&v, k), exec_xv_hd(&v, k), exec_xv_g(&v, k + 1),
-                                  st->grad + (size_t)k * nf);
-    }
+    size_t nf = exec_block_floats(&x->d);
+    for (int k = st->nb - 1; k >= 0; k--)
+        exec_block_backward_w(&x->d, exec_xv_x(&v, k), exec_xv_a(&v, k), exec_xv_hd(&v, k), exec_xv_g(&v, k + 1),
+                              st->grad + (size_t)k * nf);
     exec_xrank_w_end(x, st, j);
     return PL_OK;
 }
@@ -87,16 +83,14 @@ static int do_step(exec_xrank *x, int s, pl_err *e) {
     int dst;
     if (exec_xrank_step_begin(x, s, &st, &dst, e) != PL_OK) return e->code;
     if (!st) return PL_OK;
-    if (!x->dry) {
-        float scale = 1.0f / (float)st->nacc, lr = (float)x->cfg->lr, mu = (float)x->cfg->momentum;
-        const float *w = exec_pool_slot(&st->ver, st->cur);
-        float *o = exec_pool_slot(&st->ver, dst);
-        for (size_t i = 0; i < st->pfloats; i++) {
-            float g = st->grad[i] * scale;
-            if (st->mom) g = st->mom[i] = mu * st->mom[i] + g;
-            o[i] = w[i] - lr * g;
-            st->grad[i] = 0.0f; /* reset in the same pass over memory */
-        }
+    float scale = 1.0f / (float)st->nacc, lr = (float)x->cfg->lr, mu = (float)x->cfg->momentum;
+    const float *w = exec_pool_slot(&st->ver, st->cur);
+    float *o = exec_pool_slot(&st->ver, dst);
+    for (size_t i = 0; i < st->pfloats; i++) {
+        float g = st->grad[i] * scale;
+        if (st->mom) g = st->mom[i] = mu * st->mom[i] + g;
+        o[i] = w[i] - lr * g;
+        st->grad[i] = 0.0f; /* reset in the same pass over memory */
     }
     exec_xrank_step_end(st, dst);
     return PL_OK;
@@ -125,11 +119,11 @@ static int do_comm(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
         if (!slotp) return e->code;
         int fwd = a->kind == SCHED_SEND_F, to = fwd ? s + 1 : s - 1;
         int rc = PL_OK;
-        if (!x->dry && fault == SEND_LATE) {
+        if (fault == SEND_LATE) {
             struct timespec ts = {0, (long)(SEND_DELAY_S * 1e9)};
             while (nanosleep(&ts, &ts) != 0) {}
         }
-        if (!x->dry && fault != SEND_DROP) {
+        if (fault != SEND_DROP) {
             exec_msg_key k = {fwd ? EXEC_MSG_ACT : EXEC_MSG_GRAD, to, g};
             float *src = exec_pool_slot(&x->out, *slotp);
             rc = x->t->send(x->t, sr[to], k, src, fault == SEND_SHORT ? bytes - sizeof(float) : bytes, e);
@@ -142,7 +136,6 @@ static int do_comm(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
     exec_pool *pool;
     int i = exec_xrank_recv_begin(x, a, &pool, e);
     if (i < 0) return e->code;
-    if (x->dry) return PL_OK;
     if (x->n_pend >= x->cap_pend) return pl_errf(e, PL_EINTERNAL, "more receives pending than the list has RECVs");
     int fwd = a->kind == SCHED_RECV_F;
     exec_xpend *p = &x->pend[x->n_pend];
@@ -186,13 +179,6 @@ static int do_action(exec_xrank *x, const sched_action *a, int fault, pl_err *e)
     }
 }
 
-/* Adds "rank R, action K (text), pass P: " before the message in e. */
-static void where(const exec_xrank *x, size_t k, pl_err *e) {
-    char t[96];
-    sched_action_format(&x->s->rank[x->r].acts[k], t, sizeof t);
-    pl_err_prefix(e, "rank %d, action %zu (%s), pass %d: ", x->r, k + 1, t, x->pass);
-}
-
 /* ---------------------------------------------------------------- pending receives */
 
 /* Completes pending receive i (exec_xpend; removed from the list): waits for its data and adds
@@ -217,7 +203,7 @@ static int pend_complete(exec_xrank *x, int i, double *comm) {
     double w1 = pl_now_s();
     *comm += w1 - w0;
     if (rc != PL_OK) {
-        if (strncmp(x->err.msg, "aborted: ", 9) != 0) where(x, (size_t)p.at, &x->err);
+        if (strncmp(x->err.msg, "aborted: ", 9) != 0) exec_xrank_at(x, (size_t)p.at, &x->err);
         return rc;
     }
     x->at = at;
@@ -248,206 +234,6 @@ static int await_inputs(exec_xrank *x, const sched_action *a, double *comm) {
     }
 }
 
-void exec_xrank_where(const exec_xrank *x, char *buf, size_t n) {
-    if (x->at >= 0 && (size_t)x->at < x->s->rank[x->r].n) {
-        char t[96];
-        sched_action_format(&x->s->rank[x->r].acts[x->at], t, sizeof t);
-        snprintf(buf, n, "action %ld (%s) of pass %d", x->at + 1, t, x->pass);
-    } else {
-        snprintf(buf, n, "between actions of pass %d", x->pass);
-    }
-}
-
-/* ---------------------------------------------------------------- setup */
-
-/* Returns n rounded up to a multiple of 16 floats (64 bytes, a cache line). */
-static size_t al16(size_t n) { return (n + 15) & ~(size_t)15; }
-
-/* Sets the pool's bookkeeping: cap slots of n floats, refs from *ip (advanced). */
-static void pool_set(exec_pool *p, int cap, size_t n, int **ip) {
-    p->cap = cap;
-    p->used = p->peak = 0;
-    p->refs = *ip;
-    *ip += cap;
-    memset(p->refs, 0, (size_t)cap * sizeof(int));
-    p->slot_floats = n;
-    p->stride = al16(n);
-    p->base = NULL;
-}
-
-/* Lays out x's bookkeeping and (when !dry) its floats, with the pool sizes in caps
- * (in, out, gin, then per stage ver, act, wg). Returns PL_OK or PL_ENOMEM. */
-static int layout(exec_xrank *x, const int *caps, int dry, void **ints_mem, pl_err *e) {
-    size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
-    size_t n_int = (size_t)caps[0] + (size_t)caps[1] + (size_t)caps[2];
-    for (int q = 0; q < x->nst; q++)
-        n_int += (size_t)caps[3 + 3 * q] + (size_t)caps[4 + 3 * q] + (size_t)caps[5 + 3 * q] + 7 * (size_t)x->M;
-    size_t n_flag = (size_t)x->nst * (size_t)x->M;
-    char *im = pl_calloc(n_int * sizeof(int) + n_flag, 1);
-    if (!im) return pl_errf(e, PL_ENOMEM, "out of memory (rank %d bookkeeping)", x->r);
-    *ints_mem = im;
-    int *ip = (int *)(void *)im;
-    unsigned char *fp = (unsigned char *)im + n_int * sizeof(int);
-    pool_set(&x->in, caps[0], bh, &ip);
-    pool_set(&x->out, caps[1], bh, &ip);
-    pool_set(&x->gin, caps[2], bh, &ip);
-    int mom = x->cfg->momentum != 0.0;
-    size_t floats = 0;
-    /* every buffer starts on a 64-byte line (slots are padded to 16 floats): aligned GEMM
-     * operands, and no line shared by two buffers */
-    floats += ((size_t)caps[0] + (size_t)caps[1] + (size_t)caps[2]) * al16(bh) + al16(bf + bh);
-    for (int q = 0; q < x->nst; q++) {
-        exec_xstage *st = &x->st[q];
-        size_t actf = (size_t)(st->nb - 1) * bh + 2 * (size_t)st->nb * bf, wgf = (size_t)(st->nb - 1) * bh;
-        pool_set(&st->ver, caps[3 + 3 * q], st->pfloats, &ip);
-        pool_set(&st->act, caps[4 + 3 * q], actf, &ip);
-        pool_set(&st->wg, caps[5 + 3 * q], wgf, &ip);
-        st->in_of = ip; ip += x->M;
-        st->gin_of = ip; ip += x->M;
-        st->act_of = ip; ip += x->M;
-        st->wg_of = ip; ip += x->M;
-        st->ver_of = ip; ip += x->M;
-        st->out_f = ip; ip += x->M;
-        st->out_b = ip; ip += x->M;
-        for (int j = 0; j < 7 * x->M; j++) st->in_of[j] = -1;
-        st->flags = fp; fp += x->M;
-        st->nacc = 0;
-        st->cur = 0;
-        floats += (size_t)st->ver.cap * st->ver.stride + (size_t)st->act.cap * st->act.stride +
-                  (size_t)st->wg.cap * st->wg.stride + al16(st->pfloats) * (1 + (size_t)mom);
-    }
-    memset(&x->cur, 0, sizeof x->cur);
-    x->cur.scratch_bytes = (bf + bh) * sizeof(float);
-    for (int q = 0; q < x->nst; q++) {
-        x->cur.grads_bytes += x->st[q].pfloats * sizeof(float);
-        if (mom) x->cur.optim_bytes += x->st[q].pfloats * sizeof(float);
-    }
-    x->cur.total_bytes = x->cur.scratch_bytes + x->cur.grads_bytes + x->cur.optim_bytes;
-    x->peak = x->cur;
-    x->pending_in_bytes = 0;
-    x->model_peak_bytes = x->cur.grads_bytes + x->cur.optim_bytes;
-    x->arena_bytes = floats * sizeof(float);
-    if (dry) return PL_OK;
-    /* the one allocation of the rank; then pointers into it */
-    x->arena = aligned_alloc(64, floats * sizeof(float)); /* a multiple of 64 bytes */
-    if (!x->arena) return pl_errf(e, PL_ENOMEM, "rank %d: cannot allocate %zu bytes", x->r, floats * sizeof(float));
-    memset(x->arena, 0, floats * sizeof(float));
-    float *p = x->arena;
-    x->in.base = p;  p += (size_t)x->in.cap * x->in.stride;
-    x->out.base = p; p += (size_t)x->out.cap * x->out.stride;
-    x->gin.base = p; p += (size_t)x->gin.cap * x->gin.stride;
-    x->scratch = p;  p += al16(bf + bh);
-    for (int q = 0; q < x->nst; q++) {
-        exec_xstage *st = &x->st[q];
-        st->ver.base = p; p += (size_t)st->ver.cap * st->ver.stride;
-        st->act.base = p; p += (size_t)st->act.cap * st->act.stride;
-        st->wg.base = p;  p += (size_t)st->wg.cap * st->wg.stride;
-        st->grad = p;     p += al16(st->pfloats);
-        st->mom = NULL;
-        if (mom) { st->mom = p; p += al16(st->pfloats); }
-        for (int k = 0; k < st->nb; k++)
-            exec_block_init(&x->d, x->cfg->init_seed, st->block0 + k, st->ver.base + (size_t)k * exec_block_floats(&x->d));
-    }
-    return PL_OK;
-}
-
-/* Takes the first weight version of every stage (counted as weights in use). */
-static int first_versions(exec_xrank *x, pl_err *e) {
-    for (int q = 0; q < x->nst; q++) {
-        if (exec_xrank_take(x, &x->st[q].ver, &x->cur.weights_bytes, "weight version", e) != 0) return e->code ? e->code : PL_EINTERNAL;
-        x->st[q].cur = 0;
-    }
-    return PL_OK;
-}
-
-int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg,
-                    const int *blocks, const exec_data *data, double *loss_mb, pl_err *e) {
-    memset(x, 0, sizeof *x);
-    x->at = -1;
-    x->r = r;
-    x->s = s;
-    x->cfg = cfg;
-    exec_dims_of(cfg, &x->d);
-    x->M = (int)sched_total_microbatches(s);
-    x->data = data;
-    x->loss_mb = loss_mb;
-    x->loc = pl_calloc((size_t)s->stages, sizeof *x->loc);
-    if (!x->loc) return pl_errf(e, PL_ENOMEM, "out of memory");
-    int b0 = 0;
-    for (int q = 0; q < s->stages; q++) {
-        x->loc[q] = -1;
-        if (s->stage_rank[q] == r) x->nst++;
-    }
-    x->st = pl_calloc(x->nst ? (size_t)x->nst : 1, sizeof *x->st);
-    if (!x->st) return pl_errf(e, PL_ENOMEM, "out of memory");
-    for (size_t k = 0; k < s->rank[r].n; k++)
-        x->cap_pend += s->rank[r].acts[k].kind == SCHED_RECV_F || s->rank[r].acts[k].kind == SCHED_RECV_B;
-    x->pend = pl_calloc(x->cap_pend ? (size_t)x->cap_pend : 1, sizeof *x->pend);
-    if (!x->pend) return pl_errf(e, PL_ENOMEM, "out of memory");
-    for (int q = 0, n = 0; q < s->stages; q++) {
-        if (s->stage_rank[q] == r) {
-            exec_xstage *st = &x->st[n];
-            st->stage = q;
-            st->block0 = b0;
-            st->nb = blocks[q];
-            st->pfloats = (size_t)blocks[q] * exec_block_floats(&x->d);
-            x->loc[q] = n++;
-        }
-        b0 += blocks[q];
-    }
-    /* the dry walk: pools as large as could ever be needed, no floats */
-    int ncap = 3 + 3 * x->nst;
-    int *caps = pl_calloc((size_t)ncap, sizeof *caps);
-    if (!caps) return pl_errf(e, PL_ENOMEM, "out of memory");
-    caps[0] = x->M * x->nst + 1;
-    caps[1] = 2 * x->M * x->nst + 1;
-    caps[2] = x->M * x->nst + 1;
-    for (int q = 0; q < x->nst; q++) { caps[3 + 3 * q] = x->M + 2; caps[4 + 3 * q] = x->M + 1; caps[5 + 3 * q] = x->M + 1; }
-    void *im = NULL;
-    int rc = layout(x, caps, 1, &im, e);
-    if (rc == PL_OK) {
-        rc = first_versions(x, e);
-        if (rc != PL_OK) pl_err_prefix(e, "rank %d, its weights: ", r);
-    }
-    x->dry = 1;
-    const sched_rank *rk = &s->rank[r];
-    for (size_t k = 0; k < rk->n && rc == PL_OK; k++) {
-        rc = do_action(x, &rk->acts[k], 0, e);
-        if (rc != PL_OK) where(x, k, e);
-    }
-    if (rc == PL_OK) rc = exec_xrank_pass_end_check(x, e);
-    if (rc == PL_OK) {
-        caps[0] = x->in.peak > 0 ? x->in.peak : 1;
-        caps[1] = x->out.peak > 0 ? x->out.peak : 1;
-        caps[2] = x->gin.peak > 0 ? x->gin.peak : 1;
-        for (int q = 0; q < x->nst; q++) {
-            caps[3 + 3 * q] = x->st[q].ver.peak;
-            caps[4 + 3 * q] = x->st[q].act.peak > 0 ? x->st[q].act.peak : 1;
-            caps[5 + 3 * q] = x->st[q].wg.peak > 0 ? x->st[q].wg.peak : 1;
-        }
-    }
-    free(im);
-    x->dry = 0;
-    if (rc == PL_OK) {
-        rc = layout(x, caps, 0, &x->ints_mem, e);
-        if (rc == PL_OK) rc = first_versions(x, e);
-    }
-    free(caps);
-    return rc;
-}
-
-void exec_xrank_free(exec_xrank *x) {
-    free(x->arena);
-    free(x->ints_mem);
-    free(x->st);
-    free(x->loc);
-    free(x->pend);
-    free(x->ops);
-    free(x->pass_start_s);
-    exec_prof_worker_free(x->prof);
-    memset(x, 0, sizeof *x);
-}
-
 /* ---------------------------------------------------------------- the thread */
 
 /* Cleanup handler of the worker thread: runs only when the thread ends in the middle of its
@@ -458,7 +244,7 @@ void exec_xrank_free(exec_xrank *x) {
 static void worker_vanished(void *arg) {
     exec_xrank *x = arg;
     pl_errf(&x->err, PL_EINTERNAL, "the worker thread ended in the middle of its list without reporting");
-    if (x->at >= 0) where(x, (size_t)x->at, &x->err);
+    if (x->at >= 0) exec_xrank_at(x, (size_t)x->at, &x->err);
     else pl_err_prefix(&x->err, "rank %d, between actions of pass %d: ", x->r, x->pass);
     x->rc = PL_EINTERNAL;
     x->t->abort(x->t, &x->err);
@@ -541,7 +327,7 @@ static void worker_walk(exec_xrank *x) {
             double s1 = pl_now_s();
             if (x->rc != PL_OK) {
                 if (strncmp(x->err.msg, "aborted: ", 9) != 0) {
-                    if (!named) where(x, k, &x->err);
+                    if (!named) exec_xrank_at(x, k, &x->err);
                     x->t->abort(x->t, &x->err);
                 }
                 break;

@@ -1,10 +1,11 @@
 /* xrank.c: the per-rank bookkeeping that does not depend on where the compute runs: pools of
  * slots, memory classes and the budget, stage and microbatch addressing, weight versions, the
- * progress flags, and the measurement arrays. The CPU worker (worker.c) and the CUDA one
+ * progress flags, where a rank is, and its record (its up-front memory: xrank_arena.c). The CPU worker (worker.c) and the CUDA one
  * (cuda/cuda_exec.c) wrap their compute in the same calls, so their pools, tracked memory and
  * errors are the same by construction (and the CPU worker's tracked peak is the cost model's). */
 #include "exec_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -298,28 +299,22 @@ int exec_xrank_pass_end_check(const exec_xrank *x, pl_err *e) {
     return PL_OK;
 }
 
-/* ---------------------------------------------------------------- setup and results */
+/* ---------------------------------------------------------------- where a rank is, its results */
 
-int exec_xrank_setup(exec_xrank *x, int r, const sched *s, const exec_config *c, const int *blocks,
-                     const exec_data *data, double *loss_mb, pl_err *e) {
-    int P = c->warmup_passes + c->timed_passes;
-    int rc = exec_xrank_init(x, r, s, c, blocks, data, loss_mb, e);
-    if (rc) return rc;
-    x->core = -1;
-    x->pass_start_s = pl_calloc(EXEC_REC_ARRAYS * (size_t)P, sizeof(double));
-    if (!x->pass_start_s) return pl_errf(e, PL_ENOMEM, "out of memory");
-    x->pass_end_s = x->pass_start_s + P;
-    x->busy_s = x->pass_start_s + 2 * P;
-    x->comm_s = x->pass_start_s + 3 * P;
-    x->gemm_s = x->pass_start_s + 4 * P;
-    x->gemm_flops = x->pass_start_s + 5 * P;
-    x->span_s = x->pass_start_s + 6 * P;
-    if (c->record_ops) {
-        x->cap_ops = s->rank[r].n * (size_t)c->timed_passes;
-        x->ops = pl_calloc(x->cap_ops ? x->cap_ops : 1, sizeof *x->ops);
-        if (!x->ops) return pl_errf(e, PL_ENOMEM, "out of memory for the op records");
+void exec_xrank_at(const exec_xrank *x, size_t k, pl_err *e) {
+    char t[EXEC_ACTION_TEXT_MAX];
+    sched_action_format(&x->s->rank[x->r].acts[k], t, sizeof t);
+    pl_err_prefix(e, "rank %d, action %zu (%s), pass %d: ", x->r, k + 1, t, x->pass);
+}
+
+void exec_xrank_where(const exec_xrank *x, char *buf, size_t n) {
+    if (x->at >= 0 && (size_t)x->at < x->s->rank[x->r].n) {
+        char t[EXEC_ACTION_TEXT_MAX];
+        sched_action_format(&x->s->rank[x->r].acts[x->at], t, sizeof t);
+        snprintf(buf, n, "action %ld (%s) of pass %d", x->at + 1, t, x->pass);
+    } else {
+        snprintf(buf, n, "between actions of pass %d", x->pass);
     }
-    return PL_OK;
 }
 
 int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_bytes, exec_rank_record *rec,

@@ -1,0 +1,325 @@
+/* xrank_arena.c: a rank's up-front memory, whatever backend computes: a dry walk of its list
+ * (the bookkeeping of every action, xrank.c, without compute or data) that checks it and sizes
+ * every pool, then one allocation laid out as the pools, and the measurement arrays. */
+#include "exec_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Floats of a cache line: every buffer of the arena starts on one (README: "Layout"). */
+#define LINE_FLOATS (EXEC_LINE_BYTES / sizeof(float))
+/* The per-microbatch index arrays of a stage: in_of, gin_of, act_of, wg_of, ver_of, out_f, out_b. */
+#define STAGE_INDEX_ARRAYS 7
+/* The pools of a rank (in caps[] order), then those of each stage after them. */
+enum { CAP_IN, CAP_OUT, CAP_GIN, CAP_RANK_POOLS };
+enum { CAP_VER, CAP_ACT, CAP_WG, CAP_STAGE_POOLS };
+/* Returns the index in caps[] of pool k (CAP_VER ...) of local stage q. */
+#define CAP_OF(q, k) (CAP_RANK_POOLS + CAP_STAGE_POOLS * (q) + (k))
+
+/* Returns n rounded up to a multiple of LINE_FLOATS floats. */
+static size_t al16(size_t n) { return (n + LINE_FLOATS - 1) & ~(LINE_FLOATS - 1); }
+
+/* Sets the pool's bookkeeping: cap slots of n floats, refs from *ip (advanced). */
+static void pool_set(exec_pool *p, int cap, size_t n, int **ip) {
+    p->cap = cap;
+    p->used = p->peak = 0;
+    p->refs = *ip;
+    *ip += cap;
+    memset(p->refs, 0, (size_t)cap * sizeof(int));
+    p->slot_floats = n;
+    p->stride = al16(n);
+    p->base = NULL;
+}
+
+/* Lays out x's bookkeeping in one allocation (*ints_mem) with the pool sizes in caps: the slots'
+ * references and the per-microbatch indices and flags of every stage. Returns the floats the
+ * arena needs for these pools, or 0 with e when out of memory. */
+static size_t layout_ints(exec_xrank *x, const int *caps, void **ints_mem, pl_err *e) {
+    size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
+    size_t n_int = (size_t)caps[CAP_IN] + (size_t)caps[CAP_OUT] + (size_t)caps[CAP_GIN];
+    for (int q = 0; q < x->nst; q++)
+        n_int += (size_t)caps[CAP_OF(q, CAP_VER)] + (size_t)caps[CAP_OF(q, CAP_ACT)] + (size_t)caps[CAP_OF(q, CAP_WG)] +
+                 STAGE_INDEX_ARRAYS * (size_t)x->M;
+    size_t n_flag = (size_t)x->nst * (size_t)x->M;
+    char *im = pl_calloc(n_int * sizeof(int) + n_flag, 1);
+    if (!im) return pl_errf(e, PL_ENOMEM, "out of memory (rank %d bookkeeping)", x->r), 0;
+    *ints_mem = im;
+    int *ip = (int *)(void *)im;
+    unsigned char *fp = (unsigned char *)im + n_int * sizeof(int);
+    pool_set(&x->in, caps[CAP_IN], bh, &ip);
+    pool_set(&x->out, caps[CAP_OUT], bh, &ip);
+    pool_set(&x->gin, caps[CAP_GIN], bh, &ip);
+    int mom = x->cfg->momentum != 0.0;
+    /* every buffer starts on a 64-byte line (slots are padded to 16 floats): aligned GEMM
+     * operands, and no line shared by two buffers */
+    size_t floats = ((size_t)caps[CAP_IN] + (size_t)caps[CAP_OUT] + (size_t)caps[CAP_GIN]) * al16(bh) + al16(bf + bh);
+    for (int q = 0; q < x->nst; q++) {
+        exec_xstage *st = &x->st[q];
+        size_t actf = (size_t)(st->nb - 1) * bh + 2 * (size_t)st->nb * bf, wgf = (size_t)(st->nb - 1) * bh;
+        pool_set(&st->ver, caps[CAP_OF(q, CAP_VER)], st->pfloats, &ip);
+        pool_set(&st->act, caps[CAP_OF(q, CAP_ACT)], actf, &ip);
+        pool_set(&st->wg, caps[CAP_OF(q, CAP_WG)], wgf, &ip);
+        int **index[STAGE_INDEX_ARRAYS] = {&st->in_of, &st->gin_of, &st->act_of, &st->wg_of, &st->ver_of, &st->out_f, &st->out_b};
+        for (int k = 0; k < STAGE_INDEX_ARRAYS; k++, ip += x->M) *index[k] = ip;
+        for (int j = 0; j < STAGE_INDEX_ARRAYS * x->M; j++) st->in_of[j] = -1;
+        st->flags = fp;
+        fp += x->M;
+        st->nacc = 0;
+        st->cur = 0;
+        floats += (size_t)st->ver.cap * st->ver.stride + (size_t)st->act.cap * st->act.stride +
+                  (size_t)st->wg.cap * st->wg.stride + al16(st->pfloats) * (1 + (size_t)mom);
+    }
+    return floats;
+}
+
+/* Starts x's memory accounting: what a rank holds from the start (scratch, gradients, optimizer
+ * state), as current and peak. */
+static void mem_start(exec_xrank *x) {
+    size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
+    int mom = x->cfg->momentum != 0.0;
+    memset(&x->cur, 0, sizeof x->cur);
+    x->cur.scratch_bytes = (bf + bh) * sizeof(float);
+    for (int q = 0; q < x->nst; q++) {
+        x->cur.grads_bytes += x->st[q].pfloats * sizeof(float);
+        if (mom) x->cur.optim_bytes += x->st[q].pfloats * sizeof(float);
+    }
+    x->cur.total_bytes = x->cur.scratch_bytes + x->cur.grads_bytes + x->cur.optim_bytes;
+    x->peak = x->cur;
+    x->pending_in_bytes = 0;
+    x->model_peak_bytes = x->cur.grads_bytes + x->cur.optim_bytes;
+}
+
+/* Makes the one allocation of the rank (floats, a multiple of a cache line), points the pools
+ * into it in layout_ints' order and writes every stage's initial weights. PL_OK or PL_ENOMEM. */
+static int layout_floats(exec_xrank *x, size_t floats, pl_err *e) {
+    size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
+    x->arena = aligned_alloc(EXEC_LINE_BYTES, floats * sizeof(float));
+    if (!x->arena) return pl_errf(e, PL_ENOMEM, "rank %d: cannot allocate %zu bytes", x->r, floats * sizeof(float));
+    memset(x->arena, 0, floats * sizeof(float));
+    float *p = x->arena;
+    x->in.base = p;  p += (size_t)x->in.cap * x->in.stride;
+    x->out.base = p; p += (size_t)x->out.cap * x->out.stride;
+    x->gin.base = p; p += (size_t)x->gin.cap * x->gin.stride;
+    x->scratch = p;  p += al16(bf + bh);
+    for (int q = 0; q < x->nst; q++) {
+        exec_xstage *st = &x->st[q];
+        st->ver.base = p; p += (size_t)st->ver.cap * st->ver.stride;
+        st->act.base = p; p += (size_t)st->act.cap * st->act.stride;
+        st->wg.base = p;  p += (size_t)st->wg.cap * st->wg.stride;
+        st->grad = p;     p += al16(st->pfloats);
+        st->mom = NULL;
+        if (x->cfg->momentum != 0.0) { st->mom = p; p += al16(st->pfloats); }
+        for (int k = 0; k < st->nb; k++)
+            exec_block_init(&x->d, x->cfg->init_seed, st->block0 + k, st->ver.base + (size_t)k * exec_block_floats(&x->d));
+    }
+    return PL_OK;
+}
+
+/* Lays out x's bookkeeping (into *ints_mem) and starts its memory accounting; with floats, the
+ * arena too. Returns PL_OK or PL_ENOMEM. */
+static int layout(exec_xrank *x, const int *caps, int floats, void **ints_mem, pl_err *e) {
+    size_t n = layout_ints(x, caps, ints_mem, e);
+    if (n == 0) return PL_ENOMEM;
+    mem_start(x);
+    x->arena_bytes = n * sizeof(float);
+    return floats ? layout_floats(x, n, e) : PL_OK;
+}
+
+/* Takes the first weight version of every stage (counted as weights in use). */
+static int first_versions(exec_xrank *x, pl_err *e) {
+    for (int q = 0; q < x->nst; q++) {
+        if (exec_xrank_take(x, &x->st[q].ver, &x->cur.weights_bytes, "weight version", e) != 0) return e->code ? e->code : PL_EINTERNAL;
+        x->st[q].cur = 0;
+    }
+    return PL_OK;
+}
+
+/* ---------------------------------------------------------------- the dry walk */
+
+/* The bookkeeping of a forward, an input gradient, a weight gradient, a STEP and a SEND or RECV,
+ * without their compute or transfer: what every backend's worker does around them. Each
+ * returns PL_OK or the error. */
+static int dry_f(exec_xrank *x, int s, int j, pl_err *e) {
+    exec_xf f;
+    if (exec_xrank_f_begin(x, s, j, &f, e) != PL_OK) return e->code;
+    exec_xrank_f_end(x, &f, j);
+    return PL_OK;
+}
+
+static int dry_i(exec_xrank *x, int s, int j, pl_err *e) {
+    exec_xi b;
+    if (exec_xrank_i_begin(x, s, j, &b, e) != PL_OK) return e->code;
+    b.st->flags[j] |= XS_IDONE;
+    return PL_OK;
+}
+
+static int dry_w(exec_xrank *x, int s, int j, pl_err *e) {
+    exec_xstage *st = exec_xrank_w_begin(x, s, j, e);
+    if (!st) return e->code;
+    exec_xrank_w_end(x, st, j);
+    return PL_OK;
+}
+
+static int dry_step(exec_xrank *x, int s, pl_err *e) {
+    exec_xstage *st;
+    int dst;
+    if (exec_xrank_step_begin(x, s, &st, &dst, e) != PL_OK) return e->code;
+    if (st) exec_xrank_step_end(st, dst);
+    return PL_OK;
+}
+
+static int dry_comm(exec_xrank *x, const sched_action *a, pl_err *e) {
+    if (a->kind == SCHED_SEND_F || a->kind == SCHED_SEND_B) {
+        int *slotp = exec_xrank_send_begin(x, a, e);
+        if (!slotp) return e->code;
+        exec_xrank_send_end(x, slotp);
+        return PL_OK;
+    }
+    exec_pool *pool;
+    return exec_xrank_recv_begin(x, a, &pool, e) < 0 ? e->code : PL_OK;
+}
+
+/* The bookkeeping of action a (its parts, in the order every worker runs them). */
+static int dry_action(exec_xrank *x, const sched_action *a, pl_err *e) {
+    int rc;
+    switch (a->kind) {
+    case SCHED_F: return dry_f(x, a->stage, a->mb, e);
+    case SCHED_I: return dry_i(x, a->stage, a->mb, e);
+    case SCHED_W: return dry_w(x, a->stage, a->mb, e);
+    case SCHED_B: return (rc = dry_i(x, a->stage, a->mb, e)) ? rc : dry_w(x, a->stage, a->mb, e);
+    case SCHED_OVERLAP:
+        rc = dry_f(x, a->stage, a->mb, e);
+        if (rc == PL_OK) rc = dry_i(x, a->stage2, a->mb2, e);
+        if (rc == PL_OK && a->kind2 == SCHED_B) rc = dry_w(x, a->stage2, a->mb2, e);
+        return rc;
+    case SCHED_SEND_F:
+    case SCHED_SEND_B:
+    case SCHED_RECV_F:
+    case SCHED_RECV_B: return dry_comm(x, a, e);
+    case SCHED_REDUCE_GRAD: return exec_xrank_local(x, a->stage, e) ? PL_OK : PL_EINPUT; /* one replica */
+    case SCHED_STEP: return dry_step(x, a->stage, e);
+    case SCHED_UNSHARD:
+    case SCHED_RESHARD: return PL_OK;
+    default: return pl_errf(e, PL_EINPUT, "unknown action kind %d", a->kind);
+    }
+}
+
+/* Walks rank x's list once without data in pools as large as could ever be needed (caps), which
+ * checks the list, and leaves in caps each pool's peak (at least one slot). Returns PL_OK, or an
+ * error naming the rank and the action. */
+static int dry_walk(exec_xrank *x, int *caps, pl_err *e) {
+    caps[CAP_IN] = x->M * x->nst + 1;
+    caps[CAP_OUT] = 2 * x->M * x->nst + 1;
+    caps[CAP_GIN] = x->M * x->nst + 1;
+    for (int q = 0; q < x->nst; q++) {
+        caps[CAP_OF(q, CAP_VER)] = x->M + 2;
+        caps[CAP_OF(q, CAP_ACT)] = x->M + 1;
+        caps[CAP_OF(q, CAP_WG)] = x->M + 1;
+    }
+    void *im = NULL;
+    int rc = layout(x, caps, 0, &im, e);
+    if (rc == PL_OK) {
+        rc = first_versions(x, e);
+        if (rc != PL_OK) pl_err_prefix(e, "rank %d, its weights: ", x->r);
+    }
+    const sched_rank *rk = &x->s->rank[x->r];
+    for (size_t k = 0; k < rk->n && rc == PL_OK; k++) {
+        rc = dry_action(x, &rk->acts[k], e);
+        if (rc != PL_OK) exec_xrank_at(x, k, e);
+    }
+    if (rc == PL_OK) rc = exec_xrank_pass_end_check(x, e);
+    if (rc == PL_OK) {
+        caps[CAP_IN] = x->in.peak > 0 ? x->in.peak : 1;
+        caps[CAP_OUT] = x->out.peak > 0 ? x->out.peak : 1;
+        caps[CAP_GIN] = x->gin.peak > 0 ? x->gin.peak : 1;
+        for (int q = 0; q < x->nst; q++) {
+            caps[CAP_OF(q, CAP_VER)] = x->st[q].ver.peak;
+            caps[CAP_OF(q, CAP_ACT)] = x->st[q].act.peak > 0 ? x->st[q].act.peak : 1;
+            caps[CAP_OF(q, CAP_WG)] = x->st[q].wg.peak > 0 ? x->st[q].wg.peak : 1;
+        }
+    }
+    free(im);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+/* Fills x's stages (those of rank r: their blocks and parameters, the local index of each
+ * global stage) and the room for its pending receives. Returns PL_OK or PL_ENOMEM. */
+static int stages_of(exec_xrank *x, int r, const sched *s, const int *blocks, pl_err *e) {
+    x->loc = pl_calloc((size_t)s->stages, sizeof *x->loc);
+    if (!x->loc) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int q = 0; q < s->stages; q++) {
+        x->loc[q] = -1;
+        if (s->stage_rank[q] == r) x->nst++;
+    }
+    x->st = pl_calloc(x->nst ? (size_t)x->nst : 1, sizeof *x->st);
+    if (!x->st) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (size_t k = 0; k < s->rank[r].n; k++)
+        x->cap_pend += s->rank[r].acts[k].kind == SCHED_RECV_F || s->rank[r].acts[k].kind == SCHED_RECV_B;
+    x->pend = pl_calloc(x->cap_pend ? (size_t)x->cap_pend : 1, sizeof *x->pend);
+    if (!x->pend) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int q = 0, n = 0, b0 = 0; q < s->stages; b0 += blocks[q], q++) {
+        if (s->stage_rank[q] != r) continue;
+        exec_xstage *st = &x->st[n];
+        st->stage = q;
+        st->block0 = b0;
+        st->nb = blocks[q];
+        st->pfloats = (size_t)blocks[q] * exec_block_floats(&x->d);
+        x->loc[q] = n++;
+    }
+    return PL_OK;
+}
+
+int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg,
+                    const int *blocks, const exec_data *data, double *loss_mb, pl_err *e) {
+    memset(x, 0, sizeof *x);
+    x->at = -1;
+    x->r = r;
+    x->s = s;
+    x->cfg = cfg;
+    exec_dims_of(cfg, &x->d);
+    x->M = (int)sched_total_microbatches(s);
+    x->data = data;
+    x->loss_mb = loss_mb;
+    int rc = stages_of(x, r, s, blocks, e);
+    if (rc) return rc;
+    int *caps = pl_calloc((size_t)CAP_OF(x->nst, 0), sizeof *caps);
+    if (!caps) return pl_errf(e, PL_ENOMEM, "out of memory");
+    rc = dry_walk(x, caps, e);
+    if (rc == PL_OK) rc = layout(x, caps, 1, &x->ints_mem, e);
+    if (rc == PL_OK) rc = first_versions(x, e);
+    free(caps);
+    return rc;
+}
+
+int exec_xrank_setup(exec_xrank *x, int r, const sched *s, const exec_config *c, const int *blocks,
+                     const exec_data *data, double *loss_mb, pl_err *e) {
+    int P = c->warmup_passes + c->timed_passes;
+    int rc = exec_xrank_init(x, r, s, c, blocks, data, loss_mb, e);
+    if (rc) return rc;
+    x->core = -1;
+    x->pass_start_s = pl_calloc(EXEC_REC_ARRAYS * (size_t)P, sizeof(double));
+    if (!x->pass_start_s) return pl_errf(e, PL_ENOMEM, "out of memory");
+    double **arrays[EXEC_REC_ARRAYS] = {&x->pass_start_s, &x->pass_end_s, &x->busy_s, &x->comm_s,
+                                        &x->gemm_s, &x->gemm_flops, &x->span_s};
+    for (int k = 1; k < EXEC_REC_ARRAYS; k++) *arrays[k] = x->pass_start_s + (size_t)k * P;
+    if (c->record_ops) {
+        x->cap_ops = s->rank[r].n * (size_t)c->timed_passes;
+        x->ops = pl_calloc(x->cap_ops ? x->cap_ops : 1, sizeof *x->ops);
+        if (!x->ops) return pl_errf(e, PL_ENOMEM, "out of memory for the op records");
+    }
+    return PL_OK;
+}
+
+void exec_xrank_free(exec_xrank *x) {
+    free(x->arena);
+    free(x->ints_mem);
+    free(x->st);
+    free(x->loc);
+    free(x->pend);
+    free(x->ops);
+    free(x->pass_start_s);
+    exec_prof_worker_free(x->prof);
+    memset(x, 0, sizeof *x);
+}
