@@ -17,6 +17,7 @@ int pl_errf(pl_err *e, int code, const char *fmt, ...) {
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         va_end(ap);
         e->code = code;
+        e->rank_plus1 = 0;
     }
     return code;
 }
@@ -41,7 +42,14 @@ void pl_err_clear(pl_err *e) {
     if (!e) return;
     e->code = PL_OK;
     e->msg[0] = '\0';
+    e->rank_plus1 = 0;
 }
+
+void pl_err_set_rank(pl_err *e, int rank) {
+    if (e) e->rank_plus1 = rank >= 0 ? rank + 1 : 0;
+}
+
+int pl_err_rank(const pl_err *e) { return e && e->rank_plus1 > 0 ? e->rank_plus1 - 1 : -1; }
 
 void *pl_calloc(size_t n, size_t size) {
     if (n == 0 || size == 0) return calloc(1, 1);
@@ -53,6 +61,17 @@ void *pl_reallocarray(void *p, size_t n, size_t size) {
     if (size && n > SIZE_MAX / size) return NULL;
     size_t total = n * size;
     return realloc(p, total ? total : 1);
+}
+
+/* Returns p, or p grown to twice its *cap elements (first when *cap is 0), or NULL (p kept):
+ * the one growth rule of pipelab's growable arrays (see pl_common.h). */
+void *pl_grow(void *p, size_t *cap, size_t len, size_t first, size_t size) {
+    if (len < *cap) return p;
+    size_t ncap = *cap ? 2 * *cap : first;
+    if (ncap <= len) ncap = len + 1;
+    void *np = pl_reallocarray(p, ncap, size);
+    if (np) *cap = ncap;
+    return np;
 }
 
 void pl_buf_init(pl_buf *b) { memset(b, 0, sizeof *b); }

@@ -25,18 +25,31 @@ enum {
 typedef struct pl_err {
     int code;
     char msg[1024];
+    int rank_plus1; /* the rank whose error this is, whose message then starts "rank R", plus one;
+                     * 0 = none, so that a zero-initialised pl_err names no rank
+                     * (pl_err_set_rank, pl_err_rank) */
 } pl_err;
 
-/* Fills e (if not NULL) with a printf-style message and returns code. */
+/* Fills e (if not NULL) with a printf-style message and returns code; a new message names no
+ * rank until pl_err_set_rank says so. */
 int pl_errf(pl_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Prefixes the message already in e with a printf-style context ("file:line: "). */
 void pl_err_prefix(pl_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Clears e to PL_OK with an empty message. */
+/* Clears e to PL_OK with an empty message and no rank. */
 void pl_err_clear(pl_err *e);
+/* Records that e is rank's error (rank >= 0; its message starts by naming it; pl_err_prefix
+ * keeps it), or that it names no rank (rank < 0). */
+void pl_err_set_rank(pl_err *e, int rank);
+/* Returns the rank e is the error of, or -1 when it names none. */
+int pl_err_rank(const pl_err *e);
 
 /* Checked allocation: returns NULL on overflow of n*size or on failure. */
 void *pl_calloc(size_t n, size_t size);
 void *pl_reallocarray(void *p, size_t n, size_t size);
+/* Makes room for element len of a growable array p of *cap elements of size bytes: returns p
+ * when len < *cap, else p reallocated to twice *cap elements (first when *cap is 0) with *cap
+ * updated, or NULL when out of memory (p is then untouched and still the caller's). */
+void *pl_grow(void *p, size_t *cap, size_t len, size_t first, size_t size);
 
 /* Growable byte string used to build text output and files. */
 typedef struct pl_buf {

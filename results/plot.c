@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <math.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "store_int.h"
 
 extern char **environ;
 
@@ -319,6 +320,14 @@ static void run_curve(curve *proto, const store_run *r, const char *extra, int o
     proto->panel = panel;
 }
 
+/* An x axis spanning this ratio or more is logarithmic (base 2), its ends this factor beyond
+ * the data; a linear one ends this far (in its units) beyond the data. Ticks stand at the data's
+ * x values when there are at most XTICS_MAX of them. */
+#define LOG_RATIO 8.0
+#define LOG_PAD 1.15
+#define LIN_PAD 0.5
+#define XTICS_MAX 12
+
 /* Appends "set xtics (x1, x2, ...)" of the distinct x values of the curves when there are at
  * most max of them (ticks where the data is), else nothing. */
 static void put_xtics(pl_buf *g, const curves *cs, int max) {
@@ -338,22 +347,46 @@ static void put_xtics(pl_buf *g, const curves *cs, int max) {
     pl_buf_puts(g, ")\n");
 }
 
-/* Creates the parent directories of path (like mkdir -p on its dirname); 0 or -1 with e. */
-static int mkdir_parents(const char *path, pl_err *e) {
-    char *p = strdup(path);
-    if (!p) return pl_errf(e, PL_ENOMEM, "out of memory"), -1;
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = 0;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            pl_errf(e, PL_EIO, "%s: cannot create directory: %s", p, strerror(errno));
-            free(p);
-            return -1;
-        }
-        *s = '/';
+/* Appends the x axis of curves cs over data from lo to hi (bubble, throughput): logarithmic or
+ * linear (see LOG_RATIO), and its ticks. */
+static void put_x_axis(pl_buf *g, const curves *cs, double lo, double hi) {
+    int logx = hi / lo >= LOG_RATIO;
+    if (logx) pl_buf_puts(g, "set logscale x 2\n");
+    pl_buf_printf(g, "set xrange [%.10g:%.10g]\n", logx ? lo / LOG_PAD : lo - LIN_PAD, logx ? hi * LOG_PAD : hi + LIN_PAD);
+    put_xtics(g, cs, XTICS_MAX);
+}
+
+/* Appends the plot elements of the curves of cs in panel (-1: every curve), each drawn how and
+ * separated as gnuplot's plot command wants them; first = 1 when no element precedes them. */
+static void put_curves(pl_buf *g, const curves *cs, int panel, draw how, int first) {
+    for (size_t i = 0; i < cs->n; i++) {
+        if (panel >= 0 && cs->c[i].panel != panel) continue;
+        pl_buf_puts(g, first ? "  " : ", \\\n  ");
+        put_curve(g, (long)i, &cs->c[i], how);
+        first = 0;
     }
-    free(p);
-    return 0;
+}
+
+/* Writes a figure's title into buf[n]: fmt, then " (TAG)" when o selects runs by tag. */
+__attribute__((format(printf, 4, 5)))
+static void figure_title(char *buf, size_t n, const store_plot_opts *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+    if (o->filter.tag && len >= 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, " (%s)", o->filter.tag);
+}
+
+/* Creates the parent directories of a figure file at path; 0, or -1 with e naming the one that
+ * could not be made. */
+static int mkdir_parents(const char *path, pl_err *e) {
+    char *failed;
+    int err = store_make_parents(path, &failed);
+    if (err == 0) return 0;
+    if (!failed) pl_errf(e, PL_ENOMEM, "out of memory");
+    else pl_errf(e, PL_EIO, "%s: cannot create directory: %s", failed, strerror(err));
+    free(failed);
+    return -1;
 }
 
 /* Writes the data and the script; returns PL_OK or an error code. */
@@ -368,6 +401,39 @@ static int write_both(const store_plot_opts *o, const pl_buf *d, const pl_buf *g
 /* Returns the "no runs" error of a selection. */
 static int no_runs(const store_plot_opts *o, pl_err *e) {
     return pl_errf(e, PL_EINPUT, "no runs to plot%s%s", o->filter.tag ? " with tag " : "", o->filter.tag ? o->filter.tag : "");
+}
+
+/* What a figure is made of: the runs it draws (oldest first), their curves, and the text of its
+ * data file (d) and gnuplot script (g). */
+typedef struct figure {
+    store_run *runs;
+    size_t n;
+    curves cs;
+    pl_buf d, g;
+} figure;
+
+/* Starts an empty figure f (no runs, no curves, empty texts). */
+static void figure_init(figure *f) {
+    memset(f, 0, sizeof *f);
+    pl_buf_init(&f->d);
+    pl_buf_init(&f->g);
+}
+
+/* Starts figure f of the runs o selects (bubble, throughput, memory). Returns PL_OK, PL_EINPUT
+ * when it selects none, or the store's error; figure_free f in every case. */
+static int figure_open(store *s, const store_plot_opts *o, figure *f, pl_err *e) {
+    figure_init(f);
+    int code = store_select_runs(s, &o->filter, NULL, &f->runs, &f->n, e);
+    if (code == PL_OK && f->n == 0) code = no_runs(o, e);
+    return code;
+}
+
+/* Frees what a figure holds. */
+static void figure_free(figure *f) {
+    curves_free(&f->cs);
+    store_runs_free(f->runs, f->n);
+    pl_buf_free(&f->d);
+    pl_buf_free(&f->g);
 }
 
 /* ---- timeline ---- */
@@ -404,6 +470,8 @@ static const struct action_look {
 #define TL_ROW_PX 40
 #define TL_DIGIT_PX 7.0
 #define TL_LABEL_PAD_PX 3.0
+/* The time axis ends this factor past the last drawn end. */
+#define TL_END_PAD 1.005
 
 /* Returns the index in action_looks of an op kind, or -1 (not drawn: STEP, ...). */
 static int action_look(const char *kind) {
@@ -585,7 +653,7 @@ static void timeline_write(const timeline *t, const store_plot_opts *o, pl_buf *
              r->chunks > 1 ? r->chunks : 0, r->iteration_time_s * scale, unit, 100 * r->bubble_fraction);
     script_begin(g, o, "timeline", (int)plot_px + TL_MARGIN_W, TL_MARGIN_H + TL_ROW_PX * t->ranks, title);
     pl_buf_printf(g, "nranks = %d\nxmax = %.10g\nxlabel_text = \"time (%s)%s; labels: microbatch%s\"\n", t->ranks,
-                  t->tmax_s * scale * 1.005, unit, passes, later ? "; lighter: a rank's later chunks" : "");
+                  t->tmax_s * scale * TL_END_PAD, unit, passes, later ? "; lighter: a rank's later chunks" : "");
     pl_buf_puts(g, "set xrange [0:xmax]\nset yrange [nranks - 0.5:-0.5]\nset xlabel xlabel_text font \",11\"\nplot \\\n");
     for (size_t k = 0; k < N_ACTION_LOOKS; k++)
         if (have[k])
@@ -742,10 +810,7 @@ static int bubble_script(const store_plot_opts *o, const curves *cs, const panel
     int w = cols * BB_PANEL_W + key_w, h = BB_TITLE_H + rows * BB_PANEL_H;
     if (h < BB_TITLE_H + BB_MARGIN_T + (int)nk * BB_KEY_LINE_PX) h = BB_TITLE_H + BB_MARGIN_T + (int)nk * BB_KEY_LINE_PX;
     script_begin(g, o, "bubble", w, h, title);
-    int logx = mmax / mmin >= 8;
-    if (logx) pl_buf_puts(g, "set logscale x 2\n");
-    pl_buf_printf(g, "set xrange [%.10g:%.10g]\n", logx ? mmin / 1.15 : mmin - 0.5, logx ? mmax * 1.15 : mmax + 0.5);
-    put_xtics(g, cs, 12);
+    put_x_axis(g, cs, mmin, mmax);
     pl_buf_puts(g, "set multiplot title \"");
     gp_escape(g, o->title ? o->title : title);
     pl_buf_printf(g, "\\nlines: runs in the database%s\" font \",13\"\n", dashed ? "; dashed: analytic" : "");
@@ -756,13 +821,7 @@ static int bubble_script(const store_plot_opts *o, const curves *cs, const panel
         pl_buf_printf(g, "set title \"p = %d ranks%s", pn[p].ranks, pn[p].tag ? ": " : "");
         gp_escape(g, pn[p].tag);
         pl_buf_puts(g, "\" font \",12\"\nplot \\\n");
-        int first = 1;
-        for (size_t i = 0; i < cs->n; i++) {
-            if (cs->c[i].panel != p) continue;
-            pl_buf_puts(g, first ? "  " : ", \\\n  ");
-            put_curve(g, (long)i, &cs->c[i], DRAW_LINES);
-            first = 0;
-        }
+        put_curves(g, cs, p, DRAW_LINES, 1);
         pl_buf_puts(g, "\n");
     }
     pl_buf_puts(g, "# the legend: every curve once, beside the panels\n"
@@ -782,51 +841,38 @@ static int bubble_script(const store_plot_opts *o, const curves *cs, const panel
 /* Exports bubble fraction against microbatches: one panel per pipeline depth (and tag), one
  * curve per schedule, the analytic curves dashed. */
 static int plot_bubble(store *s, const store_plot_opts *o, pl_err *e) {
-    store_run *runs = NULL;
-    size_t n = 0;
-    int code = store_select_runs(s, &o->filter, NULL, &runs, &n, e);
-    if (code != PL_OK) return code;
-    curves cs = {0};
-    pl_buf d, g;
-    pl_buf_init(&d);
-    pl_buf_init(&g);
+    figure f;
+    int code = figure_open(s, o, &f, e);
     panel pn[BB_MAX_PANELS];
-    int *panel_of = pl_calloc(n ? n : 1, sizeof *panel_of), np = 0;
-    if (!panel_of) goto oom;
-    if (n == 0) {
-        code = no_runs(o, e);
-        goto done;
-    }
-    if ((np = bubble_panels(runs, n, pn, panel_of)) < 0) {
+    int *panel_of = NULL, np = 0;
+    if (code != PL_OK) goto done;
+    if (!(panel_of = pl_calloc(f.n, sizeof *panel_of))) goto oom;
+    if ((np = bubble_panels(f.runs, f.n, pn, panel_of)) < 0) {
         code = pl_errf(e, PL_EINPUT, "runs of more than %d pipeline depths and tags: choose some with --ranks or --tag",
                        BB_MAX_PANELS);
         goto done;
     }
     double mmin = INFINITY, mmax = 0;
-    for (size_t i = 0; i < n; i++) mmin = fmin(mmin, runs[i].microbatches), mmax = fmax(mmax, runs[i].microbatches);
+    for (size_t i = 0; i < f.n; i++) mmin = fmin(mmin, f.runs[i].microbatches), mmax = fmax(mmax, f.runs[i].microbatches);
     if (mmax <= mmin) mmax = mmin + 1;
-    for (size_t i = 0; i < n; i++) {
-        const store_run *r = &runs[i];
+    for (size_t i = 0; i < f.n; i++) {
+        const store_run *r = &f.runs[i];
         curve proto, *c;
         run_curve(&proto, r, NULL, 0, panel_of[i]);
-        if (!(c = curve_get(&cs, &proto)) || curve_put(c, r->microbatches, r->bubble_fraction, 1)) goto oom;
-        if (analytic_v(r) && analytic(&cs, panel_of[i], r->ranks, analytic_v(r), mmin, mmax)) goto oom;
+        if (!(c = curve_get(&f.cs, &proto)) || curve_put(c, r->microbatches, r->bubble_fraction, 1)) goto oom;
+        if (analytic_v(r) && analytic(&f.cs, panel_of[i], r->ranks, analytic_v(r), mmin, mmax)) goto oom;
     }
-    curves_write(&cs, &d);
+    curves_write(&f.cs, &f.d);
     char title[256];
-    snprintf(title, sizeof title, "Bubble fraction against microbatches%s%s%s", o->filter.tag ? " (" : "",
-             o->filter.tag ? o->filter.tag : "", o->filter.tag ? ")" : "");
-    if (bubble_script(o, &cs, pn, np, mmin, mmax, title, &g)) goto oom;
-    code = write_both(o, &d, &g, e);
+    figure_title(title, sizeof title, o, "Bubble fraction against microbatches");
+    if (bubble_script(o, &f.cs, pn, np, mmin, mmax, title, &f.g)) goto oom;
+    code = write_both(o, &f.d, &f.g, e);
     goto done;
 oom:
     code = pl_errf(e, PL_ENOMEM, "out of memory");
 done:
     free(panel_of);
-    curves_free(&cs);
-    store_runs_free(runs, n);
-    pl_buf_free(&d);
-    pl_buf_free(&g);
+    figure_free(&f);
     return code;
 }
 
@@ -837,10 +883,6 @@ done:
 #define THR_H 650
 #define ACC_W 800
 #define ACC_H 760
-/* An axis spanning this ratio or more is logarithmic; its ends then lie this factor beyond the
- * data (throughput, bubble: base 2). */
-#define LOG_RATIO 8.0
-#define LOG_PAD 1.15
 
 /* The throughput figure's x axes (store_plot_x): in the title, and as the axis label. */
 static const char *const x_names[] = {"pipeline depth", "pipeline stages", "microbatches"};
@@ -867,57 +909,38 @@ static int other_varies(const store_run *runs, size_t n, store_plot_x other) {
  * per schedule, and per value of the variable beside x (m, or p when x is m) when it varies
  * within a schedule, labelled "interleaved v=2, p = 8" (p: ranks, v: chunks per rank). */
 static int plot_throughput(store *s, const store_plot_opts *o, pl_err *e) {
-    store_run *runs = NULL;
-    size_t n = 0;
-    int code = store_select_runs(s, &o->filter, NULL, &runs, &n, e);
-    if (code != PL_OK) return code;
-    curves cs = {0};
-    pl_buf d, g;
-    pl_buf_init(&d);
-    pl_buf_init(&g);
-    if (n == 0) {
-        code = no_runs(o, e);
-        goto done;
-    }
+    figure f;
+    int code = figure_open(s, o, &f, e);
+    if (code != PL_OK) goto done;
     store_plot_x other = o->x == STORE_X_MICROBATCHES ? STORE_X_RANKS : STORE_X_MICROBATCHES;
-    int varies = other_varies(runs, n, other);
+    int varies = other_varies(f.runs, f.n, other);
     double xmin = INFINITY, xmax = 0;
-    for (size_t i = 0; i < n; i++) {
-        const store_run *r = &runs[i];
+    for (size_t i = 0; i < f.n; i++) {
+        const store_run *r = &f.runs[i];
         char extra[32];
         snprintf(extra, sizeof extra, "%s = %d", other == STORE_X_RANKS ? "p" : "m", axis_value(r, other));
         curve proto, *c;
         run_curve(&proto, r, varies ? extra : NULL, axis_value(r, other), 0);
         double x = axis_value(r, o->x);
-        if (!(c = curve_get(&cs, &proto)) || curve_put(c, x, r->throughput_samples_s, 1)) {
+        if (!(c = curve_get(&f.cs, &proto)) || curve_put(c, x, r->throughput_samples_s, 1)) {
             code = pl_errf(e, PL_ENOMEM, "out of memory");
             goto done;
         }
         xmin = fmin(xmin, x);
         xmax = fmax(xmax, x);
     }
-    curves_write(&cs, &d);
+    curves_write(&f.cs, &f.d);
     char title[256];
-    snprintf(title, sizeof title, "Throughput against %s%s%s%s", x_names[o->x], o->filter.tag ? " (" : "",
-             o->filter.tag ? o->filter.tag : "", o->filter.tag ? ")" : "");
-    script_begin(&g, o, "throughput", THR_W, THR_H, title);
-    pl_buf_printf(&g, "set xlabel \"%s\" font \",11\"\n", x_labels[o->x]);
-    int logx = xmax / xmin >= LOG_RATIO;
-    if (logx) pl_buf_puts(&g, "set logscale x 2\n");
-    pl_buf_printf(&g, "set xrange [%.10g:%.10g]\n", logx ? xmin / LOG_PAD : xmin - 0.5, logx ? xmax * LOG_PAD : xmax + 0.5);
-    put_xtics(&g, &cs, 12);
-    pl_buf_puts(&g, "plot \\\n");
-    for (size_t i = 0; i < cs.n; i++) {
-        pl_buf_puts(&g, i ? ", \\\n  " : "  ");
-        put_curve(&g, (long)i, &cs.c[i], DRAW_LINES);
-    }
-    pl_buf_puts(&g, "\n");
-    code = write_both(o, &d, &g, e);
+    figure_title(title, sizeof title, o, "Throughput against %s", x_names[o->x]);
+    script_begin(&f.g, o, "throughput", THR_W, THR_H, title);
+    pl_buf_printf(&f.g, "set xlabel \"%s\" font \",11\"\n", x_labels[o->x]);
+    put_x_axis(&f.g, &f.cs, xmin, xmax);
+    pl_buf_puts(&f.g, "plot \\\n");
+    put_curves(&f.g, &f.cs, -1, DRAW_LINES, 1);
+    pl_buf_puts(&f.g, "\n");
+    code = write_both(o, &f.d, &f.g, e);
 done:
-    curves_free(&cs);
-    store_runs_free(runs, n);
-    pl_buf_free(&d);
-    pl_buf_free(&g);
+    figure_free(&f);
     return code;
 }
 
@@ -930,8 +953,11 @@ done:
 #define MEM_W_MIN 900
 #define MEM_W_MAX 1800
 #define MEM_H 600
-/* The bars of a rank fill this part of its slot. */
+/* The bars of a rank fill this part of its slot; a bar fills this part of its own; the x axis
+ * runs this far (in ranks) past the first and the last rank. */
 #define MEM_GROUP_W 0.8
+#define MEM_BAR_FILL 0.92
+#define MEM_X_PAD 0.6
 
 /* Picks the newest run of each schedule (curve key) into cs, one curve each with its run
  * index; the runs must share one pipeline depth. Returns PL_OK or an error code. */
@@ -949,67 +975,80 @@ static int memory_pick(const store_run *runs, size_t n, curves *cs, pl_err *e) {
     return PL_OK;
 }
 
-/* Exports peak memory per rank: for each schedule (its newest run) one bar per rank. */
-static int plot_memory(store *s, const store_plot_opts *o, pl_err *e) {
-    store_run *runs = NULL;
-    size_t n = 0;
-    int code = store_select_runs(s, &o->filter, NULL, &runs, &n, e);
-    if (code != PL_OK) return code;
-    curves cs = {0};
-    pl_buf d, g;
-    pl_buf_init(&d);
-    pl_buf_init(&g);
-    store_rank_metric **m = NULL;
-    int *nm = NULL;
-    code = n == 0 ? no_runs(o, e) : memory_pick(runs, n, &cs, e);
-    if (code != PL_OK) goto done;
-    m = pl_calloc(cs.n, sizeof *m);
-    nm = pl_calloc(cs.n, sizeof *nm);
-    if (!m || !nm) {
-        code = pl_errf(e, PL_ENOMEM, "out of memory");
-        goto done;
+/* The rank metrics of the run each memory curve shows: m[k], nm[k] of curve k (owned), and the
+ * largest peak among them. */
+typedef struct memory_rows {
+    store_rank_metric **m;
+    int *nm;
+    size_t n;
+    double max_bytes;
+} memory_rows;
+
+/* Frees what memory_read gathered. */
+static void memory_rows_free(memory_rows *mr) {
+    for (size_t k = 0; mr->m && k < mr->n; k++) free(mr->m[k]);
+    free(mr->m);
+    free(mr->nm);
+}
+
+/* Reads the rank metrics of each curve's run into mr (zeroed); returns PL_OK, PL_EINPUT when no
+ * run has a peak memory, or the store's error. */
+static int memory_read(store *s, const figure *f, memory_rows *mr, pl_err *e) {
+    memset(mr, 0, sizeof *mr);
+    mr->m = pl_calloc(f->cs.n, sizeof *mr->m);
+    mr->nm = pl_calloc(f->cs.n, sizeof *mr->nm);
+    if (!mr->m || !mr->nm) return pl_errf(e, PL_ENOMEM, "out of memory");
+    mr->n = f->cs.n;
+    int code = PL_OK;
+    for (size_t k = 0; k < f->cs.n && code == PL_OK; k++) {
+        code = store_get_rank_metrics(s, f->runs[f->cs.c[k].run].id, &mr->m[k], &mr->nm[k], e);
+        for (int q = 0; code == PL_OK && q < mr->nm[k]; q++)
+            mr->max_bytes = fmax(mr->max_bytes, (double)mr->m[k][q].peak_mem_bytes);
     }
-    double maxb = 0;
-    for (size_t k = 0; k < cs.n && code == PL_OK; k++) {
-        code = store_get_rank_metrics(s, runs[cs.c[k].run].id, &m[k], &nm[k], e);
-        for (int q = 0; code == PL_OK && q < nm[k]; q++) maxb = fmax(maxb, (double)m[k][q].peak_mem_bytes);
-    }
-    if (code == PL_OK && !(maxb > 0))
+    if (code == PL_OK && !(mr->max_bytes > 0))
         code = pl_errf(e, PL_EINPUT, "peak memory is 0 in every selected run: simulate with --model, or with "
                                      "--param-bytes and --stash-bytes");
+    return code;
+}
+
+/* Writes the memory figure's script: a bar per rank and schedule, bars of width bw, in unit. */
+static void memory_script(figure *f, const store_plot_opts *o, double bw, const char *unit) {
+    int p = f->runs[0].ranks;
+    char title[256];
+    figure_title(title, sizeof title, o, "Peak memory per rank, p = %d", p);
+    script_begin(&f->g, o, "memory",
+                 (int)fmin(MEM_W_MAX, fmax(MEM_W_MIN, MEM_W_BASE + p * (MEM_W_RANK + MEM_W_BAR * (double)f->cs.n))), MEM_H,
+                 title);
+    pl_buf_printf(&f->g, "set ylabel \"peak memory (%s)\" font \",11\"\nset xrange [%.10g:%.10g]\nset boxwidth %.6g absolute\n"
+                         "plot \\\n", unit, -MEM_X_PAD, p - 1 + MEM_X_PAD, bw * MEM_BAR_FILL);
+    put_curves(&f->g, &f->cs, -1, DRAW_BOXES, 1);
+    pl_buf_puts(&f->g, "\n");
+}
+
+/* Exports peak memory per rank: for each schedule (its newest run) one bar per rank. */
+static int plot_memory(store *s, const store_plot_opts *o, pl_err *e) {
+    figure f;
+    memory_rows mr = {0};
+    int code = figure_open(s, o, &f, e);
+    if (code == PL_OK) code = memory_pick(f.runs, f.n, &f.cs, e);
+    if (code == PL_OK) code = memory_read(s, &f, &mr, e);
     if (code != PL_OK) goto done;
-    double scale, bw = MEM_GROUP_W / (double)cs.n;
+    double scale, bw = MEM_GROUP_W / (double)f.cs.n;
     const char *unit;
-    byte_unit(maxb, &scale, &unit);
-    for (size_t k = 0; k < cs.n; k++)
-        for (int q = 0; q < nm[k]; q++)
-            if (curve_put(&cs.c[k], m[k][q].rank - MEM_GROUP_W / 2 + (k + 0.5) * bw, (double)m[k][q].peak_mem_bytes / scale, 0)) {
+    byte_unit(mr.max_bytes, &scale, &unit);
+    for (size_t k = 0; k < f.cs.n; k++)
+        for (int q = 0; q < mr.nm[k]; q++)
+            if (curve_put(&f.cs.c[k], mr.m[k][q].rank - MEM_GROUP_W / 2 + (k + 0.5) * bw,
+                          (double)mr.m[k][q].peak_mem_bytes / scale, 0)) {
                 code = pl_errf(e, PL_ENOMEM, "out of memory");
                 goto done;
             }
-    curves_write(&cs, &d);
-    int p = runs[0].ranks;
-    char title[256];
-    snprintf(title, sizeof title, "Peak memory per rank, p = %d%s%s%s", p, o->filter.tag ? " (" : "",
-             o->filter.tag ? o->filter.tag : "", o->filter.tag ? ")" : "");
-    script_begin(&g, o, "memory", (int)fmin(MEM_W_MAX, fmax(MEM_W_MIN, MEM_W_BASE + p * (MEM_W_RANK + MEM_W_BAR * (double)cs.n))),
-                 MEM_H, title);
-    pl_buf_printf(&g, "set ylabel \"peak memory (%s)\" font \",11\"\nset xrange [-0.6:%d.6]\nset boxwidth %.6g absolute\nplot \\\n",
-                  unit, p - 1, bw * 0.92);
-    for (size_t k = 0; k < cs.n; k++) {
-        pl_buf_puts(&g, k ? ", \\\n  " : "  ");
-        put_curve(&g, (long)k, &cs.c[k], DRAW_BOXES);
-    }
-    pl_buf_puts(&g, "\n");
-    code = write_both(o, &d, &g, e);
+    curves_write(&f.cs, &f.d);
+    memory_script(&f, o, bw, unit);
+    code = write_both(o, &f.d, &f.g, e);
 done:
-    for (size_t k = 0; m && k < cs.n; k++) free(m[k]);
-    free(m);
-    free(nm);
-    curves_free(&cs);
-    store_runs_free(runs, n);
-    pl_buf_free(&d);
-    pl_buf_free(&g);
+    memory_rows_free(&mr);
+    figure_free(&f);
     return code;
 }
 
@@ -1025,15 +1064,36 @@ done:
 #define ACC_SPREAD_PAD 0.1
 #define ACC_BAND 0.05
 
+/* Writes the accuracy figure's script: axes framing the iteration times lo..hi (seconds, shown
+ * times scale in unit), the band around y = x, a point set per schedule. */
+static void accuracy_script(figure *f, const store_plot_opts *o, const store_comparison *c, double lo, double hi,
+                            double scale, const char *unit) {
+    int logs = lo > 0 && hi / lo > ACC_LOG_RATIO;
+    double pad = fmax(ACC_PAD * hi, ACC_SPREAD_PAD * (hi - lo));
+    double x0 = (logs ? lo / ACC_LOG_PAD : fmax(0, lo - pad)) * scale, x1 = (logs ? hi * ACC_LOG_PAD : hi + pad) * scale;
+    char title[256];
+    snprintf(title, sizeof title, "Predicted against measured iteration time\n%zu runs: MAPE %.2f%%, max error %+.2f%%",
+             c->n, 100 * c->iter.mape, 100 * c->iter.max_err);
+    pl_buf *g = &f->g;
+    script_begin(g, o, "accuracy", ACC_W, ACC_H, title);
+    if (logs) pl_buf_puts(g, "set logscale xy\n");
+    pl_buf_printf(g, "set xrange [%.10g:%.10g]\nset yrange [%.10g:%.10g]\n", x0, x1, x0, x1);
+    pl_buf_printf(g, "set xlabel \"measured iteration time (%s)\" font \",11\"\n"
+                     "set ylabel \"predicted iteration time (%s)\" font \",11\"\nset samples 400\nplot \\\n", unit, unit);
+    pl_buf_printf(g, "  '+' using 1:(%.6g*$1):(%.6g*$1) with filledcurves fc rgb \"#e3e3e3\" fs solid 1.0 title \"+-%g%%\", \\\n"
+                     "  x with lines lc rgb \"#555555\" lw 1.5 title \"y = x\"",
+                  1 - ACC_BAND, 1 + ACC_BAND, 100 * ACC_BAND);
+    put_curves(g, &f->cs, -1, DRAW_POINTS, 0);
+    pl_buf_puts(g, "\n");
+}
+
 /* Exports predicted against measured iteration time for every pair store_compare finds. */
 static int plot_accuracy(store *s, const store_plot_opts *o, pl_err *e) {
     store_comparison c;
     int code = store_compare(s, &o->filter, o->loose, &c, e);
     if (code != PL_OK) return code;
-    curves cs = {0};
-    pl_buf d, g;
-    pl_buf_init(&d);
-    pl_buf_init(&g);
+    figure f;
+    figure_init(&f);
     if (c.n == 0) {
         code = pl_errf(e, PL_EINPUT, "no measured run has a simulated run of the same configuration (%zu measured, "
                                      "%zu simulated selected); see pipelab compare --help",
@@ -1050,38 +1110,18 @@ static int plot_accuracy(store *s, const store_plot_opts *o, pl_err *e) {
     for (size_t i = 0; i < c.n; i++) {
         curve proto, *cv;
         run_curve(&proto, &c.pairs[i].sim, NULL, 0, 0);
-        if (!(cv = curve_get(&cs, &proto)) ||
+        if (!(cv = curve_get(&f.cs, &proto)) ||
             curve_put(cv, c.pairs[i].meas.iteration_time_s * scale, c.pairs[i].sim.iteration_time_s * scale, 0)) {
             code = pl_errf(e, PL_ENOMEM, "out of memory");
             goto done;
         }
     }
-    curves_write(&cs, &d);
-    int logs = lo > 0 && hi / lo > ACC_LOG_RATIO;
-    double pad = fmax(ACC_PAD * hi, ACC_SPREAD_PAD * (hi - lo));
-    double x0 = (logs ? lo / ACC_LOG_PAD : fmax(0, lo - pad)) * scale, x1 = (logs ? hi * ACC_LOG_PAD : hi + pad) * scale;
-    char title[256];
-    snprintf(title, sizeof title, "Predicted against measured iteration time\n%zu runs: MAPE %.2f%%, max error %+.2f%%",
-             c.n, 100 * c.iter.mape, 100 * c.iter.max_err);
-    script_begin(&g, o, "accuracy", ACC_W, ACC_H, title);
-    if (logs) pl_buf_puts(&g, "set logscale xy\n");
-    pl_buf_printf(&g, "set xrange [%.10g:%.10g]\nset yrange [%.10g:%.10g]\n", x0, x1, x0, x1);
-    pl_buf_printf(&g, "set xlabel \"measured iteration time (%s)\" font \",11\"\n"
-                      "set ylabel \"predicted iteration time (%s)\" font \",11\"\nset samples 400\nplot \\\n", unit, unit);
-    pl_buf_printf(&g, "  '+' using 1:(%.6g*$1):(%.6g*$1) with filledcurves fc rgb \"#e3e3e3\" fs solid 1.0 title \"+-%g%%\", \\\n"
-                      "  x with lines lc rgb \"#555555\" lw 1.5 title \"y = x\"",
-                  1 - ACC_BAND, 1 + ACC_BAND, 100 * ACC_BAND);
-    for (size_t i = 0; i < cs.n; i++) {
-        pl_buf_puts(&g, ", \\\n  ");
-        put_curve(&g, (long)i, &cs.c[i], DRAW_POINTS);
-    }
-    pl_buf_puts(&g, "\n");
-    code = write_both(o, &d, &g, e);
+    curves_write(&f.cs, &f.d);
+    accuracy_script(&f, o, &c, lo, hi, scale, unit);
+    code = write_both(o, &f.d, &f.g, e);
 done:
-    curves_free(&cs);
+    figure_free(&f);
     store_comparison_free(&c);
-    pl_buf_free(&d);
-    pl_buf_free(&g);
     return code;
 }
 

@@ -11,6 +11,15 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Switching a file to WAL mode waits for other processes doing the same: this many tries, this
+ * long apart (microseconds), as long in all as the busy timeout. */
+#define WAL_RETRY_US 50000
+#define WAL_TRIES (STORE_BUSY_TIMEOUT_MS * 1000 / WAL_RETRY_US)
+
+/* Run ids given to runs stored without one in this process: the counter mixed into each, so
+ * that ids stay distinct without /dev/urandom, from any thread. */
+static _Atomic unsigned uid_counter;
+
 #define RC(f, t, v, d) {#f, t, offsetof(store_run, f), v, d}
 /* Every column of the runs table except id, in table order. */
 const store_col store_cols[] = {
@@ -109,22 +118,40 @@ int store_prepare(store *s, sqlite3_stmt **st, const char *sql, pl_err *e) {
     return PL_OK;
 }
 
-/* Creates the missing parent directories of path; returns PL_OK or PL_EIO naming the folder. */
-static int make_parents(const char *path, pl_err *e) {
+int store_make_parents(const char *path, char **failed) {
+    *failed = NULL;
     char *p = strdup(path);
-    if (!p) return pl_errf(e, PL_ENOMEM, "out of memory");
+    if (!p) return ENOMEM;
     for (char *q = p + 1; *q; q++) {
         if (*q != '/') continue;
         *q = '\0';
         if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            int rc = pl_errf(e, PL_EIO, "%s: cannot create folder %s: %s", path, p, strerror(errno));
-            free(p);
-            return rc;
+            *failed = p;
+            return errno;
         }
         *q = '/';
     }
     free(p);
-    return PL_OK;
+    return 0;
+}
+
+/* Creates the missing parent folders of the database at path; returns PL_OK, or PL_EIO naming
+ * the folder that could not be made. */
+static int make_parents(const char *path, pl_err *e) {
+    char *failed;
+    int err = store_make_parents(path, &failed);
+    if (err == 0) return PL_OK;
+    if (!failed) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = pl_errf(e, PL_EIO, "%s: cannot create folder %s: %s", path, failed, strerror(err));
+    free(failed);
+    return rc;
+}
+
+/* Sets what every connection of the store uses: plain result codes (the error paths compare
+ * them) and the busy timeout. */
+static void set_connection_defaults(store *s) {
+    sqlite3_extended_result_codes(s->db, 0);
+    sqlite3_busy_timeout(s->db, STORE_BUSY_TIMEOUT_MS);
 }
 
 /* Reads one integer from a single-value query; returns the sqlite code. */
@@ -172,8 +199,20 @@ static int not_a_db(store *s, pl_err *e, int rc) {
     return store_sqlerr(s, e, PL_EIO, "cannot read the database");
 }
 
-/* Builds the "id, columns" select list for this file's schema version. */
-static int build_select(store *s, pl_err *e) {
+/* Moves the text of b into *out; returns PL_OK, or PL_ENOMEM when building it failed. */
+static int take_text(pl_buf *b, char **out, pl_err *e) {
+    if (b->failed || !b->data) {
+        pl_buf_free(b);
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
+    *out = b->data;
+    return PL_OK;
+}
+
+/* Builds the statements of this handle that follow from store_cols: the "id, columns" select
+ * list for this file's schema version, and the INSERT of a run (one per handle, so threads
+ * with handles of their own never share it). Returns PL_OK or PL_ENOMEM. */
+static int build_statements(store *s, pl_err *e) {
     pl_buf b;
     pl_buf_init(&b);
     pl_buf_puts(&b, "id");
@@ -181,12 +220,15 @@ static int build_select(store *s, pl_err *e) {
         if (s->version >= store_cols[i].since) pl_buf_printf(&b, ", %s", store_cols[i].name);
         else pl_buf_printf(&b, ", %s AS %s", store_cols[i].dflt, store_cols[i].name);
     }
-    if (b.failed) {
-        pl_buf_free(&b);
-        return pl_errf(e, PL_ENOMEM, "out of memory");
-    }
-    s->select_cols = b.data;
-    return PL_OK;
+    int code = take_text(&b, &s->select_cols, e);
+    if (code != PL_OK) return code;
+    pl_buf_init(&b);
+    pl_buf_puts(&b, "INSERT INTO runs(");
+    for (size_t i = 0; i < store_ncols; i++) pl_buf_printf(&b, "%s%s", i ? "," : "", store_cols[i].name);
+    pl_buf_puts(&b, ") VALUES(");
+    for (size_t i = 0; i < store_ncols; i++) pl_buf_puts(&b, i ? ",?" : "?");
+    pl_buf_puts(&b, ")");
+    return take_text(&b, &s->insert_sql, e);
 }
 
 /* Creates or migrates the schema inside one IMMEDIATE transaction (another process may be doing
@@ -230,7 +272,7 @@ fail:;
 
 /* Switches the file to WAL mode (retrying while another process holds it); returns PL_OK. */
 static int set_wal(store *s, pl_err *e) {
-    for (int tries = 0; tries < 200; tries++) {
+    for (int tries = 0; tries < WAL_TRIES; tries++) {
         sqlite3_stmt *st = NULL;
         int rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
         if (rc == SQLITE_OK) rc = sqlite3_step(st);
@@ -238,7 +280,7 @@ static int set_wal(store *s, pl_err *e) {
         sqlite3_finalize(st);
         if (ok) return PL_OK;
         if (rc != SQLITE_BUSY && rc != SQLITE_LOCKED && rc != SQLITE_ROW) return not_a_db(s, e, rc);
-        usleep(50000);
+        usleep(WAL_RETRY_US);
     }
     return store_sqlerr(s, e, PL_EIO, "cannot switch to WAL mode");
 }
@@ -307,10 +349,7 @@ static int open_immutable(store *s) {
     s->db = NULL;
     int rc = sqlite3_open_v2(uri.data, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     pl_buf_free(&uri);
-    if (rc == SQLITE_OK) {
-        sqlite3_extended_result_codes(s->db, 0);
-        sqlite3_busy_timeout(s->db, 10000);
-    }
+    if (rc == SQLITE_OK) set_connection_defaults(s);
     return rc;
 }
 
@@ -340,9 +379,8 @@ static int check_structure(store *s, pl_err *e) {
     return code;
 }
 
-int store_open(const char *path, int readonly, store **out, pl_err *e) {
-    *out = NULL;
-    if (!path || !*path) path = STORE_DEFAULT_PATH;
+/* Allocates a store for path with its host name; returns PL_OK or PL_ENOMEM. */
+static int store_alloc(const char *path, int readonly, store **out, pl_err *e) {
     store *s = pl_calloc(1, sizeof *s);
     if (!s || !(s->path = strdup(path))) {
         free(s);
@@ -350,83 +388,108 @@ int store_open(const char *path, int readonly, store **out, pl_err *e) {
     }
     s->readonly = readonly;
     if (gethostname(s->host, sizeof s->host - 1) != 0 || !s->host[0]) strcpy(s->host, "unknown");
-    int code = PL_OK;
+    *out = s;
+    return PL_OK;
+}
+
+/* Checks path before SQLite sees it: a reader needs the file, a writer its folders (made here)
+ * and write access. Returns PL_OK or the error naming the path. */
+static int check_path(const char *path, int readonly, pl_err *e) {
     struct stat st;
-    if (readonly && stat(path, &st) != 0) {
-        code = pl_errf(e, PL_EINPUT, "%s: no such database: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (!readonly && (code = make_parents(path, e)) != PL_OK) goto fail;
-    if (!readonly && (code = check_writable(path, e)) != PL_OK) goto fail;
-    int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-    if (sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-        code = pl_errf(e, s->db ? PL_EIO : PL_ENOMEM, "%s: cannot open: %s", path,
+    if (readonly && stat(path, &st) != 0)
+        return pl_errf(e, PL_EINPUT, "%s: no such database: %s", path, strerror(errno));
+    if (readonly) return PL_OK;
+    int code = make_parents(path, e);
+    return code != PL_OK ? code : check_writable(path, e);
+}
+
+/* Opens the connection (a writer creating the file) and refuses a writer a file SQLite opened
+ * read-only. Returns PL_OK or an error naming the path. */
+static int open_connection(store *s, pl_err *e) {
+    int flags = s->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    if (sqlite3_open_v2(s->path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+        return pl_errf(e, s->db ? PL_EIO : PL_ENOMEM, "%s: cannot open: %s", s->path,
                        s->db ? sqlite3_errmsg(s->db) : "out of memory");
-        goto fail;
-    }
-    sqlite3_extended_result_codes(s->db, 0);
-    sqlite3_busy_timeout(s->db, 10000);
-    if (!readonly && sqlite3_db_readonly(s->db, "main") == 1) {
-        code = pl_errf(e, PL_EINPUT, "%s: the database is read-only: pipelab cannot store runs in it; make it "
-                       "writable or choose another --db", path);
-        goto fail;
-    }
-    int64_t v = 0, nobjects = 0;
+    set_connection_defaults(s);
+    if (!s->readonly && sqlite3_db_readonly(s->db, "main") == 1)
+        return pl_errf(e, PL_EINPUT, "%s: the database is read-only: pipelab cannot store runs in it; make it "
+                       "writable or choose another --db", s->path);
+    return PL_OK;
+}
+
+/* Reads the schema version and the number of schema objects, a reader of a file it cannot
+ * write reading it as immutable where that is exact (its WAL empty). Returns PL_OK or an error
+ * naming the path. */
+static int read_version(store *s, int64_t *v, int64_t *nobjects, pl_err *e) {
     int rc;
     /* Reading a file this user cannot write: when its WAL is empty, read it as immutable, so that
      * no PATH-wal / PATH-shm owned by this user is left beside someone else's database. */
-    if (readonly && access(path, W_OK) != 0 && wal_empty(path) && (rc = open_immutable(s)) != SQLITE_OK) {
-        code = pl_errf(e, PL_EIO, "%s: cannot open: %s", path, sqlite3_errmsg(s->db));
-        goto fail;
-    }
-    rc = read_header(s, &v, &nobjects);
-    if (readonly && (rc == SQLITE_CANTOPEN || rc == SQLITE_READONLY)) {
+    if (s->readonly && access(s->path, W_OK) != 0 && wal_empty(s->path) && (rc = open_immutable(s)) != SQLITE_OK)
+        return pl_errf(e, PL_EIO, "%s: cannot open: %s", s->path, sqlite3_errmsg(s->db));
+    rc = read_header(s, v, nobjects);
+    if (s->readonly && (rc == SQLITE_CANTOPEN || rc == SQLITE_READONLY)) {
         /* A WAL-mode file in a folder this user cannot write: SQLite cannot create PATH-shm. When
          * the WAL is empty the file alone is the database, and reading it as immutable is exact. */
-        if (!wal_empty(path)) {
-            code = pl_errf(e, PL_EINPUT,
+        if (!wal_empty(s->path))
+            return pl_errf(e, PL_EINPUT,
                            "%s: cannot read: %s-wal holds changes not yet in the database and the folder is "
                            "read-only, so SQLite cannot open it; open it once where the folder is writable "
-                           "(any pipelab db command) to fold them in", path, path);
-            goto fail;
-        }
-        if ((rc = open_immutable(s)) == SQLITE_OK) rc = read_header(s, &v, &nobjects);
+                           "(any pipelab db command) to fold them in", s->path, s->path);
+        if ((rc = open_immutable(s)) == SQLITE_OK) rc = read_header(s, v, nobjects);
     }
-    if (rc != SQLITE_OK) {
-        code = not_a_db(s, e, rc);
-        goto fail;
+    return rc == SQLITE_OK ? PL_OK : not_a_db(s, e, rc);
+}
+
+/* Refuses a file of a newer schema, and a foreign SQLite file before anything (even WAL)
+ * touches it. Returns PL_OK or PL_EINPUT naming the path. */
+static int check_version(const store *s, int64_t v, int64_t nobjects, pl_err *e) {
+    if (v > STORE_SCHEMA_VERSION)
+        return pl_errf(e, PL_EINPUT, "%s: schema version %lld is newer than this pipelab's (%d); use a newer pipelab",
+                       s->path, (long long)v, STORE_SCHEMA_VERSION);
+    if (v == 0 && nobjects > 0) return pl_errf(e, PL_EINPUT, "%s: an SQLite file but not a pipelab database", s->path);
+    return PL_OK;
+}
+
+/* A reader takes the file as it is: it must hold a runs table. Returns PL_OK or PL_EINPUT. */
+static int finish_reader(store *s, int64_t v, pl_err *e) {
+    int64_t nruns = 0;
+    if (v == 0 || query_int(s, "SELECT count(*) FROM sqlite_master WHERE name = 'runs'", &nruns) != SQLITE_OK ||
+        nruns != 1)
+        return pl_errf(e, PL_EINPUT, "%s: not a pipelab database (no runs table)", s->path);
+    s->version = (int)v;
+    return PL_OK;
+}
+
+/* A writer checks an existing file's structure, switches it to WAL mode and brings its schema
+ * to this version. Returns PL_OK or an error. */
+static int finish_writer(store *s, int64_t v, pl_err *e) {
+    int code;
+    if (v > 0 && (code = check_structure(s, e)) != PL_OK) return code;
+    if ((code = set_wal(s, e)) != PL_OK) return code;
+    if (v != STORE_SCHEMA_VERSION && (code = upgrade(s, e)) != PL_OK) return code;
+    s->version = STORE_SCHEMA_VERSION;
+    store_exec(s, "PRAGMA synchronous=NORMAL");
+    store_exec(s, "PRAGMA foreign_keys=ON");
+    return PL_OK;
+}
+
+int store_open(const char *path, int readonly, store **out, pl_err *e) {
+    *out = NULL;
+    if (!path || !*path) path = STORE_DEFAULT_PATH;
+    store *s = NULL;
+    int code = store_alloc(path, readonly, &s, e);
+    if (code != PL_OK) return code;
+    int64_t v = 0, nobjects = 0;
+    if ((code = check_path(path, readonly, e)) == PL_OK && (code = open_connection(s, e)) == PL_OK &&
+        (code = read_version(s, &v, &nobjects, e)) == PL_OK && (code = check_version(s, v, nobjects, e)) == PL_OK)
+        code = readonly ? finish_reader(s, v, e) : finish_writer(s, v, e);
+    if (code == PL_OK) code = build_statements(s, e);
+    if (code != PL_OK) {
+        store_close(s);
+        return code;
     }
-    if (v > STORE_SCHEMA_VERSION) {
-        code = pl_errf(e, PL_EINPUT, "%s: schema version %lld is newer than this pipelab's (%d); use a newer pipelab",
-                       path, (long long)v, STORE_SCHEMA_VERSION);
-        goto fail;
-    }
-    if (v == 0 && nobjects > 0) { /* refuse a foreign SQLite file before anything (even WAL) touches it */
-        code = pl_errf(e, PL_EINPUT, "%s: an SQLite file but not a pipelab database", path);
-        goto fail;
-    }
-    if (readonly) {
-        int64_t nruns = 0;
-        if (v == 0 || query_int(s, "SELECT count(*) FROM sqlite_master WHERE name = 'runs'", &nruns) != SQLITE_OK ||
-            nruns != 1) {
-            code = pl_errf(e, PL_EINPUT, "%s: not a pipelab database (no runs table)", path);
-            goto fail;
-        }
-        s->version = (int)v;
-    } else {
-        if (v > 0 && (code = check_structure(s, e)) != PL_OK) goto fail;
-        if ((code = set_wal(s, e)) != PL_OK) goto fail;
-        if (v != STORE_SCHEMA_VERSION && (code = upgrade(s, e)) != PL_OK) goto fail;
-        s->version = STORE_SCHEMA_VERSION;
-        store_exec(s, "PRAGMA synchronous=NORMAL");
-        store_exec(s, "PRAGMA foreign_keys=ON");
-    }
-    if ((code = build_select(s, e)) != PL_OK) goto fail;
     *out = s;
     return PL_OK;
-fail:
-    store_close(s);
-    return code;
 }
 
 void store_close(store *s) {
@@ -437,6 +500,7 @@ void store_close(store *s) {
     sqlite3_finalize(s->has_uid);
     if (s->db) sqlite3_close_v2(s->db);
     free(s->select_cols);
+    free(s->insert_sql);
     free(s->path);
     free(s);
 }
@@ -447,7 +511,6 @@ int store_schema_version(const store *s) { return s->version; }
 /* Fills buf with a fresh uuid-like (version 4 layout) id from /dev/urandom; the clock, pid and a
  * counter are mixed in so ids stay distinct even without /dev/urandom. */
 void store_new_uid(char *buf, size_t n) {
-    static unsigned counter;
     unsigned char r[16];
     memset(r, 0, sizeof r);
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -458,7 +521,7 @@ void store_new_uid(char *buf, size_t n) {
     }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t mix = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 12) ^ ++counter;
+    uint64_t mix = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 12) ^ ++uid_counter;
     for (int i = 0; i < 8; i++) r[8 + i] ^= (unsigned char)(mix >> (8 * i));
     r[6] = (unsigned char)((r[6] & 0x0f) | 0x40);
     r[8] = (unsigned char)((r[8] & 0x3f) | 0x80);
@@ -471,49 +534,45 @@ static const char *run_str(const store_run *run, size_t off) {
     return *(const char *const *)((const char *)run + off);
 }
 
-int store_insert_run(store *s, const store_run *in, const store_rank_metric *ranks, int nranks,
-                     const store_op *ops, size_t nops, int64_t *run_id, pl_err *e) {
-    if (!in->kind || (strcmp(in->kind, "simulated") != 0 && strcmp(in->kind, "measured") != 0))
-        return pl_errf(e, PL_EINPUT, "run kind must be 'simulated' or 'measured' (got '%s')", in->kind ? in->kind : "");
-    if (nranks < 0 || (nranks > 0 && !ranks) || (nops > 0 && !ops))
-        return pl_errf(e, PL_EINTERNAL, "store_write_run: bad rank or op arrays");
-    store_run r = *in;
-    char uid[64], utc[32];
-    if (!r.uid || !*r.uid) {
-        store_new_uid(uid, sizeof uid);
-        r.uid = uid;
+/* The text a run stored without a uid or time gets: filled by fill_defaults, alive as long as
+ * the run that points into it. */
+typedef struct run_texts {
+    char uid[64];
+    char utc[32];
+} run_texts;
+
+/* Fills in r the defaults store.h promises for what the caller left empty (uid, time, host,
+ * origin, version, git revision, one repetition); new texts live in t. */
+static void fill_defaults(const store *s, store_run *r, run_texts *t) {
+    if (!r->uid || !*r->uid) {
+        store_new_uid(t->uid, sizeof t->uid);
+        r->uid = t->uid;
     }
-    if (!r.utc_time || !*r.utc_time) {
+    if (!r->utc_time || !*r->utc_time) {
         time_t now = time(NULL);
         struct tm tm;
         gmtime_r(&now, &tm);
-        strftime(utc, sizeof utc, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        r.utc_time = utc;
+        strftime(t->utc, sizeof t->utc, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        r->utc_time = t->utc;
     }
-    if (!r.host || !*r.host) r.host = s->host;
-    if (!r.origin || !*r.origin) r.origin = r.host;
-    if (!r.version || !*r.version) r.version = PL_VERSION;
-    if (!r.git_rev || !*r.git_rev) r.git_rev = PIPELAB_GIT_REV;
-    if (r.repetitions <= 0) r.repetitions = 1;
+    if (!r->host || !*r->host) r->host = s->host;
+    if (!r->origin || !*r->origin) r->origin = r->host;
+    if (!r->version || !*r->version) r->version = PL_VERSION;
+    if (!r->git_rev || !*r->git_rev) r->git_rev = PIPELAB_GIT_REV;
+    if (r->repetitions <= 0) r->repetitions = 1;
+}
 
-    static char insert_sql[2048];
-    if (!insert_sql[0]) {
-        size_t k = (size_t)snprintf(insert_sql, sizeof insert_sql, "INSERT INTO runs(");
-        for (size_t i = 0; i < store_ncols; i++)
-            k += (size_t)snprintf(insert_sql + k, sizeof insert_sql - k, "%s%s", i ? "," : "", store_cols[i].name);
-        k += (size_t)snprintf(insert_sql + k, sizeof insert_sql - k, ") VALUES(");
-        for (size_t i = 0; i < store_ncols; i++)
-            k += (size_t)snprintf(insert_sql + k, sizeof insert_sql - k, "%s?", i ? "," : "");
-        snprintf(insert_sql + k, sizeof insert_sql - k, ")");
-    }
-    int code = store_prepare(s, &s->ins_run, insert_sql, e);
+/* Writes the runs row of r, every column of store_cols bound by its type; returns PL_OK and
+ * *id, PL_EINPUT when its uid is already stored, or PL_EIO. */
+static int insert_run_row(store *s, const store_run *r, int64_t *id, pl_err *e) {
+    int code = store_prepare(s, &s->ins_run, s->insert_sql, e);
     if (code != PL_OK) return code;
     for (size_t i = 0; i < store_ncols; i++) {
-        const char *p = (const char *)&r + store_cols[i].off;
+        const char *p = (const char *)r + store_cols[i].off;
         int col = (int)i + 1;
         switch (store_cols[i].type) {
         case SC_TEXT: {
-            const char *t = run_str(&r, store_cols[i].off);
+            const char *t = run_str(r, store_cols[i].off);
             sqlite3_bind_text(s->ins_run, col, t ? t : "", -1, SQLITE_STATIC);
             break;
         }
@@ -525,14 +584,18 @@ int store_insert_run(store *s, const store_run *in, const store_rank_metric *ran
     }
     int rc = sqlite3_step(s->ins_run);
     sqlite3_reset(s->ins_run);
-    if (rc == SQLITE_CONSTRAINT)
-        return pl_errf(e, PL_EINPUT, "%s: run %s is already stored", s->path, r.uid);
+    if (rc == SQLITE_CONSTRAINT) return pl_errf(e, PL_EINPUT, "%s: run %s is already stored", s->path, r->uid);
     if (rc != SQLITE_DONE) return store_sqlerr(s, e, PL_EIO, "cannot write a run");
-    int64_t id = sqlite3_last_insert_rowid(s->db);
+    *id = sqlite3_last_insert_rowid(s->db);
+    return PL_OK;
+}
 
-    code = store_prepare(s, &s->ins_rank,
-                         "INSERT INTO rank_metrics(run_id,rank,busy_s,idle_s,bubble_fraction,comm_s,peak_mem_bytes) "
-                         "VALUES(?,?,?,?,?,?,?)", e);
+/* Writes the rank_metrics rows of run id; returns PL_OK, PL_EINPUT for a rank given twice, or
+ * PL_EIO. */
+static int insert_ranks(store *s, int64_t id, const store_rank_metric *ranks, int nranks, pl_err *e) {
+    int code = store_prepare(s, &s->ins_rank,
+                             "INSERT INTO rank_metrics(run_id,rank,busy_s,idle_s,bubble_fraction,comm_s,peak_mem_bytes) "
+                             "VALUES(?,?,?,?,?,?,?)", e);
     if (code != PL_OK) return code;
     for (int i = 0; i < nranks; i++) {
         sqlite3_stmt *st = s->ins_rank;
@@ -543,17 +606,21 @@ int store_insert_run(store *s, const store_run *in, const store_rank_metric *ran
         sqlite3_bind_double(st, 5, ranks[i].bubble_fraction);
         sqlite3_bind_double(st, 6, ranks[i].comm_s);
         sqlite3_bind_int64(st, 7, ranks[i].peak_mem_bytes);
-        rc = sqlite3_step(st);
+        int rc = sqlite3_step(st);
         sqlite3_reset(st);
         if (rc == SQLITE_CONSTRAINT) return pl_errf(e, PL_EINPUT, "rank %d appears twice in the rank metrics", ranks[i].rank);
         if (rc != SQLITE_DONE) return store_sqlerr(s, e, PL_EIO, "cannot write rank metrics");
     }
-    if (nops > 0) {
-        code = store_prepare(s, &s->ins_op,
+    return PL_OK;
+}
+
+/* Writes the ops rows of run id (none prepares nothing); returns PL_OK or PL_EIO. */
+static int insert_ops(store *s, int64_t id, const store_op *ops, size_t nops, pl_err *e) {
+    if (nops == 0) return PL_OK;
+    int code = store_prepare(s, &s->ins_op,
                              "INSERT INTO ops(run_id,rank,seq,action,kind,stage,mb,start_s,end_s) "
                              "VALUES(?,?,?,?,?,?,?,?,?)", e);
-        if (code != PL_OK) return code;
-    }
+    if (code != PL_OK) return code;
     for (size_t i = 0; i < nops; i++) {
         sqlite3_stmt *st = s->ins_op;
         const store_op *o = &ops[i];
@@ -566,12 +633,28 @@ int store_insert_run(store *s, const store_run *in, const store_rank_metric *ran
         sqlite3_bind_int(st, 7, o->mb);
         sqlite3_bind_double(st, 8, o->start_s);
         sqlite3_bind_double(st, 9, o->end_s);
-        rc = sqlite3_step(st);
+        int rc = sqlite3_step(st);
         sqlite3_reset(st);
         if (rc != SQLITE_DONE) return store_sqlerr(s, e, PL_EIO, "cannot write ops");
     }
-    if (run_id) *run_id = id;
     return PL_OK;
+}
+
+int store_insert_run(store *s, const store_run *in, const store_rank_metric *ranks, int nranks,
+                     const store_op *ops, size_t nops, int64_t *run_id, pl_err *e) {
+    if (!in->kind || (strcmp(in->kind, "simulated") != 0 && strcmp(in->kind, "measured") != 0))
+        return pl_errf(e, PL_EINPUT, "run kind must be 'simulated' or 'measured' (got '%s')", in->kind ? in->kind : "");
+    if (nranks < 0 || (nranks > 0 && !ranks) || (nops > 0 && !ops))
+        return pl_errf(e, PL_EINTERNAL, "store_write_run: bad rank or op arrays");
+    store_run r = *in;
+    run_texts texts;
+    fill_defaults(s, &r, &texts);
+    int64_t id = 0;
+    int code = insert_run_row(s, &r, &id, e);
+    if (code == PL_OK) code = insert_ranks(s, id, ranks, nranks, e);
+    if (code == PL_OK) code = insert_ops(s, id, ops, nops, e);
+    if (code == PL_OK && run_id) *run_id = id;
+    return code;
 }
 
 int store_write_run(store *s, const store_run *run, const store_rank_metric *ranks, int nranks,

@@ -9,6 +9,9 @@
 
 /* Default database path, relative to the working directory. */
 #define STORE_DEFAULT_PATH "results/out/pipelab.db"
+/* How long a statement waits for another connection's lock before giving up (milliseconds):
+ * parallel sweeps write one file, each run in a short transaction. */
+#define STORE_BUSY_TIMEOUT_MS 10000
 /* Schema version written to PRAGMA user_version by this build. History (migrations in store.c):
  *   1  first release;
  *   2  runs.repetitions, runs.iteration_time_stddev_s (stochastic mode);
@@ -18,7 +21,8 @@
  *      = idle_s / (busy_s + idle_s). */
 #define STORE_SCHEMA_VERSION 3
 
-/* An open database. Not shared between threads; every process opens its own. */
+/* An open database. Not shared between threads: every thread or process opens its own (any
+ * number of handles may write one file at once). */
 typedef struct store store;
 
 /* One run: what was run (enough to reproduce it) and its headline metrics.

@@ -3,7 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include "store_int.h"
+
+/* Deepest nesting of a JSON value skip_value follows, so that a hostile file cannot exhaust the
+ * stack. */
+#define JSON_MAX_DEPTH 64
 
 const char *const store_match_params[] = {
     "model.spec", "hardware.name", "microbatch_size", "precision", "partition.bounds", "partition.replicas", NULL,
@@ -28,11 +32,11 @@ static const char *skip_string(const char *p) {
     return NULL;
 }
 
-/* Returns the end of the JSON value starting at p, or NULL when it is malformed. Nesting is
- * bounded by depth so a hostile file cannot exhaust the stack. */
+/* Returns the end of the JSON value starting at p, or NULL when it is malformed or nested
+ * deeper than JSON_MAX_DEPTH. */
 static const char *skip_value(const char *p, int depth) {
     p = ws(p);
-    if (depth > 64) return NULL;
+    if (depth > JSON_MAX_DEPTH) return NULL;
     if (*p == '"') return skip_string(p);
     if (*p == '{' || *p == '[') {
         char close = *p == '{' ? '}' : ']';
@@ -188,14 +192,58 @@ static void stat_finish(store_err_stats *st) {
     if (!st->n) st->max_err = NAN;
 }
 
-/* Moves run src into dst (dst takes ownership of the strings); returns dst. */
-static store_run *copy_run(store_run *dst, const store_run *src) {
-    *dst = *src;
-    const char **f[] = {&dst->uid, &dst->origin, &dst->kind, &dst->tag, &dst->cmdline, &dst->schedule,
-                        &dst->weights_policy, &dst->recompute_policy, &dst->params_json, &dst->version,
-                        &dst->git_rev, &dst->host, &dst->utc_time};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = *f[i] ? strdup(*f[i]) : NULL;
-    return dst;
+/* Returns the simulated run of sims[nsim] (oldest first) that predicts measured run m: its own
+ * prediction (STORE_PREDICTION_PREFIX) when it is of m's configuration, else the newest run of
+ * that configuration, else NULL. */
+static const store_run *prediction_of(const store_run *sims, size_t nsim, const store_run *m, int loose) {
+    size_t pl = strlen(STORE_PREDICTION_PREFIX);
+    for (size_t j = 0; j < nsim && m->uid; j++)
+        if (sims[j].uid && strncmp(sims[j].uid, STORE_PREDICTION_PREFIX, pl) == 0 &&
+            strcmp(sims[j].uid + pl, m->uid) == 0 && store_same_config(&sims[j], m, loose))
+            return &sims[j];
+    for (size_t j = nsim; j-- > 0;)
+        if (store_same_config(&sims[j], m, loose)) return &sims[j];
+    return NULL;
+}
+
+/* Fills the errors of pair p (its runs already copied in) and adds them to the summaries of c. */
+static void pair_errors(store_pair *p, store_comparison *c) {
+    const store_run *sim = &p->sim, *meas = &p->meas;
+    p->err_iter = rel_err(sim->iteration_time_s, meas->iteration_time_s);
+    p->err_thr = rel_err(sim->throughput_samples_s, meas->throughput_samples_s);
+    /* a fraction: the difference, not a relative error (that of a small bubble explodes) */
+    p->err_bubble_fraction = isnan(sim->bubble_fraction) || isnan(meas->bubble_fraction)
+                                 ? NAN : sim->bubble_fraction - meas->bubble_fraction;
+    p->err_mem = rel_err((double)sim->peak_mem_bytes, (double)meas->peak_mem_bytes);
+    stat_add(&c->iter, p->err_iter);
+    stat_add(&c->thr, p->err_thr);
+    stat_add(&c->bubble_fraction, p->err_bubble_fraction);
+    stat_add(&c->mem, p->err_mem);
+}
+
+/* Pairs every measured run of meas[nmeas] with its prediction among sims[nsim] into out (pairs
+ * allocated for all of them); returns PL_OK or PL_ENOMEM. */
+static int pair_runs(const store_run *sims, size_t nsim, const store_run *meas, size_t nmeas, int loose,
+                     store_comparison *out, pl_err *e) {
+    out->simulated = nsim;
+    out->pairs = pl_calloc(nmeas ? nmeas : 1, sizeof *out->pairs);
+    if (!out->pairs) return pl_errf(e, PL_ENOMEM, "out of memory pairing %zu runs", nmeas);
+    for (size_t i = 0; i < nmeas; i++) {
+        const store_run *best = prediction_of(sims, nsim, &meas[i], loose);
+        if (!best) {
+            out->unmatched_measured++;
+            continue;
+        }
+        store_pair *p = &out->pairs[out->n++];
+        if (store_run_copy(&p->sim, best) != PL_OK || store_run_copy(&p->meas, &meas[i]) != PL_OK)
+            return pl_errf(e, PL_ENOMEM, "out of memory pairing %zu runs", nmeas);
+        pair_errors(p, out);
+    }
+    stat_finish(&out->iter);
+    stat_finish(&out->thr);
+    stat_finish(&out->bubble_fraction);
+    stat_finish(&out->mem);
+    return PL_OK;
 }
 
 int store_compare(store *s, const store_filter *f, int loose, store_comparison *out, pl_err *e) {
@@ -204,46 +252,7 @@ int store_compare(store *s, const store_filter *f, int loose, store_comparison *
     size_t nsim = 0, nmeas = 0;
     int code = store_select_runs(s, f, "simulated", &sims, &nsim, e);
     if (code == PL_OK) code = store_select_runs(s, f, "measured", &meas, &nmeas, e);
-    if (code != PL_OK) goto done;
-    out->simulated = nsim;
-    out->pairs = pl_calloc(nmeas ? nmeas : 1, sizeof *out->pairs);
-    if (!out->pairs) {
-        code = pl_errf(e, PL_ENOMEM, "out of memory pairing %zu runs", nmeas);
-        goto done;
-    }
-    for (size_t i = 0; i < nmeas; i++) {
-        const store_run *best = NULL;
-        /* its own prediction first, then the newest simulated run of its configuration */
-        size_t pl = strlen(STORE_PREDICTION_PREFIX);
-        for (size_t j = 0; j < nsim && !best && meas[i].uid; j++)
-            if (sims[j].uid && strncmp(sims[j].uid, STORE_PREDICTION_PREFIX, pl) == 0 &&
-                strcmp(sims[j].uid + pl, meas[i].uid) == 0 && store_same_config(&sims[j], &meas[i], loose))
-                best = &sims[j];
-        for (size_t j = nsim; !best && j-- > 0;)
-            if (store_same_config(&sims[j], &meas[i], loose)) best = &sims[j];
-        if (!best) {
-            out->unmatched_measured++;
-            continue;
-        }
-        store_pair *p = &out->pairs[out->n++];
-        copy_run(&p->sim, best);
-        copy_run(&p->meas, &meas[i]);
-        p->err_iter = rel_err(best->iteration_time_s, meas[i].iteration_time_s);
-        p->err_thr = rel_err(best->throughput_samples_s, meas[i].throughput_samples_s);
-        /* a fraction: the difference, not a relative error (that of a small bubble explodes) */
-        p->err_bubble_fraction = isnan(best->bubble_fraction) || isnan(meas[i].bubble_fraction)
-                                     ? NAN : best->bubble_fraction - meas[i].bubble_fraction;
-        p->err_mem = rel_err((double)best->peak_mem_bytes, (double)meas[i].peak_mem_bytes);
-        stat_add(&out->iter, p->err_iter);
-        stat_add(&out->thr, p->err_thr);
-        stat_add(&out->bubble_fraction, p->err_bubble_fraction);
-        stat_add(&out->mem, p->err_mem);
-    }
-    stat_finish(&out->iter);
-    stat_finish(&out->thr);
-    stat_finish(&out->bubble_fraction);
-    stat_finish(&out->mem);
-done:
+    if (code == PL_OK) code = pair_runs(sims, nsim, meas, nmeas, loose, out, e);
     store_runs_free(sims, nsim);
     store_runs_free(meas, nmeas);
     if (code != PL_OK) store_comparison_free(out);

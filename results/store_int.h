@@ -31,12 +31,16 @@ struct store {
     char host[256];
     sqlite3_stmt *ins_run, *ins_rank, *ins_op, *has_uid;
     char *select_cols;       /* "id, c1, c2, ..." with defaults for columns the file lacks */
+    char *insert_sql;        /* "INSERT INTO runs(c1, ...) VALUES(?, ...)" of store_cols */
 };
 
 /* Fills e with "PATH: what: sqlite message" and returns code. */
 int store_sqlerr(store *s, pl_err *e, int code, const char *what);
 /* Prepares sql into *st once (kept until store_close); returns PL_OK or an error. */
 int store_prepare(store *s, sqlite3_stmt **st, const char *sql, pl_err *e);
+/* Copies src into dst with copies of its strings (owned by dst, freed by store_run_clear);
+ * returns PL_OK, or PL_ENOMEM with dst cleared. */
+int store_run_copy(store_run *dst, const store_run *src);
 /* Reads the run columns of a row selected with s->select_cols into run (strings malloc'd). */
 int store_read_run_row(sqlite3_stmt *st, store_run *run);
 /* Inserts one run and its rows inside the caller's transaction. */
@@ -44,5 +48,9 @@ int store_insert_run(store *s, const store_run *run, const store_rank_metric *ra
                      const store_op *ops, size_t nops, int64_t *run_id, pl_err *e);
 /* Executes a statement with no result rows; returns the sqlite code. */
 int store_exec(store *s, const char *sql);
+/* Creates the missing parent folders of path (mkdir -p of its folder part). Returns 0, or the
+ * errno of the first folder that could not be made with *failed its malloc'd path (NULL, with
+ * ENOMEM, when even that copy failed), so each caller words the error its own way. */
+int store_make_parents(const char *path, char **failed);
 
 #endif

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* First capacities of the arrays read back: runs, rank rows, ops (doubled as they fill). */
+enum { FIRST_RUNS = 16, FIRST_RANKS = 8, FIRST_OPS = 64 };
+
 /* Returns a pointer to the string field at offset off of run. */
 static const char **str_field(store_run *run, size_t off) { return (const char **)((char *)run + off); }
 
@@ -47,6 +50,19 @@ void store_run_clear(store_run *run) {
     memset(run, 0, sizeof *run);
 }
 
+int store_run_copy(store_run *dst, const store_run *src) {
+    *dst = *src;
+    int oom = 0;
+    for (size_t i = 0; i < store_ncols; i++) {
+        if (store_cols[i].type != SC_TEXT) continue;
+        const char **f = str_field(dst, store_cols[i].off);
+        if (*f && !(*f = strdup(*f))) oom = 1;
+    }
+    if (!oom) return PL_OK;
+    store_run_clear(dst);
+    return PL_ENOMEM;
+}
+
 void store_runs_free(store_run *runs, size_t n) {
     if (!runs) return;
     for (size_t i = 0; i < n; i++) store_run_clear(&runs[i]);
@@ -68,13 +84,9 @@ static int collect_runs(store *s, sqlite3_stmt *st, store_run **out, size_t *n, 
     size_t len = 0, cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (len == cap) {
-            size_t ncap = cap ? 2 * cap : 16;
-            store_run *nr = pl_reallocarray(runs, ncap, sizeof *nr);
-            if (!nr) goto oom;
-            runs = nr;
-            cap = ncap;
-        }
+        store_run *nr = pl_grow(runs, &cap, len, FIRST_RUNS, sizeof *nr);
+        if (!nr) goto oom;
+        runs = nr;
         if (store_read_run_row(st, &runs[len]) != PL_OK) goto oom;
         len++;
     }
@@ -173,19 +185,16 @@ int store_get_rank_metrics(store *s, int64_t run_id, store_rank_metric **out, in
         return store_sqlerr(s, e, PL_EIO, "cannot query rank metrics");
     sqlite3_bind_int64(st, 1, run_id);
     store_rank_metric *m = NULL;
-    int len = 0, cap = 0, rc;
+    size_t len = 0, cap = 0;
+    int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (len == cap) {
-            int ncap = cap ? 2 * cap : 8;
-            store_rank_metric *nm = pl_reallocarray(m, (size_t)ncap, sizeof *nm);
-            if (!nm) {
-                free(m);
-                sqlite3_finalize(st);
-                return pl_errf(e, PL_ENOMEM, "out of memory");
-            }
-            m = nm;
-            cap = ncap;
+        store_rank_metric *nm = pl_grow(m, &cap, len, FIRST_RANKS, sizeof *nm);
+        if (!nm) {
+            free(m);
+            sqlite3_finalize(st);
+            return pl_errf(e, PL_ENOMEM, "out of memory");
         }
+        m = nm;
         store_rank_metric *r = &m[len++];
         r->rank = sqlite3_column_int(st, 0);
         r->busy_s = sqlite3_column_double(st, 1);
@@ -200,7 +209,7 @@ int store_get_rank_metrics(store *s, int64_t run_id, store_rank_metric **out, in
         return store_sqlerr(s, e, PL_EIO, "cannot read rank metrics");
     }
     *out = m;
-    *n = len;
+    *n = (int)len;
     return PL_OK;
 }
 
@@ -217,13 +226,9 @@ int store_get_ops(store *s, int64_t run_id, store_op **out, size_t *n, pl_err *e
     size_t len = 0, cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (len == cap) {
-            size_t ncap = cap ? 2 * cap : 64;
-            store_op *no = pl_reallocarray(ops, ncap, sizeof *no);
-            if (!no) goto oom;
-            ops = no;
-            cap = ncap;
-        }
+        store_op *no = pl_grow(ops, &cap, len, FIRST_OPS, sizeof *no);
+        if (!no) goto oom;
+        ops = no;
         store_op *o = &ops[len];
         memset(o, 0, sizeof *o);
         len++;

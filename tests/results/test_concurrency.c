@@ -1,4 +1,6 @@
-/* test_concurrency.c: several processes writing one file, and writers killed mid-transaction. */
+/* test_concurrency.c: several processes, or threads of one, writing one file, and writers killed
+ * mid-transaction. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +101,111 @@ static void test_parallel_writers(void) {
     free(path);
     free(dir);
 }
+
+/* Two threads of one process storing at once, each with its own handle: on one file (WAL; the
+ * write lock takes their transactions in turn), and on two files (nothing orders them: a
+ * statement text shared by the process was built by both at once, and one of them could
+ * prepare half of it). The threads open their handles, meet, then store THREAD_RUNS runs each,
+ * so their first runs, the first of the process, start at the same moment: a fresh (forked)
+ * process per round, THREAD_ROUNDS rounds. */
+enum { NTHREADS = 2, THREAD_RUNS = 50, THREAD_ROUNDS = 8, THREAD_OPS = 8 };
+
+/* One writer thread: its handle's file, its tag, the meeting point, and what it managed. */
+typedef struct thread_writer {
+    const char *path;
+    char tag[16];
+    pthread_barrier_t *start;
+    int written;
+    pl_err e;
+} thread_writer;
+
+/* Thread body: opens its own handle, waits for the other thread, stores THREAD_RUNS runs;
+ * returns NULL, leaving the count written and the first error in w. */
+static void *thread_writer_main(void *arg) {
+    thread_writer *w = arg;
+    store *s = NULL;
+    int opened = store_open(w->path, 0, &s, &w->e) == PL_OK;
+    pthread_barrier_wait(w->start);
+    store_rank_metric rk[4];
+    store_op *ops = tr_sample_ops(THREAD_OPS, 4);
+    for (int i = 0; opened && i < THREAD_RUNS; i++) {
+        store_run r;
+        tr_sample_run(&r, w->tag, i);
+        tr_sample_ranks(rk, 4, i);
+        if (store_write_run(s, &r, rk, 4, ops, THREAD_OPS, NULL, &w->e) != PL_OK) break;
+        w->written++;
+    }
+    free(ops);
+    store_close(s);
+    return NULL;
+}
+
+/* Child body of one round: runs NTHREADS writer threads tagged "r<round>t<k>", thread k on
+ * paths[k % npaths], and exits 0 when every one stored all its runs (else prints the first
+ * error and exits 4). */
+static void threads_child(char *const *paths, int npaths, int round) {
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, NTHREADS);
+    thread_writer w[NTHREADS];
+    pthread_t th[NTHREADS];
+    memset(w, 0, sizeof w);
+    for (int k = 0; k < NTHREADS; k++) {
+        w[k].path = paths[k % npaths];
+        w[k].start = &start;
+        snprintf(w[k].tag, sizeof w[k].tag, "r%dt%d", round, k);
+        if (pthread_create(&th[k], NULL, thread_writer_main, &w[k]) != 0) _exit(3);
+    }
+    int ok = 1;
+    for (int k = 0; k < NTHREADS; k++) {
+        pthread_join(th[k], NULL);
+        if (w[k].written != THREAD_RUNS) {
+            fprintf(stderr, "round %d, thread %d: %d of %d runs stored: %s\n", round, k, w[k].written, THREAD_RUNS,
+                    w[k].e.msg);
+            ok = 0;
+        }
+    }
+    pthread_barrier_destroy(&start);
+    _exit(ok ? 0 : 4);
+}
+
+/* Runs THREAD_ROUNDS rounds of NTHREADS threads on npaths new files in a fresh folder, and
+ * checks that every thread stored every run, whole, into its file. */
+static void check_parallel_threads(int npaths) {
+    char *dir = pl_test_tmpdir();
+    char *paths[NTHREADS];
+    for (int f = 0; f < npaths; f++) {
+        char name[32];
+        snprintf(name, sizeof name, "threads-%d.db", f);
+        paths[f] = pl_test_path(dir, name);
+    }
+    int ok = 0;
+    for (int round = 0; round < THREAD_ROUNDS; round++) {
+        pid_t pid = fork();
+        CU_ASSERT_FATAL(pid >= 0);
+        if (pid == 0) threads_child(paths, npaths, round);
+        int st = 0;
+        waitpid(pid, &st, 0);
+        ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    }
+    CU_ASSERT_EQUAL(ok, THREAD_ROUNDS);
+    for (int round = 0; round < THREAD_ROUNDS; round++)
+        for (int k = 0; k < NTHREADS; k++) {
+            char sql[160];
+            snprintf(sql, sizeof sql, "SELECT count(DISTINCT microbatches) FROM runs WHERE tag = 'r%dt%d'", round, k);
+            CU_ASSERT_EQUAL(tr_sql_int(paths[k % npaths], sql), THREAD_RUNS);
+        }
+    for (int f = 0; f < npaths; f++) {
+        CU_ASSERT_EQUAL(tr_sql_int(paths[f], "SELECT count(*) FROM runs"), THREAD_ROUNDS * NTHREADS / npaths * THREAD_RUNS);
+        CU_ASSERT_EQUAL(tr_partial_runs(paths[f], THREAD_OPS), 0);
+        CU_ASSERT(tr_integrity_ok(paths[f]));
+        free(paths[f]);
+    }
+    tr_rmdir(dir);
+    free(dir);
+}
+
+static void test_threads_one_file(void) { check_parallel_threads(1); }
+static void test_threads_two_files(void) { check_parallel_threads(NTHREADS); }
 
 /* Writers killed with SIGKILL at random points, KILL_REPS times: during open and schema creation
  * of a new file (every tenth kill), in the middle of a run's transaction, during the commit,
@@ -241,6 +348,8 @@ static void test_killed_writer(void) {
 void test_concurrency_register(void) {
     static const pl_test_case cases[] = {
         {"16 processes x 1000 runs (250 under ASan) into one new file", test_parallel_writers},
+        {"2 threads, a handle each, storing at once into one file (8 fresh processes)", test_threads_one_file},
+        {"2 threads, a handle each, storing at once into two files (8 fresh processes)", test_threads_two_files},
         {"220 writers SIGKILLed at random points: no partial run, no corruption", test_killed_writer},
         {NULL, NULL},
     };
