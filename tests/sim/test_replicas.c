@@ -58,6 +58,27 @@ static int run_costs(const sched *s, const double *f, const double *b, const int
     return rc;
 }
 
+/* Two replicated boundaries in a row (3-2-1: stage 0 on 3 replicas feeds stage 1 on 2, which
+ * feeds stage 1 unreplicated), as a planner's 12-2-1-1 gives: link setup must cover every
+ * replica pair of both boundaries (it once read past its table here: a crash, or a heap overflow
+ * under ASan). Balanced groups (stage q costs 3-q per replica, so F/n = 1 for each group)
+ * and no communication: the unreplicated last stage bounds every iteration from below by
+ * m (f + b) of its own, and the bubble window holds every rank's work. */
+static void test_two_replicated_boundaries(void) {
+    const int m = 12, rep[3] = {3, 2, 1};
+    const double f[3] = {3, 2, 1}, b[3] = {6, 4, 2};
+    sched *s = gen_lowered("pipedream", 3, m, 8, rep);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    sim_result r;
+    memset(&r, 0, sizeof r);
+    CU_ASSERT_EQUAL_FATAL(run_costs(s, f, b, rep, 0, &r), PL_OK);
+    CU_ASSERT(r.iteration_time_s >= m * (f[2] + b[2]) - 1e-9);
+    CU_ASSERT(r.iteration_time_s < m * (f[0] + b[0])); /* stage 0's group shares its work */
+    for (int q = 0; q < s->ranks; q++) CU_ASSERT(r.rank[q].busy_s > 0);
+    sim_result_free(&r);
+    sched_free(s);
+}
+
 /* Closed form. Two stages, pipedream (1F1B, weight stashing), no communication; stage 1 costs
  * F = f, B = b (b >= f); stage 0 costs 2f, 2b and is replicated 2 ways, so its group has stage
  * 1's throughput. PipeDream's warm-up (workers 3): replica j of stage 0 runs
@@ -349,6 +370,7 @@ void sim_replicas_tests_register(void) {
     static const pl_test_case cases[] = {
         {"closed form: 2-1 balanced", test_closed_form_two_stages},
         {"3-1 vs 1-1 throughput", test_three_one_vs_one_one},
+        {"two replicated boundaries in a row (3-2-1)", test_two_replicated_boundaries},
         {"all-reduce rounds", test_allreduce_rounds},
         {"replicas 1 bit-identical", test_ones_bit_identical},
         {"vgg16: partition vs simulate", test_vgg16_partition_vs_simulate},
