@@ -46,6 +46,12 @@ int cli_sched_opt(const char *cmd, int c, const char *arg, cli_sched_args *a, co
 /* After parsing: exactly one of --kind and --from, and --kind with --ranks and --microbatches.
  * Returns -1 when they hold, else CLI_EUSAGE after printing which does not. */
 int cli_sched_check(const char *cmd, const cli_sched_args *a);
+/* After getopt_long: no argument left over (optind), then cli_sched_check. Returns -1 when both
+ * hold, else CLI_EUSAGE after printing which does not. */
+int cli_sched_args_end(const char *cmd, int argc, char **argv, const cli_sched_args *a);
+/* Returns -1 when format is one of the output formats table, csv and json, else CLI_EUSAGE after
+ * printing "--format must be table, csv or json". */
+int cli_format_arg(const char *cmd, const char *format);
 /* Generates (--kind) or loads (--from) the schedule, refusing up front one whose memory under
  * sim_check_memory's mode (SIM_MEM_*) passes the limit, and validates it. NULL and e on error. */
 sched *cli_sched_get(const cli_sched_args *a, int mem_mode, pl_err *e);
@@ -94,6 +100,8 @@ void cli_inputs_json(pl_buf *b, const char *const *roles, const char *const *pat
  * returns arg itself when it is not of that form, or when buf is too small). */
 #define CLI_PREDICTION_MARK "p:"
 const char *cli_run_key(const char *arg, char *buf, size_t n);
+/* Room for the key cli_run_key makes of a RUN argument (a longer one passes as it is). */
+#define CLI_RUN_KEY_MAX 512
 /* The room one action's text takes (sched_action_format), NUL included: its longest form is an
  * overlapped pair "(SF M;SB M)OVERLAP_F_B" with four int32 values at their widest
  * ("-2147483648"); a plain action ("SREDUCE_GRADM" at most) is shorter. */
@@ -118,6 +126,13 @@ void cli_op_rows_set(cli_op_rows *o, size_t k, int rank, int seq, const sched_ac
 int cli_op_rows_trace(cli_op_rows *o, const sched *s, struct sim_slot *const *trace, pl_err *e);
 /* Frees the rows and zeroes o. */
 void cli_op_rows_free(cli_op_rows *o);
+/* Fills the fields of a stored run that its schedule s gives: the schedule's kind, its ranks,
+ * stages, microbatches and chunks, and its weights and recompute policies (not iterations: a
+ * run counts its own). */
+struct store_run;
+void cli_store_run_sched(struct store_run *run, const sched *s);
+/* Room for this machine's name (gethostname) where a command records or prints it. */
+#define CLI_HOST_MAX 256
 /* Returns 1 when stdout (fd 1) or stderr (fd 2) is a terminal. */
 int cli_isatty(int fd);
 /* Writes a buffer to path, or to stdout when path is NULL or "-"; returns an exit code. */

@@ -1,6 +1,7 @@
 /* cli_util.c: error printing, flag parsing and output helpers shared by the subcommands. */
 #include "cli.h"
 
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +114,16 @@ void cli_op_rows_free(cli_op_rows *o) {
     memset(o, 0, sizeof *o);
 }
 
+void cli_store_run_sched(store_run *run, const sched *s) {
+    run->schedule = s->kind;
+    run->ranks = s->ranks;
+    run->stages = s->stages;
+    run->microbatches = s->microbatches;
+    run->chunks = s->chunks;
+    run->weights_policy = sched_weights_name(s->weights);
+    run->recompute_policy = sched_recompute_name(s->recompute);
+}
+
 int cli_write_output(const char *path, const pl_buf *b) {
     if (b->failed) {
         fprintf(stderr, "pipelab: out of memory building the output\n");
@@ -175,6 +186,17 @@ int cli_sched_opt(const char *cmd, int c, const char *arg, cli_sched_args *a, co
 int cli_sched_check(const char *cmd, const cli_sched_args *a) {
     if (!a->kind == !a->from) return cli_usage_error(cmd, "give either --kind or --from");
     if (a->kind && (!a->have_ranks || !a->have_mb)) return cli_usage_error(cmd, "--kind needs --ranks and --microbatches");
+    return -1;
+}
+
+int cli_sched_args_end(const char *cmd, int argc, char **argv, const cli_sched_args *a) {
+    if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    return cli_sched_check(cmd, a);
+}
+
+int cli_format_arg(const char *cmd, const char *format) {
+    if (strcmp(format, "table") && strcmp(format, "csv") && strcmp(format, "json"))
+        return cli_usage_error(cmd, "--format must be table, csv or json");
     return -1;
 }
 

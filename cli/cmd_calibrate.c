@@ -141,7 +141,7 @@ static int obs_from_db(const opts *o, const cost_hw *hw, cost_observation **out,
     cost_observation *v = NULL;
     size_t n = 0;
     int rc = store_open(o->db, 1, &db, e);
-    char key[512]; /* "p:X", as pipelab db list prints a prediction's id */
+    char key[CLI_RUN_KEY_MAX]; /* "p:X", as pipelab db list prints a prediction's id */
     if (rc == PL_OK) rc = store_get_run(db, cli_run_key(o->run, key, sizeof key), &run, e);
     if (rc == PL_OK) rc = store_get_ops(db, run.id, &ops, &nops, e);
     if (rc == PL_OK && nops == 0) rc = pl_errf(e, PL_EINPUT, "%s: run %s has no recorded actions", o->db, o->run);

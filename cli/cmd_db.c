@@ -46,6 +46,15 @@ static const char help_text[] =
     "\n"
     "exit status: 0 ok, 1 bad input (missing database, unknown run), 2 bad usage\n";
 
+#define LIST_LIMIT 20             /* --limit's default */
+#define LIST_MAX_LIMIT 1000000000
+#define KEY_MIN_LEN 8             /* the uid characters a listed id shows at least */
+#define KEY_LOOKUP_ROWS 16        /* up to this many rows, list_keys asks db show's lookup per row */
+#define INT64_DIGITS 19           /* the digits of the largest int64: an id db show reads as a number */
+#define HUMAN_BYTES_MAX 32        /* room for human_bytes' text */
+#define DB_PATH_MAX 4096          /* room for a database path and a suffix */
+#define TMP_SUFFIX_ROOM 16        /* room left for the -wal, -shm, -journal files beside a path */
+
 typedef struct opts {
     const char *db, *tag, *format, *output;
     int limit, have_limit, ops;
@@ -70,7 +79,7 @@ static const struct option long_opts[] = {
  * first) land in o->pos. Returns -1 to continue, or an exit code to return at once. */
 static int parse(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
-    o->limit = 20;
+    o->limit = LIST_LIMIT;
     optind = 0;
     opterr = 0;
     int c;
@@ -79,7 +88,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_DB: o->db = optarg; break;
         case O_TAG: o->tag = optarg; break;
         case O_LIMIT:
-            if (cli_int_arg("db", "--limit", optarg, 0, 1000000000, &o->limit) != 0) return CLI_EUSAGE;
+            if (cli_int_arg("db", "--limit", optarg, 0, LIST_MAX_LIMIT, &o->limit) != 0) return CLI_EUSAGE;
             o->have_limit = 1;
             break;
         case O_FORMAT: o->format = optarg; break;
@@ -125,7 +134,7 @@ static char *format_key(const char *uid, size_t flen) {
  * prefix for a prediction). */
 static size_t min_key_len(const char *uid) {
     size_t pl = strlen(STORE_PREDICTION_PREFIX), len = strlen(uid);
-    size_t want = (strncmp(uid, STORE_PREDICTION_PREFIX, pl) == 0 && uid[pl] ? pl : 0) + 8;
+    size_t want = (strncmp(uid, STORE_PREDICTION_PREFIX, pl) == 0 && uid[pl] ? pl : 0) + KEY_MIN_LEN;
     return want < len ? want : len;
 }
 
@@ -145,14 +154,14 @@ static int cmp_uid(const void *a, const void *b) { return strcmp(*(const char *c
  * rows ask db show's own lookup; more rows compare with every uid of the database at once (one
  * read instead of one table scan per row). Returns PL_OK or an error code. */
 static int list_keys(store *s, const store_run *runs, size_t n, char **keys, pl_err *e) {
-    if (n <= 16) {
+    if (n <= KEY_LOOKUP_ROWS) {
         for (size_t i = 0; i < n; i++) {
             const char *uid = runs[i].uid;
             size_t len = min_key_len(uid), full = strlen(uid);
             for (;; len++) {
                 keys[i] = format_key(uid, len);
                 if (!keys[i] || len >= full) break;
-                char lookup[512];
+                char lookup[CLI_RUN_KEY_MAX];
                 store_run got;
                 pl_err ignored;
                 int found = store_get_run(s, cli_run_key(keys[i], lookup, sizeof lookup), &got, &ignored) == PL_OK &&
@@ -178,7 +187,7 @@ static int list_keys(store *s, const store_run *runs, size_t n, char **keys, pl_
             if (at && at > uids) need = common_prefix(uid, at[-1]) + 1;
             if (at && at + 1 < uids + na && common_prefix(uid, at[1]) + 1 > need) need = common_prefix(uid, at[1]) + 1;
             if (need > len) len = need;
-            while (len < full && len < 19 && len > 0 && strspn(uid, "0123456789") >= len) len++;
+            while (len < full && len < INT64_DIGITS && len > 0 && strspn(uid, "0123456789") >= len) len++;
             keys[i] = format_key(uid, len < full ? len : full);
         }
     }
@@ -187,11 +196,98 @@ static int list_keys(store *s, const store_run *runs, size_t n, char **keys, pl_
     return code;
 }
 
+/* Returns -1 when fmt is table, csv or json, else CLI_EUSAGE after printing that it is not. */
+static int check_format(const char *fmt) {
+    if (strcmp(fmt, "table") != 0 && strcmp(fmt, "csv") != 0 && strcmp(fmt, "json") != 0)
+        return cli_usage_error("db", "--format must be table, csv or json (got '%s')", fmt);
+    return -1;
+}
+
+/* Frees the n keys of list_keys and their array. */
+static void free_keys(char **keys, size_t n) {
+    for (size_t i = 0; keys && i < n; i++) free(keys[i]);
+    free(keys);
+}
+
+/* Appends the table of `db list`: one line per run, the id keys[i] (NULL: the uid) shows. */
+static void list_table(const store_run *runs, size_t n, char *const *keys, pl_buf *b) {
+    char mem[HUMAN_BYTES_MAX];
+    pl_buf_printf(b, "%5s  %-10s  %-20s  %-9s  %-14s  %-12s  %3s %3s %4s %2s  %12s  %12s  %8s  %10s\n", "ID", "UID",
+                  "TIME (UTC)", "KIND", "TAG", "SCHEDULE", "P", "S", "M", "V", "ITER (s)", "SAMPLES/s", "BUBBLE %",
+                  "PEAK MEM");
+    for (size_t i = 0; i < n; i++) {
+        const store_run *r = &runs[i];
+        const char *key = keys[i];
+        pl_buf_printf(b, "%5lld  %-10s  %-20s  %-9s  %-14s  %-12s  %3d %3d %4d %2d  %12.6g  %12.6g  %7.2f%%  %10s%s\n",
+                      (long long)r->id, key ? key : r->uid, r->utc_time, r->kind, or_dash(r->tag), or_dash(r->schedule),
+                      r->ranks, r->stages, r->microbatches, r->chunks, r->iteration_time_s, r->throughput_samples_s,
+                      100.0 * r->bubble_fraction, human_bytes(r->peak_mem_bytes, mem, sizeof mem), r->oom ? " OOM" : "");
+    }
+    if (n == 0) pl_buf_puts(b, "(no runs)\n");
+}
+
+/* Appends the CSV of `db list`: a header, then one row per run. */
+static void list_csv(const store_run *runs, size_t n, pl_buf *b) {
+    pl_buf_puts(b, "id,uid,utc_time,kind,tag,schedule,ranks,stages,microbatches,chunks,iteration_time_s,"
+                   "throughput_samples_s,bubble_fraction,zb_bubble_rate,peak_mem_bytes,oom\n");
+    for (size_t i = 0; i < n; i++) {
+        const store_run *r = &runs[i];
+        pl_buf_printf(b, "%lld,%s,%s,%s,", (long long)r->id, r->uid, r->utc_time, r->kind);
+        pl_buf_csv_field(b, r->tag);
+        pl_buf_putc(b, ',');
+        pl_buf_csv_field(b, r->schedule);
+        pl_buf_printf(b, ",%d,%d,%d,%d,%.15g,%.15g,%.15g,", r->ranks, r->stages, r->microbatches, r->chunks,
+                      r->iteration_time_s, r->throughput_samples_s, r->bubble_fraction);
+        pl_buf_number(b, r->zb_bubble_rate, 0);
+        pl_buf_printf(b, ",%lld,%d\n", (long long)r->peak_mem_bytes, r->oom);
+    }
+}
+
+/* Appends the JSON of `db list`: an array of one object per run. */
+static void list_json(const store_run *runs, size_t n, pl_buf *b) {
+    pl_buf_puts(b, "[");
+    for (size_t i = 0; i < n; i++) {
+        const store_run *r = &runs[i];
+        pl_buf_printf(b, "%s\n  {\"id\": %lld, \"uid\": ", i ? "," : "", (long long)r->id);
+        pl_buf_json_string(b, r->uid);
+        pl_buf_puts(b, ", \"utc_time\": ");
+        pl_buf_json_string(b, r->utc_time);
+        pl_buf_puts(b, ", \"kind\": ");
+        pl_buf_json_string(b, r->kind);
+        pl_buf_puts(b, ", \"tag\": ");
+        pl_buf_json_string(b, r->tag);
+        pl_buf_puts(b, ", \"schedule\": ");
+        pl_buf_json_string(b, r->schedule);
+        pl_buf_printf(b, ", \"ranks\": %d, \"stages\": %d, \"microbatches\": %d, \"chunks\": %d, "
+                         "\"iteration_time_s\": %.15g, \"throughput_samples_s\": %.15g, \"bubble_fraction\": %.15g, "
+                         "\"zb_bubble_rate\": ",
+                      r->ranks, r->stages, r->microbatches, r->chunks, r->iteration_time_s, r->throughput_samples_s,
+                      r->bubble_fraction);
+        pl_buf_number(b, r->zb_bubble_rate, 1);
+        pl_buf_printf(b, ", \"peak_mem_bytes\": %lld, \"oom\": %s}", (long long)r->peak_mem_bytes, r->oom ? "true" : "false");
+    }
+    pl_buf_puts(b, n ? "\n]\n" : "]\n");
+}
+
+/* Appends the runs in format fmt to b (the table with the ids list_keys gives). Returns PL_OK or
+ * an error in e. */
+static int list_runs(store *s, const store_run *runs, size_t n, const char *fmt, pl_buf *b, pl_err *e) {
+    if (strcmp(fmt, "csv") == 0) list_csv(runs, n, b);
+    else if (strcmp(fmt, "json") == 0) list_json(runs, n, b);
+    else if (n == 0) list_table(runs, n, NULL, b);
+    if (strcmp(fmt, "table") != 0 || n == 0) return PL_OK;
+    char **keys = pl_calloc(n, sizeof *keys);
+    int code = keys ? list_keys(s, runs, n, keys, e) : pl_errf(e, PL_ENOMEM, "out of memory");
+    if (code == PL_OK) list_table(runs, n, keys, b);
+    free_keys(keys, n);
+    return code;
+}
+
 /* `db list`: prints recent runs; returns an exit code. */
 static int db_list(const opts *o) {
     const char *fmt = o->format ? o->format : "table";
-    if (strcmp(fmt, "table") != 0 && strcmp(fmt, "csv") != 0 && strcmp(fmt, "json") != 0)
-        return cli_usage_error("db", "--format must be table, csv or json (got '%s')", fmt);
+    int rc = check_format(fmt);
+    if (rc >= 0) return rc;
     if (o->npos > 0) return cli_usage_error("db", "list takes no arguments (got '%s')", o->pos[0]);
     pl_err e;
     pl_err_clear(&e);
@@ -199,169 +295,105 @@ static int db_list(const opts *o) {
     if (store_open(o->db, 1, &s, &e) != PL_OK) return cli_fail(&e);
     store_run *runs = NULL;
     size_t n = 0;
-    if (store_list_runs(s, o->tag, o->limit, &runs, &n, &e) != PL_OK) {
-        store_close(s);
-        return cli_fail(&e);
-    }
     pl_buf b;
     pl_buf_init(&b);
-    char mem[32];
-    char **keys = NULL;
-    if (strcmp(fmt, "table") == 0 && n > 0) {
-        keys = pl_calloc(n, sizeof *keys);
-        int code = keys ? list_keys(s, runs, n, keys, &e) : pl_errf(&e, PL_ENOMEM, "out of memory");
-        if (code != PL_OK) {
-            for (size_t i = 0; keys && i < n; i++) free(keys[i]);
-            free(keys);
-            store_runs_free(runs, n);
-            store_close(s);
-            return cli_fail(&e);
-        }
-    }
-    if (strcmp(fmt, "table") == 0) {
-        pl_buf_printf(&b, "%5s  %-10s  %-20s  %-9s  %-14s  %-12s  %3s %3s %4s %2s  %12s  %12s  %8s  %10s\n", "ID",
-                      "UID", "TIME (UTC)", "KIND", "TAG", "SCHEDULE", "P", "S", "M", "V", "ITER (s)", "SAMPLES/s",
-                      "BUBBLE %", "PEAK MEM");
-        for (size_t i = 0; i < n; i++) {
-            const store_run *r = &runs[i];
-            const char *key = keys[i];
-            pl_buf_printf(&b, "%5lld  %-10s  %-20s  %-9s  %-14s  %-12s  %3d %3d %4d %2d  %12.6g  %12.6g  %7.2f%%  %10s%s\n",
-                          (long long)r->id, key ? key : r->uid, r->utc_time, r->kind, or_dash(r->tag), or_dash(r->schedule), r->ranks, r->stages,
-                          r->microbatches, r->chunks, r->iteration_time_s, r->throughput_samples_s,
-                          100.0 * r->bubble_fraction, human_bytes(r->peak_mem_bytes, mem, sizeof mem),
-                          r->oom ? " OOM" : "");
-            free(keys[i]);
-        }
-        free(keys);
-        if (n == 0) pl_buf_puts(&b, "(no runs)\n");
-    } else if (strcmp(fmt, "csv") == 0) {
-        pl_buf_puts(&b, "id,uid,utc_time,kind,tag,schedule,ranks,stages,microbatches,chunks,iteration_time_s,"
-                        "throughput_samples_s,bubble_fraction,zb_bubble_rate,peak_mem_bytes,oom\n");
-        for (size_t i = 0; i < n; i++) {
-            const store_run *r = &runs[i];
-            pl_buf_printf(&b, "%lld,%s,%s,%s,", (long long)r->id, r->uid, r->utc_time, r->kind);
-            pl_buf_csv_field(&b, r->tag);
-            pl_buf_putc(&b, ',');
-            pl_buf_csv_field(&b, r->schedule);
-            pl_buf_printf(&b, ",%d,%d,%d,%d,%.15g,%.15g,%.15g,", r->ranks, r->stages, r->microbatches, r->chunks,
-                          r->iteration_time_s, r->throughput_samples_s, r->bubble_fraction);
-            pl_buf_number(&b, r->zb_bubble_rate, 0);
-            pl_buf_printf(&b, ",%lld,%d\n", (long long)r->peak_mem_bytes, r->oom);
-        }
-    } else {
-        pl_buf_puts(&b, "[");
-        for (size_t i = 0; i < n; i++) {
-            const store_run *r = &runs[i];
-            pl_buf_printf(&b, "%s\n  {\"id\": %lld, \"uid\": ", i ? "," : "", (long long)r->id);
-            pl_buf_json_string(&b, r->uid);
-            pl_buf_puts(&b, ", \"utc_time\": ");
-            pl_buf_json_string(&b, r->utc_time);
-            pl_buf_puts(&b, ", \"kind\": ");
-            pl_buf_json_string(&b, r->kind);
-            pl_buf_puts(&b, ", \"tag\": ");
-            pl_buf_json_string(&b, r->tag);
-            pl_buf_puts(&b, ", \"schedule\": ");
-            pl_buf_json_string(&b, r->schedule);
-            pl_buf_printf(&b, ", \"ranks\": %d, \"stages\": %d, \"microbatches\": %d, \"chunks\": %d, "
-                              "\"iteration_time_s\": %.15g, \"throughput_samples_s\": %.15g, \"bubble_fraction\": %.15g, "
-                              "\"zb_bubble_rate\": ",
-                          r->ranks, r->stages, r->microbatches, r->chunks, r->iteration_time_s,
-                          r->throughput_samples_s, r->bubble_fraction);
-            pl_buf_number(&b, r->zb_bubble_rate, 1);
-            pl_buf_printf(&b, ", \"peak_mem_bytes\": %lld, \"oom\": %s}", (long long)r->peak_mem_bytes,
-                          r->oom ? "true" : "false");
-        }
-        pl_buf_puts(&b, n ? "\n]\n" : "]\n");
-    }
+    int code = store_list_runs(s, o->tag, o->limit, &runs, &n, &e);
+    if (code == PL_OK) code = list_runs(s, runs, n, fmt, &b, &e);
     store_runs_free(runs, n);
     store_close(s);
-    int rc = cli_write_output(NULL, &b);
+    rc = code == PL_OK ? cli_write_output(NULL, &b) : cli_fail(&e);
     pl_buf_free(&b);
     return rc;
+}
+
+/* Appends the description of run r (nops actions recorded) that `db show` prints first. */
+static void show_run(const store_run *r, int64_t nops, pl_buf *b) {
+    char mem[HUMAN_BYTES_MAX];
+    pl_buf_printf(b, "run %lld  uid %s\n", (long long)r->id, r->uid);
+    pl_buf_printf(b, "  kind            %s\n  tag             %s\n  origin          %s\n", r->kind, r->tag, r->origin);
+    pl_buf_printf(b, "  time (UTC)      %s\n  host            %s\n  pipelab         %s (%s)\n", r->utc_time, r->host,
+                  r->version, r->git_rev);
+    pl_buf_printf(b, "  command         %s\n", or_dash(r->cmdline));
+    pl_buf_printf(b, "  schedule        %s  ranks %d  stages %d  microbatches %d  chunks %d  iterations %d\n",
+                  r->schedule, r->ranks, r->stages, r->microbatches, r->chunks, r->iterations);
+    pl_buf_printf(b, "  policies        weights %s  recompute %s\n", or_dash(r->weights_policy),
+                  or_dash(r->recompute_policy));
+    pl_buf_printf(b, "  seed            %" PRIu64 "\n  parameters      %s\n", r->seed, or_dash(r->params_json));
+    pl_buf_printf(b, "  iteration time  %.6g s", r->iteration_time_s);
+    if (r->repetitions > 1) pl_buf_printf(b, "  (stddev %.3g s over %d repetitions)", r->iteration_time_stddev_s, r->repetitions);
+    pl_buf_printf(b, "\n  throughput      %.6g samples/s\n  bubble_fraction %.6g  (%.2f%%; idle_s %.6g s over the ranks)\n",
+                  r->throughput_samples_s, r->bubble_fraction, 100.0 * r->bubble_fraction, r->idle_s);
+    if (isnan(r->zb_bubble_rate)) pl_buf_puts(b, "  zb_bubble_rate  n/a (not recorded)\n");
+    else pl_buf_printf(b, "  zb_bubble_rate  %.6g  (Zero Bubble paper's bubble rate)\n", r->zb_bubble_rate);
+    pl_buf_printf(b, "  communication   %.6g s\n  peak memory     %s (%lld bytes)%s\n  ops recorded    %lld\n",
+                  r->comm_time_s, human_bytes(r->peak_mem_bytes, mem, sizeof mem), (long long)r->peak_mem_bytes,
+                  r->oom ? "  OUT OF MEMORY" : "", (long long)nops);
+}
+
+/* Appends the rank metrics m[nm] and the actions ops[nop] of `db show` (each table only when it
+ * has rows). */
+static void show_rows(const store_rank_metric *m, int nm, const store_op *ops, size_t nop, pl_buf *b) {
+    char mem[HUMAN_BYTES_MAX];
+    if (nm > 0) {
+        pl_buf_printf(b, "\n%5s  %12s  %12s  %12s  %12s  %12s\n", "RANK", "BUSY (s)", "IDLE (s)", "BUBBLE FRAC",
+                      "COMM (s)", "PEAK MEM");
+        for (int i = 0; i < nm; i++)
+            pl_buf_printf(b, "%5d  %12.6g  %12.6g  %12.6g  %12.6g  %12s\n", m[i].rank, m[i].busy_s, m[i].idle_s,
+                          m[i].bubble_fraction, m[i].comm_s, human_bytes(m[i].peak_mem_bytes, mem, sizeof mem));
+    }
+    if (nop > 0) {
+        pl_buf_printf(b, "\n%5s  %6s  %-12s  %-8s  %5s  %5s  %12s  %12s\n", "RANK", "SEQ", "ACTION", "KIND", "STAGE",
+                      "MB", "START (s)", "END (s)");
+        for (size_t i = 0; i < nop; i++)
+            pl_buf_printf(b, "%5d  %6d  %-12s  %-8s  %5d  %5d  %12.6g  %12.6g\n", ops[i].rank, ops[i].seq,
+                          ops[i].action, ops[i].kind, ops[i].stage, ops[i].mb, ops[i].start_s, ops[i].end_s);
+    }
+}
+
+/* Appends `db show`'s table of run r to b: the run, its rank metrics and (with ops) its actions.
+ * Returns PL_OK or an error in e. */
+static int show_table(store *s, const store_run *r, int ops, pl_buf *b, pl_err *e) {
+    store_rank_metric *m = NULL;
+    int nm = 0;
+    int64_t nops = 0;
+    store_op *op = NULL;
+    size_t nop = 0;
+    int code = store_get_rank_metrics(s, r->id, &m, &nm, e);
+    if (code == PL_OK) code = store_count_ops(s, r->id, &nops, e);
+    if (code == PL_OK && ops) code = store_get_ops(s, r->id, &op, &nop, e);
+    if (code == PL_OK) {
+        show_run(r, nops, b);
+        show_rows(m, nm, op, nop, b);
+    }
+    store_ops_free(op, nop);
+    free(m);
+    return code;
 }
 
 /* `db show RUN`: prints one run, its rank metrics and (with --ops) its actions; returns an exit code. */
 static int db_show(const opts *o) {
     if (o->npos != 1) return cli_usage_error("db", "show needs exactly one RUN (integer id or uid)");
     const char *fmt = o->format ? o->format : "table";
-    if (strcmp(fmt, "table") != 0 && strcmp(fmt, "csv") != 0 && strcmp(fmt, "json") != 0)
-        return cli_usage_error("db", "--format must be table, csv or json (got '%s')", fmt);
+    int rc = check_format(fmt);
+    if (rc >= 0) return rc;
     if (o->ops && strcmp(fmt, "table") != 0) return cli_usage_error("db", "--ops prints a table only");
     pl_err e;
     pl_err_clear(&e);
     store *s = NULL;
     if (store_open(o->db, 1, &s, &e) != PL_OK) return cli_fail(&e);
     store_run r;
-    store_rank_metric *m = NULL;
-    int nm = 0;
-    int64_t nops = 0;
-    store_op *ops = NULL;
-    size_t nop = 0;
-    char key[512]; /* "p:X", as db list shows a prediction */
+    char key[CLI_RUN_KEY_MAX]; /* "p:X", as db list shows a prediction */
     if (store_get_run(s, cli_run_key(o->pos[0], key, sizeof key), &r, &e) != PL_OK) {
-        store_close(s);
-        return cli_fail(&e);
-    }
-    if (strcmp(fmt, "table") != 0) {
-        pl_buf b;
-        pl_buf_init(&b);
-        int code = store_export_run(s, &r, strcmp(fmt, "json") == 0 ? STORE_JSON : STORE_CSV, &b, &e);
-        store_run_clear(&r);
-        store_close(s);
-        int rc = code == PL_OK ? cli_write_output(NULL, &b) : cli_fail(&e);
-        pl_buf_free(&b);
-        return rc;
-    }
-    int code = store_get_rank_metrics(s, r.id, &m, &nm, &e);
-    if (code == PL_OK) code = store_count_ops(s, r.id, &nops, &e);
-    if (code == PL_OK && o->ops) code = store_get_ops(s, r.id, &ops, &nop, &e);
-    if (code != PL_OK) {
-        store_run_clear(&r);
-        free(m);
         store_close(s);
         return cli_fail(&e);
     }
     pl_buf b;
     pl_buf_init(&b);
-    char mem[32];
-    pl_buf_printf(&b, "run %lld  uid %s\n", (long long)r.id, r.uid);
-    pl_buf_printf(&b, "  kind            %s\n  tag             %s\n  origin          %s\n", r.kind, r.tag, r.origin);
-    pl_buf_printf(&b, "  time (UTC)      %s\n  host            %s\n  pipelab         %s (%s)\n", r.utc_time, r.host,
-                  r.version, r.git_rev);
-    pl_buf_printf(&b, "  command         %s\n", or_dash(r.cmdline));
-    pl_buf_printf(&b, "  schedule        %s  ranks %d  stages %d  microbatches %d  chunks %d  iterations %d\n",
-                  r.schedule, r.ranks, r.stages, r.microbatches, r.chunks, r.iterations);
-    pl_buf_printf(&b, "  policies        weights %s  recompute %s\n", or_dash(r.weights_policy),
-                  or_dash(r.recompute_policy));
-    pl_buf_printf(&b, "  seed            %" PRIu64 "\n  parameters      %s\n", r.seed, or_dash(r.params_json));
-    pl_buf_printf(&b, "  iteration time  %.6g s", r.iteration_time_s);
-    if (r.repetitions > 1) pl_buf_printf(&b, "  (stddev %.3g s over %d repetitions)", r.iteration_time_stddev_s, r.repetitions);
-    pl_buf_printf(&b, "\n  throughput      %.6g samples/s\n  bubble_fraction %.6g  (%.2f%%; idle_s %.6g s over the ranks)\n",
-                  r.throughput_samples_s, r.bubble_fraction, 100.0 * r.bubble_fraction, r.idle_s);
-    if (isnan(r.zb_bubble_rate)) pl_buf_puts(&b, "  zb_bubble_rate  n/a (not recorded)\n");
-    else pl_buf_printf(&b, "  zb_bubble_rate  %.6g  (Zero Bubble paper's bubble rate)\n", r.zb_bubble_rate);
-    pl_buf_printf(&b, "  communication   %.6g s\n  peak memory     %s (%lld bytes)%s\n  ops recorded    %lld\n",
-                  r.comm_time_s, human_bytes(r.peak_mem_bytes, mem, sizeof mem), (long long)r.peak_mem_bytes,
-                  r.oom ? "  OUT OF MEMORY" : "", (long long)nops);
-    if (nm > 0) {
-        pl_buf_printf(&b, "\n%5s  %12s  %12s  %12s  %12s  %12s\n", "RANK", "BUSY (s)", "IDLE (s)", "BUBBLE FRAC",
-                      "COMM (s)", "PEAK MEM");
-        for (int i = 0; i < nm; i++)
-            pl_buf_printf(&b, "%5d  %12.6g  %12.6g  %12.6g  %12.6g  %12s\n", m[i].rank, m[i].busy_s, m[i].idle_s,
-                          m[i].bubble_fraction, m[i].comm_s, human_bytes(m[i].peak_mem_bytes, mem, sizeof mem));
-    }
-    if (nop > 0) {
-        pl_buf_printf(&b, "\n%5s  %6s  %-12s  %-8s  %5s  %5s  %12s  %12s\n", "RANK", "SEQ", "ACTION", "KIND", "STAGE",
-                      "MB", "START (s)", "END (s)");
-        for (size_t i = 0; i < nop; i++)
-            pl_buf_printf(&b, "%5d  %6d  %-12s  %-8s  %5d  %5d  %12.6g  %12.6g\n", ops[i].rank, ops[i].seq,
-                          ops[i].action, ops[i].kind, ops[i].stage, ops[i].mb, ops[i].start_s, ops[i].end_s);
-    }
-    store_ops_free(ops, nop);
-    free(m);
+    int code = strcmp(fmt, "table") == 0 ? show_table(s, &r, o->ops, &b, &e)
+                                         : store_export_run(s, &r, strcmp(fmt, "json") == 0 ? STORE_JSON : STORE_CSV, &b, &e);
     store_run_clear(&r);
     store_close(s);
-    int rc = cli_write_output(NULL, &b);
+    rc = code == PL_OK ? cli_write_output(NULL, &b) : cli_fail(&e);
     pl_buf_free(&b);
     return rc;
 }
@@ -396,7 +428,7 @@ static int db_trace(const opts *o) {
     store *s = NULL;
     if (store_open(o->db, 1, &s, &e) != PL_OK) return cli_fail(&e);
     store_run r;
-    char key[512];
+    char key[CLI_RUN_KEY_MAX];
     if (store_get_run(s, cli_run_key(o->pos[0], key, sizeof key), &r, &e) != PL_OK) {
         store_close(s);
         return cli_fail(&e);
@@ -418,7 +450,7 @@ static int db_trace(const opts *o) {
 /* Removes the temporary database path and the files SQLite keeps beside it. */
 static void remove_db_files(const char *path) {
     static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
-    char buf[4096];
+    char buf[DB_PATH_MAX];
     for (size_t k = 0; k < sizeof sfx / sizeof sfx[0]; k++) {
         snprintf(buf, sizeof buf, "%s%s", path, sfx[k]);
         unlink(buf);
@@ -436,12 +468,12 @@ static int db_merge(const opts *o) {
     if (o->db) return cli_usage_error("db", "merge reads its inputs as arguments; --db does not apply");
     pl_err e;
     pl_err_clear(&e);
-    char tmp[4096];
+    char tmp[DB_PATH_MAX];
     struct stat st;
     int n = snprintf(tmp, sizeof tmp, "%s.merge-%ld", o->output, (long)getpid());
-    for (int k = 1; n > 0 && (size_t)n < sizeof tmp - 16 && lstat(tmp, &st) == 0; k++)
+    for (int k = 1; n > 0 && (size_t)n < sizeof tmp - TMP_SUFFIX_ROOM && lstat(tmp, &st) == 0; k++)
         n = snprintf(tmp, sizeof tmp, "%s.merge-%ld-%d", o->output, (long)getpid(), k);
-    if (n < 0 || (size_t)n >= sizeof tmp - 16) {
+    if (n < 0 || (size_t)n >= sizeof tmp - TMP_SUFFIX_ROOM) {
         pl_errf(&e, PL_EINPUT, "%s: path too long", o->output);
         return cli_fail(&e);
     }

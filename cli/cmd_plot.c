@@ -63,7 +63,7 @@ static const char help_text[] =
 typedef struct opts {
     store_plot_opts p;
     const char *db, *kind_name, *x;
-    char run_key[512]; /* RUN as the store takes it ("p:X", as pipelab db list prints a prediction) */
+    char run_key[CLI_RUN_KEY_MAX]; /* RUN as the store takes it ("p:X", as pipelab db list prints a prediction) */
 } opts;
 
 enum { O_DB = 1000, O_LOOSE, O_SVG, O_X, O_TITLE, O_ALL_PASSES };

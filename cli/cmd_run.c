@@ -2,6 +2,7 @@
  * one MPI process per rank), print the measurements beside the simulator's prediction from a
  * profile of this machine, and store both runs. */
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,7 +17,9 @@
 #include "run_drive.h"
 #include "store.h"
 
-static const char help_text[] =
+/* --help, a printf format that print_help fills with the executor's defaults (exec_config_default)
+ * and the profile's, so that the text and the behaviour cannot drift apart. */
+static const char help_format[] =
     "usage: pipelab run (--kind K --ranks P --microbatches M | --from FILE) [options]\n"
     "\n"
     "Lowers the schedule and executes it on a real fp32 model, one worker per rank: a stack of\n"
@@ -30,20 +33,20 @@ static const char help_text[] =
     "  --kind K --ranks P --microbatches M [--chunks V] [--iterations N] [--recompute none|full]\n"
     "  --from FILE [--legacy-letters]   a .sched file or a PyTorch CSV\n"
     "model:\n"
-    "  --width H             hidden size (default 256)\n"
+    "  --width H             hidden size (default %d)\n"
     "  --depth L             blocks (default 2 x stages)\n"
     "  --ffn F               inner size (default 4 H)\n"
-    "  --microbatch-size B   rows per microbatch (default 16)\n"
+    "  --microbatch-size B   rows per microbatch (default %d)\n"
     "  --stage-blocks N,N,.. blocks per stage (default: L split evenly, first stages take more)\n"
-    "  --lr X --momentum X   SGD (default 0.05, 0)\n"
-    "  --seed N              initial weights N, target network N+1, data N+2 (default 1)\n"
+    "  --lr X --momentum X   SGD (default %g, %g)\n"
+    "  --seed N              initial weights N, target network N+1, data N+2 (default %" PRIu64 ")\n"
     "run:\n"
-    "  --warmup N --timed N  passes (default 1 and 5)\n"
+    "  --warmup N --timed N  passes (default %d and %d)\n"
     "  --transport threads|mpi  threads in this process (default), or one MPI process per rank:\n"
     "                        mpirun -np P pipelab run --transport mpi ...\n"
     "  --oversubscribe       allow more ranks than cores (timings then measure time-slicing)\n"
     "  --no-pin              do not pin worker threads to cores\n"
-    "  --timeout S           longest wait for a message before the run fails (default 60)\n"
+    "  --timeout S           longest wait for a message before the run fails (default %g)\n"
     "  --mem-budget B        per-rank memory budget in bytes; exceeding it fails the run\n"
     "  --max-memory SIZE     memory pipelab may use in this process (8e9, 16GiB; default: the\n"
     "                        physical memory or ulimit -v, or $PIPELAB_MAX_MEMORY); a schedule or\n"
@@ -59,7 +62,7 @@ static const char help_text[] =
     "                        send/recv between them (mpirun -np P, P = ranks)\n"
     "prediction:\n"
     "  --profile FILE        profile CSV from `pipelab profile` (default: profile in-process)\n"
-    "  --profile-reps N      repetitions of the in-process profile (default 20)\n"
+    "  --profile-reps N      repetitions of the in-process profile (default %d)\n"
     "  --profile-timing between|before  when the in-process profile is measured. between\n"
     "                        (default with the CPU backend, threads or MPI): by the run's own\n"
     "                        workers, in the gaps before its timed passes, each on its rank's\n"
@@ -84,16 +87,15 @@ static const char help_text[] =
     "naming the rank and the action.\n"
     "exit status: 0 ok, 1 bad input or a failed run, 2 bad usage\n";
 
-enum { O_WIDTH = 1000, O_DEPTH, O_FFN, O_MBS,
-       O_SPLIT, O_LR, O_MOM, O_SEED, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
-       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB, O_FAULT, O_BACKEND, O_PREC, O_SMSPLIT, O_GPUS, O_MAXMEM, O_HELP };
+enum { O_SPLIT = 1000, O_LR, O_MOM, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
+       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
+       O_FAULT, O_GPUS, O_MAXMEM, O_HELP };
 
 static const struct option long_opts[] = {
     CLI_SCHED_LONG_OPTS,
-    {"width", required_argument, 0, O_WIDTH}, {"depth", required_argument, 0, O_DEPTH},
-    {"ffn", required_argument, 0, O_FFN}, {"microbatch-size", required_argument, 0, O_MBS},
+    CLI_EXEC_LONG_OPTS,
     {"stage-blocks", required_argument, 0, O_SPLIT}, {"lr", required_argument, 0, O_LR},
-    {"momentum", required_argument, 0, O_MOM}, {"seed", required_argument, 0, O_SEED},
+    {"momentum", required_argument, 0, O_MOM},
     {"warmup", required_argument, 0, O_WARMUP}, {"timed", required_argument, 0, O_TIMED},
     {"transport", required_argument, 0, O_TRANSPORT}, {"oversubscribe", no_argument, 0, O_OVERSUB},
     {"no-pin", no_argument, 0, O_NOPIN}, {"timeout", required_argument, 0, O_TIMEOUT},
@@ -104,13 +106,23 @@ static const struct option long_opts[] = {
     {"dump-weights", required_argument, 0, O_DUMP}, {"tag", required_argument, 0, O_TAG},
     {"db", required_argument, 0, O_DB}, {"no-db", no_argument, 0, O_NODB},
     {"inject-fault", required_argument, 0, O_FAULT}, /* hidden: [KIND:]RANK:ACTION[:PASS] (tests) */
-    {"backend", required_argument, 0, O_BACKEND}, {"precision", required_argument, 0, O_PREC},
-    {"sm-split", no_argument, 0, O_SMSPLIT}, {"gpus", required_argument, 0, O_GPUS},
+    {"gpus", required_argument, 0, O_GPUS},
     {"max-memory", required_argument, 0, O_MAXMEM},
     {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
 };
 
 #define MAX_SPLIT 4096
+#define RUN_PROFILE_REPS 20              /* --profile-reps' default */
+#define RUN_MAX_PASSES (1 << 20)         /* the largest --warmup, --timed and --profile-reps */
+#define RUN_MAX_PROFILE_CONCURRENCY 256  /* the largest --profile-concurrency */
+#define RUN_MAX_GPUS 4096                /* the largest --gpus */
+#define RUN_MAX_MEM_BUDGET 9.2e18        /* bytes, the largest --mem-budget (below INT64_MAX) */
+#define RUN_BLOCKS_PER_STAGE 2           /* the model's depth without --depth: blocks per stage */
+#define RUN_PROFILE_FILE_MAX ((size_t)64 << 20) /* bytes a --profile file may have */
+#define RUN_PROFILE_SRC_MAX 160          /* room for the description of an in-process profile */
+#define RUN_LABEL_MAX 96                 /* room for the progress bar's label */
+#define FAULT_KIND_MAX 32                /* room for --inject-fault's KIND */
+#define FAULT_FIELD_MAX 24               /* room for each number of --inject-fault */
 
 /* The schedule flags' limits here, tighter than the generators': the executor starts one thread
  * (or process) per rank and walks every microbatch of every iteration for real. */
@@ -118,14 +130,23 @@ static const cli_sched_limits run_limits = {4096, 1 << 20, 4096, 1 << 16};
 
 typedef struct opts {
     cli_sched_args a;
+    cli_exec_args x; /* --width, --depth, --ffn, --microbatch-size, --seed, --backend, --precision */
     const char *transport, *profile, *save_profile, *format, *dump, *tag, *db;
-    const char *backend, *precision, *ptiming;
+    const char *ptiming;
     int cuda, between;
-    int depth, preps, pconc, no_predict, trace, no_db, mpi;
+    int preps, pconc, no_predict, trace, no_db, mpi;
     int nsplit, split[MAX_SPLIT];
     uint64_t seed;
     exec_config c;
 } opts;
+
+/* Prints --help with the defaults of exec_config_default and of the profile filled in. */
+static void print_help(void) {
+    exec_config d;
+    exec_config_default(&d);
+    printf(help_format, d.hidden, d.microbatch_size, d.lr, d.momentum, d.init_seed, d.warmup_passes, d.timed_passes,
+           d.timeout_s, RUN_PROFILE_REPS);
+}
 
 /* Parses a finite number >= 0 for flag; returns 0, or -1 after printing a usage error. */
 static int num_arg(const char *flag, const char *val, double *out) {
@@ -143,7 +164,7 @@ static int split_arg(const char *val, opts *o) {
         if (n == 0 || n >= sizeof num || o->nsplit == MAX_SPLIT) break;
         memcpy(num, p, n);
         num[n] = '\0';
-        if (pl_parse_long(num, 1, 1 << 20, &v)) break;
+        if (pl_parse_long(num, 1, CLI_EXEC_MAX_SIZE, &v)) break;
         o->split[o->nsplit++] = (int)v;
         p += n;
         if (*p == ',') p++;
@@ -153,119 +174,86 @@ static int split_arg(const char *val, opts *o) {
     return -1;
 }
 
-/* Parses argv into o; returns -1 to continue, or an exit code. */
-static int parse(int argc, char **argv, opts *o) {
-    memset(o, 0, sizeof *o);
-    exec_config_default(&o->c);
-    o->c.hidden = 256;
-    o->c.microbatch_size = 16;
-    o->transport = "threads";
-    o->format = "table";
-    o->preps = 20;
-    o->seed = 1;
-    opterr = 0;
-    optind = 1;
-    int c;
-    double v;
-    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        int src = cli_sched_opt("run", c, optarg, &o->a, &run_limits);
-        if (src == CLI_EUSAGE) return src;
-        if (src == CLI_OK) continue;
-        switch (c) {
-        case O_WIDTH: if (cli_int_arg("run", "--width", optarg, 1, 65536, &o->c.hidden)) return CLI_EUSAGE; break;
-        case O_DEPTH: if (cli_int_arg("run", "--depth", optarg, 1, 1 << 20, &o->depth)) return CLI_EUSAGE; break;
-        case O_FFN: if (cli_int_arg("run", "--ffn", optarg, 1, 1 << 20, &o->c.ffn)) return CLI_EUSAGE; break;
-        case O_MBS: if (cli_int_arg("run", "--microbatch-size", optarg, 1, 1 << 20, &o->c.microbatch_size)) return CLI_EUSAGE; break;
-        case O_SPLIT: if (split_arg(optarg, o)) return CLI_EUSAGE; break;
-        case O_LR: if (num_arg("--lr", optarg, &o->c.lr)) return CLI_EUSAGE; break;
-        case O_MOM: if (num_arg("--momentum", optarg, &o->c.momentum)) return CLI_EUSAGE; break;
-        case O_SEED: {
-            long sd;
-            if (cli_long_arg("run", "--seed", optarg, 0, 0x7fffffffffffffffL - 2, &sd)) return CLI_EUSAGE;
-            o->seed = (uint64_t)sd;
-            break;
-        }
-        case O_WARMUP: if (cli_int_arg("run", "--warmup", optarg, 0, 1 << 20, &o->c.warmup_passes)) return CLI_EUSAGE; break;
-        case O_TIMED: if (cli_int_arg("run", "--timed", optarg, 1, 1 << 20, &o->c.timed_passes)) return CLI_EUSAGE; break;
-        case O_TRANSPORT: o->transport = optarg; break;
-        case O_OVERSUB: o->c.oversubscribe = 1; break;
-        case O_NOPIN: o->c.pin = 0; break;
-        case O_TIMEOUT:
-            if (num_arg("--timeout", optarg, &v)) return CLI_EUSAGE;
-            if (v <= 0) return cli_usage_error("run", "--timeout: must be > 0 (got '%s')", optarg);
-            o->c.timeout_s = v;
-            break;
-        case O_BUDGET: if (cli_num_arg("run", "--mem-budget", optarg, 0, 9.2e18, &v)) return CLI_EUSAGE; o->c.mem_budget_bytes = (size_t)v; break;
-        case O_PROFILE: o->profile = optarg; break;
-        case O_PREPS: if (cli_int_arg("run", "--profile-reps", optarg, 1, 1 << 20, &o->preps)) return CLI_EUSAGE; break;
-        case O_PCONC: if (cli_int_arg("run", "--profile-concurrency", optarg, 1, 256, &o->pconc)) return CLI_EUSAGE; break;
-        case O_PTIMING: o->ptiming = optarg; break;
-        case O_SAVEPROF: o->save_profile = optarg; break;
-        case O_NOPRED: o->no_predict = 1; break;
-        case O_FORMAT: o->format = optarg; break;
-        case O_TRACE: o->trace = 1; break;
-        case O_DUMP: o->dump = optarg; break;
-        case O_TAG: o->tag = optarg; break;
-        case O_DB: o->db = optarg; break;
-        case O_NODB: o->no_db = 1; break;
-        case O_FAULT: {
-            /* [KIND:]RANK:ACTION[:PASS], KIND one of exec_fault_name's (default error) */
-            exec_fault_kind fk = EXEC_FAULT_ERROR;
-            const char *spec = optarg;
-            if ((*spec >= 'a' && *spec <= 'z') && strchr(spec, ':')) {
-                char kn[32];
-                size_t n = strcspn(spec, ":");
-                if (n >= sizeof kn) n = sizeof kn - 1;
-                memcpy(kn, spec, n);
-                kn[n] = '\0';
-                fk = exec_fault_parse(kn);
-                if (fk == EXEC_FAULT_NONE) return cli_usage_error("run", "--inject-fault: unknown kind '%s'", kn);
-                spec += strcspn(spec, ":") + 1;
-            }
-            /* each field a whole number in range: rank >= 0, action >= 1 (1-based), pass >= 0 */
-            const char *c1 = strchr(spec, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-            const char *e2 = c2 ? c2 : c1 ? c1 + strlen(c1) : NULL;
-            if (!c1 || (c2 && strchr(c2 + 1, ':')))
-                return cli_usage_error("run", "--inject-fault: needs [KIND:]RANK:ACTION[:PASS] (got '%s')", optarg);
-            char fr[24] = "", fa[24] = "", fp[24] = "0";
-            long r, a, ps;
-            if (c1 - spec < 24) snprintf(fr, sizeof fr, "%.*s", (int)(c1 - spec), spec);
-            if (e2 - c1 - 1 < 24) snprintf(fa, sizeof fa, "%.*s", (int)(e2 - c1 - 1), c1 + 1);
-            if (c2) snprintf(fp, sizeof fp, "%s", strlen(c2 + 1) < 24 ? c2 + 1 : "");
-            if (pl_parse_long(fr, 0, INT_MAX, &r) || pl_parse_long(fa, 1, INT_MAX, &a) || pl_parse_long(fp, 0, INT_MAX, &ps))
-                return cli_usage_error("run", "--inject-fault: rank >= 0, action >= 1 (1-based), pass >= 0 (got '%s')", optarg);
-            o->c.fault = (exec_fault){fk, (int)r, (int)a - 1, (int)ps};
-            break;
-        }
-        case O_BACKEND: o->backend = optarg; break;
-        case O_PREC: o->precision = optarg; break;
-        case O_SMSPLIT: o->c.sm_split = 1; break;
-        case O_GPUS: if (cli_int_arg("run", "--gpus", optarg, 1, 4096, &o->c.cuda_devices)) return CLI_EUSAGE; break;
-        case O_MAXMEM: if (cli_max_memory_arg("run", optarg)) return CLI_EUSAGE; break;
-        case O_HELP: fputs(help_text, stdout); return CLI_OK;
-        default: return cli_usage_error("run", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
+/* Parses --inject-fault's [KIND:]RANK:ACTION[:PASS] into *f: KIND one of exec_fault_name's
+ * (default error), each field a whole number in range: RANK >= 0, ACTION >= 1 (1-based), PASS
+ * >= 0 (default 0). Returns 0, or CLI_EUSAGE after printing what is wrong. */
+static int fault_arg(const char *arg, exec_fault *f) {
+    exec_fault_kind fk = EXEC_FAULT_ERROR;
+    const char *spec = arg;
+    if ((*spec >= 'a' && *spec <= 'z') && strchr(spec, ':')) {
+        char kn[FAULT_KIND_MAX];
+        size_t n = strcspn(spec, ":");
+        if (n >= sizeof kn) n = sizeof kn - 1;
+        memcpy(kn, spec, n);
+        kn[n] = '\0';
+        fk = exec_fault_parse(kn);
+        if (fk == EXEC_FAULT_NONE) return cli_usage_error("run", "--inject-fault: unknown kind '%s'", kn);
+        spec += strcspn(spec, ":") + 1;
     }
-    if (optind < argc) return cli_usage_error("run", "unexpected argument '%s'", argv[optind]);
-    int rc = cli_sched_check("run", &o->a);
-    if (rc >= 0) return rc;
-    if (strcmp(o->format, "table") && strcmp(o->format, "csv") && strcmp(o->format, "json"))
-        return cli_usage_error("run", "--format must be table, csv or json");
-    if (strcmp(o->transport, "threads") && strcmp(o->transport, "mpi"))
-        return cli_usage_error("run", "--transport must be threads or mpi");
-    o->mpi = strcmp(o->transport, "mpi") == 0;
-    if (!o->backend) o->backend = "cpu";
-    if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda"))
-        return cli_usage_error("run", "--backend must be cpu or cuda (got '%s')", o->backend);
-    o->cuda = strcmp(o->backend, "cuda") == 0;
-    o->c.backend = o->cuda ? EXEC_BACKEND_CUDA : EXEC_BACKEND_CPU;
-    if (o->precision && exec_precision_parse(o->precision, &o->c.precision))
-        return cli_usage_error("run", "--precision must be fp32, tf32 or bf16 (got '%s')", o->precision);
-    if (!o->cuda && (o->c.precision != EXEC_PREC_FP32 || o->c.sm_split || o->c.cuda_devices))
-        return cli_usage_error("run", "--precision other than fp32, --sm-split and --gpus need --backend cuda");
-    /* when the in-process profile is measured: between the passes where it can be (the CPU
-     * executor, threads or MPI), unless a profile file, the before-profile's concurrency or CUDA
-     * ask for another */
+    const char *c1 = strchr(spec, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    const char *e2 = c2 ? c2 : c1 ? c1 + strlen(c1) : NULL;
+    if (!c1 || (c2 && strchr(c2 + 1, ':')))
+        return cli_usage_error("run", "--inject-fault: needs [KIND:]RANK:ACTION[:PASS] (got '%s')", arg);
+    char fr[FAULT_FIELD_MAX] = "", fa[FAULT_FIELD_MAX] = "", fp[FAULT_FIELD_MAX] = "0";
+    long r, a, ps;
+    if (c1 - spec < FAULT_FIELD_MAX) snprintf(fr, sizeof fr, "%.*s", (int)(c1 - spec), spec);
+    if (e2 - c1 - 1 < FAULT_FIELD_MAX) snprintf(fa, sizeof fa, "%.*s", (int)(e2 - c1 - 1), c1 + 1);
+    if (c2) snprintf(fp, sizeof fp, "%s", strlen(c2 + 1) < FAULT_FIELD_MAX ? c2 + 1 : "");
+    if (pl_parse_long(fr, 0, INT_MAX, &r) || pl_parse_long(fa, 1, INT_MAX, &a) || pl_parse_long(fp, 0, INT_MAX, &ps))
+        return cli_usage_error("run", "--inject-fault: rank >= 0, action >= 1 (1-based), pass >= 0 (got '%s')", arg);
+    *f = (exec_fault){fk, (int)r, (int)a - 1, (int)ps};
+    return 0;
+}
+
+/* Applies one of run's own options c with value arg (seen: the argument as given, for the error
+ * of an unknown one). Returns -1 to go on, or an exit code: CLI_EUSAGE after printing what is
+ * wrong, CLI_OK after --help. */
+static int run_opt(int c, const char *arg, const char *seen, opts *o) {
+    double v;
+    switch (c) {
+    case O_SPLIT: return split_arg(arg, o) ? CLI_EUSAGE : -1;
+    case O_LR: return num_arg("--lr", arg, &o->c.lr) ? CLI_EUSAGE : -1;
+    case O_MOM: return num_arg("--momentum", arg, &o->c.momentum) ? CLI_EUSAGE : -1;
+    case O_WARMUP: return cli_int_arg("run", "--warmup", arg, 0, RUN_MAX_PASSES, &o->c.warmup_passes) ? CLI_EUSAGE : -1;
+    case O_TIMED: return cli_int_arg("run", "--timed", arg, 1, RUN_MAX_PASSES, &o->c.timed_passes) ? CLI_EUSAGE : -1;
+    case O_TRANSPORT: o->transport = arg; return -1;
+    case O_OVERSUB: o->c.oversubscribe = 1; return -1;
+    case O_NOPIN: o->c.pin = 0; return -1;
+    case O_TIMEOUT:
+        if (num_arg("--timeout", arg, &v)) return CLI_EUSAGE;
+        if (v <= 0) return cli_usage_error("run", "--timeout: must be > 0 (got '%s')", arg);
+        o->c.timeout_s = v;
+        return -1;
+    case O_BUDGET:
+        if (cli_num_arg("run", "--mem-budget", arg, 0, RUN_MAX_MEM_BUDGET, &v)) return CLI_EUSAGE;
+        o->c.mem_budget_bytes = (size_t)v;
+        return -1;
+    case O_PROFILE: o->profile = arg; return -1;
+    case O_PREPS: return cli_int_arg("run", "--profile-reps", arg, 1, RUN_MAX_PASSES, &o->preps) ? CLI_EUSAGE : -1;
+    case O_PCONC:
+        return cli_int_arg("run", "--profile-concurrency", arg, 1, RUN_MAX_PROFILE_CONCURRENCY, &o->pconc) ? CLI_EUSAGE : -1;
+    case O_PTIMING: o->ptiming = arg; return -1;
+    case O_SAVEPROF: o->save_profile = arg; return -1;
+    case O_NOPRED: o->no_predict = 1; return -1;
+    case O_FORMAT: o->format = arg; return -1;
+    case O_TRACE: o->trace = 1; return -1;
+    case O_DUMP: o->dump = arg; return -1;
+    case O_TAG: o->tag = arg; return -1;
+    case O_DB: o->db = arg; return -1;
+    case O_NODB: o->no_db = 1; return -1;
+    case O_FAULT: return fault_arg(arg, &o->c.fault) ? CLI_EUSAGE : -1;
+    case O_GPUS: return cli_int_arg("run", "--gpus", arg, 1, RUN_MAX_GPUS, &o->c.cuda_devices) ? CLI_EUSAGE : -1;
+    case O_MAXMEM: return cli_max_memory_arg("run", arg) ? CLI_EUSAGE : -1;
+    case O_HELP: print_help(); return CLI_OK;
+    default: return cli_usage_error("run", "unknown or incomplete option '%s'", seen);
+    }
+}
+
+/* Checks the flags of the in-process profile and settles when it is measured: between the passes
+ * where it can be (the CPU executor, threads or MPI), unless a profile file, the before-profile's
+ * concurrency or CUDA ask for another. Returns -1 when they hold, else CLI_EUSAGE after printing
+ * which does not. */
+static int check_profile_flags(opts *o) {
     if (o->ptiming && strcmp(o->ptiming, "between") && strcmp(o->ptiming, "before"))
         return cli_usage_error("run", "--profile-timing must be between or before (got '%s')", o->ptiming);
     if (o->ptiming && (o->profile || o->no_predict))
@@ -285,10 +273,54 @@ static int parse(int argc, char **argv, opts *o) {
         return cli_usage_error("run", "--save-profile writes the in-process profile: not with --profile or --no-predict");
     o->between = can_between && (o->ptiming ? strcmp(o->ptiming, "between") == 0 : o->pconc == 0);
     if (o->between) o->c.profile_between_reps = o->preps;
+    return -1;
+}
+
+/* Checks the flags that go together after parsing (transport, backend and precision, the
+ * profile's, momentum). Returns -1 when they hold, else an exit code after printing which does
+ * not. */
+static int check_flags(opts *o) {
+    if (strcmp(o->transport, "threads") && strcmp(o->transport, "mpi"))
+        return cli_usage_error("run", "--transport must be threads or mpi");
+    o->mpi = strcmp(o->transport, "mpi") == 0;
+    int rc = cli_exec_check("run", &o->x, &o->c);
+    if (rc >= 0) return rc;
+    o->cuda = o->c.backend == EXEC_BACKEND_CUDA;
+    if (!o->cuda && (o->c.precision != EXEC_PREC_FP32 || o->c.sm_split || o->c.cuda_devices))
+        return cli_usage_error("run", "--precision other than fp32, --sm-split and --gpus need --backend cuda");
+    rc = check_profile_flags(o);
+    if (rc >= 0) return rc;
     if (o->c.momentum >= 1) {
         fprintf(stderr, "pipelab run: --momentum must be below 1\n");
         return CLI_EUSER;
     }
+    return -1;
+}
+
+/* Parses argv into o: the executor's defaults (exec_config_default), then the flags. Returns -1
+ * to continue, or an exit code. */
+static int parse(int argc, char **argv, opts *o) {
+    memset(o, 0, sizeof *o);
+    exec_config_default(&o->c);
+    o->transport = "threads";
+    o->format = "table";
+    o->preps = RUN_PROFILE_REPS;
+    opterr = 0;
+    optind = 1;
+    int c, rc;
+    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        rc = cli_sched_opt("run", c, optarg, &o->a, &run_limits);
+        if (rc < 0) rc = cli_exec_opt("run", c, optarg, &o->c, &o->x);
+        if (rc == CLI_OK) continue;
+        if (rc < 0) rc = run_opt(c, optarg, argv[optind - 1], o);
+        if (rc >= 0) return rc;
+    }
+    rc = cli_sched_args_end("run", argc, argv, &o->a);
+    if (rc < 0) rc = cli_format_arg("run", o->format);
+    if (rc < 0) rc = check_flags(o);
+    if (rc >= 0) return rc;
+    /* the seeds of the initial weights, the target network and the data */
+    o->seed = o->x.have_seed ? o->x.seed : o->c.init_seed;
     o->c.init_seed = o->seed;
     o->c.target_seed = o->seed + 1;
     o->c.data_seed = o->seed + 2;
@@ -300,7 +332,7 @@ static int parse(int argc, char **argv, opts *o) {
 /* exec_run on threads, with a progress bar over rank 0's actions of all passes (a terminal
  * only). Returns exec_run's code. */
 static int run_with_bar(const sched *s, exec_config *c, exec_result *r, pl_err *e) {
-    char what[96];
+    char what[RUN_LABEL_MAX];
     snprintf(what, sizeof what, "pipelab run: %s, %d ranks", s->kind, s->ranks);
     c->progress = pl_progress_start(what, (uint64_t)(c->warmup_passes + c->timed_passes) * s->rank[0].n);
     int rc = exec_run(s, c, r, e);
@@ -407,10 +439,11 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
     double ip = r->iterations_per_pass;
     pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations_per_pass\":%d,"
                      "\"iteration_time_s\":%.9g,\"iteration_min_s\":%.9g,\"iteration_max_s\":%.9g,\"iteration_stddev_s\":%.9g,"
-                     "\"throughput_samples_s\":%.9g,\"loss_first\":%.9g,\"loss_last\":%.9g,\"warning\":\"%s\",",
+                     "\"throughput_samples_s\":%.9g,\"loss_first\":%.9g,\"loss_last\":%.9g,\"warning\":",
                   s->kind, s->ranks, s->stages, s->microbatches, r->iterations_per_pass, r->iter_median_s, r->pass_min_s / ip,
-                  r->pass_max_s / ip, r->pass_stddev_s / ip, r->throughput_samples_s, r->loss[0], r->loss[r->n_iters - 1],
-                  r->warning);
+                  r->pass_max_s / ip, r->pass_stddev_s / ip, r->throughput_samples_s, r->loss[0], r->loss[r->n_iters - 1]);
+    pl_buf_json_string(b, r->warning);
+    pl_buf_putc(b, ',');
     if (pr)
         pl_buf_printf(b, "\"predicted\":{\"iteration_time_s\":%.9g,\"throughput_samples_s\":%.9g,\"rel_error\":%.6g},",
                       pr->iteration_time_s, pr->throughput, rel_err(pr->iteration_time_s, r->iter_median_s));
@@ -430,79 +463,127 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
     pl_buf_puts(b, "]}\n");
 }
 
-/* Gets the profile model of the prediction: --profile FILE, or measured now on min(ranks, cores)
- * threads at once (--profile-concurrency). Sets c->pred_step_s to the profile's STEP of one block
- * (0 when a file has none). Returns NULL and e on error; *src describes where it came from. */
-static cost_model *get_profile(const opts *o, const sched *s, exec_config *c, const char **src, pl_buf *csv, pl_err *e) {
-    c->pred_step_s = 0;
-    if (o->profile) {
-        *src = o->profile;
-        char *text = NULL;
-        size_t len = 0;
-        if (pl_read_file(o->profile, 64u << 20, &text, &len, e) != PL_OK) return NULL;
-        cost_model *m = cost_model_read_csv(o->profile, text, len, e);
-        double st = 0;
-        if (m && exec_profile_meta(text, len, NULL, &st) == 0) c->pred_step_s = st;
-        pl_buf_puts(csv, text); /* its per-worker lines give each rank's STEP (cli_run) */
-        free(text);
-        if (m && exec_profile_check(m, c, o->profile, e) != PL_OK) {
-            cost_model_free(m);
-            return NULL;
-        }
-        return m;
-    }
-    if (o->cuda) {
-        /* on the GPU: alone, or (--sm-split) in the SM share of one of the ranks sharing GPU 0 */
-        int G = o->c.cuda_devices;
-        if (G < 1) {
-            pl_err ig;
-            G = exec_cuda_devices(&ig);
-        }
-        int per = G > 0 ? (s->ranks + G - 1) / G : 1;
-        int conc = o->c.sm_split && per > 1 ? per : 1;
-        static char gsrc[128];
-        snprintf(gsrc, sizeof gsrc, "in-process GPU profile (exec_cuda_profile_layers, %s%s)", exec_precision_name(o->c.precision),
-                 conc > 1 ? ", 1/N of the SMs" : ", whole GPU");
-        *src = gsrc;
-        cost_model *m = NULL;
-        exec_layer_profile lp;
-        if (exec_cuda_profile_csv(c, o->preps, conc, NULL, csv, &lp, e) == PL_OK) {
-            m = cost_model_read_csv("in-process GPU profile", csv->data, csv->len, e);
-            c->pred_step_s = lp.step_s;
-        }
-        return m;
-    }
-    int conc = o->pconc;
-    if (conc < 1) {
-        int n = exec_profile_cores();
-        conc = s->ranks < n || n < 1 ? s->ranks : n;
-    }
-    static char srcbuf[96];
-    snprintf(srcbuf, sizeof srcbuf, "in-process profile (exec_profile_layers, %d worker%s at once)", conc, conc == 1 ? "" : "s");
-    *src = srcbuf;
-    cost_model *m = NULL;
-    exec_layer_profile lp;
-    if (exec_profile_csv_n(c, o->preps, conc, NULL, csv, &lp, e) == PL_OK) {
-        m = cost_model_read_csv("in-process profile", csv->data, csv->len, e);
-        c->pred_step_s = lp.step_s;
+/* What one `pipelab run` holds between its steps; run_state_free releases it. */
+typedef struct run_state {
+    sched *s;                /* the lowered schedule */
+    exec_result r;           /* the measurement */
+    sim_result pr;           /* the prediction, when have_pred */
+    int have_pred;
+    int is_root;             /* 0 on the MPI ranks other than 0, which only run */
+    cost_model *prof;        /* the prediction's profile model, or NULL */
+    pl_buf pcsv;             /* its CSV (its per-worker lines give each rank's STEP) */
+    const char *profile_src; /* where it came from: --profile's path, or src_text */
+    char src_text[RUN_PROFILE_SRC_MAX]; /* the description of an in-process profile */
+    cost_memory *mem;        /* [ranks] the cost model's memory per rank (exec_mem_predict), or NULL */
+} run_state;
+
+/* Sets st to hold nothing yet. */
+static void run_state_init(run_state *st) {
+    memset(st, 0, sizeof *st);
+    st->is_root = 1;
+    st->profile_src = "";
+    pl_buf_init(&st->pcsv);
+}
+
+/* Frees what st holds. */
+static void run_state_free(run_state *st) {
+    pl_buf_free(&st->pcsv);
+    free(st->mem);
+    cost_model_free(st->prof);
+    if (st->have_pred) sim_result_free(&st->pr);
+    exec_result_free(&st->r);
+    sched_free(st->s);
+}
+
+/* Returns e's code, or PL_EINPUT where a step failed without one, so that a failure is never
+ * read as PL_OK. */
+static int failed(const pl_err *e) { return e->code != PL_OK ? e->code : PL_EINPUT; }
+
+/* The profile model of --profile FILE: its CSV appended to csv (its per-worker lines give each
+ * rank's STEP), c->pred_step_s its STEP of one block (0 when it has none). NULL and e on error. */
+static cost_model *file_profile(const char *path, exec_config *c, pl_buf *csv, pl_err *e) {
+    char *text = NULL;
+    size_t len = 0;
+    if (pl_read_file(path, RUN_PROFILE_FILE_MAX, &text, &len, e) != PL_OK) return NULL;
+    cost_model *m = cost_model_read_csv(path, text, len, e);
+    double st = 0;
+    if (m && exec_profile_meta(text, len, NULL, &st) == 0) c->pred_step_s = st;
+    pl_buf_puts(csv, text);
+    free(text);
+    if (m && exec_profile_check(m, c, path, e) != PL_OK) {
+        cost_model_free(m);
+        return NULL;
     }
     return m;
 }
 
-/* The profile model a run measured between its passes (exec_config.profile_between_reps), with
- * c->pred_step_s its STEP of one block, its CSV appended to t. NULL and e on error; *src
- * describes it. */
-static cost_model *run_profile(const sched *s, const exec_result *r, exec_config *c, const char **src, pl_buf *t, pl_err *e) {
-    static char srcbuf[128];
-    snprintf(srcbuf, sizeof srcbuf, "in-process profile between the passes (exec_profile_layers rounds on the run's %d worker%s)",
-             r->ranks, r->ranks == 1 ? "" : "s");
-    *src = srcbuf;
-    cost_model *m = NULL;
-    if (exec_profile_csv_between(s, c, r, t, e) == PL_OK) {
-        m = cost_model_read_csv("in-process profile", t->data, t->len, e);
-        c->pred_step_s = r->between_profile[0].step_s;
+/* Returns the ranks the GPU profile times at once: under --sm-split the ranks that share a GPU
+ * (each in its SM share), else 1 (the whole GPU). */
+static int gpu_concurrency(const opts *o, const sched *s) {
+    int G = o->c.cuda_devices;
+    if (G < 1) {
+        pl_err ignored;
+        G = exec_cuda_devices(&ignored);
     }
-    return m;
+    int per = G > 0 ? (s->ranks + G - 1) / G : 1;
+    return o->c.sm_split && per > 1 ? per : 1;
+}
+
+/* Returns the threads the CPU before-profile times at once: --profile-concurrency, else the
+ * ranks, at most the cores. */
+static int cpu_concurrency(const opts *o, const sched *s) {
+    if (o->pconc >= 1) return o->pconc;
+    int n = exec_profile_cores();
+    return s->ranks < n || n < 1 ? s->ranks : n;
+}
+
+/* The profile model measured now, before the run, on the GPU or on CPU threads
+ * (gpu_concurrency, cpu_concurrency): its CSV appended to csv, its description written to
+ * src[n], c->pred_step_s its STEP of one block. NULL and e on error. */
+static cost_model *measured_profile(const opts *o, const sched *s, exec_config *c, char *src, size_t n, pl_buf *csv,
+                                    pl_err *e) {
+    exec_layer_profile lp;
+    int rc;
+    if (o->cuda) {
+        int conc = gpu_concurrency(o, s);
+        snprintf(src, n, "in-process GPU profile (exec_cuda_profile_layers, %s%s)", exec_precision_name(o->c.precision),
+                 conc > 1 ? ", 1/N of the SMs" : ", whole GPU");
+        rc = exec_cuda_profile_csv(c, o->preps, conc, NULL, csv, &lp, e);
+    } else {
+        int conc = cpu_concurrency(o, s);
+        snprintf(src, n, "in-process profile (exec_profile_layers, %d worker%s at once)", conc, conc == 1 ? "" : "s");
+        rc = exec_profile_csv_n(c, o->preps, conc, NULL, csv, &lp, e);
+    }
+    if (rc != PL_OK) return NULL;
+    c->pred_step_s = lp.step_s;
+    return cost_model_read_csv(o->cuda ? "in-process GPU profile" : "in-process profile", csv->data, csv->len, e);
+}
+
+/* Gets the profile model of the prediction, before the run or after it on MPI's rank 0:
+ * --profile FILE, or measured now (measured_profile). Its CSV goes to st->pcsv and its source to
+ * st->profile_src; c->pred_step_s is its STEP of one block (0 when a file has none). NULL and e
+ * on error. */
+static cost_model *get_profile(const opts *o, exec_config *c, run_state *st, pl_err *e) {
+    c->pred_step_s = 0;
+    if (o->profile) {
+        st->profile_src = o->profile;
+        return file_profile(o->profile, c, &st->pcsv, e);
+    }
+    st->profile_src = st->src_text;
+    return measured_profile(o, st->s, c, st->src_text, sizeof st->src_text, &st->pcsv, e);
+}
+
+/* The profile model the run measured between its passes (exec_config.profile_between_reps): its
+ * CSV appended to st->pcsv, its description in st->profile_src, c->pred_step_s its STEP of one
+ * block. NULL and e on error. */
+static cost_model *run_profile(run_state *st, exec_config *c, pl_err *e) {
+    snprintf(st->src_text, sizeof st->src_text,
+             "in-process profile between the passes (exec_profile_layers rounds on the run's %d worker%s)", st->r.ranks,
+             st->r.ranks == 1 ? "" : "s");
+    st->profile_src = st->src_text;
+    if (exec_profile_csv_between(st->s, c, &st->r, &st->pcsv, e) != PL_OK) return NULL;
+    c->pred_step_s = st->r.between_profile[0].step_s;
+    return cost_model_read_csv("in-process profile", st->pcsv.data, st->pcsv.len, e);
 }
 
 /* Prints the reason of a failing MPI rank before MPI_Abort ends the job. */
@@ -511,139 +592,132 @@ static void mpi_abort_print(const pl_err *why) {
     fflush(stderr);
 }
 
+/* Sets the model's depth (--depth, the sum of --stage-blocks, or RUN_BLOCKS_PER_STAGE blocks per
+ * stage) and its stage split. Returns PL_OK, or PL_EINPUT when --stage-blocks does not give one
+ * count per stage of s. */
+static int set_blocks(opts *o, const sched *s, pl_err *e) {
+    o->c.layers = o->x.depth ? o->x.depth : RUN_BLOCKS_PER_STAGE * s->stages;
+    if (!o->nsplit) return PL_OK;
+    if (o->nsplit != s->stages)
+        return pl_errf(e, PL_EINPUT, "--stage-blocks gives %d stages, the schedule has %d", o->nsplit, s->stages);
+    int sum = 0;
+    for (int q = 0; q < o->nsplit; q++) sum += o->split[q];
+    if (!o->x.depth) o->c.layers = sum;
+    o->c.stage_blocks = o->split;
+    return PL_OK;
+}
+
+/* Returns PL_OK when each stage of the model fits in memory (exec_check_memory), else its error
+ * in e. */
+static int check_fit(const opts *o, const sched *s, pl_err *e) {
+    int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
+    int rc = blocks ? exec_stage_blocks(s, &o->c, blocks, e) : pl_errf(e, PL_ENOMEM, "out of memory");
+    if (rc == PL_OK) rc = exec_check_memory(s, &o->c, blocks, -1, e);
+    free(blocks);
+    return rc;
+}
+
+/* Gets the schedule and the model's shape, and refuses before the run what cannot go through: a
+ * database that cannot take the run (MPI: rank 0 stores, after), a model that does not fit,
+ * before the profile spends seconds on it (MPI: each rank checks its own share when it starts).
+ * Returns PL_OK or an error in e. */
+static int prepare(opts *o, run_state *st, pl_err *e) {
+    st->s = get_schedule(o, e);
+    if (!st->s) return failed(e);
+    int rc = set_blocks(o, st->s, e);
+    if (rc == PL_OK && !o->no_db && !o->mpi) rc = cli_run_check_db(o->db, e);
+    if (rc == PL_OK && !o->mpi) rc = check_fit(o, st->s, e);
+    return rc;
+}
+
+/* Runs the schedule on the backend and transport of o, with the prediction's profile taken
+ * before the run, on an idle machine, or after it: on MPI's rank 0, or from what the run's
+ * workers measured between the passes. The MPI ranks other than 0 only run (st->is_root 0).
+ * Returns PL_OK or an error in e. */
+static int execute(opts *o, run_state *st, pl_err *e) {
+    if (!o->no_predict && !o->mpi && !o->between && !(st->prof = get_profile(o, &o->c, st, e))) return failed(e);
+    int rc;
+    if (o->mpi && o->cuda) {
+        exec_cuda_mpi_set_abort_hook(mpi_abort_print);
+        rc = exec_cuda_mpi_run(st->s, &o->c, &st->r, &st->is_root, e);
+    } else if (o->mpi) {
+        exec_mpi_set_abort_hook(mpi_abort_print);
+        rc = exec_mpi_run(st->s, &o->c, &st->r, &st->is_root, e);
+    } else {
+        rc = o->cuda ? exec_cuda_run(st->s, &o->c, &st->r, e) : run_with_bar(st->s, &o->c, &st->r, e);
+        if (rc != PL_OK) pl_err_prefix(e, "run failed: ");
+    }
+    if (rc != PL_OK || !st->is_root || o->no_predict || st->prof) return rc;
+    st->prof = o->between ? run_profile(st, &o->c, e) : get_profile(o, &o->c, st, e);
+    return st->prof ? PL_OK : failed(e);
+}
+
+/* Makes the prediction from the profile, each stage's STEP on its rank's core when the profile
+ * has one worker per rank (between the passes, whose block rows are the ranks' own too; or P
+ * workers at once), else the STEP over all of them; then writes --save-profile. Returns PL_OK or
+ * an error in e. */
+static int predict(const opts *o, run_state *st, pl_err *e) {
+    const pl_buf *t = &st->pcsv;
+    double *rank_step = pl_calloc((size_t)st->s->ranks, sizeof *rank_step);
+    if (!rank_step) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int per_rank = exec_profile_worker_steps(t->data ? t->data : "", t->len, st->s->ranks, rank_step) == 0;
+    int rc = cli_run_predict(st->s, &o->c, st->prof, per_rank ? rank_step : NULL, &st->pr, e);
+    free(rank_step);
+    if (rc != PL_OK) return rc;
+    st->have_pred = 1;
+    return o->save_profile && t->len ? pl_write_file(o->save_profile, t->data, t->len, e) : PL_OK;
+}
+
+/* Writes --dump-weights, stores the measured and predicted runs (unless --no-db) and puts the
+ * report in o's format into out, with the cost model's memory per rank beside the measured.
+ * Returns PL_OK or an error in e. */
+static int report(const opts *o, run_state *st, int argc, char **argv, pl_buf *out, pl_err *e) {
+    const sched *s = st->s;
+    const sim_result *pr = st->have_pred ? &st->pr : NULL;
+    st->mem = pl_calloc((size_t)s->ranks, sizeof *st->mem);
+    if (st->mem && exec_mem_predict(s, &o->c, st->mem, e) != PL_OK) return failed(e);
+    const exec_result *r = &st->r;
+    if (o->dump && pl_write_file(o->dump, (const char *)r->final_weights, r->n_weights * sizeof(float), e) != PL_OK)
+        return failed(e);
+    pl_buf cmd;
+    pl_buf_init(&cmd);
+    pl_buf_puts(&cmd, "pipelab");
+    for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
+    cli_run_store_info info = {o->db, o->tag, cmd.data, o->transport, pr ? st->profile_src : "", o->a.from, o->profile,
+                               o->seed, o->trace};
+    int64_t ids[2] = {0, 0};
+    int rc = o->no_db ? PL_OK : cli_run_store(s, r, pr, &info, ids, e);
+    if (rc == PL_OK && strcmp(o->format, "json") == 0) out_json(s, r, pr, st->mem, &info, ids, out);
+    else if (rc == PL_OK && strcmp(o->format, "csv") == 0) out_csv(s, r, pr, st->mem, out);
+    else if (rc == PL_OK) out_table(o, s, r, pr, st->mem, st->profile_src, out);
+    if (rc == PL_OK && !o->no_db && strcmp(o->format, "table") == 0)
+        pl_buf_printf(out, "stored             measured run %lld, simulated run %lld in %s%s%s\n", (long long)ids[0],
+                      (long long)ids[1], o->db ? o->db : STORE_DEFAULT_PATH, o->tag ? ", tag " : "", o->tag ? o->tag : "");
+    pl_buf_free(&cmd);
+    return rc;
+}
+
+/* Entry point of `pipelab run`: parse, prepare, execute, predict, report; returns an exit code. */
 int cli_run(int argc, char **argv) {
     opts o;
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
-    rc = CLI_OK;
     pl_err e;
     pl_err_clear(&e);
-    exec_result r;
-    memset(&r, 0, sizeof r);
-    sim_result pr;
-    memset(&pr, 0, sizeof pr);
-    int have_pred = 0, is_root = 1;
-    cost_model *prof = NULL;
-    cost_memory *mem = NULL;
-    const char *profile_src = "";
-    pl_buf out, cmd, pcsv;
+    run_state st;
+    run_state_init(&st);
+    pl_buf out;
     pl_buf_init(&out);
-    pl_buf_init(&cmd);
-    pl_buf_init(&pcsv);
-    double *rank_step = NULL;
-    sched *s = get_schedule(&o, &e);
-    if (!s) { rc = cli_fail(&e); goto done; }
-    o.c.layers = o.depth ? o.depth : 2 * s->stages;
-    if (o.nsplit) {
-        if (o.nsplit != s->stages) {
-            pl_errf(&e, PL_EINPUT, "--stage-blocks gives %d stages, the schedule has %d", o.nsplit, s->stages);
-            rc = cli_fail(&e);
-            goto done;
-        }
-        int sum = 0;
-        for (int q = 0; q < o.nsplit; q++) sum += o.split[q];
-        if (!o.depth) o.c.layers = sum;
-        o.c.stage_blocks = o.split;
-    }
-    /* a database that cannot take the run is refused before the run (MPI: rank 0 stores, after) */
-    if (!o.no_db && !o.mpi && cli_run_check_db(o.db, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
-    /* a model that does not fit is refused before the profile spends seconds on it (MPI: each
-     * rank checks its own share when it starts) */
-    if (!o.mpi) {
-        int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
-        int mrc = blocks ? exec_stage_blocks(s, &o.c, blocks, &e) : pl_errf(&e, PL_ENOMEM, "out of memory");
-        if (mrc == PL_OK) mrc = exec_check_memory(s, &o.c, blocks, -1, &e);
-        free(blocks);
-        if (mrc != PL_OK) { rc = cli_fail(&e); goto done; }
-    }
-    /* the prediction's profile first: measured before the run, on an idle machine (between the
-     * passes: after the run, from what its workers measured) */
-    if (!o.no_predict && !o.mpi && !o.between) {
-        prof = get_profile(&o, s, &o.c, &profile_src, &pcsv, &e);
-        if (!prof) { rc = cli_fail(&e); goto done; }
-    }
-    if (o.cuda && o.mpi) {
-        exec_cuda_mpi_set_abort_hook(mpi_abort_print);
-        if (exec_cuda_mpi_run(s, &o.c, &r, &is_root, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
-        if (!is_root) goto done; /* rank 0 reports and stores */
-        if (!o.no_predict) {
-            prof = get_profile(&o, s, &o.c, &profile_src, &pcsv, &e);
-            if (!prof) { rc = cli_fail(&e); goto done; }
-        }
-    } else if (o.cuda) {
-        if (exec_cuda_run(s, &o.c, &r, &e) != PL_OK) {
-            pl_err_prefix(&e, "run failed: ");
-            rc = cli_fail(&e);
-            goto done;
-        }
-    } else if (o.mpi) {
-        exec_mpi_set_abort_hook(mpi_abort_print);
-        if (exec_mpi_run(s, &o.c, &r, &is_root, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
-        if (!is_root) goto done; /* rank 0 reports and stores */
-        if (!o.no_predict) {
-            /* between the passes: what every rank's worker measured, gathered on rank 0 */
-            prof = o.between ? run_profile(s, &r, &o.c, &profile_src, &pcsv, &e)
-                             : get_profile(&o, s, &o.c, &profile_src, &pcsv, &e);
-            if (!prof) { rc = cli_fail(&e); goto done; }
-        }
-    } else if (run_with_bar(s, &o.c, &r, &e) != PL_OK) {
-        pl_err_prefix(&e, "run failed: ");
-        rc = cli_fail(&e);
-        goto done;
-    } else if (o.between) {
-        prof = run_profile(s, &r, &o.c, &profile_src, &pcsv, &e);
-        if (!prof) { rc = cli_fail(&e); goto done; }
-    }
-    if (prof) {
-        /* each stage's STEP on its rank's core when the profile has one worker per rank (between
-         * the passes, whose block rows are the ranks' own too; or P workers at once), else the
-         * STEP over all of them */
-        rank_step = pl_calloc((size_t)s->ranks, sizeof *rank_step);
-        if (!rank_step) { pl_errf(&e, PL_ENOMEM, "out of memory"); rc = cli_fail(&e); goto done; }
-        if (exec_profile_worker_steps(pcsv.data ? pcsv.data : "", pcsv.len, s->ranks, rank_step) != 0) {
-            free(rank_step);
-            rank_step = NULL;
-        }
-        if (cli_run_predict(s, &o.c, prof, rank_step, &pr, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
-        have_pred = 1;
-        if (o.save_profile && pcsv.len && pl_write_file(o.save_profile, pcsv.data, pcsv.len, &e) != PL_OK) {
-            rc = cli_fail(&e);
-            goto done;
-        }
-    }
-    mem = pl_calloc((size_t)s->ranks, sizeof *mem);
-    if (mem && exec_mem_predict(s, &o.c, mem, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
-    if (o.dump && pl_write_file(o.dump, (const char *)r.final_weights, r.n_weights * sizeof(float), &e) != PL_OK) {
-        rc = cli_fail(&e);
-        goto done;
-    }
-    pl_buf_puts(&cmd, "pipelab");
-    for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
-    cli_run_store_info info = {o.db, o.tag, cmd.data, o.transport, have_pred ? profile_src : "", o.a.from, o.profile,
-                               o.seed, o.trace};
-    int64_t ids[2] = {0, 0};
-    if (!o.no_db && cli_run_store(s, &r, have_pred ? &pr : NULL, &info, ids, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
-    if (strcmp(o.format, "json") == 0) out_json(s, &r, have_pred ? &pr : NULL, mem, &info, ids, &out);
-    else if (strcmp(o.format, "csv") == 0) out_csv(s, &r, have_pred ? &pr : NULL, mem, &out);
-    else {
-        out_table(&o, s, &r, have_pred ? &pr : NULL, mem, profile_src, &out);
-        if (!o.no_db)
-            pl_buf_printf(&out, "stored             measured run %lld, simulated run %lld in %s%s%s\n", (long long)ids[0],
-                          (long long)ids[1], o.db ? o.db : STORE_DEFAULT_PATH, o.tag ? ", tag " : "", o.tag ? o.tag : "");
-    }
-    rc = cli_write_output(NULL, &out);
-done:
-    if (o.mpi && !o.cuda) exec_mpi_finalize();
+    int code = prepare(&o, &st, &e);
+    if (code == PL_OK) code = execute(&o, &st, &e);
+    if (code == PL_OK && st.is_root && st.prof) code = predict(&o, &st, &e);
+    if (code == PL_OK && st.is_root) code = report(&o, &st, argc, argv, &out, &e);
+    if (code != PL_OK) rc = cli_fail(&e);
+    else rc = st.is_root ? cli_write_output(NULL, &out) : CLI_OK;
     if (o.mpi && o.cuda) exec_cuda_mpi_finalize();
+    else if (o.mpi) exec_mpi_finalize();
     pl_buf_free(&out);
-    pl_buf_free(&cmd);
-    pl_buf_free(&pcsv);
-    free(rank_step);
-    free(mem);
-    cost_model_free(prof);
-    if (have_pred) sim_result_free(&pr);
-    exec_result_free(&r);
-    sched_free(s);
+    run_state_free(&st);
     return rc;
 }
 

@@ -1,6 +1,6 @@
 /* run_drive.c: the glue of `pipelab run` that joins the executor to the simulator and the
- * results store: the simulator's prediction for an executed configuration, and the measured and
- * simulated runs written to the store (run_drive.h). It lives in cli/ because the executor never
+ * results store: the executor flags run and profile share, the simulator's prediction for an
+ * executed configuration, and the measured and simulated runs written to the store (run_drive.h). It lives in cli/ because the executor never
  * includes simulator or store headers (DESIGN.md §2). */
 #ifdef PIPELAB_HAVE_PL_EXEC
 #include "run_drive.h"
@@ -13,7 +13,43 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec_cuda.h"
 #include "store.h"
+
+/* Room for a uid of store_new_uid (it writes 37 bytes). */
+#define RUN_UID_ROOM 64
+
+/* ---------------------------------------------------------------- flags */
+
+int cli_exec_opt(const char *cmd, int c, const char *arg, exec_config *cfg, cli_exec_args *a) {
+    long seed;
+    switch (c) {
+    case CLI_O_WIDTH: return cli_int_arg(cmd, "--width", arg, 1, CLI_EXEC_MAX_WIDTH, &cfg->hidden) ? CLI_EUSAGE : CLI_OK;
+    case CLI_O_DEPTH: return cli_int_arg(cmd, "--depth", arg, 1, CLI_EXEC_MAX_SIZE, &a->depth) ? CLI_EUSAGE : CLI_OK;
+    case CLI_O_FFN: return cli_int_arg(cmd, "--ffn", arg, 1, CLI_EXEC_MAX_SIZE, &cfg->ffn) ? CLI_EUSAGE : CLI_OK;
+    case CLI_O_MBS:
+        return cli_int_arg(cmd, "--microbatch-size", arg, 1, CLI_EXEC_MAX_SIZE, &cfg->microbatch_size) ? CLI_EUSAGE : CLI_OK;
+    case CLI_O_SEED:
+        if (cli_long_arg(cmd, "--seed", arg, 0, CLI_EXEC_MAX_SEED, &seed)) return CLI_EUSAGE;
+        a->seed = (uint64_t)seed;
+        a->have_seed = 1;
+        return CLI_OK;
+    case CLI_O_BACKEND: a->backend = arg; return CLI_OK;
+    case CLI_O_PREC: a->precision = arg; return CLI_OK;
+    case CLI_O_SMSPLIT: cfg->sm_split = 1; return CLI_OK;
+    default: return -1;
+    }
+}
+
+int cli_exec_check(const char *cmd, const cli_exec_args *a, exec_config *cfg) {
+    const char *backend = a->backend ? a->backend : "cpu";
+    if (strcmp(backend, "cpu") && strcmp(backend, "cuda"))
+        return cli_usage_error(cmd, "--backend must be cpu or cuda (got '%s')", backend);
+    cfg->backend = strcmp(backend, "cuda") == 0 ? EXEC_BACKEND_CUDA : EXEC_BACKEND_CPU;
+    if (a->precision && exec_precision_parse(a->precision, &cfg->precision))
+        return cli_usage_error(cmd, "--precision must be fp32, tf32 or bf16 (got '%s')", a->precision);
+    return -1;
+}
 
 /* ---------------------------------------------------------------- predictions */
 
@@ -68,7 +104,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, pl_buf *b) {
     /* keys that `pipelab compare` matches on: model.spec, hardware.name, microbatch_size,
      * precision, partition.bounds, partition.replicas (results/store.h) */
-    char host[256] = "";
+    char host[CLI_HOST_MAX] = "";
     if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "unknown");
     pl_buf_printf(b, "{\"model\":{\"spec\":\"mlp:width=%d,depth=%d,microbatch=%d", r->hidden, r->layers, r->microbatch_size);
     if (r->ffn % r->hidden == 0) pl_buf_printf(b, ",ffn_mult=%d", r->ffn / r->hidden);
@@ -104,18 +140,73 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
 /* Fills the fields both runs share (configuration and provenance). */
 static void run_common(const sched *s, const exec_result *r, const cli_run_store_info *info, const char *pj, store_run *run) {
     memset(run, 0, sizeof *run);
+    cli_store_run_sched(run, s);
     run->tag = info->tag;
     run->cmdline = info->cmdline;
-    run->schedule = s->kind;
-    run->ranks = s->ranks;
-    run->stages = s->stages;
-    run->microbatches = s->microbatches;
-    run->chunks = s->chunks;
     run->iterations = r->iterations_per_pass;
-    run->weights_policy = sched_weights_name(s->weights);
-    run->recompute_policy = sched_recompute_name(s->recompute);
     run->params_json = pj;
     run->seed = info->seed;
+}
+
+/* Fills run (after run_common) and rm[ranks] with the measured results of r; returns the number
+ * of actions the ranks recorded. */
+static size_t measured_run(const exec_result *r, store_run *run, store_rank_metric *rm) {
+    double idle = 0, comm = 0, bub = 0;
+    int64_t peak = 0;
+    size_t nops = 0;
+    int p = r->ranks;
+    for (int q = 0; q < p; q++) {
+        const exec_rank_result *x = &r->rank[q];
+        idle += x->idle_s;
+        comm += x->comm_s;
+        bub += x->bubble_fraction;
+        if ((int64_t)x->peak.total_bytes > peak) peak = (int64_t)x->peak.total_bytes;
+        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->bubble_fraction, x->comm_s, (int64_t)x->peak.total_bytes};
+        nops += x->n_ops;
+    }
+    run->kind = "measured";
+    run->iteration_time_s = r->iter_median_s;
+    run->throughput_samples_s = r->throughput_samples_s;
+    run->idle_s = idle;
+    run->bubble_fraction = p > 0 ? bub / p : 0;
+    run->zb_bubble_rate = r->zb_bubble_rate; /* NAN when not measured */
+    run->comm_time_s = comm;
+    run->peak_mem_bytes = peak;
+    run->repetitions = r->timed_passes;
+    run->iteration_time_stddev_s = r->iterations_per_pass > 0 ? r->pass_stddev_s / r->iterations_per_pass : r->pass_stddev_s;
+    return nops;
+}
+
+/* Fills run (after run_common) and rm[ranks] with the prediction pred. */
+static void predicted_run(const sim_result *pred, int ranks, store_run *run, store_rank_metric *rm) {
+    run->kind = "simulated";
+    run->iteration_time_s = pred->iteration_time_s;
+    run->throughput_samples_s = pred->throughput;
+    run->idle_s = pred->idle_s;
+    run->bubble_fraction = pred->bubble_fraction;
+    run->zb_bubble_rate = pred->zb_bubble_rate;
+    run->comm_time_s = pred->comm_s;
+    run->peak_mem_bytes = pred->peak_bytes;
+    run->oom = pred->oom;
+    run->repetitions = 1;
+    for (int q = 0; q < ranks; q++) {
+        const sim_rank_stats *x = &pred->rank[q];
+        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->bubble_fraction, x->comm_s, x->peak_bytes};
+    }
+}
+
+/* Fills o with one op row per action the ranks of r recorded (nops of them, rank by rank).
+ * Returns PL_OK or PL_ENOMEM in e. */
+static int measured_ops(const exec_result *r, size_t nops, cli_op_rows *o, pl_err *e) {
+    int rc = cli_op_rows_alloc(o, nops, e);
+    if (rc != PL_OK) return rc;
+    size_t k = 0;
+    for (int q = 0; q < r->ranks; q++)
+        for (size_t i = 0; i < r->rank[q].n_ops; i++, k++) {
+            const exec_op *x = &r->rank[q].ops[i];
+            cli_op_rows_set(o, k, q, (int)i, &x->act, x->start_s, x->end_s);
+        }
+    return PL_OK;
 }
 
 int cli_run_check_db(const char *path, pl_err *e) {
@@ -127,7 +218,7 @@ int cli_run_check_db(const char *path, pl_err *e) {
 }
 
 int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, const cli_run_store_info *info,
-                    int64_t ids[2], pl_err *e) {
+                  int64_t ids[2], pl_err *e) {
     if (ids) ids[0] = ids[1] = 0;
     int p = r->ranks, rc = PL_OK;
     pl_buf pj, puid;
@@ -136,76 +227,29 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     cli_run_params_json(r, info, &pj);
     store_rank_metric *rm = pl_calloc((size_t)p, sizeof *rm);
     cli_op_rows ops = {0};
-    size_t nops = 0;
     store *db = NULL;
-    if (!rm || pj.failed) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
     /* the measured run, and its prediction's uid: STORE_PREDICTION_PREFIX and its own */
-    char muid[64];
+    char muid[RUN_UID_ROOM];
     store_new_uid(muid, sizeof muid);
     pl_buf_printf(&puid, "%s%s", STORE_PREDICTION_PREFIX, muid);
-    if (puid.failed) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
+    if (!rm || pj.failed || puid.failed) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
     store_run run;
     run_common(s, r, info, pj.data, &run);
     run.uid = muid;
-    run.kind = "measured";
-    run.iteration_time_s = r->iter_median_s;
-    run.throughput_samples_s = r->throughput_samples_s;
-    double idle = 0, comm = 0, bub = 0;
-    int64_t peak = 0;
-    for (int q = 0; q < p; q++) {
-        const exec_rank_result *x = &r->rank[q];
-        idle += x->idle_s;
-        comm += x->comm_s;
-        bub += x->bubble_fraction;
-        if ((int64_t)x->peak.total_bytes > peak) peak = (int64_t)x->peak.total_bytes;
-        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->bubble_fraction, x->comm_s, (int64_t)x->peak.total_bytes};
-        nops += x->n_ops;
-    }
-    run.idle_s = idle;
-    run.bubble_fraction = p > 0 ? bub / p : 0;
-    run.zb_bubble_rate = r->zb_bubble_rate; /* NAN when not measured */
-    run.comm_time_s = comm;
-    run.peak_mem_bytes = peak;
-    run.repetitions = r->timed_passes;
-    run.iteration_time_stddev_s = r->iterations_per_pass > 0 ? r->pass_stddev_s / r->iterations_per_pass : r->pass_stddev_s;
-    if (info->with_ops && nops) {
-        rc = cli_op_rows_alloc(&ops, nops, e);
-        if (rc) goto out;
-        size_t k = 0;
-        for (int q = 0; q < p; q++)
-            for (size_t i = 0; i < r->rank[q].n_ops; i++, k++) {
-                const exec_op *o = &r->rank[q].ops[i];
-                cli_op_rows_set(&ops, k, q, (int)i, &o->act, o->start_s, o->end_s);
-            }
-    }
+    size_t nops = measured_run(r, &run, rm);
+    if (info->with_ops && nops && (rc = measured_ops(r, nops, &ops, e)) != PL_OK) goto out;
     rc = store_open(info->db_path, 0, &db, e);
     if (rc) goto out;
     rc = store_write_run(db, &run, rm, p, ops.ops, ops.n, ids ? &ids[0] : NULL, e);
     if (rc || !pred) goto out;
-    /* the prediction beside it: same configuration, linked to it by its uid */
+    /* the prediction beside it: same configuration, linked to it by its uid; with the predicted
+     * timeline (one pass) when the measured one is stored, so that predicted and measured
+     * durations can be compared action by action (compute against waiting) */
     run_common(s, r, info, pj.data, &run);
     run.uid = puid.data;
-    run.kind = "simulated";
-    run.iteration_time_s = pred->iteration_time_s;
-    run.throughput_samples_s = pred->throughput;
-    run.idle_s = pred->idle_s;
-    run.bubble_fraction = pred->bubble_fraction;
-    run.zb_bubble_rate = pred->zb_bubble_rate;
-    run.comm_time_s = pred->comm_s;
-    run.peak_mem_bytes = pred->peak_bytes;
-    run.oom = pred->oom;
-    run.repetitions = 1;
-    for (int q = 0; q < p; q++) {
-        const sim_rank_stats *x = &pred->rank[q];
-        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->bubble_fraction, x->comm_s, x->peak_bytes};
-    }
-    /* the predicted timeline (one pass) when the measured one is stored: action by action,
-     * predicted and measured durations can then be compared (compute against waiting) */
+    predicted_run(pred, p, &run, rm);
     cli_op_rows_free(&ops);
-    if (info->with_ops && pred->trace) {
-        rc = cli_op_rows_trace(&ops, s, pred->trace, e);
-        if (rc) goto out;
-    }
+    if (info->with_ops && pred->trace && (rc = cli_op_rows_trace(&ops, s, pred->trace, e)) != PL_OK) goto out;
     rc = store_write_run(db, &run, rm, p, ops.ops, ops.n, ids ? &ids[1] : NULL, e);
 out:
     store_close(db);

@@ -1,17 +1,51 @@
 /* run_drive.h: the glue of `pipelab run` between the executor, the simulator and the results
- * store: the simulator's prediction for an executed configuration and the stored run pair.
- * Only cli/ includes it (DESIGN.md §2: the executor never includes simulator headers). */
+ * store: the executor flags run and profile share, the simulator's prediction for an executed
+ * configuration and the stored run pair. Only cli/ includes it (DESIGN.md §2: the executor never
+ * includes simulator headers). */
 #ifndef PL_RUN_DRIVE_H
 #define PL_RUN_DRIVE_H
 
+#include <limits.h>
 #include <stdint.h>
 
+#include "cli.h"
 #include "cost.h"
 #include "exec.h"
 #include "exec_drive.h"
 #include "pl_common.h"
 #include "pl_sched.h"
 #include "sim.h"
+
+/* ---------------------------------------------------------------- flags */
+
+/* The model and backend flags that run and profile share (--width, --depth, --ffn,
+ * --microbatch-size, --seed, --backend, --precision, --sm-split): option values for getopt_long
+ * (below the subcommands' own, which start at 1000), the entries of its option table, what they
+ * select and their limits. Their defaults are exec_config_default's. */
+enum { CLI_O_WIDTH = 970, CLI_O_DEPTH, CLI_O_FFN, CLI_O_MBS, CLI_O_SEED, CLI_O_BACKEND, CLI_O_PREC, CLI_O_SMSPLIT };
+#define CLI_EXEC_LONG_OPTS                                                                          \
+    {"width", required_argument, 0, CLI_O_WIDTH}, {"depth", required_argument, 0, CLI_O_DEPTH},     \
+    {"ffn", required_argument, 0, CLI_O_FFN}, {"microbatch-size", required_argument, 0, CLI_O_MBS}, \
+    {"seed", required_argument, 0, CLI_O_SEED}, {"backend", required_argument, 0, CLI_O_BACKEND},   \
+    {"precision", required_argument, 0, CLI_O_PREC}, {"sm-split", no_argument, 0, CLI_O_SMSPLIT}
+#define CLI_EXEC_MAX_WIDTH 65536
+#define CLI_EXEC_MAX_SIZE (1 << 20) /* the largest --depth, --ffn and --microbatch-size */
+/* The largest --seed: a command derives seeds up to seed + 2 from it. */
+#define CLI_EXEC_MAX_SEED (LONG_MAX - 2)
+/* What the shared flags select beyond the exec_config fields they set. */
+typedef struct cli_exec_args {
+    int depth;                       /* --depth, 0 = not given (each command has its default) */
+    int have_seed;                   /* 1 when --seed was given */
+    uint64_t seed;                   /* --seed (each command derives its seeds from it) */
+    const char *backend, *precision; /* --backend, --precision as given; NULL = not given */
+} cli_exec_args;
+/* Applies option c with value arg: --width, --ffn, --microbatch-size and --sm-split to cfg, the
+ * others to a. Returns -1 when c is not one of them, CLI_OK, or CLI_EUSAGE after printing what is
+ * wrong with the value. */
+int cli_exec_opt(const char *cmd, int c, const char *arg, exec_config *cfg, cli_exec_args *a);
+/* After parsing: --backend is cpu or cuda and --precision fp32, tf32 or bf16; sets cfg->backend
+ * and cfg->precision. Returns -1 when they hold, else CLI_EUSAGE after printing which does not. */
+int cli_exec_check(const char *cmd, const cli_exec_args *a, exec_config *cfg);
 
 /* ---------------------------------------------------------------- predictions */
 
@@ -20,8 +54,8 @@
  * free links (the in-process transport copies b h floats), the simulator's default
  * communication (a RECV posts, the compute that needs its data waits for it, as the CPU
  * executor's workers do; blocking mode for the CUDA backend and stash/2bw weights), gradients in
- * fp32, optimizer state 4 bytes per parameter with momentum, else 0, microbatch size cfg's. Fills r (free with
- * sim_result_free). Returns PL_OK or an error.
+ * fp32, optimizer state 4 bytes per parameter with momentum, else 0, microbatch size cfg's.
+ * Fills r (free with sim_result_free). Returns PL_OK or an error.
  * The STEP of a stage is its blocks times cfg->pred_step_s, or, when rank_step_s is not NULL,
  * times rank_step_s[r] of its rank r (each rank's own worker's measurement). */
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, const double *rank_step_s, sim_result *r,
@@ -46,14 +80,14 @@ typedef struct cli_run_store_info {
  * transport, profile source) to b. */
 void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, pl_buf *b);
 
-/* Writes the measured run r (kind "measured", per-rank metrics, ops when info->with_ops) and,
- * when pred is not NULL, the simulator's prediction (kind "simulated", same tag, schedule,
- * counts, policies and params_json) to the store, each in one transaction; ids (may be NULL)
- * get the two run ids (0 for a missing prediction). Returns PL_OK or an error. */
 /* Checks before a run that an existing database can take it (writable, not corrupt, not of a
  * newer schema), so that a bad --db is refused before the work, not after; a file that does not
  * exist yet is left to be created when the run is stored. Returns PL_OK or the store's error. */
 int cli_run_check_db(const char *path, pl_err *e);
+/* Writes the measured run r (kind "measured", per-rank metrics, ops when info->with_ops) and,
+ * when pred is not NULL, the simulator's prediction (kind "simulated", same tag, schedule,
+ * counts, policies and params_json) to the store, each in one transaction; ids (may be NULL)
+ * get the two run ids (0 for a missing prediction). Returns PL_OK or an error. */
 int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, const cli_run_store_info *info,
                   int64_t ids[2], pl_err *e);
 
