@@ -130,7 +130,8 @@ static int run_failure(run_state *st, pl_err *e) {
         /* the first failure is the cause; the others were stopped by it */
         int rc = why.code ? why.code : PL_EINTERNAL;
         pl_errf(e, rc, "%s", why.msg);
-        if (strncmp(why.msg, "rank ", 5) != 0) positions(st->xr, st->p, e); /* the transport's own reason */
+        pl_err_set_rank(e, pl_err_rank(&why));
+        if (pl_err_rank(&why) < 0) positions(st->xr, st->p, e); /* the transport's own reason */
         return rc;
     }
     for (int r = 0; r < st->p; r++)

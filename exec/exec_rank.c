@@ -35,7 +35,10 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
         if (rc) *e = x.err;
     } else {
         pl_err why = *e;
-        if (strncmp(why.msg, "rank ", 5) != 0) pl_err_prefix(&why, "rank %d: ", r); /* else it names the rank */
+        if (pl_err_rank(&why) < 0) { /* else it names its rank */
+            pl_err_prefix(&why, "rank %d: ", r);
+            pl_err_set_rank(&why, r);
+        }
         t->abort(t, &why);
         if (t->finished) t->finished(t);
     }

@@ -283,6 +283,7 @@ int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_e
     x->prof = exec_prof_worker_new(cfg, x->r, threads, exec_prof_rounds(cfg->profile_between_reps), e);
     if (x->prof) return PL_OK;
     pl_err_prefix(e, "rank %d, the profile between the passes: ", x->r);
+    pl_err_set_rank(e, x->r);
     return e->code;
 }
 

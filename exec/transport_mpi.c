@@ -323,12 +323,15 @@ static int exchange_counts(mend *m, const char *when, pl_err *e) {
         MPI_Iprobe(q, MPI_ANY_TAG, m->data, &flag, &st);
         long tag = flag ? st.MPI_TAG : -1;
         if (tag >= 0 && m->stages > 0) /* the key back from the tag (exact unless the tags wrapped) */
-            return pl_errf(e, PL_EINPUT, "rank %d sent %s of stage %ld microbatch %ld to rank %d, which never received "
-                           "them (%lld sent, %lld received, at the %s)", q, tag % 2 == EXEC_MSG_ACT ? "activations" : "gradients",
-                           (tag / 2) % m->stages, (tag / 2) / m->stages, m->rank, (long long)m->peer_sent[q],
-                           (long long)m->rcvd[q], when);
-        return pl_errf(e, PL_EINPUT, "rank %d sent %lld messages to rank %d, which never received %lld of them (at the %s)", q,
-                       (long long)m->peer_sent[q], m->rank, (long long)(m->peer_sent[q] - m->rcvd[q]), when);
+            pl_errf(e, PL_EINPUT, "rank %d sent %s of stage %ld microbatch %ld to rank %d, which never received "
+                    "them (%lld sent, %lld received, at the %s)", q, tag % 2 == EXEC_MSG_ACT ? "activations" : "gradients",
+                    (tag / 2) % m->stages, (tag / 2) / m->stages, m->rank, (long long)m->peer_sent[q],
+                    (long long)m->rcvd[q], when);
+        else
+            pl_errf(e, PL_EINPUT, "rank %d sent %lld messages to rank %d, which never received %lld of them (at the %s)", q,
+                    (long long)m->peer_sent[q], m->rank, (long long)(m->peer_sent[q] - m->rcvd[q]), when);
+        pl_err_set_rank(e, q); /* the sender's error */
+        return PL_EINPUT;
     }
     return PL_OK;
 }
@@ -363,6 +366,7 @@ static void m_finished(exec_transport *t) {
             pl_err e;
             if (wait_req(m, &m->send[i].req, MPI_STATUS_IGNORE, "a send waits for its receiver", &e) != PL_OK) {
                 pl_err_prefix(&e, "rank %d: ", m->rank);
+                pl_err_set_rank(&e, m->rank);
                 m_abort(t, &e);
             }
             m->send[i].busy = 0;
@@ -505,6 +509,7 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     exec_rank_record *recs = m.rank == 0 ? pl_calloc((size_t)m.size, sizeof *recs) : NULL;
     if (!off || (m.rank == 0 && !recs)) {
         pl_errf(e, PL_ENOMEM, "rank %d: out of memory gathering the records", m.rank);
+        pl_err_set_rank(e, m.rank);
         m_abort(&t, e);
     }
     for (int r = 1; r < m.size; r++) off[r] = clock_offset(&m, r);

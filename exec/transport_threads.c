@@ -158,6 +158,7 @@ static int check_undelivered(tboard *b) {
                     "(%d message%s left in its mailbox at the %s)", m->src,
                     m->key.kind == EXEC_MSG_ACT ? "activations" : "gradients", m->key.stage, (long long)m->key.mb, r,
                     b->box[r].n, b->box[r].n == 1 ? "" : "s", b->running ? "barrier between passes" : "end of the run");
+            pl_err_set_rank(&why, m->src); /* the sender's error */
             abort_locked(b, &why);
             return 1;
         }

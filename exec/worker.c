@@ -245,7 +245,10 @@ static void worker_vanished(void *arg) {
     exec_xrank *x = arg;
     pl_errf(&x->err, PL_EINTERNAL, "the worker thread ended in the middle of its list without reporting");
     if (x->at >= 0) exec_xrank_at(x, (size_t)x->at, &x->err);
-    else pl_err_prefix(&x->err, "rank %d, between actions of pass %d: ", x->r, x->pass);
+    else {
+        pl_err_prefix(&x->err, "rank %d, between actions of pass %d: ", x->r, x->pass);
+        pl_err_set_rank(&x->err, x->r);
+    }
     x->rc = PL_EINTERNAL;
     x->t->abort(x->t, &x->err);
     if (x->t->finished) x->t->finished(x->t);

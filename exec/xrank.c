@@ -293,10 +293,11 @@ int exec_xrank_recv_begin(exec_xrank *x, const sched_action *a, exec_pool **pool
 }
 
 int exec_xrank_pass_end_check(const exec_xrank *x, pl_err *e) {
-    if (x->in.used || x->out.used || x->gin.used)
-        return pl_errf(e, PL_EINPUT, "rank %d: %d microbatch buffers still in use at the end of pass %d",
-                       x->r, x->in.used + x->out.used + x->gin.used, x->pass);
-    return PL_OK;
+    if (!x->in.used && !x->out.used && !x->gin.used) return PL_OK;
+    pl_errf(e, PL_EINPUT, "rank %d: %d microbatch buffers still in use at the end of pass %d", x->r,
+            x->in.used + x->out.used + x->gin.used, x->pass);
+    pl_err_set_rank(e, x->r);
+    return PL_EINPUT;
 }
 
 /* ---------------------------------------------------------------- where a rank is, its results */
@@ -305,6 +306,7 @@ void exec_xrank_at(const exec_xrank *x, size_t k, pl_err *e) {
     char t[EXEC_ACTION_TEXT_MAX];
     sched_action_format(&x->s->rank[x->r].acts[k], t, sizeof t);
     pl_err_prefix(e, "rank %d, action %zu (%s), pass %d: ", x->r, k + 1, t, x->pass);
+    pl_err_set_rank(e, x->r);
 }
 
 void exec_xrank_where(const exec_xrank *x, char *buf, size_t n) {
@@ -361,6 +363,7 @@ int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_byt
         if (rc != PL_OK) {
             exec_rank_record_free(rec);
             pl_err_prefix(e, "rank %d: ", x->r);
+            pl_err_set_rank(e, x->r);
             return rc;
         }
         rec->has_prof = 1;

@@ -94,7 +94,11 @@ static void mem_start(exec_xrank *x) {
 static int layout_floats(exec_xrank *x, size_t floats, pl_err *e) {
     size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
     x->arena = aligned_alloc(EXEC_LINE_BYTES, floats * sizeof(float));
-    if (!x->arena) return pl_errf(e, PL_ENOMEM, "rank %d: cannot allocate %zu bytes", x->r, floats * sizeof(float));
+    if (!x->arena) {
+        pl_errf(e, PL_ENOMEM, "rank %d: cannot allocate %zu bytes", x->r, floats * sizeof(float));
+        pl_err_set_rank(e, x->r);
+        return PL_ENOMEM;
+    }
     memset(x->arena, 0, floats * sizeof(float));
     float *p = x->arena;
     x->in.base = p;  p += (size_t)x->in.cap * x->in.stride;
@@ -220,7 +224,10 @@ static int dry_walk(exec_xrank *x, int *caps, pl_err *e) {
     int rc = layout(x, caps, 0, &im, e);
     if (rc == PL_OK) {
         rc = first_versions(x, e);
-        if (rc != PL_OK) pl_err_prefix(e, "rank %d, its weights: ", x->r);
+        if (rc != PL_OK) {
+            pl_err_prefix(e, "rank %d, its weights: ", x->r);
+            pl_err_set_rank(e, x->r);
+        }
     }
     const sched_rank *rk = &x->s->rank[x->r];
     for (size_t k = 0; k < rk->n && rc == PL_OK; k++) {

@@ -37,7 +37,9 @@ static int fail_at(const sched *s, int rank, size_t pos, pl_err *e, const char *
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     sched_where(s, rank, pos, where, sizeof where);
-    return pl_errf(e, PL_EINPUT, "%s%s", where, why);
+    pl_errf(e, PL_EINPUT, "%s%s", where, why);
+    if (!s->src_path) pl_err_set_rank(e, rank); /* the message starts "rank R" */
+    return PL_EINPUT;
 }
 
 /* Fills e with "path: reason" for a problem that has no single position. */
@@ -64,7 +66,9 @@ static int fail_rank(const sched *s, int rank, pl_err *e, const char *fmt, ...) 
     if (s->src_path && s->src_line && rank >= 0 && rank < s->ranks)
         return pl_errf(e, PL_EINPUT, "%s:%d: rank %d: %s", s->src_path, s->src_line[rank], rank, why);
     if (s->src_path) return pl_errf(e, PL_EINPUT, "%s: rank %d: %s", s->src_path, rank, why);
-    return pl_errf(e, PL_EINPUT, "rank %d: %s", rank, why);
+    pl_errf(e, PL_EINPUT, "rank %d: %s", rank, why);
+    pl_err_set_rank(e, rank);
+    return PL_EINPUT;
 }
 
 /* Returns the counter slot of (stage, mb). */

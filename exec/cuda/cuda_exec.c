@@ -70,8 +70,10 @@ static int cx_barrier(cx_shared *sh, int r, pl_err *e) {
     int ab = atomic_load(&sh->aborted);
     pthread_mutex_unlock(&sh->mu);
     if (ab) return aborted_err(sh, e);
-    if (timed_out) return pl_errf(e, PL_EINTERNAL, "rank %d timed out after %g s at the barrier between passes", r, sh->timeout_s);
-    return PL_OK;
+    if (!timed_out) return PL_OK;
+    pl_errf(e, PL_EINTERNAL, "rank %d timed out after %g s at the barrier between passes", r, sh->timeout_s);
+    pl_err_set_rank(e, r);
+    return PL_EINTERNAL;
 }
 
 /* Waits until every rank has drained its GPU work (n arrivals, abort or not): no rank frees memory
@@ -332,9 +334,10 @@ static int do_action(cx_rank *c, size_t k, const sched_action *a, pl_err *e) {
 
 /* Adds "rank R (GPU D), action K (text), pass P: " before e's message. */
 static void where(const cx_rank *c, size_t k, pl_err *e) {
-    char t[96];
+    char t[EXEC_ACTION_TEXT_MAX];
     sched_action_format(&c->x.s->rank[c->x.r].acts[k], t, sizeof t);
     pl_err_prefix(e, "rank %d (GPU %d), action %zu (%s), pass %d: ", c->x.r, c->dev, k + 1, t, c->x.pass);
+    pl_err_set_rank(e, c->x.r);
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -532,10 +535,13 @@ static int pass_times(cx_rank *c, double th0, pl_err *e) {
 #endif
     CXC(cudaEventRecord(c->ev_end, c->cs));
     cudaError_t st = cudaEventSynchronize(c->ev_end);
-    if (st != cudaSuccess)
-        return pl_errf(e, PL_EINTERNAL, "rank %d (GPU %d), pass %d: the GPU reported an error in the pass's work: %s: %s "
-                                        "(PIPELAB_CUDA_SYNC=1 names the action)", x->r, c->dev, x->pass,
-                       cudaGetErrorName(st), cudaGetErrorString(st));
+    if (st != cudaSuccess) {
+        pl_errf(e, PL_EINTERNAL, "rank %d (GPU %d), pass %d: the GPU reported an error in the pass's work: %s: %s "
+                                 "(PIPELAB_CUDA_SYNC=1 names the action)", x->r, c->dev, x->pass,
+                cudaGetErrorName(st), cudaGetErrorString(st));
+        pl_err_set_rank(e, x->r);
+        return PL_EINTERNAL;
+    }
     int rc = PL_OK, timed = x->pass >= cfg->warmup_passes;
     double busy = 0, comm = 0, gs = 0, first = -1, last = -1;
     for (size_t k = 0; k < rk->n && rc == PL_OK; k++) {
@@ -618,7 +624,10 @@ int cx_rank_body(cx_rank *c, const exec_data *data) {
     pl_err *e = &c->err;
     pl_err_clear(e);
     c->rc = cx_setup(c, data, e);
-    if (c->rc) pl_err_prefix(e, "rank %d (GPU %d), setup: ", x->r, c->dev);
+    if (c->rc) {
+        pl_err_prefix(e, "rank %d (GPU %d), setup: ", x->r, c->dev);
+        pl_err_set_rank(e, x->r);
+    }
 #ifdef PIPELAB_CUDA_NCCL
     if (c->rc == PL_OK) c->rc = c->nccl ? cx_nccl_barrier(c, e) : cx_barrier(c->sh, x->r, e);
 #else
@@ -636,7 +645,10 @@ int cx_rank_body(cx_rank *c, const exec_data *data) {
         if (c->rc == PL_OK && x->loc[x->s->stages - 1] >= 0)
             c->rc = cx_cuda_check(cudaMemcpy(x->loss_mb, c->d_loss, (size_t)P * x->M * sizeof(double), cudaMemcpyDeviceToHost),
                                   "cudaMemcpy (losses to the host)", __FILE__, __LINE__, e);
-        if (c->rc) pl_err_prefix(e, "rank %d (GPU %d), results: ", x->r, c->dev);
+        if (c->rc) {
+            pl_err_prefix(e, "rank %d (GPU %d), results: ", x->r, c->dev);
+            pl_err_set_rank(e, x->r);
+        }
     }
     return c->rc;
 }
@@ -695,7 +707,11 @@ static int plan_comm(const sched *s, cx_rank *cr, cx_shared *sh, pl_err *e) {
             cr[r].send_rank[k] = cr[r].send_slot[k] = -1;
             if (a->kind != SCHED_SEND_F && a->kind != SCHED_SEND_B) continue;
             int fwd = a->kind == SCHED_SEND_F, to = fwd ? a->stage + 1 : a->stage - 1;
-            if (to < 0 || to >= s->stages) return pl_errf(e, PL_EINPUT, "rank %d, action %zu: no stage %d to send to", r, k + 1, to);
+            if (to < 0 || to >= s->stages) {
+                pl_errf(e, PL_EINPUT, "rank %d, action %zu: no stage %d to send to", r, k + 1, to);
+                pl_err_set_rank(e, r);
+                return PL_EINPUT;
+            }
             int dst = s->stage_rank[to];
             const sched_rank *rd = &s->rank[dst];
             for (size_t q = 0; q < rd->n; q++) {
@@ -706,8 +722,11 @@ static int plan_comm(const sched *s, cx_rank *cr, cx_shared *sh, pl_err *e) {
                     break;
                 }
             }
-            if (cr[r].send_rank[k] < 0)
-                return pl_errf(e, PL_EINPUT, "rank %d, action %zu: rank %d never receives this message", r, k + 1, dst);
+            if (cr[r].send_rank[k] < 0) {
+                pl_errf(e, PL_EINPUT, "rank %d, action %zu: rank %d never receives this message", r, k + 1, dst);
+                pl_err_set_rank(e, r);
+                return PL_EINPUT;
+            }
         }
     }
     return PL_OK;
@@ -821,6 +840,7 @@ int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_e
     if (atomic_load(&sh.aborted)) {
         rc = sh.why.code ? sh.why.code : PL_EINTERNAL;
         pl_errf(e, rc, "%s", sh.why.msg);
+        pl_err_set_rank(e, pl_err_rank(&sh.why));
         goto done;
     }
     for (int r = 0; r < p; r++)

@@ -125,8 +125,10 @@ int cx_nccl_join(cx_rank *c, pl_err *e) {
 }
 
 int cx_nccl_barrier(cx_rank *c, pl_err *e) {
-    if (MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS) return pl_errf(e, PL_EINTERNAL, "rank %d: MPI_Barrier failed", c->x.r);
-    return PL_OK;
+    if (MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS) return PL_OK;
+    pl_errf(e, PL_EINTERNAL, "rank %d: MPI_Barrier failed", c->x.r);
+    pl_err_set_rank(e, c->x.r);
+    return PL_EINTERNAL;
 }
 
 /* ---------------------------------------------------------------- channels */
@@ -314,7 +316,10 @@ static int checks(const sched *s, const exec_config *cfg, int rank, int size, in
         }
         int G = cfg->cuda_devices > 0 && cfg->cuda_devices < ndev ? cfg->cuda_devices : ndev;
         if (ndev < 1) rc = e->code;
-        else if (ln > G) rc = pl_errf(e, PL_EINPUT, "rank %d: %d ranks on this node but %d GPUs; NCCL needs one GPU per rank", rank, ln, G);
+        else if (ln > G) {
+            rc = pl_errf(e, PL_EINPUT, "rank %d: %d ranks on this node but %d GPUs; NCCL needs one GPU per rank", rank, ln, G);
+            pl_err_set_rank(e, rank);
+        }
         else *dev = lr;
     }
     if (rc == PL_OK) rc = nccl_load(e);

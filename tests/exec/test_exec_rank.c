@@ -137,7 +137,46 @@ static void test_run_rank_setup_failure(void) {
     CU_ASSERT_EQUAL(run_by_ranks(s, &c, &b, &e), PL_ENOMEM);
     CU_ASSERT(strstr(e.msg, "memory budget") != NULL);
     CU_ASSERT(pl_now_s() - t0 < 5);
+    /* the error names its rank (the bookkeeping's): no second "rank R: " before it */
+    int r = pl_err_rank(&e);
+    CU_ASSERT(r == 0 || r == 1);
+    char head[32];
+    snprintf(head, sizeof head, "rank %d, ", r);
+    CU_ASSERT_EQUAL(strncmp(e.msg, head, strlen(head)), 0);
+    /* an error of no rank (the configuration's) gets the failing rank's name */
+    c.mem_budget_bytes = 0;
+    c.layers = 1;
+    CU_ASSERT_EQUAL(run_by_ranks(s, &c, &b, &e), PL_EINPUT);
+    r = pl_err_rank(&e);
+    CU_ASSERT(r == 0 || r == 1);
+    snprintf(head, sizeof head, "rank %d: 1 blocks cannot fill", r);
+    CU_ASSERT_EQUAL(strncmp(e.msg, head, strlen(head)), 0);
     sched_free(s);
+}
+
+/* An error names its rank by pl_err's field, never by its text: a zero-initialised or new
+ * message names none, pl_err_set_rank names one, a prefix keeps it, a clear drops it. */
+static void test_err_rank(void) {
+    pl_err z = {0};
+    CU_ASSERT_EQUAL(pl_err_rank(&z), -1);
+    pl_err e;
+    pl_errf(&e, PL_EINPUT, "rank 3 looks named but is not");
+    CU_ASSERT_EQUAL(pl_err_rank(&e), -1);
+    pl_err_set_rank(&e, 0);
+    CU_ASSERT_EQUAL(pl_err_rank(&e), 0);
+    pl_err_set_rank(&e, 5);
+    pl_err_prefix(&e, "rank %d, action 1: ", 5);
+    CU_ASSERT_EQUAL(pl_err_rank(&e), 5);
+    CU_ASSERT_STRING_EQUAL(e.msg, "rank 5, action 1: rank 3 looks named but is not");
+    pl_errf(&e, PL_EINPUT, "another error");
+    CU_ASSERT_EQUAL(pl_err_rank(&e), -1);
+    pl_err_set_rank(&e, 2);
+    pl_err_set_rank(&e, -1);
+    CU_ASSERT_EQUAL(pl_err_rank(&e), -1);
+    pl_err_set_rank(&e, 2);
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL(pl_err_rank(&e), -1);
+    CU_ASSERT_EQUAL(pl_err_rank(NULL), -1);
 }
 
 /* Runs kind (2 ranks, 4 microbatches; hidden 32, 2 blocks, 1 warm-up and 3 timed passes) rank
@@ -299,6 +338,7 @@ void exec_test_rank_register(void) {
     static const pl_test_case cases[] = {
         {"exec_run_rank + exec_assemble = exec_run", test_run_rank_equals_run},
         {"a rank's setup failure stops the others", test_run_rank_setup_failure},
+        {"an error names its rank by its field", test_err_rank},
         {"per-rank figures come from the median pass", test_rank_figures_of_median_pass},
         {"the measured Zero Bubble rate", test_zb_bubble_rate_measured},
         {"the median rule: odd, even, ties, the caller's array untouched", test_median_rule},
