@@ -1,8 +1,9 @@
 /* cmd_simulate.c: `pipelab simulate`: generate or load a schedule, lower it, run the
  * discrete-event simulator with flag-driven costs or with a model on hardware (the cost-model
- * module through sim_model), print metrics and store the run. */
+ * module through sim_setup), print metrics and store the run. */
 #include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +13,7 @@
 #include "cost.h"
 #include "pl_sched.h"
 #include "sim.h"
-#ifdef PIPELAB_HAVE_PL_RESULTS
-#include "store.h"
-#endif
-
-/* Fewest iterations an asynchronous schedule with replicated stages runs by default. */
-#define REPLICATED_ITERS_MIN 16
+#include "store.h" /* the stored columns the metric table names */
 
 static const char help_text[] =
     "usage: pipelab simulate (--kind K --ranks P --microbatches M | --from FILE) [options]\n"
@@ -137,17 +133,8 @@ static const struct option long_opts[] = {
 
 #define MAX_REPL_FLAGS 256
 #define MAX_SET_FLAGS 256
-
-/* The cost-model side of a run (--model): what was loaded and the adapter over it. */
-typedef struct model_ctx {
-    cost_model *m;
-    cost_hw hw;
-    int have_hw;           /* --hardware given */
-    cost_opts co;
-    cost_partition *p;     /* the partition simulated */
-    const char *psource;   /* "even", "balance", "split" or "file" */
-    sim_model sm;
-} model_ctx;
+/* The longest S of a --replicas-stage S=N value read (a longer one is refused). */
+#define REPL_STAGE_TEXT_MAX 32
 
 typedef struct opts {
     cli_sched_args a;
@@ -156,24 +143,22 @@ typedef struct opts {
     sim_time_per time_per; /* what the uniform flag values describe */
     double share;          /* the part of them each stage gets (sim_time_per_share) */
     sim_config c;
-    int replicas_all, have_replicas_all;
-    int nrepl, repl_stage[MAX_REPL_FLAGS], repl_n[MAX_REPL_FLAGS];
-    int fail_on_oom, repeat, trace, no_db;
-    /* costs from a model (--model); basic_flag / model_flag name the first flag of each source */
-    const char *model, *hardware, *partition, *split, *precision, *basic_flag, *model_flag;
+    int repl_stage[MAX_REPL_FLAGS], repl_n[MAX_REPL_FLAGS]; /* --replicas-stage S=N, in order */
+    int fail_on_oom, repeat, trace, no_db, have_cap;
+    /* the long names (without "--") of the first flag-driven cost flag and of the first flag
+     * that needs --model, for the refusals of check_opts */
+    const char *basic_flag, *model_flag;
     const char *sets[MAX_SET_FLAGS];
-    int nsets, balance, have_mbs, have_wfrac, have_optb, have_cap;
-    const model_ctx *mc;   /* set once the model side is built (params_json, table) */
+    /* --model and the flags that go with it; its replicas (--replicas, --replicas-stage) serve
+     * flag runs too, and point at repl_stage and repl_n */
+    sim_model_spec spec;
+    const sim_model_setup *ms; /* set once the model side is built (params_json, table) */
 } opts;
 
-/* Returns the long name of option code c ("--tf"), for messages. */
+/* Returns the long name of option code c ("tf"), for messages; it lives in long_opts. */
 static const char *opt_name(int c) {
-    static char buf[64];
     for (const struct option *x = long_opts; x->name; x++)
-        if (x->val == c) {
-            snprintf(buf, sizeof buf, "--%s", x->name);
-            return buf;
-        }
+        if (x->val == c) return x->name;
     return "?";
 }
 
@@ -217,159 +202,238 @@ static int bytes_arg(const char *flag, const char *val, int64_t *out) {
     return 0;
 }
 
-/* Parses argv into o; returns -1 to continue, or an exit code. */
-static int parse(int argc, char **argv, opts *o) {
+/* Returns the exit code of a flag parser's answer: CLI_EUSAGE when it failed (it printed why). */
+static int usage_if(int failed) { return failed ? CLI_EUSAGE : CLI_OK; }
+
+/* The option parsers below apply option c with value v to o. Each returns -1 when c is not
+ * one of its options, CLI_OK, or CLI_EUSAGE after printing what is wrong with v. */
+
+/* Compute flags: --time-per, --tf, --tb, --ti, --tw, --tstep, --stage-costs. */
+static int parse_compute_opt(opts *o, int c, const char *v) {
+    switch (c) {
+    case O_TIMEPER:
+        if (sim_time_per_parse(v, &o->time_per))
+            return cli_usage_error("simulate", "--time-per: must be rank or stage (got '%s')", v);
+        return CLI_OK;
+    case O_TF: return usage_if(num_arg("--tf", v, &o->b.tf_s));
+    case O_TB: return usage_if(num_arg("--tb", v, &o->b.tb_s));
+    case O_TI: return usage_if(num_arg("--ti", v, &o->b.ti_s));
+    case O_TW: return usage_if(num_arg("--tw", v, &o->b.tw_s));
+    case O_TSTEP: return usage_if(num_arg("--tstep", v, &o->b.tstep_s));
+    case O_STAGECOSTS: o->stage_costs = v; return CLI_OK;
+    default: return -1;
+    }
+}
+
+/* Communication flags: transfers, links, topology, blocking. */
+static int parse_comm_opt(opts *o, int c, const char *v) {
+    switch (c) {
+    case O_TCOMM: return usage_if(num_arg("--tcomm", v, &o->b.tcomm_s));
+    case O_BYTES: return usage_if(bytes_arg("--bytes", v, &o->b.bytes));
+    case O_BW: return usage_if(bw_arg("--bandwidth", v, &o->b.bandwidth_Bps));
+    case O_LAT: return usage_if(num_arg("--latency", v, &o->b.latency_s));
+    case O_IBW: return usage_if(bw_arg("--inter-bandwidth", v, &o->b.inter_bandwidth_Bps));
+    case O_ILAT: return usage_if(num_arg("--inter-latency", v, &o->b.inter_latency_s));
+    case O_RPN: return usage_if(cli_int_arg("simulate", "--ranks-per-node", v, 0, SCHED_MAX_RANKS, &o->b.ranks_per_node));
+    case O_SHARED: o->c.shared_inter_link = 1; return CLI_OK;
+    case O_BLOCK: o->c.blocking_comm = 1; return CLI_OK;
+    case O_ARINTER: o->b.allreduce_inter = 1; return CLI_OK;
+    default: return -1;
+    }
+}
+
+/* Memory flags; --w-stash-fraction and --optimizer-bytes serve the model's costs too. */
+static int parse_memory_opt(opts *o, int c, const char *v) {
+    switch (c) {
+    case O_STASH: return usage_if(bytes_arg("--stash-bytes", v, &o->b.stash_bytes));
+    case O_WFRAC:
+        if (cli_num_arg("simulate", "--w-stash-fraction", v, 0, 1, &o->b.w_stash_fraction)) return CLI_EUSAGE;
+        o->spec.w_stash_fraction = o->b.w_stash_fraction;
+        return CLI_OK;
+    case O_PARAM: return usage_if(bytes_arg("--param-bytes", v, &o->b.param_bytes));
+    case O_DTYPE: return usage_if(num_arg("--dtype-bytes", v, &o->c.dtype_bytes));
+    case O_OPT:
+        if (num_arg("--optimizer-bytes", v, &o->c.optimizer_bytes_per_param)) return CLI_EUSAGE;
+        o->spec.optimizer_bytes_per_param = o->c.optimizer_bytes_per_param;
+        return CLI_OK;
+    case O_CAP:
+        o->have_cap = 1;
+        return usage_if(bytes_arg("--capacity", v, &o->c.capacity_bytes));
+    case O_FAILOOM: o->fail_on_oom = 1; return CLI_OK;
+    default: return -1;
+    }
+}
+
+/* Data-parallel flags: --replicas N and --replicas-stage S=N (into o->spec.replicas). */
+static int parse_replicas_opt(opts *o, int c, const char *v) {
+    sim_replica_spec *rs = &o->spec.replicas;
+    if (c == O_REPL) return usage_if(cli_int_arg("simulate", "--replicas", v, 1, 1 << 20, &rs->all));
+    if (c != O_REPLS) return -1;
+    const char *eq = strchr(v, '=');
+    long st, n;
+    char stage_text[REPL_STAGE_TEXT_MAX];
+    if (!eq || (size_t)(eq - v) >= sizeof stage_text) return cli_usage_error("simulate", "--replicas-stage: needs S=N (got '%s')", v);
+    memcpy(stage_text, v, (size_t)(eq - v));
+    stage_text[eq - v] = '\0';
+    if (pl_parse_long(stage_text, 0, SCHED_MAX_STAGES, &st) || pl_parse_long(eq + 1, 1, 1 << 20, &n))
+        return cli_usage_error("simulate", "--replicas-stage: needs S=N with S >= 0 and N >= 1 (got '%s')", v);
+    if (rs->n == MAX_REPL_FLAGS) return cli_usage_error("simulate", "too many --replicas-stage flags");
+    o->repl_stage[rs->n] = (int)st;
+    o->repl_n[rs->n++] = (int)n;
+    return CLI_OK;
+}
+
+/* Run and output flags: samples per microbatch, stochastic runs, traces, format, store. */
+static int parse_output_opt(opts *o, int c, const char *v) {
+    switch (c) {
+    case O_MBS:
+        if (cli_int_arg("simulate", "--microbatch-size", v, 1, 1 << 30, &o->c.microbatch_size)) return CLI_EUSAGE;
+        o->spec.microbatch_size = o->c.microbatch_size;
+        return CLI_OK;
+    case O_CV: return usage_if(cli_num_arg("simulate", "--cv", v, 0, 100, &o->c.cv));
+    case O_SEED: {
+        long sd;
+        if (cli_long_arg("simulate", "--seed", v, 0, 0x7fffffffffffffffL, &sd)) return CLI_EUSAGE;
+        o->c.seed = (uint64_t)sd;
+        return CLI_OK;
+    }
+    case O_REPEAT: return usage_if(cli_int_arg("simulate", "--repeat", v, 1, 1000000, &o->repeat));
+    case O_TRACE: o->trace = 1; return CLI_OK;
+    case O_TRACEJSON: o->trace_json = v; return CLI_OK;
+    case O_FORMAT: o->format = v; return CLI_OK;
+    case O_TAG: o->tag = v; return CLI_OK;
+    case O_DB: o->db = v; return CLI_OK;
+    case O_NODB: o->no_db = 1; return CLI_OK;
+    case O_MAXMEM: return usage_if(cli_max_memory_arg("simulate", v));
+    default: return -1;
+    }
+}
+
+/* Model flags: --model, --hardware, --set, --partition, --split, --balance, --precision. */
+static int parse_model_opt(opts *o, int c, const char *v) {
+    sim_model_spec *sp = &o->spec;
+    switch (c) {
+    case O_MODEL: sp->model = v; return CLI_OK;
+    case O_HW: sp->hardware = v; return CLI_OK;
+    case O_SET:
+        if (sp->nsets == MAX_SET_FLAGS) return cli_usage_error("simulate", "too many --set flags");
+        if (!strchr(v, '=')) return cli_usage_error("simulate", "--set needs KEY=VALUE (got '%s')", v);
+        o->sets[sp->nsets++] = v;
+        return CLI_OK;
+    case O_PARTITION: sp->partition = v; return CLI_OK;
+    case O_SPLIT: sp->split = v; return CLI_OK;
+    case O_BALANCE: sp->balance = 1; return CLI_OK;
+    case O_PREC:
+        if (cost_precision_parse(v) < 0)
+            return cli_usage_error("simulate", "--precision must be fp32, tf32, fp16 or bf16 (got '%s')", v);
+        sp->precision = v;
+        return CLI_OK;
+    default: return -1;
+    }
+}
+
+typedef int (*opt_parser)(opts *o, int c, const char *v);
+/* Every option parser of simulate's own flags; each option belongs to one of them. */
+static const opt_parser opt_parsers[] = {parse_compute_opt, parse_comm_opt, parse_memory_opt, parse_replicas_opt,
+                                         parse_output_opt, parse_model_opt};
+
+/* Fills o with the defaults of every flag. */
+static void opts_init(opts *o) {
     memset(o, 0, sizeof *o);
     sim_basic_init(&o->b);
     sim_config_init(&o->c);
+    sim_model_spec_init(&o->spec);
+    o->spec.sets = o->sets;
+    o->spec.replicas.stage = o->repl_stage;
+    o->spec.replicas.count = o->repl_n;
     o->format = "table";
     o->repeat = 1;
-    o->replicas_all = 1;
-    opterr = 0;
-    optind = 1;
-    int c;
-    static char basic_name[64], model_name[64];
-    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        if (is_basic_flag(c) && !o->basic_flag) o->basic_flag = strcpy(basic_name, opt_name(c));
-        if (is_model_flag(c) && !o->model_flag) o->model_flag = strcpy(model_name, opt_name(c));
-        int src = cli_sched_opt("simulate", c, optarg, &o->a, &cli_sched_gen_limits);
-        if (src == CLI_EUSAGE) return src;
-        if (src == CLI_OK) continue;
-        switch (c) {
-        case O_TIMEPER:
-            if (sim_time_per_parse(optarg, &o->time_per))
-                return cli_usage_error("simulate", "--time-per: must be rank or stage (got '%s')", optarg);
-            break;
-        case O_TF: if (num_arg("--tf", optarg, &o->b.tf_s)) return CLI_EUSAGE; break;
-        case O_TB: if (num_arg("--tb", optarg, &o->b.tb_s)) return CLI_EUSAGE; break;
-        case O_TI: if (num_arg("--ti", optarg, &o->b.ti_s)) return CLI_EUSAGE; break;
-        case O_TW: if (num_arg("--tw", optarg, &o->b.tw_s)) return CLI_EUSAGE; break;
-        case O_TSTEP: if (num_arg("--tstep", optarg, &o->b.tstep_s)) return CLI_EUSAGE; break;
-        case O_STAGECOSTS: o->stage_costs = optarg; break;
-        case O_TCOMM: if (num_arg("--tcomm", optarg, &o->b.tcomm_s)) return CLI_EUSAGE; break;
-        case O_BYTES: if (bytes_arg("--bytes", optarg, &o->b.bytes)) return CLI_EUSAGE; break;
-        case O_BW: if (bw_arg("--bandwidth", optarg, &o->b.bandwidth_Bps)) return CLI_EUSAGE; break;
-        case O_LAT: if (num_arg("--latency", optarg, &o->b.latency_s)) return CLI_EUSAGE; break;
-        case O_IBW: if (bw_arg("--inter-bandwidth", optarg, &o->b.inter_bandwidth_Bps)) return CLI_EUSAGE; break;
-        case O_ILAT: if (num_arg("--inter-latency", optarg, &o->b.inter_latency_s)) return CLI_EUSAGE; break;
-        case O_RPN: if (cli_int_arg("simulate", "--ranks-per-node", optarg, 0, SCHED_MAX_RANKS, &o->b.ranks_per_node)) return CLI_EUSAGE; break;
-        case O_SHARED: o->c.shared_inter_link = 1; break;
-        case O_BLOCK: o->c.blocking_comm = 1; break;
-        case O_REPL: if (cli_int_arg("simulate", "--replicas", optarg, 1, 1 << 20, &o->replicas_all)) return CLI_EUSAGE; o->have_replicas_all = 1; break;
-        case O_REPLS: {
-            const char *eq = strchr(optarg, '=');
-            long st, n;
-            char sbuf[32];
-            if (!eq || (size_t)(eq - optarg) >= sizeof sbuf) return cli_usage_error("simulate", "--replicas-stage: needs S=N (got '%s')", optarg);
-            memcpy(sbuf, optarg, (size_t)(eq - optarg));
-            sbuf[eq - optarg] = '\0';
-            if (pl_parse_long(sbuf, 0, SCHED_MAX_STAGES, &st) || pl_parse_long(eq + 1, 1, 1 << 20, &n))
-                return cli_usage_error("simulate", "--replicas-stage: needs S=N with S >= 0 and N >= 1 (got '%s')", optarg);
-            if (o->nrepl == MAX_REPL_FLAGS) return cli_usage_error("simulate", "too many --replicas-stage flags");
-            o->repl_stage[o->nrepl] = (int)st;
-            o->repl_n[o->nrepl++] = (int)n;
-            break;
-        }
-        case O_ARINTER: o->b.allreduce_inter = 1; break;
-        case O_STASH: if (bytes_arg("--stash-bytes", optarg, &o->b.stash_bytes)) return CLI_EUSAGE; break;
-        case O_WFRAC: if (cli_num_arg("simulate", "--w-stash-fraction", optarg, 0, 1, &o->b.w_stash_fraction)) return CLI_EUSAGE; o->have_wfrac = 1; break;
-        case O_PARAM: if (bytes_arg("--param-bytes", optarg, &o->b.param_bytes)) return CLI_EUSAGE; break;
-        case O_DTYPE: if (num_arg("--dtype-bytes", optarg, &o->c.dtype_bytes)) return CLI_EUSAGE; break;
-        case O_OPT: if (num_arg("--optimizer-bytes", optarg, &o->c.optimizer_bytes_per_param)) return CLI_EUSAGE; o->have_optb = 1; break;
-        case O_CAP: if (bytes_arg("--capacity", optarg, &o->c.capacity_bytes)) return CLI_EUSAGE; o->have_cap = 1; break;
-        case O_FAILOOM: o->fail_on_oom = 1; break;
-        case O_MBS: if (cli_int_arg("simulate", "--microbatch-size", optarg, 1, 1 << 30, &o->c.microbatch_size)) return CLI_EUSAGE; o->have_mbs = 1; break;
-        case O_CV: if (cli_num_arg("simulate", "--cv", optarg, 0, 100, &o->c.cv)) return CLI_EUSAGE; break;
-        case O_SEED: {
-            long sd;
-            if (cli_long_arg("simulate", "--seed", optarg, 0, 0x7fffffffffffffffL, &sd)) return CLI_EUSAGE;
-            o->c.seed = (uint64_t)sd;
-            break;
-        }
-        case O_REPEAT: if (cli_int_arg("simulate", "--repeat", optarg, 1, 1000000, &o->repeat)) return CLI_EUSAGE; break;
-        case O_TRACE: o->trace = 1; break;
-        case O_TRACEJSON: o->trace_json = optarg; break;
-        case O_FORMAT: o->format = optarg; break;
-        case O_TAG: o->tag = optarg; break;
-        case O_DB: o->db = optarg; break;
-        case O_NODB: o->no_db = 1; break;
-        case O_MAXMEM: if (cli_max_memory_arg("simulate", optarg)) return CLI_EUSAGE; break;
-        case O_HELP: fputs(help_text, stdout); return CLI_OK;
-        case O_MODEL: o->model = optarg; break;
-        case O_HW: o->hardware = optarg; break;
-        case O_SET:
-            if (o->nsets == MAX_SET_FLAGS) return cli_usage_error("simulate", "too many --set flags");
-            if (!strchr(optarg, '=')) return cli_usage_error("simulate", "--set needs KEY=VALUE (got '%s')", optarg);
-            o->sets[o->nsets++] = optarg;
-            break;
-        case O_PARTITION: o->partition = optarg; break;
-        case O_SPLIT: o->split = optarg; break;
-        case O_BALANCE: o->balance = 1; break;
-        case O_PREC:
-            if (cost_precision_parse(optarg) < 0)
-                return cli_usage_error("simulate", "--precision must be fp32, tf32, fp16 or bf16 (got '%s')", optarg);
-            o->precision = optarg;
-            break;
-        default: return cli_usage_error("simulate", "unknown or incomplete option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind < argc) return cli_usage_error("simulate", "unexpected argument '%s'", argv[optind]);
+}
+
+/* Returns -1 when the parsed flags go together, else CLI_EUSAGE after printing which do not. */
+static int check_opts(opts *o) {
     int rc = cli_sched_check("simulate", &o->a);
     if (rc >= 0) return rc;
+    const sim_model_spec *sp = &o->spec;
     if (strcmp(o->format, "table") && strcmp(o->format, "csv") && strcmp(o->format, "json"))
         return cli_usage_error("simulate", "--format must be table, csv or json");
-    if (o->model && o->basic_flag)
-        return cli_usage_error("simulate", "%s is a flag-driven cost; with --model the costs come from the model and "
+    if (sp->model && o->basic_flag)
+        return cli_usage_error("simulate", "--%s is a flag-driven cost; with --model the costs come from the model and "
                                "the hardware (use --hardware and --set instead)", o->basic_flag);
-    if (!o->model && o->model_flag) return cli_usage_error("simulate", "%s needs --model", o->model_flag);
-    if (!!o->partition + !!o->split + o->balance > 1)
+    if (!sp->model && o->model_flag) return cli_usage_error("simulate", "--%s needs --model", o->model_flag);
+    if (!!sp->partition + !!sp->split + sp->balance > 1)
         return cli_usage_error("simulate", "give at most one of --partition, --split and --balance");
-    if (o->nsets && !o->hardware)
+    if (sp->nsets && !sp->hardware)
         return cli_usage_error("simulate", "--set needs --hardware (the preset or INI file it overrides)");
-    if (o->fail_on_oom && o->c.capacity_bytes <= 0 && !o->hardware)
+    if (o->fail_on_oom && o->c.capacity_bytes <= 0 && !sp->hardware)
         return cli_usage_error("simulate", "--fail-on-oom needs --capacity (or --model with --hardware)");
     if (o->c.dtype_bytes <= 0) return cli_usage_error("simulate", "--dtype-bytes: must be > 0");
     o->c.ranks_per_node = o->b.ranks_per_node;
     return -1;
 }
 
+/* Parses argv into o; returns -1 to continue, or an exit code (--help: CLI_OK). */
+static int parse(int argc, char **argv, opts *o) {
+    opts_init(o);
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        if (is_basic_flag(c) && !o->basic_flag) o->basic_flag = opt_name(c);
+        if (is_model_flag(c) && !o->model_flag) o->model_flag = opt_name(c);
+        int rc = cli_sched_opt("simulate", c, optarg, &o->a, &cli_sched_gen_limits);
+        if (rc == CLI_EUSAGE) return rc;
+        if (rc == CLI_OK) continue;
+        if (c == O_HELP) {
+            fputs(help_text, stdout);
+            return CLI_OK;
+        }
+        for (size_t k = 0; rc < 0 && k < sizeof opt_parsers / sizeof opt_parsers[0]; k++) rc = opt_parsers[k](o, c, optarg);
+        if (rc < 0) return cli_usage_error("simulate", "unknown or incomplete option '%s'", argv[optind - 1]);
+        if (rc != CLI_OK) return rc;
+    }
+    if (optind < argc) return cli_usage_error("simulate", "unexpected argument '%s'", argv[optind]);
+    return check_opts(o);
+}
+
 /* Appends the JSON object of a model run's parameters: the model (spec, name, layers), the
  * hardware (name or file, --set overrides, the effective values), the partition (source, layer
  * bounds, replicas) and the cost options, plus the run configuration shared with flag runs. */
-static void params_json_model(const opts *o, const model_ctx *mc, pl_buf *b) {
-    const cost_hw *hw = &mc->sm.hw;
+static void params_json_model(const opts *o, const sim_model_setup *ms, pl_buf *b) {
+    const cost_hw *hw = &ms->sm.hw;
+    const sim_model_spec *sp = &o->spec;
     pl_buf_puts(b, "{\"costs\":\"model\",\"model\":{\"spec\":");
-    pl_buf_json_string(b, o->model);
+    pl_buf_json_string(b, sp->model);
     pl_buf_puts(b, ",\"name\":");
-    pl_buf_json_string(b, mc->m->name);
+    pl_buf_json_string(b, ms->m->name);
     pl_buf_printf(b, ",\"source\":\"%s\",\"layers\":%d,\"microbatch_size\":%d,\"dtype_bytes\":%d,\"params\":%.9g}",
-                  mc->m->source, mc->m->n, mc->m->microbatch_size, mc->m->dtype_bytes, cost_model_params(mc->m));
+                  ms->m->source, ms->m->n, ms->m->microbatch_size, ms->m->dtype_bytes, cost_model_params(ms->m));
     pl_buf_puts(b, ",\"hardware\":{\"spec\":");
-    pl_buf_json_string(b, o->hardware ? o->hardware : "");
+    pl_buf_json_string(b, sp->hardware ? sp->hardware : "");
     pl_buf_puts(b, ",\"name\":");
     pl_buf_json_string(b, hw->name);
     pl_buf_puts(b, ",\"set\":[");
-    for (int k = 0; k < o->nsets; k++) {
+    for (int k = 0; k < sp->nsets; k++) {
         if (k) pl_buf_putc(b, ',');
-        pl_buf_json_string(b, o->sets[k]);
+        pl_buf_json_string(b, sp->sets[k]);
     }
     pl_buf_printf(b, "],\"nodes\":%d,\"devices_per_node\":%d,\"peak_flops\":%.9g,\"efficiency\":%.9g,"
                      "\"memory_bytes\":%.9g,\"memory_bandwidth_Bps\":%.9g,\"launch_s\":%.9g,\"intra_bandwidth_Bps\":%.9g,"
                      "\"intra_latency_s\":%.9g,\"inter_bandwidth_Bps\":%.9g,\"inter_latency_s\":%.9g}",
-                  hw->nodes, hw->devices_per_node, hw->peak_flops[mc->co.precision], hw->efficiency, hw->memory_bytes,
+                  hw->nodes, hw->devices_per_node, hw->peak_flops[ms->co.precision], hw->efficiency, hw->memory_bytes,
                   hw->memory_bandwidth_Bps, hw->launch_s, hw->intra_bandwidth_Bps, hw->intra_latency_s,
                   hw->inter_bandwidth_Bps, hw->inter_latency_s);
-    pl_buf_printf(b, ",\"partition\":{\"source\":\"%s\",\"file\":", mc->psource);
-    pl_buf_json_string(b, o->partition ? o->partition : "");
+    pl_buf_printf(b, ",\"partition\":{\"source\":\"%s\",\"file\":", ms->psource);
+    pl_buf_json_string(b, sp->partition ? sp->partition : "");
     pl_buf_puts(b, ",\"bounds\":[");
-    for (int q = 0; q <= mc->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "," : "", mc->sm.bound[q]);
+    for (int q = 0; q <= ms->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "," : "", ms->sm.bound[q]);
     pl_buf_puts(b, "],\"replicas\":[");
-    for (int q = 0; q < mc->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "," : "", mc->sm.replicas[q]);
+    for (int q = 0; q < ms->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "," : "", ms->sm.replicas[q]);
     pl_buf_printf(b, "]},\"microbatch_size\":%d,\"precision\":\"%s\",\"optimizer_bytes\":%.9g,\"w_stash_fraction\":%.9g,"
                      "\"grad_bytes_per_param\":%.9g,\"shared_inter_link\":%d,\"blocking_comm\":%d,\"capacity_bytes\":%lld,"
                      "\"cv\":%.9g,\"repeat\":%d}",
-                  mc->co.microbatch_size, cost_precision_name(mc->co.precision), mc->co.optimizer_bytes_per_param,
-                  mc->co.w_stash_fraction, mc->co.grad_bytes_per_param, o->c.shared_inter_link, o->c.blocking_comm,
+                  ms->co.microbatch_size, cost_precision_name(ms->co.precision), ms->co.optimizer_bytes_per_param,
+                  ms->co.w_stash_fraction, ms->co.grad_bytes_per_param, o->c.shared_inter_link, o->c.blocking_comm,
                   (long long)o->c.capacity_bytes, o->c.cv, o->repeat);
 }
 
@@ -385,21 +449,22 @@ static void params_json_costs(const opts *o, pl_buf *b);
 /* Appends the JSON object of the cost and hardware parameters (stored with the run), with the
  * files the run read (cli_inputs_json) as its last key. */
 static void params_json(const opts *o, pl_buf *b) {
-    if (o->mc) params_json_model(o, o->mc, b);
+    if (o->ms) params_json_model(o, o->ms, b);
     else params_json_costs(o, b);
     if (b->len && b->data[b->len - 1] == '}') { /* reopen the object for the inputs */
         b->len--;
         b->data[b->len] = 0;
         pl_buf_putc(b, ',');
         const char *roles[] = {"schedule", "model", "hardware", "partition"};
-        const char *paths[] = {o->a.from, file_or_null(o->model), file_or_null(o->hardware), o->partition};
-        cli_inputs_json(b, roles, paths, 4);
+        const char *paths[] = {o->a.from, file_or_null(o->spec.model), file_or_null(o->spec.hardware), o->spec.partition};
+        cli_inputs_json(b, roles, paths, sizeof roles / sizeof roles[0]);
         pl_buf_putc(b, '}');
     }
 }
 
-/* The flag-driven costs' part of params_json. */
+/* The flag-driven costs' part of params_json ("replicas": --replicas, 1 when not given). */
 static void params_json_costs(const opts *o, pl_buf *b) {
+    const sim_replica_spec *rs = &o->spec.replicas;
     pl_buf_printf(b, "{\"costs\":\"flags\",\"time_per\":\"%s\",\"stage_share\":%.9g,\"tf_s\":%.9g,\"tb_s\":%.9g,\"ti_s\":%.9g,\"tw_s\":%.9g,\"tstep_s\":%.9g,\"tcomm_s\":%.9g,"
                      "\"bytes\":%lld,\"bandwidth_Bps\":%.9g,\"latency_s\":%.9g,\"inter_bandwidth_Bps\":%.9g,"
                      "\"inter_latency_s\":%.9g,\"ranks_per_node\":%d,\"shared_inter_link\":%d,\"blocking_comm\":%d,"
@@ -411,16 +476,215 @@ static void params_json_costs(const opts *o, pl_buf *b) {
                   o->b.bandwidth_Bps, o->b.latency_s, o->b.inter_bandwidth_Bps, o->b.inter_latency_s, o->b.ranks_per_node,
                   o->c.shared_inter_link, o->c.blocking_comm, (long long)o->b.stash_bytes, o->b.w_stash_fraction,
                   (long long)o->b.param_bytes, o->c.dtype_bytes, o->c.optimizer_bytes_per_param,
-                  (long long)o->c.capacity_bytes, o->c.microbatch_size, o->c.cv, o->repeat, o->replicas_all);
+                  (long long)o->c.capacity_bytes, o->c.microbatch_size, o->c.cv, o->repeat, rs->all > 0 ? rs->all : 1);
     pl_buf_json_string(b, o->stage_costs ? o->stage_costs : "");
     pl_buf_puts(b, ",\"replicas_stage\":[");
-    for (int i = 0; i < o->nrepl; i++) pl_buf_printf(b, "%s[%d,%d]", i ? "," : "", o->repl_stage[i], o->repl_n[i]);
+    for (int i = 0; i < rs->n; i++) pl_buf_printf(b, "%s[%d,%d]", i ? "," : "", rs->stage[i], rs->count[i]);
     pl_buf_puts(b, "]}");
 }
 
+/* ---------------------------------------------------------------- the metric table
+ * Every metric simulate writes, once: the table, the CSV, the JSON and the stored run read
+ * their names, values and order from run_metrics and rank_metrics. A new metric is one entry. */
+
+/* What every output of a run reads. */
+typedef struct report {
+    const opts *o;
+    const sched *s;
+    const sim_result *r;           /* the first run's result */
+    const sim_repeat_stats *st;    /* statistics over the --repeat runs */
+} report;
+
+/* The struct a run metric's value lives in: the schedule, the first run's result, or the
+ * statistics over the --repeat runs. */
+typedef enum { FROM_SCHED, FROM_RESULT, FROM_STATS } metric_from;
+/* How a value is held: a name (a char array), an int, a size_t, an int64_t, a double, or an int
+ * flag (0 or 1). */
+typedef enum { MT_NAME, MT_INT, MT_SIZE, MT_I64, MT_REAL, MT_FLAG } metric_type;
+/* The metric_type of member f of struct T, from its C type, so that a table entry cannot
+ * disagree with the struct (a type without a metric_type does not compile); FLAG_OF asks for an
+ * int and makes it a flag. */
+#define TYPE_OF(T, f) _Generic(((T *)0)->f, char *: MT_NAME, int: MT_INT, size_t: MT_SIZE, int64_t: MT_I64, double: MT_REAL)
+#define FLAG_OF(T, f) _Generic(((T *)0)->f, int: MT_FLAG)
+/* The outputs a metric appears in. */
+enum { IN_TABLE = 1, IN_CSV = 2, IN_JSON = 4, IN_ALL = IN_TABLE | IN_CSV | IN_JSON };
+
+/* Significant digits of every real in CSV and JSON and in the table, and the decimals the
+ * table gives a fraction. */
+#define METRIC_DIGITS 9
+#define FRACTION_DECIMALS 6
+/* Width of the table's labels ("makespan_s" and its padding); a space follows. */
+#define TABLE_LABEL_WIDTH 18
+
+/* One metric of a run. */
+typedef struct metric {
+    const char *name;        /* the table's label, the CSV column and the JSON key */
+    metric_from from;
+    size_t off;              /* offset of the value in its struct */
+    metric_type type;
+    unsigned in;             /* IN_TABLE | IN_CSV | IN_JSON */
+    int fraction;            /* 1: the table writes FRACTION_DECIMALS decimals */
+    const char *unit;        /* the table's unit after the value; NULL when the name carries it */
+    const char *help;        /* the table's note after the value, in parentheses, or NULL */
+    void (*note)(const report *, pl_buf *); /* the table's note when it depends on the run, or NULL */
+    int stored;              /* 1: a column of the stored run, at store_off in store_run */
+    size_t store_off;
+} metric;
+
+#define AT_SCHED(f) .from = FROM_SCHED, .off = offsetof(sched, f), .type = TYPE_OF(sched, f)
+#define AT_RESULT(f) .from = FROM_RESULT, .off = offsetof(sim_result, f), .type = TYPE_OF(sim_result, f)
+#define FLAG_AT_RESULT(f) .from = FROM_RESULT, .off = offsetof(sim_result, f), .type = FLAG_OF(sim_result, f)
+#define AT_STATS(f) .from = FROM_STATS, .off = offsetof(sim_repeat_stats, f), .type = TYPE_OF(sim_repeat_stats, f)
+#define STORED_AS(f) .stored = 1, .store_off = offsetof(store_run, f)
+
+/* The notes of the table's lines that depend on the run. */
+static void note_events(const report *p, pl_buf *b) { pl_buf_printf(b, " (%zu events)", p->r->events); }
+static void note_iteration(const report *p, pl_buf *b) {
+    if (p->r->iterations > 1) pl_buf_puts(b, "  (steady state, first iteration left out)");
+}
+static void note_window(const report *p, pl_buf *b) {
+    if (p->r->steady_state)
+        pl_buf_printf(b, "  (steady state: iterations 1..%d, where busy, idle and bubble are measured)", p->r->iterations - 1);
+    else
+        pl_buf_puts(b, "  (the whole run, where busy, idle and bubble are measured)");
+}
+static void note_zb(const report *p, pl_buf *b) {
+    pl_buf_printf(b, "  (Zero Bubble paper: (cost - m(TF+TB+TW)) / cost, worst rank%s)", p->r->steady_state ? "" : ", over its span");
+}
+static void note_capacity(const report *p, pl_buf *b) {
+    if (p->o->c.capacity_bytes > 0)
+        pl_buf_printf(b, "  capacity %lld: %s", (long long)p->o->c.capacity_bytes, p->r->oom ? "OUT OF MEMORY" : "fits");
+}
+
+/* The run's metrics, in the order of every output. The stored iteration time and throughput
+ * are the means over the --repeat runs (the first run's own with one run); the stored bubble
+ * figures are the first run's, like the rank rows. */
+static const metric run_metrics[] = {
+    {.name = "kind", AT_SCHED(kind), .in = IN_CSV | IN_JSON, STORED_AS(schedule)},
+    {.name = "ranks", AT_SCHED(ranks), .in = IN_CSV | IN_JSON, STORED_AS(ranks)},
+    {.name = "stages", AT_SCHED(stages), .in = IN_CSV | IN_JSON, STORED_AS(stages)},
+    {.name = "microbatches", AT_SCHED(microbatches), .in = IN_CSV | IN_JSON, STORED_AS(microbatches)},
+    {.name = "chunks", AT_SCHED(chunks), STORED_AS(chunks)},
+    {.name = "iterations", AT_RESULT(iterations), .in = IN_CSV | IN_JSON, STORED_AS(iterations)},
+    {.name = "actions", AT_RESULT(actions), .in = IN_TABLE | IN_JSON, .note = note_events},
+    {.name = "makespan_s", AT_RESULT(makespan_s), .in = IN_ALL},
+    {.name = "iteration_time_s", AT_RESULT(iteration_time_s), .in = IN_ALL, .note = note_iteration},
+    {.name = "throughput", AT_RESULT(throughput), .in = IN_ALL, .unit = "samples/s"},
+    {.name = "window_s", AT_RESULT(window_s), .in = IN_ALL, .note = note_window},
+    {.name = "steady_state", FLAG_AT_RESULT(steady_state), .in = IN_JSON},
+    {.name = "bubble_fraction", AT_RESULT(bubble_fraction), .in = IN_ALL, .fraction = 1,
+     .help = "idle / (ranks x window)", STORED_AS(bubble_fraction)},
+    {.name = "idle_s", AT_RESULT(idle_s), .in = IN_ALL,
+     .help = "idle seconds in the window, summed over ranks", STORED_AS(idle_s)},
+    {.name = "zb_bubble_rate", AT_RESULT(zb_bubble_rate), .in = IN_ALL, .fraction = 1, .note = note_zb,
+     STORED_AS(zb_bubble_rate)},
+    {.name = "comm_s", AT_RESULT(comm_s), .in = IN_ALL, .help = "sum of transfer times",
+     STORED_AS(comm_time_s)},
+    {.name = "peak_mem_bytes", AT_RESULT(peak_bytes), .in = IN_ALL, .note = note_capacity,
+     STORED_AS(peak_mem_bytes)},
+    {.name = "oom", FLAG_AT_RESULT(oom), .in = IN_CSV | IN_JSON, STORED_AS(oom)},
+    {.name = "repeat", AT_STATS(repeat), .in = IN_CSV | IN_JSON, STORED_AS(repetitions)},
+    {.name = "iteration_time_mean_s", AT_STATS(iter_mean_s), .in = IN_CSV | IN_JSON,
+     STORED_AS(iteration_time_s)},
+    {.name = "iteration_time_stddev_s", AT_STATS(iter_sd_s), .in = IN_CSV | IN_JSON,
+     STORED_AS(iteration_time_stddev_s)},
+    {.name = "throughput_mean", AT_STATS(thr_mean), .in = IN_JSON, STORED_AS(throughput_samples_s)},
+    {.name = "throughput_stddev", AT_STATS(thr_sd), .in = IN_JSON},
+};
+
+/* One metric of a rank (sim_rank_stats). Every output keys a rank's metrics by the rank
+ * itself, first: the "rank" column and key, and store_rank_metric.rank. */
+typedef struct rank_metric {
+    const char *name;        /* the JSON key */
+    const char *csv;         /* the CSV column (a rank_ prefix where the run has the name) */
+    const char *label;       /* the table's column */
+    int width;               /* the table column's width */
+    size_t off;              /* offset of the value in sim_rank_stats */
+    metric_type type;
+    int fraction;            /* 1: the table writes FRACTION_DECIMALS decimals */
+    int stored;              /* 1: a column of the stored rank row, at store_off in store_rank_metric */
+    size_t store_off;
+} rank_metric;
+
+#define RANK_KEY_WIDTH 5
+#define AT_RANK(f) .off = offsetof(sim_rank_stats, f), .type = TYPE_OF(sim_rank_stats, f)
+#define FLAG_AT_RANK(f) .off = offsetof(sim_rank_stats, f), .type = FLAG_OF(sim_rank_stats, f)
+#define RANK_STORED_AS(f) .stored = 1, .store_off = offsetof(store_rank_metric, f)
+
+static const rank_metric rank_metrics[] = {
+    {"busy_s", "busy_s", "busy_s", 14, AT_RANK(busy_s), RANK_STORED_AS(busy_s)},
+    {"idle_s", "idle_s", "idle_s", 14, AT_RANK(idle_s), RANK_STORED_AS(idle_s)},
+    {"bubble_fraction", "rank_bubble_fraction", "bubble_fraction", 15, AT_RANK(bubble_fraction), .fraction = 1,
+     RANK_STORED_AS(bubble_fraction)},
+    {"comm_s", "rank_comm_s", "comm_s", 14, AT_RANK(comm_s), RANK_STORED_AS(comm_s)},
+    {"reduce_s", "rank_reduce_s", "reduce_s", 14, AT_RANK(reduce_s)},
+    {"peak_bytes", "rank_peak_bytes", "peak_bytes", 16, AT_RANK(peak_bytes), RANK_STORED_AS(peak_mem_bytes)},
+    {"peak_stash_mbs", "peak_stash_mbs", "stash", 6, AT_RANK(peak_stash_mbs)},
+    {"peak_weight_versions", "peak_weight_versions", "versions", 8, AT_RANK(peak_weight_versions)},
+    {"oom", "rank_oom", "oom", 4, FLAG_AT_RANK(oom)},
+};
+
+#define NRUN_METRICS (sizeof run_metrics / sizeof run_metrics[0])
+#define NRANK_METRICS (sizeof rank_metrics / sizeof rank_metrics[0])
+
+/* Returns where run metric m's value lives in the run p reports. */
+static const void *run_value(const metric *m, const report *p) {
+    const void *base = m->from == FROM_SCHED ? (const void *)p->s : m->from == FROM_RESULT ? (const void *)p->r : (const void *)p->st;
+    return (const char *)base + m->off;
+}
+
+/* Returns where rank metric m's value of rank q lives. */
+static const void *rank_value(const rank_metric *m, const report *p, int q) {
+    return (const char *)&p->r->rank[q] + m->off;
+}
+
+/* Appends the value at v of type t as output `in` (IN_TABLE, IN_CSV or IN_JSON) writes it:
+ * reals with METRIC_DIGITS significant digits (in the table, a fraction with FRACTION_DECIMALS
+ * decimals), a flag as true/false in JSON, 0/1 in CSV and yes/no in the table, a name quoted in
+ * JSON and as a field in CSV. width pads the table's columns (0: none). */
+static void put_value(pl_buf *b, int in, metric_type t, const void *v, int fraction, int width) {
+    switch (t) {
+    case MT_NAME:
+        if (in == IN_JSON) pl_buf_json_string(b, v);
+        else if (in == IN_CSV) pl_buf_csv_field(b, v);
+        else pl_buf_printf(b, "%*s", width, (const char *)v);
+        break;
+    case MT_INT: pl_buf_printf(b, "%*d", width, *(const int *)v); break;
+    case MT_SIZE: pl_buf_printf(b, "%*zu", width, *(const size_t *)v); break;
+    case MT_I64: pl_buf_printf(b, "%*lld", width, (long long)*(const int64_t *)v); break;
+    case MT_REAL:
+        if (in == IN_TABLE && fraction) pl_buf_printf(b, "%*.*f", width, FRACTION_DECIMALS, *(const double *)v);
+        else pl_buf_printf(b, "%*.*g", width, METRIC_DIGITS, *(const double *)v);
+        break;
+    case MT_FLAG: {
+        int on = *(const int *)v;
+        if (in == IN_JSON) pl_buf_puts(b, on ? "true" : "false");
+        else if (in == IN_CSV) pl_buf_printf(b, "%d", on);
+        else pl_buf_printf(b, "%*s", width, on ? "yes" : "no");
+        break;
+    }
+    }
+}
+
+/* Copies the value at v of type t into the stored field at dst (a store_run or
+ * store_rank_metric member of the same type; a name becomes a pointer to its text). */
+static void store_value(void *dst, metric_type t, const void *v) {
+    switch (t) {
+    case MT_NAME: *(const char **)dst = v; break;
+    case MT_INT: case MT_FLAG: *(int *)dst = *(const int *)v; break;
+    case MT_I64: *(int64_t *)dst = *(const int64_t *)v; break;
+    case MT_REAL: *(double *)dst = *(const double *)v; break;
+    case MT_SIZE: break; /* no stored column holds a count of this type */
+    }
+}
+
+/* Writes a table line's label, padded to TABLE_LABEL_WIDTH, and the space after it. */
+static void table_label(pl_buf *b, const char *label) { pl_buf_printf(b, "%-*s ", TABLE_LABEL_WIDTH, label); }
+
 /* Writes the table's line that says what the flag-driven compute times describe. */
 static void out_table_time_per(const opts *o, pl_buf *b) {
-    pl_buf_printf(b, "costs              flags, --time-per %s: ", sim_time_per_name(o->time_per));
+    table_label(b, "costs");
+    pl_buf_printf(b, "flags, --time-per %s: ", sim_time_per_name(o->time_per));
     if (o->time_per == SIM_TIME_PER_STAGE || o->share == 1)
         pl_buf_printf(b, "each stage runs --tf %g%s\n", o->b.tf_s,
                       o->time_per == SIM_TIME_PER_STAGE ? "" : " (one stage per rank)");
@@ -429,103 +693,147 @@ static void out_table_time_per(const opts *o, pl_buf *b) {
                       o->share, o->b.tf_s, o->b.tf_s * o->share);
 }
 
-/* Writes the human table. */
-static void out_table(const opts *o, const sched *s, const sim_result *r, const sim_repeat_stats *st, pl_buf *b) {
-    pl_buf_printf(b, "schedule           %s: %d ranks, %d stages, %d microbatches, %d iteration%s, weights %s, recompute %s\n",
-                  s->kind, s->ranks, s->stages, s->microbatches, r->iterations, r->iterations == 1 ? "" : "s",
-                  sched_weights_name(s->weights), sched_recompute_name(s->recompute));
-    if (o->mc) {
-        const model_ctx *mc = o->mc;
-        pl_buf_printf(b, "costs              model %s (%s, %d layers, microbatch %d, %s) on %s (%d x %d devices)\n",
-                      mc->m->name, mc->m->source, mc->m->n, mc->co.microbatch_size, cost_precision_name(mc->co.precision),
-                      mc->sm.hw.name[0] ? mc->sm.hw.name : "-", mc->sm.hw.nodes, mc->sm.hw.devices_per_node);
-        pl_buf_printf(b, "partition          %s%s%s: bounds ", mc->psource, o->partition ? " " : "",
-                      o->partition ? o->partition : "");
-        for (int q = 0; q <= mc->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "," : "", mc->sm.bound[q]);
-        pl_buf_puts(b, ", replicas ");
-        for (int q = 0; q < mc->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "-" : "", mc->sm.replicas[q]);
-        pl_buf_putc(b, '\n');
-    } else
-        out_table_time_per(o, b);
-    pl_buf_printf(b, "actions            %zu (%zu events)\n", r->actions, r->events);
-    pl_buf_printf(b, "makespan_s         %.9g\n", r->makespan_s);
-    pl_buf_printf(b, "iteration_time_s   %.9g%s\n", r->iteration_time_s, r->iterations > 1 ? "  (steady state, first iteration left out)" : "");
-    pl_buf_printf(b, "throughput         %.9g samples/s\n", r->throughput);
-    if (r->steady_state)
-        pl_buf_printf(b, "window_s           %.9g  (steady state: iterations 1..%d, where busy, idle and bubble are measured)\n",
-                      r->window_s, r->iterations - 1);
-    else
-        pl_buf_printf(b, "window_s           %.9g  (the whole run, where busy, idle and bubble are measured)\n", r->window_s);
-    pl_buf_printf(b, "bubble_fraction    %.6f  (idle / (ranks x window))\n", r->bubble_fraction);
-    pl_buf_printf(b, "idle_s             %.9g  (idle seconds in the window, summed over ranks)\n", r->idle_s);
-    pl_buf_printf(b, "zb_bubble_rate     %.6f  (Zero Bubble paper: (cost - m(TF+TB+TW)) / cost, worst rank%s)\n",
-                  r->zb_bubble_rate, r->steady_state ? "" : ", over its span");
-    pl_buf_printf(b, "comm_s             %.9g  (sum of transfer times)\n", r->comm_s);
-    pl_buf_printf(b, "peak_mem_bytes     %lld", (long long)r->peak_bytes);
-    if (o->c.capacity_bytes > 0)
-        pl_buf_printf(b, "  capacity %lld: %s", (long long)o->c.capacity_bytes, r->oom ? "OUT OF MEMORY" : "fits");
+/* Writes the table's lines that say what the model run simulated: model, hardware, partition. */
+static void out_table_model(const opts *o, const sim_model_setup *ms, pl_buf *b) {
+    table_label(b, "costs");
+    pl_buf_printf(b, "model %s (%s, %d layers, microbatch %d, %s) on %s (%d x %d devices)\n", ms->m->name, ms->m->source,
+                  ms->m->n, ms->co.microbatch_size, cost_precision_name(ms->co.precision),
+                  ms->sm.hw.name[0] ? ms->sm.hw.name : "-", ms->sm.hw.nodes, ms->sm.hw.devices_per_node);
+    table_label(b, "partition");
+    pl_buf_printf(b, "%s%s%s: bounds ", ms->psource, o->spec.partition ? " " : "", o->spec.partition ? o->spec.partition : "");
+    for (int q = 0; q <= ms->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "," : "", ms->sm.bound[q]);
+    pl_buf_puts(b, ", replicas ");
+    for (int q = 0; q < ms->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "-" : "", ms->sm.replicas[q]);
     pl_buf_putc(b, '\n');
-    if (st && st->repeat > 1)
-        pl_buf_printf(b, "stochastic         cv %.4g over %d runs: iteration_time_s mean %.9g stddev %.9g min %.9g max %.9g;"
+}
+
+/* Writes the table's rank part: a header line and a line per rank. */
+static void out_table_ranks(const report *p, pl_buf *b) {
+    pl_buf_printf(b, "\n%-*s", RANK_KEY_WIDTH, "rank");
+    for (size_t k = 0; k < NRANK_METRICS; k++) pl_buf_printf(b, " %*s", rank_metrics[k].width, rank_metrics[k].label);
+    pl_buf_putc(b, '\n');
+    for (int q = 0; q < p->s->ranks; q++) {
+        pl_buf_printf(b, "%-*d", RANK_KEY_WIDTH, q);
+        for (size_t k = 0; k < NRANK_METRICS; k++) {
+            const rank_metric *m = &rank_metrics[k];
+            pl_buf_putc(b, ' ');
+            put_value(b, IN_TABLE, m->type, rank_value(m, p, q), m->fraction, m->width);
+        }
+        pl_buf_putc(b, '\n');
+    }
+}
+
+/* Writes the human table: what ran, a line per run metric, the spread of stochastic runs, and
+ * the ranks. */
+static void out_table(const report *p, pl_buf *b) {
+    const opts *o = p->o;
+    const sched *s = p->s;
+    const sim_repeat_stats *st = p->st;
+    table_label(b, "schedule");
+    pl_buf_printf(b, "%s: %d ranks, %d stages, %d microbatches, %d iteration%s, weights %s, recompute %s\n", s->kind,
+                  s->ranks, s->stages, s->microbatches, p->r->iterations, p->r->iterations == 1 ? "" : "s",
+                  sched_weights_name(s->weights), sched_recompute_name(s->recompute));
+    if (o->ms) out_table_model(o, o->ms, b);
+    else out_table_time_per(o, b);
+    for (size_t k = 0; k < NRUN_METRICS; k++) {
+        const metric *m = &run_metrics[k];
+        if (!(m->in & IN_TABLE)) continue;
+        table_label(b, m->name);
+        put_value(b, IN_TABLE, m->type, run_value(m, p), m->fraction, 0);
+        if (m->unit) pl_buf_printf(b, " %s", m->unit);
+        if (m->help) pl_buf_printf(b, "  (%s)", m->help);
+        if (m->note) m->note(p, b);
+        pl_buf_putc(b, '\n');
+    }
+    if (st->repeat > 1) {
+        table_label(b, "stochastic");
+        pl_buf_printf(b, "cv %.4g over %d runs: iteration_time_s mean %.9g stddev %.9g min %.9g max %.9g;"
                          " throughput mean %.9g stddev %.9g; bubble_fraction mean %.6f stddev %.6f\n",
                       o->c.cv, st->repeat, st->iter_mean_s, st->iter_sd_s, st->iter_min_s, st->iter_max_s, st->thr_mean,
                       st->thr_sd, st->bubble_fraction_mean, st->bubble_fraction_sd);
-    pl_buf_printf(b, "\n%-5s %14s %14s %15s %14s %14s %16s %6s %8s %4s\n", "rank", "busy_s", "idle_s", "bubble_fraction", "comm_s",
-                  "reduce_s", "peak_bytes", "stash", "versions", "oom");
-    for (int q = 0; q < s->ranks; q++) {
-        const sim_rank_stats *x = &r->rank[q];
-        pl_buf_printf(b, "%-5d %14.9g %14.9g %15.6f %14.9g %14.9g %16lld %6d %8d %4s\n", q, x->busy_s, x->idle_s, x->bubble_fraction,
-                      x->comm_s, x->reduce_s, (long long)x->peak_bytes, x->peak_stash_mbs, x->peak_weight_versions,
-                      x->oom ? "yes" : "no");
+    }
+    out_table_ranks(p, b);
+}
+
+/* Writes CSV: a header, then one row per rank with the run's metrics repeated, the rank's, and
+ * what the flag costs describe (time_per: rank, stage, or model). */
+static void out_csv(const report *p, pl_buf *b) {
+    const char *time_per = p->o->ms ? "model" : sim_time_per_name(p->o->time_per);
+    for (size_t k = 0; k < NRUN_METRICS; k++)
+        if (run_metrics[k].in & IN_CSV) pl_buf_printf(b, "%s,", run_metrics[k].name);
+    pl_buf_puts(b, "rank");
+    for (size_t k = 0; k < NRANK_METRICS; k++) pl_buf_printf(b, ",%s", rank_metrics[k].csv);
+    pl_buf_puts(b, ",time_per\n");
+    for (int q = 0; q < p->s->ranks; q++) {
+        for (size_t k = 0; k < NRUN_METRICS; k++) {
+            const metric *m = &run_metrics[k];
+            if (!(m->in & IN_CSV)) continue;
+            put_value(b, IN_CSV, m->type, run_value(m, p), m->fraction, 0);
+            pl_buf_putc(b, ',');
+        }
+        pl_buf_printf(b, "%d", q);
+        for (size_t k = 0; k < NRANK_METRICS; k++) {
+            pl_buf_putc(b, ',');
+            put_value(b, IN_CSV, rank_metrics[k].type, rank_value(&rank_metrics[k], p, q), 0, 0);
+        }
+        pl_buf_putc(b, ',');
+        pl_buf_csv_field(b, time_per);
+        pl_buf_putc(b, '\n');
     }
 }
 
-/* Writes CSV: one row per rank with the run's metrics repeated. */
-static void out_csv(const opts *o, const sched *s, const sim_result *r, const sim_repeat_stats *st, pl_buf *b) {
-    const char *time_per = o->mc ? "model" : sim_time_per_name(o->time_per);
-    pl_buf_puts(b, "kind,ranks,stages,microbatches,iterations,makespan_s,iteration_time_s,throughput,window_s,bubble_fraction,idle_s,zb_bubble_rate,"
-                   "comm_s,peak_mem_bytes,oom,repeat,iteration_time_mean_s,iteration_time_stddev_s,rank,busy_s,idle_s,"
-                   "rank_bubble_fraction,rank_comm_s,rank_reduce_s,rank_peak_bytes,peak_stash_mbs,peak_weight_versions,rank_oom,"
-                   "time_per\n");
-    for (int q = 0; q < s->ranks; q++) {
-        const sim_rank_stats *x = &r->rank[q];
-        pl_buf_printf(b, "%s,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%d,%d,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%d,%d,%d,%s\n",
-                      s->kind, s->ranks, s->stages, s->microbatches, r->iterations, r->makespan_s, r->iteration_time_s,
-                      r->throughput, r->window_s, r->bubble_fraction, r->idle_s, r->zb_bubble_rate, r->comm_s,
-                      (long long)r->peak_bytes, r->oom, st->repeat, st->iter_mean_s, st->iter_sd_s, q, x->busy_s, x->idle_s,
-                      x->bubble_fraction, x->comm_s, x->reduce_s,
-                      (long long)x->peak_bytes, x->peak_stash_mbs, x->peak_weight_versions, x->oom, time_per);
+/* Writes JSON: the run's metrics, its parameters (params_json) and a per-rank array. */
+static void out_json(const report *p, pl_buf *b) {
+    const char *sep = "{";
+    for (size_t k = 0; k < NRUN_METRICS; k++) {
+        const metric *m = &run_metrics[k];
+        if (!(m->in & IN_JSON)) continue;
+        pl_buf_printf(b, "%s\"%s\":", sep, m->name);
+        put_value(b, IN_JSON, m->type, run_value(m, p), 0, 0);
+        sep = ",";
     }
-}
-
-/* Writes JSON: the run's metrics and a per-rank array. */
-static void out_json(const opts *o, const sched *s, const sim_result *r, const sim_repeat_stats *st, pl_buf *b) {
-    pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations\":%d,\"actions\":%zu,"
-                     "\"makespan_s\":%.9g,\"iteration_time_s\":%.9g,\"throughput\":%.9g,\"window_s\":%.9g,\"steady_state\":%s,"
-                     "\"bubble_fraction\":%.9g,\"idle_s\":%.9g,\"zb_bubble_rate\":%.9g,"
-                     "\"comm_s\":%.9g,\"peak_mem_bytes\":%lld,\"oom\":%s,\"repeat\":%d,\"iteration_time_mean_s\":%.9g,"
-                     "\"iteration_time_stddev_s\":%.9g,\"throughput_mean\":%.9g,\"throughput_stddev\":%.9g,\"params\":",
-                  s->kind, s->ranks, s->stages, s->microbatches, r->iterations, r->actions, r->makespan_s,
-                  r->iteration_time_s, r->throughput, r->window_s, r->steady_state ? "true" : "false", r->bubble_fraction,
-                  r->idle_s, r->zb_bubble_rate, r->comm_s, (long long)r->peak_bytes,
-                  r->oom ? "true" : "false", st->repeat, st->iter_mean_s, st->iter_sd_s, st->thr_mean, st->thr_sd);
-    params_json(o, b);
+    pl_buf_puts(b, ",\"params\":");
+    params_json(p->o, b);
     pl_buf_puts(b, ",\"per_rank\":[");
-    for (int q = 0; q < s->ranks; q++) {
-        const sim_rank_stats *x = &r->rank[q];
-        pl_buf_printf(b, "%s{\"rank\":%d,\"busy_s\":%.9g,\"idle_s\":%.9g,\"bubble_fraction\":%.9g,\"comm_s\":%.9g,\"reduce_s\":%.9g,"
-                         "\"peak_bytes\":%lld,\"peak_stash_mbs\":%d,\"peak_weight_versions\":%d,\"oom\":%s}",
-                      q ? "," : "", q, x->busy_s, x->idle_s, x->bubble_fraction, x->comm_s, x->reduce_s, (long long)x->peak_bytes,
-                      x->peak_stash_mbs, x->peak_weight_versions, x->oom ? "true" : "false");
+    for (int q = 0; q < p->s->ranks; q++) {
+        pl_buf_printf(b, "%s{\"rank\":%d", q ? "," : "", q);
+        for (size_t k = 0; k < NRANK_METRICS; k++) {
+            pl_buf_printf(b, ",\"%s\":", rank_metrics[k].name);
+            put_value(b, IN_JSON, rank_metrics[k].type, rank_value(&rank_metrics[k], p, q), 0, 0);
+        }
+        pl_buf_putc(b, '}');
     }
     pl_buf_puts(b, "]}\n");
 }
 
 #ifdef PIPELAB_HAVE_PL_RESULTS
+/* Fills run and rm[ranks] with what the metric tables store, and run with what describes the
+ * run (command line cmdline, parameters pj). */
+static void store_rows(const report *p, const char *cmdline, const char *pj, store_run *run, store_rank_metric *rm) {
+    memset(run, 0, sizeof *run);
+    run->kind = "simulated";
+    run->tag = p->o->tag;
+    run->cmdline = cmdline;
+    run->weights_policy = sched_weights_name(p->s->weights);
+    run->recompute_policy = sched_recompute_name(p->s->recompute);
+    run->params_json = pj;
+    run->seed = p->o->c.seed;
+    for (size_t k = 0; k < NRUN_METRICS; k++)
+        if (run_metrics[k].stored)
+            store_value((char *)run + run_metrics[k].store_off, run_metrics[k].type, run_value(&run_metrics[k], p));
+    for (int q = 0; q < p->s->ranks; q++) {
+        rm[q].rank = q;
+        for (size_t k = 0; k < NRANK_METRICS; k++)
+            if (rank_metrics[k].stored)
+                store_value((char *)&rm[q] + rank_metrics[k].store_off, rank_metrics[k].type,
+                            rank_value(&rank_metrics[k], p, q));
+    }
+}
+
 /* Stores the run (with per-action rows when traced) in db, opened before simulating so that a
  * database that cannot take the run is refused before any work. Returns an exit code. */
-static int store_it(store *db, const opts *o, int argc, char **argv, const sched *s, const sim_result *r,
-                    const sim_repeat_stats *st) {
+static int store_it(store *db, const report *p, int argc, char **argv) {
+    const sched *s = p->s;
     pl_err e;
     pl_err_clear(&e);
     pl_buf cmd, pj;
@@ -533,41 +841,14 @@ static int store_it(store *db, const opts *o, int argc, char **argv, const sched
     pl_buf_init(&pj);
     pl_buf_puts(&cmd, "pipelab");
     for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
-    params_json(o, &pj);
+    params_json(p->o, &pj);
     store_run run;
-    memset(&run, 0, sizeof run);
-    run.kind = "simulated";
-    run.tag = o->tag;
-    run.cmdline = cmd.data;
-    run.schedule = s->kind;
-    run.ranks = s->ranks;
-    run.stages = s->stages;
-    run.microbatches = s->microbatches;
-    run.chunks = s->chunks;
-    run.iterations = r->iterations;
-    run.weights_policy = sched_weights_name(s->weights);
-    run.recompute_policy = sched_recompute_name(s->recompute);
-    run.params_json = pj.data;
-    run.seed = o->c.seed;
-    run.iteration_time_s = st->repeat > 1 ? st->iter_mean_s : r->iteration_time_s;
-    run.throughput_samples_s = st->repeat > 1 ? st->thr_mean : r->throughput;
-    run.idle_s = r->idle_s;
-    run.bubble_fraction = r->bubble_fraction; /* the first run's, like idle_s and the rank rows */
-    run.zb_bubble_rate = r->zb_bubble_rate;
-    run.comm_time_s = r->comm_s;
-    run.peak_mem_bytes = r->peak_bytes;
-    run.oom = r->oom;
-    run.repetitions = st->repeat;
-    run.iteration_time_stddev_s = st->iter_sd_s;
     store_rank_metric *rm = pl_calloc((size_t)s->ranks, sizeof *rm);
     cli_op_rows ops = {0};
     int rc = CLI_OK;
     if (!rm) { pl_errf(&e, PL_ENOMEM, "out of memory"); rc = cli_fail(&e); goto out; }
-    for (int q = 0; q < s->ranks; q++) {
-        const sim_rank_stats *x = &r->rank[q];
-        rm[q] = (store_rank_metric){q, x->busy_s, x->idle_s, x->bubble_fraction, x->comm_s, x->peak_bytes};
-    }
-    if (r->trace && cli_op_rows_trace(&ops, s, r->trace, &e) != PL_OK) { rc = cli_fail(&e); goto out; }
+    store_rows(p, cmd.data, pj.data, &run, rm);
+    if (p->r->trace && cli_op_rows_trace(&ops, s, p->r->trace, &e) != PL_OK) { rc = cli_fail(&e); goto out; }
     if (store_write_run(db, &run, rm, s->ranks, ops.ops, ops.n, NULL, &e) != PL_OK) rc = cli_fail(&e);
 out:
     free(rm);
@@ -578,6 +859,19 @@ out:
 }
 #endif
 
+/* ---------------------------------------------------------------- the run */
+
+/* What one simulation holds from the schedule to the outputs. */
+typedef struct job {
+    sched *s;              /* lowered */
+    sim_model_setup ms;    /* the model side (--model) */
+    sim_basic scaled;      /* o.b with the uniform values per stage (--time-per); outlives costs */
+    int *replicas;         /* [stages] a flag run's replicas per stage */
+    sim_costs costs;
+    sim_result r;          /* the first run's */
+    sim_repeat_stats st;
+} job;
+
 /* Loads or generates, validates and lowers the schedule; NULL and e on error. */
 static sched *get_schedule(const opts *o, pl_err *e) {
     sched *s = cli_sched_get(&o->a, o->trace || o->trace_json ? SIM_MEM_TRACE : SIM_MEM_SIMULATE, e);
@@ -587,128 +881,114 @@ static sched *get_schedule(const opts *o, pl_err *e) {
     return l;
 }
 
-/* A generated 1f1b, pipedream or 2bw schedule with replicated stages is generated again with
- * PipeDream's per-replica warm-up (sched_gen_replicated), validated and lowered into *s.
- * Returns PL_OK (also when nothing changes) or an error in e. */
-static int regen_replicated(const opts *o, sched **s, const int *replicas, pl_err *e) {
-    int maxrep = 1;
-    for (int q = 0; q < (*s)->stages; q++)
-        if (replicas[q] > maxrep) maxrep = replicas[q];
-    if (maxrep == 1 || !o->a.kind || o->a.from) return PL_OK;
-    sched_gen_opts go = o->a.g;
-    /* replicas settle slowly: at the generators' default of 4 iterations VGG-16's 14-2 reads 23%
-     * fast (37.1 ms per minibatch against 48.1 over 40); unless --iterations says otherwise, run
-     * REPLICATED_ITERS_MIN or two per replica of the widest stage (47.6 ms: within 1%) */
-    if (go.iterations == 0 && (*s)->weights != SCHED_WEIGHTS_FLUSH)
-        go.iterations = maxrep * 2 > REPLICATED_ITERS_MIN ? maxrep * 2 : REPLICATED_ITERS_MIN;
-    sched *g = sched_gen_replicated(o->a.kind, &go, replicas, e);
-    if (!g) return e->code ? e->code : PL_EINPUT;
-    if (sched_validate(g, e) != PL_OK) {
-        sched_free(g);
-        return PL_EINPUT;
-    }
-    sched *l = sched_lower(g, e);
-    sched_free(g);
-    if (!l) return e->code ? e->code : PL_EINPUT;
-    sched_free(*s);
-    *s = l;
+/* Returns the generator kind a replicated schedule is generated again with (NULL: loaded). */
+static const char *regen_kind(const opts *o) { return o->a.from ? NULL : o->a.kind; }
+
+/* Builds the model side of the run (sim_setup), regenerates a replicated schedule, and fills
+ * the config and j->costs from the model. Returns PL_OK or an error in e. */
+static int model_costs(opts *o, job *j, pl_err *e) {
+    if (sim_model_setup_build(&j->ms, &o->spec, j->s, e) != PL_OK) return PL_EINPUT;
+    if (sim_replicated_schedule(regen_kind(o), &o->a.g, j->ms.sm.replicas, &j->s, e) != PL_OK) return PL_EINPUT;
+    int64_t cap_bytes = o->c.capacity_bytes;
+    sim_model_config(&j->ms.sm, &o->c);
+    if (o->have_cap) o->c.capacity_bytes = cap_bytes; /* --capacity 0 turns the verdict off */
+    o->ms = &j->ms;
+    j->costs = sim_model_costs(&j->ms.sm);
+    if (o->fail_on_oom && o->c.capacity_bytes <= 0)
+        return pl_errf(e, PL_EINPUT, "--fail-on-oom: hardware %s has no device.memory_bytes; give --capacity", j->ms.sm.hw.name);
     return PL_OK;
 }
 
-/* Frees what build_model made; safe on a zeroed ctx. */
-static void model_ctx_free(model_ctx *mc) {
-    sim_model_free(&mc->sm);
-    cost_partition_free(mc->p);
-    cost_model_free(mc->m);
-    memset(mc, 0, sizeof *mc);
+/* Checks the flag-driven costs, reads --stage-costs, scales the uniform values per stage,
+ * applies the replicas (regenerating a replicated schedule) and fills j->costs. Returns PL_OK
+ * or an error in e. */
+static int flag_costs(opts *o, job *j, pl_err *e) {
+    if (sim_basic_check(&o->b, e) != PL_OK) return PL_EINPUT;
+    if (o->stage_costs && sim_basic_load_csv(&o->b, o->stage_costs, j->s->stages, e) != PL_OK) return PL_EINPUT;
+    o->share = sim_time_per_share(o->time_per, j->s->ranks, j->s->stages); /* the pipeline's, before replicas */
+    j->scaled = sim_basic_scaled(&o->b, o->share);
+    j->replicas = pl_calloc((size_t)j->s->stages, sizeof *j->replicas);
+    if (!j->replicas) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int q = 0; q < j->s->stages; q++) j->replicas[q] = 1;
+    if (sim_replicas_apply(&o->spec.replicas, j->s->stages, j->replicas, e) != PL_OK) return PL_EINPUT;
+    if (sim_replicated_schedule(regen_kind(o), &o->a.g, j->replicas, &j->s, e) != PL_OK) return PL_EINPUT;
+    o->c.replicas = j->replicas;
+    j->costs = sim_basic_costs(&j->scaled);
+    return PL_OK;
 }
 
-/* Returns the partition the options name for schedule s (file, --split, --balance, or even
- * over s->stages), with --replicas / --replicas-stage applied, or NULL and e. A partition file
- * is checked here against the schedule's stages and the model's layers, so its errors name it. */
-static cost_partition *model_partition(const opts *o, const sched *s, model_ctx *mc, pl_err *e) {
-    cost_partition *p = NULL;
-    const cost_hw *hw = mc->have_hw ? &mc->hw : NULL;
-    if (o->partition) {
-        cost_plan plan;
-        if (cost_partition_read(o->partition, &plan, e) != PL_OK) return NULL;
-        p = cost_plan_to_partition(&plan);
-        cost_plan_free(&plan);
-        if (!p) {
-            pl_errf(e, PL_ENOMEM, "out of memory");
-            return NULL;
-        }
-        mc->psource = "file";
-        if (p->stages != s->stages) {
-            pl_errf(e, PL_EINPUT, "%s: the partition has %d stage%s but the schedule (%s, %d ranks) has %d stages",
-                    o->partition, p->stages, p->stages == 1 ? "" : "s", s->kind, s->ranks, s->stages);
-            cost_partition_free(p);
-            return NULL;
-        }
-        if (cost_partition_check(p, mc->m->n, e) != PL_OK) {
-            pl_err_prefix(e, "%s: model %s: ", o->partition, mc->m->name);
-            cost_partition_free(p);
-            return NULL;
-        }
-    } else if (o->split) {
-        p = cost_partition_parse(o->split, mc->m->n, e);
-        mc->psource = "split";
-    } else if (o->balance) {
-        p = sim_model_balance(mc->m, hw, &mc->co, s->stages, e);
-        mc->psource = "balance";
-    } else {
-        p = cost_partition_even(mc->m->n, s->stages, e);
-        if (!p) pl_err_prefix(e, "model %s: ", mc->m->name);
-        mc->psource = "even";
-    }
-    if (!p) return NULL;
-    if (p->stages != s->stages) {
-        pl_errf(e, PL_EINPUT, "--%s: the partition has %d stage%s but the schedule (%s, %d ranks) has %d stages",
-                o->split ? "split" : "balance", p->stages, p->stages == 1 ? "" : "s", s->kind, s->ranks, s->stages);
-        cost_partition_free(p);
-        return NULL;
-    }
-    if (o->have_replicas_all)
-        for (int q = 0; q < p->stages; q++) p->replicas[q] = o->replicas_all;
-    for (int i = 0; i < o->nrepl; i++) {
-        if (o->repl_stage[i] >= p->stages) {
-            pl_errf(e, PL_EINPUT, "--replicas-stage %d=%d: the schedule has stages 0..%d", o->repl_stage[i], o->repl_n[i],
-                    p->stages - 1);
-            cost_partition_free(p);
-            return NULL;
-        }
-        p->replicas[o->repl_stage[i]] = o->repl_n[i];
-    }
-    return p;
+/* Runs the simulation --repeat times (with a progress bar) into j->r and j->st. Returns PL_OK
+ * or an error in e. */
+static int run_simulation(opts *o, job *j, pl_err *e) {
+    o->c.record_trace = o->trace || o->trace_json;
+    char what[sizeof "pipelab simulate: , -2147483648 ranks" + sizeof j->s->kind];
+    snprintf(what, sizeof what, "pipelab simulate: %s, %d ranks", j->s->kind, j->s->ranks);
+    o->c.progress = pl_progress_start(what, (uint64_t)o->repeat * sched_total_actions(j->s));
+    int rc = sim_repeat(j->s, &j->costs, &o->c, o->repeat, &j->st, &j->r, e);
+    pl_progress_end(o->c.progress);
+    o->c.progress = NULL;
+    return rc;
 }
 
-/* Builds the model side of a run (--model): loads the model and hardware, applies --set,
- * --microbatch-size, --precision, --optimizer-bytes and --w-stash-fraction, picks the partition
- * and builds the adapter. Returns PL_OK or an error in e (mc holds what was made; free it). */
-static int build_model(const opts *o, const sched *s, model_ctx *mc, pl_err *e) {
-    memset(mc, 0, sizeof *mc);
-    mc->m = cost_model_open(o->model, e);
-    if (!mc->m) return e->code ? e->code : PL_EINPUT;
-    if (o->hardware) {
-        if (cost_hw_load(&mc->hw, o->hardware, e) != PL_OK) return PL_EINPUT;
-        for (int k = 0; k < o->nsets; k++)
-            if (cost_hw_set_kv(&mc->hw, o->sets[k], e) != PL_OK) return PL_EINPUT;
-        if (cost_hw_check(&mc->hw, e) != PL_OK) return PL_EINPUT;
-        mc->have_hw = 1;
+/* Prints the run in the chosen format (with the trace table under --trace) and writes the
+ * Chrome trace of --trace-json. Returns an exit code. */
+static int write_outputs(const report *p) {
+    const opts *o = p->o;
+    pl_err e;
+    pl_err_clear(&e);
+    pl_buf out;
+    pl_buf_init(&out);
+    if (strcmp(o->format, "json") == 0) out_json(p, &out);
+    else if (strcmp(o->format, "csv") == 0) out_csv(p, &out);
+    else out_table(p, &out);
+    if (o->trace) {
+        pl_buf_putc(&out, '\n');
+        sim_trace_table(p->s, p->r, &out, &e);
     }
-    cost_opts_init(&mc->co, mc->m);
-    if (o->have_mbs) mc->co.microbatch_size = o->c.microbatch_size;
-    if (o->precision) mc->co.precision = (cost_precision)cost_precision_parse(o->precision);
-    if (o->have_optb) mc->co.optimizer_bytes_per_param = o->c.optimizer_bytes_per_param;
-    if (o->have_wfrac) {
-        if (!(o->b.w_stash_fraction <= 1))
-            return pl_errf(e, PL_EINPUT, "the W stash fraction must be in [0, 1] (got %g)", o->b.w_stash_fraction);
-        mc->co.w_stash_fraction = o->b.w_stash_fraction;
+    int rc = cli_write_output(NULL, &out);
+    pl_buf_free(&out);
+    if (rc == CLI_OK && o->trace_json) {
+        pl_buf tj;
+        pl_buf_init(&tj);
+        if (sim_trace_chrome(p->s, p->r, &tj, &e) != PL_OK) rc = cli_fail(&e);
+        else rc = cli_write_output(o->trace_json, &tj);
+        pl_buf_free(&tj);
     }
-    mc->p = model_partition(o, s, mc, e);
-    if (!mc->p) return e->code ? e->code : PL_EINPUT;
-    int rc = sim_model_init(&mc->sm, s, mc->m, mc->p, mc->have_hw ? &mc->hw : NULL, &mc->co, e);
-    if (rc == PL_EINPUT && !mc->have_hw) pl_err_prefix(e, "without --hardware: ");
+    return rc;
+}
+
+/* Returns CLI_EUSER after naming the first rank over capacity when --fail-on-oom asks for it,
+ * else CLI_OK. */
+static int oom_verdict(const opts *o, const sim_result *r) {
+    if (!r->oom || !o->fail_on_oom) return CLI_OK;
+    pl_err e;
+    pl_err_clear(&e);
+    for (int q = 0; q < r->ranks; q++)
+        if (r->rank[q].oom) {
+            pl_errf(&e, PL_EINPUT, "out of memory: rank %d peaks at %lld bytes, capacity %lld", q,
+                    (long long)r->rank[q].peak_bytes, (long long)o->c.capacity_bytes);
+            break;
+        }
+    return cli_fail(&e);
+}
+
+/* The steps of a simulation once the flags are parsed and the database (db, or NULL) is open:
+ * schedule, costs, simulation, outputs, store, OOM verdict. Returns an exit code. */
+static int simulate(opts *o, job *j, store *db, int argc, char **argv) {
+    pl_err e;
+    pl_err_clear(&e);
+    if (!(j->s = get_schedule(o, &e))) return cli_fail(&e);
+    int rc = o->spec.model ? model_costs(o, j, &e) : flag_costs(o, j, &e);
+    if (rc == PL_OK) rc = run_simulation(o, j, &e);
+    if (rc != PL_OK) return cli_fail(&e);
+    report p = {o, j->s, &j->r, &j->st};
+    rc = write_outputs(&p);
+#ifdef PIPELAB_HAVE_PL_RESULTS
+    if (rc == CLI_OK && db) rc = store_it(db, &p, argc, argv);
+#else
+    (void)db, (void)argc, (void)argv;
+#endif
+    if (rc == CLI_OK) rc = oom_verdict(o, &j->r);
     return rc;
 }
 
@@ -719,103 +999,22 @@ int cli_simulate(int argc, char **argv) {
         sim_basic_free(&o.b);
         return rc;
     }
+    job j;
+    memset(&j, 0, sizeof j);
+    store *db = NULL; /* opened first: a read-only, corrupt or newer database is refused before any work */
+#ifdef PIPELAB_HAVE_PL_RESULTS
     pl_err e;
     pl_err_clear(&e);
-    int *replicas = NULL;
-    sim_result r;
-    memset(&r, 0, sizeof r);
-    pl_buf out;
-    pl_buf_init(&out);
-    model_ctx mc;
-    memset(&mc, 0, sizeof mc);
-    sim_costs costs;
-    sim_basic scaled; /* o.b with the uniform values per stage (--time-per); outlives costs */
-    sched *s = NULL;
-#ifdef PIPELAB_HAVE_PL_RESULTS
-    store *db = NULL; /* opened first: a read-only, corrupt or newer database is refused before any work */
-    if (!o.no_db && store_open(o.db, 0, &db, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
-#endif
-    s = get_schedule(&o, &e);
-    if (!s) { rc = cli_fail(&e); goto done; }
-    if (o.model) {
-        if (build_model(&o, s, &mc, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
-        if (regen_replicated(&o, &s, mc.sm.replicas, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
-        int64_t cap_bytes = o.c.capacity_bytes;
-        sim_model_config(&mc.sm, &o.c);
-        if (o.have_cap) o.c.capacity_bytes = cap_bytes; /* --capacity 0 turns the verdict off */
-        o.mc = &mc;
-        costs = sim_model_costs(&mc.sm);
-        if (o.fail_on_oom && o.c.capacity_bytes <= 0) {
-            pl_errf(&e, PL_EINPUT, "--fail-on-oom: hardware %s has no device.memory_bytes; give --capacity", mc.sm.hw.name);
-            rc = cli_fail(&e);
-            goto done;
-        }
-        goto simulate;
-    }
-    if (sim_basic_check(&o.b, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
-    if (o.stage_costs && sim_basic_load_csv(&o.b, o.stage_costs, s->stages, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
-    o.share = sim_time_per_share(o.time_per, s->ranks, s->stages); /* the pipeline's, before replicas */
-    scaled = sim_basic_scaled(&o.b, o.share);
-    replicas = pl_calloc((size_t)s->stages, sizeof *replicas);
-    if (!replicas) { pl_errf(&e, PL_ENOMEM, "out of memory"); rc = cli_fail(&e); goto done; }
-    for (int q = 0; q < s->stages; q++) replicas[q] = o.replicas_all;
-    for (int i = 0; i < o.nrepl; i++) {
-        if (o.repl_stage[i] >= s->stages) {
-            pl_errf(&e, PL_EINPUT, "--replicas-stage %d=%d: the schedule has stages 0..%d", o.repl_stage[i], o.repl_n[i], s->stages - 1);
-            rc = cli_fail(&e);
-            goto done;
-        }
-        replicas[o.repl_stage[i]] = o.repl_n[i];
-    }
-    if (regen_replicated(&o, &s, replicas, &e) != PL_OK) { rc = cli_fail(&e); goto done; }
-    o.c.replicas = replicas;
-    costs = sim_basic_costs(&scaled);
-simulate:
-    o.c.record_trace = o.trace || o.trace_json;
-    sim_repeat_stats st;
-    char what[96];
-    snprintf(what, sizeof what, "pipelab simulate: %s, %d ranks", s->kind, s->ranks);
-    o.c.progress = pl_progress_start(what, (uint64_t)o.repeat * sched_total_actions(s));
-    int src = sim_repeat(s, &costs, &o.c, o.repeat, &st, &r, &e);
-    pl_progress_end(o.c.progress);
-    o.c.progress = NULL;
-    if (src != PL_OK) { rc = cli_fail(&e); goto done; }
-    if (strcmp(o.format, "json") == 0) out_json(&o, s, &r, &st, &out);
-    else if (strcmp(o.format, "csv") == 0) out_csv(&o, s, &r, &st, &out);
-    else out_table(&o, s, &r, &st, &out);
-    if (o.trace) {
-        pl_buf_putc(&out, '\n');
-        sim_trace_table(s, &r, &out, &e);
-    }
-    rc = cli_write_output(NULL, &out);
-    if (rc == CLI_OK && o.trace_json) {
-        pl_buf tj;
-        pl_buf_init(&tj);
-        if (sim_trace_chrome(s, &r, &tj, &e) != PL_OK) rc = cli_fail(&e);
-        else rc = cli_write_output(o.trace_json, &tj);
-        pl_buf_free(&tj);
-    }
-#ifdef PIPELAB_HAVE_PL_RESULTS
-    if (rc == CLI_OK && db) rc = store_it(db, &o, argc, argv, s, &r, &st);
-#endif
-    if (rc == CLI_OK && r.oom && o.fail_on_oom) {
-        for (int q = 0; q < s->ranks; q++)
-            if (r.rank[q].oom) {
-                pl_errf(&e, PL_EINPUT, "out of memory: rank %d peaks at %lld bytes, capacity %lld", q,
-                        (long long)r.rank[q].peak_bytes, (long long)o.c.capacity_bytes);
-                break;
-            }
-        rc = cli_fail(&e);
-    }
-done:
-#ifdef PIPELAB_HAVE_PL_RESULTS
+    if (!o.no_db && store_open(o.db, 0, &db, &e) != PL_OK) rc = cli_fail(&e);
+    else rc = simulate(&o, &j, db, argc, argv);
     store_close(db);
+#else
+    rc = simulate(&o, &j, db, argc, argv);
 #endif
-    pl_buf_free(&out);
-    sim_result_free(&r);
-    free(replicas);
+    sim_result_free(&j.r);
+    free(j.replicas);
     sim_basic_free(&o.b);
-    model_ctx_free(&mc);
-    sched_free(s);
+    sim_model_setup_free(&j.ms);
+    sched_free(j.s);
     return rc;
 }

@@ -773,4 +773,5 @@ void pl_test_register(void) {
     { void sim_model_tests_register(void); sim_model_tests_register(); } /* test_sim_model.c */
     { void sim_limits_tests_register(void); sim_limits_tests_register(); } /* test_limits.c */
     { void sim_replicas_tests_register(void); sim_replicas_tests_register(); } /* test_replicas.c */
+    { void sim_setup_tests_register(void); sim_setup_tests_register(); } /* test_setup.c */
 }
