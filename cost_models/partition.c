@@ -553,147 +553,189 @@ static int control_char(const char *line) {
     return -1;
 }
 
-int cost_partition_parse_text(const char *text, const char *path, cost_plan *out, pl_err *e) {
-    memset(out, 0, sizeof *out);
-    if (!path) path = "<partition>";
-    char *copy = strdup(text ? text : "");
-    if (!copy) return pl_errf(e, PL_ENOMEM, "%s: out of memory", path);
-    int lineno = 0, have_magic = 0, have_layers = 0, have_workers = 0, have_method = 0, cap = 0, rc = PL_OK;
-    int declared_layers = 0, declared_workers = 0, last_line = 1;
-    for (char *line = copy, *nl; line; line = nl) {
-        nl = strchr(line, '\n');
-        if (nl) *nl++ = '\0';
-        lineno++;
-        int cc = control_char(line);
-        if (cc >= 0) {
-            rc = pl_errf(e, PL_EINPUT, "%s:%d: control character 0x%02x in the line (a partition file is text)", path, lineno, cc);
-            break;
-        }
-        char *hash = strchr(line, '#');
-        if (hash) *hash = '\0';
-        char *w[16];
-        int n = split_words(line, w, 15);
-        if (n == 0) continue;
-        last_line = lineno;
-        if (n > 15) { rc = pl_errf(e, PL_EINPUT, "%s:%d: too many words on the line", path, lineno); break; }
-        if (!have_magic) {
-            if (strcmp(w[0], "pipelab-partition") != 0) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: not a partition file (the first line must be 'pipelab-partition 1')", path, lineno);
-                break;
-            }
-            if (n != 2 || strcmp(w[1], "1") != 0) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: unsupported partition file version '%s' (this build reads 1)", path,
-                             lineno, n > 1 ? w[1] : "");
-                break;
-            }
-            have_magic = 1;
-            continue;
-        }
-        long v;
-        if (strcmp(w[0], "method") == 0 || strcmp(w[0], "model") == 0 || strcmp(w[0], "hardware") == 0) {
-            if (n < 2) { rc = pl_errf(e, PL_EINPUT, "%s:%d: '%s' needs a value", path, lineno, w[0]); break; }
-            char *dst = w[0][1] == 'e' ? out->method : w[0][1] == 'o' ? out->model : out->hardware;
-            size_t dcap = w[0][1] == 'e' ? sizeof out->method : w[0][1] == 'o' ? sizeof out->model : sizeof out->hardware;
-            if (dst[0] || (dst == out->method && have_method)) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: duplicate '%s' line", path, lineno, w[0]);
-                break;
-            }
-            if (join_words(w, 1, n, dst, dcap) != 0) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: '%s' value longer than %zu characters", path, lineno, w[0], dcap - 1);
-                break;
-            }
-            if (dst == out->method) have_method = 1;
-        } else if (strcmp(w[0], "layers") == 0 || strcmp(w[0], "workers") == 0) {
-            int is_layers = w[0][0] == 'l';
-            if (is_layers ? have_layers : have_workers) { rc = pl_errf(e, PL_EINPUT, "%s:%d: duplicate '%s' line", path, lineno, w[0]); break; }
-            long hi = is_layers ? COST_PART_MAX_LAYERS : COST_PART_MAX_WORKERS;
-            if (n != 2 || pl_parse_long(w[1], 1, hi, &v) != 0) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: '%s' needs one whole number between 1 and %ld", path, lineno, w[0], hi);
-                break;
-            }
-            if (is_layers) have_layers = 1, declared_layers = (int)v;
-            else have_workers = 1, declared_workers = (int)v;
-        } else if (strcmp(w[0], "stage") == 0) {
-            /* stage K: layers A-B replicas R [time_s T] */
-            size_t kl = n > 1 ? strlen(w[1]) : 0;
-            if (n < 6 || kl < 2 || w[1][kl - 1] != ':' || strcmp(w[2], "layers") != 0 || strcmp(w[4], "replicas") != 0 ||
-                (n != 6 && n != 8) || (n == 8 && strcmp(w[6], "time_s") != 0)) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: expected 'stage K: layers FIRST-LAST replicas R [time_s T]'", path, lineno);
-                break;
-            }
-            w[1][kl - 1] = '\0';
-            if (pl_parse_long(w[1], 0, COST_PART_MAX_LAYERS, &v) != 0 || v != out->nstages) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: stage number '%s' out of order (expected %d)", path, lineno, w[1], out->nstages);
-                break;
-            }
-            char *dash = strchr(w[3], '-');
-            long a, bnd, r;
-            if (!dash) { rc = pl_errf(e, PL_EINPUT, "%s:%d: layer range '%s' must be FIRST-LAST", path, lineno, w[3]); break; }
-            *dash = '\0';
-            if (pl_parse_long(w[3], 0, COST_PART_MAX_LAYERS - 1, &a) != 0 || pl_parse_long(dash + 1, 0, COST_PART_MAX_LAYERS - 1, &bnd) != 0) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: layer range must be two whole numbers FIRST-LAST", path, lineno);
-                break;
-            }
-            if (bnd < a) { rc = pl_errf(e, PL_EINPUT, "%s:%d: layer range %ld-%ld is empty", path, lineno, a, bnd); break; }
-            int expect = out->nstages ? out->stage[out->nstages - 1].last_layer + 1 : 0;
-            if (a != expect) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: stage %d starts at layer %ld but must start at layer %d (stages are contiguous)",
-                             path, lineno, out->nstages, a, expect);
-                break;
-            }
-            if (pl_parse_long(w[5], 1, COST_PART_MAX_WORKERS, &r) != 0) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: replicas must be a whole number between 1 and %d (got '%s')", path, lineno,
-                             COST_PART_MAX_WORKERS, w[5]);
-                break;
-            }
-            double t = 0;
-            if (n == 8 && (pl_parse_double(w[7], &t) != 0 || t < 0)) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: time_s must be a non-negative number (got '%s')", path, lineno, w[7]);
-                break;
-            }
-            if (out->nstages == cap) {
-                int nc = cap ? cap * 2 : 8;
-                cost_plan_stage *ns = pl_reallocarray(out->stage, (size_t)nc, sizeof *ns);
-                if (!ns) { rc = pl_errf(e, PL_ENOMEM, "%s:%d: out of memory", path, lineno); break; }
-                out->stage = ns;
-                cap = nc;
-            }
-            cost_plan_stage *st = &out->stage[out->nstages++];
-            memset(st, 0, sizeof *st);
-            st->first_layer = (int)a;
-            st->last_layer = (int)bnd;
-            st->replicas = (int)r;
-            st->first_worker = out->workers;
-            st->time_s = t;
-            if (out->workers + (int)r > COST_PART_MAX_WORKERS) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: more than %d workers in all", path, lineno, COST_PART_MAX_WORKERS);
-                break;
-            }
-            out->workers += (int)r;
-        } else {
-            rc = pl_errf(e, PL_EINPUT, "%s:%d: unknown key '%s' (expected method, model, hardware, layers, workers or stage)",
-                         path, lineno, w[0]);
-            break;
-        }
+/* State of one partition file being read: what has been seen and declared, for the checks. */
+typedef struct part_reader {
+    const char *path;
+    int lineno, last_line;
+    int have_magic, have_layers, have_workers, have_method;
+    int declared_layers, declared_workers, cap;
+    cost_plan *out;
+    pl_err *e;
+} part_reader;
+
+/* Reads the magic line 'pipelab-partition 1'; returns PL_OK or the error. */
+static int read_magic(part_reader *r, char **w, int n) {
+    if (strcmp(w[0], "pipelab-partition") != 0)
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: not a partition file (the first line must be 'pipelab-partition 1')",
+                       r->path, r->lineno);
+    if (n != 2 || strcmp(w[1], "1") != 0)
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: unsupported partition file version '%s' (this build reads 1)", r->path,
+                       r->lineno, n > 1 ? w[1] : "");
+    r->have_magic = 1;
+    return PL_OK;
+}
+
+/* Reads a 'method', 'model' or 'hardware' line into its text field; returns PL_OK or the error. */
+static int read_text_key(part_reader *r, char **w, int n) {
+    cost_plan *out = r->out;
+    if (n < 2) return pl_errf(r->e, PL_EINPUT, "%s:%d: '%s' needs a value", r->path, r->lineno, w[0]);
+    char *dst = w[0][1] == 'e' ? out->method : w[0][1] == 'o' ? out->model : out->hardware;
+    size_t dcap = w[0][1] == 'e' ? sizeof out->method : w[0][1] == 'o' ? sizeof out->model : sizeof out->hardware;
+    if (dst[0] || (dst == out->method && r->have_method))
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: duplicate '%s' line", r->path, r->lineno, w[0]);
+    if (join_words(w, 1, n, dst, dcap) != 0)
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: '%s' value longer than %zu characters", r->path, r->lineno, w[0], dcap - 1);
+    if (dst == out->method) r->have_method = 1;
+    return PL_OK;
+}
+
+/* Reads a 'layers N' or 'workers N' line (checked against the stages at the end); returns
+ * PL_OK or the error. */
+static int read_count_key(part_reader *r, char **w, int n) {
+    int is_layers = w[0][0] == 'l';
+    if (is_layers ? r->have_layers : r->have_workers)
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: duplicate '%s' line", r->path, r->lineno, w[0]);
+    long hi = is_layers ? COST_PART_MAX_LAYERS : COST_PART_MAX_WORKERS, v;
+    if (n != 2 || pl_parse_long(w[1], 1, hi, &v) != 0)
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: '%s' needs one whole number between 1 and %ld", r->path, r->lineno, w[0], hi);
+    if (is_layers) r->have_layers = 1, r->declared_layers = (int)v;
+    else r->have_workers = 1, r->declared_workers = (int)v;
+    return PL_OK;
+}
+
+/* Reads the layer range FIRST-LAST of a stage line into *a, *b: contiguous with the stage
+ * before and not empty. Returns PL_OK or the error. */
+static int read_layer_range(part_reader *r, char *range, long *a, long *b) {
+    char *dash = strchr(range, '-');
+    if (!dash) return pl_errf(r->e, PL_EINPUT, "%s:%d: layer range '%s' must be FIRST-LAST", r->path, r->lineno, range);
+    *dash = '\0';
+    if (pl_parse_long(range, 0, COST_PART_MAX_LAYERS - 1, a) != 0 ||
+        pl_parse_long(dash + 1, 0, COST_PART_MAX_LAYERS - 1, b) != 0)
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: layer range must be two whole numbers FIRST-LAST", r->path, r->lineno);
+    if (*b < *a) return pl_errf(r->e, PL_EINPUT, "%s:%d: layer range %ld-%ld is empty", r->path, r->lineno, *a, *b);
+    const cost_plan *out = r->out;
+    int expect = out->nstages ? out->stage[out->nstages - 1].last_layer + 1 : 0;
+    if (*a != expect)
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: stage %d starts at layer %ld but must start at layer %d (stages are contiguous)",
+                       r->path, r->lineno, out->nstages, *a, expect);
+    return PL_OK;
+}
+
+/* Appends a stage of layers a..b on r replicas taking time_s t; returns PL_OK or the error. */
+static int push_stage(part_reader *r, long a, long b, long reps, double t) {
+    cost_plan *out = r->out;
+    if (out->nstages == r->cap) {
+        int nc = r->cap ? r->cap * 2 : 8;
+        cost_plan_stage *ns = pl_reallocarray(out->stage, (size_t)nc, sizeof *ns);
+        if (!ns) return pl_errf(r->e, PL_ENOMEM, "%s:%d: out of memory", r->path, r->lineno);
+        out->stage = ns;
+        r->cap = nc;
     }
-    free(copy);
-    if (rc == PL_OK && !have_magic) rc = pl_errf(e, PL_EINPUT, "%s:1: empty file, expected 'pipelab-partition 1'", path);
-    if (rc == PL_OK && out->nstages == 0) rc = pl_errf(e, PL_EINPUT, "%s:%d: no 'stage' lines", path, last_line);
-    if (rc == PL_OK && have_layers && out->stage[out->nstages - 1].last_layer + 1 != declared_layers)
-        rc = pl_errf(e, PL_EINPUT, "%s:%d: the stages cover layers 0-%d but the file says 'layers %d'", path, last_line,
-                     out->stage[out->nstages - 1].last_layer, declared_layers);
-    if (rc == PL_OK && have_workers && out->workers != declared_workers)
-        rc = pl_errf(e, PL_EINPUT, "%s:%d: the stages use %d workers but the file says 'workers %d'", path, last_line,
-                     out->workers, declared_workers);
-    if (rc != PL_OK) {
-        cost_plan_free(out);
-        return rc;
-    }
+    cost_plan_stage *st = &out->stage[out->nstages++];
+    memset(st, 0, sizeof *st);
+    st->first_layer = (int)a;
+    st->last_layer = (int)b;
+    st->replicas = (int)reps;
+    st->first_worker = out->workers;
+    st->time_s = t;
+    if (out->workers + (int)reps > COST_PART_MAX_WORKERS)
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: more than %d workers in all", r->path, r->lineno, COST_PART_MAX_WORKERS);
+    out->workers += (int)reps;
+    return PL_OK;
+}
+
+/* Reads a line 'stage K: layers FIRST-LAST replicas R [time_s T]'; returns PL_OK or the error. */
+static int read_stage(part_reader *r, char **w, int n) {
+    size_t kl = n > 1 ? strlen(w[1]) : 0;
+    if (n < 6 || kl < 2 || w[1][kl - 1] != ':' || strcmp(w[2], "layers") != 0 || strcmp(w[4], "replicas") != 0 ||
+        (n != 6 && n != 8) || (n == 8 && strcmp(w[6], "time_s") != 0))
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: expected 'stage K: layers FIRST-LAST replicas R [time_s T]'", r->path,
+                       r->lineno);
+    w[1][kl - 1] = '\0';
+    long k, a, b, reps;
+    if (pl_parse_long(w[1], 0, COST_PART_MAX_LAYERS, &k) != 0 || k != r->out->nstages)
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: stage number '%s' out of order (expected %d)", r->path, r->lineno, w[1],
+                       r->out->nstages);
+    int rc = read_layer_range(r, w[3], &a, &b);
+    if (rc != PL_OK) return rc;
+    if (pl_parse_long(w[5], 1, COST_PART_MAX_WORKERS, &reps) != 0)
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: replicas must be a whole number between 1 and %d (got '%s')", r->path,
+                       r->lineno, COST_PART_MAX_WORKERS, w[5]);
+    double t = 0;
+    if (n == 8 && (pl_parse_double(w[7], &t) != 0 || t < 0))
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: time_s must be a non-negative number (got '%s')", r->path, r->lineno, w[7]);
+    return push_stage(r, a, b, reps, t);
+}
+
+/* Reads one line (comments already cut off); returns PL_OK or the error. */
+static int read_line(part_reader *r, char *line) {
+    enum { MAX_WORDS = 15 };
+    char *w[MAX_WORDS + 1];
+    int n = split_words(line, w, MAX_WORDS);
+    if (n == 0) return PL_OK;
+    r->last_line = r->lineno;
+    if (n > MAX_WORDS) return pl_errf(r->e, PL_EINPUT, "%s:%d: too many words on the line", r->path, r->lineno);
+    if (!r->have_magic) return read_magic(r, w, n);
+    if (strcmp(w[0], "method") == 0 || strcmp(w[0], "model") == 0 || strcmp(w[0], "hardware") == 0)
+        return read_text_key(r, w, n);
+    if (strcmp(w[0], "layers") == 0 || strcmp(w[0], "workers") == 0) return read_count_key(r, w, n);
+    if (strcmp(w[0], "stage") == 0) return read_stage(r, w, n);
+    return pl_errf(r->e, PL_EINPUT, "%s:%d: unknown key '%s' (expected method, model, hardware, layers, workers or stage)",
+                   r->path, r->lineno, w[0]);
+}
+
+/* Checks the whole file once read: a magic line, stages, and the declared layer and worker
+ * counts. Returns PL_OK or the error. */
+static int check_read(const part_reader *r) {
+    const cost_plan *out = r->out;
+    if (!r->have_magic) return pl_errf(r->e, PL_EINPUT, "%s:1: empty file, expected 'pipelab-partition 1'", r->path);
+    if (out->nstages == 0) return pl_errf(r->e, PL_EINPUT, "%s:%d: no 'stage' lines", r->path, r->last_line);
+    int last = out->stage[out->nstages - 1].last_layer;
+    if (r->have_layers && last + 1 != r->declared_layers)
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: the stages cover layers 0-%d but the file says 'layers %d'", r->path,
+                       r->last_line, last, r->declared_layers);
+    if (r->have_workers && out->workers != r->declared_workers)
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: the stages use %d workers but the file says 'workers %d'", r->path,
+                       r->last_line, out->workers, r->declared_workers);
+    return PL_OK;
+}
+
+/* Fills what follows from the stages: layer count, default method, noam, bottleneck. */
+static void finish_plan(cost_plan *out, int have_method) {
     out->layers = out->stage[out->nstages - 1].last_layer + 1;
     if (!have_method) snprintf(out->method, sizeof out->method, "manual");
     out->noam = cost_part_ceil_div(out->workers, out->stage[0].replicas);
     for (int s = 0; s < out->nstages; s++)
         if (out->stage[s].time_s > out->bottleneck_s) out->bottleneck_s = out->stage[s].time_s;
+}
+
+int cost_partition_parse_text(const char *text, const char *path, cost_plan *out, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    part_reader r = {.path = path ? path : "<partition>", .last_line = 1, .out = out, .e = e};
+    char *copy = strdup(text ? text : "");
+    if (!copy) return pl_errf(e, PL_ENOMEM, "%s: out of memory", r.path);
+    int rc = PL_OK;
+    for (char *line = copy, *nl; line && rc == PL_OK; line = nl) {
+        nl = strchr(line, '\n');
+        if (nl) *nl++ = '\0';
+        r.lineno++;
+        int cc = control_char(line);
+        if (cc >= 0) {
+            rc = pl_errf(e, PL_EINPUT, "%s:%d: control character 0x%02x in the line (a partition file is text)", r.path,
+                         r.lineno, cc);
+            break;
+        }
+        char *hash = strchr(line, '#');
+        if (hash) *hash = '\0';
+        rc = read_line(&r, line);
+    }
+    free(copy);
+    if (rc == PL_OK) rc = check_read(&r);
+    if (rc != PL_OK) {
+        cost_plan_free(out);
+        return rc;
+    }
+    finish_plan(out, r.have_method);
     return PL_OK;
 }
 
