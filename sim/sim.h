@@ -227,7 +227,7 @@ typedef struct sim_result {
 
 /* Memory budget of a whole `pipelab simulate` (or `pipelab schedule`) run, checked before the
  * schedule is generated: sh from sched_gen_shape (or the counts of a loaded schedule), bytes
- * per compute action measured on every generator (sim_engine.c), against sched_memory_limit.
+ * per compute action measured on every generator (sim_memory.c), against sched_memory_limit.
  * Returns PL_OK, or PL_EINPUT: "simulating 1f1b (4 ranks, 4 stages, 16000000 microbatches:
  * 128000000 compute actions) needs about 30.5 GiB (...), more than the 22.0 GiB available
  * (physical memory); ...". Arithmetic is overflow-checked. */

@@ -1,5 +1,6 @@
-/* sim_engine.c: the discrete-event engine: a 4-ary heap of (time, insertion order) events
- * drives per-rank compute streams, FIFO links and all-reduces over a lowered schedule.
+/* sim_engine.c: the discrete-event engine: events in time order (sim_queue.c) drive per-rank
+ * compute streams, FIFO links and all-reduces over a lowered schedule; and the flow engine,
+ * which gives the same results without events where the order cannot matter.
  *
  * Model (decisions, see also sim.h):
  * - Each rank walks its action list in order. A compute starts when the stream is free and
@@ -13,260 +14,74 @@
  * - Blocking comm: SEND holds the stream until its data arrived, RECV until the data is
  *   there, REDUCE_GRAD until the all-reduce ended.
  * - Events are processed in time order, so link FIFO order equals issue order.
- * - Replicated stages (sim_config.replicas, PipeDream's 1F1B-RR; see sim.h): a rank whose
- *   stages have n > 1 replicas runs n streams, each an engine "rank" (rank_state) walking the
- *   subsequence of the rank's list that belongs to its replica (microbatch k on replica
- *   k mod n; REDUCE_GRAD/STEP without a microbatch on every replica). Per-replica counters
- *   (stash, versions, all-reduces, deferred steps) live in eng.rst; an all-reduce is a
- *   collective of its round's replicas (rstage). Transfers of a replicated boundary use one
- *   link per replica pair and direction. Only the heap engine serves replicated runs.
+ * - Replicated stages (sim_config.replicas, PipeDream's 1F1B-RR; see sim.h and
+ *   sim_replicas.c): a rank whose stages have n > 1 replicas runs n streams, each an engine
+ *   "rank" (sim_rank_state) walking the subsequence of the rank's list that belongs to its
+ *   replica (microbatch k on replica k mod n; REDUCE_GRAD/STEP without a microbatch on every
+ *   replica). Per-replica counters (stash, versions, all-reduces, deferred steps) live in
+ *   eng.rst; an all-reduce is a collective of its round's replicas (sim_rstage). Transfers of
+ *   a replicated boundary use one link per replica pair and direction (sim_links.c). Only the
+ *   heap engine serves replicated runs.
  * Per-action state: 4 doubles per (stage, microbatch), the trace when asked, and for the flow
- * engine an 8-byte copy of each action (flow_act, one contiguous stream). */
-#include "sim.h"
-
+ * engine an 8-byte copy of each action (sim_flow_act, one contiguous stream). */
 #include <gsl/gsl_randist.h>
-#include <gsl/gsl_rng.h>
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 
-/* Tables of times per (stage, mb); -1 = not yet. Key of a wait = table * n_entries + idx. */
-enum { T_FDONE, T_IDONE, T_ARRF, T_ARRB, T_N };
-/* Event kinds, in the top bits of the payload. */
-enum { EV_COMPUTE_END = 0, EV_ARRIVE = 1, EV_REDUCE_END = 2, EV_STEP_END = 3 };
+#include "sim_int.h"
 
-/* The times of one (stage, mb): forward done, input-backward done, forward input arrived,
- * output gradient arrived. Together so that the actions around one microbatch share a line. */
-typedef struct cell {
-    uint64_t u[T_N]; /* ~bits of the time (times are >= +0.0, so never all ones); 0 = not yet,
-                      * so zeroed memory (calloc, fresh mmap pages) needs no initialization */
-} cell;
+/* Actions the flow engine walks between two moves of the progress bar, and events the heap
+ * engine processes between two (powers of two: the test is a mask). */
+#define SIM_FLOW_PROGRESS_STEPS 4096u
+#define SIM_HEAP_PROGRESS_EVENTS 65536u
+/* Microbatches ahead of the current one whose cells the flow engine prefetches. */
+#define FLOW_PREFETCH_MBS 4
+/* Events the heap engine prefetches for: the root and its children. */
+#define HEAP_PREFETCH_EVENTS 5
+/* Actions after a compute end whose cells the heap engine prefetches. */
+#define HEAP_PREFETCH_ACTIONS 3
+/* Stuck ranks named in a deadlock message (the rest are counted). */
+#define STUCK_NAMED 4
 
-/* Returns the time stored in a cell field, or -1 when not known yet. */
-static inline double cell_time(uint64_t u) {
-    if (!u) return -1.0;
-    u = ~u;
-    double v;
-    memcpy(&v, &u, sizeof v);
-    return v;
-}
+/* What one step of a stream's walk tells its loop: the action is done (on with the next), the
+ * stream stops (it waits, or runs a compute), or an allocation failed. */
+enum { WALK_NEXT = 0, WALK_STOP = 1, WALK_FAIL = -1 };
 
-/* Returns the cell encoding of time tm (>= 0). */
-static inline uint64_t cell_enc(double tm) {
-    uint64_t u;
-    memcpy(&u, &tm, sizeof u);
-    return ~u;
-}
-
-__extension__ typedef unsigned __int128 u128;
-
-/* An event: 128-bit key (time bits, insertion number) and what happens. */
-typedef struct ev {
-    u128 key;
-    uint64_t payload; /* kind << 56 | value */
-} ev;
-
-/* Everything the engine keeps per stage, in one place (one or two cache lines). */
-typedef struct stage_state {
-    int64_t stash_b, wstash_b, input_b, param_b; /* memory sizes */
-    double xfer_f_s, xfer_b_s;  /* transfer times over the boundary stage -> stage+1 and back */
-    double reduce_s;            /* all-reduce time */
-    int32_t link_f, link_b;     /* links of the boundary stage -> stage+1 and back */
-    int32_t inflight;           /* microbatches stashed now */
-    int32_t rg_issued, rg_done; /* all-reduces started / finished */
-    int32_t step_pending;       /* deferred optimizer steps not finished (stash, 2bw) */
-    double reduce_end;          /* end of the latest all-reduce */
-    int32_t rep;                /* replicas of the stage (1: not replicated) */
-    int32_t rbase;              /* replicated: index of replica 0's state in eng.rst */
-    int32_t stream0;            /* engine stream of replica 0 (the rank when nothing is replicated) */
-    int32_t npair;              /* replicated boundary stage -> stage+1: links per direction (the
-                                 * pair of microbatch k is k mod npair), at link_f and link_b; 0 = one */
-    int32_t rg_started;         /* replicated: this replica's all-reduces whose collective started */
-    int32_t rg_neg;             /* replicated: REDUCE_GRADs without microbatch this replica reached */
-} stage_state;
-
-/* One all-reduce collective of a replicated stage: it starts when its `expected` replicas
- * reached it (at the latest of their ready times and the stage's previous collective end). */
-typedef struct rround {
-    double ready, start, end;
-    int32_t arrived, expected;
-} rround;
-
-/* The collectives of a replicated stage: REDUCE_GRAD of microbatch k (stash) joins round
- * k / n with the other replicas' microbatches of that round; the i-th REDUCE_GRAD without a
- * microbatch (flush, 2bw) of every replica forms round neg0 + i. */
-typedef struct rstage {
-    rround *rd;
-    int64_t nrd, neg0;
-    double last_end;
-} rstage;
-
-/* One action in the flow engine's compact stream: 8 bytes instead of 20 (the flow engine
- * hops between ranks, and at thousands of ranks loading the next action is its main miss).
- * ks = kind | stage << 4; an OVERLAP reads its second half from the schedule. */
-typedef struct flow_act {
-    int32_t mb;
-    uint32_t ks;
-} flow_act;
-
-typedef struct rank_state {
-    const sched_action *acts;
-    const flow_act *fa; /* flow engine: this rank's part of the compact stream */
-    uint32_t n, pc;
-    int32_t id;       /* rank number */
-    double coll_free; /* collective stream free at */
-    double start_cur; /* start of the running compute */
-    int cur_iter;
-    int started;      /* 1 once a compute started */
-    double last_end;  /* end of the last compute */
-    double busy_late_s; /* compute of the actions of iterations >= 1 (the steady-state window's) */
-    double cur;       /* flow engine: the rank's own clock (where the heap engine has "now") */
-    int inflight;     /* microbatches stashed now */
-    int versions;     /* weight versions now (sum over stages) */
-    int64_t mem;      /* bytes now */
-    int32_t rank, replica; /* the schedule rank this stream belongs to, and its replica */
-    const uint32_t *orig;  /* replicated rank: position of each action in the rank's list, else NULL */
-    sim_rank_stats st; /* statistics, copied to the result at the end */
-} rank_state;
-
-typedef struct eng {
-    const sched *s;
-    const sim_costs *c;
-    const sim_config *cfg;
-    sim_result *r;
-    int64_t M, n_entries;
-    cell *cells;        /* [stages * M] the four times of each (stage, mb), one 32-byte cell */
-    size_t cells_bytes;
-    int cells_mapped;   /* 1 when cells came from mmap (large), 0 from malloc */
-    rank_state *rk;
-    /* heap */
-    ev *heap;
-    size_t hn, hcap;
-    uint64_t seq;
-    double *link_free;        /* [nlinks] when each link is free */
-    int nlinks;
-    stage_state *st;          /* [stages] */
-    int64_t *blocked;         /* [ranks] key each rank waits for; -1 runnable or running. Dense
-                               * (not in rank_state) so waking checks stay in cache */
-    int stash_policy;
-    gsl_rng *rng;
-    double ln_mu, ln_sigma;
-    double now;
-    int err;
-    /* flow engine (see sim_flow below) */
-    int *work;                /* [ranks] stack of runnable ranks */
-    int nwork;
-    uint8_t *queued;          /* [ranks] 1 while on the stack */
-    int abort_flow;           /* 1: a cell was written twice; rerun with the heap engine */
-    flow_act *fstream;        /* [actions] the compact stream of all ranks, rank by rank */
-    size_t fstream_bytes;
-    int fstream_mapped;       /* 1 when it came from mmap */
-    size_t flow_events;       /* events the heap engine would have processed */
-    int mem_overflow;         /* 1: some rank's memory passed INT64_MAX bytes (saturated there) */
-    /* replicated stages (all NULL / 0 when nothing is replicated: streams = ranks) */
-    int any_rep;              /* 1: some stage has more than one replica */
-    int nstream;              /* engine streams (rank_state entries) */
-    int *reps;                /* [stages] replicas per stage */
-    int *sbase, *swidth;      /* [ranks] first stream of each rank, and its stream count */
-    stage_state *rst;         /* per-replica state of replicated stages */
-    rstage *rs;               /* [stages] collectives of replicated stages */
-    sched_action *sacts;      /* the streams' subsequences of replicated ranks */
-    uint32_t *sorig;          /* their positions in the ranks' lists */
-    double *link_xfer;        /* [nlinks] transfer time of replica-pair links */
-} eng;
-
-/* Returns the state of (stage, replica): the stage's own when it is not replicated. */
-static inline stage_state *sst(eng *g, int stage, int replica) {
-    stage_state *x = &g->st[stage];
-    return x->rep > 1 ? &g->rst[x->rbase + replica] : x;
-}
+/* A wait that can never be satisfied (an action outside the schedule's tables). */
+#define WAIT_NEVER (-2)
+/* Wait keys beyond the cells: a stage's all-reduces ended, its deferred steps ended, and
+ * (replicated) its collective started. */
+#define KEY_RG(g, st) ((int64_t)SIM_T_N * (g)->n_entries + (st))
+#define KEY_STEP(g, st) ((int64_t)SIM_T_N * (g)->n_entries + (g)->s->stages + (st))
+#define KEY_RG_START(g, st) ((int64_t)SIM_T_N * (g)->n_entries + 2 * (int64_t)(g)->s->stages + (st))
 
 /* Returns the engine stream that runs microbatch mb of stage (its rank when not replicated). */
-static inline int stream_of(const eng *g, int stage, int64_t mb) {
-    const stage_state *x = &g->st[stage];
+static inline int stream_of(const sim_eng *g, int stage, int64_t mb) {
+    const sim_stage_state *x = &g->st[stage];
     return x->rep > 1 ? x->stream0 + (int)(mb % x->rep) : x->stream0;
 }
 
-/* Returns the ordering key of an event at time t (>= 0) inserted as number seq: the bits of a
- * non-negative double order like the double, so (time, insertion order) is one integer. */
-static inline u128 ev_key(double t, uint64_t seq) {
-    uint64_t bits;
-    memcpy(&bits, &t, sizeof bits);
-    return (u128)bits << 64 | seq;
-}
-
-/* Pushes an event (4-ary heap: half the levels of a binary one, children share lines);
- * returns 0 or -1 when out of memory. */
-static int heap_push(eng *g, double t, uint64_t kind, uint64_t val) {
-    if (g->hn == g->hcap) {
-        size_t cap = g->hcap ? g->hcap * 2 : 1024;
-        ev *nh = pl_reallocarray(g->heap, cap, sizeof *nh);
-        if (!nh) return -1;
-        g->heap = nh;
-        g->hcap = cap;
-    }
-    if (t == 0) t = 0; /* -0.0 -> +0.0 */
-    ev x = {ev_key(t, g->seq++), kind << 56 | val};
-    size_t i = g->hn++;
-    while (i > 0) {
-        size_t p = (i - 1) / 4;
-        if (x.key >= g->heap[p].key) break;
-        g->heap[i] = g->heap[p];
-        i = p;
-    }
-    g->heap[i] = x;
-    return 0;
-}
-
-/* Pops the earliest event into *out. */
-static void heap_pop(eng *g, ev *out) {
-    *out = g->heap[0];
-    ev x = g->heap[--g->hn];
-    size_t i = 0, n = g->hn;
-    ev *h = g->heap;
-    for (;;) {
-        size_t c = 4 * i + 1;
-        if (c >= n) break;
-        size_t m = c;
-        if (c + 3 < n) {
-            size_t a = h[c + 1].key < h[c].key ? c + 1 : c;
-            size_t b = h[c + 3].key < h[c + 2].key ? c + 3 : c + 2;
-            m = h[b].key < h[a].key ? b : a;
-        } else {
-            for (size_t j = c + 1; j < n; j++)
-                if (h[j].key < h[m].key) m = j;
-        }
-        if (h[m].key >= x.key) break;
-        h[i] = h[m];
-        i = m;
-    }
-    if (n) h[i] = x;
-}
-
-/* Returns the time of an event. */
-static inline double ev_time(const ev *x) {
-    uint64_t bits = (uint64_t)(x->key >> 64);
-    double t;
-    memcpy(&t, &bits, sizeof t);
-    return t;
-}
-
 /* Returns the table index of (stage, mb), or -1 when out of range. */
-static inline int64_t entry(const eng *g, int stage, int mb) {
+static inline int64_t entry(const sim_eng *g, int stage, int mb) {
     if (stage < 0 || stage >= g->s->stages || mb < 0 || mb >= g->M) return -1;
     return (int64_t)stage * g->M + mb;
 }
 
+/* Returns 1 when stage is one of the schedule's. */
+static inline int stage_ok(const sim_eng *g, int stage) { return stage >= 0 && stage < g->s->stages; }
+
+/* Returns the wait key of table t's time of cell idx. */
+static inline int64_t cell_key(const sim_eng *g, int t, int64_t idx) { return (int64_t)t * g->n_entries + idx; }
+
 /* Returns 1 and the time when key (t, idx) is known; else sets the rank's wait and returns 0. */
-static inline int need(eng *g, rank_state *k, int t, int64_t idx, double *latest) {
+static inline int need(sim_eng *g, sim_rank_state *k, int t, int64_t idx, double *latest) {
     if (idx < 0) {
-        g->blocked[k->id] = -2; /* never satisfiable */
+        g->blocked[k->id] = WAIT_NEVER;
         return 0;
     }
-    double v = cell_time(g->cells[idx].u[t]);
+    double v = sim_cell_time(g->cells[idx].u[t]);
     if (v < 0) {
-        g->blocked[k->id] = (int64_t)t * g->n_entries + idx;
+        g->blocked[k->id] = cell_key(g, t, idx);
         return 0;
     }
     if (v > *latest) *latest = v;
@@ -274,22 +89,32 @@ static inline int need(eng *g, rank_state *k, int t, int64_t idx, double *latest
 }
 
 /* Returns 1 when the forward input of (stage, mb) is there. */
-static inline int fwd_ready(eng *g, rank_state *k, int stage, int mb, double *lt) {
+static inline int fwd_ready(sim_eng *g, sim_rank_state *k, int stage, int mb, double *lt) {
     if (stage == 0) return 1;
-    if (g->s->stage_rank[stage - 1] == g->s->stage_rank[stage]) return need(g, k, T_FDONE, entry(g, stage - 1, mb), lt);
-    return need(g, k, T_ARRF, entry(g, stage, mb), lt);
+    if (g->s->stage_rank[stage - 1] == g->s->stage_rank[stage]) return need(g, k, SIM_T_FDONE, entry(g, stage - 1, mb), lt);
+    return need(g, k, SIM_T_ARRF, entry(g, stage, mb), lt);
 }
 
 /* Returns 1 when a backward (B or I) of (stage, mb) has its forward and output gradient. */
-static inline int bwd_ready(eng *g, rank_state *k, int stage, int mb, double *lt) {
-    if (!need(g, k, T_FDONE, entry(g, stage, mb), lt)) return 0;
+static inline int bwd_ready(sim_eng *g, sim_rank_state *k, int stage, int mb, double *lt) {
+    if (!need(g, k, SIM_T_FDONE, entry(g, stage, mb), lt)) return 0;
     if (stage + 1 >= g->s->stages) return 1;
-    if (g->s->stage_rank[stage + 1] == g->s->stage_rank[stage]) return need(g, k, T_IDONE, entry(g, stage + 1, mb), lt);
-    return need(g, k, T_ARRB, entry(g, stage, mb), lt);
+    if (g->s->stage_rank[stage + 1] == g->s->stage_rank[stage]) return need(g, k, SIM_T_IDONE, entry(g, stage + 1, mb), lt);
+    return need(g, k, SIM_T_ARRB, entry(g, stage, mb), lt);
+}
+
+/* Returns 1 when compute (kind, stage, mb) has its inputs (a: the whole action, read for an
+ * OVERLAP's backward half), the latest of their times in *lt; else 0 with the wait set. */
+static inline int compute_ready(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb, const sched_action *a,
+                                double *lt) {
+    if (kind == SCHED_F) return fwd_ready(g, k, stage, mb, lt);
+    if (kind == SCHED_W) return need(g, k, SIM_T_IDONE, entry(g, stage, mb), lt);
+    if (kind == SCHED_OVERLAP) return fwd_ready(g, k, stage, mb, lt) && bwd_ready(g, k, a->stage2, a->mb2, lt);
+    return bwd_ready(g, k, stage, mb, lt);
 }
 
 /* Returns the compute time of a (non-overlap) compute kind, with recompute and noise. */
-static double compute_time(eng *g, int stage, int kind, int mb) {
+static double compute_time(sim_eng *g, int stage, int kind, int mb) {
     double t = g->c->compute_s(g->c->ctx, stage, (sched_kind)kind, mb);
     if (g->s->recompute == SCHED_RECOMPUTE_FULL && (kind == SCHED_B || kind == SCHED_I))
         t += g->c->compute_s(g->c->ctx, stage, SCHED_F, mb);
@@ -301,80 +126,85 @@ static double compute_time(eng *g, int stage, int kind, int mb) {
     return t;
 }
 
-/* Returns the weight versions a stage holds with `inflight` microbatches stashed. */
-static inline int versions_of(const eng *g, int inflight) {
-    if (g->s->weights == SCHED_WEIGHTS_STASH) return inflight > 1 ? inflight : 1;
-    return g->s->weights == SCHED_WEIGHTS_2BW ? 2 : 1;
-}
-
 /* Changes a stage's stash count by d on rank k and adjusts weight-version memory. */
-/* Adds d bytes to rank k's memory, saturating at INT64_MAX and noting the overflow (reported
- * as an error after the run: no real device holds 8 EiB, so such sizes are input mistakes). */
-static inline void mem_add(eng *g, rank_state *k, int64_t d) {
-    if (__builtin_add_overflow(k->mem, d, &k->mem)) {
-        k->mem = INT64_MAX;
-        g->mem_overflow = 1;
-    }
-}
-
-/* Returns a * b, or INT64_MAX (noting the overflow) when it does not fit. */
-static inline int64_t mem_mul(eng *g, int64_t a, int64_t b) {
-    int64_t x;
-    if (__builtin_mul_overflow(a, b, &x)) {
-        g->mem_overflow = 1;
-        return INT64_MAX;
-    }
-    return x;
-}
-
-static void stash_change(eng *g, rank_state *k, int stage, int d) {
-    stage_state *ss = sst(g, stage, k->replica);
+static void stash_change(sim_eng *g, sim_rank_state *k, int stage, int d) {
+    sim_stage_state *ss = sim_sst(g, stage, k->replica);
     int old = ss->inflight;
     int nw = old + d;
     ss->inflight = nw;
     k->inflight += d;
-    int dv = versions_of(g, nw) - versions_of(g, old);
+    int dv = sim_versions_of(g, nw) - sim_versions_of(g, old);
     if (dv) {
         k->versions += dv;
-        mem_add(g, k, mem_mul(g, dv, ss->param_b));
+        sim_mem_add(g, k, sim_mem_mul(g, dv, ss->param_b));
     }
 }
 
-/* Updates the rank's peaks after memory or stash changed. */
-static inline void note_peaks(eng *g, int r, rank_state *k) {
-    sim_rank_stats *st = &g->rk[r].st;
+/* Updates the stream's peaks after memory or stash changed. */
+static inline void note_peaks(sim_rank_state *k) {
+    sim_rank_stats *st = &k->st;
     if (k->mem > st->peak_bytes) st->peak_bytes = k->mem;
     if (k->inflight > st->peak_stash_mbs) st->peak_stash_mbs = k->inflight;
     if (k->versions > st->peak_weight_versions) st->peak_weight_versions = k->versions;
 }
 
 /* Memory effects at the start of a compute half (kind on stage) on rank k. */
-static void mem_start(eng *g, rank_state *k, int kind, int stage) {
+static void mem_start(sim_eng *g, sim_rank_state *k, int kind, int stage) {
     int rec = g->s->recompute == SCHED_RECOMPUTE_FULL;
     if (kind == SCHED_F) {
         stash_change(g, k, stage, +1);
-        mem_add(g, k, rec ? g->st[stage].input_b : g->st[stage].stash_b);
+        sim_mem_add(g, k, rec ? g->st[stage].input_b : g->st[stage].stash_b);
     } else if ((kind == SCHED_B || kind == SCHED_I) && rec) {
-        mem_add(g, k, g->st[stage].stash_b - g->st[stage].input_b);
+        sim_mem_add(g, k, g->st[stage].stash_b - g->st[stage].input_b);
     }
 }
 
 /* Memory effects at the end of a compute half. */
-static void mem_end(eng *g, rank_state *k, int kind, int stage) {
+static void mem_end(sim_eng *g, sim_rank_state *k, int kind, int stage) {
     if (kind == SCHED_B) {
-        mem_add(g, k, -g->st[stage].stash_b);
+        sim_mem_add(g, k, -g->st[stage].stash_b);
         stash_change(g, k, stage, -1);
     } else if (kind == SCHED_I) {
-        mem_add(g, k, -(g->st[stage].stash_b - g->st[stage].wstash_b));
+        sim_mem_add(g, k, -(g->st[stage].stash_b - g->st[stage].wstash_b));
     } else if (kind == SCHED_W) {
-        mem_add(g, k, -g->st[stage].wstash_b);
+        sim_mem_add(g, k, -g->st[stage].wstash_b);
         stash_change(g, k, stage, -1);
     }
 }
 
-/* Records that rank r's action at its pc ran [start, end]. */
-static inline void trace_put(eng *g, int r, const rank_state *k, uint32_t pc, double start, double end) {
-    (void)r;
+/* Returns the duration of compute (kind, stage, mb; a: the whole action, read for an
+ * OVERLAP's backward half) on stream k, and applies its memory at the start. */
+static inline double compute_begin(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb, const sched_action *a) {
+    double d;
+    if (kind == SCHED_OVERLAP) {
+        d = compute_time(g, stage, SCHED_F, mb) + compute_time(g, a->stage2, a->kind2, a->mb2);
+        mem_start(g, k, SCHED_F, stage);
+        mem_start(g, k, a->kind2, a->stage2);
+    } else {
+        d = compute_time(g, stage, kind, mb);
+        mem_start(g, k, kind, stage);
+    }
+    note_peaks(k);
+    return d;
+}
+
+/* Notes that stream k starts d seconds of compute at now: its first start, its busy time. */
+static inline void busy_start(sim_rank_state *k, double now, double d) {
+    if (!k->started) {
+        k->started = 1;
+        k->st.first_start_s = now;
+    }
+    k->st.busy_s += d;
+}
+
+/* Counts d seconds of compute of global microbatch mb towards the steady-state window when mb
+ * belongs to iteration 1 or later (see sim.h: the window of asynchronous schedules). */
+static inline void busy_late(sim_eng *g, sim_rank_state *k, int64_t mb, double d) {
+    if (mb >= g->s->microbatches) k->busy_late_s += d;
+}
+
+/* Records that stream k's action at pc ran [start, end]. */
+static inline void trace_put(sim_eng *g, const sim_rank_state *k, uint32_t pc, double start, double end) {
     if (g->r->trace) {
         sim_slot *sl = &g->r->trace[k->rank][k->orig ? k->orig[pc] : pc];
         sl->start_s = start;
@@ -384,50 +214,112 @@ static inline void trace_put(eng *g, int r, const rank_state *k, uint32_t pc, do
 }
 
 /* Notes the end of an action of iteration it. */
-static inline void iter_note(eng *g, int it, double t) {
+static inline void iter_note(sim_eng *g, int it, double t) {
     if (it >= g->r->iterations) it = g->r->iterations - 1;
     if (it >= 0 && t > g->r->iter_end_s[it]) g->r->iter_end_s[it] = t;
 }
 
-/* Counts d seconds of compute of global microbatch mb towards the steady-state window when mb
- * belongs to iteration 1 or later (see sim.h: the window of asynchronous schedules). */
-static inline void busy_late(eng *g, rank_state *k, int64_t mb, double d) {
-    if (mb >= g->s->microbatches) k->busy_late_s += d;
+/* Passes stream k's current action, which takes no time: traced as [now, now]. */
+static inline void pass_action(sim_eng *g, sim_rank_state *k, double now) {
+    trace_put(g, k, k->pc, now, now);
+    k->pc++;
 }
 
-/* Publishes time tm for (t, idx) and wakes a rank waiting for it (ranks of stage-1..stage+1). */
-static void publish(eng *g, int t, int64_t idx, double tm);
+/* Passes a STEP that costs nothing: it also ends the stream's iteration at now. */
+static inline void pass_step(sim_eng *g, sim_rank_state *k, double now) {
+    trace_put(g, k, k->pc, now, now);
+    iter_note(g, k->cur_iter, now);
+    k->pc++;
+}
 
-/* Wait keys beyond the cells: a stage's all-reduces ended, its deferred steps ended, and
- * (replicated) its collective started. */
-#define KEY_RG(g, st) ((int64_t)T_N * (g)->n_entries + (st))
-#define KEY_STEP(g, st) ((int64_t)T_N * (g)->n_entries + (g)->s->stages + (st))
-#define KEY_RG_START(g, st) ((int64_t)T_N * (g)->n_entries + 2 * (int64_t)(g)->s->stages + (st))
+/* Ends stream k's compute of (kind, stage, mb) that ran [start, end] (a: the whole action, read
+ * for an OVERLAP), and passes it: returns the microbatch of the newest iteration it touched
+ * (-1 for a STEP), whose outputs the caller publishes. */
+static inline int compute_finish(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb, const sched_action *a,
+                                 double start, double end) {
+    int it = -1;
+    if (kind == SCHED_B || kind == SCHED_I || kind == SCHED_W) {
+        mem_end(g, k, kind, stage);
+        it = mb;
+    } else if (kind == SCHED_OVERLAP) {
+        mem_end(g, k, a->kind2, a->stage2);
+        it = a->mb > a->mb2 ? a->mb : a->mb2;
+    } else if (kind == SCHED_F) {
+        it = mb;
+    }
+    trace_put(g, k, k->pc, start, end);
+    k->pc++;
+    return it;
+}
 
-static int advance(eng *g, int r);
+/* Moves stream k on after a compute that ended at end and touched microbatch it (-1: none):
+ * its iteration, its last end, the iteration's end. */
+static inline void compute_after(sim_eng *g, sim_rank_state *k, int it, double end) {
+    if (it >= 0) k->cur_iter = (int)(it / g->s->microbatches);
+    k->last_end = end;
+    iter_note(g, k->cur_iter, end);
+}
+
+/* Starts a transfer of d seconds on link l at now, or when the link is free (FIFO); counts it
+ * on stream k. Returns its end; *start gets its start. */
+static inline double link_send(sim_eng *g, sim_rank_state *k, int l, double d, double now, double *start) {
+    double st = now > g->link_free[l] ? now : g->link_free[l];
+    double end = st + d;
+    g->link_free[l] = end;
+    k->st.comm_s += d;
+    g->r->comm_s += d;
+    *start = st;
+    return end;
+}
+
+/* Starts the all-reduce of (unreplicated) stage st_ on stream k at now: at once under blocking
+ * comm, else when k's collective stream is free. Returns its end; *start gets its start. */
+static inline double reduce_begin(sim_eng *g, sim_rank_state *k, int st_, double now, double *start) {
+    double d = g->st[st_].reduce_s;
+    double st = g->cfg->blocking_comm ? now : (now > k->coll_free ? now : k->coll_free);
+    double end = st + d;
+    k->coll_free = end;
+    k->st.reduce_s += d;
+    g->st[st_].rg_issued++;
+    g->st[st_].reduce_end = end;
+    *start = st;
+    return end;
+}
+
+/* Returns the optimizer step time of stage st_ (0 for a stage outside the schedule, or a
+ * negative or undefined time). */
+static inline double step_time(sim_eng *g, int st_) {
+    double d = stage_ok(g, st_) ? g->c->step_s(g->c->ctx, st_) : 0;
+    return d >= 0 ? d : 0;
+}
+
+/* ---------------------------------------------------------------- heap engine */
+
+static int advance(sim_eng *g, int r);
 
 /* REDUCE_GRAD a of a replicated stage on stream r: joins its round's collective, which starts
  * once all its replicas joined, at the latest of their ready times (now, or when their
  * collective stream is free) and the stage's previous collective end; it then ends after the
  * stage's all-reduce time on every member, and the members waiting for its start go on.
- * Returns 0 (the stream goes on), 1 (the stream waits: blocking comm) or -1 (out of memory). */
-static int reduce_join(eng *g, int r, rank_state *k, const sched_action *a) {
+ * Returns WALK_NEXT (the stream goes on), WALK_STOP (it waits: blocking comm) or WALK_FAIL
+ * (out of memory). */
+static int reduce_join(sim_eng *g, int r, sim_rank_state *k, const sched_action *a) {
     int st_ = a->stage;
-    stage_state *base = &g->st[st_], *me = sst(g, st_, k->replica);
-    rstage *rs = &g->rs[st_];
+    sim_stage_state *base = &g->st[st_], *me = sim_sst(g, st_, k->replica);
+    sim_rstage *rs = &g->rs[st_];
     int64_t ri = a->mb >= 0 ? a->mb / base->rep : rs->neg0 + me->rg_neg++;
     if (ri < 0 || ri >= rs->nrd || rs->rd[ri].expected < 1) {
-        g->blocked[k->id] = -2;
-        return 1;
+        g->blocked[k->id] = WAIT_NEVER;
+        return WALK_STOP;
     }
-    rround *rd = &rs->rd[ri];
+    sim_round *rd = &rs->rd[ri];
     const int blocking = g->cfg->blocking_comm;
     double now = g->now;
     double ready = blocking ? now : (now > k->coll_free ? now : k->coll_free);
     if (rd->arrived == 0 || ready > rd->ready) rd->ready = ready;
     rd->arrived++;
     me->rg_issued++;
-    trace_put(g, r, k, k->pc, now, now); /* the collective's times are filled in after the run */
+    trace_put(g, k, k->pc, now, now); /* the collective's times are filled in after the run */
     k->pc++;
     if (rd->arrived == rd->expected) {
         double d = base->reduce_s;
@@ -439,198 +331,216 @@ static int reduce_join(eng *g, int r, rank_state *k, const sched_action *a) {
         g->rk[base->stream0].st.reduce_s += d; /* once per collective */
         int cnt = a->mb >= 0 ? rd->expected : base->rep;
         for (int j = 0; j < cnt; j++) {
-            stage_state *m = sst(g, st_, j);
+            sim_stage_state *m = sim_sst(g, st_, j);
             m->rg_started++;
             m->reduce_end = end;
-            rank_state *kj = &g->rk[base->stream0 + j];
+            sim_rank_state *kj = &g->rk[base->stream0 + j];
             if (end > kj->coll_free) kj->coll_free = end;
         }
-        if (heap_push(g, end, EV_REDUCE_END, (uint64_t)st_ | (uint64_t)cnt << 32)) return -1;
+        if (sim_ev_push(g, end, sim_ev_pack(SIM_EV_REDUCE_END, (uint32_t)cnt, (uint32_t)st_))) return WALK_FAIL;
         int64_t key = KEY_RG_START(g, st_);
         for (int j = 0; j < cnt; j++) {
             int q = base->stream0 + j;
-            if (q != r && g->blocked[q] == key && advance(g, q)) return -1;
+            if (q != r && g->blocked[q] == key && advance(g, q)) return WALK_FAIL;
         }
     }
     if (blocking) {
         g->blocked[k->id] = KEY_RG(g, st_);
-        return 1;
+        return WALK_STOP;
     }
-    return 0;
+    return WALK_NEXT;
+}
+
+/* Returns 1 when stream k's forward (or overlap) a must wait for a deferred optimizer step of
+ * its stage: weight stashing updates the weights that forward reads. */
+static inline int step_blocks(sim_eng *g, const sim_rank_state *k, const sched_action *a) {
+    return g->s->weights == SCHED_WEIGHTS_STASH && (a->kind == SCHED_F || a->kind == SCHED_OVERLAP) &&
+           stage_ok(g, a->stage) && sim_sst(g, a->stage, k->replica)->step_pending > 0;
+}
+
+/* F, B, I, W or OVERLAP a on stream r at now: starts when its data is there (and no deferred
+ * step holds its stage), its end an event. Returns WALK_STOP or WALK_FAIL. */
+static inline int walk_compute(sim_eng *g, int r, sim_rank_state *k, const sched_action *a) {
+    double lt = 0, now = g->now;
+    if (step_blocks(g, k, a)) {
+        g->blocked[k->id] = KEY_STEP(g, a->stage);
+        return WALK_STOP;
+    }
+    if (!compute_ready(g, k, a->kind, a->stage, a->mb, a, &lt)) return WALK_STOP;
+    double d = compute_begin(g, k, a->kind, a->stage, a->mb, a);
+    busy_start(k, now, d);
+    k->start_cur = now;
+    busy_late(g, k, a->kind == SCHED_OVERLAP && a->mb2 > a->mb ? a->mb2 : a->mb, d);
+    return sim_ev_push(g, now + d, sim_ev_pack(SIM_EV_COMPUTE_END, (uint32_t)r, k->pc)) ? WALK_FAIL : WALK_STOP;
+}
+
+/* Returns the link of a transfer of microbatch mb over boundary b (forward when fwd), and its
+ * time in *d: the boundary's, or at a replicated boundary that of the link of the
+ * microbatch's replica pair. */
+static inline int send_link(const sim_eng *g, int b, int fwd, int mb, double *d) {
+    const sim_stage_state *x = &g->st[b];
+    int l = fwd ? x->link_f : x->link_b;
+    if (x->npair > 0) {
+        l += mb % x->npair;
+        *d = g->link_xfer[l];
+    } else {
+        *d = fwd ? x->xfer_f_s : x->xfer_b_s;
+    }
+    return l;
+}
+
+/* SEND_F or SEND_B a on stream k at now: once its data is there, a transfer on the link
+ * (FIFO) whose arrival is an event; blocking comm waits for it. Returns WALK_NEXT, WALK_STOP
+ * or WALK_FAIL. */
+static inline int walk_send(sim_eng *g, sim_rank_state *k, const sched_action *a) {
+    int fwd = a->kind == SCHED_SEND_F;
+    double lt = 0, now = g->now;
+    if (!need(g, k, fwd ? SIM_T_FDONE : SIM_T_IDONE, entry(g, a->stage, a->mb), &lt)) return WALK_STOP;
+    int b = fwd ? a->stage : a->stage - 1; /* boundary b -> b+1 */
+    if (b < 0 || b + 1 >= g->s->stages) {
+        g->blocked[k->id] = WAIT_NEVER;
+        return WALK_STOP;
+    }
+    double d, st;
+    int l = send_link(g, b, fwd, a->mb, &d);
+    double end = link_send(g, k, l, d, now, &st);
+    int t = fwd ? SIM_T_ARRF : SIM_T_ARRB;
+    int64_t dst = entry(g, fwd ? a->stage + 1 : a->stage - 1, a->mb);
+    if (dst < 0) {
+        g->blocked[k->id] = WAIT_NEVER;
+        return WALK_STOP;
+    }
+    if (sim_ev_push(g, end, sim_ev_pack_arrive(t, dst))) return WALK_FAIL;
+    trace_put(g, k, k->pc, st, end);
+    k->pc++;
+    if (g->cfg->blocking_comm) {
+        g->blocked[k->id] = cell_key(g, t, dst);
+        return WALK_STOP;
+    }
+    return WALK_NEXT;
+}
+
+/* RECV_F or RECV_B a on stream k at now: posts (the consumer waits for the data); blocking
+ * comm waits here for the arrival. Traced from its first visit. Returns WALK_NEXT or
+ * WALK_STOP. */
+static inline int walk_recv(sim_eng *g, sim_rank_state *k, const sched_action *a) {
+    int t = a->kind == SCHED_RECV_F ? SIM_T_ARRF : SIM_T_ARRB;
+    double now = g->now;
+    int64_t idx = entry(g, a->stage, a->mb);
+    if (idx < 0) {
+        g->blocked[k->id] = WAIT_NEVER;
+        return WALK_STOP;
+    }
+    const sim_slot *sl = g->r->trace ? &g->r->trace[k->rank][k->orig ? k->orig[k->pc] : k->pc] : NULL;
+    if (g->cfg->blocking_comm && !g->cells[idx].u[t]) {
+        if (sl && sl->start_s < 0) trace_put(g, k, k->pc, now, now);
+        g->blocked[k->id] = cell_key(g, t, idx);
+        return WALK_STOP;
+    }
+    if (!sl || sl->start_s < 0) trace_put(g, k, k->pc, now, now);
+    k->pc++;
+    return WALK_NEXT;
+}
+
+/* REDUCE_GRAD a on stream r at now: a replicated stage's joins its collective (reduce_join);
+ * else the all-reduce runs on the collective stream, its end an event; blocking comm waits for
+ * it. Returns WALK_NEXT, WALK_STOP or WALK_FAIL. */
+static inline int walk_reduce(sim_eng *g, int r, sim_rank_state *k, const sched_action *a) {
+    int st_ = a->stage;
+    if (!stage_ok(g, st_)) {
+        g->blocked[k->id] = WAIT_NEVER;
+        return WALK_STOP;
+    }
+    if (g->st[st_].rep > 1) return reduce_join(g, r, k, a);
+    double st, end = reduce_begin(g, k, st_, g->now, &st);
+    if (sim_ev_push(g, end, sim_ev_pack(SIM_EV_REDUCE_END, 0, (uint32_t)st_))) return WALK_FAIL;
+    trace_put(g, k, k->pc, st, end);
+    k->pc++;
+    if (g->cfg->blocking_comm) {
+        g->blocked[k->id] = KEY_RG(g, st_);
+        return WALK_STOP;
+    }
+    return WALK_NEXT;
+}
+
+/* STEP of stage st_ (its state me) on stream k at now, before the stage's all-reduces ended:
+ * stash and 2bw under overlapped comm defer the update beside the compute stream, from the
+ * all-reduce's end (its time on the collective stream), its end an event; stash forwards of
+ * the stage wait for it, 2bw forwards use the other buffer. A replicated stage first waits for
+ * its collective to start (its end is known then). Flush, and blocking comm, wait for the
+ * all-reduce. Returns WALK_NEXT, WALK_STOP or WALK_FAIL. */
+static int walk_step_deferred(sim_eng *g, sim_rank_state *k, int st_, sim_stage_state *me, double d) {
+    double now = g->now;
+    if (g->cfg->blocking_comm || g->s->weights == SCHED_WEIGHTS_FLUSH) {
+        g->blocked[k->id] = KEY_RG(g, st_);
+        return WALK_STOP;
+    }
+    if (g->st[st_].rep > 1 && me->rg_started < me->rg_issued) {
+        g->blocked[k->id] = KEY_RG_START(g, st_);
+        return WALK_STOP;
+    }
+    double end = (me->reduce_end > now ? me->reduce_end : now) + d;
+    if (end > k->coll_free) k->coll_free = end;
+    me->step_pending++;
+    if (sim_ev_push(g, end, sim_ev_pack(SIM_EV_STEP_END, (uint32_t)k->replica, (uint32_t)st_))) return WALK_FAIL;
+    trace_put(g, k, k->pc, now, end);
+    iter_note(g, k->cur_iter, end);
+    k->pc++;
+    return WALK_NEXT;
+}
+
+/* STEP a on stream r at now: after the stage's all-reduces (walk_step_deferred when they have
+ * not all ended), the update runs on the compute stream, its end an event; a free one passes.
+ * Returns WALK_NEXT, WALK_STOP or WALK_FAIL. */
+static inline int walk_step(sim_eng *g, int r, sim_rank_state *k, const sched_action *a) {
+    int st_ = a->stage;
+    double now = g->now, d = step_time(g, st_);
+    sim_stage_state *me = stage_ok(g, st_) ? sim_sst(g, st_, k->replica) : NULL;
+    if (me && me->rg_done < me->rg_issued) return walk_step_deferred(g, k, st_, me, d);
+    if (d > 0) {
+        busy_start(k, now, d);
+        k->start_cur = now;
+        if (k->cur_iter >= 1) k->busy_late_s += d;
+        return sim_ev_push(g, now + d, sim_ev_pack(SIM_EV_COMPUTE_END, (uint32_t)r, k->pc)) ? WALK_FAIL : WALK_STOP;
+    }
+    pass_step(g, k, now);
+    return WALK_NEXT;
+}
+
+/* Walks stream r's action a at the current time. Returns WALK_NEXT, WALK_STOP or WALK_FAIL. */
+static inline int walk(sim_eng *g, int r, sim_rank_state *k, const sched_action *a) {
+    switch (a->kind) {
+    case SCHED_F:
+    case SCHED_B:
+    case SCHED_I:
+    case SCHED_W:
+    case SCHED_OVERLAP: return walk_compute(g, r, k, a);
+    case SCHED_SEND_F:
+    case SCHED_SEND_B: return walk_send(g, k, a);
+    case SCHED_RECV_F:
+    case SCHED_RECV_B: return walk_recv(g, k, a);
+    case SCHED_REDUCE_GRAD: return walk_reduce(g, r, k, a);
+    case SCHED_STEP: return walk_step(g, r, k, a);
+    default: pass_action(g, k, g->now); return WALK_NEXT;
+    }
 }
 
 /* Runs rank r from its pc at the current time as far as it can; schedules its events. Returns
  * 0, or -1 on an allocation failure. */
-static int advance(eng *g, int r) {
-    rank_state *k = &g->rk[r];
-    const sched *s = g->s;
-    const int blocking = g->cfg->blocking_comm;
-    double now = g->now;
+static int advance(sim_eng *g, int r) {
+    sim_rank_state *k = &g->rk[r];
     g->blocked[k->id] = -1;
     while (k->pc < k->n) {
-        const sched_action *a = &k->acts[k->pc];
-        double lt = 0;
-        switch (a->kind) {
-        case SCHED_F:
-        case SCHED_B:
-        case SCHED_I:
-        case SCHED_W:
-        case SCHED_OVERLAP: {
-            int ok;
-            if (s->weights == SCHED_WEIGHTS_STASH && (a->kind == SCHED_F || a->kind == SCHED_OVERLAP) &&
-                a->stage >= 0 && a->stage < s->stages && sst(g, a->stage, k->replica)->step_pending > 0) {
-                g->blocked[k->id] = KEY_STEP(g, a->stage);
-                return 0;
-            }
-            if (a->kind == SCHED_F) ok = fwd_ready(g, k, a->stage, a->mb, &lt);
-            else if (a->kind == SCHED_W) ok = need(g, k, T_IDONE, entry(g, a->stage, a->mb), &lt);
-            else if (a->kind == SCHED_OVERLAP) ok = fwd_ready(g, k, a->stage, a->mb, &lt) && bwd_ready(g, k, a->stage2, a->mb2, &lt);
-            else ok = bwd_ready(g, k, a->stage, a->mb, &lt);
-            if (!ok) return 0;
-            double d;
-            if (a->kind == SCHED_OVERLAP) {
-                d = compute_time(g, a->stage, SCHED_F, a->mb) + compute_time(g, a->stage2, a->kind2, a->mb2);
-                mem_start(g, k, SCHED_F, a->stage);
-                mem_start(g, k, a->kind2, a->stage2);
-            } else {
-                d = compute_time(g, a->stage, a->kind, a->mb);
-                mem_start(g, k, a->kind, a->stage);
-            }
-            note_peaks(g, r, k);
-            if (!k->started) {
-                k->started = 1;
-                g->rk[r].st.first_start_s = now;
-            }
-            k->start_cur = now;
-            g->rk[r].st.busy_s += d;
-            busy_late(g, k, a->kind == SCHED_OVERLAP && a->mb2 > a->mb ? a->mb2 : a->mb, d);
-            return heap_push(g, now + d, EV_COMPUTE_END, (uint64_t)r << 32 | k->pc);
-        }
-        case SCHED_SEND_F:
-        case SCHED_SEND_B: {
-            int fwd = a->kind == SCHED_SEND_F;
-            if (!need(g, k, fwd ? T_FDONE : T_IDONE, entry(g, a->stage, a->mb), &lt)) return 0;
-            int b = fwd ? a->stage : a->stage - 1; /* boundary b -> b+1 */
-            if (b < 0 || b + 1 >= s->stages) { g->blocked[k->id] = -2; return 0; }
-            int l = fwd ? g->st[b].link_f : g->st[b].link_b;
-            double d;
-            if (g->st[b].npair > 0) { /* replicated boundary: the link of this microbatch's replica pair */
-                l += (int)(a->mb % g->st[b].npair);
-                d = g->link_xfer[l];
-            } else {
-                d = fwd ? g->st[b].xfer_f_s : g->st[b].xfer_b_s;
-            }
-            double st = now > g->link_free[l] ? now : g->link_free[l];
-            double end = st + d;
-            g->link_free[l] = end;
-            g->rk[r].st.comm_s += d;
-            g->r->comm_s += d;
-            int t = fwd ? T_ARRF : T_ARRB;
-            int64_t dst = entry(g, fwd ? a->stage + 1 : a->stage - 1, a->mb);
-            if (dst < 0) { g->blocked[k->id] = -2; return 0; }
-            if (heap_push(g, end, EV_ARRIVE, (uint64_t)t << 48 | (uint64_t)dst)) return -1;
-            trace_put(g, r, k, k->pc, st, end);
-            k->pc++;
-            if (blocking) {
-                g->blocked[k->id] = (int64_t)t * g->n_entries + dst;
-                return 0;
-            }
-            break;
-        }
-        case SCHED_RECV_F:
-        case SCHED_RECV_B: {
-            int t = a->kind == SCHED_RECV_F ? T_ARRF : T_ARRB;
-            int64_t idx = entry(g, a->stage, a->mb);
-            if (idx < 0) { g->blocked[k->id] = -2; return 0; }
-            const sim_slot *sl = g->r->trace ? &g->r->trace[k->rank][k->orig ? k->orig[k->pc] : k->pc] : NULL;
-            if (blocking && !g->cells[idx].u[t]) {
-                if (sl && sl->start_s < 0) trace_put(g, r, k, k->pc, now, now);
-                g->blocked[k->id] = (int64_t)t * g->n_entries + idx;
-                return 0;
-            }
-            if (!sl || sl->start_s < 0) trace_put(g, r, k, k->pc, now, now);
-            k->pc++;
-            break;
-        }
-        case SCHED_REDUCE_GRAD: {
-            int st_ = a->stage;
-            if (st_ < 0 || st_ >= s->stages) { g->blocked[k->id] = -2; return 0; }
-            if (g->st[st_].rep > 1) {
-                int jr = reduce_join(g, r, k, a);
-                if (jr) return jr < 0 ? -1 : 0;
-                break;
-            }
-            double d = g->st[st_].reduce_s;
-            double st = blocking ? now : (now > k->coll_free ? now : k->coll_free);
-            double end = st + d;
-            k->coll_free = end;
-            g->rk[r].st.reduce_s += d;
-            g->st[st_].rg_issued++;
-            g->st[st_].reduce_end = end;
-            if (heap_push(g, end, EV_REDUCE_END, (uint64_t)st_)) return -1;
-            trace_put(g, r, k, k->pc, st, end);
-            k->pc++;
-            if (blocking) {
-                g->blocked[k->id] = KEY_RG(g, st_);
-                return 0;
-            }
-            break;
-        }
-        case SCHED_STEP: {
-            int st_ = a->stage;
-            double d = st_ >= 0 && st_ < s->stages ? g->c->step_s(g->c->ctx, st_) : 0;
-            if (!(d >= 0)) d = 0;
-            stage_state *me = st_ >= 0 && st_ < s->stages ? sst(g, st_, k->replica) : NULL;
-            if (me && me->rg_done < me->rg_issued) {
-                if (!blocking && s->weights != SCHED_WEIGHTS_FLUSH) {
-                    /* replicated: the deferred step needs its collective's end, known once
-                     * every replica of the round reached it */
-                    if (g->st[st_].rep > 1 && me->rg_started < me->rg_issued) {
-                        g->blocked[k->id] = KEY_RG_START(g, st_);
-                        return 0;
-                    }
-                    /* stash and 2bw: the update runs beside the compute stream once its
-                     * all-reduce ended (its time on the collective stream); stash forwards of
-                     * the stage wait for it, 2bw forwards use the other buffer */
-                    double end = (me->reduce_end > now ? me->reduce_end : now) + d;
-                    if (end > k->coll_free) k->coll_free = end;
-                    me->step_pending++;
-                    if (heap_push(g, end, EV_STEP_END, (uint64_t)st_ | (uint64_t)k->replica << 32)) return -1;
-                    trace_put(g, r, k, k->pc, now, end);
-                    iter_note(g, k->cur_iter, end);
-                    k->pc++;
-                    break;
-                }
-                g->blocked[k->id] = KEY_RG(g, st_);
-                return 0;
-            }
-            if (d > 0) {
-                if (!k->started) {
-                    k->started = 1;
-                    g->rk[r].st.first_start_s = now;
-                }
-                k->start_cur = now;
-                g->rk[r].st.busy_s += d;
-                if (k->cur_iter >= 1) k->busy_late_s += d;
-                return heap_push(g, now + d, EV_COMPUTE_END, (uint64_t)r << 32 | k->pc);
-            }
-            trace_put(g, r, k, k->pc, now, now);
-            iter_note(g, k->cur_iter, now);
-            k->pc++;
-            break;
-        }
-        default:
-            trace_put(g, r, k, k->pc, now, now);
-            k->pc++;
-            break;
-        }
+        int w = walk(g, r, k, &k->acts[k->pc]);
+        if (w != WALK_NEXT) return w == WALK_FAIL ? -1 : 0;
     }
     return 0;
 }
 
-static void publish(eng *g, int t, int64_t idx, double tm) {
-    g->cells[idx].u[t] = cell_enc(tm);
-    int64_t key = (int64_t)t * g->n_entries + idx;
+/* Publishes time tm for (t, idx) and wakes a rank waiting for it (ranks of stage-1..stage+1). */
+static void publish(sim_eng *g, int t, int64_t idx, double tm) {
+    g->cells[idx].u[t] = sim_cell_enc(tm);
+    int64_t key = cell_key(g, t, idx);
     int stage = (int)(idx / g->M);
     int64_t mb = idx - (int64_t)stage * g->M;
     const sched *s = g->s;
@@ -642,48 +552,56 @@ static void publish(eng *g, int t, int64_t idx, double tm) {
     }
 }
 
-/* Handles the end of rank r's running compute (or STEP): publishes its outputs, moves on. */
-static int compute_end(eng *g, int r) {
-    rank_state *k = &g->rk[r];
+/* Handles the end of rank r's running compute (or STEP): publishes its outputs, moves on.
+ * Returns 0, or -1 on an allocation failure. */
+static int compute_end(sim_eng *g, int r) {
+    sim_rank_state *k = &g->rk[r];
     const sched_action *a = &k->acts[k->pc];
     double now = g->now;
-    int it = -1;
-    switch (a->kind) {
-    case SCHED_F:
-        mem_end(g, k, SCHED_F, a->stage);
-        trace_put(g, r, k, k->pc, k->start_cur, now);
-        k->pc++;
-        publish(g, T_FDONE, entry(g, a->stage, a->mb), now);
-        it = a->mb;
-        break;
-    case SCHED_B:
-    case SCHED_I:
-    case SCHED_W:
-        mem_end(g, k, a->kind, a->stage);
-        trace_put(g, r, k, k->pc, k->start_cur, now);
-        k->pc++;
-        if (a->kind != SCHED_W) publish(g, T_IDONE, entry(g, a->stage, a->mb), now);
-        it = a->mb;
-        break;
-    case SCHED_OVERLAP:
-        mem_end(g, k, a->kind2, a->stage2);
-        trace_put(g, r, k, k->pc, k->start_cur, now);
-        k->pc++;
-        publish(g, T_FDONE, entry(g, a->stage, a->mb), now);
-        publish(g, T_IDONE, entry(g, a->stage2, a->mb2), now);
-        it = a->mb > a->mb2 ? a->mb : a->mb2;
-        break;
-    default: /* STEP with a cost */
-        trace_put(g, r, k, k->pc, k->start_cur, now);
-        k->pc++;
-        break;
-    }
-    if (it >= 0) k->cur_iter = (int)(it / g->s->microbatches);
-    k->last_end = now;
-    iter_note(g, k->cur_iter, now);
+    int it = compute_finish(g, k, a->kind, a->stage, a->mb, a, k->start_cur, now);
+    if (a->kind == SCHED_F || a->kind == SCHED_OVERLAP) publish(g, SIM_T_FDONE, entry(g, a->stage, a->mb), now);
+    if (a->kind == SCHED_B || a->kind == SCHED_I) publish(g, SIM_T_IDONE, entry(g, a->stage, a->mb), now);
+    if (a->kind == SCHED_OVERLAP) publish(g, SIM_T_IDONE, entry(g, a->stage2, a->mb2), now);
+    compute_after(g, k, it, now);
     return advance(g, r);
 }
 
+/* The end of stream rp's deferred step of stage st: a stash forward waiting for it goes on.
+ * Returns 0, or -1 on an allocation failure. */
+static int step_end(sim_eng *g, int st, int rp) {
+    sim_sst(g, st, rp)->step_pending--;
+    int rr = g->st[st].stream0 + rp;
+    return g->blocked[rr] == KEY_STEP(g, st) ? advance(g, rr) : 0;
+}
+
+/* The end of an all-reduce of stage st (cnt members of a replicated collective; 0: not
+ * replicated): the streams waiting for it go on. Returns 0, or -1 on an allocation failure. */
+static int reduce_end(sim_eng *g, int st, int cnt) {
+    if (cnt == 0) {
+        g->st[st].rg_done++;
+        int rr = g->st[st].stream0;
+        return g->blocked[rr] == KEY_RG(g, st) ? advance(g, rr) : 0;
+    }
+    for (int j = 0; j < cnt; j++) sim_sst(g, st, j)->rg_done++;
+    int fail = 0;
+    for (int j = 0; j < cnt && !fail; j++) {
+        int rr = g->st[st].stream0 + j;
+        if (g->blocked[rr] == KEY_RG(g, st)) fail = advance(g, rr);
+    }
+    return fail;
+}
+
+/* Handles event x at its time (g->now) and wakes the streams waiting for it. Returns 0, or
+ * nonzero on an allocation failure. */
+static int handle_event(sim_eng *g, const sim_ev *x) {
+    uint64_t p = x->payload;
+    switch (sim_ev_kind(p)) {
+    case SIM_EV_COMPUTE_END: return compute_end(g, (int)sim_ev_hi(p));
+    case SIM_EV_ARRIVE: publish(g, sim_ev_table(p), sim_ev_index(p), g->now); return 0;
+    case SIM_EV_STEP_END: return step_end(g, (int)sim_ev_lo(p), (int)sim_ev_hi(p));
+    default: return reduce_end(g, (int)sim_ev_lo(p), (int)sim_ev_hi(p));
+    }
+}
 
 /* ---------------------------------------------------------------- flow engine
  *
@@ -705,14 +623,16 @@ static int compute_end(eng *g, int r) {
  *   sends are in list order, and every wait is woken by the heap engine as well);
  * - all non-zero transfer times equal (the global sum comm_s is then order-free).
  * A rank blocked in the heap engine at time now and resumed at the time v of a publication
- * continues at v = max(now, v); the flow engine takes the same max when the value is known. */
+ * continues at v = max(now, v); the flow engine takes the same max when the value is known.
+ *
+ * Each flow_walk_* step reads the rank's clock at *now and moves it. */
 
 /* Publishes tm for (t, idx) and pushes the ranks (of stage - 1 .. stage + 1) waiting for it. */
-static void flow_publish(eng *g, int t, int stage, int64_t idx, double tm) {
-    cell *cl = &g->cells[idx];
+static void flow_publish(sim_eng *g, int t, int stage, int64_t idx, double tm) {
+    sim_cell *cl = &g->cells[idx];
     if (cl->u[t]) g->abort_flow = 1;
-    cl->u[t] = cell_enc(tm);
-    int64_t key = (int64_t)t * g->n_entries + idx;
+    cl->u[t] = sim_cell_enc(tm);
+    int64_t key = cell_key(g, t, idx);
     const sched *s = g->s;
     for (int d = -1; d <= 1; d++) {
         int q = stage + d;
@@ -724,202 +644,172 @@ static void flow_publish(eng *g, int t, int stage, int64_t idx, double tm) {
                 g->queued[rr] = 1;
                 g->work[g->nwork++] = rr;
                 /* its next action: the stack pops it soon, after this rank blocks */
-                const rank_state *kr = &g->rk[rr];
+                const sim_rank_state *kr = &g->rk[rr];
                 __builtin_prefetch(&kr->fa[kr->pc]);
             }
         }
     }
 }
 
-/* Ends a compute action a of rank r that ran [start, end] (the heap engine's compute_end). */
-static inline void flow_compute_end(eng *g, int r, rank_state *k, int kind, int stage, int mb, double start,
-                                    double end) {
-    int it = -1;
+/* Ends stream k's compute (kind, stage, mb; a: the action, read for an OVERLAP) that ran
+ * [start, end] (the heap engine's compute_end). */
+static inline void flow_compute_end(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb,
+                                    const sched_action *a, double start, double end) {
+    int it = compute_finish(g, k, kind, stage, mb, a, start, end);
+    if (kind == SCHED_F || kind == SCHED_OVERLAP) flow_publish(g, SIM_T_FDONE, stage, entry(g, stage, mb), end);
+    if (kind == SCHED_B || kind == SCHED_I) flow_publish(g, SIM_T_IDONE, stage, entry(g, stage, mb), end);
+    if (kind == SCHED_OVERLAP) flow_publish(g, SIM_T_IDONE, a->stage2, entry(g, a->stage2, a->mb2), end);
+    compute_after(g, k, it, end);
+}
+
+/* Prefetches the cells this rank and its neighbours touch a few microbatches on: a row of the
+ * cells is walked in microbatch order, too many rows at once for the hardware. */
+static inline void flow_prefetch(const sim_eng *g, int kind, int stage, int mb) {
+    int64_t pi = (int64_t)stage * g->M + mb + FLOW_PREFETCH_MBS, pj = kind == SCHED_F ? pi + g->M : pi - g->M;
+    if (pi >= 0 && pi < g->n_entries) __builtin_prefetch(&g->cells[pi]);
+    if (pj >= 0 && pj < g->n_entries) __builtin_prefetch(&g->cells[pj]);
+}
+
+/* F, B, I, W or OVERLAP (kind, stage, mb) on stream k: starts once its data is there, and
+ * ends at once (its outputs published with their time). Returns WALK_NEXT or WALK_STOP. */
+static inline int flow_walk_compute(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb, double *now) {
+    double lt = *now;
+    const sched_action *a = kind == SCHED_OVERLAP ? &k->acts[k->pc] : NULL;
+    if (!compute_ready(g, k, kind, stage, mb, a, &lt)) return WALK_STOP;
+    *now = lt;
+    flow_prefetch(g, kind, stage, mb);
+    double d = compute_begin(g, k, kind, stage, mb, a);
+    busy_start(k, *now, d);
+    busy_late(g, k, a && a->mb2 > mb ? a->mb2 : mb, d);
+    double end = *now + d;
+    g->flow_events++;
+    flow_compute_end(g, k, kind, stage, mb, a, *now, end);
+    *now = end;
+    return WALK_NEXT;
+}
+
+/* SEND_F or SEND_B (kind, stage, mb) on stream k: once its data is there, a transfer on the
+ * link (FIFO) whose arrival is published at once; blocking comm waits for it. Returns
+ * WALK_NEXT or WALK_STOP. */
+static inline int flow_walk_send(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb, double *now) {
+    int fwd = kind == SCHED_SEND_F;
+    double lt = *now;
+    if (!need(g, k, fwd ? SIM_T_FDONE : SIM_T_IDONE, entry(g, stage, mb), &lt)) return WALK_STOP;
+    *now = lt;
+    int b = fwd ? stage : stage - 1;
+    if (b < 0 || b + 1 >= g->s->stages) {
+        g->blocked[k->id] = WAIT_NEVER;
+        return WALK_STOP;
+    }
+    int l = fwd ? g->st[b].link_f : g->st[b].link_b;
+    double st, end = link_send(g, k, l, fwd ? g->st[b].xfer_f_s : g->st[b].xfer_b_s, *now, &st);
+    int t = fwd ? SIM_T_ARRF : SIM_T_ARRB;
+    int64_t dst = entry(g, fwd ? stage + 1 : stage - 1, mb);
+    if (dst < 0) {
+        g->blocked[k->id] = WAIT_NEVER;
+        return WALK_STOP;
+    }
+    g->flow_events++;
+    flow_publish(g, t, fwd ? stage + 1 : stage - 1, dst, end);
+    trace_put(g, k, k->pc, st, end);
+    k->pc++;
+    if (g->cfg->blocking_comm && end > *now) *now = end; /* waits for its arrival */
+    return WALK_NEXT;
+}
+
+/* RECV_F or RECV_B (kind, stage, mb) on stream k: posts; blocking comm waits for the data.
+ * Returns WALK_NEXT or WALK_STOP. */
+static inline int flow_walk_recv(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb, double *now) {
+    int t = kind == SCHED_RECV_F ? SIM_T_ARRF : SIM_T_ARRB;
+    int64_t idx = entry(g, stage, mb);
+    if (idx < 0) {
+        g->blocked[k->id] = WAIT_NEVER;
+        return WALK_STOP;
+    }
+    if (!g->r->trace || g->r->trace[k->rank][k->pc].start_s < 0) trace_put(g, k, k->pc, *now, *now);
+    if (g->cfg->blocking_comm) {
+        uint64_t u = g->cells[idx].u[t];
+        if (!u) {
+            g->blocked[k->id] = cell_key(g, t, idx);
+            return WALK_STOP;
+        }
+        double v = sim_cell_time(u);
+        if (v > *now) *now = v;
+    }
+    k->pc++;
+    return WALK_NEXT;
+}
+
+/* REDUCE_GRAD of stage on stream k: the all-reduce on the collective stream; blocking comm
+ * waits for it. Returns WALK_NEXT or WALK_STOP. */
+static inline int flow_walk_reduce(sim_eng *g, sim_rank_state *k, int stage, double *now) {
+    if (!stage_ok(g, stage)) {
+        g->blocked[k->id] = WAIT_NEVER;
+        return WALK_STOP;
+    }
+    double st, end = reduce_begin(g, k, stage, *now, &st);
+    g->flow_events++;
+    trace_put(g, k, k->pc, st, end);
+    k->pc++;
+    if (g->cfg->blocking_comm && end > *now) *now = end;
+    return WALK_NEXT;
+}
+
+/* STEP of stage on stream k: flush waits for the stage's all-reduces (all issued earlier on
+ * this rank), then the update runs on the compute stream; a free one passes. Returns
+ * WALK_NEXT. */
+static inline int flow_walk_step(sim_eng *g, sim_rank_state *k, int stage, int mb, double *now) {
+    double d = step_time(g, stage);
+    if (stage_ok(g, stage) && g->st[stage].rg_issued > 0 && g->st[stage].reduce_end > *now)
+        *now = g->st[stage].reduce_end;
+    if (d > 0) {
+        busy_start(k, *now, d);
+        if (k->cur_iter >= 1) k->busy_late_s += d;
+        double end = *now + d;
+        g->flow_events++;
+        flow_compute_end(g, k, SCHED_STEP, stage, mb, NULL, *now, end);
+        *now = end;
+        return WALK_NEXT;
+    }
+    pass_step(g, k, *now);
+    return WALK_NEXT;
+}
+
+/* Walks stream k's action x on its clock *now. Returns WALK_NEXT or WALK_STOP. */
+static inline int flow_walk(sim_eng *g, sim_rank_state *k, sim_flow_act x, double *now) {
+    const int kind = (int)(x.ks & SIM_FLOW_KIND_MASK), stage = (int)(x.ks >> SIM_FLOW_KIND_BITS), mb = x.mb;
     switch (kind) {
     case SCHED_F:
-        trace_put(g, r, k, k->pc, start, end);
-        k->pc++;
-        flow_publish(g, T_FDONE, stage, entry(g, stage, mb), end);
-        it = mb;
-        break;
     case SCHED_B:
     case SCHED_I:
     case SCHED_W:
-        mem_end(g, k, kind, stage);
-        trace_put(g, r, k, k->pc, start, end);
-        k->pc++;
-        if (kind != SCHED_W) flow_publish(g, T_IDONE, stage, entry(g, stage, mb), end);
-        it = mb;
-        break;
-    case SCHED_OVERLAP: {
-        const sched_action *a = &k->acts[k->pc];
-        mem_end(g, k, a->kind2, a->stage2);
-        trace_put(g, r, k, k->pc, start, end);
-        k->pc++;
-        flow_publish(g, T_FDONE, a->stage, entry(g, a->stage, a->mb), end);
-        flow_publish(g, T_IDONE, a->stage2, entry(g, a->stage2, a->mb2), end);
-        it = a->mb > a->mb2 ? a->mb : a->mb2;
-        break;
+    case SCHED_OVERLAP: return flow_walk_compute(g, k, kind, stage, mb, now);
+    case SCHED_SEND_F:
+    case SCHED_SEND_B: return flow_walk_send(g, k, kind, stage, mb, now);
+    case SCHED_RECV_F:
+    case SCHED_RECV_B: return flow_walk_recv(g, k, kind, stage, mb, now);
+    case SCHED_REDUCE_GRAD: return flow_walk_reduce(g, k, stage, now);
+    case SCHED_STEP: return flow_walk_step(g, k, stage, mb, now);
+    default: pass_action(g, k, *now); return WALK_NEXT;
     }
-    default: /* STEP with a cost */
-        trace_put(g, r, k, k->pc, start, end);
-        k->pc++;
-        break;
-    }
-    if (it >= 0) k->cur_iter = (int)(it / g->s->microbatches);
-    k->last_end = end;
-    iter_note(g, k->cur_iter, end);
 }
 
 /* Runs rank r on its own clock as far as its data allows (the heap engine's advance plus
  * compute_end, fused). */
-static void flow_advance(eng *g, int r) {
-    rank_state *k = &g->rk[r];
-    const sched *s = g->s;
-    const int blocking = g->cfg->blocking_comm;
+static void flow_advance(sim_eng *g, int r) {
+    sim_rank_state *k = &g->rk[r];
     double now = k->cur;
     g->blocked[r] = -1;
     while (k->pc < k->n && !g->err) {
-        const flow_act x = k->fa[k->pc];
-        __builtin_prefetch(&k->fa[k->pc + 8]); /* the stream has 8 slack entries at its end */
-        const int kind = (int)(x.ks & 15), stage = (int)(x.ks >> 4), mb = x.mb;
-        double lt = now;
-        switch (kind) {
-        case SCHED_F:
-        case SCHED_B:
-        case SCHED_I:
-        case SCHED_W:
-        case SCHED_OVERLAP: {
-            int ok;
-            const sched_action *a = kind == SCHED_OVERLAP ? &k->acts[k->pc] : NULL;
-            if (kind == SCHED_F) ok = fwd_ready(g, k, stage, mb, &lt);
-            else if (kind == SCHED_W) ok = need(g, k, T_IDONE, entry(g, stage, mb), &lt);
-            else if (a) ok = fwd_ready(g, k, stage, mb, &lt) && bwd_ready(g, k, a->stage2, a->mb2, &lt);
-            else ok = bwd_ready(g, k, stage, mb, &lt);
-            if (!ok) { k->cur = now; return; }
-            now = lt;
-            /* the cells this rank and its neighbours touch a few microbatches on: a row of the
-             * cells is walked in microbatch order, too many rows at once for the hardware */
-            int64_t pi = (int64_t)stage * g->M + mb + 4, pj = kind == SCHED_F ? pi + g->M : pi - g->M;
-            if (pi >= 0 && pi < g->n_entries) __builtin_prefetch(&g->cells[pi]);
-            if (pj >= 0 && pj < g->n_entries) __builtin_prefetch(&g->cells[pj]);
-            double d;
-            if (a) {
-                d = compute_time(g, stage, SCHED_F, mb) + compute_time(g, a->stage2, a->kind2, a->mb2);
-                mem_start(g, k, SCHED_F, stage);
-                mem_start(g, k, a->kind2, a->stage2);
-            } else {
-                d = compute_time(g, stage, kind, mb);
-                mem_start(g, k, kind, stage);
-            }
-            note_peaks(g, r, k);
-            if (!k->started) {
-                k->started = 1;
-                k->st.first_start_s = now;
-            }
-            k->st.busy_s += d;
-            busy_late(g, k, a && a->mb2 > mb ? a->mb2 : mb, d);
-            double end = now + d;
-            g->flow_events++;
-            flow_compute_end(g, r, k, kind, stage, mb, now, end);
-            now = end;
-            break;
-        }
-        case SCHED_SEND_F:
-        case SCHED_SEND_B: {
-            int fwd = kind == SCHED_SEND_F;
-            if (!need(g, k, fwd ? T_FDONE : T_IDONE, entry(g, stage, mb), &lt)) { k->cur = now; return; }
-            now = lt;
-            int b = fwd ? stage : stage - 1;
-            if (b < 0 || b + 1 >= s->stages) { g->blocked[r] = -2; k->cur = now; return; }
-            int l = fwd ? g->st[b].link_f : g->st[b].link_b;
-            double d = fwd ? g->st[b].xfer_f_s : g->st[b].xfer_b_s;
-            double st = now > g->link_free[l] ? now : g->link_free[l];
-            double end = st + d;
-            g->link_free[l] = end;
-            k->st.comm_s += d;
-            g->r->comm_s += d;
-            int t = fwd ? T_ARRF : T_ARRB;
-            int64_t dst = entry(g, fwd ? stage + 1 : stage - 1, mb);
-            if (dst < 0) { g->blocked[r] = -2; k->cur = now; return; }
-            g->flow_events++;
-            flow_publish(g, t, fwd ? stage + 1 : stage - 1, dst, end);
-            trace_put(g, r, k, k->pc, st, end);
-            k->pc++;
-            if (blocking && end > now) now = end; /* waits for its arrival */
-            break;
-        }
-        case SCHED_RECV_F:
-        case SCHED_RECV_B: {
-            int t = kind == SCHED_RECV_F ? T_ARRF : T_ARRB;
-            int64_t idx = entry(g, stage, mb);
-            if (idx < 0) { g->blocked[r] = -2; k->cur = now; return; }
-            if (!g->r->trace || g->r->trace[r][k->pc].start_s < 0) trace_put(g, r, k, k->pc, now, now);
-            if (blocking) {
-                uint64_t u = g->cells[idx].u[t];
-                if (!u) {
-                    g->blocked[r] = (int64_t)t * g->n_entries + idx;
-                    k->cur = now;
-                    return;
-                }
-                double v = cell_time(u);
-                if (v > now) now = v;
-            }
-            k->pc++;
-            break;
-        }
-        case SCHED_REDUCE_GRAD: {
-            int st_ = stage;
-            if (st_ < 0 || st_ >= s->stages) { g->blocked[r] = -2; k->cur = now; return; }
-            double d = g->st[st_].reduce_s;
-            double st = blocking ? now : (now > k->coll_free ? now : k->coll_free);
-            double end = st + d;
-            k->coll_free = end;
-            k->st.reduce_s += d;
-            g->st[st_].rg_issued++;
-            g->st[st_].reduce_end = end;
-            g->flow_events++;
-            trace_put(g, r, k, k->pc, st, end);
-            k->pc++;
-            if (blocking && end > now) now = end;
-            break;
-        }
-        case SCHED_STEP: {
-            int st_ = stage;
-            double d = st_ >= 0 && st_ < s->stages ? g->c->step_s(g->c->ctx, st_) : 0;
-            if (!(d >= 0)) d = 0;
-            /* flush: waits for the stage's all-reduces, all issued earlier on this rank */
-            if (st_ >= 0 && st_ < s->stages && g->st[st_].rg_issued > 0 && g->st[st_].reduce_end > now)
-                now = g->st[st_].reduce_end;
-            if (d > 0) {
-                if (!k->started) {
-                    k->started = 1;
-                    k->st.first_start_s = now;
-                }
-                k->st.busy_s += d;
-                if (k->cur_iter >= 1) k->busy_late_s += d;
-                double end = now + d;
-                g->flow_events++;
-                flow_compute_end(g, r, k, kind, stage, mb, now, end);
-                now = end;
-                break;
-            }
-            trace_put(g, r, k, k->pc, now, now);
-            iter_note(g, k->cur_iter, now);
-            k->pc++;
-            break;
-        }
-        default:
-            trace_put(g, r, k, k->pc, now, now);
-            k->pc++;
-            break;
-        }
+        const sim_flow_act x = k->fa[k->pc];
+        __builtin_prefetch(&k->fa[k->pc + SIM_FLOW_SLACK]); /* the stream has slack entries at its end */
+        if (flow_walk(g, k, x, &now) == WALK_STOP) break;
     }
     k->cur = now;
 }
 
 /* Returns 1 when the flow engine gives the heap engine's results for this run (see above). */
-static int sim_flow_ok(const eng *g) {
+static int sim_flow_ok(const sim_eng *g) {
     const sched *s = g->s;
     const sim_config *cfg = g->cfg;
     if (cfg->cv > 0 || s->weights != SCHED_WEIGHTS_FLUSH || g->any_rep) return 0;
@@ -937,7 +827,7 @@ static int sim_flow_ok(const eng *g) {
 }
 
 /* Moves the progress bar (if any) to the actions the streams have walked. */
-static void show_progress(const eng *g) {
+static void show_progress(const sim_eng *g) {
     if (!g->cfg->progress) return;
     uint64_t done = 0;
     for (int q = 0; q < g->nstream; q++) done += g->rk[q].pc;
@@ -945,7 +835,7 @@ static void show_progress(const eng *g) {
 }
 
 /* Runs the whole simulation with the flow engine. */
-static void sim_flow(eng *g) {
+static void sim_flow(sim_eng *g) {
     const sched *s = g->s;
     for (int q = s->ranks - 1; q >= 0; q--) {
         g->queued[q] = 1;
@@ -956,32 +846,34 @@ static void sim_flow(eng *g) {
         int q = g->work[--g->nwork];
         g->queued[q] = 0;
         flow_advance(g, q);
-        if ((++steps & 4095) == 0) show_progress(g);
+        if (++steps % SIM_FLOW_PROGRESS_STEPS == 0) show_progress(g);
     }
 }
+
+/* ---------------------------------------------------------------- running the heap engine */
 
 /* Prefetches what the next event will touch (its rank's state and actions, or the cell an
  * arrival writes), so that its cache misses overlap the current event's work. Large pipelines
  * interleave thousands of ranks and every event lands on a cold rank otherwise. */
-static inline void prefetch_event(const eng *g, const ev *x) {
+static inline void prefetch_event(const sim_eng *g, const sim_ev *x) {
     uint64_t p = x->payload;
-    uint64_t kind = p >> 56, val = p & (((uint64_t)1 << 56) - 1);
-    if (kind == EV_COMPUTE_END) {
-        int r = (int)(val >> 32);
-        uint32_t pc = (uint32_t)val;
+    int kind = sim_ev_kind(p);
+    if (kind == SIM_EV_COMPUTE_END) {
+        int r = (int)sim_ev_hi(p);
+        uint32_t pc = sim_ev_lo(p);
         __builtin_prefetch(&g->rk[r]);
         __builtin_prefetch(&g->rk[r].acts[pc]);
         __builtin_prefetch(&g->rk[r].acts[pc + 1]);
-    } else if (kind == EV_ARRIVE) {
-        int64_t idx = (int64_t)(val & (((uint64_t)1 << 48) - 1));
-        const rank_state *k = &g->rk[g->st[idx / g->M].stream0];
+    } else if (kind == SIM_EV_ARRIVE) {
+        int64_t idx = sim_ev_index(p);
+        const sim_rank_state *k = &g->rk[g->st[idx / g->M].stream0];
         __builtin_prefetch(&g->cells[idx]);
         __builtin_prefetch(&k->acts[k->pc]);
     }
 }
 
 /* Prefetches the cell of (stage, mb) when it exists. */
-static inline void prefetch_cell(const eng *g, int stage, int mb) {
+static inline void prefetch_cell(const sim_eng *g, int stage, int mb) {
     int64_t idx = entry(g, stage, mb);
     if (idx >= 0) __builtin_prefetch(&g->cells[idx]);
 }
@@ -989,13 +881,13 @@ static inline void prefetch_cell(const eng *g, int stage, int mb) {
 /* For the next event (a compute end), reads the rank's next few actions (their lines were
  * prefetched one event earlier, when the event was a child of the root) and prefetches the
  * cells those computes will read: the second stage of a two-stage prefetch pipeline. */
-static inline void prefetch_deps(const eng *g, const ev *x) {
+static inline void prefetch_deps(const sim_eng *g, const sim_ev *x) {
     uint64_t p = x->payload;
-    if (p >> 56 != EV_COMPUTE_END) return;
-    int r = (int)((p >> 32) & 0xffffff);
-    uint32_t pc = (uint32_t)p;
-    const rank_state *rk = &g->rk[r];
-    for (uint32_t j = pc + 1; j < pc + 4 && j < rk->n; j++) {
+    if (sim_ev_kind(p) != SIM_EV_COMPUTE_END) return;
+    int r = (int)sim_ev_hi(p);
+    uint32_t pc = sim_ev_lo(p);
+    const sim_rank_state *rk = &g->rk[r];
+    for (uint32_t j = pc + 1; j < pc + 1 + HEAP_PREFETCH_ACTIONS && j < rk->n; j++) {
         const sched_action *a = &rk->acts[j];
         switch (a->kind) {
         case SCHED_F: prefetch_cell(g, a->stage > 0 ? a->stage - 1 : 0, a->mb); prefetch_cell(g, a->stage, a->mb); return;
@@ -1008,21 +900,38 @@ static inline void prefetch_deps(const eng *g, const ev *x) {
 }
 
 /* Prefetches for the next event (the heap's root) and the likely ones after (its children). */
-static inline void prefetch_next(const eng *g) {
-    size_t n = g->hn < 5 ? g->hn : 5;
+static inline void prefetch_next(const sim_eng *g) {
+    size_t n = g->hn < HEAP_PREFETCH_EVENTS ? g->hn : HEAP_PREFETCH_EVENTS;
     prefetch_deps(g, &g->heap[0]);
     for (size_t i = 0; i < n; i++) prefetch_event(g, &g->heap[i]);
 }
 
+/* Runs the whole simulation with the heap engine: every stream from its start, then the
+ * events in time order. Returns PL_OK or PL_ENOMEM. */
+static int sim_heap(sim_eng *g, pl_err *e) {
+    g->now = 0;
+    for (int q = 0; q < g->nstream; q++)
+        if (advance(g, q)) return pl_errf(e, PL_ENOMEM, "out of memory in the event queue");
+    while (g->hn > 0 && !g->err) {
+        sim_ev x;
+        sim_ev_pop(g, &x);
+        g->now = sim_ev_time(&x);
+        if (++g->r->events % SIM_HEAP_PROGRESS_EVENTS == 0) show_progress(g);
+        if (g->hn > 0) prefetch_next(g);
+        if (handle_event(g, &x)) return pl_errf(e, PL_ENOMEM, "out of memory in the event queue");
+    }
+    return PL_OK;
+}
+
 /* Fills e with a report of the ranks that cannot proceed. Returns PL_EINPUT. */
-static int report_stuck(eng *g, pl_err *e) {
+static int report_stuck(sim_eng *g, pl_err *e) {
     pl_buf b;
     pl_buf_init(&b);
     int n = 0;
     for (int r = 0; r < g->nstream; r++) {
-        rank_state *k = &g->rk[r];
+        sim_rank_state *k = &g->rk[r];
         if (k->pc >= k->n) continue;
-        if (n < 4) {
+        if (n < STUCK_NAMED) {
             char act[96], rp[32] = "";
             sched_action_format(&k->acts[k->pc], act, sizeof act);
             if (g->swidth && g->swidth[k->rank] > 1) snprintf(rp, sizeof rp, " (replica %d)", k->replica);
@@ -1032,209 +941,12 @@ static int report_stuck(eng *g, pl_err *e) {
         n++;
     }
     pl_errf(e, PL_EINPUT, "simulation stuck (deadlock or missing data): %s%s [%d %s blocked]",
-            b.data ? b.data : "", n > 4 ? "; ..." : "", n, g->any_rep ? "ranks or replicas" : "ranks");
+            b.data ? b.data : "", n > STUCK_NAMED ? "; ..." : "", n, g->any_rep ? "ranks or replicas" : "ranks");
     pl_buf_free(&b);
     return PL_EINPUT;
 }
 
-/* Orders link keys (src, dst) for deduplication. */
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Returns the link key of a transfer src -> dst: a rank pair, or a node pair when shared. */
-static int64_t link_key(const eng *g, int src, int dst) {
-    int rpn = g->cfg->ranks_per_node;
-    if (g->cfg->shared_inter_link && rpn > 0 && src / rpn != dst / rpn)
-        return ((int64_t)1 << 62) | ((int64_t)(src / rpn) << 31) | (dst / rpn);
-    return ((int64_t)src << 31) | dst;
-}
-
-/* Sets up links of every stage boundary and their transfer times. Returns PL_OK or an error. */
-static int setup_links(eng *g, pl_err *e) {
-    const sched *s = g->s;
-    int S = s->stages;
-    size_t nb = S > 1 ? (size_t)(S - 1) : 0;
-    int64_t *keys = pl_calloc(2 * nb + 1, sizeof *keys);
-    if (!keys) {
-        free(keys);
-        return pl_errf(e, PL_ENOMEM, "out of memory setting up links");
-    }
-    for (size_t b = 0; b < nb; b++) {
-        keys[2 * b] = link_key(g, s->stage_rank[b], s->stage_rank[b + 1]);
-        keys[2 * b + 1] = link_key(g, s->stage_rank[b + 1], s->stage_rank[b]);
-    }
-    qsort(keys, 2 * nb, sizeof *keys, cmp_i64);
-    size_t u = 0;
-    for (size_t i = 0; i < 2 * nb; i++)
-        if (u == 0 || keys[u - 1] != keys[i]) keys[u++] = keys[i];
-    /* replicated boundaries between two ranks: one link per replica pair and direction, the
-     * pair of microbatch k being k mod lcm(n1, n2) (at most one per microbatch) */
-    size_t extra = 0;
-    for (size_t b = 0; b < nb; b++) {
-        int r1 = g->reps[b], r2 = g->reps[b + 1];
-        g->st[b].npair = 0;
-        if ((r1 > 1 || r2 > 1) && s->stage_rank[b] != s->stage_rank[b + 1]) {
-            int64_t x = r1, y = r2;
-            while (y) { int64_t t = x % y; x = y; y = t; }
-            int64_t l = (int64_t)r1 / x * r2;
-            if (l > g->M) l = g->M;
-            if (l < 1) l = 1;
-            g->st[b].npair = (int32_t)l;
-            extra += 2 * (size_t)l;
-        }
-    }
-    if (u + extra > (size_t)INT32_MAX) {
-        free(keys);
-        return pl_errf(e, PL_EINPUT, "too many links (%zu replica pairs)", extra);
-    }
-    g->nlinks = (int)(u + extra);
-    g->link_free = pl_calloc(u + extra + 1, sizeof(double));
-    if (extra) g->link_xfer = pl_calloc(u + extra + 1, sizeof(double));
-    if (!g->link_free || (extra && !g->link_xfer)) {
-        free(keys);
-        return pl_errf(e, PL_ENOMEM, "out of memory setting up links");
-    }
-    const size_t nkeys = u; /* u runs on below as the first free replica-pair link */
-    for (size_t b = 0; b < nb; b++) {
-        int src = s->stage_rank[b], dst = s->stage_rank[b + 1];
-        int64_t kf = link_key(g, src, dst), kb = link_key(g, dst, src);
-        g->st[b].link_f = (int32_t)((int64_t *)bsearch(&kf, keys, nkeys, sizeof *keys, cmp_i64) - keys);
-        g->st[b].link_b = (int32_t)((int64_t *)bsearch(&kb, keys, nkeys, sizeof *keys, cmp_i64) - keys);
-        int64_t bytes = g->c->boundary_bytes(g->c->ctx, (int)b);
-        g->st[b].xfer_f_s = src == dst ? 0 : g->c->transfer_s(g->c->ctx, src, dst, bytes);
-        g->st[b].xfer_b_s = src == dst ? 0 : g->c->transfer_s(g->c->ctx, dst, src, bytes);
-        if (!(g->st[b].xfer_f_s >= 0) || !(g->st[b].xfer_b_s >= 0) || bytes < 0) {
-            free(keys);
-            return pl_errf(e, PL_EINPUT, "negative transfer time or size at the boundary of stage %zu", b);
-        }
-        if (g->st[b].npair > 0) {
-            int l = g->st[b].npair, r1 = g->reps[b], r2 = g->reps[b + 1];
-            g->st[b].link_f = (int32_t)u;
-            g->st[b].link_b = (int32_t)u + l;
-            for (int p = 0; p < l; p++) {
-                int i = p % r1, j = p % r2; /* replica i of stage b sends to replica j of b + 1 */
-                double tf, tb;
-                if (g->c->replica_transfer_s) {
-                    tf = g->c->replica_transfer_s(g->c->ctx, src, i, dst, j, bytes);
-                    tb = g->c->replica_transfer_s(g->c->ctx, dst, j, src, i, bytes);
-                } else {
-                    tf = g->st[b].xfer_f_s;
-                    tb = g->st[b].xfer_b_s;
-                }
-                if (!(tf >= 0) || !(tb >= 0)) {
-                    free(keys);
-                    return pl_errf(e, PL_EINPUT, "negative transfer time at the boundary of stage %zu (replicas %d -> %d)",
-                                   b, i, j);
-                }
-                g->link_xfer[u + (size_t)p] = tf;
-                g->link_xfer[u + (size_t)l + (size_t)p] = tb;
-            }
-            u += 2 * (size_t)l;
-        }
-    }
-    free(keys);
-    return PL_OK;
-}
-
-/* Sets up per-stage sizes, all-reduce times and each rank's static memory. Returns PL_OK. */
-static int setup_stages(eng *g, pl_err *e) {
-    const sched *s = g->s;
-    int S = s->stages;
-    const sim_config *cfg = g->cfg;
-    for (int q = 0; q < S; q++) {
-        void *x = g->c->ctx;
-        g->st[q].stash_b = g->c->stash_bytes(x, q);
-        g->st[q].wstash_b = g->c->w_stash_bytes(x, q);
-        g->st[q].input_b = g->c->input_bytes(x, q);
-        g->st[q].param_b = g->c->param_bytes(x, q);
-        if (g->st[q].stash_b < 0 || g->st[q].wstash_b < 0 || g->st[q].input_b < 0 || g->st[q].param_b < 0)
-            return pl_errf(e, PL_EINPUT, "stage %d: negative memory size", q);
-        if (g->st[q].wstash_b > g->st[q].stash_b) g->st[q].wstash_b = g->st[q].stash_b;
-        if (g->st[q].input_b > g->st[q].stash_b) g->st[q].input_b = g->st[q].stash_b;
-        int rep = g->reps[q];
-        g->st[q].reduce_s = rep > 1 ? g->c->allreduce_s(x, q, rep, g->st[q].param_b) : 0;
-        if (!(g->st[q].reduce_s >= 0)) return pl_errf(e, PL_EINPUT, "stage %d: negative all-reduce time", q);
-        double params = cfg->dtype_bytes > 0 ? (double)g->st[q].param_b / cfg->dtype_bytes : 0;
-        double opt_b = params * cfg->optimizer_bytes_per_param;
-        if (!(opt_b < 0x1p62))
-            return pl_errf(e, PL_EINPUT,
-                           "stage %d: the optimizer state (%.6g parameters x %g bytes = %.6g bytes) is too large "
-                           "to count in 64 bits; check the parameter, dtype and optimizer sizes",
-                           q, params, cfg->optimizer_bytes_per_param, opt_b);
-        int64_t stat0 = mem_mul(g, 1, g->st[q].param_b) /* gradients */;
-        int64_t one_version = g->st[q].param_b;
-        int v = versions_of(g, 0);
-        /* every replica (a device of its own) holds the stage's weights, gradients and state */
-        for (int j = 0; j < rep; j++) {
-            rank_state *k = &g->rk[g->st[q].stream0 + j];
-            int64_t stat = stat0;
-            if (__builtin_add_overflow(stat, (int64_t)opt_b, &stat) ||
-                __builtin_add_overflow(k->st.static_bytes, stat, &k->st.static_bytes) ||
-                __builtin_add_overflow(k->st.static_bytes, one_version, &k->st.static_bytes))
-                return pl_errf(e, PL_EINPUT,
-                               "rank %d: its static memory (parameters %lld bytes per stage, gradients, optimizer "
-                               "state) is too large to count in 64 bits",
-                               s->stage_rank[q], (long long)g->st[q].param_b);
-            mem_add(g, k, stat);
-            mem_add(g, k, mem_mul(g, v, one_version));
-            k->versions += v;
-        }
-    }
-    if (!g->any_rep) return PL_OK;
-    /* per-replica copies of the replicated stages' state, and their collectives */
-    size_t nr = 0;
-    for (int q = 0; q < S; q++)
-        if (g->reps[q] > 1) {
-            g->st[q].rbase = (int32_t)nr;
-            nr += (size_t)g->reps[q];
-        }
-    g->rst = pl_calloc(nr ? nr : 1, sizeof *g->rst);
-    g->rs = pl_calloc((size_t)S, sizeof *g->rs);
-    if (!g->rst || !g->rs) return pl_errf(e, PL_ENOMEM, "out of memory for replicated stages");
-    for (int q = 0; q < S; q++)
-        for (int j = 0; j < (g->reps[q] > 1 ? g->reps[q] : 0); j++) g->rst[g->st[q].rbase + j] = g->st[q];
-    for (int q = 0; q < S; q++) {
-        int n = g->reps[q];
-        if (n <= 1) continue;
-        const sched_rank *rk = &s->rank[s->stage_rank[q]];
-        int64_t maxmb = -1, nneg = 0;
-        for (size_t i = 0; i < rk->n; i++) {
-            const sched_action *a = &rk->acts[i];
-            if (a->kind != SCHED_REDUCE_GRAD || a->stage != q) continue;
-            if (a->mb >= 0) { if (a->mb > maxmb) maxmb = a->mb; }
-            else nneg++;
-        }
-        rstage *rs = &g->rs[q];
-        rs->neg0 = maxmb >= 0 ? maxmb / n + 1 : 0;
-        rs->nrd = rs->neg0 + nneg;
-        rs->rd = pl_calloc((size_t)(rs->nrd ? rs->nrd : 1), sizeof *rs->rd);
-        int32_t *top = pl_calloc((size_t)(rs->neg0 ? rs->neg0 : 1), sizeof *top); /* largest replica + 1 per round */
-        if (!rs->rd || !top) {
-            free(top);
-            return pl_errf(e, PL_ENOMEM, "out of memory for the all-reduces of stage %d", q);
-        }
-        for (size_t i = 0; i < rk->n; i++) {
-            const sched_action *a = &rk->acts[i];
-            if (a->kind != SCHED_REDUCE_GRAD || a->stage != q || a->mb < 0) continue;
-            rs->rd[a->mb / n].expected++;
-            if ((int32_t)(a->mb % n) + 1 > top[a->mb / n]) top[a->mb / n] = (int32_t)(a->mb % n) + 1;
-        }
-        for (int64_t i = 0; i < rs->neg0; i++)
-            if (rs->rd[i].expected != top[i]) {
-                int t = top[i];
-                free(top);
-                return pl_errf(e, PL_EINPUT,
-                               "stage %d (%d replicas): the all-reduces of microbatches %lld..%lld are not those of "
-                               "replicas 0..%d: each replicated round needs its first replicas' microbatches",
-                               q, n, (long long)(i * n), (long long)(i * n + n - 1), t - 1);
-            }
-        free(top);
-        for (int64_t i = rs->neg0; i < rs->nrd; i++) rs->rd[i].expected = n;
-    }
-    return PL_OK;
-}
+/* ---------------------------------------------------------------- a run */
 
 void sim_config_init(sim_config *c) {
     memset(c, 0, sizeof *c);
@@ -1243,40 +955,9 @@ void sim_config_init(sim_config *c) {
     c->microbatch_size = 1;
 }
 
-void sim_result_free(sim_result *r) {
-    if (!r) return;
-    if (r->trace)
-        for (int q = 0; q < r->ranks; q++) free(r->trace[q]);
-    free(r->trace);
-    free(r->rank);
-    free(r->iter_end_s);
-    memset(r, 0, sizeof *r);
-}
-
-/* Returns n zeroed bytes (at least 1): from calloc when small, else from an anonymous mapping
- * with transparent huge pages (*mapped = 1). NULL when out of memory. */
-static void *big_calloc(size_t n, int *mapped) {
-    *mapped = 0;
-    if (n < ((size_t)8 << 20)) return calloc(n ? n : 1, 1);
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    *mapped = 1;
-#ifdef MADV_HUGEPAGE
-    madvise(p, n, MADV_HUGEPAGE);
-#endif
-    return p;
-}
-
-/* Frees what big_calloc returned. */
-static void big_free(void *p, size_t n, int mapped) {
-    if (p && mapped) munmap(p, n);
-    else free(p);
-}
-
 /* Frees the engine's arrays. */
-static void eng_free(eng *g) {
-    if (g->cells && g->cells_mapped) munmap(g->cells, g->cells_bytes);
-    else free(g->cells);
+static void eng_free(sim_eng *g) {
+    sim_big_free(g->cells, g->cells_bytes, g->cells_mapped);
     free(g->rk);
     free(g->heap);
     free(g->link_free);
@@ -1284,7 +965,7 @@ static void eng_free(eng *g) {
     free(g->blocked);
     free(g->work);
     free(g->queued);
-    big_free(g->fstream, g->fstream_bytes, g->fstream_mapped);
+    sim_big_free(g->fstream, g->fstream_bytes, g->fstream_mapped);
     if (g->rng) gsl_rng_free(g->rng);
     if (g->rs)
         for (int q = 0; q < g->s->stages; q++) free(g->rs[q].rd);
@@ -1298,466 +979,256 @@ static void eng_free(eng *g) {
     free(g->link_xfer);
 }
 
-/* Fills st, the statistics of rank q, from its replicas' streams (sim.h): busy is the mean over
- * the replicas; communication and all-reduce time are summed (each collective counted once);
- * memory, stash and versions are the largest of one replica (one device); the span runs from
- * the first replica's first compute to the last one's last end. */
-static void rank_of_replicas(const eng *g, int q, sim_rank_stats *st) {
-    int w = g->swidth[q];
-    const rank_state *k0 = &g->rk[g->sbase[q]];
-    double busy = 0, comm = 0, red = 0, first = 0, last = 0;
-    int started = 0;
-    sim_rank_stats a = k0->st;
-    for (int j = 0; j < w; j++) {
-        const rank_state *k = &k0[j];
-        busy += g->r->steady_state ? k->busy_late_s : k->st.busy_s;
-        comm += k->st.comm_s;
-        red += k->st.reduce_s;
-        if (k->started) {
-            if (!started || k->st.first_start_s < first) first = k->st.first_start_s;
-            if (!started || k->last_end > last) last = k->last_end;
-            started = 1;
-        }
-        if (k->st.peak_bytes > a.peak_bytes) a.peak_bytes = k->st.peak_bytes;
-        if (k->st.static_bytes > a.static_bytes) a.static_bytes = k->st.static_bytes;
-        if (k->st.peak_stash_mbs > a.peak_stash_mbs) a.peak_stash_mbs = k->st.peak_stash_mbs;
-        if (k->st.peak_weight_versions > a.peak_weight_versions) a.peak_weight_versions = k->st.peak_weight_versions;
-    }
-    a.busy_s = busy / w;
-    a.comm_s = comm;
-    a.reduce_s = red;
-    a.first_start_s = started ? first : 0;
-    a.span_s = started ? last - first : 0;
-    *st = a;
-}
+/* Largest coefficient of variation: above 100 the lognormal factors are mostly below 1e-4
+ * (mu = -ln(1 + cv^2) / 2), so times vanish. */
+#define SIM_CV_MAX 100
 
-/* Computes the summary metrics once every rank finished. */
-static void finish_metrics(eng *g) {
-    sim_result *r = g->r;
-    const sched *s = g->s;
-    double mk = 0;
-    for (int q = 0; q < g->nstream; q++) {
-        if (g->rk[q].coll_free > mk) mk = g->rk[q].coll_free;
-    }
-    for (int it = 0; it < r->iterations; it++)
-        if (r->iter_end_s[it] > mk) mk = r->iter_end_s[it];
-    for (size_t l = 0; l < (size_t)g->nlinks; l++)
-        if (g->link_free[l] > mk) mk = g->link_free[l];
-    r->makespan_s = mk;
-    int n = r->iterations;
-    r->iteration_time_s = n >= 2 && !g->cfg->whole_run ? (r->iter_end_s[n - 1] - r->iter_end_s[0]) / (n - 1) : n > 1 ? mk / n : mk;
-    /* the bubble window (sim.h): an asynchronous schedule's steady state over iterations
-     * 1..N-1, the window its iteration time is measured over; else the whole run */
-    r->steady_state = s->weights != SCHED_WEIGHTS_FLUSH && n >= 2 && !g->cfg->whole_run;
-    double win = r->steady_state ? r->iter_end_s[n - 1] - r->iter_end_s[0] : mk;
-    if (r->steady_state && !(win > 0)) { /* no time between the ends (zero-cost iterations) */
-        r->steady_state = 0;
-        win = mk;
-    }
-    r->window_s = win;
-    double busy = 0, idle = 0;
-    r->zb_bubble_rate = 0;
-    for (int q = 0; q < s->ranks; q++) {
-        const rank_state *k0 = &g->rk[g->sbase[q]];
-        r->rank[q] = k0->st;
-        sim_rank_stats *st = &r->rank[q];
-        st->span_s = k0->started ? k0->last_end - st->first_start_s : 0;
-        if (r->steady_state) st->busy_s = k0->busy_late_s;
-        if (g->swidth[q] > 1) rank_of_replicas(g, q, st);
-        st->idle_s = win - st->busy_s;
-        if (st->idle_s < 0) st->idle_s = 0;
-        st->bubble_fraction = win > 0 ? st->idle_s / win : 0;
-        if (r->steady_state) {
-            /* the paper's (cost - compute) / cost of one steady-state iteration, worst rank */
-            if (st->bubble_fraction > r->zb_bubble_rate) r->zb_bubble_rate = st->bubble_fraction;
-        } else if (st->span_s > 0) {
-            double rate = (st->span_s - st->busy_s) / st->span_s;
-            if (rate > r->zb_bubble_rate) r->zb_bubble_rate = rate;
-        }
-        busy += st->busy_s;
-        idle += st->idle_s;
-        if (st->peak_bytes > r->peak_bytes) r->peak_bytes = st->peak_bytes;
-        if (g->cfg->capacity_bytes > 0 && st->peak_bytes > g->cfg->capacity_bytes) st->oom = r->oom = 1;
-    }
-    r->idle_s = idle;
-    r->bubble_fraction = win > 0 ? 1.0 - busy / (win * s->ranks) : 0;
-    if (r->bubble_fraction < 0) r->bubble_fraction = 0;
-    int mbs = g->cfg->microbatch_size > 0 ? g->cfg->microbatch_size : 1;
-    r->throughput = r->iteration_time_s > 0 ? (double)s->microbatches * mbs / r->iteration_time_s : 0;
-}
-
-/* Returns PL_OK when the engine's tables for s fit the memory budget, else PL_EINPUT with the
- * bytes needed: per action the flow engine's stream entry (and a trace slot), per (stage,
- * microbatch) a cell, per rank and stage their state, plus the event heap (at most one event
- * per action in flight per rank, counted as one per rank and stage). mbs = microbatches over
- * all iterations. Overflow-checked: a product that does not fit 64 bits is refused as well. */
-static int sim_state_check(const sched *s, int64_t mbs, int trace, pl_err *e) {
-    uint64_t acts = sched_total_actions(s), per_act = sizeof(flow_act) + (trace ? sizeof(sim_slot) : 0);
-    uint64_t cells = 0, a = 0, c = 0, total = 0;
-    uint64_t fixed = (uint64_t)s->ranks * (sizeof(sim_rank_stats) + sizeof(rank_state) + 64) +
-                     (uint64_t)s->stages * (sizeof(stage_state) + 64);
-    int over = __builtin_mul_overflow((uint64_t)s->stages, (uint64_t)(mbs > 0 ? mbs : 0), &cells) ||
-               __builtin_mul_overflow(cells, (uint64_t)sizeof(cell), &c) ||
-               __builtin_mul_overflow(acts, per_act, &a) || __builtin_add_overflow(a, c, &total) ||
-               __builtin_add_overflow(total, fixed, &total);
-    char what[192];
-    snprintf(what, sizeof what, "simulating %s (%d ranks, %d stages, %lld microbatches, %llu actions%s)", s->kind,
-             s->ranks, s->stages, (long long)mbs, (unsigned long long)acts, trace ? ", with the trace" : "");
-    return sched_memory_check(over ? UINT64_MAX : total, what, e);
-}
-
-/* Bytes per compute action (2 per stage and microbatch, 3 with split backward) that `pipelab
- * simulate` needs at its peak: the compute-only schedule, its validation and lowering (about
- * three lowered actions per compute action), and the engine's tables. Measured on every
- * generator (tests/sim/test_limits.c keeps it an upper bound): at most 160 bytes, 1200 with the
- * trace (timeline slots, the printed table, the Chrome JSON, the stored op rows). */
-#define SIM_BYTES_PER_ACTION 256u
-#define SIM_TRACE_BYTES_PER_ACTION 1536u
-/* The same for `pipelab schedule` (generation, validation, lowering, the dry run): at most 160. */
-#define SIM_SCHED_BYTES_PER_ACTION 256u
-
-uint64_t sim_memory_estimate(const sched_shape *sh, int mode) {
-    uint64_t per = mode == SIM_MEM_TRACE ? SIM_TRACE_BYTES_PER_ACTION
-                   : mode == SIM_MEM_SCHEDULE ? SIM_SCHED_BYTES_PER_ACTION : SIM_BYTES_PER_ACTION;
-    uint64_t bytes = 0;
-    uint64_t fixed = ((uint64_t)16 << 20) + (uint64_t)(sh->ranks > 0 ? sh->ranks : 0) * 1024 +
-                     (uint64_t)(sh->stages > 0 ? sh->stages : 0) * 256;
-    int over = sh->compute_actions < 0 ||
-               __builtin_mul_overflow((uint64_t)sh->compute_actions, per, &bytes) ||
-               __builtin_add_overflow(bytes, fixed, &bytes);
-    return over ? UINT64_MAX : bytes;
-}
-
-int sim_check_memory(const char *kind, const sched_shape *sh, int mode, pl_err *e) {
-    uint64_t bytes = sim_memory_estimate(sh, mode);
-    char what[192];
-    snprintf(what, sizeof what, "%s%s (%d ranks, %d stages, %lld microbatches: %lld compute actions)",
-             mode == SIM_MEM_SCHEDULE ? "" : "simulating ", kind ? kind : "the schedule", sh->ranks, sh->stages,
-             (long long)sh->microbatches, (long long)sh->compute_actions);
-    return sched_memory_check(bytes, what, e);
-}
-
-/* Sets the replicas per stage, the streams of each rank (as many as the most replicas among its
- * stages) and each stage's first stream. Returns PL_OK or an error. */
-static int setup_streams(eng *g, pl_err *e) {
-    const sched *s = g->s;
-    g->reps = pl_calloc((size_t)s->stages, sizeof *g->reps);
-    g->sbase = pl_calloc((size_t)s->ranks, sizeof *g->sbase);
-    g->swidth = pl_calloc((size_t)s->ranks, sizeof *g->swidth);
-    if (!g->reps || !g->sbase || !g->swidth) return pl_errf(e, PL_ENOMEM, "out of memory");
-    for (int r = 0; r < s->ranks; r++) g->swidth[r] = 1;
-    for (int q = 0; q < s->stages; q++) {
-        g->reps[q] = g->cfg->replicas ? g->cfg->replicas[q] : 1;
-        int rr = s->stage_rank[q];
-        if (rr >= 0 && rr < s->ranks && g->reps[q] > g->swidth[rr]) g->swidth[rr] = g->reps[q];
-    }
-    int64_t n = 0;
-    for (int r = 0; r < s->ranks; r++) {
-        g->sbase[r] = (int)n;
-        n += g->swidth[r];
-        if (n > ((int64_t)1 << 22))
-            return pl_errf(e, PL_EINPUT, "too many replicas: %lld streams from rank %d on (at most %d in all)",
-                           (long long)n, r, 1 << 22);
-    }
-    g->nstream = (int)n;
-    for (int q = 0; q < s->stages; q++) {
-        int rr = s->stage_rank[q];
-        g->st[q].rep = g->reps[q];
-        g->st[q].stream0 = rr >= 0 && rr < s->ranks ? g->sbase[rr] : 0;
-    }
-    return PL_OK;
-}
-
-/* Returns the replica of a rank of w streams that runs a: microbatch k of a stage of n replicas
- * on replica k mod n; -n for an action of every replica 0..n-1 (REDUCE_GRAD and STEP without a
- * microbatch); 0 for the rest. */
-static int route(const eng *g, const sched_action *a, int w) {
-    int st = a->stage;
-    if (st < 0 || st >= g->s->stages) return 0;
-    int n = g->reps[st] < w ? g->reps[st] : w;
-    if (n <= 1) return 0;
-    if (a->mb < 0) return a->kind == SCHED_REDUCE_GRAD || a->kind == SCHED_STEP ? -n : 0;
-    return (int)(a->mb % n);
-}
-
-/* Gives each stream of a replicated rank its subsequence of the rank's list (and the positions
- * in that list, for the trace). Returns PL_OK or PL_ENOMEM. */
-static int split_streams(eng *g, pl_err *e) {
-    const sched *s = g->s;
-    size_t total = 0;
-    for (int q = 0; q < s->ranks; q++) {
-        int w = g->swidth[q];
-        if (w <= 1) continue;
-        for (size_t i = 0; i < s->rank[q].n; i++) {
-            int j = route(g, &s->rank[q].acts[i], w);
-            total += j >= 0 ? 1 : (size_t)-j;
-        }
-    }
-    g->sacts = malloc((total ? total : 1) * sizeof *g->sacts);
-    g->sorig = malloc((total ? total : 1) * sizeof *g->sorig);
-    if (!g->sacts || !g->sorig) return pl_errf(e, PL_ENOMEM, "out of memory for the replicas' action lists");
-    size_t off = 0;
-    for (int q = 0; q < s->ranks; q++) {
-        int w = g->swidth[q];
-        if (w <= 1) continue;
-        rank_state *k0 = &g->rk[g->sbase[q]];
-        for (int j = 0; j < w; j++) k0[j].n = 0;
-        for (size_t i = 0; i < s->rank[q].n; i++) {
-            int j = route(g, &s->rank[q].acts[i], w);
-            if (j >= 0) k0[j].n++;
-            else
-                for (int x = 0; x < -j; x++) k0[x].n++;
-        }
-        for (int j = 0; j < w; j++) {
-            k0[j].acts = g->sacts + off;
-            k0[j].orig = g->sorig + off;
-            k0[j].fa = NULL;
-            off += k0[j].n;
-            k0[j].n = 0;
-        }
-        for (size_t i = 0; i < s->rank[q].n; i++) {
-            const sched_action *a = &s->rank[q].acts[i];
-            int j = route(g, a, w), lo = j >= 0 ? j : 0, hi = j >= 0 ? j + 1 : -j;
-            for (int x = lo; x < hi; x++) {
-                rank_state *k = &k0[x];
-                ((sched_action *)k->acts)[k->n] = *a;
-                ((uint32_t *)k->orig)[k->n] = (uint32_t)i;
-                k->n++;
-            }
-        }
-    }
-    return PL_OK;
-}
-
-/* Internal return of sim_run_with: the flow engine met a case it cannot serve; rerun. */
-#define SIM_RERUN_HEAP 1000
-
-/* Runs the simulation, with the flow engine when try_flow and the run allows it. */
-static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e,
-                        int try_flow) {
-    memset(r, 0, sizeof *r);
-    int rc0;
+/* Returns PL_OK when s is lowered and the values of cfg make sense (cv, bytes per parameter,
+ * capacity, replicas per stage), else PL_EINPUT saying which. */
+static int check_input(const sched *s, const sim_config *cfg, pl_err *e) {
     if (!s->lowered) return pl_errf(e, PL_EINPUT, "the simulator runs lowered schedules (call sched_lower first)");
-    /* above 100 the lognormal factors are mostly below 1e-4 (mu = -ln(1 + cv^2) / 2): times vanish */
-    if (!(cfg->cv >= 0 && cfg->cv <= 100))
-        return pl_errf(e, PL_EINPUT, "the coefficient of variation must be in [0, 100] (got %g)", cfg->cv);
+    if (!(cfg->cv >= 0 && cfg->cv <= SIM_CV_MAX))
+        return pl_errf(e, PL_EINPUT, "the coefficient of variation must be in [0, %d] (got %g)", SIM_CV_MAX, cfg->cv);
     if (!(cfg->dtype_bytes >= 0) || !isfinite(cfg->dtype_bytes) || !(cfg->optimizer_bytes_per_param >= 0) ||
         !isfinite(cfg->optimizer_bytes_per_param))
         return pl_errf(e, PL_EINPUT, "bytes per parameter (%g) and optimizer bytes per parameter (%g) must be finite and >= 0",
                        cfg->dtype_bytes, cfg->optimizer_bytes_per_param);
     if (cfg->capacity_bytes < 0)
         return pl_errf(e, PL_EINPUT, "the device capacity must be >= 0 bytes (got %lld)", (long long)cfg->capacity_bytes);
-    eng g;
-    memset(&g, 0, sizeof g);
-    g.s = s;
-    g.c = c;
-    g.cfg = cfg;
-    g.r = r;
-    int iters = sched_iterations(s);
-    g.M = (int64_t)s->microbatches * iters;
-    if ((rc0 = sim_state_check(s, g.M, cfg->record_trace, e)) != PL_OK) return rc0;
-    /* the flow engine's compact stream, built in the same pass (the cheap part of sim_flow_ok
-     * decides whether it may be needed); 8 slack entries let the engine prefetch past the end */
-    flow_act *fo = NULL;
-    if (cfg->replicas)
-        for (int q = 0; q < s->stages; q++) {
-            if (cfg->replicas[q] < 1)
-                return pl_errf(e, PL_EINPUT, "stage %d: replicas must be at least 1 (got %d)", q, cfg->replicas[q]);
-            if (cfg->replicas[q] > 1) g.any_rep = 1;
-        }
-    if (g.any_rep) try_flow = 0; /* replicated runs: the heap engine's streams (see the top) */
-    if (try_flow && cfg->cv <= 0 && s->weights == SCHED_WEIGHTS_FLUSH && !(cfg->shared_inter_link && cfg->ranks_per_node > 0)) {
-        g.fstream_bytes = (sched_total_actions(s) + 8) * sizeof(flow_act);
-        g.fstream = big_calloc(g.fstream_bytes, &g.fstream_mapped);
-        fo = g.fstream;
+    return PL_OK;
+}
+
+/* Checks the replicas per stage (at least 1 each) and notes whether any stage is replicated.
+ * Returns PL_OK or PL_EINPUT. */
+static int check_replicas(sim_eng *g, pl_err *e) {
+    const int *rep = g->cfg->replicas;
+    if (!rep) return PL_OK;
+    for (int q = 0; q < g->s->stages; q++) {
+        if (rep[q] < 1) return pl_errf(e, PL_EINPUT, "stage %d: replicas must be at least 1 (got %d)", q, rep[q]);
+        if (rep[q] > 1) g->any_rep = 1;
     }
-    if (!fo) try_flow = 0;
+    return PL_OK;
+}
+
+/* Returns whether the flow engine may serve the run as far as the configuration tells (the rest
+ * of sim_flow_ok needs the links), and then allocates its compact stream (with SIM_FLOW_SLACK
+ * entries after the last action). */
+static int flow_stream_alloc(sim_eng *g, int try_flow) {
+    const sim_config *cfg = g->cfg;
+    if (g->any_rep) return 0; /* replicated runs: the heap engine's streams (see the top) */
+    if (!try_flow || cfg->cv > 0 || g->s->weights != SCHED_WEIGHTS_FLUSH || (cfg->shared_inter_link && cfg->ranks_per_node > 0))
+        return 0;
+    g->fstream_bytes = (sched_total_actions(g->s) + SIM_FLOW_SLACK) * sizeof(sim_flow_act);
+    g->fstream = sim_big_calloc(g->fstream_bytes, &g->fstream_mapped);
+    return g->fstream != NULL;
+}
+
+/* One pass over the actions: fills the flow engine's compact stream (when allocated), raises M
+ * to the largest microbatch any action names, and clears *try_flow when an action's kind does
+ * not fit the stream or its stage does not live on the rank that runs it. */
+static void scan_actions(sim_eng *g, int *try_flow) {
+    const sched *s = g->s;
+    sim_flow_act *fo = g->fstream;
     for (int q = 0; q < s->ranks; q++)
         for (size_t i = 0; i < s->rank[q].n; i++) {
             const sched_action *a = &s->rank[q].acts[i];
             if (fo) {
                 fo->mb = a->mb;
-                fo->ks = (uint32_t)a->kind | (uint32_t)a->stage << 4;
+                fo->ks = (uint32_t)a->kind | (uint32_t)a->stage << SIM_FLOW_KIND_BITS;
                 fo++;
-                if (a->kind > 15) try_flow = 0;
+                if (a->kind > SIM_FLOW_KIND_MASK) *try_flow = 0;
             }
-            if (a->mb >= g.M) g.M = (int64_t)a->mb + 1;
-            if (a->kind == SCHED_OVERLAP && a->mb2 >= g.M) g.M = (int64_t)a->mb2 + 1;
-            /* the flow engine needs every action's stage(s) on the rank that runs it */
-            if (a->stage < 0 || a->stage >= s->stages || s->stage_rank[a->stage] != q) try_flow = 0;
-            if (a->kind == SCHED_OVERLAP && (a->stage2 < 0 || a->stage2 >= s->stages || s->stage_rank[a->stage2] != q))
-                try_flow = 0;
+            if (a->mb >= g->M) g->M = (int64_t)a->mb + 1;
+            if (a->kind == SCHED_OVERLAP && a->mb2 >= g->M) g->M = (int64_t)a->mb2 + 1;
+            if (!stage_ok(g, a->stage) || s->stage_rank[a->stage] != q) *try_flow = 0;
+            if (a->kind == SCHED_OVERLAP && (!stage_ok(g, a->stage2) || s->stage_rank[a->stage2] != q)) *try_flow = 0;
         }
-    g.n_entries = (int64_t)s->stages * g.M;
-    int rc = PL_OK;
-    if (g.M > (int64_t)s->microbatches * iters && (rc = sim_state_check(s, g.M, cfg->record_trace, e)) != PL_OK) goto out;
+}
+
+/* Allocates the result's tables, the streams (sim_setup_streams), the stage states, the wait
+ * keys, the cells and the trace (every slot not yet run: -1). Returns PL_OK or PL_ENOMEM. */
+static int alloc_tables(sim_eng *g, pl_err *e) {
+    const sched *s = g->s;
+    sim_result *r = g->r;
     r->ranks = s->ranks;
-    r->iterations = (int)((g.M + s->microbatches - 1) / s->microbatches);
+    r->iterations = (int)((g->M + s->microbatches - 1) / s->microbatches);
     r->rank = pl_calloc((size_t)s->ranks, sizeof *r->rank);
     r->iter_end_s = pl_calloc((size_t)r->iterations, sizeof(double));
-    g.st = pl_calloc((size_t)s->stages, sizeof *g.st);
-    if ((rc = setup_streams(&g, e)) != PL_OK) goto out;
-    g.rk = pl_calloc((size_t)g.nstream, sizeof *g.rk);
-    g.blocked = pl_calloc((size_t)g.nstream, sizeof *g.blocked);
-    if (!r->rank || !r->iter_end_s || !g.rk || !g.st || !g.blocked) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
-    /* anonymous mapping with transparent huge pages: the cells are touched by every rank at
-     * once, and 4 KiB pages would make most accesses TLB misses on large pipelines */
-    g.cells_bytes = (size_t)g.n_entries * sizeof(cell);
-    if (g.cells_bytes < ((size_t)8 << 20)) {
-        g.cells = calloc(g.cells_bytes ? g.cells_bytes : 1, 1);
-    } else {
-        g.cells = mmap(NULL, g.cells_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (g.cells == MAP_FAILED) g.cells = NULL;
-        else g.cells_mapped = 1;
-    }
-    if (!g.cells) {
-        rc = pl_errf(e, PL_ENOMEM, "out of memory: %lld stage-microbatch cells", (long long)g.n_entries);
-        goto out;
-    }
-#ifdef MADV_HUGEPAGE
-    if (g.cells_mapped) madvise(g.cells, g.cells_bytes, MADV_HUGEPAGE);
-#endif
-    if (cfg->record_trace) {
-        r->trace = pl_calloc((size_t)s->ranks, sizeof *r->trace);
-        if (!r->trace) { rc = pl_errf(e, PL_ENOMEM, "out of memory for the trace"); goto out; }
-        for (int q = 0; q < s->ranks; q++) {
-            r->trace[q] = malloc((s->rank[q].n ? s->rank[q].n : 1) * sizeof(sim_slot));
-            if (!r->trace[q]) { rc = pl_errf(e, PL_ENOMEM, "out of memory for the trace"); goto out; }
-            for (size_t i = 0; i < s->rank[q].n; i++) r->trace[q][i] = (sim_slot){-1, -1, 0};
-        }
-    }
+    g->st = pl_calloc((size_t)s->stages, sizeof *g->st);
+    int rc = sim_setup_streams(g, e);
+    if (rc != PL_OK) return rc;
+    g->rk = pl_calloc((size_t)g->nstream, sizeof *g->rk);
+    g->blocked = pl_calloc((size_t)g->nstream, sizeof *g->blocked);
+    if (!r->rank || !r->iter_end_s || !g->rk || !g->st || !g->blocked) return pl_errf(e, PL_ENOMEM, "out of memory");
+    g->cells_bytes = (size_t)g->n_entries * sizeof(sim_cell);
+    g->cells = sim_big_calloc(g->cells_bytes, &g->cells_mapped);
+    if (!g->cells) return pl_errf(e, PL_ENOMEM, "out of memory: %lld stage-microbatch cells", (long long)g->n_entries);
+    if (!g->cfg->record_trace) return PL_OK;
+    r->trace = pl_calloc((size_t)s->ranks, sizeof *r->trace);
+    if (!r->trace) return pl_errf(e, PL_ENOMEM, "out of memory for the trace");
     for (int q = 0; q < s->ranks; q++) {
-        if (s->rank[q].n > UINT32_MAX) { rc = pl_errf(e, PL_EINPUT, "too many actions on rank %d", q); goto out; }
-        int b = g.sbase[q];
-        g.rk[b].acts = s->rank[q].acts;
-        g.rk[b].fa = g.fstream ? g.fstream + r->actions : NULL;
-        g.rk[b].n = (uint32_t)s->rank[q].n;
-        r->actions += s->rank[q].n;
+        r->trace[q] = malloc((s->rank[q].n ? s->rank[q].n : 1) * sizeof(sim_slot));
+        if (!r->trace[q]) return pl_errf(e, PL_ENOMEM, "out of memory for the trace");
+        for (size_t i = 0; i < s->rank[q].n; i++) r->trace[q][i] = (sim_slot){-1, -1, 0};
     }
-    for (int q = 0; q < g.nstream; q++) {
-        g.blocked[q] = -1;
-        g.rk[q].id = q;
+    return PL_OK;
+}
+
+/* Gives each rank's first stream the rank's list (and its part of the compact stream), each
+ * stream its number, rank and replica, and the streams of replicated ranks their
+ * subsequences. Counts the result's actions. Returns PL_OK or an error. */
+static int init_streams(sim_eng *g, pl_err *e) {
+    const sched *s = g->s;
+    for (int q = 0; q < s->ranks; q++) {
+        if (s->rank[q].n > UINT32_MAX) return pl_errf(e, PL_EINPUT, "too many actions on rank %d", q);
+        sim_rank_state *k = &g->rk[g->sbase[q]];
+        k->acts = s->rank[q].acts;
+        k->fa = g->fstream ? g->fstream + g->r->actions : NULL;
+        k->n = (uint32_t)s->rank[q].n;
+        g->r->actions += s->rank[q].n;
+    }
+    for (int q = 0; q < g->nstream; q++) {
+        g->blocked[q] = -1;
+        g->rk[q].id = q;
     }
     for (int q = 0; q < s->ranks; q++)
-        for (int j = 0; j < g.swidth[q]; j++) {
-            g.rk[g.sbase[q] + j].rank = q;
-            g.rk[g.sbase[q] + j].replica = j;
+        for (int j = 0; j < g->swidth[q]; j++) {
+            g->rk[g->sbase[q] + j].rank = q;
+            g->rk[g->sbase[q] + j].replica = j;
         }
-    if (g.any_rep && (rc = split_streams(&g, e)) != PL_OK) goto out;
-    if ((rc = setup_links(&g, e)) != PL_OK) goto out;
-    if ((rc = setup_stages(&g, e)) != PL_OK) goto out;
-    for (int q = 0; q < g.nstream; q++) note_peaks(&g, q, &g.rk[q]);
-    if (cfg->cv > 0) {
-        g.rng = gsl_rng_alloc(gsl_rng_mt19937);
-        if (!g.rng) { rc = pl_errf(e, PL_ENOMEM, "out of memory for the random generator"); goto out; }
-        gsl_rng_set(g.rng, (unsigned long)cfg->seed);
-        g.ln_sigma = sqrt(log(1.0 + cfg->cv * cfg->cv));
-        g.ln_mu = -0.5 * g.ln_sigma * g.ln_sigma; /* mean factor 1 */
+    return g->any_rep ? sim_split_streams(g, e) : PL_OK;
+}
+
+/* Sets up what the engines read: links, stage sizes and static memory, the replicated stages'
+ * collectives, the streams' first peaks, and the random factors of a stochastic run (mean 1).
+ * Returns PL_OK or an error. */
+static int setup_run(sim_eng *g, pl_err *e) {
+    int rc = sim_setup_links(g, e);
+    if (rc == PL_OK) rc = sim_setup_stage_memory(g, e);
+    if (rc == PL_OK && g->any_rep) rc = sim_setup_rounds(g, e);
+    if (rc != PL_OK) return rc;
+    for (int q = 0; q < g->nstream; q++) note_peaks(&g->rk[q]);
+    double cv = g->cfg->cv;
+    if (cv <= 0) return PL_OK;
+    g->rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (!g->rng) return pl_errf(e, PL_ENOMEM, "out of memory for the random generator");
+    gsl_rng_set(g->rng, (unsigned long)g->cfg->seed);
+    g->ln_sigma = sqrt(log(1.0 + cv * cv));
+    g->ln_mu = -0.5 * g->ln_sigma * g->ln_sigma; /* mean factor 1 */
+    return PL_OK;
+}
+
+/* Internal return of sim_run_with: the flow engine met a case it cannot serve; rerun. */
+#define SIM_RERUN_HEAP 1000
+
+/* Runs the simulation with the flow engine when try_flow and sim_flow_ok allow it, else
+ * (giving the compact stream back) with the heap engine. Returns PL_OK, SIM_RERUN_HEAP or an
+ * error. */
+static int run_engine(sim_eng *g, int try_flow, pl_err *e) {
+    if (try_flow && sim_flow_ok(g)) {
+        g->work = pl_calloc((size_t)g->s->ranks, sizeof *g->work);
+        g->queued = pl_calloc((size_t)g->s->ranks, 1);
+        if (!g->work || !g->queued) return pl_errf(e, PL_ENOMEM, "out of memory");
+        sim_flow(g);
+        if (g->abort_flow) return SIM_RERUN_HEAP;
+        g->r->events = g->flow_events;
+        return PL_OK;
     }
-    if (try_flow && sim_flow_ok(&g)) {
-        g.work = pl_calloc((size_t)s->ranks, sizeof *g.work);
-        g.queued = pl_calloc((size_t)s->ranks, 1);
-        if (!g.work || !g.queued) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto out; }
-        sim_flow(&g);
-        if (g.abort_flow) { rc = SIM_RERUN_HEAP; goto out; }
-        r->events = g.flow_events;
-        goto done;
-    }
-    big_free(g.fstream, g.fstream_bytes, g.fstream_mapped);
-    g.fstream = NULL;
-    g.fstream_bytes = 0;
-    g.now = 0;
-    for (int q = 0; q < g.nstream; q++)
-        if (advance(&g, q)) { rc = pl_errf(e, PL_ENOMEM, "out of memory in the event queue"); goto out; }
-    while (g.hn > 0 && !g.err) {
-        ev x;
-        heap_pop(&g, &x);
-        g.now = ev_time(&x);
-        if ((++r->events & 65535) == 0) show_progress(&g);
-        uint64_t kind = x.payload >> 56, val = x.payload & (((uint64_t)1 << 56) - 1);
-        int fail = 0;
-        if (g.hn > 0) prefetch_next(&g);
-        if (kind == EV_COMPUTE_END) {
-            fail = compute_end(&g, (int)(val >> 32));
-        } else if (kind == EV_ARRIVE) {
-            publish(&g, (int)(val >> 48), (int64_t)(val & (((uint64_t)1 << 48) - 1)), g.now);
-        } else if (kind == EV_STEP_END) {
-            int st = (int)(uint32_t)val, rp = (int)(val >> 32); /* stage, replica */
-            sst(&g, st, rp)->step_pending--;
-            int rr = g.st[st].stream0 + rp;
-            if (g.blocked[rr] == KEY_STEP(&g, st)) fail = advance(&g, rr);
-        } else {
-            int st = (int)(uint32_t)val, cnt = (int)(val >> 32); /* stage, members (0: not replicated) */
-            if (cnt == 0) {
-                g.st[st].rg_done++;
-                int rr = g.st[st].stream0;
-                if (g.blocked[rr] == KEY_RG(&g, st)) fail = advance(&g, rr);
-            } else {
-                for (int j = 0; j < cnt; j++) sst(&g, st, j)->rg_done++;
-                for (int j = 0; j < cnt && !fail; j++) {
-                    int rr = g.st[st].stream0 + j;
-                    if (g.blocked[rr] == KEY_RG(&g, st)) fail = advance(&g, rr);
-                }
-            }
+    sim_big_free(g->fstream, g->fstream_bytes, g->fstream_mapped);
+    g->fstream = NULL;
+    g->fstream_bytes = 0;
+    return sim_heap(g, e);
+}
+
+/* Returns PL_OK when the run ended well, else its error: out of memory, a negative compute
+ * time, streams that never finished (stuck), memory past 64 bits. */
+static int check_ended(sim_eng *g, pl_err *e) {
+    if (g->err == PL_ENOMEM) return pl_errf(e, PL_ENOMEM, "out of memory in the event queue");
+    if (g->err) return pl_errf(e, PL_EINPUT, "a compute time is negative or not a number");
+    for (int q = 0; q < g->nstream; q++)
+        if (g->rk[q].pc < g->rk[q].n) return report_stuck(g, e);
+    if (!g->mem_overflow) return PL_OK;
+    int q = 0;
+    while (q + 1 < g->nstream && g->rk[q].st.peak_bytes != INT64_MAX) q++;
+    return pl_errf(e, PL_EINPUT,
+                   "rank %d: its memory passes 2^63 bytes (9.2e18), more than 64-bit counters hold: the "
+                   "stash, parameter or optimizer sizes are too large", g->rk[q].rank);
+}
+
+/* Ends the receives of the trace when their data arrived. */
+static void trace_recv_ends(sim_eng *g) {
+    const sched *s = g->s;
+    for (int q = 0; q < s->ranks; q++)
+        for (size_t i = 0; i < s->rank[q].n; i++) {
+            const sched_action *a = &s->rank[q].acts[i];
+            if (a->kind != SCHED_RECV_F && a->kind != SCHED_RECV_B) continue;
+            double arr = sim_cell_time(g->cells[entry(g, a->stage, a->mb)].u[a->kind == SCHED_RECV_F ? SIM_T_ARRF : SIM_T_ARRB]);
+            if (arr > g->r->trace[q][i].end_s) g->r->trace[q][i].end_s = arr;
         }
-        if (fail) { rc = pl_errf(e, PL_ENOMEM, "out of memory in the event queue"); goto out; }
+}
+
+/* Returns PL_OK when the run's times make its figures defined, else PL_EINPUT: a makespan that
+ * overflowed, or zero time for actions. */
+static int check_times(const sim_result *r, pl_err *e) {
+    if (!isfinite(r->makespan_s))
+        return pl_errf(e, PL_EINPUT,
+                       "the simulated time overflowed (makespan %g s): compute or transfer times too large to add up",
+                       r->makespan_s);
+    if (r->makespan_s <= 0 && r->actions > 0)
+        return pl_errf(e, PL_EINPUT,
+                       "every action takes zero time (makespan 0 s), so throughput and bubbles are undefined: give "
+                       "positive compute times (e.g. --tf) or transfer costs");
+    return PL_OK;
+}
+
+/* Returns the bytes the engine allocated (tables, heap, links; no trace). */
+static size_t state_bytes(const sim_eng *g) {
+    const sched *s = g->s;
+    return g->cells_bytes + g->hcap * sizeof(sim_ev) + (size_t)g->nstream * sizeof(sim_rank_state) +
+           (size_t)s->ranks * sizeof(sim_rank_stats) + (size_t)g->nlinks * sizeof(double) +
+           (size_t)s->stages * sizeof(sim_stage_state) + (size_t)g->r->iterations * sizeof(double) +
+           (g->work ? (size_t)s->ranks * (sizeof(int) + 1) : 0) + g->fstream_bytes;
+}
+
+/* Sets up the engine of a run of s: the tables sized by the actions' largest microbatch, the
+ * streams, links, memory and collectives. *try_flow is cleared when the flow engine cannot
+ * serve it. Returns PL_OK or an error. */
+static int eng_init(sim_eng *g, int *try_flow, pl_err *e) {
+    const sched *s = g->s;
+    int64_t mbs = sched_total_microbatches(s);
+    g->M = mbs;
+    int rc = sim_state_check(s, g->M, g->cfg->record_trace, e);
+    if (rc == PL_OK) rc = check_replicas(g, e);
+    if (rc != PL_OK) return rc;
+    *try_flow = flow_stream_alloc(g, *try_flow);
+    scan_actions(g, try_flow);
+    g->n_entries = (int64_t)s->stages * g->M;
+    if (g->M > mbs && (rc = sim_state_check(s, g->M, g->cfg->record_trace, e)) != PL_OK) return rc;
+    if ((rc = alloc_tables(g, e)) == PL_OK && (rc = init_streams(g, e)) == PL_OK) rc = setup_run(g, e);
+    return rc;
+}
+
+/* Runs the simulation, with the flow engine when try_flow and the run allows it. */
+static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e,
+                        int try_flow) {
+    memset(r, 0, sizeof *r);
+    int rc = check_input(s, cfg, e);
+    if (rc != PL_OK) return rc;
+    sim_eng g;
+    memset(&g, 0, sizeof g);
+    g.s = s;
+    g.c = c;
+    g.cfg = cfg;
+    g.r = r;
+    if ((rc = eng_init(&g, &try_flow, e)) == PL_OK && (rc = run_engine(&g, try_flow, e)) == PL_OK)
+        rc = check_ended(&g, e);
+    if (rc == PL_OK && r->trace) trace_recv_ends(&g);
+    if (rc == PL_OK && r->trace && g.any_rep) sim_trace_rounds(&g);
+    if (rc == PL_OK) {
+        sim_finish_metrics(&g);
+        rc = check_times(r, e);
     }
-done:
-    if (g.err == PL_ENOMEM) { rc = pl_errf(e, PL_ENOMEM, "out of memory in the event queue"); goto out; }
-    if (g.err) { rc = pl_errf(e, PL_EINPUT, "a compute time is negative or not a number"); goto out; }
-    for (int q = 0; q < g.nstream; q++)
-        if (g.rk[q].pc < g.rk[q].n) { rc = report_stuck(&g, e); goto out; }
-    if (g.mem_overflow) {
-        int q = 0;
-        while (q + 1 < g.nstream && g.rk[q].st.peak_bytes != INT64_MAX) q++;
-        rc = pl_errf(e, PL_EINPUT,
-                     "rank %d: its memory passes 2^63 bytes (9.2e18), more than 64-bit counters hold: the "
-                     "stash, parameter or optimizer sizes are too large", g.rk[q].rank);
-        goto out;
-    }
-    /* receives end when their data arrived */
-    if (r->trace)
-        for (int q = 0; q < s->ranks; q++)
-            for (size_t i = 0; i < s->rank[q].n; i++) {
-                const sched_action *a = &s->rank[q].acts[i];
-                if (a->kind != SCHED_RECV_F && a->kind != SCHED_RECV_B) continue;
-                double arr = cell_time(g.cells[entry(&g, a->stage, a->mb)].u[a->kind == SCHED_RECV_F ? T_ARRF : T_ARRB]);
-                if (arr > r->trace[q][i].end_s) r->trace[q][i].end_s = arr;
-            }
-    /* REDUCE_GRAD of replicated stages: the times of their collective */
-    if (r->trace && g.any_rep)
-        for (int q = 0; q < s->stages; q++) {
-            if (g.reps[q] <= 1) continue;
-            int rr = s->stage_rank[q];
-            int64_t neg = 0;
-            for (size_t i = 0; i < s->rank[rr].n; i++) {
-                const sched_action *a = &s->rank[rr].acts[i];
-                if (a->kind != SCHED_REDUCE_GRAD || a->stage != q) continue;
-                int64_t ri = a->mb >= 0 ? a->mb / g.reps[q] : g.rs[q].neg0 + neg++;
-                if (ri >= 0 && ri < g.rs[q].nrd) {
-                    r->trace[rr][i].start_s = g.rs[q].rd[ri].start;
-                    r->trace[rr][i].end_s = g.rs[q].rd[ri].end;
-                }
-            }
-        }
-    finish_metrics(&g);
-    if (!isfinite(r->makespan_s)) {
-        rc = pl_errf(e, PL_EINPUT,
-                     "the simulated time overflowed (makespan %g s): compute or transfer times too large to add up", r->makespan_s);
-        goto out;
-    }
-    if (r->makespan_s <= 0 && r->actions > 0) {
-        rc = pl_errf(e, PL_EINPUT,
-                     "every action takes zero time (makespan 0 s), so throughput and bubbles are undefined: give "
-                     "positive compute times (e.g. --tf) or transfer costs");
-        goto out;
-    }
-    r->state_bytes = g.cells_bytes + g.hcap * sizeof(ev) +
-                     (size_t)g.nstream * sizeof(rank_state) + (size_t)s->ranks * sizeof(sim_rank_stats) +
-                     (size_t)g.nlinks * sizeof(double) + (size_t)s->stages * sizeof(stage_state) +
-                     (size_t)r->iterations * sizeof(double) + (g.work ? (size_t)s->ranks * (sizeof(int) + 1) : 0) +
-                     g.fstream_bytes;
-out:
+    if (rc == PL_OK) r->state_bytes = state_bytes(&g);
     eng_free(&g);
     if (rc != PL_OK) sim_result_free(r);
     return rc;
@@ -1767,41 +1238,4 @@ int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_resul
     int rc = sim_run_with(s, c, cfg, r, e, 1);
     if (rc == SIM_RERUN_HEAP) rc = sim_run_with(s, c, cfg, r, e, 0);
     return rc;
-}
-
-int sim_repeat(const sched *s, const sim_costs *c, const sim_config *cfg, int repeat, sim_repeat_stats *st,
-               sim_result *first, pl_err *e) {
-    memset(st, 0, sizeof *st);
-    if (repeat < 1) return pl_errf(e, PL_EINPUT, "--repeat must be at least 1");
-    st->repeat = repeat;
-    double si = 0, si2 = 0, stp = 0, stp2 = 0, sb = 0, sb2 = 0;
-    for (int k = 0; k < repeat; k++) {
-        sim_config cf = *cfg;
-        cf.seed = cfg->seed + (uint64_t)k;
-        cf.progress_base = cfg->progress_base + (uint64_t)k * sched_total_actions(s);
-        if (k > 0) cf.record_trace = 0;
-        sim_result r;
-        int rc = sim_run(s, c, &cf, &r, e);
-        if (rc != PL_OK) return rc;
-        double it = r.iteration_time_s;
-        si += it;
-        si2 += it * it;
-        stp += r.throughput;
-        stp2 += r.throughput * r.throughput;
-        sb += r.bubble_fraction;
-        sb2 += r.bubble_fraction * r.bubble_fraction;
-        if (k == 0 || it < st->iter_min_s) st->iter_min_s = it;
-        if (k == 0 || it > st->iter_max_s) st->iter_max_s = it;
-        if (k == 0 && first) *first = r;
-        else sim_result_free(&r);
-    }
-    double n = repeat;
-    st->iter_mean_s = si / n;
-    st->thr_mean = stp / n;
-    st->bubble_fraction_mean = sb / n;
-    /* sample standard deviations (0 for one repetition) */
-    st->iter_sd_s = repeat > 1 ? sqrt(fmax(0, (si2 - si * si / n) / (n - 1))) : 0;
-    st->thr_sd = repeat > 1 ? sqrt(fmax(0, (stp2 - stp * stp / n) / (n - 1))) : 0;
-    st->bubble_fraction_sd = repeat > 1 ? sqrt(fmax(0, (sb2 - sb * sb / n) / (n - 1))) : 0;
-    return PL_OK;
 }

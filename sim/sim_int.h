@@ -1,0 +1,292 @@
+/* sim_int.h: internals of the simulator shared between its files: the engine's state (one
+ * sim_eng per run), the event queue and its payloads, and the helpers that the engines
+ * (sim_engine.c) and their set-up (sim_links.c, sim_memory.c, sim_replicas.c) both use. */
+#ifndef SIM_INT_H
+#define SIM_INT_H
+
+#include <gsl/gsl_rng.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "sim.h"
+
+/* ---------------------------------------------------------------- times per (stage, mb) */
+
+/* Tables of times per (stage, mb). Key of a wait = table * n_entries + idx. */
+enum { SIM_T_FDONE, SIM_T_IDONE, SIM_T_ARRF, SIM_T_ARRB, SIM_T_N };
+
+/* The times of one (stage, mb): forward done, input-backward done, forward input arrived,
+ * output gradient arrived. Together so that the actions around one microbatch share a line. */
+typedef struct sim_cell {
+    uint64_t u[SIM_T_N]; /* ~bits of the time (times are >= +0.0, so never all ones); 0 = not yet,
+                          * so zeroed memory (calloc, fresh mmap pages) needs no initialization */
+} sim_cell;
+
+/* Returns the time stored in a cell field, or -1 when not known yet. */
+static inline double sim_cell_time(uint64_t u) {
+    if (!u) return -1.0;
+    u = ~u;
+    double v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* Returns the cell encoding of time tm (>= 0). */
+static inline uint64_t sim_cell_enc(double tm) {
+    uint64_t u;
+    memcpy(&u, &tm, sizeof u);
+    return ~u;
+}
+
+/* ---------------------------------------------------------------- events */
+
+__extension__ typedef unsigned __int128 sim_u128;
+
+/* An event: 128-bit key (time bits, insertion number) and what happens (a payload below). */
+typedef struct sim_ev {
+    sim_u128 key;
+    uint64_t payload;
+} sim_ev;
+
+/* Event kinds, in the top bits of the payload. */
+enum { SIM_EV_COMPUTE_END = 0, SIM_EV_ARRIVE = 1, SIM_EV_REDUCE_END = 2, SIM_EV_STEP_END = 3 };
+
+/* Payload layout: kind << SIM_EV_KIND_SHIFT | value. The value of an arrival is table <<
+ * SIM_EV_TABLE_SHIFT | cell index; the others' is hi << SIM_EV_HI_SHIFT | lo: a compute end's
+ * (stream, pc), an all-reduce end's (members, stage; 0 members: not replicated) and a deferred
+ * step end's (replica, stage). Streams (SIM_MAX_STREAMS) fit hi, cell indices (stages x
+ * microbatches) fit the 48 bits below the table. */
+#define SIM_EV_KIND_SHIFT 56
+#define SIM_EV_HI_SHIFT 32
+#define SIM_EV_TABLE_SHIFT 48
+#define SIM_EV_VALUE_MASK (((uint64_t)1 << SIM_EV_KIND_SHIFT) - 1)
+#define SIM_EV_INDEX_MASK (((uint64_t)1 << SIM_EV_TABLE_SHIFT) - 1)
+
+/* Returns the payload of an event of kind with value (hi, lo). */
+static inline uint64_t sim_ev_pack(int kind, uint32_t hi, uint32_t lo) {
+    return (uint64_t)kind << SIM_EV_KIND_SHIFT | (uint64_t)hi << SIM_EV_HI_SHIFT | lo;
+}
+
+/* Returns the payload of the arrival of table's time of cell idx. */
+static inline uint64_t sim_ev_pack_arrive(int table, int64_t idx) {
+    return (uint64_t)SIM_EV_ARRIVE << SIM_EV_KIND_SHIFT | (uint64_t)table << SIM_EV_TABLE_SHIFT | (uint64_t)idx;
+}
+
+/* The fields of a payload: its kind, hi and lo (sim_ev_pack), table and index (arrivals). */
+static inline int sim_ev_kind(uint64_t p) { return (int)(p >> SIM_EV_KIND_SHIFT); }
+static inline uint32_t sim_ev_hi(uint64_t p) { return (uint32_t)((p & SIM_EV_VALUE_MASK) >> SIM_EV_HI_SHIFT); }
+static inline uint32_t sim_ev_lo(uint64_t p) { return (uint32_t)p; }
+static inline int sim_ev_table(uint64_t p) { return (int)((p & SIM_EV_VALUE_MASK) >> SIM_EV_TABLE_SHIFT); }
+static inline int64_t sim_ev_index(uint64_t p) { return (int64_t)(p & SIM_EV_INDEX_MASK); }
+
+/* Returns the time of an event. */
+static inline double sim_ev_time(const sim_ev *x) {
+    uint64_t bits = (uint64_t)(x->key >> 64);
+    double t;
+    memcpy(&t, &bits, sizeof t);
+    return t;
+}
+
+/* ---------------------------------------------------------------- engine state */
+
+/* Everything the engine keeps per stage, in one place (one or two cache lines). */
+typedef struct sim_stage_state {
+    int64_t stash_b, wstash_b, input_b, param_b; /* memory sizes */
+    double xfer_f_s, xfer_b_s;  /* transfer times over the boundary stage -> stage+1 and back */
+    double reduce_s;            /* all-reduce time */
+    int32_t link_f, link_b;     /* links of the boundary stage -> stage+1 and back */
+    int32_t inflight;           /* microbatches stashed now */
+    int32_t rg_issued, rg_done; /* all-reduces started / finished */
+    int32_t step_pending;       /* deferred optimizer steps not finished (stash, 2bw) */
+    double reduce_end;          /* end of the latest all-reduce */
+    int32_t rep;                /* replicas of the stage (1: not replicated) */
+    int32_t rbase;              /* replicated: index of replica 0's state in eng.rst */
+    int32_t stream0;            /* engine stream of replica 0 (the rank when nothing is replicated) */
+    int32_t npair;              /* replicated boundary stage -> stage+1: links per direction (the
+                                 * pair of microbatch k is k mod npair), at link_f and link_b; 0 = one */
+    int32_t rg_started;         /* replicated: this replica's all-reduces whose collective started */
+    int32_t rg_neg;             /* replicated: REDUCE_GRADs without microbatch this replica reached */
+} sim_stage_state;
+
+/* One all-reduce collective of a replicated stage: it starts when its `expected` replicas
+ * reached it (at the latest of their ready times and the stage's previous collective end). */
+typedef struct sim_round {
+    double ready, start, end;
+    int32_t arrived, expected;
+} sim_round;
+
+/* The collectives of a replicated stage: REDUCE_GRAD of microbatch k (stash) joins round
+ * k / n with the other replicas' microbatches of that round; the i-th REDUCE_GRAD without a
+ * microbatch (flush, 2bw) of every replica forms round neg0 + i. */
+typedef struct sim_rstage {
+    sim_round *rd;
+    int64_t nrd, neg0;
+    double last_end;
+} sim_rstage;
+
+/* One action in the flow engine's compact stream: 8 bytes instead of 20 (the flow engine
+ * hops between ranks, and at thousands of ranks loading the next action is its main miss).
+ * ks = kind | stage << SIM_FLOW_KIND_BITS; an OVERLAP reads its second half from the schedule. */
+typedef struct sim_flow_act {
+    int32_t mb;
+    uint32_t ks;
+} sim_flow_act;
+#define SIM_FLOW_KIND_BITS 4
+#define SIM_FLOW_KIND_MASK ((1u << SIM_FLOW_KIND_BITS) - 1)
+/* Entries past the end of the compact stream, so that the flow engine prefetches ahead freely. */
+#define SIM_FLOW_SLACK 8
+
+/* One engine stream: a rank, or one replica of a rank with replicated stages. */
+typedef struct sim_rank_state {
+    const sched_action *acts;
+    const sim_flow_act *fa; /* flow engine: this rank's part of the compact stream */
+    uint32_t n, pc;
+    int32_t id;       /* rank number */
+    double coll_free; /* collective stream free at */
+    double start_cur; /* start of the running compute */
+    int cur_iter;
+    int started;      /* 1 once a compute started */
+    double last_end;  /* end of the last compute */
+    double busy_late_s; /* compute of the actions of iterations >= 1 (the steady-state window's) */
+    double cur;       /* flow engine: the rank's own clock (where the heap engine has "now") */
+    int inflight;     /* microbatches stashed now */
+    int versions;     /* weight versions now (sum over stages) */
+    int64_t mem;      /* bytes now */
+    int32_t rank, replica; /* the schedule rank this stream belongs to, and its replica */
+    const uint32_t *orig;  /* replicated rank: position of each action in the rank's list, else NULL */
+    sim_rank_stats st; /* statistics, copied to the result at the end */
+} sim_rank_state;
+
+typedef struct sim_eng {
+    const sched *s;
+    const sim_costs *c;
+    const sim_config *cfg;
+    sim_result *r;
+    int64_t M, n_entries;
+    sim_cell *cells;    /* [stages * M] the four times of each (stage, mb), one 32-byte cell */
+    size_t cells_bytes;
+    int cells_mapped;   /* 1 when cells came from mmap (large), 0 from malloc */
+    sim_rank_state *rk;
+    /* heap */
+    sim_ev *heap;
+    size_t hn, hcap;
+    uint64_t seq;
+    double *link_free;        /* [nlinks] when each link is free */
+    int nlinks;
+    sim_stage_state *st;      /* [stages] */
+    int64_t *blocked;         /* [ranks] key each rank waits for; -1 runnable or running. Dense
+                               * (not in rank_state) so waking checks stay in cache */
+    int stash_policy;
+    gsl_rng *rng;
+    double ln_mu, ln_sigma;
+    double now;
+    int err;
+    /* flow engine (see sim_flow in sim_engine.c) */
+    int *work;                /* [ranks] stack of runnable ranks */
+    int nwork;
+    uint8_t *queued;          /* [ranks] 1 while on the stack */
+    int abort_flow;           /* 1: a cell was written twice; rerun with the heap engine */
+    sim_flow_act *fstream;    /* [actions] the compact stream of all ranks, rank by rank */
+    size_t fstream_bytes;
+    int fstream_mapped;       /* 1 when it came from mmap */
+    size_t flow_events;       /* events the heap engine would have processed */
+    int mem_overflow;         /* 1: some rank's memory passed INT64_MAX bytes (saturated there) */
+    /* replicated stages (all NULL / 0 when nothing is replicated: streams = ranks) */
+    int any_rep;              /* 1: some stage has more than one replica */
+    int nstream;              /* engine streams (rank_state entries) */
+    int *reps;                /* [stages] replicas per stage */
+    int *sbase, *swidth;      /* [ranks] first stream of each rank, and its stream count */
+    sim_stage_state *rst;     /* per-replica state of replicated stages */
+    sim_rstage *rs;           /* [stages] collectives of replicated stages */
+    sched_action *sacts;      /* the streams' subsequences of replicated ranks */
+    uint32_t *sorig;          /* their positions in the ranks' lists */
+    double *link_xfer;        /* [nlinks] transfer time of replica-pair links */
+} sim_eng;
+
+/* Returns the state of (stage, replica): the stage's own when it is not replicated. */
+static inline sim_stage_state *sim_sst(sim_eng *g, int stage, int replica) {
+    sim_stage_state *x = &g->st[stage];
+    return x->rep > 1 ? &g->rst[x->rbase + replica] : x;
+}
+
+/* Returns the weight versions a stage holds with `inflight` microbatches stashed. */
+static inline int sim_versions_of(const sim_eng *g, int inflight) {
+    if (g->s->weights == SCHED_WEIGHTS_STASH) return inflight > 1 ? inflight : 1;
+    return g->s->weights == SCHED_WEIGHTS_2BW ? 2 : 1;
+}
+
+/* Adds d bytes to rank k's memory, saturating at INT64_MAX and noting the overflow (reported
+ * as an error after the run: no real device holds 8 EiB, so such sizes are input mistakes). */
+static inline void sim_mem_add(sim_eng *g, sim_rank_state *k, int64_t d) {
+    if (__builtin_add_overflow(k->mem, d, &k->mem)) {
+        k->mem = INT64_MAX;
+        g->mem_overflow = 1;
+    }
+}
+
+/* Returns a * b, or INT64_MAX (noting the overflow) when it does not fit. */
+static inline int64_t sim_mem_mul(sim_eng *g, int64_t a, int64_t b) {
+    int64_t x;
+    if (__builtin_mul_overflow(a, b, &x)) {
+        g->mem_overflow = 1;
+        return INT64_MAX;
+    }
+    return x;
+}
+
+/* ---------------------------------------------------------------- the event queue (sim_queue.c) */
+
+/* Pushes an event at time t with payload p; returns 0, or -1 when out of memory. */
+int sim_ev_push(sim_eng *g, double t, uint64_t p);
+/* Pops the earliest event (the queue is not empty) into *out. */
+void sim_ev_pop(sim_eng *g, sim_ev *out);
+
+/* ---------------------------------------------------------------- memory (sim_memory.c) */
+
+/* Tables of at least this many bytes come from an anonymous mapping with transparent huge pages:
+ * every rank touches them at once, and 4 KiB pages would make most accesses TLB misses. */
+#define SIM_MAP_MIN_BYTES ((size_t)8 << 20)
+/* Returns n zeroed bytes (at least 1): from calloc below SIM_MAP_MIN_BYTES, else from an
+ * anonymous mapping (*mapped = 1). NULL when out of memory. */
+void *sim_big_calloc(size_t n, int *mapped);
+/* Frees what sim_big_calloc returned. */
+void sim_big_free(void *p, size_t n, int mapped);
+/* Returns PL_OK when the engine's tables for s (mbs microbatches over all iterations, the
+ * trace when trace) fit the budget, else PL_EINPUT with the bytes needed. */
+int sim_state_check(const sched *s, int64_t mbs, int trace, pl_err *e);
+/* Sets each stage's memory sizes and all-reduce time, and each stream's static memory (weights,
+ * gradients, optimizer state per replica). Returns PL_OK or PL_EINPUT naming the stage or rank. */
+int sim_setup_stage_memory(sim_eng *g, pl_err *e);
+
+/* ---------------------------------------------------------------- results (sim_result.c) */
+
+/* Computes the summary metrics of g's result once every stream finished: makespan, iteration
+ * time, the bubble window and the figures over it per rank and for the run, peak memory and
+ * the OOM verdict, throughput. */
+void sim_finish_metrics(const sim_eng *g);
+
+/* ---------------------------------------------------------------- links (sim_links.c) */
+
+/* Sets up the links of every stage boundary and their transfer times. Returns PL_OK or an
+ * error. */
+int sim_setup_links(sim_eng *g, pl_err *e);
+
+/* ---------------------------------------------------------------- replicated stages (sim_replicas.c) */
+
+/* The most engine streams a run may have (replicas of all ranks together). */
+#define SIM_MAX_STREAMS (1 << 22)
+/* Sets the replicas per stage, the streams of each rank and each stage's first stream. Returns
+ * PL_OK or an error. */
+int sim_setup_streams(sim_eng *g, pl_err *e);
+/* Gives each stream of a replicated rank its subsequence of the rank's list. Returns PL_OK or
+ * PL_ENOMEM. */
+int sim_split_streams(sim_eng *g, pl_err *e);
+/* Sets up the per-replica state and the collectives of the replicated stages. Returns PL_OK or
+ * an error. */
+int sim_setup_rounds(sim_eng *g, pl_err *e);
+/* Fills st, the statistics of replicated rank q, from its replicas' streams. */
+void sim_rank_of_replicas(const sim_eng *g, int q, sim_rank_stats *st);
+/* Puts the times of their collectives on the REDUCE_GRADs of replicated stages in the trace. */
+void sim_trace_rounds(sim_eng *g);
+
+#endif

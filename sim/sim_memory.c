@@ -1,0 +1,147 @@
+/* sim_memory.c: the simulator's memory: the budget of a run (checked before anything is
+ * allocated), the large tables, and each stage's sizes and static memory per device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "sim_int.h"
+
+void *sim_big_calloc(size_t n, int *mapped) {
+    *mapped = 0;
+    if (n < SIM_MAP_MIN_BYTES) return calloc(n ? n : 1, 1);
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    *mapped = 1;
+#ifdef MADV_HUGEPAGE
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+void sim_big_free(void *p, size_t n, int mapped) {
+    if (p && mapped) munmap(p, n);
+    else free(p);
+}
+
+/* What the allocator adds to each per-rank and per-stage allocation, counted in the budget. */
+#define ALLOC_SLACK_BYTES 64
+
+/* The bytes counted: per action the flow engine's stream entry (and a trace slot), per (stage,
+ * microbatch) a cell, per rank and stage their state, plus the event heap (at most one event
+ * per action in flight per rank, counted as one per rank and stage). Overflow-checked: a
+ * product that does not fit 64 bits is refused as well. */
+int sim_state_check(const sched *s, int64_t mbs, int trace, pl_err *e) {
+    uint64_t acts = sched_total_actions(s), per_act = sizeof(sim_flow_act) + (trace ? sizeof(sim_slot) : 0);
+    uint64_t cells = 0, a = 0, c = 0, total = 0;
+    uint64_t fixed = (uint64_t)s->ranks * (sizeof(sim_rank_stats) + sizeof(sim_rank_state) + ALLOC_SLACK_BYTES) +
+                     (uint64_t)s->stages * (sizeof(sim_stage_state) + ALLOC_SLACK_BYTES);
+    int over = __builtin_mul_overflow((uint64_t)s->stages, (uint64_t)(mbs > 0 ? mbs : 0), &cells) ||
+               __builtin_mul_overflow(cells, (uint64_t)sizeof(sim_cell), &c) ||
+               __builtin_mul_overflow(acts, per_act, &a) || __builtin_add_overflow(a, c, &total) ||
+               __builtin_add_overflow(total, fixed, &total);
+    char what[192];
+    snprintf(what, sizeof what, "simulating %s (%d ranks, %d stages, %lld microbatches, %llu actions%s)", s->kind,
+             s->ranks, s->stages, (long long)mbs, (unsigned long long)acts, trace ? ", with the trace" : "");
+    return sched_memory_check(over ? UINT64_MAX : total, what, e);
+}
+
+/* Bytes per compute action (2 per stage and microbatch, 3 with split backward) that `pipelab
+ * simulate` needs at its peak: the compute-only schedule, its validation and lowering (about
+ * three lowered actions per compute action), and the engine's tables. Measured on every
+ * generator (tests/sim/test_limits.c keeps it an upper bound): at most 160 bytes, 1200 with the
+ * trace (timeline slots, the printed table, the Chrome JSON, the stored op rows). */
+#define SIM_BYTES_PER_ACTION 256u
+#define SIM_TRACE_BYTES_PER_ACTION 1536u
+/* The same for `pipelab schedule` (generation, validation, lowering, the dry run): at most 160. */
+#define SIM_SCHED_BYTES_PER_ACTION 256u
+/* What a run needs besides its actions: a fixed part, and a part per rank and per stage. */
+#define SIM_FIXED_BYTES ((uint64_t)16 << 20)
+#define SIM_BYTES_PER_RANK 1024u
+#define SIM_BYTES_PER_STAGE 256u
+
+uint64_t sim_memory_estimate(const sched_shape *sh, int mode) {
+    uint64_t per = mode == SIM_MEM_TRACE ? SIM_TRACE_BYTES_PER_ACTION
+                   : mode == SIM_MEM_SCHEDULE ? SIM_SCHED_BYTES_PER_ACTION : SIM_BYTES_PER_ACTION;
+    uint64_t bytes = 0;
+    uint64_t fixed = SIM_FIXED_BYTES + (uint64_t)(sh->ranks > 0 ? sh->ranks : 0) * SIM_BYTES_PER_RANK +
+                     (uint64_t)(sh->stages > 0 ? sh->stages : 0) * SIM_BYTES_PER_STAGE;
+    int over = sh->compute_actions < 0 ||
+               __builtin_mul_overflow((uint64_t)sh->compute_actions, per, &bytes) ||
+               __builtin_add_overflow(bytes, fixed, &bytes);
+    return over ? UINT64_MAX : bytes;
+}
+
+int sim_check_memory(const char *kind, const sched_shape *sh, int mode, pl_err *e) {
+    uint64_t bytes = sim_memory_estimate(sh, mode);
+    char what[192];
+    snprintf(what, sizeof what, "%s%s (%d ranks, %d stages, %lld microbatches: %lld compute actions)",
+             mode == SIM_MEM_SCHEDULE ? "" : "simulating ", kind ? kind : "the schedule", sh->ranks, sh->stages,
+             (long long)sh->microbatches, (long long)sh->compute_actions);
+    return sched_memory_check(bytes, what, e);
+}
+
+/* Optimizer state bytes that count safely in 64 bits (with the other static bytes added). */
+#define OPT_BYTES_MAX 0x1p62
+
+/* Reads stage q's memory sizes (stash, its part kept until W, the recomputation input and the
+ * parameters, the last two at most the stash) and its all-reduce time. Returns PL_OK or
+ * PL_EINPUT for a negative size or time. */
+static int stage_sizes(sim_eng *g, int q, pl_err *e) {
+    void *x = g->c->ctx;
+    sim_stage_state *st = &g->st[q];
+    st->stash_b = g->c->stash_bytes(x, q);
+    st->wstash_b = g->c->w_stash_bytes(x, q);
+    st->input_b = g->c->input_bytes(x, q);
+    st->param_b = g->c->param_bytes(x, q);
+    if (st->stash_b < 0 || st->wstash_b < 0 || st->input_b < 0 || st->param_b < 0)
+        return pl_errf(e, PL_EINPUT, "stage %d: negative memory size", q);
+    if (st->wstash_b > st->stash_b) st->wstash_b = st->stash_b;
+    if (st->input_b > st->stash_b) st->input_b = st->stash_b;
+    int rep = g->reps[q];
+    st->reduce_s = rep > 1 ? g->c->allreduce_s(x, q, rep, st->param_b) : 0;
+    if (!(st->reduce_s >= 0)) return pl_errf(e, PL_EINPUT, "stage %d: negative all-reduce time", q);
+    return PL_OK;
+}
+
+/* Adds stage q's static memory to each of its replicas' streams (a device of its own each):
+ * the gradients and optimizer state, one weight version counted in static_bytes, and the
+ * versions the policy holds before any microbatch. Returns PL_OK or PL_EINPUT when the bytes
+ * do not count in 64 bits. */
+static int stage_static(sim_eng *g, int q, pl_err *e) {
+    const sim_config *cfg = g->cfg;
+    const sim_stage_state *st = &g->st[q];
+    double params = cfg->dtype_bytes > 0 ? (double)st->param_b / cfg->dtype_bytes : 0;
+    double opt_b = params * cfg->optimizer_bytes_per_param;
+    if (!(opt_b < OPT_BYTES_MAX))
+        return pl_errf(e, PL_EINPUT,
+                       "stage %d: the optimizer state (%.6g parameters x %g bytes = %.6g bytes) is too large "
+                       "to count in 64 bits; check the parameter, dtype and optimizer sizes",
+                       q, params, cfg->optimizer_bytes_per_param, opt_b);
+    int64_t stat0 = sim_mem_mul(g, 1, st->param_b) /* gradients */;
+    int64_t one_version = st->param_b;
+    int v = sim_versions_of(g, 0);
+    for (int j = 0; j < g->reps[q]; j++) {
+        sim_rank_state *k = &g->rk[st->stream0 + j];
+        int64_t stat = stat0;
+        if (__builtin_add_overflow(stat, (int64_t)opt_b, &stat) ||
+            __builtin_add_overflow(k->st.static_bytes, stat, &k->st.static_bytes) ||
+            __builtin_add_overflow(k->st.static_bytes, one_version, &k->st.static_bytes))
+            return pl_errf(e, PL_EINPUT,
+                           "rank %d: its static memory (parameters %lld bytes per stage, gradients, optimizer "
+                           "state) is too large to count in 64 bits",
+                           g->s->stage_rank[q], (long long)st->param_b);
+        sim_mem_add(g, k, stat);
+        sim_mem_add(g, k, sim_mem_mul(g, v, one_version));
+        k->versions += v;
+    }
+    return PL_OK;
+}
+
+int sim_setup_stage_memory(sim_eng *g, pl_err *e) {
+    for (int q = 0; q < g->s->stages; q++) {
+        int rc = stage_sizes(g, q, e);
+        if (rc == PL_OK) rc = stage_static(g, q, e);
+        if (rc != PL_OK) return rc;
+    }
+    return PL_OK;
+}

@@ -1,0 +1,142 @@
+/* sim_result.c: what a run reports: the summary metrics from the streams' statistics (the
+ * iteration time, the bubble window and the figures over it, memory and the OOM verdict),
+ * statistics over repeated stochastic runs, and freeing a result. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "sim_int.h"
+
+void sim_result_free(sim_result *r) {
+    if (!r) return;
+    if (r->trace)
+        for (int q = 0; q < r->ranks; q++) free(r->trace[q]);
+    free(r->trace);
+    free(r->rank);
+    free(r->iter_end_s);
+    memset(r, 0, sizeof *r);
+}
+
+/* Returns the makespan: the last end among the collective streams, the iterations and the
+ * links. */
+static double makespan(const sim_eng *g) {
+    const sim_result *r = g->r;
+    double mk = 0;
+    for (int q = 0; q < g->nstream; q++) {
+        if (g->rk[q].coll_free > mk) mk = g->rk[q].coll_free;
+    }
+    for (int it = 0; it < r->iterations; it++)
+        if (r->iter_end_s[it] > mk) mk = r->iter_end_s[it];
+    for (size_t l = 0; l < (size_t)g->nlinks; l++)
+        if (g->link_free[l] > mk) mk = g->link_free[l];
+    return mk;
+}
+
+/* Sets the makespan, the iteration time and the bubble window (sim.h): an asynchronous
+ * schedule's steady state over iterations 1..N-1, the window its iteration time is measured
+ * over; else the whole run. */
+static void set_window(const sim_eng *g) {
+    sim_result *r = g->r;
+    double mk = makespan(g);
+    r->makespan_s = mk;
+    int n = r->iterations;
+    r->iteration_time_s = n >= 2 && !g->cfg->whole_run ? (r->iter_end_s[n - 1] - r->iter_end_s[0]) / (n - 1) : n > 1 ? mk / n : mk;
+    r->steady_state = g->s->weights != SCHED_WEIGHTS_FLUSH && n >= 2 && !g->cfg->whole_run;
+    double win = r->steady_state ? r->iter_end_s[n - 1] - r->iter_end_s[0] : mk;
+    if (r->steady_state && !(win > 0)) { /* no time between the ends (zero-cost iterations) */
+        r->steady_state = 0;
+        win = mk;
+    }
+    r->window_s = win;
+}
+
+/* Fills rank q's statistics over the window win from its streams (its replicas' when it has
+ * several), and raises the run's Zero Bubble rate to the rank's. */
+static void rank_stats(const sim_eng *g, int q, double win) {
+    sim_result *r = g->r;
+    const sim_rank_state *k0 = &g->rk[g->sbase[q]];
+    r->rank[q] = k0->st;
+    sim_rank_stats *st = &r->rank[q];
+    st->span_s = k0->started ? k0->last_end - st->first_start_s : 0;
+    if (r->steady_state) st->busy_s = k0->busy_late_s;
+    if (g->swidth[q] > 1) sim_rank_of_replicas(g, q, st);
+    st->idle_s = win - st->busy_s;
+    if (st->idle_s < 0) st->idle_s = 0;
+    st->bubble_fraction = win > 0 ? st->idle_s / win : 0;
+    if (r->steady_state) {
+        /* the paper's (cost - compute) / cost of one steady-state iteration, worst rank */
+        if (st->bubble_fraction > r->zb_bubble_rate) r->zb_bubble_rate = st->bubble_fraction;
+    } else if (st->span_s > 0) {
+        double rate = (st->span_s - st->busy_s) / st->span_s;
+        if (rate > r->zb_bubble_rate) r->zb_bubble_rate = rate;
+    }
+}
+
+void sim_finish_metrics(const sim_eng *g) {
+    sim_result *r = g->r;
+    const sched *s = g->s;
+    set_window(g);
+    double win = r->window_s, busy = 0, idle = 0;
+    r->zb_bubble_rate = 0;
+    for (int q = 0; q < s->ranks; q++) {
+        rank_stats(g, q, win);
+        sim_rank_stats *st = &r->rank[q];
+        busy += st->busy_s;
+        idle += st->idle_s;
+        if (st->peak_bytes > r->peak_bytes) r->peak_bytes = st->peak_bytes;
+        if (g->cfg->capacity_bytes > 0 && st->peak_bytes > g->cfg->capacity_bytes) st->oom = r->oom = 1;
+    }
+    r->idle_s = idle;
+    r->bubble_fraction = win > 0 ? 1.0 - busy / (win * s->ranks) : 0;
+    if (r->bubble_fraction < 0) r->bubble_fraction = 0;
+    int mbs = g->cfg->microbatch_size > 0 ? g->cfg->microbatch_size : 1;
+    r->throughput = r->iteration_time_s > 0 ? (double)s->microbatches * mbs / r->iteration_time_s : 0;
+}
+
+/* Sums of a figure and of its squares over the repetitions. */
+typedef struct sums {
+    double x, x2;
+} sums;
+
+/* Adds x to the sums. */
+static void sums_add(sums *s, double x) {
+    s->x += x;
+    s->x2 += x * x;
+}
+
+/* Returns the sample standard deviation of n values (0 for one). */
+static double sums_sd(const sums *s, int n) {
+    return n > 1 ? sqrt(fmax(0, (s->x2 - s->x * s->x / n) / (n - 1))) : 0;
+}
+
+int sim_repeat(const sched *s, const sim_costs *c, const sim_config *cfg, int repeat, sim_repeat_stats *st,
+               sim_result *first, pl_err *e) {
+    memset(st, 0, sizeof *st);
+    if (repeat < 1) return pl_errf(e, PL_EINPUT, "--repeat must be at least 1");
+    st->repeat = repeat;
+    sums it_s = {0, 0}, thr = {0, 0}, bub = {0, 0};
+    for (int k = 0; k < repeat; k++) {
+        sim_config cf = *cfg;
+        cf.seed = cfg->seed + (uint64_t)k;
+        cf.progress_base = cfg->progress_base + (uint64_t)k * sched_total_actions(s);
+        if (k > 0) cf.record_trace = 0;
+        sim_result r;
+        int rc = sim_run(s, c, &cf, &r, e);
+        if (rc != PL_OK) return rc;
+        double it = r.iteration_time_s;
+        sums_add(&it_s, it);
+        sums_add(&thr, r.throughput);
+        sums_add(&bub, r.bubble_fraction);
+        if (k == 0 || it < st->iter_min_s) st->iter_min_s = it;
+        if (k == 0 || it > st->iter_max_s) st->iter_max_s = it;
+        if (k == 0 && first) *first = r;
+        else sim_result_free(&r);
+    }
+    double n = repeat;
+    st->iter_mean_s = it_s.x / n;
+    st->thr_mean = thr.x / n;
+    st->bubble_fraction_mean = bub.x / n;
+    st->iter_sd_s = sums_sd(&it_s, repeat);
+    st->thr_sd = sums_sd(&thr, repeat);
+    st->bubble_fraction_sd = sums_sd(&bub, repeat);
+    return PL_OK;
+}
