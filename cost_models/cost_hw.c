@@ -317,18 +317,9 @@ int cost_hw_write(const cost_hw *hw, pl_buf *out) {
     return out->failed ? PL_ENOMEM : PL_OK;
 }
 
-/* Returns the names of the embedded presets, NULL-terminated (built once). */
-const char *const *cost_hw_preset_names(void) {
-    static const char *names[64];
-    static int built;
-    if (!built) {
-        int n = 0;
-        for (const struct cost_preset *p = cost_presets; p->name && n < 63; p++) names[n++] = p->name;
-        names[n] = NULL;
-        built = 1;
-    }
-    return names;
-}
+/* Returns the names of the embedded presets, NULL-terminated: the table generated beside them,
+ * so it needs no building (and no buffer) at run time. */
+const char *const *cost_hw_preset_names(void) { return cost_preset_names; }
 
 /* Returns the INI text of an embedded preset, or NULL. */
 const char *cost_hw_preset_text(const char *name) {

@@ -13,6 +13,8 @@ struct cost_preset {
     const char *text;
 };
 extern const struct cost_preset cost_presets[];
+/* Their names in the same order, terminated by NULL (generated with them). */
+extern const char *const cost_preset_names[];
 
 /* Cursor over the lines of a text: cost_next_line sets *line and *len (no '\n', no trailing '\r')
  * and returns 1, or 0 at the end. lineno counts from 1. */
