@@ -74,8 +74,9 @@ static int fail_rank(const sched *s, int rank, pl_err *e, const char *fmt, ...) 
 /* Returns the counter slot of (stage, mb). */
 static size_t ix(const vstate *v, int stage, int mb) { return (size_t)stage * (size_t)v->M + (size_t)mb; }
 
+/* Counts one more in a saturating counter (it only tells 0, 1 and "more than one"). */
 static void bump(uint8_t *c) {
-    if (*c < 255) (*c)++;
+    if (*c < UINT8_MAX) (*c)++;
 }
 
 /* Checks that stage and mb of one half of an action are in range and on this rank. */
@@ -208,6 +209,7 @@ static int check_complete(const vstate *v, pl_err *e) {
 
 int sched_validate(const sched *s, pl_err *e) { return sched_validate_core(s, NULL, e); }
 
+/* Orders (stage, microbatch) keys for qsort. */
 static int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
