@@ -125,6 +125,51 @@ static double stage_flops(const cost_model *m, int a, int b, const char *kind, d
     return sum * scale;
 }
 
+/* Returns the partition of the run's layers: --partition FILE (covering the model's layers), or
+ * an even split into its stages; NULL and e on error. */
+static cost_partition *run_partition(const opts *o, const cost_model *m, int stages, pl_err *e) {
+    if (!o->partition) return cost_partition_even(m->n, stages, e);
+    cost_plan p;
+    cost_partition *part = NULL;
+    int rc = cost_partition_read(o->partition, &p, e);
+    if (rc == PL_OK && p.layers != m->n)
+        rc = pl_errf(e, PL_EINPUT, "%s: the partition covers %d layers but the model has %d", o->partition, p.layers, m->n);
+    if (rc == PL_OK && !(part = cost_plan_to_partition(&p))) pl_errf(e, PL_ENOMEM, "out of memory");
+    cost_plan_free(&p);
+    return part;
+}
+
+/* Turns ops[nops] of a run into observations v (room for nops): F/B/I/W compute with the FLOPs
+ * of their stage of m under part (scaled to the run's microbatch), SEND_F/SEND_B transfers of
+ * the cut's bytes between the ranks of the two stages, intra or inter by hw's nodes. Returns how
+ * many it wrote. */
+static size_t observations(const store_op *ops, size_t nops, const cost_model *m, const cost_partition *part,
+                           const cost_hw *hw, double scale, int *rank_of, cost_observation *v) {
+    size_t n = 0;
+    for (int s = 0; s < part->stages; s++) rank_of[s] = -1;
+    for (size_t k = 0; k < nops; k++)
+        if (ops[k].stage >= 0 && ops[k].stage < part->stages && rank_of[ops[k].stage] < 0) rank_of[ops[k].stage] = ops[k].rank;
+    for (size_t k = 0; k < nops; k++) {
+        const store_op *op = &ops[k];
+        const char *kd = op->kind ? op->kind : "";
+        double secs = op->end_s - op->start_s;
+        if (op->stage < 0 || op->stage >= part->stages || !(secs >= 0)) continue;
+        int a = part->bound[op->stage], b = part->bound[op->stage + 1];
+        if (!strcmp(kd, "F") || !strcmp(kd, "B") || !strcmp(kd, "I") || !strcmp(kd, "W")) {
+            double fl = stage_flops(m, a, b, kd, scale);
+            if (fl > 0) v[n++] = (cost_observation){COST_OBS_COMPUTE, fl, 0, secs};
+        } else if (!strcmp(kd, "SEND_F") || !strcmp(kd, "SEND_B")) {
+            int fwd = strcmp(kd, "SEND_F") == 0, peer = op->stage + (fwd ? 1 : -1);
+            if (peer < 0 || peer >= part->stages || rank_of[peer] < 0) continue;
+            double bytes = (double)(m->cut_bytes ? m->cut_bytes[fwd ? b : a] : 0) * scale;
+            if (bytes <= 0 || rank_of[peer] == op->rank) continue;
+            int inter = cost_ranks_inter(hw, op->rank, rank_of[peer]);
+            v[n++] = (cost_observation){inter ? COST_OBS_INTER : COST_OBS_INTRA, 0, bytes, secs};
+        }
+    }
+    return n;
+}
+
 /* Turns the ops of a stored run into observations (F/B/I/W compute, SEND_F/SEND_B transfers);
  * returns PL_OK and a malloc'd array, or an error. */
 static int obs_from_db(const opts *o, const cost_hw *hw, cost_observation **out, size_t *nout, pl_err *e) {
@@ -134,57 +179,25 @@ static int obs_from_db(const opts *o, const cost_hw *hw, cost_observation **out,
     store_run run;
     memset(&run, 0, sizeof run);
     store_op *ops = NULL;
-    size_t nops = 0;
+    size_t nops = 0, n = 0;
     cost_model *m = NULL;
     cost_partition *part = NULL;
     int *rank_of = NULL;
     cost_observation *v = NULL;
-    size_t n = 0;
     int rc = store_open(o->db, 1, &db, e);
     char key[CLI_RUN_KEY_MAX]; /* "p:X", as pipelab db list prints a prediction's id */
     if (rc == PL_OK) rc = store_get_run(db, cli_run_key(o->run, key, sizeof key), &run, e);
     if (rc == PL_OK) rc = store_get_ops(db, run.id, &ops, &nops, e);
     if (rc == PL_OK && nops == 0) rc = pl_errf(e, PL_EINPUT, "%s: run %s has no recorded actions", o->db, o->run);
     if (rc == PL_OK && !(m = cost_model_open(o->model, e))) rc = e->code ? e->code : PL_EINPUT;
-    if (rc == PL_OK) {
-        if (o->partition) {
-            cost_plan p;
-            rc = cost_partition_read(o->partition, &p, e);
-            if (rc == PL_OK && p.layers != m->n)
-                rc = pl_errf(e, PL_EINPUT, "%s: the partition covers %d layers but the model has %d", o->partition, p.layers, m->n);
-            if (rc == PL_OK && !(part = cost_plan_to_partition(&p))) rc = pl_errf(e, PL_ENOMEM, "out of memory");
-            cost_plan_free(&p);
-        } else if (!(part = cost_partition_even(m->n, run.stages, e))) {
-            rc = e->code ? e->code : PL_EINPUT;
-        }
-    }
+    if (rc == PL_OK && !(part = run_partition(o, m, run.stages, e))) rc = e->code ? e->code : PL_EINPUT;
     if (rc == PL_OK && part->stages != run.stages)
         rc = pl_errf(e, PL_EINPUT, "the partition has %d stages but run %s has %d", part->stages, o->run, run.stages);
     if (rc == PL_OK && (!(rank_of = calloc((size_t)part->stages, sizeof *rank_of)) || !(v = calloc(nops, sizeof *v))))
         rc = pl_errf(e, PL_ENOMEM, "out of memory");
     if (rc == PL_OK) {
         double scale = (double)(o->microbatch ? o->microbatch : m->microbatch_size) / (double)m->microbatch_size;
-        for (int s = 0; s < part->stages; s++) rank_of[s] = -1;
-        for (size_t k = 0; k < nops; k++)
-            if (ops[k].stage >= 0 && ops[k].stage < part->stages && rank_of[ops[k].stage] < 0) rank_of[ops[k].stage] = ops[k].rank;
-        for (size_t k = 0; k < nops; k++) {
-            const store_op *op = &ops[k];
-            const char *kd = op->kind ? op->kind : "";
-            double secs = op->end_s - op->start_s;
-            if (op->stage < 0 || op->stage >= part->stages || !(secs >= 0)) continue;
-            int a = part->bound[op->stage], b = part->bound[op->stage + 1];
-            if (!strcmp(kd, "F") || !strcmp(kd, "B") || !strcmp(kd, "I") || !strcmp(kd, "W")) {
-                double fl = stage_flops(m, a, b, kd, scale);
-                if (fl > 0) v[n++] = (cost_observation){COST_OBS_COMPUTE, fl, 0, secs};
-            } else if (!strcmp(kd, "SEND_F") || !strcmp(kd, "SEND_B")) {
-                int fwd = kd[5] == 'F', peer = op->stage + (fwd ? 1 : -1);
-                if (peer < 0 || peer >= part->stages || rank_of[peer] < 0) continue;
-                double bytes = (double)(m->cut_bytes ? m->cut_bytes[fwd ? b : a] : 0) * scale;
-                if (bytes <= 0 || rank_of[peer] == op->rank) continue;
-                int inter = cost_ranks_inter(hw, op->rank, rank_of[peer]);
-                v[n++] = (cost_observation){inter ? COST_OBS_INTER : COST_OBS_INTRA, 0, bytes, secs};
-            }
-        }
+        n = observations(ops, nops, m, part, hw, scale, rank_of, v);
         if (n == 0)
             rc = pl_errf(e, PL_EINPUT, "%s: run %s has no compute action with known FLOPs and no transfer to fit", o->db, o->run);
     }
@@ -204,35 +217,101 @@ static int obs_from_db(const opts *o, const cost_hw *hw, cost_observation **out,
 }
 #endif
 
-/* Runs the command after parsing; returns an exit code. */
+/* Loads the base hardware (--hardware, else the 'cpu' preset when there is one, else neutral
+ * defaults named "machine") into hw and applies --set; *base gets its name, NULL for the
+ * defaults. Returns PL_OK or an error in e. */
+static int base_hardware(const opts *o, cost_hw *hw, const char **base, pl_err *e) {
+    *base = o->hardware ? o->hardware : have_preset("cpu") ? "cpu" : NULL;
+    if (*base) {
+        int rc = cost_hw_load(hw, *base, e);
+        if (rc != PL_OK) return rc;
+    } else {
+        cost_hw_init(hw);
+        snprintf(hw->name, sizeof hw->name, "machine");
+    }
+    for (int k = 0; k < o->nsets; k++) {
+        int rc = cost_hw_set_kv(hw, o->sets[k], e);
+        if (rc != PL_OK) return rc;
+    }
+    return PL_OK;
+}
+
+/* Reads the observations of --observations FILE or of --db's run into *obs[*n]. Returns an exit
+ * code (CLI_OK, or after printing what is wrong). */
+static int get_observations(const opts *o, const cost_hw *hw, cost_observation **obs, size_t *n) {
+    pl_err e;
+    pl_err_clear(&e);
+    if (o->observations) return cost_observations_read(o->observations, obs, n, &e) == PL_OK ? CLI_OK : cli_fail(&e);
+#ifdef PIPELAB_HAVE_PL_RESULTS
+    return obs_from_db(o, hw, obs, n, &e) == PL_OK ? CLI_OK : cli_fail(&e);
+#else
+    (void)hw;
+    return cli_usage_error("calibrate", "--db needs a build with the results store");
+#endif
+}
+
+/* Puts the fitted values of f into hw and names it: --name, or the base's name with
+ * "-calibrated"; its description and source say what it was calibrated from (src) on what base. */
+static void apply_fit(const opts *o, const cost_fit *f, const char *base, const char *src, cost_hw *hw) {
+    if (f->have_compute) hw->efficiency = f->efficiency, hw->launch_s = f->launch_s;
+    if (f->have_intra) hw->intra_bandwidth_Bps = f->intra_bw_Bps, hw->intra_latency_s = f->intra_latency_s;
+    if (f->have_inter) hw->inter_bandwidth_Bps = f->inter_bw_Bps, hw->inter_latency_s = f->inter_latency_s;
+    if (o->name) {
+        snprintf(hw->name, sizeof hw->name, "%s", o->name);
+    } else {
+        char nm[sizeof hw->name];
+        snprintf(nm, sizeof nm, "%.48s-calibrated", hw->name[0] ? hw->name : "machine");
+        memcpy(hw->name, nm, sizeof nm);
+    }
+    char desc[sizeof hw->description];
+    snprintf(desc, sizeof desc, "%.60s, calibrated from %.80s", base ? base : "neutral defaults", src);
+    memcpy(hw->description, desc, sizeof desc);
+    snprintf(hw->source, sizeof hw->source, "pipelab calibrate %s %.200s", o->observations ? "--observations" : "--db", src);
+}
+
+/* Prints the fit's summary on stderr: each fitted group, the groups left at the base values, and
+ * a warning for a fit whose R^2 is below CALIBRATE_R2_WARN (a line that explains little of the
+ * times it was fitted to predicts little either). */
+static void print_fit(const cost_fit *f, const char *src) {
+    fprintf(stderr, "calibrated from %s:\n", src);
+    if (f->have_compute)
+        fprintf(stderr, "  compute  %zu observations: efficiency %.4g of %.4g FLOP/s, launch %.4g s (R^2 %.4f)\n",
+                f->n_compute, f->efficiency, f->peak_flops, f->launch_s, f->compute_r2);
+    if (f->have_intra)
+        fprintf(stderr, "  intra    %zu observations: latency %.4g s, bandwidth %.4g B/s (R^2 %.4f)\n", f->n_intra,
+                f->intra_latency_s, f->intra_bw_Bps, f->intra_r2);
+    if (f->have_inter)
+        fprintf(stderr, "  inter    %zu observations: latency %.4g s, bandwidth %.4g B/s (R^2 %.4f)\n", f->n_inter,
+                f->inter_latency_s, f->inter_bw_Bps, f->inter_r2);
+    if (f->skipped[0]) fprintf(stderr, "  left at the base values: %s\n", f->skipped);
+    const struct { int have; double r2; const char *what, *how; } fits[] = {
+        {f->have_compute, f->compute_r2, "compute", "FLOPs (vary --width, --ffn or --microbatch-size)"},
+        {f->have_intra, f->intra_r2, "intra", "bytes"},
+        {f->have_inter, f->inter_r2, "inter", "bytes"}};
+    for (size_t k = 0; k < sizeof fits / sizeof fits[0]; k++)
+        if (fits[k].have && fits[k].r2 < CALIBRATE_R2_WARN)
+            fprintf(stderr, "  warning: the %s fit explains %.0f%% of the variation of its times (R^2 %.2f < %.1f): its "
+                            "observations span too narrow a range of %s, or are noisy; the file is written, but its "
+                            "%s parameters predict little\n",
+                    fits[k].what, 100 * fits[k].r2, fits[k].r2, CALIBRATE_R2_WARN, fits[k].how, fits[k].what);
+}
+
+/* Runs the command after parsing: base hardware, observations, fit, checks, summary, INI file.
+ * Returns an exit code. */
 static int run(const opts *o) {
     pl_err e;
     pl_err_clear(&e);
     cost_hw hw;
-    const char *base = o->hardware ? o->hardware : have_preset("cpu") ? "cpu" : NULL;
-    if (base) {
-        if (cost_hw_load(&hw, base, &e) != PL_OK) return cli_fail(&e);
-    } else {
-        cost_hw_init(&hw);
-        snprintf(hw.name, sizeof hw.name, "machine");
-    }
-    for (int k = 0; k < o->nsets; k++)
-        if (cost_hw_set_kv(&hw, o->sets[k], &e) != PL_OK) return cli_fail(&e);
+    const char *base;
+    if (base_hardware(o, &hw, &base, &e) != PL_OK) return cli_fail(&e);
     cost_observation *obs = NULL;
     size_t n = 0;
     const char *src = o->observations ? o->observations : o->db;
-    if (o->observations) {
-        if (cost_observations_read(o->observations, &obs, &n, &e) != PL_OK) return cli_fail(&e);
-    } else {
-#ifdef PIPELAB_HAVE_PL_RESULTS
-        if (obs_from_db(o, &hw, &obs, &n, &e) != PL_OK) return cli_fail(&e);
-#else
-        return cli_usage_error("calibrate", "--db needs a build with the results store");
-#endif
-    }
+    int rc = get_observations(o, &hw, &obs, &n);
+    if (rc != CLI_OK) return rc;
     int prec = o->precision ? cost_precision_parse(o->precision) : COST_FP32;
     cost_fit f;
-    int rc = cost_calibrate(obs, n, hw.peak_flops[prec], o->db != NULL, &f, &e);
+    rc = cost_calibrate(obs, n, hw.peak_flops[prec], o->db != NULL, &f, &e);
     free(obs);
     if (rc != PL_OK) {
         pl_err_prefix(&e, "%s: ", src);
@@ -246,46 +325,12 @@ static int run(const opts *o) {
                 cost_precision_name((cost_precision)prec));
         return cli_fail(&e);
     }
-    if (f.have_compute) hw.efficiency = f.efficiency, hw.launch_s = f.launch_s;
-    if (f.have_intra) hw.intra_bandwidth_Bps = f.intra_bw_Bps, hw.intra_latency_s = f.intra_latency_s;
-    if (f.have_inter) hw.inter_bandwidth_Bps = f.inter_bw_Bps, hw.inter_latency_s = f.inter_latency_s;
-    if (o->name) {
-        snprintf(hw.name, sizeof hw.name, "%s", o->name);
-    } else {
-        char nm[sizeof hw.name];
-        snprintf(nm, sizeof nm, "%.48s-calibrated", hw.name[0] ? hw.name : "machine");
-        memcpy(hw.name, nm, sizeof nm);
-    }
-    char desc[sizeof hw.description];
-    snprintf(desc, sizeof desc, "%.60s, calibrated from %.80s", base ? base : "neutral defaults", src);
-    memcpy(hw.description, desc, sizeof desc);
-    snprintf(hw.source, sizeof hw.source, "pipelab calibrate %s %.200s", o->observations ? "--observations" : "--db", src);
+    apply_fit(o, &f, base, src, &hw);
     if (cost_hw_check(&hw, &e) != PL_OK) {
         pl_err_prefix(&e, "the calibrated hardware is inconsistent: ");
         return cli_fail(&e);
     }
-    fprintf(stderr, "calibrated from %s:\n", src);
-    if (f.have_compute)
-        fprintf(stderr, "  compute  %zu observations: efficiency %.4g of %.4g FLOP/s, launch %.4g s (R^2 %.4f)\n",
-                f.n_compute, f.efficiency, f.peak_flops, f.launch_s, f.compute_r2);
-    if (f.have_intra)
-        fprintf(stderr, "  intra    %zu observations: latency %.4g s, bandwidth %.4g B/s (R^2 %.4f)\n", f.n_intra,
-                f.intra_latency_s, f.intra_bw_Bps, f.intra_r2);
-    if (f.have_inter)
-        fprintf(stderr, "  inter    %zu observations: latency %.4g s, bandwidth %.4g B/s (R^2 %.4f)\n", f.n_inter,
-                f.inter_latency_s, f.inter_bw_Bps, f.inter_r2);
-    if (f.skipped[0]) fprintf(stderr, "  left at the base values: %s\n", f.skipped);
-    /* a line that explains little of the times it was fitted to predicts little either */
-    const struct { int have; double r2; const char *what, *how; } fits[] = {
-        {f.have_compute, f.compute_r2, "compute", "FLOPs (vary --width, --ffn or --microbatch-size)"},
-        {f.have_intra, f.intra_r2, "intra", "bytes"},
-        {f.have_inter, f.inter_r2, "inter", "bytes"}};
-    for (size_t k = 0; k < sizeof fits / sizeof fits[0]; k++)
-        if (fits[k].have && fits[k].r2 < CALIBRATE_R2_WARN)
-            fprintf(stderr, "  warning: the %s fit explains %.0f%% of the variation of its times (R^2 %.2f < %.1f): its "
-                            "observations span too narrow a range of %s, or are noisy; the file is written, but its "
-                            "%s parameters predict little\n",
-                    fits[k].what, 100 * fits[k].r2, fits[k].r2, CALIBRATE_R2_WARN, fits[k].how, fits[k].what);
+    print_fit(&f, src);
     pl_buf out;
     pl_buf_init(&out);
     if (cost_hw_write(&hw, &out) != PL_OK) {
@@ -298,6 +343,7 @@ static int run(const opts *o) {
     return rc;
 }
 
+/* Entry point of `pipelab calibrate`; returns an exit code. */
 int cli_calibrate(int argc, char **argv) {
     opts o;
     int rc = parse(argc, argv, &o);

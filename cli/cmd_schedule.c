@@ -72,6 +72,8 @@ static const struct option long_opts[] = {
     {0, 0, 0, 0},
 };
 
+#define MAX_UNIT 1000 /* the largest step cost of the dry run (--unit-f, -b, -i, -w) */
+
 /* Parses argv into o; returns -1 to continue, or an exit code to return at once. */
 static int parse(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
@@ -94,27 +96,24 @@ static int parse(int argc, char **argv, opts *o) {
         case O_NOTL: o->no_timeline = 1; break;
         case O_COLOR: o->color = optarg; break;
         case O_FORMAT: o->format = optarg; break;
-        case O_UF: if (cli_int_arg("schedule", "--unit-f", optarg, 0, 1000, &o->costs.f)) return CLI_EUSAGE; break;
-        case O_UB: if (cli_int_arg("schedule", "--unit-b", optarg, 0, 1000, &o->costs.b)) return CLI_EUSAGE; break;
-        case O_UI: if (cli_int_arg("schedule", "--unit-i", optarg, 0, 1000, &o->costs.i)) return CLI_EUSAGE; break;
-        case O_UW: if (cli_int_arg("schedule", "--unit-w", optarg, 0, 1000, &o->costs.w)) return CLI_EUSAGE; break;
+        case O_UF: if (cli_int_arg("schedule", "--unit-f", optarg, 0, MAX_UNIT, &o->costs.f)) return CLI_EUSAGE; break;
+        case O_UB: if (cli_int_arg("schedule", "--unit-b", optarg, 0, MAX_UNIT, &o->costs.b)) return CLI_EUSAGE; break;
+        case O_UI: if (cli_int_arg("schedule", "--unit-i", optarg, 0, MAX_UNIT, &o->costs.i)) return CLI_EUSAGE; break;
+        case O_UW: if (cli_int_arg("schedule", "--unit-w", optarg, 0, MAX_UNIT, &o->costs.w)) return CLI_EUSAGE; break;
         case O_HELP: fputs(help_text, stdout); return CLI_OK;
         case O_MAXMEM: if (cli_max_memory_arg("schedule", optarg)) return CLI_EUSAGE; break;
         default:
             return cli_usage_error("schedule", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
-    if (optind < argc) return cli_usage_error("schedule", "unexpected argument '%s'", argv[optind]);
-    if ((rc = cli_sched_check("schedule", &o->a)) >= 0) return rc;
+    if ((rc = cli_sched_args_end("schedule", argc, argv, &o->a)) >= 0) return rc;
     if (o->to && strcmp(o->to, "sched") != 0 && strcmp(o->to, "torch-csv") != 0 && strcmp(o->to, "torch-csv-legacy") != 0)
         return cli_usage_error("schedule", "--to must be sched, torch-csv or torch-csv-legacy (got '%s')", o->to);
     if (o->flavour && strcmp(o->flavour, "compute_only") != 0 && strcmp(o->flavour, "compute_comms") != 0)
         return cli_usage_error("schedule", "--flavour must be compute_only or compute_comms (got '%s')", o->flavour);
     if (strcmp(o->color, "auto") && strcmp(o->color, "always") && strcmp(o->color, "never"))
         return cli_usage_error("schedule", "--color must be auto, always or never");
-    if (strcmp(o->format, "table") && strcmp(o->format, "csv") && strcmp(o->format, "json"))
-        return cli_usage_error("schedule", "--format must be table, csv or json");
-    return -1;
+    return cli_format_arg("schedule", o->format);
 }
 
 /* Writes the statistics as CSV (one row per rank) or JSON. */
@@ -139,6 +138,8 @@ static void stats_machine(const sched *s, const sched_dryrun_result *r, int json
     pl_buf_puts(b, "]}\n");
 }
 
+/* Entry point of `pipelab schedule`: checks, converts or dry-runs the schedule and prints the
+ * result; returns an exit code. */
 int cli_schedule(int argc, char **argv) {
     opts o;
     int rc = parse(argc, argv, &o);
