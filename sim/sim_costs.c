@@ -196,91 +196,132 @@ static char *trim(char *s) {
     return s;
 }
 
-int sim_basic_load_csv(sim_basic *b, const char *path, int stages, pl_err *e) {
-    char *text;
-    size_t len;
-    int rc = pl_read_file(path, (size_t)1 << 28, &text, &len, e);
-    if (rc != PL_OK) return rc;
-    sim_stage_cost *st = pl_calloc((size_t)stages, sizeof *st);
-    if (!st) {
-        free(text);
-        return pl_errf(e, PL_ENOMEM, "out of memory");
+/* Largest stage-cost file read, and most cells on one of its lines. */
+enum { STAGE_CSV_MAX_CELLS = 64 };
+#define STAGE_CSV_MAX_BYTES ((size_t)1 << 28)
+
+/* State of one stage-cost CSV being read. */
+typedef struct stage_csv {
+    const char *path;
+    int line, stages, ncol, have_header;
+    int col[STAGE_CSV_MAX_CELLS]; /* column id of each cell of the header */
+    sim_stage_cost *st;           /* [stages] the overrides read */
+    pl_err *e;
+} stage_csv;
+
+/* Splits a line at commas into trimmed cells; returns their count, or -1 after an error. */
+static int split_cells(stage_csv *r, char *t, char **cells) {
+    int nc = 0;
+    for (char *p = t;;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = '\0';
+        if (nc == STAGE_CSV_MAX_CELLS) return pl_errf(r->e, PL_EINPUT, "%s:%d: too many columns", r->path, r->line), -1;
+        cells[nc++] = trim(p);
+        if (!comma) return nc;
+        p = comma + 1;
     }
-    for (int q = 0; q < stages; q++) st[q] = (sim_stage_cost){-1, -1, -1, -1, -1, -1, -1, -1};
-    int col[64], ncol = 0, line = 0, have_header = 0;
+}
+
+/* Reads the header's column names; returns PL_OK or the error. */
+static int read_header(stage_csv *r, char **cells, int nc) {
+    int seen_stage = 0;
+    for (int i = 0; i < nc; i++) {
+        r->col[i] = -1;
+        for (int k = 0; k < C_N; k++)
+            if (strcmp(cells[i], col_names[k]) == 0) r->col[i] = k;
+        if (r->col[i] < 0) {
+            pl_buf known;
+            pl_buf_init(&known);
+            for (int k = 0; k < C_N; k++) pl_buf_printf(&known, "%s%s", k ? "," : "", col_names[k]);
+            int rc = pl_errf(r->e, PL_EINPUT, "%s:%d: unknown column '%s' (known: %s)", r->path, r->line, cells[i],
+                             known.data ? known.data : "");
+            pl_buf_free(&known);
+            return rc;
+        }
+        seen_stage |= r->col[i] == C_STAGE;
+    }
+    r->ncol = nc;
+    r->have_header = 1;
+    return seen_stage ? PL_OK : pl_errf(r->e, PL_EINPUT, "%s:%d: the header needs a 'stage' column", r->path, r->line);
+}
+
+/* Sets the field of column c of override o to v. */
+static void set_cell(sim_stage_cost *o, int c, double v) {
+    switch (c) {
+    case C_TF: o->tf_s = v; break;
+    case C_TB: o->tb_s = v; break;
+    case C_TI: o->ti_s = v; break;
+    case C_TW: o->tw_s = v; break;
+    case C_BYTES: o->bytes = (int64_t)v; break;
+    case C_STASH: o->stash_bytes = (int64_t)v; break;
+    case C_WSTASH: o->w_stash_bytes = (int64_t)v; break;
+    case C_PARAM: o->param_bytes = (int64_t)v; break;
+    default: break;
+    }
+}
+
+/* Reads one row: its stage number, then each non-empty cell into that stage's override.
+ * Returns PL_OK or the error. */
+static int read_row(stage_csv *r, char **cells, int nc) {
+    if (nc != r->ncol) return pl_errf(r->e, PL_EINPUT, "%s:%d: %d cells, the header has %d", r->path, r->line, nc, r->ncol);
+    long q = -1;
+    for (int i = 0; i < nc; i++)
+        if (r->col[i] == C_STAGE && pl_parse_long(cells[i], 0, r->stages - 1, &q) != 0)
+            return pl_errf(r->e, PL_EINPUT, "%s:%d: stage must be a whole number in 0..%d (got '%s')", r->path, r->line,
+                           r->stages - 1, cells[i]);
+    for (int i = 0; i < nc; i++) {
+        if (r->col[i] == C_STAGE || !*cells[i]) continue;
+        double v;
+        if (pl_parse_double(cells[i], &v) != 0 || v < 0)
+            return pl_errf(r->e, PL_EINPUT, "%s:%d: %s must be a number >= 0 (got '%s')", r->path, r->line,
+                           col_names[r->col[i]], cells[i]);
+        set_cell(&r->st[q], r->col[i], v);
+    }
+    return PL_OK;
+}
+
+/* Reads every line of text (blank and '#' lines skipped): the header, then the rows. Returns
+ * PL_OK or the error. */
+static int read_lines(stage_csv *r, char *text) {
     char *save = NULL;
-    for (char *ln = text; ln && rc == PL_OK; ln = save) {
+    for (char *ln = text; ln; ln = save) {
         char *nl = strchr(ln, '\n');
         save = nl ? nl + 1 : NULL;
         if (nl) *nl = '\0';
-        line++;
+        r->line++;
         char *t = trim(ln);
         if (!*t || *t == '#') continue;
-        char *cells[64];
-        int nc = 0;
-        for (char *p = t;; ) {
-            char *comma = strchr(p, ',');
-            if (comma) *comma = '\0';
-            if (nc == 64) { rc = pl_errf(e, PL_EINPUT, "%s:%d: too many columns", path, line); break; }
-            cells[nc++] = trim(p);
-            if (!comma) break;
-            p = comma + 1;
-        }
-        if (rc != PL_OK) break;
-        if (!have_header) {
-            int seen_stage = 0;
-            for (int i = 0; i < nc; i++) {
-                col[i] = -1;
-                for (int k = 0; k < C_N; k++)
-                    if (strcmp(cells[i], col_names[k]) == 0) col[i] = k;
-                if (col[i] < 0) {
-                    rc = pl_errf(e, PL_EINPUT, "%s:%d: unknown column '%s' (known: stage,tf,tb,ti,tw,bytes,stash_bytes,w_stash_bytes,param_bytes)", path, line, cells[i]);
-                    break;
-                }
-                seen_stage |= col[i] == C_STAGE;
-            }
-            if (rc == PL_OK && !seen_stage) rc = pl_errf(e, PL_EINPUT, "%s:%d: the header needs a 'stage' column", path, line);
-            ncol = nc;
-            have_header = 1;
-            continue;
-        }
-        if (nc != ncol) { rc = pl_errf(e, PL_EINPUT, "%s:%d: %d cells, the header has %d", path, line, nc, ncol); break; }
-        long q = -1;
-        for (int i = 0; i < nc; i++)
-            if (col[i] == C_STAGE && pl_parse_long(cells[i], 0, stages - 1, &q) != 0) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: stage must be a whole number in 0..%d (got '%s')", path, line, stages - 1, cells[i]);
-                break;
-            }
-        if (rc != PL_OK) break;
-        for (int i = 0; i < nc && rc == PL_OK; i++) {
-            if (col[i] == C_STAGE || !*cells[i]) continue;
-            double v;
-            if (pl_parse_double(cells[i], &v) != 0 || v < 0) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: %s must be a number >= 0 (got '%s')", path, line, col_names[col[i]], cells[i]);
-                break;
-            }
-            sim_stage_cost *o = &st[q];
-            switch (col[i]) {
-            case C_TF: o->tf_s = v; break;
-            case C_TB: o->tb_s = v; break;
-            case C_TI: o->ti_s = v; break;
-            case C_TW: o->tw_s = v; break;
-            case C_BYTES: o->bytes = (int64_t)v; break;
-            case C_STASH: o->stash_bytes = (int64_t)v; break;
-            case C_WSTASH: o->w_stash_bytes = (int64_t)v; break;
-            case C_PARAM: o->param_bytes = (int64_t)v; break;
-            default: break;
-            }
-        }
+        char *cells[STAGE_CSV_MAX_CELLS];
+        int nc = split_cells(r, t, cells);
+        if (nc < 0) return r->e->code;
+        int rc = r->have_header ? read_row(r, cells, nc) : read_header(r, cells, nc);
+        if (rc != PL_OK) return rc;
     }
-    if (rc == PL_OK && !have_header) rc = pl_errf(e, PL_EINPUT, "%s:1: empty file (expected a header line such as stage,tf,tb)", path);
+    if (!r->have_header)
+        return pl_errf(r->e, PL_EINPUT, "%s:1: empty file (expected a header line such as stage,tf,tb)", r->path);
+    return PL_OK;
+}
+
+int sim_basic_load_csv(sim_basic *b, const char *path, int stages, pl_err *e) {
+    char *text;
+    size_t len;
+    int rc = pl_read_file(path, STAGE_CSV_MAX_BYTES, &text, &len, e);
+    if (rc != PL_OK) return rc;
+    stage_csv r = {.path = path, .stages = stages, .e = e};
+    r.st = pl_calloc((size_t)stages, sizeof *r.st);
+    if (!r.st) {
+        free(text);
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
+    for (int q = 0; q < stages; q++) r.st[q] = (sim_stage_cost){-1, -1, -1, -1, -1, -1, -1, -1};
+    rc = read_lines(&r, text);
     free(text);
     if (rc != PL_OK) {
-        free(st);
+        free(r.st);
         return rc;
     }
     free(b->stage);
-    b->stage = st;
+    b->stage = r.st;
     b->stages = stages;
     return PL_OK;
 }
