@@ -11,11 +11,13 @@
 #include "sim.h"
 #include "store.h"
 
+/* cli.h. Returns CLI_EUSER after printing e's message. */
 int cli_fail(const pl_err *e) {
     fprintf(stderr, "pipelab: %s\n", e->msg[0] ? e->msg : "unknown error");
     return CLI_EUSER;
 }
 
+/* cli.h. Returns CLI_EUSAGE after printing the message and where help is. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -26,6 +28,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
     return CLI_EUSAGE;
 }
 
+/* cli.h. Returns 0 with *out set, or -1 after printing what is wrong with val. */
 int cli_num_arg(const char *cmd, const char *flag, const char *val, double lo, double hi, double *out) {
     double v;
     if (pl_parse_double(val, &v) != 0) {
@@ -45,6 +48,7 @@ int cli_num_arg(const char *cmd, const char *flag, const char *val, double lo, d
     return 0;
 }
 
+/* cli.h. Returns 0 with *out set, or -1 after printing what is wrong with val. */
 int cli_long_arg(const char *cmd, const char *flag, const char *val, long lo, long hi, long *out) {
     if (pl_parse_long(val, lo, hi, out) != 0) {
         cli_usage_error(cmd, "%s: needs a whole number between %ld and %ld (got '%s')", flag, lo, hi, val ? val : "");
@@ -53,6 +57,7 @@ int cli_long_arg(const char *cmd, const char *flag, const char *val, long lo, lo
     return 0;
 }
 
+/* cli.h. Returns 0 with *out set, or -1 after printing what is wrong with val. */
 int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, long hi, int *out) {
     long v;
     if (cli_long_arg(cmd, flag, val, lo, hi, &v) != 0) return -1;
@@ -60,6 +65,7 @@ int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, lon
     return 0;
 }
 
+/* cli.h. Returns 0 once the limit is set, or -1 after printing what is wrong with val. */
 int cli_max_memory_arg(const char *cmd, const char *val) {
     uint64_t v = 0;
     if (sched_parse_bytes(val, &v) != 0 || v == 0) {
@@ -70,6 +76,7 @@ int cli_max_memory_arg(const char *cmd, const char *val) {
     return 0;
 }
 
+/* cli.h. Returns the store key of a RUN argument: buf for "p:X", else arg. */
 const char *cli_run_key(const char *arg, char *buf, size_t n) {
     size_t m = strlen(CLI_PREDICTION_MARK);
     if (!arg || strncmp(arg, CLI_PREDICTION_MARK, m) != 0) return arg;
@@ -77,8 +84,10 @@ const char *cli_run_key(const char *arg, char *buf, size_t n) {
     return len >= 0 && (size_t)len < n ? buf : arg;
 }
 
+/* cli.h. Returns isatty's answer for fd. */
 int cli_isatty(int fd) { return isatty(fd); }
 
+/* cli.h. Returns PL_OK with room for n rows, or PL_ENOMEM with o holding none. */
 int cli_op_rows_alloc(cli_op_rows *o, size_t n, pl_err *e) {
     size_t room = n ? n : 1;
     memset(o, 0, sizeof *o);
@@ -92,12 +101,14 @@ int cli_op_rows_alloc(cli_op_rows *o, size_t n, pl_err *e) {
     return PL_OK;
 }
 
+/* cli.h. Fills row k; its action text goes to the row's own slot of names. */
 void cli_op_rows_set(cli_op_rows *o, size_t k, int rank, int seq, const sched_action *a, double start_s, double end_s) {
     char *name = o->names + k * CLI_ACTION_TEXT_MAX;
     sched_action_format(a, name, CLI_ACTION_TEXT_MAX);
     o->ops[k] = (store_op){rank, seq, name, sched_kind_name((sched_kind)a->kind), a->stage, a->mb, start_s, end_s};
 }
 
+/* cli.h. Returns PL_OK with one row per action of s, or PL_ENOMEM. */
 int cli_op_rows_trace(cli_op_rows *o, const sched *s, sim_slot *const *trace, pl_err *e) {
     int rc = cli_op_rows_alloc(o, sched_total_actions(s), e);
     if (rc != PL_OK) return rc;
@@ -108,12 +119,14 @@ int cli_op_rows_trace(cli_op_rows *o, const sched *s, sim_slot *const *trace, pl
     return PL_OK;
 }
 
+/* cli.h. Frees the rows; o holds none after. */
 void cli_op_rows_free(cli_op_rows *o) {
     free(o->ops);
     free(o->names);
     memset(o, 0, sizeof *o);
 }
 
+/* cli.h. Fills the schedule's fields of run; the others are the caller's. */
 void cli_store_run_sched(store_run *run, const sched *s) {
     run->schedule = s->kind;
     run->ranks = s->ranks;
@@ -124,6 +137,7 @@ void cli_store_run_sched(store_run *run, const sched *s) {
     run->recompute_policy = sched_recompute_name(s->recompute);
 }
 
+/* cli.h. Returns CLI_OK once b is written, or CLI_EUSER after printing why it is not. */
 int cli_write_output(const char *path, const pl_buf *b) {
     if (b->failed) {
         fprintf(stderr, "pipelab: out of memory building the output\n");
@@ -142,6 +156,7 @@ int cli_write_output(const char *path, const pl_buf *b) {
     return CLI_OK;
 }
 
+/* cli.h. Returns -1 for another option, CLI_OK once applied, CLI_EUSAGE after printing a bad value. */
 int cli_filter_opt(const char *cmd, int c, const char *arg, store_filter *f) {
     switch (c) {
     case CLI_O_TAG: f->tag = arg; return CLI_OK;
@@ -158,6 +173,7 @@ int cli_filter_opt(const char *cmd, int c, const char *arg, store_filter *f) {
 
 const cli_sched_limits cli_sched_gen_limits = {SCHED_MAX_RANKS, SCHED_MAX_MICROBATCHES, 4096, 1 << 20};
 
+/* cli.h. Returns -1 for another option, CLI_OK once applied, CLI_EUSAGE after printing a bad value. */
 int cli_sched_opt(const char *cmd, int c, const char *arg, cli_sched_args *a, const cli_sched_limits *lim) {
     switch (c) {
     case CLI_O_KIND: a->kind = arg; return CLI_OK;
@@ -183,23 +199,27 @@ int cli_sched_opt(const char *cmd, int c, const char *arg, cli_sched_args *a, co
     }
 }
 
+/* cli.h. Returns -1 when the schedule flags name one schedule, else CLI_EUSAGE. */
 int cli_sched_check(const char *cmd, const cli_sched_args *a) {
     if (!a->kind == !a->from) return cli_usage_error(cmd, "give either --kind or --from");
     if (a->kind && (!a->have_ranks || !a->have_mb)) return cli_usage_error(cmd, "--kind needs --ranks and --microbatches");
     return -1;
 }
 
+/* cli.h. Returns -1 when argv is used up and the schedule flags hold, else CLI_EUSAGE. */
 int cli_sched_args_end(const char *cmd, int argc, char **argv, const cli_sched_args *a) {
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     return cli_sched_check(cmd, a);
 }
 
+/* cli.h. Returns -1 for table, csv or json, else CLI_EUSAGE. */
 int cli_format_arg(const char *cmd, const char *format) {
     if (strcmp(format, "table") && strcmp(format, "csv") && strcmp(format, "json"))
         return cli_usage_error(cmd, "--format must be table, csv or json");
     return -1;
 }
 
+/* cli.h. Returns the validated schedule (the caller frees it), or NULL with e filled. */
 sched *cli_sched_get(const cli_sched_args *a, int mem_mode, pl_err *e) {
     sched_shape sh;
     /* the memory of the whole command, before the schedule is generated */
@@ -233,6 +253,7 @@ static int plain_text(const char *t, size_t n) {
     return 1;
 }
 
+/* cli.h. Appends the array to b; a file that cannot be read is named with its error. */
 void cli_inputs_json(pl_buf *b, const char *const *roles, const char *const *paths, int n) {
     pl_buf_puts(b, "\"inputs\":[");
     int first = 1;

@@ -42,6 +42,10 @@ static const char help_text[] =
     "\n"
     "exit status: 0 ok (also when nothing pairs: the table says so), 1 bad input, 2 bad usage\n";
 
+#define BYTES_PER_MIB (1024.0 * 1024.0)
+#define MS_PER_S 1e3
+#define ERR_WIDTH 9 /* the columns of an error in percent (pct) */
+
 typedef struct opts {
     store_filter f;
     const char *db, *format, *output;
@@ -113,29 +117,31 @@ static void out_table(const store_comparison *c, pl_buf *b) {
         pl_buf_printf(b, "%-12s %3d %4d %2d %6lld %6lld  %11.5g %11.5g ", p->meas.schedule, p->meas.ranks,
                       p->meas.microbatches, p->meas.chunks, (long long)p->sim.id, (long long)p->meas.id,
                       p->sim.iteration_time_s, p->meas.iteration_time_s);
-        pct(b, 9, p->err_iter);
+        pct(b, ERR_WIDTH, p->err_iter);
         pl_buf_printf(b, "  %11.5g %11.5g ", p->sim.throughput_samples_s, p->meas.throughput_samples_s);
-        pct(b, 9, p->err_thr);
+        pct(b, ERR_WIDTH, p->err_thr);
         pl_buf_printf(b, "  %6.2f%% %6.2f%% ", 100 * p->sim.bubble_fraction, 100 * p->meas.bubble_fraction);
         if (isnan(p->err_bubble_fraction)) pl_buf_printf(b, "%9s", "-");
         else pl_buf_printf(b, "%+6.2f pp", 100 * p->err_bubble_fraction);
-        pl_buf_printf(b, "  %8.4gM %8.4gM ", p->sim.peak_mem_bytes / 1048576.0, p->meas.peak_mem_bytes / 1048576.0);
-        pct(b, 9, p->err_mem);
+        pl_buf_printf(b, "  %8.4gM %8.4gM ", p->sim.peak_mem_bytes / BYTES_PER_MIB, p->meas.peak_mem_bytes / BYTES_PER_MIB);
+        pct(b, ERR_WIDTH, p->err_mem);
         pl_buf_putc(b, '\n');
     }
     if (c->n == 0) pl_buf_puts(b, "(no measured run has a simulated run of the same configuration)\n");
     pl_buf_printf(b, "\n%zu pair%s; %zu measured run%s without a prediction; %zu simulated run%s considered\n", c->n,
                   c->n == 1 ? "" : "s", c->unmatched_measured, c->unmatched_measured == 1 ? "" : "s", c->simulated,
                   c->simulated == 1 ? "" : "s");
-    const struct { const char *name; const store_err_stats *st; } rows[] = {
-        {"iteration time", &c->iter}, {"throughput", &c->thr}, {"bubble fraction", &c->bubble_fraction}, {"peak memory", &c->mem}};
+    /* points: the bubble's mean and largest difference, in percentage points */
+    const struct { const char *name; const store_err_stats *st; int points; } rows[] = {
+        {"iteration time", &c->iter, 0}, {"throughput", &c->thr, 0}, {"bubble fraction", &c->bubble_fraction, 1},
+        {"peak memory", &c->mem, 0}};
     pl_buf_printf(b, "%-16s %9s %10s %6s\n", "METRIC", "MAPE", "MAX ERROR", "PAIRS");
-    for (size_t k = 0; k < 4; k++) {
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         pl_buf_printf(b, "%-16s ", rows[k].name);
-        const char *u = k == 2 ? " pp" : "%"; /* the bubble: mean and largest difference, in points */
+        int pp = rows[k].points;
         if (rows[k].st->n)
-            pl_buf_printf(b, "%*.2f%s %+*.2f%s %6d\n", k == 2 ? 6 : 8, 100 * rows[k].st->mape, u, k == 2 ? 7 : 9,
-                          100 * rows[k].st->max_err, u, rows[k].st->n);
+            pl_buf_printf(b, "%*.2f%s %+*.2f%s %6d\n", pp ? 6 : 8, 100 * rows[k].st->mape, pp ? " pp" : "%", pp ? 7 : 9,
+                          100 * rows[k].st->max_err, pp ? " pp" : "%", rows[k].st->n);
         else pl_buf_printf(b, "%9s %10s %6d\n", "-", "-", 0);
     }
     pl_buf_puts(b, "(bubble fraction: difference predicted - measured in percentage points, pp; its MAPE\n"
@@ -219,9 +225,8 @@ static const char *const ac_name[AC_N] = {"F", "B", "I", "W", "STEP", "SEND/RECV
 /* Returns the class of an op kind name (REDUCE_GRAD and the other non-compute kinds count as
  * communication). */
 static int ac_of(const char *kind) {
-    static const char *const k[] = {"F", "B", "I", "W", "STEP"};
-    for (int i = 0; i < 5; i++)
-        if (kind && strcmp(kind, k[i]) == 0) return i;
+    for (int i = 0; i <= AC_STEP; i++)
+        if (kind && strcmp(kind, ac_name[i]) == 0) return i;
     return AC_COMM;
 }
 
@@ -291,8 +296,8 @@ static int pair_actions(store *db, const store_pair *p, pl_buf *b, double comp[2
             meas[c] = T % 2 ? x[T / 2] : 0.5 * (x[T / 2 - 1] + x[T / 2]);
             if (c < AC_N && pred[c] == 0 && meas[c] == 0) continue;
             pl_buf_printf(b, "%4d  %-10s %10.4f %10.4f ", r, c < AC_N ? ac_name[c] : c == AC_COMPUTE ? "compute" : "span",
-                          1e3 * pred[c], 1e3 * meas[c]);
-            pct(b, 9, meas[c] > 0 ? (pred[c] - meas[c]) / meas[c] : NAN);
+                          MS_PER_S * pred[c], MS_PER_S * meas[c]);
+            pct(b, ERR_WIDTH, meas[c] > 0 ? (pred[c] - meas[c]) / meas[c] : NAN);
             pl_buf_putc(b, '\n');
         }
         memset(v, 0, (size_t)T * AC_ROWS * sizeof *v);
@@ -332,10 +337,10 @@ static void out_actions(store *db, const store_comparison *c, pl_buf *b) {
             pl_buf_puts(b, one.data ? one.data : "");
             double ec = (comp[0] - comp[1]) / comp[1];
             pl_buf_printf(&sum, "%-12s %3d %4d %2d %7lld  %10.4f %10.4f ", p->meas.schedule, p->meas.ranks,
-                          p->meas.microbatches, p->meas.chunks, (long long)p->meas.id, 1e3 * comp[0], 1e3 * comp[1]);
-            pct(&sum, 9, ec);
+                          p->meas.microbatches, p->meas.chunks, (long long)p->meas.id, MS_PER_S * comp[0], MS_PER_S * comp[1]);
+            pct(&sum, ERR_WIDTH, ec);
             pl_buf_puts(&sum, "  ");
-            pct(&sum, 9, p->err_iter);
+            pct(&sum, ERR_WIDTH, p->err_iter);
             pl_buf_putc(&sum, '\n');
             sum_c += fabs(ec);
             sum_i += isnan(p->err_iter) ? 0 : fabs(p->err_iter);
@@ -353,6 +358,7 @@ static void out_actions(store *db, const store_comparison *c, pl_buf *b) {
     pl_buf_free(&sum);
 }
 
+/* Entry point of `pipelab compare`; returns an exit code. */
 int cli_compare(int argc, char **argv) {
     opts o;
     int rc = parse(argc, argv, &o);
@@ -381,6 +387,7 @@ int cli_compare(int argc, char **argv) {
 
 #else
 
+/* Returns CLI_EUSER: this build has no results store. */
 int cli_compare(int argc, char **argv) {
     (void)argc;
     (void)argv;

@@ -41,9 +41,13 @@ static const char help_text[] =
     "Stage ranks are the stage indices (rank -> node = rank / devices_per_node).\n"
     "exit status: 0 ok, 1 bad input, 2 bad usage\n";
 
+#define MAX_SETS 64   /* --set flags at most */
+#define HUMAN_MAX 32  /* room for human's text */
+#define NAME_COLS 28  /* the table's column of layer names */
+
 typedef struct opts {
     const char *model, *hardware, *split, *to_csv, *format;
-    const char *sets[64];
+    const char *sets[MAX_SETS];
     int nsets;
     int microbatch, stages, prefer_flops, precision;
     int inflight; /* --inflight N stored as N + 1; 0 = unset (1F1B default) */
@@ -85,7 +89,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_MODEL: o->model = optarg; break;
         case O_HW: o->hardware = optarg; break;
         case O_SET:
-            if (o->nsets >= 64) return cli_usage_error("model", "at most 64 --set options");
+            if (o->nsets >= MAX_SETS) return cli_usage_error("model", "at most %d --set options", MAX_SETS);
             o->sets[o->nsets++] = optarg;
             break;
         case O_PREC:
@@ -123,9 +127,9 @@ static int parse(int argc, char **argv, opts *o) {
 
 /* Formats bytes for people ("1.50 GiB"). */
 static const char *human(double b, char *buf, size_t n) {
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int k = 0;
-    while (b >= 1024 && k < 4) {
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    size_t k = 0;
+    while (b >= 1024 && k + 1 < sizeof u / sizeof u[0]) {
         b /= 1024;
         k++;
     }
@@ -136,11 +140,11 @@ static const char *human(double b, char *buf, size_t n) {
 /* Appends the layer table (times at the chosen microbatch where they can be computed). */
 static int layer_table(const cost_model *m, const cost_hw *hw, const cost_opts *co, int csv, pl_buf *b,
                        pl_err *e) {
-    char h1[32], h2[32], h3[32];
+    char h1[HUMAN_MAX], h2[HUMAN_MAX], h3[HUMAN_MAX];
     if (csv)
         pl_buf_puts(b, "layer,id,name,f_s,i_s,w_s,param_bytes,in_bytes,out_bytes,stash_bytes\n");
     else
-        pl_buf_printf(b, "%5s  %-28s %11s %11s %11s %12s %12s %12s\n", "layer", "name", "F (s)", "I (s)",
+        pl_buf_printf(b, "%5s  %-*s %11s %11s %11s %12s %12s %12s\n", "layer", NAME_COLS, "name", "F (s)", "I (s)",
                       "W (s)", "params", "out", "stash");
     for (int i = 0; i < m->n; i++) {
         const cost_layer *l = &m->layer[i];
@@ -151,9 +155,9 @@ static int layer_table(const cost_model *m, const cost_hw *hw, const cost_opts *
                           l->name ? l->name : "", f, ib, w, (long long)l->param_bytes,
                           (long long)m->cut_bytes[i], (long long)l->out_bytes, (long long)l->stash_bytes);
         } else {
-            char name[29];
+            char name[NAME_COLS + 1];
             snprintf(name, sizeof name, "%s", l->name ? l->name : "");
-            pl_buf_printf(b, "%5d  %-28s %11.4g %11.4g %11.4g %12s %12s %12s\n", i, name, f, ib, w,
+            pl_buf_printf(b, "%5d  %-*s %11.4g %11.4g %11.4g %12s %12s %12s\n", i, NAME_COLS, name, f, ib, w,
                           human((double)l->param_bytes, h1, sizeof h1), human((double)l->out_bytes, h2, sizeof h2),
                           human((double)l->stash_bytes, h3, sizeof h3));
         }
@@ -164,7 +168,7 @@ static int layer_table(const cost_model *m, const cost_hw *hw, const cost_opts *
 /* Appends the per-stage table of a partition. */
 static void stage_table(const cost_model *m, const cost_hw *hw, const cost_opts *co, const opts *o,
                         const cost_partition *p, const cost_stage *st, int csv, pl_buf *b) {
-    char h1[32], h2[32], h3[32];
+    char h1[HUMAN_MAX], h2[HUMAN_MAX], h3[HUMAN_MAX];
     if (csv)
         pl_buf_puts(b, "stage,first,end,f_s,i_s,w_s,b_s,b_recompute_s,in_bytes,out_bytes,param_bytes,"
                        "stash_bytes,stash_recompute_bytes,send_s,inflight,memory_bytes\n");
@@ -228,7 +232,7 @@ int cli_model(int argc, char **argv) {
     co.prefer_flops = o.prefer_flops;
     int csv = strcmp(o.format, "csv") == 0;
     if (!csv) {
-        char h1[32];
+        char h1[HUMAN_MAX];
         double params_bytes = 0;
         for (int i = 0; i < m->n; i++) params_bytes += (double)m->layer[i].param_bytes;
         pl_buf_printf(&b, "model %s (%s): %d layers, %.4g parameters (%s), microbatch %d (described at %d)",

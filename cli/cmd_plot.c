@@ -89,6 +89,13 @@ static const struct { const char *name; store_plot_kind kind; } kinds[] = {
 /* The values of --x, in store_plot_x's order. */
 static const char *const axes[] = {"ranks", "stages", "microbatches"};
 
+/* Returns where path's extension starts (its last '.' after the last '/'), or its end when it
+ * has none. */
+static const char *path_ext(const char *path) {
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    return dot && (!slash || dot > slash) ? dot : path + strlen(path);
+}
+
 /* Parses the flags and KIND [RUN]; returns -1 to continue or an exit code. */
 static int parse(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
@@ -133,8 +140,7 @@ static int parse(int argc, char **argv, opts *o) {
     if (o->p.all_passes && o->p.kind != STORE_PLOT_TIMELINE)
         return cli_usage_error("plot", "--all-passes applies to the timeline figure");
     if (o->p.output) { /* the format follows the name: results/plot.c picks the terminal from it */
-        const char *slash = strrchr(o->p.output, '/'), *dot = strrchr(o->p.output, '.');
-        const char *ext = dot && (!slash || dot > slash) ? dot : "";
+        const char *ext = path_ext(o->p.output);
         if (strcmp(ext, ".png") != 0 && strcmp(ext, ".svg") != 0 && strcmp(ext, ".pdf") != 0)
             return cli_usage_error("plot", "--output: '%s' should end in .png, .svg or .pdf (the figure's format)", o->p.output);
         if (o->p.svg && strcmp(ext, ".svg") != 0)
@@ -146,8 +152,7 @@ static int parse(int argc, char **argv, opts *o) {
 
 /* Returns a malloc'd "stem" + ext, where stem is path without its extension. */
 static char *with_ext(const char *path, const char *ext) {
-    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
-    size_t stem = dot && (!slash || dot > slash) ? (size_t)(dot - path) : strlen(path);
+    size_t stem = (size_t)(path_ext(path) - path);
     size_t n = stem + strlen(ext) + 1;
     char *s = malloc(n);
     if (s) snprintf(s, n, "%.*s%s", (int)stem, path, ext);
@@ -158,7 +163,7 @@ static char *with_ext(const char *path, const char *ext) {
  * characters outside [A-Za-z0-9._-] of the suffix replaced by '_'. */
 static char *default_output(const opts *o) {
     const char *suffix = o->p.run ? o->p.run : o->p.filter.tag;
-    size_t n = strlen(FIGURES_DIR) + strlen(o->kind_name) + (suffix ? strlen(suffix) : 0) + 16;
+    size_t n = strlen(FIGURES_DIR) + strlen(o->kind_name) + (suffix ? strlen(suffix) : 0) + sizeof "/-.png";
     char *s = malloc(n);
     if (!s) return NULL;
     int len = snprintf(s, n, "%s/%s", FIGURES_DIR, o->kind_name);
@@ -174,6 +179,8 @@ static char *default_output(const opts *o) {
     return s;
 }
 
+/* Entry point of `pipelab plot`: exports the data, writes the gnuplot script and runs it; prints
+ * the figure's path and returns an exit code. */
 int cli_plot(int argc, char **argv) {
     opts o;
     int rc = parse(argc, argv, &o);
@@ -215,6 +222,7 @@ done:
 }
 
 #else
+/* Returns CLI_EUSER: this build has no results store. */
 int cli_plot(int argc, char **argv) {
     (void)argc;
     (void)argv;

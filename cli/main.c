@@ -30,6 +30,8 @@ static void usage(FILE *f) {
     for (const subcommand *c = commands; c->name; c++) fprintf(f, "  %-10s %s\n", c->name, c->summary);
 }
 
+/* Runs the subcommand argv[1] names (its argv starting at the name); returns its exit code, or
+ * CLI_EUSAGE for a missing or unknown one. */
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);

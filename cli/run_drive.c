@@ -21,6 +21,8 @@
 
 /* ---------------------------------------------------------------- flags */
 
+/* run_drive.h. Returns -1 for another command's option, CLI_OK once applied, CLI_EUSAGE after
+ * printing a bad value. */
 int cli_exec_opt(const char *cmd, int c, const char *arg, exec_config *cfg, cli_exec_args *a) {
     long seed;
     switch (c) {
@@ -41,6 +43,7 @@ int cli_exec_opt(const char *cmd, int c, const char *arg, exec_config *cfg, cli_
     }
 }
 
+/* run_drive.h. Returns -1 when --backend and --precision name what the executor has. */
 int cli_exec_check(const char *cmd, const cli_exec_args *a, exec_config *cfg) {
     const char *backend = a->backend ? a->backend : "cpu";
     if (strcmp(backend, "cpu") && strcmp(backend, "cuda"))
@@ -53,6 +56,8 @@ int cli_exec_check(const char *cmd, const cli_exec_args *a, exec_config *cfg) {
 
 /* ---------------------------------------------------------------- predictions */
 
+/* run_drive.h. Returns PL_OK with r filled, or the error of the profile check, the stage split
+ * or the simulator (prefixed "prediction: "). */
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, const double *rank_step_s, sim_result *r,
                     pl_err *e) {
     memset(r, 0, sizeof *r);
@@ -101,6 +106,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 
 /* ---------------------------------------------------------------- results store */
 
+/* run_drive.h. Appends one JSON object to b (nothing to return: b records a failed allocation). */
 void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, pl_buf *b) {
     /* keys that `pipelab compare` matches on: model.spec, hardware.name, microbatch_size,
      * precision, partition.bounds, partition.replicas (results/store.h) */
@@ -209,6 +215,7 @@ static int measured_ops(const exec_result *r, size_t nops, cli_op_rows *o, pl_er
     return PL_OK;
 }
 
+/* run_drive.h. Returns PL_OK when path is unset or new, else store_open's verdict on it. */
 int cli_run_check_db(const char *path, pl_err *e) {
     if (!path || access(path, F_OK) != 0) return PL_OK;
     store *db = NULL;
@@ -217,6 +224,8 @@ int cli_run_check_db(const char *path, pl_err *e) {
     return rc;
 }
 
+/* run_drive.h. Returns PL_OK once both runs are written, else the first error (a run written
+ * before it stays, whole: each run is one transaction). */
 int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, const cli_run_store_info *info,
                   int64_t ids[2], pl_err *e) {
     if (ids) ids[0] = ids[1] = 0;
