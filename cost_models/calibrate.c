@@ -9,6 +9,17 @@
 
 #include "partition_int.h"
 
+/* An observations file: a header line of these fields, then one observation a line. */
+#define OBS_HEADER "kind,flops,bytes,seconds"
+#define OBS_FIELDS 4
+/* Largest observations file read, and the first capacity of the list read from it. */
+#define OBS_MAX_FILE_BYTES ((size_t)256 << 20)
+#define OBS_FIRST_CAP 64
+/* The kinds of observation (cost_obs_kind: compute, intra, inter), each fitted on its own. */
+#define N_OBS_KINDS 3
+/* What fit_line's messages start with (dropped where they are collected into fit->skipped). */
+#define CALIBRATE_PREFIX "calibrate: "
+
 /* Returns the next comma-separated field of *s (trimmed, NUL-terminated in place), or NULL. */
 static char *next_field(char **s) {
     if (!*s) return NULL;
@@ -34,6 +45,49 @@ static int nonneg_field(const char *f, int allow_empty, double *out) {
     return pl_parse_double(f, out) == 0 && *out >= 0 ? 0 : -1;
 }
 
+/* Returns 1 when the fields f[nf] are the header OBS_HEADER. */
+static int is_header(char *const *f, int nf) {
+    return nf == OBS_FIELDS && !strcmp(f[0], "kind") && !strcmp(f[1], "flops") && !strcmp(f[2], "bytes") &&
+           !strcmp(f[3], "seconds");
+}
+
+/* Reads one observation from the fields f[nf] of line lineno; returns PL_OK and *o, or
+ * PL_EINPUT saying which field is wrong. */
+static int parse_observation(char *const *f, int nf, const char *path, int lineno, cost_observation *o, pl_err *e) {
+    if (nf != OBS_FIELDS)
+        return pl_errf(e, PL_EINPUT, "%s:%d: expected 4 fields (kind,flops,bytes,seconds), got %s", path, lineno,
+                       nf > 4 ? "more" : nf == 3 ? "3" : nf == 2 ? "2" : "1");
+    if (strcmp(f[0], "compute") == 0) o->kind = COST_OBS_COMPUTE;
+    else if (strcmp(f[0], "intra") == 0) o->kind = COST_OBS_INTRA;
+    else if (strcmp(f[0], "inter") == 0) o->kind = COST_OBS_INTER;
+    else return pl_errf(e, PL_EINPUT, "%s:%d: unknown kind '%s' (expected compute, intra or inter)", path, lineno, f[0]);
+    int is_comp = o->kind == COST_OBS_COMPUTE;
+    if (nonneg_field(f[1], !is_comp, &o->flops) != 0)
+        return pl_errf(e, PL_EINPUT, "%s:%d: flops must be a non-negative number%s (got '%s')", path, lineno,
+                       is_comp ? " for a compute observation" : "", f[1]);
+    if (nonneg_field(f[2], is_comp, &o->bytes) != 0)
+        return pl_errf(e, PL_EINPUT, "%s:%d: bytes must be a non-negative number%s (got '%s')", path, lineno,
+                       is_comp ? "" : " for a transfer observation", f[2]);
+    if (nonneg_field(f[3], 0, &o->seconds) != 0)
+        return pl_errf(e, PL_EINPUT, "%s:%d: seconds must be a non-negative number (got '%s')", path, lineno, f[3]);
+    return PL_OK;
+}
+
+/* Cuts the next line off *rest (NUL-terminating it in place, without its '\r'); returns it, or
+ * NULL at the end. */
+static char *next_line(char **rest) {
+    char *line = *rest;
+    if (!line) return NULL;
+    char *nl = strchr(line, '\n');
+    if (nl) *nl++ = '\0';
+    *rest = nl;
+    size_t ll = strlen(line);
+    if (ll && line[ll - 1] == '\r') line[--ll] = '\0';
+    return line;
+}
+
+/* Parses observations text (the header OBS_HEADER, then one observation a line; blank and '#'
+ * lines skipped) from path; returns PL_OK and a malloc'd array, or PL_EINPUT naming path:line. */
 int cost_observations_parse(const char *text, const char *path, cost_observation **out, size_t *n, pl_err *e) {
     *out = NULL;
     *n = 0;
@@ -43,69 +97,32 @@ int cost_observations_parse(const char *text, const char *path, cost_observation
     cost_observation *v = NULL;
     size_t len = 0, cap = 0;
     int lineno = 0, last_line = 1, have_header = 0, rc = PL_OK;
-    for (char *line = copy, *nl; line; line = nl) {
-        nl = strchr(line, '\n');
-        if (nl) *nl++ = '\0';
+    for (char *rest = copy, *line; rc == PL_OK && (line = next_line(&rest)) != NULL;) {
         lineno++;
-        size_t ll = strlen(line);
-        if (ll && line[ll - 1] == '\r') line[--ll] = '\0';
         const char *t = line;
         while (isspace((unsigned char)*t)) t++;
         if (!*t || *t == '#') continue;
         last_line = lineno;
-        char *cur = line, *f[5];
+        char *cur = line, *f[OBS_FIELDS + 1];
         int nf = 0;
-        while (nf < 5 && (f[nf] = next_field(&cur)) != NULL) nf++;
+        while (nf < OBS_FIELDS + 1 && (f[nf] = next_field(&cur)) != NULL) nf++;
         if (!have_header) {
-            if (nf != 4 || strcmp(f[0], "kind") || strcmp(f[1], "flops") || strcmp(f[2], "bytes") || strcmp(f[3], "seconds")) {
-                rc = pl_errf(e, PL_EINPUT, "%s:%d: expected the header 'kind,flops,bytes,seconds'", path, lineno);
-                break;
-            }
-            have_header = 1;
+            have_header = is_header(f, nf);
+            if (!have_header) rc = pl_errf(e, PL_EINPUT, "%s:%d: expected the header '" OBS_HEADER "'", path, lineno);
             continue;
         }
-        if (nf != 4) {
-            rc = pl_errf(e, PL_EINPUT, "%s:%d: expected 4 fields (kind,flops,bytes,seconds), got %s", path, lineno,
-                         nf > 4 ? "more" : nf == 3 ? "3" : nf == 2 ? "2" : "1");
-            break;
-        }
         cost_observation o;
-        if (strcmp(f[0], "compute") == 0) o.kind = COST_OBS_COMPUTE;
-        else if (strcmp(f[0], "intra") == 0) o.kind = COST_OBS_INTRA;
-        else if (strcmp(f[0], "inter") == 0) o.kind = COST_OBS_INTER;
-        else {
-            rc = pl_errf(e, PL_EINPUT, "%s:%d: unknown kind '%s' (expected compute, intra or inter)", path, lineno, f[0]);
+        if ((rc = parse_observation(f, nf, path, lineno, &o, e)) != PL_OK) break;
+        cost_observation *nv = pl_grow(v, &cap, len, OBS_FIRST_CAP, sizeof *nv);
+        if (!nv) {
+            rc = pl_errf(e, PL_ENOMEM, "%s:%d: out of memory", path, lineno);
             break;
         }
-        int is_comp = o.kind == COST_OBS_COMPUTE;
-        if (nonneg_field(f[1], !is_comp, &o.flops) != 0) {
-            rc = pl_errf(e, PL_EINPUT, "%s:%d: flops must be a non-negative number%s (got '%s')", path, lineno,
-                         is_comp ? " for a compute observation" : "", f[1]);
-            break;
-        }
-        if (nonneg_field(f[2], is_comp, &o.bytes) != 0) {
-            rc = pl_errf(e, PL_EINPUT, "%s:%d: bytes must be a non-negative number%s (got '%s')", path, lineno,
-                         is_comp ? "" : " for a transfer observation", f[2]);
-            break;
-        }
-        if (nonneg_field(f[3], 0, &o.seconds) != 0) {
-            rc = pl_errf(e, PL_EINPUT, "%s:%d: seconds must be a non-negative number (got '%s')", path, lineno, f[3]);
-            break;
-        }
-        if (len == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            cost_observation *nv = pl_reallocarray(v, nc, sizeof *nv);
-            if (!nv) {
-                rc = pl_errf(e, PL_ENOMEM, "%s:%d: out of memory", path, lineno);
-                break;
-            }
-            v = nv;
-            cap = nc;
-        }
+        v = nv;
         v[len++] = o;
     }
     free(copy);
-    if (rc == PL_OK && !have_header) rc = pl_errf(e, PL_EINPUT, "%s:1: empty file, expected the header 'kind,flops,bytes,seconds'", path);
+    if (rc == PL_OK && !have_header) rc = pl_errf(e, PL_EINPUT, "%s:1: empty file, expected the header '" OBS_HEADER "'", path);
     if (rc == PL_OK && len == 0) rc = pl_errf(e, PL_EINPUT, "%s:%d: no observations after the header", path, last_line);
     if (rc != PL_OK) {
         free(v);
@@ -116,12 +133,14 @@ int cost_observations_parse(const char *text, const char *path, cost_observation
     return PL_OK;
 }
 
+/* Reads and parses the observations file at path (text, at most OBS_MAX_FILE_BYTES); returns
+ * PL_OK and a malloc'd array, or the error naming the file. */
 int cost_observations_read(const char *path, cost_observation **out, size_t *n, pl_err *e) {
     char *text = NULL;
     size_t len = 0;
     *out = NULL;
     *n = 0;
-    int rc = pl_read_file(path, (size_t)256 << 20, &text, &len, e);
+    int rc = pl_read_file(path, OBS_MAX_FILE_BYTES, &text, &len, e);
     if (rc != PL_OK) return rc;
     if (memchr(text, '\0', len)) {
         free(text);
@@ -172,6 +191,30 @@ static int fit_line(const double *x, const double *y, size_t n, const char *what
     return PL_OK;
 }
 
+/* Stores line f fitted to the observations of kind in fit: compute gives the efficiency (of
+ * peak_flops) and the launch overhead, a transfer kind its link's latency and bandwidth. */
+static void store_fit(cost_fit *fit, int kind, const line_fit *f, double peak_flops) {
+    if (kind == COST_OBS_COMPUTE) {
+        fit->have_compute = 1;
+        fit->efficiency = 1.0 / (peak_flops * f->c1);
+        fit->launch_s = f->c0;
+        fit->compute_r2 = f->r2;
+    } else if (kind == COST_OBS_INTRA) {
+        fit->have_intra = 1;
+        fit->intra_latency_s = f->c0;
+        fit->intra_bw_Bps = 1.0 / f->c1;
+        fit->intra_r2 = f->r2;
+    } else {
+        fit->have_inter = 1;
+        fit->inter_latency_s = f->c0;
+        fit->inter_bw_Bps = 1.0 / f->c1;
+        fit->inter_r2 = f->r2;
+    }
+}
+
+/* Fits each kind of observation with a line (fit_line) into fit; lenient skips a kind that
+ * cannot be fitted, saying why in fit->skipped. Returns PL_OK when some kind was fitted, else
+ * PL_EINPUT saying why not. */
 int cost_calibrate(const cost_observation *obs, size_t n, double peak_flops, int lenient, cost_fit *fit, pl_err *e) {
     memset(fit, 0, sizeof *fit);
     fit->peak_flops = peak_flops;
@@ -181,10 +224,10 @@ int cost_calibrate(const cost_observation *obs, size_t n, double peak_flops, int
         free(y);
         return pl_errf(e, PL_ENOMEM, "calibrate: out of memory");
     }
-    static const char *const names[3] = {"compute", "intra-server transfer", "inter-server transfer"};
-    size_t counts[3] = {0, 0, 0};
+    static const char *const names[N_OBS_KINDS] = {"compute", "intra-server transfer", "inter-server transfer"};
+    size_t counts[N_OBS_KINDS] = {0, 0, 0};
     int rc = PL_OK, fitted = 0;
-    for (int kind = 0; kind < 3 && rc == PL_OK; kind++) {
+    for (int kind = 0; kind < N_OBS_KINDS && rc == PL_OK; kind++) {
         size_t m = 0;
         for (size_t k = 0; k < n; k++) {
             if ((int)obs[k].kind != kind) continue;
@@ -201,35 +244,21 @@ int cost_calibrate(const cost_observation *obs, size_t n, double peak_flops, int
                          "efficiency (set device.flops_<precision> in the hardware file or with --set)");
         if (rc == PL_EINPUT && lenient) {
             size_t used = strlen(fit->skipped);
+            size_t prefix = sizeof CALIBRATE_PREFIX - 1;
             snprintf(fit->skipped + used, sizeof fit->skipped - used, "%s%s", used ? "; " : "",
-                     e->msg + (strncmp(e->msg, "calibrate: ", 11) == 0 ? 11 : 0));
+                     e->msg + (strncmp(e->msg, CALIBRATE_PREFIX, prefix) == 0 ? prefix : 0));
             rc = PL_OK;
             continue;
         }
         if (rc != PL_OK) break;
         fitted = 1;
-        if (kind == COST_OBS_COMPUTE) {
-            fit->have_compute = 1;
-            fit->efficiency = 1.0 / (peak_flops * f.c1);
-            fit->launch_s = f.c0;
-            fit->compute_r2 = f.r2;
-        } else if (kind == COST_OBS_INTRA) {
-            fit->have_intra = 1;
-            fit->intra_latency_s = f.c0;
-            fit->intra_bw_Bps = 1.0 / f.c1;
-            fit->intra_r2 = f.r2;
-        } else {
-            fit->have_inter = 1;
-            fit->inter_latency_s = f.c0;
-            fit->inter_bw_Bps = 1.0 / f.c1;
-            fit->inter_r2 = f.r2;
-        }
+        store_fit(fit, kind, &f, peak_flops);
     }
     free(x);
     free(y);
-    fit->n_compute = counts[0];
-    fit->n_intra = counts[1];
-    fit->n_inter = counts[2];
+    fit->n_compute = counts[COST_OBS_COMPUTE];
+    fit->n_intra = counts[COST_OBS_INTRA];
+    fit->n_inter = counts[COST_OBS_INTER];
     if (rc == PL_OK && !fitted)
         rc = fit->skipped[0] ? pl_errf(e, PL_EINPUT, "calibrate: nothing could be fitted: %s", fit->skipped)
                              : pl_errf(e, PL_EINPUT, "calibrate: no observations to fit");

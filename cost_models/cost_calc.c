@@ -7,18 +7,30 @@
 
 #include "cost_int.h"
 
+/* Optimizer state per parameter: Adam's m and v in fp32, and for 2-byte models the fp32 master
+ * weights too. */
+#define ADAM_STATE_BYTES (2 * COST_FP32_BYTES)
+#define MASTER_WEIGHT_BYTES COST_FP32_BYTES
+/* The part of a layer's stash that W keeps when the layer does not say. */
+#define DEFAULT_W_STASH_FRACTION 0.5
+
+/* Returns m's bytes per parameter element: its dtype_bytes, or fp32's when m is NULL or does
+ * not say; parameter counts divide parameter bytes by it. */
+static int dtype_bytes(const cost_model *m) { return m && m->dtype_bytes > 0 ? m->dtype_bytes : COST_FP32_BYTES; }
+
 /* Fills o with defaults for model m: the model's microbatch size; fp16 and 12 optimizer bytes per
  * parameter (fp32 master weights, Adam m and v) for 2-byte models, else fp32 and 8 (Adam m, v);
  * gradients in the model's dtype; seconds preferred over FLOPs; half the stash kept for W. */
 void cost_opts_init(cost_opts *o, const cost_model *m) {
     memset(o, 0, sizeof *o);
-    int dtype = m && m->dtype_bytes > 0 ? m->dtype_bytes : 4;
+    int dtype = dtype_bytes(m);
+    int half = dtype == COST_FP16_BYTES;
     o->microbatch_size = m ? m->microbatch_size : 1;
-    o->precision = dtype == 2 ? COST_FP16 : COST_FP32;
+    o->precision = half ? COST_FP16 : COST_FP32;
     o->prefer_flops = 0;
     o->grad_bytes_per_param = dtype;
-    o->optimizer_bytes_per_param = dtype == 2 ? 12 : 8;
-    o->w_stash_fraction = 0.5;
+    o->optimizer_bytes_per_param = half ? ADAM_STATE_BYTES + MASTER_WEIGHT_BYTES : ADAM_STATE_BYTES;
+    o->w_stash_fraction = DEFAULT_W_STASH_FRACTION;
 }
 
 /* Returns how much bigger the requested microbatch is than the one the model describes. */
@@ -88,6 +100,14 @@ static void stage_bytes(const cost_model *m, int first, int end, int64_t param, 
     st->stash_recompute_bytes = scale_bytes(rc, scale);
 }
 
+/* Fills the times of st that follow from its F, I and W: B = I + W, and both backwards under
+ * recomputation (the forward runs again first). */
+static void stage_times_derive(cost_stage *st) {
+    st->b_s = st->i_s + st->w_s;
+    st->b_recompute_s = st->b_s + st->f_s;
+    st->i_recompute_s = st->i_s + st->f_s;
+}
+
 /* Fills st for layers [first, end); returns PL_OK or PL_EINPUT (bad range or unknown time). */
 int cost_stage_eval(const cost_model *m, int first, int end, const cost_hw *hw, const cost_opts *o,
                     cost_stage *st, pl_err *e) {
@@ -109,9 +129,7 @@ int cost_stage_eval(const cost_model *m, int first, int end, const cost_hw *hw, 
         wst += layer_w_stash(l, o);
         if (i > first && l->stash_recompute_bytes > 0) rc_rest += l->stash_recompute_bytes;
     }
-    st->b_s = st->i_s + st->w_s;
-    st->b_recompute_s = st->b_s + st->f_s;
-    st->i_recompute_s = st->i_s + st->f_s;
+    stage_times_derive(st);
     stage_bytes(m, first, end, param, stash, wst, rc_rest, mb_scale(m, o), st);
     return PL_OK;
 }
@@ -172,9 +190,7 @@ void cost_prefix_stage(const cost_prefix *p, int first, int end, cost_stage *st)
     st->f_s = p->f_s[end] - p->f_s[first];
     st->i_s = p->i_s[end] - p->i_s[first];
     st->w_s = p->w_s[end] - p->w_s[first];
-    st->b_s = st->i_s + st->w_s;
-    st->b_recompute_s = st->b_s + st->f_s;
-    st->i_recompute_s = st->i_s + st->f_s;
+    stage_times_derive(st);
     stage_bytes(p->m, first, end, p->param_bytes[end] - p->param_bytes[first],
                 p->stash_bytes[end] - p->stash_bytes[first], p->w_stash_bytes[end] - p->w_stash_bytes[first],
                 p->rc_bytes[end] - p->rc_bytes[first + 1], mb_scale(p->m, &p->o), st);
@@ -188,11 +204,17 @@ int cost_ranks_inter(const cost_hw *hw, int a, int b) {
     return a / d != b / d;
 }
 
+/* Fills the bandwidth (bytes/s) and latency (s) of the intra- or inter-node links of hw. */
+static void link_params(const cost_hw *hw, int inter, double *bw_Bps, double *lat_s) {
+    *bw_Bps = inter ? hw->inter_bandwidth_Bps : hw->intra_bandwidth_Bps;
+    *lat_s = inter ? hw->inter_latency_s : hw->intra_latency_s;
+}
+
 /* Returns latency + bytes / bandwidth of one link; nothing to send costs nothing. */
 double cost_link_s(const cost_hw *hw, int inter, int64_t bytes) {
     if (bytes <= 0) return 0;
-    double bw = inter ? hw->inter_bandwidth_Bps : hw->intra_bandwidth_Bps;
-    double lat = inter ? hw->inter_latency_s : hw->intra_latency_s;
+    double bw, lat;
+    link_params(hw, inter, &bw, &lat);
     return lat + (double)bytes / bw;
 }
 
@@ -205,9 +227,8 @@ double cost_transfer_s(const cost_hw *hw, int src_rank, int dst_rank, int64_t by
 /* Returns the ring all-reduce time: 2 (n-1)/n bytes / bandwidth + 2 (n-1) latency. */
 double cost_allreduce_s(const cost_hw *hw, int inter, int replicas, int64_t bytes) {
     if (replicas <= 1 || bytes <= 0) return 0;
-    double n = replicas;
-    double bw = inter ? hw->inter_bandwidth_Bps : hw->intra_bandwidth_Bps;
-    double lat = inter ? hw->inter_latency_s : hw->intra_latency_s;
+    double n = replicas, bw, lat;
+    link_params(hw, inter, &bw, &lat);
     return 2 * (n - 1) / n * (double)bytes / bw + 2 * (n - 1) * lat;
 }
 
@@ -215,7 +236,7 @@ double cost_allreduce_s(const cost_hw *hw, int inter, int replicas, int64_t byte
  * the device's memory bandwidth; 0 when the bandwidth is unknown. */
 double cost_step_s(const cost_hw *hw, const cost_opts *o, const cost_model *m, int64_t param_bytes) {
     if (!hw || !(hw->memory_bandwidth_Bps > 0)) return 0;
-    double params = (double)param_bytes / (m && m->dtype_bytes > 0 ? m->dtype_bytes : 4);
+    double params = (double)param_bytes / dtype_bytes(m);
     double bytes = 2.0 * (double)param_bytes + params * o->grad_bytes_per_param +
                    2.0 * params * o->optimizer_bytes_per_param;
     return bytes / hw->memory_bandwidth_Bps;
@@ -228,7 +249,7 @@ cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const c
                               sched_weights weights, sched_recompute rc, int inflight) {
     cost_memory r = {0};
     if (inflight < 0) inflight = 0;
-    double params = (double)st->param_bytes / (m && m->dtype_bytes > 0 ? m->dtype_bytes : 4);
+    double params = (double)st->param_bytes / dtype_bytes(m);
     r.versions = weights == SCHED_WEIGHTS_STASH ? (inflight > 1 ? inflight : 1)
                  : weights == SCHED_WEIGHTS_2BW ? 2
                                                 : 1;
@@ -247,8 +268,6 @@ cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const c
     return r;
 }
 
-/* Fills out[ranks] with the memory of each rank under schedule s (see cost.h); returns PL_OK or
- * the dry run's error. */
 /* Returns the peak activation bytes of rank k, walking its actions in order: a forward adds the
  * stage's stash (its checkpoint under full recomputation); a full backward frees it (under
  * recomputation it first rebuilds the full stash in place of the checkpoint); an input backward
@@ -289,6 +308,8 @@ static int64_t rank_activation_peak(const sched *s, const cost_stage *stages, in
     return peak;
 }
 
+/* Fills out[ranks] with the memory of each rank under schedule s (see cost.h); returns PL_OK or
+ * the dry run's error. */
 int cost_schedule_memory(const sched *s, const cost_stage *stages, const cost_model *m, const cost_opts *o,
                          cost_memory *out, pl_err *e) {
     sched_dryrun_result r;

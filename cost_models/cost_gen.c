@@ -5,6 +5,16 @@
 
 #include "cost_int.h"
 
+/* Names layers [first, end) of m "what i" (i: the layer's index); returns PL_OK or PL_ENOMEM. */
+static int name_layers(cost_model *m, int first, int end, const char *what, pl_err *e) {
+    for (int i = first; i < end; i++) {
+        char name[32];
+        int nl = snprintf(name, sizeof name, "%s %d", what, i);
+        if (cost_layer_set_name(m, i, name, (size_t)nl, e) != PL_OK) return PL_ENOMEM;
+    }
+    return PL_OK;
+}
+
 /* Fills the uniform options with defaults: 1 layer, microbatch 1, 1 s forward, backward derived. */
 void cost_uniform_defaults(cost_uniform_opts *o) {
     memset(o, 0, sizeof *o);
@@ -39,6 +49,10 @@ cost_model *cost_model_uniform(const cost_uniform_opts *o, pl_err *e) {
     }
     cost_model *m = cost_model_alloc(o->layers, e);
     if (!m) return NULL;
+    if (name_layers(m, 0, m->n, "layer", e) != PL_OK) {
+        cost_model_free(m);
+        return NULL;
+    }
     double bi = o->bwd_in_s, bw = o->bwd_w_s;
     if (bi < 0) {
         double b = o->bwd_s >= 0 ? o->bwd_s : 2 * o->fwd_s;
@@ -46,12 +60,6 @@ cost_model *cost_model_uniform(const cost_uniform_opts *o, pl_err *e) {
     }
     for (int i = 0; i < m->n; i++) {
         cost_layer *l = &m->layer[i];
-        char name[32];
-        int nl = snprintf(name, sizeof name, "layer %d", i);
-        if (cost_layer_set_name(m, i, name, (size_t)nl, e) != PL_OK) {
-            cost_model_free(m);
-            return NULL;
-        }
         if (o->fwd_flops > 0) {
             l->fwd_flops = l->bwd_in_flops = l->bwd_w_flops = o->fwd_flops;
         } else {
@@ -91,14 +99,12 @@ cost_model *cost_model_mlp(const cost_mlp_opts *o, pl_err *e) {
     }
     cost_model *m = cost_model_alloc(o->depth, e);
     if (!m) return NULL;
+    if (name_layers(m, 0, m->n, "block", e) != PL_OK) {
+        cost_model_free(m);
+        return NULL;
+    }
     for (int i = 0; i < m->n; i++) {
         cost_layer *l = &m->layer[i];
-        char name[32];
-        int nl = snprintf(name, sizeof name, "block %d", i);
-        if (cost_layer_set_name(m, i, name, (size_t)nl, e) != PL_OK) {
-            cost_model_free(m);
-            return NULL;
-        }
         l->fwd_flops = l->bwd_in_flops = l->bwd_w_flops = 4 * b * h * f; /* two GEMMs of 2bhf */
         l->param_bytes = param;
         l->out_bytes = out;
@@ -107,7 +113,7 @@ cost_model *cost_model_mlp(const cost_mlp_opts *o, pl_err *e) {
         l->w_stash_bytes = wst;          /* the two GEMM inputs W needs: x and GELU output */
     }
     m->microbatch_size = o->microbatch;
-    m->dtype_bytes = 4;
+    m->dtype_bytes = COST_FP32_BYTES;
     m->cut_bytes[0] = out;
     cost_model_chain_cuts(m);
     snprintf(m->name, sizeof m->name, "mlp");
@@ -152,11 +158,9 @@ cost_model *cost_model_transformer(const cost_transformer_opts *o, pl_err *e) {
     bad_name |= cost_layer_set_name(m, 0, "embedding", 9, e) != PL_OK;
     l->fwd_flops = l->bwd_in_flops = l->bwd_w_flops = 0;
     bad |= set_bytes(l, (V * h + s * h) * 2, 2 * sbh, 4 * s * b, 4 * s * b, 4 * s * b);
+    bad_name |= name_layers(m, 1, o->layers + 1, "layer", e) != PL_OK;
     for (int i = 1; i <= o->layers; i++) {
         l = &m->layer[i];
-        char name[32];
-        int nl = snprintf(name, sizeof name, "layer %d", i);
-        bad_name |= cost_layer_set_name(m, i, name, (size_t)nl, e) != PL_OK;
         l->fwd_flops = 24 * b * s * h * h + 4 * b * s * s * h;    /* Megatron */
         l->bwd_in_flops = 24 * b * s * h * h + 8 * b * s * s * h; /* Zero Bubble Table 1: B */
         l->bwd_w_flops = 24 * b * s * h * h;                      /* Zero Bubble Table 1: W */
@@ -177,7 +181,7 @@ cost_model *cost_model_transformer(const cost_transformer_opts *o, pl_err *e) {
         return NULL;
     }
     m->microbatch_size = o->microbatch;
-    m->dtype_bytes = 2;
+    m->dtype_bytes = COST_FP16_BYTES;
     m->cut_bytes[0] = (int64_t)(4 * s * b); /* int32 token ids */
     cost_model_chain_cuts(m);
     snprintf(m->name, sizeof m->name, "transformer");

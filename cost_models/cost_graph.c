@@ -28,11 +28,20 @@ typedef struct gedge {
 /* Everything the parser collects. */
 typedef struct graph {
     gnode *node;
-    int n, cap;
+    int n;
+    size_t cap;
     gedge *edge;
-    int ne, ecap;
+    int ne;
+    size_t ecap;
     struct gid *sorted;  /* [n] ids sorted by bytes, for lookups */
 } graph;
+
+/* First capacity of the node and edge lists (doubled as they fill). */
+#define GRAPH_FIRST_CAP 64
+/* What node_number gives an id that is not "nodeN": above every N it can read. */
+#define NODE_NUMBER_OTHER ((long long)1 << 62)
+/* Longest "nodeN" id node_number reads: "node" and 18 digits, so N fits a long long. */
+#define NODE_ID_MAX_LEN 22
 
 /* An id with its node index, sorted for binary search. */
 typedef struct gid {
@@ -80,10 +89,11 @@ static int parse_value(const char *s, size_t n, double *out) {
 
 /* Parses the attribute list of a node line into nd; returns PL_OK or PL_EINPUT. */
 static int parse_attrs(const char *path, int line, const char *s, size_t n, gnode *nd, pl_err *e) {
-    static const char *const keys[4] = {"forward_compute_time", "backward_compute_time",
-                                        "activation_size", "parameter_size"};
-    double *dst[4] = {&nd->fwd_ms, &nd->bwd_ms, &nd->act_bytes, &nd->param_bytes};
-    int seen[4] = {0};
+    enum { NKEYS = 4 };
+    static const char *const keys[NKEYS] = {"forward_compute_time", "backward_compute_time",
+                                            "activation_size", "parameter_size"};
+    double *dst[NKEYS] = {&nd->fwd_ms, &nd->bwd_ms, &nd->act_bytes, &nd->param_bytes};
+    int seen[NKEYS] = {0};
     size_t i = 0;
     while (i < n) {
         size_t j = i;
@@ -101,8 +111,8 @@ static int parse_attrs(const char *path, int line, const char *s, size_t n, gnod
         if (!eq) return pl_errf(e, PL_EINPUT, "%s:%d: attribute '%.*s' is not key=value", path, line, (int)l, t);
         size_t kl = (size_t)(eq - t);
         int k = -1;
-        for (int q = 0; q < 4; q++)
-            if (strlen(keys[q]) == kl && memcmp(keys[q], t, kl) == 0) k = q;
+        for (int q = 0; q < NKEYS; q++)
+            if (cost_word_is(t, kl, keys[q])) k = q;
         if (k < 0)
             return pl_errf(e, PL_EINPUT, "%s:%d: unknown key '%.*s' (known: forward_compute_time, "
                            "backward_compute_time, activation_size, parameter_size)", path, line, (int)kl, t);
@@ -117,17 +127,18 @@ static int parse_attrs(const char *path, int line, const char *s, size_t n, gnod
         if (parse_value(v, vl, dst[k]) != 0)
             return pl_errf(e, PL_EINPUT, "%s:%d: bad value '%.*s' for %s", path, line, (int)tl, tv, keys[k]);
     }
-    for (int q = 0; q < 4; q++)
+    for (int q = 0; q < NKEYS; q++)
         if (!seen[q]) return pl_errf(e, PL_EINPUT, "%s:%d: missing key '%s'", path, line, keys[q]);
     return PL_OK;
 }
 
 /* Returns N when id is "nodeN" (N decimal), else a value above every such N. */
 static long long node_number(const char *id, size_t n) {
-    if (n < 5 || n > 22 || memcmp(id, "node", 4) != 0) return (long long)1 << 62;
+    const size_t prefix = sizeof "node" - 1;
+    if (n <= prefix || n > NODE_ID_MAX_LEN || memcmp(id, "node", prefix) != 0) return NODE_NUMBER_OTHER;
     long long v = 0;
-    for (size_t i = 4; i < n; i++) {
-        if (id[i] < '0' || id[i] > '9') return (long long)1 << 62;
+    for (size_t i = prefix; i < n; i++) {
+        if (id[i] < '0' || id[i] > '9') return NODE_NUMBER_OTHER;
         v = v * 10 + (id[i] - '0');
     }
     return v;
@@ -142,13 +153,9 @@ static int read_node(graph *g, const char *path, int line, const char *s, size_t
         return pl_errf(e, PL_EINPUT, "%s:%d: malformed node line (expected 'nodeN -- Description -- "
                        "forward_compute_time=.., backward_compute_time=.., activation_size=.., "
                        "parameter_size=..')", path, line);
-    if (g->n == g->cap) {
-        int nc = g->cap ? g->cap * 2 : 64;
-        gnode *nn = pl_reallocarray(g->node, (size_t)nc, sizeof *nn);
-        if (!nn) return pl_errf(e, PL_ENOMEM, "out of memory");
-        g->node = nn;
-        g->cap = nc;
-    }
+    gnode *nn = pl_grow(g->node, &g->cap, (size_t)g->n, GRAPH_FIRST_CAP, sizeof *nn);
+    if (!nn) return pl_errf(e, PL_ENOMEM, "out of memory");
+    g->node = nn;
     gnode *nd = &g->node[g->n];
     memset(nd, 0, sizeof *nd);
     size_t il = (size_t)s1;
@@ -175,13 +182,9 @@ static int read_edge(graph *g, const char *path, int line, const char *s, size_t
     long p = find_sep(s, n, 0);
     if (p < 0 || find_sep(s, n, (size_t)p + 4) >= 0)
         return pl_errf(e, PL_EINPUT, "%s:%d: malformed edge line (expected '<tab>nodeA -- nodeB')", path, line);
-    if (g->ne == g->ecap) {
-        int nc = g->ecap ? g->ecap * 2 : 64;
-        gedge *ne = pl_reallocarray(g->edge, (size_t)nc, sizeof *ne);
-        if (!ne) return pl_errf(e, PL_ENOMEM, "out of memory");
-        g->edge = ne;
-        g->ecap = nc;
-    }
+    gedge *ne = pl_grow(g->edge, &g->ecap, (size_t)g->ne, GRAPH_FIRST_CAP, sizeof *ne);
+    if (!ne) return pl_errf(e, PL_ENOMEM, "out of memory");
+    g->edge = ne;
     gedge *ed = &g->edge[g->ne];
     size_t al = (size_t)p, bl = n - (size_t)p - 4;
     ed->a = cost_trim(s, &al);
@@ -237,7 +240,7 @@ static int before(const graph *g, int a, int b) {
     return a < b;
 }
 
-/* Min-heap of ready node indices. */
+/* Min-heap of ready node indices: adds v. */
 static void heap_push(const graph *g, int *h, int *hn, int v) {
     int i = (*hn)++;
     h[i] = v;
@@ -249,6 +252,7 @@ static void heap_push(const graph *g, int *h, int *hn, int v) {
     }
 }
 
+/* Removes and returns the first ready node of the heap (see before). */
 static int heap_pop(const graph *g, int *h, int *hn) {
     int top = h[0];
     h[0] = h[--(*hn)];
@@ -327,158 +331,190 @@ static int report_cycle(const graph *g, const char *path, const int *indeg, cons
     return rc;
 }
 
-/* Resolves edges, orders nodes topologically and builds the model. NULL and e on error. */
-static cost_model *graph_build(graph *g, const char *path, int microbatch_size, pl_err *e) {
-    cost_model *m = NULL;
-    int *indeg = NULL, *sstart = NULL, *succ = NULL, *pstart = NULL, *pred = NULL, *pline = NULL;
-    int *heap = NULL, *order = NULL, *pos = NULL;
-    int64_t *diff = NULL;
+/* Sorts the ids for lookups, refuses an id defined twice, resolves every edge's ends to node
+ * indices and drops repeated edges (one edge carries the activation once). Returns PL_OK, or
+ * PL_EINPUT / PL_ENOMEM with e. */
+static int resolve_edges(graph *g, const char *path, pl_err *e) {
     g->sorted = pl_calloc((size_t)g->n, sizeof *g->sorted);
-    if (!g->sorted) goto nomem;
+    if (!g->sorted) return pl_errf(e, PL_ENOMEM, "out of memory reading %s", path);
     for (int i = 0; i < g->n; i++) g->sorted[i] = (gid){g->node[i].id, g->node[i].id_len, i};
     qsort(g->sorted, (size_t)g->n, sizeof *g->sorted, cmp_id);
     for (int i = 1; i < g->n; i++) {
         const gnode *a = &g->node[g->sorted[i - 1].idx], *b = &g->node[g->sorted[i].idx];
-        if (a->id_len == b->id_len && memcmp(a->id, b->id, a->id_len) == 0) {
-            pl_errf(e, PL_EINPUT, "%s:%d: node '%.*s' defined twice (first on line %d)", path,
-                    b->line > a->line ? b->line : a->line, (int)a->id_len, a->id,
-                    b->line > a->line ? a->line : b->line);
-            goto fail;
-        }
+        if (a->id_len == b->id_len && memcmp(a->id, b->id, a->id_len) == 0)
+            return pl_errf(e, PL_EINPUT, "%s:%d: node '%.*s' defined twice (first on line %d)", path,
+                           b->line > a->line ? b->line : a->line, (int)a->id_len, a->id,
+                           b->line > a->line ? a->line : b->line);
     }
     for (int k = 0; k < g->ne; k++) {
         gedge *ed = &g->edge[k];
         ed->ia = lookup(g, ed->a, ed->al);
         ed->ib = lookup(g, ed->b, ed->bl);
-        if (ed->ia < 0 || ed->ib < 0) {
-            pl_errf(e, PL_EINPUT, "%s:%d: edge names undefined node '%.*s'", path, ed->line,
-                    ed->ia < 0 ? (int)ed->al : (int)ed->bl, ed->ia < 0 ? ed->a : ed->b);
-            goto fail;
-        }
+        if (ed->ia < 0 || ed->ib < 0)
+            return pl_errf(e, PL_EINPUT, "%s:%d: edge names undefined node '%.*s'", path, ed->line,
+                           ed->ia < 0 ? (int)ed->al : (int)ed->bl, ed->ia < 0 ? ed->a : ed->b);
     }
-    /* drop repeated edges: one edge carries the activation once */
     if (g->ne > 1) qsort(g->edge, (size_t)g->ne, sizeof *g->edge, cmp_edge);
     int ne = 0;
     for (int k = 0; k < g->ne; k++)
         if (ne == 0 || g->edge[k].ia != g->edge[ne - 1].ia || g->edge[k].ib != g->edge[ne - 1].ib)
             g->edge[ne++] = g->edge[k];
     g->ne = ne;
+    return PL_OK;
+}
 
-    int n = g->n;
-    indeg = pl_calloc((size_t)n, sizeof *indeg);
-    sstart = pl_calloc((size_t)n + 1, sizeof *sstart);
-    pstart = pl_calloc((size_t)n + 1, sizeof *pstart);
-    succ = pl_calloc((size_t)ne + 1, sizeof *succ);
-    pred = pl_calloc((size_t)ne + 1, sizeof *pred);
-    pline = pl_calloc((size_t)ne + 1, sizeof *pline);
-    heap = pl_calloc((size_t)n, sizeof *heap);
-    order = pl_calloc((size_t)n, sizeof *order);
-    pos = pl_calloc((size_t)n, sizeof *pos);
-    diff = pl_calloc((size_t)n + 2, sizeof *diff);
-    if (!indeg || !sstart || !pstart || !succ || !pred || !pline || !heap || !order || !pos || !diff)
-        goto nomem;
-    for (int k = 0; k < ne; k++) {
-        sstart[g->edge[k].ia + 1]++;
-        pstart[g->edge[k].ib + 1]++;
-        indeg[g->edge[k].ib]++;
+/* The graph's edges by node, and its topological order: node v's successors are
+ * succ[sstart[v] .. sstart[v+1]), its predecessors pred[pstart[v] .. pstart[v+1]) with the
+ * line of each edge in pline; order[p] is the node at position p, pos[v] the position of v. */
+typedef struct adjacency {
+    int *indeg, *sstart, *succ, *pstart, *pred, *pline, *order, *pos;
+} adjacency;
+
+/* Frees the arrays of a. */
+static void adjacency_free(adjacency *a) {
+    free(a->indeg);
+    free(a->sstart);
+    free(a->succ);
+    free(a->pstart);
+    free(a->pred);
+    free(a->pline);
+    free(a->order);
+    free(a->pos);
+}
+
+/* Fills the successor and predecessor lists and in-degrees of a (zeroed) from g's resolved
+ * edges; returns PL_OK or PL_ENOMEM (naming path). */
+static int adjacency_build(const graph *g, adjacency *a, const char *path, pl_err *e) {
+    int n = g->n, ne = g->ne;
+    a->indeg = pl_calloc((size_t)n, sizeof *a->indeg);
+    a->sstart = pl_calloc((size_t)n + 1, sizeof *a->sstart);
+    a->pstart = pl_calloc((size_t)n + 1, sizeof *a->pstart);
+    a->succ = pl_calloc((size_t)ne + 1, sizeof *a->succ);
+    a->pred = pl_calloc((size_t)ne + 1, sizeof *a->pred);
+    a->pline = pl_calloc((size_t)ne + 1, sizeof *a->pline);
+    a->order = pl_calloc((size_t)n, sizeof *a->order);
+    a->pos = pl_calloc((size_t)n, sizeof *a->pos);
+    int *sfill = pl_calloc((size_t)n, sizeof *sfill), *pfill = pl_calloc((size_t)n, sizeof *pfill);
+    int ok = a->indeg && a->sstart && a->pstart && a->succ && a->pred && a->pline && a->order && a->pos && sfill && pfill;
+    for (int k = 0; ok && k < ne; k++) {
+        a->sstart[g->edge[k].ia + 1]++;
+        a->pstart[g->edge[k].ib + 1]++;
+        a->indeg[g->edge[k].ib]++;
     }
-    for (int i = 0; i < n; i++) {
-        sstart[i + 1] += sstart[i];
-        pstart[i + 1] += pstart[i];
+    for (int i = 0; ok && i < n; i++) {
+        a->sstart[i + 1] += a->sstart[i];
+        a->pstart[i + 1] += a->pstart[i];
     }
-    {
-        int *sfill = pl_calloc((size_t)n, sizeof *sfill), *pfill = pl_calloc((size_t)n, sizeof *pfill);
-        if (!sfill || !pfill) {
-            free(sfill);
-            free(pfill);
-            goto nomem;
-        }
-        for (int k = 0; k < ne; k++) {
-            int a = g->edge[k].ia, b = g->edge[k].ib;
-            succ[sstart[a] + sfill[a]++] = b;
-            pred[pstart[b] + pfill[b]] = a;
-            pline[pstart[b] + pfill[b]++] = g->edge[k].line;
-        }
-        free(sfill);
-        free(pfill);
+    for (int k = 0; ok && k < ne; k++) {
+        int x = g->edge[k].ia, y = g->edge[k].ib;
+        a->succ[a->sstart[x] + sfill[x]++] = y;
+        a->pred[a->pstart[y] + pfill[y]] = x;
+        a->pline[a->pstart[y] + pfill[y]++] = g->edge[k].line;
     }
+    free(sfill);
+    free(pfill);
+    return ok ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory reading %s", path);
+}
+
+/* Orders the nodes topologically into a->order and a->pos (Kahn's algorithm; among ready nodes
+ * the smaller N of "nodeN", then the earlier line). Returns PL_OK, PL_EINPUT naming a cycle,
+ * or PL_ENOMEM. */
+static int topo_order(const graph *g, adjacency *a, const char *path, pl_err *e) {
+    int *heap = pl_calloc((size_t)g->n, sizeof *heap);
+    if (!heap) return pl_errf(e, PL_ENOMEM, "out of memory reading %s", path);
     int hn = 0, done = 0;
-    for (int i = 0; i < n; i++)
-        if (indeg[i] == 0) heap_push(g, heap, &hn, i);
+    for (int i = 0; i < g->n; i++)
+        if (a->indeg[i] == 0) heap_push(g, heap, &hn, i);
     while (hn > 0) {
         int v = heap_pop(g, heap, &hn);
-        pos[v] = done;
-        order[done++] = v;
-        for (int k = sstart[v]; k < sstart[v + 1]; k++)
-            if (--indeg[succ[k]] == 0) heap_push(g, heap, &hn, succ[k]);
+        a->pos[v] = done;
+        a->order[done++] = v;
+        for (int k = a->sstart[v]; k < a->sstart[v + 1]; k++)
+            if (--a->indeg[a->succ[k]] == 0) heap_push(g, heap, &hn, a->succ[k]);
     }
-    if (done < n) {
-        report_cycle(g, path, indeg, pstart, pred, pline, e);
-        goto fail;
-    }
-    m = cost_model_alloc(n, e);
-    if (!m) goto fail;
-    for (int p = 0; p < n; p++) {
-        const gnode *nd = &g->node[order[p]];
-        cost_layer *l = &m->layer[p];
-        if (cost_layer_set_name(m, p, nd->desc, nd->desc_len, e) != PL_OK) goto fail;
-        l->id = cost_strndup(nd->id, nd->id_len);
-        if (!l->id) goto nomem;
-        l->fwd_s = nd->fwd_ms * 1e-3;
-        double bwd_s = nd->bwd_ms * 1e-3;
-        if (nd->param_bytes > 0) {
-            l->bwd_in_s = bwd_s / 2;
-            l->bwd_w_s = bwd_s / 2;
-        } else {
-            l->bwd_in_s = bwd_s;
-            l->bwd_w_s = 0;
-        }
-        if (cost_bytes_from_double(nd->param_bytes, &l->param_bytes) != 0 ||
-            cost_bytes_from_double(nd->act_bytes, &l->out_bytes) != 0) {
-            pl_errf(e, PL_EINPUT, "%s:%d: size too large", path, nd->line);
-            goto fail;
-        }
-        l->stash_bytes = l->out_bytes;
-        l->src_line = nd->line;
-        /* the output of position p crosses every cut k with p < k <= last consumer */
-        int last = p;
-        for (int k = sstart[order[p]]; k < sstart[order[p] + 1]; k++)
-            if (pos[succ[k]] > last) last = pos[succ[k]];
-        if (last > p) {
-            diff[p + 1] += l->out_bytes;
-            diff[last + 1] -= l->out_bytes;
-        }
-    }
-    int64_t run = 0;
-    m->cut_bytes[0] = 0;
-    for (int k = 1; k < n; k++) {
-        run += diff[k];
-        m->cut_bytes[k] = run;
-    }
-    m->cut_bytes[n] = m->layer[n - 1].out_bytes;
-    m->microbatch_size = microbatch_size;
-    m->dtype_bytes = 4;
-    snprintf(m->source, sizeof m->source, "graph");
-    cost_model_name_from_path(m, path);
-    m->src_path = cost_strndup(path, strlen(path));
-    if (!m->src_path) goto nomem;
-    goto done;
-nomem:
-    pl_errf(e, PL_ENOMEM, "out of memory reading %s", path);
-fail:
-    cost_model_free(m);
-    m = NULL;
-done:
-    free(indeg);
-    free(sstart);
-    free(succ);
-    free(pstart);
-    free(pred);
-    free(pline);
     free(heap);
-    free(order);
-    free(pos);
+    if (done < g->n) {
+        report_cycle(g, path, a->indeg, a->pstart, a->pred, a->pline, e);
+        return PL_EINPUT;
+    }
+    return PL_OK;
+}
+
+/* Fills layer p of m from the node at position p: times (ms to s; a node with parameters
+ * splits its backward evenly into I and W, one without has no W), sizes, and adds its output
+ * to diff[] at every cut it crosses. Returns PL_OK, or PL_EINPUT / PL_ENOMEM with e. */
+static int layer_from_node(const graph *g, const adjacency *a, int p, cost_model *m, int64_t *diff,
+                           const char *path, pl_err *e) {
+    const gnode *nd = &g->node[a->order[p]];
+    cost_layer *l = &m->layer[p];
+    if (cost_layer_set_name(m, p, nd->desc, nd->desc_len, e) != PL_OK) return PL_ENOMEM;
+    if (!(l->id = cost_strndup(nd->id, nd->id_len))) return pl_errf(e, PL_ENOMEM, "out of memory reading %s", path);
+    l->fwd_s = nd->fwd_ms * 1e-3;
+    double bwd_s = nd->bwd_ms * 1e-3;
+    l->bwd_in_s = nd->param_bytes > 0 ? bwd_s / 2 : bwd_s;
+    l->bwd_w_s = nd->param_bytes > 0 ? bwd_s / 2 : 0;
+    if (cost_bytes_from_double(nd->param_bytes, &l->param_bytes) != 0 ||
+        cost_bytes_from_double(nd->act_bytes, &l->out_bytes) != 0)
+        return pl_errf(e, PL_EINPUT, "%s:%d: size too large", path, nd->line);
+    l->stash_bytes = l->out_bytes;
+    l->src_line = nd->line;
+    /* the output of position p crosses every cut k with p < k <= last consumer */
+    int last = p;
+    for (int k = a->sstart[a->order[p]]; k < a->sstart[a->order[p] + 1]; k++)
+        if (a->pos[a->succ[k]] > last) last = a->pos[a->succ[k]];
+    if (last > p) {
+        diff[p + 1] += l->out_bytes;
+        diff[last + 1] -= l->out_bytes;
+    }
+    return PL_OK;
+}
+
+/* Builds the model of the ordered graph: a layer per node, the bytes crossing every cut (a
+ * running sum of diff), the graph's name and path. Returns it, or NULL with e. */
+static cost_model *model_from_order(const graph *g, const adjacency *a, const char *path, int microbatch_size,
+                                    pl_err *e) {
+    int n = g->n;
+    int64_t *diff = pl_calloc((size_t)n + 2, sizeof *diff);
+    if (!diff) {
+        pl_errf(e, PL_ENOMEM, "out of memory reading %s", path);
+        return NULL;
+    }
+    cost_model *m = cost_model_alloc(n, e);
+    for (int p = 0; m && p < n; p++)
+        if (layer_from_node(g, a, p, m, diff, path, e) != PL_OK) {
+            cost_model_free(m);
+            m = NULL;
+        }
+    if (m) {
+        int64_t run = 0;
+        m->cut_bytes[0] = 0;
+        for (int k = 1; k < n; k++) {
+            run += diff[k];
+            m->cut_bytes[k] = run;
+        }
+        m->cut_bytes[n] = m->layer[n - 1].out_bytes;
+        m->microbatch_size = microbatch_size;
+        m->dtype_bytes = COST_FP32_BYTES;
+        snprintf(m->source, sizeof m->source, "graph");
+        cost_model_name_from_path(m, path);
+        if (!(m->src_path = cost_strndup(path, strlen(path)))) {
+            pl_errf(e, PL_ENOMEM, "out of memory reading %s", path);
+            cost_model_free(m);
+            m = NULL;
+        }
+    }
     free(diff);
+    return m;
+}
+
+/* Resolves edges, orders nodes topologically and builds the model. NULL and e on error. */
+static cost_model *graph_build(graph *g, const char *path, int microbatch_size, pl_err *e) {
+    if (resolve_edges(g, path, e) != PL_OK) return NULL;
+    adjacency a = {0};
+    cost_model *m = NULL;
+    if (adjacency_build(g, &a, path, e) == PL_OK && topo_order(g, &a, path, e) == PL_OK)
+        m = model_from_order(g, &a, path, microbatch_size, e);
+    adjacency_free(&a);
     return m;
 }
 

@@ -10,6 +10,12 @@
 
 /* Longest INI line accepted (libinih's default buffer is 200 bytes including "\r\n\0"). */
 #define HW_MAX_LINE 196
+/* Largest hardware file read. */
+#define HW_MAX_FILE_BYTES ((size_t)1 << 20)
+/* Largest value of an integer key (nodes, devices per node). */
+#define HW_MAX_COUNT (1L << 20)
+/* The bandwidth of a link nobody described: free (cost.h). */
+#define HW_FREE_LINK_BPS 1e30
 
 typedef enum { K_NUM, K_INT, K_STR } key_type;
 
@@ -69,8 +75,8 @@ void cost_hw_init(cost_hw *hw) {
     hw->efficiency = 1.0;
     hw->nodes = 1;
     hw->devices_per_node = 1;
-    hw->intra_bandwidth_Bps = 1e30;
-    hw->inter_bandwidth_Bps = 1e30;
+    hw->intra_bandwidth_Bps = HW_FREE_LINK_BPS;
+    hw->inter_bandwidth_Bps = HW_FREE_LINK_BPS;
 }
 
 /* Returns the key of (section, name), or -1. */
@@ -83,7 +89,7 @@ static int key_find(const char *section, const char *name) {
 /* Returns 1 when section is known. */
 static int section_known(const char *s, size_t n) {
     for (int i = 0; i < NSECTIONS; i++)
-        if (strlen(sections[i]) == n && memcmp(sections[i], s, n) == 0) return 1;
+        if (cost_word_is(s, n, sections[i])) return 1;
     return 0;
 }
 
@@ -128,9 +134,9 @@ static int key_store(cost_hw *hw, int k, const char *value, pl_err *e) {
     }
     if (key->type == K_INT) {
         long v;
-        if (pl_parse_long(value, 1, 1L << 20, &v) != 0)
+        if (pl_parse_long(value, 1, HW_MAX_COUNT, &v) != 0)
             return pl_errf(e, PL_EINPUT, "%s.%s must be an integer in [1, %ld], got '%s'", key->section,
-                           key->name, 1L << 20, value);
+                           key->name, HW_MAX_COUNT, value);
         *(int *)(void *)dst = (int)v;
         return PL_OK;
     }
@@ -250,8 +256,8 @@ int cost_hw_parse(cost_hw *hw, const char *path, const char *text, pl_err *e) {
 int cost_hw_set(cost_hw *hw, const char *key, const char *value, pl_err *e) {
     const char *dot = strrchr(key, '.');
     int k = -1;
-    if (dot && dot != key && (size_t)(dot - key) < 32) {
-        char sec[32];
+    char sec[32];
+    if (dot && dot != key && (size_t)(dot - key) < sizeof sec) {
         memcpy(sec, key, (size_t)(dot - key));
         sec[dot - key] = 0;
         k = key_find(sec, dot + 1);
@@ -270,9 +276,9 @@ int cost_hw_set(cost_hw *hw, const char *key, const char *value, pl_err *e) {
 /* Splits "KEY=VALUE" and sets it; returns PL_OK or PL_EINPUT. */
 int cost_hw_set_kv(cost_hw *hw, const char *kv, pl_err *e) {
     const char *eq = strchr(kv, '=');
-    if (!eq || eq == kv || (size_t)(eq - kv) >= 64)
-        return pl_errf(e, PL_EINPUT, "--set wants KEY=VALUE (e.g. link.inter.bandwidth=12.5e9), got '%s'", kv);
     char key[64];
+    if (!eq || eq == kv || (size_t)(eq - kv) >= sizeof key)
+        return pl_errf(e, PL_EINPUT, "--set wants KEY=VALUE (e.g. link.inter.bandwidth=12.5e9), got '%s'", kv);
     memcpy(key, kv, (size_t)(eq - kv));
     key[eq - kv] = 0;
     return cost_hw_set(hw, key, eq + 1, e);
@@ -336,34 +342,35 @@ static int load_text(cost_hw *hw, const char *path, const char *text, const char
     return cost_hw_check(hw, e);
 }
 
+/* Reads the INI file at path and loads it as load_text does (name: the name it gets when it
+ * gives none); returns PL_OK or the error naming the file. */
+static int load_file(cost_hw *hw, const char *path, const char *name, pl_err *e) {
+    char *text = NULL;
+    size_t len;
+    if (pl_read_file(path, HW_MAX_FILE_BYTES, &text, &len, e) != PL_OK) return e ? e->code : PL_EIO;
+    int rc = load_text(hw, path, text, name, e);
+    free(text);
+    return rc;
+}
+
 /* Loads a preset (PIPELAB_HARDWARE_DIR first, then embedded) or an .ini path, then checks it. */
 int cost_hw_load(cost_hw *hw, const char *name_or_path, pl_err *e) {
     size_t n = strlen(name_or_path);
     int is_path = strchr(name_or_path, '/') != NULL || (n >= 4 && strcmp(name_or_path + n - 4, ".ini") == 0);
-    char *text = NULL;
-    size_t len;
     if (is_path) {
-        if (pl_read_file(name_or_path, (size_t)1 << 20, &text, &len, e) != PL_OK) return e ? e->code : PL_EIO;
         const char *b = strrchr(name_or_path, '/');
         char stem[64];
         snprintf(stem, sizeof stem, "%s", b ? b + 1 : name_or_path);
         char *dot = strchr(stem, '.');
         if (dot) *dot = 0;
-        int rc = load_text(hw, name_or_path, text, stem, e);
-        free(text);
-        return rc;
+        return load_file(hw, name_or_path, stem, e);
     }
     const char *dir = getenv("PIPELAB_HARDWARE_DIR");
     if (dir && dir[0] && n < 64) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s.ini", dir, name_or_path);
         struct stat st;
-        if (stat(path, &st) == 0) {
-            if (pl_read_file(path, (size_t)1 << 20, &text, &len, e) != PL_OK) return e ? e->code : PL_EIO;
-            int rc = load_text(hw, path, text, name_or_path, e);
-            free(text);
-            return rc;
-        }
+        if (stat(path, &st) == 0) return load_file(hw, path, name_or_path, e);
     }
     const char *t = cost_hw_preset_text(name_or_path);
     if (!t) {

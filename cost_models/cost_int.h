@@ -16,6 +16,13 @@ extern const struct cost_preset cost_presets[];
 /* Their names in the same order, terminated by NULL (generated with them). */
 extern const char *const cost_preset_names[];
 
+/* Bytes of an fp32 and of an fp16 element. A model's parameter elements (dtype_bytes) are fp32
+ * unless it says otherwise. */
+#define COST_FP32_BYTES 4
+#define COST_FP16_BYTES 2
+/* Largest byte count read from a double (just under 2^62): sums of a few still fit int64_t. */
+#define COST_MAX_BYTES_D 4.6e18
+
 /* Cursor over the lines of a text: cost_next_line sets *line and *len (no '\n', no trailing '\r')
  * and returns 1, or 0 at the end. lineno counts from 1. */
 typedef struct cost_lines {
@@ -28,6 +35,8 @@ int cost_next_line(cost_lines *c, const char **line, size_t *len);
 
 /* Returns a malloc'd NUL-terminated copy of s[0..n), or NULL. */
 char *cost_strndup(const char *s, size_t n);
+/* Returns 1 when s[0..n) is the whole of word (a key, a column or a section name). */
+int cost_word_is(const char *s, size_t n, const char *word);
 /* Trims ASCII blanks on both sides of s[0..*n): returns the new start, updates *n. */
 const char *cost_trim(const char *s, size_t *n);
 /* Returns the first control character (below 0x20, tab included, or 0x7f; NUL too) in s[0..n),

@@ -9,6 +9,7 @@
 
 /* ---------------------------------------------------------------- small helpers */
 
+/* Starts a line cursor at the beginning of text[0..len). */
 void cost_lines_init(cost_lines *c, const char *text, size_t len) {
     c->text = text;
     c->len = len;
@@ -39,6 +40,9 @@ char *cost_strndup(const char *s, size_t n) {
     return d;
 }
 
+/* Returns 1 when s[0..n) is the whole of word. */
+int cost_word_is(const char *s, size_t n, const char *word) { return strlen(word) == n && memcmp(word, s, n) == 0; }
+
 /* Returns s advanced past leading blanks, with *n shortened past trailing blanks. */
 const char *cost_trim(const char *s, size_t *n) {
     while (*n > 0 && (*s == ' ' || *s == '\t')) {
@@ -63,7 +67,7 @@ int cost_parse_nonneg(const char *s, size_t n, double *out) {
 
 /* Returns 0 and the rounded byte count, or -1 when v is not representable (> 2^62). */
 int cost_bytes_from_double(double v, int64_t *out) {
-    if (!(v >= 0) || v > 4.6e18) return -1;
+    if (!(v >= 0) || v > COST_MAX_BYTES_D) return -1;
     *out = (int64_t)llround(v);
     return 0;
 }
@@ -80,7 +84,7 @@ cost_model *cost_model_alloc(int n, pl_err *e) {
     if (!m) goto nomem;
     m->n = n;
     m->microbatch_size = 1;
-    m->dtype_bytes = 4;
+    m->dtype_bytes = COST_FP32_BYTES;
     m->layer = pl_calloc((size_t)n, sizeof *m->layer);
     m->cut_bytes = pl_calloc((size_t)n + 1, sizeof *m->cut_bytes);
     if (!m->layer || !m->cut_bytes) goto nomem;
@@ -112,7 +116,7 @@ void cost_model_free(cost_model *m) {
     free(m);
 }
 
-/* Copies a layer name into the model; returns PL_OK or PL_ENOMEM. */
+/* Returns the first control character of s[0..n), or -1 (see cost_int.h). */
 int cost_control_char(const char *s, size_t n) {
     for (size_t k = 0; k < n; k++) {
         unsigned char c = (unsigned char)s[k];
@@ -121,6 +125,7 @@ int cost_control_char(const char *s, size_t n) {
     return -1;
 }
 
+/* Copies a layer name into the model; returns PL_OK or PL_ENOMEM. */
 int cost_layer_set_name(cost_model *m, int i, const char *name, size_t len, pl_err *e) {
     free(m->layer[i].name);
     m->layer[i].name = cost_strndup(name, len);
@@ -162,10 +167,15 @@ static const char *const col_names[COL_N] = {
     "layer", "name", "fwd_s", "bwd_in_s", "bwd_w_s", "fwd_flops", "bwd_in_flops", "bwd_w_flops",
     "param_bytes", "out_bytes", "stash_bytes", "stash_recompute_bytes", "in_bytes", "w_stash_bytes"};
 
+/* The time columns in pairs: each time needs its seconds or its FLOPs (or both). */
+static const int time_pairs[][2] = {{COL_FWD_S, COL_FWD_FLOPS}, {COL_BWD_IN_S, COL_BWD_IN_FLOPS},
+                                    {COL_BWD_W_S, COL_BWD_W_FLOPS}};
+#define N_TIME_PAIRS ((int)(sizeof time_pairs / sizeof time_pairs[0]))
+
 /* Returns the column index of a header name, or -1. */
 static int col_find(const char *s, size_t n) {
     for (int c = 0; c < COL_N; c++)
-        if (strlen(col_names[c]) == n && memcmp(col_names[c], s, n) == 0) return c;
+        if (cost_word_is(s, n, col_names[c])) return c;
     return -1;
 }
 
@@ -259,22 +269,22 @@ static int csv_meta_line(const char *path, int lineno, const char *s, size_t n, 
         vbuf[vl] = 0;
         long lv;
         double dv;
-        if (kl == 4 && !memcmp(tok, "name", 4)) {
+        if (cost_word_is(tok, kl, "name")) {
             int cc = cost_control_char(vbuf, vl);
             if (cc >= 0)
                 return pl_errf(e, PL_EINPUT, "%s:%d: control character 0x%02x in the model name", path, lineno, cc);
             snprintf(meta->name, sizeof meta->name, "%s", vbuf);
-        } else if (kl == 15 && !memcmp(tok, "microbatch_size", 15)) {
+        } else if (cost_word_is(tok, kl, "microbatch_size")) {
             if (pl_parse_long(vbuf, 1, 1L << 30, &lv) != 0)
                 return pl_errf(e, PL_EINPUT, "%s:%d: microbatch_size must be a positive integer, got '%s'",
                                path, lineno, vbuf);
             meta->microbatch_size = (int)lv;
-        } else if (kl == 11 && !memcmp(tok, "dtype_bytes", 11)) {
+        } else if (cost_word_is(tok, kl, "dtype_bytes")) {
             if (pl_parse_long(vbuf, 1, 64, &lv) != 0)
                 return pl_errf(e, PL_EINPUT, "%s:%d: dtype_bytes must be an integer in [1, 64], got '%s'",
                                path, lineno, vbuf);
             meta->dtype_bytes = (int)lv;
-        } else if (kl == 11 && !memcmp(tok, "input_bytes", 11)) {
+        } else if (cost_word_is(tok, kl, "input_bytes")) {
             if (pl_parse_double(vbuf, &dv) != 0 || cost_bytes_from_double(dv, &meta->input_bytes) != 0)
                 return pl_errf(e, PL_EINPUT, "%s:%d: input_bytes must be a non-negative number, got '%s'",
                                path, lineno, vbuf);
@@ -327,12 +337,10 @@ static int csv_header(const char *path, int lineno, const char *line, size_t len
             pl_errf(e, PL_EINPUT, "%s:%d: missing column '%s'", path, lineno, col_names[required[r]]);
             return -1;
         }
-    static const int pairs[3][2] = {{COL_FWD_S, COL_FWD_FLOPS}, {COL_BWD_IN_S, COL_BWD_IN_FLOPS},
-                                    {COL_BWD_W_S, COL_BWD_W_FLOPS}};
-    for (int p = 0; p < 3; p++)
-        if (!seen[pairs[p][0]] && !seen[pairs[p][1]]) {
+    for (int p = 0; p < N_TIME_PAIRS; p++)
+        if (!seen[time_pairs[p][0]] && !seen[time_pairs[p][1]]) {
             pl_errf(e, PL_EINPUT, "%s:%d: missing column '%s' or '%s'", path, lineno,
-                    col_names[pairs[p][0]], col_names[pairs[p][1]]);
+                    col_names[time_pairs[p][0]], col_names[time_pairs[p][1]]);
             return -1;
         }
     return nf;
@@ -387,7 +395,7 @@ static int csv_row_parse(const char *path, int lineno, const char *line, size_t 
             return pl_errf(e, PL_EINPUT, "%s:%d: bad number '%s' for '%s'", path, lineno, buf, col_names[c]);
         if (v < 0)
             return pl_errf(e, PL_EINPUT, "%s:%d: negative value %s for '%s'", path, lineno, buf, col_names[c]);
-        if (c >= COL_PARAM && v > 4.6e18)
+        if (c >= COL_PARAM && v > COST_MAX_BYTES_D)
             return pl_errf(e, PL_EINPUT, "%s:%d: value %s for '%s' is too large", path, lineno, buf, col_names[c]);
         r->v[c] = v;
         r->has[c] = 1;
@@ -397,12 +405,10 @@ static int csv_row_parse(const char *path, int lineno, const char *line, size_t 
         if (!r->has[required[q]])
             return pl_errf(e, PL_EINPUT, "%s:%d: missing value for '%s'", path, lineno,
                            col_names[required[q]]);
-    static const int pairs[3][2] = {{COL_FWD_S, COL_FWD_FLOPS}, {COL_BWD_IN_S, COL_BWD_IN_FLOPS},
-                                    {COL_BWD_W_S, COL_BWD_W_FLOPS}};
-    for (int p = 0; p < 3; p++)
-        if (!r->has[pairs[p][0]] && !r->has[pairs[p][1]])
+    for (int p = 0; p < N_TIME_PAIRS; p++)
+        if (!r->has[time_pairs[p][0]] && !r->has[time_pairs[p][1]])
             return pl_errf(e, PL_EINPUT, "%s:%d: missing value: need '%s' or '%s'", path, lineno,
-                           col_names[pairs[p][0]], col_names[pairs[p][1]]);
+                           col_names[time_pairs[p][0]], col_names[time_pairs[p][1]]);
     return PL_OK;
 }
 
@@ -410,21 +416,21 @@ static int csv_row_parse(const char *path, int lineno, const char *line, size_t 
 typedef struct csv_rows {
     cost_layer *l;
     int64_t *in_bytes; /* -1 = chain rule */
-    int n, cap;
+    int n;
+    size_t cap, in_cap; /* of l and of in_bytes */
 } csv_rows;
+
+/* First capacity of the row list (doubled as it fills). */
+#define CSV_FIRST_ROWS 64
 
 /* Appends one row to the list; returns PL_OK or PL_ENOMEM. */
 static int csv_rows_push(csv_rows *rs, const csv_row *r, int lineno, pl_err *e) {
-    if (rs->n == rs->cap) {
-        int nc = rs->cap ? rs->cap * 2 : 64;
-        cost_layer *nl = pl_reallocarray(rs->l, (size_t)nc, sizeof *nl);
-        if (!nl) return pl_errf(e, PL_ENOMEM, "out of memory");
-        rs->l = nl;
-        int64_t *ni = pl_reallocarray(rs->in_bytes, (size_t)nc, sizeof *ni);
-        if (!ni) return pl_errf(e, PL_ENOMEM, "out of memory");
-        rs->in_bytes = ni;
-        rs->cap = nc;
-    }
+    cost_layer *nl = pl_grow(rs->l, &rs->cap, (size_t)rs->n, CSV_FIRST_ROWS, sizeof *nl);
+    if (!nl) return pl_errf(e, PL_ENOMEM, "out of memory");
+    rs->l = nl;
+    int64_t *ni = pl_grow(rs->in_bytes, &rs->in_cap, (size_t)rs->n, CSV_FIRST_ROWS, sizeof *ni);
+    if (!ni) return pl_errf(e, PL_ENOMEM, "out of memory");
+    rs->in_bytes = ni;
     cost_layer *l = &rs->l[rs->n];
     memset(l, 0, sizeof *l);
     l->name = csv_unquote(r->name, r->name_len);
@@ -458,12 +464,41 @@ static void csv_rows_free(csv_rows *rs) {
     free(rs->in_bytes);
 }
 
+/* Builds the model of the rows read from path (taking their names) with meta's settings; the
+ * cuts follow the chain rule unless a row gives its in_bytes. Returns it, or NULL with e. */
+static cost_model *csv_model(const char *path, csv_rows *rs, const csv_meta *meta, pl_err *e) {
+    cost_model *m = cost_model_alloc(rs->n, e);
+    if (!m) return NULL;
+    for (int i = 0; i < rs->n; i++) {
+        m->layer[i] = rs->l[i];
+        rs->l[i].name = NULL;
+    }
+    m->microbatch_size = meta->microbatch_size;
+    m->dtype_bytes = meta->dtype_bytes;
+    m->cut_bytes[0] = meta->input_bytes;
+    cost_model_chain_cuts(m);
+    for (int i = 0; i < rs->n; i++)
+        if (rs->in_bytes[i] >= 0) m->cut_bytes[i] = rs->in_bytes[i];
+    snprintf(m->source, sizeof m->source, "csv");
+    if (meta->name[0])
+        snprintf(m->name, sizeof m->name, "%s", meta->name);
+    else
+        cost_model_name_from_path(m, path);
+    m->src_path = cost_strndup(path, strlen(path));
+    if (!m->src_path) {
+        cost_model_free(m);
+        pl_errf(e, PL_ENOMEM, "out of memory");
+        return NULL;
+    }
+    return m;
+}
+
 /* Reads a profile CSV; returns the model or NULL with "path:line: what" in e. */
 cost_model *cost_model_read_csv(const char *path, const char *text, size_t len, pl_err *e) {
     if (!path) path = "<csv>";
     cost_lines c;
     cost_lines_init(&c, text, len);
-    csv_meta meta = {.microbatch_size = 1, .dtype_bytes = 4, .input_bytes = 0};
+    csv_meta meta = {.microbatch_size = 1, .dtype_bytes = COST_FP32_BYTES, .input_bytes = 0};
     csv_rows rs = {0};
     int colof[COL_N];
     int nf = 0;
@@ -507,30 +542,8 @@ cost_model *cost_model_read_csv(const char *path, const char *text, size_t len, 
         pl_errf(e, PL_EINPUT, "%s: no layers after the header", path);
         goto fail;
     }
-    cost_model *m = cost_model_alloc(rs.n, e);
-    if (!m) goto fail;
-    for (int i = 0; i < rs.n; i++) {
-        m->layer[i] = rs.l[i];
-        rs.l[i].name = NULL;
-    }
-    m->microbatch_size = meta.microbatch_size;
-    m->dtype_bytes = meta.dtype_bytes;
-    m->cut_bytes[0] = meta.input_bytes;
-    cost_model_chain_cuts(m);
-    for (int i = 0; i < rs.n; i++)
-        if (rs.in_bytes[i] >= 0) m->cut_bytes[i] = rs.in_bytes[i];
-    snprintf(m->source, sizeof m->source, "csv");
-    if (meta.name[0])
-        snprintf(m->name, sizeof m->name, "%s", meta.name);
-    else
-        cost_model_name_from_path(m, path);
-    m->src_path = cost_strndup(path, strlen(path));
+    cost_model *m = csv_model(path, &rs, &meta, e);
     csv_rows_free(&rs);
-    if (!m->src_path) {
-        cost_model_free(m);
-        pl_errf(e, PL_ENOMEM, "out of memory");
-        return NULL;
-    }
     return m;
 fail:
     csv_rows_free(&rs);
