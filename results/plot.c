@@ -202,11 +202,13 @@ static int curve_put(curve *c, double x, double y, int replace) {
     return 0;
 }
 
+/* Orders points by x (qsort). */
 static int cmp_point(const void *a, const void *b) {
     double x = ((const point *)a)->x, y = ((const point *)b)->x;
     return (x > y) - (x < y);
 }
 
+/* Frees the curves and their points, and zeroes cs. */
 static void curves_free(curves *cs) {
     for (size_t i = 0; i < cs->n; i++) free(cs->c[i].pts);
     free(cs->c);
@@ -1125,6 +1127,7 @@ done:
     return code;
 }
 
+/* Writes the data and script of the figure o asks for; returns PL_OK or the figure's error. */
 int store_plot_prepare(store *s, const store_plot_opts *o, pl_err *e) {
     if (!o->output || !o->data || !o->script) return pl_errf(e, PL_EINTERNAL, "plot: output, data and script paths needed");
     switch (o->kind) {
@@ -1137,6 +1140,7 @@ int store_plot_prepare(store *s, const store_plot_opts *o, pl_err *e) {
     return pl_errf(e, PL_EINTERNAL, "plot: unknown kind %d", (int)o->kind);
 }
 
+/* Returns the malloc'd path of gnuplot ($PIPELAB_GNUPLOT, else on PATH), or NULL with e. */
 char *store_gnuplot_find(pl_err *e) {
     const char *env = getenv("PIPELAB_GNUPLOT");
     if (env && *env) {
@@ -1163,6 +1167,7 @@ char *store_gnuplot_find(pl_err *e) {
     return NULL;
 }
 
+/* Runs gnuplot on script; returns PL_OK when it succeeded and wrote a non-empty output. */
 int store_plot_gnuplot(const char *gnuplot, const char *script, const char *output, pl_err *e) {
     char *argv[] = {(char *)"gnuplot", (char *)script, NULL};
     pid_t pid;

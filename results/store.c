@@ -101,12 +101,15 @@ static const char *const migrations[] = {
 };
 _Static_assert(sizeof migrations / sizeof migrations[0] == STORE_SCHEMA_VERSION, "one migration per version step");
 
+/* Fills e with "PATH: what: SQLite's message"; returns code. */
 int store_sqlerr(store *s, pl_err *e, int code, const char *what) {
     return pl_errf(e, code, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
 }
 
+/* Executes sql (no result rows); returns the sqlite code. */
 int store_exec(store *s, const char *sql) { return sqlite3_exec(s->db, sql, NULL, NULL, NULL); }
 
+/* Prepares sql into *st the first time, resets it afterwards; returns PL_OK or PL_EIO. */
 int store_prepare(store *s, sqlite3_stmt **st, const char *sql, pl_err *e) {
     if (*st) {
         sqlite3_reset(*st);
@@ -118,6 +121,7 @@ int store_prepare(store *s, sqlite3_stmt **st, const char *sql, pl_err *e) {
     return PL_OK;
 }
 
+/* Makes the missing folders above path; returns 0, or errno with *failed the folder (store_int.h). */
 int store_make_parents(const char *path, char **failed) {
     *failed = NULL;
     char *p = strdup(path);
@@ -473,6 +477,8 @@ static int finish_writer(store *s, int64_t v, pl_err *e) {
     return PL_OK;
 }
 
+/* Opens the database at path for reading or writing, as a list of steps (see store.h for
+ * what each refuses); returns PL_OK and *out, or the first step's error. */
 int store_open(const char *path, int readonly, store **out, pl_err *e) {
     *out = NULL;
     if (!path || !*path) path = STORE_DEFAULT_PATH;
@@ -492,6 +498,7 @@ int store_open(const char *path, int readonly, store **out, pl_err *e) {
     return PL_OK;
 }
 
+/* Finalizes the statements, closes the connection and frees s (NULL is fine). */
 void store_close(store *s) {
     if (!s) return;
     sqlite3_finalize(s->ins_run);
@@ -505,7 +512,9 @@ void store_close(store *s) {
     free(s);
 }
 
+/* Returns the path s was opened with. */
 const char *store_path(const store *s) { return s->path; }
+/* Returns the schema version of the open file. */
 int store_schema_version(const store *s) { return s->version; }
 
 /* Fills buf with a fresh uuid-like (version 4 layout) id from /dev/urandom; the clock, pid and a
@@ -640,6 +649,8 @@ static int insert_ops(store *s, int64_t id, const store_op *ops, size_t nops, pl
     return PL_OK;
 }
 
+/* Inserts one run, its defaults filled in, with its rank and op rows inside the caller's
+ * transaction; returns PL_OK and *run_id, or the first error. */
 int store_insert_run(store *s, const store_run *in, const store_rank_metric *ranks, int nranks,
                      const store_op *ops, size_t nops, int64_t *run_id, pl_err *e) {
     if (!in->kind || (strcmp(in->kind, "simulated") != 0 && strcmp(in->kind, "measured") != 0))
@@ -657,6 +668,8 @@ int store_insert_run(store *s, const store_run *in, const store_rank_metric *ran
     return code;
 }
 
+/* Writes one run in one IMMEDIATE transaction, rolled back on any error, so that a crash never
+ * leaves half a run; returns PL_OK or the error. */
 int store_write_run(store *s, const store_run *run, const store_rank_metric *ranks, int nranks,
                     const store_op *ops, size_t nops, int64_t *run_id, pl_err *e) {
     if (s->readonly) return pl_errf(e, PL_EINTERNAL, "%s: opened read-only", s->path);

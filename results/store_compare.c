@@ -63,6 +63,8 @@ static const char *skip_value(const char *p, int depth) {
     return q > p ? q : NULL;
 }
 
+/* Finds the value at a dotted path of a JSON object; returns 1 with *val, *len pointing into
+ * json, or 0 when it is absent or json is malformed. */
 int store_json_get(const char *json, const char *path, const char **val, size_t *len) {
     if (!json || !path) return 0;
     const char *p = ws(json);
@@ -116,6 +118,7 @@ static int json_text_equal(const char *a, size_t na, const char *b, size_t nb) {
 /* Returns 1 when both strings are equal, NULL counting as "". */
 static int str_eq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
 
+/* Returns 1 when a and b share the run columns and, unless loose, store_match_params. */
 int store_same_config(const store_run *a, const store_run *b, int loose) {
     if (!str_eq(a->schedule, b->schedule) || a->ranks != b->ranks || a->stages != b->stages ||
         a->microbatches != b->microbatches || a->chunks != b->chunks || a->iterations != b->iterations ||
@@ -146,6 +149,7 @@ static int selected(const store_filter *f, const store_run *r) {
     return 1;
 }
 
+/* Reads the runs f (and kind) select, oldest first; returns PL_OK and *runs, or the error. */
 int store_select_runs(store *s, const store_filter *f, const char *kind, store_run **runs, size_t *n, pl_err *e) {
     store_filter none;
     memset(&none, 0, sizeof none);
@@ -246,6 +250,8 @@ static int pair_runs(const store_run *sims, size_t nsim, const store_run *meas, 
     return PL_OK;
 }
 
+/* Pairs the measured runs f selects with their predictions into out; returns PL_OK or the
+ * error (out freed). */
 int store_compare(store *s, const store_filter *f, int loose, store_comparison *out, pl_err *e) {
     memset(out, 0, sizeof *out);
     store_run *sims = NULL, *meas = NULL;
@@ -259,6 +265,7 @@ int store_compare(store *s, const store_filter *f, int loose, store_comparison *
     return code;
 }
 
+/* Frees the pairs of c and zeroes it. */
 void store_comparison_free(store_comparison *c) {
     if (!c) return;
     for (size_t i = 0; i < c->n; i++) {

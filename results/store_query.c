@@ -13,6 +13,8 @@ enum { FIRST_RUNS = 16, FIRST_RANKS = 8, FIRST_OPS = 64 };
 /* Returns a pointer to the string field at offset off of run. */
 static const char **str_field(store_run *run, size_t off) { return (const char **)((char *)run + off); }
 
+/* Reads a row selected with select_cols into run (strings copied; NULL REAL as NAN); returns
+ * PL_OK or PL_ENOMEM with run cleared. */
 int store_read_run_row(sqlite3_stmt *st, store_run *run) {
     memset(run, 0, sizeof *run);
     run->id = sqlite3_column_int64(st, 0);
@@ -43,6 +45,7 @@ int store_read_run_row(sqlite3_stmt *st, store_run *run) {
     return PL_OK;
 }
 
+/* Frees the strings of run and zeroes it. */
 void store_run_clear(store_run *run) {
     if (!run) return;
     for (size_t i = 0; i < store_ncols; i++)
@@ -50,6 +53,7 @@ void store_run_clear(store_run *run) {
     memset(run, 0, sizeof *run);
 }
 
+/* Copies src into dst with its own strings; returns PL_OK or PL_ENOMEM (dst cleared). */
 int store_run_copy(store_run *dst, const store_run *src) {
     *dst = *src;
     int oom = 0;
@@ -63,12 +67,14 @@ int store_run_copy(store_run *dst, const store_run *src) {
     return PL_ENOMEM;
 }
 
+/* Frees n read runs and the array. */
 void store_runs_free(store_run *runs, size_t n) {
     if (!runs) return;
     for (size_t i = 0; i < n; i++) store_run_clear(&runs[i]);
     free(runs);
 }
 
+/* Frees n read ops and the array. */
 void store_ops_free(store_op *ops, size_t n) {
     if (!ops) return;
     for (size_t i = 0; i < n; i++) {
@@ -136,10 +142,13 @@ static int select_runs(store *s, const char *tag, int limit, int newest_first, s
     return code;
 }
 
+/* Lists runs newest first (tag, limit); returns PL_OK and *runs, or the error. */
 int store_list_runs(store *s, const char *tag, int limit, store_run **runs, size_t *n, pl_err *e) {
     return select_runs(s, tag, limit, 1, runs, n, e);
 }
 
+/* Finds a run by id, uid or unique uid prefix; returns PL_OK, or PL_EINPUT when there is no
+ * such run or the prefix is ambiguous. */
 int store_get_run(store *s, const char *key, store_run *run, pl_err *e) {
     memset(run, 0, sizeof *run);
     if (!key || !*key) return pl_errf(e, PL_EINPUT, "empty run id");
@@ -170,6 +179,8 @@ int store_get_run(store *s, const char *key, store_run *run, pl_err *e) {
     return code;
 }
 
+/* Reads the rank rows of a run, by rank (older files: the fraction computed as the migration
+ * does); returns PL_OK and *out, or the error. */
 int store_get_rank_metrics(store *s, int64_t run_id, store_rank_metric **out, int *n, pl_err *e) {
     *out = NULL;
     *n = 0;
@@ -213,6 +224,7 @@ int store_get_rank_metrics(store *s, int64_t run_id, store_rank_metric **out, in
     return PL_OK;
 }
 
+/* Reads the ops of a run by rank and position; returns PL_OK and *out, or the error. */
 int store_get_ops(store *s, int64_t run_id, store_op **out, size_t *n, pl_err *e) {
     *out = NULL;
     *n = 0;
@@ -257,6 +269,7 @@ oom:
     return pl_errf(e, PL_ENOMEM, "out of memory");
 }
 
+/* Counts the ops of a run; returns PL_OK and *n, or PL_EIO. */
 int store_count_ops(store *s, int64_t run_id, int64_t *n, pl_err *e) {
     sqlite3_stmt *st = NULL;
     *n = 0;
@@ -349,6 +362,7 @@ static int put_run(store *s, const store_run *r, int json, const char *indent, p
     return PL_OK;
 }
 
+/* Appends the runs (tag, oldest first) as CSV or a JSON array; returns PL_OK or the error. */
 int store_export(store *s, const char *tag, store_format fmt, pl_buf *out, pl_err *e) {
     store_run *runs = NULL;
     size_t n = 0;
@@ -367,6 +381,7 @@ int store_export(store *s, const char *tag, store_format fmt, pl_buf *out, pl_er
     return code;
 }
 
+/* Appends one run as CSV (with its header) or a JSON object; returns PL_OK or the error. */
 int store_export_run(store *s, const store_run *run, store_format fmt, pl_buf *out, pl_err *e) {
     if (fmt != STORE_JSON) put_csv_header(out);
     int code = put_run(s, run, fmt == STORE_JSON, "", out, e);
@@ -387,6 +402,8 @@ static int has_uid(store *dst, const char *uid, pl_err *e) {
     return -1;
 }
 
+/* Copies the runs of src_path that dst lacks in one transaction; returns PL_OK and the counts,
+ * or the error (nothing copied). */
 int store_merge(store *dst, const char *src_path, int *added, int *skipped, pl_err *e) {
     if (added) *added = 0;
     if (skipped) *skipped = 0;
@@ -446,6 +463,8 @@ done:
     return code;
 }
 
+/* Appends the ops of r as a Chrome trace; returns PL_OK, PL_EINPUT when there are none, or
+ * PL_ENOMEM. */
 int store_ops_chrome(const store_run *r, const store_op *ops, size_t n, pl_buf *out, pl_err *e) {
     if (n == 0)
         return pl_errf(e, PL_EINPUT, "run %lld has no recorded actions (pipelab run --trace, pipelab simulate --trace "
