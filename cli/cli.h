@@ -1,4 +1,5 @@
-/* cli.h: shared pieces of the pipelab program: subcommand entry points and error printing. */
+/* cli.h: shared pieces of the pipelab program: subcommand entry points, error printing, and the
+ * flags and output helpers the subcommands share. */
 #ifndef PL_CLI_H
 #define PL_CLI_H
 
@@ -35,6 +36,8 @@ typedef struct cli_sched_args {
     int legacy;              /* --legacy-letters */
     sched_gen_opts g;        /* --ranks, --microbatches, --chunks, --iterations, --recompute */
     int have_ranks, have_mb;
+    uint64_t max_memory;     /* --max-memory in bytes (0 = not given) */
+    sched_budget budget;     /* the command's memory budget (cli_sched_check fills it) */
 } cli_sched_args;
 /* The largest value each flag takes (the smallest is 1). */
 typedef struct cli_sched_limits { int ranks, microbatches, chunks, iterations; } cli_sched_limits;
@@ -43,17 +46,19 @@ extern const cli_sched_limits cli_sched_gen_limits;
 /* Applies schedule option c with value arg to a within lim. Returns -1 when c is not a schedule
  * option, CLI_OK, or CLI_EUSAGE after printing what is wrong with the value. */
 int cli_sched_opt(const char *cmd, int c, const char *arg, cli_sched_args *a, const cli_sched_limits *lim);
-/* After parsing: exactly one of --kind and --from, and --kind with --ranks and --microbatches.
- * Returns -1 when they hold, else CLI_EUSAGE after printing which does not. */
-int cli_sched_check(const char *cmd, const cli_sched_args *a);
+/* After parsing: exactly one of --kind and --from, and --kind with --ranks and --microbatches;
+ * then fills a->budget from --max-memory or else $PIPELAB_MAX_MEMORY (the one place the CLI
+ * reads the memory limit; every check of the command is given a->budget). Returns -1 when they
+ * hold, else CLI_EUSAGE after printing which does not. */
+int cli_sched_check(const char *cmd, cli_sched_args *a);
 /* After getopt_long: no argument left over (optind), then cli_sched_check. Returns -1 when both
  * hold, else CLI_EUSAGE after printing which does not. */
-int cli_sched_args_end(const char *cmd, int argc, char **argv, const cli_sched_args *a);
+int cli_sched_args_end(const char *cmd, int argc, char **argv, cli_sched_args *a);
 /* Returns -1 when format is one of the output formats table, csv and json, else CLI_EUSAGE after
  * printing "--format must be table, csv or json". */
 int cli_format_arg(const char *cmd, const char *format);
 /* Generates (--kind) or loads (--from) the schedule, refusing up front one whose memory under
- * sim_check_memory's mode (SIM_MEM_*) passes the limit, and validates it. NULL and e on error. */
+ * sim_check_memory's mode (SIM_MEM_*) passes a->budget, and validates it. NULL and e on error. */
 sched *cli_sched_get(const cli_sched_args *a, int mem_mode, pl_err *e);
 
 /* Exit codes of every subcommand. */
@@ -71,8 +76,9 @@ int cli_plot(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_profile(int argc, char **argv);
 
-/* Prints "pipelab: <message>" on stderr and returns CLI_EUSER (or CLI_EUSAGE). */
+/* Prints "pipelab: <message>" of e on stderr and returns CLI_EUSER. */
 int cli_fail(const pl_err *e);
+/* Prints "pipelab CMD: <message>" and where the help is on stderr and returns CLI_EUSAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Parses an int flag value in [lo, hi]; on error prints a usage error ("pipelab CMD: FLAG: ...")
  * and returns -1. Every numeric flag of cli/ goes through these parsers: a malformed or
@@ -83,29 +89,32 @@ int cli_long_arg(const char *cmd, const char *flag, const char *val, long lo, lo
 /* Parses a finite number in [lo, hi] (e.g. lo 0: not negative); on error prints a usage error
  * "pipelab CMD: FLAG: what is wrong" and returns -1. */
 int cli_num_arg(const char *cmd, const char *flag, const char *val, double lo, double hi, double *out);
-/* Parses --max-memory's size ("8e9", "16GiB") and makes it the limit every up-front memory check
- * uses (sched_set_memory_limit); on error prints a usage error and returns -1. */
-int cli_max_memory_arg(const char *cmd, const char *val);
+/* Parses --max-memory's size ("8e9", "16GiB") into a->max_memory (cli_sched_check makes it the
+ * command's budget); on error prints a usage error and returns -1. */
+int cli_max_memory_arg(const char *cmd, const char *val, cli_sched_args *a);
+/* The largest input file whose text a stored run carries (cli_inputs_json), in bytes. */
+#define CLI_INPUT_TEXT_MAX (64 * 1024)
 /* Appends "inputs":[...] to b: for each of the n files a run read (paths[k] NULL = none), an
  * object {"role", "path", "bytes", "fnv1a64", "text"}: its size, its FNV-1a 64-bit digest and,
  * for text of at most CLI_INPUT_TEXT_MAX bytes, the text itself, so that a stored run carries
  * the schedule, model, hardware, partition or profile file it was made from (a file that cannot
  * be read any more gets "error" instead). */
-#define CLI_INPUT_TEXT_MAX (64 * 1024)
 void cli_inputs_json(pl_buf *b, const char *const *roles, const char *const *paths, int n);
-/* The short run id `pipelab db list` prints: the uid's first 8 characters, or more where needed
- * to name one run; a run `pipelab run` stored as the prediction of measured run X (uid
- * "prediction-X") shows as "p:" and X's short id. Every RUN argument (db show, plot timeline,
- * calibrate --run) takes it: cli_run_key turns "p:X" back into "prediction-X" (into buf[n];
- * returns arg itself when it is not of that form, or when buf is too small). */
+/* What the short run id `pipelab db list` prints starts with for a prediction: a run `pipelab
+ * run` stored as the prediction of measured run X (uid "prediction-X") shows as "p:" and X's
+ * short id (the uid's first 8 characters, or more where needed to name one run). */
 #define CLI_PREDICTION_MARK "p:"
+/* Every RUN argument (db show, plot timeline, calibrate --run) takes that id: turns "p:X" back
+ * into "prediction-X" (into buf[n]); returns arg itself when it is not of that form, or when buf
+ * is too small. */
 const char *cli_run_key(const char *arg, char *buf, size_t n);
 /* Room for the key cli_run_key makes of a RUN argument (a longer one passes as it is). */
 #define CLI_RUN_KEY_MAX 512
-/* The room one action's text takes (sched_action_format), NUL included: its longest form is an
- * overlapped pair "(SF M;SB M)OVERLAP_F_B" with four int32 values at their widest
- * ("-2147483648"); a plain action ("SREDUCE_GRADM" at most) is shorter. */
+/* The characters of the widest int32 in decimal ("-2147483648"). */
 #define CLI_INT32_TEXT_MAX (sizeof "-2147483648" - 1)
+/* The room one action's text takes (sched_action_format), NUL included: its longest form is an
+ * overlapped pair "(SF M;SB M)OVERLAP_F_B" with four int32 values at their widest; a plain
+ * action ("SREDUCE_GRADM" at most) is shorter. */
 #define CLI_ACTION_TEXT_MAX (4 * CLI_INT32_TEXT_MAX + sizeof "(F;B)OVERLAP_F_B")
 /* The op rows of a stored run (store_write_run's ops, nops) and the action texts they point at:
  * ops[k].action is names + k * CLI_ACTION_TEXT_MAX. A zeroed value holds no rows. */

@@ -65,14 +65,14 @@ int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, lon
     return 0;
 }
 
-/* cli.h. Returns 0 once the limit is set, or -1 after printing what is wrong with val. */
-int cli_max_memory_arg(const char *cmd, const char *val) {
+/* cli.h. Returns 0 once the size is noted, or -1 after printing what is wrong with val. */
+int cli_max_memory_arg(const char *cmd, const char *val, cli_sched_args *a) {
     uint64_t v = 0;
     if (sched_parse_bytes(val, &v) != 0 || v == 0) {
         cli_usage_error(cmd, "--max-memory: needs a size in bytes such as 8e9 or 16GiB (got '%s')", val);
         return -1;
     }
-    sched_set_memory_limit(v);
+    a->max_memory = v;
     return 0;
 }
 
@@ -199,15 +199,17 @@ int cli_sched_opt(const char *cmd, int c, const char *arg, cli_sched_args *a, co
     }
 }
 
-/* cli.h. Returns -1 when the schedule flags name one schedule, else CLI_EUSAGE. */
-int cli_sched_check(const char *cmd, const cli_sched_args *a) {
+/* cli.h. Returns -1 when the schedule flags name one schedule (the budget then filled), else
+ * CLI_EUSAGE. */
+int cli_sched_check(const char *cmd, cli_sched_args *a) {
     if (!a->kind == !a->from) return cli_usage_error(cmd, "give either --kind or --from");
     if (a->kind && (!a->have_ranks || !a->have_mb)) return cli_usage_error(cmd, "--kind needs --ranks and --microbatches");
+    sched_budget_init(&a->budget, a->max_memory, getenv(SCHED_MAX_MEMORY_ENV));
     return -1;
 }
 
 /* cli.h. Returns -1 when argv is used up and the schedule flags hold, else CLI_EUSAGE. */
-int cli_sched_args_end(const char *cmd, int argc, char **argv, const cli_sched_args *a) {
+int cli_sched_args_end(const char *cmd, int argc, char **argv, cli_sched_args *a) {
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     return cli_sched_check(cmd, a);
 }
@@ -223,15 +225,16 @@ int cli_format_arg(const char *cmd, const char *format) {
 sched *cli_sched_get(const cli_sched_args *a, int mem_mode, pl_err *e) {
     sched_shape sh;
     /* the memory of the whole command, before the schedule is generated */
-    if (a->kind && (sched_gen_shape(a->kind, &a->g, &sh, e) != PL_OK || sim_check_memory(a->kind, &sh, mem_mode, e) != PL_OK))
+    if (a->kind && (sched_gen_shape(a->kind, &a->g, &sh, e) != PL_OK ||
+                    sim_check_memory(a->kind, &sh, mem_mode, &a->budget, e) != PL_OK))
         return NULL;
     sched *s = a->from ? sched_load(a->from, a->legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, e)
-                       : sched_generate(a->kind, &a->g, e);
+                       : sched_generate_within(a->kind, &a->g, &a->budget, e);
     if (!s) return NULL;
     if (a->from) { /* a loaded schedule: its actions, counted as compute actions (an upper bound) */
         sh = (sched_shape){s->ranks, s->stages, sched_total_microbatches(s),
                            (int64_t)sched_total_actions(s)};
-        if (sim_check_memory(a->from, &sh, mem_mode, e) != PL_OK) {
+        if (sim_check_memory(a->from, &sh, mem_mode, &a->budget, e) != PL_OK) {
             sched_free(s);
             return NULL;
         }
@@ -242,6 +245,12 @@ sched *cli_sched_get(const cli_sched_args *a, int mem_mode, pl_err *e) {
     }
     return s;
 }
+
+/* FNV-1a, 64 bits: the offset basis and the prime of the digest of an input file. */
+#define FNV1A64_OFFSET 0xcbf29ce484222325ull
+#define FNV1A64_PRIME 0x100000001b3ull
+/* The largest input file whose digest a stored run records, in bytes. */
+#define INPUT_READ_MAX ((size_t)1 << 30)
 
 /* Returns 1 when t[0..n) is plain ASCII text (tabs, line ends and printable characters): text
  * that any JSON reader takes back unchanged. */
@@ -268,14 +277,14 @@ void cli_inputs_json(pl_buf *b, const char *const *roles, const char *const *pat
         char *text = NULL;
         size_t len = 0;
         pl_err e;
-        if (pl_read_file(paths[k], (size_t)1 << 30, &text, &len, &e) != PL_OK) {
+        if (pl_read_file(paths[k], INPUT_READ_MAX, &text, &len, &e) != PL_OK) {
             pl_buf_puts(b, ",\"error\":\"");
             pl_buf_json_body(b, e.msg, strlen(e.msg));
             pl_buf_puts(b, "\"}");
             continue;
         }
-        uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, 64 bits */
-        for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 0x100000001b3ull;
+        uint64_t h = FNV1A64_OFFSET;
+        for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * FNV1A64_PRIME;
         pl_buf_printf(b, ",\"bytes\":%zu,\"fnv1a64\":\"%016llx\"", len, (unsigned long long)h);
         if (len <= CLI_INPUT_TEXT_MAX && plain_text(text, len)) {
             pl_buf_puts(b, ",\"text\":\"");

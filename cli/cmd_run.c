@@ -111,7 +111,7 @@ static const struct option long_opts[] = {
     {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
 };
 
-#define MAX_SPLIT 4096
+#define MAX_SPLIT 4096                   /* the most stages --stage-blocks gives */
 #define RUN_PROFILE_REPS 20              /* --profile-reps' default */
 #define RUN_MAX_PASSES (1 << 20)         /* the largest --warmup, --timed and --profile-reps */
 #define RUN_MAX_PROFILE_CONCURRENCY 256  /* the largest --profile-concurrency */
@@ -243,7 +243,7 @@ static int run_opt(int c, const char *arg, const char *seen, opts *o) {
     case O_NODB: o->no_db = 1; return -1;
     case O_FAULT: return fault_arg(arg, &o->c.fault) ? CLI_EUSAGE : -1;
     case O_GPUS: return cli_int_arg("run", "--gpus", arg, 1, RUN_MAX_GPUS, &o->c.cuda_devices) ? CLI_EUSAGE : -1;
-    case O_MAXMEM: return cli_max_memory_arg("run", arg) ? CLI_EUSAGE : -1;
+    case O_MAXMEM: return cli_max_memory_arg("run", arg, &o->a) ? CLI_EUSAGE : -1;
     case O_HELP: print_help(); return CLI_OK;
     default: return cli_usage_error("run", "unknown or incomplete option '%s'", seen);
     }
@@ -326,6 +326,7 @@ static int parse(int argc, char **argv, opts *o) {
     o->c.data_seed = o->seed + 2;
     o->c.record_ops = o->trace;
     o->c.return_weights = o->dump != NULL;
+    o->c.budget = o->a.budget;
     return -1;
 }
 
@@ -347,7 +348,7 @@ static sched *get_schedule(const opts *o, pl_err *e) {
     sched *s = cli_sched_get(&o->a, o->trace ? SIM_MEM_TRACE : SIM_MEM_SIMULATE, e);
     if (!s) return NULL;
     if (o->a.kind) s->recompute = o->a.g.recompute;
-    sched *l = sched_lower(s, e);
+    sched *l = sched_lower_within(s, &o->a.budget, e);
     sched_free(s);
     return l;
 }
