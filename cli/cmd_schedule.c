@@ -101,7 +101,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_UI: if (cli_int_arg("schedule", "--unit-i", optarg, 0, MAX_UNIT, &o->costs.i)) return CLI_EUSAGE; break;
         case O_UW: if (cli_int_arg("schedule", "--unit-w", optarg, 0, MAX_UNIT, &o->costs.w)) return CLI_EUSAGE; break;
         case O_HELP: fputs(help_text, stdout); return CLI_OK;
-        case O_MAXMEM: if (cli_max_memory_arg("schedule", optarg)) return CLI_EUSAGE; break;
+        case O_MAXMEM: if (cli_max_memory_arg("schedule", optarg, &o->a)) return CLI_EUSAGE; break;
         default:
             return cli_usage_error("schedule", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -149,7 +149,7 @@ int cli_schedule(int argc, char **argv) {
     sched *s = cli_sched_get(&o.a, SIM_MEM_SCHEDULE, &e);
     if (!s) return cli_fail(&e);
     if (o.lowered && !s->lowered) {
-        sched *l = sched_lower(s, &e);
+        sched *l = sched_lower_within(s, &o.a.budget, &e);
         sched_free(s);
         if (!l) return cli_fail(&e);
         s = l;

@@ -304,7 +304,7 @@ static int parse_output_opt(opts *o, int c, const char *v) {
     case O_TAG: o->tag = v; return CLI_OK;
     case O_DB: o->db = v; return CLI_OK;
     case O_NODB: o->no_db = 1; return CLI_OK;
-    case O_MAXMEM: return usage_if(cli_max_memory_arg("simulate", v));
+    case O_MAXMEM: return usage_if(cli_max_memory_arg("simulate", v, &o->a));
     default: return -1;
     }
 }
@@ -369,6 +369,7 @@ static int check_opts(opts *o) {
         return cli_usage_error("simulate", "--fail-on-oom needs --capacity (or --model with --hardware)");
     if (o->c.dtype_bytes <= 0) return cli_usage_error("simulate", "--dtype-bytes: must be > 0");
     o->c.ranks_per_node = o->b.ranks_per_node;
+    o->c.budget = o->a.budget;
     return -1;
 }
 
@@ -876,7 +877,7 @@ typedef struct job {
 static sched *get_schedule(const opts *o, pl_err *e) {
     sched *s = cli_sched_get(&o->a, o->trace || o->trace_json ? SIM_MEM_TRACE : SIM_MEM_SIMULATE, e);
     if (!s) return NULL;
-    sched *l = sched_lower(s, e);
+    sched *l = sched_lower_within(s, &o->a.budget, e);
     sched_free(s);
     return l;
 }
@@ -888,7 +889,8 @@ static const char *regen_kind(const opts *o) { return o->a.from ? NULL : o->a.ki
  * the config and j->costs from the model. Returns PL_OK or an error in e. */
 static int model_costs(opts *o, job *j, pl_err *e) {
     if (sim_model_setup_build(&j->ms, &o->spec, j->s, e) != PL_OK) return PL_EINPUT;
-    if (sim_replicated_schedule(regen_kind(o), &o->a.g, j->ms.sm.replicas, &j->s, e) != PL_OK) return PL_EINPUT;
+    if (sim_replicated_schedule(regen_kind(o), &o->a.g, &o->a.budget, j->ms.sm.replicas, &j->s, e) != PL_OK)
+        return PL_EINPUT;
     int64_t cap_bytes = o->c.capacity_bytes;
     sim_model_config(&j->ms.sm, &o->c);
     if (o->have_cap) o->c.capacity_bytes = cap_bytes; /* --capacity 0 turns the verdict off */
@@ -911,7 +913,7 @@ static int flag_costs(opts *o, job *j, pl_err *e) {
     if (!j->replicas) return pl_errf(e, PL_ENOMEM, "out of memory");
     for (int q = 0; q < j->s->stages; q++) j->replicas[q] = 1;
     if (sim_replicas_apply(&o->spec.replicas, j->s->stages, j->replicas, e) != PL_OK) return PL_EINPUT;
-    if (sim_replicated_schedule(regen_kind(o), &o->a.g, j->replicas, &j->s, e) != PL_OK) return PL_EINPUT;
+    if (sim_replicated_schedule(regen_kind(o), &o->a.g, &o->a.budget, j->replicas, &j->s, e) != PL_OK) return PL_EINPUT;
     o->c.replicas = j->replicas;
     j->costs = sim_basic_costs(&j->scaled);
     return PL_OK;

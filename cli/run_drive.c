@@ -81,6 +81,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         sim_config c;
         sim_config_init(&c);
         sim_model_config(&sm, &c);
+        c.budget = cfg->budget;
         c.record_trace = cfg->record_ops; /* a traced run stores the predicted timeline beside it */
         /* the CPU executor's RECV posts its receive and the compute that needs the data waits
          * for it (both transports), a SEND returns once its copy is made: the simulator's

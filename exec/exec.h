@@ -90,6 +90,7 @@ typedef struct exec_config {
     int oversubscribe;       /* 1 = allow more ranks than cores (a warning goes in the result) */
     double timeout_s;        /* longest any blocking wait may last before the run fails (default 60) */
     size_t mem_budget_bytes; /* per rank; 0 = unlimited. Exceeding it fails the run */
+    sched_budget budget;     /* host memory limit of exec_check_memory (zeroed: the automatic one) */
     int mailbox_capacity;    /* messages a rank's mailbox holds; 0 = what one pass needs */
     int record_ops;          /* 1 = keep start/end of every action of the timed passes */
     int return_weights;      /* 1 = copy the final weights of all blocks into the result */
@@ -322,7 +323,7 @@ int exec_assemble(const sched *s, const exec_config *cfg, const exec_rank_record
  * split evenly. PL_EINPUT when L < stages or the explicit split does not sum to L. */
 int exec_stage_blocks(const sched *s, const exec_config *cfg, int *blocks, pl_err *e);
 /* Refuses up front a run whose least host memory in this process (rank: the one rank it runs,
- * -1: all of them) exceeds the limit (sched_memory_limit: --max-memory, $PIPELAB_MAX_MEMORY,
+ * -1: all of them) exceeds the limit of c->budget (the CLI's --max-memory or $PIPELAB_MAX_MEMORY,
  * else the physical memory and the ulimits): one weight version, the gradients and the momentum
  * of the ranks' blocks (blocks from exec_stage_blocks), the profile's blocks between the passes,
  * the data set and one block of the target network. Both backends and the CLI (before it spends

@@ -24,7 +24,7 @@ int exec_check_memory(const sched *s, const exec_config *c, const int *blocks, i
     double D = exec_dataset_microbatches(c);
     bytes += fl * (EXEC_DATA_FLOATS_PER_ELEM * D * d.b * d.h + nf);
     const char *src = NULL;
-    uint64_t lim = sched_memory_limit(&src);
+    uint64_t lim = sched_memory_limit(&c->budget, &src);
     if (bytes <= (double)lim) return PL_OK;
     int in_gib = (double)lim >= EXEC_GIB;
     double unit = in_gib ? EXEC_GIB : EXEC_MIB;

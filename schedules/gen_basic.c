@@ -37,13 +37,13 @@ static int gen_check_sizes(const char *name, const sched_gen_opts *o, int has_ch
     return sched_gen_check_actions(name, g, BASIC_ACTIONS_PER_CELL, e);
 }
 
-/* gen_check_sizes, then the memory the generator's lists take (sched_gen_bytes) against the budget.
+/* gen_check_sizes, then the memory the generator's lists take (sched_gen_bytes) against budget b.
  * Returns PL_OK or PL_EINPUT. */
 static int gen_check(const char *name, const sched_gen_opts *o, int has_chunks, int def_chunks,
-                     int def_iters, sched_gen_params *g, pl_err *e) {
+                     int def_iters, const sched_budget *b, sched_gen_params *g, pl_err *e) {
     int rc = gen_check_sizes(name, o, has_chunks, def_chunks, def_iters, g, e);
     if (rc != PL_OK) return rc;
-    return sched_gen_check_memory(name, o, g, BASIC_ACTIONS_PER_CELL, e);
+    return sched_gen_check_memory(name, b, g, BASIC_ACTIONS_PER_CELL, e);
 }
 
 /* The generators of this file with their gen_check arguments (has_chunks, default chunks,
@@ -126,9 +126,9 @@ static sched *gen_fail(sched *s) {
 /* GPipe: per rank, all forwards of the iteration's microbatches, then all backwards in the
  * same microbatch order (PyTorch ScheduleGPipe); a flush per iteration. Returns the schedule
  * or NULL with e filled. */
-sched *sched_gen_gpipe(const sched_gen_opts *o, pl_err *e) {
+sched *sched_gen_gpipe(const sched_gen_opts *o, const sched_budget *b, pl_err *e) {
     sched_gen_params g;
-    if (gen_check("gpipe", o, 0, 1, 1, &g, e) != PL_OK) return NULL;
+    if (gen_check("gpipe", o, 0, 1, 1, b, &g, e) != PL_OK) return NULL;
     sched *s = gen_begin("gpipe", &g, SCHED_WEIGHTS_FLUSH, o->recompute, e);
     if (!s) return NULL;
     for (int r = 0; r < g.p; r++)
@@ -144,9 +144,9 @@ sched *sched_gen_gpipe(const sched_gen_opts *o, pl_err *e) {
 
 /* 1F1B (PipeDream-Flush): each iteration is a complete 1F1B block (warm-up, steady state,
  * cool-down) and ends with a flush. Returns the schedule or NULL with e filled. */
-sched *sched_gen_1f1b(const sched_gen_opts *o, pl_err *e) {
+sched *sched_gen_1f1b(const sched_gen_opts *o, const sched_budget *b, pl_err *e) {
     sched_gen_params g;
-    if (gen_check("1f1b", o, 0, 1, 1, &g, e) != PL_OK) return NULL;
+    if (gen_check("1f1b", o, 0, 1, 1, b, &g, e) != PL_OK) return NULL;
     sched *s = gen_begin("1f1b", &g, SCHED_WEIGHTS_FLUSH, o->recompute, e);
     if (!s) return NULL;
     for (int r = 0; r < g.p; r++)
@@ -159,9 +159,9 @@ sched *sched_gen_1f1b(const sched_gen_opts *o, pl_err *e) {
  * (warm-up only at the start, drain only at the end: no flush). Returns the schedule or NULL
  * with e filled. */
 static sched *gen_async_1f1b(const char *name, sched_weights w, const sched_gen_opts *o,
-                             pl_err *e) {
+                             const sched_budget *b, pl_err *e) {
     sched_gen_params g;
-    if (gen_check(name, o, 0, 1, 4, &g, e) != PL_OK) return NULL;
+    if (gen_check(name, o, 0, 1, 4, b, &g, e) != PL_OK) return NULL;
     sched *s = gen_begin(name, &g, w, o->recompute, e);
     if (!s) return NULL;
     int64_t total = (int64_t)g.m * g.iters;
@@ -172,14 +172,14 @@ static sched *gen_async_1f1b(const char *name, sched_weights w, const sched_gen_
 
 /* PipeDream (asynchronous 1F1B with weight stashing, default 4 iterations). Returns the
  * schedule or NULL with e filled. */
-sched *sched_gen_pipedream(const sched_gen_opts *o, pl_err *e) {
-    return gen_async_1f1b("pipedream", SCHED_WEIGHTS_STASH, o, e);
+sched *sched_gen_pipedream(const sched_gen_opts *o, const sched_budget *b, pl_err *e) {
+    return gen_async_1f1b("pipedream", SCHED_WEIGHTS_STASH, o, b, e);
 }
 
 /* PipeDream-2BW: PipeDream's order with double-buffered weights (default 4 iterations).
  * Returns the schedule or NULL with e filled. */
-sched *sched_gen_2bw(const sched_gen_opts *o, pl_err *e) {
-    return gen_async_1f1b("2bw", SCHED_WEIGHTS_2BW, o, e);
+sched *sched_gen_2bw(const sched_gen_opts *o, const sched_budget *b, pl_err *e) {
+    return gen_async_1f1b("2bw", SCHED_WEIGHTS_2BW, o, b, e);
 }
 
 /* Megatron's microbatch group size per virtual stage (microbatch_group_size_per_vp_stage)
@@ -220,9 +220,9 @@ static void interleaved_lookup(int64_t vid, int m, int v, int n, int *mb, int *c
  * (capped at m*v), then one forward and one backward, then the remaining backwards. With
  * v = 1 the warm-up is Megatron's non-interleaved p-r-1 and the order equals 1f1b's.
  * Returns the schedule or NULL with e filled. */
-sched *sched_gen_interleaved(const sched_gen_opts *o, pl_err *e) {
+sched *sched_gen_interleaved(const sched_gen_opts *o, const sched_budget *b, pl_err *e) {
     sched_gen_params g;
-    if (gen_check("interleaved", o, 1, 2, 1, &g, e) != PL_OK) return NULL;
+    if (gen_check("interleaved", o, 1, 2, 1, b, &g, e) != PL_OK) return NULL;
     int p = g.p, m = g.m, v = g.v;
     int n = v > 1 ? interleaved_group(m, p) : 1;
     sched *s = gen_begin("interleaved", &g, SCHED_WEIGHTS_FLUSH, o->recompute, e);
@@ -257,9 +257,9 @@ sched *sched_gen_interleaved(const sched_gen_opts *o, pl_err *e) {
  * then of its next local stage, ...; then the backwards of its local stages in reverse stage
  * order, each over the microbatches in reverse order (as PyTorch does). Any m and v work.
  * Returns the schedule or NULL with e filled. */
-sched *sched_gen_looped_bfs(const sched_gen_opts *o, pl_err *e) {
+sched *sched_gen_looped_bfs(const sched_gen_opts *o, const sched_budget *b, pl_err *e) {
     sched_gen_params g;
-    if (gen_check("looped-bfs", o, 1, 2, 1, &g, e) != PL_OK) return NULL;
+    if (gen_check("looped-bfs", o, 1, 2, 1, b, &g, e) != PL_OK) return NULL;
     sched *s = gen_begin("looped-bfs", &g, SCHED_WEIGHTS_FLUSH, o->recompute, e);
     if (!s) return NULL;
     for (int r = 0; r < g.p; r++)
@@ -283,7 +283,8 @@ sched *sched_gen_looped_bfs(const sched_gen_opts *o, pl_err *e) {
  * replicas' lists, so its warm-up is n times the replica's: a simulator stream that walks the
  * microbatches k = j mod n of the list sees exactly replica j's order. replicas NULL or all 1
  * gives sched_generate's schedule. Other kinds are generated as sched_generate does. */
-sched *sched_gen_replicated(const char *name, const sched_gen_opts *o, const int *replicas, pl_err *e) {
+sched *sched_gen_replicated(const char *name, const sched_gen_opts *o, const int *replicas, const sched_budget *b,
+                            pl_err *e) {
     int kind = !name ? -1 : strcmp(name, "1f1b") == 0 ? 0 : strcmp(name, "pipedream") == 0 ? 1
                           : strcmp(name, "2bw") == 0 ? 2 : -1;
     int any = 0;
@@ -295,9 +296,9 @@ sched *sched_gen_replicated(const char *name, const sched_gen_opts *o, const int
             }
             if (replicas[q] > 1) any = 1;
         }
-    if (!any) return sched_generate(name, o, e);
+    if (!any) return sched_generate_within(name, o, b, e);
     sched_gen_params g;
-    if (gen_check(name, o, 0, 1, kind == 0 ? 1 : 4, &g, e) != PL_OK) return NULL;
+    if (gen_check(name, o, 0, 1, kind == 0 ? 1 : 4, b, &g, e) != PL_OK) return NULL;
     sched *s = gen_begin(name, &g, kind == 0 ? SCHED_WEIGHTS_FLUSH : kind == 1 ? SCHED_WEIGHTS_STASH : SCHED_WEIGHTS_2BW,
                          o->recompute, e);
     if (!s) return NULL;

@@ -43,14 +43,13 @@ int sched_gen_check_actions(const char *name, const sched_gen_params *g, int per
     return PL_OK;
 }
 
-int sched_gen_check_memory(const char *name, const sched_gen_opts *o, const sched_gen_params *g, int per_cell,
+int sched_gen_check_memory(const char *name, const sched_budget *b, const sched_gen_params *g, int per_cell,
                            pl_err *e) {
     int64_t stages = (int64_t)g->p * g->v, mbs = (int64_t)g->m * g->iters, acts = sched_gen_actions(g, per_cell);
     char what[160];
     snprintf(what, sizeof what, "%s: %lld stages x %lld microbatches (%lld actions)", name, (long long)stages,
              (long long)mbs, (long long)acts);
-    (void)o;
-    return sched_memory_check(sched_gen_bytes((uint64_t)acts), what, e);
+    return sched_memory_check(b, sched_gen_bytes((uint64_t)acts), what, e);
 }
 
 void sched_gen_shape_of(const sched_gen_params *g, int per_cell, sched_shape *out) {

@@ -25,8 +25,8 @@ const sched_generator *sched_find_generator(const char *name) {
     return NULL;
 }
 
-/* Generates a schedule by name; an unknown name lists the known ones. */
-sched *sched_generate(const char *name, const sched_gen_opts *o, pl_err *e) {
+/* Generates a schedule by name within budget b; an unknown name lists the known ones. */
+sched *sched_generate_within(const char *name, const sched_gen_opts *o, const sched_budget *b, pl_err *e) {
     const sched_generator *g = sched_find_generator(name);
     if (!g) {
         char known[512] = "";
@@ -37,5 +37,8 @@ sched *sched_generate(const char *name, const sched_gen_opts *o, pl_err *e) {
         pl_errf(e, PL_EINPUT, "unknown schedule kind '%s' (known: %s)", name ? name : "", known);
         return NULL;
     }
-    return g->gen(o, e);
+    return g->gen(o, b, e);
 }
+
+/* Generates a schedule by name within the automatic budget. */
+sched *sched_generate(const char *name, const sched_gen_opts *o, pl_err *e) { return sched_generate_within(name, o, NULL, e); }

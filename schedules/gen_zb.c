@@ -43,13 +43,13 @@ static int zb_check_sizes(const char *name, const sched_gen_opts *o, int v, int 
     return sched_gen_check_actions(name, g, ZB_ACTIONS_PER_CELL, e);
 }
 
-/* zb_check_sizes, then the memory the generator's lists take (sched_gen_bytes) against the budget.
+/* zb_check_sizes, then the memory the generator's lists take (sched_gen_bytes) against budget b.
  * Returns PL_OK or PL_EINPUT. */
 static int zb_check(const char *name, const sched_gen_opts *o, int v, int min_m,
-                    const char *min_why, sched_gen_params *g, pl_err *e) {
+                    const char *min_why, const sched_budget *b, sched_gen_params *g, pl_err *e) {
     int rc = zb_check_sizes(name, o, v, min_m, min_why, g, e);
     if (rc != PL_OK) return rc;
-    return sched_gen_check_memory(name, o, g, ZB_ACTIONS_PER_CELL, e);
+    return sched_gen_check_memory(name, b, g, ZB_ACTIONS_PER_CELL, e);
 }
 
 /* Allocates the empty flush schedule for checked parameters g: loop placement with p stages
@@ -314,42 +314,42 @@ static void dualpipev_rank(emitter *em, const sched_gen_params *g, int r) {
 }
 
 /* Returns the ZB-H1 schedule (see zb_h1_rank), or NULL with e filled. Serves every m >= 1. */
-sched *sched_gen_zb_h1(const sched_gen_opts *o, pl_err *e) {
+sched *sched_gen_zb_h1(const sched_gen_opts *o, const sched_budget *b, pl_err *e) {
     sched_gen_params g;
-    if (zb_check("zb-h1", o, 1, 1, "", &g, e) != PL_OK) return NULL;
+    if (zb_check("zb-h1", o, 1, 1, "", b, &g, e) != PL_OK) return NULL;
     return zb_build("zb-h1", &g, o->recompute, zb_h1_rank, e);
 }
 
 /* Returns the ZB-H2 schedule (see zb_h2_rank), or NULL with e filled. Serves every m >= 1;
  * the zero-bubble parallelogram needs m >= 2p-1. */
-sched *sched_gen_zb_h2(const sched_gen_opts *o, pl_err *e) {
+sched *sched_gen_zb_h2(const sched_gen_opts *o, const sched_budget *b, pl_err *e) {
     sched_gen_params g;
-    if (zb_check("zb-h2", o, 1, 1, "", &g, e) != PL_OK) return NULL;
+    if (zb_check("zb-h2", o, 1, 1, "", b, &g, e) != PL_OK) return NULL;
     return zb_build("zb-h2", &g, o->recompute, zb_h2_rank, e);
 }
 
 /* Returns the ZB-V schedule (see zbv_rank), or NULL with e filled. Serves every m >= 1 as
  * PyTorch does; zero bubble needs m >= 2p-1. */
-sched *sched_gen_zbv(const sched_gen_opts *o, pl_err *e) {
+sched *sched_gen_zbv(const sched_gen_opts *o, const sched_budget *b, pl_err *e) {
     sched_gen_params g;
-    if (zb_check("zbv", o, 2, 1, "", &g, e) != PL_OK) return NULL;
+    if (zb_check("zbv", o, 2, 1, "", b, &g, e) != PL_OK) return NULL;
     return zb_build("zbv", &g, o->recompute, zbv_rank, e);
 }
 
-/* Checks o for DualPipeV (m >= 2p, see sched_gen_dualpipev), with the memory budget when mem;
+/* Checks o for DualPipeV (m >= 2p, see sched_gen_dualpipev), with memory budget b when mem;
  * returns PL_OK or PL_EINPUT. */
-static int dualpipev_check(const sched_gen_opts *o, int mem, sched_gen_params *g, pl_err *e) {
+static int dualpipev_check(const sched_gen_opts *o, int mem, const sched_budget *b, sched_gen_params *g, pl_err *e) {
     int min_m = o && o->ranks >= 1 && o->ranks <= SCHED_MAX_RANKS ? 2 * o->ranks : 1;
     const char *why = "DualPipeV needs at least as many microbatches as stages (2 x ranks) to fill its warm-up";
-    return mem ? zb_check("dualpipev", o, 2, min_m, why, g, e) : zb_check_sizes("dualpipev", o, 2, min_m, why, g, e);
+    return mem ? zb_check("dualpipev", o, 2, min_m, why, b, g, e) : zb_check_sizes("dualpipev", o, 2, min_m, why, g, e);
 }
 
 /* Returns the DualPipeV schedule (see dualpipev_rank), or NULL with e filled. Refuses
  * m < 2p, as PyTorch does: the steady phase of the first rank needs as many microbatches as
  * there are stages. */
-sched *sched_gen_dualpipev(const sched_gen_opts *o, pl_err *e) {
+sched *sched_gen_dualpipev(const sched_gen_opts *o, const sched_budget *b, pl_err *e) {
     sched_gen_params g;
-    if (dualpipev_check(o, 1, &g, e) != PL_OK) return NULL;
+    if (dualpipev_check(o, 1, b, &g, e) != PL_OK) return NULL;
     return zb_build("dualpipev", &g, o->recompute, dualpipev_rank, e);
 }
 
@@ -358,7 +358,7 @@ int sched_zb_shape(const char *name, const sched_gen_opts *o, sched_shape *out, 
     int rc;
     if (strcmp(name, "zb-h1") == 0 || strcmp(name, "zb-h2") == 0) rc = zb_check_sizes(name, o, 1, 1, "", &g, e);
     else if (strcmp(name, "zbv") == 0) rc = zb_check_sizes(name, o, 2, 1, "", &g, e);
-    else if (strcmp(name, "dualpipev") == 0) rc = dualpipev_check(o, 0, &g, e);
+    else if (strcmp(name, "dualpipev") == 0) rc = dualpipev_check(o, 0, NULL, &g, e);
     else return -1;
     if (rc != PL_OK) return rc;
     sched_gen_shape_of(&g, ZB_ACTIONS_PER_CELL, out);

@@ -1,5 +1,6 @@
 /* limits.c: the memory budget of schedule work (generation, lowering, simulation): how much may
  * be allocated, and the shape of a generator's output computed without generating it. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,10 +11,11 @@
 
 #include "sched_int.h"
 
-/* The limit set by sched_set_memory_limit (0 = automatic). */
-static uint64_t forced_limit;
-
-void sched_set_memory_limit(uint64_t bytes) { forced_limit = bytes; }
+/* Letters of the binary units a size may end with, in order: K = 2^10, M = 2^20, G = 2^30,
+ * T = 2^40 (either case, optionally followed by i and B). */
+static const char size_units[] = "KMGT";
+/* Bits between two binary units. */
+#define UNIT_BITS 10
 
 int sched_parse_bytes(const char *text, uint64_t *out) {
     if (!text || !*text) return -1;
@@ -24,35 +26,38 @@ int sched_parse_bytes(const char *text, uint64_t *out) {
     double mult = 1;
     while (*end == ' ') end++;
     if (*end) {
-        static const char *const units[] = {"K", "M", "G", "T"};
-        int k;
-        for (k = 0; k < 4; k++)
-            if (end[0] == units[k][0] || end[0] == (char)(units[k][0] + 32)) break;
-        if (k == 4) return -1;
-        mult = ldexp(1.0, 10 * (k + 1));
+        const char *u = strchr(size_units, toupper((unsigned char)*end));
+        if (!u) return -1;
+        mult = ldexp(1.0, UNIT_BITS * (int)(u - size_units + 1));
         end++;
         if (*end == 'i' || *end == 'I') end++;
         if (*end == 'B' || *end == 'b') end++;
         if (*end) return -1;
     }
     v *= mult;
-    if (!(v < 18446744073709551616.0)) return -1; /* 2^64 */
+    if (!(v < 0x1p64)) return -1; /* does not fit 64 bits */
     *out = (uint64_t)v;
     return 0;
 }
 
-uint64_t sched_memory_limit(const char **source) {
-    const char *src = "physical memory";
-    if (forced_limit) {
-        if (source) *source = "--max-memory";
-        return forced_limit;
-    }
+void sched_budget_init(sched_budget *b, uint64_t flag_bytes, const char *env_value) {
+    memset(b, 0, sizeof *b);
     uint64_t env = 0;
-    const char *ev = getenv("PIPELAB_MAX_MEMORY");
-    if (ev && *ev && sched_parse_bytes(ev, &env) == 0 && env > 0) {
-        if (source) *source = "PIPELAB_MAX_MEMORY";
-        return env;
+    if (flag_bytes > 0) {
+        b->bytes = flag_bytes;
+        b->source = "--max-memory";
+    } else if (env_value && *env_value && sched_parse_bytes(env_value, &env) == 0 && env > 0) {
+        b->bytes = env;
+        b->source = SCHED_MAX_MEMORY_ENV;
+    } else if (env_value && *env_value) {
+        b->bad_env = env_value;
     }
+}
+
+/* Returns the automatic limit: the physical memory, or a smaller address-space or data-segment
+ * limit; *source names which. */
+static uint64_t automatic_limit(const char **source) {
+    const char *src = "physical memory";
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     uint64_t lim = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
     struct rlimit rl;
@@ -64,37 +69,44 @@ uint64_t sched_memory_limit(const char **source) {
         lim = (uint64_t)rl.rlim_cur;
         src = "the data-segment limit (ulimit -d)";
     }
-    if (source) *source = src;
+    *source = src;
+    return lim;
+}
+
+uint64_t sched_memory_limit(const sched_budget *b, const char **source) {
+    const char *src = NULL;
+    uint64_t lim = b && b->bytes ? b->bytes : automatic_limit(&src);
+    if (source) *source = b && b->bytes ? b->source : src;
     return lim;
 }
 
 /* Formats bytes as "12.3 GiB" (or MiB / KiB / bytes) into buf. */
 static void human(uint64_t bytes, char *buf, size_t n) {
     static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    const int last = (int)(sizeof unit / sizeof unit[0]) - 1;
+    const double step = (double)(1u << UNIT_BITS);
     double v = (double)bytes;
     int k = 0;
-    while (v >= 1024 && k < 6) {
-        v /= 1024;
+    while (v >= step && k < last) {
+        v /= step;
         k++;
     }
     if (k == 0) snprintf(buf, n, "%llu bytes", (unsigned long long)bytes);
     else snprintf(buf, n, "%.1f %s", v, unit[k]);
 }
 
-int sched_memory_check(uint64_t bytes, const char *what, pl_err *e) {
-    const char *ev = getenv("PIPELAB_MAX_MEMORY");
-    uint64_t tmp;
-    if (!forced_limit && ev && *ev && (sched_parse_bytes(ev, &tmp) != 0 || tmp == 0))
-        return pl_errf(e, PL_EINPUT, "PIPELAB_MAX_MEMORY='%s' is not a size in bytes (e.g. 8e9 or 16GiB)", ev);
+int sched_memory_check(const sched_budget *b, uint64_t bytes, const char *what, pl_err *e) {
+    if (b && b->bad_env)
+        return pl_errf(e, PL_EINPUT, SCHED_MAX_MEMORY_ENV "='%s' is not a size in bytes (e.g. 8e9 or 16GiB)", b->bad_env);
     const char *src = NULL;
-    uint64_t lim = sched_memory_limit(&src);
+    uint64_t lim = sched_memory_limit(b, &src);
     if (bytes != UINT64_MAX && bytes <= lim) return PL_OK; /* UINT64_MAX: the estimate overflowed */
     char need[32], have[32];
     human(bytes, need, sizeof need);
     human(lim, have, sizeof have);
     return pl_errf(e, PL_EINPUT,
                    "%s needs about %s (%llu bytes), more than the %s available (%s); use fewer "
-                   "microbatches or ranks, or raise the limit with --max-memory or PIPELAB_MAX_MEMORY",
+                   "microbatches or ranks, or raise the limit with --max-memory or " SCHED_MAX_MEMORY_ENV,
                    what, need, (unsigned long long)bytes, have, src);
 }
 

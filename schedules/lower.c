@@ -206,15 +206,15 @@ static int recv_sort(recv_list *l) {
 #define LOWER_BYTES_PER_ACTION \
     (sizeof(sched_slot) + LOWERED_PER_COMPUTE * sizeof(sched_action) + RECVS_PER_COMPUTE * sizeof(recv_ev))
 
-/* Returns PL_OK when lowering s fits the memory budget, checked before anything is allocated;
+/* Returns PL_OK when lowering s fits memory budget b, checked before anything is allocated;
  * else PL_EINPUT with the bytes it needs. */
-static int lower_check_memory(const sched *s, pl_err *e) {
+static int lower_check_memory(const sched *s, const sched_budget *b, pl_err *e) {
     uint64_t n = sched_total_actions(s), need = 0;
     char what[160];
     snprintf(what, sizeof what, "lowering %s (%d ranks, %d stages, %d microbatches, %llu actions)", s->kind, s->ranks,
              s->stages, s->microbatches, (unsigned long long)n);
     if (__builtin_mul_overflow(n, (uint64_t)LOWER_BYTES_PER_ACTION, &need)) need = UINT64_MAX;
-    return sched_memory_check(need, what, e);
+    return sched_memory_check(b, need, what, e);
 }
 
 /* The work of one lowering: the input, its dry run, the output and the tables between them. */
@@ -314,13 +314,13 @@ static void lower_free(lowering *lw) {
     free(lw->last_iter);
 }
 
-sched *sched_lower(const sched *s, pl_err *e) {
+sched *sched_lower_within(const sched *s, const sched_budget *b, pl_err *e) {
     if (s->lowered) {
         sched *c = sched_clone(s);
         if (!c) pl_errf(e, PL_ENOMEM, "out of memory");
         return c;
     }
-    if (lower_check_memory(s, e) != PL_OK) return NULL;
+    if (lower_check_memory(s, b, e) != PL_OK) return NULL;
     lowering lw = {.s = s};
     if (sched_validate_core(s, &lw.dr, e) != PL_OK) return NULL;
     int rc = lower_alloc(&lw, e);
@@ -338,3 +338,6 @@ sched *sched_lower(const sched *s, pl_err *e) {
     }
     return lw.out;
 }
+
+/* Lowers s within the automatic budget. */
+sched *sched_lower(const sched *s, pl_err *e) { return sched_lower_within(s, NULL, e); }

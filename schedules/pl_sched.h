@@ -120,18 +120,33 @@ int sched_set_source(sched *s, const char *path, const int *rank_lines);
 #define SCHED_MAX_ACTIONS ((size_t)1 << 31)
 
 /* Memory budget (limits.c). Work whose size grows with the schedule (generating, lowering,
- * simulating) estimates its bytes before allocating and is refused when they exceed the limit:
- * sched_set_memory_limit's value when not 0, else $PIPELAB_MAX_MEMORY (bytes; 8e9, 16GiB, 512M),
- * else the smaller of the physical memory and the address-space / data-segment limits. */
-void sched_set_memory_limit(uint64_t bytes);
-/* Returns the limit in bytes; *source (may be NULL) names where it comes from. */
-uint64_t sched_memory_limit(const char **source);
+ * simulating, executing) estimates its bytes before allocating and is refused when they exceed
+ * the budget its caller passes in (sched_generate_within, sched_lower_within, the generators,
+ * sim_config.budget, sim_check_memory, exec_config.budget); the library reads no environment
+ * and keeps no limit of its own. A NULL or zeroed budget is the automatic one: the smaller of
+ * the physical memory and the address-space / data-segment limits. */
+typedef struct sched_budget {
+    uint64_t bytes;      /* the limit; 0 = automatic */
+    const char *source;  /* what set bytes, named in refusals ("--max-memory", SCHED_MAX_MEMORY_ENV) */
+    const char *bad_env; /* a value of SCHED_MAX_MEMORY_ENV that is not a size (or 0), else NULL:
+                          * every check refuses, quoting it */
+} sched_budget;
+/* The environment variable the CLI reads the budget from when --max-memory is not given. */
+#define SCHED_MAX_MEMORY_ENV "PIPELAB_MAX_MEMORY"
+/* Fills b from --max-memory's bytes (flag_bytes; 0 = not given) and the value of
+ * SCHED_MAX_MEMORY_ENV (env_value; NULL or empty = unset): the flag wins, then a size in the
+ * variable (anything else there is kept in bad_env), else the automatic limit. */
+void sched_budget_init(sched_budget *b, uint64_t flag_bytes, const char *env_value);
+/* Returns b's limit in bytes (b NULL: the automatic one); *source (may be NULL) names where it
+ * comes from. */
+uint64_t sched_memory_limit(const sched_budget *b, const char **source);
 /* Parses a size ("8e9", "16GiB", "512M", binary units); returns 0 and *out, or -1. */
 int sched_parse_bytes(const char *text, uint64_t *out);
-/* Returns PL_OK when bytes fit the limit, else PL_EINPUT: "WHAT needs about N GiB (B bytes), more
- * than the L GiB available (source); ...". bytes = UINT64_MAX stands for an estimate that
- * overflowed 64 bits and is always refused. */
-int sched_memory_check(uint64_t bytes, const char *what, pl_err *e);
+/* Returns PL_OK when bytes fit b's limit (b NULL: the automatic one), else PL_EINPUT: "WHAT
+ * needs about N GiB (B bytes), more than the L GiB available (source); ...", or when b has a
+ * bad_env "PIPELAB_MAX_MEMORY='lots' is not a size in bytes ...". bytes = UINT64_MAX stands for
+ * an estimate that overflowed 64 bits and is always refused. */
+int sched_memory_check(const sched_budget *b, uint64_t bytes, const char *what, pl_err *e);
 /* Bytes a generator allocates for n actions (the action lists, with their growth slack). */
 #define sched_gen_bytes(n) ((uint64_t)(n) * (uint64_t)sizeof(sched_action) * 3 / 2 + ((uint64_t)1 << 20))
 
@@ -187,31 +202,35 @@ int sched_gen_shape(const char *name, const sched_gen_opts *o, sched_shape *out,
 typedef struct sched_generator {
     const char *name;    /* "gpipe", "1f1b", ... */
     const char *summary; /* one line for --help */
-    /* Builds the compute-only schedule; returns NULL and fills e when the parameters cannot be
-     * served, saying why. */
-    sched *(*gen)(const sched_gen_opts *o, pl_err *e);
+    /* Builds the compute-only schedule within budget b (NULL: the automatic one); returns NULL
+     * and fills e when the parameters cannot be served, saying why. */
+    sched *(*gen)(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
 } sched_generator;
 
 /* The table of generators, terminated by {NULL}. */
 extern const sched_generator sched_generators[];
 /* Finds a generator by name; NULL when unknown. */
 const sched_generator *sched_find_generator(const char *name);
-/* Generates by name; unknown names give an error listing the known ones. */
+/* Generates by name within budget b (NULL: the automatic one); unknown names give an error
+ * listing the known ones. sched_generate is sched_generate_within the automatic budget. */
+sched *sched_generate_within(const char *name, const sched_gen_opts *o, const sched_budget *b, pl_err *e);
 sched *sched_generate(const char *name, const sched_gen_opts *o, pl_err *e);
 
-sched *sched_gen_gpipe(const sched_gen_opts *o, pl_err *e);
-sched *sched_gen_1f1b(const sched_gen_opts *o, pl_err *e);
-sched *sched_gen_pipedream(const sched_gen_opts *o, pl_err *e);
+/* The generators, each within budget b (NULL: the automatic one). */
+sched *sched_gen_gpipe(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
+sched *sched_gen_1f1b(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
+sched *sched_gen_pipedream(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
 /* 1f1b, pipedream or 2bw with replicas[stage] data-parallel replicas per stage ([ranks]; NULL =
- * all 1): PipeDream's per-replica warm-up (gen_basic.c); other kinds as sched_generate. */
-sched *sched_gen_replicated(const char *name, const sched_gen_opts *o, const int *replicas, pl_err *e);
-sched *sched_gen_2bw(const sched_gen_opts *o, pl_err *e);
-sched *sched_gen_interleaved(const sched_gen_opts *o, pl_err *e);
-sched *sched_gen_looped_bfs(const sched_gen_opts *o, pl_err *e);
-sched *sched_gen_zb_h1(const sched_gen_opts *o, pl_err *e);
-sched *sched_gen_zb_h2(const sched_gen_opts *o, pl_err *e);
-sched *sched_gen_zbv(const sched_gen_opts *o, pl_err *e);
-sched *sched_gen_dualpipev(const sched_gen_opts *o, pl_err *e);
+ * all 1): PipeDream's per-replica warm-up (gen_basic.c); other kinds as sched_generate_within. */
+sched *sched_gen_replicated(const char *name, const sched_gen_opts *o, const int *replicas, const sched_budget *b,
+                            pl_err *e);
+sched *sched_gen_2bw(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
+sched *sched_gen_interleaved(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
+sched *sched_gen_looped_bfs(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
+sched *sched_gen_zb_h1(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
+sched *sched_gen_zb_h2(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
+sched *sched_gen_zbv(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
+sched *sched_gen_dualpipev(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
 
 /* ---------------------------------------------------------------- lowering, validation */
 
@@ -219,7 +238,10 @@ sched *sched_gen_dualpipev(const sched_gen_opts *o, pl_err *e);
  * ranks in an order that cannot deadlock (the sender places the matching receive on the
  * receiver's list), REDUCE_GRAD after the last backward of each stage per weight version, and
  * STEP after it (per iteration for flush, per microbatch for stash, every m for 2bw).
- * A schedule that is already lowered is copied. NULL and e on error (invalid or deadlocking). */
+ * A schedule that is already lowered is copied. NULL and e on error (invalid or deadlocking,
+ * or more memory than budget b allows; NULL: the automatic one). sched_lower is
+ * sched_lower_within the automatic budget. */
+sched *sched_lower_within(const sched *s, const sched_budget *b, pl_err *e);
 sched *sched_lower(const sched *s, pl_err *e);
 
 /* Checks a schedule (compute-only or lowered) and returns PL_OK or PL_EINPUT with a message

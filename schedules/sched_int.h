@@ -54,8 +54,8 @@ int sched_gen_check_microbatches(const char *name, const sched_gen_params *g, pl
 int64_t sched_gen_actions(const sched_gen_params *g, int per_cell);
 /* Those actions within SCHED_MAX_ACTIONS. */
 int sched_gen_check_actions(const char *name, const sched_gen_params *g, int per_cell, pl_err *e);
-/* The memory the generator's lists take (sched_gen_bytes) within o's budget. */
-int sched_gen_check_memory(const char *name, const sched_gen_opts *o, const sched_gen_params *g, int per_cell,
+/* The memory the generator's lists take (sched_gen_bytes) within budget b. */
+int sched_gen_check_memory(const char *name, const sched_budget *b, const sched_gen_params *g, int per_cell,
                            pl_err *e);
 /* Fills out with the shape of g (sched_gen_shape). */
 void sched_gen_shape_of(const sched_gen_params *g, int per_cell, sched_shape *out);

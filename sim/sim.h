@@ -126,6 +126,7 @@ typedef struct sim_config {
     pl_progress *progress;    /* NULL, or a bar the engine moves, now and then, to progress_base
                                * + the actions walked so far (sim_repeat adds each run's) */
     uint64_t progress_base;
+    sched_budget budget;      /* memory budget of the engine's tables (zeroed: the automatic one) */
 } sim_config;
 
 /* Replicated stages (PipeDream's 1F1B-RR). A stage replicated n ways runs on n devices (the
@@ -227,18 +228,19 @@ typedef struct sim_result {
 
 /* Memory budget of a whole `pipelab simulate` (or `pipelab schedule`) run, checked before the
  * schedule is generated: sh from sched_gen_shape (or the counts of a loaded schedule), bytes
- * per compute action measured on every generator (sim_memory.c), against sched_memory_limit.
+ * per compute action measured on every generator (sim_memory.c), against budget b (NULL: the
+ * automatic one).
  * Returns PL_OK, or PL_EINPUT: "simulating 1f1b (4 ranks, 4 stages, 16000000 microbatches:
  * 128000000 compute actions) needs about 30.5 GiB (...), more than the 22.0 GiB available
  * (physical memory); ...". Arithmetic is overflow-checked. */
 enum { SIM_MEM_SIMULATE = 0, SIM_MEM_TRACE = 1, SIM_MEM_SCHEDULE = 2 };
-int sim_check_memory(const char *kind, const sched_shape *sh, int mode, pl_err *e);
+int sim_check_memory(const char *kind, const sched_shape *sh, int mode, const sched_budget *b, pl_err *e);
 /* The bytes sim_check_memory compares with the limit (UINT64_MAX when they overflow 64 bits). */
 uint64_t sim_memory_estimate(const sched_shape *sh, int mode);
 
 /* Simulates a LOWERED schedule (sched_lower's output). Returns PL_OK and fills r (free with
  * sim_result_free), or PL_EINPUT (not lowered, negative cost, a deadlock naming the stuck
- * ranks, tables larger than the memory budget of sched_memory_limit, checked before they are
+ * ranks, tables larger than the memory budget cfg->budget, checked before they are
  * allocated), or PL_ENOMEM. Deterministic: the same inputs give the same result and trace. */
 int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e);
 void sim_result_free(sim_result *r);
@@ -361,9 +363,11 @@ int sim_replicas_apply(const sim_replica_spec *spec, int stages, int *replicas, 
 int sim_replicated_iterations(int iterations, sched_weights weights, const int *replicas, int stages);
 /* A generated schedule (kind; NULL for a loaded one, which is kept as it is) with a replicated
  * stage is generated again from g with PipeDream's per-replica warm-up (sched_gen_replicated)
- * and sim_replicated_iterations' count, validated and lowered into *s (the old one is freed).
- * Returns PL_OK (also when nothing changes) or an error in e (*s is then unchanged). */
-int sim_replicated_schedule(const char *kind, const sched_gen_opts *g, const int *replicas, sched **s, pl_err *e);
+ * and sim_replicated_iterations' count, validated and lowered into *s (the old one is freed),
+ * within memory budget b (NULL: the automatic one). Returns PL_OK (also when nothing changes)
+ * or an error in e (*s is then unchanged). */
+int sim_replicated_schedule(const char *kind, const sched_gen_opts *g, const sched_budget *b, const int *replicas,
+                            sched **s, pl_err *e);
 
 /* The model side of a run, as flags name it (`pipelab simulate --model ...`). */
 typedef struct sim_model_spec {

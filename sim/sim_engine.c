@@ -1197,13 +1197,13 @@ static int eng_init(sim_eng *g, int *try_flow, pl_err *e) {
     const sched *s = g->s;
     int64_t mbs = sched_total_microbatches(s);
     g->M = mbs;
-    int rc = sim_state_check(s, g->M, g->cfg->record_trace, e);
+    int rc = sim_state_check(s, g->M, g->cfg->record_trace, &g->cfg->budget, e);
     if (rc == PL_OK) rc = check_replicas(g, e);
     if (rc != PL_OK) return rc;
     *try_flow = flow_stream_alloc(g, *try_flow);
     scan_actions(g, try_flow);
     g->n_entries = (int64_t)s->stages * g->M;
-    if (g->M > mbs && (rc = sim_state_check(s, g->M, g->cfg->record_trace, e)) != PL_OK) return rc;
+    if (g->M > mbs && (rc = sim_state_check(s, g->M, g->cfg->record_trace, &g->cfg->budget, e)) != PL_OK) return rc;
     if ((rc = alloc_tables(g, e)) == PL_OK && (rc = init_streams(g, e)) == PL_OK) rc = setup_run(g, e);
     return rc;
 }

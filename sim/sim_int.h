@@ -252,8 +252,8 @@ void *sim_big_calloc(size_t n, int *mapped);
 /* Frees what sim_big_calloc returned. */
 void sim_big_free(void *p, size_t n, int mapped);
 /* Returns PL_OK when the engine's tables for s (mbs microbatches over all iterations, the
- * trace when trace) fit the budget, else PL_EINPUT with the bytes needed. */
-int sim_state_check(const sched *s, int64_t mbs, int trace, pl_err *e);
+ * trace when trace) fit budget b, else PL_EINPUT with the bytes needed. */
+int sim_state_check(const sched *s, int64_t mbs, int trace, const sched_budget *b, pl_err *e);
 /* Sets each stage's memory sizes and all-reduce time, and each stream's static memory (weights,
  * gradients, optimizer state per replica). Returns PL_OK or PL_EINPUT naming the stage or rank. */
 int sim_setup_stage_memory(sim_eng *g, pl_err *e);

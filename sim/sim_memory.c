@@ -30,7 +30,7 @@ void sim_big_free(void *p, size_t n, int mapped) {
  * microbatch) a cell, per rank and stage their state, plus the event heap (at most one event
  * per action in flight per rank, counted as one per rank and stage). Overflow-checked: a
  * product that does not fit 64 bits is refused as well. */
-int sim_state_check(const sched *s, int64_t mbs, int trace, pl_err *e) {
+int sim_state_check(const sched *s, int64_t mbs, int trace, const sched_budget *b, pl_err *e) {
     uint64_t acts = sched_total_actions(s), per_act = sizeof(sim_flow_act) + (trace ? sizeof(sim_slot) : 0);
     uint64_t cells = 0, a = 0, c = 0, total = 0;
     uint64_t fixed = (uint64_t)s->ranks * (sizeof(sim_rank_stats) + sizeof(sim_rank_state) + ALLOC_SLACK_BYTES) +
@@ -42,7 +42,7 @@ int sim_state_check(const sched *s, int64_t mbs, int trace, pl_err *e) {
     char what[192];
     snprintf(what, sizeof what, "simulating %s (%d ranks, %d stages, %lld microbatches, %llu actions%s)", s->kind,
              s->ranks, s->stages, (long long)mbs, (unsigned long long)acts, trace ? ", with the trace" : "");
-    return sched_memory_check(over ? UINT64_MAX : total, what, e);
+    return sched_memory_check(b, over ? UINT64_MAX : total, what, e);
 }
 
 /* Bytes per compute action (2 per stage and microbatch, 3 with split backward) that `pipelab
@@ -71,13 +71,13 @@ uint64_t sim_memory_estimate(const sched_shape *sh, int mode) {
     return over ? UINT64_MAX : bytes;
 }
 
-int sim_check_memory(const char *kind, const sched_shape *sh, int mode, pl_err *e) {
+int sim_check_memory(const char *kind, const sched_shape *sh, int mode, const sched_budget *b, pl_err *e) {
     uint64_t bytes = sim_memory_estimate(sh, mode);
     char what[192];
     snprintf(what, sizeof what, "%s%s (%d ranks, %d stages, %lld microbatches: %lld compute actions)",
              mode == SIM_MEM_SCHEDULE ? "" : "simulating ", kind ? kind : "the schedule", sh->ranks, sh->stages,
              (long long)sh->microbatches, (long long)sh->compute_actions);
-    return sched_memory_check(bytes, what, e);
+    return sched_memory_check(b, bytes, what, e);
 }
 
 /* Optimizer state bytes that count safely in 64 bits (with the other static bytes added). */

@@ -37,17 +37,18 @@ int sim_replicated_iterations(int iterations, sched_weights weights, const int *
 
 /* Returns PL_OK after regenerating *s with the replicas' warm-up when a generated schedule has a
  * replicated stage (else leaving it), or an error in e (see sim.h). */
-int sim_replicated_schedule(const char *kind, const sched_gen_opts *g, const int *replicas, sched **s, pl_err *e) {
+int sim_replicated_schedule(const char *kind, const sched_gen_opts *g, const sched_budget *b, const int *replicas,
+                            sched **s, pl_err *e) {
     if (!kind || widest_replicas(replicas, (*s)->stages) == 1) return PL_OK;
     sched_gen_opts go = *g;
     go.iterations = sim_replicated_iterations(go.iterations, (*s)->weights, replicas, (*s)->stages);
-    sched *gen = sched_gen_replicated(kind, &go, replicas, e);
+    sched *gen = sched_gen_replicated(kind, &go, replicas, b, e);
     if (!gen) return e->code ? e->code : PL_EINPUT;
     if (sched_validate(gen, e) != PL_OK) {
         sched_free(gen);
         return PL_EINPUT;
     }
-    sched *lowered = sched_lower(gen, e);
+    sched *lowered = sched_lower_within(gen, b, e);
     sched_free(gen);
     if (!lowered) return e->code ? e->code : PL_EINPUT;
     sched_free(*s);

@@ -712,22 +712,21 @@ static void test_memory_refused_up_front(void) {
     pl_err e;
     /* weights and gradients 8 413 184 bytes + data (2 x 16 x 4 x 256 floats) 131 072 + a target
      * block 1 051 648 = 9 595 904 bytes, 9.15 MiB */
-    setenv("PIPELAB_MAX_MEMORY", "8MiB", 1);
+    sched_budget_init(&c.budget, 0, "8MiB"); /* as the CLI fills it from $PIPELAB_MAX_MEMORY */
     CU_ASSERT_EQUAL(exec_run(s, &c, &r, &e), PL_EINPUT);
     CU_ASSERT(strstr(e.msg, "does not fit") != NULL && strstr(e.msg, "4 blocks of width 256") != NULL &&
               strstr(e.msg, "PIPELAB_MAX_MEMORY") != NULL);
     /* one rank's process holds 2 of the 4 blocks: 4 206 592 + 131 072 + 1 051 648 bytes, 5.1 MiB */
     exec_transport *t = exec_threads_transport_new(2, 8, 4 * 256 * sizeof(float), 5, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    setenv("PIPELAB_MAX_MEMORY", "4MiB", 1);
+    sched_budget_init(&c.budget, 0, "4MiB");
     exec_rank_record rec;
     CU_ASSERT_EQUAL(exec_run_rank(s, &c, &t[0], &rec, &e), PL_EINPUT);
     CU_ASSERT(strstr(e.msg, "this rank's process") != NULL && strstr(e.msg, "2 blocks") != NULL);
     exec_threads_transport_free(t, 2);
-    setenv("PIPELAB_MAX_MEMORY", "10MiB", 1);
+    sched_budget_init(&c.budget, 0, "10MiB");
     CU_ASSERT_EQUAL(exec_run(s, &c, &r, &e), PL_OK);
     exec_result_free(&r);
-    unsetenv("PIPELAB_MAX_MEMORY");
     sched_free(s);
 }
 

@@ -443,14 +443,14 @@ static void test_fault(void) {
     /* a model whose host side exceeds the memory limit (--max-memory) is refused up front, as on
      * the CPU: here 2 blocks of 16.6k floats with gradients and the data set, ~400 KB */
     c.mem_budget_bytes = 0;
-    sched_set_memory_limit(100000);
+    sched_budget_init(&c.budget, 100000, NULL);
     pl_err_clear(&e);
     CU_ASSERT_EQUAL(exec_cuda_run(s, &c, &r, &e), PL_EINPUT);
     CU_ASSERT(strstr(e.msg, "does not fit") != NULL && strstr(e.msg, "host memory") != NULL);
-    sched_set_memory_limit(64u << 20);
+    sched_budget_init(&c.budget, 64u << 20, NULL);
     CU_ASSERT_EQUAL(gpu_run(s, &c, &r), PL_OK);
     exec_result_free(&r);
-    sched_set_memory_limit(0);
+    sched_budget_init(&c.budget, 0, NULL);
     /* profiling between the passes is the CPU executor's: refused, not ignored */
     c.profile_between_reps = 5;
     pl_err_clear(&e);

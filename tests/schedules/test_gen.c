@@ -8,7 +8,7 @@
 #include "pl_test.h"
 #include "pl_sched.h"
 
-typedef sched *(*gen_fn)(const sched_gen_opts *, pl_err *);
+typedef sched *(*gen_fn)(const sched_gen_opts *, const sched_budget *, pl_err *);
 
 /* The generators under test, with the facts the tests rely on. */
 typedef struct gen_case {
@@ -138,7 +138,7 @@ static void test_grid(void) {
                     snprintf(what, sizeof what, "%s p=%d m=%d v=%d", g->name, p, m, v);
                     sched_gen_opts o = {.ranks = p, .microbatches = m, .chunks = v};
                     pl_err e = {0};
-                    sched *s = g->fn(&o, &e);
+                    sched *s = g->fn(&o, NULL, &e);
                     const char *why = grid_refusal(g, p, m, v);
                     if (why) {
                         if (s) GFAIL("%s: served, but must be refused (%s)", what, why);
@@ -170,7 +170,7 @@ static void test_grid(void) {
                         sched_gen_opts o = {.ranks = p, .microbatches = ms[mi], .chunks = v,
                                             .iterations = it};
                         pl_err e = {0};
-                        sched *s = GENS[gi].fn(&o, &e);
+                        sched *s = GENS[gi].fn(&o, NULL, &e);
                         if (!s) GFAIL("%s: refused: %s", what, e.msg);
                         else if (check_valid(s, what)) served_it++;
                         sched_free(s);
@@ -190,7 +190,7 @@ static void test_shape_policies(void) {
             sched_gen_opts o = {.ranks = 3, .microbatches = 6, .chunks = 0, .iterations = it,
                                 .recompute = it % 2 ? SCHED_RECOMPUTE_FULL : SCHED_RECOMPUTE_NONE};
             pl_err e = {0};
-            sched *s = g->fn(&o, &e);
+            sched *s = g->fn(&o, NULL, &e);
             CU_ASSERT_PTR_NOT_NULL_FATAL(s);
             int iters = it ? it : g->def_iters;
             CU_ASSERT_STRING_EQUAL(s->kind, g->name);
@@ -229,7 +229,7 @@ static const char *rank_text(const sched *s, int r) {
 static void expect_order(gen_fn fn, int p, int m, int v, int it, const char *const *want) {
     sched_gen_opts o = {.ranks = p, .microbatches = m, .chunks = v, .iterations = it};
     pl_err e = {0};
-    sched *s = fn(&o, &e);
+    sched *s = fn(&o, NULL, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     for (int r = 0; r < p; r++) {
         const char *got = rank_text(s, r);
@@ -364,7 +364,7 @@ static void test_interleaved_megatron(void) {
             for (int v = 2; v <= 4; v++) {
                 sched_gen_opts o = {.ranks = p, .microbatches = m, .chunks = v};
                 pl_err e = {0};
-                sched *s = sched_gen_interleaved(&o, &e);
+                sched *s = sched_gen_interleaved(&o, NULL, &e);
                 if (!s) {
                     GFAIL("interleaved p=%d m=%d v=%d refused: %s", p, m, v, e.msg);
                     continue;
@@ -392,7 +392,7 @@ static void test_interleaved_reference(void) {
             for (int v = 2; v <= 4 && m % rounds == 0; v++) {
                 sched_gen_opts o = {.ranks = p, .microbatches = m, .chunks = v};
                 pl_err e = {0};
-                sched *s = sched_gen_interleaved(&o, &e);
+                sched *s = sched_gen_interleaved(&o, NULL, &e);
                 if (!s) {
                     GFAIL("interleaved p=%d m=%d v=%d refused: %s", p, m, v, e.msg);
                     continue;
@@ -406,8 +406,8 @@ static void test_interleaved_reference(void) {
             }
             sched_gen_opts o = {.ranks = p, .microbatches = m, .chunks = 1, .iterations = 2};
             pl_err e = {0};
-            sched *a = sched_gen_interleaved(&o, &e), *b = sched_gen_1f1b(&(sched_gen_opts){
-                                                           .ranks = p, .microbatches = m, .iterations = 2}, &e);
+            sched *a = sched_gen_interleaved(&o, NULL, &e), *b = sched_gen_1f1b(&(sched_gen_opts){
+                                                           .ranks = p, .microbatches = m, .iterations = 2}, NULL, &e);
             if (!a || !b) GFAIL("v=1 p=%d m=%d: refused: %s", p, m, e.msg);
             else
                 for (int r = 0; r < p; r++)
@@ -446,7 +446,7 @@ static void test_inflight(void) {
             for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
                 sched_gen_opts o = {.ranks = p, .microbatches = m, .iterations = runs[k].it};
                 pl_err e = {0};
-                sched *s = runs[k].fn(&o, &e);
+                sched *s = runs[k].fn(&o, NULL, &e);
                 char what[128];
                 snprintf(what, sizeof what, "%s p=%d m=%d it=%d", s ? s->kind : "?", p, m, runs[k].it);
                 sched_dryrun_result r;
@@ -494,7 +494,7 @@ static void test_closed_forms(void) {
             for (int gi = 0; gi < 2; gi++) {
                 sched_gen_opts o = {.ranks = p, .microbatches = m};
                 pl_err e = {0};
-                sched *s = GENS[gi].fn(&o, &e);
+                sched *s = GENS[gi].fn(&o, NULL, &e);
                 snprintf(what, sizeof what, "%s p=%d m=%d", GENS[gi].name, p, m);
                 if (!s) { GFAIL("%s refused: %s", what, e.msg); continue; }
                 expect_steps(s, 2 * (int64_t)(m + p - 1), (double)(p - 1) / (m + p - 1), what);
@@ -504,7 +504,7 @@ static void test_closed_forms(void) {
                 for (int gi = 2; gi < 4; gi++) {
                     sched_gen_opts o = {.ranks = p, .microbatches = m, .iterations = k};
                     pl_err e = {0};
-                    sched *s = GENS[gi].fn(&o, &e);
+                    sched *s = GENS[gi].fn(&o, NULL, &e);
                     snprintf(what, sizeof what, "%s p=%d m=%d k=%d", GENS[gi].name, p, m, k);
                     if (!s) { GFAIL("%s refused: %s", what, e.msg); continue; }
                     int64_t mk = (int64_t)m * k;
@@ -515,7 +515,7 @@ static void test_closed_forms(void) {
                 for (int gi = 4; gi < 6; gi++) {
                     sched_gen_opts o = {.ranks = p, .microbatches = m, .chunks = v};
                     pl_err e = {0};
-                    sched *s = GENS[gi].fn(&o, &e);
+                    sched *s = GENS[gi].fn(&o, NULL, &e);
                     snprintf(what, sizeof what, "%s p=%d m=%d v=%d", GENS[gi].name, p, m, v);
                     if (!s) { GFAIL("%s refused: %s", what, e.msg); continue; }
                     int64_t work = 2 * (int64_t)m * v;
@@ -538,7 +538,7 @@ static void test_closed_forms(void) {
  * generator. */
 static void expect_refused(const gen_case *g, sched_gen_opts o, const char *why) {
     pl_err e = {0};
-    sched *s = g->fn(&o, &e);
+    sched *s = g->fn(&o, NULL, &e);
     if (s || e.code != PL_EINPUT || !e.msg[0] || !strstr(e.msg, g->name))
         fprintf(stderr, "\n  %s (%s): got %s, code %d, message \"%s\"", g->name, why,
                 s ? "a schedule" : "NULL", e.code, e.msg);
@@ -581,7 +581,7 @@ static void test_refusals(void) {
         /* the smallest pipeline is served */
         o = ok; o.ranks = 1; o.microbatches = 1; o.iterations = 1;
         pl_err e = {0};
-        sched *s = g->fn(&o, &e);
+        sched *s = g->fn(&o, NULL, &e);
         CU_ASSERT_PTR_NOT_NULL(s);
         sched_free(s);
     }

@@ -115,42 +115,45 @@ static void test_overflowing_products(void) {
 static void test_budget_refusals(void) {
     pl_err e;
     pl_err_clear(&e);
-    sched_set_memory_limit((uint64_t)1 << 20);
+    sched_budget mib, large, bad, env, automatic;
+    sched_budget_init(&mib, (uint64_t)1 << 20, "lots"); /* the flag wins over the variable */
     const char *src = NULL;
-    CU_ASSERT(sched_memory_limit(&src) == (uint64_t)1 << 20);
+    CU_ASSERT(sched_memory_limit(&mib, &src) == (uint64_t)1 << 20);
     CU_ASSERT_STRING_EQUAL(src, "--max-memory");
     sched_gen_opts o = {4, 1000000, 0, 0, SCHED_RECOMPUTE_NONE};
-    CU_ASSERT_PTR_NULL(sched_generate("1f1b", &o, &e));
+    CU_ASSERT_PTR_NULL(sched_generate_within("1f1b", &o, &mib, &e));
     /* 8,000,000 actions x 20 bytes x 1.5 + 1 MiB */
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "1f1b: 4 stages x 1000000 microbatches (8000000 actions) needs about 229.9 MiB (241048576 bytes)"));
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "more than the 1.0 MiB available (--max-memory)"));
-    /* lowering: a schedule that generated under a larger budget is refused when the budget shrinks */
-    sched_set_memory_limit((uint64_t)64 << 20);
+    /* lowering: a schedule that generated under a larger budget is refused under a smaller one */
+    sched_budget_init(&large, (uint64_t)64 << 20, NULL);
     sched_gen_opts small = {4, 20000, 0, 0, SCHED_RECOMPUTE_NONE};
-    sched *s = sched_generate("1f1b", &small, &e);
+    sched *s = sched_generate_within("1f1b", &small, &large, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    sched_set_memory_limit((uint64_t)1 << 20);
     pl_err_clear(&e);
-    CU_ASSERT_PTR_NULL(sched_lower(s, &e));
+    CU_ASSERT_PTR_NULL(sched_lower_within(s, &mib, &e));
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "lowering 1f1b (4 ranks, 4 stages, 20000 microbatches, 160000 actions) needs about"));
-    sched_set_memory_limit(0);
     sched *l = sched_lower(s, &e);
     CU_ASSERT_PTR_NOT_NULL(l);
     sched_free(l);
     sched_free(s);
-    /* the environment variable, and a bad value of it */
-    setenv("PIPELAB_MAX_MEMORY", "2GiB", 1);
-    CU_ASSERT(sched_memory_limit(&src) == (uint64_t)2 << 30);
+    /* the environment variable's value, and a bad value of it (refused by every check) */
+    sched_budget_init(&env, 0, "2GiB");
+    CU_ASSERT(sched_memory_limit(&env, &src) == (uint64_t)2 << 30);
     CU_ASSERT_STRING_EQUAL(src, "PIPELAB_MAX_MEMORY");
-    CU_ASSERT_EQUAL(sched_memory_check((uint64_t)2 << 30, "x", &e), PL_OK);
-    CU_ASSERT_EQUAL(sched_memory_check(((uint64_t)2 << 30) + 1, "x", &e), PL_EINPUT);
-    setenv("PIPELAB_MAX_MEMORY", "lots", 1);
-    CU_ASSERT_EQUAL(sched_memory_check(1, "x", &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(sched_memory_check(&env, (uint64_t)2 << 30, "x", &e), PL_OK);
+    CU_ASSERT_EQUAL(sched_memory_check(&env, ((uint64_t)2 << 30) + 1, "x", &e), PL_EINPUT);
+    sched_budget_init(&bad, 0, "lots");
+    CU_ASSERT_EQUAL(sched_memory_check(&bad, 1, "x", &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "PIPELAB_MAX_MEMORY='lots' is not a size"));
-    unsetenv("PIPELAB_MAX_MEMORY");
-    /* the automatic limit: no more than the physical memory; UINT64_MAX bytes never fit */
-    CU_ASSERT(sched_memory_limit(&src) > 0);
-    CU_ASSERT_EQUAL(sched_memory_check(UINT64_MAX, "everything", &e), PL_EINPUT);
+    sched_budget_init(&bad, 0, "0");
+    CU_ASSERT_EQUAL(sched_memory_check(&bad, 1, "x", &e), PL_EINPUT);
+    /* the automatic limit (no flag, the variable unset or empty): no more than the physical
+     * memory; UINT64_MAX bytes never fit */
+    sched_budget_init(&automatic, 0, "");
+    CU_ASSERT(sched_memory_limit(&automatic, &src) > 0);
+    CU_ASSERT(sched_memory_limit(NULL, NULL) == sched_memory_limit(&automatic, NULL));
+    CU_ASSERT_EQUAL(sched_memory_check(NULL, UINT64_MAX, "everything", &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "everything needs about 16.0 EiB (18446744073709551615 bytes)"));
 }
 

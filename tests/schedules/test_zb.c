@@ -6,7 +6,7 @@
 #include "pl_test.h"
 #include "pl_sched.h"
 
-typedef sched *(*gen_fn)(const sched_gen_opts *, pl_err *);
+typedef sched *(*gen_fn)(const sched_gen_opts *, const sched_budget *, pl_err *);
 
 /* The generators under test and the facts the tests rely on. */
 typedef struct zb_case {
@@ -158,7 +158,7 @@ static void test_zb_grid(void) {
                     snprintf(what, sizeof what, "%s p=%d m=%d chunks=%d", g->name, p, m, c);
                     sched_gen_opts o = {.ranks = p, .microbatches = m, .chunks = c};
                     pl_err e = {0};
-                    sched *s = g->fn(&o, &e);
+                    sched *s = g->fn(&o, NULL, &e);
                     const char *why = grid_refusal(g, p, m, c);
                     if (why) {
                         want_refused++;
@@ -192,7 +192,7 @@ static void test_zb_grid(void) {
                              ms[mi], it);
                     sched_gen_opts o = {.ranks = p, .microbatches = ms[mi], .iterations = it};
                     pl_err e = {0};
-                    sched *s = ZB[gi].fn(&o, &e);
+                    sched *s = ZB[gi].fn(&o, NULL, &e);
                     if (!s) ZFAIL("%s: refused: %s", what, e.msg);
                     else if (check_valid(s, what)) served_it++;
                     sched_free(s);
@@ -214,7 +214,7 @@ static void test_zb_shape(void) {
             sched_gen_opts o = {.ranks = 3, .microbatches = 7, .iterations = it,
                                 .recompute = it == 1 ? SCHED_RECOMPUTE_FULL : SCHED_RECOMPUTE_NONE};
             pl_err e = {0};
-            sched *s = ZB[gi].fn(&o, &e);
+            sched *s = ZB[gi].fn(&o, NULL, &e);
             CU_ASSERT_PTR_NOT_NULL_FATAL(s);
             CU_ASSERT_STRING_EQUAL(s->kind, ZB[gi].name);
             CU_ASSERT_EQUAL(s->ranks, 3);
@@ -238,7 +238,7 @@ static void test_zb_shape(void) {
  * the fragment why. */
 static void expect_refused(const char *name, gen_fn fn, const sched_gen_opts *o, const char *why) {
     pl_err e = {0};
-    sched *s = fn(o, &e);
+    sched *s = fn(o, NULL, &e);
     CU_ASSERT_PTR_NULL(s);
     sched_free(s);
     CU_ASSERT_EQUAL(e.code, PL_EINPUT);
@@ -256,7 +256,7 @@ static void test_zb_refusals(void) {
         const char *nm = ZB[gi].name;
         gen_fn fn = ZB[gi].fn;
         pl_err e = {0};
-        CU_ASSERT_PTR_NULL(fn(NULL, &e));
+        CU_ASSERT_PTR_NULL(fn(NULL, NULL, &e));
         CU_ASSERT_EQUAL(e.code, PL_EINPUT);
         expect_refused(nm, fn, &(sched_gen_opts){.ranks = 0, .microbatches = 8}, "--ranks 0");
         expect_refused(nm, fn, &(sched_gen_opts){.ranks = -3, .microbatches = 8}, "--ranks -3");
@@ -290,7 +290,7 @@ static void test_zb_refusals(void) {
                        &(sched_gen_opts){.ranks = p, .microbatches = 2 * p - 1},
                        "as many microbatches as stages");
         pl_err e = {0};
-        sched *s = sched_gen_dualpipev(&(sched_gen_opts){.ranks = p, .microbatches = 2 * p}, &e);
+        sched *s = sched_gen_dualpipev(&(sched_gen_opts){.ranks = p, .microbatches = 2 * p}, NULL, &e);
         CU_ASSERT_PTR_NOT_NULL(s);
         sched_free(s);
     }
@@ -348,7 +348,7 @@ static void test_zb_inflight(void) {
             pl_err e = {0};
             char what[96];
             sched_dryrun_result r;
-            sched *s = sched_gen_zb_h1(&o, &e);
+            sched *s = sched_gen_zb_h1(&o, NULL, &e);
             snprintf(what, sizeof what, "zb-h1 p=%d m=%d", p, m);
             if (s && run(s, NULL, &r, what)) {
                 for (int q = 0; q < p; q++) {
@@ -364,7 +364,7 @@ static void test_zb_inflight(void) {
                 ZFAIL("%s: %s", what, e.msg);
             }
             sched_free(s);
-            s = sched_gen_zb_h2(&o, &e);
+            s = sched_gen_zb_h2(&o, NULL, &e);
             snprintf(what, sizeof what, "zb-h2 p=%d m=%d", p, m);
             if (s && run(s, NULL, &r, what)) {
                 for (int q = 0; q < p; q++) {
@@ -382,7 +382,7 @@ static void test_zb_inflight(void) {
             }
             sched_free(s);
             if (m >= 2 * p - 1) {
-                s = sched_gen_zbv(&o, &e);
+                s = sched_gen_zbv(&o, NULL, &e);
                 snprintf(what, sizeof what, "zbv p=%d m=%d", p, m);
                 if (s && run(s, NULL, &r, what)) {
                     for (int q = 0; q < p; q++)
@@ -417,7 +417,7 @@ static void test_zb_bubbles(void) {
             char what[96];
             sched_dryrun_result r;
             if (m >= p) {
-                sched *s = sched_gen_zb_h1(&o, &e);
+                sched *s = sched_gen_zb_h1(&o, NULL, &e);
                 snprintf(what, sizeof what, "zb-h1 p=%d m=%d", p, m);
                 if (s && run(s, &unit, &r, what)) {
                     if (r.steps != 3 * m + p - 1)
@@ -433,7 +433,7 @@ static void test_zb_bubbles(void) {
             if (m >= 2 * p - 1) {
                 for (int it = 1; it <= 2; it++) {
                     o.iterations = it;
-                    sched *s = sched_gen_zb_h2(&o, &e);
+                    sched *s = sched_gen_zb_h2(&o, NULL, &e);
                     snprintf(what, sizeof what, "zb-h2 p=%d m=%d iterations=%d", p, m, it);
                     if (s && run(s, &unit, &r, what)) {
                         if (r.steps != 3 * m * it + p - 1)
@@ -448,7 +448,7 @@ static void test_zb_bubbles(void) {
                     sched_free(s);
                 }
                 o.iterations = 0;
-                sched *s = sched_gen_zbv(&o, &e);
+                sched *s = sched_gen_zbv(&o, NULL, &e);
                 snprintf(what, sizeof what, "zbv p=%d m=%d", p, m);
                 if (s && run(s, &unit, &r, what)) {
                     if (r.steps != 6 * m + p - 1)
@@ -462,7 +462,7 @@ static void test_zb_bubbles(void) {
                 sched_free(s);
             }
             if (m >= 2 * p) {
-                sched *s = sched_gen_dualpipev(&o, &e);
+                sched *s = sched_gen_dualpipev(&o, NULL, &e);
                 snprintf(what, sizeof what, "dualpipev p=%d m=%d", p, m);
                 if (s && run(s, &unit, &r, what)) {
                     if (r.steps != 6 * m + 2 * (p - 1))
@@ -485,7 +485,7 @@ static void test_zb_bubbles(void) {
             char what[128];
             sched_dryrun_result r;
             if (c->w <= c->f && c->w <= c->i) {
-                sched *s = sched_gen_zb_h1(&o, &e);
+                sched *s = sched_gen_zb_h1(&o, NULL, &e);
                 snprintf(what, sizeof what, "zb-h1 p=%d m=%d f=%d i=%d w=%d", p, m, c->f, c->i,
                          c->w);
                 if (s && run(s, c, &r, what)) {
@@ -500,7 +500,7 @@ static void test_zb_bubbles(void) {
                 }
                 sched_free(s);
             }
-            sched *s = sched_gen_zb_h2(&o, &e);
+            sched *s = sched_gen_zb_h2(&o, NULL, &e);
             snprintf(what, sizeof what, "zb-h2 p=%d m=%d f=%d i=%d w=%d", p, m, c->f, c->i, c->w);
             if (s && run(s, c, &r, what)) {
                 int64_t d = c->f + c->i - 2 * c->w, want = (int64_t)(p - 1) * (d > 0 ? d : 0);
@@ -529,7 +529,7 @@ static const char *rank_text(const sched *s, int r) {
 /* Asserts the exact per-rank orders of fn for p ranks and m microbatches. */
 static void expect_order(gen_fn fn, int p, int m, const char *const *want) {
     pl_err e = {0};
-    sched *s = fn(&(sched_gen_opts){.ranks = p, .microbatches = m}, &e);
+    sched *s = fn(&(sched_gen_opts){.ranks = p, .microbatches = m}, NULL, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     for (int r = 0; r < p; r++) {
         const char *got = rank_text(s, r);
@@ -619,7 +619,7 @@ static int read_csv_rows(const char *path, sched_action rows[][256], int len[], 
  * compute only, one row per rank, kept in schedules/examples/torch/) action by action. */
 static void test_dualpipev_pytorch(void) {
     pl_err e = {0};
-    sched *s = sched_gen_dualpipev(&(sched_gen_opts){.ranks = 4, .microbatches = 10}, &e);
+    sched *s = sched_gen_dualpipev(&(sched_gen_opts){.ranks = 4, .microbatches = 10}, NULL, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     /* properties that hold without the file: overlaps pair the two chunks of a rank, and rank
      * r has 2(m-2p+r+1) of them in the steady phase (one fewer on the last rank, whose first

@@ -49,22 +49,23 @@ static void test_estimate_refusals(void) {
     pl_err_clear(&e);
     /* 1f1b, 16 ranks, 16M microbatches: 512M compute actions x 256 bytes */
     sched_shape sh = {16, 16, 16000000, 512000000};
-    sched_set_memory_limit((uint64_t)8 << 30);
-    CU_ASSERT_EQUAL(sim_check_memory("1f1b", &sh, SIM_MEM_SIMULATE, &e), PL_EINPUT);
+    sched_budget gib8, all;
+    sched_budget_init(&gib8, (uint64_t)8 << 30, NULL);
+    CU_ASSERT_EQUAL(sim_check_memory("1f1b", &sh, SIM_MEM_SIMULATE, &gib8, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "simulating 1f1b (16 ranks, 16 stages, 16000000 microbatches: 512000000 compute actions) needs about 122.1 GiB"));
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "more than the 8.0 GiB available (--max-memory)"));
     CU_ASSERT(sim_memory_estimate(&sh, SIM_MEM_SIMULATE) == 512000000ull * 256 + (16u << 20) + 16 * 1024 + 16 * 256);
     /* the trace costs more; the estimate of 4 ranks x 1,000,000 microbatches fits 8 GiB */
     sched_shape feasible = {4, 4, 1000000, 8000000};
-    CU_ASSERT_EQUAL(sim_check_memory("1f1b", &feasible, SIM_MEM_SIMULATE, &e), PL_OK);
+    CU_ASSERT_EQUAL(sim_check_memory("1f1b", &feasible, SIM_MEM_SIMULATE, &gib8, &e), PL_OK);
     CU_ASSERT(sim_memory_estimate(&feasible, SIM_MEM_TRACE) > sim_memory_estimate(&feasible, SIM_MEM_SIMULATE));
     /* counts that overflow 64 bits, or are negative, are refused, not wrapped */
     sched_shape huge = {65536, 1 << 20, INT64_MAX / 2, INT64_MAX};
     CU_ASSERT(sim_memory_estimate(&huge, SIM_MEM_SIMULATE) == UINT64_MAX);
-    sched_set_memory_limit(UINT64_MAX);
-    CU_ASSERT_EQUAL(sim_check_memory("x", &huge, SIM_MEM_TRACE, &e), PL_EINPUT);
+    sched_budget_init(&all, UINT64_MAX, NULL);
+    CU_ASSERT_EQUAL(sim_check_memory("x", &huge, SIM_MEM_TRACE, &all, &e), PL_EINPUT);
     sched_shape neg = {4, 4, 8, -1};
-    CU_ASSERT_EQUAL(sim_check_memory("x", &neg, SIM_MEM_SIMULATE, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(sim_check_memory("x", &neg, SIM_MEM_SIMULATE, &all, &e), PL_EINPUT);
     /* the engine checks its own tables before allocating them */
     sched *s = make("1f1b", 4, 20000, 0, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
@@ -74,11 +75,11 @@ static void test_estimate_refusals(void) {
     sim_config_init(&c);
     c.record_trace = 1;
     sim_result r;
-    sched_set_memory_limit((uint64_t)1 << 20);
+    sched_budget_init(&c.budget, (uint64_t)1 << 20, NULL);
     CU_ASSERT_EQUAL(run_basic(s, &b, &c, &r, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "simulating 1f1b (4 ranks, 4 stages, 20000 microbatches, "));
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "actions, with the trace) needs about"));
-    sched_set_memory_limit(0);
+    c.budget = (sched_budget){0, NULL, NULL}; /* the automatic one */
     CU_ASSERT_EQUAL(run_basic(s, &b, &c, &r, &e), PL_OK);
     sim_result_free(&r);
     sim_basic_free(&b);
@@ -171,7 +172,7 @@ static void test_feasible_million(void) {
     sched_gen_opts o = {4, m, 0, 0, SCHED_RECOMPUTE_NONE};
     CU_ASSERT_EQUAL_FATAL(sched_gen_shape("1f1b", &o, &sh, &e), PL_OK);
     CU_ASSERT_EQUAL(sh.compute_actions, 8LL * m);
-    int fits = sim_check_memory("1f1b", &sh, SIM_MEM_SIMULATE, &e) == PL_OK;
+    int fits = sim_check_memory("1f1b", &sh, SIM_MEM_SIMULATE, NULL, &e) == PL_OK;
     if (!fits) {
         fprintf(stderr, "\n  skipped: %s\n", e.msg);
         return;

@@ -18,7 +18,7 @@ static sched *gen_lowered(const char *kind, int p, int m, int iters, const int *
     pl_err e;
     pl_err_clear(&e);
     sched_gen_opts o = {p, m, 0, iters, SCHED_RECOMPUTE_NONE};
-    sched *s = sched_gen_replicated(kind, &o, rep, &e);
+    sched *s = sched_gen_replicated(kind, &o, rep, NULL, &e);
     if (!s || sched_validate(s, &e) != PL_OK) {
         fprintf(stderr, "generate %s: %s\n", kind, e.msg);
         CU_FAIL("generate");
@@ -270,7 +270,7 @@ static void test_ones_bit_identical(void) {
     pl_err e;
     pl_err_clear(&e);
     sched_gen_opts o = {4, 8, 0, 0, SCHED_RECOMPUTE_NONE};
-    sched *a = sched_generate("pipedream", &o, &e), *b = sched_gen_replicated("pipedream", &o, ones, &e);
+    sched *a = sched_generate("pipedream", &o, &e), *b = sched_gen_replicated("pipedream", &o, ones, NULL, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     for (int q = 0; q < 4; q++) {

@@ -67,16 +67,16 @@ static void test_replicated_schedule(void) {
     sched *s = lowered("pipedream", 2, 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     sched *before = s;
-    CU_ASSERT_EQUAL(sim_replicated_schedule(NULL, &g, rep, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL(sim_replicated_schedule(NULL, &g, NULL, rep, &s, &e), PL_OK);
     CU_ASSERT_PTR_EQUAL(s, before);
-    CU_ASSERT_EQUAL(sim_replicated_schedule("pipedream", &g, ones, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL(sim_replicated_schedule("pipedream", &g, NULL, ones, &s, &e), PL_OK);
     CU_ASSERT_PTR_EQUAL(s, before);
-    CU_ASSERT_EQUAL(sim_replicated_schedule("pipedream", &g, rep, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL(sim_replicated_schedule("pipedream", &g, NULL, rep, &s, &e), PL_OK);
     CU_ASSERT_EQUAL(s->iterations, SIM_REPLICATED_ITERS_MIN);
     CU_ASSERT_EQUAL(s->lowered, 1);
     CU_ASSERT_EQUAL(s->stages, 2);
     g.iterations = 3;
-    CU_ASSERT_EQUAL(sim_replicated_schedule("pipedream", &g, rep, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL(sim_replicated_schedule("pipedream", &g, NULL, rep, &s, &e), PL_OK);
     CU_ASSERT_EQUAL(s->iterations, 3);
     sched_free(s);
 }
