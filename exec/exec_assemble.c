@@ -20,6 +20,12 @@ void exec_result_free(exec_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+void exec_rank_record_arrays(exec_rank_record *r) {
+    double **arrays[EXEC_REC_ARRAYS] = {&r->pass_start_s, &r->pass_end_s, &r->busy_s, &r->comm_s,
+                                        &r->gemm_s, &r->gemm_flops, &r->span_s};
+    for (int k = 1; k < EXEC_REC_ARRAYS; k++) *arrays[k] = r->pass_start_s + (size_t)k * r->passes;
+}
+
 void exec_rank_record_free(exec_rank_record *r) {
     if (!r) return;
     free(r->pass_start_s);
@@ -213,13 +219,11 @@ static int rank_copy(const exec_rank_record *rec, double base, exec_rank_result 
     return PL_OK;
 }
 
-/* Fills out->loss: each iteration's mean microbatch loss, from the last stage's rank. */
-static void losses(const sched *s, const exec_rank_record *recs, exec_result *out) {
-    const double *loss_mb = recs[s->stage_rank[s->stages - 1]].loss_mb;
-    for (int i = 0; i < out->n_iters; i++) {
+void exec_iteration_losses(const double *loss_mb, int n_iters, int m, double *loss) {
+    for (int i = 0; i < n_iters; i++) {
         double l = 0;
-        for (int j = 0; j < s->microbatches; j++) l += loss_mb[(size_t)i * s->microbatches + j];
-        out->loss[i] = l / s->microbatches;
+        for (int j = 0; j < m; j++) l += loss_mb[(size_t)i * m + j];
+        loss[i] = l / m;
     }
 }
 
@@ -282,7 +286,8 @@ int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *
         rank_times(&recs[r], c->warmup_passes, out, &out->rank[r]);
         rc = rank_copy(&recs[r], base, &out->rank[r], e);
     }
-    if (rc == PL_OK) losses(s, recs, out);
+    if (rc == PL_OK) /* from the rank of the last stage */
+        exec_iteration_losses(recs[s->stage_rank[s->stages - 1]].loss_mb, out->n_iters, s->microbatches, out->loss);
     if (rc == PL_OK && c->return_weights) rc = final_weights(s, c, &d, recs, out, e);
     if (rc == PL_OK) rc = between_profile(c, &d, recs, out, e);
     if (rc) exec_result_free(out);

@@ -14,7 +14,6 @@
 #define EXEC_DEFAULT_LR 0.05
 #define EXEC_DEFAULT_WARMUP_PASSES 1
 #define EXEC_DEFAULT_TIMED_PASSES 5
-#define EXEC_DEFAULT_TIMEOUT_S 60.0
 
 void exec_config_default(exec_config *c) {
     memset(c, 0, sizeof *c);

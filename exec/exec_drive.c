@@ -9,13 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* FLOPs of a block's forward per b h f: two GEMMs of b h f multiply-adds, two FLOPs each. */
+#define FLOPS_PER_BHF 4.0
+/* The peak rate given to the memory prediction's hardware: only bytes are used there. */
+#define MEM_PREDICT_FLOPS 1e12
+
 /* ---------------------------------------------------------------- profile */
 
 int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, const exec_layer_profile *const *rows,
                            pl_buf *out, pl_err *e) {
     exec_dims d;
     exec_dims_of(cfg, &d);
-    double flops = 4.0 * d.b * (double)d.h * d.f;
+    double flops = FLOPS_PER_BHF * d.b * (double)d.h * d.f;
     pl_buf_printf(out, "#@ microbatch_size=%d input_bytes=%zu dtype_bytes=4 name=mlp_h%d_f%d_L%d\n", d.b, p->act_out_bytes,
                   d.h, d.f, cfg->layers);
     pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
@@ -68,8 +73,8 @@ int exec_profile_check(const cost_model *m, const exec_config *cfg, const char *
 void exec_cost_opts(const cost_model *m, const exec_config *cfg, cost_opts *o) {
     cost_opts_init(o, m);
     o->microbatch_size = cfg->microbatch_size;
-    o->grad_bytes_per_param = 4;
-    o->optimizer_bytes_per_param = cfg->momentum != 0.0 ? 4 : 0;
+    o->grad_bytes_per_param = sizeof(float);
+    o->optimizer_bytes_per_param = cfg->momentum != 0.0 ? sizeof(float) : 0;
 }
 
 cost_partition *exec_cost_partition(const sched *s, const exec_config *cfg, pl_err *e) {
@@ -109,17 +114,18 @@ int exec_mem_predict(const sched *s, const exec_config *cfg, cost_memory *out, p
         pl_buf t;
         pl_buf_init(&t);
         pl_buf_printf(&t, "#@ microbatch_size=%d input_bytes=%zu\nlayer,name,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,"
-                          "out_bytes,stash_bytes,w_stash_bytes\n", d.b, (size_t)d.b * d.h * 4);
+                          "out_bytes,stash_bytes,w_stash_bytes\n", d.b, (size_t)d.b * d.h * sizeof(float));
+        size_t stash = ((size_t)d.b * d.h + 2 * (size_t)d.b * d.f) * sizeof(float); /* x, H, gelu(H) */
         for (int k = 0; k < cfg->layers; k++)
-            pl_buf_printf(&t, "%d,block%d,1,1,1,%zu,%zu,%zu,%zu\n", k, k, exec_block_floats(&d) * 4, (size_t)d.b * d.h * 4,
-                          ((size_t)d.b * d.h + 2 * (size_t)d.b * d.f) * 4, ((size_t)d.b * d.h + 2 * (size_t)d.b * d.f) * 4);
+            pl_buf_printf(&t, "%d,block%d,1,1,1,%zu,%zu,%zu,%zu\n", k, k, exec_block_floats(&d) * sizeof(float),
+                          (size_t)d.b * d.h * sizeof(float), stash, stash);
         m = t.failed ? NULL : cost_model_read_csv("mlp", t.data, t.len, e);
         pl_buf_free(&t);
     }
     if (!m) return e->code ? e->code : PL_ENOMEM;
     cost_hw hw;
     cost_hw_init(&hw);
-    hw.peak_flops[COST_FP32] = 1e12; /* only the bytes are used here; times need some rate */
+    hw.peak_flops[COST_FP32] = MEM_PREDICT_FLOPS; /* only the bytes are used here; times need some rate */
     cost_opts o;
     exec_cost_opts(m, cfg, &o);
     cost_partition *p = exec_cost_partition(s, cfg, e);

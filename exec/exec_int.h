@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "exec.h"
 
@@ -15,6 +16,16 @@
 #define EXEC_WHERE_MAX 160
 /* Bytes of a cache line: every buffer of a rank's arena, and every rank's state, starts on one. */
 #define EXEC_LINE_BYTES 64
+/* The longest any blocking wait may last by default (exec_config.timeout_s; also where it is 0). */
+#define EXEC_DEFAULT_TIMEOUT_S 60.0
+/* Receives a rank has posted when its transport first makes room for them (grown by pl_grow). */
+#define EXEC_FIRST_POSTS 8
+/* Bytes of the description of what a rank waits for (the transports' timeouts and reports). */
+#define EXEC_WAIT_TEXT_MAX 200
+#define EXEC_NS_PER_S 1000000000L
+/* How a transport's error begins when the run was stopped by another rank's failure: such an
+ * error is an echo, not a cause (exec_err_aborted). */
+#define EXEC_ABORTED "aborted: "
 
 /* ---------------------------------------------------------------- shapes and math (model.c) */
 
@@ -200,6 +211,11 @@ void exec_prof_worker_free(exec_prof_worker *w);
 /* Gives rank x its worker of the profile between the passes (x->prof; the profile's blocks of
  * its share, `threads` workers in all). Returns PL_OK or the error, naming the rank. */
 int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_err *e);
+/* The kinds of exec_rank_record.prof_s and of the profilers' samples, in order: F, I and W of a
+ * block and microbatch (EXEC_PROF_FIW of them, whose samples come first), STEP of a block, and
+ * the first block's I (I0). */
+enum { EXEC_PROF_F, EXEC_PROF_I, EXEC_PROF_W, EXEC_PROF_STEP, EXEC_PROF_I0 };
+#define EXEC_PROF_FIW EXEC_PROF_STEP
 /* Returns p's time of kind k, in the order of exec_rank_record.prof_s: F, I, W, STEP, I0. */
 static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
     double *const kind[EXEC_PROF_KINDS] = {&p->f_s, &p->i_s, &p->w_s, &p->step_s, &p->i0_s};
@@ -364,5 +380,15 @@ int exec_check_config(const exec_config *c, pl_err *e);
 int exec_check_run(const sched *s, const exec_config *c, int *blocks, pl_err *e);
 /* Returns D, the data set's microbatches: cfg's, or EXEC_DEFAULT_DATASET_MICROBATCHES when 0. */
 int exec_dataset_microbatches(const exec_config *cfg);
+/* Fills loss[n_iters] with each iteration's mean microbatch loss from loss_mb[n_iters m] (the
+ * run's and the reference's). */
+void exec_iteration_losses(const double *loss_mb, int n_iters, int m, double *loss);
+/* Points r's per-pass arrays (pass_end_s ... span_s) into the one block at r->pass_start_s of
+ * EXEC_REC_ARRAYS x r->passes doubles, in exec_rank_record's order (exec_assemble.c). */
+void exec_rank_record_arrays(exec_rank_record *r);
+/* Returns 1 when e is the echo of a run stopped by another failure (EXEC_ABORTED), else 0. */
+static inline int exec_err_aborted(const pl_err *e) {
+    return strncmp(e->msg, EXEC_ABORTED, sizeof EXEC_ABORTED - 1) == 0;
+}
 
 #endif

@@ -12,6 +12,16 @@
 
 /* ---------------------------------------------------------------- random numbers */
 
+/* A uniform double from the top 53 bits of a 64-bit hash. */
+#define DOUBLE_SHIFT 11
+#define TWO_POW_53 9007199254740992.0
+#define TWO_PI 6.283185307179586
+/* The default ffn width per unit of width (f = 4h), and the random streams of a block's
+ * parameters (W1, b1, W2, b2) with the standard deviation of its biases. */
+#define FFN_MULT 4
+enum { STREAM_W1, STREAM_B1, STREAM_W2, STREAM_B2, BLOCK_STREAMS };
+#define BIAS_STD 0.01
+
 /* Returns the splitmix64 successor hash of z: a well-mixed 64-bit value. */
 static uint64_t splitmix64(uint64_t z) {
     z += 0x9e3779b97f4a7c15ULL;
@@ -23,14 +33,14 @@ static uint64_t splitmix64(uint64_t z) {
 /* Returns a uniform number in (0, 1) from the 53 high bits of a hash of (seed, stream, i). */
 static double uniform_at(uint64_t seed, uint64_t stream, uint64_t i) {
     uint64_t z = splitmix64(seed ^ splitmix64(stream ^ splitmix64(i)));
-    return ((double)(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    return ((double)(z >> DOUBLE_SHIFT) + 0.5) * (1.0 / TWO_POW_53);
 }
 
 /* Returns N(0, 1) element i of (seed, stream) by Box-Muller on two independent uniforms, so
  * any element can be generated alone (no sequential state: threads and ranks agree). */
 static double normal_at(uint64_t seed, uint64_t stream, uint64_t i) {
     double u1 = uniform_at(seed, stream, 2 * i), u2 = uniform_at(seed, stream, 2 * i + 1);
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    return sqrt(-2.0 * log(u1)) * cos(TWO_PI * u2);
 }
 
 void exec_fill_normal(uint64_t seed, uint64_t stream, float *x, size_t n) {
@@ -41,7 +51,7 @@ void exec_fill_normal(uint64_t seed, uint64_t stream, float *x, size_t n) {
 
 void exec_dims_of(const exec_config *cfg, exec_dims *d) {
     d->h = cfg->hidden;
-    d->f = cfg->ffn > 0 ? cfg->ffn : 4 * cfg->hidden;
+    d->f = cfg->ffn > 0 ? cfg->ffn : FFN_MULT * cfg->hidden;
     d->b = cfg->microbatch_size;
     d->layers = cfg->layers;
 }
@@ -52,14 +62,14 @@ size_t exec_block_floats(const exec_dims *d) {
 
 void exec_block_init(const exec_dims *d, uint64_t seed, int block, float *p) {
     size_t hf = (size_t)d->h * (size_t)d->f;
-    uint64_t st = 4 * (uint64_t)block;
+    uint64_t st = BLOCK_STREAMS * (uint64_t)block;
     float *w1 = p, *b1 = w1 + hf, *w2 = b1 + d->f, *b2 = w2 + hf;
     double s1 = 1.0 / sqrt((double)d->h);
     double s2 = 1.0 / sqrt(2.0 * (d->layers > 0 ? d->layers : 1) * (double)d->f);
-    for (size_t i = 0; i < hf; i++) w1[i] = (float)(s1 * normal_at(seed, st + 0, i));
-    for (int i = 0; i < d->f; i++) b1[i] = (float)(0.01 * normal_at(seed, st + 1, (uint64_t)i));
-    for (size_t i = 0; i < hf; i++) w2[i] = (float)(s2 * normal_at(seed, st + 2, i));
-    for (int i = 0; i < d->h; i++) b2[i] = (float)(0.01 * normal_at(seed, st + 3, (uint64_t)i));
+    for (size_t i = 0; i < hf; i++) w1[i] = (float)(s1 * normal_at(seed, st + STREAM_W1, i));
+    for (int i = 0; i < d->f; i++) b1[i] = (float)(BIAS_STD * normal_at(seed, st + STREAM_B1, (uint64_t)i));
+    for (size_t i = 0; i < hf; i++) w2[i] = (float)(s2 * normal_at(seed, st + STREAM_W2, i));
+    for (int i = 0; i < d->h; i++) b2[i] = (float)(BIAS_STD * normal_at(seed, st + STREAM_B2, (uint64_t)i));
 }
 
 /* ---------------------------------------------------------------- GEMM clock */
@@ -93,7 +103,9 @@ static void gemm(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N,
 /* Returns tanh(x) in float by a [13/6] rational minimax approximation on [-7.905, 7.905] (the
  * one of Eigen's ptanh_float; outside, tanh is 1 to float precision): max error 4e-7 absolute,
  * 3e-7 relative near 0, i.e. a few ulp. Branch-free, so the GELU loops vectorize; libm's
- * tanhf, called per element, made GELU a fifth of a worker's compute. */
+ * tanhf, called per element, made GELU a fifth of a worker's compute. cuda/cuda_kernels.cu
+ * mirrors it as a device function on purpose: this file is the CPU reference the CUDA backend
+ * is tested against (DESIGN.md §6), and stays plain C. */
 static inline float tanh_fast(float x) {
     const float c = 7.90531110763549805f;
     x = x > c ? c : x;

@@ -44,6 +44,10 @@
 #define PROFILE_SLOTS 4
 /* Most bytes of distinct block weights and gradients profiled (fewer blocks when they are wide). */
 #define PROFILE_MAX_BYTES ((size_t)256 << 20)
+/* Bytes read of the profile CSV's executor line and of a worker's line; a worker line's fields. */
+#define PROF_META_LINE_MAX 256
+#define PROF_WORKER_LINE_MAX 512
+#define PROF_WORKER_FIELDS 6
 
 /* Most cores the concurrent profile uses. */
 #define PROFILE_MAX_THREADS 256
@@ -132,7 +136,7 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->nstep = x->rounds * (size_t)L;
     x->ni0 = x->rounds * S;
     x->mem = pl_calloc(floats, sizeof(float));
-    x->t = pl_calloc(3 * x->ns + x->nstep + x->ni0 + 1, sizeof(double));
+    x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 1, sizeof(double));
     if (!x->mem || !x->t) {
         x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d->h);
         free(x->mem);
@@ -197,14 +201,14 @@ static void prof_round(prof_thread *x) {
                 exec_block_backward_gx(d, w, HD(s, 0), gb + bh, gb);
             }
             double t1 = pl_now_s();
-            if (r >= 0) t[ns + nt + (size_t)s * L + k] = t1 - t0;
-            if (r >= 0 && k == 0) t[3 * ns + x->nstep + (size_t)r * S + s] = tm - t0;
+            if (r >= 0) t[EXEC_PROF_I * ns + nt + (size_t)s * L + k] = t1 - t0;
+            if (r >= 0 && k == 0) t[EXEC_PROF_FIW * ns + x->nstep + (size_t)r * S + s] = tm - t0;
         }
         for (int k = L - 1; k >= 0; k--) {
             double t0 = pl_now_s();
             exec_block_backward_w(d, X(s, k), A(s, k), HD(s, k), gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
             double t1 = pl_now_s();
-            if (r >= 0) t[2 * ns + nt + (size_t)s * L + k] = t1 - t0;
+            if (r >= 0) t[EXEC_PROF_W * ns + nt + (size_t)s * L + k] = t1 - t0;
         }
     }
     /* the optimizer step of each block: the executor's SGD loop (worker.c, do_step), in place */
@@ -218,7 +222,7 @@ static void prof_round(prof_thread *x) {
             gk[i] = 0.0f;
         }
         double t1 = pl_now_s();
-        if (r >= 0) t[3 * ns + (size_t)r * L + k] = t1 - t0;
+        if (r >= 0) t[EXEC_PROF_FIW * ns + (size_t)r * L + k] = t1 - t0;
     }
     if (r >= 0) x->nt += (size_t)S * L;
     /* the next round starts from the same inputs (X(s, 0) is only read) */
@@ -310,10 +314,10 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
     for (int k = 0; k < EXEC_PROF_KINDS; k++) {
         size_t n = 0;
         for (int i = 0; i < threads; i++) {
-            size_t rounds = x[i]->rounds, per = k < 3 ? x[i]->ns : k == 3 ? x[i]->nstep : x[i]->ni0;
+            size_t rounds = x[i]->rounds, per = k < EXEC_PROF_FIW ? x[i]->ns : k == EXEC_PROF_STEP ? x[i]->nstep : x[i]->ni0;
             if (rounds == 0 || per == 0 || !x[i]->t) continue;
             size_t each = per / rounds; /* samples of this kind in one round */
-            const double *t = x[i]->t + (size_t)(k < 3 ? k : 3) * x[i]->ns + (k == 4 ? x[i]->nstep : 0);
+            const double *t = x[i]->t + (size_t)(k < EXEC_PROF_FIW ? k : EXEC_PROF_FIW) * x[i]->ns + (k == EXEC_PROF_I0 ? x[i]->nstep : 0);
             for (size_t r = 0; r < rounds; r++) {
                 double sum = 0;
                 for (size_t j = 0; j < each; j++) sum += t[r * each + j];
@@ -533,7 +537,7 @@ int exec_profile_meta(const char *text, size_t len, int *concurrency, double *st
     size_t kl = strlen(key);
     for (size_t i = 0; i + kl <= len; i++) {
         if ((i == 0 || text[i - 1] == '\n') && memcmp(text + i, key, kl) == 0) {
-            char line[256];
+            char line[PROF_META_LINE_MAX];
             size_t n = 0;
             for (size_t j = i + kl; j < len && text[j] != '\n' && n + 1 < sizeof line; j++) line[n++] = text[j];
             line[n] = '\0';
@@ -555,13 +559,13 @@ int exec_profile_worker_steps(const char *text, size_t len, int ranks, double *s
     for (int q = 0; q < ranks; q++) step_s[q] = -1;
     for (size_t i = 0; i + kl <= len; i++) {
         if ((i > 0 && text[i - 1] != '\n') || memcmp(text + i, key, kl) != 0) continue;
-        char line[512];
+        char line[PROF_WORKER_LINE_MAX];
         size_t n = 0;
         for (size_t j = i + kl - strlen("worker="); j < len && text[j] != '\n' && n + 1 < sizeof line; j++) line[n++] = text[j];
         line[n] = '\0';
         int w = -1, core = 0;
         double f, bi, bw, st;
-        if (sscanf(line, "worker=%d core=%d fwd_s=%lf bwd_in_s=%lf bwd_w_s=%lf step_s=%lf", &w, &core, &f, &bi, &bw, &st) != 6 ||
+        if (sscanf(line, "worker=%d core=%d fwd_s=%lf bwd_in_s=%lf bwd_w_s=%lf step_s=%lf", &w, &core, &f, &bi, &bw, &st) != PROF_WORKER_FIELDS ||
             w < 0 || !(st >= 0) || !isfinite(st))
             return -1;
         if (w >= ranks) return -1; /* measured with more workers than this run has ranks */

@@ -165,11 +165,7 @@ static int ref_versions(const sched *s, const exec_config *c, const exec_dims *d
         size_t pf = (size_t)blocks[q] * nf;
         memcpy(weights + (size_t)b0[q] * nf, ver[q] + (size_t)nst[q] * pf, pf * sizeof(float));
     }
-    for (int64_t i = 0; i < G / m; i++) {
-        double l = 0;
-        for (int j = 0; j < m; j++) l += loss_mb[i * m + j];
-        loss[i] = l / m;
-    }
+    exec_iteration_losses(loss_mb, (int)(G / m), m, loss);
 out:
     if (ver) for (int q = 0; q < Q; q++) free(ver[q]);
     if (acc) for (int q = 0; q < Q; q++) free(acc[q]);

@@ -25,12 +25,31 @@
 #include "exec_int.h"
 #include "platform.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Spinning on a request for its first MPI_SPIN_S seconds, then naps of MPI_NAP_US. */
+#define MPI_SPIN_S 1e-3
+#define MPI_NAP_US 20L
+#define MPI_NS_PER_US 1000L
+/* Ping-pongs per rank of the clock alignment (the one of least round trip counts). */
+#define MPI_CLOCK_PINGS 8
+/* Tags a tag wraps at when MPI_TAG_UB is unknown (the standard's least MPI_TAG_UB + 1). */
+#define MPI_MIN_TAGS 32768L
+/* The per-peer message counts of an endpoint: sent, rcvd, peer_sent. */
+#define MPI_COUNT_ARRAYS 3
+/* Room beyond a message a receive buffer keeps, so that a longer message is seen as longer. */
+#define MPI_RECV_SLACK_BYTES 64
+/* Bytes of the SIGTERM report's head and of the wait it names. */
+#define MPI_TERM_HEAD_MAX 64
+#define MPI_WAIT_KEPT_MAX 224
+/* Tags on the control communicator: the clock's ping-pong, the parts of a record. */
+enum { TAG_PING = 1, TAG_PONG, TAG_REC_HEAD = 10, TAG_REC_ARRAYS, TAG_REC_OPS, TAG_REC_LOSS, TAG_REC_WEIGHTS };
 
 /* One send in flight: its request and its private copy of the data. */
 typedef struct msend {
@@ -61,8 +80,8 @@ typedef struct mend {
                            * so far, and (after a barrier) what each rank sent to this one */
     unsigned char *rbuf;  /* receive buffer of rcap bytes */
     size_t rcap;
-    mpost *post;          /* [npost] receives posted and not completed yet (grown as needed) */
-    int npost, cap_post;
+    mpost *post;          /* [npost] receives posted and not completed yet (grown by pl_grow) */
+    size_t npost, cap_post;
 } mend;
 
 static void (*g_abort_hook)(const pl_err *why);
@@ -70,8 +89,8 @@ static int g_inited; /* 1 when exec_mpi_run called MPI_Init_thread */
 
 /* What this rank waits for now, for the report of a rank that the launcher terminates (when
  * another rank died): written before g_waiting is set, read only by on_term. */
-static char g_term_head[64];           /* "pipelab: rank R terminated by the MPI launcher " */
-static char g_wait_what[224];
+static char g_term_head[MPI_TERM_HEAD_MAX]; /* "pipelab: rank R terminated by the MPI launcher " */
+static char g_wait_what[MPI_WAIT_KEPT_MAX];
 static volatile sig_atomic_t g_waiting;
 
 /* SIGTERM handler of an MPI rank: writes where the rank stood (async-signal-safe: write and
@@ -127,7 +146,7 @@ static int tag_of(const mend *m, exec_msg_key k) {
 
 /* Sleeps about us microseconds (the waits poll). */
 static void nap(long us) {
-    struct timespec ts = {0, us * 1000L};
+    struct timespec ts = {0, us * MPI_NS_PER_US};
     nanosleep(&ts, NULL);
 }
 
@@ -150,7 +169,7 @@ static int wait_poll(mend *m, MPI_Request *req, MPI_Status *st, const char *what
             MPI_Request_free(req);
             return pl_errf(e, PL_EINTERNAL, "timed out after %g s: %s", m->timeout_s, what);
         }
-        if (now - t0 > 1e-3) nap(20); /* after a millisecond of spinning, poll gently */
+        if (now - t0 > MPI_SPIN_S) nap(MPI_NAP_US); /* after a millisecond of spinning, poll gently */
     }
 }
 
@@ -226,13 +245,9 @@ static int recv_done(mend *m, int src, const MPI_Status *st, size_t bytes, pl_er
 static int m_post_recv(exec_transport *t, int src, exec_msg_key key, void *data, size_t bytes, pl_err *e) {
     mend *m = t->impl;
     if (bytes > (size_t)0x7fffffff) return pl_errf(e, PL_EINPUT, "message of %zu bytes is too large", bytes);
-    if (m->npost == m->cap_post) {
-        int nc = m->cap_post ? 2 * m->cap_post : 8;
-        mpost *np = pl_reallocarray(m->post, (size_t)nc, sizeof *np);
-        if (!np) return pl_errf(e, PL_ENOMEM, "out of memory posting a receive");
-        m->post = np;
-        m->cap_post = nc;
-    }
+    mpost *np = pl_grow(m->post, &m->cap_post, m->npost, EXEC_FIRST_POSTS, sizeof *np);
+    if (!np) return pl_errf(e, PL_ENOMEM, "out of memory posting a receive");
+    m->post = np;
     mpost *p = &m->post[m->npost];
     memset(p, 0, sizeof *p);
     p->src = src;
@@ -243,7 +258,7 @@ static int m_post_recv(exec_transport *t, int src, exec_msg_key key, void *data,
     m->npost++;
     rc = MPI_Test(&p->req, &p->done, &p->st);
     if (rc != MPI_SUCCESS) {
-        char msg[MPI_MAX_ERROR_STRING], what[200];
+        char msg[MPI_MAX_ERROR_STRING], what[EXEC_WAIT_TEXT_MAX];
         int len = 0;
         MPI_Error_string(rc, msg, &len);
         wait_what(m, src, key, what, sizeof what);
@@ -257,7 +272,7 @@ static int m_post_recv(exec_transport *t, int src, exec_msg_key key, void *data,
  * completed already; checks its size. Returns PL_OK or an error naming what was awaited. */
 static int m_wait_recv(exec_transport *t, int src, exec_msg_key key, pl_err *e) {
     mend *m = t->impl;
-    int i = 0;
+    size_t i = 0;
     while (i < m->npost && !(m->post[i].src == src && m->post[i].key.kind == key.kind && m->post[i].key.stage == key.stage &&
                              m->post[i].key.mb == key.mb))
         i++;
@@ -268,7 +283,7 @@ static int m_wait_recv(exec_transport *t, int src, exec_msg_key key, pl_err *e) 
     m->post[i] = m->post[--m->npost];
     int rc = PL_OK;
     if (!p.done) {
-        char what[200];
+        char what[EXEC_WAIT_TEXT_MAX];
         wait_what(m, src, key, what, sizeof what);
         rc = wait_req(m, &p.req, &p.st, what, e);
     }
@@ -281,17 +296,17 @@ static int m_wait_recv(exec_transport *t, int src, exec_msg_key key, pl_err *e) 
  * Returns PL_OK or an error naming what was awaited. */
 static int m_recv(exec_transport *t, int src, exec_msg_key key, void *data, size_t bytes, pl_err *e) {
     mend *m = t->impl;
-    if (bytes + 64 > m->rcap) {
-        unsigned char *b = realloc(m->rbuf, bytes + 64);
+    if (bytes + MPI_RECV_SLACK_BYTES > m->rcap) {
+        unsigned char *b = realloc(m->rbuf, bytes + MPI_RECV_SLACK_BYTES);
         if (!b) return pl_errf(e, PL_ENOMEM, "out of memory for a receive of %zu bytes", bytes);
         m->rbuf = b;
-        m->rcap = bytes + 64;
+        m->rcap = bytes + MPI_RECV_SLACK_BYTES;
     }
     MPI_Request req;
     MPI_Status st;
     int rc = MPI_Irecv(m->rbuf, (int)m->rcap, MPI_BYTE, src, tag_of(m, key), m->data, &req);
     if (rc != MPI_SUCCESS) return pl_errf(e, PL_EINTERNAL, "MPI_Irecv from rank %d failed (%d)", src, rc);
-    char what[200];
+    char what[EXEC_WAIT_TEXT_MAX];
     wait_what(m, src, key, what, sizeof what);
     rc = wait_req(m, &req, &st, what, e);
     if (rc) return rc;
@@ -312,7 +327,7 @@ static int exchange_counts(mend *m, const char *when, pl_err *e) {
     MPI_Request req;
     if (MPI_Ialltoall(m->sent, 1, MPI_INT64_T, m->peer_sent, 1, MPI_INT64_T, m->ctl, &req) != MPI_SUCCESS)
         return pl_errf(e, PL_EINTERNAL, "MPI_Ialltoall failed");
-    char what[64];
+    char what[EXEC_WAIT_TEXT_MAX];
     snprintf(what, sizeof what, "rank %d waits at the barrier", m->rank);
     int rc = wait_req(m, &req, MPI_STATUS_IGNORE, what, e);
     if (rc) return rc;
@@ -378,21 +393,21 @@ static void m_finished(exec_transport *t) {
 /* Returns rank r's clock offset to rank 0 (add it to r's times), measured by ping-pong; rank 0
  * gets 0. Every rank calls it for every r (collective over ctl). */
 static double clock_offset(mend *m, int r) {
-    double off = 0, best = 1e30, t;
-    for (int k = 0; k < 8; k++) {
+    double off = 0, best = HUGE_VAL, t;
+    for (int k = 0; k < MPI_CLOCK_PINGS; k++) {
         if (m->rank == 0) {
             double t0 = pl_now_s();
-            MPI_Send(&t0, 1, MPI_DOUBLE, r, 1, m->ctl);
-            MPI_Recv(&t, 1, MPI_DOUBLE, r, 2, m->ctl, MPI_STATUS_IGNORE);
+            MPI_Send(&t0, 1, MPI_DOUBLE, r, TAG_PING, m->ctl);
+            MPI_Recv(&t, 1, MPI_DOUBLE, r, TAG_PONG, m->ctl, MPI_STATUS_IGNORE);
             double t1 = pl_now_s();
             if (t1 - t0 < best) {
                 best = t1 - t0;
                 off = 0.5 * (t0 + t1) - t;
             }
         } else if (m->rank == r) {
-            MPI_Recv(&t, 1, MPI_DOUBLE, 0, 1, m->ctl, MPI_STATUS_IGNORE);
+            MPI_Recv(&t, 1, MPI_DOUBLE, 0, TAG_PING, m->ctl, MPI_STATUS_IGNORE);
             t = pl_now_s();
-            MPI_Send(&t, 1, MPI_DOUBLE, 0, 2, m->ctl);
+            MPI_Send(&t, 1, MPI_DOUBLE, 0, TAG_PONG, m->ctl);
         }
     }
     return off;
@@ -402,7 +417,7 @@ static double clock_offset(mend *m, int r) {
 typedef struct rec_head {
     int64_t passes, n_ops, n_weights, n_loss, core, allocated_bytes, model_peak_bytes, has_prof;
     exec_mem peak;
-    double prof_s[5];
+    double prof_s[EXEC_PROF_KINDS];
 } rec_head;
 
 /* Sends rank m->rank's record to rank 0 (tags 10..15 on ctl). */
@@ -410,11 +425,11 @@ static void send_record(mend *m, const exec_rank_record *r, size_t n_loss) {
     rec_head h = {r->passes, (int64_t)r->n_ops, (int64_t)r->n_weights, (int64_t)n_loss, r->core,
                   (int64_t)r->allocated_bytes, (int64_t)r->model_peak_bytes, r->has_prof, r->peak, {0}};
     memcpy(h.prof_s, r->prof_s, sizeof h.prof_s);
-    MPI_Send(&h, (int)sizeof h, MPI_BYTE, 0, 10, m->ctl);
-    MPI_Send(r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, 0, 11, m->ctl);
-    if (r->n_ops) MPI_Send(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, 0, 12, m->ctl);
-    MPI_Send(r->loss_mb, (int)n_loss, MPI_DOUBLE, 0, 13, m->ctl);
-    MPI_Send(r->weights, (int)r->n_weights, MPI_FLOAT, 0, 14, m->ctl);
+    MPI_Send(&h, (int)sizeof h, MPI_BYTE, 0, TAG_REC_HEAD, m->ctl);
+    MPI_Send(r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, 0, TAG_REC_ARRAYS, m->ctl);
+    if (r->n_ops) MPI_Send(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, 0, TAG_REC_OPS, m->ctl);
+    MPI_Send(r->loss_mb, (int)n_loss, MPI_DOUBLE, 0, TAG_REC_LOSS, m->ctl);
+    MPI_Send(r->weights, (int)r->n_weights, MPI_FLOAT, 0, TAG_REC_WEIGHTS, m->ctl);
 }
 
 /* Receives rank src's record on rank 0 into r (arrays owned by r, exec_rank_record_free).
@@ -422,7 +437,7 @@ static void send_record(mend *m, const exec_rank_record *r, size_t n_loss) {
 static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
     rec_head h;
     memset(r, 0, sizeof *r);
-    MPI_Recv(&h, (int)sizeof h, MPI_BYTE, src, 10, m->ctl, MPI_STATUS_IGNORE);
+    MPI_Recv(&h, (int)sizeof h, MPI_BYTE, src, TAG_REC_HEAD, m->ctl, MPI_STATUS_IGNORE);
     r->rank = src;
     r->passes = (int)h.passes;
     r->n_ops = (size_t)h.n_ops;
@@ -439,16 +454,11 @@ static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
     r->weights = pl_calloc(r->n_weights ? r->n_weights : 1, sizeof(float));
     if (!r->pass_start_s || (r->n_ops && !r->ops) || !r->loss_mb || !r->weights)
         return pl_errf(e, PL_ENOMEM, "out of memory receiving the record of rank %d", src);
-    r->pass_end_s = r->pass_start_s + r->passes;
-    r->busy_s = r->pass_start_s + 2 * r->passes;
-    r->comm_s = r->pass_start_s + 3 * r->passes;
-    r->gemm_s = r->pass_start_s + 4 * r->passes;
-    r->gemm_flops = r->pass_start_s + 5 * r->passes;
-    r->span_s = r->pass_start_s + 6 * r->passes;
-    MPI_Recv(r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, src, 11, m->ctl, MPI_STATUS_IGNORE);
-    if (r->n_ops) MPI_Recv(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, src, 12, m->ctl, MPI_STATUS_IGNORE);
-    MPI_Recv(r->loss_mb, (int)h.n_loss, MPI_DOUBLE, src, 13, m->ctl, MPI_STATUS_IGNORE);
-    MPI_Recv(r->weights, (int)r->n_weights, MPI_FLOAT, src, 14, m->ctl, MPI_STATUS_IGNORE);
+    exec_rank_record_arrays(r);
+    MPI_Recv(r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, src, TAG_REC_ARRAYS, m->ctl, MPI_STATUS_IGNORE);
+    if (r->n_ops) MPI_Recv(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, src, TAG_REC_OPS, m->ctl, MPI_STATUS_IGNORE);
+    MPI_Recv(r->loss_mb, (int)h.n_loss, MPI_DOUBLE, src, TAG_REC_LOSS, m->ctl, MPI_STATUS_IGNORE);
+    MPI_Recv(r->weights, (int)r->n_weights, MPI_FLOAT, src, TAG_REC_WEIGHTS, m->ctl, MPI_STATUS_IGNORE);
     return PL_OK;
 }
 
@@ -489,10 +499,10 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     MPI_Comm_set_errhandler(m.data, MPI_ERRORS_RETURN);
     int *ub = NULL, flag = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
-    m.tag_mod = flag && ub && *ub > 0 ? (long)*ub + 1 : 32768;
+    m.tag_mod = flag && ub && *ub > 0 ? (long)*ub + 1 : MPI_MIN_TAGS;
     m.stages = s->stages;
-    m.timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
-    m.sent = pl_calloc(3 * (size_t)m.size, sizeof *m.sent);
+    m.timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
+    m.sent = pl_calloc(MPI_COUNT_ARRAYS * (size_t)m.size, sizeof *m.sent);
     if (!m.sent) return pl_errf(e, PL_ENOMEM, "out of memory");
     m.rcvd = m.sent + m.size;
     m.peer_sent = m.rcvd + m.size;
@@ -526,8 +536,8 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
         }
         if (rc == PL_OK) rc = exec_assemble(s, cfg, recs, out, e);
         if (rc == PL_OK) {
-            int cpus[1024];
-            out->cores = exec_platform_cores(cpus, 1024);
+            int cpus[EXEC_MAX_CORES];
+            out->cores = exec_platform_cores(cpus, EXEC_MAX_CORES);
         }
         for (int r = 0; r < m.size; r++) exec_rank_record_free(&recs[r]);
     }

@@ -25,6 +25,9 @@
 #include <string.h>
 #include <time.h>
 
+/* A spinning rank reads the clock once every SPIN_CLOCK_MASK + 1 polls of its mailbox. */
+#define SPIN_CLOCK_MASK 255u
+
 /* One stored message. */
 typedef struct tmsg {
     int used;
@@ -57,9 +60,9 @@ typedef struct tbox {
     int wait;              /* W_* */
     int wait_src;          /* W_RECV: the awaited message, W_SEND: the full box's rank */
     exec_msg_key wait_key;
-    tpost *post;           /* [npost] the rank's posted receives (grown as needed) */
-    int npost, cap_post;
-    _Alignas(64) _Atomic uint64_t arrivals; /* messages put in this box so far (own line) */
+    tpost *post;           /* [npost] the rank's posted receives (grown by pl_grow) */
+    size_t npost, cap_post;
+    _Alignas(EXEC_LINE_BYTES) _Atomic uint64_t arrivals; /* messages put in this box so far (own line) */
 } tbox; /* sizeof is a multiple of 64 (the aligned member) */
 
 /* State shared by all endpoints. */
@@ -132,7 +135,7 @@ static int check_stuck(tboard *b) {
     int first = 1;
     for (int r = 0; r < b->p; r++) {
         if (b->box[r].wait == W_NONE || b->box[r].wait == W_DONE) continue;
-        char d[200];
+        char d[EXEC_WAIT_TEXT_MAX];
         describe_wait(b, r, d, sizeof d);
         pl_buf_printf(&m, "%s%s", first ? "" : "; ", d);
         first = 0;
@@ -171,19 +174,19 @@ static struct timespec deadline_of(double timeout_s) {
     clock_gettime(CLOCK_REALTIME, &ts);
     double whole = (double)(long)timeout_s;
     ts.tv_sec += (time_t)whole;
-    ts.tv_nsec += (long)((timeout_s - whole) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    ts.tv_nsec += (long)((timeout_s - whole) * EXEC_NS_PER_S);
+    if (ts.tv_nsec >= EXEC_NS_PER_S) { ts.tv_sec++; ts.tv_nsec -= EXEC_NS_PER_S; }
     return ts;
 }
 
 /* Waits on rank r's condvar until *done() style state changes; returns PL_OK when woken by a
  * state change (the caller rechecks), PL_EINTERNAL on abort or timeout (e filled). mu held. */
 static int wait_locked(tboard *b, int r, const struct timespec *dl, pl_err *e) {
-    if (b->aborted) return pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg);
+    if (b->aborted) return pl_errf(e, PL_EINTERNAL, EXEC_ABORTED "%s", b->why.msg);
     int rc = pthread_cond_timedwait(&b->box[r].cv, &b->mu, dl);
-    if (b->aborted) return pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg);
+    if (b->aborted) return pl_errf(e, PL_EINTERNAL, EXEC_ABORTED "%s", b->why.msg);
     if (rc == ETIMEDOUT) {
-        char d[200];
+        char d[EXEC_WAIT_TEXT_MAX];
         describe_wait(b, r, d, sizeof d);
         pl_errf(e, PL_EINTERNAL, "timed out after %g s: %s", b->timeout_s, d);
         abort_locked(b, e);
@@ -198,7 +201,7 @@ static int spin_until(tboard *b, const _Atomic uint64_t *v, uint64_t old, double
     for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(v, memory_order_acquire) != old || atomic_load_explicit(&b->abort_flag, memory_order_relaxed))
             return 1;
-        if ((i & 255) == 0 && pl_now_s() > until_s) return 0;
+        if ((i & SPIN_CLOCK_MASK) == 0 && pl_now_s() > until_s) return 0;
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
@@ -232,7 +235,7 @@ static int t_send(exec_transport *t, int dst, exec_msg_key key, const void *data
     tbox *x = &b->box[dst];
     if (!b->aborted) {
         /* a receive posted for it: the message goes straight into its buffer */
-        for (int i = 0; i < x->npost; i++) {
+        for (size_t i = 0; i < x->npost; i++) {
             tpost *p = &x->post[i];
             if (p->state != P_WAIT || p->src != en->rank || !key_eq(p->key, key)) continue;
             if (bytes == p->bytes) {
@@ -260,7 +263,7 @@ static int t_send(exec_transport *t, int dst, exec_msg_key key, const void *data
         unblock_locked(b, en->rank);
         if (rc != PL_OK) break;
     }
-    if (rc == PL_OK && b->aborted) rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg);
+    if (rc == PL_OK && b->aborted) rc = pl_errf(e, PL_EINTERNAL, EXEC_ABORTED "%s", b->why.msg);
     if (rc == PL_OK) {
         int i = 0;
         while (x->slot[i].used) i++;
@@ -341,7 +344,7 @@ static int t_recv(exec_transport *t, int src, exec_msg_key key, void *data, size
     int rc = PL_OK;
     double spin_end = b->spin_s > 0 ? pl_now_s() + b->spin_s : 0;
     for (;;) {
-        if (b->aborted) { rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg); break; }
+        if (b->aborted) { rc = pl_errf(e, PL_EINTERNAL, EXEC_ABORTED "%s", b->why.msg); break; }
         int found = find_msg(b, en->rank, src, key);
         if (found >= 0) {
             rc = take_msg(b, en->rank, found, data, bytes, e);
@@ -363,12 +366,11 @@ static int t_post_recv(exec_transport *t, int src, exec_msg_key key, void *data,
     pthread_mutex_lock(&b->mu);
     tbox *x = &b->box[en->rank];
     int rc = PL_OK;
-    if (b->aborted) rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg);
-    if (rc == PL_OK && x->npost == x->cap_post) {
-        int nc = x->cap_post ? 2 * x->cap_post : 8;
-        tpost *np = pl_reallocarray(x->post, (size_t)nc, sizeof *np);
+    if (b->aborted) rc = pl_errf(e, PL_EINTERNAL, EXEC_ABORTED "%s", b->why.msg);
+    if (rc == PL_OK) {
+        tpost *np = pl_grow(x->post, &x->cap_post, x->npost, EXEC_FIRST_POSTS, sizeof *np);
         if (!np) rc = pl_errf(e, PL_ENOMEM, "out of memory posting a receive");
-        else x->post = np, x->cap_post = nc;
+        else x->post = np;
     }
     if (rc == PL_OK) {
         int found = find_msg(b, en->rank, src, key);
@@ -387,7 +389,7 @@ static int t_wait_recv(exec_transport *t, int src, exec_msg_key key, pl_err *e) 
     tboard *b = en->b;
     pthread_mutex_lock(&b->mu);
     tbox *x = &b->box[en->rank];
-    int i = 0;
+    size_t i = 0;
     while (i < x->npost && !(x->post[i].src == src && key_eq(x->post[i].key, key))) i++;
     if (i == x->npost) {
         pthread_mutex_unlock(&b->mu);
@@ -398,7 +400,7 @@ static int t_wait_recv(exec_transport *t, int src, exec_msg_key key, pl_err *e) 
     int rc = PL_OK;
     double spin_end = b->spin_s > 0 ? pl_now_s() + b->spin_s : 0;
     for (;;) {
-        if (b->aborted) { rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg); break; }
+        if (b->aborted) { rc = pl_errf(e, PL_EINTERNAL, EXEC_ABORTED "%s", b->why.msg); break; }
         tpost *p = &x->post[i];
         if (p->state == P_BAD) rc = pl_errf(e, PL_EINPUT, "message from rank %d has %zu bytes, expected %zu", src, p->got, p->bytes);
         if (p->state != P_WAIT) break;
@@ -417,9 +419,9 @@ static int t_barrier(exec_transport *t, pl_err *e) {
     tboard *b = en->b;
     pthread_mutex_lock(&b->mu);
     int rc = PL_OK;
-    if (b->aborted) rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg);
+    if (b->aborted) rc = pl_errf(e, PL_EINTERNAL, EXEC_ABORTED "%s", b->why.msg);
     else if (b->bar_count + 1 == b->p && check_undelivered(b)) {
-        rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg); /* the others wake aborted */
+        rc = pl_errf(e, PL_EINTERNAL, EXEC_ABORTED "%s", b->why.msg); /* the others wake aborted */
     } else if (++b->bar_count == b->p) {
         b->bar_count = 0;
         b->bar_gen++;
@@ -435,7 +437,7 @@ static int t_barrier(exec_transport *t, pl_err *e) {
             pthread_mutex_unlock(&b->mu);
             spin_until(b, &b->bar_gen, gen, pl_now_s() + b->spin_s);
             pthread_mutex_lock(&b->mu);
-            if (b->aborted) rc = pl_errf(e, PL_EINTERNAL, "aborted: %s", b->why.msg);
+            if (b->aborted) rc = pl_errf(e, PL_EINTERNAL, EXEC_ABORTED "%s", b->why.msg);
         }
         while (gen == b->bar_gen && rc == PL_OK) {
             block_locked(b, en->rank, W_BARRIER);
@@ -493,7 +495,7 @@ exec_transport *exec_threads_transport_new(int p, int cap, size_t max_bytes, dou
     b->p = p;
     b->cap = cap;
     b->max_bytes = max_bytes;
-    b->timeout_s = timeout_s > 0 ? timeout_s : 60.0;
+    b->timeout_s = timeout_s > 0 ? timeout_s : EXEC_DEFAULT_TIMEOUT_S;
     b->running = p;
     for (int r = 0; r < p; r++) {
         tbox *x = &b->box[r];

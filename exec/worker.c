@@ -120,7 +120,7 @@ static int do_comm(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
         int fwd = a->kind == SCHED_SEND_F, to = fwd ? s + 1 : s - 1;
         int rc = PL_OK;
         if (fault == SEND_LATE) {
-            struct timespec ts = {0, (long)(SEND_DELAY_S * 1e9)};
+            struct timespec ts = {0, (long)(SEND_DELAY_S * EXEC_NS_PER_S)};
             while (nanosleep(&ts, &ts) != 0) {}
         }
         if (fault != SEND_DROP) {
@@ -203,7 +203,7 @@ static int pend_complete(exec_xrank *x, int i, double *comm) {
     double w1 = pl_now_s();
     *comm += w1 - w0;
     if (rc != PL_OK) {
-        if (strncmp(x->err.msg, "aborted: ", 9) != 0) exec_xrank_at(x, (size_t)p.at, &x->err);
+        if (!exec_err_aborted(&x->err)) exec_xrank_at(x, (size_t)p.at, &x->err);
         return rc;
     }
     x->at = at;
@@ -329,7 +329,7 @@ static void worker_walk(exec_xrank *x) {
             if (x->rc == PL_OK) x->rc = do_action(x, a, fault, &x->err);
             double s1 = pl_now_s();
             if (x->rc != PL_OK) {
-                if (strncmp(x->err.msg, "aborted: ", 9) != 0) {
+                if (!exec_err_aborted(&x->err)) {
                     if (!named) exec_xrank_at(x, k, &x->err);
                     x->t->abort(x->t, &x->err);
                 }
@@ -355,7 +355,7 @@ static void worker_walk(exec_xrank *x) {
          * on the buffers they hold */
         while (x->rc == PL_OK && x->n_pend > 0) {
             x->rc = pend_complete(x, 0, &comm);
-            if (x->rc != PL_OK && strncmp(x->err.msg, "aborted: ", 9) != 0) x->t->abort(x->t, &x->err);
+            if (x->rc != PL_OK && !exec_err_aborted(&x->err)) x->t->abort(x->t, &x->err);
         }
         x->n_pend = 0;
         if (x->rc == PL_OK) x->at = -1;

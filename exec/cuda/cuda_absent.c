@@ -1,5 +1,6 @@
 /* cuda_absent.c: the CUDA backend's entry points in a build without CUDA (no nvcc at configure
- * time, or -DPIPELAB_CUDA=OFF): each one refuses with a message that says so. */
+ * time, or -DPIPELAB_CUDA=OFF): each one refuses with a message that says so (the multi-process
+ * ones: cuda_mpi_absent.c). */
 #include "exec_cuda.h"
 
 #include <string.h>
@@ -21,20 +22,6 @@ int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_e
     (void)s;
     (void)cfg;
     memset(out, 0, sizeof *out);
-    return not_built(e);
-}
-
-int exec_cuda_mpi_available(void) { return 0; }
-
-void exec_cuda_mpi_set_abort_hook(void (*hook)(const pl_err *why)) { (void)hook; }
-
-void exec_cuda_mpi_finalize(void) {}
-
-int exec_cuda_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e) {
-    (void)s;
-    (void)cfg;
-    memset(out, 0, sizeof *out);
-    if (is_root) *is_root = 1;
     return not_built(e);
 }
 

@@ -29,12 +29,17 @@ int cx_cuda_check(cudaError_t st, const char *what, const char *file, int line, 
 
 /* ---------------------------------------------------------------- cuBLAS, loaded at run time */
 
+/* Bytes of the reason a run-time load failed; CUDA_VERSION is major x 1000 + minor x 10. */
+#define CX_WHY_MAX 512
+#define CX_VERSION_MAJOR 1000
+#define CX_VERSION_MINOR 10
+
 #define CX_STR_(x) #x
 #define CX_STR(x) CX_STR_(x)
 
 static struct {
     void *lib;
-    char why[512];
+    char why[CX_WHY_MAX];
     cublasStatus_t (*create)(cublasHandle_t *);
     cublasStatus_t (*destroy)(cublasHandle_t);
     cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
@@ -52,10 +57,10 @@ static void cb_load(void) {
 #ifndef PIPELAB_CUBLAS_DIR
 #define PIPELAB_CUBLAS_DIR "/usr/local/cuda/lib64"
 #endif
-    const char *names[3] = {"libcublas.so." CX_STR(CUBLAS_VER_MAJOR), PIPELAB_CUBLAS_DIR "/libcublas.so." CX_STR(CUBLAS_VER_MAJOR),
-                            "libcublas.so"};
+    const char *names[] = {"libcublas.so." CX_STR(CUBLAS_VER_MAJOR), PIPELAB_CUBLAS_DIR "/libcublas.so." CX_STR(CUBLAS_VER_MAJOR),
+                           "libcublas.so"};
     void *h = NULL;
-    for (int i = 0; i < 3 && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    for (size_t i = 0; i < sizeof names / sizeof *names && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(cb.why, sizeof cb.why, "cannot load %s: %s", names[0], dlerror());
         return;
@@ -229,7 +234,7 @@ typedef CUresult (*pfn_device_get)(CUdevice *, int);
 /* The driver functions green contexts need, fetched once. */
 static struct {
     int tried, ok;
-    char why[256];
+    char why[CX_WHY_MAX];
     pfn_get_res get_res;
     pfn_split split;
     pfn_gen_desc gen_desc;
@@ -250,7 +255,7 @@ static int fetch(const char *sym, void **fn) {
     if (st != cudaSuccess || q != cudaDriverEntryPointSuccess || !*fn) {
         (void)cudaGetLastError();
         snprintf(drv.why, sizeof drv.why, "the CUDA driver has no %s of CUDA %d.%d (green contexts need a driver at least as "
-                 "new as the CUDA pipelab was built with, and 12.4 or newer)", sym, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+                 "new as the CUDA pipelab was built with, and 12.4 or newer)", sym, CUDA_VERSION / CX_VERSION_MAJOR, CUDA_VERSION % CX_VERSION_MAJOR / CX_VERSION_MINOR);
         return -1;
     }
     return 0;
@@ -347,17 +352,16 @@ void cx_green_destroy(cx_green *g) {
 
 /* ---------------------------------------------------------------- the cuBLAS rate */
 
-/* Orders doubles ascending for qsort. */
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+/* The seeds of exec_cuda_gemm_rate's random operands, and its untimed products. */
+#define RATE_SEED_A 11
+#define RATE_SEED_B 12
+#define RATE_WARMUPS 3
 
 /* The body of exec_cuda_gemm_rate on buffers mem (A, B, C fp32 and bf16 copies). */
 static int rate_on(cx_gemm_ctx *g, int m, int n, int k, int reps, float *A, float *B, float *C, uint16_t *Ab,
                    uint16_t *Bb, double *rate, pl_err *e) {
-    CXC(cxk_fill_uniform(g->st, A, (size_t)m * k, 11));
-    CXC(cxk_fill_uniform(g->st, B, (size_t)k * n, 12));
+    CXC(cxk_fill_uniform(g->st, A, (size_t)m * k, RATE_SEED_A));
+    CXC(cxk_fill_uniform(g->st, B, (size_t)k * n, RATE_SEED_B));
     CXC(cxk_to_bf16(g->st, Ab, A, (size_t)m * k));
     CXC(cxk_to_bf16(g->st, Bb, B, (size_t)k * n));
     double *ms = pl_calloc((size_t)reps, sizeof(double));
@@ -369,7 +373,7 @@ static int rate_on(cx_gemm_ctx *g, int m, int n, int k, int reps, float *A, floa
         rc = e->code;
         goto out;
     }
-    for (int i = 0; i < 3 && rc == PL_OK; i++) /* warm-up: handle, heuristics, clocks */
+    for (int i = 0; i < RATE_WARMUPS && rc == PL_OK; i++) /* warm-up: handle, heuristics, clocks */
         rc = cx_gemm(g, 0, 0, m, n, k, A, Ab, k, B, Bb, n, 0.0f, C, n, e);
     for (int i = 0; i < reps && rc == PL_OK; i++) {
         float t = 0;
@@ -381,9 +385,8 @@ static int rate_on(cx_gemm_ctx *g, int m, int n, int k, int reps, float *A, floa
         ms[i] = t;
     }
     if (rc == PL_OK) {
-        qsort(ms, (size_t)reps, sizeof *ms, cmp_d);
-        double med = reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
-        *rate = med > 0 ? 2.0 * m * (double)n * k / (med * 1e-3) : 0;
+        double med = exec_median(ms, (size_t)reps); /* milliseconds */
+        *rate = med > 0 ? CX_FLOPS_PER_FMA * m * (double)n * k / (med * CX_S_PER_MS) : 0;
     }
 out:
     if (e0) cudaEventDestroy(e0);
@@ -416,23 +419,3 @@ int exec_cuda_gemm_rate(int m, int n, int k, exec_precision prec, int reps, doub
     cudaFree(mem);
     return rc;
 }
-
-/* ---------------------------------------------------------------- MPI + NCCL */
-
-#ifndef PIPELAB_CUDA_NCCL /* else cuda_nccl.c */
-int exec_cuda_mpi_available(void) { return 0; }
-
-void exec_cuda_mpi_set_abort_hook(void (*hook)(const pl_err *why)) { (void)hook; }
-
-void exec_cuda_mpi_finalize(void) {}
-
-int exec_cuda_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e) {
-    (void)s;
-    (void)cfg;
-    memset(out, 0, sizeof *out);
-    if (is_root) *is_root = 1;
-    return pl_errf(e, PL_EINPUT, "the CUDA backend over MPI processes is not built in this pipelab (it needs MPI and "
-                                 "nccl.h at configure time); run the CUDA backend with threads in one process "
-                                 "(--transport threads)");
-}
-#endif

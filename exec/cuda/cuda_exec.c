@@ -22,6 +22,17 @@
 #include <string.h>
 #include <time.h>
 
+/* A rank waiting for a message polls its slot CX_WAIT_SPINS times, then naps CX_WAIT_NAP_NS
+ * between polls. */
+#define CX_WAIT_SPINS 2000
+#define CX_WAIT_NAP_NS 20000L
+/* GEMMs of one block per action at most: F 2, I 2 (+2 recomputed), W 2; 8 covers B and OVERLAP. */
+#define CX_GEMMS_PER_BLOCK 8L
+/* The most GEMMs of a pass that are timed (events are made for each). */
+#define CX_MAX_TIMED_GEMMS (1 << 26)
+/* The per-action tables of a rank: send_rank, send_slot, recv_slot. */
+#define CX_ACTION_TABLES 3
+
 /* ---------------------------------------------------------------- barrier and abort */
 
 /* Stops the run: every waiting or later wait fails with why's message. */
@@ -39,7 +50,7 @@ static void cx_abort(cx_shared *sh, const pl_err *why) {
 static int aborted_err(cx_shared *sh, pl_err *e) {
     pthread_mutex_lock(&sh->mu);
     int code = sh->why.code ? sh->why.code : PL_EINTERNAL;
-    pl_errf(e, code, "aborted: %s", sh->why.msg);
+    pl_errf(e, code, EXEC_ABORTED "%s", sh->why.msg);
     pthread_mutex_unlock(&sh->mu);
     return code;
 }
@@ -61,9 +72,9 @@ static int cx_barrier(cx_shared *sh, int r, pl_err *e) {
     }
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    double t = (double)until.tv_sec + until.tv_nsec * 1e-9 + sh->timeout_s;
+    double t = (double)until.tv_sec + until.tv_nsec / (double)EXEC_NS_PER_S + sh->timeout_s;
     until.tv_sec = (time_t)t;
-    until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+    until.tv_nsec = (long)((t - (double)until.tv_sec) * EXEC_NS_PER_S);
     int timed_out = 0;
     while (sh->bar_gen == gen && !atomic_load(&sh->aborted) && !timed_out)
         timed_out = pthread_cond_timedwait(&sh->cv, &sh->mu, &until) != 0 && sh->bar_gen == gen;
@@ -271,8 +282,8 @@ static int wait_box(cx_rank *c, cx_box *b, const sched_action *a, pl_err *e) {
     double t0 = pl_now_s();
     for (long spins = 0; atomic_load_explicit(&b->seq, memory_order_acquire) != want; spins++) {
         if (atomic_load(&c->sh->aborted)) return aborted_err(c->sh, e);
-        if (spins > 2000) {
-            struct timespec ts = {0, 20000};
+        if (spins > CX_WAIT_SPINS) {
+            struct timespec ts = {0, CX_WAIT_NAP_NS};
             nanosleep(&ts, NULL);
             if (pl_now_s() - t0 > c->sh->timeout_s) {
                 int from = a->kind == SCHED_RECV_F ? a->stage - 1 : a->stage + 1;
@@ -354,23 +365,31 @@ static int gemm_bound(const cx_rank *c) {
         if (a->stage >= 0 && a->stage < x->s->stages && x->loc[a->stage] >= 0) nb += x->st[x->loc[a->stage]].nb;
         if (a->kind == SCHED_OVERLAP && a->stage2 >= 0 && a->stage2 < x->s->stages && x->loc[a->stage2] >= 0)
             nb += x->st[x->loc[a->stage2]].nb;
-        n += 8L * nb; /* F 2, I 2 (+2 recomputed), W 2 per block: 8 covers B and OVERLAP */
+        n += CX_GEMMS_PER_BLOCK * nb;
     }
-    return n > 1 << 26 ? 1 << 26 : (int)n;
+    return n > CX_MAX_TIMED_GEMMS ? CX_MAX_TIMED_GEMMS : (int)n;
 }
 
-/* Returns n rounded up to 256 bytes. */
-static size_t al256(size_t n) { return (n + 255) & ~(size_t)255; }
+/* Bytes every part of a rank's device allocation is rounded up to (cudaMalloc's alignment). */
+#define CX_ALLOC_ALIGN ((size_t)256)
+/* Bytes of a bf16 element. */
+#define CX_BF16_BYTES ((size_t)2)
+/* The bf16 operand scratch buffers of a GEMM (A and B, cx_gemm_ctx.bfa and bfb). */
+#define CX_BF16_OPERANDS 2
+#define CX_GIB (1024.0 * 1024.0 * 1024.0)
 
-/* Creates the rank's streams (in its green context when it has one), cuBLAS handle and events,
- * makes its one device allocation, uploads the initial weights and the data it needs, and
- * publishes its receive slots. Runs on the rank's thread. Returns PL_OK or an error. */
-static int cx_setup(cx_rank *c, const exec_data *data, pl_err *e) {
-    exec_xrank *x = &c->x;
-    const exec_config *cfg = x->cfg;
-    const sched_rank *rk = &x->s->rank[x->r];
-    size_t n = rk->n, bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
-    int P = cfg->warmup_passes + cfg->timed_passes;
+/* Returns n rounded up to CX_ALLOC_ALIGN bytes. */
+static size_t al256(size_t n) { return (n + CX_ALLOC_ALIGN - 1) & ~(CX_ALLOC_ALIGN - 1); }
+
+/* The parts of a rank's one device allocation, in bytes (each rounded up by al256). */
+typedef struct cx_parts {
+    size_t arena, verbf, op, x, t, loss, mbox;
+    size_t opn; /* floats of one bf16 operand scratch buffer */
+} cx_parts;
+
+/* Creates the rank's streams (in its green context when it has one) on its device. Returns
+ * PL_OK or an error. */
+static int cx_streams(cx_rank *c, pl_err *e) {
     CXC(cudaSetDevice(c->dev));
     if (c->green_n > 1) {
         if (cx_green_create(c->dev, c->green_n, c->green_i, &c->green, e)) return e->code;
@@ -380,20 +399,36 @@ static int cx_setup(cx_rank *c, const exec_data *data, pl_err *e) {
         CXC(cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking));
         CXC(cudaStreamCreateWithFlags(&c->ms, cudaStreamNonBlocking));
     }
-    /* the one allocation: arena image, bf16 version copies, bf16 operand scratch, data, losses,
-     * receive slots, cuBLAS workspace */
-    int bf16 = cfg->precision == EXEC_PREC_BF16;
+    return PL_OK;
+}
+
+/* Returns the sizes of the parts of rank c's allocation: arena image, bf16 version copies, bf16
+ * operand scratch, data, losses, receive slots. */
+static cx_parts cx_parts_of(const cx_rank *c, const exec_data *data) {
+    const exec_xrank *x = &c->x;
+    const exec_config *cfg = x->cfg;
+    size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
+    int P = cfg->warmup_passes + cfg->timed_passes, bf16 = cfg->precision == EXEC_PREC_BF16;
     int first = x->loc[0] >= 0, lastst = x->loc[x->s->stages - 1] >= 0;
     size_t D = (size_t)data->d, nrecv = (size_t)c->sh->nrecv[x->r];
-    size_t sz_arena = al256(x->arena_bytes), sz_verbf = 0;
+    cx_parts z = {0};
+    z.arena = al256(x->arena_bytes);
     if (bf16)
-        for (int q = 0; q < x->nst; q++) sz_verbf += al256((size_t)x->st[q].ver.cap * x->st[q].ver.stride * 2);
-    size_t opn = bf > bh ? bf : bh;
-    size_t sz_op = bf16 ? 2 * al256(opn * 2) : 0;
-    size_t sz_x = first ? al256(D * bh * sizeof(float)) : 0, sz_t = lastst ? al256(D * bh * sizeof(float)) : 0;
-    size_t sz_loss = al256((size_t)P * x->M * sizeof(double));
-    size_t sz_mbox = al256(nrecv * cx_al64(bh) * sizeof(float));
-    c->dmem_bytes = sz_arena + sz_verbf + sz_op + sz_x + sz_t + sz_loss + sz_mbox + CX_BLAS_WS_BYTES;
+        for (int q = 0; q < x->nst; q++) z.verbf += al256((size_t)x->st[q].ver.cap * x->st[q].ver.stride * CX_BF16_BYTES);
+    z.opn = bf > bh ? bf : bh;
+    z.op = bf16 ? CX_BF16_OPERANDS * al256(z.opn * CX_BF16_BYTES) : 0;
+    z.x = first ? al256(D * bh * sizeof(float)) : 0;
+    z.t = lastst ? al256(D * bh * sizeof(float)) : 0;
+    z.loss = al256((size_t)P * x->M * sizeof(double));
+    z.mbox = al256(nrecv * cx_al64(bh) * sizeof(float));
+    return z;
+}
+
+/* Makes the rank's one device allocation (the parts z, then the cuBLAS workspace) and points
+ * its buffers into it; *ws = the workspace. Returns PL_OK or an error. */
+static int cx_alloc(cx_rank *c, const cx_parts *z, void **ws, pl_err *e) {
+    exec_xrank *x = &c->x;
+    c->dmem_bytes = z->arena + z->verbf + z->op + z->x + z->t + z->loss + z->mbox + CX_BLAS_WS_BYTES;
     void *mem = NULL;
     cudaError_t ast = cudaMalloc(&mem, c->dmem_bytes);
     if (ast != cudaSuccess) {
@@ -401,48 +436,59 @@ static int cx_setup(cx_rank *c, const exec_data *data, pl_err *e) {
         /* cx_rank_body names the rank and GPU */
         return pl_errf(e, PL_ENOMEM, "cannot allocate its %zu bytes (%.2f GiB: weights, gradients, stashes, buffers, data) "
                        "on the GPU: %s; use a smaller --width, --ffn, --depth or --microbatch-size, or more GPUs",
-                       c->dmem_bytes, (double)c->dmem_bytes / (1024.0 * 1024.0 * 1024.0), cudaGetErrorString(ast));
+                       c->dmem_bytes, (double)c->dmem_bytes / CX_GIB, cudaGetErrorString(ast));
     }
     c->dmem = mem;
     char *p = c->dmem;
     c->d_arena = (float *)(void *)p;
-    p += sz_arena;
-    if (bf16) {
+    p += z->arena;
+    if (x->cfg->precision == EXEC_PREC_BF16) {
         c->d_verbf = pl_calloc((size_t)x->nst, sizeof *c->d_verbf);
         if (!c->d_verbf) return pl_errf(e, PL_ENOMEM, "out of memory");
         for (int q = 0; q < x->nst; q++) {
             c->d_verbf[q] = (uint16_t *)(void *)p;
-            p += al256((size_t)x->st[q].ver.cap * x->st[q].ver.stride * 2);
+            p += al256((size_t)x->st[q].ver.cap * x->st[q].ver.stride * CX_BF16_BYTES);
         }
         c->g.bfa = (uint16_t *)(void *)p;
-        c->g.bfb = (uint16_t *)(void *)(p + al256(opn * 2));
-        c->g.bf_cap = opn;
-        p += sz_op;
+        c->g.bfb = (uint16_t *)(void *)(p + al256(z->opn * CX_BF16_BYTES));
+        c->g.bf_cap = z->opn;
+        p += z->op;
     }
-    c->d_x = first ? (float *)(void *)p : NULL;
-    p += sz_x;
-    c->d_t = lastst ? (float *)(void *)p : NULL;
-    p += sz_t;
+    c->d_x = z->x ? (float *)(void *)p : NULL;
+    p += z->x;
+    c->d_t = z->t ? (float *)(void *)p : NULL;
+    p += z->t;
     c->d_loss = (double *)(void *)p;
-    p += sz_loss;
+    p += z->loss;
     c->d_mbox = (float *)(void *)p;
-    p += sz_mbox;
-    void *ws = p;
-    /* contents: the arena as exec_xrank_init laid it out (initial weights, zeroed gradients) */
+    p += z->mbox;
+    *ws = p;
+    return PL_OK;
+}
+
+/* Uploads the arena as exec_xrank_init laid it out (initial weights, zeroed gradients), the
+ * data the rank's stages read, zeroed losses and the bf16 version copies; waits for them.
+ * Returns PL_OK or an error. */
+static int cx_upload(cx_rank *c, const exec_data *data, const cx_parts *z, pl_err *e) {
+    exec_xrank *x = &c->x;
+    size_t xbytes = (size_t)data->d * (size_t)x->d.b * x->d.h * sizeof(float);
     CXC(cudaMemcpyAsync(c->d_arena, x->arena, x->arena_bytes, cudaMemcpyHostToDevice, c->cs));
-    if (first) CXC(cudaMemcpyAsync(c->d_x, data->x, D * bh * sizeof(float), cudaMemcpyHostToDevice, c->cs));
-    if (lastst) CXC(cudaMemcpyAsync(c->d_t, data->t, D * bh * sizeof(float), cudaMemcpyHostToDevice, c->cs));
-    CXC(cudaMemsetAsync(c->d_loss, 0, sz_loss, c->cs));
-    if (bf16)
+    if (c->d_x) CXC(cudaMemcpyAsync(c->d_x, data->x, xbytes, cudaMemcpyHostToDevice, c->cs));
+    if (c->d_t) CXC(cudaMemcpyAsync(c->d_t, data->t, xbytes, cudaMemcpyHostToDevice, c->cs));
+    CXC(cudaMemsetAsync(c->d_loss, 0, z->loss, c->cs));
+    if (c->d_verbf)
         for (int q = 0; q < x->nst; q++)
             CXC(cxk_to_bf16(c->cs, c->d_verbf[q], dslot(c, &x->st[q].ver, 0), (size_t)x->st[q].ver.cap * x->st[q].ver.stride));
     CXC(cudaStreamSynchronize(c->cs));
-    /* cuBLAS on the compute stream, with its workspace from the allocation */
-    if (cx_blas_create(&c->blas, c->cs, e) || cx_blas_workspace(c->blas, ws, CX_BLAS_WS_BYTES, e)) return e->code;
-    c->g.h = c->blas;
-    c->g.st = c->cs;
-    c->g.prec = cfg->precision;
-    /* events */
+    return PL_OK;
+}
+
+/* Creates the rank's events: start and end of each action, SEND arrivals, send slots' copies,
+ * GEMM timing, pass start and end. Returns PL_OK or an error. */
+static int cx_events(cx_rank *c, pl_err *e) {
+    exec_xrank *x = &c->x;
+    const sched_rank *rk = &x->s->rank[x->r];
+    size_t n = rk->n;
     c->ev_act = pl_calloc(2 * (n ? n : 1), sizeof *c->ev_act);
     c->ev_send = pl_calloc(n ? n : 1, sizeof *c->ev_send);
     c->ev_out = pl_calloc((size_t)x->out.cap, sizeof *c->ev_out);
@@ -462,11 +508,15 @@ static int cx_setup(cx_rank *c, const exec_data *data, pl_err *e) {
     CXC(cudaEventCreateWithFlags(&c->ev_join, cudaEventDisableTiming));
     c->g.ev = c->ev_gemm;
     c->g.cap_ev = c->cap_gemm;
-#ifdef PIPELAB_CUDA_NCCL
-    if (c->nccl) return cx_nccl_setup(c, e); /* no shared slots: NCCL moves the data */
-#endif
-    /* publish: this rank's receive slots, and the events of its sends in its receivers' slots */
-    for (size_t k = 0; k < n; k++) {
+    return PL_OK;
+}
+
+/* Publishes this rank's receive slots, and the events of its sends in its receivers' slots. */
+static void cx_publish(cx_rank *c) {
+    exec_xrank *x = &c->x;
+    const sched_rank *rk = &x->s->rank[x->r];
+    size_t bh = (size_t)x->d.b * x->d.h;
+    for (size_t k = 0; k < rk->n; k++) {
         const sched_action *a = &rk->acts[k];
         if (a->kind == SCHED_RECV_F || a->kind == SCHED_RECV_B) {
             cx_box *b = &c->sh->box[x->r][c->recv_slot[k]];
@@ -476,6 +526,26 @@ static int cx_setup(cx_rank *c, const exec_data *data, pl_err *e) {
             c->sh->box[c->send_rank[k]][c->send_slot[k]].arrived = c->ev_send[k];
         }
     }
+}
+
+/* Creates the rank's streams (in its green context when it has one), cuBLAS handle and events,
+ * makes its one device allocation, uploads the initial weights and the data it needs, and
+ * publishes its receive slots. Runs on the rank's thread. Returns PL_OK or an error. */
+static int cx_setup(cx_rank *c, const exec_data *data, pl_err *e) {
+    if (cx_streams(c, e) != PL_OK) return e->code;
+    cx_parts z = cx_parts_of(c, data);
+    void *ws = NULL;
+    if (cx_alloc(c, &z, &ws, e) != PL_OK || cx_upload(c, data, &z, e) != PL_OK) return e->code;
+    /* cuBLAS on the compute stream, with its workspace from the allocation */
+    if (cx_blas_create(&c->blas, c->cs, e) || cx_blas_workspace(c->blas, ws, CX_BLAS_WS_BYTES, e)) return e->code;
+    c->g.h = c->blas;
+    c->g.st = c->cs;
+    c->g.prec = c->x.cfg->precision;
+    if (cx_events(c, e) != PL_OK) return e->code;
+#ifdef PIPELAB_CUDA_NCCL
+    if (c->nccl) return cx_nccl_setup(c, e); /* no shared slots: NCCL moves the data */
+#endif
+    cx_publish(c);
     return PL_OK;
 }
 
@@ -489,8 +559,8 @@ void cx_teardown(cx_rank *c) {
         for (int o = 0; o < c->x.out.cap; o++) if (c->ev_out[o]) cudaEventDestroy(c->ev_out[o]);
     if (c->ev_gemm)
         for (int k = 0; k < 2 * c->cap_gemm; k++) if (c->ev_gemm[k]) cudaEventDestroy(c->ev_gemm[k]);
-    cudaEvent_t ev[4] = {c->ev_p0, c->ev_end, c->ev_tmp, c->ev_join};
-    for (int k = 0; k < 4; k++) if (ev[k]) cudaEventDestroy(ev[k]);
+    cudaEvent_t ev[] = {c->ev_p0, c->ev_end, c->ev_tmp, c->ev_join};
+    for (size_t k = 0; k < sizeof ev / sizeof *ev; k++) if (ev[k]) cudaEventDestroy(ev[k]);
 #ifdef PIPELAB_CUDA_NCCL
     if (c->nccl) cx_nccl_teardown(c);
 #endif
@@ -546,8 +616,8 @@ static int pass_times(cx_rank *c, double th0, pl_err *e) {
     double busy = 0, comm = 0, gs = 0, first = -1, last = -1;
     for (size_t k = 0; k < rk->n && rc == PL_OK; k++) {
         const sched_action *a = &rk->acts[k];
-        double t0 = ms_between(c->ev_p0, c->ev_act[2 * k], &rc, e) * 1e-3;
-        double t1 = ms_between(c->ev_p0, c->ev_act[2 * k + 1], &rc, e) * 1e-3;
+        double t0 = ms_between(c->ev_p0, c->ev_act[2 * k], &rc, e) * CX_S_PER_MS;
+        double t1 = ms_between(c->ev_p0, c->ev_act[2 * k + 1], &rc, e) * CX_S_PER_MS;
         if (sched_kind_is_compute((sched_kind)a->kind)) {
             busy += t1 - t0;
             if (first < 0) first = t0;
@@ -563,8 +633,8 @@ static int pass_times(cx_rank *c, double th0, pl_err *e) {
             op->end_s = th0 + t1;
         }
     }
-    for (int i = 0; i < c->g.n_ev && rc == PL_OK; i++) gs += ms_between(c->ev_gemm[2 * i], c->ev_gemm[2 * i + 1], &rc, e) * 1e-3;
-    double tend = ms_between(c->ev_p0, c->ev_end, &rc, e) * 1e-3;
+    for (int i = 0; i < c->g.n_ev && rc == PL_OK; i++) gs += ms_between(c->ev_gemm[2 * i], c->ev_gemm[2 * i + 1], &rc, e) * CX_S_PER_MS;
+    double tend = ms_between(c->ev_p0, c->ev_end, &rc, e) * CX_S_PER_MS;
     if (rc) return rc;
     x->pass_start_s[x->pass] = th0;
     x->pass_end_s[x->pass] = th0 + tend;
@@ -608,7 +678,7 @@ static int run_pass(cx_rank *c, pl_err *e) {
             if (rc == PL_OK) rc = cx_cuda_check(cudaStreamSynchronize(c->ms), "the action's copies (communication stream)", __FILE__, __LINE__, e);
         }
         if (rc != PL_OK) {
-            if (strncmp(e->msg, "aborted: ", 9) != 0) where(c, k, e);
+            if (!exec_err_aborted(e)) where(c, k, e);
             return rc;
         }
     }
@@ -665,7 +735,7 @@ static void *cx_main(void *arg) {
     cx_arg *ca = arg;
     cx_rank *c = ca->c;
     cx_rank_body(c, ca->data);
-    if (c->rc && strncmp(c->err.msg, "aborted: ", 9) != 0) cx_abort(c->sh, &c->err);
+    if (c->rc && !exec_err_aborted(&c->err)) cx_abort(c->sh, &c->err);
     if (c->cs) (void)cudaStreamSynchronize(c->cs);
     if (c->ms) (void)cudaStreamSynchronize(c->ms);
     (void)cudaGetLastError();
@@ -741,7 +811,7 @@ int cx_setup_rank(cx_rank *c, int r, const sched *s, const exec_config *cfg, con
     int rc = exec_xrank_setup(&c->x, r, s, cfg, blocks, data, loss_mb, e);
     if (rc) return rc;
     size_t n = s->rank[r].n ? s->rank[r].n : 1;
-    c->send_rank = pl_calloc(3 * n, sizeof(int));
+    c->send_rank = pl_calloc(CX_ACTION_TABLES * n, sizeof(int));
     if (!c->send_rank) return pl_errf(e, PL_ENOMEM, "out of memory");
     c->send_slot = c->send_rank + n;
     c->recv_slot = c->send_rank + 2 * n;
@@ -773,8 +843,32 @@ static int enable_peers(int G, pl_err *e) {
     return PL_OK;
 }
 
-int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e) {
-    memset(out, 0, sizeof *out);
+void cx_result_device(exec_result *out, const exec_config *cfg, const char *desc) {
+    out->backend = "cuda";
+    out->precision = exec_precision_name(cfg->precision);
+    out->blas = "cublas";
+    size_t dl = strlen(desc) < sizeof out->device ? strlen(desc) : sizeof out->device - 1;
+    memcpy(out->device, desc, dl);
+    out->device[dl] = '\0';
+}
+
+/* What exec_cuda_run holds while it runs: the GPUs, the split, the shared data and losses, the
+ * ranks, their records and threads, and what the rank threads share. */
+typedef struct cx_run {
+    int p, G;              /* ranks, GPUs used */
+    int *blocks;           /* [stages] */
+    exec_data data;
+    double *loss_mb;       /* [passes * iterations * m] */
+    cx_rank *cr;           /* [p] */
+    cx_arg *args;          /* [p] */
+    exec_rank_record *recs;/* [p] */
+    pthread_t *th;         /* [p] */
+    cx_shared sh;
+} cx_run;
+
+/* The checks before anything is allocated: a lowered, valid schedule, the configuration, the
+ * GPUs (run->G), green contexts when asked, the split and the host memory. PL_OK or the error. */
+static int cx_run_check(const sched *s, const exec_config *cfg, cx_run *run, pl_err *e) {
     if (!s->lowered) return pl_errf(e, PL_EINPUT, "the executor runs lowered schedules (lower it first)");
     int rc = cx_check_config(cfg, e);
     if (rc) return rc;
@@ -783,108 +877,142 @@ int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_e
     if (ndev < 1) return e->code;
     if (cfg->cuda_devices > ndev)
         return pl_errf(e, PL_EINPUT, "%d GPUs asked for, %d visible", cfg->cuda_devices, ndev);
-    int p = s->ranks, G = cfg->cuda_devices > 0 ? cfg->cuda_devices : ndev;
-    if (G > p) G = p;
-    if (cfg->sm_split && p > G && cx_green_init(e) != PL_OK) return e->code;
-    int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
-    if (!blocks) return pl_errf(e, PL_ENOMEM, "out of memory");
-    rc = exec_stage_blocks(s, cfg, blocks, e);
-    if (rc == PL_OK) rc = exec_check_memory(s, cfg, blocks, -1, e);
-    if (rc) { free(blocks); return rc; }
-    exec_blas_init();
-    int P = cfg->warmup_passes + cfg->timed_passes, it = sched_iterations(s), M = s->microbatches * it;
-    exec_data data;
-    memset(&data, 0, sizeof data);
-    double *loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
-    cx_rank *cr = aligned_alloc(_Alignof(cx_rank), (size_t)p * sizeof *cr);
-    if (cr) memset(cr, 0, (size_t)p * sizeof *cr);
-    cx_arg *args = pl_calloc((size_t)p, sizeof *args);
-    exec_rank_record *recs = pl_calloc((size_t)p, sizeof *recs);
-    pthread_t *th = pl_calloc((size_t)p, sizeof *th);
-    cx_shared sh;
-    memset(&sh, 0, sizeof sh);
-    sh.p = p;
-    sh.timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
-    sh.box = pl_calloc((size_t)p, sizeof *sh.box);
-    sh.nrecv = pl_calloc((size_t)p, sizeof *sh.nrecv);
-    pthread_mutex_init(&sh.mu, NULL);
-    pthread_cond_init(&sh.cv, NULL);
-    int started = 0;
-    if (!loss_mb || !cr || !args || !recs || !th || !sh.box || !sh.nrecv) { rc = pl_errf(e, PL_ENOMEM, "out of memory"); goto done; }
-    rc = exec_data_build(cfg, &data, e);
-    if (rc) goto done;
+    run->G = cfg->cuda_devices > 0 ? cfg->cuda_devices : ndev;
+    if (run->G > run->p) run->G = run->p;
+    if (cfg->sm_split && run->p > run->G && cx_green_init(e) != PL_OK) return e->code;
+    run->blocks = pl_calloc((size_t)s->stages, sizeof *run->blocks);
+    if (!run->blocks) return pl_errf(e, PL_ENOMEM, "out of memory");
+    rc = exec_stage_blocks(s, cfg, run->blocks, e);
+    if (rc == PL_OK) rc = exec_check_memory(s, cfg, run->blocks, -1, e);
+    return rc;
+}
+
+/* Allocates the run's arrays and shared state, builds the data set, sets up every rank on its
+ * GPU (and SM share) and plans the transfers. Returns PL_OK or the error. */
+static int cx_run_setup(const sched *s, const exec_config *cfg, cx_run *run, pl_err *e) {
+    int p = run->p, G = run->G, P = cfg->warmup_passes + cfg->timed_passes, M = s->microbatches * sched_iterations(s);
+    run->loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
+    run->cr = aligned_alloc(_Alignof(cx_rank), (size_t)p * sizeof *run->cr);
+    if (run->cr) memset(run->cr, 0, (size_t)p * sizeof *run->cr);
+    run->args = pl_calloc((size_t)p, sizeof *run->args);
+    run->recs = pl_calloc((size_t)p, sizeof *run->recs);
+    run->th = pl_calloc((size_t)p, sizeof *run->th);
+    cx_shared *sh = &run->sh;
+    sh->p = p;
+    sh->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
+    sh->box = pl_calloc((size_t)p, sizeof *sh->box);
+    sh->nrecv = pl_calloc((size_t)p, sizeof *sh->nrecv);
+    pthread_mutex_init(&sh->mu, NULL);
+    pthread_cond_init(&sh->cv, NULL);
+    if (!run->loss_mb || !run->cr || !run->args || !run->recs || !run->th || !sh->box || !sh->nrecv)
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = exec_data_build(cfg, &run->data, e);
     for (int r = 0; r < p && rc == PL_OK; r++) {
-        rc = cx_setup_rank(&cr[r], r, s, cfg, blocks, &data, loss_mb, e);
-        cr[r].sh = &sh;
-        cr[r].dev = r % G;
+        cx_rank *c = &run->cr[r];
+        rc = cx_setup_rank(c, r, s, cfg, run->blocks, &run->data, run->loss_mb, e);
+        c->sh = sh;
+        c->dev = r % G;
         int share = p / G + (r % G < p % G ? 1 : 0); /* ranks on this GPU */
-        cr[r].green_n = cfg->sm_split && share > 1 ? share : 0;
-        cr[r].green_i = r / G;
+        c->green_n = cfg->sm_split && share > 1 ? share : 0;
+        c->green_i = r / G;
     }
-    if (rc == PL_OK) rc = plan_comm(s, cr, &sh, e);
+    if (rc == PL_OK) rc = plan_comm(s, run->cr, sh, e);
     if (rc == PL_OK) rc = enable_peers(G, e);
-    if (rc) goto done;
+    return rc;
+}
+
+/* Starts one thread per rank and joins them; returns PL_OK when every rank finished, else the
+ * first failure's code and message (the abort reason, or a rank's own error). */
+static int cx_run_threads(cx_run *run, pl_err *e) {
+    int p = run->p, started = 0;
     for (int r = 0; r < p; r++) {
-        args[r].c = &cr[r];
-        args[r].data = &data;
-        if (pthread_create(&th[r], NULL, cx_main, &args[r]) != 0) {
+        run->args[r].c = &run->cr[r];
+        run->args[r].data = &run->data;
+        if (pthread_create(&run->th[r], NULL, cx_main, &run->args[r]) != 0) {
             pl_err why;
             pl_errf(&why, PL_EINTERNAL, "cannot start the thread of rank %d", r);
-            cx_abort(&sh, &why);
-            cx_exit_wait_none(&sh, p - r); /* the ranks never started count as done */
+            cx_abort(&run->sh, &why);
+            cx_exit_wait_none(&run->sh, p - r); /* the ranks never started count as done */
             break;
         }
         started++;
     }
-    for (int r = 0; r < started; r++) pthread_join(th[r], NULL);
-    if (atomic_load(&sh.aborted)) {
-        rc = sh.why.code ? sh.why.code : PL_EINTERNAL;
-        pl_errf(e, rc, "%s", sh.why.msg);
-        pl_err_set_rank(e, pl_err_rank(&sh.why));
-        goto done;
+    for (int r = 0; r < started; r++) pthread_join(run->th[r], NULL);
+    if (atomic_load(&run->sh.aborted)) {
+        int rc = run->sh.why.code ? run->sh.why.code : PL_EINTERNAL;
+        pl_errf(e, rc, "%s", run->sh.why.msg);
+        pl_err_set_rank(e, pl_err_rank(&run->sh.why));
+        return rc;
     }
     for (int r = 0; r < p; r++)
-        if (cr[r].rc) { rc = cr[r].rc; *e = cr[r].err; goto done; }
-    for (int r = 0; r < p && rc == PL_OK; r++) rc = cx_record_of(&cr[r], loss_mb, &recs[r], e);
-    if (rc == PL_OK) rc = exec_assemble(s, cfg, recs, out, e);
-    if (rc == PL_OK) {
-        char name[96] = "";
-        int sms = 0;
-        pl_err ig;
-        cx_device_props(0, name, sizeof name, &sms, &ig);
-        out->backend = "cuda";
-        out->precision = exec_precision_name(cfg->precision);
-        out->blas = "cublas";
-        out->cores = 0;
-        int per = (p + G - 1) / G;
-        char dv[256];
-        snprintf(dv, sizeof dv, "%.64s x%d, %d SMs each, %d rank%s per GPU%s", name, G, sms, per, per == 1 ? "" : "s",
-                 cfg->sm_split && per > 1 ? ", SMs split (green contexts)" : "");
-        size_t dl = strlen(dv) < sizeof out->device ? strlen(dv) : sizeof out->device - 1;
-        memcpy(out->device, dv, dl);
-        out->device[dl] = '\0';
-        if (per > 1 && !cfg->sm_split)
-            snprintf(out->warning, sizeof out->warning,
-                     "%d ranks share each GPU without --sm-split: their kernels compete for the same SMs", per);
+        if (run->cr[r].rc) {
+            *e = run->cr[r].err;
+            return run->cr[r].rc;
+        }
+    return PL_OK;
+}
+
+/* Assembles the ranks' records into out and describes the GPUs that ran it. PL_OK or the error. */
+static int cx_run_results(const sched *s, const exec_config *cfg, cx_run *run, exec_result *out, pl_err *e) {
+    int p = run->p, G = run->G, rc = PL_OK;
+    for (int r = 0; r < p && rc == PL_OK; r++) rc = cx_record_of(&run->cr[r], run->loss_mb, &run->recs[r], e);
+    if (rc == PL_OK) rc = exec_assemble(s, cfg, run->recs, out, e);
+    if (rc != PL_OK) return rc;
+    char name[CX_NAME_MAX] = "";
+    int sms = 0;
+    pl_err ig;
+    cx_device_props(0, name, sizeof name, &sms, &ig);
+    int per = (p + G - 1) / G;
+    char dv[CX_DEVICE_TEXT_MAX];
+    snprintf(dv, sizeof dv, "%.64s x%d, %d SMs each, %d rank%s per GPU%s", name, G, sms, per, per == 1 ? "" : "s",
+             cfg->sm_split && per > 1 ? ", SMs split (green contexts)" : "");
+    cx_result_device(out, cfg, dv);
+    out->cores = 0;
+    if (per > 1 && !cfg->sm_split)
+        snprintf(out->warning, sizeof out->warning,
+                 "%d ranks share each GPU without --sm-split: their kernels compete for the same SMs", per);
+    return PL_OK;
+}
+
+/* Frees what the run held (its mutex and condition variable once set up). */
+static void cx_run_free(cx_run *run, int shared) {
+    int p = run->p;
+    if (run->cr)
+        for (int r = 0; r < p; r++) cx_free_rank(&run->cr[r]);
+    if (run->recs)
+        for (int r = 0; r < p; r++) exec_rank_record_free(&run->recs[r]);
+    if (run->sh.box)
+        for (int r = 0; r < p; r++) free(run->sh.box[r]);
+    free(run->sh.box);
+    free(run->sh.nrecv);
+    if (shared) {
+        pthread_mutex_destroy(&run->sh.mu);
+        pthread_cond_destroy(&run->sh.cv);
     }
-done:
-    if (cr)
-        for (int r = 0; r < p; r++) cx_free_rank(&cr[r]);
-    if (recs)
-        for (int r = 0; r < p; r++) exec_rank_record_free(&recs[r]);
-    if (sh.box)
-        for (int r = 0; r < p; r++) free(sh.box[r]);
-    free(sh.box);
-    free(sh.nrecv);
-    pthread_mutex_destroy(&sh.mu);
-    pthread_cond_destroy(&sh.cv);
-    exec_data_free(&data);
-    free(cr);
-    free(args);
-    free(recs);
-    free(th);
-    free(loss_mb);
-    free(blocks);
+    exec_data_free(&run->data);
+    free(run->cr);
+    free(run->args);
+    free(run->recs);
+    free(run->th);
+    free(run->loss_mb);
+    free(run->blocks);
+}
+
+int exec_cuda_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    cx_run run;
+    memset(&run, 0, sizeof run);
+    run.p = s->ranks;
+    int rc = cx_run_check(s, cfg, &run, e);
+    if (rc) {
+        cx_run_free(&run, 0);
+        return rc;
+    }
+    exec_blas_init();
+    rc = cx_run_setup(s, cfg, &run, e);
+    if (rc == PL_OK) rc = cx_run_threads(&run, e);
+    if (rc == PL_OK) rc = cx_run_results(s, cfg, &run, out, e);
+    cx_run_free(&run, 1);
     if (rc != PL_OK) exec_result_free(out);
     return rc;
 }

@@ -94,6 +94,9 @@ int cx_rank_body(cx_rank *c, const exec_data *data);
 void cx_teardown(cx_rank *c);
 /* Moves what rank c measured and holds into rec. */
 int cx_record_of(cx_rank *c, const double *loss_mb, exec_rank_record *rec, pl_err *e);
+/* Marks out as the CUDA backend's (backend, precision, BLAS) run on the GPUs described by desc
+ * (cut to exec_result.device's size). */
+void cx_result_device(exec_result *out, const exec_config *cfg, const char *desc);
 
 /* ---------------------------------------------------------------- NCCL (cuda_nccl.c) */
 

@@ -12,6 +12,12 @@
 #include "pl_common.h"
 
 #define CXK_MSE_THREADS 256
+/* Seconds of a millisecond (CUDA events measure milliseconds), and the FLOPs of a multiply-add. */
+#define CX_S_PER_MS 1e-3
+#define CX_FLOPS_PER_FMA 2.0
+/* Bytes of a GPU's name, and of the description of the GPUs a run used (exec_result.device). */
+#define CX_NAME_MAX 96
+#define CX_DEVICE_TEXT_MAX 256
 
 #ifdef __cplusplus
 extern "C" {

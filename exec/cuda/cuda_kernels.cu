@@ -8,11 +8,23 @@
 
 #include "cuda_int.h"
 
+/* Threads per block of the elementwise kernels and of the column sums; the most blocks a
+ * grid-stride launch uses. */
+#define CXK_THREADS 256u
+#define CXK_COLSUM_THREADS 128u
+#define CXK_MAX_BLOCKS (65535u * 8u)
+/* A uniform double from the top 53 bits of a 64-bit hash (splitmix64, as model.c). */
+#define CXK_DOUBLE_SHIFT 11
+#define CXK_TWO_POW_53 9007199254740992.0
+
 #define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_C 0.044715f
 
 /* tanh by the rational approximation the CPU model uses (model.c), so that both backends
- * compute the same GELU to a few ulp and differ only in the GEMMs' summation order. */
+ * compute the same GELU to a few ulp and differ only in the GEMMs' summation order. A mirror,
+ * not a copy to remove: model.c is the plain-C reference this kernel is tested against
+ * (tests/exec_cuda, DESIGN.md §6), and a __device__ function cannot live in it without making
+ * the CPU reference CUDA code; the coefficients must stay equal to model.c's. */
 __device__ __forceinline__ static float tanh_fast(float x) {
     const float c = 7.90531110763549805f;
     x = fminf(fmaxf(x, -c), c);
@@ -44,7 +56,7 @@ __device__ __forceinline__ static float gelu_grad(float x) {
 /* Returns the grid size for n elements at `threads` per block, capped (grid-stride loops). */
 static unsigned grid_for(size_t n, unsigned threads) {
     size_t g = (n + threads - 1) / threads;
-    if (g > 65535u * 8u) g = 65535u * 8u;
+    if (g > CXK_MAX_BLOCKS) g = CXK_MAX_BLOCKS;
     return g ? (unsigned)g : 1u;
 }
 
@@ -134,7 +146,7 @@ __global__ static void k_fill_uniform(float *x, size_t n, unsigned long long see
         z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
         z ^= z >> 31;
-        x[i] = (float)((double)(z >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+        x[i] = (float)((double)(z >> CXK_DOUBLE_SHIFT) * (2.0 / CXK_TWO_POW_53) - 1.0);
     }
 }
 
@@ -142,23 +154,23 @@ extern "C" {
 
 cudaError_t cxk_bias_gelu(cudaStream_t st, float *hpre, const float *b, float *act, int rows, int cols) {
     size_t n = (size_t)rows * cols;
-    k_bias_gelu<<<grid_for(n, 256), 256, 0, st>>>(hpre, b, act, (size_t)rows, cols);
+    k_bias_gelu<<<grid_for(n, CXK_THREADS), CXK_THREADS, 0, st>>>(hpre, b, act, (size_t)rows, cols);
     return cudaGetLastError();
 }
 
 cudaError_t cxk_residual_bias(cudaStream_t st, float *y, const float *x, const float *b, int rows, int cols) {
     size_t n = (size_t)rows * cols;
-    k_residual_bias<<<grid_for(n, 256), 256, 0, st>>>(y, x, b, (size_t)rows, cols);
+    k_residual_bias<<<grid_for(n, CXK_THREADS), CXK_THREADS, 0, st>>>(y, x, b, (size_t)rows, cols);
     return cudaGetLastError();
 }
 
 cudaError_t cxk_gelu_bwd(cudaStream_t st, float *hd, const float *da, size_t n) {
-    k_gelu_bwd<<<grid_for(n, 256), 256, 0, st>>>(hd, da, n);
+    k_gelu_bwd<<<grid_for(n, CXK_THREADS), CXK_THREADS, 0, st>>>(hd, da, n);
     return cudaGetLastError();
 }
 
 cudaError_t cxk_colsum_acc(cudaStream_t st, float *g, const float *m, int rows, int cols) {
-    k_colsum_acc<<<grid_for((size_t)cols, 128), 128, 0, st>>>(g, m, rows, cols);
+    k_colsum_acc<<<grid_for((size_t)cols, CXK_COLSUM_THREADS), CXK_COLSUM_THREADS, 0, st>>>(g, m, rows, cols);
     return cudaGetLastError();
 }
 
@@ -169,17 +181,17 @@ cudaError_t cxk_mse_grad(cudaStream_t st, float *y, const float *t, size_t n, do
 
 cudaError_t cxk_sgd(cudaStream_t st, const float *w, float *o, float *grad, float *mom, uint16_t *obf, size_t n,
                     float scale, float lr, float mu) {
-    k_sgd<<<grid_for(n, 256), 256, 0, st>>>(w, o, grad, mom, obf, n, scale, lr, mu);
+    k_sgd<<<grid_for(n, CXK_THREADS), CXK_THREADS, 0, st>>>(w, o, grad, mom, obf, n, scale, lr, mu);
     return cudaGetLastError();
 }
 
 cudaError_t cxk_to_bf16(cudaStream_t st, uint16_t *dst, const float *src, size_t n) {
-    k_to_bf16<<<grid_for(n, 256), 256, 0, st>>>(dst, src, n);
+    k_to_bf16<<<grid_for(n, CXK_THREADS), CXK_THREADS, 0, st>>>(dst, src, n);
     return cudaGetLastError();
 }
 
 cudaError_t cxk_fill_uniform(cudaStream_t st, float *x, size_t n, unsigned long long seed) {
-    k_fill_uniform<<<grid_for(n, 256), 256, 0, st>>>(x, n, seed);
+    k_fill_uniform<<<grid_for(n, CXK_THREADS), CXK_THREADS, 0, st>>>(x, n, seed);
     return cudaGetLastError();
 }
 

@@ -9,6 +9,7 @@
  * MPI_Barrier; a failing rank reports through the abort hook and MPI_Abort ends the job. The
  * records are gathered to rank 0 on its clock and assembled there (exec_assemble). */
 #include <dlfcn.h>
+#include <math.h>
 #include <mpi.h>
 #include <nccl.h>
 #include <stdio.h>
@@ -168,7 +169,7 @@ static int plan_channels(const sched *s, int **from, int **to, pl_err *e) {
             const sched_action *x = &ra->acts[i], *y = &rb->acts[j];
             int fwd = x->kind == SCHED_SEND_F;
             if (y->kind != (fwd ? SCHED_RECV_F : SCHED_RECV_B) || y->stage != (fwd ? x->stage + 1 : x->stage - 1) || y->mb != x->mb) {
-                char tx[64], ty[64];
+                char tx[EXEC_ACTION_TEXT_MAX], ty[EXEC_ACTION_TEXT_MAX];
                 sched_action_format(x, tx, sizeof tx);
                 sched_action_format(y, ty, sizeof ty);
                 pl_errf(e, PL_EINPUT, "NCCL channels are first-in first-out, but rank %d sends %s (action %zu) to rank %d "
@@ -194,24 +195,31 @@ static int plan_channels(const sched *s, int **from, int **to, pl_err *e) {
 
 /* ---------------------------------------------------------------- records to rank 0 */
 
+/* Ping-pongs per rank of the clock alignment (the one of least round trip counts). */
+#define NCCL_CLOCK_PINGS 8
+/* Tags on MPI_COMM_WORLD: the parts of a record, the clock's ping-pong. */
+enum { TAG_REC_HEAD = 80, TAG_REC_ARRAYS, TAG_REC_PEAK, TAG_REC_OPS, TAG_REC_LOSS, TAG_REC_WEIGHTS, TAG_PING = 90, TAG_PONG };
+/* The fields of a record's header, in the order sent. */
+enum { H_RANK, H_PASSES, H_OPS, H_WEIGHTS, H_CORE, H_LOSS, H_ALLOCATED, H_MODEL_PEAK, H_FIELDS };
+
 /* Returns rank r's clock minus rank 0's (ping-pongs, the one of the shortest round trip). Called
  * by rank 0 and rank r together. */
 static double clock_offset(int me, int r) {
-    double best_rtt = 1e30, off = 0, t[2];
-    for (int i = 0; i < 8; i++) {
+    double best_rtt = HUGE_VAL, off = 0, t[2];
+    for (int i = 0; i < NCCL_CLOCK_PINGS; i++) {
         if (me == 0) {
             t[0] = pl_now_s();
-            MPI_Send(t, 1, MPI_DOUBLE, r, 90, MPI_COMM_WORLD);
-            MPI_Recv(&t[1], 1, MPI_DOUBLE, r, 91, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(t, 1, MPI_DOUBLE, r, TAG_PING, MPI_COMM_WORLD);
+            MPI_Recv(&t[1], 1, MPI_DOUBLE, r, TAG_PONG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             double t1 = pl_now_s();
             if (t1 - t[0] < best_rtt) {
                 best_rtt = t1 - t[0];
                 off = t[1] - 0.5 * (t[0] + t1);
             }
         } else {
-            MPI_Recv(t, 1, MPI_DOUBLE, 0, 90, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Recv(t, 1, MPI_DOUBLE, 0, TAG_PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             t[1] = pl_now_s();
-            MPI_Send(&t[1], 1, MPI_DOUBLE, 0, 91, MPI_COMM_WORLD);
+            MPI_Send(&t[1], 1, MPI_DOUBLE, 0, TAG_PONG, MPI_COMM_WORLD);
         }
     }
     return off;
@@ -219,29 +227,29 @@ static double clock_offset(int me, int r) {
 
 /* Sends rank r's record to rank 0. */
 static void send_record(const exec_rank_record *r, size_t nl) {
-    long long h[8] = {r->rank, r->passes, (long long)r->n_ops, (long long)r->n_weights, r->core, (long long)nl,
-                      (long long)r->allocated_bytes, (long long)r->model_peak_bytes};
-    MPI_Send(h, 8, MPI_LONG_LONG, 0, 80, MPI_COMM_WORLD);
-    MPI_Send(r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, 0, 81, MPI_COMM_WORLD);
-    MPI_Send(&r->peak, (int)sizeof r->peak, MPI_BYTE, 0, 82, MPI_COMM_WORLD);
-    if (r->n_ops) MPI_Send(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, 0, 83, MPI_COMM_WORLD);
-    MPI_Send(r->loss_mb, (int)nl, MPI_DOUBLE, 0, 84, MPI_COMM_WORLD);
-    MPI_Send(r->weights, (int)r->n_weights, MPI_FLOAT, 0, 85, MPI_COMM_WORLD);
+    long long h[H_FIELDS] = {r->rank, r->passes, (long long)r->n_ops, (long long)r->n_weights, r->core, (long long)nl,
+                             (long long)r->allocated_bytes, (long long)r->model_peak_bytes};
+    MPI_Send(h, H_FIELDS, MPI_LONG_LONG, 0, TAG_REC_HEAD, MPI_COMM_WORLD);
+    MPI_Send(r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, 0, TAG_REC_ARRAYS, MPI_COMM_WORLD);
+    MPI_Send(&r->peak, (int)sizeof r->peak, MPI_BYTE, 0, TAG_REC_PEAK, MPI_COMM_WORLD);
+    if (r->n_ops) MPI_Send(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, 0, TAG_REC_OPS, MPI_COMM_WORLD);
+    MPI_Send(r->loss_mb, (int)nl, MPI_DOUBLE, 0, TAG_REC_LOSS, MPI_COMM_WORLD);
+    MPI_Send(r->weights, (int)r->n_weights, MPI_FLOAT, 0, TAG_REC_WEIGHTS, MPI_COMM_WORLD);
 }
 
 /* Receives the record of rank src on rank 0, its times shifted by -off onto rank 0's clock. */
 static int recv_record(int src, double off, exec_rank_record *r, pl_err *e) {
-    long long h[8];
+    long long h[H_FIELDS];
     memset(r, 0, sizeof *r);
-    MPI_Recv(h, 8, MPI_LONG_LONG, src, 80, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    r->rank = (int)h[0];
-    r->passes = (int)h[1];
-    r->n_ops = (size_t)h[2];
-    r->n_weights = (size_t)h[3];
-    r->core = (int)h[4];
-    size_t nl = (size_t)h[5];
-    r->allocated_bytes = (size_t)h[6];
-    r->model_peak_bytes = (size_t)h[7];
+    MPI_Recv(h, H_FIELDS, MPI_LONG_LONG, src, TAG_REC_HEAD, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    r->rank = (int)h[H_RANK];
+    r->passes = (int)h[H_PASSES];
+    r->n_ops = (size_t)h[H_OPS];
+    r->n_weights = (size_t)h[H_WEIGHTS];
+    r->core = (int)h[H_CORE];
+    size_t nl = (size_t)h[H_LOSS];
+    r->allocated_bytes = (size_t)h[H_ALLOCATED];
+    r->model_peak_bytes = (size_t)h[H_MODEL_PEAK];
     r->pass_start_s = pl_calloc(EXEC_REC_ARRAYS * (size_t)r->passes, sizeof(double));
     r->ops = r->n_ops ? pl_calloc(r->n_ops, sizeof *r->ops) : NULL;
     r->loss_mb = pl_calloc(nl ? nl : 1, sizeof(double));
@@ -249,17 +257,12 @@ static int recv_record(int src, double off, exec_rank_record *r, pl_err *e) {
     if (!r->pass_start_s || (r->n_ops && !r->ops) || !r->loss_mb || !r->weights)
         return pl_errf(e, PL_ENOMEM, "out of memory receiving rank %d's record", src);
     int P = r->passes;
-    r->pass_end_s = r->pass_start_s + P;
-    r->busy_s = r->pass_start_s + 2 * P;
-    r->comm_s = r->pass_start_s + 3 * P;
-    r->gemm_s = r->pass_start_s + 4 * P;
-    r->gemm_flops = r->pass_start_s + 5 * P;
-    r->span_s = r->pass_start_s + 6 * P;
-    MPI_Recv(r->pass_start_s, EXEC_REC_ARRAYS * P, MPI_DOUBLE, src, 81, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    MPI_Recv(&r->peak, (int)sizeof r->peak, MPI_BYTE, src, 82, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    if (r->n_ops) MPI_Recv(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, src, 83, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    MPI_Recv(r->loss_mb, (int)nl, MPI_DOUBLE, src, 84, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    MPI_Recv(r->weights, (int)r->n_weights, MPI_FLOAT, src, 85, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    exec_rank_record_arrays(r);
+    MPI_Recv(r->pass_start_s, EXEC_REC_ARRAYS * P, MPI_DOUBLE, src, TAG_REC_ARRAYS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Recv(&r->peak, (int)sizeof r->peak, MPI_BYTE, src, TAG_REC_PEAK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (r->n_ops) MPI_Recv(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, src, TAG_REC_OPS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Recv(r->loss_mb, (int)nl, MPI_DOUBLE, src, TAG_REC_LOSS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Recv(r->weights, (int)r->n_weights, MPI_FLOAT, src, TAG_REC_WEIGHTS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     for (int q = 0; q < P; q++) {
         r->pass_start_s[q] -= off;
         r->pass_end_s[q] -= off;
@@ -383,99 +386,131 @@ out:
     return rc;
 }
 
-int exec_cuda_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e) {
-    memset(out, 0, sizeof *out);
-    if (is_root) *is_root = 1;
+/* What one process of exec_cuda_mpi_run holds: its rank of size, its GPU, the split, the data,
+ * the losses, its rank's state and record, the records gathered on rank 0. */
+typedef struct cx_proc {
+    int me, size, dev;
+    int *blocks;           /* [stages] */
+    exec_data data;
+    double *loss_mb;       /* [passes * iterations * m] */
+    cx_rank *c;
+    cx_shared sh;
+    exec_rank_record mine;
+    exec_rank_record *recs;/* [size] on rank 0, else NULL */
+} cx_proc;
+
+/* Initializes MPI (unless the caller did) and fills pr's rank and size. PL_OK or the error. */
+static int cx_mpi_start(cx_proc *pr, pl_err *e) {
     int inited = 0, prov = 0;
     MPI_Initialized(&inited);
     if (!inited) {
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &prov) != MPI_SUCCESS) return pl_errf(e, PL_EINTERNAL, "MPI_Init failed");
         g_inited = 1;
     }
-    int me = 0, size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (is_root) *is_root = me == 0;
-    int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
-    if (!blocks) return pl_errf(e, PL_ENOMEM, "out of memory");
-    int dev = 0, rc = checks(s, cfg, me, size, blocks, &dev, e);
-    if (rc) { free(blocks); return rc; }
-    exec_blas_init();
-    int P = cfg->warmup_passes + cfg->timed_passes, it = sched_iterations(s), M = s->microbatches * it;
-    exec_data data;
-    memset(&data, 0, sizeof data);
-    double *loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
-    cx_rank *c = aligned_alloc(_Alignof(cx_rank), sizeof *c);
-    cx_shared sh;
-    memset(&sh, 0, sizeof sh);
-    sh.p = s->ranks;
-    sh.timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : 60;
-    sh.nrecv = pl_calloc((size_t)s->ranks, sizeof *sh.nrecv);
-    exec_rank_record *recs = me == 0 ? pl_calloc((size_t)size, sizeof *recs) : NULL;
-    exec_rank_record mine;
-    memset(&mine, 0, sizeof mine);
-    if (c) memset(c, 0, sizeof *c);
-    if (!loss_mb || !c || !sh.nrecv || (me == 0 && !recs)) rc = pl_errf(e, PL_ENOMEM, "out of memory");
-    if (rc == PL_OK) rc = exec_data_build(cfg, &data, e);
-    if (rc == PL_OK) rc = cx_setup_rank(c, me, s, cfg, blocks, &data, loss_mb, e);
-    if (rc == PL_OK) {
-        c->sh = &sh;
-        c->dev = dev;
-        c->nccl = 1;
-        int nr = 0;
-        for (size_t k = 0; k < s->rank[me].n; k++) {
-            sched_kind kd = (sched_kind)s->rank[me].acts[k].kind;
-            c->recv_slot[k] = kd == SCHED_RECV_F || kd == SCHED_RECV_B ? nr++ : -1;
-        }
-        sh.nrecv[me] = nr;
-        rc = make_channels(c, s, me, e);
+    MPI_Comm_rank(MPI_COMM_WORLD, &pr->me);
+    MPI_Comm_size(MPI_COMM_WORLD, &pr->size);
+    return PL_OK;
+}
+
+/* Allocates this process's state, builds the data set and sets up its rank on its GPU with its
+ * receive slots and NCCL channels. Returns PL_OK or the error. */
+static int cx_mpi_setup(const sched *s, const exec_config *cfg, cx_proc *pr, pl_err *e) {
+    int me = pr->me, P = cfg->warmup_passes + cfg->timed_passes, M = s->microbatches * sched_iterations(s);
+    pr->loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
+    pr->c = aligned_alloc(_Alignof(cx_rank), sizeof *pr->c);
+    pr->sh.p = s->ranks;
+    pr->sh.timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
+    pr->sh.nrecv = pl_calloc((size_t)s->ranks, sizeof *pr->sh.nrecv);
+    pr->recs = me == 0 ? pl_calloc((size_t)pr->size, sizeof *pr->recs) : NULL;
+    if (pr->c) memset(pr->c, 0, sizeof *pr->c);
+    if (!pr->loss_mb || !pr->c || !pr->sh.nrecv || (me == 0 && !pr->recs)) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = exec_data_build(cfg, &pr->data, e);
+    if (rc == PL_OK) rc = cx_setup_rank(pr->c, me, s, cfg, pr->blocks, &pr->data, pr->loss_mb, e);
+    if (rc != PL_OK) return rc;
+    cx_rank *c = pr->c;
+    c->sh = &pr->sh;
+    c->dev = pr->dev;
+    c->nccl = 1;
+    int nr = 0;
+    for (size_t k = 0; k < s->rank[me].n; k++) {
+        sched_kind kd = (sched_kind)s->rank[me].acts[k].kind;
+        c->recv_slot[k] = kd == SCHED_RECV_F || kd == SCHED_RECV_B ? nr++ : -1;
     }
-    if (rc == PL_OK) rc = cx_rank_body(c, &data);
-    if (rc) {
-        pl_err why = c && c->rc ? c->err : *e;
-        die(&why); /* does not return */
-    }
-    cx_teardown(c);
-    rc = cx_record_of(c, loss_mb, &mine, e);
-    if (rc) die(e);
-    /* the records to rank 0, on its clock */
-    for (int r = 1; r < size; r++) {
+    pr->sh.nrecv[me] = nr;
+    return make_channels(c, s, me, e);
+}
+
+/* Sends every rank's record to rank 0 on its clock; there assembles them into out and
+ * describes the GPUs. Ends the job on an error while gathering. Returns PL_OK or the error. */
+static int cx_mpi_gather(const sched *s, const exec_config *cfg, cx_proc *pr, exec_result *out, pl_err *e) {
+    int me = pr->me, P = cfg->warmup_passes + cfg->timed_passes, M = s->microbatches * sched_iterations(s);
+    for (int r = 1; r < pr->size; r++) {
         if (me != 0 && me != r) continue;
         double off = clock_offset(me, r);
-        if (me == r) send_record(&mine, (size_t)P * (size_t)M);
-        else if ((rc = recv_record(r, off, &recs[r], e))) die(e);
+        if (me == r) send_record(&pr->mine, (size_t)P * (size_t)M);
+        else if (recv_record(r, off, &pr->recs[r], e) != PL_OK) die(e);
     }
-    if (me == 0) {
-        recs[0] = mine;
-        memset(&mine, 0, sizeof mine);
-        rc = exec_assemble(s, cfg, recs, out, e);
-        if (rc == PL_OK) {
-            char name[96] = "";
-            int sms = 0;
-            pl_err ig;
-            cx_device_props(dev, name, sizeof name, &sms, &ig);
-            out->backend = "cuda";
-            out->precision = exec_precision_name(cfg->precision);
-            out->blas = "cublas";
-            char dv[256];
-            snprintf(dv, sizeof dv, "%.64s, %d SMs, %d MPI ranks, one GPU each, NCCL", name, sms, size);
-            size_t dl = strlen(dv) < sizeof out->device ? strlen(dv) : sizeof out->device - 1;
-            memcpy(out->device, dv, dl);
-            out->device[dl] = '\0';
-        }
+    if (me != 0) return PL_OK;
+    pr->recs[0] = pr->mine;
+    memset(&pr->mine, 0, sizeof pr->mine);
+    int rc = exec_assemble(s, cfg, pr->recs, out, e);
+    if (rc != PL_OK) return rc;
+    char name[CX_NAME_MAX] = "";
+    int sms = 0;
+    pl_err ig;
+    cx_device_props(pr->dev, name, sizeof name, &sms, &ig);
+    char dv[CX_DEVICE_TEXT_MAX];
+    snprintf(dv, sizeof dv, "%.64s, %d SMs, %d MPI ranks, one GPU each, NCCL", name, sms, pr->size);
+    cx_result_device(out, cfg, dv);
+    return PL_OK;
+}
+
+/* Frees what the process held. */
+static void cx_proc_free(cx_proc *pr) {
+    if (pr->recs)
+        for (int r = 0; r < pr->size; r++) exec_rank_record_free(&pr->recs[r]);
+    exec_rank_record_free(&pr->mine);
+    if (pr->c) {
+        free(pr->c->ch_of);
+        free(pr->c->ch_comm);
+        free(pr->c->ch_peer);
+        cx_free_rank(pr->c);
     }
-    if (recs)
-        for (int r = 0; r < size; r++) exec_rank_record_free(&recs[r]);
-    exec_rank_record_free(&mine);
-    free(c->ch_of);
-    free(c->ch_comm);
-    free(c->ch_peer);
-    cx_free_rank(c);
-    free(c);
-    free(recs);
-    free(sh.nrecv);
-    free(loss_mb);
-    free(blocks);
-    exec_data_free(&data);
+    free(pr->c);
+    free(pr->recs);
+    free(pr->sh.nrecv);
+    free(pr->loss_mb);
+    free(pr->blocks);
+    exec_data_free(&pr->data);
+}
+
+int exec_cuda_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    if (is_root) *is_root = 1;
+    cx_proc pr;
+    memset(&pr, 0, sizeof pr);
+    pr.size = 1;
+    int rc = cx_mpi_start(&pr, e);
+    if (rc) return rc;
+    if (is_root) *is_root = pr.me == 0;
+    pr.blocks = pl_calloc((size_t)s->stages, sizeof *pr.blocks);
+    if (!pr.blocks) return pl_errf(e, PL_ENOMEM, "out of memory");
+    rc = checks(s, cfg, pr.me, pr.size, pr.blocks, &pr.dev, e);
+    if (rc) {
+        free(pr.blocks);
+        return rc;
+    }
+    exec_blas_init();
+    rc = cx_mpi_setup(s, cfg, &pr, e);
+    if (rc == PL_OK) rc = cx_rank_body(pr.c, &pr.data);
+    if (rc) {
+        pl_err why = pr.c && pr.c->rc ? pr.c->err : *e;
+        die(&why); /* does not return */
+    }
+    cx_teardown(pr.c);
+    rc = cx_record_of(pr.c, pr.loss_mb, &pr.mine, e);
+    if (rc) die(e);
+    rc = cx_mpi_gather(s, cfg, &pr, out, e);
+    cx_proc_free(&pr);
     return rc;
 }

@@ -127,7 +127,7 @@ static int prof_round(prof *q, const exec_config *cfg, pl_err *e) {
             CXC(cudaEventRecord(q->ev[2 * k + 1], q->st));
             k++;
         }
-    int ki = SL, kw = 2 * SL;
+    int ki = EXEC_PROF_I * SL, kw = EXEC_PROF_W * SL;
     for (int s = 0; s < S; s++) {
         CXC(cudaMemcpyAsync(q->gb + (size_t)L * bh, q->out + (size_t)s * bh, bh * sizeof(float), cudaMemcpyDeviceToDevice, q->st));
         CXC(cxk_mse_grad(q->st, q->gb + (size_t)L * bh, q->t, bh, (double *)(void *)q->scratch));
@@ -148,7 +148,7 @@ static int prof_round(prof *q, const exec_config *cfg, pl_err *e) {
             kw++;
         }
     }
-    int ks = 3 * SL;
+    int ks = EXEC_PROF_FIW * SL;
     for (int l = 0; l < L; l++, ks++) {
         float *w = q->w + (size_t)l * nf;
         uint16_t *wb = q->g.prec == EXEC_PREC_BF16 ? q->wb + (size_t)l * nf : NULL;
@@ -201,10 +201,10 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
     q.g.st = q.st;
     if (rc == PL_OK) rc = prof_alloc(&q, cfg, e);
     int SL = q.S * q.L, rounds = (reps + q.S - 1) / q.S;
-    q.npairs = 3 * SL + q.L;
+    q.npairs = EXEC_PROF_FIW * SL + q.L;
     q.ev = pl_calloc(2 * (size_t)q.npairs, sizeof *q.ev);
     size_t ns = (size_t)rounds * SL, nstep = (size_t)rounds * q.L;
-    double *t = pl_calloc(3 * ns + nstep, sizeof(double));
+    double *t = pl_calloc(EXEC_PROF_FIW * ns + nstep, sizeof(double));
     if (rc == PL_OK && (!q.ev || !t)) rc = pl_errf(e, PL_ENOMEM, "out of memory");
     for (int k = 0; k < 2 * q.npairs && rc == PL_OK; k++)
         rc = cx_cuda_check(cudaEventCreate(&q.ev[k]), "cudaEventCreate", __FILE__, __LINE__, e);
@@ -215,16 +215,18 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
             float ms = 0;
             rc = cx_cuda_check(cudaEventElapsedTime(&ms, q.ev[2 * k], q.ev[2 * k + 1]), "cudaEventElapsedTime", __FILE__,
                                __LINE__, e);
-            int kind = k < 3 * SL ? k / SL : 3, i = k < 3 * SL ? k % SL : k - 3 * SL;
-            size_t at = kind < 3 ? (size_t)kind * ns + (size_t)r * SL + (size_t)i : 3 * ns + (size_t)r * q.L + (size_t)i;
-            t[at] = ms * 1e-3;
+            int fiw = EXEC_PROF_FIW * SL;
+            int kind = k < fiw ? k / SL : EXEC_PROF_STEP, i = k < fiw ? k % SL : k - fiw;
+            size_t at = kind < EXEC_PROF_FIW ? (size_t)kind * ns + (size_t)r * SL + (size_t)i
+                                             : EXEC_PROF_FIW * ns + (size_t)r * q.L + (size_t)i;
+            t[at] = ms * CX_S_PER_MS;
         }
     }
     if (rc == PL_OK) {
-        out->f_s = exec_median(t, ns);
-        out->i_s = exec_median(t + ns, ns);
-        out->w_s = exec_median(t + 2 * ns, ns);
-        out->step_s = exec_median(t + 3 * ns, nstep);
+        out->f_s = exec_median(t + EXEC_PROF_F * ns, ns);
+        out->i_s = exec_median(t + EXEC_PROF_I * ns, ns);
+        out->w_s = exec_median(t + EXEC_PROF_W * ns, ns);
+        out->step_s = exec_median(t + EXEC_PROF_STEP * ns, nstep);
         out->concurrency = concurrency;
         exec_profile_sizes(&q.d, out);
     }
@@ -242,7 +244,7 @@ int exec_cuda_profile_csv(const exec_config *cfg, int reps, int concurrency, con
     if (pp) *pp = p;
     exec_dims d;
     exec_dims_of(cfg, &d);
-    char name[96] = "GPU";
+    char name[CX_NAME_MAX] = "GPU";
     pl_err ig;
     int sms = exec_cuda_device_info(0, name, sizeof name, &ig);
     pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), %s GEMMs\n"
