@@ -1,13 +1,34 @@
-# embed_files.cmake: writes OUT, a C file holding every DIR/*.EXT as a NUL-terminated byte array and
-# a table TABLE[] of struct STRUCT {name, text} (name: the file's name without its extension),
-# sorted by name and ended by {NULL, NULL}; with NAMES, also NAMES[], the names alone, NULL-ended.
-# SOURCE (the folder, for the header comment) and PREFIX (of the arrays' names) say what it holds.
-# The hardware presets (cost_models/) and the gnuplot templates (results/) are embedded with it:
+# embed_files.cmake: embeds the data files of a folder into a C file, so the binary needs no
+# data files (the hardware presets of cost_models/, the gnuplot templates of results/).
 #
-#   cmake -DOUT=<file.c> -DDIR=<folder> -DEXT=ini -DSOURCE=cost_models/hardware -DPREFIX=preset
-#         -DSTRUCT=cost_preset -DTABLE=cost_presets [-DNAMES=cost_preset_names] -P embed_files.cmake
-#
-# OUT is rewritten only when its text changes, so nothing that depends on it rebuilds needlessly.
+# Included, it defines the build rule; a CMakeLists.txt writes
+#   pl_embed_files(OUTPUT <file.c> DIR <folder> EXT ini SOURCE cost_models/hardware PREFIX preset
+#                  STRUCT cost_preset TABLE cost_presets [NAMES cost_preset_names] COMMENT "...")
+# and adds <file.c> to a target. Run as a script (cmake -DOUT=<file.c> -DDIR=... -P this file, the
+# same names), it writes OUT: every DIR/*.EXT as a NUL-terminated byte array PREFIX_i, and a
+# table TABLE[] of struct STRUCT {name, text} (name: the file's name without its extension),
+# sorted by name and ended by {NULL, NULL}; with NAMES, also NAMES[], the names alone,
+# NULL-ended. SOURCE names the folder in OUT's header comment. OUT is rewritten only when its
+# text changes, so nothing that depends on it rebuilds needlessly.
+if(NOT CMAKE_SCRIPT_MODE_FILE)
+  set(PL_EMBED_FILES_SCRIPT ${CMAKE_CURRENT_LIST_FILE})
+  # Adds the custom command that writes OUTPUT from DIR/*.EXT (rerun when one of them changes).
+  function(pl_embed_files)
+    cmake_parse_arguments(E "" "OUTPUT;DIR;EXT;SOURCE;PREFIX;STRUCT;TABLE;NAMES;COMMENT" "" ${ARGN})
+    file(GLOB _inputs CONFIGURE_DEPENDS ${E_DIR}/*.${E_EXT})
+    set(_names "")
+    if(E_NAMES)
+      set(_names -DNAMES=${E_NAMES})
+    endif()
+    add_custom_command(OUTPUT ${E_OUTPUT}
+      COMMAND ${CMAKE_COMMAND} -DOUT=${E_OUTPUT} -DDIR=${E_DIR} -DEXT=${E_EXT} -DSOURCE=${E_SOURCE}
+              -DPREFIX=${E_PREFIX} -DSTRUCT=${E_STRUCT} -DTABLE=${E_TABLE} ${_names} -P ${PL_EMBED_FILES_SCRIPT}
+      DEPENDS ${_inputs} ${PL_EMBED_FILES_SCRIPT}
+      COMMENT "${E_COMMENT}")
+  endfunction()
+  return()
+endif()
+
 foreach(_var OUT DIR EXT SOURCE PREFIX STRUCT TABLE)
   if(NOT DEFINED ${_var})
     message(FATAL_ERROR "embed_files.cmake: -D${_var}=... is missing")

@@ -377,17 +377,21 @@ int cost_partition_check(const cost_partition *p, int n, pl_err *e) {
     return PL_OK;
 }
 
+/* Returns cost_partition_new(stages), or NULL with e saying it is out of memory. */
+static cost_partition *partition_alloc(int stages, pl_err *e) {
+    cost_partition *p = cost_partition_new(stages);
+    if (!p) pl_errf(e, PL_ENOMEM, "out of memory");
+    return p;
+}
+
 /* Returns an even split: n / stages layers each, the first n % stages stages one more. */
 cost_partition *cost_partition_even(int n, int stages, pl_err *e) {
     if (stages < 1 || stages > n) {
         pl_errf(e, PL_EINPUT, "cannot split %d layers into %d non-empty stages", n, stages);
         return NULL;
     }
-    cost_partition *p = cost_partition_new(stages);
-    if (!p) {
-        pl_errf(e, PL_ENOMEM, "out of memory");
-        return NULL;
-    }
+    cost_partition *p = partition_alloc(stages, e);
+    if (!p) return NULL;
     int q = n / stages, r = n % stages;
     for (int s = 0; s < stages; s++) p->bound[s + 1] = p->bound[s] + q + (s < r ? 1 : 0);
     return p;
@@ -404,11 +408,8 @@ cost_partition *cost_partition_parse(const char *text, int n, pl_err *e) {
         pl_errf(e, PL_EINPUT, "partition '%s': give bounds 0,..,%d or sizes =a,b,..", text, n);
         return NULL;
     }
-    cost_partition *p = cost_partition_new(stages);
-    if (!p) {
-        pl_errf(e, PL_ENOMEM, "out of memory");
-        return NULL;
-    }
+    cost_partition *p = partition_alloc(stages, e);
+    if (!p) return NULL;
     int k = 0;
     while (k < count) {
         size_t len = strcspn(s, ",");

@@ -15,6 +15,16 @@ static int name_layers(cost_model *m, int first, int end, const char *what, pl_e
     return PL_OK;
 }
 
+/* Returns a model of n layers named "what i", or NULL with e. */
+static cost_model *named_model(int n, const char *what, pl_err *e) {
+    cost_model *m = cost_model_alloc(n, e);
+    if (m && name_layers(m, 0, n, what, e) != PL_OK) {
+        cost_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
 /* Fills the uniform options with defaults: 1 layer, microbatch 1, 1 s forward, backward derived. */
 void cost_uniform_defaults(cost_uniform_opts *o) {
     memset(o, 0, sizeof *o);
@@ -47,12 +57,8 @@ cost_model *cost_model_uniform(const cost_uniform_opts *o, pl_err *e) {
         pl_errf(e, PL_EINPUT, "model uniform: byte sizes must be >= 0");
         return NULL;
     }
-    cost_model *m = cost_model_alloc(o->layers, e);
+    cost_model *m = named_model(o->layers, "layer", e);
     if (!m) return NULL;
-    if (name_layers(m, 0, m->n, "layer", e) != PL_OK) {
-        cost_model_free(m);
-        return NULL;
-    }
     double bi = o->bwd_in_s, bw = o->bwd_w_s;
     if (bi < 0) {
         double b = o->bwd_s >= 0 ? o->bwd_s : 2 * o->fwd_s;
@@ -97,12 +103,8 @@ cost_model *cost_model_mlp(const cost_mlp_opts *o, pl_err *e) {
         pl_errf(e, PL_EINPUT, "model mlp: sizes overflow");
         return NULL;
     }
-    cost_model *m = cost_model_alloc(o->depth, e);
+    cost_model *m = named_model(o->depth, "block", e);
     if (!m) return NULL;
-    if (name_layers(m, 0, m->n, "block", e) != PL_OK) {
-        cost_model_free(m);
-        return NULL;
-    }
     for (int i = 0; i < m->n; i++) {
         cost_layer *l = &m->layer[i];
         l->fwd_flops = l->bwd_in_flops = l->bwd_w_flops = 4 * b * h * f; /* two GEMMs of 2bhf */

@@ -84,28 +84,103 @@ void store_ops_free(store_op *ops, size_t n) {
     free(ops);
 }
 
-/* Runs a prepared runs query and collects every row; returns PL_OK or an error. */
-static int collect_runs(store *s, sqlite3_stmt *st, store_run **out, size_t *n, pl_err *e) {
-    store_run *runs = NULL;
+/* What collect_rows reads: the size of an element and the array's first capacity, how to read
+ * one row into an element (PL_OK, or PL_ENOMEM with nothing of it left allocated), how to free
+ * n elements read and their array, and what a read error says. */
+typedef struct row_kind {
+    size_t size, first;
+    int (*read)(sqlite3_stmt *st, void *elt);
+    void (*free_rows)(void *rows, size_t n);
+    const char *what;
+} row_kind;
+
+/* Steps the prepared query st to its end, reading every row as k says into a malloc'd array;
+ * returns PL_OK and *out, *n, or PL_EIO / PL_ENOMEM with nothing left allocated. The caller
+ * finalizes st. */
+static int collect_rows(store *s, sqlite3_stmt *st, const row_kind *k, void **out, size_t *n, pl_err *e) {
+    char *rows = NULL;
     size_t len = 0, cap = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_run *nr = pl_grow(runs, &cap, len, FIRST_RUNS, sizeof *nr);
-        if (!nr) goto oom;
-        runs = nr;
-        if (store_read_run_row(st, &runs[len]) != PL_OK) goto oom;
+        char *nr = pl_grow(rows, &cap, len, k->first, k->size);
+        if (nr) rows = nr;
+        if (!nr || k->read(st, rows + len * k->size) != PL_OK) {
+            k->free_rows(rows, len);
+            return pl_errf(e, PL_ENOMEM, "out of memory");
+        }
         len++;
     }
     if (rc != SQLITE_DONE) {
-        store_runs_free(runs, len);
-        return store_sqlerr(s, e, PL_EIO, "cannot read runs");
+        k->free_rows(rows, len);
+        return store_sqlerr(s, e, PL_EIO, k->what);
     }
-    *out = runs;
+    *out = rows;
     *n = len;
     return PL_OK;
-oom:
-    store_runs_free(runs, len);
-    return pl_errf(e, PL_ENOMEM, "out of memory");
+}
+
+/* collect_rows' callbacks for runs, rank rows and ops: each reads one row (the columns of the
+ * queries below, in order) or frees what was read. */
+
+/* Reads a runs row (select_cols) into the store_run at elt; returns PL_OK or PL_ENOMEM. */
+static int read_run(sqlite3_stmt *st, void *elt) { return store_read_run_row(st, elt); }
+/* Frees n runs read and their array. */
+static void free_runs(void *rows, size_t n) { store_runs_free(rows, n); }
+
+/* Reads a rank row (rank, busy_s, idle_s, bubble_fraction, comm_s, peak_mem_bytes) into the
+ * store_rank_metric at elt; returns PL_OK. */
+static int read_rank(sqlite3_stmt *st, void *elt) {
+    store_rank_metric *r = elt;
+    r->rank = sqlite3_column_int(st, 0);
+    r->busy_s = sqlite3_column_double(st, 1);
+    r->idle_s = sqlite3_column_double(st, 2);
+    r->bubble_fraction = sqlite3_column_double(st, 3);
+    r->comm_s = sqlite3_column_double(st, 4);
+    r->peak_mem_bytes = sqlite3_column_int64(st, 5);
+    return PL_OK;
+}
+/* Frees an array of rank rows (they own nothing). */
+static void free_ranks(void *rows, size_t n) {
+    (void)n;
+    free(rows);
+}
+
+/* Reads an ops row (rank, seq, action, kind, stage, mb, start_s, end_s) into the store_op at
+ * elt; returns PL_OK, or PL_ENOMEM with none of its text left allocated. */
+static int read_op(sqlite3_stmt *st, void *elt) {
+    store_op *o = elt;
+    memset(o, 0, sizeof *o);
+    o->rank = sqlite3_column_int(st, 0);
+    o->seq = sqlite3_column_int(st, 1);
+    const unsigned char *a = sqlite3_column_text(st, 2), *k = sqlite3_column_text(st, 3);
+    o->action = strdup(a ? (const char *)a : "");
+    o->kind = strdup(k ? (const char *)k : "");
+    if (!o->action || !o->kind) {
+        free((void *)o->action);
+        free((void *)o->kind);
+        return PL_ENOMEM;
+    }
+    o->stage = sqlite3_column_int(st, 4);
+    o->mb = sqlite3_column_int(st, 5);
+    o->start_s = sqlite3_column_double(st, 6);
+    o->end_s = sqlite3_column_double(st, 7);
+    return PL_OK;
+}
+/* Frees n ops read and their array. */
+static void free_ops(void *rows, size_t n) { store_ops_free(rows, n); }
+
+/* The three kinds of rows read back. */
+
+static const row_kind run_rows = {sizeof(store_run), FIRST_RUNS, read_run, free_runs, "cannot read runs"};
+static const row_kind rank_rows = {sizeof(store_rank_metric), FIRST_RANKS, read_rank, free_ranks, "cannot read rank metrics"};
+static const row_kind op_rows = {sizeof(store_op), FIRST_OPS, read_op, free_ops, "cannot read ops"};
+
+/* Collects every row of a prepared runs query; returns PL_OK or an error. */
+static int collect_runs(store *s, sqlite3_stmt *st, store_run **out, size_t *n, pl_err *e) {
+    void *rows = NULL;
+    int code = collect_rows(s, st, &run_rows, &rows, n, e);
+    *out = rows;
+    return code;
 }
 
 /* Prepares "SELECT cols FROM runs <tail>" for this file; returns PL_OK or an error. */
@@ -195,31 +270,12 @@ int store_get_rank_metrics(store *s, int64_t run_id, store_rank_metric **out, in
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
         return store_sqlerr(s, e, PL_EIO, "cannot query rank metrics");
     sqlite3_bind_int64(st, 1, run_id);
-    store_rank_metric *m = NULL;
-    size_t len = 0, cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_rank_metric *nm = pl_grow(m, &cap, len, FIRST_RANKS, sizeof *nm);
-        if (!nm) {
-            free(m);
-            sqlite3_finalize(st);
-            return pl_errf(e, PL_ENOMEM, "out of memory");
-        }
-        m = nm;
-        store_rank_metric *r = &m[len++];
-        r->rank = sqlite3_column_int(st, 0);
-        r->busy_s = sqlite3_column_double(st, 1);
-        r->idle_s = sqlite3_column_double(st, 2);
-        r->bubble_fraction = sqlite3_column_double(st, 3);
-        r->comm_s = sqlite3_column_double(st, 4);
-        r->peak_mem_bytes = sqlite3_column_int64(st, 5);
-    }
+    void *rows = NULL;
+    size_t len = 0;
+    int code = collect_rows(s, st, &rank_rows, &rows, &len, e);
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        free(m);
-        return store_sqlerr(s, e, PL_EIO, "cannot read rank metrics");
-    }
-    *out = m;
+    if (code != PL_OK) return code;
+    *out = rows;
     *n = (int)len;
     return PL_OK;
 }
@@ -234,39 +290,11 @@ int store_get_ops(store *s, int64_t run_id, store_op **out, size_t *n, pl_err *e
                            "WHERE run_id = ? ORDER BY rank, seq", -1, &st, NULL) != SQLITE_OK)
         return store_sqlerr(s, e, PL_EIO, "cannot query ops");
     sqlite3_bind_int64(st, 1, run_id);
-    store_op *ops = NULL;
-    size_t len = 0, cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_op *no = pl_grow(ops, &cap, len, FIRST_OPS, sizeof *no);
-        if (!no) goto oom;
-        ops = no;
-        store_op *o = &ops[len];
-        memset(o, 0, sizeof *o);
-        len++;
-        o->rank = sqlite3_column_int(st, 0);
-        o->seq = sqlite3_column_int(st, 1);
-        const unsigned char *a = sqlite3_column_text(st, 2), *k = sqlite3_column_text(st, 3);
-        o->action = strdup(a ? (const char *)a : "");
-        o->kind = strdup(k ? (const char *)k : "");
-        if (!o->action || !o->kind) goto oom;
-        o->stage = sqlite3_column_int(st, 4);
-        o->mb = sqlite3_column_int(st, 5);
-        o->start_s = sqlite3_column_double(st, 6);
-        o->end_s = sqlite3_column_double(st, 7);
-    }
+    void *rows = NULL;
+    int code = collect_rows(s, st, &op_rows, &rows, n, e);
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        store_ops_free(ops, len);
-        return store_sqlerr(s, e, PL_EIO, "cannot read ops");
-    }
-    *out = ops;
-    *n = len;
-    return PL_OK;
-oom:
-    sqlite3_finalize(st);
-    store_ops_free(ops, len);
-    return pl_errf(e, PL_ENOMEM, "out of memory");
+    *out = rows;
+    return code;
 }
 
 /* Counts the ops of a run; returns PL_OK and *n, or PL_EIO. */
