@@ -239,14 +239,8 @@ static int lower_alloc(lowering *lw, pl_err *e) {
     lw->last_bwd = pl_calloc((size_t)s->stages * (size_t)it, sizeof *lw->last_bwd);
     lw->last_iter = pl_calloc((size_t)s->ranks * (size_t)it, sizeof *lw->last_iter);
     if (!lw->out || !lw->recv || !lw->extra || !lw->last_bwd || !lw->last_iter) return PL_ENOMEM;
-    sched *out = lw->out;
-    memcpy(out->kind, s->kind, sizeof out->kind);
-    out->placement = s->placement;
-    out->iterations = s->iterations;
-    out->chunks = s->chunks;
-    out->weights = s->weights;
-    out->recompute = s->recompute;
-    out->lowered = 1;
+    sched_copy_policies(lw->out, s);
+    lw->out->lowered = 1;
     return PL_OK;
 }
 

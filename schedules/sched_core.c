@@ -1,5 +1,5 @@
 /* sched_core.c: the schedule IR itself: actions, their text form, schedules and placements. */
-#include "pl_sched.h"
+#include "sched_int.h"
 
 #include <ctype.h>
 #include <limits.h>
@@ -307,16 +307,21 @@ int sched_iterations(const sched *s) { return s->iterations > 0 ? s->iterations 
 
 int64_t sched_total_microbatches(const sched *s) { return (int64_t)s->microbatches * sched_iterations(s); }
 
+/* sched_int.h. The fields sched_new does not set from its arguments. */
+void sched_copy_policies(sched *dst, const sched *src) {
+    memcpy(dst->kind, src->kind, sizeof dst->kind);
+    dst->iterations = src->iterations;
+    dst->chunks = src->chunks;
+    dst->placement = src->placement;
+    dst->weights = src->weights;
+    dst->recompute = src->recompute;
+}
+
 /* Returns a deep copy, NULL when out of memory. */
 sched *sched_clone(const sched *s) {
     sched *c = sched_new(s->ranks, s->stages, s->microbatches, SCHED_PLACE_EXPLICIT, s->stage_rank, NULL);
     if (!c) return NULL;
-    memcpy(c->kind, s->kind, sizeof c->kind);
-    c->iterations = s->iterations;
-    c->chunks = s->chunks;
-    c->placement = s->placement;
-    c->weights = s->weights;
-    c->recompute = s->recompute;
+    sched_copy_policies(c, s);
     c->lowered = s->lowered;
     for (int r = 0; r < s->ranks; r++) {
         size_t n = s->rank[r].n;

@@ -15,6 +15,10 @@ int sched_dryrun_core(const sched *s, const sched_unit_costs *costs, sched_dryru
  * sched_dryrun_free after PL_OK). Same checks and messages as sched_validate. */
 int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e);
 
+/* Copies src's kind, iterations, chunks, placement rule, weights and recomputation policies to
+ * dst (a copy's or a lowering's output, made by sched_new with src's shape). */
+void sched_copy_policies(sched *dst, const sched *src);
+
 /* Formats "path:line: rank R, action K (text): " context for messages about an action. */
 void sched_where(const sched *s, int rank, size_t pos, char *buf, size_t n);
 
