@@ -34,14 +34,20 @@ static cost_model *fixture(void) {
     return m;
 }
 
+/* Loads the fixture with small_hw in hw and the fixture's default options in o; NULL on failure. */
+static cost_model *fixture_on(cost_hw *hw, cost_opts *o) {
+    small_hw(hw);
+    cost_model *m = fixture();
+    if (m) cost_opts_init(o, m);
+    return m;
+}
+
 /* Seconds as given; FLOPs over peak x efficiency plus launch; doubling the microbatch doubles both. */
 static void test_stage_times(void) {
-    cost_model *m = fixture();
-    if (!m) return;
     cost_hw hw;
-    small_hw(&hw);
     cost_opts o;
-    cost_opts_init(&o, m);
+    cost_model *m = fixture_on(&hw, &o);
+    if (!m) return;
     cost_stage st;
     pl_err e = {0};
     CU_ASSERT_EQUAL(cost_stage_eval(m, 0, 3, &hw, &o, &st, &e), PL_OK);
@@ -68,12 +74,10 @@ static void test_stage_times(void) {
 
 /* Boundary, stash, W-stash and recompute bytes of stages, and the same from prefix sums. */
 static void test_stage_bytes(void) {
-    cost_model *m = fixture();
-    if (!m) return;
     cost_hw hw;
-    small_hw(&hw);
     cost_opts o;
-    cost_opts_init(&o, m);
+    cost_model *m = fixture_on(&hw, &o);
+    if (!m) return;
     cost_stage st;
     pl_err e = {0};
     CU_ASSERT_EQUAL(cost_stage_eval(m, 1, 3, &hw, &o, &st, &e), PL_OK);
@@ -181,12 +185,10 @@ static void test_stage_memory(void) {
 
 /* Memory per rank of a 1F1B schedule: rank 0 holds 2 microbatches, rank 1 holds 1. */
 static void test_schedule_memory(void) {
-    cost_model *m = fixture();
-    if (!m) return;
     cost_hw hw;
-    small_hw(&hw);
     cost_opts o;
-    cost_opts_init(&o, m);
+    cost_model *m = fixture_on(&hw, &o);
+    if (!m) return;
     pl_err e = {0};
     cost_partition *p = cost_partition_parse("=2,1", m->n, &e);
     CU_ASSERT_PTR_NOT_NULL(p);

@@ -10,6 +10,7 @@
 
 #include "pl_test.h"
 #include "store.h"
+#include "util.h"
 
 /* Runs a shell command line; returns its exit status and (if out) its output. */
 static int sh(char **out, const char *cmd) {
@@ -18,14 +19,6 @@ static int sh(char **out, const char *cmd) {
     if (out) *out = o;
     else free(o);
     return rc;
-}
-
-/* Returns the malloc'd bytes of path (size in *n), or NULL. */
-static char *slurp(const char *path, size_t *n) {
-    char *data = NULL;
-    pl_err e;
-    if (pl_read_file(path, (size_t)1 << 30, &data, n, &e) != PL_OK) return NULL;
-    return data;
 }
 
 /* Number of runs in the database at path (-1 on error). */
@@ -103,7 +96,7 @@ static void test_merge_failure(void) {
     fputs("this is not a database\n", f);
     fclose(f);
     size_t n0 = 0, n1 = 0;
-    char *before = slurp(old, &n0);
+    char *before = tr_slurp(old, &n0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(before);
 
     /* the audit's case: one bad input, a new OUT */
@@ -120,7 +113,7 @@ static void test_merge_failure(void) {
     /* an existing OUT: not one run of a or b was added, the file is unchanged */
     snprintf(cmd, sizeof cmd, "'%s' db merge '%s' '%s' '%s' -o '%s'", PIPELAB_BIN, a, b, bad, old);
     CU_ASSERT_EQUAL(sh(NULL, cmd), 1);
-    char *after = slurp(old, &n1);
+    char *after = tr_slurp(old, &n1);
     CU_ASSERT(after && n1 == n0 && memcmp(before, after, n0) == 0);
     CU_ASSERT_EQUAL(count_runs(old), 1);
     free(after);
@@ -264,7 +257,7 @@ static void test_plot_formats(void) {
         CU_ASSERT_EQUAL(sh(&out, cmd), 0);
         free(out);
         size_t n = 0;
-        char *data = slurp(fig, &n);
+        char *data = tr_slurp(fig, &n);
         int ok = data && n > fmts[k].len && memcmp(data, fmts[k].magic, fmts[k].len) == 0;
         if (!ok) fprintf(stderr, "\n  %s does not start with '%s'\n", fmts[k].name, fmts[k].magic);
         CU_ASSERT(ok);
@@ -305,7 +298,7 @@ static void test_db_trace(void) {
     snprintf(cmd, sizeof cmd, "'%s' db trace aaaa1111 --db '%s' -o '%s'", PIPELAB_BIN, db, js);
     CU_ASSERT_EQUAL(sh(NULL, cmd), 0);
     size_t n = 0;
-    char *t = slurp(js, &n);
+    char *t = tr_slurp(js, &n);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
     int events = 0;
     for (const char *p = t; (p = strstr(p, "\"ph\":\"X\"")); p++) events++;
@@ -357,7 +350,7 @@ static void test_simulate_stores_inputs(void) {
     CU_ASSERT_EQUAL_FATAL(n, 1);
     const char *pj = runs[0].params_json;
     size_t slen = 0, glen = 0;
-    char *stext = slurp(sch, &slen), *gtext = slurp(graph, &glen);
+    char *stext = tr_slurp(sch, &slen), *gtext = tr_slurp(graph, &glen);
     char *got_s = pl_test_json_string(pj, "\"role\":\"schedule\"", "text");
     char *got_g = pl_test_json_string(pj, "\"role\":\"model\"", "text");
     char *got_p = pl_test_json_string(pj, "\"role\":\"model\"", "path");

@@ -15,25 +15,6 @@
 /* The user a root test drops to, so that permission bits apply (root writes through them). */
 enum { NOBODY_UID = 65534, NOBODY_GID = 65534 };
 
-/* Writes n runs (4 rank rows and nops op rows each) into path; returns how many worked. */
-static int fill(const char *path, int n, int nops) {
-    pl_err e;
-    store *s = NULL;
-    if (store_open(path, 0, &s, &e) != PL_OK) return 0;
-    store_rank_metric rk[4];
-    store_op *ops = tr_sample_ops((size_t)nops, 4);
-    int ok = 0;
-    for (int i = 0; i < n; i++) {
-        store_run r;
-        tr_sample_run(&r, "faults", i);
-        tr_sample_ranks(rk, 4, i);
-        ok += store_write_run(s, &r, rk, 4, ops, (size_t)nops, NULL, &e) == PL_OK;
-    }
-    free(ops);
-    store_close(s);
-    return ok;
-}
-
 /* Returns a 64-bit FNV-1a hash of the bytes of path mixed with its size, or 0 when unreadable. */
 static uint64_t file_hash(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -160,8 +141,8 @@ static void test_readonly(void) {
     char *fdir = pl_test_path(dir, "rofile"), *ddir = pl_test_path(dir, "rodir");
     CU_ASSERT_FATAL(mkdir(fdir, 0777) == 0 && chmod(fdir, 0777) == 0 && mkdir(ddir, 0755) == 0);
     char *ro_file = pl_test_path(fdir, "a.db"), *ro_dir_db = pl_test_path(ddir, "b.db");
-    CU_ASSERT_EQUAL_FATAL(fill(ro_file, 7, 10), 7);
-    CU_ASSERT_EQUAL_FATAL(fill(ro_dir_db, 7, 10), 7);
+    CU_ASSERT_EQUAL_FATAL(tr_fill(ro_file, "faults", 7, NULL, 10), 7);
+    CU_ASSERT_EQUAL_FATAL(tr_fill(ro_dir_db, "faults", 7, NULL, 10), 7);
     CU_ASSERT_FATAL(chmod(ro_file, 0444) == 0 && chmod(ro_dir_db, 0666) == 0 && chmod(ddir, 0555) == 0);
     CU_ASSERT_FALSE(has_sidecar(ro_file) || has_sidecar(ro_dir_db));
     char *bin = pl_test_path(dir, "pipelab");
@@ -229,7 +210,7 @@ static int scribble(const char *path, long off, size_t len, unsigned char patter
 static void test_corrupt(void) {
     char *dir = pl_test_tmpdir();
     char *good = pl_test_path(dir, "good.db");
-    CU_ASSERT_EQUAL_FATAL(fill(good, 60, 300), 60);
+    CU_ASSERT_EQUAL_FATAL(tr_fill(good, "faults", 60, NULL, 300), 60);
     long size = 0;
     {
         struct stat st;
@@ -300,27 +281,18 @@ static void test_corrupt(void) {
     free(dir);
 }
 
-/* Runs a raw SQL script on path (creating it); returns the sqlite code. */
-static int raw_sql(const char *path, const char *sql) {
-    sqlite3 *db = NULL;
-    int rc = sqlite3_open(path, &db);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-    sqlite3_close(db);
-    return rc;
-}
-
 /* A database from a newer pipelab (user_version 3 with an extra column, in WAL mode like ours):
  * writing, reading, merging from it and merging into it are all refused with the version in the
  * message, and the file is unchanged. */
 static void test_future(void) {
     char *dir = pl_test_tmpdir();
     char *fut = pl_test_path(dir, "future.db"), *ok = pl_test_path(dir, "ok.db");
-    CU_ASSERT_EQUAL_FATAL(fill(fut, 3, 5), 3);
+    CU_ASSERT_EQUAL_FATAL(tr_fill(fut, "faults", 3, NULL, 5), 3);
     char sql[128];
     snprintf(sql, sizeof sql, "ALTER TABLE runs ADD COLUMN energy_j REAL; PRAGMA user_version = %d;",
              STORE_SCHEMA_VERSION + 1);
-    CU_ASSERT_EQUAL_FATAL(raw_sql(fut, sql), SQLITE_OK);
-    CU_ASSERT_EQUAL_FATAL(fill(ok, 2, 5), 2);
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(fut, sql), SQLITE_OK);
+    CU_ASSERT_EQUAL_FATAL(tr_fill(ok, "faults", 2, NULL, 5), 2);
     uint64_t h0 = file_hash(fut), hok = file_hash(ok);
     char ver[16];
     snprintf(ver, sizeof ver, "%d", STORE_SCHEMA_VERSION + 1);

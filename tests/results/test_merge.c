@@ -7,47 +7,14 @@
 #include "pl_test.h"
 #include "util.h"
 
-/* Writes n runs tagged tag into path (uids prefixed by uidp when not NULL); returns how many worked. */
-static int fill(const char *path, const char *tag, int n, const char *uidp, int nops) {
-    pl_err e;
-    store *s = NULL;
-    if (store_open(path, 0, &s, &e) != PL_OK) return 0;
-    store_rank_metric rk[4];
-    store_op *ops = tr_sample_ops((size_t)nops, 4);
-    int ok = 0;
-    for (int i = 0; i < n; i++) {
-        store_run r;
-        char uid[64];
-        tr_sample_run(&r, tag, i);
-        if (uidp) {
-            snprintf(uid, sizeof uid, "%s-%d", uidp, i);
-            r.uid = uid;
-        }
-        tr_sample_ranks(rk, 4, i);
-        ok += store_write_run(s, &r, rk, 4, ops, (size_t)nops, NULL, &e) == PL_OK;
-    }
-    free(ops);
-    store_close(s);
-    return ok;
-}
-
-/* Runs raw SQL on path; returns the sqlite code. */
-static int raw_sql(const char *path, const char *sql) {
-    sqlite3 *db = NULL;
-    int rc = sqlite3_open(path, &db);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-    sqlite3_close(db);
-    return rc;
-}
-
 static void test_merge_overlap(void) {
     char *dir = pl_test_tmpdir();
     char *a = pl_test_path(dir, "a.db"), *b = pl_test_path(dir, "b.db"), *out = pl_test_path(dir, "out.db");
-    CU_ASSERT_EQUAL_FATAL(fill(a, "A", 3, "shared", 12), 3);
-    CU_ASSERT_EQUAL_FATAL(fill(b, "B", 2, NULL, 8), 2);
+    CU_ASSERT_EQUAL_FATAL(tr_fill(a, "A", 3, "shared", 12), 3);
+    CU_ASSERT_EQUAL_FATAL(tr_fill(b, "B", 2, NULL, 8), 2);
     /* b also holds a copy of a's run shared-0 (same uid); integer ids 1..3 overlap in both. */
-    CU_ASSERT_EQUAL_FATAL(fill(b, "A", 1, "shared", 12), 1);
-    CU_ASSERT_EQUAL_FATAL(raw_sql(b, "UPDATE runs SET origin = '' WHERE tag = 'B'"), SQLITE_OK);
+    CU_ASSERT_EQUAL_FATAL(tr_fill(b, "A", 1, "shared", 12), 1);
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(b, "UPDATE runs SET origin = '' WHERE tag = 'B'"), SQLITE_OK);
     pl_err e;
     store *s = NULL;
     CU_ASSERT_EQUAL_FATAL(store_open(out, 0, &s, &e), PL_OK);
@@ -63,7 +30,7 @@ static void test_merge_overlap(void) {
     CU_ASSERT_EQUAL(skipped, 3);
     /* A version 1 file from an older pipelab merges without being migrated or modified. */
     char *v1 = pl_test_path(dir, "v1.db");
-    CU_ASSERT_EQUAL_FATAL(raw_sql(v1, tr_v1_schema), SQLITE_OK);
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(v1, tr_v1_schema), SQLITE_OK);
     CU_ASSERT_EQUAL(store_merge(s, v1, &added, &skipped, &e), PL_OK);
     CU_ASSERT_EQUAL(added, 1);
     CU_ASSERT_EQUAL(tr_sql_int(v1, "PRAGMA user_version"), 1);
@@ -206,8 +173,8 @@ static void test_cli(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "cli.db"), *db2 = pl_test_path(dir, "cli2.db");
     char *merged = pl_test_path(dir, "m/merged.db"), *missing = pl_test_path(dir, "missing.db");
-    CU_ASSERT_EQUAL_FATAL(fill(db, "sweep-x", 3, "cliuid", 6), 3);
-    CU_ASSERT_EQUAL_FATAL(fill(db2, "sweep-y", 2, NULL, 0), 2);
+    CU_ASSERT_EQUAL_FATAL(tr_fill(db, "sweep-x", 3, "cliuid", 6), 3);
+    CU_ASSERT_EQUAL_FATAL(tr_fill(db2, "sweep-y", 2, NULL, 0), 2);
     char *o = NULL;
     CU_ASSERT_EQUAL(pipelab(&o, "db list --db %s%s%s", db, "", ""), 0);
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "sweep-x"));
@@ -267,8 +234,8 @@ static void test_cli(void) {
 static void test_merge_v2_into_v3(void) {
     char *dir = pl_test_tmpdir();
     char *v2 = pl_test_path(dir, "v2.db"), *fresh = pl_test_path(dir, "fresh.db"), *cur = pl_test_path(dir, "cur.db");
-    CU_ASSERT_EQUAL_FATAL(raw_sql(v2, tr_v2_schema), SQLITE_OK);
-    CU_ASSERT_EQUAL_FATAL(fill(cur, "now", 2, "cur", 4), 2);
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(v2, tr_v2_schema), SQLITE_OK);
+    CU_ASSERT_EQUAL_FATAL(tr_fill(cur, "now", 2, "cur", 4), 2);
     char *o = NULL;
     CU_ASSERT_EQUAL(pipelab(&o, "db merge %s -o %s%s", v2, fresh, ""), 0);
     free(o);

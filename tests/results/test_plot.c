@@ -14,15 +14,6 @@
 #define MAX_ELEMS 64
 #define MAX_ROWS 256
 
-/* Returns the malloc'd text of a file, or NULL. */
-static char *slurp(const char *path) {
-    char *text = NULL;
-    size_t len;
-    pl_err e;
-    pl_err_clear(&e);
-    return pl_read_file(path, (size_t)1 << 24, &text, &len, &e) == PL_OK ? text : NULL;
-}
-
 /* Writes figure o (kind set) with the library into dir/NAME.{png,dat,gp}, without gnuplot;
  * returns the code and fills *dat and *gp with the malloc'd text of the data and the script. */
 static int prepare(const char *db, store_plot_opts *o, const char *dir, const char *name, char **dat, char **gp) {
@@ -43,8 +34,8 @@ static int prepare(const char *db, store_plot_opts *o, const char *dir, const ch
     if (code == PL_OK) code = store_plot_prepare(s, o, &e);
     if (code != PL_OK) fprintf(stderr, "\nplot: %s\n", e.msg);
     store_close(s);
-    *dat = code == PL_OK ? slurp(datp) : NULL;
-    *gp = code == PL_OK ? slurp(gpp) : NULL;
+    *dat = code == PL_OK ? tr_slurp(datp, NULL) : NULL;
+    *gp = code == PL_OK ? tr_slurp(gpp, NULL) : NULL;
     o->output = o->data = o->script = NULL;
     free(png);
     free(datp);
@@ -450,7 +441,7 @@ static void test_plot_flags(void) {
         snprintf(cmd, sizeof cmd, "%s plot timeline %lld --all-passes --db %s -o %s/t.png", PIPELAB_BIN, (long long)id, db, dir);
         CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
         free(out);
-        char *dat = pl_test_path(dir, "t.dat"), *text = slurp(dat);
+        char *dat = pl_test_path(dir, "t.dat"), *text = tr_slurp(dat, NULL);
         row rows[MAX_ROWS];
         CU_ASSERT_EQUAL(text ? timeline_rows(text, rows) : 0, 12);
         free(text);

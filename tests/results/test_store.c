@@ -8,28 +8,6 @@
 #include "pl_test.h"
 #include "util.h"
 
-/* Returns a malloc'd copy of the bytes of path (length in *n), or NULL. */
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    *n = fread(buf, 1, (size_t)len, f);
-    fclose(f);
-    return buf;
-}
-
-/* Runs a raw SQL script on path (creating it); returns the sqlite code. */
-static int raw_sql(const char *path, const char *sql) {
-    sqlite3 *db = NULL;
-    int rc = sqlite3_open(path, &db);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-    sqlite3_close(db);
-    return rc;
-}
-
 /* Checks every caller-given field of a written run against the one read back. */
 static void check_same_run(const store_run *a, const store_run *b) {
     CU_ASSERT_STRING_EQUAL(a->kind, b->kind);
@@ -207,7 +185,7 @@ static void test_ranks_ops_roundtrip(void) {
 static void test_migration_v1(void) {
     char *dir = pl_test_tmpdir();
     char *path = pl_test_path(dir, "v1.db");
-    CU_ASSERT_EQUAL_FATAL(raw_sql(path, tr_v1_schema), SQLITE_OK);
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(path, tr_v1_schema), SQLITE_OK);
     pl_err e;
     store *s = NULL;
     /* Read-only: readable as is, missing columns read as their defaults, file untouched. */
@@ -323,7 +301,7 @@ static void check_v2_runs(store *s) {
 static void test_migration_v2(void) {
     char *dir = pl_test_tmpdir();
     char *path = pl_test_path(dir, "v2.db"), *fresh = pl_test_path(dir, "fresh.db");
-    CU_ASSERT_EQUAL_FATAL(raw_sql(path, tr_v2_schema), SQLITE_OK);
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(path, tr_v2_schema), SQLITE_OK);
     pl_err e;
     store *s = NULL;
     CU_ASSERT_EQUAL_FATAL(store_open(path, 1, &s, &e), PL_OK);
@@ -389,7 +367,7 @@ static void test_migration_v2(void) {
 static void test_migration_v1_columns(void) {
     char *dir = pl_test_tmpdir();
     char *path = pl_test_path(dir, "v1.db"), *fresh = pl_test_path(dir, "fresh.db");
-    CU_ASSERT_EQUAL_FATAL(raw_sql(path, tr_v1_schema), SQLITE_OK);
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(path, tr_v1_schema), SQLITE_OK);
     pl_err e;
     store *s = NULL;
     CU_ASSERT_EQUAL_FATAL(store_open(path, 0, &s, &e), PL_OK);
@@ -465,10 +443,10 @@ static void test_simulate_stores_what_it_prints(void) {
 static void test_future_version_refused(void) {
     char *dir = pl_test_tmpdir();
     char *path = pl_test_path(dir, "future.db");
-    CU_ASSERT_EQUAL_FATAL(raw_sql(path, "CREATE TABLE runs(id INTEGER PRIMARY KEY, hologram BLOB);"
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(path, "CREATE TABLE runs(id INTEGER PRIMARY KEY, hologram BLOB);"
                                         "INSERT INTO runs VALUES(1, x'00ff');PRAGMA user_version = 99;"), SQLITE_OK);
     size_t n0 = 0, n1 = 0;
-    char *before = slurp(path, &n0);
+    char *before = tr_slurp(path, &n0);
     pl_err e;
     pl_err_clear(&e);
     store *s = NULL;
@@ -477,7 +455,7 @@ static void test_future_version_refused(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, path));
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "99"));
     CU_ASSERT_EQUAL(store_open(path, 1, &s, &e), PL_EINPUT);
-    char *after = slurp(path, &n1);
+    char *after = tr_slurp(path, &n1);
     CU_ASSERT_FATAL(before && after);
     CU_ASSERT_EQUAL(n0, n1);
     CU_ASSERT(n0 == n1 && memcmp(before, after, n0) == 0);
@@ -497,7 +475,7 @@ static void test_garbage_refused(void) {
     for (int i = 0; i < 300; i++) fprintf(f, "this is not a database, line %d\n", i);
     fclose(f);
     size_t n0 = 0, n1 = 0;
-    char *before = slurp(path, &n0);
+    char *before = tr_slurp(path, &n0);
     pl_err e;
     pl_err_clear(&e);
     store *s = NULL;
@@ -507,18 +485,18 @@ static void test_garbage_refused(void) {
     pl_err_clear(&e);
     CU_ASSERT_EQUAL(store_open(path, 1, &s, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, path));
-    char *after = slurp(path, &n1);
+    char *after = tr_slurp(path, &n1);
     CU_ASSERT(n0 == n1 && before && after && memcmp(before, after, n0) == 0);
     free(before);
     free(after);
     /* An SQLite file of some other program is refused too. */
     char *other = pl_test_path(dir, "other.db");
-    CU_ASSERT_EQUAL_FATAL(raw_sql(other, "CREATE TABLE recipes(name TEXT);"), SQLITE_OK);
-    char *obefore = slurp(other, &n0);
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(other, "CREATE TABLE recipes(name TEXT);"), SQLITE_OK);
+    char *obefore = tr_slurp(other, &n0);
     pl_err_clear(&e);
     CU_ASSERT_EQUAL(store_open(other, 0, &s, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, other));
-    char *oafter = slurp(other, &n1);
+    char *oafter = tr_slurp(other, &n1);
     CU_ASSERT(n0 == n1 && obefore && oafter && memcmp(obefore, oafter, n0) == 0); /* not even switched to WAL */
     CU_ASSERT_EQUAL(tr_sql_int(other, "SELECT count(*) FROM sqlite_master"), 1);
     free(obefore);

@@ -61,61 +61,101 @@ store_op *tr_sample_ops(size_t n, int ranks) {
     return ops;
 }
 
-int64_t tr_sql_int(const char *path, const char *sql) {
-    sqlite3 *db = NULL;
-    int64_t v = -1;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        sqlite3_busy_timeout(db, 10000);
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-            v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
+/* The first row of a query run directly on a file: the connection and the statement on it. */
+typedef struct first_row {
+    sqlite3 *db;
+    sqlite3_stmt *st;
+} first_row;
+
+/* Opens path read-only (waiting for writers as the store does) and steps sql to its first row;
+ * returns 1 with r on it, else 0 (no row, or an error). row_close r either way. */
+static int row_open(const char *path, const char *sql, first_row *r) {
+    r->db = NULL;
+    r->st = NULL;
+    if (sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) return 0;
+    sqlite3_busy_timeout(r->db, STORE_BUSY_TIMEOUT_MS);
+    return sqlite3_prepare_v2(r->db, sql, -1, &r->st, NULL) == SQLITE_OK && sqlite3_step(r->st) == SQLITE_ROW;
+}
+
+/* Finalizes the statement and closes the connection of r. */
+static void row_close(first_row *r) {
+    sqlite3_finalize(r->st);
+    sqlite3_close(r->db);
+}
+
+int tr_fill(const char *path, const char *tag, int n, const char *uidp, int nops) {
+    pl_err e;
+    store *s = NULL;
+    if (store_open(path, 0, &s, &e) != PL_OK) return 0;
+    store_rank_metric rk[4];
+    store_op *ops = tr_sample_ops((size_t)nops, 4);
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        store_run r;
+        char uid[64];
+        tr_sample_run(&r, tag, i);
+        if (uidp) {
+            snprintf(uid, sizeof uid, "%s-%d", uidp, i);
+            r.uid = uid;
+        }
+        tr_sample_ranks(rk, 4, i);
+        ok += store_write_run(s, &r, rk, 4, ops, (size_t)nops, NULL, &e) == PL_OK;
     }
+    free(ops);
+    store_close(s);
+    return ok;
+}
+
+int tr_raw_sql(const char *path, const char *sql) {
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open(path, &db);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
     sqlite3_close(db);
+    return rc;
+}
+
+/* The largest file a test reads back whole. */
+#define TR_MAX_FILE_BYTES ((size_t)1 << 30)
+
+char *tr_slurp(const char *path, size_t *n) {
+    char *data = NULL;
+    size_t len = 0;
+    pl_err e;
+    if (pl_read_file(path, TR_MAX_FILE_BYTES, &data, &len, &e) != PL_OK) return NULL;
+    if (n) *n = len;
+    return data;
+}
+
+int64_t tr_sql_int(const char *path, const char *sql) {
+    first_row r;
+    int64_t v = row_open(path, sql, &r) ? sqlite3_column_int64(r.st, 0) : -1;
+    row_close(&r);
     return v;
 }
 
 char *tr_sql_text(const char *path, const char *sql) {
-    sqlite3 *db = NULL;
+    first_row r;
     char *v = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        sqlite3_busy_timeout(db, 10000);
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
-            const unsigned char *t = sqlite3_column_text(st, 0);
-            v = strdup(t ? (const char *)t : "");
-        }
-        sqlite3_finalize(st);
+    if (row_open(path, sql, &r)) {
+        const unsigned char *t = sqlite3_column_text(r.st, 0);
+        v = strdup(t ? (const char *)t : "");
     }
-    sqlite3_close(db);
+    row_close(&r);
     return v;
 }
 
 double tr_sql_double(const char *path, const char *sql) {
-    sqlite3 *db = NULL;
+    first_row r;
     double v = -1;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        sqlite3_busy_timeout(db, 10000);
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-            v = sqlite3_column_type(st, 0) == SQLITE_NULL ? -2 : sqlite3_column_double(st, 0);
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(db);
+    if (row_open(path, sql, &r)) v = sqlite3_column_type(r.st, 0) == SQLITE_NULL ? -2 : sqlite3_column_double(r.st, 0);
+    row_close(&r);
     return v;
 }
 
 int tr_integrity_ok(const char *path) {
-    sqlite3 *db = NULL;
-    int ok = 0;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW)
-            ok = strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(db);
+    first_row r;
+    int ok = row_open(path, "PRAGMA integrity_check", &r) && strcmp((const char *)sqlite3_column_text(r.st, 0), "ok") == 0;
+    row_close(&r);
     return ok;
 }
 

@@ -13,6 +13,14 @@ void tr_sample_run(store_run *run, const char *tag, int index);
 void tr_sample_ranks(store_rank_metric *ranks, int n, int index);
 /* Returns a malloc'd array of n sample ops for `ranks` ranks (actions point to a static table). */
 store_op *tr_sample_ops(size_t n, int ranks);
+/* Writes n sample runs tagged tag (4 rank rows and nops op rows each; uids "uidp-i" when uidp is
+ * not NULL, else fresh) into path; returns how many were stored. */
+int tr_fill(const char *path, const char *tag, int n, const char *uidp, int nops);
+/* Runs a raw SQL script on path (creating the file); returns the sqlite code. */
+int tr_raw_sql(const char *path, const char *sql);
+/* Returns the malloc'd bytes of the file at path, NUL-terminated (length in *n when n is not
+ * NULL), or NULL. */
+char *tr_slurp(const char *path, size_t *n);
 /* Runs one integer SQL query directly on the file at path; returns the value or -1 on error. */
 int64_t tr_sql_int(const char *path, const char *sql);
 /* Runs one SQL query on path; returns its first value as malloc'd text (NULL on error). */
