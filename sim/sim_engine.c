@@ -28,7 +28,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "sim_int.h"
+#include "sim_queue_int.h"
 
 /* Actions the flow engine walks between two moves of the progress bar, and events the heap
  * engine processes between two (powers of two: the test is a mask). */

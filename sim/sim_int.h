@@ -1,6 +1,7 @@
 /* sim_int.h: internals of the simulator shared between its files: the engine's state (one
- * sim_eng per run), the event queue and its payloads, and the helpers that the engines
- * (sim_engine.c) and their set-up (sim_links.c, sim_memory.c, sim_replicas.c) both use. */
+ * sim_eng per run) and the helpers that the engines (sim_engine.c) and their set-up
+ * (sim_links.c, sim_memory.c, sim_replicas.c, sim_result.c) both use. The heap engine's event
+ * queue is sim_queue_int.h. */
 #ifndef SIM_INT_H
 #define SIM_INT_H
 
@@ -38,54 +39,8 @@ static inline uint64_t sim_cell_enc(double tm) {
     return ~u;
 }
 
-/* ---------------------------------------------------------------- events */
-
-__extension__ typedef unsigned __int128 sim_u128;
-
-/* An event: 128-bit key (time bits, insertion number) and what happens (a payload below). */
-typedef struct sim_ev {
-    sim_u128 key;
-    uint64_t payload;
-} sim_ev;
-
-/* Event kinds, in the top bits of the payload. */
-enum { SIM_EV_COMPUTE_END = 0, SIM_EV_ARRIVE = 1, SIM_EV_REDUCE_END = 2, SIM_EV_STEP_END = 3 };
-
-/* Payload layout: kind << SIM_EV_KIND_SHIFT | value. The value of an arrival is table <<
- * SIM_EV_TABLE_SHIFT | cell index; the others' is hi << SIM_EV_HI_SHIFT | lo: a compute end's
- * (stream, pc), an all-reduce end's (members, stage; 0 members: not replicated) and a deferred
- * step end's (replica, stage). Streams (SIM_MAX_STREAMS) fit hi, cell indices (stages x
- * microbatches) fit the 48 bits below the table. */
-#define SIM_EV_KIND_SHIFT 56
-#define SIM_EV_HI_SHIFT 32
-#define SIM_EV_TABLE_SHIFT 48
-#define SIM_EV_VALUE_MASK (((uint64_t)1 << SIM_EV_KIND_SHIFT) - 1)
-#define SIM_EV_INDEX_MASK (((uint64_t)1 << SIM_EV_TABLE_SHIFT) - 1)
-
-/* Returns the payload of an event of kind with value (hi, lo). */
-static inline uint64_t sim_ev_pack(int kind, uint32_t hi, uint32_t lo) {
-    return (uint64_t)kind << SIM_EV_KIND_SHIFT | (uint64_t)hi << SIM_EV_HI_SHIFT | lo;
-}
-
-/* Returns the payload of the arrival of table's time of cell idx. */
-static inline uint64_t sim_ev_pack_arrive(int table, int64_t idx) {
-    return (uint64_t)SIM_EV_ARRIVE << SIM_EV_KIND_SHIFT | (uint64_t)table << SIM_EV_TABLE_SHIFT | (uint64_t)idx;
-}
-
-/* The fields of a payload: its kind, hi and lo (sim_ev_pack), table and index (arrivals). */
-static inline int sim_ev_kind(uint64_t p) { return (int)(p >> SIM_EV_KIND_SHIFT); }
-static inline uint32_t sim_ev_hi(uint64_t p) { return (uint32_t)((p & SIM_EV_VALUE_MASK) >> SIM_EV_HI_SHIFT); }
-static inline uint32_t sim_ev_lo(uint64_t p) { return (uint32_t)p; }
-static inline int sim_ev_table(uint64_t p) { return (int)((p & SIM_EV_VALUE_MASK) >> SIM_EV_TABLE_SHIFT); }
-static inline int64_t sim_ev_index(uint64_t p) { return (int64_t)(p & SIM_EV_INDEX_MASK); }
-
-/* Returns the time of an event. */
-static inline double sim_ev_time(const sim_ev *x) {
-    uint64_t bits = (uint64_t)(x->key >> 64);
-    double t;
-    memcpy(&t, &bits, sizeof t);
-    return t;
-}
+/* An event of the heap engine (sim_queue_int.h). */
+typedef struct sim_ev sim_ev;
 
 /* ---------------------------------------------------------------- engine state */
 
@@ -233,13 +188,6 @@ static inline int64_t sim_mem_mul(sim_eng *g, int64_t a, int64_t b) {
     }
     return x;
 }
-
-/* ---------------------------------------------------------------- the event queue (sim_queue.c) */
-
-/* Pushes an event at time t with payload p; returns 0, or -1 when out of memory. */
-int sim_ev_push(sim_eng *g, double t, uint64_t p);
-/* Pops the earliest event (the queue is not empty) into *out. */
-void sim_ev_pop(sim_eng *g, sim_ev *out);
 
 /* ---------------------------------------------------------------- memory (sim_memory.c) */
 
