@@ -350,13 +350,13 @@ static void opts_init(opts *o) {
     o->repeat = 1;
 }
 
-/* Returns -1 when the parsed flags go together, else CLI_EUSAGE after printing which do not. */
-static int check_opts(opts *o) {
-    int rc = cli_sched_check("simulate", &o->a);
+/* Returns -1 when no argument is left over after the flags and the parsed flags go together,
+ * else CLI_EUSAGE after printing which do not. */
+static int check_opts(int argc, char **argv, opts *o) {
+    int rc = cli_sched_args_end("simulate", argc, argv, &o->a);
+    if (rc < 0) rc = cli_format_arg("simulate", o->format);
     if (rc >= 0) return rc;
     const sim_model_spec *sp = &o->spec;
-    if (strcmp(o->format, "table") && strcmp(o->format, "csv") && strcmp(o->format, "json"))
-        return cli_usage_error("simulate", "--format must be table, csv or json");
     if (sp->model && o->basic_flag)
         return cli_usage_error("simulate", "--%s is a flag-driven cost; with --model the costs come from the model and "
                                "the hardware (use --hardware and --set instead)", o->basic_flag);
@@ -393,8 +393,7 @@ static int parse(int argc, char **argv, opts *o) {
         if (rc < 0) return cli_usage_error("simulate", "unknown or incomplete option '%s'", argv[optind - 1]);
         if (rc != CLI_OK) return rc;
     }
-    if (optind < argc) return cli_usage_error("simulate", "unexpected argument '%s'", argv[optind]);
-    return check_opts(o);
+    return check_opts(argc, argv, o);
 }
 
 /* Appends the JSON object of a model run's parameters: the model (spec, name, layers), the
