@@ -393,11 +393,10 @@ static double balance_cost(const cost_pctx *c, const cost_balance_opts *o, int s
     return o->by_memory ? mem : c->T[j] - c->T[i];
 }
 
-/* Returns the least memory any split of the layers needs on its fullest stage (capacity ignored). */
-static double balance_least_mem(const cost_pctx *c, const cost_balance_opts *o, double *g, int p) {
-    cost_balance_opts m = *o;
-    m.by_memory = 1;
-    m.capacity_bytes = 0;
+/* Fills g[(p + 1) x (L + 1)] with g(s, i), the best largest cost of splitting layers [i, L)
+ * into stages s .. p-1 (INFINITY when none fits), and returns g(0, 0): the exact split's
+ * dynamic program. */
+static double balance_table(const cost_pctx *c, const cost_balance_opts *o, double *g, int p) {
     const int L = c->L;
 #define G(s, i) g[(size_t)(s) * (size_t)(L + 1) + (size_t)(i)]
     for (int s = p; s >= 0; s--)
@@ -405,7 +404,7 @@ static double balance_least_mem(const cost_pctx *c, const cost_balance_opts *o, 
             if (s == p) { G(s, i) = i == L ? 0.0 : INFINITY; continue; }
             double best = INFINITY;
             for (int j = i + 1; j <= L - (p - s - 1); j++) {
-                double v = balance_cost(c, &m, s, i, j), rest = G(s + 1, j);
+                double v = balance_cost(c, o, s, i, j), rest = G(s + 1, j);
                 if (rest > v) v = rest;
                 if (v < best) best = v;
             }
@@ -415,9 +414,41 @@ static double balance_least_mem(const cost_pctx *c, const cost_balance_opts *o, 
 #undef G
 }
 
-int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_balance_opts *o, cost_plan *out,
-                           pl_err *e) {
-    memset(out, 0, sizeof *out);
+/* Returns the least memory any split of the layers needs on its fullest stage (capacity ignored). */
+static double balance_least_mem(const cost_pctx *c, const cost_balance_opts *o, double *g, int p) {
+    cost_balance_opts m = *o;
+    m.by_memory = 1;
+    m.capacity_bytes = 0;
+    return balance_table(c, &m, g, p);
+}
+
+/* Fills out's p stages from the table g of the optimum opt: the lexicographically smallest
+ * boundaries, each stage ending as early as the optimum allows. Returns PL_OK or the error. */
+static int balance_bounds(const cost_pctx *c, const cost_balance_opts *o, const double *g, int p, double opt,
+                          cost_plan *out, pl_err *e) {
+    const int L = c->L;
+    out->stage = pl_calloc((size_t)p, sizeof *out->stage);
+    if (!out->stage) return pl_errf(e, PL_ENOMEM, "partition: out of memory");
+    out->nstages = p;
+    for (int s = 0, i = 0; s < p; s++) {
+        int pick = -1;
+        for (int j = i + 1; j <= L - (p - s - 1) && pick < 0; j++) {
+            double v = balance_cost(c, o, s, i, j), rest = g[(size_t)(s + 1) * (size_t)(L + 1) + (size_t)j];
+            if (rest > v) v = rest;
+            if (v <= opt) pick = j;
+        }
+        if (pick < 0) /* cannot happen: the optimum is reachable */
+            return pl_errf(e, PL_EINTERNAL, "partition: internal error rebuilding the balanced split");
+        out->stage[s].first_layer = i;
+        out->stage[s].last_layer = pick - 1;
+        out->stage[s].replicas = 1;
+        i = pick;
+    }
+    return PL_OK;
+}
+
+/* Checks the balance options for nlayers layers; returns PL_OK or the error. */
+static int balance_check(int nlayers, const cost_balance_opts *o, pl_err *e) {
     if (!o) return pl_errf(e, PL_EINPUT, "partition: no balance options");
     const int p = o->stages;
     if (p < 1 || p > nlayers)
@@ -426,69 +457,37 @@ int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_bal
         return pl_errf(e, PL_EINPUT, "partition: capacity, in-flight count and weight versions must be non-negative");
     if ((double)nlayers * nlayers * p > 4e10)
         return pl_errf(e, PL_EINPUT, "partition: %d layers into %d stages is too large for the exact split", nlayers, p);
-    cost_pctx c;
-    int rc = cost_pctx_init(&c, layers, nlayers, p, NULL, COST_ALLREDUCE_RING, e);
+    return PL_OK;
+}
+
+int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_balance_opts *o, cost_plan *out,
+                           pl_err *e) {
+    memset(out, 0, sizeof *out);
+    int rc = balance_check(nlayers, o, e);
     if (rc != PL_OK) return rc;
-    const int L = nlayers;
-    /* g(s, i): the best largest cost of splitting layers [i, L) into stages s .. p-1. */
+    const int p = o->stages, L = nlayers;
+    cost_pctx c;
+    rc = cost_pctx_init(&c, layers, nlayers, p, NULL, COST_ALLREDUCE_RING, e);
+    if (rc != PL_OK) return rc;
     double *g = pl_calloc((size_t)(p + 1) * (size_t)(L + 1), sizeof(double));
     if (!g) {
         cost_pctx_free(&c);
         return pl_errf(e, PL_ENOMEM, "partition: out of memory");
     }
-#define G(s, i) g[(size_t)(s) * (size_t)(L + 1) + (size_t)(i)]
-    for (int s = p; s >= 0; s--)
-        for (int i = 0; i <= L; i++) {
-            if (s == p) { G(s, i) = i == L ? 0.0 : INFINITY; continue; }
-            double best = INFINITY;
-            for (int j = i + 1; j <= L - (p - s - 1); j++) {
-                double v = balance_cost(&c, o, s, i, j), rest = G(s + 1, j);
-                if (rest > v) v = rest;
-                if (v < best) best = v;
-            }
-            G(s, i) = best;
-        }
-    double opt = G(0, 0);
-    if (opt == INFINITY) {
-        double least = balance_least_mem(&c, o, g, p);
-        free(g);
-        cost_pctx_free(&c);
-        return pl_errf(e, PL_EINPUT,
-                       "partition: no split of %d layers into %d stages fits in %.0f bytes per device: the least any "
-                       "split needs on its fullest stage is %.0f bytes (parameters x versions + stashed activations x "
-                       "in-flight microbatches)",
-                       L, p, o->capacity_bytes, least);
-    }
-    out->stage = pl_calloc((size_t)p, sizeof *out->stage);
-    if (!out->stage) {
-        free(g);
-        cost_pctx_free(&c);
-        return pl_errf(e, PL_ENOMEM, "partition: out of memory");
-    }
-    out->nstages = p;
-    /* Lexicographically smallest boundaries: each stage ends as early as the optimum allows. */
-    for (int s = 0, i = 0; s < p; s++) {
-        int pick = -1;
-        for (int j = i + 1; j <= L - (p - s - 1); j++) {
-            double v = balance_cost(&c, o, s, i, j), rest = G(s + 1, j);
-            if (rest > v) v = rest;
-            if (v <= opt) { pick = j; break; }
-        }
-        if (pick < 0) { /* cannot happen: the optimum is reachable */
-            free(g);
-            cost_pctx_free(&c);
-            cost_plan_free(out);
-            return pl_errf(e, PL_EINTERNAL, "partition: internal error rebuilding the balanced split");
-        }
-        out->stage[s].first_layer = i;
-        out->stage[s].last_layer = pick - 1;
-        out->stage[s].replicas = 1;
-        i = pick;
-    }
-#undef G
+    double opt = balance_table(&c, o, g, p);
+    if (opt == INFINITY)
+        rc = pl_errf(e, PL_EINPUT,
+                     "partition: no split of %d layers into %d stages fits in %.0f bytes per device: the least any "
+                     "split needs on its fullest stage is %.0f bytes (parameters x versions + stashed activations x "
+                     "in-flight microbatches)",
+                     L, p, o->capacity_bytes, balance_least_mem(&c, o, g, p));
+    else
+        rc = balance_bounds(&c, o, g, p, opt, out, e);
     free(g);
-    snprintf(out->method, sizeof out->method, "balance");
-    rc = cost_pctx_fill(out, &c, o, e);
+    if (rc == PL_OK) {
+        snprintf(out->method, sizeof out->method, "balance");
+        rc = cost_pctx_fill(out, &c, o, e);
+    }
     cost_pctx_free(&c);
     if (rc != PL_OK) cost_plan_free(out);
     return rc;
