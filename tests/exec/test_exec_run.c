@@ -572,6 +572,7 @@ static void test_mpi_equals_threads(void) {
 #endif
 }
 
+#ifdef PIPELAB_MPIEXEC /* the helpers of the killed-rank test, which needs mpirun */
 /* Lists the pids of processes named pipelab whose parent is ppid into pids (at most max);
  * returns how many. */
 static int children_named_pipelab(pid_t ppid, pid_t *pids, int max) {
@@ -627,6 +628,7 @@ static int mpi_rank_of(pid_t pid) {
         if (strncmp(buf + i, "OMPI_COMM_WORLD_RANK=", 21) == 0) return atoi(buf + i + 21);
     return -1;
 }
+#endif
 
 /* Killing one rank's process (SIGKILL) of a long MPI run makes mpirun exit non-zero within
  * seconds (bound: 10 s), naming the killed rank and the signal; the other rank, terminated by
