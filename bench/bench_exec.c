@@ -227,110 +227,149 @@ static void dump_ops(const exec_result *r) {
         }
 }
 
-int main(int argc, char **argv) {
-    int h = argc > 1 ? atoi(argv[1]) : 512, b = argc > 2 ? atoi(argv[2]) : 32, m = argc > 3 ? atoi(argv[3]) : 8;
-    int dump = argc > 4 && strcmp(argv[4], "dump") == 0;
-    if (h < 1 || b < 1 || m < 1) {
-        fprintf(stderr, "usage: bench_exec [WIDTH [MICROBATCH_SIZE [MICROBATCHES [dump]]]]\n");
-        return 2;
-    }
-    int f = 4 * h, L = 4;
-    const char *blas = exec_blas_init();
-    int cpus[1024];
-    int ncores = exec_platform_cores(cpus, 1024);
-    printf("bench_exec: width %d, ffn %d, microbatch %d rows, %d microbatches, %d blocks; %s, %d cores; %d warm-up + %d timed "
-           "passes, best of %d runs\n\n", h, f, b, m, L, blas, ncores, WARMUP, TIMED, RUNS);
-    /* 1. GEMM throughput: a 1-rank worker (pinned to the first core), and its GEMMs alone on it */
-    cpu_set_t all;
-    if (pthread_getaffinity_np(pthread_self(), sizeof all, &all) != 0) CPU_ZERO(&all);
-    if (ncores > 0) exec_platform_pin_self(cpus[0]);
-    sched *s1 = bench_lowered("bench_exec", "gpipe", 1, m);
+/* The benchmark's shape: width h, ffn f, microbatch rows b, microbatches m, blocks L. */
+typedef struct shape { int h, f, b, m, L, dump; } shape;
+
+/* The best of RUNS of the 1-rank GEMM section: the worker's and the replay's throughput. */
+typedef struct gemm_best { double alone, worker, flops_alone, busy, gemm, step, flops_w; } gemm_best;
+
+/* Runs the 1-rank gpipe worker and its GEMMs alone RUNS times each into *g (the best of each).
+ * Returns 0, or 1 after printing the error. */
+static int gemm_runs(const shape *z, gemm_best *g) {
+    sched *s1 = bench_lowered("bench_exec", "gpipe", 1, z->m);
     replay rp;
-    if (!s1 || replay_init(&rp, b, h, f, L, m) != 0) return 1;
+    if (!s1 || replay_init(&rp, z->b, z->h, z->f, z->L, z->m) != 0) return 1;
     exec_config c;
     exec_result r;
     pl_err e;
-    double alone = 0, worker = 0, flops_alone = 0, busy = 0, gemm = 0, step = 0, flops_w = 0;
-    for (int run = 0; run < RUNS; run++) {
+    memset(g, 0, sizeof *g);
+    int rc = 0;
+    for (int run = 0; run < RUNS && rc == 0; run++) {
         double fa, a = alone_gflops(&rp, s1, &fa);
-        if (a > alone) { alone = a; flops_alone = fa; }
-        bench_cfg(&c, h, L, b);
+        if (a > g->alone) { g->alone = a; g->flops_alone = fa; }
+        bench_cfg(&c, z->h, z->L, z->b);
         if (exec_run(s1, &c, &r, &e) != PL_OK) {
             fprintf(stderr, "bench_exec: %s\n", e.msg);
-            return 1;
+            rc = 1;
+            break;
         }
         double w = r.rank[0].gemm_flops / r.rank[0].gemm_s * 1e-9;
-        if (w > worker) {
-            worker = w;
-            busy = r.rank[0].busy_s;
-            gemm = r.rank[0].gemm_s;
-            flops_w = r.rank[0].gemm_flops;
-            step = kind_s(&r, SCHED_STEP);
+        if (w > g->worker) {
+            g->worker = w;
+            g->busy = r.rank[0].busy_s;
+            g->gemm = r.rank[0].gemm_s;
+            g->flops_w = r.rank[0].gemm_flops;
+            g->step = kind_s(&r, SCHED_STEP);
         }
         exec_result_free(&r);
     }
     free(rp.mem);
     sched_free(s1);
+    return rc;
+}
+
+/* Prints section 1: GEMM throughput of a 1-rank worker against its GEMMs alone. Returns 0 or 1. */
+static int gemm_section(const shape *z) {
+    gemm_best g;
+    if (gemm_runs(z, &g) != 0) return 1;
     printf("%-44s %14s %14s %8s %8s\n", "GEMM throughput (1 rank, gpipe)", "worker GFLOP/s", "alone GFLOP/s", "ratio", "target");
-    printf("%-44s %14.2f %14.2f %8.3f %8s\n", "time inside sgemm in F, I, W vs same calls", worker, alone, worker / alone, ">= 0.9");
-    if (fabs(flops_w - flops_alone) > 1e-6 * flops_alone)
-        printf("  WARNING: the replay does %.6g FLOPs per pass, the worker %.6g\n", flops_alone, flops_w);
-    double other = busy - gemm - step;
+    printf("%-44s %14.2f %14.2f %8.3f %8s\n", "time inside sgemm in F, I, W vs same calls", g.worker, g.alone,
+           g.worker / g.alone, ">= 0.9");
+    if (fabs(g.flops_w - g.flops_alone) > 1e-6 * g.flops_alone)
+        printf("  WARNING: the replay does %.6g FLOPs per pass, the worker %.6g\n", g.flops_alone, g.flops_w);
+    double other = g.busy - g.gemm - g.step;
     printf("  worker compute per pass %.4f s: GEMMs %.4f s (%.1f%%), bias/GELU/copies/loss/bias grads in F, I, W %.4f s "
-           "(%.1f%%), STEP %.4f s (%.1f%%)\n", busy, gemm, 100 * gemm / busy, other, 100 * other / busy, step,
-           100 * step / busy);
+           "(%.1f%%), STEP %.4f s (%.1f%%)\n", g.busy, g.gemm, 100 * g.gemm / g.busy, other, 100 * other / g.busy, g.step,
+           100 * g.step / g.busy);
     printf("  whole busy time as GEMM throughput: %.2f GFLOP/s, %.3f of alone (includes the non-GEMM work above)\n\n",
-           flops_w / busy * 1e-9, flops_w / busy * 1e-9 / alone);
+           g.flops_w / g.busy * 1e-9, g.flops_w / g.busy * 1e-9 / g.alone);
+    return 0;
+}
+
+/* The best of RUNS runs of one schedule on 2 ranks, against its ideals. */
+typedef struct overhead_best {
+    double meas, ideal, ratio, rmean, ratios[RUNS];
+    exec_result r; /* the best run's result (owned) */
+} overhead_best;
+
+/* Folds run `run`'s result r into *o: each timed pass against the ideal made from its own
+ * action times (the same noise on both sides), the median over the passes; keeps the fastest
+ * run's result and frees the other. */
+static void overhead_fold(const sched *s, exec_result *r, int run, overhead_best *o) {
+    double rat[TIMED], idl[TIMED], rmean[TIMED];
+    for (int t = 0; t < TIMED; t++) {
+        idl[t] = exact_ideal_s(s, r, t);
+        rat[t] = idl[t] > 0 ? r->pass_s[t] / idl[t] : 0;
+        double im = bench_ideal_pass_s("bench_exec", s, r, t);
+        rmean[t] = im > 0 ? r->pass_s[t] / im : 0;
+    }
+    o->ratios[run] = exec_median(rat, TIMED);
+    if (run == 0 || r->pass_median_s < o->meas) {
+        o->meas = r->pass_median_s;
+        o->ideal = exec_median(idl, TIMED);
+        o->ratio = o->ratios[run];
+        o->rmean = exec_median(rmean, TIMED);
+        exec_result_free(&o->r);
+        o->r = *r;
+    } else {
+        exec_result_free(r);
+    }
+}
+
+/* Prints one row of section 2: schedule kind on 2 ranks, RUNS runs, measured against ideal. */
+static void overhead_row(const shape *z, const char *kind) {
+    sched *s = bench_lowered("bench_exec", kind, 2, z->m);
+    if (!s) return;
+    overhead_best o;
+    memset(&o, 0, sizeof o);
+    int ok = 1;
+    for (int run = 0; run < RUNS && ok; run++) {
+        exec_config c;
+        exec_result r;
+        pl_err e;
+        bench_cfg(&c, z->h, z->L, z->b); /* not oversubscribed: one core per rank, or the run is refused */
+        if (exec_run(s, &c, &r, &e) != PL_OK) {
+            fprintf(stderr, "bench_exec: %s: %s\n", kind, e.msg);
+            ok = 0;
+            break;
+        }
+        overhead_fold(s, &r, run, &o);
+    }
+    if (ok) {
+        printf("%-44s %14.6g %14.6g %8.3f %8s  ", kind, o.meas, o.ideal, o.ratio, "<= 1.05");
+        for (int run = 0; run < RUNS; run++) printf(" %.3f", o.ratios[run]);
+        printf("   %.3f\n", o.rmean);
+        if (z->dump) dump_ops(&o.r);
+    }
+    exec_result_free(&o.r);
+    sched_free(s);
+}
+
+int main(int argc, char **argv) {
+    enum { MAX_CORES = 1024, DEFAULT_WIDTH = 512, DEFAULT_ROWS = 32, DEFAULT_MICROBATCHES = 8, BLOCKS = 4 };
+    shape z = {argc > 1 ? atoi(argv[1]) : DEFAULT_WIDTH, 0, argc > 2 ? atoi(argv[2]) : DEFAULT_ROWS,
+               argc > 3 ? atoi(argv[3]) : DEFAULT_MICROBATCHES, BLOCKS, argc > 4 && strcmp(argv[4], "dump") == 0};
+    if (z.h < 1 || z.b < 1 || z.m < 1) {
+        fprintf(stderr, "usage: bench_exec [WIDTH [MICROBATCH_SIZE [MICROBATCHES [dump]]]]\n");
+        return 2;
+    }
+    z.f = 4 * z.h;
+    const char *blas = exec_blas_init();
+    int cpus[MAX_CORES];
+    int ncores = exec_platform_cores(cpus, MAX_CORES);
+    printf("bench_exec: width %d, ffn %d, microbatch %d rows, %d microbatches, %d blocks; %s, %d cores; %d warm-up + %d timed "
+           "passes, best of %d runs\n\n", z.h, z.f, z.b, z.m, z.L, blas, ncores, WARMUP, TIMED, RUNS);
+    /* 1. GEMM throughput: a 1-rank worker (pinned to the first core), and its GEMMs alone on it */
+    cpu_set_t all;
+    if (pthread_getaffinity_np(pthread_self(), sizeof all, &all) != 0) CPU_ZERO(&all);
+    if (ncores > 0) exec_platform_pin_self(cpus[0]);
+    if (gemm_section(&z) != 0) return 1;
     /* 2. schedule overhead on 2 ranks: unpin this thread first, or the executor would see one
      * core (it places workers on the cores the calling thread may use) */
     pthread_setaffinity_np(pthread_self(), sizeof all, &all);
     printf("%-44s %14s %14s %8s %8s   %-20s %s\n", "schedule overhead (2 ranks)", "measured s", "ideal s", "ratio", "target",
            "ratios of the 3 runs", "vs mean-time ideal");
-    static const char *kinds[] = {"gpipe", "1f1b", "zb-h1"};
-    for (int k = 0; k < 3; k++) {
-        sched *s = bench_lowered("bench_exec", kinds[k], 2, m);
-        if (!s) continue;
-        double best_meas = 0, best_ideal = 0, best_ratio = 0, best_rmean = 0, ratios[RUNS];
-        exec_result best;
-        memset(&best, 0, sizeof best);
-        int ok = 1;
-        for (int run = 0; run < RUNS && ok; run++) {
-            bench_cfg(&c, h, L, b); /* not oversubscribed: one core per rank, or the run is refused */
-            if (exec_run(s, &c, &r, &e) != PL_OK) {
-                fprintf(stderr, "bench_exec: %s: %s\n", kinds[k], e.msg);
-                ok = 0;
-                break;
-            }
-            /* each timed pass against the ideal made from its own action times (the same noise
-             * on both sides); the median over the passes */
-            double rat[TIMED], idl[TIMED], rmean[TIMED];
-            for (int t = 0; t < TIMED; t++) {
-                idl[t] = exact_ideal_s(s, &r, t);
-                rat[t] = idl[t] > 0 ? r.pass_s[t] / idl[t] : 0;
-                double im = bench_ideal_pass_s("bench_exec", s, &r, t);
-                rmean[t] = im > 0 ? r.pass_s[t] / im : 0;
-            }
-            ratios[run] = exec_median(rat, TIMED);
-            if (run == 0 || r.pass_median_s < best_meas) {
-                best_meas = r.pass_median_s;
-                best_ideal = exec_median(idl, TIMED);
-                best_ratio = ratios[run];
-                best_rmean = exec_median(rmean, TIMED);
-                exec_result_free(&best);
-                best = r;
-            } else {
-                exec_result_free(&r);
-            }
-        }
-        if (ok) {
-            printf("%-44s %14.6g %14.6g %8.3f %8s  ", kinds[k], best_meas, best_ideal, best_ratio, "<= 1.05");
-            for (int run = 0; run < RUNS; run++) printf(" %.3f", ratios[run]);
-            printf("   %.3f", best_rmean);
-            printf("\n");
-            if (dump) dump_ops(&best);
-        }
-        exec_result_free(&best);
-        sched_free(s);
-    }
+    static const char *const kinds[] = {"gpipe", "1f1b", "zb-h1"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) overhead_row(&z, kinds[k]);
     return 0;
 }
