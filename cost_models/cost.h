@@ -278,6 +278,20 @@ void cost_prefix_free(cost_prefix *p);
 /* Same result as cost_stage_eval over [first, end), in O(1). */
 void cost_prefix_stage(const cost_prefix *p, int first, int end, cost_stage *st);
 
+/* Link and collective costs (cost_comm.c), the one home of these formulas for the planner, the
+ * simulator and the cost model. bytes are the payload of the whole collective.
+ *   cost_p2p_s                  latency + bytes / bandwidth (0 bytes still pays the latency)
+ *   cost_ring_allreduce_s       2 (n - 1) / n * bytes / bandwidth + 2 (n - 1) latency
+ *   cost_ring_reduce_scatter_s  (n - 1) / n * bytes / bandwidth + (n - 1) latency: the ring's
+ *   cost_ring_allgather_s       first and second halves, each exactly half the all-reduce
+ *   cost_pipedream_allreduce_s  4 (n - 1) bytes / (n bandwidth), PipeDream optimizer's model
+ * Every collective over n <= 1 replicas costs 0. */
+double cost_p2p_s(double latency_s, double bandwidth_Bps, double bytes);
+double cost_ring_allreduce_s(int n, double bytes, double bandwidth_Bps, double latency_s);
+double cost_ring_reduce_scatter_s(int n, double bytes, double bandwidth_Bps, double latency_s);
+double cost_ring_allgather_s(int n, double bytes, double bandwidth_Bps, double latency_s);
+double cost_pipedream_allreduce_s(int n, double bytes, double bandwidth_Bps);
+
 /* Link of a rank pair: rank -> node = rank / devices_per_node. Returns 1 when the ranks sit on
  * different nodes. */
 int cost_ranks_inter(const cost_hw *hw, int rank_a, int rank_b);
@@ -285,8 +299,8 @@ int cost_ranks_inter(const cost_hw *hw, int rank_a, int rank_b);
  * the same rank costs 0). */
 double cost_link_s(const cost_hw *hw, int inter, int64_t bytes);
 double cost_transfer_s(const cost_hw *hw, int src_rank, int dst_rank, int64_t bytes);
-/* Ring all-reduce of bytes over n replicas: 2 (n - 1) / n * bytes / bandwidth + 2 (n - 1) latency
- * on the inter link when inter, else intra. n <= 1 costs 0. */
+/* Ring all-reduce (cost_ring_allreduce_s) of bytes over n replicas on the inter link when inter,
+ * else intra. n <= 1 or bytes <= 0 costs 0. */
 double cost_allreduce_s(const cost_hw *hw, int inter, int replicas, int64_t bytes);
 /* Optimizer step of param_bytes on one device, memory-bound: reads and writes weights and
  * optimizer state, reads gradients, over memory_bandwidth. 0 when bandwidth unknown. */
@@ -478,7 +492,8 @@ int cost_plan_evaluate(cost_plan *p, const cost_part_layer *layers, int nlayers,
                             const cost_part_topo *topo, cost_allreduce_model ar,
                             const cost_balance_opts *o_balance, pl_err *e);
 
-/* All-reduce time of bytes over r replicas on a link (bandwidth bw_Bps, latency lat_s). */
+/* All-reduce time of bytes over r replicas on a link (bandwidth bw_Bps, latency lat_s) under the
+ * planner's model m: cost_ring_allreduce_s or cost_pipedream_allreduce_s (cost_comm.c). */
 double cost_part_allreduce_s(cost_allreduce_model m, double bytes, int r, double bw_Bps, double lat_s);
 
 /* Builds the partitioners' layer table from a model on hardware: time_s = F + I + W of one

@@ -1,5 +1,5 @@
-/* cost_calc.c: the one definition of costs: per-stage compute times and bytes, transfers,
- * all-reduce, optimizer step, memory per stage and per rank, and partitions of a layer table. */
+/* cost_calc.c: the one definition of costs: per-stage compute times and bytes, optimizer
+ * step, memory per stage and per rank, and partitions of a layer table. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,41 +196,8 @@ void cost_prefix_stage(const cost_prefix *p, int first, int end, cost_stage *st)
                 p->rc_bytes[end] - p->rc_bytes[first + 1], mb_scale(p->m, &p->o), st);
 }
 
-/* ---------------------------------------------------------------- communication */
-
-/* Returns 1 when the two ranks sit on different nodes (rank / devices_per_node differs). */
-int cost_ranks_inter(const cost_hw *hw, int a, int b) {
-    int d = hw->devices_per_node > 0 ? hw->devices_per_node : 1;
-    return a / d != b / d;
-}
-
-/* Fills the bandwidth (bytes/s) and latency (s) of the intra- or inter-node links of hw. */
-static void link_params(const cost_hw *hw, int inter, double *bw_Bps, double *lat_s) {
-    *bw_Bps = inter ? hw->inter_bandwidth_Bps : hw->intra_bandwidth_Bps;
-    *lat_s = inter ? hw->inter_latency_s : hw->intra_latency_s;
-}
-
-/* Returns latency + bytes / bandwidth of one link; nothing to send costs nothing. */
-double cost_link_s(const cost_hw *hw, int inter, int64_t bytes) {
-    if (bytes <= 0) return 0;
-    double bw, lat;
-    link_params(hw, inter, &bw, &lat);
-    return lat + (double)bytes / bw;
-}
-
-/* Returns the time to send bytes from src_rank to dst_rank (0 on the same rank). */
-double cost_transfer_s(const cost_hw *hw, int src_rank, int dst_rank, int64_t bytes) {
-    if (src_rank == dst_rank) return 0;
-    return cost_link_s(hw, cost_ranks_inter(hw, src_rank, dst_rank), bytes);
-}
-
-/* Returns the ring all-reduce time: 2 (n-1)/n bytes / bandwidth + 2 (n-1) latency. */
-double cost_allreduce_s(const cost_hw *hw, int inter, int replicas, int64_t bytes) {
-    if (replicas <= 1 || bytes <= 0) return 0;
-    double n = replicas, bw, lat;
-    link_params(hw, inter, &bw, &lat);
-    return 2 * (n - 1) / n * (double)bytes / bw + 2 * (n - 1) * lat;
-}
+/* ---------------------------------------------------------------- optimizer step
+ * (link and collective costs live in cost_comm.c) */
 
 /* Returns the memory-bound optimizer step: (2 weights + gradients + 2 optimizer state) bytes over
  * the device's memory bandwidth; 0 when the bandwidth is unknown. */

@@ -33,14 +33,6 @@
 
 #include "partition_int.h"
 
-/* Returns the all-reduce time of `bytes` over r replicas on one link; 0 when r <= 1. */
-double cost_part_allreduce_s(cost_allreduce_model m, double bytes, int r, double bw_Bps, double lat_s) {
-    if (r <= 1) return 0.0;
-    double rm1 = (double)(r - 1);
-    if (m == COST_ALLREDUCE_PIPEDREAM) return 4.0 * rm1 * bytes / ((double)r * bw_Bps);
-    return 2.0 * rm1 / (double)r * bytes / bw_Bps + 2.0 * rm1 * lat_s;
-}
-
 /* Returns 1 when workers a .. b (inclusive) all live in one server. */
 static int one_server(const cost_pctx *c, int a, int b) {
     return a / c->topo.devices_per_server == b / c->topo.devices_per_server;

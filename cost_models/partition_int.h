@@ -10,7 +10,7 @@ static inline int cost_part_ceil_div(int a, int b) { return (a + b - 1) / b; }
 /* Returns the time a cut of `bytes` takes per minibatch when split over r replicas: activation
  * forward and gradient back, each latency + bytes / bandwidth. */
 static inline double cost_part_cut_s(double bytes, double bw_Bps, double lat_s, int r) {
-    return 2.0 * (lat_s + bytes / bw_Bps) / (double)r;
+    return 2.0 * cost_p2p_s(lat_s, bw_Bps, bytes) / (double)r;
 }
 
 /* Prefix sums of the layer table plus everything a cost evaluation needs. */

@@ -124,24 +124,25 @@ static int64_t basic_params(void *ctx, int q) {
     return o && o->param_bytes >= 0 ? o->param_bytes : b->param_bytes;
 }
 
-/* Returns the time of one transfer: fixed, or latency + bytes / bandwidth of the link class. */
+/* Returns the time of one transfer: fixed, or cost_p2p_s (latency + bytes / bandwidth) of the
+ * link class. */
 static double basic_transfer(void *ctx, int src, int dst, int64_t bytes) {
     const sim_basic *b = ctx;
     if (b->tcomm_s >= 0) return b->tcomm_s;
     int inter = b->ranks_per_node > 0 && src / b->ranks_per_node != dst / b->ranks_per_node;
-    return inter ? b->inter_latency_s + (double)bytes / b->inter_bandwidth_Bps
-                 : b->latency_s + (double)bytes / b->bandwidth_Bps;
+    return inter ? cost_p2p_s(b->inter_latency_s, b->inter_bandwidth_Bps, (double)bytes)
+                 : cost_p2p_s(b->latency_s, b->bandwidth_Bps, (double)bytes);
 }
 
-/* Returns the ring all-reduce time: 2 (n-1) steps, each latency + bytes / (n bandwidth). */
+/* Returns the ring all-reduce time (cost_ring_allreduce_s) on the inter pair when all-reduces
+ * cross nodes, else the intra pair. */
 static double basic_allreduce(void *ctx, int q, int n, int64_t bytes) {
     (void)q;
     const sim_basic *b = ctx;
-    if (n <= 1) return 0;
     int inter = b->allreduce_inter && b->ranks_per_node > 0;
     double bw = inter ? b->inter_bandwidth_Bps : b->bandwidth_Bps;
     double lat = inter ? b->inter_latency_s : b->latency_s;
-    return 2.0 * (n - 1) / n * (double)bytes / bw + 2.0 * (n - 1) * lat;
+    return cost_ring_allreduce_s(n, (double)bytes, bw, lat);
 }
 
 /* Returns the optimizer step time. */

@@ -185,8 +185,7 @@ static double model_allreduce(void *ctx, int q, int replicas, int64_t bytes) {
     if (replicas <= 1) return 0;
     if (q < 0 || q >= sm->stages) return -1;
     int first = sm->stage_device[q], last = first + replicas - 1;
-    int dpn = sm->hw.devices_per_node > 0 ? sm->hw.devices_per_node : 1;
-    return cost_allreduce_s(&sm->hw, first / dpn != last / dpn, replicas, bytes);
+    return cost_allreduce_s(&sm->hw, cost_ranks_inter(&sm->hw, first, last), replicas, bytes);
 }
 
 /* Returns the optimizer step time of stage q. */

@@ -1,10 +1,11 @@
-/* main.c: registers the cost_models suites (models, hardware, costs; partitioners and calibration
- * are registered by test_partition_register in their own file). */
+/* main.c: registers the cost_models suites (models, hardware, costs, link and collective costs;
+ * partitioners and calibration are registered by test_partition_register in their own file). */
 #include "pl_test.h"
 
 void test_models_register(void);
 void test_hw_register(void);
 void test_costs_register(void);
+void test_comm_register(void);
 void test_partition_register(void);
 
 /* Stand-in until the partition suite defines the real one. */
@@ -14,5 +15,6 @@ void pl_test_register(void) {
     test_models_register();
     test_hw_register();
     test_costs_register();
+    test_comm_register();
     test_partition_register();
 }

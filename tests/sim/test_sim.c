@@ -774,4 +774,5 @@ void pl_test_register(void) {
     { void sim_limits_tests_register(void); sim_limits_tests_register(); } /* test_limits.c */
     { void sim_replicas_tests_register(void); sim_replicas_tests_register(); } /* test_replicas.c */
     { void sim_setup_tests_register(void); sim_setup_tests_register(); } /* test_setup.c */
+    { void sim_comm_tests_register(void); sim_comm_tests_register(); } /* test_sim_comm.c */
 }

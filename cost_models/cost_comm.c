@@ -1,0 +1,91 @@
+/* cost_comm.c: the one home of link and collective costs (point-to-point, ring all-reduce and its
+ * halves, PipeDream's all-reduce) that the planner, the simulator and the cost model call. */
+#include "cost_int.h"
+
+/* Ring all-reduce steps per replica beyond the first: a reduce-scatter pass and an all-gather pass,
+ * each n - 1 steps. */
+#define RING_PASSES 2.0
+/* PipeDream's optimizer charges 4 (m - 1) |w| / (m B) for the synchronization of |w| bytes. */
+#define PIPEDREAM_AR_FACTOR 4.0
+
+/* Returns latency + bytes / bandwidth: one message on one link (no guard: 0 bytes still pays the
+ * latency, as the flag-driven simulator charges it). */
+double cost_p2p_s(double latency_s, double bandwidth_Bps, double bytes) {
+    return latency_s + bytes / bandwidth_Bps;
+}
+
+/* Returns the ring all-reduce time over n replicas: 2 (n - 1) / n * bytes / bandwidth +
+ * 2 (n - 1) latency (a reduce-scatter then an all-gather, n - 1 steps each); n <= 1 costs 0. */
+double cost_ring_allreduce_s(int n, double bytes, double bandwidth_Bps, double latency_s) {
+    if (n <= 1) return 0.0;
+    double nm1 = (double)(n - 1);
+    return RING_PASSES * nm1 / (double)n * bytes / bandwidth_Bps + RING_PASSES * nm1 * latency_s;
+}
+
+/* Returns one pass of the ring (n - 1 steps, each moving bytes / n): (n - 1) / n * bytes /
+ * bandwidth + (n - 1) latency, half the all-reduce; n <= 1 costs 0. */
+static double ring_pass_s(int n, double bytes, double bandwidth_Bps, double latency_s) {
+    if (n <= 1) return 0.0;
+    double nm1 = (double)(n - 1);
+    return nm1 / (double)n * bytes / bandwidth_Bps + nm1 * latency_s;
+}
+
+/* Returns the ring reduce-scatter time of bytes over n replicas: the all-reduce's first half. */
+double cost_ring_reduce_scatter_s(int n, double bytes, double bandwidth_Bps, double latency_s) {
+    return ring_pass_s(n, bytes, bandwidth_Bps, latency_s);
+}
+
+/* Returns the ring all-gather time of bytes (the gathered total) over n replicas: the
+ * all-reduce's second half. */
+double cost_ring_allgather_s(int n, double bytes, double bandwidth_Bps, double latency_s) {
+    return ring_pass_s(n, bytes, bandwidth_Bps, latency_s);
+}
+
+/* Returns PipeDream's all-reduce time (its optimizer's 4 (n - 1) bytes / (n bandwidth), no
+ * latency); n <= 1 costs 0. */
+double cost_pipedream_allreduce_s(int n, double bytes, double bandwidth_Bps) {
+    if (n <= 1) return 0.0;
+    return PIPEDREAM_AR_FACTOR * (double)(n - 1) * bytes / ((double)n * bandwidth_Bps);
+}
+
+/* Returns the all-reduce time of `bytes` over r replicas on one link under the planner's model m
+ * (ring or PipeDream's); 0 when r <= 1. */
+double cost_part_allreduce_s(cost_allreduce_model m, double bytes, int r, double bw_Bps, double lat_s) {
+    if (m == COST_ALLREDUCE_PIPEDREAM) return cost_pipedream_allreduce_s(r, bytes, bw_Bps);
+    return cost_ring_allreduce_s(r, bytes, bw_Bps, lat_s);
+}
+
+/* Returns 1 when the two ranks sit on different nodes (rank / devices_per_node differs). */
+int cost_ranks_inter(const cost_hw *hw, int a, int b) {
+    int d = hw->devices_per_node > 0 ? hw->devices_per_node : 1;
+    return a / d != b / d;
+}
+
+/* Fills the bandwidth (bytes/s) and latency (s) of the intra- or inter-node links of hw. */
+static void link_params(const cost_hw *hw, int inter, double *bw_Bps, double *lat_s) {
+    *bw_Bps = inter ? hw->inter_bandwidth_Bps : hw->intra_bandwidth_Bps;
+    *lat_s = inter ? hw->inter_latency_s : hw->intra_latency_s;
+}
+
+/* Returns latency + bytes / bandwidth of one link of hw; nothing to send costs nothing. */
+double cost_link_s(const cost_hw *hw, int inter, int64_t bytes) {
+    if (bytes <= 0) return 0;
+    double bw, lat;
+    link_params(hw, inter, &bw, &lat);
+    return cost_p2p_s(lat, bw, (double)bytes);
+}
+
+/* Returns the time to send bytes from src_rank to dst_rank (0 on the same rank). */
+double cost_transfer_s(const cost_hw *hw, int src_rank, int dst_rank, int64_t bytes) {
+    if (src_rank == dst_rank) return 0;
+    return cost_link_s(hw, cost_ranks_inter(hw, src_rank, dst_rank), bytes);
+}
+
+/* Returns the ring all-reduce time of bytes over replicas on hw's intra or inter link; nothing to
+ * reduce costs nothing. */
+double cost_allreduce_s(const cost_hw *hw, int inter, int replicas, int64_t bytes) {
+    if (replicas <= 1 || bytes <= 0) return 0;
+    double bw, lat;
+    link_params(hw, inter, &bw, &lat);
+    return cost_ring_allreduce_s(replicas, (double)bytes, bw, lat);
+}
