@@ -3,6 +3,15 @@
 #include <string.h>
 
 #include "cli.h"
+#ifdef PIPELAB_HAVE_PL_COST
+#include "cost.h"
+#endif
+#ifdef PIPELAB_HAVE_PL_EXEC
+#include "exec.h"
+#endif
+#ifdef PIPELAB_HAVE_PL_RESULTS
+#include "store.h"
+#endif
 
 typedef struct subcommand {
     const char *name;
@@ -24,10 +33,29 @@ static const subcommand commands[] = {
     {NULL, NULL, NULL},
 };
 
-/* Prints the list of subcommands. */
+/* The environment variables pipelab reads, each named where it is read, with what it does. */
+static const struct { const char *name, *what; } environment[] = {
+    {SCHED_MAX_MEMORY_ENV, "memory pipelab may use, as --max-memory (8e9, 16GiB); the flag wins"},
+    {PL_PROGRESS_ENV, "0 turns the progress bar off (it is drawn on a terminal only)"},
+    {PL_PROGRESS_AFTER_ENV, "seconds of work before the progress bar appears (default 1)"},
+#ifdef PIPELAB_HAVE_PL_COST
+    {COST_HARDWARE_DIR_ENV, "a folder of hardware files NAME.ini, looked up before the presets"},
+#endif
+#ifdef PIPELAB_HAVE_PL_RESULTS
+    {STORE_GNUPLOT_ENV, "the gnuplot program pipelab plot runs (default: gnuplot on PATH)"},
+#endif
+#ifdef PIPELAB_HAVE_PL_EXEC
+    {EXEC_CUDA_SYNC_ENV, "1: the CUDA backend synchronizes after every action (debugging)"},
+#endif
+};
+
+/* Prints the list of subcommands and the environment variables. */
 static void usage(FILE *f) {
     fprintf(f, "usage: pipelab COMMAND [options]   (pipelab COMMAND --help for details)\n\ncommands:\n");
     for (const subcommand *c = commands; c->name; c++) fprintf(f, "  %-10s %s\n", c->name, c->summary);
+    fprintf(f, "\nenvironment:\n");
+    for (size_t i = 0; i < sizeof environment / sizeof environment[0]; i++)
+        fprintf(f, "  %-24s %s\n", environment[i].name, environment[i].what);
 }
 
 /* Runs the subcommand argv[1] names (its argv starting at the name); returns its exit code, or

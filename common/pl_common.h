@@ -98,6 +98,9 @@ double pl_now_s(void);
  * The work only calls pl_progress_set (one relaxed atomic store: fine in a hot loop, from any
  * thread). Every function accepts NULL (no bar). */
 typedef struct pl_progress pl_progress;
+/* The environment variables that steer the bar: "0" turns it off; seconds before it appears. */
+#define PL_PROGRESS_ENV "PIPELAB_PROGRESS"
+#define PL_PROGRESS_AFTER_ENV "PIPELAB_PROGRESS_AFTER"
 /* Starts a bar for total steps (0: elapsed time only); NULL when no bar is drawn. */
 pl_progress *pl_progress_start(const char *what, uint64_t total);
 /* The same on fd; force draws at once even when fd is not a terminal (tests). */

@@ -108,7 +108,7 @@ static void *run(void *arg) {
 }
 
 pl_progress *pl_progress_start_fd(int fd, int force, const char *what, uint64_t total) {
-    const char *env = getenv("PIPELAB_PROGRESS");
+    const char *env = getenv(PL_PROGRESS_ENV);
     if (env && strcmp(env, "0") == 0) return NULL;
     if (!force && !isatty(fd)) return NULL;
     pl_progress *p = calloc(1, sizeof *p);
@@ -118,7 +118,7 @@ pl_progress *pl_progress_start_fd(int fd, int force, const char *what, uint64_t 
     p->total = total;
     p->t0 = pl_now_s();
     p->show_after = SHOW_AFTER_S;
-    const char *after = getenv("PIPELAB_PROGRESS_AFTER"); /* seconds before the bar appears */
+    const char *after = getenv(PL_PROGRESS_AFTER_ENV); /* seconds before the bar appears */
     double a;
     if (after && pl_parse_double(after, &a) == 0 && a >= 0 && a < 1e6) p->show_after = a;
     if (force) p->show_after = 0;

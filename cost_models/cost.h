@@ -50,6 +50,10 @@
  *   Errors read "path:line: what is wrong".
  */
 
+/* The environment variable naming a folder of hardware files NAME.ini, looked up by name before
+ * the embedded presets. */
+#define COST_HARDWARE_DIR_ENV "PIPELAB_HARDWARE_DIR"
+
 #define COST_UNKNOWN (-1.0)
 #define COST_MAX_LAYERS (1 << 20)
 

@@ -365,7 +365,7 @@ int cost_hw_load(cost_hw *hw, const char *name_or_path, pl_err *e) {
         if (dot) *dot = 0;
         return load_file(hw, name_or_path, stem, e);
     }
-    const char *dir = getenv("PIPELAB_HARDWARE_DIR");
+    const char *dir = getenv(COST_HARDWARE_DIR_ENV);
     if (dir && dir[0] && n < 64) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s.ini", dir, name_or_path);

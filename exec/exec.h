@@ -115,6 +115,10 @@ typedef struct exec_config {
     int cuda_devices;        /* GPUs to use (0 = all visible); rank r runs on GPU r mod devices */
 } exec_config;
 
+/* The environment variable that makes the CUDA backend synchronize after every action ("1"), so
+ * that a failing kernel is named at its action (debugging; slower). */
+#define EXEC_CUDA_SYNC_ENV "PIPELAB_CUDA_SYNC"
+
 /* The model's default width and rows per microbatch: exec_config_default's, which the command
  * line (pipelab run, profile) shares; and the data set's size when dataset_microbatches is 0. */
 #define EXEC_DEFAULT_HIDDEN 256

@@ -32,7 +32,7 @@ int exec_check_memory(const sched *s, const exec_config *c, const int *blocks, i
                    "the model does not fit: %s needs at least %.1f %s%s (the weights%s of %.0f blocks of width %d and ffn "
                    "%d, %sthe data set and the target network), more than the %.1f %s available (%s); use a smaller "
                    "--width, --ffn or --depth, more MPI processes, or raise the limit with --max-memory or "
-                   "PIPELAB_MAX_MEMORY",
+                   SCHED_MAX_MEMORY_ENV,
                    rank < 0 ? "the run" : "this rank's process", bytes / unit, in_gib ? "GiB" : "MiB",
                    c->backend == EXEC_BACKEND_CUDA ? " of host memory besides the GPU's" : "",
                    c->momentum != 0.0 ? ", gradients and momentum" : " and gradients", nblocks, d.h, d.f,

@@ -1142,10 +1142,10 @@ int store_plot_prepare(store *s, const store_plot_opts *o, pl_err *e) {
 
 /* Returns the malloc'd path of gnuplot ($PIPELAB_GNUPLOT, else on PATH), or NULL with e. */
 char *store_gnuplot_find(pl_err *e) {
-    const char *env = getenv("PIPELAB_GNUPLOT");
+    const char *env = getenv(STORE_GNUPLOT_ENV);
     if (env && *env) {
         if (access(env, X_OK) == 0) return strdup(env);
-        pl_errf(e, PL_EINPUT, "PIPELAB_GNUPLOT=%s is not an executable program", env);
+        pl_errf(e, PL_EINPUT, "%s=%s is not an executable program", STORE_GNUPLOT_ENV, env);
         return NULL;
     }
     const char *path = getenv("PATH");

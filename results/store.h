@@ -9,6 +9,9 @@
 
 /* Default database path, relative to the working directory. */
 #define STORE_DEFAULT_PATH "results/out/pipelab.db"
+/* The environment variable naming the gnuplot program `pipelab plot` runs (default: gnuplot
+ * on PATH). */
+#define STORE_GNUPLOT_ENV "PIPELAB_GNUPLOT"
 /* How long a statement waits for another connection's lock before giving up (milliseconds):
  * parallel sweeps write one file, each run in a short transaction. */
 #define STORE_BUSY_TIMEOUT_MS 10000

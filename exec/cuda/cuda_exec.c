@@ -815,7 +815,7 @@ int cx_setup_rank(cx_rank *c, int r, const sched *s, const exec_config *cfg, con
     if (!c->send_rank) return pl_errf(e, PL_ENOMEM, "out of memory");
     c->send_slot = c->send_rank + n;
     c->recv_slot = c->send_rank + 2 * n;
-    const char *sync = getenv("PIPELAB_CUDA_SYNC");
+    const char *sync = getenv(EXEC_CUDA_SYNC_ENV);
     c->sync_each = sync && sync[0] == '1';
     return PL_OK;
 }

@@ -176,11 +176,30 @@ static void test_script(void) {
     free(dir);
 }
 
+/* pipelab --help lists the environment variables it reads, each with what it does: every
+ * variable named in the source's getenv calls (PATH aside). */
+static void test_help_environment(void) {
+    static const char *const names[] = {"PIPELAB_MAX_MEMORY", "PIPELAB_PROGRESS ", "PIPELAB_PROGRESS_AFTER",
+                                        "PIPELAB_HARDWARE_DIR", "PIPELAB_GNUPLOT", "PIPELAB_CUDA_SYNC"};
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' --help", PIPELAB_BIN);
+    char *out = NULL;
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    const char *env = out ? strstr(out, "\nenvironment:\n") : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(env);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (!strstr(env, names[i])) fprintf(stderr, "\n  --help does not name %s\n", names[i]);
+        CU_ASSERT_PTR_NOT_NULL(strstr(env, names[i]));
+    }
+    free(out);
+}
+
 void test_version_cli_register(void) {
     static const pl_test_case tcases[] = {
         {"--version is the source tree's git revision now", test_version_matches_tree},
         {"a stored run carries that revision", test_run_records_rev},
         {"cmake/git_rev.cmake: commit, -dirty, unknown, header kept", test_script},
+        {"pipelab --help lists the environment variables", test_help_environment},
         {NULL, NULL},
     };
     pl_test_suite("cli version", tcases);
