@@ -383,6 +383,7 @@ typedef struct sim_model_spec {
     double optimizer_bytes_per_param; /* < 0 = cost_opts_init's */
     double w_stash_fraction;  /* < 0 = cost_opts_init's; else at most 1 */
     sim_replica_spec replicas; /* over the partition's own */
+    const cost_layout *layout; /* tensor x pipeline x data parallel GPT run, or NULL (sim_layout.c) */
 } sim_model_spec;
 /* Fills spec with "nothing asked": every pointer NULL, every number the default's. */
 void sim_model_spec_init(sim_model_spec *spec);
@@ -407,5 +408,31 @@ typedef struct sim_model_setup {
 int sim_model_setup_build(sim_model_setup *ms, const sim_model_spec *spec, const sched *s, pl_err *e);
 /* Frees what sim_model_setup_build made and zeroes ms; safe on a zeroed ms. */
 void sim_model_setup_free(sim_model_setup *ms);
+
+/* ---------------------------------------------------------------- GPU-cluster layouts (sim_layout.c)
+ * A tensor x pipeline x data parallel GPT run (spec->layout, with spec->hardware): the pipeline
+ * is simulated once, each schedule rank a tensor group of T GPUs (so the hardware seen by the
+ * pipeline has devices_per_node / (T D) ranks per node, Megatron's rank order putting the D
+ * replicas between pipeline neighbours), costs from cost_gpt_model (one GPU's share), the split
+ * from cost_gpt_partition; the D replicas are symmetric: each stage's STEP carries its
+ * data-parallel gradient synchronization (cost_gpt_sync_s), the tied embedding's all-reduce
+ * between the first and last stage, and the optimizer step over the GPU's share. */
+
+/* Loads spec's hardware (preset or file, --set overrides, checked) into ms; PL_OK when none. */
+int sim_setup_load_hardware(const sim_model_spec *spec, sim_model_setup *ms, pl_err *e);
+/* Builds the model side of a layout run (what sim_model_setup_build does for spec->layout). The
+ * schedule must have P ranks and P v stages. Returns PL_OK or an error in e. */
+int sim_layout_setup_build(sim_model_setup *ms, const sim_model_spec *spec, const sched *s, pl_err *e);
+/* Results of a layout run, from the simulated iteration time and per-rank memory. */
+typedef struct sim_layout_report {
+    double iteration_time_s, model_flops, tflops_per_gpu, mfu, hfu, params, gpus;
+    int microbatches;
+    cost_gpt_memory mem;  /* the rank with the highest peak: its parts */
+    int peak_rank;
+    double capacity_bytes;
+    int oom;
+} sim_layout_report;
+void sim_layout_report_fill(const sim_model_setup *ms, const cost_layout *l, const sim_result *r,
+                            sim_layout_report *out);
 
 #endif
