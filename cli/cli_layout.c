@@ -37,6 +37,7 @@ int cli_layout_opt(const char *cmd, int c, const char *v, cli_layout *lo, cli_sc
     case CLI_O_SEQPAR: lo->active = lo->seqpar = 1; return CLI_OK;
     case CLI_O_DISTOPT: lo->active = lo->distopt = 1; return CLI_OK;
     case CLI_O_MEGATRON: lo->active = 1; lo->megatron = v; return CLI_OK;
+    case CLI_O_GPUS: lo->active = 1; return count_arg(cmd, "--gpus", v, &lo->gpus);
     case CLI_O_RECOMP: {
         int r = cost_recompute_parse(v);
         if (r < 0) return cli_usage_error(cmd, "--recompute must be none, selective or full (got '%s')", v);
@@ -215,6 +216,15 @@ static int parallel_settings(cli_layout *lo, const megatron_args *m, const cli_s
         return CLI_EUSER;
     l->recompute = (cost_recompute)(rc - 1);
     l->dp = lo->dp ? lo->dp : 1;
+    if (lo->gpus) { /* Megatron's D: the world size over T P */
+        long tpp = (long)l->tp * l->pp;
+        if (lo->gpus % tpp || (lo->dp && (long)lo->dp * tpp != lo->gpus)) {
+            fprintf(stderr, "pipelab: --gpus %d does not divide into tensor %d x pipeline %d%s\n", lo->gpus, l->tp,
+                    l->pp, lo->dp ? " x --dp" : " groups");
+            return CLI_EUSER;
+        }
+        l->dp = (int)(lo->gpus / tpp);
+    }
     l->sequence_parallel = lo->seqpar || m->seqpar;
     l->distributed_optimizer = lo->distopt || m->distopt;
     l->precision = m->bf16 ? COST_BF16 : COST_FP16;

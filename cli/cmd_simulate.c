@@ -53,6 +53,7 @@ static const char help_text[] =
     "GPU clusters: tensor x pipeline x data parallel GPT training (with --model transformer:...\n"
     "or --megatron, and --hardware; the schedule is generated: 1f1b, or interleaved with --chunks):\n"
     "  --tp T --dp D --pp P  tensor (within a node), data and pipeline parallel sizes (--pp = --ranks)\n"
+    "  --gpus N              D = N / (T P) (refused when it does not divide)\n"
     "  --global-batch B      samples per iteration; microbatches = B / (--microbatch-size x D)\n"
     "  --recompute none|selective|full   selective: attention's core (Korthikanti et al.)\n"
     "  --sequence-parallel   --distributed-optimizer (optimizer state sharded over D)\n"

@@ -23,7 +23,7 @@ if [ "$PLOT_ONLY" = 0 ]; then
         chunks=1
         [ "$lpv" = "-" ] || chunks=$((layers / (pp * lpv)))
         csv=$(point "$PL" simulate --model "transformer:layers=$layers,hidden=$hidden,heads=$heads,seq=$SEQ,vocab=$VOCAB" \
-            --hardware dgx-a100 --tp "$tp" --pp "$pp" --dp "$dp" --chunks "$chunks" --microbatch-size "$mbs" \
+            --hardware dgx-a100 --tp "$tp" --pp "$pp" --gpus "$gpus" --chunks "$chunks" --microbatch-size "$mbs" \
             --global-batch "$batch" --recompute full --tag "$NAME" --db "$DB" --format csv)
         echo "$csv" | awk -F, -v OFS='\t' -v pb="$pb" -v g="$gpus" -v tp="$tp" -v pp="$pp" -v dp="$dp" -v v="$chunks" -v paper="$tflops" '
             NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
