@@ -263,7 +263,7 @@ typedef struct layout_fig {
     double v;
     const char *unit;
 } layout_fig;
-#define NFIGS 15
+#define NFIGS 22
 
 /* Fills f[NFIGS] with r's figures. */
 static void figures(const sim_layout_report *r, layout_fig *f) {
@@ -283,6 +283,13 @@ static void figures(const sim_layout_report *r, layout_fig *f) {
         {"mem_activation_bytes", r->mem.activation_bytes, "peak stashes and working set"},
         {"capacity_bytes", r->capacity_bytes, ""},
         {"oom", r->oom, ""},
+        {"rank0_gemm_s", r->part_s[COST_PART_GEMM], "s per iteration on pipeline rank 0: weight GEMMs"},
+        {"rank0_attention_s", r->part_s[COST_PART_ATTENTION], "s: attention core (score, softmax, dropout, context)"},
+        {"rank0_elementwise_s", r->part_s[COST_PART_ELEMENTWISE], "s: layernorms, GeLU, dropout, residuals"},
+        {"rank0_tp_comm_s", r->part_s[COST_PART_TP_COMM], "s: tensor-parallel collectives"},
+        {"rank0_dp_sync_s", r->dp_sync_s, "s: data-parallel gradient synchronization"},
+        {"rank0_optimizer_s", r->optimizer_s, "s: optimizer step"},
+        {"rank0_other_s", r->other_s, "s: embedding, pipeline bubble, transfers, embedding all-reduce"},
     };
     memcpy(f, x, sizeof x);
 }

@@ -436,6 +436,12 @@ double cost_gpt_hardware_flops(const cost_layout *l);     /* plus what the recom
 /* GEMM efficiency of an m x n output (batch of them) and the time of a batched m x n x k GEMM. */
 double cost_gemm_efficiency(const cost_hw *hw, double m, double n, double batch);
 double cost_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch);
+/* One transformer layer's seconds on one GPU by part, for its F, I and W. */
+enum { COST_PART_GEMM, COST_PART_ATTENTION, COST_PART_ELEMENTWISE, COST_PART_TP_COMM, COST_NPARTS };
+typedef struct cost_gpt_parts {
+    double f[COST_NPARTS], i[COST_NPARTS], w[COST_NPARTS];
+} cost_gpt_parts;
+void cost_gpt_layer_parts(const cost_layout *l, const cost_hw *hw, cost_gpt_parts *out);
 /* One GPU's layer table (seconds, bytes) and Megatron's stage split; NULL and e on error. */
 cost_model *cost_gpt_model(const cost_layout *l, const cost_hw *hw, pl_err *e);
 cost_partition *cost_gpt_partition(const cost_layout *l, pl_err *e);

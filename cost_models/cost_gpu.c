@@ -151,11 +151,6 @@ static double tp_collective_s(const cost_layout *l, const cost_hw *hw, double by
     return cost_ring_allreduce_s(l->tp, bytes, bw, lat);
 }
 
-/* One transformer layer's seconds per microbatch on one GPU. */
-typedef struct layer_times {
-    double f_s, i_s, w_s;
-} layer_times;
-
 /* Returns the attention core's forward (score GEMM, fused scale-mask-softmax, dropout, context
  * GEMM) on one GPU: the part selective recomputation runs again. */
 static double attention_core_s(const cost_layout *l, const cost_hw *hw) {
@@ -168,12 +163,12 @@ static double attention_core_s(const cost_layout *l, const cost_hw *hw) {
 }
 
 /* Returns the forward, input-backward and weight-backward seconds of one transformer layer on
- * one GPU (T tensor ranks, microbatch b): the four weight GEMMs (QKV, projection, MLP up and
- * down), the attention core, layernorms, GeLU, dropout and residuals, and the tensor-parallel
- * collectives on the critical path. The backward runs each weight GEMM twice (data gradient in
- * I, weight gradient in W), the attention GEMMs twice and the elementwise work at twice the
- * bytes; selective recomputation adds the attention core to I. */
-static layer_times transformer_layer(const cost_layout *l, const cost_hw *hw) {
+ * one GPU (T tensor ranks, microbatch b), by part (cost.h): the four weight GEMMs (QKV,
+ * projection, MLP up and down), the attention core, layernorms, GeLU, dropout and residuals, and
+ * the tensor-parallel collectives on the critical path. The backward runs each weight GEMM twice
+ * (data gradient in I, weight gradient in W), the attention GEMMs twice and the elementwise work
+ * at twice the bytes; selective recomputation adds the attention core to I. */
+void cost_gpt_layer_parts(const cost_layout *l, const cost_hw *hw, cost_gpt_parts *out) {
     double b = l->microbatch, s = l->seq, h = l->hidden, t = l->tp;
     double tok = b * s, tok_sp = l->sequence_parallel ? tok / t : tok;
     cost_precision p = l->precision;
@@ -188,13 +183,25 @@ static layer_times transformer_layer(const cost_layout *l, const cost_hw *hw) {
     double resid = mem_op_s(hw, (3 * HALF + MASK_BYTES) * tok_sp * h);         /* dropout + add */
     double elem = 2 * ln + gelu + 2 * resid;
     double comm = TP_COLLECTIVES * tp_collective_s(l, hw, HALF * tok * h);
-    layer_times r;
-    r.f_s = gemm + core + elem + comm;
-    /* backward: attention GEMMs twice, softmax and dropout read the saved tensors and the
-     * gradient (about twice the forward bytes), the same collectives */
-    r.i_s = gemm + 2 * core + 2 * elem + comm + (l->recompute == COST_RC_SELECTIVE ? core : 0);
-    r.w_s = wgrad;
-    return r;
+    memset(out, 0, sizeof *out);
+    out->f[COST_PART_GEMM] = gemm;
+    out->f[COST_PART_ATTENTION] = core;
+    out->f[COST_PART_ELEMENTWISE] = elem;
+    out->f[COST_PART_TP_COMM] = comm;
+    /* backward: attention's softmax and dropout read the saved tensors and the gradient (about
+     * twice the forward bytes), the same collectives */
+    out->i[COST_PART_GEMM] = gemm;
+    out->i[COST_PART_ATTENTION] = 2 * core + (l->recompute == COST_RC_SELECTIVE ? core : 0);
+    out->i[COST_PART_ELEMENTWISE] = 2 * elem;
+    out->i[COST_PART_TP_COMM] = comm;
+    out->w[COST_PART_GEMM] = wgrad;
+}
+
+/* Returns the sum of a part vector. */
+static double parts_sum(const double *v) {
+    double x = 0;
+    for (int k = 0; k < COST_NPARTS; k++) x += v[k];
+    return x;
 }
 
 /* Returns the activation bytes one microbatch keeps per transformer layer on one GPU, after
@@ -251,7 +258,8 @@ static int head_layer(const cost_layout *l, const cost_hw *hw, cost_layer *y) {
 
 /* Fills the transformer layers 1..L of one GPU from one layer's times and sizes; 0 or -1. */
 static int transformer_layers(const cost_layout *l, const cost_hw *hw, cost_model *m) {
-    layer_times lt = transformer_layer(l, hw);
+    cost_gpt_parts lp;
+    cost_gpt_layer_parts(l, hw, &lp);
     double b = l->microbatch, s = l->seq, h = l->hidden, t = l->tp;
     /* the stage boundary: b s h halves, split 1/T over the tensor ranks (Megatron's
      * scatter/gather, or sequence parallelism) */
@@ -260,9 +268,9 @@ static int transformer_layers(const cost_layout *l, const cost_hw *hw, cost_mode
     double whole = layer_stash_bytes(l, full ? COST_RC_NONE : l->recompute), ckpt = layer_stash_bytes(l, COST_RC_FULL);
     for (int i = 1; i <= l->layers; i++) {
         cost_layer *y = &m->layer[i];
-        y->fwd_s = lt.f_s;
-        y->bwd_in_s = lt.i_s;
-        y->bwd_w_s = lt.w_s;
+        y->fwd_s = parts_sum(lp.f);
+        y->bwd_in_s = parts_sum(lp.i);
+        y->bwd_w_s = parts_sum(lp.w);
         /* Full recomputation runs layer by layer: a stage keeps its layers' checkpoints, and
          * the microbatch in backward one layer's rebuilt activations on top, carried by the
          * stage's first layer (cost_mem_delta adds stash - checkpoint at the backward). */

@@ -431,6 +431,11 @@ typedef struct sim_layout_report {
     int peak_rank;
     double capacity_bytes;
     int oom;
+    /* pipeline rank 0's iteration by part: its layers' GEMMs, attention core, elementwise work
+     * and TP collectives (cost_gpt_layer_parts x layers x m, recomputation included), its
+     * gradient synchronization and optimizer step, and the rest (embedding or head, bubble,
+     * transfers, the embedding all-reduce) */
+    double part_s[COST_NPARTS], dp_sync_s, optimizer_s, other_s;
 } sim_layout_report;
 void sim_layout_report_fill(const sim_model_setup *ms, const cost_layout *l, const sim_result *r,
                             sim_layout_report *out);

@@ -33,19 +33,27 @@ static double embedding_sync_s(const sim_model_setup *ms, const cost_layout *l) 
     return cost_allreduce_s(&ms->sm.hw, inter, 2, bytes);
 }
 
-/* Sets each stage's STEP: its gradient synchronization over D, the embedding's when it holds
- * the embedding or the head, and the optimizer step over the GPU's share (1 / D of the stage's
- * parameters with the distributed optimizer). */
-static void set_steps(sim_model_setup *ms, const cost_layout *l) {
-    sim_model *sm = &ms->sm;
+/* Fills the parts of stage q's STEP: its gradient synchronization over D, the embedding's
+ * all-reduce when it holds the embedding or the head, and the optimizer step over the GPU's
+ * share (1 / D of the stage's parameters with the distributed optimizer). */
+static void step_parts(const sim_model_setup *ms, const cost_layout *l, int q, double *sync_s, double *opt_s,
+                       double *emb_s) {
+    const sim_model *sm = &ms->sm;
     cost_opts one = ms->co;
     one.optimizer_bytes_per_param = cost_gpt_optimizer_bytes(l) * (l->distributed_optimizer ? l->dp : 1);
-    double emb = embedding_sync_s(ms, l);
-    for (int q = 0; q < sm->stages; q++) {
-        int64_t pb = sm->stage[q].param_bytes;
-        int64_t updated = l->distributed_optimizer ? pb / l->dp : pb;
-        sm->step_s[q] = cost_gpt_sync_s(l, &ms->hw, pb) + cost_step_s(&ms->hw, &one, ms->m, updated);
-        if (q == 0 || q == sm->stages - 1) sm->step_s[q] += emb;
+    int64_t pb = sm->stage[q].param_bytes;
+    int64_t updated = l->distributed_optimizer ? pb / l->dp : pb;
+    *sync_s = cost_gpt_sync_s(l, &ms->hw, pb);
+    *opt_s = cost_step_s(&ms->hw, &one, ms->m, updated);
+    *emb_s = q == 0 || q == sm->stages - 1 ? embedding_sync_s(ms, l) : 0;
+}
+
+/* Sets each stage's STEP time to the sum of its parts (step_parts). */
+static void set_steps(sim_model_setup *ms, const cost_layout *l) {
+    for (int q = 0; q < ms->sm.stages; q++) {
+        double sync, opt, emb;
+        step_parts(ms, l, q, &sync, &opt, &emb);
+        ms->sm.step_s[q] = sync + opt + emb;
     }
 }
 
@@ -67,6 +75,31 @@ int sim_layout_setup_build(sim_model_setup *ms, const sim_model_spec *spec, cons
     if ((rc = sim_model_init(&ms->sm, s, ms->m, ms->p, &pipe, &ms->co, e)) != PL_OK) return rc;
     set_steps(ms, l);
     return PL_OK;
+}
+
+/* Fills the time parts of pipeline rank 0 over one iteration: its transformer layers' GEMMs,
+ * attention core, elementwise work and tensor-parallel collectives (m microbatches, the
+ * recomputed forward included), its STEPs' synchronization and optimizer, and the rest of the
+ * iteration (embedding, pipeline bubble, transfers, the embedding all-reduce). */
+static void time_parts(const sim_model_setup *ms, const cost_layout *l, sim_layout_report *out) {
+    cost_gpt_parts lp;
+    cost_gpt_layer_parts(l, &ms->hw, &lp);
+    double m = out->microbatches, known = 0;
+    int layers = 0;
+    for (int q = 0; q < ms->sm.stages; q++) {
+        if (ms->sm.stage_device[q] != ms->sm.device[0]) continue;
+        for (int y = ms->sm.bound[q]; y < ms->sm.bound[q + 1]; y++) layers += y >= 1 && y <= l->layers;
+        double sync, opt, emb;
+        step_parts(ms, l, q, &sync, &opt, &emb);
+        out->dp_sync_s += sync;
+        out->optimizer_s += opt;
+    }
+    int full = l->recompute == COST_RC_FULL;
+    for (int k = 0; k < COST_NPARTS; k++) {
+        out->part_s[k] = m * layers * (lp.f[k] * (1 + full) + lp.i[k] + lp.w[k]);
+        known += out->part_s[k];
+    }
+    out->other_s = out->iteration_time_s - known - out->dp_sync_s - out->optimizer_s;
 }
 
 /* Fills out from a finished run of the layout: throughput figures (Narayanan et al.'s model
@@ -99,5 +132,6 @@ void sim_layout_report_fill(const sim_model_setup *ms, const cost_layout *l, con
     out->mem.activation_bytes =
         out->mem.total_bytes - out->mem.weights_bytes - out->mem.grad_bytes - out->mem.optimizer_bytes;
     out->capacity_bytes = ms->hw.memory_bytes;
+    time_parts(ms, l, out);
     out->oom = out->capacity_bytes > 0 && out->mem.total_bytes > out->capacity_bytes;
 }
