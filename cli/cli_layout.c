@@ -242,6 +242,15 @@ int cli_layout_finish(const char *cmd, cli_layout *lo, cli_sched_args *a, sim_mo
     if (rc == CLI_OK) rc = model_sizes(lo, &m, spec->model);
     if (rc == CLI_OK) rc = parallel_settings(lo, &m, a, mbs);
     if (rc != CLI_OK) return rc;
+    if (spec->precision) { /* --precision: a 2-byte type, as Megatron's --fp16 / --bf16 */
+        int p = cost_precision_parse(spec->precision);
+        if ((p != COST_FP16 && p != COST_BF16) || ((m.fp16 || m.bf16) && p != (int)lo->l.precision)) {
+            fprintf(stderr, "pipelab: --precision %s: the layout trains in mixed precision, fp16 or bf16%s\n",
+                    spec->precision, m.fp16 || m.bf16 ? ", as --megatron says" : "");
+            return CLI_EUSER;
+        }
+        lo->l.precision = (cost_precision)p;
+    }
     pl_err e;
     pl_err_clear(&e);
     if (cost_layout_check(&lo->l, NULL, &e) != PL_OK) return cli_fail(&e);
