@@ -46,11 +46,13 @@ awk -F'\t' 'NR == 1 { next }
       printf "%9s %6d %3d %3d %4d %2d %6.0f %8.1f %+6.1f%% %6.3f %7.1f |                 %5.1f %5.1f %5.1f %5.1f %5.1f %5.1f %5.1f\n", $1, $2, $3, $4, $5, $6, $7, $8, e, $9, $10, $12, $13, $14, $15, $16, $17, $18 }
     END { printf "TFLOP/s per GPU: paper, pipelab (dgx-a100%s), signed error\n", ENVIRON["MEGATRON_TABLE1_SET"] == "" ? ", unfitted" : ", --set " ENVIRON["MEGATRON_TABLE1_SET"]
           printf "MAPE %.1f%% max %.1f%%\n", sum / n, max }' "$ROWS"
+NOTE="unfitted"
+[ -z "${MEGATRON_TABLE1_SET:-}" ] || NOTE="--set $MEGATRON_TABLE1_SET"
 if command -v gnuplot >/dev/null; then
     gnuplot <<GP
 set terminal pngcairo size 900,560 noenhanced
 set output "$FIG/$NAME.png"
-set title "Megatron-LM SC21 Table 1 on Selene (A100): TFLOP/s per GPU, paper and pipelab (dgx-a100, unfitted)"
+set title "Megatron-LM SC21 Table 1 on Selene (A100): TFLOP/s per GPU, paper and pipelab (dgx-a100, $NOTE)"
 set xlabel "model (billion parameters)"
 set ylabel "TFLOP/s per GPU"
 set yrange [0:*]
