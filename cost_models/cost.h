@@ -445,6 +445,9 @@ void cost_gpt_layer_parts(const cost_layout *l, const cost_hw *hw, cost_gpt_part
 /* One GPU's layer table (seconds, bytes) and Megatron's stage split; NULL and e on error. */
 cost_model *cost_gpt_model(const cost_layout *l, const cost_hw *hw, pl_err *e);
 cost_partition *cost_gpt_partition(const cost_layout *l, pl_err *e);
+/* The hardware the pipeline of a layout sees: a rank per tensor group, devices_per_node / (T D)
+ * of them per node (at least 1), nodes enough for P. */
+cost_hw cost_layout_pipeline_hw(const cost_hw *hw, const cost_layout *l);
 /* Data-parallel gradient synchronization of one GPU's param_bytes over D replicas
  * (hierarchical; not overlapped with the backward, as in the Megatron-LM of SC21). */
 double cost_gpt_sync_s(const cost_layout *l, const cost_hw *hw, int64_t param_bytes);

@@ -334,6 +334,17 @@ cost_partition *cost_gpt_partition(const cost_layout *l, pl_err *e) {
     return p;
 }
 
+/* Returns the hardware a layout's pipeline sees: each pipeline rank a tensor group, so
+ * devices_per_node / (T D) ranks per node (at least 1; Megatron's rank order puts the D replicas
+ * between pipeline neighbours), and enough nodes for P ranks. */
+cost_hw cost_layout_pipeline_hw(const cost_hw *hw, const cost_layout *l) {
+    cost_hw p = *hw;
+    int per = hw->devices_per_node / (l->tp * l->dp);
+    p.devices_per_node = per > 0 ? per : 1;
+    p.nodes = (l->pp + p.devices_per_node - 1) / p.devices_per_node;
+    return p;
+}
+
 /* Returns the data-parallel gradient synchronization of param_bytes (one GPU's share of a
  * stage) over D replicas, hierarchical (cost_hier_allreduce_s): Megatron orders ranks tensor
  * first, then data parallel, so a node holds devices_per_node / T replicas of the same shard;

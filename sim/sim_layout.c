@@ -14,16 +14,6 @@ static int check_schedule(const cost_layout *l, const sched *s, pl_err *e) {
     return PL_OK;
 }
 
-/* Returns the hardware the pipeline sees: each rank a tensor group, devices_per_node / (T D)
- * of them per node (at least 1), enough nodes for P ranks. */
-static cost_hw pipeline_hw(const cost_hw *hw, const cost_layout *l) {
-    cost_hw p = *hw;
-    int per = hw->devices_per_node / (l->tp * l->dp);
-    p.devices_per_node = per > 0 ? per : 1;
-    p.nodes = (l->pp + p.devices_per_node - 1) / p.devices_per_node;
-    return p;
-}
-
 /* Returns the time of the tied embedding's gradient all-reduce between the first and the last
  * pipeline stage (one GPU's vocabulary shard, over the link between the two), 0 for P = 1. */
 static double embedding_sync_s(const sim_model_setup *ms, const cost_layout *l) {
@@ -71,7 +61,7 @@ int sim_layout_setup_build(sim_model_setup *ms, const sim_model_spec *spec, cons
     ms->co.optimizer_bytes_per_param = cost_gpt_optimizer_bytes(l);
     if (!(ms->p = cost_gpt_partition(l, e))) return PL_EINPUT;
     ms->psource = "megatron";
-    cost_hw pipe = pipeline_hw(&ms->hw, l);
+    cost_hw pipe = cost_layout_pipeline_hw(&ms->hw, l);
     if ((rc = sim_model_init(&ms->sm, s, ms->m, ms->p, &pipe, &ms->co, e)) != PL_OK) return rc;
     set_steps(ms, l);
     return PL_OK;

@@ -89,10 +89,37 @@ static void test_refused(void) {
     free(err);
 }
 
+/* pipelab model with the same layout: stage 0's memory (cost_stage_memory, 1F1B's 2 in flight)
+ * is the simulator's peak of pipeline rank 0, and its stages are Megatron's split. */
+static void test_model_agrees(void) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "( cd /tmp && '%s' model --hardware dgx-a100 " MODEL39 "--tp 8 --pp 2 --gpus 512 "
+             "--microbatch 4 --global-batch 1536 --recompute full --format csv 2>&1 )", PIPELAB_BIN);
+    char *model = NULL;
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &model), 0);
+    int rc;
+    char *sim = simulate(FLAGS39, 0, &rc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(model);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sim);
+    /* model: stage,first,end,...,memory_bytes (last column); simulate: peak_mem_bytes column */
+    const char *row0 = strstr(model, "\n0,0,25,");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(row0);
+    const char *eol = strchr(row0 + 1, '\n'), *comma = eol;
+    while (comma > row0 && comma[-1] != ',') comma--;
+    long long mem = atoll(comma);
+    char want[64];
+    snprintf(want, sizeof want, ",%.9g,", (double)mem);
+    CU_ASSERT_PTR_NOT_NULL(strstr(sim, want)); /* peak_mem_bytes of rank 0 in the layout columns */
+    CU_ASSERT_PTR_NOT_NULL(strstr(model, "\n1,25,50,"));
+    free(model);
+    free(sim);
+}
+
 void test_layout_cli_register(void) {
     static const pl_test_case cases[] = {
         {"--megatron gives the run of the equivalent flags", test_megatron_equals_flags},
         {"layouts that do not divide, contradict or fit are refused", test_refused},
+        {"pipelab model's stage memory is the simulator's peak", test_model_agrees},
         {NULL, NULL},
     };
     pl_test_suite("cli GPU-cluster layout", cases);
