@@ -176,6 +176,7 @@ double cost_model_params(const cost_model *m);
  *   [link.inter] bandwidth, latency   between nodes, per device pair
  *   [gemm]       max_efficiency    fraction of peak a large GEMM reaches (0 = device.efficiency)
  *                units, tile_m, tile_n   SMs and the output tile: tile and wave quantization
+ *                attention_efficiency    a fused (flash) attention kernel's fraction of peak
  *   [collective] intra_efficiency, inter_efficiency   bus bandwidth / link bandwidth (default 1)
  * Unknown sections or keys are errors "path:line: ...". Overrides use "section.key"
  * ("link.inter.bandwidth", "device.flops_fp32"). Presets are embedded in the binary at build
@@ -208,6 +209,8 @@ typedef struct cost_hw {
     double inter_bandwidth_Bps, inter_latency_s;
     /* [gemm]: GEMM efficiency by shape (cost_gemm_s); max_efficiency 0 = device.efficiency flat */
     double gemm_max_efficiency;    /* large-GEMM fraction of peak */
+    double gemm_attention_efficiency; /* a fused attention kernel's fraction of peak (0 = the
+                                         score GEMM's efficiency) */
     int gemm_units;                /* processors a GEMM's tiles are spread over (SMs) */
     int gemm_tile_m, gemm_tile_n;  /* output tile of the library's kernel */
     /* [collective]: fraction of the link bandwidth a large collective reaches (bus bandwidth) */
@@ -420,6 +423,9 @@ typedef struct cost_layout {
     int sequence_parallel;                 /* activations outside the GEMMs split over T */
     int distributed_optimizer;             /* optimizer state sharded over D (ZeRO-1) */
     cost_recompute recompute;              /* selective: attention's core is recomputed */
+    int flash_attention;                   /* attention as one fused kernel (FlashAttention):
+                                            * no s^2 tensors in memory, scores recomputed in
+                                            * the backward, at gemm.attention_efficiency */
     cost_precision precision;              /* fp16 or bf16 */
 } cost_layout;
 void cost_layout_init(cost_layout *l);

@@ -103,13 +103,15 @@ double cost_gpt_mfu_flops(const cost_layout *l) {
 
 /* Returns the FLOPs the GPUs execute in one iteration (HFU): the model FLOPs plus what the
  * recomputation runs again: full, every layer's forward (24 B s l h^2 + 4 B s^2 l h); selective,
- * attention's score and context GEMMs (4 B s^2 l h). */
+ * attention's score and context GEMMs (4 B s^2 l h); a flash kernel's backward, the score GEMM
+ * (2 B s^2 l h; it makes selective recomputation moot). */
 double cost_gpt_hardware_flops(const cost_layout *l) {
     double B = l->global_batch > 0 ? l->global_batch : (double)l->microbatch * l->dp;
     double L = l->layers, h = l->hidden, s = l->seq;
     double attn = 4 * B * s * s * L * h;
     double extra = l->recompute == COST_RC_FULL ? 24 * B * s * L * h * h + attn
-                   : l->recompute == COST_RC_SELECTIVE ? attn : 0;
+                   : l->recompute == COST_RC_SELECTIVE && !l->flash_attention ? attn : 0;
+    if (l->flash_attention) extra += attn / 2;
     return cost_gpt_mfu_flops(l) + extra;
 }
 
@@ -151,11 +153,29 @@ static double tp_collective_s(const cost_layout *l, const cost_hw *hw, double by
     return cost_ring_allreduce_s(l->tp, bytes, bw, lat);
 }
 
+/* FLOPs of a fused attention kernel's backward over its forward's: FlashAttention's backward
+ * runs five s x s x d products (the scores again, and four gradients) against the forward's two. */
+#define FLASH_BACKWARD_RATIO 2.5
+
+/* Returns a fused (flash) attention kernel's time on one GPU for `passes` forwards' worth of
+ * FLOPs: the score and context products, 4 b s^2 h / t FLOPs per forward, at
+ * gemm.attention_efficiency (the score GEMM's efficiency when 0), or its Q, K, V and output
+ * bytes at memory bandwidth, plus one launch. */
+static double flash_attention_s(const cost_layout *l, const cost_hw *hw, double passes) {
+    double b = l->microbatch, s = l->seq, h = l->hidden, a = l->heads, t = l->tp;
+    double eff = hw->gemm_attention_efficiency > 0 ? hw->gemm_attention_efficiency
+                                                   : cost_gemm_efficiency(hw, s, s, b * a / t);
+    double compute = passes * 4 * b * s * s * h / t / (hw->peak_flops[l->precision] * eff);
+    double memory = hw->memory_bandwidth_Bps > 0 ? passes * 4 * HALF * b * s * h / t / hw->memory_bandwidth_Bps : 0;
+    return (compute > memory ? compute : memory) + hw->launch_s;
+}
+
 /* Returns the attention core's forward (score GEMM, fused scale-mask-softmax, dropout, context
- * GEMM) on one GPU: the part selective recomputation runs again. */
+ * GEMM, or one flash kernel) on one GPU: the part selective recomputation runs again. */
 static double attention_core_s(const cost_layout *l, const cost_hw *hw) {
     double b = l->microbatch, s = l->seq, h = l->hidden, a = l->heads, t = l->tp;
     double heads = b * a / t, dh = h / a, scores = heads * s * s;
+    if (l->flash_attention) return flash_attention_s(l, hw, 1);
     return cost_gemm_s(hw, l->precision, s, s, dh, heads) +             /* Q K^T */
            mem_op_s(hw, 2 * HALF * scores) +                             /* softmax: read, write */
            mem_op_s(hw, (2 * HALF + MASK_BYTES) * scores) +              /* dropout */
@@ -191,7 +211,8 @@ void cost_gpt_layer_parts(const cost_layout *l, const cost_hw *hw, cost_gpt_part
     /* backward: attention's softmax and dropout read the saved tensors and the gradient (about
      * twice the forward bytes), the same collectives */
     out->i[COST_PART_GEMM] = gemm;
-    out->i[COST_PART_ATTENTION] = 2 * core + (l->recompute == COST_RC_SELECTIVE ? core : 0);
+    out->i[COST_PART_ATTENTION] = l->flash_attention ? flash_attention_s(l, hw, FLASH_BACKWARD_RATIO)
+                                  : 2 * core + (l->recompute == COST_RC_SELECTIVE ? core : 0);
     out->i[COST_PART_ELEMENTWISE] = 2 * elem;
     out->i[COST_PART_TP_COMM] = comm;
     out->w[COST_PART_GEMM] = wgrad;
@@ -210,7 +231,7 @@ static double parts_sum(const double *v) {
  * term; full keeps the layer input, 2 sbh (/ t with sequence parallelism). */
 static double layer_stash_bytes(const cost_layout *l, cost_recompute rc) {
     double b = l->microbatch, s = l->seq, h = l->hidden, a = l->heads, t = l->tp, sbh = s * b * h;
-    double attn = rc == COST_RC_SELECTIVE ? 0 : 5 * a * s / h;
+    double attn = rc == COST_RC_SELECTIVE || l->flash_attention ? 0 : 5 * a * s / h; /* the s^2 tensors */
     if (rc == COST_RC_FULL) return 2 * sbh / (l->sequence_parallel ? t : 1);
     if (l->sequence_parallel) return sbh * (34 + attn) / t;
     return sbh * (10 + 24 / t + attn / t);

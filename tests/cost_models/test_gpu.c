@@ -149,6 +149,35 @@ static void test_korthikanti(void) {
     cost_model_free(m);
 }
 
+/* A flash kernel: the attention forward is 4 b s^2 h / t FLOPs at gemm.attention_efficiency,
+ * its backward 2.5 times that, and the s^2 tensors leave the stash (Korthikanti's 5as/h term). */
+static void test_flash(void) {
+    cost_hw hw;
+    gpu_hw(&hw);
+    hw.gemm_attention_efficiency = 0.5;
+    cost_layout l;
+    row_layout(&rows[4], &l);
+    l.dp = 1;
+    l.global_batch = 0;
+    l.flash_attention = 1;
+    cost_gpt_parts parts;
+    cost_gpt_layer_parts(&l, &hw, &parts);
+    double s = 2048, h = 8192, t = 8, flops = 4 * s * s * h / t;
+    double want = flops / (312e12 * 0.5) + hw.launch_s;
+    CU_ASSERT_DOUBLE_EQUAL(parts.f[COST_PART_ATTENTION], want, want * REL_TOL);
+    double want_b = 2.5 * flops / (312e12 * 0.5) + hw.launch_s;
+    CU_ASSERT_DOUBLE_EQUAL(parts.i[COST_PART_ATTENTION], want_b, want_b * REL_TOL);
+    cost_model *m = cost_gpt_model(&l, &hw, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_DOUBLE_EQUAL((double)m->layer[2].stash_bytes, s * h * (10 + 24 / t), 1);
+    cost_model_free(m);
+    /* HFU: the backward's score product again, 2 B s^2 l h */
+    l.global_batch = 8;
+    cost_layout nf = l;
+    nf.flash_attention = 0;
+    CU_ASSERT_DOUBLE_EQUAL(cost_gpt_hardware_flops(&l) - cost_gpt_hardware_flops(&nf), 2 * 8 * s * s * 48 * h, 1e3);
+}
+
 /* The memory delta of each action kind, and the caps of w_stash and checkpoint at the stash. */
 static void test_mem_delta(void) {
     cost_mem_sizes z = cost_mem_sizes_make(100, 30, 10);
@@ -197,6 +226,7 @@ void test_gpu_register(void) {
         {"tree and hierarchical all-reduce closed forms", test_tree_hier},
         {"GEMM efficiency: tile and wave quantization", test_gemm_efficiency},
         {"activation memory per layer: Korthikanti et al.", test_korthikanti},
+        {"flash attention: time, backward, stash, HFU", test_flash},
         {"memory delta of each action", test_mem_delta},
         {"refused layouts", test_refused},
         {NULL, NULL},
