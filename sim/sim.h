@@ -54,7 +54,8 @@ typedef struct sim_stage_cost {
  * one forward to every B or I.
  * Communication: fixed tcomm_s per transfer when >= 0; otherwise latency + bytes / bandwidth,
  * with the inter-node pair when the ranks sit on different nodes (ranks_per_node > 0).
- * All-reduce (ring): 2 (n-1)/n * param_bytes / bandwidth + 2 (n-1) latency, on the inter-node
+ * All-reduce (ring): 2 (n-1)/n * param_bytes / bandwidth + 2 (n-1) latency (0 for a stage
+ * without parameters, as cost_allreduce_s), on the inter-node
  * pair when ranks_per_node > 0 and replicas are taken to live on other nodes (allreduce_inter),
  * else the intra-node pair. */
 typedef struct sim_basic {
