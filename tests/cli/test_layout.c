@@ -115,11 +115,37 @@ static void test_model_agrees(void) {
     free(sim);
 }
 
+/* A stored layout run keeps its figures (params_json.parallel), as simulate printed them. */
+static void test_stored(void) {
+    char dir[] = "/tmp/pl_layout_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' simulate --db %s/l.db --hardware dgx-a100 " FLAGS39 " --format json 2>&1", PIPELAB_BIN,
+             dir);
+    char *printed = NULL, *stored = NULL;
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &printed), 0);
+    snprintf(cmd, sizeof cmd, "'%s' db show 1 --db %s/l.db --format json 2>&1", PIPELAB_BIN, dir);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &stored), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(printed);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(stored);
+    const char *a = strstr(printed, "\"parallel\":{"), *b = strstr(stored, "\"parallel\":{");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    size_t n = (size_t)(strchr(a, '}') - a);
+    CU_ASSERT(strncmp(a, b, n + 1) == 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(a, "\"tflops_per_gpu\":"));
+    free(printed);
+    free(stored);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
 void test_layout_cli_register(void) {
     static const pl_test_case cases[] = {
         {"--megatron gives the run of the equivalent flags", test_megatron_equals_flags},
         {"layouts that do not divide, contradict or fit are refused", test_refused},
         {"pipelab model's stage memory is the simulator's peak", test_model_agrees},
+        {"a stored layout run keeps its figures", test_stored},
         {NULL, NULL},
     };
     pl_test_suite("cli GPU-cluster layout", cases);
