@@ -212,10 +212,12 @@ static int parallel_settings(cli_layout *lo, const megatron_args *m, const cli_s
                         "of a pipeline stage\n", m->layers_per_virtual);
         return CLI_EUSER;
     }
-    int rc_mine = lo->recompute >= 0 ? lo->recompute + 1 : 0, rc_theirs = m->recompute >= 0 ? m->recompute + 1 : 0, rc;
-    if (merge("--recompute (as 1 none, 2 selective, 3 full)", rc_mine, "its recomputation", rc_theirs, 1, &rc))
+    if (lo->recompute >= 0 && m->recompute >= 0 && lo->recompute != m->recompute) {
+        fprintf(stderr, "pipelab: --recompute %s contradicts --megatron's %s recomputation\n",
+                cost_recompute_name((cost_recompute)lo->recompute), cost_recompute_name((cost_recompute)m->recompute));
         return CLI_EUSER;
-    l->recompute = (cost_recompute)(rc - 1);
+    }
+    l->recompute = (cost_recompute)(lo->recompute >= 0 ? lo->recompute : m->recompute >= 0 ? m->recompute : COST_RC_NONE);
     l->dp = lo->dp ? lo->dp : 1;
     if (lo->gpus) { /* Megatron's D: the world size over T P */
         long tpp = (long)l->tp * l->pp;

@@ -378,6 +378,9 @@ static int check_opts(int argc, char **argv, opts *o) {
         return cli_usage_error("simulate", "--%s is a flag-driven cost; with --model the costs come from the model and "
                                "the hardware (use --hardware and --set instead)", o->basic_flag);
     if (!sp->model && o->model_flag) return cli_usage_error("simulate", "--%s needs --model", o->model_flag);
+    if (sp->layout && (sp->replicas.all || sp->replicas.n || sp->partition || sp->split || sp->balance))
+        return cli_usage_error("simulate", "the parallel layout replicates with --dp and splits as Megatron does: no "
+                               "--replicas, --replicas-stage, --partition, --split or --balance");
     if (!!sp->partition + !!sp->split + sp->balance > 1)
         return cli_usage_error("simulate", "give at most one of --partition, --split and --balance");
     if (sp->nsets && !sp->hardware)

@@ -60,6 +60,8 @@ static const refused refusals[] = {
     {MODEL39 "--tp 8 --pp 5 --gpus 40", "pipelab: 48 layers do not split into 5 pipeline stages x 1 chunks\n"},
     {MODEL39 "--tp 4 --megatron '--tensor-model-parallel-size 8'",
      "pipelab: --tp 4 contradicts --megatron's --tensor-model-parallel-size 8\n"},
+    {MODEL39 "--recompute selective --megatron '--checkpoint-activations'",
+     "pipelab: --recompute selective contradicts --megatron's full recomputation\n"},
     {"--megatron '--num-layers 2 --hidden-size 64 --num-attention-heads 2 --seq-length 8 --fp16 --bf16'",
      "pipelab: --megatron: --fp16 and --bf16 contradict each other\n"},
     {"--megatron '--num-layers 2 --hidden-size 64 --num-attention-heads 2 --seq-length 8 --checkpoint-activations "
