@@ -288,11 +288,9 @@ int sim_trace_table(const sched *s, const sim_result *r, pl_buf *out, pl_err *e)
  *   step_s          cost_step_s of the stage's parameters (0 when memory bandwidth is unknown)
  * Memory agrees with cost_schedule_memory when sim_model_config fills the sim_config (dtype and
  * optimizer bytes from the model and opts; gradients in the model's dtype, as cost_opts_init
- * sets them): exactly for one stage per rank without recomputation or split backward; under full
- * recomputation the simulator peaks at (k - 1) x input + stash where cost_stage_memory charges
- * k x input + stash (one stash_recompute_bytes more); with split backward or several chunks per
- * rank cost_schedule_memory is an upper bound (it charges every in-flight microbatch a full
- * stash, where the simulator frees stash - w_stash at I). */
+ * sets them): byte for byte, split backward, several chunks per rank and full recomputation
+ * included, since the engine and cost_schedule_memory walk a rank's actions with the one memory
+ * delta (cost_mem_delta; tests/sim/test_sim_model.c). */
 #include "cost.h"
 
 typedef struct sim_model {
