@@ -16,6 +16,7 @@
 # synchronization, optimizer and the rest (bubble, transfers, embedding), as % of the iteration.
 NAME=megatron_table1
 source "$(dirname "$0")/lib.sh" "$@"
+[ "$SHARDED$MERGE_N" = 00 ] || usage_error "the sweep takes about a second: no --shard or --merge"
 TABLE=experiments/published/megatron_sc21_table1.tsv
 ROWS=$OUT/$NAME.rows.tsv
 SEQ=2048
