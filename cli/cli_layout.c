@@ -37,6 +37,7 @@ int cli_layout_opt(const char *cmd, int c, const char *v, cli_layout *lo, cli_sc
     case CLI_O_SEQPAR: lo->active = lo->seqpar = 1; return CLI_OK;
     case CLI_O_DISTOPT: lo->active = lo->distopt = 1; return CLI_OK;
     case CLI_O_FLASH: lo->active = lo->flash = 1; return CLI_OK;
+    case CLI_O_NOSG: lo->active = lo->nosg = 1; return CLI_OK;
     case CLI_O_MEGATRON: lo->active = 1; lo->megatron = v; return CLI_OK;
     case CLI_O_GPUS: lo->active = 1; return count_arg(cmd, "--gpus", v, &lo->gpus);
     case CLI_O_RECOMP: {
@@ -54,7 +55,7 @@ int cli_layout_opt(const char *cmd, int c, const char *v, cli_layout *lo, cli_sc
 /* The settings a Megatron-LM command line gives (0 / -1: not given). */
 typedef struct megatron_args {
     int tp, pp, layers_per_virtual, layers, hidden, heads, seq, vocab, mbs, gbs;
-    int recompute, seqpar, distopt, flash, fp16, bf16;
+    int recompute, seqpar, distopt, flash, nosg, fp16, bf16;
 } megatron_args;
 
 /* Megatron-LM flags that take a number, and where it goes. */
@@ -72,7 +73,7 @@ static const mg_num mg_nums[] = {
 /* Megatron-LM switches, and where they go. */
 static const mg_num mg_switches[] = {
     MG("--sequence-parallel", seqpar), MG("--use-distributed-optimizer", distopt), MG("--fp16", fp16),
-    MG("--bf16", bf16), MG("--use-flash-attn", flash),
+    MG("--bf16", bf16), MG("--use-flash-attn", flash), MG("--no-scatter-gather-tensors-in-pipeline", nosg),
 };
 
 /* Sets the recomputation from a Megatron flag, refusing a second, different one. Returns CLI_OK
@@ -231,6 +232,7 @@ static int parallel_settings(cli_layout *lo, const megatron_args *m, const cli_s
     l->sequence_parallel = lo->seqpar || m->seqpar;
     l->distributed_optimizer = lo->distopt || m->distopt;
     l->flash_attention = lo->flash || m->flash;
+    l->no_scatter_gather = lo->nosg || m->nosg;
     l->precision = m->bf16 ? COST_BF16 : COST_FP16;
     return CLI_OK;
 }
@@ -336,10 +338,11 @@ void cli_layout_json(const sim_layout_report *r, const cost_layout *l, pl_buf *b
     figures(r, f);
     pl_buf_printf(b, "{\"tp\":%d,\"pp\":%d,\"chunks\":%d,\"dp\":%d,\"microbatch_size\":%d,\"global_batch\":%d,"
                      "\"layers\":%d,\"hidden\":%d,\"heads\":%d,\"seq\":%d,\"vocab\":%d,\"recompute\":\"%s\","
-                     "\"sequence_parallel\":%d,\"distributed_optimizer\":%d,\"flash_attention\":%d,\"precision\":\"%s\"",
+                     "\"sequence_parallel\":%d,\"distributed_optimizer\":%d,\"flash_attention\":%d,\"scatter_gather\":%d,\"precision\":\"%s\"",
                   l->tp, l->pp, l->chunks, l->dp, l->microbatch, l->global_batch, l->layers, l->hidden, l->heads,
                   l->seq, l->vocab, cost_recompute_name(l->recompute), l->sequence_parallel,
-                  l->distributed_optimizer, l->flash_attention, cost_precision_name(l->precision));
+                  l->distributed_optimizer, l->flash_attention, !l->no_scatter_gather,
+                  cost_precision_name(l->precision));
     for (int k = 0; k < NFIGS; k++) pl_buf_printf(b, ",\"%s\":%.9g", f[k].name, f[k].v);
     pl_buf_putc(b, '}');
 }

@@ -9,13 +9,14 @@
 #include "sim.h"
 
 /* Option values (between the shared ones at 900-999 and the subcommands' own from 1000). */
-enum { CLI_O_TP = 970, CLI_O_DP, CLI_O_PP, CLI_O_GBATCH, CLI_O_SEQPAR, CLI_O_DISTOPT, CLI_O_MEGATRON, CLI_O_GPUS, CLI_O_FLASH };
+enum { CLI_O_TP = 970, CLI_O_DP, CLI_O_PP, CLI_O_GBATCH, CLI_O_SEQPAR, CLI_O_DISTOPT, CLI_O_MEGATRON, CLI_O_GPUS, CLI_O_FLASH, CLI_O_NOSG };
 #define CLI_LAYOUT_LONG_OPTS                                                                           \
     {"tp", required_argument, 0, CLI_O_TP}, {"dp", required_argument, 0, CLI_O_DP},                  \
     {"pp", required_argument, 0, CLI_O_PP}, {"global-batch", required_argument, 0, CLI_O_GBATCH},    \
     {"sequence-parallel", no_argument, 0, CLI_O_SEQPAR},                                              \
     {"distributed-optimizer", no_argument, 0, CLI_O_DISTOPT}, {"megatron", required_argument, 0, CLI_O_MEGATRON},        \
-    {"gpus", required_argument, 0, CLI_O_GPUS}, {"flash-attention", no_argument, 0, CLI_O_FLASH}
+    {"gpus", required_argument, 0, CLI_O_GPUS}, {"flash-attention", no_argument, 0, CLI_O_FLASH}, \
+    {"no-scatter-gather", no_argument, 0, CLI_O_NOSG}
 
 /* The layout flags as given, and the layout they make. */
 typedef struct cli_layout {
@@ -23,7 +24,7 @@ typedef struct cli_layout {
     int active;               /* some layout flag was given (or --recompute selective) */
     int tp, dp, pp, gbatch;   /* 0 = not given */
     int gpus;                 /* --gpus: D = gpus / (T P); 0 = not given */
-    int seqpar, distopt, flash;
+    int seqpar, distopt, flash, nosg;
     int recompute;            /* -1 = not given, else a cost_recompute */
     const char *megatron;     /* --megatron's text, or NULL */
 } cli_layout;

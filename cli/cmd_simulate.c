@@ -58,6 +58,7 @@ static const char help_text[] =
     "  --recompute none|selective|full   selective: attention's core (Korthikanti et al.)\n"
     "  --sequence-parallel   --distributed-optimizer (optimizer state sharded over D)\n"
     "  --flash-attention     attention as one fused kernel (no s^2 tensors kept)\n"
+    "  --no-scatter-gather   each tensor rank sends the whole pipeline boundary (default: 1/T each)\n"
     "  --megatron \"ARGS\"    the same from a Megatron-LM command line (its flag names)\n"
     "  prints model_flops, tflops_per_gpu, mfu, hfu and the memory per GPU by part; a layout that\n"
     "  does not divide, or does not fit the device, exits 1\n"

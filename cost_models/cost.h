@@ -423,6 +423,8 @@ typedef struct cost_layout {
     int sequence_parallel;                 /* activations outside the GEMMs split over T */
     int distributed_optimizer;             /* optimizer state sharded over D (ZeRO-1) */
     cost_recompute recompute;              /* selective: attention's core is recomputed */
+    int no_scatter_gather;                 /* 1: each tensor rank sends the whole b s h boundary
+                                            * (Megatron's scatter/gather off) */
     int flash_attention;                   /* attention as one fused kernel (FlashAttention):
                                             * no s^2 tensors in memory, scores recomputed in
                                             * the backward, at gemm.attention_efficiency */

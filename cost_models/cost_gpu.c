@@ -30,7 +30,8 @@ int cost_recompute_parse(const char *s) {
 }
 
 /* Fills l with one GPU's layout: T = P = D = v = 1, b = 1, B = 0 (one microbatch per replica),
- * no recomputation, fp16, no sequence parallelism, the optimizer on every replica. */
+ * no recomputation, fp16, no sequence parallelism, the optimizer on every replica, Megatron's
+ * scatter/gather of the pipeline boundary on. */
 void cost_layout_init(cost_layout *l) {
     memset(l, 0, sizeof *l);
     l->tp = l->pp = l->dp = l->chunks = l->microbatch = 1;
@@ -282,9 +283,9 @@ static int transformer_layers(const cost_layout *l, const cost_hw *hw, cost_mode
     cost_gpt_parts lp;
     cost_gpt_layer_parts(l, hw, &lp);
     double b = l->microbatch, s = l->seq, h = l->hidden, t = l->tp;
-    /* the stage boundary: b s h halves, split 1/T over the tensor ranks (Megatron's
-     * scatter/gather, or sequence parallelism) */
-    double out = HALF * b * s * h / t;
+    /* the stage boundary: b s h halves, split 1/T over the tensor ranks with Megatron's
+     * scatter/gather or sequence parallelism, else whole from every tensor rank */
+    double out = HALF * b * s * h / (l->no_scatter_gather && !l->sequence_parallel ? 1 : t);
     int full = l->recompute == COST_RC_FULL, per = l->layers / (l->pp * l->chunks);
     double whole = layer_stash_bytes(l, full ? COST_RC_NONE : l->recompute), ckpt = layer_stash_bytes(l, COST_RC_FULL);
     for (int i = 1; i <= l->layers; i++) {

@@ -135,6 +135,12 @@ static void test_korthikanti(void) {
         CU_ASSERT_EQUAL(m->layer[2].param_bytes, (int64_t)((12 * h * h + 7 * h) / t + 6 * h) * 2);
         CU_ASSERT_EQUAL(m->layer[2].out_bytes, (int64_t)(2 * sbh / t));
         cost_model_free(m);
+        l.no_scatter_gather = 1; /* the whole boundary from every tensor rank, unless sequence parallel */
+        m = cost_gpt_model(&l, &hw, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+        CU_ASSERT_EQUAL(m->layer[2].out_bytes, (int64_t)(2 * sbh / (cases[k].sp ? t : 1)));
+        cost_model_free(m);
+        l.no_scatter_gather = 0;
     }
     /* full: every layer keeps its checkpoint; the first layer of each of the 2 stages also the
      * working set of one layer's rebuilt activations */
