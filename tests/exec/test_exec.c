@@ -179,7 +179,7 @@ static double block_loss64(const exec_dims *d, const double *p, const double *x,
  * (plus 1e-5 absolute for tiny entries) is a loose but meaningful bound: a wrong transpose,
  * GELU derivative or missing residual gives errors of order 1. */
 static void test_gradcheck(void) {
-    exec_dims d = {8, 16, 3, 1};
+    exec_dims d = {.h = 8, .f = 16, .b = 3, .layers = 1};
     size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
     float *p = calloc(nf, sizeof(float)), *g = calloc(nf, sizeof(float));
     float *x = calloc(bh, sizeof(float)), *t = calloc(bh, sizeof(float)), *y = calloc(bh, sizeof(float));

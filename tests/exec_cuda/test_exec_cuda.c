@@ -129,7 +129,7 @@ static int all_finite(const float *v, size_t n) {
  * prec against model.c's fp32 functions on the same fresh random inputs, outputs poisoned with
  * NaN before. */
 static void block_case(exec_precision prec, uint64_t seed) {
-    exec_dims d = {96, 200, 7, 3};
+    exec_dims d = {.h = 96, .f = 200, .b = 7, .layers = 3};
     size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
     float *p = calloc(nf, sizeof(float)), *x = calloc(bh, sizeof(float)), *gy = calloc(bh, sizeof(float));
     float *hd = calloc(bf, sizeof(float)), *a = calloc(bf, sizeof(float)), *y = calloc(bh, sizeof(float));
