@@ -1,0 +1,236 @@
+/* test_exec_gpt.c: the executor's transformer block (gpt.c) against an independent fp64
+ * implementation and its finite differences: the forward and loss, every parameter's gradient
+ * and the input gradient, the causal mask, and the split of I into its parts. (Pipelines of this
+ * block against the sequential reference: test_exec.c.) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "exec_int.h"
+#include "pl_test.h"
+
+/* The tiny block of these tests: B = 2 sequences of S = 4 tokens (R = 8 rows), width 8, 2 heads
+ * of 4 channels, ffn 16. */
+#define T_SEQS 2
+#define T_SEQ 4
+#define T_H 8
+#define T_HEADS 2
+#define T_F 16
+
+static exec_dims tiny_dims(void) {
+    exec_dims d = {.h = T_H, .f = T_F, .b = T_SEQS * T_SEQ, .layers = 2, .block = EXEC_BLOCK_GPT, .heads = T_HEADS,
+                   .seq = T_SEQ};
+    return d;
+}
+
+/* ---------------------------------------------------------------- the fp64 oracle */
+
+/* y [R, h] = LayerNorm(x) with gain g and bias be (eps 1e-5), in fp64. */
+static void ln64(int R, int h, const double *x, const double *g, const double *be, double *y) {
+    for (int r = 0; r < R; r++) {
+        double mu = 0, var = 0;
+        for (int c = 0; c < h; c++) mu += x[r * h + c];
+        mu /= h;
+        for (int c = 0; c < h; c++) var += (x[r * h + c] - mu) * (x[r * h + c] - mu);
+        double rs = 1 / sqrt(var / h + 1e-5);
+        for (int c = 0; c < h; c++) y[r * h + c] = g[c] * (x[r * h + c] - mu) * rs + be[c];
+    }
+}
+
+/* y [R, n] = x [R, k] W^T + bias, W [n, k], in fp64. */
+static void lin64(int R, int n, int k, const double *x, const double *w, const double *bias, double *y) {
+    for (int r = 0; r < R; r++)
+        for (int o = 0; o < n; o++) {
+            double z = bias[o];
+            for (int i = 0; i < k; i++) z += x[r * k + i] * w[o * k + i];
+            y[r * n + o] = z;
+        }
+}
+
+/* The block's forward in fp64 from the parameter layout of exec_int.h, written from the
+ * definition (softmax over j <= i of q_i . k_j / sqrt(dh)), not from gpt.c. */
+static void gpt64(const double *p, const double *x, double *y) {
+    enum { R = T_SEQS * T_SEQ, H = T_H, F = T_F, DH = T_H / T_HEADS };
+    const double *w1 = p, *b1 = w1 + H * F, *w2 = b1 + F, *b2 = w2 + H * F;
+    const double *wqkv = b2 + H, *bqkv = wqkv + 3 * H * H, *wo = bqkv + 3 * H, *bo = wo + H * H;
+    const double *g1 = bo + H, *be1 = g1 + H, *g2 = be1 + H, *be2 = g2 + H;
+    double xn[R * H], qkv[R * 3 * H], att[R * H], x2[R * H], hid[R * F], o[R * H];
+    ln64(R, H, x, g1, be1, xn);
+    lin64(R, 3 * H, H, xn, wqkv, bqkv, qkv);
+    for (int n = 0; n < T_SEQS; n++)
+        for (int a = 0; a < T_HEADS; a++)
+            for (int i = 0; i < T_SEQ; i++) {
+                double s[T_SEQ], mx = -INFINITY, sum = 0;
+                const double *q = qkv + (n * T_SEQ + i) * 3 * H + a * DH;
+                for (int j = 0; j <= i; j++) {
+                    const double *k = qkv + (n * T_SEQ + j) * 3 * H + H + a * DH;
+                    s[j] = 0;
+                    for (int c = 0; c < DH; c++) s[j] += q[c] * k[c];
+                    s[j] /= sqrt((double)DH);
+                    if (s[j] > mx) mx = s[j];
+                }
+                for (int j = 0; j <= i; j++) sum += s[j] = exp(s[j] - mx);
+                for (int c = 0; c < DH; c++) {
+                    double v = 0;
+                    for (int j = 0; j <= i; j++) v += s[j] / sum * qkv[(n * T_SEQ + j) * 3 * H + 2 * H + a * DH + c];
+                    att[(n * T_SEQ + i) * H + a * DH + c] = v;
+                }
+            }
+    lin64(R, H, H, att, wo, bo, o);
+    for (int i = 0; i < R * H; i++) x2[i] = x[i] + o[i];
+    ln64(R, H, x2, g2, be2, xn);
+    lin64(R, F, H, xn, w1, b1, hid);
+    for (int i = 0; i < R * F; i++) {
+        double z = hid[i];
+        hid[i] = 0.5 * z * (1 + tanh(sqrt(2 / M_PI) * (z + 0.044715 * z * z * z)));
+    }
+    lin64(R, H, F, hid, w2, b2, o);
+    for (int i = 0; i < R * H; i++) y[i] = x2[i] + o[i];
+}
+
+/* The MSE loss of the fp64 block against t. */
+static double loss64(const double *p, const double *x, const double *t) {
+    enum { N = T_SEQS * T_SEQ * T_H };
+    double y[N], l = 0;
+    gpt64(p, x, y);
+    for (int i = 0; i < N; i++) l += (y[i] - t[i]) * (y[i] - t[i]);
+    return l / N;
+}
+
+/* ---------------------------------------------------------------- the tests */
+
+/* Fills p with block 0's initial weights, then moves the LayerNorm gains and biases off 1 and 0
+ * (N(0, 0.1^2) each), so that a gain or bias used in the wrong place changes the result. */
+static void tiny_params(const exec_dims *d, float *p) {
+    exec_block_init(d, 7, 0, p);
+    size_t nf = exec_block_floats(d), ln = 4 * (size_t)d->h;
+    for (size_t i = 0; i < ln; i++) p[nf - ln + i] += exec_normal_at(13, 0, i, 0.1);
+}
+
+/* Central difference of the fp64 loss along element i of v (step 1e-5: truncation ~1e-10 and
+ * rounding ~1e-11 against gradients of 1e-3 and more). */
+static double central(double *v, size_t i, const double *p, const double *x, const double *t) {
+    const double eps = 1e-5;
+    double keep = v[i];
+    v[i] = keep + eps;
+    double lp = loss64(p, x, t);
+    v[i] = keep - eps;
+    double lm = loss64(p, x, t);
+    v[i] = keep;
+    return (lp - lm) / (2 * eps);
+}
+
+/* The fp32 block's loss, parameter gradients (I then W) and input gradient against the fp64
+ * oracle and its central differences. Bounds: the fp32 forward rounds each value with relative
+ * error ~6e-8 per operation over a chain of ~10 operations and sums of <= 24 terms, so the loss
+ * agrees to ~1e-6 relative (1e-5 asserted); a gradient is a sum over R = 8 rows of products of
+ * such values, the largest ~1e-1, so its absolute error stays under ~1e-6, and 2e-3 relative
+ * plus 2e-6 absolute is a bound a wrong transpose, head offset, mask, softmax Jacobian or
+ * LayerNorm term (errors of the gradient's own size) cannot meet. */
+static void test_gpt_gradcheck(void) {
+    exec_dims d = tiny_dims();
+    size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, sf = exec_block_state_floats(&d);
+    float *p = calloc(nf, sizeof(float)), *g = calloc(nf, sizeof(float)), *st = calloc(sf, sizeof(float));
+    float *x = calloc(bh, sizeof(float)), *t = calloc(bh, sizeof(float)), *y = calloc(bh, sizeof(float));
+    float *gx = calloc(bh, sizeof(float)), *scr = calloc(exec_block_scratch_floats(&d), sizeof(float));
+    double *p64 = calloc(nf, sizeof(double)), *x64 = calloc(bh, sizeof(double)), *t64 = calloc(bh, sizeof(double));
+    tiny_params(&d, p);
+    exec_fill_normal(11, 0, x, bh);
+    exec_fill_normal(11, 1, t, bh);
+    exec_blas_init();
+    exec_block_fwd(&d, p, x, st, y);
+    double l32 = exec_mse_grad(&d, y, t);
+    exec_block_bwd_i(&d, p, x, st, y, gx, scr);
+    exec_block_bwd_w(&d, x, st, y, g);
+    for (size_t i = 0; i < nf; i++) p64[i] = p[i];
+    for (size_t i = 0; i < bh; i++) { x64[i] = x[i]; t64[i] = t[i]; }
+    double l64 = loss64(p64, x64, t64);
+    CU_ASSERT(fabs(l32 - l64) <= 1e-5 * l64);
+    int bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < nf + bh; i++) {
+        double num = i < nf ? central(p64, i, p64, x64, t64) : central(x64, i - nf, p64, x64, t64);
+        double got = i < nf ? g[i] : gx[i - nf];
+        double err = fabs(num - got) / (2e-6 + 2e-3 * fabs(num));
+        if (err > worst) worst = err;
+        if (err > 1) {
+            if (bad < 5) fprintf(stderr, "gpt gradient %s %zu: %g, finite differences %g\n", i < nf ? "param" : "input",
+                                 i < nf ? i : i - nf, got, num);
+            bad++;
+        }
+    }
+    if (getenv("PIPELAB_TEST_VERBOSE")) fprintf(stderr, "gpt gradcheck: worst error %.3g of the bound\n", worst);
+    CU_ASSERT_EQUAL(bad, 0);
+    free(p); free(g); free(st); free(x); free(t); free(y); free(gx); free(scr);
+    free(p64); free(x64); free(t64);
+}
+
+/* Causality: changing the last token of a sequence changes no output row of an earlier token
+ * (exactly: the masked probabilities are 0, so no earlier row reads it), and does change its
+ * own row. */
+static void test_gpt_causal(void) {
+    exec_dims d = tiny_dims();
+    size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, sf = exec_block_state_floats(&d);
+    float *p = calloc(nf, sizeof(float)), *st = calloc(sf, sizeof(float)), *x = calloc(bh, sizeof(float));
+    float *y1 = calloc(bh, sizeof(float)), *y2 = calloc(bh, sizeof(float));
+    tiny_params(&d, p);
+    exec_fill_normal(11, 0, x, bh);
+    exec_block_fwd(&d, p, x, st, y1);
+    size_t last = (size_t)(T_SEQ - 1) * T_H; /* sequence 0's last token */
+    for (int c = 0; c < T_H; c++) x[last + c] += 1.0f;
+    exec_block_fwd(&d, p, x, st, y2);
+    CU_ASSERT_EQUAL(memcmp(y1, y2, last * sizeof(float)), 0);
+    CU_ASSERT(memcmp(y1 + last, y2 + last, T_H * sizeof(float)) != 0);
+    /* the other sequence is untouched as well */
+    size_t seq1 = (size_t)T_SEQ * T_H;
+    CU_ASSERT_EQUAL(memcmp(y1 + seq1, y2 + seq1, seq1 * sizeof(float)), 0);
+    free(p); free(st); free(x); free(y1); free(y2);
+}
+
+/* I without the input gradient, then the input gradient alone (the profile's I0 split and the
+ * first stage's I), equals I with it, bit for bit, and leaves the same state for W. */
+static void test_gpt_split_i(void) {
+    exec_dims d = tiny_dims();
+    size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, sf = exec_block_state_floats(&d);
+    float *p = calloc(nf, sizeof(float)), *s1 = calloc(sf, sizeof(float)), *s2 = calloc(sf, sizeof(float));
+    float *x = calloc(bh, sizeof(float)), *y = calloc(bh, sizeof(float)), *gy = calloc(bh, sizeof(float));
+    float *g1 = calloc(bh, sizeof(float)), *g2 = calloc(bh, sizeof(float));
+    float *scr = calloc(exec_block_scratch_floats(&d), sizeof(float));
+    tiny_params(&d, p);
+    exec_fill_normal(11, 0, x, bh);
+    exec_fill_normal(11, 2, gy, bh);
+    exec_block_fwd(&d, p, x, s1, y);
+    memcpy(s2, s1, sf * sizeof(float));
+    exec_block_bwd_i(&d, p, x, s1, gy, g1, scr);
+    exec_block_bwd_i(&d, p, x, s2, gy, NULL, scr);
+    exec_block_bwd_gx(&d, p, x, s2, gy, g2);
+    CU_ASSERT_EQUAL(memcmp(g1, g2, bh * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(memcmp(s1, s2, sf * sizeof(float)), 0);
+    free(p); free(s1); free(s2); free(x); free(y); free(gy); free(g1); free(g2); free(scr);
+}
+
+/* Sizes: the parameters of a GPT-2 block (12 h^2 + 13 h at f = 4h, the cost model's count),
+ * and FLOPs in Megatron's and Zero Bubble's closed forms at f = 4h. */
+static void test_gpt_sizes(void) {
+    exec_dims d = {.h = 64, .f = 256, .b = 3 * 16, .layers = 1, .block = EXEC_BLOCK_GPT, .heads = 4, .seq = 16};
+    double h = 64, R = 48, S = 16;
+    CU_ASSERT_EQUAL(exec_block_floats(&d), (size_t)(12 * 64 * 64 + 13 * 64));
+    double f, i, i0, w;
+    exec_block_flops(&d, &f, &i, &i0, &w);
+    CU_ASSERT_DOUBLE_EQUAL(f, 24 * R * h * h + 4 * R * S * h, 1e-6 * f);
+    CU_ASSERT_DOUBLE_EQUAL(i, 24 * R * h * h + 8 * R * S * h, 1e-6 * i);
+    CU_ASSERT_DOUBLE_EQUAL(w, 24 * R * h * h, 1e-6 * w);
+}
+
+void exec_test_gpt_register(void);
+void exec_test_gpt_register(void) {
+    static const pl_test_case cases[] = {
+        {"transformer block: loss and gradients against fp64 finite differences", test_gpt_gradcheck},
+        {"transformer block: causal attention", test_gpt_causal},
+        {"transformer block: I = I without dx, then dx", test_gpt_split_i},
+        {"transformer block: parameters and FLOPs closed forms", test_gpt_sizes},
+        {NULL, NULL}};
+    pl_test_suite("exec transformer block", cases);
+}
