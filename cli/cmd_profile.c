@@ -17,7 +17,7 @@
 /* --help, a printf format that print_help fills with the executor's defaults (exec_config_default)
  * and the profile's, so that the text and the behaviour cannot drift apart. */
 static const char help_format[] =
-    "usage: pipelab profile [--width H] [--depth L] [--ffn F] [--microbatch-size B] [options]\n"
+    "usage: pipelab profile [--width H] [--depth L] [--ffn F] [--microbatch-size B] | [--model SPEC] [options]\n"
     "\n"
     "Times the forward (F), input-gradient (I) and weight-gradient (W) of one dense block of the\n"
     "executor's model (Linear H->F, GELU, Linear F->H, residual; fp32, one BLAS thread) on this\n"
@@ -31,6 +31,7 @@ static const char help_format[] =
     "  --depth L             blocks (rows of the profile; default %d)\n"
     "  --ffn F               inner size (default 4 H)\n"
     "  --microbatch-size B   rows per microbatch (default %d)\n"
+    CLI_EXEC_MODEL_HELP
     "  --reps N              repetitions, the median is kept (default %d)\n"
     "  --seed N              weights and inputs of the timed block (default %" PRIu64 ")\n"
     "  --concurrency P       time on P threads at once, pinned to cores like `pipelab run`'s P\n"

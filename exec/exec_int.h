@@ -63,6 +63,9 @@ void exec_block_bwd_w(const exec_dims *d, const float *x, const float *state, co
  * block's input gradient (no dL/dx), weight gradient (model.c says what is counted). */
 void exec_block_flops(const exec_dims *d, double *f, double *i, double *i0, double *w);
 
+/* Checks the block's own numbers (the transformer's heads divide the width, seq >= 1); PL_OK
+ * or PL_EINPUT naming the bad one (exec_check_config calls it). */
+int exec_check_block(const exec_config *c, pl_err *e);
 /* Bytes of a block's description (exec_block_describe) and of a model's name. */
 #define EXEC_BLOCK_TEXT_MAX 256
 /* Writes what the block is into buf[n] ("dense block (Linear 256->1024, GELU, ...)",

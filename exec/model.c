@@ -2,6 +2,7 @@
  * backward (I: input gradient, W: weight gradient), the MSE loss, seeded data and weights. */
 #include "exec_int.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,6 +269,25 @@ void exec_block_flops(const exec_dims *d, double *f, double *i, double *i0, doub
     *f = 2 * mlp + proj + 2 * att;
     *i = *i0 = 2 * mlp + proj + 4 * att;
     *w = 2 * mlp + proj;
+}
+
+/* ---------------------------------------------------------------- checks, names */
+
+/* The largest tokens per sequence and heads the transformer block accepts. */
+#define EXEC_MAX_SEQ 65536
+#define EXEC_MAX_HEADS 4096
+
+int exec_check_block(const exec_config *c, pl_err *e) {
+    if (c->block == EXEC_BLOCK_MLP) return PL_OK;
+    if (c->block != EXEC_BLOCK_GPT) return pl_errf(e, PL_EINPUT, "unknown block kind %d", (int)c->block);
+    if (c->seq < 1 || c->seq > EXEC_MAX_SEQ)
+        return pl_errf(e, PL_EINPUT, "transformer: seq %d out of range 1..%d", c->seq, EXEC_MAX_SEQ);
+    if (c->heads < 1 || c->heads > EXEC_MAX_HEADS || c->hidden % c->heads != 0)
+        return pl_errf(e, PL_EINPUT, "transformer: heads %d must be at least 1 and divide the width %d", c->heads, c->hidden);
+    if ((long long)c->microbatch_size * c->seq > INT_MAX / 4)
+        return pl_errf(e, PL_EINPUT, "transformer: %d sequences of %d tokens per microbatch are too many rows",
+                       c->microbatch_size, c->seq);
+    return PL_OK;
 }
 
 /* ---------------------------------------------------------------- names */

@@ -753,6 +753,9 @@ int cx_check_config(const exec_config *c, pl_err *e) {
     if (c->cuda_devices < 0) return pl_errf(e, PL_EINPUT, "the number of GPUs must be >= 0");
     if (c->profile_between_reps > 0)
         return pl_errf(e, PL_EINPUT, "profiling between the passes is the CPU executor's (profile the GPU before the run)");
+    if (c->block != EXEC_BLOCK_MLP)
+        return pl_errf(e, PL_EINPUT, "the CUDA backend runs the dense (mlp) block only; the transformer block runs on the CPU "
+                       "(--backend cpu)");
     return PL_OK;
 }
 

@@ -180,6 +180,9 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
     if (cfg->hidden < 1 || cfg->microbatch_size < 1 || cfg->layers < 1 || cfg->ffn < 0)
         return pl_errf(e, PL_EINPUT, "profile: width, depth and microbatch size must be at least 1");
     if (!exec_precision_name(cfg->precision)) return pl_errf(e, PL_EINPUT, "unknown precision %d", (int)cfg->precision);
+    if (cfg->block != EXEC_BLOCK_MLP)
+        return pl_errf(e, PL_EINPUT, "the CUDA backend profiles the dense (mlp) block only; profile the transformer block "
+                       "with --backend cpu");
     if (exec_cuda_devices(e) < 1) return e->code;
     prof q;
     memset(&q, 0, sizeof q);
