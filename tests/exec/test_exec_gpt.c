@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "exec_drive.h"
 #include "exec_int.h"
 #include "pl_test.h"
 
@@ -224,6 +225,102 @@ static void test_gpt_sizes(void) {
     CU_ASSERT_DOUBLE_EQUAL(w, 24 * R * h * h, 1e-6 * w);
 }
 
+/* The executor's tracked model memory of a transformer run equals the cost model's
+ * (exec_mem_predict over the profile sizes of the block: input and state until W), rank by rank,
+ * with and without full recomputation, for whole and split backwards. */
+static void test_gpt_memory_equals_cost_model(void) {
+    static const char *kinds[] = {"gpipe", "1f1b", "zb-h1", "interleaved"};
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        for (int rcp = SCHED_RECOMPUTE_NONE; rcp <= SCHED_RECOMPUTE_FULL; rcp++) {
+            pl_err e;
+            sched_gen_opts go = {2, 4, strcmp(kinds[k], "interleaved") == 0 ? 2 : 0, 0, (sched_recompute)rcp};
+            sched *g = sched_generate(kinds[k], &go, &e);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+            sched *s = sched_lower(g, &e);
+            sched_free(g);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+            exec_config c;
+            exec_config_default(&c);
+            c.block = EXEC_BLOCK_GPT;
+            c.hidden = 16;
+            c.heads = 2;
+            c.seq = 4;
+            c.microbatch_size = 2;
+            c.layers = 2 * s->stages;
+            c.warmup_passes = 0;
+            c.timed_passes = 1;
+            c.oversubscribe = 1;
+            exec_result r;
+            CU_ASSERT_EQUAL_FATAL(exec_run(s, &c, &r, &e), PL_OK);
+            cost_memory mem[2];
+            CU_ASSERT_EQUAL_FATAL(exec_mem_predict(s, &c, mem, &e), PL_OK);
+            for (int q = 0; q < 2; q++) {
+                if ((int64_t)r.rank[q].model_peak_bytes != mem[q].total_bytes)
+                    fprintf(stderr, "%s recompute %d rank %d: executor %zu, cost model %lld\n", kinds[k], rcp, q,
+                            r.rank[q].model_peak_bytes, (long long)mem[q].total_bytes);
+                CU_ASSERT_EQUAL((int64_t)r.rank[q].model_peak_bytes, mem[q].total_bytes);
+            }
+            exec_result_free(&r);
+            sched_free(s);
+        }
+}
+
+/* The transformer's spec on the command line. */
+#define T_SPEC "transformer:layers=4,hidden=16,heads=2,seq=4,microbatch=2"
+#define T_RUN "run --kind zb-h1 --ranks 2 --microbatches 4 --warmup 1 --timed 2 --profile-reps 3 --no-db"
+
+/* Runs `pipelab ARGS`; returns its exit status and its output in *out (caller frees). */
+static int pipelab(const char *args, char **out) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s", PIPELAB_BIN, args);
+    return pl_test_run(cmd, out);
+}
+
+/* pipelab run and profile take --model: a transformer run trains and is predicted from a
+ * profile of its own blocks (written by pipelab profile --model, read back and checked); a
+ * profile of another model is refused naming the file; bad specs are usage errors (exit 2)
+ * that name the key. */
+static void test_gpt_cli(void) {
+    char *dir = pl_test_tmpdir(), *csv = pl_test_path(dir, "gpt.csv"), *mlp = pl_test_path(dir, "mlp.csv");
+    char args[1024], *out = NULL;
+    CU_ASSERT_EQUAL(pipelab(T_RUN " --model " T_SPEC, &out), 0);
+    CU_ASSERT(out && strstr(out, "model              " T_SPEC) != NULL);
+    free(out);
+    snprintf(args, sizeof args, "profile --model " T_SPEC " --reps 3 -o %s", csv);
+    CU_ASSERT_EQUAL_FATAL(pipelab(args, NULL), 0);
+    snprintf(args, sizeof args, T_RUN " --model " T_SPEC " --profile %s", csv);
+    out = NULL;
+    CU_ASSERT_EQUAL(pipelab(args, &out), 0);
+    CU_ASSERT(out && strstr(out, csv) != NULL);
+    free(out);
+    snprintf(args, sizeof args, "profile --model mlp:width=16,depth=4,microbatch=2 --reps 3 -o %s", mlp);
+    CU_ASSERT_EQUAL_FATAL(pipelab(args, NULL), 0);
+    snprintf(args, sizeof args, T_RUN " --model " T_SPEC " --profile %s", mlp);
+    out = NULL;
+    CU_ASSERT_EQUAL(pipelab(args, &out), 1);
+    CU_ASSERT(out && strstr(out, mlp) != NULL && strstr(out, "transformer block") != NULL);
+    free(out);
+    static const struct { const char *flags, *says; } bad[] = {
+        {"--model transformer:layers=4,hidden=16,heads=3,seq=4,microbatch=2", "heads (3) must divide hidden (16)"},
+        {"--model transformer:layers=4,hidden=16,heads=2,microbatch=2", "'seq' is missing"},
+        {"--model transformer:layers=4,hidden=16,heads=2,seq=4,microbatch=2,vocab=100", "unknown key 'vocab'"},
+        {"--model mlp:width=32,depth=x,microbatch=4", "depth"},
+        {"--model mlp:width=32,depth=2,depth=3,microbatch=4", "'depth' given twice"},
+        {"--model gpt:layers=2", "--model must be"},
+        {"--width 32 --model mlp:width=32,depth=2,microbatch=4", "--width cannot be given beside it"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(args, sizeof args, T_RUN " %s", bad[i].flags);
+        out = NULL;
+        CU_ASSERT_EQUAL(pipelab(args, &out), 2);
+        if (!out || !strstr(out, bad[i].says)) fprintf(stderr, "%s: %s\n", bad[i].flags, out ? out : "(no output)");
+        CU_ASSERT(out && strstr(out, bad[i].says) != NULL);
+        free(out);
+    }
+    free(csv);
+    free(mlp);
+    free(dir);
+}
+
 void exec_test_gpt_register(void);
 void exec_test_gpt_register(void) {
     static const pl_test_case cases[] = {
@@ -231,6 +328,8 @@ void exec_test_gpt_register(void) {
         {"transformer block: causal attention", test_gpt_causal},
         {"transformer block: I = I without dx, then dx", test_gpt_split_i},
         {"transformer block: parameters and FLOPs closed forms", test_gpt_sizes},
+        {"transformer: tracked memory equals the cost model", test_gpt_memory_equals_cost_model},
+        {"transformer: pipelab run and profile --model", test_gpt_cli},
         {NULL, NULL}};
     pl_test_suite("exec transformer block", cases);
 }
