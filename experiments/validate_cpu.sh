@@ -90,7 +90,7 @@ if [ "$BROAD" = 1 ]; then POINTS=$(broad_points); else
 fi
 t0=$(date +%s)
 while read -r kind m recompute spec; do
-    PROF=$OUT/$NAME.profile-$(echo "$spec" | tr ':,=' '_--').csv
+    PROF=$OUT/$NAME.profile-$(echo "$spec" | tr ':,=' '_+-').csv
     # PROFILE=once: measured once per model and invocation, before the first run of that model
     # on this shard, and read by all of them.
     [ "$PLOT_ONLY" = 1 ] || [ -n "${SEEN[$PROF]:-}" ] || rm -f "$PROF"
