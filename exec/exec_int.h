@@ -78,6 +78,29 @@ void exec_model_name(const exec_config *cfg, char *buf, size_t n);
 /* ---- the transformer block (gpt.c); layout of its parameters: the dense block's W1, b1, W2,
  * b2 (its MLP, so the dense block's weight gradient serves it), then Wqkv [3h, h], bqkv [3h],
  * Wo [h, h], bo [h], LN1 gain, bias [h], LN2 gain, bias [h]. */
+typedef struct exec_gpt_params {
+    const float *w1, *w2;      /* the MLP: W1 [f, h], W2 [h, f] (and their biases, the dense block's) */
+    const float *wqkv, *bqkv;  /* [3h, h], [3h] */
+    const float *wo, *bo;      /* [h, h], [h] */
+    const float *g1, *be1, *g2, *be2; /* LayerNorm gains and biases [h] */
+} exec_gpt_params;
+/* The state of one transformer block for a microbatch of R = b rows (exec_gpt_state_floats). */
+typedef struct exec_gpt_state {
+    float *hd, *a;      /* [R, f] MLP pre-activation H (dH after I), gelu(H): the dense block's
+                         * state first, so its MLP routines read it as theirs */
+    float *xn2, *x2;    /* [R, h] LN2's output and input (the attention's residual sum) */
+    float *att;         /* [R, h] the heads' outputs, concatenated */
+    float *qkv;         /* [R, 3h] Q, K, V (dQ, dK, dV after I) */
+    float *xn1;         /* [R, h] LN1's output */
+    float *p;           /* [B, A, S, S] softmax probabilities (0 above the diagonal) */
+    float *dxn2, *dx2, *dxn1; /* [R, h] gradients at LN2's output, the residual sum, LN1's output:
+                         * filled by I, read by W */
+    float *mean1, *rstd1, *mean2, *rstd2; /* [R] LayerNorm statistics */
+} exec_gpt_state;
+/* The layout of one transformer block's parameters at p and of its state at s (either may be
+ * NULL: its pointers are then offsets from NULL, unused); both backends address them so. */
+exec_gpt_params exec_gpt_params_at(const exec_dims *d, const float *p);
+exec_gpt_state exec_gpt_state_at(const exec_dims *d, float *s);
 size_t exec_gpt_floats(const exec_dims *d);
 void exec_gpt_init(const exec_dims *d, uint64_t seed, int block, float *p);
 size_t exec_gpt_state_floats(const exec_dims *d);

@@ -10,6 +10,7 @@
 #include "exec_int.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* LayerNorm's epsilon (GPT-2's and PyTorch's default). */
@@ -20,65 +21,52 @@ enum { GPT_MLP_STREAMS = 4, GPT_STREAM_WQKV = GPT_MLP_STREAMS, GPT_STREAM_BQKV, 
 /* The Q, K and V thirds of a QKV row. */
 #define GPT_QKV 3
 
-/* Pointers into one block's parameters (exec_int.h's layout). */
-typedef struct gpt_params {
-    const float *w1, *w2;      /* the MLP: W1 [f, h], W2 [h, f] (and their biases, the dense block's) */
-    const float *wqkv, *bqkv;  /* [3h, h], [3h] */
-    const float *wo, *bo;      /* [h, h], [h] */
-    const float *g1, *be1, *g2, *be2; /* LayerNorm gains and biases [h] */
-} gpt_params;
+/* The parameter and state layouts (exec_int.h), shared with the CUDA backend. */
+typedef exec_gpt_params gpt_params;
+typedef exec_gpt_state gpt_state;
 
-/* Pointers into one block's state for a microbatch (exec_gpt_state_floats). */
-typedef struct gpt_state {
-    float *hd, *a;      /* [R, f] MLP pre-activation H (dH after I), gelu(H): the dense block's
-                         * state first, so its MLP routines read it as theirs */
-    float *xn2, *x2;    /* [R, h] LN2's output and input (the attention's residual sum) */
-    float *att;         /* [R, h] the heads' outputs, concatenated */
-    float *qkv;         /* [R, 3h] Q, K, V (dQ, dK, dV after I) */
-    float *xn1;         /* [R, h] LN1's output */
-    float *p;           /* [B, A, S, S] softmax probabilities (0 above the diagonal) */
-    float *dxn2, *dx2, *dxn1; /* [R, h] gradients at LN2's output, the residual sum, LN1's output:
-                         * filled by I, read by W */
-    float *mean1, *rstd1, *mean2, *rstd2; /* [R] LayerNorm statistics */
-} gpt_state;
-
-/* Returns the block's layout of parameters at p (sizes from d). */
-static gpt_params params_of(const exec_dims *d, const float *p) {
+exec_gpt_params exec_gpt_params_at(const exec_dims *d, const float *p) {
     size_t h = (size_t)d->h, f = (size_t)d->f;
+    uintptr_t base = (uintptr_t)p;
+#define AT(n) ((const float *)(base + (n) * sizeof(float)))
     gpt_params w;
-    w.w1 = p;
-    w.w2 = p + h * f + f;
-    w.wqkv = p + 2 * h * f + f + h;
-    w.bqkv = w.wqkv + GPT_QKV * h * h;
-    w.wo = w.bqkv + GPT_QKV * h;
-    w.bo = w.wo + h * h;
-    w.g1 = w.bo + h;
-    w.be1 = w.g1 + h;
-    w.g2 = w.be1 + h;
-    w.be2 = w.g2 + h;
+    size_t o = 2 * h * f + f + h;
+    w.w1 = AT(0);
+    w.w2 = AT(h * f + f);
+    w.wqkv = AT(o);
+    w.bqkv = AT(o += GPT_QKV * h * h);
+    w.wo = AT(o += GPT_QKV * h);
+    w.bo = AT(o += h * h);
+    w.g1 = AT(o += h);
+    w.be1 = AT(o += h);
+    w.g2 = AT(o += h);
+    w.be2 = AT(o += h);
+#undef AT
     return w;
 }
 
-/* Returns the block's state layout at s (sizes from d). */
-static gpt_state state_of(const exec_dims *d, float *s) {
+exec_gpt_state exec_gpt_state_at(const exec_dims *d, float *s) {
     size_t R = (size_t)d->b, h = (size_t)d->h, f = (size_t)d->f, S = (size_t)d->seq;
-    size_t B = R / S, A = (size_t)d->heads;
+    size_t B = R / S, A = (size_t)d->heads, o = 0;
+    uintptr_t base = (uintptr_t)s;
+#define AT(n) ((float *)(base + (n) * sizeof(float)))
     gpt_state t;
-    t.hd = s;
-    t.a = t.hd + R * f;
-    t.xn2 = t.a + R * f;
-    t.x2 = t.xn2 + R * h;
-    t.att = t.x2 + R * h;
-    t.qkv = t.att + R * h;
-    t.xn1 = t.qkv + GPT_QKV * R * h;
-    t.p = t.xn1 + R * h;
-    t.dxn2 = t.p + B * A * S * S;
-    t.dx2 = t.dxn2 + R * h;
-    t.dxn1 = t.dx2 + R * h;
-    t.mean1 = t.dxn1 + R * h;
-    t.rstd1 = t.mean1 + R;
-    t.mean2 = t.rstd1 + R;
-    t.rstd2 = t.mean2 + R;
+    t.hd = AT(o);
+    t.a = AT(o += R * f);
+    t.xn2 = AT(o += R * f);
+    t.x2 = AT(o += R * h);
+    t.att = AT(o += R * h);
+    t.qkv = AT(o += R * h);
+    t.xn1 = AT(o += GPT_QKV * R * h);
+    t.p = AT(o += R * h);
+    t.dxn2 = AT(o += B * A * S * S);
+    t.dx2 = AT(o += R * h);
+    t.dxn1 = AT(o += R * h);
+    t.mean1 = AT(o += R * h);
+    t.rstd1 = AT(o += R);
+    t.mean2 = AT(o += R);
+    t.rstd2 = AT(o += R);
+#undef AT
     return t;
 }
 
@@ -105,7 +93,7 @@ void exec_gpt_init(const exec_dims *d, uint64_t seed, int block, float *p) {
     size_t h = (size_t)d->h;
     uint64_t st = GPT_STREAMS * (uint64_t)block;
     exec_mlp_init(d, seed, st, p);
-    gpt_params w = params_of(d, p);
+    gpt_params w = exec_gpt_params_at(d, p);
     float *wqkv = (float *)w.wqkv, *bqkv = (float *)w.bqkv, *wo = (float *)w.wo, *bo = (float *)w.bo;
     double sq = 1.0 / sqrt((double)h), so = 1.0 / sqrt(2.0 * (d->layers > 0 ? d->layers : 1) * (double)h);
     for (size_t i = 0; i < GPT_QKV * h * h; i++) wqkv[i] = exec_normal_at(seed, st + GPT_STREAM_WQKV, i, sq);
@@ -260,8 +248,8 @@ static void col_sums(int R, int n, const float *x, float *s) {
 
 void exec_gpt_forward(const exec_dims *d, const float *p, const float *x, float *state, float *y) {
     int R = d->b, h = d->h, h3 = GPT_QKV * d->h;
-    gpt_params w = params_of(d, p);
-    gpt_state t = state_of(d, state);
+    gpt_params w = exec_gpt_params_at(d, p);
+    gpt_state t = exec_gpt_state_at(d, state);
     ln_forward(R, h, x, w.g1, w.be1, t.xn1, t.mean1, t.rstd1);
     rows_set(R, h3, w.bqkv, t.qkv);
     exec_gemm(0, 1, R, h3, h, t.xn1, h, w.wqkv, h, 1.0f, t.qkv, h3); /* qkv = xn1 Wqkv^T + bqkv */
@@ -275,8 +263,8 @@ void exec_gpt_forward(const exec_dims *d, const float *p, const float *x, float 
 void exec_gpt_backward_i(const exec_dims *d, const float *p, const float *x, float *state, const float *gy, float *gx,
                          float *scratch) {
     int R = d->b, h = d->h, f = d->f, h3 = GPT_QKV * d->h;
-    gpt_params w = params_of(d, p);
-    gpt_state t = state_of(d, state);
+    gpt_params w = exec_gpt_params_at(d, p);
+    gpt_state t = exec_gpt_state_at(d, state);
     /* the MLP: dH over H (the dense block's I without its input gradient), then dxn2 = dH W1 */
     exec_block_backward_i(d, p, t.hd, gy, NULL, scratch);
     exec_gemm(0, 0, R, h, f, t.hd, f, w.w1, h, 0.0f, t.dxn2, h);
@@ -291,15 +279,15 @@ void exec_gpt_backward_i(const exec_dims *d, const float *p, const float *x, flo
 void exec_gpt_backward_gx(const exec_dims *d, const float *p, const float *x, const float *state, const float *gy,
                           float *gx) {
     (void)gy; /* the residual's share of it is in dx2 */
-    gpt_params w = params_of(d, p);
-    gpt_state t = state_of(d, (float *)state);
+    gpt_params w = exec_gpt_params_at(d, p);
+    gpt_state t = exec_gpt_state_at(d, (float *)state);
     ln_backward(d->b, d->h, x, t.mean1, t.rstd1, w.g1, t.dxn1, t.dx2, gx); /* gx = dx2 + LN1'(dxn1) */
 }
 
 void exec_gpt_backward_w(const exec_dims *d, const float *x, const float *state, const float *gy, float *gp) {
     int R = d->b, h = d->h, h3 = GPT_QKV * d->h;
-    gpt_params g = params_of(d, gp);
-    gpt_state t = state_of(d, (float *)state);
+    gpt_params g = exec_gpt_params_at(d, gp);
+    gpt_state t = exec_gpt_state_at(d, (float *)state);
     float *gwqkv = (float *)g.wqkv, *gbqkv = (float *)g.bqkv, *gwo = (float *)g.wo, *gbo = (float *)g.bo;
     exec_block_backward_w(d, t.xn2, t.a, t.hd, gy, gp);                    /* the MLP's W1, b1, W2, b2 */
     ln_backward_w(R, h, t.x2, t.mean2, t.rstd2, t.dxn2, (float *)g.g2, (float *)g.be2);

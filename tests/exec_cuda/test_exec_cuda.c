@@ -565,6 +565,8 @@ static void test_profile(void) {
     CU_ASSERT(rate > 0);
 }
 
+void exec_cuda_test_gpt_register(void);
+
 void pl_test_register(void) {
     pl_err e;
     pl_err_clear(&e);
@@ -604,4 +606,5 @@ void pl_test_register(void) {
     pl_test_suite("cuda vs cpu", cpu);
     pl_test_suite("cuda sequential", seq);
     pl_test_suite("cuda misc", misc);
+    exec_cuda_test_gpt_register(); /* test_exec_cuda_gpt.c */
 }
