@@ -101,16 +101,23 @@ typedef struct exec_gpt_state {
  * NULL: its pointers are then offsets from NULL, unused); both backends address them so. */
 exec_gpt_params exec_gpt_params_at(const exec_dims *d, const float *p);
 exec_gpt_state exec_gpt_state_at(const exec_dims *d, float *s);
-size_t exec_gpt_floats(const exec_dims *d);
-void exec_gpt_init(const exec_dims *d, uint64_t seed, int block, float *p);
-size_t exec_gpt_state_floats(const exec_dims *d);
-size_t exec_gpt_scratch_floats(const exec_dims *d);
-void exec_gpt_forward(const exec_dims *d, const float *p, const float *x, float *state, float *y);
-void exec_gpt_backward_i(const exec_dims *d, const float *p, const float *x, float *state, const float *gy, float *gx,
-                         float *scratch);
-void exec_gpt_backward_gx(const exec_dims *d, const float *p, const float *x, const float *state, const float *gy,
-                          float *gx);
-void exec_gpt_backward_w(const exec_dims *d, const float *x, const float *state, const float *gy, float *gp);
+
+/* What a block is to the dispatch above (model.c): its sizes, its initial weights and its four
+ * passes, with the meanings of exec_block_floats, exec_block_init and exec_block_fwd ... _bwd_w. */
+typedef struct exec_block_ops {
+    size_t (*floats)(const exec_dims *d);
+    void (*init)(const exec_dims *d, uint64_t seed, int block, float *p);
+    size_t (*state_floats)(const exec_dims *d);
+    size_t (*scratch_floats)(const exec_dims *d);
+    void (*forward)(const exec_dims *d, const float *p, const float *x, float *state, float *y);
+    void (*backward_i)(const exec_dims *d, const float *p, const float *x, float *state, const float *gy, float *gx,
+                       float *scratch);
+    void (*backward_gx)(const exec_dims *d, const float *p, const float *x, const float *state, const float *gy,
+                        float *gx);
+    void (*backward_w)(const exec_dims *d, const float *x, const float *state, const float *gy, float *gp);
+} exec_block_ops;
+/* The transformer block's (gpt.c). */
+extern const exec_block_ops exec_gpt_ops;
 
 /* ---- shared by the blocks (model.c) */
 /* C [M, N] = A' B' + beta C (row-major, alpha 1; A' = A or A^T by ta, likewise B'), on the

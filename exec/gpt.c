@@ -70,26 +70,30 @@ exec_gpt_state exec_gpt_state_at(const exec_dims *d, float *s) {
     return t;
 }
 
-size_t exec_gpt_floats(const exec_dims *d) {
-    size_t h = (size_t)d->h, f = (size_t)d->f;
-    /* MLP 2hf + f + h; QKV 3h^2 + 3h; output projection h^2 + h; two LayerNorms 4h */
-    return 2 * h * f + f + h + (GPT_QKV + 1) * h * h + (GPT_QKV + 1) * h + 4 * h;
+/* exec_block_floats for the transformer block. */
+static size_t gpt_floats(const exec_dims *d) {
+    /* the end of the layout (MLP 2hf + f + h; QKV 3h^2 + 3h; output projection h^2 + h; two
+     * LayerNorms 4h): the last field's offset and its h floats */
+    return (size_t)((uintptr_t)exec_gpt_params_at(d, NULL).be2 / sizeof(float)) + (size_t)d->h;
 }
 
-size_t exec_gpt_state_floats(const exec_dims *d) {
-    size_t R = (size_t)d->b, h = (size_t)d->h, f = (size_t)d->f, S = (size_t)d->seq;
-    /* H, A; xn2, x2, att; qkv; xn1; P; dxn2, dx2, dxn1; four statistics per row */
-    return 2 * R * f + 3 * R * h + GPT_QKV * R * h + R * h + (R / S) * (size_t)d->heads * S * S + 3 * R * h + 4 * R;
+/* exec_block_state_floats for the transformer block. */
+static size_t gpt_state_floats(const exec_dims *d) {
+    /* the end of the layout: the last field's offset and its R floats */
+    return (size_t)((uintptr_t)exec_gpt_state_at(d, NULL).rstd2 / sizeof(float)) + (size_t)d->b;
 }
 
-size_t exec_gpt_scratch_floats(const exec_dims *d) {
+/* exec_block_scratch_floats: the MLP's dA, or the heads' backward (dAtt and one head's dP,
+ * dQ, dK, dV), whichever is larger. */
+static size_t gpt_scratch_floats(const exec_dims *d) {
     size_t R = (size_t)d->b, h = (size_t)d->h, f = (size_t)d->f, S = (size_t)d->seq, dh = h / (size_t)d->heads;
     size_t mlp = R * f;                              /* dA of the MLP's backward */
     size_t attn = R * h + S * S + GPT_QKV * S * dh;  /* dAtt, one head's dP and dQ, dK, dV */
     return mlp > attn ? mlp : attn;
 }
 
-void exec_gpt_init(const exec_dims *d, uint64_t seed, int block, float *p) {
+/* exec_block_init for the transformer block (README of exec/: its initial weights). */
+static void gpt_init(const exec_dims *d, uint64_t seed, int block, float *p) {
     size_t h = (size_t)d->h;
     uint64_t st = GPT_STREAMS * (uint64_t)block;
     exec_mlp_init(d, seed, st, p);
@@ -246,7 +250,8 @@ static void col_sums(int R, int n, const float *x, float *s) {
         for (int c = 0; c < n; c++) s[c] += x[(size_t)r * n + c];
 }
 
-void exec_gpt_forward(const exec_dims *d, const float *p, const float *x, float *state, float *y) {
+/* exec_block_fwd for the transformer block. */
+static void gpt_forward(const exec_dims *d, const float *p, const float *x, float *state, float *y) {
     int R = d->b, h = d->h, h3 = GPT_QKV * d->h;
     gpt_params w = exec_gpt_params_at(d, p);
     gpt_state t = exec_gpt_state_at(d, state);
@@ -260,7 +265,11 @@ void exec_gpt_forward(const exec_dims *d, const float *p, const float *x, float 
     exec_mlp_forward(d, p, t.xn2, t.x2, t.hd, t.a, y);               /* y = x2 + MLP(xn2) */
 }
 
-void exec_gpt_backward_i(const exec_dims *d, const float *p, const float *x, float *state, const float *gy, float *gx,
+static void gpt_backward_gx(const exec_dims *d, const float *p, const float *x, const float *state, const float *gy,
+                            float *gx);
+
+/* exec_block_bwd_i (exec_int.h) for the transformer block. */
+static void gpt_backward_i(const exec_dims *d, const float *p, const float *x, float *state, const float *gy, float *gx,
                          float *scratch) {
     int R = d->b, h = d->h, f = d->f, h3 = GPT_QKV * d->h;
     gpt_params w = exec_gpt_params_at(d, p);
@@ -273,10 +282,11 @@ void exec_gpt_backward_i(const exec_dims *d, const float *p, const float *x, flo
     exec_gemm(0, 0, R, h, h, t.dx2, h, w.wo, h, 0.0f, datt, h);          /* datt = dx2 Wo */
     attention_backward(d, &t, datt, scratch + (size_t)R * h);
     exec_gemm(0, 0, R, h, h3, t.qkv, h3, w.wqkv, h, 0.0f, t.dxn1, h);    /* dxn1 = dqkv Wqkv */
-    if (gx) exec_gpt_backward_gx(d, p, x, state, gy, gx);
+    if (gx) gpt_backward_gx(d, p, x, state, gy, gx);
 }
 
-void exec_gpt_backward_gx(const exec_dims *d, const float *p, const float *x, const float *state, const float *gy,
+/* exec_block_bwd_gx for the transformer block. */
+static void gpt_backward_gx(const exec_dims *d, const float *p, const float *x, const float *state, const float *gy,
                           float *gx) {
     (void)gy; /* the residual's share of it is in dx2 */
     gpt_params w = exec_gpt_params_at(d, p);
@@ -284,7 +294,8 @@ void exec_gpt_backward_gx(const exec_dims *d, const float *p, const float *x, co
     ln_backward(d->b, d->h, x, t.mean1, t.rstd1, w.g1, t.dxn1, t.dx2, gx); /* gx = dx2 + LN1'(dxn1) */
 }
 
-void exec_gpt_backward_w(const exec_dims *d, const float *x, const float *state, const float *gy, float *gp) {
+/* exec_block_bwd_w for the transformer block. */
+static void gpt_backward_w(const exec_dims *d, const float *x, const float *state, const float *gy, float *gp) {
     int R = d->b, h = d->h, h3 = GPT_QKV * d->h;
     gpt_params g = exec_gpt_params_at(d, gp);
     gpt_state t = exec_gpt_state_at(d, (float *)state);
@@ -297,3 +308,6 @@ void exec_gpt_backward_w(const exec_dims *d, const float *x, const float *state,
     col_sums(R, h3, t.qkv, gbqkv);
     ln_backward_w(R, h, x, t.mean1, t.rstd1, t.dxn1, (float *)g.g1, (float *)g.be1);
 }
+
+const exec_block_ops exec_gpt_ops = {gpt_floats, gpt_init, gpt_state_floats, gpt_scratch_floats,
+                                     gpt_forward, gpt_backward_i, gpt_backward_gx, gpt_backward_w};

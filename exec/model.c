@@ -70,13 +70,9 @@ static size_t mlp_floats(const exec_dims *d) {
     return 2 * (size_t)d->h * (size_t)d->f + (size_t)d->f + (size_t)d->h;
 }
 
-size_t exec_block_floats(const exec_dims *d) {
-    return d->block == EXEC_BLOCK_GPT ? exec_gpt_floats(d) : mlp_floats(d);
-}
-
-void exec_block_init(const exec_dims *d, uint64_t seed, int block, float *p) {
-    if (d->block == EXEC_BLOCK_GPT) exec_gpt_init(d, seed, block, p);
-    else exec_mlp_init(d, seed, BLOCK_STREAMS * (uint64_t)block, p);
+/* The dense block's initial weights of block `block` (its streams from BLOCK_STREAMS block). */
+static void mlp_init(const exec_dims *d, uint64_t seed, int block, float *p) {
+    exec_mlp_init(d, seed, BLOCK_STREAMS * (uint64_t)block, p);
 }
 
 void exec_mlp_init(const exec_dims *d, uint64_t seed, uint64_t st, float *p) {
@@ -221,34 +217,54 @@ void exec_block_backward_w(const exec_dims *d, const float *x, const float *act,
 
 /* ---------------------------------------------------------------- any block */
 
-size_t exec_block_state_floats(const exec_dims *d) {
-    return d->block == EXEC_BLOCK_GPT ? exec_gpt_state_floats(d) : 2 * (size_t)d->b * (size_t)d->f;
+/* The dense block's state: H/dH [b, f], then gelu(H) [b, f]; its backward's scratch: dA [b, f]. */
+static size_t mlp_state_floats(const exec_dims *d) { return 2 * (size_t)d->b * (size_t)d->f; }
+static size_t mlp_scratch_floats(const exec_dims *d) { return (size_t)d->b * (size_t)d->f; }
+
+/* The dense block's passes over its state (H/dH, then A). */
+static void mlp_fwd(const exec_dims *d, const float *p, const float *x, float *state, float *y) {
+    exec_block_forward(d, p, x, state, state + (size_t)d->b * d->f, y);
+}
+static void mlp_bwd_i(const exec_dims *d, const float *p, const float *x, float *state, const float *gy, float *gx,
+                      float *scratch) {
+    (void)x;
+    exec_block_backward_i(d, p, state, gy, gx, scratch);
+}
+static void mlp_bwd_gx(const exec_dims *d, const float *p, const float *x, const float *state, const float *gy, float *gx) {
+    (void)x;
+    exec_block_backward_gx(d, p, state, gy, gx);
+}
+static void mlp_bwd_w(const exec_dims *d, const float *x, const float *state, const float *gy, float *gp) {
+    exec_block_backward_w(d, x, state + (size_t)d->b * d->f, state, gy, gp);
 }
 
-size_t exec_block_scratch_floats(const exec_dims *d) {
-    return d->block == EXEC_BLOCK_GPT ? exec_gpt_scratch_floats(d) : (size_t)d->b * (size_t)d->f;
-}
+static const exec_block_ops mlp_ops = {mlp_floats, mlp_init, mlp_state_floats, mlp_scratch_floats,
+                                       mlp_fwd, mlp_bwd_i, mlp_bwd_gx, mlp_bwd_w};
+
+/* Returns the operations of d's block. */
+static const exec_block_ops *ops_of(const exec_dims *d) { return d->block == EXEC_BLOCK_GPT ? &exec_gpt_ops : &mlp_ops; }
+
+size_t exec_block_floats(const exec_dims *d) { return ops_of(d)->floats(d); }
+void exec_block_init(const exec_dims *d, uint64_t seed, int block, float *p) { ops_of(d)->init(d, seed, block, p); }
+size_t exec_block_state_floats(const exec_dims *d) { return ops_of(d)->state_floats(d); }
+size_t exec_block_scratch_floats(const exec_dims *d) { return ops_of(d)->scratch_floats(d); }
 
 void exec_block_fwd(const exec_dims *d, const float *p, const float *x, float *state, float *y) {
-    if (d->block == EXEC_BLOCK_GPT) exec_gpt_forward(d, p, x, state, y);
-    else exec_block_forward(d, p, x, state, state + (size_t)d->b * d->f, y);
+    ops_of(d)->forward(d, p, x, state, y);
 }
 
 void exec_block_bwd_i(const exec_dims *d, const float *p, const float *x, float *state, const float *gy, float *gx,
                       float *scratch) {
-    if (d->block == EXEC_BLOCK_GPT) exec_gpt_backward_i(d, p, x, state, gy, gx, scratch);
-    else exec_block_backward_i(d, p, state, gy, gx, scratch);
+    ops_of(d)->backward_i(d, p, x, state, gy, gx, scratch);
 }
 
 void exec_block_bwd_gx(const exec_dims *d, const float *p, const float *x, const float *state, const float *gy,
                        float *gx) {
-    if (d->block == EXEC_BLOCK_GPT) exec_gpt_backward_gx(d, p, x, state, gy, gx);
-    else exec_block_backward_gx(d, p, state, gy, gx);
+    ops_of(d)->backward_gx(d, p, x, state, gy, gx);
 }
 
 void exec_block_bwd_w(const exec_dims *d, const float *x, const float *state, const float *gy, float *gp) {
-    if (d->block == EXEC_BLOCK_GPT) exec_gpt_backward_w(d, x, state, gy, gp);
-    else exec_block_backward_w(d, x, state + (size_t)d->b * d->f, state, gy, gp);
+    ops_of(d)->backward_w(d, x, state, gy, gp);
 }
 
 /* The FLOPs of one block's GEMMs for a microbatch of R = b rows: the MLP's two GEMMs are 2 R h f

@@ -52,6 +52,16 @@ static exec_config small_cfg(int layers) {
     return c;
 }
 
+exec_config exec_test_small_cfg(int layers, exec_block_kind block); /* test_exec_gpt.c uses it */
+/* small_cfg of the block kind `block` (the other test files'). */
+exec_config exec_test_small_cfg(int layers, exec_block_kind block) {
+    exec_block_kind keep = g_block;
+    g_block = block;
+    exec_config c = small_cfg(layers);
+    g_block = keep;
+    return c;
+}
+
 /* Returns the lowered schedule of a generator (NULL reported through CUnit). */
 static sched *lowered(const char *kind, int p, int m, int v, int iters, sched_recompute rc) {
     pl_err e;

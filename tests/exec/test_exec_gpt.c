@@ -12,6 +12,8 @@
 #include "exec_int.h"
 #include "pl_test.h"
 
+exec_config exec_test_small_cfg(int layers, exec_block_kind block); /* test_exec.c */
+
 /* The tiny block of these tests: B = 2 sequences of S = 4 tokens (R = 8 rows), width 8, 2 heads
  * of 4 channels, ffn 16. */
 #define T_SEQS 2
@@ -239,17 +241,8 @@ static void test_gpt_memory_equals_cost_model(void) {
             sched *s = sched_lower(g, &e);
             sched_free(g);
             CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-            exec_config c;
-            exec_config_default(&c);
-            c.block = EXEC_BLOCK_GPT;
-            c.hidden = 16;
-            c.heads = 2;
-            c.seq = 4;
-            c.microbatch_size = 2;
-            c.layers = 2 * s->stages;
-            c.warmup_passes = 0;
+            exec_config c = exec_test_small_cfg(2 * s->stages, EXEC_BLOCK_GPT);
             c.timed_passes = 1;
-            c.oversubscribe = 1;
             exec_result r;
             CU_ASSERT_EQUAL_FATAL(exec_run(s, &c, &r, &e), PL_OK);
             cost_memory mem[2];

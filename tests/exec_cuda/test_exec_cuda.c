@@ -17,6 +17,7 @@
 #include "exec_int.h"
 #include "pl_sched.h"
 #include "pl_test.h"
+#include "test_exec_cuda.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -29,7 +30,7 @@ static const double UPDATE_TOL[3] = {1e-3, 2e-2, 8e-2};
 static const double LOSS_TOL[3] = {1e-4, 5e-3, 3e-2};
 
 /* Returns the model configuration of the run tests: h 64, f 128, b 8, 3 timed passes. */
-static exec_config run_cfg(int layers) {
+exec_config run_cfg(int layers) {
     exec_config c;
     exec_config_default(&c);
     c.hidden = 64;
@@ -67,7 +68,7 @@ static sched *lowered(const char *kind, int p, int m, int v, int iters) {
 }
 
 /* Returns ||a - b|| / ||b - base|| (base NULL: / ||b||) over n floats. */
-static double rel_norm(const float *a, const float *b, const float *base, size_t n) {
+double rel_norm(const float *a, const float *b, const float *base, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
         double d = (double)a[i] - (double)b[i], r = base ? (double)b[i] - (double)base[i] : (double)b[i];
@@ -564,8 +565,6 @@ static void test_profile(void) {
     CU_ASSERT_EQUAL(exec_cuda_gemm_rate(512, 512, 512, EXEC_PREC_BF16, 5, &rate, &e), PL_OK);
     CU_ASSERT(rate > 0);
 }
-
-void exec_cuda_test_gpt_register(void);
 
 void pl_test_register(void) {
     pl_err e;
