@@ -1,4 +1,4 @@
-/* cmd_profile.c: `pipelab profile`: time one dense block's F, I, W and STEP on one worker or P at
+/* cmd_profile.c: `pipelab profile`: time one block's F, I, W and STEP on one worker or P at
  * once (median of repetitions) and write the cost model's profile CSV, the input of predictions for this machine. */
 #include <getopt.h>
 #include <inttypes.h>
@@ -19,9 +19,10 @@
 static const char help_format[] =
     "usage: pipelab profile [--width H] [--depth L] [--ffn F] [--microbatch-size B] | [--model SPEC] [options]\n"
     "\n"
-    "Times the forward (F), input-gradient (I) and weight-gradient (W) of one dense block of the\n"
-    "executor's model (Linear H->F, GELU, Linear F->H, residual; fp32, one BLAS thread) on this\n"
-    "thread, --reps times after one warm-up, and writes the medians as the cost model's profile\n"
+    "Times the forward (F), input-gradient (I) and weight-gradient (W) of one block of the\n"
+    "executor's model (dense: Linear H->F, GELU, Linear F->H, residual; or --model's transformer\n"
+    "block; fp32, one BLAS thread) on this thread, --reps times after one warm-up, and writes\n"
+    "the medians as the cost model's profile\n"
     "CSV: L identical rows (every block has the same shape) with seconds, FLOPs and sizes per\n"
     "microbatch of B rows. `pipelab run --profile FILE` and `pipelab simulate --model FILE` read it.\n"
     "It also times the optimizer STEP of one block (SGD over its parameters); the comment line\n"

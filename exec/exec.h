@@ -11,7 +11,7 @@
 
 /* ---------------------------------------------------------------- the model
  *
- * A stack of L dense blocks of width h, each  y = x + W2 . gelu(W1 . x + b1) + b2,  with
+ * A stack of L blocks of width h: by default dense blocks  y = x + W2 . gelu(W1 . x + b1) + b2,  with
  * W1 [f, h], b1 [f], W2 [h, f], b2 [h] (f = 4h by default), GELU in its tanh form. Stage s of the
  * schedule holds a contiguous range of blocks. Microbatches of b rows; the input rows are
  * N(0, 1); the target is the output of a fixed random network of the same shape (another seed);
@@ -380,7 +380,8 @@ typedef struct exec_layer_profile {
                                 * 0 = not measured (then i_s) */
     size_t param_bytes;        /* one block's parameters */
     size_t act_out_bytes;      /* what crosses a stage boundary: b x h floats */
-    size_t stash_bytes;        /* what one block keeps from F to the backward: x, H, gelu(H) */
+    size_t stash_bytes;        /* what one block keeps from F to the backward: its input and its
+                                * state (dense: x, H, gelu(H); exec_block_state_floats) */
     size_t w_stash_bytes;      /* what one block keeps from I until W: x, dH, gelu(H) and the
                                 * gradient at its output */
     double step_s;             /* the optimizer STEP of one block's parameters (SGD, momentum when
