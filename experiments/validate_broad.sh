@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # validate_broad.sh: the configurations of `validate_cpu.sh --broad` and the check of its
 # targets (sourced by validate_cpu.sh, not run).
 #
