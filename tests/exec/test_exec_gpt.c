@@ -314,6 +314,59 @@ static void test_gpt_cli(void) {
     free(dir);
 }
 
+/* Returns 1 when v is in set[*n], else adds it (at most max) and returns 0. */
+static int seen(int *set, int *n, int max, int v) {
+    for (int i = 0; i < *n; i++)
+        if (set[i] == v) return 1;
+    if (*n < max) set[(*n)++] = v;
+    return 0;
+}
+
+/* validate_cpu.sh --broad's grid (experiments/validate_broad.sh) holds what issue 16 asks of it:
+ * at least 60 points on 2 ranks, every one of the ten kinds, recomputation on and off, both
+ * blocks, dense widths from 128 to 1024, m from p = 2 to 8p = 16, several depths, microbatch
+ * sizes and sequence lengths; and every point's schedule generates. */
+static void test_broad_grid(void) {
+    enum { KINDS = 10, MAXV = 16 };
+    char cmd[1024], args[256], *out = NULL;
+    snprintf(cmd, sizeof cmd, "bash -c 'source %s/../experiments/validate_broad.sh && broad_points'", PIPELAB_TESTS_DIR);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    static const char *kinds[KINDS] = {"gpipe", "1f1b", "pipedream", "2bw", "interleaved", "looped-bfs", "zb-h1", "zb-h2",
+                                       "zbv", "dualpipev"};
+    int n = 0, per_kind[KINDS] = {0}, full = 0, gpt = 0, bad = 0;
+    int widths[MAXV], nw = 0, ms[MAXV], nm = 0, depths[MAXV], nd = 0, mbs[MAXV], nb = 0, seqs[MAXV], ns = 0;
+    for (char *save = NULL, *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save), n++) {
+        char kind[32], rc[8], spec[256];
+        int m, w, d, b, sq;
+        if (sscanf(line, "%31s %d %7s %255s", kind, &m, rc, spec) != 4) { bad++; continue; }
+        for (int k = 0; k < KINDS; k++) per_kind[k] += strcmp(kind, kinds[k]) == 0;
+        full += strcmp(rc, "full") == 0;
+        seen(ms, &nm, MAXV, m);
+        if (sscanf(spec, "mlp:width=%d,depth=%d,microbatch=%d", &w, &d, &b) == 3) {
+            seen(widths, &nw, MAXV, w);
+            seen(depths, &nd, MAXV, d);
+            seen(mbs, &nb, MAXV, b);
+        } else if (sscanf(spec, "transformer:layers=%d,hidden=%d,heads=%*d,seq=%d,microbatch=%d", &d, &w, &sq, &b) == 4) {
+            gpt++;
+            seen(seqs, &ns, MAXV, sq);
+        } else {
+            bad++;
+        }
+        snprintf(args, sizeof args, "schedule --kind %s --ranks 2 --microbatches %d%s", kind, m,
+                 strcmp(kind, "interleaved") == 0 || strcmp(kind, "looped-bfs") == 0 ? " --chunks 2" : "");
+        if (pipelab(args, NULL) != 0) { fprintf(stderr, "broad point not generated: %s\n", line); bad++; }
+    }
+    CU_ASSERT(n >= 60);
+    CU_ASSERT_EQUAL(bad, 0);
+    for (int k = 0; k < KINDS; k++) CU_ASSERT(per_kind[k] >= 5);
+    CU_ASSERT(full > 0 && full < n && gpt > 0 && gpt < n);
+    CU_ASSERT(seen(widths, &nw, MAXV, 128) && seen(widths, &nw, MAXV, 1024));
+    CU_ASSERT(seen(ms, &nm, MAXV, 2) && seen(ms, &nm, MAXV, 16));
+    CU_ASSERT(nd >= 3 && nb >= 3 && ns >= 3);
+    free(out);
+}
+
 void exec_test_gpt_register(void);
 void exec_test_gpt_register(void) {
     static const pl_test_case cases[] = {
@@ -323,6 +376,7 @@ void exec_test_gpt_register(void) {
         {"transformer block: parameters and FLOPs closed forms", test_gpt_sizes},
         {"transformer: tracked memory equals the cost model", test_gpt_memory_equals_cost_model},
         {"transformer: pipelab run and profile --model", test_gpt_cli},
+        {"validate_cpu.sh --broad: the grid issue 16 asks for", test_broad_grid},
         {NULL, NULL}};
     pl_test_suite("exec transformer block", cases);
 }
