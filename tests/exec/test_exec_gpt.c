@@ -272,7 +272,7 @@ static int pipelab(const char *args, char **out) {
 /* pipelab run and profile take --model: a transformer run trains and is predicted from a
  * profile of its own blocks (written by pipelab profile --model, read back and checked); a
  * profile of another model is refused naming the file; bad specs are usage errors (exit 2)
- * that name the key. */
+ * that name the key; with mpirun, MPI processes give the threads' weights byte for byte. */
 static void test_gpt_cli(void) {
     char *dir = pl_test_tmpdir(), *csv = pl_test_path(dir, "gpt.csv"), *mlp = pl_test_path(dir, "mlp.csv");
     char args[1024], *out = NULL;
@@ -309,6 +309,22 @@ static void test_gpt_cli(void) {
         CU_ASSERT(out && strstr(out, bad[i].says) != NULL);
         free(out);
     }
+#ifdef PIPELAB_MPIEXEC
+    /* one MPI process per rank trains the transformer to the same bytes as threads */
+    if (exec_mpi_available() && pl_test_exists(PIPELAB_MPIEXEC)) {
+        char *wt = pl_test_path(dir, "w_threads.bin"), *wm = pl_test_path(dir, "w_mpi.bin"), cmd[2048];
+        snprintf(args, sizeof args, T_RUN " --model " T_SPEC " --no-predict --dump-weights %s", wt);
+        CU_ASSERT_EQUAL(pipelab(args, NULL), 0);
+        snprintf(cmd, sizeof cmd, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 "
+                 "timeout 120 " PIPELAB_MPIEXEC " -np 2 --oversubscribe %s " T_RUN " --transport mpi --model " T_SPEC
+                 " --no-predict --dump-weights %s", PIPELAB_BIN, wm);
+        CU_ASSERT_EQUAL(pl_test_run(cmd, NULL), 0);
+        snprintf(cmd, sizeof cmd, "cmp %s %s", wt, wm);
+        CU_ASSERT_EQUAL(pl_test_run(cmd, NULL), 0);
+        free(wt);
+        free(wm);
+    }
+#endif
     free(csv);
     free(mlp);
     free(dir);
