@@ -513,7 +513,8 @@ int exec_profile_csv_between(const sched *s, const exec_config *cfg, const exec_
     exec_dims d;
     exec_dims_of(cfg, &d);
     if (s->ranks != r->ranks || s->stages != r->stages || cfg->layers != r->layers || d.h != r->hidden || d.f != r->ffn ||
-        cfg->microbatch_size != r->microbatch_size || cfg->block != r->block)
+        cfg->microbatch_size != r->microbatch_size || cfg->block != r->block || d.heads != r->heads ||
+        (d.block == EXEC_BLOCK_GPT && d.seq != r->seq))
         return pl_errf(e, PL_EINPUT, "the schedule or model is not the run's");
     int *core = pl_calloc((size_t)r->ranks, sizeof *core);
     int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
