@@ -872,10 +872,16 @@ typedef struct job {
     sim_repeat_stats st;
 } job;
 
-/* Loads or generates, validates and lowers the schedule; NULL and e on error. */
+/* Loads or generates, validates and lowers the schedule; NULL and e on error. A compute-only
+ * schedule is validated once, by the lowering (one walk and one dry run instead of two). */
 static sched *get_schedule(const opts *o, pl_err *e) {
-    sched *s = cli_sched_get(&o->a, o->trace || o->trace_json ? SIM_MEM_TRACE : SIM_MEM_SIMULATE, e);
+    sched *s = cli_sched_load(&o->a, o->trace || o->trace_json ? SIM_MEM_TRACE : SIM_MEM_SIMULATE, e);
     if (!s) return NULL;
+    if (s->lowered) { /* already lowered: validated and used as it is */
+        if (sched_validate(s, e) == PL_OK) return s;
+        sched_free(s);
+        return NULL;
+    }
     sched *l = sched_lower_within(s, &o->a.budget, e);
     sched_free(s);
     return l;
