@@ -207,8 +207,6 @@ static int check_complete(const vstate *v, pl_err *e) {
     return PL_OK;
 }
 
-int sched_validate(const sched *s, pl_err *e) { return sched_validate_core(s, NULL, e); }
-
 /* Orders (stage, microbatch) keys for qsort. */
 static int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -241,7 +239,9 @@ static int first_missing_forward(const sched *s, int64_t M, size_t total, pl_err
                      (long long)(want % M));
 }
 
-int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e) {
+/* The validation: every check, and the dry run (deadlock) when dry, handing it back in *dr
+ * when dr is not NULL. Returns PL_OK or PL_EINPUT with the message. */
+static int validate(const sched *s, sched_dryrun_result *dr, int dry, pl_err *e) {
     if (dr) memset(dr, 0, sizeof *dr);
     vstate v;
     memset(&v, 0, sizeof v);
@@ -269,7 +269,7 @@ int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e) {
     for (int r = 0; r < s->ranks && rc == PL_OK; r++)
         for (size_t p = 0; p < s->rank[r].n && rc == PL_OK; p++) rc = check_action(&v, r, p, e);
     if (rc == PL_OK) rc = check_complete(&v, e);
-    if (rc == PL_OK) {
+    if (rc == PL_OK && dry) {
         sched_dryrun_result res;
         rc = sched_dryrun_core(s, NULL, dr ? dr : &res, dr != NULL, e);
         if (rc == PL_OK && !dr) sched_dryrun_free(&res, s->ranks);
@@ -279,3 +279,9 @@ out:
     for (int c = 0; c < C_N; c++) free(v.cnt[c]);
     return rc;
 }
+
+int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e) { return validate(s, dr, 1, e); }
+
+int sched_validate(const sched *s, pl_err *e) { return validate(s, NULL, 1, e); }
+
+int sched_check_actions(const sched *s, pl_err *e) { return validate(s, NULL, 0, e); }
