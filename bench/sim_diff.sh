@@ -24,16 +24,15 @@ for k in $kinds; do
         p=$1 m=$2
         base="simulate --kind $k --ranks $p --microbatches $m --no-db"
         [ "$k" = interleaved ] || [ "$k" = looped-bfs ] && base="$base --chunks 2"
-        run $base --trace
-        run $base --trace --tcomm 0.1
-        run $base --trace --tcomm 0.1 --blocking-comm
-        run $base --trace --tf 1 --ti 1 --tw 1 --tcomm 0.3 --tstep 0.5 --format csv
-        run $base --trace --recompute full --stash-bytes 100 --param-bytes 10 --capacity 500
-        run $base --trace --replicas 2 --tcomm 0.2 --bytes 1e6 --bandwidth 1e9
-        run $base --trace --replicas-stage 0=3 --tcomm 0.2
-        run $base --trace --bytes 1e6 --bandwidth 1e9 --inter-bandwidth 1e8 --ranks-per-node 2 --shared-inter-link
-        run $base --trace --cv 0.3 --seed 7
-        run $base --format json --tcomm 0.05 --tstep 0.2
+        for cfg in "" "--tcomm 0.1" "--tcomm 0.1 --blocking-comm" "--tf 1 --ti 1 --tw 1 --tcomm 0.3 --tstep 0.5" \
+            "--recompute full --stash-bytes 100 --param-bytes 10 --capacity 500" \
+            "--replicas 2 --tcomm 0.2 --bytes 1e6 --bandwidth 1e9" "--replicas-stage 0=3 --tcomm 0.2" \
+            "--bytes 1e6 --bandwidth 1e9 --inter-bandwidth 1e8 --ranks-per-node 2 --shared-inter-link" \
+            "--bytes 1e6 --bandwidth 1e9 --inter-bandwidth 1e8 --ranks-per-node 2" \
+            "--cv 0.3 --seed 7" "--tcomm 0.05 --tstep 0.2 --stash-bytes 7 --param-bytes 3"; do
+            run $base $cfg --trace # the lowered schedule
+            run $base $cfg --format json # compute-only where the flow engine serves it
+        done
         run schedule --kind $k --ranks $p --microbatches $m --lowered --to sched $([ "$k" = interleaved ] || [ "$k" = looped-bfs ] && echo --chunks 2)
     done
 done
@@ -41,8 +40,11 @@ for f in "$dir"/tests/bad/*.sched "$dir"/tests/bad/*.csv "$dir"/tests/golden/*.s
     [ -e "$f" ] || continue
     run simulate --from "$f" --no-db --trace
     run simulate --from "$f" --no-db --trace --tcomm 0.1 --blocking-comm
+    run simulate --from "$f" --no-db --format json --tcomm 0.1
 done
 run simulate --kind 1f1b --ranks 64 --microbatches 256 --no-db --tcomm 0.1 --trace
 run simulate --kind zb-h1 --ranks 64 --microbatches 256 --no-db --tcomm 0.1 --format csv
+run simulate --kind interleaved --chunks 4 --ranks 16 --microbatches 64 --iterations 3 --no-db --tcomm 0.1 --tstep 0.1 --format json
+run simulate --kind 1f1b --ranks 8 --microbatches 16 --no-db --model uniform:layers=16,fwd_s=1e-3,param_bytes=1e6,out_bytes=1e5,stash_bytes=1e5 --hardware dgx-a100 --format json
 echo "sim_diff: $n commands, $bad differ"
 [ "$bad" = 0 ]

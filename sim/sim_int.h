@@ -145,6 +145,12 @@ typedef struct sim_eng {
     size_t fstream_bytes;
     int fstream_mapped;       /* 1 when it came from mmap */
     size_t flow_events;       /* events the heap engine would have processed */
+    /* compute-only schedule (flow engine only): after each compute, what lowering would put
+     * after it (sched_lower_after) runs at once; its receives only post (counted) */
+    int implied;              /* 1: s is compute-only, transfers and updates implied */
+    sched_marks marks;        /* where lowering puts the updates */
+    sched_action *after;      /* [stages + 4] the actions after the current compute */
+    uint64_t implied_actions; /* lowered actions the run implied (sends, receives, updates) */
     int mem_overflow;         /* 1: some rank's memory passed INT64_MAX bytes (saturated there) */
     /* replicated stages (all NULL / 0 when nothing is replicated: streams = ranks) */
     int any_rep;              /* 1: some stage has more than one replica */

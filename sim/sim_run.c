@@ -64,6 +64,8 @@ static void eng_free(sim_eng *g) {
     free(g->work);
     free(g->queued);
     sim_big_free(g->fstream, g->fstream_bytes, g->fstream_mapped);
+    sched_marks_free(&g->marks);
+    free(g->after);
     if (g->rng) gsl_rng_free(g->rng);
     if (g->rs)
         for (int q = 0; q < g->s->stages; q++) free(g->rs[q].rd);
@@ -84,7 +86,8 @@ static void eng_free(sim_eng *g) {
 /* Returns PL_OK when s is lowered and the values of cfg make sense (cv, bytes per parameter,
  * capacity, replicas per stage), else PL_EINPUT saying which. */
 static int check_input(const sched *s, const sim_config *cfg, pl_err *e) {
-    if (!s->lowered) return pl_errf(e, PL_EINPUT, "the simulator runs lowered schedules (call sched_lower first)");
+    if (!s->lowered && cfg->record_trace)
+        return pl_errf(e, PL_EINPUT, "the simulator's trace needs a lowered schedule (call sched_lower first)");
     if (!(cfg->cv >= 0 && cfg->cv <= SIM_CV_MAX))
         return pl_errf(e, PL_EINPUT, "the coefficient of variation must be in [0, %d] (got %g)", SIM_CV_MAX, cfg->cv);
     if (!(cfg->dtype_bytes >= 0) || !isfinite(cfg->dtype_bytes) || !(cfg->optimizer_bytes_per_param >= 0) ||
@@ -216,6 +219,9 @@ static int setup_run(sim_eng *g, pl_err *e) {
     return PL_OK;
 }
 
+/* Room in eng.after beyond one STEP per stage: two sends, a REDUCE_GRAD and a STEP. */
+#define SIM_AFTER_SLACK 4
+
 /* Runs the simulation with the flow engine when try_flow and sim_flow_ok allow it, else
  * (giving the compact stream back) with the heap engine. Sets *rerun when the flow engine met
  * a case it cannot serve (a cell written twice): its results are void, run again with the heap
@@ -225,9 +231,20 @@ static int run_engine(sim_eng *g, int try_flow, int *rerun, pl_err *e) {
         g->work = pl_calloc((size_t)g->s->ranks, sizeof *g->work);
         g->queued = pl_calloc((size_t)g->s->ranks, 1);
         if (!g->work || !g->queued) return pl_errf(e, PL_ENOMEM, "out of memory");
+        if (g->implied) {
+            int rc = sched_marks_find(g->s, &g->marks, e);
+            if (rc != PL_OK) return rc;
+            g->after = pl_calloc((size_t)g->s->stages + SIM_AFTER_SLACK, sizeof *g->after);
+            if (!g->after) return pl_errf(e, PL_ENOMEM, "out of memory");
+        }
         sim_flow_run(g);
         *rerun = g->abort_flow;
         g->r->events = g->flow_events;
+        g->r->actions += g->implied_actions;
+        return PL_OK;
+    }
+    if (g->implied) { /* a compute-only schedule that the flow engine cannot serve: lower it */
+        *rerun = 1;
         return PL_OK;
     }
     sim_big_free(g->fstream, g->fstream_bytes, g->fstream_mapped);
@@ -242,7 +259,11 @@ static int check_ended(sim_eng *g, pl_err *e) {
     if (g->err == PL_ENOMEM) return pl_errf(e, PL_ENOMEM, "out of memory in the event queue");
     if (g->err) return pl_errf(e, PL_EINPUT, "a compute time is negative or not a number");
     for (int q = 0; q < g->nstream; q++)
-        if (g->rk[q].pc < g->rk[q].n) return report_stuck(g, e);
+        if (g->rk[q].pc < g->rk[q].n) {
+            /* a compute-only schedule was not dry-run: the dry run names the waiting cycle */
+            if (g->implied && sched_validate(g->s, e) != PL_OK) return PL_EINPUT;
+            return report_stuck(g, e);
+        }
     if (!g->mem_overflow) return PL_OK;
     int q = 0;
     while (q + 1 < g->nstream && g->rk[q].st.peak_bytes != INT64_MAX) q++;
@@ -333,6 +354,7 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
     g.c = c;
     g.cfg = cfg;
     g.r = r;
+    g.implied = !s->lowered;
     rc = eng_init(&g, &try_flow, e);
     if (rc == PL_OK) rc = run_engine(&g, try_flow, rerun, e);
     if (rc == PL_OK && !*rerun) rc = finish_run(&g, e);
@@ -341,9 +363,19 @@ static int sim_run_with(const sched *s, const sim_costs *c, const sim_config *cf
     return rc;
 }
 
+/* Runs compute-only schedule s lowered (for the runs that the flow engine cannot serve with its
+ * transfers implied). Returns PL_OK or an error. */
+static int run_lowered(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e) {
+    sched *l = sched_lower_within(s, &cfg->budget, e);
+    if (!l) return e->code ? e->code : PL_EINPUT;
+    int rc = sim_run(l, c, cfg, r, e);
+    sched_free(l);
+    return rc;
+}
+
 int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e) {
     int rerun;
     int rc = sim_run_with(s, c, cfg, r, e, 1, &rerun);
-    if (rc == PL_OK && rerun) rc = sim_run_with(s, c, cfg, r, e, 0, &rerun);
-    return rc;
+    if (rc != PL_OK || !rerun) return rc;
+    return s->lowered ? sim_run_with(s, c, cfg, r, e, 0, &rerun) : run_lowered(s, c, cfg, r, e);
 }
