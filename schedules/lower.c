@@ -140,11 +140,10 @@ void sched_marks_free(sched_marks *m) {
     memset(m, 0, sizeof *m);
 }
 
-/* Writes (o != NULL) or counts REDUCE_GRAD (and STEP for stash and 2bw) after the backward at
+/* Writes (o != NULL) or counts REDUCE_GRAD (and STEP for stash and 2bw) after the backward a at
  * index i of rank r when it closes a weight version; and for flush, the STEPs of all the rank's
  * stages after the last compute of an iteration. Returns the number of actions. */
-static size_t emit_updates(const sched *s, outv *o, int r, size_t i, const sched_marks *m) {
-    const sched_action *a = &s->rank[r].acts[i];
+static size_t emit_updates(const sched *s, outv *o, int r, size_t i, const sched_action *a, const sched_marks *m) {
     const int64_t *last_bwd = m->last_bwd, *last_iter_act = m->last_iter;
     int it = m->iterations;
     size_t n = 0;
@@ -170,11 +169,11 @@ static size_t emit_updates(const sched *s, outv *o, int r, size_t i, const sched
     return n;
 }
 
-size_t sched_lower_after(const sched *s, const sched_marks *m, int r, size_t i, sched_action *out) {
+size_t sched_lower_after(const sched *s, const sched_marks *m, int r, size_t i, const sched_action *a,
+                         sched_action *out) {
     outv o = {out, 0};
     outv *op = out ? &o : NULL;
-    const sched_action *a = &s->rank[r].acts[i];
-    return emit_sends(s, op, r, a, 0, NULL) + emit_updates(s, op, r, i, m);
+    return emit_sends(s, op, r, a, 0, NULL) + emit_updates(s, op, r, i, a, m);
 }
 
 /* Sorts a receiver's list by recv_cmp. It is a concatenation of runs that are already sorted
@@ -278,7 +277,7 @@ static int lower_count(lowering *lw) {
             if (!sched_kind_is_compute((sched_kind)a->kind)) continue;
             size_t ns = emit_sends(s, NULL, r, a, lw->dr.slot[r][i].end, lw->recv);
             if (ns == (size_t)-1) return PL_ENOMEM;
-            lw->extra[r] += ns + emit_updates(s, NULL, r, i, &lw->marks);
+            lw->extra[r] += ns + emit_updates(s, NULL, r, i, a, &lw->marks);
         }
     }
     return PL_OK;
@@ -309,7 +308,7 @@ static int lower_rank(lowering *lw, int r) {
         int64_t key = lw->dr.slot[r][i].start;
         for (; q < l->n && l->ev[q].time <= key; q++) o.a[o.n++] = recv_action(&l->ev[q]);
         o.a[o.n++] = *a;
-        o.n += sched_lower_after(s, &lw->marks, r, i, o.a + o.n);
+        o.n += sched_lower_after(s, &lw->marks, r, i, a, o.a + o.n);
     }
     for (; q < l->n; q++) o.a[o.n++] = recv_action(&l->ev[q]);
     lw->out->rank[r].acts = o.a;

@@ -256,11 +256,12 @@ typedef struct sched_marks {
  * or PL_ENOMEM. */
 int sched_marks_find(const sched *s, sched_marks *m, pl_err *e);
 void sched_marks_free(sched_marks *m);
-/* The actions lowering puts right after compute action i of rank r of compute-only schedule s
- * (marks m): its sends, then its updates (REDUCE_GRAD, STEP). Writes them to out when not NULL
- * (room for 4 plus the stages of rank r); returns how many. Lowering and the simulator's
- * compute-only runs (transfers implied) both place them with it. */
-size_t sched_lower_after(const sched *s, const sched_marks *m, int r, size_t i, sched_action *out);
+/* The actions lowering puts right after compute action a, at index i of rank r of compute-only
+ * schedule s (marks m): its sends, then its updates (REDUCE_GRAD, STEP). Writes them to out
+ * when not NULL (room for 4 plus the stages of rank r); returns how many. Lowering and the
+ * simulator's compute-only runs (transfers implied) both place them with it. */
+size_t sched_lower_after(const sched *s, const sched_marks *m, int r, size_t i, const sched_action *a,
+                         sched_action *out);
 
 /* Checks a schedule (compute-only or lowered) and returns PL_OK or PL_EINPUT with a message
  * naming rank, position, action and reason: completeness (one F and one B or I+W per stage

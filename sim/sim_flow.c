@@ -25,13 +25,13 @@
 /* Actions the flow engine walks between two moves of the progress bar (a power of two). */
 #define SIM_FLOW_PROGRESS_STEPS 4096u
 
-/* Compute-only run: walks what lowering puts right after the compute that stream k (rank r)
+/* Compute-only run: walks what lowering puts right after compute c that stream k (rank r)
  * just finished, at the same point of the rank's walk as the lowered run: its sends, then its
  * updates (the rules never wait there: the data was just produced, and the flow engine knows
  * every end). Their receives only post; they are counted. */
-static void flow_implied(sim_eng *g, int r, sim_rank_state *k, double *now) {
+static void flow_implied(sim_eng *g, int r, sim_rank_state *k, const sched_action *c, double *now) {
     const uint32_t next = k->pc; /* the rules pass each action; the rank's place is its compute list */
-    size_t n = sched_lower_after(g->s, &g->marks, r, next - 1, g->after);
+    size_t n = sched_lower_after(g->s, &g->marks, r, next - 1, c, g->after);
     for (size_t j = 0; j < n; j++) {
         const sched_action *a = &g->after[j];
         rule_walk(g, SIM_FLOW, r, k, a->kind, a->stage, a->mb, a, now);
@@ -47,7 +47,10 @@ static inline int flow_walk(sim_eng *g, int r, sim_rank_state *k, sim_flow_act x
     const int kind = (int)(x.ks & SIM_FLOW_KIND_MASK), stage = (int)(x.ks >> SIM_FLOW_KIND_BITS);
     const sched_action *a = kind == SCHED_OVERLAP ? &k->acts[k->pc] : NULL; /* its second half */
     int w = rule_walk(g, SIM_FLOW, r, k, kind, stage, x.mb, a, now);
-    if (g->implied && w == WALK_NEXT && sched_kind_is_compute((sched_kind)kind)) flow_implied(g, r, k, now);
+    if (g->implied && w == WALK_NEXT && sched_kind_is_compute((sched_kind)kind)) {
+        sched_action c = a ? *a : (sched_action){stage, x.mb, -1, -1, (uint8_t)kind, 0, 0}; /* the compact stream's */
+        flow_implied(g, r, k, &c, now);
+    }
     return w;
 }
 
