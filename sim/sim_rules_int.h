@@ -36,6 +36,10 @@
 /* The two engines. */
 enum { SIM_HEAP = 0, SIM_FLOW = 1 };
 
+/* A rule inlined into its engine's loop whatever the compiler's size heuristics say: the walk
+ * is the engines' hot path, and the engine constant then folds away the other engine's code. */
+#define SIM_RULE static inline __attribute__((always_inline))
+
 /* Microbatches ahead of the current one whose cells the flow engine prefetches. */
 #define FLOW_PREFETCH_MBS 4
 
@@ -324,14 +328,14 @@ static inline void flow_publish(sim_eng *g, int t, int stage, int64_t idx, doubl
 }
 
 /* Publishes tm, the time a compute of stage finished, for (t, idx). */
-static inline void rule_publish(sim_eng *g, const int flow, int t, int stage, int64_t idx, double tm) {
+SIM_RULE void rule_publish(sim_eng *g, const int flow, int t, int stage, int64_t idx, double tm) {
     if (flow) flow_publish(g, t, stage, idx, tm);
     else sim_heap_publish(g, t, idx, tm);
 }
 
 /* An end at time t that nothing waits for by key (payload p in the heap engine). The heap
  * engine pushes its event; the flow engine only counts it. Returns 0, or -1 when out of memory. */
-static inline int rule_end_at(sim_eng *g, const int flow, double t, uint64_t p) {
+SIM_RULE int rule_end_at(sim_eng *g, const int flow, double t, uint64_t p) {
     if (flow) {
         g->flow_events++;
         return 0;
@@ -341,7 +345,7 @@ static inline int rule_end_at(sim_eng *g, const int flow, double t, uint64_t p) 
 
 /* The arrival at time tm of a transfer into (t, idx), a cell of stage. Returns 0, or -1 when out
  * of memory. */
-static inline int rule_arrive(sim_eng *g, const int flow, int t, int stage, int64_t idx, double tm) {
+SIM_RULE int rule_arrive(sim_eng *g, const int flow, int t, int stage, int64_t idx, double tm) {
     if (!flow) return sim_ev_push(g, tm, sim_ev_pack_arrive(t, idx));
     g->flow_events++;
     flow_publish(g, t, stage, idx, tm);
@@ -351,7 +355,7 @@ static inline int rule_arrive(sim_eng *g, const int flow, int t, int stage, int6
 /* Stream k waits for something that ends at time tm under wait key key: the heap engine stops
  * the stream until its event (WALK_STOP); the flow engine, which already knows tm, moves the
  * clock there (WALK_NEXT). */
-static inline int rule_wait(sim_eng *g, const int flow, sim_rank_state *k, int64_t key, double tm, double *now) {
+SIM_RULE int rule_wait(sim_eng *g, const int flow, sim_rank_state *k, int64_t key, double tm, double *now) {
     if (!flow) {
         g->blocked[k->id] = key;
         return WALK_STOP;
@@ -371,7 +375,7 @@ static inline int rule_reduces_pending(const int flow, const sim_stage_state *me
 
 /* Ends stream k's compute (kind, stage, mb; a: the whole action, read for an OVERLAP) that ran
  * [start, end]: its memory, its trace, its outputs published, the stream moved on. */
-static inline void rule_compute_end(sim_eng *g, const int flow, sim_rank_state *k, int kind, int stage, int mb,
+SIM_RULE void rule_compute_end(sim_eng *g, const int flow, sim_rank_state *k, int kind, int stage, int mb,
                                     const sched_action *a, double start, double end) {
     int it = compute_finish(g, k, kind, stage, mb, a, start, end);
     if (kind == SCHED_F || kind == SCHED_OVERLAP) rule_publish(g, flow, SIM_T_FDONE, stage, entry(g, stage, mb), end);
@@ -399,7 +403,7 @@ static inline int step_blocks(sim_eng *g, const sim_rank_state *k, int kind, int
  * starts once its data is there (and no deferred step holds its stage); its end is an event
  * (WALK_STOP: the stream waits for it) or, in the flow engine, finished inline. Returns
  * WALK_NEXT, WALK_STOP or WALK_FAIL. */
-static inline int rule_compute(sim_eng *g, const int flow, int r, sim_rank_state *k, int kind, int stage, int mb,
+SIM_RULE int rule_compute(sim_eng *g, const int flow, int r, sim_rank_state *k, int kind, int stage, int mb,
                                const sched_action *a, double *now) {
     double lt = *now;
     if (step_blocks(g, k, kind, stage)) {
@@ -441,7 +445,7 @@ static inline int send_link(const sim_eng *g, int b, int fwd, int mb, double *d)
 /* SEND_F or SEND_B (kind, stage, mb) on stream k: once its data is there, a transfer on the
  * link (FIFO) whose arrival is an event; blocking comm waits for it. Returns WALK_NEXT,
  * WALK_STOP or WALK_FAIL. */
-static inline int rule_send(sim_eng *g, const int flow, sim_rank_state *k, int kind, int stage, int mb, double *now) {
+SIM_RULE int rule_send(sim_eng *g, const int flow, sim_rank_state *k, int kind, int stage, int mb, double *now) {
     int fwd = kind == SCHED_SEND_F;
     double lt = *now;
     if (!need(g, k, fwd ? SIM_T_FDONE : SIM_T_IDONE, entry(g, stage, mb), &lt)) return WALK_STOP;
@@ -474,7 +478,7 @@ static inline int traced(const sim_eng *g, const sim_rank_state *k) {
 /* RECV_F or RECV_B (kind, stage, mb) on stream k: posts (the consumer waits for the data);
  * blocking comm waits here for the arrival. Traced from its first visit. Returns WALK_NEXT or
  * WALK_STOP. */
-static inline int rule_recv(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb, double *now) {
+SIM_RULE int rule_recv(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb, double *now) {
     int t = kind == SCHED_RECV_F ? SIM_T_ARRF : SIM_T_ARRB;
     int64_t idx = entry(g, stage, mb);
     if (idx < 0) {
@@ -494,7 +498,7 @@ static inline int rule_recv(sim_eng *g, sim_rank_state *k, int kind, int stage, 
 /* REDUCE_GRAD a (of stage) on stream r: a replicated stage's joins its collective (heap engine
  * only); else the all-reduce runs on the collective stream; blocking comm waits for it.
  * Returns WALK_NEXT, WALK_STOP or WALK_FAIL. */
-static inline int rule_reduce(sim_eng *g, const int flow, int r, sim_rank_state *k, int stage, const sched_action *a,
+SIM_RULE int rule_reduce(sim_eng *g, const int flow, int r, sim_rank_state *k, int stage, const sched_action *a,
                               double *now) {
     if (!stage_ok(g, stage)) {
         g->blocked[k->id] = WAIT_NEVER;
@@ -533,7 +537,7 @@ static inline int rule_step_deferred(sim_eng *g, sim_rank_state *k, int stage, s
  * with overlapped comm, see rule_step_deferred; the flow engine serves flush only), the update
  * runs on the compute stream, its end an event; a free one passes. Returns WALK_NEXT,
  * WALK_STOP or WALK_FAIL. */
-static inline int rule_step(sim_eng *g, const int flow, int r, sim_rank_state *k, int stage, int mb, double *now) {
+SIM_RULE int rule_step(sim_eng *g, const int flow, int r, sim_rank_state *k, int stage, int mb, double *now) {
     double d = step_time(g, stage);
     sim_stage_state *me = stage_ok(g, stage) ? sim_sst(g, stage, k->replica) : NULL;
     if (me && rule_reduces_pending(flow, me, *now)) {
@@ -560,7 +564,7 @@ static inline int rule_step(sim_eng *g, const int flow, int r, sim_rank_state *k
 
 /* Walks stream r's action (kind, stage, mb; a: the whole action, read for OVERLAP and a
  * replicated REDUCE_GRAD) on its clock *now. Returns WALK_NEXT, WALK_STOP or WALK_FAIL. */
-static inline int rule_walk(sim_eng *g, const int flow, int r, sim_rank_state *k, int kind, int stage, int mb,
+SIM_RULE int rule_walk(sim_eng *g, const int flow, int r, sim_rank_state *k, int kind, int stage, int mb,
                             const sched_action *a, double *now) {
     switch (kind) {
     case SCHED_F:
