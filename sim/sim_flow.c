@@ -55,17 +55,31 @@ static inline int flow_walk(sim_eng *g, int r, sim_rank_state *k, sim_flow_act x
 }
 
 /* Runs rank r on its own clock as far as its data allows (the heap engine's advance plus
- * compute_end, fused). */
-static void flow_advance(sim_eng *g, int r) {
+ * compute_end, fused), reading its actions from the compact stream when compact, else (a
+ * compute-only run: fewer actions, no copy) from its list. */
+SIM_RULE void flow_advance_from(sim_eng *g, int r, const int compact) {
     sim_rank_state *k = &g->rk[r];
     double now = k->cur;
     g->blocked[r] = -1;
     while (k->pc < k->n && !g->err) {
-        const sim_flow_act x = k->fa[k->pc];
-        __builtin_prefetch(&k->fa[k->pc + SIM_FLOW_SLACK]); /* the stream has slack entries at its end */
+        sim_flow_act x;
+        if (compact) {
+            x = k->fa[k->pc];
+            __builtin_prefetch(&k->fa[k->pc + SIM_FLOW_SLACK]); /* the stream has slack entries at its end */
+        } else {
+            const sched_action *a = &k->acts[k->pc];
+            x = (sim_flow_act){a->mb, (uint32_t)a->kind | (uint32_t)a->stage << SIM_FLOW_KIND_BITS};
+            __builtin_prefetch(a + SIM_FLOW_SLACK); /* past the end it loads nothing */
+        }
         if (flow_walk(g, r, k, x, &now) != WALK_NEXT) break;
     }
     k->cur = now;
+}
+
+/* Runs rank r on its own clock as far as its data allows. */
+static void flow_advance(sim_eng *g, int r) {
+    if (g->fstream) flow_advance_from(g, r, 1);
+    else flow_advance_from(g, r, 0);
 }
 
 /* sim_int.h. Returns 1 when the flow engine gives the heap engine's results for this run (see above). */

@@ -321,7 +321,8 @@ static inline void flow_publish(sim_eng *g, int t, int stage, int64_t idx, doubl
                 g->work[g->nwork++] = rr;
                 /* its next action: the stack pops it soon, after this rank blocks */
                 const sim_rank_state *kr = &g->rk[rr];
-                __builtin_prefetch(&kr->fa[kr->pc]);
+                if (kr->fa) __builtin_prefetch(&kr->fa[kr->pc]);
+                else __builtin_prefetch(&kr->acts[kr->pc]);
             }
         }
     }
@@ -384,6 +385,23 @@ SIM_RULE void rule_compute_end(sim_eng *g, const int flow, sim_rank_state *k, in
     compute_after(g, k, it, end);
 }
 
+/* Runs stream k's compute (kind, stage, mb; a: the whole action, read for an OVERLAP) or STEP
+ * for d seconds from *now on the compute stream: the heap engine pushes its end, for which the
+ * stream waits (WALK_STOP); the flow engine finishes it inline and moves the clock to its end
+ * (WALK_NEXT). Returns WALK_NEXT, WALK_STOP or WALK_FAIL. */
+SIM_RULE int rule_run(sim_eng *g, const int flow, int r, sim_rank_state *k, int kind, int stage, int mb,
+                      const sched_action *a, double d, double *now) {
+    double end = *now + d;
+    if (!flow) {
+        k->start_cur = *now;
+        return sim_ev_push(g, end, sim_ev_pack(SIM_EV_COMPUTE_END, (uint32_t)r, k->pc)) ? WALK_FAIL : WALK_STOP;
+    }
+    g->flow_events++;
+    rule_compute_end(g, flow, k, kind, stage, mb, a, *now, end);
+    *now = end;
+    return WALK_NEXT;
+}
+
 /* Prefetches the cells this rank and its neighbours touch a few microbatches on: a row of the
  * cells is walked in microbatch order, too many rows at once for the hardware. */
 static inline void flow_prefetch(const sim_eng *g, int kind, int stage, int mb) {
@@ -416,15 +434,7 @@ SIM_RULE int rule_compute(sim_eng *g, const int flow, int r, sim_rank_state *k, 
     double d = compute_begin(g, k, kind, stage, mb, a);
     busy_start(k, *now, d);
     busy_late(g, k, kind == SCHED_OVERLAP && a->mb2 > mb ? a->mb2 : mb, d);
-    double end = *now + d;
-    if (!flow) {
-        k->start_cur = *now;
-        return sim_ev_push(g, end, sim_ev_pack(SIM_EV_COMPUTE_END, (uint32_t)r, k->pc)) ? WALK_FAIL : WALK_STOP;
-    }
-    g->flow_events++;
-    rule_compute_end(g, flow, k, kind, stage, mb, a, *now, end);
-    *now = end;
-    return WALK_NEXT;
+    return rule_run(g, flow, r, k, kind, stage, mb, a, d, now);
 }
 
 /* Returns the link of a transfer of microbatch mb over boundary b (forward when fwd), and its
@@ -551,15 +561,7 @@ SIM_RULE int rule_step(sim_eng *g, const int flow, int r, sim_rank_state *k, int
     }
     busy_start(k, *now, d);
     if (k->cur_iter >= 1) k->busy_late_s += d;
-    double end = *now + d;
-    if (!flow) {
-        k->start_cur = *now;
-        return sim_ev_push(g, end, sim_ev_pack(SIM_EV_COMPUTE_END, (uint32_t)r, k->pc)) ? WALK_FAIL : WALK_STOP;
-    }
-    g->flow_events++;
-    rule_compute_end(g, flow, k, SCHED_STEP, stage, mb, NULL, *now, end);
-    *now = end;
-    return WALK_NEXT;
+    return rule_run(g, flow, r, k, SCHED_STEP, stage, mb, NULL, d, now);
 }
 
 /* Walks stream r's action (kind, stage, mb; a: the whole action, read for OVERLAP and a

@@ -113,12 +113,13 @@ static int check_replicas(sim_eng *g, pl_err *e) {
 
 /* Returns whether the flow engine may serve the run as far as the configuration tells (the rest
  * of sim_flow_ok needs the links), and then allocates its compact stream (with SIM_FLOW_SLACK
- * entries after the last action). */
+ * entries after the last action) unless the run is compute-only. */
 static int flow_stream_alloc(sim_eng *g, int try_flow) {
     const sim_config *cfg = g->cfg;
     if (g->any_rep) return 0; /* replicated runs: the heap engine's streams (see the top) */
     if (!try_flow || cfg->cv > 0 || g->s->weights != SCHED_WEIGHTS_FLUSH || (cfg->shared_inter_link && cfg->ranks_per_node > 0))
         return 0;
+    if (g->implied) return 1; /* the compute-only lists are walked as they are: no copy */
     g->fstream_bytes = (sched_total_actions(g->s) + SIM_FLOW_SLACK) * sizeof(sim_flow_act);
     g->fstream = sim_big_calloc(g->fstream_bytes, &g->fstream_mapped);
     return g->fstream != NULL;
@@ -137,8 +138,8 @@ static void scan_actions(sim_eng *g, int *try_flow) {
                 fo->mb = a->mb;
                 fo->ks = (uint32_t)a->kind | (uint32_t)a->stage << SIM_FLOW_KIND_BITS;
                 fo++;
-                if (a->kind > SIM_FLOW_KIND_MASK) *try_flow = 0;
             }
+            if (a->kind > SIM_FLOW_KIND_MASK) *try_flow = 0;
             if (a->mb >= g->M) g->M = (int64_t)a->mb + 1;
             if (a->kind == SCHED_OVERLAP && a->mb2 >= g->M) g->M = (int64_t)a->mb2 + 1;
             if (!stage_ok(g, a->stage) || s->stage_rank[a->stage] != q) *try_flow = 0;
