@@ -48,7 +48,7 @@ static inline int flow_walk(sim_eng *g, int r, sim_rank_state *k, sim_flow_act x
     const sched_action *a = kind == SCHED_OVERLAP ? &k->acts[k->pc] : NULL; /* its second half */
     int w = rule_walk(g, SIM_FLOW, r, k, kind, stage, x.mb, a, now);
     if (g->implied && w == WALK_NEXT && sched_kind_is_compute((sched_kind)kind)) {
-        sched_action c = a ? *a : (sched_action){stage, x.mb, -1, -1, (uint8_t)kind, 0, 0}; /* the compact stream's */
+        sched_action c = a ? *a : (sched_action){stage, x.mb, -1, -1, (uint8_t)kind, 0, 0}; /* one half: all x says */
         flow_implied(g, r, k, &c, now);
     }
     return w;
@@ -69,7 +69,7 @@ SIM_RULE void flow_advance_from(sim_eng *g, int r, const int compact) {
         } else {
             const sched_action *a = &k->acts[k->pc];
             x = (sim_flow_act){a->mb, (uint32_t)a->kind | (uint32_t)a->stage << SIM_FLOW_KIND_BITS};
-            __builtin_prefetch(a + SIM_FLOW_SLACK); /* past the end it loads nothing */
+            if (k->pc + SIM_FLOW_SLACK < k->n) __builtin_prefetch(a + SIM_FLOW_SLACK);
         }
         if (flow_walk(g, r, k, x, &now) != WALK_NEXT) break;
     }
