@@ -37,6 +37,7 @@ static const char help_format[] =
     "  --depth L             blocks (default 2 x stages)\n"
     "  --ffn F               inner size (default 4 H)\n"
     "  --microbatch-size B   rows per microbatch (default %d)\n"
+    CLI_EXEC_MODEL_HELP
     "  --stage-blocks N,N,.. blocks per stage (default: L split evenly, first stages take more)\n"
     "  --lr X --momentum X   SGD (default %g, %g)\n"
     "  --seed N              initial weights N, target network N+1, data N+2 (default %" PRIu64 ")\n"
@@ -362,8 +363,9 @@ static void out_table(const opts *o, const sched *s, const exec_result *r, const
     pl_buf_printf(b, "schedule           %s: %d ranks, %d stages, %d microbatches, %d iteration%s per pass, weights %s, recompute %s\n",
                   s->kind, s->ranks, s->stages, s->microbatches, r->iterations_per_pass, r->iterations_per_pass == 1 ? "" : "s",
                   sched_weights_name(s->weights), sched_recompute_name(s->recompute));
-    pl_buf_printf(b, "model              mlp: width %d, ffn %d, depth %d, microbatch %d rows, %zu parameter bytes; split",
-                  r->hidden, r->ffn, r->layers, r->microbatch_size, r->param_bytes);
+    char spec[EXEC_MODEL_SPEC_MAX];
+    exec_model_spec(r, spec, sizeof spec);
+    pl_buf_printf(b, "model              %s (ffn %d), %zu parameter bytes; split", spec, r->ffn, r->param_bytes);
     for (int q = 0; q < r->stages; q++) pl_buf_printf(b, "%s%d", q ? "," : " ", r->stage_blocks[q]);
     pl_buf_printf(b, "\ntraining           SGD lr %g momentum %g; loss %.6g -> %.6g over %d iterations\n", r->lr, r->momentum,
                   r->loss[0], r->loss[r->n_iters - 1], r->n_iters);
