@@ -344,8 +344,22 @@ double cost_step_s(const cost_hw *hw, const cost_opts *o, const cost_model *m,
 typedef struct cost_mem_sizes {
     int64_t stash, w_stash, checkpoint;
 } cost_mem_sizes;
-cost_mem_sizes cost_mem_sizes_make(int64_t stash, int64_t w_stash, int64_t checkpoint);
-int64_t cost_mem_delta(const cost_mem_sizes *z, sched_kind kind, int at_end, int recompute_full);
+/* (inline: the simulator's engines call it on every compute action) */
+static inline cost_mem_sizes cost_mem_sizes_make(int64_t stash, int64_t w_stash, int64_t checkpoint) {
+    cost_mem_sizes z = {stash, w_stash < stash ? w_stash : stash, checkpoint < stash ? checkpoint : stash};
+    return z;
+}
+static inline int64_t cost_mem_delta(const cost_mem_sizes *z, sched_kind kind, int at_end, int recompute_full) {
+    if (!at_end) {
+        if (kind == SCHED_F) return recompute_full ? z->checkpoint : z->stash;
+        if ((kind == SCHED_B || kind == SCHED_I) && recompute_full) return z->stash - z->checkpoint;
+        return 0;
+    }
+    if (kind == SCHED_B) return -z->stash;
+    if (kind == SCHED_I) return -(z->stash - z->w_stash);
+    if (kind == SCHED_W) return -z->w_stash;
+    return 0;
+}
 
 /* Memory of one stage on one rank. */
 typedef struct cost_memory {

@@ -235,25 +235,6 @@ cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const c
     return r;
 }
 
-/* Returns the stage's sizes capped as every memory walk sees them (cost.h). */
-cost_mem_sizes cost_mem_sizes_make(int64_t stash, int64_t w_stash, int64_t checkpoint) {
-    cost_mem_sizes z = {stash, w_stash < stash ? w_stash : stash, checkpoint < stash ? checkpoint : stash};
-    return z;
-}
-
-/* Returns the bytes an action of kind adds (negative: frees) at its start or end (cost.h). */
-int64_t cost_mem_delta(const cost_mem_sizes *z, sched_kind kind, int at_end, int recompute_full) {
-    if (!at_end) {
-        if (kind == SCHED_F) return recompute_full ? z->checkpoint : z->stash;
-        if ((kind == SCHED_B || kind == SCHED_I) && recompute_full) return z->stash - z->checkpoint;
-        return 0;
-    }
-    if (kind == SCHED_B) return -z->stash;
-    if (kind == SCHED_I) return -(z->stash - z->w_stash);
-    if (kind == SCHED_W) return -z->w_stash;
-    return 0;
-}
-
 /* Returns the peak activation bytes of rank k, walking its actions in order with
  * cost_mem_delta: each compute half applies its start, then its end, the peak taken after each. */
 static int64_t rank_activation_peak(const sched *s, const cost_stage *stages, int k) {
