@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_layout.h"
 #include "cost.h"
 
 int cli_model(int argc, char **argv);
@@ -38,6 +39,11 @@ static const char help_text[] =
     "  --inflight N          microbatches in flight per stage (default: P - stage, as 1F1B)\n"
     "  --format table|csv    output format (default table)\n"
     "\n"
+    "GPU clusters (as pipelab simulate; needs --hardware): --tp T --pp P --dp D | --gpus N,\n"
+    "  --global-batch B, --recompute none|selective|full, --sequence-parallel,\n"
+    "  --distributed-optimizer, --megatron \"ARGS\": one GPU's layer table (--microbatch is b), or\n"
+    "  its stages (Megatron's split by default) with the memory per GPU\n"
+    "\n"
     "Stage ranks are the stage indices (rank -> node = rank / devices_per_node).\n"
     "exit status: 0 ok, 1 bad input, 2 bad usage\n";
 
@@ -53,12 +59,15 @@ typedef struct opts {
     int inflight; /* --inflight N stored as N + 1; 0 = unset (1F1B default) */
     sched_weights weights;
     sched_recompute recompute;
+    cli_layout lo;       /* the GPU-cluster layout flags (cli_layout.c) */
+    cli_sched_args sa;   /* what cli_layout_finish fills for a schedule (unused here) */
 } opts;
 
 enum { O_MODEL = 1000, O_HW, O_SET, O_PREC, O_PREFER, O_MB, O_SPLIT, O_STAGES, O_WEIGHTS, O_RECOMP,
        O_INFLIGHT, O_FORMAT, O_TOCSV, O_HELP };
 
 static const struct option long_opts[] = {
+    CLI_LAYOUT_LONG_OPTS,
     {"model", required_argument, 0, O_MODEL},
     {"hardware", required_argument, 0, O_HW},
     {"set", required_argument, 0, O_SET},
@@ -76,15 +85,39 @@ static const struct option long_opts[] = {
     {0, 0, 0, 0},
 };
 
+/* Finishes the layout flags (cli_layout_finish; the microbatch is --microbatch), which need
+ * --hardware. Returns -1 to continue, or an exit code. */
+static int layout_args(opts *o) {
+    if (!o->hardware) return cli_usage_error("model", "the GPU-cluster layout needs --hardware");
+    if (o->to_csv && (o->split || o->stages)) return cli_usage_error("model", "--to-csv writes the layers: no --split");
+    sim_model_spec spec;
+    sim_model_spec_init(&spec);
+    spec.model = o->model;
+    spec.precision = o->precision >= 0 ? cost_precision_name((cost_precision)o->precision) : NULL;
+    int rc = cli_layout_finish("model", &o->lo, &o->sa, &spec, o->microbatch);
+    if (rc >= 0) return rc;
+    o->recompute = o->lo.l.recompute == COST_RC_FULL ? SCHED_RECOMPUTE_FULL : SCHED_RECOMPUTE_NONE;
+    o->precision = o->lo.l.precision;
+    if (!o->split && !o->stages && !o->to_csv) o->stages = -1; /* Megatron's split */
+    return -1;
+}
+
 /* Parses argv into o; returns -1 to continue, or an exit code to return at once. */
 static int parse(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
     o->format = "table";
     o->precision = -1;
+    cli_layout_init(&o->lo);
     opterr = 0;
     optind = 1;
     int c, v;
     while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+        int lrc = cli_layout_opt("model", c == O_RECOMP ? CLI_O_RECOMP : c, optarg, &o->lo, &o->sa);
+        if (lrc == CLI_EUSAGE) return lrc;
+        if (lrc == CLI_OK) {
+            o->recompute = o->sa.g.recompute; /* --recompute: the memory's policy too */
+            continue;
+        }
         switch (c) {
         case O_MODEL: o->model = optarg; break;
         case O_HW: o->hardware = optarg; break;
@@ -118,6 +151,7 @@ static int parse(int argc, char **argv, opts *o) {
         }
     }
     if (optind < argc) return cli_usage_error("model", "unexpected argument '%s'", argv[optind]);
+    if (o->lo.active) return layout_args(o);
     if (!o->model) return cli_usage_error("model", "--model is required");
     if (o->split && o->stages) return cli_usage_error("model", "give --split or --stages, not both");
     if (strcmp(o->format, "table") && strcmp(o->format, "csv"))
@@ -196,6 +230,18 @@ static void stage_table(const cost_model *m, const cost_hw *hw, const cost_opts 
     }
 }
 
+/* Loads the hardware into hw and generates one GPU's layer table of the layout into *m
+ * (cost_gpt_model). Returns PL_OK or an error in e. */
+static int layout_model(const opts *o, cost_hw *hw, cost_model **m, pl_err *e) {
+    if (cost_hw_load(hw, o->hardware, e) != PL_OK) return PL_EINPUT;
+    for (int k = 0; k < o->nsets; k++)
+        if (cost_hw_set_kv(hw, o->sets[k], e) != PL_OK) return PL_EINPUT;
+    if (cost_hw_check(hw, e) != PL_OK) return PL_EINPUT;
+    *m = cost_gpt_model(&o->lo.l, hw, e);
+    *hw = cost_layout_pipeline_hw(hw, &o->lo.l); /* stage s on pipeline rank s: its links */
+    return *m ? PL_OK : PL_EINPUT;
+}
+
 /* Entry point of `pipelab model`; returns an exit code. */
 int cli_model(int argc, char **argv) {
     opts o;
@@ -203,19 +249,22 @@ int cli_model(int argc, char **argv) {
     if (rc >= 0) return rc;
     pl_err e;
     pl_err_clear(&e);
-    cost_model *m = cost_model_open(o.model, &e);
-    if (!m) return cli_fail(&e);
+    cost_model *m = o.lo.active ? NULL : cost_model_open(o.model, &e);
+    if (!m && !o.lo.active) return cli_fail(&e);
     cost_hw hw, *hwp = NULL;
     cost_partition *p = NULL;
     cost_stage *st = NULL;
     pl_buf b;
     pl_buf_init(&b);
+    if (o.lo.active && layout_model(&o, &hw, &m, &e) != PL_OK) goto fail;
     if (o.to_csv) {
         if (cost_model_write_csv(m, &b, &e) != PL_OK) goto fail;
         rc = cli_write_output(o.to_csv, &b);
         goto done;
     }
-    if (o.hardware) {
+    if (o.lo.active) {
+        hwp = &hw; /* loaded by layout_model */
+    } else if (o.hardware) {
         if (cost_hw_load(&hw, o.hardware, &e) != PL_OK) goto fail;
         for (int k = 0; k < o.nsets; k++)
             if (cost_hw_set_kv(&hw, o.sets[k], &e) != PL_OK) goto fail;
@@ -227,6 +276,7 @@ int cli_model(int argc, char **argv) {
     }
     cost_opts co;
     cost_opts_init(&co, m);
+    if (o.lo.active) co.optimizer_bytes_per_param = cost_gpt_optimizer_bytes(&o.lo.l);
     if (o.microbatch) co.microbatch_size = o.microbatch;
     if (o.precision >= 0) co.precision = (cost_precision)o.precision;
     co.prefer_flops = o.prefer_flops;
@@ -239,12 +289,18 @@ int cli_model(int argc, char **argv) {
                       m->name, m->source, m->n, cost_model_params(m), human(params_bytes, h1, sizeof h1),
                       co.microbatch_size, m->microbatch_size);
         if (hwp) pl_buf_printf(&b, ", hardware %s, %s", hwp->name, cost_precision_name(co.precision));
+        const cost_layout *l = &o.lo.l;
+        if (o.lo.active)
+            pl_buf_printf(&b, "\none GPU of T %d x P %d (v %d) x D %d, recompute %s: its share of every layer (the "
+                          "whole model: %.4g parameters, Narayanan et al. eq. 2); stage s on pipeline rank s",
+                          l->tp, l->pp, l->chunks, l->dp, cost_recompute_name(l->recompute), cost_gpt_params(l));
         pl_buf_puts(&b, "\n\n");
     }
     if (!o.split && !o.stages) {
         if (layer_table(m, hwp, &co, csv, &b, &e) != PL_OK) goto fail;
     } else {
-        p = o.split ? cost_partition_parse(o.split, m->n, &e) : cost_partition_even(m->n, o.stages, &e);
+        p = o.split ? cost_partition_parse(o.split, m->n, &e)
+            : o.stages < 0 ? cost_gpt_partition(&o.lo.l, &e) : cost_partition_even(m->n, o.stages, &e);
         if (!p) goto fail;
         st = pl_calloc((size_t)p->stages, sizeof *st);
         if (!st) {

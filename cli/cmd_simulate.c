@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "cli_layout.h"
 #include "cost.h"
 #include "pl_sched.h"
 #include "sim.h"
@@ -48,6 +49,19 @@ static const char help_text[] =
     "  device memory; 0 = no verdict), --replicas and --replicas-stage (override the partition's).\n"
     "  Ranks take devices in order (a rank of a stage with R replicas takes R devices); a device's\n"
     "  node is device / devices_per_node, which picks the intra or inter link.\n"
+    "\n"
+    "GPU clusters: tensor x pipeline x data parallel GPT training (with --model transformer:...\n"
+    "or --megatron, and --hardware; the schedule is generated: 1f1b, or interleaved with --chunks):\n"
+    "  --tp T --dp D --pp P  tensor (within a node), data and pipeline parallel sizes (--pp = --ranks)\n"
+    "  --gpus N              D = N / (T P) (refused when it does not divide)\n"
+    "  --global-batch B      samples per iteration; microbatches = B / (--microbatch-size x D)\n"
+    "  --recompute none|selective|full   selective: attention's core (Korthikanti et al.)\n"
+    "  --sequence-parallel   --distributed-optimizer (optimizer state sharded over D)\n"
+    "  --flash-attention     attention as one fused kernel (no s^2 tensors kept)\n"
+    "  --no-scatter-gather   each tensor rank sends the whole pipeline boundary (default: 1/T each)\n"
+    "  --megatron \"ARGS\"    the same from a Megatron-LM command line (its flag names)\n"
+    "  prints model_flops, tflops_per_gpu, mfu, hfu and the memory per GPU by part; a layout that\n"
+    "  does not divide, or does not fit the device, exits 1\n"
     "\n"
     "compute (uniform; one fixed model across schedules by default, see --time-per):\n"
     "  --time-per rank|stage\n"
@@ -106,7 +120,7 @@ enum { O_TF = 1000, O_TB, O_TI, O_TW, O_TIMEPER,
        O_SET, O_PARTITION, O_SPLIT, O_BALANCE, O_PREC, O_MAXMEM };
 
 static const struct option long_opts[] = {
-    CLI_SCHED_LONG_OPTS,
+    CLI_SCHED_LONG_OPTS, CLI_LAYOUT_LONG_OPTS,
     {"time-per", required_argument, 0, O_TIMEPER}, {"tf", required_argument, 0, O_TF}, {"tb", required_argument, 0, O_TB},
     {"ti", required_argument, 0, O_TI}, {"tw", required_argument, 0, O_TW},
     {"tstep", required_argument, 0, O_TSTEP}, {"stage-costs", required_argument, 0, O_STAGECOSTS},
@@ -153,6 +167,9 @@ typedef struct opts {
      * flag runs too, and point at repl_stage and repl_n */
     sim_model_spec spec;
     const sim_model_setup *ms; /* set once the model side is built (params_json, table) */
+    cli_layout lo;             /* --tp, --dp, --pp, --global-batch, ... (cli_layout.c) */
+    sim_layout_report lr;      /* a layout run's figures, once simulated (have_lr) */
+    int have_lr;
 } opts;
 
 /* Returns the long name of option code c ("tf"), for messages; it lives in long_opts. */
@@ -343,6 +360,7 @@ static void opts_init(opts *o) {
     sim_basic_init(&o->b);
     sim_config_init(&o->c);
     sim_model_spec_init(&o->spec);
+    cli_layout_init(&o->lo);
     o->spec.sets = o->sets;
     o->spec.replicas.stage = o->repl_stage;
     o->spec.replicas.count = o->repl_n;
@@ -361,6 +379,9 @@ static int check_opts(int argc, char **argv, opts *o) {
         return cli_usage_error("simulate", "--%s is a flag-driven cost; with --model the costs come from the model and "
                                "the hardware (use --hardware and --set instead)", o->basic_flag);
     if (!sp->model && o->model_flag) return cli_usage_error("simulate", "--%s needs --model", o->model_flag);
+    if (sp->layout && (sp->replicas.all || sp->replicas.n || sp->partition || sp->split || sp->balance))
+        return cli_usage_error("simulate", "the parallel layout replicates with --dp and splits as Megatron does: no "
+                               "--replicas, --replicas-stage, --partition, --split or --balance");
     if (!!sp->partition + !!sp->split + sp->balance > 1)
         return cli_usage_error("simulate", "give at most one of --partition, --split and --balance");
     if (sp->nsets && !sp->hardware)
@@ -382,7 +403,10 @@ static int parse(int argc, char **argv, opts *o) {
     while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
         if (is_basic_flag(c) && !o->basic_flag) o->basic_flag = opt_name(c);
         if (is_model_flag(c) && !o->model_flag) o->model_flag = opt_name(c);
-        int rc = cli_sched_opt("simulate", c, optarg, &o->a, &cli_sched_gen_limits);
+        int rc = cli_layout_opt("simulate", c, optarg, &o->lo, &o->a);
+        if (rc == CLI_EUSAGE) return rc;
+        if (rc == CLI_OK) continue;
+        rc = cli_sched_opt("simulate", c, optarg, &o->a, &cli_sched_gen_limits);
         if (rc == CLI_EUSAGE) return rc;
         if (rc == CLI_OK) continue;
         if (c == O_HELP) {
@@ -393,7 +417,8 @@ static int parse(int argc, char **argv, opts *o) {
         if (rc < 0) return cli_usage_error("simulate", "unknown or incomplete option '%s'", argv[optind - 1]);
         if (rc != CLI_OK) return rc;
     }
-    return check_opts(argc, argv, o);
+    int rc = cli_layout_finish("simulate", &o->lo, &o->a, &o->spec, o->spec.microbatch_size);
+    return rc >= 0 ? rc : check_opts(argc, argv, o);
 }
 
 /* Appends the JSON object of a model run's parameters: the model (spec, name, layers), the
@@ -435,6 +460,12 @@ static void params_json_model(const opts *o, const sim_model_setup *ms, pl_buf *
                   ms->co.microbatch_size, cost_precision_name(ms->co.precision), ms->co.optimizer_bytes_per_param,
                   ms->co.w_stash_fraction, ms->co.grad_bytes_per_param, o->c.shared_inter_link, o->c.blocking_comm,
                   (long long)o->c.capacity_bytes, o->c.cv, o->repeat);
+    if (o->have_lr) { /* reopen the object for the layout's figures */
+        b->len--;
+        pl_buf_puts(b, ",\"parallel\":");
+        cli_layout_json(&o->lr, o->spec.layout, b);
+        pl_buf_putc(b, '}');
+    }
 }
 
 /* Returns path when it names a regular file (a --model or --hardware value can be a preset or
@@ -735,6 +766,7 @@ static void out_table(const report *p, pl_buf *b) {
                   sched_weights_name(s->weights), sched_recompute_name(s->recompute));
     if (o->ms) out_table_model(o, o->ms, b);
     else out_table_time_per(o, b);
+    if (o->have_lr) cli_layout_table(&o->lr, o->spec.layout, b);
     for (size_t k = 0; k < NRUN_METRICS; k++) {
         const metric *m = &run_metrics[k];
         if (!(m->in & IN_TABLE)) continue;
@@ -763,7 +795,9 @@ static void out_csv(const report *p, pl_buf *b) {
         if (run_metrics[k].in & IN_CSV) pl_buf_printf(b, "%s,", run_metrics[k].name);
     pl_buf_puts(b, "rank");
     for (size_t k = 0; k < NRANK_METRICS; k++) pl_buf_printf(b, ",%s", rank_metrics[k].csv);
-    pl_buf_puts(b, ",time_per\n");
+    pl_buf_puts(b, ",time_per");
+    if (p->o->have_lr) cli_layout_csv(&p->o->lr, 1, b);
+    pl_buf_putc(b, '\n');
     for (int q = 0; q < p->s->ranks; q++) {
         for (size_t k = 0; k < NRUN_METRICS; k++) {
             const metric *m = &run_metrics[k];
@@ -778,6 +812,7 @@ static void out_csv(const report *p, pl_buf *b) {
         }
         pl_buf_putc(b, ',');
         pl_buf_csv_field(b, time_per);
+        if (p->o->have_lr) cli_layout_csv(&p->o->lr, 0, b);
         pl_buf_putc(b, '\n');
     }
 }
@@ -977,9 +1012,18 @@ static int write_outputs(const report *p) {
 /* Returns CLI_EUSER after naming the first rank over capacity when --fail-on-oom asks for it,
  * else CLI_OK. */
 static int oom_verdict(const opts *o, const sim_result *r) {
-    if (!r->oom || !o->fail_on_oom) return CLI_OK;
     pl_err e;
     pl_err_clear(&e);
+    if (o->have_lr && o->lr.oom) { /* a layout that does not fit is refused */
+        const cost_gpt_memory *m = &o->lr.mem;
+        pl_errf(&e, PL_EINPUT, "the model does not fit: pipeline rank %d needs %.4g GB per GPU (weights %.4g, gradients "
+                "%.4g, optimizer %.4g, activations %.4g), more than the %.4g GB of a device; raise --tp or --pp, "
+                "or use --recompute or --distributed-optimizer", o->lr.peak_rank, m->total_bytes / 1e9,
+                m->weights_bytes / 1e9, m->grad_bytes / 1e9, m->optimizer_bytes / 1e9, m->activation_bytes / 1e9,
+                o->lr.capacity_bytes / 1e9);
+        return cli_fail(&e);
+    }
+    if (!r->oom || !o->fail_on_oom) return CLI_OK;
     for (int q = 0; q < r->ranks; q++)
         if (r->rank[q].oom) {
             pl_errf(&e, PL_EINPUT, "out of memory: rank %d peaks at %lld bytes, capacity %lld", q,
@@ -998,6 +1042,10 @@ static int simulate(opts *o, job *j, store *db, int argc, char **argv) {
     int rc = o->spec.model ? model_costs(o, j, &e) : flag_costs(o, j, &e);
     if (rc == PL_OK) rc = run_simulation(o, j, &e);
     if (rc != PL_OK) return cli_fail(&e);
+    if (o->spec.layout) {
+        sim_layout_report_fill(&j->ms, o->spec.layout, &j->r, &o->lr);
+        o->have_lr = 1;
+    }
     report p = {o, j->s, &j->r, &j->st};
     rc = write_outputs(&p);
 #ifdef PIPELAB_HAVE_PL_RESULTS

@@ -147,6 +147,8 @@ typedef struct cost_transformer_opts {
     int layers, hidden, heads, seq, vocab, microbatch; /* L, h, a, s, V, b */
 } cost_transformer_opts;
 cost_model *cost_model_transformer(const cost_transformer_opts *o, pl_err *e);
+/* Reads the parameters of a "transformer:..." spec (the syntax cost_model_open takes) into o. */
+int cost_transformer_spec(const char *spec, cost_transformer_opts *o, pl_err *e);
 
 /* Opens a model from a spec used on command lines:
  *   "uniform:layers=8,fwd_s=1e-3,bwd_s=2e-3,param_bytes=...,out_bytes=...,stash_bytes=..."
@@ -172,6 +174,10 @@ double cost_model_params(const cost_model *m);
  *   [topology]   nodes, devices_per_node
  *   [link.intra] bandwidth, latency   between devices of one node (bytes/s, s)
  *   [link.inter] bandwidth, latency   between nodes, per device pair
+ *   [gemm]       max_efficiency    fraction of peak a large GEMM reaches (0 = device.efficiency)
+ *                units, tile_m, tile_n   SMs and the output tile: tile and wave quantization
+ *                attention_efficiency    a fused (flash) attention kernel's fraction of peak
+ *   [collective] intra_efficiency, inter_efficiency   bus bandwidth / link bandwidth (default 1)
  * Unknown sections or keys are errors "path:line: ...". Overrides use "section.key"
  * ("link.inter.bandwidth", "device.flops_fp32"). Presets are embedded in the binary at build
  * time from cost_models/hardware/NAME.ini; PIPELAB_HARDWARE_DIR (env) is searched first. */
@@ -201,6 +207,14 @@ typedef struct cost_hw {
     int nodes, devices_per_node;
     double intra_bandwidth_Bps, intra_latency_s;
     double inter_bandwidth_Bps, inter_latency_s;
+    /* [gemm]: GEMM efficiency by shape (cost_gemm_s); max_efficiency 0 = device.efficiency flat */
+    double gemm_max_efficiency;    /* large-GEMM fraction of peak */
+    double gemm_attention_efficiency; /* a fused attention kernel's fraction of peak (0 = the
+                                         score GEMM's efficiency) */
+    int gemm_units;                /* processors a GEMM's tiles are spread over (SMs) */
+    int gemm_tile_m, gemm_tile_n;  /* output tile of the library's kernel */
+    /* [collective]: fraction of the link bandwidth a large collective reaches (bus bandwidth) */
+    double coll_intra_efficiency, coll_inter_efficiency;
 } cost_hw;
 
 /* Fills hw with neutral defaults (1 node of 1 device, nothing known: 0 FLOP/s, efficiency 1,
@@ -295,6 +309,14 @@ double cost_ring_allreduce_s(int n, double bytes, double bandwidth_Bps, double l
 double cost_ring_reduce_scatter_s(int n, double bytes, double bandwidth_Bps, double latency_s);
 double cost_ring_allgather_s(int n, double bytes, double bandwidth_Bps, double latency_s);
 double cost_pipedream_allreduce_s(int n, double bytes, double bandwidth_Bps);
+/*   cost_tree_allreduce_s       pipelined tree: 2 bytes / bandwidth + 2 ceil(log2 n) latency
+ *   cost_hier_allreduce_s       local x nodes replicas: reduce-scatter in each node (ring), ring
+ *                               all-reduce of the 1/local shards across nodes, all-gather in each
+ *                               node: both intra halves plus cost_ring_allreduce_s(nodes,
+ *                               bytes / local) on the inter link */
+double cost_tree_allreduce_s(int n, double bytes, double bandwidth_Bps, double latency_s);
+double cost_hier_allreduce_s(int local, int nodes, double bytes, double intra_Bps, double intra_lat_s,
+                             double inter_Bps, double inter_lat_s);
 
 /* Link of a rank pair: rank -> node = rank / devices_per_node. Returns 1 when the ranks sit on
  * different nodes. */
@@ -310,6 +332,34 @@ double cost_allreduce_s(const cost_hw *hw, int inter, int replicas, int64_t byte
  * optimizer state, reads gradients, over memory_bandwidth. 0 when bandwidth unknown. */
 double cost_step_s(const cost_hw *hw, const cost_opts *o, const cost_model *m,
                    int64_t param_bytes);
+
+/* The memory one compute action changes: the one rule that every memory walk (the simulator's
+ * engine, cost_schedule_memory, the executor's prediction) calls. A stage's per-microbatch sizes:
+ * stash (kept from F until the backward, no recomputation), w_stash (held from I until W) and
+ * checkpoint (kept under full recomputation); cost_mem_sizes_make caps the last two at the stash.
+ * At the START of an action: F adds the stash (the checkpoint under full recomputation); B and I
+ * under full recomputation add stash - checkpoint (the rebuilt activations replace the
+ * checkpoint). At its END: B frees the stash, I frees stash - w_stash, W frees w_stash. Every
+ * other kind (and the other phase) changes nothing. */
+typedef struct cost_mem_sizes {
+    int64_t stash, w_stash, checkpoint;
+} cost_mem_sizes;
+/* (inline: the simulator's engines call it on every compute action) */
+static inline cost_mem_sizes cost_mem_sizes_make(int64_t stash, int64_t w_stash, int64_t checkpoint) {
+    cost_mem_sizes z = {stash, w_stash < stash ? w_stash : stash, checkpoint < stash ? checkpoint : stash};
+    return z;
+}
+static inline int64_t cost_mem_delta(const cost_mem_sizes *z, sched_kind kind, int at_end, int recompute_full) {
+    if (!at_end) {
+        if (kind == SCHED_F) return recompute_full ? z->checkpoint : z->stash;
+        if ((kind == SCHED_B || kind == SCHED_I) && recompute_full) return z->stash - z->checkpoint;
+        return 0;
+    }
+    if (kind == SCHED_B) return -z->stash;
+    if (kind == SCHED_I) return -(z->stash - z->w_stash);
+    if (kind == SCHED_W) return -z->w_stash;
+    return 0;
+}
 
 /* Memory of one stage on one rank. */
 typedef struct cost_memory {
@@ -362,6 +412,75 @@ int cost_partition_check(const cost_partition *p, int n, pl_err *e);
 /* Fills st[stages] for a partition. */
 int cost_partition_eval(const cost_partition *p, const cost_model *m, const cost_hw *hw,
                         const cost_opts *o, cost_stage *st, pl_err *e);
+
+/* ================================================================ GPU clusters (cost_gpu.c)
+ *
+ * GPT training laid out as Megatron-LM does it: tensor parallel T within a node, pipeline P
+ * (v chunks per rank: interleaving), data parallel D; microbatch b, global batch B, so
+ * m = B / (b D) microbatches per pipeline and iteration. cost_gpt_model describes ONE GPU: each
+ * transformer layer is its operations, each costing max(FLOPs at the GEMM efficiency of its shape
+ * (cost_gemm_efficiency), bytes at memory bandwidth) + launch; elementwise and normalization
+ * work is memory-bound; the tensor-parallel collectives (2 per layer and pass, all-reduce or
+ * all-gather + reduce-scatter with sequence parallelism) sit in the layer's time on the intra
+ * link. Parameters and activations are the GPU's share (activations after Korthikanti et al.).
+ * Layer 0 is the embedding, layer L + 1 the head with the loss (cost_gpt_partition puts them on
+ * the first and the last stage). */
+typedef enum cost_recompute { COST_RC_NONE = 0, COST_RC_SELECTIVE = 1, COST_RC_FULL = 2 } cost_recompute;
+/* Returns "none", "selective", "full"; cost_recompute_parse returns the value of a name or -1. */
+const char *cost_recompute_name(cost_recompute r);
+int cost_recompute_parse(const char *s);
+
+typedef struct cost_layout {
+    int layers, hidden, heads, seq, vocab; /* l, h, a, s, V */
+    int tp, pp, dp, chunks;                /* T, P, D, v */
+    int microbatch, global_batch;          /* b, B (0: b D, one microbatch) */
+    int sequence_parallel;                 /* activations outside the GEMMs split over T */
+    int distributed_optimizer;             /* optimizer state sharded over D (ZeRO-1) */
+    cost_recompute recompute;              /* selective: attention's core is recomputed */
+    int no_scatter_gather;                 /* 1: each tensor rank sends the whole b s h boundary
+                                            * (Megatron's scatter/gather off) */
+    int flash_attention;                   /* attention as one fused kernel (FlashAttention):
+                                            * no s^2 tensors in memory, scores recomputed in
+                                            * the backward, at gemm.attention_efficiency */
+    cost_precision precision;              /* fp16 or bf16 */
+} cost_layout;
+void cost_layout_init(cost_layout *l);
+/* Returns PL_OK or PL_EINPUT naming what does not divide: heads by T, layers by P v, the global
+ * batch by b D, the sequence by T under sequence parallelism, T larger than a node (hw may be
+ * NULL). */
+int cost_layout_check(const cost_layout *l, const cost_hw *hw, pl_err *e);
+int cost_layout_microbatches(const cost_layout *l);      /* B / (b D) */
+double cost_layout_gpus(const cost_layout *l);            /* T P D */
+double cost_gpt_params(const cost_layout *l);             /* Narayanan et al. SC21 eq. 2 */
+double cost_gpt_model_flops(const cost_layout *l);        /* eq. 3 (counts full recomputation) */
+double cost_gpt_mfu_flops(const cost_layout *l);          /* 72 B s l h^2 (1 + s/6h + V/12lh) */
+double cost_gpt_hardware_flops(const cost_layout *l);     /* plus what the recomputation reruns */
+/* GEMM efficiency of an m x n output (batch of them) and the time of a batched m x n x k GEMM. */
+double cost_gemm_efficiency(const cost_hw *hw, double m, double n, double batch);
+double cost_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch);
+/* One transformer layer's seconds on one GPU by part, for its F, I and W. */
+enum { COST_PART_GEMM, COST_PART_ATTENTION, COST_PART_ELEMENTWISE, COST_PART_TP_COMM, COST_NPARTS };
+typedef struct cost_gpt_parts {
+    double f[COST_NPARTS], i[COST_NPARTS], w[COST_NPARTS];
+} cost_gpt_parts;
+void cost_gpt_layer_parts(const cost_layout *l, const cost_hw *hw, cost_gpt_parts *out);
+/* One GPU's layer table (seconds, bytes) and Megatron's stage split; NULL and e on error. */
+cost_model *cost_gpt_model(const cost_layout *l, const cost_hw *hw, pl_err *e);
+cost_partition *cost_gpt_partition(const cost_layout *l, pl_err *e);
+/* The hardware the pipeline of a layout sees: a rank per tensor group, devices_per_node / (T D)
+ * of them per node (at least 1), nodes enough for P. */
+cost_hw cost_layout_pipeline_hw(const cost_hw *hw, const cost_layout *l);
+/* Data-parallel gradient synchronization of one GPU's param_bytes over D replicas
+ * (hierarchical; not overlapped with the backward, as in the Megatron-LM of SC21). */
+double cost_gpt_sync_s(const cost_layout *l, const cost_hw *hw, int64_t param_bytes);
+/* Optimizer state per parameter: 12 bytes (fp32 master, m, v), / D when distributed. */
+double cost_gpt_optimizer_bytes(const cost_layout *l);
+/* Memory of one GPU by part, bytes. */
+typedef struct cost_gpt_memory {
+    double weights_bytes, grad_bytes, optimizer_bytes, activation_bytes, total_bytes;
+} cost_gpt_memory;
+/* Weights, gradients (fp16) and optimizer state of a GPU holding param_bytes of weights. */
+cost_gpt_memory cost_gpt_static_memory(const cost_layout *l, int64_t param_bytes);
 
 /* ================================================================ partitioners, calibration
  * (declarations owned by partition*.c / calibrate*.c) */

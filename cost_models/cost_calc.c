@@ -235,10 +235,8 @@ cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const c
     return r;
 }
 
-/* Returns the peak activation bytes of rank k, walking its actions in order: a forward adds the
- * stage's stash (its checkpoint under full recomputation); a full backward frees it (under
- * recomputation it first rebuilds the full stash in place of the checkpoint); an input backward
- * frees all but the W part (rebuilding first under recomputation) and W frees the rest. */
+/* Returns the peak activation bytes of rank k, walking its actions in order with
+ * cost_mem_delta: each compute half applies its start, then its end, the peak taken after each. */
 static int64_t rank_activation_peak(const sched *s, const cost_stage *stages, int k) {
     int rc = s->recompute == SCHED_RECOMPUTE_FULL;
     int64_t cur = 0, peak = 0;
@@ -246,30 +244,15 @@ static int64_t rank_activation_peak(const sched *s, const cost_stage *stages, in
     for (size_t i = 0; i < rk->n; i++) {
         const sched_action *a = &rk->acts[i];
         for (int half = 0; half < (a->kind == SCHED_OVERLAP ? 2 : 1); half++) {
-            int kind = a->kind == SCHED_OVERLAP ? (half ? a->kind2 : SCHED_F) : a->kind;
+            sched_kind kind = a->kind == SCHED_OVERLAP ? (half ? a->kind2 : SCHED_F) : a->kind;
             int st = half ? a->stage2 : a->stage;
             if (st < 0 || st >= s->stages) continue;
             const cost_stage *c = &stages[st];
-            int64_t ck = c->stash_recompute_bytes, full = c->stash_bytes;
-            int64_t wpart = c->w_stash_bytes < full ? c->w_stash_bytes : full;
-            switch (kind) {
-            case SCHED_F: cur += rc ? ck : full; break;
-            case SCHED_B:
-                if (rc) {
-                    cur += full - ck;
-                    if (cur > peak) peak = cur;
-                }
-                cur -= full;
-                break;
-            case SCHED_I:
-                if (rc) cur += full - ck;
+            cost_mem_sizes z = cost_mem_sizes_make(c->stash_bytes, c->w_stash_bytes, c->stash_recompute_bytes);
+            for (int at_end = 0; at_end < 2; at_end++) {
+                cur += cost_mem_delta(&z, kind, at_end, rc);
                 if (cur > peak) peak = cur;
-                cur -= full - wpart;
-                break;
-            case SCHED_W: cur -= wpart; break;
-            default: break;
             }
-            if (cur > peak) peak = cur;
         }
     }
     return peak;

@@ -89,3 +89,26 @@ double cost_allreduce_s(const cost_hw *hw, int inter, int replicas, int64_t byte
     link_params(hw, inter, &bw, &lat);
     return cost_ring_allreduce_s(replicas, (double)bytes, bw, lat);
 }
+
+/* Returns the pipelined (double binary) tree all-reduce time over n replicas: the buffer goes up
+ * the tree (reduce) and down again (broadcast), each link carrying it once per direction, so
+ * 2 bytes / bandwidth, plus 2 ceil(log2 n) latencies for the depth; n <= 1 costs 0. */
+double cost_tree_allreduce_s(int n, double bytes, double bandwidth_Bps, double latency_s) {
+    if (n <= 1) return 0.0;
+    int depth = 0;
+    while ((1 << depth) < n) depth++;
+    return RING_PASSES * bytes / bandwidth_Bps + RING_PASSES * depth * latency_s;
+}
+
+/* Returns the hierarchical all-reduce time of bytes over local x nodes replicas (local on each
+ * node): a ring reduce-scatter inside each node, then each of the local ranks all-reduces its
+ * 1 / local shard with its peers on the other nodes (a ring on the inter link, all shards at
+ * once over their own links), then a ring all-gather inside each node. */
+double cost_hier_allreduce_s(int local, int nodes, double bytes, double intra_Bps, double intra_lat_s,
+                             double inter_Bps, double inter_lat_s) {
+    if (local < 1) local = 1;
+    double shard = bytes / (double)local;
+    return ring_pass_s(local, bytes, intra_Bps, intra_lat_s) +
+           cost_ring_allreduce_s(nodes, shard, inter_Bps, inter_lat_s) +
+           ring_pass_s(local, bytes, intra_Bps, intra_lat_s);
+}

@@ -49,10 +49,18 @@ static const hw_key keys[] = {
     NUM("link.intra", "latency", intra_latency_s, "s"),
     NUM("link.inter", "bandwidth", inter_bandwidth_Bps, "bytes/s"),
     NUM("link.inter", "latency", inter_latency_s, "s"),
+    NUM("gemm", "max_efficiency", gemm_max_efficiency, "fraction of peak"),
+    NUM("gemm", "attention_efficiency", gemm_attention_efficiency, "fraction of peak"),
+    INT("gemm", "units", gemm_units, "count"),
+    INT("gemm", "tile_m", gemm_tile_m, "count"),
+    INT("gemm", "tile_n", gemm_tile_n, "count"),
+    NUM("collective", "intra_efficiency", coll_intra_efficiency, "fraction of bandwidth"),
+    NUM("collective", "inter_efficiency", coll_inter_efficiency, "fraction of bandwidth"),
 };
 #define NKEYS ((int)(sizeof keys / sizeof *keys))
 
-static const char *const sections[] = {"hardware", "device", "topology", "link.intra", "link.inter"};
+static const char *const sections[] = {"hardware", "device", "topology", "link.intra", "link.inter", "gemm",
+                                       "collective"};
 #define NSECTIONS ((int)(sizeof sections / sizeof *sections))
 
 static const char *const prec_names[COST_NPREC] = {"fp32", "tf32", "fp16", "bf16"};
@@ -77,6 +85,8 @@ void cost_hw_init(cost_hw *hw) {
     hw->devices_per_node = 1;
     hw->intra_bandwidth_Bps = HW_FREE_LINK_BPS;
     hw->inter_bandwidth_Bps = HW_FREE_LINK_BPS;
+    hw->gemm_units = hw->gemm_tile_m = hw->gemm_tile_n = 1;
+    hw->coll_intra_efficiency = hw->coll_inter_efficiency = 1.0;
 }
 
 /* Returns the key of (section, name), or -1. */
@@ -295,6 +305,12 @@ int cost_hw_check(const cost_hw *hw, pl_err *e) {
         return pl_errf(e, PL_EINPUT, "%s: link.intra.bandwidth must be > 0", who);
     if (!(hw->inter_bandwidth_Bps > 0))
         return pl_errf(e, PL_EINPUT, "%s: link.inter.bandwidth must be > 0", who);
+    if (!(hw->gemm_max_efficiency <= 1 && hw->gemm_attention_efficiency <= 1))
+        return pl_errf(e, PL_EINPUT, "%s: gemm.max_efficiency and gemm.attention_efficiency must be in [0, 1]", who);
+    if (!(hw->coll_intra_efficiency > 0 && hw->coll_intra_efficiency <= 1 && hw->coll_inter_efficiency > 0 &&
+          hw->coll_inter_efficiency <= 1))
+        return pl_errf(e, PL_EINPUT, "%s: collective.intra_efficiency and collective.inter_efficiency must be in "
+                       "(0, 1]", who);
     for (int k = 0; k < NKEYS; k++)
         if (keys[k].type == K_NUM && !(*(const double *)(const void *)((const char *)hw + keys[k].off) >= 0))
             return pl_errf(e, PL_EINPUT, "%s: %s.%s must be >= 0", who, keys[k].section, keys[k].name);

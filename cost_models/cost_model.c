@@ -716,26 +716,46 @@ static cost_model *open_mlp(const spec_kv *kv, int n, pl_err *e) {
     return cost_model_mlp(&o, e);
 }
 
-/* Builds a transformer model from spec parameters. */
-static cost_model *open_transformer(const spec_kv *kv, int n, pl_err *e) {
-    cost_transformer_opts o = {.microbatch = 1};
+/* Reads transformer spec parameters into o (microbatch 1 unless given); PL_OK or PL_EINPUT. */
+static int transformer_params(const spec_kv *kv, int n, cost_transformer_opts *o, pl_err *e) {
+    memset(o, 0, sizeof *o);
+    o->microbatch = 1;
     for (int i = 0; i < n; i++) {
         const char *k = kv[i].key;
-        int *dst = !strcmp(k, "layers")       ? &o.layers
-                   : !strcmp(k, "hidden")     ? &o.hidden
-                   : !strcmp(k, "heads")      ? &o.heads
-                   : !strcmp(k, "seq")        ? &o.seq
-                   : !strcmp(k, "vocab")      ? &o.vocab
-                   : !strcmp(k, "microbatch") ? &o.microbatch
+        int *dst = !strcmp(k, "layers")       ? &o->layers
+                   : !strcmp(k, "hidden")     ? &o->hidden
+                   : !strcmp(k, "heads")      ? &o->heads
+                   : !strcmp(k, "seq")        ? &o->seq
+                   : !strcmp(k, "vocab")      ? &o->vocab
+                   : !strcmp(k, "microbatch") ? &o->microbatch
                                               : NULL;
-        if (!dst) {
-            pl_errf(e, PL_EINPUT,
-                    "model transformer: unknown parameter '%s' (known: layers hidden heads seq vocab microbatch)", k);
-            return NULL;
-        }
-        if (spec_int("transformer", &kv[i], 1, 1 << 30, dst, e) != PL_OK) return NULL;
+        if (!dst)
+            return pl_errf(e, PL_EINPUT,
+                           "model transformer: unknown parameter '%s' (known: layers hidden heads seq vocab microbatch)", k);
+        if (spec_int("transformer", &kv[i], 1, 1 << 30, dst, e) != PL_OK) return PL_EINPUT;
     }
+    return PL_OK;
+}
+
+/* Builds a transformer model from spec parameters. */
+static cost_model *open_transformer(const spec_kv *kv, int n, pl_err *e) {
+    cost_transformer_opts o;
+    if (transformer_params(kv, n, &o, e) != PL_OK) return NULL;
     return cost_model_transformer(&o, e);
+}
+
+/* Parses a "transformer:k=v,..." spec into o; returns PL_OK or PL_EINPUT (not a transformer
+ * spec, or a bad parameter). */
+int cost_transformer_spec(const char *spec, cost_transformer_opts *o, pl_err *e) {
+    static const char gen[] = "transformer";
+    size_t gl = strlen(gen);
+    if (!spec || strncmp(spec, gen, gl) != 0 || (spec[gl] != 0 && spec[gl] != ':'))
+        return pl_errf(e, PL_EINPUT, "model '%s' is not a transformer:layers=..,hidden=..,heads=..,seq=..,vocab=.. "
+                       "spec, which the parallel layout needs", spec ? spec : "");
+    spec_kv kv[32];
+    int n = spec_split(gen, spec[gl] ? spec + gl + 1 : "", kv, 32, e);
+    if (n < 0) return PL_EINPUT;
+    return transformer_params(kv, n, o, e);
 }
 
 /* Opens a generator spec ("mlp:width=..") or a profile file; returns NULL with e on error. */

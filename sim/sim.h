@@ -54,7 +54,8 @@ typedef struct sim_stage_cost {
  * one forward to every B or I.
  * Communication: fixed tcomm_s per transfer when >= 0; otherwise latency + bytes / bandwidth,
  * with the inter-node pair when the ranks sit on different nodes (ranks_per_node > 0).
- * All-reduce (ring): 2 (n-1)/n * param_bytes / bandwidth + 2 (n-1) latency, on the inter-node
+ * All-reduce (ring): 2 (n-1)/n * param_bytes / bandwidth + 2 (n-1) latency (0 for a stage
+ * without parameters, as cost_allreduce_s), on the inter-node
  * pair when ranks_per_node > 0 and replicas are taken to live on other nodes (allreduce_inter),
  * else the intra-node pair. */
 typedef struct sim_basic {
@@ -291,11 +292,9 @@ int sim_trace_table(const sched *s, const sim_result *r, pl_buf *out, pl_err *e)
  *   step_s          cost_step_s of the stage's parameters (0 when memory bandwidth is unknown)
  * Memory agrees with cost_schedule_memory when sim_model_config fills the sim_config (dtype and
  * optimizer bytes from the model and opts; gradients in the model's dtype, as cost_opts_init
- * sets them): exactly for one stage per rank without recomputation or split backward; under full
- * recomputation the simulator peaks at (k - 1) x input + stash where cost_stage_memory charges
- * k x input + stash (one stash_recompute_bytes more); with split backward or several chunks per
- * rank cost_schedule_memory is an upper bound (it charges every in-flight microbatch a full
- * stash, where the simulator frees stash - w_stash at I). */
+ * sets them): byte for byte, split backward, several chunks per rank and full recomputation
+ * included, since the engine and cost_schedule_memory walk a rank's actions with the one memory
+ * delta (cost_mem_delta; tests/sim/test_sim_model.c). */
 #include "cost.h"
 
 typedef struct sim_model {
@@ -387,6 +386,7 @@ typedef struct sim_model_spec {
     double optimizer_bytes_per_param; /* < 0 = cost_opts_init's */
     double w_stash_fraction;  /* < 0 = cost_opts_init's; else at most 1 */
     sim_replica_spec replicas; /* over the partition's own */
+    const cost_layout *layout; /* tensor x pipeline x data parallel GPT run, or NULL (sim_layout.c) */
 } sim_model_spec;
 /* Fills spec with "nothing asked": every pointer NULL, every number the default's. */
 void sim_model_spec_init(sim_model_spec *spec);
@@ -411,5 +411,36 @@ typedef struct sim_model_setup {
 int sim_model_setup_build(sim_model_setup *ms, const sim_model_spec *spec, const sched *s, pl_err *e);
 /* Frees what sim_model_setup_build made and zeroes ms; safe on a zeroed ms. */
 void sim_model_setup_free(sim_model_setup *ms);
+
+/* ---------------------------------------------------------------- GPU-cluster layouts (sim_layout.c)
+ * A tensor x pipeline x data parallel GPT run (spec->layout, with spec->hardware): the pipeline
+ * is simulated once, each schedule rank a tensor group of T GPUs (so the hardware seen by the
+ * pipeline has devices_per_node / (T D) ranks per node, Megatron's rank order putting the D
+ * replicas between pipeline neighbours), costs from cost_gpt_model (one GPU's share), the split
+ * from cost_gpt_partition; the D replicas are symmetric: each stage's STEP carries its
+ * data-parallel gradient synchronization (cost_gpt_sync_s), the tied embedding's all-reduce
+ * between the first and last stage, and the optimizer step over the GPU's share. */
+
+/* Loads spec's hardware (preset or file, --set overrides, checked) into ms; PL_OK when none. */
+int sim_setup_load_hardware(const sim_model_spec *spec, sim_model_setup *ms, pl_err *e);
+/* Builds the model side of a layout run (what sim_model_setup_build does for spec->layout). The
+ * schedule must have P ranks and P v stages. Returns PL_OK or an error in e. */
+int sim_layout_setup_build(sim_model_setup *ms, const sim_model_spec *spec, const sched *s, pl_err *e);
+/* Results of a layout run, from the simulated iteration time and per-rank memory. */
+typedef struct sim_layout_report {
+    double iteration_time_s, model_flops, tflops_per_gpu, mfu, hfu, params, gpus;
+    int microbatches;
+    cost_gpt_memory mem;  /* the rank with the highest peak: its parts */
+    int peak_rank;
+    double capacity_bytes;
+    int oom;
+    /* pipeline rank 0's iteration by part: its layers' GEMMs, attention core, elementwise work
+     * and TP collectives (cost_gpt_layer_parts x layers x m, recomputation included), its
+     * gradient synchronization and optimizer step, and the rest (embedding or head, bubble,
+     * transfers, the embedding all-reduce) */
+    double part_s[COST_NPARTS], dp_sync_s, optimizer_s, other_s;
+} sim_layout_report;
+void sim_layout_report_fill(const sim_model_setup *ms, const cost_layout *l, const sim_result *r,
+                            sim_layout_report *out);
 
 #endif

@@ -135,10 +135,12 @@ static double basic_transfer(void *ctx, int src, int dst, int64_t bytes) {
 }
 
 /* Returns the ring all-reduce time (cost_ring_allreduce_s) on the inter pair when all-reduces
- * cross nodes, else the intra pair. */
+ * cross nodes, else the intra pair; a stage without parameters reduces nothing and costs 0, as
+ * cost_allreduce_s has it for the model-driven costs. */
 static double basic_allreduce(void *ctx, int q, int n, int64_t bytes) {
     (void)q;
     const sim_basic *b = ctx;
+    if (bytes <= 0) return 0;
     int inter = b->allreduce_inter && b->ranks_per_node > 0;
     double bw = inter ? b->inter_bandwidth_Bps : b->bandwidth_Bps;
     double lat = inter ? b->inter_latency_s : b->latency_s;

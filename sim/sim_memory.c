@@ -95,8 +95,9 @@ static int stage_sizes(sim_eng *g, int q, pl_err *e) {
     st->param_b = g->c->param_bytes(x, q);
     if (st->stash_b < 0 || st->wstash_b < 0 || st->input_b < 0 || st->param_b < 0)
         return pl_errf(e, PL_EINPUT, "stage %d: negative memory size", q);
-    if (st->wstash_b > st->stash_b) st->wstash_b = st->stash_b;
-    if (st->input_b > st->stash_b) st->input_b = st->stash_b;
+    cost_mem_sizes z = cost_mem_sizes_make(st->stash_b, st->wstash_b, st->input_b); /* the walks' caps */
+    st->wstash_b = z.w_stash;
+    st->input_b = z.checkpoint;
     int rep = g->reps[q];
     st->reduce_s = rep > 1 ? g->c->allreduce_s(x, q, rep, st->param_b) : 0;
     if (!(st->reduce_s >= 0)) return pl_errf(e, PL_EINPUT, "stage %d: negative all-reduce time", q);

@@ -148,28 +148,20 @@ static inline void note_peaks(sim_rank_state *k) {
     if (k->versions > st->peak_weight_versions) st->peak_weight_versions = k->versions;
 }
 
-/* Memory effects at the start of a compute half (kind on stage) on rank k. */
+/* Memory effects at the start of a compute half (kind on stage) on rank k: cost_mem_delta's. */
 static inline void mem_start(sim_eng *g, sim_rank_state *k, int kind, int stage) {
-    int rec = g->s->recompute == SCHED_RECOMPUTE_FULL;
-    if (kind == SCHED_F) {
-        stash_change(g, k, stage, +1);
-        sim_mem_add(g, k, rec ? g->st[stage].input_b : g->st[stage].stash_b);
-    } else if ((kind == SCHED_B || kind == SCHED_I) && rec) {
-        sim_mem_add(g, k, g->st[stage].stash_b - g->st[stage].input_b);
-    }
+    const sim_stage_state *ss = &g->st[stage];
+    cost_mem_sizes z = {ss->stash_b, ss->wstash_b, ss->input_b}; /* capped in sim_memory.c */
+    if (kind == SCHED_F) stash_change(g, k, stage, +1);
+    sim_mem_add(g, k, cost_mem_delta(&z, (sched_kind)kind, 0, g->s->recompute == SCHED_RECOMPUTE_FULL));
 }
 
-/* Memory effects at the end of a compute half. */
+/* Memory effects at the end of a compute half: cost_mem_delta's. */
 static inline void mem_end(sim_eng *g, sim_rank_state *k, int kind, int stage) {
-    if (kind == SCHED_B) {
-        sim_mem_add(g, k, -g->st[stage].stash_b);
-        stash_change(g, k, stage, -1);
-    } else if (kind == SCHED_I) {
-        sim_mem_add(g, k, -(g->st[stage].stash_b - g->st[stage].wstash_b));
-    } else if (kind == SCHED_W) {
-        sim_mem_add(g, k, -g->st[stage].wstash_b);
-        stash_change(g, k, stage, -1);
-    }
+    const sim_stage_state *ss = &g->st[stage];
+    cost_mem_sizes z = {ss->stash_b, ss->wstash_b, ss->input_b};
+    sim_mem_add(g, k, cost_mem_delta(&z, (sched_kind)kind, 1, g->s->recompute == SCHED_RECOMPUTE_FULL));
+    if (kind == SCHED_B || kind == SCHED_W) stash_change(g, k, stage, -1);
 }
 
 /* Returns the duration of compute (kind, stage, mb; a: the whole action, read for an

@@ -125,7 +125,7 @@ static cost_partition *pick_partition(const sim_model_spec *spec, const sched *s
 
 /* Returns PL_OK after loading spec's hardware into ms (with its overrides, checked), or when
  * spec names none; else an error in e. */
-static int load_hardware(const sim_model_spec *spec, sim_model_setup *ms, pl_err *e) {
+int sim_setup_load_hardware(const sim_model_spec *spec, sim_model_setup *ms, pl_err *e) {
     if (!spec->hardware) return PL_OK;
     if (cost_hw_load(&ms->hw, spec->hardware, e) != PL_OK) return PL_EINPUT;
     for (int k = 0; k < spec->nsets; k++)
@@ -165,9 +165,10 @@ void sim_model_spec_init(sim_model_spec *spec) {
  * error in e; ms holds what was made either way (see sim.h). */
 int sim_model_setup_build(sim_model_setup *ms, const sim_model_spec *spec, const sched *s, pl_err *e) {
     memset(ms, 0, sizeof *ms);
+    if (spec->layout) return sim_layout_setup_build(ms, spec, s, e);
     ms->m = cost_model_open(spec->model, e);
     if (!ms->m) return e->code ? e->code : PL_EINPUT;
-    int rc = load_hardware(spec, ms, e);
+    int rc = sim_setup_load_hardware(spec, ms, e);
     if (rc == PL_OK) rc = cost_options(spec, ms, e);
     if (rc != PL_OK) return rc;
     ms->p = pick_partition(spec, s, ms, e);

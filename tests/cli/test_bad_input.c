@@ -172,4 +172,5 @@ void pl_test_register(void) {
     { void test_flag_values_cli_register(void); test_flag_values_cli_register(); } /* test_flag_values.c */
     { void test_version_cli_register(void); test_version_cli_register(); } /* test_version.c */
     { void test_progress_cli_register(void); test_progress_cli_register(); } /* test_progress.c */
+    { void test_layout_cli_register(void); test_layout_cli_register(); } /* test_layout.c */
 }

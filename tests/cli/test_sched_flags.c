@@ -44,7 +44,7 @@ typedef struct flag_case {
     {#c, x "--chunks 4097", 2, USAGE(c, "--chunks: needs a whole number between 1 and 4096 (got '4097')")}, \
     {#c, x "--iterations 0", 2, USAGE(c, "--iterations: needs a whole number between 1 and " c##_IT " (got '0')")}, \
     {#c, x "--iterations " c##_IT_OVER, 2, USAGE(c, "--iterations: needs a whole number between 1 and " c##_IT " (got '" c##_IT_OVER "')")}, \
-    {#c, x "--recompute some", 2, USAGE(c, "--recompute must be none or full (got 'some')")},        \
+    {#c, x "--recompute some", 2, USAGE(c, "--recompute must be " c##_RECOMPUTE " (got 'some')")},        \
     {#c, x "--recompute", 2, USAGE(c, "unknown or incomplete option '--recompute'")},                \
     {#c, x "--kind gpipe --ranks 2 --microbatches", 2, USAGE(c, "unknown or incomplete option '--microbatches'")}, \
     {#c, x "--from", 2, USAGE(c, "unknown or incomplete option '--from'")},                          \
@@ -82,6 +82,10 @@ typedef struct flag_case {
 #define simulate_MB_OVER schedule_MB_OVER
 #define simulate_IT schedule_IT
 #define simulate_IT_OVER schedule_IT_OVER
+/* simulate's --recompute also takes selective (the GPU-cluster layout's) */
+#define schedule_RECOMPUTE "none or full"
+#define simulate_RECOMPUTE "none, selective or full"
+#define run_RECOMPUTE "none or full"
 #define run_RANKS "4096"
 #define run_RANKS_OVER "4097"
 #define run_MB "1048576"

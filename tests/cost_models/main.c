@@ -6,6 +6,7 @@ void test_models_register(void);
 void test_hw_register(void);
 void test_costs_register(void);
 void test_comm_register(void);
+void test_gpu_register(void);
 void test_partition_register(void);
 
 /* Stand-in until the partition suite defines the real one. */
@@ -16,5 +17,6 @@ void pl_test_register(void) {
     test_hw_register();
     test_costs_register();
     test_comm_register();
+    test_gpu_register();
     test_partition_register();
 }

@@ -27,10 +27,11 @@ static void same_links(sim_basic *b, cost_hw *hw) {
 }
 
 /* The all-reduce of `simulate --replicas` equals cost_allreduce_s bit for bit, on the intra link
- * and with --allreduce-inter on the inter link, for a few (n, bytes). */
+ * and with --allreduce-inter on the inter link, for a few (n, bytes), 0 bytes (a stage without
+ * parameters: nothing to reduce, no latency) included. */
 static void test_allreduce_agrees(void) {
     static const int ns[] = {1, 2, 3, 4, 8, 16};
-    static const int64_t sizes[] = {1, 4096, 25000000, 553000000};
+    static const int64_t sizes[] = {0, 1, 4096, 25000000, 553000000};
     sim_basic b;
     cost_hw hw;
     same_links(&b, &hw);
