@@ -733,6 +733,7 @@ static void test_memory_refused_up_front(void) {
 void exec_test_rank_register(void); /* test_exec_rank.c */
 void exec_test_run_register(void);  /* test_exec_run.c */
 void exec_test_faults_register(void); /* test_exec_faults.c */
+void exec_test_replicas_register(void); /* test_exec_replicas.c */
 
 void pl_test_register(void) {
     static const pl_test_case math[] = {
@@ -779,4 +780,5 @@ void pl_test_register(void) {
     exec_test_rank_register();
     exec_test_run_register();
     exec_test_faults_register();
+    exec_test_replicas_register();
 }
