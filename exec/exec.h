@@ -163,7 +163,8 @@ typedef struct exec_op {
  * for an even count), as iteration time is: busy_s + idle_s = pass_median_s. */
 typedef struct exec_rank_result {
     double busy_s;         /* compute actions per pass */
-    double comm_s;         /* SEND/RECV actions per pass (including the wait) */
+    double comm_s;         /* SEND/RECV actions (including the wait) and all-reduces (REDUCE_GRAD of
+                            * a replicated stage) per pass */
     double gemm_s;         /* per pass, inside the model's sgemm calls (part of busy_s; the rest of
                             * busy_s is GELU, biases, copies, the loss and STEP) */
     double gemm_flops;     /* per pass, the FLOPs of those calls */
@@ -188,6 +189,7 @@ typedef struct exec_result {
     sched_recompute recompute;
     int hidden, ffn, layers, microbatch_size;
     int *stage_blocks;     /* [stages] blocks per stage (owned) */
+    int *stage_replicas;   /* [stages] replicas per stage (exec_config.replicas; owned) */
     double lr, momentum;
     int warmup_passes, timed_passes;
     const char *blas;      /* "openblas" or "gslcblas" */

@@ -10,6 +10,7 @@
 void exec_result_free(exec_result *r) {
     if (!r) return;
     free(r->stage_blocks);
+    free(r->stage_replicas);
     free(r->pass_s);
     free(r->loss);
     free(r->final_weights);
@@ -119,11 +120,13 @@ static int echo_config(const sched *s, const exec_config *c, const exec_dims *d,
     out->cores = 0; /* the driver fills in what it knows (exec_run: the cores of this process) */
     out->param_bytes = exec_param_count(c) * sizeof(float);
     out->stage_blocks = pl_calloc((size_t)s->stages, sizeof(int));
+    out->stage_replicas = pl_calloc((size_t)s->stages, sizeof(int));
+    for (int q = 0; out->stage_replicas && q < s->stages; q++) out->stage_replicas[q] = c->replicas ? c->replicas[q] : 1;
     out->pass_s = pl_calloc((size_t)T, sizeof(double));
     out->n_iters = (c->warmup_passes + T) * it;
     out->loss = pl_calloc((size_t)out->n_iters, sizeof(double));
     out->rank = pl_calloc((size_t)s->ranks, sizeof *out->rank);
-    if (!out->stage_blocks || !out->pass_s || !out->loss || !out->rank)
+    if (!out->stage_blocks || !out->stage_replicas || !out->pass_s || !out->loss || !out->rank)
         return pl_errf(e, PL_ENOMEM, "out of memory assembling results");
     return exec_stage_blocks(s, c, out->stage_blocks, e);
 }

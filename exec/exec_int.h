@@ -131,6 +131,14 @@ typedef struct exec_layout {
     sched_action *acts;
 } exec_layout;
 
+/* Bytes of one message of the ring all-reduce: the activation's, and at least
+ * EXEC_RING_PIECE_BYTES (fewer, larger messages: each costs a lock and a wake-up); the threads
+ * transport's mailbox slots of a replicated run hold one. */
+#define EXEC_RING_PIECE_BYTES ((size_t)64 << 10)
+static inline size_t exec_ring_piece_bytes(const exec_config *c) {
+    size_t act = (size_t)c->microbatch_size * (size_t)c->hidden * sizeof(float);
+    return act > EXEC_RING_PIECE_BYTES ? act : EXEC_RING_PIECE_BYTES;
+}
 /* Builds the layout of s with replicas[stages] (NULL = 1 each) and checks that the executor can
  * run it: every count >= 1, the stages of one rank replicated alike, and each replicated stage's
  * microbatches divisible among its replicas as the schedule needs (a pass's m x iterations for

@@ -164,10 +164,9 @@ int exec_ring_allreduce(exec_transport *t, int group0, int n, int me, int stage,
 
 /* ---------------------------------------------------------------- the exact all-reduce */
 
-/* Elements of one message of the ring: the activation's bytes, which every transport takes. */
+/* Elements of one message of the ring (exec_ring_piece_bytes). */
 static size_t ring_piece(const exec_xrank *x) {
-    size_t bytes = (size_t)x->d.b * (size_t)x->d.h * sizeof(float);
-    return bytes / sizeof(int64_t) > 0 ? bytes / sizeof(int64_t) : 1;
+    return exec_ring_piece_bytes(x->cfg) / sizeof(int64_t);
 }
 
 int exec_xrank_reduce_setup(exec_xrank *x, pl_err *e) {
@@ -202,23 +201,25 @@ int exec_xrank_reduce(exec_xrank *x, exec_xstage *st, pl_err *e) {
     int q = st->stage, n = x->lay ? x->lay->reps[q] : 1;
     if (n <= 1) return PL_OK;
     size_t cnt = st->pfloats;
-    int64_t top = RED_EXP_NONE;
-    for (size_t i = 0; i < cnt; i++) {
-        float g = st->grad[i];
-        if (!isfinite(g)) return pl_errf(e, PL_EINPUT, "stage %d: gradient element %zu is not finite (%g)", q, i, (double)g);
-        int ex = 0;
-        if (g != 0.0f) frexpf(g, &ex);
-        if (g != 0.0f && ex > top) top = ex;
-    }
+    float big = 0.0f; /* the largest |g| (NaN and infinity refused below) */
+    for (size_t i = 0; i < cnt; i++) big = fabsf(st->grad[i]) > big ? fabsf(st->grad[i]) : big;
+    for (size_t i = 0; !isfinite(big) && i < cnt; i++)
+        if (!isfinite(st->grad[i]))
+            return pl_errf(e, PL_EINPUT, "stage %d: gradient element %zu is not finite (%g)", q, i, (double)st->grad[i]);
+    int ex = 0;
+    if (big > 0.0f) frexpf(big, &ex);
+    int64_t top = big > 0.0f ? ex : RED_EXP_NONE;
     int rc = combine(x, q, &top, 1, 1, e); /* the largest exponent of all replicas */
     if (rc) return rc;
     int S = top == RED_EXP_NONE ? 0 : RED_BITS - (int)top - ceil_log2(n);
+    /* scaling by a power of two is exact in double (S stays far inside its exponent range) */
+    double up = ldexp(1.0, S), down = ldexp(1.0, -S);
     int64_t *v = x->red;
-    for (size_t i = 0; i < cnt; i++) v[i] = llrint(ldexp((double)st->grad[i], S));
+    for (size_t i = 0; i < cnt; i++) v[i] = llrint((double)st->grad[i] * up);
     v[cnt] = st->nacc;
     rc = combine(x, q, v, cnt + 1, 0, e);
     if (rc) return rc;
-    for (size_t i = 0; i < cnt; i++) st->grad[i] = (float)ldexp((double)v[i], -S);
+    for (size_t i = 0; i < cnt; i++) st->grad[i] = (float)((double)v[i] * down);
     st->nacc = (int)v[cnt];
     return PL_OK;
 }

@@ -350,7 +350,7 @@ static void worker_walk(exec_xrank *x) {
                 if (first < 0) first = s0;
                 last = s1;
             }
-            else if (sched_kind_is_comm((sched_kind)a->kind)) comm += s1 - s0;
+            else if (sched_kind_is_comm((sched_kind)a->kind) || a->kind == SCHED_REDUCE_GRAD) comm += s1 - s0;
             if (timed && c->record_ops && x->n_ops < x->cap_ops) {
                 exec_op *op = &x->ops[x->n_ops++];
                 op->act = *a;
