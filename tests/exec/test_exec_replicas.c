@@ -15,6 +15,7 @@
 #include "pl_test.h"
 
 void exec_test_replicas_register(void);
+void exec_test_replicas_cli_register(void); /* test_exec_replicas_cli.c */
 
 /* Tolerance of weights against sequential training on the combined batch, |a - b| / (1 + |b|).
  * The replicated run sums each replica's m/n gradients in fp32 (microbatch order), then adds the
@@ -301,4 +302,5 @@ void exec_test_replicas_register(void) {
         {"a replicated rank's figures and op records", test_replicated_figures},
         {NULL, NULL}};
     pl_test_suite("exec replicas", cases);
+    exec_test_replicas_cli_register();
 }
