@@ -134,7 +134,7 @@ typedef struct exec_layout {
 /* Bytes of one message of the ring all-reduce: the activation's, and at least
  * EXEC_RING_PIECE_BYTES (fewer, larger messages: each costs a lock and a wake-up); the threads
  * transport's mailbox slots of a replicated run hold one. */
-#define EXEC_RING_PIECE_BYTES ((size_t)64 << 10)
+#define EXEC_RING_PIECE_BYTES ((size_t)1 << 20)
 static inline size_t exec_ring_piece_bytes(const exec_config *c) {
     size_t act = (size_t)c->microbatch_size * (size_t)c->hidden * sizeof(float);
     return act > EXEC_RING_PIECE_BYTES ? act : EXEC_RING_PIECE_BYTES;

@@ -115,22 +115,26 @@ int exec_layout_build(const sched *s, const int *replicas, exec_layout *L, pl_er
 
 /* Sends chunk cs of v (to next) and receives chunk cr (from prev) piece by piece, alternating,
  * so that no mailbox holds more than a few pieces; a received piece is summed (or maxed) into
- * v when combine, else copied. Keys: (EXEC_MSG_REDUCE, stage, seq0 + piece). Returns PL_OK or
- * the transport's error. */
+ * v when combine, else copied. Where the transport posts receives, piece i's receive is posted
+ * before piece i is sent, so that the sender copies straight into tmp (no mailbox copy). Keys:
+ * (EXEC_MSG_REDUCE, stage, seq0 + piece). Returns PL_OK or the transport's error. */
 static int ring_step(exec_transport *t, int next, int prev, int stage, int64_t seq0, int64_t *v, const size_t *cut, int cs,
                      int cr, int combine, int max, int64_t *tmp, size_t piece, pl_err *e) {
     size_t ns = cut[cs + 1] - cut[cs], nr = cut[cr + 1] - cut[cr];
     size_t ps = (ns + piece - 1) / piece, pr = (nr + piece - 1) / piece;
     for (size_t i = 0; i < ps || i < pr; i++) {
         exec_msg_key k = {EXEC_MSG_REDUCE, stage, seq0 + (int64_t)i};
+        size_t ro = i * piece, rn = i < pr ? (nr - ro < piece ? nr - ro : piece) : 0;
+        int posted = i < pr && t->post_recv && t->wait_recv;
+        if (posted && t->post_recv(t, prev, k, tmp, rn * sizeof *v, e) != PL_OK) return e->code;
         if (i < ps) {
             size_t o = i * piece, c = ns - o < piece ? ns - o : piece;
             int rc = t->send(t, next, k, v + cut[cs] + o, c * sizeof *v, e);
             if (rc) return rc;
         }
         if (i < pr) {
-            size_t o = i * piece, c = nr - o < piece ? nr - o : piece;
-            int rc = t->recv(t, prev, k, tmp, c * sizeof *v, e);
+            size_t o = ro, c = rn;
+            int rc = posted ? t->wait_recv(t, prev, k, e) : t->recv(t, prev, k, tmp, c * sizeof *v, e);
             if (rc) return rc;
             int64_t *d = v + cut[cr] + o;
             for (size_t j = 0; j < c; j++)
