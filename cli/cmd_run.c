@@ -612,8 +612,8 @@ static cost_model *get_profile(const opts *o, exec_config *c, run_state *st, pl_
  * block. NULL and e on error. */
 static cost_model *run_profile(run_state *st, exec_config *c, pl_err *e) {
     snprintf(st->src_text, sizeof st->src_text,
-             "in-process profile between the passes (exec_profile_layers rounds on the run's %d worker%s)", st->r.ranks,
-             st->r.ranks == 1 ? "" : "s");
+             "in-process profile between the passes (exec_profile_layers rounds on the run's %d worker%s)", st->r.workers,
+             st->r.workers == 1 ? "" : "s");
     st->profile_src = st->src_text;
     if (exec_profile_csv_between(st->s, c, &st->r, &st->pcsv, e) != PL_OK) return NULL;
     c->pred_step_s = st->r.between_profile[0].step_s;
