@@ -8,6 +8,7 @@
 
 #include "exec.h"
 #include "exec_int.h"
+#include "exec_test.h"
 #include "pl_test.h"
 #include "platform/platform.h"
 #include "pl_sched.h"
@@ -20,12 +21,12 @@ static int exec_platform_cores_for_tests(void) {
     return exec_platform_cores(cpus, 4096);
 }
 
-/* Returns a small model configuration for the tests: h 32, f 64, L layers, b 4, 3 passes. */
 /* Block width of the next small_cfg (0 = 32); a width whose block is not a multiple of 16 floats
  * exercises the padded weight-version slots. */
 static int g_hidden = 0;
 
-static exec_config small_cfg(int layers) {
+/* exec_test.h. */
+exec_config small_cfg(int layers) {
     exec_config c;
     exec_config_default(&c);
     c.hidden = g_hidden ? g_hidden : 32;
@@ -62,8 +63,8 @@ static sched *lowered(const char *kind, int p, int m, int v, int iters, sched_re
     return l;
 }
 
-/* Returns the largest |a - b| / (1 + |b|) over n floats. */
-static double max_rel_diff(const float *a, const float *b, size_t n) {
+/* exec_test.h. */
+double max_rel_diff(const float *a, const float *b, size_t n) {
     double m = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)b[i]) / (1.0 + fabs((double)b[i]));

@@ -11,6 +11,7 @@
 
 #include "exec.h"
 #include "exec_int.h"
+#include "exec_test.h"
 #include "pl_sched.h"
 #include "pl_test.h"
 
@@ -28,21 +29,9 @@ void exec_test_replicas_cli_register(void); /* test_exec_replicas_cli.c */
  * or a wrong mean moves the weights by lr |g| / m ~ 1e-3 or more. */
 #define REPL_TOL 1e-5
 
-/* A small model: h 32, f 64, L layers, b 4, 3 timed passes, no warm-up, oversubscribed. */
+/* test_exec.c's small model (3 timed passes, no warm-up, oversubscribed) with replicas. */
 static exec_config repl_cfg(int layers, const int *replicas) {
-    exec_config c;
-    exec_config_default(&c);
-    c.hidden = 32;
-    c.ffn = 64;
-    c.layers = layers;
-    c.microbatch_size = 4;
-    c.dataset_microbatches = 16;
-    c.lr = 0.1;
-    c.warmup_passes = 0;
-    c.timed_passes = 3;
-    c.oversubscribe = 1;
-    c.return_weights = 1;
-    c.timeout_s = 20;
+    exec_config c = small_cfg(layers);
     c.replicas = replicas;
     return c;
 }
@@ -59,16 +48,6 @@ static sched *repl_sched(const char *kind, int p, int m, int iters, const int *r
     CU_ASSERT_PTR_NOT_NULL(l);
     sched_free(g);
     return l;
-}
-
-/* Returns the largest |a - b| / (1 + |b|) over n floats. */
-static double rel_diff(const float *a, const float *b, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]) / (1.0 + fabs((double)b[i]));
-        if (d > m) m = d;
-    }
-    return m;
 }
 
 /* Runs s (freed here) with c and checks its weights and losses against exec_reference (with the
@@ -92,7 +71,7 @@ static void check_replicated(sched *s, exec_config c, int workers, const char *l
     exec_dims d;
     exec_dims_of(&c, &d);
     for (int l = 0; l < c.layers; l++) exec_block_init(&d, c.init_seed, l, w0 + (size_t)l * exec_block_floats(&d));
-    double diff = rel_diff(r.final_weights, w, n), moved = rel_diff(r.final_weights, w0, n);
+    double diff = max_rel_diff(r.final_weights, w, n), moved = max_rel_diff(r.final_weights, w0, n);
     if (diff > REPL_TOL || getenv("PIPELAB_TEST_VERBOSE"))
         fprintf(stderr, "%s: weights differ from the reference by %g (tol %g), moved %g\n", label, diff, REPL_TOL, moved);
     CU_ASSERT(diff <= REPL_TOL);
@@ -142,7 +121,7 @@ static void test_async_with_replicas(void) {
     pl_err e;
     CU_ASSERT_EQUAL(exec_reference(s, &c, 1, a, n, la, &e), PL_OK);
     CU_ASSERT_EQUAL(exec_reference(s, &c1, 1, b, n, lb, &e), PL_OK);
-    CU_ASSERT(rel_diff(a, b, n) > 100 * REPL_TOL);
+    CU_ASSERT(max_rel_diff(a, b, n) > 100 * REPL_TOL);
     free(a);
     free(b);
     free(la);

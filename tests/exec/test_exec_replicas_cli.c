@@ -10,6 +10,7 @@
 #include "exec.h"
 #include "exec_drive.h"
 #include "exec_int.h"
+#include "exec_test.h"
 #include "pl_sched.h"
 #include "pl_test.h"
 #include "platform/platform.h"
@@ -21,28 +22,6 @@ void exec_test_replicas_cli_register(void);
 /* The bound on the time from a fault to the end of the job (seconds, for a loaded machine). */
 #define REPL_FAULT_BOUND_S 10.0
 
-#ifdef PIPELAB_MPIEXEC
-#define MPIENV "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 "
-#endif
-
-/* Returns 1 when the MPI cases can run (this build has MPI and its mpirun exists). */
-static int have_mpirun(void) {
-#ifdef PIPELAB_MPIEXEC
-    return exec_mpi_available() && pl_test_exists(PIPELAB_MPIEXEC);
-#else
-    return 0;
-#endif
-}
-
-/* Runs cmd; returns its exit status and its output in *out (free it) when out is not NULL. */
-static int sh(const char *cmd, char **out) {
-    char *o = NULL;
-    int rc = pl_test_run(cmd, &o);
-    if (rc != 0 && getenv("PIPELAB_TEST_VERBOSE")) fprintf(stderr, "%s\n-> %d: %s\n", cmd, rc, o ? o : "");
-    if (out) *out = o;
-    else free(o);
-    return rc;
-}
 
 /* Returns 1 when the files a and b hold the same bytes (and exist). */
 static int same_file(const char *a, const char *b) {
