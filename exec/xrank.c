@@ -305,7 +305,11 @@ int exec_xrank_pass_end_check(const exec_xrank *x, pl_err *e) {
 void exec_xrank_at(const exec_xrank *x, size_t k, pl_err *e) {
     char t[EXEC_ACTION_TEXT_MAX];
     sched_action_format(&x->list->acts[k], t, sizeof t);
-    pl_err_prefix(e, "rank %d, action %zu (%s), pass %d: ", x->r, k + 1, t, x->pass);
+    if (x->lay && x->lay->width[x->sr] > 1) /* k counts in the replica's share of the list */
+        pl_err_prefix(e, "rank %d (replica %d of schedule rank %d), action %zu (%s), pass %d: ", x->r, x->rep, x->sr, k + 1,
+                      t, x->pass);
+    else
+        pl_err_prefix(e, "rank %d, action %zu (%s), pass %d: ", x->r, k + 1, t, x->pass);
     pl_err_set_rank(e, x->r);
 }
 

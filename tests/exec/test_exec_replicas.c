@@ -238,8 +238,8 @@ static void test_replica_vanishes_in_allreduce(void) {
     double took = pl_now_s() - t0;
     CU_ASSERT_NOT_EQUAL(rc, PL_OK);
     CU_ASSERT(took < 5.0);
-    char want[64];
-    snprintf(want, sizeof want, "rank 1, action %zu (0REDUCE_GRAD), pass 1", k + 1);
+    char want[128];
+    snprintf(want, sizeof want, "rank 1 (replica 1 of schedule rank 0), action %zu (0REDUCE_GRAD), pass 1", k + 1);
     if (!strstr(e.msg, want)) fprintf(stderr, "vanished replica: %s\n", e.msg);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, want));
     sched_free(s);

@@ -160,8 +160,8 @@ static int reduce_action(int ranks, int *exec_rank) {
 static void test_replica_fails_in_allreduce(void) {
     int er = 0, k = reduce_action(1, &er);
     CU_ASSERT_FATAL(k > 0);
-    char cmd[2048], want[96], *out = NULL;
-    snprintf(want, sizeof want, "rank %d, action %d (0REDUCE_GRAD)", er, k);
+    char cmd[2048], want[128], *out = NULL;
+    snprintf(want, sizeof want, "rank %d (replica 1 of schedule rank 0), action %d (0REDUCE_GRAD)", er, k);
     snprintf(cmd, sizeof cmd, "timeout 60 %s run --kind 1f1b --ranks 1 --microbatches 4 --replicas-stage 0=2 " RSMALL
              " --no-predict --no-db --inject-fault error:%d:%d:1", PIPELAB_BIN, er, k);
     double t0 = pl_now_s();
