@@ -364,11 +364,16 @@ static int parse(int argc, char **argv, opts *o) {
 }
 
 /* exec_run on threads, with a progress bar over rank 0's actions of all passes (a terminal
- * only). Returns exec_run's code. */
+ * only; with replicas, those of rank 0's first replica). Returns exec_run's code. */
 static int run_with_bar(const sched *s, exec_config *c, exec_result *r, pl_err *e) {
     char what[RUN_LABEL_MAX];
     snprintf(what, sizeof what, "pipelab run: %s, %d ranks", s->kind, s->ranks);
-    c->progress = pl_progress_start(what, (uint64_t)(c->warmup_passes + c->timed_passes) * s->rank[0].n);
+    uint64_t n = 0;
+    for (size_t k = 0; k < s->rank[0].n; k++) {
+        const sched_action *a = &s->rank[0].acts[k];
+        n += !c->replicas || a->stage < 0 || sched_replica_of(a, c->replicas[a->stage]) <= 0;
+    }
+    c->progress = pl_progress_start(what, (uint64_t)(c->warmup_passes + c->timed_passes) * n);
     int rc = exec_run(s, c, r, e);
     pl_progress_end(c->progress);
     c->progress = NULL;
