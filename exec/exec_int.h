@@ -132,9 +132,11 @@ typedef struct exec_layout {
 } exec_layout;
 
 /* Bytes of one message of the ring all-reduce: the activation's, and at least
- * EXEC_RING_PIECE_BYTES (fewer, larger messages: each costs a lock and a wake-up); the threads
- * transport's mailbox slots of a replicated run hold one. */
-#define EXEC_RING_PIECE_BYTES ((size_t)1 << 20)
+ * EXEC_RING_PIECE_BYTES (fewer, larger messages: each costs a lock and a wake-up; on the loaded
+ * 2-core machine 64 KiB pieces took about twice as long as 1 MiB ones for 32 MiB); the threads
+ * transport's mailbox slots of a replicated run hold one, so every slot of every rank's mailbox
+ * is that large (ranks x capacity x 256 KiB in all). */
+#define EXEC_RING_PIECE_BYTES ((size_t)256 << 10)
 static inline size_t exec_ring_piece_bytes(const exec_config *c) {
     size_t act = (size_t)c->microbatch_size * (size_t)c->hidden * sizeof(float);
     return act > EXEC_RING_PIECE_BYTES ? act : EXEC_RING_PIECE_BYTES;
