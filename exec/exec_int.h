@@ -119,8 +119,8 @@ int exec_threads_transport_why(exec_transport *t, pl_err *why);
  * scaled back to fp32. Its error against the exact sum of the fp32 gradients is at most
  * n 2^-(S+1) <= 2^(E-61) per element, below one fp32 ulp of the largest gradient; threads and
  * MPI therefore give identical weights. The threads transport runs a ring over the mailboxes
- * (reduce-scatter then all-gather, 2 (n - 1) steps, messages of at most the activation size);
- * MPI uses MPI_Iallreduce on a communicator per replicated stage. */
+ * (reduce-scatter then all-gather, 2 (n - 1) steps, pieces of exec_ring_piece_bytes); MPI uses
+ * MPI_Allreduce on a communicator per replicated stage. */
 typedef struct exec_layout {
     int ranks;          /* executor ranks */
     int *reps;          /* [stages] replicas of each stage (1 = not replicated) */

@@ -356,20 +356,23 @@ static int exchange_counts(mend *m, const char *when, pl_err *e) {
 static void m_abort(exec_transport *t, const pl_err *why);
 
 /* The all-reduce of v[count] over the replicas of stage (exec_transport.allreduce):
- * MPI_Iallreduce (MPI_SUM or MPI_MAX of int64: exact, so any algorithm MPI picks gives the bits
- * of the threads' ring), polled with the timeout. Returns PL_OK or an error naming the wait. */
+ * MPI_Allreduce (MPI_SUM or MPI_MAX of int64: exact, so any algorithm MPI picks gives the bits
+ * of the threads' ring). Blocking, so that MPI progresses it at its own pace (the polled
+ * MPI_Iallreduce advanced only at each MPI_Test, between naps); it cannot wait forever: a
+ * replica that fails aborts the job (MPI_Abort), one that dies makes mpirun end it (this rank
+ * then reports, from its SIGTERM handler, that it waited in the all-reduce), and one stuck
+ * elsewhere times out there and aborts. Returns PL_OK or an error. */
 static int m_allreduce(exec_transport *t, int stage, int64_t *v, size_t count, int max, pl_err *e) {
     mend *m = t->impl;
     if (stage < 0 || stage >= m->stages || m->stage_comm[stage] == MPI_COMM_NULL)
         return pl_errf(e, PL_EINTERNAL, "rank %d is no replica of stage %d", m->rank, stage);
     if (count > (size_t)0x7fffffff) return pl_errf(e, PL_EINPUT, "all-reduce of %zu values is too large", count);
-    MPI_Request req;
-    if (MPI_Iallreduce(MPI_IN_PLACE, v, (int)count, MPI_INT64_T, max ? MPI_MAX : MPI_SUM, m->stage_comm[stage], &req) !=
-        MPI_SUCCESS)
-        return pl_errf(e, PL_EINTERNAL, "MPI_Iallreduce of stage %d failed", stage);
-    char what[EXEC_WAIT_TEXT_MAX];
-    snprintf(what, sizeof what, "rank %d waits in the all-reduce of stage %d's replicas", m->rank, stage);
-    return wait_req(m, &req, MPI_STATUS_IGNORE, what, e);
+    g_waiting = 0;
+    snprintf(g_wait_what, sizeof g_wait_what, "rank %d waits in the all-reduce of stage %d's replicas", m->rank, stage);
+    g_waiting = 1;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, v, (int)count, MPI_INT64_T, max ? MPI_MAX : MPI_SUM, m->stage_comm[stage]);
+    g_waiting = 0;
+    return rc == MPI_SUCCESS ? PL_OK : pl_errf(e, PL_EINTERNAL, "MPI_Allreduce of stage %d's replicas failed", stage);
 }
 
 /* Makes the communicator of each replicated stage among its replicas (collective over every
