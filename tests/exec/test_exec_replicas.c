@@ -91,7 +91,8 @@ static void test_data_parallel(void) {
     check_replicated(repl_sched("1f1b", 1, 6, 0, three), repl_cfg(2, three), 3, "1f1b, 1 stage x 3 replicas");
 }
 
-/* A layer split with replicas: PipeDream's "2-1" and "1-2" with 1F1B-RR, and gpipe's order. */
+/* A layer split with replicas: PipeDream's "2-1" and "1-2" with 1F1B-RR, gpipe's order, and
+ * interleaved stages on a replicated rank. */
 static void test_split_with_replicas(void) {
     static const int r21[] = {2, 1}, r12[] = {1, 2}, r22[] = {2, 2};
     check_replicated(repl_sched("1f1b", 2, 4, 0, r21), repl_cfg(4, r21), 3, "1f1b 2-1");
@@ -101,6 +102,14 @@ static void test_split_with_replicas(void) {
     sched *g = sched_generate("gpipe", &o, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(g);
     check_replicated(sched_lower(g, &e), repl_cfg(4, r22), 4, "gpipe 2-2");
+    sched_free(g);
+    /* interleaved: rank 0's two stages replicated twice, each replica handing its microbatches
+     * over between its own stages */
+    static const int r2121[] = {2, 1, 2, 1};
+    sched_gen_opts oi = {2, 4, 2, 0, SCHED_RECOMPUTE_NONE};
+    g = sched_generate("interleaved", &oi, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    check_replicated(sched_lower(g, &e), repl_cfg(8, r2121), 3, "interleaved 2-1-2-1");
     sched_free(g);
 }
 
