@@ -31,6 +31,7 @@ static int layout_widths(const sched *s, const int *replicas, exec_layout *L, pl
     for (int r = 0; r < s->ranks; r++) L->width[r] = 0;
     for (int q = 0; q < s->stages; q++) {
         int n = replicas ? replicas[q] : 1, r = s->stage_rank[q];
+        if (r < 0 || r >= s->ranks) return pl_errf(e, PL_EINPUT, "stage %d is placed on rank %d of %d", q, r, s->ranks);
         if (n < 1 || n > EXEC_MAX_WORKERS)
             return pl_errf(e, PL_EINPUT, "stage %d has %d replicas (1 to %d)", q, n, EXEC_MAX_WORKERS);
         L->reps[q] = n;
