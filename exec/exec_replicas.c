@@ -11,6 +11,8 @@
 #define EXEC_MAX_WORKERS 4096
 /* Bits of magnitude the all-reduce's integers use: the sum of n of them stays below 2^63. */
 #define RED_BITS 62
+/* The bits of an fp32 value without its sign. */
+#define RED_ABS_MASK 0x7fffffffu
 /* The exponent of a gradient that is zero everywhere (below every float's). */
 #define RED_EXP_NONE (-100000)
 
@@ -206,8 +208,17 @@ int exec_xrank_reduce(exec_xrank *x, exec_xstage *st, pl_err *e) {
     int q = st->stage, n = x->lay ? x->lay->reps[q] : 1;
     if (n <= 1) return PL_OK;
     size_t cnt = st->pfloats;
-    float big = 0.0f; /* the largest |g| (NaN and infinity refused below) */
-    for (size_t i = 0; i < cnt; i++) big = fabsf(st->grad[i]) > big ? fabsf(st->grad[i]) : big;
+    /* the largest |g|: non-negative floats order as their bit patterns (an integer max, which
+     * vectorizes), and infinity and NaN have the largest (refused below) */
+    uint32_t top_bits = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        uint32_t b;
+        memcpy(&b, &st->grad[i], sizeof b);
+        b &= RED_ABS_MASK;
+        top_bits = b > top_bits ? b : top_bits;
+    }
+    float big;
+    memcpy(&big, &top_bits, sizeof big);
     for (size_t i = 0; !isfinite(big) && i < cnt; i++)
         if (!isfinite(st->grad[i]))
             return pl_errf(e, PL_EINPUT, "stage %d: gradient element %zu is not finite (%g)", q, i, (double)st->grad[i]);

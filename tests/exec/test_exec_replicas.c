@@ -222,6 +222,22 @@ static void test_layout_refusals(void) {
     sched_free(l);
 }
 
+/* A diverging run (lr 1e30: the weights overflow after one step) reaches the all-reduce with
+ * non-finite gradients, which the exact all-reduce cannot carry: refused, naming the stage. */
+static void test_nonfinite_gradient_refused(void) {
+    static const int two[] = {2};
+    sched *s = repl_sched("1f1b", 1, 4, 0, two);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    exec_config c = repl_cfg(2, two);
+    c.lr = 1e30;
+    exec_result r;
+    pl_err e;
+    CU_ASSERT_EQUAL(exec_run(s, &c, &r, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "0REDUCE_GRAD"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "stage 0: gradient element"));
+    sched_free(s);
+}
+
 /* A replica whose thread ends at its REDUCE_GRAD, while the other waits in the all-reduce: the
  * run stops at once (not at the timeout) naming the rank and the action. */
 static void test_replica_vanishes_in_allreduce(void) {
@@ -287,6 +303,7 @@ void exec_test_replicas_register(void) {
         {"pipedream and 2bw with replicas = their reference", test_async_with_replicas},
         {"replicas the executor cannot run are refused", test_layout_refusals},
         {"a replica that vanishes in the all-reduce", test_replica_vanishes_in_allreduce},
+        {"a non-finite gradient is refused at the all-reduce", test_nonfinite_gradient_refused},
         {"a replicated rank's figures and op records", test_replicated_figures},
         {NULL, NULL}};
     pl_test_suite("exec replicas", cases);
