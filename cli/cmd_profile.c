@@ -1,4 +1,4 @@
-/* cmd_profile.c: `pipelab profile`: time one dense block's F, I, W and STEP on one worker or P at
+/* cmd_profile.c: `pipelab profile`: time one block's F, I, W and STEP on one worker or P at
  * once (median of repetitions) and write the cost model's profile CSV, the input of predictions for this machine. */
 #include <getopt.h>
 #include <inttypes.h>
@@ -17,11 +17,12 @@
 /* --help, a printf format that print_help fills with the executor's defaults (exec_config_default)
  * and the profile's, so that the text and the behaviour cannot drift apart. */
 static const char help_format[] =
-    "usage: pipelab profile [--width H] [--depth L] [--ffn F] [--microbatch-size B] [options]\n"
+    "usage: pipelab profile [--width H] [--depth L] [--ffn F] [--microbatch-size B] | [--model SPEC] [options]\n"
     "\n"
-    "Times the forward (F), input-gradient (I) and weight-gradient (W) of one dense block of the\n"
-    "executor's model (Linear H->F, GELU, Linear F->H, residual; fp32, one BLAS thread) on this\n"
-    "thread, --reps times after one warm-up, and writes the medians as the cost model's profile\n"
+    "Times the forward (F), input-gradient (I) and weight-gradient (W) of one block of the\n"
+    "executor's model (dense: Linear H->F, GELU, Linear F->H, residual; or --model's transformer\n"
+    "block; fp32, one BLAS thread) on this thread, --reps times after one warm-up, and writes\n"
+    "the medians as the cost model's profile\n"
     "CSV: L identical rows (every block has the same shape) with seconds, FLOPs and sizes per\n"
     "microbatch of B rows. `pipelab run --profile FILE` and `pipelab simulate --model FILE` read it.\n"
     "It also times the optimizer STEP of one block (SGD over its parameters); the comment line\n"
@@ -31,6 +32,7 @@ static const char help_format[] =
     "  --depth L             blocks (rows of the profile; default %d)\n"
     "  --ffn F               inner size (default 4 H)\n"
     "  --microbatch-size B   rows per microbatch (default %d)\n"
+    CLI_EXEC_MODEL_HELP
     "  --reps N              repetitions, the median is kept (default %d)\n"
     "  --seed N              weights and inputs of the timed block (default %" PRIu64 ")\n"
     "  --concurrency P       time on P threads at once, pinned to cores like `pipelab run`'s P\n"

@@ -37,12 +37,14 @@ static const char help_format[] =
     "  --depth L             blocks (default 2 x stages)\n"
     "  --ffn F               inner size (default 4 H)\n"
     "  --microbatch-size B   rows per microbatch (default %d)\n"
+    CLI_EXEC_MODEL_HELP
     "  --stage-blocks N,N,.. blocks per stage (default: L split evenly, first stages take more)\n"
     "  --lr X --momentum X   SGD (default %g, %g)\n"
     "  --seed N              initial weights N, target network N+1, data N+2 (default %" PRIu64 ")\n"
     "replicas (PipeDream's 1F1B-RR, as simulate runs them):\n"
     "  --partition FILE      stage -> blocks and replicas, from pipelab partition -o FILE (its\n"
-    "                        layers are the model's blocks: --depth, when given, must match)\n"
+    "                        layers are the model's blocks: --depth or --model's, when given,\n"
+    "                        must match)\n"
     "  --replicas-stage S=N  stage S replicated N times (repeatable; over the partition's). Each\n"
     "                        replica is a rank of its own (a thread, or an MPI process: mpirun -np\n"
     "                        the sum of the ranks' replicas); microbatch k runs on replica k mod N;\n"
@@ -400,8 +402,9 @@ static void out_table(const opts *o, const sched *s, const exec_result *r, const
     pl_buf_printf(b, "schedule           %s: %d ranks, %d stages, %d microbatches, %d iteration%s per pass, weights %s, recompute %s\n",
                   s->kind, s->ranks, s->stages, s->microbatches, r->iterations_per_pass, r->iterations_per_pass == 1 ? "" : "s",
                   sched_weights_name(s->weights), sched_recompute_name(s->recompute));
-    pl_buf_printf(b, "model              mlp: width %d, ffn %d, depth %d, microbatch %d rows, %zu parameter bytes; split",
-                  r->hidden, r->ffn, r->layers, r->microbatch_size, r->param_bytes);
+    char spec[EXEC_MODEL_SPEC_MAX];
+    exec_model_spec(r, spec, sizeof spec);
+    pl_buf_printf(b, "model              %s (ffn %d), %zu parameter bytes; split", spec, r->ffn, r->param_bytes);
     for (int q = 0; q < r->stages; q++) pl_buf_printf(b, "%s%d", q ? "," : " ", r->stage_blocks[q]);
     pl_buf_printf(b, "\ntraining           SGD lr %g momentum %g; loss %.6g -> %.6g over %d iterations\n", r->lr, r->momentum,
                   r->loss[0], r->loss[r->n_iters - 1], r->n_iters);
@@ -644,7 +647,7 @@ static int replicas_setup(opts *o, run_state *st, pl_err *e) {
     if (!o->replicas) return pl_errf(e, PL_ENOMEM, "out of memory");
     for (int q = 0; q < S; q++) o->replicas[q] = 1;
     if (o->partition) {
-        cost_partition *p = sim_partition_read(o->partition, st->s, o->x.depth, "mlp (--depth)", e);
+        cost_partition *p = sim_partition_read(o->partition, st->s, o->x.depth, "of --depth or --model", e);
         if (!p) return failed(e);
         o->nsplit = S;
         for (int q = 0; q < S; q++) {

@@ -25,6 +25,10 @@
  * printing a bad value. */
 int cli_exec_opt(const char *cmd, int c, const char *arg, exec_config *cfg, cli_exec_args *a) {
     long seed;
+    static const struct { int opt; const char *name; } shape[] = {
+        {CLI_O_WIDTH, "--width"}, {CLI_O_DEPTH, "--depth"}, {CLI_O_FFN, "--ffn"}, {CLI_O_MBS, "--microbatch-size"}};
+    for (size_t k = 0; k < sizeof shape / sizeof *shape; k++)
+        if (c == shape[k].opt) a->shape_flag = shape[k].name;
     switch (c) {
     case CLI_O_WIDTH: return cli_int_arg(cmd, "--width", arg, 1, CLI_EXEC_MAX_WIDTH, &cfg->hidden) ? CLI_EUSAGE : CLI_OK;
     case CLI_O_DEPTH: return cli_int_arg(cmd, "--depth", arg, 1, CLI_EXEC_MAX_SIZE, &a->depth) ? CLI_EUSAGE : CLI_OK;
@@ -39,19 +43,92 @@ int cli_exec_opt(const char *cmd, int c, const char *arg, exec_config *cfg, cli_
     case CLI_O_BACKEND: a->backend = arg; return CLI_OK;
     case CLI_O_PREC: a->precision = arg; return CLI_OK;
     case CLI_O_SMSPLIT: cfg->sm_split = 1; return CLI_OK;
+    case CLI_O_MODEL: a->model = arg; return CLI_OK;
     default: return -1;
     }
 }
 
+/* The keys of --model's two generators, in the order of model_keys' values. */
+enum { MK_WIDTH, MK_DEPTH, MK_MBS, MK_HEADS, MK_SEQ, MK_FFN_MULT, MK_KEYS };
+#define CLI_EXEC_MAX_FFN_MULT 64
+#define CLI_EXEC_SPEC_MAX 256
+typedef struct model_key {
+    const char *name;
+    int slot;     /* MK_* */
+    long hi;      /* largest value */
+    int required;
+} model_key;
+static const model_key mlp_keys[] = {{"width", MK_WIDTH, CLI_EXEC_MAX_WIDTH, 1}, {"depth", MK_DEPTH, CLI_EXEC_MAX_SIZE, 1},
+                                     {"microbatch", MK_MBS, CLI_EXEC_MAX_SIZE, 1},
+                                     {"ffn_mult", MK_FFN_MULT, CLI_EXEC_MAX_FFN_MULT, 0}, {NULL, 0, 0, 0}};
+static const model_key gpt_keys[] = {{"layers", MK_DEPTH, CLI_EXEC_MAX_SIZE, 1}, {"hidden", MK_WIDTH, CLI_EXEC_MAX_WIDTH, 1},
+                                     {"heads", MK_HEADS, CLI_EXEC_MAX_WIDTH, 1}, {"seq", MK_SEQ, CLI_EXEC_MAX_SIZE, 1},
+                                     {"microbatch", MK_MBS, CLI_EXEC_MAX_SIZE, 1}, {NULL, 0, 0, 0}};
+
+/* Reads the "key=value" list after the generator's colon into v[MK_KEYS] (0 = not given) by the
+ * table keys. Returns -1, or CLI_EUSAGE after printing the bad item. */
+static int model_values(const char *cmd, const char *gen, const char *list, const model_key *keys, int *v) {
+    char buf[CLI_EXEC_SPEC_MAX], *save = NULL;
+    if (strlen(list) >= sizeof buf) return cli_usage_error(cmd, "--model: the spec is too long");
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(it, '=');
+        if (eq) *eq = '\0';
+        const model_key *k = keys;
+        while (k->name && strcmp(k->name, it) != 0) k++;
+        if (!k->name) {
+            char known[CLI_EXEC_SPEC_MAX] = "";
+            for (const model_key *q = keys; q->name; q++) snprintf(known + strlen(known), sizeof known - strlen(known), " %s", q->name);
+            return cli_usage_error(cmd, "--model %s: unknown key '%s' (known:%s)", gen, it, known);
+        }
+        if (!eq) return cli_usage_error(cmd, "--model %s: '%s' needs a value (%s=N)", gen, it, it);
+        if (v[k->slot]) return cli_usage_error(cmd, "--model %s: '%s' given twice", gen, it);
+        char flag[CLI_EXEC_SPEC_MAX];
+        snprintf(flag, sizeof flag, "--model %s: %s", gen, it);
+        if (cli_int_arg(cmd, flag, eq + 1, 1, k->hi, &v[k->slot])) return CLI_EUSAGE;
+    }
+    for (const model_key *k = keys; k->name; k++)
+        if (k->required && !v[k->slot]) return cli_usage_error(cmd, "--model %s: '%s' is missing", gen, k->name);
+    return -1;
+}
+
+/* run_drive.h. */
+int cli_exec_model(const char *cmd, const char *spec, exec_config *cfg, cli_exec_args *a) {
+    static const char form[] = "mlp:width=H,depth=L,microbatch=B[,ffn_mult=K] or "
+                               "transformer:layers=L,hidden=H,heads=A,seq=S,microbatch=B";
+    const char *colon = strchr(spec, ':');
+    size_t gl = colon ? (size_t)(colon - spec) : strlen(spec);
+    int gpt = gl == strlen("transformer") && strncmp(spec, "transformer", gl) == 0;
+    if (!gpt && !(gl == strlen("mlp") && strncmp(spec, "mlp", gl) == 0))
+        return cli_usage_error(cmd, "--model must be %s (got '%s')", form, spec);
+    if (a->shape_flag)
+        return cli_usage_error(cmd, "--model gives the model's shape; %s cannot be given beside it", a->shape_flag);
+    int v[MK_KEYS] = {0};
+    int rc = model_values(cmd, gpt ? "transformer" : "mlp", colon ? colon + 1 : "", gpt ? gpt_keys : mlp_keys, v);
+    if (rc >= 0) return rc;
+    cfg->block = gpt ? EXEC_BLOCK_GPT : EXEC_BLOCK_MLP;
+    cfg->hidden = v[MK_WIDTH];
+    cfg->microbatch_size = v[MK_MBS];
+    cfg->ffn = v[MK_FFN_MULT] ? v[MK_FFN_MULT] * v[MK_WIDTH] : 0;
+    a->depth = v[MK_DEPTH];
+    if (gpt) {
+        if (v[MK_WIDTH] % v[MK_HEADS] != 0)
+            return cli_usage_error(cmd, "--model transformer: heads (%d) must divide hidden (%d)", v[MK_HEADS], v[MK_WIDTH]);
+        cfg->heads = v[MK_HEADS];
+        cfg->seq = v[MK_SEQ];
+    }
+    return -1;
+}
+
 /* run_drive.h. Returns -1 when --backend and --precision name what the executor has. */
-int cli_exec_check(const char *cmd, const cli_exec_args *a, exec_config *cfg) {
+int cli_exec_check(const char *cmd, cli_exec_args *a, exec_config *cfg) {
     const char *backend = a->backend ? a->backend : "cpu";
     if (strcmp(backend, "cpu") && strcmp(backend, "cuda"))
         return cli_usage_error(cmd, "--backend must be cpu or cuda (got '%s')", backend);
     cfg->backend = strcmp(backend, "cuda") == 0 ? EXEC_BACKEND_CUDA : EXEC_BACKEND_CPU;
     if (a->precision && exec_precision_parse(a->precision, &cfg->precision))
         return cli_usage_error(cmd, "--precision must be fp32, tf32 or bf16 (got '%s')", a->precision);
-    return -1;
+    return a->model ? cli_exec_model(cmd, a->model, cfg, a) : -1;
 }
 
 /* ---------------------------------------------------------------- predictions */
@@ -113,9 +190,9 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
      * precision, partition.bounds, partition.replicas (results/store.h) */
     char host[CLI_HOST_MAX] = "";
     if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "unknown");
-    pl_buf_printf(b, "{\"model\":{\"spec\":\"mlp:width=%d,depth=%d,microbatch=%d", r->hidden, r->layers, r->microbatch_size);
-    if (r->ffn % r->hidden == 0) pl_buf_printf(b, ",ffn_mult=%d", r->ffn / r->hidden);
-    else pl_buf_printf(b, ",ffn=%d", r->ffn);
+    char spec[EXEC_MODEL_SPEC_MAX];
+    exec_model_spec(r, spec, sizeof spec);
+    pl_buf_printf(b, "{\"model\":{\"spec\":\"%s", spec);
     /* the CUDA backend names its GPUs (exec_result.device), so compare pairs runs per device */
     int gpu = r->backend && strcmp(r->backend, "cuda") == 0;
     pl_buf_printf(b, "\",\"width\":%d,\"ffn\":%d,\"depth\":%d,\"param_bytes\":%zu},\"hardware\":{\"name\":\"%s",

@@ -22,12 +22,22 @@
  * --microbatch-size, --seed, --backend, --precision, --sm-split): option values for getopt_long
  * (below the subcommands' own, which start at 1000), the entries of its option table, what they
  * select and their limits. Their defaults are exec_config_default's. */
-enum { CLI_O_WIDTH = 970, CLI_O_DEPTH, CLI_O_FFN, CLI_O_MBS, CLI_O_SEED, CLI_O_BACKEND, CLI_O_PREC, CLI_O_SMSPLIT };
+enum { CLI_O_WIDTH = 970, CLI_O_DEPTH, CLI_O_FFN, CLI_O_MBS, CLI_O_SEED, CLI_O_BACKEND, CLI_O_PREC, CLI_O_SMSPLIT,
+       CLI_O_MODEL };
 #define CLI_EXEC_LONG_OPTS                                                                          \
     {"width", required_argument, 0, CLI_O_WIDTH}, {"depth", required_argument, 0, CLI_O_DEPTH},     \
     {"ffn", required_argument, 0, CLI_O_FFN}, {"microbatch-size", required_argument, 0, CLI_O_MBS}, \
     {"seed", required_argument, 0, CLI_O_SEED}, {"backend", required_argument, 0, CLI_O_BACKEND},   \
-    {"precision", required_argument, 0, CLI_O_PREC}, {"sm-split", no_argument, 0, CLI_O_SMSPLIT}
+    {"precision", required_argument, 0, CLI_O_PREC}, {"sm-split", no_argument, 0, CLI_O_SMSPLIT},   \
+    {"model", required_argument, 0, CLI_O_MODEL}
+/* --model's help lines, which run and profile print. */
+#define CLI_EXEC_MODEL_HELP                                                                                  \
+    "  --model SPEC          the model, in the cost models' spec form (instead of the shape flags):\n"      \
+    "                        mlp:width=H,depth=L,microbatch=B[,ffn_mult=K]  the dense block (as --width\n"  \
+    "                        H --depth L --microbatch-size B --ffn K H), or\n"                            \
+    "                        transformer:layers=L,hidden=H,heads=A,seq=S,microbatch=B  GPT-2 decoder\n"    \
+    "                        blocks (LayerNorm, causal attention, GELU MLP of 4H) on B sequences of S\n"  \
+    "                        tokens per microbatch; no embedding or head (MSE against a target stack)\n"
 #define CLI_EXEC_MAX_WIDTH 65536
 #define CLI_EXEC_MAX_SIZE (1 << 20) /* the largest --depth, --ffn and --microbatch-size */
 /* The largest --seed: a command derives seeds up to seed + 2 from it. */
@@ -38,14 +48,22 @@ typedef struct cli_exec_args {
     int have_seed;                   /* 1 when --seed was given */
     uint64_t seed;                   /* --seed (each command derives its seeds from it) */
     const char *backend, *precision; /* --backend, --precision as given; NULL = not given */
+    const char *model;               /* --model as given; NULL = not given */
+    const char *shape_flag;          /* the last of --width, --depth, --ffn, --microbatch-size given */
 } cli_exec_args;
 /* Applies option c with value arg: --width, --ffn, --microbatch-size and --sm-split to cfg, the
  * others to a. Returns -1 when c is not one of them, CLI_OK, or CLI_EUSAGE after printing what is
  * wrong with the value. */
 int cli_exec_opt(const char *cmd, int c, const char *arg, exec_config *cfg, cli_exec_args *a);
 /* After parsing: --backend is cpu or cuda and --precision fp32, tf32 or bf16; sets cfg->backend
- * and cfg->precision. Returns -1 when they hold, else CLI_EUSAGE after printing which does not. */
-int cli_exec_check(const char *cmd, const cli_exec_args *a, exec_config *cfg);
+ * and cfg->precision; applies --model (cli_exec_model). Returns -1 when they hold, else
+ * CLI_EUSAGE after printing which does not. */
+int cli_exec_check(const char *cmd, cli_exec_args *a, exec_config *cfg);
+/* Applies the model spec of --model to cfg and a->depth: "mlp:width=H,depth=L,microbatch=B
+ * [,ffn_mult=K]" or "transformer:layers=L,hidden=H,heads=A,seq=S,microbatch=B", every key but
+ * ffn_mult required, each once. Returns -1 once applied, else CLI_EUSAGE after printing what is
+ * wrong (the key, its value, a shape flag given beside it). */
+int cli_exec_model(const char *cmd, const char *spec, exec_config *cfg, cli_exec_args *a);
 
 /* ---------------------------------------------------------------- predictions */
 

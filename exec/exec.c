@@ -97,8 +97,8 @@ static int run_setup(const sched *s, const exec_config *c, run_state *st, pl_err
     for (int r = 0; r < p && rc == PL_OK && c->profile_between_reps > 0; r++) rc = exec_xrank_prof_new(&st->xr[r], c, p, e);
     if (rc) return rc;
     if (c->mailbox_capacity > 0) st->cap = c->mailbox_capacity;
-    size_t msg_bytes = (size_t)c->microbatch_size * (size_t)c->hidden * sizeof(float);
-    if (st->lay.ranks > s->ranks) msg_bytes = exec_ring_piece_bytes(c); /* the all-reduce's pieces */
+    size_t msg_bytes = (size_t)st->xr[0].d.b * (size_t)st->xr[0].d.h * sizeof(float); /* a microbatch's rows */
+    if (st->lay.ranks > s->ranks && msg_bytes < EXEC_RING_PIECE_BYTES) msg_bytes = EXEC_RING_PIECE_BYTES; /* all-reduce pieces */
     st->t = exec_threads_transport_new(p, st->cap, msg_bytes, c->timeout_s, e);
     if (!st->t) return e->code;
     /* waiting ranks spin before sleeping when each has its own core (transport_threads.c) */

@@ -11,7 +11,7 @@
 
 /* ---------------------------------------------------------------- the model
  *
- * A stack of L dense blocks of width h, each  y = x + W2 . gelu(W1 . x + b1) + b2,  with
+ * A stack of L blocks of width h: by default dense blocks  y = x + W2 . gelu(W1 . x + b1) + b2,  with
  * W1 [f, h], b1 [f], W2 [h, f], b2 [h] (f = 4h by default), GELU in its tanh form. Stage s of the
  * schedule holds a contiguous range of blocks. Microbatches of b rows; the input rows are
  * N(0, 1); the target is the output of a fixed random network of the same shape (another seed);
@@ -66,13 +66,26 @@ exec_fault_kind exec_fault_parse(const char *name);
 typedef enum exec_backend { EXEC_BACKEND_CPU = 0, EXEC_BACKEND_CUDA = 1 } exec_backend;
 typedef enum exec_precision { EXEC_PREC_FP32 = 0, EXEC_PREC_TF32 = 1, EXEC_PREC_BF16 = 2 } exec_precision;
 
+/* The block the model stacks (exec_config.block; README: "Models"):
+ *   EXEC_BLOCK_MLP  the dense block  y = x + W2 gelu(W1 x + b1) + b2  (above);
+ *   EXEC_BLOCK_GPT  a GPT-2 decoder block on b sequences of `seq` tokens (b seq rows of width h):
+ *                   x2 = x + Wo attn(LN1(x)) + bo, causal multi-head self-attention with `heads`
+ *                   heads of h / heads channels (one QKV projection Wqkv [3h, h] + bqkv);
+ *                   y = x2 + W2 gelu(W1 LN2(x2) + b1) + b2 (f = 4h). LayerNorms with gain and
+ *                   bias (eps 1e-5). No embedding or head: the loss is the MSE against the same
+ *                   block stack with the target seed, as the dense model's. */
+typedef enum exec_block_kind { EXEC_BLOCK_MLP = 0, EXEC_BLOCK_GPT = 1 } exec_block_kind;
+
 /* How to run. exec_config_default fills sensible values; every field can be overridden. */
 typedef struct exec_config {
     /* model */
     int hidden;              /* h */
     int ffn;                 /* f; 0 = 4h */
     int layers;              /* L blocks in the whole model */
-    int microbatch_size;     /* b rows per microbatch */
+    int microbatch_size;     /* b rows (mlp) or sequences (transformer) per microbatch */
+    exec_block_kind block;   /* the block of the model: EXEC_BLOCK_MLP (default) or EXEC_BLOCK_GPT */
+    int heads;               /* transformer: attention heads (divides h) */
+    int seq;                 /* transformer: tokens per sequence (a microbatch is b x seq rows) */
     const int *stage_blocks; /* [stages] blocks of each stage, NULL = L split evenly (first stages
                               * take the remainder); not owned */
     uint64_t init_seed;      /* the trained model's initial weights */
@@ -187,7 +200,9 @@ typedef struct exec_result {
     int ranks, stages, microbatches, iterations_per_pass;
     sched_weights weights;
     sched_recompute recompute;
-    int hidden, ffn, layers, microbatch_size;
+    int hidden, ffn, layers, microbatch_size; /* microbatch_size: samples (rows or sequences) */
+    exec_block_kind block;  /* the model's block, with the transformer's heads and seq (0 for mlp) */
+    int heads, seq;
     int *stage_blocks;     /* [stages] blocks per stage (owned) */
     int *stage_replicas;   /* [stages] replicas per stage (exec_config.replicas; owned) */
     double lr, momentum;
@@ -231,6 +246,13 @@ typedef struct exec_result {
 } exec_result;
 
 void exec_result_free(exec_result *r);
+/* Writes the model spec of r's model into buf[n], in the cost models' spec form that `pipelab
+ * run --model` reads and `pipelab compare` matches on: "mlp:width=256,depth=8,microbatch=16,
+ * ffn_mult=4" (ffn=F when F is no multiple of the width) or "transformer:layers=4,hidden=256,
+ * heads=4,seq=64,microbatch=2". */
+void exec_model_spec(const exec_result *r, char *buf, size_t n);
+/* Bytes that exec_model_spec needs at most. */
+#define EXEC_MODEL_SPEC_MAX 160
 /* Fills mid with the timed passes (0-based) whose time is the median of pass_s[n]: the middle
  * one twice for an odd n, the two middle ones (shorter first) for an even n; ties keep pass
  * order. The one rule for "the median pass": the run's per-rank figures come from these passes,
@@ -376,7 +398,8 @@ typedef struct exec_layer_profile {
                                 * 0 = not measured (then i_s) */
     size_t param_bytes;        /* one block's parameters */
     size_t act_out_bytes;      /* what crosses a stage boundary: b x h floats */
-    size_t stash_bytes;        /* what one block keeps from F to the backward: x, H, gelu(H) */
+    size_t stash_bytes;        /* what one block keeps from F to the backward: its input and its
+                                * state (dense: x, H, gelu(H); exec_block_state_floats) */
     size_t w_stash_bytes;      /* what one block keeps from I until W: x, dH, gelu(H) and the
                                 * gradient at its output */
     double step_s;             /* the optimizer STEP of one block's parameters (SGD, momentum when

@@ -111,7 +111,10 @@ static int echo_config(const sched *s, const exec_config *c, const exec_dims *d,
     out->hidden = d->h;
     out->ffn = d->f;
     out->layers = c->layers;
-    out->microbatch_size = d->b;
+    out->microbatch_size = c->microbatch_size;
+    out->block = c->block;
+    out->heads = d->heads;
+    out->seq = d->block == EXEC_BLOCK_GPT ? d->seq : 0;
     out->lr = c->lr;
     out->momentum = c->momentum;
     out->warmup_passes = c->warmup_passes;

@@ -68,7 +68,7 @@ int exec_check_config(const exec_config *c, pl_err *e) {
     if (c->warmup_passes < 0 || c->timed_passes < 1) return pl_errf(e, PL_EINPUT, "need warm-up >= 0 and timed passes >= 1");
     if (!(c->lr >= 0) || !(c->momentum >= 0) || c->momentum >= 1) return pl_errf(e, PL_EINPUT, "need lr >= 0 and 0 <= momentum < 1");
     if (c->dataset_microbatches < 0) return pl_errf(e, PL_EINPUT, "data set size must be positive");
-    return PL_OK;
+    return exec_check_block(c, e);
 }
 
 /* exec_int.h. */

@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* FLOPs of a block's forward per b h f: two GEMMs of b h f multiply-adds, two FLOPs each. */
-#define FLOPS_PER_BHF 4.0
 /* The peak rate given to the memory prediction's hardware: only bytes are used there. */
 #define MEM_PREDICT_FLOPS 1e12
 
@@ -20,17 +18,20 @@ int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, 
                            pl_buf *out, pl_err *e) {
     exec_dims d;
     exec_dims_of(cfg, &d);
-    double flops = FLOPS_PER_BHF * d.b * (double)d.h * d.f;
-    pl_buf_printf(out, "#@ microbatch_size=%d input_bytes=%zu dtype_bytes=4 name=mlp_h%d_f%d_L%d\n", d.b, p->act_out_bytes,
-                  d.h, d.f, cfg->layers);
+    double ff, fi, fi0, fw;
+    exec_block_flops(&d, &ff, &fi, &fi0, &fw);
+    char name[EXEC_BLOCK_TEXT_MAX];
+    exec_model_name(cfg, name, sizeof name);
+    pl_buf_printf(out, "#@ microbatch_size=%d input_bytes=%zu dtype_bytes=4 name=%s\n", cfg->microbatch_size,
+                  p->act_out_bytes, name);
     pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
                      "stash_bytes,stash_recompute_bytes,w_stash_bytes\n");
     for (int k = 0; k < cfg->layers; k++) {
         const exec_layer_profile *t = rows ? rows[k] : p;
         /* the model's first block computes no input gradient: its I is I0, one GEMM fewer */
-        double ti = k == 0 && t->i0_s > 0 ? t->i0_s : t->i_s, fi = k == 0 && t->i0_s > 0 ? flops / 2 : flops;
-        pl_buf_printf(out, "%d,block%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%zu,%zu,%zu,,%zu\n", k, k, t->f_s, ti, t->w_s, flops,
-                      fi, flops, p->param_bytes, p->act_out_bytes, p->stash_bytes, p->stash_bytes);
+        int first = k == 0 && t->i0_s > 0;
+        pl_buf_printf(out, "%d,block%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%zu,%zu,%zu,,%zu\n", k, k, t->f_s, first ? t->i0_s : t->i_s,
+                      t->w_s, ff, first ? fi0 : fi, fw, p->param_bytes, p->act_out_bytes, p->stash_bytes, p->stash_bytes);
     }
     if (out->failed) return pl_errf(e, PL_ENOMEM, "out of memory writing the profile");
     return PL_OK;
@@ -45,9 +46,11 @@ int exec_profile_csv(const exec_config *cfg, int reps, const char *host, pl_buf 
     if (pp) *pp = p;
     exec_dims d;
     exec_dims_of(cfg, &d);
-    pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
+    char desc[EXEC_BLOCK_TEXT_MAX];
+    exec_block_describe(&d, desc, sizeof desc);
+    pl_buf_printf(out, "# pipelab profile: the executor's %s, fp32,\n"
                        "# one worker%s%s, %s, median of %d repetitions per block; every block has this shape.\n",
-                  d.h, d.f, d.f, d.h, host ? " on " : "", host ? host : "", exec_blas_init(), reps);
+                  desc, host ? " on " : "", host ? host : "", exec_blas_init(), reps);
     return exec_profile_csv_table(cfg, &p, NULL, out, e);
 }
 
@@ -58,13 +61,15 @@ int exec_profile_check(const cost_model *m, const exec_config *cfg, const char *
         return pl_errf(e, PL_EINPUT, "%s: the profile has %d layers, the model %d blocks (profile with --depth %d)", path,
                        m->n, cfg->layers, cfg->layers);
     int64_t pb = (int64_t)(exec_block_floats(&d) * sizeof(float));
-    int64_t ob = (int64_t)m->microbatch_size * d.h * (int64_t)sizeof(float);
+    int64_t ob = (int64_t)m->microbatch_size * d.seq * d.h * (int64_t)sizeof(float); /* rows of its samples */
+    char desc[EXEC_BLOCK_TEXT_MAX];
+    exec_block_describe(&d, desc, sizeof desc);
     for (int k = 0; k < m->n; k++)
         if (m->layer[k].param_bytes != pb || m->layer[k].out_bytes != ob)
             return pl_errf(e, PL_EINPUT,
-                           "%s: layer %d has %lld parameter and %lld output bytes; a block of width %d and ffn %d has "
+                           "%s: layer %d has %lld parameter and %lld output bytes; the %s has "
                            "%lld and %lld (profile this model)", path, k, (long long)m->layer[k].param_bytes,
-                           (long long)m->layer[k].out_bytes, d.h, d.f, (long long)pb, (long long)ob);
+                           (long long)m->layer[k].out_bytes, desc, (long long)pb, (long long)ob);
     return PL_OK;
 }
 
@@ -104,7 +109,7 @@ int exec_mem_predict(const sched *s, const exec_config *cfg, cost_memory *out, p
     exec_dims d;
     exec_dims_of(cfg, &d);
     cost_model *m = NULL;
-    if (d.f % d.h == 0) {
+    if (d.block == EXEC_BLOCK_MLP && d.f % d.h == 0) {
         cost_mlp_opts mo = {d.h, cfg->layers, d.b, d.f / d.h};
         m = cost_model_mlp(&mo, e);
         /* the executor's full recomputation keeps the stage input only (not every block's
@@ -113,15 +118,17 @@ int exec_mem_predict(const sched *s, const exec_config *cfg, cost_memory *out, p
         /* W needs every stashed tensor: the executor holds the whole stash from I until W */
         for (int k = 0; m && k < m->n; k++) m->layer[k].w_stash_bytes = m->layer[k].stash_bytes;
     } else {
-        /* no integer ffn multiple: the profile format with the executor's sizes */
+        /* the transformer, or no integer ffn multiple: the profile format with the executor's
+         * sizes (exec_profile_sizes: the block's input and state, kept until its W) */
+        exec_layer_profile sz;
+        exec_profile_sizes(&d, &sz);
         pl_buf t;
         pl_buf_init(&t);
         pl_buf_printf(&t, "#@ microbatch_size=%d input_bytes=%zu\nlayer,name,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,"
-                          "out_bytes,stash_bytes,w_stash_bytes\n", d.b, (size_t)d.b * d.h * sizeof(float));
-        size_t stash = ((size_t)d.b * d.h + 2 * (size_t)d.b * d.f) * sizeof(float); /* x, H, gelu(H) */
+                          "out_bytes,stash_bytes,w_stash_bytes\n", cfg->microbatch_size, sz.act_out_bytes);
         for (int k = 0; k < cfg->layers; k++)
-            pl_buf_printf(&t, "%d,block%d,1,1,1,%zu,%zu,%zu,%zu\n", k, k, exec_block_floats(&d) * sizeof(float),
-                          (size_t)d.b * d.h * sizeof(float), stash, stash);
+            pl_buf_printf(&t, "%d,block%d,1,1,1,%zu,%zu,%zu,%zu\n", k, k, sz.param_bytes, sz.act_out_bytes, sz.stash_bytes,
+                          sz.stash_bytes);
         m = t.failed ? NULL : cost_model_read_csv("mlp", t.data, t.len, e);
         pl_buf_free(&t);
     }

@@ -18,7 +18,7 @@
 /* Measures one block of cfg's shape (h, f, b) with exec_profile_layers (reps repetitions, the
  * medians) and appends the cost model's profile CSV (cost.h) to out: cfg->layers identical rows
  * "block<k>" with fwd_s, bwd_in_s, bwd_w_s, the FLOPs (4 b h f each), param_bytes, out_bytes,
- * stash_bytes (b h + 2 b f floats), stash_recompute_bytes empty (the stage-input rule: the
+ * stash_bytes (the block's input and state: b h + 2 b f floats for the dense block), stash_recompute_bytes empty (the stage-input rule: the
  * executor keeps only the stage input under full recomputation) and w_stash_bytes = stash_bytes
  * (the executor keeps a microbatch's activations until its W). host (may be NULL) goes in a
  * comment. If p is not NULL it gets the measured medians. Returns PL_OK or an error. */

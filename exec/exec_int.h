@@ -31,9 +31,110 @@
 
 /* The shape of one block and of a microbatch. */
 typedef struct exec_dims {
-    int h, f, b;
-    int layers; /* L, scales W2's initial size (0 counts as 1) */
+    int h, f, b;    /* width, inner (ffn) width, rows of a microbatch: its samples (mlp), or its
+                     * sequences x seq tokens (transformer) */
+    int layers;     /* L, scales W2's initial size (0 counts as 1) */
+    int block;      /* exec_block_kind (0: the dense block) */
+    int heads, seq; /* transformer: attention heads and tokens per sequence (unused by mlp) */
 } exec_dims;
+
+/* ---- any block (exec_config.block): what the workers, the reference, the data set and the
+ * profiler call, so that both blocks run through the same code. A block reads its input x
+ * [b, h] and writes y [b, h]; between its forward and its weight gradient it keeps `state`
+ * (exec_block_state_floats: mlp H/dH [b, f] then gelu(H) [b, f]; gpt: gpt.c's layout), which
+ * the input-gradient pass turns partly into gradients in place. */
+
+/* Floats of the state one block keeps for a microbatch from its forward to its W. */
+size_t exec_block_state_floats(const exec_dims *d);
+/* Floats of the scratch the backward of one block needs (none across calls). */
+size_t exec_block_scratch_floats(const exec_dims *d);
+/* Forward: y [b, h] from x [b, h] with parameters p, filling state. y must not alias x. */
+void exec_block_fwd(const exec_dims *d, const float *p, const float *x, float *state, float *y);
+/* Input-gradient pass (I): from the output gradient gy, the gradients W needs (into state) and
+ * gx [b, h] = dL/dx (skipped when gx is NULL: the model's first block). */
+void exec_block_bwd_i(const exec_dims *d, const float *p, const float *x, float *state, const float *gy, float *gx,
+                      float *scratch);
+/* The input gradient alone after exec_block_bwd_i(gx NULL): bwd_i(gx) = bwd_i(NULL) then this. */
+void exec_block_bwd_gx(const exec_dims *d, const float *p, const float *x, const float *state, const float *gy,
+                       float *gx);
+/* Weight-gradient pass (W): accumulates the block's parameter gradients into gp (p's layout). */
+void exec_block_bwd_w(const exec_dims *d, const float *x, const float *state, const float *gy, float *gp);
+/* The GEMM FLOPs of one block and microbatch: forward, input gradient, the model's first
+ * block's input gradient (no dL/dx), weight gradient (model.c says what is counted). */
+void exec_block_flops(const exec_dims *d, double *f, double *i, double *i0, double *w);
+
+/* Checks the block's own numbers (the transformer's heads divide the width, seq >= 1); PL_OK
+ * or PL_EINPUT naming the bad one (exec_check_config calls it). */
+int exec_check_block(const exec_config *c, pl_err *e);
+/* Bytes of a block's description (exec_block_describe) and of a model's name. */
+#define EXEC_BLOCK_TEXT_MAX 256
+/* Writes what the block is into buf[n] ("dense block (Linear 256->1024, GELU, ...)",
+ * "transformer block (width 256, 4 heads, ...)"), as the profile's comments say it. */
+void exec_block_describe(const exec_dims *d, char *buf, size_t n);
+/* Writes the model's short name into buf[n] (the profile's "name=": mlp_h256_f1024_L8,
+ * gpt_h256_a4_s64_L8). */
+void exec_model_name(const exec_config *cfg, char *buf, size_t n);
+
+/* ---- the transformer block (gpt.c); layout of its parameters: the dense block's W1, b1, W2,
+ * b2 (its MLP, so the dense block's weight gradient serves it), then Wqkv [3h, h], bqkv [3h],
+ * Wo [h, h], bo [h], LN1 gain, bias [h], LN2 gain, bias [h]. */
+typedef struct exec_gpt_params {
+    const float *w1, *w2;      /* the MLP: W1 [f, h], W2 [h, f] (and their biases, the dense block's) */
+    const float *wqkv, *bqkv;  /* [3h, h], [3h] */
+    const float *wo, *bo;      /* [h, h], [h] */
+    const float *g1, *be1, *g2, *be2; /* LayerNorm gains and biases [h] */
+} exec_gpt_params;
+/* The state of one transformer block for a microbatch of R = b rows (exec_gpt_state_floats). */
+typedef struct exec_gpt_state {
+    float *hd, *a;      /* [R, f] MLP pre-activation H (dH after I), gelu(H): the dense block's
+                         * state first, so its MLP routines read it as theirs */
+    float *xn2, *x2;    /* [R, h] LN2's output and input (the attention's residual sum) */
+    float *att;         /* [R, h] the heads' outputs, concatenated */
+    float *qkv;         /* [R, 3h] Q, K, V (dQ, dK, dV after I) */
+    float *xn1;         /* [R, h] LN1's output */
+    float *p;           /* [B, A, S, S] softmax probabilities (0 above the diagonal) */
+    float *dxn2, *dx2, *dxn1; /* [R, h] gradients at LN2's output, the residual sum, LN1's output:
+                         * filled by I, read by W */
+    float *mean1, *rstd1, *mean2, *rstd2; /* [R] LayerNorm statistics */
+} exec_gpt_state;
+/* The layout of one transformer block's parameters at p and of its state at s (either may be
+ * NULL: its pointers are then offsets from NULL, unused); both backends address them so. */
+exec_gpt_params exec_gpt_params_at(const exec_dims *d, const float *p);
+exec_gpt_state exec_gpt_state_at(const exec_dims *d, float *s);
+
+/* What a block is to the dispatch above (model.c): its sizes, its initial weights and its four
+ * passes, with the meanings of exec_block_floats, exec_block_init and exec_block_fwd ... _bwd_w. */
+typedef struct exec_block_ops {
+    size_t (*floats)(const exec_dims *d);
+    void (*init)(const exec_dims *d, uint64_t seed, int block, float *p);
+    size_t (*state_floats)(const exec_dims *d);
+    size_t (*scratch_floats)(const exec_dims *d);
+    void (*forward)(const exec_dims *d, const float *p, const float *x, float *state, float *y);
+    void (*backward_i)(const exec_dims *d, const float *p, const float *x, float *state, const float *gy, float *gx,
+                       float *scratch);
+    void (*backward_gx)(const exec_dims *d, const float *p, const float *x, const float *state, const float *gy,
+                        float *gx);
+    void (*backward_w)(const exec_dims *d, const float *x, const float *state, const float *gy, float *gp);
+} exec_block_ops;
+/* The transformer block's (gpt.c). */
+extern const exec_block_ops exec_gpt_ops;
+
+/* ---- shared by the blocks (model.c) */
+/* C [M, N] = A' B' + beta C (row-major, alpha 1; A' = A or A^T by ta, likewise B'), on the
+ * calling thread's GEMM clock (exec_gemm_clock). Every GEMM of the model goes through it. */
+void exec_gemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+               float beta, float *C, int ldc);
+/* The dense block's MLP with its input xin and residual xres apart (the dense block: both x;
+ * the transformer's second half: LN2(x2) and x2): hpre, act [b, f]; y = xres + act W2^T + b2. */
+void exec_mlp_forward(const exec_dims *d, const float *p, const float *xin, const float *xres, float *hpre, float *act,
+                      float *y);
+/* The dense block's parameters (exec_block_init's for block k: streams from 4 k) from seed,
+ * its random streams starting at stream0. */
+void exec_mlp_init(const exec_dims *d, uint64_t seed, uint64_t stream0, float *p);
+/* The standard deviation of every block's initial biases. */
+#define EXEC_BIAS_STD 0.01
+/* Returns N(0, std^2) element i of (seed, stream): the generator of every initial weight. */
+float exec_normal_at(uint64_t seed, uint64_t stream, uint64_t i, double std);
 
 /* Floats of one block's parameters: W1 [f, h], b1 [f], W2 [h, f], b2 [h], in that order. */
 size_t exec_block_floats(const exec_dims *d);
@@ -119,7 +220,7 @@ int exec_threads_transport_why(exec_transport *t, pl_err *why);
  * scaled back to fp32. Its error against the exact sum of the fp32 gradients is at most
  * n 2^-(S+1) <= 2^(E-61) per element, below one fp32 ulp of the largest gradient; threads and
  * MPI therefore give identical weights. The threads transport runs a ring over the mailboxes
- * (reduce-scatter then all-gather, 2 (n - 1) steps, pieces of exec_ring_piece_bytes); MPI uses
+ * (reduce-scatter then all-gather, 2 (n - 1) steps, pieces of EXEC_RING_PIECE_BYTES); MPI uses
  * MPI_Allreduce on a communicator per replicated stage. */
 typedef struct exec_layout {
     int ranks;          /* executor ranks */
@@ -131,16 +232,11 @@ typedef struct exec_layout {
     sched_action *acts;
 } exec_layout;
 
-/* Bytes of one message of the ring all-reduce: the activation's, and at least
- * EXEC_RING_PIECE_BYTES (fewer, larger messages: each costs a lock and a wake-up; on the loaded
- * 2-core machine 64 KiB pieces took about twice as long as 1 MiB ones for 32 MiB); the threads
- * transport's mailbox slots of a replicated run hold one, so every slot of every rank's mailbox
- * is that large (ranks x capacity x 256 KiB in all). */
+/* Bytes of one message of the ring all-reduce (fewer, larger messages: each costs a lock and a
+ * wake-up; on the loaded 2-core machine 64 KiB pieces took about twice as long as 1 MiB ones for
+ * 32 MiB). The threads transport's mailbox slots of a replicated run hold at least one, so every
+ * slot of every rank's mailbox is that large (ranks x capacity x 256 KiB in all). */
 #define EXEC_RING_PIECE_BYTES ((size_t)256 << 10)
-static inline size_t exec_ring_piece_bytes(const exec_config *c) {
-    size_t act = (size_t)c->microbatch_size * (size_t)c->hidden * sizeof(float);
-    return act > EXEC_RING_PIECE_BYTES ? act : EXEC_RING_PIECE_BYTES;
-}
 /* Builds the layout of s with replicas[stages] (NULL = 1 each) and checks that the executor can
  * run it: every count >= 1, the stages of one rank replicated alike, and each replicated stage's
  * microbatches divisible among its replicas as the schedule needs (a pass's m x iterations for
@@ -193,8 +289,8 @@ typedef struct exec_xstage {
     float *grad;            /* [pfloats] accumulated since the last STEP */
     float *mom;             /* [pfloats] momentum, NULL without */
     int nacc;               /* backward passes accumulated in grad */
-    exec_pool act;          /* activations [cap, act floats]: x[1..nb-1] [b,h], H/dH [nb][b,f],
-                             * A [nb][b,f] */
+    exec_pool act;          /* activations [cap, act floats]: x[1..nb-1] [b,h], then each
+                             * block's state [nb][exec_block_state_floats] */
     exec_pool wg;           /* inner gradients from I until W [cap, (nb-1) b h]: g[1..nb-1] [b,h] */
     int *in_of, *gin_of, *act_of, *wg_of, *ver_of, *out_f, *out_b; /* [M] slot of each local
                              * microbatch in its pool, -1 none */
@@ -232,7 +328,7 @@ typedef struct exec_xrank {
     exec_pool in;           /* stage inputs x0 [b,h] */
     exec_pool gin;          /* stage output gradients gout [b,h] */
     exec_pool out;          /* send staging [b,h] */
-    float *scratch;         /* [b*f + b*h]: dA, a throw-away output */
+    float *scratch;         /* [exec_block_scratch_floats + b*h]: the backward's, a throw-away output */
     const exec_data *data;
     double *loss_mb;        /* [passes * M] shared; written only for the last stage */
     exec_transport *t;
@@ -332,6 +428,7 @@ int exec_xrank_pass_end_check(const exec_xrank *x, pl_err *e);
 typedef struct exec_xview {
     float *in, *act, *gin, *wg;
     size_t bh, bf; /* b h, b f */
+    size_t sf;     /* floats of one block's state (exec_block_state_floats) */
     int nb;        /* the stage's blocks */
 } exec_xview;
 /* Returns the view of local microbatch j of stage st. */
@@ -342,11 +439,13 @@ static inline float *exec_xv_x(const exec_xview *v, int k) {
     if (!v->in) return NULL;
     return k == 0 ? v->in : v->act + (size_t)(k - 1) * v->bh;
 }
-static inline float *exec_xv_hd(const exec_xview *v, int k) {
-    return v->act ? v->act + (size_t)(v->nb - 1) * v->bh + (size_t)k * v->bf : NULL;
+static inline float *exec_xv_state(const exec_xview *v, int k) {
+    return v->act ? v->act + (size_t)(v->nb - 1) * v->bh + (size_t)k * v->sf : NULL;
 }
+/* The dense block's state: H/dH(k) [b, f], then A(k) = gelu(H) [b, f]. */
+static inline float *exec_xv_hd(const exec_xview *v, int k) { return exec_xv_state(v, k); }
 static inline float *exec_xv_a(const exec_xview *v, int k) {
-    return v->act ? exec_xv_hd(v, 0) + (size_t)(v->nb + k) * v->bf : NULL;
+    return v->act ? exec_xv_state(v, k) + v->bf : NULL;
 }
 static inline float *exec_xv_g(const exec_xview *v, int k) {
     if (k == v->nb) return v->gin;

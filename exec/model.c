@@ -2,7 +2,9 @@
  * backward (I: input gradient, W: weight gradient), the MSE loss, seeded data and weights. */
 #include "exec_int.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +22,6 @@
  * parameters (W1, b1, W2, b2) with the standard deviation of its biases. */
 #define FFN_MULT 4
 enum { STREAM_W1, STREAM_B1, STREAM_W2, STREAM_B2, BLOCK_STREAMS };
-#define BIAS_STD 0.01
 
 /* Returns the splitmix64 successor hash of z: a well-mixed 64-bit value. */
 static uint64_t splitmix64(uint64_t z) {
@@ -43,6 +44,10 @@ static double normal_at(uint64_t seed, uint64_t stream, uint64_t i) {
     return sqrt(-2.0 * log(u1)) * cos(TWO_PI * u2);
 }
 
+float exec_normal_at(uint64_t seed, uint64_t stream, uint64_t i, double std) {
+    return (float)(std * normal_at(seed, stream, i));
+}
+
 void exec_fill_normal(uint64_t seed, uint64_t stream, float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = (float)normal_at(seed, stream, i);
 }
@@ -50,26 +55,35 @@ void exec_fill_normal(uint64_t seed, uint64_t stream, float *x, size_t n) {
 /* ---------------------------------------------------------------- shapes, weights */
 
 void exec_dims_of(const exec_config *cfg, exec_dims *d) {
+    int gpt = cfg->block == EXEC_BLOCK_GPT;
     d->h = cfg->hidden;
     d->f = cfg->ffn > 0 ? cfg->ffn : FFN_MULT * cfg->hidden;
-    d->b = cfg->microbatch_size;
+    d->b = cfg->microbatch_size * (gpt ? cfg->seq : 1);
     d->layers = cfg->layers;
+    d->block = (int)cfg->block;
+    d->heads = gpt ? cfg->heads : 0;
+    d->seq = gpt ? cfg->seq : 1;
 }
 
-size_t exec_block_floats(const exec_dims *d) {
+/* The dense block's parameters: W1 [f, h], b1 [f], W2 [h, f], b2 [h]. */
+static size_t mlp_floats(const exec_dims *d) {
     return 2 * (size_t)d->h * (size_t)d->f + (size_t)d->f + (size_t)d->h;
 }
 
-void exec_block_init(const exec_dims *d, uint64_t seed, int block, float *p) {
+/* The dense block's initial weights of block `block` (its streams from BLOCK_STREAMS block). */
+static void mlp_init(const exec_dims *d, uint64_t seed, int block, float *p) {
+    exec_mlp_init(d, seed, BLOCK_STREAMS * (uint64_t)block, p);
+}
+
+void exec_mlp_init(const exec_dims *d, uint64_t seed, uint64_t st, float *p) {
     size_t hf = (size_t)d->h * (size_t)d->f;
-    uint64_t st = BLOCK_STREAMS * (uint64_t)block;
     float *w1 = p, *b1 = w1 + hf, *w2 = b1 + d->f, *b2 = w2 + hf;
     double s1 = 1.0 / sqrt((double)d->h);
     double s2 = 1.0 / sqrt(2.0 * (d->layers > 0 ? d->layers : 1) * (double)d->f);
     for (size_t i = 0; i < hf; i++) w1[i] = (float)(s1 * normal_at(seed, st + STREAM_W1, i));
-    for (int i = 0; i < d->f; i++) b1[i] = (float)(BIAS_STD * normal_at(seed, st + STREAM_B1, (uint64_t)i));
+    for (int i = 0; i < d->f; i++) b1[i] = (float)(EXEC_BIAS_STD * normal_at(seed, st + STREAM_B1, (uint64_t)i));
     for (size_t i = 0; i < hf; i++) w2[i] = (float)(s2 * normal_at(seed, st + STREAM_W2, i));
-    for (int i = 0; i < d->h; i++) b2[i] = (float)(BIAS_STD * normal_at(seed, st + STREAM_B2, (uint64_t)i));
+    for (int i = 0; i < d->h; i++) b2[i] = (float)(EXEC_BIAS_STD * normal_at(seed, st + STREAM_B2, (uint64_t)i));
 }
 
 /* ---------------------------------------------------------------- GEMM clock */
@@ -85,12 +99,12 @@ void exec_gemm_clock(double *s, double *flops) {
     *flops = gemm_flops_tl;
 }
 
-/* C [M, N] = A' B' + beta C (row-major, alpha 1; A' = A or A^T by ta, B' likewise), timed on the
- * thread's GEMM clock. */
-static void gemm(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K, const float *A, int lda,
-                 const float *B, int ldb, float beta, float *C, int ldc) {
+/* exec_int.h (trans_a, trans_b: 1 = transposed). */
+void exec_gemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+               float beta, float *C, int ldc) {
     double t0 = pl_now_s();
-    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
+                A, lda, B, ldb, beta, C, ldc);
     gemm_s_tl += pl_now_s() - t0;
     gemm_flops_tl += 2.0 * M * (double)N * K;
 }
@@ -141,11 +155,16 @@ static inline float gelu_grad(float x) {
 
 void exec_block_forward(const exec_dims *d, const float *p, const float *x, float *hpre,
                         float *act, float *y) {
+    exec_mlp_forward(d, p, x, x, hpre, act, y);
+}
+
+void exec_mlp_forward(const exec_dims *d, const float *p, const float *xin, const float *xres, float *hpre, float *act,
+                      float *y) {
     int h = d->h, f = d->f, b = d->b;
     size_t hf = (size_t)h * (size_t)f;
     const float *w1 = p, *b1 = w1 + hf, *w2 = b1 + f, *b2 = w2 + hf;
-    /* hpre [b, f] = x [b, h] . W1^T [h, f] */
-    gemm(CblasNoTrans, CblasTrans, b, f, h, x, h, w1, h, 0.0f, hpre, f);
+    /* hpre [b, f] = xin [b, h] . W1^T [h, f] */
+    exec_gemm(0, 1, b, f, h, xin, h, w1, h, 0.0f, hpre, f);
     /* one pass: hpre += b1; act = gelu(hpre) */
     for (int r = 0; r < b; r++) {
         float *hr = hpre + (size_t)r * f, *ar = act + (size_t)r * f;
@@ -156,9 +175,9 @@ void exec_block_forward(const exec_dims *d, const float *p, const float *x, floa
         }
     }
     for (int r = 0; r < b; r++)
-        for (int c = 0; c < h; c++) y[(size_t)r * h + c] = x[(size_t)r * h + c] + b2[c];
+        for (int c = 0; c < h; c++) y[(size_t)r * h + c] = xres[(size_t)r * h + c] + b2[c];
     /* y [b, h] += act [b, f] . W2^T [f, h] */
-    gemm(CblasNoTrans, CblasTrans, b, h, f, act, f, w2, f, 1.0f, y, h);
+    exec_gemm(0, 1, b, h, f, act, f, w2, f, 1.0f, y, h);
 }
 
 void exec_block_backward_i(const exec_dims *d, const float *p, float *hd, const float *gy,
@@ -167,7 +186,7 @@ void exec_block_backward_i(const exec_dims *d, const float *p, float *hd, const 
     size_t hf = (size_t)h * (size_t)f, bf = (size_t)b * (size_t)f;
     const float *w1 = p, *w2 = w1 + hf + f;
     /* dA [b, f] = gy [b, h] . W2 [h, f] */
-    gemm(CblasNoTrans, CblasNoTrans, b, f, h, gy, h, w2, f, 0.0f, scratch, f);
+    exec_gemm(0, 0, b, f, h, gy, h, w2, f, 0.0f, scratch, f);
     /* dH = dA * gelu'(H), in place over H (H is not needed after this) */
     for (size_t i = 0; i < bf; i++) hd[i] = scratch[i] * gelu_grad(hd[i]);
     if (gx) exec_block_backward_gx(d, p, hd, gy, gx);
@@ -177,7 +196,7 @@ void exec_block_backward_gx(const exec_dims *d, const float *p, const float *hd,
     int h = d->h, f = d->f, b = d->b;
     /* gx [b, h] = gy (residual) + dH [b, f] . W1 [f, h] */
     memcpy(gx, gy, (size_t)b * h * sizeof(float));
-    gemm(CblasNoTrans, CblasNoTrans, b, h, f, hd, f, p, h, 1.0f, gx, h);
+    exec_gemm(0, 0, b, h, f, hd, f, p, h, 1.0f, gx, h);
 }
 
 void exec_block_backward_w(const exec_dims *d, const float *x, const float *act, const float *dh,
@@ -186,14 +205,133 @@ void exec_block_backward_w(const exec_dims *d, const float *x, const float *act,
     size_t hf = (size_t)h * (size_t)f;
     float *gw1 = gp, *gb1 = gw1 + hf, *gw2 = gb1 + f, *gb2 = gw2 + hf;
     /* dW1 [f, h] += dH^T [f, b] . x [b, h]   (beta = 1 accumulates in place, no temporary) */
-    gemm(CblasTrans, CblasNoTrans, f, h, b, dh, f, x, h, 1.0f, gw1, h);
+    exec_gemm(1, 0, f, h, b, dh, f, x, h, 1.0f, gw1, h);
     /* dW2 [h, f] += gy^T [h, b] . act [b, f] */
-    gemm(CblasTrans, CblasNoTrans, h, f, b, gy, h, act, f, 1.0f, gw2, f);
+    exec_gemm(1, 0, h, f, b, gy, h, act, f, 1.0f, gw2, f);
     for (int r = 0; r < b; r++) {
         const float *dr = dh + (size_t)r * f, *gr = gy + (size_t)r * h;
         for (int c = 0; c < f; c++) gb1[c] += dr[c];
         for (int c = 0; c < h; c++) gb2[c] += gr[c];
     }
+}
+
+/* ---------------------------------------------------------------- any block */
+
+/* The dense block's state: H/dH [b, f], then gelu(H) [b, f]; its backward's scratch: dA [b, f]. */
+static size_t mlp_state_floats(const exec_dims *d) { return 2 * (size_t)d->b * (size_t)d->f; }
+static size_t mlp_scratch_floats(const exec_dims *d) { return (size_t)d->b * (size_t)d->f; }
+
+/* The dense block's passes over its state (H/dH, then A). */
+static void mlp_fwd(const exec_dims *d, const float *p, const float *x, float *state, float *y) {
+    exec_block_forward(d, p, x, state, state + (size_t)d->b * d->f, y);
+}
+static void mlp_bwd_i(const exec_dims *d, const float *p, const float *x, float *state, const float *gy, float *gx,
+                      float *scratch) {
+    (void)x;
+    exec_block_backward_i(d, p, state, gy, gx, scratch);
+}
+static void mlp_bwd_gx(const exec_dims *d, const float *p, const float *x, const float *state, const float *gy, float *gx) {
+    (void)x;
+    exec_block_backward_gx(d, p, state, gy, gx);
+}
+static void mlp_bwd_w(const exec_dims *d, const float *x, const float *state, const float *gy, float *gp) {
+    exec_block_backward_w(d, x, state + (size_t)d->b * d->f, state, gy, gp);
+}
+
+static const exec_block_ops mlp_ops = {mlp_floats, mlp_init, mlp_state_floats, mlp_scratch_floats,
+                                       mlp_fwd, mlp_bwd_i, mlp_bwd_gx, mlp_bwd_w};
+
+/* Returns the operations of d's block. */
+static const exec_block_ops *ops_of(const exec_dims *d) { return d->block == EXEC_BLOCK_GPT ? &exec_gpt_ops : &mlp_ops; }
+
+size_t exec_block_floats(const exec_dims *d) { return ops_of(d)->floats(d); }
+void exec_block_init(const exec_dims *d, uint64_t seed, int block, float *p) { ops_of(d)->init(d, seed, block, p); }
+size_t exec_block_state_floats(const exec_dims *d) { return ops_of(d)->state_floats(d); }
+size_t exec_block_scratch_floats(const exec_dims *d) { return ops_of(d)->scratch_floats(d); }
+
+void exec_block_fwd(const exec_dims *d, const float *p, const float *x, float *state, float *y) {
+    ops_of(d)->forward(d, p, x, state, y);
+}
+
+void exec_block_bwd_i(const exec_dims *d, const float *p, const float *x, float *state, const float *gy, float *gx,
+                      float *scratch) {
+    ops_of(d)->backward_i(d, p, x, state, gy, gx, scratch);
+}
+
+void exec_block_bwd_gx(const exec_dims *d, const float *p, const float *x, const float *state, const float *gy,
+                       float *gx) {
+    ops_of(d)->backward_gx(d, p, x, state, gy, gx);
+}
+
+void exec_block_bwd_w(const exec_dims *d, const float *x, const float *state, const float *gy, float *gp) {
+    ops_of(d)->backward_w(d, x, state, gy, gp);
+}
+
+/* The FLOPs of one block's GEMMs for a microbatch of R = b rows: the MLP's two GEMMs are 2 R h f
+ * each in F, I (dA, dx) and W (dW1, dW2); the model's first block skips I's dx GEMM. The
+ * transformer adds QKV (6 R h^2) and the output projection (2 R h^2) in F and W and their input
+ * gradients in I, and attention's products as computed (full S x S, the causal half included):
+ * scores and values 2 R S h each in F, and dP, dV, dQ, dK in I (8 R S h); its first block keeps
+ * every GEMM (W needs LN1's output gradient). With f = 4h: F 24 R h^2 + 4 R S h, I 24 R h^2 +
+ * 8 R S h, W 24 R h^2 (Megatron; Zero Bubble's Table 1). */
+void exec_block_flops(const exec_dims *d, double *f, double *i, double *i0, double *w) {
+    double R = d->b, h = d->h, ff = d->f, mlp = 2 * R * h * ff;
+    if (d->block != EXEC_BLOCK_GPT) {
+        *f = *i = *w = 2 * mlp;
+        *i0 = mlp;
+        return;
+    }
+    double proj = 8 * R * h * h, att = 2 * R * d->seq * h;
+    *f = 2 * mlp + proj + 2 * att;
+    *i = *i0 = 2 * mlp + proj + 4 * att;
+    *w = 2 * mlp + proj;
+}
+
+/* ---------------------------------------------------------------- checks, names */
+
+/* The largest tokens per sequence and heads the transformer block accepts. */
+#define EXEC_MAX_SEQ 65536
+#define EXEC_MAX_HEADS 4096
+
+int exec_check_block(const exec_config *c, pl_err *e) {
+    if (c->block == EXEC_BLOCK_MLP) return PL_OK;
+    if (c->block != EXEC_BLOCK_GPT) return pl_errf(e, PL_EINPUT, "unknown block kind %d", (int)c->block);
+    if (c->seq < 1 || c->seq > EXEC_MAX_SEQ)
+        return pl_errf(e, PL_EINPUT, "transformer: seq %d out of range 1..%d", c->seq, EXEC_MAX_SEQ);
+    if (c->heads < 1 || c->heads > EXEC_MAX_HEADS || c->hidden % c->heads != 0)
+        return pl_errf(e, PL_EINPUT, "transformer: heads %d must be at least 1 and divide the width %d", c->heads, c->hidden);
+    if ((long long)c->microbatch_size * c->seq > INT_MAX / 4)
+        return pl_errf(e, PL_EINPUT, "transformer: %d sequences of %d tokens per microbatch are too many rows",
+                       c->microbatch_size, c->seq);
+    return PL_OK;
+}
+
+/* ---------------------------------------------------------------- names */
+
+void exec_block_describe(const exec_dims *d, char *buf, size_t n) {
+    if (d->block == EXEC_BLOCK_GPT)
+        snprintf(buf, n, "transformer block (width %d, %d heads, %d tokens per sequence: LayerNorm, causal attention, "
+                 "LayerNorm, Linear %d->%d, GELU, Linear %d->%d, residuals)", d->h, d->heads, d->seq, d->h, d->f, d->f, d->h);
+    else
+        snprintf(buf, n, "dense block (Linear %d->%d, GELU, Linear %d->%d, residual)", d->h, d->f, d->f, d->h);
+}
+
+void exec_model_name(const exec_config *cfg, char *buf, size_t n) {
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    if (d.block == EXEC_BLOCK_GPT) snprintf(buf, n, "gpt_h%d_a%d_s%d_L%d", d.h, d.heads, d.seq, cfg->layers);
+    else snprintf(buf, n, "mlp_h%d_f%d_L%d", d.h, d.f, cfg->layers);
+}
+
+void exec_model_spec(const exec_result *r, char *buf, size_t n) {
+    if (r->block == EXEC_BLOCK_GPT)
+        snprintf(buf, n, "transformer:layers=%d,hidden=%d,heads=%d,seq=%d,microbatch=%d", r->layers, r->hidden, r->heads,
+                 r->seq, r->microbatch_size);
+    else if (r->ffn % r->hidden == 0)
+        snprintf(buf, n, "mlp:width=%d,depth=%d,microbatch=%d,ffn_mult=%d", r->hidden, r->layers, r->microbatch_size,
+                 r->ffn / r->hidden);
+    else
+        snprintf(buf, n, "mlp:width=%d,depth=%d,microbatch=%d,ffn=%d", r->hidden, r->layers, r->microbatch_size, r->ffn);
 }
 
 double exec_mse_grad(const exec_dims *d, float *y, const float *t) {
@@ -215,12 +353,12 @@ int exec_data_build(const exec_config *cfg, exec_data *out, pl_err *e) {
     exec_dims_of(cfg, &d);
     memset(out, 0, sizeof *out);
     out->d = exec_dataset_microbatches(cfg);
-    size_t bh = (size_t)d.b * (size_t)d.h, bf = (size_t)d.b * (size_t)d.f;
+    size_t bh = (size_t)d.b * (size_t)d.h, sf = exec_block_state_floats(&d);
     size_t nb = exec_block_floats(&d);
     out->x = pl_calloc((size_t)out->d * bh, sizeof(float));  /* [D, b, h] */
     out->t = pl_calloc((size_t)out->d * bh, sizeof(float));  /* [D, b, h] */
     float *p = pl_calloc(nb, sizeof(float));                 /* one target block */
-    float *work = pl_calloc(2 * bf + bh, sizeof(float));     /* hpre [b, f], act [b, f], y [b, h] */
+    float *work = pl_calloc(sf + bh, sizeof(float));         /* the block's state, y [b, h] */
     if (!out->x || !out->t || !p || !work) {
         free(p);
         free(work);
@@ -234,8 +372,8 @@ int exec_data_build(const exec_config *cfg, exec_data *out, pl_err *e) {
         exec_block_init(&d, cfg->target_seed, l, p);
         for (int k = 0; k < out->d; k++) {
             float *t = out->t + (size_t)k * bh;
-            exec_block_forward(&d, p, t, work, work + bf, work + 2 * bf);
-            memcpy(t, work + 2 * bf, bh * sizeof(float));
+            exec_block_fwd(&d, p, t, work, work + sf);
+            memcpy(t, work + sf, bh * sizeof(float));
         }
     }
     free(p);

@@ -111,11 +111,11 @@ int exec_prof_rounds(int reps) {
 }
 
 /* The floats of thread x's buffers: per block: w [nf], g [nf], momentum [nf] (when used); per
- * slot and block: x [b,h], hd [b,f], a [b,f]; per slot: the output y [b,h]; gradients at the L+1
- * block boundaries gb [b,h]; scratch [b,f]; the target t [b,h]. */
+ * slot and block: x [b,h] and the block's state; per slot: the output y [b,h]; gradients at the
+ * L+1 block boundaries gb [b,h]; the backward's scratch; the target t [b,h]. */
 static size_t prof_per_slot(const prof_thread *x) {
-    size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
-    return (size_t)x->L * (bh + 2 * bf) + bh;
+    size_t bh = (size_t)x->d.b * x->d.h;
+    return (size_t)x->L * (bh + exec_block_state_floats(&x->d)) + bh;
 }
 
 /* Prepares thread tid of `threads` for `rounds` timed rounds (after the warm-up round): its
@@ -129,8 +129,8 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     const exec_dims *d = &x->d;
     x->L = prof_blocks(cfg, d, threads);
     const int S = PROFILE_SLOTS, L = x->L, mom = cfg->momentum != 0.0;
-    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, bf = (size_t)d->b * d->f;
-    size_t floats = (2 + (size_t)mom) * (size_t)L * nf + (size_t)S * prof_per_slot(x) + (size_t)(L + 2) * bh + bf;
+    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, scr = exec_block_scratch_floats(d);
+    size_t floats = (2 + (size_t)mom) * (size_t)L * nf + (size_t)S * prof_per_slot(x) + (size_t)(L + 2) * bh + scr;
     x->rounds = (size_t)(rounds > 0 ? rounds : 0);
     x->ns = x->rounds * S * (size_t)L;
     x->nstep = x->rounds * (size_t)L;
@@ -144,7 +144,7 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
         return;
     }
     float *w = x->mem, *slots = w + (2 + (size_t)mom) * (size_t)L * nf;
-    float *tg = slots + (size_t)S * prof_per_slot(x) + (size_t)(L + 1) * bh + bf;
+    float *tg = slots + (size_t)S * prof_per_slot(x) + (size_t)(L + 1) * bh + scr;
     /* thread x holds blocks x L .. x L + L - 1 of the model (its rank's share) */
     for (int k = 0; k < L; k++) exec_block_init(d, cfg->init_seed, tid * L + k, w + (size_t)k * nf);
     for (int s = 0; s < S; s++) exec_fill_normal(cfg->data_seed, (uint64_t)s, slots + (size_t)s * prof_per_slot(x), bh);
@@ -158,16 +158,16 @@ static void prof_round(prof_thread *x) {
     const exec_config *cfg = x->cfg;
     const exec_dims *d = &x->d;
     const int S = PROFILE_SLOTS, L = x->L, r = x->next++, mom = cfg->momentum != 0.0;
-    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, bf = (size_t)d->b * d->f, ns = x->ns;
+    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, sf = exec_block_state_floats(d), ns = x->ns;
     size_t per_slot = prof_per_slot(x), nt = x->nt;
     double *t = x->t;
     float *w = x->mem, *g = w + (size_t)L * nf, *mo = g + (size_t)L * nf;
     float *slots = mo + (size_t)mom * L * nf;
-    float *gb = slots + (size_t)S * per_slot, *scr = gb + (size_t)(L + 1) * bh, *tg = scr + bf;
-#define X(s, k) (slots + (size_t)(s) * per_slot + (size_t)(k) * (bh + 2 * bf))
-#define HD(s, k) (X(s, k) + bh)
-#define A(s, k) (HD(s, k) + bf)
-#define Y(s) (slots + (size_t)(s) * per_slot + (size_t)L * (bh + 2 * bf))
+    float *gb = slots + (size_t)S * per_slot, *scr = gb + (size_t)(L + 1) * bh;
+    float *tg = scr + exec_block_scratch_floats(d);
+#define X(s, k) (slots + (size_t)(s) * per_slot + (size_t)(k) * (bh + sf))
+#define ST(s, k) (X(s, k) + bh)
+#define Y(s) (slots + (size_t)(s) * per_slot + (size_t)L * (bh + sf))
     /* the STEP's arithmetic and memory traffic with a learning rate of 0 (read through a volatile,
      * so the update is computed): a profile times the blocks, it does not train them, and its
      * weights must stay those of an initialized model whatever the run's --lr and --momentum */
@@ -177,7 +177,7 @@ static void prof_round(prof_thread *x) {
         for (int k = 0; k < L; k++) {
             float *y = k + 1 < L ? X(s, k + 1) : Y(s);
             double t0 = pl_now_s();
-            exec_block_forward(d, w + (size_t)k * nf, X(s, k), HD(s, k), A(s, k), y);
+            exec_block_fwd(d, w + (size_t)k * nf, X(s, k), ST(s, k), y);
             double t1 = pl_now_s();
             if (r >= 0) t[nt + (size_t)s * L + k] = t1 - t0;
         }
@@ -192,13 +192,13 @@ static void prof_round(prof_thread *x) {
         for (int k = L - 1; k >= 0; k--) {
             double t0 = pl_now_s(), tm = 0;
             if (k > 0) {
-                exec_block_backward_i(d, w + (size_t)k * nf, HD(s, k), gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
+                exec_block_bwd_i(d, w + (size_t)k * nf, X(s, k), ST(s, k), gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
             } else {
                 /* in two parts: the first block of a model has no input gradient to compute (the
                  * executor's stage 0 skips it), so its I is the first part alone (I0) */
-                exec_block_backward_i(d, w, HD(s, 0), gb + bh, NULL, scr);
+                exec_block_bwd_i(d, w, X(s, 0), ST(s, 0), gb + bh, NULL, scr);
                 tm = pl_now_s();
-                exec_block_backward_gx(d, w, HD(s, 0), gb + bh, gb);
+                exec_block_bwd_gx(d, w, X(s, 0), ST(s, 0), gb + bh, gb);
             }
             double t1 = pl_now_s();
             if (r >= 0) t[EXEC_PROF_I * ns + nt + (size_t)s * L + k] = t1 - t0;
@@ -206,7 +206,7 @@ static void prof_round(prof_thread *x) {
         }
         for (int k = L - 1; k >= 0; k--) {
             double t0 = pl_now_s();
-            exec_block_backward_w(d, X(s, k), A(s, k), HD(s, k), gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
+            exec_block_bwd_w(d, X(s, k), ST(s, k), gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
             double t1 = pl_now_s();
             if (r >= 0) t[EXEC_PROF_W * ns + nt + (size_t)s * L + k] = t1 - t0;
         }
@@ -227,8 +227,7 @@ static void prof_round(prof_thread *x) {
     if (r >= 0) x->nt += (size_t)S * L;
     /* the next round starts from the same inputs (X(s, 0) is only read) */
 #undef X
-#undef HD
-#undef A
+#undef ST
 #undef Y
 }
 
@@ -352,11 +351,11 @@ static int prof_collect(const prof_thread *const *x, int n, const exec_config *c
 }
 
 void exec_profile_sizes(const exec_dims *d, exec_layer_profile *p) {
-    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, bf = (size_t)d->b * d->f;
+    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, sf = exec_block_state_floats(d);
     p->param_bytes = nf * sizeof(float);
     p->act_out_bytes = bh * sizeof(float);
-    p->stash_bytes = (bh + 2 * bf) * sizeof(float);
-    p->w_stash_bytes = (2 * bh + 2 * bf) * sizeof(float);
+    p->stash_bytes = (bh + sf) * sizeof(float);
+    p->w_stash_bytes = (2 * bh + sf) * sizeof(float);
 }
 
 int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,
@@ -457,25 +456,27 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
                     const exec_layer_profile *const *rows, pl_buf *out, pl_err *e) {
     exec_dims d;
     exec_dims_of(cfg, &d);
+    char desc[EXEC_BLOCK_TEXT_MAX];
+    exec_block_describe(&d, desc, sizeof desc);
     if (between)
-        pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
+        pl_buf_printf(out, "# pipelab profile: the executor's %s, fp32,\n"
                            "# measured by the %d workers of a run on their own threads and cores, each on its own %d\n"
                            "# blocks, in the gaps between its passes, %s, %d repetitions; per block: the median over the\n"
                            "# rounds of %d microbatches (each round's mean) of the worker of the rank that holds it (its\n"
                            "# STEP: that worker's line below); every block has this shape.\n",
-                      d.h, d.f, d.f, d.h, concurrency, prof_blocks(cfg, &d, concurrency), exec_blas_init(), reps, PROFILE_SLOTS);
+                      desc, concurrency, prof_blocks(cfg, &d, concurrency), exec_blas_init(), reps, PROFILE_SLOTS);
     else if (concurrency > 1)
-        pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
+        pl_buf_printf(out, "# pipelab profile: the executor's %s, fp32,\n"
                            "# %d workers at once (pinned threads, each on its own %d blocks)%s%s, %s, %d repetitions;\n"
                            "# per block: the median over all workers' rounds of %d microbatches of each round's mean;\n"
                            "# every block has this shape.\n",
-                      d.h, d.f, d.f, d.h, concurrency, prof_blocks(cfg, &d, concurrency), host ? " on " : "",
+                      desc, concurrency, prof_blocks(cfg, &d, concurrency), host ? " on " : "",
                       host ? host : "", exec_blas_init(), reps, PROFILE_SLOTS);
     else
-        pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), fp32,\n"
+        pl_buf_printf(out, "# pipelab profile: the executor's %s, fp32,\n"
                            "# one worker%s%s, %s, %d repetitions; per block: the median over rounds of %d microbatches\n"
                            "# of each round's mean; every block has this shape.\n",
-                      d.h, d.f, d.f, d.h, host ? " on " : "", host ? host : "", exec_blas_init(), reps, PROFILE_SLOTS);
+                      desc, host ? " on " : "", host ? host : "", exec_blas_init(), reps, PROFILE_SLOTS);
     /* not "#@" metadata: the cost model's reader accepts only its own keys there */
     pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g\n", concurrency, p->step_s);
     /* each worker's own times (its core's speed; the rows below are over all workers) */
@@ -512,7 +513,8 @@ int exec_profile_csv_between(const sched *s, const exec_config *cfg, const exec_
     exec_dims d;
     exec_dims_of(cfg, &d);
     if (s->ranks != r->ranks || s->stages != r->stages || cfg->layers != r->layers || d.h != r->hidden || d.f != r->ffn ||
-        d.b != r->microbatch_size)
+        cfg->microbatch_size != r->microbatch_size || cfg->block != r->block || d.heads != r->heads ||
+        (d.block == EXEC_BLOCK_GPT && d.seq != r->seq))
         return pl_errf(e, PL_EINPUT, "the schedule or model is not the run's");
     int *core = pl_calloc((size_t)r->ranks, sizeof *core);
     int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);

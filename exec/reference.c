@@ -8,26 +8,25 @@
 /* Buffers for one microbatch through all L blocks. */
 typedef struct ref_buf {
     float *x;       /* [L+1, b, h] block inputs; x[L] is the model output */
-    float *hd;      /* [L, b, f] H, then dH */
-    float *a;       /* [L, b, f] gelu(H) */
+    float *st;      /* [L, exec_block_state_floats] each block's state */
     float *g;       /* [L+1, b, h] gradients at block inputs; g[L] = dloss/doutput */
-    float *scratch; /* [b, f] */
+    float *scratch; /* [exec_block_scratch_floats] */
 } ref_buf;
 
 /* Runs microbatch di of the data set forward and backward through all blocks, block l using
  * parameters w[l] and accumulating its gradients into gr[l]; returns the loss. */
 static double fwd_bwd(const exec_dims *d, int L, const exec_data *dt, int di, const float *const *w,
                       float *const *gr, ref_buf *rb) {
-    size_t bh = (size_t)d->b * d->h, bf = (size_t)d->b * d->f;
+    size_t bh = (size_t)d->b * d->h, sf = exec_block_state_floats(d);
     memcpy(rb->x, dt->x + (size_t)di * bh, bh * sizeof(float));
-    for (int l = 0; l < L; l++)
-        exec_block_forward(d, w[l], rb->x + l * bh, rb->hd + l * bf, rb->a + l * bf, rb->x + (l + 1) * bh);
+    for (int l = 0; l < L; l++) exec_block_fwd(d, w[l], rb->x + l * bh, rb->st + l * sf, rb->x + (l + 1) * bh);
     float *gl = rb->g + (size_t)L * bh;
     memcpy(gl, rb->x + (size_t)L * bh, bh * sizeof(float));
     double loss = exec_mse_grad(d, gl, dt->t + (size_t)di * bh);
     for (int l = L - 1; l >= 0; l--) {
-        exec_block_backward_i(d, w[l], rb->hd + l * bf, rb->g + (l + 1) * bh, l > 0 ? rb->g + l * bh : NULL, rb->scratch);
-        exec_block_backward_w(d, rb->x + l * bh, rb->a + l * bf, rb->hd + l * bf, rb->g + (l + 1) * bh, gr[l]);
+        exec_block_bwd_i(d, w[l], rb->x + l * bh, rb->st + l * sf, rb->g + (l + 1) * bh, l > 0 ? rb->g + l * bh : NULL,
+                         rb->scratch);
+        exec_block_bwd_w(d, rb->x + l * bh, rb->st + l * sf, rb->g + (l + 1) * bh, gr[l]);
     }
     return loss;
 }
@@ -208,9 +207,9 @@ int exec_reference(const sched *s, const exec_config *c, int passes, float *weig
     exec_data dt;
     rc = exec_data_build(c, &dt, e);
     if (rc) { free(blocks); return rc; }
-    size_t bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
+    size_t bh = (size_t)d.b * d.h, sf = exec_block_state_floats(&d);
     ref_buf rb;
-    float *buf = pl_calloc(2 * (size_t)(L + 1) * bh + 2 * (size_t)L * bf + bf, sizeof(float));
+    float *buf = pl_calloc(2 * (size_t)(L + 1) * bh + (size_t)L * sf + exec_block_scratch_floats(&d), sizeof(float));
     float *grad = pl_calloc(n, sizeof(float));
     float *mom = c->momentum != 0 ? pl_calloc(n, sizeof(float)) : NULL;
     const float **wp = pl_calloc((size_t)L, sizeof *wp);
@@ -222,9 +221,8 @@ int exec_reference(const sched *s, const exec_config *c, int passes, float *weig
     exec_blas_init();
     rb.x = buf;
     rb.g = rb.x + (size_t)(L + 1) * bh;
-    rb.hd = rb.g + (size_t)(L + 1) * bh;
-    rb.a = rb.hd + (size_t)L * bf;
-    rb.scratch = rb.a + (size_t)L * bf;
+    rb.st = rb.g + (size_t)(L + 1) * bh;
+    rb.scratch = rb.st + (size_t)L * sf;
     if (s->weights == SCHED_WEIGHTS_FLUSH) {
         for (int l = 0; l < L; l++) exec_block_init(&d, c->init_seed, l, weights + l * nf);
         rc = ref_flush(c, &d, &dt, passes * sched_iterations(s), s->microbatches, weights, grad, mom,

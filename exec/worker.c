@@ -20,8 +20,8 @@ static const float *params(const exec_xrank *x, const exec_xstage *st, int ver, 
  * output to y (the intermediate activations go into v's activation slot). */
 static void stage_forward(exec_xrank *x, const exec_xstage *st, int ver, const exec_xview *v, float *y) {
     for (int k = 0; k < st->nb; k++)
-        exec_block_forward(&x->d, params(x, st, ver, k), exec_xv_x(v, k), exec_xv_hd(v, k), exec_xv_a(v, k),
-                           k == st->nb - 1 ? y : exec_xv_x(v, k + 1));
+        exec_block_fwd(&x->d, params(x, st, ver, k), exec_xv_x(v, k), exec_xv_state(v, k),
+                       k == st->nb - 1 ? y : exec_xv_x(v, k + 1));
 }
 
 /* ---------------------------------------------------------------- compute actions */
@@ -50,13 +50,13 @@ static int do_i(exec_xrank *x, int s, int j, pl_err *e) {
     exec_xstage *st = b.st;
     exec_xview v = exec_xview_of(x, st, j);
     if (b.recompute) {
-        float *ys = x->scratch + (size_t)x->d.b * x->d.f;
+        float *ys = x->scratch + exec_block_scratch_floats(&x->d);
         stage_forward(x, st, b.ver, &v, ys); /* recomputation */
     }
     float *gx = b.gx ? exec_pool_slot(b.gx, b.gx_slot) : NULL;
     for (int k = st->nb - 1; k >= 0; k--)
-        exec_block_backward_i(&x->d, params(x, st, b.ver, k), exec_xv_hd(&v, k), exec_xv_g(&v, k + 1),
-                              k > 0 ? exec_xv_g(&v, k) : gx, x->scratch);
+        exec_block_bwd_i(&x->d, params(x, st, b.ver, k), exec_xv_x(&v, k), exec_xv_state(&v, k), exec_xv_g(&v, k + 1),
+                         k > 0 ? exec_xv_g(&v, k) : gx, x->scratch);
     st->flags[j] |= XS_IDONE;
     return PL_OK;
 }
@@ -69,8 +69,7 @@ static int do_w(exec_xrank *x, int s, int j, pl_err *e) {
     exec_xview v = exec_xview_of(x, st, j);
     size_t nf = exec_block_floats(&x->d);
     for (int k = st->nb - 1; k >= 0; k--)
-        exec_block_backward_w(&x->d, exec_xv_x(&v, k), exec_xv_a(&v, k), exec_xv_hd(&v, k), exec_xv_g(&v, k + 1),
-                              st->grad + (size_t)k * nf);
+        exec_block_bwd_w(&x->d, exec_xv_x(&v, k), exec_xv_state(&v, k), exec_xv_g(&v, k + 1), st->grad + (size_t)k * nf);
     exec_xrank_w_end(x, st, j);
     return PL_OK;
 }

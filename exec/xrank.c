@@ -81,7 +81,7 @@ exec_xview exec_xview_of(const exec_xrank *x, const exec_xstage *st, int j) {
                     st->act_of[j] >= 0 ? exec_pool_slot(&st->act, st->act_of[j]) : NULL,
                     st->gin_of[j] >= 0 ? exec_pool_slot(&x->gin, st->gin_of[j]) : NULL,
                     st->wg_of[j] >= 0 ? exec_pool_slot(&st->wg, st->wg_of[j]) : NULL,
-                    (size_t)x->d.b * x->d.h, (size_t)x->d.b * x->d.f, st->nb};
+                    (size_t)x->d.b * x->d.h, (size_t)x->d.b * x->d.f, exec_block_state_floats(&x->d), st->nb};
     return v;
 }
 

@@ -35,7 +35,7 @@ static void pool_set(exec_pool *p, int cap, size_t n, int **ip) {
  * references and the per-microbatch indices and flags of every stage. Returns the floats the
  * arena needs for these pools, or 0 with e when out of memory. */
 static size_t layout_ints(exec_xrank *x, const int *caps, void **ints_mem, pl_err *e) {
-    size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
+    size_t bh = (size_t)x->d.b * x->d.h, sf = exec_block_state_floats(&x->d), scr = exec_block_scratch_floats(&x->d);
     size_t n_int = (size_t)caps[CAP_IN] + (size_t)caps[CAP_OUT] + (size_t)caps[CAP_GIN];
     for (int q = 0; q < x->nst; q++)
         n_int += (size_t)caps[CAP_OF(q, CAP_VER)] + (size_t)caps[CAP_OF(q, CAP_ACT)] + (size_t)caps[CAP_OF(q, CAP_WG)] +
@@ -52,10 +52,10 @@ static size_t layout_ints(exec_xrank *x, const int *caps, void **ints_mem, pl_er
     int mom = x->cfg->momentum != 0.0;
     /* every buffer starts on a 64-byte line (slots are padded to 16 floats): aligned GEMM
      * operands, and no line shared by two buffers */
-    size_t floats = ((size_t)caps[CAP_IN] + (size_t)caps[CAP_OUT] + (size_t)caps[CAP_GIN]) * al16(bh) + al16(bf + bh);
+    size_t floats = ((size_t)caps[CAP_IN] + (size_t)caps[CAP_OUT] + (size_t)caps[CAP_GIN]) * al16(bh) + al16(scr + bh);
     for (int q = 0; q < x->nst; q++) {
         exec_xstage *st = &x->st[q];
-        size_t actf = (size_t)(st->nb - 1) * bh + 2 * (size_t)st->nb * bf, wgf = (size_t)(st->nb - 1) * bh;
+        size_t actf = (size_t)(st->nb - 1) * bh + (size_t)st->nb * sf, wgf = (size_t)(st->nb - 1) * bh;
         pool_set(&st->ver, caps[CAP_OF(q, CAP_VER)], st->pfloats, &ip);
         pool_set(&st->act, caps[CAP_OF(q, CAP_ACT)], actf, &ip);
         pool_set(&st->wg, caps[CAP_OF(q, CAP_WG)], wgf, &ip);
@@ -75,10 +75,10 @@ static size_t layout_ints(exec_xrank *x, const int *caps, void **ints_mem, pl_er
 /* Starts x's memory accounting: what a rank holds from the start (scratch, gradients, optimizer
  * state), as current and peak. */
 static void mem_start(exec_xrank *x) {
-    size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
+    size_t bh = (size_t)x->d.b * x->d.h, scr = exec_block_scratch_floats(&x->d);
     int mom = x->cfg->momentum != 0.0;
     memset(&x->cur, 0, sizeof x->cur);
-    x->cur.scratch_bytes = (bf + bh) * sizeof(float);
+    x->cur.scratch_bytes = (scr + bh) * sizeof(float);
     for (int q = 0; q < x->nst; q++) {
         x->cur.grads_bytes += x->st[q].pfloats * sizeof(float);
         if (mom) x->cur.optim_bytes += x->st[q].pfloats * sizeof(float);
@@ -92,7 +92,7 @@ static void mem_start(exec_xrank *x) {
 /* Makes the one allocation of the rank (floats, a multiple of a cache line), points the pools
  * into it in layout_ints' order and writes every stage's initial weights. PL_OK or PL_ENOMEM. */
 static int layout_floats(exec_xrank *x, size_t floats, pl_err *e) {
-    size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
+    size_t bh = (size_t)x->d.b * x->d.h, scr = exec_block_scratch_floats(&x->d);
     x->arena = aligned_alloc(EXEC_LINE_BYTES, floats * sizeof(float));
     if (!x->arena) {
         pl_errf(e, PL_ENOMEM, "rank %d: cannot allocate %zu bytes", x->r, floats * sizeof(float));
@@ -104,7 +104,7 @@ static int layout_floats(exec_xrank *x, size_t floats, pl_err *e) {
     x->in.base = p;  p += (size_t)x->in.cap * x->in.stride;
     x->out.base = p; p += (size_t)x->out.cap * x->out.stride;
     x->gin.base = p; p += (size_t)x->gin.cap * x->gin.stride;
-    x->scratch = p;  p += al16(bf + bh);
+    x->scratch = p;  p += al16(scr + bh);
     for (int q = 0; q < x->nst; q++) {
         exec_xstage *st = &x->st[q];
         st->ver.base = p; p += (size_t)st->ver.cap * st->ver.stride;

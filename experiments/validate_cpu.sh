@@ -23,21 +23,33 @@
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
 # the database), whose summary (the busiest rank's compute error beside the iteration error)
 # is printed at the end.
+# --broad: instead of that grid, 70 configurations on 2 ranks (experiments/validate_broad.sh
+# lists them): all ten schedule kinds, recomputation on and off, both blocks (the dense block
+# at widths 128 to 1024, depths 4 to 12, microbatches of 8 to 32 rows; the transformer block at
+# widths 128 to 512, sequences of 32 to 128 tokens, 1 to 4 per microbatch), m from 2 to 16
+# (p to 8p); 10 timed passes, 60 profile repetitions; up to about 15 minutes on an idle 2-core
+# machine. Its targets (issue 16): iteration-time MAPE <= 2%, largest error <= 5%, bubble
+# fraction within 1.5 points on average, peak memory within 2%; the summary prints each with
+# the signed mean error.
 # Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
-# TIMED (timed passes, 20), TRACE (1), DEPTH (8),
+# TIMED (timed passes, 20; 10 with --broad), TRACE (1), DEPTH (8),
 # PROFILE (between | before | once), PREPS (profile repetitions, 100), PCONC (before and once:
 # profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, BUSY_MAX, RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
-source "$(dirname "$0")/lib.sh" "$@"
+BROAD=0
+ARGS=()
+for a in "$@"; do if [ "$a" = --broad ]; then BROAD=1; else ARGS+=("$a"); fi; done
+source "$(dirname "$0")/lib.sh" ${ARGS[@]+"${ARGS[@]}"}
+source experiments/validate_broad.sh
 KINDS=${KINDS:-gpipe 1f1b zb-h1 interleaved}
 TRACE=${TRACE:-1}
 WIDTHS=${WIDTHS:-256 512}
 MICROBATCHES=${MICROBATCHES:-4 8}
-TIMED=${TIMED:-20}
+TIMED=${TIMED:-$([ "$BROAD" = 1 ] && echo 10 || echo 20)}
 DEPTH=${DEPTH:-8}
 PROFILE=${PROFILE:-between}
-PREPS=${PREPS:-100}
+PREPS=${PREPS:-$([ "$BROAD" = 1 ] && echo 60 || echo 100)}
 PCONC=${PCONC:-2}
 QUIET_WAIT=${QUIET_WAIT:-120}
 BUSY_MAX=${BUSY_MAX:-10}
@@ -46,6 +58,7 @@ BUSY_DB=${DB%.db}.busy.db
 TRY_DB=${DB%.db}.try.db
 LOG=${DB%.db}.contention
 source experiments/cpu_share.sh
+declare -A SEEN
 if [ "$PLOT_ONLY" = 0 ]; then rm -f "$BUSY_DB" "$LOG"; fi
 WAITED=0
 # Waits, within the QUIET_WAIT budget, until the others use under BUSY_MAX percent for 1 s.
@@ -70,42 +83,44 @@ quiet_try() {
 }
 clear_try() { rm -f "$TRY_DB" "$TRY_DB-wal" "$TRY_DB-shm"; }
 
+# The configurations, one a line: "KIND M RECOMPUTE MODEL-SPEC" (validate_broad.sh).
+if [ "$BROAD" = 1 ]; then POINTS=$(broad_points); else
+    POINTS=$(for h in $WIDTHS; do for m in $MICROBATCHES; do for kind in $KINDS; do
+        echo "$kind $m none mlp:width=$h,depth=$DEPTH,microbatch=16"; done; done; done)
+fi
 t0=$(date +%s)
-for h in $WIDTHS; do
-    PROF=$OUT/$NAME.profile-h$h.csv
-    # PROFILE=once: measured once per width and invocation, before the first run of that width on
-    # this shard, and read by all of them.
-    [ "$PLOT_ONLY" = 1 ] || rm -f "$PROF"
-    for m in $MICROBATCHES; do
-        for kind in $KINDS; do
-            extra=""
-            [ "$TRACE" = 0 ] || extra="--trace"
-            [ "$kind" = interleaved ] && extra="$extra --chunks 2"
-            run_one() {
-                if [ "$PROFILE" = once ]; then
-                    if [ ! -f "$PROF" ]; then
-                        quiet_try "$PL" profile --width "$h" --depth "$DEPTH" --reps "$PREPS" --concurrency "$PCONC" -o "$PROF" >/dev/null || exit 1
-                        echo "profile h=$h (F I W of block 1, s): $(grep -v '^#' "$PROF" | sed -n 3p | cut -d, -f3-5 | tr , ' ') (others ${OTHERS}%)"
-                    fi
-                    PROFILE_ARG="--profile $PROF"
-                elif [ "$PROFILE" = before ]; then
-                    PROFILE_ARG="--profile-timing before --profile-reps $PREPS --profile-concurrency $PCONC" # by the run itself, just before it
-                else
-                    PROFILE_ARG="--profile-timing between --profile-reps $PREPS" # by the run's workers, between its passes
-                fi
-                # shellcheck disable=SC2086
-                BEFORE=clear_try quiet_try "$PL" run --kind "$kind" --ranks 2 --microbatches "$m" $extra --width "$h" --depth "$DEPTH" \
-                    --timed "$TIMED" $PROFILE_ARG --tag "$NAME" --db "$TRY_DB" --format csv >/dev/null || exit 1
-                local into=$DB
-                [ "$OTHERS" -lt "$BUSY_MAX" ] || into=$BUSY_DB
-                echo "$kind m=$m h=$h others=${OTHERS}% -> $(basename "$into")" >> "$LOG"
-                "$PL" db merge "$TRY_DB" -o "$into" >/dev/null 2>&1 || { echo "$0: merging $TRY_DB into $into failed" >&2; exit 1; }
-                clear_try
-            }
-            point run_one
-        done
-    done
-done
+while read -r kind m recompute spec; do
+    PROF=$OUT/$NAME.profile-$(echo "$spec" | tr ':,=' '_+-').csv
+    # PROFILE=once: measured once per model and invocation, before the first run of that model
+    # on this shard, and read by all of them.
+    [ "$PLOT_ONLY" = 1 ] || [ -n "${SEEN[$PROF]:-}" ] || rm -f "$PROF"
+    SEEN[$PROF]=1
+    extra="--recompute $recompute"
+    [ "$TRACE" = 0 ] || extra="$extra --trace"
+    case "$kind" in interleaved|looped-bfs) extra="$extra --chunks 2" ;; esac
+    run_one() {
+        if [ "$PROFILE" = once ]; then
+            if [ ! -f "$PROF" ]; then
+                quiet_try "$PL" profile --model "$spec" --reps "$PREPS" --concurrency "$PCONC" -o "$PROF" >/dev/null || exit 1
+                echo "profile $spec (F I W of block 1, s): $(grep -v '^#' "$PROF" | sed -n 3p | cut -d, -f3-5 | tr , ' ') (others ${OTHERS}%)"
+            fi
+            PROFILE_ARG="--profile $PROF"
+        elif [ "$PROFILE" = before ]; then
+            PROFILE_ARG="--profile-timing before --profile-reps $PREPS --profile-concurrency $PCONC" # by the run itself, just before it
+        else
+            PROFILE_ARG="--profile-timing between --profile-reps $PREPS" # by the run's workers, between its passes
+        fi
+        # shellcheck disable=SC2086
+        BEFORE=clear_try quiet_try "$PL" run --kind "$kind" --ranks 2 --microbatches "$m" $extra --model "$spec" \
+            --timed "$TIMED" $PROFILE_ARG --tag "$NAME" --db "$TRY_DB" --format csv >/dev/null || exit 1
+        local into=$DB
+        [ "$OTHERS" -lt "$BUSY_MAX" ] || into=$BUSY_DB
+        echo "$kind m=$m recompute=$recompute $spec others=${OTHERS}% -> $(basename "$into")" >> "$LOG"
+        "$PL" db merge "$TRY_DB" -o "$into" >/dev/null 2>&1 || { echo "$0: merging $TRY_DB into $into failed" >&2; exit 1; }
+        clear_try
+    }
+    point run_one
+done <<< "$POINTS"
 if [ "$PLOT_ONLY" = 0 ]; then
     echo "runs took $(($(date +%s) - t0)) s (${WAITED} s waiting for a quiet machine)"
     echo "CPU share of other processes during each run (>= ${BUSY_MAX}% kept apart in $(basename "$BUSY_DB")):"
@@ -116,6 +131,8 @@ echo
 if [ -f "$DB" ]; then
     echo "== predicted against measured, quiet machine ($DB)"
     "$PL" compare --db "$DB" --tag "$NAME"
+    echo
+    "$PL" compare --db "$DB" --tag "$NAME" --format csv | broad_targets
     if [ "$TRACE" != 0 ]; then
         "$PL" compare --db "$DB" --tag "$NAME" --actions -o "${DB%.db}.actions.txt"
         echo

@@ -181,11 +181,16 @@ int cx_gemm(cx_gemm_ctx *g, int ta, int tb, int M, int N, int K, const float *A,
 
 int cx_block_forward(cx_gemm_ctx *g, const exec_dims *d, const cx_dparams *p, const float *x, float *hpre, float *act,
                      float *y, pl_err *e) {
+    return cx_mlp_forward(g, d, p, x, x, hpre, act, y, e);
+}
+
+int cx_mlp_forward(cx_gemm_ctx *g, const exec_dims *d, const cx_dparams *p, const float *xin, const float *xres,
+                   float *hpre, float *act, float *y, pl_err *e) {
     int h = d->h, f = d->f, b = d->b;
-    /* hpre [b, f] = x [b, h] . W1^T */
-    if (cx_gemm(g, 0, 1, b, f, h, x, NULL, h, p->w1, p->w1b, h, 0.0f, hpre, f, e)) return e->code;
+    /* hpre [b, f] = xin [b, h] . W1^T */
+    if (cx_gemm(g, 0, 1, b, f, h, xin, NULL, h, p->w1, p->w1b, h, 0.0f, hpre, f, e)) return e->code;
     CXC(cxk_bias_gelu(g->st, hpre, p->b1, act, b, f));
-    CXC(cxk_residual_bias(g->st, y, x, p->b2, b, h));
+    CXC(cxk_residual_bias(g->st, y, xres, p->b2, b, h));
     /* y [b, h] += act [b, f] . W2^T */
     if (cx_gemm(g, 0, 1, b, h, f, act, NULL, f, p->w2, p->w2b, f, 1.0f, y, h, e)) return e->code;
     return PL_OK;

@@ -26,8 +26,6 @@
  * between polls. */
 #define CX_WAIT_SPINS 2000
 #define CX_WAIT_NAP_NS 20000L
-/* GEMMs of one block per action at most: F 2, I 2 (+2 recomputed), W 2; 8 covers B and OVERLAP. */
-#define CX_GEMMS_PER_BLOCK 8L
 /* The most GEMMs of a pass that are timed (events are made for each). */
 #define CX_MAX_TIMED_GEMMS (1 << 26)
 /* The per-action tables of a rank: send_rank, send_slot, recv_slot. */
@@ -142,25 +140,25 @@ static cx_dparams params(const cx_rank *c, const exec_xstage *st, int ver, int k
 
 /* ---------------------------------------------------------------- the model on the GPU */
 
-static int block_forward(cx_rank *c, const cx_dparams *p, const float *x, float *hpre, float *act, float *y, pl_err *e) {
-    return cx_block_forward(&c->g, &c->x.d, p, x, hpre, act, y, e);
+static int block_forward(cx_rank *c, const cx_dparams *p, const float *x, float *state, float *y, pl_err *e) {
+    return cx_blk_forward(&c->g, &c->x.d, p, x, state, y, e);
 }
 
-static int block_backward_i(cx_rank *c, const cx_dparams *p, float *hd, const float *gy, float *gx, pl_err *e) {
-    float *da = c->d_arena + (c->x.scratch - c->x.arena); /* the rank's scratch: dA [b f] */
-    return cx_block_backward_i(&c->g, &c->x.d, p, hd, gy, gx, da, e);
-}
-
-static int block_backward_w(cx_rank *c, const float *x, const float *act, const float *dh, const float *gy, float *gp,
+static int block_backward_i(cx_rank *c, const cx_dparams *p, const float *x, float *state, const float *gy, float *gx,
                             pl_err *e) {
-    return cx_block_backward_w(&c->g, &c->x.d, x, act, dh, gy, gp, e);
+    float *scr = c->d_arena + (c->x.scratch - c->x.arena); /* the rank's scratch (the block's backward's) */
+    return cx_blk_backward_i(&c->g, &c->x.d, p, x, state, gy, gx, scr, e);
+}
+
+static int block_backward_w(cx_rank *c, const float *x, const float *state, const float *gy, float *gp, pl_err *e) {
+    return cx_blk_backward_w(&c->g, &c->x.d, x, state, gy, gp, e);
 }
 
 /* The stage's blocks forward with version ver from v's input; the last output goes to y. */
 static int stage_forward(cx_rank *c, const exec_xstage *st, int ver, const exec_xview *v, float *y, pl_err *e) {
     for (int k = 0; k < st->nb; k++) {
         cx_dparams p = params(c, st, ver, k);
-        if (block_forward(c, &p, exec_xv_x(v, k), exec_xv_hd(v, k), exec_xv_a(v, k), k == st->nb - 1 ? y : exec_xv_x(v, k + 1), e))
+        if (block_forward(c, &p, exec_xv_x(v, k), exec_xv_state(v, k), k == st->nb - 1 ? y : exec_xv_x(v, k + 1), e))
             return e->code;
     }
     return PL_OK;
@@ -175,7 +173,8 @@ static int out_ready(cx_rank *c, int o, pl_err *e) {
     return PL_OK;
 }
 
-/* The rank's scratch as a device pointer: [b f] dA, then a throw-away [b h]. */
+/* The rank's scratch as a device pointer: the backward's (exec_block_scratch_floats), then a
+ * throw-away [b h]. */
 static float *dscratch(const cx_rank *c) { return c->d_arena + (c->x.scratch - c->x.arena); }
 
 /* ---------------------------------------------------------------- compute actions (worker.c's compute, on the GPU) */
@@ -204,12 +203,14 @@ static int do_i(cx_rank *c, int s, int j, pl_err *e) {
     if (exec_xrank_i_begin(x, s, j, &b, e) != PL_OK) return e->code;
     exec_xstage *st = b.st;
     exec_xview v = dview_of(c, st, j);
-    if (b.recompute && stage_forward(c, st, b.ver, &v, dscratch(c) + (size_t)x->d.b * x->d.f, e)) return e->code; /* recomputation */
+    if (b.recompute && stage_forward(c, st, b.ver, &v, dscratch(c) + exec_block_scratch_floats(&x->d), e))
+        return e->code; /* recomputation */
     if (b.gx == &x->out && out_ready(c, b.gx_slot, e)) return e->code;
     float *gx = b.gx ? dslot(c, b.gx, b.gx_slot) : NULL;
     for (int k = st->nb - 1; k >= 0; k--) {
         cx_dparams p = params(c, st, b.ver, k);
-        if (block_backward_i(c, &p, exec_xv_hd(&v, k), exec_xv_g(&v, k + 1), k > 0 ? exec_xv_g(&v, k) : gx, e)) return e->code;
+        if (block_backward_i(c, &p, exec_xv_x(&v, k), exec_xv_state(&v, k), exec_xv_g(&v, k + 1), k > 0 ? exec_xv_g(&v, k) : gx, e))
+            return e->code;
     }
     st->flags[j] |= XS_IDONE;
     return PL_OK;
@@ -224,7 +225,7 @@ static int do_w(cx_rank *c, int s, int j, pl_err *e) {
     size_t nf = exec_block_floats(&x->d);
     float *grad = dev_of(c, st->grad);
     for (int k = st->nb - 1; k >= 0; k--)
-        if (block_backward_w(c, exec_xv_x(&v, k), exec_xv_a(&v, k), exec_xv_hd(&v, k), exec_xv_g(&v, k + 1), grad + (size_t)k * nf, e))
+        if (block_backward_w(c, exec_xv_x(&v, k), exec_xv_state(&v, k), exec_xv_g(&v, k + 1), grad + (size_t)k * nf, e))
             return e->code;
     exec_xrank_w_end(x, st, j);
     return PL_OK;
@@ -365,7 +366,7 @@ static int gemm_bound(const cx_rank *c) {
         if (a->stage >= 0 && a->stage < x->s->stages && x->loc[a->stage] >= 0) nb += x->st[x->loc[a->stage]].nb;
         if (a->kind == SCHED_OVERLAP && a->stage2 >= 0 && a->stage2 < x->s->stages && x->loc[a->stage2] >= 0)
             nb += x->st[x->loc[a->stage2]].nb;
-        n += CX_GEMMS_PER_BLOCK * nb;
+        n += cx_blk_gemms(&x->d) * nb;
     }
     return n > CX_MAX_TIMED_GEMMS ? CX_MAX_TIMED_GEMMS : (int)n;
 }
@@ -755,7 +756,9 @@ int cx_check_config(const exec_config *c, pl_err *e) {
         return pl_errf(e, PL_EINPUT, "profiling between the passes is the CPU executor's (profile the GPU before the run)");
     if (c->replicas) /* the CUDA worker's REDUCE_GRAD reduces nothing: refuse rather than train unsynchronized */
         return pl_errf(e, PL_EINPUT, "replicated stages (exec_config.replicas) run on the CPU executor only");
-    return PL_OK;
+    exec_dims d;
+    exec_dims_of(c, &d);
+    return cx_check_block(&d, (int)c->precision, e);
 }
 
 /* Pairs every SEND with its RECV: the receiving rank and the receive slot (the RECV's index

@@ -42,6 +42,24 @@ cudaError_t cxk_sgd(cudaStream_t st, const float *w, float *o, float *grad, floa
 cudaError_t cxk_to_bf16(cudaStream_t st, uint16_t *dst, const float *src, size_t n);
 /* x [n] = pseudo-random values in [-1, 1) from seed. */
 cudaError_t cxk_fill_uniform(cudaStream_t st, float *x, size_t n, unsigned long long seed);
+/* The transformer block's kernels (gpt.c's loops on the GPU; one thread block per row, sums in
+ * double as the CPU's). LayerNorm forward: y [rows, cols] = g (x - mean) rstd + be, keeping each
+ * row's mean and rstd = 1 / sqrt(var + eps). */
+cudaError_t cxk_ln_fwd(cudaStream_t st, const float *x, const float *g, const float *be, float *y, float *mean, float *rstd,
+                       int rows, int cols);
+/* LayerNorm input gradient: gx = res + rstd (dy g - mean(dy g) - xh mean(dy g xh)). */
+cudaError_t cxk_ln_bwd(cudaStream_t st, const float *x, const float *mean, const float *rstd, const float *g,
+                       const float *dy, const float *res, float *gx, int rows, int cols);
+/* LayerNorm gain and bias gradients: dg [cols] += sum_r dy xh, dbe [cols] += sum_r dy. */
+cudaError_t cxk_ln_bwd_w(cudaStream_t st, const float *x, const float *mean, const float *rstd, const float *dy, float *dg,
+                         float *dbe, int rows, int cols);
+/* Causal softmax in place over rows score rows of S entries (row r is query r mod S): p = exp(s
+ * scale - max) / sum over j <= i, 0 for j > i. */
+cudaError_t cxk_softmax_causal(cudaStream_t st, float *p, int rows, int S, float scale);
+/* Its backward in place: dp -> p (dp - sum_j p dp) scale (row by row, p from the forward). */
+cudaError_t cxk_softmax_bwd(cudaStream_t st, const float *p, float *dp, int rows, int S, float scale);
+/* y [rows, cols] = bias [cols] in every row. */
+cudaError_t cxk_rows_bias(cudaStream_t st, float *y, const float *bias, int rows, int cols);
 
 #ifdef __cplusplus
 }
@@ -114,6 +132,29 @@ int cx_block_backward_i(cx_gemm_ctx *g, const struct exec_dims *d, const cx_dpar
  * dW2 += gy^T act, db2 += sum gy. */
 int cx_block_backward_w(cx_gemm_ctx *g, const struct exec_dims *d, const float *x, const float *act, const float *dh,
                         const float *gy, float *gp, pl_err *e);
+
+/* The dense block's MLP with its input and residual apart (exec_mlp_forward on the GPU):
+ * hpre = xin W1^T + b1, act = gelu(hpre), y = xres + act W2^T + b2. cx_block_forward is it
+ * with xin = xres = x. */
+int cx_mlp_forward(cx_gemm_ctx *g, const struct exec_dims *d, const cx_dparams *p, const float *xin, const float *xres,
+                   float *hpre, float *act, float *y, pl_err *e);
+
+/* Any block (exec_config.block) on g's stream, with the CPU's state layout (exec_block_state_
+ * floats; the transformer's: exec_gpt_state_at) and scratch (exec_block_scratch_floats): what
+ * the runs and the profiler call (cuda_gpt.c). The transformer block runs its GEMMs in fp32 or
+ * tf32 (bf16 runs refuse it: cx_check_block). p->w1 is the block's first parameter. */
+int cx_blk_forward(cx_gemm_ctx *g, const struct exec_dims *d, const cx_dparams *p, const float *x, float *state, float *y,
+                   pl_err *e);
+int cx_blk_backward_i(cx_gemm_ctx *g, const struct exec_dims *d, const cx_dparams *p, const float *x, float *state,
+                      const float *gy, float *gx, float *scratch, pl_err *e);
+int cx_blk_backward_w(cx_gemm_ctx *g, const struct exec_dims *d, const float *x, const float *state, const float *gy,
+                      float *gp, pl_err *e);
+/* Upper bound of the GEMMs one block issues for a microbatch in F, I and W together, with a
+ * recomputed F (the GEMM timing events). */
+long cx_blk_gemms(const struct exec_dims *d);
+/* Refuses what the CUDA backend does not run for this block: PL_OK, or PL_EINPUT saying so
+ * (the transformer block in bf16). */
+int cx_check_block(const struct exec_dims *d, int precision, pl_err *e);
 
 /* ---------------------------------------------------------------- green contexts */
 

@@ -150,7 +150,153 @@ __global__ static void k_fill_uniform(float *x, size_t n, unsigned long long see
     }
 }
 
+/* ---------------------------------------------------------------- the transformer block's rows */
+
+/* Threads of a row's block (a power of two: the reductions halve it). */
+#define CXK_ROW_THREADS 128u
+/* LayerNorm's epsilon: gpt.c's. */
+#define CXK_LN_EPS 1e-5
+
+/* Returns the sum of v over the thread block (every thread gets it); sh holds blockDim.x doubles. */
+__device__ static double block_sum(double v, double *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    double s = sh[0];
+    __syncthreads();
+    return s;
+}
+
+/* Returns the maximum of v over the thread block (every thread gets it). */
+__device__ static float block_max(float v, float *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + w]);
+        __syncthreads();
+    }
+    float m = sh[0];
+    __syncthreads();
+    return m;
+}
+
+__global__ static void k_ln_fwd(const float *x, const float *g, const float *be, float *y, float *mean, float *rstd, int cols) {
+    __shared__ double sh[CXK_ROW_THREADS];
+    const float *xr = x + (size_t)blockIdx.x * cols;
+    float *yr = y + (size_t)blockIdx.x * cols;
+    double s = 0;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) s += xr[c];
+    double mu = block_sum(s, sh) / cols, ss = 0;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) ss += ((double)xr[c] - mu) * ((double)xr[c] - mu);
+    float m = (float)mu, rs = (float)(1.0 / sqrt(block_sum(ss, sh) / cols + CXK_LN_EPS));
+    if (threadIdx.x == 0) {
+        mean[blockIdx.x] = m;
+        rstd[blockIdx.x] = rs;
+    }
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = g[c] * ((xr[c] - m) * rs) + be[c];
+}
+
+__global__ static void k_ln_bwd(const float *x, const float *mean, const float *rstd, const float *g, const float *dy,
+                                const float *res, float *gx, int cols) {
+    __shared__ double sh[CXK_ROW_THREADS];
+    size_t o = (size_t)blockIdx.x * cols;
+    float m = mean[blockIdx.x], rs = rstd[blockIdx.x];
+    double s1 = 0, s2 = 0;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        double dxh = (double)dy[o + c] * g[c];
+        s1 += dxh;
+        s2 += dxh * ((x[o + c] - m) * rs);
+    }
+    float a1 = (float)(block_sum(s1, sh) / cols), a2 = (float)(block_sum(s2, sh) / cols);
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        float xh = (x[o + c] - m) * rs;
+        gx[o + c] = res[o + c] + rs * (dy[o + c] * g[c] - a1 - xh * a2);
+    }
+}
+
+/* One thread per column, rows in order (deterministic). */
+__global__ static void k_ln_bwd_w(const float *x, const float *mean, const float *rstd, const float *dy, float *dg, float *dbe,
+                                  int rows, int cols) {
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
+        float sg = 0, sb = 0;
+        for (int r = 0; r < rows; r++) {
+            size_t o = (size_t)r * cols + c;
+            sg += dy[o] * ((x[o] - mean[r]) * rstd[r]);
+            sb += dy[o];
+        }
+        dg[c] += sg;
+        dbe[c] += sb;
+    }
+}
+
+__global__ static void k_softmax_causal(float *p, int S, float scale) {
+    __shared__ double sh[CXK_ROW_THREADS];
+    __shared__ float shm[CXK_ROW_THREADS];
+    float *row = p + (size_t)blockIdx.x * S;
+    int i = (int)(blockIdx.x % (unsigned)S);
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) mx = fmaxf(mx, row[j] * scale);
+    mx = block_max(mx, shm);
+    double s = 0;
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) s += expf(row[j] * scale - mx);
+    float inv = (float)(1.0 / block_sum(s, sh));
+    for (int j = threadIdx.x; j < S; j += blockDim.x) row[j] = j <= i ? expf(row[j] * scale - mx) * inv : 0.0f;
+}
+
+__global__ static void k_softmax_bwd(const float *p, float *dp, int S, float scale) {
+    __shared__ double sh[CXK_ROW_THREADS];
+    size_t o = (size_t)blockIdx.x * S;
+    double s = 0;
+    for (int j = threadIdx.x; j < S; j += blockDim.x) s += (double)p[o + j] * dp[o + j];
+    float dot = (float)block_sum(s, sh);
+    for (int j = threadIdx.x; j < S; j += blockDim.x) dp[o + j] = p[o + j] * (dp[o + j] - dot) * scale;
+}
+
+__global__ static void k_rows_bias(float *y, const float *bias, size_t rows, int cols) {
+    size_t n = rows * (size_t)cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = bias[i % (size_t)cols];
+}
+
 extern "C" {
+
+cudaError_t cxk_ln_fwd(cudaStream_t st, const float *x, const float *g, const float *be, float *y, float *mean, float *rstd,
+                       int rows, int cols) {
+    k_ln_fwd<<<(unsigned)rows, CXK_ROW_THREADS, 0, st>>>(x, g, be, y, mean, rstd, cols);
+    return cudaGetLastError();
+}
+
+cudaError_t cxk_ln_bwd(cudaStream_t st, const float *x, const float *mean, const float *rstd, const float *g,
+                       const float *dy, const float *res, float *gx, int rows, int cols) {
+    k_ln_bwd<<<(unsigned)rows, CXK_ROW_THREADS, 0, st>>>(x, mean, rstd, g, dy, res, gx, cols);
+    return cudaGetLastError();
+}
+
+cudaError_t cxk_ln_bwd_w(cudaStream_t st, const float *x, const float *mean, const float *rstd, const float *dy, float *dg,
+                         float *dbe, int rows, int cols) {
+    k_ln_bwd_w<<<grid_for((size_t)cols, CXK_COLSUM_THREADS), CXK_COLSUM_THREADS, 0, st>>>(x, mean, rstd, dy, dg, dbe, rows, cols);
+    return cudaGetLastError();
+}
+
+cudaError_t cxk_softmax_causal(cudaStream_t st, float *p, int rows, int S, float scale) {
+    k_softmax_causal<<<(unsigned)rows, CXK_ROW_THREADS, 0, st>>>(p, S, scale);
+    return cudaGetLastError();
+}
+
+cudaError_t cxk_softmax_bwd(cudaStream_t st, const float *p, float *dp, int rows, int S, float scale) {
+    k_softmax_bwd<<<(unsigned)rows, CXK_ROW_THREADS, 0, st>>>(p, dp, S, scale);
+    return cudaGetLastError();
+}
+
+cudaError_t cxk_rows_bias(cudaStream_t st, float *y, const float *bias, int rows, int cols) {
+    size_t n = (size_t)rows * cols;
+    k_rows_bias<<<grid_for(n, CXK_THREADS), CXK_THREADS, 0, st>>>(y, bias, (size_t)rows, cols);
+    return cudaGetLastError();
+}
+
 
 cudaError_t cxk_bias_gelu(cudaStream_t st, float *hpre, const float *b, float *act, int rows, int cols) {
     size_t n = (size_t)rows * cols;

@@ -35,21 +35,22 @@ typedef struct prof {
     cudaStream_t st;
     cx_green green;
     char *mem;
-    float *w, *gr, *m, *x, *hd, *a, *out, *gb, *t, *scratch; /* see prof_alloc */
+    float *w, *gr, *m, *x, *state, *out, *gb, *t, *scratch; /* see prof_alloc */
     uint16_t *wb;
     cudaEvent_t *ev;  /* [2 npairs] */
     int npairs;
 } prof;
 
 /* Lays out and allocates: w, gr, m [L nf]; wb [L nf] bf16; per slot s and block l the block's
- * input x [b h], H/dH hd [b f], act a [b f]; out [S, b h] outputs; gb [(L+1), b h] boundary
- * gradients; t [b h] targets; scratch [b f]; bf16 operand scratch. */
+ * input x [b h] and state [sf] (exec_block_state_floats); out [S, b h] outputs; gb [(L+1), b h]
+ * boundary gradients; t [b h] targets; the backward's scratch; bf16 operand scratch. */
 static int prof_alloc(prof *q, const exec_config *cfg, pl_err *e) {
     size_t nf = exec_block_floats(&q->d), bh = (size_t)q->d.b * q->d.h, bf = (size_t)q->d.b * q->d.f;
+    size_t sf = exec_block_state_floats(&q->d), scr = exec_block_scratch_floats(&q->d);
     size_t L = (size_t)q->L, S = (size_t)q->S;
     size_t opn = bf > bh ? bf : bh;
-    size_t n_f = cx_al64(L * nf) * (2 + (size_t)q->mom) + cx_al64(S * L * bh) + 2 * cx_al64(S * L * bf) +
-                 cx_al64(S * bh) + cx_al64((L + 1) * bh) + cx_al64(bh) + cx_al64(bf);
+    size_t n_f = cx_al64(L * nf) * (2 + (size_t)q->mom) + cx_al64(S * L * bh) + cx_al64(S * L * sf) +
+                 cx_al64(S * bh) + cx_al64((L + 1) * bh) + cx_al64(bh) + cx_al64(scr);
     size_t bytes = n_f * sizeof(float) + (cx_al64(L * nf) + 2 * cx_al64(opn)) * 2;
     void *mem = NULL;
     cudaError_t st = cudaMalloc(&mem, bytes);
@@ -64,12 +65,11 @@ static int prof_alloc(prof *q, const exec_config *cfg, pl_err *e) {
     q->m = NULL;
     if (q->mom) { q->m = p; p += cx_al64(L * nf); }
     q->x = p; p += cx_al64(S * L * bh);
-    q->hd = p; p += cx_al64(S * L * bf);
-    q->a = p; p += cx_al64(S * L * bf);
+    q->state = p; p += cx_al64(S * L * sf);
     q->out = p; p += cx_al64(S * bh);
     q->gb = p; p += cx_al64((L + 1) * bh);
     q->t = p; p += cx_al64(bh);
-    q->scratch = p; p += cx_al64(bf);
+    q->scratch = p; p += cx_al64(scr);
     uint16_t *h = (uint16_t *)(void *)p;
     q->wb = h; h += cx_al64(L * nf);
     q->g.bfa = h; h += cx_al64(opn);
@@ -115,7 +115,7 @@ static cx_dparams prof_params(const prof *q, int l) {
  * last block down, then a STEP of every block; event pairs in the order F (S L), I (S L),
  * W (S L), STEP (L). */
 static int prof_round(prof *q, const exec_config *cfg, pl_err *e) {
-    size_t nf = exec_block_floats(&q->d), bh = (size_t)q->d.b * q->d.h, bf = (size_t)q->d.b * q->d.f;
+    size_t nf = exec_block_floats(&q->d), bh = (size_t)q->d.b * q->d.h, sf = exec_block_state_floats(&q->d);
     int L = q->L, S = q->S, k = 0, SL = S * L;
     for (int s = 0; s < S; s++)
         for (int l = 0; l < L; l++) {
@@ -123,7 +123,7 @@ static int prof_round(prof *q, const exec_config *cfg, pl_err *e) {
             size_t at = (size_t)s * L + (size_t)l;
             float *y = l == L - 1 ? q->out + (size_t)s * bh : q->x + (at + 1) * bh;
             CXC(cudaEventRecord(q->ev[2 * k], q->st));
-            if (cx_block_forward(&q->g, &q->d, &p, q->x + at * bh, q->hd + at * bf, q->a + at * bf, y, e)) return e->code;
+            if (cx_blk_forward(&q->g, &q->d, &p, q->x + at * bh, q->state + at * sf, y, e)) return e->code;
             CXC(cudaEventRecord(q->ev[2 * k + 1], q->st));
             k++;
         }
@@ -135,14 +135,14 @@ static int prof_round(prof *q, const exec_config *cfg, pl_err *e) {
             cx_dparams p = prof_params(q, l);
             size_t at = (size_t)s * L + (size_t)l;
             CXC(cudaEventRecord(q->ev[2 * ki], q->st));
-            if (cx_block_backward_i(&q->g, &q->d, &p, q->hd + at * bf, q->gb + (size_t)(l + 1) * bh, q->gb + (size_t)l * bh,
-                                    q->scratch, e))
+            if (cx_blk_backward_i(&q->g, &q->d, &p, q->x + at * bh, q->state + at * sf, q->gb + (size_t)(l + 1) * bh,
+                                  q->gb + (size_t)l * bh, q->scratch, e))
                 return e->code;
             CXC(cudaEventRecord(q->ev[2 * ki + 1], q->st));
             ki++;
             CXC(cudaEventRecord(q->ev[2 * kw], q->st));
-            if (cx_block_backward_w(&q->g, &q->d, q->x + at * bh, q->a + at * bf, q->hd + at * bf, q->gb + (size_t)(l + 1) * bh,
-                                    q->gr + (size_t)l * nf, e))
+            if (cx_blk_backward_w(&q->g, &q->d, q->x + at * bh, q->state + at * sf, q->gb + (size_t)(l + 1) * bh,
+                                  q->gr + (size_t)l * nf, e))
                 return e->code;
             CXC(cudaEventRecord(q->ev[2 * kw + 1], q->st));
             kw++;
@@ -180,10 +180,11 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
     if (cfg->hidden < 1 || cfg->microbatch_size < 1 || cfg->layers < 1 || cfg->ffn < 0)
         return pl_errf(e, PL_EINPUT, "profile: width, depth and microbatch size must be at least 1");
     if (!exec_precision_name(cfg->precision)) return pl_errf(e, PL_EINPUT, "unknown precision %d", (int)cfg->precision);
-    if (exec_cuda_devices(e) < 1) return e->code;
     prof q;
     memset(&q, 0, sizeof q);
     exec_dims_of(cfg, &q.d);
+    if (cx_check_block(&q.d, (int)cfg->precision, e) != PL_OK) return e->code;
+    if (exec_cuda_devices(e) < 1) return e->code;
     size_t nf = exec_block_floats(&q.d);
     q.S = CX_PROFILE_SLOTS;
     q.L = prof_blocks(cfg, nf, concurrency);
@@ -247,10 +248,12 @@ int exec_cuda_profile_csv(const exec_config *cfg, int reps, int concurrency, con
     char name[CX_NAME_MAX] = "GPU";
     pl_err ig;
     int sms = exec_cuda_device_info(0, name, sizeof name, &ig);
-    pl_buf_printf(out, "# pipelab profile: the executor's dense block (Linear %d->%d, GELU, Linear %d->%d, residual), %s GEMMs\n"
+    char desc[EXEC_BLOCK_TEXT_MAX];
+    exec_block_describe(&d, desc, sizeof desc);
+    pl_buf_printf(out, "# pipelab profile: the executor's %s, %s GEMMs\n"
                        "# (fp32 weights and accumulation), CUDA backend on %s (%d SMs)%s%s%s, CUDA events, median of %d\n"
                        "# repetitions per block; every block has this shape.\n",
-                  d.h, d.f, d.f, d.h, exec_precision_name(cfg->precision), name, sms,
+                  desc, exec_precision_name(cfg->precision), name, sms,
                   cfg->sm_split && concurrency > 1 ? ", in a green context of 1/N of the SMs" : "", host ? " on " : "",
                   host ? host : "", reps);
     pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g\n", concurrency, p.step_s);

@@ -7,9 +7,9 @@
 
 #include "exec.h"
 
-/* Returns a small model configuration for the tests: h 32, f 64, L layers, b 4, 3 timed passes
- * and no warm-up, oversubscribed, weights returned (test_exec.c). */
-exec_config small_cfg(int layers);
+/* Returns a small model configuration of the block kind `block` for the tests: L layers, 3
+ * timed passes and no warm-up, oversubscribed, weights returned (test_exec.c's small_cfg). */
+exec_config exec_test_small_cfg(int layers, exec_block_kind block);
 /* Returns the largest |a - b| / (1 + |b|) over n floats (test_exec.c). */
 double max_rel_diff(const float *a, const float *b, size_t n);
 /* Returns 1 when the MPI cases can run: this build has MPI and its mpirun exists

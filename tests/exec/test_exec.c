@@ -24,12 +24,16 @@ static int exec_platform_cores_for_tests(void) {
 /* Block width of the next small_cfg (0 = 32); a width whose block is not a multiple of 16 floats
  * exercises the padded weight-version slots. */
 static int g_hidden = 0;
+/* The block of the next small_cfg: the transformer gets width 16, 2 heads and microbatches of 2
+ * sequences of 4 tokens (8 rows, as small as the dense model's 4 rows and as fast). */
+static exec_block_kind g_block = EXEC_BLOCK_MLP;
 
-/* exec_test.h. */
-exec_config small_cfg(int layers) {
+/* Returns a small model configuration for the tests: h 32 (16 for the transformer), f 2h, L
+ * layers, b 4, 3 timed passes, no warm-up. */
+static exec_config small_cfg(int layers) {
     exec_config c;
     exec_config_default(&c);
-    c.hidden = g_hidden ? g_hidden : 32;
+    c.hidden = g_hidden ? g_hidden : g_block == EXEC_BLOCK_GPT ? 16 : 32;
     c.ffn = 2 * c.hidden;
     c.layers = layers;
     c.microbatch_size = 4;
@@ -41,6 +45,21 @@ exec_config small_cfg(int layers) {
     c.oversubscribe = 1;
     c.return_weights = 1;
     c.timeout_s = 20;
+    if (g_block == EXEC_BLOCK_GPT) {
+        c.block = EXEC_BLOCK_GPT;
+        c.heads = 2;
+        c.seq = 4;
+        c.microbatch_size = 2;
+    }
+    return c;
+}
+
+/* exec_test.h: small_cfg of the block kind `block` (the other test files'). */
+exec_config exec_test_small_cfg(int layers, exec_block_kind block) {
+    exec_block_kind keep = g_block;
+    g_block = block;
+    exec_config c = small_cfg(layers);
+    g_block = keep;
     return c;
 }
 
@@ -180,7 +199,7 @@ static double block_loss64(const exec_dims *d, const double *p, const double *x,
  * (plus 1e-5 absolute for tiny entries) is a loose but meaningful bound: a wrong transpose,
  * GELU derivative or missing residual gives errors of order 1. */
 static void test_gradcheck(void) {
-    exec_dims d = {8, 16, 3, 1};
+    exec_dims d = {.h = 8, .f = 16, .b = 3, .layers = 1};
     size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
     float *p = calloc(nf, sizeof(float)), *g = calloc(nf, sizeof(float));
     float *x = calloc(bh, sizeof(float)), *t = calloc(bh, sizeof(float)), *y = calloc(bh, sizeof(float));
@@ -307,6 +326,23 @@ static void test_zb_h1(void) { sync_schedule("zb-h1", 2, 4, 0, 4); sync_schedule
 static void test_zb_h2(void) { sync_schedule("zb-h2", 2, 4, 0, 4); sync_schedule("zb-h2", 4, 8, 0, 4); }
 static void test_zbv(void) { sync_schedule("zbv", 2, 4, 0, 4); sync_schedule("zbv", 4, 8, 0, 8); }
 static void test_dualpipev(void) { sync_schedule("dualpipev", 2, 4, 0, 4); }
+
+/* The transformer block through every schedule kind, with and without full recomputation,
+ * against the same sequential reference (the arithmetic order is the dense block's case: exact
+ * in practice, SYNC_TOL allowed); full recomputation gives bit-identical weights. */
+static void test_gpt_every_kind(void) {
+    static const struct { const char *kind; int p, m, v, iters; } k[] = {
+        {"gpipe", 2, 4, 0, 0}, {"1f1b", 2, 4, 0, 0}, {"interleaved", 2, 4, 2, 0}, {"looped-bfs", 2, 4, 2, 0},
+        {"zb-h1", 2, 4, 0, 0}, {"zb-h2", 2, 4, 0, 0}, {"zbv", 2, 4, 0, 0}, {"dualpipev", 2, 4, 0, 0},
+        {"pipedream", 2, 4, 0, 2}, {"2bw", 2, 4, 0, 3}};
+    g_block = EXEC_BLOCK_GPT;
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++)
+        for (int rc = SCHED_RECOMPUTE_NONE; rc <= SCHED_RECOMPUTE_FULL; rc++)
+            check_against_reference(k[i].kind, k[i].p, k[i].m, k[i].v, k[i].iters, (sched_recompute)rc,
+                                    k[i].v ? 4 : 2 * k[i].p, SYNC_TOL);
+    test_recompute_identical();
+    g_block = EXEC_BLOCK_MLP;
+}
 
 /* PyTorch's own CSV files train like the sequential reference. A compute_comms file has no
  * STEP (PyTorch steps its optimizer after the schedule): reading it puts one per stage back,
@@ -735,6 +771,7 @@ void exec_test_rank_register(void); /* test_exec_rank.c */
 void exec_test_run_register(void);  /* test_exec_run.c */
 void exec_test_faults_register(void); /* test_exec_faults.c */
 void exec_test_replicas_register(void); /* test_exec_replicas.c */
+void exec_test_gpt_register(void);    /* test_exec_gpt.c */
 
 void pl_test_register(void) {
     static const pl_test_case math[] = {
@@ -760,6 +797,7 @@ void pl_test_register(void) {
         {"momentum and an uneven split", test_momentum_and_split},
         {"stash reference differs from flush", test_stash_differs_from_flush},
         {"loss falls", test_loss_falls},
+        {"transformer: every schedule kind = sequential", test_gpt_every_kind},
         {NULL, NULL}};
     static const pl_test_case mem[] = {
         {"1f1b peak memory closed form", test_memory_closed_form},
@@ -782,4 +820,5 @@ void pl_test_register(void) {
     exec_test_run_register();
     exec_test_faults_register();
     exec_test_replicas_register();
+    exec_test_gpt_register();
 }

@@ -31,7 +31,7 @@ void exec_test_replicas_cli_register(void); /* test_exec_replicas_cli.c */
 
 /* test_exec.c's small model (3 timed passes, no warm-up, oversubscribed) with replicas. */
 static exec_config repl_cfg(int layers, const int *replicas) {
-    exec_config c = small_cfg(layers);
+    exec_config c = exec_test_small_cfg(layers, EXEC_BLOCK_MLP);
     c.replicas = replicas;
     return c;
 }

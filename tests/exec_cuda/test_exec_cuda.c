@@ -17,6 +17,7 @@
 #include "exec_int.h"
 #include "pl_sched.h"
 #include "pl_test.h"
+#include "test_exec_cuda.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -29,7 +30,7 @@ static const double UPDATE_TOL[3] = {1e-3, 2e-2, 8e-2};
 static const double LOSS_TOL[3] = {1e-4, 5e-3, 3e-2};
 
 /* Returns the model configuration of the run tests: h 64, f 128, b 8, 3 timed passes. */
-static exec_config run_cfg(int layers) {
+exec_config run_cfg(int layers) {
     exec_config c;
     exec_config_default(&c);
     c.hidden = 64;
@@ -67,7 +68,7 @@ static sched *lowered(const char *kind, int p, int m, int v, int iters) {
 }
 
 /* Returns ||a - b|| / ||b - base|| (base NULL: / ||b||) over n floats. */
-static double rel_norm(const float *a, const float *b, const float *base, size_t n) {
+double rel_norm(const float *a, const float *b, const float *base, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
         double d = (double)a[i] - (double)b[i], r = base ? (double)b[i] - (double)base[i] : (double)b[i];
@@ -129,7 +130,7 @@ static int all_finite(const float *v, size_t n) {
  * prec against model.c's fp32 functions on the same fresh random inputs, outputs poisoned with
  * NaN before. */
 static void block_case(exec_precision prec, uint64_t seed) {
-    exec_dims d = {96, 200, 7, 3};
+    exec_dims d = {.h = 96, .f = 200, .b = 7, .layers = 3};
     size_t nf = exec_block_floats(&d), bh = (size_t)d.b * d.h, bf = (size_t)d.b * d.f;
     float *p = calloc(nf, sizeof(float)), *x = calloc(bh, sizeof(float)), *gy = calloc(bh, sizeof(float));
     float *hd = calloc(bf, sizeof(float)), *a = calloc(bf, sizeof(float)), *y = calloc(bh, sizeof(float));
@@ -604,4 +605,5 @@ void pl_test_register(void) {
     pl_test_suite("cuda vs cpu", cpu);
     pl_test_suite("cuda sequential", seq);
     pl_test_suite("cuda misc", misc);
+    exec_cuda_test_gpt_register(); /* test_exec_cuda_gpt.c */
 }

@@ -1,0 +1,86 @@
+# shellcheck shell=bash
+# validate_broad.sh: the configurations of `validate_cpu.sh --broad` and the check of its
+# targets (sourced by validate_cpu.sh, not run).
+#
+# broad_points prints 70 configurations, one a line: "KIND M RECOMPUTE MODEL-SPEC". Point n
+# (0..69) takes kind n mod 10 and round r = n / 10 (0..6); every other setting turns with r and
+# the kind at its own period, so that each kind meets both blocks, recomputation on and off and
+# several values of every size, and no size is tied to a kind:
+#   block        transformer when (k + r) is odd, else the dense block
+#   recompute    full when (k + r / 2) is odd
+#   m            2 3 4 6 8 12 16 (p to 8p on 2 ranks; DualPipeV needs m >= 4: 4 for its 2 and 3)
+#   dense        width 128 256 512 768 1024, depth 4 6 8 12, microbatch 8 16 32 rows
+#   transformer  hidden 128 256 384 512 (heads = hidden / 64), seq 32 64 128, 1 2 4 sequences
+#                per microbatch, layers 4 8
+# each made smaller when its work exceeds BROAD_MAX_FLOPS (below).
+BROAD_KINDS=(gpipe 1f1b pipedream 2bw interleaved looped-bfs zb-h1 zb-h2 zbv dualpipev)
+BROAD_M=(2 3 4 6 8 12 16)
+BROAD_WIDTH=(128 256 512 768 1024)
+BROAD_DEPTH=(4 6 8 12)
+BROAD_MBS=(8 16 32)
+BROAD_HIDDEN=(128 256 384 512)
+BROAD_SEQ=(32 64 128)
+BROAD_SEQS=(1 2 4)
+BROAD_LAYERS=(4 8)
+BROAD_ROUNDS=7
+# The most forward FLOPs of one rank's blocks for one microbatch (half the model on 2 ranks).
+# A point above it is made smaller, in this order, until it fits: the dense block's rows per
+# microbatch (to 4), then its depth (to 4); the transformer's sequences per microbatch (to 1),
+# then its sequence length (to 32), then its layers (to 4). At about 40 GFLOP/s per core, a run
+# of 1 + 10 passes and its profile between them then take about 10 s or less.
+BROAD_MAX_FLOPS=1000000000
+
+# Prints the configurations (see above).
+broad_points() {
+    local nk=${#BROAD_KINDS[@]} n k r kind m rc spec
+    for ((n = 0; n < nk * BROAD_ROUNDS; n++)); do
+        k=$((n % nk)); r=$((n / nk)); kind=${BROAD_KINDS[$k]}
+        m=${BROAD_M[$(((r + 2 * k) % ${#BROAD_M[@]}))]}
+        [ "$kind" != dualpipev ] || [ "$m" -ge 4 ] || m=4
+        rc=none; [ $(((k + r / 2) % 2)) = 0 ] || rc=full
+        # (k + r) has one parity per block: the indices halve it so that every value turns up
+        if [ $(((k + r) % 2)) = 1 ]; then
+            local h=${BROAD_HIDDEN[$(((r + k) / 2 % ${#BROAD_HIDDEN[@]}))]} s=${BROAD_SEQ[$(((2 * r + k) % ${#BROAD_SEQ[@]}))]}
+            local b=${BROAD_SEQS[$(((r + 2 * k) % ${#BROAD_SEQS[@]}))]} L=${BROAD_LAYERS[$(((r + k / 2) % ${#BROAD_LAYERS[@]}))]}
+            # forward FLOPs of a block (exec/model.c, exec_block_flops): 24 R h^2 + 4 R s h
+            while [ $((L / 2 * (24 * b * s * h * h + 4 * b * s * s * h))) -gt "$BROAD_MAX_FLOPS" ]; do
+                if [ "$b" -gt 1 ]; then b=$((b / 2)); elif [ "$s" -gt 32 ]; then s=$((s / 2)); elif [ "$L" -gt 4 ]; then L=$((L / 2)); else break; fi
+            done
+            spec="transformer:layers=$L,hidden=$h,heads=$((h / 64)),seq=$s,microbatch=$b"
+        else
+            local w=${BROAD_WIDTH[$(((3 * r + k) % ${#BROAD_WIDTH[@]}))]} d=${BROAD_DEPTH[$(((r + 3 * k) / 2 % ${#BROAD_DEPTH[@]}))]}
+            local mb=${BROAD_MBS[$(((k + 2 * r) % ${#BROAD_MBS[@]}))]}
+            # forward FLOPs of a block: 4 b h f = 16 b h^2
+            while [ $((d / 2 * 16 * mb * w * w)) -gt "$BROAD_MAX_FLOPS" ]; do
+                if [ "$mb" -gt 4 ]; then mb=$((mb / 2)); elif [ "$d" -gt 4 ]; then d=$((d / 2)); else break; fi
+            done
+            spec="mlp:width=$w,depth=$d,microbatch=$mb"
+        fi
+        echo "$kind $m $rc $spec"
+    done
+}
+
+# Reads `pipelab compare --format csv` on stdin and prints, over its pairs, the issue's targets
+# beside what was measured: iteration time MAPE (<= 2%), largest error (<= 5%) and signed mean;
+# bubble fraction mean absolute difference (<= 1.5 points) and signed mean; peak memory MAPE
+# (<= 2%), largest error and signed mean. Prints "no pairs" when there are none.
+broad_targets() {
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+        function abs(x) { return x < 0 ? -x : x }
+        { n++; it = $col["iteration_time_err"]; bu = $col["bubble_fraction_err"]; me = $col["peak_mem_err"]
+          si += it; ai += abs(it); if (abs(it) > abs(mi)) mi = it
+          sb += bu; ab += abs(bu)
+          sm += me; am += abs(me); if (abs(me) > abs(mm)) mm = me }
+        function verdict(ok) { return ok ? "met" : "MISSED" }
+        END {
+          if (n == 0) { print "targets: no pairs"; exit }
+          printf "targets over %d pairs (issue 16)          measured    target  verdict\n", n
+          printf "  iteration time MAPE                      %6.2f%%    <= 2%%   %s\n", 100 * ai / n, verdict(ai / n <= 0.02)
+          printf "  iteration time largest error             %+6.2f%%    <= 5%%   %s\n", 100 * mi, verdict(abs(mi) <= 0.05)
+          printf "  iteration time signed mean error         %+6.2f%%\n", 100 * si / n
+          printf "  bubble fraction mean |difference|        %6.2f pp  <= 1.5   %s\n", 100 * ab / n, verdict(ab / n <= 0.015)
+          printf "  bubble fraction signed mean difference   %+6.2f pp\n", 100 * sb / n
+          printf "  peak memory MAPE                         %6.2f%%    <= 2%%   %s\n", 100 * am / n, verdict(am / n <= 0.02)
+          printf "  peak memory largest error                %+6.2f%%\n", 100 * mm
+          printf "  peak memory signed mean error            %+6.2f%%\n", 100 * sm / n }'
+}
