@@ -222,13 +222,20 @@ static void test_layout_refusals(void) {
     sched_free(l);
 }
 
+/* Pure data parallelism over 2 replicas of a 2-block model: the lowered 1f1b (NULL reported)
+ * and its configuration in *c. */
+static sched *dp2(exec_config *c) {
+    static const int two[] = {2};
+    *c = repl_cfg(2, two);
+    return repl_sched("1f1b", 1, 4, 0, two);
+}
+
 /* A diverging run (lr 1e30: the weights overflow after one step) reaches the all-reduce with
  * non-finite gradients, which the exact all-reduce cannot carry: refused, naming the stage. */
 static void test_nonfinite_gradient_refused(void) {
-    static const int two[] = {2};
-    sched *s = repl_sched("1f1b", 1, 4, 0, two);
+    exec_config c;
+    sched *s = dp2(&c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    exec_config c = repl_cfg(2, two);
     c.lr = 1e30;
     exec_result r;
     pl_err e;
@@ -241,18 +248,15 @@ static void test_nonfinite_gradient_refused(void) {
 /* A replica whose thread ends at its REDUCE_GRAD, while the other waits in the all-reduce: the
  * run stops at once (not at the timeout) naming the rank and the action. */
 static void test_replica_vanishes_in_allreduce(void) {
-    static const int two[] = {2};
-    sched *s = repl_sched("1f1b", 1, 4, 0, two);
+    exec_config c;
+    sched *s = dp2(&c);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    exec_config c = repl_cfg(2, two);
     c.timeout_s = 30;
     /* replica 1's list: its F, B of microbatches 1 and 3, then 0REDUCE_GRAD (its 5th action) */
-    const exec_layout *unused = NULL;
-    (void)unused;
     size_t k = 0;
     exec_layout L;
     pl_err e;
-    CU_ASSERT_EQUAL_FATAL(exec_layout_build(s, two, &L, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(exec_layout_build(s, c.replicas, &L, &e), PL_OK);
     while (k < L.list[1].n && L.list[1].acts[k].kind != SCHED_REDUCE_GRAD) k++;
     CU_ASSERT_FATAL(k < L.list[1].n);
     exec_layout_free(&L);
