@@ -10,14 +10,16 @@
 
 #include "exec.h"
 #include "exec_int.h"
+#include "platform/platform.h"
 
 /* The most replicas the benchmark starts. */
 #define BENCH_MAX_REPLICAS 64
 
-/* One replica's thread: reps all-reduces of v[count], each timed from a common start. */
+/* One replica's thread: reps all-reduces of v[count], each timed from a common start, pinned
+ * to core `core` (as the executor pins its ranks; -1 none). */
 typedef struct member {
     exec_transport *t;
-    int n, me, reps, rc;
+    int n, me, reps, rc, core;
     int64_t *v, *tmp, seq;
     size_t count, piece;
     double *took; /* [reps] seconds of each all-reduce (on replica 0) */
@@ -26,6 +28,7 @@ typedef struct member {
 
 static void *member_main(void *arg) {
     member *m = arg;
+    if (m->core >= 0) exec_platform_pin_self(m->core);
     for (int k = 0; k < m->reps && m->rc == PL_OK; k++) {
         m->rc = m->t->barrier(m->t, &m->e);
         double t0 = pl_now_s();
@@ -42,14 +45,15 @@ static double ring_s(int n, size_t count, int reps) {
     pl_err e;
     exec_transport *t = exec_threads_transport_new(n, n + 2, piece * sizeof(int64_t), 60, &e);
     if (!t) return -1;
-    exec_threads_transport_spin(t, 0.1);
+    int cpus[EXEC_MAX_CORES], ncores = exec_platform_cores(cpus, EXEC_MAX_CORES);
+    if (n <= ncores) exec_threads_transport_spin(t, 0.1); /* as exec_run: spin when each has a core */
     member m[BENCH_MAX_REPLICAS];
     pthread_t th[BENCH_MAX_REPLICAS];
     double *took = calloc((size_t)reps * (size_t)n, sizeof *took);
     int ok = took != NULL;
     for (int r = 0; r < n && ok; r++) {
-        m[r] = (member){&t[r], n, r, reps, PL_OK, calloc(count, sizeof(int64_t)), calloc(piece, sizeof(int64_t)), 0, count,
-                        piece, took + (size_t)r * reps, {0}};
+        m[r] = (member){&t[r], n, r, reps, PL_OK, ncores > 0 ? cpus[r % ncores] : -1, calloc(count, sizeof(int64_t)),
+                        calloc(piece, sizeof(int64_t)), 0, count, piece, took + (size_t)r * reps, {0}};
         for (size_t i = 0; m[r].v && i < count; i++) m[r].v[i] = (int64_t)(i % 1000) - 500;
         ok = m[r].v && m[r].tmp;
     }
