@@ -244,8 +244,8 @@ int cli_format_arg(const char *cmd, const char *format) {
     return -1;
 }
 
-/* cli.h. Returns the validated schedule (the caller frees it), or NULL with e filled. */
-sched *cli_sched_get(const cli_sched_args *a, int mem_mode, pl_err *e) {
+/* cli.h. Returns the schedule, not validated (the caller frees it), or NULL with e filled. */
+sched *cli_sched_load(const cli_sched_args *a, int mem_mode, pl_err *e) {
     sched_shape sh;
     /* the memory of the whole command, before the schedule is generated */
     if (a->kind && (sched_gen_shape(a->kind, &a->g, &sh, e) != PL_OK ||
@@ -262,7 +262,13 @@ sched *cli_sched_get(const cli_sched_args *a, int mem_mode, pl_err *e) {
             return NULL;
         }
     }
-    if (sched_validate(s, e) != PL_OK) {
+    return s;
+}
+
+/* cli.h. Returns the validated schedule (the caller frees it), or NULL with e filled. */
+sched *cli_sched_get(const cli_sched_args *a, int mem_mode, pl_err *e) {
+    sched *s = cli_sched_load(a, mem_mode, e);
+    if (s && sched_validate(s, e) != PL_OK) {
         sched_free(s);
         return NULL;
     }

@@ -853,7 +853,7 @@ out:
 
 /* What one simulation holds from the schedule to the outputs. */
 typedef struct job {
-    sched *s;              /* lowered */
+    sched *s;              /* lowered, or compute-only (needs_lowered) */
     sim_model_setup ms;    /* the model side (--model) */
     sim_basic scaled;      /* o.b with the uniform values per stage (--time-per); outlives costs */
     int *replicas;         /* [stages] a flag run's replicas per stage */
@@ -862,10 +862,26 @@ typedef struct job {
     sim_repeat_stats st;
 } job;
 
-/* Loads or generates, validates and lowers the schedule; NULL and e on error. */
+/* Returns 1 when the run needs the lowered schedule up front: a trace (it shows the sends and
+ * receives), blocking comm, random compute times or a shared inter-node link (the heap engine's
+ * cases; with --repeat, lowered once). Otherwise the simulator runs the compute-only schedule
+ * with its transfers implied, and lowers it itself when it cannot. */
+static int needs_lowered(const opts *o) {
+    return o->trace || o->trace_json || o->c.blocking_comm || o->c.cv > 0 ||
+           (o->c.shared_inter_link && o->c.ranks_per_node > 0);
+}
+
+/* Loads or generates and validates the schedule, and lowers it when the run needs it (a
+ * compute-only schedule is validated by its lowering, or without the dry run when the simulator
+ * runs it as it is: its stall names the waiting cycle); NULL and e on error. */
 static sched *get_schedule(const opts *o, pl_err *e) {
-    sched *s = cli_sched_get(&o->a, o->trace || o->trace_json ? SIM_MEM_TRACE : SIM_MEM_SIMULATE, e);
+    sched *s = cli_sched_load(&o->a, o->trace || o->trace_json ? SIM_MEM_TRACE : SIM_MEM_SIMULATE, e);
     if (!s) return NULL;
+    if (s->lowered || !needs_lowered(o)) { /* used as it is */
+        if ((s->lowered ? sched_validate(s, e) : sched_check_actions(s, e)) == PL_OK) return s;
+        sched_free(s);
+        return NULL;
+    }
     sched *l = sched_lower_within(s, &o->a.budget, e);
     sched_free(s);
     return l;

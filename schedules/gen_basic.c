@@ -78,6 +78,11 @@ static sched *gen_begin(const char *name, const sched_gen_params *g, sched_weigh
         pl_err_prefix(e, "%s: ", name);
         return NULL;
     }
+    if (sched_gen_reserve(s, g, BASIC_ACTIONS_PER_CELL) != PL_OK) {
+        sched_free(s);
+        pl_errf(e, PL_ENOMEM, "%s: out of memory for %d ranks' actions", name, g->p);
+        return NULL;
+    }
     snprintf(s->kind, sizeof s->kind, "%s", name);
     s->chunks = g->v;
     s->iterations = g->iters;

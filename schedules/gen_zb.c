@@ -59,6 +59,11 @@ static sched *zb_begin(const char *name, const sched_gen_params *g, sched_recomp
     sched *s = sched_new(g->p, g->p * g->v, g->m, g->v == 2 ? SCHED_PLACE_V : SCHED_PLACE_LOOP,
                          NULL, e);
     if (!s) return NULL;
+    if (sched_gen_reserve(s, g, ZB_ACTIONS_PER_CELL) != PL_OK) {
+        sched_free(s);
+        pl_errf(e, PL_ENOMEM, "%s: out of memory for %d ranks' actions", name, g->p);
+        return NULL;
+    }
     snprintf(s->kind, sizeof s->kind, "%s", name);
     s->chunks = g->v;
     s->iterations = g->iters;

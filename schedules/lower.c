@@ -97,10 +97,12 @@ static size_t emit_sends(const sched *s, outv *o, int r, const sched_action *a, 
     return n;
 }
 
-/* Finds, for each rank, the index of the last compute action of each iteration (flush STEP
- * point) and for each (stage, iteration) the last completing backward. Returns PL_OK. */
-static int find_marks(const sched *s, int64_t *last_bwd, int64_t *last_iter_act) {
-    int it = sched_iterations(s);
+/* Fills the marks of m (allocated, m->iterations set): for each rank the index of the last
+ * compute action of each iteration (flush STEP point) and for each (stage, iteration) the last
+ * completing backward. */
+static void find_marks(const sched *s, sched_marks *m) {
+    int it = m->iterations;
+    int64_t *last_bwd = m->last_bwd, *last_iter_act = m->last_iter;
     for (size_t k = 0; k < (size_t)s->stages * (size_t)it; k++) last_bwd[k] = -1;
     for (size_t k = 0; k < (size_t)s->ranks * (size_t)it; k++) last_iter_act[k] = -1;
     for (int r = 0; r < s->ranks; r++)
@@ -117,16 +119,33 @@ static int find_marks(const sched *s, int64_t *last_bwd, int64_t *last_iter_act)
                 last_bwd[(size_t)st * it + kb] = (int64_t)i;
             }
         }
+}
+
+int sched_marks_find(const sched *s, sched_marks *m, pl_err *e) {
+    memset(m, 0, sizeof *m);
+    m->iterations = sched_iterations(s);
+    m->last_bwd = pl_calloc((size_t)s->stages * (size_t)m->iterations, sizeof *m->last_bwd);
+    m->last_iter = pl_calloc((size_t)s->ranks * (size_t)m->iterations, sizeof *m->last_iter);
+    if (!m->last_bwd || !m->last_iter) {
+        sched_marks_free(m);
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
+    find_marks(s, m);
     return PL_OK;
 }
 
-/* Writes (o != NULL) or counts REDUCE_GRAD (and STEP for stash and 2bw) after the backward at
+void sched_marks_free(sched_marks *m) {
+    free(m->last_bwd);
+    free(m->last_iter);
+    memset(m, 0, sizeof *m);
+}
+
+/* Writes (o != NULL) or counts REDUCE_GRAD (and STEP for stash and 2bw) after the backward a at
  * index i of rank r when it closes a weight version; and for flush, the STEPs of all the rank's
  * stages after the last compute of an iteration. Returns the number of actions. */
-static size_t emit_updates(const sched *s, outv *o, int r, size_t i, const int64_t *last_bwd,
-                           const int64_t *last_iter_act) {
-    const sched_action *a = &s->rank[r].acts[i];
-    int it = sched_iterations(s);
+static size_t emit_updates(const sched *s, outv *o, int r, size_t i, const sched_action *a, const sched_marks *m) {
+    const int64_t *last_bwd = m->last_bwd, *last_iter_act = m->last_iter;
+    int it = m->iterations;
     size_t n = 0;
     int st, mb;
     if (completes_backward(a, &st, &mb)) {
@@ -148,6 +167,13 @@ static size_t emit_updates(const sched *s, outv *o, int r, size_t i, const int64
                 if (s->stage_rank[q] == r) n += put(o, sched_act(SCHED_STEP, q, -1));
     }
     return n;
+}
+
+size_t sched_lower_after(const sched *s, const sched_marks *m, int r, size_t i, const sched_action *a,
+                         sched_action *out) {
+    outv o = {out, 0};
+    outv *op = out ? &o : NULL;
+    return emit_sends(s, op, r, a, 0, NULL) + emit_updates(s, op, r, i, a, m);
 }
 
 /* Sorts a receiver's list by recv_cmp. It is a concatenation of runs that are already sorted
@@ -224,21 +250,17 @@ typedef struct lowering {
     sched *out;
     recv_list *recv;        /* [ranks] receives queued on each receiver */
     size_t *extra;          /* [ranks] sends and updates each rank gets */
-    int64_t *last_bwd;      /* [stages x iterations] (find_marks) */
-    int64_t *last_iter;     /* [ranks x iterations] (find_marks) */
+    sched_marks marks;      /* where the updates go (find_marks) */
 } lowering;
 
 /* Allocates the output (with the input's shape and policies, marked lowered) and the tables of
  * lw. Returns PL_OK or PL_ENOMEM. */
 static int lower_alloc(lowering *lw, pl_err *e) {
     const sched *s = lw->s;
-    int it = sched_iterations(s);
     lw->out = sched_new(s->ranks, s->stages, s->microbatches, SCHED_PLACE_EXPLICIT, s->stage_rank, e);
     lw->recv = pl_calloc((size_t)s->ranks, sizeof *lw->recv);
     lw->extra = pl_calloc((size_t)s->ranks, sizeof *lw->extra);
-    lw->last_bwd = pl_calloc((size_t)s->stages * (size_t)it, sizeof *lw->last_bwd);
-    lw->last_iter = pl_calloc((size_t)s->ranks * (size_t)it, sizeof *lw->last_iter);
-    if (!lw->out || !lw->recv || !lw->extra || !lw->last_bwd || !lw->last_iter) return PL_ENOMEM;
+    if (!lw->out || !lw->recv || !lw->extra || sched_marks_find(s, &lw->marks, e) != PL_OK) return PL_ENOMEM;
     sched_copy_policies(lw->out, s);
     lw->out->lowered = 1;
     return PL_OK;
@@ -255,7 +277,7 @@ static int lower_count(lowering *lw) {
             if (!sched_kind_is_compute((sched_kind)a->kind)) continue;
             size_t ns = emit_sends(s, NULL, r, a, lw->dr.slot[r][i].end, lw->recv);
             if (ns == (size_t)-1) return PL_ENOMEM;
-            lw->extra[r] += ns + emit_updates(s, NULL, r, i, lw->last_bwd, lw->last_iter);
+            lw->extra[r] += ns + emit_updates(s, NULL, r, i, a, &lw->marks);
         }
     }
     return PL_OK;
@@ -286,8 +308,7 @@ static int lower_rank(lowering *lw, int r) {
         int64_t key = lw->dr.slot[r][i].start;
         for (; q < l->n && l->ev[q].time <= key; q++) o.a[o.n++] = recv_action(&l->ev[q]);
         o.a[o.n++] = *a;
-        emit_sends(s, &o, r, a, lw->dr.slot[r][i].end, NULL);
-        emit_updates(s, &o, r, i, lw->last_bwd, lw->last_iter);
+        o.n += sched_lower_after(s, &lw->marks, r, i, a, o.a + o.n);
     }
     for (; q < l->n; q++) o.a[o.n++] = recv_action(&l->ev[q]);
     lw->out->rank[r].acts = o.a;
@@ -304,8 +325,7 @@ static void lower_free(lowering *lw) {
         for (int r = 0; r < lw->s->ranks; r++) free(lw->recv[r].ev);
     free(lw->recv);
     free(lw->extra);
-    free(lw->last_bwd);
-    free(lw->last_iter);
+    sched_marks_free(&lw->marks);
 }
 
 sched *sched_lower_within(const sched *s, const sched_budget *b, pl_err *e) {
@@ -318,10 +338,7 @@ sched *sched_lower_within(const sched *s, const sched_budget *b, pl_err *e) {
     lowering lw = {.s = s};
     if (sched_validate_core(s, &lw.dr, e) != PL_OK) return NULL;
     int rc = lower_alloc(&lw, e);
-    if (rc == PL_OK) {
-        find_marks(s, lw.last_bwd, lw.last_iter);
-        rc = lower_count(&lw);
-    }
+    if (rc == PL_OK) rc = lower_count(&lw);
     for (int r = 0; r < s->ranks && rc == PL_OK; r++) rc = lower_rank(&lw, r);
     if (rc == PL_OK && sched_total_actions(lw.out) > SCHED_MAX_ACTIONS) rc = PL_ENOMEM;
     lower_free(&lw);

@@ -249,11 +249,34 @@ sched *sched_gen_dualpipev(const sched_gen_opts *o, const sched_budget *b, pl_er
 sched *sched_lower_within(const sched *s, const sched_budget *b, pl_err *e);
 sched *sched_lower(const sched *s, pl_err *e);
 
+/* Where lowering puts REDUCE_GRAD and STEP: for each (stage, iteration) the index of the last
+ * action completing a backward of the stage, for each (rank, iteration) the index of the rank's
+ * last compute action of the iteration (-1: none). */
+typedef struct sched_marks {
+    int iterations;
+    int64_t *last_bwd;  /* [stages x iterations] */
+    int64_t *last_iter; /* [ranks x iterations] */
+} sched_marks;
+/* Finds the marks of compute-only schedule s into m (free with sched_marks_free). Returns PL_OK
+ * or PL_ENOMEM. */
+int sched_marks_find(const sched *s, sched_marks *m, pl_err *e);
+void sched_marks_free(sched_marks *m);
+/* The actions lowering puts right after compute action a, at index i of rank r of compute-only
+ * schedule s (marks m): its sends, then its updates (REDUCE_GRAD, STEP). Writes them to out
+ * when not NULL (room for 4 plus the stages of rank r); returns how many. Lowering and the
+ * simulator's compute-only runs (transfers implied) both place them with it. */
+size_t sched_lower_after(const sched *s, const sched_marks *m, int r, size_t i, const sched_action *a,
+                         sched_action *out);
+
 /* Checks a schedule (compute-only or lowered) and returns PL_OK or PL_EINPUT with a message
  * naming rank, position, action and reason: completeness (one F and one B or I+W per stage
  * and microbatch), order (F before I/B, I before W), placement (a stage lives on one rank),
  * send/receive pairing (lowered), and deadlock freedom (via the dry run). */
 int sched_validate(const sched *s, pl_err *e);
+/* sched_validate without the dry run: every check but deadlock freedom, for a caller that runs
+ * the schedule next and calls sched_validate for the message when the run stalls (the
+ * simulator on a compute-only schedule). Same messages. */
+int sched_check_actions(const sched *s, pl_err *e);
 
 /* Per-kind durations for the dry run, in steps (default 1 each; OVERLAP costs F + its B/I). */
 typedef struct sched_unit_costs {

@@ -297,6 +297,19 @@ int sched_push(sched *s, int rank, sched_action a) {
     return PL_OK;
 }
 
+int sched_gen_reserve(sched *s, const sched_gen_params *g, int per_cell) {
+    size_t per_rank = (size_t)(sched_gen_actions(g, per_cell) / g->p);
+    for (int r = 0; r < s->ranks; r++) {
+        sched_rank *rk = &s->rank[r];
+        if (per_rank <= rk->cap) continue;
+        sched_action *na = pl_reallocarray(rk->acts, per_rank, sizeof *na);
+        if (!na) return PL_ENOMEM;
+        rk->acts = na;
+        rk->cap = per_rank;
+    }
+    return PL_OK;
+}
+
 size_t sched_total_actions(const sched *s) {
     size_t n = 0;
     for (int r = 0; r < s->ranks; r++) n += s->rank[r].n;

@@ -61,6 +61,10 @@ int sched_gen_check_actions(const char *name, const sched_gen_params *g, int per
 /* The memory the generator's lists take (sched_gen_bytes) within budget b. */
 int sched_gen_check_memory(const char *name, const sched_budget *b, const sched_gen_params *g, int per_cell,
                            pl_err *e);
+/* Makes room in every rank of s for its share of the actions of g (per_cell per stage and
+ * microbatch), so that a generator's appends do not regrow the lists (pages not written stay
+ * unmapped). Returns PL_OK or PL_ENOMEM. */
+int sched_gen_reserve(sched *s, const sched_gen_params *g, int per_cell);
 /* Fills out with the shape of g (sched_gen_shape). */
 void sched_gen_shape_of(const sched_gen_params *g, int per_cell, sched_shape *out);
 

@@ -6,13 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Per (stage, mb) counters of each action kind seen so far (saturating at 255). */
+/* Per (stage, mb), which action kinds were seen so far: one bit each (a second one of a kind is
+ * an error the moment it is seen), so the eight fit one byte per (stage, mb). */
 enum { C_F, C_B, C_I, C_W, C_SENDF, C_RECVF, C_SENDB, C_RECVB, C_N };
 
 typedef struct vstate {
     const sched *s;
     int64_t M;
-    uint8_t *cnt[C_N];
+    uint8_t *seen; /* [stages x M] bit c: kind class c seen */
 } vstate;
 
 void sched_where(const sched *s, int rank, size_t pos, char *buf, size_t n) {
@@ -74,10 +75,11 @@ static int fail_rank(const sched *s, int rank, pl_err *e, const char *fmt, ...) 
 /* Returns the counter slot of (stage, mb). */
 static size_t ix(const vstate *v, int stage, int mb) { return (size_t)stage * (size_t)v->M + (size_t)mb; }
 
-/* Counts one more in a saturating counter (it only tells 0, 1 and "more than one"). */
-static void bump(uint8_t *c) {
-    if (*c < UINT8_MAX) (*c)++;
-}
+/* Returns 1 when an action of class c of (stage, mb) slot k was seen. */
+static int has(const vstate *v, int c, size_t k) { return v->seen[k] >> c & 1; }
+
+/* Notes an action of class c of slot k. */
+static void mark(vstate *v, int c, size_t k) { v->seen[k] |= (uint8_t)(1u << c); }
 
 /* Checks that stage and mb of one half of an action are in range and on this rank. */
 static int check_half(const vstate *v, int rank, size_t pos, int stage, int mb, int need_mb, pl_err *e) {
@@ -104,11 +106,11 @@ static int cross(const sched *s, int stage, int dir) {
 static int check_forward(vstate *v, int rank, size_t pos, int stage, int mb, pl_err *e) {
     const sched *s = v->s;
     size_t k = ix(v, stage, mb);
-    if (v->cnt[C_F][k]) return fail_at(s, rank, pos, e, "duplicate forward of stage %d microbatch %d", stage, mb);
-    if (s->lowered && cross(s, stage, -1) && !v->cnt[C_RECVF][k])
+    if (has(v, C_F, k)) return fail_at(s, rank, pos, e, "duplicate forward of stage %d microbatch %d", stage, mb);
+    if (s->lowered && cross(s, stage, -1) && !has(v, C_RECVF, k))
         return fail_at(s, rank, pos, e, "the input of stage %d microbatch %d comes from rank %d, but no %dRECV_F%d precedes this forward",
                        stage, mb, s->stage_rank[stage - 1], stage, mb);
-    bump(&v->cnt[C_F][k]);
+    mark(v, C_F, k);
     return PL_OK;
 }
 
@@ -116,14 +118,14 @@ static int check_forward(vstate *v, int rank, size_t pos, int stage, int mb, pl_
 static int check_backward(vstate *v, int rank, size_t pos, int kind, int stage, int mb, pl_err *e) {
     const sched *s = v->s;
     size_t k = ix(v, stage, mb);
-    if (v->cnt[C_B][k] || v->cnt[C_I][k])
+    if (has(v, C_B, k) || has(v, C_I, k))
         return fail_at(s, rank, pos, e, "duplicate backward of stage %d microbatch %d", stage, mb);
-    if (!v->cnt[C_F][k])
+    if (!has(v, C_F, k))
         return fail_at(s, rank, pos, e, "backward of stage %d microbatch %d comes before its forward", stage, mb);
-    if (s->lowered && cross(s, stage, +1) && !v->cnt[C_RECVB][k])
+    if (s->lowered && cross(s, stage, +1) && !has(v, C_RECVB, k))
         return fail_at(s, rank, pos, e, "the output gradient of stage %d microbatch %d comes from rank %d, but no %dRECV_B%d precedes this backward",
                        stage, mb, s->stage_rank[stage + 1], stage, mb);
-    bump(&v->cnt[kind == SCHED_B ? C_B : C_I][k]);
+    mark(v, kind == SCHED_B ? C_B : C_I, k);
     return PL_OK;
 }
 
@@ -144,10 +146,10 @@ static int check_action(vstate *v, int rank, size_t pos, pl_err *e) {
     case SCHED_B:
     case SCHED_I: return check_backward(v, rank, pos, k, a->stage, a->mb, e);
     case SCHED_W:
-        if (v->cnt[C_W][i]) return fail_at(s, rank, pos, e, "duplicate W of stage %d microbatch %d", a->stage, a->mb);
-        if (v->cnt[C_B][i]) return fail_at(s, rank, pos, e, "W of stage %d microbatch %d after a full backward (B already computed the weight gradient)", a->stage, a->mb);
-        if (!v->cnt[C_I][i]) return fail_at(s, rank, pos, e, "W before I: the weight gradient of stage %d microbatch %d needs its input-gradient backward first", a->stage, a->mb);
-        bump(&v->cnt[C_W][i]);
+        if (has(v, C_W, i)) return fail_at(s, rank, pos, e, "duplicate W of stage %d microbatch %d", a->stage, a->mb);
+        if (has(v, C_B, i)) return fail_at(s, rank, pos, e, "W of stage %d microbatch %d after a full backward (B already computed the weight gradient)", a->stage, a->mb);
+        if (!has(v, C_I, i)) return fail_at(s, rank, pos, e, "W before I: the weight gradient of stage %d microbatch %d needs its input-gradient backward first", a->stage, a->mb);
+        mark(v, C_W, i);
         return PL_OK;
     case SCHED_OVERLAP:
         if (a->kind2 != SCHED_B && a->kind2 != SCHED_I) return fail_at(s, rank, pos, e, "the second half of an overlapped pair must be B or I");
@@ -157,25 +159,25 @@ static int check_action(vstate *v, int rank, size_t pos, pl_err *e) {
         return rc ? rc : check_backward(v, rank, pos, a->kind2, a->stage2, a->mb2, e);
     case SCHED_SEND_F:
         if (!cross(s, a->stage, +1)) return fail_at(s, rank, pos, e, "stage %d has no next stage on another rank to send to", a->stage);
-        if (!v->cnt[C_F][i]) return fail_at(s, rank, pos, e, "sends the output of stage %d microbatch %d before its forward", a->stage, a->mb);
-        if (v->cnt[C_SENDF][i]) return fail_at(s, rank, pos, e, "duplicate send");
-        bump(&v->cnt[C_SENDF][i]);
+        if (!has(v, C_F, i)) return fail_at(s, rank, pos, e, "sends the output of stage %d microbatch %d before its forward", a->stage, a->mb);
+        if (has(v, C_SENDF, i)) return fail_at(s, rank, pos, e, "duplicate send");
+        mark(v, C_SENDF, i);
         return PL_OK;
     case SCHED_SEND_B:
         if (!cross(s, a->stage, -1)) return fail_at(s, rank, pos, e, "stage %d has no previous stage on another rank to send to", a->stage);
-        if (!v->cnt[C_B][i] && !v->cnt[C_I][i]) return fail_at(s, rank, pos, e, "sends the input gradient of stage %d microbatch %d before its backward", a->stage, a->mb);
-        if (v->cnt[C_SENDB][i]) return fail_at(s, rank, pos, e, "duplicate send");
-        bump(&v->cnt[C_SENDB][i]);
+        if (!has(v, C_B, i) && !has(v, C_I, i)) return fail_at(s, rank, pos, e, "sends the input gradient of stage %d microbatch %d before its backward", a->stage, a->mb);
+        if (has(v, C_SENDB, i)) return fail_at(s, rank, pos, e, "duplicate send");
+        mark(v, C_SENDB, i);
         return PL_OK;
     case SCHED_RECV_F:
         if (!cross(s, a->stage, -1)) return fail_at(s, rank, pos, e, "stage %d has no previous stage on another rank to receive from", a->stage);
-        if (v->cnt[C_RECVF][i]) return fail_at(s, rank, pos, e, "duplicate receive");
-        bump(&v->cnt[C_RECVF][i]);
+        if (has(v, C_RECVF, i)) return fail_at(s, rank, pos, e, "duplicate receive");
+        mark(v, C_RECVF, i);
         return PL_OK;
     case SCHED_RECV_B:
         if (!cross(s, a->stage, +1)) return fail_at(s, rank, pos, e, "stage %d has no next stage on another rank to receive from", a->stage);
-        if (v->cnt[C_RECVB][i]) return fail_at(s, rank, pos, e, "duplicate receive");
-        bump(&v->cnt[C_RECVB][i]);
+        if (has(v, C_RECVB, i)) return fail_at(s, rank, pos, e, "duplicate receive");
+        mark(v, C_RECVB, i);
         return PL_OK;
     default: return PL_OK;
     }
@@ -188,26 +190,24 @@ static int check_complete(const vstate *v, pl_err *e) {
         for (int64_t mb = 0; mb < v->M; mb++) {
             size_t k = ix(v, st, (int)mb);
             int r = s->stage_rank[st];
-            if (!v->cnt[C_F][k])
+            if (!has(v, C_F, k))
                 return fail_rank(s, r, e, "stage %d microbatch %lld is missing its forward (F)", st, (long long)mb);
-            if (!v->cnt[C_B][k] && !v->cnt[C_I][k])
+            if (!has(v, C_B, k) && !has(v, C_I, k))
                 return fail_rank(s, r, e, "stage %d microbatch %lld is missing its backward (B, or I and W)", st, (long long)mb);
-            if (v->cnt[C_I][k] && !v->cnt[C_W][k])
+            if (has(v, C_I, k) && !has(v, C_W, k))
                 return fail_rank(s, r, e, "stage %d microbatch %lld has its input backward (I) but is missing its weight backward (W)", st, (long long)mb);
             if (!s->lowered) continue;
             if (cross(s, st, +1)) {
-                if (!v->cnt[C_SENDF][k]) return fail_rank(s, r, e, "stage %d microbatch %lld: never sends the forward output (%dSEND_F%lld) that rank %d needs", st, (long long)mb, st, (long long)mb, s->stage_rank[st + 1]);
-                if (!v->cnt[C_RECVF][ix(v, st + 1, (int)mb)]) return fail_rank(s, s->stage_rank[st + 1], e, "no %dRECV_F%lld matches the send of stage %d microbatch %lld from rank %d", st + 1, (long long)mb, st, (long long)mb, r);
+                if (!has(v, C_SENDF, k)) return fail_rank(s, r, e, "stage %d microbatch %lld: never sends the forward output (%dSEND_F%lld) that rank %d needs", st, (long long)mb, st, (long long)mb, s->stage_rank[st + 1]);
+                if (!has(v, C_RECVF, ix(v, st + 1, (int)mb))) return fail_rank(s, s->stage_rank[st + 1], e, "no %dRECV_F%lld matches the send of stage %d microbatch %lld from rank %d", st + 1, (long long)mb, st, (long long)mb, r);
             }
             if (cross(s, st, -1)) {
-                if (!v->cnt[C_SENDB][k]) return fail_rank(s, r, e, "stage %d microbatch %lld: never sends the input gradient (%dSEND_B%lld) that rank %d needs", st, (long long)mb, st, (long long)mb, s->stage_rank[st - 1]);
-                if (!v->cnt[C_RECVB][ix(v, st - 1, (int)mb)]) return fail_rank(s, s->stage_rank[st - 1], e, "no %dRECV_B%lld matches the gradient of stage %d microbatch %lld sent from rank %d", st - 1, (long long)mb, st, (long long)mb, r);
+                if (!has(v, C_SENDB, k)) return fail_rank(s, r, e, "stage %d microbatch %lld: never sends the input gradient (%dSEND_B%lld) that rank %d needs", st, (long long)mb, st, (long long)mb, s->stage_rank[st - 1]);
+                if (!has(v, C_RECVB, ix(v, st - 1, (int)mb))) return fail_rank(s, s->stage_rank[st - 1], e, "no %dRECV_B%lld matches the gradient of stage %d microbatch %lld sent from rank %d", st - 1, (long long)mb, st, (long long)mb, r);
             }
         }
     return PL_OK;
 }
-
-int sched_validate(const sched *s, pl_err *e) { return sched_validate_core(s, NULL, e); }
 
 /* Orders (stage, microbatch) keys for qsort. */
 static int cmp_i64(const void *a, const void *b) {
@@ -241,7 +241,9 @@ static int first_missing_forward(const sched *s, int64_t M, size_t total, pl_err
                      (long long)(want % M));
 }
 
-int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e) {
+/* The validation: every check, and the dry run (deadlock) when dry, handing it back in *dr
+ * when dr is not NULL. Returns PL_OK or PL_EINPUT with the message. */
+static int validate(const sched *s, sched_dryrun_result *dr, int dry, pl_err *e) {
     if (dr) memset(dr, 0, sizeof *dr);
     vstate v;
     memset(&v, 0, sizeof v);
@@ -260,22 +262,25 @@ int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e) {
         return fail_global(s, e, "%zu actions cannot hold the forwards and backwards of %d stages x %lld microbatches",
                            total, s->stages, (long long)v.M);
     }
-    int nc = s->lowered ? C_N : C_SENDF;
     int rc = PL_OK;
-    for (int c = 0; c < nc; c++) {
-        v.cnt[c] = pl_calloc((size_t)s->stages * (size_t)v.M, 1);
-        if (!v.cnt[c]) { rc = pl_errf(e, PL_ENOMEM, "out of memory validating the schedule"); goto out; }
-    }
+    v.seen = pl_calloc((size_t)s->stages * (size_t)v.M, 1);
+    if (!v.seen) { rc = pl_errf(e, PL_ENOMEM, "out of memory validating the schedule"); goto out; }
     for (int r = 0; r < s->ranks && rc == PL_OK; r++)
         for (size_t p = 0; p < s->rank[r].n && rc == PL_OK; p++) rc = check_action(&v, r, p, e);
     if (rc == PL_OK) rc = check_complete(&v, e);
-    if (rc == PL_OK) {
+    if (rc == PL_OK && dry) {
         sched_dryrun_result res;
         rc = sched_dryrun_core(s, NULL, dr ? dr : &res, dr != NULL, e);
         if (rc == PL_OK && !dr) sched_dryrun_free(&res, s->ranks);
         else if (rc == PL_EINPUT && s->src_path) pl_err_prefix(e, "%s: ", s->src_path);
     }
 out:
-    for (int c = 0; c < C_N; c++) free(v.cnt[c]);
+    free(v.seen);
     return rc;
 }
+
+int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e) { return validate(s, dr, 1, e); }
+
+int sched_validate(const sched *s, pl_err *e) { return validate(s, NULL, 1, e); }
+
+int sched_check_actions(const sched *s, pl_err *e) { return validate(s, NULL, 0, e); }

@@ -238,10 +238,14 @@ int sim_check_memory(const char *kind, const sched_shape *sh, int mode, const sc
 /* The bytes sim_check_memory compares with the limit (UINT64_MAX when they overflow 64 bits). */
 uint64_t sim_memory_estimate(const sched_shape *sh, int mode);
 
-/* Simulates a LOWERED schedule (sched_lower's output). Returns PL_OK and fills r (free with
- * sim_result_free), or PL_EINPUT (not lowered, negative cost, a deadlock naming the stuck
- * ranks, tables larger than the memory budget cfg->budget, checked before they are
- * allocated), or PL_ENOMEM. Deterministic: the same inputs give the same result and trace. */
+/* Simulates a schedule: a lowered one (sched_lower's output), or a compute-only one (checked
+ * with sched_check_actions at least) when no trace is asked, which the flow engine runs with
+ * the transfers and updates that lowering would add implied, and which is lowered here (within
+ * cfg->budget) when the flow engine cannot serve the run; the result is the lowered schedule's
+ * either way. Returns PL_OK and fills r (free with sim_result_free), or PL_EINPUT (a trace of a
+ * compute-only schedule, negative cost, a deadlock naming the waiting cycle or the stuck ranks,
+ * tables larger than the memory budget cfg->budget, checked before they are allocated), or
+ * PL_ENOMEM. Deterministic: the same inputs give the same result and trace. */
 int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e);
 void sim_result_free(sim_result *r);
 

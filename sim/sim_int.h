@@ -1,7 +1,7 @@
 /* sim_int.h: internals of the simulator shared between its files: the engine's state (one
- * sim_eng per run) and the helpers that the engines (sim_engine.c) and their set-up
- * (sim_links.c, sim_memory.c, sim_replicas.c, sim_result.c) both use. The heap engine's event
- * queue is sim_queue_int.h. */
+ * sim_eng per run) and the helpers that the engines (sim_heap.c, sim_flow.c), the run
+ * (sim_run.c) and their set-up (sim_links.c, sim_memory.c, sim_replicas.c, sim_result.c) use.
+ * The heap engine's event queue is sim_queue_int.h, the per-action rules sim_rules_int.h. */
 #ifndef SIM_INT_H
 #define SIM_INT_H
 
@@ -136,7 +136,7 @@ typedef struct sim_eng {
     double ln_mu, ln_sigma;
     double now;
     int err;
-    /* flow engine (see sim_flow in sim_engine.c) */
+    /* flow engine (sim_flow.c) */
     int *work;                /* [ranks] stack of runnable ranks */
     int nwork;
     uint8_t *queued;          /* [ranks] 1 while on the stack */
@@ -145,6 +145,12 @@ typedef struct sim_eng {
     size_t fstream_bytes;
     int fstream_mapped;       /* 1 when it came from mmap */
     size_t flow_events;       /* events the heap engine would have processed */
+    /* compute-only schedule (flow engine only): after each compute, what lowering would put
+     * after it (sched_lower_after) runs at once; its receives only post (counted) */
+    int implied;              /* 1: s is compute-only, transfers and updates implied */
+    sched_marks marks;        /* where lowering puts the updates */
+    sched_action *after;      /* [stages + 4] the actions after the current compute */
+    uint64_t implied_actions; /* lowered actions the run implied (sends, receives, updates) */
     int mem_overflow;         /* 1: some rank's memory passed INT64_MAX bytes (saturated there) */
     /* replicated stages (all NULL / 0 when nothing is replicated: streams = ranks) */
     int any_rep;              /* 1: some stage has more than one replica */
@@ -205,6 +211,18 @@ int sim_state_check(const sched *s, int64_t mbs, int trace, const sched_budget *
 /* Sets each stage's memory sizes and all-reduce time, and each stream's static memory (weights,
  * gradients, optimizer state per replica). Returns PL_OK or PL_EINPUT naming the stage or rank. */
 int sim_setup_stage_memory(sim_eng *g, pl_err *e);
+
+/* ---------------------------------------------------------------- engines (sim_heap.c, sim_flow.c) */
+
+/* Runs the whole simulation with the heap engine: every stream from its start, then the events
+ * in time order. Returns PL_OK or PL_ENOMEM. */
+int sim_heap_run(sim_eng *g, pl_err *e);
+/* Returns 1 when the flow engine gives the heap engine's results for this run. */
+int sim_flow_ok(const sim_eng *g);
+/* Runs the whole simulation with the flow engine (g->abort_flow set: it could not). */
+void sim_flow_run(sim_eng *g);
+/* Moves the progress bar (if any) to the actions the streams have walked (sim_run.c). */
+void sim_show_progress(const sim_eng *g);
 
 /* ---------------------------------------------------------------- results (sim_result.c) */
 

@@ -1,6 +1,6 @@
 /* sim_queue_int.h: the heap engine's event queue: a 4-ary heap of events ordered by (time,
  * insertion order), so that every run is deterministic, and the events' payloads. Static
- * inline: it is the heap engine's hot path, and sim_engine.c alone includes it. */
+ * inline: it is the heap engine's hot path, and the engines include it (sim_rules_int.h). */
 #ifndef SIM_QUEUE_INT_H
 #define SIM_QUEUE_INT_H
 

@@ -1,7 +1,7 @@
 /* sim_replicas.c: replicated stages (PipeDream's 1F1B-RR, see sim.h): the engine streams of a
  * rank (one per replica), the subsequence of the rank's list each walks, the collectives of
  * each replicated stage, and the statistics and trace of a replicated rank after the run. The
- * rules that run them (reduce_join, the deferred steps) are the heap engine's (sim_engine.c). */
+ * rules that run them (reduce_join, the deferred steps) are the heap engine's (sim_heap.c, sim_rules_int.h). */
 #include <stdlib.h>
 
 #include "sim_int.h"

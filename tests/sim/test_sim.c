@@ -606,7 +606,7 @@ static void test_stage_csv(void) {
     free(dir);
 }
 
-/* Negative compute costs are refused; unlowered schedules are refused. */
+/* Negative compute costs are refused; an unlowered schedule's trace is refused. */
 static void test_library_errors(void) {
     pl_err e;
     sched_gen_opts o = {2, 2, 0, 0, SCHED_RECOMPUTE_NONE};
@@ -614,12 +614,92 @@ static void test_library_errors(void) {
     sim_basic b;
     sim_basic_init(&b);
     sim_result r;
-    CU_ASSERT_EQUAL(run(g, &b, NULL, &r), PL_EINPUT);
+    sim_config c;
+    sim_config_init(&c);
+    c.record_trace = 1;
+    CU_ASSERT_EQUAL(run(g, &b, &c, &r), PL_EINPUT);
     sched *s = sched_lower(g, &e);
     b.tf_s = -1;
     CU_ASSERT_EQUAL(sim_basic_check(&b, &e), PL_EINPUT);
     CU_ASSERT_EQUAL(run(s, &b, NULL, &r), PL_EINPUT);
     sched_free(g);
+    sched_free(s);
+}
+
+/* Returns 1 when two results agree bit for bit (every summary figure, iteration end and rank
+ * statistic; the engine's state size aside). */
+static int same_result(const sim_result *a, const sim_result *b) {
+    if (a->ranks != b->ranks || a->iterations != b->iterations || a->actions != b->actions || a->events != b->events)
+        return 0;
+    const double x[] = {a->makespan_s, a->iteration_time_s, a->throughput, a->window_s, a->bubble_fraction,
+                        a->zb_bubble_rate, a->idle_s, a->comm_s};
+    const double y[] = {b->makespan_s, b->iteration_time_s, b->throughput, b->window_s, b->bubble_fraction,
+                        b->zb_bubble_rate, b->idle_s, b->comm_s};
+    if (memcmp(x, y, sizeof x) || a->peak_bytes != b->peak_bytes || a->oom != b->oom) return 0;
+    if (memcmp(a->iter_end_s, b->iter_end_s, (size_t)a->iterations * sizeof *a->iter_end_s)) return 0;
+    return memcmp(a->rank, b->rank, (size_t)a->ranks * sizeof *a->rank) == 0;
+}
+
+/* A compute-only schedule runs with its transfers and updates implied, and gives the lowered
+ * schedule's result bit for bit: every generator, with transfers, steps, stashes and memory, and
+ * with uneven transfer times (then lowered inside sim_run). */
+static void test_compute_only_equals_lowered(void) {
+    const char *kinds[] = {"gpipe", "1f1b", "pipedream", "2bw", "interleaved", "looped-bfs", "zb-h1", "zb-h2", "zbv", "dualpipev"};
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        for (int uneven = 0; uneven < 2; uneven++) {
+            pl_err e;
+            pl_err_clear(&e);
+            int chunked = !strcmp(kinds[k], "interleaved") || !strcmp(kinds[k], "looped-bfs");
+            sched_gen_opts o = {4, 8, chunked ? 2 : 0, 2, SCHED_RECOMPUTE_NONE};
+            sched *g = sched_generate(kinds[k], &o, &e);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+            CU_ASSERT_EQUAL(sched_check_actions(g, &e), PL_OK);
+            sched *l = sched_lower(g, &e);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+            sim_basic b;
+            sim_basic_init(&b);
+            b.tcomm_s = uneven ? -1 : 0.25;
+            b.bytes = 1000;
+            b.bandwidth_Bps = 1e4;
+            b.inter_bandwidth_Bps = 3e3;
+            b.ranks_per_node = uneven ? 2 : 0;
+            b.tstep_s = 0.5;
+            b.stash_bytes = 100;
+            b.param_bytes = 10;
+            sim_result rc, rl;
+            CU_ASSERT_EQUAL_FATAL(run(g, &b, NULL, &rc), PL_OK);
+            CU_ASSERT_EQUAL_FATAL(run(l, &b, NULL, &rl), PL_OK);
+            CU_ASSERT(same_result(&rc, &rl));
+            CU_ASSERT(rc.comm_s > 0);
+            /* even transfers, flush: the flow engine ran the compute-only list (a smaller stream) */
+            if (!uneven && g->weights == SCHED_WEIGHTS_FLUSH) CU_ASSERT(rc.state_bytes < rl.state_bytes);
+            if (uneven || g->weights != SCHED_WEIGHTS_FLUSH) CU_ASSERT_EQUAL(rc.state_bytes, rl.state_bytes);
+            sim_result_free(&rc);
+            sim_result_free(&rl);
+            sim_basic_free(&b);
+            sched_free(g);
+            sched_free(l);
+        }
+}
+
+/* A deadlocking compute-only schedule, run without a dry run first, stalls and reports the
+ * waiting cycle with ranks and actions (the dry run's message). */
+static void test_compute_only_deadlock(void) {
+    pl_err e;
+    pl_err_clear(&e);
+    sched *s = sched_load(PIPELAB_TESTS_DIR "/bad/deadlock.sched", SCHED_LETTERS_CURRENT, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(sched_check_actions(s, &e), PL_OK);
+    sim_basic b;
+    sim_basic_init(&b);
+    sim_config c;
+    sim_config_init(&c);
+    sim_costs costs = sim_basic_costs(&b);
+    sim_result r;
+    CU_ASSERT_EQUAL(sim_run(s, &costs, &c, &r, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "deadlock: rank 0 at action 2 (0B0) waits for 1B0 or 1I0 on rank 1 -> rank 1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "(a cycle)"));
+    sim_basic_free(&b);
     sched_free(s);
 }
 
@@ -764,6 +844,8 @@ void pl_test_register(void) {
         {"trace export", test_trace_export},
         {"stage csv", test_stage_csv},
         {"library errors", test_library_errors},
+        {"compute-only runs equal lowered runs", test_compute_only_equals_lowered},
+        {"compute-only deadlock names the cycle", test_compute_only_deadlock},
         {"cli", test_cli},
         {"cli outputs", test_cli_outputs},
         {"--time-per rank and stage", test_time_per},
