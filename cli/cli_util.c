@@ -65,6 +65,29 @@ int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, lon
     return 0;
 }
 
+/* The longest S of a --replicas-stage S=N value read (a longer one is refused). */
+#define REPL_STAGE_TEXT_MAX 32
+
+/* cli.h. Returns 0, or -1 after printing what is wrong with val. */
+int cli_replicas_stage_arg(const char *cmd, const char *val, int *stage, int *n) {
+    const char *eq = strchr(val, '=');
+    long st, cnt;
+    char stage_text[REPL_STAGE_TEXT_MAX];
+    if (!eq || (size_t)(eq - val) >= sizeof stage_text) {
+        cli_usage_error(cmd, "--replicas-stage: needs S=N (got '%s')", val);
+        return -1;
+    }
+    memcpy(stage_text, val, (size_t)(eq - val));
+    stage_text[eq - val] = '\0';
+    if (pl_parse_long(stage_text, 0, SCHED_MAX_STAGES, &st) || pl_parse_long(eq + 1, 1, CLI_MAX_REPLICAS, &cnt)) {
+        cli_usage_error(cmd, "--replicas-stage: needs S=N with S >= 0 and N >= 1 (got '%s')", val);
+        return -1;
+    }
+    *stage = (int)st;
+    *n = (int)cnt;
+    return 0;
+}
+
 /* cli.h. Returns 0 once the size is noted, or -1 after printing what is wrong with val. */
 int cli_max_memory_arg(const char *cmd, const char *val, cli_sched_args *a) {
     uint64_t v = 0;

@@ -32,8 +32,9 @@ static const char help_text[] =
     "  --actions             also break each pair down action by action, where both runs carry\n"
     "                        their timelines (`pipelab run --trace`): per rank, the time per pass\n"
     "                        of each compute kind (F, B, I, W, STEP) and of communication and\n"
-    "                        waiting (SEND/RECV actions), predicted against measured (the median\n"
-    "                        over the timed passes): compute error apart from schedule error\n"
+    "                        waiting (SEND/RECV actions) and of the gradient all-reduces of\n"
+    "                        replicated stages (REDUCE_GRAD), predicted against measured (the\n"
+    "                        median over the timed passes): compute error apart from schedule error\n"
     "options:\n"
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
     "  --format table|csv|json   output (default table)\n"
@@ -218,16 +219,16 @@ static void out_json(const store_comparison *c, pl_buf *b) {
 
 /* ---------------------------------------------------------------- action breakdown */
 
-/* The classes of the breakdown: compute kinds, then communication and waiting. */
-enum { AC_F, AC_B, AC_I, AC_W, AC_STEP, AC_COMM, AC_N };
-static const char *const ac_name[AC_N] = {"F", "B", "I", "W", "STEP", "SEND/RECV"};
+/* The classes of the breakdown: compute kinds, then communication and waiting, and the
+ * gradient all-reduce (REDUCE_GRAD: a collective of a replicated stage's replicas). */
+enum { AC_F, AC_B, AC_I, AC_W, AC_STEP, AC_COMM, AC_REDUCE, AC_N };
+static const char *const ac_name[AC_N] = {"F", "B", "I", "W", "STEP", "SEND/RECV", "REDUCE_GRAD"};
 
-/* Returns the class of an op kind name (REDUCE_GRAD and the other non-compute kinds count as
- * communication). */
+/* Returns the class of an op kind name (the other non-compute kinds count as communication). */
 static int ac_of(const char *kind) {
     for (int i = 0; i <= AC_STEP; i++)
         if (kind && strcmp(kind, ac_name[i]) == 0) return i;
-    return AC_COMM;
+    return kind && strcmp(kind, ac_name[AC_REDUCE]) == 0 ? AC_REDUCE : AC_COMM;
 }
 
 /* Orders doubles ascending for qsort. */
@@ -269,7 +270,7 @@ static int pair_actions(store *db, const store_pair *p, pl_buf *b, double comp[2
             const store_op *o = &so[s0 + i];
             int c = ac_of(o->kind);
             pred[c] += o->end_s - o->start_s;
-            if (c != AC_COMM) {
+            if (c != AC_COMM && c != AC_REDUCE) {
                 pred[AC_COMPUTE] += o->end_s - o->start_s;
                 if (o->end_s > end) end = o->end_s;
             }
@@ -283,7 +284,7 @@ static int pair_actions(store *db, const store_pair *p, pl_buf *b, double comp[2
                 if (o[i].rank != r || o[i].seq != (int)((size_t)t * n + i)) goto out;
                 int c = ac_of(o[i].kind);
                 v[(size_t)c * T + t] += o[i].end_s - o[i].start_s;
-                if (c != AC_COMM) {
+                if (c != AC_COMM && c != AC_REDUCE) {
                     v[(size_t)AC_COMPUTE * T + t] += o[i].end_s - o[i].start_s;
                     if (o[i].end_s > end) end = o[i].end_s;
                 }

@@ -41,6 +41,16 @@ static const char help_format[] =
     "  --stage-blocks N,N,.. blocks per stage (default: L split evenly, first stages take more)\n"
     "  --lr X --momentum X   SGD (default %g, %g)\n"
     "  --seed N              initial weights N, target network N+1, data N+2 (default %" PRIu64 ")\n"
+    "replicas (PipeDream's 1F1B-RR, as simulate runs them):\n"
+    "  --partition FILE      stage -> blocks and replicas, from pipelab partition -o FILE (its\n"
+    "                        layers are the model's blocks: --depth or --model's, when given,\n"
+    "                        must match)\n"
+    "  --replicas-stage S=N  stage S replicated N times (repeatable; over the partition's). Each\n"
+    "                        replica is a rank of its own (a thread, or an MPI process: mpirun -np\n"
+    "                        the sum of the ranks' replicas); microbatch k runs on replica k mod N;\n"
+    "                        REDUCE_GRAD all-reduces the replicas' gradients exactly (a ring over\n"
+    "                        the mailboxes, or MPI_Allreduce); 1f1b, pipedream and 2bw are\n"
+    "                        generated with PipeDream's per-replica warm-up\n"
     "run:\n"
     "  --warmup N --timed N  passes (default %d and %d)\n"
     "  --transport threads|mpi  threads in this process (default), or one MPI process per rank:\n"
@@ -90,7 +100,7 @@ static const char help_format[] =
 
 enum { O_SPLIT = 1000, O_LR, O_MOM, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
        O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
-       O_FAULT, O_GPUS, O_MAXMEM, O_HELP };
+       O_FAULT, O_GPUS, O_MAXMEM, O_PARTITION, O_REPLS, O_HELP };
 
 static const struct option long_opts[] = {
     CLI_SCHED_LONG_OPTS,
@@ -109,10 +119,12 @@ static const struct option long_opts[] = {
     {"inject-fault", required_argument, 0, O_FAULT}, /* hidden: [KIND:]RANK:ACTION[:PASS] (tests) */
     {"gpus", required_argument, 0, O_GPUS},
     {"max-memory", required_argument, 0, O_MAXMEM},
+    {"partition", required_argument, 0, O_PARTITION}, {"replicas-stage", required_argument, 0, O_REPLS},
     {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
 };
 
 #define MAX_SPLIT 4096                   /* the most stages --stage-blocks gives */
+#define MAX_REPL_FLAGS 256               /* the most --replicas-stage flags */
 #define RUN_PROFILE_REPS 20              /* --profile-reps' default */
 #define RUN_MAX_PASSES (1 << 20)         /* the largest --warmup, --timed and --profile-reps */
 #define RUN_MAX_PROFILE_CONCURRENCY 256  /* the largest --profile-concurrency */
@@ -137,6 +149,9 @@ typedef struct opts {
     int cuda, between;
     int preps, pconc, no_predict, trace, no_db, mpi;
     int nsplit, split[MAX_SPLIT];
+    const char *partition;           /* --partition FILE */
+    int nrepl, repl_stage[MAX_REPL_FLAGS], repl_n[MAX_REPL_FLAGS]; /* --replicas-stage S=N, in order */
+    int *replicas;                   /* [stages] what o->c.replicas points to (owned), or NULL */
     uint64_t seed;
     exec_config c;
 } opts;
@@ -206,11 +221,27 @@ static int fault_arg(const char *arg, exec_fault *f) {
     return 0;
 }
 
+/* Applies --partition and --replicas-stage. Returns -1 to go on, CLI_EUSAGE after printing what
+ * is wrong, or -2 for another option. */
+static int replica_opt(int c, const char *arg, opts *o) {
+    if (c == O_PARTITION) {
+        o->partition = arg;
+        return -1;
+    }
+    if (c != O_REPLS) return -2;
+    if (o->nrepl == MAX_REPL_FLAGS) return cli_usage_error("run", "too many --replicas-stage flags");
+    if (cli_replicas_stage_arg("run", arg, &o->repl_stage[o->nrepl], &o->repl_n[o->nrepl])) return CLI_EUSAGE;
+    o->nrepl++;
+    return -1;
+}
+
 /* Applies one of run's own options c with value arg (seen: the argument as given, for the error
  * of an unknown one). Returns -1 to go on, or an exit code: CLI_EUSAGE after printing what is
  * wrong, CLI_OK after --help. */
 static int run_opt(int c, const char *arg, const char *seen, opts *o) {
     double v;
+    int rr = replica_opt(c, arg, o);
+    if (rr != -2) return rr;
     switch (c) {
     case O_SPLIT: return split_arg(arg, o) ? CLI_EUSAGE : -1;
     case O_LR: return num_arg("--lr", arg, &o->c.lr) ? CLI_EUSAGE : -1;
@@ -291,6 +322,9 @@ static int check_flags(opts *o) {
         return cli_usage_error("run", "--precision other than fp32, --sm-split and --gpus need --backend cuda");
     rc = check_profile_flags(o);
     if (rc >= 0) return rc;
+    if ((o->partition || o->nrepl) && o->cuda)
+        return cli_usage_error("run", "--partition and --replicas-stage run on the CPU backend (not --backend cuda)");
+    if (o->partition && o->nsplit) return cli_usage_error("run", "give --partition or --stage-blocks, not both");
     if (o->c.momentum >= 1) {
         fprintf(stderr, "pipelab run: --momentum must be below 1\n");
         return CLI_EUSER;
@@ -332,11 +366,16 @@ static int parse(int argc, char **argv, opts *o) {
 }
 
 /* exec_run on threads, with a progress bar over rank 0's actions of all passes (a terminal
- * only). Returns exec_run's code. */
+ * only; with replicas, those of rank 0's first replica). Returns exec_run's code. */
 static int run_with_bar(const sched *s, exec_config *c, exec_result *r, pl_err *e) {
     char what[RUN_LABEL_MAX];
     snprintf(what, sizeof what, "pipelab run: %s, %d ranks", s->kind, s->ranks);
-    c->progress = pl_progress_start(what, (uint64_t)(c->warmup_passes + c->timed_passes) * s->rank[0].n);
+    uint64_t n = 0;
+    for (size_t k = 0; k < s->rank[0].n; k++) {
+        const sched_action *a = &s->rank[0].acts[k];
+        n += !c->replicas || a->stage < 0 || sched_replica_of(a, c->replicas[a->stage]) <= 0;
+    }
+    c->progress = pl_progress_start(what, (uint64_t)(c->warmup_passes + c->timed_passes) * n);
     int rc = exec_run(s, c, r, e);
     pl_progress_end(c->progress);
     c->progress = NULL;
@@ -581,8 +620,8 @@ static cost_model *get_profile(const opts *o, exec_config *c, run_state *st, pl_
  * block. NULL and e on error. */
 static cost_model *run_profile(run_state *st, exec_config *c, pl_err *e) {
     snprintf(st->src_text, sizeof st->src_text,
-             "in-process profile between the passes (exec_profile_layers rounds on the run's %d worker%s)", st->r.ranks,
-             st->r.ranks == 1 ? "" : "s");
+             "in-process profile between the passes (exec_profile_layers rounds on the run's %d worker%s)", st->r.workers,
+             st->r.workers == 1 ? "" : "s");
     st->profile_src = st->src_text;
     if (exec_profile_csv_between(st->s, c, &st->r, &st->pcsv, e) != PL_OK) return NULL;
     c->pred_step_s = st->r.between_profile[0].step_s;
@@ -593,6 +632,36 @@ static cost_model *run_profile(run_state *st, exec_config *c, pl_err *e) {
 static void mpi_abort_print(const pl_err *why) {
     fprintf(stderr, "pipelab: run failed: %s\n", why->msg);
     fflush(stderr);
+}
+
+/* The replicas and split of --partition FILE and --replicas-stage S=N, as simulate applies them:
+ * the partition's layer bounds become the stage split (its layers the model's blocks: --depth,
+ * when given, must match), its replicas and then the flags' each stage's (sim_replicas_apply),
+ * and a replicated 1f1b, pipedream or 2bw is generated again with PipeDream's per-replica
+ * warm-up and simulate's iteration count (sim_replicated_schedule) into st->s. Returns PL_OK or
+ * an error in e naming the file or the flag. */
+static int replicas_setup(opts *o, run_state *st, pl_err *e) {
+    if (!o->partition && !o->nrepl) return PL_OK;
+    int S = st->s->stages;
+    o->replicas = pl_calloc((size_t)S, sizeof *o->replicas);
+    if (!o->replicas) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int q = 0; q < S; q++) o->replicas[q] = 1;
+    if (o->partition) {
+        cost_partition *p = sim_partition_read(o->partition, st->s, o->x.depth, "of --depth or --model", e);
+        if (!p) return failed(e);
+        o->nsplit = S;
+        for (int q = 0; q < S; q++) {
+            o->split[q] = p->bound[q + 1] - p->bound[q];
+            o->replicas[q] = p->replicas ? p->replicas[q] : 1;
+        }
+        cost_partition_free(p);
+    }
+    sim_replica_spec rs = {0, o->nrepl, o->repl_stage, o->repl_n};
+    if (sim_replicas_apply(&rs, S, o->replicas, e) != PL_OK) return PL_EINPUT;
+    if (sim_replicated_schedule(o->a.from ? NULL : o->a.kind, &o->a.g, &o->a.budget, o->replicas, &st->s, e) != PL_OK)
+        return failed(e);
+    o->c.replicas = o->replicas;
+    return PL_OK;
 }
 
 /* Sets the model's depth (--depth, the sum of --stage-blocks, or RUN_BLOCKS_PER_STAGE blocks per
@@ -627,7 +696,8 @@ static int check_fit(const opts *o, const sched *s, pl_err *e) {
 static int prepare(opts *o, run_state *st, pl_err *e) {
     st->s = get_schedule(o, e);
     if (!st->s) return failed(e);
-    int rc = set_blocks(o, st->s, e);
+    int rc = replicas_setup(o, st, e);
+    if (rc == PL_OK) rc = set_blocks(o, st->s, e);
     if (rc == PL_OK && !o->no_db && !o->mpi) rc = cli_run_check_db(o->db, e);
     if (rc == PL_OK && !o->mpi) rc = check_fit(o, st->s, e);
     return rc;
@@ -721,6 +791,7 @@ int cli_run(int argc, char **argv) {
     else if (o.mpi) exec_mpi_finalize();
     pl_buf_free(&out);
     run_state_free(&st);
+    free(o.replicas);
     return rc;
 }
 

@@ -147,8 +147,6 @@ static const struct option long_opts[] = {
 
 #define MAX_REPL_FLAGS 256
 #define MAX_SET_FLAGS 256
-/* The longest S of a --replicas-stage S=N value read (a longer one is refused). */
-#define REPL_STAGE_TEXT_MAX 32
 
 typedef struct opts {
     cli_sched_args a;
@@ -284,19 +282,11 @@ static int parse_memory_opt(opts *o, int c, const char *v) {
 /* Data-parallel flags: --replicas N and --replicas-stage S=N (into o->spec.replicas). */
 static int parse_replicas_opt(opts *o, int c, const char *v) {
     sim_replica_spec *rs = &o->spec.replicas;
-    if (c == O_REPL) return usage_if(cli_int_arg("simulate", "--replicas", v, 1, 1 << 20, &rs->all));
+    if (c == O_REPL) return usage_if(cli_int_arg("simulate", "--replicas", v, 1, CLI_MAX_REPLICAS, &rs->all));
     if (c != O_REPLS) return -1;
-    const char *eq = strchr(v, '=');
-    long st, n;
-    char stage_text[REPL_STAGE_TEXT_MAX];
-    if (!eq || (size_t)(eq - v) >= sizeof stage_text) return cli_usage_error("simulate", "--replicas-stage: needs S=N (got '%s')", v);
-    memcpy(stage_text, v, (size_t)(eq - v));
-    stage_text[eq - v] = '\0';
-    if (pl_parse_long(stage_text, 0, SCHED_MAX_STAGES, &st) || pl_parse_long(eq + 1, 1, 1 << 20, &n))
-        return cli_usage_error("simulate", "--replicas-stage: needs S=N with S >= 0 and N >= 1 (got '%s')", v);
     if (rs->n == MAX_REPL_FLAGS) return cli_usage_error("simulate", "too many --replicas-stage flags");
-    o->repl_stage[rs->n] = (int)st;
-    o->repl_n[rs->n++] = (int)n;
+    if (cli_replicas_stage_arg("simulate", v, &o->repl_stage[rs->n], &o->repl_n[rs->n])) return CLI_EUSAGE;
+    rs->n++;
     return CLI_OK;
 }
 

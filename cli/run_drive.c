@@ -207,7 +207,7 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
                   r->precision ? r->precision : "fp32");
     for (int q = 0, sum = 0; q < r->stages; q++) pl_buf_printf(b, ",%d", sum += r->stage_blocks[q]);
     pl_buf_puts(b, "],\"replicas\":[");
-    for (int q = 0; q < r->stages; q++) pl_buf_printf(b, "%s1", q ? "," : "");
+    for (int q = 0; q < r->stages; q++) pl_buf_printf(b, "%s%d", q ? "," : "", r->stage_replicas ? r->stage_replicas[q] : 1);
     /* median_passes: the timed passes the run's figures come from (exec_median_passes); pipelab
      * plot timeline draws the first */
     pl_buf_printf(b, "]},\"lr\":%.9g,\"momentum\":%.9g,\"warmup_passes\":%d,\"timed_passes\":%d,"

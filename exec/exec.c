@@ -31,15 +31,17 @@ typedef struct run_state {
     exec_rank_record *recs;/* [p] */
     pthread_t *th;         /* [p] */
     exec_transport *t;     /* [p] endpoints */
+    exec_layout lay;       /* the ranks: the schedule's, or their replicas (exec_config.replicas) */
     int cap;               /* mailbox capacity: most receives of a rank per pass */
 } run_state;
 
-/* Counts the receives in a rank's list (one pass): what its mailbox must hold at most. */
-static int recv_count(const sched *s, int r) {
+/* Counts the receives in a rank's list (one pass): what its mailbox must hold at most, plus the
+ * pieces of a ring all-reduce one neighbour can send ahead (at most one per replica, and one). */
+static int recv_count(const exec_layout *L, int r) {
+    const sched_rank *rk = &L->list[r];
     int n = 0;
-    for (size_t k = 0; k < s->rank[r].n; k++)
-        n += s->rank[r].acts[k].kind == SCHED_RECV_F || s->rank[r].acts[k].kind == SCHED_RECV_B;
-    return n;
+    for (size_t k = 0; k < rk->n; k++) n += rk->acts[k].kind == SCHED_RECV_F || rk->acts[k].kind == SCHED_RECV_B;
+    return n + (L->width[L->srank[r]] > 1 ? L->width[L->srank[r]] + 1 : 0);
 }
 
 /* Appends to e where each of the p workers stopped (the transport stopped the run, e.g. every
@@ -65,6 +67,8 @@ static int run_check(const sched *s, const exec_config *c, run_state *st, pl_err
     st->cpus = pl_calloc(EXEC_MAX_CORES, sizeof *st->cpus);
     if (!st->blocks || !st->cpus) return pl_errf(e, PL_ENOMEM, "out of memory");
     int rc = exec_check_run(s, c, st->blocks, e);
+    if (rc == PL_OK) rc = exec_layout_build(s, c->replicas, &st->lay, e);
+    if (rc == PL_OK) st->p = st->lay.ranks;
     if (rc == PL_OK) rc = exec_check_memory(s, c, st->blocks, -1, e);
     st->ncores = exec_platform_cores(st->cpus, EXEC_MAX_CORES);
     if (rc == PL_OK && st->p > st->ncores && !c->oversubscribe)
@@ -86,14 +90,15 @@ static int run_setup(const sched *s, const exec_config *c, run_state *st, pl_err
     int rc = exec_data_build(c, &st->data, e);
     st->cap = 1;
     for (int r = 0; r < p && rc == PL_OK; r++) {
-        rc = exec_xrank_setup(&st->xr[r], r, s, c, st->blocks, &st->data, st->loss_mb, e);
-        int n = recv_count(s, r);
+        rc = exec_xrank_setup_in(&st->xr[r], r, &st->lay, s, c, st->blocks, &st->data, st->loss_mb, e);
+        int n = recv_count(&st->lay, r);
         if (n > st->cap) st->cap = n;
     }
     for (int r = 0; r < p && rc == PL_OK && c->profile_between_reps > 0; r++) rc = exec_xrank_prof_new(&st->xr[r], c, p, e);
     if (rc) return rc;
     if (c->mailbox_capacity > 0) st->cap = c->mailbox_capacity;
     size_t msg_bytes = (size_t)st->xr[0].d.b * (size_t)st->xr[0].d.h * sizeof(float); /* a microbatch's rows */
+    if (st->lay.ranks > s->ranks && msg_bytes < EXEC_RING_PIECE_BYTES) msg_bytes = EXEC_RING_PIECE_BYTES; /* all-reduce pieces */
     st->t = exec_threads_transport_new(p, st->cap, msg_bytes, c->timeout_s, e);
     if (!st->t) return e->code;
     /* waiting ranks spin before sleeping when each has its own core (transport_threads.c) */
@@ -173,6 +178,7 @@ static void run_free(run_state *st) {
         for (int r = 0; r < st->p; r++) exec_rank_record_free(&st->recs[r]);
     if (st->t) exec_threads_transport_free(st->t, st->p);
     exec_data_free(&st->data);
+    exec_layout_free(&st->lay);
     free(st->xr);
     free(st->recs);
     free(st->th);

@@ -108,6 +108,12 @@ typedef struct exec_config {
     int record_ops;          /* 1 = keep start/end of every action of the timed passes */
     int return_weights;      /* 1 = copy the final weights of all blocks into the result */
     exec_fault fault;        /* injected fault (tests) */
+    const int *replicas;     /* [stages] data-parallel replicas of each stage (PipeDream's 1F1B-RR),
+                              * NULL = 1 each; not owned. A schedule rank whose stages have n
+                              * replicas runs as n ranks of the executor (threads or MPI
+                              * processes), replica j walking the actions sched_replica_of gives
+                              * it; REDUCE_GRAD is an exact all-reduce of the replicas'
+                              * gradients (exec_int.h: "Replicas"). CPU backend only */
     int profile_between_reps;/* > 0: profile the block (exec_profile_layers_n's rounds, this many
                               * repetitions) on the workers' own threads in the gaps between the
                               * passes (before each timed pass), interleaved with the run, so that
@@ -170,7 +176,8 @@ typedef struct exec_op {
  * for an even count), as iteration time is: busy_s + idle_s = pass_median_s. */
 typedef struct exec_rank_result {
     double busy_s;         /* compute actions per pass */
-    double comm_s;         /* SEND/RECV actions per pass (including the wait) */
+    double comm_s;         /* SEND/RECV actions (including the wait) and all-reduces (REDUCE_GRAD of
+                            * a replicated stage) per pass */
     double gemm_s;         /* per pass, inside the model's sgemm calls (part of busy_s; the rest of
                             * busy_s is GELU, biases, copies, the loss and STEP) */
     double gemm_flops;     /* per pass, the FLOPs of those calls */
@@ -197,6 +204,7 @@ typedef struct exec_result {
     exec_block_kind block;  /* the model's block, with the transformer's heads and seq (0 for mlp) */
     int heads, seq;
     int *stage_blocks;     /* [stages] blocks per stage (owned) */
+    int *stage_replicas;   /* [stages] replicas per stage (exec_config.replicas; owned) */
     double lr, momentum;
     int warmup_passes, timed_passes;
     const char *blas;      /* "openblas" or "gslcblas" */
@@ -218,7 +226,13 @@ typedef struct exec_result {
     float *final_weights;  /* [n_weights] all blocks in order when return_weights (owned) */
     size_t n_weights;
     /* per rank */
-    exec_rank_result *rank;/* [ranks] (owned) */
+    exec_rank_result *rank;/* [ranks] (owned); a rank with replicas (exec_config.replicas) is
+                            * reported as the simulator reports it: busy, GEMM and span the mean
+                            * over its replicas, communication summed, memory the largest of one
+                            * replica, op records those of the replica that ran each action of
+                            * the rank's list (replica 0 for one all replicas run) */
+    int workers;           /* ranks of the executor that ran: the schedule's, each as many times
+                            * as its replicas */
     char warning[256];     /* e.g. oversubscription; empty when none */
     /* the backend that ran (NULL from the CPU executor means "cpu", "fp32") */
     const char *backend;   /* "cpu" or "cuda" (static string) */
@@ -255,7 +269,7 @@ double exec_median_at(const double *v, const int mid[2]);
  * Messages are keyed by (kind, stage, global microbatch); a recv blocks until the message with
  * that key from src arrives, or the run is aborted, or the timeout passes. Sizes are checked:
  * a message of another size than the receiver expects is an error. */
-typedef enum exec_msg_kind { EXEC_MSG_ACT = 0, EXEC_MSG_GRAD = 1 } exec_msg_kind;
+typedef enum exec_msg_kind { EXEC_MSG_ACT = 0, EXEC_MSG_GRAD = 1, EXEC_MSG_REDUCE = 2 } exec_msg_kind;
 
 typedef struct exec_msg_key {
     int32_t kind;  /* exec_msg_kind */
@@ -290,6 +304,10 @@ struct exec_transport {
      * in data; PL_OK or an error. A rank has at most one receive posted per (src, key). */
     int (*post_recv)(exec_transport *t, int src, exec_msg_key key, void *data, size_t bytes, pl_err *e);
     int (*wait_recv)(exec_transport *t, int src, exec_msg_key key, pl_err *e);
+    /* Optional (NULL: the ring over send and recv, exec_int.h "Replicas"): combines v[count] in
+     * place over the replicas of `stage` (every one calls it, in the same order), by sum, or by
+     * max when max is 1. Timed and abortable like recv; PL_OK or an error. */
+    int (*allreduce)(exec_transport *t, int stage, int64_t *v, size_t count, int max, pl_err *e);
 };
 
 /* ---------------------------------------------------------------- running */

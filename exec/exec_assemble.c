@@ -10,6 +10,7 @@
 void exec_result_free(exec_result *r) {
     if (!r) return;
     free(r->stage_blocks);
+    free(r->stage_replicas);
     free(r->pass_s);
     free(r->loss);
     free(r->final_weights);
@@ -86,10 +87,11 @@ double exec_median(const double *v, size_t n) {
 
 /* ---------------------------------------------------------------- assembly, step by step */
 
-/* Checks that recs[r] is rank r's record of all passes. Returns PL_OK or PL_EINPUT. */
-static int check_records(const sched *s, const exec_config *c, const exec_rank_record *recs, pl_err *e) {
+/* Checks that recs[r] is rank r's record of all passes (of the n executor ranks). Returns PL_OK
+ * or PL_EINPUT. */
+static int check_records(int n, const exec_config *c, const exec_rank_record *recs, pl_err *e) {
     int P = c->warmup_passes + c->timed_passes;
-    for (int r = 0; r < s->ranks; r++)
+    for (int r = 0; r < n; r++)
         if (recs[r].passes != P || recs[r].rank != r)
             return pl_errf(e, PL_EINPUT, "record %d is of rank %d with %d passes; expected rank %d with %d", r,
                            recs[r].rank, recs[r].passes, r, P);
@@ -121,24 +123,26 @@ static int echo_config(const sched *s, const exec_config *c, const exec_dims *d,
     out->cores = 0; /* the driver fills in what it knows (exec_run: the cores of this process) */
     out->param_bytes = exec_param_count(c) * sizeof(float);
     out->stage_blocks = pl_calloc((size_t)s->stages, sizeof(int));
+    out->stage_replicas = pl_calloc((size_t)s->stages, sizeof(int));
+    for (int q = 0; out->stage_replicas && q < s->stages; q++) out->stage_replicas[q] = c->replicas ? c->replicas[q] : 1;
     out->pass_s = pl_calloc((size_t)T, sizeof(double));
     out->n_iters = (c->warmup_passes + T) * it;
     out->loss = pl_calloc((size_t)out->n_iters, sizeof(double));
     out->rank = pl_calloc((size_t)s->ranks, sizeof *out->rank);
-    if (!out->stage_blocks || !out->pass_s || !out->loss || !out->rank)
+    if (!out->stage_blocks || !out->stage_replicas || !out->pass_s || !out->loss || !out->rank)
         return pl_errf(e, PL_ENOMEM, "out of memory assembling results");
     return exec_stage_blocks(s, c, out->stage_blocks, e);
 }
 
 /* Fills out->pass_s: each timed pass from its first start to its last end over all ranks (one
  * clock). Returns the start of the first timed pass, the origin of the op records' times. */
-static double pass_times(const sched *s, const exec_config *c, const exec_rank_record *recs, exec_result *out) {
+static double pass_times(int n, const exec_config *c, const exec_rank_record *recs, exec_result *out) {
     int W = c->warmup_passes;
     double base = recs[0].pass_start_s[W];
     for (int t = 0; t < c->timed_passes; t++) {
         int q = W + t;
         double st = recs[0].pass_start_s[q], en = recs[0].pass_end_s[q];
-        for (int r = 1; r < s->ranks; r++) {
+        for (int r = 1; r < n; r++) {
             if (recs[r].pass_start_s[q] < st) st = recs[r].pass_start_s[q];
             if (recs[r].pass_end_s[q] > en) en = recs[r].pass_end_s[q];
         }
@@ -230,69 +234,113 @@ void exec_iteration_losses(const double *loss_mb, int n_iters, int m, double *lo
     }
 }
 
-/* Fills out->final_weights with every block's weights, each from the rank of its stage.
- * Returns PL_OK or PL_ENOMEM. */
-static int final_weights(const sched *s, const exec_config *c, const exec_dims *d, const exec_rank_record *recs,
+/* Fills out->final_weights with every block's weights, each from the rank of its stage (its
+ * first replica). Returns PL_OK or PL_ENOMEM. */
+static int final_weights(const sched *s, const exec_layout *L, const exec_dims *d, const exec_rank_record *recs,
                          exec_result *out, pl_err *e) {
-    out->n_weights = exec_param_count(c);
     out->final_weights = pl_calloc(out->n_weights, sizeof(float));
     if (!out->final_weights) return pl_errf(e, PL_ENOMEM, "out of memory copying weights");
     size_t nf = exec_block_floats(d);
     for (int q = 0, b0 = 0; q < s->stages; b0 += out->stage_blocks[q], q++) {
-        const float *src = recs[s->stage_rank[q]].weights + (size_t)b0 * nf;
+        const float *src = recs[exec_layout_rank(L, s, q, 0)].weights + (size_t)b0 * nf;
         memcpy(out->final_weights + (size_t)b0 * nf, src, (size_t)out->stage_blocks[q] * nf * sizeof(float));
     }
+    return PL_OK;
+}
+
+/* Checks that the replicas of every stage end with the same weights, bit for bit (they apply
+ * the same exact all-reduced updates). Returns PL_OK or PL_EINTERNAL naming the stage. */
+static int replicas_agree(const sched *s, const exec_layout *L, const exec_dims *d, const exec_result *out,
+                          const exec_rank_record *recs, pl_err *e) {
+    size_t nf = exec_block_floats(d);
+    for (int q = 0, b0 = 0; q < s->stages; b0 += out->stage_blocks[q], q++)
+        for (int j = 1; j < L->reps[q]; j++) {
+            const float *a = recs[exec_layout_rank(L, s, q, 0)].weights + (size_t)b0 * nf;
+            const float *b = recs[exec_layout_rank(L, s, q, j)].weights + (size_t)b0 * nf;
+            if (memcmp(a, b, (size_t)out->stage_blocks[q] * nf * sizeof(float)) != 0)
+                return pl_errf(e, PL_EINTERNAL, "the replicas of stage %d ended with different weights (replica 0 and %d)", q, j);
+        }
+    return PL_OK;
+}
+
+/* Fills out->loss from the microbatch losses of the last stage's replicas (each holds those of
+ * its own microbatches). Returns PL_OK or PL_ENOMEM. */
+static int losses(const sched *s, const exec_layout *L, const exec_rank_record *recs, exec_result *out, pl_err *e) {
+    int q = s->stages - 1, n = L->reps[q];
+    int64_t M = sched_total_microbatches(s), N = (int64_t)out->n_iters * s->microbatches;
+    double *lm = pl_calloc((size_t)(N ? N : 1), sizeof *lm);
+    if (!lm) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int64_t i = 0; i < N; i++) lm[i] = recs[exec_layout_rank(L, s, q, (i % M) % n)].loss_mb[i];
+    exec_iteration_losses(lm, out->n_iters, s->microbatches, out->loss);
+    free(lm);
     return PL_OK;
 }
 
 /* Fills out->between_profile when every rank profiled between its passes: each worker's own
  * ([1 + r]), and over all of them the median of theirs ([0]; the in-process executor replaces
  * it by the median over all their rounds). Returns PL_OK or PL_ENOMEM. */
-static int between_profile(const exec_config *c, const exec_dims *d, const exec_rank_record *recs, exec_result *out,
-                           pl_err *e) {
-    int p = out->ranks, profiled = p > 0;
-    for (int r = 0; r < p; r++) profiled = profiled && recs[r].has_prof;
+static int between_profile(const exec_config *c, const exec_dims *d, const exec_layout *L, const exec_rank_record *recs,
+                           exec_result *out, pl_err *e) {
+    int p = out->ranks, profiled = p > 0, w = L->ranks;
+    for (int r = 0; r < w; r++) profiled = profiled && recs[r].has_prof;
     if (!profiled) return PL_OK;
     out->between_profile = pl_calloc((size_t)p + 1, sizeof *out->between_profile);
-    double *v = pl_calloc((size_t)p, sizeof *v);
+    double *v = pl_calloc((size_t)w, sizeof *v);
     if (!out->between_profile || !v) {
         free(v);
         return pl_errf(e, PL_ENOMEM, "out of memory");
     }
     out->between_reps = c->profile_between_reps;
     for (int k = 0; k < EXEC_PROF_KINDS; k++) {
-        for (int r = 0; r < p; r++) v[r] = recs[r].prof_s[k];
-        *exec_prof_kind(&out->between_profile[0], k) = exec_median(v, (size_t)p);
+        for (int r = 0; r < w; r++) v[r] = recs[r].prof_s[k];
+        *exec_prof_kind(&out->between_profile[0], k) = exec_median(v, (size_t)w);
     }
     free(v);
     for (int r = 0; r <= p; r++) {
         exec_layer_profile *lp = &out->between_profile[r];
-        for (int k = 0; r > 0 && k < EXEC_PROF_KINDS; k++) *exec_prof_kind(lp, k) = recs[r - 1].prof_s[k];
-        lp->concurrency = p;
+        for (int k = 0; r > 0 && k < EXEC_PROF_KINDS; k++) *exec_prof_kind(lp, k) = recs[L->base[r - 1]].prof_s[k];
+        lp->concurrency = w;
         exec_profile_sizes(d, lp);
     }
     return PL_OK;
 }
 
+/* Fills out->rank from the n executor ranks' records: each one's figures over the median
+ * pass(es), folded per schedule rank over its replicas (exec_fold_replicas). PL_OK or PL_ENOMEM. */
+static int ranks_of(const sched *s, const exec_layout *L, const exec_config *c, const exec_rank_record *recs, double base,
+                    exec_result *out, pl_err *e) {
+    exec_rank_result *each = pl_calloc((size_t)L->ranks, sizeof *each);
+    int rc = each ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory assembling results");
+    for (int r = 0; r < L->ranks && rc == PL_OK; r++) {
+        rank_times(&recs[r], c->warmup_passes, out, &each[r]);
+        rc = rank_copy(&recs[r], base, &each[r], e);
+    }
+    for (int r = 0; r < s->ranks && rc == PL_OK; r++) rc = exec_fold_replicas(L, s, r, each + L->base[r], &out->rank[r], e);
+    for (int r = 0; each && r < L->ranks; r++) free(each[r].ops);
+    free(each);
+    return rc;
+}
+
 int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *recs, exec_result *out,
                   pl_err *e) {
     memset(out, 0, sizeof *out);
-    int rc = check_records(s, c, recs, e);
-    if (rc) return rc;
+    exec_layout L;
+    int rc = exec_layout_build(s, c->replicas, &L, e);
+    if (rc == PL_OK) rc = check_records(L.ranks, c, recs, e);
     exec_dims d;
     exec_dims_of(c, &d);
-    rc = echo_config(s, c, &d, out, e);
-    double base = rc ? 0 : pass_times(s, c, recs, out);
+    if (rc == PL_OK) rc = echo_config(s, c, &d, out, e);
+    out->workers = L.ranks;
+    double base = rc ? 0 : pass_times(L.ranks, c, recs, out);
     if (rc == PL_OK) rc = pass_stats(s, out, e);
     out->zb_bubble_rate = NAN;
-    for (int r = 0; r < s->ranks && rc == PL_OK; r++) {
-        rank_times(&recs[r], c->warmup_passes, out, &out->rank[r]);
-        rc = rank_copy(&recs[r], base, &out->rank[r], e);
-    }
-    if (rc == PL_OK) /* from the rank of the last stage */
-        exec_iteration_losses(recs[s->stage_rank[s->stages - 1]].loss_mb, out->n_iters, s->microbatches, out->loss);
-    if (rc == PL_OK && c->return_weights) rc = final_weights(s, c, &d, recs, out, e);
-    if (rc == PL_OK) rc = between_profile(c, &d, recs, out, e);
+    if (rc == PL_OK) rc = ranks_of(s, &L, c, recs, base, out, e);
+    if (rc == PL_OK) rc = losses(s, &L, recs, out, e); /* from the rank(s) of the last stage */
+    out->n_weights = exec_param_count(c);
+    if (rc == PL_OK) rc = replicas_agree(s, &L, &d, out, recs, e);
+    if (rc == PL_OK && c->return_weights) rc = final_weights(s, &L, &d, recs, out, e);
+    if (rc == PL_OK) rc = between_profile(c, &d, &L, recs, out, e);
+    exec_layout_free(&L);
     if (rc) exec_result_free(out);
     return rc;
 }

@@ -97,7 +97,10 @@ cost_partition *exec_cost_partition(const sched *s, const exec_config *cfg, pl_e
         return NULL;
     }
     p->bound[0] = 0;
-    for (int q = 0; q < s->stages; q++) p->bound[q + 1] = p->bound[q] + blocks[q];
+    for (int q = 0; q < s->stages; q++) {
+        p->bound[q + 1] = p->bound[q] + blocks[q];
+        p->replicas[q] = cfg->replicas ? cfg->replicas[q] : 1;
+    }
     free(blocks);
     return p;
 }

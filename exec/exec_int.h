@@ -202,6 +202,69 @@ void exec_threads_transport_spin(exec_transport *t, double spin_s);
 /* Returns 1 and copies the abort reason when the run was aborted. */
 int exec_threads_transport_why(exec_transport *t, pl_err *why);
 
+/* ---------------------------------------------------------------- replicas (exec_replicas.c)
+ * Replicated stages, PipeDream's 1F1B-RR (exec_config.replicas). Schedule rank r, whose stages
+ * have n replicas, runs as n executor ranks base[r] .. base[r] + n - 1; replica j walks the
+ * actions of r's list that sched_replica_of gives it (the simulator's streams walk the same), so
+ * microbatch k of stage q runs on replica k mod n, and replica i of stage q sends microbatch k
+ * to replica k mod n' of the next stage. Without replicas the layout is the schedule's own.
+ *
+ * REDUCE_GRAD of a replicated stage is an all-reduce of its replicas' gradient accumulators and
+ * counts (stash: one per round of n microbatches; flush and 2bw: once per REDUCE_GRAD without a
+ * microbatch, as the lowering places them), so the STEP that follows applies the mean over all
+ * the replicas' microbatches. It is exact and so independent of the reduction order: the
+ * replicas first agree on the largest binary exponent E of any gradient element (max
+ * all-reduce), each element is scaled by 2^S, S = 62 - E - ceil(log2 n), and rounded to an
+ * int64 (below 2^62 / n in magnitude), the int64 values are summed (integer addition is
+ * associative: the ring, MPI_Allreduce and any other order give the same bits), and the sum is
+ * scaled back to fp32. Its error against the exact sum of the fp32 gradients is at most
+ * n 2^-(S+1) <= 2^(E-61) per element, below one fp32 ulp of the largest gradient; threads and
+ * MPI therefore give identical weights. The threads transport runs a ring over the mailboxes
+ * (reduce-scatter then all-gather, 2 (n - 1) steps, pieces of EXEC_RING_PIECE_BYTES); MPI uses
+ * MPI_Allreduce on a communicator per replicated stage. */
+typedef struct exec_layout {
+    int ranks;          /* executor ranks */
+    int *reps;          /* [stages] replicas of each stage (1 = not replicated) */
+    int *base;          /* [s->ranks] the first executor rank of each schedule rank */
+    int *width;         /* [s->ranks] its replicas */
+    int *srank, *rep;   /* [ranks] the schedule rank and replica of each executor rank */
+    sched_rank *list;   /* [ranks] each executor rank's actions (into acts, or the schedule's own) */
+    sched_action *acts;
+} exec_layout;
+
+/* Bytes of one message of the ring all-reduce (fewer, larger messages: each costs a lock and a
+ * wake-up; on the loaded 2-core machine 64 KiB pieces took about twice as long as 1 MiB ones for
+ * 32 MiB). The threads transport's mailbox slots of a replicated run hold at least one, so every
+ * slot of every rank's mailbox is that large (ranks x capacity x 256 KiB in all). */
+#define EXEC_RING_PIECE_BYTES ((size_t)256 << 10)
+/* Builds the layout of s with replicas[stages] (NULL = 1 each) and checks that the executor can
+ * run it: every count >= 1, the stages of one rank replicated alike, and each replicated stage's
+ * microbatches divisible among its replicas as the schedule needs (a pass's m x iterations for
+ * flush and 2bw, the rounds of stash). Returns PL_OK or the error (PL_EINPUT, PL_ENOMEM). Free
+ * with exec_layout_free (also after errors). */
+int exec_layout_build(const sched *s, const int *replicas, exec_layout *L, pl_err *e);
+void exec_layout_free(exec_layout *L);
+/* Returns the executor rank that runs stage q's microbatch mb. */
+static inline int exec_layout_rank(const exec_layout *L, const sched *s, int q, int64_t mb) {
+    int n = L->reps[q];
+    return L->base[s->stage_rank[q]] + (n > 1 ? (int)(mb % n) : 0);
+}
+/* The ring all-reduce over t's send and recv among ranks group0 .. group0 + n - 1 (this rank:
+ * group0 + me) of v[count] by sum (or max when max is 1), in messages of at most piece values
+ * (tmp holds piece) keyed (EXEC_MSG_REDUCE, stage, *seq + i), *seq advanced past them (every
+ * replica's counter moves alike). Returns PL_OK or the transport's error. */
+int exec_ring_allreduce(exec_transport *t, int group0, int n, int me, int stage, int64_t *seq, int64_t *v, size_t count,
+                        int max, int64_t *tmp, size_t piece, pl_err *e);
+
+/* Folds the results each[0 .. w) of the w replicas of schedule rank r into out, as the simulator
+ * reports a replicated rank (sim.h, "Replicated stages"): busy, idle, bubble and GEMM figures the
+ * mean over the replicas, communication summed, memory that of the replica with the largest
+ * peak, core replica 0's, and the op records in the order of r's list, each action's from the
+ * replica that ran it (replica 0's for an action of all replicas); the ops move out of each.
+ * Returns PL_OK or PL_ENOMEM. */
+int exec_fold_replicas(const exec_layout *L, const sched *s, int r, exec_rank_result *each, exec_rank_result *out,
+                       pl_err *e);
+
 /* ---------------------------------------------------------------- a rank's state (xrank.c, xrank_arena.c) */
 
 /* A pool of equal slots with reference counts; slot i is free when refs[i] == 0. */
@@ -250,6 +313,12 @@ typedef struct exec_xrank {
     _Alignas(EXEC_LINE_BYTES) int r; /* 64-byte aligned and sized: the ranks' states, which their threads
                              * write at every action, share no cache line */
     const sched *s;
+    const exec_layout *lay; /* the executor's ranks (replicas); r is an executor rank */
+    int sr, rep;            /* the schedule rank x runs (a replica of), and which replica */
+    const sched_rank *list; /* the actions x walks: the schedule rank's, or its replica's share */
+    int64_t *red;           /* [red_n] the all-reduce's integers (replicated stages only) */
+    size_t red_n;
+    int64_t *red_seq;       /* [nst] messages of each stage's ring so far (its keys) */
     const exec_config *cfg;
     exec_dims d;
     int M;                  /* microbatches per pass: iterations x m */
@@ -454,6 +523,15 @@ int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg
 /* exec_xrank_init, then the measurement arrays (and op records when cfg asks); core -1. */
 int exec_xrank_setup(exec_xrank *x, int r, const sched *s, const exec_config *cfg, const int *blocks,
                      const exec_data *data, double *loss_mb, pl_err *e);
+/* exec_xrank_setup for executor rank r of layout L (NULL: the schedule's ranks). */
+int exec_xrank_setup_in(exec_xrank *x, int r, const exec_layout *L, const sched *s, const exec_config *c,
+                        const int *blocks, const exec_data *data, double *loss_mb, pl_err *e);
+/* REDUCE_GRAD of stage st on x: the exact all-reduce of its gradient and count over the stage's
+ * replicas (nothing without replicas). Returns PL_OK or the error. */
+int exec_xrank_reduce(exec_xrank *x, exec_xstage *st, pl_err *e);
+/* Gives x (set up in layout x->lay) the all-reduce's buffer when one of its stages is
+ * replicated. Returns PL_OK or PL_ENOMEM. */
+int exec_xrank_reduce_setup(exec_xrank *x, pl_err *e);
 void exec_xrank_free(exec_xrank *x);
 
 /* ---------------------------------------------------------------- the CPU worker (worker.c) */
@@ -490,6 +568,10 @@ void exec_iteration_losses(const double *loss_mb, int n_iters, int m, double *lo
 /* Points r's per-pass arrays (pass_end_s ... span_s) into the one block at r->pass_start_s of
  * EXEC_REC_ARRAYS x r->passes doubles, in exec_rank_record's order (exec_assemble.c). */
 void exec_rank_record_arrays(exec_rank_record *r);
+/* Returns what a message of kind k carries, for messages about it. */
+static inline const char *exec_msg_what(int k) {
+    return k == EXEC_MSG_ACT ? "activations" : k == EXEC_MSG_GRAD ? "gradients" : "all-reduce values";
+}
 /* Returns 1 when e is the echo of a run stopped by another failure (EXEC_ABORTED), else 0. */
 static inline int exec_err_aborted(const pl_err *e) {
     return strncmp(e->msg, EXEC_ABORTED, sizeof EXEC_ABORTED - 1) == 0;

@@ -17,8 +17,12 @@ int exec_check_memory(const sched *s, const exec_config *c, const int *blocks, i
     const double fl = (double)sizeof(float);
     double nf = (double)exec_block_floats(&d), per = EXEC_FLOATS_PER_PARAM + (c->momentum != 0.0), nblocks = 0;
     int nranks = rank < 0 ? s->ranks : 1;
-    for (int q = 0; q < s->stages; q++)
-        if (rank < 0 || s->stage_rank[q] == rank) nblocks += blocks[q];
+    for (int q = 0; q < s->stages; q++) {
+        /* in one process every replica holds its copy (exec_config.replicas) */
+        int n = rank < 0 && c->replicas && c->replicas[q] > 1 ? c->replicas[q] : 1;
+        if (rank < 0 || s->stage_rank[q] == rank) nblocks += (double)blocks[q] * n;
+        nranks += n - 1;
+    }
     double bytes = fl * nf * per * nblocks;
     if (c->profile_between_reps > 0) bytes += fl * nf * per * exec_prof_blocks(c, s->ranks) * nranks;
     double D = exec_dataset_microbatches(c);

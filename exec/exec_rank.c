@@ -9,11 +9,20 @@
 int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_rank_record *rec, pl_err *e) {
     memset(rec, 0, sizeof *rec);
     int r = t->rank(t);
-    if (t->size(t) != s->ranks) return pl_errf(e, PL_EINPUT, "the transport has %d ranks, the schedule %d", t->size(t), s->ranks);
+    exec_layout lay;
+    int rc = exec_layout_build(s, c->replicas, &lay, e);
+    if (rc == PL_OK && t->size(t) != lay.ranks)
+        rc = pl_errf(e, PL_EINPUT, "the transport has %d ranks, the schedule%s %d", t->size(t),
+                     lay.ranks != s->ranks ? " with its replicas" : "", lay.ranks);
     int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
-    if (!blocks) return pl_errf(e, PL_ENOMEM, "out of memory");
-    int rc = exec_check_run(s, c, blocks, e);
-    if (rc == PL_OK) rc = exec_check_memory(s, c, blocks, r, e);
+    if (rc == PL_OK && !blocks) rc = pl_errf(e, PL_ENOMEM, "out of memory");
+    if (rc != PL_OK) {
+        exec_layout_free(&lay);
+        free(blocks);
+        return rc;
+    }
+    rc = exec_check_run(s, c, blocks, e);
+    if (rc == PL_OK) rc = exec_check_memory(s, c, blocks, lay.srank[r], e);
     exec_blas_init();
     int P = c->warmup_passes + c->timed_passes, M = (int)sched_total_microbatches(s);
     exec_data data;
@@ -23,8 +32,8 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
     double *loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
     if (rc == PL_OK && !loss_mb) rc = pl_errf(e, PL_ENOMEM, "out of memory");
     if (rc == PL_OK) rc = exec_data_build(c, &data, e);
-    if (rc == PL_OK) rc = exec_xrank_setup(&x, r, s, c, blocks, &data, loss_mb, e);
-    if (rc == PL_OK && c->profile_between_reps > 0) rc = exec_xrank_prof_new(&x, c, s->ranks, e);
+    if (rc == PL_OK) rc = exec_xrank_setup_in(&x, r, &lay, s, c, blocks, &data, loss_mb, e);
+    if (rc == PL_OK && c->profile_between_reps > 0) rc = exec_xrank_prof_new(&x, c, lay.ranks, e);
     if (rc == PL_OK) {
         int cpus[EXEC_MAX_CORES];
         int n = exec_platform_cores(cpus, EXEC_MAX_CORES);
@@ -44,6 +53,7 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
     }
     if (rc == PL_OK) rc = exec_xrank_record(&x, loss_mb, x.arena_bytes, rec, e);
     exec_xrank_free(&x);
+    exec_layout_free(&lay);
     exec_data_free(&data);
     free(loss_mb);
     free(blocks);

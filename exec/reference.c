@@ -58,27 +58,39 @@ static int ref_flush(const exec_config *c, const exec_dims *d, const exec_data *
     return PL_OK;
 }
 
-/* The per-stage order of events in `passes` walks of s: v[q*G+g] = the version (steps before it)
- * the forward of (q, g) uses; grp[q*G+g] = the step that applies its gradient (-1 none);
- * size[q*(G+1)+k] = microbatches in step k; nst[q] = steps of stage q. */
-static void stage_events(const sched *s, int passes, int64_t G, int *v, int *grp, int *size, int *nst) {
+/* The per-stage order of events in `passes` walks of s by the executor's ranks of layout L (the
+ * replicas of a replicated stage, exec_config.replicas): v[q*G+g] = the version (steps before
+ * it on its replica) the forward of (q, g) uses; grp[q*G+g] = the step that applies its gradient
+ * (-1 none); size[q*(G+1)+k] = microbatches in step k (over all replicas: the k-th STEP of every
+ * replica applies the all-reduced mean of the gradients since their previous one); nst[q] =
+ * steps of stage q. Returns PL_OK or PL_ENOMEM. */
+static int stage_events(const sched *s, const exec_layout *L, int passes, int64_t G, int *v, int *grp, int *size, int *nst,
+                        pl_err *e) {
     int M = (int)(G / passes);
-    int *cur_n = pl_calloc((size_t)s->stages, sizeof(int)); /* backward passes since the last step */
+    int *cur_n = pl_calloc((size_t)L->ranks * s->stages, sizeof(int)); /* backward passes since the last step */
+    int *rst = pl_calloc((size_t)L->ranks * s->stages, sizeof(int));   /* steps of each (rank, stage) */
+    if (!cur_n || !rst) {
+        free(cur_n);
+        free(rst);
+        return pl_errf(e, PL_ENOMEM, "out of memory in the reference");
+    }
     for (int p = 0; p < passes; p++)
-        for (int r = 0; r < s->ranks; r++)
-            for (size_t k = 0; k < s->rank[r].n; k++) {
-                const sched_action *a = &s->rank[r].acts[k];
+        for (int r = 0; r < L->ranks; r++)
+            for (size_t k = 0; k < L->list[r].n; k++) {
+                const sched_action *a = &L->list[r].acts[k];
                 int64_t g = (int64_t)p * M + a->mb;
-                if (a->kind == SCHED_F || a->kind == SCHED_OVERLAP) v[a->stage * G + g] = nst[a->stage];
+                int *cn = cur_n + (size_t)r * s->stages, *ns = rst + (size_t)r * s->stages;
+                if (a->kind == SCHED_F || a->kind == SCHED_OVERLAP) v[a->stage * G + g] = ns[a->stage];
                 int bs = -1;
                 int64_t bg = 0;
                 if (a->kind == SCHED_B || a->kind == SCHED_W) { bs = a->stage; bg = g; }
                 if (a->kind == SCHED_OVERLAP && a->kind2 == SCHED_B) { bs = a->stage2; bg = (int64_t)p * M + a->mb2; }
-                if (bs >= 0) { grp[bs * G + bg] = nst[bs]; cur_n[bs]++; }
-                if (a->kind == SCHED_STEP && cur_n && cur_n[a->stage] > 0) {
-                    size[a->stage * (G + 1) + nst[a->stage]] = cur_n[a->stage];
-                    cur_n[a->stage] = 0;
-                    nst[a->stage]++;
+                if (bs >= 0) { grp[bs * G + bg] = ns[bs]; cn[bs]++; }
+                if (a->kind == SCHED_STEP && cn[a->stage] > 0) {
+                    size[a->stage * (G + 1) + ns[a->stage]] += cn[a->stage];
+                    cn[a->stage] = 0;
+                    ns[a->stage]++;
+                    if (ns[a->stage] > nst[a->stage]) nst[a->stage] = ns[a->stage];
                 }
             }
     /* gradients after the last step are never applied */
@@ -86,6 +98,8 @@ static void stage_events(const sched *s, int passes, int64_t G, int *v, int *grp
         for (int64_t g = 0; g < G; g++)
             if (grp[q * G + g] >= nst[q]) grp[q * G + g] = -1;
     free(cur_n);
+    free(rst);
+    return PL_OK;
 }
 
 /* Stash and 2bw: each microbatch runs with the versions its forwards used on every stage; each
@@ -112,7 +126,11 @@ static int ref_versions(const sched *s, const exec_config *c, const exec_dims *d
         goto out;
     }
     for (int64_t i = 0; i < Q * G; i++) grp[i] = -1;
-    stage_events(s, passes, G, v, grp, size, nst);
+    exec_layout lay;
+    rc = exec_layout_build(s, c->replicas, &lay, e);
+    if (rc == PL_OK) rc = stage_events(s, &lay, passes, G, v, grp, size, nst, e);
+    exec_layout_free(&lay);
+    if (rc != PL_OK) goto out;
     for (int q = 0; q < Q; q++) {
         b0[q] = q ? b0[q - 1] + blocks[q - 1] : 0;
         size_t pf = (size_t)blocks[q] * nf;

@@ -82,6 +82,8 @@ typedef struct mend {
     size_t rcap;
     mpost *post;          /* [npost] receives posted and not completed yet (grown by pl_grow) */
     size_t npost, cap_post;
+    MPI_Comm *stage_comm; /* [stages] the replicas of each replicated stage this rank is one of
+                           * (MPI_COMM_NULL elsewhere): the all-reduce's communicator */
 } mend;
 
 static void (*g_abort_hook)(const pl_err *why);
@@ -227,7 +229,7 @@ static int m_send(exec_transport *t, int dst, exec_msg_key key, const void *data
 /* Describes the wait for key from src into buf. */
 static void wait_what(const mend *m, int src, exec_msg_key key, char *buf, size_t n) {
     snprintf(buf, n, "rank %d waits for %s of stage %d microbatch %lld from rank %d", m->rank,
-             key.kind == EXEC_MSG_ACT ? "activations" : "gradients", key.stage, (long long)key.mb, src);
+             exec_msg_what(key.kind), key.stage, (long long)key.mb, src);
 }
 
 /* Checks a completed receive from src (counted) against the expected bytes. */
@@ -278,7 +280,7 @@ static int m_wait_recv(exec_transport *t, int src, exec_msg_key key, pl_err *e) 
         i++;
     if (i == m->npost)
         return pl_errf(e, PL_EINTERNAL, "no receive of %s of stage %d microbatch %lld from rank %d was posted",
-                       key.kind == EXEC_MSG_ACT ? "activations" : "gradients", key.stage, (long long)key.mb, src);
+                       exec_msg_what(key.kind), key.stage, (long long)key.mb, src);
     mpost p = m->post[i];
     m->post[i] = m->post[--m->npost];
     int rc = PL_OK;
@@ -352,6 +354,48 @@ static int exchange_counts(mend *m, const char *when, pl_err *e) {
 }
 
 static void m_abort(exec_transport *t, const pl_err *why);
+
+/* The all-reduce of v[count] over the replicas of stage (exec_transport.allreduce):
+ * MPI_Allreduce (MPI_SUM or MPI_MAX of int64: exact, so any algorithm MPI picks gives the bits
+ * of the threads' ring). Blocking, so that MPI progresses it at its own pace (the polled
+ * MPI_Iallreduce advanced only at each MPI_Test, between naps); it cannot wait forever: a
+ * replica that fails aborts the job (MPI_Abort), one that dies makes mpirun end it (this rank
+ * then reports, from its SIGTERM handler, that it waited in the all-reduce), and one stuck
+ * elsewhere times out there and aborts. Returns PL_OK or an error. */
+static int m_allreduce(exec_transport *t, int stage, int64_t *v, size_t count, int max, pl_err *e) {
+    mend *m = t->impl;
+    if (stage < 0 || stage >= m->stages || m->stage_comm[stage] == MPI_COMM_NULL)
+        return pl_errf(e, PL_EINTERNAL, "rank %d is no replica of stage %d", m->rank, stage);
+    if (count > (size_t)0x7fffffff) return pl_errf(e, PL_EINPUT, "all-reduce of %zu values is too large", count);
+    g_waiting = 0;
+    snprintf(g_wait_what, sizeof g_wait_what, "rank %d waits in the all-reduce of stage %d's replicas", m->rank, stage);
+    g_waiting = 1;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, v, (int)count, MPI_INT64_T, max ? MPI_MAX : MPI_SUM, m->stage_comm[stage]);
+    g_waiting = 0;
+    return rc == MPI_SUCCESS ? PL_OK : pl_errf(e, PL_EINTERNAL, "MPI_Allreduce of stage %d's replicas failed", stage);
+}
+
+/* Makes the communicator of each replicated stage among its replicas (collective over every
+ * process: MPI_Comm_split). Returns PL_OK or PL_ENOMEM. */
+static int stage_comms(mend *m, const sched *s, const exec_layout *L, pl_err *e) {
+    m->stage_comm = pl_calloc((size_t)s->stages, sizeof *m->stage_comm);
+    if (!m->stage_comm) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int q = 0; q < s->stages; q++) {
+        m->stage_comm[q] = MPI_COMM_NULL;
+        if (L->reps[q] <= 1) continue;
+        int mine = L->srank[m->rank] == s->stage_rank[q];
+        MPI_Comm_split(m->data, mine ? 0 : MPI_UNDEFINED, L->rep[m->rank], &m->stage_comm[q]);
+    }
+    return PL_OK;
+}
+
+/* Frees the stage communicators. */
+static void stage_comms_free(mend *m, int stages) {
+    for (int q = 0; m->stage_comm && q < stages; q++)
+        if (m->stage_comm[q] != MPI_COMM_NULL) MPI_Comm_free(&m->stage_comm[q]);
+    free(m->stage_comm);
+    m->stage_comm = NULL;
+}
 
 /* Waits for every rank and checks that every message sent so far was received
  * (exchange_counts); on an error (a message nobody received, a timeout) ends the job at once, as
@@ -491,9 +535,14 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     MPI_Comm_size(MPI_COMM_WORLD, &m.size);
     report_on_term(m.rank);
     *is_root = m.rank == 0;
-    if (m.size != s->ranks)
-        return pl_errf(e, PL_EINPUT, "the MPI job has %d processes, the schedule %d ranks (mpirun -np %d)", m.size, s->ranks,
-                       s->ranks);
+    exec_layout lay;
+    int lrc = exec_layout_build(s, cfg->replicas, &lay, e);
+    int want = lay.ranks;
+    exec_layout_free(&lay);
+    if (lrc != PL_OK) return lrc;
+    if (m.size != want)
+        return pl_errf(e, PL_EINPUT, "the MPI job has %d processes, the schedule %d ranks%s (mpirun -np %d)", m.size, want,
+                       want != s->ranks ? " with its replicas" : "", want);
     MPI_Comm_dup(MPI_COMM_WORLD, &m.data);
     MPI_Comm_dup(MPI_COMM_WORLD, &m.ctl);
     MPI_Comm_set_errhandler(m.data, MPI_ERRORS_RETURN);
@@ -506,9 +555,14 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     if (!m.sent) return pl_errf(e, PL_ENOMEM, "out of memory");
     m.rcvd = m.sent + m.size;
     m.peer_sent = m.rcvd + m.size;
-    exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, m_post_recv, m_wait_recv};
+    exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, m_post_recv, m_wait_recv,
+                        m_allreduce};
     exec_rank_record rec;
-    int rc = exec_run_rank(s, cfg, &t, &rec, e);
+    memset(&rec, 0, sizeof rec);
+    int rc = exec_layout_build(s, cfg->replicas, &lay, e);
+    if (rc == PL_OK) rc = stage_comms(&m, s, &lay, e);
+    exec_layout_free(&lay);
+    if (rc == PL_OK) rc = exec_run_rank(s, cfg, &t, &rec, e);
     if (rc != PL_OK) {
         pl_err why = *e;
         m_abort(&t, &why); /* errors before the workers ran end the job too */
@@ -549,6 +603,7 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     free(m.rbuf);
     free(m.post);
     free(m.sent);
+    stage_comms_free(&m, s->stages);
     MPI_Comm_free(&m.data);
     MPI_Comm_free(&m.ctl);
     signal(SIGTERM, SIG_DFL); /* the run is over: no more waits to report */

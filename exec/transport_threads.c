@@ -114,7 +114,7 @@ static void describe_wait(const tboard *b, int r, char *buf, size_t n) {
     const tbox *x = &b->box[r];
     if (x->wait == W_RECV)
         snprintf(buf, n, "rank %d waits for %s of stage %d microbatch %lld from rank %d", r,
-                 x->wait_key.kind == EXEC_MSG_ACT ? "activations" : "gradients", x->wait_key.stage,
+                 exec_msg_what(x->wait_key.kind), x->wait_key.stage,
                  (long long)x->wait_key.mb, x->wait_src);
     else if (x->wait == W_SEND)
         snprintf(buf, n, "rank %d waits for room in rank %d's full mailbox", r, x->wait_src);
@@ -159,7 +159,7 @@ static int check_undelivered(tboard *b) {
             pl_err why;
             pl_errf(&why, PL_EINPUT, "rank %d sent %s of stage %d microbatch %lld to rank %d, which never received them "
                     "(%d message%s left in its mailbox at the %s)", m->src,
-                    m->key.kind == EXEC_MSG_ACT ? "activations" : "gradients", m->key.stage, (long long)m->key.mb, r,
+                    exec_msg_what(m->key.kind), m->key.stage, (long long)m->key.mb, r,
                     b->box[r].n, b->box[r].n == 1 ? "" : "s", b->running ? "barrier between passes" : "end of the run");
             pl_err_set_rank(&why, m->src); /* the sender's error */
             abort_locked(b, &why);
@@ -394,7 +394,7 @@ static int t_wait_recv(exec_transport *t, int src, exec_msg_key key, pl_err *e) 
     if (i == x->npost) {
         pthread_mutex_unlock(&b->mu);
         return pl_errf(e, PL_EINTERNAL, "no receive of %s of stage %d microbatch %lld from rank %d was posted",
-                       key.kind == EXEC_MSG_ACT ? "activations" : "gradients", key.stage, (long long)key.mb, src);
+                       exec_msg_what(key.kind), key.stage, (long long)key.mb, src);
     }
     struct timespec dl = deadline_of(b->timeout_s);
     int rc = PL_OK;

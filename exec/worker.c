@@ -97,6 +97,12 @@ static int do_step(exec_xrank *x, int s, pl_err *e) {
 
 /* ---------------------------------------------------------------- communication actions */
 
+/* Returns the rank that holds stage q's microbatch mb: its schedule rank, or the replica that
+ * runs mb (exec_layout). */
+static int peer(const exec_xrank *x, int q, int mb) {
+    return x->lay ? exec_layout_rank(x->lay, x->s, q, mb) : x->s->stage_rank[q];
+}
+
 /* What an injected fault does to an action (fault_at's result, do_comm's `fault`). */
 enum { SEND_OK = 0, SEND_SHORT = 1, SEND_DROP = 2, SEND_TWICE = 3, SKIP_ACTION = 4, SEND_LATE = 5 };
 
@@ -112,7 +118,6 @@ static int do_comm(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
     int s = a->stage;
     size_t bh = (size_t)x->d.b * x->d.h, bytes = bh * sizeof(float);
     int64_t g = x->goff + a->mb;
-    const int *sr = x->s->stage_rank;
     if (a->kind == SCHED_SEND_F || a->kind == SCHED_SEND_B) {
         int *slotp = exec_xrank_send_begin(x, a, e);
         if (!slotp) return e->code;
@@ -125,8 +130,9 @@ static int do_comm(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
         if (fault != SEND_DROP) {
             exec_msg_key k = {fwd ? EXEC_MSG_ACT : EXEC_MSG_GRAD, to, g};
             float *src = exec_pool_slot(&x->out, *slotp);
-            rc = x->t->send(x->t, sr[to], k, src, fault == SEND_SHORT ? bytes - sizeof(float) : bytes, e);
-            if (rc == PL_OK && fault == SEND_TWICE) rc = x->t->send(x->t, sr[to], k, src, bytes, e);
+            int dst = peer(x, to, a->mb);
+            rc = x->t->send(x->t, dst, k, src, fault == SEND_SHORT ? bytes - sizeof(float) : bytes, e);
+            if (rc == PL_OK && fault == SEND_TWICE) rc = x->t->send(x->t, dst, k, src, bytes, e);
         }
         exec_xrank_send_end(x, slotp);
         return rc;
@@ -141,7 +147,7 @@ static int do_comm(exec_xrank *x, const sched_action *a, int fault, pl_err *e) {
     *p = (exec_xpend){a->kind, s, a->mb, x->at, 0, exec_pool_slot(pool, i)};
     if (x->t->post_recv && x->t->wait_recv) {
         exec_msg_key k = {fwd ? EXEC_MSG_ACT : EXEC_MSG_GRAD, s, g};
-        int rc = x->t->post_recv(x->t, sr[fwd ? s - 1 : s + 1], k, p->data, bytes, e);
+        int rc = x->t->post_recv(x->t, peer(x, fwd ? s - 1 : s + 1, a->mb), k, p->data, bytes, e);
         if (rc != PL_OK) return rc;
         p->posted = 1;
     }
@@ -170,7 +176,10 @@ static int do_action(exec_xrank *x, const sched_action *a, int fault, pl_err *e)
     case SCHED_SEND_B:
     case SCHED_RECV_F:
     case SCHED_RECV_B: return do_comm(x, a, fault, e);
-    case SCHED_REDUCE_GRAD: return exec_xrank_local(x, a->stage, e) ? PL_OK : PL_EINPUT; /* one replica */
+    case SCHED_REDUCE_GRAD: {
+        exec_xstage *st = exec_xrank_local(x, a->stage, e);
+        return st ? exec_xrank_reduce(x, st, e) : PL_EINPUT; /* an all-reduce of the stage's replicas */
+    }
     case SCHED_STEP: return do_step(x, a->stage, e);
     case SCHED_UNSHARD:
     case SCHED_RESHARD: return PL_OK;
@@ -194,7 +203,7 @@ static int pend_complete(exec_xrank *x, int i, double *comm) {
     long at = x->at;
     x->at = p.at;
     int fwd = p.kind == SCHED_RECV_F;
-    int src = x->s->stage_rank[fwd ? p.stage - 1 : p.stage + 1];
+    int src = peer(x, fwd ? p.stage - 1 : p.stage + 1, p.mb);
     exec_msg_key k = {fwd ? EXEC_MSG_ACT : EXEC_MSG_GRAD, p.stage, x->goff + p.mb};
     size_t bytes = (size_t)x->d.b * x->d.h * sizeof(float);
     double w0 = pl_now_s();
@@ -299,7 +308,7 @@ static int prof_gap(exec_xrank *x, int warm, int g) {
 /* Walks the passes (the body of exec_worker_main, inside its cleanup handler). */
 static void worker_walk(exec_xrank *x) {
     const exec_config *c = x->cfg;
-    const sched_rank *rk = &x->s->rank[x->r];
+    const sched_rank *rk = x->list;
     int passes = c->warmup_passes + c->timed_passes;
     for (int pass = 0; pass < passes && x->rc == PL_OK; pass++) {
         x->pass = pass;
@@ -340,7 +349,7 @@ static void worker_walk(exec_xrank *x) {
                 if (first < 0) first = s0;
                 last = s1;
             }
-            else if (sched_kind_is_comm((sched_kind)a->kind)) comm += s1 - s0;
+            else if (sched_kind_is_comm((sched_kind)a->kind) || a->kind == SCHED_REDUCE_GRAD) comm += s1 - s0;
             if (timed && c->record_ops && x->n_ops < x->cap_ops) {
                 exec_op *op = &x->ops[x->n_ops++];
                 op->act = *a;

@@ -102,7 +102,7 @@ int exec_xrank_f_begin(exec_xrank *x, int s, int j, exec_xf *f, pl_err *e) {
         st->in_of[j] = i;
         f->in_new = i;
     } else if (st->in_of[j] < 0) {
-        return x->s->stage_rank[s - 1] != x->r
+        return x->s->stage_rank[s - 1] != x->sr
                    ? pl_errf(e, PL_EINPUT, "forward of stage %d microbatch %d before its input arrived (the activations rank %d sends "
                              "were not received: no %dRECV_F%d ran)", s, j, x->s->stage_rank[s - 1], s, j)
                    : pl_errf(e, PL_EINPUT, "forward of stage %d microbatch %d before its input arrived", s, j);
@@ -159,7 +159,7 @@ int exec_xrank_i_begin(exec_xrank *x, int s, int j, exec_xi *b, pl_err *e) {
     if (!(st->flags[j] & XS_FDONE)) return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its forward", s, j);
     if (st->flags[j] & XS_IDONE) return pl_errf(e, PL_EINPUT, "second input backward of microbatch %d", j);
     if (!(st->flags[j] & XS_GOUT)) {
-        if (s + 1 < x->s->stages && x->s->stage_rank[s + 1] != x->r)
+        if (s + 1 < x->s->stages && x->s->stage_rank[s + 1] != x->sr)
             return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its output gradient arrived (the gradients "
                            "rank %d sends were not received: no %dRECV_B%d ran)", s, j, x->s->stage_rank[s + 1], s, j);
         return pl_errf(e, PL_EINPUT, "backward of stage %d microbatch %d before its output gradient arrived", s, j);
@@ -304,15 +304,19 @@ int exec_xrank_pass_end_check(const exec_xrank *x, pl_err *e) {
 
 void exec_xrank_at(const exec_xrank *x, size_t k, pl_err *e) {
     char t[EXEC_ACTION_TEXT_MAX];
-    sched_action_format(&x->s->rank[x->r].acts[k], t, sizeof t);
-    pl_err_prefix(e, "rank %d, action %zu (%s), pass %d: ", x->r, k + 1, t, x->pass);
+    sched_action_format(&x->list->acts[k], t, sizeof t);
+    if (x->lay && x->lay->width[x->sr] > 1) /* k counts in the replica's share of the list */
+        pl_err_prefix(e, "rank %d (replica %d of schedule rank %d), action %zu (%s), pass %d: ", x->r, x->rep, x->sr, k + 1,
+                      t, x->pass);
+    else
+        pl_err_prefix(e, "rank %d, action %zu (%s), pass %d: ", x->r, k + 1, t, x->pass);
     pl_err_set_rank(e, x->r);
 }
 
 void exec_xrank_where(const exec_xrank *x, char *buf, size_t n) {
-    if (x->at >= 0 && (size_t)x->at < x->s->rank[x->r].n) {
+    if (x->at >= 0 && x->list && (size_t)x->at < x->list->n) {
         char t[EXEC_ACTION_TEXT_MAX];
-        sched_action_format(&x->s->rank[x->r].acts[x->at], t, sizeof t);
+        sched_action_format(&x->list->acts[x->at], t, sizeof t);
         snprintf(buf, n, "action %ld (%s) of pass %d", x->at + 1, t, x->pass);
     } else {
         snprintf(buf, n, "between actions of pass %d", x->pass);

@@ -229,7 +229,7 @@ static int dry_walk(exec_xrank *x, int *caps, pl_err *e) {
             pl_err_set_rank(e, x->r);
         }
     }
-    const sched_rank *rk = &x->s->rank[x->r];
+    const sched_rank *rk = x->list;
     for (size_t k = 0; k < rk->n && rc == PL_OK; k++) {
         rc = dry_action(x, &rk->acts[k], e);
         if (rc != PL_OK) exec_xrank_at(x, k, e);
@@ -253,7 +253,8 @@ static int dry_walk(exec_xrank *x, int *caps, pl_err *e) {
 
 /* Fills x's stages (those of rank r: their blocks and parameters, the local index of each
  * global stage) and the room for its pending receives. Returns PL_OK or PL_ENOMEM. */
-static int stages_of(exec_xrank *x, int r, const sched *s, const int *blocks, pl_err *e) {
+static int stages_of(exec_xrank *x, const sched *s, const int *blocks, pl_err *e) {
+    int r = x->sr;
     x->loc = pl_calloc((size_t)s->stages, sizeof *x->loc);
     if (!x->loc) return pl_errf(e, PL_ENOMEM, "out of memory");
     for (int q = 0; q < s->stages; q++) {
@@ -262,8 +263,8 @@ static int stages_of(exec_xrank *x, int r, const sched *s, const int *blocks, pl
     }
     x->st = pl_calloc(x->nst ? (size_t)x->nst : 1, sizeof *x->st);
     if (!x->st) return pl_errf(e, PL_ENOMEM, "out of memory");
-    for (size_t k = 0; k < s->rank[r].n; k++)
-        x->cap_pend += s->rank[r].acts[k].kind == SCHED_RECV_F || s->rank[r].acts[k].kind == SCHED_RECV_B;
+    for (size_t k = 0; k < x->list->n; k++)
+        x->cap_pend += x->list->acts[k].kind == SCHED_RECV_F || x->list->acts[k].kind == SCHED_RECV_B;
     x->pend = pl_calloc(x->cap_pend ? (size_t)x->cap_pend : 1, sizeof *x->pend);
     if (!x->pend) return pl_errf(e, PL_ENOMEM, "out of memory");
     for (int q = 0, n = 0, b0 = 0; q < s->stages; b0 += blocks[q], q++) {
@@ -278,18 +279,24 @@ static int stages_of(exec_xrank *x, int r, const sched *s, const int *blocks, pl
     return PL_OK;
 }
 
-int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg,
-                    const int *blocks, const exec_data *data, double *loss_mb, pl_err *e) {
+/* exec_xrank_init for executor rank r of layout L (NULL: the schedule's ranks). */
+static int xrank_init_in(exec_xrank *x, int r, const exec_layout *L, const sched *s, const exec_config *cfg,
+                         const int *blocks, const exec_data *data, double *loss_mb, pl_err *e) {
     memset(x, 0, sizeof *x);
     x->at = -1;
     x->r = r;
     x->s = s;
+    x->lay = L;
+    x->sr = L ? L->srank[r] : r;
+    x->rep = L ? L->rep[r] : 0;
+    x->list = L ? &L->list[r] : &s->rank[r];
     x->cfg = cfg;
     exec_dims_of(cfg, &x->d);
     x->M = (int)sched_total_microbatches(s);
     x->data = data;
     x->loss_mb = loss_mb;
-    int rc = stages_of(x, r, s, blocks, e);
+    int rc = stages_of(x, s, blocks, e);
+    if (rc == PL_OK && L) rc = exec_xrank_reduce_setup(x, e);
     if (rc) return rc;
     int *caps = pl_calloc((size_t)CAP_OF(x->nst, 0), sizeof *caps);
     if (!caps) return pl_errf(e, PL_ENOMEM, "out of memory");
@@ -300,10 +307,20 @@ int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg
     return rc;
 }
 
+int exec_xrank_init(exec_xrank *x, int r, const sched *s, const exec_config *cfg,
+                    const int *blocks, const exec_data *data, double *loss_mb, pl_err *e) {
+    return xrank_init_in(x, r, NULL, s, cfg, blocks, data, loss_mb, e);
+}
+
 int exec_xrank_setup(exec_xrank *x, int r, const sched *s, const exec_config *c, const int *blocks,
                      const exec_data *data, double *loss_mb, pl_err *e) {
+    return exec_xrank_setup_in(x, r, NULL, s, c, blocks, data, loss_mb, e);
+}
+
+int exec_xrank_setup_in(exec_xrank *x, int r, const exec_layout *L, const sched *s, const exec_config *c,
+                        const int *blocks, const exec_data *data, double *loss_mb, pl_err *e) {
     int P = c->warmup_passes + c->timed_passes;
-    int rc = exec_xrank_init(x, r, s, c, blocks, data, loss_mb, e);
+    int rc = xrank_init_in(x, r, L, s, c, blocks, data, loss_mb, e);
     if (rc) return rc;
     x->core = -1;
     x->pass_start_s = pl_calloc(EXEC_REC_ARRAYS * (size_t)P, sizeof(double));
@@ -312,7 +329,7 @@ int exec_xrank_setup(exec_xrank *x, int r, const sched *s, const exec_config *c,
                                         &x->gemm_s, &x->gemm_flops, &x->span_s};
     for (int k = 1; k < EXEC_REC_ARRAYS; k++) *arrays[k] = x->pass_start_s + (size_t)k * P;
     if (c->record_ops) {
-        x->cap_ops = s->rank[r].n * (size_t)c->timed_passes;
+        x->cap_ops = x->list->n * (size_t)c->timed_passes;
         x->ops = pl_calloc(x->cap_ops ? x->cap_ops : 1, sizeof *x->ops);
         if (!x->ops) return pl_errf(e, PL_ENOMEM, "out of memory for the op records");
     }
@@ -325,6 +342,8 @@ void exec_xrank_free(exec_xrank *x) {
     free(x->st);
     free(x->loc);
     free(x->pend);
+    free(x->red);
+    free(x->red_seq);
     free(x->ops);
     free(x->pass_start_s);
     exec_prof_worker_free(x->prof);

@@ -5,12 +5,16 @@
 #      with explicit communication to a .sched file and to PyTorch's CSV (checked back);
 #   2. profiles this CPU: F, I, W and STEP of the executor's dense block (width 256, 8 blocks) on
 #      both cores at once, as the 2-rank runs will use them;
-#   3. partitions that model into 2 balanced stages from the profile;
+#   3. partitions that model into 2 balanced stages from the profile, and plans it for 2 workers
+#      with PipeDream's planner (stage split and replicas: on this machine's free links it picks
+#      data parallelism, "2", or a pipeline "1-1");
 #   4. simulates gpipe, 1f1b and zb-h1 on 2 ranks, 8 microbatches, with those costs (a RECV
-#      posts and the compute that reads the data waits, as in the executor's workers);
-#   5. runs the same three for real on 2 ranks (one CPU thread per rank, real training), each
-#      predicted again from the profile its own workers measure between its passes (this machine's
-#      speed can drift within seconds: the profile of step 2 was measured earlier);
+#      posts and the compute that reads the data waits, as in the executor's workers), and the
+#      planned configuration with 1F1B-RR and a flush per iteration (PipeDream-Flush);
+#   5. runs the same four for real on 2 ranks (one CPU thread per rank or replica, real
+#      training; a replicated stage's replicas all-reduce their gradients over the mailboxes),
+#      each predicted again from the profile its own workers measure between its passes (this
+#      machine's speed can drift within seconds: the profile of step 2 was measured earlier);
 #   6. compares each run with its own prediction (iteration time, throughput, bubble, memory,
 #      MAPE);
 #   7. draws zb-h1's predicted and measured timelines and the accuracy plot (gnuplot).
@@ -46,6 +50,7 @@ echo "wrote $OUT/1f1b_p4_m8_lowered.sched and $OUT/1f1b_p4_m8_comms.csv"
 H=256 L=8 M=8
 PROF=$OUT/quickstart.profile.csv
 PART=$OUT/quickstart.partition
+PLAN=$OUT/quickstart.planned.partition
 echo
 echo "== 2. profile this CPU: the executor's block, width $H, $L blocks, microbatch 16"
 "$PL" profile --width $H --depth $L --concurrency 2 -o "$PROF"
@@ -53,12 +58,21 @@ echo
 echo "== 3. partition it into 2 stages (balanced split of the profiled costs)"
 "$PL" partition --profile "$PROF" --workers 2 --method balance -o "$PART"
 echo
+echo "-- and PipeDream's planner on 2 workers: stage split and replicas per stage"
+"$PL" partition --profile "$PROF" --workers 2 --method pipedream -o "$PLAN"
+# the plan's stages and its configuration (replicas per stage, e.g. 2 or 1-1)
+PSTAGES=$(grep -c '^stage ' "$PLAN")
+PCONF=$(awk '/^stage /{ printf "%s%s", sep, $6; sep = "-" }' "$PLAN")
+echo
 echo "== 4. simulate gpipe, 1f1b and zb-h1 on 2 ranks, $M microbatches, with the profiled costs"
 for kind in gpipe 1f1b zb-h1; do
     "$PL" simulate --kind $kind --ranks 2 --microbatches $M --model "$PROF" --partition "$PART" --trace \
         --tag $TAG-sim --db "$DB" --format csv >/dev/null
 done
-"$PL" db list --db "$DB" --tag $TAG-sim --limit 3
+echo "-- the planned configuration $PCONF: 1f1b with 1F1B-RR, $PSTAGES stage(s)"
+"$PL" simulate --kind 1f1b --ranks "$PSTAGES" --microbatches $M --model "$PROF" --partition "$PLAN" --trace \
+    --tag $TAG-sim --db "$DB" --format csv >/dev/null
+"$PL" db list --db "$DB" --tag $TAG-sim --limit 4
 echo
 echo "== 5. run them for real: 2 ranks (threads), width $H, $L blocks, $M microbatches of 16 rows;"
 echo "   each predicted from the profile its workers measure between its passes"
@@ -68,6 +82,9 @@ run_all() {
         "$PL" run --kind $kind --ranks 2 --microbatches $M --width $H --depth $L --timed 10 --profile-reps 40 --trace \
             --tag $TAG --db "$DB" | sed -n '/^ *measured/,/^  predicted from/p'
     done
+    echo "-- the planned configuration $PCONF (--partition $PLAN, 1f1b, each replica a rank)"
+    "$PL" run --kind 1f1b --ranks "$PSTAGES" --microbatches $M --width $H --depth $L --partition "$PLAN" --timed 10 \
+        --profile-reps 40 --trace --tag $TAG --db "$DB" | sed -n '/^ *measured/,/^  predicted from/p'
 }
 measure_others run_all
 echo "(other processes used ${OTHERS}% of the CPUs meanwhile; their load stretches the measured times)"

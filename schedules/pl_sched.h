@@ -165,6 +165,11 @@ size_t sched_total_actions(const sched *s);
  * all of them (microbatches x iterations): the one reading of an unset count. */
 int sched_iterations(const sched *s);
 int64_t sched_total_microbatches(const sched *s);
+/* Replicated stages (PipeDream's 1F1B-RR): the replica of a stage of n replicas that performs
+ * a: microbatch k on replica k mod n; -n for an action of every replica (REDUCE_GRAD and STEP
+ * without a microbatch: flush and 2bw); 0 for the rest and whenever n <= 1. The one rule by
+ * which the simulator's replica streams and the executor's replica ranks split a rank's list. */
+int sched_replica_of(const sched_action *a, int n);
 /* Fills stage_rank[] for a placement rule; returns PL_OK or PL_EINPUT. */
 int sched_place(sched_placement pl, int ranks, int stages, int *stage_rank, pl_err *e);
 /* Names of enum values, and parsing them back (return -1 when unknown). */

@@ -320,6 +320,12 @@ int sched_iterations(const sched *s) { return s->iterations > 0 ? s->iterations 
 
 int64_t sched_total_microbatches(const sched *s) { return (int64_t)s->microbatches * sched_iterations(s); }
 
+int sched_replica_of(const sched_action *a, int n) {
+    if (n <= 1) return 0;
+    if (a->mb < 0) return a->kind == SCHED_REDUCE_GRAD || a->kind == SCHED_STEP ? -n : 0;
+    return (int)(a->mb % n);
+}
+
 /* sched_int.h. The fields sched_new does not set from its arguments. */
 void sched_copy_policies(sched *dst, const sched *src) {
     memcpy(dst->kind, src->kind, sizeof dst->kind);

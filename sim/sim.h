@@ -388,6 +388,10 @@ typedef struct sim_model_spec {
     sim_replica_spec replicas; /* over the partition's own */
     const cost_layout *layout; /* tensor x pipeline x data parallel GPT run, or NULL (sim_layout.c) */
 } sim_model_spec;
+/* Reads the partition file path (pipelab partition -o) for schedule s and a model of `layers`
+ * layers named `model` (layers <= 0: as many as the partition covers): its layer bounds and
+ * replicas, checked against the schedule's stage count and the layers, every error naming the file. Returns it (cost_partition_free) or NULL and e. */
+cost_partition *sim_partition_read(const char *path, const sched *s, int layers, const char *model, pl_err *e);
 /* Fills spec with "nothing asked": every pointer NULL, every number the default's. */
 void sim_model_spec_init(sim_model_spec *spec);
 

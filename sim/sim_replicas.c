@@ -41,10 +41,7 @@ int sim_setup_streams(sim_eng *g, pl_err *e) {
 static int route(const sim_eng *g, const sched_action *a, int w) {
     int st = a->stage;
     if (st < 0 || st >= g->s->stages) return 0;
-    int n = g->reps[st] < w ? g->reps[st] : w;
-    if (n <= 1) return 0;
-    if (a->mb < 0) return a->kind == SCHED_REDUCE_GRAD || a->kind == SCHED_STEP ? -n : 0;
-    return (int)(a->mb % n);
+    return sched_replica_of(a, g->reps[st] < w ? g->reps[st] : w);
 }
 
 /* Returns the entries the streams of replicated ranks take in all (an action of every replica

@@ -75,24 +75,29 @@ static int check_stages(cost_partition *p, const sched *s, const char *what, pl_
     return PL_EINPUT;
 }
 
-/* Returns the partition read from spec->partition, checked against the schedule's stages and
- * the model's layers (so its errors name the file), or NULL and e. */
-static cost_partition *partition_file(const sim_model_spec *spec, const sched *s, const cost_model *m, pl_err *e) {
+/* sim.h. Returns the partition, or NULL and e. */
+cost_partition *sim_partition_read(const char *path, const sched *s, int layers, const char *model, pl_err *e) {
     cost_plan plan;
-    if (cost_partition_read(spec->partition, &plan, e) != PL_OK) return NULL;
+    if (cost_partition_read(path, &plan, e) != PL_OK) return NULL;
     cost_partition *p = cost_plan_to_partition(&plan);
     cost_plan_free(&plan);
     if (!p) {
         pl_errf(e, PL_ENOMEM, "out of memory");
         return NULL;
     }
-    if (check_stages(p, s, spec->partition, e) != PL_OK) return NULL;
-    if (cost_partition_check(p, m->n, e) != PL_OK) {
-        pl_err_prefix(e, "%s: model %s: ", spec->partition, m->name);
+    if (check_stages(p, s, path, e) != PL_OK) return NULL;
+    if (cost_partition_check(p, layers > 0 ? layers : p->bound[p->stages], e) != PL_OK) {
+        pl_err_prefix(e, "%s: model %s: ", path, model);
         cost_partition_free(p);
         return NULL;
     }
     return p;
+}
+
+/* Returns the partition read from spec->partition, checked against the schedule's stages and
+ * the model's layers (so its errors name the file), or NULL and e. */
+static cost_partition *partition_file(const sim_model_spec *spec, const sched *s, const cost_model *m, pl_err *e) {
+    return sim_partition_read(spec->partition, s, m->n, m->name, e);
 }
 
 /* Returns the partition spec names for schedule s (a file, a split, a balanced split, or even

@@ -754,6 +754,8 @@ int cx_check_config(const exec_config *c, pl_err *e) {
     if (c->cuda_devices < 0) return pl_errf(e, PL_EINPUT, "the number of GPUs must be >= 0");
     if (c->profile_between_reps > 0)
         return pl_errf(e, PL_EINPUT, "profiling between the passes is the CPU executor's (profile the GPU before the run)");
+    if (c->replicas) /* the CUDA worker's REDUCE_GRAD reduces nothing: refuse rather than train unsynchronized */
+        return pl_errf(e, PL_EINPUT, "replicated stages (exec_config.replicas) run on the CPU executor only");
     exec_dims d;
     exec_dims_of(c, &d);
     return cx_check_block(&d, (int)c->precision, e);

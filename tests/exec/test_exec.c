@@ -8,6 +8,7 @@
 
 #include "exec.h"
 #include "exec_int.h"
+#include "exec_test.h"
 #include "pl_test.h"
 #include "platform/platform.h"
 #include "pl_sched.h"
@@ -20,7 +21,6 @@ static int exec_platform_cores_for_tests(void) {
     return exec_platform_cores(cpus, 4096);
 }
 
-/* Returns a small model configuration for the tests: h 32, f 64, L layers, b 4, 3 passes. */
 /* Block width of the next small_cfg (0 = 32); a width whose block is not a multiple of 16 floats
  * exercises the padded weight-version slots. */
 static int g_hidden = 0;
@@ -28,6 +28,8 @@ static int g_hidden = 0;
  * sequences of 4 tokens (8 rows, as small as the dense model's 4 rows and as fast). */
 static exec_block_kind g_block = EXEC_BLOCK_MLP;
 
+/* Returns a small model configuration for the tests: h 32 (16 for the transformer), f 2h, L
+ * layers, b 4, 3 timed passes, no warm-up. */
 static exec_config small_cfg(int layers) {
     exec_config c;
     exec_config_default(&c);
@@ -52,8 +54,7 @@ static exec_config small_cfg(int layers) {
     return c;
 }
 
-exec_config exec_test_small_cfg(int layers, exec_block_kind block); /* test_exec_gpt.c uses it */
-/* small_cfg of the block kind `block` (the other test files'). */
+/* exec_test.h: small_cfg of the block kind `block` (the other test files'). */
 exec_config exec_test_small_cfg(int layers, exec_block_kind block) {
     exec_block_kind keep = g_block;
     g_block = block;
@@ -81,8 +82,8 @@ static sched *lowered(const char *kind, int p, int m, int v, int iters, sched_re
     return l;
 }
 
-/* Returns the largest |a - b| / (1 + |b|) over n floats. */
-static double max_rel_diff(const float *a, const float *b, size_t n) {
+/* exec_test.h. */
+double max_rel_diff(const float *a, const float *b, size_t n) {
     double m = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)b[i]) / (1.0 + fabs((double)b[i]));
@@ -769,6 +770,7 @@ static void test_memory_refused_up_front(void) {
 void exec_test_rank_register(void); /* test_exec_rank.c */
 void exec_test_run_register(void);  /* test_exec_run.c */
 void exec_test_faults_register(void); /* test_exec_faults.c */
+void exec_test_replicas_register(void); /* test_exec_replicas.c */
 void exec_test_gpt_register(void);    /* test_exec_gpt.c */
 
 void pl_test_register(void) {
@@ -817,5 +819,6 @@ void pl_test_register(void) {
     exec_test_rank_register();
     exec_test_run_register();
     exec_test_faults_register();
+    exec_test_replicas_register();
     exec_test_gpt_register();
 }

@@ -17,6 +17,7 @@
 #include "exec.h"
 #include "exec_drive.h"
 #include "exec_int.h"
+#include "exec_test.h"
 #include "pl_sched.h"
 #include "pl_test.h"
 #include "store.h"
@@ -32,19 +33,7 @@ void exec_test_faults_register(void);
 #define RUN_ARGS "run --kind 1f1b --ranks 2 --microbatches 4 --width 32 --depth 4 --microbatch-size 4 " \
                  "--warmup 1 --timed 2 --no-predict"
 
-#ifdef PIPELAB_MPIEXEC
-#define MPIENV "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 "
-#define MPIRUN PIPELAB_MPIEXEC " -np 2 --oversubscribe"
-#endif
 
-/* Returns 1 when the MPI cases can run (this build has MPI and its mpirun exists). */
-static int have_mpirun(void) {
-#ifdef PIPELAB_MPIEXEC
-    return exec_mpi_available() && pl_test_exists(PIPELAB_MPIEXEC);
-#else
-    return 0;
-#endif
-}
 
 /* Returns the number of runs in the database at path, -1 when it cannot be read. */
 static long count_runs(const char *path) {

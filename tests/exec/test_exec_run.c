@@ -15,6 +15,7 @@
 #include "cost.h"
 #include "exec.h"
 #include "exec_drive.h"
+#include "exec_test.h"
 #include "pl_test.h"
 #include "pl_sched.h"
 #include "store.h"
@@ -24,8 +25,8 @@ void exec_test_run_register(void);
 /* The small model every CLI run here uses (milliseconds per pass). */
 #define SMALL "--width 32 --depth 4 --microbatch-size 4 --warmup 1 --timed 2 --profile-reps 3"
 
-/* Runs a shell command line; returns its exit status and frees the output unless out. */
-static int sh(const char *cmd, char **out) {
+/* exec_test.h. */
+int sh(const char *cmd, char **out) {
     char *o = NULL;
     int rc = pl_test_run(cmd, &o);
     if (out) *out = o;
@@ -483,8 +484,8 @@ static void test_memory_equals_cost_model(void) {
 
 /* ---------------------------------------------------------------- MPI */
 
-/* Returns 1 when the MPI tests can run (this build has MPI and its mpirun exists). */
-static int have_mpirun(void) {
+/* exec_test.h. */
+int have_mpirun(void) {
 #ifdef PIPELAB_MPIEXEC
     return exec_mpi_available() && pl_test_exists(PIPELAB_MPIEXEC);
 #else
@@ -492,12 +493,6 @@ static int have_mpirun(void) {
 #endif
 }
 
-#ifdef PIPELAB_MPIEXEC
-/* The environment and flags of a test mpirun (root-safe, oversubscribed, no leak checks in the
- * MPI processes: the MPI library keeps its allocations to exit). */
-#define MPIENV "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 "
-#define MPIRUN PIPELAB_MPIEXEC " -np 2 --oversubscribe"
-#endif
 
 /* Threads and MPI (2 processes on loopback) give byte-identical final weights; the MPI run
  * stores one measured and one simulated run; a failing rank ends the job with exit != 0 naming

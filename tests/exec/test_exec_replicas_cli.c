@@ -1,0 +1,202 @@
+/* test_exec_replicas_cli.c: `pipelab run` with replicas: threads and MPI processes give
+ * byte-identical weights (the all-reduce is exact, so the ring over the mailboxes and
+ * MPI_Allreduce agree), a partition file runs as planned, bad input is refused with exit 1 and
+ * nothing stored, and a replica that fails or dies at its all-reduce ends the MPI job within
+ * seconds, naming the rank and the action. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "exec_drive.h"
+#include "exec_int.h"
+#include "exec_test.h"
+#include "pl_sched.h"
+#include "pl_test.h"
+#include "platform/platform.h"
+
+void exec_test_replicas_cli_register(void);
+
+/* The small model of these runs and its passes. */
+#define RSMALL "--width 32 --depth 4 --microbatch-size 4 --warmup 1 --timed 2"
+/* The bound on the time from a fault to the end of the job (seconds, for a loaded machine). */
+#define REPL_FAULT_BOUND_S 10.0
+
+
+/* Returns 1 when the files a and b hold the same bytes (and exist). */
+static int same_file(const char *a, const char *b) {
+    char *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    pl_err e;
+    int ok = pl_read_file(a, 1 << 24, &x, &nx, &e) == PL_OK && pl_read_file(b, 1 << 24, &y, &ny, &e) == PL_OK &&
+             nx == ny && nx > 0 && memcmp(x, y, nx) == 0;
+    free(x);
+    free(y);
+    return ok;
+}
+
+/* Threads and MPI processes give byte-identical weights: pure data parallelism over 2 and 3
+ * replicas (3: the association of the replicas' sums differs between the ring and MPI's
+ * algorithm, which an inexact reduction would show), PipeDream's 2-1 with 1F1B-RR, and its
+ * asynchronous schedule. */
+static void test_mpi_replicas_equal_threads(void) {
+    if (!have_mpirun()) {
+        pl_test_skip("mpirun or the MPI transport is absent: threads-vs-MPI replicas not tested");
+        return;
+    }
+#ifdef PIPELAB_MPIEXEC
+    static const struct { const char *flags; int np; } cases[] = {
+        {"--kind 1f1b --ranks 1 --microbatches 4 --replicas-stage 0=2", 2},
+        {"--kind 1f1b --ranks 1 --microbatches 6 --replicas-stage 0=3", 3},
+        {"--kind 1f1b --ranks 2 --microbatches 4 --replicas-stage 0=2 --momentum 0.5", 3},
+        {"--kind pipedream --ranks 2 --microbatches 4 --iterations 2 --replicas-stage 0=2", 3},
+    };
+    char *dir = pl_test_tmpdir();
+    char *wt = pl_test_path(dir, "wt.bin"), *wm = pl_test_path(dir, "wm.bin");
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "%s run %s " RSMALL " --oversubscribe --no-predict --no-db --dump-weights %s", PIPELAB_BIN,
+                 cases[k].flags, wt);
+        CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
+        snprintf(cmd, sizeof cmd, MPIENV "timeout 60 %s -np %d --oversubscribe %s run --transport mpi %s " RSMALL
+                 " --no-predict --no-db --dump-weights %s", PIPELAB_MPIEXEC, cases[k].np, PIPELAB_BIN, cases[k].flags, wm);
+        CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
+        if (!same_file(wt, wm)) fprintf(stderr, "threads and MPI weights differ: %s\n", cases[k].flags);
+        CU_ASSERT(same_file(wt, wm));
+    }
+    free(wt);
+    free(wm);
+    free(dir);
+#endif
+}
+
+/* Writes a partition file of stages over layers with replicas (pipelab partition -o's format)
+ * to dir/name; returns its path (free it). */
+static char *partition_file(const char *dir, const char *name, const char *stages, int layers) {
+    char *p = pl_test_path(dir, name);
+    FILE *f = fopen(p, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "pipelab-partition 1\nmethod pipedream\nmodel mlp\nhardware free-links\nlayers %d\nworkers 3\n%s", layers, stages);
+    fclose(f);
+    return p;
+}
+
+/* A partition file runs as planned (its split and replicas, stored with the run beside the
+ * prediction of the same replicas), and bad input is refused with exit 1, a message naming
+ * what is wrong, and nothing stored. */
+static void test_partition_and_bad_input(void) {
+    char *dir = pl_test_tmpdir(), *db = pl_test_path(dir, "r.db"), *out = NULL;
+    char *part = partition_file(dir, "p21", "stage 0: layers 0-2 replicas 2 time_s 1e-3\nstage 1: layers 3-3 replicas 1 time_s 1e-3\n", 4);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 --partition %s " RSMALL
+             " --oversubscribe --profile-reps 3 --db %s --format json", PIPELAB_BIN, part, db);
+    CU_ASSERT_EQUAL(sh(cmd, &out), 0);
+    CU_ASSERT(out && strstr(out, "\"bounds\":[0,3,4],\"replicas\":[2,1]") != NULL);
+    CU_ASSERT(out && strstr(out, "\"predicted\"") != NULL);
+    free(out);
+    struct { const char *flags, *want; } bad[] = {
+        {"--kind 1f1b --ranks 2 --microbatches 4 --partition %s --depth 6", "the last stage must end at layer 6"},
+        {"--kind 1f1b --ranks 3 --microbatches 4 --partition %s", "the partition has 2 stages but the schedule"},
+        {"--kind 1f1b --ranks 2 --microbatches 4 --replicas-stage 0=3", "stage 0 has 3 replicas but an iteration has 4"},
+        {"--kind 1f1b --ranks 2 --microbatches 4 --replicas-stage 5=2", "--replicas-stage 5=2: the schedule has stages 0..1"},
+        {"--kind 1f1b --ranks 1 --microbatches 64 --replicas-stage 0=64", "64 ranks but only"},
+    };
+    int cpus[EXEC_MAX_CORES];
+    size_t nbad = sizeof bad / sizeof *bad - (exec_platform_cores(cpus, EXEC_MAX_CORES) >= 64); /* fewer cores than 64 */
+    for (size_t k = 0; k < nbad; k++) {
+        char flags[512];
+        snprintf(flags, sizeof flags, bad[k].flags, part);
+        snprintf(cmd, sizeof cmd, "%s run " RSMALL " --profile-reps 3 --db %s %s", PIPELAB_BIN, db, flags);
+        CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+        if (!out || !strstr(out, bad[k].want)) fprintf(stderr, "%s: %s\n", flags, out ? out : "");
+        CU_ASSERT(out && strstr(out, bad[k].want) != NULL);
+        free(out);
+    }
+    /* nothing more was stored than the good run's pair */
+    snprintf(cmd, sizeof cmd, "%s db list --db %s --format csv | tail -n +2 | wc -l", PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL(sh(cmd, &out), 0);
+    CU_ASSERT(out && atoi(out) == 2);
+    free(out);
+#ifdef PIPELAB_MPIEXEC
+    if (have_mpirun()) { /* more ranks than the MPI job has processes */
+        snprintf(cmd, sizeof cmd, MPIENV "timeout 60 %s -np 2 --oversubscribe %s run --transport mpi --kind 1f1b --ranks 2 "
+                 "--microbatches 4 --replicas-stage 0=2 " RSMALL " --no-predict --db %s", PIPELAB_MPIEXEC, PIPELAB_BIN, db);
+        CU_ASSERT_NOT_EQUAL(sh(cmd, &out), 0);
+        CU_ASSERT(out && strstr(out, "the MPI job has 2 processes, the schedule 3 ranks with its replicas (mpirun -np 3)"));
+        free(out);
+    }
+#endif
+    free(part);
+    free(db);
+    free(dir);
+}
+
+/* Returns the 1-based position of the first REDUCE_GRAD in replica `rep` of schedule rank 0's
+ * list (the executor rank that replica is) for 1f1b on `ranks` ranks with stage 0 replicated
+ * twice, as pipelab run generates it; 0 when there is none. */
+static int reduce_action(int ranks, int *exec_rank) {
+    int reps[2] = {2, 1};
+    sched_gen_opts o = {ranks, 4, 0, 0, SCHED_RECOMPUTE_NONE};
+    pl_err e;
+    sched *g = sched_gen_replicated("1f1b", &o, reps, NULL, &e), *s = g ? sched_lower(g, &e) : NULL;
+    exec_layout L;
+    int k = 0;
+    if (s && exec_layout_build(s, reps, &L, &e) == PL_OK) {
+        *exec_rank = L.base[0] + 1;
+        const sched_rank *rk = &L.list[*exec_rank];
+        for (size_t i = 0; i < rk->n && !k; i++)
+            if (rk->acts[i].kind == SCHED_REDUCE_GRAD) k = (int)i + 1;
+    }
+    exec_layout_free(&L);
+    sched_free(g);
+    sched_free(s);
+    return k;
+}
+
+/* A replica that fails at its all-reduce (threads and MPI), or whose process is killed there
+ * while the other replica waits in it (MPI): the run stops within seconds, naming the rank and
+ * the action (a killed process cannot speak: mpirun names it, and its partner says it waited in
+ * the all-reduce). */
+static void test_replica_fails_in_allreduce(void) {
+    int er = 0, k = reduce_action(1, &er);
+    CU_ASSERT_FATAL(k > 0);
+    char cmd[2048], want[128], *out = NULL;
+    snprintf(want, sizeof want, "rank %d (replica 1 of schedule rank 0), action %d (0REDUCE_GRAD)", er, k);
+    snprintf(cmd, sizeof cmd, "timeout 60 %s run --kind 1f1b --ranks 1 --microbatches 4 --replicas-stage 0=2 " RSMALL
+             " --no-predict --no-db --inject-fault error:%d:%d:1", PIPELAB_BIN, er, k);
+    double t0 = pl_now_s();
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    CU_ASSERT(pl_now_s() - t0 < REPL_FAULT_BOUND_S);
+    CU_ASSERT(out && strstr(out, want) != NULL);
+    free(out);
+    if (!have_mpirun()) {
+        pl_test_skip("mpirun or the MPI transport is absent: the MPI replica faults are not tested");
+        return;
+    }
+#ifdef PIPELAB_MPIEXEC
+    static const char *kinds[] = {"error", "kill"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, MPIENV "timeout 60 %s -np 2 --oversubscribe %s run --transport mpi --kind 1f1b --ranks 1 "
+                 "--microbatches 4 --replicas-stage 0=2 " RSMALL " --no-predict --no-db --timeout 30 --inject-fault %s:%d:%d:1",
+                 PIPELAB_MPIEXEC, PIPELAB_BIN, kinds[i], er, k);
+        t0 = pl_now_s();
+        int rc = sh(cmd, &out);
+        double dt = pl_now_s() - t0;
+        CU_ASSERT(rc != 0 && rc != 124);
+        CU_ASSERT(dt < REPL_FAULT_BOUND_S);
+        if (i == 0) CU_ASSERT(out && strstr(out, want) != NULL);
+        if (i == 1) CU_ASSERT(out && strstr(out, "rank 0 waits in the all-reduce of stage 0") != NULL);
+        if (getenv("PIPELAB_TEST_VERBOSE")) fprintf(stderr, "%s (%.2f s): %s\n", kinds[i], dt, out ? out : "");
+        free(out);
+    }
+#endif
+}
+
+void exec_test_replicas_cli_register(void) {
+    static const pl_test_case cases[] = {
+        {"threads and MPI give identical weights with replicas", test_mpi_replicas_equal_threads},
+        {"a partition file runs; bad input is refused", test_partition_and_bad_input},
+        {"a replica that fails or dies at its all-reduce", test_replica_fails_in_allreduce},
+        {NULL, NULL}};
+    pl_test_suite("pipelab run with replicas", cases);
+}
