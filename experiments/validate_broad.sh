@@ -60,7 +60,7 @@ broad_points() {
     done
 }
 
-# Reads `pipelab compare --format csv` on stdin and prints, over its pairs, the issue's targets
+# Reads `pipelab compare --format csv` on stdin and prints, over its pairs, the broad grid's targets
 # beside what was measured: iteration time MAPE (<= 2%), largest error (<= 5%) and signed mean;
 # bubble fraction mean absolute difference (<= 1.5 points) and signed mean; peak memory MAPE
 # (<= 2%), largest error and signed mean. Prints "no pairs" when there are none.
@@ -74,7 +74,7 @@ broad_targets() {
         function verdict(ok) { return ok ? "met" : "MISSED" }
         END {
           if (n == 0) { print "targets: no pairs"; exit }
-          printf "targets over %d pairs (issue 16)          measured    target  verdict\n", n
+          printf "targets over %d pairs                     measured    target  verdict\n", n
           printf "  iteration time MAPE                      %6.2f%%    <= 2%%   %s\n", 100 * ai / n, verdict(ai / n <= 0.02)
           printf "  iteration time largest error             %+6.2f%%    <= 5%%   %s\n", 100 * mi, verdict(abs(mi) <= 0.05)
           printf "  iteration time signed mean error         %+6.2f%%\n", 100 * si / n

@@ -338,7 +338,7 @@ static int seen(int *set, int *n, int max, int v) {
     return 0;
 }
 
-/* validate_cpu.sh --broad's grid (experiments/validate_broad.sh) holds what issue 16 asks of it:
+/* validate_cpu.sh --broad's grid (experiments/validate_broad.sh) holds what it promises:
  * at least 60 points on 2 ranks, every one of the ten kinds, recomputation on and off, both
  * blocks, dense widths from 128 to 1024, m from p = 2 to 8p = 16, several depths, microbatch
  * sizes and sequence lengths; and every point's schedule generates. */
@@ -392,7 +392,7 @@ void exec_test_gpt_register(void) {
         {"transformer block: parameters and FLOPs closed forms", test_gpt_sizes},
         {"transformer: tracked memory equals the cost model", test_gpt_memory_equals_cost_model},
         {"transformer: pipelab run and profile --model", test_gpt_cli},
-        {"validate_cpu.sh --broad: the grid issue 16 asks for", test_broad_grid},
+        {"validate_cpu.sh --broad: the grid it promises", test_broad_grid},
         {NULL, NULL}};
     pl_test_suite("exec transformer block", cases);
 }
