@@ -623,6 +623,11 @@ static cost_model *run_profile(run_state *st, exec_config *c, pl_err *e) {
              "in-process profile between the passes (exec_profile_layers rounds on the run's %d worker%s)", st->r.workers,
              st->r.workers == 1 ? "" : "s");
     st->profile_src = st->src_text;
+    int replicated = 0;
+    for (int q = 0; c->replicas && q < st->s->stages; q++) replicated |= c->replicas[q] > 1;
+    /* the passes time compute only: a replicated run's all-reduce is profiled now, after them */
+    exec_layer_profile *lp = &st->r.between_profile[0];
+    if (replicated && exec_profile_allreduce(c, st->r.between_reps, &lp->ar_latency_s, &lp->ar_Bps, e) != PL_OK) return NULL;
     if (exec_profile_csv_between(st->s, c, &st->r, &st->pcsv, e) != PL_OK) return NULL;
     c->pred_step_s = st->r.between_profile[0].step_s;
     return cost_model_read_csv("in-process profile", st->pcsv.data, st->pcsv.len, e);

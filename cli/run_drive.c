@@ -133,6 +133,24 @@ int cli_exec_check(const char *cmd, cli_exec_args *a, exec_config *cfg) {
 
 /* ---------------------------------------------------------------- predictions */
 
+/* Gives sm's all-reduces the profile's measured link (link filled from its alpha and beta: the
+ * intra link of an otherwise neutral hardware) when the schedule has replicated stages; without
+ * the measurement says once on stderr that REDUCE_GRAD is predicted as 0 (free links). */
+static void predict_allreduce_link(const cost_model *m, sim_model *sm, cost_hw *link) {
+    int replicated = 0;
+    for (int q = 0; q < sm->stages; q++) replicated |= sm->replicas[q] > 1;
+    if (!replicated) return;
+    if (!(m->allreduce_Bps > 0)) {
+        fprintf(stderr, "pipelab: profile %s has no all-reduce measurements: REDUCE_GRAD predicted as 0; rerun pipelab profile\n",
+                m->src_path ? m->src_path : "(in-process)");
+        return;
+    }
+    cost_hw_init(link);
+    link->intra_bandwidth_Bps = m->allreduce_Bps;
+    link->intra_latency_s = m->allreduce_latency_s;
+    sm->allreduce_link = link;
+}
+
 /* run_drive.h. Returns PL_OK with r filled, or the error of the profile check, the stage split
  * or the simulator (prefixed "prediction: "). */
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, const double *rank_step_s, sim_result *r,
@@ -154,6 +172,8 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         for (int q = 0; q < sm.stages; q++) sm.step_s[q] = cfg->pred_step_s * (sm.bound[q + 1] - sm.bound[q]);
     for (int q = 0; rc == PL_OK && rank_step_s && q < sm.stages; q++)
         sm.step_s[q] = rank_step_s[s->stage_rank[q]] * (sm.bound[q + 1] - sm.bound[q]);
+    cost_hw link;
+    if (rc == PL_OK) predict_allreduce_link(m, &sm, &link);
     if (rc == PL_OK) {
         sim_config c;
         sim_config_init(&c);

@@ -69,13 +69,16 @@ int cli_exec_model(const char *cmd, const char *spec, exec_config *cfg, cli_exec
 
 /* The simulator's prediction for running s with cfg, from a profile model m (per-block times
  * measured on this machine; see exec_profile_csv): the stage split of cfg (exec_stage_blocks),
- * free links (the in-process transport copies b h floats), the simulator's default
+ * free point-to-point links (the in-process transport copies b h floats), the simulator's default
  * communication (a RECV posts, the compute that needs its data waits for it, as the CPU
  * executor's workers do; blocking mode for the CUDA backend and stash/2bw weights), gradients in
  * fp32, optimizer state 4 bytes per parameter with momentum, else 0, microbatch size cfg's.
  * Fills r (free with sim_result_free). Returns PL_OK or an error.
  * The STEP of a stage is its blocks times cfg->pred_step_s, or, when rank_step_s is not NULL,
- * times rank_step_s[r] of its rank r (each rank's own worker's measurement). */
+ * times rank_step_s[r] of its rank r (each rank's own worker's measurement). The REDUCE_GRAD of
+ * a replicated stage costs cost_ring_allreduce_s of its fp32 gradient bytes over its replicas on
+ * the profile's measured all-reduce link (cost_model.allreduce_latency_s, allreduce_Bps); a
+ * profile without them predicts 0 and says so on stderr. */
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, const double *rank_step_s, sim_result *r,
                     pl_err *e);
 

@@ -23,6 +23,11 @@
  *       input_bytes      bytes of the model's input per microbatch (what stage 0 receives; default 0)
  *       dtype_bytes      bytes per parameter element in param_bytes (default 4)
  *       name             model name
+ *       allreduce_latency_s  the profiled ring all-reduce's per-step latency alpha, seconds
+ *       allreduce_Bps        its bandwidth beta, bytes of fp32 gradient per second: the two
+ *                        cost_ring_allreduce_s takes, fitted by cost_ring_allreduce_fit from the
+ *                        executor's own all-reduce (pipelab profile); both or neither (neither =
+ *                        the all-reduce was not profiled)
  *     Unknown metadata keys are errors.
  *   - A header line naming columns, any order, each at most once:
  *       layer                 0-based index; must be 0, 1, 2, ... in file order (required)
@@ -82,6 +87,8 @@ typedef struct cost_model {
     int microbatch_size;      /* samples the per-layer numbers describe (>= 1) */
     int dtype_bytes;          /* bytes per parameter element (to count parameters) */
     char *src_path;           /* file it came from, or NULL; owned */
+    double allreduce_latency_s; /* profiled all-reduce link (metadata above): alpha, seconds */
+    double allreduce_Bps;     /* and beta, bytes/s; 0 = the all-reduce was not profiled */
 } cost_model;
 
 /* Frees a model and everything it owns; NULL is fine. */
@@ -309,6 +316,13 @@ double cost_ring_allreduce_s(int n, double bytes, double bandwidth_Bps, double l
 double cost_ring_reduce_scatter_s(int n, double bytes, double bandwidth_Bps, double latency_s);
 double cost_ring_allgather_s(int n, double bytes, double bandwidth_Bps, double latency_s);
 double cost_pipedream_allreduce_s(int n, double bytes, double bandwidth_Bps);
+/* Inverts cost_ring_allreduce_s: fits the latency alpha and bandwidth beta of a ring of n >= 2
+ * replicas to k >= 2 measured times t[i] of bytes[i] (least squares of t = 2 (n - 1) alpha +
+ * 2 (n - 1) / n bytes / beta; alpha < 0 is refitted as 0). Returns PL_OK with *latency_s and
+ * *bandwidth_Bps, or PL_EINPUT when the sizes are not distinct or the times do not grow with
+ * the bytes (no positive bandwidth). */
+int cost_ring_allreduce_fit(int n, const double *bytes, const double *t, int k, double *latency_s,
+                            double *bandwidth_Bps, pl_err *e);
 /*   cost_tree_allreduce_s       pipelined tree: 2 bytes / bandwidth + 2 ceil(log2 n) latency
  *   cost_hier_allreduce_s       local x nodes replicas: reduce-scatter in each node (ring), ring
  *                               all-reduce of the 1/local shards across nodes, all-gather in each

@@ -1,5 +1,7 @@
 /* cost_comm.c: the one home of link and collective costs (point-to-point, ring all-reduce and its
  * halves, PipeDream's all-reduce) that the planner, the simulator and the cost model call. */
+#include <math.h>
+
 #include "cost_int.h"
 
 /* Ring all-reduce steps per replica beyond the first: a reduce-scatter pass and an all-gather pass,
@@ -111,4 +113,36 @@ double cost_hier_allreduce_s(int local, int nodes, double bytes, double intra_Bp
     return ring_pass_s(local, bytes, intra_Bps, intra_lat_s) +
            cost_ring_allreduce_s(nodes, shard, inter_Bps, inter_lat_s) +
            ring_pass_s(local, bytes, intra_Bps, intra_lat_s);
+}
+
+/* cost.h. The ring's time is linear in its two causes: t = A alpha + B bytes / beta, where
+ * A = cost_ring_allreduce_s(n, 0, 1, 1) and B = cost_ring_allreduce_s(n, 1, 1, 0), so the fit
+ * is the least-squares line t = c0 + c1 bytes, alpha = c0 / A and beta = B / c1. */
+int cost_ring_allreduce_fit(int n, const double *bytes, const double *t, int k, double *latency_s,
+                            double *bandwidth_Bps, pl_err *e) {
+    if (n < 2 || k < 2) return pl_errf(e, PL_EINPUT, "an all-reduce fit needs n >= 2 replicas and 2 sizes");
+    double A = cost_ring_allreduce_s(n, 0, 1, 1), B = cost_ring_allreduce_s(n, 1, 1, 0);
+    double sx = 0, sy = 0;
+    for (int i = 0; i < k; i++) {
+        sx += bytes[i];
+        sy += t[i];
+    }
+    double mx = sx / k, my = sy / k, sxx = 0, sxy = 0, sx2 = 0, sxt = 0;
+    for (int i = 0; i < k; i++) {
+        sxx += (bytes[i] - mx) * (bytes[i] - mx);
+        sxy += (bytes[i] - mx) * (t[i] - my);
+        sx2 += bytes[i] * bytes[i];
+        sxt += bytes[i] * t[i];
+    }
+    if (!(sxx > 0)) return pl_errf(e, PL_EINPUT, "an all-reduce fit needs distinct sizes");
+    double c1 = sxy / sxx, c0 = my - c1 * mx;
+    if (c0 < 0) { /* a negative latency is noise: the line through the origin */
+        c0 = 0;
+        c1 = sxt / sx2;
+    }
+    if (!(c1 > 0) || !isfinite(c1))
+        return pl_errf(e, PL_EINPUT, "the all-reduce times do not grow with its size (no positive bandwidth)");
+    *latency_s = c0 / A;
+    *bandwidth_Bps = B / c1;
+    return PL_OK;
 }

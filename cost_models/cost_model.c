@@ -242,6 +242,8 @@ typedef struct csv_meta {
     int microbatch_size, dtype_bytes;
     int64_t input_bytes;
     char name[64];
+    double ar_lat_s, ar_Bps; /* the profiled all-reduce link; -1 = not given */
+    int ar_line;             /* the line that gave the first of them */
 } csv_meta;
 
 /* Parses a "#@ key=value ..." line into meta; returns PL_OK or PL_EINPUT ("path:line: ..."). */
@@ -288,10 +290,17 @@ static int csv_meta_line(const char *path, int lineno, const char *s, size_t n, 
             if (pl_parse_double(vbuf, &dv) != 0 || cost_bytes_from_double(dv, &meta->input_bytes) != 0)
                 return pl_errf(e, PL_EINPUT, "%s:%d: input_bytes must be a non-negative number, got '%s'",
                                path, lineno, vbuf);
+        } else if (cost_word_is(tok, kl, "allreduce_latency_s") || cost_word_is(tok, kl, "allreduce_Bps")) {
+            int lat = cost_word_is(tok, kl, "allreduce_latency_s");
+            if (pl_parse_double(vbuf, &dv) != 0 || !isfinite(dv) || (lat ? dv < 0 : !(dv > 0)))
+                return pl_errf(e, PL_EINPUT, "%s:%d: %.*s must be a %s number, got '%s'", path, lineno, (int)kl, tok,
+                               lat ? "non-negative" : "positive", vbuf);
+            *(lat ? &meta->ar_lat_s : &meta->ar_Bps) = dv;
+            if (!meta->ar_line) meta->ar_line = lineno;
         } else {
             return pl_errf(e, PL_EINPUT,
                            "%s:%d: unknown metadata key '%.*s' (known: name, microbatch_size, "
-                           "dtype_bytes, input_bytes)", path, lineno, (int)kl, tok);
+                           "dtype_bytes, input_bytes, allreduce_latency_s, allreduce_Bps)", path, lineno, (int)kl, tok);
         }
     }
     return PL_OK;
@@ -476,6 +485,10 @@ static cost_model *csv_model(const char *path, csv_rows *rs, const csv_meta *met
     m->microbatch_size = meta->microbatch_size;
     m->dtype_bytes = meta->dtype_bytes;
     m->cut_bytes[0] = meta->input_bytes;
+    if (meta->ar_Bps > 0) {
+        m->allreduce_latency_s = meta->ar_lat_s;
+        m->allreduce_Bps = meta->ar_Bps;
+    }
     cost_model_chain_cuts(m);
     for (int i = 0; i < rs->n; i++)
         if (rs->in_bytes[i] >= 0) m->cut_bytes[i] = rs->in_bytes[i];
@@ -498,7 +511,7 @@ cost_model *cost_model_read_csv(const char *path, const char *text, size_t len, 
     if (!path) path = "<csv>";
     cost_lines c;
     cost_lines_init(&c, text, len);
-    csv_meta meta = {.microbatch_size = 1, .dtype_bytes = COST_FP32_BYTES, .input_bytes = 0};
+    csv_meta meta = {.microbatch_size = 1, .dtype_bytes = COST_FP32_BYTES, .input_bytes = 0, .ar_lat_s = -1, .ar_Bps = -1};
     csv_rows rs = {0};
     int colof[COL_N];
     int nf = 0;
@@ -542,6 +555,10 @@ cost_model *cost_model_read_csv(const char *path, const char *text, size_t len, 
         pl_errf(e, PL_EINPUT, "%s: no layers after the header", path);
         goto fail;
     }
+    if ((meta.ar_lat_s < 0) != (meta.ar_Bps < 0)) {
+        pl_errf(e, PL_EINPUT, "%s:%d: allreduce_latency_s and allreduce_Bps come together", path, meta.ar_line);
+        goto fail;
+    }
     cost_model *m = csv_model(path, &rs, &meta, e);
     csv_rows_free(&rs);
     return m;
@@ -567,6 +584,8 @@ int cost_model_write_csv(const cost_model *m, pl_buf *out, pl_err *e) {
     pl_buf_printf(out, "# pipelab layer profile (see cost_models/cost.h)\n");
     pl_buf_printf(out, "#@ name=%s microbatch_size=%d dtype_bytes=%d input_bytes=%lld\n", name,
                   m->microbatch_size, m->dtype_bytes, (long long)m->cut_bytes[0]);
+    if (m->allreduce_Bps > 0)
+        pl_buf_printf(out, "#@ allreduce_latency_s=%.17g allreduce_Bps=%.17g\n", m->allreduce_latency_s, m->allreduce_Bps);
     for (int c = 0; c < COL_N; c++) pl_buf_printf(out, "%s%s", c ? "," : "", col_names[c]);
     pl_buf_putc(out, '\n');
     for (int i = 0; i < m->n; i++) {

@@ -12,12 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Longest a waiting rank spins before it sleeps (when each rank has a core; transport_threads.c;
- * -DEXEC_SPIN_S=0 builds the sleeping-only variant, for comparison). */
-#ifndef EXEC_SPIN_S
-#define EXEC_SPIN_S 0.1
-#endif
-
 /* What exec_run holds while it runs: its checks' results, the shared data and losses, the ranks'
  * states and records, the threads and the transport. */
 typedef struct run_state {

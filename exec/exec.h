@@ -405,6 +405,8 @@ typedef struct exec_layer_profile {
     double step_s;             /* the optimizer STEP of one block's parameters (SGD, momentum when
                                 * configured) */
     int concurrency;           /* workers that computed at once while it was measured */
+    double ar_latency_s, ar_Bps; /* the replica all-reduce's fitted link (exec_profile_allreduce);
+                                  * ar_Bps 0 = not measured */
 } exec_layer_profile;
 
 /* Times F, I and W of one block (cfg's h, f, b) reps times on the calling thread and fills p
@@ -422,6 +424,12 @@ int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exe
  * (not "#@" metadata, which the cost model's reader limits to its own keys). */
 #define EXEC_PROFILE_META "pipelab-exec"
 
+/* Times the executor's replica all-reduce (REDUCE_GRAD's exact integer all-reduce over the
+ * threads transport's ring) between 2 ranks on threads pinned and spinning as exec_run's, at
+ * sizes spanning cfg's stages (one block to all blocks), min(reps, 15) times each after a
+ * warm-up, and fits the medians with cost_ring_allreduce_fit: *latency_s (alpha) and
+ * *bandwidth_Bps (beta, bytes of fp32 gradient per second). Returns PL_OK or the error. */
+int exec_profile_allreduce(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, pl_err *e);
 /* exec_profile_csv (exec_drive.h) measured with exec_profile_layers_n: the profile CSV of this
  * machine, with the executor line (concurrency, STEP of one block) among its comments. */
 int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const char *host, pl_buf *out,

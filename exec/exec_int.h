@@ -199,6 +199,12 @@ void exec_threads_transport_free(exec_transport *t, int p);
 /* Makes waiting ranks spin up to spin_s on their mailbox (or the barrier) before sleeping; for
  * runs where every rank has a core of its own (0 = sleep at once, the default). */
 void exec_threads_transport_spin(exec_transport *t, double spin_s);
+/* Longest a waiting rank spins before it sleeps (when each rank has a core; transport_threads.c;
+ * -DEXEC_SPIN_S=0 builds the sleeping-only variant, for comparison): exec_run and the profile's
+ * all-reduce (profile_ring.c). */
+#ifndef EXEC_SPIN_S
+#define EXEC_SPIN_S 0.1
+#endif
 /* Returns 1 and copies the abort reason when the run was aborted. */
 int exec_threads_transport_why(exec_transport *t, pl_err *why);
 

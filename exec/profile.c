@@ -495,6 +495,7 @@ int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const 
     exec_layer_profile *each = pl_calloc((size_t)concurrency, sizeof *each);
     int *core = pl_calloc((size_t)concurrency, sizeof *core);
     int rc = each && core ? prof_measure(cfg, reps, concurrency, &p, each, core, e) : pl_errf(e, PL_ENOMEM, "out of memory");
+    if (rc == PL_OK) rc = exec_profile_allreduce(cfg, reps, &p.ar_latency_s, &p.ar_Bps, e);
     if (rc) {
         free(each);
         free(core);

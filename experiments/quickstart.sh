@@ -4,7 +4,8 @@
 #   1. draws unit-time timelines of 1f1b and zb-h1 (4 ranks, 8 microbatches) and lowers 1f1b
 #      with explicit communication to a .sched file and to PyTorch's CSV (checked back);
 #   2. profiles this CPU: F, I, W and STEP of the executor's dense block (width 256, 8 blocks) on
-#      both cores at once, as the 2-rank runs will use them;
+#      both cores at once, as the 2-rank runs will use them, and the replicas' all-reduce (its
+#      ring's latency and bandwidth, fitted to the executor's own all-reduce on 2 threads);
 #   3. partitions that model into 2 balanced stages from the profile, and plans it for 2 workers
 #      with PipeDream's planner (stage split and replicas: on this machine's free links it picks
 #      data parallelism, "2", or a pipeline "1-1");
@@ -14,7 +15,8 @@
 #   5. runs the same four for real on 2 ranks (one CPU thread per rank or replica, real
 #      training; a replicated stage's replicas all-reduce their gradients over the mailboxes),
 #      each predicted again from the profile its own workers measure between its passes (this
-#      machine's speed can drift within seconds: the profile of step 2 was measured earlier);
+#      machine's speed can drift within seconds: the profile of step 2 was measured earlier; a
+#      replicated run times its all-reduce after its passes, so REDUCE_GRAD is predicted too);
 #   6. compares each run with its own prediction (iteration time, throughput, bubble, memory,
 #      MAPE);
 #   7. draws zb-h1's predicted and measured timelines and the accuracy plot (gnuplot).

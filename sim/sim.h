@@ -288,7 +288,7 @@ int sim_trace_table(const sched *s, const sim_result *r, pl_buf *out, pl_err *e)
  *   transfer_s      cost_transfer_s between the two ranks' first devices (intra or inter link)
  *   replica_transfer_s  cost_transfer_s between replica i's device (device[rank] + i) and j's
  *   allreduce_s     cost_allreduce_s over the stage's replica group, on the inter link when the
- *                   group spans two nodes
+ *                   group spans two nodes (on allreduce_link's intra link when that is set)
  *   step_s          cost_step_s of the stage's parameters (0 when memory bandwidth is unknown)
  * Memory agrees with cost_schedule_memory when sim_model_config fills the sim_config (dtype and
  * optimizer bytes from the model and opts; gradients in the model's dtype, as cost_opts_init
@@ -309,6 +309,9 @@ typedef struct sim_model {
     int *stage_device;    /* [stages] first device of the stage's replica group (its rank's) */
     int devices;          /* devices used in all */
     double *step_s;       /* [stages] optimizer step per stage */
+    const cost_hw *allreduce_link; /* NULL = all-reduces on hw's links; else on this hardware's
+                                    * intra link (a measured one: the executor's profiled ring,
+                                    * cli_run_predict); set after sim_model_init, not owned */
 } sim_model;
 
 /* Builds the adapter for schedule s (lowered or not: only stages, ranks and stage_rank are

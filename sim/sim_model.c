@@ -179,11 +179,13 @@ static double model_replica_transfer(void *ctx, int src, int i, int dst, int j, 
 }
 
 /* Returns the ring all-reduce time of stage q over its replica group; the inter link when the
- * group [first device, first device + replicas) spans two nodes. */
+ * group [first device, first device + replicas) spans two nodes; allreduce_link's intra link
+ * when set. */
 static double model_allreduce(void *ctx, int q, int replicas, int64_t bytes) {
     const sim_model *sm = ctx;
     if (replicas <= 1) return 0;
     if (q < 0 || q >= sm->stages) return -1;
+    if (sm->allreduce_link) return cost_allreduce_s(sm->allreduce_link, 0, replicas, bytes);
     int first = sm->stage_device[q], last = first + replicas - 1;
     return cost_allreduce_s(&sm->hw, cost_ranks_inter(&sm->hw, first, last), replicas, bytes);
 }

@@ -68,12 +68,37 @@ static void test_hw_wrappers(void) {
     CU_ASSERT_EQUAL(cost_link_s(&hw, 0, 0), 0);
 }
 
+/* cost_ring_allreduce_fit inverts cost_ring_allreduce_s: times the formula gives at three sizes
+ * give back its latency and bandwidth, for rings of 2 and 5; a negative intercept is taken as 0
+ * latency; equal sizes and times that fall with the size are refused. */
+static void test_ring_fit(void) {
+    static const int ns[] = {2, 5};
+    static const double bytes[] = {2.1e6, 8.4e6, 1.68e7};
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+        double t[3], lat = -1, bw = -1;
+        for (int i = 0; i < 3; i++) t[i] = cost_ring_allreduce_s(ns[k], bytes[i], 1.7e8, 4.2e-3);
+        pl_err e = {0};
+        CU_ASSERT_EQUAL(cost_ring_allreduce_fit(ns[k], bytes, t, 3, &lat, &bw, &e), PL_OK);
+        CU_ASSERT(fabs(lat - 4.2e-3) <= 1e-12);
+        CU_ASSERT(fabs(bw - 1.7e8) <= 1e-6 * 1.7e8);
+    }
+    double t0[2] = {1.0e-3, 3.0e-3}, two[2] = {1e6, 3e6}, lat, bw;
+    pl_err e = {0};
+    CU_ASSERT_EQUAL(cost_ring_allreduce_fit(2, two, t0, 2, &lat, &bw, &e), PL_OK); /* through the origin */
+    CU_ASSERT_DOUBLE_EQUAL(lat, 0, 1e-15);
+    CU_ASSERT(fabs(cost_ring_allreduce_s(2, 1e6, bw, lat) - 1.0e-3) < 1e-4);
+    double same[2] = {1e6, 1e6}, falling[2] = {3e-3, 1e-3};
+    CU_ASSERT_EQUAL(cost_ring_allreduce_fit(2, same, t0, 2, &lat, &bw, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(cost_ring_allreduce_fit(2, two, falling, 2, &lat, &bw, &e), PL_EINPUT);
+}
+
 void test_comm_register(void) {
     static const pl_test_case cases[] = {
         {"point-to-point", test_p2p},
         {"ring all-reduce and its halves", test_ring},
         {"PipeDream all-reduce, planner models", test_pipedream_and_planner},
         {"hardware wrappers", test_hw_wrappers},
+        {"ring all-reduce fit round trip", test_ring_fit},
         {NULL, NULL},
     };
     pl_test_suite("link and collective costs", cases);

@@ -346,6 +346,42 @@ static void test_graph_real(void) {
     }
 }
 
+/* The profiled all-reduce link round-trips through the CSV writer and reader; a profile without
+ * it reads as "not profiled" (0); a malformed or lone value is refused naming path:line. */
+static void test_csv_allreduce_keys(void) {
+    const char *text = "#@ name=m microbatch_size=2\n#@ allreduce_latency_s=4.25e-05 allreduce_Bps=1.5e9\n"
+                       "layer,name,fwd_s,bwd_in_s,bwd_w_s,param_bytes,out_bytes,stash_bytes\n0,a,1,1,1,400,8,8\n";
+    pl_err e = {0};
+    cost_model *m = cost_model_read_csv("ar.csv", text, strlen(text), &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(m->allreduce_latency_s, 4.25e-05);
+    CU_ASSERT_EQUAL(m->allreduce_Bps, 1.5e9);
+    pl_buf b;
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL(cost_model_write_csv(m, &b, &e), PL_OK);
+    cost_model *m2 = cost_model_read_csv("rt.csv", b.data, b.len, &e);
+    CU_ASSERT_PTR_NOT_NULL(m2);
+    if (m2) {
+        CU_ASSERT_EQUAL(m2->allreduce_latency_s, m->allreduce_latency_s);
+        CU_ASSERT_EQUAL(m2->allreduce_Bps, m->allreduce_Bps);
+    }
+    cost_model_free(m2);
+    pl_buf_free(&b);
+    cost_model_free(m);
+    const char *plain = HDR "0,a,1,1,1,400,8,8\n";
+    m = cost_model_read_csv("p.csv", plain, strlen(plain), &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(m->allreduce_Bps, 0);
+    cost_model_free(m);
+    csv_bad("#@ name=m\n#@ allreduce_latency_s=1e-5 allreduce_Bps=fast\n" HDR "0,a,1,1,1,4,8,8\n", 2,
+            "allreduce_Bps must be a positive number, got 'fast'");
+    csv_bad("#@ allreduce_latency_s=-1 allreduce_Bps=1e9\n" HDR "0,a,1,1,1,4,8,8\n", 1,
+            "allreduce_latency_s must be a non-negative number");
+    csv_bad("#@ allreduce_Bps=0\n" HDR "0,a,1,1,1,4,8,8\n", 1, "allreduce_Bps must be a positive number");
+    csv_bad("\n#@ allreduce_latency_s=1e-5\n" HDR "0,a,1,1,1,4,8,8\n", 2, "allreduce_latency_s and allreduce_Bps come together");
+    csv_bad("#@ allreduce_alpha=1\n" HDR "0,a,1,1,1,4,8,8\n", 1, "unknown metadata key 'allreduce_alpha'");
+}
+
 void test_models_register(void) {
     static const pl_test_case cases[] = {
         {"GPT-3 175B parameter count", test_gpt3_params},
@@ -354,6 +390,7 @@ void test_models_register(void) {
         {"uniform generator and spec errors", test_uniform},
         {"profile CSV fixture and round trip", test_csv_fixture},
         {"bad profile CSV lines", test_csv_bad},
+        {"profiled all-reduce metadata", test_csv_allreduce_keys},
         {"quoted names, graph to CSV round trip", test_csv_quotes_and_graph_roundtrip},
         {"graph.txt chain fixture", test_graph_chain},
         {"graph.txt branchy fixture cuts", test_graph_branchy},

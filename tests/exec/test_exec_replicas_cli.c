@@ -3,10 +3,12 @@
  * MPI_Allreduce agree), a partition file runs as planned, bad input is refused with exit 1 and
  * nothing stored, and a replica that fails or dies at its all-reduce ends the MPI job within
  * seconds, naming the rank and the action. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost.h"
 #include "exec.h"
 #include "exec_drive.h"
 #include "exec_int.h"
@@ -192,11 +194,92 @@ static void test_replica_fails_in_allreduce(void) {
 #endif
 }
 
+/* The small model of the prediction test: 2 blocks, so that profiling it is quick. */
+#define PSMALL "--width 32 --depth 2 --microbatch-size 4"
+/* The all-reduce link the prediction test writes into its profile (alpha, beta). */
+#define PRED_LAT_S 1.5e-3
+#define PRED_BPS 2.0e7
+
+/* Writes to path the profile text without its "#@ allreduce" line, followed by extra (NULL
+ * for none) before the header; returns 0 when written. */
+static int profile_variant(const char *text, const char *path, const char *extra) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    for (const char *l = text; *l;) {
+        const char *nl = strchr(l, '\n');
+        size_t n = nl ? (size_t)(nl - l + 1) : strlen(l);
+        if (extra && strncmp(l, "layer,", 6) == 0) fputs(extra, f);
+        if (strncmp(l, "#@ allreduce_", 13) != 0) fwrite(l, 1, n, f);
+        l += n;
+    }
+    return fclose(f);
+}
+
+/* Returns the predicted iteration time of `pipelab run --format json` output, -1 when absent. */
+static double predicted_iteration(const char *json) {
+    const char *p = json ? strstr(json, "\"predicted\"") : NULL;
+    p = p ? strstr(p, "\"iteration_time_s\"") : NULL;
+    p = p ? strchr(p, ':') : NULL;
+    return p ? strtod(p + 1, NULL) : -1;
+}
+
+/* pipelab profile measures the replica all-reduce (its file carries the fitted link); a replicated
+ * run predicted from a profile with the link gets a REDUCE_GRAD of cost_ring_allreduce_s of the
+ * stage's gradient bytes over its 2 replicas (the only difference from the same profile without
+ * the link: one stage, so the collective ends the iteration before the STEP), and without it
+ * predicts 0 and says so. */
+static void test_prediction_allreduce(void) {
+    char *dir = pl_test_tmpdir();
+    char *pf = pl_test_path(dir, "p.csv"), *p0 = pl_test_path(dir, "p0.csv"), *p1 = pl_test_path(dir, "p1.csv");
+    char *err = pl_test_path(dir, "err.txt");
+    char cmd[2048], *text = NULL, *out0 = NULL, *out1 = NULL;
+    size_t len = 0;
+    pl_err e = {0};
+    snprintf(cmd, sizeof cmd, "%s profile " PSMALL " --reps 3 -o %s", PIPELAB_BIN, pf);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(pl_read_file(pf, 1 << 20, &text, &len, &e), PL_OK);
+    cost_model *m = cost_model_read_csv(pf, text, len, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT(m->allreduce_Bps > 0 && m->allreduce_latency_s >= 0);
+    char extra[128];
+    snprintf(extra, sizeof extra, "#@ allreduce_latency_s=%.17g allreduce_Bps=%.17g\n", PRED_LAT_S, PRED_BPS);
+    CU_ASSERT_EQUAL(profile_variant(text, p0, NULL), 0);
+    CU_ASSERT_EQUAL(profile_variant(text, p1, extra), 0);
+    const char *run = "run --kind 1f1b --ranks 1 --replicas-stage 0=2 --microbatches 4 " PSMALL
+                      " --warmup 0 --timed 1 --no-db --format json";
+    snprintf(cmd, sizeof cmd, "{ %s %s --profile %s 2>%s; }", PIPELAB_BIN, run, p0, err);
+    CU_ASSERT_EQUAL(sh(cmd, &out0), 0);
+    snprintf(cmd, sizeof cmd, "%s %s --profile %s", PIPELAB_BIN, run, p1);
+    CU_ASSERT_EQUAL(sh(cmd, &out1), 0);
+    int64_t bytes = 0;
+    for (int k = 0; k < m->n; k++) bytes += m->layer[k].param_bytes;
+    double want = cost_ring_allreduce_s(2, (double)bytes, PRED_BPS, PRED_LAT_S);
+    double t0 = predicted_iteration(out0), t1 = predicted_iteration(out1);
+    CU_ASSERT(t0 > 0 && t1 > 0);
+    CU_ASSERT(fabs((t1 - t0) - want) <= 1e-6 * t1);
+    CU_ASSERT(out1 && !strstr(out1, "no all-reduce measurements"));
+    char *warn = NULL;
+    size_t wl = 0;
+    CU_ASSERT(pl_read_file(err, 1 << 20, &warn, &wl, &e) == PL_OK && warn &&
+              strstr(warn, "has no all-reduce measurements: REDUCE_GRAD predicted as 0; rerun pipelab profile"));
+    free(warn);
+    cost_model_free(m);
+    free(text);
+    free(out0);
+    free(out1);
+    free(pf);
+    free(p0);
+    free(p1);
+    free(err);
+    free(dir);
+}
+
 void exec_test_replicas_cli_register(void) {
     static const pl_test_case cases[] = {
         {"threads and MPI give identical weights with replicas", test_mpi_replicas_equal_threads},
         {"a partition file runs; bad input is refused", test_partition_and_bad_input},
         {"a replica that fails or dies at its all-reduce", test_replica_fails_in_allreduce},
+        {"the all-reduce is profiled and predicted", test_prediction_allreduce},
         {NULL, NULL}};
     pl_test_suite("pipelab run with replicas", cases);
 }

@@ -1,0 +1,177 @@
+/* profile_ring.c: times the executor's own replica all-reduce (exec_xrank_reduce: the exact
+ * integer all-reduce over the threads transport's ring of mailboxes) between two ranks on
+ * threads placed as exec_run places them, at sizes spanning the model's stages, and fits the
+ * ring's latency and bandwidth (cost_ring_allreduce_fit) for the profile CSV. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.h"
+#include "exec_int.h"
+#include "platform.h"
+
+#define AR_RANKS 2      /* a two-replica ring: the smallest replicated stage */
+#define AR_SIZES 3      /* one block, half the model, the whole model */
+#define AR_MAX_REPS 15  /* the all-reduce's repetitions at most (the median is kept) */
+#define AR_MAILBOX 4    /* mailbox slots: the ring holds a piece or two in flight */
+
+typedef struct ar_shared {
+    exec_transport *t;
+    exec_layout lay;
+    int reps_of[1], base_of[1];
+    pthread_barrier_t bar;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int gate; /* 0: wait, 1: go, -1: a thread did not start, leave */
+    size_t floats[AR_SIZES];
+    int reps, pin, ncpus, cpus[AR_RANKS];
+    double *t_s; /* [AR_SIZES * reps] rank 0's times */
+} ar_shared;
+
+typedef struct ar_thread {
+    ar_shared *sh;
+    int me, rc;
+    pl_err err;
+} ar_thread;
+
+/* Runs rank me's all-reduces: after a barrier, each size reps times (one warm-up first); rank 0
+ * records each from the barrier to its return (the ring ends on a rank only once the other's
+ * last piece arrived). */
+static void *ar_main(void *arg) {
+    ar_thread *a = arg;
+    ar_shared *sh = a->sh;
+    pthread_mutex_lock(&sh->mu);
+    while (sh->gate == 0) pthread_cond_wait(&sh->cv, &sh->mu);
+    int go = sh->gate > 0;
+    pthread_mutex_unlock(&sh->mu);
+    if (!go) return NULL;
+    if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[a->me % sh->ncpus]);
+    exec_xrank x;
+    exec_xstage st;
+    memset(&x, 0, sizeof x);
+    memset(&st, 0, sizeof st);
+    int loc = 0;
+    size_t most = sh->floats[AR_SIZES - 1];
+    x.r = a->me;
+    x.lay = &sh->lay;
+    x.rep = a->me;
+    x.nst = 1;
+    x.st = &st;
+    x.loc = &loc;
+    x.t = &sh->t[a->me];
+    st.pfloats = most;
+    st.grad = pl_calloc(most, sizeof *st.grad);
+    a->rc = st.grad ? exec_xrank_reduce_setup(&x, &a->err) : pl_errf(&a->err, PL_ENOMEM, "out of memory for the all-reduce");
+    for (size_t i = 0; a->rc == PL_OK && i < most; i++) st.grad[i] = (float)(1 + a->me) * 1e-3f * (float)(i % 7);
+    for (int k = 0; k < AR_SIZES; k++) {
+        st.pfloats = sh->floats[k];
+        for (int j = -1; j < sh->reps; j++) {
+            pthread_barrier_wait(&sh->bar); /* both ranks take every barrier, also after an error */
+            double t0 = pl_now_s();
+            if (a->rc == PL_OK) a->rc = exec_xrank_reduce(&x, &st, &a->err);
+            if (a->me == 0 && j >= 0) sh->t_s[k * sh->reps + j] = pl_now_s() - t0;
+        }
+    }
+    free(st.grad);
+    free(x.red);
+    free(x.red_seq);
+    return NULL;
+}
+
+/* Returns the median of v[0..n) (sorts it). */
+static double ar_median(double *v, int n) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Starts the two ranks and joins them. Returns PL_OK or the first error. */
+static int ar_run(ar_shared *sh, pl_err *e) {
+    ar_thread a[AR_RANKS];
+    pthread_t th[AR_RANKS];
+    int started = 0, rc = PL_OK;
+    for (int i = 0; i < AR_RANKS; i++) {
+        memset(&a[i], 0, sizeof a[i]);
+        a[i].sh = sh;
+        a[i].me = i;
+    }
+    for (int i = 0; i < AR_RANKS; i++) {
+        if (pthread_create(&th[i], NULL, ar_main, &a[i]) != 0) {
+            rc = pl_errf(e, PL_EINTERNAL, "cannot start the all-reduce's thread %d", i);
+            break;
+        }
+        started++;
+    }
+    /* the barrier needs both ranks: none passes the gate before both exist */
+    pthread_mutex_lock(&sh->mu);
+    sh->gate = rc == PL_OK ? 1 : -1;
+    pthread_cond_broadcast(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (int i = 0; rc == PL_OK && i < AR_RANKS; i++)
+        if (a[i].rc) {
+            *e = a[i].err;
+            rc = a[i].rc;
+        }
+    return rc;
+}
+
+/* Sizes spanning the model's stages: one block, half the blocks, all of them (a quarter, a half
+ * and one block for a one-block model). */
+static void ar_sizes(const exec_config *cfg, size_t *floats) {
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    size_t nf = exec_block_floats(&d), L = (size_t)(cfg->layers > 0 ? cfg->layers : 1);
+    if (L == 1) {
+        floats[0] = nf / 4 ? nf / 4 : 1;
+        floats[1] = nf / 2 ? nf / 2 : 1;
+        floats[2] = nf;
+    } else {
+        floats[0] = nf;
+        floats[1] = nf * ((L + 1) / 2);
+        floats[2] = nf * L;
+    }
+}
+
+int exec_profile_allreduce(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, pl_err *e) {
+    ar_shared sh;
+    memset(&sh, 0, sizeof sh);
+    ar_sizes(cfg, sh.floats);
+    sh.reps = reps < 1 ? 1 : reps > AR_MAX_REPS ? AR_MAX_REPS : reps;
+    sh.reps_of[0] = AR_RANKS;
+    sh.lay.ranks = AR_RANKS;
+    sh.lay.reps = sh.reps_of;
+    sh.lay.base = sh.base_of;
+    sh.ncpus = exec_platform_cores(sh.cpus, AR_RANKS);
+    sh.pin = cfg->pin; /* as exec_run pins its ranks */
+    sh.t_s = pl_calloc((size_t)(AR_SIZES * sh.reps), sizeof *sh.t_s);
+    if (!sh.t_s) return pl_errf(e, PL_ENOMEM, "out of memory");
+    size_t msg = EXEC_RING_PIECE_BYTES;
+    sh.t = exec_threads_transport_new(AR_RANKS, AR_MAILBOX, msg, cfg->timeout_s, e);
+    if (!sh.t) {
+        free(sh.t_s);
+        return e->code;
+    }
+    if (sh.ncpus >= AR_RANKS) exec_threads_transport_spin(sh.t, EXEC_SPIN_S); /* each rank has a core */
+    pthread_barrier_init(&sh.bar, NULL, AR_RANKS);
+    pthread_mutex_init(&sh.mu, NULL);
+    pthread_cond_init(&sh.cv, NULL);
+    int rc = ar_run(&sh, e);
+    pthread_barrier_destroy(&sh.bar);
+    pthread_cond_destroy(&sh.cv);
+    pthread_mutex_destroy(&sh.mu);
+    exec_threads_transport_free(sh.t, AR_RANKS);
+    double bytes[AR_SIZES], t[AR_SIZES];
+    for (int k = 0; k < AR_SIZES; k++) {
+        bytes[k] = (double)(sh.floats[k] * sizeof(float)); /* fp32 gradient bytes: a stage's param_bytes */
+        t[k] = ar_median(sh.t_s + k * sh.reps, sh.reps);
+    }
+    free(sh.t_s);
+    if (rc == PL_OK) rc = cost_ring_allreduce_fit(AR_RANKS, bytes, t, AR_SIZES, latency_s, bandwidth_Bps, e);
+    if (rc) pl_err_prefix(e, "profile of the all-reduce: ");
+    return rc;
+}
