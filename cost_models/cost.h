@@ -318,9 +318,9 @@ double cost_ring_allgather_s(int n, double bytes, double bandwidth_Bps, double l
 double cost_pipedream_allreduce_s(int n, double bytes, double bandwidth_Bps);
 /* Inverts cost_ring_allreduce_s: fits the latency alpha and bandwidth beta of a ring of n >= 2
  * replicas to k >= 2 measured times t[i] of bytes[i] (least squares of t = 2 (n - 1) alpha +
- * 2 (n - 1) / n bytes / beta; alpha < 0 is refitted as 0). Returns PL_OK with *latency_s and
- * *bandwidth_Bps, or PL_EINPUT when the sizes are not distinct or the times do not grow with
- * the bytes (no positive bandwidth). */
+ * 2 (n - 1) / n bytes / beta). A negative alpha, or times that do not grow with the bytes, are
+ * refitted through the origin (alpha = 0). Returns PL_OK with *latency_s and *bandwidth_Bps, or
+ * PL_EINPUT when the sizes are not distinct or the times are not positive. */
 int cost_ring_allreduce_fit(int n, const double *bytes, const double *t, int k, double *latency_s,
                             double *bandwidth_Bps, pl_err *e);
 /*   cost_tree_allreduce_s       pipelined tree: 2 bytes / bandwidth + 2 ceil(log2 n) latency

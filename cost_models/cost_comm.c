@@ -136,12 +136,15 @@ int cost_ring_allreduce_fit(int n, const double *bytes, const double *t, int k, 
     }
     if (!(sxx > 0)) return pl_errf(e, PL_EINPUT, "an all-reduce fit needs distinct sizes");
     double c1 = sxy / sxx, c0 = my - c1 * mx;
-    if (c0 < 0) { /* a negative latency is noise: the line through the origin */
+    /* a negative latency, or times that do not grow with the size (small gradients, where the
+     * latency and the noise of a shared machine hide the bandwidth), are taken as the line
+     * through the origin: it still gives the measured times' scale at the profiled sizes */
+    if (c0 < 0 || !(c1 > 0)) {
         c0 = 0;
         c1 = sxt / sx2;
     }
     if (!(c1 > 0) || !isfinite(c1))
-        return pl_errf(e, PL_EINPUT, "the all-reduce times do not grow with its size (no positive bandwidth)");
+        return pl_errf(e, PL_EINPUT, "the all-reduce times are not positive (no bandwidth to fit)");
     *latency_s = c0 / A;
     *bandwidth_Bps = B / c1;
     return PL_OK;

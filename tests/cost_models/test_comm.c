@@ -70,7 +70,8 @@ static void test_hw_wrappers(void) {
 
 /* cost_ring_allreduce_fit inverts cost_ring_allreduce_s: times the formula gives at three sizes
  * give back its latency and bandwidth, for rings of 2 and 5; a negative intercept is taken as 0
- * latency; equal sizes and times that fall with the size are refused. */
+ * latency, and so are times that fall with the size (the least-squares line through the origin);
+ * equal sizes and times that are not positive are refused. */
 static void test_ring_fit(void) {
     static const int ns[] = {2, 5};
     static const double bytes[] = {2.1e6, 8.4e6, 1.68e7};
@@ -87,9 +88,14 @@ static void test_ring_fit(void) {
     CU_ASSERT_EQUAL(cost_ring_allreduce_fit(2, two, t0, 2, &lat, &bw, &e), PL_OK); /* through the origin */
     CU_ASSERT_DOUBLE_EQUAL(lat, 0, 1e-15);
     CU_ASSERT(fabs(cost_ring_allreduce_s(2, 1e6, bw, lat) - 1.0e-3) < 1e-4);
-    double same[2] = {1e6, 1e6}, falling[2] = {3e-3, 1e-3};
+    double same[2] = {1e6, 1e6}, falling[2] = {3e-3, 1e-3}, zero[2] = {0, 0};
     CU_ASSERT_EQUAL(cost_ring_allreduce_fit(2, same, t0, 2, &lat, &bw, &e), PL_EINPUT);
-    CU_ASSERT_EQUAL(cost_ring_allreduce_fit(2, two, falling, 2, &lat, &bw, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(cost_ring_allreduce_fit(2, two, zero, 2, &lat, &bw, &e), PL_EINPUT);
+    /* through the origin: slope sum(x t) / sum(x^2) = (3e3 + 3e3) / 1e13 = 6e-10 s per byte, so
+     * the 1 MB point is predicted 0.6 ms (ring of 2: 2 (n - 1) / n = 1, beta = 1 / 6e-10) */
+    CU_ASSERT_EQUAL(cost_ring_allreduce_fit(2, two, falling, 2, &lat, &bw, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(lat, 0, 1e-15);
+    CU_ASSERT(fabs(cost_ring_allreduce_s(2, 1e6, bw, lat) - 0.6e-3) < 1e-12);
 }
 
 void test_comm_register(void) {
