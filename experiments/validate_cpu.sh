@@ -40,7 +40,9 @@ NAME=validate_cpu
 BROAD=0
 ARGS=()
 for a in "$@"; do if [ "$a" = --broad ]; then BROAD=1; else ARGS+=("$a"); fi; done
-source "$(dirname "$0")/lib.sh" ${ARGS[@]+"${ARGS[@]}"}
+# `source` without arguments keeps this script's own, --broad included: set them first
+set -- ${ARGS[@]+"${ARGS[@]}"}
+source "$(dirname "$0")/lib.sh" "$@"
 source experiments/validate_broad.sh
 KINDS=${KINDS:-gpipe 1f1b zb-h1 interleaved}
 TRACE=${TRACE:-1}
