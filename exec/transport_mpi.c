@@ -518,9 +518,10 @@ static void shift_record(exec_rank_record *r, double off) {
     }
 }
 
-int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e) {
-    memset(out, 0, sizeof *out);
-    *is_root = 1;
+/* Joins the MPI job (initializing MPI when nobody has), checks that it has one process per rank
+ * of the schedule's layout, and sets up m's communicators, tag space and message counters.
+ * Returns PL_OK, or the error (nothing to free on error). */
+static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_root, pl_err *e) {
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {
@@ -529,63 +530,56 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
             return pl_errf(e, PL_EINTERNAL, "MPI_Init_thread failed");
         g_inited = 1;
     }
-    mend m;
-    memset(&m, 0, sizeof m);
-    MPI_Comm_rank(MPI_COMM_WORLD, &m.rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &m.size);
-    report_on_term(m.rank);
-    *is_root = m.rank == 0;
+    memset(m, 0, sizeof *m);
+    MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &m->size);
+    report_on_term(m->rank);
+    *is_root = m->rank == 0;
     exec_layout lay;
     int lrc = exec_layout_build(s, cfg->replicas, &lay, e);
     int want = lay.ranks;
     exec_layout_free(&lay);
     if (lrc != PL_OK) return lrc;
-    if (m.size != want)
-        return pl_errf(e, PL_EINPUT, "the MPI job has %d processes, the schedule %d ranks%s (mpirun -np %d)", m.size, want,
+    if (m->size != want)
+        return pl_errf(e, PL_EINPUT, "the MPI job has %d processes, the schedule %d ranks%s (mpirun -np %d)", m->size, want,
                        want != s->ranks ? " with its replicas" : "", want);
-    MPI_Comm_dup(MPI_COMM_WORLD, &m.data);
-    MPI_Comm_dup(MPI_COMM_WORLD, &m.ctl);
-    MPI_Comm_set_errhandler(m.data, MPI_ERRORS_RETURN);
+    MPI_Comm_dup(MPI_COMM_WORLD, &m->data);
+    MPI_Comm_dup(MPI_COMM_WORLD, &m->ctl);
+    MPI_Comm_set_errhandler(m->data, MPI_ERRORS_RETURN);
     int *ub = NULL, flag = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
-    m.tag_mod = flag && ub && *ub > 0 ? (long)*ub + 1 : MPI_MIN_TAGS;
-    m.stages = s->stages;
-    m.timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
-    m.sent = pl_calloc(MPI_COUNT_ARRAYS * (size_t)m.size, sizeof *m.sent);
-    if (!m.sent) return pl_errf(e, PL_ENOMEM, "out of memory");
-    m.rcvd = m.sent + m.size;
-    m.peer_sent = m.rcvd + m.size;
-    exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, m_post_recv, m_wait_recv,
-                        m_allreduce};
-    exec_rank_record rec;
-    memset(&rec, 0, sizeof rec);
-    int rc = exec_layout_build(s, cfg->replicas, &lay, e);
-    if (rc == PL_OK) rc = stage_comms(&m, s, &lay, e);
-    exec_layout_free(&lay);
-    if (rc == PL_OK) rc = exec_run_rank(s, cfg, &t, &rec, e);
-    if (rc != PL_OK) {
-        pl_err why = *e;
-        m_abort(&t, &why); /* errors before the workers ran end the job too */
+    m->tag_mod = flag && ub && *ub > 0 ? (long)*ub + 1 : MPI_MIN_TAGS;
+    m->stages = s->stages;
+    m->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
+    m->sent = pl_calloc(MPI_COUNT_ARRAYS * (size_t)m->size, sizeof *m->sent);
+    if (!m->sent) return pl_errf(e, PL_ENOMEM, "out of memory");
+    m->rcvd = m->sent + m->size;
+    m->peer_sent = m->rcvd + m->size;
+    return PL_OK;
+}
+
+/* Brings every rank's record to rank 0 on its clock (clock offsets first) and assembles the
+ * result there; other ranks send theirs. rec is consumed. Returns rc, or the first error. */
+static int mpi_gather(const sched *s, const exec_config *cfg, mend *m, exec_transport *t, exec_rank_record *rec,
+                      exec_result *out, int rc, pl_err *e) {
+    MPI_Barrier(m->ctl);
+    double *off = pl_calloc((size_t)m->size, sizeof *off);
+    exec_rank_record *recs = m->rank == 0 ? pl_calloc((size_t)m->size, sizeof *recs) : NULL;
+    if (!off || (m->rank == 0 && !recs)) {
+        pl_errf(e, PL_ENOMEM, "rank %d: out of memory gathering the records", m->rank);
+        pl_err_set_rank(e, m->rank);
+        m_abort(t, e);
     }
-    /* clocks, then the records to rank 0 */
-    MPI_Barrier(m.ctl);
-    double *off = pl_calloc((size_t)m.size, sizeof *off);
-    exec_rank_record *recs = m.rank == 0 ? pl_calloc((size_t)m.size, sizeof *recs) : NULL;
-    if (!off || (m.rank == 0 && !recs)) {
-        pl_errf(e, PL_ENOMEM, "rank %d: out of memory gathering the records", m.rank);
-        pl_err_set_rank(e, m.rank);
-        m_abort(&t, e);
-    }
-    for (int r = 1; r < m.size; r++) off[r] = clock_offset(&m, r);
+    for (int r = 1; r < m->size; r++) off[r] = clock_offset(m, r);
     int M = (int)sched_total_microbatches(s);
-    size_t n_loss = (size_t)rec.passes * (size_t)M;
-    if (m.rank != 0) {
-        send_record(&m, &rec, n_loss);
+    size_t n_loss = (size_t)rec->passes * (size_t)M;
+    if (m->rank != 0) {
+        send_record(m, rec, n_loss);
     } else {
-        recs[0] = rec;
-        memset(&rec, 0, sizeof rec);
-        for (int r = 1; r < m.size && rc == PL_OK; r++) {
-            rc = recv_record(&m, r, &recs[r], e);
+        recs[0] = *rec;
+        memset(rec, 0, sizeof *rec);
+        for (int r = 1; r < m->size && rc == PL_OK; r++) {
+            rc = recv_record(m, r, &recs[r], e);
             if (rc == PL_OK) shift_record(&recs[r], off[r]);
         }
         if (rc == PL_OK) rc = exec_assemble(s, cfg, recs, out, e);
@@ -593,11 +587,34 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
             int cpus[EXEC_MAX_CORES];
             out->cores = exec_platform_cores(cpus, EXEC_MAX_CORES);
         }
-        for (int r = 0; r < m.size; r++) exec_rank_record_free(&recs[r]);
+        for (int r = 0; r < m->size; r++) exec_rank_record_free(&recs[r]);
     }
-    exec_rank_record_free(&rec);
+    exec_rank_record_free(rec);
     free(recs);
     free(off);
+    return rc;
+}
+
+int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    *is_root = 1;
+    mend m;
+    int rc = mpi_join(s, cfg, &m, is_root, e);
+    if (rc != PL_OK) return rc;
+    exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, m_post_recv, m_wait_recv,
+                        m_allreduce};
+    exec_rank_record rec;
+    memset(&rec, 0, sizeof rec);
+    exec_layout lay;
+    rc = exec_layout_build(s, cfg->replicas, &lay, e);
+    if (rc == PL_OK) rc = stage_comms(&m, s, &lay, e);
+    exec_layout_free(&lay);
+    if (rc == PL_OK) rc = exec_run_rank(s, cfg, &t, &rec, e);
+    if (rc != PL_OK) {
+        pl_err why = *e;
+        m_abort(&t, &why); /* errors before the workers ran end the job too */
+    }
+    rc = mpi_gather(s, cfg, &m, &t, &rec, out, rc, e); /* clocks, then the records to rank 0 */
     for (int i = 0; i < m.nsend; i++) free(m.send[i].buf);
     free(m.send);
     free(m.rbuf);
