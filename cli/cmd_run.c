@@ -725,6 +725,14 @@ static int execute(opts *o, run_state *st, pl_err *e) {
         rc = o->cuda ? exec_cuda_run(st->s, &o->c, &st->r, e) : run_with_bar(st->s, &o->c, &st->r, e);
         if (rc != PL_OK) pl_err_prefix(e, "run failed: ");
     }
+    /* an MPI run predicts REDUCE_GRAD from MPI's all-reduce: timed now by every process, before
+     * rank 0 profiles, unless the profile comes from a file (which has it or says what is used) */
+    int replicated = 0;
+    for (int q = 0; o->c.replicas && q < st->s->stages; q++) replicated |= o->c.replicas[q] > 1;
+    if (rc == PL_OK && o->mpi && !o->cuda && replicated && !o->no_predict && !o->profile) {
+        int root;
+        rc = exec_mpi_profile_allreduce(&o->c, o->preps, &o->c.mpi_ar_latency_s, &o->c.mpi_ar_Bps, &root, e);
+    }
     if (rc != PL_OK || !st->is_root || o->no_predict || st->prof) return rc;
     st->prof = o->between ? run_profile(st, &o->c, e) : get_profile(o, &o->c, st, e);
     return st->prof ? PL_OK : failed(e);
@@ -739,7 +747,8 @@ static int predict(const opts *o, run_state *st, pl_err *e) {
     double *rank_step = pl_calloc((size_t)st->s->ranks, sizeof *rank_step);
     if (!rank_step) return pl_errf(e, PL_ENOMEM, "out of memory");
     int per_rank = exec_profile_worker_steps(t->data ? t->data : "", t->len, st->s->ranks, rank_step) == 0;
-    int rc = cli_run_predict(st->s, &o->c, st->prof, per_rank ? rank_step : NULL, &st->pr, e);
+    cost_transport tr = o->mpi ? COST_TRANSPORT_MPI : COST_TRANSPORT_THREADS;
+    int rc = cli_run_predict(st->s, &o->c, st->prof, tr, per_rank ? rank_step : NULL, &st->pr, e);
     free(rank_step);
     if (rc != PL_OK) return rc;
     st->have_pred = 1;
