@@ -260,9 +260,8 @@ static int make_plan(const opts *o, const cost_model *m, const cost_hw *hw, doub
     /* the profile's measured all-reduce prices every replicated stage's (and so the replication
      * decision), as run and simulate price REDUCE_GRAD (cli_allreduce_link) */
     cost_hw link;
-    int replicating = strcmp(o->method, "balance") != 0 && !o->straight;
     cost_ar_link measured = {0, 0};
-    if (cli_allreduce_link("partition", m, o->ar_link, replicating, "the hardware's links", &link) >= 0)
+    if (cli_allreduce_link("partition", m, o->ar_link, 0, "the hardware's links", &link) >= 0)
         measured = (cost_ar_link){link.intra_latency_s, link.intra_bandwidth_Bps};
     cost_allreduce_model ar = strcmp(o->allreduce, "pipedream") == 0 ? COST_ALLREDUCE_PIPEDREAM : COST_ALLREDUCE_RING;
     if (strcmp(o->method, "balance") == 0) {
@@ -277,6 +276,10 @@ static int make_plan(const opts *o, const cost_model *m, const cost_hw *hw, doub
                                   .allreduce = ar, .ar_link = measured};
         if (o->hierarchy && strcmp(o->hierarchy, "pipedream") == 0) po.hierarchy = COST_HIERARCHY_PIPEDREAM;
         rc = cost_plan_pipedream(y, m->n, &t, &po, p, e);
+        int replicated = 0;
+        for (int q = 0; rc == PL_OK && q < p->nstages; q++) replicated |= p->stage[q].replicas > 1;
+        if (replicated) /* says what priced the replicas when it is not the measurement asked for */
+            cli_allreduce_link("partition", m, o->ar_link, 1, "the hardware's links", &link);
     }
     free(y);
     return rc;
