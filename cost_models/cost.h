@@ -423,6 +423,14 @@ cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const c
  * stage; out[ranks]. Returns PL_OK or the dry run's error. */
 int cost_schedule_memory(const sched *s, const cost_stage *stages, const cost_model *m,
                          const cost_opts *o, cost_memory *out, pl_err *e);
+/* cost_schedule_memory with stage q replicated replicas[q] ways (NULL: none; PipeDream's
+ * 1F1B-RR): each replica of a rank is a device of its own holding the rank's stages' weights
+ * (versions from the policy; stash: the replica's own most microbatches in flight), gradients
+ * and optimizer state, and the stashes of its own microbatches only (k mod n, sched_replica_of);
+ * out[k] is the replica of rank k with the largest total, as the simulator and the executor
+ * report a replicated rank. */
+int cost_schedule_memory_replicas(const sched *s, const cost_stage *stages, const int *replicas, const cost_model *m,
+                                  const cost_opts *o, cost_memory *out, pl_err *e);
 
 /* ================================================================ partitions
  *

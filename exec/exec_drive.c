@@ -146,7 +146,7 @@ int exec_mem_predict(const sched *s, const exec_config *cfg, cost_memory *out, p
     cost_stage *st = pl_calloc((size_t)s->stages, sizeof *st);
     int rc = p && st ? PL_OK : (p ? pl_errf(e, PL_ENOMEM, "out of memory") : e->code);
     for (int q = 0; q < s->stages && rc == PL_OK; q++) rc = cost_stage_eval(m, p->bound[q], p->bound[q + 1], &hw, &o, &st[q], e);
-    if (rc == PL_OK) rc = cost_schedule_memory(s, st, m, &o, out, e);
+    if (rc == PL_OK) rc = cost_schedule_memory_replicas(s, st, p->replicas, m, &o, out, e);
     free(st);
     cost_partition_free(p);
     cost_model_free(m);
