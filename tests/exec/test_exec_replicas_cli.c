@@ -257,6 +257,27 @@ static void test_prediction_allreduce(void) {
     double t0 = predicted_iteration(out0), t1 = predicted_iteration(out1);
     CU_ASSERT(t0 > 0 && t1 > 0);
     CU_ASSERT(fabs((t1 - t0) - want) <= 1e-6 * t1);
+    /* compare --actions shows REDUCE_GRAD as a class of its own: predicted the ring, measured
+     * positive, with its signed error in percent and in ms */
+    char *db = pl_test_path(dir, "ar.db"), *cmp = NULL;
+    snprintf(cmd, sizeof cmd, "%s %s --profile %s --trace --db %s --tag ar >/dev/null && %s compare --db %s --tag ar --actions",
+             PIPELAB_BIN, run, p1, db, PIPELAB_BIN, db);
+    char *nodb = strstr(cmd, " --no-db");
+    if (nodb) memmove(nodb, nodb + strlen(" --no-db"), strlen(nodb + strlen(" --no-db")) + 1);
+    CU_ASSERT_EQUAL(sh(cmd, &cmp), 0);
+    const char *row = cmp ? strstr(cmp, "\n   0  REDUCE_GRAD ") : NULL;
+    CU_ASSERT_PTR_NOT_NULL(row);
+    if (row) {
+        char *end;
+        double pred = strtod(row + strlen("\n   0  REDUCE_GRAD "), &end), meas = strtod(end, &end);
+        double err = strtod(end, &end), diff = strtod(end + 1, NULL); /* past the % sign */
+        CU_ASSERT_DOUBLE_EQUAL(pred, 1e3 * want, 1e-3);
+        CU_ASSERT(meas > 0);
+        CU_ASSERT_DOUBLE_EQUAL(err, 100 * (pred - meas) / meas, 0.01 + 1e-3 * fabs(err));
+        CU_ASSERT_DOUBLE_EQUAL(diff, pred - meas, 2e-4);
+    }
+    free(cmp);
+    free(db);
     CU_ASSERT(out1 && !strstr(out1, "no all-reduce measurements"));
     char *warn = NULL;
     size_t wl = 0;
