@@ -323,7 +323,8 @@ static int check_flags(opts *o) {
     rc = check_profile_flags(o);
     if (rc >= 0) return rc;
     if ((o->partition || o->nrepl) && o->cuda)
-        return cli_usage_error("run", "--partition and --replicas-stage run on the CPU backend (not --backend cuda)");
+        return cli_usage_error("run", "--partition and --replicas-stage run on the CPU backend (not --backend cuda): the "
+                                      "CUDA backend has no gradient all-reduce between GPUs");
     if (o->partition && o->nsplit) return cli_usage_error("run", "give --partition or --stage-blocks, not both");
     if (o->c.momentum >= 1) {
         fprintf(stderr, "pipelab run: --momentum must be below 1\n");

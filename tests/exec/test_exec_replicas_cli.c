@@ -376,6 +376,31 @@ static void test_prediction_allreduce_mpi(void) {
 #endif
 }
 
+/* The CUDA backend has no all-reduce between GPUs: replicas with --backend cuda are refused before
+ * anything runs, exit 2 (a flag combination) with a message saying why, also from a partition
+ * file; and profile's MPI all-reduce is the CPU executor's. */
+static void test_cuda_refuses_replicas(void) {
+    char *dir = pl_test_tmpdir();
+    char *part = partition_file(dir, "p.partition", "stage 0: layers 0-1 replicas 2 time_s 1e-3\n", 2);
+    static const char *const flags[] = {"--replicas-stage 0=2", "--partition"};
+    for (int k = 0; k < 2; k++) {
+        char cmd[2048], *out = NULL;
+        snprintf(cmd, sizeof cmd, "%s run --backend cuda --kind 1f1b --ranks 1 --microbatches 4 " PSMALL " %s%s%s --no-db 2>&1",
+                 PIPELAB_BIN, flags[k], k ? " " : "", k ? part : "");
+        CU_ASSERT_EQUAL(sh(cmd, &out), 2);
+        CU_ASSERT(out && strstr(out, "run on the CPU backend (not --backend cuda): the CUDA backend has no gradient "
+                                     "all-reduce between GPUs"));
+        free(out);
+    }
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s profile --backend cuda --transport mpi " PSMALL " 2>&1", PIPELAB_BIN);
+    CU_ASSERT_EQUAL(sh(cmd, &out), 2);
+    CU_ASSERT(out && strstr(out, "--transport mpi profiles the CPU executor's all-reduce"));
+    free(out);
+    free(part);
+    free(dir);
+}
+
 void exec_test_replicas_cli_register(void) {
     static const pl_test_case cases[] = {
         {"threads and MPI give identical weights with replicas", test_mpi_replicas_equal_threads},
@@ -383,6 +408,7 @@ void exec_test_replicas_cli_register(void) {
         {"a replica that fails or dies at its all-reduce", test_replica_fails_in_allreduce},
         {"the all-reduce is profiled and predicted", test_prediction_allreduce},
         {"an MPI run is predicted from the MPI all-reduce", test_prediction_allreduce_mpi},
+        {"the CUDA backend refuses replicas", test_cuda_refuses_replicas},
         {NULL, NULL}};
     pl_test_suite("pipelab run with replicas", cases);
 }
