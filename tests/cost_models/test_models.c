@@ -346,6 +346,18 @@ static void test_graph_real(void) {
     }
 }
 
+/* Returns m written by cost_model_write_csv and read back (NULL, asserted, when it fails). */
+static cost_model *csv_roundtrip(const cost_model *m) {
+    pl_err e = {0};
+    pl_buf b;
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL(cost_model_write_csv(m, &b, &e), PL_OK);
+    cost_model *m2 = cost_model_read_csv("rt.csv", b.data, b.len, &e);
+    CU_ASSERT_PTR_NOT_NULL(m2);
+    pl_buf_free(&b);
+    return m2;
+}
+
 /* The profiled all-reduce link round-trips through the CSV writer and reader; a profile without
  * it reads as "not profiled" (0); a malformed or lone value is refused naming path:line. */
 static void test_csv_allreduce_keys(void) {
@@ -357,17 +369,12 @@ static void test_csv_allreduce_keys(void) {
     CU_ASSERT_EQUAL(m->allreduce[COST_TRANSPORT_THREADS].latency_s, 4.25e-05);
     CU_ASSERT_EQUAL(m->allreduce[COST_TRANSPORT_THREADS].Bps, 1.5e9);
     CU_ASSERT_EQUAL(m->allreduce[COST_TRANSPORT_MPI].Bps, 0); /* an older file: threads only */
-    pl_buf b;
-    pl_buf_init(&b);
-    CU_ASSERT_EQUAL(cost_model_write_csv(m, &b, &e), PL_OK);
-    cost_model *m2 = cost_model_read_csv("rt.csv", b.data, b.len, &e);
-    CU_ASSERT_PTR_NOT_NULL(m2);
+    cost_model *m2 = csv_roundtrip(m);
     if (m2) {
         CU_ASSERT_EQUAL(m2->allreduce[COST_TRANSPORT_THREADS].latency_s, m->allreduce[COST_TRANSPORT_THREADS].latency_s);
         CU_ASSERT_EQUAL(m2->allreduce[COST_TRANSPORT_THREADS].Bps, m->allreduce[COST_TRANSPORT_THREADS].Bps);
     }
     cost_model_free(m2);
-    pl_buf_free(&b);
     cost_model_free(m);
     const char *plain = HDR "0,a,1,1,1,400,8,8\n";
     m = cost_model_read_csv("p.csv", plain, strlen(plain), &e);
@@ -394,11 +401,7 @@ static void test_csv_allreduce_mpi_keys(void) {
     CU_ASSERT_EQUAL(m->allreduce[COST_TRANSPORT_THREADS].Bps, 1.5e9);
     CU_ASSERT_EQUAL(m->allreduce[COST_TRANSPORT_MPI].latency_s, 2.5e-05);
     CU_ASSERT_EQUAL(m->allreduce[COST_TRANSPORT_MPI].Bps, 3e9);
-    pl_buf b;
-    pl_buf_init(&b);
-    CU_ASSERT_EQUAL(cost_model_write_csv(m, &b, &e), PL_OK);
-    cost_model *m2 = cost_model_read_csv("rt.csv", b.data, b.len, &e);
-    CU_ASSERT_PTR_NOT_NULL(m2);
+    cost_model *m2 = csv_roundtrip(m);
     if (m2) {
         CU_ASSERT_EQUAL(m2->allreduce[COST_TRANSPORT_MPI].latency_s, 2.5e-05);
         CU_ASSERT_EQUAL(m2->allreduce[COST_TRANSPORT_MPI].Bps, 3e9);
@@ -414,7 +417,6 @@ static void test_csv_allreduce_mpi_keys(void) {
     CU_ASSERT_EQUAL(cost_model_allreduce_link(m, COST_TRANSPORT_THREADS, &link, &used), 1);
     CU_ASSERT(used == COST_TRANSPORT_THREADS && link.intra_bandwidth_Bps == 1.5e9);
     cost_model_free(m2);
-    pl_buf_free(&b);
     cost_model_free(m);
     const char *threads_only = "#@ allreduce_latency_s=4e-05 allreduce_Bps=1.5e9\n" HDR "0,a,1,1,1,400,8,8\n";
     m = cost_model_read_csv("t.csv", threads_only, strlen(threads_only), &e);

@@ -51,6 +51,15 @@ static sched *repl_sched(const char *kind, int p, int m, int iters, const int *r
     return l;
 }
 
+/* Runs s with c into r; a failure is reported under label and ends the test. */
+static void run_replicated(const sched *s, const exec_config *c, exec_result *r, const char *label) {
+    pl_err e;
+    pl_err_clear(&e);
+    int rc = exec_run(s, c, r, &e);
+    if (rc != PL_OK) fprintf(stderr, "%s: %s\n", label, e.msg);
+    CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
+}
+
 /* Runs s (freed here) with c and checks its weights and losses against exec_reference (with the
  * replicas of c: flush trains on the combined batch, stash and 2bw by their semantics), and that
  * the run trained and really ran workers ranks. */
@@ -59,9 +68,7 @@ static void check_replicated(sched *s, exec_config c, int workers, const char *l
     exec_result r;
     pl_err e;
     pl_err_clear(&e);
-    int rc = exec_run(s, &c, &r, &e);
-    if (rc != PL_OK) fprintf(stderr, "%s: %s\n", label, e.msg);
-    CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
+    run_replicated(s, &c, &r, label);
     CU_ASSERT_EQUAL(r.workers, workers);
     CU_ASSERT_EQUAL(r.ranks, s->ranks);
     size_t n = exec_param_count(&c);
@@ -310,9 +317,7 @@ static void check_replicated_memory(sched *s, exec_config c, int less_stash, con
     exec_result r;
     pl_err e;
     pl_err_clear(&e);
-    int rc = exec_run(s, &c, &r, &e);
-    if (rc != PL_OK) fprintf(stderr, "%s: %s\n", label, e.msg);
-    CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
+    run_replicated(s, &c, &r, label);
     cost_memory *mem = calloc((size_t)s->ranks, sizeof *mem), *whole = calloc((size_t)s->ranks, sizeof *whole);
     CU_ASSERT_FATAL(mem && whole);
     CU_ASSERT_EQUAL_FATAL(exec_mem_predict(s, &c, mem, &e), PL_OK);

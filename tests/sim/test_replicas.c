@@ -32,6 +32,22 @@ static sched *gen_lowered(const char *kind, int p, int m, int iters, const int *
     return l;
 }
 
+/* Simulates s on model m with partition part, hardware hw (NULL: free links) and options o
+ * (NULL: the model's) as sim_model_config configures it: sm and r filled (free both); returns
+ * the costs the run used. A failure ends the test. */
+static sim_costs run_on_model(const sched *s, const cost_model *m, const cost_partition *part, const cost_hw *hw,
+                              const cost_opts *o, sim_model *sm, sim_result *r) {
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL_FATAL(sim_model_init(sm, s, m, part, hw, o, &e), PL_OK);
+    sim_costs c = sim_model_costs(sm);
+    sim_config cfg;
+    sim_config_init(&cfg);
+    sim_model_config(sm, &cfg);
+    CU_ASSERT_EQUAL_FATAL(sim_run(s, &c, &cfg, r, &e), PL_OK);
+    return c;
+}
+
 /* Fills bc with per-stage costs sc: stage q has forward f[q] and backward b[q], no
  * communication (bc->stage points at the caller's array; not freed). */
 static void two_stage_costs(sim_basic *bc, sim_stage_cost *sc, int stages, const double *f, const double *b) {
@@ -323,13 +339,8 @@ static void test_vgg16_partition_vs_simulate(void) {
     sched *s = gen_lowered("pipedream", part->stages, mb, iters, part->replicas);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     sim_model sm;
-    CU_ASSERT_EQUAL_FATAL(sim_model_init(&sm, s, m, part, &hw, NULL, &e), PL_OK);
-    sim_costs c = sim_model_costs(&sm);
-    sim_config cfg;
-    sim_config_init(&cfg);
-    sim_model_config(&sm, &cfg);
     sim_result r;
-    CU_ASSERT_EQUAL_FATAL(sim_run(s, &c, &cfg, &r, &e), PL_OK);
+    sim_costs c = run_on_model(s, m, part, &hw, NULL, &sm, &r);
     double per_mb = (r.iter_end_s[30] - r.iter_end_s[10]) / (20.0 * mb);
     /* the planner's formula with the simulator's stage costs and all-reduce */
     double slowest = 0, explained = 0;
@@ -389,13 +400,8 @@ static void test_replicated_memory_vs_cost(void) {
         CU_ASSERT_PTR_NOT_NULL_FATAL(part);
         for (int q = 0; q < 2; q++) part->replicas[q] = cases[k].rep[q];
         sim_model sm;
-        CU_ASSERT_EQUAL_FATAL(sim_model_init(&sm, s, m, part, NULL, &o, &e), PL_OK);
-        sim_costs c = sim_model_costs(&sm);
-        sim_config cfg;
-        sim_config_init(&cfg);
-        sim_model_config(&sm, &cfg);
         sim_result r;
-        CU_ASSERT_EQUAL_FATAL(sim_run(s, &c, &cfg, &r, &e), PL_OK);
+        run_on_model(s, m, part, NULL, &o, &sm, &r);
         cost_memory mem[2], whole[2];
         CU_ASSERT_EQUAL_FATAL(cost_schedule_memory_replicas(s, sm.stage, part->replicas, m, &o, mem, &e), PL_OK);
         CU_ASSERT_EQUAL_FATAL(cost_schedule_memory(s, sm.stage, m, &o, whole, &e), PL_OK);
