@@ -104,6 +104,11 @@ typedef struct cost_model {
                                * (metadata above); Bps 0 = not profiled on that transport */
 } cost_model;
 
+/* The profile CSV's metadata key of transport t's measured all-reduce: its latency (bandwidth 0:
+ * "allreduce_latency_s", "allreduce_mpi_latency_s") or its bandwidth ("allreduce_Bps",
+ * "allreduce_mpi_Bps"); NULL for a transport out of range. */
+const char *cost_allreduce_key(cost_transport t, int bandwidth);
+
 /* Frees a model and everything it owns; NULL is fine. */
 void cost_model_free(cost_model *m);
 

@@ -251,6 +251,11 @@ typedef struct csv_meta {
 static const char *const ar_key[COST_TRANSPORTS][2] = {{"allreduce_latency_s", "allreduce_Bps"},
                                                        {"allreduce_mpi_latency_s", "allreduce_mpi_Bps"}};
 
+/* cost.h. Returns the key, or NULL for a transport out of range. */
+const char *cost_allreduce_key(cost_transport t, int bandwidth) {
+    return t >= 0 && t < COST_TRANSPORTS ? ar_key[t][bandwidth ? 1 : 0] : NULL;
+}
+
 /* Reads the all-reduce key tok[kl] = vbuf into meta. Returns -1 when tok is none of ar_key, else
  * PL_OK or PL_EINPUT ("path:line: ..."). */
 static int csv_meta_ar(const char *path, int lineno, const char *tok, size_t kl, const char *vbuf, csv_meta *meta,
