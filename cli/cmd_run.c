@@ -447,8 +447,9 @@ static void out_table(const opts *o, const sched *s, const exec_result *r, const
                    "over its bubble window (the steady state for pipedream and 2bw).\n");
     pl_buf_puts(b, "peak_bytes: all the rank tracked at its peak (weights, gradients, optimizer, stashes, buffers,\n"
                    "scratch); model_bytes: its weights, gradients, optimizer and activation stash, the part the cost\n"
-                   "model describes; cost_model: cost_schedule_memory for the same schedule and model (equal to\n"
-                   "model_bytes); pred_peak: the simulator's peak.\n");
+                   "model describes; cost_model: cost_schedule_memory_replicas for the same schedule, model and\n"
+                   "replicas (equal to model_bytes; a replicated rank: its fullest replica); pred_peak: the\n"
+                   "simulator's peak.\n");
 }
 
 /* Writes CSV: one row per rank with the run's numbers repeated. */
