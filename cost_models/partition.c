@@ -133,40 +133,42 @@ int cost_pctx_init(cost_pctx *c, const cost_part_layer *layers, int nlayers, int
     return PL_OK;
 }
 
-void cost_plan_free(cost_plan *p) {
-    if (!p) return;
-    free(p->stage);
-    memset(p, 0, sizeof *p);
+void cost_plan_config(const cost_partition *p, pl_buf *b) {
+    for (int s = 0; s < p->stages; s++) pl_buf_printf(b, "%s%d", s ? "-" : "", p->replicas[s]);
 }
 
-void cost_plan_config(const cost_plan *p, pl_buf *b) {
-    for (int s = 0; s < p->nstages; s++) pl_buf_printf(b, "%s%d", s ? "-" : "", p->stage[s].replicas);
-}
-
-/* Fills the predictions of p from the context (pipedream rule, or balance rule when bo != NULL).
- * Returns PL_OK or PL_EINPUT when the stages are not a contiguous cover. */
-int cost_pctx_fill(cost_plan *p, const cost_pctx *c, const cost_balance_opts *bo, pl_err *e) {
-    if (p->nstages < 1 || !p->stage) return pl_errf(e, PL_EINPUT, "partition: no stages");
+/* Checks that p's stages cover c's layers contiguously on c's workers; returns PL_OK or PL_EINPUT. */
+static int check_cover(const cost_partition *p, const cost_pctx *c, pl_err *e) {
+    if (p->stages < 1) return pl_errf(e, PL_EINPUT, "partition: no stages");
     int next = 0, a = 0;
-    for (int s = 0; s < p->nstages; s++) {
-        cost_plan_stage *st = &p->stage[s];
-        if (st->first_layer != next || st->last_layer < st->first_layer || st->last_layer >= c->L)
+    for (int s = 0; s < p->stages; s++) {
+        int first = p->bound[s], last = p->bound[s + 1] - 1;
+        if (first != next || last < first || last >= c->L)
             return pl_errf(e, PL_EINPUT, "partition: stage %d covers layers %d-%d but should start at layer %d and end before %d",
-                           s, st->first_layer, st->last_layer, next, c->L);
-        if (st->replicas < 1) return pl_errf(e, PL_EINPUT, "partition: stage %d has %d replicas", s, st->replicas);
-        next = st->last_layer + 1;
-        a += st->replicas;
+                           s, first, last, next, c->L);
+        if (p->replicas[s] < 1) return pl_errf(e, PL_EINPUT, "partition: stage %d has %d replicas", s, p->replicas[s]);
+        next = last + 1;
+        a += p->replicas[s];
     }
     if (next != c->L) return pl_errf(e, PL_EINPUT, "partition: the stages cover layers 0-%d of %d", next - 1, c->L);
     if (a != c->W) return pl_errf(e, PL_EINPUT, "partition: the stages use %d workers, not %d", a, c->W);
-    p->layers = c->L;
-    p->workers = c->W;
-    p->bottleneck_s = 0;
-    p->peak_mem_bytes = 0;
-    a = 0;
-    for (int s = 0; s < p->nstages; s++) {
-        cost_plan_stage *st = &p->stage[s];
-        int i = st->first_layer, j = st->last_layer + 1, r = st->replicas;
+    return PL_OK;
+}
+
+/* Fills the predictions of p from the context (pipedream rule, or balance rule when bo != NULL),
+ * attaching a block when p has none. Returns PL_OK, PL_EINPUT when the stages are not a
+ * contiguous cover, or PL_ENOMEM. */
+int cost_pctx_fill(cost_partition *p, const cost_pctx *c, const cost_balance_opts *bo, pl_err *e) {
+    int rc = check_cover(p, c, e);
+    if (rc != PL_OK) return rc;
+    if (!p->pred && !cost_partition_attach_pred(p)) return pl_errf(e, PL_ENOMEM, "partition: out of memory");
+    cost_partition_pred *pr = p->pred;
+    pr->bottleneck_s = 0;
+    pr->peak_mem_bytes = 0;
+    int a = 0;
+    for (int s = 0; s < p->stages; s++) {
+        cost_stage_pred *st = &pr->stage[s];
+        int i = p->bound[s], j = p->bound[s + 1], r = p->replicas[s];
         st->first_worker = a;
         st->compute_s = c->T[j] - c->T[i];
         st->allreduce_s = stage_allreduce_s(c, i, j, a, r);
@@ -175,38 +177,37 @@ int cost_pctx_fill(cost_plan *p, const cost_pctx *c, const cost_balance_opts *bo
         st->stash_bytes = c->S[j] - c->S[i];
         if (bo) {
             int v = bo->weight_versions > 0 ? bo->weight_versions : 1;
-            st->inflight = bo->inflight > 0 ? bo->inflight : p->nstages - s;
+            st->inflight = bo->inflight > 0 ? bo->inflight : p->stages - s;
             st->mem_bytes = st->param_bytes * v + st->stash_bytes * st->inflight;
         } else {
             st->inflight = stage_inflight(c, a, r);
             st->mem_bytes = stage_mem_bytes(c, i, j, a, r);
         }
-        st->transfer_in_s = s == 0 ? 0.0 : transfer_s(c, i, p->stage[s - 1].first_worker, p->stage[s - 1].replicas, r);
-        if (st->time_s > p->bottleneck_s) p->bottleneck_s = st->time_s;
-        if (st->transfer_in_s > p->bottleneck_s) p->bottleneck_s = st->transfer_in_s;
-        if (st->mem_bytes > p->peak_mem_bytes) p->peak_mem_bytes = st->mem_bytes;
+        st->transfer_in_s = s == 0 ? 0.0 : transfer_s(c, i, pr->stage[s - 1].first_worker, p->replicas[s - 1], r);
+        if (st->time_s > pr->bottleneck_s) pr->bottleneck_s = st->time_s;
+        if (st->transfer_in_s > pr->bottleneck_s) pr->bottleneck_s = st->transfer_in_s;
+        if (st->mem_bytes > pr->peak_mem_bytes) pr->peak_mem_bytes = st->mem_bytes;
         a += r;
     }
-    p->one_worker_s = c->T[c->L];
-    p->data_parallel_s = stage_time_s(c, 0, c->L, 0, c->W);
-    p->speedup_vs_one = p->bottleneck_s > 0 ? p->one_worker_s / p->bottleneck_s : 0.0;
-    p->speedup_vs_dp = p->bottleneck_s > 0 ? p->data_parallel_s / p->bottleneck_s : 0.0;
-    p->noam = cost_part_ceil_div(c->W, p->stage[0].replicas);
+    pr->one_worker_s = c->T[c->L];
+    pr->data_parallel_s = stage_time_s(c, 0, c->L, 0, c->W);
+    pr->speedup_vs_one = pr->bottleneck_s > 0 ? pr->one_worker_s / pr->bottleneck_s : 0.0;
+    pr->speedup_vs_dp = pr->bottleneck_s > 0 ? pr->data_parallel_s / pr->bottleneck_s : 0.0;
     return PL_OK;
 }
 
-int cost_plan_evaluate(cost_plan *p, const cost_part_layer *layers, int nlayers, const cost_part_topo *topo,
-                            cost_allreduce_model ar, const cost_balance_opts *o_balance, pl_err *e) {
+int cost_plan_evaluate(cost_partition *p, const cost_part_layer *layers, int nlayers, const cost_part_topo *topo,
+                       cost_allreduce_model ar, const cost_balance_opts *o_balance, pl_err *e) {
     int W = 0;
-    for (int s = 0; s < p->nstages; s++) {
-        if (p->stage[s].replicas < 1 || p->stage[s].replicas > COST_PART_MAX_WORKERS)
-            return pl_errf(e, PL_EINPUT, "partition: stage %d has %d replicas", s, p->stage[s].replicas);
-        W += p->stage[s].replicas;
+    if (!p || p->stages < 1) return pl_errf(e, PL_EINPUT, "partition: no stages");
+    for (int s = 0; s < p->stages; s++) {
+        if (p->replicas[s] < 1 || p->replicas[s] > COST_PART_MAX_WORKERS)
+            return pl_errf(e, PL_EINPUT, "partition: stage %d has %d replicas", s, p->replicas[s]);
+        W += p->replicas[s];
     }
-    if (p->nstages < 1) return pl_errf(e, PL_EINPUT, "partition: no stages");
-    if (p->stage[p->nstages - 1].last_layer + 1 != nlayers)
+    if (p->bound[p->stages] != nlayers)
         return pl_errf(e, PL_EINPUT, "partition: the stages end at layer %d but the model has %d layers",
-                       p->stage[p->nstages - 1].last_layer, nlayers);
+                       p->bound[p->stages] - 1, nlayers);
     cost_pctx c;
     int rc = cost_pctx_init(&c, layers, nlayers, W, topo, ar, e);
     if (rc != PL_OK) return rc;
@@ -232,7 +233,8 @@ typedef struct pdtab {
 /* Runs the planner's DP for one objective (time or memory) under a capacity (0 = none), and
  * returns the best value (INFINITY when nothing fits) with its stages in *out when out != NULL.
  * *status gets PL_OK, or PL_ENOMEM on allocation failure. */
-static double pipedream_dp(const cost_pctx *c, int objective, double cap, int straight, cost_plan *out, int *status) {
+static double pipedream_dp(const cost_pctx *c, int objective, double cap, int straight, cost_partition **out,
+                           int *status) {
     const int L = c->L, W = c->W, W1 = W + 1;
     size_t cells = (size_t)(L + 1) * (size_t)W1 * (size_t)W1;
     pdtab t = {pl_calloc(cells, sizeof(double)), pl_calloc(cells, sizeof(int)), pl_calloc(cells, sizeof(int))};
@@ -291,17 +293,16 @@ static double pipedream_dp(const cost_pctx *c, int objective, double cap, int st
             n++;
             m -= r, j = pi, r = pr;
         }
-        out->stage = pl_calloc((size_t)n, sizeof *out->stage);
-        if (!out->stage) {
+        cost_partition *p = *out = cost_partition_new(n);
+        if (!p) {
             *status = PL_ENOMEM;
         } else {
-            out->nstages = n;
+            p->bound[n] = L;
             int s = n - 1;
             for (int j = L, m = W, r = best_r; j > 0; s--) {
                 int pi = t.prev_i[IDX(j, m, r)], pr = t.prev_r[IDX(j, m, r)];
-                out->stage[s].first_layer = pi;
-                out->stage[s].last_layer = j - 1;
-                out->stage[s].replicas = r;
+                p->bound[s] = pi;
+                p->replicas[s] = r;
                 m -= r, j = pi, r = pr;
             }
         }
@@ -319,7 +320,7 @@ static double pipedream_dp(const cost_pctx *c, int objective, double cap, int st
 
 /* The exact program over all workers: fills out's stages; returns PL_OK, or PL_EINPUT when the
  * search is too large or nothing fits the capacity (saying the least memory any plan needs). */
-static int plan_exact(const cost_pctx *c, const cost_pipedream_opts *o, cost_plan *out, pl_err *e) {
+static int plan_exact(const cost_pctx *c, const cost_pipedream_opts *o, cost_partition **out, pl_err *e) {
     double W1 = (double)o->workers + 1;
     double cells = ((double)c->L + 1) * W1 * W1;
     double work = (double)c->L * c->L * W1 * W1 * W1 / 12.0;
@@ -343,8 +344,8 @@ static int plan_exact(const cost_pctx *c, const cost_pipedream_opts *o, cost_pla
 }
 
 int cost_plan_pipedream(const cost_part_layer *layers, int nlayers, const cost_part_topo *topo,
-                             const cost_pipedream_opts *o, cost_plan *out, pl_err *e) {
-    memset(out, 0, sizeof *out);
+                        const cost_pipedream_opts *o, cost_partition **out, pl_err *e) {
+    *out = NULL;
     if (!o) return pl_errf(e, PL_EINPUT, "partition: no planner options");
     if (!(o->capacity_bytes >= 0)) return pl_errf(e, PL_EINPUT, "partition: the memory capacity must be non-negative");
     if (o->allreduce != COST_ALLREDUCE_RING && o->allreduce != COST_ALLREDUCE_PIPEDREAM)
@@ -365,12 +366,15 @@ int cost_plan_pipedream(const cost_part_layer *layers, int nlayers, const cost_p
     }
     rc = hier ? cost_pctx_plan_hier(&c, o, out, e) : plan_exact(&c, o, out, e);
     if (rc == PL_OK) {
-        snprintf(out->method, sizeof out->method, "pipedream");
-        snprintf(out->hierarchy, sizeof out->hierarchy, "%s", hier ? "pipedream" : "exact");
-        rc = cost_pctx_fill(out, &c, NULL, e);
+        snprintf((*out)->method, sizeof (*out)->method, "pipedream");
+        rc = cost_pctx_fill(*out, &c, NULL, e);
     }
+    if (rc == PL_OK) snprintf((*out)->pred->hierarchy, sizeof (*out)->pred->hierarchy, "%s", hier ? "pipedream" : "exact");
     cost_pctx_free(&c);
-    if (rc != PL_OK) cost_plan_free(out);
+    if (rc != PL_OK) {
+        cost_partition_free(*out);
+        *out = NULL;
+    }
     return rc;
 }
 
@@ -417,11 +421,11 @@ static double balance_least_mem(const cost_pctx *c, const cost_balance_opts *o, 
 /* Fills out's p stages from the table g of the optimum opt: the lexicographically smallest
  * boundaries, each stage ending as early as the optimum allows. Returns PL_OK or the error. */
 static int balance_bounds(const cost_pctx *c, const cost_balance_opts *o, const double *g, int p, double opt,
-                          cost_plan *out, pl_err *e) {
+                          cost_partition **out, pl_err *e) {
     const int L = c->L;
-    out->stage = pl_calloc((size_t)p, sizeof *out->stage);
-    if (!out->stage) return pl_errf(e, PL_ENOMEM, "partition: out of memory");
-    out->nstages = p;
+    cost_partition *q = *out = cost_partition_new(p);
+    if (!q) return pl_errf(e, PL_ENOMEM, "partition: out of memory");
+    q->bound[p] = L;
     for (int s = 0, i = 0; s < p; s++) {
         int pick = -1;
         for (int j = i + 1; j <= L - (p - s - 1) && pick < 0; j++) {
@@ -431,9 +435,7 @@ static int balance_bounds(const cost_pctx *c, const cost_balance_opts *o, const 
         }
         if (pick < 0) /* cannot happen: the optimum is reachable */
             return pl_errf(e, PL_EINTERNAL, "partition: internal error rebuilding the balanced split");
-        out->stage[s].first_layer = i;
-        out->stage[s].last_layer = pick - 1;
-        out->stage[s].replicas = 1;
+        q->bound[s] = i;
         i = pick;
     }
     return PL_OK;
@@ -452,9 +454,9 @@ static int balance_check(int nlayers, const cost_balance_opts *o, pl_err *e) {
     return PL_OK;
 }
 
-int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_balance_opts *o, cost_plan *out,
-                           pl_err *e) {
-    memset(out, 0, sizeof *out);
+int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_balance_opts *o, cost_partition **out,
+                      pl_err *e) {
+    *out = NULL;
     int rc = balance_check(nlayers, o, e);
     if (rc != PL_OK) return rc;
     const int p = o->stages, L = nlayers;
@@ -477,35 +479,38 @@ int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_bal
         rc = balance_bounds(&c, o, g, p, opt, out, e);
     free(g);
     if (rc == PL_OK) {
-        snprintf(out->method, sizeof out->method, "balance");
-        rc = cost_pctx_fill(out, &c, o, e);
+        snprintf((*out)->method, sizeof (*out)->method, "balance");
+        rc = cost_pctx_fill(*out, &c, o, e);
     }
     cost_pctx_free(&c);
-    if (rc != PL_OK) cost_plan_free(out);
+    if (rc != PL_OK) {
+        cost_partition_free(*out);
+        *out = NULL;
+    }
     return rc;
 }
 
 /* ---------------------------------------------------------------- partition file */
 
-void cost_partition_write(const cost_plan *p, pl_buf *b) {
+void cost_partition_write(const cost_partition *p, pl_buf *b) {
+    const cost_partition_pred *pr = p->pred;
     pl_buf_puts(b, "pipelab-partition 1\n");
     pl_buf_printf(b, "method %s\n", p->method[0] ? p->method : "manual");
     if (p->model[0]) pl_buf_printf(b, "model %s\n", p->model);
     if (p->hardware[0]) pl_buf_printf(b, "hardware %s\n", p->hardware);
-    pl_buf_printf(b, "layers %d\n", p->layers);
-    pl_buf_printf(b, "workers %d\n", p->workers);
+    pl_buf_printf(b, "layers %d\n", cost_partition_layers(p));
+    pl_buf_printf(b, "workers %d\n", cost_partition_workers(p));
     pl_buf_puts(b, "# config ");
     cost_plan_config(p, b);
-    pl_buf_printf(b, ", predicted %.9g s per minibatch, NOAM %d\n", p->bottleneck_s, p->noam);
-    if (strcmp(p->hierarchy, "pipedream") == 0) {
+    pl_buf_printf(b, ", predicted %.9g s per minibatch, NOAM %d\n", pr ? pr->bottleneck_s : 0.0, cost_partition_noam(p));
+    if (pr && strcmp(pr->hierarchy, "pipedream") == 0) {
         pl_buf_puts(b, "# pipedream hierarchy ");
         cost_plan_hier_config(p, b);
-        pl_buf_printf(b, ", %.9g s per stage (PipeDream's cost model)\n", p->hier_time_s);
+        pl_buf_printf(b, ", %.9g s per stage (PipeDream's cost model)\n", pr->hier_time_s);
     }
-    for (int s = 0; s < p->nstages; s++) {
-        const cost_plan_stage *st = &p->stage[s];
-        pl_buf_printf(b, "stage %d: layers %d-%d replicas %d", s, st->first_layer, st->last_layer, st->replicas);
-        if (st->time_s > 0) pl_buf_printf(b, " time_s %.9g", st->time_s);
+    for (int s = 0; s < p->stages; s++) {
+        pl_buf_printf(b, "stage %d: layers %d-%d replicas %d", s, p->bound[s], p->bound[s + 1] - 1, p->replicas[s]);
+        if (pr && pr->stage[s].time_s > 0) pl_buf_printf(b, " time_s %.9g", pr->stage[s].time_s);
         pl_buf_putc(b, '\n');
     }
 }
@@ -544,13 +549,17 @@ static int control_char(const char *line) {
     return -1;
 }
 
-/* State of one partition file being read: what has been seen and declared, for the checks. */
+/* State of one partition file being read: what has been seen and declared, for the checks; the
+ * stages read so far (bound[0 .. n], reps[n], time[n]) and the provenance lines (in head). */
 typedef struct part_reader {
     const char *path;
     int lineno, last_line;
     int have_magic, have_layers, have_workers, have_method;
     int declared_layers, declared_workers, cap;
-    cost_plan *out;
+    int n, workers;
+    int *bound, *reps;
+    double *time;
+    cost_partition head;
     pl_err *e;
 } part_reader;
 
@@ -568,7 +577,7 @@ static int read_magic(part_reader *r, char **w, int n) {
 
 /* Reads a 'method', 'model' or 'hardware' line into its text field; returns PL_OK or the error. */
 static int read_text_key(part_reader *r, char **w, int n) {
-    cost_plan *out = r->out;
+    cost_partition *out = &r->head;
     if (n < 2) return pl_errf(r->e, PL_EINPUT, "%s:%d: '%s' needs a value", r->path, r->lineno, w[0]);
     char *dst = w[0][1] == 'e' ? out->method : w[0][1] == 'o' ? out->model : out->hardware;
     size_t dcap = w[0][1] == 'e' ? sizeof out->method : w[0][1] == 'o' ? sizeof out->model : sizeof out->hardware;
@@ -604,34 +613,33 @@ static int read_layer_range(part_reader *r, char *range, long *a, long *b) {
         pl_parse_long(dash + 1, 0, COST_PART_MAX_LAYERS - 1, b) != 0)
         return pl_errf(r->e, PL_EINPUT, "%s:%d: layer range must be two whole numbers FIRST-LAST", r->path, r->lineno);
     if (*b < *a) return pl_errf(r->e, PL_EINPUT, "%s:%d: layer range %ld-%ld is empty", r->path, r->lineno, *a, *b);
-    const cost_plan *out = r->out;
-    int expect = out->nstages ? out->stage[out->nstages - 1].last_layer + 1 : 0;
+    int expect = r->n ? r->bound[r->n] : 0;
     if (*a != expect)
         return pl_errf(r->e, PL_EINPUT, "%s:%d: stage %d starts at layer %ld but must start at layer %d (stages are contiguous)",
-                       r->path, r->lineno, out->nstages, *a, expect);
+                       r->path, r->lineno, r->n, *a, expect);
     return PL_OK;
 }
 
 /* Appends a stage of layers a..b on r replicas taking time_s t; returns PL_OK or the error. */
 static int push_stage(part_reader *r, long a, long b, long reps, double t) {
-    cost_plan *out = r->out;
-    if (out->nstages == r->cap) {
+    if (r->n == r->cap) {
         int nc = r->cap ? r->cap * 2 : 8;
-        cost_plan_stage *ns = pl_reallocarray(out->stage, (size_t)nc, sizeof *ns);
-        if (!ns) return pl_errf(r->e, PL_ENOMEM, "%s:%d: out of memory", r->path, r->lineno);
-        out->stage = ns;
+        int *nb = pl_reallocarray(r->bound, (size_t)nc + 1, sizeof *nb);
+        if (nb) r->bound = nb;
+        int *nr = pl_reallocarray(r->reps, (size_t)nc, sizeof *nr);
+        if (nr) r->reps = nr;
+        double *nt = pl_reallocarray(r->time, (size_t)nc, sizeof *nt);
+        if (nt) r->time = nt;
+        if (!nb || !nr || !nt) return pl_errf(r->e, PL_ENOMEM, "%s:%d: out of memory", r->path, r->lineno);
         r->cap = nc;
     }
-    cost_plan_stage *st = &out->stage[out->nstages++];
-    memset(st, 0, sizeof *st);
-    st->first_layer = (int)a;
-    st->last_layer = (int)b;
-    st->replicas = (int)reps;
-    st->first_worker = out->workers;
-    st->time_s = t;
-    if (out->workers + (int)reps > COST_PART_MAX_WORKERS)
+    r->bound[r->n] = (int)a;
+    r->bound[r->n + 1] = (int)b + 1;
+    r->reps[r->n] = (int)reps;
+    r->time[r->n++] = t;
+    if (r->workers + (int)reps > COST_PART_MAX_WORKERS)
         return pl_errf(r->e, PL_EINPUT, "%s:%d: more than %d workers in all", r->path, r->lineno, COST_PART_MAX_WORKERS);
-    out->workers += (int)reps;
+    r->workers += (int)reps;
     return PL_OK;
 }
 
@@ -644,9 +652,9 @@ static int read_stage(part_reader *r, char **w, int n) {
                        r->lineno);
     w[1][kl - 1] = '\0';
     long k, a, b, reps;
-    if (pl_parse_long(w[1], 0, COST_PART_MAX_LAYERS, &k) != 0 || k != r->out->nstages)
+    if (pl_parse_long(w[1], 0, COST_PART_MAX_LAYERS, &k) != 0 || k != r->n)
         return pl_errf(r->e, PL_EINPUT, "%s:%d: stage number '%s' out of order (expected %d)", r->path, r->lineno, w[1],
-                       r->out->nstages);
+                       r->n);
     int rc = read_layer_range(r, w[3], &a, &b);
     if (rc != PL_OK) return rc;
     if (pl_parse_long(w[5], 1, COST_PART_MAX_WORKERS, &reps) != 0)
@@ -678,31 +686,44 @@ static int read_line(part_reader *r, char *line) {
 /* Checks the whole file once read: a magic line, stages, and the declared layer and worker
  * counts. Returns PL_OK or the error. */
 static int check_read(const part_reader *r) {
-    const cost_plan *out = r->out;
     if (!r->have_magic) return pl_errf(r->e, PL_EINPUT, "%s:1: empty file, expected 'pipelab-partition 1'", r->path);
-    if (out->nstages == 0) return pl_errf(r->e, PL_EINPUT, "%s:%d: no 'stage' lines", r->path, r->last_line);
-    int last = out->stage[out->nstages - 1].last_layer;
+    if (r->n == 0) return pl_errf(r->e, PL_EINPUT, "%s:%d: no 'stage' lines", r->path, r->last_line);
+    int last = r->bound[r->n] - 1;
     if (r->have_layers && last + 1 != r->declared_layers)
         return pl_errf(r->e, PL_EINPUT, "%s:%d: the stages cover layers 0-%d but the file says 'layers %d'", r->path,
                        r->last_line, last, r->declared_layers);
-    if (r->have_workers && out->workers != r->declared_workers)
+    if (r->have_workers && r->workers != r->declared_workers)
         return pl_errf(r->e, PL_EINPUT, "%s:%d: the stages use %d workers but the file says 'workers %d'", r->path,
-                       r->last_line, out->workers, r->declared_workers);
+                       r->last_line, r->workers, r->declared_workers);
     return PL_OK;
 }
 
-/* Fills what follows from the stages: layer count, default method, noam, bottleneck. */
-static void finish_plan(cost_plan *out, int have_method) {
-    out->layers = out->stage[out->nstages - 1].last_layer + 1;
-    if (!have_method) snprintf(out->method, sizeof out->method, "manual");
-    out->noam = cost_part_ceil_div(out->workers, out->stage[0].replicas);
-    for (int s = 0; s < out->nstages; s++)
-        if (out->stage[s].time_s > out->bottleneck_s) out->bottleneck_s = out->stage[s].time_s;
+/* Builds the partition read: stages, provenance (method "manual" when the file names none), and
+ * the stage times as predictions with their maximum as the bottleneck. Returns PL_OK or PL_ENOMEM. */
+static int finish_read(const part_reader *r, cost_partition **out) {
+    cost_partition *p = cost_partition_new(r->n);
+    if (!p || !cost_partition_attach_pred(p)) {
+        cost_partition_free(p);
+        return pl_errf(r->e, PL_ENOMEM, "%s: out of memory", r->path);
+    }
+    memcpy(p->bound, r->bound, ((size_t)r->n + 1) * sizeof *p->bound);
+    memcpy(p->replicas, r->reps, (size_t)r->n * sizeof *p->replicas);
+    memcpy(p->method, r->head.method, sizeof p->method);
+    memcpy(p->model, r->head.model, sizeof p->model);
+    memcpy(p->hardware, r->head.hardware, sizeof p->hardware);
+    if (!r->have_method) snprintf(p->method, sizeof p->method, "manual");
+    for (int s = 0, a = 0; s < p->stages; a += p->replicas[s++]) {
+        p->pred->stage[s].first_worker = a;
+        p->pred->stage[s].time_s = r->time[s];
+        if (r->time[s] > p->pred->bottleneck_s) p->pred->bottleneck_s = r->time[s];
+    }
+    *out = p;
+    return PL_OK;
 }
 
-int cost_partition_parse_text(const char *text, const char *path, cost_plan *out, pl_err *e) {
-    memset(out, 0, sizeof *out);
-    part_reader r = {.path = path ? path : "<partition>", .last_line = 1, .out = out, .e = e};
+int cost_partition_parse_text(const char *text, const char *path, cost_partition **out, pl_err *e) {
+    *out = NULL;
+    part_reader r = {.path = path ? path : "<partition>", .last_line = 1, .e = e};
     char *copy = strdup(text ? text : "");
     if (!copy) return pl_errf(e, PL_ENOMEM, "%s: out of memory", r.path);
     int rc = PL_OK;
@@ -722,18 +743,17 @@ int cost_partition_parse_text(const char *text, const char *path, cost_plan *out
     }
     free(copy);
     if (rc == PL_OK) rc = check_read(&r);
-    if (rc != PL_OK) {
-        cost_plan_free(out);
-        return rc;
-    }
-    finish_plan(out, r.have_method);
-    return PL_OK;
+    if (rc == PL_OK) rc = finish_read(&r, out);
+    free(r.bound);
+    free(r.reps);
+    free(r.time);
+    return rc;
 }
 
-int cost_partition_read(const char *path, cost_plan *out, pl_err *e) {
+int cost_partition_read(const char *path, cost_partition **out, pl_err *e) {
     char *text = NULL;
     size_t len = 0;
-    memset(out, 0, sizeof *out);
+    *out = NULL;
     int rc = pl_read_file(path, (size_t)64 << 20, &text, &len, e);
     if (rc != PL_OK) return rc;
     if (memchr(text, '\0', len)) {
@@ -793,15 +813,4 @@ void cost_part_topo_from_hw(const cost_hw *hw, cost_part_topo *t) {
     t->intra_latency_s = hw->intra_latency_s;
     t->inter_bw_Bps = hw->inter_bandwidth_Bps;
     t->inter_latency_s = hw->inter_latency_s;
-}
-
-cost_partition *cost_plan_to_partition(const cost_plan *p) {
-    cost_partition *q = cost_partition_new(p->nstages);
-    if (!q) return NULL;
-    for (int s = 0; s < p->nstages; s++) {
-        q->bound[s] = p->stage[s].first_layer;
-        q->replicas[s] = p->stage[s].replicas;
-    }
-    q->bound[p->nstages] = p->stage[p->nstages - 1].last_layer + 1;
-    return q;
 }
