@@ -13,6 +13,7 @@
 #include "pl_sched.h"
 #include "pl_test.h"
 #include "sim.h"
+#include "sim_test.h"
 
 void sim_agree_tests_register(void);
 
@@ -21,18 +22,35 @@ void sim_agree_tests_register(void);
 /* A transformer: an embedding without compute, equal blocks, a heavy head (uneven layers). */
 #define AGREE_MODEL "transformer:layers=8,hidden=256,heads=4,seq=128,vocab=30000,microbatch=1"
 
-/* Returns the lowered schedule of a generator on p ranks, m microbatches (NULL on failure,
- * reported through CUnit). */
-static sched *agree_sched(const char *kind, int p, int m) {
+/* The model on a preset, as the planner sees it: its layer table and topology. */
+typedef struct agree_fix {
+    cost_model *m;
+    cost_hw hw;
+    cost_opts o;
+    cost_part_layer *y;
+    cost_part_topo t;
+} agree_fix;
+
+/* Opens AGREE_MODEL on preset hw into f; returns PL_OK or the error (reported through CUnit). */
+static int agree_open(agree_fix *f, const char *hw) {
     pl_err e;
     pl_err_clear(&e);
-    sched_gen_opts o = {p, m, 0, 0, SCHED_RECOMPUTE_NONE};
-    sched *s = sched_generate(kind, &o, &e);
-    sched *l = s ? sched_lower(s, &e) : NULL;
-    sched_free(s);
-    if (!l) fprintf(stderr, "\n  %s: %s\n", kind, e.msg);
-    CU_ASSERT_PTR_NOT_NULL(l);
-    return l;
+    memset(f, 0, sizeof *f);
+    f->m = cost_model_open(AGREE_MODEL, &e);
+    int rc = f->m ? cost_hw_load(&f->hw, hw, &e) : PL_EINPUT;
+    if (rc == PL_OK) {
+        cost_opts_init(&f->o, f->m);
+        rc = cost_part_layers_from_model(f->m, &f->hw, &f->o, &f->y, &e);
+    }
+    if (rc == PL_OK) cost_part_topo_from_hw(&f->hw, &f->t);
+    if (rc != PL_OK) fprintf(stderr, "\n  %s on %s: %s\n", AGREE_MODEL, hw, e.msg);
+    CU_ASSERT_EQUAL(rc, PL_OK);
+    return rc;
+}
+
+static void agree_close(agree_fix *f) {
+    free(f->y);
+    cost_model_free(f->m);
 }
 
 /* Checks the planner's predictions of p (one replica per stage) against the cost model on m:
@@ -61,24 +79,20 @@ static void agree_cost(const cost_partition *p, const cost_model *m, const cost_
  * (peak - static + one weight version) = the planner's mem_bytes. */
 static void agree_sim(const char *kind, int mb, const cost_partition *p, const cost_model *m, const cost_hw *hw,
                       const cost_opts *o) {
-    sched *s = agree_sched(kind, p->stages, mb);
+    sched *s = sim_test_lowered(kind, p->stages, mb, 0, 0);
     if (!s) return;
     pl_err e;
     pl_err_clear(&e);
     sim_model sm;
     CU_ASSERT_EQUAL_FATAL(sim_model_init(&sm, s, m, p, hw, o, &e), PL_OK);
-    sim_costs c = sim_model_costs(&sm);
-    sim_config cfg;
-    sim_config_init(&cfg);
-    sim_model_config(&sm, &cfg);
     sim_result r;
-    CU_ASSERT_EQUAL_FATAL(sim_run(s, &c, &cfg, &r, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(sim_test_run_model(s, &sm, &r, &e), PL_OK);
     double iters = r.steady_state ? r.window_s / r.iteration_time_s : 1.0;
     for (int q = 0; q < p->stages; q++) {
         const cost_stage_pred *pr = &p->pred->stage[q];
         const sim_rank_stats *k = &r.rank[q];
         /* the planner leaves the optimizer step out; a flush schedule runs it once an iteration */
-        double step = s->weights == SCHED_WEIGHTS_FLUSH ? c.step_s(c.ctx, q) : 0.0;
+        double step = s->weights == SCHED_WEIGHTS_FLUSH ? sm.step_s[q] : 0.0;
         NEAR(k->busy_s, iters * (mb * pr->compute_s + step));
         CU_ASSERT_EQUAL(k->peak_stash_mbs, pr->inflight);
         NEAR((double)(k->peak_bytes - k->static_bytes) + pr->param_bytes, pr->mem_bytes);
@@ -91,59 +105,47 @@ static void agree_sim(const char *kind, int mb, const cost_partition *p, const c
 /* GPipe-style balancing, 1F1B's memory rule (one weight version, p - s microbatches in flight on
  * stage s): the planner, the cost model and a 1F1B simulation give the same numbers. */
 static void test_balance_agrees(void) {
+    agree_fix f;
+    if (agree_open(&f, "h100") != PL_OK) {
+        agree_close(&f);
+        return;
+    }
     pl_err e;
-    pl_err_clear(&e);
-    cost_model *m = cost_model_open(AGREE_MODEL, &e);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    cost_hw hw;
-    CU_ASSERT_EQUAL_FATAL(cost_hw_load(&hw, "h100", &e), PL_OK);
-    cost_opts o;
-    cost_opts_init(&o, m);
-    cost_part_layer *y = NULL;
-    CU_ASSERT_EQUAL_FATAL(cost_part_layers_from_model(m, &hw, &o, &y, &e), PL_OK);
     cost_balance_opts bo = {.stages = 4};
     cost_partition *p = NULL;
-    CU_ASSERT_EQUAL_FATAL(cost_plan_balance(y, m->n, &bo, &p, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(cost_plan_balance(f.y, f.m->n, &bo, &p, &e), PL_OK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p->pred);
     cost_stage st[4];
-    agree_cost(p, m, &hw, &o, SCHED_WEIGHTS_FLUSH, st);
-    agree_sim("1f1b", 8, p, m, &hw, &o);
+    agree_cost(p, f.m, &f.hw, &f.o, SCHED_WEIGHTS_FLUSH, st);
+    agree_sim("1f1b", 8, p, f.m, &f.hw, &f.o);
     /* the split is what sim_model_balance hands the simulator */
-    cost_partition *b = sim_model_balance(m, &hw, &o, 4, &e);
+    cost_partition *b = sim_model_balance(f.m, &f.hw, &f.o, 4, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     for (int q = 0; q <= 4; q++) CU_ASSERT_EQUAL(b->bound[q], p->bound[q]);
     cost_partition_free(b);
     cost_partition_free(p);
-    free(y);
-    cost_model_free(m);
+    agree_close(&f);
 }
 
 /* PipeDream's planner, straight pipeline: its memory rule (ceil(workers from s on / r) versions
  * of weights and stashes) against weight stashing in the cost model and in a simulated
  * PipeDream (async 1F1B) run. */
 static void test_pipedream_agrees(void) {
+    agree_fix f;
+    if (agree_open(&f, "h100") != PL_OK) {
+        agree_close(&f);
+        return;
+    }
     pl_err e;
-    pl_err_clear(&e);
-    cost_model *m = cost_model_open(AGREE_MODEL, &e);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    cost_hw hw;
-    CU_ASSERT_EQUAL_FATAL(cost_hw_load(&hw, "h100", &e), PL_OK);
-    cost_opts o;
-    cost_opts_init(&o, m);
-    cost_part_layer *y = NULL;
-    CU_ASSERT_EQUAL_FATAL(cost_part_layers_from_model(m, &hw, &o, &y, &e), PL_OK);
-    cost_part_topo t;
-    cost_part_topo_from_hw(&hw, &t);
     cost_pipedream_opts po = {.workers = 4, .straight = 1};
     cost_partition *p = NULL;
-    CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, m->n, &t, &po, &p, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(f.y, f.m->n, &f.t, &po, &p, &e), PL_OK);
     CU_ASSERT_EQUAL_FATAL(p->stages, 4);
     cost_stage st[4];
-    agree_cost(p, m, &hw, &o, SCHED_WEIGHTS_STASH, st);
-    agree_sim("pipedream", 8, p, m, &hw, &o);
+    agree_cost(p, f.m, &f.hw, &f.o, SCHED_WEIGHTS_STASH, st);
+    agree_sim("pipedream", 8, p, f.m, &f.hw, &f.o);
     cost_partition_free(p);
-    free(y);
-    cost_model_free(m);
+    agree_close(&f);
 }
 
 /* Returns 1 when a and b are the same partition: stages, bounds, replicas, provenance and the
@@ -177,19 +179,13 @@ static void test_partition_file_roundtrip(void) {
     cost_partition *q = NULL;
     CU_ASSERT_EQUAL_FATAL(cost_partition_read(path, &q, &e), PL_OK);
     /* the planner on the same inputs */
-    cost_model *m = cost_model_open(AGREE_MODEL, &e);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    cost_hw hw;
-    CU_ASSERT_EQUAL_FATAL(cost_hw_load(&hw, "cluster-a", &e), PL_OK);
-    cost_part_layer *y = NULL;
-    CU_ASSERT_EQUAL_FATAL(cost_part_layers_from_model(m, &hw, NULL, &y, &e), PL_OK);
-    cost_part_topo t;
-    cost_part_topo_from_hw(&hw, &t);
+    agree_fix f;
+    CU_ASSERT_EQUAL_FATAL(agree_open(&f, "cluster-a"), PL_OK);
     cost_pipedream_opts po = {.workers = 8};
     cost_partition *p = NULL;
-    CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, m->n, &t, &po, &p, &e), PL_OK);
-    snprintf(p->model, sizeof p->model, "%s", m->name);
-    snprintf(p->hardware, sizeof p->hardware, "%s", hw.name);
+    CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(f.y, f.m->n, &f.t, &po, &p, &e), PL_OK);
+    snprintf(p->model, sizeof p->model, "%s", f.m->name);
+    snprintf(p->hardware, sizeof p->hardware, "%s", f.hw.name);
     CU_ASSERT(same_partition(p, q));
     CU_ASSERT_EQUAL(cost_partition_noam(q), cost_partition_noam(p));
     /* the file keeps the stage times, not the transfers: what is read predicts the slowest stage
@@ -198,7 +194,7 @@ static void test_partition_file_roundtrip(void) {
     for (int k = 0; k < q->stages; k++)
         if (p->pred->stage[k].time_s > slowest) slowest = p->pred->stage[k].time_s;
     NEAR(q->pred->bottleneck_s, slowest);
-    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(q, y, m->n, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(q, f.y, f.m->n, &f.t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
     CU_ASSERT_EQUAL(q->pred->bottleneck_s, p->pred->bottleneck_s);
     CU_ASSERT_EQUAL(q->pred->peak_mem_bytes, p->pred->peak_mem_bytes);
     CU_ASSERT_EQUAL(q->pred->data_parallel_s, p->pred->data_parallel_s);
@@ -219,9 +215,9 @@ static void test_partition_file_roundtrip(void) {
     CU_ASSERT_STRING_EQUAL(a.data, text);
     CU_ASSERT_STRING_EQUAL(b.data, text);
     /* the simulator reads the same value */
-    sched *s = agree_sched("1f1b", q->stages, 4);
+    sched *s = sim_test_lowered("1f1b", q->stages, 4, 0, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    cost_partition *r = sim_partition_read(path, s, m->n, m->name, &e);
+    cost_partition *r = sim_partition_read(path, s, f.m->n, f.m->name, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT(same_partition(r, q));
     cost_partition_free(r);
@@ -231,8 +227,7 @@ static void test_partition_file_roundtrip(void) {
     free(text);
     cost_partition_free(p);
     cost_partition_free(q);
-    free(y);
-    cost_model_free(m);
+    agree_close(&f);
     remove(path);
     free(path);
     rmdir(dir);
