@@ -327,10 +327,6 @@ int cost_partition_workers(const cost_partition *p) {
     return w;
 }
 
-int cost_partition_noam(const cost_partition *p) {
-    return (cost_partition_workers(p) + p->replicas[0] - 1) / p->replicas[0];
-}
-
 /* Returns PL_OK when bounds go 0 = b0 < b1 < ... < b_stages = n and replicas are >= 1. */
 int cost_partition_check(const cost_partition *p, int n, pl_err *e) {
     if (p->stages < 1) return pl_errf(e, PL_EINPUT, "a partition needs at least one stage");

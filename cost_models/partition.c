@@ -132,6 +132,10 @@ int cost_pctx_init(cost_pctx *c, const cost_part_layer *layers, int nlayers, int
     return PL_OK;
 }
 
+int cost_partition_noam(const cost_partition *p) {
+    return cost_part_ceil_div(cost_partition_workers(p), p->replicas[0]);
+}
+
 void cost_plan_config(const cost_partition *p, pl_buf *b) {
     for (int s = 0; s < p->stages; s++) pl_buf_printf(b, "%s%d", s ? "-" : "", p->replicas[s]);
 }
