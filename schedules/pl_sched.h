@@ -107,7 +107,22 @@ typedef struct sched {
     sched_rank *rank;      /* [ranks] */
     char *src_path;        /* file the schedule was read from, or NULL (owned) */
     int *src_line;         /* [ranks] line of each rank's row in that file, or NULL (owned) */
+    sched_action *block;   /* a generator's lists of all ranks in one table (sched_gen_reserve:
+                            * huge pages, one fault per 2 MiB), or NULL; lists inside it are not
+                            * freed one by one */
+    size_t block_bytes;
+    int block_mapped;      /* 1 when block came from mmap (sched_big_calloc) */
 } sched;
+
+/* Tables of at least this many bytes come from an anonymous mapping with transparent huge
+ * pages: touched at once (the generators' lists, the simulator's tables), 4 KiB pages would
+ * cost a page fault per 4 KiB and make most accesses TLB misses. */
+#define SCHED_MAP_MIN_BYTES ((size_t)8 << 20)
+/* Returns n zeroed bytes (at least 1): from calloc below SCHED_MAP_MIN_BYTES, else from an
+ * anonymous mapping with huge pages (*mapped = 1). NULL when out of memory. */
+void *sched_big_calloc(size_t n, int *mapped);
+/* Frees what sched_big_calloc returned (n and mapped as it gave them). */
+void sched_big_free(void *p, size_t n, int mapped);
 
 /* Records where a loaded schedule came from, so validation errors can say "path:line: ...".
  * Copies path; src_line gets one entry per rank. Returns PL_OK or PL_ENOMEM. */

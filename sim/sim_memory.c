@@ -2,26 +2,8 @@
  * allocated), the large tables, and each stage's sizes and static memory per device. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #include "sim_int.h"
-
-void *sim_big_calloc(size_t n, int *mapped) {
-    *mapped = 0;
-    if (n < SIM_MAP_MIN_BYTES) return calloc(n ? n : 1, 1);
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    *mapped = 1;
-#ifdef MADV_HUGEPAGE
-    madvise(p, n, MADV_HUGEPAGE);
-#endif
-    return p;
-}
-
-void sim_big_free(void *p, size_t n, int mapped) {
-    if (p && mapped) munmap(p, n);
-    else free(p);
-}
 
 /* What the allocator adds to each per-rank and per-stage allocation, counted in the budget. */
 #define ALLOC_SLACK_BYTES 64
