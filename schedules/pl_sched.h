@@ -137,7 +137,7 @@ int sched_set_source(sched *s, const char *path, const int *rank_lines);
 /* Memory budget (limits.c). Work whose size grows with the schedule (generating, lowering,
  * simulating, executing) estimates its bytes before allocating and is refused when they exceed
  * the budget its caller passes in (sched_generate_within, sched_lower_within, the generators,
- * sim_config.budget, sim_check_memory, exec_config.budget); the library reads no environment
+ * sim_config.budget, sched_check_command_memory, exec_config.budget); the library reads no environment
  * and keeps no limit of its own. A NULL or zeroed budget is the automatic one: the smaller of
  * the physical memory and the address-space / data-segment limits. */
 typedef struct sched_budget {
@@ -216,8 +216,20 @@ typedef struct sched_shape {
     int64_t compute_actions;
 } sched_shape;
 /* Returns PL_OK and *out, or the error the generator would give (unknown kind, bad sizes); the
- * memory budget is left to the caller (sim_check_memory covers a whole run). */
+ * memory budget is left to the caller (sched_check_command_memory covers a whole run). */
 int sched_gen_shape(const char *name, const sched_gen_opts *o, sched_shape *out, pl_err *e);
+
+/* Memory budget of a whole `pipelab simulate` (or `pipelab schedule`) run, checked before the
+ * schedule is generated: sh from sched_gen_shape (or the counts of a loaded schedule), bytes
+ * per compute action measured on every generator (limits.c), against budget b (NULL: the
+ * automatic one).
+ * Returns PL_OK, or PL_EINPUT: "simulating 1f1b (4 ranks, 4 stages, 16000000 microbatches:
+ * 128000000 compute actions) needs about 30.5 GiB (...), more than the 22.0 GiB available
+ * (physical memory); ...". Arithmetic is overflow-checked. */
+enum { SCHED_MEM_SIMULATE = 0, SCHED_MEM_TRACE = 1, SCHED_MEM_SCHEDULE = 2 };
+int sched_check_command_memory(const char *kind, const sched_shape *sh, int mode, const sched_budget *b, pl_err *e);
+/* The bytes sched_check_command_memory compares with the limit (UINT64_MAX when they overflow 64 bits). */
+uint64_t sched_command_memory(const sched_shape *sh, int mode);
 
 typedef struct sched_generator {
     const char *name;    /* "gpipe", "1f1b", ... */
