@@ -177,6 +177,8 @@ double cost_model_params(const cost_model *m);
  *                efficiency        achievable fraction of peak, (0, 1]
  *                memory_bytes      capacity per device
  *                memory_bandwidth  bytes/s
+ *                memory_efficiency fraction of memory_bandwidth a streaming kernel reaches, (0, 1]
+ *                                  (default 1; cost_stream_Bps)
  *                launch_overhead   seconds per layer per compute action (kernel launch)
  *   [topology]   nodes, devices_per_node
  *   [link.intra] bandwidth, latency   between devices of one node (bytes/s, s)
@@ -210,6 +212,7 @@ typedef struct cost_hw {
     double efficiency;             /* achievable / peak */
     double memory_bytes;           /* capacity per device */
     double memory_bandwidth_Bps;
+    double memory_efficiency;      /* achievable / memory_bandwidth_Bps */
     double launch_s;               /* per layer per compute action */
     int nodes, devices_per_node;
     double intra_bandwidth_Bps, intra_latency_s;
@@ -472,6 +475,18 @@ double cost_gpt_hardware_flops(const cost_layout *l);     /* plus what the recom
 /* GEMM efficiency of an m x n output (batch of them) and the time of a batched m x n x k GEMM. */
 double cost_gemm_efficiency(const cost_hw *hw, double m, double n, double batch);
 double cost_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch);
+/* Seconds to stream bytes through device memory at the achievable bandwidth,
+ * memory_bandwidth x memory_efficiency (0 when the bandwidth is unknown); no launch. */
+double cost_stream_s(const cost_hw *hw, double bytes);
+/* Seconds of 2021 Megatron-LM's attention core on one GPU (score and context batched GEMMs,
+ * fused scale-mask-softmax, dropout with its one-byte mask, the context's permute copy, or one
+ * fused kernel with flash attention): its forward, and its backward (without recomputation). */
+double cost_gpt_attention_fwd_s(const cost_layout *l, const cost_hw *hw);
+double cost_gpt_attention_bwd_s(const cost_layout *l, const cost_hw *hw);
+/* Seconds one GPU spends adding a microbatch's weight gradients of `params` parameters in
+ * `tensors` tensors into the data-parallel gradient buffer (Megatron's main_grad): read both,
+ * write the sum, in the 2-byte gradient type, one launch per tensor. */
+double cost_gpt_grad_accum_s(const cost_hw *hw, double params, int tensors);
 /* One transformer layer's seconds on one GPU by part, for its F, I and W. */
 enum { COST_PART_GEMM, COST_PART_ATTENTION, COST_PART_ELEMENTWISE, COST_PART_TP_COMM, COST_NPARTS };
 typedef struct cost_gpt_parts {

@@ -128,19 +128,39 @@ double cost_gemm_efficiency(const cost_hw *hw, double m, double n, double batch)
     return hw->gemm_max_efficiency * tile_q * tiles / (waves * hw->gemm_units);
 }
 
+/* Returns the seconds of streaming bytes through device memory: bytes over memory_bandwidth x
+ * memory_efficiency (the fraction a streaming kernel reaches; 1 when unset), 0 when the
+ * bandwidth is unknown. */
+double cost_stream_s(const cost_hw *hw, double bytes) {
+    if (!(hw->memory_bandwidth_Bps > 0)) return 0;
+    double eff = hw->memory_efficiency > 0 ? hw->memory_efficiency : 1;
+    return bytes / (hw->memory_bandwidth_Bps * eff);
+}
+
 /* Returns the time of a batch of m x n x k GEMMs in 2-byte precision p: the larger of its FLOPs
- * at the shape's efficiency and its operand bytes at memory bandwidth, plus one launch. */
+ * at the shape's efficiency and its operand bytes streamed (cost_stream_s), plus one launch. */
 double cost_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch) {
     double flops = 2 * m * n * k * batch;
     double compute = flops / (hw->peak_flops[p] * cost_gemm_efficiency(hw, m, n, batch));
-    double bytes = HALF * (m * k + k * n + m * n) * batch;
-    double memory = hw->memory_bandwidth_Bps > 0 ? bytes / hw->memory_bandwidth_Bps : 0;
+    double memory = cost_stream_s(hw, HALF * (m * k + k * n + m * n) * batch);
     return (compute > memory ? compute : memory) + hw->launch_s;
 }
 
-/* Returns the time of a memory-bound operation moving bytes: bytes / bandwidth plus a launch. */
-static double mem_op_s(const cost_hw *hw, double bytes) {
-    return (hw->memory_bandwidth_Bps > 0 ? bytes / hw->memory_bandwidth_Bps : 0) + hw->launch_s;
+/* Returns the time of a memory-bound operation moving bytes: streamed, plus a launch. */
+static double mem_op_s(const cost_hw *hw, double bytes) { return cost_stream_s(hw, bytes) + hw->launch_s; }
+
+/* Bytes per element of a parameter's gradient accumulation into Megatron-LM's contiguous
+ * gradient buffer (megatron/model/distributed.py, the backward hook's main_grad.add_(grad)):
+ * read the fresh gradient and the buffer, write the buffer, all in the 2-byte gradient type. */
+#define GRAD_ACCUM_BYTES (3 * HALF)
+/* Parameter tensors of a transformer layer: QKV, projection and the two MLP weights with their
+ * biases, and the two layernorms' scale and shift. */
+#define LAYER_TENSORS 12
+
+/* Returns the seconds of adding one microbatch's gradients of params parameters in `tensors`
+ * tensors into the gradient buffer: GRAD_ACCUM_BYTES a parameter, a launch a tensor. */
+double cost_gpt_grad_accum_s(const cost_hw *hw, double params, int tensors) {
+    return cost_stream_s(hw, GRAD_ACCUM_BYTES * params) + tensors * hw->launch_s;
 }
 
 /* Returns the tensor-parallel collective of one layer boundary: an all-reduce of bytes over T
@@ -167,28 +187,63 @@ static double flash_attention_s(const cost_layout *l, const cost_hw *hw, double 
     double eff = hw->gemm_attention_efficiency > 0 ? hw->gemm_attention_efficiency
                                                    : cost_gemm_efficiency(hw, s, s, b * a / t);
     double compute = passes * 4 * b * s * s * h / t / (hw->peak_flops[l->precision] * eff);
-    double memory = hw->memory_bandwidth_Bps > 0 ? passes * 4 * HALF * b * s * h / t / hw->memory_bandwidth_Bps : 0;
+    double memory = cost_stream_s(hw, passes * 4 * HALF * b * s * h / t);
     return (compute > memory ? compute : memory) + hw->launch_s;
 }
 
-/* Returns the attention core's forward (score GEMM, fused scale-mask-softmax, dropout, context
- * GEMM, or one flash kernel) on one GPU: the part selective recomputation runs again. */
-static double attention_core_s(const cost_layout *l, const cost_hw *hw) {
+/* Bytes per score element (b a s^2 / T of them, fp16) of the attention core's memory-bound
+ * kernels in Megatron-LM of 2021 (no flash attention): the fused scale-mask-softmax reads the
+ * scores and writes the probabilities; dropout (PyTorch's) reads them, writes its output and a
+ * one-byte mask. Backward: dropout's reads the gradient and the mask and writes; softmax's reads
+ * the gradient and its own output and writes. */
+#define SOFTMAX_FWD_BYTES (2 * HALF)
+#define DROPOUT_FWD_BYTES (2 * HALF + MASK_BYTES)
+#define DROPOUT_BWD_BYTES (2 * HALF + MASK_BYTES)
+#define SOFTMAX_BWD_BYTES (3 * HALF)
+/* Bytes per context element (b s h / T) of the [b, a, s, d] -> [s, b, a d] permute copy before
+ * the projection (read, write), and of its gradient's copy back. */
+#define PERMUTE_BYTES (2 * HALF)
+
+/* Returns the attention core's forward on one GPU: score GEMM Q K^T (s x s x d per head),
+ * softmax, dropout, context GEMM (s x d x s), the context's permute copy; or one flash kernel.
+ * It is the part selective recomputation runs again. */
+double cost_gpt_attention_fwd_s(const cost_layout *l, const cost_hw *hw) {
     double b = l->microbatch, s = l->seq, h = l->hidden, a = l->heads, t = l->tp;
     double heads = b * a / t, dh = h / a, scores = heads * s * s;
     if (l->flash_attention) return flash_attention_s(l, hw, 1);
-    return cost_gemm_s(hw, l->precision, s, s, dh, heads) +             /* Q K^T */
-           mem_op_s(hw, 2 * HALF * scores) +                             /* softmax: read, write */
-           mem_op_s(hw, (2 * HALF + MASK_BYTES) * scores) +              /* dropout */
-           cost_gemm_s(hw, l->precision, s, dh, s, heads);               /* attention x V */
+    return cost_gemm_s(hw, l->precision, s, s, dh, heads) + mem_op_s(hw, SOFTMAX_FWD_BYTES * scores) +
+           mem_op_s(hw, DROPOUT_FWD_BYTES * scores) + cost_gemm_s(hw, l->precision, s, dh, s, heads) +
+           mem_op_s(hw, PERMUTE_BYTES * b * s * h / t);
+}
+
+/* Returns the attention core's backward on one GPU: the permute's copy back, dropout's and
+ * softmax's backward, and the four GEMMs of the two products' gradients: dP = dC V^T
+ * (s x s x d), and dV = P^T dC, dQ = dS K, dK = dS^T Q (s x d x s each); a flash kernel's
+ * backward at FLASH_BACKWARD_RATIO times its forward's FLOPs. */
+double cost_gpt_attention_bwd_s(const cost_layout *l, const cost_hw *hw) {
+    double b = l->microbatch, s = l->seq, h = l->hidden, a = l->heads, t = l->tp;
+    double heads = b * a / t, dh = h / a, scores = heads * s * s;
+    if (l->flash_attention) return flash_attention_s(l, hw, FLASH_BACKWARD_RATIO);
+    return mem_op_s(hw, PERMUTE_BYTES * b * s * h / t) + mem_op_s(hw, DROPOUT_BWD_BYTES * scores) +
+           mem_op_s(hw, SOFTMAX_BWD_BYTES * scores) + cost_gemm_s(hw, l->precision, s, s, dh, heads) +
+           3 * cost_gemm_s(hw, l->precision, s, dh, s, heads);
+}
+
+/* Returns one GPU's parameters of a transformer layer: the four weight matrices and the
+ * column-split biases divided over T; the row-split biases and the layernorms whole. */
+static double layer_params(const cost_layout *l) {
+    double h = l->hidden, t = l->tp;
+    return (12 * h * h + 7 * h) / t + 6 * h;
 }
 
 /* Returns the forward, input-backward and weight-backward seconds of one transformer layer on
  * one GPU (T tensor ranks, microbatch b), by part (cost.h): the four weight GEMMs (QKV,
  * projection, MLP up and down), the attention core, layernorms, GeLU, dropout and residuals, and
  * the tensor-parallel collectives on the critical path. The backward runs each weight GEMM twice
- * (data gradient in I, weight gradient in W), the attention GEMMs twice and the elementwise work
- * at twice the bytes; selective recomputation adds the attention core to I. */
+ * (data gradient in I, weight gradient in W), the attention core's backward
+ * (cost_gpt_attention_bwd_s) and the elementwise work at twice the bytes; selective
+ * recomputation adds the attention core's forward to I; W adds the weight gradients' accumulation
+ * into the gradient buffer (cost_gpt_grad_accum_s). */
 void cost_gpt_layer_parts(const cost_layout *l, const cost_hw *hw, cost_gpt_parts *out) {
     double b = l->microbatch, s = l->seq, h = l->hidden, t = l->tp;
     double tok = b * s, tok_sp = l->sequence_parallel ? tok / t : tok;
@@ -198,7 +253,7 @@ void cost_gpt_layer_parts(const cost_layout *l, const cost_hw *hw, cost_gpt_part
     /* weight gradients: (in x out) outputs over the tokens */
     double wgrad = cost_gemm_s(hw, p, h, 3 * h / t, tok, 1) + cost_gemm_s(hw, p, h / t, h, tok, 1) +
                    cost_gemm_s(hw, p, h, 4 * h / t, tok, 1) + cost_gemm_s(hw, p, 4 * h / t, h, tok, 1);
-    double core = attention_core_s(l, hw);
+    double core = cost_gpt_attention_fwd_s(l, hw);
     double ln = mem_op_s(hw, 2 * HALF * tok_sp * h);                           /* read x, write y */
     double gelu = mem_op_s(hw, 2 * HALF * tok * 4 * h / t);
     double resid = mem_op_s(hw, (3 * HALF + MASK_BYTES) * tok_sp * h);         /* dropout + add */
@@ -209,14 +264,14 @@ void cost_gpt_layer_parts(const cost_layout *l, const cost_hw *hw, cost_gpt_part
     out->f[COST_PART_ATTENTION] = core;
     out->f[COST_PART_ELEMENTWISE] = elem;
     out->f[COST_PART_TP_COMM] = comm;
-    /* backward: attention's softmax and dropout read the saved tensors and the gradient (about
-     * twice the forward bytes), the same collectives */
+    /* backward: the same collectives */
     out->i[COST_PART_GEMM] = gemm;
-    out->i[COST_PART_ATTENTION] = l->flash_attention ? flash_attention_s(l, hw, FLASH_BACKWARD_RATIO)
-                                  : 2 * core + (l->recompute == COST_RC_SELECTIVE ? core : 0);
+    out->i[COST_PART_ATTENTION] = cost_gpt_attention_bwd_s(l, hw) +
+                                  (l->recompute == COST_RC_SELECTIVE && !l->flash_attention ? core : 0);
     out->i[COST_PART_ELEMENTWISE] = 2 * elem;
     out->i[COST_PART_TP_COMM] = comm;
     out->w[COST_PART_GEMM] = wgrad;
+    out->w[COST_PART_ELEMENTWISE] = cost_gpt_grad_accum_s(hw, layer_params(l), LAYER_TENSORS);
 }
 
 /* Returns the sum of a part vector. */
@@ -238,20 +293,14 @@ static double layer_stash_bytes(const cost_layout *l, cost_recompute rc) {
     return sbh * (10 + 24 / t + attn / t);
 }
 
-/* Returns one GPU's parameters of a transformer layer: the four weight matrices and the
- * column-split biases divided over T; the row-split biases and the layernorms whole. */
-static double layer_params(const cost_layout *l) {
-    double h = l->hidden, t = l->tp;
-    return (12 * h * h + 7 * h) / t + 6 * h;
-}
-
 /* Fills the embedding (layer 0) of one GPU: its vocabulary shard and the position table, a
  * memory-bound lookup, the token ids kept. Returns 0 or -1 on byte overflow. */
 static int embedding_layer(const cost_layout *l, const cost_hw *hw, cost_layer *y) {
     double b = l->microbatch, s = l->seq, h = l->hidden, t = l->tp, tok = b * s;
     y->fwd_s = mem_op_s(hw, 2 * HALF * tok * h);
     y->bwd_in_s = 0;
-    y->bwd_w_s = mem_op_s(hw, 2 * HALF * tok * h); /* scatter-add of the gradient rows */
+    /* scatter-add of the gradient rows, then the table's accumulation into the gradient buffer */
+    y->bwd_w_s = mem_op_s(hw, 2 * HALF * tok * h) + cost_gpt_grad_accum_s(hw, (l->vocab * h / t + s * h), 2);
     double out = HALF * tok * h / t;
     return cost_bytes_from_double((l->vocab * h / t + s * h) * HALF, &y->param_bytes) ||
            cost_bytes_from_double(out, &y->out_bytes) || cost_bytes_from_double(COST_FP32_BYTES * tok, &y->stash_bytes) ||
@@ -270,7 +319,10 @@ static int head_layer(const cost_layout *l, const cost_hw *hw, cost_layer *y) {
     double ce = mem_op_s(hw, (HALF + 3 * COST_FP32_BYTES) * logits); /* cast, max, sum, loss */
     y->fwd_s = ln + cost_gemm_s(hw, l->precision, tok, V / t, h, 1) + ce + tp_collective_s(l, hw, HALF * tok * h);
     y->bwd_in_s = ln + cost_gemm_s(hw, l->precision, tok, h, V / t, 1) + ce + tp_collective_s(l, hw, HALF * tok * h);
-    y->bwd_w_s = cost_gemm_s(hw, l->precision, h, V / t, tok, 1);
+    /* the gradient buffer takes the final layernorm's and, on a last stage apart from the first,
+     * its copy of the tied word embeddings' */
+    double tied = l->pp > 1 ? V * h / t : 0;
+    y->bwd_w_s = cost_gemm_s(hw, l->precision, h, V / t, tok, 1) + cost_gpt_grad_accum_s(hw, 2 * h + tied, 2 + (tied > 0));
     return cost_bytes_from_double(0, &y->param_bytes) || cost_bytes_from_double(0, &y->out_bytes) ||
            cost_bytes_from_double(HALF * tok * h + COST_FP32_BYTES * logits, &y->stash_bytes) ||
            cost_bytes_from_double(HALF * tok * h, &y->stash_recompute_bytes) ||

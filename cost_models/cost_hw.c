@@ -42,6 +42,7 @@ static const hw_key keys[] = {
     NUM("device", "efficiency", efficiency, "fraction of peak"),
     NUM("device", "memory_bytes", memory_bytes, "bytes"),
     NUM("device", "memory_bandwidth", memory_bandwidth_Bps, "bytes/s"),
+    NUM("device", "memory_efficiency", memory_efficiency, "fraction of bandwidth"),
     NUM("device", "launch_overhead", launch_s, "s"),
     INT("topology", "nodes", nodes, "count"),
     INT("topology", "devices_per_node", devices_per_node, "count"),
@@ -81,6 +82,7 @@ int cost_precision_parse(const char *s) {
 void cost_hw_init(cost_hw *hw) {
     memset(hw, 0, sizeof *hw);
     hw->efficiency = 1.0;
+    hw->memory_efficiency = 1.0;
     hw->nodes = 1;
     hw->devices_per_node = 1;
     hw->intra_bandwidth_Bps = HW_FREE_LINK_BPS;
@@ -299,6 +301,9 @@ int cost_hw_check(const cost_hw *hw, pl_err *e) {
     const char *who = hw->name[0] ? hw->name : "hardware";
     if (!(hw->efficiency > 0 && hw->efficiency <= 1))
         return pl_errf(e, PL_EINPUT, "%s: device.efficiency must be in (0, 1], got %g", who, hw->efficiency);
+    if (!(hw->memory_efficiency > 0 && hw->memory_efficiency <= 1))
+        return pl_errf(e, PL_EINPUT, "%s: device.memory_efficiency must be in (0, 1], got %g", who,
+                       hw->memory_efficiency);
     if (hw->nodes < 1 || hw->devices_per_node < 1)
         return pl_errf(e, PL_EINPUT, "%s: topology.nodes and topology.devices_per_node must be >= 1", who);
     if (!(hw->intra_bandwidth_Bps > 0))
