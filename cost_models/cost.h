@@ -186,6 +186,8 @@ double cost_model_params(const cost_model *m);
  *   [gemm]       max_efficiency    fraction of peak a large GEMM reaches (0 = device.efficiency)
  *                units, tile_m, tile_n   SMs and the output tile: tile and wave quantization
  *                attention_efficiency    a fused (flash) attention kernel's fraction of peak
+ *                attention_bandwidth     fraction of memory_bandwidth the attention core's batched
+ *                                        GEMMs stream at (0 = as any kernel: memory_efficiency)
  *   [collective] intra_efficiency, inter_efficiency   bus bandwidth / link bandwidth (default 1)
  * Unknown sections or keys are errors "path:line: ...". Overrides use "section.key"
  * ("link.inter.bandwidth", "device.flops_fp32"). Presets are embedded in the binary at build
@@ -221,6 +223,8 @@ typedef struct cost_hw {
     double gemm_max_efficiency;    /* large-GEMM fraction of peak */
     double gemm_attention_efficiency; /* a fused attention kernel's fraction of peak (0 = the
                                          score GEMM's efficiency) */
+    double gemm_attention_bandwidth; /* the attention core's batched GEMMs' fraction of the
+                                         memory bandwidth (0 = memory_efficiency) */
     int gemm_units;                /* processors a GEMM's tiles are spread over (SMs) */
     int gemm_tile_m, gemm_tile_n;  /* output tile of the library's kernel */
     /* [collective]: fraction of the link bandwidth a large collective reaches (bus bandwidth) */
@@ -475,6 +479,9 @@ double cost_gpt_hardware_flops(const cost_layout *l);     /* plus what the recom
 /* GEMM efficiency of an m x n output (batch of them) and the time of a batched m x n x k GEMM. */
 double cost_gemm_efficiency(const cost_hw *hw, double m, double n, double batch);
 double cost_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch);
+/* A batched GEMM of the attention core (scores against a head's d): cost_gemm_s with its bytes
+ * at gemm.attention_bandwidth of the memory bandwidth when that is set. */
+double cost_attention_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch);
 /* Seconds to stream bytes through device memory at the achievable bandwidth,
  * memory_bandwidth x memory_efficiency (0 when the bandwidth is unknown); no launch. */
 double cost_stream_s(const cost_hw *hw, double bytes);

@@ -138,12 +138,27 @@ double cost_stream_s(const cost_hw *hw, double bytes) {
 }
 
 /* Returns the time of a batch of m x n x k GEMMs in 2-byte precision p: the larger of its FLOPs
- * at the shape's efficiency and its operand bytes streamed (cost_stream_s), plus one launch. */
-double cost_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch) {
+ * at the shape's efficiency and its operand bytes at bw bytes/s (none when 0), plus one launch. */
+static double gemm_at_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch, double bw) {
     double flops = 2 * m * n * k * batch;
     double compute = flops / (hw->peak_flops[p] * cost_gemm_efficiency(hw, m, n, batch));
-    double memory = cost_stream_s(hw, HALF * (m * k + k * n + m * n) * batch);
+    double memory = bw > 0 ? HALF * (m * k + k * n + m * n) * batch / bw : 0;
     return (compute > memory ? compute : memory) + hw->launch_s;
+}
+
+/* Returns the time of a batch of m x n x k GEMMs in 2-byte precision p: its FLOPs at the
+ * shape's efficiency or its operand bytes streamed (cost_stream_s), the larger, plus a launch. */
+double cost_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch) {
+    double bytes = HALF * (m * k + k * n + m * n) * batch, t = cost_stream_s(hw, bytes);
+    return gemm_at_s(hw, p, m, n, k, batch, t > 0 ? bytes / t : 0);
+}
+
+/* Returns the time of one of the attention core's batched GEMMs (the s x s scores against a
+ * head's d): as cost_gemm_s, its bytes at gemm.attention_bandwidth x the memory bandwidth when
+ * that is set (such GEMMs, d = 64-160 deep or wide, stream far below a copy kernel). */
+double cost_attention_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch) {
+    if (!(hw->gemm_attention_bandwidth > 0)) return cost_gemm_s(hw, p, m, n, k, batch);
+    return gemm_at_s(hw, p, m, n, k, batch, hw->memory_bandwidth_Bps * hw->gemm_attention_bandwidth);
 }
 
 /* Returns the time of a memory-bound operation moving bytes: streamed, plus a launch. */
@@ -211,8 +226,8 @@ double cost_gpt_attention_fwd_s(const cost_layout *l, const cost_hw *hw) {
     double b = l->microbatch, s = l->seq, h = l->hidden, a = l->heads, t = l->tp;
     double heads = b * a / t, dh = h / a, scores = heads * s * s;
     if (l->flash_attention) return flash_attention_s(l, hw, 1);
-    return cost_gemm_s(hw, l->precision, s, s, dh, heads) + mem_op_s(hw, SOFTMAX_FWD_BYTES * scores) +
-           mem_op_s(hw, DROPOUT_FWD_BYTES * scores) + cost_gemm_s(hw, l->precision, s, dh, s, heads) +
+    return cost_attention_gemm_s(hw, l->precision, s, s, dh, heads) + mem_op_s(hw, SOFTMAX_FWD_BYTES * scores) +
+           mem_op_s(hw, DROPOUT_FWD_BYTES * scores) + cost_attention_gemm_s(hw, l->precision, s, dh, s, heads) +
            mem_op_s(hw, PERMUTE_BYTES * b * s * h / t);
 }
 
@@ -225,8 +240,8 @@ double cost_gpt_attention_bwd_s(const cost_layout *l, const cost_hw *hw) {
     double heads = b * a / t, dh = h / a, scores = heads * s * s;
     if (l->flash_attention) return flash_attention_s(l, hw, FLASH_BACKWARD_RATIO);
     return mem_op_s(hw, PERMUTE_BYTES * b * s * h / t) + mem_op_s(hw, DROPOUT_BWD_BYTES * scores) +
-           mem_op_s(hw, SOFTMAX_BWD_BYTES * scores) + cost_gemm_s(hw, l->precision, s, s, dh, heads) +
-           3 * cost_gemm_s(hw, l->precision, s, dh, s, heads);
+           mem_op_s(hw, SOFTMAX_BWD_BYTES * scores) + cost_attention_gemm_s(hw, l->precision, s, s, dh, heads) +
+           3 * cost_attention_gemm_s(hw, l->precision, s, dh, s, heads);
 }
 
 /* Returns one GPU's parameters of a transformer layer: the four weight matrices and the
@@ -258,11 +273,15 @@ void cost_gpt_layer_parts(const cost_layout *l, const cost_hw *hw, cost_gpt_part
     double gelu = mem_op_s(hw, 2 * HALF * tok * 4 * h / t);
     double resid = mem_op_s(hw, (3 * HALF + MASK_BYTES) * tok_sp * h);         /* dropout + add */
     double elem = 2 * ln + gelu + 2 * resid;
+    /* the QKV projection's bias: PyTorch's linear adds it after the GEMM for the 3-D [s, b, h]
+     * input (read, write; the other three biases are fused into GeLU and bias-dropout-add), and
+     * its gradient is a sum over the tokens (read) */
+    double qkv = tok * 3 * h / t, bias_f = mem_op_s(hw, 2 * HALF * qkv), bias_w = mem_op_s(hw, HALF * qkv);
     double comm = TP_COLLECTIVES * tp_collective_s(l, hw, HALF * tok * h);
     memset(out, 0, sizeof *out);
     out->f[COST_PART_GEMM] = gemm;
     out->f[COST_PART_ATTENTION] = core;
-    out->f[COST_PART_ELEMENTWISE] = elem;
+    out->f[COST_PART_ELEMENTWISE] = elem + bias_f;
     out->f[COST_PART_TP_COMM] = comm;
     /* backward: the same collectives */
     out->i[COST_PART_GEMM] = gemm;
@@ -271,7 +290,7 @@ void cost_gpt_layer_parts(const cost_layout *l, const cost_hw *hw, cost_gpt_part
     out->i[COST_PART_ELEMENTWISE] = 2 * elem;
     out->i[COST_PART_TP_COMM] = comm;
     out->w[COST_PART_GEMM] = wgrad;
-    out->w[COST_PART_ELEMENTWISE] = cost_gpt_grad_accum_s(hw, layer_params(l), LAYER_TENSORS);
+    out->w[COST_PART_ELEMENTWISE] = bias_w + cost_gpt_grad_accum_s(hw, layer_params(l), LAYER_TENSORS);
 }
 
 /* Returns the sum of a part vector. */
@@ -309,6 +328,13 @@ static int embedding_layer(const cost_layout *l, const cost_hw *hw, cost_layer *
                ? -1 : 0;
 }
 
+/* Bytes per logit (b s V / T of them) of Megatron-LM's vocabulary-parallel cross entropy
+ * (megatron/mpu/cross_entropy.py) over logits cast to fp32: forward, the cast (read 2, write 4),
+ * max (read), subtract the max, exp and divide by the sum in place (read and write each), the
+ * sum (read); backward, the gradient's in-place scaling (read, write) and its cast back to fp16. */
+#define CE_FWD_BYTES (HALF + 9 * COST_FP32_BYTES)
+#define CE_BWD_BYTES (HALF + 3 * COST_FP32_BYTES)
+
 /* Fills the head (last layer) of one GPU: final layernorm, the logits GEMM against its tied
  * vocabulary shard, the vocabulary-parallel cross entropy over fp32 logits (and its small
  * all-reduces). Keeps its input and the fp32 logits (Korthikanti's 4 s b V / t). */
@@ -316,9 +342,9 @@ static int head_layer(const cost_layout *l, const cost_hw *hw, cost_layer *y) {
     double b = l->microbatch, s = l->seq, h = l->hidden, t = l->tp, V = l->vocab, tok = b * s;
     double logits = tok * V / t;
     double ln = mem_op_s(hw, 2 * HALF * tok * h);
-    double ce = mem_op_s(hw, (HALF + 3 * COST_FP32_BYTES) * logits); /* cast, max, sum, loss */
-    y->fwd_s = ln + cost_gemm_s(hw, l->precision, tok, V / t, h, 1) + ce + tp_collective_s(l, hw, HALF * tok * h);
-    y->bwd_in_s = ln + cost_gemm_s(hw, l->precision, tok, h, V / t, 1) + ce + tp_collective_s(l, hw, HALF * tok * h);
+    double ce_f = mem_op_s(hw, CE_FWD_BYTES * logits), ce_b = mem_op_s(hw, CE_BWD_BYTES * logits);
+    y->fwd_s = ln + cost_gemm_s(hw, l->precision, tok, V / t, h, 1) + ce_f + tp_collective_s(l, hw, HALF * tok * h);
+    y->bwd_in_s = ln + cost_gemm_s(hw, l->precision, tok, h, V / t, 1) + ce_b + tp_collective_s(l, hw, HALF * tok * h);
     /* the gradient buffer takes the final layernorm's and, on a last stage apart from the first,
      * its copy of the tied word embeddings' */
     double tied = l->pp > 1 ? V * h / t : 0;

@@ -52,6 +52,7 @@ static const hw_key keys[] = {
     NUM("link.inter", "latency", inter_latency_s, "s"),
     NUM("gemm", "max_efficiency", gemm_max_efficiency, "fraction of peak"),
     NUM("gemm", "attention_efficiency", gemm_attention_efficiency, "fraction of peak"),
+    NUM("gemm", "attention_bandwidth", gemm_attention_bandwidth, "fraction of bandwidth"),
     INT("gemm", "units", gemm_units, "count"),
     INT("gemm", "tile_m", gemm_tile_m, "count"),
     INT("gemm", "tile_n", gemm_tile_n, "count"),
@@ -310,8 +311,9 @@ int cost_hw_check(const cost_hw *hw, pl_err *e) {
         return pl_errf(e, PL_EINPUT, "%s: link.intra.bandwidth must be > 0", who);
     if (!(hw->inter_bandwidth_Bps > 0))
         return pl_errf(e, PL_EINPUT, "%s: link.inter.bandwidth must be > 0", who);
-    if (!(hw->gemm_max_efficiency <= 1 && hw->gemm_attention_efficiency <= 1))
-        return pl_errf(e, PL_EINPUT, "%s: gemm.max_efficiency and gemm.attention_efficiency must be in [0, 1]", who);
+    if (!(hw->gemm_max_efficiency <= 1 && hw->gemm_attention_efficiency <= 1 && hw->gemm_attention_bandwidth <= 1))
+        return pl_errf(e, PL_EINPUT, "%s: gemm.max_efficiency, gemm.attention_efficiency and gemm.attention_bandwidth "
+                       "must be in [0, 1]", who);
     if (!(hw->coll_intra_efficiency > 0 && hw->coll_intra_efficiency <= 1 && hw->coll_inter_efficiency > 0 &&
           hw->coll_inter_efficiency <= 1))
         return pl_errf(e, PL_EINPUT, "%s: collective.intra_efficiency and collective.inter_efficiency must be in "
