@@ -494,6 +494,13 @@ double cost_gpt_attention_bwd_s(const cost_layout *l, const cost_hw *hw);
  * `tensors` tensors into the data-parallel gradient buffer (Megatron's main_grad): read both,
  * write the sum, in the 2-byte gradient type, one launch per tensor. */
 double cost_gpt_grad_accum_s(const cost_hw *hw, double params, int tensors);
+/* Seconds one pipeline exchange (the stage boundary's transfer and, with scatter/gather, its
+ * all-gather over T) holds the compute stream: Megatron-LM synchronizes the device after its
+ * point-to-point calls. Charged to each stage's first layer, forward and backward; 0 for P = 1. */
+double cost_gpt_exchange_s(const cost_layout *l, const cost_hw *hw);
+/* Seconds of Megatron-LM's mixed-precision Adam step on one GPU holding param_bytes of fp16
+ * weights (58 bytes a parameter, 52 of them on the distributed optimizer's 1 / D share). */
+double cost_gpt_step_s(const cost_layout *l, const cost_hw *hw, int64_t param_bytes);
 /* One transformer layer's seconds on one GPU by part, for its F, I and W. */
 enum { COST_PART_GEMM, COST_PART_ATTENTION, COST_PART_ELEMENTWISE, COST_PART_TP_COMM, COST_NPARTS };
 typedef struct cost_gpt_parts {

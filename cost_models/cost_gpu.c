@@ -356,6 +356,24 @@ static int head_layer(const cost_layout *l, const cost_hw *hw, cost_layer *y) {
                ? -1 : 0;
 }
 
+/* Returns the seconds one pipeline exchange holds a GPU's compute stream under Megatron-LM,
+ * whose batch_isend_irecv is waited for and the device synchronized after it
+ * (megatron/p2p_communication.py; Megatron-Core's batch_p2p_sync default keeps the
+ * synchronization): the boundary's transfer, 1/T of b s h halves with scatter/gather, on the
+ * link between neighbouring pipeline ranks (inter-node unless a node holds several), and with
+ * scatter/gather the all-gather that rebuilds it over the tensor group. 0 for P = 1. */
+double cost_gpt_exchange_s(const cost_layout *l, const cost_hw *hw) {
+    if (l->pp <= 1) return 0;
+    double t = l->tp, whole = HALF * (double)l->microbatch * l->seq * l->hidden;
+    int split = !l->no_scatter_gather || l->sequence_parallel;
+    cost_hw pipe = cost_layout_pipeline_hw(hw, l);
+    double x = cost_link_s(hw, pipe.devices_per_node <= 1, (int64_t)(split ? whole / t : whole));
+    if (split && !l->sequence_parallel && l->tp > 1)
+        x += cost_ring_allgather_s(l->tp, whole, hw->intra_bandwidth_Bps * hw->coll_intra_efficiency,
+                                   hw->intra_latency_s);
+    return x;
+}
+
 /* Fills the transformer layers 1..L of one GPU from one layer's times and sizes; 0 or -1. */
 static int transformer_layers(const cost_layout *l, const cost_hw *hw, cost_model *m) {
     cost_gpt_parts lp;
@@ -366,10 +384,13 @@ static int transformer_layers(const cost_layout *l, const cost_hw *hw, cost_mode
     double out = HALF * b * s * h / (l->no_scatter_gather && !l->sequence_parallel ? 1 : t);
     int full = l->recompute == COST_RC_FULL, per = l->layers / (l->pp * l->chunks);
     double whole = layer_stash_bytes(l, full ? COST_RC_NONE : l->recompute), ckpt = layer_stash_bytes(l, COST_RC_FULL);
+    double exchange = cost_gpt_exchange_s(l, hw);
     for (int i = 1; i <= l->layers; i++) {
         cost_layer *y = &m->layer[i];
-        y->fwd_s = parts_sum(lp.f);
-        y->bwd_in_s = parts_sum(lp.i);
+        /* a stage's first layer carries its blocking pipeline exchange, each pass */
+        double x = (i - 1) % per == 0 ? exchange : 0;
+        y->fwd_s = parts_sum(lp.f) + x;
+        y->bwd_in_s = parts_sum(lp.i) + x;
         y->bwd_w_s = parts_sum(lp.w);
         /* Full recomputation runs layer by layer: a stage keeps its layers' checkpoints, and
          * the microbatch in backward one layer's rebuilt activations on top, carried by the
@@ -459,6 +480,27 @@ double cost_gpt_sync_s(const cost_layout *l, const cost_hw *hw, int64_t param_by
     return cost_hier_allreduce_s(local, nodes, grads, hw->intra_bandwidth_Bps * hw->coll_intra_efficiency,
                                  hw->intra_latency_s, hw->inter_bandwidth_Bps * hw->coll_inter_efficiency,
                                  hw->inter_latency_s);
+}
+
+/* Bytes per parameter of Megatron-LM's mixed-precision optimizer step (megatron/optimizer/
+ * optimizer.py, apex's fused kernels) on the parameters a GPU updates: copy the fp16 gradient to
+ * the fp32 main gradient (read 2, write 4), unscale it and check for inf (read, write 4), the
+ * gradient norm for clipping (read 4), Adam (read weight, gradient, m and v, write weight, m and
+ * v: 16 + 12), copy the fp32 weight back to the fp16 model (read 4, write 2). */
+#define STEP_UPDATE_BYTES ((HALF + COST_FP32_BYTES) + 2 * COST_FP32_BYTES + COST_FP32_BYTES + \
+                           7 * COST_FP32_BYTES + (COST_FP32_BYTES + HALF))
+/* ... and on every gradient of the GPU: zeroing the gradient buffer (write 2) and its division by
+ * D before the all-reduce (read, write 2). */
+#define STEP_BUFFER_BYTES (3 * HALF)
+/* Kernels of a step: the five passes above and the buffer's two. */
+#define STEP_KERNELS 7
+
+/* Returns the seconds of one GPU's optimizer step holding param_bytes of fp16 weights: the
+ * update passes over its share (1 / D with the distributed optimizer), the buffer passes over
+ * all its gradients, streamed, a launch per pass (apex's multi-tensor kernels). */
+double cost_gpt_step_s(const cost_layout *l, const cost_hw *hw, int64_t param_bytes) {
+    double params = (double)param_bytes / HALF, updated = l->distributed_optimizer ? params / l->dp : params;
+    return cost_stream_s(hw, STEP_UPDATE_BYTES * updated + STEP_BUFFER_BYTES * params) + STEP_KERNELS * hw->launch_s;
 }
 
 /* Returns the optimizer state bytes per parameter of one GPU: mixed-precision Adam's 12, over D
