@@ -242,11 +242,7 @@ static void test_attention_measured(void) {
     hw.memory_bandwidth_Bps = 1555e9;
     cost_layout l;
     cost_layout_init(&l);
-    l.layers = 1;
-    l.hidden = 512;
-    l.heads = 8;
-    l.seq = 2048;
-    l.vocab = 512;
+    l.layers = 1, l.heads = 8, l.hidden = 8 * 64, l.seq = 2048, l.vocab = 512; /* 8 heads of 64 */
     l.microbatch = 16;
     double f = cost_gpt_attention_fwd_s(&l, &hw), b = cost_gpt_attention_bwd_s(&l, &hw);
     CU_ASSERT(fabs(f / 6.56e-3 - 1) < 0.05);
