@@ -282,7 +282,7 @@ static int make_plan(const opts *o, const cost_model *m, const cost_hw *hw, doub
         if (o->hierarchy && strcmp(o->hierarchy, "pipedream") == 0) po.hierarchy = COST_HIERARCHY_PIPEDREAM;
         rc = cost_plan_pipedream(y, m->n, &t, &po, p, e);
         int replicated = 0;
-        for (int q = 0; rc == PL_OK && q < p->nstages; q++) replicated |= p->stage[q].replicas > 1;
+        for (int q = 0; rc == PL_OK && q < (*p)->stages; q++) replicated |= (*p)->replicas[q] > 1;
         if (replicated) /* says what priced the replicas when it is not the measurement asked for */
             cli_allreduce_link("partition", m, o->ar_link, 1, "the hardware's links", &link);
     }
