@@ -34,7 +34,9 @@ static const char help_text[] =
     "                        of each compute kind (F, B, I, W, STEP) and of communication and\n"
     "                        waiting (SEND/RECV actions) and of the gradient all-reduces of\n"
     "                        replicated stages (REDUCE_GRAD), predicted against measured (the\n"
-    "                        median over the timed passes): compute error apart from schedule error\n"
+    "                        median over the timed passes), with the signed error in percent (ERR)\n"
+    "                        and in ms (DIFF, predicted - measured): compute error apart from\n"
+    "                        schedule error\n"
     "options:\n"
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
     "  --format table|csv|json   output (default table)\n"
@@ -258,7 +260,7 @@ static int pair_actions(store *db, const store_pair *p, pl_buf *b, double comp[2
     if (!v) goto out;
     pl_buf_printf(b, "\n%s P=%d M=%d V=%d (simulated run %lld, measured run %lld): time per pass, ms\n", p->meas.schedule,
                   p->meas.ranks, p->meas.microbatches, p->meas.chunks, (long long)p->sim.id, (long long)p->meas.id);
-    pl_buf_printf(b, "%4s  %-10s %10s %10s %9s\n", "RANK", "ACTIONS", "PREDICTED", "MEASURED", "ERR");
+    pl_buf_printf(b, "%4s  %-10s %10s %10s %9s %10s\n", "RANK", "ACTIONS", "PREDICTED", "MEASURED", "ERR", "DIFF");
     size_t s0 = 0, m0 = 0;
     for (int r = 0; r < R; r++) {
         size_t n = 0;
@@ -299,7 +301,7 @@ static int pair_actions(store *db, const store_pair *p, pl_buf *b, double comp[2
             pl_buf_printf(b, "%4d  %-10s %10.4f %10.4f ", r, c < AC_N ? ac_name[c] : c == AC_COMPUTE ? "compute" : "span",
                           MS_PER_S * pred[c], MS_PER_S * meas[c]);
             pct(b, ERR_WIDTH, meas[c] > 0 ? (pred[c] - meas[c]) / meas[c] : NAN);
-            pl_buf_putc(b, '\n');
+            pl_buf_printf(b, " %+10.4f\n", MS_PER_S * (pred[c] - meas[c])); /* the absolute error, ms */
         }
         memset(v, 0, (size_t)T * AC_ROWS * sizeof *v);
         if (pred[AC_COMPUTE] > comp[0]) comp[0] = pred[AC_COMPUTE];
