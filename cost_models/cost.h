@@ -75,6 +75,9 @@ typedef struct cost_layer {
     int64_t stash_bytes;           /* kept forward -> backward, no recomputation */
     int64_t stash_recompute_bytes; /* kept under full recomputation; < 0 = stage input rule */
     int64_t w_stash_bytes;         /* held from I until W; < 0 = w_stash_fraction x stash_bytes */
+    double rc_skip_s;              /* seconds of the forward that full recomputation does not run
+                                    * again (a layer outside the checkpoints, a pipeline exchange);
+                                    * 0 = it all runs again */
     int src_line;                  /* line in the source file, 0 for generated layers */
 } cost_layer;
 
@@ -298,8 +301,10 @@ typedef struct cost_stage {
     int first, end;                 /* layers [first, end) */
     double f_s, i_s, w_s;           /* forward, input backward, weight backward */
     double b_s;                     /* i_s + w_s */
-    double b_recompute_s;           /* b_s + f_s (full recomputation re-runs the forward) */
-    double i_recompute_s;           /* i_s + f_s (split backward under recomputation) */
+    double rerun_s;                 /* the forward full recomputation runs again: f_s less the
+                                     * layers' rc_skip_s */
+    double b_recompute_s;           /* b_s + rerun_s */
+    double i_recompute_s;           /* i_s + rerun_s (split backward under recomputation) */
     int64_t param_bytes;            /* one weight version */
     int64_t in_bytes;               /* cut_bytes[first]: received per microbatch (and gradient sent) */
     int64_t out_bytes;              /* cut_bytes[end]: sent per microbatch */
@@ -321,6 +326,7 @@ typedef struct cost_prefix {
     double *f_s, *i_s, *w_s;          /* [n + 1] prefix sums of per-layer times */
     int64_t *param_bytes, *stash_bytes, *w_stash_bytes; /* [n + 1] prefix sums */
     int64_t *rc_bytes;                /* [n + 1] prefix sums of max(0, stash_recompute_bytes) */
+    double *rc_skip_s;                /* [n + 1] prefix sums of rc_skip_s */
     const cost_model *m;
     cost_opts o;
 } cost_prefix;

@@ -101,11 +101,13 @@ static void stage_bytes(const cost_model *m, int first, int end, int64_t param, 
 }
 
 /* Fills the times of st that follow from its F, I and W: B = I + W, and both backwards under
- * recomputation (the forward runs again first). */
-static void stage_times_derive(cost_stage *st) {
+ * recomputation (the forward runs again first, less rc_skip_s: the part of it that recomputation
+ * does not run again). */
+static void stage_times_derive(cost_stage *st, double rc_skip_s) {
+    st->rerun_s = st->f_s - rc_skip_s;
     st->b_s = st->i_s + st->w_s;
-    st->b_recompute_s = st->b_s + st->f_s;
-    st->i_recompute_s = st->i_s + st->f_s;
+    st->b_recompute_s = st->b_s + st->rerun_s;
+    st->i_recompute_s = st->i_s + st->rerun_s;
 }
 
 /* Fills st for layers [first, end); returns PL_OK or PL_EINPUT (bad range or unknown time). */
@@ -117,6 +119,7 @@ int cost_stage_eval(const cost_model *m, int first, int end, const cost_hw *hw, 
     st->first = first;
     st->end = end;
     int64_t param = 0, stash = 0, wst = 0, rc_rest = 0;
+    double skip = 0;
     for (int i = first; i < end; i++) {
         double f = 0, ib = 0, w = 0;
         if (cost_layer_times(m, i, hw, o, &f, &ib, &w, e) != PL_OK) return PL_EINPUT;
@@ -124,12 +127,13 @@ int cost_stage_eval(const cost_model *m, int first, int end, const cost_hw *hw, 
         st->i_s += ib;
         st->w_s += w;
         const cost_layer *l = &m->layer[i];
+        skip += l->rc_skip_s;
         param += l->param_bytes;
         stash += l->stash_bytes;
         wst += layer_w_stash(l, o);
         if (i > first && l->stash_recompute_bytes > 0) rc_rest += l->stash_recompute_bytes;
     }
-    stage_times_derive(st);
+    stage_times_derive(st, skip);
     stage_bytes(m, first, end, param, stash, wst, rc_rest, mb_scale(m, o), st);
     return PL_OK;
 }
@@ -143,6 +147,7 @@ void cost_prefix_free(cost_prefix *p) {
     free(p->stash_bytes);
     free(p->w_stash_bytes);
     free(p->rc_bytes);
+    free(p->rc_skip_s);
     memset(p, 0, sizeof *p);
 }
 
@@ -160,7 +165,9 @@ int cost_prefix_init(cost_prefix *p, const cost_model *m, const cost_hw *hw, con
     p->stash_bytes = pl_calloc(n1, sizeof *p->stash_bytes);
     p->w_stash_bytes = pl_calloc(n1, sizeof *p->w_stash_bytes);
     p->rc_bytes = pl_calloc(n1, sizeof *p->rc_bytes);
-    if (!p->f_s || !p->i_s || !p->w_s || !p->param_bytes || !p->stash_bytes || !p->w_stash_bytes || !p->rc_bytes) {
+    p->rc_skip_s = pl_calloc(n1, sizeof *p->rc_skip_s);
+    if (!p->f_s || !p->i_s || !p->w_s || !p->param_bytes || !p->stash_bytes || !p->w_stash_bytes || !p->rc_bytes ||
+        !p->rc_skip_s) {
         cost_prefix_free(p);
         return pl_errf(e, PL_ENOMEM, "out of memory");
     }
@@ -178,6 +185,7 @@ int cost_prefix_init(cost_prefix *p, const cost_model *m, const cost_hw *hw, con
         p->stash_bytes[i + 1] = p->stash_bytes[i] + l->stash_bytes;
         p->w_stash_bytes[i + 1] = p->w_stash_bytes[i] + layer_w_stash(l, o);
         p->rc_bytes[i + 1] = p->rc_bytes[i] + (l->stash_recompute_bytes > 0 ? l->stash_recompute_bytes : 0);
+        p->rc_skip_s[i + 1] = p->rc_skip_s[i] + l->rc_skip_s;
     }
     return PL_OK;
 }
@@ -190,7 +198,7 @@ void cost_prefix_stage(const cost_prefix *p, int first, int end, cost_stage *st)
     st->f_s = p->f_s[end] - p->f_s[first];
     st->i_s = p->i_s[end] - p->i_s[first];
     st->w_s = p->w_s[end] - p->w_s[first];
-    stage_times_derive(st);
+    stage_times_derive(st, p->rc_skip_s[end] - p->rc_skip_s[first]);
     stage_bytes(p->m, first, end, p->param_bytes[end] - p->param_bytes[first],
                 p->stash_bytes[end] - p->stash_bytes[first], p->w_stash_bytes[end] - p->w_stash_bytes[first],
                 p->rc_bytes[end] - p->rc_bytes[first + 1], mb_scale(p->m, &p->o), st);

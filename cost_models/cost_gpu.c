@@ -320,6 +320,7 @@ static int embedding_layer(const cost_layout *l, const cost_hw *hw, cost_layer *
     y->bwd_in_s = 0;
     /* scatter-add of the gradient rows, then the table's accumulation into the gradient buffer */
     y->bwd_w_s = mem_op_s(hw, 2 * HALF * tok * h) + cost_gpt_grad_accum_s(hw, (l->vocab * h / t + s * h), 2);
+    y->rc_skip_s = y->fwd_s; /* outside the checkpointed transformer layers: never run again */
     double out = HALF * tok * h / t;
     return cost_bytes_from_double((l->vocab * h / t + s * h) * HALF, &y->param_bytes) ||
            cost_bytes_from_double(out, &y->out_bytes) || cost_bytes_from_double(COST_FP32_BYTES * tok, &y->stash_bytes) ||
@@ -349,6 +350,7 @@ static int head_layer(const cost_layout *l, const cost_hw *hw, cost_layer *y) {
      * its copy of the tied word embeddings' */
     double tied = l->pp > 1 ? V * h / t : 0;
     y->bwd_w_s = cost_gemm_s(hw, l->precision, h, V / t, tok, 1) + cost_gpt_grad_accum_s(hw, 2 * h + tied, 2 + (tied > 0));
+    y->rc_skip_s = y->fwd_s; /* outside the checkpointed transformer layers: never run again */
     return cost_bytes_from_double(0, &y->param_bytes) || cost_bytes_from_double(0, &y->out_bytes) ||
            cost_bytes_from_double(HALF * tok * h + COST_FP32_BYTES * logits, &y->stash_bytes) ||
            cost_bytes_from_double(HALF * tok * h, &y->stash_recompute_bytes) ||
@@ -392,6 +394,7 @@ static int transformer_layers(const cost_layout *l, const cost_hw *hw, cost_mode
         y->fwd_s = parts_sum(lp.f) + x;
         y->bwd_in_s = parts_sum(lp.i) + x;
         y->bwd_w_s = parts_sum(lp.w);
+        y->rc_skip_s = x; /* recomputation reruns the layer, not the exchange */
         /* Full recomputation runs layer by layer: a stage keeps its layers' checkpoints, and
          * the microbatch in backward one layer's rebuilt activations on top, carried by the
          * stage's first layer (cost_mem_delta adds stash - checkpoint at the backward). */

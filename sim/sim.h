@@ -40,6 +40,9 @@ typedef struct sim_costs {
      * of src_rank to replica dst_replica of dst_rank over one free link (replicated stages). */
     double (*replica_transfer_s)(void *ctx, int src_rank, int src_replica, int dst_rank, int dst_replica,
                                  int64_t bytes);
+    /* Optional (NULL = compute_s of F): the forward time full recomputation runs again before a
+     * backward (B or I) of (stage, mb); less than F where part of the forward is not rerun. */
+    double (*rerun_s)(void *ctx, int stage, int mb);
 } sim_costs;
 
 /* Per-stage values of the flag-driven cost model; negative = "use the uniform value". */

@@ -137,6 +137,12 @@ static double model_compute(void *ctx, int q, sched_kind k, int mb) {
     }
 }
 
+/* Returns the forward time full recomputation runs again on stage q (cost_stage.rerun_s). */
+static double model_rerun(void *ctx, int q, int mb) {
+    (void)mb;
+    return ((const sim_model *)ctx)->stage[q].rerun_s;
+}
+
 /* Returns the bytes crossing the cut after stage q (its output; the gradient back is as big). */
 static int64_t model_boundary(void *ctx, int q) {
     return ((const sim_model *)ctx)->stage[q].out_bytes;
@@ -199,7 +205,7 @@ static double model_step(void *ctx, int q) {
 /* Returns the sim_costs view whose ctx is sm (the engine reads stage costs through it). */
 sim_costs sim_model_costs(sim_model *sm) {
     sim_costs c = {sm, model_compute, model_boundary, model_stash, model_wstash, model_input, model_params,
-                   model_transfer, model_allreduce, model_step, model_replica_transfer};
+                   model_transfer, model_allreduce, model_step, model_replica_transfer, model_rerun};
     return c;
 }
 

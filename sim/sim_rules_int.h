@@ -117,7 +117,7 @@ static inline int compute_ready(sim_eng *g, sim_rank_state *k, int kind, int sta
 static inline double compute_time(sim_eng *g, int stage, int kind, int mb) {
     double t = g->c->compute_s(g->c->ctx, stage, (sched_kind)kind, mb);
     if (g->s->recompute == SCHED_RECOMPUTE_FULL && (kind == SCHED_B || kind == SCHED_I))
-        t += g->c->compute_s(g->c->ctx, stage, SCHED_F, mb);
+        t += g->c->rerun_s ? g->c->rerun_s(g->c->ctx, stage, mb) : g->c->compute_s(g->c->ctx, stage, SCHED_F, mb);
     if (!(t >= 0)) {
         g->err = PL_EINPUT;
         return 0;

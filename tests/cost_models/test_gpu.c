@@ -314,6 +314,37 @@ static void test_megatron_terms(void) {
     cost_model_free(m);
 }
 
+/* Full recomputation reruns the checkpointed transformer layers only: not the embedding, not the
+ * head with its loss (Megatron checkpoints transformer layers; eq. 3 counts the head 3 times),
+ * and not a stage's blocking pipeline exchange. */
+static void test_rerun(void) {
+    cost_hw hw;
+    gpu_hw(&hw);
+    hw.inter_bandwidth_Bps = 25e9;
+    cost_layout l;
+    row_layout(&rows[4], &l); /* 48 layers on P = 2: stages [0, 25) and [25, 50) */
+    l.dp = 1;
+    l.global_batch = 0;
+    cost_model *m = cost_gpt_model(&l, &hw, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL_FATAL(m->n, 50);
+    cost_opts o;
+    cost_opts_init(&o, m);
+    double x = cost_gpt_exchange_s(&l, &hw);
+    CU_ASSERT(x > 0);
+    cost_stage first, last;
+    CU_ASSERT_EQUAL(cost_stage_eval(m, 0, 25, &hw, &o, &first, NULL), PL_OK);
+    CU_ASSERT_EQUAL(cost_stage_eval(m, 25, 50, &hw, &o, &last, NULL), PL_OK);
+    double layers = 0;
+    for (int i = 1; i <= 24; i++) layers += m->layer[i].fwd_s;
+    CU_ASSERT_DOUBLE_EQUAL(first.rerun_s, layers - x, layers * 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(first.f_s - first.rerun_s, m->layer[0].fwd_s + x, first.f_s * 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(last.f_s - last.rerun_s, m->layer[49].fwd_s + x, last.f_s * 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(last.b_recompute_s, last.b_s + last.rerun_s, 0);
+    CU_ASSERT_DOUBLE_EQUAL(last.i_recompute_s, last.i_s + last.rerun_s, 0);
+    cost_model_free(m);
+}
+
 /* Refused layouts name what does not divide. */
 static void test_refused(void) {
     cost_layout l;
@@ -352,6 +383,7 @@ void test_gpu_register(void) {
         {"streaming at the achievable bandwidth; attention GEMMs' bandwidth", test_stream},
         {"attention core against Megatron's measured attention (FlashAttention paper)", test_attention_measured},
         {"gradient accumulation, Megatron's optimizer step, blocking exchange", test_megatron_terms},
+        {"full recomputation reruns the transformer layers only", test_rerun},
         {NULL, NULL},
     };
     pl_test_suite("cost_models GPU clusters", cases);
