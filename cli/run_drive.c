@@ -151,6 +151,27 @@ static void predict_allreduce_link(const cost_model *m, sim_model *sm, cost_hw *
     sm->allreduce_link = link;
 }
 
+/* Sets r's peak memory per rank to the executor's own (exec_mem_walk): the cost model's part,
+ * which the simulator predicts, plus the buffers only the executor holds (scratch, output and
+ * inner gradients, send staging), from the code that accounts them in the run. Returns PL_OK or
+ * the walk's error. */
+static int predict_exec_memory(const sched *s, const exec_config *cfg, sim_result *r, pl_err *e) {
+    exec_mem *mem = pl_calloc((size_t)s->ranks, sizeof *mem);
+    if (!mem) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = exec_mem_walk(s, cfg, mem, e);
+    if (rc == PL_OK) {
+        r->peak_bytes = 0;
+        for (int q = 0; q < s->ranks; q++) {
+            r->rank[q].peak_bytes = (int64_t)mem[q].total_bytes;
+            if (r->rank[q].peak_bytes > r->peak_bytes) r->peak_bytes = r->rank[q].peak_bytes;
+        }
+    } else {
+        pl_err_prefix(e, "prediction of the executor's memory: ");
+    }
+    free(mem);
+    return rc;
+}
+
 /* run_drive.h. Returns PL_OK with r filled, or the error of the profile check, the stage split
  * or the simulator (prefixed "prediction: "). */
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, const double *rank_step_s, sim_result *r,
@@ -197,6 +218,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         rc = sim_run(s, &costs, &c, r, e);
         if (rc) pl_err_prefix(e, "prediction: ");
     }
+    if (rc == PL_OK) rc = predict_exec_memory(s, cfg, r, e);
     sim_model_free(&sm);
     cost_partition_free(p);
     return rc;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "exec_drive.h"
 #include "exec_int.h"
 #include "exec_test.h"
 #include "pl_test.h"
@@ -544,6 +545,44 @@ static void test_memory_stash_versions(void) {
     sched_free(s);
 }
 
+/* The executor's peak memory predicted before a run (exec_mem_walk, the dry walk of its
+ * bookkeeping) is the run's accounted peak, byte for byte and class by class, on every rank and
+ * over several passes: both blocks, recomputation on and off, flush, stash and 2bw weights,
+ * interleaved and V placements. It exceeds the cost model's part (model_peak_bytes) by the
+ * executor's own buffers. */
+static void test_memory_walk_is_measured(void) {
+    static const struct { const char *kind; int m, v, iters, gpt, rc, mom; } k[] = {
+        {"1f1b", 4, 0, 0, 0, 0, 0}, {"zb-h1", 4, 0, 0, 1, 1, 0}, {"pipedream", 4, 0, 2, 0, 1, 1},
+        {"2bw", 4, 0, 3, 1, 0, 0},  {"interleaved", 4, 2, 0, 0, 1, 0}, {"dualpipev", 4, 0, 0, 1, 0, 1},
+        {"gpipe", 3, 0, 0, 1, 1, 0}};
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
+        sched *s = lowered(k[i].kind, 2, k[i].m, k[i].v, k[i].iters, k[i].rc ? SCHED_RECOMPUTE_FULL : SCHED_RECOMPUTE_NONE);
+        exec_config c = exec_test_small_cfg(k[i].v || !strcmp(k[i].kind, "dualpipev") ? 8 : 4,
+                                             k[i].gpt ? EXEC_BLOCK_GPT : EXEC_BLOCK_MLP);
+        c.momentum = k[i].mom ? 0.5 : 0.0;
+        exec_mem pred[2];
+        exec_result r;
+        pl_err e;
+        pl_err_clear(&e);
+        CU_ASSERT_EQUAL_FATAL(exec_mem_walk(s, &c, pred, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(run(s, &c, &r, &e), PL_OK);
+        for (int q = 0; q < 2; q++) {
+            const exec_mem *a = &pred[q], *b = &r.rank[q].peak;
+            CU_ASSERT_EQUAL(a->total_bytes, b->total_bytes);
+            CU_ASSERT_EQUAL(a->weights_bytes, b->weights_bytes);
+            CU_ASSERT_EQUAL(a->stash_bytes, b->stash_bytes);
+            CU_ASSERT_EQUAL(a->bwd_bytes, b->bwd_bytes);
+            CU_ASSERT_EQUAL(a->comm_bytes, b->comm_bytes);
+            CU_ASSERT_EQUAL(a->scratch_bytes, b->scratch_bytes);
+            CU_ASSERT(a->total_bytes > r.rank[q].model_peak_bytes);
+            if (a->total_bytes != b->total_bytes)
+                fprintf(stderr, "%s rank %d: walk %zu, run %zu\n", k[i].kind, q, a->total_bytes, b->total_bytes);
+        }
+        exec_result_free(&r);
+        sched_free(s);
+    }
+}
+
 /* ---------------------------------------------------------------- faults */
 
 /* An injected error on one rank stops the whole run quickly with a message naming the rank
@@ -814,6 +853,7 @@ void pl_test_register(void) {
     static const pl_test_case mem[] = {
         {"1f1b peak memory closed form", test_memory_closed_form},
         {"pipedream weight versions", test_memory_stash_versions},
+        {"executor's memory walked before the run = measured", test_memory_walk_is_measured},
         {NULL, NULL}};
     static const pl_test_case faults[] = {
         {"injected error stops the run", test_fault_error},
