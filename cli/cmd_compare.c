@@ -243,9 +243,6 @@ static int cmp_dbl(const void *a, const void *b) {
 /* Rows of the breakdown beside the classes: all compute, and the rank's span. */
 enum { AC_COMPUTE = AC_N, AC_SPAN, AC_ROWS };
 
-/* The least share of a rank's measured span a class needs to enter the summary of errors. */
-#define AC_MIN_SHARE 1e-3
-
 /* Each row's errors over the ranks of all pairs (where the measured time is > 0): their count,
  * sum, sum of absolute values and the largest in absolute value. */
 typedef struct ac_errs {
@@ -263,8 +260,8 @@ static void ac_note(ac_errs *acc, int c, double pred, double meas) {
     if (fabs(err) > fabs(acc->max[c])) acc->max[c] = err;
 }
 
-/* Sets the SEND/RECV row of one rank's pass from its span, compute and all-reduce rows: the
- * rank's communication and waiting, on both timelines alike (the simulator's RECV lasts until
+/* Returns the SEND/RECV row of a rank from its span, compute and all-reduce rows (the measured
+ * ones the medians over the passes): the rank's communication and waiting, on both timelines alike (the simulator's RECV lasts until
  * the data is there; the executor's returns at once and its compute waits for the data, time
  * that no op row holds). */
 static double ac_comm_wait(double span, double compute, double reduce) {
@@ -281,9 +278,9 @@ static void rank_rows(pl_buf *b, int r, const double *pred, const double *meas, 
                       MS_PER_S * pred[c], MS_PER_S * meas[c]);
         pct(b, ERR_WIDTH, meas[c] > 0 ? (pred[c] - meas[c]) / meas[c] : NAN);
         pl_buf_putc(b, '\n');
-        /* a class under a thousandth of the rank's span is bookkeeping (the REDUCE_GRAD of a
-         * stage without replicas): left out of the summary */
-        if (meas[c] >= AC_MIN_SHARE * meas[AC_SPAN]) ac_note(acc, c, pred[c], meas[c]);
+        /* a class the prediction prices at 0 (the REDUCE_GRAD of a stage without replicas, a
+         * no-op) has no relative error to average: left out of the summary */
+        if (pred[c] > 0) ac_note(acc, c, pred[c], meas[c]);
     }
 }
 
@@ -338,14 +335,13 @@ static int pair_actions(store *db, const store_pair *p, pl_buf *b, double comp[2
                 }
             }
             v[(size_t)AC_SPAN * T + t] = end - o[0].start_s;
-            v[(size_t)AC_COMM * T + t] = ac_comm_wait(v[(size_t)AC_SPAN * T + t], v[(size_t)AC_COMPUTE * T + t],
-                                                      v[(size_t)AC_REDUCE * T + t]);
         }
         for (int c = 0; c < AC_ROWS; c++) {
             qsort(v + (size_t)c * T, (size_t)T, sizeof *v, cmp_dbl);
             const double *x = v + (size_t)c * T;
             meas[c] = T % 2 ? x[T / 2] : 0.5 * (x[T / 2 - 1] + x[T / 2]);
         }
+        meas[AC_COMM] = ac_comm_wait(meas[AC_SPAN], meas[AC_COMPUTE], meas[AC_REDUCE]);
         rank_rows(b, r, pred, meas, acc);
         memset(v, 0, (size_t)T * AC_ROWS * sizeof *v);
         if (pred[AC_COMPUTE] > comp[0]) comp[0] = pred[AC_COMPUTE];
