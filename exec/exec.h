@@ -175,7 +175,7 @@ typedef struct exec_op {
 /* Per-rank measurements, of the timed pass whose time is the median (the middle two averaged
  * for an even count), as iteration time is: busy_s + idle_s = pass_median_s. */
 typedef struct exec_rank_result {
-    double busy_s;         /* compute actions per pass */
+    double busy_s;         /* compute and STEP actions per pass (sched_kind_is_busy) */
     double comm_s;         /* SEND/RECV actions (including the wait) and all-reduces (REDUCE_GRAD of
                             * a replicated stage) per pass */
     double gemm_s;         /* per pass, inside the model's sgemm calls (part of busy_s; the rest of
@@ -329,7 +329,7 @@ typedef struct exec_rank_record {
     int passes;               /* warm-up + timed */
     double *pass_start_s;     /* [passes] this rank's start of each pass (absolute, monotonic) */
     double *pass_end_s;       /* [passes] */
-    double *busy_s, *comm_s;  /* [passes] compute and SEND/RECV time in each pass */
+    double *busy_s, *comm_s;  /* [passes] compute (and STEP) and SEND/RECV time in each pass */
     double *gemm_s, *gemm_flops; /* [passes] time inside the model's sgemm calls and their FLOPs
                                * (part of busy_s) */
     double *span_s;           /* [passes] from the start of the rank's first compute action to the

@@ -8,7 +8,7 @@
 # results/out/figures/accuracy-validate_cpu.png. PROFILE=before profiles just before each run
 # instead (`--profile-timing before`), PROFILE=once once per width (`pipelab profile`): the
 # earlier methods, kept for comparison (docs/validate_cpu.md).
-# Targets (issue 7): MAPE of iteration time <= 5%, largest error <= 10%.
+# Targets of this grid: MAPE of iteration time <= 5%, largest error <= 10%.
 # About 2 minutes on an idle 2-core machine (16 runs of 1 + 20 passes, 25 rounds of the profile between them).
 #
 # Other processes on the cores stretch the measured runs but not the prediction, so the script
