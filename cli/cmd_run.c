@@ -442,12 +442,14 @@ static void out_table(const opts *o, const sched *s, const exec_result *r, const
         if (pr) pl_buf_printf(b, "%12lld\n", (long long)pr->rank[q].peak_bytes);
         else pl_buf_printf(b, "%12s\n", "-");
     }
-    pl_buf_puts(b, "\nbub_frac: bubble_fraction, idle_s / (busy_s + idle_s) of a pass; pred_bf: the prediction's,\n"
+    pl_buf_puts(b, "\nbub_frac: bubble_fraction, idle_s / (busy_s + idle_s) of a pass (busy: compute and STEP);\n"
+                   "pred_bf: the prediction's,\n"
                    "over its bubble window (the steady state for pipedream and 2bw).\n");
     pl_buf_puts(b, "peak_bytes: all the rank tracked at its peak (weights, gradients, optimizer, stashes, buffers,\n"
                    "scratch); model_bytes: its weights, gradients, optimizer and activation stash, the part the cost\n"
                    "model describes; cost_model: cost_schedule_memory for the same schedule and model (equal to\n"
-                   "model_bytes); pred_peak: the simulator's peak.\n");
+                   "model_bytes); pred_peak: the prediction's peak, the walk of the executor's bookkeeping\n"
+                   "before the run (exec_mem_walk), equal to peak_bytes.\n");
 }
 
 /* Writes CSV: one row per rank with the run's numbers repeated. */
