@@ -858,4 +858,5 @@ void pl_test_register(void) {
     { void sim_setup_tests_register(void); sim_setup_tests_register(); } /* test_setup.c */
     { void sim_comm_tests_register(void); sim_comm_tests_register(); } /* test_sim_comm.c */
     { void sim_layout_tests_register(void); sim_layout_tests_register(); } /* test_layout.c */
+    { void sim_reuse_tests_register(void); sim_reuse_tests_register(); } /* test_reuse.c */
 }
