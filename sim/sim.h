@@ -321,7 +321,7 @@ typedef struct sim_model {
  *
  * A backward that runs right after its own microbatch's forward on the same stage (no other
  * compute between them on the rank: distance 0) finds the activations in cache, and a W right
- * after its own I likewise; others read them back from memory. sim_reuse marks, for every
+ * after such an I likewise (F, I, W back to back); others read them back from memory. sim_reuse marks, for every
  * (stage, microbatch) of a lowered schedule, whether its I (or B) and its W run at distance 0
  * (under full recomputation every I and B does: it follows its own recomputed forward), and
  * scales those by the stage's hot / far time ratios (the profile measures both per rank;

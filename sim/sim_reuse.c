@@ -1,7 +1,7 @@
 /* sim_reuse.c: the reuse-distance term of a backward's cost. A backward that runs right after
  * its own microbatch's forward on the same stage (nothing computed between them on the rank)
- * finds that forward's activations in cache; one that runs after other microbatches' work reads
- * them back from memory. The profile between a run's passes times both (exec/profile.c: its
+ * finds that forward's activations in cache, and so does a W right after such an I; one that
+ * runs after other microbatches' work reads them back from memory. The profile between a run's passes times both (exec/profile.c: its
  * rounds keep 4 microbatches in flight, and one more microbatch runs F, I, W back to back), and
  * the prediction scales each I (B) and W of distance 0 by its rank's measured ratio. */
 #include "sim.h"
@@ -44,7 +44,8 @@ int sim_reuse_init(sim_reuse *r, const sched *s, pl_err *e) {
                 int after = ps == q && pm == mb; /* the previous compute was this microbatch's */
                 /* under full recomputation every backward follows its own recomputed forward */
                 if ((kind == SCHED_I || kind == SCHED_B) && (full || (after && pk == SCHED_F))) *h |= SIM_HOT_I;
-                if (kind == SCHED_W && after && (pk == SCHED_I || pk == SCHED_B)) *h |= SIM_HOT_W;
+                /* a W right after its own I, itself at distance 0: F, I, W back to back */
+                if (kind == SCHED_W && after && pk == SCHED_I && (*h & SIM_HOT_I)) *h |= SIM_HOT_W;
             }
             last_part(a, &ps, &pm, &pk);
         }

@@ -47,21 +47,26 @@ static void expect_flags(const char *kind, sched_recompute rc, int f0, int f1) {
 /* 1F1B: rank 0 runs F0 F1 B0 F2 B1 F3 B2 B3 (every B after another microbatch's work), rank 1
  * F0 B0 F1 B1 ... (every B right after its F). GPipe: every B after all forwards, none at
  * distance 0; with full recomputation all are. ZB-H1: rank 0 runs F0 F1 I0 W0 F2 I1 W1 F3 I2
- * W2 I3 W3 (each W right after its I, no I after its F), rank 1 F0 I0 F1 I1 W0 F2 I2 W1 F3 I3 W2
- * W3 (each I right after its F, no W right after its I). */
+ * W2 I3 W3 (no I right after its F, so no W hot either), rank 1 F0 I0 F1 I1 W0 F2 I2 W1 F3 I3 W2
+ * W3 (each I right after its F, no W right after its I); with full recomputation every I is
+ * hot, and so is each W of rank 0 (right after its I). */
 static void test_flags(void) {
     expect_flags("1f1b", SCHED_RECOMPUTE_NONE, 0, SIM_HOT_I);
     expect_flags("gpipe", SCHED_RECOMPUTE_NONE, 0, 0);
     expect_flags("gpipe", SCHED_RECOMPUTE_FULL, SIM_HOT_I, SIM_HOT_I);
-    expect_flags("zb-h1", SCHED_RECOMPUTE_NONE, SIM_HOT_W, SIM_HOT_I);
+    expect_flags("zb-h1", SCHED_RECOMPUTE_NONE, 0, SIM_HOT_I);
+    expect_flags("zb-h1", SCHED_RECOMPUTE_FULL, SIM_HOT_I | SIM_HOT_W, SIM_HOT_I);
 }
 
 /* The time of a distance-0 I, W or B is the stage's scaled by the ratios; the rest unchanged. */
 static void test_time(void) {
-    sched *s = lowered4("zb-h1", SCHED_RECOMPUTE_NONE);
-    sim_reuse r;
+    sched *s = lowered4("zb-h1", SCHED_RECOMPUTE_FULL); /* stage 0: I and W hot; stage 1: I hot */
+    sched *g = lowered4("gpipe", SCHED_RECOMPUTE_NONE);  /* nothing hot */
+    sim_reuse r, c;
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, s, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&c, g, &e), PL_OK);
+    c.i_ratio[0] = c.w_ratio[0] = 0.5;
     r.i_ratio[0] = r.i_ratio[1] = 0.5;
     r.w_ratio[0] = r.w_ratio[1] = 0.8;
     cost_stage st;
@@ -70,16 +75,19 @@ static void test_time(void) {
     st.i_s = 2;
     st.w_s = 3;
     st.b_s = 5;
-    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_I, 1), 2.0, 1e-15);  /* stage 0: I cold */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_I, 1), 1.0, 1e-15);  /* stage 0: I hot */
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_W, 1), 2.4, 1e-15);  /* W hot */
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_I, 2), 1.0, 1e-15);  /* stage 1: I hot */
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_W, 2), 3.0, 1e-15);  /* W cold */
-    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_B, 2), 1.0 + 2.4, 1e-15);
-    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_B, 2), 5.0, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_B, 2), 1.0 + 2.4, 1e-15); /* both parts */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&c, &st, 0, SCHED_B, 2), 5.0, 1e-15);  /* cold: unchanged */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&c, &st, 0, SCHED_I, 2), 2.0, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_F, 2), 1.0, 1e-15);
     CU_ASSERT_EQUAL(sim_reuse_flags(&r, 1, 6), sim_reuse_flags(&r, 1, 2)); /* modulo the schedule's */
     sim_reuse_free(&r);
+    sim_reuse_free(&c);
     sched_free(s);
+    sched_free(g);
 }
 
 /* Runs 1F1B (2 ranks, m = 4, one layer per stage: F 1 s, B 2 s) over the adapter with the term's
