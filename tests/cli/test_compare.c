@@ -1,6 +1,7 @@
 /* test_compare.c: `pipelab compare --actions` on a traced `pipelab run`: the SEND/RECV row is the
  * rank's span outside its compute and all-reduces on both timelines, and the per-class summary
- * averages the rows it printed; the run's predicted peak memory is its measured one. */
+ * averages the rows it printed; the run's predicted peak memory is its measured one; the
+ * prediction without the reuse-distance term is stored beside it under TAG-noterms. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,8 +48,8 @@ static void test_actions_comm_rows(void) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "'%s' run --kind 1f1b --ranks 2 --microbatches 4 --model mlp:width=32,depth=4,microbatch=4 --timed 3 "
-             "--profile-timing between --profile-reps 4 --trace --oversubscribe --db %s/c.db --format csv >/dev/null 2>&1 && "
-             "'%s' compare --db %s/c.db --actions 2>&1",
+             "--profile-timing between --profile-reps 4 --trace --oversubscribe --tag cmp --db %s/c.db --format csv >/dev/null 2>&1 "
+             "&& '%s' compare --db %s/c.db --tag cmp --actions 2>&1",
              PIPELAB_BIN, dir, PIPELAB_BIN, dir);
     char *out = NULL;
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
@@ -77,6 +78,11 @@ static void test_actions_comm_rows(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(row);
     const char *last = strrchr(out, ',');
     CU_ASSERT(last && fabs(atof(last + 1)) == 0.0);
+    free(out);
+    /* the prediction without the reuse-distance term, stored beside under cmp-noterms */
+    snprintf(cmd, sizeof cmd, "'%s' compare --db %s/c.db --measured-tag cmp --sim-tag cmp-noterms --actions 2>&1", PIPELAB_BIN, dir);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT(out && strstr(out, "\n1 pair;") != NULL && strstr(out, "per class over all pairs") != NULL);
     free(out);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CU_ASSERT_EQUAL(system(cmd), 0);

@@ -775,16 +775,49 @@ static void test_profile_between(void) {
         const exec_layer_profile *all = &prof.between_profile[0], *w0 = &prof.between_profile[1], *w1 = &prof.between_profile[2];
         CU_ASSERT_EQUAL(all->concurrency, 2);
         CU_ASSERT_EQUAL(all->param_bytes, 4 * (2 * 32 * 64 + 64 + 32));
-        double a[4] = {all->f_s, all->i_s, all->w_s, all->step_s}, x0[4] = {w0->f_s, w0->i_s, w0->w_s, w0->step_s},
-               x1[4] = {w1->f_s, w1->i_s, w1->w_s, w1->step_s};
-        for (int k = 0; k < 4; k++) {
+        /* F, I, W, STEP, and I and W at reuse distance 0 */
+        double a[6] = {all->f_s, all->i_s, all->w_s, all->step_s, all->i_hot_s, all->w_hot_s},
+               x0[6] = {w0->f_s, w0->i_s, w0->w_s, w0->step_s, w0->i_hot_s, w0->w_hot_s},
+               x1[6] = {w1->f_s, w1->i_s, w1->w_s, w1->step_s, w1->i_hot_s, w1->w_hot_s};
+        for (int k = 0; k < 6; k++) {
             CU_ASSERT(x0[k] > 0 && x1[k] > 0);
             CU_ASSERT(a[k] >= fmin(x0[k], x1[k]) && a[k] <= fmax(x0[k], x1[k]));
         }
+        /* the CSV's worker lines carry them, and the prediction reads back their ratios */
+        pl_buf csv;
+        pl_buf_init(&csv);
+        CU_ASSERT_EQUAL(exec_profile_csv_between(s, &c, &prof, &csv, &e), PL_OK);
+        double ri[2], rw[2];
+        CU_ASSERT_EQUAL(exec_profile_worker_reuse(csv.data, csv.len, 2, ri, rw), 0);
+        CU_ASSERT_DOUBLE_EQUAL(ri[1], w1->i_hot_s / w1->i_s, 1e-6 * ri[1]); /* 9 significant digits */
+        CU_ASSERT_DOUBLE_EQUAL(rw[0], w0->w_hot_s / w0->w_s, 1e-6 * rw[0]);
+        CU_ASSERT_EQUAL(exec_profile_worker_reuse(csv.data, csv.len, 3, ri, rw), -1); /* a worker missing */
+        pl_buf_free(&csv);
         exec_result_free(&plain);
         exec_result_free(&prof);
         sched_free(s);
     }
+}
+
+/* A worker line without the reuse-distance times (a profile written before they existed) still
+ * gives its STEP, and no ratios: the term is then off. */
+static void test_profile_reuse_lines(void) {
+    const char *old = "# pipelab-exec worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4 bwd_in0_s=1\n"
+                      "# pipelab-exec worker=1 core=1 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=5 bwd_in0_s=1\n";
+    const char *hot = "# pipelab-exec worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4 bwd_in0_s=1 bwd_in_hot_s=1 "
+                      "bwd_w_hot_s=2.4\n"
+                      "# pipelab-exec worker=1 core=1 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=5 bwd_in0_s=1 bwd_in_hot_s=1.5 "
+                      "bwd_w_hot_s=3\n";
+    double st[2], ri[2], rw[2];
+    CU_ASSERT_EQUAL(exec_profile_worker_steps(old, strlen(old), 2, st), 0);
+    CU_ASSERT_DOUBLE_EQUAL(st[1], 5.0, 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_reuse(old, strlen(old), 2, ri, rw), -1);
+    CU_ASSERT_EQUAL(exec_profile_worker_steps(hot, strlen(hot), 2, st), 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_reuse(hot, strlen(hot), 2, ri, rw), 0);
+    CU_ASSERT_DOUBLE_EQUAL(ri[0], 0.5, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(rw[0], 0.8, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(ri[1], 0.75, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(rw[1], 1.0, 1e-15);
 }
 
 /* A run whose least memory exceeds the limit is refused before it allocates, naming what it
@@ -831,6 +864,7 @@ void pl_test_register(void) {
         {"recomputation gives identical weights", test_recompute_identical},
         {"profile one block", test_profile},
         {"profile between the passes: same training, each worker's times", test_profile_between},
+        {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
         {"a model that does not fit is refused up front", test_memory_refused_up_front},
         {NULL, NULL}};
     static const pl_test_case sched_cases[] = {
