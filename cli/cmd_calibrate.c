@@ -129,13 +129,13 @@ static double stage_flops(const cost_model *m, int a, int b, const char *kind, d
  * an even split into its stages; NULL and e on error. */
 static cost_partition *run_partition(const opts *o, const cost_model *m, int stages, pl_err *e) {
     if (!o->partition) return cost_partition_even(m->n, stages, e);
-    cost_plan p;
     cost_partition *part = NULL;
-    int rc = cost_partition_read(o->partition, &p, e);
-    if (rc == PL_OK && p.layers != m->n)
-        rc = pl_errf(e, PL_EINPUT, "%s: the partition covers %d layers but the model has %d", o->partition, p.layers, m->n);
-    if (rc == PL_OK && !(part = cost_plan_to_partition(&p))) pl_errf(e, PL_ENOMEM, "out of memory");
-    cost_plan_free(&p);
+    if (cost_partition_read(o->partition, &part, e) == PL_OK && cost_partition_layers(part) != m->n) {
+        pl_errf(e, PL_EINPUT, "%s: the partition covers %d layers but the model has %d", o->partition,
+                cost_partition_layers(part), m->n);
+        cost_partition_free(part);
+        part = NULL;
+    }
     return part;
 }
 

@@ -166,14 +166,16 @@ static cost_model *load_model(const opts *o, pl_err *e) {
 }
 
 /* Appends the plan as a table, CSV (one row per stage) or JSON. */
-static void render(const cost_plan *p, const cost_hw *hw, const char *format, pl_buf *b) {
+static void render(const cost_partition *p, const cost_hw *hw, const char *format, pl_buf *b) {
+    const cost_partition_pred *pr = p->pred;
+    int layers = cost_partition_layers(p), workers = cost_partition_workers(p);
     if (strcmp(format, "csv") == 0) {
         pl_buf_puts(b, "stage,first_layer,last_layer,replicas,first_worker,compute_s,allreduce_s,time_s,transfer_in_s,"
                        "inflight,param_bytes,stash_bytes,mem_bytes,servers,server_stage\n");
-        for (int s = 0; s < p->nstages; s++) {
-            const cost_plan_stage *st = &p->stage[s];
-            pl_buf_printf(b, "%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%d,%.0f,%.0f,%.0f,%d,%d\n", s, st->first_layer,
-                          st->last_layer, st->replicas, st->first_worker, st->compute_s, st->allreduce_s, st->time_s,
+        for (int s = 0; s < p->stages; s++) {
+            const cost_stage_pred *st = &pr->stage[s];
+            pl_buf_printf(b, "%d,%d,%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%d,%.0f,%.0f,%.0f,%d,%d\n", s, p->bound[s],
+                          p->bound[s + 1] - 1, p->replicas[s], st->first_worker, st->compute_s, st->allreduce_s, st->time_s,
                           st->transfer_in_s, st->inflight, st->param_bytes, st->stash_bytes, st->mem_bytes, st->servers,
                           st->servers ? st->server_stage : -1);
         }
@@ -187,63 +189,63 @@ static void render(const cost_plan *p, const cost_hw *hw, const char *format, pl
         pl_buf_puts(b, ",\"hardware\":");
         pl_buf_json_string(b, p->hardware);
         pl_buf_puts(b, ",\"hierarchy\":");
-        pl_buf_json_string(b, p->hierarchy);
+        pl_buf_json_string(b, pr->hierarchy);
         pl_buf_puts(b, ",\"config\":\"");
         cost_plan_config(p, b);
         pl_buf_puts(b, "\",\"hierarchy_config\":\"");
         cost_plan_hier_config(p, b);
-        pl_buf_printf(b, "\",\"hierarchy_time_s\":%.9g,\"hierarchy_consecutive\":%s,", p->hier_time_s,
+        pl_buf_printf(b, "\",\"hierarchy_time_s\":%.9g,\"hierarchy_consecutive\":%s,", pr->hier_time_s,
                       cost_plan_hier_consecutive(p) ? "true" : "false");
         pl_buf_printf(b, "\"layers\":%d,\"workers\":%d,\"noam\":%d,\"bottleneck_s\":%.9g,\"one_worker_s\":%.9g,"
                          "\"data_parallel_s\":%.9g,\"speedup_vs_one\":%.6g,\"speedup_vs_dp\":%.6g,\"peak_mem_bytes\":%.0f,"
                          "\"stages\":[",
-                      p->layers, p->workers, p->noam, p->bottleneck_s, p->one_worker_s, p->data_parallel_s,
-                      p->speedup_vs_one, p->speedup_vs_dp, p->peak_mem_bytes);
-        for (int s = 0; s < p->nstages; s++) {
-            const cost_plan_stage *st = &p->stage[s];
+                      layers, workers, cost_partition_noam(p), pr->bottleneck_s, pr->one_worker_s, pr->data_parallel_s,
+                      pr->speedup_vs_one, pr->speedup_vs_dp, pr->peak_mem_bytes);
+        for (int s = 0; s < p->stages; s++) {
+            const cost_stage_pred *st = &pr->stage[s];
             pl_buf_printf(b, "%s{\"first_layer\":%d,\"last_layer\":%d,\"replicas\":%d,\"first_worker\":%d,"
                              "\"compute_s\":%.9g,\"allreduce_s\":%.9g,\"time_s\":%.9g,\"transfer_in_s\":%.9g,"
                              "\"inflight\":%d,\"mem_bytes\":%.0f}",
-                          s ? "," : "", st->first_layer, st->last_layer, st->replicas, st->first_worker, st->compute_s,
+                          s ? "," : "", p->bound[s], p->bound[s + 1] - 1, p->replicas[s], st->first_worker, st->compute_s,
                           st->allreduce_s, st->time_s, st->transfer_in_s, st->inflight, st->mem_bytes);
         }
         pl_buf_puts(b, "]}\n");
         return;
     }
     pl_buf_printf(b, "model %s (%d layers), hardware %s (%d x %d devices), method %s%s%s, %d workers\n",
-                  p->model[0] ? p->model : "-", p->layers, p->hardware[0] ? p->hardware : "-", hw->nodes,
-                  hw->devices_per_node, p->method, p->hierarchy[0] ? ", hierarchy " : "", p->hierarchy, p->workers);
+                  p->model[0] ? p->model : "-", layers, p->hardware[0] ? p->hardware : "-", hw->nodes,
+                  hw->devices_per_node, p->method, pr->hierarchy[0] ? ", hierarchy " : "", pr->hierarchy, workers);
     pl_buf_puts(b, "config ");
     cost_plan_config(p, b);
-    pl_buf_printf(b, "   NOAM %d   predicted %.6g ms per minibatch   peak memory %.3f GiB\n", p->noam,
-                  p->bottleneck_s * 1e3, p->peak_mem_bytes / 1073741824.0);
-    if (strcmp(p->hierarchy, "pipedream") == 0) {
+    pl_buf_printf(b, "   NOAM %d   predicted %.6g ms per minibatch   peak memory %.3f GiB\n", cost_partition_noam(p),
+                  pr->bottleneck_s * 1e3, pr->peak_mem_bytes / 1073741824.0);
+    if (strcmp(pr->hierarchy, "pipedream") == 0) {
         pl_buf_puts(b, "pipedream config ");
         cost_plan_hier_config(p, b);
         pl_buf_printf(b, "   time per stage %.6g ms (PipeDream's level-by-level cost model; the predicted time above "
-                         "rates the same stages as the exact hierarchy does)\n", p->hier_time_s * 1e3);
+                         "rates the same stages as the exact hierarchy does)\n", pr->hier_time_s * 1e3);
         if (!cost_plan_hier_consecutive(p))
             pl_buf_puts(b, "note: PipeDream runs each server-level stage's pipeline on every one of its servers; the "
                            "flat form above (partition file, simulate) gives each stage consecutive devices instead\n");
     }
     pl_buf_printf(b, "throughput %.3gx one worker (%.6g ms), %.3gx data parallelism over %d workers (%.6g ms)\n\n",
-                  p->speedup_vs_one, p->one_worker_s * 1e3, p->speedup_vs_dp, p->workers, p->data_parallel_s * 1e3);
+                  pr->speedup_vs_one, pr->one_worker_s * 1e3, pr->speedup_vs_dp, workers, pr->data_parallel_s * 1e3);
     pl_buf_printf(b, "%-5s %-11s %8s %-11s %12s %12s %12s %12s %8s %10s\n", "stage", "layers", "replicas", "workers",
                   "compute_ms", "allreduce_ms", "time_ms", "xfer_in_ms", "inflight", "mem_GiB");
-    for (int s = 0; s < p->nstages; s++) {
-        const cost_plan_stage *st = &p->stage[s];
+    for (int s = 0; s < p->stages; s++) {
+        const cost_stage_pred *st = &pr->stage[s];
         char lay[32], wk[32];
-        snprintf(lay, sizeof lay, "%d-%d", st->first_layer, st->last_layer);
-        snprintf(wk, sizeof wk, "%d-%d", st->first_worker, st->first_worker + st->replicas - 1);
-        pl_buf_printf(b, "%-5d %-11s %8d %-11s %12.6g %12.6g %12.6g %12.6g %8d %10.3f\n", s, lay, st->replicas, wk,
+        snprintf(lay, sizeof lay, "%d-%d", p->bound[s], p->bound[s + 1] - 1);
+        snprintf(wk, sizeof wk, "%d-%d", st->first_worker, st->first_worker + p->replicas[s] - 1);
+        pl_buf_printf(b, "%-5d %-11s %8d %-11s %12.6g %12.6g %12.6g %12.6g %8d %10.3f\n", s, lay, p->replicas[s], wk,
                       st->compute_s * 1e3, st->allreduce_s * 1e3, st->time_s * 1e3, st->transfer_in_s * 1e3, st->inflight,
                       st->mem_bytes / 1073741824.0);
     }
 }
 
 /* Plans model m on hw with the options' method (capacity cap bytes, 0 = none); returns PL_OK
- * and *p, or the library's error in e. */
-static int make_plan(const opts *o, const cost_model *m, const cost_hw *hw, double cap, cost_plan *p, pl_err *e) {
+ * and *p (predictions attached), or the library's error in e. */
+static int make_plan(const opts *o, const cost_model *m, const cost_hw *hw, double cap, cost_partition **p, pl_err *e) {
     cost_opts co;
     cost_opts_init(&co, m);
     if (o->microbatch) co.microbatch_size = o->microbatch;
@@ -260,7 +262,10 @@ static int make_plan(const opts *o, const cost_model *m, const cost_hw *hw, doub
         rc = cost_plan_balance(y, m->n, &bo, p, e);
         /* The split balances compute only; the predictions add the machine's transfers and the
          * data-parallel baseline's all-reduce. */
-        if (rc == PL_OK && (rc = cost_plan_evaluate(p, y, m->n, &t, ar, &bo, e)) != PL_OK) cost_plan_free(p);
+        if (rc == PL_OK && (rc = cost_plan_evaluate(*p, y, m->n, &t, ar, &bo, e)) != PL_OK) {
+            cost_partition_free(*p);
+            *p = NULL;
+        }
     } else {
         cost_pipedream_opts po = {.workers = o->workers, .capacity_bytes = cap, .straight = o->straight,
                                   .allreduce = ar};
@@ -306,35 +311,35 @@ static int run(const opts *o) {
     }
     cost_model *m = load_model(o, &e);
     if (!m) return cli_fail(&e);
-    cost_plan p;
+    cost_partition *p = NULL;
     int rc = make_plan(o, m, &hw, cap, &p, &e);
     if (rc != PL_OK) {
         cost_model_free(m);
         return cli_fail(&e);
     }
-    snprintf(p.model, sizeof p.model, "%s", m->name);
-    snprintf(p.hardware, sizeof p.hardware, "%s", hw.name);
+    snprintf(p->model, sizeof p->model, "%s", m->name);
+    snprintf(p->hardware, sizeof p->hardware, "%s", hw.name);
     cost_model_free(m);
     pl_buf out;
     pl_buf_init(&out);
-    render(&p, &hw, o->format, &out);
+    render(p, &hw, o->format, &out);
     rc = cli_write_output(NULL, &out);
     /* no --capacity: the plan is free to exceed a device (PipeDream's planner ignores memory);
      * say so when it does, rather than print a configuration that cannot run */
-    if (rc == CLI_OK && !o->capacity && hw.memory_bytes > 0 && p.peak_mem_bytes > hw.memory_bytes)
+    if (rc == CLI_OK && !o->capacity && hw.memory_bytes > 0 && p->pred->peak_mem_bytes > hw.memory_bytes)
         fprintf(stderr, "pipelab partition: note: this configuration needs %.1f GiB on its fullest device, more than "
                         "the %.1f GiB of a %s device; %s--capacity device plans within it\n",
-                p.peak_mem_bytes / 1073741824.0, hw.memory_bytes / 1073741824.0, hw.name,
-                strcmp(p.hierarchy, "pipedream") == 0 ? "--hierarchy exact " : "");
+                p->pred->peak_mem_bytes / 1073741824.0, hw.memory_bytes / 1073741824.0, hw.name,
+                strcmp(p->pred->hierarchy, "pipedream") == 0 ? "--hierarchy exact " : "");
     if (rc == CLI_OK && o->output) {
         pl_buf f;
         pl_buf_init(&f);
-        cost_partition_write(&p, &f);
+        cost_partition_write(p, &f);
         rc = cli_write_output(o->output, &f);
         pl_buf_free(&f);
     }
     pl_buf_free(&out);
-    cost_plan_free(&p);
+    cost_partition_free(p);
     return rc;
 }
 

@@ -404,18 +404,65 @@ int cost_schedule_memory(const sched *s, const cost_stage *stages, const cost_mo
 
 /* ================================================================ partitions
  *
- * A partition: stage s holds layers [bound[s], bound[s + 1]), replicated replicas[s] ways.
+ * THE partition type, used by the planner, the partition file, the simulator and the executor:
+ * stage s holds layers [bound[s], bound[s + 1]), replicated replicas[s] ways on consecutive
+ * workers. Provenance (method, model, hardware) says where it came from; pred, when not NULL, is
+ * what the planner predicts for it (cost_plan_*; a partition file keeps the stage times only).
  * (Partitioners and the partition file format live in partition*.c; their declarations go in
  * the section below, owned by the partition code.) */
+
+/* What the planner predicts for one stage, and where it placed it. */
+typedef struct cost_stage_pred {
+    int first_worker;     /* workers first_worker .. first_worker + replicas - 1 */
+    int servers;          /* hierarchy pipedream on two levels: servers the server-level stage
+                             holding this stage is replicated on (replicas / servers devices of
+                             each); 0 for any other plan */
+    int server_stage;     /* that server-level stage's index (when servers > 0) */
+    double compute_s;     /* compute of one minibatch on one replica (sum of layer time_s) */
+    double allreduce_s;   /* weight synchronization of one round, seconds (0 if replicas 1) */
+    double time_s;        /* (compute_s + allreduce_s) / replicas: per-minibatch stage time */
+    double transfer_in_s; /* boundary transfer time charged to the input side (0 for stage 0) */
+    double param_bytes, stash_bytes;
+    int inflight;         /* minibatches in flight on one replica (stashed versions) */
+    double mem_bytes;     /* per-device memory: see cost_plan_pipedream / _balance */
+} cost_stage_pred;
+
+/* The planner's predictions for a whole partition; stage[] has one entry per stage. */
+typedef struct cost_partition_pred {
+    double bottleneck_s;    /* predicted time per minibatch: max over stage times and transfers */
+    double one_worker_s;    /* whole model on one worker, no communication */
+    double data_parallel_s; /* all workers replicate the whole model (same all-reduce model) */
+    double speedup_vs_one;  /* one_worker_s / bottleneck_s */
+    double speedup_vs_dp;   /* data_parallel_s / bottleneck_s */
+    double peak_mem_bytes;  /* max over stages of mem_bytes */
+    char hierarchy[16];     /* method pipedream: "exact" or "pipedream" (cost_hierarchy); else "" */
+    double hier_time_s;     /* hierarchy pipedream: time per stage under PipeDream's level-by-level
+                               rules (partition_hier.c); bottleneck_s rates the same stages with
+                               the flat cost model */
+    cost_stage_pred stage[]; /* [stages] */
+} cost_partition_pred;
+
 typedef struct cost_partition {
     int stages;
     int *bound;     /* [stages + 1]: bound[0] = 0, bound[stages] = n, strictly increasing */
     int *replicas;  /* [stages], each >= 1 */
+    char method[32];    /* "pipedream", "balance", "manual", or what a file said; "" when none */
+    char model[128];    /* provenance: model name (may be "") */
+    char hardware[128]; /* provenance: hardware name (may be "") */
+    cost_partition_pred *pred; /* NULL: no predictions attached */
 } cost_partition;
 
-/* Allocates a partition of `stages` stages (bounds 0, replicas 1). NULL on ENOMEM. */
+/* Allocates a partition of `stages` stages (bounds 0, replicas 1, no predictions). NULL on ENOMEM. */
 cost_partition *cost_partition_new(int stages);
+/* Frees the partition and its predictions. */
 void cost_partition_free(cost_partition *p);
+/* Attaches a zeroed prediction block (replacing any); returns it, or NULL on ENOMEM. */
+cost_partition_pred *cost_partition_attach_pred(cost_partition *p);
+/* Layers covered (bound[stages]), workers used (sum of replicas), and PipeDream's NOAM
+ * (ceil(workers / replicas of stage 0)). */
+int cost_partition_layers(const cost_partition *p);
+int cost_partition_workers(const cost_partition *p);
+int cost_partition_noam(const cost_partition *p);
 /* Even split of n layers into stages (the first n % stages stages get one more layer). */
 cost_partition *cost_partition_even(int n, int stages, pl_err *e);
 /* Parses "0,4,8,12" (bounds, n + 1 values ending in n) or "4,4,4" with a leading '=' for sizes
@@ -526,46 +573,6 @@ typedef enum cost_allreduce_model {
     COST_ALLREDUCE_PIPEDREAM = 1  /* PipeDream's optimizer code: 4(m-1)|w| / (m B) */
 } cost_allreduce_model;
 
-/* One stage of a partition: a contiguous range of layers on `replicas` consecutive workers. */
-typedef struct cost_plan_stage {
-    int first_layer, last_layer; /* inclusive layer indices */
-    int replicas;                /* data-parallel replicas of this stage (1 = not replicated) */
-    int first_worker;            /* workers first_worker .. first_worker + replicas - 1 */
-    double compute_s;            /* compute of one minibatch on one replica (sum of layer time_s) */
-    double allreduce_s;          /* weight synchronization of one round, seconds (0 if replicas 1) */
-    double time_s;               /* (compute_s + allreduce_s) / replicas: per-minibatch stage time */
-    double transfer_in_s;        /* boundary transfer time charged to the input side (0 for stage 0) */
-    double param_bytes, stash_bytes;
-    int inflight;                /* minibatches in flight on one replica (stashed versions) */
-    double mem_bytes;            /* per-device memory: see cost_plan_pipedream / _balance */
-    int servers;                 /* hierarchy pipedream on two levels: servers the server-level stage
-                                    holding this stage is replicated on (replicas / servers devices
-                                    of each); 0 for any other plan */
-    int server_stage;            /* that server-level stage's index (when servers > 0) */
-} cost_plan_stage;
-
-/* A partition: stages in order, with provenance and predictions. Owns `stage`. */
-typedef struct cost_plan {
-    char method[32];      /* "pipedream", "balance", or what a file said */
-    char model[128];      /* provenance: model name (may be "") */
-    char hardware[128];   /* provenance: hardware name (may be "") */
-    int layers;           /* layers of the model */
-    int workers;          /* sum of replicas */
-    int nstages;
-    cost_plan_stage *stage;
-    double bottleneck_s;  /* predicted time per minibatch: max over stage times and transfers */
-    double one_worker_s;  /* whole model on one worker, no communication */
-    double data_parallel_s; /* all workers replicate the whole model (same all-reduce model) */
-    double speedup_vs_one;  /* one_worker_s / bottleneck_s */
-    double speedup_vs_dp;   /* data_parallel_s / bottleneck_s */
-    int noam;             /* ceil(workers / replicas of stage 0) */
-    double peak_mem_bytes; /* max over stages of mem_bytes */
-    char hierarchy[16];   /* method pipedream: "exact" or "pipedream" (cost_hierarchy); else "" */
-    double hier_time_s;   /* hierarchy pipedream: time per stage under PipeDream's level-by-level
-                             rules (partition_hier.c); bottleneck_s rates the same stages with the
-                             flat cost model above */
-} cost_plan;
-
 /* How PipeDream's planner searches a two-level topology. */
 typedef enum cost_hierarchy {
     COST_HIERARCHY_EXACT = 0,    /* one exact program over all workers (stages on consecutive workers) */
@@ -610,24 +617,25 @@ typedef struct cost_balance_opts {
  * COST_HIERARCHY_PIPEDREAM it plans level by level instead (partition_hier.c): the stages come in
  * flat form with servers / server_stage set, hier_time_s is PipeDream's time per stage, and the
  * predictions above rate the same stages.
- * Returns PL_OK and *out (free with cost_plan_free), or PL_EINPUT saying why nothing fits. */
+ * Returns PL_OK and *out (its predictions attached; free with cost_partition_free), or PL_EINPUT
+ * saying why nothing fits. */
 int cost_plan_pipedream(const cost_part_layer *layers, int nlayers, const cost_part_topo *topo,
-                             const cost_pipedream_opts *o, cost_plan *out, pl_err *e);
+                        const cost_pipedream_opts *o, cost_partition **out, pl_err *e);
 
 /* Exact contiguous split of the layers into o->stages stages (one worker each) minimizing the
  * largest stage compute time (or, with by_memory, the largest stage memory), under the capacity.
  * Stage memory: params x weight_versions + stash x inflight. Ties: the lexicographically smallest
  * list of stage boundaries. O(L^2 p). Returns PL_OK and *out, or PL_EINPUT when nothing fits. */
 int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_balance_opts *o,
-                           cost_plan *out, pl_err *e);
+                      cost_partition **out, pl_err *e);
 
-/* Fills the predictions of a partition whose stages carry first/last layer and replicas (workers
- * assigned in order), with the planner's cost model; topo NULL = one server, infinite links. For
- * method "balance" the memory uses the balance formula with o_balance (may be NULL).
- * Returns PL_OK or PL_EINPUT when the stages do not cover the layers contiguously. */
-int cost_plan_evaluate(cost_plan *p, const cost_part_layer *layers, int nlayers,
-                            const cost_part_topo *topo, cost_allreduce_model ar,
-                            const cost_balance_opts *o_balance, pl_err *e);
+/* Attaches (or refills) the predictions of a partition (workers assigned in order) with the
+ * planner's cost model; topo NULL = one server, infinite links. For method "balance" the memory
+ * uses the balance formula with o_balance (may be NULL); placement the planner chose (servers,
+ * server_stage) is kept. Returns PL_OK or PL_EINPUT when the stages do not cover the layers. */
+int cost_plan_evaluate(cost_partition *p, const cost_part_layer *layers, int nlayers,
+                       const cost_part_topo *topo, cost_allreduce_model ar,
+                       const cost_balance_opts *o_balance, pl_err *e);
 
 /* All-reduce time of bytes over r replicas on a link (bandwidth bw_Bps, latency lat_s) under the
  * planner's model m: cost_ring_allreduce_s or cost_pipedream_allreduce_s (cost_comm.c). */
@@ -641,26 +649,23 @@ int cost_part_layers_from_model(const cost_model *m, const cost_hw *hw, const co
                                 cost_part_layer **out, pl_err *e);
 /* Fills t with the topology and links of hw. */
 void cost_part_topo_from_hw(const cost_hw *hw, cost_part_topo *t);
-/* Converts a plan to the simulator's cost_partition (bounds and replicas); NULL on ENOMEM. */
-cost_partition *cost_plan_to_partition(const cost_plan *p);
 
 /* "15-1": replicas per stage joined by '-', appended to b. */
-void cost_plan_config(const cost_plan *p, pl_buf *b);
+void cost_plan_config(const cost_partition *p, pl_buf *b);
 /* PipeDream's notation of a two-level plan, "3x(4) ; 1x(2-1-1)" (servers x (the pipeline on each
  * server's devices), per server-level stage), appended to b; cost_plan_config's for other plans. */
-void cost_plan_hier_config(const cost_plan *p, pl_buf *b);
+void cost_plan_hier_config(const cost_partition *p, pl_buf *b);
 /* Returns 1 when giving each stage consecutive workers (the flat form: partition files, the
  * simulator) places a plan as PipeDream does, 0 when a server-level stage on several servers runs
  * a pipeline of several stages on each (4x(3-1): stage 0 on devices 0-2 of every server). */
-int cost_plan_hier_consecutive(const cost_plan *p);
-/* Frees the stages and zeroes p. */
-void cost_plan_free(cost_plan *p);
+int cost_plan_hier_consecutive(const cost_partition *p);
 
 /* Partition file ("pipelab-partition 1"; README). The writer appends text to b; the reader
- * returns PL_OK and *out, or PL_EINPUT with "path:line: what". */
-void cost_partition_write(const cost_plan *p, pl_buf *b);
-int cost_partition_parse_text(const char *text, const char *path, cost_plan *out, pl_err *e);
-int cost_partition_read(const char *path, cost_plan *out, pl_err *e);
+ * returns PL_OK and *out (predictions attached: the stage times the file gives, 0 where it gives
+ * none, and their maximum as bottleneck_s), or PL_EINPUT with "path:line: what". */
+void cost_partition_write(const cost_partition *p, pl_buf *b);
+int cost_partition_parse_text(const char *text, const char *path, cost_partition **out, pl_err *e);
+int cost_partition_read(const char *path, cost_partition **out, pl_err *e);
 
 /* ---- calibration */
 

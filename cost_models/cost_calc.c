@@ -307,7 +307,24 @@ void cost_partition_free(cost_partition *p) {
     if (!p) return;
     free(p->bound);
     free(p->replicas);
+    free(p->pred);
     free(p);
+}
+
+cost_partition_pred *cost_partition_attach_pred(cost_partition *p) {
+    cost_partition_pred *d = calloc(1, sizeof *d + (size_t)p->stages * sizeof d->stage[0]);
+    if (!d) return NULL;
+    free(p->pred);
+    p->pred = d;
+    return d;
+}
+
+int cost_partition_layers(const cost_partition *p) { return p->bound[p->stages]; }
+
+int cost_partition_workers(const cost_partition *p) {
+    int w = 0;
+    for (int s = 0; s < p->stages; s++) w += p->replicas[s];
+    return w;
 }
 
 /* Returns PL_OK when bounds go 0 = b0 < b1 < ... < b_stages = n and replicas are >= 1. */

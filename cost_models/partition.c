@@ -1,4 +1,4 @@
-/* partition.c: PipeDream's planner, GPipe-style balancing, and the partition file format.
+/* partition.c: PipeDream's planner and GPipe-style balancing (the partition file: partition_file.c).
  *
  * The planner's cost model (PipeDream's optimizer, msr-fiddle/pipedream
  * optimizer/optimizer_graph_hierarchical.py, generalized to a flat placement of consecutive
@@ -25,7 +25,6 @@
  *    the stage's first to the end / r) (PipeDream's --use_memory_constraint counts
  *    ceil(workers after the stage / r) instead).
  */
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,40 +132,46 @@ int cost_pctx_init(cost_pctx *c, const cost_part_layer *layers, int nlayers, int
     return PL_OK;
 }
 
-void cost_plan_free(cost_plan *p) {
-    if (!p) return;
-    free(p->stage);
-    memset(p, 0, sizeof *p);
+int cost_partition_noam(const cost_partition *p) {
+    return cost_part_ceil_div(cost_partition_workers(p), p->replicas[0]);
 }
 
-void cost_plan_config(const cost_plan *p, pl_buf *b) {
-    for (int s = 0; s < p->nstages; s++) pl_buf_printf(b, "%s%d", s ? "-" : "", p->stage[s].replicas);
+void cost_plan_config(const cost_partition *p, pl_buf *b) {
+    for (int s = 0; s < p->stages; s++) pl_buf_printf(b, "%s%d", s ? "-" : "", p->replicas[s]);
 }
 
-/* Fills the predictions of p from the context (pipedream rule, or balance rule when bo != NULL).
- * Returns PL_OK or PL_EINPUT when the stages are not a contiguous cover. */
-int cost_pctx_fill(cost_plan *p, const cost_pctx *c, const cost_balance_opts *bo, pl_err *e) {
-    if (p->nstages < 1 || !p->stage) return pl_errf(e, PL_EINPUT, "partition: no stages");
+/* Checks that p's stages cover c's layers contiguously on c's workers; returns PL_OK or PL_EINPUT. */
+static int check_cover(const cost_partition *p, const cost_pctx *c, pl_err *e) {
+    if (p->stages < 1) return pl_errf(e, PL_EINPUT, "partition: no stages");
     int next = 0, a = 0;
-    for (int s = 0; s < p->nstages; s++) {
-        cost_plan_stage *st = &p->stage[s];
-        if (st->first_layer != next || st->last_layer < st->first_layer || st->last_layer >= c->L)
+    for (int s = 0; s < p->stages; s++) {
+        int first = p->bound[s], last = p->bound[s + 1] - 1;
+        if (first != next || last < first || last >= c->L)
             return pl_errf(e, PL_EINPUT, "partition: stage %d covers layers %d-%d but should start at layer %d and end before %d",
-                           s, st->first_layer, st->last_layer, next, c->L);
-        if (st->replicas < 1) return pl_errf(e, PL_EINPUT, "partition: stage %d has %d replicas", s, st->replicas);
-        next = st->last_layer + 1;
-        a += st->replicas;
+                           s, first, last, next, c->L);
+        if (p->replicas[s] < 1) return pl_errf(e, PL_EINPUT, "partition: stage %d has %d replicas", s, p->replicas[s]);
+        next = last + 1;
+        a += p->replicas[s];
     }
     if (next != c->L) return pl_errf(e, PL_EINPUT, "partition: the stages cover layers 0-%d of %d", next - 1, c->L);
     if (a != c->W) return pl_errf(e, PL_EINPUT, "partition: the stages use %d workers, not %d", a, c->W);
-    p->layers = c->L;
-    p->workers = c->W;
-    p->bottleneck_s = 0;
-    p->peak_mem_bytes = 0;
-    a = 0;
-    for (int s = 0; s < p->nstages; s++) {
-        cost_plan_stage *st = &p->stage[s];
-        int i = st->first_layer, j = st->last_layer + 1, r = st->replicas;
+    return PL_OK;
+}
+
+/* Fills the predictions of p from the context (pipedream rule, or balance rule when bo != NULL),
+ * attaching a block when p has none. Returns PL_OK, PL_EINPUT when the stages are not a
+ * contiguous cover, or PL_ENOMEM. */
+int cost_pctx_fill(cost_partition *p, const cost_pctx *c, const cost_balance_opts *bo, pl_err *e) {
+    int rc = check_cover(p, c, e);
+    if (rc != PL_OK) return rc;
+    if (!p->pred && !cost_partition_attach_pred(p)) return pl_errf(e, PL_ENOMEM, "partition: out of memory");
+    cost_partition_pred *pr = p->pred;
+    pr->bottleneck_s = 0;
+    pr->peak_mem_bytes = 0;
+    int a = 0;
+    for (int s = 0; s < p->stages; s++) {
+        cost_stage_pred *st = &pr->stage[s];
+        int i = p->bound[s], j = p->bound[s + 1], r = p->replicas[s];
         st->first_worker = a;
         st->compute_s = c->T[j] - c->T[i];
         st->allreduce_s = stage_allreduce_s(c, i, j, a, r);
@@ -175,38 +180,37 @@ int cost_pctx_fill(cost_plan *p, const cost_pctx *c, const cost_balance_opts *bo
         st->stash_bytes = c->S[j] - c->S[i];
         if (bo) {
             int v = bo->weight_versions > 0 ? bo->weight_versions : 1;
-            st->inflight = bo->inflight > 0 ? bo->inflight : p->nstages - s;
+            st->inflight = bo->inflight > 0 ? bo->inflight : p->stages - s;
             st->mem_bytes = st->param_bytes * v + st->stash_bytes * st->inflight;
         } else {
             st->inflight = stage_inflight(c, a, r);
             st->mem_bytes = stage_mem_bytes(c, i, j, a, r);
         }
-        st->transfer_in_s = s == 0 ? 0.0 : transfer_s(c, i, p->stage[s - 1].first_worker, p->stage[s - 1].replicas, r);
-        if (st->time_s > p->bottleneck_s) p->bottleneck_s = st->time_s;
-        if (st->transfer_in_s > p->bottleneck_s) p->bottleneck_s = st->transfer_in_s;
-        if (st->mem_bytes > p->peak_mem_bytes) p->peak_mem_bytes = st->mem_bytes;
+        st->transfer_in_s = s == 0 ? 0.0 : transfer_s(c, i, pr->stage[s - 1].first_worker, p->replicas[s - 1], r);
+        if (st->time_s > pr->bottleneck_s) pr->bottleneck_s = st->time_s;
+        if (st->transfer_in_s > pr->bottleneck_s) pr->bottleneck_s = st->transfer_in_s;
+        if (st->mem_bytes > pr->peak_mem_bytes) pr->peak_mem_bytes = st->mem_bytes;
         a += r;
     }
-    p->one_worker_s = c->T[c->L];
-    p->data_parallel_s = stage_time_s(c, 0, c->L, 0, c->W);
-    p->speedup_vs_one = p->bottleneck_s > 0 ? p->one_worker_s / p->bottleneck_s : 0.0;
-    p->speedup_vs_dp = p->bottleneck_s > 0 ? p->data_parallel_s / p->bottleneck_s : 0.0;
-    p->noam = cost_part_ceil_div(c->W, p->stage[0].replicas);
+    pr->one_worker_s = c->T[c->L];
+    pr->data_parallel_s = stage_time_s(c, 0, c->L, 0, c->W);
+    pr->speedup_vs_one = pr->bottleneck_s > 0 ? pr->one_worker_s / pr->bottleneck_s : 0.0;
+    pr->speedup_vs_dp = pr->bottleneck_s > 0 ? pr->data_parallel_s / pr->bottleneck_s : 0.0;
     return PL_OK;
 }
 
-int cost_plan_evaluate(cost_plan *p, const cost_part_layer *layers, int nlayers, const cost_part_topo *topo,
-                            cost_allreduce_model ar, const cost_balance_opts *o_balance, pl_err *e) {
+int cost_plan_evaluate(cost_partition *p, const cost_part_layer *layers, int nlayers, const cost_part_topo *topo,
+                       cost_allreduce_model ar, const cost_balance_opts *o_balance, pl_err *e) {
     int W = 0;
-    for (int s = 0; s < p->nstages; s++) {
-        if (p->stage[s].replicas < 1 || p->stage[s].replicas > COST_PART_MAX_WORKERS)
-            return pl_errf(e, PL_EINPUT, "partition: stage %d has %d replicas", s, p->stage[s].replicas);
-        W += p->stage[s].replicas;
+    if (!p || p->stages < 1) return pl_errf(e, PL_EINPUT, "partition: no stages");
+    for (int s = 0; s < p->stages; s++) {
+        if (p->replicas[s] < 1 || p->replicas[s] > COST_PART_MAX_WORKERS)
+            return pl_errf(e, PL_EINPUT, "partition: stage %d has %d replicas", s, p->replicas[s]);
+        W += p->replicas[s];
     }
-    if (p->nstages < 1) return pl_errf(e, PL_EINPUT, "partition: no stages");
-    if (p->stage[p->nstages - 1].last_layer + 1 != nlayers)
+    if (p->bound[p->stages] != nlayers)
         return pl_errf(e, PL_EINPUT, "partition: the stages end at layer %d but the model has %d layers",
-                       p->stage[p->nstages - 1].last_layer, nlayers);
+                       p->bound[p->stages] - 1, nlayers);
     cost_pctx c;
     int rc = cost_pctx_init(&c, layers, nlayers, W, topo, ar, e);
     if (rc != PL_OK) return rc;
@@ -232,7 +236,8 @@ typedef struct pdtab {
 /* Runs the planner's DP for one objective (time or memory) under a capacity (0 = none), and
  * returns the best value (INFINITY when nothing fits) with its stages in *out when out != NULL.
  * *status gets PL_OK, or PL_ENOMEM on allocation failure. */
-static double pipedream_dp(const cost_pctx *c, int objective, double cap, int straight, cost_plan *out, int *status) {
+static double pipedream_dp(const cost_pctx *c, int objective, double cap, int straight, cost_partition **out,
+                           int *status) {
     const int L = c->L, W = c->W, W1 = W + 1;
     size_t cells = (size_t)(L + 1) * (size_t)W1 * (size_t)W1;
     pdtab t = {pl_calloc(cells, sizeof(double)), pl_calloc(cells, sizeof(int)), pl_calloc(cells, sizeof(int))};
@@ -291,17 +296,16 @@ static double pipedream_dp(const cost_pctx *c, int objective, double cap, int st
             n++;
             m -= r, j = pi, r = pr;
         }
-        out->stage = pl_calloc((size_t)n, sizeof *out->stage);
-        if (!out->stage) {
+        cost_partition *p = *out = cost_partition_new(n);
+        if (!p) {
             *status = PL_ENOMEM;
         } else {
-            out->nstages = n;
+            p->bound[n] = L;
             int s = n - 1;
             for (int j = L, m = W, r = best_r; j > 0; s--) {
                 int pi = t.prev_i[IDX(j, m, r)], pr = t.prev_r[IDX(j, m, r)];
-                out->stage[s].first_layer = pi;
-                out->stage[s].last_layer = j - 1;
-                out->stage[s].replicas = r;
+                p->bound[s] = pi;
+                p->replicas[s] = r;
                 m -= r, j = pi, r = pr;
             }
         }
@@ -319,7 +323,7 @@ static double pipedream_dp(const cost_pctx *c, int objective, double cap, int st
 
 /* The exact program over all workers: fills out's stages; returns PL_OK, or PL_EINPUT when the
  * search is too large or nothing fits the capacity (saying the least memory any plan needs). */
-static int plan_exact(const cost_pctx *c, const cost_pipedream_opts *o, cost_plan *out, pl_err *e) {
+static int plan_exact(const cost_pctx *c, const cost_pipedream_opts *o, cost_partition **out, pl_err *e) {
     double W1 = (double)o->workers + 1;
     double cells = ((double)c->L + 1) * W1 * W1;
     double work = (double)c->L * c->L * W1 * W1 * W1 / 12.0;
@@ -343,8 +347,8 @@ static int plan_exact(const cost_pctx *c, const cost_pipedream_opts *o, cost_pla
 }
 
 int cost_plan_pipedream(const cost_part_layer *layers, int nlayers, const cost_part_topo *topo,
-                             const cost_pipedream_opts *o, cost_plan *out, pl_err *e) {
-    memset(out, 0, sizeof *out);
+                        const cost_pipedream_opts *o, cost_partition **out, pl_err *e) {
+    *out = NULL;
     if (!o) return pl_errf(e, PL_EINPUT, "partition: no planner options");
     if (!(o->capacity_bytes >= 0)) return pl_errf(e, PL_EINPUT, "partition: the memory capacity must be non-negative");
     if (o->allreduce != COST_ALLREDUCE_RING && o->allreduce != COST_ALLREDUCE_PIPEDREAM)
@@ -365,12 +369,15 @@ int cost_plan_pipedream(const cost_part_layer *layers, int nlayers, const cost_p
     }
     rc = hier ? cost_pctx_plan_hier(&c, o, out, e) : plan_exact(&c, o, out, e);
     if (rc == PL_OK) {
-        snprintf(out->method, sizeof out->method, "pipedream");
-        snprintf(out->hierarchy, sizeof out->hierarchy, "%s", hier ? "pipedream" : "exact");
-        rc = cost_pctx_fill(out, &c, NULL, e);
+        snprintf((*out)->method, sizeof (*out)->method, "pipedream");
+        rc = cost_pctx_fill(*out, &c, NULL, e);
     }
+    if (rc == PL_OK) snprintf((*out)->pred->hierarchy, sizeof (*out)->pred->hierarchy, "%s", hier ? "pipedream" : "exact");
     cost_pctx_free(&c);
-    if (rc != PL_OK) cost_plan_free(out);
+    if (rc != PL_OK) {
+        cost_partition_free(*out);
+        *out = NULL;
+    }
     return rc;
 }
 
@@ -417,11 +424,11 @@ static double balance_least_mem(const cost_pctx *c, const cost_balance_opts *o, 
 /* Fills out's p stages from the table g of the optimum opt: the lexicographically smallest
  * boundaries, each stage ending as early as the optimum allows. Returns PL_OK or the error. */
 static int balance_bounds(const cost_pctx *c, const cost_balance_opts *o, const double *g, int p, double opt,
-                          cost_plan *out, pl_err *e) {
+                          cost_partition **out, pl_err *e) {
     const int L = c->L;
-    out->stage = pl_calloc((size_t)p, sizeof *out->stage);
-    if (!out->stage) return pl_errf(e, PL_ENOMEM, "partition: out of memory");
-    out->nstages = p;
+    cost_partition *q = *out = cost_partition_new(p);
+    if (!q) return pl_errf(e, PL_ENOMEM, "partition: out of memory");
+    q->bound[p] = L;
     for (int s = 0, i = 0; s < p; s++) {
         int pick = -1;
         for (int j = i + 1; j <= L - (p - s - 1) && pick < 0; j++) {
@@ -431,9 +438,7 @@ static int balance_bounds(const cost_pctx *c, const cost_balance_opts *o, const 
         }
         if (pick < 0) /* cannot happen: the optimum is reachable */
             return pl_errf(e, PL_EINTERNAL, "partition: internal error rebuilding the balanced split");
-        out->stage[s].first_layer = i;
-        out->stage[s].last_layer = pick - 1;
-        out->stage[s].replicas = 1;
+        q->bound[s] = i;
         i = pick;
     }
     return PL_OK;
@@ -452,9 +457,9 @@ static int balance_check(int nlayers, const cost_balance_opts *o, pl_err *e) {
     return PL_OK;
 }
 
-int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_balance_opts *o, cost_plan *out,
-                           pl_err *e) {
-    memset(out, 0, sizeof *out);
+int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_balance_opts *o, cost_partition **out,
+                      pl_err *e) {
+    *out = NULL;
     int rc = balance_check(nlayers, o, e);
     if (rc != PL_OK) return rc;
     const int p = o->stages, L = nlayers;
@@ -477,271 +482,14 @@ int cost_plan_balance(const cost_part_layer *layers, int nlayers, const cost_bal
         rc = balance_bounds(&c, o, g, p, opt, out, e);
     free(g);
     if (rc == PL_OK) {
-        snprintf(out->method, sizeof out->method, "balance");
-        rc = cost_pctx_fill(out, &c, o, e);
+        snprintf((*out)->method, sizeof (*out)->method, "balance");
+        rc = cost_pctx_fill(*out, &c, o, e);
     }
     cost_pctx_free(&c);
-    if (rc != PL_OK) cost_plan_free(out);
-    return rc;
-}
-
-/* ---------------------------------------------------------------- partition file */
-
-void cost_partition_write(const cost_plan *p, pl_buf *b) {
-    pl_buf_puts(b, "pipelab-partition 1\n");
-    pl_buf_printf(b, "method %s\n", p->method[0] ? p->method : "manual");
-    if (p->model[0]) pl_buf_printf(b, "model %s\n", p->model);
-    if (p->hardware[0]) pl_buf_printf(b, "hardware %s\n", p->hardware);
-    pl_buf_printf(b, "layers %d\n", p->layers);
-    pl_buf_printf(b, "workers %d\n", p->workers);
-    pl_buf_puts(b, "# config ");
-    cost_plan_config(p, b);
-    pl_buf_printf(b, ", predicted %.9g s per minibatch, NOAM %d\n", p->bottleneck_s, p->noam);
-    if (strcmp(p->hierarchy, "pipedream") == 0) {
-        pl_buf_puts(b, "# pipedream hierarchy ");
-        cost_plan_hier_config(p, b);
-        pl_buf_printf(b, ", %.9g s per stage (PipeDream's cost model)\n", p->hier_time_s);
-    }
-    for (int s = 0; s < p->nstages; s++) {
-        const cost_plan_stage *st = &p->stage[s];
-        pl_buf_printf(b, "stage %d: layers %d-%d replicas %d", s, st->first_layer, st->last_layer, st->replicas);
-        if (st->time_s > 0) pl_buf_printf(b, " time_s %.9g", st->time_s);
-        pl_buf_putc(b, '\n');
-    }
-}
-
-/* Splits a line into at most max whitespace-separated words (modifies it); returns the count,
- * or max + 1 when there are more. */
-static int split_words(char *s, char **w, int max) {
-    int n = 0;
-    while (*s) {
-        while (*s && isspace((unsigned char)*s)) *s++ = '\0';
-        if (!*s) break;
-        if (n == max) return max + 1;
-        w[n++] = s;
-        while (*s && !isspace((unsigned char)*s)) s++;
-    }
-    return n;
-}
-
-/* Joins a "key value" provenance word list back with single spaces into dst; returns -1 when
- * it does not fit (the value is refused, never cut: a cut value would not read back the same). */
-static int join_words(char **w, int from, int n, char *dst, size_t cap) {
-    dst[0] = '\0';
-    size_t len = 0;
-    for (int k = from; k < n; k++) {
-        int wrote = snprintf(dst + len, cap - len, "%s%s", k > from ? " " : "", w[k]);
-        if (wrote < 0 || (size_t)wrote >= cap - len) return -1;
-        len += (size_t)wrote;
-    }
-    return 0;
-}
-
-/* Returns the first control character of a line (tab and carriage return allowed), or -1. */
-static int control_char(const char *line) {
-    for (const unsigned char *c = (const unsigned char *)line; *c; c++)
-        if ((*c < 0x20 && *c != '\t' && *c != '\r') || *c == 0x7f) return *c;
-    return -1;
-}
-
-/* State of one partition file being read: what has been seen and declared, for the checks. */
-typedef struct part_reader {
-    const char *path;
-    int lineno, last_line;
-    int have_magic, have_layers, have_workers, have_method;
-    int declared_layers, declared_workers, cap;
-    cost_plan *out;
-    pl_err *e;
-} part_reader;
-
-/* Reads the magic line 'pipelab-partition 1'; returns PL_OK or the error. */
-static int read_magic(part_reader *r, char **w, int n) {
-    if (strcmp(w[0], "pipelab-partition") != 0)
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: not a partition file (the first line must be 'pipelab-partition 1')",
-                       r->path, r->lineno);
-    if (n != 2 || strcmp(w[1], "1") != 0)
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: unsupported partition file version '%s' (this build reads 1)", r->path,
-                       r->lineno, n > 1 ? w[1] : "");
-    r->have_magic = 1;
-    return PL_OK;
-}
-
-/* Reads a 'method', 'model' or 'hardware' line into its text field; returns PL_OK or the error. */
-static int read_text_key(part_reader *r, char **w, int n) {
-    cost_plan *out = r->out;
-    if (n < 2) return pl_errf(r->e, PL_EINPUT, "%s:%d: '%s' needs a value", r->path, r->lineno, w[0]);
-    char *dst = w[0][1] == 'e' ? out->method : w[0][1] == 'o' ? out->model : out->hardware;
-    size_t dcap = w[0][1] == 'e' ? sizeof out->method : w[0][1] == 'o' ? sizeof out->model : sizeof out->hardware;
-    if (dst[0] || (dst == out->method && r->have_method))
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: duplicate '%s' line", r->path, r->lineno, w[0]);
-    if (join_words(w, 1, n, dst, dcap) != 0)
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: '%s' value longer than %zu characters", r->path, r->lineno, w[0], dcap - 1);
-    if (dst == out->method) r->have_method = 1;
-    return PL_OK;
-}
-
-/* Reads a 'layers N' or 'workers N' line (checked against the stages at the end); returns
- * PL_OK or the error. */
-static int read_count_key(part_reader *r, char **w, int n) {
-    int is_layers = w[0][0] == 'l';
-    if (is_layers ? r->have_layers : r->have_workers)
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: duplicate '%s' line", r->path, r->lineno, w[0]);
-    long hi = is_layers ? COST_PART_MAX_LAYERS : COST_PART_MAX_WORKERS, v;
-    if (n != 2 || pl_parse_long(w[1], 1, hi, &v) != 0)
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: '%s' needs one whole number between 1 and %ld", r->path, r->lineno, w[0], hi);
-    if (is_layers) r->have_layers = 1, r->declared_layers = (int)v;
-    else r->have_workers = 1, r->declared_workers = (int)v;
-    return PL_OK;
-}
-
-/* Reads the layer range FIRST-LAST of a stage line into *a, *b: contiguous with the stage
- * before and not empty. Returns PL_OK or the error. */
-static int read_layer_range(part_reader *r, char *range, long *a, long *b) {
-    char *dash = strchr(range, '-');
-    if (!dash) return pl_errf(r->e, PL_EINPUT, "%s:%d: layer range '%s' must be FIRST-LAST", r->path, r->lineno, range);
-    *dash = '\0';
-    if (pl_parse_long(range, 0, COST_PART_MAX_LAYERS - 1, a) != 0 ||
-        pl_parse_long(dash + 1, 0, COST_PART_MAX_LAYERS - 1, b) != 0)
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: layer range must be two whole numbers FIRST-LAST", r->path, r->lineno);
-    if (*b < *a) return pl_errf(r->e, PL_EINPUT, "%s:%d: layer range %ld-%ld is empty", r->path, r->lineno, *a, *b);
-    const cost_plan *out = r->out;
-    int expect = out->nstages ? out->stage[out->nstages - 1].last_layer + 1 : 0;
-    if (*a != expect)
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: stage %d starts at layer %ld but must start at layer %d (stages are contiguous)",
-                       r->path, r->lineno, out->nstages, *a, expect);
-    return PL_OK;
-}
-
-/* Appends a stage of layers a..b on r replicas taking time_s t; returns PL_OK or the error. */
-static int push_stage(part_reader *r, long a, long b, long reps, double t) {
-    cost_plan *out = r->out;
-    if (out->nstages == r->cap) {
-        int nc = r->cap ? r->cap * 2 : 8;
-        cost_plan_stage *ns = pl_reallocarray(out->stage, (size_t)nc, sizeof *ns);
-        if (!ns) return pl_errf(r->e, PL_ENOMEM, "%s:%d: out of memory", r->path, r->lineno);
-        out->stage = ns;
-        r->cap = nc;
-    }
-    cost_plan_stage *st = &out->stage[out->nstages++];
-    memset(st, 0, sizeof *st);
-    st->first_layer = (int)a;
-    st->last_layer = (int)b;
-    st->replicas = (int)reps;
-    st->first_worker = out->workers;
-    st->time_s = t;
-    if (out->workers + (int)reps > COST_PART_MAX_WORKERS)
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: more than %d workers in all", r->path, r->lineno, COST_PART_MAX_WORKERS);
-    out->workers += (int)reps;
-    return PL_OK;
-}
-
-/* Reads a line 'stage K: layers FIRST-LAST replicas R [time_s T]'; returns PL_OK or the error. */
-static int read_stage(part_reader *r, char **w, int n) {
-    size_t kl = n > 1 ? strlen(w[1]) : 0;
-    if (n < 6 || kl < 2 || w[1][kl - 1] != ':' || strcmp(w[2], "layers") != 0 || strcmp(w[4], "replicas") != 0 ||
-        (n != 6 && n != 8) || (n == 8 && strcmp(w[6], "time_s") != 0))
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: expected 'stage K: layers FIRST-LAST replicas R [time_s T]'", r->path,
-                       r->lineno);
-    w[1][kl - 1] = '\0';
-    long k, a, b, reps;
-    if (pl_parse_long(w[1], 0, COST_PART_MAX_LAYERS, &k) != 0 || k != r->out->nstages)
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: stage number '%s' out of order (expected %d)", r->path, r->lineno, w[1],
-                       r->out->nstages);
-    int rc = read_layer_range(r, w[3], &a, &b);
-    if (rc != PL_OK) return rc;
-    if (pl_parse_long(w[5], 1, COST_PART_MAX_WORKERS, &reps) != 0)
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: replicas must be a whole number between 1 and %d (got '%s')", r->path,
-                       r->lineno, COST_PART_MAX_WORKERS, w[5]);
-    double t = 0;
-    if (n == 8 && (pl_parse_double(w[7], &t) != 0 || t < 0))
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: time_s must be a non-negative number (got '%s')", r->path, r->lineno, w[7]);
-    return push_stage(r, a, b, reps, t);
-}
-
-/* Reads one line (comments already cut off); returns PL_OK or the error. */
-static int read_line(part_reader *r, char *line) {
-    enum { MAX_WORDS = 15 };
-    char *w[MAX_WORDS + 1];
-    int n = split_words(line, w, MAX_WORDS);
-    if (n == 0) return PL_OK;
-    r->last_line = r->lineno;
-    if (n > MAX_WORDS) return pl_errf(r->e, PL_EINPUT, "%s:%d: too many words on the line", r->path, r->lineno);
-    if (!r->have_magic) return read_magic(r, w, n);
-    if (strcmp(w[0], "method") == 0 || strcmp(w[0], "model") == 0 || strcmp(w[0], "hardware") == 0)
-        return read_text_key(r, w, n);
-    if (strcmp(w[0], "layers") == 0 || strcmp(w[0], "workers") == 0) return read_count_key(r, w, n);
-    if (strcmp(w[0], "stage") == 0) return read_stage(r, w, n);
-    return pl_errf(r->e, PL_EINPUT, "%s:%d: unknown key '%s' (expected method, model, hardware, layers, workers or stage)",
-                   r->path, r->lineno, w[0]);
-}
-
-/* Checks the whole file once read: a magic line, stages, and the declared layer and worker
- * counts. Returns PL_OK or the error. */
-static int check_read(const part_reader *r) {
-    const cost_plan *out = r->out;
-    if (!r->have_magic) return pl_errf(r->e, PL_EINPUT, "%s:1: empty file, expected 'pipelab-partition 1'", r->path);
-    if (out->nstages == 0) return pl_errf(r->e, PL_EINPUT, "%s:%d: no 'stage' lines", r->path, r->last_line);
-    int last = out->stage[out->nstages - 1].last_layer;
-    if (r->have_layers && last + 1 != r->declared_layers)
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: the stages cover layers 0-%d but the file says 'layers %d'", r->path,
-                       r->last_line, last, r->declared_layers);
-    if (r->have_workers && out->workers != r->declared_workers)
-        return pl_errf(r->e, PL_EINPUT, "%s:%d: the stages use %d workers but the file says 'workers %d'", r->path,
-                       r->last_line, out->workers, r->declared_workers);
-    return PL_OK;
-}
-
-/* Fills what follows from the stages: layer count, default method, noam, bottleneck. */
-static void finish_plan(cost_plan *out, int have_method) {
-    out->layers = out->stage[out->nstages - 1].last_layer + 1;
-    if (!have_method) snprintf(out->method, sizeof out->method, "manual");
-    out->noam = cost_part_ceil_div(out->workers, out->stage[0].replicas);
-    for (int s = 0; s < out->nstages; s++)
-        if (out->stage[s].time_s > out->bottleneck_s) out->bottleneck_s = out->stage[s].time_s;
-}
-
-int cost_partition_parse_text(const char *text, const char *path, cost_plan *out, pl_err *e) {
-    memset(out, 0, sizeof *out);
-    part_reader r = {.path = path ? path : "<partition>", .last_line = 1, .out = out, .e = e};
-    char *copy = strdup(text ? text : "");
-    if (!copy) return pl_errf(e, PL_ENOMEM, "%s: out of memory", r.path);
-    int rc = PL_OK;
-    for (char *line = copy, *nl; line && rc == PL_OK; line = nl) {
-        nl = strchr(line, '\n');
-        if (nl) *nl++ = '\0';
-        r.lineno++;
-        int cc = control_char(line);
-        if (cc >= 0) {
-            rc = pl_errf(e, PL_EINPUT, "%s:%d: control character 0x%02x in the line (a partition file is text)", r.path,
-                         r.lineno, cc);
-            break;
-        }
-        char *hash = strchr(line, '#');
-        if (hash) *hash = '\0';
-        rc = read_line(&r, line);
-    }
-    free(copy);
-    if (rc == PL_OK) rc = check_read(&r);
     if (rc != PL_OK) {
-        cost_plan_free(out);
-        return rc;
+        cost_partition_free(*out);
+        *out = NULL;
     }
-    finish_plan(out, r.have_method);
-    return PL_OK;
-}
-
-int cost_partition_read(const char *path, cost_plan *out, pl_err *e) {
-    char *text = NULL;
-    size_t len = 0;
-    memset(out, 0, sizeof *out);
-    int rc = pl_read_file(path, (size_t)64 << 20, &text, &len, e);
-    if (rc != PL_OK) return rc;
-    if (memchr(text, '\0', len)) {
-        free(text);
-        return pl_errf(e, PL_EINPUT, "%s:1: not a text file (contains NUL bytes)", path);
-    }
-    rc = cost_partition_parse_text(text, path, out, e);
-    free(text);
     return rc;
 }
 
@@ -793,15 +541,4 @@ void cost_part_topo_from_hw(const cost_hw *hw, cost_part_topo *t) {
     t->intra_latency_s = hw->intra_latency_s;
     t->inter_bw_Bps = hw->inter_bandwidth_Bps;
     t->inter_latency_s = hw->inter_latency_s;
-}
-
-cost_partition *cost_plan_to_partition(const cost_plan *p) {
-    cost_partition *q = cost_partition_new(p->nstages);
-    if (!q) return NULL;
-    for (int s = 0; s < p->nstages; s++) {
-        q->bound[s] = p->stage[s].first_layer;
-        q->replicas[s] = p->stage[s].replicas;
-    }
-    q->bound[p->nstages] = p->stage[p->nstages - 1].last_layer + 1;
-    return q;
 }

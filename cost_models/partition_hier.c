@@ -98,13 +98,18 @@ static void h_level_dp(const cost_pctx *c, const hlevel *lv, int i, int jmax, ht
     }
 }
 
+/* One stage as the level-by-level search finds it (layers first..last), before the partition. */
+typedef struct hstage {
+    int first_layer, last_layer, replicas, servers, server_stage;
+} hstage;
+
 /* Appends to st[*n] the stages of the best pipeline of [i, j) on m units that t holds, in order,
  * each with its units x mult replicas and the given server-level stage and servers. */
 static void h_unwind(const htab *t, int i, int j, int m, int mult, int server_stage, int servers,
-                     cost_plan_stage *st, int *n) {
+                     hstage *st, int *n) {
     int k = t->k[HT(t, j, m)], r = t->r[HT(t, j, m)];
     if (k >= 0) h_unwind(t, i, k, m - r, mult, server_stage, servers, st, n);
-    cost_plan_stage *s = &st[(*n)++];
+    hstage *s = &st[(*n)++];
     s->first_layer = k >= 0 ? k : i;
     s->last_layer = j - 1;
     s->replicas = r * mult;
@@ -159,37 +164,56 @@ static void h_fill_below(const cost_pctx *c, const hlevel *lv, htab *t, double *
     }
 }
 
-/* Plans the top level, then each of its stages' pipeline one level down, into out's stages (flat
- * form: a level-1 stage of r devices under a server-level stage of s servers has r x s
- * replicas). Returns PL_OK or PL_EINPUT when no pipeline exists. */
-static int h_plan(const cost_pctx *c, const hlevel *lv, int nlev, htab *t, cost_plan *out, pl_err *e) {
-    const hlevel *top = &lv[nlev - 1];
-    h_level_dp(c, top, 0, c->L, t);
-    out->hier_time_s = t->v[HT(t, c->L, top->units)];
-    if (out->hier_time_s == INFINITY)
-        return pl_errf(e, PL_EINPUT, "partition: no pipeline of %d layers on %d workers in the pipedream hierarchy",
-                       c->L, c->W);
-    int ntop = 0;
-    h_unwind(t, 0, c->L, top->units, 1, 0, 0, out->stage, &ntop);
-    if (nlev == 1) {
-        out->nstages = ntop;
-        return PL_OK;
+/* Returns the partition of the n stages st (placement in its prediction block, with PipeDream's
+ * time per stage hier_s), or NULL on ENOMEM. */
+static cost_partition *h_partition(const hstage *st, int n, double hier_s) {
+    cost_partition *p = cost_partition_new(n);
+    if (!p || !cost_partition_attach_pred(p)) {
+        cost_partition_free(p);
+        return NULL;
     }
-    cost_plan_stage *tops = pl_calloc((size_t)ntop, sizeof *tops);
-    if (!tops) return pl_errf(e, PL_ENOMEM, "partition: out of memory");
-    memcpy(tops, out->stage, (size_t)ntop * sizeof *tops);
-    int n = 0;
-    for (int g = 0; g < ntop; g++) {
-        int a = tops[g].first_layer, b = tops[g].last_layer + 1;
-        h_level_dp(c, &lv[0], a, b, t);
-        h_unwind(t, a, b, lv[0].units, tops[g].replicas, g, tops[g].replicas, out->stage, &n);
+    for (int s = 0; s < n; s++) {
+        p->bound[s] = st[s].first_layer;
+        p->replicas[s] = st[s].replicas;
+        p->pred->stage[s].servers = st[s].servers;
+        p->pred->stage[s].server_stage = st[s].server_stage;
     }
-    free(tops);
-    out->nstages = n;
-    return PL_OK;
+    p->bound[n] = st[n - 1].last_layer + 1;
+    p->pred->hier_time_s = hier_s;
+    return p;
 }
 
-int cost_pctx_plan_hier(const cost_pctx *c, const cost_pipedream_opts *o, cost_plan *out, pl_err *e) {
+/* Plans the top level, then each of its stages' pipeline one level down, into *out (flat form: a
+ * level-1 stage of r devices under a server-level stage of s servers has r x s replicas), using
+ * st[c->W] as scratch. Returns PL_OK or PL_EINPUT when no pipeline exists. */
+static int h_plan(const cost_pctx *c, const hlevel *lv, int nlev, htab *t, hstage *st, cost_partition **out,
+                  pl_err *e) {
+    const hlevel *top = &lv[nlev - 1];
+    h_level_dp(c, top, 0, c->L, t);
+    double hier_s = t->v[HT(t, c->L, top->units)];
+    if (hier_s == INFINITY)
+        return pl_errf(e, PL_EINPUT, "partition: no pipeline of %d layers on %d workers in the pipedream hierarchy",
+                       c->L, c->W);
+    int n = 0;
+    h_unwind(t, 0, c->L, top->units, 1, 0, 0, st, &n);
+    if (nlev == 2) {
+        hstage *tops = pl_calloc((size_t)n, sizeof *tops);
+        if (!tops) return pl_errf(e, PL_ENOMEM, "partition: out of memory");
+        memcpy(tops, st, (size_t)n * sizeof *tops);
+        int ntop = n;
+        n = 0;
+        for (int g = 0; g < ntop; g++) {
+            int a = tops[g].first_layer, b = tops[g].last_layer + 1;
+            h_level_dp(c, &lv[0], a, b, t);
+            h_unwind(t, a, b, lv[0].units, tops[g].replicas, g, tops[g].replicas, st, &n);
+        }
+        free(tops);
+    }
+    *out = h_partition(st, n, hier_s);
+    return *out ? PL_OK : pl_errf(e, PL_ENOMEM, "partition: out of memory");
+}
+
+int cost_pctx_plan_hier(const cost_pctx *c, const cost_pipedream_opts *o, cost_partition **out, pl_err *e) {
     hlevel lv[2];
     int nlev = h_levels(c, o, lv, e);
     if (nlev == 0) return PL_EINPUT;
@@ -199,16 +223,17 @@ int cost_pctx_plan_hier(const cost_pctx *c, const cost_pipedream_opts *o, cost_p
     size_t cells = (size_t)(c->L + 1) * (size_t)units;
     htab t = {units, pl_calloc(cells, sizeof(double)), pl_calloc(cells, sizeof(int)), pl_calloc(cells, sizeof(int))};
     double *below = nlev == 2 ? pl_calloc((size_t)(c->L + 1) * (size_t)(c->L + 1), sizeof(double)) : NULL;
-    out->stage = pl_calloc((size_t)c->W, sizeof *out->stage);
-    if (!t.v || !t.k || !t.r || !out->stage || (nlev == 2 && !below)) {
+    hstage *st = pl_calloc((size_t)c->W, sizeof *st);
+    if (!t.v || !t.k || !t.r || !st || (nlev == 2 && !below)) {
         rc = pl_errf(e, PL_ENOMEM, "partition: out of memory in the planner");
     } else {
         if (nlev == 2) {
             h_fill_below(c, &lv[0], &t, below);
             lv[1].below = below;
         }
-        rc = h_plan(c, lv, nlev, &t, out, e);
+        rc = h_plan(c, lv, nlev, &t, st, out, e);
     }
+    free(st);
     free(t.v);
     free(t.k);
     free(t.r);
@@ -216,23 +241,24 @@ int cost_pctx_plan_hier(const cost_pctx *c, const cost_pipedream_opts *o, cost_p
     return rc;
 }
 
-void cost_plan_hier_config(const cost_plan *p, pl_buf *b) {
-    if (p->nstages < 1 || p->stage[0].servers < 1) {
+void cost_plan_hier_config(const cost_partition *p, pl_buf *b) {
+    const cost_stage_pred *st = p->pred ? p->pred->stage : NULL;
+    if (p->stages < 1 || !st || st[0].servers < 1) {
         cost_plan_config(p, b);
         return;
     }
-    for (int s = 0; s < p->nstages; s++) {
-        const cost_plan_stage *st = &p->stage[s];
-        int opens = s == 0 || st->server_stage != p->stage[s - 1].server_stage;
-        int closes = s == p->nstages - 1 || st->server_stage != p->stage[s + 1].server_stage;
-        if (opens) pl_buf_printf(b, "%s%dx(", s ? " ; " : "", st->servers);
-        pl_buf_printf(b, "%s%d", opens ? "" : "-", st->replicas / st->servers);
+    for (int s = 0; s < p->stages; s++) {
+        int opens = s == 0 || st[s].server_stage != st[s - 1].server_stage;
+        int closes = s == p->stages - 1 || st[s].server_stage != st[s + 1].server_stage;
+        if (opens) pl_buf_printf(b, "%s%dx(", s ? " ; " : "", st[s].servers);
+        pl_buf_printf(b, "%s%d", opens ? "" : "-", p->replicas[s] / st[s].servers);
         if (closes) pl_buf_putc(b, ')');
     }
 }
 
-int cost_plan_hier_consecutive(const cost_plan *p) {
-    for (int s = 1; s < p->nstages; s++)
-        if (p->stage[s].servers > 1 && p->stage[s].server_stage == p->stage[s - 1].server_stage) return 0;
+int cost_plan_hier_consecutive(const cost_partition *p) {
+    const cost_stage_pred *st = p->pred ? p->pred->stage : NULL;
+    for (int s = 1; st && s < p->stages; s++)
+        if (st[s].servers > 1 && st[s].server_stage == st[s - 1].server_stage) return 0;
     return 1;
 }

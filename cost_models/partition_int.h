@@ -29,10 +29,11 @@ int cost_pctx_init(cost_pctx *c, const cost_part_layer *layers, int nlayers, int
 /* Frees the prefix arrays of a context. */
 void cost_pctx_free(cost_pctx *c);
 /* Fills the predictions of p under the flat planner's cost model (balance memory rule when bo
- * != NULL); returns PL_OK or PL_EINPUT when the stages are not a contiguous cover. */
-int cost_pctx_fill(cost_plan *p, const cost_pctx *c, const cost_balance_opts *bo, pl_err *e);
-/* PipeDream's hierarchical planner (partition_hier.c): fills out's stages (flat form, with
- * server_stage and servers) and out->hier_time_s; returns PL_OK or an error. */
-int cost_pctx_plan_hier(const cost_pctx *c, const cost_pipedream_opts *o, cost_plan *out, pl_err *e);
+ * != NULL), attaching a block when p has none; returns PL_OK, PL_EINPUT when the stages are not a
+ * contiguous cover, or PL_ENOMEM. */
+int cost_pctx_fill(cost_partition *p, const cost_pctx *c, const cost_balance_opts *bo, pl_err *e);
+/* PipeDream's hierarchical planner (partition_hier.c): returns PL_OK and *out (flat form, its
+ * prediction block holding server_stage, servers and hier_time_s), or an error. */
+int cost_pctx_plan_hier(const cost_pctx *c, const cost_pipedream_opts *o, cost_partition **out, pl_err *e);
 
 #endif

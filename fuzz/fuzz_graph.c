@@ -27,12 +27,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cost_part_layer *layers = NULL;
     if (m->n <= 200 && cost_part_layers_from_model(m, &hw, &o, &layers, &e) == PL_OK) {
         cost_balance_opts bo = {.stages = m->n < 4 ? m->n : 4};
-        cost_plan plan;
-        if (cost_plan_balance(layers, m->n, &bo, &plan, &e) == PL_OK) cost_plan_free(&plan);
+        cost_partition *plan = NULL;
+        if (cost_plan_balance(layers, m->n, &bo, &plan, &e) == PL_OK) cost_partition_free(plan);
         cost_part_topo topo;
         cost_part_topo_from_hw(&hw, &topo);
         cost_pipedream_opts po = {.workers = 4};
-        if (cost_plan_pipedream(layers, m->n, &topo, &po, &plan, &e) == PL_OK) cost_plan_free(&plan);
+        if (cost_plan_pipedream(layers, m->n, &topo, &po, &plan, &e) == PL_OK) cost_partition_free(plan);
     }
     free(layers);
     cost_model_free(r);

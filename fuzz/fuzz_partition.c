@@ -21,22 +21,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FZ_CHECK(e.msg[0], "a refusal without a message");
         }
     } else {
-        cost_plan plan;
-        memset(&plan, 0, sizeof plan);
+        cost_partition *plan = NULL;
         if (cost_partition_parse_text(text, "fuzz.part", &plan, &e) == PL_OK) {
             pl_buf a, b;
             pl_buf_init(&a);
             pl_buf_init(&b);
-            cost_partition_write(&plan, &a);
+            cost_partition_write(plan, &a);
             FZ_CHECK(!a.failed, "write failed");
-            cost_plan again;
-            memset(&again, 0, sizeof again);
+            cost_partition *again = NULL;
             FZ_CHECK(cost_partition_parse_text(a.data, "again.part", &again, &e) == PL_OK,
                      "written partition does not parse: %s", e.msg);
-            cost_partition_write(&again, &b);
+            cost_partition_write(again, &b);
             FZ_CHECK(fz_same(a.data, a.len, b.data, b.len), "write/parse is not a fixed point");
-            cost_plan_free(&again);
-            cost_plan_free(&plan);
+            cost_partition_free(again);
+            cost_partition_free(plan);
             pl_buf_free(&a);
             pl_buf_free(&b);
         } else {

@@ -227,15 +227,9 @@ cost_partition *sim_model_balance(const cost_model *m, const cost_hw *hw, const 
     cost_part_layer *y = NULL;
     if (cost_part_layers_from_model(m, hw, o, &y, e) != PL_OK) return NULL;
     cost_balance_opts bo = {.stages = stages};
-    cost_plan plan;
-    int rc = cost_plan_balance(y, m->n, &bo, &plan, e);
+    cost_partition *p = NULL;
+    int rc = cost_plan_balance(y, m->n, &bo, &p, e);
     free(y);
-    if (rc != PL_OK) {
-        pl_err_prefix(e, "model %s: balanced split: ", m->name);
-        return NULL;
-    }
-    cost_partition *p = cost_plan_to_partition(&plan);
-    cost_plan_free(&plan);
-    if (!p) pl_errf(e, PL_ENOMEM, "out of memory");
+    if (rc != PL_OK) pl_err_prefix(e, "model %s: balanced split: ", m->name);
     return p;
 }

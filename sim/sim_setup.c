@@ -77,14 +77,8 @@ static int check_stages(cost_partition *p, const sched *s, const char *what, pl_
 
 /* sim.h. Returns the partition, or NULL and e. */
 cost_partition *sim_partition_read(const char *path, const sched *s, int layers, const char *model, pl_err *e) {
-    cost_plan plan;
-    if (cost_partition_read(path, &plan, e) != PL_OK) return NULL;
-    cost_partition *p = cost_plan_to_partition(&plan);
-    cost_plan_free(&plan);
-    if (!p) {
-        pl_errf(e, PL_ENOMEM, "out of memory");
-        return NULL;
-    }
+    cost_partition *p = NULL;
+    if (cost_partition_read(path, &p, e) != PL_OK) return NULL;
     if (check_stages(p, s, path, e) != PL_OK) return NULL;
     if (cost_partition_check(p, layers > 0 ? layers : p->bound[p->stages], e) != PL_OK) {
         pl_err_prefix(e, "%s: model %s: ", path, model);

@@ -90,7 +90,7 @@ static void test_balance_bruteforce(void) {
         bal_best best = {0};
         int b[16] = {0};
         bal_enum(y, L, &o, 0, 0, 0.0, b, &best);
-        cost_plan p;
+        cost_partition *p = NULL;
         pl_err e;
         pl_err_clear(&e);
         int rc = cost_plan_balance(y, L, &o, &p, &e);
@@ -101,17 +101,17 @@ static void test_balance_bruteforce(void) {
             continue;
         }
         CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
-        CU_ASSERT_EQUAL(p.nstages, o.stages);
+        CU_ASSERT_EQUAL(p->stages, o.stages);
         double got = 0;
-        for (int s = 0; s < p.nstages; s++) {
-            CU_ASSERT_EQUAL(p.stage[s].first_layer, best.bound[s]);
-            CU_ASSERT_EQUAL(p.stage[s].last_layer + 1, best.bound[s + 1]);
-            double v = o.by_memory ? p.stage[s].mem_bytes : p.stage[s].compute_s;
+        for (int s = 0; s < p->stages; s++) {
+            CU_ASSERT_EQUAL(p->bound[s], best.bound[s]);
+            CU_ASSERT_EQUAL(p->bound[s + 1], best.bound[s + 1]);
+            double v = o.by_memory ? p->pred->stage[s].mem_bytes : p->pred->stage[s].compute_s;
             if (v > got) got = v;
-            if (o.capacity_bytes > 0) CU_ASSERT(p.stage[s].mem_bytes <= o.capacity_bytes);
+            if (o.capacity_bytes > 0) CU_ASSERT(p->pred->stage[s].mem_bytes <= o.capacity_bytes);
         }
         CU_ASSERT_DOUBLE_EQUAL(got, best.value, 1e-9 * (1 + best.value));
-        cost_plan_free(&p);
+        cost_partition_free(p);
         checked++;
     }
     CU_ASSERT(checked > 200);
@@ -122,19 +122,19 @@ static void test_balance_ties_and_limits(void) {
     cost_part_layer y[6];
     for (int l = 0; l < 6; l++) y[l] = (cost_part_layer){1.0, 10.0, 1.0, 5.0};
     cost_balance_opts o = {.stages = 4};
-    cost_plan p, q;
+    cost_partition *p = NULL, *q = NULL;
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(cost_plan_balance(y, 6, &o, &p, &e), PL_OK);
     CU_ASSERT_EQUAL_FATAL(cost_plan_balance(y, 6, &o, &q, &e), PL_OK);
     /* 1,1,2,2: boundaries 0,1,2,4 are the lexicographically smallest among the optimal splits. */
     int want[4] = {0, 1, 2, 4};
     for (int s = 0; s < 4; s++) {
-        CU_ASSERT_EQUAL(p.stage[s].first_layer, want[s]);
-        CU_ASSERT_EQUAL(q.stage[s].first_layer, want[s]);
+        CU_ASSERT_EQUAL(p->bound[s], want[s]);
+        CU_ASSERT_EQUAL(q->bound[s], want[s]);
     }
-    CU_ASSERT_DOUBLE_EQUAL(p.bottleneck_s, 2.0, 1e-12);
-    cost_plan_free(&p);
-    cost_plan_free(&q);
+    CU_ASSERT_DOUBLE_EQUAL(p->pred->bottleneck_s, 2.0, 1e-12);
+    cost_partition_free(p);
+    cost_partition_free(q);
     /* More stages than layers, and a capacity nothing fits in. */
     o.stages = 7;
     CU_ASSERT_EQUAL(cost_plan_balance(y, 6, &o, &p, &e), PL_EINPUT);
@@ -150,48 +150,57 @@ static void test_balance_ties_and_limits(void) {
     CU_ASSERT_EQUAL_FATAL(cost_plan_balance(y, 6, &o, &p, &e), PL_OK);
     /* stage 0 holds 2 in-flight stashes (20 per layer), stage 1 one (15 per layer): 2 + 4 layers
      * give max(40, 60) = 60, the optimum, and the earliest boundary reaching it. */
-    CU_ASSERT_EQUAL(p.stage[1].first_layer, 2);
-    CU_ASSERT_DOUBLE_EQUAL(p.peak_mem_bytes, 60.0, 1e-9);
-    cost_plan_free(&p);
+    CU_ASSERT_EQUAL(p->bound[1], 2);
+    CU_ASSERT_DOUBLE_EQUAL(p->pred->peak_mem_bytes, 60.0, 1e-9);
+    cost_partition_free(p);
 }
 
 /* ---------------------------------------------------------------- planner, brute force */
 
+/* Returns a partition of n stages starting at first[0..n-1] and ending before first[n], with
+ * reps[] replicas each (NULL: 1). */
+static cost_partition *mk_part(int n, const int *first, const int *reps) {
+    cost_partition *p = cost_partition_new(n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    for (int s = 0; s <= n; s++) p->bound[s] = first[s];
+    for (int s = 0; s < n; s++) p->replicas[s] = reps ? reps[s] : 1;
+    return p;
+}
+
 typedef struct pd_best {
     double value;
     int found;
-    cost_plan plan;
+    cost_partition *plan;
 } pd_best;
 
 /* Enumerates every composition of layers and workers into k stages; evaluates each with
  * cost_plan_evaluate and keeps the best that fits the capacity. */
 static void pd_enum(const cost_part_layer *y, int L, int W, const cost_part_topo *t, const cost_pipedream_opts *o,
-                    cost_plan_stage *st, int s, int layer, int worker, pd_best *best) {
+                    int *first, int *reps, int s, int layer, int worker, pd_best *best) {
     if (layer == L || worker == W) {
         if (layer != L || worker != W) return;
-        cost_plan p = {0};
-        snprintf(p.method, sizeof p.method, "pipedream");
-        p.nstages = s;
-        p.stage = calloc((size_t)s, sizeof *p.stage);
-        memcpy(p.stage, st, (size_t)s * sizeof *st);
+        first[s] = L;
+        cost_partition *p = mk_part(s, first, reps);
+        snprintf(p->method, sizeof p->method, "pipedream");
         pl_err e;
-        CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&p, y, L, t, o->allreduce, NULL, &e), PL_OK);
-        int fits = !(o->capacity_bytes > 0) || p.peak_mem_bytes <= o->capacity_bytes;
-        if (fits && (!best->found || p.bottleneck_s < best->value)) {
-            cost_plan_free(&best->plan);
+        CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(p, y, L, t, o->allreduce, NULL, &e), PL_OK);
+        int fits = !(o->capacity_bytes > 0) || p->pred->peak_mem_bytes <= o->capacity_bytes;
+        if (fits && (!best->found || p->pred->bottleneck_s < best->value)) {
+            cost_partition_free(best->plan);
             best->plan = p;
             best->found = 1;
-            best->value = p.bottleneck_s;
+            best->value = p->pred->bottleneck_s;
         } else {
-            cost_plan_free(&p);
+            cost_partition_free(p);
         }
         return;
     }
     for (int j = layer + 1; j <= L; j++)
         for (int r = 1; worker + r <= W; r++) {
             if (o->straight && r > 1) break;
-            st[s] = (cost_plan_stage){.first_layer = layer, .last_layer = j - 1, .replicas = r};
-            pd_enum(y, L, W, t, o, st, s + 1, j, worker + r, best);
+            first[s] = layer;
+            reps[s] = r;
+            pd_enum(y, L, W, t, o, first, reps, s + 1, j, worker + r, best);
         }
 }
 
@@ -210,10 +219,10 @@ static void test_pipedream_bruteforce(void) {
         o.capacity_bytes = rng_int(0, 2) ? 0 : rng_int(5, 60) * 1e6;
         o.straight = rng_int(0, 5) == 0;
         if (o.straight && W > L) o.straight = 0;
-        cost_plan_stage st[8];
+        int first[9], reps[8];
         pd_best best = {0};
-        pd_enum(y, L, W, &t, &o, st, 0, 0, 0, &best);
-        cost_plan p;
+        pd_enum(y, L, W, &t, &o, first, reps, 0, 0, 0, &best);
+        cost_partition *p = NULL;
         pl_err e;
         pl_err_clear(&e);
         int rc = cost_plan_pipedream(y, L, &t, &o, &p, &e);
@@ -225,30 +234,25 @@ static void test_pipedream_bruteforce(void) {
             continue;
         }
         CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
-        CU_ASSERT_DOUBLE_EQUAL(p.bottleneck_s, best.value, 1e-9 * (1 + best.value));
-        CU_ASSERT_EQUAL(p.workers, W);
+        CU_ASSERT_DOUBLE_EQUAL(p->pred->bottleneck_s, best.value, 1e-9 * (1 + best.value));
+        CU_ASSERT_EQUAL(cost_partition_workers(p), W);
         int sum = 0;
-        for (int s = 0; s < p.nstages; s++) {
-            sum += p.stage[s].replicas;
-            if (p.stage[s].replicas > 1) replicated++;
-            if (o.straight) CU_ASSERT_EQUAL(p.stage[s].replicas, 1);
-            if (o.capacity_bytes > 0) CU_ASSERT(p.stage[s].mem_bytes <= o.capacity_bytes);
+        for (int s = 0; s < p->stages; s++) {
+            sum += p->replicas[s];
+            if (p->replicas[s] > 1) replicated++;
+            if (o.straight) CU_ASSERT_EQUAL(p->replicas[s], 1);
+            if (o.capacity_bytes > 0) CU_ASSERT(p->pred->stage[s].mem_bytes <= o.capacity_bytes);
         }
-        if (p.nstages > 1) multi++;
+        if (p->stages > 1) multi++;
         CU_ASSERT_EQUAL(sum, W);
-        CU_ASSERT_EQUAL(p.noam, (W + p.stage[0].replicas - 1) / p.stage[0].replicas);
+        CU_ASSERT_EQUAL(cost_partition_noam(p), (W + p->replicas[0] - 1) / p->replicas[0]);
         /* Re-evaluating the returned plan gives the same prediction. */
-        cost_plan q = {0};
-        q.nstages = p.nstages;
-        q.stage = calloc((size_t)p.nstages, sizeof *q.stage);
-        for (int s = 0; s < p.nstages; s++)
-            q.stage[s] = (cost_plan_stage){.first_layer = p.stage[s].first_layer, .last_layer = p.stage[s].last_layer,
-                                            .replicas = p.stage[s].replicas};
-        CU_ASSERT_EQUAL(cost_plan_evaluate(&q, y, L, &t, o.allreduce, NULL, &e), PL_OK);
-        CU_ASSERT_DOUBLE_EQUAL(q.bottleneck_s, p.bottleneck_s, 1e-12 * (1 + p.bottleneck_s));
-        cost_plan_free(&q);
-        cost_plan_free(&p);
-        cost_plan_free(&best.plan);
+        cost_partition *q = mk_part(p->stages, p->bound, p->replicas);
+        CU_ASSERT_EQUAL(cost_plan_evaluate(q, y, L, &t, o.allreduce, NULL, &e), PL_OK);
+        CU_ASSERT_DOUBLE_EQUAL(q->pred->bottleneck_s, p->pred->bottleneck_s, 1e-12 * (1 + p->pred->bottleneck_s));
+        cost_partition_free(q);
+        cost_partition_free(p);
+        cost_partition_free(best.plan);
         checked++;
     }
     CU_ASSERT(checked > 150);
@@ -261,11 +265,10 @@ static void test_pipedream_bruteforce(void) {
 static void test_plan_costs_by_hand(void) {
     cost_part_layer y[3] = {{1, 1e6, 1e5, 1e3}, {2, 2e6, 2e5, 2e3}, {3, 3e6, 3e5, 3e3}};
     cost_part_topo t = {2, 2, 1e10, 1e-6, 1e9, 1e-5};
-    cost_plan_stage st[3] = {{.first_layer = 0, .last_layer = 0, .replicas = 1},
-                             {.first_layer = 1, .last_layer = 2, .replicas = 3}};
-    cost_plan p = {.nstages = 2, .stage = st};
+    cost_partition *p = mk_part(2, (const int[]){0, 1, 3}, (const int[]){1, 3});
     pl_err e;
-    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&p, y, 3, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(p, y, 3, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
+    const cost_stage_pred *st = p->pred->stage;
     CU_ASSERT_DOUBLE_EQUAL(st[0].time_s, 1.0, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(st[0].mem_bytes, 4 * 1.001e6, 1e-6); /* 4 in flight x (params + stash) */
     CU_ASSERT_EQUAL(st[1].first_worker, 1);
@@ -276,19 +279,17 @@ static void test_plan_costs_by_hand(void) {
     CU_ASSERT_DOUBLE_EQUAL(st[1].time_s, (5 + st[1].allreduce_s) / 3, 1e-15);
     CU_ASSERT_EQUAL(st[1].inflight, 1);
     CU_ASSERT_DOUBLE_EQUAL(st[1].transfer_in_s, 2 * (1e-5 + 1e5 / 1e9) / 1, 1e-15);
-    CU_ASSERT_DOUBLE_EQUAL(p.bottleneck_s, st[1].time_s, 0);
-    CU_ASSERT_DOUBLE_EQUAL(p.one_worker_s, 6.0, 0);
-    CU_ASSERT_DOUBLE_EQUAL(p.data_parallel_s, (6 + (6e6 / 1e10 + 2 * 1e-6) + (6e6 / 1e9 + 2 * 1e-5)) / 4, 1e-15);
-    CU_ASSERT_EQUAL(p.noam, 4);
-    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&p, y, 3, &t, COST_ALLREDUCE_PIPEDREAM, NULL, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(p->pred->bottleneck_s, st[1].time_s, 0);
+    CU_ASSERT_DOUBLE_EQUAL(p->pred->one_worker_s, 6.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(p->pred->data_parallel_s, (6 + (6e6 / 1e10 + 2 * 1e-6) + (6e6 / 1e9 + 2 * 1e-5)) / 4, 1e-15);
+    CU_ASSERT_EQUAL(cost_partition_noam(p), 4);
+    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(p, y, 3, &t, COST_ALLREDUCE_PIPEDREAM, NULL, &e), PL_OK);
     CU_ASSERT_DOUBLE_EQUAL(st[1].allreduce_s, 4.0 * 1 * 5e6 / (2 * 1e10) + 4.0 * 1 * 5e6 / (2 * 1e9), 1e-15);
     /* 1-1-2: the first cut stays in server 0 (intra), the second crosses servers, the last stage's
      * two replicas share server 1. Transfers split over the smaller replica count. */
-    cost_plan_stage s3[3] = {{.first_layer = 0, .last_layer = 0, .replicas = 1},
-                             {.first_layer = 1, .last_layer = 1, .replicas = 1},
-                             {.first_layer = 2, .last_layer = 2, .replicas = 2}};
-    cost_plan q = {.nstages = 3, .stage = s3};
-    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&q, y, 3, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
+    cost_partition *q = mk_part(3, (const int[]){0, 1, 2, 3}, (const int[]){1, 1, 2});
+    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(q, y, 3, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
+    const cost_stage_pred *s3 = q->pred->stage;
     CU_ASSERT_DOUBLE_EQUAL(s3[1].transfer_in_s, 2 * (1e-6 + 1e5 / 1e10), 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(s3[2].transfer_in_s, 2 * (1e-5 + 2e5 / 1e9), 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(s3[2].allreduce_s, 2.0 * 1 / 2 * 3e6 / 1e10 + 2 * 1e-6, 1e-15);
@@ -296,20 +297,22 @@ static void test_plan_costs_by_hand(void) {
     CU_ASSERT_EQUAL(s3[1].inflight, 3);
     CU_ASSERT_EQUAL(s3[2].inflight, 1);
     CU_ASSERT_DOUBLE_EQUAL(s3[2].mem_bytes, 3.003e6, 1e-6);
-    CU_ASSERT_EQUAL(q.noam, 4);
+    CU_ASSERT_EQUAL(cost_partition_noam(q), 4);
     /* 2-1 then 2-2 on the same cut: the transfer is divided by the smaller replica count. */
-    cost_plan_stage s4[2] = {{.first_layer = 0, .last_layer = 1, .replicas = 2}, {.first_layer = 2, .last_layer = 2, .replicas = 1}};
-    cost_plan r = {.nstages = 2, .stage = s4};
-    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&r, y, 3, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
-    CU_ASSERT_DOUBLE_EQUAL(s4[1].transfer_in_s, 2 * (1e-5 + 2e5 / 1e9) / 1, 1e-15); /* min(2, 1) = 1, spans */
-    s4[1].replicas = 2;
-    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&r, y, 3, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
-    CU_ASSERT_DOUBLE_EQUAL(s4[1].transfer_in_s, 2 * (1e-5 + 2e5 / 1e9) / 2, 1e-15);
-    CU_ASSERT_EQUAL(r.noam, 2);
+    cost_partition *r = mk_part(2, (const int[]){0, 2, 3}, (const int[]){2, 1});
+    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(r, y, 3, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(r->pred->stage[1].transfer_in_s, 2 * (1e-5 + 2e5 / 1e9) / 1, 1e-15); /* min(2, 1) = 1, spans */
+    r->replicas[1] = 2;
+    CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(r, y, 3, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(r->pred->stage[1].transfer_in_s, 2 * (1e-5 + 2e5 / 1e9) / 2, 1e-15);
+    CU_ASSERT_EQUAL(cost_partition_noam(r), 2);
+    cost_partition_free(p);
+    cost_partition_free(q);
+    cost_partition_free(r);
 }
 
 /* Runs the planner and returns its "15-1" configuration string in buf. */
-static int plan_config(const cost_part_layer *y, int L, const cost_part_topo *t, int W, cost_plan *p, char *buf,
+static int plan_config(const cost_part_layer *y, int L, const cost_part_topo *t, int W, cost_partition **p, char *buf,
                        size_t n) {
     cost_pipedream_opts o = {.workers = W};
     pl_err e;
@@ -322,7 +325,7 @@ static int plan_config(const cost_part_layer *y, int L, const cost_part_topo *t,
     }
     pl_buf b;
     pl_buf_init(&b);
-    cost_plan_config(p, &b);
+    cost_plan_config(*p, &b);
     snprintf(buf, n, "%s", b.data ? b.data : "");
     pl_buf_free(&b);
     return rc;
@@ -330,66 +333,66 @@ static int plan_config(const cost_part_layer *y, int L, const cost_part_topo *t,
 
 static void test_pipedream_known_answers(void) {
     cost_part_layer y[4];
-    cost_plan p;
+    cost_partition *p = NULL;
     char cfg[64];
     /* One server of 4, cheap all-reduce (tiny weights), huge activations: pure data parallelism. */
     cost_part_topo one = {4, 1, 1e10, 0, 1e9, 0};
     for (int l = 0; l < 4; l++) y[l] = (cost_part_layer){1.0, 1.0, 1e12, 0};
     CU_ASSERT_EQUAL_FATAL(plan_config(y, 4, &one, 4, &p, cfg, sizeof cfg), PL_OK);
     CU_ASSERT_STRING_EQUAL(cfg, "4");
-    CU_ASSERT_EQUAL(p.noam, 1);
-    CU_ASSERT(p.speedup_vs_one > 3.99);
-    cost_plan_free(&p);
+    CU_ASSERT_EQUAL(cost_partition_noam(p), 1);
+    CU_ASSERT(p->pred->speedup_vs_one > 3.99);
+    cost_partition_free(p);
     /* Expensive all-reduce (huge weights), tiny activations: a straight pipeline. */
     for (int l = 0; l < 4; l++) y[l] = (cost_part_layer){1.0, 1e12, 1.0, 0};
     CU_ASSERT_EQUAL_FATAL(plan_config(y, 4, &one, 4, &p, cfg, sizeof cfg), PL_OK);
     CU_ASSERT_STRING_EQUAL(cfg, "1-1-1-1");
-    CU_ASSERT_EQUAL(p.noam, 4);
-    CU_ASSERT(p.speedup_vs_dp > 100);
-    cost_plan_free(&p);
+    CU_ASSERT_EQUAL(cost_partition_noam(p), 4);
+    CU_ASSERT(p->pred->speedup_vs_dp > 100);
+    cost_partition_free(p);
     /* Two servers of 2: fast inside a server, slow between: replicate inside each server. */
     cost_part_topo two = {2, 2, 1e12, 0, 1e6, 0};
     cost_part_layer z[2] = {{2.0, 1e6, 1e3, 0}, {2.0, 1e6, 1e3, 0}};
     CU_ASSERT_EQUAL_FATAL(plan_config(z, 2, &two, 4, &p, cfg, sizeof cfg), PL_OK);
     CU_ASSERT_STRING_EQUAL(cfg, "2-2");
-    CU_ASSERT_EQUAL(p.stage[0].last_layer, 0);
-    CU_ASSERT_EQUAL(p.noam, 2);
-    cost_plan_free(&p);
+    CU_ASSERT_EQUAL((p->bound[0 + 1] - 1), 0);
+    CU_ASSERT_EQUAL(cost_partition_noam(p), 2);
+    cost_partition_free(p);
     /* Same model, fast links everywhere, cuts slower than compute (transfers overlap compute, so
      * they must exceed a stage time to matter): one stage over both servers. */
     cost_part_topo fast = {2, 2, 1e12, 0, 1e12, 0};
     z[0].out_bytes = z[1].out_bytes = 4e12;
     CU_ASSERT_EQUAL_FATAL(plan_config(z, 2, &fast, 4, &p, cfg, sizeof cfg), PL_OK);
     CU_ASSERT_STRING_EQUAL(cfg, "4");
-    cost_plan_free(&p);
+    cost_partition_free(p);
     /* Two servers, heavy weights: a straight pipeline across both. */
     cost_part_topo slow = {2, 2, 1e10, 0, 1e9, 0};
     for (int l = 0; l < 4; l++) y[l] = (cost_part_layer){1.0, 1e9, 1e3, 0};
     CU_ASSERT_EQUAL_FATAL(plan_config(y, 4, &slow, 4, &p, cfg, sizeof cfg), PL_OK);
     CU_ASSERT_STRING_EQUAL(cfg, "1-1-1-1");
-    cost_plan_free(&p);
+    cost_partition_free(p);
     /* A VGG-like shape: heavy compute with light weights first, a light head with heavy weights:
      * 15-1 on 4 servers of 4 (the PipeDream paper's VGG-16 configuration). */
     cost_part_topo c4 = {4, 4, 1e11, 0, 1.25e9, 0};
     cost_part_layer v[2] = {{15.0, 1e6, 1e6, 0}, {1.0, 5e8, 1e3, 0}};
     CU_ASSERT_EQUAL_FATAL(plan_config(v, 2, &c4, 16, &p, cfg, sizeof cfg), PL_OK);
     CU_ASSERT_STRING_EQUAL(cfg, "15-1");
-    CU_ASSERT_EQUAL(p.noam, 2);
-    cost_plan_free(&p);
+    CU_ASSERT_EQUAL(cost_partition_noam(p), 2);
+    cost_partition_free(p);
     /* Ties are broken the same way every time. */
-    cost_plan a, b;
+    cost_partition *a = NULL, *b = NULL;
     for (int l = 0; l < 4; l++) y[l] = (cost_part_layer){1.0, 0, 0, 0};
     cost_pipedream_opts o = {.workers = 4};
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, 4, &one, &o, &a, &e), PL_OK);
     CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, 4, &one, &o, &b, &e), PL_OK);
-    CU_ASSERT_EQUAL_FATAL(a.nstages, b.nstages);
-    for (int s = 0; s < a.nstages; s++) {
-        CU_ASSERT_EQUAL(a.stage[s].first_layer, b.stage[s].first_layer);
-        CU_ASSERT_EQUAL(a.stage[s].replicas, b.stage[s].replicas);
+    CU_ASSERT_EQUAL_FATAL(a->stages, b->stages);
+    for (int s = 0; s < a->stages; s++) {
+        CU_ASSERT_EQUAL(a->bound[s], b->bound[s]);
+        CU_ASSERT_EQUAL(a->replicas[s], b->replicas[s]);
     }
-    cost_plan_free(&a);
-    cost_plan_free(&b);
+    cost_partition_free(a);
+    cost_partition_free(b);
 }
 
 static void test_pipedream_memory(void) {
@@ -399,15 +402,15 @@ static void test_pipedream_memory(void) {
     for (int l = 0; l < 4; l++) y[l] = (cost_part_layer){1.0, 1e9, 1e3, 0};
     cost_part_topo t = {4, 1, 1e12, 0, 1e12, 0};
     cost_pipedream_opts o = {.workers = 4, .capacity_bytes = 2.5e9, .straight = 1};
-    cost_plan p;
+    cost_partition *p = NULL;
     pl_err e;
     CU_ASSERT_EQUAL(cost_plan_pipedream(y, 4, &t, &o, &p, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "no straight-pipeline configuration of 4 workers fits in 2500000000 bytes"));
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "4000000000 bytes"));
     o.straight = 0;
     CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, 4, &t, &o, &p, &e), PL_OK);
-    CU_ASSERT(p.peak_mem_bytes <= 2.5e9);
-    cost_plan_free(&p);
+    CU_ASSERT(p->pred->peak_mem_bytes <= 2.5e9);
+    cost_partition_free(p);
     o.capacity_bytes = 1e9; /* one layer on a lone last stage needs 1 GB; stage 0 needs more */
     CU_ASSERT_EQUAL(cost_plan_pipedream(y, 4, &t, &o, &p, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "no pipeline configuration"));
@@ -438,44 +441,39 @@ static void test_partition_file(void) {
     for (int l = 0; l < 5; l++) y[l] = (cost_part_layer){1.0 + l, 1e6, 1e5, 1e5};
     cost_part_topo t = {2, 2, 1e10, 1e-6, 1e9, 1e-5};
     cost_pipedream_opts o = {.workers = 4};
-    cost_plan p, q;
+    cost_partition *p = NULL, *q = NULL;
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, 5, &t, &o, &p, &e), PL_OK);
-    snprintf(p.model, sizeof p.model, "toy five");
-    snprintf(p.hardware, sizeof p.hardware, "cluster-a");
+    snprintf(p->model, sizeof p->model, "toy five");
+    snprintf(p->hardware, sizeof p->hardware, "cluster-a");
     pl_buf b;
     pl_buf_init(&b);
-    cost_partition_write(&p, &b);
+    cost_partition_write(p, &b);
     CU_ASSERT_EQUAL_FATAL(cost_partition_parse_text(b.data, "x.part", &q, &e), PL_OK);
-    CU_ASSERT_STRING_EQUAL(q.method, "pipedream");
-    CU_ASSERT_STRING_EQUAL(q.model, "toy five");
-    CU_ASSERT_STRING_EQUAL(q.hardware, "cluster-a");
-    CU_ASSERT_EQUAL(q.layers, 5);
-    CU_ASSERT_EQUAL(q.workers, 4);
-    CU_ASSERT_EQUAL_FATAL(q.nstages, p.nstages);
-    for (int s = 0; s < p.nstages; s++) {
-        CU_ASSERT_EQUAL(q.stage[s].first_layer, p.stage[s].first_layer);
-        CU_ASSERT_EQUAL(q.stage[s].last_layer, p.stage[s].last_layer);
-        CU_ASSERT_EQUAL(q.stage[s].replicas, p.stage[s].replicas);
-        CU_ASSERT_DOUBLE_EQUAL(q.stage[s].time_s, p.stage[s].time_s, 1e-8 * p.stage[s].time_s);
+    CU_ASSERT_STRING_EQUAL(q->method, "pipedream");
+    CU_ASSERT_STRING_EQUAL(q->model, "toy five");
+    CU_ASSERT_STRING_EQUAL(q->hardware, "cluster-a");
+    CU_ASSERT_EQUAL(cost_partition_layers(q), 5);
+    CU_ASSERT_EQUAL(cost_partition_workers(q), 4);
+    CU_ASSERT_EQUAL_FATAL(q->stages, p->stages);
+    for (int s = 0; s < p->stages; s++) {
+        CU_ASSERT_EQUAL(q->bound[s], p->bound[s]);
+        CU_ASSERT_EQUAL((q->bound[s + 1] - 1), (p->bound[s + 1] - 1));
+        CU_ASSERT_EQUAL(q->replicas[s], p->replicas[s]);
+        CU_ASSERT_DOUBLE_EQUAL(q->pred->stage[s].time_s, p->pred->stage[s].time_s, 1e-8 * p->pred->stage[s].time_s);
     }
     /* Writing what was read gives the same text back. */
-    CU_ASSERT_EQUAL(cost_plan_evaluate(&q, y, 5, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
+    CU_ASSERT_EQUAL(cost_plan_evaluate(q, y, 5, &t, COST_ALLREDUCE_RING, NULL, &e), PL_OK);
     pl_buf b2;
     pl_buf_init(&b2);
-    cost_partition_write(&q, &b2);
+    cost_partition_write(q, &b2);
     CU_ASSERT_STRING_EQUAL(b2.data, b.data);
-    /* The simulator's partition form. */
-    cost_partition *sp = cost_plan_to_partition(&q);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(sp);
-    CU_ASSERT_EQUAL(sp->stages, q.nstages);
-    CU_ASSERT_EQUAL(sp->bound[sp->stages], 5);
-    CU_ASSERT_EQUAL(sp->replicas[0], q.stage[0].replicas);
-    cost_partition_free(sp);
+    /* What was read is what the simulator takes, as it is. */
+    CU_ASSERT_EQUAL(cost_partition_check(q, 5, &e), PL_OK);
     pl_buf_free(&b);
     pl_buf_free(&b2);
-    cost_plan_free(&p);
-    cost_plan_free(&q);
+    cost_partition_free(p);
+    cost_partition_free(q);
 
     /* A hand-written file with comments, and bad files naming file:line. */
     char *dir = pl_test_tmpdir();
@@ -483,11 +481,11 @@ static void test_partition_file(void) {
                          "# comment\n\npipelab-partition 1\nmodel vgg16   # provenance\nstage 0: layers 0-12 replicas 15\n"
                          "stage 1: layers 13-40 replicas 1\n");
     CU_ASSERT_EQUAL_FATAL(cost_partition_read(ok, &q, &e), PL_OK);
-    CU_ASSERT_EQUAL(q.workers, 16);
-    CU_ASSERT_EQUAL(q.layers, 41);
-    CU_ASSERT_EQUAL(q.noam, 2);
-    CU_ASSERT_STRING_EQUAL(q.method, "manual");
-    cost_plan_free(&q);
+    CU_ASSERT_EQUAL(cost_partition_workers(q), 16);
+    CU_ASSERT_EQUAL(cost_partition_layers(q), 41);
+    CU_ASSERT_EQUAL(cost_partition_noam(q), 2);
+    CU_ASSERT_STRING_EQUAL(q->method, "manual");
+    cost_partition_free(q);
     static const struct {
         const char *text, *want;
     } bad[] = {
@@ -550,21 +548,21 @@ static void test_vgg16_cluster(void) {
     cost_part_topo t;
     cost_part_topo_from_hw(&hw, &t);
     cost_pipedream_opts o = {.workers = 16};
-    cost_plan p;
+    cost_partition *p = NULL;
     CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, m->n, &t, &o, &p, &e), PL_OK);
     int sum = 0;
-    for (int s = 0; s < p.nstages; s++) sum += p.stage[s].replicas;
+    for (int s = 0; s < p->stages; s++) sum += p->replicas[s];
     CU_ASSERT_EQUAL(sum, 16);
-    CU_ASSERT_EQUAL(p.stage[p.nstages - 1].last_layer + 1, m->n);
-    CU_ASSERT(p.speedup_vs_one > 1.0);
-    CU_ASSERT(p.speedup_vs_dp >= 1.0 - 1e-12); /* pure data parallelism is one of the candidates */
+    CU_ASSERT_EQUAL(p->bound[p->stages] - 1 + 1, m->n);
+    CU_ASSERT(p->pred->speedup_vs_one > 1.0);
+    CU_ASSERT(p->pred->speedup_vs_dp >= 1.0 - 1e-12); /* pure data parallelism is one of the candidates */
     pl_buf b;
     pl_buf_init(&b);
-    cost_plan_config(&p, &b);
+    cost_plan_config(p, &b);
     fprintf(stderr, "\n  vgg16 on 4x4 (10 Gbps): config %s, NOAM %d, %.3f ms per minibatch, %.2fx one worker, %.2fx DP\n",
-            b.data, p.noam, p.bottleneck_s * 1e3, p.speedup_vs_one, p.speedup_vs_dp);
+            b.data, cost_partition_noam(p), p->pred->bottleneck_s * 1e3, p->pred->speedup_vs_one, p->pred->speedup_vs_dp);
     pl_buf_free(&b);
-    cost_plan_free(&p);
+    cost_partition_free(p);
     free(y);
     cost_model_free(m);
 }
@@ -614,27 +612,26 @@ static void test_vgg16_cluster_a_preset(void) {
     static const cost_allreduce_model ars[2] = {COST_ALLREDUCE_RING, COST_ALLREDUCE_PIPEDREAM};
     for (int k = 0; k < 2; k++) {
         cost_pipedream_opts o = {.workers = 16, .allreduce = ars[k]};
-        cost_plan p;
+        cost_partition *p = NULL;
         CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, m->n, &t, &o, &p, &e), PL_OK);
         pl_buf b;
         pl_buf_init(&b);
-        cost_plan_config(&p, &b);
+        cost_plan_config(p, &b);
         CU_ASSERT_STRING_EQUAL(b.data, "14-2");
-        CU_ASSERT_EQUAL(p.stage[1].first_layer, k == 0 ? 25 : 26);
-        CU_ASSERT_DOUBLE_EQUAL(p.one_worker_s, 0.672535, 1e-9);
-        CU_ASSERT(p.speedup_vs_dp > (k == 0 ? 1.8 : 2.4));
+        CU_ASSERT_EQUAL(p->bound[1], k == 0 ? 25 : 26);
+        CU_ASSERT_DOUBLE_EQUAL(p->pred->one_worker_s, 0.672535, 1e-9);
+        CU_ASSERT(p->pred->speedup_vs_dp > (k == 0 ? 1.8 : 2.4));
         /* The paper's 15-1: every conv layer on 15 replicas, the classifier (34-40) on one. */
-        cost_plan_stage st[2] = {{.first_layer = 0, .last_layer = 33, .replicas = 15},
-                                 {.first_layer = 34, .last_layer = 40, .replicas = 1}};
-        cost_plan q = {.nstages = 2, .stage = st};
-        CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(&q, y, m->n, &t, ars[k], NULL, &e), PL_OK);
-        CU_ASSERT(q.bottleneck_s >= p.bottleneck_s);
-        CU_ASSERT(q.bottleneck_s < 1.1 * p.bottleneck_s);
+        cost_partition *q = mk_part(2, (const int[]){0, 34, 41}, (const int[]){15, 1});
+        CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(q, y, m->n, &t, ars[k], NULL, &e), PL_OK);
+        CU_ASSERT(q->pred->bottleneck_s >= p->pred->bottleneck_s);
+        CU_ASSERT(q->pred->bottleneck_s < 1.1 * p->pred->bottleneck_s);
         fprintf(stderr, "\n  vgg16 cluster-a 16 (%s): %s %.3f ms (%.2fx DP); 15-1 %.3f ms (%.2fx DP)",
-                k ? "pipedream" : "ring", b.data, p.bottleneck_s * 1e3, p.speedup_vs_dp, q.bottleneck_s * 1e3,
-                q.speedup_vs_dp);
+                k ? "pipedream" : "ring", b.data, p->pred->bottleneck_s * 1e3, p->pred->speedup_vs_dp, q->pred->bottleneck_s * 1e3,
+                q->pred->speedup_vs_dp);
         pl_buf_free(&b);
-        cost_plan_free(&p);
+        cost_partition_free(p);
+        cost_partition_free(q);
     }
     free(y);
     cost_model_free(m);
@@ -666,12 +663,12 @@ static void test_partition_cli(void) {
     CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "stage"));
     free(out);
     char *part = pl_test_path(dir, "p.part");
-    cost_plan q;
+    cost_partition *q = NULL;
     pl_err e;
     CU_ASSERT_EQUAL(cost_partition_read(part, &q, &e), PL_OK);
-    CU_ASSERT_EQUAL(q.nstages, 4);
-    CU_ASSERT_EQUAL(q.stage[1].first_layer, 2);
-    cost_plan_free(&q);
+    CU_ASSERT_EQUAL(q->stages, 4);
+    CU_ASSERT_EQUAL(q->bound[1], 2);
+    cost_partition_free(q);
     snprintf(cmd, sizeof cmd, "%s partition --model 'uniform:layers=8' --workers 4 --format json", PIPELAB_BIN);
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
     CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"config\""));
@@ -778,17 +775,17 @@ static double bf_best(const bf_ctx *b, const bf_level *lv, int i, int j, int uni
 
 /* Returns the brute-force value of the plan p returned by the hierarchical planner, level by
  * level: each server-level stage's own server pipeline must be a best one of its range. */
-static double bf_plan_value(const bf_ctx *b, const cost_plan *p) {
+static double bf_plan_value(const bf_ctx *b, const cost_partition *p) {
     int bound2[16], units2[16], n2 = 0;
-    for (int s = 0; s < p->nstages;) {
-        int g = p->stage[s].server_stage, n1 = 0, bound1[16], units1[16];
-        bound2[n2] = p->stage[s].first_layer;
-        units2[n2] = p->stage[s].servers;
-        for (; s < p->nstages && p->stage[s].server_stage == g; s++, n1++) {
-            bound1[n1] = p->stage[s].first_layer;
-            units1[n1] = p->stage[s].replicas / p->stage[s].servers;
+    for (int s = 0; s < p->stages;) {
+        int g = p->pred->stage[s].server_stage, n1 = 0, bound1[16], units1[16];
+        bound2[n2] = p->bound[s];
+        units2[n2] = p->pred->stage[s].servers;
+        for (; s < p->stages && p->pred->stage[s].server_stage == g; s++, n1++) {
+            bound1[n1] = p->bound[s];
+            units1[n1] = p->replicas[s] / p->pred->stage[s].servers;
         }
-        bound1[n1] = p->stage[s - 1].last_layer + 1;
+        bound1[n1] = p->bound[s];
         CU_ASSERT_DOUBLE_EQUAL(bf_value(b, &b->lv1, bound1, units1, n1),
                                bf_best(b, &b->lv1, bound1[0], bound1[n1], b->lv1.units), 1e-12);
         n2++;
@@ -812,23 +809,23 @@ static void test_hierarchy_bruteforce(void) {
         bf_ctx b = {y, L, o.allreduce, {d, 1, t.intra_bw_Bps, t.intra_latency_s, 0},
                     {S, d, t.inter_bw_Bps, t.inter_latency_s, 1}};
         double want = bf_best(&b, &b.lv2, 0, L, S);
-        cost_plan p;
+        cost_partition *p = NULL;
         pl_err e;
         pl_err_clear(&e);
         CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, L, &t, &o, &p, &e), PL_OK);
-        CU_ASSERT_STRING_EQUAL(p.hierarchy, "pipedream");
-        CU_ASSERT_DOUBLE_EQUAL(p.hier_time_s, want, 1e-9 * (1 + want));
-        CU_ASSERT_DOUBLE_EQUAL(bf_plan_value(&b, &p), p.hier_time_s, 1e-9 * (1 + want));
+        CU_ASSERT_STRING_EQUAL(p->pred->hierarchy, "pipedream");
+        CU_ASSERT_DOUBLE_EQUAL(p->pred->hier_time_s, want, 1e-9 * (1 + want));
+        CU_ASSERT_DOUBLE_EQUAL(bf_plan_value(&b, p), p->pred->hier_time_s, 1e-9 * (1 + want));
         int sum = 0;
-        for (int s = 0; s < p.nstages; s++) {
-            sum += p.stage[s].replicas;
-            CU_ASSERT(p.stage[s].servers >= 1 && p.stage[s].replicas % p.stage[s].servers == 0);
+        for (int s = 0; s < p->stages; s++) {
+            sum += p->replicas[s];
+            CU_ASSERT(p->pred->stage[s].servers >= 1 && p->replicas[s] % p->pred->stage[s].servers == 0);
         }
         CU_ASSERT_EQUAL(sum, d * S);
-        CU_ASSERT_EQUAL(p.stage[p.nstages - 1].last_layer, L - 1);
-        if (p.nstages > 1) multi++;
-        if (!cost_plan_hier_consecutive(&p)) interleaved++;
-        cost_plan_free(&p);
+        CU_ASSERT_EQUAL(p->bound[p->stages] - 1, L - 1);
+        if (p->stages > 1) multi++;
+        if (!cost_plan_hier_consecutive(p)) interleaved++;
+        cost_partition_free(p);
         checked++;
     }
     CU_ASSERT_EQUAL(checked, 200);
@@ -851,25 +848,25 @@ static void test_hierarchy_flat_agrees(void) {
                             rng_int(0, 3) * 1e-3, rng_int(1, 10) * 1e5, rng_int(0, 3) * 1e-2};
         cost_pipedream_opts o = {.workers = W, .straight = rng_int(0, 5) == 0 && W <= L};
         o.allreduce = rng_int(0, 1) ? COST_ALLREDUCE_PIPEDREAM : COST_ALLREDUCE_RING;
-        cost_plan a, h;
+        cost_partition *a = NULL, *h = NULL;
         pl_err e;
         CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, L, &t, &o, &a, &e), PL_OK);
         o.hierarchy = COST_HIERARCHY_PIPEDREAM;
         CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, L, &t, &o, &h, &e), PL_OK);
-        CU_ASSERT_STRING_EQUAL(a.hierarchy, "exact");
-        CU_ASSERT_DOUBLE_EQUAL(h.bottleneck_s, a.bottleneck_s, 1e-12 * (1 + a.bottleneck_s));
-        CU_ASSERT_DOUBLE_EQUAL(h.hier_time_s, a.bottleneck_s, 1e-12 * (1 + a.bottleneck_s));
-        CU_ASSERT_EQUAL(h.stage[0].servers, 0);
+        CU_ASSERT_STRING_EQUAL(a->pred->hierarchy, "exact");
+        CU_ASSERT_DOUBLE_EQUAL(h->pred->bottleneck_s, a->pred->bottleneck_s, 1e-12 * (1 + a->pred->bottleneck_s));
+        CU_ASSERT_DOUBLE_EQUAL(h->pred->hier_time_s, a->pred->bottleneck_s, 1e-12 * (1 + a->pred->bottleneck_s));
+        CU_ASSERT_EQUAL(h->pred->stage[0].servers, 0);
         pl_buf b1, b2;
         pl_buf_init(&b1);
         pl_buf_init(&b2);
-        cost_plan_config(&h, &b1);
-        cost_plan_hier_config(&h, &b2);
+        cost_plan_config(h, &b1);
+        cost_plan_hier_config(h, &b2);
         CU_ASSERT_STRING_EQUAL(b1.data, b2.data); /* one level: PipeDream prints "2-1-1" too */
         pl_buf_free(&b1);
         pl_buf_free(&b2);
-        cost_plan_free(&a);
-        cost_plan_free(&h);
+        cost_partition_free(a);
+        cost_partition_free(h);
         checked++;
     }
     CU_ASSERT_EQUAL(checked, 300);
@@ -892,29 +889,29 @@ static void test_hierarchy_alexnet_4x4(void) {
     CU_ASSERT_EQUAL_FATAL(cost_part_layers_from_model(m, NULL, NULL, &y, &e), PL_OK);
     cost_part_topo t = {4, 4, 4e9, 0, 1e9, 0};
     cost_pipedream_opts o = {.workers = 16, .allreduce = COST_ALLREDUCE_PIPEDREAM, .hierarchy = COST_HIERARCHY_PIPEDREAM};
-    cost_plan p, x;
+    cost_partition *p = NULL, *x = NULL;
     CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, m->n, &t, &o, &p, &e), PL_OK);
     pl_buf b;
     pl_buf_init(&b);
-    cost_plan_hier_config(&p, &b);
+    cost_plan_hier_config(p, &b);
     CU_ASSERT_STRING_EQUAL(b.data, "3x(4) ; 1x(2-1-1)");
     b.len = 0;
-    cost_plan_config(&p, &b);
+    cost_plan_config(p, &b);
     CU_ASSERT_STRING_EQUAL(b.data, "12-2-1-1");
-    int cut = p.stage[1].first_layer; /* the first stage of the second server-level stage */
-    CU_ASSERT_EQUAL(p.stage[1].server_stage, 1);
+    int cut = p->bound[1]; /* the first stage of the second server-level stage */
+    CU_ASSERT_EQUAL(p->pred->stage[1].server_stage, 1);
     CU_ASSERT_DOUBLE_EQUAL(y[cut - 1].out_bytes, 9437184.0, 0);
-    CU_ASSERT_DOUBLE_EQUAL(p.hier_time_s, 2 * 9437184.0 / 1e9, 1e-15);
-    CU_ASSERT(cost_plan_hier_consecutive(&p)); /* 12 consecutive devices = 3 whole servers */
+    CU_ASSERT_DOUBLE_EQUAL(p->pred->hier_time_s, 2 * 9437184.0 / 1e9, 1e-15);
+    CU_ASSERT(cost_plan_hier_consecutive(p)); /* 12 consecutive devices = 3 whole servers */
     o.hierarchy = COST_HIERARCHY_EXACT;
     CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, m->n, &t, &o, &x, &e), PL_OK);
     b.len = 0;
-    cost_plan_config(&x, &b);
+    cost_plan_config(x, &b);
     CU_ASSERT_STRING_EQUAL(b.data, "12-3-1");
-    CU_ASSERT(x.bottleneck_s < 0.0092 && x.bottleneck_s <= p.bottleneck_s); /* the exact optimum rates lower */
+    CU_ASSERT(x->pred->bottleneck_s < 0.0092 && x->pred->bottleneck_s <= p->pred->bottleneck_s); /* the exact optimum rates lower */
     pl_buf_free(&b);
-    cost_plan_free(&p);
-    cost_plan_free(&x);
+    cost_partition_free(p);
+    cost_partition_free(x);
     free(y);
     cost_model_free(m);
 }
@@ -925,7 +922,7 @@ static void test_hierarchy_limits_and_cli(void) {
     for (int l = 0; l < 4; l++) y[l] = (cost_part_layer){1.0, 1e6, 1e3, 0};
     cost_part_topo t = {4, 2, 1e10, 0, 1e9, 0};
     cost_pipedream_opts o = {.workers = 6, .hierarchy = COST_HIERARCHY_PIPEDREAM};
-    cost_plan p;
+    cost_partition *p = NULL;
     pl_err e;
     CU_ASSERT_EQUAL(cost_plan_pipedream(y, 4, &t, &o, &p, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "6 workers is not a multiple of the 4 devices"));
@@ -933,15 +930,17 @@ static void test_hierarchy_limits_and_cli(void) {
     o.capacity_bytes = 1e9;
     CU_ASSERT_EQUAL(cost_plan_pipedream(y, 4, &t, &o, &p, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "without a memory capacity"));
-    cost_plan_stage st[3] = {{.replicas = 6, .servers = 3, .server_stage = 0},
-                             {.replicas = 3, .servers = 3, .server_stage = 0},
-                             {.replicas = 3, .servers = 1, .server_stage = 1}};
-    cost_plan h = {.nstages = 3, .stage = st};
+    cost_partition *h = mk_part(3, (const int[]){0, 1, 2, 3}, (const int[]){6, 3, 3});
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cost_partition_attach_pred(h));
+    h->pred->stage[0] = (cost_stage_pred){.servers = 3, .server_stage = 0};
+    h->pred->stage[1] = (cost_stage_pred){.servers = 3, .server_stage = 0};
+    h->pred->stage[2] = (cost_stage_pred){.servers = 1, .server_stage = 1};
     pl_buf b;
     pl_buf_init(&b);
-    cost_plan_hier_config(&h, &b);
+    cost_plan_hier_config(h, &b);
     CU_ASSERT_STRING_EQUAL(b.data, "3x(2-1) ; 1x(3)");
-    CU_ASSERT_FALSE(cost_plan_hier_consecutive(&h));
+    CU_ASSERT_FALSE(cost_plan_hier_consecutive(h));
+    cost_partition_free(h);
     pl_buf_free(&b);
     char cmd[1024], *out = NULL;
     const char *alexnet = PIPELAB_PIPEDREAM_DIR "/alexnet.graph.txt";

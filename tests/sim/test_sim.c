@@ -8,6 +8,7 @@
 #include "pl_test.h"
 #include "pl_sched.h"
 #include "sim.h"
+#include "sim_test.h"
 
 #define NEAR(a, b) CU_ASSERT_DOUBLE_EQUAL((a), (b), 1e-9 * (1.0 + fabs((double)(b))))
 
@@ -27,6 +28,16 @@ static sched *lowered(const char *kind, int p, int m, int v, int iters) {
     if (!l) fprintf(stderr, "lower %s: %s\n", kind, e.msg);
     CU_ASSERT_PTR_NOT_NULL(l);
     return l;
+}
+
+sched *sim_test_lowered(const char *kind, int p, int m, int v, int iters) { return lowered(kind, p, m, v, iters); }
+
+int sim_test_run_model(const sched *s, sim_model *sm, sim_result *r, pl_err *e) {
+    sim_costs c = sim_model_costs(sm);
+    sim_config cfg;
+    sim_config_init(&cfg);
+    sim_model_config(sm, &cfg);
+    return sim_run(s, &c, &cfg, r, e);
 }
 
 /* Runs s with the flag costs b and config c (NULL = defaults); returns PL_OK or the error. */
@@ -859,4 +870,5 @@ void pl_test_register(void) {
     { void sim_comm_tests_register(void); sim_comm_tests_register(); } /* test_sim_comm.c */
     { void sim_layout_tests_register(void); sim_layout_tests_register(); } /* test_layout.c */
     { void sim_reuse_tests_register(void); sim_reuse_tests_register(); } /* test_reuse.c */
+    { void sim_agree_tests_register(void); sim_agree_tests_register(); } /* test_agree.c */
 }
