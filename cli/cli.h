@@ -58,7 +58,7 @@ int cli_sched_args_end(const char *cmd, int argc, char **argv, cli_sched_args *a
  * printing "--format must be table, csv or json". */
 int cli_format_arg(const char *cmd, const char *format);
 /* Generates (--kind) or loads (--from) the schedule, refusing up front one whose memory under
- * sim_check_memory's mode (SIM_MEM_*) passes a->budget, and validates it. NULL and e on error. */
+ * sched_check_command_memory's mode (SCHED_MEM_*) passes a->budget, and validates it. NULL and e on error. */
 sched *cli_sched_get(const cli_sched_args *a, int mem_mode, pl_err *e);
 /* cli_sched_get without the validation: for callers that lower the schedule next (lowering
  * validates a compute-only schedule with the same checks and messages). NULL and e on error. */

@@ -249,7 +249,7 @@ sched *cli_sched_load(const cli_sched_args *a, int mem_mode, pl_err *e) {
     sched_shape sh;
     /* the memory of the whole command, before the schedule is generated */
     if (a->kind && (sched_gen_shape(a->kind, &a->g, &sh, e) != PL_OK ||
-                    sim_check_memory(a->kind, &sh, mem_mode, &a->budget, e) != PL_OK))
+                    sched_check_command_memory(a->kind, &sh, mem_mode, &a->budget, e) != PL_OK))
         return NULL;
     sched *s = a->from ? sched_load(a->from, a->legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, e)
                        : sched_generate_within(a->kind, &a->g, &a->budget, e);
@@ -257,7 +257,7 @@ sched *cli_sched_load(const cli_sched_args *a, int mem_mode, pl_err *e) {
     if (a->from) { /* a loaded schedule: its actions, counted as compute actions (an upper bound) */
         sh = (sched_shape){s->ranks, s->stages, sched_total_microbatches(s),
                            (int64_t)sched_total_actions(s)};
-        if (sim_check_memory(a->from, &sh, mem_mode, &a->budget, e) != PL_OK) {
+        if (sched_check_command_memory(a->from, &sh, mem_mode, &a->budget, e) != PL_OK) {
             sched_free(s);
             return NULL;
         }

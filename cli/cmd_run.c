@@ -390,7 +390,7 @@ static int run_with_bar(const sched *s, exec_config *c, exec_result *r, pl_err *
 /* Loads or generates, validates and lowers the schedule; NULL and e on error. */
 static sched *get_schedule(const opts *o, pl_err *e) {
     /* the prediction simulates it, with its timeline when the run is traced */
-    sched *s = cli_sched_get(&o->a, o->trace ? SIM_MEM_TRACE : SIM_MEM_SIMULATE, e);
+    sched *s = cli_sched_get(&o->a, o->trace ? SCHED_MEM_TRACE : SCHED_MEM_SIMULATE, e);
     if (!s) return NULL;
     if (o->a.kind) s->recompute = o->a.g.recompute;
     sched *l = sched_lower_within(s, &o->a.budget, e);

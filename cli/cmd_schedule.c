@@ -146,7 +146,7 @@ int cli_schedule(int argc, char **argv) {
     if (rc >= 0) return rc;
     pl_err e;
     pl_err_clear(&e);
-    sched *s = cli_sched_get(&o.a, SIM_MEM_SCHEDULE, &e);
+    sched *s = cli_sched_get(&o.a, SCHED_MEM_SCHEDULE, &e);
     if (!s) return cli_fail(&e);
     if (o.lowered && !s->lowered) {
         sched *l = sched_lower_within(s, &o.a.budget, &e);

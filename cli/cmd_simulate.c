@@ -910,7 +910,7 @@ static int needs_lowered(const opts *o) {
  * compute-only schedule is validated by its lowering, or without the dry run when the simulator
  * runs it as it is: its stall names the waiting cycle); NULL and e on error. */
 static sched *get_schedule(const opts *o, pl_err *e) {
-    sched *s = cli_sched_load(&o->a, o->trace || o->trace_json ? SIM_MEM_TRACE : SIM_MEM_SIMULATE, e);
+    sched *s = cli_sched_load(&o->a, o->trace || o->trace_json ? SCHED_MEM_TRACE : SCHED_MEM_SIMULATE, e);
     if (!s) return NULL;
     if (s->lowered || !needs_lowered(o)) { /* used as it is */
         if ((s->lowered ? sched_validate(s, e) : sched_check_actions(s, e)) == PL_OK) return s;

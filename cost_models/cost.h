@@ -177,6 +177,8 @@ double cost_model_params(const cost_model *m);
  *                efficiency        achievable fraction of peak, (0, 1]
  *                memory_bytes      capacity per device
  *                memory_bandwidth  bytes/s
+ *                memory_efficiency fraction of memory_bandwidth a streaming kernel reaches, (0, 1]
+ *                                  (default 1; cost_stream_Bps)
  *                launch_overhead   seconds per layer per compute action (kernel launch)
  *   [topology]   nodes, devices_per_node
  *   [link.intra] bandwidth, latency   between devices of one node (bytes/s, s)
@@ -184,6 +186,8 @@ double cost_model_params(const cost_model *m);
  *   [gemm]       max_efficiency    fraction of peak a large GEMM reaches (0 = device.efficiency)
  *                units, tile_m, tile_n   SMs and the output tile: tile and wave quantization
  *                attention_efficiency    a fused (flash) attention kernel's fraction of peak
+ *                attention_bandwidth     fraction of memory_bandwidth the attention core's batched
+ *                                        GEMMs stream at (0 = as any kernel: memory_efficiency)
  *   [collective] intra_efficiency, inter_efficiency   bus bandwidth / link bandwidth (default 1)
  * Unknown sections or keys are errors "path:line: ...". Overrides use "section.key"
  * ("link.inter.bandwidth", "device.flops_fp32"). Presets are embedded in the binary at build
@@ -210,6 +214,7 @@ typedef struct cost_hw {
     double efficiency;             /* achievable / peak */
     double memory_bytes;           /* capacity per device */
     double memory_bandwidth_Bps;
+    double memory_efficiency;      /* achievable / memory_bandwidth_Bps */
     double launch_s;               /* per layer per compute action */
     int nodes, devices_per_node;
     double intra_bandwidth_Bps, intra_latency_s;
@@ -218,6 +223,8 @@ typedef struct cost_hw {
     double gemm_max_efficiency;    /* large-GEMM fraction of peak */
     double gemm_attention_efficiency; /* a fused attention kernel's fraction of peak (0 = the
                                          score GEMM's efficiency) */
+    double gemm_attention_bandwidth; /* the attention core's batched GEMMs' fraction of the
+                                         memory bandwidth (0 = memory_efficiency) */
     int gemm_units;                /* processors a GEMM's tiles are spread over (SMs) */
     int gemm_tile_m, gemm_tile_n;  /* output tile of the library's kernel */
     /* [collective]: fraction of the link bandwidth a large collective reaches (bus bandwidth) */
@@ -519,6 +526,28 @@ double cost_gpt_hardware_flops(const cost_layout *l);     /* plus what the recom
 /* GEMM efficiency of an m x n output (batch of them) and the time of a batched m x n x k GEMM. */
 double cost_gemm_efficiency(const cost_hw *hw, double m, double n, double batch);
 double cost_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch);
+/* A batched GEMM of the attention core (scores against a head's d): cost_gemm_s with its bytes
+ * at gemm.attention_bandwidth of the memory bandwidth when that is set. */
+double cost_attention_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch);
+/* Seconds to stream bytes through device memory at the achievable bandwidth,
+ * memory_bandwidth x memory_efficiency (0 when the bandwidth is unknown); no launch. */
+double cost_stream_s(const cost_hw *hw, double bytes);
+/* Seconds of 2021 Megatron-LM's attention core on one GPU (score and context batched GEMMs,
+ * fused scale-mask-softmax, dropout with its one-byte mask, the context's permute copy, or one
+ * fused kernel with flash attention): its forward, and its backward (without recomputation). */
+double cost_gpt_attention_fwd_s(const cost_layout *l, const cost_hw *hw);
+double cost_gpt_attention_bwd_s(const cost_layout *l, const cost_hw *hw);
+/* Seconds one GPU spends adding a microbatch's weight gradients of `params` parameters in
+ * `tensors` tensors into the data-parallel gradient buffer (Megatron's main_grad): read both,
+ * write the sum, in the 2-byte gradient type, one launch per tensor. */
+double cost_gpt_grad_accum_s(const cost_hw *hw, double params, int tensors);
+/* Seconds one pipeline exchange (the stage boundary's transfer and, with scatter/gather, its
+ * all-gather over T) holds the compute stream: Megatron-LM synchronizes the device after its
+ * point-to-point calls. Charged to each stage's first layer, forward and backward; 0 for P = 1. */
+double cost_gpt_exchange_s(const cost_layout *l, const cost_hw *hw);
+/* Seconds of Megatron-LM's mixed-precision Adam step on one GPU holding param_bytes of fp16
+ * weights (58 bytes a parameter, 52 of them on the distributed optimizer's 1 / D share). */
+double cost_gpt_step_s(const cost_layout *l, const cost_hw *hw, int64_t param_bytes);
 /* One transformer layer's seconds on one GPU by part, for its F, I and W. */
 enum { COST_PART_GEMM, COST_PART_ATTENTION, COST_PART_ELEMENTWISE, COST_PART_TP_COMM, COST_NPARTS };
 typedef struct cost_gpt_parts {

@@ -199,14 +199,14 @@ void cost_prefix_stage(const cost_prefix *p, int first, int end, cost_stage *st)
 /* ---------------------------------------------------------------- optimizer step
  * (link and collective costs live in cost_comm.c) */
 
-/* Returns the memory-bound optimizer step: (2 weights + gradients + 2 optimizer state) bytes over
- * the device's memory bandwidth; 0 when the bandwidth is unknown. */
+/* Returns the memory-bound optimizer step: (2 weights + gradients + 2 optimizer state) bytes
+ * streamed at the achievable bandwidth (cost_stream_s); 0 when the bandwidth is unknown. */
 double cost_step_s(const cost_hw *hw, const cost_opts *o, const cost_model *m, int64_t param_bytes) {
-    if (!hw || !(hw->memory_bandwidth_Bps > 0)) return 0;
+    if (!hw) return 0;
     double params = (double)param_bytes / dtype_bytes(m);
     double bytes = 2.0 * (double)param_bytes + params * o->grad_bytes_per_param +
                    2.0 * params * o->optimizer_bytes_per_param;
-    return bytes / hw->memory_bandwidth_Bps;
+    return cost_stream_s(hw, bytes);
 }
 
 /* ---------------------------------------------------------------- memory */

@@ -128,19 +128,54 @@ double cost_gemm_efficiency(const cost_hw *hw, double m, double n, double batch)
     return hw->gemm_max_efficiency * tile_q * tiles / (waves * hw->gemm_units);
 }
 
+/* Returns the seconds of streaming bytes through device memory: bytes over memory_bandwidth x
+ * memory_efficiency (the fraction a streaming kernel reaches; 1 when unset), 0 when the
+ * bandwidth is unknown. */
+double cost_stream_s(const cost_hw *hw, double bytes) {
+    if (!(hw->memory_bandwidth_Bps > 0)) return 0;
+    double eff = hw->memory_efficiency > 0 ? hw->memory_efficiency : 1;
+    return bytes / (hw->memory_bandwidth_Bps * eff);
+}
+
 /* Returns the time of a batch of m x n x k GEMMs in 2-byte precision p: the larger of its FLOPs
- * at the shape's efficiency and its operand bytes at memory bandwidth, plus one launch. */
-double cost_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch) {
+ * at the shape's efficiency and its operand bytes at bw bytes/s (none when 0), plus one launch. */
+static double gemm_at_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch, double bw) {
     double flops = 2 * m * n * k * batch;
     double compute = flops / (hw->peak_flops[p] * cost_gemm_efficiency(hw, m, n, batch));
-    double bytes = HALF * (m * k + k * n + m * n) * batch;
-    double memory = hw->memory_bandwidth_Bps > 0 ? bytes / hw->memory_bandwidth_Bps : 0;
+    double memory = bw > 0 ? HALF * (m * k + k * n + m * n) * batch / bw : 0;
     return (compute > memory ? compute : memory) + hw->launch_s;
 }
 
-/* Returns the time of a memory-bound operation moving bytes: bytes / bandwidth plus a launch. */
-static double mem_op_s(const cost_hw *hw, double bytes) {
-    return (hw->memory_bandwidth_Bps > 0 ? bytes / hw->memory_bandwidth_Bps : 0) + hw->launch_s;
+/* Returns the time of a batch of m x n x k GEMMs in 2-byte precision p: its FLOPs at the
+ * shape's efficiency or its operand bytes streamed (cost_stream_s), the larger, plus a launch. */
+double cost_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch) {
+    double bytes = HALF * (m * k + k * n + m * n) * batch, t = cost_stream_s(hw, bytes);
+    return gemm_at_s(hw, p, m, n, k, batch, t > 0 ? bytes / t : 0);
+}
+
+/* Returns the time of one of the attention core's batched GEMMs (the s x s scores against a
+ * head's d): as cost_gemm_s, its bytes at gemm.attention_bandwidth x the memory bandwidth when
+ * that is set (such GEMMs, d = 64-160 deep or wide, stream far below a copy kernel). */
+double cost_attention_gemm_s(const cost_hw *hw, cost_precision p, double m, double n, double k, double batch) {
+    if (!(hw->gemm_attention_bandwidth > 0)) return cost_gemm_s(hw, p, m, n, k, batch);
+    return gemm_at_s(hw, p, m, n, k, batch, hw->memory_bandwidth_Bps * hw->gemm_attention_bandwidth);
+}
+
+/* Returns the time of a memory-bound operation moving bytes: streamed, plus a launch. */
+static double mem_op_s(const cost_hw *hw, double bytes) { return cost_stream_s(hw, bytes) + hw->launch_s; }
+
+/* Bytes per element of a parameter's gradient accumulation into Megatron-LM's contiguous
+ * gradient buffer (megatron/model/distributed.py, the backward hook's main_grad.add_(grad)):
+ * read the fresh gradient and the buffer, write the buffer, all in the 2-byte gradient type. */
+#define GRAD_ACCUM_BYTES (3 * HALF)
+/* Parameter tensors of a transformer layer: QKV, projection and the two MLP weights with their
+ * biases, and the two layernorms' scale and shift. */
+#define LAYER_TENSORS 12
+
+/* Returns the seconds of adding one microbatch's gradients of params parameters in `tensors`
+ * tensors into the gradient buffer: GRAD_ACCUM_BYTES a parameter, a launch a tensor. */
+double cost_gpt_grad_accum_s(const cost_hw *hw, double params, int tensors) {
+    return cost_stream_s(hw, GRAD_ACCUM_BYTES * params) + tensors * hw->launch_s;
 }
 
 /* Returns the tensor-parallel collective of one layer boundary: an all-reduce of bytes over T
@@ -167,28 +202,63 @@ static double flash_attention_s(const cost_layout *l, const cost_hw *hw, double 
     double eff = hw->gemm_attention_efficiency > 0 ? hw->gemm_attention_efficiency
                                                    : cost_gemm_efficiency(hw, s, s, b * a / t);
     double compute = passes * 4 * b * s * s * h / t / (hw->peak_flops[l->precision] * eff);
-    double memory = hw->memory_bandwidth_Bps > 0 ? passes * 4 * HALF * b * s * h / t / hw->memory_bandwidth_Bps : 0;
+    double memory = cost_stream_s(hw, passes * 4 * HALF * b * s * h / t);
     return (compute > memory ? compute : memory) + hw->launch_s;
 }
 
-/* Returns the attention core's forward (score GEMM, fused scale-mask-softmax, dropout, context
- * GEMM, or one flash kernel) on one GPU: the part selective recomputation runs again. */
-static double attention_core_s(const cost_layout *l, const cost_hw *hw) {
+/* Bytes per score element (b a s^2 / T of them, fp16) of the attention core's memory-bound
+ * kernels in Megatron-LM of 2021 (no flash attention): the fused scale-mask-softmax reads the
+ * scores and writes the probabilities; dropout (PyTorch's) reads them, writes its output and a
+ * one-byte mask. Backward: dropout's reads the gradient and the mask and writes; softmax's reads
+ * the gradient and its own output and writes. */
+#define SOFTMAX_FWD_BYTES (2 * HALF)
+#define DROPOUT_FWD_BYTES (2 * HALF + MASK_BYTES)
+#define DROPOUT_BWD_BYTES (2 * HALF + MASK_BYTES)
+#define SOFTMAX_BWD_BYTES (3 * HALF)
+/* Bytes per context element (b s h / T) of the [b, a, s, d] -> [s, b, a d] permute copy before
+ * the projection (read, write), and of its gradient's copy back. */
+#define PERMUTE_BYTES (2 * HALF)
+
+/* Returns the attention core's forward on one GPU: score GEMM Q K^T (s x s x d per head),
+ * softmax, dropout, context GEMM (s x d x s), the context's permute copy; or one flash kernel.
+ * It is the part selective recomputation runs again. */
+double cost_gpt_attention_fwd_s(const cost_layout *l, const cost_hw *hw) {
     double b = l->microbatch, s = l->seq, h = l->hidden, a = l->heads, t = l->tp;
     double heads = b * a / t, dh = h / a, scores = heads * s * s;
     if (l->flash_attention) return flash_attention_s(l, hw, 1);
-    return cost_gemm_s(hw, l->precision, s, s, dh, heads) +             /* Q K^T */
-           mem_op_s(hw, 2 * HALF * scores) +                             /* softmax: read, write */
-           mem_op_s(hw, (2 * HALF + MASK_BYTES) * scores) +              /* dropout */
-           cost_gemm_s(hw, l->precision, s, dh, s, heads);               /* attention x V */
+    return cost_attention_gemm_s(hw, l->precision, s, s, dh, heads) + mem_op_s(hw, SOFTMAX_FWD_BYTES * scores) +
+           mem_op_s(hw, DROPOUT_FWD_BYTES * scores) + cost_attention_gemm_s(hw, l->precision, s, dh, s, heads) +
+           mem_op_s(hw, PERMUTE_BYTES * b * s * h / t);
+}
+
+/* Returns the attention core's backward on one GPU: the permute's copy back, dropout's and
+ * softmax's backward, and the four GEMMs of the two products' gradients: dP = dC V^T
+ * (s x s x d), and dV = P^T dC, dQ = dS K, dK = dS^T Q (s x d x s each); a flash kernel's
+ * backward at FLASH_BACKWARD_RATIO times its forward's FLOPs. */
+double cost_gpt_attention_bwd_s(const cost_layout *l, const cost_hw *hw) {
+    double b = l->microbatch, s = l->seq, h = l->hidden, a = l->heads, t = l->tp;
+    double heads = b * a / t, dh = h / a, scores = heads * s * s;
+    if (l->flash_attention) return flash_attention_s(l, hw, FLASH_BACKWARD_RATIO);
+    return mem_op_s(hw, PERMUTE_BYTES * b * s * h / t) + mem_op_s(hw, DROPOUT_BWD_BYTES * scores) +
+           mem_op_s(hw, SOFTMAX_BWD_BYTES * scores) + cost_attention_gemm_s(hw, l->precision, s, s, dh, heads) +
+           3 * cost_attention_gemm_s(hw, l->precision, s, dh, s, heads);
+}
+
+/* Returns one GPU's parameters of a transformer layer: the four weight matrices and the
+ * column-split biases divided over T; the row-split biases and the layernorms whole. */
+static double layer_params(const cost_layout *l) {
+    double h = l->hidden, t = l->tp;
+    return (12 * h * h + 7 * h) / t + 6 * h;
 }
 
 /* Returns the forward, input-backward and weight-backward seconds of one transformer layer on
  * one GPU (T tensor ranks, microbatch b), by part (cost.h): the four weight GEMMs (QKV,
  * projection, MLP up and down), the attention core, layernorms, GeLU, dropout and residuals, and
  * the tensor-parallel collectives on the critical path. The backward runs each weight GEMM twice
- * (data gradient in I, weight gradient in W), the attention GEMMs twice and the elementwise work
- * at twice the bytes; selective recomputation adds the attention core to I. */
+ * (data gradient in I, weight gradient in W), the attention core's backward
+ * (cost_gpt_attention_bwd_s) and the elementwise work at twice the bytes; selective
+ * recomputation adds the attention core's forward to I; W adds the weight gradients' accumulation
+ * into the gradient buffer (cost_gpt_grad_accum_s). */
 void cost_gpt_layer_parts(const cost_layout *l, const cost_hw *hw, cost_gpt_parts *out) {
     double b = l->microbatch, s = l->seq, h = l->hidden, t = l->tp;
     double tok = b * s, tok_sp = l->sequence_parallel ? tok / t : tok;
@@ -198,25 +268,29 @@ void cost_gpt_layer_parts(const cost_layout *l, const cost_hw *hw, cost_gpt_part
     /* weight gradients: (in x out) outputs over the tokens */
     double wgrad = cost_gemm_s(hw, p, h, 3 * h / t, tok, 1) + cost_gemm_s(hw, p, h / t, h, tok, 1) +
                    cost_gemm_s(hw, p, h, 4 * h / t, tok, 1) + cost_gemm_s(hw, p, 4 * h / t, h, tok, 1);
-    double core = attention_core_s(l, hw);
+    double core = cost_gpt_attention_fwd_s(l, hw);
     double ln = mem_op_s(hw, 2 * HALF * tok_sp * h);                           /* read x, write y */
     double gelu = mem_op_s(hw, 2 * HALF * tok * 4 * h / t);
     double resid = mem_op_s(hw, (3 * HALF + MASK_BYTES) * tok_sp * h);         /* dropout + add */
     double elem = 2 * ln + gelu + 2 * resid;
+    /* the QKV projection's bias: PyTorch's linear adds it after the GEMM for the 3-D [s, b, h]
+     * input (read, write; the other three biases are fused into GeLU and bias-dropout-add), and
+     * its gradient is a sum over the tokens (read) */
+    double qkv = tok * 3 * h / t, bias_f = mem_op_s(hw, 2 * HALF * qkv), bias_w = mem_op_s(hw, HALF * qkv);
     double comm = TP_COLLECTIVES * tp_collective_s(l, hw, HALF * tok * h);
     memset(out, 0, sizeof *out);
     out->f[COST_PART_GEMM] = gemm;
     out->f[COST_PART_ATTENTION] = core;
-    out->f[COST_PART_ELEMENTWISE] = elem;
+    out->f[COST_PART_ELEMENTWISE] = elem + bias_f;
     out->f[COST_PART_TP_COMM] = comm;
-    /* backward: attention's softmax and dropout read the saved tensors and the gradient (about
-     * twice the forward bytes), the same collectives */
+    /* backward: the same collectives */
     out->i[COST_PART_GEMM] = gemm;
-    out->i[COST_PART_ATTENTION] = l->flash_attention ? flash_attention_s(l, hw, FLASH_BACKWARD_RATIO)
-                                  : 2 * core + (l->recompute == COST_RC_SELECTIVE ? core : 0);
+    out->i[COST_PART_ATTENTION] = cost_gpt_attention_bwd_s(l, hw) +
+                                  (l->recompute == COST_RC_SELECTIVE && !l->flash_attention ? core : 0);
     out->i[COST_PART_ELEMENTWISE] = 2 * elem;
     out->i[COST_PART_TP_COMM] = comm;
     out->w[COST_PART_GEMM] = wgrad;
+    out->w[COST_PART_ELEMENTWISE] = bias_w + cost_gpt_grad_accum_s(hw, layer_params(l), LAYER_TENSORS);
 }
 
 /* Returns the sum of a part vector. */
@@ -238,20 +312,14 @@ static double layer_stash_bytes(const cost_layout *l, cost_recompute rc) {
     return sbh * (10 + 24 / t + attn / t);
 }
 
-/* Returns one GPU's parameters of a transformer layer: the four weight matrices and the
- * column-split biases divided over T; the row-split biases and the layernorms whole. */
-static double layer_params(const cost_layout *l) {
-    double h = l->hidden, t = l->tp;
-    return (12 * h * h + 7 * h) / t + 6 * h;
-}
-
 /* Fills the embedding (layer 0) of one GPU: its vocabulary shard and the position table, a
  * memory-bound lookup, the token ids kept. Returns 0 or -1 on byte overflow. */
 static int embedding_layer(const cost_layout *l, const cost_hw *hw, cost_layer *y) {
     double b = l->microbatch, s = l->seq, h = l->hidden, t = l->tp, tok = b * s;
     y->fwd_s = mem_op_s(hw, 2 * HALF * tok * h);
     y->bwd_in_s = 0;
-    y->bwd_w_s = mem_op_s(hw, 2 * HALF * tok * h); /* scatter-add of the gradient rows */
+    /* scatter-add of the gradient rows, then the table's accumulation into the gradient buffer */
+    y->bwd_w_s = mem_op_s(hw, 2 * HALF * tok * h) + cost_gpt_grad_accum_s(hw, (l->vocab * h / t + s * h), 2);
     double out = HALF * tok * h / t;
     return cost_bytes_from_double((l->vocab * h / t + s * h) * HALF, &y->param_bytes) ||
            cost_bytes_from_double(out, &y->out_bytes) || cost_bytes_from_double(COST_FP32_BYTES * tok, &y->stash_bytes) ||
@@ -260,6 +328,13 @@ static int embedding_layer(const cost_layout *l, const cost_hw *hw, cost_layer *
                ? -1 : 0;
 }
 
+/* Bytes per logit (b s V / T of them) of Megatron-LM's vocabulary-parallel cross entropy
+ * (megatron/mpu/cross_entropy.py) over logits cast to fp32: forward, the cast (read 2, write 4),
+ * max (read), subtract the max, exp and divide by the sum in place (read and write each), the
+ * sum (read); backward, the gradient's in-place scaling (read, write) and its cast back to fp16. */
+#define CE_FWD_BYTES (HALF + 9 * COST_FP32_BYTES)
+#define CE_BWD_BYTES (HALF + 3 * COST_FP32_BYTES)
+
 /* Fills the head (last layer) of one GPU: final layernorm, the logits GEMM against its tied
  * vocabulary shard, the vocabulary-parallel cross entropy over fp32 logits (and its small
  * all-reduces). Keeps its input and the fp32 logits (Korthikanti's 4 s b V / t). */
@@ -267,15 +342,36 @@ static int head_layer(const cost_layout *l, const cost_hw *hw, cost_layer *y) {
     double b = l->microbatch, s = l->seq, h = l->hidden, t = l->tp, V = l->vocab, tok = b * s;
     double logits = tok * V / t;
     double ln = mem_op_s(hw, 2 * HALF * tok * h);
-    double ce = mem_op_s(hw, (HALF + 3 * COST_FP32_BYTES) * logits); /* cast, max, sum, loss */
-    y->fwd_s = ln + cost_gemm_s(hw, l->precision, tok, V / t, h, 1) + ce + tp_collective_s(l, hw, HALF * tok * h);
-    y->bwd_in_s = ln + cost_gemm_s(hw, l->precision, tok, h, V / t, 1) + ce + tp_collective_s(l, hw, HALF * tok * h);
-    y->bwd_w_s = cost_gemm_s(hw, l->precision, h, V / t, tok, 1);
+    double ce_f = mem_op_s(hw, CE_FWD_BYTES * logits), ce_b = mem_op_s(hw, CE_BWD_BYTES * logits);
+    y->fwd_s = ln + cost_gemm_s(hw, l->precision, tok, V / t, h, 1) + ce_f + tp_collective_s(l, hw, HALF * tok * h);
+    y->bwd_in_s = ln + cost_gemm_s(hw, l->precision, tok, h, V / t, 1) + ce_b + tp_collective_s(l, hw, HALF * tok * h);
+    /* the gradient buffer takes the final layernorm's and, on a last stage apart from the first,
+     * its copy of the tied word embeddings' */
+    double tied = l->pp > 1 ? V * h / t : 0;
+    y->bwd_w_s = cost_gemm_s(hw, l->precision, h, V / t, tok, 1) + cost_gpt_grad_accum_s(hw, 2 * h + tied, 2 + (tied > 0));
     return cost_bytes_from_double(0, &y->param_bytes) || cost_bytes_from_double(0, &y->out_bytes) ||
            cost_bytes_from_double(HALF * tok * h + COST_FP32_BYTES * logits, &y->stash_bytes) ||
            cost_bytes_from_double(HALF * tok * h, &y->stash_recompute_bytes) ||
            cost_bytes_from_double(HALF * tok * h + HALF * logits, &y->w_stash_bytes)
                ? -1 : 0;
+}
+
+/* Returns the seconds one pipeline exchange holds a GPU's compute stream under Megatron-LM,
+ * whose batch_isend_irecv is waited for and the device synchronized after it
+ * (megatron/p2p_communication.py; Megatron-Core's batch_p2p_sync default keeps the
+ * synchronization): the boundary's transfer, 1/T of b s h halves with scatter/gather, on the
+ * link between neighbouring pipeline ranks (inter-node unless a node holds several), and with
+ * scatter/gather the all-gather that rebuilds it over the tensor group. 0 for P = 1. */
+double cost_gpt_exchange_s(const cost_layout *l, const cost_hw *hw) {
+    if (l->pp <= 1) return 0;
+    double t = l->tp, whole = HALF * (double)l->microbatch * l->seq * l->hidden;
+    int split = !l->no_scatter_gather || l->sequence_parallel;
+    cost_hw pipe = cost_layout_pipeline_hw(hw, l);
+    double x = cost_link_s(hw, pipe.devices_per_node <= 1, (int64_t)(split ? whole / t : whole));
+    if (split && !l->sequence_parallel && l->tp > 1)
+        x += cost_ring_allgather_s(l->tp, whole, hw->intra_bandwidth_Bps * hw->coll_intra_efficiency,
+                                   hw->intra_latency_s);
+    return x;
 }
 
 /* Fills the transformer layers 1..L of one GPU from one layer's times and sizes; 0 or -1. */
@@ -288,10 +384,13 @@ static int transformer_layers(const cost_layout *l, const cost_hw *hw, cost_mode
     double out = HALF * b * s * h / (l->no_scatter_gather && !l->sequence_parallel ? 1 : t);
     int full = l->recompute == COST_RC_FULL, per = l->layers / (l->pp * l->chunks);
     double whole = layer_stash_bytes(l, full ? COST_RC_NONE : l->recompute), ckpt = layer_stash_bytes(l, COST_RC_FULL);
+    double exchange = cost_gpt_exchange_s(l, hw);
     for (int i = 1; i <= l->layers; i++) {
         cost_layer *y = &m->layer[i];
-        y->fwd_s = parts_sum(lp.f);
-        y->bwd_in_s = parts_sum(lp.i);
+        /* a stage's first layer carries its blocking pipeline exchange, each pass */
+        double x = (i - 1) % per == 0 ? exchange : 0;
+        y->fwd_s = parts_sum(lp.f) + x;
+        y->bwd_in_s = parts_sum(lp.i) + x;
         y->bwd_w_s = parts_sum(lp.w);
         /* Full recomputation runs layer by layer: a stage keeps its layers' checkpoints, and
          * the microbatch in backward one layer's rebuilt activations on top, carried by the
@@ -381,6 +480,27 @@ double cost_gpt_sync_s(const cost_layout *l, const cost_hw *hw, int64_t param_by
     return cost_hier_allreduce_s(local, nodes, grads, hw->intra_bandwidth_Bps * hw->coll_intra_efficiency,
                                  hw->intra_latency_s, hw->inter_bandwidth_Bps * hw->coll_inter_efficiency,
                                  hw->inter_latency_s);
+}
+
+/* Bytes per parameter of Megatron-LM's mixed-precision optimizer step (megatron/optimizer/
+ * optimizer.py, apex's fused kernels) on the parameters a GPU updates: copy the fp16 gradient to
+ * the fp32 main gradient (read 2, write 4), unscale it and check for inf (read, write 4), the
+ * gradient norm for clipping (read 4), Adam (read weight, gradient, m and v, write weight, m and
+ * v: 16 + 12), copy the fp32 weight back to the fp16 model (read 4, write 2). */
+#define STEP_UPDATE_BYTES ((HALF + COST_FP32_BYTES) + 2 * COST_FP32_BYTES + COST_FP32_BYTES + \
+                           7 * COST_FP32_BYTES + (COST_FP32_BYTES + HALF))
+/* ... and on every gradient of the GPU: zeroing the gradient buffer (write 2) and its division by
+ * D before the all-reduce (read, write 2). */
+#define STEP_BUFFER_BYTES (3 * HALF)
+/* Kernels of a step: the five passes above and the buffer's two. */
+#define STEP_KERNELS 7
+
+/* Returns the seconds of one GPU's optimizer step holding param_bytes of fp16 weights: the
+ * update passes over its share (1 / D with the distributed optimizer), the buffer passes over
+ * all its gradients, streamed, a launch per pass (apex's multi-tensor kernels). */
+double cost_gpt_step_s(const cost_layout *l, const cost_hw *hw, int64_t param_bytes) {
+    double params = (double)param_bytes / HALF, updated = l->distributed_optimizer ? params / l->dp : params;
+    return cost_stream_s(hw, STEP_UPDATE_BYTES * updated + STEP_BUFFER_BYTES * params) + STEP_KERNELS * hw->launch_s;
 }
 
 /* Returns the optimizer state bytes per parameter of one GPU: mixed-precision Adam's 12, over D

@@ -42,6 +42,7 @@ static const hw_key keys[] = {
     NUM("device", "efficiency", efficiency, "fraction of peak"),
     NUM("device", "memory_bytes", memory_bytes, "bytes"),
     NUM("device", "memory_bandwidth", memory_bandwidth_Bps, "bytes/s"),
+    NUM("device", "memory_efficiency", memory_efficiency, "fraction of bandwidth"),
     NUM("device", "launch_overhead", launch_s, "s"),
     INT("topology", "nodes", nodes, "count"),
     INT("topology", "devices_per_node", devices_per_node, "count"),
@@ -51,6 +52,7 @@ static const hw_key keys[] = {
     NUM("link.inter", "latency", inter_latency_s, "s"),
     NUM("gemm", "max_efficiency", gemm_max_efficiency, "fraction of peak"),
     NUM("gemm", "attention_efficiency", gemm_attention_efficiency, "fraction of peak"),
+    NUM("gemm", "attention_bandwidth", gemm_attention_bandwidth, "fraction of bandwidth"),
     INT("gemm", "units", gemm_units, "count"),
     INT("gemm", "tile_m", gemm_tile_m, "count"),
     INT("gemm", "tile_n", gemm_tile_n, "count"),
@@ -81,6 +83,7 @@ int cost_precision_parse(const char *s) {
 void cost_hw_init(cost_hw *hw) {
     memset(hw, 0, sizeof *hw);
     hw->efficiency = 1.0;
+    hw->memory_efficiency = 1.0;
     hw->nodes = 1;
     hw->devices_per_node = 1;
     hw->intra_bandwidth_Bps = HW_FREE_LINK_BPS;
@@ -299,14 +302,18 @@ int cost_hw_check(const cost_hw *hw, pl_err *e) {
     const char *who = hw->name[0] ? hw->name : "hardware";
     if (!(hw->efficiency > 0 && hw->efficiency <= 1))
         return pl_errf(e, PL_EINPUT, "%s: device.efficiency must be in (0, 1], got %g", who, hw->efficiency);
+    if (!(hw->memory_efficiency > 0 && hw->memory_efficiency <= 1))
+        return pl_errf(e, PL_EINPUT, "%s: device.memory_efficiency must be in (0, 1], got %g", who,
+                       hw->memory_efficiency);
     if (hw->nodes < 1 || hw->devices_per_node < 1)
         return pl_errf(e, PL_EINPUT, "%s: topology.nodes and topology.devices_per_node must be >= 1", who);
     if (!(hw->intra_bandwidth_Bps > 0))
         return pl_errf(e, PL_EINPUT, "%s: link.intra.bandwidth must be > 0", who);
     if (!(hw->inter_bandwidth_Bps > 0))
         return pl_errf(e, PL_EINPUT, "%s: link.inter.bandwidth must be > 0", who);
-    if (!(hw->gemm_max_efficiency <= 1 && hw->gemm_attention_efficiency <= 1))
-        return pl_errf(e, PL_EINPUT, "%s: gemm.max_efficiency and gemm.attention_efficiency must be in [0, 1]", who);
+    if (!(hw->gemm_max_efficiency <= 1 && hw->gemm_attention_efficiency <= 1 && hw->gemm_attention_bandwidth <= 1))
+        return pl_errf(e, PL_EINPUT, "%s: gemm.max_efficiency, gemm.attention_efficiency and gemm.attention_bandwidth "
+                       "must be in [0, 1]", who);
     if (!(hw->coll_intra_efficiency > 0 && hw->coll_intra_efficiency <= 1 && hw->coll_inter_efficiency > 0 &&
           hw->coll_inter_efficiency <= 1))
         return pl_errf(e, PL_EINPUT, "%s: collective.intra_efficiency and collective.inter_efficiency must be in "

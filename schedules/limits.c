@@ -1,5 +1,6 @@
 /* limits.c: the memory budget of schedule work (generation, lowering, simulation): how much may
- * be allocated, and the shape of a generator's output computed without generating it. */
+ * be allocated, the shape of a generator's output computed without generating it, and the
+ * estimate of a whole command (`pipelab simulate`, `pipelab schedule`) from that shape. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -121,4 +122,39 @@ int sched_gen_shape(const char *name, const sched_gen_opts *o, sched_shape *out,
     if (rc == -1) rc = sched_zb_shape(name, o, out, e);
     if (rc == -1) return pl_errf(e, PL_EINTERNAL, "%s: no shape for this generator", name);
     return rc;
+}
+
+/* Bytes per compute action (2 per stage and microbatch, 3 with split backward) that `pipelab
+ * simulate` needs at its peak: the compute-only schedule, its validation and lowering (about
+ * three lowered actions per compute action), and the engine's tables. Measured on every
+ * generator (tests/sim/test_limits.c keeps it an upper bound): at most 160 bytes, 1200 with the
+ * trace (timeline slots, the printed table, the Chrome JSON, the stored op rows). */
+#define SCHED_SIM_BYTES_PER_ACTION 256u
+#define SCHED_TRACE_BYTES_PER_ACTION 1536u
+/* The same for `pipelab schedule` (generation, validation, lowering, the dry run): at most 160. */
+#define SCHED_LIST_BYTES_PER_ACTION 256u
+/* What a run needs besides its actions: a fixed part, and a part per rank and per stage. */
+#define SCHED_RUN_FIXED_BYTES ((uint64_t)16 << 20)
+#define SCHED_RUN_BYTES_PER_RANK 1024u
+#define SCHED_RUN_BYTES_PER_STAGE 256u
+
+uint64_t sched_command_memory(const sched_shape *sh, int mode) {
+    uint64_t per = mode == SCHED_MEM_TRACE ? SCHED_TRACE_BYTES_PER_ACTION
+                   : mode == SCHED_MEM_SCHEDULE ? SCHED_LIST_BYTES_PER_ACTION : SCHED_SIM_BYTES_PER_ACTION;
+    uint64_t bytes = 0;
+    uint64_t fixed = SCHED_RUN_FIXED_BYTES + (uint64_t)(sh->ranks > 0 ? sh->ranks : 0) * SCHED_RUN_BYTES_PER_RANK +
+                     (uint64_t)(sh->stages > 0 ? sh->stages : 0) * SCHED_RUN_BYTES_PER_STAGE;
+    int over = sh->compute_actions < 0 ||
+               __builtin_mul_overflow((uint64_t)sh->compute_actions, per, &bytes) ||
+               __builtin_add_overflow(bytes, fixed, &bytes);
+    return over ? UINT64_MAX : bytes;
+}
+
+int sched_check_command_memory(const char *kind, const sched_shape *sh, int mode, const sched_budget *b, pl_err *e) {
+    uint64_t bytes = sched_command_memory(sh, mode);
+    char what[192];
+    snprintf(what, sizeof what, "%s%s (%d ranks, %d stages, %lld microbatches: %lld compute actions)",
+             mode == SCHED_MEM_SCHEDULE ? "" : "simulating ", kind ? kind : "the schedule", sh->ranks, sh->stages,
+             (long long)sh->microbatches, (long long)sh->compute_actions);
+    return sched_memory_check(b, bytes, what, e);
 }

@@ -111,7 +111,22 @@ typedef struct sched {
     sched_rank *rank;      /* [ranks] */
     char *src_path;        /* file the schedule was read from, or NULL (owned) */
     int *src_line;         /* [ranks] line of each rank's row in that file, or NULL (owned) */
+    sched_action *block;   /* a generator's lists of all ranks in one table (sched_gen_reserve:
+                            * huge pages, one fault per 2 MiB), or NULL; lists inside it are not
+                            * freed one by one */
+    size_t block_bytes;
+    int block_mapped;      /* 1 when block came from mmap (sched_big_calloc) */
 } sched;
+
+/* Tables of at least this many bytes come from an anonymous mapping with transparent huge
+ * pages: touched at once (the generators' lists, the simulator's tables), 4 KiB pages would
+ * cost a page fault per 4 KiB and make most accesses TLB misses. */
+#define SCHED_MAP_MIN_BYTES ((size_t)8 << 20)
+/* Returns n zeroed bytes (at least 1): from calloc below SCHED_MAP_MIN_BYTES, else from an
+ * anonymous mapping with huge pages (*mapped = 1). NULL when out of memory. */
+void *sched_big_calloc(size_t n, int *mapped);
+/* Frees what sched_big_calloc returned (n and mapped as it gave them). */
+void sched_big_free(void *p, size_t n, int mapped);
 
 /* Records where a loaded schedule came from, so validation errors can say "path:line: ...".
  * Copies path; src_line gets one entry per rank. Returns PL_OK or PL_ENOMEM. */
@@ -126,7 +141,7 @@ int sched_set_source(sched *s, const char *path, const int *rank_lines);
 /* Memory budget (limits.c). Work whose size grows with the schedule (generating, lowering,
  * simulating, executing) estimates its bytes before allocating and is refused when they exceed
  * the budget its caller passes in (sched_generate_within, sched_lower_within, the generators,
- * sim_config.budget, sim_check_memory, exec_config.budget); the library reads no environment
+ * sim_config.budget, sched_check_command_memory, exec_config.budget); the library reads no environment
  * and keeps no limit of its own. A NULL or zeroed budget is the automatic one: the smaller of
  * the physical memory and the address-space / data-segment limits. */
 typedef struct sched_budget {
@@ -205,8 +220,20 @@ typedef struct sched_shape {
     int64_t compute_actions;
 } sched_shape;
 /* Returns PL_OK and *out, or the error the generator would give (unknown kind, bad sizes); the
- * memory budget is left to the caller (sim_check_memory covers a whole run). */
+ * memory budget is left to the caller (sched_check_command_memory covers a whole run). */
 int sched_gen_shape(const char *name, const sched_gen_opts *o, sched_shape *out, pl_err *e);
+
+/* Memory budget of a whole `pipelab simulate` (or `pipelab schedule`) run, checked before the
+ * schedule is generated: sh from sched_gen_shape (or the counts of a loaded schedule), bytes
+ * per compute action measured on every generator (limits.c), against budget b (NULL: the
+ * automatic one).
+ * Returns PL_OK, or PL_EINPUT: "simulating 1f1b (4 ranks, 4 stages, 16000000 microbatches:
+ * 128000000 compute actions) needs about 30.5 GiB (...), more than the 22.0 GiB available
+ * (physical memory); ...". Arithmetic is overflow-checked. */
+enum { SCHED_MEM_SIMULATE = 0, SCHED_MEM_TRACE = 1, SCHED_MEM_SCHEDULE = 2 };
+int sched_check_command_memory(const char *kind, const sched_shape *sh, int mode, const sched_budget *b, pl_err *e);
+/* The bytes sched_check_command_memory compares with the limit (UINT64_MAX when they overflow 64 bits). */
+uint64_t sched_command_memory(const sched_shape *sh, int mode);
 
 typedef struct sched_generator {
     const char *name;    /* "gpipe", "1f1b", ... */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static const char *const kind_names[SCHED_NKINDS] = {
     "F", "B", "I", "W", "OVERLAP_F_B", "SEND_F", "RECV_F", "SEND_B", "RECV_B",
@@ -273,10 +274,34 @@ sched *sched_new(int ranks, int stages, int microbatches, sched_placement pl,
     return s;
 }
 
+void *sched_big_calloc(size_t n, int *mapped) {
+    *mapped = 0;
+    if (n < SCHED_MAP_MIN_BYTES) return calloc(n ? n : 1, 1);
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    *mapped = 1;
+#ifdef MADV_HUGEPAGE
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+void sched_big_free(void *p, size_t n, int mapped) {
+    if (p && mapped) munmap(p, n);
+    else free(p);
+}
+
+/* Returns 1 when list a lies in s's block (freed with it, not alone). */
+static int in_block(const sched *s, const sched_action *a) {
+    return s->block && a >= s->block && (const char *)a < (const char *)s->block + s->block_bytes;
+}
+
 void sched_free(sched *s) {
     if (!s) return;
     if (s->rank)
-        for (int r = 0; r < s->ranks; r++) free(s->rank[r].acts);
+        for (int r = 0; r < s->ranks; r++)
+            if (!in_block(s, s->rank[r].acts)) free(s->rank[r].acts);
+    sched_big_free(s->block, s->block_bytes, s->block_mapped);
     free(s->rank);
     free(s->stage_rank);
     free(s->src_path);
@@ -291,8 +316,10 @@ int sched_push(sched *s, int rank, sched_action a) {
     if (rk->n == rk->cap) {
         if (sched_total_actions(s) >= SCHED_MAX_ACTIONS) return PL_ENOMEM;
         size_t cap = rk->cap < 16 ? 16 : rk->cap + rk->cap / 2;
-        sched_action *na = pl_reallocarray(rk->acts, cap, sizeof *na);
+        int moved = in_block(s, rk->acts); /* a list in the block moves out to grow */
+        sched_action *na = pl_reallocarray(moved ? NULL : rk->acts, cap, sizeof *na);
         if (!na) return PL_ENOMEM;
+        if (moved) memcpy(na, rk->acts, rk->n * sizeof *na);
         rk->acts = na;
         rk->cap = cap;
     }
@@ -302,6 +329,17 @@ int sched_push(sched *s, int rank, sched_action a) {
 
 int sched_gen_reserve(sched *s, const sched_gen_params *g, int per_cell) {
     size_t per_rank = (size_t)(sched_gen_actions(g, per_cell) / g->p);
+    if (!s->block && per_rank > 0 && sched_total_actions(s) == 0) { /* one table, rank after rank */
+        s->block_bytes = per_rank * (size_t)s->ranks * sizeof *s->block;
+        s->block = sched_big_calloc(s->block_bytes, &s->block_mapped);
+        if (!s->block) return PL_ENOMEM;
+        for (int r = 0; r < s->ranks; r++) {
+            free(s->rank[r].acts);
+            s->rank[r].acts = s->block + (size_t)r * per_rank;
+            s->rank[r].cap = per_rank;
+        }
+        return PL_OK;
+    }
     for (int r = 0; r < s->ranks; r++) {
         sched_rank *rk = &s->rank[r];
         if (per_rank <= rk->cap) continue;

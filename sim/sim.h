@@ -227,18 +227,6 @@ typedef struct sim_result {
     sim_slot **trace;         /* [ranks][actions of the rank] when record_trace, else NULL */
 } sim_result;
 
-/* Memory budget of a whole `pipelab simulate` (or `pipelab schedule`) run, checked before the
- * schedule is generated: sh from sched_gen_shape (or the counts of a loaded schedule), bytes
- * per compute action measured on every generator (sim_memory.c), against budget b (NULL: the
- * automatic one).
- * Returns PL_OK, or PL_EINPUT: "simulating 1f1b (4 ranks, 4 stages, 16000000 microbatches:
- * 128000000 compute actions) needs about 30.5 GiB (...), more than the 22.0 GiB available
- * (physical memory); ...". Arithmetic is overflow-checked. */
-enum { SIM_MEM_SIMULATE = 0, SIM_MEM_TRACE = 1, SIM_MEM_SCHEDULE = 2 };
-int sim_check_memory(const char *kind, const sched_shape *sh, int mode, const sched_budget *b, pl_err *e);
-/* The bytes sim_check_memory compares with the limit (UINT64_MAX when they overflow 64 bits). */
-uint64_t sim_memory_estimate(const sched_shape *sh, int mode);
-
 /* Simulates a schedule: a lowered one (sched_lower's output), or a compute-only one (checked
  * with sched_check_actions at least) when no trace is asked, which the flow engine runs with
  * the transfers and updates that lowering would add implied, and which is lowered here (within

@@ -197,14 +197,6 @@ static inline int64_t sim_mem_mul(sim_eng *g, int64_t a, int64_t b) {
 
 /* ---------------------------------------------------------------- memory (sim_memory.c) */
 
-/* Tables of at least this many bytes come from an anonymous mapping with transparent huge pages:
- * every rank touches them at once, and 4 KiB pages would make most accesses TLB misses. */
-#define SIM_MAP_MIN_BYTES ((size_t)8 << 20)
-/* Returns n zeroed bytes (at least 1): from calloc below SIM_MAP_MIN_BYTES, else from an
- * anonymous mapping (*mapped = 1). NULL when out of memory. */
-void *sim_big_calloc(size_t n, int *mapped);
-/* Frees what sim_big_calloc returned. */
-void sim_big_free(void *p, size_t n, int mapped);
 /* Returns PL_OK when the engine's tables for s (mbs microbatches over all iterations, the
  * trace when trace) fit budget b, else PL_EINPUT with the bytes needed. */
 int sim_state_check(const sched *s, int64_t mbs, int trace, const sched_budget *b, pl_err *e);

@@ -24,17 +24,14 @@ static double embedding_sync_s(const sim_model_setup *ms, const cost_layout *l) 
 }
 
 /* Fills the parts of stage q's STEP: its gradient synchronization over D, the embedding's
- * all-reduce when it holds the embedding or the head, and the optimizer step over the GPU's
- * share (1 / D of the stage's parameters with the distributed optimizer). */
+ * all-reduce when it holds the embedding or the head, and Megatron's optimizer step
+ * (cost_gpt_step_s; over 1 / D of the stage's parameters with the distributed optimizer). */
 static void step_parts(const sim_model_setup *ms, const cost_layout *l, int q, double *sync_s, double *opt_s,
                        double *emb_s) {
     const sim_model *sm = &ms->sm;
-    cost_opts one = ms->co;
-    one.optimizer_bytes_per_param = cost_gpt_optimizer_bytes(l) * (l->distributed_optimizer ? l->dp : 1);
     int64_t pb = sm->stage[q].param_bytes;
-    int64_t updated = l->distributed_optimizer ? pb / l->dp : pb;
     *sync_s = cost_gpt_sync_s(l, &ms->hw, pb);
-    *opt_s = cost_step_s(&ms->hw, &one, ms->m, updated);
+    *opt_s = cost_gpt_step_s(l, &ms->hw, pb);
     *emb_s = q == 0 || q == sm->stages - 1 ? embedding_sync_s(ms, l) : 0;
 }
 

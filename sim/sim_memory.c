@@ -2,26 +2,8 @@
  * allocated), the large tables, and each stage's sizes and static memory per device. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #include "sim_int.h"
-
-void *sim_big_calloc(size_t n, int *mapped) {
-    *mapped = 0;
-    if (n < SIM_MAP_MIN_BYTES) return calloc(n ? n : 1, 1);
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    *mapped = 1;
-#ifdef MADV_HUGEPAGE
-    madvise(p, n, MADV_HUGEPAGE);
-#endif
-    return p;
-}
-
-void sim_big_free(void *p, size_t n, int mapped) {
-    if (p && mapped) munmap(p, n);
-    else free(p);
-}
 
 /* What the allocator adds to each per-rank and per-stage allocation, counted in the budget. */
 #define ALLOC_SLACK_BYTES 64
@@ -43,41 +25,6 @@ int sim_state_check(const sched *s, int64_t mbs, int trace, const sched_budget *
     snprintf(what, sizeof what, "simulating %s (%d ranks, %d stages, %lld microbatches, %llu actions%s)", s->kind,
              s->ranks, s->stages, (long long)mbs, (unsigned long long)acts, trace ? ", with the trace" : "");
     return sched_memory_check(b, over ? UINT64_MAX : total, what, e);
-}
-
-/* Bytes per compute action (2 per stage and microbatch, 3 with split backward) that `pipelab
- * simulate` needs at its peak: the compute-only schedule, its validation and lowering (about
- * three lowered actions per compute action), and the engine's tables. Measured on every
- * generator (tests/sim/test_limits.c keeps it an upper bound): at most 160 bytes, 1200 with the
- * trace (timeline slots, the printed table, the Chrome JSON, the stored op rows). */
-#define SIM_BYTES_PER_ACTION 256u
-#define SIM_TRACE_BYTES_PER_ACTION 1536u
-/* The same for `pipelab schedule` (generation, validation, lowering, the dry run): at most 160. */
-#define SIM_SCHED_BYTES_PER_ACTION 256u
-/* What a run needs besides its actions: a fixed part, and a part per rank and per stage. */
-#define SIM_FIXED_BYTES ((uint64_t)16 << 20)
-#define SIM_BYTES_PER_RANK 1024u
-#define SIM_BYTES_PER_STAGE 256u
-
-uint64_t sim_memory_estimate(const sched_shape *sh, int mode) {
-    uint64_t per = mode == SIM_MEM_TRACE ? SIM_TRACE_BYTES_PER_ACTION
-                   : mode == SIM_MEM_SCHEDULE ? SIM_SCHED_BYTES_PER_ACTION : SIM_BYTES_PER_ACTION;
-    uint64_t bytes = 0;
-    uint64_t fixed = SIM_FIXED_BYTES + (uint64_t)(sh->ranks > 0 ? sh->ranks : 0) * SIM_BYTES_PER_RANK +
-                     (uint64_t)(sh->stages > 0 ? sh->stages : 0) * SIM_BYTES_PER_STAGE;
-    int over = sh->compute_actions < 0 ||
-               __builtin_mul_overflow((uint64_t)sh->compute_actions, per, &bytes) ||
-               __builtin_add_overflow(bytes, fixed, &bytes);
-    return over ? UINT64_MAX : bytes;
-}
-
-int sim_check_memory(const char *kind, const sched_shape *sh, int mode, const sched_budget *b, pl_err *e) {
-    uint64_t bytes = sim_memory_estimate(sh, mode);
-    char what[192];
-    snprintf(what, sizeof what, "%s%s (%d ranks, %d stages, %lld microbatches: %lld compute actions)",
-             mode == SIM_MEM_SCHEDULE ? "" : "simulating ", kind ? kind : "the schedule", sh->ranks, sh->stages,
-             (long long)sh->microbatches, (long long)sh->compute_actions);
-    return sched_memory_check(b, bytes, what, e);
 }
 
 /* Optimizer state bytes that count safely in 64 bits (with the other static bytes added). */

@@ -55,7 +55,7 @@ void sim_config_init(sim_config *c) {
 
 /* Frees the engine's arrays. */
 static void eng_free(sim_eng *g) {
-    sim_big_free(g->cells, g->cells_bytes, g->cells_mapped);
+    sched_big_free(g->cells, g->cells_bytes, g->cells_mapped);
     free(g->rk);
     free(g->heap);
     free(g->link_free);
@@ -63,7 +63,7 @@ static void eng_free(sim_eng *g) {
     free(g->blocked);
     free(g->work);
     free(g->queued);
-    sim_big_free(g->fstream, g->fstream_bytes, g->fstream_mapped);
+    sched_big_free(g->fstream, g->fstream_bytes, g->fstream_mapped);
     sched_marks_free(&g->marks);
     free(g->after);
     if (g->rng) gsl_rng_free(g->rng);
@@ -121,7 +121,7 @@ static int flow_stream_alloc(sim_eng *g, int try_flow) {
         return 0;
     if (g->implied) return 1; /* the compute-only lists are walked as they are: no copy */
     g->fstream_bytes = (sched_total_actions(g->s) + SIM_FLOW_SLACK) * sizeof(sim_flow_act);
-    g->fstream = sim_big_calloc(g->fstream_bytes, &g->fstream_mapped);
+    g->fstream = sched_big_calloc(g->fstream_bytes, &g->fstream_mapped);
     return g->fstream != NULL;
 }
 
@@ -163,7 +163,7 @@ static int alloc_tables(sim_eng *g, pl_err *e) {
     g->blocked = pl_calloc((size_t)g->nstream, sizeof *g->blocked);
     if (!r->rank || !r->iter_end_s || !g->rk || !g->st || !g->blocked) return pl_errf(e, PL_ENOMEM, "out of memory");
     g->cells_bytes = (size_t)g->n_entries * sizeof(sim_cell);
-    g->cells = sim_big_calloc(g->cells_bytes, &g->cells_mapped);
+    g->cells = sched_big_calloc(g->cells_bytes, &g->cells_mapped);
     if (!g->cells) return pl_errf(e, PL_ENOMEM, "out of memory: %lld stage-microbatch cells", (long long)g->n_entries);
     if (!g->cfg->record_trace) return PL_OK;
     r->trace = pl_calloc((size_t)s->ranks, sizeof *r->trace);
@@ -248,7 +248,7 @@ static int run_engine(sim_eng *g, int try_flow, int *rerun, pl_err *e) {
         *rerun = 1;
         return PL_OK;
     }
-    sim_big_free(g->fstream, g->fstream_bytes, g->fstream_mapped);
+    sched_big_free(g->fstream, g->fstream_bytes, g->fstream_mapped);
     g->fstream = NULL;
     g->fstream_bytes = 0;
     return sim_heap_run(g, e);

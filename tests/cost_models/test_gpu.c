@@ -1,7 +1,9 @@
 /* test_gpu.c: the GPU-cluster formulas of cost_gpu.c and cost_comm.c against closed forms:
  * Narayanan et al.'s parameter count (eq. 2) and FLOPs (eq. 3) on the ten rows of Megatron-LM's
  * Table 1, the tree and hierarchical all-reduce, Korthikanti et al.'s activation memory, the GEMM
- * efficiency's tile and wave quantization, and the layouts that are refused. */
+ * efficiency's tile and wave quantization, streaming at the achievable bandwidth, the attention
+ * core against a published measurement of Megatron's, the gradient accumulation, optimizer step
+ * and pipeline exchange of Megatron-LM, and the layouts that are refused. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +202,118 @@ static void test_mem_delta(void) {
     CU_ASSERT_EQUAL(z.checkpoint, 10);
 }
 
+/* Streaming at the achievable bandwidth: bytes / (bandwidth x memory_efficiency), efficiency 1
+ * when unset; a GEMM's memory roof and the attention core's batched GEMMs at
+ * gemm.attention_bandwidth of the bandwidth (a memory-bound shape: time = bytes / that + launch). */
+static void test_stream(void) {
+    cost_hw hw;
+    gpu_hw(&hw);
+    CU_ASSERT_DOUBLE_EQUAL(cost_stream_s(&hw, 1e9), 1e9 / 2e12, 1e-18);
+    hw.memory_efficiency = 0.5;
+    CU_ASSERT_DOUBLE_EQUAL(cost_stream_s(&hw, 1e9), 1e9 / 1e12, 1e-18);
+    hw.launch_s = 4e-6;
+    /* 128 heads of 2048 x 2048 x 64 (Q K^T): 2 (2 s d + s^2) bytes a head, memory-bound */
+    double s = 2048, d = 64, bytes = 2 * (2 * s * d + s * s) * 128;
+    double want = bytes / 1e12 + 4e-6;
+    CU_ASSERT_DOUBLE_EQUAL(cost_gemm_s(&hw, COST_FP16, s, s, d, 128), want, want * REL_TOL);
+    CU_ASSERT_DOUBLE_EQUAL(cost_attention_gemm_s(&hw, COST_FP16, s, s, d, 128), want, want * REL_TOL);
+    hw.gemm_attention_bandwidth = 0.25;
+    want = bytes / (2e12 * 0.25) + 4e-6;
+    CU_ASSERT_DOUBLE_EQUAL(cost_attention_gemm_s(&hw, COST_FP16, s, s, d, 128), want, want * REL_TOL);
+    /* compute-bound (k = 4096): the roof is the FLOPs at the tile-quantized efficiency */
+    double eff = cost_gemm_efficiency(&hw, 4096, 4096, 1);
+    want = 2 * 4096.0 * 4096 * 4096 / (312e12 * eff) + 4e-6;
+    CU_ASSERT_DOUBLE_EQUAL(cost_attention_gemm_s(&hw, COST_FP16, 4096, 4096, 4096, 1), want, want * REL_TOL);
+    pl_err e;
+    hw.memory_efficiency = 1.5;
+    CU_ASSERT_EQUAL(cost_hw_check(&hw, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "device.memory_efficiency must be in (0, 1]"));
+}
+
+/* The attention core of the dgx-a100 preset against Megatron's attention measured on an A100
+ * 40 GB (1555 GB/s) by Dao et al. (FlashAttention, 2022, Tables 15-17: batch 16, 8 heads of
+ * 64, s = 2048, fp16, dropout 0.1): forward 6.56 ms, backward 10.80 ms, within 5%; and its
+ * parts: 9 bytes a score forward (softmax 4, dropout 5), 11 backward, the permute copies,
+ * two GEMMs forward and four backward. */
+static void test_attention_measured(void) {
+    cost_hw hw;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(cost_hw_load(&hw, "dgx-a100", &e), PL_OK);
+    hw.memory_bandwidth_Bps = 1555e9;
+    cost_layout l;
+    cost_layout_init(&l);
+    l.layers = 1, l.heads = 8, l.hidden = 8 * 64, l.seq = 2048, l.vocab = 512; /* 8 heads of 64 */
+    l.microbatch = 16;
+    double f = cost_gpt_attention_fwd_s(&l, &hw), b = cost_gpt_attention_bwd_s(&l, &hw);
+    CU_ASSERT(fabs(f / 6.56e-3 - 1) < 0.05);
+    CU_ASSERT(fabs(b / 10.80e-3 - 1) < 0.05);
+    double s = 2048, d = 64, heads = 128, scores = heads * s * s, perm = 4 * 16 * s * 512;
+    double gq = cost_attention_gemm_s(&hw, COST_FP16, s, s, d, heads);
+    double gv = cost_attention_gemm_s(&hw, COST_FP16, s, d, s, heads);
+    double L = hw.launch_s;
+    double wf = gq + gv + cost_stream_s(&hw, 4 * scores) + cost_stream_s(&hw, 5 * scores) + cost_stream_s(&hw, perm) + 3 * L;
+    double wb = gq + 3 * gv + cost_stream_s(&hw, 5 * scores) + cost_stream_s(&hw, 6 * scores) + cost_stream_s(&hw, perm) + 3 * L;
+    CU_ASSERT_DOUBLE_EQUAL(f, wf, wf * REL_TOL);
+    CU_ASSERT_DOUBLE_EQUAL(b, wb, wb * REL_TOL);
+    /* selective recomputation adds the forward to the input backward */
+    cost_gpt_parts parts;
+    l.recompute = COST_RC_SELECTIVE;
+    cost_gpt_layer_parts(&l, &hw, &parts);
+    CU_ASSERT_DOUBLE_EQUAL(parts.i[COST_PART_ATTENTION], b + f, (b + f) * REL_TOL);
+}
+
+/* Gradient accumulation (6 bytes a parameter and a launch a tensor, in every layer's W),
+ * Megatron's optimizer step (52 bytes a parameter updated, 6 on every gradient, 7 launches),
+ * and the blocking pipeline exchange: 0 for P = 1; else the link transfer of b s h / T halves
+ * plus the all-gather over T (both at their closed forms). */
+static void test_megatron_terms(void) {
+    cost_hw hw;
+    gpu_hw(&hw);
+    hw.launch_s = 1e-6;
+    double want = 6 * 1e9 / 2e12 + 12e-6;
+    CU_ASSERT_DOUBLE_EQUAL(cost_gpt_grad_accum_s(&hw, 1e9, 12), want, want * REL_TOL);
+    cost_layout l;
+    row_layout(&rows[4], &l);
+    cost_gpt_parts parts;
+    cost_gpt_layer_parts(&l, &hw, &parts);
+    double h = 8192, t = 8, params = (12 * h * h + 7 * h) / t + 6 * h, qkv = 2048 * 3 * h / t;
+    want = cost_gpt_grad_accum_s(&hw, params, 12) + 2 * qkv / 2e12 + 1e-6; /* and the QKV bias' gradient */
+    CU_ASSERT_DOUBLE_EQUAL(parts.w[COST_PART_ELEMENTWISE], want, want * REL_TOL);
+    want = 58 * 1e9 / 2e12 + 7e-6;
+    CU_ASSERT_DOUBLE_EQUAL(cost_gpt_step_s(&l, &hw, 2000000000), want, want * REL_TOL);
+    l.distributed_optimizer = 1; /* D = 32 */
+    want = (52 * 1e9 / 32 + 6 * 1e9) / 2e12 + 7e-6;
+    CU_ASSERT_DOUBLE_EQUAL(cost_gpt_step_s(&l, &hw, 2000000000), want, want * REL_TOL);
+    l.distributed_optimizer = 0;
+    hw.intra_bandwidth_Bps = 300e9;
+    hw.intra_latency_s = 3e-6;
+    hw.inter_bandwidth_Bps = 25e9;
+    hw.inter_latency_s = 5e-6;
+    hw.coll_intra_efficiency = 0.7;
+    double whole = 2 * 4 * 2048 * h; /* b = 4 */
+    l.microbatch = 4;
+    want = 5e-6 + whole / t / 25e9 + 7 * 3e-6 + 7.0 / 8 * whole / (300e9 * 0.7);
+    CU_ASSERT_DOUBLE_EQUAL(cost_gpt_exchange_s(&l, &hw), want, want * REL_TOL);
+    l.no_scatter_gather = 1;
+    want = 5e-6 + whole / 25e9;
+    CU_ASSERT_DOUBLE_EQUAL(cost_gpt_exchange_s(&l, &hw), want, want * REL_TOL);
+    l.pp = 1;
+    CU_ASSERT_EQUAL(cost_gpt_exchange_s(&l, &hw), 0);
+    /* a stage's first layer carries it, forward and input backward; the others do not */
+    l.pp = 2;
+    l.no_scatter_gather = 0;
+    l.dp = 1;
+    l.global_batch = 0;
+    cost_model *m = cost_gpt_model(&l, &hw, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    double x = cost_gpt_exchange_s(&l, &hw);
+    CU_ASSERT(x > 0);
+    CU_ASSERT_DOUBLE_EQUAL(m->layer[1].fwd_s - m->layer[2].fwd_s, x, x * 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(m->layer[25].bwd_in_s - m->layer[2].bwd_in_s, x, x * 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(m->layer[26].fwd_s, m->layer[2].fwd_s, 0);
+    cost_model_free(m);
+}
+
 /* Refused layouts name what does not divide. */
 static void test_refused(void) {
     cost_layout l;
@@ -235,6 +349,9 @@ void test_gpu_register(void) {
         {"flash attention: time, backward, stash, HFU", test_flash},
         {"memory delta of each action", test_mem_delta},
         {"refused layouts", test_refused},
+        {"streaming at the achievable bandwidth; attention GEMMs' bandwidth", test_stream},
+        {"attention core against Megatron's measured attention (FlashAttention paper)", test_attention_measured},
+        {"gradient accumulation, Megatron's optimizer step, blocking exchange", test_megatron_terms},
         {NULL, NULL},
     };
     pl_test_suite("cost_models GPU clusters", cases);

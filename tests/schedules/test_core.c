@@ -128,6 +128,37 @@ static void test_clone_equal(void) {
     sched_free(s);
 }
 
+/* Generates 1f1b over 2 ranks and m microbatches (its lists in one block), grows rank 1 past
+ * its reserved room, and checks that the grown list moved out with its actions and the new
+ * one, the other rank untouched; freeing it must neither leak nor free inside the block (ASan). */
+static void check_block_growth(int m, int mapped) {
+    pl_err e;
+    sched_gen_opts o = {.ranks = 2, .microbatches = m};
+    sched *s = sched_generate("1f1b", &o, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_PTR_NOT_NULL(s->block);
+    CU_ASSERT_EQUAL(s->block_mapped, mapped);
+    CU_ASSERT_EQUAL(s->rank[1].n, s->rank[1].cap); /* the reserve is exact: 2 m per rank */
+    CU_ASSERT_PTR_EQUAL(s->rank[1].acts, s->block + s->rank[0].cap);
+    sched *c = sched_clone(s);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(sched_push(s, 1, sched_act(SCHED_STEP, 1, -1)), PL_OK);
+    CU_ASSERT_PTR_NOT_EQUAL(s->rank[1].acts, s->block + s->rank[0].cap);
+    CU_ASSERT_EQUAL(s->rank[1].n, c->rank[1].n + 1);
+    CU_ASSERT_EQUAL(memcmp(s->rank[1].acts, c->rank[1].acts, c->rank[1].n * sizeof(sched_action)), 0);
+    CU_ASSERT_EQUAL(s->rank[1].acts[c->rank[1].n].kind, SCHED_STEP);
+    CU_ASSERT_EQUAL(memcmp(s->rank[0].acts, c->rank[0].acts, c->rank[0].n * sizeof(sched_action)), 0);
+    sched_free(c);
+    sched_free(s);
+}
+
+/* A generator's lists share one table: calloc'd when small, a huge-page mapping from
+ * SCHED_MAP_MIN_BYTES on (2 ranks x 2 m actions of 20 bytes). */
+static void test_list_block(void) {
+    check_block_growth(4, 0);
+    check_block_growth((int)(SCHED_MAP_MIN_BYTES / sizeof(sched_action) / 4) + 1, 1);
+}
+
 void test_core_register(void) {
     static const pl_test_case cases[] = {
         {"action text round trip", test_action_round_trip},
@@ -137,6 +168,7 @@ void test_core_register(void) {
         {"placements", test_placements},
         {"size limits", test_new_limits},
         {"clone and equal", test_clone_equal},
+        {"generated lists in one block", test_list_block},
         {NULL, NULL},
     };
     pl_test_suite("schedules/core", cases);

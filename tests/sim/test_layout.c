@@ -1,6 +1,7 @@
 /* test_layout.c: a GPU-cluster layout run (sim_layout.c) against the pipeline-only simulation of
- * the same layer table: with T = D = 1 they agree exactly, less the tied embedding's all-reduce
- * that only the layout adds; D replicas add their gradient synchronization to the STEPs. */
+ * the same layer table: with T = D = 1 they agree exactly once the plain run's STEPs are the
+ * layout's (Megatron's optimizer step and the tied embedding's all-reduce); D replicas add
+ * their gradient synchronization to the STEPs. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,7 +55,8 @@ static double run(const sched *s, sim_model *sm, int64_t *peak) {
 }
 
 /* T = D = 1: the layout run equals the model-driven pipeline simulation of the same layer table,
- * split and hardware, once the embedding all-reduce is added to the plain run's end stages. */
+ * split and hardware, once the plain run's STEPs are Megatron's optimizer step plus the
+ * embedding all-reduce of the end stages. */
 static void test_t1_d1(void) {
     cost_layout l;
     sim_model_spec spec;
@@ -70,8 +72,8 @@ static void test_t1_d1(void) {
     CU_ASSERT_EQUAL_FATAL(sim_model_init(&plain, s, ms.m, ms.p, &ms.sm.hw, &ms.co, &e), PL_OK);
     double emb = cost_allreduce_s(&ms.sm.hw, cost_ranks_inter(&ms.sm.hw, 0, 1), 2, ms.m->layer[0].param_bytes);
     CU_ASSERT(emb > 0);
-    plain.step_s[0] += emb;
-    plain.step_s[1] += emb;
+    for (int q = 0; q < 2; q++) /* the layout's STEP: Megatron's optimizer step and the all-reduce */
+        plain.step_s[q] = cost_gpt_step_s(&l, &ms.hw, plain.stage[q].param_bytes) + emb;
     double t_plain = run(s, &plain, &peak_plain);
     CU_ASSERT_DOUBLE_EQUAL(t_layout, t_plain, 0);
     CU_ASSERT_EQUAL(peak_layout, peak_plain);
@@ -83,7 +85,7 @@ static void test_t1_d1(void) {
     for (int q = 0; q < 2; q++) {
         double sync = cost_gpt_sync_s(&l, &ms.hw, ms.sm.stage[q].param_bytes);
         CU_ASSERT(sync > 0);
-        double want = sync + emb + cost_step_s(&ms.hw, &ms.co, ms.m, ms.sm.stage[q].param_bytes);
+        double want = sync + emb + cost_gpt_step_s(&l, &ms.hw, ms.sm.stage[q].param_bytes);
         CU_ASSERT_DOUBLE_EQUAL(ms.sm.step_s[q], want, want * 1e-12);
     }
     sim_model_setup_free(&ms);

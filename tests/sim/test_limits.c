@@ -51,21 +51,21 @@ static void test_estimate_refusals(void) {
     sched_shape sh = {16, 16, 16000000, 512000000};
     sched_budget gib8, all;
     sched_budget_init(&gib8, (uint64_t)8 << 30, NULL);
-    CU_ASSERT_EQUAL(sim_check_memory("1f1b", &sh, SIM_MEM_SIMULATE, &gib8, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(sched_check_command_memory("1f1b", &sh, SCHED_MEM_SIMULATE, &gib8, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "simulating 1f1b (16 ranks, 16 stages, 16000000 microbatches: 512000000 compute actions) needs about 122.1 GiB"));
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "more than the 8.0 GiB available (--max-memory)"));
-    CU_ASSERT(sim_memory_estimate(&sh, SIM_MEM_SIMULATE) == 512000000ull * 256 + (16u << 20) + 16 * 1024 + 16 * 256);
+    CU_ASSERT(sched_command_memory(&sh, SCHED_MEM_SIMULATE) == 512000000ull * 256 + (16u << 20) + 16 * 1024 + 16 * 256);
     /* the trace costs more; the estimate of 4 ranks x 1,000,000 microbatches fits 8 GiB */
     sched_shape feasible = {4, 4, 1000000, 8000000};
-    CU_ASSERT_EQUAL(sim_check_memory("1f1b", &feasible, SIM_MEM_SIMULATE, &gib8, &e), PL_OK);
-    CU_ASSERT(sim_memory_estimate(&feasible, SIM_MEM_TRACE) > sim_memory_estimate(&feasible, SIM_MEM_SIMULATE));
+    CU_ASSERT_EQUAL(sched_check_command_memory("1f1b", &feasible, SCHED_MEM_SIMULATE, &gib8, &e), PL_OK);
+    CU_ASSERT(sched_command_memory(&feasible, SCHED_MEM_TRACE) > sched_command_memory(&feasible, SCHED_MEM_SIMULATE));
     /* counts that overflow 64 bits, or are negative, are refused, not wrapped */
     sched_shape huge = {65536, 1 << 20, INT64_MAX / 2, INT64_MAX};
-    CU_ASSERT(sim_memory_estimate(&huge, SIM_MEM_SIMULATE) == UINT64_MAX);
+    CU_ASSERT(sched_command_memory(&huge, SCHED_MEM_SIMULATE) == UINT64_MAX);
     sched_budget_init(&all, UINT64_MAX, NULL);
-    CU_ASSERT_EQUAL(sim_check_memory("x", &huge, SIM_MEM_TRACE, &all, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(sched_check_command_memory("x", &huge, SCHED_MEM_TRACE, &all, &e), PL_EINPUT);
     sched_shape neg = {4, 4, 8, -1};
-    CU_ASSERT_EQUAL(sim_check_memory("x", &neg, SIM_MEM_SIMULATE, &all, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(sched_check_command_memory("x", &neg, SCHED_MEM_SIMULATE, &all, &e), PL_EINPUT);
     /* the engine checks its own tables before allocating them */
     sched *s = make("1f1b", 4, 20000, 0, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
@@ -172,7 +172,7 @@ static void test_feasible_million(void) {
     sched_gen_opts o = {4, m, 0, 0, SCHED_RECOMPUTE_NONE};
     CU_ASSERT_EQUAL_FATAL(sched_gen_shape("1f1b", &o, &sh, &e), PL_OK);
     CU_ASSERT_EQUAL(sh.compute_actions, 8LL * m);
-    int fits = sim_check_memory("1f1b", &sh, SIM_MEM_SIMULATE, NULL, &e) == PL_OK;
+    int fits = sched_check_command_memory("1f1b", &sh, SCHED_MEM_SIMULATE, NULL, &e) == PL_OK;
     if (!fits) {
         fprintf(stderr, "\n  skipped: %s\n", e.msg);
         return;
@@ -213,9 +213,9 @@ static int reset_peak(void) {
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-/* Generates kind, validates and lowers it, then either simulates it (mode SIM_MEM_SIMULATE or
- * SIM_MEM_TRACE, the latter keeping the trace) or validates the lowered form and runs the dry
- * run with its slots (SIM_MEM_SCHEDULE), as `pipelab simulate` and `pipelab schedule --lowered`
+/* Generates kind, validates and lowers it, then either simulates it (mode SCHED_MEM_SIMULATE or
+ * SCHED_MEM_TRACE, the latter keeping the trace) or validates the lowered form and runs the dry
+ * run with its slots (SCHED_MEM_SCHEDULE), as `pipelab simulate` and `pipelab schedule --lowered`
  * do. Returns the peak resident bytes the work added (0 on failure). Run in a fresh process:
  * in one that freed memory before, new allocations reuse resident pages and hide. */
 static uint64_t peak_of_work(const char *kind, int p, int m, int mode) {
@@ -230,7 +230,7 @@ static uint64_t peak_of_work(const char *kind, int p, int m, int mode) {
     sched *l = s && sched_validate(s, &e) == PL_OK ? sched_lower(s, &e) : NULL;
     sched_free(s);
     int ok = l != NULL;
-    if (ok && mode == SIM_MEM_SCHEDULE) {
+    if (ok && mode == SCHED_MEM_SCHEDULE) {
         sched_dryrun_result dr;
         ok = sched_validate(l, &e) == PL_OK && sched_dryrun(l, NULL, &dr, &e) == PL_OK;
         if (ok) sched_dryrun_free(&dr, l->ranks);
@@ -239,7 +239,7 @@ static uint64_t peak_of_work(const char *kind, int p, int m, int mode) {
         sim_basic_init(&b);
         sim_config c;
         sim_config_init(&c);
-        c.record_trace = mode == SIM_MEM_TRACE;
+        c.record_trace = mode == SCHED_MEM_TRACE;
         sim_costs costs = sim_basic_costs(&b);
         sim_result r;
         ok = sim_run(l, &costs, &c, &r, &e) == PL_OK;
@@ -296,17 +296,17 @@ static void test_estimate_bounds_peak(void) {
         int iters = strcmp(g->name, "pipedream") == 0 || strcmp(g->name, "2bw") == 0 ? 4 : 1;
         int m = 400000 / (4 * (two ? 2 : 1) * (split ? 3 : 2) * iters);
         for (int mode = 0; mode < 3; mode++) {
-            if (mode == SIM_MEM_TRACE && strcmp(g->name, "1f1b") != 0 && strcmp(g->name, "pipedream") != 0) continue;
+            if (mode == SCHED_MEM_TRACE && strcmp(g->name, "1f1b") != 0 && strcmp(g->name, "pipedream") != 0) continue;
             sched_gen_opts o = {4, m, 0, 0, SCHED_RECOMPUTE_NONE};
             sched_shape sh;
             pl_err e;
             CU_ASSERT_EQUAL_FATAL(sched_gen_shape(g->name, &o, &sh, &e), PL_OK);
-            uint64_t est = sim_memory_estimate(&sh, mode);
+            uint64_t est = sched_command_memory(&sh, mode);
             uint64_t used = measured_peak(g->name, 4, m, mode);
-            int ok = used > 0 && used <= est && (mode == SIM_MEM_TRACE || est <= 4 * used + ((uint64_t)32 << 20));
+            int ok = used > 0 && used <= est && (mode == SCHED_MEM_TRACE || est <= 4 * used + ((uint64_t)32 << 20));
             if (!ok || getenv("PIPELAB_TEST_VERBOSE"))
                 fprintf(stderr, "\n  %s p=4 m=%d %s: peak %.1f MiB, estimate %.1f MiB (%lld compute actions, %.0f bytes each)",
-                        g->name, m, mode == SIM_MEM_SCHEDULE ? "schedule" : mode == SIM_MEM_TRACE ? "simulate+trace" : "simulate",
+                        g->name, m, mode == SCHED_MEM_SCHEDULE ? "schedule" : mode == SCHED_MEM_TRACE ? "simulate+trace" : "simulate",
                         used / 1048576.0, est / 1048576.0, (long long)sh.compute_actions, (double)used / (double)sh.compute_actions);
             CU_ASSERT(ok);
         }
