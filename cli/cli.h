@@ -155,4 +155,27 @@ int cli_isatty(int fd);
 /* Writes a buffer to path, or to stdout when path is NULL or "-"; returns an exit code. */
 int cli_write_output(const char *path, const pl_buf *b);
 
+/* The all-reduce link REDUCE_GRAD is priced on, for run, simulate and partition. */
+struct cost_model;
+struct cost_hw;
+/* --allreduce-link's values: the profile's measurement on a transport (cost_transport), or
+ * CLI_AR_HARDWARE: the hardware's links whatever the profile measured. */
+#define CLI_AR_HARDWARE (-1)
+#define CLI_AR_LINK_HELP                                                                              \
+    "  --allreduce-link threads|mpi|hardware  what prices REDUCE_GRAD when the profile CSV carries\n"  \
+    "                        measured all-reduces (pipelab profile): its threads ring (default),\n"   \
+    "                        its MPI_Allreduce (falling back to the threads' when it has none), or\n" \
+    "                        the hardware's links (the profile's measurement ignored)\n"
+/* Parses --allreduce-link's value into *out (a cost_transport or CLI_AR_HARDWARE). Returns 0, or
+ * CLI_EUSAGE after printing what is wrong. */
+int cli_allreduce_link_arg(const char *cmd, const char *val, int *out);
+/* The one rule of pricing REDUCE_GRAD from a profile: m's all-reduce measured on transport want
+ * (cost_model_allreduce_link; want CLI_AR_HARDWARE: none). Returns the cost_transport whose
+ * measurement fills link, else -1.
+ * When replicated (the configuration has replicated stages) says on stderr, once, what is used
+ * instead of the measurement asked for: the threads' for an MPI one the profile lacks, or,
+ * without any, `fallback` ("0 (free links)", "the hardware's links"). */
+int cli_allreduce_link(const char *cmd, const struct cost_model *m, int want, int replicated, const char *fallback,
+                       struct cost_hw *link);
+
 #endif

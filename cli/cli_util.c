@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cost.h"
 #include "sim.h"
 #include "store.h"
 
@@ -324,4 +325,35 @@ void cli_inputs_json(pl_buf *b, const char *const *roles, const char *const *pat
         free(text);
     }
     pl_buf_putc(b, ']');
+}
+
+/* cli.h. Returns 0 or CLI_EUSAGE. */
+int cli_allreduce_link_arg(const char *cmd, const char *val, int *out) {
+    for (int t = 0; t < COST_TRANSPORTS; t++)
+        if (strcmp(val, cost_transport_name((cost_transport)t)) == 0) {
+            *out = t;
+            return 0;
+        }
+    if (strcmp(val, "hardware") == 0) {
+        *out = CLI_AR_HARDWARE;
+        return 0;
+    }
+    return cli_usage_error(cmd, "--allreduce-link must be threads, mpi or hardware (got '%s')", val);
+}
+
+/* cli.h. Returns the transport of the measurement in link, else -1 (none, or none asked). */
+int cli_allreduce_link(const char *cmd, const cost_model *m, int want, int replicated, const char *fallback, cost_hw *link) {
+    if (want == CLI_AR_HARDWARE) return -1;
+    cost_transport used = COST_TRANSPORT_THREADS;
+    int have = cost_model_allreduce_link(m, (cost_transport)want, link, &used);
+    const char *src = m->src_path ? m->src_path : "(in-process)";
+    int csv = strcmp(m->source, "csv") == 0; /* a profile: the analytic models measure nothing */
+    if (replicated && csv && !have)
+        fprintf(stderr, "pipelab %s: profile %s has no all-reduce measurements: REDUCE_GRAD priced on %s; rerun pipelab "
+                        "profile\n", cmd, src, fallback);
+    else if (replicated && (int)used != want)
+        fprintf(stderr, "pipelab %s: profile %s has no %s all-reduce measurement: REDUCE_GRAD priced on its %s one "
+                        "(mpirun -np 2 pipelab profile --transport mpi measures it)\n", cmd, src,
+                cost_transport_name((cost_transport)want), cost_transport_name(used));
+    return have ? (int)used : -1;
 }

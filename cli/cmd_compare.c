@@ -35,9 +35,10 @@ static const char help_text[] =
     "                        waiting (SEND/RECV: the rank's span outside its compute and\n"
     "                        all-reduces, on both timelines alike) and of the gradient\n"
     "                        all-reduces of replicated stages (REDUCE_GRAD), predicted against\n"
-    "                        measured (the median over the timed passes): compute error apart\n"
-    "                        from schedule error; then each class's MAPE, signed mean and\n"
-    "                        largest error over all pairs and ranks\n"
+    "                        measured (the median over the timed passes), with the signed error\n"
+    "                        in percent (ERR) and in ms (DIFF, predicted - measured): compute\n"
+    "                        error apart from schedule error; then each class's MAPE, signed\n"
+    "                        mean and largest error over all pairs and ranks\n"
     "options:\n"
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
     "  --format table|csv|json   output (default table)\n"
@@ -261,9 +262,9 @@ static void ac_note(ac_errs *acc, int c, double pred, double meas) {
 }
 
 /* Returns the SEND/RECV row of a rank from its span, compute and all-reduce rows (the measured
- * ones the medians over the passes): the rank's communication and waiting, on both timelines alike (the simulator's RECV lasts until
- * the data is there; the executor's returns at once and its compute waits for the data, time
- * that no op row holds). */
+ * ones the medians over the passes): the rank's communication and waiting, on both timelines
+ * alike (the simulator's RECV lasts until the data is there; the executor's returns at once and
+ * its compute waits for the data, time that no op row holds). */
 static double ac_comm_wait(double span, double compute, double reduce) {
     double w = span - compute - reduce;
     return w > 0 ? w : 0;
@@ -277,7 +278,7 @@ static void rank_rows(pl_buf *b, int r, const double *pred, const double *meas, 
         pl_buf_printf(b, "%4d  %-10s %10.4f %10.4f ", r, c < AC_N ? ac_name[c] : c == AC_COMPUTE ? "compute" : "span",
                       MS_PER_S * pred[c], MS_PER_S * meas[c]);
         pct(b, ERR_WIDTH, meas[c] > 0 ? (pred[c] - meas[c]) / meas[c] : NAN);
-        pl_buf_putc(b, '\n');
+        pl_buf_printf(b, " %+10.4f\n", MS_PER_S * (pred[c] - meas[c])); /* the absolute error, ms */
         /* a class the prediction prices at 0 (the REDUCE_GRAD of a stage without replicas, a
          * no-op) has no relative error to average: left out of the summary */
         if (pred[c] > 0) ac_note(acc, c, pred[c], meas[c]);
@@ -302,7 +303,7 @@ static int pair_actions(store *db, const store_pair *p, pl_buf *b, double comp[2
     if (!v) goto out;
     pl_buf_printf(b, "\n%s P=%d M=%d V=%d (simulated run %lld, measured run %lld): time per pass, ms\n", p->meas.schedule,
                   p->meas.ranks, p->meas.microbatches, p->meas.chunks, (long long)p->sim.id, (long long)p->meas.id);
-    pl_buf_printf(b, "%4s  %-10s %10s %10s %9s\n", "RANK", "ACTIONS", "PREDICTED", "MEASURED", "ERR");
+    pl_buf_printf(b, "%4s  %-10s %10s %10s %9s %10s\n", "RANK", "ACTIONS", "PREDICTED", "MEASURED", "ERR", "DIFF");
     size_t s0 = 0, m0 = 0;
     for (int r = 0; r < R; r++) {
         size_t n = 0;

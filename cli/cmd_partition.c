@@ -35,6 +35,7 @@ static const char help_text[] =
     "  --method pipedream|balance\n"
     "  --allreduce ring|pipedream   weight sync model: ring 2(m-1)/m |w|/B + 2(m-1) latency\n"
     "                        (default), or PipeDream's code 4(m-1)|w|/(m B)\n"
+    CLI_AR_LINK_HELP
     "  --straight            pipedream without replication\n"
     "  --hierarchy exact|pipedream   pipedream on two levels. exact (default): one exact program\n"
     "                        over all workers, stages on consecutive workers. pipedream: PipeDream's\n"
@@ -61,10 +62,11 @@ typedef struct opts {
     const char **sets;
     int nsets;
     int workers, microbatch, straight, by_memory, inflight, weight_versions, list_hw;
+    int ar_link; /* --allreduce-link: a cost_transport or CLI_AR_HARDWARE */
 } opts;
 
 enum { O_MODEL = 1000, O_PROFILE, O_GRAPH, O_MB, O_PREC, O_HW, O_SET, O_LISTHW, O_WORKERS, O_METHOD, O_AR,
-       O_STRAIGHT, O_CAP, O_BYMEM, O_INFL, O_WV, O_FORMAT, O_HIER, O_HELP };
+       O_STRAIGHT, O_CAP, O_BYMEM, O_INFL, O_WV, O_FORMAT, O_HIER, O_ARLINK, O_HELP };
 
 static const struct option long_opts[] = {
     {"model", required_argument, 0, O_MODEL},
@@ -79,6 +81,7 @@ static const struct option long_opts[] = {
     {"ranks", required_argument, 0, O_WORKERS},
     {"method", required_argument, 0, O_METHOD},
     {"allreduce", required_argument, 0, O_AR},
+    {"allreduce-link", required_argument, 0, O_ARLINK},
     {"straight", no_argument, 0, O_STRAIGHT},
     {"hierarchy", required_argument, 0, O_HIER},
     {"capacity", required_argument, 0, O_CAP},
@@ -115,6 +118,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_WORKERS: if (cli_int_arg("partition", "--workers", optarg, 1, COST_PART_MAX_WORKERS, &o->workers)) return CLI_EUSAGE; break;
         case O_METHOD: o->method = optarg; break;
         case O_AR: o->allreduce = optarg; break;
+        case O_ARLINK: if (cli_allreduce_link_arg("partition", optarg, &o->ar_link)) return CLI_EUSAGE; break;
         case O_STRAIGHT: o->straight = 1; break;
         case O_HIER: o->hierarchy = optarg; break;
         case O_CAP: o->capacity = optarg; break;
@@ -255,6 +259,12 @@ static int make_plan(const opts *o, const cost_model *m, const cost_hw *hw, doub
     if (rc != PL_OK) return rc;
     cost_part_topo t;
     cost_part_topo_from_hw(hw, &t);
+    /* the profile's measured all-reduce prices every replicated stage's (and so the replication
+     * decision), as run and simulate price REDUCE_GRAD (cli_allreduce_link) */
+    cost_hw link;
+    cost_ar_link measured = {0, 0};
+    if (cli_allreduce_link("partition", m, o->ar_link, 0, "the hardware's links", &link) >= 0)
+        measured = (cost_ar_link){link.intra_latency_s, link.intra_bandwidth_Bps};
     cost_allreduce_model ar = strcmp(o->allreduce, "pipedream") == 0 ? COST_ALLREDUCE_PIPEDREAM : COST_ALLREDUCE_RING;
     if (strcmp(o->method, "balance") == 0) {
         cost_balance_opts bo = {.stages = o->workers, .by_memory = o->by_memory, .capacity_bytes = cap,
@@ -268,9 +278,13 @@ static int make_plan(const opts *o, const cost_model *m, const cost_hw *hw, doub
         }
     } else {
         cost_pipedream_opts po = {.workers = o->workers, .capacity_bytes = cap, .straight = o->straight,
-                                  .allreduce = ar};
+                                  .allreduce = ar, .ar_link = measured};
         if (o->hierarchy && strcmp(o->hierarchy, "pipedream") == 0) po.hierarchy = COST_HIERARCHY_PIPEDREAM;
         rc = cost_plan_pipedream(y, m->n, &t, &po, p, e);
+        int replicated = 0;
+        for (int q = 0; rc == PL_OK && q < (*p)->stages; q++) replicated |= (*p)->replicas[q] > 1;
+        if (replicated) /* says what priced the replicas when it is not the measurement asked for */
+            cli_allreduce_link("partition", m, o->ar_link, 1, "the hardware's links", &link);
     }
     free(y);
     return rc;

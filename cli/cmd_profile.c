@@ -31,6 +31,10 @@ static const char help_format[] =
     "mailboxes, 2 threads placed as `pipelab run` places them, sizes from one block to L blocks,\n"
     "the median of min(N, 15)) and fits the ring's latency and bandwidth:\n"
     "\"#@ allreduce_latency_s=A allreduce_Bps=B\", which `pipelab run` predicts REDUCE_GRAD from.\n"
+    "With --transport mpi, under mpirun -np 2 (or more: the first two time it), it first times\n"
+    "the MPI transport's all-reduce (MPI_Allreduce of the replicas' exact integers, as an MPI\n"
+    "run's) the same way and records it too: \"#@ allreduce_mpi_latency_s=A allreduce_mpi_Bps=B\",\n"
+    "which `pipelab run --transport mpi` predicts from; process 0 then profiles and writes.\n"
     "\n"
     "  --width H             hidden size (default %d)\n"
     "  --depth L             blocks (rows of the profile; default %d)\n"
@@ -48,6 +52,8 @@ static const char help_format[] =
     "  --precision P         cuda: GEMM operands fp32 (default), tf32 or bf16\n"
     "  --sm-split            cuda: time inside a green context holding 1/P of the SMs (P =\n"
     "                        --concurrency): the share each of P ranks sharing a GPU gets\n"
+    "  --transport threads|mpi  mpi: also measure the MPI all-reduce (mpirun -np 2 pipelab profile\n"
+    "                        --transport mpi ...; default threads)\n"
     "  -o, --output FILE     write the CSV there and print a summary (default: CSV on stdout)\n"
     "\n"
     "exit status: 0 ok, 1 bad input, 2 bad usage\n";
@@ -58,18 +64,20 @@ static const char help_format[] =
 #define PROFILE_CONCURRENCY 1    /* --concurrency's default: one thread alone */
 #define PROFILE_MAX_CONCURRENCY 256
 
-enum { O_REPS = 1000, O_CONC, O_OUT, O_HELP };
+enum { O_REPS = 1000, O_CONC, O_OUT, O_TRANSPORT, O_HELP };
 
 static const struct option long_opts[] = {
     CLI_EXEC_LONG_OPTS,
     {"reps", required_argument, 0, O_REPS}, {"concurrency", required_argument, 0, O_CONC},
-    {"output", required_argument, 0, O_OUT}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
+    {"output", required_argument, 0, O_OUT}, {"transport", required_argument, 0, O_TRANSPORT},
+    {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
 };
 
 typedef struct opts {
     exec_config c;
     cli_exec_args x; /* --width, --depth, --ffn, --microbatch-size, --seed, --backend, --precision */
     int reps, conc;
+    int mpi;          /* --transport mpi */
     const char *path; /* -o, NULL = stdout */
 } opts;
 
@@ -101,6 +109,11 @@ static int parse(int argc, char **argv, opts *o) {
         case O_REPS: if (cli_int_arg("profile", "--reps", optarg, 1, PROFILE_MAX_REPS, &o->reps)) return CLI_EUSAGE; break;
         case 'o':
         case O_OUT: o->path = optarg; break;
+        case O_TRANSPORT:
+            if (strcmp(optarg, "threads") && strcmp(optarg, "mpi"))
+                return cli_usage_error("profile", "--transport must be threads or mpi (got '%s')", optarg);
+            o->mpi = strcmp(optarg, "mpi") == 0;
+            break;
         case O_HELP: print_help(); return CLI_OK;
         default: return cli_usage_error("profile", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -110,12 +123,27 @@ static int parse(int argc, char **argv, opts *o) {
     if (rc >= 0) return rc;
     if (o->c.backend != EXEC_BACKEND_CUDA && (o->c.precision != EXEC_PREC_FP32 || o->c.sm_split))
         return cli_usage_error("profile", "--precision other than fp32 and --sm-split need --backend cuda");
+    if (o->mpi && o->c.backend == EXEC_BACKEND_CUDA)
+        return cli_usage_error("profile", "--transport mpi profiles the CPU executor's all-reduce (the CUDA backend has no "
+                                          "replicas)");
     o->c.layers = o->x.depth ? o->x.depth : PROFILE_DEPTH;
     if (o->x.have_seed) { /* the target network keeps its default */
         o->c.init_seed = o->x.seed;
         o->c.data_seed = o->x.seed + 2;
     }
     return -1;
+}
+
+/* Prints what was measured and where it was written (with -o FILE). */
+static void print_summary(const opts *o, const exec_layer_profile *p) {
+    const exec_config *c = &o->c;
+    printf("profile            %d blocks of width %d, ffn %d, microbatch %d: F %.6g s, I %.6g s, W %.6g s, "
+           "STEP %.6g s (median of %d, %d worker%s at once)\n",
+           c->layers, c->hidden, c->ffn ? c->ffn : 4 * c->hidden, c->microbatch_size, p->f_s, p->i_s, p->w_s, p->step_s,
+           o->reps, o->conc, o->conc == 1 ? "" : "s");
+    if (p->ar_Bps > 0) printf("all-reduce         threads: latency %.3g s, %.4g GB/s\n", p->ar_latency_s, p->ar_Bps / 1e9);
+    if (c->mpi_ar_Bps > 0) printf("all-reduce         MPI: latency %.3g s, %.4g GB/s\n", c->mpi_ar_latency_s, c->mpi_ar_Bps / 1e9);
+    printf("written            %s\n", o->path);
 }
 
 /* Entry point of `pipelab profile`: measures and writes the profile CSV (with -o FILE, a summary
@@ -132,19 +160,25 @@ int cli_profile(int argc, char **argv) {
     pl_buf out;
     pl_buf_init(&out);
     exec_layer_profile p;
-    int prc = c->backend == EXEC_BACKEND_CUDA
+    int is_root = 1;
+    /* MPI first, on every process of the job; then process 0 alone profiles and writes */
+    int prc = o.mpi ? exec_mpi_profile_allreduce(c, o.reps, &o.c.mpi_ar_latency_s, &o.c.mpi_ar_Bps, &is_root, &e) : PL_OK;
+    if (prc == PL_OK && !is_root) {
+        exec_mpi_finalize();
+        pl_buf_free(&out);
+        return CLI_OK;
+    }
+    if (prc == PL_OK)
+        prc = c->backend == EXEC_BACKEND_CUDA
                   ? exec_cuda_profile_csv(c, o.reps, o.conc, host[0] ? host : NULL, &out, &p, &e)
                   : exec_profile_csv_n(c, o.reps, o.conc, host[0] ? host : NULL, &out, &p, &e);
     if (prc != PL_OK) {
         rc = cli_fail(&e);
     } else {
         rc = cli_write_output(o.path, &out);
-        if (rc == CLI_OK && o.path && strcmp(o.path, "-") != 0)
-            printf("profile            %d blocks of width %d, ffn %d, microbatch %d: F %.6g s, I %.6g s, W %.6g s, "
-                   "STEP %.6g s (median of %d, %d worker%s at once)\nwritten            %s\n",
-                   c->layers, c->hidden, c->ffn ? c->ffn : 4 * c->hidden, c->microbatch_size, p.f_s, p.i_s, p.w_s, p.step_s,
-                   o.reps, o.conc, o.conc == 1 ? "" : "s", o.path);
+        if (rc == CLI_OK && o.path && strcmp(o.path, "-") != 0) print_summary(&o, &p);
     }
+    if (o.mpi) exec_mpi_finalize();
     pl_buf_free(&out);
     return rc;
 }

@@ -328,7 +328,8 @@ static int check_flags(opts *o) {
     rc = check_profile_flags(o);
     if (rc >= 0) return rc;
     if ((o->partition || o->nrepl) && o->cuda)
-        return cli_usage_error("run", "--partition and --replicas-stage run on the CPU backend (not --backend cuda)");
+        return cli_usage_error("run", "--partition and --replicas-stage run on the CPU backend (not --backend cuda): the "
+                                      "CUDA backend has no gradient all-reduce between GPUs");
     if (o->partition && o->nsplit) return cli_usage_error("run", "give --partition or --stage-blocks, not both");
     if (o->c.momentum >= 1) {
         fprintf(stderr, "pipelab run: --momentum must be below 1\n");
@@ -452,9 +453,10 @@ static void out_table(const opts *o, const sched *s, const exec_result *r, const
                    "over its bubble window (the steady state for pipedream and 2bw).\n");
     pl_buf_puts(b, "peak_bytes: all the rank tracked at its peak (weights, gradients, optimizer, stashes, buffers,\n"
                    "scratch); model_bytes: its weights, gradients, optimizer and activation stash, the part the cost\n"
-                   "model describes; cost_model: cost_schedule_memory for the same schedule and model (equal to\n"
-                   "model_bytes); pred_peak: the prediction's peak, the walk of the executor's bookkeeping\n"
-                   "before the run (exec_mem_walk), equal to peak_bytes.\n");
+                   "model describes; cost_model: cost_schedule_memory_replicas for the same schedule, model and\n"
+                   "replicas (equal to model_bytes; a replicated rank: its fullest replica); pred_peak: the\n"
+                   "prediction's peak, the walk of the executor's bookkeeping before the run (exec_mem_walk),\n"
+                   "equal to peak_bytes.\n");
 }
 
 /* Writes CSV: one row per rank with the run's numbers repeated. */
@@ -741,6 +743,14 @@ static int execute(opts *o, run_state *st, pl_err *e) {
         rc = o->cuda ? exec_cuda_run(st->s, &o->c, &st->r, e) : run_with_bar(st->s, &o->c, &st->r, e);
         if (rc != PL_OK) pl_err_prefix(e, "run failed: ");
     }
+    /* an MPI run predicts REDUCE_GRAD from MPI's all-reduce: timed now by every process, before
+     * rank 0 profiles, unless the profile comes from a file (which has it or says what is used) */
+    int replicated = 0;
+    for (int q = 0; o->c.replicas && q < st->s->stages; q++) replicated |= o->c.replicas[q] > 1;
+    if (rc == PL_OK && o->mpi && !o->cuda && replicated && !o->no_predict && !o->profile) {
+        int root;
+        rc = exec_mpi_profile_allreduce(&o->c, o->preps, &o->c.mpi_ar_latency_s, &o->c.mpi_ar_Bps, &root, e);
+    }
     if (rc != PL_OK || !st->is_root || o->no_predict || st->prof) return rc;
     st->prof = o->between ? run_profile(st, &o->c, e) : get_profile(o, &o->c, st, e);
     return st->prof ? PL_OK : failed(e);
@@ -757,14 +767,15 @@ static int predict(const opts *o, run_state *st, pl_err *e) {
     int per_rank = exec_profile_worker_steps(t->data ? t->data : "", t->len, st->s->ranks, rank_step) == 0;
     /* the reuse-distance term when the profile's worker lines time it; then the prediction
      * without it too, stored beside (RUN_TAG_OFF_SUFFIX) */
+    cost_transport tr = o->mpi ? COST_TRANSPORT_MPI : COST_TRANSPORT_THREADS;
     double *ri = pl_calloc(2 * (size_t)st->s->ranks, sizeof *ri), *rw = ri ? ri + st->s->ranks : NULL;
     int reuse = ri && exec_profile_worker_reuse(t->data ? t->data : "", t->len, st->s->ranks, ri, rw) == 0;
     const double *steps = per_rank ? rank_step : NULL;
-    int rc = ri ? cli_run_predict(st->s, &o->c, st->prof, steps, reuse ? ri : NULL, reuse ? rw : NULL, &st->pr, e)
+    int rc = ri ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, reuse ? ri : NULL, reuse ? rw : NULL, &st->pr, e)
                 : pl_errf(e, PL_ENOMEM, "out of memory");
     st->have_pred = rc == PL_OK;
     if (rc == PL_OK && reuse) {
-        rc = cli_run_predict(st->s, &o->c, st->prof, steps, NULL, NULL, &st->pr_off, e);
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, NULL, NULL, &st->pr_off, e);
         st->have_off = rc == PL_OK;
         snprintf(st->tag_off, sizeof st->tag_off, "%s" RUN_TAG_OFF_SUFFIX, o->tag ? o->tag : "");
     }

@@ -45,6 +45,7 @@ static const char help_text[] =
     "  --precision P         fp32 tf32 fp16 bf16 for FLOP-based times (default: fp16 for\n"
     "                        2-byte models, else fp32)\n"
     "  --microbatch-size N   also scales the model's times and activations (default: the model's)\n"
+    CLI_AR_LINK_HELP
     "  also with --model: --optimizer-bytes, --w-stash-fraction, --capacity (overrides the\n"
     "  device memory; 0 = no verdict), --replicas and --replicas-stage (override the partition's).\n"
     "  Ranks take devices in order (a rank of a stage with R replicas takes R devices); a device's\n"
@@ -117,7 +118,7 @@ enum { O_TF = 1000, O_TB, O_TI, O_TW, O_TIMEPER,
        O_TSTEP, O_STAGECOSTS, O_TCOMM, O_BYTES, O_BW, O_LAT, O_IBW, O_ILAT, O_RPN, O_SHARED, O_BLOCK,
        O_REPL, O_REPLS, O_ARINTER, O_STASH, O_WFRAC, O_PARAM, O_DTYPE, O_OPT, O_CAP, O_FAILOOM, O_MBS,
        O_CV, O_SEED, O_REPEAT, O_TRACE, O_TRACEJSON, O_FORMAT, O_TAG, O_DB, O_NODB, O_HELP, O_MODEL, O_HW,
-       O_SET, O_PARTITION, O_SPLIT, O_BALANCE, O_PREC, O_MAXMEM };
+       O_SET, O_PARTITION, O_SPLIT, O_BALANCE, O_PREC, O_MAXMEM, O_ARLINK };
 
 static const struct option long_opts[] = {
     CLI_SCHED_LONG_OPTS, CLI_LAYOUT_LONG_OPTS,
@@ -142,7 +143,8 @@ static const struct option long_opts[] = {
     {"model", required_argument, 0, O_MODEL}, {"hardware", required_argument, 0, O_HW},
     {"set", required_argument, 0, O_SET}, {"partition", required_argument, 0, O_PARTITION},
     {"split", required_argument, 0, O_SPLIT}, {"balance", no_argument, 0, O_BALANCE},
-    {"precision", required_argument, 0, O_PREC}, {"max-memory", required_argument, 0, O_MAXMEM}, {0, 0, 0, 0},
+    {"precision", required_argument, 0, O_PREC}, {"max-memory", required_argument, 0, O_MAXMEM},
+    {"allreduce-link", required_argument, 0, O_ARLINK}, {0, 0, 0, 0},
 };
 
 #define MAX_REPL_FLAGS 256
@@ -168,6 +170,8 @@ typedef struct opts {
     cli_layout lo;             /* --tp, --dp, --pp, --global-batch, ... (cli_layout.c) */
     sim_layout_report lr;      /* a layout run's figures, once simulated (have_lr) */
     int have_lr;
+    int ar_link;               /* --allreduce-link: a cost_transport or CLI_AR_HARDWARE */
+    int ar_used;               /* the transport whose measured all-reduce prices REDUCE_GRAD, or -1 */
 } opts;
 
 /* Returns the long name of option code c ("tf"), for messages; it lives in long_opts. */
@@ -191,7 +195,7 @@ static int is_basic_flag(int c) {
 
 /* Returns 1 when option code c only makes sense with --model. */
 static int is_model_flag(int c) {
-    return c == O_HW || c == O_SET || c == O_PARTITION || c == O_SPLIT || c == O_BALANCE || c == O_PREC;
+    return c == O_HW || c == O_SET || c == O_PARTITION || c == O_SPLIT || c == O_BALANCE || c == O_PREC || c == O_ARLINK;
 }
 
 /* Parses a non-negative finite number for flag into *out; returns 0, or -1 after printing a
@@ -330,6 +334,7 @@ static int parse_model_opt(opts *o, int c, const char *v) {
     case O_PARTITION: sp->partition = v; return CLI_OK;
     case O_SPLIT: sp->split = v; return CLI_OK;
     case O_BALANCE: sp->balance = 1; return CLI_OK;
+    case O_ARLINK: return cli_allreduce_link_arg("simulate", v, &o->ar_link) ? CLI_EUSAGE : CLI_OK;
     case O_PREC:
         if (cost_precision_parse(v) < 0)
             return cli_usage_error("simulate", "--precision must be fp32, tf32, fp16 or bf16 (got '%s')", v);
@@ -356,6 +361,7 @@ static void opts_init(opts *o) {
     o->spec.replicas.count = o->repl_n;
     o->format = "table";
     o->repeat = 1;
+    o->ar_used = -1;
 }
 
 /* Returns -1 when no argument is left over after the flags and the parsed flags go together,
@@ -438,6 +444,11 @@ static void params_json_model(const opts *o, const sim_model_setup *ms, pl_buf *
                   hw->nodes, hw->devices_per_node, hw->peak_flops[ms->co.precision], hw->efficiency, hw->memory_bytes,
                   hw->memory_bandwidth_Bps, hw->launch_s, hw->intra_bandwidth_Bps, hw->intra_latency_s,
                   hw->inter_bandwidth_Bps, hw->inter_latency_s);
+    /* the measured all-reduce that priced REDUCE_GRAD instead of the hardware's links, if any */
+    pl_buf_printf(b, ",\"allreduce_link\":\"%s\"", o->ar_used >= 0 ? cost_transport_name((cost_transport)o->ar_used) : "hardware");
+    if (ms->sm.allreduce_link)
+        pl_buf_printf(b, ",\"allreduce_latency_s\":%.9g,\"allreduce_Bps\":%.9g", ms->sm.allreduce_link->intra_latency_s,
+                      ms->sm.allreduce_link->intra_bandwidth_Bps);
     pl_buf_printf(b, ",\"partition\":{\"source\":\"%s\",\"file\":", ms->psource);
     pl_buf_json_string(b, sp->partition ? sp->partition : "");
     pl_buf_puts(b, ",\"bounds\":[");
@@ -726,6 +737,11 @@ static void out_table_model(const opts *o, const sim_model_setup *ms, pl_buf *b)
     pl_buf_puts(b, ", replicas ");
     for (int q = 0; q < ms->sm.stages; q++) pl_buf_printf(b, "%s%d", q ? "-" : "", ms->sm.replicas[q]);
     pl_buf_putc(b, '\n');
+    const cost_hw *l = ms->sm.allreduce_link;
+    if (!l) return;
+    table_label(b, "all-reduce");
+    pl_buf_printf(b, "ring on the profile's measured %s link: latency %.3g s, %.4g GB/s\n",
+                  cost_transport_name((cost_transport)o->ar_used), l->intra_latency_s, l->intra_bandwidth_Bps / 1e9);
 }
 
 /* Writes the table's rank part: a header line and a line per rank. */
@@ -890,6 +906,7 @@ out:
 typedef struct job {
     sched *s;              /* lowered, or compute-only (needs_lowered) */
     sim_model_setup ms;    /* the model side (--model) */
+    cost_hw ar_link;       /* the profile's measured all-reduce (ms.sm.allreduce_link), when used */
     sim_basic scaled;      /* o.b with the uniform values per stage (--time-per); outlives costs */
     int *replicas;         /* [stages] a flag run's replicas per stage */
     sim_costs costs;
@@ -931,6 +948,11 @@ static int model_costs(opts *o, job *j, pl_err *e) {
     if (sim_model_setup_build(&j->ms, &o->spec, j->s, e) != PL_OK) return PL_EINPUT;
     if (sim_replicated_schedule(regen_kind(o), &o->a.g, &o->a.budget, j->ms.sm.replicas, &j->s, e) != PL_OK)
         return PL_EINPUT;
+    int replicated = 0;
+    for (int q = 0; q < j->ms.sm.stages; q++) replicated |= j->ms.sm.replicas[q] > 1;
+    o->ar_used = o->spec.layout ? -1 : cli_allreduce_link("simulate", j->ms.m, o->ar_link, replicated, "the hardware's links",
+                                                          &j->ar_link);
+    if (o->ar_used >= 0) j->ms.sm.allreduce_link = &j->ar_link;
     int64_t cap_bytes = o->c.capacity_bytes;
     sim_model_config(&j->ms.sm, &o->c);
     if (o->have_cap) o->c.capacity_bytes = cap_bytes; /* --capacity 0 turns the verdict off */

@@ -133,24 +133,6 @@ int cli_exec_check(const char *cmd, cli_exec_args *a, exec_config *cfg) {
 
 /* ---------------------------------------------------------------- predictions */
 
-/* Gives sm's all-reduces the profile's measured link (link filled from its alpha and beta: the
- * intra link of an otherwise neutral hardware) when the schedule has replicated stages; without
- * the measurement says once on stderr that REDUCE_GRAD is predicted as 0 (free links). */
-static void predict_allreduce_link(const cost_model *m, sim_model *sm, cost_hw *link) {
-    int replicated = 0;
-    for (int q = 0; q < sm->stages; q++) replicated |= sm->replicas[q] > 1;
-    if (!replicated) return;
-    if (!(m->allreduce_Bps > 0)) {
-        fprintf(stderr, "pipelab: profile %s has no all-reduce measurements: REDUCE_GRAD predicted as 0; rerun pipelab profile\n",
-                m->src_path ? m->src_path : "(in-process)");
-        return;
-    }
-    cost_hw_init(link);
-    link->intra_bandwidth_Bps = m->allreduce_Bps;
-    link->intra_latency_s = m->allreduce_latency_s;
-    sm->allreduce_link = link;
-}
-
 /* Sets r's peak memory per rank to the executor's own (exec_mem_walk): the cost model's part,
  * which the simulator predicts, plus the buffers only the executor holds (scratch, output and
  * inner gradients, send staging), from the code that accounts them in the run. Returns PL_OK or
@@ -174,7 +156,7 @@ static int predict_exec_memory(const sched *s, const exec_config *cfg, sim_resul
 
 /* run_drive.h. Returns PL_OK with r filled, or the error of the profile check, the stage split
  * or the simulator (prefixed "prediction: "). */
-int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, const double *rank_step_s,
+int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,
                     const double *reuse_i, const double *reuse_w, sim_result *r, pl_err *e) {
     memset(r, 0, sizeof *r);
     int rc = exec_profile_check(m, cfg, m->src_path ? m->src_path : "profile", e);
@@ -194,7 +176,10 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
     for (int q = 0; rc == PL_OK && rank_step_s && q < sm.stages; q++)
         sm.step_s[q] = rank_step_s[s->stage_rank[q]] * (sm.bound[q + 1] - sm.bound[q]);
     cost_hw link;
-    if (rc == PL_OK) predict_allreduce_link(m, &sm, &link);
+    int replicated = 0;
+    for (int q = 0; rc == PL_OK && q < sm.stages; q++) replicated |= sm.replicas[q] > 1;
+    if (rc == PL_OK && cli_allreduce_link("run", m, (int)tr, replicated, "0 (free links)", &link) >= 0)
+        sm.allreduce_link = &link;
     /* the reuse-distance term: each stage's ratios are its rank's worker's */
     sim_reuse reuse;
     int with_reuse = rc == PL_OK && reuse_i && reuse_w;

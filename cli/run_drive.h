@@ -77,12 +77,13 @@ int cli_exec_model(const char *cmd, const char *spec, exec_config *cfg, cli_exec
  * The STEP of a stage is its blocks times cfg->pred_step_s, or, when rank_step_s is not NULL,
  * times rank_step_s[r] of its rank r (each rank's own worker's measurement). The REDUCE_GRAD of
  * a replicated stage costs cost_ring_allreduce_s of its fp32 gradient bytes over its replicas on
- * the profile's measured all-reduce link (cost_model.allreduce_latency_s, allreduce_Bps); a
- * profile without them predicts 0 and says so on stderr. When reuse_i and reuse_w are not NULL,
- * each backward at reuse distance 0 (sim_reuse.c) takes its stage's time times the ratio of its
- * rank r (reuse_i[r] for I, reuse_w[r] for W: exec_profile_worker_reuse). The peak memory per
- * rank is the executor's own (exec_mem_walk). */
-int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, const double *rank_step_s,
+ * the profile's all-reduce measured on the run's transport tr (cli_allreduce_link: an MPI run
+ * whose profile has no MPI measurement takes the threads' one; a profile without any predicts 0;
+ * both say so on stderr). When reuse_i and reuse_w are not NULL, each backward at reuse
+ * distance 0 (sim_reuse.c) takes its stage's time times the ratio of its rank r (reuse_i[r] for
+ * I, reuse_w[r] for W: exec_profile_worker_reuse). The peak memory per rank is the executor's
+ * own (exec_mem_walk). */
+int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,
                     const double *reuse_i, const double *reuse_w, sim_result *r, pl_err *e);
 
 /* ---------------------------------------------------------------- results store */

@@ -26,8 +26,11 @@
  *       allreduce_latency_s  the profiled ring all-reduce's per-step latency alpha, seconds
  *       allreduce_Bps        its bandwidth beta, bytes of fp32 gradient per second: the two
  *                        cost_ring_allreduce_s takes, fitted by cost_ring_allreduce_fit from the
- *                        executor's own all-reduce (pipelab profile); both or neither (neither =
- *                        the all-reduce was not profiled)
+ *                        executor's own all-reduce on the threads transport (pipelab profile);
+ *                        both or neither (neither = the all-reduce was not profiled)
+ *       allreduce_mpi_latency_s, allreduce_mpi_Bps  the same for the MPI transport (its
+ *                        MPI_Allreduce between two processes: mpirun -np 2 pipelab profile
+ *                        --transport mpi); both or neither, independent of the threads' pair
  *     Unknown metadata keys are errors.
  *   - A header line naming columns, any order, each at most once:
  *       layer                 0-based index; must be 0, 1, 2, ... in file order (required)
@@ -75,6 +78,16 @@ typedef struct cost_layer {
     int src_line;                  /* line in the source file, 0 for generated layers */
 } cost_layer;
 
+/* The executor's transports, whose all-reduces a profile measures apart (their names:
+ * cost_transport_name). */
+typedef enum cost_transport { COST_TRANSPORT_THREADS = 0, COST_TRANSPORT_MPI = 1, COST_TRANSPORTS } cost_transport;
+/* A measured all-reduce link: the ring's latency alpha and bandwidth beta, as
+ * cost_ring_allreduce_s takes them; Bps 0 = not measured. */
+typedef struct cost_ar_link {
+    double latency_s; /* seconds per ring step */
+    double Bps;       /* bytes of fp32 gradient per second */
+} cost_ar_link;
+
 typedef struct cost_model {
     char name[64];            /* "transformer", "gnmt", file stem, ... */
     char source[16];          /* "csv", "graph", "uniform", "mlp", "transformer" */
@@ -87,9 +100,14 @@ typedef struct cost_model {
     int microbatch_size;      /* samples the per-layer numbers describe (>= 1) */
     int dtype_bytes;          /* bytes per parameter element (to count parameters) */
     char *src_path;           /* file it came from, or NULL; owned */
-    double allreduce_latency_s; /* profiled all-reduce link (metadata above): alpha, seconds */
-    double allreduce_Bps;     /* and beta, bytes/s; 0 = the all-reduce was not profiled */
+    cost_ar_link allreduce[COST_TRANSPORTS]; /* profiled all-reduce link of each transport
+                               * (metadata above); Bps 0 = not profiled on that transport */
 } cost_model;
+
+/* The profile CSV's metadata key of transport t's measured all-reduce: its latency (bandwidth 0:
+ * "allreduce_latency_s", "allreduce_mpi_latency_s") or its bandwidth ("allreduce_Bps",
+ * "allreduce_mpi_Bps"); NULL for a transport out of range. */
+const char *cost_allreduce_key(cost_transport t, int bandwidth);
 
 /* Frees a model and everything it owns; NULL is fine. */
 void cost_model_free(cost_model *m);
@@ -349,6 +367,15 @@ double cost_transfer_s(const cost_hw *hw, int src_rank, int dst_rank, int64_t by
 /* Ring all-reduce (cost_ring_allreduce_s) of bytes over n replicas on the inter link when inter,
  * else intra. n <= 1 or bytes <= 0 costs 0. */
 double cost_allreduce_s(const cost_hw *hw, int inter, int replicas, int64_t bytes);
+/* The transport's name as the command line and the stored runs spell it: "threads", "mpi". */
+const char *cost_transport_name(cost_transport t);
+/* The one rule for pricing REDUCE_GRAD from a profile (pipelab run, simulate and partition call
+ * it): the profile's all-reduce measured on transport want, else, for MPI, the one measured on
+ * the threads; *used (may be NULL) gets the transport whose measurement it is. Fills link with
+ * a neutral hardware (cost_hw_init) whose intra link is the measured latency and bandwidth, so
+ * that cost_allreduce_s(link, 0, n, bytes) is the measured ring, and returns 1; returns 0 when
+ * the profile measured no all-reduce (link untouched). */
+int cost_model_allreduce_link(const cost_model *m, cost_transport want, cost_hw *link, cost_transport *used);
 /* Optimizer step of param_bytes on one device, memory-bound: reads and writes weights and
  * optimizer state, reads gradients, over memory_bandwidth. 0 when bandwidth unknown. */
 double cost_step_s(const cost_hw *hw, const cost_opts *o, const cost_model *m,
@@ -408,6 +435,14 @@ cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const c
  * stage; out[ranks]. Returns PL_OK or the dry run's error. */
 int cost_schedule_memory(const sched *s, const cost_stage *stages, const cost_model *m,
                          const cost_opts *o, cost_memory *out, pl_err *e);
+/* cost_schedule_memory with stage q replicated replicas[q] ways (NULL: none; PipeDream's
+ * 1F1B-RR): each replica of a rank is a device of its own holding the rank's stages' weights
+ * (versions from the policy; stash: the replica's own most microbatches in flight), gradients
+ * and optimizer state, and the stashes of its own microbatches only (k mod n, sched_replica_of);
+ * out[k] is the replica of rank k with the largest total, as the simulator and the executor
+ * report a replicated rank. */
+int cost_schedule_memory_replicas(const sched *s, const cost_stage *stages, const int *replicas, const cost_model *m,
+                                  const cost_opts *o, cost_memory *out, pl_err *e);
 
 /* ================================================================ partitions
  *
@@ -618,6 +653,10 @@ typedef struct cost_pipedream_opts {
     int straight;                  /* 1: no replication (every stage 1 replica) */
     cost_hierarchy hierarchy;      /* COST_HIERARCHY_PIPEDREAM: no capacity; workers a multiple of a
                                       server's devices, or at most one server */
+    cost_ar_link ar_link;          /* Bps > 0: every replicated stage's all-reduce is a ring of its
+                                      replicas on this measured link (cost_model_allreduce_link),
+                                      whatever servers they span; else on topo's links. The exact
+                                      hierarchy only (PipeDream's levels keep their links) */
 } cost_pipedream_opts;
 
 /* Options of the GPipe/torchgpipe-style balancer. */

@@ -235,14 +235,25 @@ cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const c
     return r;
 }
 
-/* Returns the peak activation bytes of rank k, walking its actions in order with
- * cost_mem_delta: each compute half applies its start, then its end, the peak taken after each. */
-static int64_t rank_activation_peak(const sched *s, const cost_stage *stages, int k) {
+/* Returns 1 when replica j of its stage runs action a (sched_replica_of over the stage's reps[]
+ * replicas: microbatch k on replica k mod n, an action without one on every replica); every
+ * action is replica 0's when reps is NULL. */
+static int replica_runs(const sched *s, const int *reps, const sched_action *a, int j) {
+    int n = reps && a->stage >= 0 && a->stage < s->stages ? reps[a->stage] : 1;
+    int k = sched_replica_of(a, n);
+    return k >= 0 ? k == j : j < -k;
+}
+
+/* Returns the peak activation bytes of replica j of rank k (the whole rank: reps NULL, j 0),
+ * walking its actions in order with cost_mem_delta: each compute half applies its start, then
+ * its end, the peak taken after each. */
+static int64_t rank_activation_peak(const sched *s, const cost_stage *stages, int k, const int *reps, int j) {
     int rc = s->recompute == SCHED_RECOMPUTE_FULL;
     int64_t cur = 0, peak = 0;
     const sched_rank *rk = &s->rank[k];
     for (size_t i = 0; i < rk->n; i++) {
         const sched_action *a = &rk->acts[i];
+        if (!replica_runs(s, reps, a, j)) continue;
         for (int half = 0; half < (a->kind == SCHED_OVERLAP ? 2 : 1); half++) {
             sched_kind kind = a->kind == SCHED_OVERLAP ? (half ? a->kind2 : SCHED_F) : a->kind;
             int st = half ? a->stage2 : a->stage;
@@ -258,30 +269,64 @@ static int64_t rank_activation_peak(const sched *s, const cost_stage *stages, in
     return peak;
 }
 
-/* Fills out[ranks] with the memory of each rank under schedule s (see cost.h); returns PL_OK or
- * the dry run's error. */
-int cost_schedule_memory(const sched *s, const cost_stage *stages, const cost_model *m, const cost_opts *o,
-                         cost_memory *out, pl_err *e) {
+/* Returns the most microbatches replica j of rank k holds between F and the end of their
+ * backward (B or W), as the dry run counts a whole rank's (sched_dryrun_result.max_inflight). */
+static int replica_inflight(const sched *s, int k, const int *reps, int j) {
+    int cur = 0, mx = 0;
+    const sched_rank *rk = &s->rank[k];
+    for (size_t i = 0; i < rk->n; i++) {
+        const sched_action *a = &rk->acts[i];
+        if (!replica_runs(s, reps, a, j)) continue;
+        if (a->kind == SCHED_F || a->kind == SCHED_OVERLAP) cur++;
+        if (cur > mx) mx = cur;
+        if (a->kind == SCHED_B || a->kind == SCHED_W || (a->kind == SCHED_OVERLAP && a->kind2 == SCHED_B)) cur--;
+    }
+    return mx;
+}
+
+/* Returns the memory of replica j of rank k (see cost_schedule_memory_replicas) holding inflight
+ * microbatches at most. */
+static cost_memory replica_memory(const sched *s, const cost_stage *stages, const cost_model *m, const cost_opts *o,
+                                  int k, const int *reps, int j, int inflight) {
+    cost_memory acc = {0};
+    for (int st = 0; st < s->stages; st++) {
+        if (s->stage_rank[st] != k) continue;
+        cost_memory sm = cost_stage_memory(&stages[st], m, o, s->weights, s->recompute, inflight);
+        acc.weights_bytes += sm.weights_bytes;
+        acc.grad_bytes += sm.grad_bytes;
+        acc.optimizer_bytes += sm.optimizer_bytes;
+        if (sm.versions > acc.versions) acc.versions = sm.versions;
+    }
+    acc.activation_bytes = rank_activation_peak(s, stages, k, reps, j);
+    acc.total_bytes = acc.weights_bytes + acc.grad_bytes + acc.optimizer_bytes + acc.activation_bytes;
+    return acc;
+}
+
+/* Fills out[ranks] with the memory of each rank under schedule s, each replica of a replicated
+ * rank on its own share of the microbatches (see cost.h); returns PL_OK or the dry run's error. */
+int cost_schedule_memory_replicas(const sched *s, const cost_stage *stages, const int *replicas, const cost_model *m,
+                                  const cost_opts *o, cost_memory *out, pl_err *e) {
     sched_dryrun_result r;
     memset(&r, 0, sizeof r);
     if (sched_dryrun(s, NULL, &r, e) != PL_OK) return e ? e->code : PL_EINPUT;
     for (int k = 0; k < s->ranks; k++) {
-        cost_memory acc = {0};
-        int inflight = r.max_inflight[k];
-        for (int st = 0; st < s->stages; st++) {
-            if (s->stage_rank[st] != k) continue;
-            cost_memory sm = cost_stage_memory(&stages[st], m, o, s->weights, s->recompute, inflight);
-            acc.weights_bytes += sm.weights_bytes;
-            acc.grad_bytes += sm.grad_bytes;
-            acc.optimizer_bytes += sm.optimizer_bytes;
-            if (sm.versions > acc.versions) acc.versions = sm.versions;
+        int w = 1; /* the rank's replicas: its stages' most */
+        for (int st = 0; replicas && st < s->stages; st++)
+            if (s->stage_rank[st] == k && replicas[st] > w) w = replicas[st];
+        for (int j = 0; j < w; j++) {
+            int inflight = w > 1 ? replica_inflight(s, k, replicas, j) : r.max_inflight[k];
+            cost_memory x = replica_memory(s, stages, m, o, k, w > 1 ? replicas : NULL, j, inflight);
+            if (j == 0 || x.total_bytes > out[k].total_bytes) out[k] = x;
         }
-        acc.activation_bytes = rank_activation_peak(s, stages, k);
-        acc.total_bytes = acc.weights_bytes + acc.grad_bytes + acc.optimizer_bytes + acc.activation_bytes;
-        out[k] = acc;
     }
     sched_dryrun_free(&r, s->ranks);
     return PL_OK;
+}
+
+/* Fills out[ranks] with the memory of each rank under schedule s, no stage replicated. */
+int cost_schedule_memory(const sched *s, const cost_stage *stages, const cost_model *m, const cost_opts *o,
+                         cost_memory *out, pl_err *e) {
+    return cost_schedule_memory_replicas(s, stages, NULL, m, o, out, e);
 }
 
 /* ---------------------------------------------------------------- partitions */

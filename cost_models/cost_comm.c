@@ -92,6 +92,24 @@ double cost_allreduce_s(const cost_hw *hw, int inter, int replicas, int64_t byte
     return cost_ring_allreduce_s(replicas, (double)bytes, bw, lat);
 }
 
+/* cost.h. Returns the name, "?" for a value out of range. */
+const char *cost_transport_name(cost_transport t) {
+    static const char *const names[COST_TRANSPORTS] = {"threads", "mpi"};
+    return t >= 0 && t < COST_TRANSPORTS ? names[t] : "?";
+}
+
+/* cost.h. Returns 1 with link filled from the measurement, 0 when the profile has none. */
+int cost_model_allreduce_link(const cost_model *m, cost_transport want, cost_hw *link, cost_transport *used) {
+    cost_transport t = want;
+    if (t < 0 || t >= COST_TRANSPORTS || !(m->allreduce[t].Bps > 0)) t = COST_TRANSPORT_THREADS;
+    if (!(m->allreduce[t].Bps > 0)) return 0;
+    cost_hw_init(link);
+    link->intra_bandwidth_Bps = m->allreduce[t].Bps;
+    link->intra_latency_s = m->allreduce[t].latency_s;
+    if (used) *used = t;
+    return 1;
+}
+
 /* Returns the pipelined (double binary) tree all-reduce time over n replicas: the buffer goes up
  * the tree (reduce) and down again (broadcast), each link carrying it once per direction, so
  * 2 bytes / bandwidth, plus 2 ceil(log2 n) latencies for the depth; n <= 1 costs 0. */

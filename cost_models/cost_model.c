@@ -242,9 +242,38 @@ typedef struct csv_meta {
     int microbatch_size, dtype_bytes;
     int64_t input_bytes;
     char name[64];
-    double ar_lat_s, ar_Bps; /* the profiled all-reduce link; -1 = not given */
-    int ar_line;             /* the line that gave the first of them */
+    cost_ar_link ar[COST_TRANSPORTS]; /* each transport's profiled all-reduce link; -1 = not given */
+    int ar_line[COST_TRANSPORTS];     /* the line that gave the first of its two keys */
 } csv_meta;
+
+/* The all-reduce keys of a transport: allreduce_latency_s and allreduce_Bps for the threads,
+ * allreduce_mpi_latency_s and allreduce_mpi_Bps for MPI (the threads' names predate MPI's). */
+static const char *const ar_key[COST_TRANSPORTS][2] = {{"allreduce_latency_s", "allreduce_Bps"},
+                                                       {"allreduce_mpi_latency_s", "allreduce_mpi_Bps"}};
+
+/* cost.h. Returns the key, or NULL for a transport out of range. */
+const char *cost_allreduce_key(cost_transport t, int bandwidth) {
+    return t >= 0 && t < COST_TRANSPORTS ? ar_key[t][bandwidth ? 1 : 0] : NULL;
+}
+
+/* Reads the all-reduce key tok[kl] = vbuf into meta. Returns -1 when tok is none of ar_key, else
+ * PL_OK or PL_EINPUT ("path:line: ..."). */
+static int csv_meta_ar(const char *path, int lineno, const char *tok, size_t kl, const char *vbuf, csv_meta *meta,
+                       pl_err *e) {
+    for (int t = 0; t < COST_TRANSPORTS; t++)
+        for (int lat = 0; lat < 2; lat++) {
+            if (!cost_word_is(tok, kl, ar_key[t][lat])) continue;
+            int is_lat = lat == 0;
+            double dv;
+            if (pl_parse_double(vbuf, &dv) != 0 || !isfinite(dv) || (is_lat ? dv < 0 : !(dv > 0)))
+                return pl_errf(e, PL_EINPUT, "%s:%d: %s must be a %s number, got '%s'", path, lineno, ar_key[t][lat],
+                               is_lat ? "non-negative" : "positive", vbuf);
+            *(is_lat ? &meta->ar[t].latency_s : &meta->ar[t].Bps) = dv;
+            if (!meta->ar_line[t]) meta->ar_line[t] = lineno;
+            return PL_OK;
+        }
+    return -1;
+}
 
 /* Parses a "#@ key=value ..." line into meta; returns PL_OK or PL_EINPUT ("path:line: ..."). */
 static int csv_meta_line(const char *path, int lineno, const char *s, size_t n, csv_meta *meta,
@@ -271,6 +300,7 @@ static int csv_meta_line(const char *path, int lineno, const char *s, size_t n, 
         vbuf[vl] = 0;
         long lv;
         double dv;
+        int rc;
         if (cost_word_is(tok, kl, "name")) {
             int cc = cost_control_char(vbuf, vl);
             if (cc >= 0)
@@ -290,17 +320,13 @@ static int csv_meta_line(const char *path, int lineno, const char *s, size_t n, 
             if (pl_parse_double(vbuf, &dv) != 0 || cost_bytes_from_double(dv, &meta->input_bytes) != 0)
                 return pl_errf(e, PL_EINPUT, "%s:%d: input_bytes must be a non-negative number, got '%s'",
                                path, lineno, vbuf);
-        } else if (cost_word_is(tok, kl, "allreduce_latency_s") || cost_word_is(tok, kl, "allreduce_Bps")) {
-            int lat = cost_word_is(tok, kl, "allreduce_latency_s");
-            if (pl_parse_double(vbuf, &dv) != 0 || !isfinite(dv) || (lat ? dv < 0 : !(dv > 0)))
-                return pl_errf(e, PL_EINPUT, "%s:%d: %.*s must be a %s number, got '%s'", path, lineno, (int)kl, tok,
-                               lat ? "non-negative" : "positive", vbuf);
-            *(lat ? &meta->ar_lat_s : &meta->ar_Bps) = dv;
-            if (!meta->ar_line) meta->ar_line = lineno;
+        } else if ((rc = csv_meta_ar(path, lineno, tok, kl, vbuf, meta, e)) != -1) {
+            if (rc != PL_OK) return rc;
         } else {
             return pl_errf(e, PL_EINPUT,
                            "%s:%d: unknown metadata key '%.*s' (known: name, microbatch_size, "
-                           "dtype_bytes, input_bytes, allreduce_latency_s, allreduce_Bps)", path, lineno, (int)kl, tok);
+                           "dtype_bytes, input_bytes, allreduce_latency_s, allreduce_Bps, allreduce_mpi_latency_s, "
+                           "allreduce_mpi_Bps)", path, lineno, (int)kl, tok);
         }
     }
     return PL_OK;
@@ -485,10 +511,8 @@ static cost_model *csv_model(const char *path, csv_rows *rs, const csv_meta *met
     m->microbatch_size = meta->microbatch_size;
     m->dtype_bytes = meta->dtype_bytes;
     m->cut_bytes[0] = meta->input_bytes;
-    if (meta->ar_Bps > 0) {
-        m->allreduce_latency_s = meta->ar_lat_s;
-        m->allreduce_Bps = meta->ar_Bps;
-    }
+    for (int t = 0; t < COST_TRANSPORTS; t++)
+        if (meta->ar[t].Bps > 0) m->allreduce[t] = meta->ar[t];
     cost_model_chain_cuts(m);
     for (int i = 0; i < rs->n; i++)
         if (rs->in_bytes[i] >= 0) m->cut_bytes[i] = rs->in_bytes[i];
@@ -511,7 +535,8 @@ cost_model *cost_model_read_csv(const char *path, const char *text, size_t len, 
     if (!path) path = "<csv>";
     cost_lines c;
     cost_lines_init(&c, text, len);
-    csv_meta meta = {.microbatch_size = 1, .dtype_bytes = COST_FP32_BYTES, .input_bytes = 0, .ar_lat_s = -1, .ar_Bps = -1};
+    csv_meta meta = {.microbatch_size = 1, .dtype_bytes = COST_FP32_BYTES, .input_bytes = 0};
+    for (int t = 0; t < COST_TRANSPORTS; t++) meta.ar[t] = (cost_ar_link){-1, -1};
     csv_rows rs = {0};
     int colof[COL_N];
     int nf = 0;
@@ -555,10 +580,11 @@ cost_model *cost_model_read_csv(const char *path, const char *text, size_t len, 
         pl_errf(e, PL_EINPUT, "%s: no layers after the header", path);
         goto fail;
     }
-    if ((meta.ar_lat_s < 0) != (meta.ar_Bps < 0)) {
-        pl_errf(e, PL_EINPUT, "%s:%d: allreduce_latency_s and allreduce_Bps come together", path, meta.ar_line);
-        goto fail;
-    }
+    for (int t = 0; t < COST_TRANSPORTS; t++)
+        if ((meta.ar[t].latency_s < 0) != (meta.ar[t].Bps < 0)) {
+            pl_errf(e, PL_EINPUT, "%s:%d: %s and %s come together", path, meta.ar_line[t], ar_key[t][0], ar_key[t][1]);
+            goto fail;
+        }
     cost_model *m = csv_model(path, &rs, &meta, e);
     csv_rows_free(&rs);
     return m;
@@ -584,8 +610,10 @@ int cost_model_write_csv(const cost_model *m, pl_buf *out, pl_err *e) {
     pl_buf_printf(out, "# pipelab layer profile (see cost_models/cost.h)\n");
     pl_buf_printf(out, "#@ name=%s microbatch_size=%d dtype_bytes=%d input_bytes=%lld\n", name,
                   m->microbatch_size, m->dtype_bytes, (long long)m->cut_bytes[0]);
-    if (m->allreduce_Bps > 0)
-        pl_buf_printf(out, "#@ allreduce_latency_s=%.17g allreduce_Bps=%.17g\n", m->allreduce_latency_s, m->allreduce_Bps);
+    for (int t = 0; t < COST_TRANSPORTS; t++)
+        if (m->allreduce[t].Bps > 0)
+            pl_buf_printf(out, "#@ %s=%.17g %s=%.17g\n", ar_key[t][0], m->allreduce[t].latency_s, ar_key[t][1],
+                          m->allreduce[t].Bps);
     for (int c = 0; c < COL_N; c++) pl_buf_printf(out, "%s%s", c ? "," : "", col_names[c]);
     pl_buf_putc(out, '\n');
     for (int i = 0; i < m->n; i++) {

@@ -44,6 +44,7 @@ static int one_server(const cost_pctx *c, int a, int b) {
  * parameter bytes (see the cost model at the top of this file). */
 static double stage_allreduce_s(const cost_pctx *c, int i, int j, int a, int r) {
     double bytes = c->P[j] - c->P[i];
+    if (c->ar_link.Bps > 0) return cost_part_allreduce_s(c->ar, bytes, r, c->ar_link.Bps, c->ar_link.latency_s);
     if (one_server(c, a, a + r - 1))
         return cost_part_allreduce_s(c->ar, bytes, r, c->topo.intra_bw_Bps, c->topo.intra_latency_s);
     int d = c->topo.devices_per_server, b = a + r - 1;
@@ -117,6 +118,7 @@ int cost_pctx_init(cost_pctx *c, const cost_part_layer *layers, int nlayers, int
     c->W = workers;
     c->lay = layers;
     c->ar = ar;
+    c->ar_link = (cost_ar_link){0, 0}; /* the topology's links (cost_plan_pipedream may set it) */
     c->T = pl_calloc((size_t)nlayers + 1, sizeof(double));
     c->P = pl_calloc((size_t)nlayers + 1, sizeof(double));
     c->S = pl_calloc((size_t)nlayers + 1, sizeof(double));
@@ -362,6 +364,7 @@ int cost_plan_pipedream(const cost_part_layer *layers, int nlayers, const cost_p
     cost_pctx c;
     int rc = cost_pctx_init(&c, layers, nlayers, o->workers, topo, o->allreduce, e);
     if (rc != PL_OK) return rc;
+    if (!hier && o->ar_link.Bps > 0) c.ar_link = o->ar_link;
     if (o->straight && o->workers > nlayers) {
         cost_pctx_free(&c);
         return pl_errf(e, PL_EINPUT, "partition: a straight pipeline of %d workers needs at least %d layers (the model has %d)",

@@ -20,6 +20,8 @@ typedef struct cost_pctx {
     double *T, *P, *S; /* [L + 1] prefix sums of time_s, param_bytes, stash_bytes */
     cost_part_topo topo;
     cost_allreduce_model ar;
+    cost_ar_link ar_link; /* Bps > 0: a measured link every replicated stage's all-reduce runs on
+                           * (cost_pipedream_opts.ar_link); else topo's links */
 } cost_pctx;
 
 /* Checks the layer table (and topo; NULL = one server, free links) and builds the prefix sums;

@@ -126,6 +126,9 @@ typedef struct exec_config {
                               * all passes (of passes x its list length); NULL = no bar */
     double pred_step_s;      /* the optimizer STEP of one block measured by the profile, for the
                               * prediction only (cli_run_predict; 0 = unknown: no STEP time) */
+    double mpi_ar_latency_s, mpi_ar_Bps; /* the MPI all-reduce's link measured beforehand
+                              * (exec_mpi_profile_allreduce), which the profile CSV records beside
+                              * the threads' ring (allreduce_mpi_* metadata); Bps 0 = not measured */
     /* the CUDA backend (exec/cuda/exec_cuda.h; the CPU executor ignores these) */
     exec_backend backend;    /* EXEC_BACKEND_CPU (default) or EXEC_BACKEND_CUDA */
     exec_precision precision;/* GEMM operands: fp32 (default), tf32, or bf16; accumulation fp32 */

@@ -24,7 +24,12 @@ int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, 
     exec_model_name(cfg, name, sizeof name);
     pl_buf_printf(out, "#@ microbatch_size=%d input_bytes=%zu dtype_bytes=4 name=%s\n", cfg->microbatch_size,
                   p->act_out_bytes, name);
-    if (p->ar_Bps > 0) pl_buf_printf(out, "#@ allreduce_latency_s=%.9g allreduce_Bps=%.9g\n", p->ar_latency_s, p->ar_Bps);
+    /* each transport's measured all-reduce, under the keys cost_model_read_csv reads */
+    const double ar[COST_TRANSPORTS][2] = {{p->ar_latency_s, p->ar_Bps}, {cfg->mpi_ar_latency_s, cfg->mpi_ar_Bps}};
+    for (int t = 0; t < COST_TRANSPORTS; t++)
+        if (ar[t][1] > 0)
+            pl_buf_printf(out, "#@ %s=%.9g %s=%.9g\n", cost_allreduce_key((cost_transport)t, 0), ar[t][0],
+                          cost_allreduce_key((cost_transport)t, 1), ar[t][1]);
     pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
                      "stash_bytes,stash_recompute_bytes,w_stash_bytes\n");
     for (int k = 0; k < cfg->layers; k++) {
@@ -143,7 +148,7 @@ int exec_mem_predict(const sched *s, const exec_config *cfg, cost_memory *out, p
     cost_stage *st = pl_calloc((size_t)s->stages, sizeof *st);
     int rc = p && st ? PL_OK : (p ? pl_errf(e, PL_ENOMEM, "out of memory") : e->code);
     for (int q = 0; q < s->stages && rc == PL_OK; q++) rc = cost_stage_eval(m, p->bound[q], p->bound[q + 1], &hw, &o, &st[q], e);
-    if (rc == PL_OK) rc = cost_schedule_memory(s, st, m, &o, out, e);
+    if (rc == PL_OK) rc = cost_schedule_memory_replicas(s, st, p->replicas, m, &o, out, e);
     free(st);
     cost_partition_free(p);
     cost_model_free(m);

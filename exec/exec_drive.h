@@ -69,6 +69,15 @@ int exec_mpi_available(void);
  * exec_mpi_finalize before exiting. Returns PL_OK or an error found before the workers ran. */
 int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e);
 
+/* Times the MPI transport's all-reduce of replicas (REDUCE_GRAD: exec_xrank_reduce over
+ * MPI_Allreduce of int64, as exec_mpi_run's replicas run it) between the first two processes of
+ * the MPI job (collective: every process calls it; MPI_Init when nobody has), at the sizes and
+ * repetitions of exec_profile_allreduce, and fits the medians with cost_ring_allreduce_fit on
+ * rank 0 (*is_root 1): *latency_s and *bandwidth_Bps (the others get 0). Needs 2 processes or
+ * more. Call exec_mpi_finalize before exiting. Returns PL_OK or an error. */
+int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, int *is_root,
+                               pl_err *e);
+
 /* Sets what is called with the reason just before MPI_Abort (the CLI prints it). */
 void exec_mpi_set_abort_hook(void (*hook)(const pl_err *why));
 

@@ -262,6 +262,31 @@ static inline int exec_layout_rank(const exec_layout *L, const sched *s, int q, 
 int exec_ring_allreduce(exec_transport *t, int group0, int n, int me, int stage, int64_t *seq, int64_t *v, size_t count,
                         int max, int64_t *tmp, size_t piece, pl_err *e);
 
+/* The all-reduce profile (profile_ring.c): the sizes and repetitions a rank times, its timing
+ * loop over any transport and the fit, shared by the threads' ring and MPI's all-reduce. */
+#define EXEC_AR_RANKS 2 /* a two-replica all-reduce: the smallest replicated stage */
+#define EXEC_AR_SIZES 3 /* one block, half the model, the whole model */
+typedef struct exec_ar_plan {
+    size_t floats[EXEC_AR_SIZES]; /* gradient floats of each size */
+    int reps;                     /* timed repetitions of each, after one warm-up */
+} exec_ar_plan;
+/* Fills pl for cfg's model and reps (at most 15). */
+void exec_ar_plan_init(const exec_config *cfg, int reps, exec_ar_plan *pl);
+/* Times the all-reduces of rank me of a layout of EXEC_AR_RANKS ranks replicating one stage over
+ * t: each size pl->reps times after a warm-up, sync(arg) before each (every rank takes every
+ * sync, also after an error); rank 0 records each in t_s[size * reps + rep]. Returns PL_OK or the
+ * first error. */
+int exec_ar_time_rank(exec_transport *t, const exec_layout *lay, int me, const exec_ar_plan *pl, void (*sync)(void *arg),
+                      void *arg, double *t_s, pl_err *e);
+/* Fits the medians of rank 0's times t_s (sorted in place) to the ring (cost_ring_allreduce_fit):
+ * *latency_s and *bandwidth_Bps. Returns PL_OK or the error, prefixed "profile of the
+ * all-reduce: ". */
+int exec_ar_fit(const exec_ar_plan *pl, double *t_s, double *latency_s, double *bandwidth_Bps, pl_err *e);
+
+/* Initializes MPI (threads: funneled) unless somebody has; exec_mpi_finalize finalizes it then
+ * (transport_mpi.c; MPI builds only). */
+int exec_mpi_init(pl_err *e);
+
 /* Folds the results each[0 .. w) of the w replicas of schedule rank r into out, as the simulator
  * reports a replicated rank (sim.h, "Replicated stages"): busy, idle, bubble and GEMM figures the
  * mean over the replicas, communication summed, memory that of the replica with the largest

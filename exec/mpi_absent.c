@@ -17,6 +17,16 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
                                  "installation); use --transport threads");
 }
 
+/* Returns PL_EINPUT: there is no MPI transport to profile in this build. */
+int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, int *is_root,
+                               pl_err *e) {
+    (void)cfg;
+    (void)reps;
+    *latency_s = *bandwidth_Bps = 0;
+    *is_root = 1;
+    return pl_errf(e, PL_EINPUT, "this pipelab was built without MPI: no MPI all-reduce to profile");
+}
+
 /* Ignores the hook: nothing here aborts. */
 void exec_mpi_set_abort_hook(void (*hook)(const pl_err *why)) { (void)hook; }
 

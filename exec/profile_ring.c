@@ -1,7 +1,8 @@
 /* profile_ring.c: times the executor's own replica all-reduce (exec_xrank_reduce: the exact
- * integer all-reduce over the threads transport's ring of mailboxes) between two ranks on
- * threads placed as exec_run places them, at sizes spanning the model's stages, and fits the
- * ring's latency and bandwidth (cost_ring_allreduce_fit) for the profile CSV. */
+ * integer all-reduce) between two ranks at sizes spanning the model's stages, and fits the
+ * ring's latency and bandwidth (cost_ring_allreduce_fit) for the profile CSV: the timing loop of
+ * one rank and the fit (any transport), and the threads transport's ring over its mailboxes on
+ * threads placed as exec_run places them. MPI's side is profile_ring_mpi.c. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +11,6 @@
 #include "exec_int.h"
 #include "platform.h"
 
-#define AR_RANKS 2      /* a two-replica ring: the smallest replicated stage */
-#define AR_SIZES 3      /* one block, half the model, the whole model */
 #define AR_MAX_REPS 15  /* the all-reduce's repetitions at most (the median is kept) */
 #define AR_MAILBOX 4    /* mailbox slots: the ring holds a piece or two in flight */
 
@@ -23,9 +22,9 @@ typedef struct ar_shared {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int gate; /* 0: wait, 1: go, -1: a thread did not start, leave */
-    size_t floats[AR_SIZES];
-    int reps, pin, ncpus, cpus[AR_RANKS];
-    double *t_s; /* [AR_SIZES * reps] rank 0's times */
+    exec_ar_plan plan;
+    int pin, ncpus, cpus[EXEC_AR_RANKS];
+    double *t_s; /* [EXEC_AR_SIZES * reps] rank 0's times */
 } ar_shared;
 
 typedef struct ar_thread {
@@ -34,9 +33,46 @@ typedef struct ar_thread {
     pl_err err;
 } ar_thread;
 
-/* Runs rank me's all-reduces: after a barrier, each size reps times (one warm-up first); rank 0
- * records each from the barrier to its return (the ring ends on a rank only once the other's
- * last piece arrived). */
+/* exec_int.h. Returns PL_OK or the first error; each all-reduce is timed from the sync to its
+ * return on this rank (the ring ends on a rank only once the other's last piece arrived). */
+int exec_ar_time_rank(exec_transport *t, const exec_layout *lay, int me, const exec_ar_plan *pl, void (*sync)(void *arg),
+                      void *arg, double *t_s, pl_err *e) {
+    exec_xrank x;
+    exec_xstage st;
+    memset(&x, 0, sizeof x);
+    memset(&st, 0, sizeof st);
+    int loc = 0;
+    size_t most = pl->floats[EXEC_AR_SIZES - 1];
+    x.r = me;
+    x.lay = lay;
+    x.rep = me;
+    x.nst = 1;
+    x.st = &st;
+    x.loc = &loc;
+    x.t = t;
+    st.pfloats = most;
+    st.grad = pl_calloc(most, sizeof *st.grad);
+    int rc = st.grad ? exec_xrank_reduce_setup(&x, e) : pl_errf(e, PL_ENOMEM, "out of memory for the all-reduce");
+    for (size_t i = 0; rc == PL_OK && i < most; i++) st.grad[i] = (float)(1 + me) * 1e-3f * (float)(i % 7);
+    for (int k = 0; k < EXEC_AR_SIZES; k++) {
+        st.pfloats = pl->floats[k];
+        for (int j = -1; j < pl->reps; j++) {
+            sync(arg); /* every rank takes every sync, also after an error */
+            double t0 = pl_now_s();
+            if (rc == PL_OK) rc = exec_xrank_reduce(&x, &st, e);
+            if (me == 0 && j >= 0) t_s[k * pl->reps + j] = pl_now_s() - t0;
+        }
+    }
+    free(st.grad);
+    free(x.red);
+    free(x.red_seq);
+    return rc;
+}
+
+/* The threads' sync: the barrier of both ranks. */
+static void ar_barrier(void *arg) { pthread_barrier_wait(arg); }
+
+/* Runs rank me's all-reduces on its thread, pinned as exec_run pins its ranks. */
 static void *ar_main(void *arg) {
     ar_thread *a = arg;
     ar_shared *sh = a->sh;
@@ -46,35 +82,7 @@ static void *ar_main(void *arg) {
     pthread_mutex_unlock(&sh->mu);
     if (!go) return NULL;
     if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[a->me % sh->ncpus]);
-    exec_xrank x;
-    exec_xstage st;
-    memset(&x, 0, sizeof x);
-    memset(&st, 0, sizeof st);
-    int loc = 0;
-    size_t most = sh->floats[AR_SIZES - 1];
-    x.r = a->me;
-    x.lay = &sh->lay;
-    x.rep = a->me;
-    x.nst = 1;
-    x.st = &st;
-    x.loc = &loc;
-    x.t = &sh->t[a->me];
-    st.pfloats = most;
-    st.grad = pl_calloc(most, sizeof *st.grad);
-    a->rc = st.grad ? exec_xrank_reduce_setup(&x, &a->err) : pl_errf(&a->err, PL_ENOMEM, "out of memory for the all-reduce");
-    for (size_t i = 0; a->rc == PL_OK && i < most; i++) st.grad[i] = (float)(1 + a->me) * 1e-3f * (float)(i % 7);
-    for (int k = 0; k < AR_SIZES; k++) {
-        st.pfloats = sh->floats[k];
-        for (int j = -1; j < sh->reps; j++) {
-            pthread_barrier_wait(&sh->bar); /* both ranks take every barrier, also after an error */
-            double t0 = pl_now_s();
-            if (a->rc == PL_OK) a->rc = exec_xrank_reduce(&x, &st, &a->err);
-            if (a->me == 0 && j >= 0) sh->t_s[k * sh->reps + j] = pl_now_s() - t0;
-        }
-    }
-    free(st.grad);
-    free(x.red);
-    free(x.red_seq);
+    a->rc = exec_ar_time_rank(&sh->t[a->me], &sh->lay, a->me, &sh->plan, ar_barrier, &sh->bar, sh->t_s, &a->err);
     return NULL;
 }
 
@@ -91,15 +99,15 @@ static double ar_median(double *v, int n) {
 
 /* Starts the two ranks and joins them. Returns PL_OK or the first error. */
 static int ar_run(ar_shared *sh, pl_err *e) {
-    ar_thread a[AR_RANKS];
-    pthread_t th[AR_RANKS];
+    ar_thread a[EXEC_AR_RANKS];
+    pthread_t th[EXEC_AR_RANKS];
     int started = 0, rc = PL_OK;
-    for (int i = 0; i < AR_RANKS; i++) {
+    for (int i = 0; i < EXEC_AR_RANKS; i++) {
         memset(&a[i], 0, sizeof a[i]);
         a[i].sh = sh;
         a[i].me = i;
     }
-    for (int i = 0; i < AR_RANKS; i++) {
+    for (int i = 0; i < EXEC_AR_RANKS; i++) {
         if (pthread_create(&th[i], NULL, ar_main, &a[i]) != 0) {
             rc = pl_errf(e, PL_EINTERNAL, "cannot start the all-reduce's thread %d", i);
             break;
@@ -112,7 +120,7 @@ static int ar_run(ar_shared *sh, pl_err *e) {
     pthread_cond_broadcast(&sh->cv);
     pthread_mutex_unlock(&sh->mu);
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-    for (int i = 0; rc == PL_OK && i < AR_RANKS; i++)
+    for (int i = 0; rc == PL_OK && i < EXEC_AR_RANKS; i++)
         if (a[i].rc) {
             *e = a[i].err;
             rc = a[i].rc;
@@ -120,58 +128,64 @@ static int ar_run(ar_shared *sh, pl_err *e) {
     return rc;
 }
 
-/* Sizes spanning the model's stages: one block, half the blocks, all of them (a quarter, a half
- * and one block for a one-block model). */
-static void ar_sizes(const exec_config *cfg, size_t *floats) {
+/* exec_int.h. Sizes spanning the model's stages: one block, half the blocks, all of them (a
+ * quarter, a half and one block for a one-block model). */
+void exec_ar_plan_init(const exec_config *cfg, int reps, exec_ar_plan *pl) {
     exec_dims d;
     exec_dims_of(cfg, &d);
     size_t nf = exec_block_floats(&d), L = (size_t)(cfg->layers > 0 ? cfg->layers : 1);
     if (L == 1) {
-        floats[0] = nf / 4 ? nf / 4 : 1;
-        floats[1] = nf / 2 ? nf / 2 : 1;
-        floats[2] = nf;
+        pl->floats[0] = nf / 4 ? nf / 4 : 1;
+        pl->floats[1] = nf / 2 ? nf / 2 : 1;
+        pl->floats[2] = nf;
     } else {
-        floats[0] = nf;
-        floats[1] = nf * ((L + 1) / 2);
-        floats[2] = nf * L;
+        pl->floats[0] = nf;
+        pl->floats[1] = nf * ((L + 1) / 2);
+        pl->floats[2] = nf * L;
     }
+    pl->reps = reps < 1 ? 1 : reps > AR_MAX_REPS ? AR_MAX_REPS : reps;
+}
+
+/* exec_int.h. Returns PL_OK or the fit's error. */
+int exec_ar_fit(const exec_ar_plan *pl, double *t_s, double *latency_s, double *bandwidth_Bps, pl_err *e) {
+    double bytes[EXEC_AR_SIZES], t[EXEC_AR_SIZES];
+    for (int k = 0; k < EXEC_AR_SIZES; k++) {
+        bytes[k] = (double)(pl->floats[k] * sizeof(float)); /* fp32 gradient bytes: a stage's param_bytes */
+        t[k] = ar_median(t_s + k * pl->reps, pl->reps);
+    }
+    int rc = cost_ring_allreduce_fit(EXEC_AR_RANKS, bytes, t, EXEC_AR_SIZES, latency_s, bandwidth_Bps, e);
+    if (rc) pl_err_prefix(e, "profile of the all-reduce: ");
+    return rc;
 }
 
 int exec_profile_allreduce(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, pl_err *e) {
     ar_shared sh;
     memset(&sh, 0, sizeof sh);
-    ar_sizes(cfg, sh.floats);
-    sh.reps = reps < 1 ? 1 : reps > AR_MAX_REPS ? AR_MAX_REPS : reps;
-    sh.reps_of[0] = AR_RANKS;
-    sh.lay.ranks = AR_RANKS;
+    exec_ar_plan_init(cfg, reps, &sh.plan);
+    sh.reps_of[0] = EXEC_AR_RANKS;
+    sh.lay.ranks = EXEC_AR_RANKS;
     sh.lay.reps = sh.reps_of;
     sh.lay.base = sh.base_of;
-    sh.ncpus = exec_platform_cores(sh.cpus, AR_RANKS);
+    sh.ncpus = exec_platform_cores(sh.cpus, EXEC_AR_RANKS);
     sh.pin = cfg->pin; /* as exec_run pins its ranks */
-    sh.t_s = pl_calloc((size_t)(AR_SIZES * sh.reps), sizeof *sh.t_s);
+    sh.t_s = pl_calloc((size_t)(EXEC_AR_SIZES * sh.plan.reps), sizeof *sh.t_s);
     if (!sh.t_s) return pl_errf(e, PL_ENOMEM, "out of memory");
-    size_t msg = EXEC_RING_PIECE_BYTES;
-    sh.t = exec_threads_transport_new(AR_RANKS, AR_MAILBOX, msg, cfg->timeout_s, e);
+    sh.t = exec_threads_transport_new(EXEC_AR_RANKS, AR_MAILBOX, EXEC_RING_PIECE_BYTES, cfg->timeout_s, e);
     if (!sh.t) {
         free(sh.t_s);
         return e->code;
     }
-    if (sh.ncpus >= AR_RANKS) exec_threads_transport_spin(sh.t, EXEC_SPIN_S); /* each rank has a core */
-    pthread_barrier_init(&sh.bar, NULL, AR_RANKS);
+    if (sh.ncpus >= EXEC_AR_RANKS) exec_threads_transport_spin(sh.t, EXEC_SPIN_S); /* each rank has a core */
+    pthread_barrier_init(&sh.bar, NULL, EXEC_AR_RANKS);
     pthread_mutex_init(&sh.mu, NULL);
     pthread_cond_init(&sh.cv, NULL);
     int rc = ar_run(&sh, e);
     pthread_barrier_destroy(&sh.bar);
     pthread_cond_destroy(&sh.cv);
     pthread_mutex_destroy(&sh.mu);
-    exec_threads_transport_free(sh.t, AR_RANKS);
-    double bytes[AR_SIZES], t[AR_SIZES];
-    for (int k = 0; k < AR_SIZES; k++) {
-        bytes[k] = (double)(sh.floats[k] * sizeof(float)); /* fp32 gradient bytes: a stage's param_bytes */
-        t[k] = ar_median(sh.t_s + k * sh.reps, sh.reps);
-    }
+    exec_threads_transport_free(sh.t, EXEC_AR_RANKS);
+    if (rc == PL_OK) rc = exec_ar_fit(&sh.plan, sh.t_s, latency_s, bandwidth_Bps, e);
+    else pl_err_prefix(e, "profile of the all-reduce: ");
     free(sh.t_s);
-    if (rc == PL_OK) rc = cost_ring_allreduce_fit(AR_RANKS, bytes, t, AR_SIZES, latency_s, bandwidth_Bps, e);
-    if (rc) pl_err_prefix(e, "profile of the all-reduce: ");
     return rc;
 }

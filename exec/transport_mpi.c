@@ -518,18 +518,23 @@ static void shift_record(exec_rank_record *r, double off) {
     }
 }
 
+/* exec_int.h. Returns PL_OK, or PL_EINTERNAL when MPI_Init_thread fails. */
+int exec_mpi_init(pl_err *e) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (inited) return PL_OK;
+    int prov = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &prov) != MPI_SUCCESS)
+        return pl_errf(e, PL_EINTERNAL, "MPI_Init_thread failed");
+    g_inited = 1;
+    return PL_OK;
+}
+
 /* Joins the MPI job (initializing MPI when nobody has), checks that it has one process per rank
  * of the schedule's layout, and sets up m's communicators, tag space and message counters.
  * Returns PL_OK, or the error (nothing to free on error). */
 static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_root, pl_err *e) {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int prov = 0;
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &prov) != MPI_SUCCESS)
-            return pl_errf(e, PL_EINTERNAL, "MPI_Init_thread failed");
-        g_inited = 1;
-    }
+    if (exec_mpi_init(e) != PL_OK) return e->code;
     memset(m, 0, sizeof *m);
     MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &m->size);

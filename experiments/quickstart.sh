@@ -5,7 +5,8 @@
 #      with explicit communication to a .sched file and to PyTorch's CSV (checked back);
 #   2. profiles this CPU: F, I, W and STEP of the executor's dense block (width 256, 8 blocks) on
 #      both cores at once, as the 2-rank runs will use them, and the replicas' all-reduce (its
-#      ring's latency and bandwidth, fitted to the executor's own all-reduce on 2 threads);
+#      ring's latency and bandwidth, fitted to the executor's own all-reduce on 2 threads, and,
+#      where mpirun runs, to MPI's between 2 processes);
 #   3. partitions that model into 2 balanced stages from the profile, and plans it for 2 workers
 #      with PipeDream's planner (stage split and replicas: on this machine's free links it picks
 #      data parallelism, "2", or a pipeline "1-1");
@@ -16,9 +17,12 @@
 #      training; a replicated stage's replicas all-reduce their gradients over the mailboxes),
 #      each predicted again from the profile its own workers measure between its passes (this
 #      machine's speed can drift within seconds: the profile of step 2 was measured earlier; a
-#      replicated run times its all-reduce after its passes, so REDUCE_GRAD is predicted too);
+#      replicated run times its all-reduce after its passes, so REDUCE_GRAD is predicted too),
+#      and, where mpirun runs, the planned configuration again as MPI processes (predicted from
+#      MPI's all-reduce, timed after its passes by its processes);
 #   6. compares each run with its own prediction (iteration time, throughput, bubble, memory,
-#      MAPE);
+#      MAPE), and action class by action class (F, B, STEP, SEND/RECV, REDUCE_GRAD: predicted,
+#      measured, signed error in percent and in ms);
 #   7. draws zb-h1's predicted and measured timelines and the accuracy plot (gnuplot).
 # Everything lands in results/out/quickstart.db (made afresh each run) and the figures in
 # results/out/figures/. Measured times depend on what else the cores are doing: other load
@@ -27,6 +31,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PL=${PIPELAB:-build/cli/pipelab}
+# mpirun, when it is here and pipelab has the MPI transport (as root, Open MPI needs leave)
+MPIRUN=$(command -v mpirun || true)
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 OUT=results/out
 FIG=$OUT/figures
 DB=$OUT/quickstart.db
@@ -55,7 +62,14 @@ PART=$OUT/quickstart.partition
 PLAN=$OUT/quickstart.planned.partition
 echo
 echo "== 2. profile this CPU: the executor's block, width $H, $L blocks, microbatch 16"
-"$PL" profile --width $H --depth $L --concurrency 2 -o "$PROF"
+if [ -n "$MPIRUN" ] && "$MPIRUN" -np 2 --oversubscribe "$PL" profile --width $H --depth $L --concurrency 2 \
+        --transport mpi -o "$PROF"; then
+    HAVE_MPI=1
+else
+    [ -z "$MPIRUN" ] || echo "(mpirun could not run pipelab's MPI profile: the MPI runs are left out)"
+    HAVE_MPI=0
+    "$PL" profile --width $H --depth $L --concurrency 2 -o "$PROF"
+fi
 echo
 echo "== 3. partition it into 2 stages (balanced split of the profiled costs)"
 "$PL" partition --profile "$PROF" --workers 2 --method balance -o "$PART"
@@ -65,6 +79,7 @@ echo "-- and PipeDream's planner on 2 workers: stage split and replicas per stag
 # the plan's stages and its configuration (replicas per stage, e.g. 2 or 1-1)
 PSTAGES=$(grep -c '^stage ' "$PLAN")
 PCONF=$(awk '/^stage /{ printf "%s%s", sep, $6; sep = "-" }' "$PLAN")
+PWORKERS=$(awk '/^stage /{ n += $6 } END { print n }' "$PLAN")
 echo
 echo "== 4. simulate gpipe, 1f1b and zb-h1 on 2 ranks, $M microbatches, with the profiled costs"
 for kind in gpipe 1f1b zb-h1; do
@@ -87,12 +102,22 @@ run_all() {
     echo "-- the planned configuration $PCONF (--partition $PLAN, 1f1b, each replica a rank)"
     "$PL" run --kind 1f1b --ranks "$PSTAGES" --microbatches $M --width $H --depth $L --partition "$PLAN" --timed 10 \
         --profile-reps 40 --trace --tag $TAG --db "$DB" | sed -n '/^ *measured/,/^  predicted from/p'
+    if [ "$HAVE_MPI" = 1 ]; then
+        echo "-- the planned configuration $PCONF as $PWORKERS MPI processes (mpirun -np $PWORKERS)"
+        "$MPIRUN" -np "$PWORKERS" --oversubscribe "$PL" run --transport mpi --kind 1f1b --ranks "$PSTAGES" \
+            --microbatches $M --width $H --depth $L --partition "$PLAN" --timed 10 --profile-reps 40 --trace \
+            --tag $TAG-mpi --db "$DB" | sed -n '/^ *measured/,/^  predicted from/p'
+    fi
 }
 measure_others run_all
 echo "(other processes used ${OTHERS}% of the CPUs meanwhile; their load stretches the measured times)"
 echo
-echo "== 6. compare each run with its own prediction"
-"$PL" compare --db "$DB" --tag $TAG
+echo "== 6. compare each run with its own prediction, and action class by action class"
+"$PL" compare --db "$DB" --tag $TAG --actions
+if [ "$HAVE_MPI" = 1 ]; then
+    echo "-- the MPI run"
+    "$PL" compare --db "$DB" --tag $TAG-mpi --actions
+fi
 echo
 echo "== 7. figures"
 run_of() { "$PL" db list --db "$DB" --tag "$1" --limit 0 --format csv | awk -F, -v k="$2" 'NR > 1 && $4 == k && $6 == "zb-h1" { print $2; exit }'; }

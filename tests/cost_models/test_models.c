@@ -346,6 +346,18 @@ static void test_graph_real(void) {
     }
 }
 
+/* Returns m written by cost_model_write_csv and read back (NULL, asserted, when it fails). */
+static cost_model *csv_roundtrip(const cost_model *m) {
+    pl_err e = {0};
+    pl_buf b;
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL(cost_model_write_csv(m, &b, &e), PL_OK);
+    cost_model *m2 = cost_model_read_csv("rt.csv", b.data, b.len, &e);
+    CU_ASSERT_PTR_NOT_NULL(m2);
+    pl_buf_free(&b);
+    return m2;
+}
+
 /* The profiled all-reduce link round-trips through the CSV writer and reader; a profile without
  * it reads as "not profiled" (0); a malformed or lone value is refused naming path:line. */
 static void test_csv_allreduce_keys(void) {
@@ -354,24 +366,20 @@ static void test_csv_allreduce_keys(void) {
     pl_err e = {0};
     cost_model *m = cost_model_read_csv("ar.csv", text, strlen(text), &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    CU_ASSERT_EQUAL(m->allreduce_latency_s, 4.25e-05);
-    CU_ASSERT_EQUAL(m->allreduce_Bps, 1.5e9);
-    pl_buf b;
-    pl_buf_init(&b);
-    CU_ASSERT_EQUAL(cost_model_write_csv(m, &b, &e), PL_OK);
-    cost_model *m2 = cost_model_read_csv("rt.csv", b.data, b.len, &e);
-    CU_ASSERT_PTR_NOT_NULL(m2);
+    CU_ASSERT_EQUAL(m->allreduce[COST_TRANSPORT_THREADS].latency_s, 4.25e-05);
+    CU_ASSERT_EQUAL(m->allreduce[COST_TRANSPORT_THREADS].Bps, 1.5e9);
+    CU_ASSERT_EQUAL(m->allreduce[COST_TRANSPORT_MPI].Bps, 0); /* an older file: threads only */
+    cost_model *m2 = csv_roundtrip(m);
     if (m2) {
-        CU_ASSERT_EQUAL(m2->allreduce_latency_s, m->allreduce_latency_s);
-        CU_ASSERT_EQUAL(m2->allreduce_Bps, m->allreduce_Bps);
+        CU_ASSERT_EQUAL(m2->allreduce[COST_TRANSPORT_THREADS].latency_s, m->allreduce[COST_TRANSPORT_THREADS].latency_s);
+        CU_ASSERT_EQUAL(m2->allreduce[COST_TRANSPORT_THREADS].Bps, m->allreduce[COST_TRANSPORT_THREADS].Bps);
     }
     cost_model_free(m2);
-    pl_buf_free(&b);
     cost_model_free(m);
     const char *plain = HDR "0,a,1,1,1,400,8,8\n";
     m = cost_model_read_csv("p.csv", plain, strlen(plain), &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    CU_ASSERT_EQUAL(m->allreduce_Bps, 0);
+    CU_ASSERT_EQUAL(m->allreduce[COST_TRANSPORT_THREADS].Bps, 0);
     cost_model_free(m);
     csv_bad("#@ name=m\n#@ allreduce_latency_s=1e-5 allreduce_Bps=fast\n" HDR "0,a,1,1,1,4,8,8\n", 2,
             "allreduce_Bps must be a positive number, got 'fast'");
@@ -380,6 +388,62 @@ static void test_csv_allreduce_keys(void) {
     csv_bad("#@ allreduce_Bps=0\n" HDR "0,a,1,1,1,4,8,8\n", 1, "allreduce_Bps must be a positive number");
     csv_bad("\n#@ allreduce_latency_s=1e-5\n" HDR "0,a,1,1,1,4,8,8\n", 2, "allreduce_latency_s and allreduce_Bps come together");
     csv_bad("#@ allreduce_alpha=1\n" HDR "0,a,1,1,1,4,8,8\n", 1, "unknown metadata key 'allreduce_alpha'");
+}
+
+/* The MPI all-reduce keys: read apart from the threads' (either pair alone, or both), round-trip
+ * through the writer, and a malformed or lone value is refused naming path:line and the key. */
+static void test_csv_allreduce_mpi_keys(void) {
+    const char *text = "#@ name=m\n#@ allreduce_latency_s=4e-05 allreduce_Bps=1.5e9\n"
+                       "#@ allreduce_mpi_latency_s=2.5e-05 allreduce_mpi_Bps=3e9\n" HDR "0,a,1,1,1,400,8,8\n";
+    pl_err e = {0};
+    cost_model *m = cost_model_read_csv("mpi.csv", text, strlen(text), &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(m->allreduce[COST_TRANSPORT_THREADS].Bps, 1.5e9);
+    CU_ASSERT_EQUAL(m->allreduce[COST_TRANSPORT_MPI].latency_s, 2.5e-05);
+    CU_ASSERT_EQUAL(m->allreduce[COST_TRANSPORT_MPI].Bps, 3e9);
+    cost_model *m2 = csv_roundtrip(m);
+    if (m2) {
+        CU_ASSERT_EQUAL(m2->allreduce[COST_TRANSPORT_MPI].latency_s, 2.5e-05);
+        CU_ASSERT_EQUAL(m2->allreduce[COST_TRANSPORT_MPI].Bps, 3e9);
+        CU_ASSERT_EQUAL(m2->allreduce[COST_TRANSPORT_THREADS].Bps, 1.5e9);
+    }
+    /* the one rule of the link: MPI's for MPI, the threads' for threads, and the threads' for
+     * MPI when the profile has no MPI measurement */
+    cost_hw link;
+    cost_transport used = COST_TRANSPORTS;
+    CU_ASSERT_EQUAL(cost_model_allreduce_link(m, COST_TRANSPORT_MPI, &link, &used), 1);
+    CU_ASSERT(used == COST_TRANSPORT_MPI && link.intra_bandwidth_Bps == 3e9 && link.intra_latency_s == 2.5e-05);
+    CU_ASSERT_EQUAL(cost_allreduce_s(&link, 0, 2, 1000), cost_ring_allreduce_s(2, 1000, 3e9, 2.5e-05));
+    CU_ASSERT_EQUAL(cost_model_allreduce_link(m, COST_TRANSPORT_THREADS, &link, &used), 1);
+    CU_ASSERT(used == COST_TRANSPORT_THREADS && link.intra_bandwidth_Bps == 1.5e9);
+    cost_model_free(m2);
+    cost_model_free(m);
+    const char *threads_only = "#@ allreduce_latency_s=4e-05 allreduce_Bps=1.5e9\n" HDR "0,a,1,1,1,400,8,8\n";
+    m = cost_model_read_csv("t.csv", threads_only, strlen(threads_only), &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(cost_model_allreduce_link(m, COST_TRANSPORT_MPI, &link, &used), 1);
+    CU_ASSERT(used == COST_TRANSPORT_THREADS && link.intra_bandwidth_Bps == 1.5e9);
+    cost_model_free(m);
+    const char *plain = HDR "0,a,1,1,1,400,8,8\n";
+    m = cost_model_read_csv("p.csv", plain, strlen(plain), &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL(cost_model_allreduce_link(m, COST_TRANSPORT_MPI, &link, &used), 0);
+    cost_model_free(m);
+    const char *mpi_only = "#@ allreduce_mpi_latency_s=0 allreduce_mpi_Bps=2e9\n" HDR "0,a,1,1,1,400,8,8\n";
+    m = cost_model_read_csv("m.csv", mpi_only, strlen(mpi_only), &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT(m->allreduce[COST_TRANSPORT_MPI].Bps == 2e9 && m->allreduce[COST_TRANSPORT_THREADS].Bps == 0);
+    CU_ASSERT_EQUAL(cost_model_allreduce_link(m, COST_TRANSPORT_THREADS, &link, &used), 0);
+    cost_model_free(m);
+    csv_bad("#@ name=m\n\n#@ allreduce_mpi_latency_s=1e-5 allreduce_mpi_Bps=slow\n" HDR "0,a,1,1,1,4,8,8\n", 3,
+            "allreduce_mpi_Bps must be a positive number, got 'slow'");
+    csv_bad("#@ allreduce_mpi_latency_s=-2 allreduce_mpi_Bps=1e9\n" HDR "0,a,1,1,1,4,8,8\n", 1,
+            "allreduce_mpi_latency_s must be a non-negative number");
+    csv_bad("#@ allreduce_latency_s=1e-5 allreduce_Bps=1e9\n#@ allreduce_mpi_Bps=1e9\n" HDR "0,a,1,1,1,4,8,8\n", 2,
+            "allreduce_mpi_latency_s and allreduce_mpi_Bps come together");
+    csv_bad("#@ allreduce_mpi_alpha=1\n" HDR "0,a,1,1,1,4,8,8\n", 1,
+            "unknown metadata key 'allreduce_mpi_alpha' (known: name, microbatch_size, dtype_bytes, input_bytes, "
+            "allreduce_latency_s, allreduce_Bps, allreduce_mpi_latency_s, allreduce_mpi_Bps)");
 }
 
 void test_models_register(void) {
@@ -391,6 +455,7 @@ void test_models_register(void) {
         {"profile CSV fixture and round trip", test_csv_fixture},
         {"bad profile CSV lines", test_csv_bad},
         {"profiled all-reduce metadata", test_csv_allreduce_keys},
+        {"profiled MPI all-reduce metadata and the link rule", test_csv_allreduce_mpi_keys},
         {"quoted names, graph to CSV round trip", test_csv_quotes_and_graph_roundtrip},
         {"graph.txt chain fixture", test_graph_chain},
         {"graph.txt branchy fixture cuts", test_graph_branchy},

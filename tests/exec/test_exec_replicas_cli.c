@@ -241,7 +241,7 @@ static void test_prediction_allreduce(void) {
     CU_ASSERT_EQUAL_FATAL(pl_read_file(pf, 1 << 20, &text, &len, &e), PL_OK);
     cost_model *m = cost_model_read_csv(pf, text, len, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    CU_ASSERT(m->allreduce_Bps > 0 && m->allreduce_latency_s >= 0);
+    CU_ASSERT(m->allreduce[COST_TRANSPORT_THREADS].Bps > 0 && m->allreduce[COST_TRANSPORT_THREADS].latency_s >= 0);
     char extra[128];
     snprintf(extra, sizeof extra, "#@ allreduce_latency_s=%.17g allreduce_Bps=%.17g\n", PRED_LAT_S, PRED_BPS);
     CU_ASSERT_EQUAL(profile_variant(text, p0, NULL), 0);
@@ -258,11 +258,32 @@ static void test_prediction_allreduce(void) {
     double t0 = predicted_iteration(out0), t1 = predicted_iteration(out1);
     CU_ASSERT(t0 > 0 && t1 > 0);
     CU_ASSERT(fabs((t1 - t0) - want) <= 1e-6 * t1);
+    /* compare --actions shows REDUCE_GRAD as a class of its own: predicted the ring, measured
+     * positive, with its signed error in percent and in ms */
+    char *db = pl_test_path(dir, "ar.db"), *cmp = NULL;
+    snprintf(cmd, sizeof cmd, "%s %s --profile %s --trace --db %s --tag ar >/dev/null && %s compare --db %s --tag ar --actions",
+             PIPELAB_BIN, run, p1, db, PIPELAB_BIN, db);
+    char *nodb = strstr(cmd, " --no-db");
+    if (nodb) memmove(nodb, nodb + strlen(" --no-db"), strlen(nodb + strlen(" --no-db")) + 1);
+    CU_ASSERT_EQUAL(sh(cmd, &cmp), 0);
+    const char *row = cmp ? strstr(cmp, "\n   0  REDUCE_GRAD ") : NULL;
+    CU_ASSERT_PTR_NOT_NULL(row);
+    if (row) {
+        char *end;
+        double pred = strtod(row + strlen("\n   0  REDUCE_GRAD "), &end), meas = strtod(end, &end);
+        double err = strtod(end, &end), diff = strtod(end + 1, NULL); /* past the % sign */
+        CU_ASSERT_DOUBLE_EQUAL(pred, 1e3 * want, 1e-3);
+        CU_ASSERT(meas > 0);
+        CU_ASSERT_DOUBLE_EQUAL(err, 100 * (pred - meas) / meas, 0.01 + 1e-3 * fabs(err));
+        CU_ASSERT_DOUBLE_EQUAL(diff, pred - meas, 2e-4);
+    }
+    free(cmp);
+    free(db);
     CU_ASSERT(out1 && !strstr(out1, "no all-reduce measurements"));
     char *warn = NULL;
     size_t wl = 0;
     CU_ASSERT(pl_read_file(err, 1 << 20, &warn, &wl, &e) == PL_OK && warn &&
-              strstr(warn, "has no all-reduce measurements: REDUCE_GRAD predicted as 0; rerun pipelab profile"));
+              strstr(warn, "has no all-reduce measurements: REDUCE_GRAD priced on 0 (free links); rerun pipelab profile"));
     free(warn);
     cost_model_free(m);
     free(text);
@@ -275,12 +296,120 @@ static void test_prediction_allreduce(void) {
     free(dir);
 }
 
+/* The threads' and MPI's measured links of the MPI test (different, so that which one priced
+ * REDUCE_GRAD shows in the prediction). */
+#define PRED_MPI_LAT_S 4.0e-3
+#define PRED_MPI_BPS 5.0e6
+
+/* Runs `pipelab run` of the replicated configuration run with --profile prof, on threads or (np
+ * > 0) as np MPI processes, stderr to err (NULL: kept); returns the predicted iteration time, -1
+ * when the run failed. */
+static double mpi_case_predicted(const char *run, const char *prof, int np, const char *err) {
+    char cmd[2048], *out = NULL;
+    char redir[1024] = "";
+    if (err) snprintf(redir, sizeof redir, " 2>%s", err);
+#ifdef PIPELAB_MPIEXEC
+    if (np > 0)
+        snprintf(cmd, sizeof cmd, "{ " MPIENV "timeout 60 %s -np %d --oversubscribe %s %s --transport mpi --profile %s%s; }",
+                 PIPELAB_MPIEXEC, np, PIPELAB_BIN, run, prof, redir);
+    else
+#endif
+        snprintf(cmd, sizeof cmd, "{ %s %s --profile %s%s; }", PIPELAB_BIN, run, prof, redir);
+    double t = sh(cmd, &out) == 0 ? predicted_iteration(out) : -1;
+    free(out);
+    return t;
+}
+
+/* An MPI run is predicted from the MPI all-reduce: `mpirun -np 2 pipelab profile --transport
+ * mpi` records both links; with a profile carrying different threads and MPI links, the MPI
+ * run's prediction exceeds the threads run's by exactly the difference of the two rings of the
+ * stage's gradient bytes over 2 replicas (everything else is the same profile), and an MPI run
+ * whose profile has only the threads' link is predicted from it, saying so. */
+static void test_prediction_allreduce_mpi(void) {
+    if (!have_mpirun()) {
+        pl_test_skip("mpirun or the MPI transport is absent: the MPI all-reduce prediction not tested");
+        return;
+    }
+#ifdef PIPELAB_MPIEXEC
+    char *dir = pl_test_tmpdir();
+    char *pf = pl_test_path(dir, "p.csv"), *pt = pl_test_path(dir, "pt.csv"), *pb = pl_test_path(dir, "pb.csv");
+    char *err = pl_test_path(dir, "err.txt");
+    char cmd[2048], *text = NULL;
+    size_t len = 0;
+    pl_err e = {0};
+    snprintf(cmd, sizeof cmd, MPIENV "timeout 60 %s -np 2 --oversubscribe %s profile " PSMALL " --reps 3 --transport mpi -o %s",
+             PIPELAB_MPIEXEC, PIPELAB_BIN, pf);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(pl_read_file(pf, 1 << 20, &text, &len, &e), PL_OK);
+    cost_model *m = cost_model_read_csv(pf, text, len, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT(m->allreduce[COST_TRANSPORT_MPI].Bps > 0 && m->allreduce[COST_TRANSPORT_MPI].latency_s >= 0);
+    CU_ASSERT(m->allreduce[COST_TRANSPORT_THREADS].Bps > 0);
+    char thr[128], both[256];
+    snprintf(thr, sizeof thr, "#@ allreduce_latency_s=%.17g allreduce_Bps=%.17g\n", PRED_LAT_S, PRED_BPS);
+    snprintf(both, sizeof both, "%s#@ allreduce_mpi_latency_s=%.17g allreduce_mpi_Bps=%.17g\n", thr, PRED_MPI_LAT_S,
+             PRED_MPI_BPS);
+    CU_ASSERT_EQUAL(profile_variant(text, pt, thr), 0);
+    CU_ASSERT_EQUAL(profile_variant(text, pb, both), 0);
+    const char *run = "run --kind 1f1b --ranks 1 --replicas-stage 0=2 --microbatches 4 " PSMALL
+                      " --warmup 0 --timed 1 --no-db --format json";
+    double t_thr = mpi_case_predicted(run, pb, 0, NULL), t_mpi = mpi_case_predicted(run, pb, 2, NULL);
+    double t_fallback = mpi_case_predicted(run, pt, 2, err);
+    int64_t bytes = 0;
+    for (int k = 0; k < m->n; k++) bytes += m->layer[k].param_bytes;
+    double want = cost_ring_allreduce_s(2, (double)bytes, PRED_MPI_BPS, PRED_MPI_LAT_S) -
+                  cost_ring_allreduce_s(2, (double)bytes, PRED_BPS, PRED_LAT_S);
+    CU_ASSERT(t_thr > 0 && t_mpi > 0 && t_fallback > 0);
+    CU_ASSERT(fabs((t_mpi - t_thr) - want) <= 1e-6 * t_mpi);
+    CU_ASSERT(fabs(t_fallback - t_thr) <= 1e-9 * t_thr);
+    char *warn = NULL;
+    size_t wl = 0;
+    CU_ASSERT(pl_read_file(err, 1 << 20, &warn, &wl, &e) == PL_OK && warn &&
+              strstr(warn, "has no mpi all-reduce measurement: REDUCE_GRAD priced on its threads one"));
+    free(warn);
+    cost_model_free(m);
+    free(text);
+    free(pf);
+    free(pt);
+    free(pb);
+    free(err);
+    free(dir);
+#endif
+}
+
+/* The CUDA backend has no all-reduce between GPUs: replicas with --backend cuda are refused before
+ * anything runs, exit 2 (a flag combination) with a message saying why, also from a partition
+ * file; and profile's MPI all-reduce is the CPU executor's. */
+static void test_cuda_refuses_replicas(void) {
+    char *dir = pl_test_tmpdir();
+    char *part = partition_file(dir, "p.partition", "stage 0: layers 0-1 replicas 2 time_s 1e-3\n", 2);
+    static const char *const flags[] = {"--replicas-stage 0=2", "--partition"};
+    for (int k = 0; k < 2; k++) {
+        char cmd[2048], *out = NULL;
+        snprintf(cmd, sizeof cmd, "%s run --backend cuda --kind 1f1b --ranks 1 --microbatches 4 " PSMALL " %s%s%s --no-db 2>&1",
+                 PIPELAB_BIN, flags[k], k ? " " : "", k ? part : "");
+        CU_ASSERT_EQUAL(sh(cmd, &out), 2);
+        CU_ASSERT(out && strstr(out, "run on the CPU backend (not --backend cuda): the CUDA backend has no gradient "
+                                     "all-reduce between GPUs"));
+        free(out);
+    }
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s profile --backend cuda --transport mpi " PSMALL " 2>&1", PIPELAB_BIN);
+    CU_ASSERT_EQUAL(sh(cmd, &out), 2);
+    CU_ASSERT(out && strstr(out, "--transport mpi profiles the CPU executor's all-reduce"));
+    free(out);
+    free(part);
+    free(dir);
+}
+
 void exec_test_replicas_cli_register(void) {
     static const pl_test_case cases[] = {
         {"threads and MPI give identical weights with replicas", test_mpi_replicas_equal_threads},
         {"a partition file runs; bad input is refused", test_partition_and_bad_input},
         {"a replica that fails or dies at its all-reduce", test_replica_fails_in_allreduce},
         {"the all-reduce is profiled and predicted", test_prediction_allreduce},
+        {"an MPI run is predicted from the MPI all-reduce", test_prediction_allreduce_mpi},
+        {"the CUDA backend refuses replicas", test_cuda_refuses_replicas},
         {NULL, NULL}};
     pl_test_suite("pipelab run with replicas", cases);
 }

@@ -32,6 +32,22 @@ static sched *gen_lowered(const char *kind, int p, int m, int iters, const int *
     return l;
 }
 
+/* Simulates s on model m with partition part, hardware hw (NULL: free links) and options o
+ * (NULL: the model's) as sim_model_config configures it: sm and r filled (free both); returns
+ * the costs the run used. A failure ends the test. */
+static sim_costs run_on_model(const sched *s, const cost_model *m, const cost_partition *part, const cost_hw *hw,
+                              const cost_opts *o, sim_model *sm, sim_result *r) {
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL_FATAL(sim_model_init(sm, s, m, part, hw, o, &e), PL_OK);
+    sim_costs c = sim_model_costs(sm);
+    sim_config cfg;
+    sim_config_init(&cfg);
+    sim_model_config(sm, &cfg);
+    CU_ASSERT_EQUAL_FATAL(sim_run(s, &c, &cfg, r, &e), PL_OK);
+    return c;
+}
+
 /* Fills bc with per-stage costs sc: stage q has forward f[q] and backward b[q], no
  * communication (bc->stage points at the caller's array; not freed). */
 static void two_stage_costs(sim_basic *bc, sim_stage_cost *sc, int stages, const double *f, const double *b) {
@@ -322,13 +338,8 @@ static void test_vgg16_partition_vs_simulate(void) {
     sched *s = gen_lowered("pipedream", part->stages, mb, iters, part->replicas);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     sim_model sm;
-    CU_ASSERT_EQUAL_FATAL(sim_model_init(&sm, s, m, part, &hw, NULL, &e), PL_OK);
-    sim_costs c = sim_model_costs(&sm);
-    sim_config cfg;
-    sim_config_init(&cfg);
-    sim_model_config(&sm, &cfg);
     sim_result r;
-    CU_ASSERT_EQUAL_FATAL(sim_run(s, &c, &cfg, &r, &e), PL_OK);
+    sim_costs c = run_on_model(s, m, part, &hw, NULL, &sm, &r);
     double per_mb = (r.iter_end_s[30] - r.iter_end_s[10]) / (20.0 * mb);
     /* the planner's formula with the simulator's stage costs and all-reduce */
     double slowest = 0, explained = 0;
@@ -363,6 +374,53 @@ static void test_vgg16_partition_vs_simulate(void) {
     cost_model_free(m);
 }
 
+/* The simulator's per-rank peak memory of replicated configurations against the cost model's
+ * replica-aware memory (cost_schedule_memory_replicas: each replica holds the rank's weights,
+ * gradients, optimizer state and its own microbatches' stashes), byte for byte: 1F1B-RR 2-1 and
+ * 1-2, gpipe 2-2 and pipedream 2-1 (weight versions of each replica's own microbatches in
+ * flight); and a replicated first stage predicts less stash than the same rank unreplicated (all
+ * microbatches on one device). */
+static void test_replicated_memory_vs_cost(void) {
+    pl_err e;
+    pl_err_clear(&e);
+    cost_model *m = cost_model_open("uniform:layers=4,fwd_s=1,param_bytes=4000,stash_bytes=1000,out_bytes=100", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    cost_opts o;
+    cost_opts_init(&o, m);
+    o.optimizer_bytes_per_param = 8;
+    static const int r21[] = {2, 1}, r12[] = {1, 2}, r22[] = {2, 2};
+    struct { const char *kind; const int *rep; int iters; } cases[] = {
+        {"1f1b", r21, 0}, {"1f1b", r12, 0}, {"gpipe", r22, 0}, {"pipedream", r21, 4}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        sched *s = gen_lowered(cases[k].kind, 2, 8, cases[k].iters, cases[k].rep);
+        if (!s) continue;
+        cost_partition *part = cost_partition_even(m->n, 2, &e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(part);
+        for (int q = 0; q < 2; q++) part->replicas[q] = cases[k].rep[q];
+        sim_model sm;
+        sim_result r;
+        run_on_model(s, m, part, NULL, &o, &sm, &r);
+        cost_memory mem[2], whole[2];
+        CU_ASSERT_EQUAL_FATAL(cost_schedule_memory_replicas(s, sm.stage, part->replicas, m, &o, mem, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(cost_schedule_memory(s, sm.stage, m, &o, whole, &e), PL_OK);
+        for (int q = 0; q < 2; q++) {
+            if (r.rank[q].peak_bytes != mem[q].total_bytes)
+                fprintf(stderr, "%s %d-%d rank %d: sim %lld cost %lld (without replicas %lld)\n", cases[k].kind,
+                        cases[k].rep[0], cases[k].rep[1], q, (long long)r.rank[q].peak_bytes, (long long)mem[q].total_bytes,
+                        (long long)whole[q].total_bytes);
+            CU_ASSERT_EQUAL(r.rank[q].peak_bytes, mem[q].total_bytes);
+            /* fewer stashes on a replica, but for the last stage, which 1F1B keeps at one anyway */
+            CU_ASSERT(mem[q].activation_bytes <= whole[q].activation_bytes);
+            if (cases[k].rep[q] > 1 && q == 0) CU_ASSERT(mem[q].activation_bytes < whole[q].activation_bytes);
+        }
+        sim_result_free(&r);
+        sim_model_free(&sm);
+        cost_partition_free(part);
+        sched_free(s);
+    }
+    cost_model_free(m);
+}
+
 /* Registers the suite (called from test_sim.c's pl_test_register). */
 void sim_replicas_tests_register(void) {
     static const pl_test_case cases[] = {
@@ -372,6 +430,7 @@ void sim_replicas_tests_register(void) {
         {"all-reduce rounds", test_allreduce_rounds},
         {"replicas 1 bit-identical", test_ones_bit_identical},
         {"vgg16: partition vs simulate", test_vgg16_partition_vs_simulate},
+        {"replicated memory: simulator = cost model", test_replicated_memory_vs_cost},
         {NULL, NULL},
     };
     pl_test_suite("sim_replicas", cases);
