@@ -438,12 +438,9 @@ static void params_json_model(const opts *o, const sim_model_setup *ms, pl_buf *
         if (k) pl_buf_putc(b, ',');
         pl_buf_json_string(b, sp->sets[k]);
     }
-    pl_buf_printf(b, "],\"nodes\":%d,\"devices_per_node\":%d,\"peak_flops\":%.9g,\"efficiency\":%.9g,"
-                     "\"memory_bytes\":%.9g,\"memory_bandwidth_Bps\":%.9g,\"launch_s\":%.9g,\"intra_bandwidth_Bps\":%.9g,"
-                     "\"intra_latency_s\":%.9g,\"inter_bandwidth_Bps\":%.9g,\"inter_latency_s\":%.9g}",
-                  hw->nodes, hw->devices_per_node, hw->peak_flops[ms->co.precision], hw->efficiency, hw->memory_bytes,
-                  hw->memory_bandwidth_Bps, hw->launch_s, hw->intra_bandwidth_Bps, hw->intra_latency_s,
-                  hw->inter_bandwidth_Bps, hw->inter_latency_s);
+    pl_buf_printf(b, "],\"peak_flops\":%.9g,\"keys\":", hw->peak_flops[ms->co.precision]);
+    cost_hw_json(hw, b);
+    pl_buf_putc(b, '}');
     /* the measured all-reduce that priced REDUCE_GRAD instead of the hardware's links, if any */
     pl_buf_printf(b, ",\"allreduce_link\":\"%s\"", o->ar_used >= 0 ? cost_transport_name((cost_transport)o->ar_used) : "hardware");
     if (ms->sm.allreduce_link)

@@ -266,6 +266,8 @@ int cost_hw_set_kv(cost_hw *hw, const char *key_eq_value, pl_err *e);
 int cost_hw_check(const cost_hw *hw, pl_err *e);
 /* Writes hw as an INI file (calibration writes fitted values this way); parses back equal. */
 int cost_hw_write(const cost_hw *hw, pl_buf *out);
+/* Writes every key of hw as one JSON object {"section.name": value} (numbers exactly, %.17g). */
+int cost_hw_json(const cost_hw *hw, pl_buf *out);
 /* Names of the embedded presets, NULL-terminated; and the INI text of one (NULL if unknown). */
 const char *const *cost_hw_preset_names(void);
 const char *cost_hw_preset_text(const char *name);

@@ -346,6 +346,25 @@ int cost_hw_write(const cost_hw *hw, pl_buf *out) {
     return out->failed ? PL_ENOMEM : PL_OK;
 }
 
+/* Writes every key of hw as one JSON object, {"section.name": value, ...}, in the INI file's order:
+ * a stored run records the whole hardware it was priced on, from the same table that reads it. */
+int cost_hw_json(const cost_hw *hw, pl_buf *out) {
+    pl_buf_putc(out, '{');
+    for (int k = 0; k < NKEYS; k++) {
+        const hw_key *key = &keys[k];
+        const char *src = (const char *)hw + key->off;
+        pl_buf_printf(out, "%s\"%s.%s\":", k ? "," : "", key->section, key->name);
+        if (key->type == K_STR)
+            pl_buf_json_string(out, src);
+        else if (key->type == K_INT)
+            pl_buf_printf(out, "%d", *(const int *)(const void *)src);
+        else
+            pl_buf_printf(out, "%.17g", *(const double *)(const void *)src);
+    }
+    pl_buf_putc(out, '}');
+    return out->failed ? PL_ENOMEM : PL_OK;
+}
+
 /* Returns the names of the embedded presets, NULL-terminated: the table generated beside them,
  * so it needs no building (and no buffer) at run time. */
 const char *const *cost_hw_preset_names(void) { return cost_preset_names; }

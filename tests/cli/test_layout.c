@@ -136,6 +136,10 @@ static void test_stored(void) {
     size_t n = (size_t)(strchr(a, '}') - a);
     CU_ASSERT(strncmp(a, b, n + 1) == 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(a, "\"tflops_per_gpu\":"));
+    /* the record keeps every hardware key it was priced on, the GPU ones included */
+    CU_ASSERT_PTR_NOT_NULL(strstr(stored, "\"gemm.attention_bandwidth\":0.47999999999999998"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(stored, "\"device.memory_efficiency\":0.88"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(stored, "\"collective.inter_efficiency\":0.84999999999999998"));
     free(printed);
     free(stored);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -118,6 +118,24 @@ static void test_write_roundtrip(void) {
     pl_buf_free(&b);
 }
 
+/* The JSON form holds every key once, numbers exact and strings escaped. */
+static void test_json(void) {
+    cost_hw hw;
+    pl_err e = {0};
+    CU_ASSERT_EQUAL(cost_hw_load(&hw, "dgx-a100", &e), PL_OK);
+    hw.efficiency = 0.123456789012345;
+    snprintf(hw.description, sizeof hw.description, "a \"quoted\" name");
+    pl_buf b;
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL(cost_hw_json(&hw, &b), PL_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "\"device.efficiency\":0.123456789012345,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "\"hardware.description\":\"a \\\"quoted\\\" name\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "\"gemm.units\":108,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "\"topology.devices_per_node\":8,"));
+    CU_ASSERT(b.data[0] == '{' && b.data[b.len - 1] == '}');
+    pl_buf_free(&b);
+}
+
 /* PIPELAB_HARDWARE_DIR is searched before the embedded presets; paths load directly. */
 static void test_hardware_dir(void) {
     char *dir = pl_test_tmpdir();
@@ -157,6 +175,7 @@ void test_hw_register(void) {
         {"overrides and unknown keys", test_overrides},
         {"bad INI lines", test_ini_bad},
         {"write and read back", test_write_roundtrip},
+        {"every key as JSON", test_json},
         {"PIPELAB_HARDWARE_DIR and paths", test_hardware_dir},
         {"precision names", test_precision},
         {NULL, NULL},
