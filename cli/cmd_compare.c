@@ -32,11 +32,13 @@ static const char help_text[] =
     "  --actions             also break each pair down action by action, where both runs carry\n"
     "                        their timelines (`pipelab run --trace`): per rank, the time per pass\n"
     "                        of each compute kind (F, B, I, W, STEP) and of communication and\n"
-    "                        waiting (SEND/RECV actions) and of the gradient all-reduces of\n"
-    "                        replicated stages (REDUCE_GRAD), predicted against measured (the\n"
-    "                        median over the timed passes), with the signed error in percent (ERR)\n"
-    "                        and in ms (DIFF, predicted - measured): compute error apart from\n"
-    "                        schedule error\n"
+    "                        waiting (SEND/RECV: the rank's span outside its compute and\n"
+    "                        all-reduces, on both timelines alike) and of the gradient\n"
+    "                        all-reduces of replicated stages (REDUCE_GRAD), predicted against\n"
+    "                        measured (the median over the timed passes), with the signed error\n"
+    "                        in percent (ERR) and in ms (DIFF, predicted - measured): compute\n"
+    "                        error apart from schedule error; then each class's MAPE, signed\n"
+    "                        mean and largest error over all pairs and ranks\n"
     "options:\n"
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
     "  --format table|csv|json   output (default table)\n"
@@ -242,12 +244,53 @@ static int cmp_dbl(const void *a, const void *b) {
 /* Rows of the breakdown beside the classes: all compute, and the rank's span. */
 enum { AC_COMPUTE = AC_N, AC_SPAN, AC_ROWS };
 
+/* Each row's errors over the ranks of all pairs (where the measured time is > 0): their count,
+ * sum, sum of absolute values and the largest in absolute value. */
+typedef struct ac_errs {
+    int n[AC_ROWS];
+    double sum[AC_ROWS], abs[AC_ROWS], max[AC_ROWS];
+} ac_errs;
+
+/* Adds the error of row c (pred against meas) to acc. */
+static void ac_note(ac_errs *acc, int c, double pred, double meas) {
+    if (!(meas > 0)) return;
+    double err = (pred - meas) / meas;
+    acc->n[c]++;
+    acc->sum[c] += err;
+    acc->abs[c] += fabs(err);
+    if (fabs(err) > fabs(acc->max[c])) acc->max[c] = err;
+}
+
+/* Returns the SEND/RECV row of a rank from its span, compute and all-reduce rows (the measured
+ * ones the medians over the passes): the rank's communication and waiting, on both timelines
+ * alike (the simulator's RECV lasts until the data is there; the executor's returns at once and
+ * its compute waits for the data, time that no op row holds). */
+static double ac_comm_wait(double span, double compute, double reduce) {
+    double w = span - compute - reduce;
+    return w > 0 ? w : 0;
+}
+
+/* Appends rank r's rows of a pair's breakdown to b (a class neither timeline has is left out)
+ * and notes their errors in acc. */
+static void rank_rows(pl_buf *b, int r, const double *pred, const double *meas, ac_errs *acc) {
+    for (int c = 0; c < AC_ROWS; c++) {
+        if (c < AC_N && pred[c] == 0 && meas[c] == 0) continue;
+        pl_buf_printf(b, "%4d  %-10s %10.4f %10.4f ", r, c < AC_N ? ac_name[c] : c == AC_COMPUTE ? "compute" : "span",
+                      MS_PER_S * pred[c], MS_PER_S * meas[c]);
+        pct(b, ERR_WIDTH, meas[c] > 0 ? (pred[c] - meas[c]) / meas[c] : NAN);
+        pl_buf_printf(b, " %+10.4f\n", MS_PER_S * (pred[c] - meas[c])); /* the absolute error, ms */
+        /* a class the prediction prices at 0 (the REDUCE_GRAD of a stage without replicas, a
+         * no-op) has no relative error to average: left out of the summary */
+        if (pred[c] > 0) ac_note(acc, c, pred[c], meas[c]);
+    }
+}
+
 /* Appends the breakdown of one pair to b: per rank, each class's time per pass predicted (the
  * simulated timeline, one pass) against measured (median over the timed passes), all compute
  * together, and the rank's span (its first action's start to its last compute end). Sets
  * comp[0], comp[1] to the largest compute per pass of a rank, predicted and measured. Returns
  * 0, or -1 (nothing written) when a run lacks its timeline or the two do not line up. */
-static int pair_actions(store *db, const store_pair *p, pl_buf *b, double comp[2], pl_err *e) {
+static int pair_actions(store *db, const store_pair *p, pl_buf *b, double comp[2], ac_errs *acc, pl_err *e) {
     store_op *so = NULL, *mo = NULL;
     size_t ns = 0, nm = 0;
     int ok = -1;
@@ -278,6 +321,7 @@ static int pair_actions(store *db, const store_pair *p, pl_buf *b, double comp[2
             }
         }
         pred[AC_SPAN] = end - so[s0].start_s;
+        pred[AC_COMM] = ac_comm_wait(pred[AC_SPAN], pred[AC_COMPUTE], pred[AC_REDUCE]);
         for (int t = 0; t < T; t++) {
             /* pass t of rank r: its n actions, in order */
             const store_op *o = &mo[m0 + (size_t)t * n];
@@ -297,12 +341,9 @@ static int pair_actions(store *db, const store_pair *p, pl_buf *b, double comp[2
             qsort(v + (size_t)c * T, (size_t)T, sizeof *v, cmp_dbl);
             const double *x = v + (size_t)c * T;
             meas[c] = T % 2 ? x[T / 2] : 0.5 * (x[T / 2 - 1] + x[T / 2]);
-            if (c < AC_N && pred[c] == 0 && meas[c] == 0) continue;
-            pl_buf_printf(b, "%4d  %-10s %10.4f %10.4f ", r, c < AC_N ? ac_name[c] : c == AC_COMPUTE ? "compute" : "span",
-                          MS_PER_S * pred[c], MS_PER_S * meas[c]);
-            pct(b, ERR_WIDTH, meas[c] > 0 ? (pred[c] - meas[c]) / meas[c] : NAN);
-            pl_buf_printf(b, " %+10.4f\n", MS_PER_S * (pred[c] - meas[c])); /* the absolute error, ms */
         }
+        meas[AC_COMM] = ac_comm_wait(meas[AC_SPAN], meas[AC_COMPUTE], meas[AC_REDUCE]);
+        rank_rows(b, r, pred, meas, acc);
         memset(v, 0, (size_t)T * AC_ROWS * sizeof *v);
         if (pred[AC_COMPUTE] > comp[0]) comp[0] = pred[AC_COMPUTE];
         if (meas[AC_COMPUTE] > comp[1]) comp[1] = meas[AC_COMPUTE];
@@ -317,6 +358,19 @@ out:
     return ok;
 }
 
+/* Appends the errors of each class over the ranks of all pairs: MAPE, signed mean, largest. */
+static void out_class_errors(const ac_errs *acc, pl_buf *b) {
+    pl_buf_printf(b, "\nper class over all pairs and ranks (time per pass, predicted against measured)\n%-10s %7s %9s %9s %9s\n",
+                  "CLASS", "RANKS", "MAPE", "MEAN ERR", "LARGEST");
+    for (int c = 0; c < AC_ROWS; c++) {
+        if (c == AC_SPAN || acc->n[c] == 0) continue;
+        pl_buf_printf(b, "%-10s %7d %8.2f%% ", c < AC_N ? ac_name[c] : "compute", acc->n[c], 100 * acc->abs[c] / acc->n[c]);
+        pct(b, ERR_WIDTH, acc->sum[c] / acc->n[c]);
+        pct(b, ERR_WIDTH + 1, acc->max[c]);
+        pl_buf_putc(b, '\n');
+    }
+}
+
 /* Appends the action breakdown of every pair that has both timelines, then a summary: for each
  * pair the error of the busiest rank's compute per pass beside the iteration time's error, and
  * their MAPEs: where the compute error is as large as the iteration's, the per-action times are
@@ -326,7 +380,10 @@ static void out_actions(store *db, const store_comparison *c, pl_buf *b) {
     double sum_c = 0, sum_i = 0;
     pl_buf sum;
     pl_buf_init(&sum);
-    pl_buf_puts(b, "\nper action class (compute: all compute actions; span: the rank's first action to its last compute end)\n");
+    ac_errs acc;
+    memset(&acc, 0, sizeof acc);
+    pl_buf_puts(b, "\nper action class (compute: all compute actions; span: the rank's first action to its last compute end;\n"
+                   "SEND/RECV: the span's time outside compute and all-reduces, communication and waiting)\n");
     pl_buf_printf(&sum, "\n%-12s %3s %4s %2s %7s  %10s %10s %9s  %9s\n", "SCHEDULE", "P", "M", "V", "MEAS", "COMPUTE P",
                   "COMPUTE M", "ERR", "ITER ERR");
     for (size_t i = 0; i < c->n; i++) {
@@ -336,7 +393,7 @@ static void out_actions(store *db, const store_comparison *c, pl_buf *b) {
         pl_buf one;
         pl_buf_init(&one);
         double comp[2];
-        if (pair_actions(db, p, &one, comp, &e) == 0 && comp[1] > 0) {
+        if (pair_actions(db, p, &one, comp, &acc, &e) == 0 && comp[1] > 0) {
             pl_buf_puts(b, one.data ? one.data : "");
             double ec = (comp[0] - comp[1]) / comp[1];
             pl_buf_printf(&sum, "%-12s %3d %4d %2d %7lld  %10.4f %10.4f ", p->meas.schedule, p->meas.ranks,
@@ -356,6 +413,7 @@ static void out_actions(store *db, const store_comparison *c, pl_buf *b) {
         pl_buf_printf(b, "MAPE: compute %.2f%%, iteration time %.2f%% (%zu pair%s)\n", 100 * sum_c / (double)done,
                       100 * sum_i / (double)done, done, done == 1 ? "" : "s");
     }
+    if (done) out_class_errors(&acc, b);
     if (done < c->n)
         pl_buf_printf(b, "\n%zu pair%s without both timelines (run with --trace)\n", c->n - done, c->n - done == 1 ? "" : "s");
     pl_buf_free(&sum);

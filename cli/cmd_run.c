@@ -86,6 +86,11 @@ static const char help_format[] =
     "  --save-profile FILE   write the in-process profile the prediction used (a profile CSV:\n"
     "                        between the passes, each block's row is its rank's own worker's)\n"
     "  --no-predict          no prediction\n"
+    "                        A profile whose per-worker lines time I and W at reuse distance 0\n"
+    "                        (right after their forward: the one between the passes, or one of\n"
+    "                        pipelab profile with several workers) predicts each such backward\n"
+    "                        with its rank's ratio to the profile's I and W; the prediction\n"
+    "                        without that term is stored too, under tag NAME-noterms\n"
     "output:\n"
     "  --format table|csv|json   (default table)\n"
     "  --trace               store one row per executed action (timelines)\n"
@@ -443,13 +448,15 @@ static void out_table(const opts *o, const sched *s, const exec_result *r, const
         if (pr) pl_buf_printf(b, "%12lld\n", (long long)pr->rank[q].peak_bytes);
         else pl_buf_printf(b, "%12s\n", "-");
     }
-    pl_buf_puts(b, "\nbub_frac: bubble_fraction, idle_s / (busy_s + idle_s) of a pass; pred_bf: the prediction's,\n"
+    pl_buf_puts(b, "\nbub_frac: bubble_fraction, idle_s / (busy_s + idle_s) of a pass (busy: compute and STEP);\n"
+                   "pred_bf: the prediction's,\n"
                    "over its bubble window (the steady state for pipedream and 2bw).\n");
     pl_buf_puts(b, "peak_bytes: all the rank tracked at its peak (weights, gradients, optimizer, stashes, buffers,\n"
                    "scratch); model_bytes: its weights, gradients, optimizer and activation stash, the part the cost\n"
                    "model describes; cost_model: cost_schedule_memory_replicas for the same schedule, model and\n"
                    "replicas (equal to model_bytes; a replicated rank: its fullest replica); pred_peak: the\n"
-                   "simulator's peak.\n");
+                   "prediction's peak, the walk of the executor's bookkeeping before the run (exec_mem_walk),\n"
+                   "equal to peak_bytes.\n");
 }
 
 /* Writes CSV: one row per rank with the run's numbers repeated. */
@@ -507,12 +514,20 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
     pl_buf_puts(b, "]}\n");
 }
 
+/* The tag of the prediction stored without the measured terms: the run's tag and this suffix
+ * (the suffix alone without a tag), and its room. */
+#define RUN_TAG_OFF_SUFFIX "-noterms"
+#define RUN_TAG_OFF_MAX 256
+
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
 typedef struct run_state {
     sched *s;                /* the lowered schedule */
     exec_result r;           /* the measurement */
     sim_result pr;           /* the prediction, when have_pred */
     int have_pred;
+    sim_result pr_off;       /* the prediction without the reuse-distance term, when have_off */
+    int have_off;
+    char tag_off[RUN_TAG_OFF_MAX]; /* its tag: the run's with RUN_TAG_OFF_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
     cost_model *prof;        /* the prediction's profile model, or NULL */
     pl_buf pcsv;             /* its CSV (its per-worker lines give each rank's STEP) */
@@ -535,6 +550,7 @@ static void run_state_free(run_state *st) {
     free(st->mem);
     cost_model_free(st->prof);
     if (st->have_pred) sim_result_free(&st->pr);
+    if (st->have_off) sim_result_free(&st->pr_off);
     exec_result_free(&st->r);
     sched_free(st->s);
 }
@@ -749,11 +765,23 @@ static int predict(const opts *o, run_state *st, pl_err *e) {
     double *rank_step = pl_calloc((size_t)st->s->ranks, sizeof *rank_step);
     if (!rank_step) return pl_errf(e, PL_ENOMEM, "out of memory");
     int per_rank = exec_profile_worker_steps(t->data ? t->data : "", t->len, st->s->ranks, rank_step) == 0;
+    /* the reuse-distance term when the profile's worker lines time it; then the prediction
+     * without it too, stored beside (RUN_TAG_OFF_SUFFIX) */
     cost_transport tr = o->mpi ? COST_TRANSPORT_MPI : COST_TRANSPORT_THREADS;
-    int rc = cli_run_predict(st->s, &o->c, st->prof, tr, per_rank ? rank_step : NULL, &st->pr, e);
+    double *ri = pl_calloc(2 * (size_t)st->s->ranks, sizeof *ri), *rw = ri ? ri + st->s->ranks : NULL;
+    int reuse = ri && exec_profile_worker_reuse(t->data ? t->data : "", t->len, st->s->ranks, ri, rw) == 0;
+    const double *steps = per_rank ? rank_step : NULL;
+    int rc = ri ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, reuse ? ri : NULL, reuse ? rw : NULL, &st->pr, e)
+                : pl_errf(e, PL_ENOMEM, "out of memory");
+    st->have_pred = rc == PL_OK;
+    if (rc == PL_OK && reuse) {
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, NULL, NULL, &st->pr_off, e);
+        st->have_off = rc == PL_OK;
+        snprintf(st->tag_off, sizeof st->tag_off, "%s" RUN_TAG_OFF_SUFFIX, o->tag ? o->tag : "");
+    }
     free(rank_step);
+    free(ri);
     if (rc != PL_OK) return rc;
-    st->have_pred = 1;
     return o->save_profile && t->len ? pl_write_file(o->save_profile, t->data, t->len, e) : PL_OK;
 }
 
@@ -773,7 +801,7 @@ static int report(const opts *o, run_state *st, int argc, char **argv, pl_buf *o
     pl_buf_puts(&cmd, "pipelab");
     for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
     cli_run_store_info info = {o->db, o->tag, cmd.data, o->transport, pr ? st->profile_src : "", o->a.from, o->profile,
-                               o->seed, o->trace};
+                               o->seed, o->trace, st->have_off ? &st->pr_off : NULL, st->tag_off};
     int64_t ids[2] = {0, 0};
     int rc = o->no_db ? PL_OK : cli_run_store(s, r, pr, &info, ids, e);
     if (rc == PL_OK && strcmp(o->format, "json") == 0) out_json(s, r, pr, st->mem, &info, ids, out);

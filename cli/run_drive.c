@@ -133,10 +133,31 @@ int cli_exec_check(const char *cmd, cli_exec_args *a, exec_config *cfg) {
 
 /* ---------------------------------------------------------------- predictions */
 
+/* Sets r's peak memory per rank to the executor's own (exec_mem_walk): the cost model's part,
+ * which the simulator predicts, plus the buffers only the executor holds (scratch, output and
+ * inner gradients, send staging), from the code that accounts them in the run. Returns PL_OK or
+ * the walk's error. */
+static int predict_exec_memory(const sched *s, const exec_config *cfg, sim_result *r, pl_err *e) {
+    exec_mem *mem = pl_calloc((size_t)s->ranks, sizeof *mem);
+    if (!mem) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = exec_mem_walk(s, cfg, mem, e);
+    if (rc == PL_OK) {
+        r->peak_bytes = 0;
+        for (int q = 0; q < s->ranks; q++) {
+            r->rank[q].peak_bytes = (int64_t)mem[q].total_bytes;
+            if (r->rank[q].peak_bytes > r->peak_bytes) r->peak_bytes = r->rank[q].peak_bytes;
+        }
+    } else {
+        pl_err_prefix(e, "prediction of the executor's memory: ");
+    }
+    free(mem);
+    return rc;
+}
+
 /* run_drive.h. Returns PL_OK with r filled, or the error of the profile check, the stage split
  * or the simulator (prefixed "prediction: "). */
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,
-                    sim_result *r, pl_err *e) {
+                    const double *reuse_i, const double *reuse_w, sim_result *r, pl_err *e) {
     memset(r, 0, sizeof *r);
     int rc = exec_profile_check(m, cfg, m->src_path ? m->src_path : "profile", e);
     if (rc) return rc;
@@ -159,6 +180,17 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
     for (int q = 0; rc == PL_OK && q < sm.stages; q++) replicated |= sm.replicas[q] > 1;
     if (rc == PL_OK && cli_allreduce_link("run", m, (int)tr, replicated, "0 (free links)", &link) >= 0)
         sm.allreduce_link = &link;
+    /* the reuse-distance term: each stage's ratios are its rank's worker's */
+    sim_reuse reuse;
+    int with_reuse = rc == PL_OK && reuse_i && reuse_w;
+    if (with_reuse && (rc = sim_reuse_init(&reuse, s, e)) == PL_OK) {
+        for (int q = 0; q < s->stages; q++) {
+            reuse.i_ratio[q] = reuse_i[s->stage_rank[q]];
+            reuse.w_ratio[q] = reuse_w[s->stage_rank[q]];
+        }
+        sm.reuse = &reuse;
+    }
+    with_reuse = with_reuse && rc == PL_OK;
     if (rc == PL_OK) {
         sim_config c;
         sim_config_init(&c);
@@ -182,6 +214,8 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         rc = sim_run(s, &costs, &c, r, e);
         if (rc) pl_err_prefix(e, "prediction: ");
     }
+    if (rc == PL_OK) rc = predict_exec_memory(s, cfg, r, e);
+    if (with_reuse) sim_reuse_free(&reuse);
     sim_model_free(&sm);
     cost_partition_free(p);
     return rc;
@@ -309,6 +343,23 @@ int cli_run_check_db(const char *path, pl_err *e) {
 
 /* run_drive.h. Returns PL_OK once both runs are written, else the first error (a run written
  * before it stays, whole: each run is one transaction). */
+/* Writes info->pred_off, the prediction without the measured terms, as a simulated run of its own
+ * (tag info->tag_off, a fresh uid; its timeline when ops are stored) into db, rm[ranks] its
+ * scratch. Returns PL_OK or the error. */
+static int store_off(const sched *s, const exec_result *r, const cli_run_store_info *info, const char *pj, store *db,
+                     store_rank_metric *rm, pl_err *e) {
+    store_run run;
+    run_common(s, r, info, pj, &run);
+    run.tag = info->tag_off;
+    predicted_run(info->pred_off, r->ranks, &run, rm);
+    cli_op_rows ops = {0};
+    int rc = PL_OK;
+    if (info->with_ops && info->pred_off->trace) rc = cli_op_rows_trace(&ops, s, info->pred_off->trace, e);
+    if (rc == PL_OK) rc = store_write_run(db, &run, rm, r->ranks, ops.ops, ops.n, NULL, e);
+    cli_op_rows_free(&ops);
+    return rc;
+}
+
 int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, const cli_run_store_info *info,
                   int64_t ids[2], pl_err *e) {
     if (ids) ids[0] = ids[1] = 0;
@@ -343,6 +394,7 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     cli_op_rows_free(&ops);
     if (info->with_ops && pred->trace && (rc = cli_op_rows_trace(&ops, s, pred->trace, e)) != PL_OK) goto out;
     rc = store_write_run(db, &run, rm, p, ops.ops, ops.n, ids ? &ids[1] : NULL, e);
+    if (rc == PL_OK && info->pred_off) rc = store_off(s, r, info, pj.data, db, rm, e);
 out:
     store_close(db);
     free(rm);

@@ -79,9 +79,12 @@ int cli_exec_model(const char *cmd, const char *spec, exec_config *cfg, cli_exec
  * a replicated stage costs cost_ring_allreduce_s of its fp32 gradient bytes over its replicas on
  * the profile's all-reduce measured on the run's transport tr (cli_allreduce_link: an MPI run
  * whose profile has no MPI measurement takes the threads' one; a profile without any predicts 0;
- * both say so on stderr). */
+ * both say so on stderr). When reuse_i and reuse_w are not NULL, each backward at reuse
+ * distance 0 (sim_reuse.c) takes its stage's time times the ratio of its rank r (reuse_i[r] for
+ * I, reuse_w[r] for W: exec_profile_worker_reuse). The peak memory per rank is the executor's
+ * own (exec_mem_walk). */
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,
-                    sim_result *r, pl_err *e);
+                    const double *reuse_i, const double *reuse_w, sim_result *r, pl_err *e);
 
 /* ---------------------------------------------------------------- results store */
 
@@ -96,6 +99,9 @@ typedef struct cli_run_store_info {
     const char *profile_file; /* the profile CSV read (--profile), or NULL */
     uint64_t seed;
     int with_ops;          /* 1 = store one op row per executed action of the timed passes */
+    const sim_result *pred_off; /* the prediction without the measured terms (reuse distance), or
+                                 * NULL: stored too, as a third run under tag_off */
+    const char *tag_off;
 } cli_run_store_info;
 
 /* Appends the configuration JSON stored with both runs (model, optimizer, split, passes,
@@ -109,7 +115,10 @@ int cli_run_check_db(const char *path, pl_err *e);
 /* Writes the measured run r (kind "measured", per-rank metrics, ops when info->with_ops) and,
  * when pred is not NULL, the simulator's prediction (kind "simulated", same tag, schedule,
  * counts, policies and params_json) to the store, each in one transaction; ids (may be NULL)
- * get the two run ids (0 for a missing prediction). Returns PL_OK or an error. */
+ * get the two run ids (0 for a missing prediction). With pred, info->pred_off is stored as well
+ * (simulated, tag info->tag_off, its own uid), so that `compare --measured-tag T --sim-tag
+ * T_OFF` gives the errors without the terms from the same measured runs. Returns PL_OK or an
+ * error. */
 int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, const cli_run_store_info *info,
                   int64_t ids[2], pl_err *e);
 

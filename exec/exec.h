@@ -178,7 +178,7 @@ typedef struct exec_op {
 /* Per-rank measurements, of the timed pass whose time is the median (the middle two averaged
  * for an even count), as iteration time is: busy_s + idle_s = pass_median_s. */
 typedef struct exec_rank_result {
-    double busy_s;         /* compute actions per pass */
+    double busy_s;         /* compute and STEP actions per pass (sched_kind_is_busy) */
     double comm_s;         /* SEND/RECV actions (including the wait) and all-reduces (REDUCE_GRAD of
                             * a replicated stage) per pass */
     double gemm_s;         /* per pass, inside the model's sgemm calls (part of busy_s; the rest of
@@ -326,13 +326,13 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
  * rank's times onto rank 0's clock) and calls exec_assemble there. */
 #define EXEC_REC_ARRAYS 7
 /* The kinds of times a profile between the passes gives (exec_rank_record.prof_s). */
-#define EXEC_PROF_KINDS 5
+#define EXEC_PROF_KINDS 7
 typedef struct exec_rank_record {
     int rank;
     int passes;               /* warm-up + timed */
     double *pass_start_s;     /* [passes] this rank's start of each pass (absolute, monotonic) */
     double *pass_end_s;       /* [passes] */
-    double *busy_s, *comm_s;  /* [passes] compute and SEND/RECV time in each pass */
+    double *busy_s, *comm_s;  /* [passes] compute (and STEP) and SEND/RECV time in each pass */
     double *gemm_s, *gemm_flops; /* [passes] time inside the model's sgemm calls and their FLOPs
                                * (part of busy_s) */
     double *span_s;           /* [passes] from the start of the rank's first compute action to the
@@ -349,7 +349,7 @@ typedef struct exec_rank_record {
     float *weights;           /* [exec_param_count] final weights of this rank's blocks (others 0) */
     size_t n_weights;
     int has_prof;             /* 1: profiled between the passes (exec_config.profile_between_reps): */
-    double prof_s[EXEC_PROF_KINDS]; /* its worker's F, I, W, STEP and I0 of one block (medians over
+    double prof_s[EXEC_PROF_KINDS]; /* its worker's F, I, W, STEP, I0, IH, WH of one block (medians over
                                * its rounds) */
 } exec_rank_record;
 
@@ -399,6 +399,9 @@ typedef struct exec_layer_profile {
     double i0_s;               /* the input-gradient pass of the model's first block, which has no
                                 * input gradient to compute (dA and dH only: one GEMM fewer);
                                 * 0 = not measured (then i_s) */
+    double i_hot_s, w_hot_s;   /* I of a block right after its microbatch's forward, W right after
+                                * its I (reuse distance 0: the activations in cache; i_s and w_s
+                                * are timed with 4 microbatches in flight); 0 = not measured */
     size_t param_bytes;        /* one block's parameters */
     size_t act_out_bytes;      /* what crosses a stage boundary: b x h floats */
     size_t stash_bytes;        /* what one block keeps from F to the backward: its input and its
@@ -451,6 +454,12 @@ int exec_profile_cores(void);
  * 0 and worker w's STEP of one block in step_s[w] when there is exactly one worker per rank
  * (w in [0, ranks), all present), else -1 (no such lines, another count, a malformed line). */
 int exec_profile_worker_steps(const char *text, size_t len, int ranks, double *step_s);
+
+/* Reads the reuse-distance times of the same per-worker lines (bwd_in_hot_s, bwd_w_hot_s, which a
+ * profile between a run's passes and `pipelab profile --concurrency P` write): 0 and, for worker
+ * w, the ratio of its I at reuse distance 0 to its I (i_ratio[w]) and of its W right after such
+ * an I to its W (w_ratio[w]) when every rank's line has them, else -1 (the term is then off). */
+int exec_profile_worker_reuse(const char *text, size_t len, int ranks, double *i_ratio, double *w_ratio);
 
 /* Reads the executor line of a profile CSV's text[len]: 0 and the values, -1 when it has none. */
 int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s);

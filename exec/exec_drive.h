@@ -47,6 +47,14 @@ cost_partition *exec_cost_partition(const sched *s, const exec_config *cfg, pl_e
  * an error. */
 int exec_mem_predict(const sched *s, const exec_config *cfg, cost_memory *out, pl_err *e);
 
+/* The executor's own peak memory per rank for s and cfg, before it runs: each rank's dry walk
+ * (xrank_arena.c: the bookkeeping of every action in list order, without compute), the same
+ * code that sizes and accounts its buffers, so the result equals the run's
+ * exec_rank_result.peak: the cost model's part (model_peak_bytes) plus the executor's own
+ * buffers (scratch, output and inner gradients, send staging, received inputs). A replicated
+ * rank gives its replica with the largest total. Fills out[s->ranks]; PL_OK or the error. */
+int exec_mem_walk(const sched *s, const exec_config *cfg, exec_mem *out, pl_err *e);
+
 /* ---------------------------------------------------------------- MPI (transport_mpi.c) */
 
 /* Returns 1 when this build has the MPI transport. */

@@ -30,7 +30,9 @@
  * threads at once, pinned to the cores the executor's ranks use, each on its own ceil(L / P)
  * blocks (a rank's share of the model) and its own buffers, a barrier before every round; the
  * medians are over all threads' rounds. It also times the optimizer STEP of one block (the
- * executor's SGD loop, momentum when cfg has it) after every round. */
+ * executor's SGD loop, momentum when cfg has it) after every round, and one more microbatch
+ * per round whose I runs right after its F and whose W right after that I (reuse distance 0:
+ * IH, WH; sim/sim_reuse.c). Reading the CSV's comment lines back: profile_lines.c. */
 #include "exec_int.h"
 #include "platform.h"
 
@@ -44,10 +46,6 @@
 #define PROFILE_SLOTS 4
 /* Most bytes of distinct block weights and gradients profiled (fewer blocks when they are wide). */
 #define PROFILE_MAX_BYTES ((size_t)256 << 20)
-/* Bytes read of the profile CSV's executor line and of a worker's line; a worker line's fields. */
-#define PROF_META_LINE_MAX 256
-#define PROF_WORKER_LINE_MAX 512
-#define PROF_WORKER_FIELDS 6
 
 /* Most cores the concurrent profile uses. */
 #define PROFILE_MAX_THREADS 256
@@ -75,10 +73,12 @@ struct exec_prof_worker {
     int next;          /* the next round: -1 = the untimed warm-up, then 0 .. rounds - 1 */
     size_t ns, nstep;  /* samples of each of F, I, W; of STEP */
     size_t ni0;        /* samples of I without the input gradient (block 0's, one per microbatch) */
+    size_t nhot;       /* samples of each of IH and WH: one more microbatch per round through every
+                        * block, its I right after its F and its W right after that I */
     size_t rounds;     /* timed rounds: each holds ns / rounds samples of F, I, W, nstep / rounds of
-                        * STEP and ni0 / rounds of I0 */
+                        * STEP, ni0 / rounds of I0 and nhot / rounds of IH and of WH */
     size_t nt;         /* samples of each of F, I, W taken so far */
-    double *t;         /* [3 ns + nstep + ni0]: F, I, W, STEP, I0 */
+    double *t;         /* [3 ns + nstep + ni0 + 2 nhot]: F, I, W, STEP, I0, IH, WH */
     float *mem;        /* the blocks and the slots (NULL after a failed allocation) */
     int rc;
     pl_err err;
@@ -135,8 +135,9 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->ns = x->rounds * S * (size_t)L;
     x->nstep = x->rounds * (size_t)L;
     x->ni0 = x->rounds * S;
+    x->nhot = x->rounds * (size_t)L;
     x->mem = pl_calloc(floats, sizeof(float));
-    x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 1, sizeof(double));
+    x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 1, sizeof(double));
     if (!x->mem || !x->t) {
         x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d->h);
         free(x->mem);
@@ -149,6 +150,42 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     for (int k = 0; k < L; k++) exec_block_init(d, cfg->init_seed, tid * L + k, w + (size_t)k * nf);
     for (int s = 0; s < S; s++) exec_fill_normal(cfg->data_seed, (uint64_t)s, slots + (size_t)s * prof_per_slot(x), bh);
     exec_fill_normal(cfg->target_seed, (uint64_t)tid, tg, bh); /* what the outputs are trained towards */
+}
+
+/* Times round r's microbatch at reuse distance 0 through x's blocks (weights w, gradients g):
+ * its forward from slot 0's input x0 (block k's input and state at x0 + k (bh + sf), the output
+ * at y; untimed), then at once its I from the last block to the first (IH, the first block's
+ * with the input gradient, as I's samples), then its W (WH). In the round's other microbatches
+ * 1 to 3 forwards come between a block's F and its I, as in most of a pipeline's backwards;
+ * here none does, as on a stage whose backward follows its own forward (sim_reuse.c). */
+static void prof_hot(prof_thread *x, int r, const float *w, float *g, float *x0, float *st0, float *y, float *gb,
+                     float *scr, const float *tg) {
+    const exec_dims *d = &x->d;
+    const int L = x->L;
+    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, sf = exec_block_state_floats(d);
+    double *ih = x->t + EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + (size_t)r * L, *wh = ih + x->nhot;
+#define HX(k) (x0 + (size_t)(k) * (bh + sf))
+#define HS(k) (st0 + (size_t)(k) * (bh + sf))
+    for (int k = 0; k < L; k++) exec_block_fwd(d, w + (size_t)k * nf, HX(k), HS(k), k + 1 < L ? HX(k + 1) : y);
+    memcpy(gb + (size_t)L * bh, y, bh * sizeof(float));
+    exec_mse_grad(d, gb + (size_t)L * bh, tg);
+    for (int k = L - 1; k >= 0; k--) {
+        double t0 = pl_now_s();
+        if (k > 0) {
+            exec_block_bwd_i(d, w + (size_t)k * nf, HX(k), HS(k), gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
+        } else {
+            exec_block_bwd_i(d, w, HX(0), HS(0), gb + bh, NULL, scr);
+            exec_block_bwd_gx(d, w, HX(0), HS(0), gb + bh, gb);
+        }
+        ih[k] = pl_now_s() - t0;
+    }
+    for (int k = L - 1; k >= 0; k--) {
+        double t0 = pl_now_s();
+        exec_block_bwd_w(d, HX(k), HS(k), gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
+        wh[k] = pl_now_s() - t0;
+    }
+#undef HX
+#undef HS
 }
 
 /* Runs x's next round (the first one untimed: page faults, caches, the BLAS); nothing once all
@@ -211,6 +248,7 @@ static void prof_round(prof_thread *x) {
             if (r >= 0) t[EXEC_PROF_W * ns + nt + (size_t)s * L + k] = t1 - t0;
         }
     }
+    if (r >= 0) prof_hot(x, r, w, g, X(0, 0), ST(0, 0), Y(0), gb, scr, tg);
     /* the optimizer step of each block: the executor's SGD loop (worker.c, do_step), in place */
     for (int k = 0; k < L; k++) {
         float *wk = w + (size_t)k * nf, *gk = g + (size_t)k * nf, *mk = mom ? mo + (size_t)k * nf : NULL;
@@ -301,7 +339,19 @@ void exec_prof_worker_free(exec_prof_worker *w) {
     free(w);
 }
 
-/* Fills p's F, I, W, STEP and I0 times from the threads' samples: for each kind, the mean over the
+/* Sets *per to thread x's samples of kind k (EXEC_PROF_*) and *off to where they start in x->t. */
+static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off) {
+    size_t fiw = EXEC_PROF_FIW * x->ns;
+    switch (k) {
+    case EXEC_PROF_STEP: *per = x->nstep; *off = fiw; break;
+    case EXEC_PROF_I0: *per = x->ni0; *off = fiw + x->nstep; break;
+    case EXEC_PROF_IH: *per = x->nhot; *off = fiw + x->nstep + x->ni0; break;
+    case EXEC_PROF_WH: *per = x->nhot; *off = fiw + x->nstep + x->ni0 + x->nhot; break;
+    default: *per = x->ns; *off = (size_t)k * x->ns; break; /* F, I, W */
+    }
+}
+
+/* Fills p's F, I, W, STEP, I0, IH and WH times from the threads' samples: for each kind, the mean over the
  * samples of each round of each thread, then the median over all those rounds (scratch holds at
  * least as many doubles as rounds in all). A run's pass is a sum of actions, so what predicts it
  * is the mean time of an action, interruptions included (the kernel's, the hypervisor's, other
@@ -313,10 +363,11 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
     for (int k = 0; k < EXEC_PROF_KINDS; k++) {
         size_t n = 0;
         for (int i = 0; i < threads; i++) {
-            size_t rounds = x[i]->rounds, per = k < EXEC_PROF_FIW ? x[i]->ns : k == EXEC_PROF_STEP ? x[i]->nstep : x[i]->ni0;
+            size_t rounds = x[i]->rounds, per, off;
+            kind_samples(x[i], k, &per, &off);
             if (rounds == 0 || per == 0 || !x[i]->t) continue;
             size_t each = per / rounds; /* samples of this kind in one round */
-            const double *t = x[i]->t + (size_t)(k < EXEC_PROF_FIW ? k : EXEC_PROF_FIW) * x[i]->ns + (k == EXEC_PROF_I0 ? x[i]->nstep : 0);
+            const double *t = x[i]->t + off;
             for (size_t r = 0; r < rounds; r++) {
                 double sum = 0;
                 for (size_t j = 0; j < each; j++) sum += t[r * each + j];
@@ -481,8 +532,11 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
     pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g\n", concurrency, p->step_s);
     /* each worker's own times (its core's speed; the rows below are over all workers) */
     for (int i = 0; concurrency > 1 && i < concurrency; i++)
-        pl_buf_printf(out, "# " EXEC_PROFILE_META " worker=%d core=%d fwd_s=%.9g bwd_in_s=%.9g bwd_w_s=%.9g step_s=%.9g bwd_in0_s=%.9g\n",
-                      i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s);
+        pl_buf_printf(out,
+                      "# " EXEC_PROFILE_META " worker=%d core=%d fwd_s=%.9g bwd_in_s=%.9g bwd_w_s=%.9g step_s=%.9g bwd_in0_s=%.9g "
+                      "bwd_in_hot_s=%.9g bwd_w_hot_s=%.9g\n",
+                      i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s, each[i].i_hot_s,
+                      each[i].w_hot_s);
     return exec_profile_csv_table(cfg, p, rows, out, e);
 }
 
@@ -533,49 +587,6 @@ int exec_profile_csv_between(const sched *s, const exec_config *cfg, const exec_
     free(blocks);
     free(rows);
     return rc;
-}
-
-int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s) {
-    const char *key = "# " EXEC_PROFILE_META " ";
-    size_t kl = strlen(key);
-    for (size_t i = 0; i + kl <= len; i++) {
-        if ((i == 0 || text[i - 1] == '\n') && memcmp(text + i, key, kl) == 0) {
-            char line[PROF_META_LINE_MAX];
-            size_t n = 0;
-            for (size_t j = i + kl; j < len && text[j] != '\n' && n + 1 < sizeof line; j++) line[n++] = text[j];
-            line[n] = '\0';
-            int c = 0;
-            double st = 0;
-            if (sscanf(line, "concurrency=%d step_s=%lf", &c, &st) != 2 || c < 1 || !(st >= 0)) return -1;
-            if (concurrency) *concurrency = c;
-            if (step_s) *step_s = st;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-int exec_profile_worker_steps(const char *text, size_t len, int ranks, double *step_s) {
-    const char *key = "# " EXEC_PROFILE_META " worker=";
-    size_t kl = strlen(key);
-    int found = 0;
-    for (int q = 0; q < ranks; q++) step_s[q] = -1;
-    for (size_t i = 0; i + kl <= len; i++) {
-        if ((i > 0 && text[i - 1] != '\n') || memcmp(text + i, key, kl) != 0) continue;
-        char line[PROF_WORKER_LINE_MAX];
-        size_t n = 0;
-        for (size_t j = i + kl - strlen("worker="); j < len && text[j] != '\n' && n + 1 < sizeof line; j++) line[n++] = text[j];
-        line[n] = '\0';
-        int w = -1, core = 0;
-        double f, bi, bw, st;
-        if (sscanf(line, "worker=%d core=%d fwd_s=%lf bwd_in_s=%lf bwd_w_s=%lf step_s=%lf", &w, &core, &f, &bi, &bw, &st) != PROF_WORKER_FIELDS ||
-            w < 0 || !(st >= 0) || !isfinite(st))
-            return -1;
-        if (w >= ranks) return -1; /* measured with more workers than this run has ranks */
-        if (step_s[w] < 0) found++;
-        step_s[w] = st;
-    }
-    return found == ranks ? 0 : -1;
 }
 
 int exec_profile_cores(void) {

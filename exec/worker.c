@@ -344,7 +344,8 @@ static void worker_walk(exec_xrank *x) {
                 break;
             }
             if (x->r == 0) pl_progress_set(c->progress, (uint64_t)pass * rk->n + k + 1);
-            if (sched_kind_is_compute((sched_kind)a->kind)) {
+            /* busy: compute and STEP, as the simulator counts a rank's bubble */
+            if (sched_kind_is_busy((sched_kind)a->kind)) {
                 busy += s1 - s0;
                 if (first < 0) first = s0;
                 last = s1;

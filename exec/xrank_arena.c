@@ -1,6 +1,7 @@
 /* xrank_arena.c: a rank's up-front memory, whatever backend computes: a dry walk of its list
  * (the bookkeeping of every action, xrank.c, without compute or data) that checks it and sizes
  * every pool, then one allocation laid out as the pools, and the measurement arrays. */
+#include "exec_drive.h"
 #include "exec_int.h"
 
 #include <stdlib.h>
@@ -279,9 +280,12 @@ static int stages_of(exec_xrank *x, const sched *s, const int *blocks, pl_err *e
     return PL_OK;
 }
 
-/* exec_xrank_init for executor rank r of layout L (NULL: the schedule's ranks). */
-static int xrank_init_in(exec_xrank *x, int r, const exec_layout *L, const sched *s, const exec_config *cfg,
-                         const int *blocks, const exec_data *data, double *loss_mb, pl_err *e) {
+/* Sets x up for executor rank r of layout L (NULL: the schedule's ranks) as far as its dry
+ * walk: its stages, then the walk, which leaves in *capsp (allocated, the caller frees) each
+ * pool's peak and in x->peak the memory the rank's bookkeeping will account at its peak.
+ * Returns PL_OK or the error. */
+static int xrank_walk(exec_xrank *x, int r, const exec_layout *L, const sched *s, const exec_config *cfg,
+                      const int *blocks, const exec_data *data, double *loss_mb, int **capsp, pl_err *e) {
     memset(x, 0, sizeof *x);
     x->at = -1;
     x->r = r;
@@ -298,12 +302,44 @@ static int xrank_init_in(exec_xrank *x, int r, const exec_layout *L, const sched
     int rc = stages_of(x, s, blocks, e);
     if (rc == PL_OK && L) rc = exec_xrank_reduce_setup(x, e);
     if (rc) return rc;
-    int *caps = pl_calloc((size_t)CAP_OF(x->nst, 0), sizeof *caps);
-    if (!caps) return pl_errf(e, PL_ENOMEM, "out of memory");
-    rc = dry_walk(x, caps, e);
+    *capsp = pl_calloc((size_t)CAP_OF(x->nst, 0), sizeof **capsp);
+    if (!*capsp) return pl_errf(e, PL_ENOMEM, "out of memory");
+    return dry_walk(x, *capsp, e);
+}
+
+/* exec_xrank_init for executor rank r of layout L (NULL: the schedule's ranks). */
+static int xrank_init_in(exec_xrank *x, int r, const exec_layout *L, const sched *s, const exec_config *cfg,
+                         const int *blocks, const exec_data *data, double *loss_mb, pl_err *e) {
+    int *caps = NULL;
+    int rc = xrank_walk(x, r, L, s, cfg, blocks, data, loss_mb, &caps, e);
     if (rc == PL_OK) rc = layout(x, caps, 1, &x->ints_mem, e);
     if (rc == PL_OK) rc = first_versions(x, e);
     free(caps);
+    return rc;
+}
+
+/* exec.h. The dry walk of every executor rank (the bookkeeping the run does around its
+ * compute, in list order, so the run accounts the same bytes whatever the timing); a
+ * replicated rank reports its replica with the largest total, as exec_fold_replicas does. */
+int exec_mem_walk(const sched *s, const exec_config *cfg, exec_mem *out, pl_err *e) {
+    memset(out, 0, (size_t)s->ranks * sizeof *out);
+    int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
+    if (!blocks) return pl_errf(e, PL_ENOMEM, "out of memory");
+    exec_layout L;
+    int rc = exec_stage_blocks(s, cfg, blocks, e);
+    if (rc == PL_OK) rc = exec_layout_build(s, cfg->replicas, &L, e);
+    else memset(&L, 0, sizeof L);
+    for (int r = 0; r < L.ranks && rc == PL_OK; r++) {
+        exec_xrank x;
+        int *caps = NULL;
+        rc = xrank_walk(&x, r, &L, s, cfg, blocks, NULL, NULL, &caps, e);
+        exec_mem *o = &out[L.srank[r]];
+        if (rc == PL_OK && x.peak.total_bytes > o->total_bytes) *o = x.peak;
+        free(caps);
+        exec_xrank_free(&x);
+    }
+    exec_layout_free(&L);
+    free(blocks);
     return rc;
 }
 

@@ -46,6 +46,10 @@ typedef struct sched_action {
 const char *sched_kind_name(sched_kind k);
 /* Returns 1 for F, B, I, W and OVERLAP. */
 int sched_kind_is_compute(sched_kind k);
+/* Returns 1 for the kinds a rank's busy time (and so its bubble) counts: the compute kinds and
+ * STEP, the optimizer step, which also occupies the rank's compute. The simulator and the
+ * executor count a bubble over the same actions. */
+int sched_kind_is_busy(sched_kind k);
 /* Returns 1 for SEND_F, RECV_F, SEND_B, RECV_B. */
 int sched_kind_is_comm(sched_kind k);
 

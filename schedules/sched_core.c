@@ -23,6 +23,9 @@ int sched_kind_is_compute(sched_kind k) {
     return k == SCHED_F || k == SCHED_B || k == SCHED_I || k == SCHED_W || k == SCHED_OVERLAP;
 }
 
+/* pl_sched.h. */
+int sched_kind_is_busy(sched_kind k) { return sched_kind_is_compute(k) || k == SCHED_STEP; }
+
 /* Returns 1 for point-to-point communication kinds. */
 int sched_kind_is_comm(sched_kind k) {
     return k == SCHED_SEND_F || k == SCHED_RECV_F || k == SCHED_SEND_B || k == SCHED_RECV_B;

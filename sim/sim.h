@@ -303,7 +303,35 @@ typedef struct sim_model {
     const cost_hw *allreduce_link; /* NULL = all-reduces on hw's links; else on this hardware's
                                     * intra link (a measured one: the executor's profiled ring,
                                     * cli_run_predict); set after sim_model_init, not owned */
+    const struct sim_reuse *reuse; /* NULL = one time per kind; else the reuse-distance term
+                                    * (sim_reuse.c) picks each backward's time; set after
+                                    * sim_model_init, not owned */
 } sim_model;
+
+/* ---------------------------------------------------------------- reuse distance (sim_reuse.c)
+ *
+ * A backward that runs right after its own microbatch's forward on the same stage (no other
+ * compute between them on the rank: distance 0) finds the activations in cache, and a W right
+ * after such an I likewise (F, I, W back to back); others read them back from memory. sim_reuse marks, for every
+ * (stage, microbatch) of a lowered schedule, whether its I (or B) and its W run at distance 0
+ * (under full recomputation every I and B does: it follows its own recomputed forward), and
+ * scales those by the stage's hot / far time ratios (the profile measures both per rank;
+ * cli_run_predict). An OVERLAP counts as its backward half for what follows it. */
+enum { SIM_HOT_I = 1, SIM_HOT_W = 2 };
+typedef struct sim_reuse {
+    int stages;
+    int64_t mbs;              /* the schedule's microbatches over all its iterations */
+    uint8_t *hot;             /* [stages x mbs] SIM_HOT_I | SIM_HOT_W */
+    double *i_ratio, *w_ratio; /* [stages] time at distance 0 / the cost model's time (1 = none) */
+} sim_reuse;
+/* Marks the distance-0 backwards of s; ratios 1. PL_OK or PL_ENOMEM. Free with sim_reuse_free. */
+int sim_reuse_init(sim_reuse *r, const sched *s, pl_err *e);
+void sim_reuse_free(sim_reuse *r);
+/* Returns the SIM_HOT_* flags of stage q's microbatch mb (taken modulo the schedule's). */
+int sim_reuse_flags(const sim_reuse *r, int q, int64_t mb);
+/* Returns stage q's time of kind k for microbatch mb: st's, with a distance-0 I or W scaled by
+ * the stage's ratio (a distance-0 B: both parts). */
+double sim_reuse_time(const sim_reuse *r, const cost_stage *st, int q, sched_kind k, int64_t mb);
 
 /* Builds the adapter for schedule s (lowered or not: only stages, ranks and stage_rank are
  * read). p NULL = an even split of the layers over s->stages (cost_partition_even); hw NULL =

@@ -124,10 +124,12 @@ out:
     return rc;
 }
 
-/* Returns the compute time of kind on stage q for one microbatch (the same for every mb). */
+/* Returns the compute time of kind on stage q for one microbatch (the same for every mb unless
+ * the reuse-distance term is set). */
 static double model_compute(void *ctx, int q, sched_kind k, int mb) {
-    (void)mb;
-    const cost_stage *st = &((const sim_model *)ctx)->stage[q];
+    const sim_model *sm = ctx;
+    const cost_stage *st = &sm->stage[q];
+    if (sm->reuse) return sim_reuse_time(sm->reuse, st, q, k, mb); /* by reuse distance */
     switch (k) {
     case SCHED_F: return st->f_s;
     case SCHED_B: return st->b_s;

@@ -619,7 +619,8 @@ static int pass_times(cx_rank *c, double th0, pl_err *e) {
         const sched_action *a = &rk->acts[k];
         double t0 = ms_between(c->ev_p0, c->ev_act[2 * k], &rc, e) * CX_S_PER_MS;
         double t1 = ms_between(c->ev_p0, c->ev_act[2 * k + 1], &rc, e) * CX_S_PER_MS;
-        if (sched_kind_is_compute((sched_kind)a->kind)) {
+        /* busy: compute and STEP, as the simulator counts a rank's bubble */
+        if (sched_kind_is_busy((sched_kind)a->kind)) {
             busy += t1 - t0;
             if (first < 0) first = t0;
             last = t1;

@@ -173,5 +173,6 @@ void pl_test_register(void) {
     { void test_version_cli_register(void); test_version_cli_register(); } /* test_version.c */
     { void test_progress_cli_register(void); test_progress_cli_register(); } /* test_progress.c */
     { void test_layout_cli_register(void); test_layout_cli_register(); } /* test_layout.c */
+    { void test_compare_cli_register(void); test_compare_cli_register(); } /* test_compare.c */
     { void test_allreduce_link_cli_register(void); test_allreduce_link_cli_register(); } /* test_allreduce_link.c */
 }

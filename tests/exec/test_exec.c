@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "exec_drive.h"
 #include "exec_int.h"
 #include "exec_test.h"
 #include "pl_test.h"
@@ -453,6 +454,18 @@ static void test_loss_falls(void) {
             if (op->pass != (int)(k / s->rank[q].n)) ordered = 0;
         }
         CU_ASSERT(ordered);
+        /* busy is the compute and STEP rows of the median pass(es), as the simulator counts a
+         * bubble (a STEP counted idle read the measured bubble too large) */
+        double busy = 0, step = 0;
+        for (size_t k = 0; k < rr->n_ops; k++) {
+            const exec_op *op = &rr->ops[k];
+            if (op->pass != r.median_pass[0] && op->pass != r.median_pass[1]) continue;
+            double d = (op->end_s - op->start_s) * (r.median_pass[0] == r.median_pass[1] ? 1 : 0.5);
+            if (sched_kind_is_busy((sched_kind)op->act.kind)) busy += d;
+            if (op->act.kind == SCHED_STEP) step += d;
+        }
+        CU_ASSERT(step > 0);
+        CU_ASSERT_DOUBLE_EQUAL(rr->busy_s, busy, 1e-9 * (1 + busy));
     }
     CU_ASSERT(r.pass_min_s <= r.pass_median_s && r.pass_median_s <= r.pass_max_s);
     exec_result_free(&r);
@@ -530,6 +543,44 @@ static void test_memory_stash_versions(void) {
     CU_ASSERT_EQUAL(r.rank[1].peak.optim_bytes, P);
     exec_result_free(&r);
     sched_free(s);
+}
+
+/* The executor's peak memory predicted before a run (exec_mem_walk, the dry walk of its
+ * bookkeeping) is the run's accounted peak, byte for byte and class by class, on every rank and
+ * over several passes: both blocks, recomputation on and off, flush, stash and 2bw weights,
+ * interleaved and V placements. It exceeds the cost model's part (model_peak_bytes) by the
+ * executor's own buffers. */
+static void test_memory_walk_is_measured(void) {
+    static const struct { const char *kind; int m, v, iters, gpt, rc, mom; } k[] = {
+        {"1f1b", 4, 0, 0, 0, 0, 0}, {"zb-h1", 4, 0, 0, 1, 1, 0}, {"pipedream", 4, 0, 2, 0, 1, 1},
+        {"2bw", 4, 0, 3, 1, 0, 0},  {"interleaved", 4, 2, 0, 0, 1, 0}, {"dualpipev", 4, 0, 0, 1, 0, 1},
+        {"gpipe", 3, 0, 0, 1, 1, 0}};
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
+        sched *s = lowered(k[i].kind, 2, k[i].m, k[i].v, k[i].iters, k[i].rc ? SCHED_RECOMPUTE_FULL : SCHED_RECOMPUTE_NONE);
+        exec_config c = exec_test_small_cfg(k[i].v || !strcmp(k[i].kind, "dualpipev") ? 8 : 4,
+                                             k[i].gpt ? EXEC_BLOCK_GPT : EXEC_BLOCK_MLP);
+        c.momentum = k[i].mom ? 0.5 : 0.0;
+        exec_mem pred[2];
+        exec_result r;
+        pl_err e;
+        pl_err_clear(&e);
+        CU_ASSERT_EQUAL_FATAL(exec_mem_walk(s, &c, pred, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(run(s, &c, &r, &e), PL_OK);
+        for (int q = 0; q < 2; q++) {
+            const exec_mem *a = &pred[q], *b = &r.rank[q].peak;
+            CU_ASSERT_EQUAL(a->total_bytes, b->total_bytes);
+            CU_ASSERT_EQUAL(a->weights_bytes, b->weights_bytes);
+            CU_ASSERT_EQUAL(a->stash_bytes, b->stash_bytes);
+            CU_ASSERT_EQUAL(a->bwd_bytes, b->bwd_bytes);
+            CU_ASSERT_EQUAL(a->comm_bytes, b->comm_bytes);
+            CU_ASSERT_EQUAL(a->scratch_bytes, b->scratch_bytes);
+            CU_ASSERT(a->total_bytes > r.rank[q].model_peak_bytes);
+            if (a->total_bytes != b->total_bytes)
+                fprintf(stderr, "%s rank %d: walk %zu, run %zu\n", k[i].kind, q, a->total_bytes, b->total_bytes);
+        }
+        exec_result_free(&r);
+        sched_free(s);
+    }
 }
 
 /* ---------------------------------------------------------------- faults */
@@ -724,16 +775,49 @@ static void test_profile_between(void) {
         const exec_layer_profile *all = &prof.between_profile[0], *w0 = &prof.between_profile[1], *w1 = &prof.between_profile[2];
         CU_ASSERT_EQUAL(all->concurrency, 2);
         CU_ASSERT_EQUAL(all->param_bytes, 4 * (2 * 32 * 64 + 64 + 32));
-        double a[4] = {all->f_s, all->i_s, all->w_s, all->step_s}, x0[4] = {w0->f_s, w0->i_s, w0->w_s, w0->step_s},
-               x1[4] = {w1->f_s, w1->i_s, w1->w_s, w1->step_s};
-        for (int k = 0; k < 4; k++) {
+        /* F, I, W, STEP, and I and W at reuse distance 0 */
+        double a[6] = {all->f_s, all->i_s, all->w_s, all->step_s, all->i_hot_s, all->w_hot_s},
+               x0[6] = {w0->f_s, w0->i_s, w0->w_s, w0->step_s, w0->i_hot_s, w0->w_hot_s},
+               x1[6] = {w1->f_s, w1->i_s, w1->w_s, w1->step_s, w1->i_hot_s, w1->w_hot_s};
+        for (int k = 0; k < 6; k++) {
             CU_ASSERT(x0[k] > 0 && x1[k] > 0);
             CU_ASSERT(a[k] >= fmin(x0[k], x1[k]) && a[k] <= fmax(x0[k], x1[k]));
         }
+        /* the CSV's worker lines carry them, and the prediction reads back their ratios */
+        pl_buf csv;
+        pl_buf_init(&csv);
+        CU_ASSERT_EQUAL(exec_profile_csv_between(s, &c, &prof, &csv, &e), PL_OK);
+        double ri[2], rw[2];
+        CU_ASSERT_EQUAL(exec_profile_worker_reuse(csv.data, csv.len, 2, ri, rw), 0);
+        CU_ASSERT_DOUBLE_EQUAL(ri[1], w1->i_hot_s / w1->i_s, 1e-6 * ri[1]); /* 9 significant digits */
+        CU_ASSERT_DOUBLE_EQUAL(rw[0], w0->w_hot_s / w0->w_s, 1e-6 * rw[0]);
+        CU_ASSERT_EQUAL(exec_profile_worker_reuse(csv.data, csv.len, 3, ri, rw), -1); /* a worker missing */
+        pl_buf_free(&csv);
         exec_result_free(&plain);
         exec_result_free(&prof);
         sched_free(s);
     }
+}
+
+/* A worker line without the reuse-distance times (a profile written before they existed) still
+ * gives its STEP, and no ratios: the term is then off. */
+static void test_profile_reuse_lines(void) {
+    const char *old = "# pipelab-exec worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4 bwd_in0_s=1\n"
+                      "# pipelab-exec worker=1 core=1 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=5 bwd_in0_s=1\n";
+    const char *hot = "# pipelab-exec worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4 bwd_in0_s=1 bwd_in_hot_s=1 "
+                      "bwd_w_hot_s=2.4\n"
+                      "# pipelab-exec worker=1 core=1 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=5 bwd_in0_s=1 bwd_in_hot_s=1.5 "
+                      "bwd_w_hot_s=3\n";
+    double st[2], ri[2], rw[2];
+    CU_ASSERT_EQUAL(exec_profile_worker_steps(old, strlen(old), 2, st), 0);
+    CU_ASSERT_DOUBLE_EQUAL(st[1], 5.0, 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_reuse(old, strlen(old), 2, ri, rw), -1);
+    CU_ASSERT_EQUAL(exec_profile_worker_steps(hot, strlen(hot), 2, st), 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_reuse(hot, strlen(hot), 2, ri, rw), 0);
+    CU_ASSERT_DOUBLE_EQUAL(ri[0], 0.5, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(rw[0], 0.8, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(ri[1], 0.75, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(rw[1], 1.0, 1e-15);
 }
 
 /* A run whose least memory exceeds the limit is refused before it allocates, naming what it
@@ -780,6 +864,7 @@ void pl_test_register(void) {
         {"recomputation gives identical weights", test_recompute_identical},
         {"profile one block", test_profile},
         {"profile between the passes: same training, each worker's times", test_profile_between},
+        {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
         {"a model that does not fit is refused up front", test_memory_refused_up_front},
         {NULL, NULL}};
     static const pl_test_case sched_cases[] = {
@@ -802,6 +887,7 @@ void pl_test_register(void) {
     static const pl_test_case mem[] = {
         {"1f1b peak memory closed form", test_memory_closed_form},
         {"pipedream weight versions", test_memory_stash_versions},
+        {"executor's memory walked before the run = measured", test_memory_walk_is_measured},
         {NULL, NULL}};
     static const pl_test_case faults[] = {
         {"injected error stops the run", test_fault_error},

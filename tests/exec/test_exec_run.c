@@ -249,14 +249,15 @@ static void test_run_fault_stores_nothing(void) {
     /* a run that works first, so the database exists */
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s", PIPELAB_BIN, db);
     CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
-    CU_ASSERT_EQUAL(count_runs(db), 2);
+    /* the measured run, its prediction, and the prediction without the reuse-distance term */
+    CU_ASSERT_EQUAL(count_runs(db), 3);
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s --inject-fault 1:3:1",
              PIPELAB_BIN, db);
     char *out = NULL;
     CU_ASSERT_EQUAL(sh(cmd, &out), 1);
     CU_ASSERT(out && strstr(out, "rank 1, action 3") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 2);
+    CU_ASSERT_EQUAL(count_runs(db), 3);
     free(db);
     free(dir);
 }
@@ -528,7 +529,7 @@ static void test_mpi_equals_threads(void) {
         free(a);
         free(b);
     }
-    CU_ASSERT_EQUAL(count_runs(db), 4);
+    CU_ASSERT_EQUAL(count_runs(db), 6); /* per run: measured, predicted, predicted without the reuse term */
     /* each MPI rank's worker profiles between the passes too; rank 0 gathers their times: the
      * saved profile has one worker line per rank and the prediction says where it came from */
     char *csv = pl_test_path(dir, "mpi_profile.csv");
@@ -559,7 +560,7 @@ static void test_mpi_equals_threads(void) {
     CU_ASSERT(pl_now_s() - t0 < 10);
     CU_ASSERT(out && strstr(out, "rank 1, action 2") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 4);
+    CU_ASSERT_EQUAL(count_runs(db), 6);
     free(wt);
     free(wm);
     free(db);

@@ -869,5 +869,6 @@ void pl_test_register(void) {
     { void sim_setup_tests_register(void); sim_setup_tests_register(); } /* test_setup.c */
     { void sim_comm_tests_register(void); sim_comm_tests_register(); } /* test_sim_comm.c */
     { void sim_layout_tests_register(void); sim_layout_tests_register(); } /* test_layout.c */
+    { void sim_reuse_tests_register(void); sim_reuse_tests_register(); } /* test_reuse.c */
     { void sim_agree_tests_register(void); sim_agree_tests_register(); } /* test_agree.c */
 }

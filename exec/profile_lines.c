@@ -1,0 +1,93 @@
+/* profile_lines.c: reading back the executor's comment lines of a profile CSV (exec/profile.c
+ * writes them): the concurrency and STEP line, and each worker's own times, from which a
+ * prediction takes each rank's STEP and its reuse-distance ratios. */
+#include "exec_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bytes read of the profile CSV's executor line and of a worker's line; a worker line's fields
+ * without and with the reuse-distance times. */
+#define PROF_META_LINE_MAX 256
+#define PROF_WORKER_LINE_MAX 512
+#define PROF_WORKER_FIELDS 6
+#define PROF_WORKER_HOT_FIELDS 9
+
+int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s) {
+    const char *key = "# " EXEC_PROFILE_META " ";
+    size_t kl = strlen(key);
+    for (size_t i = 0; i + kl <= len; i++) {
+        if ((i == 0 || text[i - 1] == '\n') && memcmp(text + i, key, kl) == 0) {
+            char line[PROF_META_LINE_MAX];
+            size_t n = 0;
+            for (size_t j = i + kl; j < len && text[j] != '\n' && n + 1 < sizeof line; j++) line[n++] = text[j];
+            line[n] = '\0';
+            int c = 0;
+            double st = 0;
+            if (sscanf(line, "concurrency=%d step_s=%lf", &c, &st) != 2 || c < 1 || !(st >= 0)) return -1;
+            if (concurrency) *concurrency = c;
+            if (step_s) *step_s = st;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* One worker line of a profile CSV: its worker, the times of one block, and how many fields of
+ * the line were read (PROF_WORKER_FIELDS without the reuse-distance times, PROF_WORKER_HOT_FIELDS
+ * with them). */
+typedef struct worker_line {
+    int w, core, fields;
+    double f, bi, bw, st, bi0, bih, bwh;
+} worker_line;
+
+/* Reads the worker lines of text[len] into line[w] (w in [0, ranks)). Returns how many workers
+ * it found, or -1 for a malformed line or a worker out of range. */
+static int worker_lines(const char *text, size_t len, int ranks, worker_line *line) {
+    const char *key = "# " EXEC_PROFILE_META " worker=";
+    size_t kl = strlen(key);
+    int found = 0;
+    for (int q = 0; q < ranks; q++) line[q].w = -1;
+    for (size_t i = 0; i + kl <= len; i++) {
+        if ((i > 0 && text[i - 1] != '\n') || memcmp(text + i, key, kl) != 0) continue;
+        char buf[PROF_WORKER_LINE_MAX];
+        size_t n = 0;
+        for (size_t j = i + kl - strlen("worker="); j < len && text[j] != '\n' && n + 1 < sizeof buf; j++) buf[n++] = text[j];
+        buf[n] = '\0';
+        worker_line l = {-1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        l.fields = sscanf(buf, "worker=%d core=%d fwd_s=%lf bwd_in_s=%lf bwd_w_s=%lf step_s=%lf bwd_in0_s=%lf "
+                               "bwd_in_hot_s=%lf bwd_w_hot_s=%lf",
+                          &l.w, &l.core, &l.f, &l.bi, &l.bw, &l.st, &l.bi0, &l.bih, &l.bwh);
+        if (l.fields < PROF_WORKER_FIELDS || l.w < 0 || !(l.st >= 0) || !isfinite(l.st)) return -1;
+        if (l.w >= ranks) return -1; /* measured with more workers than this run has ranks */
+        if (line[l.w].w < 0) found++;
+        line[l.w] = l;
+    }
+    return found;
+}
+
+int exec_profile_worker_steps(const char *text, size_t len, int ranks, double *step_s) {
+    worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
+    int found = l ? worker_lines(text, len, ranks, l) : -1;
+    for (int q = 0; q < ranks; q++) step_s[q] = found == ranks ? l[q].st : -1;
+    free(l);
+    return found == ranks ? 0 : -1;
+}
+
+int exec_profile_worker_reuse(const char *text, size_t len, int ranks, double *i_ratio, double *w_ratio) {
+    worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
+    int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
+    for (int q = 0; ok && q < ranks; q++) {
+        const worker_line *x = &l[q];
+        ok = x->fields == PROF_WORKER_HOT_FIELDS && x->bi > 0 && x->bw > 0 && x->bih > 0 && x->bwh > 0 &&
+             isfinite(x->bih) && isfinite(x->bwh);
+        if (ok) {
+            i_ratio[q] = x->bih / x->bi;
+            w_ratio[q] = x->bwh / x->bw;
+        }
+    }
+    free(l);
+    return ok ? 0 : -1;
+}

@@ -1,0 +1,80 @@
+/* sim_reuse.c: the reuse-distance term of a backward's cost. A backward that runs right after
+ * its own microbatch's forward on the same stage (nothing computed between them on the rank)
+ * finds that forward's activations in cache, and so does a W right after such an I; one that
+ * runs after other microbatches' work reads them back from memory. The profile between a run's passes times both (exec/profile.c: its
+ * rounds keep 4 microbatches in flight, and one more microbatch runs F, I, W back to back), and
+ * the prediction scales each I (B) and W of distance 0 by its rank's measured ratio. */
+#include "sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Returns the global microbatch of a compute action's backward part and its stage and kind: the
+ * action itself, or an OVERLAP's second half. */
+static void last_part(const sched_action *a, int *stage, int64_t *mb, int *kind) {
+    int ov = a->kind == SCHED_OVERLAP;
+    *stage = ov ? a->stage2 : a->stage;
+    *mb = ov ? a->mb2 : a->mb;
+    *kind = ov ? a->kind2 : a->kind;
+}
+
+int sim_reuse_init(sim_reuse *r, const sched *s, pl_err *e) {
+    memset(r, 0, sizeof *r);
+    r->stages = s->stages;
+    r->mbs = sched_total_microbatches(s);
+    r->hot = pl_calloc((size_t)s->stages * (size_t)(r->mbs > 0 ? r->mbs : 1), 1);
+    r->i_ratio = pl_calloc((size_t)s->stages, sizeof *r->i_ratio);
+    r->w_ratio = pl_calloc((size_t)s->stages, sizeof *r->w_ratio);
+    if (!r->hot || !r->i_ratio || !r->w_ratio) {
+        sim_reuse_free(r);
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
+    for (int q = 0; q < s->stages; q++) r->i_ratio[q] = r->w_ratio[q] = 1;
+    int full = s->recompute == SCHED_RECOMPUTE_FULL;
+    for (int k = 0; k < s->ranks; k++) {
+        int ps = -1, pk = -1; /* the rank's previous compute: its last part's stage, mb, kind */
+        int64_t pm = -1;
+        for (size_t i = 0; i < s->rank[k].n; i++) {
+            const sched_action *a = &s->rank[k].acts[i];
+            if (!sched_kind_is_compute((sched_kind)a->kind)) continue;
+            int q = a->stage, kind = a->kind;
+            int64_t mb = a->mb;
+            if (q >= 0 && q < s->stages && mb >= 0 && mb < r->mbs) {
+                uint8_t *h = &r->hot[(size_t)q * (size_t)r->mbs + (size_t)mb];
+                int after = ps == q && pm == mb; /* the previous compute was this microbatch's */
+                /* under full recomputation every backward follows its own recomputed forward */
+                if ((kind == SCHED_I || kind == SCHED_B) && (full || (after && pk == SCHED_F))) *h |= SIM_HOT_I;
+                /* a W right after its own I, itself at distance 0: F, I, W back to back */
+                if (kind == SCHED_W && after && pk == SCHED_I && (*h & SIM_HOT_I)) *h |= SIM_HOT_W;
+            }
+            last_part(a, &ps, &pm, &pk);
+        }
+    }
+    return PL_OK;
+}
+
+void sim_reuse_free(sim_reuse *r) {
+    free(r->hot);
+    free(r->i_ratio);
+    free(r->w_ratio);
+    memset(r, 0, sizeof *r);
+}
+
+int sim_reuse_flags(const sim_reuse *r, int q, int64_t mb) {
+    if (!r || q < 0 || q >= r->stages || r->mbs <= 0) return 0;
+    mb %= r->mbs;
+    return mb < 0 ? 0 : r->hot[(size_t)q * (size_t)r->mbs + (size_t)mb];
+}
+
+double sim_reuse_time(const sim_reuse *r, const cost_stage *st, int q, sched_kind k, int64_t mb) {
+    int h = sim_reuse_flags(r, q, mb);
+    double ri = h & SIM_HOT_I ? r->i_ratio[q] : 1, rw = h & SIM_HOT_W ? r->w_ratio[q] : 1;
+    switch (k) {
+    case SCHED_F: return st->f_s;
+    case SCHED_I: return h & SIM_HOT_I ? st->i_s * ri : st->i_s;
+    case SCHED_W: return h & SIM_HOT_W ? st->w_s * rw : st->w_s;
+    /* a B's weight part follows its input part at once: both hot when the B follows its F */
+    case SCHED_B: return h & SIM_HOT_I ? st->i_s * ri + st->w_s * r->w_ratio[q] : st->b_s;
+    default: return 0;
+    }
+}

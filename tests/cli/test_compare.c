@@ -1,0 +1,98 @@
+/* test_compare.c: `pipelab compare --actions` on a traced `pipelab run`: the SEND/RECV row is the
+ * rank's span outside its compute and all-reduces on both timelines, and the per-class summary
+ * averages the rows it printed; the run's predicted peak memory is its measured one; the
+ * prediction without the reuse-distance term is stored beside it under TAG-noterms. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_test.h"
+
+/* The classes of one rank's rows of the breakdown (ms per pass), predicted and measured. */
+enum { R_F, R_B, R_I, R_W, R_STEP, R_COMM, R_REDUCE, R_COMPUTE, R_SPAN, R_N };
+static const char *const row_name[R_N] = {"F", "B", "I", "W", "STEP", "SEND/RECV", "REDUCE_GRAD", "compute", "span"};
+
+/* Reads the rows of the first pair's rank r from the breakdown text into pred[], meas[] (0 for
+ * a class without a row). Returns the number of rows read. */
+static int rank_rows(const char *out, int r, double *pred, double *meas) {
+    int n = 0;
+    memset(pred, 0, R_N * sizeof *pred);
+    memset(meas, 0, R_N * sizeof *meas);
+    const char *p = strstr(out, "RANK  ACTIONS");
+    for (const char *line = p; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        int rank;
+        char name[32];
+        double a, b;
+        if (sscanf(line, "%d %31s %lf %lf", &rank, name, &a, &b) != 4) {
+            if (n > 0 && strncmp(line, "RANK", 4) != 0) break; /* the end of the first pair */
+            continue;
+        }
+        if (rank != r) continue;
+        for (int c = 0; c < R_N; c++)
+            if (strcmp(name, row_name[c]) == 0) {
+                pred[c] = a;
+                meas[c] = b;
+                n++;
+            }
+    }
+    return n;
+}
+
+/* A traced 1F1B run on 2 ranks (a small dense model): every rank's SEND/RECV row is its span
+ * minus compute and all-reduces, predicted and measured (to the printed 1e-4 ms); the summary
+ * lists F, B and STEP over both ranks; peak memory is predicted exactly. */
+static void test_actions_comm_rows(void) {
+    char *dir = pl_test_tmpdir();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "'%s' run --kind 1f1b --ranks 2 --microbatches 4 --model mlp:width=32,depth=4,microbatch=4 --timed 3 "
+             "--profile-timing between --profile-reps 4 --trace --oversubscribe --tag cmp --db %s/c.db --format csv >/dev/null 2>&1 "
+             "&& '%s' compare --db %s/c.db --tag cmp --actions 2>&1",
+             PIPELAB_BIN, dir, PIPELAB_BIN, dir);
+    char *out = NULL;
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    for (int r = 0; r < 2; r++) {
+        double pred[R_N], meas[R_N];
+        CU_ASSERT(rank_rows(out, r, pred, meas) >= 5);
+        const double *v[2] = {pred, meas};
+        for (int k = 0; k < 2; k++) {
+            double w = v[k][R_SPAN] - v[k][R_COMPUTE] - v[k][R_REDUCE];
+            CU_ASSERT(v[k][R_SPAN] > 0 && v[k][R_COMPUTE] > 0);
+            CU_ASSERT_DOUBLE_EQUAL(v[k][R_COMM], w > 0 ? w : 0, 3e-4);
+        }
+    }
+    const char *sum = strstr(out, "per class over all pairs and ranks");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sum);
+    int n;
+    CU_ASSERT(strstr(sum, "\nF ") && sscanf(strstr(sum, "\nF ") + 1, "F %d", &n) == 1 && n == 2);
+    CU_ASSERT(strstr(sum, "\nSTEP ") != NULL);
+    CU_ASSERT(strstr(sum, "\nREDUCE_GRAD") == NULL); /* a no-op without replicas: left out */
+    free(out);
+    /* the predicted peak memory is the measured one (the executor's walk) */
+    snprintf(cmd, sizeof cmd, "'%s' compare --db %s/c.db --format csv 2>&1", PIPELAB_BIN, dir);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    const char *row = out ? strchr(out, '\n') : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(row);
+    const char *last = strrchr(out, ',');
+    CU_ASSERT(last && fabs(atof(last + 1)) == 0.0);
+    free(out);
+    /* the prediction without the reuse-distance term, stored beside under cmp-noterms */
+    snprintf(cmd, sizeof cmd, "'%s' compare --db %s/c.db --measured-tag cmp --sim-tag cmp-noterms --actions 2>&1", PIPELAB_BIN, dir);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT(out && strstr(out, "\n1 pair;") != NULL && strstr(out, "per class over all pairs") != NULL);
+    free(out);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    free(dir);
+}
+
+void test_compare_cli_register(void) {
+    static const pl_test_case tcases[] = {
+        {"compare --actions: SEND/RECV is the span outside compute, a summary per class", test_actions_comm_rows},
+        {NULL, NULL},
+    };
+    pl_test_suite("cli compare", tcases);
+}

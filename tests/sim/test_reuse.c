@@ -1,0 +1,143 @@
+/* test_reuse.c: the reuse-distance term (sim/sim_reuse.c): which backward of a small schedule runs
+ * at distance 0 (closed forms read off the generators' lists), the time it then gets, and a run
+ * over the cost-model adapter whose busy times follow (ratio 1 leaves every result unchanged). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.h"
+#include "pl_test.h"
+#include "pl_sched.h"
+#include "sim.h"
+
+void sim_reuse_tests_register(void);
+
+/* Returns the lowered schedule of a generator on 2 ranks, m = 4 (NULL reported through CUnit). */
+static sched *lowered4(const char *kind, sched_recompute rc) {
+    pl_err e;
+    pl_err_clear(&e);
+    sched_gen_opts o = {2, 4, 0, 0, rc};
+    sched *s = sched_generate(kind, &o, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    s->recompute = rc;
+    sched *l = sched_lower(s, &e);
+    sched_free(s);
+    CU_ASSERT_PTR_NOT_NULL(l);
+    return l;
+}
+
+/* Checks that every microbatch of stage 0 has flags f0 and every one of stage 1 flags f1. */
+static void expect_flags(const char *kind, sched_recompute rc, int f0, int f1) {
+    sched *s = lowered4(kind, rc);
+    if (!s) return;
+    sim_reuse r;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, s, &e), PL_OK);
+    for (int mb = 0; mb < 4; mb++) {
+        int g0 = sim_reuse_flags(&r, 0, mb), g1 = sim_reuse_flags(&r, 1, mb);
+        if (g0 != f0 || g1 != f1) fprintf(stderr, "%s mb %d: flags %d %d, expected %d %d\n", kind, mb, g0, g1, f0, f1);
+        CU_ASSERT_EQUAL(g0, f0);
+        CU_ASSERT_EQUAL(g1, f1);
+    }
+    sim_reuse_free(&r);
+    sched_free(s);
+}
+
+/* 1F1B: rank 0 runs F0 F1 B0 F2 B1 F3 B2 B3 (every B after another microbatch's work), rank 1
+ * F0 B0 F1 B1 ... (every B right after its F). GPipe: every B after all forwards, none at
+ * distance 0; with full recomputation all are. ZB-H1: rank 0 runs F0 F1 I0 W0 F2 I1 W1 F3 I2
+ * W2 I3 W3 (no I right after its F, so no W hot either), rank 1 F0 I0 F1 I1 W0 F2 I2 W1 F3 I3 W2
+ * W3 (each I right after its F, no W right after its I); with full recomputation every I is
+ * hot, and so is each W of rank 0 (right after its I). */
+static void test_flags(void) {
+    expect_flags("1f1b", SCHED_RECOMPUTE_NONE, 0, SIM_HOT_I);
+    expect_flags("gpipe", SCHED_RECOMPUTE_NONE, 0, 0);
+    expect_flags("gpipe", SCHED_RECOMPUTE_FULL, SIM_HOT_I, SIM_HOT_I);
+    expect_flags("zb-h1", SCHED_RECOMPUTE_NONE, 0, SIM_HOT_I);
+    expect_flags("zb-h1", SCHED_RECOMPUTE_FULL, SIM_HOT_I | SIM_HOT_W, SIM_HOT_I);
+}
+
+/* The time of a distance-0 I, W or B is the stage's scaled by the ratios; the rest unchanged. */
+static void test_time(void) {
+    sched *s = lowered4("zb-h1", SCHED_RECOMPUTE_FULL); /* stage 0: I and W hot; stage 1: I hot */
+    sched *g = lowered4("gpipe", SCHED_RECOMPUTE_NONE);  /* nothing hot */
+    sim_reuse r, c;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, s, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&c, g, &e), PL_OK);
+    c.i_ratio[0] = c.w_ratio[0] = 0.5;
+    r.i_ratio[0] = r.i_ratio[1] = 0.5;
+    r.w_ratio[0] = r.w_ratio[1] = 0.8;
+    cost_stage st;
+    memset(&st, 0, sizeof st);
+    st.f_s = 1;
+    st.i_s = 2;
+    st.w_s = 3;
+    st.b_s = 5;
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_I, 1), 1.0, 1e-15);  /* stage 0: I hot */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_W, 1), 2.4, 1e-15);  /* W hot */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_I, 2), 1.0, 1e-15);  /* stage 1: I hot */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_W, 2), 3.0, 1e-15);  /* W cold */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_B, 2), 1.0 + 2.4, 1e-15); /* both parts */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&c, &st, 0, SCHED_B, 2), 5.0, 1e-15);  /* cold: unchanged */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&c, &st, 0, SCHED_I, 2), 2.0, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_F, 2), 1.0, 1e-15);
+    CU_ASSERT_EQUAL(sim_reuse_flags(&r, 1, 6), sim_reuse_flags(&r, 1, 2)); /* modulo the schedule's */
+    sim_reuse_free(&r);
+    sim_reuse_free(&c);
+    sched_free(s);
+    sched_free(g);
+}
+
+/* Runs 1F1B (2 ranks, m = 4, one layer per stage: F 1 s, B 2 s) over the adapter with the term's
+ * ratios (NULL: no term) and returns the result in out. */
+static void run_1f1b(double ratio, int with, sim_result *out) {
+    sched *s = lowered4("1f1b", SCHED_RECOMPUTE_NONE);
+    pl_err e;
+    pl_err_clear(&e);
+    cost_model *m = cost_model_open("uniform:layers=2,fwd_s=1,bwd_in_s=1,bwd_w_s=1", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    sim_model sm;
+    sim_reuse r;
+    CU_ASSERT_EQUAL_FATAL(sim_model_init(&sm, s, m, NULL, NULL, NULL, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, s, &e), PL_OK);
+    for (int q = 0; q < 2; q++) r.i_ratio[q] = r.w_ratio[q] = ratio;
+    if (with) sm.reuse = &r;
+    sim_config c;
+    sim_config_init(&c);
+    sim_model_config(&sm, &c);
+    sim_costs costs = sim_model_costs(&sm);
+    CU_ASSERT_EQUAL(sim_run(s, &costs, &c, out, &e), PL_OK);
+    sim_reuse_free(&r);
+    sim_model_free(&sm);
+    cost_model_free(m);
+    sched_free(s);
+}
+
+/* With ratio 1 the term changes nothing (bit for bit); with ratio 0.5 rank 1's four B (each right
+ * after its F) take 1 s instead of 2: busy 4 x 1 + 4 x 1 = 8 s, rank 0's stays 4 + 4 x 2 = 12 s. */
+static void test_run(void) {
+    sim_result a, b, h;
+    run_1f1b(1.0, 0, &a);
+    run_1f1b(1.0, 1, &b);
+    run_1f1b(0.5, 1, &h);
+    CU_ASSERT(a.iteration_time_s == b.iteration_time_s);
+    CU_ASSERT(a.bubble_fraction == b.bubble_fraction);
+    CU_ASSERT_DOUBLE_EQUAL(a.iteration_time_s, 15.0, 1e-12); /* (m + p - 1)(F + B) */
+    CU_ASSERT_DOUBLE_EQUAL(h.rank[0].busy_s, 12.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(h.rank[1].busy_s, 8.0, 1e-12);
+    sim_result_free(&a);
+    sim_result_free(&b);
+    sim_result_free(&h);
+}
+
+void sim_reuse_tests_register(void) {
+    static const pl_test_case cases[] = {
+        {"reuse distance: which backwards run right after their forward", test_flags},
+        {"reuse distance: the time of a distance-0 I, W, B", test_time},
+        {"reuse distance: a run's busy times; ratio 1 changes nothing", test_run},
+        {NULL, NULL},
+    };
+    pl_test_suite("sim reuse distance", cases);
+}
