@@ -365,9 +365,13 @@ double cost_pipedream_allreduce_s(int n, double bytes, double bandwidth_Bps);
  * 2 (n - 1) / n bytes / beta). A negative alpha, or times that do not grow with the bytes, are
  * refitted through the origin (alpha = 0). Returns PL_OK with *latency_s and *bandwidth_Bps, or
  * PL_EINPUT when the sizes are not distinct or the times are not positive. */
+/* The bandwidth of a free link (a hardware without links, cost_hw_init), bytes per second. */
+#define COST_FREE_LINK_BPS 1e30
 /* Inverts cost_link_s: fits latency alpha and bandwidth beta of a point-to-point link from k >= 2
  * one-way times t[i] of bytes[i] (the least-squares line of cost_ring_allreduce_fit, with its
- * fallback to the line through the origin). Returns PL_OK or PL_EINPUT. */
+ * fallback to the line through the origin for a negative latency; times that do not grow with the
+ * size give their mean as alpha on a free link, beta COST_FREE_LINK_BPS). Returns PL_OK or
+ * PL_EINPUT. */
 int cost_link_fit(const double *bytes, const double *t, int k, double *latency_s, double *bandwidth_Bps, pl_err *e);
 int cost_ring_allreduce_fit(int n, const double *bytes, const double *t, int k, double *latency_s,
                             double *bandwidth_Bps, pl_err *e);

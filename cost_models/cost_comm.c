@@ -144,9 +144,11 @@ double cost_hier_allreduce_s(int local, int nodes, double bytes, double intra_Bp
 /* Fits the least-squares line t = c0 + c1 bytes over k >= 2 distinct sizes; a negative c0, or a
  * slope that is not positive (small messages, where the latency and the noise of a shared machine
  * hide the bandwidth), is taken as the line through the origin: it still gives the measured
- * times' scale at the measured sizes. what names the fit in messages. Returns PL_OK or PL_EINPUT. */
-static int line_fit(const double *bytes, const double *t, int k, const char *what, double *c0_out, double *c1_out,
-                    pl_err *e) {
+ * times' scale at the measured sizes. With flat, a slope that is not positive gives the flat line
+ * at the mean time instead (c1 = 0: all latency), a negative c0 still the line through the origin.
+ * what names the fit in messages. Returns PL_OK or PL_EINPUT. */
+static int line_fit(const double *bytes, const double *t, int k, const char *what, int flat, double *c0_out,
+                    double *c1_out, pl_err *e) {
     if (k < 2) return pl_errf(e, PL_EINPUT, "%s fit needs 2 sizes", what);
     double sx = 0, sy = 0;
     for (int i = 0; i < k; i++) {
@@ -162,6 +164,11 @@ static int line_fit(const double *bytes, const double *t, int k, const char *wha
     }
     if (!(sxx > 0)) return pl_errf(e, PL_EINPUT, "%s fit needs distinct sizes", what);
     double c1 = sxy / sxx, c0 = my - c1 * mx;
+    if (flat && !(c1 > 0) && my > 0 && isfinite(my)) {
+        *c0_out = my;
+        *c1_out = 0;
+        return PL_OK;
+    }
     if (c0 < 0 || !(c1 > 0)) {
         c0 = 0;
         c1 = sxt / sx2;
@@ -172,13 +179,14 @@ static int line_fit(const double *bytes, const double *t, int k, const char *wha
     return PL_OK;
 }
 
-/* cost.h. cost_link_s is t = alpha + bytes / beta: the line itself. */
+/* cost.h. cost_link_s is t = alpha + bytes / beta: the line itself; a flat line (the sizes' copy
+ * hidden in the noise) is all latency on a free link. */
 int cost_link_fit(const double *bytes, const double *t, int k, double *latency_s, double *bandwidth_Bps, pl_err *e) {
     double c0, c1;
-    int rc = line_fit(bytes, t, k, "a point-to-point", &c0, &c1, e);
+    int rc = line_fit(bytes, t, k, "a point-to-point", 1, &c0, &c1, e);
     if (rc) return rc;
     *latency_s = c0;
-    *bandwidth_Bps = 1.0 / c1;
+    *bandwidth_Bps = c1 > 0 ? 1.0 / c1 : COST_FREE_LINK_BPS;
     return PL_OK;
 }
 
@@ -190,7 +198,7 @@ int cost_ring_allreduce_fit(int n, const double *bytes, const double *t, int k, 
     if (n < 2 || k < 2) return pl_errf(e, PL_EINPUT, "an all-reduce fit needs n >= 2 replicas and 2 sizes");
     double A = cost_ring_allreduce_s(n, 0, 1, 1), B = cost_ring_allreduce_s(n, 1, 1, 0);
     double c0, c1;
-    int rc = line_fit(bytes, t, k, "the all-reduce", &c0, &c1, e);
+    int rc = line_fit(bytes, t, k, "the all-reduce", 0, &c0, &c1, e);
     if (rc) return rc;
     *latency_s = c0 / A;
     *bandwidth_Bps = B / c1;

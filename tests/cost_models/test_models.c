@@ -478,6 +478,9 @@ static void test_csv_p2p_keys(void) {
     CU_ASSERT_DOUBLE_EQUAL(lat, 7e-6, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(bw / 2e9, 1, 1e-9);
     CU_ASSERT_EQUAL(cost_link_fit(bytes, t, 1, &lat, &bw, &e), PL_EINPUT);
+    double flat[3] = {4e-6, 3e-6, 2e-6}; /* no growth with the size: the mean, all latency */
+    CU_ASSERT_EQUAL(cost_link_fit(bytes, flat, 3, &lat, &bw, &e), PL_OK);
+    CU_ASSERT(fabs(lat - 3e-6) <= 1e-18 && bw == COST_FREE_LINK_BPS);
     csv_bad("#@ name=m\n#@ p2p_latency_s=1e-5 p2p_Bps=fast\n" HDR "0,a,1,1,1,4,8,8\n", 2,
             "p2p_Bps must be a positive number, got 'fast'");
     csv_bad("#@ p2p_mpi_latency_s=-1 p2p_mpi_Bps=1e9\n" HDR "0,a,1,1,1,4,8,8\n", 1,
