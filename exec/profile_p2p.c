@@ -23,16 +23,10 @@ typedef struct p2p_shared {
     double *rt_s; /* [P2P_SIZES * rounds] rank 0's round trips */
 } p2p_shared;
 
-typedef struct p2p_thread {
-    p2p_shared *sh;
-    int me, rc;
-    pl_err err;
-} p2p_thread;
-
 /* Rank me's side of the ping-pong: rank 0 sends an activation and waits for the gradient that
  * rank 1 sends back on receiving it; one warm-up round per size, then the timed ones. */
 static void *p2p_main(void *arg) {
-    p2p_thread *a = arg;
+    exec_pair_thread *a = arg;
     p2p_shared *sh = a->sh;
     if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[a->me % sh->ncpus]);
     exec_transport *t = &sh->t[a->me];
@@ -64,31 +58,10 @@ static void *p2p_main(void *arg) {
     return NULL;
 }
 
-/* Runs both ranks' threads and joins them. Returns PL_OK or the first error. */
-static int p2p_run(p2p_shared *sh, pl_err *e) {
-    p2p_thread a[P2P_RANKS];
-    pthread_t th[P2P_RANKS];
-    int started = 0, rc = PL_OK;
-    for (int i = 0; i < P2P_RANKS; i++) {
-        memset(&a[i], 0, sizeof a[i]);
-        a[i].sh = sh;
-        a[i].me = i;
-    }
-    for (int i = 0; i < P2P_RANKS; i++) {
-        if (pthread_create(&th[i], NULL, p2p_main, &a[i]) != 0) {
-            rc = pl_errf(e, PL_EINTERNAL, "cannot start the point-to-point profile's thread %d", i);
-            sh->t[0].abort(&sh->t[0], e); /* a started rank 0 stops waiting for its partner */
-            break;
-        }
-        started++;
-    }
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-    for (int i = 0; rc == PL_OK && i < P2P_RANKS; i++)
-        if (a[i].rc) {
-            *e = a[i].err;
-            rc = a[i].rc;
-        }
-    return rc;
+/* A thread that did not start: a started rank 0 stops waiting for its partner. */
+static void p2p_started(void *arg, int ok, pl_err *why) {
+    p2p_shared *sh = arg;
+    if (!ok) sh->t[0].abort(&sh->t[0], why);
 }
 
 /* Fits the medians of the one-way times (half a round trip) with cost_link_fit. */
@@ -117,7 +90,7 @@ int exec_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double
     sh.t = exec_threads_transport_new(P2P_RANKS, 1, sh.bytes[P2P_SIZES - 1], cfg->timeout_s, e);
     int rc = sh.t ? PL_OK : e->code;
     if (sh.t && sh.ncpus >= P2P_RANKS) exec_threads_transport_spin(sh.t, EXEC_SPIN_S); /* as exec_run: a core each */
-    if (rc == PL_OK) rc = p2p_run(&sh, e);
+    if (rc == PL_OK) rc = exec_pair_run(&sh, p2p_main, p2p_started, "point-to-point profile", e);
     if (rc == PL_OK) rc = p2p_fit(&sh, latency_s, bandwidth_Bps, e);
     if (rc) pl_err_prefix(e, "profile of the point-to-point hand-off: ");
     if (sh.t) exec_threads_transport_free(sh.t, P2P_RANKS);

@@ -225,6 +225,18 @@ static double predicted_iteration(const char *json) {
     return p ? strtod(p + 1, NULL) : -1;
 }
 
+/* Runs pipelab profile of the PSMALL model into pf; returns its model (NULL on failure) and its
+ * text in *text (free both). */
+static cost_model *small_profile(const char *pf, char **text) {
+    char cmd[2048];
+    size_t len = 0;
+    pl_err e = {0};
+    *text = NULL;
+    snprintf(cmd, sizeof cmd, "%s profile " PSMALL " --reps 3 -o %s", PIPELAB_BIN, pf);
+    if (sh(cmd, NULL) != 0 || pl_read_file(pf, 1 << 20, text, &len, &e) != PL_OK) return NULL;
+    return cost_model_read_csv(pf, *text, len, &e);
+}
+
 /* pipelab profile measures the replica all-reduce (its file carries the fitted link); a replicated
  * run predicted from a profile with the link gets a REDUCE_GRAD of cost_ring_allreduce_s of the
  * stage's gradient bytes over its 2 replicas (the only difference from the same profile without
@@ -235,12 +247,8 @@ static void test_prediction_allreduce(void) {
     char *pf = pl_test_path(dir, "p.csv"), *p0 = pl_test_path(dir, "p0.csv"), *p1 = pl_test_path(dir, "p1.csv");
     char *err = pl_test_path(dir, "err.txt");
     char cmd[2048], *text = NULL, *out0 = NULL, *out1 = NULL;
-    size_t len = 0;
     pl_err e = {0};
-    snprintf(cmd, sizeof cmd, "%s profile " PSMALL " --reps 3 -o %s", PIPELAB_BIN, pf);
-    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(pl_read_file(pf, 1 << 20, &text, &len, &e), PL_OK);
-    cost_model *m = cost_model_read_csv(pf, text, len, &e);
+    cost_model *m = small_profile(pf, &text);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     CU_ASSERT(m->allreduce[COST_TRANSPORT_THREADS].Bps > 0 && m->allreduce[COST_TRANSPORT_THREADS].latency_s >= 0);
     char extra[128];
@@ -335,12 +343,7 @@ static void test_prediction_p2p(void) {
     char *dir = pl_test_tmpdir();
     char *pf = pl_test_path(dir, "p.csv"), *p0 = pl_test_path(dir, "p0.csv"), *p1 = pl_test_path(dir, "p1.csv");
     char cmd[2048], *text = NULL;
-    size_t len = 0;
-    pl_err e = {0};
-    snprintf(cmd, sizeof cmd, "%s profile " PSMALL " --reps 3 -o %s", PIPELAB_BIN, pf);
-    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(pl_read_file(pf, 1 << 20, &text, &len, &e), PL_OK);
-    cost_model *m = cost_model_read_csv(pf, text, len, &e);
+    cost_model *m = small_profile(pf, &text);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     CU_ASSERT(m->p2p[COST_TRANSPORT_THREADS].Bps > 0 && m->p2p[COST_TRANSPORT_THREADS].latency_s >= 0);
     CU_ASSERT(m->p2p[COST_TRANSPORT_MPI].Bps == 0);
