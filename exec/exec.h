@@ -439,10 +439,10 @@ int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exe
  * *bandwidth_Bps (beta, bytes of fp32 gradient per second). Returns PL_OK or the error. */
 int exec_profile_allreduce(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, pl_err *e);
 /* Times the threads transport's point-to-point hand-off between two ranks placed as exec_run
- * places them: a ping-pong of 1, 4 and 16 stage boundaries' activation (b x h floats),
- * min(max(reps, 9), 31) round trips each after a warm-up, and fits the medians of the one-way
- * times (half a round trip) with cost_link_fit: *latency_s (alpha) and *bandwidth_Bps (beta) of
- * cost_link_s. Returns PL_OK or the error. */
+ * places them: a ping-pong of 1, 4 and 16 stage boundaries' activation (b x h floats; 1/16, 1/4
+ * and 1 of a boundary above 4 MiB), min(max(reps, 9), 31) round trips each after a warm-up, and
+ * fits the medians of the one-way times (half a round trip) with cost_link_fit: *latency_s
+ * (alpha) and *bandwidth_Bps (beta) of cost_link_s. Returns PL_OK or the error. */
 int exec_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, pl_err *e);
 /* exec_profile_csv (exec_drive.h) measured with exec_profile_layers_n: the profile CSV of this
  * machine, with the executor line (concurrency, STEP of one block) among its comments. */

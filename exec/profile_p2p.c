@@ -1,8 +1,9 @@
 /* profile_p2p.c: times the threads transport's point-to-point hand-off of a stage boundary's
  * activation between two ranks (a SEND's mailbox post, the wake-up of the receiving worker and
  * its copy out: what a pipeline's SEND/RECV costs on the critical path) by a ping-pong between
- * two threads placed as exec_run places its ranks, at sizes of 1, 4 and 16 boundaries, and
- * fits the one-way times to cost_link_s's latency and bandwidth (cost_link_fit). */
+ * two threads placed as exec_run places its ranks, at sizes of 1, 4 and 16 boundaries (1/16, 1/4
+ * and 1 of a boundary above 4 MiB), and fits the one-way times to cost_link_s's latency and
+ * bandwidth (cost_link_fit). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #define P2P_SIZES 3       /* 1, 4 and 16 boundaries: a copy the fit can see */
 #define P2P_MIN_ROUNDS 9  /* round trips per size at least (the median is kept) */
 #define P2P_MAX_ROUNDS 31 /* and at most */
+#define P2P_BIG_BYTES ((size_t)4 << 20) /* boundaries above: 1/16, 1/4 and 1 boundary (memory) */
 
 typedef struct p2p_shared {
     exec_transport *t;
@@ -81,7 +83,8 @@ int exec_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double
     exec_dims d;
     exec_dims_of(cfg, &d);
     size_t boundary = (size_t)d.b * (size_t)d.h * sizeof(float); /* a microbatch's rows, as exec_run's messages */
-    for (int k = 0; k < P2P_SIZES; k++) sh.bytes[k] = boundary << (2 * k);
+    size_t base = boundary > P2P_BIG_BYTES ? boundary / 16 : boundary; /* a big boundary is the largest size */
+    for (int k = 0; k < P2P_SIZES; k++) sh.bytes[k] = base << (2 * k);
     sh.rounds = reps < P2P_MIN_ROUNDS ? P2P_MIN_ROUNDS : reps > P2P_MAX_ROUNDS ? P2P_MAX_ROUNDS : reps;
     sh.ncpus = exec_platform_cores(sh.cpus, P2P_RANKS);
     sh.pin = cfg->pin; /* as exec_run pins its ranks */
