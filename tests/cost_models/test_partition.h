@@ -1,5 +1,6 @@
 /* test_partition.h: what the partition suite's files share (test_partition.c registers the
- * suite and holds the helpers; test_partition_io.c and test_partition_hier.c hold tests). */
+ * suite and holds the helpers; test_partition_io.c, test_partition_hier.c and test_calibrate.c
+ * hold tests). */
 #ifndef PL_TEST_PARTITION_H
 #define PL_TEST_PARTITION_H
 
