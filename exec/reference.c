@@ -102,93 +102,153 @@ static int stage_events(const sched *s, const exec_layout *L, int passes, int64_
     return PL_OK;
 }
 
+/* What ref_versions keeps while it runs Q stages and G microbatches: per stage q and microbatch
+ * g (index q*G+g) the version its forward uses (v) and the step that applies its gradient (grp,
+ * -1 none), as stage_events gives them; per stage its steps (nst), each step's microbatches
+ * (size) and the gradients it still waits for (left, both index q*(G+1)+k), its first block
+ * (b0), the versions made so far (nver), every version (ver, for the oracle), each step's
+ * gradient sum (acc) and its momentum (mom); per microbatch whether it ran (done) and its loss
+ * (loss_mb); junk takes the gradients no step applies. */
+typedef struct ref_vers {
+    int Q;
+    int64_t G;
+    size_t nf; /* floats of one block */
+    int *v, *grp, *size, *nst, *nver, *b0, *left;
+    char *done;
+    float **ver, **acc, **mom;
+    double *loss_mb;
+    float *junk;
+} ref_vers;
+
+/* Frees what rv holds. */
+static void ref_vers_free(ref_vers *rv) {
+    if (rv->ver) for (int q = 0; q < rv->Q; q++) free(rv->ver[q]);
+    if (rv->acc) for (int q = 0; q < rv->Q; q++) free(rv->acc[q]);
+    if (rv->mom) for (int q = 0; q < rv->Q; q++) free(rv->mom[q]);
+    free(rv->v); free(rv->grp); free(rv->size); free(rv->nst); free(rv->nver); free(rv->b0); free(rv->left);
+    free(rv->done); free(rv->ver); free(rv->acc); free(rv->mom); free(rv->loss_mb); free(rv->junk);
+}
+
+/* Allocates rv's arrays for Q stages, G microbatches and L blocks of nf floats, with no gradient
+ * group yet (grp -1) and no stage's versions. Returns PL_OK or PL_ENOMEM (ref_vers_free frees
+ * what was allocated). */
+static int ref_vers_alloc(ref_vers *rv, int Q, int64_t G, int L, size_t nf, pl_err *e) {
+    memset(rv, 0, sizeof *rv);
+    rv->Q = Q;
+    rv->G = G;
+    rv->nf = nf;
+    rv->v = pl_calloc((size_t)(Q * G), sizeof(int));
+    rv->grp = pl_calloc((size_t)(Q * G), sizeof(int));
+    rv->size = pl_calloc((size_t)(Q * (G + 1)), sizeof(int));
+    rv->nst = pl_calloc((size_t)Q, sizeof(int));
+    rv->nver = pl_calloc((size_t)Q, sizeof(int));
+    rv->b0 = pl_calloc((size_t)Q, sizeof(int));
+    rv->left = pl_calloc((size_t)(Q * (G + 1)), sizeof(int));
+    rv->done = pl_calloc((size_t)G, 1);
+    rv->ver = pl_calloc((size_t)Q, sizeof(float *));
+    rv->acc = pl_calloc((size_t)Q, sizeof(float *));
+    rv->mom = pl_calloc((size_t)Q, sizeof(float *));
+    rv->loss_mb = pl_calloc((size_t)G, sizeof(double));
+    rv->junk = pl_calloc((size_t)L * nf, sizeof(float));
+    if (!rv->v || !rv->grp || !rv->size || !rv->nst || !rv->nver || !rv->b0 || !rv->left || !rv->done || !rv->ver ||
+        !rv->acc || !rv->mom || !rv->loss_mb || !rv->junk)
+        return pl_errf(e, PL_ENOMEM, "out of memory in the reference");
+    for (int64_t i = 0; i < Q * G; i++) rv->grp[i] = -1;
+    return PL_OK;
+}
+
+/* Gives each stage of rv (blocks[q] blocks each) its first block, room for all its versions and
+ * gradient sums, version 0 (the initial weights) and its steps' pending gradients. Returns PL_OK
+ * or PL_ENOMEM. */
+static int ref_vers_start(ref_vers *rv, const exec_config *c, const exec_dims *d, const int *blocks, pl_err *e) {
+    int64_t G = rv->G;
+    size_t nf = rv->nf;
+    for (int q = 0; q < rv->Q; q++) {
+        rv->b0[q] = q ? rv->b0[q - 1] + blocks[q - 1] : 0;
+        size_t pf = (size_t)blocks[q] * nf;
+        rv->ver[q] = pl_calloc((size_t)(rv->nst[q] + 1) * pf, sizeof(float)); /* every version, for the oracle */
+        rv->acc[q] = pl_calloc((size_t)(rv->nst[q] + 1) * pf, sizeof(float));
+        rv->mom[q] = c->momentum != 0 ? pl_calloc(pf, sizeof(float)) : NULL;
+        if (!rv->ver[q] || !rv->acc[q] || (c->momentum != 0 && !rv->mom[q]))
+            return pl_errf(e, PL_ENOMEM, "out of memory in the reference");
+        for (int k = 0; k < blocks[q]; k++) exec_block_init(d, c->init_seed, rv->b0[q] + k, rv->ver[q] + k * nf);
+        rv->nver[q] = 1;
+        for (int k = 0; k < rv->nst[q]; k++) rv->left[q * (G + 1) + k] = rv->size[q * (G + 1) + k];
+    }
+    return PL_OK;
+}
+
+/* Returns 1 when microbatch g has not run and every version its forwards use exists. */
+static int ref_vers_ready(const ref_vers *rv, int64_t g) {
+    if (rv->done[g]) return 0;
+    int ready = 1;
+    for (int q = 0; q < rv->Q && ready; q++) ready = rv->v[q * rv->G + g] < rv->nver[q];
+    return ready;
+}
+
+/* Runs microbatch g with its versions, its gradients into its steps' sums, then makes every
+ * version whose gradients are complete. */
+static void ref_vers_run(ref_vers *rv, int64_t g, const exec_config *c, const exec_dims *d, const exec_data *dt,
+                         const int *blocks, ref_buf *rb, const float **wp, float **gp) {
+    int64_t G = rv->G;
+    size_t nf = rv->nf;
+    for (int q = 0; q < rv->Q; q++) {
+        size_t pf = (size_t)blocks[q] * nf;
+        int k = rv->grp[q * G + g];
+        for (int l = 0; l < blocks[q]; l++) {
+            wp[rv->b0[q] + l] = rv->ver[q] + (size_t)rv->v[q * G + g] * pf + l * nf;
+            gp[rv->b0[q] + l] = (k >= 0 ? rv->acc[q] + (size_t)k * pf : rv->junk + (size_t)rv->b0[q] * nf) + l * nf;
+        }
+    }
+    rv->loss_mb[g] = fwd_bwd(d, c->layers, dt, (int)(g % dt->d), wp, gp, rb);
+    rv->done[g] = 1;
+    for (int q = 0; q < rv->Q; q++)
+        if (rv->grp[q * G + g] >= 0) rv->left[q * (G + 1) + rv->grp[q * G + g]]--;
+    /* make every version whose gradients are complete */
+    for (int q = 0; q < rv->Q; q++) {
+        size_t pf = (size_t)blocks[q] * nf;
+        while (rv->nver[q] <= rv->nst[q] && rv->left[q * (G + 1) + rv->nver[q] - 1] == 0) {
+            int k = rv->nver[q] - 1;
+            sgd(c, rv->ver[q] + (size_t)k * pf, rv->ver[q] + (size_t)(k + 1) * pf, rv->acc[q] + (size_t)k * pf, rv->mom[q],
+                pf, rv->size[q * (G + 1) + k]);
+            rv->nver[q]++;
+        }
+    }
+}
+
 /* Stash and 2bw: each microbatch runs with the versions its forwards used on every stage; each
  * stage's step k makes version k+1 from version k and the mean gradient of its microbatches.
  * Microbatches run in the first order in which their versions exist. */
 static int ref_versions(const sched *s, const exec_config *c, const exec_dims *d, const exec_data *dt,
                         int passes, const int *blocks, ref_buf *rb, const float **wp, float **gp,
                         float *weights, double *loss, pl_err *e) {
-    int Q = s->stages, L = c->layers, m = s->microbatches;
+    int Q = s->stages, m = s->microbatches;
     int64_t G = (int64_t)passes * m * sched_iterations(s);
-    size_t nf = exec_block_floats(d);
-    int *v = pl_calloc((size_t)(Q * G), sizeof(int)), *grp = pl_calloc((size_t)(Q * G), sizeof(int));
-    int *size = pl_calloc((size_t)(Q * (G + 1)), sizeof(int)), *nst = pl_calloc((size_t)Q, sizeof(int));
-    int *nver = pl_calloc((size_t)Q, sizeof(int)), *b0 = pl_calloc((size_t)Q, sizeof(int));
-    int *left = pl_calloc((size_t)(Q * (G + 1)), sizeof(int));
-    char *done = pl_calloc((size_t)G, 1);
-    float **ver = pl_calloc((size_t)Q, sizeof(float *)), **acc = pl_calloc((size_t)Q, sizeof(float *));
-    float **mom = pl_calloc((size_t)Q, sizeof(float *));
-    double *loss_mb = pl_calloc((size_t)G, sizeof(double));
-    float *junk = pl_calloc((size_t)L * nf, sizeof(float));
-    int rc = PL_OK;
-    if (!v || !grp || !size || !nst || !nver || !b0 || !left || !done || !ver || !acc || !mom || !loss_mb || !junk) {
-        rc = pl_errf(e, PL_ENOMEM, "out of memory in the reference");
-        goto out;
+    ref_vers rv;
+    int rc = ref_vers_alloc(&rv, Q, G, c->layers, exec_block_floats(d), e);
+    if (rc == PL_OK) {
+        exec_layout lay;
+        rc = exec_layout_build(s, c->replicas, &lay, e);
+        if (rc == PL_OK) rc = stage_events(s, &lay, passes, G, rv.v, rv.grp, rv.size, rv.nst, e);
+        exec_layout_free(&lay);
     }
-    for (int64_t i = 0; i < Q * G; i++) grp[i] = -1;
-    exec_layout lay;
-    rc = exec_layout_build(s, c->replicas, &lay, e);
-    if (rc == PL_OK) rc = stage_events(s, &lay, passes, G, v, grp, size, nst, e);
-    exec_layout_free(&lay);
-    if (rc != PL_OK) goto out;
-    for (int q = 0; q < Q; q++) {
-        b0[q] = q ? b0[q - 1] + blocks[q - 1] : 0;
-        size_t pf = (size_t)blocks[q] * nf;
-        ver[q] = pl_calloc((size_t)(nst[q] + 1) * pf, sizeof(float)); /* every version, for the oracle */
-        acc[q] = pl_calloc((size_t)(nst[q] + 1) * pf, sizeof(float));
-        mom[q] = c->momentum != 0 ? pl_calloc(pf, sizeof(float)) : NULL;
-        if (!ver[q] || !acc[q] || (c->momentum != 0 && !mom[q])) { rc = pl_errf(e, PL_ENOMEM, "out of memory in the reference"); goto out; }
-        for (int k = 0; k < blocks[q]; k++) exec_block_init(d, c->init_seed, b0[q] + k, ver[q] + k * nf);
-        nver[q] = 1;
-        for (int k = 0; k < nst[q]; k++) left[q * (G + 1) + k] = size[q * (G + 1) + k];
+    if (rc == PL_OK) rc = ref_vers_start(&rv, c, d, blocks, e);
+    for (int64_t ndone = 0; rc == PL_OK && ndone < G; ndone++) {
+        /* the oldest microbatch whose versions exist: each run may make new versions */
+        int64_t g = 0;
+        while (g < G && !ref_vers_ready(&rv, g)) g++;
+        if (g == G) rc = pl_errf(e, PL_EINPUT, "reference: the schedule's weight versions form a cycle");
+        else ref_vers_run(&rv, g, c, d, dt, blocks, rb, wp, gp);
     }
-    int64_t ndone = 0;
-    while (ndone < G) {
-        int progress = 0;
-        for (int64_t g = 0; g < G; g++) {
-            if (done[g]) continue;
-            int ready = 1;
-            for (int q = 0; q < Q && ready; q++) ready = v[q * G + g] < nver[q];
-            if (!ready) continue;
-            for (int q = 0; q < Q; q++) {
-                size_t pf = (size_t)blocks[q] * nf;
-                int k = grp[q * G + g];
-                for (int l = 0; l < blocks[q]; l++) {
-                    wp[b0[q] + l] = ver[q] + (size_t)v[q * G + g] * pf + l * nf;
-                    gp[b0[q] + l] = (k >= 0 ? acc[q] + (size_t)k * pf : junk + (size_t)b0[q] * nf) + l * nf;
-                }
-            }
-            loss_mb[g] = fwd_bwd(d, L, dt, (int)(g % dt->d), wp, gp, rb);
-            done[g] = 1;
-            ndone++;
-            progress = 1;
-            for (int q = 0; q < Q; q++)
-                if (grp[q * G + g] >= 0) left[q * (G + 1) + grp[q * G + g]]--;
-            /* make every version whose gradients are complete */
-            for (int q = 0; q < Q; q++) {
-                size_t pf = (size_t)blocks[q] * nf;
-                while (nver[q] <= nst[q] && left[q * (G + 1) + nver[q] - 1] == 0) {
-                    int k = nver[q] - 1;
-                    sgd(c, ver[q] + (size_t)k * pf, ver[q] + (size_t)(k + 1) * pf, acc[q] + (size_t)k * pf, mom[q], pf,
-                        size[q * (G + 1) + k]);
-                    nver[q]++;
-                }
-            }
-            break; /* restart from the oldest microbatch: new versions may enable it */
+    if (rc == PL_OK) {
+        size_t nf = rv.nf;
+        for (int q = 0; q < Q; q++) {
+            size_t pf = (size_t)blocks[q] * nf;
+            memcpy(weights + (size_t)rv.b0[q] * nf, rv.ver[q] + (size_t)rv.nst[q] * pf, pf * sizeof(float));
         }
-        if (!progress) { rc = pl_errf(e, PL_EINPUT, "reference: the schedule's weight versions form a cycle"); goto out; }
+        exec_iteration_losses(rv.loss_mb, (int)(G / m), m, loss);
     }
-    for (int q = 0; q < Q; q++) {
-        size_t pf = (size_t)blocks[q] * nf;
-        memcpy(weights + (size_t)b0[q] * nf, ver[q] + (size_t)nst[q] * pf, pf * sizeof(float));
-    }
-    exec_iteration_losses(loss_mb, (int)(G / m), m, loss);
-out:
-    if (ver) for (int q = 0; q < Q; q++) free(ver[q]);
-    if (acc) for (int q = 0; q < Q; q++) free(acc[q]);
-    if (mom) for (int q = 0; q < Q; q++) free(mom[q]);
-    free(v); free(grp); free(size); free(nst); free(nver); free(b0); free(left); free(done);
-    free(ver); free(acc); free(mom); free(loss_mb); free(junk);
+    ref_vers_free(&rv);
     return rc;
 }
 

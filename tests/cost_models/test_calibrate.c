@@ -9,6 +9,7 @@
 
 #include "cost.h"
 #include "pl_test.h"
+#include "test_partition.h"
 
 void test_calibrate_register(void);
 
@@ -125,17 +126,6 @@ static void test_observations_csv(void) {
             CU_FAIL("bad observations message");
         }
     }
-}
-
-/* Returns 1 when the pipelab binary knows the subcommand. */
-static int cli_has(const char *cmd) {
-    char line[512];
-    snprintf(line, sizeof line, "%s %s --help", PIPELAB_BIN, cmd);
-    char *out = NULL;
-    int rc = pl_test_run(line, &out);
-    int ok = rc == 0 && out && strstr(out, "usage: pipelab");
-    free(out);
-    return ok;
 }
 
 static void test_calibrate_cli(void) {

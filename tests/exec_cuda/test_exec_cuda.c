@@ -17,6 +17,7 @@
 #include "exec_int.h"
 #include "pl_sched.h"
 #include "pl_test.h"
+#include "test_cuda_ctx.h"
 #include "test_exec_cuda.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -164,13 +165,7 @@ static void block_case(exec_precision prec, uint64_t seed) {
     pl_err e;
     pl_err_clear(&e);
     cx_gemm_ctx c;
-    memset(&c, 0, sizeof c);
-    c.prec = prec;
-    CU_ASSERT_EQUAL_FATAL(cudaStreamCreate(&c.st), cudaSuccess);
-    CU_ASSERT_EQUAL_FATAL(cx_blas_create(&c.h, c.st, &e), PL_OK);
-    c.bf_cap = bf > bh ? bf : bh;
-    CU_ASSERT_EQUAL_FATAL(cudaMalloc((void **)&c.bfa, c.bf_cap * 2), cudaSuccess);
-    CU_ASSERT_EQUAL_FATAL(cudaMalloc((void **)&c.bfb, c.bf_cap * 2), cudaSuccess);
+    test_cuda_ctx_init(&c, prec, bf > bh ? bf : bh, &e);
     size_t hf = (size_t)d.h * d.f;
     cx_dparams q = {g.p, g.p + hf, g.p + hf + d.f, g.p + 2 * hf + d.f, NULL, NULL};
     if (prec == EXEC_PREC_BF16) {
@@ -201,10 +196,7 @@ static void block_case(exec_precision prec, uint64_t seed) {
         fprintf(stderr, "block %s: rel err y %.2e H %.2e A %.2e gx %.2e dH %.2e grad %.2e (tol %.0e)\n",
                 exec_precision_name(prec), ey, eh, ea, egx, edh, egp, tol);
     CU_ASSERT(ey <= tol && eh <= tol && ea <= tol && egx <= tol && edh <= tol && egp <= tol);
-    cudaFree(c.bfa);
-    cudaFree(c.bfb);
-    cx_blas_destroy(c.h);
-    cudaStreamDestroy(c.st);
+    test_cuda_ctx_free(&c);
     float *bufs[] = {g.p, g.x, g.gy, g.hd, g.a, g.y, g.gx, g.gp, g.da};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
     cudaFree(g.pb);

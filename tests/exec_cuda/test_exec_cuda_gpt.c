@@ -14,6 +14,7 @@
 #include "exec_int.h"
 #include "pl_sched.h"
 #include "pl_test.h"
+#include "test_cuda_ctx.h"
 #include "test_exec_cuda.h"
 
 /* The one-block bounds of test_exec_cuda.c for fp32 and tf32 (METHOD-style relative norms). */
@@ -78,10 +79,7 @@ static void gpt_block_case(exec_precision prec, uint64_t seed) {
     pl_err e;
     pl_err_clear(&e);
     cx_gemm_ctx c;
-    memset(&c, 0, sizeof c);
-    c.prec = prec;
-    CU_ASSERT_EQUAL_FATAL(cudaStreamCreate(&c.st), cudaSuccess);
-    CU_ASSERT_EQUAL_FATAL(cx_blas_create(&c.h, c.st, &e), PL_OK);
+    test_cuda_ctx_init(&c, prec, 0, &e);
     size_t hf = (size_t)d.h * d.f;
     cx_dparams q = {dp, dp + hf, dp + hf + d.f, dp + 2 * hf + d.f, NULL, NULL};
     CU_ASSERT_EQUAL(cx_blk_forward(&c, &d, &q, dx, dst, dy, &e), PL_OK);
@@ -98,8 +96,7 @@ static void gpt_block_case(exec_precision prec, uint64_t seed) {
     /* y - x and gx - gy: the residual streams pass x and gy through exactly; the block's own
      * contribution is what is compared */
     CU_ASSERT(ey <= tol && egx <= tol && egp <= tol);
-    cx_blas_destroy(c.h);
-    cudaStreamDestroy(c.st);
+    test_cuda_ctx_free(&c);
     float *bufs[] = {dp, dx, dgy, dgp, dst, dy, dgx, dscr};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
     free(p); free(x); free(gy); free(st); free(y); free(gx); free(gp); free(scr); free(y2); free(gx2); free(gp2);

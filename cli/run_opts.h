@@ -1,0 +1,35 @@
+/* run_opts.h: the flags of `pipelab run` (run_opts.c parses them and prints --help) and what
+ * they select, for cmd_run.c, which runs them. Only cli/ includes it. */
+#ifndef PL_RUN_OPTS_H
+#define PL_RUN_OPTS_H
+
+#include <stdint.h>
+
+#include "cli.h"
+#include "run_drive.h"
+
+#define MAX_SPLIT 4096                   /* the most stages --stage-blocks gives */
+#define MAX_REPL_FLAGS 256               /* the most --replicas-stage flags */
+
+/* What the flags of `pipelab run` select. */
+typedef struct run_opts {
+    cli_sched_args a;
+    cli_exec_args x; /* --width, --depth, --ffn, --microbatch-size, --seed, --backend, --precision */
+    const char *transport, *profile, *save_profile, *format, *dump, *tag, *db;
+    const char *ptiming;
+    int cuda, between;
+    int preps, pconc, no_predict, trace, no_db, mpi;
+    int nsplit, split[MAX_SPLIT];
+    const char *partition;           /* --partition FILE */
+    int nrepl, repl_stage[MAX_REPL_FLAGS], repl_n[MAX_REPL_FLAGS]; /* --replicas-stage S=N, in order */
+    int *replicas;                   /* [stages] what o->c.replicas points to (owned), or NULL */
+    uint64_t seed;
+    exec_config c;
+} run_opts;
+
+/* Parses argv into o: the executor's defaults (exec_config_default), then the flags. Returns -1
+ * to continue, or an exit code (CLI_OK after --help, CLI_EUSAGE or CLI_EUSER after printing what
+ * is wrong). */
+int run_opts_parse(int argc, char **argv, run_opts *o);
+
+#endif
