@@ -31,6 +31,12 @@
  *       allreduce_mpi_latency_s, allreduce_mpi_Bps  the same for the MPI transport (its
  *                        MPI_Allreduce between two processes: mpirun -np 2 pipelab profile
  *                        --transport mpi); both or neither, independent of the threads' pair
+ *       p2p_latency_s, p2p_Bps  the executor's point-to-point hand-off of a stage boundary's
+ *                        activation between two ranks on the threads transport (mailbox post and
+ *                        wake-up of the receiving worker): latency alpha and bandwidth beta of
+ *                        cost_link_s, fitted by cost_link_fit from a timed ping-pong at several
+ *                        sizes; both or neither (neither = SEND/RECV priced free, as before)
+ *       p2p_mpi_latency_s, p2p_mpi_Bps  the same for the MPI transport; both or neither
  *     Unknown metadata keys are errors.
  *   - A header line naming columns, any order, each at most once:
  *       layer                 0-based index; must be 0, 1, 2, ... in file order (required)
@@ -105,12 +111,17 @@ typedef struct cost_model {
     char *src_path;           /* file it came from, or NULL; owned */
     cost_ar_link allreduce[COST_TRANSPORTS]; /* profiled all-reduce link of each transport
                                * (metadata above); Bps 0 = not profiled on that transport */
+    cost_ar_link p2p[COST_TRANSPORTS]; /* profiled point-to-point link of each transport
+                               * (latency_s, Bps of cost_link_s); Bps 0 = not profiled */
 } cost_model;
 
 /* The profile CSV's metadata key of transport t's measured all-reduce: its latency (bandwidth 0:
  * "allreduce_latency_s", "allreduce_mpi_latency_s") or its bandwidth ("allreduce_Bps",
  * "allreduce_mpi_Bps"); NULL for a transport out of range. */
 const char *cost_allreduce_key(cost_transport t, int bandwidth);
+/* The same for the measured point-to-point link: "p2p_latency_s", "p2p_Bps", "p2p_mpi_latency_s",
+ * "p2p_mpi_Bps". */
+const char *cost_p2p_key(cost_transport t, int bandwidth);
 
 /* Frees a model and everything it owns; NULL is fine. */
 void cost_model_free(cost_model *m);
@@ -354,6 +365,14 @@ double cost_pipedream_allreduce_s(int n, double bytes, double bandwidth_Bps);
  * 2 (n - 1) / n bytes / beta). A negative alpha, or times that do not grow with the bytes, are
  * refitted through the origin (alpha = 0). Returns PL_OK with *latency_s and *bandwidth_Bps, or
  * PL_EINPUT when the sizes are not distinct or the times are not positive. */
+/* The bandwidth of a free link (a hardware without links, cost_hw_init), bytes per second. */
+#define COST_FREE_LINK_BPS 1e30
+/* Inverts cost_link_s: fits latency alpha and bandwidth beta of a point-to-point link from k >= 2
+ * one-way times t[i] of bytes[i] (the least-squares line of cost_ring_allreduce_fit, with its
+ * fallback to the line through the origin for a negative latency; times that do not grow with the
+ * size give their mean as alpha on a free link, beta COST_FREE_LINK_BPS). Returns PL_OK or
+ * PL_EINPUT. */
+int cost_link_fit(const double *bytes, const double *t, int k, double *latency_s, double *bandwidth_Bps, pl_err *e);
 int cost_ring_allreduce_fit(int n, const double *bytes, const double *t, int k, double *latency_s,
                             double *bandwidth_Bps, pl_err *e);
 /*   cost_tree_allreduce_s       pipelined tree: 2 bytes / bandwidth + 2 ceil(log2 n) latency
@@ -384,6 +403,11 @@ const char *cost_transport_name(cost_transport t);
  * that cost_allreduce_s(link, 0, n, bytes) is the measured ring, and returns 1; returns 0 when
  * the profile measured no all-reduce (link untouched). */
 int cost_model_allreduce_link(const cost_model *m, cost_transport want, cost_hw *link, cost_transport *used);
+/* The one rule for pricing SEND/RECV from a profile: sets hw's intra link (the link between the
+ * ranks of one node, where a CPU run's ranks sit) to the profile's point-to-point link measured
+ * on transport tr, so that cost_transfer_s is its alpha + bytes / beta, and returns 1; returns 0
+ * when the profile measured none on tr (hw untouched: free links, as before). */
+int cost_model_p2p_link(const cost_model *m, cost_transport tr, cost_hw *hw);
 /* Optimizer step of param_bytes on one device, memory-bound: reads and writes weights and
  * optimizer state, reads gradients, over memory_bandwidth. 0 when bandwidth unknown. */
 double cost_step_s(const cost_hw *hw, const cost_opts *o, const cost_model *m,

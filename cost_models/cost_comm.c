@@ -110,6 +110,14 @@ int cost_model_allreduce_link(const cost_model *m, cost_transport want, cost_hw 
     return 1;
 }
 
+/* cost.h. */
+int cost_model_p2p_link(const cost_model *m, cost_transport tr, cost_hw *hw) {
+    if (tr < 0 || tr >= COST_TRANSPORTS || !(m->p2p[tr].Bps > 0)) return 0;
+    hw->intra_bandwidth_Bps = m->p2p[tr].Bps;
+    hw->intra_latency_s = m->p2p[tr].latency_s;
+    return 1;
+}
+
 /* Returns the pipelined (double binary) tree all-reduce time over n replicas: the buffer goes up
  * the tree (reduce) and down again (broadcast), each link carrying it once per direction, so
  * 2 bytes / bandwidth, plus 2 ceil(log2 n) latencies for the depth; n <= 1 costs 0. */
@@ -133,13 +141,15 @@ double cost_hier_allreduce_s(int local, int nodes, double bytes, double intra_Bp
            ring_pass_s(local, bytes, intra_Bps, intra_lat_s);
 }
 
-/* cost.h. The ring's time is linear in its two causes: t = A alpha + B bytes / beta, where
- * A = cost_ring_allreduce_s(n, 0, 1, 1) and B = cost_ring_allreduce_s(n, 1, 1, 0), so the fit
- * is the least-squares line t = c0 + c1 bytes, alpha = c0 / A and beta = B / c1. */
-int cost_ring_allreduce_fit(int n, const double *bytes, const double *t, int k, double *latency_s,
-                            double *bandwidth_Bps, pl_err *e) {
-    if (n < 2 || k < 2) return pl_errf(e, PL_EINPUT, "an all-reduce fit needs n >= 2 replicas and 2 sizes");
-    double A = cost_ring_allreduce_s(n, 0, 1, 1), B = cost_ring_allreduce_s(n, 1, 1, 0);
+/* Fits the least-squares line t = c0 + c1 bytes over k >= 2 distinct sizes; a negative c0, or a
+ * slope that is not positive (small messages, where the latency and the noise of a shared machine
+ * hide the bandwidth), is taken as the line through the origin: it still gives the measured
+ * times' scale at the measured sizes. With flat, a slope that is not positive gives the flat line
+ * at the mean time instead (c1 = 0: all latency), a negative c0 still the line through the origin.
+ * what names the fit in messages. Returns PL_OK or PL_EINPUT. */
+static int line_fit(const double *bytes, const double *t, int k, const char *what, int flat, double *c0_out,
+                    double *c1_out, pl_err *e) {
+    if (k < 2) return pl_errf(e, PL_EINPUT, "%s fit needs 2 sizes", what);
     double sx = 0, sy = 0;
     for (int i = 0; i < k; i++) {
         sx += bytes[i];
@@ -152,17 +162,44 @@ int cost_ring_allreduce_fit(int n, const double *bytes, const double *t, int k, 
         sx2 += bytes[i] * bytes[i];
         sxt += bytes[i] * t[i];
     }
-    if (!(sxx > 0)) return pl_errf(e, PL_EINPUT, "an all-reduce fit needs distinct sizes");
+    if (!(sxx > 0)) return pl_errf(e, PL_EINPUT, "%s fit needs distinct sizes", what);
     double c1 = sxy / sxx, c0 = my - c1 * mx;
-    /* a negative latency, or times that do not grow with the size (small gradients, where the
-     * latency and the noise of a shared machine hide the bandwidth), are taken as the line
-     * through the origin: it still gives the measured times' scale at the profiled sizes */
+    if (flat && !(c1 > 0) && my > 0 && isfinite(my)) {
+        *c0_out = my;
+        *c1_out = 0;
+        return PL_OK;
+    }
     if (c0 < 0 || !(c1 > 0)) {
         c0 = 0;
         c1 = sxt / sx2;
     }
-    if (!(c1 > 0) || !isfinite(c1))
-        return pl_errf(e, PL_EINPUT, "the all-reduce times are not positive (no bandwidth to fit)");
+    if (!(c1 > 0) || !isfinite(c1)) return pl_errf(e, PL_EINPUT, "%s times are not positive (no bandwidth to fit)", what);
+    *c0_out = c0;
+    *c1_out = c1;
+    return PL_OK;
+}
+
+/* cost.h. cost_link_s is t = alpha + bytes / beta: the line itself; a flat line (the sizes' copy
+ * hidden in the noise) is all latency on a free link. */
+int cost_link_fit(const double *bytes, const double *t, int k, double *latency_s, double *bandwidth_Bps, pl_err *e) {
+    double c0, c1;
+    int rc = line_fit(bytes, t, k, "a point-to-point", 1, &c0, &c1, e);
+    if (rc) return rc;
+    *latency_s = c0;
+    *bandwidth_Bps = c1 > 0 ? 1.0 / c1 : COST_FREE_LINK_BPS;
+    return PL_OK;
+}
+
+/* cost.h. The ring's time is linear in its two causes: t = A alpha + B bytes / beta, where
+ * A = cost_ring_allreduce_s(n, 0, 1, 1) and B = cost_ring_allreduce_s(n, 1, 1, 0), so the fit
+ * is the least-squares line t = c0 + c1 bytes, alpha = c0 / A and beta = B / c1. */
+int cost_ring_allreduce_fit(int n, const double *bytes, const double *t, int k, double *latency_s,
+                            double *bandwidth_Bps, pl_err *e) {
+    if (n < 2 || k < 2) return pl_errf(e, PL_EINPUT, "an all-reduce fit needs n >= 2 replicas and 2 sizes");
+    double A = cost_ring_allreduce_s(n, 0, 1, 1), B = cost_ring_allreduce_s(n, 1, 1, 0);
+    double c0, c1;
+    int rc = line_fit(bytes, t, k, "the all-reduce", 0, &c0, &c1, e);
+    if (rc) return rc;
     *latency_s = c0 / A;
     *bandwidth_Bps = B / c1;
     return PL_OK;

@@ -15,7 +15,7 @@
 /* Largest value of an integer key (nodes, devices per node). */
 #define HW_MAX_COUNT (1L << 20)
 /* The bandwidth of a link nobody described: free (cost.h). */
-#define HW_FREE_LINK_BPS 1e30
+#define HW_FREE_LINK_BPS COST_FREE_LINK_BPS
 
 typedef enum { K_NUM, K_INT, K_STR } key_type;
 

@@ -237,41 +237,52 @@ static char *csv_unquote(const char *s, size_t n) {
     return d;
 }
 
+#define LINK_KINDS 2 /* the measured links a profile keeps: all-reduce, point-to-point */
+
 /* State of the CSV reader. */
 typedef struct csv_meta {
     int microbatch_size, dtype_bytes;
     int64_t input_bytes;
     char name[64];
-    cost_ar_link ar[COST_TRANSPORTS]; /* each transport's profiled all-reduce link; -1 = not given */
-    int ar_line[COST_TRANSPORTS];     /* the line that gave the first of its two keys */
+    /* each transport's profiled links ([0] all-reduce, [1] point-to-point); -1 = not given */
+    cost_ar_link ar[LINK_KINDS][COST_TRANSPORTS];
+    int ar_line[LINK_KINDS][COST_TRANSPORTS]; /* the line that gave the first of its two keys */
 } csv_meta;
 
-/* The all-reduce keys of a transport: allreduce_latency_s and allreduce_Bps for the threads,
- * allreduce_mpi_latency_s and allreduce_mpi_Bps for MPI (the threads' names predate MPI's). */
-static const char *const ar_key[COST_TRANSPORTS][2] = {{"allreduce_latency_s", "allreduce_Bps"},
-                                                       {"allreduce_mpi_latency_s", "allreduce_mpi_Bps"}};
+/* The measured links' keys of a transport: [0] the all-reduce's (allreduce_latency_s and
+ * allreduce_Bps for the threads, allreduce_mpi_* for MPI: the threads' names predate MPI's),
+ * [1] the point-to-point hand-off's (p2p_*, p2p_mpi_*). */
+static const char *const ar_key[LINK_KINDS][COST_TRANSPORTS][2] = {
+    {{"allreduce_latency_s", "allreduce_Bps"}, {"allreduce_mpi_latency_s", "allreduce_mpi_Bps"}},
+    {{"p2p_latency_s", "p2p_Bps"}, {"p2p_mpi_latency_s", "p2p_mpi_Bps"}}};
 
 /* cost.h. Returns the key, or NULL for a transport out of range. */
 const char *cost_allreduce_key(cost_transport t, int bandwidth) {
-    return t >= 0 && t < COST_TRANSPORTS ? ar_key[t][bandwidth ? 1 : 0] : NULL;
+    return t >= 0 && t < COST_TRANSPORTS ? ar_key[0][t][bandwidth ? 1 : 0] : NULL;
 }
 
-/* Reads the all-reduce key tok[kl] = vbuf into meta. Returns -1 when tok is none of ar_key, else
- * PL_OK or PL_EINPUT ("path:line: ..."). */
+/* cost.h. Returns the key, or NULL for a transport out of range. */
+const char *cost_p2p_key(cost_transport t, int bandwidth) {
+    return t >= 0 && t < COST_TRANSPORTS ? ar_key[1][t][bandwidth ? 1 : 0] : NULL;
+}
+
+/* Reads the measured link's key tok[kl] = vbuf into meta. Returns -1 when tok is none of ar_key,
+ * else PL_OK or PL_EINPUT ("path:line: ..."). */
 static int csv_meta_ar(const char *path, int lineno, const char *tok, size_t kl, const char *vbuf, csv_meta *meta,
                        pl_err *e) {
-    for (int t = 0; t < COST_TRANSPORTS; t++)
-        for (int lat = 0; lat < 2; lat++) {
-            if (!cost_word_is(tok, kl, ar_key[t][lat])) continue;
-            int is_lat = lat == 0;
-            double dv;
-            if (pl_parse_double(vbuf, &dv) != 0 || !isfinite(dv) || (is_lat ? dv < 0 : !(dv > 0)))
-                return pl_errf(e, PL_EINPUT, "%s:%d: %s must be a %s number, got '%s'", path, lineno, ar_key[t][lat],
-                               is_lat ? "non-negative" : "positive", vbuf);
-            *(is_lat ? &meta->ar[t].latency_s : &meta->ar[t].Bps) = dv;
-            if (!meta->ar_line[t]) meta->ar_line[t] = lineno;
-            return PL_OK;
-        }
+    for (int k = 0; k < LINK_KINDS; k++)
+        for (int t = 0; t < COST_TRANSPORTS; t++)
+            for (int lat = 0; lat < 2; lat++) {
+                if (!cost_word_is(tok, kl, ar_key[k][t][lat])) continue;
+                int is_lat = lat == 0;
+                double dv;
+                if (pl_parse_double(vbuf, &dv) != 0 || !isfinite(dv) || (is_lat ? dv < 0 : !(dv > 0)))
+                    return pl_errf(e, PL_EINPUT, "%s:%d: %s must be a %s number, got '%s'", path, lineno,
+                                   ar_key[k][t][lat], is_lat ? "non-negative" : "positive", vbuf);
+                *(is_lat ? &meta->ar[k][t].latency_s : &meta->ar[k][t].Bps) = dv;
+                if (!meta->ar_line[k][t]) meta->ar_line[k][t] = lineno;
+                return PL_OK;
+            }
     return -1;
 }
 
@@ -326,7 +337,7 @@ static int csv_meta_line(const char *path, int lineno, const char *s, size_t n, 
             return pl_errf(e, PL_EINPUT,
                            "%s:%d: unknown metadata key '%.*s' (known: name, microbatch_size, "
                            "dtype_bytes, input_bytes, allreduce_latency_s, allreduce_Bps, allreduce_mpi_latency_s, "
-                           "allreduce_mpi_Bps)", path, lineno, (int)kl, tok);
+                           "allreduce_mpi_Bps, p2p_latency_s, p2p_Bps, p2p_mpi_latency_s, p2p_mpi_Bps)", path, lineno, (int)kl, tok);
         }
     }
     return PL_OK;
@@ -511,8 +522,10 @@ static cost_model *csv_model(const char *path, csv_rows *rs, const csv_meta *met
     m->microbatch_size = meta->microbatch_size;
     m->dtype_bytes = meta->dtype_bytes;
     m->cut_bytes[0] = meta->input_bytes;
-    for (int t = 0; t < COST_TRANSPORTS; t++)
-        if (meta->ar[t].Bps > 0) m->allreduce[t] = meta->ar[t];
+    for (int t = 0; t < COST_TRANSPORTS; t++) {
+        if (meta->ar[0][t].Bps > 0) m->allreduce[t] = meta->ar[0][t];
+        if (meta->ar[1][t].Bps > 0) m->p2p[t] = meta->ar[1][t];
+    }
     cost_model_chain_cuts(m);
     for (int i = 0; i < rs->n; i++)
         if (rs->in_bytes[i] >= 0) m->cut_bytes[i] = rs->in_bytes[i];
@@ -536,7 +549,8 @@ cost_model *cost_model_read_csv(const char *path, const char *text, size_t len, 
     cost_lines c;
     cost_lines_init(&c, text, len);
     csv_meta meta = {.microbatch_size = 1, .dtype_bytes = COST_FP32_BYTES, .input_bytes = 0};
-    for (int t = 0; t < COST_TRANSPORTS; t++) meta.ar[t] = (cost_ar_link){-1, -1};
+    for (int k = 0; k < LINK_KINDS; k++)
+        for (int t = 0; t < COST_TRANSPORTS; t++) meta.ar[k][t] = (cost_ar_link){-1, -1};
     csv_rows rs = {0};
     int colof[COL_N];
     int nf = 0;
@@ -580,11 +594,13 @@ cost_model *cost_model_read_csv(const char *path, const char *text, size_t len, 
         pl_errf(e, PL_EINPUT, "%s: no layers after the header", path);
         goto fail;
     }
-    for (int t = 0; t < COST_TRANSPORTS; t++)
-        if ((meta.ar[t].latency_s < 0) != (meta.ar[t].Bps < 0)) {
-            pl_errf(e, PL_EINPUT, "%s:%d: %s and %s come together", path, meta.ar_line[t], ar_key[t][0], ar_key[t][1]);
-            goto fail;
-        }
+    for (int k = 0; k < LINK_KINDS; k++)
+        for (int t = 0; t < COST_TRANSPORTS; t++)
+            if ((meta.ar[k][t].latency_s < 0) != (meta.ar[k][t].Bps < 0)) {
+                pl_errf(e, PL_EINPUT, "%s:%d: %s and %s come together", path, meta.ar_line[k][t], ar_key[k][t][0],
+                        ar_key[k][t][1]);
+                goto fail;
+            }
     cost_model *m = csv_model(path, &rs, &meta, e);
     csv_rows_free(&rs);
     return m;
@@ -610,10 +626,12 @@ int cost_model_write_csv(const cost_model *m, pl_buf *out, pl_err *e) {
     pl_buf_printf(out, "# pipelab layer profile (see cost_models/cost.h)\n");
     pl_buf_printf(out, "#@ name=%s microbatch_size=%d dtype_bytes=%d input_bytes=%lld\n", name,
                   m->microbatch_size, m->dtype_bytes, (long long)m->cut_bytes[0]);
-    for (int t = 0; t < COST_TRANSPORTS; t++)
-        if (m->allreduce[t].Bps > 0)
-            pl_buf_printf(out, "#@ %s=%.17g %s=%.17g\n", ar_key[t][0], m->allreduce[t].latency_s, ar_key[t][1],
-                          m->allreduce[t].Bps);
+    for (int k = 0; k < LINK_KINDS; k++)
+        for (int t = 0; t < COST_TRANSPORTS; t++) {
+            const cost_ar_link *l = k ? &m->p2p[t] : &m->allreduce[t];
+            if (l->Bps > 0)
+                pl_buf_printf(out, "#@ %s=%.17g %s=%.17g\n", ar_key[k][t][0], l->latency_s, ar_key[k][t][1], l->Bps);
+        }
     for (int c = 0; c < COL_N; c++) pl_buf_printf(out, "%s%s", c ? "," : "", col_names[c]);
     pl_buf_putc(out, '\n');
     for (int i = 0; i < m->n; i++) {

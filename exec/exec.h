@@ -413,6 +413,8 @@ typedef struct exec_layer_profile {
     int concurrency;           /* workers that computed at once while it was measured */
     double ar_latency_s, ar_Bps; /* the replica all-reduce's fitted link (exec_profile_allreduce);
                                   * ar_Bps 0 = not measured */
+    double p2p_latency_s, p2p_Bps; /* the threads' point-to-point hand-off (exec_profile_p2p);
+                                    * p2p_Bps 0 = not measured */
 } exec_layer_profile;
 
 /* Times F, I and W of one block (cfg's h, f, b) reps times on the calling thread and fills p
@@ -436,6 +438,12 @@ int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exe
  * warm-up, and fits the medians with cost_ring_allreduce_fit: *latency_s (alpha) and
  * *bandwidth_Bps (beta, bytes of fp32 gradient per second). Returns PL_OK or the error. */
 int exec_profile_allreduce(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, pl_err *e);
+/* Times the threads transport's point-to-point hand-off between two ranks placed as exec_run
+ * places them: a ping-pong of 1, 4 and 16 stage boundaries' activation (b x h floats; 1/16, 1/4
+ * and 1 of a boundary above 4 MiB), min(max(reps, 9), 31) round trips each after a warm-up, and
+ * fits the medians of the one-way times (half a round trip) with cost_link_fit: *latency_s
+ * (alpha) and *bandwidth_Bps (beta) of cost_link_s. Returns PL_OK or the error. */
+int exec_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, pl_err *e);
 /* exec_profile_csv (exec_drive.h) measured with exec_profile_layers_n: the profile CSV of this
  * machine, with the executor line (concurrency, STEP of one block) among its comments. */
 int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const char *host, pl_buf *out,

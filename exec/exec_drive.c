@@ -30,6 +30,10 @@ int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, 
         if (ar[t][1] > 0)
             pl_buf_printf(out, "#@ %s=%.9g %s=%.9g\n", cost_allreduce_key((cost_transport)t, 0), ar[t][0],
                           cost_allreduce_key((cost_transport)t, 1), ar[t][1]);
+    /* and the threads' point-to-point hand-off (the MPI one is not profiled: its runs keep free SEND/RECV) */
+    if (p->p2p_Bps > 0)
+        pl_buf_printf(out, "#@ %s=%.9g %s=%.9g\n", cost_p2p_key(COST_TRANSPORT_THREADS, 0), p->p2p_latency_s,
+                      cost_p2p_key(COST_TRANSPORT_THREADS, 1), p->p2p_Bps);
     pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
                      "stash_bytes,stash_recompute_bytes,w_stash_bytes\n");
     for (int k = 0; k < cfg->layers; k++) {

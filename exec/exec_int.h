@@ -283,6 +283,19 @@ int exec_ar_time_rank(exec_transport *t, const exec_layout *lay, int me, const e
  * all-reduce: ". */
 int exec_ar_fit(const exec_ar_plan *pl, double *t_s, double *latency_s, double *bandwidth_Bps, pl_err *e);
 
+/* The two threads of a profile between two ranks (profile_ring.c, profile_p2p.c): each runs
+ * main(&thread[me]) with sh its shared state and fills rc and err. */
+typedef struct exec_pair_thread {
+    void *sh;
+    int me, rc;
+    pl_err err;
+} exec_pair_thread;
+/* Starts EXEC_AR_RANKS threads on main, calls started(sh, ok) once all were tried (ok 0: one did
+ * not start; the callback lets the started ones go or stops them), joins them. Returns PL_OK, the
+ * error of a thread that did not start, or the first thread's error. */
+int exec_pair_run(void *sh, void *(*main)(void *), void (*started)(void *sh, int ok, pl_err *why), const char *what,
+                  pl_err *e);
+
 /* Initializes MPI (threads: funneled) unless somebody has; exec_mpi_finalize finalizes it then
  * (transport_mpi.c; MPI builds only). */
 int exec_mpi_init(pl_err *e);

@@ -27,12 +27,6 @@ typedef struct ar_shared {
     double *t_s; /* [EXEC_AR_SIZES * reps] rank 0's times */
 } ar_shared;
 
-typedef struct ar_thread {
-    ar_shared *sh;
-    int me, rc;
-    pl_err err;
-} ar_thread;
-
 /* exec_int.h. Returns PL_OK or the first error; each all-reduce is timed from the sync to its
  * return on this rank (the ring ends on a rank only once the other's last piece arrived). */
 int exec_ar_time_rank(exec_transport *t, const exec_layout *lay, int me, const exec_ar_plan *pl, void (*sync)(void *arg),
@@ -74,7 +68,7 @@ static void ar_barrier(void *arg) { pthread_barrier_wait(arg); }
 
 /* Runs rank me's all-reduces on its thread, pinned as exec_run pins its ranks. */
 static void *ar_main(void *arg) {
-    ar_thread *a = arg;
+    exec_pair_thread *a = arg;
     ar_shared *sh = a->sh;
     pthread_mutex_lock(&sh->mu);
     while (sh->gate == 0) pthread_cond_wait(&sh->cv, &sh->mu);
@@ -84,6 +78,16 @@ static void *ar_main(void *arg) {
     if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[a->me % sh->ncpus]);
     a->rc = exec_ar_time_rank(&sh->t[a->me], &sh->lay, a->me, &sh->plan, ar_barrier, &sh->bar, sh->t_s, &a->err);
     return NULL;
+}
+
+/* The barrier needs both ranks: none passes the gate before both exist. */
+static void ar_started(void *arg, int ok, pl_err *why) {
+    (void)why;
+    ar_shared *sh = arg;
+    pthread_mutex_lock(&sh->mu);
+    sh->gate = ok ? 1 : -1;
+    pthread_cond_broadcast(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
 }
 
 /* Returns the median of v[0..n) (sorts it). */
@@ -97,29 +101,24 @@ static double ar_median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Starts the two ranks and joins them. Returns PL_OK or the first error. */
-static int ar_run(ar_shared *sh, pl_err *e) {
-    ar_thread a[EXEC_AR_RANKS];
+/* exec_int.h. */
+int exec_pair_run(void *sh, void *(*main)(void *), void (*started)(void *sh, int ok, pl_err *why), const char *what,
+                  pl_err *e) {
+    exec_pair_thread a[EXEC_AR_RANKS];
     pthread_t th[EXEC_AR_RANKS];
-    int started = 0, rc = PL_OK;
+    int n = 0, rc = PL_OK;
     for (int i = 0; i < EXEC_AR_RANKS; i++) {
         memset(&a[i], 0, sizeof a[i]);
         a[i].sh = sh;
         a[i].me = i;
     }
-    for (int i = 0; i < EXEC_AR_RANKS; i++) {
-        if (pthread_create(&th[i], NULL, ar_main, &a[i]) != 0) {
-            rc = pl_errf(e, PL_EINTERNAL, "cannot start the all-reduce's thread %d", i);
+    for (; n < EXEC_AR_RANKS; n++)
+        if (pthread_create(&th[n], NULL, main, &a[n]) != 0) {
+            rc = pl_errf(e, PL_EINTERNAL, "cannot start the %s's thread %d", what, n);
             break;
         }
-        started++;
-    }
-    /* the barrier needs both ranks: none passes the gate before both exist */
-    pthread_mutex_lock(&sh->mu);
-    sh->gate = rc == PL_OK ? 1 : -1;
-    pthread_cond_broadcast(&sh->cv);
-    pthread_mutex_unlock(&sh->mu);
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    started(sh, rc == PL_OK, e);
+    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
     for (int i = 0; rc == PL_OK && i < EXEC_AR_RANKS; i++)
         if (a[i].rc) {
             *e = a[i].err;
@@ -179,7 +178,7 @@ int exec_profile_allreduce(const exec_config *cfg, int reps, double *latency_s, 
     pthread_barrier_init(&sh.bar, NULL, EXEC_AR_RANKS);
     pthread_mutex_init(&sh.mu, NULL);
     pthread_cond_init(&sh.cv, NULL);
-    int rc = ar_run(&sh, e);
+    int rc = exec_pair_run(&sh, ar_main, ar_started, "all-reduce", e);
     pthread_barrier_destroy(&sh.bar);
     pthread_cond_destroy(&sh.cv);
     pthread_mutex_destroy(&sh.mu);

@@ -443,7 +443,49 @@ static void test_csv_allreduce_mpi_keys(void) {
             "allreduce_mpi_latency_s and allreduce_mpi_Bps come together");
     csv_bad("#@ allreduce_mpi_alpha=1\n" HDR "0,a,1,1,1,4,8,8\n", 1,
             "unknown metadata key 'allreduce_mpi_alpha' (known: name, microbatch_size, dtype_bytes, input_bytes, "
-            "allreduce_latency_s, allreduce_Bps, allreduce_mpi_latency_s, allreduce_mpi_Bps)");
+            "allreduce_latency_s, allreduce_Bps, allreduce_mpi_latency_s, allreduce_mpi_Bps, p2p_latency_s, p2p_Bps, "
+            "p2p_mpi_latency_s, p2p_mpi_Bps)");
+}
+
+/* The point-to-point keys: read apart from the all-reduce's, round-trip through the writer, set
+ * the intra link of a hardware to cost_link_s's alpha + bytes / beta on their own transport only
+ * (none: the hardware untouched), cost_link_fit inverts cost_link_s, and a malformed or lone value
+ * is refused naming path:line and the key. */
+static void test_csv_p2p_keys(void) {
+    const char *text = "#@ name=m\n#@ allreduce_latency_s=4e-05 allreduce_Bps=1.5e9\n"
+                       "#@ p2p_latency_s=2.5e-05 p2p_Bps=3e9\n" HDR "0,a,1,1,1,400,8,8\n";
+    pl_err e = {0};
+    cost_model *m = cost_model_read_csv("p2p.csv", text, strlen(text), &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT(m->p2p[COST_TRANSPORT_THREADS].latency_s == 2.5e-05 && m->p2p[COST_TRANSPORT_THREADS].Bps == 3e9);
+    CU_ASSERT(m->p2p[COST_TRANSPORT_MPI].Bps == 0 && m->allreduce[COST_TRANSPORT_THREADS].Bps == 1.5e9);
+    cost_model *m2 = csv_roundtrip(m);
+    CU_ASSERT(m2 && m2->p2p[COST_TRANSPORT_THREADS].latency_s == 2.5e-05 && m2->p2p[COST_TRANSPORT_THREADS].Bps == 3e9);
+    CU_ASSERT(m2 && m2->allreduce[COST_TRANSPORT_THREADS].Bps == 1.5e9 && m2->p2p[COST_TRANSPORT_MPI].Bps == 0);
+    cost_model_free(m2);
+    cost_hw hw, before;
+    cost_hw_init(&hw);
+    hw.devices_per_node = 2;
+    before = hw;
+    CU_ASSERT_EQUAL(cost_model_p2p_link(m, COST_TRANSPORT_MPI, &hw), 0);
+    CU_ASSERT(memcmp(&hw, &before, sizeof hw) == 0);
+    CU_ASSERT_EQUAL(cost_model_p2p_link(m, COST_TRANSPORT_THREADS, &hw), 1);
+    CU_ASSERT_DOUBLE_EQUAL(cost_transfer_s(&hw, 0, 1, 3000), 2.5e-05 + 3000 / 3e9, 1e-18);
+    cost_model_free(m);
+    double bytes[3] = {1e3, 2e3, 4e3}, t[3], lat = 0, bw = 0;
+    for (int i = 0; i < 3; i++) t[i] = 7e-6 + bytes[i] / 2e9;
+    CU_ASSERT_EQUAL(cost_link_fit(bytes, t, 3, &lat, &bw, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(lat, 7e-6, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(bw / 2e9, 1, 1e-9);
+    CU_ASSERT_EQUAL(cost_link_fit(bytes, t, 1, &lat, &bw, &e), PL_EINPUT);
+    double flat[3] = {4e-6, 3e-6, 2e-6}; /* no growth with the size: the mean, all latency */
+    CU_ASSERT_EQUAL(cost_link_fit(bytes, flat, 3, &lat, &bw, &e), PL_OK);
+    CU_ASSERT(fabs(lat - 3e-6) <= 1e-18 && bw == COST_FREE_LINK_BPS);
+    csv_bad("#@ name=m\n#@ p2p_latency_s=1e-5 p2p_Bps=fast\n" HDR "0,a,1,1,1,4,8,8\n", 2,
+            "p2p_Bps must be a positive number, got 'fast'");
+    csv_bad("#@ p2p_mpi_latency_s=-1 p2p_mpi_Bps=1e9\n" HDR "0,a,1,1,1,4,8,8\n", 1,
+            "p2p_mpi_latency_s must be a non-negative number");
+    csv_bad("\n\n#@ p2p_Bps=1e9\n" HDR "0,a,1,1,1,4,8,8\n", 3, "p2p_latency_s and p2p_Bps come together");
 }
 
 void test_models_register(void) {
@@ -456,6 +498,7 @@ void test_models_register(void) {
         {"bad profile CSV lines", test_csv_bad},
         {"profiled all-reduce metadata", test_csv_allreduce_keys},
         {"profiled MPI all-reduce metadata and the link rule", test_csv_allreduce_mpi_keys},
+        {"profiled point-to-point metadata and the link rule", test_csv_p2p_keys},
         {"quoted names, graph to CSV round trip", test_csv_quotes_and_graph_roundtrip},
         {"graph.txt chain fixture", test_graph_chain},
         {"graph.txt branchy fixture cuts", test_graph_branchy},

@@ -1,4 +1,5 @@
-/* test_exec_replicas_cli.c: `pipelab run` with replicas: threads and MPI processes give
+/* test_exec_replicas_cli.c: `pipelab run` with replicas (and the prediction of the measured links
+ * between ranks: the all-reduce, the point-to-point hand-off): threads and MPI processes give
  * byte-identical weights (the all-reduce is exact, so the ring over the mailboxes and
  * MPI_Allreduce agree), a partition file runs as planned, bad input is refused with exit 1 and
  * nothing stored, and a replica that fails or dies at its all-reduce ends the MPI job within
@@ -201,8 +202,8 @@ static void test_replica_fails_in_allreduce(void) {
 #define PRED_LAT_S 1.5e-3
 #define PRED_BPS 2.0e7
 
-/* Writes to path the profile text without its "#@ allreduce" line, followed by extra (NULL
- * for none) before the header; returns 0 when written. */
+/* Writes to path the profile text without its "#@ allreduce" and "#@ p2p" lines (its measured
+ * links), followed by extra (NULL for none) before the header; returns 0 when written. */
 static int profile_variant(const char *text, const char *path, const char *extra) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
@@ -210,7 +211,7 @@ static int profile_variant(const char *text, const char *path, const char *extra
         const char *nl = strchr(l, '\n');
         size_t n = nl ? (size_t)(nl - l + 1) : strlen(l);
         if (extra && strncmp(l, "layer,", 6) == 0) fputs(extra, f);
-        if (strncmp(l, "#@ allreduce_", 13) != 0) fwrite(l, 1, n, f);
+        if (strncmp(l, "#@ allreduce_", 13) != 0 && strncmp(l, "#@ p2p_", 7) != 0) fwrite(l, 1, n, f);
         l += n;
     }
     return fclose(f);
@@ -224,6 +225,18 @@ static double predicted_iteration(const char *json) {
     return p ? strtod(p + 1, NULL) : -1;
 }
 
+/* Runs pipelab profile of the PSMALL model into pf; returns its model (NULL on failure) and its
+ * text in *text (free both). */
+static cost_model *small_profile(const char *pf, char **text) {
+    char cmd[2048];
+    size_t len = 0;
+    pl_err e = {0};
+    *text = NULL;
+    snprintf(cmd, sizeof cmd, "%s profile " PSMALL " --reps 3 -o %s", PIPELAB_BIN, pf);
+    if (sh(cmd, NULL) != 0 || pl_read_file(pf, 1 << 20, text, &len, &e) != PL_OK) return NULL;
+    return cost_model_read_csv(pf, *text, len, &e);
+}
+
 /* pipelab profile measures the replica all-reduce (its file carries the fitted link); a replicated
  * run predicted from a profile with the link gets a REDUCE_GRAD of cost_ring_allreduce_s of the
  * stage's gradient bytes over its 2 replicas (the only difference from the same profile without
@@ -234,12 +247,8 @@ static void test_prediction_allreduce(void) {
     char *pf = pl_test_path(dir, "p.csv"), *p0 = pl_test_path(dir, "p0.csv"), *p1 = pl_test_path(dir, "p1.csv");
     char *err = pl_test_path(dir, "err.txt");
     char cmd[2048], *text = NULL, *out0 = NULL, *out1 = NULL;
-    size_t len = 0;
     pl_err e = {0};
-    snprintf(cmd, sizeof cmd, "%s profile " PSMALL " --reps 3 -o %s", PIPELAB_BIN, pf);
-    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(pl_read_file(pf, 1 << 20, &text, &len, &e), PL_OK);
-    cost_model *m = cost_model_read_csv(pf, text, len, &e);
+    cost_model *m = small_profile(pf, &text);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     CU_ASSERT(m->allreduce[COST_TRANSPORT_THREADS].Bps > 0 && m->allreduce[COST_TRANSPORT_THREADS].latency_s >= 0);
     char extra[128];
@@ -318,6 +327,52 @@ static double mpi_case_predicted(const char *run, const char *prof, int np, cons
     double t = sh(cmd, &out) == 0 ? predicted_iteration(out) : -1;
     free(out);
     return t;
+}
+
+/* The point-to-point link the hand-off prediction test writes (alpha, beta): slow, so that the
+ * term stands far above the compute's noise. */
+#define P2P_LAT_S 2e-3
+#define P2P_BPS 1e7
+
+/* pipelab profile times the threads' hand-off between two ranks (its file carries the fitted
+ * link, and no MPI one); a two-stage pipeline of one microbatch predicted from a profile with
+ * the link takes exactly its two hand-offs on the critical path more (the activation forward,
+ * its gradient back: each cost_link_s of the stage boundary's bytes) than from the same profile
+ * without it, for gpipe and 1f1b; an MPI run's prediction does not read the threads' link. */
+static void test_prediction_p2p(void) {
+    char *dir = pl_test_tmpdir();
+    char *pf = pl_test_path(dir, "p.csv"), *p0 = pl_test_path(dir, "p0.csv"), *p1 = pl_test_path(dir, "p1.csv");
+    char cmd[2048], *text = NULL;
+    cost_model *m = small_profile(pf, &text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT(m->p2p[COST_TRANSPORT_THREADS].Bps > 0 && m->p2p[COST_TRANSPORT_THREADS].latency_s >= 0);
+    CU_ASSERT(m->p2p[COST_TRANSPORT_MPI].Bps == 0);
+    char extra[128];
+    snprintf(extra, sizeof extra, "#@ p2p_latency_s=%.17g p2p_Bps=%.17g\n", P2P_LAT_S, P2P_BPS);
+    CU_ASSERT_EQUAL(profile_variant(text, p0, NULL), 0);
+    CU_ASSERT_EQUAL(profile_variant(text, p1, extra), 0);
+    double want = 2 * (P2P_LAT_S + (double)m->cut_bytes[1] / P2P_BPS); /* the boundary after block 0 */
+    static const char *const kinds[] = {"gpipe", "1f1b"};
+    for (int k = 0; k < 2; k++) {
+        double t[2] = {-1, -1};
+        for (int with = 0; with < 2; with++) {
+            char *out = NULL;
+            snprintf(cmd, sizeof cmd, "%s run --kind %s --ranks 2 --microbatches 1 " PSMALL
+                     " --warmup 0 --timed 1 --no-db --format json --profile %s 2>/dev/null", PIPELAB_BIN, kinds[k],
+                     with ? p1 : p0);
+            CU_ASSERT_EQUAL(sh(cmd, &out), 0);
+            t[with] = predicted_iteration(out);
+            free(out);
+        }
+        CU_ASSERT(t[0] > 0 && t[1] > 0);
+        CU_ASSERT(fabs((t[1] - t[0]) - want) <= 1e-6 * t[1]);
+    }
+    cost_model_free(m);
+    free(text);
+    free(pf);
+    free(p0);
+    free(p1);
+    free(dir);
 }
 
 /* An MPI run is predicted from the MPI all-reduce: `mpirun -np 2 pipelab profile --transport
@@ -409,6 +464,7 @@ void exec_test_replicas_cli_register(void) {
         {"a replica that fails or dies at its all-reduce", test_replica_fails_in_allreduce},
         {"the all-reduce is profiled and predicted", test_prediction_allreduce},
         {"an MPI run is predicted from the MPI all-reduce", test_prediction_allreduce_mpi},
+        {"the hand-off between ranks is profiled and predicted", test_prediction_p2p},
         {"the CUDA backend refuses replicas", test_cuda_refuses_replicas},
         {NULL, NULL}};
     pl_test_suite("pipelab run with replicas", cases);

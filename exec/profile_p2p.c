@@ -1,0 +1,102 @@
+/* profile_p2p.c: times the threads transport's point-to-point hand-off of a stage boundary's
+ * activation between two ranks (a SEND's mailbox post, the wake-up of the receiving worker and
+ * its copy out: what a pipeline's SEND/RECV costs on the critical path) by a ping-pong between
+ * two threads placed as exec_run places its ranks, at sizes of 1, 4 and 16 boundaries (1/16, 1/4
+ * and 1 of a boundary above 4 MiB), and fits the one-way times to cost_link_s's latency and
+ * bandwidth (cost_link_fit). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.h"
+#include "exec_int.h"
+#include "platform.h"
+
+#define P2P_RANKS 2
+#define P2P_SIZES 3       /* 1, 4 and 16 boundaries: a copy the fit can see */
+#define P2P_MIN_ROUNDS 9  /* round trips per size at least (the median is kept) */
+#define P2P_MAX_ROUNDS 31 /* and at most */
+#define P2P_BIG_BYTES ((size_t)4 << 20) /* boundaries above: 1/16, 1/4 and 1 boundary (memory) */
+
+typedef struct p2p_shared {
+    exec_transport *t;
+    size_t bytes[P2P_SIZES];
+    int rounds, pin, ncpus, cpus[P2P_RANKS];
+    double *rt_s; /* [P2P_SIZES * rounds] rank 0's round trips */
+} p2p_shared;
+
+/* Rank me's side of the ping-pong: rank 0 sends an activation and waits for the gradient that
+ * rank 1 sends back on receiving it; one warm-up round per size, then the timed ones. */
+static void *p2p_main(void *arg) {
+    exec_pair_thread *a = arg;
+    p2p_shared *sh = a->sh;
+    if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[a->me % sh->ncpus]);
+    exec_transport *t = &sh->t[a->me];
+    void *buf = calloc(1, sh->bytes[P2P_SIZES - 1]);
+    if (!buf) {
+        a->rc = pl_errf(&a->err, PL_ENOMEM, "out of memory for the point-to-point profile");
+        t->abort(t, &a->err); /* the other rank's wait fails at once */
+        return NULL;
+    }
+    int rc = PL_OK;
+    int64_t seq = 0;
+    for (int k = 0; rc == PL_OK && k < P2P_SIZES; k++)
+        for (int j = -1; rc == PL_OK && j < sh->rounds; j++, seq++) {
+            exec_msg_key act = {EXEC_MSG_ACT, 1, seq}, grad = {EXEC_MSG_GRAD, 0, seq};
+            size_t n = sh->bytes[k];
+            if (a->me == 0) {
+                double t0 = pl_now_s();
+                rc = t->send(t, 1, act, buf, n, &a->err);
+                if (rc == PL_OK) rc = t->recv(t, 1, grad, buf, n, &a->err);
+                if (j >= 0) sh->rt_s[k * sh->rounds + j] = pl_now_s() - t0;
+            } else {
+                rc = t->recv(t, 0, act, buf, n, &a->err);
+                if (rc == PL_OK) rc = t->send(t, 0, grad, buf, n, &a->err);
+            }
+        }
+    if (rc != PL_OK) t->abort(t, &a->err);
+    a->rc = rc;
+    free(buf);
+    return NULL;
+}
+
+/* A thread that did not start: a started rank 0 stops waiting for its partner. */
+static void p2p_started(void *arg, int ok, pl_err *why) {
+    p2p_shared *sh = arg;
+    if (!ok) sh->t[0].abort(&sh->t[0], why);
+}
+
+/* Fits the medians of the one-way times (half a round trip) with cost_link_fit. */
+static int p2p_fit(const p2p_shared *sh, double *latency_s, double *bandwidth_Bps, pl_err *e) {
+    double bytes[P2P_SIZES], t[P2P_SIZES];
+    for (int k = 0; k < P2P_SIZES; k++) {
+        bytes[k] = (double)sh->bytes[k];
+        t[k] = 0.5 * exec_median(sh->rt_s + k * sh->rounds, (size_t)sh->rounds);
+    }
+    return cost_link_fit(bytes, t, P2P_SIZES, latency_s, bandwidth_Bps, e);
+}
+
+int exec_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, pl_err *e) {
+    *latency_s = *bandwidth_Bps = 0;
+    p2p_shared sh;
+    memset(&sh, 0, sizeof sh);
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    size_t boundary = (size_t)d.b * (size_t)d.h * sizeof(float); /* a microbatch's rows, as exec_run's messages */
+    size_t base = boundary > P2P_BIG_BYTES ? boundary / 16 : boundary; /* a big boundary is the largest size */
+    for (int k = 0; k < P2P_SIZES; k++) sh.bytes[k] = base << (2 * k);
+    sh.rounds = reps < P2P_MIN_ROUNDS ? P2P_MIN_ROUNDS : reps > P2P_MAX_ROUNDS ? P2P_MAX_ROUNDS : reps;
+    sh.ncpus = exec_platform_cores(sh.cpus, P2P_RANKS);
+    sh.pin = cfg->pin; /* as exec_run pins its ranks */
+    sh.rt_s = pl_calloc((size_t)(P2P_SIZES * sh.rounds), sizeof *sh.rt_s);
+    if (!sh.rt_s) return pl_errf(e, PL_ENOMEM, "out of memory");
+    sh.t = exec_threads_transport_new(P2P_RANKS, 1, sh.bytes[P2P_SIZES - 1], cfg->timeout_s, e);
+    int rc = sh.t ? PL_OK : e->code;
+    if (sh.t && sh.ncpus >= P2P_RANKS) exec_threads_transport_spin(sh.t, EXEC_SPIN_S); /* as exec_run: a core each */
+    if (rc == PL_OK) rc = exec_pair_run(&sh, p2p_main, p2p_started, "point-to-point profile", e);
+    if (rc == PL_OK) rc = p2p_fit(&sh, latency_s, bandwidth_Bps, e);
+    if (rc) pl_err_prefix(e, "profile of the point-to-point hand-off: ");
+    if (sh.t) exec_threads_transport_free(sh.t, P2P_RANKS);
+    free(sh.rt_s);
+    return rc;
+}
