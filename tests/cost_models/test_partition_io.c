@@ -115,13 +115,19 @@ void test_partition_file(void) {
 
 /* ---------------------------------------------------------------- real profile */
 
-void test_vgg16_cluster(void) {
+/* Opens PipeDream's published VGG-16 profile (its absence fails the calling test). */
+static cost_model *open_vgg16(pl_err *e) {
     const char *path = PIPELAB_PIPEDREAM_DIR "/vgg16.graph.txt";
     CU_ASSERT_FATAL(pl_test_exists(path));
-    pl_err e;
-    pl_err_clear(&e);
-    cost_model *m = cost_model_open(path, &e);
+    pl_err_clear(e);
+    cost_model *m = cost_model_open(path, e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    return m;
+}
+
+void test_vgg16_cluster(void) {
+    pl_err e;
+    cost_model *m = open_vgg16(&e);
     cost_hw hw;
     cost_hw_init(&hw);
     hw.devices_per_node = 4;
@@ -180,12 +186,8 @@ void test_input_pseudo_layer(void) {
  * (conv5 block + classifier on two replicas), with 15-1 within a few percent: pinned here so that
  * a change of the cost model that moves the answer is seen. */
 void test_vgg16_cluster_a_preset(void) {
-    const char *path = PIPELAB_PIPEDREAM_DIR "/vgg16.graph.txt";
-    CU_ASSERT_FATAL(pl_test_exists(path));
     pl_err e;
-    pl_err_clear(&e);
-    cost_model *m = cost_model_open(path, &e);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    cost_model *m = open_vgg16(&e);
     cost_hw hw;
     CU_ASSERT_EQUAL_FATAL(cost_hw_load(&hw, "cluster-a", &e), PL_OK);
     cost_part_layer *y = NULL;
