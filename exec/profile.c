@@ -32,7 +32,10 @@
  * medians are over all threads' rounds. It also times the optimizer STEP of one block (the
  * executor's SGD loop, momentum when cfg has it) after every round, and one more microbatch
  * per round whose I runs right after its F and whose W right after that I (reuse distance 0:
- * IH, WH; sim/sim_reuse.c). Reading the CSV's comment lines back: profile_lines.c. */
+ * IH, WH; sim/sim_reuse.c). F, I and W are also summarized by slot: the round's first
+ * microbatch, the first touch of the blocks since other work went through the caches (the run's
+ * pass, the STEP), against the others (first-touch term, sim/sim_reuse.c). Reading the CSV's
+ * comment lines back: profile_lines.c. */
 #include "exec_int.h"
 #include "platform.h"
 
@@ -339,9 +342,20 @@ void exec_prof_worker_free(exec_prof_worker *w) {
     free(w);
 }
 
-/* Sets *per to thread x's samples of kind k (EXEC_PROF_*) and *off to where they start in x->t. */
-static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off) {
-    size_t fiw = EXEC_PROF_FIW * x->ns;
+/* Sets *per to thread x's samples of kind k (EXEC_PROF_*) and *off to where they start in x->t;
+ * *lo and *hi to the part of each round's samples that kind k takes: all of them, or for the
+ * first-touch kinds (FF .. WR) those of the round's first microbatch (its L blocks, which come
+ * first in a round: slot s's block j at s L + j) or of the others. */
+static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, size_t *lo, size_t *hi) {
+    size_t fiw = EXEC_PROF_FIW * x->ns, L = (size_t)x->L;
+    *lo = 0;
+    *hi = (size_t)-1;
+    if (k >= EXEC_PROF_FF && k <= EXEC_PROF_WR) {
+        int first = k < EXEC_PROF_FR;
+        *lo = first ? 0 : L;
+        *hi = first ? L : (size_t)-1;
+        k = EXEC_PROF_F + (k - (first ? EXEC_PROF_FF : EXEC_PROF_FR)); /* the samples of F, I or W */
+    }
     switch (k) {
     case EXEC_PROF_STEP: *per = x->nstep; *off = fiw; break;
     case EXEC_PROF_I0: *per = x->ni0; *off = fiw + x->nstep; break;
@@ -363,15 +377,17 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
     for (int k = 0; k < EXEC_PROF_KINDS; k++) {
         size_t n = 0;
         for (int i = 0; i < threads; i++) {
-            size_t rounds = x[i]->rounds, per, off;
-            kind_samples(x[i], k, &per, &off);
+            size_t rounds = x[i]->rounds, per, off, lo, hi;
+            kind_samples(x[i], k, &per, &off, &lo, &hi);
             if (rounds == 0 || per == 0 || !x[i]->t) continue;
             size_t each = per / rounds; /* samples of this kind in one round */
+            if (hi > each) hi = each;
+            if (lo >= hi) continue; /* one microbatch per round: no others */
             const double *t = x[i]->t + off;
             for (size_t r = 0; r < rounds; r++) {
                 double sum = 0;
-                for (size_t j = 0; j < each; j++) sum += t[r * each + j];
-                scratch[n++] = sum / (double)each;
+                for (size_t j = lo; j < hi; j++) sum += t[r * each + j];
+                scratch[n++] = sum / (double)(hi - lo);
             }
         }
         *exec_prof_kind(p, k) = n ? exec_median(scratch, n) : 0;
@@ -534,9 +550,11 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
     for (int i = 0; concurrency > 1 && i < concurrency; i++)
         pl_buf_printf(out,
                       "# " EXEC_PROFILE_META " worker=%d core=%d fwd_s=%.9g bwd_in_s=%.9g bwd_w_s=%.9g step_s=%.9g bwd_in0_s=%.9g "
-                      "bwd_in_hot_s=%.9g bwd_w_hot_s=%.9g\n",
+                      "bwd_in_hot_s=%.9g bwd_w_hot_s=%.9g fwd_first_s=%.9g bwd_in_first_s=%.9g bwd_w_first_s=%.9g "
+                      "fwd_rest_s=%.9g bwd_in_rest_s=%.9g bwd_w_rest_s=%.9g\n",
                       i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s, each[i].i_hot_s,
-                      each[i].w_hot_s);
+                      each[i].w_hot_s, each[i].f_first_s, each[i].i_first_s, each[i].w_first_s, each[i].f_rest_s,
+                      each[i].i_rest_s, each[i].w_rest_s);
     return exec_profile_csv_table(cfg, p, rows, out, e);
 }
 
