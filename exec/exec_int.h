@@ -416,8 +416,9 @@ int exec_prof_rounds(int reps);
 /* Buffers and sample space of worker tid of `threads` for `rounds` timed rounds (after one
  * untimed warm-up round). NULL and e when out of memory. */
 exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, pl_err *e);
-/* Runs w's next round on the calling thread (the first is the warm-up; none after the last). */
-void exec_prof_worker_round(exec_prof_worker *w);
+/* Runs w's next round on the calling thread (the first is the warm-up; none after the last);
+ * after: 1 when other work (the run's pass) ran on the thread since w's previous round. */
+void exec_prof_worker_round(exec_prof_worker *w, int after);
 /* The profile over the n workers' rounds in p, and each one's alone in each[n] (when not NULL). */
 int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,
                              exec_layer_profile *each, pl_err *e);

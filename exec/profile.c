@@ -82,6 +82,8 @@ struct exec_prof_worker {
                         * STEP, ni0 / rounds of I0 and nhot / rounds of IH and of WH */
     size_t nt;         /* samples of each of F, I, W taken so far */
     double *t;         /* [3 ns + nstep + ni0 + 2 nhot]: F, I, W, STEP, I0, IH, WH */
+    unsigned char *after; /* [rounds] 1: the timed round ran right after other work (a run's pass),
+                        * not after the profile's own previous round */
     float *mem;        /* the blocks and the slots (NULL after a failed allocation) */
     int rc;
     pl_err err;
@@ -141,7 +143,8 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->nhot = x->rounds * (size_t)L;
     x->mem = pl_calloc(floats, sizeof(float));
     x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 1, sizeof(double));
-    if (!x->mem || !x->t) {
+    x->after = pl_calloc(x->rounds + 1, 1);
+    if (!x->mem || !x->t || !x->after) {
         x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d->h);
         free(x->mem);
         x->mem = NULL;
@@ -192,12 +195,14 @@ static void prof_hot(prof_thread *x, int r, const float *w, float *g, float *x0,
 }
 
 /* Runs x's next round (the first one untimed: page faults, caches, the BLAS); nothing once all
- * rounds are done or after a failed allocation. */
-static void prof_round(prof_thread *x) {
+ * rounds are done or after a failed allocation. after: 1 when other work (a run's pass) ran on
+ * the thread since its previous round. */
+static void prof_round(prof_thread *x, int after) {
     if (!x->mem || x->next >= (int)x->rounds) return;
     const exec_config *cfg = x->cfg;
     const exec_dims *d = &x->d;
     const int S = PROFILE_SLOTS, L = x->L, r = x->next++, mom = cfg->momentum != 0.0;
+    if (r >= 0) x->after[r] = (unsigned char)(after != 0);
     size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, sf = exec_block_state_floats(d), ns = x->ns;
     size_t per_slot = prof_per_slot(x), nt = x->nt;
     double *t = x->t;
@@ -299,7 +304,7 @@ static void *prof_main(void *arg) {
     prof_init(x, sh->cfg, x->tid, sh->threads, rounds);
     for (int r = -1; r < rounds; r++) {
         prof_wait(sh);
-        prof_round(x);
+        prof_round(x, 0);
     }
     if (x->rc == PL_OK && !prof_finite(x))
         x->rc = pl_errf(&x->err, PL_EINTERNAL, "the profile's blocks diverged (weights not finite)");
@@ -331,14 +336,15 @@ int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_e
     return e->code;
 }
 
-void exec_prof_worker_round(exec_prof_worker *w) {
-    if (w) prof_round(w);
+void exec_prof_worker_round(exec_prof_worker *w, int after) {
+    if (w) prof_round(w, after);
 }
 
 void exec_prof_worker_free(exec_prof_worker *w) {
     if (!w) return;
     free(w->mem);
     free(w->t);
+    free(w->after);
     free(w);
 }
 
@@ -384,7 +390,13 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
             if (hi > each) hi = each;
             if (lo >= hi) continue; /* one microbatch per round: no others */
             const double *t = x[i]->t + off;
+            /* a round's first microbatch: of the rounds that ran right after other work (a run's
+             * pass), as the run's own first actions of a pass run right after the profile's
+             * round; the profile alone (no such round): of every round, each after the last */
+            int only_after = 0;
+            for (size_t r = 0; k >= EXEC_PROF_FF && k <= EXEC_PROF_WF && x[i]->after && r < rounds; r++) only_after |= x[i]->after[r];
             for (size_t r = 0; r < rounds; r++) {
+                if (only_after && !x[i]->after[r]) continue;
                 double sum = 0;
                 for (size_t j = lo; j < hi; j++) sum += t[r * each + j];
                 scratch[n++] = sum / (double)(hi - lo);
@@ -501,7 +513,10 @@ static int prof_measure(const exec_config *cfg, int reps, int concurrency, exec_
     if (rc == PL_OK) rc = prof_collect(xp, concurrency, cfg, p, each, e);
     for (int i = 0; rc == PL_OK && core && i < concurrency; i++) core[i] = sh.pin && sh.ncpus > 0 ? sh.cpus[i % sh.ncpus] : -1;
     free(xp);
-    for (int i = 0; i < concurrency; i++) free(x[i].t);
+    for (int i = 0; i < concurrency; i++) {
+        free(x[i].t);
+        free(x[i].after);
+    }
     free(x);
     free(th);
     return rc;

@@ -298,7 +298,7 @@ static int prof_gap(exec_xrank *x, int warm, int g) {
     long long R = exec_prof_rounds(c->profile_between_reps), G = c->timed_passes;
     int n = warm + (g >= 0 ? (int)(R * (g + 1) / G - R * g / G) : 0);
     for (int i = 0; i < n; i++) {
-        exec_prof_worker_round(x->prof);
+        exec_prof_worker_round(x->prof, i == 0); /* the first of a gap follows the run's pass */
         int rc = x->t->barrier(x->t, &x->err);
         if (rc != PL_OK) return rc;
     }

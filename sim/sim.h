@@ -324,7 +324,8 @@ typedef struct sim_model {
  * between a run's passes, other stages), the later ones in cache. With `first_on`, each F, I, W
  * and B that is not at distance 0 takes its stage's time times first[3 q + c] when it is the
  * first of its kind on its stage, else times rest[3 q + c] (c: 0 F, 1 I, 2 W; the profile times a
- * round's first microbatch and its others, exec_profile_worker_first). */
+ * round's first microbatch and its others, exec_profile_worker_first); a distance-0 one that is
+ * the first of its kind takes first / rest on top of its distance-0 ratio. */
 enum { SIM_HOT_I = 1, SIM_HOT_W = 2, SIM_FIRST_F = 4, SIM_FIRST_I = 8, SIM_FIRST_W = 16, SIM_FIRST_KINDS = 3 };
 typedef struct sim_reuse {
     int stages;

@@ -116,18 +116,34 @@ static double touch(const sim_reuse *r, int q, int c, int h) {
     return h & flag[c] ? r->first[SIM_FIRST_KINDS * q + c] : r->rest[SIM_FIRST_KINDS * q + c];
 }
 
+/* Returns the first-touch factor of a distance-0 action of kind c on stage q for flags h: its
+ * distance-0 ratio is timed on warm weights (the profile's hot microbatch ends a round), so the
+ * first of its kind on the stage takes the first ratio over the rest ratio on top, the others
+ * nothing; 1 without the term. */
+static double touch_hot(const sim_reuse *r, int q, int c, int h) {
+    double t = touch(r, q, c, h), rest = r->first_on ? r->rest[SIM_FIRST_KINDS * q + c] : 1;
+    return t == rest ? 1 : t / rest;
+}
+
 double sim_reuse_time(const sim_reuse *r, const cost_stage *st, int q, sched_kind k, int64_t mb) {
     int h = sim_reuse_flags(r, q, mb);
     if (!r->hot_on) h &= ~(SIM_HOT_I | SIM_HOT_W);
     double ri = h & SIM_HOT_I ? r->i_ratio[q] : 1, rw = h & SIM_HOT_W ? r->w_ratio[q] : 1;
+    int on = r->first_on;
     switch (k) {
-    case SCHED_F: return r->first_on ? st->f_s * touch(r, q, 0, h) : st->f_s;
-    case SCHED_I: return h & SIM_HOT_I ? st->i_s * ri : r->first_on ? st->i_s * touch(r, q, 1, h) : st->i_s;
-    case SCHED_W: return h & SIM_HOT_W ? st->w_s * rw : r->first_on ? st->w_s * touch(r, q, 2, h) : st->w_s;
+    case SCHED_F: return on ? st->f_s * touch(r, q, 0, h) : st->f_s;
+    case SCHED_I:
+        if (h & SIM_HOT_I) return on ? st->i_s * ri * touch_hot(r, q, 1, h) : st->i_s * ri;
+        return on ? st->i_s * touch(r, q, 1, h) : st->i_s;
+    case SCHED_W:
+        if (h & SIM_HOT_W) return on ? st->w_s * rw * touch_hot(r, q, 2, h) : st->w_s * rw;
+        return on ? st->w_s * touch(r, q, 2, h) : st->w_s;
     /* a B's weight part follows its input part at once: both hot when the B follows its F */
     case SCHED_B:
-        if (h & SIM_HOT_I) return st->i_s * ri + st->w_s * r->w_ratio[q];
-        return r->first_on ? st->i_s * touch(r, q, 1, h) + st->w_s * touch(r, q, 2, h) : st->b_s;
+        if (h & SIM_HOT_I)
+            return on ? st->i_s * ri * touch_hot(r, q, 1, h) + st->w_s * r->w_ratio[q] * touch_hot(r, q, 2, h)
+                      : st->i_s * ri + st->w_s * r->w_ratio[q];
+        return on ? st->i_s * touch(r, q, 1, h) + st->w_s * touch(r, q, 2, h) : st->b_s;
     default: return 0;
     }
 }

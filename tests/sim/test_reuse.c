@@ -153,7 +153,8 @@ static void test_first_flags(void) {
 }
 
 /* With the first-touch term, microbatch 0's F, I, W and B take the first ratios and the others
- * the rest ratios (F 1 s, I 2 s, W 3 s, B 5 s); a distance-0 I keeps its hot ratio. */
+ * the rest ratios (F 1 s, I 2 s, W 3 s, B 5 s); a distance-0 B keeps its hot ratios, times
+ * first / rest when it is the first of its stage. */
 static void test_first_time(void) {
     sched *g = lowered4("gpipe", SCHED_RECOMPUTE_NONE);
     sched *o = lowered4("1f1b", SCHED_RECOMPUTE_NONE); /* stage 1: every B hot */
@@ -184,7 +185,9 @@ static void test_first_time(void) {
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_B, 2), 2 * 0.5 + 3 * 0.25, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_I, 0), 2.5, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_W, 1), 0.75, 1e-15);
-    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&h, &st, 1, SCHED_B, 0), 0.2 + 0.3, 1e-15); /* hot */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&h, &st, 1, SCHED_B, 1), 0.2 + 0.3, 1e-15); /* hot */
+    /* the first hot B of its stage: first / rest on top of the hot ratios */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&h, &st, 1, SCHED_B, 0), 0.2 * (1.25 / 0.5) + 0.3 * (2 / 0.25), 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&h, &st, 0, SCHED_B, 1), 2 * 0.5 + 3 * 0.25, 1e-15);
     h.hot_on = 0; /* only the first-touch term: the hot B is one like the others */
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&h, &st, 1, SCHED_B, 1), 2 * 0.5 + 3 * 0.25, 1e-15);
