@@ -58,6 +58,17 @@ static void test_flags(void) {
     expect_flags("zb-h1", SCHED_RECOMPUTE_FULL, SIM_HOT_I | SIM_HOT_W, SIM_HOT_I);
 }
 
+/* Returns a stage whose F, I, W, B take 1, 2, 3 and 5 s. */
+static cost_stage stage_1235(void) {
+    cost_stage st;
+    memset(&st, 0, sizeof st);
+    st.f_s = 1;
+    st.i_s = 2;
+    st.w_s = 3;
+    st.b_s = 5;
+    return st;
+}
+
 /* The time of a distance-0 I, W or B is the stage's scaled by the ratios; the rest unchanged. */
 static void test_time(void) {
     sched *s = lowered4("zb-h1", SCHED_RECOMPUTE_FULL); /* stage 0: I and W hot; stage 1: I hot */
@@ -69,12 +80,7 @@ static void test_time(void) {
     c.i_ratio[0] = c.w_ratio[0] = 0.5;
     r.i_ratio[0] = r.i_ratio[1] = 0.5;
     r.w_ratio[0] = r.w_ratio[1] = 0.8;
-    cost_stage st;
-    memset(&st, 0, sizeof st);
-    st.f_s = 1;
-    st.i_s = 2;
-    st.w_s = 3;
-    st.b_s = 5;
+    cost_stage st = stage_1235();
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_I, 1), 1.0, 1e-15);  /* stage 0: I hot */
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_W, 1), 2.4, 1e-15);  /* W hot */
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_I, 2), 1.0, 1e-15);  /* stage 1: I hot */
@@ -162,12 +168,7 @@ static void test_first_time(void) {
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, g, &e), PL_OK);
     CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&h, o, &e), PL_OK);
-    cost_stage st;
-    memset(&st, 0, sizeof st);
-    st.f_s = 1;
-    st.i_s = 2;
-    st.w_s = 3;
-    st.b_s = 5;
+    cost_stage st = stage_1235();
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_F, 0), 1.0, 0); /* off: unchanged */
     sim_reuse *x[2] = {&r, &h};
     for (int j = 0; j < 2; j++) {
