@@ -33,9 +33,9 @@
  * executor's SGD loop, momentum when cfg has it) after every round, and one more microbatch
  * per round whose I runs right after its F and whose W right after that I (reuse distance 0:
  * IH, WH; sim/sim_reuse.c). F, I and W are also summarized by slot: the round's first
- * microbatch, the first touch of the blocks since other work went through the caches (the run's
- * pass, the STEP), against the others (first-touch term, sim/sim_reuse.c). Reading the CSV's
- * comment lines back: profile_lines.c. */
+ * microbatch, the first F, I, W of the blocks since the round began (after the previous round's
+ * STEP, or after a run's pass and prof_restore), against the others (first-touch term,
+ * sim/sim_reuse.c). Reading the CSV's comment lines back: profile_lines.c. */
 #include "exec_int.h"
 #include "platform.h"
 
@@ -82,8 +82,6 @@ struct exec_prof_worker {
                         * STEP, ni0 / rounds of I0 and nhot / rounds of IH and of WH */
     size_t nt;         /* samples of each of F, I, W taken so far */
     double *t;         /* [3 ns + nstep + ni0 + 2 nhot]: F, I, W, STEP, I0, IH, WH */
-    unsigned char *after; /* [rounds] 1: the timed round ran right after other work (a run's pass),
-                        * not after the profile's own previous round */
     float *mem;        /* the blocks and the slots (NULL after a failed allocation) */
     int rc;
     pl_err err;
@@ -143,8 +141,7 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->nhot = x->rounds * (size_t)L;
     x->mem = pl_calloc(floats, sizeof(float));
     x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 1, sizeof(double));
-    x->after = pl_calloc(x->rounds + 1, 1);
-    if (!x->mem || !x->t || !x->after) {
+    if (!x->mem || !x->t) {
         x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d->h);
         free(x->mem);
         x->mem = NULL;
@@ -194,15 +191,29 @@ static void prof_hot(prof_thread *x, int r, const float *w, float *g, float *x0,
 #undef HS
 }
 
+/* Reads back, untimed, what x's STEP went through last (its blocks' weights, gradients and
+ * momentum, in the STEP's order): after other work on the thread (a run's pass), its next round
+ * then starts from the caches its own previous round left, as the run's pass starts after the
+ * worker's restore_after_profile (worker.c). Returns the sum read. */
+static float prof_restore(const prof_thread *x) {
+    size_t n = (size_t)x->L * exec_block_floats(&x->d) * (2 + (x->cfg->momentum != 0.0));
+    float sum = 0;
+    for (size_t i = 0; i < n; i++) sum += x->mem[i];
+    return sum;
+}
+
 /* Runs x's next round (the first one untimed: page faults, caches, the BLAS); nothing once all
  * rounds are done or after a failed allocation. after: 1 when other work (a run's pass) ran on
- * the thread since its previous round. */
+ * the thread since its previous round (prof_restore first). */
 static void prof_round(prof_thread *x, int after) {
     if (!x->mem || x->next >= (int)x->rounds) return;
+    if (after) {
+        volatile float sink = prof_restore(x);
+        (void)sink;
+    }
     const exec_config *cfg = x->cfg;
     const exec_dims *d = &x->d;
     const int S = PROFILE_SLOTS, L = x->L, r = x->next++, mom = cfg->momentum != 0.0;
-    if (r >= 0) x->after[r] = (unsigned char)(after != 0);
     size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, sf = exec_block_state_floats(d), ns = x->ns;
     size_t per_slot = prof_per_slot(x), nt = x->nt;
     double *t = x->t;
@@ -344,7 +355,6 @@ void exec_prof_worker_free(exec_prof_worker *w) {
     if (!w) return;
     free(w->mem);
     free(w->t);
-    free(w->after);
     free(w);
 }
 
@@ -390,13 +400,7 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
             if (hi > each) hi = each;
             if (lo >= hi) continue; /* one microbatch per round: no others */
             const double *t = x[i]->t + off;
-            /* a round's first microbatch: of the rounds that ran right after other work (a run's
-             * pass), as the run's own first actions of a pass run right after the profile's
-             * round; the profile alone (no such round): of every round, each after the last */
-            int only_after = 0;
-            for (size_t r = 0; k >= EXEC_PROF_FF && k <= EXEC_PROF_WF && x[i]->after && r < rounds; r++) only_after |= x[i]->after[r];
             for (size_t r = 0; r < rounds; r++) {
-                if (only_after && !x[i]->after[r]) continue;
                 double sum = 0;
                 for (size_t j = lo; j < hi; j++) sum += t[r * each + j];
                 scratch[n++] = sum / (double)(hi - lo);
@@ -513,10 +517,7 @@ static int prof_measure(const exec_config *cfg, int reps, int concurrency, exec_
     if (rc == PL_OK) rc = prof_collect(xp, concurrency, cfg, p, each, e);
     for (int i = 0; rc == PL_OK && core && i < concurrency; i++) core[i] = sh.pin && sh.ncpus > 0 ? sh.cpus[i % sh.ncpus] : -1;
     free(xp);
-    for (int i = 0; i < concurrency; i++) {
-        free(x[i].t);
-        free(x[i].after);
-    }
+    for (int i = 0; i < concurrency; i++) free(x[i].t);
     free(x);
     free(th);
     return rc;
