@@ -192,7 +192,7 @@ static void prof_hot(prof_thread *x, int r, const float *w, float *g, float *x0,
 }
 
 /* Reads back, untimed, what x's STEP went through last (its blocks' weights, gradients and
- * momentum, in the STEP's order): after other work on the thread (a run's pass), its next round
+ * momentum): after other work on the thread (a run's pass), its next round
  * then starts from the caches its own previous round left, as the run's pass starts after the
  * worker's restore_after_profile (worker.c). Returns the sum read. */
 static float prof_restore(const prof_thread *x) {
