@@ -374,7 +374,7 @@ static int head_layer(const cost_layout *l, const cost_hw *hw, cost_layer *y) {
  * the list all_gather's copy out, a launch a piece (GATHER_COPY_BYTES). 0 for P = 1. */
 double cost_gpt_exchange_s(const cost_layout *l, const cost_hw *hw) {
     if (l->pp <= 1) return 0;
-    double t = l->tp, whole = HALF * (double)l->microbatch * l->seq * l->hidden;
+    double t = l->tp, elems = (double)l->microbatch * l->seq * l->hidden, whole = HALF * elems;
     int split = !l->no_scatter_gather || l->sequence_parallel;
     cost_hw pipe = cost_layout_pipeline_hw(hw, l), nccl = *hw;
     nccl.intra_bandwidth_Bps *= hw->coll_intra_efficiency;
@@ -382,7 +382,7 @@ double cost_gpt_exchange_s(const cost_layout *l, const cost_hw *hw) {
     double x = cost_link_s(&nccl, pipe.devices_per_node <= 1, (int64_t)(split ? whole / t : whole));
     if (split && !l->sequence_parallel && l->tp > 1)
         x += cost_ring_allgather_s(l->tp, whole, nccl.intra_bandwidth_Bps, hw->intra_latency_s) +
-             cost_stream_s(hw, GATHER_COPY_BYTES * whole) + l->tp * hw->launch_s;
+             cost_stream_s(hw, GATHER_COPY_BYTES * elems) + l->tp * hw->launch_s;
     return x;
 }
 
