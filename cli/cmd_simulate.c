@@ -1,7 +1,8 @@
 /* cmd_simulate.c: `pipelab simulate`: generate or load a schedule, lower it, run the
  * discrete-event simulator with flag-driven costs or with a model on hardware (the cost-model
- * module through sim_setup), print metrics and store the run. The flags are parsed in simulate_opts.c, the outputs written in simulate_out.c and
- * simulate_params.c, the database handled in simulate_store.c (simulate_int.h). */
+ * module through sim_setup), print metrics and store the run. This file drives those steps; the
+ * flags are parsed in simulate_opts.c, the outputs written in simulate_out.c and
+ * simulate_params.c, and the database handled in simulate_store.c (simulate_int.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
