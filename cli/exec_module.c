@@ -30,6 +30,10 @@ static int program_dir(char *dir, size_t n) {
 /* Loads the module at path and checks its table: the table, or NULL after printing why, naming
  * the path and what the loader said. */
 static const cli_exec_module *load(const char *path) {
+    /* The executor gives each worker one BLAS thread (exec_platform_blas_init); saying so before
+     * the module loads spares OpenBLAS starting, at load, a thread pool nothing would use. A
+     * value the user set is kept. */
+    setenv("OPENBLAS_NUM_THREADS", "1", 0);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         fprintf(stderr, "pipelab: cannot load the executor module %s: %s\n", path, dlerror());
