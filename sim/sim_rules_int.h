@@ -79,7 +79,8 @@ static inline int need(sim_eng *g, sim_rank_state *k, int t, int64_t idx, double
         g->blocked[k->id] = WAIT_NEVER;
         return 0;
     }
-    double v = sim_cell_time(g->cells[idx].u[t]);
+    if (t >= g->ntab) return 1; /* left out of compact cells: never later than the clock (sim_int.h) */
+    double v = sim_cell_time(*sim_cell_at(g, t, idx));
     if (v < 0) {
         g->blocked[k->id] = cell_key(g, t, idx);
         return 0;
@@ -297,9 +298,10 @@ int sim_heap_reduce_join(sim_eng *g, int r, sim_rank_state *k, const sched_actio
 /* Flow engine: publishes tm for (t, idx; a cell of stage) and puts the streams (of stage - 1 ..
  * stage + 1) waiting for it on the work stack. A cell written twice aborts the flow run. */
 static inline void flow_publish(sim_eng *g, int t, int stage, int64_t idx, double tm) {
-    sim_cell *cl = &g->cells[idx];
-    if (cl->u[t]) g->abort_flow = 1;
-    cl->u[t] = sim_cell_enc(tm);
+    if (t >= g->ntab) return; /* left out of compact cells: nothing reads it (sim_int.h) */
+    uint64_t *cl = sim_cell_at(g, t, idx);
+    if (*cl) g->abort_flow = 1;
+    *cl = sim_cell_enc(tm);
     int64_t key = cell_key(g, t, idx);
     const sched *s = g->s;
     for (int d = -1; d <= 1; d++) {
@@ -398,8 +400,8 @@ SIM_RULE int rule_run(sim_eng *g, const int flow, int r, sim_rank_state *k, int 
  * cells is walked in microbatch order, too many rows at once for the hardware. */
 static inline void flow_prefetch(const sim_eng *g, int kind, int stage, int mb) {
     int64_t pi = (int64_t)stage * g->M + mb + FLOW_PREFETCH_MBS, pj = kind == SCHED_F ? pi + g->M : pi - g->M;
-    if (pi >= 0 && pi < g->n_entries) __builtin_prefetch(&g->cells[pi]);
-    if (pj >= 0 && pj < g->n_entries) __builtin_prefetch(&g->cells[pj]);
+    if (pi >= 0 && pi < g->n_entries) __builtin_prefetch(sim_cell_at(g, 0, pi));
+    if (pj >= 0 && pj < g->n_entries) __builtin_prefetch(sim_cell_at(g, 0, pj));
 }
 
 /* Returns 1 when stream k's forward (or overlap) of stage must wait for a deferred optimizer
