@@ -184,8 +184,19 @@ sched *sched_new(int ranks, int stages, int microbatches, sched_placement pl,
 void sched_free(sched *s);
 /* Returns a deep copy, or NULL on allocation failure. */
 sched *sched_clone(const sched *s);
-/* Appends an action to a rank's list; returns PL_OK or PL_ENOMEM. */
-int sched_push(sched *s, int rank, sched_action a);
+/* sched_push's path when the rank's list is full or the rank does not exist (call sched_push). */
+int sched_push_grow(sched *s, int rank, sched_action a);
+/* Appends an action to a rank's list; returns PL_OK or PL_ENOMEM (PL_EINTERNAL for a rank
+ * outside the schedule). Inline: generators call it once per action, and the action then
+ * goes from registers to the list. */
+static inline int sched_push(sched *s, int rank, sched_action a) {
+    if (rank >= 0 && rank < s->ranks && s->rank[rank].n < s->rank[rank].cap) {
+        sched_rank *rk = &s->rank[rank];
+        rk->acts[rk->n++] = a;
+        return PL_OK;
+    }
+    return sched_push_grow(s, rank, a);
+}
 /* Total number of actions over all ranks. */
 size_t sched_total_actions(const sched *s);
 /* Returns the iterations s runs (its iterations field, 1 when unset), and the microbatches of

@@ -293,8 +293,8 @@ void sched_free(sched *s) {
     free(s);
 }
 
-/* Appends a to rank's list, growing it by 1.5x; returns PL_OK or PL_ENOMEM. */
-int sched_push(sched *s, int rank, sched_action a) {
+/* pl_sched.h. Appends a to rank's list, growing it by 1.5x; returns PL_OK or PL_ENOMEM. */
+int sched_push_grow(sched *s, int rank, sched_action a) {
     if (rank < 0 || rank >= s->ranks) return PL_EINTERNAL;
     sched_rank *rk = &s->rank[rank];
     if (rk->n == rk->cap) {
