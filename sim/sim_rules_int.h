@@ -248,7 +248,7 @@ static inline int compute_finish(sim_eng *g, sim_rank_state *k, int kind, int st
 /* Moves stream k on after a compute that ended at end and touched microbatch it (-1: none):
  * its iteration, its last end, the iteration's end. */
 static inline void compute_after(sim_eng *g, sim_rank_state *k, int it, double end) {
-    if (it >= 0) k->cur_iter = (int)(it / g->s->microbatches);
+    if (it >= 0) k->cur_iter = g->r->iterations == 1 ? 0 : (int)(it / g->s->microbatches); /* no division per compute */
     k->last_end = end;
     iter_note(g, k->cur_iter, end);
 }
