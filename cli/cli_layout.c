@@ -278,7 +278,7 @@ typedef struct layout_fig {
     double v;
     const char *unit;
 } layout_fig;
-#define NFIGS 22
+#define NFIGS 24
 
 /* Fills f[NFIGS] with r's figures. */
 static void figures(const sim_layout_report *r, layout_fig *f) {
@@ -304,7 +304,9 @@ static void figures(const sim_layout_report *r, layout_fig *f) {
         {"rank0_tp_comm_s", r->part_s[COST_PART_TP_COMM], "s: tensor-parallel collectives"},
         {"rank0_dp_sync_s", r->dp_sync_s, "s: data-parallel gradient synchronization"},
         {"rank0_optimizer_s", r->optimizer_s, "s: optimizer step"},
-        {"rank0_other_s", r->other_s, "s: embedding, pipeline bubble, transfers, embedding all-reduce"},
+        {"rank0_exchange_s", r->exchange_s, "s: blocking pipeline exchanges (transfer, all-gather)"},
+        {"rank0_idle_s", r->idle_s, "s: idle (pipeline bubble, waits for data)"},
+        {"rank0_other_s", r->other_s, "s: embedding (and head when P = 1), embedding all-reduce"},
     };
     memcpy(f, x, sizeof x);
 }

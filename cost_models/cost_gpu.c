@@ -358,21 +358,31 @@ static int head_layer(const cost_layout *l, const cost_hw *hw, cost_layer *y) {
                ? -1 : 0;
 }
 
+/* Bytes per element of the received boundary that PyTorch's all_gather into a list of tensors
+ * copies again: it gathers into a flat buffer and copies each of the T pieces out (read, write).
+ * Megatron-LM's gather_split_1d_tensor (megatron/mpu/utils.py) called it until 2022, when the
+ * code moved to _all_gather_base because the list form "does internal copies". */
+#define GATHER_COPY_BYTES (2 * HALF)
+
 /* Returns the seconds one pipeline exchange holds a GPU's compute stream under Megatron-LM,
  * whose batch_isend_irecv is waited for and the device synchronized after it
  * (megatron/p2p_communication.py; Megatron-Core's batch_p2p_sync default keeps the
  * synchronization): the boundary's transfer, 1/T of b s h halves with scatter/gather, on the
- * link between neighbouring pipeline ranks (inter-node unless a node holds several), and with
- * scatter/gather the all-gather that rebuilds it over the tensor group. 0 for P = 1. */
+ * link between neighbouring pipeline ranks (inter-node unless a node holds several) at the
+ * fraction of it NCCL reaches ([collective]: the exchange is NCCL traffic on the same NIC or
+ * NVLink), and with scatter/gather the all-gather that rebuilds it over the tensor group with
+ * the list all_gather's copy out, a launch a piece (GATHER_COPY_BYTES). 0 for P = 1. */
 double cost_gpt_exchange_s(const cost_layout *l, const cost_hw *hw) {
     if (l->pp <= 1) return 0;
-    double t = l->tp, whole = HALF * (double)l->microbatch * l->seq * l->hidden;
+    double t = l->tp, elems = (double)l->microbatch * l->seq * l->hidden, whole = HALF * elems;
     int split = !l->no_scatter_gather || l->sequence_parallel;
-    cost_hw pipe = cost_layout_pipeline_hw(hw, l);
-    double x = cost_link_s(hw, pipe.devices_per_node <= 1, (int64_t)(split ? whole / t : whole));
+    cost_hw pipe = cost_layout_pipeline_hw(hw, l), nccl = *hw;
+    nccl.intra_bandwidth_Bps *= hw->coll_intra_efficiency;
+    nccl.inter_bandwidth_Bps *= hw->coll_inter_efficiency;
+    double x = cost_link_s(&nccl, pipe.devices_per_node <= 1, (int64_t)(split ? whole / t : whole));
     if (split && !l->sequence_parallel && l->tp > 1)
-        x += cost_ring_allgather_s(l->tp, whole, hw->intra_bandwidth_Bps * hw->coll_intra_efficiency,
-                                   hw->intra_latency_s);
+        x += cost_ring_allgather_s(l->tp, whole, nccl.intra_bandwidth_Bps, hw->intra_latency_s) +
+             cost_stream_s(hw, GATHER_COPY_BYTES * elems) + l->tp * hw->launch_s;
     return x;
 }
 

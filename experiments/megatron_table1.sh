@@ -14,8 +14,9 @@
 # Environment: MEGATRON_TABLE1_SET="KEY=VALUE ..." passes --set overrides of the hardware to every
 # row (for sensitivity studies; the headline uses none). Each row also prints pipeline rank 0's
 # iteration by part: weight GEMMs, attention core, elementwise, TP collectives, DP gradient
-# synchronization, optimizer and the rest (bubble, the blocking pipeline exchanges, embedding
-# and head), as % of the iteration.
+# synchronization, optimizer, the blocking pipeline exchanges (each stage's transfer and
+# all-gather, forward and backward), idle time (the bubble and waits for data) and the rest
+# (embedding, the embedding all-reduce), as % of the iteration.
 NAME=megatron_table1
 source "$(dirname "$0")/lib.sh" "$@"
 [ "$SHARDED$MERGE_N" = 00 ] || usage_error "the sweep takes about a second: no --shard or --merge"
@@ -24,7 +25,7 @@ ROWS=$OUT/$NAME.rows.tsv
 SEQ=2048
 VOCAB=51200
 if [ "$PLOT_ONLY" = 0 ]; then
-    printf 'params_B\tgpus\ttp\tpp\tdp\tchunks\tpaper_tflops\tpipelab_tflops\tmfu\tpeak_mem_gb\titeration_s\tgemm\tattention\telementwise\ttp_comm\tdp_sync\toptimizer\tother\n' > "$ROWS"
+    printf 'params_B\tgpus\ttp\tpp\tdp\tchunks\tpaper_tflops\tpipelab_tflops\tmfu\tpeak_mem_gb\titeration_s\tgemm\tattention\telementwise\ttp_comm\tdp_sync\toptimizer\texchange\tidle\tother\n' > "$ROWS"
     grep -v '^#' "$TABLE" | while IFS=$'\t' read -r pb heads hidden layers tp pp gpus batch tflops pct agg mbs lpv; do
         dp=$((gpus / (tp * pp)))
         sets=()
@@ -40,13 +41,13 @@ if [ "$PLOT_ONLY" = 0 ]; then
                 print pb, g, tp, pp, dp, v, paper, $col["tflops_per_gpu"], $col["mfu"], $col["peak_mem_bytes"] / 1e9, it,
                     100 * $col["rank0_gemm_s"] / it, 100 * $col["rank0_attention_s"] / it, 100 * $col["rank0_elementwise_s"] / it,
                     100 * $col["rank0_tp_comm_s"] / it, 100 * $col["rank0_dp_sync_s"] / it, 100 * $col["rank0_optimizer_s"] / it,
-                    100 * $col["rank0_other_s"] / it }' >> "$ROWS"
+                    100 * $col["rank0_exchange_s"] / it, 100 * $col["rank0_idle_s"] / it, 100 * $col["rank0_other_s"] / it }' >> "$ROWS"
     done
 fi
 awk -F'\t' 'NR == 1 { next }
     { e = 100 * ($8 / $7 - 1); a = e < 0 ? -e : e; sum += a; signed += e; if (a > max) max = a; n++
-      if (n == 1) printf "%9s %6s %3s %3s %4s %2s %6s %8s %7s %6s %7s | %% of iteration: %5s %5s %5s %5s %5s %5s %5s\n", "params_B", "GPUs", "T", "P", "D", "v", "paper", "pipelab", "error", "MFU", "mem GB", "gemm", "attn", "elem", "tp", "dp", "opt", "other"
-      printf "%9s %6d %3d %3d %4d %2d %6.0f %8.1f %+6.1f%% %6.3f %7.1f |                 %5.1f %5.1f %5.1f %5.1f %5.1f %5.1f %5.1f\n", $1, $2, $3, $4, $5, $6, $7, $8, e, $9, $10, $12, $13, $14, $15, $16, $17, $18 }
+      if (n == 1) printf "%9s %6s %3s %3s %4s %2s %6s %8s %7s %6s %7s | %% of iteration: %5s %5s %5s %5s %5s %5s %5s %5s %5s\n", "params_B", "GPUs", "T", "P", "D", "v", "paper", "pipelab", "error", "MFU", "mem GB", "gemm", "attn", "elem", "tp", "dp", "opt", "xchg", "idle", "other"
+      printf "%9s %6d %3d %3d %4d %2d %6.0f %8.1f %+6.1f%% %6.3f %7.1f |                 %5.1f %5.1f %5.1f %5.1f %5.1f %5.1f %5.1f %5.1f %5.1f\n", $1, $2, $3, $4, $5, $6, $7, $8, e, $9, $10, $12, $13, $14, $15, $16, $17, $18, $19, $20 }
     END { printf "TFLOP/s per GPU: paper, pipelab (dgx-a100%s), signed error\n", ENVIRON["MEGATRON_TABLE1_SET"] == "" ? ", unfitted" : ", --set " ENVIRON["MEGATRON_TABLE1_SET"]
           printf "signed mean error %+.1f%%\n", signed / n
           printf "MAPE %.1f%% max %.1f%%\n", sum / n, max }' "$ROWS"

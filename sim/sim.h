@@ -462,9 +462,11 @@ typedef struct sim_layout_report {
     int oom;
     /* pipeline rank 0's iteration by part: its layers' GEMMs, attention core, elementwise work
      * and TP collectives (cost_gpt_layer_parts x layers x m, recomputation included), its
-     * gradient synchronization and optimizer step, and the rest (embedding or head, bubble,
-     * transfers, the embedding all-reduce) */
-    double part_s[COST_NPARTS], dp_sync_s, optimizer_s, other_s;
+     * gradient synchronization and optimizer step, its blocking pipeline exchanges
+     * (cost_gpt_exchange_s, forward and backward of each of its stages and microbatches), its
+     * idle time (the bubble and waits for data), and the rest (embedding or head, the embedding
+     * all-reduce) */
+    double part_s[COST_NPARTS], dp_sync_s, optimizer_s, exchange_s, idle_s, other_s;
 } sim_layout_report;
 void sim_layout_report_fill(const sim_model_setup *ms, const cost_layout *l, const sim_result *r,
                             sim_layout_report *out);

@@ -64,17 +64,19 @@ int sim_layout_setup_build(sim_model_setup *ms, const sim_model_spec *spec, cons
     return PL_OK;
 }
 
-/* Fills the time parts of pipeline rank 0 over one iteration: its transformer layers' GEMMs,
- * attention core, elementwise work and tensor-parallel collectives (m microbatches, the
- * recomputed forward included), its STEPs' synchronization and optimizer, and the rest of the
- * iteration (embedding, pipeline bubble, transfers, the embedding all-reduce). */
-static void time_parts(const sim_model_setup *ms, const cost_layout *l, sim_layout_report *out) {
+/* Fills the time parts of pipeline rank 0 over one iteration (r: the run): its transformer
+ * layers' GEMMs, attention core, elementwise work and tensor-parallel collectives (m
+ * microbatches, the recomputed forward included), its STEPs' synchronization and optimizer, its
+ * pipeline exchanges (two a stage and microbatch: recomputation does not rerun them), its idle
+ * time, and the rest of the iteration (embedding, the embedding all-reduce). */
+static void time_parts(const sim_model_setup *ms, const cost_layout *l, const sim_result *r, sim_layout_report *out) {
     cost_gpt_parts lp;
     cost_gpt_layer_parts(l, &ms->hw, &lp);
     double m = out->microbatches, known = 0;
-    int layers = 0;
+    int layers = 0, stages = 0;
     for (int q = 0; q < ms->sm.stages; q++) {
         if (ms->sm.stage_device[q] != ms->sm.device[0]) continue;
+        stages++;
         for (int y = ms->sm.bound[q]; y < ms->sm.bound[q + 1]; y++) layers += y >= 1 && y <= l->layers;
         double sync, opt, emb;
         step_parts(ms, l, q, &sync, &opt, &emb);
@@ -86,7 +88,9 @@ static void time_parts(const sim_model_setup *ms, const cost_layout *l, sim_layo
         out->part_s[k] = m * layers * (lp.f[k] * (1 + full) + lp.i[k] + lp.w[k]);
         known += out->part_s[k];
     }
-    out->other_s = out->iteration_time_s - known - out->dp_sync_s - out->optimizer_s;
+    out->exchange_s = 2 * m * stages * cost_gpt_exchange_s(l, &ms->hw);
+    out->idle_s = r->ranks > 0 ? r->rank[0].idle_s : 0;
+    out->other_s = out->iteration_time_s - known - out->dp_sync_s - out->optimizer_s - out->exchange_s - out->idle_s;
 }
 
 /* Fills out from a finished run of the layout: throughput figures (Narayanan et al.'s model
@@ -119,6 +123,6 @@ void sim_layout_report_fill(const sim_model_setup *ms, const cost_layout *l, con
     out->mem.activation_bytes =
         out->mem.total_bytes - out->mem.weights_bytes - out->mem.grad_bytes - out->mem.optimizer_bytes;
     out->capacity_bytes = ms->hw.memory_bytes;
-    time_parts(ms, l, out);
+    time_parts(ms, l, r, out);
     out->oom = out->capacity_bytes > 0 && out->mem.total_bytes > out->capacity_bytes;
 }

@@ -265,7 +265,8 @@ static void test_attention_measured(void) {
 /* Gradient accumulation (6 bytes a parameter and a launch a tensor, in every layer's W),
  * Megatron's optimizer step (52 bytes a parameter updated, 6 on every gradient, 7 launches),
  * and the blocking pipeline exchange: 0 for P = 1; else the link transfer of b s h / T halves
- * plus the all-gather over T (both at their closed forms). */
+ * at the link's collective efficiency, plus the all-gather over T and the list all_gather's
+ * copy out (read and write the gathered b s h halves, a launch a piece), at their closed forms. */
 static void test_megatron_terms(void) {
     cost_hw hw;
     gpu_hw(&hw);
@@ -290,12 +291,13 @@ static void test_megatron_terms(void) {
     hw.inter_bandwidth_Bps = 25e9;
     hw.inter_latency_s = 5e-6;
     hw.coll_intra_efficiency = 0.7;
+    hw.coll_inter_efficiency = 0.85;
     double whole = 2 * 4 * 2048 * h; /* b = 4 */
     l.microbatch = 4;
-    want = 5e-6 + whole / t / 25e9 + 7 * 3e-6 + 7.0 / 8 * whole / (300e9 * 0.7);
+    want = 5e-6 + whole / t / (25e9 * 0.85) + 7 * 3e-6 + 7.0 / 8 * whole / (300e9 * 0.7) + 2 * whole / 2e12 + 8e-6;
     CU_ASSERT_DOUBLE_EQUAL(cost_gpt_exchange_s(&l, &hw), want, want * REL_TOL);
     l.no_scatter_gather = 1;
-    want = 5e-6 + whole / 25e9;
+    want = 5e-6 + whole / (25e9 * 0.85);
     CU_ASSERT_DOUBLE_EQUAL(cost_gpt_exchange_s(&l, &hw), want, want * REL_TOL);
     l.pp = 1;
     CU_ASSERT_EQUAL(cost_gpt_exchange_s(&l, &hw), 0);

@@ -92,6 +92,47 @@ static void test_t1_d1(void) {
     sched_free(s);
 }
 
+/* Rank 0's iteration by part (sim_layout_report_fill) on an interleaved run, T = 2, P = 2,
+ * v = 2, m = 8, full recomputation: the blocking exchanges are two a stage and microbatch
+ * (forward and backward; recomputation does not rerun them), 2 m v cost_gpt_exchange_s; the
+ * idle time is the simulated rank 0's; and what the named parts leave is exactly the embedding's
+ * three passes per microbatch and the tied embedding's all-reduce in the STEP. */
+static void test_rank0_parts(void) {
+    cost_layout l;
+    sim_model_spec spec;
+    small(&l, &spec, 2, 2, 1);
+    l.chunks = 2;
+    sched_gen_opts o = {2, 8, 2, 0, SCHED_RECOMPUTE_FULL};
+    sched *g = sched_generate("interleaved", &o, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    sched *s = sched_lower(g, NULL);
+    sched_free(g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    sim_model_setup ms;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(sim_model_setup_build(&ms, &spec, s, &e), PL_OK);
+    sim_config c;
+    sim_config_init(&c);
+    sim_model_config(&ms.sm, &c);
+    sim_costs costs = sim_model_costs(&ms.sm);
+    sim_result r;
+    CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &c, &r, NULL), PL_OK);
+    sim_layout_report rep;
+    sim_layout_report_fill(&ms, &l, &r, &rep);
+    double x = cost_gpt_exchange_s(&l, &ms.hw);
+    CU_ASSERT(x > 0);
+    CU_ASSERT_DOUBLE_EQUAL(rep.exchange_s, 2 * 8 * 2 * x, x * 1e-9);
+    CU_ASSERT(r.rank[0].idle_s > 0);
+    CU_ASSERT_DOUBLE_EQUAL(rep.idle_s, r.rank[0].idle_s, 0);
+    const cost_layer *emb = &ms.m->layer[0];
+    double sync = cost_allreduce_s(&ms.sm.hw, cost_ranks_inter(&ms.sm.hw, 0, 1), 2, emb->param_bytes);
+    double want = 8 * (emb->fwd_s + emb->bwd_in_s + emb->bwd_w_s) + sync;
+    CU_ASSERT_DOUBLE_EQUAL(rep.other_s, want, rep.iteration_time_s * 1e-9);
+    sim_result_free(&r);
+    sim_model_setup_free(&ms);
+    sched_free(s);
+}
+
 /* The layout's schedule must be its pipeline: P ranks and P v stages. */
 static void test_wrong_schedule(void) {
     cost_layout l;
@@ -110,6 +151,7 @@ void sim_layout_tests_register(void) {
     static const pl_test_case cases[] = {
         {"T = D = 1 equals the pipeline-only simulation", test_t1_d1},
         {"a schedule that is not the layout's pipeline is refused", test_wrong_schedule},
+        {"rank 0's iteration by part: exchanges, idle time and the embedding", test_rank0_parts},
         {NULL, NULL},
     };
     pl_test_suite("sim GPU-cluster layouts", cases);
