@@ -3,8 +3,9 @@
 # binaries side by side: compute actions per second and peak resident bytes per compute action
 # at p = 1024, m = 8192 for 1f1b, interleaved (v = 2) and zb-h1, CPU time per action of that
 # case over p = 64, m = 1024 (t/act; smaller runs are all process start), and a small run
-# (p = 4, m = 8) without and with the database write. Each figure is the best of --reps runs
-# (default 3) with the spread (worst / best wall time). Wall time from date +%s%N around the
+# (p = 4, m = 8) without and with the database write, beside --version (process start alone).
+# Each figure is the best of --reps runs (default 3) with the spread (worst / best wall time);
+# the small runs also get perf stat's mean CPU time and elapsed time over 10 x --reps runs. Wall time from date +%s%N around the
 # command; peak RSS and user + system CPU time from /usr/bin/time (on a shared machine the CPU
 # time is the steadier figure). Printed, not asserted.
 # usage: bench/sim_e2e.sh [--reps N] [--quick] NEW_PIPELAB [OLD_PIPELAB]
@@ -80,12 +81,34 @@ for kind in 1f1b interleaved zb-h1; do
     done
 done
 echo
-printf "%-34s %-4s %10s %8s\n" "small run (1f1b p=4 m=8)" bin best_ms spread
+# perf_ms BIN ARGS...: perf stat -r (10 x reps) of the command; prints "task_ms elapsed_ms" (the
+# means: CPU time of the process and its wall time, start to exit), or "- -" without perf
+perf_ms() {
+    local out
+    if ! out=$(perf stat -r $((10 * reps)) "$@" 2>&1 >/dev/null); then
+        echo "- -"
+        return
+    fi
+    awk '/task-clock/ { t = $1 } /seconds time elapsed/ { e = $1 * 1e3 } END { if (t == "" || e == "") print "- -"; else printf "%.2f %.2f\n", t, e }' <<< "$out"
+}
+# small_row LABEL NAME BIN ARGS...: one row of the small-run table
+small_row() {
+    local label=$1 nm=$2
+    shift 2
+    local b w kb c t e
+    read -r b w kb c <<< "$(best_of "$@")"
+    command -v perf >/dev/null && read -r t e <<< "$(perf_ms "$@")" || { t=-; e=-; }
+    awk -v l="$label" -v nm="$nm" -v b="$b" -v w="$w" -v t="$t" -v e="$e" \
+        'BEGIN { printf "%-34s %-4s %10.1f %8.2f %10s %10s\n", l, nm, b * 1e3, (b > 0 ? w / b : 0), t, e }'
+}
+# best_ms/spread: best_of's wall time (from bash: fork and exec included); task_ms/elapsed_ms: the
+# means of perf stat over 10 x reps runs ("-" without perf); the database gathers a run per run.
+printf "%-34s %-4s %10s %8s %10s %10s\n" "small run (1f1b p=4 m=8)" bin best_ms spread task_ms elapsed_ms
+small_args=(simulate --kind 1f1b --ranks 4 --microbatches 8 --tf 1 --tb 2)
 for i in "${!bins[@]}"; do
     name=$([ "$i" = 0 ] && echo new || echo old)
-    read -r b w kb c <<< "$(best_of "${bins[$i]}" simulate --kind 1f1b --ranks 4 --microbatches 8 --no-db)"
-    awk -v nm="$name" -v b="$b" -v w="$w" 'BEGIN { printf "%-34s %-4s %10.1f %8.2f\n", "--no-db", nm, b * 1e3, (b > 0 ? w / b : 0) }'
+    small_row "--version (process start, exit)" "$name" "${bins[$i]}" --version
+    small_row "--no-db" "$name" "${bins[$i]}" "${small_args[@]}" --no-db
     rm -f "$tmp/db"*
-    read -r b w kb c <<< "$(best_of "${bins[$i]}" simulate --kind 1f1b --ranks 4 --microbatches 8 --db "$tmp/db")"
-    awk -v nm="$name" -v b="$b" -v w="$w" 'BEGIN { printf "%-34s %-4s %10.1f %8.2f\n", "--db (a database of a few runs)", nm, b * 1e3, (b > 0 ? w / b : 0) }'
+    small_row "--db (a database of a few runs)" "$name" "${bins[$i]}" "${small_args[@]}" --db "$tmp/db"
 done

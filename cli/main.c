@@ -8,6 +8,7 @@
 #endif
 #ifdef PIPELAB_HAVE_PL_EXEC
 #include "exec.h"
+#include "exec_module.h"
 #endif
 #ifdef PIPELAB_HAVE_PL_RESULTS
 #include "store.h"
@@ -46,6 +47,7 @@ static const struct { const char *name, *what; } environment[] = {
 #endif
 #ifdef PIPELAB_HAVE_PL_EXEC
     {EXEC_CUDA_SYNC_ENV, "1: the CUDA backend synchronizes after every action (debugging)"},
+    {CLI_EXEC_MODULE_ENV, "the executor module (" CLI_EXEC_MODULE_FILE ") run and profile load, instead of the one beside pipelab or installed"},
 #endif
 };
 

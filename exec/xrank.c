@@ -1,7 +1,7 @@
 /* xrank.c: the per-rank bookkeeping that does not depend on where the compute runs: pools of
  * slots, memory classes and the budget, stage and microbatch addressing, weight versions, the
  * progress flags, where a rank is, and its record (its up-front memory: xrank_arena.c). The CPU worker (worker.c) and the CUDA one
- * (cuda/cuda_exec.c) wrap their compute in the same calls, so their pools, tracked memory and
+ * (cuda/cuda_walk.c) wrap their compute in the same calls, so their pools, tracked memory and
  * errors are the same by construction (and the CPU worker's tracked peak is the cost model's). */
 #include "exec_int.h"
 

@@ -202,21 +202,28 @@ static int interleaved_group(int m, int p) {
     return m;
 }
 
-/* Maps virtual microbatch id vid (0 .. m*v-1) of Megatron's schedule table to its
- * microbatch and chunk: microbatches go in groups of n; within a group every chunk runs
- * the group's microbatches before the next chunk; the last group may be shorter. */
-static void interleaved_lookup(int64_t vid, int m, int v, int n, int *mb, int *chunk) {
-    int64_t full = m / n; /* groups of exactly n microbatches */
-    int64_t span = (int64_t)n * v;
-    if (vid < full * span) {
-        int64_t grp = vid / span, off = vid % span;
-        *chunk = (int)(off / n);
-        *mb = (int)(grp * n + off % n);
-    } else {
-        int64_t len = m - full * n, off = vid - full * span;
-        *chunk = (int)(off / len);
-        *mb = (int)(full * n + off % len);
-    }
+/* A place in Megatron's schedule table of interleaved 1F1B: microbatches go in groups of n
+ * (the last group may be shorter); within a group every chunk runs the group's microbatches
+ * before the next chunk. Walked one virtual microbatch (0 .. m*v-1) at a time. */
+typedef struct ilv_cursor {
+    int m, v, n, full; /* full: groups of exactly n microbatches */
+    int grp, chunk, j; /* the group, the chunk, the microbatch within the group */
+} ilv_cursor;
+
+/* Returns a cursor at virtual microbatch 0 of the table of m microbatches, v chunks, groups of n. */
+static ilv_cursor ilv_start(int m, int v, int n) { return (ilv_cursor){m, v, n, m / n, 0, 0, 0}; }
+
+/* Returns the microbatch at cursor u (its chunk is u->chunk). */
+static int ilv_mb(const ilv_cursor *u) { return u->grp * u->n + u->j; }
+
+/* Moves cursor u to the next virtual microbatch. */
+static void ilv_next(ilv_cursor *u) {
+    int len = u->grp < u->full ? u->n : u->m - u->full * u->n;
+    if (++u->j < len) return;
+    u->j = 0;
+    if (++u->chunk < u->v) return;
+    u->chunk = 0;
+    u->grp++;
 }
 
 /* Interleaved 1F1B (Megatron-LM virtual pipeline): rank r holds stages r, r+p, ..., r+(v-1)p.
@@ -239,18 +246,18 @@ sched *sched_gen_interleaved(const sched_gen_opts *o, const sched_budget *b, pl_
         for (int k = 0; k < g.iters; k++) {
             int mb0 = k * m;
             int64_t fi = 0, bi = 0; /* next forward / backward virtual microbatch */
+            ilv_cursor fu = ilv_start(m, v, n), bu = fu;
             while (fi < total || bi < total) {
-                int mb, c;
                 /* warm-up: forwards only; steady: F then B; cool-down: backwards only */
                 if (fi < total) {
-                    interleaved_lookup(fi, m, v, n, &mb, &c);
-                    if (push(s, r, SCHED_F, c * p + r, mb0 + mb, e) != PL_OK) return gen_fail(s);
+                    if (push(s, r, SCHED_F, fu.chunk * p + r, mb0 + ilv_mb(&fu), e) != PL_OK) return gen_fail(s);
+                    ilv_next(&fu);
                     fi++;
                     if (fi <= warm) continue;
                 }
-                interleaved_lookup(bi, m, v, n, &mb, &c);
-                if (push(s, r, SCHED_B, (v - 1 - c) * p + r, mb0 + mb, e) != PL_OK)
+                if (push(s, r, SCHED_B, (v - 1 - bu.chunk) * p + r, mb0 + ilv_mb(&bu), e) != PL_OK)
                     return gen_fail(s);
+                ilv_next(&bu);
                 bi++;
             }
         }

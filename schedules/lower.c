@@ -54,11 +54,19 @@ static int completes_backward(const sched_action *a, int *stage, int *mb) {
     return 0;
 }
 
-/* Returns the iteration of the newest microbatch that action a touches. */
-static int action_iter(const sched *s, const sched_action *a) {
+/* Returns the iteration of microbatch mb among it iterations (the last one also holds any
+ * microbatch beyond; one iteration needs no division, which lowering would do per action). */
+static inline int iter_of(const sched *s, int mb, int it) {
+    if (it == 1 || mb < 0) return 0;
+    int k = mb / s->microbatches;
+    return k >= it ? it - 1 : k;
+}
+
+/* Returns the iteration (among it) of the newest microbatch that action a touches. */
+static inline int action_iter(const sched *s, const sched_action *a, int it) {
     int mb = a->mb;
     if (a->kind == SCHED_OVERLAP && a->mb2 > mb) mb = a->mb2;
-    return mb < 0 ? 0 : mb / s->microbatches;
+    return iter_of(s, mb, it);
 }
 
 /* The actions being built for one rank: exactly sized (counted in pass 1), so no regrowth. */
@@ -109,13 +117,11 @@ static void find_marks(const sched *s, sched_marks *m) {
         for (size_t i = 0; i < s->rank[r].n; i++) {
             const sched_action *a = &s->rank[r].acts[i];
             if (!sched_kind_is_compute((sched_kind)a->kind)) continue;
-            int k = action_iter(s, a);
-            if (k >= it) k = it - 1;
+            int k = action_iter(s, a, it);
             last_iter_act[(size_t)r * it + k] = (int64_t)i;
             int st, mb;
             if (completes_backward(a, &st, &mb)) {
-                int kb = mb / s->microbatches;
-                if (kb >= it) kb = it - 1;
+                int kb = iter_of(s, mb, it);
                 last_bwd[(size_t)st * it + kb] = (int64_t)i;
             }
         }
@@ -149,8 +155,7 @@ static size_t emit_updates(const sched *s, outv *o, int r, size_t i, const sched
     size_t n = 0;
     int st, mb;
     if (completes_backward(a, &st, &mb)) {
-        int kb = mb / s->microbatches;
-        if (kb >= it) kb = it - 1;
+        int kb = iter_of(s, mb, it);
         if (s->weights == SCHED_WEIGHTS_STASH) {
             n += put(o, sched_act(SCHED_REDUCE_GRAD, st, mb));
             n += put(o, sched_act(SCHED_STEP, st, mb));
@@ -160,8 +165,7 @@ static size_t emit_updates(const sched *s, outv *o, int r, size_t i, const sched
         }
     }
     if (s->weights == SCHED_WEIGHTS_FLUSH) {
-        int k = action_iter(s, a);
-        if (k >= it) k = it - 1;
+        int k = action_iter(s, a, it);
         if (last_iter_act[(size_t)r * it + k] == (int64_t)i)
             for (int q = 0; q < s->stages; q++)
                 if (s->stage_rank[q] == r) n += put(o, sched_act(SCHED_STEP, q, -1));

@@ -44,17 +44,25 @@ typedef struct sched_action {
 
 /* Returns the canonical name of a kind ("F", "SEND_F", "OVERLAP_F_B", ...). */
 const char *sched_kind_name(sched_kind k);
-/* Returns 1 for F, B, I, W and OVERLAP. */
-int sched_kind_is_compute(sched_kind k);
+/* Returns 1 for F, B, I, W and OVERLAP. Inline, like sched_kind_is_comm and sched_act: the
+ * generators, lowering and the simulator call them once per action. */
+static inline int sched_kind_is_compute(sched_kind k) {
+    return k == SCHED_F || k == SCHED_B || k == SCHED_I || k == SCHED_W || k == SCHED_OVERLAP;
+}
 /* Returns 1 for the kinds a rank's busy time (and so its bubble) counts: the compute kinds and
  * STEP, the optimizer step, which also occupies the rank's compute. The simulator and the
  * executor count a bubble over the same actions. */
 int sched_kind_is_busy(sched_kind k);
 /* Returns 1 for SEND_F, RECV_F, SEND_B, RECV_B. */
-int sched_kind_is_comm(sched_kind k);
+static inline int sched_kind_is_comm(sched_kind k) {
+    return k == SCHED_SEND_F || k == SCHED_RECV_F || k == SCHED_SEND_B || k == SCHED_RECV_B;
+}
 
-/* Makes a plain action; make an overlap with sched_overlap. */
-sched_action sched_act(sched_kind k, int stage, int mb);
+/* Makes a plain action (the second half unused: -1); make an overlap with sched_overlap. */
+static inline sched_action sched_act(sched_kind k, int stage, int mb) {
+    sched_action a = {stage, mb, -1, -1, (uint8_t)k, 0, 0};
+    return a;
+}
 sched_action sched_overlap(int f_stage, int f_mb, sched_kind bkind, int b_stage, int b_mb);
 
 /* Letter set used when parsing action text. CURRENT: B = full backward, I, W.
@@ -176,8 +184,19 @@ sched *sched_new(int ranks, int stages, int microbatches, sched_placement pl,
 void sched_free(sched *s);
 /* Returns a deep copy, or NULL on allocation failure. */
 sched *sched_clone(const sched *s);
-/* Appends an action to a rank's list; returns PL_OK or PL_ENOMEM. */
-int sched_push(sched *s, int rank, sched_action a);
+/* sched_push's path when the rank's list is full or the rank does not exist (call sched_push). */
+int sched_push_grow(sched *s, int rank, sched_action a);
+/* Appends an action to a rank's list; returns PL_OK or PL_ENOMEM (PL_EINTERNAL for a rank
+ * outside the schedule). Inline: generators call it once per action, and the action then
+ * goes from registers to the list. */
+static inline int sched_push(sched *s, int rank, sched_action a) {
+    if (rank >= 0 && rank < s->ranks && s->rank[rank].n < s->rank[rank].cap) {
+        sched_rank *rk = &s->rank[rank];
+        rk->acts[rk->n++] = a;
+        return PL_OK;
+    }
+    return sched_push_grow(s, rank, a);
+}
 /* Total number of actions over all ranks. */
 size_t sched_total_actions(const sched *s);
 /* Returns the iterations s runs (its iterations field, 1 when unset), and the microbatches of

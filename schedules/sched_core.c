@@ -18,24 +18,8 @@ const char *sched_kind_name(sched_kind k) {
     return (unsigned)k < SCHED_NKINDS ? kind_names[k] : "?";
 }
 
-/* Returns 1 for the kinds that occupy a compute stream. */
-int sched_kind_is_compute(sched_kind k) {
-    return k == SCHED_F || k == SCHED_B || k == SCHED_I || k == SCHED_W || k == SCHED_OVERLAP;
-}
-
 /* pl_sched.h. */
 int sched_kind_is_busy(sched_kind k) { return sched_kind_is_compute(k) || k == SCHED_STEP; }
-
-/* Returns 1 for point-to-point communication kinds. */
-int sched_kind_is_comm(sched_kind k) {
-    return k == SCHED_SEND_F || k == SCHED_RECV_F || k == SCHED_SEND_B || k == SCHED_RECV_B;
-}
-
-/* Returns a plain action; the second half is unused (-1). */
-sched_action sched_act(sched_kind k, int stage, int mb) {
-    sched_action a = {stage, mb, -1, -1, (uint8_t)k, 0, 0};
-    return a;
-}
 
 /* Returns an overlapped F + backward compound action. */
 sched_action sched_overlap(int f_stage, int f_mb, sched_kind bkind, int b_stage, int b_mb) {
@@ -309,8 +293,8 @@ void sched_free(sched *s) {
     free(s);
 }
 
-/* Appends a to rank's list, growing it by 1.5x; returns PL_OK or PL_ENOMEM. */
-int sched_push(sched *s, int rank, sched_action a) {
+/* pl_sched.h. Appends a to rank's list, growing it by 1.5x; returns PL_OK or PL_ENOMEM. */
+int sched_push_grow(sched *s, int rank, sched_action a) {
     if (rank < 0 || rank >= s->ranks) return PL_EINTERNAL;
     sched_rank *rk = &s->rank[rank];
     if (rk->n == rk->cap) {

@@ -46,11 +46,11 @@ static void flow_implied(sim_eng *g, int r, sim_rank_state *k, const sched_actio
 static inline int flow_walk(sim_eng *g, int r, sim_rank_state *k, sim_flow_act x, double *now) {
     const int kind = (int)(x.ks & SIM_FLOW_KIND_MASK), stage = (int)(x.ks >> SIM_FLOW_KIND_BITS);
     const sched_action *a = kind == SCHED_OVERLAP ? &k->acts[k->pc] : NULL; /* its second half */
+    const uint32_t pc = k->pc;
     int w = rule_walk(g, SIM_FLOW, r, k, kind, stage, x.mb, a, now);
-    if (g->implied && w == WALK_NEXT && sched_kind_is_compute((sched_kind)kind)) {
-        sched_action c = a ? *a : (sched_action){stage, x.mb, -1, -1, (uint8_t)kind, 0, 0}; /* one half: all x says */
-        flow_implied(g, r, k, &c, now);
-    }
+    /* the action in the rank's list, not a copy: a copy's fields stored one by one and read
+     * together stall on store forwarding */
+    if (g->implied && w == WALK_NEXT && sched_kind_is_compute((sched_kind)kind)) flow_implied(g, r, k, &k->acts[pc], now);
     return w;
 }
 

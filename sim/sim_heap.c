@@ -83,7 +83,7 @@ int sim_heap_advance(sim_eng *g, int r) {
 
 /* sim_rules_int.h. Publishes time tm for (t, idx) and wakes a rank waiting for it (ranks of stage-1..stage+1). */
 void sim_heap_publish(sim_eng *g, int t, int64_t idx, double tm) {
-    g->cells[idx].u[t] = sim_cell_enc(tm);
+    *sim_cell_at(g, t, idx) = sim_cell_enc(tm);
     int64_t key = cell_key(g, t, idx);
     int stage = (int)(idx / g->M);
     int64_t mb = idx - (int64_t)stage * g->M;
@@ -158,7 +158,7 @@ static inline void prefetch_event(const sim_eng *g, const sim_ev *x) {
     } else if (kind == SIM_EV_ARRIVE) {
         int64_t idx = sim_ev_index(p);
         const sim_rank_state *k = &g->rk[g->st[idx / g->M].stream0];
-        __builtin_prefetch(&g->cells[idx]);
+        __builtin_prefetch(sim_cell_at(g, 0, idx));
         __builtin_prefetch(&k->acts[k->pc]);
     }
 }
@@ -166,7 +166,7 @@ static inline void prefetch_event(const sim_eng *g, const sim_ev *x) {
 /* Prefetches the cell of (stage, mb) when it exists. */
 static inline void prefetch_cell(const sim_eng *g, int stage, int mb) {
     int64_t idx = entry(g, stage, mb);
-    if (idx >= 0) __builtin_prefetch(&g->cells[idx]);
+    if (idx >= 0) __builtin_prefetch(sim_cell_at(g, 0, idx));
 }
 
 /* For the next event (a compute end), reads the rank's next few actions (their lines were

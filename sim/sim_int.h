@@ -13,11 +13,22 @@
 
 /* ---------------------------------------------------------------- times per (stage, mb) */
 
-/* Tables of times per (stage, mb). Key of a wait = table * n_entries + idx. */
-enum { SIM_T_FDONE, SIM_T_IDONE, SIM_T_ARRF, SIM_T_ARRB, SIM_T_N };
+/* Tables of times per (stage, mb). Key of a wait = table * n_entries + idx. The arrivals come
+ * first: a compact cell (SIM_T_COMPACT tables) holds only them. */
+enum { SIM_T_ARRF, SIM_T_ARRB, SIM_T_FDONE, SIM_T_IDONE, SIM_T_N };
 
-/* The times of one (stage, mb): forward done, input-backward done, forward input arrived,
- * output gradient arrived. Together so that the actions around one microbatch share a line. */
+/* Tables a compact cell holds, and the log2 of the fields of a full cell and of a compact one.
+ * A compute-only run of the flow engine without OVERLAPs whose neighbour stages all live on
+ * other ranks keeps compact cells (sim_run.c): a forward or backward done is then read only by
+ * later actions of the rank that computed it (sched_check_actions orders them), and is never
+ * later than that rank's clock there. */
+#define SIM_T_COMPACT 2
+#define SIM_CELL_SHIFT_FULL 2
+#define SIM_CELL_SHIFT_COMPACT 1
+
+/* The times of one (stage, mb): forward input arrived, output gradient arrived, forward done,
+ * input-backward done. Together so that the actions around one microbatch share a line. The
+ * engines index the fields (sim_cell_at); the struct is a full cell's size. */
 typedef struct sim_cell {
     uint64_t u[SIM_T_N]; /* ~bits of the time (times are >= +0.0, so never all ones); 0 = not yet,
                           * so zeroed memory (calloc, fresh mmap pages) needs no initialization */
@@ -118,7 +129,8 @@ typedef struct sim_eng {
     const sim_config *cfg;
     sim_result *r;
     int64_t M, n_entries;
-    sim_cell *cells;    /* [stages * M] the four times of each (stage, mb), one 32-byte cell */
+    uint64_t *cells;    /* [stages * M << cshift] the times of each (stage, mb), one cell of ntab */
+    int ntab, cshift;   /* tables a cell holds (SIM_T_N, or SIM_T_COMPACT) and log2 of its fields */
     size_t cells_bytes;
     int cells_mapped;   /* 1 when cells came from mmap (large), 0 from malloc */
     sim_rank_state *rk;
@@ -163,6 +175,11 @@ typedef struct sim_eng {
     uint32_t *sorig;          /* their positions in the ranks' lists */
     double *link_xfer;        /* [nlinks] transfer time of replica-pair links */
 } sim_eng;
+
+/* Returns the field of table t (< g->ntab) in the cell of index idx. */
+static inline uint64_t *sim_cell_at(const sim_eng *g, int t, int64_t idx) {
+    return &g->cells[((size_t)idx << g->cshift) + (size_t)t];
+}
 
 /* Returns the state of (stage, replica): the stage's own when it is not replicated. */
 static inline sim_stage_state *sim_sst(sim_eng *g, int stage, int replica) {

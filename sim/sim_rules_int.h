@@ -79,7 +79,8 @@ static inline int need(sim_eng *g, sim_rank_state *k, int t, int64_t idx, double
         g->blocked[k->id] = WAIT_NEVER;
         return 0;
     }
-    double v = sim_cell_time(g->cells[idx].u[t]);
+    if (t >= g->ntab) return 1; /* left out of compact cells: never later than the clock (sim_int.h) */
+    double v = sim_cell_time(*sim_cell_at(g, t, idx));
     if (v < 0) {
         g->blocked[k->id] = cell_key(g, t, idx);
         return 0;
@@ -247,7 +248,7 @@ static inline int compute_finish(sim_eng *g, sim_rank_state *k, int kind, int st
 /* Moves stream k on after a compute that ended at end and touched microbatch it (-1: none):
  * its iteration, its last end, the iteration's end. */
 static inline void compute_after(sim_eng *g, sim_rank_state *k, int it, double end) {
-    if (it >= 0) k->cur_iter = (int)(it / g->s->microbatches);
+    if (it >= 0) k->cur_iter = g->r->iterations == 1 ? 0 : (int)(it / g->s->microbatches); /* no division per compute */
     k->last_end = end;
     iter_note(g, k->cur_iter, end);
 }
@@ -297,9 +298,12 @@ int sim_heap_reduce_join(sim_eng *g, int r, sim_rank_state *k, const sched_actio
 /* Flow engine: publishes tm for (t, idx; a cell of stage) and puts the streams (of stage - 1 ..
  * stage + 1) waiting for it on the work stack. A cell written twice aborts the flow run. */
 static inline void flow_publish(sim_eng *g, int t, int stage, int64_t idx, double tm) {
-    sim_cell *cl = &g->cells[idx];
-    if (cl->u[t]) g->abort_flow = 1;
-    cl->u[t] = sim_cell_enc(tm);
+    if (t >= g->ntab) return; /* left out of compact cells: nothing reads it (sim_int.h) */
+    uint64_t *cl = sim_cell_at(g, t, idx);
+    /* compact cells: the actions were checked, each is written once (and the store then
+     * does not wait for the cold line) */
+    if (g->ntab == SIM_T_N && *cl) g->abort_flow = 1;
+    *cl = sim_cell_enc(tm);
     int64_t key = cell_key(g, t, idx);
     const sched *s = g->s;
     for (int d = -1; d <= 1; d++) {
@@ -398,8 +402,8 @@ SIM_RULE int rule_run(sim_eng *g, const int flow, int r, sim_rank_state *k, int 
  * cells is walked in microbatch order, too many rows at once for the hardware. */
 static inline void flow_prefetch(const sim_eng *g, int kind, int stage, int mb) {
     int64_t pi = (int64_t)stage * g->M + mb + FLOW_PREFETCH_MBS, pj = kind == SCHED_F ? pi + g->M : pi - g->M;
-    if (pi >= 0 && pi < g->n_entries) __builtin_prefetch(&g->cells[pi]);
-    if (pj >= 0 && pj < g->n_entries) __builtin_prefetch(&g->cells[pj]);
+    if (pi >= 0 && pi < g->n_entries) __builtin_prefetch(sim_cell_at(g, 0, pi));
+    if (pj >= 0 && pj < g->n_entries) __builtin_prefetch(sim_cell_at(g, 0, pj));
 }
 
 /* Returns 1 when stream k's forward (or overlap) of stage must wait for a deferred optimizer

@@ -2,8 +2,10 @@
  * engine's tables (streams, links, memory, collectives), run an engine (the flow engine,
  * sim_flow.c, where it gives the heap engine's results, else the heap engine, sim_heap.c),
  * check how the run ended, complete the trace, compute the metrics.
- * Per-action state: 4 doubles per (stage, microbatch), the trace when asked, and for the flow
- * engine an 8-byte copy of each action (sim_flow_act, one contiguous stream). */
+ * Per-action state: 4 times per (stage, microbatch) (2 in a compute-only run of the flow
+ * engine whose neighbour stages live on other ranks: the arrivals, see sim_int.h), the trace
+ * when asked, and for the flow engine an 8-byte copy of each action (sim_flow_act, one
+ * contiguous stream) unless the run is compute-only. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -126,9 +128,10 @@ static int flow_stream_alloc(sim_eng *g, int try_flow) {
 }
 
 /* One pass over the actions: fills the flow engine's compact stream (when allocated), raises M
- * to the largest microbatch any action names, and clears *try_flow when an action's kind does
- * not fit the stream or its stage does not live on the rank that runs it. */
-static void scan_actions(sim_eng *g, int *try_flow) {
+ * to the largest microbatch any action names, clears *try_flow when an action's kind does not
+ * fit the stream or its stage does not live on the rank that runs it, and sets *overlaps when
+ * an action is an OVERLAP. */
+static void scan_actions(sim_eng *g, int *try_flow, int *overlaps) {
     const sched *s = g->s;
     sim_flow_act *fo = g->fstream;
     for (int q = 0; q < s->ranks; q++)
@@ -141,6 +144,7 @@ static void scan_actions(sim_eng *g, int *try_flow) {
             }
             if (a->kind > SIM_FLOW_KIND_MASK) *try_flow = 0;
             if (a->mb >= g->M) g->M = (int64_t)a->mb + 1;
+            if (a->kind == SCHED_OVERLAP) *overlaps = 1;
             if (a->kind == SCHED_OVERLAP && a->mb2 >= g->M) g->M = (int64_t)a->mb2 + 1;
             if (!stage_ok(g, a->stage) || s->stage_rank[a->stage] != q) *try_flow = 0;
             if (a->kind == SCHED_OVERLAP && (!stage_ok(g, a->stage2) || s->stage_rank[a->stage2] != q)) *try_flow = 0;
@@ -162,7 +166,7 @@ static int alloc_tables(sim_eng *g, pl_err *e) {
     g->rk = pl_calloc((size_t)g->nstream, sizeof *g->rk);
     g->blocked = pl_calloc((size_t)g->nstream, sizeof *g->blocked);
     if (!r->rank || !r->iter_end_s || !g->rk || !g->st || !g->blocked) return pl_errf(e, PL_ENOMEM, "out of memory");
-    g->cells_bytes = (size_t)g->n_entries * sizeof(sim_cell);
+    g->cells_bytes = ((size_t)g->n_entries << g->cshift) * sizeof *g->cells;
     g->cells = sched_big_calloc(g->cells_bytes, &g->cells_mapped);
     if (!g->cells) return pl_errf(e, PL_ENOMEM, "out of memory: %lld stage-microbatch cells", (long long)g->n_entries);
     if (!g->cfg->record_trace) return PL_OK;
@@ -280,7 +284,7 @@ static void trace_recv_ends(sim_eng *g) {
         for (size_t i = 0; i < s->rank[q].n; i++) {
             const sched_action *a = &s->rank[q].acts[i];
             if (a->kind != SCHED_RECV_F && a->kind != SCHED_RECV_B) continue;
-            double arr = sim_cell_time(g->cells[entry(g, a->stage, a->mb)].u[a->kind == SCHED_RECV_F ? SIM_T_ARRF : SIM_T_ARRB]);
+            double arr = sim_cell_time(*sim_cell_at(g, a->kind == SCHED_RECV_F ? SIM_T_ARRF : SIM_T_ARRB, entry(g, a->stage, a->mb)));
             if (arr > g->r->trace[q][i].end_s) g->r->trace[q][i].end_s = arr;
         }
 }
@@ -308,6 +312,13 @@ static size_t state_bytes(const sim_eng *g) {
            (g->work ? (size_t)s->ranks * (sizeof(int) + 1) : 0) + g->fstream_bytes;
 }
 
+/* Returns 1 when two neighbour stages of s live on one rank (a done time is then read there). */
+static int same_rank_neighbours(const sched *s) {
+    for (int q = 0; q + 1 < s->stages; q++)
+        if (s->stage_rank[q] == s->stage_rank[q + 1]) return 1;
+    return 0;
+}
+
 /* Sets up the engine of a run of s: the tables sized by the actions' largest microbatch, the
  * streams, links, memory and collectives. *try_flow is cleared when the flow engine cannot
  * serve it. Returns PL_OK or an error. */
@@ -319,7 +330,15 @@ static int eng_init(sim_eng *g, int *try_flow, pl_err *e) {
     if (rc == PL_OK) rc = check_replicas(g, e);
     if (rc != PL_OK) return rc;
     *try_flow = flow_stream_alloc(g, *try_flow);
-    scan_actions(g, try_flow);
+    int overlaps = 0;
+    scan_actions(g, try_flow, &overlaps);
+    g->ntab = SIM_T_N;
+    g->cshift = SIM_CELL_SHIFT_FULL;
+    /* compact cells: only the flow engine reads them; an OVERLAP's halves may name one cell */
+    if (g->implied && *try_flow && !overlaps && !same_rank_neighbours(s)) {
+        g->ntab = SIM_T_COMPACT;
+        g->cshift = SIM_CELL_SHIFT_COMPACT;
+    }
     g->n_entries = (int64_t)s->stages * g->M;
     if (g->M > mbs && (rc = sim_state_check(s, g->M, g->cfg->record_trace, &g->cfg->budget, e)) != PL_OK) return rc;
     if ((rc = alloc_tables(g, e)) == PL_OK && (rc = init_streams(g, e)) == PL_OK) rc = setup_run(g, e);

@@ -1,5 +1,6 @@
-/* cuda_exec_int.h: the CUDA executor's rank state and the pieces of its walker that the
- * in-process driver (cuda_exec.c) and the MPI + NCCL driver (cuda_nccl.c) share. */
+/* cuda_exec_int.h: the CUDA executor's rank state and the pieces of its walker (cuda_walk.c) and
+ * device state (cuda_mem.c) that the in-process driver (cuda_exec.c) and the MPI + NCCL driver
+ * (cuda_nccl.c) share. */
 #ifndef EXEC_CUDA_EXEC_INT_H
 #define EXEC_CUDA_EXEC_INT_H
 
@@ -78,7 +79,34 @@ typedef struct cx_rank {
     pl_err err;
 } cx_rank;
 
-/* ---------------------------------------------------------------- the walker (cuda_exec.c) */
+/* ---------------------------------------------------------------- the walker (cuda_walk.c) */
+
+/* Returns the device floats of slot i of host pool p. */
+static inline float *dslot(const cx_rank *c, const exec_pool *p, int i) {
+    return c->d_arena + (p->base - c->x.arena) + (size_t)i * p->stride;
+}
+
+/* Stops the run: every waiting or later wait fails with why's message. */
+void cx_abort(cx_shared *sh, const pl_err *why);
+/* Waits until every rank has drained its GPU work (n arrivals, abort or not): no rank frees
+ * memory that a peer's copy may still touch. */
+void cx_exit_wait(cx_shared *sh, int n);
+/* Counts n ranks that never started as done with their GPU work (wakes the others). */
+void cx_exit_wait_none(cx_shared *sh, int n);
+/* On the rank's thread, its device set (and green context current): device setup, a barrier,
+ * the passes, the weights and losses copied back. Returns PL_OK or the error (c->err). */
+int cx_rank_body(cx_rank *c, const exec_data *data);
+
+/* ---------------------------------------------------------------- device state (cuda_mem.c) */
+
+/* Creates the rank's streams (in its green context when it has one), cuBLAS handle and events,
+ * makes its one device allocation, uploads the initial weights and the data it needs, and
+ * publishes its receive slots. Runs on the rank's thread. Returns PL_OK or an error. */
+int cx_setup(cx_rank *c, const exec_data *data, pl_err *e);
+/* Releases the rank's device state (on its thread). */
+void cx_teardown(cx_rank *c);
+
+/* ---------------------------------------------------------------- the driver (cuda_exec.c) */
 
 /* Checks the configuration's numbers (exec_check_config, then the GPU's own). */
 int cx_check_config(const exec_config *c, pl_err *e);
@@ -87,11 +115,6 @@ int cx_check_config(const exec_config *c, pl_err *e);
 int cx_setup_rank(cx_rank *c, int r, const sched *s, const exec_config *cfg, const int *blocks, const exec_data *data,
                   double *loss_mb, pl_err *e);
 void cx_free_rank(cx_rank *c);
-/* On the rank's thread, its device set (and green context current): device setup, a barrier,
- * the passes, the weights and losses copied back. Returns PL_OK or the error (c->err). */
-int cx_rank_body(cx_rank *c, const exec_data *data);
-/* Releases the rank's device state (on its thread). */
-void cx_teardown(cx_rank *c);
 /* Moves what rank c measured and holds into rec. */
 int cx_record_of(cx_rank *c, const double *loss_mb, exec_rank_record *rec, pl_err *e);
 /* Marks out as the CUDA backend's (backend, precision, BLAS) run on the GPUs described by desc

@@ -170,9 +170,11 @@ void pl_test_register(void) {
     { void test_limits_cli_register(void); test_limits_cli_register(); } /* test_limits.c */
     { void test_sched_flags_cli_register(void); test_sched_flags_cli_register(); } /* test_sched_flags.c */
     { void test_flag_values_cli_register(void); test_flag_values_cli_register(); } /* test_flag_values.c */
+    { void test_sim_db_cli_register(void); test_sim_db_cli_register(); } /* test_sim_db.c */
     { void test_version_cli_register(void); test_version_cli_register(); } /* test_version.c */
     { void test_progress_cli_register(void); test_progress_cli_register(); } /* test_progress.c */
     { void test_layout_cli_register(void); test_layout_cli_register(); } /* test_layout.c */
     { void test_compare_cli_register(void); test_compare_cli_register(); } /* test_compare.c */
     { void test_allreduce_link_cli_register(void); test_allreduce_link_cli_register(); } /* test_allreduce_link.c */
+    { void test_exec_module_cli_register(void); test_exec_module_cli_register(); } /* test_exec_module.c */
 }

@@ -4,7 +4,8 @@
 #
 #   check.sh setup BUILD PREFIX         cmake --install BUILD --prefix PREFIX (PREFIX emptied first)
 #   check.sh program BUILD PREFIX       the installed program runs: version, a schedule, a hardware
-#                                       preset, a figure from its gnuplot templates
+#                                       preset, a figure from its gnuplot templates, a real run
+#                                       (the executor module, installed in LIBDIR/pipelab/)
 #   check.sh man BUILD PREFIX ON|OFF    every subcommand's man page renders and names its flags
 #                                       (exit 77, skipped: no `man`, or built without help2man)
 #   check.sh completion BUILD PREFIX    the bash completion completes subcommands, flags and flag
@@ -60,6 +61,10 @@ check_program() {
     expect_in "pipelab model --hardware h100" "stage" "$out"
     "$bin" simulate --kind zb-h1 --ranks 2 --microbatches 4 --trace --db runs.db >/dev/null ||
         fail "pipelab simulate --db runs.db"
+    # run and profile load the executor module from LIBDIR/pipelab/, found from the program's folder
+    out=$("$bin" run --kind 1f1b --ranks 2 --microbatches 2 --width 16 --depth 2 --timed 1 --oversubscribe \
+        --db runs.db 2>&1) || fail "pipelab run (the installed executor module): $out"
+    expect_in "pipelab run" "measured run 2, simulated run 3 in runs.db" "$out"
     if ! command -v gnuplot >/dev/null; then
         echo "(gnuplot not on PATH: the figure check is skipped)" >&2
         return 0
