@@ -176,7 +176,7 @@ typedef struct run_state {
     exec_result r;           /* the measurement */
     sim_result pr;           /* the prediction, when have_pred */
     int have_pred;
-    sim_result pr_off;       /* the prediction without the reuse-distance term, when have_off */
+    sim_result pr_off;       /* the prediction without the reuse-distance and first-touch terms, when have_off */
     int have_off;
     char tag_off[RUN_TAG_OFF_MAX]; /* its tag: the run's with RUN_TAG_OFF_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -416,17 +416,21 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     double *rank_step = pl_calloc((size_t)st->s->ranks, sizeof *rank_step);
     if (!rank_step) return pl_errf(e, PL_ENOMEM, "out of memory");
     int per_rank = exec_profile_worker_steps(t->data ? t->data : "", t->len, st->s->ranks, rank_step) == 0;
-    /* the reuse-distance term when the profile's worker lines time it; then the prediction
-     * without it too, stored beside (RUN_TAG_OFF_SUFFIX) */
+    /* the reuse-distance and first-touch terms when the profile's worker lines time them; then
+     * the prediction without them too, stored beside (RUN_TAG_OFF_SUFFIX) */
     cost_transport tr = o->mpi ? COST_TRANSPORT_MPI : COST_TRANSPORT_THREADS;
-    double *ri = pl_calloc(2 * (size_t)st->s->ranks, sizeof *ri), *rw = ri ? ri + st->s->ranks : NULL;
+    size_t R = (size_t)st->s->ranks;
+    double *ri = pl_calloc((2 + 2 * SIM_FIRST_KINDS) * R, sizeof *ri), *rw = ri ? ri + R : NULL;
+    double *fi = ri ? rw + R : NULL, *fr = ri ? fi + SIM_FIRST_KINDS * R : NULL; /* the first-touch term's */
     int reuse = ri && exec_profile_worker_reuse(t->data ? t->data : "", t->len, st->s->ranks, ri, rw) == 0;
+    int first = ri && exec_profile_worker_first(t->data ? t->data : "", t->len, st->s->ranks, fi, fr) == 0;
     const double *steps = per_rank ? rank_step : NULL;
-    int rc = ri ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, reuse ? ri : NULL, reuse ? rw : NULL, &st->pr, e)
+    int rc = ri ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL,
+                                  first ? fr : NULL, &st->pr, e)
                 : pl_errf(e, PL_ENOMEM, "out of memory");
     st->have_pred = rc == PL_OK;
-    if (rc == PL_OK && reuse) {
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, NULL, NULL, &st->pr_off, e);
+    if (rc == PL_OK && (reuse || first)) {
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, NULL, NULL, NULL, NULL, &st->pr_off, e);
         st->have_off = rc == PL_OK;
         snprintf(st->tag_off, sizeof st->tag_off, "%s" RUN_TAG_OFF_SUFFIX, o->tag ? o->tag : "");
     }

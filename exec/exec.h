@@ -326,7 +326,7 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
  * rank's times onto rank 0's clock) and calls exec_assemble there. */
 #define EXEC_REC_ARRAYS 7
 /* The kinds of times a profile between the passes gives (exec_rank_record.prof_s). */
-#define EXEC_PROF_KINDS 7
+#define EXEC_PROF_KINDS 13
 typedef struct exec_rank_record {
     int rank;
     int passes;               /* warm-up + timed */
@@ -349,8 +349,9 @@ typedef struct exec_rank_record {
     float *weights;           /* [exec_param_count] final weights of this rank's blocks (others 0) */
     size_t n_weights;
     int has_prof;             /* 1: profiled between the passes (exec_config.profile_between_reps): */
-    double prof_s[EXEC_PROF_KINDS]; /* its worker's F, I, W, STEP, I0, IH, WH of one block (medians over
-                               * its rounds) */
+    double prof_s[EXEC_PROF_KINDS]; /* its worker's F, I, W, STEP, I0, IH, WH, then F, I, W of a
+                               * round's first microbatch and of its others, of one block (medians
+                               * over its rounds) */
 } exec_rank_record;
 
 void exec_rank_record_free(exec_rank_record *r);
@@ -402,6 +403,11 @@ typedef struct exec_layer_profile {
     double i_hot_s, w_hot_s;   /* I of a block right after its microbatch's forward, W right after
                                 * its I (reuse distance 0: the activations in cache; i_s and w_s
                                 * are timed with 4 microbatches in flight); 0 = not measured */
+    double f_first_s, i_first_s, w_first_s; /* F, I, W of a round's first microbatch: the first
+                                * touch of the blocks' weights, gradients and buffers since other
+                                * work (the run's pass, the optimizer step) went through the caches */
+    double f_rest_s, i_rest_s, w_rest_s; /* F, I, W of the round's other microbatches (the first's
+                                * data still in cache); all six 0 = not measured */
     size_t param_bytes;        /* one block's parameters */
     size_t act_out_bytes;      /* what crosses a stage boundary: b x h floats */
     size_t stash_bytes;        /* what one block keeps from F to the backward: its input and its
@@ -468,6 +474,12 @@ int exec_profile_worker_steps(const char *text, size_t len, int ranks, double *s
  * w, the ratio of its I at reuse distance 0 to its I (i_ratio[w]) and of its W right after such
  * an I to its W (w_ratio[w]) when every rank's line has them, else -1 (the term is then off). */
 int exec_profile_worker_reuse(const char *text, size_t len, int ranks, double *i_ratio, double *w_ratio);
+
+/* Reads the first-touch times of the same per-worker lines (fwd_first_s .. bwd_w_rest_s): 0 and,
+ * for worker w and kind c (0 F, 1 I, 2 W), the ratio of its time on a round's first microbatch to
+ * its time (first[3 w + c]) and of its time on the round's others to its time (rest[3 w + c]) when
+ * every rank's line has them, else -1 (the term is then off). */
+int exec_profile_worker_first(const char *text, size_t len, int ranks, double *first, double *rest);
 
 /* Reads the executor line of a profile CSV's text[len]: 0 and the values, -1 when it has none. */
 int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s);

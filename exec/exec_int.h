@@ -416,8 +416,9 @@ int exec_prof_rounds(int reps);
 /* Buffers and sample space of worker tid of `threads` for `rounds` timed rounds (after one
  * untimed warm-up round). NULL and e when out of memory. */
 exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, pl_err *e);
-/* Runs w's next round on the calling thread (the first is the warm-up; none after the last). */
-void exec_prof_worker_round(exec_prof_worker *w);
+/* Runs w's next round on the calling thread (the first is the warm-up; none after the last);
+ * after: 1 when other work (the run's pass) ran on the thread since w's previous round. */
+void exec_prof_worker_round(exec_prof_worker *w, int after);
 /* The profile over the n workers' rounds in p, and each one's alone in each[n] (when not NULL). */
 int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,
                              exec_layer_profile *each, pl_err *e);
@@ -428,12 +429,16 @@ int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_e
 /* The kinds of exec_rank_record.prof_s and of the profilers' samples, in order: F, I and W of a
  * block and microbatch (EXEC_PROF_FIW of them, whose samples come first), STEP of a block, the
  * first block's I (I0), and I and W of a block at reuse distance 0 (IH, WH: right after their
- * forward, resp. their I). */
-enum { EXEC_PROF_F, EXEC_PROF_I, EXEC_PROF_W, EXEC_PROF_STEP, EXEC_PROF_I0, EXEC_PROF_IH, EXEC_PROF_WH };
+ * forward, resp. their I), then F, I, W of a round's first microbatch (FF, IF, WF) and of its
+ * others (FR, IR, WR): the samples of F, I, W by slot. */
+enum { EXEC_PROF_F, EXEC_PROF_I, EXEC_PROF_W, EXEC_PROF_STEP, EXEC_PROF_I0, EXEC_PROF_IH, EXEC_PROF_WH,
+       EXEC_PROF_FF, EXEC_PROF_IF, EXEC_PROF_WF, EXEC_PROF_FR, EXEC_PROF_IR, EXEC_PROF_WR };
 #define EXEC_PROF_FIW EXEC_PROF_STEP
 /* Returns p's time of kind k, in the order of exec_rank_record.prof_s: F, I, W, STEP, I0, IH, WH. */
 static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
-    double *const kind[EXEC_PROF_KINDS] = {&p->f_s, &p->i_s, &p->w_s, &p->step_s, &p->i0_s, &p->i_hot_s, &p->w_hot_s};
+    double *const kind[EXEC_PROF_KINDS] = {&p->f_s,       &p->i_s,       &p->w_s,       &p->step_s,   &p->i0_s,
+                                           &p->i_hot_s,   &p->w_hot_s,   &p->f_first_s, &p->i_first_s, &p->w_first_s,
+                                           &p->f_rest_s,  &p->i_rest_s,  &p->w_rest_s};
     return kind[k];
 }
 

@@ -32,7 +32,10 @@
  * medians are over all threads' rounds. It also times the optimizer STEP of one block (the
  * executor's SGD loop, momentum when cfg has it) after every round, and one more microbatch
  * per round whose I runs right after its F and whose W right after that I (reuse distance 0:
- * IH, WH; sim/sim_reuse.c). Reading the CSV's comment lines back: profile_lines.c. */
+ * IH, WH; sim/sim_reuse.c). F, I and W are also summarized by slot: the round's first
+ * microbatch, the first F, I, W of the blocks since the round began (after the previous round's
+ * STEP, or after a run's pass and prof_restore), against the others (first-touch term,
+ * sim/sim_reuse.c). Reading the CSV's comment lines back: profile_lines.c. */
 #include "exec_int.h"
 #include "platform.h"
 
@@ -188,10 +191,26 @@ static void prof_hot(prof_thread *x, int r, const float *w, float *g, float *x0,
 #undef HS
 }
 
+/* Reads back, untimed, what x's STEP went through last (its blocks' weights, gradients and
+ * momentum): after other work on the thread (a run's pass), its next round
+ * then starts from the caches its own previous round left, as the run's pass starts after the
+ * worker's restore_after_profile (worker.c). Returns the sum read. */
+static float prof_restore(const prof_thread *x) {
+    size_t n = (size_t)x->L * exec_block_floats(&x->d) * (2 + (x->cfg->momentum != 0.0));
+    float sum = 0;
+    for (size_t i = 0; i < n; i++) sum += x->mem[i];
+    return sum;
+}
+
 /* Runs x's next round (the first one untimed: page faults, caches, the BLAS); nothing once all
- * rounds are done or after a failed allocation. */
-static void prof_round(prof_thread *x) {
+ * rounds are done or after a failed allocation. after: 1 when other work (a run's pass) ran on
+ * the thread since its previous round (prof_restore first). */
+static void prof_round(prof_thread *x, int after) {
     if (!x->mem || x->next >= (int)x->rounds) return;
+    if (after) {
+        volatile float sink = prof_restore(x);
+        (void)sink;
+    }
     const exec_config *cfg = x->cfg;
     const exec_dims *d = &x->d;
     const int S = PROFILE_SLOTS, L = x->L, r = x->next++, mom = cfg->momentum != 0.0;
@@ -296,7 +315,7 @@ static void *prof_main(void *arg) {
     prof_init(x, sh->cfg, x->tid, sh->threads, rounds);
     for (int r = -1; r < rounds; r++) {
         prof_wait(sh);
-        prof_round(x);
+        prof_round(x, 0);
     }
     if (x->rc == PL_OK && !prof_finite(x))
         x->rc = pl_errf(&x->err, PL_EINTERNAL, "the profile's blocks diverged (weights not finite)");
@@ -328,8 +347,8 @@ int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_e
     return e->code;
 }
 
-void exec_prof_worker_round(exec_prof_worker *w) {
-    if (w) prof_round(w);
+void exec_prof_worker_round(exec_prof_worker *w, int after) {
+    if (w) prof_round(w, after);
 }
 
 void exec_prof_worker_free(exec_prof_worker *w) {
@@ -339,9 +358,20 @@ void exec_prof_worker_free(exec_prof_worker *w) {
     free(w);
 }
 
-/* Sets *per to thread x's samples of kind k (EXEC_PROF_*) and *off to where they start in x->t. */
-static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off) {
-    size_t fiw = EXEC_PROF_FIW * x->ns;
+/* Sets *per to thread x's samples of kind k (EXEC_PROF_*) and *off to where they start in x->t;
+ * *lo and *hi to the part of each round's samples that kind k takes: all of them, or for the
+ * first-touch kinds (FF .. WR) those of the round's first microbatch (its L blocks, which come
+ * first in a round: slot s's block j at s L + j) or of the others. */
+static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, size_t *lo, size_t *hi) {
+    size_t fiw = EXEC_PROF_FIW * x->ns, L = (size_t)x->L;
+    *lo = 0;
+    *hi = (size_t)-1;
+    if (k >= EXEC_PROF_FF && k <= EXEC_PROF_WR) {
+        int first = k < EXEC_PROF_FR;
+        *lo = first ? 0 : L;
+        *hi = first ? L : (size_t)-1;
+        k = EXEC_PROF_F + (k - (first ? EXEC_PROF_FF : EXEC_PROF_FR)); /* the samples of F, I or W */
+    }
     switch (k) {
     case EXEC_PROF_STEP: *per = x->nstep; *off = fiw; break;
     case EXEC_PROF_I0: *per = x->ni0; *off = fiw + x->nstep; break;
@@ -363,15 +393,17 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
     for (int k = 0; k < EXEC_PROF_KINDS; k++) {
         size_t n = 0;
         for (int i = 0; i < threads; i++) {
-            size_t rounds = x[i]->rounds, per, off;
-            kind_samples(x[i], k, &per, &off);
+            size_t rounds = x[i]->rounds, per, off, lo, hi;
+            kind_samples(x[i], k, &per, &off, &lo, &hi);
             if (rounds == 0 || per == 0 || !x[i]->t) continue;
             size_t each = per / rounds; /* samples of this kind in one round */
+            if (hi > each) hi = each;
+            if (lo >= hi) continue; /* one microbatch per round: no others */
             const double *t = x[i]->t + off;
             for (size_t r = 0; r < rounds; r++) {
                 double sum = 0;
-                for (size_t j = 0; j < each; j++) sum += t[r * each + j];
-                scratch[n++] = sum / (double)each;
+                for (size_t j = lo; j < hi; j++) sum += t[r * each + j];
+                scratch[n++] = sum / (double)(hi - lo);
             }
         }
         *exec_prof_kind(p, k) = n ? exec_median(scratch, n) : 0;
@@ -534,9 +566,11 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
     for (int i = 0; concurrency > 1 && i < concurrency; i++)
         pl_buf_printf(out,
                       "# " EXEC_PROFILE_META " worker=%d core=%d fwd_s=%.9g bwd_in_s=%.9g bwd_w_s=%.9g step_s=%.9g bwd_in0_s=%.9g "
-                      "bwd_in_hot_s=%.9g bwd_w_hot_s=%.9g\n",
+                      "bwd_in_hot_s=%.9g bwd_w_hot_s=%.9g fwd_first_s=%.9g bwd_in_first_s=%.9g bwd_w_first_s=%.9g "
+                      "fwd_rest_s=%.9g bwd_in_rest_s=%.9g bwd_w_rest_s=%.9g\n",
                       i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s, each[i].i_hot_s,
-                      each[i].w_hot_s);
+                      each[i].w_hot_s, each[i].f_first_s, each[i].i_first_s, each[i].w_first_s, each[i].f_rest_s,
+                      each[i].i_rest_s, each[i].w_rest_s);
     return exec_profile_csv_table(cfg, p, rows, out, e);
 }
 

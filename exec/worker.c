@@ -298,11 +298,29 @@ static int prof_gap(exec_xrank *x, int warm, int g) {
     long long R = exec_prof_rounds(c->profile_between_reps), G = c->timed_passes;
     int n = warm + (g >= 0 ? (int)(R * (g + 1) / G - R * g / G) : 0);
     for (int i = 0; i < n; i++) {
-        exec_prof_worker_round(x->prof);
+        exec_prof_worker_round(x->prof, i == 0); /* the first of a gap follows the run's pass */
         int rc = x->t->barrier(x->t, &x->err);
         if (rc != PL_OK) return rc;
     }
     return PL_OK;
+}
+
+/* After the profile's rounds in a gap (prof_gap): reads back what the rank's last STEP went
+ * through, each local stage's newest weights, gradients and momentum, in the STEP's order, so
+ * that the pass starts with the caches a pass has after the previous one's STEP rather than with
+ * the profile's own blocks in them. The profile between the passes is a measuring device: its
+ * rounds touch 2-3 MB of their own (width 128), and without this the first F and B of each stage
+ * in every timed pass read their weights and gradients back from memory, 40-75 us over the
+ * second ones at width 128, which a pass without the rounds (a saved profile) did not pay
+ * (docs/validate_cpu.md, "First touch"). Returns the sum of what it read (so it is read). */
+static float restore_after_profile(const exec_xrank *x) {
+    float sum = 0;
+    for (int i = 0; i < x->nst; i++) {
+        const exec_xstage *st = &x->st[i];
+        const float *w = exec_pool_slot(&st->ver, st->cur);
+        for (size_t k = 0; w && k < st->pfloats; k++) sum += w[k] + st->grad[k] + (st->mom ? st->mom[k] : 0.0f);
+    }
+    return sum;
 }
 
 /* Walks the passes (the body of exec_worker_main, inside its cleanup handler). */
@@ -314,7 +332,11 @@ static void worker_walk(exec_xrank *x) {
         x->pass = pass;
         x->goff = (int64_t)x->pass * x->M;
         x->rc = x->t->barrier(x->t, &x->err);
-        if (x->rc == PL_OK && x->prof) x->rc = prof_gap(x, pass == 0, pass - c->warmup_passes);
+        if (x->rc == PL_OK && x->prof) {
+            x->rc = prof_gap(x, pass == 0, pass - c->warmup_passes);
+            volatile float sink = restore_after_profile(x);
+            (void)sink;
+        }
         if (x->rc != PL_OK) break;
         int timed = x->pass >= c->warmup_passes;
         double busy = 0, comm = 0, g0_s, g0_f, g1_s, g1_f, first = -1, last = -1;

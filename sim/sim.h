@@ -316,21 +316,36 @@ typedef struct sim_model {
  * (stage, microbatch) of a lowered schedule, whether its I (or B) and its W run at distance 0
  * (under full recomputation every I and B does: it follows its own recomputed forward), and
  * scales those by the stage's hot / far time ratios (the profile measures both per rank;
- * cli_run_predict). An OVERLAP counts as its backward half for what follows it. */
-enum { SIM_HOT_I = 1, SIM_HOT_W = 2 };
+ * cli_run_predict). An OVERLAP counts as its backward half for what follows it.
+ *
+ * First touch: the first F, the first I (or B's input part) and the first W (or B's weight
+ * part) of each stage in a rank's list find that stage's weights, gradients and buffers out of
+ * cache (other work went through it before the pass: the optimizer step, the profile's rounds
+ * between a run's passes, other stages), the later ones in cache. With `first_on`, each F, I, W
+ * and B that is not at distance 0 takes its stage's time times first[3 q + c] when it is the
+ * first of its kind on its stage, else times rest[3 q + c] (c: 0 F, 1 I, 2 W; the profile times a
+ * round's first microbatch and its others, exec_profile_worker_first); a distance-0 one that is
+ * the first of its kind takes first / rest on top of its distance-0 ratio. */
+enum { SIM_HOT_I = 1, SIM_HOT_W = 2, SIM_FIRST_F = 4, SIM_FIRST_I = 8, SIM_FIRST_W = 16, SIM_FIRST_KINDS = 3 };
 typedef struct sim_reuse {
     int stages;
     int64_t mbs;              /* the schedule's microbatches over all its iterations */
-    uint8_t *hot;             /* [stages x mbs] SIM_HOT_I | SIM_HOT_W */
+    uint8_t *hot;             /* [stages x mbs] SIM_HOT_I | SIM_HOT_W | SIM_FIRST_* */
     double *i_ratio, *w_ratio; /* [stages] time at distance 0 / the cost model's time (1 = none) */
+    int hot_on;               /* 1 (sim_reuse_init): distance-0 backwards take i_ratio, w_ratio */
+    int first_on;             /* 0 (sim_reuse_init): 1 = the first-touch term, first and rest */
+    double *first, *rest;     /* [3 stages] F, I, W time of the first of its kind on the stage,
+                               * of the others / the cost model's time (1 = none) */
 } sim_reuse;
-/* Marks the distance-0 backwards of s; ratios 1. PL_OK or PL_ENOMEM. Free with sim_reuse_free. */
+/* Marks the distance-0 backwards and the first of each kind per stage of s; ratios 1, hot_on
+ * 1, first_on 0. PL_OK or PL_ENOMEM. Free with sim_reuse_free. */
 int sim_reuse_init(sim_reuse *r, const sched *s, pl_err *e);
 void sim_reuse_free(sim_reuse *r);
 /* Returns the SIM_HOT_* flags of stage q's microbatch mb (taken modulo the schedule's). */
 int sim_reuse_flags(const sim_reuse *r, int q, int64_t mb);
 /* Returns stage q's time of kind k for microbatch mb: st's, with a distance-0 I or W scaled by
- * the stage's ratio (a distance-0 B: both parts). */
+ * the stage's ratio (a distance-0 B: both parts), and with first_on the others by their
+ * first-touch or later ratio (a B: each part by its own). */
 double sim_reuse_time(const sim_reuse *r, const cost_stage *st, int q, sched_kind k, int64_t mb);
 
 /* Builds the adapter for schedule s (lowered or not: only stages, ranks and stage_rank are

@@ -3,7 +3,9 @@
  * finds that forward's activations in cache, and so does a W right after such an I; one that
  * runs after other microbatches' work reads them back from memory. The profile between a run's passes times both (exec/profile.c: its
  * rounds keep 4 microbatches in flight, and one more microbatch runs F, I, W back to back), and
- * the prediction scales each I (B) and W of distance 0 by its rank's measured ratio. */
+ * the prediction scales each I (B) and W of distance 0 by its rank's measured ratio. The
+ * first-touch term likewise scales the first F, I and W of each stage in a rank's list and the
+ * later ones by the ratios of a profile round's first microbatch and of its others (sim.h). */
 #include "sim.h"
 
 #include <stdlib.h>
@@ -18,6 +20,9 @@ static void last_part(const sched_action *a, int *stage, int64_t *mb, int *kind)
     *kind = ov ? a->kind2 : a->kind;
 }
 
+static void mark_hot(sim_reuse *r, const sched *s);
+static int mark_first(sim_reuse *r, const sched *s);
+
 int sim_reuse_init(sim_reuse *r, const sched *s, pl_err *e) {
     memset(r, 0, sizeof *r);
     r->stages = s->stages;
@@ -25,11 +30,47 @@ int sim_reuse_init(sim_reuse *r, const sched *s, pl_err *e) {
     r->hot = pl_calloc((size_t)s->stages * (size_t)(r->mbs > 0 ? r->mbs : 1), 1);
     r->i_ratio = pl_calloc((size_t)s->stages, sizeof *r->i_ratio);
     r->w_ratio = pl_calloc((size_t)s->stages, sizeof *r->w_ratio);
-    if (!r->hot || !r->i_ratio || !r->w_ratio) {
+    r->first = pl_calloc(SIM_FIRST_KINDS * (size_t)s->stages, sizeof *r->first);
+    r->rest = pl_calloc(SIM_FIRST_KINDS * (size_t)s->stages, sizeof *r->rest);
+    if (!r->hot || !r->i_ratio || !r->w_ratio || !r->first || !r->rest) {
         sim_reuse_free(r);
         return pl_errf(e, PL_ENOMEM, "out of memory");
     }
     for (int q = 0; q < s->stages; q++) r->i_ratio[q] = r->w_ratio[q] = 1;
+    for (int i = 0; i < SIM_FIRST_KINDS * s->stages; i++) r->first[i] = r->rest[i] = 1;
+    r->hot_on = 1;
+    mark_hot(r, s);
+    if (mark_first(r, s) == 0) return PL_OK;
+    sim_reuse_free(r);
+    return pl_errf(e, PL_ENOMEM, "out of memory");
+}
+
+/* Marks, on every rank, the first F, I (or B) and W (or B) of each stage in list order (an
+ * OVERLAP: its forward half and its backward half). Returns 0, or -1 out of memory. */
+static int mark_first(sim_reuse *r, const sched *s) {
+    uint8_t *seen = pl_calloc((size_t)(s->stages > 0 ? s->stages : 1), 1); /* SIM_FIRST_* met so far per stage */
+    if (!seen) return -1;
+    for (int k = 0; k < s->ranks; k++)
+        for (size_t i = 0; i < s->rank[k].n; i++) {
+            const sched_action *a = &s->rank[k].acts[i];
+            if (!sched_kind_is_compute((sched_kind)a->kind)) continue;
+            int ov = a->kind == SCHED_OVERLAP;
+            for (int part = 0; part < 1 + ov; part++) {
+                int q = part ? a->stage2 : a->stage, kind = ov ? (part ? a->kind2 : SCHED_F) : a->kind;
+                int64_t mb = part ? a->mb2 : a->mb;
+                if (q < 0 || q >= s->stages || mb < 0 || mb >= r->mbs) continue;
+                int f = kind == SCHED_F ? SIM_FIRST_F : kind == SCHED_I ? SIM_FIRST_I : kind == SCHED_W ? SIM_FIRST_W
+                      : kind == SCHED_B ? SIM_FIRST_I | SIM_FIRST_W : 0;
+                r->hot[(size_t)q * (size_t)r->mbs + (size_t)mb] |= (uint8_t)(f & ~seen[q]);
+                seen[q] |= (uint8_t)f;
+            }
+        }
+    free(seen);
+    return 0;
+}
+
+/* Marks the distance-0 backwards of every rank's list. */
+static void mark_hot(sim_reuse *r, const sched *s) {
     int full = s->recompute == SCHED_RECOMPUTE_FULL;
     for (int k = 0; k < s->ranks; k++) {
         int ps = -1, pk = -1; /* the rank's previous compute: its last part's stage, mb, kind */
@@ -50,13 +91,14 @@ int sim_reuse_init(sim_reuse *r, const sched *s, pl_err *e) {
             last_part(a, &ps, &pm, &pk);
         }
     }
-    return PL_OK;
 }
 
 void sim_reuse_free(sim_reuse *r) {
     free(r->hot);
     free(r->i_ratio);
     free(r->w_ratio);
+    free(r->first);
+    free(r->rest);
     memset(r, 0, sizeof *r);
 }
 
@@ -66,15 +108,42 @@ int sim_reuse_flags(const sim_reuse *r, int q, int64_t mb) {
     return mb < 0 ? 0 : r->hot[(size_t)q * (size_t)r->mbs + (size_t)mb];
 }
 
+/* Returns the first-touch factor of kind c (0 F, 1 I, 2 W) on stage q for flags h: 1 without
+ * the term, else the stage's first or rest ratio. */
+static double touch(const sim_reuse *r, int q, int c, int h) {
+    static const int flag[SIM_FIRST_KINDS] = {SIM_FIRST_F, SIM_FIRST_I, SIM_FIRST_W};
+    if (!r->first_on) return 1;
+    return h & flag[c] ? r->first[SIM_FIRST_KINDS * q + c] : r->rest[SIM_FIRST_KINDS * q + c];
+}
+
+/* Returns the first-touch factor of a distance-0 action of kind c on stage q for flags h: its
+ * distance-0 ratio is timed on warm weights (the profile's hot microbatch ends a round), so the
+ * first of its kind on the stage takes the first ratio over the rest ratio on top, the others
+ * nothing; 1 without the term. */
+static double touch_hot(const sim_reuse *r, int q, int c, int h) {
+    double t = touch(r, q, c, h), rest = r->first_on ? r->rest[SIM_FIRST_KINDS * q + c] : 1;
+    return t == rest ? 1 : t / rest;
+}
+
 double sim_reuse_time(const sim_reuse *r, const cost_stage *st, int q, sched_kind k, int64_t mb) {
     int h = sim_reuse_flags(r, q, mb);
+    if (!r->hot_on) h &= ~(SIM_HOT_I | SIM_HOT_W);
     double ri = h & SIM_HOT_I ? r->i_ratio[q] : 1, rw = h & SIM_HOT_W ? r->w_ratio[q] : 1;
+    int on = r->first_on;
     switch (k) {
-    case SCHED_F: return st->f_s;
-    case SCHED_I: return h & SIM_HOT_I ? st->i_s * ri : st->i_s;
-    case SCHED_W: return h & SIM_HOT_W ? st->w_s * rw : st->w_s;
+    case SCHED_F: return on ? st->f_s * touch(r, q, 0, h) : st->f_s;
+    case SCHED_I:
+        if (h & SIM_HOT_I) return on ? st->i_s * ri * touch_hot(r, q, 1, h) : st->i_s * ri;
+        return on ? st->i_s * touch(r, q, 1, h) : st->i_s;
+    case SCHED_W:
+        if (h & SIM_HOT_W) return on ? st->w_s * rw * touch_hot(r, q, 2, h) : st->w_s * rw;
+        return on ? st->w_s * touch(r, q, 2, h) : st->w_s;
     /* a B's weight part follows its input part at once: both hot when the B follows its F */
-    case SCHED_B: return h & SIM_HOT_I ? st->i_s * ri + st->w_s * r->w_ratio[q] : st->b_s;
+    case SCHED_B:
+        if (h & SIM_HOT_I)
+            return on ? st->i_s * ri * touch_hot(r, q, 1, h) + st->w_s * r->w_ratio[q] * touch_hot(r, q, 2, h)
+                      : st->i_s * ri + st->w_s * r->w_ratio[q];
+        return on ? st->i_s * touch(r, q, 1, h) + st->w_s * touch(r, q, 2, h) : st->b_s;
     default: return 0;
     }
 }

@@ -792,6 +792,17 @@ static void test_profile_between(void) {
         CU_ASSERT_DOUBLE_EQUAL(ri[1], w1->i_hot_s / w1->i_s, 1e-6 * ri[1]); /* 9 significant digits */
         CU_ASSERT_DOUBLE_EQUAL(rw[0], w0->w_hot_s / w0->w_s, 1e-6 * rw[0]);
         CU_ASSERT_EQUAL(exec_profile_worker_reuse(csv.data, csv.len, 3, ri, rw), -1); /* a worker missing */
+        /* the first-touch times: a round's first microbatch and its 3 others, whose mean over the
+         * round is the kind's round mean (F, I, W: the medians of those means lie between) */
+        const double fx[3] = {w0->f_first_s, w0->i_first_s, w0->w_first_s}, rx[3] = {w0->f_rest_s, w0->i_rest_s, w0->w_rest_s};
+        double fi[6], fr[6];
+        CU_ASSERT_EQUAL(exec_profile_worker_first(csv.data, csv.len, 2, fi, fr), 0);
+        for (int k = 0; k < 3; k++) {
+            CU_ASSERT(fx[k] > 0 && rx[k] > 0);
+            CU_ASSERT_DOUBLE_EQUAL(fi[k], fx[k] / x0[k], 1e-6 * fi[k]);
+            CU_ASSERT_DOUBLE_EQUAL(fr[k], rx[k] / x0[k], 1e-6 * fr[k]);
+        }
+        CU_ASSERT_DOUBLE_EQUAL(fi[3], w1->f_first_s / w1->f_s, 1e-6 * fi[3]);
         pl_buf_free(&csv);
         exec_result_free(&plain);
         exec_result_free(&prof);
@@ -818,6 +829,26 @@ static void test_profile_reuse_lines(void) {
     CU_ASSERT_DOUBLE_EQUAL(rw[0], 0.8, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(ri[1], 0.75, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(rw[1], 1.0, 1e-15);
+    /* the first-touch times: ratios of a round's first microbatch and of its others to the
+     * worker's time; lines without them (both above) leave the term off */
+    const char *first = "# pipelab-exec worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4 bwd_in0_s=1 bwd_in_hot_s=1 "
+                        "bwd_w_hot_s=2.4 fwd_first_s=1.5 bwd_in_first_s=2.5 bwd_w_first_s=6 fwd_rest_s=0.75 "
+                        "bwd_in_rest_s=1.5 bwd_w_rest_s=2.25\n"
+                        "# pipelab-exec worker=1 core=1 fwd_s=2 bwd_in_s=2 bwd_w_s=3 step_s=5 bwd_in0_s=1 bwd_in_hot_s=1.5 "
+                        "bwd_w_hot_s=3 fwd_first_s=3 bwd_in_first_s=2 bwd_w_first_s=3 fwd_rest_s=1 bwd_in_rest_s=2 "
+                        "bwd_w_rest_s=3\n";
+    double fi[6], fr[6];
+    CU_ASSERT_EQUAL(exec_profile_worker_first(old, strlen(old), 2, fi, fr), -1);
+    CU_ASSERT_EQUAL(exec_profile_worker_first(hot, strlen(hot), 2, fi, fr), -1);
+    CU_ASSERT_EQUAL(exec_profile_worker_first(first, strlen(first), 2, fi, fr), 0);
+    const double want_fi[6] = {1.5, 1.25, 2, 1.5, 1, 1}, want_fr[6] = {0.75, 0.75, 0.75, 0.5, 1, 1};
+    for (int k = 0; k < 6; k++) {
+        CU_ASSERT_DOUBLE_EQUAL(fi[k], want_fi[k], 1e-15);
+        CU_ASSERT_DOUBLE_EQUAL(fr[k], want_fr[k], 1e-15);
+    }
+    CU_ASSERT_EQUAL(exec_profile_worker_reuse(first, strlen(first), 2, ri, rw), 0); /* still read */
+    CU_ASSERT_DOUBLE_EQUAL(rw[0], 0.8, 1e-15);
+    CU_ASSERT_EQUAL(exec_profile_worker_first(first, strlen(first), 3, fi, fr), -1); /* a worker missing */
 }
 
 /* A run whose least memory exceeds the limit is refused before it allocates, naming what it

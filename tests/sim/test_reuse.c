@@ -35,7 +35,7 @@ static void expect_flags(const char *kind, sched_recompute rc, int f0, int f1) {
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, s, &e), PL_OK);
     for (int mb = 0; mb < 4; mb++) {
-        int g0 = sim_reuse_flags(&r, 0, mb), g1 = sim_reuse_flags(&r, 1, mb);
+        int hot = SIM_HOT_I | SIM_HOT_W, g0 = sim_reuse_flags(&r, 0, mb) & hot, g1 = sim_reuse_flags(&r, 1, mb) & hot;
         if (g0 != f0 || g1 != f1) fprintf(stderr, "%s mb %d: flags %d %d, expected %d %d\n", kind, mb, g0, g1, f0, f1);
         CU_ASSERT_EQUAL(g0, f0);
         CU_ASSERT_EQUAL(g1, f1);
@@ -58,6 +58,17 @@ static void test_flags(void) {
     expect_flags("zb-h1", SCHED_RECOMPUTE_FULL, SIM_HOT_I | SIM_HOT_W, SIM_HOT_I);
 }
 
+/* Returns a stage whose F, I, W, B take 1, 2, 3 and 5 s. */
+static cost_stage stage_1235(void) {
+    cost_stage st;
+    memset(&st, 0, sizeof st);
+    st.f_s = 1;
+    st.i_s = 2;
+    st.w_s = 3;
+    st.b_s = 5;
+    return st;
+}
+
 /* The time of a distance-0 I, W or B is the stage's scaled by the ratios; the rest unchanged. */
 static void test_time(void) {
     sched *s = lowered4("zb-h1", SCHED_RECOMPUTE_FULL); /* stage 0: I and W hot; stage 1: I hot */
@@ -69,12 +80,7 @@ static void test_time(void) {
     c.i_ratio[0] = c.w_ratio[0] = 0.5;
     r.i_ratio[0] = r.i_ratio[1] = 0.5;
     r.w_ratio[0] = r.w_ratio[1] = 0.8;
-    cost_stage st;
-    memset(&st, 0, sizeof st);
-    st.f_s = 1;
-    st.i_s = 2;
-    st.w_s = 3;
-    st.b_s = 5;
+    cost_stage st = stage_1235();
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_I, 1), 1.0, 1e-15);  /* stage 0: I hot */
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_W, 1), 2.4, 1e-15);  /* W hot */
     CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_I, 2), 1.0, 1e-15);  /* stage 1: I hot */
@@ -132,11 +138,114 @@ static void test_run(void) {
     sim_result_free(&h);
 }
 
+/* The first F, I (B) and W (B) of each stage in its rank's list are marked, no other: on 2 ranks,
+ * m = 4, every generator here starts each stage with microbatch 0, so microbatch 0 carries
+ * all three marks of its kinds and microbatches 1 to 3 none. */
+static void test_first_flags(void) {
+    const char *kinds[] = {"gpipe", "1f1b", "zb-h1"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        sched *s = lowered4(kinds[k], SCHED_RECOMPUTE_NONE);
+        if (!s) continue;
+        sim_reuse r;
+        pl_err e;
+        CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, s, &e), PL_OK);
+        int all = SIM_FIRST_F | SIM_FIRST_I | SIM_FIRST_W;
+        for (int q = 0; q < s->stages; q++)
+            for (int mb = 0; mb < 4; mb++) CU_ASSERT_EQUAL(sim_reuse_flags(&r, q, mb) & all, mb == 0 ? all : 0);
+        CU_ASSERT_EQUAL(r.first_on, 0);
+        sim_reuse_free(&r);
+        sched_free(s);
+    }
+}
+
+/* With the first-touch term, microbatch 0's F, I, W and B take the first ratios and the others
+ * the rest ratios (F 1 s, I 2 s, W 3 s, B 5 s); a distance-0 B keeps its hot ratios, times
+ * first / rest when it is the first of its stage. */
+static void test_first_time(void) {
+    sched *g = lowered4("gpipe", SCHED_RECOMPUTE_NONE);
+    sched *o = lowered4("1f1b", SCHED_RECOMPUTE_NONE); /* stage 1: every B hot */
+    sim_reuse r, h;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, g, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&h, o, &e), PL_OK);
+    cost_stage st = stage_1235();
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_F, 0), 1.0, 0); /* off: unchanged */
+    sim_reuse *x[2] = {&r, &h};
+    for (int j = 0; j < 2; j++) {
+        x[j]->first_on = 1;
+        for (int q = 0; q < 2; q++) {
+            double f[3] = {1.5, 1.25, 2}, rs[3] = {0.75, 0.5, 0.25};
+            memcpy(x[j]->first + 3 * q, f, sizeof f);
+            memcpy(x[j]->rest + 3 * q, rs, sizeof rs);
+        }
+    }
+    h.i_ratio[1] = h.w_ratio[1] = 0.1;
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_F, 0), 1.5, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_F, 3), 0.75, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_B, 0), 2 * 1.25 + 3 * 2, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_B, 2), 2 * 0.5 + 3 * 0.25, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_I, 0), 2.5, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_W, 1), 0.75, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&h, &st, 1, SCHED_B, 1), 0.2 + 0.3, 1e-15); /* hot */
+    /* the first hot B of its stage: first / rest on top of the hot ratios */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&h, &st, 1, SCHED_B, 0), 0.2 * (1.25 / 0.5) + 0.3 * (2 / 0.25), 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&h, &st, 0, SCHED_B, 1), 2 * 0.5 + 3 * 0.25, 1e-15);
+    h.hot_on = 0; /* only the first-touch term: the hot B is one like the others */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&h, &st, 1, SCHED_B, 1), 2 * 0.5 + 3 * 0.25, 1e-15);
+    sim_reuse_free(&r);
+    sim_reuse_free(&h);
+    sched_free(g);
+    sched_free(o);
+}
+
+/* GPipe over the adapter (2 ranks, m = 4, F 1 s, I 1 s, W 1 s per stage) with first ratios 2 and
+ * rest ratios 0.5 on every kind: each rank's busy time is F 2 + 3 x 0.5 plus B 2 x 2 + 3 x 2 x
+ * 0.5, 3.5 + 7 = 10.5 s instead of 4 + 8 = 12 s; with the term off, bit for bit the run without. */
+static void test_first_run(void) {
+    sched *s = lowered4("gpipe", SCHED_RECOMPUTE_NONE);
+    pl_err e;
+    pl_err_clear(&e);
+    cost_model *m = cost_model_open("uniform:layers=2,fwd_s=1,bwd_in_s=1,bwd_w_s=1", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    sim_result res[3];
+    for (int v = 0; v < 3; v++) { /* no term object; the term off; on */
+        sim_model sm;
+        sim_reuse r;
+        CU_ASSERT_EQUAL_FATAL(sim_model_init(&sm, s, m, NULL, NULL, NULL, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, s, &e), PL_OK);
+        r.hot_on = 0;
+        r.first_on = v == 2;
+        for (int i = 0; i < 6; i++) {
+            r.first[i] = 2;
+            r.rest[i] = 0.5;
+        }
+        if (v) sm.reuse = &r;
+        sim_config c;
+        sim_config_init(&c);
+        sim_model_config(&sm, &c);
+        sim_costs costs = sim_model_costs(&sm);
+        CU_ASSERT_EQUAL(sim_run(s, &costs, &c, &res[v], &e), PL_OK);
+        sim_reuse_free(&r);
+        sim_model_free(&sm);
+    }
+    CU_ASSERT(res[0].iteration_time_s == res[1].iteration_time_s);
+    CU_ASSERT(res[0].rank[1].busy_s == res[1].rank[1].busy_s);
+    CU_ASSERT_DOUBLE_EQUAL(res[0].rank[0].busy_s, 12.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(res[2].rank[0].busy_s, 10.5, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(res[2].rank[1].busy_s, 10.5, 1e-12);
+    for (int v = 0; v < 3; v++) sim_result_free(&res[v]);
+    cost_model_free(m);
+    sched_free(s);
+}
+
 void sim_reuse_tests_register(void) {
     static const pl_test_case cases[] = {
         {"reuse distance: which backwards run right after their forward", test_flags},
         {"reuse distance: the time of a distance-0 I, W, B", test_time},
         {"reuse distance: a run's busy times; ratio 1 changes nothing", test_run},
+        {"first touch: the first F, I, W of each stage", test_first_flags},
+        {"first touch: the times of the first and the later ones", test_first_time},
+        {"first touch: a run's busy times; off changes nothing", test_first_run},
         {NULL, NULL},
     };
     pl_test_suite("sim reuse distance", cases);
