@@ -444,7 +444,7 @@ static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
 
 /* ---------------------------------------------------------------- per-rank bookkeeping (xrank.c)
  * What every backend's worker does to its exec_xrank around the compute of an action. The CPU
- * worker (worker.c) and the CUDA worker (cuda/cuda_exec.c) call the same functions: their pools,
+ * worker (worker.c) and the CUDA worker (cuda/cuda_walk.c) call the same functions: their pools,
  * memory classes, peaks and errors are the same by construction. */
 
 /* Returns a free slot (lowest index) with one reference, or -1 when all are taken. */
