@@ -277,7 +277,10 @@ static void rank_rows(pl_buf *b, int r, const double *pred, const double *meas, 
         if (c < AC_N && pred[c] == 0 && meas[c] == 0) continue;
         pl_buf_printf(b, "%4d  %-10s %10.4f %10.4f ", r, c < AC_N ? ac_name[c] : c == AC_COMPUTE ? "compute" : "span",
                       MS_PER_S * pred[c], MS_PER_S * meas[c]);
-        pct(b, ERR_WIDTH, meas[c] > 0 ? (pred[c] - meas[c]) / meas[c] : NAN);
+        /* a REDUCE_GRAD the prediction prices at 0 (a stage without replicas: the executor's
+         * no-op) has no relative error: "-", its measured bookkeeping in DIFF alone */
+        int noop = c == AC_REDUCE && pred[c] == 0;
+        pct(b, ERR_WIDTH, meas[c] > 0 && !noop ? (pred[c] - meas[c]) / meas[c] : NAN);
         pl_buf_printf(b, " %+10.4f\n", MS_PER_S * (pred[c] - meas[c])); /* the absolute error, ms */
         /* a class the prediction prices at 0 (the REDUCE_GRAD of a stage without replicas, a
          * no-op) has no relative error to average: left out of the summary */
