@@ -202,6 +202,30 @@ static float prof_restore(const prof_thread *x) {
     return sum;
 }
 
+/* Times round r's optimizer step of each of x's blocks (weights w, gradients g, momentum mo or
+ * NULL): the executor's SGD loop (worker.c, do_step), in place, with a learning rate of 0 (read
+ * through a volatile, so the update is computed): a profile times the blocks, it does not train
+ * them, and its weights must stay those of an initialized model whatever the run's --lr and
+ * --momentum. */
+static void prof_step(prof_thread *x, int r, float *w, float *g, float *mo) {
+    static volatile float lr_zero = 0.0f;
+    const float lr = lr_zero, mu = (float)x->cfg->momentum, scale = 1.0f / (float)PROFILE_SLOTS;
+    const int L = x->L;
+    size_t nf = exec_block_floats(&x->d);
+    for (int k = 0; k < L; k++) {
+        float *wk = w + (size_t)k * nf, *gk = g + (size_t)k * nf, *mk = mo ? mo + (size_t)k * nf : NULL;
+        double t0 = pl_now_s();
+        for (size_t i = 0; i < nf; i++) {
+            float gi = gk[i] * scale;
+            if (mk) gi = mk[i] = mu * mk[i] + gi;
+            wk[i] = wk[i] - lr * gi;
+            gk[i] = 0.0f;
+        }
+        double t1 = pl_now_s();
+        if (r >= 0) x->t[EXEC_PROF_FIW * x->ns + (size_t)r * L + k] = t1 - t0;
+    }
+}
+
 /* Runs x's next round (the first one untimed: page faults, caches, the BLAS); nothing once all
  * rounds are done or after a failed allocation. after: 1 when other work (a run's pass) ran on
  * the thread since its previous round (prof_restore first). */
@@ -224,11 +248,6 @@ static void prof_round(prof_thread *x, int after) {
 #define X(s, k) (slots + (size_t)(s) * per_slot + (size_t)(k) * (bh + sf))
 #define ST(s, k) (X(s, k) + bh)
 #define Y(s) (slots + (size_t)(s) * per_slot + (size_t)L * (bh + sf))
-    /* the STEP's arithmetic and memory traffic with a learning rate of 0 (read through a volatile,
-     * so the update is computed): a profile times the blocks, it does not train them, and its
-     * weights must stay those of an initialized model whatever the run's --lr and --momentum */
-    static volatile float lr_zero = 0.0f;
-    const float lr = lr_zero, mu = (float)cfg->momentum, scale = 1.0f / (float)S;
     for (int s = 0; s < S; s++)
         for (int k = 0; k < L; k++) {
             float *y = k + 1 < L ? X(s, k + 1) : Y(s);
@@ -268,19 +287,7 @@ static void prof_round(prof_thread *x, int after) {
         }
     }
     if (r >= 0) prof_hot(x, r, w, g, X(0, 0), ST(0, 0), Y(0), gb, scr, tg);
-    /* the optimizer step of each block: the executor's SGD loop (worker.c, do_step), in place */
-    for (int k = 0; k < L; k++) {
-        float *wk = w + (size_t)k * nf, *gk = g + (size_t)k * nf, *mk = mom ? mo + (size_t)k * nf : NULL;
-        double t0 = pl_now_s();
-        for (size_t i = 0; i < nf; i++) {
-            float gi = gk[i] * scale;
-            if (mk) gi = mk[i] = mu * mk[i] + gi;
-            wk[i] = wk[i] - lr * gi;
-            gk[i] = 0.0f;
-        }
-        double t1 = pl_now_s();
-        if (r >= 0) t[EXEC_PROF_FIW * ns + (size_t)r * L + k] = t1 - t0;
-    }
+    prof_step(x, r, w, g, mom ? mo : NULL);
     if (r >= 0) x->nt += (size_t)S * L;
     /* the next round starts from the same inputs (X(s, 0) is only read) */
 #undef X
