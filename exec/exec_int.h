@@ -165,6 +165,10 @@ void exec_block_backward_w(const exec_dims *d, const float *x, const float *act,
 /* Turns y [b, h] in place into dL/dy for the MSE loss against t and returns the loss
  * mean((y - t)^2) (computed in double). */
 double exec_mse_grad(const exec_dims *d, float *y, const float *t);
+/* The SGD step of n parameters, the executor's STEP (worker.c) and the one its profile times
+ * (profile.c): o = w - lr (g scale), or with momentum mom = mu mom + g scale and o = w - lr mom;
+ * then g = 0, in the same pass over memory. o may be w (in place). */
+void exec_sgd_step(float *o, const float *w, float *g, float *mom, size_t n, float scale, float lr, float mu);
 
 /* The data set: D microbatches of inputs and targets. */
 typedef struct exec_data {

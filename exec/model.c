@@ -346,6 +346,15 @@ double exec_mse_grad(const exec_dims *d, float *y, const float *t) {
     return loss / (double)n;
 }
 
+void exec_sgd_step(float *o, const float *w, float *g, float *mom, size_t n, float scale, float lr, float mu) {
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * scale;
+        if (mom) gi = mom[i] = mu * mom[i] + gi;
+        o[i] = w[i] - lr * gi;
+        g[i] = 0.0f;
+    }
+}
+
 /* ---------------------------------------------------------------- data */
 
 int exec_data_build(const exec_config *cfg, exec_data *out, pl_err *e) {

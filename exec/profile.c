@@ -203,7 +203,7 @@ static float prof_restore(const prof_thread *x) {
 }
 
 /* Times round r's optimizer step of each of x's blocks (weights w, gradients g, momentum mo or
- * NULL): the executor's SGD loop (worker.c, do_step), in place, with a learning rate of 0 (read
+ * NULL): the executor's SGD loop (exec_sgd_step), in place, with a learning rate of 0 (read
  * through a volatile, so the update is computed): a profile times the blocks, it does not train
  * them, and its weights must stay those of an initialized model whatever the run's --lr and
  * --momentum. */
@@ -215,12 +215,7 @@ static void prof_step(prof_thread *x, int r, float *w, float *g, float *mo) {
     for (int k = 0; k < L; k++) {
         float *wk = w + (size_t)k * nf, *gk = g + (size_t)k * nf, *mk = mo ? mo + (size_t)k * nf : NULL;
         double t0 = pl_now_s();
-        for (size_t i = 0; i < nf; i++) {
-            float gi = gk[i] * scale;
-            if (mk) gi = mk[i] = mu * mk[i] + gi;
-            wk[i] = wk[i] - lr * gi;
-            gk[i] = 0.0f;
-        }
+        exec_sgd_step(wk, wk, gk, mk, nf, scale, lr, mu);
         double t1 = pl_now_s();
         if (r >= 0) x->t[EXEC_PROF_FIW * x->ns + (size_t)r * L + k] = t1 - t0;
     }

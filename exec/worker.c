@@ -85,12 +85,7 @@ static int do_step(exec_xrank *x, int s, pl_err *e) {
     float scale = 1.0f / (float)st->nacc, lr = (float)x->cfg->lr, mu = (float)x->cfg->momentum;
     const float *w = exec_pool_slot(&st->ver, st->cur);
     float *o = exec_pool_slot(&st->ver, dst);
-    for (size_t i = 0; i < st->pfloats; i++) {
-        float g = st->grad[i] * scale;
-        if (st->mom) g = st->mom[i] = mu * st->mom[i] + g;
-        o[i] = w[i] - lr * g;
-        st->grad[i] = 0.0f; /* reset in the same pass over memory */
-    }
+    exec_sgd_step(o, w, st->grad, st->mom, st->pfloats, scale, lr, mu);
     exec_xrank_step_end(st, dst);
     return PL_OK;
 }

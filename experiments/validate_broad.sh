@@ -30,6 +30,36 @@ BROAD_ROUNDS=7
 # of 1 + 10 passes and its profile between them then take about 10 s or less.
 BROAD_MAX_FLOPS=1000000000
 
+# Forward FLOPs of one block for one microbatch (exec/model.c, exec_block_flops): the dense block
+# of width $1 on $2 rows, 4 b h f = 16 b h^2; the transformer block of width $1 on $3 sequences
+# of $2 tokens, 24 R h^2 + 4 R s h with R = b s rows.
+mlp_block_flops() { echo $((16 * $2 * $1 * $1)); }
+gpt_block_flops() { echo $((24 * $3 * $2 * $1 * $1 + 4 * $3 * $2 * $2 * $1)); }
+
+# Timed passes of a run are at least MIN_TIMED_S seconds of measurement (default 0.5), at
+# least TIMED and at most TIMED_MAX (default 200) passes. A short iteration is otherwise a few
+# milliseconds of passes, most of them right after the profile's rounds between the passes,
+# whose blocks have pushed the run's out of the caches: such a pass is slower than a pass after
+# a pass, so the median pass of 10 measured the profile's disturbance (docs/validate_cpu.md,
+# "Short iterations"). The iteration is estimated from its FLOPs at a low
+# RATE_GFLOPS (default 20, under what small GEMMs reach here, so that the estimate errs long
+# and the passes err many): the busiest of 2 ranks does half the blocks, F, I and W of each
+# microbatch (and a second F under full recomputation).
+MIN_TIMED_S=${MIN_TIMED_S:-0.5}
+TIMED_MAX=${TIMED_MAX:-200}
+RATE_GFLOPS=${RATE_GFLOPS:-20}
+# Prints the timed passes of configuration "KIND M RECOMPUTE MODEL-SPEC" ($1 .. $4).
+point_timed() {
+    local m=$2 rc=$3 spec=$4 kv L f
+    declare -A p
+    for kv in $(echo "${spec#*:}" | tr , ' '); do p[${kv%%=*}]=${kv#*=}; done
+    if [ "${spec%%:*}" = transformer ]; then L=${p[layers]}; f=$(gpt_block_flops "${p[hidden]}" "${p[seq]}" "${p[microbatch]}")
+    else L=${p[depth]}; f=$(mlp_block_flops "${p[width]}" "${p[microbatch]}"); fi
+    awk -v m="$m" -v L="$L" -v f="$f" -v rc="$rc" -v rate="$RATE_GFLOPS" -v want="$MIN_TIMED_S" -v lo="$TIMED" -v hi="$TIMED_MAX" 'BEGIN {
+        est = m * int((L + 1) / 2) * f * (rc == "full" ? 4 : 3) / (rate * 1e9)
+        n = int(want / est + 0.999999); if (n < lo) n = lo; if (n > hi) n = hi; print n }'
+}
+
 # Prints the configurations (see above).
 broad_points() {
     local nk=${#BROAD_KINDS[@]} n k r kind m rc spec
@@ -42,16 +72,14 @@ broad_points() {
         if [ $(((k + r) % 2)) = 1 ]; then
             local h=${BROAD_HIDDEN[$(((r + k) / 2 % ${#BROAD_HIDDEN[@]}))]} s=${BROAD_SEQ[$(((2 * r + k) % ${#BROAD_SEQ[@]}))]}
             local b=${BROAD_SEQS[$(((r + 2 * k) % ${#BROAD_SEQS[@]}))]} L=${BROAD_LAYERS[$(((r + k / 2) % ${#BROAD_LAYERS[@]}))]}
-            # forward FLOPs of a block (exec/model.c, exec_block_flops): 24 R h^2 + 4 R s h
-            while [ $((L / 2 * (24 * b * s * h * h + 4 * b * s * s * h))) -gt "$BROAD_MAX_FLOPS" ]; do
+            while [ $((L / 2 * $(gpt_block_flops "$h" "$s" "$b"))) -gt "$BROAD_MAX_FLOPS" ]; do
                 if [ "$b" -gt 1 ]; then b=$((b / 2)); elif [ "$s" -gt 32 ]; then s=$((s / 2)); elif [ "$L" -gt 4 ]; then L=$((L / 2)); else break; fi
             done
             spec="transformer:layers=$L,hidden=$h,heads=$((h / 64)),seq=$s,microbatch=$b"
         else
             local w=${BROAD_WIDTH[$(((3 * r + k) % ${#BROAD_WIDTH[@]}))]} d=${BROAD_DEPTH[$(((r + 3 * k) / 2 % ${#BROAD_DEPTH[@]}))]}
             local mb=${BROAD_MBS[$(((k + 2 * r) % ${#BROAD_MBS[@]}))]}
-            # forward FLOPs of a block: 4 b h f = 16 b h^2
-            while [ $((d / 2 * 16 * mb * w * w)) -gt "$BROAD_MAX_FLOPS" ]; do
+            while [ $((d / 2 * $(mlp_block_flops "$w" "$mb"))) -gt "$BROAD_MAX_FLOPS" ]; do
                 if [ "$mb" -gt 4 ]; then mb=$((mb / 2)); elif [ "$d" -gt 4 ]; then d=$((d / 2)); else break; fi
             done
             spec="mlp:width=$w,depth=$d,microbatch=$mb"

@@ -34,7 +34,8 @@
 # fraction within 1.5 points on average, peak memory within 2%; the summary prints each with
 # the signed mean error.
 # Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
-# TIMED (timed passes, 20; 10 with --broad), TRACE (1), DEPTH (8),
+# TIMED (timed passes at least, 20; 10 with --broad; more for short iterations: MIN_TIMED_S,
+# TIMED_MAX and RATE_GFLOPS, validate_broad.sh), TRACE (1), DEPTH (8),
 # PROFILE (between | before | once), PREPS (profile repetitions, 100), PCONC (before and once:
 # profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, BUSY_MAX, RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
@@ -116,7 +117,7 @@ while read -r kind m recompute spec; do
         fi
         # shellcheck disable=SC2086
         BEFORE=clear_try quiet_try "$PL" run --kind "$kind" --ranks 2 --microbatches "$m" $extra --model "$spec" \
-            --timed "$TIMED" $PROFILE_ARG --tag "$NAME" --db "$TRY_DB" --format csv >/dev/null || exit 1
+            --timed "$(point_timed "$kind" "$m" "$recompute" "$spec")" $PROFILE_ARG --tag "$NAME" --db "$TRY_DB" --format csv >/dev/null || exit 1
         local into=$DB
         [ "$OTHERS" -lt "$BUSY_MAX" ] || into=$BUSY_DB
         echo "$kind m=$m recompute=$recompute $spec others=${OTHERS}% -> $(basename "$into")" >> "$LOG"
