@@ -416,21 +416,22 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     double *rank_step = pl_calloc((size_t)st->s->ranks, sizeof *rank_step);
     if (!rank_step) return pl_errf(e, PL_ENOMEM, "out of memory");
     int per_rank = exec_profile_worker_steps(t->data ? t->data : "", t->len, st->s->ranks, rank_step) == 0;
-    /* the reuse-distance and first-touch terms when the profile's worker lines time them; then
-     * the prediction without them too, stored beside (RUN_TAG_OFF_SUFFIX) */
+    /* the reuse-distance, first-touch and again terms when the profile's worker lines time them;
+     * then the prediction without them too, stored beside (RUN_TAG_OFF_SUFFIX) */
     cost_transport tr = o->mpi ? COST_TRANSPORT_MPI : COST_TRANSPORT_THREADS;
     size_t R = (size_t)st->s->ranks;
-    double *ri = pl_calloc((2 + 2 * SIM_FIRST_KINDS) * R, sizeof *ri), *rw = ri ? ri + R : NULL;
-    double *fi = ri ? rw + R : NULL, *fr = ri ? fi + SIM_FIRST_KINDS * R : NULL; /* the first-touch term's */
-    int reuse = ri && exec_profile_worker_reuse(t->data ? t->data : "", t->len, st->s->ranks, ri, rw) == 0;
-    int first = ri && exec_profile_worker_first(t->data ? t->data : "", t->len, st->s->ranks, fi, fr) == 0;
+    const char *text = t->data ? t->data : "";
+    double *ri = pl_calloc((2 + 3 * SIM_FIRST_KINDS) * R, sizeof *ri), *rw = ri ? ri + R : NULL;
+    double *fi = ri ? rw + R : NULL, *fr = ri ? fi + SIM_FIRST_KINDS * R : NULL, *ag = ri ? fr + SIM_FIRST_KINDS * R : NULL;
+    int reuse = ri && exec_profile_worker_reuse(text, t->len, st->s->ranks, ri, rw) == 0;
+    int first = ri && exec_profile_worker_first(text, t->len, st->s->ranks, fi, fr) == 0;
+    int again = ri && exec_profile_worker_again(text, t->len, st->s->ranks, ag) == 0;
+    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, again ? ag : NULL};
     const double *steps = per_rank ? rank_step : NULL;
-    int rc = ri ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL,
-                                  first ? fr : NULL, &st->pr, e)
-                : pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = ri ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, &terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     st->have_pred = rc == PL_OK;
-    if (rc == PL_OK && (reuse || first)) {
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, NULL, NULL, NULL, NULL, &st->pr_off, e);
+    if (rc == PL_OK && (reuse || first || again)) {
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, NULL, &st->pr_off, e);
         st->have_off = rc == PL_OK;
         snprintf(st->tag_off, sizeof st->tag_off, "%s" RUN_TAG_OFF_SUFFIX, o->tag ? o->tag : "");
     }

@@ -157,8 +157,9 @@ static int predict_exec_memory(const sched *s, const exec_config *cfg, sim_resul
 /* run_drive.h. Returns PL_OK with r filled, or the error of the profile check, the stage split
  * or the simulator (prefixed "prediction: "). */
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,
-                    const double *reuse_i, const double *reuse_w, const double *first, const double *rest, sim_result *r,
-                    pl_err *e) {
+                    const cli_run_terms *terms, sim_result *r, pl_err *e) {
+    static const cli_run_terms none;
+    const cli_run_terms *t = terms ? terms : &none;
     memset(r, 0, sizeof *r);
     int rc = exec_profile_check(m, cfg, m->src_path ? m->src_path : "profile", e);
     if (rc) return rc;
@@ -184,21 +185,25 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
     for (int q = 0; rc == PL_OK && q < sm.stages; q++) replicated |= sm.replicas[q] > 1;
     if (rc == PL_OK && cli_allreduce_link("run", m, (int)tr, replicated, "0 (free links)", &link) >= 0)
         sm.allreduce_link = &link;
-    /* the reuse-distance and first-touch terms: each stage's ratios are its rank's worker's */
+    /* the reuse-distance, first-touch and again terms: each stage's ratios are its rank's worker's */
     sim_reuse reuse;
-    int with_reuse = rc == PL_OK && ((reuse_i && reuse_w) || (first && rest));
+    int with_reuse = rc == PL_OK && ((t->reuse_i && t->reuse_w) || (t->first && t->rest) || t->again);
     if (with_reuse && (rc = sim_reuse_init(&reuse, s, e)) == PL_OK) {
-        reuse.hot_on = reuse_i && reuse_w;
-        reuse.first_on = first && rest;
+        reuse.hot_on = t->reuse_i && t->reuse_w;
+        reuse.first_on = t->first && t->rest;
+        reuse.again_on = t->again != NULL;
         for (int q = 0; q < s->stages; q++) {
             int k = s->stage_rank[q];
             if (reuse.hot_on) {
-                reuse.i_ratio[q] = reuse_i[k];
-                reuse.w_ratio[q] = reuse_w[k];
+                reuse.i_ratio[q] = t->reuse_i[k];
+                reuse.w_ratio[q] = t->reuse_w[k];
             }
-            for (int c = 0; reuse.first_on && c < SIM_FIRST_KINDS; c++) {
-                reuse.first[SIM_FIRST_KINDS * q + c] = first[SIM_FIRST_KINDS * k + c];
-                reuse.rest[SIM_FIRST_KINDS * q + c] = rest[SIM_FIRST_KINDS * k + c];
+            for (int c = 0; c < SIM_FIRST_KINDS; c++) {
+                if (reuse.first_on) {
+                    reuse.first[SIM_FIRST_KINDS * q + c] = t->first[SIM_FIRST_KINDS * k + c];
+                    reuse.rest[SIM_FIRST_KINDS * q + c] = t->rest[SIM_FIRST_KINDS * k + c];
+                }
+                if (reuse.again_on) reuse.again[SIM_FIRST_KINDS * q + c] = t->again[SIM_FIRST_KINDS * k + c];
             }
         }
         sm.reuse = &reuse;

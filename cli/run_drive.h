@@ -79,15 +79,24 @@ int cli_exec_model(const char *cmd, const char *spec, exec_config *cfg, cli_exec
  * a replicated stage costs cost_ring_allreduce_s of its fp32 gradient bytes over its replicas on
  * the profile's all-reduce measured on the run's transport tr (cli_allreduce_link: an MPI run
  * whose profile has no MPI measurement takes the threads' one; a profile without any predicts 0;
- * both say so on stderr). When reuse_i and reuse_w are not NULL, each backward at reuse
- * distance 0 (sim_reuse.c) takes its stage's time times the ratio of its rank r (reuse_i[r] for
- * I, reuse_w[r] for W: exec_profile_worker_reuse). When first and rest are not NULL, the
- * first-touch term (sim_reuse.c): the first F, I, W of a stage in its rank's list take its time
- * times first[3 r + c] of its rank r, the later ones times rest[3 r + c] (c: 0 F, 1 I, 2 W:
- * exec_profile_worker_first). The peak memory per rank is the executor's own (exec_mem_walk). */
+ * both say so on stderr). The terms (cli_run_terms; NULL: none) scale the compute times
+ * (sim_reuse.c). The peak memory per rank is the executor's own (exec_mem_walk). */
+typedef struct cli_run_terms {
+    /* [ranks] reuse distance 0: each backward right after its forward takes its stage's time
+     * times the ratio of its rank r (reuse_i[r] for I, reuse_w[r] for W:
+     * exec_profile_worker_reuse); NULL both: off */
+    const double *reuse_i, *reuse_w;
+    /* [3 ranks] first touch: the first F, I, W of a stage in its rank's list take its time times
+     * first[3 r + c] of its rank r, the later ones times rest[3 r + c] (c: 0 F, 1 I, 2 W:
+     * exec_profile_worker_first); NULL both: off */
+    const double *first, *rest;
+    /* [3 ranks] again: on a rank with several stages, an F, I, W after one on the same stage
+     * takes its time times again[3 r + c] instead of its first-touch ratio
+     * (exec_profile_worker_again); NULL: off */
+    const double *again;
+} cli_run_terms;
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,
-                    const double *reuse_i, const double *reuse_w, const double *first, const double *rest, sim_result *r,
-                    pl_err *e);
+                    const cli_run_terms *terms, sim_result *r, pl_err *e);
 
 /* ---------------------------------------------------------------- results store */
 

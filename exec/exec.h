@@ -326,7 +326,7 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
  * rank's times onto rank 0's clock) and calls exec_assemble there. */
 #define EXEC_REC_ARRAYS 7
 /* The kinds of times a profile between the passes gives (exec_rank_record.prof_s). */
-#define EXEC_PROF_KINDS 13
+#define EXEC_PROF_KINDS 16
 typedef struct exec_rank_record {
     int rank;
     int passes;               /* warm-up + timed */
@@ -350,8 +350,8 @@ typedef struct exec_rank_record {
     size_t n_weights;
     int has_prof;             /* 1: profiled between the passes (exec_config.profile_between_reps): */
     double prof_s[EXEC_PROF_KINDS]; /* its worker's F, I, W, STEP, I0, IH, WH, then F, I, W of a
-                               * round's first microbatch and of its others, of one block (medians
-                               * over its rounds) */
+                               * round's first microbatch and of its others, then F, I, W again on
+                               * the same blocks (FA, IA, WA), of one block (medians over its rounds) */
 } exec_rank_record;
 
 void exec_rank_record_free(exec_rank_record *r);
@@ -408,6 +408,13 @@ typedef struct exec_layer_profile {
                                 * work (the run's pass, the optimizer step) went through the caches */
     double f_rest_s, i_rest_s, w_rest_s; /* F, I, W of the round's other microbatches (the first's
                                 * data still in cache); all six 0 = not measured */
+    double f_again_s, i_again_s, w_again_s; /* F, I, W of a block when the same blocks ran the
+                                * same kind for another microbatch just before, over half the
+                                * worker's blocks (exec_prof_again_blocks): their weights (and
+                                * gradients) still in cache, as on a rank whose consecutive
+                                * actions are on one of its several stages; the other times
+                                * are timed with all the worker's blocks between two uses of a
+                                * block; all three 0 = not measured */
     size_t param_bytes;        /* one block's parameters */
     size_t act_out_bytes;      /* what crosses a stage boundary: b x h floats */
     size_t stash_bytes;        /* what one block keeps from F to the backward: its input and its
@@ -480,6 +487,12 @@ int exec_profile_worker_reuse(const char *text, size_t len, int ranks, double *i
  * its time (first[3 w + c]) and of its time on the round's others to its time (rest[3 w + c]) when
  * every rank's line has them, else -1 (the term is then off). */
 int exec_profile_worker_first(const char *text, size_t len, int ranks, double *first, double *rest);
+
+/* Reads the again times of the same per-worker lines (fwd_again_s, bwd_in_again_s,
+ * bwd_w_again_s): 0 and, for worker w and kind c (0 F, 1 I, 2 W), the ratio of its time right
+ * after the same kind on the same blocks for another microbatch to its time (again[3 w + c])
+ * when every rank's line has them, else -1 (the term is then off). */
+int exec_profile_worker_again(const char *text, size_t len, int ranks, double *again);
 
 /* Reads the executor line of a profile CSV's text[len]: 0 and the values, -1 when it has none. */
 int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s);

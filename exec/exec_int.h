@@ -417,6 +417,9 @@ void exec_profile_sizes(const exec_dims *d, exec_layer_profile *p);
 int exec_prof_blocks(const exec_config *cfg, int threads);
 /* Timed rounds (of the profile's microbatches) that give at least reps samples of every block. */
 int exec_prof_rounds(int reps);
+/* Blocks of a profile worker's again samples (FA, IA, WA) when it holds `blocks`: half of them
+ * (rounded up), the stage of a rank that holds two (the 2-chunk schedules). */
+int exec_prof_again_blocks(int blocks);
 /* Buffers and sample space of worker tid of `threads` for `rounds` timed rounds (after one
  * untimed warm-up round). NULL and e when out of memory. */
 exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, pl_err *e);
@@ -434,15 +437,18 @@ int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_e
  * block and microbatch (EXEC_PROF_FIW of them, whose samples come first), STEP of a block, the
  * first block's I (I0), and I and W of a block at reuse distance 0 (IH, WH: right after their
  * forward, resp. their I), then F, I, W of a round's first microbatch (FF, IF, WF) and of its
- * others (FR, IR, WR): the samples of F, I, W by slot. */
+ * others (FR, IR, WR): the samples of F, I, W by slot; then F, I, W again on the same blocks right
+ * after the same kind for another microbatch (FA, IA, WA). */
 enum { EXEC_PROF_F, EXEC_PROF_I, EXEC_PROF_W, EXEC_PROF_STEP, EXEC_PROF_I0, EXEC_PROF_IH, EXEC_PROF_WH,
-       EXEC_PROF_FF, EXEC_PROF_IF, EXEC_PROF_WF, EXEC_PROF_FR, EXEC_PROF_IR, EXEC_PROF_WR };
+       EXEC_PROF_FF, EXEC_PROF_IF, EXEC_PROF_WF, EXEC_PROF_FR, EXEC_PROF_IR, EXEC_PROF_WR,
+       EXEC_PROF_FA, EXEC_PROF_IA, EXEC_PROF_WA };
 #define EXEC_PROF_FIW EXEC_PROF_STEP
-/* Returns p's time of kind k, in the order of exec_rank_record.prof_s: F, I, W, STEP, I0, IH, WH. */
+/* Returns p's time of kind k, in the order of exec_rank_record.prof_s (EXEC_PROF_*). */
 static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
     double *const kind[EXEC_PROF_KINDS] = {&p->f_s,       &p->i_s,       &p->w_s,       &p->step_s,   &p->i0_s,
                                            &p->i_hot_s,   &p->w_hot_s,   &p->f_first_s, &p->i_first_s, &p->w_first_s,
-                                           &p->f_rest_s,  &p->i_rest_s,  &p->w_rest_s};
+                                           &p->f_rest_s,  &p->i_rest_s,  &p->w_rest_s,  &p->f_again_s,
+                                           &p->i_again_s, &p->w_again_s};
     return kind[k];
 }
 

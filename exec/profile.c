@@ -78,10 +78,14 @@ struct exec_prof_worker {
     size_t ni0;        /* samples of I without the input gradient (block 0's, one per microbatch) */
     size_t nhot;       /* samples of each of IH and WH: one more microbatch per round through every
                         * block, its I right after its F and its W right after that I */
+    int ga;            /* blocks of the again samples (exec_prof_again_blocks) */
+    size_t nagain;     /* samples of each of FA, IA, WA: per round, ga blocks' F for one more
+                        * microbatch right after their F for another, then the two's I, then W */
     size_t rounds;     /* timed rounds: each holds ns / rounds samples of F, I, W, nstep / rounds of
                         * STEP, ni0 / rounds of I0 and nhot / rounds of IH and of WH */
     size_t nt;         /* samples of each of F, I, W taken so far */
-    double *t;         /* [3 ns + nstep + ni0 + 2 nhot]: F, I, W, STEP, I0, IH, WH */
+    double *t;         /* [3 ns + nstep + ni0 + 2 nhot + 3 nagain]: F, I, W, STEP, I0, IH, WH, FA,
+                        * IA, WA */
     float *mem;        /* the blocks and the slots (NULL after a failed allocation) */
     int rc;
     pl_err err;
@@ -107,6 +111,10 @@ int exec_prof_blocks(const exec_config *cfg, int threads) {
 /* Waits at the barrier of the threads (none alone). */
 static void prof_wait(prof_shared *sh) {
     if (sh->threads > 1) pthread_barrier_wait(&sh->bar);
+}
+
+int exec_prof_again_blocks(int blocks) {
+    return blocks < 2 ? 1 : (blocks + 1) / 2;
 }
 
 int exec_prof_rounds(int reps) {
@@ -139,8 +147,10 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->nstep = x->rounds * (size_t)L;
     x->ni0 = x->rounds * S;
     x->nhot = x->rounds * (size_t)L;
+    x->ga = exec_prof_again_blocks(L);
+    x->nagain = x->rounds * (size_t)x->ga;
     x->mem = pl_calloc(floats, sizeof(float));
-    x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 1, sizeof(double));
+    x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 3 * x->nagain + 1, sizeof(double));
     if (!x->mem || !x->t) {
         x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d->h);
         free(x->mem);
@@ -189,6 +199,52 @@ static void prof_hot(prof_thread *x, int r, const float *w, float *g, float *x0,
     }
 #undef HX
 #undef HS
+}
+
+/* Times round r's F, I and W again on x's first ga blocks (exec_prof_again_blocks), from the
+ * slots whose first block's input is at xa and xb (block k's input and state at + k stride):
+ * the blocks' F for a, then for b (timed, FA), the I of a from the last of them to the first,
+ * then b's (IA), then the W of a and of b (WA), each of b's right after a's over the same
+ * blocks. So b finds the weights (and gradients) a just used in cache when ga blocks fit, where
+ * the round's own F, I, W come with all x's blocks between two uses of a block: a rank holding
+ * several stages whose consecutive actions are on one of them (looped-bfs, interleaved, V
+ * schedules) runs them as b does (sim_reuse.c). The forwards recompute a and b's activations
+ * and state, which their round's I and W have used. gb's gradient at block ga's input is
+ * whatever the round left there (the run's magnitudes). */
+static void prof_again(prof_thread *x, int r, const float *w, float *g, float *xa, float *xb, size_t stride, float *gb,
+                       float *scr) {
+    const exec_dims *d = &x->d;
+    const int G = x->ga;
+    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h;
+    double *ta = x->t + EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + (size_t)r * G;
+    float *const in[2] = {xa, xb};
+    for (int m = 0; m < 2; m++)
+        for (int k = 0; k < G; k++) {
+            /* block k's output is block k + 1's input, the slot's output after the last block */
+            float *xk = in[m] + (size_t)k * stride;
+            double t0 = pl_now_s();
+            exec_block_fwd(d, w + (size_t)k * nf, xk, xk + bh, xk + stride);
+            if (m) ta[k] = pl_now_s() - t0;
+        }
+    for (int m = 0; m < 2; m++)
+        for (int k = G - 1; k >= 0; k--) {
+            float *xk = in[m] + (size_t)k * stride;
+            double t0 = pl_now_s();
+            if (k > 0) {
+                exec_block_bwd_i(d, w + (size_t)k * nf, xk, xk + bh, gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
+            } else {
+                exec_block_bwd_i(d, w, xk, xk + bh, gb + bh, NULL, scr);
+                exec_block_bwd_gx(d, w, xk, xk + bh, gb + bh, gb);
+            }
+            if (m) ta[x->nagain + (size_t)k] = pl_now_s() - t0;
+        }
+    for (int m = 0; m < 2; m++)
+        for (int k = G - 1; k >= 0; k--) {
+            float *xk = in[m] + (size_t)k * stride;
+            double t0 = pl_now_s();
+            exec_block_bwd_w(d, xk, xk + bh, gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
+            if (m) ta[2 * x->nagain + (size_t)k] = pl_now_s() - t0;
+        }
 }
 
 /* Reads back, untimed, what x's STEP went through last (its blocks' weights, gradients and
@@ -282,6 +338,7 @@ static void prof_round(prof_thread *x, int after) {
         }
     }
     if (r >= 0) prof_hot(x, r, w, g, X(0, 0), ST(0, 0), Y(0), gb, scr, tg);
+    if (r >= 0 && S >= 3) prof_again(x, r, w, g, X(1, 0), X(2, 0), bh + sf, gb, scr);
     prof_step(x, r, w, g, mom ? mo : NULL);
     if (r >= 0) x->nt += (size_t)S * L;
     /* the next round starts from the same inputs (X(s, 0) is only read) */
@@ -379,6 +436,10 @@ static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, 
     case EXEC_PROF_I0: *per = x->ni0; *off = fiw + x->nstep; break;
     case EXEC_PROF_IH: *per = x->nhot; *off = fiw + x->nstep + x->ni0; break;
     case EXEC_PROF_WH: *per = x->nhot; *off = fiw + x->nstep + x->ni0 + x->nhot; break;
+    case EXEC_PROF_FA: case EXEC_PROF_IA: case EXEC_PROF_WA:
+        *per = x->nagain;
+        *off = fiw + x->nstep + x->ni0 + 2 * x->nhot + (size_t)(k - EXEC_PROF_FA) * x->nagain;
+        break;
     default: *per = x->ns; *off = (size_t)k * x->ns; break; /* F, I, W */
     }
 }
@@ -569,10 +630,11 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
         pl_buf_printf(out,
                       "# " EXEC_PROFILE_META " worker=%d core=%d fwd_s=%.9g bwd_in_s=%.9g bwd_w_s=%.9g step_s=%.9g bwd_in0_s=%.9g "
                       "bwd_in_hot_s=%.9g bwd_w_hot_s=%.9g fwd_first_s=%.9g bwd_in_first_s=%.9g bwd_w_first_s=%.9g "
-                      "fwd_rest_s=%.9g bwd_in_rest_s=%.9g bwd_w_rest_s=%.9g\n",
+                      "fwd_rest_s=%.9g bwd_in_rest_s=%.9g bwd_w_rest_s=%.9g fwd_again_s=%.9g bwd_in_again_s=%.9g "
+                      "bwd_w_again_s=%.9g\n",
                       i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s, each[i].i_hot_s,
                       each[i].w_hot_s, each[i].f_first_s, each[i].i_first_s, each[i].w_first_s, each[i].f_rest_s,
-                      each[i].i_rest_s, each[i].w_rest_s);
+                      each[i].i_rest_s, each[i].w_rest_s, each[i].f_again_s, each[i].i_again_s, each[i].w_again_s);
     return exec_profile_csv_table(cfg, p, rows, out, e);
 }
 

@@ -9,12 +9,14 @@
 #include <string.h>
 
 /* Bytes read of the profile CSV's executor line and of a worker's line; a worker line's fields
- * without and with the reuse-distance times, and with the first-touch times too. */
+ * without and with the reuse-distance times, with the first-touch times too, and with the again
+ * times too. */
 #define PROF_META_LINE_MAX 256
 #define PROF_WORKER_LINE_MAX 1024
 #define PROF_WORKER_FIELDS 6
 #define PROF_WORKER_HOT_FIELDS 9
 #define PROF_WORKER_FIRST_FIELDS 15
+#define PROF_WORKER_AGAIN_FIELDS 18
 
 int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s) {
     const char *key = "# " EXEC_PROFILE_META " ";
@@ -43,6 +45,7 @@ typedef struct worker_line {
     int w, core, fields;
     double f, bi, bw, st, bi0, bih, bwh;
     double first[3], rest[3]; /* F, I, W of a round's first microbatch; of its others */
+    double again[3];          /* F, I, W right after the same kind on the same blocks */
 } worker_line;
 
 /* Reads the worker lines of text[len] into line[w] (w in [0, ranks)). Returns how many workers
@@ -63,9 +66,10 @@ static int worker_lines(const char *text, size_t len, int ranks, worker_line *li
         l.w = -1;
         l.fields = sscanf(buf, "worker=%d core=%d fwd_s=%lf bwd_in_s=%lf bwd_w_s=%lf step_s=%lf bwd_in0_s=%lf "
                                "bwd_in_hot_s=%lf bwd_w_hot_s=%lf fwd_first_s=%lf bwd_in_first_s=%lf bwd_w_first_s=%lf "
-                               "fwd_rest_s=%lf bwd_in_rest_s=%lf bwd_w_rest_s=%lf",
+                               "fwd_rest_s=%lf bwd_in_rest_s=%lf bwd_w_rest_s=%lf fwd_again_s=%lf bwd_in_again_s=%lf "
+                               "bwd_w_again_s=%lf",
                           &l.w, &l.core, &l.f, &l.bi, &l.bw, &l.st, &l.bi0, &l.bih, &l.bwh, &l.first[0], &l.first[1],
-                          &l.first[2], &l.rest[0], &l.rest[1], &l.rest[2]);
+                          &l.first[2], &l.rest[0], &l.rest[1], &l.rest[2], &l.again[0], &l.again[1], &l.again[2]);
         if (l.fields < PROF_WORKER_FIELDS || l.w < 0 || !(l.st >= 0) || !isfinite(l.st)) return -1;
         if (l.w >= ranks) return -1; /* measured with more workers than this run has ranks */
         if (line[l.w].w < 0) found++;
@@ -104,13 +108,29 @@ int exec_profile_worker_first(const char *text, size_t len, int ranks, double *f
     for (int q = 0; ok && q < ranks; q++) {
         const worker_line *x = &l[q];
         const double all[3] = {x->f, x->bi, x->bw};
-        ok = x->fields == PROF_WORKER_FIRST_FIELDS;
+        ok = x->fields >= PROF_WORKER_FIRST_FIELDS;
         for (int c = 0; ok && c < 3; c++) {
             ok = all[c] > 0 && x->first[c] > 0 && x->rest[c] > 0 && isfinite(x->first[c]) && isfinite(x->rest[c]);
             if (ok) {
                 first[3 * q + c] = x->first[c] / all[c];
                 rest[3 * q + c] = x->rest[c] / all[c];
             }
+        }
+    }
+    free(l);
+    return ok ? 0 : -1;
+}
+
+int exec_profile_worker_again(const char *text, size_t len, int ranks, double *again) {
+    worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
+    int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
+    for (int q = 0; ok && q < ranks; q++) {
+        const worker_line *x = &l[q];
+        const double all[3] = {x->f, x->bi, x->bw};
+        ok = x->fields == PROF_WORKER_AGAIN_FIELDS;
+        for (int c = 0; ok && c < 3; c++) {
+            ok = all[c] > 0 && x->again[c] > 0 && isfinite(x->again[c]);
+            if (ok) again[3 * q + c] = x->again[c] / all[c];
         }
     }
     free(l);

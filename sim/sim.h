@@ -325,27 +325,42 @@ typedef struct sim_model {
  * and B that is not at distance 0 takes its stage's time times first[3 q + c] when it is the
  * first of its kind on its stage, else times rest[3 q + c] (c: 0 F, 1 I, 2 W; the profile times a
  * round's first microbatch and its others, exec_profile_worker_first); a distance-0 one that is
- * the first of its kind takes first / rest on top of its distance-0 ratio. */
-enum { SIM_HOT_I = 1, SIM_HOT_W = 2, SIM_FIRST_F = 4, SIM_FIRST_I = 8, SIM_FIRST_W = 16, SIM_FIRST_KINDS = 3 };
+ * the first of its kind takes first / rest on top of its distance-0 ratio.
+ *
+ * Again: on a rank that holds several stages, an F, I or W (a B: both parts) whose rank's
+ * previous compute was on the same stage finds that stage's weights (and gradients) in cache,
+ * as the profile's rounds do not: they run all of a worker's blocks between two uses of a block,
+ * as a rank with one stage does. With `again_on`, each such action that is not at distance 0
+ * takes its stage's time times again[3 q + c] instead of its first-touch factor (the profile
+ * times the kind right after the same kind for another microbatch over half the worker's
+ * blocks, after its round: warm, as the round's later microbatches, exec_profile_worker_again).
+ * A rank with one stage has no such actions. */
+enum { SIM_HOT_I = 1, SIM_HOT_W = 2, SIM_FIRST_F = 4, SIM_FIRST_I = 8, SIM_FIRST_W = 16, SIM_FIRST_KINDS = 3,
+       SIM_AGAIN_F = 32, SIM_AGAIN_I = 64, SIM_AGAIN_W = 128 };
 typedef struct sim_reuse {
     int stages;
     int64_t mbs;              /* the schedule's microbatches over all its iterations */
-    uint8_t *hot;             /* [stages x mbs] SIM_HOT_I | SIM_HOT_W | SIM_FIRST_* */
+    uint8_t *hot;             /* [stages x mbs] SIM_HOT_I | SIM_HOT_W | SIM_FIRST_* | SIM_AGAIN_* */
     double *i_ratio, *w_ratio; /* [stages] time at distance 0 / the cost model's time (1 = none) */
     int hot_on;               /* 1 (sim_reuse_init): distance-0 backwards take i_ratio, w_ratio */
     int first_on;             /* 0 (sim_reuse_init): 1 = the first-touch term, first and rest */
     double *first, *rest;     /* [3 stages] F, I, W time of the first of its kind on the stage,
                                * of the others / the cost model's time (1 = none) */
+    int again_on;             /* 0 (sim_reuse_init): 1 = the again term */
+    double *again;            /* [3 stages] F, I, W time right after the same stage / the cost
+                               * model's time (1 = none) */
 } sim_reuse;
-/* Marks the distance-0 backwards and the first of each kind per stage of s; ratios 1, hot_on
- * 1, first_on 0. PL_OK or PL_ENOMEM. Free with sim_reuse_free. */
+/* Marks the distance-0 backwards, the first of each kind per stage and the actions after one on
+ * the same stage of a rank with several (again) of s; ratios 1, hot_on 1, first_on and again_on
+ * 0. PL_OK or PL_ENOMEM. Free with sim_reuse_free. */
 int sim_reuse_init(sim_reuse *r, const sched *s, pl_err *e);
 void sim_reuse_free(sim_reuse *r);
 /* Returns the SIM_HOT_* flags of stage q's microbatch mb (taken modulo the schedule's). */
 int sim_reuse_flags(const sim_reuse *r, int q, int64_t mb);
 /* Returns stage q's time of kind k for microbatch mb: st's, with a distance-0 I or W scaled by
  * the stage's ratio (a distance-0 B: both parts), and with first_on the others by their
- * first-touch or later ratio (a B: each part by its own). */
+ * first-touch or later ratio (a B: each part by its own), and with again_on those that follow
+ * the same stage by the again ratio instead of the first-touch one. */
 double sim_reuse_time(const sim_reuse *r, const cost_stage *st, int q, sched_kind k, int64_t mb);
 
 /* Builds the adapter for schedule s (lowered or not: only stages, ranks and stage_rank are

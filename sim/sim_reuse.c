@@ -5,7 +5,8 @@
  * rounds keep 4 microbatches in flight, and one more microbatch runs F, I, W back to back), and
  * the prediction scales each I (B) and W of distance 0 by its rank's measured ratio. The
  * first-touch term likewise scales the first F, I and W of each stage in a rank's list and the
- * later ones by the ratios of a profile round's first microbatch and of its others (sim.h). */
+ * later ones by the ratios of a profile round's first microbatch and of its others, and the
+ * again term an action that follows the same stage on a rank holding several (sim.h). */
 #include "sim.h"
 
 #include <stdlib.h>
@@ -21,6 +22,7 @@ static void last_part(const sched_action *a, int *stage, int64_t *mb, int *kind)
 }
 
 static void mark_hot(sim_reuse *r, const sched *s);
+static void mark_again(sim_reuse *r, const sched *s);
 static int mark_first(sim_reuse *r, const sched *s);
 
 int sim_reuse_init(sim_reuse *r, const sched *s, pl_err *e) {
@@ -32,14 +34,16 @@ int sim_reuse_init(sim_reuse *r, const sched *s, pl_err *e) {
     r->w_ratio = pl_calloc((size_t)s->stages, sizeof *r->w_ratio);
     r->first = pl_calloc(SIM_FIRST_KINDS * (size_t)s->stages, sizeof *r->first);
     r->rest = pl_calloc(SIM_FIRST_KINDS * (size_t)s->stages, sizeof *r->rest);
-    if (!r->hot || !r->i_ratio || !r->w_ratio || !r->first || !r->rest) {
+    r->again = pl_calloc(SIM_FIRST_KINDS * (size_t)s->stages, sizeof *r->again);
+    if (!r->hot || !r->i_ratio || !r->w_ratio || !r->first || !r->rest || !r->again) {
         sim_reuse_free(r);
         return pl_errf(e, PL_ENOMEM, "out of memory");
     }
     for (int q = 0; q < s->stages; q++) r->i_ratio[q] = r->w_ratio[q] = 1;
-    for (int i = 0; i < SIM_FIRST_KINDS * s->stages; i++) r->first[i] = r->rest[i] = 1;
+    for (int i = 0; i < SIM_FIRST_KINDS * s->stages; i++) r->first[i] = r->rest[i] = r->again[i] = 1;
     r->hot_on = 1;
     mark_hot(r, s);
+    mark_again(r, s);
     if (mark_first(r, s) == 0) return PL_OK;
     sim_reuse_free(r);
     return pl_errf(e, PL_ENOMEM, "out of memory");
@@ -93,12 +97,42 @@ static void mark_hot(sim_reuse *r, const sched *s) {
     }
 }
 
+/* Returns the SIM_AGAIN_* flags of one compute part of kind `kind` (a B: both). */
+static int again_flags(int kind) {
+    return kind == SCHED_F ? SIM_AGAIN_F : kind == SCHED_I ? SIM_AGAIN_I : kind == SCHED_W ? SIM_AGAIN_W
+         : kind == SCHED_B ? SIM_AGAIN_I | SIM_AGAIN_W : 0;
+}
+
+/* Marks, on every rank that holds more than one stage, each compute part whose rank's previous
+ * compute part (an OVERLAP's forward half for its backward half) was on the same stage. */
+static void mark_again(sim_reuse *r, const sched *s) {
+    for (int k = 0; k < s->ranks; k++) {
+        int several = 0;
+        for (int q = 0; q < s->stages && several < 2; q++) several += s->stage_rank[q] == k;
+        if (several < 2) continue;
+        int prev = -1; /* the stage of the rank's previous compute part */
+        for (size_t i = 0; i < s->rank[k].n; i++) {
+            const sched_action *a = &s->rank[k].acts[i];
+            if (!sched_kind_is_compute((sched_kind)a->kind)) continue;
+            int ov = a->kind == SCHED_OVERLAP;
+            for (int part = 0; part < 1 + ov; part++) {
+                int q = part ? a->stage2 : a->stage, kind = ov ? (part ? a->kind2 : SCHED_F) : a->kind;
+                int64_t mb = part ? a->mb2 : a->mb;
+                if (q >= 0 && q < s->stages && mb >= 0 && mb < r->mbs && q == prev)
+                    r->hot[(size_t)q * (size_t)r->mbs + (size_t)mb] |= (uint8_t)again_flags(kind);
+                prev = q;
+            }
+        }
+    }
+}
+
 void sim_reuse_free(sim_reuse *r) {
     free(r->hot);
     free(r->i_ratio);
     free(r->w_ratio);
     free(r->first);
     free(r->rest);
+    free(r->again);
     memset(r, 0, sizeof *r);
 }
 
@@ -125,25 +159,36 @@ static double touch_hot(const sim_reuse *r, int q, int c, int h) {
     return t == rest ? 1 : t / rest;
 }
 
+/* Returns the factor of a part of kind c (0 F, 1 I, 2 W) on stage q with flags h that is not at
+ * distance 0: its again ratio when it follows the same stage on its rank and the term is on (the
+ * profile times it after its round, with the blocks warm: it replaces the first-touch factor),
+ * else the first-touch factor. */
+static double factor(const sim_reuse *r, int q, int c, int h) {
+    static const int flag[SIM_FIRST_KINDS] = {SIM_AGAIN_F, SIM_AGAIN_I, SIM_AGAIN_W};
+    return r->again_on && (h & flag[c]) ? r->again[SIM_FIRST_KINDS * q + c] : touch(r, q, c, h);
+}
+
 double sim_reuse_time(const sim_reuse *r, const cost_stage *st, int q, sched_kind k, int64_t mb) {
     int h = sim_reuse_flags(r, q, mb);
     if (!r->hot_on) h &= ~(SIM_HOT_I | SIM_HOT_W);
     double ri = h & SIM_HOT_I ? r->i_ratio[q] : 1, rw = h & SIM_HOT_W ? r->w_ratio[q] : 1;
     int on = r->first_on;
     switch (k) {
-    case SCHED_F: return on ? st->f_s * touch(r, q, 0, h) : st->f_s;
+    case SCHED_F: return st->f_s * factor(r, q, 0, h);
     case SCHED_I:
         if (h & SIM_HOT_I) return on ? st->i_s * ri * touch_hot(r, q, 1, h) : st->i_s * ri;
-        return on ? st->i_s * touch(r, q, 1, h) : st->i_s;
+        return st->i_s * factor(r, q, 1, h);
     case SCHED_W:
         if (h & SIM_HOT_W) return on ? st->w_s * rw * touch_hot(r, q, 2, h) : st->w_s * rw;
-        return on ? st->w_s * touch(r, q, 2, h) : st->w_s;
+        return st->w_s * factor(r, q, 2, h);
     /* a B's weight part follows its input part at once: both hot when the B follows its F */
-    case SCHED_B:
+    case SCHED_B: {
         if (h & SIM_HOT_I)
             return on ? st->i_s * ri * touch_hot(r, q, 1, h) + st->w_s * r->w_ratio[q] * touch_hot(r, q, 2, h)
                       : st->i_s * ri + st->w_s * r->w_ratio[q];
-        return on ? st->i_s * touch(r, q, 1, h) + st->w_s * touch(r, q, 2, h) : st->b_s;
+        double fi = factor(r, q, 1, h), fw = factor(r, q, 2, h);
+        return on || fi != 1 || fw != 1 ? st->i_s * fi + st->w_s * fw : st->b_s;
+    }
     default: return 0;
     }
 }

@@ -803,6 +803,15 @@ static void test_profile_between(void) {
             CU_ASSERT_DOUBLE_EQUAL(fr[k], rx[k] / x0[k], 1e-6 * fr[k]);
         }
         CU_ASSERT_DOUBLE_EQUAL(fi[3], w1->f_first_s / w1->f_s, 1e-6 * fi[3]);
+        /* the again times (F, I, W right after the same kind on the same blocks), read back as
+         * ratios to the worker's times */
+        const double ax[3] = {w1->f_again_s, w1->i_again_s, w1->w_again_s}, x1f[3] = {w1->f_s, w1->i_s, w1->w_s};
+        double ag[6];
+        CU_ASSERT_EQUAL(exec_profile_worker_again(csv.data, csv.len, 2, ag), 0);
+        for (int k = 0; k < 3; k++) {
+            CU_ASSERT(ax[k] > 0 && w0->f_again_s > 0);
+            CU_ASSERT_DOUBLE_EQUAL(ag[3 + k], ax[k] / x1f[k], 1e-6 * ag[3 + k]);
+        }
         pl_buf_free(&csv);
         exec_result_free(&plain);
         exec_result_free(&prof);
@@ -849,6 +858,22 @@ static void test_profile_reuse_lines(void) {
     CU_ASSERT_EQUAL(exec_profile_worker_reuse(first, strlen(first), 2, ri, rw), 0); /* still read */
     CU_ASSERT_DOUBLE_EQUAL(rw[0], 0.8, 1e-15);
     CU_ASSERT_EQUAL(exec_profile_worker_first(first, strlen(first), 3, fi, fr), -1); /* a worker missing */
+    /* the again times: ratios to the worker's time; lines without them leave the term off and
+     * keep the others */
+    double ag[6];
+    CU_ASSERT_EQUAL(exec_profile_worker_again(first, strlen(first), 2, ag), -1);
+    const char *again = "# pipelab-exec worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4 bwd_in0_s=1 bwd_in_hot_s=1 "
+                        "bwd_w_hot_s=2.4 fwd_first_s=1.5 bwd_in_first_s=2.5 bwd_w_first_s=6 fwd_rest_s=0.75 "
+                        "bwd_in_rest_s=1.5 bwd_w_rest_s=2.25 fwd_again_s=0.5 bwd_in_again_s=1 bwd_w_again_s=2.4\n"
+                        "# pipelab-exec worker=1 core=1 fwd_s=2 bwd_in_s=2 bwd_w_s=3 step_s=5 bwd_in0_s=1 bwd_in_hot_s=1.5 "
+                        "bwd_w_hot_s=3 fwd_first_s=3 bwd_in_first_s=2 bwd_w_first_s=3 fwd_rest_s=1 bwd_in_rest_s=2 "
+                        "bwd_w_rest_s=3 fwd_again_s=1.5 bwd_in_again_s=2 bwd_w_again_s=1.5\n";
+    CU_ASSERT_EQUAL(exec_profile_worker_again(again, strlen(again), 2, ag), 0);
+    const double want_ag[6] = {0.5, 0.5, 0.8, 0.75, 1, 0.5};
+    for (int k = 0; k < 6; k++) CU_ASSERT_DOUBLE_EQUAL(ag[k], want_ag[k], 1e-15);
+    CU_ASSERT_EQUAL(exec_profile_worker_first(again, strlen(again), 2, fi, fr), 0); /* still read */
+    CU_ASSERT_DOUBLE_EQUAL(fr[0], 0.75, 1e-15);
+    CU_ASSERT_EQUAL(exec_profile_worker_again(again, strlen(again), 3, ag), -1); /* a worker missing */
 }
 
 /* A run whose least memory exceeds the limit is refused before it allocates, naming what it

@@ -238,6 +238,81 @@ static void test_first_run(void) {
     sched_free(s);
 }
 
+/* Returns the lowered schedule of a generator on 2 ranks, m = 4, with v = 2 stages per rank. */
+static sched *lowered4v(const char *kind) {
+    pl_err e;
+    pl_err_clear(&e);
+    sched_gen_opts o = {2, 4, 2, 0, SCHED_RECOMPUTE_NONE};
+    sched *s = sched_generate(kind, &o, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    sched *l = sched_lower(s, &e);
+    sched_free(s);
+    CU_ASSERT_PTR_NOT_NULL(l);
+    return l;
+}
+
+/* Again: looped-bfs on 2 ranks, v = 2, m = 4 runs on rank 0 0F0 0F1 0F2 0F3 2F0 .. 2F3 2B3 2B2
+ * 2B1 2B0 0B3 0B2 0B1 0B0 (rank 1 the same with stages 1 and 3): every F but microbatch 0's
+ * follows its own stage, every B of the later stage (2B3 after 2F3) and those of the first stage
+ * but 0B3 (after 2B0). A rank with one stage (1F1B) has none. */
+static void test_again_flags(void) {
+    sched *s = lowered4v("looped-bfs");
+    sched *o = lowered4("1f1b", SCHED_RECOMPUTE_NONE);
+    if (!s || !o) return;
+    sim_reuse r, n;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, s, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&n, o, &e), PL_OK);
+    const int ag = SIM_AGAIN_F | SIM_AGAIN_I | SIM_AGAIN_W, b = SIM_AGAIN_I | SIM_AGAIN_W;
+    for (int q = 0; q < 4; q++)
+        for (int mb = 0; mb < 4; mb++) {
+            int want = (mb > 0 ? SIM_AGAIN_F : 0) | (q >= 2 || mb < 3 ? b : 0);
+            if ((sim_reuse_flags(&r, q, mb) & ag) != want)
+                fprintf(stderr, "looped-bfs stage %d mb %d: again flags %d, expected %d\n", q, mb, sim_reuse_flags(&r, q, mb) & ag, want);
+            CU_ASSERT_EQUAL(sim_reuse_flags(&r, q, mb) & ag, want);
+        }
+    for (int q = 0; q < 2; q++)
+        for (int mb = 0; mb < 4; mb++) CU_ASSERT_EQUAL(sim_reuse_flags(&n, q, mb) & ag, 0);
+    CU_ASSERT_EQUAL(r.again_on, 0);
+    sim_reuse_free(&r);
+    sim_reuse_free(&n);
+    sched_free(s);
+    sched_free(o);
+}
+
+/* With the again term (F 1 s, I 2 s, W 3 s, B 5 s; again ratios 0.5, 0.25, 0.75): a marked F or
+ * B takes them, instead of the first-touch factor when that is on too; an unmarked one keeps
+ * its time; a distance-0 B keeps its hot ratios (2B3 follows 2F3); off: unchanged. */
+static void test_again_time(void) {
+    sched *s = lowered4v("looped-bfs");
+    if (!s) return;
+    sim_reuse r;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, s, &e), PL_OK);
+    cost_stage st = stage_1235();
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_F, 1), 1.0, 0); /* off */
+    r.again_on = 1;
+    for (int q = 0; q < 4; q++) {
+        double a[3] = {0.5, 0.25, 0.75};
+        memcpy(r.again + 3 * q, a, sizeof a);
+        r.i_ratio[q] = 0.1;
+        r.w_ratio[q] = 0.2;
+    }
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_F, 1), 0.5, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_F, 0), 1.0, 1e-15);          /* first F of stage 0 */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_B, 0), 2 * 0.25 + 3 * 0.75, 1e-15); /* 0B0 after 0B1 */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_B, 3), 5.0, 1e-15);          /* 0B3 after 2B0 */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 2, SCHED_B, 3), 2 * 0.1 + 3 * 0.2, 1e-15); /* hot */
+    r.first_on = 1;
+    for (int i = 0; i < 12; i++) r.first[i] = 4, r.rest[i] = 2;
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_F, 2), 0.5, 1e-15);          /* again, not rest */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_F, 0), 4.0, 1e-15);          /* first */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_B, 3), 2 * 4 + 3 * 4, 1e-15); /* the first B of stage 0 */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_F, 0), 4.0, 1e-15);          /* first, not again */
+    sim_reuse_free(&r);
+    sched_free(s);
+}
+
 void sim_reuse_tests_register(void) {
     static const pl_test_case cases[] = {
         {"reuse distance: which backwards run right after their forward", test_flags},
@@ -246,6 +321,8 @@ void sim_reuse_tests_register(void) {
         {"first touch: the first F, I, W of each stage", test_first_flags},
         {"first touch: the times of the first and the later ones", test_first_time},
         {"first touch: a run's busy times; off changes nothing", test_first_run},
+        {"again: the actions after one on the same stage", test_again_flags},
+        {"again: their times", test_again_time},
         {NULL, NULL},
     };
     pl_test_suite("sim reuse distance", cases);
