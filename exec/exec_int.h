@@ -421,8 +421,9 @@ int exec_prof_rounds(int reps);
  * (rounded up), the stage of a rank that holds two (the 2-chunk schedules). */
 int exec_prof_again_blocks(int blocks);
 /* Buffers and sample space of worker tid of `threads` for `rounds` timed rounds (after one
- * untimed warm-up round). NULL and e when out of memory. */
-exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, pl_err *e);
+ * untimed warm-up round), with the again samples when `again` (else their times stay 0). NULL
+ * and e when out of memory. */
+exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, int again, pl_err *e);
 /* Runs w's next round on the calling thread (the first is the warm-up; none after the last);
  * after: 1 when other work (the run's pass) ran on the thread since w's previous round. */
 void exec_prof_worker_round(exec_prof_worker *w, int after);

@@ -131,7 +131,7 @@ static size_t prof_per_slot(const prof_thread *x) {
 
 /* Prepares thread tid of `threads` for `rounds` timed rounds (after the warm-up round): its
  * blocks, slots and sample arrays. Sets x->rc and x->err on failure (x->mem NULL then). */
-static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threads, int rounds) {
+static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threads, int rounds, int again) {
     x->cfg = cfg;
     x->tid = tid;
     x->threads = threads;
@@ -147,7 +147,7 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->nstep = x->rounds * (size_t)L;
     x->ni0 = x->rounds * S;
     x->nhot = x->rounds * (size_t)L;
-    x->ga = exec_prof_again_blocks(L);
+    x->ga = again ? exec_prof_again_blocks(L) : 0;
     x->nagain = x->rounds * (size_t)x->ga;
     x->mem = pl_calloc(floats, sizeof(float));
     x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 3 * x->nagain + 1, sizeof(double));
@@ -338,7 +338,7 @@ static void prof_round(prof_thread *x, int after) {
         }
     }
     if (r >= 0) prof_hot(x, r, w, g, X(0, 0), ST(0, 0), Y(0), gb, scr, tg);
-    if (r >= 0 && S >= 3) prof_again(x, r, w, g, X(1, 0), X(2, 0), bh + sf, gb, scr);
+    if (r >= 0 && S >= 3 && x->ga > 0) prof_again(x, r, w, g, X(1, 0), X(2, 0), bh + sf, gb, scr);
     prof_step(x, r, w, g, mom ? mo : NULL);
     if (r >= 0) x->nt += (size_t)S * L;
     /* the next round starts from the same inputs (X(s, 0) is only read) */
@@ -371,7 +371,7 @@ static void *prof_main(void *arg) {
     }
     if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[x->tid % sh->ncpus]);
     const int rounds = exec_prof_rounds(sh->reps); /* timed rounds of S microbatches: >= reps samples per block */
-    prof_init(x, sh->cfg, x->tid, sh->threads, rounds);
+    prof_init(x, sh->cfg, x->tid, sh->threads, rounds, 1);
     for (int r = -1; r < rounds; r++) {
         prof_wait(sh);
         prof_round(x, 0);
@@ -383,13 +383,13 @@ static void *prof_main(void *arg) {
     return NULL;
 }
 
-exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, pl_err *e) {
+exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, int again, pl_err *e) {
     prof_thread *x = pl_calloc(1, sizeof *x);
     if (!x) {
         pl_errf(e, PL_ENOMEM, "out of memory");
         return NULL;
     }
-    prof_init(x, cfg, tid, threads, rounds);
+    prof_init(x, cfg, tid, threads, rounds, again);
     if (x->rc) {
         *e = x->err;
         exec_prof_worker_free(x);
@@ -399,7 +399,9 @@ exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int thre
 }
 
 int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_err *e) {
-    x->prof = exec_prof_worker_new(cfg, x->r, threads, exec_prof_rounds(cfg->profile_between_reps), e);
+    /* the again samples only serve a schedule with a rank that holds several stages */
+    int again = x->s && x->s->stages > x->s->ranks;
+    x->prof = exec_prof_worker_new(cfg, x->r, threads, exec_prof_rounds(cfg->profile_between_reps), again, e);
     if (x->prof) return PL_OK;
     pl_err_prefix(e, "rank %d, the profile between the passes: ", x->r);
     pl_err_set_rank(e, x->r);

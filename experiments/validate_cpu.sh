@@ -29,7 +29,7 @@
 # lists them): all ten schedule kinds, recomputation on and off, both blocks (the dense block
 # at widths 128 to 1024, depths 4 to 12, microbatches of 8 to 32 rows; the transformer block at
 # widths 128 to 512, sequences of 32 to 128 tokens, 1 to 4 per microbatch), m from 2 to 16
-# (p to 8p); 10 timed passes, 60 profile repetitions; up to about 15 minutes on an idle 2-core
+# (p to 8p); at least 10 timed passes (and 0.5 s), 60 profile repetitions; up to about 15 minutes on an idle 2-core
 # machine. Its targets: iteration-time MAPE <= 2%, largest error <= 5%, bubble
 # fraction within 1.5 points on average, peak memory within 2%; the summary prints each with
 # the signed mean error.
