@@ -176,7 +176,7 @@ typedef struct run_state {
     exec_result r;           /* the measurement */
     sim_result pr;           /* the prediction, when have_pred */
     int have_pred;
-    sim_result pr_off;       /* the prediction without the reuse-distance and first-touch terms, when have_off */
+    sim_result pr_off;       /* the prediction without the reuse-distance, first-touch and again terms, when have_off */
     int have_off;
     char tag_off[RUN_TAG_OFF_MAX]; /* its tag: the run's with RUN_TAG_OFF_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */

@@ -18,7 +18,7 @@
 # during which they used more (up to RETRIES times, default 2). A run that stays contended is
 # kept apart, in results/out/validate_cpu.busy.db, and reported separately: its error measures
 # the other load, not the model. Nothing is discarded silently.
-# Each run also stores its prediction without the reuse-distance and first-touch terms (tag
+# Each run also stores its prediction without the reuse-distance, first-touch and again terms (tag
 # validate_cpu-noterms); the summary then repeats the targets and the per-class errors against those predictions.
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
@@ -144,11 +144,11 @@ if [ -f "$DB" ]; then
         sed -n '/^the busiest rank/,$p' "${DB%.db}.actions.txt"
         echo "per-rank breakdown: ${DB%.db}.actions.txt"
     fi
-    # the same measured runs against the predictions without the reuse-distance and first-touch terms (stored by
+    # the same measured runs against the predictions without the reuse-distance, first-touch and again terms (stored by
     # each run beside its prediction): before and after from one invocation
     if [ -n "$("$PL" db list --db "$DB" --tag "$NAME-noterms" --format csv | tail -n +2)" ]; then
         echo
-        echo "== without the reuse-distance and first-touch terms (tag $NAME-noterms), the same measured runs"
+        echo "== without the reuse-distance, first-touch and again terms (tag $NAME-noterms), the same measured runs"
         "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME-noterms" --format csv | broad_targets
         if [ "$TRACE" != 0 ]; then
             "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME-noterms" --actions -o "${DB%.db}.noterms.actions.txt"
