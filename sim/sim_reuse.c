@@ -12,13 +12,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Returns how many compute parts a has: 0 (not a compute), 1, or 2 (an OVERLAP: its forward
+ * half, then its backward half). */
+static int parts_of(const sched_action *a) {
+    return sched_kind_is_compute((sched_kind)a->kind) ? 1 + (a->kind == SCHED_OVERLAP) : 0;
+}
+
+/* Sets the stage, microbatch and kind of compute part `part` of a (parts_of). */
+static void part_at(const sched_action *a, int part, int *stage, int64_t *mb, int *kind) {
+    int ov = a->kind == SCHED_OVERLAP;
+    *stage = part ? a->stage2 : a->stage;
+    *mb = part ? a->mb2 : a->mb;
+    *kind = ov ? (part ? a->kind2 : SCHED_F) : a->kind;
+}
+
 /* Returns the global microbatch of a compute action's backward part and its stage and kind: the
  * action itself, or an OVERLAP's second half. */
 static void last_part(const sched_action *a, int *stage, int64_t *mb, int *kind) {
-    int ov = a->kind == SCHED_OVERLAP;
-    *stage = ov ? a->stage2 : a->stage;
-    *mb = ov ? a->mb2 : a->mb;
-    *kind = ov ? a->kind2 : a->kind;
+    part_at(a, a->kind == SCHED_OVERLAP, stage, mb, kind);
+}
+
+/* Returns the flags f, i or w of a part of kind `kind` (a B: i | w; another kind: none). */
+static int kind_flags(int kind, int f, int i, int w) {
+    return kind == SCHED_F ? f : kind == SCHED_I ? i : kind == SCHED_W ? w : kind == SCHED_B ? i | w : 0;
 }
 
 static void mark_hot(sim_reuse *r, const sched *s);
@@ -49,26 +65,43 @@ int sim_reuse_init(sim_reuse *r, const sched *s, pl_err *e) {
     return pl_errf(e, PL_ENOMEM, "out of memory");
 }
 
+/* What one compute part of a rank's list (parts_of) is handed to a marker: stage q, global
+ * microbatch mb, kind; ctx the marker's own. */
+typedef void part_fn(sim_reuse *r, const sched *s, int q, int64_t mb, int kind, void *ctx);
+
+/* Calls fn for each compute part of rank k's list, in list order. */
+static void each_part(sim_reuse *r, const sched *s, int k, part_fn *fn, void *ctx) {
+    for (size_t i = 0; i < s->rank[k].n; i++) {
+        const sched_action *a = &s->rank[k].acts[i];
+        for (int part = 0; part < parts_of(a); part++) {
+            int q, kind;
+            int64_t mb;
+            part_at(a, part, &q, &mb, &kind);
+            fn(r, s, q, mb, kind, ctx);
+        }
+    }
+}
+
+/* Returns stage q's flags of microbatch mb, or NULL when out of range. */
+static uint8_t *flags_at(sim_reuse *r, const sched *s, int q, int64_t mb) {
+    return q >= 0 && q < s->stages && mb >= 0 && mb < r->mbs ? &r->hot[(size_t)q * (size_t)r->mbs + (size_t)mb] : NULL;
+}
+
+/* mark_first's part: the first of its kinds on its stage (ctx: SIM_FIRST_* met so far per stage). */
+static void first_part(sim_reuse *r, const sched *s, int q, int64_t mb, int kind, void *ctx) {
+    uint8_t *seen = ctx, *h = flags_at(r, s, q, mb);
+    if (!h) return;
+    int f = kind_flags(kind, SIM_FIRST_F, SIM_FIRST_I, SIM_FIRST_W);
+    *h |= (uint8_t)(f & ~seen[q]);
+    seen[q] |= (uint8_t)f;
+}
+
 /* Marks, on every rank, the first F, I (or B) and W (or B) of each stage in list order (an
  * OVERLAP: its forward half and its backward half). Returns 0, or -1 out of memory. */
 static int mark_first(sim_reuse *r, const sched *s) {
-    uint8_t *seen = pl_calloc((size_t)(s->stages > 0 ? s->stages : 1), 1); /* SIM_FIRST_* met so far per stage */
+    uint8_t *seen = pl_calloc((size_t)(s->stages > 0 ? s->stages : 1), 1);
     if (!seen) return -1;
-    for (int k = 0; k < s->ranks; k++)
-        for (size_t i = 0; i < s->rank[k].n; i++) {
-            const sched_action *a = &s->rank[k].acts[i];
-            if (!sched_kind_is_compute((sched_kind)a->kind)) continue;
-            int ov = a->kind == SCHED_OVERLAP;
-            for (int part = 0; part < 1 + ov; part++) {
-                int q = part ? a->stage2 : a->stage, kind = ov ? (part ? a->kind2 : SCHED_F) : a->kind;
-                int64_t mb = part ? a->mb2 : a->mb;
-                if (q < 0 || q >= s->stages || mb < 0 || mb >= r->mbs) continue;
-                int f = kind == SCHED_F ? SIM_FIRST_F : kind == SCHED_I ? SIM_FIRST_I : kind == SCHED_W ? SIM_FIRST_W
-                      : kind == SCHED_B ? SIM_FIRST_I | SIM_FIRST_W : 0;
-                r->hot[(size_t)q * (size_t)r->mbs + (size_t)mb] |= (uint8_t)(f & ~seen[q]);
-                seen[q] |= (uint8_t)f;
-            }
-        }
+    for (int k = 0; k < s->ranks; k++) each_part(r, s, k, first_part, seen);
     free(seen);
     return 0;
 }
@@ -97,32 +130,21 @@ static void mark_hot(sim_reuse *r, const sched *s) {
     }
 }
 
-/* Returns the SIM_AGAIN_* flags of one compute part of kind `kind` (a B: both). */
-static int again_flags(int kind) {
-    return kind == SCHED_F ? SIM_AGAIN_F : kind == SCHED_I ? SIM_AGAIN_I : kind == SCHED_W ? SIM_AGAIN_W
-         : kind == SCHED_B ? SIM_AGAIN_I | SIM_AGAIN_W : 0;
+/* mark_again's part: again when the rank's previous part was on its stage (ctx: that stage). */
+static void again_part(sim_reuse *r, const sched *s, int q, int64_t mb, int kind, void *ctx) {
+    int *prev = ctx;
+    uint8_t *h = flags_at(r, s, q, mb);
+    if (h && q == *prev) *h |= (uint8_t)kind_flags(kind, SIM_AGAIN_F, SIM_AGAIN_I, SIM_AGAIN_W);
+    *prev = q;
 }
 
 /* Marks, on every rank that holds more than one stage, each compute part whose rank's previous
  * compute part (an OVERLAP's forward half for its backward half) was on the same stage. */
 static void mark_again(sim_reuse *r, const sched *s) {
     for (int k = 0; k < s->ranks; k++) {
-        int several = 0;
+        int several = 0, prev = -1;
         for (int q = 0; q < s->stages && several < 2; q++) several += s->stage_rank[q] == k;
-        if (several < 2) continue;
-        int prev = -1; /* the stage of the rank's previous compute part */
-        for (size_t i = 0; i < s->rank[k].n; i++) {
-            const sched_action *a = &s->rank[k].acts[i];
-            if (!sched_kind_is_compute((sched_kind)a->kind)) continue;
-            int ov = a->kind == SCHED_OVERLAP;
-            for (int part = 0; part < 1 + ov; part++) {
-                int q = part ? a->stage2 : a->stage, kind = ov ? (part ? a->kind2 : SCHED_F) : a->kind;
-                int64_t mb = part ? a->mb2 : a->mb;
-                if (q >= 0 && q < s->stages && mb >= 0 && mb < r->mbs && q == prev)
-                    r->hot[(size_t)q * (size_t)r->mbs + (size_t)mb] |= (uint8_t)again_flags(kind);
-                prev = q;
-            }
-        }
+        if (several >= 2) each_part(r, s, k, again_part, &prev);
     }
 }
 

@@ -13,11 +13,12 @@
 
 void sim_reuse_tests_register(void);
 
-/* Returns the lowered schedule of a generator on 2 ranks, m = 4 (NULL reported through CUnit). */
-static sched *lowered4(const char *kind, sched_recompute rc) {
+/* Returns the lowered schedule of a generator on 2 ranks, m = 4, v stages per rank (0: the
+ * kind's default) (NULL reported through CUnit). */
+static sched *lowered_v(const char *kind, int v, sched_recompute rc) {
     pl_err e;
     pl_err_clear(&e);
-    sched_gen_opts o = {2, 4, 0, 0, rc};
+    sched_gen_opts o = {2, 4, v, 0, rc};
     sched *s = sched_generate(kind, &o, &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     s->recompute = rc;
@@ -25,6 +26,11 @@ static sched *lowered4(const char *kind, sched_recompute rc) {
     sched_free(s);
     CU_ASSERT_PTR_NOT_NULL(l);
     return l;
+}
+
+/* The same with the kind's default stages per rank. */
+static sched *lowered4(const char *kind, sched_recompute rc) {
+    return lowered_v(kind, 0, rc);
 }
 
 /* Checks that every microbatch of stage 0 has flags f0 and every one of stage 1 flags f1. */
@@ -238,25 +244,12 @@ static void test_first_run(void) {
     sched_free(s);
 }
 
-/* Returns the lowered schedule of a generator on 2 ranks, m = 4, with v = 2 stages per rank. */
-static sched *lowered4v(const char *kind) {
-    pl_err e;
-    pl_err_clear(&e);
-    sched_gen_opts o = {2, 4, 2, 0, SCHED_RECOMPUTE_NONE};
-    sched *s = sched_generate(kind, &o, &e);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    sched *l = sched_lower(s, &e);
-    sched_free(s);
-    CU_ASSERT_PTR_NOT_NULL(l);
-    return l;
-}
-
 /* Again: looped-bfs on 2 ranks, v = 2, m = 4 runs on rank 0 0F0 0F1 0F2 0F3 2F0 .. 2F3 2B3 2B2
  * 2B1 2B0 0B3 0B2 0B1 0B0 (rank 1 the same with stages 1 and 3): every F but microbatch 0's
  * follows its own stage, every B of the later stage (2B3 after 2F3) and those of the first stage
  * but 0B3 (after 2B0). A rank with one stage (1F1B) has none. */
 static void test_again_flags(void) {
-    sched *s = lowered4v("looped-bfs");
+    sched *s = lowered_v("looped-bfs", 2, SCHED_RECOMPUTE_NONE);
     sched *o = lowered4("1f1b", SCHED_RECOMPUTE_NONE);
     if (!s || !o) return;
     sim_reuse r, n;
@@ -284,7 +277,7 @@ static void test_again_flags(void) {
  * B takes them, instead of the first-touch factor when that is on too; an unmarked one keeps
  * its time; a distance-0 B keeps its hot ratios (2B3 follows 2F3); off: unchanged. */
 static void test_again_time(void) {
-    sched *s = lowered4v("looped-bfs");
+    sched *s = lowered_v("looped-bfs", 2, SCHED_RECOMPUTE_NONE);
     if (!s) return;
     sim_reuse r;
     pl_err e;
