@@ -154,6 +154,31 @@ static int predict_exec_memory(const sched *s, const exec_config *cfg, sim_resul
     return rc;
 }
 
+/* Sets up the terms t of schedule s in reuse (sim_reuse_init): each stage's ratios are its
+ * rank's worker's. PL_OK or PL_ENOMEM (reuse then holds nothing to free). */
+static int terms_init(const sched *s, const cli_run_terms *t, sim_reuse *reuse, pl_err *e) {
+    int rc = sim_reuse_init(reuse, s, e);
+    if (rc != PL_OK) return rc;
+    reuse->hot_on = t->reuse_i && t->reuse_w;
+    reuse->first_on = t->first && t->rest;
+    reuse->again_on = t->again != NULL;
+    for (int q = 0; q < s->stages; q++) {
+        int k = s->stage_rank[q];
+        if (reuse->hot_on) {
+            reuse->i_ratio[q] = t->reuse_i[k];
+            reuse->w_ratio[q] = t->reuse_w[k];
+        }
+        for (int c = 0; c < SIM_FIRST_KINDS; c++) {
+            if (reuse->first_on) {
+                reuse->first[SIM_FIRST_KINDS * q + c] = t->first[SIM_FIRST_KINDS * k + c];
+                reuse->rest[SIM_FIRST_KINDS * q + c] = t->rest[SIM_FIRST_KINDS * k + c];
+            }
+            if (reuse->again_on) reuse->again[SIM_FIRST_KINDS * q + c] = t->again[SIM_FIRST_KINDS * k + c];
+        }
+    }
+    return PL_OK;
+}
+
 /* run_drive.h. Returns PL_OK with r filled, or the error of the profile check, the stage split
  * or the simulator (prefixed "prediction: "). */
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,
@@ -185,29 +210,10 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
     for (int q = 0; rc == PL_OK && q < sm.stages; q++) replicated |= sm.replicas[q] > 1;
     if (rc == PL_OK && cli_allreduce_link("run", m, (int)tr, replicated, "0 (free links)", &link) >= 0)
         sm.allreduce_link = &link;
-    /* the reuse-distance, first-touch and again terms: each stage's ratios are its rank's worker's */
+    /* the reuse-distance, first-touch and again terms */
     sim_reuse reuse;
     int with_reuse = rc == PL_OK && ((t->reuse_i && t->reuse_w) || (t->first && t->rest) || t->again);
-    if (with_reuse && (rc = sim_reuse_init(&reuse, s, e)) == PL_OK) {
-        reuse.hot_on = t->reuse_i && t->reuse_w;
-        reuse.first_on = t->first && t->rest;
-        reuse.again_on = t->again != NULL;
-        for (int q = 0; q < s->stages; q++) {
-            int k = s->stage_rank[q];
-            if (reuse.hot_on) {
-                reuse.i_ratio[q] = t->reuse_i[k];
-                reuse.w_ratio[q] = t->reuse_w[k];
-            }
-            for (int c = 0; c < SIM_FIRST_KINDS; c++) {
-                if (reuse.first_on) {
-                    reuse.first[SIM_FIRST_KINDS * q + c] = t->first[SIM_FIRST_KINDS * k + c];
-                    reuse.rest[SIM_FIRST_KINDS * q + c] = t->rest[SIM_FIRST_KINDS * k + c];
-                }
-                if (reuse.again_on) reuse.again[SIM_FIRST_KINDS * q + c] = t->again[SIM_FIRST_KINDS * k + c];
-            }
-        }
-        sm.reuse = &reuse;
-    }
+    if (with_reuse && (rc = terms_init(s, t, &reuse, e)) == PL_OK) sm.reuse = &reuse;
     with_reuse = with_reuse && rc == PL_OK;
     if (rc == PL_OK) {
         sim_config c;
