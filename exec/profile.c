@@ -82,7 +82,8 @@ struct exec_prof_worker {
     size_t nagain;     /* samples of each of FA, IA, WA: per round, ga blocks' F for one more
                         * microbatch right after their F for another, then the two's I, then W */
     size_t rounds;     /* timed rounds: each holds ns / rounds samples of F, I, W, nstep / rounds of
-                        * STEP, ni0 / rounds of I0 and nhot / rounds of IH and of WH */
+                        * STEP, ni0 / rounds of I0, nhot / rounds of IH and of WH and nagain /
+                        * rounds of FA, IA and WA */
     size_t nt;         /* samples of each of F, I, W taken so far */
     double *t;         /* [3 ns + nstep + ni0 + 2 nhot + 3 nagain]: F, I, W, STEP, I0, IH, WH, FA,
                         * IA, WA */
@@ -114,7 +115,7 @@ static void prof_wait(prof_shared *sh) {
 }
 
 int exec_prof_again_blocks(int blocks) {
-    return blocks < 2 ? 1 : (blocks + 1) / 2;
+    return blocks < 1 ? 1 : (blocks + 1) / 2;
 }
 
 int exec_prof_rounds(int reps) {
