@@ -122,12 +122,39 @@ int exec_prof_rounds(int reps) {
     return reps < 1 ? 0 : (reps + PROFILE_SLOTS - 1) / PROFILE_SLOTS;
 }
 
-/* The floats of thread x's buffers: per block: w [nf], g [nf], momentum [nf] (when used); per
- * slot and block: x [b,h] and the block's state; per slot: the output y [b,h]; gradients at the
- * L+1 block boundaries gb [b,h]; the backward's scratch; the target t [b,h]. */
+/* Floats from block k's input in a slot to block k + 1's: the input [b, h], then the block's
+ * state, each on a cache line (as the run's arena keeps them when b h and the state fill whole
+ * lines: exec_int.h, EXEC_LINE_BYTES). */
+static size_t prof_block_stride(const exec_dims *d) {
+    return exec_line_round((size_t)d->b * d->h) + exec_line_round(exec_block_state_floats(d));
+}
+
+/* Floats of one slot: each of x's blocks' input and state, then the output y [b, h]. */
 static size_t prof_per_slot(const prof_thread *x) {
-    size_t bh = (size_t)x->d.b * x->d.h;
-    return (size_t)x->L * (bh + exec_block_state_floats(&x->d)) + bh;
+    return (size_t)x->L * prof_block_stride(&x->d) + exec_line_round((size_t)x->d.b * x->d.h);
+}
+
+/* Where thread x's buffers start, in floats from x->mem, each on a cache line: the weights w,
+ * gradients g and momentum mo [L nf] (mo when used), the PROFILE_SLOTS slots, the gradients at
+ * the L + 1 block boundaries gb [L + 1, b h], the backward's scratch, the target tg [b, h];
+ * `all`: the floats of them all. */
+typedef struct prof_layout {
+    size_t w, g, mo, slots, gb, scr, tg, all;
+} prof_layout;
+
+static prof_layout prof_layout_of(const prof_thread *x) {
+    const exec_dims *d = &x->d;
+    size_t wl = exec_line_round((size_t)x->L * exec_block_floats(d)), bh = (size_t)d->b * d->h;
+    prof_layout o;
+    o.w = 0;
+    o.g = wl;
+    o.mo = 2 * wl;
+    o.slots = o.mo + (x->cfg->momentum != 0.0 ? wl : 0);
+    o.gb = o.slots + (size_t)PROFILE_SLOTS * prof_per_slot(x);
+    o.scr = o.gb + exec_line_round((size_t)(x->L + 1) * bh);
+    o.tg = o.scr + exec_line_round(exec_block_scratch_floats(d));
+    o.all = o.tg + exec_line_round(bh);
+    return o;
 }
 
 /* Prepares thread tid of `threads` for `rounds` timed rounds (after the warm-up round): its
@@ -140,9 +167,9 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     exec_dims_of(cfg, &x->d);
     const exec_dims *d = &x->d;
     x->L = prof_blocks(cfg, d, threads);
-    const int S = PROFILE_SLOTS, L = x->L, mom = cfg->momentum != 0.0;
-    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, scr = exec_block_scratch_floats(d);
-    size_t floats = (2 + (size_t)mom) * (size_t)L * nf + (size_t)S * prof_per_slot(x) + (size_t)(L + 2) * bh + scr;
+    const int S = PROFILE_SLOTS, L = x->L;
+    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h;
+    prof_layout o = prof_layout_of(x);
     x->rounds = (size_t)(rounds > 0 ? rounds : 0);
     x->ns = x->rounds * S * (size_t)L;
     x->nstep = x->rounds * (size_t)L;
@@ -150,7 +177,7 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->nhot = x->rounds * (size_t)L;
     x->ga = again ? exec_prof_again_blocks(L) : 0;
     x->nagain = x->rounds * (size_t)x->ga;
-    x->mem = pl_calloc(floats, sizeof(float));
+    x->mem = exec_lines_alloc(o.all);
     x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 3 * x->nagain + 1, sizeof(double));
     if (!x->mem || !x->t) {
         x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d->h);
@@ -158,8 +185,7 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
         x->mem = NULL;
         return;
     }
-    float *w = x->mem, *slots = w + (2 + (size_t)mom) * (size_t)L * nf;
-    float *tg = slots + (size_t)S * prof_per_slot(x) + (size_t)(L + 1) * bh + scr;
+    float *w = x->mem + o.w, *slots = x->mem + o.slots, *tg = x->mem + o.tg;
     /* thread x holds blocks x L .. x L + L - 1 of the model (its rank's share) */
     for (int k = 0; k < L; k++) exec_block_init(d, cfg->init_seed, tid * L + k, w + (size_t)k * nf);
     for (int s = 0; s < S; s++) exec_fill_normal(cfg->data_seed, (uint64_t)s, slots + (size_t)s * prof_per_slot(x), bh);
@@ -167,7 +193,7 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
 }
 
 /* Times round r's microbatch at reuse distance 0 through x's blocks (weights w, gradients g):
- * its forward from slot 0's input x0 (block k's input and state at x0 + k (bh + sf), the output
+ * its forward from slot 0's input x0 (block k's input and state at + k prof_block_stride), the output
  * at y; untimed), then at once its I from the last block to the first (IH, the first block's
  * with the input gradient, as I's samples), then its W (WH). In the round's other microbatches
  * 1 to 3 forwards come between a block's F and its I, as in most of a pipeline's backwards;
@@ -176,10 +202,10 @@ static void prof_hot(prof_thread *x, int r, const float *w, float *g, float *x0,
                      float *scr, const float *tg) {
     const exec_dims *d = &x->d;
     const int L = x->L;
-    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, sf = exec_block_state_floats(d);
+    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, xs = prof_block_stride(d);
     double *ih = x->t + EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + (size_t)r * L, *wh = ih + x->nhot;
-#define HX(k) (x0 + (size_t)(k) * (bh + sf))
-#define HS(k) (st0 + (size_t)(k) * (bh + sf))
+#define HX(k) (x0 + (size_t)(k) * xs)
+#define HS(k) (st0 + (size_t)(k) * xs)
     for (int k = 0; k < L; k++) exec_block_fwd(d, w + (size_t)k * nf, HX(k), HS(k), k + 1 < L ? HX(k + 1) : y);
     memcpy(gb + (size_t)L * bh, y, bh * sizeof(float));
     exec_mse_grad(d, gb + (size_t)L * bh, tg);
@@ -203,7 +229,8 @@ static void prof_hot(prof_thread *x, int r, const float *w, float *g, float *x0,
 }
 
 /* Times round r's F, I and W again on x's first ga blocks (exec_prof_again_blocks), from the
- * slots whose first block's input is at xa and xb (block k's input and state at + k stride):
+ * slots whose first block's input is at xa and xb (block k's input and state at + k
+ * prof_block_stride):
  * the blocks' F for a, then for b (timed, FA), the I of a from the last of them to the first,
  * then b's (IA), then the W of a and of b (WA), each of b's right after a's over the same
  * blocks. So b finds the weights (and gradients) a just used in cache when ga blocks fit, where
@@ -212,11 +239,10 @@ static void prof_hot(prof_thread *x, int r, const float *w, float *g, float *x0,
  * schedules) runs them as b does (sim_reuse.c). The forwards recompute a and b's activations
  * and state, which their round's I and W have used. gb's gradient at block ga's input is
  * whatever the round left there (the run's magnitudes). */
-static void prof_again(prof_thread *x, int r, const float *w, float *g, float *xa, float *xb, size_t stride, float *gb,
-                       float *scr) {
+static void prof_again(prof_thread *x, int r, const float *w, float *g, float *xa, float *xb, float *gb, float *scr) {
     const exec_dims *d = &x->d;
     const int G = x->ga;
-    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h;
+    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, stride = prof_block_stride(d), so = exec_line_round(bh);
     double *ta = x->t + EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + (size_t)r * G;
     float *const in[2] = {xa, xb};
     for (int m = 0; m < 2; m++)
@@ -224,7 +250,7 @@ static void prof_again(prof_thread *x, int r, const float *w, float *g, float *x
             /* block k's output is block k + 1's input, the slot's output after the last block */
             float *xk = in[m] + (size_t)k * stride;
             double t0 = pl_now_s();
-            exec_block_fwd(d, w + (size_t)k * nf, xk, xk + bh, xk + stride);
+            exec_block_fwd(d, w + (size_t)k * nf, xk, xk + so, xk + stride);
             if (m) ta[k] = pl_now_s() - t0;
         }
     for (int m = 0; m < 2; m++)
@@ -232,10 +258,10 @@ static void prof_again(prof_thread *x, int r, const float *w, float *g, float *x
             float *xk = in[m] + (size_t)k * stride;
             double t0 = pl_now_s();
             if (k > 0) {
-                exec_block_bwd_i(d, w + (size_t)k * nf, xk, xk + bh, gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
+                exec_block_bwd_i(d, w + (size_t)k * nf, xk, xk + so, gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
             } else {
-                exec_block_bwd_i(d, w, xk, xk + bh, gb + bh, NULL, scr);
-                exec_block_bwd_gx(d, w, xk, xk + bh, gb + bh, gb);
+                exec_block_bwd_i(d, w, xk, xk + so, gb + bh, NULL, scr);
+                exec_block_bwd_gx(d, w, xk, xk + so, gb + bh, gb);
             }
             if (m) ta[x->nagain + (size_t)k] = pl_now_s() - t0;
         }
@@ -243,7 +269,7 @@ static void prof_again(prof_thread *x, int r, const float *w, float *g, float *x
         for (int k = G - 1; k >= 0; k--) {
             float *xk = in[m] + (size_t)k * stride;
             double t0 = pl_now_s();
-            exec_block_bwd_w(d, xk, xk + bh, gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
+            exec_block_bwd_w(d, xk, xk + so, gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
             if (m) ta[2 * x->nagain + (size_t)k] = pl_now_s() - t0;
         }
 }
@@ -253,7 +279,7 @@ static void prof_again(prof_thread *x, int r, const float *w, float *g, float *x
  * then starts from the caches its own previous round left, as the run's pass starts after the
  * worker's restore_after_profile (worker.c). Returns the sum read. */
 static float prof_restore(const prof_thread *x) {
-    size_t n = (size_t)x->L * exec_block_floats(&x->d) * (2 + (x->cfg->momentum != 0.0));
+    size_t n = prof_layout_of(x).slots; /* w, g and mo */
     float sum = 0;
     for (size_t i = 0; i < n; i++) sum += x->mem[i];
     return sum;
@@ -290,16 +316,15 @@ static void prof_round(prof_thread *x, int after) {
     const exec_config *cfg = x->cfg;
     const exec_dims *d = &x->d;
     const int S = PROFILE_SLOTS, L = x->L, r = x->next++, mom = cfg->momentum != 0.0;
-    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, sf = exec_block_state_floats(d), ns = x->ns;
-    size_t per_slot = prof_per_slot(x), nt = x->nt;
+    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, ns = x->ns;
+    size_t per_slot = prof_per_slot(x), xs = prof_block_stride(d), nt = x->nt;
     double *t = x->t;
-    float *w = x->mem, *g = w + (size_t)L * nf, *mo = g + (size_t)L * nf;
-    float *slots = mo + (size_t)mom * L * nf;
-    float *gb = slots + (size_t)S * per_slot, *scr = gb + (size_t)(L + 1) * bh;
-    float *tg = scr + exec_block_scratch_floats(d);
-#define X(s, k) (slots + (size_t)(s) * per_slot + (size_t)(k) * (bh + sf))
-#define ST(s, k) (X(s, k) + bh)
-#define Y(s) (slots + (size_t)(s) * per_slot + (size_t)L * (bh + sf))
+    prof_layout o = prof_layout_of(x);
+    float *w = x->mem + o.w, *g = x->mem + o.g, *mo = x->mem + o.mo, *slots = x->mem + o.slots;
+    float *gb = x->mem + o.gb, *scr = x->mem + o.scr, *tg = x->mem + o.tg;
+#define X(s, k) (slots + (size_t)(s) * per_slot + (size_t)(k) * xs)
+#define ST(s, k) (X(s, k) + exec_line_round(bh))
+#define Y(s) (slots + (size_t)(s) * per_slot + (size_t)L * xs)
     for (int s = 0; s < S; s++)
         for (int k = 0; k < L; k++) {
             float *y = k + 1 < L ? X(s, k + 1) : Y(s);
@@ -339,7 +364,7 @@ static void prof_round(prof_thread *x, int after) {
         }
     }
     if (r >= 0) prof_hot(x, r, w, g, X(0, 0), ST(0, 0), Y(0), gb, scr, tg);
-    if (r >= 0 && S >= 3 && x->ga > 0) prof_again(x, r, w, g, X(1, 0), X(2, 0), bh + sf, gb, scr);
+    if (r >= 0 && S >= 3 && x->ga > 0) prof_again(x, r, w, g, X(1, 0), X(2, 0), gb, scr);
     prof_step(x, r, w, g, mom ? mo : NULL);
     if (r >= 0) x->nt += (size_t)S * L;
     /* the next round starts from the same inputs (X(s, 0) is only read) */

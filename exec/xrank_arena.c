@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Floats of a cache line: every buffer of the arena starts on one (README: "Layout"). */
-#define LINE_FLOATS (EXEC_LINE_BYTES / sizeof(float))
 /* The per-microbatch index arrays of a stage: in_of, gin_of, act_of, wg_of, ver_of, out_f, out_b. */
 #define STAGE_INDEX_ARRAYS 7
 /* The pools of a rank (in caps[] order), then those of each stage after them. */
@@ -17,8 +15,13 @@ enum { CAP_VER, CAP_ACT, CAP_WG, CAP_STAGE_POOLS };
 /* Returns the index in caps[] of pool k (CAP_VER ...) of local stage q. */
 #define CAP_OF(q, k) (CAP_RANK_POOLS + CAP_STAGE_POOLS * (q) + (k))
 
-/* Returns n rounded up to a multiple of LINE_FLOATS floats. */
-static size_t al16(size_t n) { return (n + LINE_FLOATS - 1) & ~(LINE_FLOATS - 1); }
+/* exec_int.h. Every buffer of the arena starts on a cache line (README: "Layout"). */
+float *exec_lines_alloc(size_t n) {
+    size_t bytes = exec_line_round(n > 0 ? n : 1) * sizeof(float);
+    float *p = aligned_alloc(EXEC_LINE_BYTES, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
 
 /* Sets the pool's bookkeeping: cap slots of n floats, refs from *ip (advanced). */
 static void pool_set(exec_pool *p, int cap, size_t n, int **ip) {
@@ -28,7 +31,7 @@ static void pool_set(exec_pool *p, int cap, size_t n, int **ip) {
     *ip += cap;
     memset(p->refs, 0, (size_t)cap * sizeof(int));
     p->slot_floats = n;
-    p->stride = al16(n);
+    p->stride = exec_line_round(n);
     p->base = NULL;
 }
 
@@ -53,7 +56,7 @@ static size_t layout_ints(exec_xrank *x, const int *caps, void **ints_mem, pl_er
     int mom = x->cfg->momentum != 0.0;
     /* every buffer starts on a 64-byte line (slots are padded to 16 floats): aligned GEMM
      * operands, and no line shared by two buffers */
-    size_t floats = ((size_t)caps[CAP_IN] + (size_t)caps[CAP_OUT] + (size_t)caps[CAP_GIN]) * al16(bh) + al16(scr + bh);
+    size_t floats = ((size_t)caps[CAP_IN] + (size_t)caps[CAP_OUT] + (size_t)caps[CAP_GIN]) * exec_line_round(bh) + exec_line_round(scr + bh);
     for (int q = 0; q < x->nst; q++) {
         exec_xstage *st = &x->st[q];
         size_t actf = (size_t)(st->nb - 1) * bh + (size_t)st->nb * sf, wgf = (size_t)(st->nb - 1) * bh;
@@ -68,7 +71,7 @@ static size_t layout_ints(exec_xrank *x, const int *caps, void **ints_mem, pl_er
         st->nacc = 0;
         st->cur = 0;
         floats += (size_t)st->ver.cap * st->ver.stride + (size_t)st->act.cap * st->act.stride +
-                  (size_t)st->wg.cap * st->wg.stride + al16(st->pfloats) * (1 + (size_t)mom);
+                  (size_t)st->wg.cap * st->wg.stride + exec_line_round(st->pfloats) * (1 + (size_t)mom);
     }
     return floats;
 }
@@ -94,26 +97,25 @@ static void mem_start(exec_xrank *x) {
  * into it in layout_ints' order and writes every stage's initial weights. PL_OK or PL_ENOMEM. */
 static int layout_floats(exec_xrank *x, size_t floats, pl_err *e) {
     size_t bh = (size_t)x->d.b * x->d.h, scr = exec_block_scratch_floats(&x->d);
-    x->arena = aligned_alloc(EXEC_LINE_BYTES, floats * sizeof(float));
+    x->arena = exec_lines_alloc(floats);
     if (!x->arena) {
         pl_errf(e, PL_ENOMEM, "rank %d: cannot allocate %zu bytes", x->r, floats * sizeof(float));
         pl_err_set_rank(e, x->r);
         return PL_ENOMEM;
     }
-    memset(x->arena, 0, floats * sizeof(float));
     float *p = x->arena;
     x->in.base = p;  p += (size_t)x->in.cap * x->in.stride;
     x->out.base = p; p += (size_t)x->out.cap * x->out.stride;
     x->gin.base = p; p += (size_t)x->gin.cap * x->gin.stride;
-    x->scratch = p;  p += al16(scr + bh);
+    x->scratch = p;  p += exec_line_round(scr + bh);
     for (int q = 0; q < x->nst; q++) {
         exec_xstage *st = &x->st[q];
         st->ver.base = p; p += (size_t)st->ver.cap * st->ver.stride;
         st->act.base = p; p += (size_t)st->act.cap * st->act.stride;
         st->wg.base = p;  p += (size_t)st->wg.cap * st->wg.stride;
-        st->grad = p;     p += al16(st->pfloats);
+        st->grad = p;     p += exec_line_round(st->pfloats);
         st->mom = NULL;
-        if (x->cfg->momentum != 0.0) { st->mom = p; p += al16(st->pfloats); }
+        if (x->cfg->momentum != 0.0) { st->mom = p; p += exec_line_round(st->pfloats); }
         for (int k = 0; k < st->nb; k++)
             exec_block_init(&x->d, x->cfg->init_seed, st->block0 + k, st->ver.base + (size_t)k * exec_block_floats(&x->d));
     }

@@ -750,6 +750,31 @@ static void test_profile(void) {
     CU_ASSERT_EQUAL(p.stash_bytes, 4 * (4 * 32 + 2 * 4 * 64));
 }
 
+/* exec_lines_alloc's buffers start on a cache line and are zeroed, whatever their size, and
+ * exec_line_round pads to the next whole line; the profile lays its buffers out with them (a
+ * width whose rows are not whole lines, hidden 10, still profiles: its slots are padded). */
+static void test_lines(void) {
+    const size_t sizes[] = {0, 1, 15, 16, 17, 1000, 4099};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i], r = exec_line_round(n);
+        CU_ASSERT(r >= n && r < n + EXEC_LINE_FLOATS && r % EXEC_LINE_FLOATS == 0);
+        float *p = exec_lines_alloc(n);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        CU_ASSERT_EQUAL((uintptr_t)p % EXEC_LINE_BYTES, 0);
+        int zero = 1;
+        for (size_t j = 0; j < n; j++) zero &= p[j] == 0.0f;
+        CU_ASSERT(zero);
+        free(p);
+    }
+    g_hidden = 10;
+    exec_config c = small_cfg(1);
+    g_hidden = 0;
+    exec_layer_profile q;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(exec_profile_layers(&c, 3, &q, &e), PL_OK);
+    CU_ASSERT(q.f_s > 0 && q.i_s > 0 && q.w_s > 0 && isfinite(q.w_s));
+}
+
 /* A run profiled between its passes trains exactly as one that is not (the profile's rounds use
  * buffers of their own), keeps its passes, and returns each worker's profile and the pooled one,
  * which lies between the workers' own (the median of pooled rounds lies between the medians of
@@ -920,6 +945,7 @@ void pl_test_register(void) {
         {"I then W equals B", test_i_plus_w_equals_b},
         {"recomputation gives identical weights", test_recompute_identical},
         {"profile one block", test_profile},
+        {"cache-line buffers (exec_lines_alloc)", test_lines},
         {"profile between the passes: same training, each worker's times", test_profile_between},
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
         {"a model that does not fit is refused up front", test_memory_refused_up_front},
