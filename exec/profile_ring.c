@@ -45,7 +45,7 @@ int exec_ar_time_rank(exec_transport *t, const exec_layout *lay, int me, const e
     x.loc = &loc;
     x.t = t;
     st.pfloats = most;
-    st.grad = pl_calloc(most, sizeof *st.grad);
+    st.grad = exec_lines_alloc(most); /* on a line, as a run's gradients (exec_int.h) */
     int rc = st.grad ? exec_xrank_reduce_setup(&x, e) : pl_errf(e, PL_ENOMEM, "out of memory for the all-reduce");
     for (size_t i = 0; rc == PL_OK && i < most; i++) st.grad[i] = (float)(1 + me) * 1e-3f * (float)(i % 7);
     for (int k = 0; k < EXEC_AR_SIZES; k++) {
