@@ -130,19 +130,38 @@ static void mark_hot(sim_reuse *r, const sched *s) {
     }
 }
 
-/* mark_again's part: again when the rank's previous part was on its stage (ctx: that stage). */
+/* What a compute part of kind `kind` streams: F and I the stage's weights, W its gradient
+ * accumulators (it reads no weight), B both. */
+enum { STREAMS_WEIGHTS = 1, STREAMS_GRADS = 2 };
+static int streams(int kind) {
+    return kind_flags(kind, STREAMS_WEIGHTS, STREAMS_WEIGHTS, STREAMS_GRADS);
+}
+
+/* The rank's previous compute part, for again_part. */
+typedef struct again_prev {
+    int q, kind;
+} again_prev;
+
+/* mark_again's part: an F or I again when the rank's previous part was on its stage and streamed
+ * its weights, a W when it streamed its gradients (a B: each half by its own). */
 static void again_part(sim_reuse *r, const sched *s, int q, int64_t mb, int kind, void *ctx) {
-    int *prev = ctx;
+    again_prev *prev = ctx;
     uint8_t *h = flags_at(r, s, q, mb);
-    if (h && q == *prev) *h |= (uint8_t)kind_flags(kind, SIM_AGAIN_F, SIM_AGAIN_I, SIM_AGAIN_W);
-    *prev = q;
+    int warm = q == prev->q ? streams(prev->kind) : 0;
+    if (h)
+        *h |= (uint8_t)kind_flags(kind, warm & STREAMS_WEIGHTS ? SIM_AGAIN_F : 0, warm & STREAMS_WEIGHTS ? SIM_AGAIN_I : 0,
+                                  warm & STREAMS_GRADS ? SIM_AGAIN_W : 0);
+    prev->q = q;
+    prev->kind = kind;
 }
 
 /* Marks, on every rank that holds more than one stage, each compute part whose rank's previous
- * compute part (an OVERLAP's forward half for its backward half) was on the same stage. */
+ * compute part (an OVERLAP's forward half for its backward half) was on the same stage and
+ * streamed what it streams (again_part). */
 static void mark_again(sim_reuse *r, const sched *s) {
     for (int k = 0; k < s->ranks; k++) {
-        int several = 0, prev = -1;
+        int several = 0;
+        again_prev prev = {-1, -1};
         for (int q = 0; q < s->stages && several < 2; q++) several += s->stage_rank[q] == k;
         if (several >= 2) each_part(r, s, k, again_part, &prev);
     }
