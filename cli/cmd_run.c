@@ -165,10 +165,11 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
     pl_buf_puts(b, "]}\n");
 }
 
-/* The tag of the prediction stored without the measured terms: the run's tag and this suffix
- * (the suffix alone without a tag), and its room. */
-#define RUN_TAG_OFF_SUFFIX "-noterms"
-#define RUN_TAG_OFF_MAX 256
+/* The tag of the other prediction: the run's tag and one of these suffixes (the suffix alone
+ * without a tag), and its room. */
+#define RUN_TAG_TERMS_SUFFIX "-terms"
+#define RUN_TAG_NOTERMS_SUFFIX "-noterms"
+#define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
 typedef struct run_state {
@@ -176,9 +177,10 @@ typedef struct run_state {
     exec_result r;           /* the measurement */
     sim_result pr;           /* the prediction, when have_pred */
     int have_pred;
-    sim_result pr_off;       /* the prediction without the reuse-distance, first-touch and again terms, when have_off */
-    int have_off;
-    char tag_off[RUN_TAG_OFF_MAX]; /* its tag: the run's with RUN_TAG_OFF_SUFFIX */
+    sim_result pr_alt;       /* the other prediction, when have_alt: with the reuse-distance,
+                              * first-touch and again terms, or under --terms without them */
+    int have_alt;
+    char tag_alt[RUN_TAG_ALT_MAX]; /* its tag: the run's with RUN_TAG_TERMS_SUFFIX or _NOTERMS_ */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
     cost_model *prof;        /* the prediction's profile model, or NULL */
     pl_buf pcsv;             /* its CSV (its per-worker lines give each rank's STEP) */
@@ -201,7 +203,7 @@ static void run_state_free(run_state *st) {
     free(st->mem);
     cost_model_free(st->prof);
     if (st->have_pred) sim_result_free(&st->pr);
-    if (st->have_off) sim_result_free(&st->pr_off);
+    if (st->have_alt) sim_result_free(&st->pr_alt);
     exec_result_free(&st->r);
     sched_free(st->s);
 }
@@ -416,8 +418,10 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     double *rank_step = pl_calloc((size_t)st->s->ranks, sizeof *rank_step);
     if (!rank_step) return pl_errf(e, PL_ENOMEM, "out of memory");
     int per_rank = exec_profile_worker_steps(t->data ? t->data : "", t->len, st->s->ranks, rank_step) == 0;
-    /* the reuse-distance, first-touch and again terms when the profile's worker lines time them;
-     * then the prediction without them too, stored beside (RUN_TAG_OFF_SUFFIX) */
+    /* the reuse-distance, first-touch and again terms when the profile's worker lines time them:
+     * in the prediction under --terms, else in the other one, stored beside (docs/validate_cpu.md:
+     * with the profile's buffers on cache lines as the run's, they shorten the prediction by
+     * about 1% more than the runs are short) */
     cost_transport tr = o->mpi ? COST_TRANSPORT_MPI : COST_TRANSPORT_THREADS;
     size_t R = (size_t)st->s->ranks;
     const char *text = t->data ? t->data : "";
@@ -428,12 +432,13 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int again = ri && exec_profile_worker_again(text, t->len, st->s->ranks, ag) == 0;
     const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, again ? ag : NULL};
     const double *steps = per_rank ? rank_step : NULL;
-    int rc = ri ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, &terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
+    const cli_run_terms *main_terms = o->terms ? &terms : NULL, *alt_terms = o->terms ? NULL : &terms;
+    int rc = ri ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     st->have_pred = rc == PL_OK;
     if (rc == PL_OK && (reuse || first || again)) {
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, NULL, &st->pr_off, e);
-        st->have_off = rc == PL_OK;
-        snprintf(st->tag_off, sizeof st->tag_off, "%s" RUN_TAG_OFF_SUFFIX, o->tag ? o->tag : "");
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, alt_terms, &st->pr_alt, e);
+        st->have_alt = rc == PL_OK;
+        snprintf(st->tag_alt, sizeof st->tag_alt, "%s%s", o->tag ? o->tag : "", o->terms ? RUN_TAG_NOTERMS_SUFFIX : RUN_TAG_TERMS_SUFFIX);
     }
     free(rank_step);
     free(ri);
@@ -457,7 +462,7 @@ static int report(const run_opts *o, run_state *st, int argc, char **argv, pl_bu
     pl_buf_puts(&cmd, "pipelab");
     for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
     cli_run_store_info info = {o->db, o->tag, cmd.data, o->transport, pr ? st->profile_src : "", o->a.from, o->profile,
-                               o->seed, o->trace, st->have_off ? &st->pr_off : NULL, st->tag_off};
+                               o->seed, o->trace, st->have_alt ? &st->pr_alt : NULL, st->tag_alt};
     int64_t ids[2] = {0, 0};
     int rc = o->no_db ? PL_OK : cli_run_store(s, r, pr, &info, ids, e);
     if (rc == PL_OK && strcmp(o->format, "json") == 0) out_json(s, r, pr, st->mem, &info, ids, out);

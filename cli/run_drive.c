@@ -367,18 +367,18 @@ int cli_run_check_db(const char *path, pl_err *e) {
 
 /* run_drive.h. Returns PL_OK once both runs are written, else the first error (a run written
  * before it stays, whole: each run is one transaction). */
-/* Writes info->pred_off, the prediction without the measured terms, as a simulated run of its own
- * (tag info->tag_off, a fresh uid; its timeline when ops are stored) into db, rm[ranks] its
+/* Writes info->pred_alt, the other prediction (run_drive.h), as a simulated run of its own
+ * (tag info->tag_alt, a fresh uid; its timeline when ops are stored) into db, rm[ranks] its
  * scratch. Returns PL_OK or the error. */
-static int store_off(const sched *s, const exec_result *r, const cli_run_store_info *info, const char *pj, store *db,
+static int store_alt(const sched *s, const exec_result *r, const cli_run_store_info *info, const char *pj, store *db,
                      store_rank_metric *rm, pl_err *e) {
     store_run run;
     run_common(s, r, info, pj, &run);
-    run.tag = info->tag_off;
-    predicted_run(info->pred_off, r->ranks, &run, rm);
+    run.tag = info->tag_alt;
+    predicted_run(info->pred_alt, r->ranks, &run, rm);
     cli_op_rows ops = {0};
     int rc = PL_OK;
-    if (info->with_ops && info->pred_off->trace) rc = cli_op_rows_trace(&ops, s, info->pred_off->trace, e);
+    if (info->with_ops && info->pred_alt->trace) rc = cli_op_rows_trace(&ops, s, info->pred_alt->trace, e);
     if (rc == PL_OK) rc = store_write_run(db, &run, rm, r->ranks, ops.ops, ops.n, NULL, e);
     cli_op_rows_free(&ops);
     return rc;
@@ -418,7 +418,7 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     cli_op_rows_free(&ops);
     if (info->with_ops && pred->trace && (rc = cli_op_rows_trace(&ops, s, pred->trace, e)) != PL_OK) goto out;
     rc = store_write_run(db, &run, rm, p, ops.ops, ops.n, ids ? &ids[1] : NULL, e);
-    if (rc == PL_OK && info->pred_off) rc = store_off(s, r, info, pj.data, db, rm, e);
+    if (rc == PL_OK && info->pred_alt) rc = store_alt(s, r, info, pj.data, db, rm, e);
 out:
     store_close(db);
     free(rm);

@@ -111,9 +111,9 @@ typedef struct cli_run_store_info {
     const char *profile_file; /* the profile CSV read (--profile), or NULL */
     uint64_t seed;
     int with_ops;          /* 1 = store one op row per executed action of the timed passes */
-    const sim_result *pred_off; /* the prediction without the measured terms (reuse distance), or
-                                 * NULL: stored too, as a third run under tag_off */
-    const char *tag_off;
+    const sim_result *pred_alt; /* the other prediction (with the measured terms, or under --terms
+                                 * without them), or NULL: stored too, as a third run under tag_alt */
+    const char *tag_alt;
 } cli_run_store_info;
 
 /* Appends the configuration JSON stored with both runs (model, optimizer, split, passes,
@@ -127,10 +127,10 @@ int cli_run_check_db(const char *path, pl_err *e);
 /* Writes the measured run r (kind "measured", per-rank metrics, ops when info->with_ops) and,
  * when pred is not NULL, the simulator's prediction (kind "simulated", same tag, schedule,
  * counts, policies and params_json) to the store, each in one transaction; ids (may be NULL)
- * get the two run ids (0 for a missing prediction). With pred, info->pred_off is stored as well
- * (simulated, tag info->tag_off, its own uid), so that `compare --measured-tag T --sim-tag
- * T_OFF` gives the errors without the terms from the same measured runs. Returns PL_OK or an
- * error. */
+ * get the two run ids (0 for a missing prediction). With pred, info->pred_alt is stored as well
+ * (simulated, tag info->tag_alt, its own uid), so that `compare --measured-tag T --sim-tag
+ * T-terms` (or T-noterms) gives the other prediction's errors from the same measured runs.
+ * Returns PL_OK or an error. */
 int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, const cli_run_store_info *info,
                   int64_t ids[2], pl_err *e);
 

@@ -18,8 +18,9 @@
 # during which they used more (up to RETRIES times, default 2). A run that stays contended is
 # kept apart, in results/out/validate_cpu.busy.db, and reported separately: its error measures
 # the other load, not the model. Nothing is discarded silently.
-# Each run also stores its prediction without the reuse-distance, first-touch and again terms (tag
-# validate_cpu-noterms); the summary then repeats the targets and the per-class errors against those predictions.
+# Each run also stores its prediction with the reuse-distance, first-touch and again terms (tag
+# validate_cpu-terms; `pipelab run --terms`, off by default); the summary then repeats the targets
+# and the per-class errors against those predictions.
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
@@ -144,15 +145,15 @@ if [ -f "$DB" ]; then
         sed -n '/^the busiest rank/,$p' "${DB%.db}.actions.txt"
         echo "per-rank breakdown: ${DB%.db}.actions.txt"
     fi
-    # the same measured runs against the predictions without the reuse-distance, first-touch and again terms (stored by
-    # each run beside its prediction): before and after from one invocation
-    if [ -n "$("$PL" db list --db "$DB" --tag "$NAME-noterms" --format csv | tail -n +2)" ]; then
+    # the same measured runs against the other predictions, with the reuse-distance, first-touch
+    # and again terms (stored by each run beside its prediction): both from one invocation
+    if [ -n "$("$PL" db list --db "$DB" --tag "$NAME-terms" --format csv | tail -n +2)" ]; then
         echo
-        echo "== without the reuse-distance, first-touch and again terms (tag $NAME-noterms), the same measured runs"
-        "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME-noterms" --format csv | broad_targets
+        echo "== with the reuse-distance, first-touch and again terms (tag $NAME-terms, pipelab run --terms), the same measured runs"
+        "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME-terms" --format csv | broad_targets
         if [ "$TRACE" != 0 ]; then
-            "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME-noterms" --actions -o "${DB%.db}.noterms.actions.txt"
-            sed -n '/^per class over all pairs/,$p' "${DB%.db}.noterms.actions.txt"
+            "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME-terms" --actions -o "${DB%.db}.terms.actions.txt"
+            sed -n '/^per class over all pairs/,$p' "${DB%.db}.terms.actions.txt"
         fi
     fi
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \

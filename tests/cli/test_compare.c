@@ -1,7 +1,8 @@
 /* test_compare.c: `pipelab compare --actions` on a traced `pipelab run`: the SEND/RECV row is the
  * rank's span outside its compute and all-reduces on both timelines, and the per-class summary
  * averages the rows it printed; the run's predicted peak memory is its measured one; the
- * prediction without the reuse-distance term is stored beside it under TAG-noterms. */
+ * prediction with the measured terms is stored beside it under TAG-terms (the run's own has
+ * none of them, unless --terms). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,8 +86,8 @@ static void test_actions_comm_rows(void) {
     const char *last = strrchr(out, ',');
     CU_ASSERT(last && fabs(atof(last + 1)) == 0.0);
     free(out);
-    /* the prediction without the reuse-distance term, stored beside under cmp-noterms */
-    snprintf(cmd, sizeof cmd, "'%s' compare --db %s/c.db --measured-tag cmp --sim-tag cmp-noterms --actions 2>&1", PIPELAB_BIN, dir);
+    /* the prediction with the measured terms, stored beside under cmp-terms */
+    snprintf(cmd, sizeof cmd, "'%s' compare --db %s/c.db --measured-tag cmp --sim-tag cmp-terms --actions 2>&1", PIPELAB_BIN, dir);
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
     CU_ASSERT(out && strstr(out, "\n1 pair;") != NULL && strstr(out, "per class over all pairs") != NULL);
     free(out);
