@@ -129,6 +129,9 @@ static size_t prof_block_stride(const exec_dims *d) {
     return exec_line_round((size_t)d->b * d->h) + exec_line_round(exec_block_state_floats(d));
 }
 
+/* Returns block input xk's state in a slot: the line after its input [b, h]. */
+static float *prof_state_of(const exec_dims *d, float *xk) { return xk + exec_line_round((size_t)d->b * d->h); }
+
 /* Floats of one slot: each of x's blocks' input and state, then the output y [b, h]. */
 static size_t prof_per_slot(const prof_thread *x) {
     return (size_t)x->L * prof_block_stride(&x->d) + exec_line_round((size_t)x->d.b * x->d.h);
@@ -242,7 +245,7 @@ static void prof_hot(prof_thread *x, int r, const float *w, float *g, float *x0,
 static void prof_again(prof_thread *x, int r, const float *w, float *g, float *xa, float *xb, float *gb, float *scr) {
     const exec_dims *d = &x->d;
     const int G = x->ga;
-    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, stride = prof_block_stride(d), so = exec_line_round(bh);
+    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, stride = prof_block_stride(d);
     double *ta = x->t + EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + (size_t)r * G;
     float *const in[2] = {xa, xb};
     for (int m = 0; m < 2; m++)
@@ -250,7 +253,7 @@ static void prof_again(prof_thread *x, int r, const float *w, float *g, float *x
             /* block k's output is block k + 1's input, the slot's output after the last block */
             float *xk = in[m] + (size_t)k * stride;
             double t0 = pl_now_s();
-            exec_block_fwd(d, w + (size_t)k * nf, xk, xk + so, xk + stride);
+            exec_block_fwd(d, w + (size_t)k * nf, xk, prof_state_of(d, xk), xk + stride);
             if (m) ta[k] = pl_now_s() - t0;
         }
     for (int m = 0; m < 2; m++)
@@ -258,10 +261,10 @@ static void prof_again(prof_thread *x, int r, const float *w, float *g, float *x
             float *xk = in[m] + (size_t)k * stride;
             double t0 = pl_now_s();
             if (k > 0) {
-                exec_block_bwd_i(d, w + (size_t)k * nf, xk, xk + so, gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
+                exec_block_bwd_i(d, w + (size_t)k * nf, xk, prof_state_of(d, xk), gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
             } else {
-                exec_block_bwd_i(d, w, xk, xk + so, gb + bh, NULL, scr);
-                exec_block_bwd_gx(d, w, xk, xk + so, gb + bh, gb);
+                exec_block_bwd_i(d, w, xk, prof_state_of(d, xk), gb + bh, NULL, scr);
+                exec_block_bwd_gx(d, w, xk, prof_state_of(d, xk), gb + bh, gb);
             }
             if (m) ta[x->nagain + (size_t)k] = pl_now_s() - t0;
         }
@@ -269,7 +272,7 @@ static void prof_again(prof_thread *x, int r, const float *w, float *g, float *x
         for (int k = G - 1; k >= 0; k--) {
             float *xk = in[m] + (size_t)k * stride;
             double t0 = pl_now_s();
-            exec_block_bwd_w(d, xk, xk + so, gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
+            exec_block_bwd_w(d, xk, prof_state_of(d, xk), gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
             if (m) ta[2 * x->nagain + (size_t)k] = pl_now_s() - t0;
         }
 }
@@ -323,7 +326,7 @@ static void prof_round(prof_thread *x, int after) {
     float *w = x->mem + o.w, *g = x->mem + o.g, *mo = x->mem + o.mo, *slots = x->mem + o.slots;
     float *gb = x->mem + o.gb, *scr = x->mem + o.scr, *tg = x->mem + o.tg;
 #define X(s, k) (slots + (size_t)(s) * per_slot + (size_t)(k) * xs)
-#define ST(s, k) (X(s, k) + exec_line_round(bh))
+#define ST(s, k) prof_state_of(d, X(s, k))
 #define Y(s) (slots + (size_t)(s) * per_slot + (size_t)L * xs)
     for (int s = 0; s < S; s++)
         for (int k = 0; k < L; k++) {
