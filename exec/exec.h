@@ -192,6 +192,11 @@ typedef struct exec_rank_result {
                             * ran (inputs not yet forwarded left out): the part the cost model's
                             * memory describes; equals exec_mem_predict (see README) */
     int core;              /* the core the worker was pinned to, -1 = not pinned */
+    double start_after_ready_s; /* the least, over the timed passes, of this rank's pass start
+                            * less the time the last rank was ready for that pass (ready_s of
+                            * exec_rank_record): >= 0 when every pass starts on every rank after
+                            * all are ready; NAN when the workers record no ready time (no
+                            * profile between the passes) */
     exec_op *ops;          /* [n_ops] when record_ops, else NULL (owned) */
     size_t n_ops;
 } exec_rank_result;
@@ -324,7 +329,7 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
 /* What one rank's worker measured and holds at the end: the pieces exec_run assembles. An MPI
  * driver runs exec_run_rank in each process, sends the records to rank 0 (after shifting each
  * rank's times onto rank 0's clock) and calls exec_assemble there. */
-#define EXEC_REC_ARRAYS 7
+#define EXEC_REC_ARRAYS 8
 /* The kinds of times a profile between the passes gives (exec_rank_record.prof_s). */
 #define EXEC_PROF_KINDS 16
 typedef struct exec_rank_record {
@@ -335,6 +340,9 @@ typedef struct exec_rank_record {
     double *busy_s, *comm_s;  /* [passes] compute (and STEP) and SEND/RECV time in each pass */
     double *gemm_s, *gemm_flops; /* [passes] time inside the model's sgemm calls and their FLOPs
                                * (part of busy_s) */
+    double *ready_s;          /* [passes] when the rank had done what precedes its pass (with a
+                               * profile between the passes: the gap's rounds and the read-back
+                               * after them); 0 = not recorded */
     double *span_s;           /* [passes] from the start of the rank's first compute action to the
                                * end of its last (the Zero Bubble paper's per-rank cost); all
                                * EXEC_REC_ARRAYS arrays are one block of EXEC_REC_ARRAYS x passes */

@@ -23,7 +23,7 @@ void exec_result_free(exec_result *r) {
 
 void exec_rank_record_arrays(exec_rank_record *r) {
     double **arrays[EXEC_REC_ARRAYS] = {&r->pass_start_s, &r->pass_end_s, &r->busy_s, &r->comm_s,
-                                        &r->gemm_s, &r->gemm_flops, &r->span_s};
+                                        &r->gemm_s, &r->gemm_flops, &r->ready_s, &r->span_s};
     for (int k = 1; k < EXEC_REC_ARRAYS; k++) *arrays[k] = r->pass_start_s + (size_t)k * r->passes;
 }
 
@@ -305,6 +305,19 @@ static int between_profile(const exec_config *c, const exec_dims *d, const exec_
     return PL_OK;
 }
 
+/* Returns worker r's start_after_ready_s (exec_rank_result) from the n workers' records. */
+static double start_after_ready(int n, int r, const exec_config *c, const exec_rank_record *recs) {
+    double least = NAN;
+    for (int t = 0; t < c->timed_passes; t++) {
+        int q = c->warmup_passes + t;
+        double ready = 0;
+        for (int k = 0; k < n; k++) ready = fmax(ready, recs[k].ready_s[q]);
+        double lead = recs[r].pass_start_s[q] - ready;
+        if (ready > 0 && !(lead >= least)) least = lead;
+    }
+    return least;
+}
+
 /* Fills out->rank from the n executor ranks' records: each one's figures over the median
  * pass(es), folded per schedule rank over its replicas (exec_fold_replicas). PL_OK or PL_ENOMEM. */
 static int ranks_of(const sched *s, const exec_layout *L, const exec_config *c, const exec_rank_record *recs, double base,
@@ -313,6 +326,7 @@ static int ranks_of(const sched *s, const exec_layout *L, const exec_config *c, 
     int rc = each ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory assembling results");
     for (int r = 0; r < L->ranks && rc == PL_OK; r++) {
         rank_times(&recs[r], c->warmup_passes, out, &each[r]);
+        each[r].start_after_ready_s = start_after_ready(L->ranks, r, c, recs);
         rc = rank_copy(&recs[r], base, &each[r], e);
     }
     for (int r = 0; r < s->ranks && rc == PL_OK; r++) rc = exec_fold_replicas(L, s, r, each + L->base[r], &out->rank[r], e);

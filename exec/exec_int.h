@@ -403,6 +403,7 @@ typedef struct exec_xrank {
     /* measurement */
     double *pass_start_s, *pass_end_s, *busy_s, *comm_s; /* [passes] */
     double *gemm_s, *gemm_flops; /* [passes] inside the model's sgemm calls (exec_gemm_clock) */
+    double *ready_s;  /* [passes] done with what precedes the pass (exec_rank_record) */
     double *span_s;   /* [passes] first compute start to last compute end (exec_rank_record) */
     exec_op *ops;
     size_t n_ops, cap_ops;

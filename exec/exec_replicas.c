@@ -289,6 +289,7 @@ int exec_fold_replicas(const exec_layout *L, const sched *s, int r, exec_rank_re
         out->comm_s += each[j].comm_s;
         if (each[j].allocated_bytes > out->allocated_bytes) out->allocated_bytes = each[j].allocated_bytes;
         if (each[j].model_peak_bytes > out->model_peak_bytes) out->model_peak_bytes = each[j].model_peak_bytes;
+        out->start_after_ready_s = fmin(out->start_after_ready_s, each[j].start_after_ready_s);
     }
     return each[0].n_ops ? fold_ops(L, s, r, each, out, e) : PL_OK;
 }

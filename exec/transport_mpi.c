@@ -511,6 +511,7 @@ static void shift_record(exec_rank_record *r, double off) {
     for (int p = 0; p < r->passes; p++) {
         r->pass_start_s[p] += off;
         r->pass_end_s[p] += off;
+        if (r->ready_s[p] != 0) r->ready_s[p] += off;
     }
     for (size_t k = 0; k < r->n_ops; k++) {
         r->ops[k].start_s += off;

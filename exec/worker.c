@@ -331,6 +331,11 @@ static void worker_walk(exec_xrank *x) {
             x->rc = prof_gap(x, pass == 0, pass - c->warmup_passes);
             volatile float sink = restore_after_profile(x);
             (void)sink;
+            x->ready_s[pass] = pl_now_s();
+            /* the ranks' read-backs take different times: the pass starts on all ranks at once
+             * (else the rank that read back last starts late, and the pass, first start to last
+             * end, counts its lateness) */
+            if (x->rc == PL_OK) x->rc = x->t->barrier(x->t, &x->err);
         }
         if (x->rc != PL_OK) break;
         int timed = x->pass >= c->warmup_passes;

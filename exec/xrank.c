@@ -337,6 +337,7 @@ int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_byt
     rec->comm_s = x->comm_s;
     rec->gemm_s = x->gemm_s;
     rec->gemm_flops = x->gemm_flops;
+    rec->ready_s = x->ready_s;
     rec->span_s = x->span_s;
     x->pass_start_s = NULL;
     rec->peak = x->peak;

@@ -364,7 +364,7 @@ int exec_xrank_setup_in(exec_xrank *x, int r, const exec_layout *L, const sched 
     x->pass_start_s = pl_calloc(EXEC_REC_ARRAYS * (size_t)P, sizeof(double));
     if (!x->pass_start_s) return pl_errf(e, PL_ENOMEM, "out of memory");
     double **arrays[EXEC_REC_ARRAYS] = {&x->pass_start_s, &x->pass_end_s, &x->busy_s, &x->comm_s,
-                                        &x->gemm_s, &x->gemm_flops, &x->span_s};
+                                        &x->gemm_s, &x->gemm_flops, &x->ready_s, &x->span_s};
     for (int k = 1; k < EXEC_REC_ARRAYS; k++) *arrays[k] = x->pass_start_s + (size_t)k * P;
     if (c->record_ops) {
         x->cap_ops = x->list->n * (size_t)c->timed_passes;

@@ -266,6 +266,7 @@ static int recv_record(int src, double off, exec_rank_record *r, pl_err *e) {
     for (int q = 0; q < P; q++) {
         r->pass_start_s[q] -= off;
         r->pass_end_s[q] -= off;
+        if (r->ready_s[q] != 0) r->ready_s[q] -= off;
     }
     for (size_t k = 0; k < r->n_ops; k++) {
         r->ops[k].start_s -= off;

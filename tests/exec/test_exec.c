@@ -791,6 +791,7 @@ static void test_profile_between(void) {
         pl_err e;
         CU_ASSERT_EQUAL_FATAL(run(s, &c, &plain, &e), PL_OK);
         CU_ASSERT_PTR_NULL(plain.between_profile);
+        CU_ASSERT(isnan(plain.rank[0].start_after_ready_s) && isnan(plain.rank[1].start_after_ready_s));
         c.profile_between_reps = 30; /* 8 rounds over 4 gaps */
         CU_ASSERT_EQUAL_FATAL(run(s, &c, &prof, &e), PL_OK);
         CU_ASSERT_EQUAL(prof.timed_passes, 3);
@@ -798,6 +799,10 @@ static void test_profile_between(void) {
         CU_ASSERT_EQUAL(memcmp(prof.final_weights, plain.final_weights, plain.n_weights * sizeof(float)), 0);
         CU_ASSERT_PTR_NOT_NULL_FATAL(prof.between_profile);
         CU_ASSERT_EQUAL(prof.between_reps, 30);
+        /* each pass starts on every rank after every rank's rounds and read-back: the ranks start
+         * together, as a pass without the rounds does (else the rank that read back last starts
+         * late, and the pass, first start to last end, counts its lateness) */
+        for (int r = 0; r < 2; r++) CU_ASSERT(prof.rank[r].start_after_ready_s >= 0);
         const exec_layer_profile *all = &prof.between_profile[0], *w0 = &prof.between_profile[1], *w1 = &prof.between_profile[2];
         CU_ASSERT_EQUAL(all->concurrency, 2);
         CU_ASSERT_EQUAL(all->param_bytes, 4 * (2 * 32 * 64 + 64 + 32));
