@@ -18,6 +18,12 @@
 # during which they used more (up to RETRIES times, default 2). A run that stays contended is
 # kept apart, in results/out/validate_cpu.busy.db, and reported separately: its error measures
 # the other load, not the model. Nothing is discarded silently.
+# The host's other guests slow the cores too, and /proc/stat does not show them (its steal time
+# stays 0 here); their mark is a run whose passes scatter. Each run's steadiness is the standard
+# error of its mean pass (the passes' standard deviation over the square root of their number)
+# in percent of its median pass, logged beside the others' share; the summary repeats the
+# targets over the pairs whose steadiness is within STEADY_MAX (default 1.5%), beside the
+# targets over all quiet pairs, which stay the verdict.
 # Each run also stores its prediction with the reuse-distance, first-touch and again terms (tag
 # validate_cpu-terms; `pipelab run --terms`, off by default); the summary then repeats the targets
 # and the per-class errors against those predictions.
@@ -30,14 +36,14 @@
 # lists them): all ten schedule kinds, recomputation on and off, both blocks (the dense block
 # at widths 128 to 1024, depths 4 to 12, microbatches of 8 to 32 rows; the transformer block at
 # widths 128 to 512, sequences of 32 to 128 tokens, 1 to 4 per microbatch), m from 2 to 16
-# (p to 8p); at least 10 timed passes (and 0.5 s), 60 profile repetitions; up to about 15 minutes on an idle 2-core
+# (p to 8p); at least 20 timed passes (and 0.5 s), 30 profile repetitions; up to about 15 minutes on an idle 2-core
 # machine. Its targets: iteration-time MAPE <= 2%, largest error <= 5%, bubble
 # fraction within 1.5 points on average, peak memory within 2%; the summary prints each with
 # the signed mean error.
 # Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
-# TIMED (timed passes at least, 20; 10 with --broad; more for short iterations: MIN_TIMED_S,
+# TIMED (timed passes at least, 20; more for short iterations: MIN_TIMED_S,
 # TIMED_MAX and RATE_GFLOPS, validate_broad.sh), TRACE (1), DEPTH (8),
-# PROFILE (between | before | once), PREPS (profile repetitions, 100), PCONC (before and once:
+# PROFILE (between | before | once), PREPS (profile repetitions, 100; 30 with --broad), PCONC (before and once:
 # profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, BUSY_MAX, RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
@@ -52,20 +58,23 @@ KINDS=${KINDS:-gpipe 1f1b zb-h1 interleaved}
 TRACE=${TRACE:-1}
 WIDTHS=${WIDTHS:-256 512}
 MICROBATCHES=${MICROBATCHES:-4 8}
-TIMED=${TIMED:-$([ "$BROAD" = 1 ] && echo 10 || echo 20)}
+TIMED=${TIMED:-20}
 DEPTH=${DEPTH:-8}
 PROFILE=${PROFILE:-between}
-PREPS=${PREPS:-$([ "$BROAD" = 1 ] && echo 60 || echo 100)}
+PREPS=${PREPS:-$([ "$BROAD" = 1 ] && echo 30 || echo 100)}
 PCONC=${PCONC:-2}
 QUIET_WAIT=${QUIET_WAIT:-120}
 BUSY_MAX=${BUSY_MAX:-10}
 RETRIES=${RETRIES:-2}
+STEADY_MAX=${STEADY_MAX:-1.5}
+RUN_CSV=${DB%.db}.run.csv
+STEADY=${DB%.db}.steadiness
 BUSY_DB=${DB%.db}.busy.db
 TRY_DB=${DB%.db}.try.db
 LOG=${DB%.db}.contention
 source experiments/cpu_share.sh
 declare -A SEEN
-if [ "$PLOT_ONLY" = 0 ]; then rm -f "$BUSY_DB" "$LOG"; fi
+if [ "$PLOT_ONLY" = 0 ]; then rm -f "$BUSY_DB" "$LOG" "$STEADY"; fi
 WAITED=0
 # Waits, within the QUIET_WAIT budget, until the others use under BUSY_MAX percent for 1 s.
 wait_quiet() {
@@ -88,6 +97,19 @@ quiet_try() {
     done
 }
 clear_try() { rm -f "$TRY_DB" "$TRY_DB-wal" "$TRY_DB-shm"; }
+# Prints the standard error of the mean pass, in percent of the median pass, of the run whose
+# `pipelab run --format csv` is file $1 and whose timed passes were $2.
+steadiness() {
+    awk -F, -v n="$2" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        NR == 2 { it = $c["iteration_time_s"]; printf "%.2f\n", (it > 0 ? 100 * $c["iteration_stddev_s"] / sqrt(n) / it : 0) }' "$1"
+}
+# Reads `pipelab compare --format csv` on stdin and prints its header and the pairs whose measured
+# run's steadiness (file STEADY: "UID SE" lines) is within STEADY_MAX.
+steady_pairs() {
+    awk -F, -v max="$STEADY_MAX" 'FNR == NR { se[$1] = $2; next }
+        FNR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; print; next }
+        ($c["measured_uid"] in se) && se[$c["measured_uid"]] <= max' FS=' ' "$STEADY" FS=, -
+}
 
 # The configurations, one a line: "KIND M RECOMPUTE MODEL-SPEC" (validate_broad.sh).
 if [ "$BROAD" = 1 ]; then POINTS=$(broad_points); else
@@ -116,12 +138,17 @@ while read -r kind m recompute spec; do
         else
             PROFILE_ARG="--profile-timing between --profile-reps $PREPS" # by the run's workers, between its passes
         fi
+        local passes se uid
+        passes=$(point_timed "$kind" "$m" "$recompute" "$spec")
         # shellcheck disable=SC2086
         BEFORE=clear_try quiet_try "$PL" run --kind "$kind" --ranks 2 --microbatches "$m" $extra --model "$spec" \
-            --timed "$(point_timed "$kind" "$m" "$recompute" "$spec")" $PROFILE_ARG --tag "$NAME" --db "$TRY_DB" --format csv >/dev/null || exit 1
+            --timed "$passes" $PROFILE_ARG --tag "$NAME" --db "$TRY_DB" --format csv >"$RUN_CSV" || exit 1
         local into=$DB
         [ "$OTHERS" -lt "$BUSY_MAX" ] || into=$BUSY_DB
-        echo "$kind m=$m recompute=$recompute $spec others=${OTHERS}% -> $(basename "$into")" >> "$LOG"
+        se=$(steadiness "$RUN_CSV" "$passes")
+        uid=$("$PL" db list --db "$TRY_DB" --format csv | awk -F, 'NR > 1 && $4 == "measured" { print $2 }')
+        echo "$uid $se" >> "$STEADY"
+        echo "$kind m=$m recompute=$recompute $spec others=${OTHERS}% steadiness=${se}% -> $(basename "$into")" >> "$LOG"
         "$PL" db merge "$TRY_DB" -o "$into" >/dev/null 2>&1 || { echo "$0: merging $TRY_DB into $into failed" >&2; exit 1; }
         clear_try
     }
@@ -129,7 +156,7 @@ while read -r kind m recompute spec; do
 done <<< "$POINTS"
 if [ "$PLOT_ONLY" = 0 ]; then
     echo "runs took $(($(date +%s) - t0)) s (${WAITED} s waiting for a quiet machine)"
-    echo "CPU share of other processes during each run (>= ${BUSY_MAX}% kept apart in $(basename "$BUSY_DB")):"
+    echo "CPU share of other processes during each run (>= ${BUSY_MAX}% kept apart in $(basename "$BUSY_DB")), and its steadiness (standard error of the mean pass):"
     sed 's/^/  /' "$LOG"
 fi
 summarize || { echo "shard $SHARD_I/$SHARD_N written to $DB"; exit 0; }
@@ -139,6 +166,11 @@ if [ -f "$DB" ]; then
     "$PL" compare --db "$DB" --tag "$NAME"
     echo
     "$PL" compare --db "$DB" --tag "$NAME" --format csv | broad_targets
+    if [ -f "$STEADY" ]; then
+        echo
+        echo "the same over the steady pairs only (steadiness within ${STEADY_MAX}%; $(awk -v max="$STEADY_MAX" '$2 > max' "$STEADY" | wc -l) of $(wc -l < "$STEADY") runs scattered more): a diagnostic, not the verdict"
+        "$PL" compare --db "$DB" --tag "$NAME" --format csv | steady_pairs | broad_targets
+    fi
     if [ "$TRACE" != 0 ]; then
         "$PL" compare --db "$DB" --tag "$NAME" --actions -o "${DB%.db}.actions.txt"
         echo
