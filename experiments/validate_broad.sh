@@ -27,7 +27,7 @@ BROAD_ROUNDS=7
 # A point above it is made smaller, in this order, until it fits: the dense block's rows per
 # microbatch (to 4), then its depth (to 4); the transformer's sequences per microbatch (to 1),
 # then its sequence length (to 32), then its layers (to 4). At about 40 GFLOP/s per core, a run
-# of 1 + 20 passes and its 30 profile rounds between them then take about 10 s or less.
+# of 1 + 10 passes and its profile between them then take about 10 s or less.
 BROAD_MAX_FLOPS=1000000000
 
 # Forward FLOPs of one block for one microbatch (exec/model.c, exec_block_flops): the dense block

@@ -36,14 +36,14 @@
 # lists them): all ten schedule kinds, recomputation on and off, both blocks (the dense block
 # at widths 128 to 1024, depths 4 to 12, microbatches of 8 to 32 rows; the transformer block at
 # widths 128 to 512, sequences of 32 to 128 tokens, 1 to 4 per microbatch), m from 2 to 16
-# (p to 8p); at least 20 timed passes (and 0.5 s), 30 profile repetitions; up to about 15 minutes on an idle 2-core
+# (p to 8p); at least 10 timed passes (and 0.5 s), 60 profile repetitions; up to about 15 minutes on an idle 2-core
 # machine. Its targets: iteration-time MAPE <= 2%, largest error <= 5%, bubble
 # fraction within 1.5 points on average, peak memory within 2%; the summary prints each with
 # the signed mean error.
 # Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
-# TIMED (timed passes at least, 20; more for short iterations: MIN_TIMED_S,
+# TIMED (timed passes at least, 20; 10 with --broad; more for short iterations: MIN_TIMED_S,
 # TIMED_MAX and RATE_GFLOPS, validate_broad.sh), TRACE (1), DEPTH (8),
-# PROFILE (between | before | once), PREPS (profile repetitions, 100; 30 with --broad), PCONC (before and once:
+# PROFILE (between | before | once), PREPS (profile repetitions, 100; 60 with --broad), PCONC (before and once:
 # profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, BUSY_MAX, RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
@@ -58,10 +58,10 @@ KINDS=${KINDS:-gpipe 1f1b zb-h1 interleaved}
 TRACE=${TRACE:-1}
 WIDTHS=${WIDTHS:-256 512}
 MICROBATCHES=${MICROBATCHES:-4 8}
-TIMED=${TIMED:-20}
+TIMED=${TIMED:-$([ "$BROAD" = 1 ] && echo 10 || echo 20)}
 DEPTH=${DEPTH:-8}
 PROFILE=${PROFILE:-between}
-PREPS=${PREPS:-$([ "$BROAD" = 1 ] && echo 30 || echo 100)}
+PREPS=${PREPS:-$([ "$BROAD" = 1 ] && echo 60 || echo 100)}
 PCONC=${PCONC:-2}
 QUIET_WAIT=${QUIET_WAIT:-120}
 BUSY_MAX=${BUSY_MAX:-10}
