@@ -318,6 +318,31 @@ static float restore_after_profile(const exec_xrank *x) {
     return sum;
 }
 
+/* Opens pass `pass`: the barrier between passes, then with a profile between the passes its
+ * rounds of this gap (prof_gap), the read-back (restore_after_profile), the rank's ready time and
+ * one more barrier. The ranks' read-backs take different times, so the pass starts on all ranks
+ * at once only after that barrier (else the rank that read back last starts late, and the pass,
+ * first start to last end, counts its lateness). Returns PL_OK or the transport's error. */
+static int pass_gap(exec_xrank *x, int pass) {
+    int rc = x->t->barrier(x->t, &x->err);
+    if (rc != PL_OK || !x->prof) return rc;
+    rc = prof_gap(x, pass == 0, pass - x->cfg->warmup_passes);
+    volatile float sink = restore_after_profile(x);
+    (void)sink;
+    x->ready_s[pass] = pl_now_s();
+    return rc == PL_OK ? x->t->barrier(x->t, &x->err) : rc;
+}
+
+/* Keeps the record of timed action a (from s0 to s1), while there is room. */
+static void record_op(exec_xrank *x, const sched_action *a, double s0, double s1) {
+    if (x->n_ops >= x->cap_ops) return;
+    exec_op *op = &x->ops[x->n_ops++];
+    op->act = *a;
+    op->pass = x->pass - x->cfg->warmup_passes;
+    op->start_s = s0;
+    op->end_s = s1;
+}
+
 /* Walks the passes (the body of exec_worker_main, inside its cleanup handler). */
 static void worker_walk(exec_xrank *x) {
     const exec_config *c = x->cfg;
@@ -326,17 +351,7 @@ static void worker_walk(exec_xrank *x) {
     for (int pass = 0; pass < passes && x->rc == PL_OK; pass++) {
         x->pass = pass;
         x->goff = (int64_t)x->pass * x->M;
-        x->rc = x->t->barrier(x->t, &x->err);
-        if (x->rc == PL_OK && x->prof) {
-            x->rc = prof_gap(x, pass == 0, pass - c->warmup_passes);
-            volatile float sink = restore_after_profile(x);
-            (void)sink;
-            x->ready_s[pass] = pl_now_s();
-            /* the ranks' read-backs take different times: the pass starts on all ranks at once
-             * (else the rank that read back last starts late, and the pass, first start to last
-             * end, counts its lateness) */
-            if (x->rc == PL_OK) x->rc = x->t->barrier(x->t, &x->err);
-        }
+        x->rc = pass_gap(x, pass);
         if (x->rc != PL_OK) break;
         int timed = x->pass >= c->warmup_passes;
         double busy = 0, comm = 0, g0_s, g0_f, g1_s, g1_f, first = -1, last = -1;
@@ -373,13 +388,7 @@ static void worker_walk(exec_xrank *x) {
                 last = s1;
             }
             else if (sched_kind_is_comm((sched_kind)a->kind) || a->kind == SCHED_REDUCE_GRAD) comm += s1 - s0;
-            if (timed && c->record_ops && x->n_ops < x->cap_ops) {
-                exec_op *op = &x->ops[x->n_ops++];
-                op->act = *a;
-                op->pass = x->pass - c->warmup_passes;
-                op->start_s = s0;
-                op->end_s = s1;
-            }
+            if (timed && c->record_ops) record_op(x, a, s0, s1);
         }
         /* receives no compute needed (a list the dry walk would have refused): completed here,
          * so that the transport's accounting stays exact; the pass-end check below then fails

@@ -44,7 +44,7 @@
 # TIMED (timed passes at least, 20; 10 with --broad; more for short iterations: MIN_TIMED_S,
 # TIMED_MAX and RATE_GFLOPS, validate_broad.sh), TRACE (1), DEPTH (8),
 # PROFILE (between | before | once), PREPS (profile repetitions, 100; 60 with --broad), PCONC (before and once:
-# profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, BUSY_MAX, RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
+# profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, BUSY_MAX, RETRIES, STEADY_MAX. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
 BROAD=0
