@@ -142,8 +142,12 @@ void exec_mlp_forward(const exec_dims *d, const float *p, const float *xin, cons
 void exec_mlp_init(const exec_dims *d, uint64_t seed, uint64_t stream0, float *p);
 /* The standard deviation of every block's initial biases. */
 #define EXEC_BIAS_STD 0.01
-/* Returns N(0, std^2) element i of (seed, stream): the generator of every initial weight. */
+/* Returns N(0, std^2) element i of (seed, stream): the generator of every initial weight
+ * (elements 2j and 2j + 1 are the two outputs of one Box-Muller transform). */
 float exec_normal_at(uint64_t seed, uint64_t stream, uint64_t i, double std);
+/* Fills x[0 .. n - 1] with elements 0 .. n - 1 of (seed, stream) at standard deviation std, the
+ * values exec_normal_at gives, two at a time. */
+void exec_fill_normal_std(uint64_t seed, uint64_t stream, double std, float *x, size_t n);
 
 /* Floats of one block's parameters: W1 [f, h], b1 [f], W2 [h, f], b2 [h], in that order. */
 size_t exec_block_floats(const exec_dims *d);
@@ -153,7 +157,7 @@ size_t exec_block_floats(const exec_dims *d);
  * biases ~ N(0, 0.01^2). Depends only on (seed, L, block, element). */
 void exec_block_init(const exec_dims *d, uint64_t seed, int block, float *p);
 
-/* Fills n floats with N(0, 1) numbers from (seed, stream), element by element. */
+/* Fills n floats with N(0, 1) numbers from (seed, stream) (exec_fill_normal_std at 1). */
 void exec_fill_normal(uint64_t seed, uint64_t stream, float *x, size_t n);
 
 /* Forward of one block for b rows: hpre = x W1^T + b1 [b, f]; act = gelu(hpre) [b, f];

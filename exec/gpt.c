@@ -100,10 +100,10 @@ static void gpt_init(const exec_dims *d, uint64_t seed, int block, float *p) {
     gpt_params w = exec_gpt_params_at(d, p);
     float *wqkv = (float *)w.wqkv, *bqkv = (float *)w.bqkv, *wo = (float *)w.wo, *bo = (float *)w.bo;
     double sq = 1.0 / sqrt((double)h), so = 1.0 / sqrt(2.0 * (d->layers > 0 ? d->layers : 1) * (double)h);
-    for (size_t i = 0; i < GPT_QKV * h * h; i++) wqkv[i] = exec_normal_at(seed, st + GPT_STREAM_WQKV, i, sq);
-    for (size_t i = 0; i < GPT_QKV * h; i++) bqkv[i] = exec_normal_at(seed, st + GPT_STREAM_BQKV, i, EXEC_BIAS_STD);
-    for (size_t i = 0; i < h * h; i++) wo[i] = exec_normal_at(seed, st + GPT_STREAM_WO, i, so);
-    for (size_t i = 0; i < h; i++) bo[i] = exec_normal_at(seed, st + GPT_STREAM_BO, i, EXEC_BIAS_STD);
+    exec_fill_normal_std(seed, st + GPT_STREAM_WQKV, sq, wqkv, GPT_QKV * h * h);
+    exec_fill_normal_std(seed, st + GPT_STREAM_BQKV, EXEC_BIAS_STD, bqkv, GPT_QKV * h);
+    exec_fill_normal_std(seed, st + GPT_STREAM_WO, so, wo, h * h);
+    exec_fill_normal_std(seed, st + GPT_STREAM_BO, EXEC_BIAS_STD, bo, h);
     /* LayerNorms start as the identity map of the normalized rows: gains 1, biases 0 */
     for (size_t i = 0; i < h; i++) {
         ((float *)w.g1)[i] = ((float *)w.g2)[i] = 1.0f;

@@ -37,20 +37,35 @@ static double uniform_at(uint64_t seed, uint64_t stream, uint64_t i) {
     return ((double)(z >> DOUBLE_SHIFT) + 0.5) * (1.0 / TWO_POW_53);
 }
 
-/* Returns N(0, 1) element i of (seed, stream) by Box-Muller on two independent uniforms, so
- * any element can be generated alone (no sequential state: threads and ranks agree). */
-static double normal_at(uint64_t seed, uint64_t stream, uint64_t i) {
-    double u1 = uniform_at(seed, stream, 2 * i), u2 = uniform_at(seed, stream, 2 * i + 1);
-    return sqrt(-2.0 * log(u1)) * cos(TWO_PI * u2);
+/* Pair j of (seed, stream): N(0, 1) elements 2j and 2j + 1, both outputs of one Box-Muller
+ * transform of the independent uniforms 2j and 2j + 1 (one log, one sqrt and one sincos for two
+ * elements). Any element can still be generated alone (no sequential state: threads and ranks
+ * agree). */
+static void normal_pair(uint64_t seed, uint64_t stream, uint64_t j, double z[2]) {
+    double u1 = uniform_at(seed, stream, 2 * j), u2 = uniform_at(seed, stream, 2 * j + 1);
+    double r = sqrt(-2.0 * log(u1)), t = TWO_PI * u2;
+    z[0] = r * cos(t);
+    z[1] = r * sin(t);
 }
 
 float exec_normal_at(uint64_t seed, uint64_t stream, uint64_t i, double std) {
-    return (float)(std * normal_at(seed, stream, i));
+    double z[2];
+    normal_pair(seed, stream, i / 2, z);
+    return (float)(std * z[i % 2]);
 }
 
-void exec_fill_normal(uint64_t seed, uint64_t stream, float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] = (float)normal_at(seed, stream, i);
+void exec_fill_normal_std(uint64_t seed, uint64_t stream, double std, float *x, size_t n) {
+    double z[2];
+    size_t i = 0;
+    for (; i + 1 < n; i += 2) {
+        normal_pair(seed, stream, i / 2, z);
+        x[i] = (float)(std * z[0]);
+        x[i + 1] = (float)(std * z[1]);
+    }
+    if (i < n) x[i] = exec_normal_at(seed, stream, i, std);
 }
+
+void exec_fill_normal(uint64_t seed, uint64_t stream, float *x, size_t n) { exec_fill_normal_std(seed, stream, 1.0, x, n); }
 
 /* ---------------------------------------------------------------- shapes, weights */
 
@@ -80,10 +95,10 @@ void exec_mlp_init(const exec_dims *d, uint64_t seed, uint64_t st, float *p) {
     float *w1 = p, *b1 = w1 + hf, *w2 = b1 + d->f, *b2 = w2 + hf;
     double s1 = 1.0 / sqrt((double)d->h);
     double s2 = 1.0 / sqrt(2.0 * (d->layers > 0 ? d->layers : 1) * (double)d->f);
-    for (size_t i = 0; i < hf; i++) w1[i] = (float)(s1 * normal_at(seed, st + STREAM_W1, i));
-    for (int i = 0; i < d->f; i++) b1[i] = (float)(EXEC_BIAS_STD * normal_at(seed, st + STREAM_B1, (uint64_t)i));
-    for (size_t i = 0; i < hf; i++) w2[i] = (float)(s2 * normal_at(seed, st + STREAM_W2, i));
-    for (int i = 0; i < d->h; i++) b2[i] = (float)(EXEC_BIAS_STD * normal_at(seed, st + STREAM_B2, (uint64_t)i));
+    exec_fill_normal_std(seed, st + STREAM_W1, s1, w1, hf);
+    exec_fill_normal_std(seed, st + STREAM_B1, EXEC_BIAS_STD, b1, (size_t)d->f);
+    exec_fill_normal_std(seed, st + STREAM_W2, s2, w2, hf);
+    exec_fill_normal_std(seed, st + STREAM_B2, EXEC_BIAS_STD, b2, (size_t)d->h);
 }
 
 /* ---------------------------------------------------------------- GEMM clock */
