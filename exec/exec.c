@@ -71,6 +71,55 @@ static int run_check(const sched *s, const exec_config *c, run_state *st, pl_err
     return rc;
 }
 
+/* One rank's setup (setup_ranks): its arena and initial weights, then its profile between the
+ * passes; its own error report. */
+typedef struct {
+    const sched *s;
+    const exec_config *c;
+    run_state *st;
+    int r, rc;
+    pl_err err;
+} rank_setup;
+
+static void *rank_setup_main(void *arg) {
+    rank_setup *u = arg;
+    run_state *st = u->st;
+    exec_xrank *x = &st->xr[u->r];
+    u->rc = exec_xrank_setup_in(x, u->r, &st->lay, u->s, u->c, st->blocks, &st->data, st->loss_mb, &u->err);
+    if (u->rc == PL_OK && u->c->profile_between_reps > 0) u->rc = exec_xrank_prof_new(x, u->c, st->p, &u->err);
+    return NULL;
+}
+
+/* Sets up every rank (rank_setup_main), as many at once as there are cores: writing the initial
+ * weights of a wide model and its profile's blocks takes seconds a rank, which one thread would
+ * add up. Each rank touches only its own state. Returns PL_OK or the lowest failing rank's error. */
+static int setup_ranks(const sched *s, const exec_config *c, run_state *st, pl_err *e) {
+    int p = st->p, at_once = st->ncores > 1 ? st->ncores : 1;
+    rank_setup *u = pl_calloc((size_t)p, sizeof *u);
+    pthread_t *th = pl_calloc((size_t)p, sizeof *th);
+    char *live = pl_calloc((size_t)p, 1);
+    int rc = u && th && live ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int r0 = 0; r0 < p && rc == PL_OK; r0 += at_once) {
+        int r1 = r0 + at_once < p ? r0 + at_once : p;
+        for (int r = r0; r < r1; r++) {
+            u[r] = (rank_setup){.s = s, .c = c, .st = st, .r = r};
+            live[r] = pthread_create(&th[r], NULL, rank_setup_main, &u[r]) == 0;
+            if (!live[r]) rank_setup_main(&u[r]); /* no thread: in this one */
+        }
+        for (int r = r0; r < r1; r++)
+            if (live[r]) pthread_join(th[r], NULL);
+        for (int r = r0; r < r1 && rc == PL_OK; r++)
+            if (u[r].rc != PL_OK) {
+                *e = u[r].err;
+                rc = u[r].rc;
+            }
+    }
+    free(u);
+    free(th);
+    free(live);
+    return rc;
+}
+
 /* Allocates the run's arrays, builds the data set, sets up every rank (and its profile between
  * the passes) and makes the transport. Returns PL_OK or the error. */
 static int run_setup(const sched *s, const exec_config *c, run_state *st, pl_err *e) {
@@ -82,14 +131,13 @@ static int run_setup(const sched *s, const exec_config *c, run_state *st, pl_err
     st->th = pl_calloc((size_t)p, sizeof *st->th);
     if (!st->loss_mb || !st->xr || !st->th || !st->recs) return pl_errf(e, PL_ENOMEM, "out of memory");
     int rc = exec_data_build(c, &st->data, e);
+    if (rc == PL_OK) rc = setup_ranks(s, c, st, e);
+    if (rc) return rc;
     st->cap = 1;
-    for (int r = 0; r < p && rc == PL_OK; r++) {
-        rc = exec_xrank_setup_in(&st->xr[r], r, &st->lay, s, c, st->blocks, &st->data, st->loss_mb, e);
+    for (int r = 0; r < p; r++) {
         int n = recv_count(&st->lay, r);
         if (n > st->cap) st->cap = n;
     }
-    for (int r = 0; r < p && rc == PL_OK && c->profile_between_reps > 0; r++) rc = exec_xrank_prof_new(&st->xr[r], c, p, e);
-    if (rc) return rc;
     if (c->mailbox_capacity > 0) st->cap = c->mailbox_capacity;
     size_t msg_bytes = (size_t)st->xr[0].d.b * (size_t)st->xr[0].d.h * sizeof(float); /* a microbatch's rows */
     if (st->lay.ranks > s->ranks && msg_bytes < EXEC_RING_PIECE_BYTES) msg_bytes = EXEC_RING_PIECE_BYTES; /* all-reduce pieces */

@@ -354,8 +354,9 @@ typedef struct exec_rank_record {
     size_t n_ops;
     double *loss_mb;          /* [passes * iterations * m] microbatch losses; filled only on the
                                * rank that holds the last stage (zeros elsewhere) */
-    float *weights;           /* [exec_param_count] final weights of this rank's blocks (others 0) */
-    size_t n_weights;
+    float *weights;           /* [n_weights] final weights of this rank's blocks (others 0) */
+    size_t n_weights;         /* exec_param_count, or 0 where the run reads no weights back (the
+                               * CPU ranks, without return_weights or replicas) */
     int has_prof;             /* 1: profiled between the passes (exec_config.profile_between_reps): */
     double prof_s[EXEC_PROF_KINDS]; /* its worker's F, I, W, STEP, I0, IH, WH, then F, I, W of a
                                * round's first microbatch and of its others, then F, I, W again on

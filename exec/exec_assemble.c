@@ -234,6 +234,13 @@ void exec_iteration_losses(const double *loss_mb, int n_iters, int m, double *lo
     }
 }
 
+int exec_record_weights(const exec_config *c, int stages) {
+    if (c->return_weights) return 1; /* final_weights */
+    for (int q = 0; c->replicas && q < stages; q++)
+        if (c->replicas[q] > 1) return 1; /* replicas_agree */
+    return 0;
+}
+
 /* Fills out->final_weights with every block's weights, each from the rank of its stage (its
  * first replica). Returns PL_OK or PL_ENOMEM. */
 static int final_weights(const sched *s, const exec_layout *L, const exec_dims *d, const exec_rank_record *recs,

@@ -579,8 +579,11 @@ void exec_xrank_send_end(exec_xrank *x, int *slotp);
 int exec_xrank_recv_begin(exec_xrank *x, const sched_action *a, exec_pool **pool, pl_err *e);
 
 /* Moves what a finished rank measured into rec (its arrays change owner), with the newest
- * weights of its stages from the host arena; allocated_bytes: what the rank allocated.
- * Returns PL_OK or PL_ENOMEM. */
+ * weights of its stages from the host arena when exec_record_weights says they are read;
+ * allocated_bytes: what the rank allocated. Returns PL_OK or PL_ENOMEM. */
+/* 1 when the ranks' records must carry their final weights: the run returns them
+ * (return_weights) or checks that the replicas of a stage agree. */
+int exec_record_weights(const exec_config *c, int stages);
 int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_bytes, exec_rank_record *rec,
                       pl_err *e);
 /* Adds "rank R, action K (text), pass P: " before e's message: rank x failed at its action k. */

@@ -347,15 +347,16 @@ int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_byt
     rec->ops = x->ops;
     rec->n_ops = x->n_ops;
     x->ops = NULL;
+    if (!exec_record_weights(c, x->s->stages)) np = 0; /* nothing reads them: no copy of the model */
     rec->loss_mb = pl_calloc(nl, sizeof(double));
-    rec->weights = pl_calloc(np, sizeof(float));
+    rec->weights = pl_calloc(np ? np : 1, sizeof(float));
     if (!rec->loss_mb || !rec->weights) {
         exec_rank_record_free(rec);
         return pl_errf(e, PL_ENOMEM, "out of memory recording rank %d", x->r);
     }
     rec->n_weights = np;
     if (x->loc[x->s->stages - 1] >= 0) memcpy(rec->loss_mb, loss_mb, nl * sizeof(double));
-    for (int q = 0; q < x->nst; q++) {
+    for (int q = 0; q < x->nst && np > 0; q++) {
         const exec_xstage *st = &x->st[q];
         memcpy(rec->weights + (size_t)st->block0 * nf, st->ver.base + (size_t)st->cur * st->ver.stride,
                st->pfloats * sizeof(float));
