@@ -77,7 +77,7 @@ typedef struct {
     const sched *s;
     const exec_config *c;
     run_state *st;
-    int r, rc;
+    int r, rc, own_thread; /* own_thread: may pin itself */
     pl_err err;
 } rank_setup;
 
@@ -85,6 +85,9 @@ static void *rank_setup_main(void *arg) {
     rank_setup *u = arg;
     run_state *st = u->st;
     exec_xrank *x = &st->xr[u->r];
+    /* on the core the rank will run on (run_threads), so that its memory is first touched there,
+     * as a rank's own process would */
+    if (u->own_thread && u->c->pin && st->ncores > 0) (void)exec_platform_pin_self(st->cpus[u->r % st->ncores]);
     u->rc = exec_xrank_setup_in(x, u->r, &st->lay, u->s, u->c, st->blocks, &st->data, st->loss_mb, &u->err);
     if (u->rc == PL_OK && u->c->profile_between_reps > 0) u->rc = exec_xrank_prof_new(x, u->c, st->p, &u->err);
     return NULL;
@@ -102,9 +105,12 @@ static int setup_ranks(const sched *s, const exec_config *c, run_state *st, pl_e
     for (int r0 = 0; r0 < p && rc == PL_OK; r0 += at_once) {
         int r1 = r0 + at_once < p ? r0 + at_once : p;
         for (int r = r0; r < r1; r++) {
-            u[r] = (rank_setup){.s = s, .c = c, .st = st, .r = r};
+            u[r] = (rank_setup){.s = s, .c = c, .st = st, .r = r, .own_thread = 1};
             live[r] = pthread_create(&th[r], NULL, rank_setup_main, &u[r]) == 0;
-            if (!live[r]) rank_setup_main(&u[r]); /* no thread: in this one */
+            if (!live[r]) {
+                u[r].own_thread = 0; /* no thread: in this one, unpinned */
+                rank_setup_main(&u[r]);
+            }
         }
         for (int r = r0; r < r1; r++)
             if (live[r]) pthread_join(th[r], NULL);
