@@ -24,7 +24,7 @@
 # in percent of its median pass, logged beside the others' share; the summary repeats the
 # targets over the pairs whose steadiness is within STEADY_MAX (default 1.5%), beside the
 # targets over all quiet pairs, which stay the verdict. With --broad a quiet run that scattered more
-# than STEADY_MAX is measured again, STEADY_RETRIES times at most (default 2; 0 without --broad),
+# than STEADY_MAX is measured again, STEADY_RETRIES times at most (default 1; 0 without --broad),
 # and the steadiest attempt goes into the verdict; the others are kept apart in
 # results/out/validate_cpu.unsteady.db and reported separately, and the summary repeats the
 # targets over each configuration's first quiet attempt (validate_cpu.first.db) beside them.
@@ -71,7 +71,7 @@ QUIET_WAIT=${QUIET_WAIT:-120}
 BUSY_MAX=${BUSY_MAX:-10}
 RETRIES=${RETRIES:-2}
 STEADY_MAX=${STEADY_MAX:-1.5}
-STEADY_RETRIES=${STEADY_RETRIES:-$([ "$BROAD" = 1 ] && echo 2 || echo 0)}
+STEADY_RETRIES=${STEADY_RETRIES:-$([ "$BROAD" = 1 ] && echo 1 || echo 0)}
 RUN_CSV=${DB%.db}.run.csv
 STEADY=${DB%.db}.steadiness
 BUSY_DB=${DB%.db}.busy.db
