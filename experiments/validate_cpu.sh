@@ -14,7 +14,8 @@
 # Other processes on the cores stretch the measured runs but not the prediction, so the script
 # measures what the rest of the machine used (/proc/stat, minus this script's own CPU time):
 # before each profile and run it waits (up to QUIET_WAIT seconds in all, default 120) until the
-# others use under BUSY_MAX percent of the CPUs (default 10), and it repeats a profile or run
+# others use under BUSY_MAX percent of the CPUs (default 10) over QUIET_WINDOW seconds (0.5), and
+# it repeats a profile or run
 # during which they used more (up to RETRIES times, default 2). A run that stays contended is
 # kept apart, in results/out/validate_cpu.busy.db, and reported separately: its error measures
 # the other load, not the model. Nothing is discarded silently.
@@ -48,7 +49,7 @@
 # TIMED (timed passes at least, 20; 10 with --broad; more for short iterations: MIN_TIMED_S,
 # TIMED_MAX and RATE_GFLOPS, validate_broad.sh), TRACE (1), DEPTH (8),
 # PROFILE (between | before | once), PREPS (profile repetitions, 100; 60 with --broad), PCONC (before and once:
-# profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, BUSY_MAX, RETRIES, STEADY_MAX, STEADY_RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
+# profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, QUIET_WINDOW, BUSY_MAX, RETRIES, STEADY_MAX, STEADY_RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
 BROAD=0
@@ -68,6 +69,7 @@ PROFILE=${PROFILE:-between}
 PREPS=${PREPS:-$([ "$BROAD" = 1 ] && echo 60 || echo 100)}
 PCONC=${PCONC:-2}
 QUIET_WAIT=${QUIET_WAIT:-120}
+QUIET_WINDOW=${QUIET_WINDOW:-0.5}
 BUSY_MAX=${BUSY_MAX:-10}
 RETRIES=${RETRIES:-2}
 STEADY_MAX=${STEADY_MAX:-1.5}
@@ -83,12 +85,15 @@ source experiments/cpu_share.sh
 declare -A SEEN
 if [ "$PLOT_ONLY" = 0 ]; then rm -f "$BUSY_DB" "$UNSTEADY_DB" "$FIRST_DB" "$LOG" "$STEADY"; fi
 WAITED=0
-# Waits, within the QUIET_WAIT budget, until the others use under BUSY_MAX percent for 1 s.
+# Waits, within the QUIET_WAIT budget (seconds), until the others use under BUSY_MAX percent
+# for QUIET_WINDOW seconds. The window only keeps a run from starting into load: the run's own
+# share decides whether it is repeated (quiet_try), so half a second (100 jiffies on 2 cores)
+# is enough, and the grid's 90-odd attempts do not idle a second each.
 wait_quiet() {
-    while [ "$WAITED" -lt "$QUIET_WAIT" ]; do
-        measure_others sleep 1
+    while awk -v w="$WAITED" -v max="$QUIET_WAIT" 'BEGIN { exit !(w < max) }'; do
+        measure_others sleep "$QUIET_WINDOW"
         [ "$OTHERS" -ge "$BUSY_MAX" ] || return 0
-        WAITED=$((WAITED + 1))
+        WAITED=$(awk -v w="$WAITED" -v d="$QUIET_WINDOW" 'BEGIN { print w + d }')
     done
 }
 # Runs "$@" after waiting for a quiet machine, again while the others took BUSY_MAX% or more
