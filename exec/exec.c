@@ -77,7 +77,7 @@ typedef struct {
     const sched *s;
     const exec_config *c;
     run_state *st;
-    int r, rc, own_thread; /* own_thread: may pin itself */
+    int r, rc, own_thread; /* own_thread: runs in a thread of its own (joined; may pin itself) */
     pl_err err;
 } rank_setup;
 
@@ -100,20 +100,18 @@ static int setup_ranks(const sched *s, const exec_config *c, run_state *st, pl_e
     int p = st->p, at_once = st->ncores > 1 ? st->ncores : 1;
     rank_setup *u = pl_calloc((size_t)p, sizeof *u);
     pthread_t *th = pl_calloc((size_t)p, sizeof *th);
-    char *live = pl_calloc((size_t)p, 1);
-    int rc = u && th && live ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = u && th ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
     for (int r0 = 0; r0 < p && rc == PL_OK; r0 += at_once) {
         int r1 = r0 + at_once < p ? r0 + at_once : p;
         for (int r = r0; r < r1; r++) {
             u[r] = (rank_setup){.s = s, .c = c, .st = st, .r = r, .own_thread = 1};
-            live[r] = pthread_create(&th[r], NULL, rank_setup_main, &u[r]) == 0;
-            if (!live[r]) {
+            if (pthread_create(&th[r], NULL, rank_setup_main, &u[r]) != 0) {
                 u[r].own_thread = 0; /* no thread: in this one, unpinned */
                 rank_setup_main(&u[r]);
             }
         }
         for (int r = r0; r < r1; r++)
-            if (live[r]) pthread_join(th[r], NULL);
+            if (u[r].own_thread) pthread_join(th[r], NULL);
         for (int r = r0; r < r1 && rc == PL_OK; r++)
             if (u[r].rc != PL_OK) {
                 *e = u[r].err;
@@ -122,7 +120,6 @@ static int setup_ranks(const sched *s, const exec_config *c, run_state *st, pl_e
     }
     free(u);
     free(th);
-    free(live);
     return rc;
 }
 

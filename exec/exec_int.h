@@ -581,11 +581,11 @@ int exec_xrank_recv_begin(exec_xrank *x, const sched_action *a, exec_pool **pool
 /* Moves what a finished rank measured into rec (its arrays change owner), with the newest
  * weights of its stages from the host arena when exec_record_weights says they are read;
  * allocated_bytes: what the rank allocated. Returns PL_OK or PL_ENOMEM. */
+int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_bytes, exec_rank_record *rec,
+                      pl_err *e);
 /* 1 when the ranks' records must carry their final weights: the run returns them
  * (return_weights) or checks that the replicas of a stage agree. */
 int exec_record_weights(const exec_config *c, int stages);
-int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_bytes, exec_rank_record *rec,
-                      pl_err *e);
 /* Adds "rank R, action K (text), pass P: " before e's message: rank x failed at its action k. */
 void exec_xrank_at(const exec_xrank *x, size_t k, pl_err *e);
 /* Writes "action K (text) of pass P" (or "between actions of pass P") for where x is into buf. */

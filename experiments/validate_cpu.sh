@@ -14,11 +14,10 @@
 # Other processes on the cores stretch the measured runs but not the prediction, so the script
 # measures what the rest of the machine used (/proc/stat, minus this script's own CPU time):
 # before each profile and run it waits (up to QUIET_WAIT seconds in all, default 120) until the
-# others use under BUSY_MAX percent of the CPUs (default 10) over QUIET_WINDOW seconds (0.5), and
-# it repeats a profile or run
-# during which they used more (up to RETRIES times, default 2). A run that stays contended is
-# kept apart, in results/out/validate_cpu.busy.db, and reported separately: its error measures
-# the other load, not the model. Nothing is discarded silently.
+# others use under BUSY_MAX percent of the CPUs (default 10) over QUIET_WINDOW seconds (0.5),
+# and it repeats a profile or run during which they used more (up to RETRIES times, default 2).
+# A run that stays contended is kept apart, in results/out/validate_cpu.busy.db, and reported
+# separately: its error measures the other load, not the model. Nothing is discarded silently.
 # The host's other guests slow the cores too, and /proc/stat does not show them (its steal time
 # stays 0 here); their mark is a run whose passes scatter. Each run's steadiness is the standard
 # error of its mean pass (the passes' standard deviation over the square root of their number)
@@ -182,7 +181,7 @@ while read -r kind m recompute spec; do
                 try_se[a]=
                 continue
             fi
-            [ "$a" != 0 ] || merge_try "$a" "$FIRST_DB"
+            [ "$a" != 0 ] || [ "$STEADY_RETRIES" = 0 ] || merge_try "$a" "$FIRST_DB"
             if [ "$best" -lt 0 ] || awk -v x="$se" -v y="$best_se" 'BEGIN { exit !(x < y) }'; then best=$a; best_se=$se; fi
             if awk -v x="$se" -v max="$STEADY_MAX" 'BEGIN { exit !(x <= max) }'; then break; fi
             [ "$a" = "$STEADY_RETRIES" ] || echo "  (${kind} m=$m $spec scattered: steadiness ${se}% over ${STEADY_MAX}%; again)" >&2
@@ -213,7 +212,7 @@ if [ -f "$DB" ]; then
         echo "the same over the steady pairs only (steadiness within ${STEADY_MAX}%; $(awk -v max="$STEADY_MAX" '$2 > max' "$STEADY" | wc -l) of $(wc -l < "$STEADY") runs scattered more): a diagnostic, not the verdict"
         "$PL" compare --db "$DB" --tag "$NAME" --format csv | steady_pairs | broad_targets
     fi
-    if [ -f "$FIRST_DB" ] && [ "$STEADY_RETRIES" -gt 0 ]; then
+    if [ -f "$FIRST_DB" ]; then
         echo
         echo "the same over each configuration's first quiet attempt, before the steadiness retries ($(basename "$FIRST_DB")): a diagnostic, not the verdict"
         "$PL" compare --db "$FIRST_DB" --tag "$NAME" --format csv | broad_targets
