@@ -169,6 +169,8 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
  * without a tag), and its room. */
 #define RUN_TAG_TERMS_SUFFIX "-terms"
 #define RUN_TAG_NOTERMS_SUFFIX "-noterms"
+#define RUN_TAG_PASSLEN_SUFFIX "-passlen"
+#define RUN_TAG_NOPASSLEN_SUFFIX "-nopasslen"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -177,10 +179,12 @@ typedef struct run_state {
     exec_result r;           /* the measurement */
     sim_result pr;           /* the prediction, when have_pred */
     int have_pred;
-    sim_result pr_alt;       /* the other prediction, when have_alt: with the reuse-distance,
-                              * first-touch and again terms, or under --terms without them */
-    int have_alt;
-    char tag_alt[RUN_TAG_ALT_MAX]; /* its tag: the run's with RUN_TAG_TERMS_SUFFIX or _NOTERMS_ */
+    sim_result pr_alt[CLI_RUN_ALTS]; /* the other predictions, when have_alt[i]: [0] with the
+                              * reuse-distance, first-touch and again terms, or under --terms
+                              * without them; [1] without the pass-length term, or under
+                              * --no-pass-length-term with it */
+    int have_alt[CLI_RUN_ALTS];
+    char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
     cost_model *prof;        /* the prediction's profile model, or NULL */
     pl_buf pcsv;             /* its CSV (its per-worker lines give each rank's STEP) */
@@ -203,7 +207,8 @@ static void run_state_free(run_state *st) {
     free(st->mem);
     cost_model_free(st->prof);
     if (st->have_pred) sim_result_free(&st->pr);
-    if (st->have_alt) sim_result_free(&st->pr_alt);
+    for (int i = 0; i < CLI_RUN_ALTS; i++)
+        if (st->have_alt[i]) sim_result_free(&st->pr_alt[i]);
     exec_result_free(&st->r);
     sched_free(st->s);
 }
@@ -430,18 +435,33 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int reuse = ri && exec_profile_worker_reuse(text, t->len, st->s->ranks, ri, rw) == 0;
     int first = ri && exec_profile_worker_first(text, t->len, st->s->ranks, fi, fr) == 0;
     int again = ri && exec_profile_worker_again(text, t->len, st->s->ranks, ag) == 0;
-    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, again ? ag : NULL};
+    /* the pass-length term when the profile's windows lines have it: in the prediction and the
+     * terms' other one unless --no-pass-length-term, and the second other one toggles it */
+    double *win = pl_calloc((size_t)EXEC_WINDOWS * R, sizeof *win);
+    int windows = win && exec_profile_worker_windows(text, t->len, st->s->ranks, win) == 0;
+    const double *wp = windows && !o->no_pass_length ? win : NULL;
+    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, again ? ag : NULL, wp};
+    const cli_run_terms base = {NULL, NULL, NULL, NULL, NULL, wp};
     const double *steps = per_rank ? rank_step : NULL;
-    const cli_run_terms *main_terms = o->terms ? &terms : NULL, *alt_terms = o->terms ? NULL : &terms;
-    int rc = ri ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
+    const cli_run_terms *main_terms = o->terms ? &terms : &base, *alt_terms = o->terms ? &base : &terms;
+    cli_run_terms toggled = *main_terms;
+    toggled.window = wp ? NULL : win;
+    int rc = ri && win ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     st->have_pred = rc == PL_OK;
+    const char *tag = o->tag ? o->tag : "";
     if (rc == PL_OK && (reuse || first || again)) {
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, alt_terms, &st->pr_alt, e);
-        st->have_alt = rc == PL_OK;
-        snprintf(st->tag_alt, sizeof st->tag_alt, "%s%s", o->tag ? o->tag : "", o->terms ? RUN_TAG_NOTERMS_SUFFIX : RUN_TAG_TERMS_SUFFIX);
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, alt_terms, &st->pr_alt[0], e);
+        st->have_alt[0] = rc == PL_OK;
+        snprintf(st->tag_alt[0], sizeof st->tag_alt[0], "%s%s", tag, o->terms ? RUN_TAG_NOTERMS_SUFFIX : RUN_TAG_TERMS_SUFFIX);
+    }
+    if (rc == PL_OK && windows) {
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &toggled, &st->pr_alt[1], e);
+        st->have_alt[1] = rc == PL_OK;
+        snprintf(st->tag_alt[1], sizeof st->tag_alt[1], "%s%s", tag, wp ? RUN_TAG_NOPASSLEN_SUFFIX : RUN_TAG_PASSLEN_SUFFIX);
     }
     free(rank_step);
     free(ri);
+    free(win);
     if (rc != PL_OK) return rc;
     return o->save_profile && t->len ? pl_write_file(o->save_profile, t->data, t->len, e) : PL_OK;
 }
@@ -462,7 +482,9 @@ static int report(const run_opts *o, run_state *st, int argc, char **argv, pl_bu
     pl_buf_puts(&cmd, "pipelab");
     for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
     cli_run_store_info info = {o->db, o->tag, cmd.data, o->transport, pr ? st->profile_src : "", o->a.from, o->profile,
-                               o->seed, o->trace, st->have_alt ? &st->pr_alt : NULL, st->tag_alt};
+                               o->seed, o->trace,
+                               {st->have_alt[0] ? &st->pr_alt[0] : NULL, st->have_alt[1] ? &st->pr_alt[1] : NULL},
+                               {st->tag_alt[0], st->tag_alt[1]}};
     int64_t ids[2] = {0, 0};
     int rc = o->no_db ? PL_OK : cli_run_store(s, r, pr, &info, ids, e);
     if (rc == PL_OK && strcmp(o->format, "json") == 0) out_json(s, r, pr, st->mem, &info, ids, out);

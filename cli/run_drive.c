@@ -236,6 +236,15 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         c.whole_run = 1;
         sim_costs costs = sim_model_costs(&sm);
         rc = sim_run(s, &costs, &c, r, e);
+        if (rc == PL_OK && t->window) {
+            /* the pass-length term: each rank's times at the scale of the predicted pass */
+            double pass_s = r->makespan_s;
+            for (int q = 0; q < sm.stages; q++)
+                sim_model_scale_stage(&sm, q, exec_window_factor(t->window + (size_t)EXEC_WINDOWS * (size_t)s->stage_rank[q], pass_s));
+            sim_result_free(r);
+            costs = sim_model_costs(&sm);
+            rc = sim_run(s, &costs, &c, r, e);
+        }
         if (rc) pl_err_prefix(e, "prediction: ");
     }
     if (rc == PL_OK) rc = predict_exec_memory(s, cfg, r, e);
@@ -367,18 +376,18 @@ int cli_run_check_db(const char *path, pl_err *e) {
 
 /* run_drive.h. Returns PL_OK once both runs are written, else the first error (a run written
  * before it stays, whole: each run is one transaction). */
-/* Writes info->pred_alt, the other prediction (run_drive.h), as a simulated run of its own
- * (tag info->tag_alt, a fresh uid; its timeline when ops are stored) into db, rm[ranks] its
+/* Writes info->pred_alt[i], another prediction (run_drive.h), as a simulated run of its own
+ * (tag info->tag_alt[i], a fresh uid; its timeline when ops are stored) into db, rm[ranks] its
  * scratch. Returns PL_OK or the error. */
-static int store_alt(const sched *s, const exec_result *r, const cli_run_store_info *info, const char *pj, store *db,
-                     store_rank_metric *rm, pl_err *e) {
+static int store_alt(const sched *s, const exec_result *r, const cli_run_store_info *info, int i, const char *pj,
+                     store *db, store_rank_metric *rm, pl_err *e) {
     store_run run;
     run_common(s, r, info, pj, &run);
-    run.tag = info->tag_alt;
-    predicted_run(info->pred_alt, r->ranks, &run, rm);
+    run.tag = info->tag_alt[i];
+    predicted_run(info->pred_alt[i], r->ranks, &run, rm);
     cli_op_rows ops = {0};
     int rc = PL_OK;
-    if (info->with_ops && info->pred_alt->trace) rc = cli_op_rows_trace(&ops, s, info->pred_alt->trace, e);
+    if (info->with_ops && info->pred_alt[i]->trace) rc = cli_op_rows_trace(&ops, s, info->pred_alt[i]->trace, e);
     if (rc == PL_OK) rc = store_write_run(db, &run, rm, r->ranks, ops.ops, ops.n, NULL, e);
     cli_op_rows_free(&ops);
     return rc;
@@ -418,7 +427,8 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     cli_op_rows_free(&ops);
     if (info->with_ops && pred->trace && (rc = cli_op_rows_trace(&ops, s, pred->trace, e)) != PL_OK) goto out;
     rc = store_write_run(db, &run, rm, p, ops.ops, ops.n, ids ? &ids[1] : NULL, e);
-    if (rc == PL_OK && info->pred_alt) rc = store_alt(s, r, info, pj.data, db, rm, e);
+    for (int i = 0; rc == PL_OK && i < CLI_RUN_ALTS; i++)
+        if (info->pred_alt[i]) rc = store_alt(s, r, info, i, pj.data, db, rm, e);
 out:
     store_close(db);
     free(rm);

@@ -94,11 +94,18 @@ typedef struct cli_run_terms {
      * takes its time times again[3 r + c] instead of its first-touch ratio
      * (exec_profile_worker_again); NULL: off */
     const double *again;
+    /* [EXEC_WINDOWS ranks] the pass-length term: the pass is simulated once, then again with each
+     * stage's compute and STEP times exec_window_factor of its rank r's factors
+     * (window + EXEC_WINDOWS r: exec_profile_worker_windows) at the first pass's length; NULL: off */
+    const double *window;
 } cli_run_terms;
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,
                     const cli_run_terms *terms, sim_result *r, pl_err *e);
 
 /* ---------------------------------------------------------------- results store */
+
+/* The other predictions a run stores beside its own (cli_run_store_info.pred_alt). */
+#define CLI_RUN_ALTS 2
 
 /* What a stored pair of runs carries besides the results. */
 typedef struct cli_run_store_info {
@@ -111,9 +118,11 @@ typedef struct cli_run_store_info {
     const char *profile_file; /* the profile CSV read (--profile), or NULL */
     uint64_t seed;
     int with_ops;          /* 1 = store one op row per executed action of the timed passes */
-    const sim_result *pred_alt; /* the other prediction (with the measured terms, or under --terms
-                                 * without them), or NULL: stored too, as a third run under tag_alt */
-    const char *tag_alt;
+    /* the other predictions, each NULL or stored too, as a run of its own under its tag_alt:
+     * [0] with the measured terms (or under --terms without them), [1] without the pass-length
+     * term (or under --no-pass-length-term with it) */
+    const sim_result *pred_alt[CLI_RUN_ALTS];
+    const char *tag_alt[CLI_RUN_ALTS];
 } cli_run_store_info;
 
 /* Appends the configuration JSON stored with both runs (model, optimizer, split, passes,
@@ -127,9 +136,10 @@ int cli_run_check_db(const char *path, pl_err *e);
 /* Writes the measured run r (kind "measured", per-rank metrics, ops when info->with_ops) and,
  * when pred is not NULL, the simulator's prediction (kind "simulated", same tag, schedule,
  * counts, policies and params_json) to the store, each in one transaction; ids (may be NULL)
- * get the two run ids (0 for a missing prediction). With pred, info->pred_alt is stored as well
- * (simulated, tag info->tag_alt, its own uid), so that `compare --measured-tag T --sim-tag
- * T-terms` (or T-noterms) gives the other prediction's errors from the same measured runs.
+ * get the two run ids (0 for a missing prediction). With pred, each info->pred_alt[i] is stored
+ * as well (simulated, tag info->tag_alt[i], its own uid), so that `compare --measured-tag T
+ * --sim-tag T-terms` (or T-noterms, T-nopasslen, T-passlen) gives the other prediction's errors
+ * from the same measured runs.
  * Returns PL_OK or an error. */
 int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, const cli_run_store_info *info,
                   int64_t ids[2], pl_err *e);

@@ -96,6 +96,11 @@ static const char help_format[] =
     "                        CPU grid they shortened the prediction a percent more than the runs\n"
     "                        were short (docs/validate_cpu.md). The other prediction is stored\n"
     "                        too: under tag NAME-terms, or with --terms NAME-noterms\n"
+    "  --no-pass-length-term predict without the pass-length term of a profile whose per-worker\n"
+    "                        lines have it (as --terms; on by default): each rank's times scaled\n"
+    "                        from the profile's stretches of work to a stretch as long as the\n"
+    "                        predicted pass, the machine's interruptions at that scale\n"
+    "                        (docs/validate_cpu.md)\n"
     "output:\n"
     "  --format table|csv|json   (default table)\n"
     "  --trace               store one row per executed action (timelines)\n"
@@ -109,7 +114,7 @@ static const char help_format[] =
     "exit status: 0 ok, 1 bad input or a failed run, 2 bad usage\n";
 
 enum { O_SPLIT = 1000, O_LR, O_MOM, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
-       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
+       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_NOPASSLEN, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
        O_FAULT, O_GPUS, O_MAXMEM, O_PARTITION, O_REPLS, O_HELP };
 
 static const struct option long_opts[] = {
@@ -124,6 +129,7 @@ static const struct option long_opts[] = {
     {"profile-reps", required_argument, 0, O_PREPS}, {"profile-concurrency", required_argument, 0, O_PCONC},
     {"profile-timing", required_argument, 0, O_PTIMING}, {"save-profile", required_argument, 0, O_SAVEPROF}, {"no-predict", no_argument, 0, O_NOPRED},
     {"terms", no_argument, 0, O_TERMS},
+    {"no-pass-length-term", no_argument, 0, O_NOPASSLEN},
     {"format", required_argument, 0, O_FORMAT}, {"trace", no_argument, 0, O_TRACE},
     {"dump-weights", required_argument, 0, O_DUMP}, {"tag", required_argument, 0, O_TAG},
     {"db", required_argument, 0, O_DB}, {"no-db", no_argument, 0, O_NODB},
@@ -258,6 +264,7 @@ static int run_opt(int c, const char *arg, const char *seen, run_opts *o) {
     case O_SAVEPROF: o->save_profile = arg; return -1;
     case O_NOPRED: o->no_predict = 1; return -1;
     case O_TERMS: o->terms = 1; return -1;
+    case O_NOPASSLEN: o->no_pass_length = 1; return -1;
     case O_FORMAT: o->format = arg; return -1;
     case O_TRACE: o->trace = 1; return -1;
     case O_DUMP: o->dump = arg; return -1;

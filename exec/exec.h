@@ -332,6 +332,12 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
 #define EXEC_REC_ARRAYS 8
 /* The kinds of times a profile between the passes gives (exec_rank_record.prof_s). */
 #define EXEC_PROF_KINDS 16
+/* The pass-length term (exec/profile_windows.c): window j lasts EXEC_WINDOW_FIRST_S 2^j. */
+#define EXEC_WINDOWS 13
+#define EXEC_WINDOW_FIRST_S 1e-3
+/* Returns window j's length in seconds. */
+double exec_window_length_s(int j);
+
 typedef struct exec_rank_record {
     int rank;
     int passes;               /* warm-up + timed */
@@ -361,6 +367,7 @@ typedef struct exec_rank_record {
     double prof_s[EXEC_PROF_KINDS]; /* its worker's F, I, W, STEP, I0, IH, WH, then F, I, W of a
                                * round's first microbatch and of its others, then F, I, W again on
                                * the same blocks (FA, IA, WA), of one block (medians over its rounds) */
+    double window[EXEC_WINDOWS]; /* its worker's pass-length factors (exec_layer_profile.window) */
 } exec_rank_record;
 
 void exec_rank_record_free(exec_rank_record *r);
@@ -437,6 +444,9 @@ typedef struct exec_layer_profile {
                                   * ar_Bps 0 = not measured */
     double p2p_latency_s, p2p_Bps; /* the threads' point-to-point hand-off (exec_profile_p2p);
                                     * p2p_Bps 0 = not measured */
+    double window[EXEC_WINDOWS]; /* the pass-length term: the factor from these times to a stretch
+                                  * of work exec_window_length_s(j) long (the median over such
+                                  * stretches of the worker's rounds); all 0 = not measured */
 } exec_layer_profile;
 
 /* Times F, I and W of one block (cfg's h, f, b) reps times on the calling thread and fills p
@@ -502,6 +512,16 @@ int exec_profile_worker_first(const char *text, size_t len, int ranks, double *f
  * after the same kind on the same blocks for another microbatch to its time (again[3 w + c])
  * when every rank's line has them, else -1 (the term is then off). */
 int exec_profile_worker_again(const char *text, size_t len, int ranks, double *again);
+
+/* Reads the pass-length term of a profile CSV's text[len] (its lines "# pipelab-exec windows
+ * worker=W first_ms=1 factors=G0,...", one per worker, which a profile between a run's passes and
+ * `pipelab profile --concurrency P` write): 0 and worker w's factors in g[EXEC_WINDOWS w + j]
+ * when every rank has such a line, else -1 (none, another count, a malformed line: the term is
+ * then off). */
+int exec_profile_worker_windows(const char *text, size_t len, int ranks, double *g);
+/* Returns the factor of factors g[EXEC_WINDOWS] at a pass of pass_s seconds: linear in log2 of
+ * the length between two windows, the first or last window's beyond them (1 for pass_s <= 0). */
+double exec_window_factor(const double *g, double pass_s);
 
 /* Reads the executor line of a profile CSV's text[len]: 0 and the values, -1 when it has none. */
 int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s);

@@ -306,6 +306,7 @@ static int between_profile(const exec_config *c, const exec_dims *d, const exec_
     for (int r = 0; r <= p; r++) {
         exec_layer_profile *lp = &out->between_profile[r];
         for (int k = 0; r > 0 && k < EXEC_PROF_KINDS; k++) *exec_prof_kind(lp, k) = recs[L->base[r - 1]].prof_s[k];
+        if (r > 0) memcpy(lp->window, recs[L->base[r - 1]].window, sizeof lp->window);
         lp->concurrency = w;
         exec_profile_sizes(d, lp);
     }

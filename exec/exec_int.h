@@ -445,6 +445,13 @@ void exec_prof_worker_round(exec_prof_worker *w, int after);
 int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,
                              exec_layer_profile *each, pl_err *e);
 void exec_prof_worker_free(exec_prof_worker *w);
+/* Fills g[EXEC_WINDOWS] with the pass-length factors of a worker's n units in the order it ran
+ * them (a[i] the unit's time, c[i] its time by the profile's medians; profile_windows.c); all 0
+ * when none has a clean time or out of memory (the term is then off). */
+void exec_window_factors(const double *a, const double *c, size_t n, double *g);
+/* Appends p's windows line for worker `worker` to out ("# pipelab-exec windows worker=..."):
+ * 1, or 0 when p has no factors (nothing written). */
+int exec_window_line(const exec_layer_profile *p, int worker, pl_buf *out);
 /* Gives rank x its worker of the profile between the passes (x->prof; the profile's blocks of
  * its share, `threads` workers in all). Returns PL_OK or the error, naming the rank. */
 int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_err *e);

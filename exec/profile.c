@@ -504,6 +504,46 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
     }
 }
 
+/* Adds to a[*n], c[*n] the unit of thread x's round r of kind k (EXEC_PROF_*): its samples lo ..
+ * lo + cnt - 1 of the round (fewer when the round has fewer), their time and their time by p's
+ * median of the kind. */
+static void window_unit(const prof_thread *x, const exec_layer_profile *p, int k, size_t r, size_t lo, size_t cnt,
+                        double *a, double *c, size_t *n) {
+    size_t per, off, klo, khi;
+    kind_samples(x, k, &per, &off, &klo, &khi);
+    size_t each = x->rounds ? per / x->rounds : 0;
+    if (lo >= each) return;
+    if (cnt > each - lo) cnt = each - lo;
+    double sum = 0;
+    for (size_t j = 0; j < cnt; j++) sum += x->t[off + r * each + lo + j];
+    a[*n] = sum;
+    c[(*n)++] = (double)cnt * *exec_prof_kind((exec_layer_profile *)p, k);
+}
+
+/* Fills p->window with the pass-length factors of thread x (exec_window_factors): its samples
+ * in the order a round runs them (the forwards slot by slot, each slot's I then its W, the
+ * distance-0 and again samples, the STEP), each sample's clean time p's median of its kind. */
+static void prof_windows(const prof_thread *x, exec_layer_profile *p) {
+    const size_t R = x->rounds, L = (size_t)x->L, S = PROFILE_SLOTS, per_round = 3 * S + 6;
+    memset(p->window, 0, sizeof p->window);
+    if (!x->t || R == 0) return;
+    double *a = pl_calloc(2 * R * per_round, sizeof *a);
+    if (!a) return; /* the term stays off */
+    double *c = a + R * per_round;
+    size_t n = 0;
+    for (size_t r = 0; r < R; r++) {
+        for (size_t s = 0; s < S; s++) window_unit(x, p, EXEC_PROF_F, r, s * L, L, a, c, &n);
+        for (size_t s = 0; s < S; s++) {
+            window_unit(x, p, EXEC_PROF_I, r, s * L, L, a, c, &n);
+            window_unit(x, p, EXEC_PROF_W, r, s * L, L, a, c, &n);
+        }
+        const int tail[] = {EXEC_PROF_IH, EXEC_PROF_WH, EXEC_PROF_FA, EXEC_PROF_IA, EXEC_PROF_WA, EXEC_PROF_STEP};
+        for (size_t k = 0; k < sizeof tail / sizeof *tail; k++) window_unit(x, p, tail[k], r, 0, (size_t)-1, a, c, &n);
+    }
+    exec_window_factors(a, c, n, p->window);
+    free(a);
+}
+
 /* Fills p from the samples of the n threads x[n] (round_medians), its sizes from cfg, and when
  * each is not NULL each[i] from thread i's rounds alone. PL_OK or PL_ENOMEM. */
 static int prof_collect(const prof_thread *const *x, int n, const exec_config *cfg, exec_layer_profile *p,
@@ -516,9 +556,11 @@ static int prof_collect(const prof_thread *const *x, int n, const exec_config *c
     exec_dims_of(cfg, &d);
     memset(p, 0, sizeof *p);
     round_medians(x, n, all, p);
+    if (n == 1) prof_windows(x[0], p); /* one worker's own (a run's rank record) */
     for (int i = 0; each && i < n; i++) {
         memset(&each[i], 0, sizeof each[i]);
         round_medians(&x[i], 1, all, &each[i]);
+        prof_windows(x[i], &each[i]);
         each[i].concurrency = n;
     }
     p->concurrency = n;
@@ -666,6 +708,7 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
                       i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s, each[i].i_hot_s,
                       each[i].w_hot_s, each[i].f_first_s, each[i].i_first_s, each[i].w_first_s, each[i].f_rest_s,
                       each[i].i_rest_s, each[i].w_rest_s, each[i].f_again_s, each[i].i_again_s, each[i].w_again_s);
+    for (int i = 0; concurrency > 1 && i < concurrency; i++) exec_window_line(&each[i], i, out);
     return exec_profile_csv_table(cfg, p, rows, out, e);
 }
 

@@ -462,13 +462,15 @@ typedef struct rec_head {
     int64_t passes, n_ops, n_weights, n_loss, core, allocated_bytes, model_peak_bytes, has_prof;
     exec_mem peak;
     double prof_s[EXEC_PROF_KINDS];
+    double window[EXEC_WINDOWS];
 } rec_head;
 
 /* Sends rank m->rank's record to rank 0 (tags 10..15 on ctl). */
 static void send_record(mend *m, const exec_rank_record *r, size_t n_loss) {
     rec_head h = {r->passes, (int64_t)r->n_ops, (int64_t)r->n_weights, (int64_t)n_loss, r->core,
-                  (int64_t)r->allocated_bytes, (int64_t)r->model_peak_bytes, r->has_prof, r->peak, {0}};
+                  (int64_t)r->allocated_bytes, (int64_t)r->model_peak_bytes, r->has_prof, r->peak, {0}, {0}};
     memcpy(h.prof_s, r->prof_s, sizeof h.prof_s);
+    memcpy(h.window, r->window, sizeof h.window);
     MPI_Send(&h, (int)sizeof h, MPI_BYTE, 0, TAG_REC_HEAD, m->ctl);
     MPI_Send(r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, 0, TAG_REC_ARRAYS, m->ctl);
     if (r->n_ops) MPI_Send(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, 0, TAG_REC_OPS, m->ctl);
@@ -492,6 +494,7 @@ static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
     r->peak = h.peak;
     r->has_prof = (int)h.has_prof;
     memcpy(r->prof_s, h.prof_s, sizeof r->prof_s);
+    memcpy(r->window, h.window, sizeof r->window);
     r->pass_start_s = pl_calloc(EXEC_REC_ARRAYS * (size_t)r->passes, sizeof(double));
     r->ops = r->n_ops ? pl_calloc(r->n_ops, sizeof *r->ops) : NULL;
     r->loss_mb = pl_calloc((size_t)h.n_loss ? (size_t)h.n_loss : 1, sizeof(double));

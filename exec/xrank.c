@@ -374,6 +374,7 @@ int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_byt
         }
         rec->has_prof = 1;
         for (int k = 0; k < EXEC_PROF_KINDS; k++) rec->prof_s[k] = *exec_prof_kind(&lp, k);
+        memcpy(rec->window, lp.window, sizeof rec->window);
     }
     return PL_OK;
 }

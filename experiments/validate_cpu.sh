@@ -29,8 +29,9 @@
 # results/out/validate_cpu.unsteady.db and reported separately, and the summary repeats the
 # targets over each configuration's first quiet attempt (validate_cpu.first.db) beside them.
 # Each run also stores its prediction with the reuse-distance, first-touch and again terms (tag
-# validate_cpu-terms; `pipelab run --terms`, off by default); the summary then repeats the targets
-# and the per-class errors against those predictions.
+# validate_cpu-terms; `pipelab run --terms`, off by default) and its prediction without the
+# pass-length term (tag validate_cpu-nopasslen; `pipelab run --no-pass-length-term`); the summary
+# then repeats the targets and the per-class errors against those predictions.
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
@@ -223,17 +224,21 @@ if [ -f "$DB" ]; then
         sed -n '/^the busiest rank/,$p' "${DB%.db}.actions.txt"
         echo "per-rank breakdown: ${DB%.db}.actions.txt"
     fi
-    # the same measured runs against the other predictions, with the reuse-distance, first-touch
-    # and again terms (stored by each run beside its prediction): both from one invocation
-    if [ -n "$("$PL" db list --db "$DB" --tag "$NAME-terms" --format csv | tail -n +2)" ]; then
+    # the same measured runs against the other predictions each run stores beside its own: with
+    # the reuse-distance, first-touch and again terms, and without the pass-length term; all from
+    # one invocation
+    other_prediction() { # SUFFIX DESCRIPTION
+        [ -n "$("$PL" db list --db "$DB" --tag "$NAME$1" --format csv | tail -n +2)" ] || return 0
         echo
-        echo "== with the reuse-distance, first-touch and again terms (tag $NAME-terms, pipelab run --terms), the same measured runs"
-        "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME-terms" --format csv | broad_targets
+        echo "== $2 (tag $NAME$1), the same measured runs"
+        "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME$1" --format csv | broad_targets
         if [ "$TRACE" != 0 ]; then
-            "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME-terms" --actions -o "${DB%.db}.terms.actions.txt"
-            sed -n '/^per class over all pairs/,$p' "${DB%.db}.terms.actions.txt"
+            "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME$1" --actions -o "${DB%.db}$1.actions.txt"
+            sed -n '/^per class over all pairs/,$p' "${DB%.db}$1.actions.txt"
         fi
-    fi
+    }
+    other_prediction -terms "with the reuse-distance, first-touch and again terms (pipelab run --terms)"
+    other_prediction -nopasslen "without the pass-length term (pipelab run --no-pass-length-term)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"

@@ -375,6 +375,9 @@ int sim_model_init(sim_model *sm, const sched *s, const cost_model *m, const cos
 void sim_model_free(sim_model *sm);
 /* Returns the sim_costs view of sm (sm must outlive it). */
 sim_costs sim_model_costs(sim_model *sm);
+/* Multiplies stage q's compute times (F, I, W, B and the recomputed forward) and its STEP by f:
+ * its device running slower or faster by that factor (the pass-length term, cli_run_predict). */
+void sim_model_scale_stage(sim_model *sm, int q, double f);
 /* Fills the model-dependent fields of c: replicas (sm's array), dtype_bytes (the model's),
  * optimizer_bytes_per_param (the opts'), microbatch_size (the opts'), ranks_per_node (the
  * hardware's devices_per_node; exact for --shared-inter-link only without replication), and

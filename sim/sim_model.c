@@ -124,6 +124,12 @@ out:
     return rc;
 }
 
+void sim_model_scale_stage(sim_model *sm, int q, double f) {
+    cost_stage *st = &sm->stage[q];
+    double *t[] = {&st->f_s, &st->i_s, &st->w_s, &st->b_s, &st->rerun_s, &st->b_recompute_s, &st->i_recompute_s, &sm->step_s[q]};
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) *t[i] *= f;
+}
+
 /* Returns the compute time of kind on stage q for one microbatch (the same for every mb unless
  * the reuse-distance term is set). */
 static double model_compute(void *ctx, int q, sched_kind k, int mb) {

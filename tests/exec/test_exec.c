@@ -850,6 +850,11 @@ static void test_profile_between(void) {
         CU_ASSERT_DOUBLE_EQUAL(ri[1], w1->i_hot_s / w1->i_s, 1e-6 * ri[1]); /* 9 significant digits */
         CU_ASSERT_DOUBLE_EQUAL(rw[0], w0->w_hot_s / w0->w_s, 1e-6 * rw[0]);
         CU_ASSERT_EQUAL(exec_profile_worker_reuse(csv.data, csv.len, 3, ri, rw), -1); /* a worker missing */
+        /* each worker's pass-length factors, one per window, read back */
+        double win[2 * EXEC_WINDOWS];
+        CU_ASSERT_EQUAL(exec_profile_worker_windows(csv.data, csv.len, 2, win), 0);
+        for (int j = 0; j < 2 * EXEC_WINDOWS; j++) CU_ASSERT(win[j] > 0 && isfinite(win[j]));
+        CU_ASSERT_DOUBLE_EQUAL(win[EXEC_WINDOWS + 2], w1->window[2], 1e-6 * win[EXEC_WINDOWS + 2]);
         /* the first-touch times: a round's first microbatch and its 3 others, whose mean over the
          * round is the kind's round mean (F, I, W: the medians of those means lie between) */
         const double fx[3] = {w0->f_first_s, w0->i_first_s, w0->w_first_s}, rx[3] = {w0->f_rest_s, w0->i_rest_s, w0->w_rest_s};
@@ -934,6 +939,72 @@ static void test_profile_reuse_lines(void) {
     CU_ASSERT_EQUAL(exec_profile_worker_again(again, strlen(again), 3, ag), -1); /* a worker missing */
 }
 
+/* The pass-length factors of a series whose units take 0.5 ms by the profile's medians and whose
+ * every 16th unit is interrupted for 5 ms more: a window of 8 ms (16 units) or longer holds one
+ * interruption per 8 ms wherever it starts, (8 + 5) / 8 = 1.625, also beyond the series (its whole
+ * ratio); windows of 1 and 2 ms mostly hold none (median 1). */
+static void test_window_factors(void) {
+    double a[64], c[64], g[EXEC_WINDOWS];
+    for (int i = 0; i < 64; i++) {
+        c[i] = 0.5e-3;
+        a[i] = i % 16 == 15 ? 5.5e-3 : 0.5e-3;
+    }
+    exec_window_factors(a, c, 64, g);
+    CU_ASSERT_DOUBLE_EQUAL(g[0], 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(g[1], 1.0, 1e-12);
+    for (int j = 3; j < EXEC_WINDOWS; j++) CU_ASSERT_DOUBLE_EQUAL(g[j], 1.625, 1e-12);
+    /* a window that ends inside a unit takes that unit's share: units of 0.75 ms by the medians,
+     * every other one twice as long, windows of 1 ms */
+    double a2[8], c2[8], g2[EXEC_WINDOWS];
+    for (int i = 0; i < 8; i++) {
+        c2[i] = 0.75e-3;
+        a2[i] = i % 2 ? 1.5e-3 : 0.75e-3; /* ratio 1 or 2 */
+    }
+    exec_window_factors(a2, c2, 8, g2);
+    /* starts 0..6 fit: from a unit of ratio 1, (0.75 + 0.25 x 2) / 1 = 1.25 (4 of them); from one
+     * of ratio 2, (1.5 + 0.25) / 1 = 1.75 (3): median 1.25 (whole units would give 1.5 each) */
+    CU_ASSERT_DOUBLE_EQUAL(g2[0], 1.25, 1e-12);
+    /* a window longer than the series: its whole ratio (4 x 0.75 + 4 x 1.5) / 6 = 1.5 */
+    CU_ASSERT_DOUBLE_EQUAL(g2[EXEC_WINDOWS - 1], 1.5, 1e-12);
+    /* no clean time: the term is off (all 0) */
+    double z[4] = {0, 0, 0, 0};
+    exec_window_factors(a, z, 4, g);
+    for (int j = 0; j < EXEC_WINDOWS; j++) CU_ASSERT_EQUAL(g[j], 0.0);
+    /* the factor at a pass's length: linear in log2 of it between windows, the ends beyond */
+    for (int j = 0; j < EXEC_WINDOWS; j++) g[j] = 1 + 0.01 * j;
+    CU_ASSERT_DOUBLE_EQUAL(exec_window_length_s(3), 8e-3, 1e-18);
+    CU_ASSERT_DOUBLE_EQUAL(exec_window_factor(g, 4e-3), 1.02, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(exec_window_factor(g, 4e-3 * sqrt(2.0)), 1.025, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(exec_window_factor(g, 1e-4), 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(exec_window_factor(g, 100.0), 1.12, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(exec_window_factor(g, 0), 1.0, 0);
+    /* the CSV's windows lines and reading them back */
+    exec_layer_profile p[2];
+    memset(p, 0, sizeof p);
+    pl_buf b;
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL(exec_window_line(&p[0], 0, &b), 0); /* not measured: no line */
+    CU_ASSERT_EQUAL(b.len, 0);
+    for (int w = 0; w < 2; w++)
+        for (int j = 0; j < EXEC_WINDOWS; j++) p[w].window[j] = 1 + 0.001 * j + 0.5 * w;
+    for (int w = 0; w < 2; w++) CU_ASSERT_EQUAL(exec_window_line(&p[w], w, &b), 1);
+    double r[2 * EXEC_WINDOWS];
+    CU_ASSERT_EQUAL_FATAL(exec_profile_worker_windows(b.data, b.len, 2, r), 0);
+    for (int w = 0; w < 2; w++)
+        for (int j = 0; j < EXEC_WINDOWS; j++) CU_ASSERT_DOUBLE_EQUAL(r[w * EXEC_WINDOWS + j], p[w].window[j], 1e-6);
+    CU_ASSERT_EQUAL(exec_profile_worker_windows(b.data, b.len, 3, r), -1); /* a worker missing */
+    CU_ASSERT_EQUAL(exec_profile_worker_windows(b.data, b.len, 1, r), -1); /* a worker out of range */
+    const char *bad[] = {"# pipelab-exec windows worker=0 first_ms=1 factors=1,1,1\n",
+                         "# pipelab-exec windows worker=0 first_ms=2 factors=1,1,1,1,1,1,1,1,1,1,1,1,1\n",
+                         "# pipelab-exec windows worker=0 first_ms=1 factors=1,1,1,1,1,1,1,1,1,1,1,1,-1\n",
+                         "# pipelab-exec windows worker=0 first_ms=1 factors=1,1,1,1,1,1,1,1,1,1,1,1,1,1\n", ""};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) CU_ASSERT_EQUAL(exec_profile_worker_windows(bad[k], strlen(bad[k]), 1, r), -1);
+    const char *good = "# pipelab-exec windows worker=0 first_ms=1 factors=1,1,1,1,1,1,1,1,1,1,1,1,1.5\n";
+    CU_ASSERT_EQUAL(exec_profile_worker_windows(good, strlen(good), 1, r), 0);
+    CU_ASSERT_DOUBLE_EQUAL(r[EXEC_WINDOWS - 1], 1.5, 0);
+    pl_buf_free(&b);
+}
+
 /* A run whose least memory exceeds the limit is refused before it allocates, naming what it
  * needs and the limit; the same run fits a larger limit. Threads (the whole model in this
  * process) and one rank's process (only its share of the blocks counts). */
@@ -981,6 +1052,7 @@ void pl_test_register(void) {
         {"cache-line buffers (exec_lines_alloc)", test_lines},
         {"profile between the passes: same training, each worker's times", test_profile_between},
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
+        {"pass-length factors: windows over a worker's samples, their lines", test_window_factors},
         {"a model that does not fit is refused up front", test_memory_refused_up_front},
         {NULL, NULL}};
     static const pl_test_case sched_cases[] = {

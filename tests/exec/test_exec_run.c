@@ -249,15 +249,16 @@ static void test_run_fault_stores_nothing(void) {
     /* a run that works first, so the database exists */
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s", PIPELAB_BIN, db);
     CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
-    /* the measured run, its prediction, and the prediction without the reuse-distance term */
-    CU_ASSERT_EQUAL(count_runs(db), 3);
+    /* the measured run, its prediction, the prediction with the reuse-distance terms and the one
+     * without the pass-length term */
+    CU_ASSERT_EQUAL(count_runs(db), 4);
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s --inject-fault 1:3:1",
              PIPELAB_BIN, db);
     char *out = NULL;
     CU_ASSERT_EQUAL(sh(cmd, &out), 1);
     CU_ASSERT(out && strstr(out, "rank 1, action 3") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 3);
+    CU_ASSERT_EQUAL(count_runs(db), 4);
     free(db);
     free(dir);
 }
@@ -529,7 +530,7 @@ static void test_mpi_equals_threads(void) {
         free(a);
         free(b);
     }
-    CU_ASSERT_EQUAL(count_runs(db), 6); /* per run: measured, predicted, predicted without the reuse term */
+    CU_ASSERT_EQUAL(count_runs(db), 8); /* per run: measured, predicted, with the reuse terms, without the pass-length term */
     /* each MPI rank's worker profiles between the passes too; rank 0 gathers their times: the
      * saved profile has one worker line per rank and the prediction says where it came from */
     char *csv = pl_test_path(dir, "mpi_profile.csv");
@@ -548,6 +549,10 @@ static void test_mpi_equals_threads(void) {
     double steps[2] = {0, 0};
     CU_ASSERT_EQUAL(exec_profile_worker_steps(text, len, 2, steps), 0);
     CU_ASSERT(steps[0] > 0 && steps[1] > 0);
+    /* and each rank's pass-length factors, sent to rank 0 with its record */
+    double win[2 * EXEC_WINDOWS];
+    CU_ASSERT_EQUAL(exec_profile_worker_windows(text, len, 2, win), 0);
+    CU_ASSERT(win[0] > 0 && win[2 * EXEC_WINDOWS - 1] > 0);
     free(text);
     free(csv);
     /* a failing rank */
@@ -560,7 +565,7 @@ static void test_mpi_equals_threads(void) {
     CU_ASSERT(pl_now_s() - t0 < 10);
     CU_ASSERT(out && strstr(out, "rank 1, action 2") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 6);
+    CU_ASSERT_EQUAL(count_runs(db), 8);
     free(wt);
     free(wm);
     free(db);

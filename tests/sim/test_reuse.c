@@ -144,6 +144,43 @@ static void test_run(void) {
     sim_result_free(&h);
 }
 
+/* sim_model_scale_stage: 1F1B on 2 ranks, m = 4 (F 1 s, B 2 s a stage). Scaling stage 1 by 1.5
+ * gives its rank busy 4 x 1.5 + 4 x 3 = 18 s and leaves rank 0's 12 s; both stages by 2 double
+ * the iteration time (30 s) and the STEP. */
+static void test_scale_stage(void) {
+    sched *s = lowered4("1f1b", SCHED_RECOMPUTE_NONE);
+    pl_err e;
+    pl_err_clear(&e);
+    cost_model *m = cost_model_open("uniform:layers=2,fwd_s=1,bwd_in_s=1,bwd_w_s=1", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    const double f[2][2] = {{1, 1.5}, {2, 2}};
+    for (int k = 0; k < 2; k++) {
+        sim_model sm;
+        CU_ASSERT_EQUAL_FATAL(sim_model_init(&sm, s, m, NULL, NULL, NULL, &e), PL_OK);
+        sm.step_s[0] = sm.step_s[1] = 0.25;
+        for (int q = 0; q < 2; q++) sim_model_scale_stage(&sm, q, f[k][q]);
+        CU_ASSERT_DOUBLE_EQUAL(sm.step_s[1], 0.25 * f[k][1], 1e-15);
+        CU_ASSERT_DOUBLE_EQUAL(sm.stage[1].b_recompute_s, 3 * f[k][1], 1e-12); /* B and the rerun F */
+        sm.step_s[0] = sm.step_s[1] = 0;
+        sim_config c;
+        sim_config_init(&c);
+        sim_model_config(&sm, &c);
+        sim_costs costs = sim_model_costs(&sm);
+        sim_result r;
+        CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &c, &r, &e), PL_OK);
+        if (k == 0) {
+            CU_ASSERT_DOUBLE_EQUAL(r.rank[0].busy_s, 12.0, 1e-12);
+            CU_ASSERT_DOUBLE_EQUAL(r.rank[1].busy_s, 18.0, 1e-12);
+        } else {
+            CU_ASSERT_DOUBLE_EQUAL(r.iteration_time_s, 30.0, 1e-12); /* 2 (m + p - 1)(F + B) */
+        }
+        sim_result_free(&r);
+        sim_model_free(&sm);
+    }
+    cost_model_free(m);
+    sched_free(s);
+}
+
 /* The first F, I (B) and W (B) of each stage in its rank's list are marked, no other: on 2 ranks,
  * m = 4, every generator here starts each stage with microbatch 0, so microbatch 0 carries
  * all three marks of its kinds and microbatches 1 to 3 none. */
@@ -326,6 +363,7 @@ void sim_reuse_tests_register(void) {
         {"reuse distance: which backwards run right after their forward", test_flags},
         {"reuse distance: the time of a distance-0 I, W, B", test_time},
         {"reuse distance: a run's busy times; ratio 1 changes nothing", test_run},
+        {"a stage scaled by a factor (the pass-length term)", test_scale_stage},
         {"first touch: the first F, I, W of each stage", test_first_flags},
         {"first touch: the times of the first and the later ones", test_first_time},
         {"first touch: a run's busy times; off changes nothing", test_first_run},

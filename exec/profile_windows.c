@@ -1,0 +1,130 @@
+/* profile_windows.c: the pass-length term's factors (docs/validate_cpu.md, "Interruptions and the
+ * length of a pass").
+ *
+ * A profile's time of a kind is the median over rounds of each round's mean: the time of a
+ * stretch of work a fraction of a round long. A run's iteration time is the median over passes,
+ * stretches of a pass's length. The machine interrupts the work (the kernel, the hypervisor,
+ * memory traffic of others) now and then, for milliseconds at a time: a median over short
+ * stretches leaves most interruptions out, a median over long ones takes in their share. So the
+ * factor that turns the profile's times into a pass's depends on how long the pass is.
+ *
+ * Each worker's timed samples, in the order it ran them, are a series of units (one kind's
+ * samples of one round): a unit's actual time, and its clean time, the samples' count times the
+ * profile's time of the kind. For a window of clean length T, a factor is the actual over the
+ * clean time of the units from one unit on until T is covered (the last one in part); the factor
+ * at T is the median over all start units whose window fits in the series, or the whole series'
+ * ratio when none does. Windows are 2^j ms long, j = 0 .. EXEC_WINDOWS - 1. */
+#include "exec_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bytes read of one windows line. */
+#define WINDOW_LINE_MAX 1024
+
+double exec_window_length_s(int j) { return EXEC_WINDOW_FIRST_S * ldexp(1.0, j); }
+
+/* Returns the factor over the window of clean length T of the n units (actual a, clean c),
+ * ratios holding at least n doubles. */
+static double window_median(const double *a, const double *c, size_t n, double T, double *ratios) {
+    size_t nw = 0;
+    double all_a = 0, all_c = 0;
+    for (size_t i = 0; i < n; i++) {
+        all_a += a[i];
+        all_c += c[i];
+    }
+    for (size_t i = 0; i < n; i++) {
+        double clean = 0, act = 0;
+        int full = 0;
+        for (size_t j = i; j < n; j++) {
+            if (clean + c[j] >= T) {
+                act += a[j] * (T - clean) / c[j];
+                clean = T;
+                full = 1;
+                break;
+            }
+            clean += c[j];
+            act += a[j];
+        }
+        if (!full) break; /* a later start covers less */
+        ratios[nw++] = act / clean;
+    }
+    if (nw == 0) return all_c > 0 ? all_a / all_c : 0;
+    return exec_median(ratios, nw);
+}
+
+void exec_window_factors(const double *a, const double *c, size_t n, double *g) {
+    memset(g, 0, EXEC_WINDOWS * sizeof *g);
+    size_t kept = 0;
+    double *buf = n ? pl_calloc(3 * n, sizeof *buf) : NULL;
+    if (!buf) return; /* nothing timed, or out of memory: the term stays off */
+    double *ka = buf, *kc = buf + n, *ratios = buf + 2 * n;
+    for (size_t i = 0; i < n; i++)
+        if (c[i] > 0 && a[i] >= 0 && isfinite(a[i]) && isfinite(c[i])) {
+            ka[kept] = a[i];
+            kc[kept++] = c[i];
+        }
+    for (int j = 0; kept && j < EXEC_WINDOWS; j++) g[j] = window_median(ka, kc, kept, exec_window_length_s(j), ratios);
+    free(buf);
+}
+
+double exec_window_factor(const double *g, double pass_s) {
+    if (!(pass_s > 0)) return 1;
+    double x = log2(pass_s / EXEC_WINDOW_FIRST_S);
+    if (x <= 0) return g[0];
+    if (x >= EXEC_WINDOWS - 1) return g[EXEC_WINDOWS - 1];
+    int j = (int)x;
+    double f = x - j;
+    return g[j] * (1 - f) + g[j + 1] * f;
+}
+
+int exec_window_line(const exec_layer_profile *p, int worker, pl_buf *out) {
+    for (int j = 0; j < EXEC_WINDOWS; j++)
+        if (!(p->window[j] > 0)) return 0; /* not measured */
+    pl_buf_printf(out, "# " EXEC_PROFILE_META " windows worker=%d first_ms=%g factors=", worker, EXEC_WINDOW_FIRST_S * 1e3);
+    for (int j = 0; j < EXEC_WINDOWS; j++) pl_buf_printf(out, "%s%.6f", j ? "," : "", p->window[j]);
+    pl_buf_puts(out, "\n");
+    return 1;
+}
+
+int exec_profile_worker_windows(const char *text, size_t len, int ranks, double *g) {
+    const char *key = "# " EXEC_PROFILE_META " windows worker=";
+    size_t kl = strlen(key);
+    int found = 0;
+    char *seen = pl_calloc((size_t)(ranks > 0 ? ranks : 1), 1);
+    if (!seen) return -1;
+    for (size_t i = 0; i + kl <= len; i++) {
+        if ((i > 0 && text[i - 1] != '\n') || memcmp(text + i, key, kl) != 0) continue;
+        char buf[WINDOW_LINE_MAX];
+        size_t n = 0;
+        for (size_t j = i + kl; j < len && text[j] != '\n' && n + 1 < sizeof buf; j++) buf[n++] = text[j];
+        buf[n] = '\0';
+        int w = -1, used = 0;
+        double first_ms = 0;
+        if (sscanf(buf, "%d first_ms=%lf factors=%n", &w, &first_ms, &used) != 2 || used == 0 || w < 0 || w >= ranks ||
+            fabs(first_ms - EXEC_WINDOW_FIRST_S * 1e3) > 1e-9) {
+            found = -1;
+            break;
+        }
+        const char *s = buf + used;
+        int j = 0;
+        for (; j < EXEC_WINDOWS; j++) {
+            char *end;
+            double v = strtod(s, &end);
+            if (end == s || !(v > 0) || !isfinite(v)) break;
+            g[(size_t)w * EXEC_WINDOWS + (size_t)j] = v;
+            s = end;
+            if (j + 1 < EXEC_WINDOWS && *s++ != ',') break;
+        }
+        if (j != EXEC_WINDOWS || *s != '\0') {
+            found = -1;
+            break;
+        }
+        if (!seen[w]) found++;
+        seen[w] = 1;
+    }
+    free(seen);
+    return found == ranks ? 0 : -1;
+}
