@@ -449,6 +449,10 @@ void exec_prof_worker_free(exec_prof_worker *w);
  * them (a[i] the unit's time, c[i] its time by the profile's medians; profile_windows.c); all 0
  * when none has a clean time or out of memory (the term is then off). */
 void exec_window_factors(const double *a, const double *c, size_t n, double *g);
+/* Returns the stretch of work over which profile p's times are medians, for a worker of `blocks`
+ * blocks: the mean over F, I and W of one round's samples of the kind (profile.c); the
+ * pass-length factors are relative to a window this long. */
+double exec_window_reference_s(const exec_layer_profile *p, int blocks);
 /* Appends p's windows line for worker `worker` to out ("# pipelab-exec windows worker=..."):
  * 1, or 0 when p has no factors (nothing written). */
 int exec_window_line(const exec_layer_profile *p, int worker, pl_buf *out);

@@ -522,7 +522,9 @@ static void window_unit(const prof_thread *x, const exec_layer_profile *p, int k
 
 /* Fills p->window with the pass-length factors of thread x (exec_window_factors): its samples
  * in the order a round runs them (the forwards slot by slot, each slot's I then its W, the
- * distance-0 and again samples, the STEP), each sample's clean time p's median of its kind. */
+ * distance-0 and again samples, the STEP), each sample's clean time p's median of its kind; then
+ * divides them by the factor at exec_window_reference_s, the scale of p's own medians, so that a
+ * pass that long keeps them. */
 static void prof_windows(const prof_thread *x, exec_layer_profile *p) {
     const size_t R = x->rounds, L = (size_t)x->L, S = PROFILE_SLOTS, per_round = 3 * S + 6;
     memset(p->window, 0, sizeof p->window);
@@ -542,6 +544,13 @@ static void prof_windows(const prof_thread *x, exec_layer_profile *p) {
     }
     exec_window_factors(a, c, n, p->window);
     free(a);
+    /* relative to the stretch each of p's medians was taken over */
+    double ref = exec_window_factor(p->window, exec_window_reference_s(p, x->L));
+    for (int j = 0; j < EXEC_WINDOWS && ref > 0; j++) p->window[j] /= ref;
+}
+
+double exec_window_reference_s(const exec_layer_profile *p, int blocks) {
+    return PROFILE_SLOTS * blocks * (p->f_s + p->i_s + p->w_s) / 3;
 }
 
 /* Fills p from the samples of the n threads x[n] (round_medians), its sizes from cfg, and when

@@ -855,6 +855,10 @@ static void test_profile_between(void) {
         CU_ASSERT_EQUAL(exec_profile_worker_windows(csv.data, csv.len, 2, win), 0);
         for (int j = 0; j < 2 * EXEC_WINDOWS; j++) CU_ASSERT(win[j] > 0 && isfinite(win[j]));
         CU_ASSERT_DOUBLE_EQUAL(win[EXEC_WINDOWS + 2], w1->window[2], 1e-6 * win[EXEC_WINDOWS + 2]);
+        /* relative to the stretch of the worker's own medians: 1 there */
+        double ref = exec_window_reference_s(w1, exec_prof_blocks(&c, 2));
+        CU_ASSERT(ref > 0);
+        CU_ASSERT_DOUBLE_EQUAL(exec_window_factor(w1->window, ref), 1.0, 1e-9);
         /* the first-touch times: a round's first microbatch and its 3 others, whose mean over the
          * round is the kind's round mean (F, I, W: the medians of those means lie between) */
         const double fx[3] = {w0->f_first_s, w0->i_first_s, w0->w_first_s}, rx[3] = {w0->f_rest_s, w0->i_rest_s, w0->w_rest_s};
