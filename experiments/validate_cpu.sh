@@ -24,7 +24,7 @@
 # in percent of its median pass, logged beside the others' share; the summary repeats the
 # targets over the pairs whose steadiness is within STEADY_MAX (default 1.5%), beside the
 # targets over all quiet pairs, which stay the verdict. With --broad a quiet run that scattered more
-# than STEADY_MAX is measured again, STEADY_RETRIES times at most (default 1; 0 without --broad),
+# than STEADY_RETRY_OVER (default 2%) is measured again, STEADY_RETRIES times at most (default 1; 0 without --broad),
 # and the steadiest attempt goes into the verdict; the others are kept apart in
 # results/out/validate_cpu.unsteady.db and reported separately, and the summary repeats the
 # targets over each configuration's first quiet attempt (validate_cpu.first.db) beside them.
@@ -49,7 +49,7 @@
 # TIMED (timed passes at least, 20; 10 with --broad; more for short iterations: MIN_TIMED_S,
 # TIMED_MAX and RATE_GFLOPS, validate_broad.sh), TRACE (1), DEPTH (8),
 # PROFILE (between | before | once), PREPS (profile repetitions, 100; 60 with --broad), PCONC (before and once:
-# profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, QUIET_WINDOW, BUSY_MAX, RETRIES, STEADY_MAX, STEADY_RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
+# profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, QUIET_WINDOW, BUSY_MAX, RETRIES, STEADY_MAX, STEADY_RETRY_OVER, STEADY_RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
 BROAD=0
@@ -73,6 +73,9 @@ QUIET_WINDOW=${QUIET_WINDOW:-0.5}
 BUSY_MAX=${BUSY_MAX:-10}
 RETRIES=${RETRIES:-2}
 STEADY_MAX=${STEADY_MAX:-1.5}
+# a quiet run is measured again when it scattered more than this (with 1.5%, 24 of one grid's 70
+# configurations were, and the grid took 15 min 44 s)
+STEADY_RETRY_OVER=${STEADY_RETRY_OVER:-2}
 STEADY_RETRIES=${STEADY_RETRIES:-$([ "$BROAD" = 1 ] && echo 1 || echo 0)}
 RUN_CSV=${DB%.db}.run.csv
 STEADY=${DB%.db}.steadiness
@@ -166,7 +169,7 @@ while read -r kind m recompute spec; do
         local -a try_se=() try_uid=() try_oth=()
         passes=$(point_timed "$kind" "$m" "$recompute" "$spec")
         # attempt a into its own database (TRY_DB, a); a quiet run that scattered more than
-        # STEADY_MAX is measured again, STEADY_RETRIES times at most, and the steadiest is kept
+        # STEADY_RETRY_OVER is measured again, STEADY_RETRIES times at most, and the steadiest is kept
         for ((a = 0; a <= STEADY_RETRIES; a++)); do
             TRY_A=$(try_db "$a")
             # shellcheck disable=SC2086
@@ -184,8 +187,8 @@ while read -r kind m recompute spec; do
             fi
             [ "$a" != 0 ] || [ "$STEADY_RETRIES" = 0 ] || merge_try "$a" "$FIRST_DB"
             if [ "$best" -lt 0 ] || awk -v x="$se" -v y="$best_se" 'BEGIN { exit !(x < y) }'; then best=$a; best_se=$se; fi
-            if awk -v x="$se" -v max="$STEADY_MAX" 'BEGIN { exit !(x <= max) }'; then break; fi
-            [ "$a" = "$STEADY_RETRIES" ] || echo "  (${kind} m=$m $spec scattered: steadiness ${se}% over ${STEADY_MAX}%; again)" >&2
+            if awk -v x="$se" -v max="$STEADY_RETRY_OVER" 'BEGIN { exit !(x <= max) }'; then break; fi
+            [ "$a" = "$STEADY_RETRIES" ] || echo "  (${kind} m=$m $spec scattered: steadiness ${se}% over ${STEADY_RETRY_OVER}%; again)" >&2
         done
         for ((a = 0; a < ${#try_uid[@]}; a++)); do
             [ -n "${try_se[a]}" ] || continue
@@ -245,7 +248,7 @@ if [ -f "$DB" ]; then
 fi
 if [ -f "$UNSTEADY_DB" ]; then
     echo
-    echo "== quiet runs that scattered more than ${STEADY_MAX}% and were measured again ($UNSTEADY_DB): a steadier attempt of each is in the verdict"
+    echo "== quiet runs that scattered more than ${STEADY_RETRY_OVER}% and were measured again ($UNSTEADY_DB): a steadier attempt of each is in the verdict"
     "$PL" compare --db "$UNSTEADY_DB" --tag "$NAME"
 fi
 if [ -f "$BUSY_DB" ]; then
