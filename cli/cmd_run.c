@@ -438,7 +438,8 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     /* the pass-length term when the profile's windows lines have it: in the prediction and the
      * terms' other one unless --no-pass-length-term, and the second other one toggles it */
     double *win = pl_calloc((size_t)EXEC_WINDOWS * R, sizeof *win);
-    int windows = win && exec_profile_worker_windows(text, t->len, st->s->ranks, win) == 0;
+    int bad_line = 0, wrc = win ? exec_profile_worker_windows(text, t->len, st->s->ranks, win, &bad_line) : -1;
+    int windows = wrc == 0;
     const double *wp = windows && !o->no_pass_length ? win : NULL;
     const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, again ? ag : NULL, wp};
     const cli_run_terms base = {NULL, NULL, NULL, NULL, NULL, wp};
@@ -446,7 +447,10 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     const cli_run_terms *main_terms = o->terms ? &terms : &base, *alt_terms = o->terms ? &base : &terms;
     cli_run_terms toggled = *main_terms;
     toggled.window = wp ? NULL : win;
-    int rc = ri && win ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = wrc == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed pass-length line (# " EXEC_PROFILE_META
+                                 " windows worker=W first_ms=1 factors= and %d positive numbers)",
+                                 st->profile_src, bad_line, EXEC_WINDOWS)
+             : ri && win ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     st->have_pred = rc == PL_OK;
     const char *tag = o->tag ? o->tag : "";
     if (rc == PL_OK && (reuse || first || again)) {

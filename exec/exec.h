@@ -516,9 +516,11 @@ int exec_profile_worker_again(const char *text, size_t len, int ranks, double *a
 /* Reads the pass-length term of a profile CSV's text[len] (its lines "# pipelab-exec windows
  * worker=W first_ms=1 factors=G0,...", one per worker, which a profile between a run's passes and
  * `pipelab profile --concurrency P` write): 0 and worker w's factors in g[EXEC_WINDOWS w + j]
- * when every rank has such a line, else -1 (none, another count, a malformed line: the term is
- * then off). */
-int exec_profile_worker_windows(const char *text, size_t len, int ranks, double *g);
+ * when every rank has such a line; -1 when there are none or another count of workers (the term
+ * is then off); -2 and the line's number (1-based) in *bad_line (when not NULL) for a malformed
+ * line (a worker number, first window or factor that is not a number, a factor <= 0, another
+ * count of factors). */
+int exec_profile_worker_windows(const char *text, size_t len, int ranks, double *g, int *bad_line);
 /* Returns the factor of factors g[EXEC_WINDOWS] at a pass of pass_s seconds: linear in log2 of
  * the length between two windows, the first or last window's beyond them (1 for pass_s <= 0). */
 double exec_window_factor(const double *g, double pass_s);

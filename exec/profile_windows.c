@@ -89,10 +89,12 @@ int exec_window_line(const exec_layer_profile *p, int worker, pl_buf *out) {
     return 1;
 }
 
-int exec_profile_worker_windows(const char *text, size_t len, int ranks, double *g) {
+int exec_profile_worker_windows(const char *text, size_t len, int ranks, double *g, int *bad_line) {
     const char *key = "# " EXEC_PROFILE_META " windows worker=";
     size_t kl = strlen(key);
-    int found = 0;
+    int found = 0, line_no = 1;
+    size_t counted = 0; /* text before counted is in line_no's count */
+    if (bad_line) *bad_line = 0;
     char *seen = pl_calloc((size_t)(ranks > 0 ? ranks : 1), 1);
     if (!seen) return -1;
     for (size_t i = 0; i + kl <= len; i++) {
@@ -103,8 +105,13 @@ int exec_profile_worker_windows(const char *text, size_t len, int ranks, double 
         buf[n] = '\0';
         int w = -1, used = 0;
         double first_ms = 0;
-        if (sscanf(buf, "%d first_ms=%lf factors=%n", &w, &first_ms, &used) != 2 || used == 0 || w < 0 || w >= ranks ||
+        for (; counted < i; counted++) line_no += text[counted] == '\n';
+        if (sscanf(buf, "%d first_ms=%lf factors=%n", &w, &first_ms, &used) != 2 || used == 0 || w < 0 ||
             fabs(first_ms - EXEC_WINDOW_FIRST_S * 1e3) > 1e-9) {
+            found = -2;
+            break;
+        }
+        if (w >= ranks) { /* measured with more workers than this run has ranks */
             found = -1;
             break;
         }
@@ -119,12 +126,16 @@ int exec_profile_worker_windows(const char *text, size_t len, int ranks, double 
             if (j + 1 < EXEC_WINDOWS && *s++ != ',') break;
         }
         if (j != EXEC_WINDOWS || *s != '\0') {
-            found = -1;
+            found = -2;
             break;
         }
         if (!seen[w]) found++;
         seen[w] = 1;
     }
     free(seen);
+    if (found == -2) {
+        if (bad_line) *bad_line = line_no;
+        return -2;
+    }
     return found == ranks ? 0 : -1;
 }

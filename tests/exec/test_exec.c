@@ -852,7 +852,7 @@ static void test_profile_between(void) {
         CU_ASSERT_EQUAL(exec_profile_worker_reuse(csv.data, csv.len, 3, ri, rw), -1); /* a worker missing */
         /* each worker's pass-length factors, one per window, read back */
         double win[2 * EXEC_WINDOWS];
-        CU_ASSERT_EQUAL(exec_profile_worker_windows(csv.data, csv.len, 2, win), 0);
+        CU_ASSERT_EQUAL(exec_profile_worker_windows(csv.data, csv.len, 2, win, NULL), 0);
         for (int j = 0; j < 2 * EXEC_WINDOWS; j++) CU_ASSERT(win[j] > 0 && isfinite(win[j]));
         CU_ASSERT_DOUBLE_EQUAL(win[EXEC_WINDOWS + 2], w1->window[2], 1e-6 * win[EXEC_WINDOWS + 2]);
         /* relative to the stretch of the worker's own medians: 1 there */
@@ -993,18 +993,30 @@ static void test_window_factors(void) {
         for (int j = 0; j < EXEC_WINDOWS; j++) p[w].window[j] = 1 + 0.001 * j + 0.5 * w;
     for (int w = 0; w < 2; w++) CU_ASSERT_EQUAL(exec_window_line(&p[w], w, &b), 1);
     double r[2 * EXEC_WINDOWS];
-    CU_ASSERT_EQUAL_FATAL(exec_profile_worker_windows(b.data, b.len, 2, r), 0);
+    int line = -1;
+    CU_ASSERT_EQUAL_FATAL(exec_profile_worker_windows(b.data, b.len, 2, r, &line), 0);
+    CU_ASSERT_EQUAL(line, 0);
     for (int w = 0; w < 2; w++)
         for (int j = 0; j < EXEC_WINDOWS; j++) CU_ASSERT_DOUBLE_EQUAL(r[w * EXEC_WINDOWS + j], p[w].window[j], 1e-6);
-    CU_ASSERT_EQUAL(exec_profile_worker_windows(b.data, b.len, 3, r), -1); /* a worker missing */
-    CU_ASSERT_EQUAL(exec_profile_worker_windows(b.data, b.len, 1, r), -1); /* a worker out of range */
+    CU_ASSERT_EQUAL(exec_profile_worker_windows(b.data, b.len, 3, r, NULL), -1); /* a worker missing */
+    CU_ASSERT_EQUAL(exec_profile_worker_windows(b.data, b.len, 1, r, NULL), -1); /* more workers than ranks */
+    CU_ASSERT_EQUAL(exec_profile_worker_windows("# no windows\n", 13, 1, r, &line), -1);
     const char *bad[] = {"# pipelab-exec windows worker=0 first_ms=1 factors=1,1,1\n",
                          "# pipelab-exec windows worker=0 first_ms=2 factors=1,1,1,1,1,1,1,1,1,1,1,1,1\n",
                          "# pipelab-exec windows worker=0 first_ms=1 factors=1,1,1,1,1,1,1,1,1,1,1,1,-1\n",
-                         "# pipelab-exec windows worker=0 first_ms=1 factors=1,1,1,1,1,1,1,1,1,1,1,1,1,1\n", ""};
-    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) CU_ASSERT_EQUAL(exec_profile_worker_windows(bad[k], strlen(bad[k]), 1, r), -1);
+                         "# pipelab-exec windows worker=0 first_ms=1 factors=1,1,1,1,1,1,1,1,1,1,1,1,1,1\n",
+                         "# pipelab-exec windows worker=x first_ms=1 factors=1,1,1,1,1,1,1,1,1,1,1,1,1\n"};
+    int bad_at;
+    /* malformed: -2 and the line, here the third (after a header and a comment) */
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char text[256];
+        snprintf(text, sizeof text, "layer,name\n# a comment\n%s", bad[k]);
+        bad_at = 0;
+        CU_ASSERT_EQUAL(exec_profile_worker_windows(text, strlen(text), 1, r, &bad_at), -2);
+        CU_ASSERT_EQUAL(bad_at, 3);
+    }
     const char *good = "# pipelab-exec windows worker=0 first_ms=1 factors=1,1,1,1,1,1,1,1,1,1,1,1,1.5\n";
-    CU_ASSERT_EQUAL(exec_profile_worker_windows(good, strlen(good), 1, r), 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_windows(good, strlen(good), 1, r, NULL), 0);
     CU_ASSERT_DOUBLE_EQUAL(r[EXEC_WINDOWS - 1], 1.5, 0);
     pl_buf_free(&b);
 }

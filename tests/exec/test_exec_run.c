@@ -264,7 +264,8 @@ static void test_run_fault_stores_nothing(void) {
 }
 
 /* `pipelab profile` writes a CSV that the cost model reads: depth rows, positive times, the
- * block's sizes; and `pipelab run --profile` accepts it (and refuses one of another model). */
+ * block's sizes; and `pipelab run --profile` accepts it (and refuses one of another model, and
+ * one with a malformed pass-length line). */
 static void test_profile_csv_loads(void) {
     char *dir = pl_test_tmpdir();
     char *csv = pl_test_path(dir, "prof.csv");
@@ -295,9 +296,23 @@ static void test_profile_csv_loads(void) {
     c.hidden = 64;
     CU_ASSERT_EQUAL(exec_profile_check(m, &c, csv, &e), PL_EINPUT);
     cost_model_free(m);
+    /* the same profile with a malformed pass-length line first: refused, naming file and line */
+    char *bad = pl_test_path(dir, "bad_windows.csv");
+    FILE *bf = fopen(bad, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bf);
+    fprintf(bf, "# pipelab-exec windows worker=0 first_ms=1 factors=1,2\n%.*s", (int)len, text);
+    fclose(bf);
     free(text);
-    snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 " SMALL " --no-db --profile %s", PIPELAB_BIN, csv);
     char *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 " SMALL " --no-db --profile %s", PIPELAB_BIN, bad);
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    char want[1024];
+    snprintf(want, sizeof want, "%s:1: a malformed pass-length line", bad);
+    if (!out || !strstr(out, want)) fprintf(stderr, "%s\n", out ? out : "");
+    CU_ASSERT(out && strstr(out, want) != NULL);
+    free(out);
+    free(bad);
+    snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 " SMALL " --no-db --profile %s", PIPELAB_BIN, csv);
     CU_ASSERT_EQUAL(sh(cmd, &out), 0);
     CU_ASSERT(out && strstr(out, csv) != NULL);
     free(out);
@@ -551,7 +566,7 @@ static void test_mpi_equals_threads(void) {
     CU_ASSERT(steps[0] > 0 && steps[1] > 0);
     /* and each rank's pass-length factors, sent to rank 0 with its record */
     double win[2 * EXEC_WINDOWS];
-    CU_ASSERT_EQUAL(exec_profile_worker_windows(text, len, 2, win), 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_windows(text, len, 2, win, NULL), 0);
     CU_ASSERT(win[0] > 0 && win[2 * EXEC_WINDOWS - 1] > 0);
     free(text);
     free(csv);
