@@ -507,7 +507,7 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
 /* Adds to a[*n], c[*n] the unit of thread x's round r of kind k (EXEC_PROF_*): its samples lo ..
  * lo + cnt - 1 of the round (fewer when the round has fewer), their time and their time by p's
  * median of the kind. */
-static void window_unit(const prof_thread *x, const exec_layer_profile *p, int k, size_t r, size_t lo, size_t cnt,
+static void window_unit(const prof_thread *x, exec_layer_profile *p, int k, size_t r, size_t lo, size_t cnt,
                         double *a, double *c, size_t *n) {
     size_t per, off, klo, khi;
     kind_samples(x, k, &per, &off, &klo, &khi);
@@ -517,7 +517,7 @@ static void window_unit(const prof_thread *x, const exec_layer_profile *p, int k
     double sum = 0;
     for (size_t j = 0; j < cnt; j++) sum += x->t[off + r * each + lo + j];
     a[*n] = sum;
-    c[(*n)++] = (double)cnt * *exec_prof_kind((exec_layer_profile *)p, k);
+    c[(*n)++] = (double)cnt * *exec_prof_kind(p, k);
 }
 
 /* Fills p->window with the pass-length factors of thread x (exec_window_factors): its samples

@@ -1,6 +1,7 @@
 /* profile_lines.c: reading back the executor's comment lines of a profile CSV (exec/profile.c
- * writes them): the concurrency and STEP line, and each worker's own times, from which a
- * prediction takes each rank's STEP and its reuse-distance ratios. */
+ * writes them): the concurrency and STEP line, each worker's own times, from which a prediction
+ * takes each rank's STEP and its reuse-distance ratios, and each worker's pass-length factors
+ * (profile_windows.c). */
 #include "exec_int.h"
 
 #include <math.h>
@@ -18,24 +19,31 @@
 #define PROF_WORKER_FIRST_FIELDS 15
 #define PROF_WORKER_AGAIN_FIELDS 18
 
+/* Returns the offset of the first line of text[len] at or after offset `from` that starts with
+ * key (len when none) and copies that line, from skip bytes after its start to its end, into
+ * buf[size] (cut at size - 1 bytes). */
+static size_t find_line(const char *text, size_t len, size_t from, const char *key, size_t skip, char *buf, size_t size) {
+    size_t kl = strlen(key);
+    for (size_t i = from; i + kl <= len; i++) {
+        if ((i > 0 && text[i - 1] != '\n') || memcmp(text + i, key, kl) != 0) continue;
+        size_t n = 0;
+        for (size_t j = i + skip; j < len && text[j] != '\n' && n + 1 < size; j++) buf[n++] = text[j];
+        buf[n] = '\0';
+        return i;
+    }
+    return len;
+}
+
 int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s) {
     const char *key = "# " EXEC_PROFILE_META " ";
-    size_t kl = strlen(key);
-    for (size_t i = 0; i + kl <= len; i++) {
-        if ((i == 0 || text[i - 1] == '\n') && memcmp(text + i, key, kl) == 0) {
-            char line[PROF_META_LINE_MAX];
-            size_t n = 0;
-            for (size_t j = i + kl; j < len && text[j] != '\n' && n + 1 < sizeof line; j++) line[n++] = text[j];
-            line[n] = '\0';
-            int c = 0;
-            double st = 0;
-            if (sscanf(line, "concurrency=%d step_s=%lf", &c, &st) != 2 || c < 1 || !(st >= 0)) return -1;
-            if (concurrency) *concurrency = c;
-            if (step_s) *step_s = st;
-            return 0;
-        }
-    }
-    return -1;
+    char line[PROF_META_LINE_MAX];
+    if (find_line(text, len, 0, key, strlen(key), line, sizeof line) == len) return -1;
+    int c = 0;
+    double st = 0;
+    if (sscanf(line, "concurrency=%d step_s=%lf", &c, &st) != 2 || c < 1 || !(st >= 0)) return -1;
+    if (concurrency) *concurrency = c;
+    if (step_s) *step_s = st;
+    return 0;
 }
 
 /* One worker line of a profile CSV: its worker, the times of one block, and how many fields of
@@ -52,15 +60,11 @@ typedef struct worker_line {
  * it found, or -1 for a malformed line or a worker out of range. */
 static int worker_lines(const char *text, size_t len, int ranks, worker_line *line) {
     const char *key = "# " EXEC_PROFILE_META " worker=";
-    size_t kl = strlen(key);
+    size_t skip = strlen(key) - strlen("worker=");
     int found = 0;
     for (int q = 0; q < ranks; q++) line[q].w = -1;
-    for (size_t i = 0; i + kl <= len; i++) {
-        if ((i > 0 && text[i - 1] != '\n') || memcmp(text + i, key, kl) != 0) continue;
-        char buf[PROF_WORKER_LINE_MAX];
-        size_t n = 0;
-        for (size_t j = i + kl - strlen("worker="); j < len && text[j] != '\n' && n + 1 < sizeof buf; j++) buf[n++] = text[j];
-        buf[n] = '\0';
+    char buf[PROF_WORKER_LINE_MAX];
+    for (size_t i = 0; (i = find_line(text, len, i, key, skip, buf, sizeof buf)) < len; i++) {
         worker_line l;
         memset(&l, 0, sizeof l);
         l.w = -1;
@@ -135,4 +139,50 @@ int exec_profile_worker_again(const char *text, size_t len, int ranks, double *a
     }
     free(l);
     return ok ? 0 : -1;
+}
+
+int exec_profile_worker_windows(const char *text, size_t len, int ranks, double *g, int *bad_line) {
+    const char *key = "# " EXEC_PROFILE_META " windows worker=";
+    int found = 0, line_no = 1;
+    size_t counted = 0; /* the lines of text before offset counted are in line_no */
+    if (bad_line) *bad_line = 0;
+    char *seen = pl_calloc((size_t)(ranks > 0 ? ranks : 1), 1);
+    if (!seen) return -1;
+    char buf[PROF_WORKER_LINE_MAX];
+    for (size_t i = 0; (i = find_line(text, len, i, key, strlen(key), buf, sizeof buf)) < len; i++) {
+        for (; counted < i; counted++) line_no += text[counted] == '\n';
+        int w = -1, used = 0;
+        double first_ms = 0;
+        if (sscanf(buf, "%d first_ms=%lf factors=%n", &w, &first_ms, &used) != 2 || used == 0 || w < 0 ||
+            fabs(first_ms - EXEC_WINDOW_FIRST_S * 1e3) > 1e-9) {
+            found = -2;
+            break;
+        }
+        if (w >= ranks) { /* measured with more workers than this run has ranks */
+            found = -1;
+            break;
+        }
+        const char *s = buf + used;
+        int j = 0;
+        for (; j < EXEC_WINDOWS; j++) {
+            char *end;
+            double v = strtod(s, &end);
+            if (end == s || !(v > 0) || !isfinite(v)) break;
+            g[(size_t)w * EXEC_WINDOWS + (size_t)j] = v;
+            s = end;
+            if (j + 1 < EXEC_WINDOWS && *s++ != ',') break;
+        }
+        if (j != EXEC_WINDOWS || *s != '\0') {
+            found = -2;
+            break;
+        }
+        if (!seen[w]) found++;
+        seen[w] = 1;
+    }
+    free(seen);
+    if (found == -2) {
+        if (bad_line) *bad_line = line_no;
+        return -2;
+    }
+    return found == ranks ? 0 : -1;
 }

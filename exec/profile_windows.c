@@ -17,12 +17,8 @@
 #include "exec_int.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Bytes read of one windows line. */
-#define WINDOW_LINE_MAX 1024
 
 double exec_window_length_s(int j) { return EXEC_WINDOW_FIRST_S * ldexp(1.0, j); }
 
@@ -87,55 +83,4 @@ int exec_window_line(const exec_layer_profile *p, int worker, pl_buf *out) {
     for (int j = 0; j < EXEC_WINDOWS; j++) pl_buf_printf(out, "%s%.6f", j ? "," : "", p->window[j]);
     pl_buf_puts(out, "\n");
     return 1;
-}
-
-int exec_profile_worker_windows(const char *text, size_t len, int ranks, double *g, int *bad_line) {
-    const char *key = "# " EXEC_PROFILE_META " windows worker=";
-    size_t kl = strlen(key);
-    int found = 0, line_no = 1;
-    size_t counted = 0; /* text before counted is in line_no's count */
-    if (bad_line) *bad_line = 0;
-    char *seen = pl_calloc((size_t)(ranks > 0 ? ranks : 1), 1);
-    if (!seen) return -1;
-    for (size_t i = 0; i + kl <= len; i++) {
-        if ((i > 0 && text[i - 1] != '\n') || memcmp(text + i, key, kl) != 0) continue;
-        char buf[WINDOW_LINE_MAX];
-        size_t n = 0;
-        for (size_t j = i + kl; j < len && text[j] != '\n' && n + 1 < sizeof buf; j++) buf[n++] = text[j];
-        buf[n] = '\0';
-        int w = -1, used = 0;
-        double first_ms = 0;
-        for (; counted < i; counted++) line_no += text[counted] == '\n';
-        if (sscanf(buf, "%d first_ms=%lf factors=%n", &w, &first_ms, &used) != 2 || used == 0 || w < 0 ||
-            fabs(first_ms - EXEC_WINDOW_FIRST_S * 1e3) > 1e-9) {
-            found = -2;
-            break;
-        }
-        if (w >= ranks) { /* measured with more workers than this run has ranks */
-            found = -1;
-            break;
-        }
-        const char *s = buf + used;
-        int j = 0;
-        for (; j < EXEC_WINDOWS; j++) {
-            char *end;
-            double v = strtod(s, &end);
-            if (end == s || !(v > 0) || !isfinite(v)) break;
-            g[(size_t)w * EXEC_WINDOWS + (size_t)j] = v;
-            s = end;
-            if (j + 1 < EXEC_WINDOWS && *s++ != ',') break;
-        }
-        if (j != EXEC_WINDOWS || *s != '\0') {
-            found = -2;
-            break;
-        }
-        if (!seen[w]) found++;
-        seen[w] = 1;
-    }
-    free(seen);
-    if (found == -2) {
-        if (bad_line) *bad_line = line_no;
-        return -2;
-    }
-    return found == ranks ? 0 : -1;
 }
