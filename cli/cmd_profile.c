@@ -52,6 +52,7 @@ static const char help_format[] =
     "  --precision P         cuda: GEMM operands fp32 (default), tf32 or bf16\n"
     "  --sm-split            cuda: time inside a green context holding 1/P of the SMs (P =\n"
     "                        --concurrency): the share each of P ranks sharing a GPU gets\n"
+    CLI_EXEC_PAGES_HELP
     "  --transport threads|mpi  mpi: also measure the MPI all-reduce (mpirun -np 2 pipelab profile\n"
     "                        --transport mpi ...; default threads)\n"
     "  -o, --output FILE     write the CSV there and print a summary (default: CSV on stdout)\n"

@@ -44,6 +44,7 @@ int cli_exec_opt(const char *cmd, int c, const char *arg, exec_config *cfg, cli_
     case CLI_O_PREC: a->precision = arg; return CLI_OK;
     case CLI_O_SMSPLIT: cfg->sm_split = 1; return CLI_OK;
     case CLI_O_MODEL: a->model = arg; return CLI_OK;
+    case CLI_O_SMALLPAGES: cfg->small_pages = 1; return CLI_OK;
     default: return -1;
     }
 }
@@ -283,9 +284,9 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
     /* median_passes: the timed passes the run's figures come from (exec_median_passes); pipelab
      * plot timeline draws the first */
     pl_buf_printf(b, "]},\"lr\":%.9g,\"momentum\":%.9g,\"warmup_passes\":%d,\"timed_passes\":%d,"
-                     "\"median_passes\":[%d,%d],\"iterations_per_pass\":%d,\"transport\":\"%s\",\"profile\":",
+                     "\"median_passes\":[%d,%d],\"iterations_per_pass\":%d,\"huge_pages\":%s,\"transport\":\"%s\",\"profile\":",
                   r->lr, r->momentum, r->warmup_passes, r->timed_passes, r->median_pass[0], r->median_pass[1],
-                  r->iterations_per_pass, info->transport ? info->transport : "threads");
+                  r->iterations_per_pass, r->huge_pages ? "true" : "false", info->transport ? info->transport : "threads");
     pl_buf_json_string(b, info->profile);
     pl_buf_putc(b, ',');
     const char *roles[] = {"schedule", "profile"}, *paths[] = {info->from, info->profile_file};

@@ -19,17 +19,22 @@
 /* ---------------------------------------------------------------- flags */
 
 /* The model and backend flags that run and profile share (--width, --depth, --ffn,
- * --microbatch-size, --seed, --backend, --precision, --sm-split): option values for getopt_long
+ * --microbatch-size, --seed, --backend, --precision, --sm-split, --model, --no-huge-pages): option values for getopt_long
  * (below the subcommands' own, which start at 1000), the entries of its option table, what they
  * select and their limits. Their defaults are exec_config_default's. */
 enum { CLI_O_WIDTH = 970, CLI_O_DEPTH, CLI_O_FFN, CLI_O_MBS, CLI_O_SEED, CLI_O_BACKEND, CLI_O_PREC, CLI_O_SMSPLIT,
-       CLI_O_MODEL };
+       CLI_O_MODEL, CLI_O_SMALLPAGES };
 #define CLI_EXEC_LONG_OPTS                                                                          \
     {"width", required_argument, 0, CLI_O_WIDTH}, {"depth", required_argument, 0, CLI_O_DEPTH},     \
     {"ffn", required_argument, 0, CLI_O_FFN}, {"microbatch-size", required_argument, 0, CLI_O_MBS}, \
     {"seed", required_argument, 0, CLI_O_SEED}, {"backend", required_argument, 0, CLI_O_BACKEND},   \
     {"precision", required_argument, 0, CLI_O_PREC}, {"sm-split", no_argument, 0, CLI_O_SMSPLIT},   \
-    {"model", required_argument, 0, CLI_O_MODEL}
+    {"model", required_argument, 0, CLI_O_MODEL}, {"no-huge-pages", no_argument, 0, CLI_O_SMALLPAGES}
+/* --no-huge-pages' help lines, which run and profile print. */
+#define CLI_EXEC_PAGES_HELP                                                                                  \
+    "  --no-huge-pages       keep the large buffers (each rank's arena, the profile's blocks) on the\n"      \
+    "                        kernel's default pages; by default they ask for transparent huge pages\n"    \
+    "                        (madvise), which wide models' passes run faster and steadier on\n"
 /* --model's help lines, which run and profile print. */
 #define CLI_EXEC_MODEL_HELP                                                                                  \
     "  --model SPEC          the model, in the cost models' spec form (instead of the shape flags):\n"      \
@@ -51,7 +56,7 @@ typedef struct cli_exec_args {
     const char *model;               /* --model as given; NULL = not given */
     const char *shape_flag;          /* the last of --width, --depth, --ffn, --microbatch-size given */
 } cli_exec_args;
-/* Applies option c with value arg: --width, --ffn, --microbatch-size and --sm-split to cfg, the
+/* Applies option c with value arg: --width, --ffn, --microbatch-size, --sm-split and --no-huge-pages to cfg, the
  * others to a. Returns -1 when c is not one of them, CLI_OK, or CLI_EUSAGE after printing what is
  * wrong with the value. */
 int cli_exec_opt(const char *cmd, int c, const char *arg, exec_config *cfg, cli_exec_args *a);

@@ -55,6 +55,7 @@ static const char help_format[] =
     "                        mpirun -np P pipelab run --transport mpi ...\n"
     "  --oversubscribe       allow more ranks than cores (timings then measure time-slicing)\n"
     "  --no-pin              do not pin worker threads to cores\n"
+    CLI_EXEC_PAGES_HELP
     "  --timeout S           longest wait for a message before the run fails (default %g)\n"
     "  --mem-budget B        per-rank memory budget in bytes; exceeding it fails the run\n"
     "  --max-memory SIZE     memory pipelab may use in this process (8e9, 16GiB; default: the\n"

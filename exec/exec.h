@@ -100,6 +100,8 @@ typedef struct exec_config {
                               * schedule's `iterations` optimizer iterations) */
     int timed_passes;        /* timed walks */
     int pin;                 /* 1 = pin each worker thread to a core (default 1) */
+    int small_pages;         /* 1 = leave the large buffers (a rank's arena, the profile's blocks)
+                              * on the kernel's default pages: no MADV_HUGEPAGE (exec_lines_alloc) */
     int oversubscribe;       /* 1 = allow more ranks than cores (a warning goes in the result) */
     double timeout_s;        /* longest any blocking wait may last before the run fails (default 60) */
     size_t mem_budget_bytes; /* per rank; 0 = unlimited. Exceeding it fails the run */
@@ -251,6 +253,8 @@ typedef struct exec_result {
      * the median of the workers' own), [1 + r] rank r's worker alone (owned) */
     struct exec_layer_profile *between_profile;
     int between_reps;      /* its repetitions */
+    int huge_pages;        /* 1: the CPU executor's large buffers asked for transparent huge pages
+                            * (exec_config.small_pages 0) */
 } exec_result;
 
 void exec_result_free(exec_result *r);

@@ -118,6 +118,7 @@ static int echo_config(const sched *s, const exec_config *c, const exec_dims *d,
     out->lr = c->lr;
     out->momentum = c->momentum;
     out->warmup_passes = c->warmup_passes;
+    out->huge_pages = !c->small_pages && c->backend == EXEC_BACKEND_CPU; /* the CUDA backend computes in device memory */
     out->timed_passes = T;
     out->blas = exec_blas_init();
     out->cores = 0; /* the driver fills in what it knows (exec_run: the cores of this process) */

@@ -23,8 +23,16 @@
 #define EXEC_LINE_FLOATS (EXEC_LINE_BYTES / sizeof(float))
 /* Returns n floats rounded up to whole cache lines. */
 static inline size_t exec_line_round(size_t n) { return (n + EXEC_LINE_FLOATS - 1) & ~(EXEC_LINE_FLOATS - 1); }
-/* Returns n zeroed floats that start on a cache line (free with free), or NULL. */
-float *exec_lines_alloc(size_t n);
+/* Returns n zeroed floats that start on a cache line (free with free), or NULL. One of
+ * EXEC_HUGE_MIN_BYTES or more, unless small_pages, starts on a 2 MiB boundary and asks the kernel
+ * for transparent huge pages (madvise MADV_HUGEPAGE; the kernel's "madvise" mode grants them
+ * only so): a rank's arena and the profile's blocks are tens to hundreds of MiB that the GEMMs
+ * stream through, and on 4 KiB pages the passes of wide models (width 768-1024) ran 2-9% slower
+ * and lost 3-7% of their compute to stalls where the same buffers on huge pages lost 0-2.5%
+ * (docs/validate_cpu.md, "Huge pages"). */
+float *exec_lines_alloc(size_t n, int small_pages);
+#define EXEC_HUGE_BYTES ((size_t)2 << 20)
+#define EXEC_HUGE_MIN_BYTES ((size_t)4 << 20)
 /* The longest any blocking wait may last by default (exec_config.timeout_s; also where it is 0). */
 #define EXEC_DEFAULT_TIMEOUT_S 60.0
 /* Receives a rank has posted when its transport first makes room for them (grown by pl_grow). */
@@ -286,6 +294,7 @@ int exec_ring_allreduce(exec_transport *t, int group0, int n, int me, int stage,
 typedef struct exec_ar_plan {
     size_t floats[EXEC_AR_SIZES]; /* gradient floats of each size */
     int reps;                     /* timed repetitions of each, after one warm-up */
+    int small_pages;              /* exec_config.small_pages: the gradients as the run holds them */
 } exec_ar_plan;
 /* Fills pl for cfg's model and reps (at most 15). */
 void exec_ar_plan_init(const exec_config *cfg, int reps, exec_ar_plan *pl);

@@ -180,7 +180,7 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->nhot = x->rounds * (size_t)L;
     x->ga = again ? exec_prof_again_blocks(L) : 0;
     x->nagain = x->rounds * (size_t)x->ga;
-    x->mem = exec_lines_alloc(o.all);
+    x->mem = exec_lines_alloc(o.all, cfg->small_pages);
     x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 3 * x->nagain + 1, sizeof(double));
     if (!x->mem || !x->t) {
         x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d->h);

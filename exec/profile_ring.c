@@ -45,7 +45,7 @@ int exec_ar_time_rank(exec_transport *t, const exec_layout *lay, int me, const e
     x.loc = &loc;
     x.t = t;
     st.pfloats = most;
-    st.grad = exec_lines_alloc(most); /* on a line, as a run's gradients (exec_int.h) */
+    st.grad = exec_lines_alloc(most, pl->small_pages); /* on a line, as a run's gradients (exec_int.h) */
     int rc = st.grad ? exec_xrank_reduce_setup(&x, e) : pl_errf(e, PL_ENOMEM, "out of memory for the all-reduce");
     for (size_t i = 0; rc == PL_OK && i < most; i++) st.grad[i] = (float)(1 + me) * 1e-3f * (float)(i % 7);
     for (int k = 0; k < EXEC_AR_SIZES; k++) {
@@ -143,6 +143,7 @@ void exec_ar_plan_init(const exec_config *cfg, int reps, exec_ar_plan *pl) {
         pl->floats[2] = nf * L;
     }
     pl->reps = reps < 1 ? 1 : reps > AR_MAX_REPS ? AR_MAX_REPS : reps;
+    pl->small_pages = cfg->small_pages;
 }
 
 /* exec_int.h. Returns PL_OK or the fit's error. */

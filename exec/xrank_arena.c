@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* The per-microbatch index arrays of a stage: in_of, gin_of, act_of, wg_of, ver_of, out_f, out_b. */
 #define STAGE_INDEX_ARRAYS 7
@@ -16,8 +17,18 @@ enum { CAP_VER, CAP_ACT, CAP_WG, CAP_STAGE_POOLS };
 #define CAP_OF(q, k) (CAP_RANK_POOLS + CAP_STAGE_POOLS * (q) + (k))
 
 /* exec_int.h. Every buffer of the arena starts on a cache line (README: "Layout"). */
-float *exec_lines_alloc(size_t n) {
+float *exec_lines_alloc(size_t n, int small_pages) {
     size_t bytes = exec_line_round(n > 0 ? n : 1) * sizeof(float);
+    if (!small_pages && bytes >= EXEC_HUGE_MIN_BYTES) {
+        bytes = (bytes + EXEC_HUGE_BYTES - 1) / EXEC_HUGE_BYTES * EXEC_HUGE_BYTES;
+        float *p = aligned_alloc(EXEC_HUGE_BYTES, bytes);
+        if (!p) return NULL;
+#ifdef MADV_HUGEPAGE
+        (void)madvise(p, bytes, MADV_HUGEPAGE); /* a kernel without THP refuses: small pages then */
+#endif
+        memset(p, 0, bytes);
+        return p;
+    }
     float *p = aligned_alloc(EXEC_LINE_BYTES, bytes);
     if (p) memset(p, 0, bytes);
     return p;
@@ -97,7 +108,7 @@ static void mem_start(exec_xrank *x) {
  * into it in layout_ints' order and writes every stage's initial weights. PL_OK or PL_ENOMEM. */
 static int layout_floats(exec_xrank *x, size_t floats, pl_err *e) {
     size_t bh = (size_t)x->d.b * x->d.h, scr = exec_block_scratch_floats(&x->d);
-    x->arena = exec_lines_alloc(floats);
+    x->arena = exec_lines_alloc(floats, x->cfg->small_pages);
     if (!x->arena) {
         pl_errf(e, PL_ENOMEM, "rank %d: cannot allocate %zu bytes", x->r, floats * sizeof(float));
         pl_err_set_rank(e, x->r);

@@ -340,6 +340,30 @@ static void test_recompute_identical(void) {
     }
 }
 
+/* A run whose arenas ask for huge pages (the default; width 384: each rank's arena is over
+ * EXEC_HUGE_MIN_BYTES) trains exactly as one on small pages, and says which it asked for. */
+static void test_huge_pages_identical(void) {
+    sched *a = lowered("1f1b", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    g_hidden = 384;
+    exec_config c = small_cfg(4);
+    g_hidden = 0;
+    exec_result r1, r2;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(run(a, &c, &r1, &e), PL_OK);
+    c.small_pages = 1;
+    CU_ASSERT_EQUAL_FATAL(run(a, &c, &r2, &e), PL_OK);
+    CU_ASSERT(r1.rank[0].peak.total_bytes >= EXEC_HUGE_MIN_BYTES);
+    CU_ASSERT_EQUAL(r1.huge_pages, 1);
+    CU_ASSERT_EQUAL(r2.huge_pages, 0);
+    CU_ASSERT_EQUAL_FATAL(r1.n_weights, r2.n_weights);
+    CU_ASSERT_EQUAL(memcmp(r1.final_weights, r2.final_weights, r1.n_weights * sizeof(float)), 0);
+    for (int i = 0; i < r1.n_iters; i++) CU_ASSERT_EQUAL(r1.loss[i], r2.loss[i]);
+    exec_result_free(&r1);
+    exec_result_free(&r2);
+    sched_free(a);
+}
+
 /* ---------------------------------------------------------------- schedules vs the reference */
 
 static void sync_schedule(const char *kind, int p, int m, int v, int layers) {
@@ -779,20 +803,26 @@ static void test_profile(void) {
 
 /* exec_lines_alloc's buffers start on a cache line and are zeroed, whatever their size, and
  * exec_line_round pads to the next whole line; the profile lays its buffers out with them (a
- * width whose rows are not whole lines, hidden 10, still profiles: its slots are padded). */
+ * width whose rows are not whole lines, hidden 10, still profiles: its slots are padded). One of
+ * EXEC_HUGE_MIN_BYTES or more starts on a huge page (2 MiB) unless small_pages, and every float
+ * of it can be written (its padding to whole huge pages is inside the allocation). */
 static void test_lines(void) {
-    const size_t sizes[] = {0, 1, 15, 16, 17, 1000, 4099};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        size_t n = sizes[i], r = exec_line_round(n);
-        CU_ASSERT(r >= n && r < n + EXEC_LINE_FLOATS && r % EXEC_LINE_FLOATS == 0);
-        float *p = exec_lines_alloc(n);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-        CU_ASSERT_EQUAL((uintptr_t)p % EXEC_LINE_BYTES, 0);
-        int zero = 1;
-        for (size_t j = 0; j < n; j++) zero &= p[j] == 0.0f;
-        CU_ASSERT(zero);
-        free(p);
-    }
+    const size_t big = EXEC_HUGE_MIN_BYTES / sizeof(float);
+    const size_t sizes[] = {0, 1, 15, 16, 17, 1000, 4099, big - 1, big, big + 17, 3 * big + 1};
+    for (int small = 0; small <= 1; small++)
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            size_t n = sizes[i], r = exec_line_round(n);
+            CU_ASSERT(r >= n && r < n + EXEC_LINE_FLOATS && r % EXEC_LINE_FLOATS == 0);
+            float *p = exec_lines_alloc(n, small);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+            CU_ASSERT_EQUAL((uintptr_t)p % EXEC_LINE_BYTES, 0);
+            if (!small && r * sizeof(float) >= EXEC_HUGE_MIN_BYTES) CU_ASSERT_EQUAL((uintptr_t)p % EXEC_HUGE_BYTES, 0);
+            int zero = 1;
+            for (size_t j = 0; j < n; j++) zero &= p[j] == 0.0f;
+            CU_ASSERT(zero);
+            for (size_t j = 0; j < n; j++) p[j] = 1.0f;
+            free(p);
+        }
     g_hidden = 10;
     exec_config c = small_cfg(1);
     g_hidden = 0;
@@ -1064,8 +1094,9 @@ void pl_test_register(void) {
         {"gradient check of one block (fp64 finite differences)", test_gradcheck},
         {"I then W equals B", test_i_plus_w_equals_b},
         {"recomputation gives identical weights", test_recompute_identical},
+        {"huge pages give identical weights", test_huge_pages_identical},
         {"profile one block", test_profile},
-        {"cache-line buffers (exec_lines_alloc)", test_lines},
+        {"cache-line and huge-page buffers (exec_lines_alloc)", test_lines},
         {"profile between the passes: same training, each worker's times", test_profile_between},
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
         {"pass-length factors: windows over a worker's samples, their lines", test_window_factors},
