@@ -27,8 +27,8 @@ static inline size_t exec_line_round(size_t n) { return (n + EXEC_LINE_FLOATS - 
  * EXEC_HUGE_MIN_BYTES or more, unless small_pages, starts on a 2 MiB boundary and asks the kernel
  * for transparent huge pages (madvise MADV_HUGEPAGE; the kernel's "madvise" mode grants them
  * only so): a rank's arena and the profile's blocks are tens to hundreds of MiB that the GEMMs
- * stream through, and on 4 KiB pages the passes of wide models (width 768-1024) ran 2-9% slower
- * and lost 3-7% of their compute to stalls where the same buffers on huge pages lost 0-2.5%
+ * stream through, and on 4 KiB pages the passes of wide models (width 768-1024) ran 0.3-9% slower,
+ * their mean action 1-7% over the median one against -1 to +3.4% on huge pages
  * (docs/validate_cpu.md, "Huge pages"). */
 float *exec_lines_alloc(size_t n, int small_pages);
 #define EXEC_HUGE_BYTES ((size_t)2 << 20)
