@@ -201,6 +201,10 @@ while read -r kind m recompute spec; do
 done <<< "$POINTS"
 if [ "$PLOT_ONLY" = 0 ]; then
     echo "runs took $(($(date +%s) - t0)) s (${WAITED} s waiting for a quiet machine)"
+    # the executor asks for huge pages (exec_lines_alloc); whether the kernel grants them shapes
+    # the timings (docs/validate_cpu.md, "Huge pages")
+    thp=/sys/kernel/mm/transparent_hugepage/enabled
+    echo "transparent huge pages: $( [ -r "$thp" ] && sed 's/.*\[\(.*\)\].*/\1/' "$thp" || echo unknown) (the runs ask for them)"
     echo "CPU share of other processes during each run (>= ${BUSY_MAX}% kept apart in $(basename "$BUSY_DB")), and its steadiness (standard error of the mean pass):"
     sed 's/^/  /' "$LOG"
 fi
