@@ -131,13 +131,15 @@ typedef struct replay {
 /* Returns n rounded up to 16 floats. */
 static size_t r16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* Allocates and fills rp (N(0,1) activations, weights scaled like the model's). Returns 0 or -1. */
+/* Allocates and fills rp (N(0,1) activations, weights scaled like the model's), on memory from
+ * the worker's own allocator (exec_lines_alloc: cache lines, huge pages from 4 MiB), so that both
+ * sides of the ratio stream through the same kind of pages. Returns 0 or -1. */
 static int replay_init(replay *rp, int b, int h, int f, int L, int m) {
     size_t bh = (size_t)b * h, bf = (size_t)b * f;
     *rp = (replay){b, h, f, L, m, r16(2 * (size_t)h * f + f + h), 0, NULL, NULL, NULL, NULL, NULL};
     rp->per_mb = 2 * (size_t)(L + 1) * r16(bh) + 2 * (size_t)L * r16(bf);
     size_t n = 2 * (size_t)L * rp->nf + (size_t)m * rp->per_mb + r16(bf);
-    rp->mem = aligned_alloc(64, n * sizeof(float));
+    rp->mem = exec_lines_alloc(n, 0);
     if (!rp->mem) return -1;
     exec_fill_normal(7, 0, rp->mem, n);
     rp->w = rp->mem;
