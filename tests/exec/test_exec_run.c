@@ -125,9 +125,12 @@ static void test_run_stores_pair(void) {
 
 /* `pipelab run` profiles between the passes by default: the saved profile's block rows hold the
  * times of the worker of the rank that holds the block (its "# pipelab-exec worker=" line; the
- * model's first block its I0), the stored prediction's busy time of each rank is exactly what
- * its own rows and STEP give (flush: m x its rows' F + I + W + blocks x STEP), and the run records where its profile
- * came from. Wrong combinations of the profile flags are usage errors. */
+ * model's first block its I0), the stored prediction without the pass-length term
+ * (TAG-nopasslen) has each rank busy exactly what its own rows and STEP give (flush: m x its
+ * rows' F + I + W + blocks x STEP), the prediction with it that times one of its rank's factors
+ * (within the range of its "# pipelab-exec windows" line: the factor at the pass's length, which
+ * the timing decides), and the run records where its profile came from. Wrong combinations of
+ * the profile flags are usage errors. */
 static void test_run_profile_between(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "between.db");
@@ -142,8 +145,8 @@ static void test_run_profile_between(void) {
     CU_ASSERT(strstr(out, "between the passes") != NULL);
     free(out);
     /* each worker's line, then the block rows */
-    double wt[2][5] = {{0}}, row[4][3] = {{0}};
-    int seen = 0, rows = 0;
+    double wt[2][5] = {{0}}, row[4][3] = {{0}}, flo[2] = {1, 1}, fhi[2] = {1, 1};
+    int seen = 0, rows = 0, wseen = 0;
     FILE *f = fopen(csv, "r");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     char line[1024];
@@ -155,6 +158,13 @@ static void test_run_profile_between(void) {
                    &core, &a, &b, &c, &d, &i0) == 7 && w >= 0 && w < 2) {
             wt[w][0] = a, wt[w][1] = b, wt[w][2] = c, wt[w][3] = d, wt[w][4] = i0;
             seen |= 1 << w;
+        } else if (sscanf(line, "# pipelab-exec windows worker=%d first_ms=1 factors=%n", &w, &k) == 1 && w >= 0 && w < 2) {
+            /* the range of the factors (k: where they start) */
+            for (char *p = line + k, *end; (a = strtod(p, &end)), end != p; p = *end == ',' ? end + 1 : end) {
+                flo[w] = a < flo[w] ? a : flo[w];
+                fhi[w] = a > fhi[w] ? a : fhi[w];
+            }
+            wseen |= 1 << w;
         } else if (sscanf(line, "%d,%63[^,],%lf,%lf,%lf", &k, name, &a, &b, &c) == 5 && k >= 0 && k < 4) {
             row[k][0] = a, row[k][1] = b, row[k][2] = c;
             rows++;
@@ -162,6 +172,7 @@ static void test_run_profile_between(void) {
     }
     fclose(f);
     CU_ASSERT_EQUAL_FATAL(seen, 3);
+    CU_ASSERT_EQUAL_FATAL(wseen, 3);
     CU_ASSERT_EQUAL_FATAL(rows, 4);
     /* blocks 0-1: rank 0's worker, 2-3: rank 1's; the model's first block's I is the I0 pass (no
      * input gradient; test_exec's profile test checks that it is faster than a whole I) */
@@ -175,16 +186,25 @@ static void test_run_profile_between(void) {
     size_t n = 2;
     open_pair(db, "between", &s, &runs, &meas, &sim);
     CU_ASSERT(strstr(sim->params_json, "between the passes") != NULL);
-    store_rank_metric *rm = NULL;
-    int nr = 0;
+    store_run *alt = NULL;
+    size_t na = 0;
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "between-nopasslen", 0, &alt, &na, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(na, 1);
+    store_rank_metric *rm = NULL, *ra = NULL;
+    int nr = 0, nra = 0;
     CU_ASSERT_EQUAL(store_get_rank_metrics(s, sim->id, &rm, &nr, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, alt[0].id, &ra, &nra, &e), PL_OK);
     CU_ASSERT_EQUAL(nr, 2);
-    for (int q = 0; q < nr && q < 2; q++) {
+    CU_ASSERT_EQUAL(nra, 2);
+    for (int q = 0; q < nr && q < nra && q < 2; q++) {
         double want = 4 * (row[2 * q][0] + row[2 * q][1] + row[2 * q][2] + row[2 * q + 1][0] + row[2 * q + 1][1] +
                            row[2 * q + 1][2]) + 2 * wt[q][3];
-        CU_ASSERT_DOUBLE_EQUAL(rm[q].busy_s, want, 1e-6 * want);
+        CU_ASSERT_DOUBLE_EQUAL(ra[q].busy_s, want, 1e-6 * want);
+        CU_ASSERT(rm[q].busy_s >= flo[q] * want * (1 - 1e-6) && rm[q].busy_s <= fhi[q] * want * (1 + 1e-6));
     }
     free(rm);
+    free(ra);
+    store_runs_free(alt, na);
     store_runs_free(runs, n);
     store_close(s);
     /* usage errors: exit 2, nothing run */
