@@ -39,6 +39,15 @@ static const char help_text[] =
     "                        in percent (ERR) and in ms (DIFF, predicted - measured): compute\n"
     "                        error apart from schedule error; then each class's MAPE, signed\n"
     "                        mean and largest error over all pairs and ranks\n"
+    "  --repeats             also group the pairs by configuration (the database holding several\n"
+    "                        measurements of each, e.g. grids merged with `pipelab db merge`): per\n"
+    "                        configuration the runs and the mean, standard deviation, least and\n"
+    "                        largest of its signed iteration-time error; then the run-to-run\n"
+    "                        standard deviation pooled over the configurations measured twice or\n"
+    "                        more, the MAPE, signed mean and largest of the mean errors, and the\n"
+    "                        median largest |error| that one run of each configuration would show\n"
+    "                        from that spread alone (normal errors, an unbiased prediction): noise\n"
+    "                        apart from bias. With --format csv it prints one line per configuration\n"
     "options:\n"
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
     "  --format table|csv|json   output (default table)\n"
@@ -54,16 +63,17 @@ static const char help_text[] =
 typedef struct opts {
     store_filter f;
     const char *db, *format, *output;
-    int loose, actions;
+    int loose, actions, repeats;
 } opts;
 
-enum { O_DB = 1000, O_LOOSE, O_ACTIONS, O_FORMAT };
+enum { O_DB = 1000, O_LOOSE, O_ACTIONS, O_FORMAT, O_REPEATS };
 
 static const struct option long_opts[] = {
     {"db", required_argument, 0, O_DB},
     CLI_FILTER_LONG_OPTS,
     {"loose", no_argument, 0, O_LOOSE},
     {"actions", no_argument, 0, O_ACTIONS},
+    {"repeats", no_argument, 0, O_REPEATS},
     {"format", required_argument, 0, O_FORMAT},
     {"output", required_argument, 0, 'o'},
     {"help", no_argument, 0, 'h'},
@@ -85,6 +95,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_DB: o->db = optarg; break;
         case O_LOOSE: o->loose = 1; break;
         case O_ACTIONS: o->actions = 1; break;
+        case O_REPEATS: o->repeats = 1; break;
         case O_FORMAT: o->format = optarg; break;
         case 'o': o->output = optarg; break;
         case 'h': fputs(help_text, stdout); return CLI_OK;
@@ -97,6 +108,10 @@ static int parse(int argc, char **argv, opts *o) {
         return cli_usage_error("compare", "--format must be table, csv or json (got '%s')", o->format);
     if (o->actions && strcmp(o->format, "table"))
         return cli_usage_error("compare", "--actions prints a table (drop --format %s)", o->format);
+    if (o->repeats && !strcmp(o->format, "json"))
+        return cli_usage_error("compare", "--repeats prints a table or CSV (drop --format json)");
+    if (o->repeats && o->actions && !strcmp(o->format, "csv"))
+        return cli_usage_error("compare", "--repeats --format csv prints the configurations alone (drop --actions)");
     return -1;
 }
 
@@ -219,6 +234,69 @@ static void out_json(const store_comparison *c, pl_buf *b) {
     pl_buf_puts(b, ", ");
     json_stats(b, "peak_mem", &c->mem);
     pl_buf_puts(b, "}}\n");
+}
+
+/* ---------------------------------------------------------------- repeated configurations */
+
+/* Appends the model spec of run r (its parameters' model.spec, unquoted), or "-". */
+static void model_spec(pl_buf *b, const store_run *r, int csv) {
+    const char *v;
+    size_t n;
+    if (r->params_json && store_json_get(r->params_json, "model.spec", &v, &n) && n >= 2 && v[0] == '"') {
+        pl_buf_printf(b, csv ? "\"%.*s\"" : "%.*s", (int)(n - 2), v + 1); /* a spec has commas, no quotes */
+    } else pl_buf_puts(b, csv ? "" : "-");
+}
+
+/* The table of --repeats: one line per configuration, then what the spread says. */
+static void out_repeats_table(const store_comparison *c, const store_repeats *r, pl_buf *b) {
+    pl_buf_puts(b, "\nthe same configurations measured again: signed iteration-time error per configuration\n");
+    pl_buf_printf(b, "%-12s %3s %4s %2s %-9s %4s %9s %7s %9s %9s  %s\n", "SCHEDULE", "P", "M", "V", "RECOMPUTE", "RUNS",
+                  "MEAN ERR", "SD", "LEAST", "LARGEST", "MODEL");
+    for (size_t g = 0; g < r->n; g++) {
+        const store_repeat_group *G = &r->groups[g];
+        const store_run *m = &c->pairs[G->first].meas;
+        pl_buf_printf(b, "%-12s %3d %4d %2d %-9s %4d ", m->schedule, m->ranks, m->microbatches, m->chunks,
+                      m->recompute_policy ? m->recompute_policy : "-", G->n);
+        pct(b, ERR_WIDTH, G->mean);
+        if (isnan(G->sd)) pl_buf_printf(b, " %7s ", "-");
+        else pl_buf_printf(b, " %4.2f pt ", 100 * G->sd);
+        pct(b, ERR_WIDTH, G->min);
+        pl_buf_putc(b, ' ');
+        pct(b, ERR_WIDTH, G->max);
+        pl_buf_puts(b, "  ");
+        model_spec(b, m, 0);
+        pl_buf_putc(b, '\n');
+    }
+    pl_buf_printf(b, "%zu configuration%s, %d measured twice or more\n", r->n, r->n == 1 ? "" : "s", r->repeated);
+    if (isnan(r->pooled_sd)) pl_buf_puts(b, "run-to-run standard deviation of the error: - (no configuration measured twice)\n");
+    else pl_buf_printf(b, "run-to-run standard deviation of the error, pooled: %.2f points\n", 100 * r->pooled_sd);
+    if (r->n && !isnan(r->mape_of_means))
+        pl_buf_printf(b, "the configurations' mean errors: MAPE %.2f%%, signed mean %+.2f%%, largest %+.2f%%\n",
+                      100 * r->mape_of_means, 100 * r->signed_mean_of_means, 100 * r->largest_mean);
+    if (!isnan(r->largest_median))
+        pl_buf_printf(b, "largest |error| of one run of each configuration from that spread alone (an unbiased\n"
+                         "prediction, normal errors): %.2f%% at the median\n",
+                      100 * r->largest_median);
+}
+
+/* CSV of --repeats: one line per configuration (errors as fractions). */
+static void out_repeats_csv(const store_comparison *c, const store_repeats *r, pl_buf *b) {
+    pl_buf_puts(b, "schedule,ranks,stages,microbatches,chunks,recompute,model,runs,iteration_time_err_mean,"
+                   "iteration_time_err_sd,iteration_time_err_min,iteration_time_err_max\n");
+    for (size_t g = 0; g < r->n; g++) {
+        const store_repeat_group *G = &r->groups[g];
+        const store_run *m = &c->pairs[G->first].meas;
+        pl_buf_printf(b, "%s,%d,%d,%d,%d,%s,", m->schedule, m->ranks, m->stages, m->microbatches, m->chunks,
+                      m->recompute_policy ? m->recompute_policy : "");
+        model_spec(b, m, 1);
+        pl_buf_printf(b, ",%d", G->n);
+        const double v[] = {G->mean, G->sd, G->min, G->max};
+        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+            pl_buf_putc(b, ',');
+            num(b, v[k], 0);
+        }
+        pl_buf_putc(b, '\n');
+    }
 }
 
 /* ---------------------------------------------------------------- action breakdown */
@@ -436,12 +514,25 @@ int cli_compare(int argc, char **argv) {
         store_close(s);
         return cli_fail(&e);
     }
+    store_repeats rep;
+    memset(&rep, 0, sizeof rep);
+    if (o.repeats && store_compare_repeats(&c, o.loose, &rep, &e) != PL_OK) {
+        store_comparison_free(&c);
+        store_close(s);
+        return cli_fail(&e);
+    }
     pl_buf b;
     pl_buf_init(&b);
-    if (!strcmp(o.format, "csv")) out_csv(&c, &b);
-    else if (!strcmp(o.format, "json")) out_json(&c, &b);
-    else out_table(&c, &b);
+    if (!strcmp(o.format, "csv")) {
+        if (o.repeats) out_repeats_csv(&c, &rep, &b);
+        else out_csv(&c, &b);
+    } else if (!strcmp(o.format, "json")) out_json(&c, &b);
+    else {
+        out_table(&c, &b);
+        if (o.repeats) out_repeats_table(&c, &rep, &b);
+    }
     if (o.actions) out_actions(s, &c, &b);
+    store_repeats_free(&rep);
     store_close(s);
     store_comparison_free(&c);
     rc = cli_write_output(o.output, &b);

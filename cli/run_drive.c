@@ -378,19 +378,29 @@ int cli_run_check_db(const char *path, pl_err *e) {
 /* run_drive.h. Returns PL_OK once both runs are written, else the first error (a run written
  * before it stays, whole: each run is one transaction). */
 /* Writes info->pred_alt[i], another prediction (run_drive.h), as a simulated run of its own
- * (tag info->tag_alt[i], a fresh uid; its timeline when ops are stored) into db, rm[ranks] its
- * scratch. Returns PL_OK or the error. */
+ * (tag info->tag_alt[i]; uid STORE_PREDICTION_PREFIX, that tag, STORE_PREDICTION_ALT_SEP and
+ * muid, the measured run's; its timeline when ops are stored) into db, rm[ranks] its scratch.
+ * Returns PL_OK or the error. */
 static int store_alt(const sched *s, const exec_result *r, const cli_run_store_info *info, int i, const char *pj,
-                     store *db, store_rank_metric *rm, pl_err *e) {
+                     const char *muid, store *db, store_rank_metric *rm, pl_err *e) {
     store_run run;
     run_common(s, r, info, pj, &run);
     run.tag = info->tag_alt[i];
+    pl_buf uid;
+    pl_buf_init(&uid);
+    pl_buf_printf(&uid, "%s%s%c%s", STORE_PREDICTION_PREFIX, run.tag ? run.tag : "", STORE_PREDICTION_ALT_SEP, muid);
+    if (uid.failed) {
+        pl_buf_free(&uid);
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
+    run.uid = uid.data;
     predicted_run(info->pred_alt[i], r->ranks, &run, rm);
     cli_op_rows ops = {0};
     int rc = PL_OK;
     if (info->with_ops && info->pred_alt[i]->trace) rc = cli_op_rows_trace(&ops, s, info->pred_alt[i]->trace, e);
     if (rc == PL_OK) rc = store_write_run(db, &run, rm, r->ranks, ops.ops, ops.n, NULL, e);
     cli_op_rows_free(&ops);
+    pl_buf_free(&uid);
     return rc;
 }
 
@@ -429,7 +439,7 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     if (info->with_ops && pred->trace && (rc = cli_op_rows_trace(&ops, s, pred->trace, e)) != PL_OK) goto out;
     rc = store_write_run(db, &run, rm, p, ops.ops, ops.n, ids ? &ids[1] : NULL, e);
     for (int i = 0; rc == PL_OK && i < CLI_RUN_ALTS; i++)
-        if (info->pred_alt[i]) rc = store_alt(s, r, info, i, pj.data, db, rm, e);
+        if (info->pred_alt[i]) rc = store_alt(s, r, info, i, pj.data, muid, db, rm, e);
 out:
     store_close(db);
     free(rm);

@@ -142,7 +142,8 @@ int cli_run_check_db(const char *path, pl_err *e);
  * when pred is not NULL, the simulator's prediction (kind "simulated", same tag, schedule,
  * counts, policies and params_json) to the store, each in one transaction; ids (may be NULL)
  * get the two run ids (0 for a missing prediction). With pred, each info->pred_alt[i] is stored
- * as well (simulated, tag info->tag_alt[i], its own uid), so that `compare --measured-tag T
+ * as well (simulated, tag info->tag_alt[i], uid "prediction-", that tag, '@' and the measured
+ * run's uid: STORE_PREDICTION_ALT_SEP), so that `compare --measured-tag T
  * --sim-tag T-terms` (or T-noterms, T-nopasslen, T-passlen) gives the other prediction's errors
  * from the same measured runs.
  * Returns PL_OK or an error. */

@@ -192,8 +192,12 @@ typedef struct store_comparison {
 } store_comparison;
 
 /* A simulated run whose uid is STORE_PREDICTION_PREFIX followed by a measured run's uid is that
- * run's own prediction (pipelab run stores each measured run with the prediction made for it). */
+ * run's own prediction (pipelab run stores each measured run with the prediction made for it);
+ * STORE_PREDICTION_PREFIX, a tag, STORE_PREDICTION_ALT_SEP and the measured run's uid, another
+ * prediction made for it (`pipelab run`'s TAG-terms, TAG-nopasslen, ...), so that each pairs with
+ * its own measured run in a database holding several measurements of one configuration. */
 #define STORE_PREDICTION_PREFIX "prediction-"
+#define STORE_PREDICTION_ALT_SEP '@'
 /* Writes a fresh uuid-like run uid (what store_write_run gives a run without one) to buf[n >= 37]. */
 void store_new_uid(char *buf, size_t n);
 
@@ -205,6 +209,34 @@ void store_new_uid(char *buf, size_t n);
 int store_compare(store *s, const store_filter *f, int loose, store_comparison *out, pl_err *e);
 /* Frees what store_compare filled and zeroes it. */
 void store_comparison_free(store_comparison *c);
+
+/* One configuration measured several times (store_compare_repeats): the pairs of a comparison
+ * whose measured runs share a configuration (store_same_config), with the spread of their
+ * signed iteration-time errors (fractions). */
+typedef struct store_repeat_group {
+    size_t first;                 /* the group's first pair in store_comparison.pairs */
+    int n;                        /* its pairs with a defined iteration-time error */
+    double mean, sd, min, max;    /* of those errors; sd (sample, n - 1) NAN when n < 2 */
+} store_repeat_group;
+
+/* The groups of a comparison, oldest first, and what they say about noise against bias:
+ * pooled_sd, the run-to-run standard deviation of one configuration's error, pooled over the
+ * groups measured at least twice (sqrt of sum (n - 1) sd^2 over sum (n - 1)); over every group's
+ * mean error, the MAPE, the signed mean and the largest; and largest_median, the median of the
+ * largest |error| of one run of each group that an unbiased prediction would show if each error
+ * were normal with standard deviation pooled_sd: pooled_sd Phi^-1((1 + 0.5^(1/groups)) / 2). */
+typedef struct store_repeats {
+    store_repeat_group *groups;
+    size_t n;
+    int repeated;                 /* groups with n >= 2 */
+    double pooled_sd, mape_of_means, signed_mean_of_means, largest_mean, largest_median;
+} store_repeats;
+
+/* Groups the pairs of c by their measured runs' configuration (loose as for store_compare) into
+ * out; returns PL_OK or PL_ENOMEM (out freed). */
+int store_compare_repeats(const store_comparison *c, int loose, store_repeats *out, pl_err *e);
+/* Frees what store_compare_repeats filled and zeroes it. */
+void store_repeats_free(store_repeats *r);
 /* Returns 1 when the two runs share a configuration (see store_match_params). */
 int store_same_config(const store_run *a, const store_run *b, int loose);
 /* Finds the raw JSON text of the value at a dotted path ("model.spec") of a JSON object;

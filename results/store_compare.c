@@ -1,4 +1,6 @@
 /* store_compare.c: pairs measured runs with the simulated runs that predict them (pipelab compare). */
+#include <gsl/gsl_cdf.h>
+#include <gsl/gsl_statistics_double.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,15 +198,24 @@ static void stat_finish(store_err_stats *st) {
     if (!st->n) st->max_err = NAN;
 }
 
+/* Returns 1 when sim's uid names it a prediction made for measured run uid muid: its own (alt 0:
+ * STORE_PREDICTION_PREFIX and muid), or another (alt 1: STORE_PREDICTION_PREFIX, a tag,
+ * STORE_PREDICTION_ALT_SEP and muid). */
+static int made_for(const store_run *sim, const char *muid, int alt) {
+    size_t pl = strlen(STORE_PREDICTION_PREFIX), ml = strlen(muid), ul = sim->uid ? strlen(sim->uid) : 0;
+    if (!sim->uid || strncmp(sim->uid, STORE_PREDICTION_PREFIX, pl) != 0) return 0;
+    if (!alt) return strcmp(sim->uid + pl, muid) == 0;
+    return ul > pl + ml && sim->uid[ul - ml - 1] == STORE_PREDICTION_ALT_SEP && strcmp(sim->uid + ul - ml, muid) == 0;
+}
+
 /* Returns the simulated run of sims[nsim] (oldest first) that predicts measured run m: its own
- * prediction (STORE_PREDICTION_PREFIX) when it is of m's configuration, else the newest run of
+ * prediction (STORE_PREDICTION_PREFIX) when it is of m's configuration, else another prediction
+ * made for it (STORE_PREDICTION_ALT_SEP; the filter's tags choose which), else the newest run of
  * that configuration, else NULL. */
 static const store_run *prediction_of(const store_run *sims, size_t nsim, const store_run *m, int loose) {
-    size_t pl = strlen(STORE_PREDICTION_PREFIX);
-    for (size_t j = 0; j < nsim && m->uid; j++)
-        if (sims[j].uid && strncmp(sims[j].uid, STORE_PREDICTION_PREFIX, pl) == 0 &&
-            strcmp(sims[j].uid + pl, m->uid) == 0 && store_same_config(&sims[j], m, loose))
-            return &sims[j];
+    for (int alt = 0; alt < 2; alt++)
+        for (size_t j = 0; j < nsim && m->uid; j++)
+            if (made_for(&sims[j], m->uid, alt) && store_same_config(&sims[j], m, loose)) return &sims[j];
     for (size_t j = nsim; j-- > 0;)
         if (store_same_config(&sims[j], m, loose)) return &sims[j];
     return NULL;
@@ -274,4 +285,73 @@ void store_comparison_free(store_comparison *c) {
     }
     free(c->pairs);
     memset(c, 0, sizeof *c);
+}
+
+/* Fills g's statistics from the defined iteration-time errors of its pairs (err[n]). */
+static void group_stats(store_repeat_group *g, const double *err, int n) {
+    g->n = n;
+    g->mean = g->sd = g->min = g->max = NAN;
+    if (n == 0) return;
+    g->mean = gsl_stats_mean(err, 1, (size_t)n);
+    if (n >= 2) g->sd = gsl_stats_sd_m(err, 1, (size_t)n, g->mean);
+    gsl_stats_minmax(&g->min, &g->max, err, 1, (size_t)n);
+}
+
+int store_compare_repeats(const store_comparison *c, int loose, store_repeats *out, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    out->pooled_sd = out->mape_of_means = out->signed_mean_of_means = out->largest_mean = out->largest_median = NAN;
+    size_t *group_of = pl_calloc(c->n ? c->n : 1, sizeof *group_of);
+    double *err = pl_calloc(c->n ? c->n : 1, sizeof *err);
+    out->groups = pl_calloc(c->n ? c->n : 1, sizeof *out->groups);
+    if (!group_of || !err || !out->groups) {
+        free(group_of);
+        free(err);
+        store_repeats_free(out);
+        return pl_errf(e, PL_ENOMEM, "out of memory grouping %zu pairs", c->n);
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        size_t g = 0;
+        while (g < out->n && !store_same_config(&c->pairs[out->groups[g].first].meas, &c->pairs[i].meas, loose)) g++;
+        if (g == out->n) out->groups[out->n++].first = i;
+        group_of[i] = g;
+    }
+    double ss = 0, dof = 0, abs_sum = 0, sum = 0;
+    size_t with_mean = 0;
+    for (size_t g = 0; g < out->n; g++) {
+        int n = 0;
+        for (size_t i = out->groups[g].first; i < c->n; i++)
+            if (group_of[i] == g && !isnan(c->pairs[i].err_iter)) err[n++] = c->pairs[i].err_iter;
+        store_repeat_group *G = &out->groups[g];
+        group_stats(G, err, n);
+        if (n >= 2) {
+            out->repeated++;
+            ss += (n - 1) * G->sd * G->sd;
+            dof += n - 1;
+        }
+        if (n >= 1) {
+            with_mean++;
+            abs_sum += fabs(G->mean);
+            sum += G->mean;
+            if (isnan(out->largest_mean) || fabs(G->mean) > fabs(out->largest_mean)) out->largest_mean = G->mean;
+        }
+    }
+    if (with_mean) {
+        out->mape_of_means = abs_sum / (double)with_mean;
+        out->signed_mean_of_means = sum / (double)with_mean;
+    }
+    if (dof > 0) {
+        out->pooled_sd = sqrt(ss / dof);
+        /* P(max of N |X| <= x) = (2 Phi(x / sd) - 1)^N = 1/2 */
+        if (with_mean)
+            out->largest_median = out->pooled_sd * gsl_cdf_ugaussian_Pinv((1 + pow(0.5, 1.0 / (double)with_mean)) / 2);
+    }
+    free(group_of);
+    free(err);
+    return PL_OK;
+}
+
+void store_repeats_free(store_repeats *r) {
+    if (!r) return;
+    free(r->groups);
+    memset(r, 0, sizeof *r);
 }

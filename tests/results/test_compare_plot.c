@@ -1,4 +1,5 @@
 /* test_compare_plot.c: pipelab compare's pairing and errors; pipelab plot's figures and data. */
+#include <gsl/gsl_cdf.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,6 +182,125 @@ static void test_pairing_own_prediction(void) {
     CU_ASSERT_DOUBLE_EQUAL(c.iter.max_err, (4.4 - 5.0) / 5.0, 1e-15);
     store_comparison_free(&c);
     store_close(s);
+    free(path);
+    tr_rmdir(dir);
+    free(dir);
+}
+
+/* Writes a 1f1b, 2-rank run of kind with uid (NULL: a fresh one), tag and m microbatches. */
+static void put_cfg(store *s, const char *kind, const char *uid, const char *tag, int m, double iter_s) {
+    store_run r;
+    memset(&r, 0, sizeof r);
+    r.kind = kind;
+    r.uid = uid;
+    r.tag = tag;
+    r.schedule = "1f1b";
+    r.ranks = r.stages = 2;
+    r.microbatches = m;
+    r.chunks = r.iterations = 1;
+    r.weights_policy = "flush";
+    r.recompute_policy = "none";
+    r.params_json = P_A;
+    r.iteration_time_s = iter_s;
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_FATAL(store_write_run(s, &r, NULL, 0, NULL, 0, NULL, &e) == PL_OK);
+}
+
+/* Three configurations (m 4, 8, 16) measured 3, 2 and 1 times, each with its own prediction and
+ * another one (tag rep-alt, uid STORE_PREDICTION_PREFIX "rep-alt" STORE_PREDICTION_ALT_SEP and
+ * the measured uid) whose errors differ: the groups' statistics by hand, and every other
+ * prediction pairs with its own measured run, not with the newest of its configuration. */
+#define REP_RUNS 6
+static const int rep_m[REP_RUNS] = {4, 8, 4, 16, 8, 4};
+static const double rep_err[REP_RUNS] = {0.10, -0.10, 0.20, 0.05, 0.10, 0.30}, rep_alt_err[REP_RUNS] = {1, 2, 3, 4, 5, 6};
+
+static char *make_repeats_db(const char *dir) {
+    char *path = pl_test_path(dir, "rep.db");
+    store *s = NULL;
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_FATAL(store_open(path, 0, &s, &e) == PL_OK);
+    for (int k = 0; k < REP_RUNS; k++) {
+        char muid[32], uid[96];
+        snprintf(muid, sizeof muid, "meas-%d", k);
+        put_cfg(s, "measured", muid, "rep", rep_m[k], 2.0);
+        snprintf(uid, sizeof uid, "%s%s", STORE_PREDICTION_PREFIX, muid);
+        put_cfg(s, "simulated", uid, "rep", rep_m[k], 2.0 * (1 + rep_err[k]));
+        snprintf(uid, sizeof uid, "%srep-alt%c%s", STORE_PREDICTION_PREFIX, STORE_PREDICTION_ALT_SEP, muid);
+        put_cfg(s, "simulated", uid, "rep-alt", rep_m[k], 2.0 * (1 + rep_alt_err[k]));
+    }
+    store_close(s);
+    return path;
+}
+
+static void test_repeats(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = make_repeats_db(dir);
+    store *s = NULL;
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_FATAL(store_open(path, 1, &s, &e) == PL_OK);
+    store_filter f;
+    memset(&f, 0, sizeof f);
+    f.tag = "rep";
+    store_comparison c;
+    CU_ASSERT_FATAL(store_compare(s, &f, 0, &c, &e) == PL_OK);
+    CU_ASSERT_EQUAL_FATAL(c.n, REP_RUNS);
+    store_repeats r;
+    CU_ASSERT_FATAL(store_compare_repeats(&c, 0, &r, &e) == PL_OK);
+    CU_ASSERT_EQUAL_FATAL(r.n, 3);
+    CU_ASSERT_EQUAL(r.repeated, 2);
+    /* m 4: +0.1, +0.2, +0.3; m 8: -0.1, +0.1; m 16: +0.05 alone */
+    CU_ASSERT_EQUAL(r.groups[0].first, 0);
+    CU_ASSERT_EQUAL(r.groups[0].n, 3);
+    CU_ASSERT_DOUBLE_EQUAL(r.groups[0].mean, 0.2, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.groups[0].sd, 0.1, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.groups[0].min, 0.1, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.groups[0].max, 0.3, 1e-12);
+    CU_ASSERT_EQUAL(r.groups[1].first, 1);
+    CU_ASSERT_EQUAL(r.groups[1].n, 2);
+    CU_ASSERT_DOUBLE_EQUAL(r.groups[1].mean, 0.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.groups[1].sd, sqrt(0.02), 1e-12);
+    CU_ASSERT_EQUAL(r.groups[2].n, 1);
+    CU_ASSERT(isnan(r.groups[2].sd));
+    double pooled = sqrt((2 * 0.01 + 1 * 0.02) / 3.0);
+    CU_ASSERT_DOUBLE_EQUAL(r.pooled_sd, pooled, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.mape_of_means, (0.2 + 0.0 + 0.05) / 3, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.signed_mean_of_means, (0.2 + 0.0 + 0.05) / 3, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.largest_mean, 0.2, 1e-12);
+    /* the median of the largest |error| of 3 normal errors of sd pooled: P(max <= x) = 1/2 */
+    CU_ASSERT_DOUBLE_EQUAL(pow(2 * gsl_cdf_ugaussian_P(r.largest_median / pooled) - 1, 3), 0.5, 1e-9);
+    store_repeats_free(&r);
+    store_comparison_free(&c);
+    /* the other predictions, each with its own measured run */
+    f.tag = NULL;
+    f.measured_tag = "rep";
+    f.sim_tag = "rep-alt";
+    CU_ASSERT_FATAL(store_compare(s, &f, 0, &c, &e) == PL_OK);
+    CU_ASSERT_EQUAL_FATAL(c.n, REP_RUNS);
+    for (int k = 0; k < REP_RUNS; k++) CU_ASSERT_DOUBLE_EQUAL(c.pairs[k].err_iter, rep_alt_err[k], 1e-12);
+    store_comparison_free(&c);
+    store_close(s);
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s compare --db %s --tag rep --repeats", PIPELAB_BIN, path);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "3 configurations, 2 measured twice or more"));
+    char want[128];
+    snprintf(want, sizeof want, "pooled: %.2f points", 100 * pooled);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "MAPE 8.33%, signed mean +8.33%, largest +20.00%"));
+    if (!strstr(out, want)) fprintf(stderr, "\n%s\n", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s compare --db %s --tag rep --repeats --format csv", PIPELAB_BIN, path);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "1f1b,2,2,4,1,none,\"mlp:width=64,depth=8\",3,0.2,0.1,0.1,0.3\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "1f1b,2,2,16,1,none,\"mlp:width=64,depth=8\",1,0.05,,0.05,0.05\n"));
+    if (!strstr(out, ",3,0.2,0.1,0.1,0.3\n")) fprintf(stderr, "\n%s\n", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s compare --db %s --tag rep --repeats --format json", PIPELAB_BIN, path);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 2);
+    free(out);
     free(path);
     tr_rmdir(dir);
     free(dir);
@@ -374,6 +494,7 @@ void test_compare_plot_register(void) {
         {"json_get", test_json_get},
         {"pairing_and_errors", test_pairing_and_errors},
         {"pairing with each run's own prediction", test_pairing_own_prediction},
+        {"repeats: configurations measured again, other predictions paired by uid", test_repeats},
         {"compare_cli", test_compare_cli},
         {"plot_kinds", test_plot_kinds},
         {"plot_no_gnuplot", test_plot_no_gnuplot},
