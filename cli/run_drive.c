@@ -238,10 +238,10 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         sim_costs costs = sim_model_costs(&sm);
         rc = sim_run(s, &costs, &c, r, e);
         if (rc == PL_OK && t->window) {
-            /* the pass-length term: each rank's times at the scale of the predicted pass */
-            double pass_s = r->makespan_s;
-            for (int q = 0; q < sm.stages; q++)
-                sim_model_scale_stage(&sm, q, exec_window_factor(t->window + (size_t)EXEC_WINDOWS * (size_t)s->stage_rank[q], pass_s));
+            /* the pass-length term: every rank's times at the scale of the predicted pass, by the
+             * workers' mean factor */
+            double f = exec_window_factor_mean(t->window, s->ranks, r->makespan_s);
+            for (int q = 0; q < sm.stages; q++) sim_model_scale_stage(&sm, q, f);
             sim_result_free(r);
             costs = sim_model_costs(&sm);
             rc = sim_run(s, &costs, &c, r, e);

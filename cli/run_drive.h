@@ -100,8 +100,9 @@ typedef struct cli_run_terms {
      * (exec_profile_worker_again); NULL: off */
     const double *again;
     /* [EXEC_WINDOWS ranks] the pass-length term: the pass is simulated once, then again with each
-     * stage's compute and STEP times exec_window_factor of its rank r's factors
-     * (window + EXEC_WINDOWS r: exec_profile_worker_windows) at the first pass's length; NULL: off */
+     * stage's compute and STEP times the ranks' mean factor at the first pass's length
+     * (exec_window_factor_mean; rank r's factors at window + EXEC_WINDOWS r:
+     * exec_profile_worker_windows); NULL: off */
     const double *window;
 } cli_run_terms;
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,

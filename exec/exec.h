@@ -528,6 +528,12 @@ int exec_profile_worker_windows(const char *text, size_t len, int ranks, double 
 /* Returns the factor of factors g[EXEC_WINDOWS] at a pass of pass_s seconds: linear in log2 of
  * the length between two windows, the first or last window's beyond them (1 for pass_s <= 0). */
 double exec_window_factor(const double *g, double pass_s);
+/* Returns the mean over the workers w < workers of exec_window_factor(g + EXEC_WINDOWS w, pass_s):
+ * the pass-length factor a run's prediction gives every rank. The workers profile side by side,
+ * so each one's series samples the same host's interruptions, and the mean of theirs halves
+ * the variance of one; a rank's own factor predicts its busy time no better (docs/validate_cpu.md,
+ * "Six grids"). 1 for workers <= 0. */
+double exec_window_factor_mean(const double *g, int workers, double pass_s);
 
 /* Reads the executor line of a profile CSV's text[len]: 0 and the values, -1 when it has none. */
 int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s);

@@ -76,6 +76,13 @@ double exec_window_factor(const double *g, double pass_s) {
     return g[j] * (1 - f) + g[j + 1] * f;
 }
 
+double exec_window_factor_mean(const double *g, int workers, double pass_s) {
+    if (workers <= 0) return 1;
+    double sum = 0;
+    for (int w = 0; w < workers; w++) sum += exec_window_factor(g + (size_t)EXEC_WINDOWS * (size_t)w, pass_s);
+    return sum / workers;
+}
+
 int exec_window_line(const exec_layer_profile *p, int worker, pl_buf *out) {
     for (int j = 0; j < EXEC_WINDOWS; j++)
         if (!(p->window[j] > 0)) return 0; /* not measured */

@@ -1012,6 +1012,14 @@ static void test_window_factors(void) {
     CU_ASSERT_DOUBLE_EQUAL(exec_window_factor(g, 1e-4), 1.0, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(exec_window_factor(g, 100.0), 1.12, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(exec_window_factor(g, 0), 1.0, 0);
+    /* the workers' mean: a second worker's factors 1 + 0.03 j give (1.02 + 1.06) / 2 at 4 ms and
+     * (1.025 + 1.075) / 2 between 4 and 8 ms; one worker its own; none 1 */
+    double g3[2 * EXEC_WINDOWS];
+    for (int j = 0; j < EXEC_WINDOWS; j++) g3[j] = g[j], g3[EXEC_WINDOWS + j] = 1 + 0.03 * j;
+    CU_ASSERT_DOUBLE_EQUAL(exec_window_factor_mean(g3, 2, 4e-3), 1.04, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(exec_window_factor_mean(g3, 2, 4e-3 * sqrt(2.0)), 1.05, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(exec_window_factor_mean(g3, 1, 4e-3), 1.02, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(exec_window_factor_mean(g3, 0, 4e-3), 1.0, 0);
     /* the CSV's windows lines and reading them back */
     exec_layer_profile p[2];
     memset(p, 0, sizeof p);

@@ -127,9 +127,9 @@ static void test_run_stores_pair(void) {
  * times of the worker of the rank that holds the block (its "# pipelab-exec worker=" line; the
  * model's first block its I0), the stored prediction without the pass-length term
  * (TAG-nopasslen) has each rank busy exactly what its own rows and STEP give (flush: m x its
- * rows' F + I + W + blocks x STEP), the prediction with it that times its rank's factor at the
- * length of that pass (exec_window_factor of the profile's windows line: 1 while the samples are
- * too short for a window, as at full speed, other values under the sanitizers), and the run
+ * rows' F + I + W + blocks x STEP), the prediction with it that times the ranks' mean factor at
+ * the length of that pass (exec_window_factor_mean of the profile's windows lines: 1 while the
+ * samples are too short for a window, as at full speed, other values under the sanitizers), and the run
  * records where its profile came from. Wrong combinations of
  * the profile flags are usage errors. */
 static void test_run_profile_between(void) {
@@ -199,7 +199,7 @@ static void test_run_profile_between(void) {
                            row[2 * q + 1][2]) + 2 * wt[q][3];
         CU_ASSERT_DOUBLE_EQUAL(ra[q].busy_s, want, 1e-6 * want);
         /* gpipe: one iteration a pass, so the prediction's iteration is its pass */
-        double fq = exec_window_factor(win + EXEC_WINDOWS * q, alt[0].iteration_time_s);
+        double fq = exec_window_factor_mean(win, 2, alt[0].iteration_time_s);
         CU_ASSERT_DOUBLE_EQUAL(rm[q].busy_s, want * fq, 1e-6 * want * fq);
     }
     free(rm);
