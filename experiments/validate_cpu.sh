@@ -45,6 +45,13 @@
 # machine. Its targets: iteration-time MAPE <= 2%, largest error <= 5%, bubble
 # fraction within 1.5 points on average, peak memory within 2%; the summary prints each with
 # the signed mean error.
+# --broad also keeps a history: the verdict's runs of each grid it measured go into the history
+# database of the code that made them, results/out/history/validate_cpu-REV.db (REV: the build's
+# git revision, `pipelab --version`; none is kept for a modified tree), and once that holds two
+# grids or more the summary ends with `pipelab compare --repeats` over them, against the default
+# prediction and the one without the pass-length term: each configuration's mean error and its
+# run-to-run spread, which tell the model's bias from this host's noise (docs/validate_cpu.md,
+# "Five grids").
 # Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
 # TIMED (timed passes at least, 20; 10 with --broad; more for short iterations: MIN_TIMED_S,
 # TIMED_MAX and RATE_GFLOPS, validate_broad.sh), TRACE (1), DEPTH (8),
@@ -265,3 +272,28 @@ if [ -f "$BUSY_DB" ]; then
         sed -n '/^the busiest rank/,$p' "${BUSY_DB%.db}.actions.txt"
     fi
 fi
+# the grids of this revision so far, this one included (--broad; see the top)
+history_repeats() {
+    local rev hist grids
+    rev=$("$PL" --version | sed -n 's/^pipelab [^ ]* (\(.*\))$/\1/p')
+    case "$rev" in
+    "" | unknown | *-dirty)
+        echo
+        echo "history: none kept for a build of revision '${rev:-?}' (a modified or unknown tree)"
+        return 0 ;;
+    esac
+    hist=$OUT/history/$NAME-$rev.db
+    mkdir -p "$OUT/history"
+    "$PL" db merge "$DB" -o "$hist" >/dev/null 2>&1 || { echo "$0: merging $DB into $hist failed" >&2; exit 1; }
+    measured() { "$PL" db export --db "$1" --tag "$NAME" --format json | grep -c '"kind": *"measured"'; }
+    grids=$(($(measured "$hist") / $(measured "$DB")))
+    echo
+    echo "== history of revision $rev on this machine: $grids grid(s) in $hist"
+    [ "$grids" -ge 2 ] || return 0
+    "$PL" compare --db "$hist" --tag "$NAME" --repeats | sed -n '/^the same configurations measured again/,$p'
+    if [ -n "$("$PL" db list --db "$hist" --tag "$NAME-nopasslen" --format csv | tail -n +2)" ]; then
+        echo "the same without the pass-length term:"
+        "$PL" compare --db "$hist" --measured-tag "$NAME" --sim-tag "$NAME-nopasslen" --repeats | sed -n '/ configurations, /,$p'
+    fi
+}
+if [ "$BROAD" = 1 ] && [ "$PLOT_ONLY" = 0 ] && [ -f "$DB" ]; then history_repeats; fi
