@@ -47,7 +47,8 @@
 # the signed mean error.
 # --broad also keeps a history: the verdict's runs of each grid it measured go into the history
 # database of the code that made them, results/out/history/validate_cpu-REV.db (REV: the build's
-# git revision, `pipelab --version`; none is kept for a modified tree), and once that holds two
+# git revision, `pipelab --version`, or in a checkout at that commit the last commit that changed
+# more than documentation; none is kept for a modified tree), and once that holds two
 # grids or more the summary ends with `pipelab compare --repeats` over them, against the default
 # prediction and the one without the pass-length term: each configuration's mean error and its
 # run-to-run spread, which tell the model's bias from this host's noise (docs/validate_cpu.md,
@@ -282,13 +283,20 @@ history_repeats() {
         echo "history: none kept for a build of revision '${rev:-?}' (a modified or unknown tree)"
         return 0 ;;
     esac
-    hist=$OUT/history/$NAME-$rev.db
+    # a checkout at the build's commit keys the history by the last commit that changed more than
+    # documentation, so that grids of the same code on both sides of a note share it
+    local key=$rev
+    if [ "$(git rev-parse -q --verify "$rev^{commit}" 2>/dev/null)" = "$(git rev-parse -q --verify HEAD 2>/dev/null)" ]; then
+        key=$(git log -1 --format=%h HEAD -- . ':(exclude)docs' ':(exclude)*.md' 2>/dev/null)
+        [ -n "$key" ] || key=$rev
+    fi
+    hist=$OUT/history/$NAME-$key.db
     mkdir -p "$OUT/history"
     "$PL" db merge "$DB" -o "$hist" >/dev/null 2>&1 || { echo "$0: merging $DB into $hist failed" >&2; exit 1; }
     measured() { "$PL" db export --db "$1" --tag "$NAME" --format json | grep -c '"kind": *"measured"'; }
     grids=$(($(measured "$hist") / $(measured "$DB")))
     echo
-    echo "== history of revision $rev on this machine: $grids grid(s) in $hist"
+    echo "== history of the code of revision $key on this machine (this build: $rev): $grids grid(s) in $hist"
     [ "$grids" -ge 2 ] || return 0
     "$PL" compare --db "$hist" --tag "$NAME" --repeats | sed -n '/^the same configurations measured again/,$p'
     if [ -n "$("$PL" db list --db "$hist" --tag "$NAME-nopasslen" --format csv | tail -n +2)" ]; then
