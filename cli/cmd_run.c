@@ -181,8 +181,8 @@ typedef struct run_state {
     int have_pred;
     sim_result pr_alt[CLI_RUN_ALTS]; /* the other predictions, when have_alt[i]: [0] with the
                               * reuse-distance, first-touch and again terms, or under --terms
-                              * without them; [1] without the pass-length term, or under
-                              * --no-pass-length-term with it */
+                              * without them; [1] with the pass-length term, or under
+                              * --pass-length-term without it */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -436,11 +436,11 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int first = ri && exec_profile_worker_first(text, t->len, st->s->ranks, fi, fr) == 0;
     int again = ri && exec_profile_worker_again(text, t->len, st->s->ranks, ag) == 0;
     /* the pass-length term when the profile's windows lines have it: in the prediction and the
-     * terms' other one unless --no-pass-length-term, and the second other one toggles it */
+     * terms' other one under --pass-length-term, and the second other one toggles it */
     double *win = pl_calloc((size_t)EXEC_WINDOWS * R, sizeof *win);
     int bad_line = 0, wrc = win ? exec_profile_worker_windows(text, t->len, st->s->ranks, win, &bad_line) : -1;
     int windows = wrc == 0;
-    const double *wp = windows && !o->no_pass_length ? win : NULL;
+    const double *wp = windows && o->pass_length ? win : NULL;
     const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, again ? ag : NULL, wp};
     const cli_run_terms base = {NULL, NULL, NULL, NULL, NULL, wp};
     const double *steps = per_rank ? rank_step : NULL;

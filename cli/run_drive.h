@@ -125,8 +125,8 @@ typedef struct cli_run_store_info {
     uint64_t seed;
     int with_ops;          /* 1 = store one op row per executed action of the timed passes */
     /* the other predictions, each NULL or stored too, as a run of its own under its tag_alt:
-     * [0] with the measured terms (or under --terms without them), [1] without the pass-length
-     * term (or under --no-pass-length-term with it) */
+     * [0] with the measured terms (or under --terms without them), [1] with the pass-length
+     * term (or under --pass-length-term without it) */
     const sim_result *pred_alt[CLI_RUN_ALTS];
     const char *tag_alt[CLI_RUN_ALTS];
 } cli_run_store_info;

@@ -97,11 +97,14 @@ static const char help_format[] =
     "                        CPU grid they shortened the prediction a percent more than the runs\n"
     "                        were short (docs/validate_cpu.md). The other prediction is stored\n"
     "                        too: under tag NAME-terms, or with --terms NAME-noterms\n"
-    "  --no-pass-length-term predict without the pass-length term of a profile whose per-worker\n"
-    "                        lines have it (as --terms; on by default): each rank's times scaled\n"
-    "                        from the profile's stretches of work to a stretch as long as the\n"
-    "                        predicted pass, the machine's interruptions at that scale\n"
-    "                        (docs/validate_cpu.md)\n"
+    "  --pass-length-term    predict with the pass-length term of a profile whose per-worker lines\n"
+    "                        have it (as --terms): every rank's times scaled from the profile's\n"
+    "                        stretches of work to a stretch as long as the predicted pass, the\n"
+    "                        machine's interruptions at that scale. Off by default: over nine\n"
+    "                        broad CPU grids its noise cost more than its bias removal\n"
+    "                        (docs/validate_cpu.md). The other prediction is stored too: under\n"
+    "                        tag NAME-passlen, or with --pass-length-term NAME-nopasslen\n"
+    "  --no-pass-length-term without it (the default)\n"
     "output:\n"
     "  --format table|csv|json   (default table)\n"
     "  --trace               store one row per executed action (timelines)\n"
@@ -115,7 +118,7 @@ static const char help_format[] =
     "exit status: 0 ok, 1 bad input or a failed run, 2 bad usage\n";
 
 enum { O_SPLIT = 1000, O_LR, O_MOM, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
-       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_NOPASSLEN, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
+       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_PASSLEN, O_NOPASSLEN, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
        O_FAULT, O_GPUS, O_MAXMEM, O_PARTITION, O_REPLS, O_HELP };
 
 static const struct option long_opts[] = {
@@ -130,6 +133,7 @@ static const struct option long_opts[] = {
     {"profile-reps", required_argument, 0, O_PREPS}, {"profile-concurrency", required_argument, 0, O_PCONC},
     {"profile-timing", required_argument, 0, O_PTIMING}, {"save-profile", required_argument, 0, O_SAVEPROF}, {"no-predict", no_argument, 0, O_NOPRED},
     {"terms", no_argument, 0, O_TERMS},
+    {"pass-length-term", no_argument, 0, O_PASSLEN},
     {"no-pass-length-term", no_argument, 0, O_NOPASSLEN},
     {"format", required_argument, 0, O_FORMAT}, {"trace", no_argument, 0, O_TRACE},
     {"dump-weights", required_argument, 0, O_DUMP}, {"tag", required_argument, 0, O_TAG},
@@ -265,7 +269,8 @@ static int run_opt(int c, const char *arg, const char *seen, run_opts *o) {
     case O_SAVEPROF: o->save_profile = arg; return -1;
     case O_NOPRED: o->no_predict = 1; return -1;
     case O_TERMS: o->terms = 1; return -1;
-    case O_NOPASSLEN: o->no_pass_length = 1; return -1;
+    case O_PASSLEN: o->pass_length = 1; return -1;
+    case O_NOPASSLEN: o->pass_length = 0; return -1;
     case O_FORMAT: o->format = arg; return -1;
     case O_TRACE: o->trace = 1; return -1;
     case O_DUMP: o->dump = arg; return -1;

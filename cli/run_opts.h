@@ -20,7 +20,7 @@ typedef struct run_opts {
     int cuda, between;
     int preps, pconc, no_predict, trace, no_db, mpi;
     int terms;                       /* --terms: the measured terms in the prediction */
-    int no_pass_length;              /* --no-pass-length-term: the prediction without it */
+    int pass_length;                 /* --pass-length-term: the prediction with it (off by default) */
     int nsplit, split[MAX_SPLIT];
     const char *partition;           /* --partition FILE */
     int nrepl, repl_stage[MAX_REPL_FLAGS], repl_n[MAX_REPL_FLAGS]; /* --replicas-stage S=N, in order */

@@ -532,7 +532,7 @@ double exec_window_factor(const double *g, double pass_s);
  * the pass-length factor a run's prediction gives every rank. The workers profile side by side,
  * so each one's series samples the same host's interruptions, and the mean of theirs halves
  * the variance of one; a rank's own factor predicts its busy time no better (docs/validate_cpu.md,
- * "Six grids"). 1 for workers <= 0. */
+ * "Seven grids"). 1 for workers <= 0. */
 double exec_window_factor_mean(const double *g, int workers, double pass_s);
 
 /* Reads the executor line of a profile CSV's text[len]: 0 and the values, -1 when it has none. */

@@ -29,8 +29,8 @@
 # results/out/validate_cpu.unsteady.db and reported separately, and the summary repeats the
 # targets over each configuration's first quiet attempt (validate_cpu.first.db) beside them.
 # Each run also stores its prediction with the reuse-distance, first-touch and again terms (tag
-# validate_cpu-terms; `pipelab run --terms`, off by default) and its prediction without the
-# pass-length term (tag validate_cpu-nopasslen; `pipelab run --no-pass-length-term`); the summary
+# validate_cpu-terms; `pipelab run --terms`, off by default) and its prediction with the
+# pass-length term (tag validate_cpu-passlen; `pipelab run --pass-length-term`, off by default); the summary
 # then repeats the targets and the per-class errors against those predictions.
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
@@ -50,7 +50,7 @@
 # git revision, `pipelab --version`, or in a checkout at that commit the last commit that changed
 # more than documentation; none is kept for a modified tree), and once that holds two
 # grids or more the summary ends with `pipelab compare --repeats` over them, against the default
-# prediction and the one without the pass-length term: each configuration's mean error and its
+# prediction and the one with the pass-length term: each configuration's mean error and its
 # run-to-run spread, which tell the model's bias from this host's noise (docs/validate_cpu.md,
 # "Five grids").
 # Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
@@ -240,7 +240,7 @@ if [ -f "$DB" ]; then
         echo "per-rank breakdown: ${DB%.db}.actions.txt"
     fi
     # the same measured runs against the other predictions each run stores beside its own: with
-    # the reuse-distance, first-touch and again terms, and without the pass-length term; all from
+    # the reuse-distance, first-touch and again terms, and with the pass-length term; all from
     # one invocation
     other_prediction() { # SUFFIX DESCRIPTION
         [ -n "$("$PL" db list --db "$DB" --tag "$NAME$1" --format csv | tail -n +2)" ] || return 0
@@ -253,7 +253,7 @@ if [ -f "$DB" ]; then
         fi
     }
     other_prediction -terms "with the reuse-distance, first-touch and again terms (pipelab run --terms)"
-    other_prediction -nopasslen "without the pass-length term (pipelab run --no-pass-length-term)"
+    other_prediction -passlen "with the pass-length term (pipelab run --pass-length-term)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"
@@ -299,9 +299,9 @@ history_repeats() {
     echo "== history of the code of revision $key on this machine (this build: $rev): $grids grid(s) in $hist"
     [ "$grids" -ge 2 ] || return 0
     "$PL" compare --db "$hist" --tag "$NAME" --repeats | sed -n '/^the same configurations measured again/,$p'
-    if [ -n "$("$PL" db list --db "$hist" --tag "$NAME-nopasslen" --format csv | tail -n +2)" ]; then
-        echo "the same without the pass-length term:"
-        "$PL" compare --db "$hist" --measured-tag "$NAME" --sim-tag "$NAME-nopasslen" --repeats | sed -n '/ configurations, /,$p'
+    if [ -n "$("$PL" db list --db "$hist" --tag "$NAME-passlen" --format csv | tail -n +2)" ]; then
+        echo "the same with the pass-length term:"
+        "$PL" compare --db "$hist" --measured-tag "$NAME" --sim-tag "$NAME-passlen" --repeats | sed -n '/ configurations, /,$p'
     fi
 }
 if [ "$BROAD" = 1 ] && [ "$PLOT_ONLY" = 0 ] && [ -f "$DB" ]; then history_repeats; fi

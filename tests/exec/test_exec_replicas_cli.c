@@ -116,7 +116,7 @@ static void test_partition_and_bad_input(void) {
         free(out);
     }
     /* nothing more was stored than the good run's four (measured, predicted, predicted with the
-     * reuse-distance terms, predicted without the pass-length term) */
+     * reuse-distance terms, predicted with the pass-length term) */
     snprintf(cmd, sizeof cmd, "%s db list --db %s --format csv | tail -n +2 | wc -l", PIPELAB_BIN, db);
     CU_ASSERT_EQUAL(sh(cmd, &out), 0);
     CU_ASSERT(out && atoi(out) == 4);

@@ -125,10 +125,10 @@ static void test_run_stores_pair(void) {
 
 /* `pipelab run` profiles between the passes by default: the saved profile's block rows hold the
  * times of the worker of the rank that holds the block (its "# pipelab-exec worker=" line; the
- * model's first block its I0), the stored prediction without the pass-length term
- * (TAG-nopasslen) has each rank busy exactly what its own rows and STEP give (flush: m x its
- * rows' F + I + W + blocks x STEP), the prediction with it that times the ranks' mean factor at
- * the length of that pass (exec_window_factor_mean of the profile's windows lines: 1 while the
+ * model's first block its I0), the prediction, without the pass-length term by default, has
+ * each rank busy exactly what its own rows and STEP give (flush: m x its rows' F + I + W +
+ * blocks x STEP), the one stored with it (TAG-passlen) that times the ranks' mean factor at the
+ * length of that pass (exec_window_factor_mean of the profile's windows lines: 1 while the
  * samples are too short for a window, as at full speed, other values under the sanitizers), and the run
  * records where its profile came from. Wrong combinations of
  * the profile flags are usage errors. */
@@ -186,7 +186,7 @@ static void test_run_profile_between(void) {
     CU_ASSERT(strstr(sim->params_json, "between the passes") != NULL);
     store_run *alt = NULL;
     size_t na = 0;
-    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "between-nopasslen", 0, &alt, &na, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "between-passlen", 0, &alt, &na, &e), PL_OK);
     CU_ASSERT_EQUAL_FATAL(na, 1);
     store_rank_metric *rm = NULL, *ra = NULL;
     int nr = 0, nra = 0;
@@ -197,15 +197,26 @@ static void test_run_profile_between(void) {
     for (int q = 0; q < nr && q < nra && q < 2; q++) {
         double want = 4 * (row[2 * q][0] + row[2 * q][1] + row[2 * q][2] + row[2 * q + 1][0] + row[2 * q + 1][1] +
                            row[2 * q + 1][2]) + 2 * wt[q][3];
-        CU_ASSERT_DOUBLE_EQUAL(ra[q].busy_s, want, 1e-6 * want);
+        CU_ASSERT_DOUBLE_EQUAL(rm[q].busy_s, want, 1e-6 * want);
         /* gpipe: one iteration a pass, so the prediction's iteration is its pass */
-        double fq = exec_window_factor_mean(win, 2, alt[0].iteration_time_s);
-        CU_ASSERT_DOUBLE_EQUAL(rm[q].busy_s, want * fq, 1e-6 * want * fq);
+        double fq = exec_window_factor_mean(win, 2, sim->iteration_time_s);
+        CU_ASSERT_DOUBLE_EQUAL(ra[q].busy_s, want * fq, 1e-6 * want * fq);
     }
     free(rm);
     free(ra);
     store_runs_free(alt, na);
     store_runs_free(runs, n);
+    /* --pass-length-term: the prediction with it, the other one without (TAG-nopasslen) */
+    snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag with --db %s --pass-length-term",
+             PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
+    static const char *const tags[] = {"with", "with-nopasslen", "with-passlen"};
+    static const size_t want_n[] = {2, 1, 0};
+    for (size_t i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(store_list_runs(s, tags[i], 0, &alt, &na, &e), PL_OK);
+        CU_ASSERT_EQUAL(na, want_n[i]);
+        store_runs_free(alt, na);
+    }
     store_close(s);
     /* usage errors: exit 2, nothing run */
     static const char *bad[] = {"--profile-timing later", "--profile-timing between --profile-concurrency 2", "--profile-timing between --no-predict",
@@ -270,7 +281,7 @@ static void test_run_fault_stores_nothing(void) {
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s", PIPELAB_BIN, db);
     CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
     /* the measured run, its prediction, the prediction with the reuse-distance terms and the one
-     * without the pass-length term */
+     * with the pass-length term */
     CU_ASSERT_EQUAL(count_runs(db), 4);
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s --inject-fault 1:3:1",
              PIPELAB_BIN, db);
@@ -565,7 +576,7 @@ static void test_mpi_equals_threads(void) {
         free(a);
         free(b);
     }
-    CU_ASSERT_EQUAL(count_runs(db), 8); /* per run: measured, predicted, with the reuse terms, without the pass-length term */
+    CU_ASSERT_EQUAL(count_runs(db), 8); /* per run: measured, predicted, with the reuse terms, with the pass-length term */
     /* each MPI rank's worker profiles between the passes too; rank 0 gathers their times: the
      * saved profile has one worker line per rank and the prediction says where it came from */
     char *csv = pl_test_path(dir, "mpi_profile.csv");
