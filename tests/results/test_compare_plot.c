@@ -77,18 +77,24 @@ static void test_json_get(void) {
     CU_ASSERT(!store_json_get("", "a", &v, &n));
 }
 
+/* Opens path read-only into *s and pairs its runs tagged tag (strict matching) into *c, f the
+ * filter it used. */
+static void open_compared(const char *path, const char *tag, store **s, store_filter *f, store_comparison *c, pl_err *e) {
+    pl_err_clear(e);
+    CU_ASSERT_FATAL(store_open(path, 1, s, e) == PL_OK);
+    memset(f, 0, sizeof *f);
+    f->tag = tag;
+    CU_ASSERT_FATAL(store_compare(*s, f, 0, c, e) == PL_OK);
+}
+
 static void test_pairing_and_errors(void) {
     char *dir = pl_test_tmpdir();
     char *path = make_compare_db(dir);
     store *s = NULL;
     pl_err e;
-    pl_err_clear(&e);
-    CU_ASSERT_FATAL(store_open(path, 1, &s, &e) == PL_OK);
     store_filter f;
-    memset(&f, 0, sizeof f);
-    f.tag = "acc";
     store_comparison c;
-    CU_ASSERT_FATAL(store_compare(s, &f, 0, &c, &e) == PL_OK);
+    open_compared(path, "acc", &s, &f, &c, &e);
     /* 1f1b and gpipe pair; zb-h1 has no prediction; the other model's 1f1b run does not match. */
     CU_ASSERT_EQUAL(c.n, 2);
     CU_ASSERT_EQUAL(c.unmatched_measured, 2);
@@ -239,13 +245,9 @@ static void test_repeats(void) {
     char *path = make_repeats_db(dir);
     store *s = NULL;
     pl_err e;
-    pl_err_clear(&e);
-    CU_ASSERT_FATAL(store_open(path, 1, &s, &e) == PL_OK);
     store_filter f;
-    memset(&f, 0, sizeof f);
-    f.tag = "rep";
     store_comparison c;
-    CU_ASSERT_FATAL(store_compare(s, &f, 0, &c, &e) == PL_OK);
+    open_compared(path, "rep", &s, &f, &c, &e);
     CU_ASSERT_EQUAL_FATAL(c.n, REP_RUNS);
     store_repeats r;
     CU_ASSERT_FATAL(store_compare_repeats(&c, 0, &r, &e) == PL_OK);
