@@ -46,9 +46,10 @@
 # fraction within 1.5 points on average, peak memory within 2%; the summary prints each with
 # the signed mean error.
 # --broad also keeps a history: the verdict's runs of each grid it measured go into the history
-# database of the code that made them, results/out/history/validate_cpu-REV.db (REV: the build's
-# git revision, `pipelab --version`, or in a checkout at that commit the last commit that changed
-# more than documentation; none is kept for a modified tree), and once that holds two
+# database of the code and machine that made them, results/out/history/validate_cpu-REV-HOST-thp-MODE.db
+# (REV: the build's git revision, `pipelab --version`, or in a checkout at that commit the last
+# commit that changed more than documentation; none is kept for a modified tree; HOST: the host
+# name; MODE: the kernel's transparent huge page mode), and once that holds two
 # grids or more the summary ends with `pipelab compare --repeats` over them, against the default
 # prediction and the one with the pass-length term: each configuration's mean error and its
 # run-to-run spread, which tell the model's bias from this host's noise (docs/validate_cpu.md,
@@ -93,6 +94,11 @@ FIRST_DB=${DB%.db}.first.db
 TRY_DB=${DB%.db}.try.db
 LOG=${DB%.db}.contention
 source experiments/cpu_share.sh
+# The kernel's transparent huge page mode (always, madvise, never; unknown without the file).
+thp_mode() {
+    local f=/sys/kernel/mm/transparent_hugepage/enabled
+    [ -r "$f" ] && sed 's/.*\[\(.*\)\].*/\1/' "$f" || echo unknown
+}
 declare -A SEEN
 if [ "$PLOT_ONLY" = 0 ]; then rm -f "$BUSY_DB" "$UNSTEADY_DB" "$FIRST_DB" "$LOG" "$STEADY"; fi
 WAITED=0
@@ -211,8 +217,7 @@ if [ "$PLOT_ONLY" = 0 ]; then
     echo "runs took $(($(date +%s) - t0)) s (${WAITED} s waiting for a quiet machine)"
     # the executor asks for huge pages (exec_lines_alloc); whether the kernel grants them shapes
     # the timings (docs/validate_cpu.md, "Huge pages")
-    thp=/sys/kernel/mm/transparent_hugepage/enabled
-    echo "transparent huge pages: $( [ -r "$thp" ] && sed 's/.*\[\(.*\)\].*/\1/' "$thp" || echo unknown) (the runs ask for them)"
+    echo "transparent huge pages: $(thp_mode) (the runs ask for them)"
     echo "CPU share of other processes during each run (>= ${BUSY_MAX}% kept apart in $(basename "$BUSY_DB")), and its steadiness (standard error of the mean pass):"
     sed 's/^/  /' "$LOG"
 fi
@@ -290,13 +295,16 @@ history_repeats() {
         key=$(git log -1 --format=%h HEAD -- . ':(exclude)docs' ':(exclude)*.md' 2>/dev/null)
         [ -n "$key" ] || key=$rev
     fi
-    hist=$OUT/history/$NAME-$key.db
+    # and by the host and its huge page mode, which shape the timings as much as the code does
+    local host
+    host=$(printf %s "${HOSTNAME:-$(uname -n)}" | tr -c 'A-Za-z0-9._-' '_')
+    hist=$OUT/history/$NAME-$key-${host:-host}-thp-$(thp_mode).db
     mkdir -p "$OUT/history"
     "$PL" db merge "$DB" -o "$hist" >/dev/null 2>&1 || { echo "$0: merging $DB into $hist failed" >&2; exit 1; }
     measured() { "$PL" db export --db "$1" --tag "$NAME" --format json | grep -c '"kind": *"measured"'; }
     grids=$(($(measured "$hist") / $(measured "$DB")))
     echo
-    echo "== history of the code of revision $key on this machine (this build: $rev): $grids grid(s) in $hist"
+    echo "== history of the code of revision $key on this host, huge pages $(thp_mode) (this build: $rev): $grids grid(s) in $hist"
     [ "$grids" -ge 2 ] || return 0
     "$PL" compare --db "$hist" --tag "$NAME" --repeats | sed -n '/^the same configurations measured again/,$p'
     if [ -n "$("$PL" db list --db "$hist" --tag "$NAME-passlen" --format csv | tail -n +2)" ]; then
