@@ -94,11 +94,7 @@ FIRST_DB=${DB%.db}.first.db
 TRY_DB=${DB%.db}.try.db
 LOG=${DB%.db}.contention
 source experiments/cpu_share.sh
-# The kernel's transparent huge page mode (always, madvise, never; unknown without the file).
-thp_mode() {
-    local f=/sys/kernel/mm/transparent_hugepage/enabled
-    [ -r "$f" ] && sed 's/.*\[\(.*\)\].*/\1/' "$f" || echo unknown
-}
+source experiments/validate_history.sh
 declare -A SEEN
 if [ "$PLOT_ONLY" = 0 ]; then rm -f "$BUSY_DB" "$UNSTEADY_DB" "$FIRST_DB" "$LOG" "$STEADY"; fi
 WAITED=0
@@ -278,38 +274,4 @@ if [ -f "$BUSY_DB" ]; then
         sed -n '/^the busiest rank/,$p' "${BUSY_DB%.db}.actions.txt"
     fi
 fi
-# the grids of this revision so far, this one included (--broad; see the top)
-history_repeats() {
-    local rev hist grids
-    rev=$("$PL" --version | sed -n 's/^pipelab [^ ]* (\(.*\))$/\1/p')
-    case "$rev" in
-    "" | unknown | *-dirty)
-        echo
-        echo "history: none kept for a build of revision '${rev:-?}' (a modified or unknown tree)"
-        return 0 ;;
-    esac
-    # a checkout at the build's commit keys the history by the last commit that changed more than
-    # documentation, so that grids of the same code on both sides of a note share it
-    local key=$rev
-    if [ "$(git rev-parse -q --verify "$rev^{commit}" 2>/dev/null)" = "$(git rev-parse -q --verify HEAD 2>/dev/null)" ]; then
-        key=$(git log -1 --format=%h HEAD -- . ':(exclude)docs' ':(exclude)*.md' 2>/dev/null)
-        [ -n "$key" ] || key=$rev
-    fi
-    # and by the host and its huge page mode, which shape the timings as much as the code does
-    local host
-    host=$(printf %s "${HOSTNAME:-$(uname -n)}" | tr -c 'A-Za-z0-9._-' '_')
-    hist=$OUT/history/$NAME-$key-${host:-host}-thp-$(thp_mode).db
-    mkdir -p "$OUT/history"
-    "$PL" db merge "$DB" -o "$hist" >/dev/null 2>&1 || { echo "$0: merging $DB into $hist failed" >&2; exit 1; }
-    measured() { "$PL" db export --db "$1" --tag "$NAME" --format json | grep -c '"kind": *"measured"'; }
-    grids=$(($(measured "$hist") / $(measured "$DB")))
-    echo
-    echo "== history of the code of revision $key on this host, huge pages $(thp_mode) (this build: $rev): $grids grid(s) in $hist"
-    [ "$grids" -ge 2 ] || return 0
-    "$PL" compare --db "$hist" --tag "$NAME" --repeats | sed -n '/^the same configurations measured again/,$p'
-    if [ -n "$("$PL" db list --db "$hist" --tag "$NAME-passlen" --format csv | tail -n +2)" ]; then
-        echo "the same with the pass-length term:"
-        "$PL" compare --db "$hist" --measured-tag "$NAME" --sim-tag "$NAME-passlen" --repeats | sed -n '/ configurations, /,$p'
-    fi
-}
 if [ "$BROAD" = 1 ] && [ "$PLOT_ONLY" = 0 ] && [ -f "$DB" ]; then history_repeats; fi

@@ -1095,6 +1095,7 @@ void exec_test_run_register(void);  /* test_exec_run.c */
 void exec_test_faults_register(void); /* test_exec_faults.c */
 void exec_test_replicas_register(void); /* test_exec_replicas.c */
 void exec_test_gpt_register(void);    /* test_exec_gpt.c */
+void exec_test_history_register(void); /* test_exec_history.c */
 
 void pl_test_register(void) {
     static const pl_test_case math[] = {
@@ -1150,4 +1151,5 @@ void pl_test_register(void) {
     exec_test_faults_register();
     exec_test_replicas_register();
     exec_test_gpt_register();
+    exec_test_history_register();
 }

@@ -1,0 +1,96 @@
+/* test_exec_history.c: the history of `validate_cpu.sh --broad` (experiments/validate_history.sh)
+ * over real `pipelab run` databases: each grid's runs go into the history of the revision, host
+ * and huge page mode that made them, a grid merged again adds nothing, the second grid prints
+ * `compare --repeats` over both (the default prediction, then the one with the pass-length term),
+ * and a build of a modified tree keeps no history. The revision comes from a wrapper that answers
+ * --version for the real binary, so the test does not depend on the checkout's state. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_test.h"
+#include "pl_test.h"
+
+void exec_test_history_register(void);
+
+/* The small model of the runs (test_exec_run.c's SMALL). */
+#define HSMALL "--width 32 --depth 4 --microbatch-size 4 --warmup 1 --timed 2 --profile-reps 3"
+
+/* Runs history_repeats on grid database db with the wrapper at pl reporting revision rev, the
+ * history under out; returns its exit status and its output in *o (free it). */
+static int history(const char *dir, const char *pl, const char *out, const char *db, const char *rev, char **o) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && PL='%s' OUT='%s' NAME=hist DB='%s' PL_TEST_REV='%s' "
+             "bash -c 'source \"%s/../experiments/validate_history.sh\" && history_repeats' 2>&1",
+             dir, pl, out, db, rev, PIPELAB_TESTS_DIR);
+    return sh(cmd, o);
+}
+
+static void test_history(void) {
+    char *dir = pl_test_tmpdir();
+    char *pl = pl_test_path(dir, "pl");
+    char *out = pl_test_path(dir, "out");
+    char *db[2] = {pl_test_path(dir, "g1.db"), pl_test_path(dir, "g2.db")};
+    FILE *f = fopen(pl, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "#!/bin/sh\nif [ \"$1\" = --version ]; then echo \"pipelab 0.1.0 ($PL_TEST_REV)\"; exit 0; fi\nexec '%s' \"$@\"\n",
+            PIPELAB_BIN);
+    fclose(f);
+    char cmd[2048], *o = NULL;
+    snprintf(cmd, sizeof cmd, "chmod +x '%s'", pl);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    /* two grids of one configuration: each run stores its measured run, its prediction and the
+     * other predictions (hist-terms, hist-passlen) */
+    for (int g = 0; g < 2; g++) {
+        snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 " HSMALL " --tag hist --db %s", PIPELAB_BIN,
+                 db[g]);
+        CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    }
+    /* a modified tree: nothing kept */
+    CU_ASSERT_EQUAL(history(dir, pl, out, db[0], "abc1234-dirty", &o), 0);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "history: none kept for a build of revision 'abc1234-dirty'") : NULL);
+    free(o);
+    snprintf(cmd, sizeof cmd, "test -e '%s/history'", out);
+    CU_ASSERT_NOT_EQUAL(sh(cmd, NULL), 0);
+    /* the first grid, twice: one grid, no repeats */
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL(history(dir, pl, out, db[0], "abc1234", &o), 0);
+        CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "history of the code of revision abc1234") : NULL);
+        CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, ": 1 grid(s) in ") : NULL);
+        CU_ASSERT_PTR_NULL(o ? strstr(o, "measured again") : NULL);
+        free(o);
+    }
+    snprintf(cmd, sizeof cmd, "ls '%s/history' | grep -c '^hist-abc1234-.*-thp-.*\\.db$'", out);
+    CU_ASSERT_EQUAL(sh(cmd, &o), 0);
+    CU_ASSERT(o && atoi(o) == 1);
+    free(o);
+    /* the second: two grids, each configuration's errors over both, the other prediction's too */
+    CU_ASSERT_EQUAL(history(dir, pl, out, db[1], "abc1234", &o), 0);
+    if (!o || !strstr(o, ": 2 grid(s) in ")) fprintf(stderr, "\n%s\n", o ? o : "");
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, ": 2 grid(s) in ") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "the same configurations measured again") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "1 configuration, 1 measured twice or more") : NULL);
+    const char *other = o ? strstr(o, "the same with the pass-length term:\n") : NULL;
+    CU_ASSERT_PTR_NOT_NULL(other);
+    /* its summary: from the count of configurations on */
+    CU_ASSERT_PTR_NOT_NULL(other ? strstr(other, "\n1 configuration, 1 measured twice or more\nrun-to-run") : NULL);
+    free(o);
+    /* another revision starts its own history */
+    CU_ASSERT_EQUAL(history(dir, pl, out, db[1], "def5678", &o), 0);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, ": 1 grid(s) in ") : NULL);
+    free(o);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    sh(cmd, NULL);
+    free(db[0]);
+    free(db[1]);
+    free(pl);
+    free(out);
+    free(dir);
+}
+
+void exec_test_history_register(void) {
+    static const pl_test_case cases[] = {
+        {"validate_cpu.sh --broad keeps a history per revision and prints its repeats", test_history}, {NULL, NULL}};
+    pl_test_suite("exec validation history", cases);
+}
