@@ -100,7 +100,7 @@ static const char help_format[] =
     "  --pass-length-term    predict with the pass-length term of a profile whose per-worker lines\n"
     "                        have it (as --terms): every rank's times scaled from the profile's\n"
     "                        stretches of work to a stretch as long as the predicted pass, the\n"
-    "                        machine's interruptions at that scale. Off by default: over nine\n"
+    "                        machine's interruptions at that scale. Off by default: over twelve\n"
     "                        broad CPU grids its noise cost more than its bias removal\n"
     "                        (docs/validate_cpu.md). The other prediction is stored too: under\n"
     "                        tag NAME-passlen, or with --pass-length-term NAME-nopasslen\n"

@@ -10,6 +10,9 @@ thp_mode() {
     [ -r "$f" ] && sed 's/.*\[\(.*\)\].*/\1/' "$f" || echo unknown
 }
 
+# Prints the number of measured runs tagged NAME in database $1.
+history_measured() { "$PL" db export --db "$1" --tag "$NAME" --format json | grep -c '"kind": *"measured"'; }
+
 # Merges DB into its history and prints the repeats once the history holds two grids or more;
 # nothing for a build of a modified tree or a DB without runs tagged NAME.
 history_repeats() {
@@ -35,10 +38,9 @@ history_repeats() {
     hist=$OUT/history/$NAME-$key-${host:-host}-thp-$(thp_mode).db
     mkdir -p "$OUT/history"
     "$PL" db merge "$DB" -o "$hist" >/dev/null 2>&1 || { echo "$0: merging $DB into $hist failed" >&2; exit 1; }
-    measured() { "$PL" db export --db "$1" --tag "$NAME" --format json | grep -c '"kind": *"measured"'; }
-    this=$(measured "$DB")
+    this=$(history_measured "$DB")
     [ "$this" -gt 0 ] || return 0
-    grids=$(($(measured "$hist") / this))
+    grids=$(($(history_measured "$hist") / this))
     echo
     echo "== history of the code of revision $key on this host, huge pages $(thp_mode) (this build: $rev): $grids grid(s) in $hist"
     [ "$grids" -ge 2 ] || return 0

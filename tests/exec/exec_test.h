@@ -7,6 +7,9 @@
 
 #include "exec.h"
 
+/* The small model every `pipelab run` of the executor's CLI tests uses (milliseconds per pass). */
+#define SMALL "--width 32 --depth 4 --microbatch-size 4 --warmup 1 --timed 2 --profile-reps 3"
+
 /* Returns a small model configuration of the block kind `block` for the tests: L layers, 3
  * timed passes and no warm-up, oversubscribed, weights returned (test_exec.c's small_cfg). */
 exec_config exec_test_small_cfg(int layers, exec_block_kind block);

@@ -13,9 +13,6 @@
 
 void exec_test_history_register(void);
 
-/* The small model of the runs (test_exec_run.c's SMALL). */
-#define HSMALL "--width 32 --depth 4 --microbatch-size 4 --warmup 1 --timed 2 --profile-reps 3"
-
 /* Runs history_repeats on grid database db with the wrapper at pl reporting revision rev, the
  * history under out; returns its exit status and its output in *o (free it). */
 static int history(const char *dir, const char *pl, const char *out, const char *db, const char *rev, char **o) {
@@ -43,7 +40,7 @@ static void test_history(void) {
     /* two grids of one configuration: each run stores its measured run, its prediction and the
      * other predictions (hist-terms, hist-passlen) */
     for (int g = 0; g < 2; g++) {
-        snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 " HSMALL " --tag hist --db %s", PIPELAB_BIN,
+        snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 " SMALL " --tag hist --db %s", PIPELAB_BIN,
                  db[g]);
         CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
     }

@@ -22,9 +22,6 @@
 
 void exec_test_run_register(void);
 
-/* The small model every CLI run here uses (milliseconds per pass). */
-#define SMALL "--width 32 --depth 4 --microbatch-size 4 --warmup 1 --timed 2 --profile-reps 3"
-
 /* exec_test.h. */
 int sh(const char *cmd, char **out) {
     char *o = NULL;
