@@ -31,9 +31,9 @@ BROAD_ROUNDS=7
 BROAD_MAX_FLOPS=1000000000
 
 # Forward FLOPs of one block for one microbatch (exec/model.c, exec_block_flops): the dense block
-# of width $1 on $2 rows, 4 b h f = 16 b h^2; the transformer block of width $1 on $3 sequences
+# of width $1 on $2 rows with an inner size $3 (default 4) times the width, 4 b h f; the transformer block of width $1 on $3 sequences
 # of $2 tokens, 24 R h^2 + 4 R s h with R = b s rows.
-mlp_block_flops() { echo $((16 * $2 * $1 * $1)); }
+mlp_block_flops() { echo $((4 * ${3:-4} * $2 * $1 * $1)); }
 gpt_block_flops() { echo $((24 * $3 * $2 * $1 * $1 + 4 * $3 * $2 * $2 * $1)); }
 
 # Timed passes of a run are at least MIN_TIMED_S seconds of measurement (default 0.5), at
@@ -54,7 +54,7 @@ point_timed() {
     declare -A p
     for kv in $(echo "${spec#*:}" | tr , ' '); do p[${kv%%=*}]=${kv#*=}; done
     if [ "${spec%%:*}" = transformer ]; then L=${p[layers]}; f=$(gpt_block_flops "${p[hidden]}" "${p[seq]}" "${p[microbatch]}")
-    else L=${p[depth]}; f=$(mlp_block_flops "${p[width]}" "${p[microbatch]}"); fi
+    else L=${p[depth]}; f=$(mlp_block_flops "${p[width]}" "${p[microbatch]}" "${p[ffn_mult]:-4}"); fi
     awk -v m="$m" -v L="$L" -v f="$f" -v rc="$rc" -v rate="$RATE_GFLOPS" -v want="$MIN_TIMED_S" -v lo="$TIMED" -v hi="$TIMED_MAX" 'BEGIN {
         est = m * int((L + 1) / 2) * f * (rc == "full" ? 4 : 3) / (rate * 1e9)
         n = int(want / est + 0.999999); if (n < lo) n = lo; if (n > hi) n = hi; print n }'
@@ -111,4 +111,84 @@ broad_targets() {
           printf "  peak memory MAPE                         %6.2f%%    <= 2%%   %s\n", 100 * am / n, verdict(am / n <= 0.02)
           printf "  peak memory largest error                %+6.2f%%\n", 100 * mm
           printf "  peak memory signed mean error            %+6.2f%%\n", 100 * sm / n }'
+}
+
+# offgrid_points N SEED prints N configurations for `validate_cpu.sh --offgrid`, one a line:
+# "KIND M RECOMPUTE MODEL-SPEC CHUNKS", drawn at random from a space wider than the broad
+# grid's, so that the model is checked where it was not looked at. The draw is seeded (a
+# linear congruential generator in shell arithmetic, the same on every machine): one SEED
+# gives one list. Every point takes at least one value that no broad point takes, and none is
+# a broad point:
+#   kind         any of the ten; interleaved and looped-bfs with 2, 3 or 4 chunks per rank
+#   m            2 to 16, every value (DualPipeV: 4 or more)
+#   dense        width 96 to 1280, depth 2 to 16 (odd depths give unequal stages), 4 to 48
+#                rows per microbatch, inner size 2 or 4 times the width
+#   transformer  hidden 64 to 768 with heads of 32 or 64 dimensions, seq 16 to 256, 1 to 6
+#                sequences per microbatch, layers 2 to 12
+# with at least one block per stage, each made smaller as the broad grid's points are when its
+# work exceeds BROAD_MAX_FLOPS (depth and layers down to the stages' count).
+OFF_WIDTH=(96 128 160 192 256 320 384 448 512 640 768 896 1024 1280)
+OFF_MBS=(4 8 12 16 24 32 48)
+OFF_FFN=(2 4 4)
+OFF_HIDDEN=(64 128 192 256 320 384 448 512 640 768)
+OFF_HEADDIM=(32 64)
+OFF_SEQ=(16 32 48 64 96 128 192 256)
+OFF_SEQS=(1 2 3 4 6)
+# Draws a whole number in 0..$1-1 into DRAW (a global, so that the generator's state OFF_STATE
+# survives: a $(...) would draw in a subshell).
+off_draw() {
+    OFF_STATE=$(((OFF_STATE * 1103515245 + 12345) % 2147483648))
+    DRAW=$(((OFF_STATE >> 8) % $1))
+}
+# Returns 0 when $1 is one of the remaining arguments.
+off_in() { local v=$1 x; shift; for x in "$@"; do [ "$x" != "$v" ] || return 0; done; return 1; }
+offgrid_points() {
+    local n=$1 seed=$2 made=0 tries=0 kind m rc spec v stages d minb off grid
+    grid=$(broad_points)
+    OFF_STATE=$(((seed * 2654435761 + 1) % 2147483648))
+    while [ "$made" -lt "$n" ]; do
+        tries=$((tries + 1))
+        [ "$tries" -le $((100 * n)) ] || { echo "offgrid_points: no new point after $tries draws" >&2; return 1; }
+        off_draw ${#BROAD_KINDS[@]}; kind=${BROAD_KINDS[$DRAW]}
+        off_draw 15; m=$((2 + DRAW))
+        [ "$kind" != dualpipev ] || [ "$m" -ge 4 ] || continue
+        off_draw 2; rc=none; [ "$DRAW" = 0 ] || rc=full
+        v=1
+        case "$kind" in interleaved|looped-bfs) off_draw 3; v=$((2 + DRAW)) ;; zbv|dualpipev) v=2 ;; esac
+        stages=$((2 * v)); minb=$((stages > 4 ? stages : 4))
+        off=0
+        case "$kind" in interleaved|looped-bfs) [ "$v" = 2 ] || off=1 ;; esac
+        off_in "$m" "${BROAD_M[@]}" || off=1
+        off_draw 2
+        if [ "$DRAW" = 1 ]; then
+            local h hd s b
+            off_draw ${#OFF_HIDDEN[@]}; h=${OFF_HIDDEN[$DRAW]}
+            off_draw ${#OFF_HEADDIM[@]}; hd=${OFF_HEADDIM[$DRAW]}; [ "$hd" -le "$h" ] || hd=$h
+            off_draw ${#OFF_SEQ[@]}; s=${OFF_SEQ[$DRAW]}
+            off_draw ${#OFF_SEQS[@]}; b=${OFF_SEQS[$DRAW]}
+            off_draw 11; d=$((2 + DRAW)); [ "$d" -ge "$stages" ] || d=$stages
+            while [ $(((d + 1) / 2 * $(gpt_block_flops "$h" "$s" "$b"))) -gt "$BROAD_MAX_FLOPS" ]; do
+                if [ "$b" -gt 1 ]; then b=$((b / 2)); elif [ "$s" -gt 32 ]; then s=$((s / 2))
+                elif [ "$d" -gt "$minb" ]; then d=$((d / 2 > minb ? d / 2 : minb)); else break; fi
+            done
+            off_in "$h" "${BROAD_HIDDEN[@]}" && [ "$hd" = 64 ] && off_in "$s" "${BROAD_SEQ[@]}" && off_in "$b" "${BROAD_SEQS[@]}" \
+                && off_in "$d" "${BROAD_LAYERS[@]}" || off=1
+            spec="transformer:layers=$d,hidden=$h,heads=$((h / hd)),seq=$s,microbatch=$b"
+        else
+            local w mb f
+            off_draw ${#OFF_WIDTH[@]}; w=${OFF_WIDTH[$DRAW]}
+            off_draw ${#OFF_MBS[@]}; mb=${OFF_MBS[$DRAW]}
+            off_draw ${#OFF_FFN[@]}; f=${OFF_FFN[$DRAW]}
+            off_draw 15; d=$((2 + DRAW)); [ "$d" -ge "$stages" ] || d=$stages
+            while [ $(((d + 1) / 2 * $(mlp_block_flops "$w" "$mb" "$f"))) -gt "$BROAD_MAX_FLOPS" ]; do
+                if [ "$mb" -gt 4 ]; then mb=$((mb / 2)); elif [ "$d" -gt "$minb" ]; then d=$((d / 2 > minb ? d / 2 : minb)); else break; fi
+            done
+            off_in "$w" "${BROAD_WIDTH[@]}" && off_in "$mb" "${BROAD_MBS[@]}" && off_in "$d" "${BROAD_DEPTH[@]}" && [ "$f" = 4 ] || off=1
+            spec="mlp:width=$w,depth=$d,microbatch=$mb"; [ "$f" = 4 ] || spec="$spec,ffn_mult=$f"
+        fi
+        [ "$off" = 1 ] || continue
+        ! grep -qxF "$kind $m $rc $spec" <<< "$grid" || continue
+        echo "$kind $m $rc $spec $v"
+        made=$((made + 1))
+    done
 }

@@ -54,6 +54,13 @@
 # prediction and the one with the pass-length term: each configuration's mean error and its
 # run-to-run spread, which tell the model's bias from this host's noise (docs/validate_cpu.md,
 # "Five grids").
+# --offgrid: the broad grid's settings and targets over OFFGRID_N configurations (default 30)
+# drawn at random, with seed OFFGRID_SEED (default 1), from a wider space than the broad grid's
+# (validate_broad.sh, offgrid_points: widths, depths, sequence lengths, microbatch sizes, inner
+# sizes, heads, chunks and m that no broad point takes, unequal stages), into
+# results/out/validate_offgrid.db under the tag validate_offgrid: a check that the model holds
+# where it was not tuned. One seed gives the same configurations on any machine. It keeps no
+# history.
 # Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
 # TIMED (timed passes at least, 20; 10 with --broad; more for short iterations: MIN_TIMED_S,
 # TIMED_MAX and RATE_GFLOPS, validate_broad.sh), TRACE (1), DEPTH (8),
@@ -62,8 +69,15 @@
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
 BROAD=0
+OFFGRID=0
 ARGS=()
-for a in "$@"; do if [ "$a" = --broad ]; then BROAD=1; else ARGS+=("$a"); fi; done
+for a in "$@"; do
+    case "$a" in --broad) BROAD=1 ;; --offgrid) OFFGRID=1 ;; *) ARGS+=("$a") ;; esac
+done
+if [ "$BROAD$OFFGRID" = 11 ]; then echo "$0: --broad and --offgrid are two grids: give one" >&2; exit 2; fi
+# --offgrid: the broad grid's settings and targets over configurations of its own, in a database,
+# a tag and a figure of their own
+if [ "$OFFGRID" = 1 ]; then NAME=validate_offgrid; BROAD=1; fi
 # `source` without arguments keeps this script's own, --broad included: set them first
 set -- ${ARGS[@]+"${ARGS[@]}"}
 source "$(dirname "$0")/lib.sh" "$@"
@@ -149,12 +163,19 @@ steady_pairs() {
 }
 
 # The configurations, one a line: "KIND M RECOMPUTE MODEL-SPEC" (validate_broad.sh).
-if [ "$BROAD" = 1 ]; then POINTS=$(broad_points); else
+if [ "$OFFGRID" = 1 ]; then
+    OFFGRID_N=${OFFGRID_N:-30}
+    OFFGRID_SEED=${OFFGRID_SEED:-1}
+    [[ $OFFGRID_N =~ ^[0-9]+$ ]] && [ "$OFFGRID_N" -ge 1 ] || usage_error "OFFGRID_N wants a whole number >= 1, got '$OFFGRID_N'"
+    [[ $OFFGRID_SEED =~ ^[0-9]+$ ]] || usage_error "OFFGRID_SEED wants a whole number >= 0, got '$OFFGRID_SEED'"
+    POINTS=$(offgrid_points "$OFFGRID_N" "$OFFGRID_SEED")
+    echo "off the broad grid: $OFFGRID_N configurations drawn with seed $OFFGRID_SEED (OFFGRID_N, OFFGRID_SEED)"
+elif [ "$BROAD" = 1 ]; then POINTS=$(broad_points); else
     POINTS=$(for h in $WIDTHS; do for m in $MICROBATCHES; do for kind in $KINDS; do
         echo "$kind $m none mlp:width=$h,depth=$DEPTH,microbatch=16"; done; done; done)
 fi
 t0=$(date +%s)
-while read -r kind m recompute spec; do
+while read -r kind m recompute spec chunks; do
     PROF=$OUT/$NAME.profile-$(echo "$spec" | tr ':,=' '_+-').csv
     # PROFILE=once: measured once per model and invocation, before the first run of that model
     # on this shard, and read by all of them.
@@ -162,7 +183,7 @@ while read -r kind m recompute spec; do
     SEEN[$PROF]=1
     extra="--recompute $recompute"
     [ "$TRACE" = 0 ] || extra="$extra --trace"
-    case "$kind" in interleaved|looped-bfs) extra="$extra --chunks 2" ;; esac
+    case "$kind" in interleaved|looped-bfs) extra="$extra --chunks ${chunks:-2}" ;; esac
     run_one() {
         if [ "$PROFILE" = once ]; then
             if [ ! -f "$PROF" ]; then
@@ -191,7 +212,7 @@ while read -r kind m recompute spec; do
             try_uid[a]=$uid
             try_oth[a]=$OTHERS
             if [ "$OTHERS" -ge "$BUSY_MAX" ]; then
-                keep_try "$a" "$BUSY_DB" "$kind m=$m recompute=$recompute $spec others=${OTHERS}% steadiness=${se}%"
+                keep_try "$a" "$BUSY_DB" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${OTHERS}% steadiness=${se}%"
                 try_se[a]=
                 continue
             fi
@@ -204,7 +225,7 @@ while read -r kind m recompute spec; do
             [ -n "${try_se[a]}" ] || continue
             into=$UNSTEADY_DB
             if [ "$a" = "$best" ]; then into=$DB; echo "${try_uid[a]} ${try_se[a]}" >> "$STEADY"; fi
-            keep_try "$a" "$into" "$kind m=$m recompute=$recompute $spec others=${try_oth[a]}% steadiness=${try_se[a]}%"
+            keep_try "$a" "$into" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${try_oth[a]}% steadiness=${try_se[a]}%"
         done
     }
     point run_one
@@ -274,4 +295,4 @@ if [ -f "$BUSY_DB" ]; then
         sed -n '/^the busiest rank/,$p' "${BUSY_DB%.db}.actions.txt"
     fi
 fi
-if [ "$BROAD" = 1 ] && [ "$PLOT_ONLY" = 0 ] && [ -f "$DB" ]; then history_repeats; fi
+if [ "$BROAD" = 1 ] && [ "$OFFGRID" = 0 ] && [ "$PLOT_ONLY" = 0 ] && [ -f "$DB" ]; then history_repeats; fi

@@ -383,6 +383,78 @@ static void test_broad_grid(void) {
     free(out);
 }
 
+/* Prints offgrid_points N SEED (experiments/validate_broad.sh) into *out (to free). */
+static int offgrid(int n, int seed, char **out) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "bash -c 'source %s/../experiments/validate_broad.sh && offgrid_points %d %d'", PIPELAB_TESTS_DIR, n,
+             seed);
+    return pl_test_run(cmd, out);
+}
+
+/* validate_cpu.sh --offgrid's draw: one seed gives one list and another seed another; every
+ * point is valid (its schedule generates, with its chunks; every stage holds a block) and none
+ * is a broad point; the draw reaches what the broad grid never takes: 3 and 4 chunks, odd
+ * depths (unequal stages), an inner size of twice the width, heads of 32 dimensions and m
+ * outside 2, 3, 4, 6, 8, 12, 16. */
+static void test_offgrid_points(void) {
+    enum { N = 40, KINDS = 10 };
+    char *a = NULL, *b = NULL, *c = NULL, *grid = NULL, cmd[1024], args[256];
+    CU_ASSERT_EQUAL_FATAL(offgrid(N, 7, &a), 0);
+    CU_ASSERT_EQUAL_FATAL(offgrid(N, 7, &b), 0);
+    CU_ASSERT_EQUAL_FATAL(offgrid(N, 8, &c), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_STRING_EQUAL(a, b);
+    CU_ASSERT(strcmp(a, c) != 0);
+    snprintf(cmd, sizeof cmd, "bash -c 'source %s/../experiments/validate_broad.sh && broad_points'", PIPELAB_TESTS_DIR);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &grid), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(grid);
+    static const char *kinds[KINDS] = {"gpipe", "1f1b", "pipedream", "2bw", "interleaved", "looped-bfs", "zb-h1", "zb-h2",
+                                       "zbv", "dualpipev"};
+    int n = 0, bad = 0, chunks34 = 0, odd = 0, ffn2 = 0, head32 = 0, m_off = 0;
+    for (char *save = NULL, *line = strtok_r(a, "\n", &save); line; line = strtok_r(NULL, "\n", &save), n++) {
+        char kind[32], rc[8], spec[256], point[320];
+        int m, v, d, w, h, heads, sq, mb, known = 0;
+        if (sscanf(line, "%31s %d %7s %255s %d", kind, &m, rc, spec, &v) != 5) { bad++; continue; }
+        for (int k = 0; k < KINDS; k++) known |= strcmp(kind, kinds[k]) == 0;
+        int chunked = strcmp(kind, "interleaved") == 0 || strcmp(kind, "looped-bfs") == 0;
+        int two = strcmp(kind, "zbv") == 0 || strcmp(kind, "dualpipev") == 0;
+        if (!known || m < 2 || m > 16 || (chunked ? v < 2 || v > 4 : v != (two ? 2 : 1))) bad++;
+        if (strcmp(kind, "dualpipev") == 0 && m < 4) bad++;
+        if (sscanf(spec, "transformer:layers=%d,hidden=%d,heads=%d,seq=%d,microbatch=%d", &d, &h, &heads, &sq, &mb) == 5) {
+            head32 += h == 32 * heads;
+            if (h % heads != 0) bad++;
+        } else if (sscanf(spec, "mlp:width=%d,depth=%d,microbatch=%d", &w, &d, &mb) == 3) {
+            ffn2 += strstr(spec, ",ffn_mult=2") != NULL;
+        } else {
+            bad++;
+            continue;
+        }
+        if (d < 2 * v) bad++;
+        odd += d % 2;
+        chunks34 += chunked && v > 2;
+        m_off += m == 5 || m == 7 || m == 9 || m == 10 || m == 11 || m == 13 || m == 14 || m == 15;
+        snprintf(point, sizeof point, "\n%s %d %s %s\n", kind, m, rc, spec);
+        size_t len = strlen(grid);
+        char *g = malloc(len + 3);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+        snprintf(g, len + 3, "\n%s\n", grid);
+        if (strstr(g, point)) { fprintf(stderr, "off-grid point is a broad point: %s\n", line); bad++; }
+        free(g);
+        snprintf(args, sizeof args, "schedule --kind %s --ranks 2 --microbatches %d%s%.0d", kind, m, chunked ? " --chunks " : "",
+                 chunked ? v : 0);
+        if (pipelab(args, NULL) != 0) { fprintf(stderr, "off-grid point not generated: %s\n", line); bad++; }
+    }
+    CU_ASSERT_EQUAL(n, N);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(chunks34 > 0 && odd > 0 && ffn2 > 0 && head32 > 0 && m_off > 0);
+    free(a);
+    free(b);
+    free(c);
+    free(grid);
+}
+
 void exec_test_gpt_register(void);
 void exec_test_gpt_register(void) {
     static const pl_test_case cases[] = {
@@ -393,6 +465,7 @@ void exec_test_gpt_register(void) {
         {"transformer: tracked memory equals the cost model", test_gpt_memory_equals_cost_model},
         {"transformer: pipelab run and profile --model", test_gpt_cli},
         {"validate_cpu.sh --broad: the grid it promises", test_broad_grid},
+        {"validate_cpu.sh --offgrid: a seeded draw off the broad grid", test_offgrid_points},
         {NULL, NULL}};
     pl_test_suite("exec transformer block", cases);
 }
