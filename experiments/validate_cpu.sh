@@ -59,8 +59,8 @@
 # (validate_broad.sh, offgrid_points: widths, depths, sequence lengths, microbatch sizes, inner
 # sizes, heads, chunks and m that no broad point takes, unequal stages), into
 # results/out/validate_offgrid.db under the tag validate_offgrid: a check that the model holds
-# where it was not tuned. One seed gives the same configurations on any machine. It keeps no
-# history.
+# where it was not tuned. One seed gives the same configurations on any machine. Its history, as
+# --broad's, is kept per draw: results/out/history/validate_offgrid-seedS-nN-REV-HOST-thp-MODE.db.
 # Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
 # TIMED (timed passes at least, 20; 10 with --broad; more for short iterations: MIN_TIMED_S,
 # TIMED_MAX and RATE_GFLOPS, validate_broad.sh), TRACE (1), DEPTH (8),
@@ -169,6 +169,7 @@ if [ "$OFFGRID" = 1 ]; then
     [[ $OFFGRID_N =~ ^[0-9]+$ ]] && [ "$OFFGRID_N" -ge 1 ] || usage_error "OFFGRID_N wants a whole number >= 1, got '$OFFGRID_N'"
     [[ $OFFGRID_SEED =~ ^[0-9]+$ ]] || usage_error "OFFGRID_SEED wants a whole number >= 0, got '$OFFGRID_SEED'"
     POINTS=$(offgrid_points "$OFFGRID_N" "$OFFGRID_SEED")
+    HISTORY_NAME=$NAME-seed$OFFGRID_SEED-n$OFFGRID_N
     echo "off the broad grid: $OFFGRID_N configurations drawn with seed $OFFGRID_SEED (OFFGRID_N, OFFGRID_SEED)"
 elif [ "$BROAD" = 1 ]; then POINTS=$(broad_points); else
     POINTS=$(for h in $WIDTHS; do for m in $MICROBATCHES; do for kind in $KINDS; do
@@ -295,4 +296,4 @@ if [ -f "$BUSY_DB" ]; then
         sed -n '/^the busiest rank/,$p' "${BUSY_DB%.db}.actions.txt"
     fi
 fi
-if [ "$BROAD" = 1 ] && [ "$OFFGRID" = 0 ] && [ "$PLOT_ONLY" = 0 ] && [ -f "$DB" ]; then history_repeats; fi
+if [ "$BROAD" = 1 ] && [ "$PLOT_ONLY" = 0 ] && [ -f "$DB" ]; then history_repeats; fi

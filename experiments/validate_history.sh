@@ -1,8 +1,9 @@
-# validate_history.sh: the history of validate_cpu.sh --broad, sourced by it (and by test_exec).
-# history_repeats merges the grid's database DB (runs tagged NAME) into the history database of
-# the code and machine that made them, OUT/history/NAME-REV-HOST-thp-MODE.db, and once that holds
-# two grids or more prints `pipelab compare --repeats` over them (PL: the pipelab binary; the
-# top of validate_cpu.sh says more).
+# validate_history.sh: the history of validate_cpu.sh --broad and --offgrid, sourced by it (and by
+# test_exec). history_repeats merges the grid's database DB (runs tagged NAME) into the history
+# database of the grid, code and machine that made them, OUT/history/GRID-REV-HOST-thp-MODE.db
+# (GRID: HISTORY_NAME, by default NAME; --offgrid's names its draw), and once that holds two
+# grids or more prints `pipelab compare --repeats` over them (PL: the pipelab binary; the top of
+# validate_cpu.sh says more).
 
 # The kernel's transparent huge page mode (always, madvise, never; unknown without the file).
 thp_mode() {
@@ -35,7 +36,7 @@ history_repeats() {
     # and by the host and its huge page mode, which shape the timings as much as the code does
     local host
     host=$(printf %s "${HOSTNAME:-$(uname -n)}" | tr -c 'A-Za-z0-9._-' '_')
-    hist=$OUT/history/$NAME-$key-${host:-host}-thp-$(thp_mode).db
+    hist=$OUT/history/${HISTORY_NAME:-$NAME}-$key-${host:-host}-thp-$(thp_mode).db
     mkdir -p "$OUT/history"
     "$PL" db merge "$DB" -o "$hist" >/dev/null 2>&1 || { echo "$0: merging $DB into $hist failed" >&2; exit 1; }
     this=$(history_measured "$DB")

@@ -2,6 +2,7 @@
  * over real `pipelab run` databases: each grid's runs go into the history of the revision, host
  * and huge page mode that made them, a grid merged again adds nothing, the second grid prints
  * `compare --repeats` over both (the default prediction, then the one with the pass-length term),
+ * another revision or another grid (HISTORY_NAME, as --offgrid names its draw) starts its own,
  * and a build of a modified tree keeps no history. The revision comes from a wrapper that answers
  * --version for the real binary, so the test does not depend on the checkout's state. */
 #include <stdio.h>
@@ -14,14 +15,20 @@
 void exec_test_history_register(void);
 
 /* Runs history_repeats on grid database db with the wrapper at pl reporting revision rev, the
- * history under out; returns its exit status and its output in *o (free it). */
-static int history(const char *dir, const char *pl, const char *out, const char *db, const char *rev, char **o) {
+ * history under out, named hname (HISTORY_NAME; NULL: the grid's NAME); returns its exit status
+ * and its output in *o (free it). */
+static int history_named(const char *dir, const char *pl, const char *out, const char *db, const char *rev, const char *hname,
+                         char **o) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && PL='%s' OUT='%s' NAME=hist DB='%s' PL_TEST_REV='%s' "
+             "cd '%s' && PL='%s' OUT='%s' NAME=hist DB='%s' PL_TEST_REV='%s' %s%s "
              "bash -c 'source \"%s/../experiments/validate_history.sh\" && history_repeats' 2>&1",
-             dir, pl, out, db, rev, PIPELAB_TESTS_DIR);
+             dir, pl, out, db, rev, hname ? "HISTORY_NAME=" : "", hname ? hname : "", PIPELAB_TESTS_DIR);
     return sh(cmd, o);
+}
+
+static int history(const char *dir, const char *pl, const char *out, const char *db, const char *rev, char **o) {
+    return history_named(dir, pl, out, db, rev, NULL, o);
 }
 
 static void test_history(void) {
@@ -77,6 +84,14 @@ static void test_history(void) {
     CU_ASSERT_EQUAL(history(dir, pl, out, db[1], "def5678", &o), 0);
     CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, ": 1 grid(s) in ") : NULL);
     free(o);
+    /* and so does another grid of the same revision (--offgrid's draw: HISTORY_NAME) */
+    CU_ASSERT_EQUAL(history_named(dir, pl, out, db[1], "abc1234", "hist-seed7-n30", &o), 0);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, ": 1 grid(s) in ") : NULL);
+    free(o);
+    snprintf(cmd, sizeof cmd, "ls '%s/history' | grep -c '^hist-seed7-n30-abc1234-.*-thp-.*\\.db$'", out);
+    CU_ASSERT_EQUAL(sh(cmd, &o), 0);
+    CU_ASSERT(o && atoi(o) == 1);
+    free(o);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     sh(cmd, NULL);
     free(db[0]);
@@ -88,6 +103,6 @@ static void test_history(void) {
 
 void exec_test_history_register(void) {
     static const pl_test_case cases[] = {
-        {"validate_cpu.sh --broad keeps a history per revision and prints its repeats", test_history}, {NULL, NULL}};
+        {"validate_cpu.sh --broad keeps a history per grid and revision and prints its repeats", test_history}, {NULL, NULL}};
     pl_test_suite("exec validation history", cases);
 }
