@@ -143,7 +143,7 @@ off_draw() {
 # Returns 0 when $1 is one of the remaining arguments.
 off_in() { local v=$1 x; shift; for x in "$@"; do [ "$x" != "$v" ] || return 0; done; return 1; }
 offgrid_points() {
-    local n=$1 seed=$2 made=0 tries=0 kind m rc spec v stages d minb off grid
+    local n=$((10#$1)) seed=$((10#$2)) made=0 tries=0 kind m rc spec v stages d minb off grid
     grid=$(broad_points)
     OFF_STATE=$(((seed * 2654435761 + 1) % 2147483648))
     while [ "$made" -lt "$n" ]; do

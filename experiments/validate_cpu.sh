@@ -166,8 +166,9 @@ steady_pairs() {
 if [ "$OFFGRID" = 1 ]; then
     OFFGRID_N=${OFFGRID_N:-30}
     OFFGRID_SEED=${OFFGRID_SEED:-1}
-    [[ $OFFGRID_N =~ ^[0-9]+$ ]] && [ "$OFFGRID_N" -ge 1 ] || usage_error "OFFGRID_N wants a whole number >= 1, got '$OFFGRID_N'"
-    [[ $OFFGRID_SEED =~ ^[0-9]+$ ]] || usage_error "OFFGRID_SEED wants a whole number >= 0, got '$OFFGRID_SEED'"
+    [[ $OFFGRID_N =~ ^[0-9]{1,4}$ ]] && [ "$OFFGRID_N" -ge 1 ] || usage_error "OFFGRID_N wants a whole number from 1 to 9999, got '$OFFGRID_N'"
+    [[ $OFFGRID_SEED =~ ^[0-9]{1,9}$ ]] || usage_error "OFFGRID_SEED wants a whole number from 0 to 999999999, got '$OFFGRID_SEED'"
+    OFFGRID_N=$((10#$OFFGRID_N)) OFFGRID_SEED=$((10#$OFFGRID_SEED)) # one draw, one name: 08 is 8
     POINTS=$(offgrid_points "$OFFGRID_N" "$OFFGRID_SEED")
     HISTORY_NAME=$NAME-seed$OFFGRID_SEED-n$OFFGRID_N
     echo "off the broad grid: $OFFGRID_N configurations drawn with seed $OFFGRID_SEED (OFFGRID_N, OFFGRID_SEED)"
