@@ -162,7 +162,7 @@ steady_pairs() {
         ($c["measured_uid"] in se) && se[$c["measured_uid"]] <= max' FS=' ' "$STEADY" FS=, -
 }
 
-# The configurations, one a line: "KIND M RECOMPUTE MODEL-SPEC" (validate_broad.sh).
+# The configurations, one a line: "KIND M RECOMPUTE MODEL-SPEC [CHUNKS]" (validate_broad.sh).
 if [ "$OFFGRID" = 1 ]; then
     OFFGRID_N=${OFFGRID_N:-30}
     OFFGRID_SEED=${OFFGRID_SEED:-1}
