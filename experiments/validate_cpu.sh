@@ -30,8 +30,10 @@
 # targets over each configuration's first quiet attempt (validate_cpu.first.db) beside them.
 # Each run also stores its prediction with the reuse-distance, first-touch and again terms (tag
 # validate_cpu-terms; `pipelab run --terms`, off by default) and its prediction with the
-# pass-length term (tag validate_cpu-passlen; `pipelab run --pass-length-term`, off by default); the summary
-# then repeats the targets and the per-class errors against those predictions.
+# pass-length term (tag validate_cpu-passlen; `pipelab run --pass-length-term`, off by default) and
+# its prediction with every F, I, W at the time of a profile round's microbatches after its first
+# (tag validate_cpu-rest); the summary then repeats the targets and the per-class errors against
+# those predictions.
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
@@ -278,6 +280,7 @@ if [ -f "$DB" ]; then
     }
     other_prediction -terms "with the reuse-distance, first-touch and again terms (pipelab run --terms)"
     other_prediction -passlen "with the pass-length term (pipelab run --pass-length-term)"
+    other_prediction -rest "with every F, I, W at a profile round's time after its first microbatch"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"
