@@ -126,7 +126,9 @@ static void test_run_stores_pair(void) {
  * each rank busy exactly what its own rows and STEP give (flush: m x its rows' F + I + W +
  * blocks x STEP), the one stored with it (TAG-passlen) that times the ranks' mean factor at the
  * length of that pass (exec_window_factor_mean of the profile's windows lines: 1 while the
- * samples are too short for a window, as at full speed, other values under the sanitizers), and the run
+ * samples are too short for a window, as at full speed, other values under the sanitizers), the
+ * one stored as TAG-rest each kind times its rank's ratio of a profile round's later microbatches
+ * to its time (exec_profile_worker_first), and the run
  * records where its profile came from. Wrong combinations of
  * the profile flags are usage errors. */
 static void test_run_profile_between(void) {
@@ -169,6 +171,8 @@ static void test_run_profile_between(void) {
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(pl_read_file(csv, 1 << 20, &text, &len, &e), PL_OK);
     CU_ASSERT_EQUAL(exec_profile_worker_windows(text, len, 2, win, NULL), 0);
+    double first[3 * 2], rest[3 * 2];
+    CU_ASSERT_EQUAL(exec_profile_worker_first(text, len, 2, first, rest), 0);
     free(text);
     /* blocks 0-1: rank 0's worker, 2-3: rank 1's; the model's first block's I is the I0 pass (no
      * input gradient; test_exec's profile test checks that it is faster than a whole I) */
@@ -181,35 +185,45 @@ static void test_run_profile_between(void) {
     size_t n = 2;
     open_pair(db, "between", &s, &runs, &meas, &sim);
     CU_ASSERT(strstr(sim->params_json, "between the passes") != NULL);
-    store_run *alt = NULL;
-    size_t na = 0;
+    store_run *alt = NULL, *rst = NULL;
+    size_t na = 0, nrst = 0;
     CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "between-passlen", 0, &alt, &na, &e), PL_OK);
     CU_ASSERT_EQUAL_FATAL(na, 1);
-    store_rank_metric *rm = NULL, *ra = NULL;
-    int nr = 0, nra = 0;
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "between-rest", 0, &rst, &nrst, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(nrst, 1);
+    store_rank_metric *rm = NULL, *ra = NULL, *rr = NULL;
+    int nr = 0, nra = 0, nrr = 0;
     CU_ASSERT_EQUAL(store_get_rank_metrics(s, sim->id, &rm, &nr, &e), PL_OK);
     CU_ASSERT_EQUAL(store_get_rank_metrics(s, alt[0].id, &ra, &nra, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, rst[0].id, &rr, &nrr, &e), PL_OK);
     CU_ASSERT_EQUAL(nr, 2);
     CU_ASSERT_EQUAL(nra, 2);
-    for (int q = 0; q < nr && q < nra && q < 2; q++) {
-        double want = 4 * (row[2 * q][0] + row[2 * q][1] + row[2 * q][2] + row[2 * q + 1][0] + row[2 * q + 1][1] +
-                           row[2 * q + 1][2]) + 2 * wt[q][3];
+    CU_ASSERT_EQUAL(nrr, 2);
+    for (int q = 0; q < nr && q < nra && q < nrr && q < 2; q++) {
+        double kind[3];
+        for (int c = 0; c < 3; c++) kind[c] = 4 * (row[2 * q][c] + row[2 * q + 1][c]);
+        double want = kind[0] + kind[1] + kind[2] + 2 * wt[q][3];
         CU_ASSERT_DOUBLE_EQUAL(rm[q].busy_s, want, 1e-6 * want);
         /* gpipe: one iteration a pass, so the prediction's iteration is its pass */
         double fq = exec_window_factor_mean(win, 2, sim->iteration_time_s);
         CU_ASSERT_DOUBLE_EQUAL(ra[q].busy_s, want * fq, 1e-6 * want * fq);
+        /* TAG-rest: each kind times its rank's ratio of a round's later microbatches, the STEP as it is */
+        double wr = rest[3 * q] * kind[0] + rest[3 * q + 1] * kind[1] + rest[3 * q + 2] * kind[2] + 2 * wt[q][3];
+        CU_ASSERT_DOUBLE_EQUAL(rr[q].busy_s, wr, 1e-6 * wr);
     }
     free(rm);
     free(ra);
+    free(rr);
     store_runs_free(alt, na);
+    store_runs_free(rst, nrst);
     store_runs_free(runs, n);
     /* --pass-length-term: the prediction with it, the other one without (TAG-nopasslen) */
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag with --db %s --pass-length-term",
              PIPELAB_BIN, db);
     CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
-    static const char *const tags[] = {"with", "with-nopasslen", "with-passlen"};
-    static const size_t want_n[] = {2, 1, 0};
-    for (size_t i = 0; i < 3; i++) {
+    static const char *const tags[] = {"with", "with-nopasslen", "with-passlen", "with-rest"};
+    static const size_t want_n[] = {2, 1, 0, 1};
+    for (size_t i = 0; i < 4; i++) {
         CU_ASSERT_EQUAL(store_list_runs(s, tags[i], 0, &alt, &na, &e), PL_OK);
         CU_ASSERT_EQUAL(na, want_n[i]);
         store_runs_free(alt, na);
@@ -277,16 +291,16 @@ static void test_run_fault_stores_nothing(void) {
     /* a run that works first, so the database exists */
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s", PIPELAB_BIN, db);
     CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
-    /* the measured run, its prediction, the prediction with the reuse-distance terms and the one
-     * with the pass-length term */
-    CU_ASSERT_EQUAL(count_runs(db), 4);
+    /* the measured run, its prediction, the prediction with the reuse-distance terms, the one
+     * with the pass-length term and the one at the rounds' later microbatches (TAG-rest) */
+    CU_ASSERT_EQUAL(count_runs(db), 5);
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s --inject-fault 1:3:1",
              PIPELAB_BIN, db);
     char *out = NULL;
     CU_ASSERT_EQUAL(sh(cmd, &out), 1);
     CU_ASSERT(out && strstr(out, "rank 1, action 3") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 4);
+    CU_ASSERT_EQUAL(count_runs(db), 5);
     free(db);
     free(dir);
 }
@@ -573,7 +587,8 @@ static void test_mpi_equals_threads(void) {
         free(a);
         free(b);
     }
-    CU_ASSERT_EQUAL(count_runs(db), 8); /* per run: measured, predicted, with the reuse terms, with the pass-length term */
+    CU_ASSERT_EQUAL(count_runs(db), 10); /* per run: measured, predicted, with the reuse terms, with the pass-length
+                                         * term, at the rounds' later microbatches */
     /* each MPI rank's worker profiles between the passes too; rank 0 gathers their times: the
      * saved profile has one worker line per rank and the prediction says where it came from */
     char *csv = pl_test_path(dir, "mpi_profile.csv");
@@ -608,7 +623,7 @@ static void test_mpi_equals_threads(void) {
     CU_ASSERT(pl_now_s() - t0 < 10);
     CU_ASSERT(out && strstr(out, "rank 1, action 2") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 8);
+    CU_ASSERT_EQUAL(count_runs(db), 10);
     free(wt);
     free(wm);
     free(db);
