@@ -31,8 +31,8 @@ BROAD_ROUNDS=7
 BROAD_MAX_FLOPS=1000000000
 
 # Forward FLOPs of one block for one microbatch (exec/model.c, exec_block_flops): the dense block
-# of width $1 on $2 rows with an inner size $3 (default 4) times the width, 4 b h f; the transformer block of width $1 on $3 sequences
-# of $2 tokens, 24 R h^2 + 4 R s h with R = b s rows.
+# of width $1 on $2 rows with an inner size $3 (default 4) times the width, 4 b h f; the
+# transformer block of width $1 on $3 sequences of $2 tokens, 24 R h^2 + 4 R s h with R = b s rows.
 mlp_block_flops() { echo $((4 * ${3:-4} * $2 * $1 * $1)); }
 gpt_block_flops() { echo $((24 * $3 * $2 * $1 * $1 + 4 * $3 * $2 * $2 * $1)); }
 

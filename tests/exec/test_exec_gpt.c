@@ -330,6 +330,11 @@ static void test_gpt_cli(void) {
     free(dir);
 }
 
+/* The ten schedule kinds the validation grids cover. */
+enum { KINDS = 10 };
+static const char *const kinds[KINDS] = {"gpipe", "1f1b", "pipedream", "2bw", "interleaved", "looped-bfs", "zb-h1", "zb-h2",
+                                         "zbv", "dualpipev"};
+
 /* Returns 1 when v is in set[*n], else adds it (at most max) and returns 0. */
 static int seen(int *set, int *n, int max, int v) {
     for (int i = 0; i < *n; i++)
@@ -343,13 +348,11 @@ static int seen(int *set, int *n, int max, int v) {
  * blocks, dense widths from 128 to 1024, m from p = 2 to 8p = 16, several depths, microbatch
  * sizes and sequence lengths; and every point's schedule generates. */
 static void test_broad_grid(void) {
-    enum { KINDS = 10, MAXV = 16 };
+    enum { MAXV = 16 };
     char cmd[1024], args[256], *out = NULL;
     snprintf(cmd, sizeof cmd, "bash -c 'source %s/../experiments/validate_broad.sh && broad_points'", PIPELAB_TESTS_DIR);
     CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &out), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
-    static const char *kinds[KINDS] = {"gpipe", "1f1b", "pipedream", "2bw", "interleaved", "looped-bfs", "zb-h1", "zb-h2",
-                                       "zbv", "dualpipev"};
     int n = 0, per_kind[KINDS] = {0}, full = 0, gpt = 0, bad = 0;
     int widths[MAXV], nw = 0, ms[MAXV], nm = 0, depths[MAXV], nd = 0, mbs[MAXV], nb = 0, seqs[MAXV], ns = 0;
     for (char *save = NULL, *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save), n++) {
@@ -397,7 +400,7 @@ static int offgrid(int n, int seed, char **out) {
  * depths (unequal stages), an inner size of twice the width, heads of 32 dimensions and m
  * outside 2, 3, 4, 6, 8, 12, 16. */
 static void test_offgrid_points(void) {
-    enum { N = 40, KINDS = 10 };
+    enum { N = 40 };
     char *a = NULL, *b = NULL, *c = NULL, *grid = NULL, cmd[1024], args[256];
     CU_ASSERT_EQUAL_FATAL(offgrid(N, 7, &a), 0);
     CU_ASSERT_EQUAL_FATAL(offgrid(N, 7, &b), 0);
@@ -410,8 +413,11 @@ static void test_offgrid_points(void) {
     snprintf(cmd, sizeof cmd, "bash -c 'source %s/../experiments/validate_broad.sh && broad_points'", PIPELAB_TESTS_DIR);
     CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &grid), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(grid);
-    static const char *kinds[KINDS] = {"gpipe", "1f1b", "pipedream", "2bw", "interleaved", "looped-bfs", "zb-h1", "zb-h2",
-                                       "zbv", "dualpipev"};
+    /* the broad points, each between newlines, so that a whole line is looked for */
+    size_t glen = strlen(grid) + 3;
+    char *g = malloc(glen);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    snprintf(g, glen, "\n%s\n", grid);
     int n = 0, bad = 0, chunks34 = 0, odd = 0, ffn2 = 0, head32 = 0, m_off = 0;
     for (char *save = NULL, *line = strtok_r(a, "\n", &save); line; line = strtok_r(NULL, "\n", &save), n++) {
         char kind[32], rc[8], spec[256], point[320];
@@ -436,12 +442,7 @@ static void test_offgrid_points(void) {
         chunks34 += chunked && v > 2;
         m_off += m == 5 || m == 7 || m == 9 || m == 10 || m == 11 || m == 13 || m == 14 || m == 15;
         snprintf(point, sizeof point, "\n%s %d %s %s\n", kind, m, rc, spec);
-        size_t len = strlen(grid);
-        char *g = malloc(len + 3);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
-        snprintf(g, len + 3, "\n%s\n", grid);
         if (strstr(g, point)) { fprintf(stderr, "off-grid point is a broad point: %s\n", line); bad++; }
-        free(g);
         snprintf(args, sizeof args, "schedule --kind %s --ranks 2 --microbatches %d%s%.0d", kind, m, chunked ? " --chunks " : "",
                  chunked ? v : 0);
         if (pipelab(args, NULL) != 0) { fprintf(stderr, "off-grid point not generated: %s\n", line); bad++; }
@@ -452,6 +453,7 @@ static void test_offgrid_points(void) {
     free(a);
     free(b);
     free(c);
+    free(g);
     free(grid);
 }
 
