@@ -48,6 +48,14 @@ static const char help_text[] =
     "                        median largest |error| that one run of each configuration would show\n"
     "                        from that spread alone (normal errors, an unbiased prediction): noise\n"
     "                        apart from bias. With --format csv it prints one line per configuration\n"
+    "  --overlap             also set each compute class's measured actions that ran alone (the\n"
+    "                        other ranks computing during under a tenth of their span) against\n"
+    "                        those beside the others' compute (over nine tenths), per rank and\n"
+    "                        stage (a stage's first F, B, I, W of a pass left out: first touch),\n"
+    "                        over the measured runs that carry their timelines: whether the ranks\n"
+    "                        slow each other down by sharing the machine (memory bandwidth,\n"
+    "                        caches), the share of each class's time spent alone, and by how much\n"
+    "                        pricing that time at the ratio would change it\n"
     "options:\n"
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
     "  --format table|csv|json   output (default table)\n"
@@ -63,10 +71,10 @@ static const char help_text[] =
 typedef struct opts {
     store_filter f;
     const char *db, *format, *output;
-    int loose, actions, repeats;
+    int loose, actions, repeats, overlap;
 } opts;
 
-enum { O_DB = 1000, O_LOOSE, O_ACTIONS, O_FORMAT, O_REPEATS };
+enum { O_DB = 1000, O_LOOSE, O_ACTIONS, O_FORMAT, O_REPEATS, O_OVERLAP };
 
 static const struct option long_opts[] = {
     {"db", required_argument, 0, O_DB},
@@ -74,6 +82,7 @@ static const struct option long_opts[] = {
     {"loose", no_argument, 0, O_LOOSE},
     {"actions", no_argument, 0, O_ACTIONS},
     {"repeats", no_argument, 0, O_REPEATS},
+    {"overlap", no_argument, 0, O_OVERLAP},
     {"format", required_argument, 0, O_FORMAT},
     {"output", required_argument, 0, 'o'},
     {"help", no_argument, 0, 'h'},
@@ -96,6 +105,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_LOOSE: o->loose = 1; break;
         case O_ACTIONS: o->actions = 1; break;
         case O_REPEATS: o->repeats = 1; break;
+        case O_OVERLAP: o->overlap = 1; break;
         case O_FORMAT: o->format = optarg; break;
         case 'o': o->output = optarg; break;
         case 'h': fputs(help_text, stdout); return CLI_OK;
@@ -108,6 +118,8 @@ static int parse(int argc, char **argv, opts *o) {
         return cli_usage_error("compare", "--format must be table, csv or json (got '%s')", o->format);
     if (o->actions && strcmp(o->format, "table"))
         return cli_usage_error("compare", "--actions prints a table (drop --format %s)", o->format);
+    if (o->overlap && strcmp(o->format, "table"))
+        return cli_usage_error("compare", "--overlap prints a table (drop --format %s)", o->format);
     if (o->repeats && !strcmp(o->format, "json"))
         return cli_usage_error("compare", "--repeats prints a table or CSV (drop --format json)");
     if (o->repeats && o->actions && !strcmp(o->format, "csv"))
@@ -532,6 +544,7 @@ int cli_compare(int argc, char **argv) {
         if (o.repeats) out_repeats_table(&c, &rep, &b);
     }
     if (o.actions) out_actions(s, &c, &b);
+    if (o.overlap) cli_compare_overlap(s, &c, &b);
     store_repeats_free(&rep);
     store_close(s);
     store_comparison_free(&c);

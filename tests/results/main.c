@@ -9,6 +9,7 @@ void test_plot_register(void);
 void test_faults_register(void);
 void test_db_cli_register(void);
 void test_shard_register(void);
+void test_overlap_register(void);
 
 void pl_test_register(void) {
     test_store_register();
@@ -19,4 +20,5 @@ void pl_test_register(void) {
     test_faults_register();
     test_db_cli_register();
     test_shard_register();
+    test_overlap_register();
 }
