@@ -264,6 +264,9 @@ if [ -f "$DB" ]; then
         echo
         sed -n '/^the busiest rank/,$p' "${DB%.db}.actions.txt"
         echo "per-rank breakdown: ${DB%.db}.actions.txt"
+        # whether the ranks slowed each other down by sharing the machine (the premise of a
+        # bandwidth-sharing term, docs/validate_cpu.md "Compute alone and beside")
+        "$PL" compare --db "$DB" --tag "$NAME" --overlap | sed -n '/^compute alone/,$p'
     fi
     # the same measured runs against the other predictions each run stores beside its own: with
     # the reuse-distance, first-touch and again terms, and with the pass-length term; all from
