@@ -8,12 +8,20 @@
 
 #include "pl_test.h"
 #include "store.h"
+#include "util.h"
 
 /* Appends one op to ops[*n] at [s, e] (seconds) of pass `pass` (100 s apart). */
 static void put(store_op *ops, size_t *n, int rank, int pass, const char *kind, int stage, double s, double e) {
     int seq = (int)*n;
     ops[*n] = (store_op){rank, seq, kind, kind, stage, 0, 100.0 * pass + s, 100.0 * pass + e};
     (*n)++;
+}
+
+/* Zeroes acc and e, then notes ops[0 .. n) into acc (store_overlap_note); returns its code. */
+static int note_fresh(const store_op *ops, size_t n, int ranks, int passes, store_overlap *acc, pl_err *e) {
+    memset(acc, 0, sizeof *acc);
+    pl_err_clear(e);
+    return store_overlap_note(ops, n, ranks, passes, acc, e);
 }
 
 /* Two ranks, two passes. Rank 0 (stage 0) per pass: F [0,1] (its first: left out of the
@@ -41,10 +49,8 @@ static void test_overlap_closed_form(void) {
         put(ops, &n, 1, t, "W", 1, 11, 12);
     }
     store_overlap acc;
-    memset(&acc, 0, sizeof acc);
     pl_err e;
-    pl_err_clear(&e);
-    CU_ASSERT_EQUAL_FATAL(store_overlap_note(ops, n, 2, 2, &acc, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(note_fresh(ops, n, 2, 2, &acc, &e), PL_OK);
     const store_overlap_class *F = &acc.c[0], *B = &acc.c[1], *I = &acc.c[2], *W = &acc.c[3], *S = &acc.c[4];
     CU_ASSERT_EQUAL(F->groups, 1);
     CU_ASSERT_DOUBLE_EQUAL(exp(F->log_ratio_sum), 0.5, 1e-12);
@@ -79,10 +85,8 @@ static void test_overlap_three_ranks(void) {
     put(ops, &n, 1, 0, "F", 1, 0, 2);
     put(ops, &n, 2, 0, "F", 2, 1, 2);
     store_overlap acc;
-    memset(&acc, 0, sizeof acc);
     pl_err e;
-    pl_err_clear(&e);
-    CU_ASSERT_EQUAL_FATAL(store_overlap_note(ops, n, 3, 1, &acc, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(note_fresh(ops, n, 3, 1, &acc, &e), PL_OK);
     CU_ASSERT_DOUBLE_EQUAL(acc.c[0].alone_s, 1, 1e-9);
     CU_ASSERT_DOUBLE_EQUAL(acc.c[0].total_s, 5, 1e-9);
     CU_ASSERT_EQUAL(acc.c[0].groups, 0);
@@ -96,10 +100,8 @@ static void test_overlap_refusals(void) {
     put(ops, &n, 1, 0, "F", 1, 0, 1);
     put(ops, &n, 0, 0, "F", 0, 1, 2);
     store_overlap acc;
-    memset(&acc, 0, sizeof acc);
     pl_err e;
-    pl_err_clear(&e);
-    CU_ASSERT_EQUAL(store_overlap_note(ops, n, 2, 1, &acc, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(note_fresh(ops, n, 2, 1, &acc, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "ordered by rank"));
     n = 0;
     put(ops, &n, 0, 0, "F", 0, 0, 1);
@@ -142,8 +144,7 @@ static void test_compare_overlap_cli(void) {
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 2);
     CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "--overlap prints a table"));
     free(out);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CU_ASSERT_EQUAL(system(cmd), 0);
+    tr_rmdir(dir);
     free(dir);
 }
 
