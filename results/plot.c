@@ -484,8 +484,7 @@ static int action_look(const char *kind) {
     return -1;
 }
 
-/* Returns 1 when an op kind is drawn as a compute box. */
-static int is_compute(const char *kind) {
+int store_kind_is_compute(const char *kind) {
     int a = action_look(kind);
     return a >= 0 && action_looks[a].compute;
 }
@@ -566,7 +565,7 @@ static int timeline_scan(timeline *t, pl_err *e) {
         if (!t->drawn[i]) continue;
         if (p->rank + 1 > t->ranks) t->ranks = p->rank + 1;
         t->tmax_s = fmax(t->tmax_s, p->end_s - t->t0_s);
-        if (!is_compute(p->kind)) continue;
+        if (!store_kind_is_compute(p->kind)) continue;
         nc++;
         if (p->end_s > p->start_s) t->dmin_s = fmin(t->dmin_s, p->end_s - p->start_s);
     }
@@ -578,7 +577,7 @@ static int timeline_scan(timeline *t, pl_err *e) {
     for (int q = 0; q < t->ranks; q++) t->first_stage[q] = -1;
     for (size_t i = 0; i < t->n; i++) {
         const store_op *p = &t->ops[i];
-        if (t->drawn[i] && is_compute(p->kind) && (t->first_stage[p->rank] < 0 || p->stage < t->first_stage[p->rank]))
+        if (t->drawn[i] && store_kind_is_compute(p->kind) && (t->first_stage[p->rank] < 0 || p->stage < t->first_stage[p->rank]))
             t->first_stage[p->rank] = p->stage;
     }
     return PL_OK;

@@ -239,16 +239,19 @@ int store_compare_repeats(const store_comparison *c, int loose, store_repeats *o
 void store_repeats_free(store_repeats *r);
 
 /* Compute alone against compute beside the other ranks' (store_overlap_note), per class: F, B,
- * I, W, STEP. An action is alone when the other ranks computed during at most a tenth of its
- * span (their mean share, over the other ranks), beside when during at least nine tenths. */
+ * I, W, STEP. An action's busy share is the share of its span during which the other ranks
+ * computed (their mean, with more than two ranks; a rank's replicas count as that rank, an
+ * overlapped F and B as compute); it is alone when that share is at most a tenth, beside when it
+ * is at least nine tenths. */
 enum { STORE_OVERLAP_STEP = 4, STORE_OVERLAP_KINDS = 5 };
 extern const char *const store_overlap_kinds[STORE_OVERLAP_KINDS];
 typedef struct store_overlap_class {
     int groups;                   /* (rank, stage) groups with two alone and two beside actions or more */
     double log_ratio_sum;         /* sum over them of log(median alone / median beside) */
     double least, largest;        /* the least and largest of those ratios */
-    double alone_s, total_s;      /* the class's compute time while no other rank computed (each
-                                   * action's span times the others' idle share), and all of it */
+    double alone_s, total_s;      /* the class's compute time times the other ranks' idle share (with
+                                   * two ranks: its time while the other rank did not compute), and
+                                   * all of it */
 } store_overlap_class;
 typedef struct store_overlap {
     store_overlap_class c[STORE_OVERLAP_KINDS];
@@ -256,8 +259,9 @@ typedef struct store_overlap {
 /* Adds to acc the compute actions of one measured run's timeline: ops[0 .. n) ordered by rank
  * then seq (store_get_ops), `passes` passes of equal length per rank. A group's ratio leaves
  * out each stage's first F, B, I and W of a pass (they read the stage back into the caches:
- * first touch). Fewer than 2 ranks: nothing. Returns PL_OK, PL_EINPUT (ops not in that order)
- * or PL_ENOMEM. */
+ * first touch). Fewer than 2 ranks: nothing. Returns PL_OK; PL_EINPUT, acc unchanged, when the
+ * ops are not in rank order, a rank's are not whole passes of equal length, or a stage number is
+ * out of range; or PL_ENOMEM. */
 int store_overlap_note(const store_op *ops, size_t n, int ranks, int passes, store_overlap *acc, pl_err *e);
 /* Returns 1 when the two runs share a configuration (see store_match_params). */
 int store_same_config(const store_run *a, const store_run *b, int loose);

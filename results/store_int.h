@@ -52,5 +52,8 @@ int store_exec(store *s, const char *sql);
  * errno of the first folder that could not be made with *failed its malloc'd path (NULL, with
  * ENOMEM, when even that copy failed), so each caller words the error its own way. */
 int store_make_parents(const char *path, char **failed);
+/* Returns 1 when an op kind is compute a timeline draws as a box (F, B, I, W, OVERLAP_F_B; not
+ * STEP, not communication): plot.c. */
+int store_kind_is_compute(const char *kind);
 
 #endif

@@ -39,9 +39,33 @@ static int ov_cmp(const void *pa, const void *pb) {
     return (a->dur > b->dur) - (a->dur < b->dur);
 }
 
-/* Returns the time within [s, e] covered by the intervals iv[0 .. n) (each rank's compute, in
- * start order, disjoint). */
-static double covered(const double (*iv)[2], size_t n, double s, double e) {
+/* Orders intervals by start. */
+static int iv_cmp(const void *pa, const void *pb) {
+    const double *a = pa, *b = pb;
+    return (a[0] > b[0]) - (a[0] < b[0]);
+}
+
+/* Sorts iv[0 .. n) by start and merges overlapping ones into their union (a replicated stage's
+ * replicas are folded into one rank and may compute at once); returns the intervals left. */
+static size_t iv_union(double (*iv)[2], size_t n) {
+    if (n == 0) return 0;
+    qsort(iv, n, sizeof *iv, iv_cmp);
+    size_t m = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (iv[i][0] <= iv[m][1]) {
+            if (iv[i][1] > iv[m][1]) iv[m][1] = iv[i][1];
+        } else {
+            m++;
+            iv[m][0] = iv[i][0];
+            iv[m][1] = iv[i][1];
+        }
+    }
+    return m + 1;
+}
+
+/* Returns the time within [s, e] covered by the intervals iv[0 .. n) (a rank's compute: sorted,
+ * disjoint, iv_union). */
+static double covered(double (*iv)[2], size_t n, double s, double e) {
     size_t lo = 0, hi = n;
     while (lo < hi) { /* the first interval ending after s */
         size_t mid = lo + (hi - lo) / 2;
@@ -53,6 +77,9 @@ static double covered(const double (*iv)[2], size_t n, double s, double e) {
     return c;
 }
 
+/* The most stages a timeline may name (a larger one is a corrupt row). */
+#define OVERLAP_MAX_STAGES (1 << 20)
+
 int store_overlap_note(const store_op *ops, size_t n, int ranks, int passes, store_overlap *acc, pl_err *e) {
     if (ranks < 2 || passes < 1 || n == 0) return PL_OK; /* one rank: every action is alone */
     int rc = PL_ENOMEM;
@@ -61,58 +88,68 @@ int store_overlap_note(const store_op *ops, size_t n, int ranks, int passes, sto
     size_t *niv = pl_calloc((size_t)ranks, sizeof *niv), *ivat = pl_calloc((size_t)ranks, sizeof *ivat);
     ov_act *a = pl_calloc(n, sizeof *a);
     unsigned char *seen = NULL;
+    store_overlap add;
+    memset(&add, 0, sizeof add);
     if (!first || !iv || !niv || !ivat || !a) goto out;
     /* ops come ordered by rank, then seq: rank r's are first[r] .. first[r + 1] - 1, its passes
-     * in turn, the same count of actions each */
+     * in turn, the same count of actions each; all checked before anything is added */
+    int stages = 0;
     for (size_t i = 0; i < n; i++) {
         if (ops[i].rank < 0 || ops[i].rank >= ranks || (i > 0 && ops[i].rank < ops[i - 1].rank)) {
             rc = pl_errf(e, PL_EINPUT, "run's actions are not ordered by rank within 0 .. %d", ranks - 1);
             goto out;
         }
+        if (ops[i].stage >= OVERLAP_MAX_STAGES) {
+            rc = pl_errf(e, PL_EINPUT, "run's action %zu names stage %d", i, ops[i].stage);
+            goto out;
+        }
+        if (ops[i].stage + 1 > stages) stages = ops[i].stage + 1;
         first[ops[i].rank + 1] = i + 1;
     }
     for (int r = 1; r <= ranks; r++)
         if (first[r] < first[r - 1]) first[r] = first[r - 1];
-    /* each rank's compute intervals, in start order */
+    for (int r = 0; r < ranks; r++)
+        if ((first[r + 1] - first[r]) % (size_t)passes) {
+            rc = pl_errf(e, PL_EINPUT, "rank %d's %zu actions are not %d passes of equal length", r, first[r + 1] - first[r],
+                         passes);
+            goto out;
+        }
+    /* each rank's compute (an overlapped F and B too, and the STEP), as the union of its spans */
     for (int r = 0; r < ranks; r++) {
         ivat[r] = r == 0 ? 0 : ivat[r - 1] + niv[r - 1];
         for (size_t i = first[r]; i < first[r + 1]; i++)
-            if (overlap_kind(ops[i].kind) >= 0) {
+            if (overlap_kind(ops[i].kind) >= 0 || store_kind_is_compute(ops[i].kind ? ops[i].kind : "")) {
                 iv[ivat[r] + niv[r]][0] = ops[i].start_s;
                 iv[ivat[r] + niv[r]][1] = ops[i].end_s;
                 niv[r]++;
             }
+        niv[r] = iv_union(iv + ivat[r], niv[r]);
     }
-    int stages = 0;
-    for (size_t i = 0; i < n; i++)
-        if (ops[i].stage + 1 > stages) stages = ops[i].stage + 1;
     /* seen[(stage * classes + class)]: met in the current pass of the current rank */
-    seen = pl_calloc((size_t)(stages > 0 ? stages : 1) * STORE_OVERLAP_KINDS, 1);
+    size_t nseen = (size_t)(stages > 0 ? stages : 1) * STORE_OVERLAP_KINDS;
+    seen = pl_calloc(nseen, 1);
     if (!seen) goto out;
     size_t na = 0;
     for (int r = 0; r < ranks; r++) {
         size_t cnt = first[r + 1] - first[r], per = cnt / (size_t)passes;
-        if (cnt % (size_t)passes) {
-            rc = pl_errf(e, PL_EINPUT, "rank %d's %zu actions are not %d passes of equal length", r, cnt, passes);
-            goto out;
-        }
         for (size_t j = 0; j < cnt; j++) {
             const store_op *o = &ops[first[r] + j];
-            if (per && j % per == 0) memset(seen, 0, (size_t)(stages > 0 ? stages : 1) * STORE_OVERLAP_KINDS);
+            if (j % per == 0) memset(seen, 0, nseen);
             int k = overlap_kind(o->kind);
+            if (k < 0 || o->stage < 0) continue;
+            /* a stage's first F, B, I, W of a pass reads its weights back (first touch); left
+             * out of the groups, so that alone and beside compare like with like */
+            unsigned char *sn = &seen[(size_t)o->stage * STORE_OVERLAP_KINDS + (size_t)k];
+            int lead = !*sn && k != STORE_OVERLAP_STEP;
+            *sn = 1;
             double d = o->end_s - o->start_s;
-            if (k < 0 || !(d > 0) || o->stage < 0) continue;
+            if (!(d > 0)) continue;
             double busy = 0;
             for (int q = 0; q < ranks; q++)
                 if (q != r) busy += covered(iv + ivat[q], niv[q], o->start_s, o->end_s);
-            double share = busy / ((double)(ranks - 1) * d); /* the others' mean busy share */
-            acc->c[k].total_s += d;
-            acc->c[k].alone_s += d * (1 - fmin(share, 1));
-            /* a stage's first F, B, I, W of a pass reads its weights back (first touch); left
-             * out of the groups, so that alone and beside compare like with like */
-            unsigned char *s = &seen[(size_t)o->stage * STORE_OVERLAP_KINDS + (size_t)k];
-            int lead = !*s && k != STORE_OVERLAP_STEP;
-            *s = 1;
+            double share = fmin(busy / ((double)(ranks - 1) * d), 1); /* the others' mean busy share */
+            add.c[k].total_s += d;
+            add.c[k].alone_s += d * (1 - share);
             if (lead) continue;
             int side = share <= OVERLAP_EDGE ? 1 : share >= 1 - OVERLAP_EDGE ? 0 : -1;
             if (side >= 0) a[na++] = (ov_act){o->rank, o->stage, k, side, d};
@@ -129,7 +166,7 @@ int store_overlap_note(const store_op *ops, size_t n, int ranks, int passes, sto
             for (size_t t = i; t < j; t++) tmp[t - i] = a[t].dur;
             double beside = gsl_stats_median_from_sorted_data(tmp, 1, m - i);
             double alone = gsl_stats_median_from_sorted_data(tmp + (m - i), 1, j - m);
-            store_overlap_class *c = &acc->c[a[i].kind];
+            store_overlap_class *c = &add.c[a[i].kind];
             double ratio = alone / beside;
             if (c->groups == 0 || ratio < c->least) c->least = ratio;
             if (c->groups == 0 || ratio > c->largest) c->largest = ratio;
@@ -137,6 +174,19 @@ int store_overlap_note(const store_op *ops, size_t n, int ranks, int passes, sto
             c->groups++;
         }
         i = j;
+    }
+    /* the run's sums into acc, all at once */
+    for (int k = 0; k < STORE_OVERLAP_KINDS; k++) {
+        store_overlap_class *c = &acc->c[k];
+        const store_overlap_class *x = &add.c[k];
+        if (x->groups > 0) {
+            if (c->groups == 0 || x->least < c->least) c->least = x->least;
+            if (c->groups == 0 || x->largest > c->largest) c->largest = x->largest;
+        }
+        c->groups += x->groups;
+        c->log_ratio_sum += x->log_ratio_sum;
+        c->alone_s += x->alone_s;
+        c->total_s += x->total_s;
     }
     rc = PL_OK;
 out:

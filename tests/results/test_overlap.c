@@ -92,10 +92,31 @@ static void test_overlap_three_ranks(void) {
     CU_ASSERT_EQUAL(acc.c[0].groups, 0);
 }
 
-/* A timeline out of rank order, or whose rank's actions are not whole passes, is refused with
- * PL_EINPUT and adds nothing; one rank adds nothing (every action alone, nothing to compare). */
+/* A rank's compute is the union of its spans: two replicas folded into rank 1 (listed out of start
+ * order, [1,3] then [0,2]) cover 3 s of rank 0's F [0,4], which is 1 s alone, not none; rank 1's
+ * two F, beside rank 0's, none. An overlapped F and B counts as compute: rank 1's F [10,12]
+ * beside rank 0's OVERLAP_F_B [10,12] is not alone, and the pair itself is in no class. */
+static void test_overlap_union(void) {
+    store_op ops[5];
+    size_t n = 0;
+    put(ops, &n, 0, 0, "F", 0, 0, 4);
+    put(ops, &n, 0, 0, "OVERLAP_F_B", 0, 10, 12);
+    put(ops, &n, 1, 0, "F", 1, 1, 3);
+    put(ops, &n, 1, 0, "F", 1, 0, 2);
+    put(ops, &n, 1, 0, "F", 1, 10, 12);
+    store_overlap acc;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(note_fresh(ops, n, 2, 1, &acc, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(acc.c[0].alone_s, 1, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(acc.c[0].total_s, 10, 1e-9);
+    for (int k = 1; k < STORE_OVERLAP_KINDS; k++) CU_ASSERT_DOUBLE_EQUAL(acc.c[k].total_s, 0, 0);
+}
+
+/* A timeline out of rank order, or whose rank's actions are not whole passes, or that names an
+ * absurd stage, is refused with PL_EINPUT and adds nothing (an uneven rank 1 after a whole rank
+ * 0 included); one rank adds nothing (every action alone, nothing to compare). */
 static void test_overlap_refusals(void) {
-    store_op ops[4];
+    store_op ops[5];
     size_t n = 0;
     put(ops, &n, 1, 0, "F", 1, 0, 1);
     put(ops, &n, 0, 0, "F", 0, 1, 2);
@@ -113,6 +134,21 @@ static void test_overlap_refusals(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "passes of equal length"));
     CU_ASSERT_EQUAL(store_overlap_note(ops, n, 1, 1, &acc, &e), PL_OK);
     CU_ASSERT_DOUBLE_EQUAL(acc.c[0].total_s, 0, 0);
+    /* rank 0 whole (2 passes of 1), rank 1 not (3 actions): nothing of rank 0 is added */
+    n = 0;
+    put(ops, &n, 0, 0, "F", 0, 0, 1);
+    put(ops, &n, 0, 1, "F", 0, 0, 1);
+    put(ops, &n, 1, 0, "F", 1, 1, 2);
+    put(ops, &n, 1, 0, "F", 1, 2, 3);
+    put(ops, &n, 1, 1, "F", 1, 1, 2);
+    CU_ASSERT_EQUAL(note_fresh(ops, n, 2, 2, &acc, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "rank 1's 3 actions"));
+    CU_ASSERT_DOUBLE_EQUAL(acc.c[0].total_s, 0, 0);
+    n = 0;
+    put(ops, &n, 0, 0, "F", 1 << 24, 0, 1);
+    put(ops, &n, 1, 0, "F", 1, 0, 1);
+    CU_ASSERT_EQUAL(note_fresh(ops, n, 2, 1, &acc, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "names stage"));
 }
 
 /* GPipe with one microbatch on 2 ranks: each rank's F and the last rank's B run while the other
@@ -152,6 +188,7 @@ void test_overlap_register(void) {
     static const pl_test_case cases[] = {
         {"store_overlap_note: alone against beside, closed form", test_overlap_closed_form},
         {"store_overlap_note: three ranks, the others' mean busy share", test_overlap_three_ranks},
+        {"store_overlap_note: a rank's compute is the union of its spans, overlapped pairs included", test_overlap_union},
         {"store_overlap_note: refusals", test_overlap_refusals},
         {"compare --overlap: GPipe m 1 computes alone throughout", test_compare_overlap_cli},
         {NULL, NULL},
