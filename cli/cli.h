@@ -124,14 +124,15 @@ const char *cli_run_key(const char *arg, char *buf, size_t n);
  * overlapped pair "(SF M;SB M)OVERLAP_F_B" with four int32 values at their widest; a plain
  * action ("SREDUCE_GRADM" at most) is shorter. */
 #define CLI_ACTION_TEXT_MAX (4 * CLI_INT32_TEXT_MAX + sizeof "(F;B)OVERLAP_F_B")
-/* The op rows of a stored run (store_write_run's ops, nops) and the action texts they point at:
- * ops[k].action is names + k * CLI_ACTION_TEXT_MAX. A zeroed value holds no rows. */
 struct store;
 struct store_comparison;
 /* Appends `pipelab compare --overlap`'s table to b: over the measured runs of c that carry their
  * timelines, each compute class's actions alone against beside the other ranks' compute
  * (store_overlap_note), and the share of its time spent alone (compare_overlap.c). */
 void cli_compare_overlap(struct store *db, const struct store_comparison *c, pl_buf *b);
+
+/* The op rows of a stored run (store_write_run's ops, nops) and the action texts they point at:
+ * ops[k].action is names + k * CLI_ACTION_TEXT_MAX. A zeroed value holds no rows. */
 struct store_op;
 struct sim_slot;
 typedef struct cli_op_rows {
