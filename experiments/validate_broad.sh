@@ -91,26 +91,41 @@ broad_points() {
 # Reads `pipelab compare --format csv` on stdin and prints, over its pairs, the broad grid's targets
 # beside what was measured: iteration time MAPE (<= 2%), largest error (<= 5%) and signed mean;
 # bubble fraction mean absolute difference (<= 1.5 points) and signed mean; peak memory MAPE
-# (<= 2%), largest error and signed mean. Prints "no pairs" when there are none.
+# (<= 2%), largest error and signed mean. A metric whose column the input lacks is left out, and
+# $1 names the rows (default "pairs"): `repeat_means | broad_targets "configurations' means"` judges
+# iteration time on the configurations' mean errors. Prints "no pairs" when there are none.
 broad_targets() {
-    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    awk -F, -v what="${1:-pairs}" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i
+          hb = "bubble_fraction_err" in col; hm = "peak_mem_err" in col; next }
         function abs(x) { return x < 0 ? -x : x }
-        { n++; it = $col["iteration_time_err"]; bu = $col["bubble_fraction_err"]; me = $col["peak_mem_err"]
+        { n++; it = $col["iteration_time_err"]; bu = hb ? $col["bubble_fraction_err"] : 0; me = hm ? $col["peak_mem_err"] : 0
           si += it; ai += abs(it); if (abs(it) > abs(mi)) mi = it
           sb += bu; ab += abs(bu)
           sm += me; am += abs(me); if (abs(me) > abs(mm)) mm = me }
         function verdict(ok) { return ok ? "met" : "MISSED" }
         END {
-          if (n == 0) { print "targets: no pairs"; exit }
-          printf "targets over %d pairs                     measured    target  verdict\n", n
+          if (n == 0) { print "targets: no " what; exit }
+          printf "%-41s measured    target  verdict\n", sprintf("targets over %d %s", n, what)
           printf "  iteration time MAPE                      %6.2f%%    <= 2%%   %s\n", 100 * ai / n, verdict(ai / n <= 0.02)
           printf "  iteration time largest error             %+6.2f%%    <= 5%%   %s\n", 100 * mi, verdict(abs(mi) <= 0.05)
           printf "  iteration time signed mean error         %+6.2f%%\n", 100 * si / n
-          printf "  bubble fraction mean |difference|        %6.2f pp  <= 1.5   %s\n", 100 * ab / n, verdict(ab / n <= 0.015)
-          printf "  bubble fraction signed mean difference   %+6.2f pp\n", 100 * sb / n
-          printf "  peak memory MAPE                         %6.2f%%    <= 2%%   %s\n", 100 * am / n, verdict(am / n <= 0.02)
-          printf "  peak memory largest error                %+6.2f%%\n", 100 * mm
-          printf "  peak memory signed mean error            %+6.2f%%\n", 100 * sm / n }'
+          if (hb) {
+            printf "  bubble fraction mean |difference|        %6.2f pp  <= 1.5   %s\n", 100 * ab / n, verdict(ab / n <= 0.015)
+            printf "  bubble fraction signed mean difference   %+6.2f pp\n", 100 * sb / n }
+          if (hm) {
+            printf "  peak memory MAPE                         %6.2f%%    <= 2%%   %s\n", 100 * am / n, verdict(am / n <= 0.02)
+            printf "  peak memory largest error                %+6.2f%%\n", 100 * mm
+            printf "  peak memory signed mean error            %+6.2f%%\n", 100 * sm / n } }'
+}
+
+# Reads `pipelab compare --repeats --format csv` on stdin and prints, for broad_targets, each
+# configuration's mean iteration-time error as its iteration_time_err. The model column before
+# it is quoted and holds commas, so the mean is found counting from the line's end.
+repeat_means() {
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "iteration_time_err_mean") back = NF - i
+          if (back == "") { print "repeat_means: no iteration_time_err_mean column" > "/dev/stderr"; exit 1 }
+          print "iteration_time_err"; next }
+        { print $(NF - back) }'
 }
 
 # offgrid_points N SEED prints N configurations for `validate_cpu.sh --offgrid`, one a line:

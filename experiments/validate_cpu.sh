@@ -83,15 +83,23 @@ if [ "$OFFGRID" = 1 ]; then NAME=validate_offgrid; BROAD=1; fi
 # `source` without arguments keeps this script's own, --broad included: set them first
 set -- ${ARGS[@]+"${ARGS[@]}"}
 source "$(dirname "$0")/lib.sh" "$@"
+# REPEATS: runs of each configuration, the grid measured round after round (2 with --broad and
+# --offgrid, else 1); the measuring of one run (its least timed passes TIMED and seconds
+# MIN_TIMED_S, its profile repetitions PREPS) is the grid's divided among them
+REPEATS=${REPEATS:-$([ "$BROAD" = 1 ] && echo 2 || echo 1)}
+[[ $REPEATS =~ ^[1-9]$ ]] || usage_error "REPEATS wants a whole number from 1 to 9, got '$REPEATS'"
+# shares a grid's measuring $1 among the repeats: $1 / REPEATS, rounded up for whole numbers
+per_repeat() { awk -v x="$1" -v r="$REPEATS" 'BEGIN { y = x / r; if (x == int(x)) y = int((x + r - 1) / r); print y }'; }
+MIN_TIMED_S=${MIN_TIMED_S:-$(per_repeat 0.5)}
 source experiments/validate_broad.sh
 KINDS=${KINDS:-gpipe 1f1b zb-h1 interleaved}
 TRACE=${TRACE:-1}
 WIDTHS=${WIDTHS:-256 512}
 MICROBATCHES=${MICROBATCHES:-4 8}
-TIMED=${TIMED:-$([ "$BROAD" = 1 ] && echo 10 || echo 20)}
+TIMED=${TIMED:-$(per_repeat "$([ "$BROAD" = 1 ] && echo 10 || echo 20)")}
 DEPTH=${DEPTH:-8}
 PROFILE=${PROFILE:-between}
-PREPS=${PREPS:-$([ "$BROAD" = 1 ] && echo 60 || echo 100)}
+PREPS=${PREPS:-$(per_repeat "$([ "$BROAD" = 1 ] && echo 60 || echo 100)")}
 PCONC=${PCONC:-2}
 QUIET_WAIT=${QUIET_WAIT:-120}
 QUIET_WINDOW=${QUIET_WINDOW:-0.5}
@@ -163,6 +171,14 @@ steady_pairs() {
         FNR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; print; next }
         ($c["measured_uid"] in se) && se[$c["measured_uid"]] <= max' FS=' ' "$STEADY" FS=, -
 }
+# Prints the broad grid's targets over the pairs of `pipelab compare "$@"`, and with REPEATS > 1
+# over the configurations' mean errors (compare --repeats), on which iteration time is judged.
+grid_targets() {
+    "$PL" compare "$@" --format csv | broad_targets
+    [ "$REPEATS" -gt 1 ] || return 0
+    "$PL" compare "$@" --repeats | sed -n '/ measured twice or more$/,$p'
+    "$PL" compare "$@" --repeats --format csv | repeat_means | broad_targets "configurations' means"
+}
 
 # The configurations, one a line: "KIND M RECOMPUTE MODEL-SPEC [CHUNKS]" (validate_broad.sh).
 if [ "$OFFGRID" = 1 ]; then
@@ -179,7 +195,15 @@ elif [ "$BROAD" = 1 ]; then POINTS=$(broad_points); else
         echo "$kind $m none mlp:width=$h,depth=$DEPTH,microbatch=16"; done; done; done)
 fi
 t0=$(date +%s)
+# the grid once a round, REPEATS rounds: a configuration's runs minutes apart, in different states
+# of the host
+NPOINTS=$(grep -c . <<< "$POINTS")
+N=0
 while read -r kind m recompute spec chunks; do
+    if [ "$REPEATS" -gt 1 ] && [ $((N % NPOINTS)) = 0 ] && [ "$PLOT_ONLY" = 0 ]; then
+        echo "round $((N / NPOINTS + 1)) of $REPEATS: every configuration once ($(date +%T))"
+    fi
+    N=$((N + 1))
     PROF=$OUT/$NAME.profile-$(echo "$spec" | tr ':,=' '_+-').csv
     # PROFILE=once: measured once per model and invocation, before the first run of that model
     # on this shard, and read by all of them.
@@ -233,7 +257,7 @@ while read -r kind m recompute spec chunks; do
         done
     }
     point run_one
-done <<< "$POINTS"
+done <<< "$(for ((r = 0; r < REPEATS; r++)); do echo "$POINTS"; done)"
 if [ "$PLOT_ONLY" = 0 ]; then
     echo "runs took $(($(date +%s) - t0)) s (${WAITED} s waiting for a quiet machine)"
     # the executor asks for huge pages (exec_lines_alloc); whether the kernel grants them shapes
@@ -248,7 +272,8 @@ if [ -f "$DB" ]; then
     echo "== predicted against measured, quiet machine ($DB)"
     "$PL" compare --db "$DB" --tag "$NAME"
     echo
-    "$PL" compare --db "$DB" --tag "$NAME" --format csv | broad_targets
+    [ "$REPEATS" = 1 ] || echo "each configuration ran $REPEATS times, a round of the grid apart: the targets over each run alone, then iteration time's verdict over the configurations' mean errors, which average out this host's state from run to run (docs/validate_cpu.md, \"Repeats\")"
+    grid_targets --db "$DB" --tag "$NAME"
     if [ -f "$STEADY" ]; then
         echo
         echo "the same over the steady pairs only (steadiness within ${STEADY_MAX}%; $(awk -v max="$STEADY_MAX" '$2 > max' "$STEADY" | wc -l) of $(wc -l < "$STEADY") runs scattered more): a diagnostic, not the verdict"
@@ -257,7 +282,7 @@ if [ -f "$DB" ]; then
     if [ -f "$FIRST_DB" ]; then
         echo
         echo "the same over each configuration's first quiet attempt, before the steadiness retries ($(basename "$FIRST_DB")): a diagnostic, not the verdict"
-        "$PL" compare --db "$FIRST_DB" --tag "$NAME" --format csv | broad_targets
+        grid_targets --db "$FIRST_DB" --tag "$NAME"
     fi
     if [ "$TRACE" != 0 ]; then
         "$PL" compare --db "$DB" --tag "$NAME" --actions -o "${DB%.db}.actions.txt"
@@ -275,7 +300,7 @@ if [ -f "$DB" ]; then
         [ -n "$("$PL" db list --db "$DB" --tag "$NAME$1" --format csv | tail -n +2)" ] || return 0
         echo
         echo "== $2 (tag $NAME$1), the same measured runs"
-        "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME$1" --format csv | broad_targets
+        grid_targets --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME$1"
         if [ "$TRACE" != 0 ]; then
             "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME$1" --actions -o "${DB%.db}$1.actions.txt"
             sed -n '/^per class over all pairs/,$p' "${DB%.db}$1.actions.txt"
