@@ -36,7 +36,8 @@ BROAD_MAX_FLOPS=1000000000
 mlp_block_flops() { echo $((4 * ${3:-4} * $2 * $1 * $1)); }
 gpt_block_flops() { echo $((24 * $3 * $2 * $1 * $1 + 4 * $3 * $2 * $2 * $1)); }
 
-# Timed passes of a run are at least MIN_TIMED_S seconds of measurement (default 0.5), at
+# Timed passes of a run are at least MIN_TIMED_S seconds of measurement (default 0.5;
+# validate_cpu.sh shares it among its REPEATS runs), at
 # least TIMED and at most TIMED_MAX (default 200) passes. A short iteration is otherwise a few
 # milliseconds of passes, most of them right after the profile's rounds between the passes,
 # whose blocks have pushed the run's out of the caches: such a pass is slower than a pass after

@@ -24,7 +24,7 @@
 # in percent of its median pass, logged beside the others' share; the summary repeats the
 # targets over the pairs whose steadiness is within STEADY_MAX (default 1.5%), beside the
 # targets over all quiet pairs, which stay the verdict. With --broad a quiet run that scattered more
-# than STEADY_RETRY_OVER (default 2%) is measured again, STEADY_RETRIES times at most (default 1; 0 without --broad),
+# than STEADY_RETRY_OVER (default 2% times the square root of REPEATS) is measured again, STEADY_RETRIES times at most (default 1; 0 without --broad),
 # and the steadiest attempt goes into the verdict; the others are kept apart in
 # results/out/validate_cpu.unsteady.db and reported separately, and the summary repeats the
 # targets over each configuration's first quiet attempt (validate_cpu.first.db) beside them.
@@ -43,10 +43,15 @@
 # lists them): all ten schedule kinds, recomputation on and off, both blocks (the dense block
 # at widths 128 to 1024, depths 4 to 12, microbatches of 8 to 32 rows; the transformer block at
 # widths 128 to 512, sequences of 32 to 128 tokens, 1 to 4 per microbatch), m from 2 to 16
-# (p to 8p); at least 10 timed passes (and 0.5 s), 60 profile repetitions; up to about 15 minutes on an idle 2-core
-# machine. Its targets: iteration-time MAPE <= 2%, largest error <= 5%, bubble
-# fraction within 1.5 points on average, peak memory within 2%; the summary prints each with
-# the signed mean error.
+# (p to 8p); each measured REPEATS times (default 2), the grid round after round, each run with
+# at least 5 timed passes (and 0.25 s) and 30 profile repetitions (the grid's 10, 0.5 s and 60,
+# shared among the repeats); about 15 minutes on an idle 2-core machine. Its targets:
+# iteration-time MAPE <= 2%, largest error <= 5%, bubble fraction within 1.5 points on average,
+# peak memory within 2%; the summary prints each with the signed mean error, over each run
+# alone and, with REPEATS 2 or more, over the configurations' mean errors (`pipelab compare
+# --repeats`), on which iteration time is judged: the spread from run to run is the host's state,
+# which more passes or profile samples within one run do not narrow and separate runs average
+# out (docs/validate_cpu.md, "Repeats").
 # --broad also keeps a history: the verdict's runs of each grid it measured go into the history
 # database of the code and machine that made them, results/out/history/validate_cpu-REV-HOST-thp-MODE.db
 # (REV: the build's git revision, `pipelab --version`, or in a checkout at that commit the last
@@ -64,9 +69,10 @@
 # where it was not tuned. One seed gives the same configurations on any machine. Its history, as
 # --broad's, is kept per draw: results/out/history/validate_offgrid-seedS-nN-REV-HOST-thp-MODE.db.
 # Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
-# TIMED (timed passes at least, 20; 10 with --broad; more for short iterations: MIN_TIMED_S,
-# TIMED_MAX and RATE_GFLOPS, validate_broad.sh), TRACE (1), DEPTH (8),
-# PROFILE (between | before | once), PREPS (profile repetitions, 100; 60 with --broad), PCONC (before and once:
+# REPEATS (runs of each configuration: 1; 2 with --broad), TIMED (timed passes at least, 20; 10
+# with --broad; divided by REPEATS; more for short iterations: MIN_TIMED_S, 0.5 divided by
+# REPEATS, TIMED_MAX and RATE_GFLOPS, validate_broad.sh), TRACE (1), DEPTH (8),
+# PROFILE (between | before | once), PREPS (profile repetitions, 100; 60 with --broad; divided by REPEATS), PCONC (before and once:
 # profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, QUIET_WINDOW, BUSY_MAX, RETRIES, STEADY_MAX, STEADY_RETRY_OVER, STEADY_RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
@@ -107,8 +113,11 @@ BUSY_MAX=${BUSY_MAX:-10}
 RETRIES=${RETRIES:-2}
 STEADY_MAX=${STEADY_MAX:-1.5}
 # a quiet run is measured again when it scattered more than this (with 1.5%, 24 of one grid's 70
-# configurations were, and the grid took 15 min 44 s)
-STEADY_RETRY_OVER=${STEADY_RETRY_OVER:-2}
+# configurations were, and the grid took 15 min 44 s); 2% for a run of a grid's whole measuring,
+# times the square root of REPEATS for one of its shares: the same scatter of the passes gives
+# a standard error that much larger over the run's fewer passes (with 2% on REPEATS 2, 25 of a
+# grid's 140 runs were measured again, 12 of them between 2% and 2.83%)
+STEADY_RETRY_OVER=${STEADY_RETRY_OVER:-$(awk -v r="$REPEATS" 'BEGIN { printf "%.2f", 2 * sqrt(r) }')}
 STEADY_RETRIES=${STEADY_RETRIES:-$([ "$BROAD" = 1 ] && echo 1 || echo 0)}
 RUN_CSV=${DB%.db}.run.csv
 STEADY=${DB%.db}.steadiness
