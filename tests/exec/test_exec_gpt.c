@@ -457,6 +457,70 @@ static void test_offgrid_points(void) {
     free(grid);
 }
 
+/* Runs SHELL (after sourcing experiments/validate_broad.sh) on a file holding CSV; returns its exit
+ * status, its output in *out (to free). */
+static int broad_shell(const char *csv, const char *shell, char **out) {
+    char *dir = pl_test_tmpdir(), *path = pl_test_path(dir, "in.csv"), cmd[1024];
+    FILE *f = fopen(path, "w");
+    int rc = -1;
+    if (f) {
+        fputs(csv, f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "(bash -c 'source %s/../experiments/validate_broad.sh && { %s; } < %s' 2>&1; s=$?; rm -rf %s; exit $s)",
+                 PIPELAB_TESTS_DIR, shell, path, dir);
+        rc = pl_test_run(cmd, out);
+    }
+    free(path);
+    free(dir);
+    return rc;
+}
+
+/* Asserts that text holds line (a whole line). */
+static void has_line(const char *text, const char *line) {
+    char want[256];
+    snprintf(want, sizeof want, "\n%s\n", line);
+    const char *at = text ? strstr(text, want) : NULL;
+    if (!at) fprintf(stderr, "\nmissing line '%s' in:\n%s\n", line, text ? text : "(none)");
+    CU_ASSERT_PTR_NOT_NULL(at);
+}
+
+/* validate_cpu.sh --broad's targets (experiments/validate_broad.sh): broad_targets over pairs
+ * (iteration time, bubble and memory, each with its threshold) and, through repeat_means, over
+ * `pipelab compare --repeats`' configuration means, whose quoted model column holds commas:
+ * iteration time only, in closed form. A --repeats CSV without its mean column is refused. */
+static void test_broad_targets(void) {
+    char *out = NULL;
+    static const char pairs[] = "schedule,iteration_time_err,bubble_fraction_err,peak_mem_err\n"
+                                "gpipe,0.01,0.005,0\n"
+                                "1f1b,-0.02,-0.01,0\n";
+    CU_ASSERT_EQUAL(broad_shell(pairs, "broad_targets", &out), 0);
+    has_line(out, "  iteration time MAPE                        1.50%    <= 2%   met");
+    has_line(out, "  iteration time largest error              -2.00%    <= 5%   met");
+    has_line(out, "  iteration time signed mean error          -0.50%");
+    has_line(out, "  bubble fraction mean |difference|          0.75 pp  <= 1.5   met");
+    has_line(out, "  bubble fraction signed mean difference    -0.25 pp");
+    has_line(out, "  peak memory MAPE                           0.00%    <= 2%   met");
+    CU_ASSERT_PTR_NOT_NULL(out ? strstr(out, "targets over 2 pairs ") : NULL);
+    free(out);
+    static const char repeats[] =
+        "schedule,ranks,stages,microbatches,chunks,recompute,model,runs,iteration_time_err_mean,iteration_time_err_sd,"
+        "iteration_time_err_min,iteration_time_err_max\n"
+        "gpipe,2,2,4,1,none,\"mlp:width=128,depth=4,microbatch=8,ffn_mult=4\",2,0.01,0.002,0.008,0.012\n"
+        "1f1b,2,2,8,1,full,\"transformer:layers=4,hidden=128,heads=2,seq=64,microbatch=4\",2,-0.03,0.01,-0.04,-0.02\n"
+        "zbv,2,2,3,2,none,\"mlp:width=256,depth=12,microbatch=32,ffn_mult=4\",3,0.06,0.02,0.04,0.08\n";
+    CU_ASSERT_EQUAL(broad_shell(repeats, "repeat_means | broad_targets means", &out), 0);
+    CU_ASSERT_PTR_NOT_NULL(out ? strstr(out, "targets over 3 means ") : NULL);
+    has_line(out, "  iteration time MAPE                        3.33%    <= 2%   MISSED");
+    has_line(out, "  iteration time largest error              +6.00%    <= 5%   MISSED");
+    has_line(out, "  iteration time signed mean error          +1.33%");
+    CU_ASSERT_PTR_NULL(out ? strstr(out, "bubble") : NULL);
+    CU_ASSERT_PTR_NULL(out ? strstr(out, "memory") : NULL);
+    free(out);
+    CU_ASSERT_NOT_EQUAL(broad_shell("schedule,runs\ngpipe,2\n", "repeat_means", &out), 0);
+    CU_ASSERT_PTR_NOT_NULL(out ? strstr(out, "no iteration_time_err_mean column") : NULL);
+    free(out);
+}
+
 void exec_test_gpt_register(void);
 void exec_test_gpt_register(void) {
     static const pl_test_case cases[] = {
@@ -468,6 +532,7 @@ void exec_test_gpt_register(void) {
         {"transformer: pipelab run and profile --model", test_gpt_cli},
         {"validate_cpu.sh --broad: the grid it promises", test_broad_grid},
         {"validate_cpu.sh --offgrid: a seeded draw off the broad grid", test_offgrid_points},
+        {"validate_cpu.sh --broad: its targets over the runs and over the configurations' means", test_broad_targets},
         {NULL, NULL}};
     pl_test_suite("exec transformer block", cases);
 }
