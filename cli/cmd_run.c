@@ -172,6 +172,9 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_PASSLEN_SUFFIX "-passlen"
 #define RUN_TAG_NOPASSLEN_SUFFIX "-nopasslen"
 #define RUN_TAG_REST_SUFFIX "-rest"
+#define RUN_TAG_REUSE_SUFFIX "-reuse"
+#define RUN_TAG_FIRST_SUFFIX "-first"
+#define RUN_TAG_AGAIN_SUFFIX "-again"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -184,7 +187,8 @@ typedef struct run_state {
                               * reuse-distance, first-touch and again terms, or under --terms
                               * without them; [1] with the pass-length term, or under
                               * --pass-length-term without it; [2] every F, I, W at the
-                              * profile round's time after its first microbatch */
+                              * profile round's time after its first microbatch; [3] [4] [5]
+                              * the reuse-distance, first-touch and again terms each alone */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -475,6 +479,20 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
         st->have_alt[2] = rc == PL_OK;
         snprintf(st->tag_alt[2], sizeof st->tag_alt[2], "%s%s", tag, RUN_TAG_REST_SUFFIX);
     }
+    /* each of the three terms alone, stored beside: which of them moves which configurations
+     * (docs/validate_cpu.md, "Repeats": each fixes the points of its own cause and shortens the
+     * rest) */
+    const cli_run_terms alone[3] = {{reuse ? ri : NULL, reuse ? rw : NULL, NULL, NULL, NULL, wp},
+                                    {NULL, NULL, first ? fi : NULL, first ? fr : NULL, NULL, wp},
+                                    {NULL, NULL, NULL, NULL, again ? ag : NULL, wp}};
+    static const char *const alone_suffix[3] = {RUN_TAG_REUSE_SUFFIX, RUN_TAG_FIRST_SUFFIX, RUN_TAG_AGAIN_SUFFIX};
+    const int alone_on[3] = {reuse, first, again};
+    for (int k = 0; rc == PL_OK && k < 3; k++) {
+        if (!alone_on[k]) continue;
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &alone[k], &st->pr_alt[3 + k], e);
+        st->have_alt[3 + k] = rc == PL_OK;
+        snprintf(st->tag_alt[3 + k], sizeof st->tag_alt[3 + k], "%s%s", tag, alone_suffix[k]);
+    }
     free(rank_step);
     free(ri);
     free(win);
@@ -498,10 +516,11 @@ static int report(const run_opts *o, run_state *st, int argc, char **argv, pl_bu
     pl_buf_puts(&cmd, "pipelab");
     for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
     cli_run_store_info info = {o->db, o->tag, cmd.data, o->transport, pr ? st->profile_src : "", o->a.from, o->profile,
-                               o->seed, o->trace,
-                               {st->have_alt[0] ? &st->pr_alt[0] : NULL, st->have_alt[1] ? &st->pr_alt[1] : NULL,
-                                st->have_alt[2] ? &st->pr_alt[2] : NULL},
-                               {st->tag_alt[0], st->tag_alt[1], st->tag_alt[2]}};
+                               o->seed, o->trace, {NULL}, {NULL}};
+    for (int i = 0; i < CLI_RUN_ALTS; i++) {
+        info.pred_alt[i] = st->have_alt[i] ? &st->pr_alt[i] : NULL;
+        info.tag_alt[i] = st->tag_alt[i];
+    }
     int64_t ids[2] = {0, 0};
     int rc = o->no_db ? PL_OK : cli_run_store(s, r, pr, &info, ids, e);
     if (rc == PL_OK && strcmp(o->format, "json") == 0) out_json(s, r, pr, st->mem, &info, ids, out);

@@ -111,7 +111,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 /* ---------------------------------------------------------------- results store */
 
 /* The other predictions a run stores beside its own (cli_run_store_info.pred_alt). */
-#define CLI_RUN_ALTS 3
+#define CLI_RUN_ALTS 6
 
 /* What a stored pair of runs carries besides the results. */
 typedef struct cli_run_store_info {
@@ -127,7 +127,8 @@ typedef struct cli_run_store_info {
     /* the other predictions, each NULL or stored too, as a run of its own under its tag_alt:
      * [0] with the measured terms (or under --terms without them), [1] with the pass-length
      * term (or under --pass-length-term without it), [2] with every F, I, W at the time of a
-     * profile round's microbatches after its first (the first-touch term's rest ratio on all) */
+     * profile round's microbatches after its first (the first-touch term's rest ratio on all),
+     * [3] [4] [5] with the reuse-distance, the first-touch and the again term alone */
     const sim_result *pred_alt[CLI_RUN_ALTS];
     const char *tag_alt[CLI_RUN_ALTS];
 } cli_run_store_info;

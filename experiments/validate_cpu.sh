@@ -33,7 +33,8 @@
 # pass-length term (tag validate_cpu-passlen; `pipelab run --pass-length-term`, off by default) and
 # its prediction with every F, I, W at the time of a profile round's microbatches after its first
 # (tag validate_cpu-rest); the summary then repeats the targets and the per-class errors against
-# those predictions.
+# those predictions, and against each of the reuse-distance, first-touch and again terms alone
+# (tags validate_cpu-reuse, -first, -again; the again term only where a rank holds several stages).
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
@@ -318,6 +319,10 @@ if [ -f "$DB" ]; then
     other_prediction -terms "with the reuse-distance, first-touch and again terms (pipelab run --terms)"
     other_prediction -passlen "with the pass-length term (pipelab run --pass-length-term)"
     other_prediction -rest "with every F, I, W at a profile round's time after its first microbatch"
+    # and each of --terms' three alone: which one moves which configurations
+    other_prediction -reuse "with the reuse-distance term alone"
+    other_prediction -first "with the first-touch term alone"
+    other_prediction -again "with the again term alone (only the runs whose ranks hold several stages)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"

@@ -128,7 +128,9 @@ static void test_run_stores_pair(void) {
  * length of that pass (exec_window_factor_mean of the profile's windows lines: 1 while the
  * samples are too short for a window, as at full speed, other values under the sanitizers), the
  * one stored as TAG-rest each kind times its rank's ratio of a profile round's later microbatches
- * to its time (exec_profile_worker_first), and the run
+ * to its time (exec_profile_worker_first), the one stored as TAG-reuse as it is (no backward follows its
+ * own forward in gpipe), the one stored as TAG-first the first F and B at the first
+ * ratios and the others at the rest ratios, and the run
  * records where its profile came from. Wrong combinations of
  * the profile flags are usage errors. */
 static void test_run_profile_between(void) {
@@ -171,8 +173,9 @@ static void test_run_profile_between(void) {
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(pl_read_file(csv, 1 << 20, &text, &len, &e), PL_OK);
     CU_ASSERT_EQUAL(exec_profile_worker_windows(text, len, 2, win, NULL), 0);
-    double first[3 * 2], rest[3 * 2];
+    double first[3 * 2], rest[3 * 2], ri[2], rw[2];
     CU_ASSERT_EQUAL(exec_profile_worker_first(text, len, 2, first, rest), 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_reuse(text, len, 2, ri, rw), 0);
     free(text);
     /* blocks 0-1: rank 0's worker, 2-3: rank 1's; the model's first block's I is the I0 pass (no
      * input gradient; test_exec's profile test checks that it is faster than a whole I) */
@@ -185,21 +188,30 @@ static void test_run_profile_between(void) {
     size_t n = 2;
     open_pair(db, "between", &s, &runs, &meas, &sim);
     CU_ASSERT(strstr(sim->params_json, "between the passes") != NULL);
-    store_run *alt = NULL, *rst = NULL;
-    size_t na = 0, nrst = 0;
+    store_run *alt = NULL, *rst = NULL, *one[2] = {NULL, NULL};
+    size_t na = 0, nrst = 0, none[2] = {0, 0};
     CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "between-passlen", 0, &alt, &na, &e), PL_OK);
     CU_ASSERT_EQUAL_FATAL(na, 1);
     CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "between-rest", 0, &rst, &nrst, &e), PL_OK);
     CU_ASSERT_EQUAL_FATAL(nrst, 1);
-    store_rank_metric *rm = NULL, *ra = NULL, *rr = NULL;
-    int nr = 0, nra = 0, nrr = 0;
+    /* each term alone: the reuse-distance one (TAG-reuse) and the first-touch one (TAG-first) */
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "between-reuse", 0, &one[0], &none[0], &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(none[0], 1);
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "between-first", 0, &one[1], &none[1], &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(none[1], 1);
+    store_rank_metric *rm = NULL, *ra = NULL, *rr = NULL, *ro[2] = {NULL, NULL};
+    int nr = 0, nra = 0, nrr = 0, nro[2] = {0, 0};
     CU_ASSERT_EQUAL(store_get_rank_metrics(s, sim->id, &rm, &nr, &e), PL_OK);
     CU_ASSERT_EQUAL(store_get_rank_metrics(s, alt[0].id, &ra, &nra, &e), PL_OK);
     CU_ASSERT_EQUAL(store_get_rank_metrics(s, rst[0].id, &rr, &nrr, &e), PL_OK);
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL(store_get_rank_metrics(s, one[k][0].id, &ro[k], &nro[k], &e), PL_OK);
+        CU_ASSERT_EQUAL(nro[k], 2);
+    }
     CU_ASSERT_EQUAL(nr, 2);
     CU_ASSERT_EQUAL(nra, 2);
     CU_ASSERT_EQUAL(nrr, 2);
-    for (int q = 0; q < nr && q < nra && q < nrr && q < 2; q++) {
+    for (int q = 0; q < nr && q < nra && q < nrr && q < nro[0] && q < nro[1] && q < 2; q++) {
         double kind[3];
         for (int c = 0; c < 3; c++) kind[c] = 4 * (row[2 * q][c] + row[2 * q + 1][c]);
         double want = kind[0] + kind[1] + kind[2] + 2 * wt[q][3];
@@ -210,10 +222,23 @@ static void test_run_profile_between(void) {
         /* TAG-rest: each kind times its rank's ratio of a round's later microbatches, the STEP as it is */
         double wr = rest[3 * q] * kind[0] + rest[3 * q + 1] * kind[1] + rest[3 * q + 2] * kind[2] + 2 * wt[q][3];
         CU_ASSERT_DOUBLE_EQUAL(rr[q].busy_s, wr, 1e-6 * wr);
+        /* TAG-reuse: gpipe's first B (microbatch 0) follows F of microbatch 3 on every rank, so no
+         * backward is at distance 0 and the term leaves the prediction as it is (the ratios read) */
+        CU_ASSERT(ri[q] > 0 && rw[q] > 0);
+        CU_ASSERT_DOUBLE_EQUAL(ro[0][q].busy_s, want, 1e-6 * want);
+        /* TAG-first: the stage's first F and B (microbatch 0) at the first ratio, the other three
+         * at the rest ratio */
+        double wf = 2 * wt[q][3];
+        for (int c = 0; c < 3; c++) wf += (first[3 * q + c] + 3 * rest[3 * q + c]) * kind[c] / 4;
+        CU_ASSERT_DOUBLE_EQUAL(ro[1][q].busy_s, wf, 1e-6 * wf);
     }
     free(rm);
     free(ra);
     free(rr);
+    for (int k = 0; k < 2; k++) {
+        free(ro[k]);
+        store_runs_free(one[k], none[k]);
+    }
     store_runs_free(alt, na);
     store_runs_free(rst, nrst);
     store_runs_free(runs, n);
@@ -221,9 +246,10 @@ static void test_run_profile_between(void) {
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag with --db %s --pass-length-term",
              PIPELAB_BIN, db);
     CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
-    static const char *const tags[] = {"with", "with-nopasslen", "with-passlen", "with-rest"};
-    static const size_t want_n[] = {2, 1, 0, 1};
-    for (size_t i = 0; i < 4; i++) {
+    /* (no again term: gpipe holds one stage per rank, and its profile times no again samples) */
+    static const char *const tags[] = {"with", "with-nopasslen", "with-passlen", "with-rest", "with-reuse", "with-first", "with-again"};
+    static const size_t want_n[] = {2, 1, 0, 1, 1, 1, 0};
+    for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
         CU_ASSERT_EQUAL(store_list_runs(s, tags[i], 0, &alt, &na, &e), PL_OK);
         CU_ASSERT_EQUAL(na, want_n[i]);
         store_runs_free(alt, na);
@@ -292,15 +318,16 @@ static void test_run_fault_stores_nothing(void) {
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s", PIPELAB_BIN, db);
     CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
     /* the measured run, its prediction, the prediction with the reuse-distance terms, the one
-     * with the pass-length term and the one at the rounds' later microbatches (TAG-rest) */
-    CU_ASSERT_EQUAL(count_runs(db), 5);
+     * with the pass-length term, the one at the rounds' later microbatches (TAG-rest) and the
+     * reuse-distance and first-touch terms alone (no again term with one stage per rank) */
+    CU_ASSERT_EQUAL(count_runs(db), 7);
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s --inject-fault 1:3:1",
              PIPELAB_BIN, db);
     char *out = NULL;
     CU_ASSERT_EQUAL(sh(cmd, &out), 1);
     CU_ASSERT(out && strstr(out, "rank 1, action 3") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 5);
+    CU_ASSERT_EQUAL(count_runs(db), 7);
     free(db);
     free(dir);
 }
@@ -587,8 +614,9 @@ static void test_mpi_equals_threads(void) {
         free(a);
         free(b);
     }
-    CU_ASSERT_EQUAL(count_runs(db), 10); /* per run: measured, predicted, with the reuse terms, with the pass-length
-                                         * term, at the rounds' later microbatches */
+    CU_ASSERT_EQUAL(count_runs(db), 14); /* per run: measured, predicted, with the reuse terms, with the pass-length
+                                         * term, at the rounds' later microbatches, with the reuse-distance and the
+                                         * first-touch term alone */
     /* each MPI rank's worker profiles between the passes too; rank 0 gathers their times: the
      * saved profile has one worker line per rank and the prediction says where it came from */
     char *csv = pl_test_path(dir, "mpi_profile.csv");
@@ -623,7 +651,7 @@ static void test_mpi_equals_threads(void) {
     CU_ASSERT(pl_now_s() - t0 < 10);
     CU_ASSERT(out && strstr(out, "rank 1, action 2") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 10);
+    CU_ASSERT_EQUAL(count_runs(db), 14);
     free(wt);
     free(wm);
     free(db);
