@@ -129,6 +129,32 @@ repeat_means() {
         { print $(NF - back) }'
 }
 
+# Reads `pipelab compare --format csv` on stdin and prints its header and the pairs whose measured
+# run's value in file $1 ("UID VALUE" lines) is within $2: the steady pairs (the steadiness
+# file), the pairs measured on an unslowed host (host_slowdowns' file). A pair whose run the file
+# lacks is left out.
+pairs_within() {
+    awk -F, -v max="$2" 'FNR == NR { v[$1] = $2; next }
+        FNR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; print; next }
+        ($c["measured_uid"] in v) && v[$c["measured_uid"]] <= max' FS=' ' "$1" FS=, -
+}
+
+# The host's speed. Other guests of the host slow its cores without showing in /proc/stat, and
+# a slowed host slows a run's passes and the profile between them unevenly (docs/validate_cpu.md,
+# "A slowed host"). validate_cpu.sh therefore times one fixed piece of work before every run:
+# the F of one dense block (width 256, 16 rows) on both cores at once (`pipelab profile`), the
+# host probe. host_slowdowns reads "UID PROBE_S" lines on stdin and prints "UID SLOWDOWN": each
+# probe over the host's own speed, the 10th percentile (nearest rank) of the probes in the files
+# "$@" ("... PROBE_S" lines, the probe last: this grid's and the host's earlier ones). Prints
+# nothing without probes.
+HOST_PROBE_MODEL=mlp:width=256,depth=2,microbatch=16
+host_slowdowns() {
+    local ref
+    ref=$(awk '{ print $NF }' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) { k = int(0.1 * NR); if (k < 0.1 * NR) k++; if (k < 1) k = 1; print v[k] } }')
+    [ -n "$ref" ] || return 0
+    awk -v ref="$ref" 'ref > 0 { printf "%s %.3f\n", $1, $2 / ref }'
+}
+
 # offgrid_points N SEED prints N configurations for `validate_cpu.sh --offgrid`, one a line:
 # "KIND M RECOMPUTE MODEL-SPEC CHUNKS", drawn at random from a space wider than the broad
 # grid's, so that the model is checked where it was not looked at. The draw is seeded (a

@@ -28,6 +28,13 @@
 # and the steadiest attempt goes into the verdict; the others are kept apart in
 # results/out/validate_cpu.unsteady.db and reported separately, and the summary repeats the
 # targets over each configuration's first quiet attempt (validate_cpu.first.db) beside them.
+# The other guests can also slow the host for minutes on end, evenly enough that the passes do
+# not scatter. Before every run the script times one fixed piece of work, the host probe (the F
+# of one dense block of width 256 on 16 rows, both cores at once; validate_broad.sh,
+# host_slowdowns), logs it beside the others' share and keeps it with the host's earlier probes
+# in results/out/history/host-probes-HOST.txt; the summary reads each run's probe against the
+# host's own speed (the 10th percentile of all its probes) and repeats the targets over the runs
+# whose probe was within HOST_SLOW times that (default 1.2): a diagnostic beside the verdict.
 # Each run also stores its prediction with the reuse-distance, first-touch and again terms (tag
 # validate_cpu-terms; `pipelab run --terms`, off by default) and its prediction with the
 # pass-length term (tag validate_cpu-passlen; `pipelab run --pass-length-term`, off by default) and
@@ -74,7 +81,7 @@
 # with --broad; divided by REPEATS; more for short iterations: MIN_TIMED_S, 0.5 divided by
 # REPEATS, TIMED_MAX and RATE_GFLOPS, validate_broad.sh), TRACE (1), DEPTH (8),
 # PROFILE (between | before | once), PREPS (profile repetitions, 100; 60 with --broad; divided by REPEATS), PCONC (before and once:
-# profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, QUIET_WINDOW, BUSY_MAX, RETRIES, STEADY_MAX, STEADY_RETRY_OVER, STEADY_RETRIES. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
+# profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, QUIET_WINDOW, BUSY_MAX, RETRIES, STEADY_MAX, STEADY_RETRY_OVER, STEADY_RETRIES, HOST_SLOW. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
 BROAD=0
@@ -113,6 +120,8 @@ QUIET_WINDOW=${QUIET_WINDOW:-0.5}
 BUSY_MAX=${BUSY_MAX:-10}
 RETRIES=${RETRIES:-2}
 STEADY_MAX=${STEADY_MAX:-1.5}
+# a run whose host probe took more than this times the host's own speed ran on a slowed host
+HOST_SLOW=${HOST_SLOW:-1.2}
 # a quiet run is measured again when it scattered more than this (with 1.5%, 24 of one grid's 70
 # configurations were, and the grid took 15 min 44 s); 2% for a run of a grid's whole measuring,
 # times the square root of REPEATS for one of its shares: the same scatter of the passes gives
@@ -127,10 +136,12 @@ UNSTEADY_DB=${DB%.db}.unsteady.db
 FIRST_DB=${DB%.db}.first.db
 TRY_DB=${DB%.db}.try.db
 LOG=${DB%.db}.contention
+PROBES=${DB%.db}.probes
+PROBE_CSV=${DB%.db}.probe.csv
 source experiments/cpu_share.sh
 source experiments/validate_history.sh
 declare -A SEEN
-if [ "$PLOT_ONLY" = 0 ]; then rm -f "$BUSY_DB" "$UNSTEADY_DB" "$FIRST_DB" "$LOG" "$STEADY"; fi
+if [ "$PLOT_ONLY" = 0 ]; then rm -f "$BUSY_DB" "$UNSTEADY_DB" "$FIRST_DB" "$LOG" "$STEADY" "$PROBES" "$PROBE_CSV"; fi
 WAITED=0
 # Waits, within the QUIET_WAIT budget (seconds), until the others use under BUSY_MAX percent
 # for QUIET_WINDOW seconds. The window only keeps a run from starting into load: the run's own
@@ -158,6 +169,18 @@ quiet_try() {
 # Attempt $1's database (one per attempt of a configuration); clear_try empties the current one.
 try_db() { echo "${TRY_DB%.db}$1.db"; }
 clear_try() { rm -f "$TRY_A" "$TRY_A-wal" "$TRY_A-shm"; }
+# Sets PROBE_S to the host probe (validate_broad.sh, host_slowdowns): the F of one block of
+# HOST_PROBE_MODEL on both cores at once, the median of 5; empty when the probe failed.
+host_probe() {
+    PROBE_S=
+    "$PL" profile --model "$HOST_PROBE_MODEL" --reps 5 --concurrency 2 -o "$PROBE_CSV" >/dev/null 2>&1 || return 0
+    PROBE_S=$(awk -F, '/^#/ { next } !h { for (i = 1; i <= NF; i++) if ($i == "fwd_s") c = i; h = 1; next } c { print $c; exit }' "$PROBE_CSV")
+}
+# Before each attempt of a run: its database emptied, the host probed.
+before_try() {
+    clear_try
+    host_probe
+}
 # Merges attempt $1's database into $2.
 merge_try() {
     "$PL" db merge "$(try_db "$1")" -o "$2" >/dev/null 2>&1 || { echo "$0: merging $(try_db "$1") into $2 failed" >&2; exit 1; }
@@ -173,13 +196,6 @@ keep_try() {
 steadiness() {
     awk -F, -v n="$2" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
         NR == 2 { it = $c["iteration_time_s"]; printf "%.2f\n", (it > 0 ? 100 * $c["iteration_stddev_s"] / sqrt(n) / it : 0) }' "$1"
-}
-# Reads `pipelab compare --format csv` on stdin and prints its header and the pairs whose measured
-# run's steadiness (file STEADY: "UID SE" lines) is within STEADY_MAX.
-steady_pairs() {
-    awk -F, -v max="$STEADY_MAX" 'FNR == NR { se[$1] = $2; next }
-        FNR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; print; next }
-        ($c["measured_uid"] in se) && se[$c["measured_uid"]] <= max' FS=' ' "$STEADY" FS=, -
 }
 # Prints the broad grid's targets over the pairs of `pipelab compare "$@"`, and with REPEATS > 1
 # over the configurations' mean errors (compare --repeats), on which iteration time is judged.
@@ -235,22 +251,23 @@ while read -r kind m recompute spec chunks; do
             PROFILE_ARG="--profile-timing between --profile-reps $PREPS" # by the run's workers, between its passes
         fi
         local passes se uid a best=-1 best_se= into
-        local -a try_se=() try_uid=() try_oth=()
+        local -a try_se=() try_uid=() try_oth=() try_probe=()
         passes=$(point_timed "$kind" "$m" "$recompute" "$spec")
         # attempt a into its own database (TRY_DB, a); a quiet run that scattered more than
         # STEADY_RETRY_OVER is measured again, STEADY_RETRIES times at most, and the steadiest is kept
         for ((a = 0; a <= STEADY_RETRIES; a++)); do
             TRY_A=$(try_db "$a")
             # shellcheck disable=SC2086
-            BEFORE=clear_try quiet_try "$PL" run --kind "$kind" --ranks 2 --microbatches "$m" $extra --model "$spec" \
+            BEFORE=before_try quiet_try "$PL" run --kind "$kind" --ranks 2 --microbatches "$m" $extra --model "$spec" \
                 --timed "$passes" $PROFILE_ARG --tag "$NAME" --db "$TRY_A" --format csv >"$RUN_CSV" || exit 1
             se=$(steadiness "$RUN_CSV" "$passes")
             uid=$("$PL" db list --db "$TRY_A" --format csv | awk -F, 'NR > 1 && $4 == "measured" { print $2 }')
             try_se[a]=$se
             try_uid[a]=$uid
             try_oth[a]=$OTHERS
+            try_probe[a]=${PROBE_S:-?}
             if [ "$OTHERS" -ge "$BUSY_MAX" ]; then
-                keep_try "$a" "$BUSY_DB" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${OTHERS}% steadiness=${se}%"
+                keep_try "$a" "$BUSY_DB" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${OTHERS}% steadiness=${se}% probe=${try_probe[a]}s"
                 try_se[a]=
                 continue
             fi
@@ -262,8 +279,12 @@ while read -r kind m recompute spec chunks; do
         for ((a = 0; a < ${#try_uid[@]}; a++)); do
             [ -n "${try_se[a]}" ] || continue
             into=$UNSTEADY_DB
-            if [ "$a" = "$best" ]; then into=$DB; echo "${try_uid[a]} ${try_se[a]}" >> "$STEADY"; fi
-            keep_try "$a" "$into" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${try_oth[a]}% steadiness=${try_se[a]}%"
+            if [ "$a" = "$best" ]; then
+                into=$DB
+                echo "${try_uid[a]} ${try_se[a]}" >> "$STEADY"
+                [ "${try_probe[a]}" = "?" ] || echo "${try_uid[a]} ${try_probe[a]}" >> "$PROBES"
+            fi
+            keep_try "$a" "$into" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${try_oth[a]}% steadiness=${try_se[a]}% probe=${try_probe[a]}s"
         done
     }
     point run_one
@@ -273,8 +294,13 @@ if [ "$PLOT_ONLY" = 0 ]; then
     # the executor asks for huge pages (exec_lines_alloc); whether the kernel grants them shapes
     # the timings (docs/validate_cpu.md, "Huge pages")
     echo "transparent huge pages: $(thp_mode) (the runs ask for them)"
-    echo "CPU share of other processes during each run (>= ${BUSY_MAX}% kept apart in $(basename "$BUSY_DB")), and its steadiness (standard error of the mean pass):"
+    echo "CPU share of other processes during each run (>= ${BUSY_MAX}% kept apart in $(basename "$BUSY_DB")), its steadiness (standard error of the mean pass) and the host probe before it:"
     sed 's/^/  /' "$LOG"
+    # the host's probes join those of its earlier grids, over which its own speed is read
+    if [ -s "$PROBES" ]; then
+        mkdir -p "$OUT/history"
+        awk -v t="$(date +%s)" -v g="$NAME" '{ print t, g, $2 }' "$PROBES" >> "$(history_probes)"
+    fi
 fi
 summarize || { echo "shard $SHARD_I/$SHARD_N written to $DB"; exit 0; }
 echo
@@ -287,7 +313,17 @@ if [ -f "$DB" ]; then
     if [ -f "$STEADY" ]; then
         echo
         echo "the same over the steady pairs only (steadiness within ${STEADY_MAX}%; $(awk -v max="$STEADY_MAX" '$2 > max' "$STEADY" | wc -l) of $(wc -l < "$STEADY") runs scattered more): a diagnostic, not the verdict"
-        "$PL" compare --db "$DB" --tag "$NAME" --format csv | steady_pairs | broad_targets
+        "$PL" compare --db "$DB" --tag "$NAME" --format csv | pairs_within "$STEADY" "$STEADY_MAX" | broad_targets
+    fi
+    if [ -s "$PROBES" ] && [ -s "$(history_probes)" ]; then
+        SLOWDOWNS=${DB%.db}.slowdowns
+        host_slowdowns "$(history_probes)" < "$PROBES" > "$SLOWDOWNS"
+        echo
+        echo "host speed: the probe before each run (F of one block of $HOST_PROBE_MODEL, both cores at once) over the host's own, the 10th percentile of its $(wc -l < "$(history_probes)") probes in $(history_probes):"
+        awk '{ print $2 }' "$SLOWDOWNS" | sort -g | awk -v max="$HOST_SLOW" '{ v[NR] = $1; n += $1 > max }
+            END { printf "  fastest %.2fx, median %.2fx, slowest %.2fx; %d of %d runs more than %sx slower\n", v[1], v[int((NR + 1) / 2)], v[NR], n, NR, max }'
+        echo "the same over the runs on an unslowed host (probe within ${HOST_SLOW}x of the host's own speed): a diagnostic, not the verdict"
+        "$PL" compare --db "$DB" --tag "$NAME" --format csv | pairs_within "$SLOWDOWNS" "$HOST_SLOW" | broad_targets
     fi
     if [ -f "$FIRST_DB" ]; then
         echo

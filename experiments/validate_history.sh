@@ -11,6 +11,17 @@ thp_mode() {
     [ -r "$f" ] && sed 's/.*\[\(.*\)\].*/\1/' "$f" || echo unknown
 }
 
+# The host's name as the history's file names hold it.
+history_host() {
+    local host
+    host=$(printf %s "${HOSTNAME:-$(uname -n)}" | tr -c 'A-Za-z0-9._-' '_')
+    echo "${host:-host}"
+}
+
+# The host probes of every grid measured on this host, "EPOCH GRID PROBE_S" lines
+# (validate_broad.sh, host_slowdowns): the host's own speed is read over all of them.
+history_probes() { echo "$OUT/history/host-probes-$(history_host).txt"; }
+
 # Prints the number of measured runs tagged NAME in database $1.
 history_measured() { "$PL" db export --db "$1" --tag "$NAME" --format json | grep -c '"kind": *"measured"'; }
 
@@ -34,9 +45,7 @@ history_repeats() {
         [ -n "$key" ] || key=$rev
     fi
     # and by the host and its huge page mode, which shape the timings as much as the code does
-    local host
-    host=$(printf %s "${HOSTNAME:-$(uname -n)}" | tr -c 'A-Za-z0-9._-' '_')
-    hist=$OUT/history/${HISTORY_NAME:-$NAME}-$key-${host:-host}-thp-$(thp_mode).db
+    hist=$OUT/history/${HISTORY_NAME:-$NAME}-$key-$(history_host)-thp-$(thp_mode).db
     mkdir -p "$OUT/history"
     "$PL" db merge "$DB" -o "$hist" >/dev/null 2>&1 || { echo "$0: merging $DB into $hist failed" >&2; exit 1; }
     this=$(history_measured "$DB")

@@ -521,6 +521,59 @@ static void test_broad_targets(void) {
     free(out);
 }
 
+/* validate_cpu.sh's filters of pairs (experiments/validate_broad.sh): pairs_within keeps the
+ * header and the pairs whose measured run's value in a "UID VALUE" file is within the bound, and
+ * leaves out the runs the file lacks; host_slowdowns divides each probe by the host's own speed,
+ * the 10th percentile by nearest rank of the history's last column (of 11 probes the 2nd
+ * smallest, of 10 the 1st). Closed forms. */
+static void test_pairs_filters(void) {
+    char *dir = pl_test_tmpdir(), *vals = pl_test_path(dir, "vals"), *hist = pl_test_path(dir, "hist"), shell[1024];
+    FILE *f = fopen(vals, "w");
+    if (f) {
+        fputs("u1 1.0\nu2 2.5\nu3 1.5\n", f);
+        fclose(f);
+    }
+    char *out = NULL;
+    static const char pairs[] = "schedule,measured_uid,iteration_time_err\n"
+                                "gpipe,u1,0.01\n"
+                                "1f1b,u2,0.09\n"
+                                "zbv,u3,-0.02\n"
+                                "2bw,u4,0.5\n";
+    snprintf(shell, sizeof shell, "pairs_within %s 1.5", vals);
+    CU_ASSERT_EQUAL(broad_shell(pairs, shell, &out), 0);
+    CU_ASSERT_STRING_EQUAL(out ? out : "", "schedule,measured_uid,iteration_time_err\ngpipe,u1,0.01\nzbv,u3,-0.02\n");
+    free(out);
+    snprintf(shell, sizeof shell, "pairs_within %s 1.5 | broad_targets", vals);
+    CU_ASSERT_EQUAL(broad_shell(pairs, shell, &out), 0);
+    has_line(out, "  iteration time MAPE                        1.50%    <= 2%   met");
+    free(out);
+    /* the history: probes 1..11 ms (shuffled), the 10th percentile 2 ms */
+    f = fopen(hist, "w");
+    if (f) {
+        static const int ms[] = {7, 3, 11, 1, 9, 2, 10, 4, 8, 6, 5};
+        for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) fprintf(f, "1796306949 validate_cpu %g\n", ms[i] * 1e-3);
+        fclose(f);
+    }
+    snprintf(shell, sizeof shell, "host_slowdowns %s", hist);
+    CU_ASSERT_EQUAL(broad_shell("u1 0.002\nu2 0.0031\n", shell, &out), 0);
+    CU_ASSERT_STRING_EQUAL(out ? out : "", "u1 1.000\nu2 1.550\n");
+    free(out);
+    /* of 10 probes the smallest; none: nothing */
+    snprintf(shell, sizeof shell, "sed -i 1d %s && host_slowdowns %s", hist, hist);
+    CU_ASSERT_EQUAL(broad_shell("u1 0.002\n", shell, &out), 0);
+    CU_ASSERT_STRING_EQUAL(out ? out : "", "u1 2.000\n");
+    free(out);
+    CU_ASSERT_EQUAL(broad_shell("u1 0.002\n", "host_slowdowns /dev/null", &out), 0);
+    CU_ASSERT_STRING_EQUAL(out ? out : "", "");
+    free(out);
+    snprintf(shell, sizeof shell, "rm -rf %s", dir);
+    CU_ASSERT_EQUAL(pl_test_run(shell, &out), 0);
+    free(out);
+    free(vals);
+    free(hist);
+    free(dir);
+}
+
 void exec_test_gpt_register(void);
 void exec_test_gpt_register(void) {
     static const pl_test_case cases[] = {
@@ -533,6 +586,7 @@ void exec_test_gpt_register(void) {
         {"validate_cpu.sh --broad: the grid it promises", test_broad_grid},
         {"validate_cpu.sh --offgrid: a seeded draw off the broad grid", test_offgrid_points},
         {"validate_cpu.sh --broad: its targets over the runs and over the configurations' means", test_broad_targets},
+        {"validate_cpu.sh: the steady and unslowed-host pairs, the host's slowdowns", test_pairs_filters},
         {NULL, NULL}};
     pl_test_suite("exec transformer block", cases);
 }
