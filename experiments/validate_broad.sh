@@ -148,6 +148,7 @@ pairs_within() {
 # "$@" ("... PROBE_S" lines, the probe last: this grid's and the host's earlier ones). Prints
 # nothing without probes.
 HOST_PROBE_MODEL=mlp:width=256,depth=2,microbatch=16
+HOST_PROBE_ALONE_MODEL=mlp:width=256,depth=1,microbatch=16 # its one block, one core alone
 host_slowdowns() {
     local ref
     ref=$(awk '{ print $NF }' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) { k = int(0.1 * NR); if (k < 0.1 * NR) k++; if (k < 1) k = 1; print v[k] } }')

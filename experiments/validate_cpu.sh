@@ -31,7 +31,7 @@
 # The other guests can also slow the host for minutes on end, evenly enough that the passes do
 # not scatter. Before every run the script times one fixed piece of work, the host probe (the F
 # of one dense block of width 256 on 16 rows, both cores at once; validate_broad.sh,
-# host_slowdowns), logs it beside the others' share and keeps it with the host's earlier probes
+# host_slowdowns; and the same block on one core alone), logs them beside the others' share and keeps it with the host's earlier probes
 # in results/out/history/host-probes-HOST.txt; the summary reads each run's probe against the
 # host's own speed (the 10th percentile of all its probes) and repeats the targets over the runs
 # whose probe was within HOST_SLOW times that (default 1.2): a diagnostic beside the verdict.
@@ -169,12 +169,17 @@ quiet_try() {
 # Attempt $1's database (one per attempt of a configuration); clear_try empties the current one.
 try_db() { echo "${TRY_DB%.db}$1.db"; }
 clear_try() { rm -f "$TRY_A" "$TRY_A-wal" "$TRY_A-shm"; }
+# Prints the F of block 0 of the profile CSV $1 (empty without one).
+profile_f() { awk -F, '/^#/ { next } !h { for (i = 1; i <= NF; i++) if ($i == "fwd_s") c = i; h = 1; next } c { print $c; exit }' "$1"; }
 # Sets PROBE_S to the host probe (validate_broad.sh, host_slowdowns): the F of one block of
-# HOST_PROBE_MODEL on both cores at once, the median of 5; empty when the probe failed.
+# HOST_PROBE_MODEL on both cores at once (a block each), the median of 5; and PROBE_ALONE_S to
+# the same block on one core while the other idles (HOST_PROBE_ALONE_MODEL). Both empty when a probe failed.
 host_probe() {
-    PROBE_S=
+    PROBE_S= PROBE_ALONE_S=
     "$PL" profile --model "$HOST_PROBE_MODEL" --reps 5 --concurrency 2 -o "$PROBE_CSV" >/dev/null 2>&1 || return 0
-    PROBE_S=$(awk -F, '/^#/ { next } !h { for (i = 1; i <= NF; i++) if ($i == "fwd_s") c = i; h = 1; next } c { print $c; exit }' "$PROBE_CSV")
+    PROBE_S=$(profile_f "$PROBE_CSV")
+    "$PL" profile --model "$HOST_PROBE_ALONE_MODEL" --reps 5 --concurrency 1 -o "$PROBE_CSV" >/dev/null 2>&1 || { PROBE_S=; return 0; }
+    PROBE_ALONE_S=$(profile_f "$PROBE_CSV")
 }
 # Before each attempt of a run: its database emptied, the host probed.
 before_try() {
@@ -251,7 +256,7 @@ while read -r kind m recompute spec chunks; do
             PROFILE_ARG="--profile-timing between --profile-reps $PREPS" # by the run's workers, between its passes
         fi
         local passes se uid a best=-1 best_se= into
-        local -a try_se=() try_uid=() try_oth=() try_probe=()
+        local -a try_se=() try_uid=() try_oth=() try_probe=() try_alone=()
         passes=$(point_timed "$kind" "$m" "$recompute" "$spec")
         # attempt a into its own database (TRY_DB, a); a quiet run that scattered more than
         # STEADY_RETRY_OVER is measured again, STEADY_RETRIES times at most, and the steadiest is kept
@@ -266,8 +271,9 @@ while read -r kind m recompute spec chunks; do
             try_uid[a]=$uid
             try_oth[a]=$OTHERS
             try_probe[a]=${PROBE_S:-?}
+            try_alone[a]=${PROBE_ALONE_S:-?}
             if [ "$OTHERS" -ge "$BUSY_MAX" ]; then
-                keep_try "$a" "$BUSY_DB" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${OTHERS}% steadiness=${se}% probe=${try_probe[a]}s"
+                keep_try "$a" "$BUSY_DB" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${OTHERS}% steadiness=${se}% probe=${try_probe[a]}s alone=${try_alone[a]}s"
                 try_se[a]=
                 continue
             fi
@@ -282,9 +288,9 @@ while read -r kind m recompute spec chunks; do
             if [ "$a" = "$best" ]; then
                 into=$DB
                 echo "${try_uid[a]} ${try_se[a]}" >> "$STEADY"
-                [ "${try_probe[a]}" = "?" ] || echo "${try_uid[a]} ${try_probe[a]}" >> "$PROBES"
+                [ "${try_probe[a]}" = "?" ] || echo "${try_uid[a]} ${try_probe[a]} ${try_alone[a]}" >> "$PROBES"
             fi
-            keep_try "$a" "$into" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${try_oth[a]}% steadiness=${try_se[a]}% probe=${try_probe[a]}s"
+            keep_try "$a" "$into" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${try_oth[a]}% steadiness=${try_se[a]}% probe=${try_probe[a]}s alone=${try_alone[a]}s"
         done
     }
     point run_one
@@ -322,6 +328,11 @@ if [ -f "$DB" ]; then
         echo "host speed: the probe before each run (F of one block of $HOST_PROBE_MODEL, both cores at once) over the host's own, the 10th percentile of its $(wc -l < "$(history_probes)") probes in $(history_probes):"
         awk '{ print $2 }' "$SLOWDOWNS" | sort -g | awk -v max="$HOST_SLOW" '{ v[NR] = $1; n += $1 > max }
             END { printf "  fastest %.2fx, median %.2fx, slowest %.2fx; %d of %d runs more than %sx slower\n", v[1], v[int((NR + 1) / 2)], v[NR], n, NR, max }'
+        # both cores at once against one alone: whether the slowed host slows the ranks by
+        # computing beside each other (the profile times them both at once, the passes only in part)
+        awk 'FNR == NR { s[$1] = $2; next } ($1 in s) && $3 + 0 > 0 { r = $2 / $3; k = s[$1] > max ? "slowed" : "unslowed"; n[k]++; m[k] += log(r) }
+            END { for (k in n) printf "  %s runs: both cores at once %.2fx one alone (geometric mean over %d)\n", k, exp(m[k] / n[k]), n[k] }' \
+            max="$HOST_SLOW" "$SLOWDOWNS" "$PROBES" | sort -r
         echo "the same over the runs on an unslowed host (probe within ${HOST_SLOW}x of the host's own speed): a diagnostic, not the verdict"
         "$PL" compare --db "$DB" --tag "$NAME" --format csv | pairs_within "$SLOWDOWNS" "$HOST_SLOW" | broad_targets
     fi
