@@ -30,11 +30,13 @@
 # targets over each configuration's first quiet attempt (validate_cpu.first.db) beside them.
 # The other guests can also slow the host for minutes on end, evenly enough that the passes do
 # not scatter. Before every run the script times one fixed piece of work, the host probe (the F
-# of one dense block of width 256 on 16 rows, both cores at once; validate_broad.sh,
-# host_slowdowns; and the same block on one core alone), logs them beside the others' share and keeps it with the host's earlier probes
-# in results/out/history/host-probes-HOST.txt; the summary reads each run's probe against the
-# host's own speed (the 10th percentile of all its probes) and repeats the targets over the runs
-# whose probe was within HOST_SLOW times that (default 1.2): a diagnostic beside the verdict.
+# of one dense block of width 256 on 16 rows, both cores at once, and the same block on one core
+# alone; validate_broad.sh, host_slowdowns), logs both beside the others' share and keeps the
+# first with the host's earlier probes in results/out/history/host-probes-HOST.txt; the summary
+# reads each run's probe against the host's own speed (the 10th percentile of all its probes),
+# gives both-at-once over alone for the slowed and the unslowed runs, and repeats the targets
+# over the runs whose probe was within HOST_SLOW times that (default 1.2): a diagnostic beside
+# the verdict.
 # Each run also stores its prediction with the reuse-distance, first-touch and again terms (tag
 # validate_cpu-terms; `pipelab run --terms`, off by default) and its prediction with the
 # pass-length term (tag validate_cpu-passlen; `pipelab run --pass-length-term`, off by default) and
@@ -173,7 +175,8 @@ clear_try() { rm -f "$TRY_A" "$TRY_A-wal" "$TRY_A-shm"; }
 profile_f() { awk -F, '/^#/ { next } !h { for (i = 1; i <= NF; i++) if ($i == "fwd_s") c = i; h = 1; next } c { print $c; exit }' "$1"; }
 # Sets PROBE_S to the host probe (validate_broad.sh, host_slowdowns): the F of one block of
 # HOST_PROBE_MODEL on both cores at once (a block each), the median of 5; and PROBE_ALONE_S to
-# the same block on one core while the other idles (HOST_PROBE_ALONE_MODEL). Both empty when a probe failed.
+# the same block on one core while the other idles (HOST_PROBE_ALONE_MODEL). Both empty when a
+# probe failed.
 host_probe() {
     PROBE_S= PROBE_ALONE_S=
     "$PL" profile --model "$HOST_PROBE_MODEL" --reps 5 --concurrency 2 -o "$PROBE_CSV" >/dev/null 2>&1 || return 0
