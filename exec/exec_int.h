@@ -447,9 +447,20 @@ int exec_prof_again_blocks(int blocks);
  * untimed warm-up round), with the again samples when `again` (else their times stay 0). NULL
  * and e when out of memory. */
 exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, int again, pl_err *e);
-/* Runs w's next round on the calling thread (the first is the warm-up; none after the last);
- * after: 1 when other work (the run's pass) ran on the thread since w's previous round. */
-void exec_prof_worker_round(exec_prof_worker *w, int after);
+/* The rounds of gap g (0 .. gaps - 1: before timed pass g; negative: before a warm-up pass) of
+ * a run profiled between its passes with `reps` repetitions over `gaps` timed passes: returns
+ * its timed rounds, the exec_prof_rounds(reps) spread evenly over the gaps, and sets *untimed
+ * to the untimed round that opens it: 1 in the first gap (warm: the warm-up round) and in any
+ * gap with timed rounds, else 0. The opening round takes the switch from the pass's work to the
+ * profile's: on a host whose cores slow down after such a switch, a round right after a pass
+ * timed up to 25% over the rounds that follow it while the pass itself did not pay it, and the
+ * short iterations, whose rounds all follow a pass, were predicted that much long
+ * (docs/validate_cpu.md, "The gap's opening round"). */
+int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int *untimed);
+/* Runs w's next timed round on the calling thread (none after the last), or an untimed one
+ * (exec_prof_gap_rounds); after: 1 when other work (the run's pass) ran on the thread since w's
+ * previous round. */
+void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed);
 /* The profile over the n workers' rounds in p, and each one's alone in each[n] (when not NULL). */
 int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,
                              exec_layer_profile *each, pl_err *e);

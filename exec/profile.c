@@ -73,7 +73,7 @@ struct exec_prof_worker {
     int tid, threads;
     exec_dims d;
     int L;             /* blocks held */
-    int next;          /* the next round: -1 = the untimed warm-up, then 0 .. rounds - 1 */
+    int next;          /* the next timed round, 0 .. rounds - 1 */
     size_t ns, nstep;  /* samples of each of F, I, W; of STEP */
     size_t ni0;        /* samples of I without the input gradient (block 0's, one per microbatch) */
     size_t nhot;       /* samples of each of IH and WH: one more microbatch per round through every
@@ -122,6 +122,15 @@ int exec_prof_rounds(int reps) {
     return reps < 1 ? 0 : (reps + PROFILE_SLOTS - 1) / PROFILE_SLOTS;
 }
 
+int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int *untimed) {
+    long long R = exec_prof_rounds(reps), G = gaps;
+    int timed = g >= 0 && G > 0 ? (int)(R * (g + 1) / G - R * g / G) : 0;
+    /* the warm-up round opens the first gap; any later gap with timed rounds opens with one
+     * untimed round of its own */
+    *untimed = warm || timed > 0;
+    return timed;
+}
+
 /* Floats from block k's input in a slot to block k + 1's: the input [b, h], then the block's
  * state, each on a cache line (as the run's arena keeps them when b h and the state fill whole
  * lines: exec_int.h, EXEC_LINE_BYTES). */
@@ -166,7 +175,7 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->cfg = cfg;
     x->tid = tid;
     x->threads = threads;
-    x->next = -1;
+    x->next = 0; /* the next timed round */
     exec_dims_of(cfg, &x->d);
     const exec_dims *d = &x->d;
     x->L = prof_blocks(cfg, d, threads);
@@ -307,18 +316,19 @@ static void prof_step(prof_thread *x, int r, float *w, float *g, float *mo) {
     }
 }
 
-/* Runs x's next round (the first one untimed: page faults, caches, the BLAS); nothing once all
- * rounds are done or after a failed allocation. after: 1 when other work (a run's pass) ran on
- * the thread since its previous round (prof_restore first). */
-static void prof_round(prof_thread *x, int after) {
-    if (!x->mem || x->next >= (int)x->rounds) return;
+/* Runs x's next timed round, or an untimed one when untimed (the warm-up: page faults, caches,
+ * the BLAS; a gap's opening round: exec_prof_gap_rounds); no timed one once all are done, and
+ * nothing after a failed allocation. after: 1 when other work (a run's pass) ran on the thread
+ * since its previous round (prof_restore first). */
+static void prof_round(prof_thread *x, int after, int untimed) {
+    if (!x->mem || (!untimed && x->next >= (int)x->rounds)) return;
     if (after) {
         volatile float sink = prof_restore(x);
         (void)sink;
     }
     const exec_config *cfg = x->cfg;
     const exec_dims *d = &x->d;
-    const int S = PROFILE_SLOTS, L = x->L, r = x->next++, mom = cfg->momentum != 0.0;
+    const int S = PROFILE_SLOTS, L = x->L, r = untimed ? -1 : x->next++, mom = cfg->momentum != 0.0;
     size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, ns = x->ns;
     size_t per_slot = prof_per_slot(x), xs = prof_block_stride(d), nt = x->nt;
     double *t = x->t;
@@ -403,7 +413,7 @@ static void *prof_main(void *arg) {
     prof_init(x, sh->cfg, x->tid, sh->threads, rounds, 1);
     for (int r = -1; r < rounds; r++) {
         prof_wait(sh);
-        prof_round(x, 0);
+        prof_round(x, 0, r < 0);
     }
     if (x->rc == PL_OK && !prof_finite(x))
         x->rc = pl_errf(&x->err, PL_EINTERNAL, "the profile's blocks diverged (weights not finite)");
@@ -437,8 +447,8 @@ int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_e
     return e->code;
 }
 
-void exec_prof_worker_round(exec_prof_worker *w, int after) {
-    if (w) prof_round(w, after);
+void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed) {
+    if (w) prof_round(w, after, untimed);
 }
 
 void exec_prof_worker_free(exec_prof_worker *w) {

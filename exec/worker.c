@@ -284,16 +284,16 @@ static int fault_at(exec_xrank *x, size_t k, const sched_action *a, int *armed) 
 }
 
 /* Runs the rounds of the profile between the passes (exec_config.profile_between_reps) that fall
- * in one gap: its untimed warm-up round when warm, and the timed rounds of gap g (0 .. T - 1:
- * before timed pass g; negative: a warm-up pass, none). The R timed rounds are spread evenly
- * over the T gaps. A barrier follows each round, so that the ranks' workers compute their rounds
- * together, as the ranks do, and the pass starts on all ranks at once. */
+ * in one gap (exec_prof_gap_rounds): its untimed opening round (the warm-up round when warm),
+ * then the timed rounds of gap g (0 .. T - 1: before timed pass g; negative: a warm-up pass,
+ * none). A barrier follows each round, so that the ranks' workers compute their rounds together,
+ * as the ranks do, and the pass starts on all ranks at once. */
 static int prof_gap(exec_xrank *x, int warm, int g) {
     const exec_config *c = x->cfg;
-    long long R = exec_prof_rounds(c->profile_between_reps), G = c->timed_passes;
-    int n = warm + (g >= 0 ? (int)(R * (g + 1) / G - R * g / G) : 0);
+    int open, n = exec_prof_gap_rounds(c->profile_between_reps, c->timed_passes, g, warm, &open);
+    n += open;
     for (int i = 0; i < n; i++) {
-        exec_prof_worker_round(x->prof, i == 0); /* the first of a gap follows the run's pass */
+        exec_prof_worker_round(x->prof, i == 0, i < open); /* the first of a gap follows the run's pass */
         int rc = x->t->barrier(x->t, &x->err);
         if (rc != PL_OK) return rc;
     }

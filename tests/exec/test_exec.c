@@ -832,6 +832,46 @@ static void test_lines(void) {
     CU_ASSERT(q.f_s > 0 && q.i_s > 0 && q.w_s > 0 && isfinite(q.w_s));
 }
 
+/* The rounds of the profile between the passes, gap by gap (exec_prof_gap_rounds): the timed
+ * ones add up to exec_prof_rounds(reps) and differ by at most one between gaps; the first gap
+ * opens with the warm-up round, and every other gap with timed rounds opens with an untimed one,
+ * while a gap without any (fewer rounds than gaps), or before a warm-up pass, runs none. */
+static void test_profile_gap_rounds(void) {
+    const int cases[][2] = {{30, 4}, {30, 199}, {160, 20}, {4, 1}, {60, 8}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int reps = cases[c][0], G = cases[c][1], R = exec_prof_rounds(reps), sum = 0, lo = R, hi = 0, opened = 0;
+        for (int g = 0; g < G; g++) {
+            int open, n = exec_prof_gap_rounds(reps, G, g, g == 0, &open);
+            sum += n;
+            lo = n < lo ? n : lo;
+            hi = n > hi ? n : hi;
+            CU_ASSERT_EQUAL(open, g == 0 || n > 0);
+            opened += open;
+        }
+        CU_ASSERT_EQUAL(sum, R);
+        CU_ASSERT(hi - lo <= 1);
+        /* untimed rounds: one a gap with timed rounds, and the first gap's in any case */
+        int with = R < G ? R : G;
+        CU_ASSERT_EQUAL(opened, with + (exec_prof_gap_rounds(reps, G, 0, 1, &(int){0}) == 0));
+    }
+    /* 8 rounds over 199 gaps: gap 24 holds the first after gap 0's none, one timed and one untimed */
+    int open;
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 199, 0, 1, &open), 0);
+    CU_ASSERT_EQUAL(open, 1);
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 199, 1, 0, &open), 0);
+    CU_ASSERT_EQUAL(open, 0);
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 199, 24, 0, &open), 1);
+    CU_ASSERT_EQUAL(open, 1);
+    /* before a warm-up pass: the warm-up round alone, or nothing */
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 4, -1, 1, &open), 0);
+    CU_ASSERT_EQUAL(open, 1);
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 4, -1, 0, &open), 0);
+    CU_ASSERT_EQUAL(open, 0);
+    /* no repetitions: no round at all */
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(0, 4, 2, 0, &open), 0);
+    CU_ASSERT_EQUAL(open, 0);
+}
+
 /* A run profiled between its passes trains exactly as one that is not (the profile's rounds use
  * buffers of their own), keeps its passes, and returns each worker's profile and the pooled one,
  * which lies between the workers' own (the median of pooled rounds lies between the medians of
@@ -1106,6 +1146,7 @@ void pl_test_register(void) {
         {"huge pages give identical weights", test_huge_pages_identical},
         {"profile one block", test_profile},
         {"cache-line and huge-page buffers (exec_lines_alloc)", test_lines},
+        {"profile between the passes: each gap's timed and opening rounds", test_profile_gap_rounds},
         {"profile between the passes: same training, each worker's times", test_profile_between},
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
         {"pass-length factors: windows over a worker's samples, their lines", test_window_factors},
