@@ -453,9 +453,9 @@ exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int thre
  * to the untimed round that opens it: 1 in the first gap (warm: the warm-up round) and in any
  * gap with timed rounds, else 0. The opening round takes the switch from the pass's work to the
  * profile's: on a host whose cores slow down after such a switch, a round right after a pass
- * timed up to 25% over the rounds that follow it while the pass itself did not pay it, and the
- * short iterations, whose rounds all follow a pass, were predicted that much long
- * (docs/validate_cpu.md, "The gap's opening round"). */
+ * timed 10-40% over one after a round while the passes, most of which followed a pass, did not
+ * pay it, and the short iterations, whose rounds all follow a pass, were predicted that much
+ * long (docs/validate_cpu.md, "The gap's opening round"). */
 int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int *untimed);
 /* Runs w's next timed round on the calling thread (none after the last), or an untimed one
  * (exec_prof_gap_rounds); after: 1 when other work (the run's pass) ran on the thread since w's
