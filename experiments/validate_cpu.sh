@@ -331,8 +331,9 @@ if [ -f "$DB" ]; then
         echo "host speed: the probe before each run (F of one block of $HOST_PROBE_MODEL, both cores at once) over the host's own, the 10th percentile of its $(wc -l < "$(history_probes)") probes in $(history_probes):"
         awk '{ print $2 }' "$SLOWDOWNS" | sort -g | awk -v max="$HOST_SLOW" '{ v[NR] = $1; n += $1 > max }
             END { printf "  fastest %.2fx, median %.2fx, slowest %.2fx; %d of %d runs more than %sx slower\n", v[1], v[int((NR + 1) / 2)], v[NR], n, NR, max }'
-        # both cores at once against one alone: whether the slowed host slows the ranks by
-        # computing beside each other (the profile times them both at once, the passes only in part)
+        # both cores at once against one alone: how much the slowed host slows the profile's
+        # lockstep; the passes' own actions showed no such slowing (compare --overlap;
+        # docs/validate_cpu.md, "The gap's opening round")
         awk 'FNR == NR { s[$1] = $2; next } ($1 in s) && $3 + 0 > 0 { r = $2 / $3; k = s[$1] > max ? "slowed" : "unslowed"; n[k]++; m[k] += log(r) }
             END { for (k in n) printf "  %s runs: both cores at once %.2fx one alone (geometric mean over %d)\n", k, exp(m[k] / n[k]), n[k] }' \
             max="$HOST_SLOW" "$SLOWDOWNS" "$PROBES" | sort -r
