@@ -133,7 +133,7 @@ static int run_setup(const sched *s, const exec_config *c, run_state *st, pl_err
     st->recs = pl_calloc((size_t)p, sizeof *st->recs);
     st->th = pl_calloc((size_t)p, sizeof *st->th);
     if (!st->loss_mb || !st->xr || !st->th || !st->recs) return pl_errf(e, PL_ENOMEM, "out of memory");
-    int rc = exec_data_build(c, &st->data, e);
+    int rc = exec_data_build(c, exec_data_used(P, M), &st->data, e);
     if (rc == PL_OK) rc = setup_ranks(s, c, st, e);
     if (rc) return rc;
     st->cap = 1;

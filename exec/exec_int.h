@@ -3,6 +3,7 @@
 #ifndef EXEC_INT_H
 #define EXEC_INT_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -156,6 +157,9 @@ float exec_normal_at(uint64_t seed, uint64_t stream, uint64_t i, double std);
 /* Fills x[0 .. n - 1] with elements 0 .. n - 1 of (seed, stream) at standard deviation std, the
  * values exec_normal_at gives, two at a time. */
 void exec_fill_normal_std(uint64_t seed, uint64_t stream, double std, float *x, size_t n);
+/* Sets how many threads the calling thread's fills of 2^16 elements or more split over (1: none,
+ * the default; at most 16), the same values on any; returns the previous setting. */
+int exec_fill_team_set(int team);
 
 /* Floats of one block's parameters: W1 [f, h], b1 [f], W2 [h, f], b2 [h], in that order. */
 size_t exec_block_floats(const exec_dims *d);
@@ -194,13 +198,23 @@ void exec_sgd_step(float *o, const float *w, float *g, float *mom, size_t n, flo
 /* The data set: D microbatches of inputs and targets. */
 typedef struct exec_data {
     int d;      /* D */
+    int n;      /* entries built: 0 .. n - 1 (the microbatches the run reads, up to a whole chunk of
+                 * the target network's, at most D); the others stay zero and are never read */
     float *x;   /* [D, b, h] inputs */
     float *t;   /* [D, b, h] targets: the target network's outputs */
 } exec_data;
 
 /* Builds the data set for cfg (inputs from data_seed, targets through the L-block target
- * network from target_seed). Returns PL_OK or PL_ENOMEM. */
-int exec_data_build(const exec_config *cfg, exec_data *out, pl_err *e);
+ * network from target_seed): its first min(D, used) entries, all D when used <= 0 (a run reads
+ * global microbatches 0 .. used - 1, entry G mod D: only the first `used` when used < D), the
+ * target network's blocks filled and run on as many threads as there are cores (the same values
+ * as on one). Returns PL_OK or PL_ENOMEM. */
+int exec_data_build(const exec_config *cfg, int used, exec_data *out, pl_err *e);
+/* The microbatches a run of `passes` passes of M microbatches each reads (INT_MAX past it). */
+static inline int exec_data_used(int passes, int M) {
+    long long n = (long long)passes * M;
+    return n < INT_MAX ? (int)n : INT_MAX;
+}
 void exec_data_free(exec_data *dt);
 
 /* Reads the calling thread's GEMM clock: *s = seconds spent inside the model's sgemm calls so

@@ -31,7 +31,7 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
     memset(&x, 0, sizeof x);
     double *loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
     if (rc == PL_OK && !loss_mb) rc = pl_errf(e, PL_ENOMEM, "out of memory");
-    if (rc == PL_OK) rc = exec_data_build(c, &data, e);
+    if (rc == PL_OK) rc = exec_data_build(c, exec_data_used(P, M), &data, e);
     if (rc == PL_OK) rc = exec_xrank_setup_in(&x, r, &lay, s, c, blocks, &data, loss_mb, e);
     if (rc == PL_OK && c->profile_between_reps > 0) rc = exec_xrank_prof_new(&x, c, lay.ranks, e);
     if (rc == PL_OK) {

@@ -4,6 +4,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,15 +55,64 @@ float exec_normal_at(uint64_t seed, uint64_t stream, uint64_t i, double std) {
     return (float)(std * z[i % 2]);
 }
 
-void exec_fill_normal_std(uint64_t seed, uint64_t stream, double std, float *x, size_t n) {
+/* Fills x[i0 .. i1 - 1] with elements i0 .. i1 - 1 of (seed, stream) (i0 even). */
+static void fill_range(uint64_t seed, uint64_t stream, double std, float *x, size_t i0, size_t i1) {
     double z[2];
-    size_t i = 0;
-    for (; i + 1 < n; i += 2) {
+    size_t i = i0;
+    for (; i + 1 < i1; i += 2) {
         normal_pair(seed, stream, i / 2, z);
         x[i] = (float)(std * z[0]);
         x[i + 1] = (float)(std * z[1]);
     }
-    if (i < n) x[i] = exec_normal_at(seed, stream, i, std);
+    if (i < i1) x[i] = exec_normal_at(seed, stream, i, std);
+}
+
+/* Threads a fill on this thread splits over (exec_fill_team_set: exec_data_build's, while it
+ * fills the target network's blocks, the one setup step no rank thread runs), and the least
+ * elements worth a split. Each element depends only on its index: the same values on any. */
+static _Thread_local int fill_team = 1;
+#define FILL_SPLIT_MIN ((size_t)1 << 16)
+#define FILL_MAX_TEAM 16
+
+typedef struct fill_part {
+    uint64_t seed, stream;
+    double std;
+    float *x;
+    size_t i0, i1;
+} fill_part;
+
+int exec_fill_team_set(int team) {
+    int old = fill_team;
+    fill_team = team < 1 ? 1 : team;
+    return old;
+}
+
+static void *fill_part_main(void *arg) {
+    const fill_part *f = arg;
+    fill_range(f->seed, f->stream, f->std, f->x, f->i0, f->i1);
+    return NULL;
+}
+
+void exec_fill_normal_std(uint64_t seed, uint64_t stream, double std, float *x, size_t n) {
+    int team = fill_team < FILL_MAX_TEAM ? fill_team : FILL_MAX_TEAM;
+    if (team <= 1 || n < FILL_SPLIT_MIN) {
+        fill_range(seed, stream, std, x, 0, n);
+        return;
+    }
+    fill_part part[FILL_MAX_TEAM];
+    pthread_t th[FILL_MAX_TEAM];
+    int started[FILL_MAX_TEAM] = {0};
+    size_t per = ((n + (size_t)team - 1) / (size_t)team + 1) & ~(size_t)1; /* even: a pair never splits */
+    for (int t = 0; t < team; t++) {
+        size_t i0 = (size_t)t * per, i1 = i0 + per < n ? i0 + per : n;
+        part[t] = (fill_part){seed, stream, std, x, i0 < n ? i0 : n, i1};
+        /* part 0 on this thread; a part whose thread cannot start also runs here */
+        if (t > 0) started[t] = pthread_create(&th[t], NULL, fill_part_main, &part[t]) == 0;
+    }
+    for (int t = 0; t < team; t++)
+        if (!started[t]) fill_part_main(&part[t]);
+    for (int t = 1; t < team; t++)
+        if (started[t]) pthread_join(th[t], NULL);
 }
 
 void exec_fill_normal(uint64_t seed, uint64_t stream, float *x, size_t n) { exec_fill_normal_std(seed, stream, 1.0, x, n); }
@@ -377,7 +427,34 @@ void exec_sgd_step(float *o, const float *w, float *g, float *mom, size_t n, flo
  * small dense microbatch) leave the weights' packing the larger part of the work. */
 #define DATA_ROWS 256
 
-int exec_data_build(const exec_config *cfg, exec_data *out, pl_err *e) {
+/* Most threads the data set is built on. */
+#define DATA_MAX_THREADS 16
+
+/* One thread's share of a target block's forward over the data set: chunks first, first + step,
+ * ... of c microbatches (entries [k, k + c) from k = chunk * c), with its own state buffer. */
+typedef struct data_share {
+    const exec_dims *d;
+    const float *p;
+    float *t, *work;
+    size_t sf;
+    int n, c, first, step;
+} data_share;
+
+static void *data_share_main(void *arg) {
+    const data_share *u = arg;
+    size_t bh = (size_t)u->d->b * u->d->h;
+    for (int k = u->first * u->c; k < u->n; k += u->step * u->c) {
+        int n = u->n - k < u->c ? u->n - k : u->c;
+        exec_dims dn = *u->d;
+        dn.b = n * u->d->b;
+        float *t = u->t + (size_t)k * bh;
+        exec_block_fwd(&dn, u->p, t, u->work, u->work + u->sf);
+        memcpy(t, u->work + u->sf, (size_t)n * bh * sizeof(float));
+    }
+    return NULL;
+}
+
+int exec_data_build(const exec_config *cfg, int used, exec_data *out, pl_err *e) {
     exec_dims d;
     exec_dims_of(cfg, &d);
     memset(out, 0, sizeof *out);
@@ -385,35 +462,50 @@ int exec_data_build(const exec_config *cfg, exec_data *out, pl_err *e) {
     size_t bh = (size_t)d.b * (size_t)d.h;
     size_t nb = exec_block_floats(&d);
     /* c microbatches a forward: the rows of c microbatches are c b rows of one block's input
-     * (rows and sequences are independent in both blocks) */
+     * (rows and sequences are independent in both blocks); the entries built are whole chunks,
+     * those of the whole set (a GEMM's rounding may depend on its rows: the same chunks give
+     * every entry the same bits whatever the run reads) */
     int c = d.b >= DATA_ROWS ? 1 : DATA_ROWS / d.b;
     if (c > out->d) c = out->d;
+    out->n = used > 0 && used < out->d ? used : out->d;
+    out->n = (int)((out->n + c - 1) / c * (long long)c < out->d ? (out->n + c - 1) / c * (long long)c : out->d);
+    int chunks = (out->n + c - 1) / c, cpus[DATA_MAX_THREADS];
+    int cores = exec_platform_cores(cpus, DATA_MAX_THREADS), T = cores < chunks ? cores : chunks;
+    if (cores < 1) cores = 1;
+    if (T < 1) T = 1;
     exec_dims dc = d;
     dc.b = c * d.b;
-    size_t sf = exec_block_state_floats(&dc), ch = (size_t)c * bh;
+    size_t sf = exec_block_state_floats(&dc), ch = (size_t)c * bh, wf = exec_line_round(sf + ch);
     out->x = pl_calloc((size_t)out->d * bh, sizeof(float));  /* [D, b, h] */
     out->t = pl_calloc((size_t)out->d * bh, sizeof(float));  /* [D, b, h] */
     float *p = pl_calloc(nb, sizeof(float));                 /* one target block */
-    float *work = pl_calloc(sf + ch, sizeof(float));         /* the block's state, y [c b, h] */
+    float *work = pl_calloc((size_t)T * wf, sizeof(float));  /* each thread's block state, y [c b, h] */
     if (!out->x || !out->t || !p || !work) {
         free(p);
         free(work);
         exec_data_free(out);
         return pl_errf(e, PL_ENOMEM, "out of memory building a data set of %d microbatches", out->d);
     }
-    for (int k = 0; k < out->d; k++) exec_fill_normal(cfg->data_seed, (uint64_t)k, out->x + (size_t)k * bh, bh);
-    memcpy(out->t, out->x, (size_t)out->d * bh * sizeof(float));
-    /* the target network: block by block over the whole data set */
+    for (int k = 0; k < out->n; k++) exec_fill_normal(cfg->data_seed, (uint64_t)k, out->x + (size_t)k * bh, bh);
+    memcpy(out->t, out->x, (size_t)out->n * bh * sizeof(float));
+    /* the target network: block by block over the entries built, each block's weights filled on
+     * every core and its chunks run on T threads (the same values as on one thread: each chunk is
+     * the same GEMMs) */
+    data_share u[DATA_MAX_THREADS];
+    pthread_t th[DATA_MAX_THREADS];
     for (int l = 0; l < cfg->layers; l++) {
+        int team = exec_fill_team_set(cores);
         exec_block_init(&d, cfg->target_seed, l, p);
-        for (int k = 0; k < out->d; k += c) {
-            int n = out->d - k < c ? out->d - k : c;
-            exec_dims dn = d;
-            dn.b = n * d.b;
-            float *t = out->t + (size_t)k * bh;
-            exec_block_fwd(&dn, p, t, work, work + sf);
-            memcpy(t, work + sf, (size_t)n * bh * sizeof(float));
+        exec_fill_team_set(team);
+        int started[DATA_MAX_THREADS] = {0};
+        for (int i = 0; i < T; i++) {
+            u[i] = (data_share){&d, p, out->t, work + (size_t)i * wf, sf, out->n, c, i, T};
+            if (i > 0) started[i] = pthread_create(&th[i], NULL, data_share_main, &u[i]) == 0;
         }
+        for (int i = 0; i < T; i++)
+            if (!started[i]) data_share_main(&u[i]);
+        for (int i = 1; i < T; i++)
+            if (started[i]) pthread_join(th[i], NULL);
     }
     free(p);
     free(work);

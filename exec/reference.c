@@ -265,7 +265,7 @@ int exec_reference(const sched *s, const exec_config *c, int passes, float *weig
     int rc = exec_stage_blocks(s, c, blocks, e);
     if (rc) { free(blocks); return rc; }
     exec_data dt;
-    rc = exec_data_build(c, &dt, e);
+    rc = exec_data_build(c, 0, &dt, e);
     if (rc) { free(blocks); return rc; }
     size_t bh = (size_t)d.b * d.h, sf = exec_block_state_floats(&d);
     ref_buf rb;

@@ -94,6 +94,9 @@ int exec_xrank_f_begin(exec_xrank *x, int s, int j, exec_xf *f, pl_err *e) {
     f->st = st;
     f->g = x->goff + j;
     f->di = x->data ? (int)(f->g % x->data->d) : 0;
+    if (x->data && f->di >= x->data->n)
+        return pl_errf(e, PL_EINTERNAL, "microbatch %lld reads data set entry %d, past the %d built for the run's passes",
+                       (long long)f->g, f->di, x->data->n);
     f->in_new = -1;
     if (s == 0) {
         if (st->in_of[j] >= 0) return pl_errf(e, PL_EINPUT, "input of stage 0 microbatch %d already present", j);

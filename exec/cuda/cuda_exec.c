@@ -216,7 +216,7 @@ static int cx_run_setup(const sched *s, const exec_config *cfg, cx_run *run, pl_
     pthread_cond_init(&sh->cv, NULL);
     if (!run->loss_mb || !run->cr || !run->args || !run->recs || !run->th || !sh->box || !sh->nrecv)
         return pl_errf(e, PL_ENOMEM, "out of memory");
-    int rc = exec_data_build(cfg, &run->data, e);
+    int rc = exec_data_build(cfg, 0, &run->data, e); /* all D: the devices hold the whole set */
     for (int r = 0; r < p && rc == PL_OK; r++) {
         cx_rank *c = &run->cr[r];
         rc = cx_setup_rank(c, r, s, cfg, run->blocks, &run->data, run->loss_mb, e);

@@ -425,7 +425,7 @@ static int cx_mpi_setup(const sched *s, const exec_config *cfg, cx_proc *pr, pl_
     pr->recs = me == 0 ? pl_calloc((size_t)pr->size, sizeof *pr->recs) : NULL;
     if (pr->c) memset(pr->c, 0, sizeof *pr->c);
     if (!pr->loss_mb || !pr->c || !pr->sh.nrecv || (me == 0 && !pr->recs)) return pl_errf(e, PL_ENOMEM, "out of memory");
-    int rc = exec_data_build(cfg, &pr->data, e);
+    int rc = exec_data_build(cfg, 0, &pr->data, e); /* all D: the device holds the whole set */
     if (rc == PL_OK) rc = cx_setup_rank(pr->c, me, s, cfg, pr->blocks, &pr->data, pr->loss_mb, e);
     if (rc != PL_OK) return rc;
     cx_rank *c = pr->c;

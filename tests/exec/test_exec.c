@@ -221,6 +221,79 @@ static void test_normal_fill(void) {
     free(x);
 }
 
+/* A fill split over threads (exec_fill_team_set) gives the values of one thread, every element:
+ * an odd count over teams that split it evenly and not (a part starting on an odd element would
+ * pair the wrong uniforms, a lost or doubled part would leave zeros or repeat values). */
+static void test_normal_fill_team(void) {
+    const size_t n = ((size_t)1 << 17) + 3;
+    float *one = malloc(n * sizeof(float)), *x = malloc(n * sizeof(float));
+    CU_ASSERT_FATAL(one && x);
+    exec_fill_normal_std(5, 2, 0.25, one, n);
+    const int teams[] = {2, 3, 7, 16};
+    for (size_t k = 0; k < sizeof teams / sizeof *teams; k++) {
+        memset(x, 0, n * sizeof(float));
+        int old = exec_fill_team_set(teams[k]);
+        exec_fill_normal_std(5, 2, 0.25, x, n);
+        CU_ASSERT_EQUAL(exec_fill_team_set(old), teams[k]);
+        CU_ASSERT(memcmp(x, one, n * sizeof(float)) == 0);
+    }
+    CU_ASSERT_EQUAL(exec_fill_team_set(1), 1); /* the default */
+    free(one);
+    free(x);
+}
+
+/* The data set of a run that reads its first 5 microbatches: those entries equal the whole set's
+ * (inputs and targets, bit for bit), the others stay zero; and the whole set's targets equal
+ * the target network run on each microbatch alone, one thread, block by block (the set's blocks
+ * are filled over threads and its chunks of microbatches run on several: a chunk skipped, run
+ * twice or with another block's weights differs by O(1) on O(1) targets; rows are independent,
+ * so only rounding may differ: 1e-5 of the largest target). Width 128 makes the blocks' matrices long enough to be
+ * filled over threads. */
+static void test_data_build(void) {
+    exec_config c = small_cfg(3);
+    c.hidden = 128;
+    c.ffn = 512;
+    c.dataset_microbatches = 70; /* 256-row chunks of 64 microbatches: a part chunk too */
+    pl_err e;
+    pl_err_clear(&e);
+    exec_data all, part;
+    CU_ASSERT_FATAL(exec_data_build(&c, 0, &all, &e) == PL_OK);
+    CU_ASSERT_FATAL(exec_data_build(&c, 5, &part, &e) == PL_OK);
+    exec_dims d;
+    exec_dims_of(&c, &d);
+    size_t bh = (size_t)d.b * d.h, nb = exec_block_floats(&d), sf = exec_block_state_floats(&d);
+    CU_ASSERT_EQUAL(all.n, 70);
+    CU_ASSERT_EQUAL(part.n, 64); /* one whole chunk */
+    CU_ASSERT_EQUAL(part.d, 70);
+    CU_ASSERT(memcmp(part.x, all.x, 64 * bh * sizeof(float)) == 0);
+    CU_ASSERT(memcmp(part.t, all.t, 64 * bh * sizeof(float)) == 0);
+    int zero = 1;
+    for (size_t i = 64 * bh; i < 70 * bh; i++) zero &= part.x[i] == 0 && part.t[i] == 0;
+    CU_ASSERT(zero);
+    float *p = malloc(3 * nb * sizeof(float)), *y = malloc(2 * bh * sizeof(float)), *st = malloc(sf * sizeof(float));
+    CU_ASSERT_FATAL(p && y && st);
+    for (int l = 0; l < 3; l++) exec_block_init(&d, c.target_seed, l, p + (size_t)l * nb);
+    double worst = 0, big = 0;
+    for (int k = 0; k < 70; k++) {
+        memcpy(y, all.x + (size_t)k * bh, bh * sizeof(float));
+        for (int l = 0; l < 3; l++) {
+            exec_block_fwd(&d, p + (size_t)l * nb, y, st, y + bh);
+            memcpy(y, y + bh, bh * sizeof(float));
+        }
+        for (size_t i = 0; i < bh; i++) {
+            double r = fabs(y[i] - all.t[(size_t)k * bh + i]);
+            if (r > worst) worst = r;
+            if (fabs(y[i]) > big) big = fabs(y[i]);
+        }
+    }
+    CU_ASSERT(big > 0.5 && worst < 1e-5 * big);
+    free(p);
+    free(y);
+    free(st);
+    exec_data_free(&all);
+    exec_data_free(&part);
+}
+
 /* Gradient check: the fp32 split backward (I then W) against central differences of an fp64
  * forward (step 1e-5: truncation ~1e-10, rounding ~1e-11, so the fp64 side is exact to ~1e-9).
  * The fp32 gradients carry relative rounding of ~1e-6 (sums of <= 64 terms), so 2e-3 relative
@@ -1140,6 +1213,8 @@ void exec_test_history_register(void); /* test_exec_history.c */
 void pl_test_register(void) {
     static const pl_test_case math[] = {
         {"the weights' generator: fills match single draws, N(0, std^2), pairs uncorrelated", test_normal_fill},
+        {"the weights' generator split over threads: the same values", test_normal_fill_team},
+        {"the data set: the entries a run reads, its targets those of the target network", test_data_build},
         {"gradient check of one block (fp64 finite differences)", test_gradcheck},
         {"I then W equals B", test_i_plus_w_equals_b},
         {"recomputation gives identical weights", test_recompute_identical},
