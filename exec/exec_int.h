@@ -458,9 +458,12 @@ int exec_prof_rounds(int reps);
  * (rounded up), the stage of a rank that holds two (the 2-chunk schedules). */
 int exec_prof_again_blocks(int blocks);
 /* Buffers and sample space of worker tid of `threads` for `rounds` timed rounds (after one
- * untimed warm-up round), with the again samples when `again` (else their times stay 0). NULL
- * and e when out of memory. */
-exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, int again, pl_err *e);
+ * untimed warm-up round), with the again samples when `again` (else their times stay 0); its
+ * blocks' initial weights copied from rank `weights` where it holds them, just set up (the same
+ * values as exec_block_init's, without drawing them again), else drawn. NULL and e when out of
+ * memory. */
+exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, int again,
+                                       const exec_xrank *weights, pl_err *e);
 /* The rounds of gap g (0 .. gaps - 1: before timed pass g; negative: before a warm-up pass) of
  * a run profiled between its passes with `reps` repetitions over `gaps` timed passes: returns
  * its timed rounds, the exec_prof_rounds(reps) spread evenly over the gaps, and sets *untimed
@@ -479,6 +482,8 @@ void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed);
 int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,
                              exec_layer_profile *each, pl_err *e);
 void exec_prof_worker_free(exec_prof_worker *w);
+/* Worker w's blocks' weights (*blocks of them, exec_block_floats each), for the tests. */
+const float *exec_prof_worker_weights(const exec_prof_worker *w, int *blocks);
 /* Fills g[EXEC_WINDOWS] with the pass-length factors of a worker's n units in the order it ran
  * them (a[i] the unit's time, c[i] its time by the profile's medians; profile_windows.c); all 0
  * when none has a clean time or out of memory (the term is then off). */
@@ -493,6 +498,9 @@ int exec_window_line(const exec_layer_profile *p, int worker, pl_buf *out);
 /* Gives rank x its worker of the profile between the passes (x->prof; the profile's blocks of
  * its share, `threads` workers in all). Returns PL_OK or the error, naming the rank. */
 int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_err *e);
+/* The initial weights of global block b on rank x, just set up (before any STEP), or NULL when
+ * none of its stages holds b. */
+const float *exec_xrank_initial_block(const exec_xrank *x, int b);
 /* The kinds of exec_rank_record.prof_s and of the profilers' samples, in order: F, I and W of a
  * block and microbatch (EXEC_PROF_FIW of them, whose samples come first), STEP of a block, the
  * first block's I (I0), and I and W of a block at reuse distance 0 (IH, WH: right after their

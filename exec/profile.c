@@ -171,7 +171,8 @@ static prof_layout prof_layout_of(const prof_thread *x) {
 
 /* Prepares thread tid of `threads` for `rounds` timed rounds (after the warm-up round): its
  * blocks, slots and sample arrays. Sets x->rc and x->err on failure (x->mem NULL then). */
-static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threads, int rounds, int again) {
+static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threads, int rounds, int again,
+                      const exec_xrank *from) {
     x->cfg = cfg;
     x->tid = tid;
     x->threads = threads;
@@ -198,8 +199,13 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
         return;
     }
     float *w = x->mem + o.w, *slots = x->mem + o.slots, *tg = x->mem + o.tg;
-    /* thread x holds blocks x L .. x L + L - 1 of the model (its rank's share) */
-    for (int k = 0; k < L; k++) exec_block_init(d, cfg->init_seed, tid * L + k, w + (size_t)k * nf);
+    /* thread x holds blocks x L .. x L + L - 1 of the model (its rank's share), copied from its
+     * rank's arena when the rank holds them */
+    for (int k = 0; k < L; k++) {
+        const float *w0 = from ? exec_xrank_initial_block(from, tid * L + k) : NULL;
+        if (w0) memcpy(w + (size_t)k * nf, w0, nf * sizeof(float));
+        else exec_block_init(d, cfg->init_seed, tid * L + k, w + (size_t)k * nf);
+    }
     for (int s = 0; s < S; s++) exec_fill_normal(cfg->data_seed, (uint64_t)s, slots + (size_t)s * prof_per_slot(x), bh);
     exec_fill_normal(cfg->target_seed, (uint64_t)tid, tg, bh); /* what the outputs are trained towards */
 }
@@ -410,7 +416,7 @@ static void *prof_main(void *arg) {
     }
     if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[x->tid % sh->ncpus]);
     const int rounds = exec_prof_rounds(sh->reps); /* timed rounds of S microbatches: >= reps samples per block */
-    prof_init(x, sh->cfg, x->tid, sh->threads, rounds, 1);
+    prof_init(x, sh->cfg, x->tid, sh->threads, rounds, 1, NULL);
     for (int r = -1; r < rounds; r++) {
         prof_wait(sh);
         prof_round(x, 0, r < 0);
@@ -422,13 +428,14 @@ static void *prof_main(void *arg) {
     return NULL;
 }
 
-exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, int again, pl_err *e) {
+exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, int again,
+                                       const exec_xrank *weights, pl_err *e) {
     prof_thread *x = pl_calloc(1, sizeof *x);
     if (!x) {
         pl_errf(e, PL_ENOMEM, "out of memory");
         return NULL;
     }
-    prof_init(x, cfg, tid, threads, rounds, again);
+    prof_init(x, cfg, tid, threads, rounds, again, weights);
     if (x->rc) {
         *e = x->err;
         exec_prof_worker_free(x);
@@ -440,11 +447,16 @@ exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int thre
 int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_err *e) {
     /* the again samples only serve a schedule with a rank that holds several stages */
     int again = x->s && x->s->stages > x->s->ranks;
-    x->prof = exec_prof_worker_new(cfg, x->r, threads, exec_prof_rounds(cfg->profile_between_reps), again, e);
+    x->prof = exec_prof_worker_new(cfg, x->r, threads, exec_prof_rounds(cfg->profile_between_reps), again, x, e);
     if (x->prof) return PL_OK;
     pl_err_prefix(e, "rank %d, the profile between the passes: ", x->r);
     pl_err_set_rank(e, x->r);
     return e->code;
+}
+
+const float *exec_prof_worker_weights(const exec_prof_worker *w, int *blocks) {
+    *blocks = w->L;
+    return w->mem ? w->mem + prof_layout_of(w).w : NULL;
 }
 
 void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed) {

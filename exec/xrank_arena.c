@@ -398,3 +398,13 @@ void exec_xrank_free(exec_xrank *x) {
     exec_prof_worker_free(x->prof);
     memset(x, 0, sizeof *x);
 }
+
+const float *exec_xrank_initial_block(const exec_xrank *x, int b) {
+    for (int q = 0; q < x->nst; q++) {
+        const exec_xstage *st = &x->st[q];
+        /* setup wrote block block0 + k's initial weights at ver.base + k floats of a block */
+        if (st->ver.base && b >= st->block0 && b < st->block0 + st->nb)
+            return st->ver.base + (size_t)(b - st->block0) * exec_block_floats(&x->d);
+    }
+    return NULL;
+}

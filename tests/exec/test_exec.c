@@ -951,6 +951,62 @@ static void test_profile_gap_rounds(void) {
  * the parts). Also with no warm-up pass (the profile's warm-up round then opens the first gap),
  * and with more rounds than gaps; 1F1B (one stage a rank: no again samples) without it, the
  * interleaved schedule (two) with it. */
+/* The profile between the passes copies its blocks' initial weights from its rank's arena where
+ * the rank holds them (1f1b: all; interleaved, stages 0 and 2 on rank 0: blocks 0 and 2 of
+ * its 0 and 1) and draws the others: every block equals exec_block_init's, bit for bit; a rank
+ * holds no block outside its stages. */
+static void test_profile_copied_weights(void) {
+    for (int v = 1; v <= 2; v++) {
+        sched *s = lowered(v == 2 ? "interleaved" : "1f1b", 2, 4, v == 2 ? 2 : 0, 0, SCHED_RECOMPUTE_NONE);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        exec_config c = small_cfg(4);
+        c.profile_between_reps = 8;
+        pl_err e;
+        pl_err_clear(&e);
+        exec_layout lay;
+        int blocks[4];
+        CU_ASSERT_EQUAL_FATAL(exec_layout_build(s, c.replicas, &lay, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(exec_check_run(s, &c, blocks, &e), PL_OK);
+        exec_data data;
+        CU_ASSERT_EQUAL_FATAL(exec_data_build(&c, 0, &data, &e), PL_OK);
+        double *loss_mb = calloc(64, sizeof(double));
+        exec_dims d;
+        exec_dims_of(&c, &d);
+        size_t nf = exec_block_floats(&d);
+        float *want = malloc(nf * sizeof(float));
+        int copied = 0, drawn = 0;
+        for (int r = 0; r < 2; r++) {
+            exec_xrank x;
+            memset(&x, 0, sizeof x);
+            CU_ASSERT_EQUAL_FATAL(exec_xrank_setup_in(&x, r, &lay, s, &c, blocks, &data, loss_mb, &e), PL_OK);
+            CU_ASSERT_EQUAL_FATAL(exec_xrank_prof_new(&x, &c, 2, &e), PL_OK);
+            int L = 0;
+            const float *w = exec_prof_worker_weights(x.prof, &L);
+            CU_ASSERT_EQUAL(L, 2);
+            for (int k = 0; k < L && w; k++) {
+                int b = r * L + k;
+                exec_block_init(&d, c.init_seed, b, want);
+                CU_ASSERT(memcmp(w + (size_t)k * nf, want, nf * sizeof(float)) == 0);
+                const float *held = exec_xrank_initial_block(&x, b);
+                copied += held != NULL;
+                drawn += held == NULL;
+                if (held) CU_ASSERT(memcmp(held, want, nf * sizeof(float)) == 0);
+            }
+            /* interleaved: rank r holds blocks r and r + 2 */
+            for (int b = 0; b < 4; b++)
+                CU_ASSERT_EQUAL(exec_xrank_initial_block(&x, b) != NULL, v == 1 ? b / 2 == r : b % 2 == r);
+            exec_xrank_free(&x);
+        }
+        CU_ASSERT_EQUAL(copied, v == 1 ? 4 : 2);
+        CU_ASSERT_EQUAL(drawn, v == 1 ? 0 : 2);
+        free(want);
+        free(loss_mb);
+        exec_data_free(&data);
+        exec_layout_free(&lay);
+        sched_free(s);
+    }
+}
+
 static void test_profile_between(void) {
     for (int warm = 0; warm <= 1; warm++) {
         sched *s = lowered(warm ? "interleaved" : "1f1b", 2, 4, warm ? 2 : 0, 0, SCHED_RECOMPUTE_NONE);
@@ -1223,6 +1279,7 @@ void pl_test_register(void) {
         {"cache-line and huge-page buffers (exec_lines_alloc)", test_lines},
         {"profile between the passes: each gap's timed and opening rounds", test_profile_gap_rounds},
         {"profile between the passes: same training, each worker's times", test_profile_between},
+        {"profile between the passes: its blocks' weights copied from the rank's or drawn", test_profile_copied_weights},
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
         {"pass-length factors: windows over a worker's samples, their lines", test_window_factors},
         {"a model that does not fit is refused up front", test_memory_refused_up_front},
