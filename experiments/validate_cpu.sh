@@ -14,7 +14,8 @@
 # Other processes on the cores stretch the measured runs but not the prediction, so the script
 # measures what the rest of the machine used (/proc/stat, minus this script's own CPU time):
 # before each profile and run it waits (up to QUIET_WAIT seconds in all, default 120) until the
-# others use under BUSY_MAX percent of the CPUs (default 10) over QUIET_WINDOW seconds (0.5),
+# others use under BUSY_MAX percent of the CPUs (default 10) over QUIET_WINDOW seconds (0.5; a
+# run's host probe, about 0.4 s, is that window when the others stayed under it meanwhile),
 # and it repeats a profile or run during which they used more (up to RETRIES times, default 2).
 # A run that stays contended is kept apart, in results/out/validate_cpu.busy.db, and reported
 # separately: its error measures the other load, not the model. Nothing is discarded silently.
@@ -157,12 +158,18 @@ wait_quiet() {
     done
 }
 # Runs "$@" after waiting for a quiet machine, again while the others took BUSY_MAX% or more
-# (RETRIES times at most; BEFORE, when set, is run before each attempt); sets OTHERS for the last.
+# (RETRIES times at most); sets OTHERS for the last. BEFORE, when set, is run before each
+# attempt, and is the quiet window when the others used under BUSY_MAX% meanwhile (else it runs
+# again after the wait: the host probe, read on a quiet machine).
 quiet_try() {
     local a
     for ((a = 0; a <= RETRIES; a++)); do
-        [ -z "${BEFORE:-}" ] || $BEFORE
-        wait_quiet
+        if [ -n "${BEFORE:-}" ]; then
+            measure_others $BEFORE
+            if [ "$OTHERS" -ge "$BUSY_MAX" ]; then wait_quiet; $BEFORE; fi
+        else
+            wait_quiet
+        fi
         measure_others "$@" || return 1
         [ "$OTHERS" -ge "$BUSY_MAX" ] || return 0
         [ "$a" = "$RETRIES" ] || echo "  (other processes took ${OTHERS}% of the CPUs during: ${*:1:4} ...; again)" >&2
