@@ -464,16 +464,23 @@ int exec_prof_again_blocks(int blocks);
  * memory. */
 exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, int again,
                                        const exec_xrank *weights, pl_err *e);
+/* The FLOPs of one round of a profile worker of `threads` for cfg (with the again samples when
+ * `again`), and whether its gaps open with an untimed round (exec_prof_gap_rounds): 1 when the
+ * round is short, under PROFILE_OPEN_MAX_FLOPS (profile.c). The same on every rank: all decide
+ * alike, and each round is followed by a barrier. */
+double exec_prof_round_flops(const exec_config *cfg, int threads, int again);
+int exec_prof_opens(const exec_config *cfg, int threads, int again);
 /* The rounds of gap g (0 .. gaps - 1: before timed pass g; negative: before a warm-up pass) of
  * a run profiled between its passes with `reps` repetitions over `gaps` timed passes: returns
  * its timed rounds, the exec_prof_rounds(reps) spread evenly over the gaps, and sets *untimed
- * to the untimed round that opens it: 1 in the first gap (warm: the warm-up round) and in any
- * gap with timed rounds, else 0. The opening round takes the switch from the pass's work to the
- * profile's: on a host whose cores slow down after such a switch, a round right after a pass
- * timed 10-40% over one after a round while the passes, most of which followed a pass, did not
- * pay it, and the short iterations, whose rounds all follow a pass, were predicted that much
- * long (docs/validate_cpu.md, "The gap's opening round"). */
-int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int *untimed);
+ * to the untimed round that opens it: 1 in the first gap (warm: the warm-up round) and, when
+ * `opens` (exec_prof_opens), in any gap with timed rounds, else 0. The opening round takes the
+ * switch from the pass's work to the profile's: on a host whose cores slow down after such a
+ * switch, a round right after a pass timed 10-40% over one after a round while the passes, most
+ * of which followed a pass, did not pay it, and the short iterations, whose rounds all follow a
+ * pass, were predicted that much long (docs/validate_cpu.md, "The gap's opening round"). The
+ * switch is a fixed cost, which a long round takes as a small part of its time. */
+int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int opens, int *untimed);
 /* Runs w's next timed round on the calling thread (none after the last), or an untimed one
  * (exec_prof_gap_rounds); after: 1 when other work (the run's pass) ran on the thread since w's
  * previous round. */
@@ -482,6 +489,8 @@ void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed);
 int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,
                              exec_layer_profile *each, pl_err *e);
 void exec_prof_worker_free(exec_prof_worker *w);
+/* Whether worker w's gaps open with an untimed round (exec_prof_opens of its configuration). */
+int exec_prof_worker_opens(const exec_prof_worker *w);
 /* Worker w's blocks' weights (*blocks of them, exec_block_floats each), for the tests. */
 const float *exec_prof_worker_weights(const exec_prof_worker *w, int *blocks);
 /* Fills g[EXEC_WINDOWS] with the pass-length factors of a worker's n units in the order it ran

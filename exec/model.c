@@ -471,6 +471,7 @@ int exec_data_build(const exec_config *cfg, int used, exec_data *out, pl_err *e)
     out->n = (int)((out->n + c - 1) / c * (long long)c < out->d ? (out->n + c - 1) / c * (long long)c : out->d);
     int chunks = (out->n + c - 1) / c, cpus[DATA_MAX_THREADS];
     int cores = exec_platform_cores(cpus, DATA_MAX_THREADS), T = cores < chunks ? cores : chunks;
+    exec_blas_init(); /* each thread's GEMMs on its own thread */
     if (cores < 1) cores = 1;
     if (T < 1) T = 1;
     exec_dims dc = d;

@@ -74,6 +74,7 @@ struct exec_prof_worker {
     exec_dims d;
     int L;             /* blocks held */
     int next;          /* the next timed round, 0 .. rounds - 1 */
+    int opens;         /* a gap's timed rounds open with an untimed one (exec_prof_opens) */
     size_t ns, nstep;  /* samples of each of F, I, W; of STEP */
     size_t ni0;        /* samples of I without the input gradient (block 0's, one per microbatch) */
     size_t nhot;       /* samples of each of IH and WH: one more microbatch per round through every
@@ -122,12 +123,35 @@ int exec_prof_rounds(int reps) {
     return reps < 1 ? 0 : (reps + PROFILE_SLOTS - 1) / PROFILE_SLOTS;
 }
 
-int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int *untimed) {
+/* The FLOPs of a round under which a gap's timed rounds open with an untimed one: the switch from
+ * a pass's work to the profile's costs about a millisecond (a round right after a pass took 10-40%
+ * longer than one after a round at 3.5 ms a round, and a pass right after the rounds 1.2x at
+ * under 5 ms a pass, 1.02-1.05x at 5-20 ms, nothing visible at 20-100 ms: docs/validate_cpu.md,
+ * "The gap's opening round"), so a round of 8 GFLOP, 0.2-0.4 s on the development VM's cores,
+ * takes it as under 0.5% of its time, while an opening round would add a whole round to each gap. */
+#define PROFILE_OPEN_MAX_FLOPS 8e9
+
+double exec_prof_round_flops(const exec_config *cfg, int threads, int again) {
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    double f, i, i0, w;
+    exec_block_flops(&d, &f, &i, &i0, &w);
+    int L = prof_blocks(cfg, &d, threads);
+    /* the slots' microbatches and the reuse-distance-0 one through every block, the again
+     * samples' two microbatches through the first half of them */
+    return ((double)L * (PROFILE_SLOTS + 1) + (again ? 2.0 * exec_prof_again_blocks(L) : 0.0)) * (f + i + w);
+}
+
+int exec_prof_opens(const exec_config *cfg, int threads, int again) {
+    return exec_prof_round_flops(cfg, threads, again) < PROFILE_OPEN_MAX_FLOPS;
+}
+
+int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int opens, int *untimed) {
     long long R = exec_prof_rounds(reps), G = gaps;
     int timed = g >= 0 && G > 0 ? (int)(R * (g + 1) / G - R * g / G) : 0;
     /* the warm-up round opens the first gap; any later gap with timed rounds opens with one
-     * untimed round of its own */
-    *untimed = warm || timed > 0;
+     * untimed round of its own when the rounds are short (opens) */
+    *untimed = warm || (timed > 0 && opens);
     return timed;
 }
 
@@ -189,6 +213,7 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->ni0 = x->rounds * S;
     x->nhot = x->rounds * (size_t)L;
     x->ga = again ? exec_prof_again_blocks(L) : 0;
+    x->opens = exec_prof_opens(cfg, threads, again);
     x->nagain = x->rounds * (size_t)x->ga;
     x->mem = exec_lines_alloc(o.all, cfg->small_pages);
     x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 3 * x->nagain + 1, sizeof(double));
@@ -453,6 +478,8 @@ int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_e
     pl_err_set_rank(e, x->r);
     return e->code;
 }
+
+int exec_prof_worker_opens(const exec_prof_worker *w) { return w && w->opens; }
 
 const float *exec_prof_worker_weights(const exec_prof_worker *w, int *blocks) {
     *blocks = w->L;

@@ -284,13 +284,14 @@ static int fault_at(exec_xrank *x, size_t k, const sched_action *a, int *armed) 
 }
 
 /* Runs the rounds of the profile between the passes (exec_config.profile_between_reps) that fall
- * in one gap (exec_prof_gap_rounds): its untimed opening round (the warm-up round when warm),
+ * in one gap (exec_prof_gap_rounds): its untimed opening round (the warm-up round when warm; one
+ * before the timed rounds of any gap when the rounds are short, exec_prof_opens),
  * then the timed rounds of gap g (0 .. T - 1: before timed pass g; negative: a warm-up pass,
  * none). A barrier follows each round, so that the ranks' workers compute their rounds together,
  * as the ranks do, and the pass starts on all ranks at once. */
 static int prof_gap(exec_xrank *x, int warm, int g) {
     const exec_config *c = x->cfg;
-    int open, n = exec_prof_gap_rounds(c->profile_between_reps, c->timed_passes, g, warm, &open);
+    int open, n = exec_prof_gap_rounds(c->profile_between_reps, c->timed_passes, g, warm, exec_prof_worker_opens(x->prof), &open);
     n += open;
     for (int i = 0; i < n; i++) {
         exec_prof_worker_round(x->prof, i == 0, i < open); /* the first of a gap follows the run's pass */

@@ -907,50 +907,67 @@ static void test_lines(void) {
 
 /* The rounds of the profile between the passes, gap by gap (exec_prof_gap_rounds): the timed
  * ones add up to exec_prof_rounds(reps) and differ by at most one between gaps; the first gap
- * opens with the warm-up round, and every other gap with timed rounds opens with an untimed one,
- * while a gap without any (fewer rounds than gaps), or before a warm-up pass, runs none. */
+ * opens with the warm-up round, and every other gap with timed rounds opens with an untimed one
+ * when the rounds are short (none when long), while a gap without any (fewer rounds than gaps),
+ * or before a warm-up pass, runs none; and a round's FLOPs, which decide it, in closed form. */
 static void test_profile_gap_rounds(void) {
     const int cases[][2] = {{30, 4}, {30, 199}, {160, 20}, {4, 1}, {60, 8}};
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        int reps = cases[c][0], G = cases[c][1], R = exec_prof_rounds(reps), sum = 0, lo = R, hi = 0, opened = 0;
-        for (int g = 0; g < G; g++) {
-            int open, n = exec_prof_gap_rounds(reps, G, g, g == 0, &open);
-            sum += n;
-            lo = n < lo ? n : lo;
-            hi = n > hi ? n : hi;
-            CU_ASSERT_EQUAL(open, g == 0 || n > 0);
-            opened += open;
+    for (int opens = 0; opens <= 1; opens++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            int reps = cases[c][0], G = cases[c][1], R = exec_prof_rounds(reps), sum = 0, lo = R, hi = 0, opened = 0;
+            for (int g = 0; g < G; g++) {
+                int open, n = exec_prof_gap_rounds(reps, G, g, g == 0, opens, &open);
+                sum += n;
+                lo = n < lo ? n : lo;
+                hi = n > hi ? n : hi;
+                CU_ASSERT_EQUAL(open, g == 0 || (opens && n > 0));
+                opened += open;
+            }
+            CU_ASSERT_EQUAL(sum, R);
+            CU_ASSERT(hi - lo <= 1);
+            /* untimed rounds: one a gap with timed rounds when the rounds are short, and the first
+             * gap's in any case */
+            int with = R < G ? R : G;
+            CU_ASSERT_EQUAL(opened, opens ? with + (exec_prof_gap_rounds(reps, G, 0, 1, 1, &(int){0}) == 0) : 1);
         }
-        CU_ASSERT_EQUAL(sum, R);
-        CU_ASSERT(hi - lo <= 1);
-        /* untimed rounds: one a gap with timed rounds, and the first gap's in any case */
-        int with = R < G ? R : G;
-        CU_ASSERT_EQUAL(opened, with + (exec_prof_gap_rounds(reps, G, 0, 1, &(int){0}) == 0));
-    }
     /* 8 rounds over 199 gaps: gap 24 holds the first after gap 0's none, one timed and one untimed */
     int open;
-    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 199, 0, 1, &open), 0);
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 199, 0, 1, 1, &open), 0);
     CU_ASSERT_EQUAL(open, 1);
-    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 199, 1, 0, &open), 0);
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 199, 1, 0, 1, &open), 0);
     CU_ASSERT_EQUAL(open, 0);
-    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 199, 24, 0, &open), 1);
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 199, 24, 0, 1, &open), 1);
     CU_ASSERT_EQUAL(open, 1);
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 199, 24, 0, 0, &open), 1); /* long rounds: none */
+    CU_ASSERT_EQUAL(open, 0);
     /* before a warm-up pass: the warm-up round alone, or nothing */
-    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 4, -1, 1, &open), 0);
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 4, -1, 1, 1, &open), 0);
     CU_ASSERT_EQUAL(open, 1);
-    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 4, -1, 0, &open), 0);
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 4, -1, 1, 0, &open), 0);
+    CU_ASSERT_EQUAL(open, 1);
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 4, -1, 0, 1, &open), 0);
     CU_ASSERT_EQUAL(open, 0);
     /* no repetitions: no round at all */
-    CU_ASSERT_EQUAL(exec_prof_gap_rounds(0, 4, 2, 0, &open), 0);
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(0, 4, 2, 0, 1, &open), 0);
     CU_ASSERT_EQUAL(open, 0);
+    /* a round's FLOPs: 4 slots and the distance-0 microbatch through each of a worker's blocks,
+     * with the again samples 2 microbatches through half of them (rounded up); dense block of
+     * width h, inner f, b rows: F = I = W = 4 b h f. 8 blocks on 2 workers: 4 each, 2 again. */
+    exec_config c = small_cfg(8);
+    double fiw = 3.0 * 4 * c.microbatch_size * c.hidden * c.ffn;
+    CU_ASSERT_DOUBLE_EQUAL(exec_prof_round_flops(&c, 2, 0), 4 * 5 * fiw, 1e-9 * fiw);
+    CU_ASSERT_DOUBLE_EQUAL(exec_prof_round_flops(&c, 2, 1), (4 * 5 + 2 * 2) * fiw, 1e-9 * fiw);
+    CU_ASSERT_EQUAL(exec_prof_opens(&c, 2, 1), 1);
+    /* width 1024 (inner 4096), 8 blocks on 2 workers: with 16 rows 20 x 3 x 268 MFLOP = 16.1
+     * GFLOP a round, over the 8 of PROFILE_OPEN_MAX_FLOPS; with 4 rows 4.0, under */
+    c.hidden = 1024;
+    c.ffn = 4096;
+    c.microbatch_size = 16;
+    CU_ASSERT_EQUAL(exec_prof_opens(&c, 2, 0), 0);
+    c.microbatch_size = 4;
+    CU_ASSERT_EQUAL(exec_prof_opens(&c, 2, 0), 1);
 }
 
-/* A run profiled between its passes trains exactly as one that is not (the profile's rounds use
- * buffers of their own), keeps its passes, and returns each worker's profile and the pooled one,
- * which lies between the workers' own (the median of pooled rounds lies between the medians of
- * the parts). Also with no warm-up pass (the profile's warm-up round then opens the first gap),
- * and with more rounds than gaps; 1F1B (one stage a rank: no again samples) without it, the
- * interleaved schedule (two) with it. */
 /* The profile between the passes copies its blocks' initial weights from its rank's arena where
  * the rank holds them (1f1b: all; interleaved, stages 0 and 2 on rank 0: blocks 0 and 2 of
  * its 0 and 1) and draws the others: every block equals exec_block_init's, bit for bit; a rank
@@ -1007,6 +1024,12 @@ static void test_profile_copied_weights(void) {
     }
 }
 
+/* A run profiled between its passes trains exactly as one that is not (the profile's rounds use
+ * buffers of their own), keeps its passes, and returns each worker's profile and the pooled one,
+ * which lies between the workers' own (the median of pooled rounds lies between the medians of
+ * the parts). Also with no warm-up pass (the profile's warm-up round then opens the first gap),
+ * and with more rounds than gaps; 1F1B (one stage a rank: no again samples) without it, the
+ * interleaved schedule (two) with it. */
 static void test_profile_between(void) {
     for (int warm = 0; warm <= 1; warm++) {
         sched *s = lowered(warm ? "interleaved" : "1f1b", 2, 4, warm ? 2 : 0, 0, SCHED_RECOMPUTE_NONE);
