@@ -87,6 +87,20 @@ int exec_fill_team_set(int team) {
     return old;
 }
 
+/* Runs fn on each of the n (at most FILL_MAX_TEAM) records of `size` bytes at args: the first on
+ * this thread, the others on threads of their own (on this one when a thread cannot start);
+ * returns when all are done. */
+static void team_run(void *(*fn)(void *), void *args, size_t size, int n) {
+    pthread_t th[FILL_MAX_TEAM];
+    int started[FILL_MAX_TEAM] = {0};
+    char *a = args;
+    for (int t = 1; t < n; t++) started[t] = pthread_create(&th[t], NULL, fn, a + (size_t)t * size) == 0;
+    for (int t = 0; t < n; t++)
+        if (!started[t]) fn(a + (size_t)t * size);
+    for (int t = 1; t < n; t++)
+        if (started[t]) pthread_join(th[t], NULL);
+}
+
 static void *fill_part_main(void *arg) {
     const fill_part *f = arg;
     fill_range(f->seed, f->stream, f->std, f->x, f->i0, f->i1);
@@ -100,19 +114,12 @@ void exec_fill_normal_std(uint64_t seed, uint64_t stream, double std, float *x, 
         return;
     }
     fill_part part[FILL_MAX_TEAM];
-    pthread_t th[FILL_MAX_TEAM];
-    int started[FILL_MAX_TEAM] = {0};
     size_t per = ((n + (size_t)team - 1) / (size_t)team + 1) & ~(size_t)1; /* even: a pair never splits */
     for (int t = 0; t < team; t++) {
         size_t i0 = (size_t)t * per, i1 = i0 + per < n ? i0 + per : n;
         part[t] = (fill_part){seed, stream, std, x, i0 < n ? i0 : n, i1};
-        /* part 0 on this thread; a part whose thread cannot start also runs here */
-        if (t > 0) started[t] = pthread_create(&th[t], NULL, fill_part_main, &part[t]) == 0;
     }
-    for (int t = 0; t < team; t++)
-        if (!started[t]) fill_part_main(&part[t]);
-    for (int t = 1; t < team; t++)
-        if (started[t]) pthread_join(th[t], NULL);
+    team_run(fill_part_main, part, sizeof *part, team);
 }
 
 void exec_fill_normal(uint64_t seed, uint64_t stream, float *x, size_t n) { exec_fill_normal_std(seed, stream, 1.0, x, n); }
@@ -427,8 +434,8 @@ void exec_sgd_step(float *o, const float *w, float *g, float *mom, size_t n, flo
  * small dense microbatch) leave the weights' packing the larger part of the work. */
 #define DATA_ROWS 256
 
-/* Most threads the data set is built on. */
-#define DATA_MAX_THREADS 16
+/* Most threads the data set is built on (team_run's). */
+#define DATA_MAX_THREADS FILL_MAX_TEAM
 
 /* One thread's share of a target block's forward over the data set: chunks first, first + step,
  * ... of c microbatches (entries [k, k + c) from k = chunk * c), with its own state buffer. */
@@ -467,13 +474,13 @@ int exec_data_build(const exec_config *cfg, int used, exec_data *out, pl_err *e)
      * every entry the same bits whatever the run reads) */
     int c = d.b >= DATA_ROWS ? 1 : DATA_ROWS / d.b;
     if (c > out->d) c = out->d;
-    out->n = used > 0 && used < out->d ? used : out->d;
-    out->n = (int)((out->n + c - 1) / c * (long long)c < out->d ? (out->n + c - 1) / c * (long long)c : out->d);
-    int chunks = (out->n + c - 1) / c, cpus[DATA_MAX_THREADS];
-    int cores = exec_platform_cores(cpus, DATA_MAX_THREADS), T = cores < chunks ? cores : chunks;
-    exec_blas_init(); /* each thread's GEMMs on its own thread */
+    int chunks = (out->d + c - 1) / c, cpus[DATA_MAX_THREADS];
+    if (used > 0 && (used + c - 1) / c < chunks) chunks = (used + c - 1) / c;
+    out->n = chunks * c < out->d ? chunks * c : out->d;
+    int cores = exec_platform_cores(cpus, DATA_MAX_THREADS);
     if (cores < 1) cores = 1;
-    if (T < 1) T = 1;
+    int T = cores < chunks ? cores : chunks;
+    exec_blas_init(); /* each thread's GEMMs on its own thread */
     exec_dims dc = d;
     dc.b = c * d.b;
     size_t sf = exec_block_state_floats(&dc), ch = (size_t)c * bh, wf = exec_line_round(sf + ch);
@@ -493,20 +500,12 @@ int exec_data_build(const exec_config *cfg, int used, exec_data *out, pl_err *e)
      * every core and its chunks run on T threads (the same values as on one thread: each chunk is
      * the same GEMMs) */
     data_share u[DATA_MAX_THREADS];
-    pthread_t th[DATA_MAX_THREADS];
+    for (int i = 0; i < T; i++) u[i] = (data_share){&d, p, out->t, work + (size_t)i * wf, sf, out->n, c, i, T};
     for (int l = 0; l < cfg->layers; l++) {
         int team = exec_fill_team_set(cores);
         exec_block_init(&d, cfg->target_seed, l, p);
         exec_fill_team_set(team);
-        int started[DATA_MAX_THREADS] = {0};
-        for (int i = 0; i < T; i++) {
-            u[i] = (data_share){&d, p, out->t, work + (size_t)i * wf, sf, out->n, c, i, T};
-            if (i > 0) started[i] = pthread_create(&th[i], NULL, data_share_main, &u[i]) == 0;
-        }
-        for (int i = 0; i < T; i++)
-            if (!started[i]) data_share_main(&u[i]);
-        for (int i = 1; i < T; i++)
-            if (started[i]) pthread_join(th[i], NULL);
+        team_run(data_share_main, u, sizeof *u, T);
     }
     free(p);
     free(work);
