@@ -55,7 +55,7 @@ static double rel_err(double pred, double meas) { return meas > 0 ? (pred - meas
 
 /* Writes the human table: the run, measured beside predicted, and one line per rank. */
 static void out_table(const run_opts *o, const sched *s, const exec_result *r, const sim_result *pr,
-                      const cost_memory *mem, const char *profile_src, pl_buf *b) {
+                      const cost_memory *mem, const char *profile_src, const exec_host_probe *probe, pl_buf *b) {
     pl_buf_printf(b, "schedule           %s: %d ranks, %d stages, %d microbatches, %d iteration%s per pass, weights %s, recompute %s\n",
                   s->kind, s->ranks, s->stages, s->microbatches, r->iterations_per_pass, r->iterations_per_pass == 1 ? "" : "s",
                   sched_weights_name(s->weights), sched_recompute_name(s->recompute));
@@ -86,6 +86,10 @@ static void out_table(const run_opts *o, const sched *s, const exec_result *r, c
     pl_buf_printf(b, "%-22s min %.6g max %.6g stddev %.3g (%d timed passes)\n", "  iteration spread", r->pass_min_s / ip,
                   r->pass_max_s / ip, r->pass_stddev_s / ip, r->timed_passes);
     if (pr) pl_buf_printf(b, "%-22s %s\n", "  predicted from", profile_src);
+    if (probe)
+        pl_buf_printf(b, "%-22s F of one dense block of width %d on %d rows: %.4g ms, %d core%s at once; %.4g ms alone\n",
+                      "  host probe", EXEC_DEFAULT_HIDDEN, EXEC_DEFAULT_MICROBATCH_SIZE, 1e3 * probe->fwd_s, probe->workers,
+                      probe->workers == 1 ? "" : "s", 1e3 * probe->alone_fwd_s);
     pl_buf_printf(b, "\n%-4s %4s %12s %12s %12s %8s %8s %12s %12s %12s %12s\n", "rank", "core", "busy_s", "idle_s", "comm_s",
                   "bub_frac", "pred_bf", "peak_bytes", "model_bytes", "cost_model", "pred_peak");
     for (int q = 0; q < r->ranks; q++) {
@@ -110,12 +114,14 @@ static void out_table(const run_opts *o, const sched *s, const exec_result *r, c
                    "equal to peak_bytes.\n");
 }
 
-/* Writes CSV: one row per rank with the run's numbers repeated. */
-static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, const cost_memory *mem, pl_buf *b) {
+/* Writes CSV: one row per rank with the run's numbers repeated (the host probe's two times empty
+ * when none was taken). */
+static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, const cost_memory *mem,
+                    const exec_host_probe *probe, pl_buf *b) {
     pl_buf_puts(b, "kind,ranks,stages,microbatches,iterations_per_pass,width,ffn,depth,microbatch_size,iteration_time_s,"
                    "iteration_min_s,iteration_max_s,iteration_stddev_s,throughput_samples_s,pred_iteration_time_s,"
                    "pred_throughput_samples_s,rel_error,rank,core,busy_s,idle_s,comm_s,bubble_fraction,pred_bubble_fraction,peak_bytes,"
-                   "model_bytes,cost_model_bytes,pred_peak_bytes\n");
+                   "model_bytes,cost_model_bytes,pred_peak_bytes,host_probe_s,host_probe_alone_s\n");
     double ip = r->iterations_per_pass;
     for (int q = 0; q < r->ranks; q++) {
         const exec_rank_result *x = &r->rank[q];
@@ -130,8 +136,10 @@ static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, 
         pl_buf_printf(b, "%zu,%zu,", x->peak.total_bytes, x->model_peak_bytes);
         if (mem) pl_buf_printf(b, "%lld,", (long long)mem[q].total_bytes);
         else pl_buf_puts(b, ",");
-        if (pr) pl_buf_printf(b, "%lld\n", (long long)pr->rank[q].peak_bytes);
-        else pl_buf_puts(b, "\n");
+        if (pr) pl_buf_printf(b, "%lld,", (long long)pr->rank[q].peak_bytes);
+        else pl_buf_puts(b, ",");
+        if (probe) pl_buf_printf(b, "%.9g,%.9g\n", probe->fwd_s, probe->alone_fwd_s);
+        else pl_buf_puts(b, ",\n");
     }
 }
 
@@ -197,6 +205,8 @@ typedef struct run_state {
     const char *profile_src; /* where it came from: --profile's path, or src_text */
     char src_text[RUN_PROFILE_SRC_MAX]; /* the description of an in-process profile */
     cost_memory *mem;        /* [ranks] the cost model's memory per rank (exec_mem_predict), or NULL */
+    exec_host_probe probe;   /* the host probe before the run, when have_probe */
+    int have_probe;
 } run_state;
 
 /* Sets st to hold nothing yet. */
@@ -395,6 +405,15 @@ static int prepare(run_opts *o, run_state *st, pl_err *e) {
  * workers measured between the passes. The MPI ranks other than 0 only run (st->is_root 0).
  * Returns PL_OK or an error in e. */
 static int execute(run_opts *o, run_state *st, pl_err *e) {
+    /* the host probe, on the cores the ranks will run on, before anything of the run */
+    if (!o->no_host_probe && !o->cuda && !o->mpi) {
+        int n = exec_profile_cores(), workers = st->s->ranks < n || n < 1 ? st->s->ranks : n;
+        if (exec_host_probe_measure(workers, &st->probe, e) != PL_OK) {
+            pl_err_prefix(e, "host probe: ");
+            return failed(e);
+        }
+        st->have_probe = 1;
+    }
     if (!o->no_predict && !o->mpi && !o->between && !(st->prof = get_profile(o, &o->c, st, e))) return failed(e);
     int rc;
     if (o->mpi && o->cuda) {
@@ -516,16 +535,17 @@ static int report(const run_opts *o, run_state *st, int argc, char **argv, pl_bu
     pl_buf_puts(&cmd, "pipelab");
     for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
     cli_run_store_info info = {o->db, o->tag, cmd.data, o->transport, pr ? st->profile_src : "", o->a.from, o->profile,
-                               o->seed, o->trace, {NULL}, {NULL}};
+                               o->seed, o->trace, {NULL}, {NULL}, NULL};
     for (int i = 0; i < CLI_RUN_ALTS; i++) {
         info.pred_alt[i] = st->have_alt[i] ? &st->pr_alt[i] : NULL;
         info.tag_alt[i] = st->tag_alt[i];
     }
+    info.host_probe = st->have_probe ? &st->probe : NULL;
     int64_t ids[2] = {0, 0};
     int rc = o->no_db ? PL_OK : cli_run_store(s, r, pr, &info, ids, e);
     if (rc == PL_OK && strcmp(o->format, "json") == 0) out_json(s, r, pr, st->mem, &info, ids, out);
-    else if (rc == PL_OK && strcmp(o->format, "csv") == 0) out_csv(s, r, pr, st->mem, out);
-    else if (rc == PL_OK) out_table(o, s, r, pr, st->mem, st->profile_src, out);
+    else if (rc == PL_OK && strcmp(o->format, "csv") == 0) out_csv(s, r, pr, st->mem, info.host_probe, out);
+    else if (rc == PL_OK) out_table(o, s, r, pr, st->mem, st->profile_src, info.host_probe, out);
     if (rc == PL_OK && !o->no_db && strcmp(o->format, "table") == 0)
         pl_buf_printf(out, "stored             measured run %lld, simulated run %lld in %s%s%s\n", (long long)ids[0],
                       (long long)ids[1], o->db ? o->db : STORE_DEFAULT_PATH, o->tag ? ", tag " : "", o->tag ? o->tag : "");

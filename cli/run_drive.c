@@ -289,6 +289,9 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
                   r->iterations_per_pass, r->huge_pages ? "true" : "false", info->transport ? info->transport : "threads");
     pl_buf_json_string(b, info->profile);
     pl_buf_putc(b, ',');
+    if (info->host_probe)
+        pl_buf_printf(b, "\"host_probe\":{\"workers\":%d,\"fwd_s\":%.9g,\"alone_fwd_s\":%.9g},", info->host_probe->workers,
+                      info->host_probe->fwd_s, info->host_probe->alone_fwd_s);
     const char *roles[] = {"schedule", "profile"}, *paths[] = {info->from, info->profile_file};
     cli_inputs_json(b, roles, paths, 2);
     pl_buf_puts(b, "}");

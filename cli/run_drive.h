@@ -131,10 +131,12 @@ typedef struct cli_run_store_info {
      * [3] [4] [5] with the reuse-distance, the first-touch and the again term alone */
     const sim_result *pred_alt[CLI_RUN_ALTS];
     const char *tag_alt[CLI_RUN_ALTS];
+    const exec_host_probe *host_probe; /* the host probe taken before the run, or NULL */
 } cli_run_store_info;
 
 /* Appends the configuration JSON stored with both runs (model, optimizer, split, passes,
- * transport, profile source) to b. */
+ * transport, profile source, the host probe when taken: "host_probe":{"workers":P,"fwd_s":S,
+ * "alone_fwd_s":S}) to b. */
 void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, pl_buf *b);
 
 /* Checks before a run that an existing database can take it (writable, not corrupt, not of a

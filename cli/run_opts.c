@@ -56,6 +56,13 @@ static const char help_format[] =
     "  --oversubscribe       allow more ranks than cores (timings then measure time-slicing)\n"
     "  --no-pin              do not pin worker threads to cores\n"
     CLI_EXEC_PAGES_HELP
+    "  --no-host-probe       skip the host probe: by default (CPU backend, threads), before the\n"
+    "                        run, the forward of one block of the default dense model (width 256,\n"
+    "                        16 rows) is timed on the ranks' cores at once (a block each) and on\n"
+    "                        one core alone, 5 repetitions, about 50 ms; stored with the run\n"
+    "                        (params \"host_probe\") and printed, it tells how fast the host ran\n"
+    "                        then, which a shared machine (a VM) can change by 2x from one minute\n"
+    "                        to the next\n"
     "  --timeout S           longest wait for a message before the run fails (default %g)\n"
     "  --mem-budget B        per-rank memory budget in bytes; exceeding it fails the run\n"
     "  --max-memory SIZE     memory pipelab may use in this process (8e9, 16GiB; default: the\n"
@@ -124,7 +131,7 @@ static const char help_format[] =
 
 enum { O_SPLIT = 1000, O_LR, O_MOM, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
        O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_PASSLEN, O_NOPASSLEN, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
-       O_FAULT, O_GPUS, O_MAXMEM, O_PARTITION, O_REPLS, O_HELP };
+       O_FAULT, O_GPUS, O_MAXMEM, O_PARTITION, O_REPLS, O_NOPROBE, O_HELP };
 
 static const struct option long_opts[] = {
     CLI_SCHED_LONG_OPTS,
@@ -143,6 +150,7 @@ static const struct option long_opts[] = {
     {"format", required_argument, 0, O_FORMAT}, {"trace", no_argument, 0, O_TRACE},
     {"dump-weights", required_argument, 0, O_DUMP}, {"tag", required_argument, 0, O_TAG},
     {"db", required_argument, 0, O_DB}, {"no-db", no_argument, 0, O_NODB},
+    {"no-host-probe", no_argument, 0, O_NOPROBE},
     {"inject-fault", required_argument, 0, O_FAULT}, /* hidden: [KIND:]RANK:ACTION[:PASS] (tests) */
     {"gpus", required_argument, 0, O_GPUS},
     {"max-memory", required_argument, 0, O_MAXMEM},
@@ -273,6 +281,7 @@ static int run_opt(int c, const char *arg, const char *seen, run_opts *o) {
     case O_PTIMING: o->ptiming = arg; return -1;
     case O_SAVEPROF: o->save_profile = arg; return -1;
     case O_NOPRED: o->no_predict = 1; return -1;
+    case O_NOPROBE: o->no_host_probe = 1; return -1;
     case O_TERMS: o->terms = 1; return -1;
     case O_PASSLEN: o->pass_length = 1; return -1;
     case O_NOPASSLEN: o->pass_length = 0; return -1;

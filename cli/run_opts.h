@@ -19,6 +19,7 @@ typedef struct run_opts {
     const char *ptiming;
     int cuda, between;
     int preps, pconc, no_predict, trace, no_db, mpi;
+    int no_host_probe;               /* --no-host-probe */
     int terms;                       /* --terms: the measured terms in the prediction */
     int pass_length;                 /* --pass-length-term: the prediction with it (off by default) */
     int nsplit, split[MAX_SPLIT];

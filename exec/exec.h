@@ -464,6 +464,26 @@ int exec_profile_layers(const exec_config *cfg, int reps, exec_layer_profile *p,
  * caches and memory bandwidth: profile with concurrency = ranks to predict it. */
 int exec_profile_layers_n(const exec_config *cfg, int reps, int concurrency, exec_layer_profile *p, pl_err *e);
 
+/* The host probe: a fixed piece of work timed to read how fast this machine runs at a moment,
+ * which `pipelab run` records beside its timings (params_json "host_probe";
+ * docs/validate_cpu.md, "A slowed host"). On a host whose cores and caches other guests share, the same run can take 1.1-2x
+ * longer from one minute to the next, and neither the run's own numbers nor /proc/stat show why;
+ * the probes of many runs give the host's own speed (a low percentile of them), and each run's
+ * probe over it its slowdown. The work: the F of one block of exec_config_default's dense model
+ * (width EXEC_DEFAULT_HIDDEN, inner 4 times that, EXEC_DEFAULT_MICROBATCH_SIZE rows), timed by
+ * exec_profile_layers_n with EXEC_HOST_PROBE_REPS repetitions, by `workers` pinned threads at
+ * once, a block each (fwd_s: the ranks' cores all busy), and by the calling thread alone
+ * (alone_fwd_s). */
+#define EXEC_HOST_PROBE_REPS 5
+typedef struct exec_host_probe {
+    int workers;        /* threads at once (1: fwd_s is the lone thread's) */
+    double fwd_s;       /* F of one block, all workers at once */
+    double alone_fwd_s; /* F of one block, one thread alone */
+} exec_host_probe;
+/* Measures the host probe on `workers` threads (at least 1) into p. Returns PL_OK or the
+ * profile's error. */
+int exec_host_probe_measure(int workers, exec_host_probe *p, pl_err *e);
+
 /* The comment key of the profile CSV's executor line "# pipelab-exec concurrency=P step_s=S"
  * (not "#@" metadata, which the cost model's reader limits to its own keys). */
 #define EXEC_PROFILE_META "pipelab-exec"

@@ -828,3 +828,25 @@ int exec_profile_cores(void) {
     int cpus[PROFILE_MAX_THREADS];
     return exec_platform_cores(cpus, PROFILE_MAX_THREADS);
 }
+
+int exec_host_probe_measure(int workers, exec_host_probe *p, pl_err *e) {
+    memset(p, 0, sizeof *p);
+    if (workers < 1) return pl_errf(e, PL_EINPUT, "the host probe needs at least one worker, got %d", workers);
+    exec_config c;
+    exec_config_default(&c);
+    exec_layer_profile lp;
+    p->workers = workers;
+    int rc = PL_OK;
+    if (workers > 1) {
+        c.layers = workers; /* a block each */
+        rc = exec_profile_layers_n(&c, EXEC_HOST_PROBE_REPS, workers, &lp, e);
+        if (rc == PL_OK) p->fwd_s = lp.f_s;
+    }
+    if (rc != PL_OK) return rc;
+    c.layers = 1;
+    rc = exec_profile_layers_n(&c, EXEC_HOST_PROBE_REPS, 1, &lp, e);
+    if (rc != PL_OK) return rc;
+    p->alone_fwd_s = lp.f_s;
+    if (workers == 1) p->fwd_s = lp.f_s;
+    return PL_OK;
+}

@@ -11,19 +11,30 @@ cpu_jiffies() {
 }
 TIMES_F=$(mktemp)
 trap 'rm -f "$TIMES_F"' EXIT
-# Sets OWN to the CPU jiffies this shell's finished children used so far (user + system);
+# Sets OWN to the CPU jiffies this shell and its finished children used so far (user + system);
 # `times` runs in this shell (in a $(...) subshell it would see none of them).
 own_jiffies() {
     times > "$TIMES_F"
-    OWN=$(tail -1 "$TIMES_F" | awk -v hz="$HZ" '{ t = 0; for (i = 1; i <= 2; i++) { split($i, a, /m|s/); t += a[1] * 60 + a[2] } printf "%d\n", t * hz + 0.5 }')
+    OWN=$(awk -v hz="$HZ" '{ for (i = 1; i <= 2; i++) { split($i, a, /m|s/); t += a[1] * 60 + a[2] } } END { printf "%d\n", t * hz + 0.5 }' "$TIMES_F")
 }
-# Runs "$@" and sets OTHERS to the percentage of all CPUs that other processes used meanwhile.
+# others_mark remembers this moment; others_since then sets OTHERS to the percentage of all CPUs
+# that other processes used since it, and SPAN to the jiffies of all CPUs since it.
+others_mark() {
+    own_jiffies; MARK_O=$OWN; read -r MARK_B MARK_T <<< "$(cpu_jiffies)"
+}
+others_since() {
+    local b t
+    read -r b t <<< "$(cpu_jiffies)"; own_jiffies
+    SPAN=$((t - MARK_T))
+    OTHERS=$(awk -v b=$((b - MARK_B - (OWN - MARK_O))) -v t="$SPAN" 'BEGIN { v = t > 0 ? 100 * b / t : 0; printf "%.0f", v < 0 ? 0 : v }')
+}
+# Runs "$@" and sets OTHERS to the percentage of all CPUs that other processes used meanwhile;
+# the mark is then its end (others_since: what the others did after it).
 measure_others() {
-    local b0 t0 o0 b1 t1 o1
-    own_jiffies; o0=$OWN; read -r b0 t0 <<< "$(cpu_jiffies)"
+    others_mark
     "$@"
     local rc=$?
-    read -r b1 t1 <<< "$(cpu_jiffies)"; own_jiffies; o1=$OWN
-    OTHERS=$(awk -v b=$((b1 - b0 - (o1 - o0))) -v t=$((t1 - t0)) 'BEGIN { v = t > 0 ? 100 * b / t : 0; printf "%.0f", v < 0 ? 0 : v }')
+    others_since
+    others_mark
     return $rc
 }

@@ -141,14 +141,12 @@ pairs_within() {
 
 # The host's speed. Other guests of the host slow its cores without showing in /proc/stat, and
 # a slowed host slows a run's passes and the profile between them unevenly (docs/validate_cpu.md,
-# "A slowed host"). validate_cpu.sh therefore times one fixed piece of work before every run:
-# the F of one dense block (width 256, 16 rows) on both cores at once (`pipelab profile`), the
-# host probe. host_slowdowns reads "UID PROBE_S" lines on stdin and prints "UID SLOWDOWN": each
-# probe over the host's own speed, the 10th percentile (nearest rank) of the probes in the files
+# "A slowed host"). validate_cpu.sh therefore reads the host probe each run takes before it
+# (`pipelab run`: the F of one dense block of width 256 on 16 rows, both cores at once, and on
+# one core alone; exec_host_probe_measure), one fixed piece of work. host_slowdowns reads
+# "UID PROBE_S" lines on stdin and prints "UID SLOWDOWN": each probe over the host's own speed, the 10th percentile (nearest rank) of the probes in the files
 # "$@" ("... PROBE_S" lines, the probe last: this grid's and the host's earlier ones). Prints
 # nothing without probes.
-HOST_PROBE_MODEL=mlp:width=256,depth=2,microbatch=16
-HOST_PROBE_ALONE_MODEL=mlp:width=256,depth=1,microbatch=16 # its one block, one core alone
 host_slowdowns() {
     local ref
     ref=$(awk '{ print $NF }' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) { k = int(0.1 * NR); if (k < 0.1 * NR) k++; if (k < 1) k = 1; print v[k] } }')

@@ -14,9 +14,9 @@
 # Other processes on the cores stretch the measured runs but not the prediction, so the script
 # measures what the rest of the machine used (/proc/stat, minus this script's own CPU time):
 # before each profile and run it waits (up to QUIET_WAIT seconds in all, default 120) until the
-# others use under BUSY_MAX percent of the CPUs (default 10) over QUIET_WINDOW seconds (0.5; a
-# run's host probe, about 0.4 s, is that window when the others stayed under it meanwhile),
-# and it repeats a profile or run during which they used more (up to RETRIES times, default 2).
+# others use under BUSY_MAX percent of the CPUs (default 10) over QUIET_WINDOW seconds (0.5; the
+# script's own work since the last attempt, at least 0.1 s, is that window when the others stayed
+# under it meanwhile), and it repeats a profile or run during which they used more (up to RETRIES times, default 2).
 # A run that stays contended is kept apart, in results/out/validate_cpu.busy.db, and reported
 # separately: its error measures the other load, not the model. Nothing is discarded silently.
 # The host's other guests slow the cores too, and /proc/stat does not show them (its steal time
@@ -30,9 +30,9 @@
 # results/out/validate_cpu.unsteady.db and reported separately, and the summary repeats the
 # targets over each configuration's first quiet attempt (validate_cpu.first.db) beside them.
 # The other guests can also slow the host for minutes on end, evenly enough that the passes do
-# not scatter. Before every run the script times one fixed piece of work, the host probe (the F
-# of one dense block of width 256 on 16 rows, both cores at once, and the same block on one core
-# alone; validate_broad.sh, host_slowdowns), logs both beside the others' share and keeps the
+# not scatter. Every run times one fixed piece of work before it, the host probe (`pipelab run`:
+# the F of one dense block of width 256 on 16 rows, both cores at once, and the same block on one
+# core alone; validate_broad.sh, host_slowdowns); the script logs both beside the others' share and keeps the
 # first with the host's earlier probes in results/out/history/host-probes-HOST.txt; the summary
 # reads each run's probe against the host's own speed (the 10th percentile of all its probes),
 # gives both-at-once over alone for the slowed and the unslowed runs, and repeats the targets
@@ -140,11 +140,10 @@ FIRST_DB=${DB%.db}.first.db
 TRY_DB=${DB%.db}.try.db
 LOG=${DB%.db}.contention
 PROBES=${DB%.db}.probes
-PROBE_CSV=${DB%.db}.probe.csv
 source experiments/cpu_share.sh
 source experiments/validate_history.sh
 declare -A SEEN
-if [ "$PLOT_ONLY" = 0 ]; then rm -f "$BUSY_DB" "$UNSTEADY_DB" "$FIRST_DB" "$LOG" "$STEADY" "$PROBES" "$PROBE_CSV"; fi
+if [ "$PLOT_ONLY" = 0 ]; then rm -f "$BUSY_DB" "$UNSTEADY_DB" "$FIRST_DB" "$LOG" "$STEADY" "$PROBES"; fi
 WAITED=0
 # Waits, within the QUIET_WAIT budget (seconds), until the others use under BUSY_MAX percent
 # for QUIET_WINDOW seconds. The window only keeps a run from starting into load: the run's own
@@ -157,19 +156,36 @@ wait_quiet() {
         WAITED=$(awk -v w="$WAITED" -v d="$QUIET_WINDOW" 'BEGIN { print w + d }')
     done
 }
-# Runs "$@" after waiting for a quiet machine, again while the others took BUSY_MAX% or more
-# (RETRIES times at most); sets OTHERS for the last. BEFORE, when set, is run before each
-# attempt, and is the quiet window when the others used under BUSY_MAX% meanwhile (else it runs
-# again after the wait: the host probe, read on a quiet machine).
+# The quiet window before an attempt: the time since the last command quiet_try or wait_quiet
+# ran ended (the script's own work between two attempts, which its shell's and children's CPU
+# time leaves out), at least QUIET_SPAN_S seconds (0.1; topped up with a sleep). When the others
+# used BUSY_MAX% or more of it (right after a run the kernel often does, for a moment), a fresh
+# window of QUIET_SPAN_S, up to 10 of them. Returns 0 on a quiet window; 1 after ten busy ones,
+# or before any command (wait_quiet then).
+quiet_since() {
+    [ -n "${MARK_T:-}" ] || return 1
+    local n
+    for ((n = 0; n < 10; n++)); do
+        others_since
+        if [ "$SPAN" -ge "$QUIET_SPAN" ]; then
+            [ "$OTHERS" -ge "$BUSY_MAX" ] || return 0
+            others_mark
+            WAITED=$(awk -v w="$WAITED" -v d="$QUIET_SPAN_S" 'BEGIN { print w + d }')
+        fi
+        sleep "$QUIET_SPAN_S"
+    done
+    return 1
+}
+QUIET_SPAN_S=0.1
+QUIET_SPAN=$(awk -v s="$QUIET_SPAN_S" -v hz="$HZ" -v n="$(nproc)" 'BEGIN { printf "%d\n", s * hz * n }')
+# Runs "$@" on a quiet machine (quiet_since, else after waiting for one), again while the others
+# took BUSY_MAX% or more (RETRIES times at most); sets OTHERS for the last. BEFORE, when set, is
+# run before each attempt.
 quiet_try() {
     local a
     for ((a = 0; a <= RETRIES; a++)); do
-        if [ -n "${BEFORE:-}" ]; then
-            measure_others $BEFORE
-            if [ "$OTHERS" -ge "$BUSY_MAX" ]; then wait_quiet; $BEFORE; fi
-        else
-            wait_quiet
-        fi
+        [ -z "${BEFORE:-}" ] || $BEFORE
+        quiet_since || wait_quiet
         measure_others "$@" || return 1
         [ "$OTHERS" -ge "$BUSY_MAX" ] || return 0
         [ "$a" = "$RETRIES" ] || echo "  (other processes took ${OTHERS}% of the CPUs during: ${*:1:4} ...; again)" >&2
@@ -178,23 +194,12 @@ quiet_try() {
 # Attempt $1's database (one per attempt of a configuration); clear_try empties the current one.
 try_db() { echo "${TRY_DB%.db}$1.db"; }
 clear_try() { rm -f "$TRY_A" "$TRY_A-wal" "$TRY_A-shm"; }
-# Prints the F of block 0 of the profile CSV $1 (empty without one).
-profile_f() { awk -F, '/^#/ { next } !h { for (i = 1; i <= NF; i++) if ($i == "fwd_s") c = i; h = 1; next } c { print $c; exit }' "$1"; }
-# Sets PROBE_S to the host probe (validate_broad.sh, host_slowdowns): the F of one block of
-# HOST_PROBE_MODEL on both cores at once (a block each), the median of 5; and PROBE_ALONE_S to
-# the same block on one core while the other idles (HOST_PROBE_ALONE_MODEL). Both empty when a
-# probe failed.
-host_probe() {
-    PROBE_S= PROBE_ALONE_S=
-    "$PL" profile --model "$HOST_PROBE_MODEL" --reps 5 --concurrency 2 -o "$PROBE_CSV" >/dev/null 2>&1 || return 0
-    PROBE_S=$(profile_f "$PROBE_CSV")
-    "$PL" profile --model "$HOST_PROBE_ALONE_MODEL" --reps 5 --concurrency 1 -o "$PROBE_CSV" >/dev/null 2>&1 || { PROBE_S=; return 0; }
-    PROBE_ALONE_S=$(profile_f "$PROBE_CSV")
-}
-# Before each attempt of a run: its database emptied, the host probed.
-before_try() {
-    clear_try
-    host_probe
+# Sets PROBE_S and PROBE_ALONE_S to the host probe the run of CSV $1 took before it (validate_broad.sh,
+# host_slowdowns; `pipelab run`'s host_probe_s and host_probe_alone_s: the F of one dense block on
+# both cores at once, and on one core alone); empty without one.
+run_probe() {
+    read -r PROBE_S PROBE_ALONE_S <<< "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        NR == 2 { print $c["host_probe_s"], $c["host_probe_alone_s"] }' "$1" 2>/dev/null)"
 }
 # Merges attempt $1's database into $2.
 merge_try() {
@@ -273,9 +278,10 @@ while read -r kind m recompute spec chunks; do
         for ((a = 0; a <= STEADY_RETRIES; a++)); do
             TRY_A=$(try_db "$a")
             # shellcheck disable=SC2086
-            BEFORE=before_try quiet_try "$PL" run --kind "$kind" --ranks 2 --microbatches "$m" $extra --model "$spec" \
+            BEFORE=clear_try quiet_try "$PL" run --kind "$kind" --ranks 2 --microbatches "$m" $extra --model "$spec" \
                 --timed "$passes" $PROFILE_ARG --tag "$NAME" --db "$TRY_A" --format csv >"$RUN_CSV" || exit 1
             se=$(steadiness "$RUN_CSV" "$passes")
+            run_probe "$RUN_CSV"
             uid=$("$PL" db list --db "$TRY_A" --format csv | awk -F, 'NR > 1 && $4 == "measured" { print $2 }')
             try_se[a]=$se
             try_uid[a]=$uid
@@ -335,7 +341,7 @@ if [ -f "$DB" ]; then
         SLOWDOWNS=${DB%.db}.slowdowns
         host_slowdowns "$(history_probes)" < "$PROBES" > "$SLOWDOWNS"
         echo
-        echo "host speed: the probe before each run (F of one block of $HOST_PROBE_MODEL, both cores at once) over the host's own, the 10th percentile of its $(wc -l < "$(history_probes)") probes in $(history_probes):"
+        echo "host speed: the probe before each run (pipelab run's host probe: F of one dense block of width 256 on 16 rows, both cores at once) over the host's own, the 10th percentile of its $(wc -l < "$(history_probes)") probes in $(history_probes):"
         awk '{ print $2 }' "$SLOWDOWNS" | sort -g | awk -v max="$HOST_SLOW" '{ v[NR] = $1; n += $1 > max }
             END { printf "  fastest %.2fx, median %.2fx, slowest %.2fx; %d of %d runs more than %sx slower\n", v[1], v[int((NR + 1) / 2)], v[NR], n, NR, max }'
         # both cores at once against one alone: how much the slowed host slows the profile's

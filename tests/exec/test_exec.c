@@ -905,6 +905,26 @@ static void test_lines(void) {
     CU_ASSERT(q.f_s > 0 && q.i_s > 0 && q.w_s > 0 && isfinite(q.w_s));
 }
 
+/* The host probe: one worker's both-at-once time is its alone time; with two, each is a forward
+ * of the default dense block, so between what 10 TFLOP/s and 1 MFLOP/s would take (a probe that
+ * timed nothing, or the whole profile, falls out); no worker is refused. */
+static void test_host_probe(void) {
+    pl_err e;
+    exec_host_probe p;
+    CU_ASSERT_EQUAL(exec_host_probe_measure(0, &p, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL_FATAL(exec_host_probe_measure(1, &p, &e), PL_OK);
+    CU_ASSERT_EQUAL(p.workers, 1);
+    CU_ASSERT(p.fwd_s > 0 && p.fwd_s == p.alone_fwd_s);
+    CU_ASSERT_EQUAL_FATAL(exec_host_probe_measure(2, &p, &e), PL_OK);
+    CU_ASSERT_EQUAL(p.workers, 2);
+    /* two GEMMs of b x h x 4h, 2 FLOPs each multiply-add */
+    double flops = 2.0 * 2.0 * EXEC_DEFAULT_MICROBATCH_SIZE * EXEC_DEFAULT_HIDDEN * 4.0 * EXEC_DEFAULT_HIDDEN;
+    for (int k = 0; k < 2; k++) {
+        double t = k ? p.alone_fwd_s : p.fwd_s;
+        CU_ASSERT(t > flops / 1e13 && t < flops / 1e6);
+    }
+}
+
 /* The rounds of the profile between the passes, gap by gap (exec_prof_gap_rounds): the timed
  * ones add up to exec_prof_rounds(reps) and differ by at most one between gaps; the first gap
  * opens with the warm-up round, and every other gap with timed rounds opens with an untimed one
@@ -1301,6 +1321,7 @@ void pl_test_register(void) {
         {"profile one block", test_profile},
         {"cache-line and huge-page buffers (exec_lines_alloc)", test_lines},
         {"profile between the passes: each gap's timed and opening rounds", test_profile_gap_rounds},
+        {"the host probe: one forward of the default block, together and alone", test_host_probe},
         {"profile between the passes: same training, each worker's times", test_profile_between},
         {"profile between the passes: its blocks' weights copied from the rank's or drawn", test_profile_copied_weights},
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},

@@ -60,6 +60,72 @@ static void open_pair(const char *path, const char *tag, store **s, store_run **
     CU_ASSERT_STRING_EQUAL((*sim)->kind, "simulated");
 }
 
+/* Returns the number after key (as "\"fwd_s\":") in text, or NAN when key is not in it. */
+static double json_number(const char *text, const char *key) {
+    const char *at = text ? strstr(text, key) : NULL;
+    return at ? strtod(at + strlen(key), NULL) : NAN;
+}
+
+/* `pipelab run` times the host probe before the run (CPU, threads): the CSV's two columns and the
+ * stored params carry the same times, on both ranks' rows; --no-host-probe leaves them out. */
+static void test_run_host_probe(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "probe.db");
+    char cmd[2048];
+    for (int off = 0; off <= 1; off++) {
+        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --no-predict --format csv --tag p%d --db %s%s",
+                 PIPELAB_BIN, off, db, off ? " --no-host-probe" : "");
+        char *out = NULL;
+        int rc = sh(cmd, &out);
+        if (rc != 0) fprintf(stderr, "%s\n", out);
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        /* the last two columns of the header and of each rank's row: lines 0, 1, 2 */
+        char *line[3] = {NULL, NULL, NULL}, *save = NULL;
+        for (int k = 0; k < 3; k++) line[k] = strtok_r(k ? NULL : out, "\n", &save);
+        CU_ASSERT_FATAL(line[0] && line[1] && line[2]);
+        const char *tail = ",host_probe_s,host_probe_alone_s";
+        size_t hl = strlen(line[0]);
+        CU_ASSERT(hl >= strlen(tail) && strcmp(line[0] + hl - strlen(tail), tail) == 0);
+        double probe[2][2] = {{NAN, NAN}, {NAN, NAN}};
+        for (int q = 0; q < 2; q++) {
+            char *c2 = strrchr(line[q + 1], ',');
+            CU_ASSERT_PTR_NOT_NULL_FATAL(c2);
+            *c2 = 0;
+            char *c1 = strrchr(line[q + 1], ',');
+            CU_ASSERT_PTR_NOT_NULL_FATAL(c1);
+            if (off) {
+                CU_ASSERT(c1[1] == 0 && c2[1] == 0);
+            } else {
+                probe[q][0] = strtod(c1 + 1, NULL);
+                probe[q][1] = strtod(c2 + 1, NULL);
+            }
+        }
+        free(out);
+        store *s = NULL;
+        pl_err e;
+        store_run *runs = NULL;
+        size_t n = 0;
+        char tag[8];
+        snprintf(tag, sizeof tag, "p%d", off);
+        CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(store_list_runs(s, tag, 0, &runs, &n, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(n, 1);
+        const char *pj = runs[0].params_json;
+        if (off) {
+            CU_ASSERT(strstr(pj, "host_probe") == NULL);
+        } else {
+            CU_ASSERT(strstr(pj, "\"host_probe\":{\"workers\":2,") != NULL);
+            double f = json_number(pj, "\"fwd_s\":"), a = json_number(pj, "\"alone_fwd_s\":");
+            CU_ASSERT(f > 0 && a > 0);
+            for (int q = 0; q < 2; q++) CU_ASSERT(probe[q][0] == f && probe[q][1] == a);
+        }
+        store_runs_free(runs, n);
+        store_close(s);
+    }
+    free(db);
+    free(dir);
+}
+
 /* `pipelab run` writes exactly one measured and one simulated run with the same configuration,
  * with per-rank metrics, and (with --trace) one op row per executed action of the timed passes. */
 static void test_run_stores_pair(void) {
@@ -794,6 +860,7 @@ void exec_test_run_register(void) {
         {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"a stored run carries its schedule and profile files", test_run_stores_inputs},
+        {"a run's host probe: CSV columns and stored params agree", test_run_host_probe},
         {"an asynchronous run is predicted over whole passes", test_run_async_prediction_whole_pass},
         {"tracked memory equals the cost model (gpipe, 1f1b, p=2..4)", test_memory_equals_cost_model},
         {"MPI and threads give identical weights; a failing rank", test_mpi_equals_threads},
