@@ -45,20 +45,29 @@ gpt_block_flops() { echo $((24 * $3 * $2 * $1 * $1 + 4 * $3 * $2 * $2 * $1)); }
 # "Short iterations"). The iteration is estimated from its FLOPs at a low
 # RATE_GFLOPS (default 20, under what small GEMMs reach here, so that the estimate errs long
 # and the passes err many): the busiest of 2 ranks does half the blocks, F, I and W of each
-# microbatch (and a second F under full recomputation).
+# microbatch (and a second F under full recomputation). A pass of an asynchronous schedule
+# holds several iterations (pipedream and 2bw: 4, as `pipelab schedule` generates them), and
+# TIMED and MIN_TIMED_S count iterations: such a run times ceil(TIMED / iterations) passes, at
+# least TIMED_PASSES_MIN (3; the steadiness is their spread), where it timed TIMED passes of 4
+# iterations each before, half of the grid's pass time in two of its ten kinds.
 MIN_TIMED_S=${MIN_TIMED_S:-0.5}
+TIMED_PASSES_MIN=${TIMED_PASSES_MIN:-3}
 TIMED_MAX=${TIMED_MAX:-200}
 RATE_GFLOPS=${RATE_GFLOPS:-20}
 # Prints the timed passes of configuration "KIND M RECOMPUTE MODEL-SPEC" ($1 .. $4).
 point_timed() {
-    local m=$2 rc=$3 spec=$4 kv L f
+    local m=$2 rc=$3 spec=$4 kv L f it
+    it=$("$PL" schedule --kind "$1" --ranks 2 --microbatches "$m" --format csv 2>/dev/null | awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } NR == 2 { print $c["iterations"] }')
     declare -A p
     for kv in $(echo "${spec#*:}" | tr , ' '); do p[${kv%%=*}]=${kv#*=}; done
     if [ "${spec%%:*}" = transformer ]; then L=${p[layers]}; f=$(gpt_block_flops "${p[hidden]}" "${p[seq]}" "${p[microbatch]}")
     else L=${p[depth]}; f=$(mlp_block_flops "${p[width]}" "${p[microbatch]}" "${p[ffn_mult]:-4}"); fi
-    awk -v m="$m" -v L="$L" -v f="$f" -v rc="$rc" -v rate="$RATE_GFLOPS" -v want="$MIN_TIMED_S" -v lo="$TIMED" -v hi="$TIMED_MAX" 'BEGIN {
-        est = m * int((L + 1) / 2) * f * (rc == "full" ? 4 : 3) / (rate * 1e9)
-        n = int(want / est + 0.999999); if (n < lo) n = lo; if (n > hi) n = hi; print n }'
+    awk -v m="$m" -v L="$L" -v f="$f" -v rc="$rc" -v rate="$RATE_GFLOPS" -v want="$MIN_TIMED_S" -v lo="$TIMED" -v hi="$TIMED_MAX" \
+        -v it="${it:-1}" -v least="$TIMED_PASSES_MIN" 'BEGIN {
+        if (it < 1) it = 1
+        est = it * m * int((L + 1) / 2) * f * (rc == "full" ? 4 : 3) / (rate * 1e9)
+        n = int(want / est + 0.999999); lo = int((lo + it - 1) / it); if (it > 1 && lo < least) lo = least
+        if (n < lo) n = lo; if (n > hi) n = hi; print n }'
 }
 
 # Prints the configurations (see above).
