@@ -574,6 +574,36 @@ static void test_pairs_filters(void) {
     free(dir);
 }
 
+/* validate_broad.sh's point_timed: a run's timed passes, counted in iterations (pipedream's pass
+ * holds 4, `pipelab schedule`'s): at least TIMED iterations and MIN_TIMED_S seconds at
+ * RATE_GFLOPS, at least TIMED_PASSES_MIN passes of several iterations. Closed forms: the dense
+ * block of width 128 on 8 rows is 4 * 4 * 8 * 128^2 = 2097152 FLOPs forward; with 4 blocks the
+ * busier rank does 2, F, I and W, so 1f1b m 2 is est = 2 * 2 * 2097152 * 3 / 20e9 = 1.258 ms an
+ * iteration, ceil(0.25 s / est) = 199 passes, pipedream's 4 a pass ceil(49.7) = 50; long
+ * iterations take the floors: 5 passes, and pipedream ceil(5 / 4) = 2, so 3 (ceil(20 / 4) = 5
+ * with TIMED 20). */
+static void test_point_timed(void) {
+    static const struct {
+        const char *kind, *spec;
+        int m, timed, want;
+    } cases[] = {
+        {"1f1b", "mlp:width=128,depth=4,microbatch=8", 2, 5, 199},
+        {"pipedream", "mlp:width=128,depth=4,microbatch=8", 2, 5, 50},
+        {"1f1b", "mlp:width=512,depth=12,microbatch=32", 8, 5, 5},
+        {"pipedream", "mlp:width=512,depth=12,microbatch=32", 8, 5, 3},
+        {"2bw", "mlp:width=512,depth=12,microbatch=32", 8, 20, 5},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char shell[512], *out = NULL;
+        snprintf(shell, sizeof shell, "PL=%s TIMED=%d MIN_TIMED_S=0.25 RATE_GFLOPS=20 TIMED_PASSES_MIN=3; point_timed %s %d none %s",
+                 PIPELAB_BIN, cases[i].timed, cases[i].kind, cases[i].m, cases[i].spec);
+        CU_ASSERT_EQUAL(broad_shell("", shell, &out), 0);
+        CU_ASSERT_EQUAL(out ? atoi(out) : -1, cases[i].want);
+        if (!out || atoi(out) != cases[i].want) fprintf(stderr, "point_timed %s m %d %s: %s\n", cases[i].kind, cases[i].m, cases[i].spec, out ? out : "");
+        free(out);
+    }
+}
+
 void exec_test_gpt_register(void);
 void exec_test_gpt_register(void) {
     static const pl_test_case cases[] = {
@@ -587,6 +617,7 @@ void exec_test_gpt_register(void) {
         {"validate_cpu.sh --offgrid: a seeded draw off the broad grid", test_offgrid_points},
         {"validate_cpu.sh --broad: its targets over the runs and over the configurations' means", test_broad_targets},
         {"validate_cpu.sh: the steady and unslowed-host pairs, the host's slowdowns", test_pairs_filters},
+        {"validate_cpu.sh --broad: timed passes counted in iterations", test_point_timed},
         {NULL, NULL}};
     pl_test_suite("exec transformer block", cases);
 }
