@@ -80,9 +80,10 @@
 # where it was not tuned. One seed gives the same configurations on any machine. Its history, as
 # --broad's, is kept per draw: results/out/history/validate_offgrid-seedS-nN-REV-HOST-thp-MODE.db.
 # Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
-# REPEATS (runs of each configuration: 1; 2 with --broad), TIMED (timed passes at least, 20; 10
+# REPEATS (runs of each configuration: 1; 2 with --broad), TIMED (timed iterations at least, 20; 10
 # with --broad; divided by REPEATS; more for short iterations: MIN_TIMED_S, 0.5 divided by
-# REPEATS, TIMED_MAX and RATE_GFLOPS, validate_broad.sh), TRACE (1), DEPTH (8),
+# REPEATS, TIMED_MAX and RATE_GFLOPS; passes of several iterations, pipedream's and 2bw's, at
+# least TIMED_PASSES_MIN, 3: validate_broad.sh), TRACE (1), DEPTH (8),
 # PROFILE (between | before | once), PREPS (profile repetitions, 100; 60 with --broad; divided by REPEATS), PCONC (before and once:
 # profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, QUIET_WINDOW, BUSY_MAX, RETRIES, STEADY_MAX, STEADY_RETRY_OVER, STEADY_RETRIES, HOST_SLOW. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
