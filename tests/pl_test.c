@@ -2,6 +2,7 @@
 #include "pl_test.h"
 
 #include <CUnit/Basic.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,4 +98,11 @@ char *pl_test_json_string(const char *json, const char *after, const char *key) 
     }
     out[n] = 0;
     return out;
+}
+
+double pl_test_json_number(const char *json, const char *key) {
+    char pat[128];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = json ? strstr(json, pat) : NULL;
+    return p ? strtod(p + strlen(pat), NULL) : NAN;
 }

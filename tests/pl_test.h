@@ -27,6 +27,8 @@ void pl_test_skip(const char *why);
  * the text `after` (NULL when absent): enough JSON for what pipelab stores in params_json
  * (cli_inputs_json's objects; a "text" value may hold '}'). */
 char *pl_test_json_string(const char *json, const char *after, const char *key);
+/* Returns the number after the first "key": in json (NAN when absent or json is NULL). */
+double pl_test_json_number(const char *json, const char *key);
 
 /* Registers one suite with NULL-terminated tests; aborts on registry failure. */
 typedef struct pl_test_case { const char *name; void (*fn)(void); } pl_test_case;

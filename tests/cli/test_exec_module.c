@@ -18,14 +18,6 @@ static double csv_field(const char *line, int n) {
     return line ? atof(line) : -1;
 }
 
-/* The number after "key": in json; -1 when absent. */
-static double json_number(const char *json, const char *key) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = json ? strstr(json, pat) : NULL;
-    return p ? atof(p + strlen(pat)) : -1;
-}
-
 /* The program does not link the executor's libraries (ldd lists what it loads at start). */
 static void test_program_links_no_executor_libs(void) {
     char cmd[1024], *out = NULL;
@@ -65,11 +57,11 @@ static void test_run_through_module(void) {
     snprintf(cmd, sizeof cmd, "'%s' db show 1 --db '%s/m.db' --format json", PIPELAB_BIN, dir);
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
     CU_ASSERT(out && strstr(out, "\"kind\": \"measured\"") != NULL);
-    double stored = json_number(out, "iteration_time_s");
+    double stored = pl_test_json_number(out, "iteration_time_s");
     CU_ASSERT_DOUBLE_EQUAL(stored, printed, 1e-8 * printed); /* the CSV prints 9 digits */
-    CU_ASSERT_EQUAL(json_number(out, "ranks"), 2);
-    CU_ASSERT_EQUAL(json_number(out, "microbatches"), 4);
-    CU_ASSERT_EQUAL(json_number(out, "repetitions"), 3);
+    CU_ASSERT_EQUAL(pl_test_json_number(out, "ranks"), 2);
+    CU_ASSERT_EQUAL(pl_test_json_number(out, "microbatches"), 4);
+    CU_ASSERT_EQUAL(pl_test_json_number(out, "repetitions"), 3);
     free(out);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CU_ASSERT_EQUAL(system(cmd), 0);

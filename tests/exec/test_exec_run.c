@@ -60,12 +60,6 @@ static void open_pair(const char *path, const char *tag, store **s, store_run **
     CU_ASSERT_STRING_EQUAL((*sim)->kind, "simulated");
 }
 
-/* Returns the number after key (as "\"fwd_s\":") in text, or NAN when key is not in it. */
-static double json_number(const char *text, const char *key) {
-    const char *at = text ? strstr(text, key) : NULL;
-    return at ? strtod(at + strlen(key), NULL) : NAN;
-}
-
 /* `pipelab run` times the host probe before the run (CPU, threads): the CSV's two columns and the
  * stored params carry the same times, on both ranks' rows; --no-host-probe leaves them out. */
 static void test_run_host_probe(void) {
@@ -115,7 +109,7 @@ static void test_run_host_probe(void) {
             CU_ASSERT(strstr(pj, "host_probe") == NULL);
         } else {
             CU_ASSERT(strstr(pj, "\"host_probe\":{\"workers\":2,") != NULL);
-            double f = json_number(pj, "\"fwd_s\":"), a = json_number(pj, "\"alone_fwd_s\":");
+            double f = pl_test_json_number(pj, "fwd_s"), a = pl_test_json_number(pj, "alone_fwd_s");
             CU_ASSERT(f > 0 && a > 0);
             for (int q = 0; q < 2; q++) CU_ASSERT(probe[q][0] == f && probe[q][1] == a);
         }

@@ -387,14 +387,6 @@ static void test_migration_v1_columns(void) {
     free(dir);
 }
 
-/* Returns the number after "\"key\":" in a JSON text, or NAN. */
-static double json_num(const char *text, const char *key) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = text ? strstr(text, pat) : NULL;
-    return p ? strtod(p + strlen(pat), NULL) : NAN;
-}
-
 /* `pipelab simulate --db` stores the bubble figures it prints, under the same names: zb-h2,
  * p = 4, m = 8 (tF 1, I = W = 1) prints bubble_fraction 1/9 and zb_bubble_rate 0 (ZB-H2 has no
  * bubble inside a rank's span; only the staggered start and end, 3 s per rank over the 27 s
@@ -408,7 +400,8 @@ static void test_simulate_stores_what_it_prints(void) {
              PIPELAB_BIN, db);
     char *out = NULL;
     CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &out), 0);
-    double frac = json_num(out, "bubble_fraction"), idle = json_num(out, "idle_s"), zb = json_num(out, "zb_bubble_rate");
+    double frac = pl_test_json_number(out, "bubble_fraction"), idle = pl_test_json_number(out, "idle_s"),
+           zb = pl_test_json_number(out, "zb_bubble_rate");
     CU_ASSERT_DOUBLE_EQUAL(frac, 1.0 / 9, 1e-9);
     CU_ASSERT_DOUBLE_EQUAL(idle, 12, 1e-9);
     CU_ASSERT_DOUBLE_EQUAL(zb, 0, 1e-12);

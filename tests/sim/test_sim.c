@@ -750,14 +750,12 @@ static void test_cli(void) {
 /* Returns the number after "key": in the JSON `pipelab simulate ARGS --format json --no-db`
  * prints (NAN when the run fails or the key is absent). */
 static double sim_json_number(const char *args, const char *key) {
-    char cmd[1024], pat[64];
+    char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s simulate %s --format json --no-db", PIPELAB_BIN, args);
-    snprintf(pat, sizeof pat, "\"%s\":", key);
     char *out = NULL;
     int rc = pl_test_run(cmd, &out);
-    const char *at = rc == 0 && out ? strstr(out, pat) : NULL;
-    double v = at ? strtod(at + strlen(pat), NULL) : NAN;
-    if (!at) fprintf(stderr, "\n%s -> %d\n%s\n", cmd, rc, out ? out : "");
+    double v = rc == 0 ? pl_test_json_number(out, key) : NAN;
+    if (isnan(v)) fprintf(stderr, "\n%s -> %d\n%s\n", cmd, rc, out ? out : "");
     free(out);
     return v;
 }
