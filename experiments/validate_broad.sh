@@ -64,7 +64,7 @@ point_timed() {
     else L=${p[depth]}; f=$(mlp_block_flops "${p[width]}" "${p[microbatch]}" "${p[ffn_mult]:-4}"); fi
     awk -v m="$m" -v L="$L" -v f="$f" -v rc="$rc" -v rate="$RATE_GFLOPS" -v want="$MIN_TIMED_S" -v lo="$TIMED" -v hi="$TIMED_MAX" \
         -v it="${it:-1}" -v least="$TIMED_PASSES_MIN" 'BEGIN {
-        if (it < 1) it = 1
+        it += 0; if (it < 1) it = 1
         est = it * m * int((L + 1) / 2) * f * (rc == "full" ? 4 : 3) / (rate * 1e9)
         n = int(want / est + 0.999999); lo = int((lo + it - 1) / it); if (it > 1 && lo < least) lo = least
         if (n < lo) n = lo; if (n > hi) n = hi; print n }'

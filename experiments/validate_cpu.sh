@@ -178,7 +178,7 @@ quiet_since() {
     return 1
 }
 QUIET_SPAN_S=0.1
-QUIET_SPAN=$(awk -v s="$QUIET_SPAN_S" -v hz="$HZ" -v n="$(nproc)" 'BEGIN { printf "%d\n", s * hz * n }')
+QUIET_SPAN=$(awk -v s="$QUIET_SPAN_S" -v hz="$HZ" -v n="$(getconf _NPROCESSORS_ONLN)" 'BEGIN { printf "%d\n", s * hz * n }')
 # Runs "$@" on a quiet machine (quiet_since, else after waiting for one), again while the others
 # took BUSY_MAX% or more (RETRIES times at most); sets OTHERS for the last. BEFORE, when set, is
 # run before each attempt.
@@ -199,8 +199,9 @@ clear_try() { rm -f "$TRY_A" "$TRY_A-wal" "$TRY_A-shm"; }
 # host_slowdowns; `pipelab run`'s host_probe_s and host_probe_alone_s: the F of one dense block on
 # both cores at once, and on one core alone); empty without one.
 run_probe() {
-    read -r PROBE_S PROBE_ALONE_S <<< "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-        NR == 2 { print $c["host_probe_s"], $c["host_probe_alone_s"] }' "$1" 2>/dev/null)"
+    # the CSV holds every attempt quiet_try made, each from its header: the last one's first row
+    read -r PROBE_S PROBE_ALONE_S <<< "$(awk -F, '$1 == "kind" { for (i = 1; i <= NF; i++) c[$i] = i; row = 0; next }
+        !row { v = $c["host_probe_s"] " " $c["host_probe_alone_s"]; row = 1 } END { print v }' "$1" 2>/dev/null)"
 }
 # Merges attempt $1's database into $2.
 merge_try() {

@@ -907,7 +907,7 @@ static void test_lines(void) {
 
 /* The host probe: one worker's both-at-once time is its alone time; with two, each is a forward
  * of the default dense block, so between what 10 TFLOP/s and 1 MFLOP/s would take (a probe that
- * timed nothing, or the whole profile, falls out); no worker is refused. */
+ * timed nothing falls out); no worker is refused. */
 static void test_host_probe(void) {
     pl_err e;
     exec_host_probe p;
