@@ -160,7 +160,7 @@ wait_quiet() {
 # The quiet window before an attempt: the time since the last command quiet_try or wait_quiet
 # ran ended (the script's own work between two attempts, which its shell's and children's CPU
 # time leaves out), at least QUIET_SPAN_S seconds (0.1; topped up with a sleep). When the others
-# used BUSY_MAX% or more of it (right after a run the kernel often does, for a moment), a fresh
+# used BUSY_MAX% or more of it (right after a run they often do, for a moment), a fresh
 # window of QUIET_SPAN_S, up to 10 of them. Returns 0 on a quiet window; 1 after ten busy ones,
 # or before any command (wait_quiet then).
 quiet_since() {
@@ -199,9 +199,16 @@ clear_try() { rm -f "$TRY_A" "$TRY_A-wal" "$TRY_A-shm"; }
 # host_slowdowns; `pipelab run`'s host_probe_s and host_probe_alone_s: the F of one dense block on
 # both cores at once, and on one core alone); empty without one.
 run_probe() {
-    # the CSV holds every attempt quiet_try made, each from its header: the last one's first row
-    read -r PROBE_S PROBE_ALONE_S <<< "$(awk -F, '$1 == "kind" { for (i = 1; i <= NF; i++) c[$i] = i; row = 0; next }
-        !row { v = $c["host_probe_s"] " " $c["host_probe_alone_s"]; row = 1 } END { print v }' "$1" 2>/dev/null)"
+    read -r PROBE_S PROBE_ALONE_S <<< "$(last_run_row "$1" host_probe_s host_probe_alone_s 2>/dev/null)"
+}
+# Prints columns $2... of the run CSV $1, space-separated, from the first row of its last run: the
+# file holds every attempt quiet_try made, each from its header.
+last_run_row() {
+    local f=$1
+    shift
+    awk -F, -v cols="$*" '$1 == "kind" { for (i = 1; i <= NF; i++) c[$i] = i; row = 0; next }
+        !row { n = split(cols, k, " "); v = ""; for (j = 1; j <= n; j++) v = v (j > 1 ? " " : "") $c[k[j]]; row = 1 }
+        END { print v }' "$f"
 }
 # Merges attempt $1's database into $2.
 merge_try() {
@@ -213,11 +220,11 @@ keep_try() {
     merge_try "$1" "$2"
     TRY_A=$(try_db "$1") clear_try
 }
-# Prints the standard error of the mean pass, in percent of the median pass, of the run whose
+# Prints the standard error of the mean pass, in percent of the median pass, of the last run whose
 # `pipelab run --format csv` is file $1 and whose timed passes were $2.
 steadiness() {
-    awk -F, -v n="$2" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-        NR == 2 { it = $c["iteration_time_s"]; printf "%.2f\n", (it > 0 ? 100 * $c["iteration_stddev_s"] / sqrt(n) / it : 0) }' "$1"
+    last_run_row "$1" iteration_time_s iteration_stddev_s |
+        awk -v n="$2" '{ it = $1; printf "%.2f\n", (it > 0 ? 100 * $2 / sqrt(n) / it : 0) }'
 }
 # Prints the broad grid's targets over the pairs of `pipelab compare "$@"`, and with REPEATS > 1
 # over the configurations' mean errors (compare --repeats), on which iteration time is judged.
