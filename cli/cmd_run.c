@@ -32,7 +32,7 @@ static int run_with_bar(const sched *s, exec_config *c, exec_result *r, pl_err *
         const sched_action *a = &s->rank[0].acts[k];
         n += !c->replicas || a->stage < 0 || sched_replica_of(a, c->replicas[a->stage]) <= 0;
     }
-    c->progress = pl_progress_start(what, (uint64_t)(c->warmup_passes + c->timed_passes) * n);
+    c->progress = pl_progress_start(what, (uint64_t)exec_passes_most(c) * n);
     int rc = exec_run(s, c, r, e);
     pl_progress_end(c->progress);
     c->progress = NULL;
@@ -85,6 +85,12 @@ static void out_table(const run_opts *o, const sched *s, const exec_result *r, c
     double ip = r->iterations_per_pass;
     pl_buf_printf(b, "%-22s min %.6g max %.6g stddev %.3g (%d timed passes)\n", "  iteration spread", r->pass_min_s / ip,
                   r->pass_max_s / ip, r->pass_stddev_s / ip, r->timed_passes);
+    pl_buf_printf(b, "%-22s %.2f%% (the standard error of the mean pass over the median)", "  steadiness", 100 * r->steadiness);
+    if (r->timed_passes_most)
+        pl_buf_printf(b, "; --steady %g%%: %s after %d timed passes (least %d, most %d)", 100 * r->steady_max,
+                      r->steadiness <= r->steady_max ? "steady" : "not steady", r->timed_passes, r->timed_passes_least,
+                      r->timed_passes_most);
+    pl_buf_putc(b, '\n');
     if (pr) pl_buf_printf(b, "%-22s %s\n", "  predicted from", profile_src);
     if (probe)
         pl_buf_printf(b, "%-22s F of one dense block of width %d on %d rows: %.4g ms, %d core%s at once; %.4g ms alone\n",
@@ -115,13 +121,13 @@ static void out_table(const run_opts *o, const sched *s, const exec_result *r, c
 }
 
 /* Writes CSV: one row per rank with the run's numbers repeated (the host probe's two times empty
- * when none was taken). */
+ * when none was taken; the timed passes and their steadiness, exec_steadiness, last). */
 static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, const cost_memory *mem,
                     const exec_host_probe *probe, pl_buf *b) {
     pl_buf_puts(b, "kind,ranks,stages,microbatches,iterations_per_pass,width,ffn,depth,microbatch_size,iteration_time_s,"
                    "iteration_min_s,iteration_max_s,iteration_stddev_s,throughput_samples_s,pred_iteration_time_s,"
                    "pred_throughput_samples_s,rel_error,rank,core,busy_s,idle_s,comm_s,bubble_fraction,pred_bubble_fraction,peak_bytes,"
-                   "model_bytes,cost_model_bytes,pred_peak_bytes,host_probe_s,host_probe_alone_s\n");
+                   "model_bytes,cost_model_bytes,pred_peak_bytes,host_probe_s,host_probe_alone_s,timed_passes,steadiness\n");
     double ip = r->iterations_per_pass;
     for (int q = 0; q < r->ranks; q++) {
         const exec_rank_result *x = &r->rank[q];
@@ -138,8 +144,9 @@ static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, 
         else pl_buf_puts(b, ",");
         if (pr) pl_buf_printf(b, "%lld,", (long long)pr->rank[q].peak_bytes);
         else pl_buf_puts(b, ",");
-        if (probe) pl_buf_printf(b, "%.9g,%.9g\n", probe->fwd_s, probe->alone_fwd_s);
-        else pl_buf_puts(b, ",\n");
+        if (probe) pl_buf_printf(b, "%.9g,%.9g,", probe->fwd_s, probe->alone_fwd_s);
+        else pl_buf_puts(b, ",,");
+        pl_buf_printf(b, "%d,%.6g\n", r->timed_passes, r->steadiness);
     }
 }
 

@@ -289,6 +289,9 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
                   r->iterations_per_pass, r->huge_pages ? "true" : "false", info->transport ? info->transport : "threads");
     pl_buf_json_string(b, info->profile);
     pl_buf_putc(b, ',');
+    if (r->timed_passes_most)
+        pl_buf_printf(b, "\"steady\":{\"max\":%.9g,\"timed_least\":%d,\"timed_most\":%d,\"steadiness\":%.9g},", r->steady_max,
+                      r->timed_passes_least, r->timed_passes_most, r->steadiness);
     if (info->host_probe)
         pl_buf_printf(b, "\"host_probe\":{\"workers\":%d,\"fwd_s\":%.9g,\"alone_fwd_s\":%.9g},", info->host_probe->workers,
                       info->host_probe->fwd_s, info->host_probe->alone_fwd_s);

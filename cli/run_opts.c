@@ -51,6 +51,13 @@ static const char help_format[] =
     "                        generated with PipeDream's per-replica warm-up\n"
     "run:\n"
     "  --warmup N --timed N  passes (default %d and %d)\n"
+    "  --steady PCT          time more passes than --timed, up to --timed-max, until the run is\n"
+    "                        steady: the standard error of the mean timed pass (their standard\n"
+    "                        deviation over the square root of their number) within PCT percent\n"
+    "                        of the median pass; all ranks decide alike before each pass. The\n"
+    "                        added passes hold no profile rounds in their gaps. Threads on the\n"
+    "                        CPU backend only\n"
+    "  --timed-max N         the most timed passes with --steady (default 4 times --timed)\n"
     "  --transport threads|mpi  threads in this process (default), or one MPI process per rank:\n"
     "                        mpirun -np P pipelab run --transport mpi ...\n"
     "  --oversubscribe       allow more ranks than cores (timings then measure time-slicing)\n"
@@ -131,7 +138,7 @@ static const char help_format[] =
 
 enum { O_SPLIT = 1000, O_LR, O_MOM, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
        O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_PASSLEN, O_NOPASSLEN, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
-       O_FAULT, O_GPUS, O_MAXMEM, O_PARTITION, O_REPLS, O_NOPROBE, O_HELP };
+       O_FAULT, O_GPUS, O_MAXMEM, O_PARTITION, O_REPLS, O_NOPROBE, O_STEADY, O_TIMEDMAX, O_HELP };
 
 static const struct option long_opts[] = {
     CLI_SCHED_LONG_OPTS,
@@ -151,6 +158,7 @@ static const struct option long_opts[] = {
     {"dump-weights", required_argument, 0, O_DUMP}, {"tag", required_argument, 0, O_TAG},
     {"db", required_argument, 0, O_DB}, {"no-db", no_argument, 0, O_NODB},
     {"no-host-probe", no_argument, 0, O_NOPROBE},
+    {"steady", required_argument, 0, O_STEADY}, {"timed-max", required_argument, 0, O_TIMEDMAX},
     {"inject-fault", required_argument, 0, O_FAULT}, /* hidden: [KIND:]RANK:ACTION[:PASS] (tests) */
     {"gpus", required_argument, 0, O_GPUS},
     {"max-memory", required_argument, 0, O_MAXMEM},
@@ -282,6 +290,8 @@ static int run_opt(int c, const char *arg, const char *seen, run_opts *o) {
     case O_SAVEPROF: o->save_profile = arg; return -1;
     case O_NOPRED: o->no_predict = 1; return -1;
     case O_NOPROBE: o->no_host_probe = 1; return -1;
+    case O_STEADY: return cli_num_arg("run", "--steady", arg, 1e-6, 100, &o->steady_pct) ? CLI_EUSAGE : -1;
+    case O_TIMEDMAX: return cli_int_arg("run", "--timed-max", arg, 1, RUN_MAX_PASSES, &o->timed_max) ? CLI_EUSAGE : -1;
     case O_TERMS: o->terms = 1; return -1;
     case O_PASSLEN: o->pass_length = 1; return -1;
     case O_NOPASSLEN: o->pass_length = 0; return -1;
@@ -326,6 +336,21 @@ static int check_profile_flags(run_opts *o) {
     return -1;
 }
 
+/* Checks --steady and --timed-max and sets the executor's rule from them (exec_config.steady_max,
+ * timed_passes_max). Returns -1 when they hold, else CLI_EUSAGE after printing which does not. */
+static int check_steady(run_opts *o) {
+    if (o->timed_max && !o->steady_pct) return cli_usage_error("run", "--timed-max is the most passes of --steady: give both");
+    if (!o->steady_pct) return -1;
+    if (o->mpi || o->cuda)
+        return cli_usage_error("run", "--steady is for threads on the CPU backend (not --transport mpi or --backend cuda)");
+    int most = o->timed_max ? o->timed_max : (o->c.timed_passes > RUN_MAX_PASSES / 4 ? RUN_MAX_PASSES : 4 * o->c.timed_passes);
+    if (most < o->c.timed_passes)
+        return cli_usage_error("run", "--timed-max %d is under --timed %d", most, o->c.timed_passes);
+    o->c.timed_passes_max = most;
+    o->c.steady_max = o->steady_pct / 100;
+    return -1;
+}
+
 /* Checks the flags that go together after parsing (transport, backend and precision, the
  * profile's, momentum). Returns -1 when they hold, else an exit code after printing which does
  * not. */
@@ -344,6 +369,8 @@ static int check_flags(run_opts *o) {
         return cli_usage_error("run", "--partition and --replicas-stage run on the CPU backend (not --backend cuda): the "
                                       "CUDA backend has no gradient all-reduce between GPUs");
     if (o->partition && o->nsplit) return cli_usage_error("run", "give --partition or --stage-blocks, not both");
+    rc = check_steady(o);
+    if (rc >= 0) return rc;
     if (o->c.momentum >= 1) {
         fprintf(stderr, "pipelab run: --momentum must be below 1\n");
         return CLI_EUSER;

@@ -20,6 +20,8 @@ typedef struct run_opts {
     int cuda, between;
     int preps, pconc, no_predict, trace, no_db, mpi;
     int no_host_probe;               /* --no-host-probe */
+    double steady_pct;               /* --steady PCT (0 = not given) */
+    int timed_max;                   /* --timed-max N (0 = not given) */
     int terms;                       /* --terms: the measured terms in the prediction */
     int pass_length;                 /* --pass-length-term: the prediction with it (off by default) */
     int nsplit, split[MAX_SPLIT];

@@ -126,7 +126,7 @@ static int setup_ranks(const sched *s, const exec_config *c, run_state *st, pl_e
 /* Allocates the run's arrays, builds the data set, sets up every rank (and its profile between
  * the passes) and makes the transport. Returns PL_OK or the error. */
 static int run_setup(const sched *s, const exec_config *c, run_state *st, pl_err *e) {
-    int p = st->p, P = c->warmup_passes + c->timed_passes, M = s->microbatches * sched_iterations(s);
+    int p = st->p, P = exec_passes_most(c), M = s->microbatches * sched_iterations(s);
     st->loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
     st->xr = aligned_alloc(_Alignof(exec_xrank), (size_t)p * sizeof *st->xr);
     if (st->xr) memset(st->xr, 0, (size_t)p * sizeof *st->xr);
@@ -157,6 +157,8 @@ static int run_threads(const exec_config *c, run_state *st, pl_err *e) {
     int started = 0, rc = PL_OK;
     for (int r = 0; r < st->p; r++) {
         st->xr[r].t = &st->t[r];
+        st->xr[r].peers = st->xr; /* the steady rule reads every rank's pass times (worker.c) */
+        st->xr[r].npeers = st->p;
         if (c->pin && st->ncores > 0) st->xr[r].core = st->cpus[r % st->ncores];
         if (pthread_create(&st->th[r], NULL, exec_worker_main, &st->xr[r]) != 0) {
             pl_err why;

@@ -98,7 +98,15 @@ typedef struct exec_config {
     /* run */
     int warmup_passes;       /* walks of the lowered schedule before timing (each pass covers the
                               * schedule's `iterations` optimizer iterations) */
-    int timed_passes;        /* timed walks */
+    int timed_passes;        /* timed walks (the least, with timed_passes_max) */
+    int timed_passes_max;    /* > timed_passes: after timed_passes, time more passes, up to this
+                              * many in all, until the run is steady: the timed passes'
+                              * exec_steadiness within steady_max (every rank decides alike before
+                              * each pass, from all ranks' pass times); the passes past
+                              * timed_passes hold no profile rounds in their gaps (as the short
+                              * iterations' gaps without rounds). CPU threads only. 0 = exactly
+                              * timed_passes (default) */
+    double steady_max;       /* with timed_passes_max: the steadiness to reach (a fraction, > 0) */
     int pin;                 /* 1 = pin each worker thread to a core (default 1) */
     int small_pages;         /* 1 = leave the large buffers (a rank's arena, the profile's blocks)
                               * on the kernel's default pages: no MADV_HUGEPAGE (exec_lines_alloc) */
@@ -223,6 +231,11 @@ typedef struct exec_result {
     /* time */
     double pass_median_s, pass_min_s, pass_max_s, pass_stddev_s; /* per timed pass */
     double iter_median_s;  /* pass_median_s / iterations_per_pass */
+    double steadiness;     /* exec_steadiness of the timed passes */
+    int timed_passes_least, timed_passes_most; /* exec_config.timed_passes and timed_passes_max:
+                            * timed_passes between them when the run timed passes until it was
+                            * steady (most > least); else most is 0 */
+    double steady_max;     /* exec_config.steady_max when most > least, else 0 */
     double throughput_samples_s; /* microbatches * b * iterations_per_pass / pass_median_s */
     double zb_bubble_rate; /* the Zero Bubble paper's rate of the median pass: the largest over
                             * ranks of (span - busy) / span, span from the rank's first compute
@@ -323,6 +336,15 @@ struct exec_transport {
 };
 
 /* ---------------------------------------------------------------- running */
+
+/* Returns the most passes, warm-up and timed, a run of c walks: warmup_passes plus timed_passes,
+ * or timed_passes_max when that is more (a run timed until steady). */
+int exec_passes_most(const exec_config *c);
+/* Returns the steadiness of n pass times: the standard error of their mean (their standard
+ * deviation, over n, divided by the square root of n) over their median, as a fraction; how far
+ * the mean of so many passes may lie from the run's true mean, for n passes that scatter alike.
+ * 0 for a single pass; NAN when n is 0, the median is not positive, or out of memory. */
+double exec_steadiness(const double *pass_s, int n);
 
 /* Runs the lowered schedule s (sched_lower output; validated again here) with one worker thread
  * per rank, warm-up then timed passes, and fills out. Returns PL_OK, or an error naming the rank

@@ -85,6 +85,34 @@ double exec_median(const double *v, size_t n) {
     return median_of(v, m[0], m[1]);
 }
 
+double exec_stddev(const double *v, int n) {
+    double sum = 0, sum2 = 0;
+    for (int i = 0; i < n; i++) {
+        sum += v[i];
+        sum2 += v[i] * v[i];
+    }
+    double mean = n > 0 ? sum / n : 0, var = n > 0 ? sum2 / n - mean * mean : 0;
+    return var > 0 ? sqrt(var) : 0;
+}
+
+double exec_steadiness(const double *pass_s, int n) {
+    double med = n > 0 ? exec_median(pass_s, (size_t)n) : NAN;
+    return med > 0 ? exec_stddev(pass_s, n) / sqrt(n) / med : NAN;
+}
+
+double exec_pass_span(int n, const double *const *start, const double *const *end, int q) {
+    double st = start[0][q], en = end[0][q];
+    for (int r = 1; r < n; r++) {
+        if (start[r][q] < st) st = start[r][q];
+        if (end[r][q] > en) en = end[r][q];
+    }
+    return en - st;
+}
+
+int exec_passes_most(const exec_config *c) {
+    return c->warmup_passes + (c->timed_passes_max > c->timed_passes ? c->timed_passes_max : c->timed_passes);
+}
+
 /* ---------------------------------------------------------------- assembly, step by step */
 
 /* Checks that recs[r] is rank r's record of all passes (of the n executor ranks). Returns PL_OK
@@ -95,6 +123,20 @@ static int check_records(int n, const exec_config *c, const exec_rank_record *re
         if (recs[r].passes != P || recs[r].rank != r)
             return pl_errf(e, PL_EINPUT, "record %d is of rank %d with %d passes; expected rank %d with %d", r,
                            recs[r].rank, recs[r].passes, r, P);
+    return PL_OK;
+}
+
+/* Sets *run to c with the timed passes the records hold: c's own, or, for a run timed until
+ * steady (exec_config.timed_passes_max), from timed_passes to timed_passes_max as the workers
+ * walked them. Returns PL_OK or PL_EINPUT when rank 0's record holds a count outside them. */
+static int passes_walked(const exec_config *c, const exec_rank_record *recs, exec_config *run, pl_err *e) {
+    *run = *c;
+    if (c->timed_passes_max <= c->timed_passes) return PL_OK;
+    int T = recs[0].passes - c->warmup_passes;
+    if (T < c->timed_passes || T > c->timed_passes_max)
+        return pl_errf(e, PL_EINPUT, "record 0 holds %d timed passes; expected %d to %d", T, c->timed_passes,
+                       c->timed_passes_max);
+    run->timed_passes = T;
     return PL_OK;
 }
 
@@ -137,42 +179,39 @@ static int echo_config(const sched *s, const exec_config *c, const exec_dims *d,
 
 /* Fills out->pass_s: each timed pass from its first start to its last end over all ranks (one
  * clock). Returns the start of the first timed pass, the origin of the op records' times. */
-static double pass_times(int n, const exec_config *c, const exec_rank_record *recs, exec_result *out) {
+static int pass_times(int n, const exec_config *c, const exec_rank_record *recs, exec_result *out, double *base,
+                      pl_err *e) {
     int W = c->warmup_passes;
-    double base = recs[0].pass_start_s[W];
-    for (int t = 0; t < c->timed_passes; t++) {
-        int q = W + t;
-        double st = recs[0].pass_start_s[q], en = recs[0].pass_end_s[q];
-        for (int r = 1; r < n; r++) {
-            if (recs[r].pass_start_s[q] < st) st = recs[r].pass_start_s[q];
-            if (recs[r].pass_end_s[q] > en) en = recs[r].pass_end_s[q];
-        }
-        if (t == 0) base = st;
-        out->pass_s[t] = en - st;
+    const double **start = pl_calloc(2 * (size_t)n, sizeof *start), **end = start + n;
+    if (!start) return pl_errf(e, PL_ENOMEM, "out of memory assembling results");
+    *base = recs[0].pass_start_s[W];
+    for (int r = 0; r < n; r++) {
+        start[r] = recs[r].pass_start_s;
+        end[r] = recs[r].pass_end_s;
+        if (start[r][W] < *base) *base = start[r][W];
     }
-    return base;
+    for (int t = 0; t < c->timed_passes; t++) out->pass_s[t] = exec_pass_span(n, start, end, W + t);
+    free(start);
+    return PL_OK;
 }
 
 /* Fills the statistics of out->pass_s: min, max, standard deviation, the median passes and the
  * median, the iteration time and the throughput. Returns PL_OK or PL_ENOMEM. */
 static int pass_stats(const sched *s, exec_result *out, pl_err *e) {
     int T = out->timed_passes, it = out->iterations_per_pass;
-    double sum = 0, sum2 = 0;
     out->pass_min_s = out->pass_max_s = out->pass_s[0];
     for (int t = 0; t < T; t++) {
         double v = out->pass_s[t];
         if (v < out->pass_min_s) out->pass_min_s = v;
         if (v > out->pass_max_s) out->pass_max_s = v;
-        sum += v;
-        sum2 += v * v;
     }
-    double mean = sum / T, var = sum2 / T - mean * mean;
-    out->pass_stddev_s = var > 0 ? sqrt(var) : 0;
+    out->pass_stddev_s = exec_stddev(out->pass_s, T);
     /* one sort of the pass times gives the median passes, and the median is theirs */
     if (exec_median_passes(out->pass_s, T, out->median_pass) != PL_OK)
         return pl_errf(e, PL_ENOMEM, "out of memory assembling results");
     out->pass_median_s = exec_median_at(out->pass_s, out->median_pass);
     out->iter_median_s = out->pass_median_s / it;
+    out->steadiness = out->pass_median_s > 0 ? out->pass_stddev_s / sqrt(T) / out->pass_median_s : NAN;
     out->throughput_samples_s =
         out->pass_median_s > 0 ? (double)s->microbatches * out->microbatch_size * it / out->pass_median_s : 0;
     return PL_OK;
@@ -344,17 +383,24 @@ static int ranks_of(const sched *s, const exec_layout *L, const exec_config *c, 
     return rc;
 }
 
-int exec_assemble(const sched *s, const exec_config *c, const exec_rank_record *recs, exec_result *out,
+int exec_assemble(const sched *s, const exec_config *cfg, const exec_rank_record *recs, exec_result *out,
                   pl_err *e) {
     memset(out, 0, sizeof *out);
     exec_layout L;
-    int rc = exec_layout_build(s, c->replicas, &L, e);
+    exec_config run = *cfg;
+    const exec_config *c = &run; /* cfg with the timed passes the workers walked */
+    int rc = exec_layout_build(s, cfg->replicas, &L, e);
+    if (rc == PL_OK) rc = passes_walked(cfg, recs, &run, e);
     if (rc == PL_OK) rc = check_records(L.ranks, c, recs, e);
     exec_dims d;
     exec_dims_of(c, &d);
     if (rc == PL_OK) rc = echo_config(s, c, &d, out, e);
+    out->timed_passes_least = cfg->timed_passes;
+    out->timed_passes_most = cfg->timed_passes_max > cfg->timed_passes ? cfg->timed_passes_max : 0;
+    out->steady_max = out->timed_passes_most ? cfg->steady_max : 0;
     out->workers = L.ranks;
-    double base = rc ? 0 : pass_times(L.ranks, c, recs, out);
+    double base = 0;
+    if (rc == PL_OK) rc = pass_times(L.ranks, c, recs, out, &base, e);
     if (rc == PL_OK) rc = pass_stats(s, out, e);
     out->zb_bubble_rate = NAN;
     if (rc == PL_OK) rc = ranks_of(s, &L, c, recs, base, out, e);

@@ -439,6 +439,14 @@ typedef struct exec_xrank {
     struct exec_prof_worker *prof; /* the profile measured between the passes (owned), NULL without */
     exec_xpend *pend;       /* [cap_pend] receives posted and not completed, in list order */
     int n_pend, cap_pend;   /* cap_pend: the RECVs of the rank's list */
+    int passes;             /* the passes walked (exec_xrank_record's; fewer than
+                             * exec_passes_most when the run was steady before) */
+    const struct exec_xrank *peers; /* [npeers] every rank of a threads run, whose pass times
+                             * decide when it is steady (exec_config.timed_passes_max); NULL in
+                             * one MPI process */
+    int npeers;
+    double *steady_v;       /* [timed passes most] the pass times of the steady rule (owned) */
+    const double **steady_p;/* [2 npeers]: each rank's pass starts, then ends (in steady_v's block) */
     long at;                /* the action being executed (0-based), -1 between actions: where
                              * a stopped or vanished worker was (exec_run's messages) */
 } exec_xrank;
@@ -470,7 +478,8 @@ exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int thre
  * alike, and each round is followed by a barrier. */
 double exec_prof_round_flops(const exec_config *cfg, int threads, int again);
 int exec_prof_opens(const exec_config *cfg, int threads, int again);
-/* The rounds of gap g (0 .. gaps - 1: before timed pass g; negative: before a warm-up pass) of
+/* The rounds of gap g (0 .. gaps - 1: before timed pass g; negative: before a warm-up pass; gaps
+ * or more: before a pass that a run timed until steady added, none) of
  * a run profiled between its passes with `reps` repetitions over `gaps` timed passes: returns
  * its timed rounds, the exec_prof_rounds(reps) spread evenly over the gaps, and sets *untimed
  * to the untimed round that opens it: 1 in the first gap (warm: the warm-up round) and, when
@@ -686,6 +695,12 @@ void *exec_worker_main(void *arg);
 
 /* ---------------------------------------------------------------- the run's helpers */
 
+/* Returns timed pass q's time over n ranks whose pass starts and ends (one clock) are start[r]
+ * and end[r]: from its first start to its last end (exec_assemble.c; the iteration time's, and
+ * the steady rule's, exec_config.timed_passes_max). */
+double exec_pass_span(int n, const double *const *start, const double *const *end, int q);
+/* Returns the standard deviation of v[n] over n (the run's pass_stddev_s; 0 for n < 2). */
+double exec_stddev(const double *v, int n);
 /* Returns the median of v[n] by exec_median_passes' rule (the middle value, or the mean of the
  * middle two) without touching v; NAN when n is 0 or out of memory (exec_assemble.c). */
 double exec_median(const double *v, size_t n);

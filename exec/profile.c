@@ -148,7 +148,7 @@ int exec_prof_opens(const exec_config *cfg, int threads, int again) {
 
 int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int opens, int *untimed) {
     long long R = exec_prof_rounds(reps), G = gaps;
-    int timed = g >= 0 && G > 0 ? (int)(R * (g + 1) / G - R * g / G) : 0;
+    int timed = g >= 0 && g < G ? (int)(R * (g + 1) / G - R * g / G) : 0;
     /* the warm-up round opens the first gap; any later gap with timed rounds opens with one
      * untimed round of its own when the rounds are short (opens) */
     *untimed = warm || (timed > 0 && opens);

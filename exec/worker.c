@@ -319,14 +319,34 @@ static float restore_after_profile(const exec_xrank *x) {
     return sum;
 }
 
+/* Returns 1 when a run timed until steady (exec_config.timed_passes_max) stops before pass
+ * `pass`: it has timed timed_passes or more, and their steadiness (exec_steadiness of the passes'
+ * times over all ranks, exec_pass_span) is within steady_max. Read after the barrier that ends the
+ * previous pass, from every rank's pass times, which all ranks wrote before it: each rank decides
+ * alike. 0 otherwise. */
+static int steady_done(const exec_xrank *x, int pass) {
+    const exec_config *c = x->cfg;
+    int W = c->warmup_passes, T = pass - W;
+    if (c->timed_passes_max <= c->timed_passes || T < c->timed_passes || !x->peers || !x->steady_v) return 0;
+    const double **start = x->steady_p, **end = x->steady_p + x->npeers;
+    for (int r = 0; r < x->npeers; r++) {
+        start[r] = x->peers[r].pass_start_s;
+        end[r] = x->peers[r].pass_end_s;
+    }
+    for (int t = 0; t < T; t++) x->steady_v[t] = exec_pass_span(x->npeers, start, end, W + t);
+    return exec_steadiness(x->steady_v, T) <= c->steady_max;
+}
+
 /* Opens pass `pass`: the barrier between passes, then with a profile between the passes its
  * rounds of this gap (prof_gap), the read-back (restore_after_profile), the rank's ready time and
  * one more barrier. The ranks' read-backs take different times, so the pass starts on all ranks
  * at once only after that barrier (else the rank that read back last starts late, and the pass,
- * first start to last end, counts its lateness). Returns PL_OK or the transport's error. */
-static int pass_gap(exec_xrank *x, int pass) {
+ * first start to last end, counts its lateness). Sets *stop (and opens nothing) when the run was
+ * steady before it (steady_done). Returns PL_OK or the transport's error. */
+static int pass_gap(exec_xrank *x, int pass, int *stop) {
     int rc = x->t->barrier(x->t, &x->err);
-    if (rc != PL_OK || !x->prof) return rc;
+    *stop = rc == PL_OK && steady_done(x, pass);
+    if (rc != PL_OK || *stop || !x->prof) return rc;
     rc = prof_gap(x, pass == 0, pass - x->cfg->warmup_passes);
     volatile float sink = restore_after_profile(x);
     (void)sink;
@@ -348,12 +368,14 @@ static void record_op(exec_xrank *x, const sched_action *a, double s0, double s1
 static void worker_walk(exec_xrank *x) {
     const exec_config *c = x->cfg;
     const sched_rank *rk = x->list;
-    int passes = c->warmup_passes + c->timed_passes;
+    int passes = exec_passes_most(c), stop = 0;
+    x->passes = 0;
     for (int pass = 0; pass < passes && x->rc == PL_OK; pass++) {
         x->pass = pass;
         x->goff = (int64_t)x->pass * x->M;
-        x->rc = pass_gap(x, pass);
-        if (x->rc != PL_OK) break;
+        x->rc = pass_gap(x, pass, &stop);
+        if (x->rc != PL_OK || stop) break;
+        x->passes = pass + 1;
         int timed = x->pass >= c->warmup_passes;
         double busy = 0, comm = 0, g0_s, g0_f, g1_s, g1_f, first = -1, last = -1;
         exec_gemm_clock(&g0_s, &g0_f);

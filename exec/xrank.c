@@ -329,19 +329,17 @@ void exec_xrank_where(const exec_xrank *x, char *buf, size_t n) {
 int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_bytes, exec_rank_record *rec,
                       pl_err *e) {
     const exec_config *c = x->cfg;
-    int P = c->warmup_passes + c->timed_passes;
+    int P = x->passes, most = exec_passes_most(c);
     size_t nl = (size_t)P * (size_t)x->M, np = exec_param_count(c), nf = exec_block_floats(&x->d);
     memset(rec, 0, sizeof *rec);
     rec->rank = x->r;
     rec->passes = P;
-    rec->pass_start_s = x->pass_start_s; /* one block of EXEC_REC_ARRAYS P doubles */
-    rec->pass_end_s = x->pass_end_s;
-    rec->busy_s = x->busy_s;
-    rec->comm_s = x->comm_s;
-    rec->gemm_s = x->gemm_s;
-    rec->gemm_flops = x->gemm_flops;
-    rec->ready_s = x->ready_s;
-    rec->span_s = x->span_s;
+    /* one block of EXEC_REC_ARRAYS P doubles: each array moved up to follow the previous one's
+     * P when the run was steady before its most passes */
+    rec->pass_start_s = x->pass_start_s;
+    for (int k = 1; k < EXEC_REC_ARRAYS && P < most; k++)
+        memmove(rec->pass_start_s + (size_t)k * P, rec->pass_start_s + (size_t)k * most, (size_t)P * sizeof(double));
+    exec_rank_record_arrays(rec);
     x->pass_start_s = NULL;
     rec->peak = x->peak;
     rec->allocated_bytes = allocated_bytes;

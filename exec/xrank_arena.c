@@ -368,7 +368,7 @@ int exec_xrank_setup(exec_xrank *x, int r, const sched *s, const exec_config *c,
 
 int exec_xrank_setup_in(exec_xrank *x, int r, const exec_layout *L, const sched *s, const exec_config *c,
                         const int *blocks, const exec_data *data, double *loss_mb, pl_err *e) {
-    int P = c->warmup_passes + c->timed_passes;
+    int P = exec_passes_most(c);
     int rc = xrank_init_in(x, r, L, s, c, blocks, data, loss_mb, e);
     if (rc) return rc;
     x->core = -1;
@@ -377,8 +377,15 @@ int exec_xrank_setup_in(exec_xrank *x, int r, const exec_layout *L, const sched 
     double **arrays[EXEC_REC_ARRAYS] = {&x->pass_start_s, &x->pass_end_s, &x->busy_s, &x->comm_s,
                                         &x->gemm_s, &x->gemm_flops, &x->ready_s, &x->span_s};
     for (int k = 1; k < EXEC_REC_ARRAYS; k++) *arrays[k] = x->pass_start_s + (size_t)k * P;
+    if (c->timed_passes_max > c->timed_passes) {
+        /* the pass times, then a pass start and end pointer of each executor rank (npeers) */
+        size_t ranks = (size_t)(L ? L->ranks : s->ranks), nv = (size_t)c->timed_passes_max;
+        x->steady_v = pl_calloc(nv + (2 * ranks * sizeof(void *) + sizeof(double) - 1) / sizeof(double), sizeof(double));
+        if (!x->steady_v) return pl_errf(e, PL_ENOMEM, "out of memory");
+        x->steady_p = (const double **)(void *)(x->steady_v + nv);
+    }
     if (c->record_ops) {
-        x->cap_ops = x->list->n * (size_t)c->timed_passes;
+        x->cap_ops = x->list->n * (size_t)(P - c->warmup_passes);
         x->ops = pl_calloc(x->cap_ops ? x->cap_ops : 1, sizeof *x->ops);
         if (!x->ops) return pl_errf(e, PL_ENOMEM, "out of memory for the op records");
     }
@@ -395,6 +402,7 @@ void exec_xrank_free(exec_xrank *x) {
     free(x->red_seq);
     free(x->ops);
     free(x->pass_start_s);
+    free(x->steady_v);
     exec_prof_worker_free(x->prof);
     memset(x, 0, sizeof *x);
 }

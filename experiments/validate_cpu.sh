@@ -25,7 +25,9 @@
 # in percent of its median pass, logged beside the others' share; the summary repeats the
 # targets over the pairs whose steadiness is within STEADY_MAX (default 1.5%), beside the
 # targets over all quiet pairs, which stay the verdict. With --broad a quiet run that scattered more
-# than STEADY_RETRY_OVER (default 2% times the square root of REPEATS) is measured again, STEADY_RETRIES times at most (default 1; 0 without --broad),
+# than STEADY_RETRY_OVER (default 2% times the square root of REPEATS) first times more passes, up to
+# STEADY_EXTEND times its least (default 2; `pipelab run --steady`), and one still scattered then
+# is measured again, STEADY_RETRIES times at most (default 1; 0 without --broad),
 # and the steadiest attempt goes into the verdict; the others are kept apart in
 # results/out/validate_cpu.unsteady.db and reported separately, and the summary repeats the
 # targets over each configuration's first quiet attempt (validate_cpu.first.db) beside them.
@@ -85,7 +87,7 @@
 # REPEATS, TIMED_MAX and RATE_GFLOPS; passes of several iterations, pipedream's and 2bw's, at
 # least TIMED_PASSES_MIN, 3: validate_broad.sh), TRACE (1), DEPTH (8),
 # PROFILE (between | before | once), PREPS (profile repetitions, 100; 60 with --broad; divided by REPEATS), PCONC (before and once:
-# profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, QUIET_WINDOW, BUSY_MAX, RETRIES, STEADY_MAX, STEADY_RETRY_OVER, STEADY_RETRIES, HOST_SLOW. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
+# profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, QUIET_WINDOW, BUSY_MAX, RETRIES, STEADY_MAX, STEADY_RETRY_OVER, STEADY_EXTEND, STEADY_RETRIES, HOST_SLOW. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
 BROAD=0
@@ -133,6 +135,12 @@ HOST_SLOW=${HOST_SLOW:-1.2}
 # grid's 140 runs were measured again, 12 of them between 2% and 2.83%)
 STEADY_RETRY_OVER=${STEADY_RETRY_OVER:-$(awk -v r="$REPEATS" 'BEGIN { printf "%.2f", 2 * sqrt(r) }')}
 STEADY_RETRIES=${STEADY_RETRIES:-$([ "$BROAD" = 1 ] && echo 1 || echo 0)}
+# with --broad each run first times more passes itself while it scatters more than
+# STEADY_RETRY_OVER, up to STEADY_EXTEND times its least (default 2; 1 without --broad: none):
+# `pipelab run --steady`, which adds passes where a new attempt would repeat the set-up, the host
+# probe and every profile round; only a run still scattered then is measured again
+STEADY_EXTEND=${STEADY_EXTEND:-$([ "$BROAD" = 1 ] && echo 2 || echo 1)}
+[[ $STEADY_EXTEND =~ ^[1-9]$ ]] || usage_error "STEADY_EXTEND wants a whole number from 1 to 9, got '$STEADY_EXTEND'"
 RUN_CSV=${DB%.db}.run.csv
 STEADY=${DB%.db}.steadiness
 BUSY_DB=${DB%.db}.busy.db
@@ -220,11 +228,10 @@ keep_try() {
     merge_try "$1" "$2"
     TRY_A=$(try_db "$1") clear_try
 }
-# Prints the standard error of the mean pass, in percent of the median pass, of the last run whose
-# `pipelab run --format csv` is file $1 and whose timed passes were $2.
+# Prints the steadiness (the standard error of the mean pass, in percent of the median pass) and
+# the timed passes of the last run whose `pipelab run --format csv` is file $1.
 steadiness() {
-    last_run_row "$1" iteration_time_s iteration_stddev_s |
-        awk -v n="$2" '{ it = $1; printf "%.2f\n", (it > 0 ? 100 * $2 / sqrt(n) / it : 0) }'
+    last_run_row "$1" steadiness timed_passes | awk '{ printf "%.2f %d\n", 100 * $1, $2 }'
 }
 # Prints the broad grid's targets over the pairs of `pipelab compare "$@"`, and with REPEATS > 1
 # over the configurations' mean errors (compare --repeats), on which iteration time is judged.
@@ -279,17 +286,18 @@ while read -r kind m recompute spec chunks; do
         else
             PROFILE_ARG="--profile-timing between --profile-reps $PREPS" # by the run's workers, between its passes
         fi
-        local passes se uid a best=-1 best_se= into
-        local -a try_se=() try_uid=() try_oth=() try_probe=() try_alone=()
+        local passes se timed uid a best=-1 best_se= into steady=
+        local -a try_se=() try_uid=() try_oth=() try_probe=() try_alone=() try_timed=()
         passes=$(point_timed "$kind" "$m" "$recompute" "$spec")
+        [ "$STEADY_EXTEND" = 1 ] || steady="--steady $STEADY_RETRY_OVER --timed-max $((passes * STEADY_EXTEND))"
         # attempt a into its own database (TRY_DB, a); a quiet run that scattered more than
         # STEADY_RETRY_OVER is measured again, STEADY_RETRIES times at most, and the steadiest is kept
         for ((a = 0; a <= STEADY_RETRIES; a++)); do
             TRY_A=$(try_db "$a")
             # shellcheck disable=SC2086
             BEFORE=clear_try quiet_try "$PL" run --kind "$kind" --ranks 2 --microbatches "$m" $extra --model "$spec" \
-                --timed "$passes" $PROFILE_ARG --tag "$NAME" --db "$TRY_A" --format csv >"$RUN_CSV" || exit 1
-            se=$(steadiness "$RUN_CSV" "$passes")
+                --timed "$passes" $steady $PROFILE_ARG --tag "$NAME" --db "$TRY_A" --format csv >"$RUN_CSV" || exit 1
+            read -r se timed <<< "$(steadiness "$RUN_CSV")"
             run_probe "$RUN_CSV"
             uid=$("$PL" db list --db "$TRY_A" --format csv | awk -F, 'NR > 1 && $4 == "measured" { print $2 }')
             try_se[a]=$se
@@ -297,15 +305,16 @@ while read -r kind m recompute spec chunks; do
             try_oth[a]=$OTHERS
             try_probe[a]=${PROBE_S:-?}
             try_alone[a]=${PROBE_ALONE_S:-?}
+            try_timed[a]=$timed
             if [ "$OTHERS" -ge "$BUSY_MAX" ]; then
-                keep_try "$a" "$BUSY_DB" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${OTHERS}% steadiness=${se}% probe=${try_probe[a]}s alone=${try_alone[a]}s"
+                keep_try "$a" "$BUSY_DB" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${OTHERS}% steadiness=${se}% passes=$timed probe=${try_probe[a]}s alone=${try_alone[a]}s"
                 try_se[a]=
                 continue
             fi
             [ "$a" != 0 ] || [ "$STEADY_RETRIES" = 0 ] || merge_try "$a" "$FIRST_DB"
             if [ "$best" -lt 0 ] || awk -v x="$se" -v y="$best_se" 'BEGIN { exit !(x < y) }'; then best=$a; best_se=$se; fi
             if awk -v x="$se" -v max="$STEADY_RETRY_OVER" 'BEGIN { exit !(x <= max) }'; then break; fi
-            [ "$a" = "$STEADY_RETRIES" ] || echo "  (${kind} m=$m $spec scattered: steadiness ${se}% over ${STEADY_RETRY_OVER}%; again)" >&2
+            [ "$a" = "$STEADY_RETRIES" ] || echo "  (${kind} m=$m $spec scattered: steadiness ${se}% over ${STEADY_RETRY_OVER}% after $timed passes; again)" >&2
         done
         for ((a = 0; a < ${#try_uid[@]}; a++)); do
             [ -n "${try_se[a]}" ] || continue
@@ -315,7 +324,7 @@ while read -r kind m recompute spec chunks; do
                 echo "${try_uid[a]} ${try_se[a]}" >> "$STEADY"
                 [ "${try_probe[a]}" = "?" ] || echo "${try_uid[a]} ${try_probe[a]} ${try_alone[a]}" >> "$PROBES"
             fi
-            keep_try "$a" "$into" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${try_oth[a]}% steadiness=${try_se[a]}% probe=${try_probe[a]}s alone=${try_alone[a]}s"
+            keep_try "$a" "$into" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${try_oth[a]}% steadiness=${try_se[a]}% passes=${try_timed[a]} probe=${try_probe[a]}s alone=${try_alone[a]}s"
         done
     }
     point run_one

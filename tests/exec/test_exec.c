@@ -925,6 +925,76 @@ static void test_host_probe(void) {
     }
 }
 
+/* Timing until steady (exec_config.timed_passes_max, steady_max): exec_steadiness in closed form;
+ * the gaps past the planned ones hold no profile rounds; a run that is steady at once times its
+ * least passes, one that never is its most, and one between stops at the first count whose
+ * steadiness is within the target (the assembled pass times are the ones the workers decided on);
+ * in every case it trained as the sequential reference over the passes it reports, and recorded
+ * every action of them; a bad rule is refused. */
+static void test_steady_rule(void) {
+    const double v[] = {1, 2, 3, 4, 5};
+    CU_ASSERT_DOUBLE_EQUAL(exec_steadiness(v, 5), sqrt(2.0) / sqrt(5.0) / 3.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(exec_steadiness(v, 1), 0, 0);
+    CU_ASSERT(isnan(exec_steadiness(v, 0)));
+    int open = -1;
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 4, 4, 0, 1, &open), 0);
+    CU_ASSERT_EQUAL(open, 0);
+    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 4, 7, 0, 1, &open), 0);
+    CU_ASSERT_EQUAL(open, 0);
+    const double targets[] = {1.0, 1e-12, 0.02};
+    for (size_t k = 0; k < sizeof targets / sizeof targets[0]; k++) {
+        sched *s = lowered("gpipe", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        exec_config c = small_cfg(4);
+        c.timed_passes = 3;
+        c.timed_passes_max = 9;
+        c.steady_max = targets[k];
+        c.record_ops = 1;
+        c.profile_between_reps = 2; /* 2 planned gaps hold rounds; the added ones none */
+        exec_result r;
+        pl_err e;
+        if (run(s, &c, &r, &e) != PL_OK) { CU_FAIL("exec_run"); sched_free(s); continue; }
+        int T = r.timed_passes;
+        CU_ASSERT_EQUAL(r.timed_passes_least, 3);
+        CU_ASSERT_EQUAL(r.timed_passes_most, 9);
+        CU_ASSERT_DOUBLE_EQUAL(r.steady_max, targets[k], 0);
+        if (k == 0) CU_ASSERT_EQUAL(T, 3);
+        if (k == 1) CU_ASSERT_EQUAL(T, 9);
+        CU_ASSERT(T >= 3 && T <= 9);
+        CU_ASSERT_DOUBLE_EQUAL(r.steadiness, exec_steadiness(r.pass_s, T), 1e-12);
+        for (int t = 3; t < T; t++) CU_ASSERT(exec_steadiness(r.pass_s, t) > targets[k]);
+        CU_ASSERT(T == 9 || exec_steadiness(r.pass_s, T) <= targets[k]);
+        CU_ASSERT_EQUAL(r.n_iters, T);
+        for (int q = 0; q < r.ranks; q++) CU_ASSERT_EQUAL(r.rank[q].n_ops, (size_t)T * s->rank[q].n);
+        /* the sequential reference over the passes the run reports */
+        size_t n = exec_param_count(&c);
+        float *w = calloc(n, sizeof(float));
+        double *loss = calloc((size_t)T, sizeof(double));
+        CU_ASSERT_EQUAL_FATAL(exec_reference(s, &c, T, w, n, loss, &e), PL_OK);
+        CU_ASSERT(max_rel_diff(r.final_weights, w, n) <= SYNC_TOL);
+        for (int i = 0; i < T; i++) CU_ASSERT(fabs(r.loss[i] - loss[i]) <= 1e-4 * fabs(loss[i]));
+        free(w);
+        free(loss);
+        exec_result_free(&r);
+        sched_free(s);
+    }
+    /* a bad rule: most under least, no target, the CUDA backend */
+    exec_config c = small_cfg(4);
+    pl_err e;
+    c.timed_passes_max = 2;
+    c.steady_max = 0.01;
+    CU_ASSERT_EQUAL(exec_check_config(&c, &e), PL_EINPUT);
+    CU_ASSERT(strstr(e.msg, "most timed passes (2) is under the least (3)") != NULL);
+    c.timed_passes_max = 9;
+    c.steady_max = 0;
+    CU_ASSERT_EQUAL(exec_check_config(&c, &e), PL_EINPUT);
+    c.steady_max = 0.01;
+    CU_ASSERT_EQUAL(exec_check_config(&c, &e), PL_OK);
+    c.backend = EXEC_BACKEND_CUDA;
+    CU_ASSERT_EQUAL(exec_check_config(&c, &e), PL_EINPUT);
+    CU_ASSERT(strstr(e.msg, "for the CPU backend") != NULL);
+}
+
 /* The rounds of the profile between the passes, gap by gap (exec_prof_gap_rounds): the timed
  * ones add up to exec_prof_rounds(reps) and differ by at most one between gaps; the first gap
  * opens with the warm-up round, and every other gap with timed rounds opens with an untimed one
@@ -1356,6 +1426,7 @@ void pl_test_register(void) {
         {"memory budget", test_fault_budget},
         {"bad schedule refused", test_bad_schedule},
         {"configuration errors", test_config_errors},
+        {"timing until steady: the rule, the passes, the training", test_steady_rule},
         {"in-process transport: sizes, timeout, stuck", test_transport},
         {"oversubscription warning", test_oversubscribe_warning},
         {NULL, NULL}};

@@ -60,6 +60,31 @@ static void open_pair(const char *path, const char *tag, store **s, store_run **
     CU_ASSERT_STRING_EQUAL((*sim)->kind, "simulated");
 }
 
+/* Copies field `name` of CSV line row (header names the fields; no quoted fields) into out[n].
+ * Returns 0, or -1 when the header has no such field or the row too few. */
+static int csv_field(const char *header, const char *row, const char *name, char *out, size_t n) {
+    int col = 0;
+    size_t len = strlen(name);
+    const char *h = header;
+    while (!(strncmp(h, name, len) == 0 && (h[len] == ',' || h[len] == 0 || h[len] == '\n'))) {
+        h = strchr(h, ',');
+        if (!h) return -1;
+        h++;
+        col++;
+    }
+    const char *f = row;
+    for (int k = 0; k < col; k++) {
+        f = strchr(f, ',');
+        if (!f) return -1;
+        f++;
+    }
+    size_t w = strcspn(f, ",\n");
+    if (w >= n) return -1;
+    memcpy(out, f, w);
+    out[w] = 0;
+    return 0;
+}
+
 /* `pipelab run` times the host probe before the run (CPU, threads): the CSV's two columns and the
  * stored params carry the same times, on both ranks' rows; --no-host-probe leaves them out. */
 static void test_run_host_probe(void) {
@@ -73,25 +98,21 @@ static void test_run_host_probe(void) {
         int rc = sh(cmd, &out);
         if (rc != 0) fprintf(stderr, "%s\n", out);
         CU_ASSERT_EQUAL_FATAL(rc, 0);
-        /* the last two columns of the header and of each rank's row: lines 0, 1, 2 */
+        /* the two columns in the header and in each rank's row: lines 0, 1, 2 */
         char *line[3] = {NULL, NULL, NULL}, *save = NULL;
         for (int k = 0; k < 3; k++) line[k] = strtok_r(k ? NULL : out, "\n", &save);
         CU_ASSERT_FATAL(line[0] && line[1] && line[2]);
-        const char *tail = ",host_probe_s,host_probe_alone_s";
-        size_t hl = strlen(line[0]);
-        CU_ASSERT(hl >= strlen(tail) && strcmp(line[0] + hl - strlen(tail), tail) == 0);
+        CU_ASSERT(strstr(line[0], ",host_probe_s,host_probe_alone_s,") != NULL);
         double probe[2][2] = {{NAN, NAN}, {NAN, NAN}};
         for (int q = 0; q < 2; q++) {
-            char *c2 = strrchr(line[q + 1], ',');
-            CU_ASSERT_PTR_NOT_NULL_FATAL(c2);
-            *c2 = 0;
-            char *c1 = strrchr(line[q + 1], ',');
-            CU_ASSERT_PTR_NOT_NULL_FATAL(c1);
+            char c1[64], c2[64];
+            CU_ASSERT_FATAL(csv_field(line[0], line[q + 1], "host_probe_s", c1, sizeof c1) == 0);
+            CU_ASSERT_FATAL(csv_field(line[0], line[q + 1], "host_probe_alone_s", c2, sizeof c2) == 0);
             if (off) {
-                CU_ASSERT(c1[1] == 0 && c2[1] == 0);
+                CU_ASSERT(c1[0] == 0 && c2[0] == 0);
             } else {
-                probe[q][0] = strtod(c1 + 1, NULL);
-                probe[q][1] = strtod(c2 + 1, NULL);
+                probe[q][0] = strtod(c1, NULL);
+                probe[q][1] = strtod(c2, NULL);
             }
         }
         free(out);
@@ -115,6 +136,92 @@ static void test_run_host_probe(void) {
         }
         store_runs_free(runs, n);
         store_close(s);
+    }
+    free(db);
+    free(dir);
+}
+
+/* `pipelab run --steady`: a target every run meets times the least passes (--timed), one none
+ * meets the most (--timed-max); the CSV's timed_passes and steadiness columns, the table's line
+ * and the stored params ("timed_passes", "steady") say so, and the steadiness is the standard
+ * error of the mean pass over the median (iteration_stddev_s over the square root of the passes,
+ * over iteration_time_s, where the median pass is the middle one of an odd count); flags that do
+ * not go together are usage errors. */
+static void test_run_steady(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "steady.db");
+    char cmd[2048];
+    const char *targets[] = {"100", "0.000001"};
+    const int expect[] = {3, 7};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --timed 3 --steady %s --timed-max 7 "
+                 "--no-predict --format csv --tag s%d --db %s", PIPELAB_BIN, targets[k], k, db);
+        char *out = NULL;
+        int rc = sh(cmd, &out);
+        if (rc != 0) fprintf(stderr, "%s\n", out);
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        char *save = NULL, *head = strtok_r(out, "\n", &save), *row = strtok_r(NULL, "\n", &save);
+        CU_ASSERT_FATAL(head && row);
+        char f[64];
+        CU_ASSERT_FATAL(csv_field(head, row, "timed_passes", f, sizeof f) == 0);
+        CU_ASSERT_EQUAL(atoi(f), expect[k]);
+        CU_ASSERT_FATAL(csv_field(head, row, "steadiness", f, sizeof f) == 0);
+        double sd = strtod(f, NULL), it, dev;
+        CU_ASSERT_FATAL(csv_field(head, row, "iteration_time_s", f, sizeof f) == 0);
+        it = strtod(f, NULL);
+        CU_ASSERT_FATAL(csv_field(head, row, "iteration_stddev_s", f, sizeof f) == 0);
+        dev = strtod(f, NULL);
+        CU_ASSERT(fabs(sd - dev / sqrt(expect[k]) / it) <= 1e-4 * sd + 1e-12);
+        if (k == 1) CU_ASSERT(sd > 1e-8);
+        free(out);
+        store *s = NULL;
+        pl_err e;
+        store_run *runs = NULL;
+        size_t n = 0;
+        char tag[8];
+        snprintf(tag, sizeof tag, "s%d", k);
+        CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(store_list_runs(s, tag, 0, &runs, &n, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(n, 1);
+        const char *pj = runs[0].params_json;
+        CU_ASSERT_EQUAL((int)pl_test_json_number(pj, "timed_passes"), expect[k]);
+        CU_ASSERT_EQUAL((int)pl_test_json_number(pj, "timed_least"), 3);
+        CU_ASSERT_EQUAL((int)pl_test_json_number(pj, "timed_most"), 7);
+        CU_ASSERT(fabs(pl_test_json_number(pj, "steadiness") - sd) <= 1e-5 * sd + 1e-12);
+        CU_ASSERT_EQUAL(runs[0].repetitions, expect[k]);
+        store_runs_free(runs, n);
+        store_close(s);
+    }
+    /* the table says whether the run was steady */
+    snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --timed 2 --steady 0.000001 --timed-max 3 --no-predict --no-db",
+             PIPELAB_BIN);
+    char *out = NULL;
+    CU_ASSERT_EQUAL(sh(cmd, &out), 0);
+    CU_ASSERT(out && strstr(out, "--steady 1e-06%: not steady after 3 timed passes (least 2, most 3)") != NULL);
+    free(out);
+    /* no "steady" key without --steady */
+    snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --timed 2 --no-predict --tag s2 --db %s",
+             PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
+    store *s = NULL;
+    pl_err e;
+    store_run *runs = NULL;
+    size_t n = 0;
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "s2", 0, &runs, &n, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 1);
+    CU_ASSERT(strstr(runs[0].params_json, "\"steady\"") == NULL);
+    store_runs_free(runs, n);
+    store_close(s);
+    /* usage errors: --timed-max alone, most under least, MPI */
+    const char *bad[] = {"--timed-max 5", "--timed 4 --steady 1 --timed-max 3", "--steady 1 --transport mpi", "--steady 0"};
+    const char *why[] = {"give both", "--timed-max 3 is under --timed 4", "--steady is for threads", "--steady"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --no-predict --no-db %s 2>&1", PIPELAB_BIN, bad[k]);
+        out = NULL;
+        CU_ASSERT_EQUAL(sh(cmd, &out), 2);
+        CU_ASSERT(out && strstr(out, why[k]) != NULL);
+        free(out);
     }
     free(db);
     free(dir);
@@ -855,6 +962,7 @@ void exec_test_run_register(void) {
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"a stored run carries its schedule and profile files", test_run_stores_inputs},
         {"a run's host probe: CSV columns and stored params agree", test_run_host_probe},
+        {"pipelab run --steady: least and most passes, CSV, table, params", test_run_steady},
         {"an asynchronous run is predicted over whole passes", test_run_async_prediction_whole_pass},
         {"tracked memory equals the cost model (gpipe, 1f1b, p=2..4)", test_memory_equals_cost_model},
         {"MPI and threads give identical weights; a failing rank", test_mpi_equals_threads},
