@@ -102,10 +102,11 @@ typedef struct exec_config {
     int timed_passes_max;    /* > timed_passes: after timed_passes, time more passes, up to this
                               * many in all, until the run is steady: the timed passes'
                               * exec_steadiness within steady_max (every rank decides alike before
-                              * each pass, from all ranks' pass times); the passes past
-                              * timed_passes hold no profile rounds in their gaps (as the short
-                              * iterations' gaps without rounds). CPU threads only. 0 = exactly
-                              * timed_passes (default) */
+                              * each pass, from all ranks' pass times); with a profile between
+                              * the passes, the gaps past timed_passes hold rounds as the planned
+                              * ones do (exec_prof_gap_rounds: the same share each), so that the
+                              * profile sees the machine at the moments the passes do. CPU
+                              * threads only. 0 = exactly timed_passes (default) */
     double steady_max;       /* with timed_passes_max: the steadiness to reach (a fraction, > 0) */
     int pin;                 /* 1 = pin each worker thread to a core (default 1) */
     int small_pages;         /* 1 = leave the large buffers (a rank's arena, the profile's blocks)

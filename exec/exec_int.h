@@ -479,7 +479,7 @@ exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int thre
 double exec_prof_round_flops(const exec_config *cfg, int threads, int again);
 int exec_prof_opens(const exec_config *cfg, int threads, int again);
 /* The rounds of gap g (0 .. gaps - 1: before timed pass g; negative: before a warm-up pass; gaps
- * or more: before a pass that a run timed until steady added, none) of
+ * or more: before a pass that a run timed until steady added, the same spread continued) of
  * a run profiled between its passes with `reps` repetitions over `gaps` timed passes: returns
  * its timed rounds, the exec_prof_rounds(reps) spread evenly over the gaps, and sets *untimed
  * to the untimed round that opens it: 1 in the first gap (warm: the warm-up round) and, when

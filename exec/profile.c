@@ -148,7 +148,7 @@ int exec_prof_opens(const exec_config *cfg, int threads, int again) {
 
 int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int opens, int *untimed) {
     long long R = exec_prof_rounds(reps), G = gaps;
-    int timed = g >= 0 && g < G ? (int)(R * (g + 1) / G - R * g / G) : 0;
+    int timed = g >= 0 && G > 0 ? (int)(R * (g + 1) / G - R * g / G) : 0;
     /* the warm-up round opens the first gap; any later gap with timed rounds opens with one
      * untimed round of its own when the rounds are short (opens) */
     *untimed = warm || (timed > 0 && opens);
@@ -472,7 +472,10 @@ exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int thre
 int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_err *e) {
     /* the again samples only serve a schedule with a rank that holds several stages */
     int again = x->s && x->s->stages > x->s->ranks;
-    x->prof = exec_prof_worker_new(cfg, x->r, threads, exec_prof_rounds(cfg->profile_between_reps), again, x, e);
+    /* a run timed until steady may add gaps past its timed_passes, each with the same share of
+     * rounds (exec_prof_gap_rounds): room for them all */
+    long long R = exec_prof_rounds(cfg->profile_between_reps), most = exec_passes_most(cfg) - cfg->warmup_passes;
+    x->prof = exec_prof_worker_new(cfg, x->r, threads, (int)(R * most / cfg->timed_passes), again, x, e);
     if (x->prof) return PL_OK;
     pl_err_prefix(e, "rank %d, the profile between the passes: ", x->r);
     pl_err_set_rank(e, x->r);
@@ -495,6 +498,13 @@ void exec_prof_worker_free(exec_prof_worker *w) {
     free(w->mem);
     free(w->t);
     free(w);
+}
+
+/* Returns the timed rounds thread x ran: all its rounds, or fewer in a run timed until steady that
+ * was steady before its most passes (exec_config.timed_passes_max), whose room holds the rounds
+ * of every gap it might have added. */
+static size_t prof_done(const prof_thread *x) {
+    return x->next > 0 && (size_t)x->next < x->rounds ? (size_t)x->next : x->rounds;
 }
 
 /* Sets *per to thread x's samples of kind k (EXEC_PROF_*) and *off to where they start in x->t;
@@ -533,6 +543,7 @@ static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, 
  * interruption hit: with other processes on the cores it read 0.92 ms per forward where the
  * rounds' means were 3.2 ms. */
 static void round_medians(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
+    /* (only the timed rounds run: prof_done) */
     for (int k = 0; k < EXEC_PROF_KINDS; k++) {
         size_t n = 0;
         for (int i = 0; i < threads; i++) {
@@ -543,7 +554,7 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
             if (hi > each) hi = each;
             if (lo >= hi) continue; /* one microbatch per round: no others */
             const double *t = x[i]->t + off;
-            for (size_t r = 0; r < rounds; r++) {
+            for (size_t r = 0; r < prof_done(x[i]); r++) {
                 double sum = 0;
                 for (size_t j = lo; j < hi; j++) sum += t[r * each + j];
                 scratch[n++] = sum / (double)(hi - lo);
@@ -575,7 +586,7 @@ static void window_unit(const prof_thread *x, exec_layer_profile *p, int k, size
  * divides them by the factor at exec_window_reference_s, the scale of p's own medians, so that a
  * pass that long keeps them. */
 static void prof_windows(const prof_thread *x, exec_layer_profile *p) {
-    const size_t R = x->rounds, L = (size_t)x->L, S = PROFILE_SLOTS, per_round = 3 * S + 6;
+    const size_t R = prof_done(x), L = (size_t)x->L, S = PROFILE_SLOTS, per_round = 3 * S + 6;
     memset(p->window, 0, sizeof p->window);
     if (!x->t || R == 0) return;
     double *a = pl_calloc(2 * R * per_round, sizeof *a);

@@ -926,7 +926,7 @@ static void test_host_probe(void) {
 }
 
 /* Timing until steady (exec_config.timed_passes_max, steady_max): exec_steadiness in closed form;
- * the gaps past the planned ones hold no profile rounds; a run that is steady at once times its
+ * the gaps past the planned ones hold the profile's rounds as the planned ones; a run that is steady at once times its
  * least passes, one that never is its most, and one between stops at the first count whose
  * steadiness is within the target (the assembled pass times are the ones the workers decided on);
  * in every case it trained as the sequential reference over the passes it reports, and recorded
@@ -936,11 +936,14 @@ static void test_steady_rule(void) {
     CU_ASSERT_DOUBLE_EQUAL(exec_steadiness(v, 5), sqrt(2.0) / sqrt(5.0) / 3.0, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(exec_steadiness(v, 1), 0, 0);
     CU_ASSERT(isnan(exec_steadiness(v, 0)));
-    int open = -1;
-    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 4, 4, 0, 1, &open), 0);
-    CU_ASSERT_EQUAL(open, 0);
-    CU_ASSERT_EQUAL(exec_prof_gap_rounds(30, 4, 7, 0, 1, &open), 0);
-    CU_ASSERT_EQUAL(open, 0);
+    /* the gaps a run adds past its planned ones continue the spread: over 3 planned gaps and 9 in
+     * all, three times the rounds; none opens with the warm-up round */
+    int open = -1, R = exec_prof_rounds(30), sum = 0;
+    for (int g = 0; g < 9; g++) {
+        sum += exec_prof_gap_rounds(30, 3, g, g == 0, 0, &open);
+        CU_ASSERT_EQUAL(open, g == 0);
+    }
+    CU_ASSERT_EQUAL(sum, 3 * R);
     const double targets[] = {1.0, 1e-12, 0.02};
     for (size_t k = 0; k < sizeof targets / sizeof targets[0]; k++) {
         sched *s = lowered("gpipe", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
@@ -950,7 +953,7 @@ static void test_steady_rule(void) {
         c.timed_passes_max = 9;
         c.steady_max = targets[k];
         c.record_ops = 1;
-        c.profile_between_reps = 2; /* 2 planned gaps hold rounds; the added ones none */
+        c.profile_between_reps = 2; /* every gap holds a round or none, the added ones as well */
         exec_result r;
         pl_err e;
         if (run(s, &c, &r, &e) != PL_OK) { CU_FAIL("exec_run"); sched_free(s); continue; }
@@ -965,6 +968,9 @@ static void test_steady_rule(void) {
         for (int t = 3; t < T; t++) CU_ASSERT(exec_steadiness(r.pass_s, t) > targets[k]);
         CU_ASSERT(T == 9 || exec_steadiness(r.pass_s, T) <= targets[k]);
         CU_ASSERT_EQUAL(r.n_iters, T);
+        /* the profile's medians over the rounds run, not over its room for the most passes */
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r.between_profile);
+        CU_ASSERT(r.between_profile[0].f_s > 0 && r.between_profile[0].i_s > 0 && r.between_profile[0].w_s > 0);
         for (int q = 0; q < r.ranks; q++) CU_ASSERT_EQUAL(r.rank[q].n_ops, (size_t)T * s->rank[q].n);
         /* the sequential reference over the passes the run reports */
         size_t n = exec_param_count(&c);

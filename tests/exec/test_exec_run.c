@@ -85,6 +85,27 @@ static int csv_field(const char *header, const char *row, const char *name, char
     return 0;
 }
 
+/* Returns a copy of the params_json of the one run of tag in the database at path (NULL, through
+ * CUnit, when there is not exactly one), and its repetitions in *reps when reps is not NULL. */
+static char *one_run_params(const char *path, const char *tag, int *reps) {
+    store *s = NULL;
+    pl_err e;
+    store_run *runs = NULL;
+    size_t n = 0;
+    char *pj = NULL;
+    CU_ASSERT_EQUAL_FATAL(store_open(path, 1, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_list_runs(s, tag, 0, &runs, &n, &e), PL_OK);
+    CU_ASSERT_EQUAL(n, 1);
+    if (n == 1) {
+        pj = strdup(runs[0].params_json ? runs[0].params_json : "");
+        if (reps) *reps = runs[0].repetitions;
+    }
+    store_runs_free(runs, n);
+    store_close(s);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pj);
+    return pj;
+}
+
 /* `pipelab run` times the host probe before the run (CPU, threads): the CSV's two columns and the
  * stored params carry the same times, on both ranks' rows; --no-host-probe leaves them out. */
 static void test_run_host_probe(void) {
@@ -116,16 +137,9 @@ static void test_run_host_probe(void) {
             }
         }
         free(out);
-        store *s = NULL;
-        pl_err e;
-        store_run *runs = NULL;
-        size_t n = 0;
         char tag[8];
         snprintf(tag, sizeof tag, "p%d", off);
-        CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
-        CU_ASSERT_EQUAL_FATAL(store_list_runs(s, tag, 0, &runs, &n, &e), PL_OK);
-        CU_ASSERT_EQUAL_FATAL(n, 1);
-        const char *pj = runs[0].params_json;
+        char *pj = one_run_params(db, tag, NULL);
         if (off) {
             CU_ASSERT(strstr(pj, "host_probe") == NULL);
         } else {
@@ -134,8 +148,7 @@ static void test_run_host_probe(void) {
             CU_ASSERT(f > 0 && a > 0);
             for (int q = 0; q < 2; q++) CU_ASSERT(probe[q][0] == f && probe[q][1] == a);
         }
-        store_runs_free(runs, n);
-        store_close(s);
+        free(pj);
     }
     free(db);
     free(dir);
@@ -174,23 +187,16 @@ static void test_run_steady(void) {
         CU_ASSERT(fabs(sd - dev / sqrt(expect[k]) / it) <= 1e-4 * sd + 1e-12);
         if (k == 1) CU_ASSERT(sd > 1e-8);
         free(out);
-        store *s = NULL;
-        pl_err e;
-        store_run *runs = NULL;
-        size_t n = 0;
         char tag[8];
+        int reps = 0;
         snprintf(tag, sizeof tag, "s%d", k);
-        CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
-        CU_ASSERT_EQUAL_FATAL(store_list_runs(s, tag, 0, &runs, &n, &e), PL_OK);
-        CU_ASSERT_EQUAL_FATAL(n, 1);
-        const char *pj = runs[0].params_json;
+        char *pj = one_run_params(db, tag, &reps);
         CU_ASSERT_EQUAL((int)pl_test_json_number(pj, "timed_passes"), expect[k]);
         CU_ASSERT_EQUAL((int)pl_test_json_number(pj, "timed_least"), 3);
         CU_ASSERT_EQUAL((int)pl_test_json_number(pj, "timed_most"), 7);
         CU_ASSERT(fabs(pl_test_json_number(pj, "steadiness") - sd) <= 1e-5 * sd + 1e-12);
-        CU_ASSERT_EQUAL(runs[0].repetitions, expect[k]);
-        store_runs_free(runs, n);
-        store_close(s);
+        CU_ASSERT_EQUAL(reps, expect[k]);
+        free(pj);
     }
     /* the table says whether the run was steady */
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --timed 2 --steady 0.000001 --timed-max 3 --no-predict --no-db",
@@ -203,16 +209,9 @@ static void test_run_steady(void) {
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --timed 2 --no-predict --tag s2 --db %s",
              PIPELAB_BIN, db);
     CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
-    store *s = NULL;
-    pl_err e;
-    store_run *runs = NULL;
-    size_t n = 0;
-    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
-    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "s2", 0, &runs, &n, &e), PL_OK);
-    CU_ASSERT_EQUAL_FATAL(n, 1);
-    CU_ASSERT(strstr(runs[0].params_json, "\"steady\"") == NULL);
-    store_runs_free(runs, n);
-    store_close(s);
+    char *pj = one_run_params(db, "s2", NULL);
+    CU_ASSERT(strstr(pj, "\"steady\"") == NULL);
+    free(pj);
     /* usage errors: --timed-max alone, most under least, MPI */
     const char *bad[] = {"--timed-max 5", "--timed 4 --steady 1 --timed-max 3", "--steady 1 --transport mpi", "--steady 0"};
     const char *why[] = {"give both", "--timed-max 3 is under --timed 4", "--steady is for threads", "--steady"};
