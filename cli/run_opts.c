@@ -291,7 +291,7 @@ static int run_opt(int c, const char *arg, const char *seen, run_opts *o) {
     case O_SAVEPROF: o->save_profile = arg; return -1;
     case O_NOPRED: o->no_predict = 1; return -1;
     case O_NOPROBE: o->no_host_probe = 1; return -1;
-    case O_STEADY: return cli_num_arg("run", "--steady", arg, 1e-6, 100, &o->steady_pct) ? CLI_EUSAGE : -1;
+    case O_STEADY: return cli_num_arg("run", "--steady", arg, 1e-6, 1e6, &o->steady_pct) ? CLI_EUSAGE : -1;
     case O_TIMEDMAX: return cli_int_arg("run", "--timed-max", arg, 1, RUN_MAX_PASSES, &o->timed_max) ? CLI_EUSAGE : -1;
     case O_TERMS: o->terms = 1; return -1;
     case O_PASSLEN: o->pass_length = 1; return -1;

@@ -95,9 +95,12 @@ double exec_stddev(const double *v, int n) {
     return var > 0 ? sqrt(var) : 0;
 }
 
+/* Returns the steadiness of n passes whose standard deviation is sd and median med
+ * (exec_steadiness); NAN when the median is not positive. */
+static double steadiness_of(double sd, int n, double med) { return med > 0 ? sd / sqrt(n) / med : NAN; }
+
 double exec_steadiness(const double *pass_s, int n) {
-    double med = n > 0 ? exec_median(pass_s, (size_t)n) : NAN;
-    return med > 0 ? exec_stddev(pass_s, n) / sqrt(n) / med : NAN;
+    return n > 0 ? steadiness_of(exec_stddev(pass_s, n), n, exec_median(pass_s, (size_t)n)) : NAN;
 }
 
 double exec_pass_span(int n, const double *const *start, const double *const *end, int q) {
@@ -211,7 +214,7 @@ static int pass_stats(const sched *s, exec_result *out, pl_err *e) {
         return pl_errf(e, PL_ENOMEM, "out of memory assembling results");
     out->pass_median_s = exec_median_at(out->pass_s, out->median_pass);
     out->iter_median_s = out->pass_median_s / it;
-    out->steadiness = out->pass_median_s > 0 ? out->pass_stddev_s / sqrt(T) / out->pass_median_s : NAN;
+    out->steadiness = steadiness_of(out->pass_stddev_s, T, out->pass_median_s);
     out->throughput_samples_s =
         out->pass_median_s > 0 ? (double)s->microbatches * out->microbatch_size * it / out->pass_median_s : 0;
     return PL_OK;

@@ -504,7 +504,7 @@ void exec_prof_worker_free(exec_prof_worker *w) {
  * was steady before its most passes (exec_config.timed_passes_max), whose room holds the rounds
  * of every gap it might have added. */
 static size_t prof_done(const prof_thread *x) {
-    return x->next > 0 && (size_t)x->next < x->rounds ? (size_t)x->next : x->rounds;
+    return (size_t)x->next < x->rounds ? (size_t)x->next : x->rounds;
 }
 
 /* Sets *per to thread x's samples of kind k (EXEC_PROF_*) and *off to where they start in x->t;
@@ -535,15 +535,14 @@ static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, 
 }
 
 /* Fills p's F, I, W, STEP, I0, IH and WH times from the threads' samples: for each kind, the mean over the
- * samples of each round of each thread, then the median over all those rounds (scratch holds at
- * least as many doubles as rounds in all). A run's pass is a sum of actions, so what predicts it
- * is the mean time of an action, interruptions included (the kernel's, the hypervisor's, other
- * processes'), and the median over passes on the measured side is matched by the median over
+ * samples of each round of each thread (the rounds it ran, prof_done), then the median over all
+ * those rounds (scratch holds at least as many doubles as rounds in all). A run's pass is a sum
+ * of actions, so what predicts it is the mean time of an action, interruptions included (the
+ * kernel's, the hypervisor's, other processes'), and the median over passes on the measured side is matched by the median over
  * rounds here. The median of single samples, which this replaced, left out every sample that an
  * interruption hit: with other processes on the cores it read 0.92 ms per forward where the
  * rounds' means were 3.2 ms. */
 static void round_medians(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
-    /* (only the timed rounds run: prof_done) */
     for (int k = 0; k < EXEC_PROF_KINDS; k++) {
         size_t n = 0;
         for (int i = 0; i < threads; i++) {

@@ -944,7 +944,9 @@ static void test_steady_rule(void) {
         CU_ASSERT_EQUAL(open, g == 0);
     }
     CU_ASSERT_EQUAL(sum, 3 * R);
-    const double targets[] = {1.0, 1e-12, 0.02};
+    /* steady at once (a standard error of 10^4 medians: under load one pass in three took 5
+     * times the others and missed 100%), never, and between */
+    const double targets[] = {1e4, 1e-12, 0.02};
     for (size_t k = 0; k < sizeof targets / sizeof targets[0]; k++) {
         sched *s = lowered("gpipe", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
         CU_ASSERT_PTR_NOT_NULL_FATAL(s);
@@ -962,7 +964,9 @@ static void test_steady_rule(void) {
         CU_ASSERT_EQUAL(r.timed_passes_most, 9);
         CU_ASSERT_DOUBLE_EQUAL(r.steady_max, targets[k], 0);
         if (k == 0) CU_ASSERT_EQUAL(T, 3);
-        if (k == 1) CU_ASSERT_EQUAL(T, 9);
+        /* never steady, unless this host's clock gave every pass the same time (a tie of two short
+         * passes to the nanosecond happened under load): then steady at once */
+        if (k == 1) CU_ASSERT(T == 9 || r.steadiness <= targets[k]);
         CU_ASSERT(T >= 3 && T <= 9);
         CU_ASSERT_DOUBLE_EQUAL(r.steadiness, exec_steadiness(r.pass_s, T), 1e-12);
         for (int t = 3; t < T; t++) CU_ASSERT(exec_steadiness(r.pass_s, t) > targets[k]);
