@@ -38,7 +38,9 @@ static const char help_text[] =
     "                        measured (the median over the timed passes), with the signed error\n"
     "                        in percent (ERR) and in ms (DIFF, predicted - measured): compute\n"
     "                        error apart from schedule error; then each class's MAPE, signed\n"
-    "                        mean and largest error over all pairs and ranks\n"
+    "                        mean and largest error over all pairs and ranks, and per model\n"
+    "                        and recompute policy each compute class's signed mean error and\n"
+    "                        MAPE (an error that follows the block's shape, not the schedule)\n"
     "  --repeats             also group the pairs by configuration (the database holding several\n"
     "                        measurements of each, e.g. grids merged with `pipelab db merge`): per\n"
     "                        configuration the runs and the mean, standard deviation, least and\n"
@@ -451,6 +453,78 @@ out:
     return ok;
 }
 
+/* Adds the errors of from to into. */
+static void ac_merge(ac_errs *into, const ac_errs *from) {
+    for (int c = 0; c < AC_ROWS; c++) {
+        into->n[c] += from->n[c];
+        into->sum[c] += from->sum[c];
+        into->abs[c] += from->abs[c];
+        if (fabs(from->max[c]) > fabs(into->max[c])) into->max[c] = from->max[c];
+    }
+}
+
+/* The pairs of one model and recompute policy (the measured runs' model.spec and policy) and
+ * their errors per class. */
+typedef struct ac_model {
+    const store_run *meas; /* the first pair's measured run: its spec and policy */
+    int pairs;
+    ac_errs acc;
+} ac_model;
+
+/* Returns 1 when runs a and b have the same model spec and recompute policy. */
+static int same_model(const store_run *a, const store_run *b) {
+    const char *va = NULL, *vb = NULL;
+    size_t na = 0, nb = 0;
+    int ha = a->params_json && store_json_get(a->params_json, "model.spec", &va, &na);
+    int hb = b->params_json && store_json_get(b->params_json, "model.spec", &vb, &nb);
+    const char *ra = a->recompute_policy ? a->recompute_policy : "", *rb = b->recompute_policy ? b->recompute_policy : "";
+    return ha == hb && na == nb && (!ha || memcmp(va, vb, na) == 0) && strcmp(ra, rb) == 0;
+}
+
+/* Adds one pair's errors to its model's group in models[0 .. *n) (a new group when none has its
+ * model; models has room for every pair). */
+static void ac_model_note(ac_model *models, size_t *n, const store_run *meas, const ac_errs *one) {
+    size_t g = 0;
+    while (g < *n && !same_model(models[g].meas, meas)) g++;
+    if (g == *n) {
+        memset(&models[g], 0, sizeof models[g]);
+        models[g].meas = meas;
+        (*n)++;
+    }
+    models[g].pairs++;
+    ac_merge(&models[g].acc, one);
+}
+
+/* The compute classes of the per-model table, in its column order. */
+static const int ac_model_cols[] = {AC_F, AC_B, AC_I, AC_W, AC_STEP, AC_COMPUTE};
+#define AC_MODEL_COLS ((int)(sizeof ac_model_cols / sizeof ac_model_cols[0]))
+
+/* Appends, per model and recompute policy, each compute class's signed mean error over its
+ * pairs' ranks with its MAPE in brackets ("-" where no rank has the class): where a class's error
+ * follows the block's shape (wide blocks on few rows, say) rather than the schedule. */
+static void out_model_errors(const ac_model *models, size_t n, pl_buf *b) {
+    pl_buf_puts(b, "\nper model and recompute policy: each class's signed mean error over the ranks of its pairs "
+                   "(MAPE in brackets)\n");
+    pl_buf_printf(b, "%-9s %5s", "RECOMPUTE", "PAIRS");
+    for (int k = 0; k < AC_MODEL_COLS; k++) {
+        int c = ac_model_cols[k];
+        pl_buf_printf(b, " %15s", c < AC_N ? ac_name[c] : "compute");
+    }
+    pl_buf_puts(b, "  MODEL\n");
+    for (size_t g = 0; g < n; g++) {
+        const ac_model *m = &models[g];
+        pl_buf_printf(b, "%-9s %5d", m->meas->recompute_policy ? m->meas->recompute_policy : "-", m->pairs);
+        for (int k = 0; k < AC_MODEL_COLS; k++) {
+            int c = ac_model_cols[k];
+            if (m->acc.n[c] == 0) pl_buf_printf(b, " %15s", "-");
+            else pl_buf_printf(b, " %+6.2f%% (%4.2f%%)", 100 * m->acc.sum[c] / m->acc.n[c], 100 * m->acc.abs[c] / m->acc.n[c]);
+        }
+        pl_buf_puts(b, "  ");
+        model_spec(b, m->meas, 0);
+        pl_buf_putc(b, '\n');
+    }
+}
+
 /* Appends the errors of each class over the ranks of all pairs: MAPE, signed mean, largest. */
 static void out_class_errors(const ac_errs *acc, pl_buf *b) {
     pl_buf_printf(b, "\nper class over all pairs and ranks (time per pass, predicted against measured)\n%-10s %7s %9s %9s %9s\n",
@@ -475,6 +549,8 @@ static void out_actions(store *db, const store_comparison *c, pl_buf *b) {
     pl_buf_init(&sum);
     ac_errs acc;
     memset(&acc, 0, sizeof acc);
+    size_t nmodels = 0;
+    ac_model *models = pl_calloc(c->n ? c->n : 1, sizeof *models);
     pl_buf_puts(b, "\nper action class (compute: all compute actions; span: the rank's first action to its last compute end;\n"
                    "SEND/RECV: the span's time outside compute and all-reduces, communication and waiting)\n");
     pl_buf_printf(&sum, "\n%-12s %3s %4s %2s %7s  %10s %10s %9s  %9s\n", "SCHEDULE", "P", "M", "V", "MEAS", "COMPUTE P",
@@ -486,8 +562,12 @@ static void out_actions(store *db, const store_comparison *c, pl_buf *b) {
         pl_buf one;
         pl_buf_init(&one);
         double comp[2];
-        if (pair_actions(db, p, &one, comp, &acc, &e) == 0 && comp[1] > 0) {
+        ac_errs one_acc;
+        memset(&one_acc, 0, sizeof one_acc);
+        if (pair_actions(db, p, &one, comp, &one_acc, &e) == 0 && comp[1] > 0) {
             pl_buf_puts(b, one.data ? one.data : "");
+            ac_merge(&acc, &one_acc);
+            if (models) ac_model_note(models, &nmodels, &p->meas, &one_acc);
             double ec = (comp[0] - comp[1]) / comp[1];
             pl_buf_printf(&sum, "%-12s %3d %4d %2d %7lld  %10.4f %10.4f ", p->meas.schedule, p->meas.ranks,
                           p->meas.microbatches, p->meas.chunks, (long long)p->meas.id, MS_PER_S * comp[0], MS_PER_S * comp[1]);
@@ -507,6 +587,8 @@ static void out_actions(store *db, const store_comparison *c, pl_buf *b) {
                       100 * sum_i / (double)done, done, done == 1 ? "" : "s");
     }
     if (done) out_class_errors(&acc, b);
+    if (done && models) out_model_errors(models, nmodels, b);
+    free(models);
     if (done < c->n)
         pl_buf_printf(b, "\n%zu pair%s without both timelines (run with --trace)\n", c->n - done, c->n - done == 1 ? "" : "s");
     pl_buf_free(&sum);

@@ -2,6 +2,7 @@
  * threads), compiled apart from the other modules, so that only this file sees OpenBLAS's header. */
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include "platform.h"
 
@@ -33,4 +34,15 @@ const char *exec_platform_blas_init(void) {
 #else
     return "gslcblas";
 #endif
+}
+
+long long exec_platform_llc_bytes(void) {
+    long n = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    n = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    if (n <= 0) n = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return n > 0 ? (long long)n : 0;
 }

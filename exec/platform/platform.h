@@ -8,5 +8,8 @@ int exec_platform_cores(int *cpus, int max);
 int exec_platform_pin_self(int cpu);
 /* Makes the BLAS use one thread per caller; returns its name ("openblas" or "gslcblas"). */
 const char *exec_platform_blas_init(void);
+/* Returns the size of the last-level cache in bytes as the system reports it (the level-3
+ * cache, else level 2), or 0 when it reports none. */
+long long exec_platform_llc_bytes(void);
 
 #endif

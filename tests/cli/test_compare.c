@@ -96,9 +96,70 @@ static void test_actions_comm_rows(void) {
     free(dir);
 }
 
+/* Reads the ERR column (percent) of class `name` of ranks 0 and 1 of the k-th pair's breakdown
+ * (0 = the first) into err[0], err[1]. Returns the number read. */
+static int pair_class_errs(const char *out, int k, const char *name, double err[2]) {
+    const char *p = out;
+    for (int i = 0; i <= k && p; i++) p = strstr(i ? p + 1 : p, "RANK  ACTIONS");
+    int n = 0;
+    for (const char *nl = p ? strchr(p, '\n') : NULL; nl && n < 2; nl = strchr(nl + 1, '\n')) {
+        const char *line = nl + 1;
+        if (*line == '\n' || *line == '\0') break; /* the blank line that ends the pair */
+        int rank;
+        char cls[32];
+        double a, b, e;
+        if (sscanf(line, "%d %31s %lf %lf %lf%%", &rank, cls, &a, &b, &e) == 5 && strcmp(cls, name) == 0 && rank == n)
+            err[n++] = e;
+    }
+    return n;
+}
+
+/* Two traced runs of one model, without and with full recomputation: the per-model table has a
+ * row for each, with one pair, and its F cell is the mean of that pair's two ranks' F errors,
+ * its MAPE the mean of their magnitudes (to the printed hundredths). */
+static void test_actions_per_model(void) {
+    char *dir = pl_test_tmpdir();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "for r in none full; do '%s' run --kind 1f1b --ranks 2 --microbatches 4 --recompute $r "
+             "--model mlp:width=32,depth=4,microbatch=4 --timed 3 --profile-timing between --profile-reps 4 --trace "
+             "--oversubscribe --tag cmm --db %s/m.db --format csv >/dev/null 2>&1 || exit 1; done "
+             "&& '%s' compare --db %s/m.db --tag cmm --actions 2>&1",
+             PIPELAB_BIN, dir, PIPELAB_BIN, dir);
+    char *out = NULL;
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    const char *tab = strstr(out, "per model and recompute policy");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tab);
+    const char *policy[2] = {"none", "full"};
+    for (int k = 0; k < 2; k++) {
+        double err[2];
+        CU_ASSERT_EQUAL_FATAL(pair_class_errs(out, k, "F", err), 2);
+        char want[16];
+        snprintf(want, sizeof want, "\n%s ", policy[k]);
+        const char *row = strstr(tab, want);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(row);
+        char rc[16];
+        int pairs;
+        double mean, mape;
+        CU_ASSERT_EQUAL_FATAL(sscanf(row + 1, "%15s %d %lf%% (%lf%%)", rc, &pairs, &mean, &mape), 4);
+        CU_ASSERT_EQUAL(pairs, 1);
+        CU_ASSERT_DOUBLE_EQUAL(mean, 0.5 * (err[0] + err[1]), 0.011);
+        CU_ASSERT_DOUBLE_EQUAL(mape, 0.5 * (fabs(err[0]) + fabs(err[1])), 0.011);
+        CU_ASSERT(strstr(row + 1, "mlp:width=32,depth=4,microbatch=4") != NULL);
+    }
+    CU_ASSERT(strstr(strstr(tab, "\nfull ") + 1, "\nnone ") == NULL); /* one row per model and policy */
+    free(out);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    free(dir);
+}
+
 void test_compare_cli_register(void) {
     static const pl_test_case tcases[] = {
         {"compare --actions: SEND/RECV is the span outside compute, a summary per class", test_actions_comm_rows},
+        {"compare --actions: per model and recompute policy, each class's mean error over its pairs", test_actions_per_model},
         {NULL, NULL},
     };
     pl_test_suite("cli compare", tcases);

@@ -768,6 +768,35 @@ static void test_fault_budget(void) {
 
 /* A schedule whose receive never gets its message is refused with a precise message, and a
  * compute-only schedule is refused (it must be lowered first). */
+/* The blocks a profiling thread holds: a rank's whole share while its weights and gradients are
+ * within the cap, the larger of 256 MiB and twice the last-level cache the system reports (a
+ * host whose cache holds a stage's wide blocks must stream as many as the rank does); fewer, at
+ * least one, beyond it. */
+static void test_profile_blocks_cap(void) {
+    exec_config c;
+    exec_config_default(&c);
+    c.hidden = 1024;
+    c.ffn = 4096;
+    c.layers = 8;
+    c.microbatch_size = 8;
+    exec_dims d;
+    exec_dims_of(&c, &d);
+    double bytes = 2.0 * (double)exec_block_floats(&d) * sizeof(float); /* weights and gradients */
+    long long llc = exec_platform_llc_bytes();
+    CU_ASSERT(llc >= 0);
+    double cap = 2.0 * (double)llc > (double)(256 << 20) ? 2.0 * (double)llc : (double)(256 << 20);
+    int fit = (int)(cap / bytes), want = fit < 4 ? (fit > 0 ? fit : 1) : 4;
+    CU_ASSERT_EQUAL(exec_prof_blocks(&c, 2), want); /* 4 of 8 on each of 2 threads, at most the cap */
+    CU_ASSERT_EQUAL(exec_prof_blocks(&c, 8), 1);    /* the share of 8 threads: 1 */
+    c.hidden = 128;
+    c.ffn = 512;
+    CU_ASSERT_EQUAL(exec_prof_blocks(&c, 2), 4); /* narrow: the whole share */
+    CU_ASSERT_EQUAL(exec_prof_blocks(&c, 1), 8);
+    c.hidden = 16384;
+    c.ffn = 65536;
+    CU_ASSERT_EQUAL(exec_prof_blocks(&c, 1), 1); /* 8 GiB a block: one, whatever the cap */
+}
+
 static void test_bad_schedule(void) {
     sched *s = lowered("gpipe", 2, 2, 0, 0, SCHED_RECOMPUTE_NONE);
     /* drop rank 0's first SEND_F */
@@ -1434,6 +1463,7 @@ void pl_test_register(void) {
         {"injected error stops the run", test_fault_error},
         {"wrong-size message", test_fault_bad_size},
         {"memory budget", test_fault_budget},
+        {"the profile's blocks: a rank's share, within the cap of twice the last-level cache", test_profile_blocks_cap},
         {"bad schedule refused", test_bad_schedule},
         {"configuration errors", test_config_errors},
         {"timing until steady: the rule, the passes, the training", test_steady_rule},
