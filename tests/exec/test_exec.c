@@ -766,8 +766,6 @@ static void test_fault_budget(void) {
     sched_free(s);
 }
 
-/* A schedule whose receive never gets its message is refused with a precise message, and a
- * compute-only schedule is refused (it must be lowered first). */
 /* The blocks a profiling thread holds: a rank's whole share while its weights and gradients are
  * within the cap, the larger of 256 MiB and twice the last-level cache the system reports (a
  * host whose cache holds a stage's wide blocks must stream as many as the rank does); fewer, at
@@ -797,6 +795,8 @@ static void test_profile_blocks_cap(void) {
     CU_ASSERT_EQUAL(exec_prof_blocks(&c, 1), 1); /* 8 GiB a block: one, whatever the cap */
 }
 
+/* A schedule whose receive never gets its message is refused with a precise message, and a
+ * compute-only schedule is refused (it must be lowered first). */
 static void test_bad_schedule(void) {
     sched *s = lowered("gpipe", 2, 2, 0, 0, SCHED_RECOMPUTE_NONE);
     /* drop rank 0's first SEND_F */
