@@ -12,8 +12,8 @@
  *
  * The timed work has the working set of a real run, not of one block in a loop: the L blocks of
  * the model are distinct (their own weights and gradient accumulators, as the ranks of a run
- * hold them together in the shared caches; at most PROFILE_MAX_BYTES of them or twice the
- * last-level cache, so that wide models still fit), and microbatches go through them in rounds of
+ * hold them together in the shared caches; at most PROFILE_MAX_BYTES of them or a thread's
+ * share of twice the last-level cache, so that wide models still fit), and microbatches go through them in rounds of
  * PROFILE_SLOTS, each with its own stashed activations: all forwards of a round (block 0 to
  * L-1), then the input gradients (block L-1 to 0) and the weight gradients of each microbatch,
  * so every backward reads activations stashed several microbatch-passes earlier, as in a
@@ -48,7 +48,7 @@
 /* Microbatches in flight in one profiling round: what each block keeps stashed at once. */
 #define PROFILE_SLOTS 4
 /* Most bytes of distinct block weights and gradients profiled (fewer blocks when they are wide),
- * unless twice the last-level cache is more (prof_max_bytes). */
+ * unless a thread's share of twice the last-level cache is more (prof_max_bytes). */
 #define PROFILE_MAX_BYTES ((size_t)256 << 20)
 
 /* Most cores the concurrent profile uses. */
@@ -95,23 +95,25 @@ struct exec_prof_worker {
 };
 typedef struct exec_prof_worker prof_thread;
 
-/* The most bytes of weights and gradients one profiling thread holds: PROFILE_MAX_BYTES, or twice
- * the last-level cache the system reports where that is more. The cap only bounds the profile's
- * memory; below it the profile holds a rank's whole share, so that its blocks leave the caches
- * between two uses as the rank's do. A host whose last-level cache holds a rank's wide blocks
- * (a 508 MiB one was seen) would otherwise time fewer blocks than the rank streams: 3 of a
- * stage's 4 dense blocks of width 1024, the weights of 3 staying cached where 4 did not. */
-static size_t prof_max_bytes(void) {
+/* The most bytes of weights and gradients each of `threads` profiling threads holds:
+ * PROFILE_MAX_BYTES, or the thread's share of twice the last-level cache the system reports
+ * where that is more. The cap only bounds the profile's memory; below it the profile holds a
+ * rank's whole share, so that its blocks leave the caches between two uses as the rank's do. A
+ * host whose last-level cache holds a rank's wide blocks (a 508 MiB one was seen) would otherwise
+ * time fewer blocks than the rank streams: 3 of a stage's 4 dense blocks of width 1024, the
+ * weights of 3 staying cached where 4 did not. The share keeps many threads on one large cache
+ * within twice that cache in all. */
+static size_t prof_max_bytes(int threads) {
     long long llc = exec_platform_llc_bytes();
-    size_t twice = llc > 0 ? 2 * (size_t)llc : 0;
-    return twice > PROFILE_MAX_BYTES ? twice : PROFILE_MAX_BYTES;
+    size_t share = llc > 0 ? 2 * (size_t)llc / (size_t)(threads > 1 ? threads : 1) : 0;
+    return share > PROFILE_MAX_BYTES ? share : PROFILE_MAX_BYTES;
 }
 
 /* Blocks one profiling thread holds: all L alone, a rank's share ceil(L / P) of P threads, at
- * most prof_max_bytes of weights and gradients. */
+ * most prof_max_bytes(threads) of weights and gradients. */
 static int prof_blocks(const exec_config *cfg, const exec_dims *d, int threads) {
     size_t nf = exec_block_floats(d);
-    size_t fit = prof_max_bytes() / (2 * nf * sizeof(float));
+    size_t fit = prof_max_bytes(threads) / (2 * nf * sizeof(float));
     size_t L = cfg->layers < 1 ? 1 : (size_t)cfg->layers;
     if (threads > 1) L = (L + (size_t)threads - 1) / (size_t)threads;
     return (int)(L <= fit ? L : fit > 0 ? fit : 1);

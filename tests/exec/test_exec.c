@@ -767,9 +767,9 @@ static void test_fault_budget(void) {
 }
 
 /* The blocks a profiling thread holds: a rank's whole share while its weights and gradients are
- * within the cap, the larger of 256 MiB and twice the last-level cache the system reports (a
- * host whose cache holds a stage's wide blocks must stream as many as the rank does); fewer, at
- * least one, beyond it. */
+ * within the cap, the larger of 256 MiB and a thread's share of twice the last-level cache the
+ * system reports (a host whose cache holds a stage's wide blocks must stream as many as the rank
+ * does); fewer, at least one, beyond it. */
 static void test_profile_blocks_cap(void) {
     exec_config c;
     exec_config_default(&c);
@@ -782,10 +782,13 @@ static void test_profile_blocks_cap(void) {
     double bytes = 2.0 * (double)exec_block_floats(&d) * sizeof(float); /* weights and gradients */
     long long llc = exec_platform_llc_bytes();
     CU_ASSERT(llc >= 0);
-    double cap = 2.0 * (double)llc > (double)(256 << 20) ? 2.0 * (double)llc : (double)(256 << 20);
+    double cap = (double)llc > (double)(256 << 20) ? (double)llc : (double)(256 << 20); /* 2 LLC / 2 threads */
     int fit = (int)(cap / bytes), want = fit < 4 ? (fit > 0 ? fit : 1) : 4;
     CU_ASSERT_EQUAL(exec_prof_blocks(&c, 2), want); /* 4 of 8 on each of 2 threads, at most the cap */
     CU_ASSERT_EQUAL(exec_prof_blocks(&c, 8), 1);    /* the share of 8 threads: 1 */
+    c.layers = 64; /* a share of 32 blocks: what the cap allows, each of 2 threads half of 2 LLC */
+    CU_ASSERT_EQUAL(exec_prof_blocks(&c, 2), fit < 32 ? (fit > 0 ? fit : 1) : 32);
+    c.layers = 8;
     c.hidden = 128;
     c.ffn = 512;
     CU_ASSERT_EQUAL(exec_prof_blocks(&c, 2), 4); /* narrow: the whole share */
