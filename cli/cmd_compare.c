@@ -40,7 +40,8 @@ static const char help_text[] =
     "                        error apart from schedule error; then each class's MAPE, signed\n"
     "                        mean and largest error over all pairs and ranks, and per model\n"
     "                        and recompute policy each compute class's signed mean error and\n"
-    "                        MAPE (an error that follows the block's shape, not the schedule)\n"
+    "                        MAPE, the most under-predicted compute first (an error that\n"
+    "                        follows the block's shape, not the schedule)\n"
     "  --repeats             also group the pairs by configuration (the database holding several\n"
     "                        measurements of each, e.g. grids merged with `pipelab db merge`): per\n"
     "                        configuration the runs and the mean, standard deviation, least and\n"
@@ -499,12 +500,26 @@ static void ac_model_note(ac_model *models, size_t *n, const store_run *meas, co
 static const int ac_model_cols[] = {AC_F, AC_B, AC_I, AC_W, AC_STEP, AC_COMPUTE};
 #define AC_MODEL_COLS ((int)(sizeof ac_model_cols / sizeof ac_model_cols[0]))
 
+/* The signed mean compute error of a model's pairs (NaN without any). */
+static double ac_model_compute(const ac_model *m) {
+    return m->acc.n[AC_COMPUTE] ? m->acc.sum[AC_COMPUTE] / m->acc.n[AC_COMPUTE] : NAN;
+}
+
+/* qsort order of ac_model: the most under-predicted compute first, models without one last. */
+static int cmp_model_compute(const void *pa, const void *pb) {
+    double a = ac_model_compute(pa), b = ac_model_compute(pb);
+    if (isnan(a) || isnan(b)) return isnan(a) - isnan(b);
+    return (a > b) - (a < b);
+}
+
 /* Appends, per model and recompute policy, each compute class's signed mean error over its
- * pairs' ranks with its MAPE in brackets ("-" where no rank has the class): where a class's error
- * follows the block's shape (wide blocks on few rows, say) rather than the schedule. */
-static void out_model_errors(const ac_model *models, size_t n, pl_buf *b) {
+ * pairs' ranks with its MAPE in brackets ("-" where no rank has the class), the most
+ * under-predicted compute first (models sorted in place): where a class's error follows the
+ * block's shape (wide blocks on few rows, say) rather than the schedule. */
+static void out_model_errors(ac_model *models, size_t n, pl_buf *b) {
+    qsort(models, n, sizeof *models, cmp_model_compute);
     pl_buf_puts(b, "\nper model and recompute policy: each class's signed mean error over the ranks of its pairs "
-                   "(MAPE in brackets)\n");
+                   "(MAPE in brackets), the most under-predicted compute first\n");
     pl_buf_printf(b, "%-9s %5s", "RECOMPUTE", "PAIRS");
     for (int k = 0; k < AC_MODEL_COLS; k++) {
         int c = ac_model_cols[k];
