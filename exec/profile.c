@@ -13,11 +13,11 @@
  * The timed work has the working set of a real run, not of one block in a loop: the L blocks of
  * the model are distinct (their own weights and gradient accumulators, as the ranks of a run
  * hold them together in the shared caches; at most PROFILE_MAX_BYTES of them or a thread's
- * share of twice the last-level cache, so that wide models still fit), and microbatches go through them in rounds of
- * PROFILE_SLOTS, each with its own stashed activations: all forwards of a round (block 0 to
- * L-1), then the input gradients (block L-1 to 0) and the weight gradients of each microbatch,
- * so every backward reads activations stashed several microbatch-passes earlier, as in a
- * pipeline. A first round is untimed (page faults, BLAS warm-up). Every sample is one block,
+ * share of twice the last-level cache, so that wide models still fit), and microbatches go
+ * through them in rounds of PROFILE_SLOTS, each with its own stashed activations: all forwards
+ * of a round (block 0 to L-1), then the input gradients (block L-1 to 0) and the weight
+ * gradients of each microbatch, so every backward reads activations stashed several
+ * microbatch-passes earlier, as in a pipeline. A first round is untimed (page faults, BLAS warm-up). Every sample is one block,
  * one microbatch; each kind's time is the median over the rounds of the mean sample of each
  * round (round_medians says why not the median sample). Timing one block on hot
  * buffers instead under-predicted the executor's per-block times: on the 2-core development VM

@@ -397,7 +397,7 @@ if [ -f "$DB" ]; then
         grid_targets --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME$1"
         if [ "$TRACE" != 0 ]; then
             "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME$1" --actions -o "${DB%.db}$1.actions.txt"
-            sed -n '/^per class over all pairs/,/^$/p' "${DB%.db}$1.actions.txt" # the per-model table: the file
+            sed -n '/^per class over all pairs/,/^$/p' "${DB%.db}$1.actions.txt" # the per-class table; the per-model one stays in the file
         fi
     }
     other_prediction -terms "with the reuse-distance, first-touch and again terms (pipelab run --terms)"

@@ -16,10 +16,11 @@ static const char *const row_name[R_N] = {"F", "B", "I", "W", "STEP", "SEND/RECV
 
 /* Reads the rows of rank r of the k-th pair's breakdown (0 = the first) into pred[], meas[] (0
  * for a class without a row) and, when err is not NULL, their ERR column in percent into err[]
- * (NaN where it shows none). Returns the number of rows read. */
+ * (NaN for a class without a row or an ERR). Returns the number of rows read. */
 static int rank_rows(const char *out, int k, int r, double *pred, double *meas, double *err) {
     memset(pred, 0, R_N * sizeof *pred);
     memset(meas, 0, R_N * sizeof *meas);
+    for (int c = 0; err && c < R_N; c++) err[c] = NAN;
     const char *p = out;
     for (int i = 0; i <= k && p; i++) p = strstr(i ? p + 1 : p, "RANK  ACTIONS");
     int n = 0;

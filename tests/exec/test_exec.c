@@ -1466,7 +1466,7 @@ void pl_test_register(void) {
         {"injected error stops the run", test_fault_error},
         {"wrong-size message", test_fault_bad_size},
         {"memory budget", test_fault_budget},
-        {"the profile's blocks: a rank's share, within the cap of twice the last-level cache", test_profile_blocks_cap},
+        {"the profile's blocks: a rank's share, within a thread's share of twice the last-level cache", test_profile_blocks_cap},
         {"bad schedule refused", test_bad_schedule},
         {"configuration errors", test_config_errors},
         {"timing until steady: the rule, the passes, the training", test_steady_rule},
