@@ -565,6 +565,10 @@ void exec_xrank_give(exec_xrank *x, exec_pool *p, int i, size_t *cls);
 exec_xstage *exec_xrank_local(exec_xrank *x, int s, pl_err *e);
 /* Returns 1 when mb is a valid local microbatch, else fills e. */
 int exec_xrank_mb_ok(const exec_xrank *x, int mb, pl_err *e);
+/* Begins pass `pass` on x: its index, its data set offset (goff) and the passes x's record holds
+ * (exec_xrank_record), this one included. Both backends' pass loops call it, so that the record's
+ * count follows the walk. */
+void exec_xrank_pass_begin(exec_xrank *x, int pass);
 /* Checks that a pass left nothing in flight; returns PL_OK or an error. */
 int exec_xrank_pass_end_check(const exec_xrank *x, pl_err *e);
 

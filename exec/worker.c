@@ -371,11 +371,10 @@ static void worker_walk(exec_xrank *x) {
     int passes = exec_passes_most(c), stop = 0;
     x->passes = 0;
     for (int pass = 0; pass < passes && x->rc == PL_OK; pass++) {
-        x->pass = pass;
-        x->goff = (int64_t)x->pass * x->M;
+        x->pass = pass; /* the gap's messages name it */
         x->rc = pass_gap(x, pass, &stop);
         if (x->rc != PL_OK || stop) break;
-        x->passes = pass + 1;
+        exec_xrank_pass_begin(x, pass);
         int timed = x->pass >= c->warmup_passes;
         double busy = 0, comm = 0, g0_s, g0_f, g1_s, g1_f, first = -1, last = -1;
         exec_gemm_clock(&g0_s, &g0_f);

@@ -295,6 +295,12 @@ int exec_xrank_recv_begin(exec_xrank *x, const sched_action *a, exec_pool **pool
     return gi;
 }
 
+void exec_xrank_pass_begin(exec_xrank *x, int pass) {
+    x->pass = pass;
+    x->goff = (int64_t)pass * x->M;
+    x->passes = pass + 1;
+}
+
 int exec_xrank_pass_end_check(const exec_xrank *x, pl_err *e) {
     if (!x->in.used && !x->out.used && !x->gin.used) return PL_OK;
     pl_errf(e, PL_EINPUT, "rank %d: %d microbatch buffers still in use at the end of pass %d", x->r,

@@ -410,7 +410,6 @@ static int run_pass(cx_rank *c, pl_err *e) {
     exec_xrank *x = &c->x;
     const exec_config *cfg = x->cfg;
     const sched_rank *rk = &x->s->rank[x->r];
-    x->goff = (int64_t)x->pass * x->M;
 #ifdef PIPELAB_CUDA_NCCL
     int rc = c->nccl ? cx_nccl_barrier(c, e) : cx_barrier(c->sh, x->r, e);
 #else
@@ -462,7 +461,11 @@ int cx_rank_body(cx_rank *c, const exec_data *data) {
 #else
     if (c->rc == PL_OK) c->rc = cx_barrier(c->sh, x->r, e);
 #endif
-    for (x->pass = 0; x->pass < P && c->rc == PL_OK; x->pass++) c->rc = run_pass(c, e);
+    x->passes = 0;
+    for (int pass = 0; pass < P && c->rc == PL_OK; pass++) {
+        exec_xrank_pass_begin(x, pass);
+        c->rc = run_pass(c, e);
+    }
     if (c->rc == PL_OK) {
         /* results: every stage's newest weights into the host arena's version slot, the losses */
         for (int q = 0; q < x->nst && c->rc == PL_OK; q++) {
