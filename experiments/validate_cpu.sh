@@ -381,7 +381,17 @@ if [ -f "$DB" ]; then
     if [ "$TRACE" != 0 ]; then
         "$PL" compare --db "$DB" --tag "$NAME" --actions -o "${DB%.db}.actions.txt"
         echo
-        sed -n '/^the busiest rank/,$p' "${DB%.db}.actions.txt"
+        # the per-class tables, then the per-model table's ends: its most under-predicted compute
+        # first and most over-predicted last (a broad grid has one row per model, about 50)
+        sed -n '/^the busiest rank/,$p' "${DB%.db}.actions.txt" | awk -v head=6 -v tail=3 '
+            !m { print; if (/^per model/) m = 1; next }
+            m == 1 { print; m = 2; next }  # the column names
+            { row[++n] = $0 }
+            END {
+                for (i = 1; i <= n; i++)
+                    if (i <= head || i > n - tail) print row[i]
+                    else if (i == head + 1) printf "... %d more models (the file has every row)\n", n - head - tail
+            }'
         echo "per-rank breakdown: ${DB%.db}.actions.txt"
         # whether the ranks slowed each other down by sharing the machine (the premise of a
         # bandwidth-sharing term, docs/validate_cpu.md "Compute alone and beside")
