@@ -43,6 +43,7 @@ static double predict_s(const sched *s, const exec_config *cfg, const cost_model
         sim_config c;
         sim_config_init(&c);
         sim_model_config(&sm, &c);
+        sim_config_executor(&c, s, 1); /* the CUDA compute stream waits at each RECV */
         sim_costs costs = sim_model_costs(&sm);
         sim_result r;
         if (sim_run(s, &costs, &c, &r, &e) == PL_OK) {

@@ -222,19 +222,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         sim_model_config(&sm, &c);
         c.budget = cfg->budget;
         c.record_trace = cfg->record_ops; /* a traced run stores the predicted timeline beside it */
-        /* the CPU executor's RECV posts its receive and the compute that needs the data waits
-         * for it (both transports), a SEND returns once its copy is made: the simulator's
-         * default mode, where the lowering's early receives (zb-h1: 0RECV_B1 before 0F2;
-         * interleaved) do not stall the compute listed after them. Blocking mode for: the CUDA
-         * backend, whose compute stream waits for a receive at the RECV's place in the list;
-         * stash and 2bw weights, whose STEP the default mode runs beside the compute stream once
-         * its all-reduce ended (the executor computes it on the worker, in list order; their
-         * receives sit right before the compute that needs them, but for a few of the warm-up,
-         * and both modes give the same time to their generators' lists without a STEP cost) */
-        c.blocking_comm = cfg->backend == EXEC_BACKEND_CUDA || s->weights != SCHED_WEIGHTS_FLUSH;
-        /* a measured pass of N iterations gives pass / N, fill and drain included, also for
-         * stash and 2bw: predicted the same way (not their steady state) */
-        c.whole_run = 1;
+        sim_config_executor(&c, s, cfg->backend == EXEC_BACKEND_CUDA);
         sim_costs costs = sim_model_costs(&sm);
         rc = sim_run(s, &costs, &c, r, e);
         if (rc == PL_OK && t->window) {

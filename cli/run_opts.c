@@ -370,6 +370,9 @@ static int check_flags(run_opts *o) {
         return cli_usage_error("run", "--partition and --replicas-stage run on the CPU backend (not --backend cuda): the "
                                       "CUDA backend has no gradient all-reduce between GPUs");
     if (o->partition && o->nsplit) return cli_usage_error("run", "give --partition or --stage-blocks, not both");
+    if ((o->terms || o->pass_length) && o->cuda)
+        return cli_usage_error("run", "--terms and --pass-length-term read the CPU profile's per-worker lines, which "
+                                      "the CUDA profile does not time (not with --backend cuda)");
     rc = check_steady(o);
     if (rc >= 0) return rc;
     if (o->c.momentum >= 1) {

@@ -165,6 +165,15 @@ typedef struct sim_config {
 /* Fills c with defaults (overlapped comm, one node, no capacity, dtype 4, optimizer 8,
  * microbatch size 1, deterministic, no trace). */
 void sim_config_init(sim_config *c);
+/* Sets c to predict a run of the executor on schedule s: its iteration time over the whole run
+ * (a measured pass of N iterations gives pass / N, fill and drain included, also for stash and
+ * 2bw), and blocking SEND/RECV where the executor's compute waits at a receive's place in the
+ * list (stream_waits_at_recv: the CUDA backend's compute stream) or where s's STEP follows its
+ * all-reduce in list order (stash and 2bw weights). Elsewhere the CPU executor's RECV posts its
+ * receive and the compute that needs the data waits for it, a SEND returns once its copy is
+ * made: the default mode, where the lowering's early receives (zb-h1: 0RECV_B1 before 0F2;
+ * interleaved) do not stall the compute listed after them. */
+void sim_config_executor(sim_config *c, const sched *s, int stream_waits_at_recv);
 
 /* ---------------------------------------------------------------- results */
 

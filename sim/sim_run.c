@@ -55,6 +55,11 @@ void sim_config_init(sim_config *c) {
     c->microbatch_size = 1;
 }
 
+void sim_config_executor(sim_config *c, const sched *s, int stream_waits_at_recv) {
+    c->blocking_comm = stream_waits_at_recv || s->weights != SCHED_WEIGHTS_FLUSH;
+    c->whole_run = 1;
+}
+
 /* Frees the engine's arrays. */
 static void eng_free(sim_eng *g) {
     sched_big_free(g->cells, g->cells_bytes, g->cells_mapped);

@@ -59,6 +59,8 @@ int cx_check_config(const exec_config *c, pl_err *e) {
     if (c->cuda_devices < 0) return pl_errf(e, PL_EINPUT, "the number of GPUs must be >= 0");
     if (c->profile_between_reps > 0)
         return pl_errf(e, PL_EINPUT, "profiling between the passes is the CPU executor's (profile the GPU before the run)");
+    if (c->fault.kind != EXEC_FAULT_NONE && c->fault.kind != EXEC_FAULT_ERROR) /* a fault test would pass unharmed */
+        return pl_errf(e, PL_EINPUT, "the CUDA backend injects only the 'error' fault, not '%s'", exec_fault_name(c->fault.kind));
     if (c->replicas) /* the CUDA worker's REDUCE_GRAD reduces nothing: refuse rather than train unsynchronized */
         return pl_errf(e, PL_EINPUT, "replicated stages (exec_config.replicas) run on the CPU executor only");
     exec_dims d;
@@ -200,7 +202,7 @@ static int cx_run_check(const sched *s, const exec_config *cfg, cx_run *run, pl_
 /* Allocates the run's arrays and shared state, builds the data set, sets up every rank on its
  * GPU (and SM share) and plans the transfers. Returns PL_OK or the error. */
 static int cx_run_setup(const sched *s, const exec_config *cfg, cx_run *run, pl_err *e) {
-    int p = run->p, G = run->G, P = cfg->warmup_passes + cfg->timed_passes, M = s->microbatches * sched_iterations(s);
+    int p = run->p, G = run->G, P = exec_passes_most(cfg), M = s->microbatches * sched_iterations(s);
     run->loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
     run->cr = aligned_alloc(_Alignof(cx_rank), (size_t)p * sizeof *run->cr);
     if (run->cr) memset(run->cr, 0, (size_t)p * sizeof *run->cr);

@@ -78,7 +78,7 @@ static cx_parts cx_parts_of(const cx_rank *c, const exec_data *data) {
     const exec_xrank *x = &c->x;
     const exec_config *cfg = x->cfg;
     size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
-    int P = cfg->warmup_passes + cfg->timed_passes, bf16 = cfg->precision == EXEC_PREC_BF16;
+    int P = exec_passes_most(cfg), bf16 = cfg->precision == EXEC_PREC_BF16;
     int first = x->loc[0] >= 0, lastst = x->loc[x->s->stages - 1] >= 0;
     size_t D = (size_t)data->d, nrecv = (size_t)c->sh->nrecv[x->r];
     cx_parts z = {0};

@@ -416,7 +416,7 @@ static int cx_mpi_start(cx_proc *pr, pl_err *e) {
 /* Allocates this process's state, builds the data set and sets up its rank on its GPU with its
  * receive slots and NCCL channels. Returns PL_OK or the error. */
 static int cx_mpi_setup(const sched *s, const exec_config *cfg, cx_proc *pr, pl_err *e) {
-    int me = pr->me, P = cfg->warmup_passes + cfg->timed_passes, M = s->microbatches * sched_iterations(s);
+    int me = pr->me, P = exec_passes_most(cfg), M = s->microbatches * sched_iterations(s);
     pr->loss_mb = pl_calloc((size_t)P * (size_t)M, sizeof(double));
     pr->c = aligned_alloc(_Alignof(cx_rank), sizeof *pr->c);
     pr->sh.p = s->ranks;
@@ -444,7 +444,7 @@ static int cx_mpi_setup(const sched *s, const exec_config *cfg, cx_proc *pr, pl_
 /* Sends every rank's record to rank 0 on its clock; there assembles them into out and
  * describes the GPUs. Ends the job on an error while gathering. Returns PL_OK or the error. */
 static int cx_mpi_gather(const sched *s, const exec_config *cfg, cx_proc *pr, exec_result *out, pl_err *e) {
-    int me = pr->me, P = cfg->warmup_passes + cfg->timed_passes, M = s->microbatches * sched_iterations(s);
+    int me = pr->me, P = exec_passes_most(cfg), M = s->microbatches * sched_iterations(s);
     for (int r = 1; r < pr->size; r++) {
         if (me != 0 && me != r) continue;
         double off = clock_offset(me, r);

@@ -112,8 +112,9 @@ static cx_dparams prof_params(const prof *q, int l) {
 }
 
 /* One round: S microbatches forward through the L blocks, then each one's I and W from the
- * last block down, then a STEP of every block; event pairs in the order F (S L), I (S L),
- * W (S L), STEP (L). */
+ * last block down, each microbatch's I of block 0 again as a model's first block runs it (I0:
+ * no input gradient, as the run's stage 0 skips it), then a STEP of every block; event pairs in
+ * the order F (S L), I (S L), W (S L), STEP (L), I0 (S). */
 static int prof_round(prof *q, const exec_config *cfg, pl_err *e) {
     size_t nf = exec_block_floats(&q->d), bh = (size_t)q->d.b * q->d.h, sf = exec_block_state_floats(&q->d);
     int L = q->L, S = q->S, k = 0, SL = S * L;
@@ -147,6 +148,14 @@ static int prof_round(prof *q, const exec_config *cfg, pl_err *e) {
             CXC(cudaEventRecord(q->ev[2 * kw + 1], q->st));
             kw++;
         }
+        /* I0: it writes only the scratch, which the next I overwrites */
+        cx_dparams p0 = prof_params(q, 0);
+        int k0 = EXEC_PROF_FIW * SL + L + s;
+        CXC(cudaEventRecord(q->ev[2 * k0], q->st));
+        if (cx_blk_backward_i(&q->g, &q->d, &p0, q->x + (size_t)s * L * bh, q->state + (size_t)s * L * sf, q->gb + bh, NULL,
+                              q->scratch, e))
+            return e->code;
+        CXC(cudaEventRecord(q->ev[2 * k0 + 1], q->st));
     }
     int ks = EXEC_PROF_FIW * SL;
     for (int l = 0; l < L; l++, ks++) {
@@ -202,10 +211,10 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
     q.g.st = q.st;
     if (rc == PL_OK) rc = prof_alloc(&q, cfg, e);
     int SL = q.S * q.L, rounds = (reps + q.S - 1) / q.S;
-    q.npairs = EXEC_PROF_FIW * SL + q.L;
+    q.npairs = EXEC_PROF_FIW * SL + q.L + q.S;
     q.ev = pl_calloc(2 * (size_t)q.npairs, sizeof *q.ev);
-    size_t ns = (size_t)rounds * SL, nstep = (size_t)rounds * q.L;
-    double *t = pl_calloc(EXEC_PROF_FIW * ns + nstep, sizeof(double));
+    size_t ns = (size_t)rounds * SL, nstep = (size_t)rounds * q.L, ni0 = (size_t)rounds * q.S;
+    double *t = pl_calloc(EXEC_PROF_FIW * ns + nstep + ni0, sizeof(double));
     if (rc == PL_OK && (!q.ev || !t)) rc = pl_errf(e, PL_ENOMEM, "out of memory");
     for (int k = 0; k < 2 * q.npairs && rc == PL_OK; k++)
         rc = cx_cuda_check(cudaEventCreate(&q.ev[k]), "cudaEventCreate", __FILE__, __LINE__, e);
@@ -217,9 +226,13 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
             rc = cx_cuda_check(cudaEventElapsedTime(&ms, q.ev[2 * k], q.ev[2 * k + 1]), "cudaEventElapsedTime", __FILE__,
                                __LINE__, e);
             int fiw = EXEC_PROF_FIW * SL;
-            int kind = k < fiw ? k / SL : EXEC_PROF_STEP, i = k < fiw ? k % SL : k - fiw;
-            size_t at = kind < EXEC_PROF_FIW ? (size_t)kind * ns + (size_t)r * SL + (size_t)i
-                                             : EXEC_PROF_FIW * ns + (size_t)r * q.L + (size_t)i;
+            size_t at;
+            if (k < fiw) /* F, I, W: kind k / SL, sample k % SL */
+                at = (size_t)(k / SL) * ns + (size_t)r * SL + (size_t)(k % SL);
+            else if (k < fiw + q.L) /* STEP of block k - fiw */
+                at = EXEC_PROF_FIW * ns + (size_t)r * q.L + (size_t)(k - fiw);
+            else /* I0 of slot k - fiw - L */
+                at = EXEC_PROF_FIW * ns + nstep + (size_t)r * q.S + (size_t)(k - fiw - q.L);
             t[at] = ms * CX_S_PER_MS;
         }
     }
@@ -228,6 +241,7 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
         out->i_s = exec_median(t + EXEC_PROF_I * ns, ns);
         out->w_s = exec_median(t + EXEC_PROF_W * ns, ns);
         out->step_s = exec_median(t + EXEC_PROF_STEP * ns, nstep);
+        out->i0_s = exec_median(t + EXEC_PROF_FIW * ns + nstep, ni0);
         out->concurrency = concurrency;
         exec_profile_sizes(&q.d, out);
     }

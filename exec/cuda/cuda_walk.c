@@ -448,7 +448,7 @@ static int run_pass(cx_rank *c, pl_err *e) {
 int cx_rank_body(cx_rank *c, const exec_data *data) {
     exec_xrank *x = &c->x;
     const exec_config *cfg = x->cfg;
-    int P = cfg->warmup_passes + cfg->timed_passes;
+    int P = cfg->warmup_passes + cfg->timed_passes; /* no --steady on CUDA (exec_check_config): all of them */
     pl_err *e = &c->err;
     pl_err_clear(e);
     c->rc = cx_setup(c, data, e);

@@ -429,7 +429,8 @@ static void test_run_profile_between(void) {
     /* usage errors: exit 2, nothing run */
     static const char *bad[] = {"--profile-timing later", "--profile-timing between --profile-concurrency 2", "--profile-timing between --no-predict",
                                 "--profile-timing between --profile x.csv", "--profile-timing before --profile x.csv",
-                                "--save-profile x.csv --no-predict", "--profile-timing between --backend cuda"};
+                                "--save-profile x.csv --no-predict", "--profile-timing between --backend cuda",
+                                "--terms --backend cuda", "--pass-length-term --backend cuda"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --no-db %s", PIPELAB_BIN, bad[i]);
         out = NULL;
