@@ -127,7 +127,7 @@ step profile 60 "$P" profile --backend cuda --precision bf16 --width 1024 --dept
     -o "$OUTD/profile_bf16.csv"
 step run 90 "$P" run --backend cuda --precision bf16 --kind zb-h1 --ranks 4 --microbatches 8 --width 1024 \
     --depth 8 --microbatch-size 64 --warmup 2 --timed 5 --trace --db "$DB" --tag gpu_check
-step compare 30 "$P" compare --db "$DB" --tag gpu_check
+step compare 30 "$P" compare --db "$DB" --tag gpu_check --actions
 
 # ---- 5. the benchmark (its table is printed again at the very end)
 step bench 180 "$BUILD/bench/bench_cuda" 2048 256 8 4 bf16

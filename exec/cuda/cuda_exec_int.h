@@ -56,6 +56,7 @@ typedef struct cx_rank {
     uint16_t **d_verbf;      /* [nst] bf16 copies of each stage's version slots (bf16 only) */
     float *d_x, *d_t;        /* data set inputs / targets [D, b, h] (stage 0 / last stage only) */
     double *d_loss;          /* [passes M] */
+    double *d_loss_part;     /* [CXK_MSE_BLOCKS] the loss's partial sums (cxk_mse_grad) */
     float *d_mbox;           /* [nrecv, al16(b h)] receive slots */
     int *send_rank, *send_slot, *recv_slot; /* [n actions] */
     cudaEvent_t *ev_act;     /* [2 n] start/end of each action of a pass */

@@ -12,6 +12,9 @@
 #include "pl_common.h"
 
 #define CXK_MSE_THREADS 256
+/* Blocks of the loss's first stage (cxk_mse_grad): fixed, so that the order of its partial sums,
+ * and the loss, are the same on every GPU. */
+#define CXK_MSE_BLOCKS 128
 /* Seconds of a millisecond (CUDA events measure milliseconds), and the FLOPs of a multiply-add. */
 #define CX_S_PER_MS 1e-3
 #define CX_FLOPS_PER_FMA 2.0
@@ -33,8 +36,9 @@ cudaError_t cxk_residual_bias(cudaStream_t st, float *y, const float *x, const f
 cudaError_t cxk_gelu_bwd(cudaStream_t st, float *hd, const float *da, size_t n);
 /* g [cols] += column sums of m [rows, cols]. */
 cudaError_t cxk_colsum_acc(cudaStream_t st, float *g, const float *m, int rows, int cols);
-/* y [n] -> dL/dy = 2 (y - t) / n in place; *loss = mean (y - t)^2 (device double). */
-cudaError_t cxk_mse_grad(cudaStream_t st, float *y, const float *t, size_t n, double *loss);
+/* y [n] -> dL/dy = 2 (y - t) / n in place; *loss = mean (y - t)^2 (device double); part: device
+ * scratch of CXK_MSE_BLOCKS doubles (the blocks' partial sums). */
+cudaError_t cxk_mse_grad(cudaStream_t st, float *y, const float *t, size_t n, double *part, double *loss);
 /* o = w - lr (mu m + grad * scale) (m updated when not NULL); grad = 0; obf = bf16(o) if not NULL. */
 cudaError_t cxk_sgd(cudaStream_t st, const float *w, float *o, float *grad, float *mom, uint16_t *obf, size_t n,
                     float scale, float lr, float mu);

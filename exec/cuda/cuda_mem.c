@@ -89,7 +89,7 @@ static cx_parts cx_parts_of(const cx_rank *c, const exec_data *data) {
     z.op = bf16 ? CX_BF16_OPERANDS * al256(z.opn * CX_BF16_BYTES) : 0;
     z.x = first ? al256(D * bh * sizeof(float)) : 0;
     z.t = lastst ? al256(D * bh * sizeof(float)) : 0;
-    z.loss = al256((size_t)P * x->M * sizeof(double));
+    z.loss = al256(((size_t)P * x->M + CXK_MSE_BLOCKS) * sizeof(double)); /* the losses, then the loss's partial sums */
     z.mbox = al256(nrecv * cx_al64(bh) * sizeof(float));
     return z;
 }
@@ -129,6 +129,7 @@ static int cx_alloc(cx_rank *c, const cx_parts *z, void **ws, pl_err *e) {
     c->d_t = z->t ? (float *)(void *)p : NULL;
     p += z->t;
     c->d_loss = (double *)(void *)p;
+    c->d_loss_part = c->d_loss + (size_t)exec_passes_most(x->cfg) * x->M;
     p += z->loss;
     c->d_mbox = (float *)(void *)p;
     p += z->mbox;

@@ -36,6 +36,7 @@ typedef struct prof {
     cx_green green;
     char *mem;
     float *w, *gr, *m, *x, *state, *out, *gb, *t, *scratch; /* see prof_alloc */
+    double *loss;     /* [1 + CXK_MSE_BLOCKS] the loss, then its partial sums */
     uint16_t *wb;
     cudaEvent_t *ev;  /* [2 npairs] */
     int npairs;
@@ -43,14 +44,16 @@ typedef struct prof {
 
 /* Lays out and allocates: w, gr, m [L nf]; wb [L nf] bf16; per slot s and block l the block's
  * input x [b h] and state [sf] (exec_block_state_floats); out [S, b h] outputs; gb [(L+1), b h]
- * boundary gradients; t [b h] targets; the backward's scratch; bf16 operand scratch. */
+ * boundary gradients; t [b h] targets; the backward's scratch; the loss and its partial sums; bf16
+ * operand scratch. */
 static int prof_alloc(prof *q, const exec_config *cfg, pl_err *e) {
     size_t nf = exec_block_floats(&q->d), bh = (size_t)q->d.b * q->d.h, bf = (size_t)q->d.b * q->d.f;
     size_t sf = exec_block_state_floats(&q->d), scr = exec_block_scratch_floats(&q->d);
     size_t L = (size_t)q->L, S = (size_t)q->S;
     size_t opn = bf > bh ? bf : bh;
     size_t n_f = cx_al64(L * nf) * (2 + (size_t)q->mom) + cx_al64(S * L * bh) + cx_al64(S * L * sf) +
-                 cx_al64(S * bh) + cx_al64((L + 1) * bh) + cx_al64(bh) + cx_al64(scr);
+                 cx_al64(S * bh) + cx_al64((L + 1) * bh) + cx_al64(bh) + cx_al64(scr) +
+                 cx_al64(2 * (1 + CXK_MSE_BLOCKS)); /* the loss and its partial sums, in doubles */
     size_t bytes = n_f * sizeof(float) + (cx_al64(L * nf) + 2 * cx_al64(opn)) * 2;
     void *mem = NULL;
     cudaError_t st = cudaMalloc(&mem, bytes);
@@ -70,6 +73,7 @@ static int prof_alloc(prof *q, const exec_config *cfg, pl_err *e) {
     q->gb = p; p += cx_al64((L + 1) * bh);
     q->t = p; p += cx_al64(bh);
     q->scratch = p; p += cx_al64(scr);
+    q->loss = (double *)(void *)p; p += cx_al64(2 * (1 + CXK_MSE_BLOCKS));
     uint16_t *h = (uint16_t *)(void *)p;
     q->wb = h; h += cx_al64(L * nf);
     q->g.bfa = h; h += cx_al64(opn);
@@ -131,7 +135,7 @@ static int prof_round(prof *q, const exec_config *cfg, pl_err *e) {
     int ki = EXEC_PROF_I * SL, kw = EXEC_PROF_W * SL;
     for (int s = 0; s < S; s++) {
         CXC(cudaMemcpyAsync(q->gb + (size_t)L * bh, q->out + (size_t)s * bh, bh * sizeof(float), cudaMemcpyDeviceToDevice, q->st));
-        CXC(cxk_mse_grad(q->st, q->gb + (size_t)L * bh, q->t, bh, (double *)(void *)q->scratch));
+        CXC(cxk_mse_grad(q->st, q->gb + (size_t)L * bh, q->t, bh, q->loss + 1, q->loss));
         for (int l = L - 1; l >= 0; l--) {
             cx_dparams p = prof_params(q, l);
             size_t at = (size_t)s * L + (size_t)l;

@@ -180,7 +180,8 @@ static int do_f(cx_rank *c, int s, int j, pl_err *e) {
     float *y = dslot(c, f.out, f.out_slot);
     exec_xview v = dview_of(c, f.st, j);
     if (stage_forward(c, f.st, f.ver, &v, y, e)) return e->code;
-    if (f.last) CXC(cxk_mse_grad(c->cs, y, c->d_t + (size_t)f.di * bh, bh, c->d_loss + (size_t)x->pass * x->M + j));
+    if (f.last)
+        CXC(cxk_mse_grad(c->cs, y, c->d_t + (size_t)f.di * bh, bh, c->d_loss_part, c->d_loss + (size_t)x->pass * x->M + j));
     exec_xrank_f_end(x, &f, j);
     return PL_OK;
 }

@@ -364,20 +364,12 @@ static void test_memory_and_times(void) {
         }
     }
     CU_ASSERT(rg.pass_median_s > 0);
-    /* the Zero Bubble rate: each rank's compute span of a pass (first compute start to last
-     * compute end) holds its busy time, and the run's rate is the worst rank's (span - busy) /
-     * span over the median pass(es), recomputed here from the recorded actions */
-    int T = c.timed_passes, mid[2], nmid = T % 2 ? 1 : 2, ord[8];
-    CU_ASSERT_FATAL(T <= 8);
-    for (int t = 0; t < T; t++) ord[t] = t;
-    for (int t = 1; t < T; t++) /* stable by pass time, as exec_assemble picks them */
-        for (int u = t; u > 0 && rg.pass_s[ord[u]] < rg.pass_s[ord[u - 1]]; u--) {
-            int x = ord[u];
-            ord[u] = ord[u - 1];
-            ord[u - 1] = x;
-        }
-    mid[0] = ord[(T - 1) / 2];
-    mid[1] = ord[T / 2];
+    /* the Zero Bubble rate: each rank's busy span of a pass (first compute or STEP start to last
+     * end) holds its busy time (compute and STEP, sched_kind_is_busy), and the run's rate is the
+     * worst rank's (span - busy) / span over the median pass(es) (exec_median_passes), recomputed
+     * here from the recorded actions */
+    int T = c.timed_passes, mid[2], nmid = T % 2 ? 1 : 2;
+    CU_ASSERT_EQUAL_FATAL(exec_median_passes(rg.pass_s, T, mid), PL_OK);
     double worst = -1;
     for (int q = 0; q < s->ranks; q++) {
         const exec_rank_result *g = &rg.rank[q];
@@ -387,7 +379,7 @@ static void test_memory_and_times(void) {
             int seen = 0;
             for (size_t i = 0; i < g->n_ops; i++) {
                 const exec_op *o = &g->ops[i];
-                if (o->pass != mid[k] || !sched_kind_is_compute((sched_kind)o->act.kind)) continue;
+                if (o->pass != mid[k] || !sched_kind_is_busy((sched_kind)o->act.kind)) continue;
                 b += o->end_s - o->start_s;
                 if (!seen) first = o->start_s;
                 last = o->end_s;
