@@ -5,7 +5,7 @@
 # them) into a prefix and points pkg-config and the loader at it, builds pipelab with CUDA in
 # build-gpu/ (sm_90 + PTX), runs the CUDA tests (test_exec_cuda: kernels, runs and every
 # schedule against the CPU backend), runs `pipelab profile/run --backend cuda` (records in a
-# database), then bench_cuda (cuBLAS peak, GEMM rate, gpipe/1f1b/zb-h1 with 4 ranks on one GPU
+# database; 4 ranks in green contexts of a quarter of the SMs each), then bench_cuda (cuBLAS peak, GEMM rate, gpipe/1f1b/zb-h1 with 4 ranks on one GPU
 # against the ideal and the prediction), and prints a table last. Logs go to $OUT (the device
 # tool's folder) when it is set, else /tmp/pipelab-gpu-check. The exact call: README, "GPU backend".
 set -uo pipefail
@@ -125,7 +125,7 @@ DB=/tmp/pipelab-gpu-check.db # not in $OUT: the device tool returns at most 8 fi
 rm -f "$DB" "$DB-wal" "$DB-shm"
 step profile 60 "$P" profile --backend cuda --precision bf16 --width 1024 --depth 8 --microbatch-size 64 --reps 20 \
     -o "$OUTD/profile_bf16.csv"
-step run 90 "$P" run --backend cuda --precision bf16 --kind zb-h1 --ranks 4 --microbatches 8 --width 1024 \
+step run 90 "$P" run --backend cuda --sm-split --precision bf16 --kind zb-h1 --ranks 4 --microbatches 8 --width 1024 \
     --depth 8 --microbatch-size 64 --warmup 2 --timed 5 --trace --db "$DB" --tag gpu_check
 step compare 30 "$P" compare --db "$DB" --tag gpu_check --actions
 
