@@ -6,8 +6,8 @@
  *        - the ideal: the simulator replaying the schedule with each stage's mean measured F, B,
  *          I, W and STEP durations of the same pass and free communication (the schedule's own
  *          bubbles, no executor overhead), median over the timed passes;
- *        - the prediction: the simulator driven by a GPU profile of one block (whole GPU, or the
- *          SM share of one of the 4 ranks), as `pipelab run --backend cuda` predicts;
+ *        - the prediction: the simulator driven by a GPU profile of one block (4 workers at once,
+ *          sharing the SMs or each in its rank's share), as `pipelab run --backend cuda` predicts;
  *      and the GEMM rate the run achieved (its GEMM FLOPs over the time inside its GEMMs, events)
  *      against the peak.
  * A table comes last. Usage: bench_cuda [WIDTH [ROWS [MICROBATCHES [LAYERS [PRECISION]]]]]
@@ -165,7 +165,7 @@ static int mode_section(const args *a, exec_config *c, int split, row *rows, int
     pl_buf t;
     pl_buf_init(&t);
     exec_layer_profile lp;
-    if (exec_cuda_profile_csv(c, PROFILE_REPS, split ? RANKS : 1, NULL, &t, &lp, &e) != PL_OK) {
+    if (exec_cuda_profile_csv(c, PROFILE_REPS, RANKS, NULL, &t, &lp, &e) != PL_OK) {
         fprintf(stderr, "bench_cuda: profile (%s): %s\n", split ? "split" : "shared", e.msg);
         pl_buf_free(&t);
         return 1; /* split: a driver without green contexts; the shared rows stand */
@@ -173,7 +173,7 @@ static int mode_section(const args *a, exec_config *c, int split, row *rows, int
     cost_model *pm = cost_model_read_csv("gpu profile", t.data, t.len, &e);
     pl_buf_free(&t);
     if (!pm) fprintf(stderr, "bench_cuda: profile: %s (no predictions)\n", e.msg);
-    printf("profile (%s) F %.3f ms, I %.3f ms, W %.3f ms, STEP %.3f ms per block\n", split ? "1/4 SMs" : "whole GPU",
+    printf("profile (%s) F %.3f ms, I %.3f ms, W %.3f ms, STEP %.3f ms per block\n", split ? "4 at once, 1/4 SMs each" : "4 at once, sharing",
            lp.f_s * 1e3, lp.i_s * 1e3, lp.w_s * 1e3, lp.step_s * 1e3);
     int failed = 0;
     for (int k = 0; k < 3; k++) {

@@ -258,8 +258,8 @@ static cost_model *file_profile(const char *path, exec_config *c, pl_buf *csv, p
     return m;
 }
 
-/* Returns the ranks the GPU profile times at once: under --sm-split the ranks that share a GPU
- * (each in its SM share), else 1 (the whole GPU). */
+/* Returns the workers the GPU profile times at once: the ranks that share a GPU (each in its SM
+ * share under --sm-split, else all sharing the SMs), 1 (the whole GPU) for a GPU each. */
 static int gpu_concurrency(const run_opts *o, const sched *s) {
     int G = o->c.cuda_devices;
     if (G < 1) {
@@ -267,7 +267,7 @@ static int gpu_concurrency(const run_opts *o, const sched *s) {
         G = exec_cuda_devices(&ignored);
     }
     int per = G > 0 ? (s->ranks + G - 1) / G : 1;
-    return o->c.sm_split && per > 1 ? per : 1;
+    return per > 1 ? per : 1;
 }
 
 /* Returns the threads the CPU before-profile times at once: --profile-concurrency, else the
@@ -287,8 +287,8 @@ static cost_model *measured_profile(const run_opts *o, const sched *s, exec_conf
     int rc;
     if (o->cuda) {
         int conc = gpu_concurrency(o, s);
-        snprintf(src, n, "in-process GPU profile (exec_cuda_profile_layers, %s%s)", exec_precision_name(o->c.precision),
-                 conc > 1 ? ", 1/N of the SMs" : ", whole GPU");
+        snprintf(src, n, "in-process GPU profile (exec_cuda_profile_layers, %s, %s)", exec_precision_name(o->c.precision),
+                 conc == 1 ? "whole GPU" : o->c.sm_split ? "its ranks' workers at once, 1/N of the SMs each" : "its ranks' workers at once, sharing the SMs");
         rc = exec_cuda_profile_csv(c, o->preps, conc, NULL, csv, &lp, e);
     } else {
         int conc = cpu_concurrency(o, s);

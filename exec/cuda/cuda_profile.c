@@ -4,17 +4,24 @@
  * gradients, so weights are not cache-hot between samples), microbatches in rounds of
  * CX_PROFILE_SLOTS with their own stashed activations, all forwards of a round, then each
  * microbatch's input and weight gradients from the last block down, then a STEP of every block;
- * one untimed round first. With --sm-split and concurrency > 1 it runs in a green context holding
- * the SM share each of that many ranks gets. */
+ * one untimed round first. With concurrency P > 1, P workers time their rounds side by side, each
+ * on its own thread and stream and its own ceil(L / P) blocks, a barrier before every round (a
+ * run's P ranks on one GPU compute at once, sharing its memory bandwidth, L2 and launch path):
+ * with --sm-split each in the green context of 1/P of the SMs its rank gets, else all sharing
+ * the SMs; the medians are over all workers' samples. */
 #include "exec_cuda.h"
 #include "cuda_int.h"
 #include "exec_int.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define CX_PROFILE_SLOTS 4
+/* Most profile workers at once (a GPU's ranks). */
+#define CX_PROFILE_MAX_WORKERS 64
 /* Most bytes of distinct block weights, bf16 copies and gradients profiled. */
 #define CX_PROFILE_MAX_BYTES ((size_t)2 << 30)
 
@@ -186,71 +193,190 @@ static void prof_free(prof *q) {
     memset(q, 0, sizeof *q);
 }
 
+/* What the workers of one profile share: the gate that opens once every worker's thread exists
+ * (1) or tells them to return at once (-1: one could not be started), the barrier before each
+ * round, and whether any failed (each then skips its work, but still meets every barrier). */
+typedef struct prof_shared {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int gate;
+    pthread_barrier_t bar;
+    atomic_int failed;
+} prof_shared;
+
+/* One profiling worker: its device state (made, used and freed on its own thread, in its green
+ * context when the SMs are split), and where its samples go in the profile's arrays. */
+typedef struct prof_worker {
+    prof q;
+    const exec_config *cfg;
+    prof_shared *sh;  /* NULL: the only worker, on the calling thread */
+    int index, workers, rounds;
+    double *t;        /* the profile's samples of all workers, kind by kind (prof_sample_at) */
+    size_t ns, nstep, ni0; /* one worker's samples of each of F, I, W; of STEP; of I0 */
+    int rc;
+    pl_err err;
+} prof_worker;
+
+/* Returns where event pair k of round r of worker w goes in w->t: F, I, W (k < FIW S L: kind
+ * k / SL) of all workers, then STEP (L a round), then I0 (S a round), each kind's samples worker
+ * after worker, so that each kind's median is over one contiguous run of all workers' samples. */
+static size_t prof_sample_at(const prof_worker *w, int r, int k) {
+    int L = w->q.L, S = w->q.S, SL = S * L, fiw = EXEC_PROF_FIW * SL, W = w->workers;
+    size_t i = (size_t)w->index;
+    if (k < fiw) return (size_t)(k / SL) * W * w->ns + i * w->ns + (size_t)r * SL + (size_t)(k % SL);
+    size_t step0 = EXEC_PROF_FIW * W * w->ns;
+    if (k < fiw + L) return step0 + i * w->nstep + (size_t)r * L + (size_t)(k - fiw);
+    return step0 + W * w->nstep + i * w->ni0 + (size_t)r * S + (size_t)(k - fiw - L);
+}
+
+/* Sets up worker w's stream (in green context w->index of w->workers when the SMs are split),
+ * cuBLAS, buffers and events. Returns PL_OK or the error. */
+static int prof_setup(prof_worker *w, pl_err *e) {
+    prof *q = &w->q;
+    const exec_config *cfg = w->cfg;
+    int rc = cx_cuda_check(cudaSetDevice(0), "cudaSetDevice", __FILE__, __LINE__, e);
+    if (rc == PL_OK && cfg->sm_split && w->workers > 1) {
+        rc = cx_green_create(0, w->workers, w->index, &q->green, e);
+        if (rc == PL_OK) rc = cx_green_make_current(&q->green, e);
+        if (rc == PL_OK) rc = cx_green_stream(&q->green, &q->st, e);
+    } else if (rc == PL_OK) {
+        rc = cx_cuda_check(cudaStreamCreateWithFlags(&q->st, cudaStreamNonBlocking), "cudaStreamCreate", __FILE__, __LINE__, e);
+    }
+    if (rc == PL_OK) rc = cx_blas_create(&q->g.h, q->st, e);
+    q->g.st = q->st;
+    if (rc == PL_OK) rc = prof_alloc(q, cfg, e);
+    q->npairs = EXEC_PROF_FIW * q->S * q->L + q->L + q->S;
+    q->ev = rc == PL_OK ? pl_calloc(2 * (size_t)q->npairs, sizeof *q->ev) : NULL;
+    if (rc == PL_OK && !q->ev) rc = pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int k = 0; k < 2 * q->npairs && rc == PL_OK; k++)
+        rc = cx_cuda_check(cudaEventCreate(&q->ev[k]), "cudaEventCreate", __FILE__, __LINE__, e);
+    return rc;
+}
+
+/* Reads the event pairs of timed round r of worker w into w->t. Returns PL_OK or the error. */
+static int prof_read_round(prof_worker *w, int r, pl_err *e) {
+    const prof *q = &w->q;
+    for (int k = 0; k < q->npairs; k++) {
+        float ms = 0;
+        int rc = cx_cuda_check(cudaEventElapsedTime(&ms, q->ev[2 * k], q->ev[2 * k + 1]), "cudaEventElapsedTime", __FILE__,
+                               __LINE__, e);
+        if (rc != PL_OK) return rc;
+        w->t[prof_sample_at(w, r, k)] = ms * CX_S_PER_MS;
+    }
+    return PL_OK;
+}
+
+/* Worker w's body: setup, the untimed round, then its timed rounds, each after a barrier with
+ * the other workers (so that they time their rounds side by side, as a run's ranks compute at
+ * once), then teardown on the same thread (its green context is current there). */
+static void *prof_main(void *arg) {
+    prof_worker *w = arg;
+    pl_err *e = &w->err;
+    if (w->sh) {
+        pthread_mutex_lock(&w->sh->mu);
+        while (w->sh->gate == 0) pthread_cond_wait(&w->sh->cv, &w->sh->mu);
+        int open = w->sh->gate > 0;
+        pthread_mutex_unlock(&w->sh->mu);
+        if (!open) return NULL;
+    }
+    w->rc = prof_setup(w, e);
+    for (int r = -1; r < w->rounds; r++) { /* round -1: untimed (module load, cuBLAS heuristics, clocks) */
+        if (w->sh) {
+            if (w->rc) atomic_store(&w->sh->failed, 1);
+            pthread_barrier_wait(&w->sh->bar);
+            if (atomic_load(&w->sh->failed)) continue;
+        }
+        if (w->rc) continue;
+        w->rc = prof_round(&w->q, w->cfg, e);
+        if (w->rc == PL_OK && r >= 0) w->rc = prof_read_round(w, r, e);
+    }
+    if (w->rc && w->workers > 1) pl_err_prefix(e, "profile worker %d of %d: ", w->index + 1, w->workers);
+    prof_free(&w->q);
+    return NULL;
+}
+
 int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, exec_layer_profile *out, pl_err *e) {
     memset(out, 0, sizeof *out);
     if (reps < 1) return pl_errf(e, PL_EINPUT, "profile repetitions must be at least 1");
-    if (concurrency < 1) return pl_errf(e, PL_EINPUT, "profile concurrency must be at least 1");
+    if (concurrency < 1 || concurrency > CX_PROFILE_MAX_WORKERS)
+        return pl_errf(e, PL_EINPUT, "profile concurrency must be in [1, %d], got %d", CX_PROFILE_MAX_WORKERS, concurrency);
     if (cfg->hidden < 1 || cfg->microbatch_size < 1 || cfg->layers < 1 || cfg->ffn < 0)
         return pl_errf(e, PL_EINPUT, "profile: width, depth and microbatch size must be at least 1");
     if (!exec_precision_name(cfg->precision)) return pl_errf(e, PL_EINPUT, "unknown precision %d", (int)cfg->precision);
-    prof q;
-    memset(&q, 0, sizeof q);
-    exec_dims_of(cfg, &q.d);
-    if (cx_check_block(&q.d, (int)cfg->precision, e) != PL_OK) return e->code;
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    if (cx_check_block(&d, (int)cfg->precision, e) != PL_OK) return e->code;
     if (exec_cuda_devices(e) < 1) return e->code;
-    size_t nf = exec_block_floats(&q.d);
-    q.S = CX_PROFILE_SLOTS;
-    q.L = prof_blocks(cfg, nf, concurrency);
-    q.mom = cfg->momentum != 0;
-    q.g.prec = cfg->precision;
-    int rc = cx_cuda_check(cudaSetDevice(0), "cudaSetDevice", __FILE__, __LINE__, e);
-    if (rc == PL_OK && cfg->sm_split && concurrency > 1) {
-        rc = cx_green_create(0, concurrency, 0, &q.green, e);
-        if (rc == PL_OK) rc = cx_green_make_current(&q.green, e);
-        if (rc == PL_OK) rc = cx_green_stream(&q.green, &q.st, e);
-    } else if (rc == PL_OK) {
-        rc = cx_cuda_check(cudaStreamCreateWithFlags(&q.st, cudaStreamNonBlocking), "cudaStreamCreate", __FILE__, __LINE__, e);
+    if (cfg->sm_split && concurrency > 1 && cx_green_init(e) != PL_OK) return e->code; /* once, before the workers */
+    size_t nf = exec_block_floats(&d);
+    int W = concurrency, S = CX_PROFILE_SLOTS, L = prof_blocks(cfg, nf, concurrency), rounds = (reps + S - 1) / S;
+    size_t ns = (size_t)rounds * S * L, nstep = (size_t)rounds * L, ni0 = (size_t)rounds * S;
+    double *t = pl_calloc((size_t)W * (EXEC_PROF_FIW * ns + nstep + ni0), sizeof(double));
+    prof_worker *w = pl_calloc((size_t)W, sizeof *w);
+    pthread_t *th = pl_calloc((size_t)W, sizeof *th);
+    prof_shared sh;
+    int rc = t && w && th ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int i = 0; i < W && rc == PL_OK; i++) {
+        prof_worker *x = &w[i];
+        x->q.d = d;
+        x->q.S = S;
+        x->q.L = L;
+        x->q.mom = cfg->momentum != 0;
+        x->q.g.prec = cfg->precision;
+        x->cfg = cfg;
+        x->sh = W > 1 ? &sh : NULL;
+        x->index = i;
+        x->workers = W;
+        x->rounds = rounds;
+        x->t = t;
+        x->ns = ns;
+        x->nstep = nstep;
+        x->ni0 = ni0;
     }
-    if (rc == PL_OK) rc = cx_blas_create(&q.g.h, q.st, e);
-    q.g.st = q.st;
-    if (rc == PL_OK) rc = prof_alloc(&q, cfg, e);
-    int SL = q.S * q.L, rounds = (reps + q.S - 1) / q.S;
-    q.npairs = EXEC_PROF_FIW * SL + q.L + q.S;
-    q.ev = pl_calloc(2 * (size_t)q.npairs, sizeof *q.ev);
-    size_t ns = (size_t)rounds * SL, nstep = (size_t)rounds * q.L, ni0 = (size_t)rounds * q.S;
-    double *t = pl_calloc(EXEC_PROF_FIW * ns + nstep + ni0, sizeof(double));
-    if (rc == PL_OK && (!q.ev || !t)) rc = pl_errf(e, PL_ENOMEM, "out of memory");
-    for (int k = 0; k < 2 * q.npairs && rc == PL_OK; k++)
-        rc = cx_cuda_check(cudaEventCreate(&q.ev[k]), "cudaEventCreate", __FILE__, __LINE__, e);
-    if (rc == PL_OK) rc = prof_round(&q, cfg, e); /* untimed: module load, cuBLAS heuristics, clocks */
-    for (int r = 0; r < rounds && rc == PL_OK; r++) {
-        rc = prof_round(&q, cfg, e);
-        for (int k = 0; k < q.npairs && rc == PL_OK; k++) {
-            float ms = 0;
-            rc = cx_cuda_check(cudaEventElapsedTime(&ms, q.ev[2 * k], q.ev[2 * k + 1]), "cudaEventElapsedTime", __FILE__,
-                               __LINE__, e);
-            int fiw = EXEC_PROF_FIW * SL;
-            size_t at;
-            if (k < fiw) /* F, I, W: kind k / SL, sample k % SL */
-                at = (size_t)(k / SL) * ns + (size_t)r * SL + (size_t)(k % SL);
-            else if (k < fiw + q.L) /* STEP of block k - fiw */
-                at = EXEC_PROF_FIW * ns + (size_t)r * q.L + (size_t)(k - fiw);
-            else /* I0 of slot k - fiw - L */
-                at = EXEC_PROF_FIW * ns + nstep + (size_t)r * q.S + (size_t)(k - fiw - q.L);
-            t[at] = ms * CX_S_PER_MS;
+    if (rc == PL_OK && W == 1) {
+        prof_main(&w[0]);
+    } else if (rc == PL_OK) {
+        atomic_init(&sh.failed, 0);
+        sh.gate = 0;
+        if (pthread_barrier_init(&sh.bar, NULL, (unsigned)W) != 0) rc = pl_errf(e, PL_EINTERNAL, "cannot make the profile's barrier");
+        if (rc == PL_OK) {
+            pthread_mutex_init(&sh.mu, NULL);
+            pthread_cond_init(&sh.cv, NULL);
+            int started = 0;
+            for (; started < W; started++)
+                if (pthread_create(&th[started], NULL, prof_main, &w[started]) != 0) {
+                    rc = pl_errf(e, PL_EINTERNAL, "cannot start profile worker %d of %d", started + 1, W);
+                    break;
+                }
+            /* the barrier needs every worker: none starts before all exist, or all return */
+            pthread_mutex_lock(&sh.mu);
+            sh.gate = rc == PL_OK ? 1 : -1;
+            pthread_cond_broadcast(&sh.cv);
+            pthread_mutex_unlock(&sh.mu);
+            for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+            pthread_barrier_destroy(&sh.bar);
+            pthread_cond_destroy(&sh.cv);
+            pthread_mutex_destroy(&sh.mu);
         }
     }
+    for (int i = 0; i < W && rc == PL_OK; i++)
+        if (w[i].rc) {
+            *e = w[i].err;
+            rc = w[i].rc;
+        }
     if (rc == PL_OK) {
-        out->f_s = exec_median(t + EXEC_PROF_F * ns, ns);
-        out->i_s = exec_median(t + EXEC_PROF_I * ns, ns);
-        out->w_s = exec_median(t + EXEC_PROF_W * ns, ns);
-        out->step_s = exec_median(t + EXEC_PROF_STEP * ns, nstep);
-        out->i0_s = exec_median(t + EXEC_PROF_FIW * ns + nstep, ni0);
+        size_t step0 = EXEC_PROF_FIW * (size_t)W * ns;
+        out->f_s = exec_median(t + EXEC_PROF_F * W * ns, (size_t)W * ns);
+        out->i_s = exec_median(t + EXEC_PROF_I * W * ns, (size_t)W * ns);
+        out->w_s = exec_median(t + EXEC_PROF_W * W * ns, (size_t)W * ns);
+        out->step_s = exec_median(t + step0, (size_t)W * nstep);
+        out->i0_s = exec_median(t + step0 + (size_t)W * nstep, (size_t)W * ni0);
         out->concurrency = concurrency;
-        exec_profile_sizes(&q.d, out);
+        exec_profile_sizes(&d, out);
     }
     free(t);
-    prof_free(&q);
+    free(w);
+    free(th);
     return rc;
 }
 
@@ -268,12 +394,14 @@ int exec_cuda_profile_csv(const exec_config *cfg, int reps, int concurrency, con
     int sms = exec_cuda_device_info(0, name, sizeof name, &ig);
     char desc[EXEC_BLOCK_TEXT_MAX];
     exec_block_describe(&d, desc, sizeof desc);
+    char who[96] = "";
+    if (concurrency > 1)
+        snprintf(who, sizeof who, ", %d workers at once%s", concurrency,
+                 cfg->sm_split ? " each in a green context of 1/N of the SMs" : " sharing its SMs");
     pl_buf_printf(out, "# pipelab profile: the executor's %s, %s GEMMs\n"
                        "# (fp32 weights and accumulation), CUDA backend on %s (%d SMs)%s%s%s, CUDA events, median of %d\n"
                        "# repetitions per block; every block has this shape.\n",
-                  desc, exec_precision_name(cfg->precision), name, sms,
-                  cfg->sm_split && concurrency > 1 ? ", in a green context of 1/N of the SMs" : "", host ? " on " : "",
-                  host ? host : "", reps);
+                  desc, exec_precision_name(cfg->precision), name, sms, who, host ? " on " : "", host ? host : "", reps);
     pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g\n", concurrency, p.step_s);
     return exec_profile_csv_table(cfg, &p, NULL, out, e);
 }

@@ -53,8 +53,9 @@ void exec_cuda_mpi_finalize(void);
 
 /* Times F, I, W and STEP of one block of cfg's shape on GPU 0 in cfg->precision (CUDA events,
  * median of reps after warm-up), over cfg->layers distinct blocks so weights are not cache-hot.
- * concurrency > 1 with cfg->sm_split times it inside a green context holding 1/concurrency of
- * the SMs (what each of that many ranks sharing the GPU gets); otherwise on the whole GPU.
+ * concurrency > 1: that many workers at once on GPU 0 (as that many ranks sharing it compute),
+ * each on its own ceil(layers / concurrency) blocks; with cfg->sm_split each inside the green
+ * context of 1/concurrency of the SMs its rank gets. concurrency 1: the whole GPU.
  * Fills p (sizes as exec_profile_layers). Returns PL_OK or an error. */
 int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, exec_layer_profile *p, pl_err *e);
 
