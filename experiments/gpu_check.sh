@@ -121,13 +121,16 @@ step tests 150 env PIPELAB_TEST_VERBOSE=1 "$BUILD/tests/test_exec_cuda"
 
 # ---- 4. the program: a GPU profile, then a run with the prediction, stored and compared
 P=$BUILD/cli/pipelab
-DB=/tmp/pipelab-gpu-check.db # not in $OUT: the device tool returns at most 8 files (the 7 logs and the profile)
+DB=/tmp/pipelab-gpu-check.db # not in $OUT: the device tool returns at most 8 files (the 8 logs)
 rm -f "$DB" "$DB-wal" "$DB-shm"
-step profile 60 "$P" profile --backend cuda --precision bf16 --width 1024 --depth 8 --microbatch-size 64 --reps 20 \
-    -o "$OUTD/profile_bf16.csv"
+# the profile's CSV goes into its log (after the summary)
+step profile 60 sh -c '"$0" profile --backend cuda --precision bf16 --width 1024 --depth 8 --microbatch-size 64 \
+    --reps 20 -o /tmp/pipelab-gpu-profile.csv && cat /tmp/pipelab-gpu-profile.csv' "$P"
 step run 90 "$P" run --backend cuda --sm-split --precision bf16 --kind zb-h1 --ranks 4 --microbatches 8 --width 1024 \
     --depth 8 --microbatch-size 64 --warmup 2 --timed 5 --trace --db "$DB" --tag gpu_check
 step compare 30 "$P" compare --db "$DB" --tag gpu_check --actions
+# every action of the run's timed passes and its prediction, for a look at the hand-offs' waits
+step ops 30 sh -c '"$0" db show 1 --ops --db "$1" && "$0" db show 2 --ops --db "$1"' "$P" "$DB"
 
 # ---- 5. the benchmark (its table is printed again at the very end)
 step bench 180 "$BUILD/bench/bench_cuda" 2048 256 8 4 bf16
