@@ -4,6 +4,7 @@
 #define EXEC_INT_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -335,6 +336,21 @@ typedef struct exec_pair_thread {
  * error of a thread that did not start, or the first thread's error. */
 int exec_pair_run(void *sh, void *(*main)(void *), void (*started)(void *sh, int ok, pl_err *why), const char *what,
                   pl_err *e);
+
+/* The start gate of a team of threads (exec_team_run): none runs its body before all exist, so
+ * that a barrier they meet at fills, or all return when one could not be started. */
+typedef struct exec_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int state; /* 0 closed, 1 open, -1 return at once */
+} exec_gate;
+/* Waits at g until the team's threads all exist. Returns 1 to run, 0 to return at once (one of
+ * them could not be started: a barrier for all would never fill). */
+int exec_gate_pass(exec_gate *g);
+/* Runs main(args + i size) on n threads, each calling exec_gate_pass(g) first: starts them, opens
+ * g (or tells them to return when one could not start), joins them. Returns PL_OK or
+ * PL_EINTERNAL naming the thread of `what` that could not be started. */
+int exec_team_run(int n, void *(*main)(void *), void *args, size_t size, exec_gate *g, const char *what, pl_err *e);
 
 /* Initializes MPI (threads: funneled) unless somebody has; exec_mpi_finalize finalizes it then
  * (transport_mpi.c; MPI builds only). */

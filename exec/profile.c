@@ -60,9 +60,7 @@ typedef struct prof_shared {
     int reps, threads, pin;
     int cpus[PROFILE_MAX_THREADS], ncpus;
     pthread_barrier_t bar;
-    pthread_mutex_t mu;  /* start gate: threads wait until all exist (gate 1) or a start failed (-1) */
-    pthread_cond_t cv;
-    int gate;
+    exec_gate gate;      /* threads wait until all exist (exec_team_run) */
 } prof_shared;
 
 /* One profiling thread: its blocks and buffers, its samples and outcome. The concurrent profile
@@ -447,13 +445,7 @@ static int prof_finite(const prof_thread *x) {
 static void *prof_main(void *arg) {
     prof_thread *x = arg;
     prof_shared *sh = x->sh;
-    if (sh->threads > 1) {
-        pthread_mutex_lock(&sh->mu);
-        while (sh->gate == 0) pthread_cond_wait(&sh->cv, &sh->mu);
-        int go = sh->gate > 0;
-        pthread_mutex_unlock(&sh->mu);
-        if (!go) return NULL; /* another thread could not start: the barrier would never fill */
-    }
+    if (sh->threads > 1 && !exec_gate_pass(&sh->gate)) return NULL; /* another thread could not start */
     if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[x->tid % sh->ncpus]);
     const int rounds = exec_prof_rounds(sh->reps); /* timed rounds of S microbatches: >= reps samples per block */
     prof_init(x, sh->cfg, x->tid, sh->threads, rounds, 1, NULL);
@@ -689,13 +681,8 @@ static int prof_measure(const exec_config *cfg, int reps, int concurrency, exec_
     /* alone: the calling thread, unpinned, as before; together: pinned like the executor's ranks */
     sh.pin = concurrency > 1 && cfg->pin;
     prof_thread *x = pl_calloc((size_t)concurrency, sizeof *x);
-    pthread_t *th = pl_calloc((size_t)concurrency, sizeof *th);
-    if (!x || !th) {
-        free(x);
-        free(th);
-        return pl_errf(e, PL_ENOMEM, "out of memory");
-    }
-    int rc = PL_OK, started = 0;
+    if (!x) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = PL_OK;
     if (concurrency > 1 && pthread_barrier_init(&sh.bar, NULL, (unsigned)concurrency) != 0)
         rc = pl_errf(e, PL_EINTERNAL, "cannot make the profile's barrier");
     for (int i = 0; i < concurrency; i++) {
@@ -706,24 +693,8 @@ static int prof_measure(const exec_config *cfg, int reps, int concurrency, exec_
         prof_main(&x[0]);
     } else if (rc == PL_OK) {
         /* the barrier needs every thread, so none starts timing before all exist */
-        pthread_mutex_init(&sh.mu, NULL);
-        pthread_cond_init(&sh.cv, NULL);
-        sh.gate = 0;
-        for (int i = 0; i < concurrency; i++) {
-            if (pthread_create(&th[i], NULL, prof_main, &x[i]) != 0) {
-                rc = pl_errf(e, PL_EINTERNAL, "cannot start profiling thread %d of %d", i + 1, concurrency);
-                break;
-            }
-            started++;
-        }
-        pthread_mutex_lock(&sh.mu);
-        sh.gate = rc == PL_OK ? 1 : -1;
-        pthread_cond_broadcast(&sh.cv);
-        pthread_mutex_unlock(&sh.mu);
-        for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+        rc = exec_team_run(concurrency, prof_main, x, sizeof *x, &sh.gate, "profiling thread", e);
         pthread_barrier_destroy(&sh.bar);
-        pthread_cond_destroy(&sh.cv);
-        pthread_mutex_destroy(&sh.mu);
     }
     for (int i = 0; i < concurrency && rc == PL_OK; i++)
         if (x[i].rc) {
@@ -738,7 +709,6 @@ static int prof_measure(const exec_config *cfg, int reps, int concurrency, exec_
     free(xp);
     for (int i = 0; i < concurrency; i++) free(x[i].t);
     free(x);
-    free(th);
     return rc;
 }
 

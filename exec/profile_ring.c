@@ -127,6 +127,39 @@ int exec_pair_run(void *sh, void *(*main)(void *), void (*started)(void *sh, int
     return rc;
 }
 
+/* exec_int.h. */
+int exec_gate_pass(exec_gate *g) {
+    pthread_mutex_lock(&g->mu);
+    while (g->state == 0) pthread_cond_wait(&g->cv, &g->mu);
+    int go = g->state > 0;
+    pthread_mutex_unlock(&g->mu);
+    return go;
+}
+
+/* exec_int.h. */
+int exec_team_run(int n, void *(*main)(void *), void *args, size_t size, exec_gate *g, const char *what, pl_err *e) {
+    pthread_t *th = pl_calloc((size_t)(n > 0 ? n : 1), sizeof *th);
+    if (!th) return pl_errf(e, PL_ENOMEM, "out of memory");
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->state = 0;
+    int rc = PL_OK, started = 0;
+    for (; started < n; started++)
+        if (pthread_create(&th[started], NULL, main, (char *)args + (size_t)started * size) != 0) {
+            rc = pl_errf(e, PL_EINTERNAL, "cannot start %s %d of %d", what, started + 1, n);
+            break;
+        }
+    pthread_mutex_lock(&g->mu);
+    g->state = rc == PL_OK ? 1 : -1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    free(th);
+    return rc;
+}
+
 /* exec_int.h. Sizes spanning the model's stages: one block, half the blocks, all of them (a
  * quarter, a half and one block for a one-block model). */
 void exec_ar_plan_init(const exec_config *cfg, int reps, exec_ar_plan *pl) {

@@ -194,12 +194,10 @@ static void prof_free(prof *q) {
 }
 
 /* What the workers of one profile share: the gate that opens once every worker's thread exists
- * (1) or tells them to return at once (-1: one could not be started), the barrier before each
- * round, and whether any failed (each then skips its work, but still meets every barrier). */
+ * (exec_team_run), the barrier before each round, and whether any failed (each then skips its
+ * work, but still meets every barrier). */
 typedef struct prof_shared {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int gate;
+    exec_gate gate;
     pthread_barrier_t bar;
     atomic_int failed;
 } prof_shared;
@@ -272,13 +270,7 @@ static int prof_read_round(prof_worker *w, int r, pl_err *e) {
 static void *prof_main(void *arg) {
     prof_worker *w = arg;
     pl_err *e = &w->err;
-    if (w->sh) {
-        pthread_mutex_lock(&w->sh->mu);
-        while (w->sh->gate == 0) pthread_cond_wait(&w->sh->cv, &w->sh->mu);
-        int open = w->sh->gate > 0;
-        pthread_mutex_unlock(&w->sh->mu);
-        if (!open) return NULL;
-    }
+    if (w->sh && !exec_gate_pass(&w->sh->gate)) return NULL; /* another worker could not start */
     w->rc = prof_setup(w, e);
     for (int r = -1; r < w->rounds; r++) { /* round -1: untimed (module load, cuBLAS heuristics, clocks) */
         if (w->sh) {
@@ -313,9 +305,8 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
     size_t ns = (size_t)rounds * S * L, nstep = (size_t)rounds * L, ni0 = (size_t)rounds * S;
     double *t = pl_calloc((size_t)W * (EXEC_PROF_FIW * ns + nstep + ni0), sizeof(double));
     prof_worker *w = pl_calloc((size_t)W, sizeof *w);
-    pthread_t *th = pl_calloc((size_t)W, sizeof *th);
     prof_shared sh;
-    int rc = t && w && th ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = t && w ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
     for (int i = 0; i < W && rc == PL_OK; i++) {
         prof_worker *x = &w[i];
         x->q.d = d;
@@ -337,26 +328,11 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
         prof_main(&w[0]);
     } else if (rc == PL_OK) {
         atomic_init(&sh.failed, 0);
-        sh.gate = 0;
         if (pthread_barrier_init(&sh.bar, NULL, (unsigned)W) != 0) rc = pl_errf(e, PL_EINTERNAL, "cannot make the profile's barrier");
         if (rc == PL_OK) {
-            pthread_mutex_init(&sh.mu, NULL);
-            pthread_cond_init(&sh.cv, NULL);
-            int started = 0;
-            for (; started < W; started++)
-                if (pthread_create(&th[started], NULL, prof_main, &w[started]) != 0) {
-                    rc = pl_errf(e, PL_EINTERNAL, "cannot start profile worker %d of %d", started + 1, W);
-                    break;
-                }
             /* the barrier needs every worker: none starts before all exist, or all return */
-            pthread_mutex_lock(&sh.mu);
-            sh.gate = rc == PL_OK ? 1 : -1;
-            pthread_cond_broadcast(&sh.cv);
-            pthread_mutex_unlock(&sh.mu);
-            for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+            rc = exec_team_run(W, prof_main, w, sizeof *w, &sh.gate, "profile worker", e);
             pthread_barrier_destroy(&sh.bar);
-            pthread_cond_destroy(&sh.cv);
-            pthread_mutex_destroy(&sh.mu);
         }
     }
     for (int i = 0; i < W && rc == PL_OK; i++)
@@ -376,7 +352,6 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
     }
     free(t);
     free(w);
-    free(th);
     return rc;
 }
 
