@@ -5,8 +5,9 @@
 # them) into a prefix and points pkg-config and the loader at it, builds pipelab with CUDA in
 # build-gpu/ (sm_90 + PTX), runs the CUDA tests (test_exec_cuda: kernels, runs and every
 # schedule against the CPU backend), runs `pipelab profile/run --backend cuda` (records in a
-# database; 4 ranks in green contexts of a quarter of the SMs each), then bench_cuda (cuBLAS peak, GEMM rate, gpipe/1f1b/zb-h1 with 4 ranks on one GPU
-# against the ideal and the prediction), and prints a table last. Logs go to $OUT (the device
+# database; 4 ranks in green contexts of a quarter of the SMs each), then bench_cuda (cuBLAS
+# peak, GEMM rate, gpipe/1f1b/zb-h1 with 4 ranks on one GPU against the ideal and the
+# prediction), and prints a table last. Logs go to $OUT (the device
 # tool's folder) when it is set, else /tmp/pipelab-gpu-check. The exact call: README, "GPU backend".
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1

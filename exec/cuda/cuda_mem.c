@@ -54,7 +54,8 @@ static size_t al256(size_t n) { return (n + CX_ALLOC_ALIGN - 1) & ~(CX_ALLOC_ALI
 /* The parts of a rank's one device allocation, in bytes (each rounded up by al256). */
 typedef struct cx_parts {
     size_t arena, verbf, op, x, t, loss, mbox;
-    size_t opn; /* floats of one bf16 operand scratch buffer */
+    size_t opn;   /* floats of one bf16 operand scratch buffer */
+    size_t nloss; /* the losses (passes x microbatches) before the loss's partial sums */
 } cx_parts;
 
 /* Creates the rank's streams (in its green context when it has one) on its device. Returns
@@ -89,7 +90,8 @@ static cx_parts cx_parts_of(const cx_rank *c, const exec_data *data) {
     z.op = bf16 ? CX_BF16_OPERANDS * al256(z.opn * CX_BF16_BYTES) : 0;
     z.x = first ? al256(D * bh * sizeof(float)) : 0;
     z.t = lastst ? al256(D * bh * sizeof(float)) : 0;
-    z.loss = al256(((size_t)P * x->M + CXK_MSE_BLOCKS) * sizeof(double)); /* the losses, then the loss's partial sums */
+    z.nloss = (size_t)P * x->M;
+    z.loss = al256((z.nloss + CXK_MSE_BLOCKS) * sizeof(double)); /* the losses, then the loss's partial sums */
     z.mbox = al256(nrecv * cx_al64(bh) * sizeof(float));
     return z;
 }
@@ -129,7 +131,7 @@ static int cx_alloc(cx_rank *c, const cx_parts *z, void **ws, pl_err *e) {
     c->d_t = z->t ? (float *)(void *)p : NULL;
     p += z->t;
     c->d_loss = (double *)(void *)p;
-    c->d_loss_part = c->d_loss + (size_t)exec_passes_most(x->cfg) * x->M;
+    c->d_loss_part = c->d_loss + z->nloss;
     p += z->loss;
     c->d_mbox = (float *)(void *)p;
     p += z->mbox;

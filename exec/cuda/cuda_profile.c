@@ -159,7 +159,8 @@ static int prof_round(prof *q, const exec_config *cfg, pl_err *e) {
             CXC(cudaEventRecord(q->ev[2 * kw + 1], q->st));
             kw++;
         }
-        /* I0: it writes only the scratch, which the next I overwrites */
+        /* I0 (its W has run: it overwrites only the scratch and block 0's stashed state of this
+         * slot, which the next round's F writes again) */
         cx_dparams p0 = prof_params(q, 0);
         int k0 = EXEC_PROF_FIW * SL + L + s;
         CXC(cudaEventRecord(q->ev[2 * k0], q->st));
