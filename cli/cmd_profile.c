@@ -145,6 +145,7 @@ static void print_summary(const opts *o, const exec_layer_profile *p) {
            o->reps, o->conc, o->conc == 1 ? "" : "s");
     if (p->ar_Bps > 0) printf("all-reduce         threads: latency %.3g s, %.4g GB/s\n", p->ar_latency_s, p->ar_Bps / 1e9);
     if (c->mpi_ar_Bps > 0) printf("all-reduce         MPI: latency %.3g s, %.4g GB/s\n", c->mpi_ar_latency_s, c->mpi_ar_Bps / 1e9);
+    if (p->p2p_Bps > 0) printf("hand-off           latency %.3g s, %.4g GB/s\n", p->p2p_latency_s, p->p2p_Bps / 1e9);
     printf("written            %s\n", o->path);
 }
 

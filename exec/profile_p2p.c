@@ -13,7 +13,7 @@
 #include "platform.h"
 
 #define P2P_RANKS 2
-#define P2P_SIZES 3       /* 1, 4 and 16 boundaries: a copy the fit can see */
+#define P2P_SIZES EXEC_P2P_SIZES /* 1, 4 and 16 boundaries: a copy the fit can see */
 #define P2P_MIN_ROUNDS 9  /* round trips per size at least (the median is kept) */
 #define P2P_MAX_ROUNDS 31 /* and at most */
 #define P2P_BIG_BYTES ((size_t)4 << 20) /* boundaries above: 1/16, 1/4 and 1 boundary (memory) */
@@ -66,26 +66,30 @@ static void p2p_started(void *arg, int ok, pl_err *why) {
     if (!ok) sh->t[0].abort(&sh->t[0], why);
 }
 
-/* Fits the medians of the one-way times (half a round trip) with cost_link_fit. */
-static int p2p_fit(const p2p_shared *sh, double *latency_s, double *bandwidth_Bps, pl_err *e) {
-    double bytes[P2P_SIZES], t[P2P_SIZES];
+int exec_p2p_fit(const size_t *bytes, const double *rt_s, int rounds, double *latency_s, double *bandwidth_Bps,
+                 pl_err *e) {
+    double b[P2P_SIZES], t[P2P_SIZES];
     for (int k = 0; k < P2P_SIZES; k++) {
-        bytes[k] = (double)sh->bytes[k];
-        t[k] = 0.5 * exec_median(sh->rt_s + k * sh->rounds, (size_t)sh->rounds);
+        b[k] = (double)bytes[k];
+        t[k] = 0.5 * exec_median(rt_s + k * rounds, (size_t)rounds);
     }
-    return cost_link_fit(bytes, t, P2P_SIZES, latency_s, bandwidth_Bps, e);
+    return cost_link_fit(b, t, P2P_SIZES, latency_s, bandwidth_Bps, e);
+}
+
+void exec_p2p_plan(const exec_config *cfg, int reps, size_t *bytes, int *rounds) {
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    size_t boundary = (size_t)d.b * (size_t)d.h * sizeof(float); /* a microbatch's rows, as exec_run's messages */
+    size_t base = boundary > P2P_BIG_BYTES ? boundary / 16 : boundary; /* a big boundary is the largest size */
+    for (int k = 0; k < P2P_SIZES; k++) bytes[k] = base << (2 * k);
+    *rounds = reps < P2P_MIN_ROUNDS ? P2P_MIN_ROUNDS : reps > P2P_MAX_ROUNDS ? P2P_MAX_ROUNDS : reps;
 }
 
 int exec_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, pl_err *e) {
     *latency_s = *bandwidth_Bps = 0;
     p2p_shared sh;
     memset(&sh, 0, sizeof sh);
-    exec_dims d;
-    exec_dims_of(cfg, &d);
-    size_t boundary = (size_t)d.b * (size_t)d.h * sizeof(float); /* a microbatch's rows, as exec_run's messages */
-    size_t base = boundary > P2P_BIG_BYTES ? boundary / 16 : boundary; /* a big boundary is the largest size */
-    for (int k = 0; k < P2P_SIZES; k++) sh.bytes[k] = base << (2 * k);
-    sh.rounds = reps < P2P_MIN_ROUNDS ? P2P_MIN_ROUNDS : reps > P2P_MAX_ROUNDS ? P2P_MAX_ROUNDS : reps;
+    exec_p2p_plan(cfg, reps, sh.bytes, &sh.rounds);
     sh.ncpus = exec_platform_cores(sh.cpus, P2P_RANKS);
     sh.pin = cfg->pin; /* as exec_run pins its ranks */
     sh.rt_s = pl_calloc((size_t)(P2P_SIZES * sh.rounds), sizeof *sh.rt_s);
@@ -94,7 +98,7 @@ int exec_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double
     int rc = sh.t ? PL_OK : e->code;
     if (sh.t && sh.ncpus >= P2P_RANKS) exec_threads_transport_spin(sh.t, EXEC_SPIN_S); /* as exec_run: a core each */
     if (rc == PL_OK) rc = exec_pair_run(&sh, p2p_main, p2p_started, "point-to-point profile", e);
-    if (rc == PL_OK) rc = p2p_fit(&sh, latency_s, bandwidth_Bps, e);
+    if (rc == PL_OK) rc = exec_p2p_fit(sh.bytes, sh.rt_s, sh.rounds, latency_s, bandwidth_Bps, e);
     if (rc) pl_err_prefix(e, "profile of the point-to-point hand-off: ");
     if (sh.t) exec_threads_transport_free(sh.t, P2P_RANKS);
     free(sh.rt_s);

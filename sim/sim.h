@@ -113,6 +113,9 @@ sim_basic sim_basic_scaled(const sim_basic *b, double share);
 
 typedef struct sim_config {
     int blocking_comm;        /* 1: SEND/RECV/REDUCE_GRAD hold the compute stream */
+    int async_send;           /* 1 (with blocking_comm): a SEND does not hold it, its transfer
+                               * still takes the link and arrives when it ends: a copy on a
+                               * stream of its own, as the CUDA backend's */
     int ranks_per_node;       /* topology: 0 = one node; decides which links are inter-node */
     int shared_inter_link;    /* 1: one link per (node, node) direction shared by its ranks */
     const int *replicas;      /* [stages] data-parallel replicas per stage, or NULL (all 1); see
@@ -168,7 +171,8 @@ void sim_config_init(sim_config *c);
 /* Sets c to predict a run of the executor on schedule s: its iteration time over the whole run
  * (a measured pass of N iterations gives pass / N, fill and drain included, also for stash and
  * 2bw), and blocking SEND/RECV where the executor's compute waits at a receive's place in the
- * list (stream_waits_at_recv: the CUDA backend's compute stream) or where s's STEP follows its
+ * list (stream_waits_at_recv: the CUDA backend's compute stream, whose SENDs are copies on the
+ * communication stream: async_send) or where s's STEP follows its
  * all-reduce in list order (stash and 2bw weights). Elsewhere the CPU executor's RECV posts its
  * receive and the compute that needs the data waits for it, a SEND returns once its copy is
  * made: the default mode, where the lowering's early receives (zb-h1: 0RECV_B1 before 0F2;

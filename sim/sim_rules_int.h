@@ -449,7 +449,8 @@ static inline int send_link(const sim_eng *g, int b, int fwd, int mb, double *d)
 }
 
 /* SEND_F or SEND_B (kind, stage, mb) on stream k: once its data is there, a transfer on the
- * link (FIFO) whose arrival is an event; blocking comm waits for it. Returns WALK_NEXT,
+ * link (FIFO) whose arrival is an event; blocking comm waits for it, unless the send is
+ * asynchronous (its copy on a stream of its own). Returns WALK_NEXT,
  * WALK_STOP or WALK_FAIL. */
 SIM_RULE int rule_send(sim_eng *g, const int flow, sim_rank_state *k, int kind, int stage, int mb, double *now) {
     int fwd = kind == SCHED_SEND_F;
@@ -473,7 +474,7 @@ SIM_RULE int rule_send(sim_eng *g, const int flow, sim_rank_state *k, int kind, 
     if (rule_arrive(g, flow, t, dst_stage, dst, end)) return WALK_FAIL;
     trace_put(g, k, k->pc, st, end);
     k->pc++;
-    return g->cfg->blocking_comm ? rule_wait(g, flow, k, cell_key(g, t, dst), end, now) : WALK_NEXT;
+    return g->cfg->blocking_comm && !g->cfg->async_send ? rule_wait(g, flow, k, cell_key(g, t, dst), end, now) : WALK_NEXT;
 }
 
 /* Returns 1 when stream k's current action has a time in the trace (or there is no trace). */

@@ -57,6 +57,7 @@ void sim_config_init(sim_config *c) {
 
 void sim_config_executor(sim_config *c, const sched *s, int stream_waits_at_recv) {
     c->blocking_comm = stream_waits_at_recv || s->weights != SCHED_WEIGHTS_FLUSH;
+    c->async_send = stream_waits_at_recv;
     c->whole_run = 1;
 }
 

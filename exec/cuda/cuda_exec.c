@@ -212,6 +212,7 @@ static int cx_run_setup(const sched *s, const exec_config *cfg, cx_run *run, pl_
     cx_shared *sh = &run->sh;
     sh->p = p;
     sh->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
+    sh->spin_s = cx_spin_s(p); /* each rank's thread spins for its messages when it has a core */
     sh->box = pl_calloc((size_t)p, sizeof *sh->box);
     sh->nrecv = pl_calloc((size_t)p, sizeof *sh->nrecv);
     pthread_mutex_init(&sh->mu, NULL);

@@ -38,7 +38,32 @@ typedef struct cx_shared {
     _Atomic int aborted;
     pl_err why;     /* the first failure (under mu) */
     double timeout_s;
+    double spin_s;  /* longest a rank's host spins for a message before it naps (cx_spin_s) */
 } cx_shared;
+
+/* ---------------------------------------------------------------- the hand-off (cuda_walk.c)
+ * A message from one rank's stream to another's, as the walk's SEND and RECV move it and the
+ * profile times it (cuda_profile.c): the sender's communication stream waits for its compute so
+ * far and copies the data into the receiver's box (cx_box_copy), records the box's `arrived`
+ * after the copy, and the sender's host publishes the message's number (cx_box_publish); the
+ * receiver's host waits for that number (cx_box_wait), then its compute stream waits for
+ * `arrived` and copies the box out (cx_box_take). */
+
+/* What cx_box_wait returns. */
+enum { CX_WAIT_OK, CX_WAIT_ABORTED, CX_WAIT_TIMEOUT };
+/* Enqueues on ms the copy of bytes from src (on GPU src_dev) into box b (on GPU b->dev). */
+int cx_box_copy(const cx_box *b, const float *src, int src_dev, size_t bytes, cudaStream_t ms, pl_err *e);
+/* Tells b's receiver that message seq has been enqueued, `arrived` recorded after it. */
+void cx_box_publish(cx_box *b, int seq);
+/* Waits on the host until b holds message seq: polls (spinning up to spin_s, then napping),
+ * CX_WAIT_ABORTED as soon as *aborted is set, CX_WAIT_TIMEOUT after timeout_s. */
+int cx_box_wait(cx_box *b, int seq, _Atomic int *aborted, double spin_s, double timeout_s);
+/* Enqueues on cs the wait for b's `arrived` and the copy of bytes out of b into dst. */
+int cx_box_take(const cx_box *b, float *dst, size_t bytes, cudaStream_t cs, pl_err *e);
+/* Longest a host thread waiting for a message spins before it naps: EXEC_SPIN_S when each of
+ * `threads` waiting threads can have a core of its own (a wake-up from a nap adds tens of
+ * microseconds to every hand-off), else 0. */
+double cx_spin_s(int threads);
 
 /* One rank: the CPU worker's bookkeeping plus its device state. */
 typedef struct cx_rank {

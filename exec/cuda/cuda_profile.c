@@ -10,6 +10,7 @@
  * with --sm-split each in the green context of 1/P of the SMs its rank gets, else all sharing
  * the SMs; the medians are over all workers' samples. */
 #include "exec_cuda.h"
+#include "cuda_exec_int.h"
 #include "cuda_int.h"
 #include "exec_int.h"
 
@@ -201,6 +202,12 @@ typedef struct prof_shared {
     exec_gate gate;
     pthread_barrier_t bar;
     atomic_int failed;
+    /* the hand-off's ping-pong between workers 0 and 1 */
+    cx_box box[2];                 /* box[i] on worker i, filled by the other */
+    size_t bytes[EXEC_P2P_SIZES];  /* its message sizes */
+    int rounds;                    /* timed round trips of each size */
+    double *rt_s;                  /* [EXEC_P2P_SIZES rounds] worker 0's round trips */
+    double spin_s, timeout_s;
 } prof_shared;
 
 /* One profiling worker: its device state (made, used and freed on its own thread, in its green
@@ -213,6 +220,7 @@ typedef struct prof_worker {
     double *t;        /* the profile's samples of all workers, kind by kind (prof_sample_at) */
     size_t ns, nstep, ni0; /* one worker's samples of each of F, I, W; of STEP; of I0 */
     int rc;
+    int stopped;      /* rc is only the other worker's failure in the hand-off */
     pl_err err;
 } prof_worker;
 
@@ -228,19 +236,26 @@ static size_t prof_sample_at(const prof_worker *w, int r, int k) {
     return step0 + W * w->nstep + i * w->ni0 + (size_t)r * S + (size_t)(k - fiw - L);
 }
 
+/* Returns 1 when worker w runs in a green context of its own (the SMs split among the workers). */
+static int prof_green(const prof_worker *w) { return w->cfg->sm_split && w->workers > 1; }
+
+/* Creates a non-blocking stream of worker w (in its green context when it has one). */
+static int prof_stream(prof_worker *w, cudaStream_t *st, pl_err *e) {
+    if (prof_green(w)) return cx_green_stream(&w->q.green, st, e);
+    return cx_cuda_check(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking), "cudaStreamCreate", __FILE__, __LINE__, e);
+}
+
 /* Sets up worker w's stream (in green context w->index of w->workers when the SMs are split),
  * cuBLAS, buffers and events. Returns PL_OK or the error. */
 static int prof_setup(prof_worker *w, pl_err *e) {
     prof *q = &w->q;
     const exec_config *cfg = w->cfg;
     int rc = cx_cuda_check(cudaSetDevice(0), "cudaSetDevice", __FILE__, __LINE__, e);
-    if (rc == PL_OK && cfg->sm_split && w->workers > 1) {
+    if (rc == PL_OK && prof_green(w)) {
         rc = cx_green_create(0, w->workers, w->index, &q->green, e);
         if (rc == PL_OK) rc = cx_green_make_current(&q->green, e);
-        if (rc == PL_OK) rc = cx_green_stream(&q->green, &q->st, e);
-    } else if (rc == PL_OK) {
-        rc = cx_cuda_check(cudaStreamCreateWithFlags(&q->st, cudaStreamNonBlocking), "cudaStreamCreate", __FILE__, __LINE__, e);
     }
+    if (rc == PL_OK) rc = prof_stream(w, &q->st, e);
     if (rc == PL_OK) rc = cx_blas_create(&q->g.h, q->st, e);
     q->g.st = q->st;
     if (rc == PL_OK) rc = prof_alloc(q, cfg, e);
@@ -265,6 +280,131 @@ static int prof_read_round(prof_worker *w, int r, pl_err *e) {
     return PL_OK;
 }
 
+/* ---------------------------------------------------------------- the hand-off */
+
+/* One side of the hand-off's ping-pong: its communication stream, its copy's `arrived` event
+ * (the other's box's), the event its copy waits for, its box and data, and (worker 0) an event
+ * pair per timed round trip. */
+typedef struct prof_hand {
+    cudaStream_t ms;
+    cudaEvent_t ready, arrived;
+    cudaEvent_t *rt;  /* [2 EXEC_P2P_SIZES rounds] */
+    int nrt;
+    float *box, *data; /* [largest size] each, one allocation */
+} prof_hand;
+
+static void hand_free(prof_hand *h) {
+    for (int k = 0; k < h->nrt; k++) if (h->rt[k]) cudaEventDestroy(h->rt[k]);
+    free(h->rt);
+    if (h->ready) cudaEventDestroy(h->ready);
+    if (h->arrived) cudaEventDestroy(h->arrived);
+    if (h->ms) cudaStreamDestroy(h->ms);
+    if (h->box) cudaFree(h->box);
+    memset(h, 0, sizeof *h);
+}
+
+/* Makes worker w's side (w->index 0 or 1) and publishes its box and its copy's event. */
+static int hand_setup(prof_worker *w, prof_hand *h, pl_err *e) {
+    prof_shared *sh = w->sh;
+    size_t big = sh->bytes[EXEC_P2P_SIZES - 1];
+    if (prof_stream(w, &h->ms, e)) return e->code;
+    void *mem = NULL;
+    CXC(cudaMalloc(&mem, 2 * big));
+    h->box = mem;
+    h->data = h->box + big / sizeof(float);
+    CXC(cudaMemsetAsync(h->box, 0, 2 * big, h->ms));
+    CXC(cudaStreamSynchronize(h->ms));
+    CXC(cudaEventCreateWithFlags(&h->ready, cudaEventDisableTiming));
+    CXC(cudaEventCreateWithFlags(&h->arrived, cudaEventDisableTiming));
+    if (w->index == 0) {
+        h->rt = pl_calloc(2 * EXEC_P2P_SIZES * (size_t)sh->rounds, sizeof *h->rt);
+        if (!h->rt) return pl_errf(e, PL_ENOMEM, "out of memory");
+        h->nrt = 2 * EXEC_P2P_SIZES * sh->rounds;
+        for (int k = 0; k < h->nrt; k++) CXC(cudaEventCreate(&h->rt[k]));
+    }
+    cx_box *mine = &sh->box[w->index];
+    mine->dptr = h->box;
+    mine->dev = 0;
+    sh->box[1 - w->index].arrived = h->arrived;
+    return PL_OK;
+}
+
+/* Sends message seq (bytes of h's data, once the compute stream's work so far is done) into
+ * the other worker's box, as the walk's SEND does. */
+static int hand_send(prof_worker *w, prof_hand *h, size_t bytes, int seq, pl_err *e) {
+    cx_box *to = &w->sh->box[1 - w->index];
+    CXC(cudaEventRecord(h->ready, w->q.st));
+    CXC(cudaStreamWaitEvent(h->ms, h->ready, 0));
+    if (cx_box_copy(to, h->data, 0, bytes, h->ms, e)) return e->code;
+    CXC(cudaEventRecord(h->arrived, h->ms));
+    cx_box_publish(to, seq);
+    return PL_OK;
+}
+
+/* Receives message seq from the other worker into h's data, as the walk's RECV does. */
+static int hand_recv(prof_worker *w, prof_hand *h, size_t bytes, int seq, pl_err *e) {
+    prof_shared *sh = w->sh;
+    cx_box *b = &sh->box[w->index];
+    int r = cx_box_wait(b, seq, &sh->failed, sh->spin_s, sh->timeout_s);
+    if (r == CX_WAIT_ABORTED) {
+        w->stopped = 1;
+        return pl_errf(e, PL_EINTERNAL, "stopped: the other worker of the hand-off failed");
+    }
+    if (r == CX_WAIT_TIMEOUT)
+        return pl_errf(e, PL_EINTERNAL, "timed out after %g s waiting for message %d of the hand-off", sh->timeout_s, seq);
+    return cx_box_take(b, h->data, bytes, w->q.st, e);
+}
+
+/* The ping-pong: for each size an untimed round trip, then the timed ones, worker 0 sending
+ * first and timing each round trip on its compute stream; worker 0 then reads them into
+ * sh->rt_s. */
+static int hand_pingpong(prof_worker *w, prof_hand *h, pl_err *e) {
+    prof_shared *sh = w->sh;
+    int seq = 0;
+    for (int k = 0; k < EXEC_P2P_SIZES; k++)
+        for (int j = -1; j < sh->rounds; j++) {
+            size_t n = sh->bytes[k];
+            int at = k * sh->rounds + j;
+            seq++;
+            if (w->index == 1) {
+                if (hand_recv(w, h, n, seq, e) || hand_send(w, h, n, seq, e)) return e->code;
+                continue;
+            }
+            if (j >= 0) CXC(cudaEventRecord(h->rt[2 * at], w->q.st));
+            if (hand_send(w, h, n, seq, e) || hand_recv(w, h, n, seq, e)) return e->code;
+            if (j >= 0) CXC(cudaEventRecord(h->rt[2 * at + 1], w->q.st));
+        }
+    CXC(cudaStreamSynchronize(w->q.st));
+    CXC(cudaStreamSynchronize(h->ms));
+    for (int k = 0; k < h->nrt / 2; k++) {
+        float ms = 0;
+        CXC(cudaEventElapsedTime(&ms, h->rt[2 * k], h->rt[2 * k + 1]));
+        sh->rt_s[k] = ms * CX_S_PER_MS;
+    }
+    return PL_OK;
+}
+
+/* Worker w's part in the hand-off's profile (every worker meets its two barriers; workers 0 and
+ * 1 play): set up, barrier, the ping-pong, both streams drained, barrier (no box is freed while
+ * the other's copy may still write it), freed. */
+static void prof_handoff(prof_worker *w) {
+    prof_shared *sh = w->sh;
+    prof_hand h;
+    memset(&h, 0, sizeof h);
+    int plays = w->index < 2;
+    if (plays && w->rc == PL_OK) w->rc = hand_setup(w, &h, &w->err);
+    if (w->rc) atomic_store(&sh->failed, 1);
+    pthread_barrier_wait(&sh->bar);
+    if (plays && !atomic_load(&sh->failed)) {
+        w->rc = hand_pingpong(w, &h, &w->err);
+        if (w->rc) atomic_store(&sh->failed, 1);
+    }
+    if (plays && w->q.st) (void)cudaStreamSynchronize(w->q.st);
+    if (plays && h.ms) (void)cudaStreamSynchronize(h.ms);
+    pthread_barrier_wait(&sh->bar);
+    hand_free(&h);
+}
+
 /* Worker w's body: setup, the untimed round, then its timed rounds, each after a barrier with
  * the other workers (so that they time their rounds side by side, as a run's ranks compute at
  * once), then teardown on the same thread (its green context is current there). */
@@ -283,6 +423,7 @@ static void *prof_main(void *arg) {
         w->rc = prof_round(&w->q, w->cfg, e);
         if (w->rc == PL_OK && r >= 0) w->rc = prof_read_round(w, r, e);
     }
+    if (w->sh) prof_handoff(w);
     if (w->rc && w->workers > 1) pl_err_prefix(e, "profile worker %d of %d: ", w->index + 1, w->workers);
     prof_free(&w->q);
     return NULL;
@@ -307,7 +448,14 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
     double *t = pl_calloc((size_t)W * (EXEC_PROF_FIW * ns + nstep + ni0), sizeof(double));
     prof_worker *w = pl_calloc((size_t)W, sizeof *w);
     prof_shared sh;
-    int rc = t && w ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
+    memset(&sh, 0, sizeof sh);
+    if (W > 1) { /* the hand-off between two of the workers */
+        exec_p2p_plan(cfg, reps, sh.bytes, &sh.rounds);
+        sh.rt_s = pl_calloc(EXEC_P2P_SIZES * (size_t)sh.rounds, sizeof *sh.rt_s);
+        sh.spin_s = cx_spin_s(W); /* as the run's ranks wait */
+        sh.timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
+    }
+    int rc = t && w && (W == 1 || sh.rt_s) ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
     for (int i = 0; i < W && rc == PL_OK; i++) {
         prof_worker *x = &w[i];
         x->q.d = d;
@@ -336,11 +484,17 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
             pthread_barrier_destroy(&sh.bar);
         }
     }
-    for (int i = 0; i < W && rc == PL_OK; i++)
-        if (w[i].rc) {
-            *e = w[i].err;
-            rc = w[i].rc;
-        }
+    /* the first failure that is not only a worker stopped by its partner's */
+    for (int pass = 0; pass < 2 && rc == PL_OK; pass++)
+        for (int i = 0; i < W && rc == PL_OK; i++)
+            if (w[i].rc && (pass || !w[i].stopped)) {
+                *e = w[i].err;
+                rc = w[i].rc;
+            }
+    if (rc == PL_OK && W > 1) {
+        rc = exec_p2p_fit(sh.bytes, sh.rt_s, sh.rounds, &out->p2p_latency_s, &out->p2p_Bps, e);
+        if (rc) pl_err_prefix(e, "profile of the hand-off between two ranks on the GPU: ");
+    }
     if (rc == PL_OK) {
         size_t step0 = EXEC_PROF_FIW * (size_t)W * ns;
         out->f_s = exec_median(t + EXEC_PROF_F * W * ns, (size_t)W * ns);
@@ -353,6 +507,7 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
     }
     free(t);
     free(w);
+    free(sh.rt_s);
     return rc;
 }
 

@@ -12,6 +12,7 @@
 #include "cuda_exec_int.h"
 #include "cuda_int.h"
 #include "exec_int.h"
+#include "platform.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,9 +20,11 @@
 #include <string.h>
 #include <time.h>
 
-/* A rank waiting for a message polls its slot CX_WAIT_SPINS times, then naps CX_WAIT_NAP_NS
- * between polls. */
+/* A rank waiting for a message polls its slot CX_WAIT_SPINS times at least and for up to the
+ * run's spin time (cx_spin_s; the clock read once every CX_WAIT_CLOCK_MASK + 1 polls), then naps
+ * CX_WAIT_NAP_NS between polls. */
 #define CX_WAIT_SPINS 2000
+#define CX_WAIT_CLOCK_MASK 255ul
 #define CX_WAIT_NAP_NS 20000L
 
 /* ---------------------------------------------------------------- barrier and abort */
@@ -236,6 +239,49 @@ static int do_step(cx_rank *c, int s, pl_err *e) {
     return PL_OK;
 }
 
+/* ---------------------------------------------------------------- the hand-off (cuda_exec_int.h) */
+
+int cx_box_copy(const cx_box *b, const float *src, int src_dev, size_t bytes, cudaStream_t ms, pl_err *e) {
+    if (b->dev == src_dev) CXC(cudaMemcpyAsync(b->dptr, src, bytes, cudaMemcpyDeviceToDevice, ms));
+    else CXC(cudaMemcpyPeerAsync(b->dptr, b->dev, src, src_dev, bytes, ms));
+    return PL_OK;
+}
+
+void cx_box_publish(cx_box *b, int seq) { atomic_store_explicit(&b->seq, seq, memory_order_release); }
+
+int cx_box_wait(cx_box *b, int seq, _Atomic int *aborted, double spin_s, double timeout_s) {
+    double t0 = pl_now_s();
+    int nap = 0;
+    for (unsigned long i = 1; atomic_load_explicit(&b->seq, memory_order_acquire) != seq; i++) {
+        if (atomic_load_explicit(aborted, memory_order_relaxed)) return CX_WAIT_ABORTED;
+        if (!nap) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            /* the clock once every CX_WAIT_CLOCK_MASK + 1 polls, after CX_WAIT_SPINS at least */
+            if (i > CX_WAIT_SPINS && (i & CX_WAIT_CLOCK_MASK) == 0) nap = pl_now_s() - t0 >= spin_s;
+            continue;
+        }
+        struct timespec ts = {0, CX_WAIT_NAP_NS};
+        nanosleep(&ts, NULL);
+        if (pl_now_s() - t0 > timeout_s) return CX_WAIT_TIMEOUT;
+    }
+    return CX_WAIT_OK;
+}
+
+int cx_box_take(const cx_box *b, float *dst, size_t bytes, cudaStream_t cs, pl_err *e) {
+    CXC(cudaStreamWaitEvent(cs, b->arrived, 0));
+    CXC(cudaMemcpyAsync(dst, b->dptr, bytes, cudaMemcpyDeviceToDevice, cs));
+    return PL_OK;
+}
+
+double cx_spin_s(int threads) {
+    int *cpus = pl_calloc(threads > 0 ? (size_t)threads : 1, sizeof *cpus);
+    int n = cpus ? exec_platform_cores(cpus, threads) : 0;
+    free(cpus);
+    return threads > 0 && n >= threads ? EXEC_SPIN_S : 0;
+}
+
 /* ---------------------------------------------------------------- communication actions */
 
 /* SEND of action k: the copy on the communication stream into the receiver's slot. */
@@ -256,33 +302,25 @@ static int do_send(cx_rank *c, size_t k, const sched_action *a, pl_err *e) {
     CXC(cudaEventRecord(c->ev_tmp, c->cs));           /* the data is ready when the compute so far is */
     CXC(cudaStreamWaitEvent(c->ms, c->ev_tmp, 0));
     CXC(cudaEventRecord(c->ev_act[2 * k], c->ms));
-    if (b->dev == c->dev) CXC(cudaMemcpyAsync(b->dptr, dslot(c, &x->out, o), bytes, cudaMemcpyDeviceToDevice, c->ms));
-    else CXC(cudaMemcpyPeerAsync(b->dptr, b->dev, dslot(c, &x->out, o), c->dev, bytes, c->ms));
+    if (cx_box_copy(b, dslot(c, &x->out, o), c->dev, bytes, c->ms, e)) return e->code;
     CXC(cudaEventRecord(c->ev_send[k], c->ms));
     CXC(cudaEventRecord(c->ev_out[o], c->ms));
     CXC(cudaEventRecord(c->ev_act[2 * k + 1], c->ms));
     c->out_busy[o] = 1;
-    atomic_store_explicit(&b->seq, x->pass + 1, memory_order_release);
+    cx_box_publish(b, x->pass + 1);
     exec_xrank_send_end(x, slotp);
     return PL_OK;
 }
 
 /* Waits on the host until the sender of receive slot `slot` has enqueued this pass's copy. */
 static int wait_box(cx_rank *c, cx_box *b, const sched_action *a, pl_err *e) {
-    int want = c->x.pass + 1;
-    double t0 = pl_now_s();
-    for (long spins = 0; atomic_load_explicit(&b->seq, memory_order_acquire) != want; spins++) {
-        if (atomic_load(&c->sh->aborted)) return aborted_err(c->sh, e);
-        if (spins > CX_WAIT_SPINS) {
-            struct timespec ts = {0, CX_WAIT_NAP_NS};
-            nanosleep(&ts, NULL);
-            if (pl_now_s() - t0 > c->sh->timeout_s) {
-                int from = a->kind == SCHED_RECV_F ? a->stage - 1 : a->stage + 1;
-                return pl_errf(e, PL_EINTERNAL, "timed out after %g s: rank %d waits for %s of stage %d microbatch %d from rank %d",
-                               c->sh->timeout_s, c->x.r, a->kind == SCHED_RECV_F ? "activations" : "gradients", a->stage,
-                               a->mb, c->x.s->stage_rank[from]);
-            }
-        }
+    int w = cx_box_wait(b, c->x.pass + 1, &c->sh->aborted, c->sh->spin_s, c->sh->timeout_s);
+    if (w == CX_WAIT_ABORTED) return aborted_err(c->sh, e);
+    if (w == CX_WAIT_TIMEOUT) {
+        int from = a->kind == SCHED_RECV_F ? a->stage - 1 : a->stage + 1;
+        return pl_errf(e, PL_EINTERNAL, "timed out after %g s: rank %d waits for %s of stage %d microbatch %d from rank %d",
+                       c->sh->timeout_s, c->x.r, a->kind == SCHED_RECV_F ? "activations" : "gradients", a->stage, a->mb,
+                       c->x.s->stage_rank[from]);
     }
     return PL_OK;
 }
@@ -301,9 +339,7 @@ static int do_recv(cx_rank *c, size_t k, const sched_action *a, pl_err *e) {
 #endif
     cx_box *b = &c->sh->box[x->r][c->recv_slot[k]];
     if (wait_box(c, b, a, e)) return e->code;
-    CXC(cudaStreamWaitEvent(c->cs, b->arrived, 0));
-    CXC(cudaMemcpyAsync(dst, b->dptr, bytes, cudaMemcpyDeviceToDevice, c->cs));
-    return PL_OK;
+    return cx_box_take(b, dst, bytes, c->cs, e);
 }
 
 /* Executes action k; returns PL_OK or an error (the caller adds rank and action). */
