@@ -28,7 +28,8 @@
 enum { WARMUP = 2, TIMED = 5, RANKS = 4 };
 
 /* The simulator's iteration time for s and cfg from profile model m (as `pipelab run`'s
- * prediction: free links, the profile's STEP per block), or -1. */
+ * prediction: SEND/RECV on the profile's hand-off between two ranks on the GPU, the profile's
+ * STEP per block), or -1. */
 static double predict_s(const sched *s, const exec_config *cfg, const cost_model *m, double step_s) {
     pl_err e;
     cost_partition *p = exec_cost_partition(s, cfg, &e);
@@ -40,6 +41,7 @@ static double predict_s(const sched *s, const exec_config *cfg, const cost_model
     double t = -1;
     if (sim_model_init(&sm, s, m, p, NULL, &o, &e) == PL_OK) {
         for (int q = 0; q < sm.stages; q++) sm.step_s[q] = step_s * (sm.bound[q + 1] - sm.bound[q]);
+        cost_model_p2p_link(m, COST_TRANSPORT_THREADS, &sm.hw); /* the ranks' hand-off, when profiled */
         sim_config c;
         sim_config_init(&c);
         sim_model_config(&sm, &c);

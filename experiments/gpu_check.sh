@@ -124,9 +124,10 @@ step tests 150 env PIPELAB_TEST_VERBOSE=1 "$BUILD/tests/test_exec_cuda"
 P=$BUILD/cli/pipelab
 DB=/tmp/pipelab-gpu-check.db # not in $OUT: the device tool returns at most 8 files (the 8 logs)
 rm -f "$DB" "$DB-wal" "$DB-shm"
-# the profile's CSV goes into its log (after the summary)
-step profile 60 sh -c '"$0" profile --backend cuda --precision bf16 --width 1024 --depth 8 --microbatch-size 64 \
-    --reps 20 -o /tmp/pipelab-gpu-profile.csv && cat /tmp/pipelab-gpu-profile.csv' "$P"
+# the profile's CSV goes into its log (after the summary); 4 workers in green contexts, as the
+# run's ranks: its blocks and the hand-off between two ranks (#@ p2p_latency_s, p2p_Bps)
+step profile 60 sh -c '"$0" profile --backend cuda --precision bf16 --sm-split --concurrency 4 --width 1024 --depth 8 \
+    --microbatch-size 64 --reps 20 -o /tmp/pipelab-gpu-profile.csv && cat /tmp/pipelab-gpu-profile.csv' "$P"
 step run 90 "$P" run --backend cuda --sm-split --precision bf16 --kind zb-h1 --ranks 4 --microbatches 8 --width 1024 \
     --depth 8 --microbatch-size 64 --warmup 2 --timed 5 --trace --db "$DB" --tag gpu_check
 step compare 30 "$P" compare --db "$DB" --tag gpu_check --actions
