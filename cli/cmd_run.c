@@ -258,14 +258,20 @@ static cost_model *file_profile(const char *path, exec_config *c, pl_buf *csv, p
     return m;
 }
 
-/* Returns the workers the GPU profile times at once: the ranks that share a GPU (each in its SM
- * share under --sm-split, else all sharing the SMs), 1 (the whole GPU) for a GPU each. */
-static int gpu_concurrency(const run_opts *o, const sched *s) {
+/* Returns the GPUs the run's ranks use: --gpus, else the visible ones, at most the ranks. */
+static int gpu_count(const run_opts *o, const sched *s) {
     int G = o->c.cuda_devices;
     if (G < 1) {
         pl_err ignored;
         G = exec_cuda_devices(&ignored);
     }
+    return G < s->ranks ? G : s->ranks;
+}
+
+/* Returns the workers the GPU profile times at once: the ranks that share a GPU (each in its SM
+ * share under --sm-split, else all sharing the SMs), 1 (the whole GPU) for a GPU each. */
+static int gpu_concurrency(const run_opts *o, const sched *s) {
+    int G = gpu_count(o, s);
     int per = G > 0 ? (s->ranks + G - 1) / G : 1;
     return per > 1 ? per : 1;
 }
@@ -297,7 +303,11 @@ static cost_model *measured_profile(const run_opts *o, const sched *s, exec_conf
     }
     if (rc != PL_OK) return NULL;
     c->pred_step_s = lp.step_s;
-    return cost_model_read_csv(o->cuda ? "in-process GPU profile" : "in-process profile", csv->data, csv->len, e);
+    cost_model *m = cost_model_read_csv(o->cuda ? "in-process GPU profile" : "in-process profile", csv->data, csv->len, e);
+    /* the GPU profile's hand-off is between two ranks on one GPU; over several, rank r on GPU
+     * r mod G hands off to another GPU by a peer copy, which it does not time: free, as before */
+    if (m && o->cuda && gpu_count(o, s) > 1) m->p2p[COST_TRANSPORT_THREADS] = (cost_ar_link){0, 0};
+    return m;
 }
 
 /* Gets the profile model of the prediction, before the run or after it on MPI's rank 0:
