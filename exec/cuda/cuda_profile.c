@@ -23,6 +23,8 @@
 #define CX_PROFILE_SLOTS 4
 /* Most profile workers at once (a GPU's ranks). */
 #define CX_PROFILE_MAX_WORKERS 64
+/* Most GEMMs of a round bracketed by events. */
+#define CX_PROFILE_MAX_GEMM_EVENTS (1 << 20)
 /* Most bytes of distinct block weights, bf16 copies and gradients profiled. */
 #define CX_PROFILE_MAX_BYTES ((size_t)2 << 30)
 
@@ -130,6 +132,7 @@ static cx_dparams prof_params(const prof *q, int l) {
 static int prof_round(prof *q, const exec_config *cfg, pl_err *e) {
     size_t nf = exec_block_floats(&q->d), bh = (size_t)q->d.b * q->d.h, sf = exec_block_state_floats(&q->d);
     int L = q->L, S = q->S, k = 0, SL = S * L;
+    q->g.n_ev = 0; /* the GEMMs' events again (the last round's were synchronized) */
     for (int s = 0; s < S; s++)
         for (int l = 0; l < L; l++) {
             cx_dparams p = prof_params(q, l);
@@ -188,6 +191,9 @@ static void prof_free(prof *q) {
     if (q->ev)
         for (int k = 0; k < 2 * q->npairs; k++) if (q->ev[k]) cudaEventDestroy(q->ev[k]);
     free(q->ev);
+    if (q->g.ev)
+        for (int k = 0; k < 2 * q->g.cap_ev; k++) if (q->g.ev[k]) cudaEventDestroy(q->g.ev[k]);
+    free(q->g.ev);
     cx_blas_destroy(q->g.h);
     if (q->st) cudaStreamDestroy(q->st);
     if (q->mem) cudaFree(q->mem);
@@ -264,6 +270,16 @@ static int prof_setup(prof_worker *w, pl_err *e) {
     if (rc == PL_OK && !q->ev) rc = pl_errf(e, PL_ENOMEM, "out of memory");
     for (int k = 0; k < 2 * q->npairs && rc == PL_OK; k++)
         rc = cx_cuda_check(cudaEventCreate(&q->ev[k]), "cudaEventCreate", __FILE__, __LINE__, e);
+    /* every GEMM between two events, as the run's walk times each of its GEMMs (cuda_mem.c): on
+     * blocks small enough that their launches bound their time, the records are part of what an
+     * action costs; a round's GEMMs: F, I and W of S L blocks and S I0s */
+    long ng = cx_blk_gemms(&q->d) * ((long)q->S * q->L + q->S) + 1;
+    if (ng > CX_PROFILE_MAX_GEMM_EVENTS) ng = CX_PROFILE_MAX_GEMM_EVENTS;
+    q->g.ev = rc == PL_OK ? pl_calloc(2 * (size_t)ng, sizeof *q->g.ev) : NULL;
+    if (rc == PL_OK && !q->g.ev) rc = pl_errf(e, PL_ENOMEM, "out of memory");
+    if (rc == PL_OK) q->g.cap_ev = (int)ng;
+    for (int k = 0; k < 2 * q->g.cap_ev && rc == PL_OK; k++)
+        rc = cx_cuda_check(cudaEventCreate(&q->g.ev[k]), "cudaEventCreate", __FILE__, __LINE__, e);
     return rc;
 }
 
