@@ -30,11 +30,15 @@ static const char help_format[] =
     "On the CPU it times the replicas' all-reduce too (REDUCE_GRAD: the executor's ring over the\n"
     "mailboxes, 2 threads placed as `pipelab run` places them, sizes from one block to L blocks,\n"
     "the median of min(N, 15)) and fits the ring's latency and bandwidth:\n"
-    "\"#@ allreduce_latency_s=A allreduce_Bps=B\", which `pipelab run` predicts REDUCE_GRAD from.\n"
+    "\"#@ allreduce_latency_s=A allreduce_Bps=B\", which `pipelab run` predicts REDUCE_GRAD from,\n"
+    "and the hand-off of a stage boundary between two ranks (a ping-pong of 1, 4 and 16\n"
+    "boundaries): \"#@ p2p_latency_s=A p2p_Bps=B\", which it prices SEND/RECV with.\n"
     "With --transport mpi, under mpirun -np 2 (or more: the first two time it), it first times\n"
     "the MPI transport's all-reduce (MPI_Allreduce of the replicas' exact integers, as an MPI\n"
-    "run's) the same way and records it too: \"#@ allreduce_mpi_latency_s=A allreduce_mpi_Bps=B\",\n"
-    "which `pipelab run --transport mpi` predicts from; process 0 then profiles and writes.\n"
+    "run's) and its hand-off (nonblocking sends, polled receives) the same ways and records\n"
+    "them too: \"#@ allreduce_mpi_latency_s=A allreduce_mpi_Bps=B\" and \"#@ p2p_mpi_latency_s=A\n"
+    "p2p_mpi_Bps=B\", which `pipelab run --transport mpi` predicts from; process 0 then profiles\n"
+    "and writes.\n"
     "\n"
     "  --width H             hidden size (default %d)\n"
     "  --depth L             blocks (rows of the profile; default %d)\n"
@@ -145,7 +149,10 @@ static void print_summary(const opts *o, const exec_layer_profile *p) {
            o->reps, o->conc, o->conc == 1 ? "" : "s");
     if (p->ar_Bps > 0) printf("all-reduce         threads: latency %.3g s, %.4g GB/s\n", p->ar_latency_s, p->ar_Bps / 1e9);
     if (c->mpi_ar_Bps > 0) printf("all-reduce         MPI: latency %.3g s, %.4g GB/s\n", c->mpi_ar_latency_s, c->mpi_ar_Bps / 1e9);
-    if (p->p2p_Bps > 0) printf("hand-off           latency %.3g s, %.4g GB/s\n", p->p2p_latency_s, p->p2p_Bps / 1e9);
+    if (p->p2p_Bps > 0)
+        printf("hand-off           %s: latency %.3g s, %.4g GB/s\n", c->backend == EXEC_BACKEND_CUDA ? "GPU" : "threads",
+               p->p2p_latency_s, p->p2p_Bps / 1e9);
+    if (c->mpi_p2p_Bps > 0) printf("hand-off           MPI: latency %.3g s, %.4g GB/s\n", c->mpi_p2p_latency_s, c->mpi_p2p_Bps / 1e9);
     printf("written            %s\n", o->path);
 }
 
@@ -166,6 +173,7 @@ int cli_profile(int argc, char **argv) {
     int is_root = 1;
     /* MPI first, on every process of the job; then process 0 alone profiles and writes */
     int prc = o.mpi ? exec_mpi_profile_allreduce(c, o.reps, &o.c.mpi_ar_latency_s, &o.c.mpi_ar_Bps, &is_root, &e) : PL_OK;
+    if (prc == PL_OK && o.mpi) prc = exec_mpi_profile_p2p(c, o.reps, &o.c.mpi_p2p_latency_s, &o.c.mpi_p2p_Bps, &is_root, &e);
     if (prc == PL_OK && !is_root) {
         exec_mpi_finalize();
         pl_buf_free(&out);

@@ -451,6 +451,11 @@ static int execute(run_opts *o, run_state *st, pl_err *e) {
         int root;
         rc = exec_mpi_profile_allreduce(&o->c, o->preps, &o->c.mpi_ar_latency_s, &o->c.mpi_ar_Bps, &root, e);
     }
+    /* and SEND/RECV from MPI's hand-off, when the ranks hand off: the job's first two processes */
+    if (rc == PL_OK && o->mpi && !o->cuda && st->s->ranks > 1 && !o->no_predict && !o->profile) {
+        int root;
+        rc = exec_mpi_profile_p2p(&o->c, o->preps, &o->c.mpi_p2p_latency_s, &o->c.mpi_p2p_Bps, &root, e);
+    }
     if (rc != PL_OK || !st->is_root || o->no_predict || st->prof) return rc;
     st->prof = o->between ? run_profile(st, &o->c, e) : get_profile(o, &o->c, st, e);
     return st->prof ? PL_OK : failed(e);

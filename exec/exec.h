@@ -140,6 +140,9 @@ typedef struct exec_config {
     double mpi_ar_latency_s, mpi_ar_Bps; /* the MPI all-reduce's link measured beforehand
                               * (exec_mpi_profile_allreduce), which the profile CSV records beside
                               * the threads' ring (allreduce_mpi_* metadata); Bps 0 = not measured */
+    double mpi_p2p_latency_s, mpi_p2p_Bps; /* the MPI transport's point-to-point hand-off measured
+                              * beforehand (exec_mpi_profile_p2p), recorded as p2p_mpi_* beside the
+                              * threads' (p2p_*); Bps 0 = not measured */
     /* the CUDA backend (exec/cuda/exec_cuda.h; the CPU executor ignores these) */
     exec_backend backend;    /* EXEC_BACKEND_CPU (default) or EXEC_BACKEND_CUDA */
     exec_precision precision;/* GEMM operands: fp32 (default), tf32, or bf16; accumulation fp32 */

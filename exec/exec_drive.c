@@ -14,6 +14,14 @@
 
 /* ---------------------------------------------------------------- profile */
 
+/* Writes "#@ KEY=latency KEY=bandwidth" for each transport whose link v[t] (latency, bandwidth)
+ * was measured (bandwidth > 0), named by key(t, 0) and key(t, 1). */
+static void link_meta(pl_buf *out, const double v[COST_TRANSPORTS][2], const char *(*key)(cost_transport, int)) {
+    for (int t = 0; t < COST_TRANSPORTS; t++)
+        if (v[t][1] > 0)
+            pl_buf_printf(out, "#@ %s=%.9g %s=%.9g\n", key((cost_transport)t, 0), v[t][0], key((cost_transport)t, 1), v[t][1]);
+}
+
 int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, const exec_layer_profile *const *rows,
                            pl_buf *out, pl_err *e) {
     exec_dims d;
@@ -24,16 +32,12 @@ int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, 
     exec_model_name(cfg, name, sizeof name);
     pl_buf_printf(out, "#@ microbatch_size=%d input_bytes=%zu dtype_bytes=4 name=%s\n", cfg->microbatch_size,
                   p->act_out_bytes, name);
-    /* each transport's measured all-reduce, under the keys cost_model_read_csv reads */
+    /* each transport's measured all-reduce and point-to-point hand-off, under the keys
+     * cost_model_read_csv reads */
     const double ar[COST_TRANSPORTS][2] = {{p->ar_latency_s, p->ar_Bps}, {cfg->mpi_ar_latency_s, cfg->mpi_ar_Bps}};
-    for (int t = 0; t < COST_TRANSPORTS; t++)
-        if (ar[t][1] > 0)
-            pl_buf_printf(out, "#@ %s=%.9g %s=%.9g\n", cost_allreduce_key((cost_transport)t, 0), ar[t][0],
-                          cost_allreduce_key((cost_transport)t, 1), ar[t][1]);
-    /* and the threads' point-to-point hand-off (the MPI one is not profiled: its runs keep free SEND/RECV) */
-    if (p->p2p_Bps > 0)
-        pl_buf_printf(out, "#@ %s=%.9g %s=%.9g\n", cost_p2p_key(COST_TRANSPORT_THREADS, 0), p->p2p_latency_s,
-                      cost_p2p_key(COST_TRANSPORT_THREADS, 1), p->p2p_Bps);
+    const double p2p[COST_TRANSPORTS][2] = {{p->p2p_latency_s, p->p2p_Bps}, {cfg->mpi_p2p_latency_s, cfg->mpi_p2p_Bps}};
+    link_meta(out, ar, cost_allreduce_key);
+    link_meta(out, p2p, cost_p2p_key);
     pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
                      "stash_bytes,stash_recompute_bytes,w_stash_bytes\n");
     for (int k = 0; k < cfg->layers; k++) {

@@ -338,7 +338,8 @@ int exec_pair_run(void *sh, void *(*main)(void *), void (*started)(void *sh, int
                   pl_err *e);
 
 /* The point-to-point profile's plan and fit (profile_p2p.c), shared by the threads transport's
- * (exec_profile_p2p) and the CUDA hand-off's (cuda_profile.c): EXEC_P2P_SIZES message sizes of
+ * (exec_profile_p2p), the MPI transport's (exec_mpi_profile_p2p) and the CUDA hand-off's
+ * (cuda_profile.c): EXEC_P2P_SIZES message sizes of
  * 1, 4 and 16 stage boundaries of cfg's model (b x h floats; 1/16, 1/4 and 1 of a boundary above
  * 4 MiB) into bytes, and min(max(reps, 9), 31) timed round trips of each into *rounds; the fit of
  * half of each size's median round trip (rt_s [EXEC_P2P_SIZES rounds], size after size) to
@@ -347,6 +348,12 @@ int exec_pair_run(void *sh, void *(*main)(void *), void (*started)(void *sh, int
 void exec_p2p_plan(const exec_config *cfg, int reps, size_t *bytes, int *rounds);
 int exec_p2p_fit(const size_t *bytes, const double *rt_s, int rounds, double *latency_s, double *bandwidth_Bps,
                  pl_err *e);
+/* Rank me's (0 or 1) side of the ping-pong over transport t: rank 0 sends an activation and
+ * waits for the gradient that rank 1 sends back on receiving it, one untimed round trip per
+ * size, then `rounds` timed ones (rank 0 writes them to rt_s, size after size); buf holds the
+ * largest size. The threads' profile (exec_profile_p2p) and the MPI transport's
+ * (exec_mpi_profile_p2p) run it. Returns PL_OK or the transport's error. */
+int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, void *buf, double *rt_s, pl_err *e);
 
 /* The start gate of a team of threads (exec_team_run): none runs its body before all exist, so
  * that a barrier they meet at fills, or all return when one could not be started. */

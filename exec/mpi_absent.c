@@ -27,6 +27,16 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
     return pl_errf(e, PL_EINPUT, "this pipelab was built without MPI: no MPI all-reduce to profile");
 }
 
+/* Returns PL_EINPUT: there is no MPI transport to profile in this build. */
+int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, int *is_root,
+                         pl_err *e) {
+    (void)cfg;
+    (void)reps;
+    *latency_s = *bandwidth_Bps = 0;
+    *is_root = 1;
+    return pl_errf(e, PL_EINPUT, "this pipelab was built without MPI: no MPI hand-off to profile");
+}
+
 /* Ignores the hook: nothing here aborts. */
 void exec_mpi_set_abort_hook(void (*hook)(const pl_err *why)) { (void)hook; }
 

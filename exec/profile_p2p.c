@@ -25,8 +25,27 @@ typedef struct p2p_shared {
     double *rt_s; /* [P2P_SIZES * rounds] rank 0's round trips */
 } p2p_shared;
 
-/* Rank me's side of the ping-pong: rank 0 sends an activation and waits for the gradient that
- * rank 1 sends back on receiving it; one warm-up round per size, then the timed ones. */
+int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, void *buf, double *rt_s, pl_err *e) {
+    int rc = PL_OK;
+    int64_t seq = 0;
+    for (int k = 0; rc == PL_OK && k < P2P_SIZES; k++)
+        for (int j = -1; rc == PL_OK && j < rounds; j++, seq++) {
+            exec_msg_key act = {EXEC_MSG_ACT, 1, seq}, grad = {EXEC_MSG_GRAD, 0, seq};
+            size_t n = bytes[k];
+            if (me == 0) {
+                double t0 = pl_now_s();
+                rc = t->send(t, 1, act, buf, n, e);
+                if (rc == PL_OK) rc = t->recv(t, 1, grad, buf, n, e);
+                if (j >= 0) rt_s[k * rounds + j] = pl_now_s() - t0;
+            } else {
+                rc = t->recv(t, 0, act, buf, n, e);
+                if (rc == PL_OK) rc = t->send(t, 0, grad, buf, n, e);
+            }
+        }
+    return rc;
+}
+
+/* Rank me's thread: its side of the ping-pong (exec_p2p_side), pinned as exec_run pins. */
 static void *p2p_main(void *arg) {
     exec_pair_thread *a = arg;
     p2p_shared *sh = a->sh;
@@ -38,22 +57,7 @@ static void *p2p_main(void *arg) {
         t->abort(t, &a->err); /* the other rank's wait fails at once */
         return NULL;
     }
-    int rc = PL_OK;
-    int64_t seq = 0;
-    for (int k = 0; rc == PL_OK && k < P2P_SIZES; k++)
-        for (int j = -1; rc == PL_OK && j < sh->rounds; j++, seq++) {
-            exec_msg_key act = {EXEC_MSG_ACT, 1, seq}, grad = {EXEC_MSG_GRAD, 0, seq};
-            size_t n = sh->bytes[k];
-            if (a->me == 0) {
-                double t0 = pl_now_s();
-                rc = t->send(t, 1, act, buf, n, &a->err);
-                if (rc == PL_OK) rc = t->recv(t, 1, grad, buf, n, &a->err);
-                if (j >= 0) sh->rt_s[k * sh->rounds + j] = pl_now_s() - t0;
-            } else {
-                rc = t->recv(t, 0, act, buf, n, &a->err);
-                if (rc == PL_OK) rc = t->send(t, 0, grad, buf, n, &a->err);
-            }
-        }
+    int rc = exec_p2p_side(t, a->me, sh->bytes, sh->rounds, buf, sh->rt_s, &a->err);
     if (rc != PL_OK) t->abort(t, &a->err);
     a->rc = rc;
     free(buf);

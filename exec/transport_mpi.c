@@ -534,6 +534,8 @@ int exec_mpi_init(pl_err *e) {
     return PL_OK;
 }
 
+static int mend_init(mend *m, const exec_config *cfg, pl_err *e);
+
 /* Joins the MPI job (initializing MPI when nobody has), checks that it has one process per rank
  * of the schedule's layout, and sets up m's communicators, tag space and message counters.
  * Returns PL_OK, or the error (nothing to free on error). */
@@ -555,16 +557,47 @@ static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_roo
     MPI_Comm_dup(MPI_COMM_WORLD, &m->data);
     MPI_Comm_dup(MPI_COMM_WORLD, &m->ctl);
     MPI_Comm_set_errhandler(m->data, MPI_ERRORS_RETURN);
+    m->stages = s->stages;
+    return mend_init(m, cfg, e);
+}
+
+/* Sets m's tag space, timeout and message counters for its m->size ranks. Returns PL_OK or
+ * PL_ENOMEM. */
+static int mend_init(mend *m, const exec_config *cfg, pl_err *e) {
     int *ub = NULL, flag = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     m->tag_mod = flag && ub && *ub > 0 ? (long)*ub + 1 : MPI_MIN_TAGS;
-    m->stages = s->stages;
     m->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
     m->sent = pl_calloc(MPI_COUNT_ARRAYS * (size_t)m->size, sizeof *m->sent);
     if (!m->sent) return pl_errf(e, PL_ENOMEM, "out of memory");
     m->rcvd = m->sent + m->size;
     m->peer_sent = m->rcvd + m->size;
     return PL_OK;
+}
+
+/* Releases m's sends (each waited for when `complete`, else cancelled), receive buffers and
+ * counters. */
+static void mend_free_sends(mend *m, int complete) {
+    for (int i = 0; i < m->nsend; i++) {
+        if (m->send[i].busy) {
+            if (complete) {
+                MPI_Wait(&m->send[i].req, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Cancel(&m->send[i].req);
+                MPI_Request_free(&m->send[i].req);
+            }
+        }
+        free(m->send[i].buf);
+    }
+    free(m->send);
+    free(m->rbuf);
+    free(m->post);
+    free(m->sent);
+    m->send = NULL;
+    m->rbuf = NULL;
+    m->post = NULL;
+    m->sent = NULL;
+    m->nsend = 0;
 }
 
 /* Brings every rank's record to rank 0 on its clock (clock offsets first) and assembles the
@@ -624,14 +657,56 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
         m_abort(&t, &why); /* errors before the workers ran end the job too */
     }
     rc = mpi_gather(s, cfg, &m, &t, &rec, out, rc, e); /* clocks, then the records to rank 0 */
-    for (int i = 0; i < m.nsend; i++) free(m.send[i].buf);
-    free(m.send);
-    free(m.rbuf);
-    free(m.post);
-    free(m.sent);
+    mend_free_sends(&m, 0); /* m_finished completed them all */
     stage_comms_free(&m, s->stages);
     MPI_Comm_free(&m.data);
     MPI_Comm_free(&m.ctl);
     signal(SIGTERM, SIG_DFL); /* the run is over: no more waits to report */
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the hand-off's profile */
+
+int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, int *is_root,
+                         pl_err *e) {
+    *latency_s = *bandwidth_Bps = 0;
+    *is_root = 1;
+    if (exec_mpi_init(e) != PL_OK) return e->code;
+    int me = 0, size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    *is_root = me == 0;
+    if (size < 2)
+        return pl_errf(e, PL_EINPUT, "the hand-off profile of the MPI transport needs 2 processes or more, the job has %d "
+                                     "(mpirun -np 2)", size);
+    size_t bytes[EXEC_P2P_SIZES];
+    int rounds = 0;
+    exec_p2p_plan(cfg, reps, bytes, &rounds);
+    double *rt = pl_calloc(EXEC_P2P_SIZES * (size_t)rounds, sizeof *rt);
+    void *buf = pl_calloc(1, bytes[EXEC_P2P_SIZES - 1]);
+    mend m;
+    memset(&m, 0, sizeof m);
+    m.rank = me;
+    m.size = 2;
+    m.stages = 1;
+    int ok = rt && buf && (me >= 2 || mend_init(&m, cfg, e) == PL_OK), all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* no process leaves the others waiting */
+    int rc = all_ok ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory for the hand-off profile");
+    MPI_Comm pair = MPI_COMM_NULL;
+    if (rc == PL_OK) MPI_Comm_split(MPI_COMM_WORLD, me < 2 ? 0 : MPI_UNDEFINED, me, &pair);
+    if (pair != MPI_COMM_NULL) {
+        MPI_Comm_set_errhandler(pair, MPI_ERRORS_RETURN);
+        m.data = m.ctl = pair;
+        exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, NULL, NULL, NULL};
+        rc = exec_p2p_side(&t, me, bytes, rounds, buf, rt, e);
+        mend_free_sends(&m, rc == PL_OK); /* after a whole ping-pong the partner took every send */
+        MPI_Comm_free(&pair);
+    }
+    free(m.sent);
+    MPI_Barrier(MPI_COMM_WORLD); /* the others wait here, idle, while the two time */
+    if (rc == PL_OK && me == 0) rc = exec_p2p_fit(bytes, rt, rounds, latency_s, bandwidth_Bps, e);
+    if (rc != PL_OK) pl_err_prefix(e, "profile of the MPI hand-off: ");
+    free(rt);
+    free(buf);
     return rc;
 }

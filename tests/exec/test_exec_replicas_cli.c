@@ -376,6 +376,39 @@ static void test_prediction_p2p(void) {
     free(dir);
 }
 
+/* An MPI run prices SEND/RECV on MPI's hand-off: from a profile with a slow p2p_mpi link, a
+ * two-stage pipeline of one microbatch under mpirun takes exactly its two hand-offs on the
+ * critical path more than from the same profile without it (gpipe); a threads run ignores the
+ * MPI link. */
+static void test_prediction_p2p_mpi(void) {
+    if (!have_mpirun()) {
+        pl_test_skip("mpirun or the MPI transport is absent: the MPI hand-off prediction not tested");
+        return;
+    }
+    char *dir = pl_test_tmpdir();
+    char *pf = pl_test_path(dir, "p.csv"), *p0 = pl_test_path(dir, "p0.csv"), *p1 = pl_test_path(dir, "p1.csv");
+    char *text = NULL;
+    cost_model *m = small_profile(pf, &text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    char extra[128];
+    snprintf(extra, sizeof extra, "#@ p2p_mpi_latency_s=%.17g p2p_mpi_Bps=%.17g\n", P2P_LAT_S, P2P_BPS);
+    CU_ASSERT_EQUAL(profile_variant(text, p0, NULL), 0);
+    CU_ASSERT_EQUAL(profile_variant(text, p1, extra), 0);
+    double want = 2 * (P2P_LAT_S + (double)m->cut_bytes[1] / P2P_BPS); /* the boundary after block 0 */
+    const char *run = "run --kind gpipe --ranks 2 --microbatches 1 " PSMALL " --warmup 0 --timed 1 --no-db --format json";
+    double t0 = mpi_case_predicted(run, p0, 2, NULL), t1 = mpi_case_predicted(run, p1, 2, NULL);
+    CU_ASSERT(t0 > 0 && t1 > 0);
+    CU_ASSERT(fabs((t1 - t0) - want) <= 1e-6 * t1);
+    double h0 = mpi_case_predicted(run, p0, 0, NULL), h1 = mpi_case_predicted(run, p1, 0, NULL);
+    CU_ASSERT(h0 > 0 && fabs(h1 - h0) <= 1e-9 * h0);
+    cost_model_free(m);
+    free(text);
+    free(pf);
+    free(p0);
+    free(p1);
+    free(dir);
+}
+
 /* An MPI run is predicted from the MPI all-reduce: `mpirun -np 2 pipelab profile --transport
  * mpi` records both links; with a profile carrying different threads and MPI links, the MPI
  * run's prediction exceeds the threads run's by exactly the difference of the two rings of the
@@ -401,6 +434,8 @@ static void test_prediction_allreduce_mpi(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     CU_ASSERT(m->allreduce[COST_TRANSPORT_MPI].Bps > 0 && m->allreduce[COST_TRANSPORT_MPI].latency_s >= 0);
     CU_ASSERT(m->allreduce[COST_TRANSPORT_THREADS].Bps > 0);
+    CU_ASSERT(m->p2p[COST_TRANSPORT_MPI].Bps > 0 && m->p2p[COST_TRANSPORT_MPI].latency_s >= 0); /* MPI's hand-off */
+    CU_ASSERT(m->p2p[COST_TRANSPORT_THREADS].Bps > 0);
     char thr[128], both[256];
     snprintf(thr, sizeof thr, "#@ allreduce_latency_s=%.17g allreduce_Bps=%.17g\n", PRED_LAT_S, PRED_BPS);
     snprintf(both, sizeof both, "%s#@ allreduce_mpi_latency_s=%.17g allreduce_mpi_Bps=%.17g\n", thr, PRED_MPI_LAT_S,
@@ -466,6 +501,7 @@ void exec_test_replicas_cli_register(void) {
         {"the all-reduce is profiled and predicted", test_prediction_allreduce},
         {"an MPI run is predicted from the MPI all-reduce", test_prediction_allreduce_mpi},
         {"the hand-off between ranks is profiled and predicted", test_prediction_p2p},
+        {"an MPI run prices SEND/RECV on MPI's hand-off", test_prediction_p2p_mpi},
         {"the CUDA backend refuses replicas", test_cuda_refuses_replicas},
         {NULL, NULL}};
     pl_test_suite("pipelab run with replicas", cases);
