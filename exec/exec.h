@@ -337,6 +337,10 @@ struct exec_transport {
      * place over the replicas of `stage` (every one calls it, in the same order), by sum, or by
      * max when max is 1. Timed and abortable like recv; PL_OK or an error. */
     int (*allreduce)(exec_transport *t, int stage, int64_t *v, size_t count, int max, pl_err *e);
+    /* Optional (NULL: the ranks read each other's pass times, threads in one process): combines
+     * v[count] in place by max over every rank (all call it, in the same order). PL_OK or an
+     * error. The MPI transport's steady rule gathers the pass times with it. */
+    int (*allmax)(exec_transport *t, double *v, size_t count, pl_err *e);
 };
 
 /* ---------------------------------------------------------------- running */

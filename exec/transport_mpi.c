@@ -375,6 +375,20 @@ static int m_allreduce(exec_transport *t, int stage, int64_t *v, size_t count, i
     return rc == MPI_SUCCESS ? PL_OK : pl_errf(e, PL_EINTERNAL, "MPI_Allreduce of stage %d's replicas failed", stage);
 }
 
+/* The max of v[count] over every rank (exec_transport.allmax): MPI_Allreduce on the control
+ * communicator, blocking as the replicas' all-reduce (a rank that dies makes mpirun end the job).
+ * Returns PL_OK or an error. */
+static int m_allmax(exec_transport *t, double *v, size_t count, pl_err *e) {
+    mend *m = t->impl;
+    if (count > (size_t)0x7fffffff) return pl_errf(e, PL_EINPUT, "max of %zu values is too large", count);
+    g_waiting = 0;
+    snprintf(g_wait_what, sizeof g_wait_what, "rank %d waits for the pass times of the others", m->rank);
+    g_waiting = 1;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, v, (int)count, MPI_DOUBLE, MPI_MAX, m->ctl);
+    g_waiting = 0;
+    return rc == MPI_SUCCESS ? PL_OK : pl_errf(e, PL_EINTERNAL, "MPI_Allreduce of the pass times failed");
+}
+
 /* Makes the communicator of each replicated stage among its replicas (collective over every
  * process: MPI_Comm_split). Returns PL_OK or PL_ENOMEM. */
 static int stage_comms(mend *m, const sched *s, const exec_layout *L, pl_err *e) {
@@ -644,7 +658,7 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     int rc = mpi_join(s, cfg, &m, is_root, e);
     if (rc != PL_OK) return rc;
     exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, m_post_recv, m_wait_recv,
-                        m_allreduce};
+                        m_allreduce, m_allmax};
     exec_rank_record rec;
     memset(&rec, 0, sizeof rec);
     exec_layout lay;
@@ -697,7 +711,7 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, do
     if (pair != MPI_COMM_NULL) {
         MPI_Comm_set_errhandler(pair, MPI_ERRORS_RETURN);
         m.data = m.ctl = pair;
-        exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, NULL, NULL, NULL};
+        exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, NULL, NULL, NULL, NULL};
         rc = exec_p2p_side(&t, me, bytes, rounds, buf, rt, e);
         mend_free_sends(&m, rc == PL_OK); /* after a whole ping-pong the partner took every send */
         MPI_Comm_free(&pair);

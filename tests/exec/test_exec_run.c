@@ -155,11 +155,51 @@ static void test_run_host_probe(void) {
 }
 
 /* `pipelab run --steady`: a target every run meets times the least passes (--timed), one none
- * meets the most (--timed-max; passes that tie to the clock's resolution meet any); the CSV's timed_passes and steadiness columns, the table's line
+ * meets the most (--timed-max; passes that tie to the clock's resolution meet any), threads and
+ * MPI processes alike; the CSV's timed_passes and steadiness columns, the table's line
  * and the stored params ("timed_passes", "steady") say so, and the steadiness is the standard
  * error of the mean pass over the median (iteration_stddev_s over the square root of the passes,
  * over iteration_time_s, where the median pass is the middle one of an odd count); flags that do
  * not go together are usage errors. */
+/* One run of test_run_steady's: `launch` before the program (an MPI launcher, or ""), `extra`
+ * after its flags, target `target` percent between 3 and 7 timed passes; checks the passes timed
+ * (`expect`, or more than the least when they tied to the clock's resolution: `may_tie`), the
+ * steadiness against the CSV's spread, and the stored params under tag `tag` in db. */
+static void steady_case(const char *launch, const char *extra, const char *target, int expect, int may_tie, const char *tag,
+                        const char *db) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --timed 3 --steady %s --timed-max 7 "
+             "--no-predict --format csv --tag %s --db %s %s", launch, PIPELAB_BIN, target, tag, db, extra);
+    char *out = NULL;
+    int rc = sh(cmd, &out);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    char *save = NULL, *head = strtok_r(out, "\n", &save), *row = strtok_r(NULL, "\n", &save);
+    CU_ASSERT_FATAL(head && row);
+    char f[64];
+    CU_ASSERT_FATAL(csv_field(head, row, "timed_passes", f, sizeof f) == 0);
+    int T = atoi(f);
+    CU_ASSERT_FATAL(csv_field(head, row, "steadiness", f, sizeof f) == 0);
+    double sd = strtod(f, NULL), it, dev;
+    /* the most passes, unless the passes timed so far tied to the clock's resolution (under
+     * load two short passes did): steady at once */
+    CU_ASSERT(T == expect || (may_tie && sd <= 1e-8 && T >= 3));
+    CU_ASSERT_FATAL(csv_field(head, row, "iteration_time_s", f, sizeof f) == 0);
+    it = strtod(f, NULL);
+    CU_ASSERT_FATAL(csv_field(head, row, "iteration_stddev_s", f, sizeof f) == 0);
+    dev = strtod(f, NULL);
+    CU_ASSERT(fabs(sd - dev / sqrt(T) / it) <= 1e-4 * sd + 1e-12);
+    free(out);
+    int reps = 0;
+    char *pj = one_run_params(db, tag, &reps);
+    CU_ASSERT_EQUAL((int)pl_test_json_number(pj, "timed_passes"), T);
+    CU_ASSERT_EQUAL((int)pl_test_json_number(pj, "timed_least"), 3);
+    CU_ASSERT_EQUAL((int)pl_test_json_number(pj, "timed_most"), 7);
+    CU_ASSERT(fabs(pl_test_json_number(pj, "steadiness") - sd) <= 1e-5 * sd + 1e-12);
+    CU_ASSERT_EQUAL(reps, T);
+    free(pj);
+}
+
 static void test_run_steady(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "steady.db");
@@ -167,39 +207,19 @@ static void test_run_steady(void) {
     const char *targets[] = {"1000000", "0.000001"};
     const int expect[] = {3, 7};
     for (int k = 0; k < 2; k++) {
-        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --timed 3 --steady %s --timed-max 7 "
-                 "--no-predict --format csv --tag s%d --db %s", PIPELAB_BIN, targets[k], k, db);
-        char *out = NULL;
-        int rc = sh(cmd, &out);
-        if (rc != 0) fprintf(stderr, "%s\n", out);
-        CU_ASSERT_EQUAL_FATAL(rc, 0);
-        char *save = NULL, *head = strtok_r(out, "\n", &save), *row = strtok_r(NULL, "\n", &save);
-        CU_ASSERT_FATAL(head && row);
-        char f[64];
-        CU_ASSERT_FATAL(csv_field(head, row, "timed_passes", f, sizeof f) == 0);
-        int T = atoi(f);
-        CU_ASSERT_FATAL(csv_field(head, row, "steadiness", f, sizeof f) == 0);
-        double sd = strtod(f, NULL), it, dev;
-        /* the most passes, unless the passes timed so far tied to the clock's resolution (under
-         * load two short passes did): steady at once */
-        CU_ASSERT(T == expect[k] || (k == 1 && sd <= 1e-8 && T >= 3));
-        CU_ASSERT_FATAL(csv_field(head, row, "iteration_time_s", f, sizeof f) == 0);
-        it = strtod(f, NULL);
-        CU_ASSERT_FATAL(csv_field(head, row, "iteration_stddev_s", f, sizeof f) == 0);
-        dev = strtod(f, NULL);
-        CU_ASSERT(fabs(sd - dev / sqrt(T) / it) <= 1e-4 * sd + 1e-12);
-        free(out);
         char tag[8];
-        int reps = 0;
         snprintf(tag, sizeof tag, "s%d", k);
-        char *pj = one_run_params(db, tag, &reps);
-        CU_ASSERT_EQUAL((int)pl_test_json_number(pj, "timed_passes"), T);
-        CU_ASSERT_EQUAL((int)pl_test_json_number(pj, "timed_least"), 3);
-        CU_ASSERT_EQUAL((int)pl_test_json_number(pj, "timed_most"), 7);
-        CU_ASSERT(fabs(pl_test_json_number(pj, "steadiness") - sd) <= 1e-5 * sd + 1e-12);
-        CU_ASSERT_EQUAL(reps, T);
-        free(pj);
+        steady_case("", "", targets[k], expect[k], k == 1, tag, db);
     }
+#ifdef PIPELAB_MPIEXEC
+    /* MPI processes decide alike too: each pass's times combined over the ranks (allmax) */
+    if (have_mpirun())
+        for (int k = 0; k < 2; k++) {
+            char tag[8];
+            snprintf(tag, sizeof tag, "m%d", k);
+            steady_case(MPIENV "timeout 60 " MPIRUN " ", "--transport mpi", targets[k], expect[k], k == 1, tag, db);
+        }
+#endif
     /* the table says whether the run was steady */
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --timed 2 --steady 0.000001 --timed-max 3 --no-predict --no-db",
              PIPELAB_BIN);
@@ -217,9 +237,9 @@ static void test_run_steady(void) {
     char *pj = one_run_params(db, "s2", NULL);
     CU_ASSERT(strstr(pj, "\"steady\"") == NULL);
     free(pj);
-    /* usage errors: --timed-max alone, most under least, MPI */
-    const char *bad[] = {"--timed-max 5", "--timed 4 --steady 1 --timed-max 3", "--steady 1 --transport mpi", "--steady 0"};
-    const char *why[] = {"give both", "--timed-max 3 is under --timed 4", "--steady is for threads", "--steady"};
+    /* usage errors: --timed-max alone, most under least, CUDA, no target */
+    const char *bad[] = {"--timed-max 5", "--timed 4 --steady 1 --timed-max 3", "--steady 1 --backend cuda", "--steady 0"};
+    const char *why[] = {"give both", "--timed-max 3 is under --timed 4", "--steady is for the CPU backend", "--steady"};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --no-predict --no-db %s 2>&1", PIPELAB_BIN, bad[k]);
         out = NULL;
