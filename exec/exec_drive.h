@@ -87,6 +87,13 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
 int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, int *is_root,
                          pl_err *e);
 
+/* The host probe of an MPI job (exec_host_probe_measure's work, exec.h): every process times the
+ * F of one block at once (fwd_s: the mean of the processes' medians; workers: the processes),
+ * then process 0 alone while the others wait (alone_fwd_s, on process 0, *is_root 1).
+ * Collective: every process calls it (MPI_Init when nobody has). Returns PL_OK or an error, on
+ * every process when any failed. */
+int exec_mpi_host_probe(exec_host_probe *p, int *is_root, pl_err *e);
+
 /* Sets what is called with the reason just before MPI_Abort (the CLI prints it). */
 void exec_mpi_set_abort_hook(void (*hook)(const pl_err *why));
 

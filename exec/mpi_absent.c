@@ -37,6 +37,13 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, do
     return pl_errf(e, PL_EINPUT, "this pipelab was built without MPI: no MPI hand-off to profile");
 }
 
+/* Returns PL_EINPUT: there is no MPI job to probe in this build. */
+int exec_mpi_host_probe(exec_host_probe *p, int *is_root, pl_err *e) {
+    memset(p, 0, sizeof *p);
+    *is_root = 1;
+    return pl_errf(e, PL_EINPUT, "this pipelab was built without MPI: no MPI job to probe");
+}
+
 /* Ignores the hook: nothing here aborts. */
 void exec_mpi_set_abort_hook(void (*hook)(const pl_err *why)) { (void)hook; }
 

@@ -68,3 +68,33 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
     free(t_s);
     return rc;
 }
+
+int exec_mpi_host_probe(exec_host_probe *p, int *is_root, pl_err *e) {
+    memset(p, 0, sizeof *p);
+    *is_root = 1;
+    if (exec_mpi_init(e) != PL_OK) return e->code;
+    int me = 0, size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    *is_root = me == 0;
+    exec_config c;
+    exec_config_default(&c);
+    c.layers = 1;
+    exec_layer_profile lp;
+    /* every process at once, a block each */
+    MPI_Barrier(MPI_COMM_WORLD);
+    int rc = exec_profile_layers_n(&c, EXEC_HOST_PROBE_REPS, 1, &lp, e);
+    double v[2] = {rc == PL_OK ? lp.f_s : 0, rc == PL_OK}, all[2] = {0, 0};
+    MPI_Allreduce(v, all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    /* then process 0 alone, the others waiting */
+    if (rc == PL_OK && all[1] == size && me == 0) rc = exec_profile_layers_n(&c, EXEC_HOST_PROBE_REPS, 1, &lp, e);
+    v[1] = rc == PL_OK;
+    MPI_Allreduce(MPI_IN_PLACE, &v[1], 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    if (rc == PL_OK && !(all[1] == size && v[1] > 0))
+        rc = pl_errf(e, PL_EINTERNAL, "the host probe failed on another process of the MPI job");
+    if (rc != PL_OK) return rc;
+    p->workers = size;
+    p->fwd_s = all[0] / size;
+    if (me == 0) p->alone_fwd_s = lp.f_s;
+    return PL_OK;
+}

@@ -106,15 +106,21 @@ static char *one_run_params(const char *path, const char *tag, int *reps) {
     return pj;
 }
 
-/* `pipelab run` times the host probe before the run (CPU, threads): the CSV's two columns and the
- * stored params carry the same times, on both ranks' rows; --no-host-probe leaves them out. */
+/* `pipelab run` times the host probe before the run (CPU: threads, and MPI processes when mpirun
+ * is there): the CSV's two columns and the stored params carry the same times, on both ranks'
+ * rows; --no-host-probe leaves them out. */
 static void test_run_host_probe(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "probe.db");
     char cmd[2048];
+    const char *launch[2] = {"", NULL}, *extra[2] = {"", " --transport mpi"};
+#ifdef PIPELAB_MPIEXEC
+    if (have_mpirun()) launch[1] = MPIENV "timeout 60 " MPIRUN " ";
+#endif
+    for (int t = 0; t < 2 && launch[t]; t++)
     for (int off = 0; off <= 1; off++) {
-        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --no-predict --format csv --tag p%d --db %s%s",
-                 PIPELAB_BIN, off, db, off ? " --no-host-probe" : "");
+        snprintf(cmd, sizeof cmd, "%s%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --no-predict --format csv --tag p%d%d --db %s%s%s",
+                 launch[t], PIPELAB_BIN, t, off, db, off ? " --no-host-probe" : "", extra[t]);
         char *out = NULL;
         int rc = sh(cmd, &out);
         if (rc != 0) fprintf(stderr, "%s\n", out);
@@ -138,7 +144,7 @@ static void test_run_host_probe(void) {
         }
         free(out);
         char tag[8];
-        snprintf(tag, sizeof tag, "p%d", off);
+        snprintf(tag, sizeof tag, "p%d%d", t, off);
         char *pj = one_run_params(db, tag, NULL);
         if (off) {
             CU_ASSERT(strstr(pj, "host_probe") == NULL);
