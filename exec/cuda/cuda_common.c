@@ -139,6 +139,10 @@ int exec_cuda_device_info(int dev, char *name, size_t n, pl_err *e) {
 
 /* ---------------------------------------------------------------- GEMMs */
 
+/* Returns the floats a row-major operand of `rows` rows, of which `cols` columns are used, spans
+ * at leading dimension ld (a head's strided view of Q, K or V ends before the row's end). */
+static size_t span_of(int rows, int cols, int ld) { return rows > 0 ? (size_t)(rows - 1) * (size_t)ld + (size_t)cols : 0; }
+
 /* Returns op for cuBLAS of a row-major transpose flag. */
 static cublasOperation_t op_of(int t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
@@ -149,7 +153,7 @@ int cx_gemm(cx_gemm_ctx *g, int ta, int tb, int M, int N, int K, const float *A,
     /* Row-major C = A' B' is column-major C^T = B'^T A'^T: cuBLAS gets B first, then A, with the
      * same transpose flags and the dimensions (N, M, K). */
     if (g->prec == EXEC_PREC_BF16) {
-        size_t na = (size_t)(ta ? K : M) * (size_t)lda, nb = (size_t)(tb ? N : K) * (size_t)ldb;
+        size_t na = ta ? span_of(K, M, lda) : span_of(M, K, lda), nb = tb ? span_of(N, K, ldb) : span_of(K, N, ldb);
         if (!Abf) {
             if (na > g->bf_cap) return pl_errf(e, PL_EINTERNAL, "bf16 scratch of %zu elements too small for %zu", g->bf_cap, na);
             CXC(cxk_to_bf16(g->st, g->bfa, A, na));

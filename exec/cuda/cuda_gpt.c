@@ -16,12 +16,17 @@
 /* The dense block's: F 2, I 2, W 2, a recomputed F 2. */
 #define CX_MLP_GEMMS 8L
 
-int cx_check_block(const exec_dims *d, int precision, pl_err *e) {
-    if (d->block == EXEC_BLOCK_GPT && precision == EXEC_PREC_BF16)
-        return pl_errf(e, PL_EINPUT, "the CUDA backend runs the transformer block in fp32 or tf32, not bf16 (its activations "
-                       "have no bf16 operand buffers yet)");
-    return PL_OK;
+size_t cx_blk_bf16_floats(const exec_dims *d) {
+    size_t R = (size_t)d->b, h = (size_t)d->h, f = (size_t)d->f, m = R * (f > h ? f : h);
+    if (d->block != EXEC_BLOCK_GPT) return m;
+    size_t qkv = R * CX_QKV * h, S = (size_t)d->seq, pp = S * S; /* Q, K, V (and their views); one head's P */
+    if (qkv > m) m = qkv;
+    return pp > m ? pp : m;
 }
+
+/* The bf16 copy of weight w of the block whose parameters start at p->w1 (the same layout), or
+ * NULL when p has none (cx_gemm converts w). */
+static const uint16_t *wbf(const cx_dparams *p, const float *w) { return p->w1b ? p->w1b + (w - p->w1) : NULL; }
 
 long cx_blk_gemms(const exec_dims *d) {
     if (d->block != EXEC_BLOCK_GPT) return CX_MLP_GEMMS;
@@ -80,10 +85,10 @@ static int gpt_forward(cx_gemm_ctx *g, const exec_dims *d, const cx_dparams *mp,
     exec_gpt_state t = exec_gpt_state_at(d, state);
     CXC(cxk_ln_fwd(g->st, x, w.g1, w.be1, t.xn1, t.mean1, t.rstd1, R, h));
     CXC(cxk_rows_bias(g->st, t.qkv, w.bqkv, R, h3));
-    if (cx_gemm(g, 0, 1, R, h3, h, t.xn1, NULL, h, w.wqkv, NULL, h, 1.0f, t.qkv, h3, e)) return e->code;
+    if (cx_gemm(g, 0, 1, R, h3, h, t.xn1, NULL, h, w.wqkv, wbf(mp, w.wqkv), h, 1.0f, t.qkv, h3, e)) return e->code;
     if (attention_forward(g, d, &t, e)) return e->code;
     CXC(cxk_residual_bias(g->st, t.x2, x, w.bo, R, h));
-    if (cx_gemm(g, 0, 1, R, h, h, t.att, NULL, h, w.wo, NULL, h, 1.0f, t.x2, h, e)) return e->code;
+    if (cx_gemm(g, 0, 1, R, h, h, t.att, NULL, h, w.wo, wbf(mp, w.wo), h, 1.0f, t.x2, h, e)) return e->code;
     CXC(cxk_ln_fwd(g->st, t.x2, w.g2, w.be2, t.xn2, t.mean2, t.rstd2, R, h));
     return cx_mlp_forward(g, d, mp, t.xn2, t.x2, t.hd, t.a, y, e);
 }
@@ -95,12 +100,12 @@ static int gpt_backward_i(cx_gemm_ctx *g, const exec_dims *d, const cx_dparams *
     exec_gpt_params w = exec_gpt_params_at(d, mp->w1);
     exec_gpt_state t = exec_gpt_state_at(d, state);
     if (cx_block_backward_i(g, d, mp, t.hd, gy, NULL, scratch, e)) return e->code;
-    if (cx_gemm(g, 0, 0, R, h, f, t.hd, NULL, f, w.w1, NULL, h, 0.0f, t.dxn2, h, e)) return e->code;
+    if (cx_gemm(g, 0, 0, R, h, f, t.hd, NULL, f, w.w1, wbf(mp, w.w1), h, 0.0f, t.dxn2, h, e)) return e->code;
     CXC(cxk_ln_bwd(g->st, t.x2, t.mean2, t.rstd2, w.g2, t.dxn2, gy, t.dx2, R, h));
     float *datt = scratch;
-    if (cx_gemm(g, 0, 0, R, h, h, t.dx2, NULL, h, w.wo, NULL, h, 0.0f, datt, h, e)) return e->code;
+    if (cx_gemm(g, 0, 0, R, h, h, t.dx2, NULL, h, w.wo, wbf(mp, w.wo), h, 0.0f, datt, h, e)) return e->code;
     if (attention_backward(g, d, &t, datt, scratch + (size_t)R * h, e)) return e->code;
-    if (cx_gemm(g, 0, 0, R, h, h3, t.qkv, NULL, h3, w.wqkv, NULL, h, 0.0f, t.dxn1, h, e)) return e->code;
+    if (cx_gemm(g, 0, 0, R, h, h3, t.qkv, NULL, h3, w.wqkv, wbf(mp, w.wqkv), h, 0.0f, t.dxn1, h, e)) return e->code;
     if (gx) CXC(cxk_ln_bwd(g->st, x, t.mean1, t.rstd1, w.g1, t.dxn1, t.dx2, gx, R, h));
     return PL_OK;
 }

@@ -145,8 +145,9 @@ int cx_mlp_forward(cx_gemm_ctx *g, const struct exec_dims *d, const cx_dparams *
 
 /* Any block (exec_config.block) on g's stream, with the CPU's state layout (exec_block_state_
  * floats; the transformer's: exec_gpt_state_at) and scratch (exec_block_scratch_floats): what
- * the runs and the profiler call (cuda_gpt.c). The transformer block runs its GEMMs in fp32 or
- * tf32 (bf16 runs refuse it: cx_check_block). p->w1 is the block's first parameter. */
+ * the runs and the profiler call (cuda_gpt.c). p->w1 is the block's first parameter, p->w1b (bf16
+ * runs; NULL: the weights are converted for each GEMM) the first of its bf16 copy, of the same
+ * layout. */
 int cx_blk_forward(cx_gemm_ctx *g, const struct exec_dims *d, const cx_dparams *p, const float *x, float *state, float *y,
                    pl_err *e);
 int cx_blk_backward_i(cx_gemm_ctx *g, const struct exec_dims *d, const cx_dparams *p, const float *x, float *state,
@@ -156,9 +157,10 @@ int cx_blk_backward_w(cx_gemm_ctx *g, const struct exec_dims *d, const float *x,
 /* Upper bound of the GEMMs one block issues for a microbatch in F, I and W together, with a
  * recomputed F (the GEMM timing events). */
 long cx_blk_gemms(const struct exec_dims *d);
-/* Refuses what the CUDA backend does not run for this block: PL_OK, or PL_EINPUT saying so
- * (the transformer block in bf16). */
-int cx_check_block(const struct exec_dims *d, int precision, pl_err *e);
+/* The floats of the largest operand a bf16 GEMM of the block converts (cx_gemm's scratch, one
+ * each for A and B): its activations, the heads' strided views and score matrices; not its
+ * weights, whose bf16 copies the callers pass. */
+size_t cx_blk_bf16_floats(const struct exec_dims *d);
 
 /* ---------------------------------------------------------------- green contexts */
 

@@ -78,7 +78,7 @@ static int cx_streams(cx_rank *c, pl_err *e) {
 static cx_parts cx_parts_of(const cx_rank *c, const exec_data *data) {
     const exec_xrank *x = &c->x;
     const exec_config *cfg = x->cfg;
-    size_t bh = (size_t)x->d.b * x->d.h, bf = (size_t)x->d.b * x->d.f;
+    size_t bh = (size_t)x->d.b * x->d.h;
     int P = exec_passes_most(cfg), bf16 = cfg->precision == EXEC_PREC_BF16;
     int first = x->loc[0] >= 0, lastst = x->loc[x->s->stages - 1] >= 0;
     size_t D = (size_t)data->d, nrecv = (size_t)c->sh->nrecv[x->r];
@@ -86,7 +86,7 @@ static cx_parts cx_parts_of(const cx_rank *c, const exec_data *data) {
     z.arena = al256(x->arena_bytes);
     if (bf16)
         for (int q = 0; q < x->nst; q++) z.verbf += al256((size_t)x->st[q].ver.cap * x->st[q].ver.stride * CX_BF16_BYTES);
-    z.opn = bf > bh ? bf : bh;
+    z.opn = cx_blk_bf16_floats(&x->d);
     z.op = bf16 ? CX_BF16_OPERANDS * al256(z.opn * CX_BF16_BYTES) : 0;
     z.x = first ? al256(D * bh * sizeof(float)) : 0;
     z.t = lastst ? al256(D * bh * sizeof(float)) : 0;

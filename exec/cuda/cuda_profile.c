@@ -57,10 +57,10 @@ typedef struct prof {
  * boundary gradients; t [b h] targets; the backward's scratch; the loss and its partial sums; bf16
  * operand scratch. */
 static int prof_alloc(prof *q, const exec_config *cfg, pl_err *e) {
-    size_t nf = exec_block_floats(&q->d), bh = (size_t)q->d.b * q->d.h, bf = (size_t)q->d.b * q->d.f;
+    size_t nf = exec_block_floats(&q->d), bh = (size_t)q->d.b * q->d.h;
     size_t sf = exec_block_state_floats(&q->d), scr = exec_block_scratch_floats(&q->d);
     size_t L = (size_t)q->L, S = (size_t)q->S;
-    size_t opn = bf > bh ? bf : bh;
+    size_t opn = cx_blk_bf16_floats(&q->d);
     size_t n_f = cx_al64(L * nf) * (2 + (size_t)q->mom) + cx_al64(S * L * bh) + cx_al64(S * L * sf) +
                  cx_al64(S * bh) + cx_al64((L + 1) * bh) + cx_al64(bh) + cx_al64(scr) +
                  cx_al64(2 * (1 + CXK_MSE_BLOCKS)); /* the loss and its partial sums, in doubles */
@@ -455,7 +455,6 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
     if (!exec_precision_name(cfg->precision)) return pl_errf(e, PL_EINPUT, "unknown precision %d", (int)cfg->precision);
     exec_dims d;
     exec_dims_of(cfg, &d);
-    if (cx_check_block(&d, (int)cfg->precision, e) != PL_OK) return e->code;
     if (exec_cuda_devices(e) < 1) return e->code;
     if (cfg->sm_split && concurrency > 1 && cx_green_init(e) != PL_OK) return e->code; /* once, before the workers */
     size_t nf = exec_block_floats(&d);

@@ -27,9 +27,9 @@
  * product, bf16 operands 1e-3..1e-2): for one block's outputs, and for whole runs' weight
  * updates (w_final - w_initial, several steps through several blocks) and losses. A wrong
  * transpose, offset, missing bias or update gives errors of order 1. */
-static const double BLOCK_TOL[3] = {1e-5, 3e-3, 2e-2};
-static const double UPDATE_TOL[3] = {1e-3, 2e-2, 8e-2};
-static const double LOSS_TOL[3] = {1e-4, 5e-3, 3e-2};
+const double BLOCK_TOL[3] = {1e-5, 3e-3, 2e-2};
+const double UPDATE_TOL[3] = {1e-3, 2e-2, 8e-2};
+const double LOSS_TOL[3] = {1e-4, 5e-3, 3e-2};
 
 /* Returns the model configuration of the run tests: h 64, f 128, b 8, 3 timed passes. */
 exec_config run_cfg(int layers) {
@@ -166,7 +166,7 @@ static void block_case(exec_precision prec, uint64_t seed) {
     pl_err e;
     pl_err_clear(&e);
     cx_gemm_ctx c;
-    test_cuda_ctx_init(&c, prec, bf > bh ? bf : bh, &e);
+    test_cuda_ctx_init(&c, prec, cx_blk_bf16_floats(&d), &e);
     size_t hf = (size_t)d.h * d.f;
     cx_dparams q = {g.p, g.p + hf, g.p + hf + d.f, g.p + 2 * hf + d.f, NULL, NULL};
     if (prec == EXEC_PREC_BF16) {

@@ -1,7 +1,8 @@
 /* test_exec_cuda_gpt.c: the transformer block on the GPU (cuda_gpt.c) against the CPU's
  * (gpt.c), which is its oracle: one block's forward, I and W on fresh inputs in fp32 and tf32
- * (the relative error bounds of test_exec_cuda.c), pipelines against the sequential reference,
- * the memory bookkeeping equal to the CPU's, the profile, and bf16 refused by name. Registered
+ * and bf16 (the relative error bounds of test_exec_cuda.c), pipelines against the sequential
+ * reference (fp32) and the CPU executor (bf16), the memory bookkeeping equal to the CPU's, and
+ * the profile. Registered
  * only with a usable GPU (test_exec_cuda.c). */
 #include <math.h>
 #include <stdio.h>
@@ -17,8 +18,6 @@
 #include "test_cuda_ctx.h"
 #include "test_exec_cuda.h"
 
-/* The one-block bounds of test_exec_cuda.c for fp32 and tf32 (METHOD-style relative norms). */
-static const double GPT_BLOCK_TOL[2] = {1e-5, 3e-3};
 /* Whole runs against the sequential reference in fp32: test_exec_cuda.c's update and loss. */
 #define GPT_UPDATE_TOL 1e-3
 #define GPT_LOSS_TOL 1e-4
@@ -72,6 +71,7 @@ static void gpt_block_case(exec_precision prec, uint64_t seed) {
     exec_fill_normal(seed + 1, 1, gy, bh);
     float *dp = dev(p, nf), *dx = dev(x, bh), *dgy = dev(gy, bh), *dgp = dev(gp, nf);
     float *dst = dev(NULL, sf), *dy = dev(NULL, bh), *dgx = dev(NULL, bh), *dscr = dev(NULL, ns);
+    uint16_t *dpb = NULL; /* bf16: the weights' bf16 copy, as a run's version slots have */
     exec_blas_init();
     exec_block_fwd(&d, p, x, st, y);
     exec_block_bwd_i(&d, p, x, st, gy, gx, scr);
@@ -79,9 +79,15 @@ static void gpt_block_case(exec_precision prec, uint64_t seed) {
     pl_err e;
     pl_err_clear(&e);
     cx_gemm_ctx c;
-    test_cuda_ctx_init(&c, prec, 0, &e);
+    test_cuda_ctx_init(&c, prec, cx_blk_bf16_floats(&d), &e);
     size_t hf = (size_t)d.h * d.f;
     cx_dparams q = {dp, dp + hf, dp + hf + d.f, dp + 2 * hf + d.f, NULL, NULL};
+    if (prec == EXEC_PREC_BF16) {
+        CU_ASSERT_EQUAL_FATAL(cudaMalloc((void **)&dpb, nf * 2), cudaSuccess);
+        CU_ASSERT_EQUAL(cxk_to_bf16(c.st, dpb, dp, nf), cudaSuccess);
+        q.w1b = dpb;
+        q.w2b = dpb + hf + d.f;
+    }
     CU_ASSERT_EQUAL(cx_blk_forward(&c, &d, &q, dx, dst, dy, &e), PL_OK);
     CU_ASSERT_EQUAL(cx_blk_backward_i(&c, &d, &q, dx, dst, dgy, dgx, dscr, &e), PL_OK);
     CU_ASSERT_EQUAL(cx_blk_backward_w(&c, &d, dx, dst, dgy, dgp, &e), PL_OK);
@@ -89,7 +95,7 @@ static void gpt_block_case(exec_precision prec, uint64_t seed) {
     if (e.code) fprintf(stderr, "gpt block: %s\n", e.msg);
     float *y2 = host(dy, bh), *gx2 = host(dgx, bh), *gp2 = host(dgp, nf);
     double ey = rel_norm(y2, y, x, bh), egx = rel_norm(gx2, gx, gy, bh), egp = rel_norm(gp2, gp, NULL, nf);
-    double tol = GPT_BLOCK_TOL[prec];
+    double tol = BLOCK_TOL[prec];
     if (getenv("PIPELAB_TEST_VERBOSE") || ey > tol || egx > tol || egp > tol)
         fprintf(stderr, "gpt block %s: rel err y - x %.2e, gx - gy %.2e, grad %.2e (tol %.0e)\n", exec_precision_name(prec), ey,
                 egx, egp, tol);
@@ -99,12 +105,14 @@ static void gpt_block_case(exec_precision prec, uint64_t seed) {
     test_cuda_ctx_free(&c);
     float *bufs[] = {dp, dx, dgy, dgp, dst, dy, dgx, dscr};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
+    if (dpb) cudaFree(dpb);
     free(p); free(x); free(gy); free(st); free(y); free(gx); free(gp); free(scr); free(y2); free(gx2); free(gp2);
 }
 
 static void test_gpt_block(void) {
     gpt_block_case(EXEC_PREC_FP32, 31);
     gpt_block_case(EXEC_PREC_TF32, 32);
+    gpt_block_case(EXEC_PREC_BF16, 33);
 }
 
 /* The GPU run of kind against the CPU's sequential reference, with and without recomputation;
@@ -156,8 +164,47 @@ static void test_gpt_schedules(void) {
     gpt_against_reference("pipedream", 2, 4, 0, 2);
 }
 
-/* The profile of the transformer block (sizes equal to the CPU profiler's), and bf16 refused by
- * name before anything runs. */
+/* A bf16 run of the transformer against the CPU executor (fp32) on the same seed: the weight
+ * update and every iteration's loss within test_exec_cuda.c's bf16 bounds; it trained. */
+static void test_gpt_bf16_run(void) {
+    pl_err e;
+    sched_gen_opts o = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *g = sched_generate("zb-h1", &o, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    sched *s = sched_lower(g, &e);
+    sched_free(g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    exec_config c = gpt_cfg(s->stages), cc = c;
+    c.precision = EXEC_PREC_BF16;
+    cc.backend = EXEC_BACKEND_CPU;
+    exec_result r, rc;
+    int rg = exec_cuda_run(s, &c, &r, &e);
+    if (rg) fprintf(stderr, "exec_cuda_run bf16: %s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(rg, PL_OK);
+    CU_ASSERT_EQUAL_FATAL(exec_run(s, &cc, &rc, &e), PL_OK);
+    size_t n = exec_param_count(&c);
+    float *w0 = calloc(n, sizeof(float));
+    exec_dims d;
+    exec_dims_of(&c, &d);
+    for (int l = 0; l < c.layers; l++) exec_block_init(&d, c.init_seed, l, w0 + (size_t)l * exec_block_floats(&d));
+    double du = rel_norm(r.final_weights, rc.final_weights, w0, n), dl = 0;
+    for (int i = 0; i < r.n_iters; i++) {
+        double di = fabs(r.loss[i] - rc.loss[i]) / fabs(rc.loss[i]);
+        if (!(di <= dl)) dl = isnan(di) ? INFINITY : di;
+    }
+    double tu = UPDATE_TOL[EXEC_PREC_BF16], tl = LOSS_TOL[EXEC_PREC_BF16];
+    if (getenv("PIPELAB_TEST_VERBOSE") || du > tu || !(dl <= tl))
+        fprintf(stderr, "gpt zb-h1 bf16 vs CPU: update rel err %.2e (tol %.0e), loss rel err %.2e (tol %.0e)\n", du, tu, dl, tl);
+    CU_ASSERT(du <= tu && dl <= tl);
+    CU_ASSERT(rel_norm(rc.final_weights, w0, NULL, n) > 1e-4); /* it trained */
+    CU_ASSERT_STRING_EQUAL(r.precision, "bf16");
+    free(w0);
+    exec_result_free(&r);
+    exec_result_free(&rc);
+    sched_free(s);
+}
+
+/* The profile of the transformer block (sizes equal to the CPU profiler's), in fp32 and bf16. */
 static void test_gpt_profile_and_bf16(void) {
     exec_config c = gpt_cfg(4);
     exec_layer_profile g, h;
@@ -169,15 +216,17 @@ static void test_gpt_profile_and_bf16(void) {
     exec_profile_sizes(&d, &h);
     CU_ASSERT_EQUAL(g.stash_bytes, h.stash_bytes);
     c.precision = EXEC_PREC_BF16;
-    CU_ASSERT_EQUAL(exec_cuda_profile_layers(&c, 4, 1, &g, &e), PL_EINPUT);
-    CU_ASSERT(strstr(e.msg, "bf16") != NULL);
+    CU_ASSERT_EQUAL(exec_cuda_profile_layers(&c, 4, 1, &g, &e), PL_OK);
+    CU_ASSERT(g.f_s > 0 && g.i_s > 0 && g.w_s > 0 && g.step_s > 0);
+    CU_ASSERT_EQUAL(g.stash_bytes, h.stash_bytes);
 }
 
 void exec_cuda_test_gpt_register(void) {
     static const pl_test_case cases[] = {
         {"transformer block fp32 = gpt.c, tf32 ~ gpt.c", test_gpt_block},
         {"transformer: 1f1b, zb-h1, interleaved, pipedream = sequential; memory = CPU", test_gpt_schedules},
-        {"transformer: profile; bf16 refused", test_gpt_profile_and_bf16},
+        {"transformer: zb-h1 bf16 ~ CPU executor", test_gpt_bf16_run},
+        {"transformer: profile, fp32 and bf16", test_gpt_profile_and_bf16},
         {NULL, NULL}};
     pl_test_suite("cuda transformer", cases);
 }
