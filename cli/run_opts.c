@@ -56,8 +56,8 @@ static const char help_format[] =
     "                        deviation over the square root of their number) within PCT percent\n"
     "                        of the median pass; all ranks decide alike before each pass. With\n"
     "                        the profile between the passes, each added gap holds the rounds a\n"
-    "                        planned one does (the profile gains repetitions). The CPU backend\n"
-    "                        only (threads, or MPI processes on one host's clock)\n"
+    "                        planned one does (the profile gains repetitions). Threads, MPI\n"
+    "                        processes on one host's clock, or GPU ranks of one process\n"
     "  --timed-max N         the most timed passes with --steady (default 4 times --timed)\n"
     "  --transport threads|mpi  threads in this process (default), or one MPI process per rank:\n"
     "                        mpirun -np P pipelab run --transport mpi ...\n"
@@ -342,7 +342,7 @@ static int check_profile_flags(run_opts *o) {
 static int check_steady(run_opts *o) {
     if (o->timed_max && !o->steady_pct) return cli_usage_error("run", "--timed-max is the most passes of --steady: give both");
     if (!o->steady_pct) return -1;
-    if (o->cuda) return cli_usage_error("run", "--steady is for the CPU backend (not --backend cuda)");
+    if (o->cuda && o->mpi) return cli_usage_error("run", "--steady is not for MPI processes on GPUs (--backend cuda --transport mpi)");
     int most = o->timed_max ? o->timed_max : (o->c.timed_passes > RUN_MAX_PASSES / 4 ? RUN_MAX_PASSES : 4 * o->c.timed_passes);
     if (most < o->c.timed_passes)
         return cli_usage_error("run", "--timed-max %d is under --timed %d", most, o->c.timed_passes);

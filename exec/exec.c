@@ -22,6 +22,7 @@ typedef struct run_state {
     exec_data data;        /* built once, shared read-only by the workers */
     double *loss_mb;       /* [passes * iterations * m] */
     exec_xrank *xr;        /* [p] 64-byte aligned: no false sharing */
+    const exec_xrank **xp; /* [p] each rank's: the steady rule's peers */
     exec_rank_record *recs;/* [p] */
     pthread_t *th;         /* [p] */
     exec_transport *t;     /* [p] endpoints */
@@ -132,7 +133,9 @@ static int run_setup(const sched *s, const exec_config *c, run_state *st, pl_err
     if (st->xr) memset(st->xr, 0, (size_t)p * sizeof *st->xr);
     st->recs = pl_calloc((size_t)p, sizeof *st->recs);
     st->th = pl_calloc((size_t)p, sizeof *st->th);
-    if (!st->loss_mb || !st->xr || !st->th || !st->recs) return pl_errf(e, PL_ENOMEM, "out of memory");
+    st->xp = pl_calloc((size_t)p, sizeof *st->xp);
+    if (!st->loss_mb || !st->xr || !st->th || !st->recs || !st->xp) return pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int r = 0; r < p; r++) st->xp[r] = &st->xr[r];
     int rc = exec_data_build(c, exec_data_used(P, M), &st->data, e);
     if (rc == PL_OK) rc = setup_ranks(s, c, st, e);
     if (rc) return rc;
@@ -157,7 +160,7 @@ static int run_threads(const exec_config *c, run_state *st, pl_err *e) {
     int started = 0, rc = PL_OK;
     for (int r = 0; r < st->p; r++) {
         st->xr[r].t = &st->t[r];
-        st->xr[r].peers = st->xr; /* the steady rule reads every rank's pass times (worker.c) */
+        st->xr[r].peers = st->xp; /* the steady rule reads every rank's pass times (xrank.c) */
         st->xr[r].npeers = st->p;
         if (c->pin && st->ncores > 0) st->xr[r].core = st->cpus[r % st->ncores];
         if (pthread_create(&st->th[r], NULL, exec_worker_main, &st->xr[r]) != 0) {
@@ -229,6 +232,7 @@ static void run_free(run_state *st) {
     free(st->xr);
     free(st->recs);
     free(st->th);
+    free(st->xp);
     free(st->loss_mb);
     free(st->blocks);
     free(st->cpus);

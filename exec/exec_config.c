@@ -70,8 +70,6 @@ int exec_check_config(const exec_config *c, pl_err *e) {
         return pl_errf(e, PL_EINPUT, "the most timed passes (%d) is under the least (%d)", c->timed_passes_max, c->timed_passes);
     if (c->timed_passes_max > c->timed_passes && !(c->steady_max > 0))
         return pl_errf(e, PL_EINPUT, "timing passes until the run is steady needs a steadiness above 0");
-    if (c->timed_passes_max > c->timed_passes && c->backend != EXEC_BACKEND_CPU)
-        return pl_errf(e, PL_EINPUT, "timing passes until the run is steady is for the CPU backend");
     if (!(c->lr >= 0) || !(c->momentum >= 0) || c->momentum >= 1) return pl_errf(e, PL_EINPUT, "need lr >= 0 and 0 <= momentum < 1");
     if (c->dataset_microbatches < 0) return pl_errf(e, PL_EINPUT, "data set size must be positive");
     return exec_check_block(c, e);

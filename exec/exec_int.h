@@ -475,9 +475,10 @@ typedef struct exec_xrank {
     int n_pend, cap_pend;   /* cap_pend: the RECVs of the rank's list */
     int passes;             /* the passes walked (exec_xrank_record's; fewer than
                              * exec_passes_most when the run was steady before) */
-    const struct exec_xrank *peers; /* [npeers] every rank of a threads run, whose pass times
-                             * decide when it is steady (exec_config.timed_passes_max); NULL in
-                             * one MPI process */
+    const struct exec_xrank *const *peers; /* [npeers] every rank of a run in this process
+                             * (threads; the CUDA backend's rank threads), whose pass times decide
+                             * when it is steady (exec_config.timed_passes_max); NULL in one MPI
+                             * process */
     int npeers;
     double *steady_v;       /* [timed passes most] the pass times of the steady rule (owned) */
     const double **steady_p;/* [2 npeers]: each rank's pass starts, then ends (in steady_v's block) */
@@ -603,6 +604,16 @@ int exec_xrank_mb_ok(const exec_xrank *x, int mb, pl_err *e);
  * (exec_xrank_record), this one included. Both backends' pass loops call it, so that the record's
  * count follows the walk. */
 void exec_xrank_pass_begin(exec_xrank *x, int pass);
+/* Decides, before pass `pass` of a run timed until steady (exec_config.timed_passes_max),
+ * whether it stops there: *stop = 1 when it has timed timed_passes or more and their steadiness
+ * (exec_steadiness of the passes' times over all ranks, exec_pass_span) is within steady_max.
+ * Called after the barrier that ends the previous pass, so every rank decides alike: ranks in
+ * one process (threads; the CUDA backend's rank threads) read every rank's pass times (peers),
+ * which all wrote before it; MPI ranks combine the pass just timed over all ranks
+ * (exec_transport.allmax: the latest start negated and the end, by max, on each process's
+ * clock: CLOCK_MONOTONIC, the same on one host) and keep its span. Returns PL_OK or the
+ * transport's error. */
+int exec_xrank_steady_done(exec_xrank *x, int pass, int *stop);
 /* Checks that a pass left nothing in flight; returns PL_OK or an error. */
 int exec_xrank_pass_end_check(const exec_xrank *x, pl_err *e);
 

@@ -319,52 +319,16 @@ static float restore_after_profile(const exec_xrank *x) {
     return sum;
 }
 
-/* Decides, before pass `pass` of a run timed until steady (exec_config.timed_passes_max),
- * whether it stops there: *stop = 1 when it has timed timed_passes or more and their steadiness
- * (exec_steadiness of the passes' times over all ranks, exec_pass_span) is within steady_max.
- * Called after the barrier that ends the previous pass, so every rank decides alike: threads
- * read every rank's pass times, which all ranks wrote before it; MPI ranks combine the pass just
- * timed over all ranks (exec_transport.allmax: the latest start negated and the end, by max,
- * on each process's clock: CLOCK_MONOTONIC, the same on one host) and keep its span. Returns
- * PL_OK or the transport's error. */
-static int steady_done(exec_xrank *x, int pass, int *stop) {
-    const exec_config *c = x->cfg;
-    int W = c->warmup_passes, T = pass - W;
-    *stop = 0;
-    if (c->timed_passes_max <= c->timed_passes || T < 1 || !x->steady_v) return PL_OK;
-    const double **start = x->steady_p, **end = x->steady_p + x->npeers;
-    if (x->peers) {
-        if (T < c->timed_passes) return PL_OK;
-        for (int r = 0; r < x->npeers; r++) {
-            start[r] = x->peers[r].pass_start_s;
-            end[r] = x->peers[r].pass_end_s;
-        }
-        for (int t = 0; t < T; t++) x->steady_v[t] = exec_pass_span(x->npeers, start, end, W + t);
-    } else if (x->t->allmax) {
-        double v[2] = {-x->pass_start_s[pass - 1], x->pass_end_s[pass - 1]};
-        int rc = x->t->allmax(x->t, v, 2, &x->err);
-        if (rc != PL_OK) return rc;
-        double st = -v[0], en = v[1];
-        const double *sp = &st, *ep = &en;
-        x->steady_v[T - 1] = exec_pass_span(1, &sp, &ep, 0);
-        if (T < c->timed_passes) return PL_OK;
-    } else {
-        return PL_OK;
-    }
-    *stop = exec_steadiness(x->steady_v, T) <= c->steady_max;
-    return PL_OK;
-}
-
 /* Opens pass `pass`: the barrier between passes, then with a profile between the passes its
  * rounds of this gap (prof_gap), the read-back (restore_after_profile), the rank's ready time and
  * one more barrier. The ranks' read-backs take different times, so the pass starts on all ranks
  * at once only after that barrier (else the rank that read back last starts late, and the pass,
  * first start to last end, counts its lateness). Sets *stop (and opens nothing) when the run was
- * steady before it (steady_done). Returns PL_OK or the transport's error. */
+ * steady before it (exec_xrank_steady_done). Returns PL_OK or the transport's error. */
 static int pass_gap(exec_xrank *x, int pass, int *stop) {
     int rc = x->t->barrier(x->t, &x->err);
     *stop = 0;
-    if (rc == PL_OK) rc = steady_done(x, pass, stop);
+    if (rc == PL_OK) rc = exec_xrank_steady_done(x, pass, stop);
     if (rc != PL_OK || *stop || !x->prof) return rc;
     rc = prof_gap(x, pass == 0, pass - x->cfg->warmup_passes);
     volatile float sink = restore_after_profile(x);

@@ -385,3 +385,32 @@ int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_byt
     }
     return PL_OK;
 }
+
+/* exec_int.h. */
+int exec_xrank_steady_done(exec_xrank *x, int pass, int *stop) {
+    const exec_config *c = x->cfg;
+    int W = c->warmup_passes, T = pass - W;
+    *stop = 0;
+    if (c->timed_passes_max <= c->timed_passes || T < 1 || !x->steady_v) return PL_OK;
+    const double **start = x->steady_p, **end = x->steady_p + x->npeers;
+    if (x->peers) {
+        if (T < c->timed_passes) return PL_OK;
+        for (int r = 0; r < x->npeers; r++) {
+            start[r] = x->peers[r]->pass_start_s;
+            end[r] = x->peers[r]->pass_end_s;
+        }
+        for (int t = 0; t < T; t++) x->steady_v[t] = exec_pass_span(x->npeers, start, end, W + t);
+    } else if (x->t && x->t->allmax) {
+        double v[2] = {-x->pass_start_s[pass - 1], x->pass_end_s[pass - 1]};
+        int rc = x->t->allmax(x->t, v, 2, &x->err);
+        if (rc != PL_OK) return rc;
+        double st = -v[0], en = v[1];
+        const double *sp = &st, *ep = &en;
+        x->steady_v[T - 1] = exec_pass_span(1, &sp, &ep, 0);
+        if (T < c->timed_passes) return PL_OK;
+    } else {
+        return PL_OK;
+    }
+    *stop = exec_steadiness(x->steady_v, T) <= c->steady_max;
+    return PL_OK;
+}

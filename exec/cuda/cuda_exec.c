@@ -170,6 +170,7 @@ typedef struct cx_run {
     exec_data data;
     double *loss_mb;       /* [passes * iterations * m] */
     cx_rank *cr;           /* [p] */
+    const exec_xrank **xp; /* [p] each rank's bookkeeping: the steady rule's peers */
     cx_arg *args;          /* [p] */
     exec_rank_record *recs;/* [p] */
     pthread_t *th;         /* [p] */
@@ -207,6 +208,7 @@ static int cx_run_setup(const sched *s, const exec_config *cfg, cx_run *run, pl_
     run->args = pl_calloc((size_t)p, sizeof *run->args);
     run->recs = pl_calloc((size_t)p, sizeof *run->recs);
     run->th = pl_calloc((size_t)p, sizeof *run->th);
+    run->xp = pl_calloc((size_t)p, sizeof *run->xp);
     cx_shared *sh = &run->sh;
     sh->p = p;
     sh->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
@@ -215,13 +217,16 @@ static int cx_run_setup(const sched *s, const exec_config *cfg, cx_run *run, pl_
     sh->nrecv = pl_calloc((size_t)p, sizeof *sh->nrecv);
     pthread_mutex_init(&sh->mu, NULL);
     pthread_cond_init(&sh->cv, NULL);
-    if (!run->loss_mb || !run->cr || !run->args || !run->recs || !run->th || !sh->box || !sh->nrecv)
+    if (!run->loss_mb || !run->cr || !run->args || !run->recs || !run->th || !run->xp || !sh->box || !sh->nrecv)
         return pl_errf(e, PL_ENOMEM, "out of memory");
     int rc = exec_data_build(cfg, 0, &run->data, e); /* all D: the devices hold the whole set */
     for (int r = 0; r < p && rc == PL_OK; r++) {
         cx_rank *c = &run->cr[r];
         rc = cx_setup_rank(c, r, s, cfg, run->blocks, &run->data, run->loss_mb, e);
         c->sh = sh;
+        run->xp[r] = &c->x;
+        c->x.peers = run->xp; /* the steady rule reads every rank's pass times (xrank.c) */
+        c->x.npeers = p;
         c->dev = r % G;
         int share = p / G + (r % G < p % G ? 1 : 0); /* ranks on this GPU */
         c->green_n = cfg->sm_split && share > 1 ? share : 0;
@@ -305,6 +310,7 @@ static void cx_run_free(cx_run *run, int shared) {
     free(run->args);
     free(run->recs);
     free(run->th);
+    free(run->xp);
     free(run->loss_mb);
     free(run->blocks);
 }

@@ -442,8 +442,9 @@ static int pass_times(cx_rank *c, double th0, pl_err *e) {
     return PL_OK;
 }
 
-/* One pass: barrier, start event, every action with its events, drain, times. */
-static int run_pass(cx_rank *c, pl_err *e) {
+/* Pass `pass`: barrier, then (*stop set, nothing run) the end of a run timed until steady, else
+ * the start event, every action with its events, drain, times. */
+static int run_pass(cx_rank *c, int pass, int *stop, pl_err *e) {
     exec_xrank *x = &c->x;
     const exec_config *cfg = x->cfg;
     const sched_rank *rk = &x->s->rank[x->r];
@@ -452,7 +453,9 @@ static int run_pass(cx_rank *c, pl_err *e) {
 #else
     int rc = cx_barrier(c->sh, x->r, e);
 #endif
-    if (rc) return rc;
+    if (rc == PL_OK) rc = exec_xrank_steady_done(x, pass, stop); /* every rank's last pass times are in */
+    if (rc || *stop) return rc;
+    exec_xrank_pass_begin(x, pass);
     c->g.n_ev = 0;
     c->g.flops = 0;
     for (int o = 0; o < x->out.cap; o++) c->out_busy[o] = 0; /* the last pass drained every copy */
@@ -485,7 +488,7 @@ static int run_pass(cx_rank *c, pl_err *e) {
 int cx_rank_body(cx_rank *c, const exec_data *data) {
     exec_xrank *x = &c->x;
     const exec_config *cfg = x->cfg;
-    int P = cfg->warmup_passes + cfg->timed_passes; /* no --steady on CUDA (exec_check_config): all of them */
+    int P = exec_passes_most(cfg), stop = 0; /* all of them, unless steady before (run_pass) */
     pl_err *e = &c->err;
     pl_err_clear(e);
     c->rc = cx_setup(c, data, e);
@@ -499,10 +502,7 @@ int cx_rank_body(cx_rank *c, const exec_data *data) {
     if (c->rc == PL_OK) c->rc = cx_barrier(c->sh, x->r, e);
 #endif
     x->passes = 0;
-    for (int pass = 0; pass < P && c->rc == PL_OK; pass++) {
-        exec_xrank_pass_begin(x, pass);
-        c->rc = run_pass(c, e);
-    }
+    for (int pass = 0; pass < P && c->rc == PL_OK && !stop; pass++) c->rc = run_pass(c, pass, &stop, e);
     if (c->rc == PL_OK) {
         /* results: every stage's newest weights into the host arena's version slot, the losses */
         for (int q = 0; q < x->nst && c->rc == PL_OK; q++) {
@@ -512,7 +512,7 @@ int cx_rank_body(cx_rank *c, const exec_data *data) {
                                   "cudaMemcpy (weights to the host)", __FILE__, __LINE__, e);
         }
         if (c->rc == PL_OK && x->loc[x->s->stages - 1] >= 0)
-            c->rc = cx_cuda_check(cudaMemcpy(x->loss_mb, c->d_loss, (size_t)P * x->M * sizeof(double), cudaMemcpyDeviceToHost),
+            c->rc = cx_cuda_check(cudaMemcpy(x->loss_mb, c->d_loss, (size_t)x->passes * x->M * sizeof(double), cudaMemcpyDeviceToHost),
                                   "cudaMemcpy (losses to the host)", __FILE__, __LINE__, e);
         if (c->rc) {
             pl_err_prefix(e, "rank %d (GPU %d), results: ", x->r, c->dev);

@@ -243,9 +243,9 @@ static void test_run_steady(void) {
     char *pj = one_run_params(db, "s2", NULL);
     CU_ASSERT(strstr(pj, "\"steady\"") == NULL);
     free(pj);
-    /* usage errors: --timed-max alone, most under least, CUDA, no target */
-    const char *bad[] = {"--timed-max 5", "--timed 4 --steady 1 --timed-max 3", "--steady 1 --backend cuda", "--steady 0"};
-    const char *why[] = {"give both", "--timed-max 3 is under --timed 4", "--steady is for the CPU backend", "--steady"};
+    /* usage errors: --timed-max alone, most under least, MPI + CUDA, no target */
+    const char *bad[] = {"--timed-max 5", "--timed 4 --steady 1 --timed-max 3", "--steady 1 --backend cuda --transport mpi", "--steady 0"};
+    const char *why[] = {"give both", "--timed-max 3 is under --timed 4", "--steady is not for MPI processes on GPUs", "--steady"};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 2 " SMALL " --no-predict --no-db %s 2>&1", PIPELAB_BIN, bad[k]);
         out = NULL;

@@ -288,6 +288,42 @@ static void against_reference_rc(const char *kind, int p, int m, int v, int iter
     sched_free(s);
 }
 
+/* A run timed until steady (exec_config.timed_passes_max, all ranks reading each other's pass
+ * times): a target every run meets stops at the least timed passes (2), one none meets at the
+ * most (5; fewer only when the passes tied to the clock's resolution); its record says so, and
+ * the weights and losses are the sequential reference's over the passes it walked. */
+static void test_steady(void) {
+    sched *s = lowered("1f1b", 2, 4, 0, 0);
+    if (!s) return;
+    const double target[2] = {1e6, 1e-12};
+    for (int k = 0; k < 2; k++) {
+        exec_config c = run_cfg(s->stages);
+        c.timed_passes = 2;
+        c.timed_passes_max = 5;
+        c.steady_max = target[k];
+        exec_result r;
+        if (gpu_run(s, &c, &r) != PL_OK) { CU_FAIL("exec_cuda_run"); break; }
+        int T = r.timed_passes;
+        CU_ASSERT(k == 0 ? T == 2 : (T == 5 || (T >= 2 && r.steadiness <= 1e-12)));
+        CU_ASSERT_EQUAL(r.timed_passes_least, 2);
+        CU_ASSERT_EQUAL(r.timed_passes_most, 5);
+        size_t n = exec_param_count(&c);
+        int it = s->iterations > 0 ? s->iterations : 1;
+        float *w = calloc(n, sizeof(float)), *w0 = initial_weights(&c);
+        double *loss = calloc((size_t)T * it, sizeof(double));
+        pl_err e;
+        CU_ASSERT_EQUAL_FATAL(exec_reference(s, &c, T, w, n, loss, &e), PL_OK);
+        CU_ASSERT(rel_norm(r.final_weights, w, w0, n) <= UPDATE_TOL[0]);
+        CU_ASSERT_EQUAL(r.n_iters, T * it);
+        for (int i = 0; i < r.n_iters && i < T * it; i++) CU_ASSERT(fabs(r.loss[i] - loss[i]) <= LOSS_TOL[0] * fabs(loss[i]));
+        free(w);
+        free(w0);
+        free(loss);
+        exec_result_free(&r);
+    }
+    sched_free(s);
+}
+
 /* The same without recomputation. */
 static void against_reference(const char *kind, int p, int m, int v, int iters, double momentum) {
     against_reference_rc(kind, p, m, v, iters, momentum, SCHED_RECOMPUTE_NONE);
@@ -605,6 +641,7 @@ void pl_test_register(void) {
         {"2bw with momentum = 2bw reference", test_seq_2bw},
         {"full recomputation = sequential", test_seq_recompute},
         {"gpipe = 1f1b on the GPU", test_gpipe_equals_1f1b},
+        {"timed until steady = sequential over its passes", test_steady},
         {NULL, NULL}};
     static const pl_test_case misc[] = {
         {"memory bookkeeping = CPU, times nest", test_memory_and_times},
