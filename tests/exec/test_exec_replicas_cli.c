@@ -339,7 +339,8 @@ static double mpi_case_predicted(const char *run, const char *prof, int np, cons
  * link, and no MPI one); a two-stage pipeline of one microbatch predicted from a profile with
  * the link takes exactly its two hand-offs on the critical path more (the activation forward,
  * its gradient back: each cost_link_s of the stage boundary's bytes) than from the same profile
- * without it, for gpipe and 1f1b; an MPI run's prediction does not read the threads' link. */
+ * without it, for gpipe and 1f1b. Under mpirun the same holds for MPI's link (p2p_mpi_*), which
+ * a threads run ignores, as an MPI run ignores the threads' link. */
 static void test_prediction_p2p(void) {
     char *dir = pl_test_tmpdir();
     char *pf = pl_test_path(dir, "p.csv"), *p0 = pl_test_path(dir, "p0.csv"), *p1 = pl_test_path(dir, "p1.csv");
@@ -368,39 +369,21 @@ static void test_prediction_p2p(void) {
         CU_ASSERT(t[0] > 0 && t[1] > 0);
         CU_ASSERT(fabs((t[1] - t[0]) - want) <= 1e-6 * t[1]);
     }
-    cost_model_free(m);
-    free(text);
-    free(pf);
-    free(p0);
-    free(p1);
-    free(dir);
-}
-
-/* An MPI run prices SEND/RECV on MPI's hand-off: from a profile with a slow p2p_mpi link, a
- * two-stage pipeline of one microbatch under mpirun takes exactly its two hand-offs on the
- * critical path more than from the same profile without it (gpipe); a threads run ignores the
- * MPI link. */
-static void test_prediction_p2p_mpi(void) {
-    if (!have_mpirun()) {
-        pl_test_skip("mpirun or the MPI transport is absent: the MPI hand-off prediction not tested");
-        return;
+    if (have_mpirun()) {
+        /* p1: the threads' link only; p2: MPI's only */
+        char *p2 = pl_test_path(dir, "p2.csv");
+        snprintf(extra, sizeof extra, "#@ p2p_mpi_latency_s=%.17g p2p_mpi_Bps=%.17g\n", P2P_LAT_S, P2P_BPS);
+        CU_ASSERT_EQUAL(profile_variant(text, p2, extra), 0);
+        const char *run = "run --kind gpipe --ranks 2 --microbatches 1 " PSMALL " --warmup 0 --timed 1 --no-db --format json";
+        double m0 = mpi_case_predicted(run, p0, 2, NULL), m1 = mpi_case_predicted(run, p1, 2, NULL);
+        double m2 = mpi_case_predicted(run, p2, 2, NULL), h2 = mpi_case_predicted(run, p2, 0, NULL);
+        double h0 = mpi_case_predicted(run, p0, 0, NULL);
+        CU_ASSERT(m0 > 0 && m1 > 0 && m2 > 0 && h0 > 0 && h2 > 0);
+        CU_ASSERT(fabs((m2 - m0) - want) <= 1e-6 * m2);
+        CU_ASSERT(fabs(m1 - m0) <= 1e-9 * m0);
+        CU_ASSERT(fabs(h2 - h0) <= 1e-9 * h0);
+        free(p2);
     }
-    char *dir = pl_test_tmpdir();
-    char *pf = pl_test_path(dir, "p.csv"), *p0 = pl_test_path(dir, "p0.csv"), *p1 = pl_test_path(dir, "p1.csv");
-    char *text = NULL;
-    cost_model *m = small_profile(pf, &text);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    char extra[128];
-    snprintf(extra, sizeof extra, "#@ p2p_mpi_latency_s=%.17g p2p_mpi_Bps=%.17g\n", P2P_LAT_S, P2P_BPS);
-    CU_ASSERT_EQUAL(profile_variant(text, p0, NULL), 0);
-    CU_ASSERT_EQUAL(profile_variant(text, p1, extra), 0);
-    double want = 2 * (P2P_LAT_S + (double)m->cut_bytes[1] / P2P_BPS); /* the boundary after block 0 */
-    const char *run = "run --kind gpipe --ranks 2 --microbatches 1 " PSMALL " --warmup 0 --timed 1 --no-db --format json";
-    double t0 = mpi_case_predicted(run, p0, 2, NULL), t1 = mpi_case_predicted(run, p1, 2, NULL);
-    CU_ASSERT(t0 > 0 && t1 > 0);
-    CU_ASSERT(fabs((t1 - t0) - want) <= 1e-6 * t1);
-    double h0 = mpi_case_predicted(run, p0, 0, NULL), h1 = mpi_case_predicted(run, p1, 0, NULL);
-    CU_ASSERT(h0 > 0 && fabs(h1 - h0) <= 1e-9 * h0);
     cost_model_free(m);
     free(text);
     free(pf);
@@ -501,7 +484,6 @@ void exec_test_replicas_cli_register(void) {
         {"the all-reduce is profiled and predicted", test_prediction_allreduce},
         {"an MPI run is predicted from the MPI all-reduce", test_prediction_allreduce_mpi},
         {"the hand-off between ranks is profiled and predicted", test_prediction_p2p},
-        {"an MPI run prices SEND/RECV on MPI's hand-off", test_prediction_p2p_mpi},
         {"the CUDA backend refuses replicas", test_cuda_refuses_replicas},
         {NULL, NULL}};
     pl_test_suite("pipelab run with replicas", cases);

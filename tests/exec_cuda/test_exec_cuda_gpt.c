@@ -115,17 +115,24 @@ static void test_gpt_block(void) {
     gpt_block_case(EXEC_PREC_BF16, 33);
 }
 
+/* The lowered schedule of kind under o (fatal when it does not generate). */
+static sched *gpt_sched(const char *kind, const sched_gen_opts *o) {
+    pl_err e;
+    sched *g = sched_generate(kind, o, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    sched *s = sched_lower(g, &e);
+    sched_free(g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    return s;
+}
+
 /* The GPU run of kind against the CPU's sequential reference, with and without recomputation;
  * the tracked memory peaks equal the CPU executor's. */
 static void gpt_against_reference(const char *kind, int p, int m, int v, int iters) {
     for (int rcp = SCHED_RECOMPUTE_NONE; rcp <= SCHED_RECOMPUTE_FULL; rcp++) {
         pl_err e;
         sched_gen_opts o = {p, m, v, iters, (sched_recompute)rcp};
-        sched *g = sched_generate(kind, &o, &e);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
-        sched *s = sched_lower(g, &e);
-        sched_free(g);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        sched *s = gpt_sched(kind, &o);
         exec_config c = gpt_cfg(s->stages), cc = c;
         cc.backend = EXEC_BACKEND_CPU;
         exec_result r, rc;
@@ -169,11 +176,7 @@ static void test_gpt_schedules(void) {
 static void test_gpt_bf16_run(void) {
     pl_err e;
     sched_gen_opts o = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
-    sched *g = sched_generate("zb-h1", &o, &e);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
-    sched *s = sched_lower(g, &e);
-    sched_free(g);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    sched *s = gpt_sched("zb-h1", &o);
     exec_config c = gpt_cfg(s->stages), cc = c;
     c.precision = EXEC_PREC_BF16;
     cc.backend = EXEC_BACKEND_CPU;

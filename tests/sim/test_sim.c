@@ -170,7 +170,12 @@ static void test_comm_hand_computed(void) {
 
 /* Overlap vs blocking: 1F1B p = 2, m = 4 with comm; blocking comm can only be slower, and the
  * sender's compute stream is held: rank 0 busy time stays, its idle grows. A FIFO link
- * serializes: with gpipe the forward sends of rank 0 queue behind each other when tcomm > tF. */
+ * serializes: with gpipe the forward sends of rank 0 queue behind each other when tcomm > tF.
+ * Asynchronous sends under blocking receives (the CUDA backend's streams), 0.5 s a transfer: the
+ * sender's compute runs on while its copies go, so only the two hand-offs of the critical path
+ * (rank 0's F3 to rank 1, rank 1's B0 back) add to (m + p - 1)(tF + tB): 11. Blocking sends hold
+ * each sender for its copies: rank 0's forwards end at 1, 2.5, 4, 5.5, rank 1's at 2.5, 4, 5.5,
+ * 7, its backwards at 8, 9.5, 11, 12.5, rank 0's last at 14. With the transfers free, 10. */
 static void test_blocking_and_fifo(void) {
     sched *s = lowered("gpipe", 2, 4, 0, 0);
     if (!s) return;
@@ -193,46 +198,23 @@ static void test_blocking_and_fifo(void) {
     NEAR(r2.rank[0].busy_s, r1.rank[0].busy_s);
     sim_result_free(&r1);
     sim_result_free(&r2);
-    sched_free(s);
-}
-
-/* Asynchronous sends under blocking receives (the CUDA backend's streams): gpipe p = 2, m = 4,
- * tF = tB = 1, 0.5 s a transfer. The sender's compute runs on while its copies go, so only the
- * two hand-offs of the critical path (rank 0's F3 to rank 1, rank 1's B0 back) add to
- * (m + p - 1)(tF + tB): 11. Blocking sends hold each sender for its copies: rank 0's forwards
- * end at 1, 2.5, 4, 5.5, rank 1's at 2.5, 4, 5.5, 7, its backwards at 8, 9.5, 11, 12.5, rank 0's
- * last at 14. The receivers wait either way: with the transfers free both give 10. */
-static void test_async_send(void) {
-    sched *s = lowered("gpipe", 2, 4, 0, 0);
-    if (!s) return;
-    sim_basic b;
-    sim_basic_init(&b);
-    b.tf_s = 1;
-    b.tb_s = 1;
+    /* asynchronous sends, blocking receives */
     b.tcomm_s = 0.5;
-    sim_config c;
-    sim_config_init(&c);
     sim_config_executor(&c, s, 1);
-    CU_ASSERT_EQUAL(c.blocking_comm, 1);
-    CU_ASSERT_EQUAL(c.async_send, 1);
+    CU_ASSERT(c.blocking_comm == 1 && c.async_send == 1);
     c.whole_run = 0;
-    sim_result r;
-    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r), PL_OK);
-    NEAR(r.makespan_s, 5 * 2.0 + 2 * 0.5);
-    NEAR(r.rank[0].busy_s, 8.0);
-    sim_result_free(&r);
-    c.async_send = 0;
-    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r), PL_OK);
-    NEAR(r.makespan_s, 14);
-    sim_result_free(&r);
-    b.tcomm_s = 0;
-    c.async_send = 1;
-    CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r), PL_OK);
-    NEAR(r.makespan_s, 10);
-    sim_result_free(&r);
+    const double tcomm[3] = {0.5, 0.5, 0}, want[3] = {5 * 2.0 + 2 * 0.5, 14, 10};
+    const int async[3] = {1, 0, 1};
+    for (int k = 0; k < 3; k++) {
+        b.tcomm_s = tcomm[k];
+        c.async_send = async[k];
+        CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r1), PL_OK);
+        NEAR(r1.makespan_s, want[k]);
+        if (k == 0) NEAR(r1.rank[0].busy_s, 8.0);
+        sim_result_free(&r1);
+    }
     sim_config_executor(&c, s, 0); /* the CPU executor's flush schedules: neither */
-    CU_ASSERT_EQUAL(c.blocking_comm, 0);
-    CU_ASSERT_EQUAL(c.async_send, 0);
+    CU_ASSERT(c.blocking_comm == 0 && c.async_send == 0);
     sched_free(s);
 }
 
@@ -880,8 +862,7 @@ void pl_test_register(void) {
         {"interleaved Megatron bubble", test_interleaved_megatron},
         {"zero bubble sizes", test_zero_bubble_sizes},
         {"communication hand-computed", test_comm_hand_computed},
-        {"blocking comm and FIFO links", test_blocking_and_fifo},
-        {"asynchronous sends, blocking receives", test_async_send},
+        {"blocking comm, asynchronous sends and FIFO links", test_blocking_and_fifo},
         {"shared inter-node link", test_shared_inter_link},
         {"iterations", test_iterations},
         {"sync bubble over the whole run", test_sync_window_whole_run},
