@@ -173,7 +173,14 @@ int cli_profile(int argc, char **argv) {
     int is_root = 1;
     /* MPI first, on every process of the job; then process 0 alone profiles and writes */
     int prc = o.mpi ? exec_mpi_profile_allreduce(c, o.reps, &o.c.mpi_ar_latency_s, &o.c.mpi_ar_Bps, &is_root, &e) : PL_OK;
-    if (prc == PL_OK && o.mpi) prc = exec_mpi_profile_p2p(c, o.reps, &o.c.mpi_p2p_latency_s, &o.c.mpi_p2p_Bps, &is_root, &e);
+    if (o.mpi) { /* a collective too: every process calls it, whatever the all-reduce's outcome on it */
+        pl_err ep;
+        int rp = exec_mpi_profile_p2p(c, o.reps, &o.c.mpi_p2p_latency_s, &o.c.mpi_p2p_Bps, &is_root, &ep);
+        if (prc == PL_OK && rp != PL_OK) {
+            prc = rp;
+            e = ep;
+        }
+    }
     if (prc == PL_OK && !is_root) {
         exec_mpi_finalize();
         pl_buf_free(&out);

@@ -303,11 +303,7 @@ static cost_model *measured_profile(const run_opts *o, const sched *s, exec_conf
     }
     if (rc != PL_OK) return NULL;
     c->pred_step_s = lp.step_s;
-    cost_model *m = cost_model_read_csv(o->cuda ? "in-process GPU profile" : "in-process profile", csv->data, csv->len, e);
-    /* the GPU profile's hand-off is between two ranks on one GPU; over several, rank r on GPU
-     * r mod G hands off to another GPU by a peer copy, which it does not time: free, as before */
-    if (m && o->cuda && gpu_count(o, s) > 1) m->p2p[COST_TRANSPORT_THREADS] = (cost_ar_link){0, 0};
-    return m;
+    return cost_model_read_csv(o->cuda ? "in-process GPU profile" : "in-process profile", csv->data, csv->len, e);
 }
 
 /* Gets the profile model of the prediction, before the run or after it on MPI's rank 0:
@@ -316,12 +312,18 @@ static cost_model *measured_profile(const run_opts *o, const sched *s, exec_conf
  * on error. */
 static cost_model *get_profile(const run_opts *o, exec_config *c, run_state *st, pl_err *e) {
     c->pred_step_s = 0;
+    cost_model *m;
     if (o->profile) {
         st->profile_src = o->profile;
-        return file_profile(o->profile, c, &st->pcsv, e);
+        m = file_profile(o->profile, c, &st->pcsv, e);
+    } else {
+        st->profile_src = st->src_text;
+        m = measured_profile(o, st->s, c, st->src_text, sizeof st->src_text, &st->pcsv, e);
     }
-    st->profile_src = st->src_text;
-    return measured_profile(o, st->s, c, st->src_text, sizeof st->src_text, &st->pcsv, e);
+    /* a GPU profile's hand-off is between two ranks on one GPU; over several, rank r on GPU
+     * r mod G hands off to another GPU by a peer copy, which it does not time: free */
+    if (m && o->cuda && gpu_count(o, st->s) > 1) m->p2p[COST_TRANSPORT_THREADS] = (cost_ar_link){0, 0};
+    return m;
 }
 
 /* The profile model the run measured between its passes (exec_config.profile_between_reps): its
@@ -444,18 +446,28 @@ static int execute(run_opts *o, run_state *st, pl_err *e) {
         rc = o->cuda ? exec_cuda_run(st->s, &o->c, &st->r, e) : run_with_bar(st->s, &o->c, &st->r, e);
         if (rc != PL_OK) pl_err_prefix(e, "run failed: ");
     }
-    /* an MPI run predicts REDUCE_GRAD from MPI's all-reduce: timed now by every process, before
-     * rank 0 profiles, unless the profile comes from a file (which has it or says what is used) */
+    /* an MPI run predicts REDUCE_GRAD from MPI's all-reduce and SEND/RECV from its hand-off
+     * (when the ranks hand off): timed now by every process, before rank 0 profiles, unless the
+     * profile comes from a file (which has them or says what is used). Collectives: every
+     * process calls them on the options alone, whatever its run's outcome (process 0 alone may
+     * have failed assembling it), so that none is left waiting; the first error is kept. */
     int replicated = 0;
     for (int q = 0; o->c.replicas && q < st->s->stages; q++) replicated |= o->c.replicas[q] > 1;
-    if (rc == PL_OK && o->mpi && !o->cuda && replicated && !o->no_predict && !o->profile) {
+    if (o->mpi && !o->cuda && !o->no_predict && !o->profile) {
         int root;
-        rc = exec_mpi_profile_allreduce(&o->c, o->preps, &o->c.mpi_ar_latency_s, &o->c.mpi_ar_Bps, &root, e);
-    }
-    /* and SEND/RECV from MPI's hand-off, when the ranks hand off: the job's first two processes */
-    if (rc == PL_OK && o->mpi && !o->cuda && st->s->ranks > 1 && !o->no_predict && !o->profile) {
-        int root;
-        rc = exec_mpi_profile_p2p(&o->c, o->preps, &o->c.mpi_p2p_latency_s, &o->c.mpi_p2p_Bps, &root, e);
+        pl_err ea, ep;
+        int ra = replicated ? exec_mpi_profile_allreduce(&o->c, o->preps, &o->c.mpi_ar_latency_s, &o->c.mpi_ar_Bps, &root, &ea)
+                            : PL_OK;
+        int rp = st->s->ranks > 1 ? exec_mpi_profile_p2p(&o->c, o->preps, &o->c.mpi_p2p_latency_s, &o->c.mpi_p2p_Bps, &root, &ep)
+                                  : PL_OK;
+        if (rc == PL_OK && ra != PL_OK) {
+            rc = ra;
+            *e = ea;
+        }
+        if (rc == PL_OK && rp != PL_OK) {
+            rc = rp;
+            *e = ep;
+        }
     }
     if (rc != PL_OK || !st->is_root || o->no_predict || st->prof) return rc;
     st->prof = o->between ? run_profile(st, &o->c, e) : get_profile(o, &o->c, st, e);

@@ -79,7 +79,8 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
                                pl_err *e);
 
 /* Times the MPI transport's point-to-point hand-off of a stage boundary (its nonblocking send of
- * a private copy and its polled receive, as exec_mpi_run's ranks move activations) between the
+ * a private copy and its receive posted ahead and polled, as exec_mpi_run's ranks move
+ * activations) between the
  * first two processes of the MPI job (collective: every process calls it; MPI_Init when nobody
  * has): the ping-pong of exec_profile_p2p (exec_p2p_side, its sizes and rounds), fitted on rank 0
  * (*is_root 1) to *latency_s and *bandwidth_Bps (the others get 0). Needs 2 processes or more.

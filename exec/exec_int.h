@@ -350,9 +350,11 @@ int exec_p2p_fit(const size_t *bytes, const double *rt_s, int rounds, double *la
                  pl_err *e);
 /* Rank me's (0 or 1) side of the ping-pong over transport t: rank 0 sends an activation and
  * waits for the gradient that rank 1 sends back on receiving it, one untimed round trip per
- * size, then `rounds` timed ones (rank 0 writes them to rt_s, size after size); buf holds the
- * largest size. The threads' profile (exec_profile_p2p) and the MPI transport's
- * (exec_mpi_profile_p2p) run it. Returns PL_OK or the transport's error. */
+ * size, then `rounds` timed ones (rank 0 writes them to rt_s, size after size); receives are
+ * posted ahead, as the run's workers post theirs, where t can (post_recv); buf holds twice the
+ * largest size (what it sends, then what it receives). The threads' profile (exec_profile_p2p)
+ * and the MPI transport's (exec_mpi_profile_p2p) run it. Returns PL_OK or the transport's
+ * error. */
 int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, void *buf, double *rt_s, pl_err *e);
 
 /* The start gate of a team of threads (exec_team_run): none runs its body before all exist, so
@@ -610,7 +612,7 @@ void exec_xrank_pass_begin(exec_xrank *x, int pass);
  * Called after the barrier that ends the previous pass, so every rank decides alike: ranks in
  * one process (threads; the CUDA backend's rank threads) read every rank's pass times (peers),
  * which all wrote before it; MPI ranks combine the pass just timed over all ranks
- * (exec_transport.allmax: the latest start negated and the end, by max, on each process's
+ * (exec_transport.allmax: the earliest start (negated) and the latest end, by max, on each process's
  * clock: CLOCK_MONOTONIC, the same on one host) and keep its span. Returns PL_OK or the
  * transport's error. */
 int exec_xrank_steady_done(exec_xrank *x, int pass, int *stop);

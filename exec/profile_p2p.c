@@ -26,22 +26,30 @@ typedef struct p2p_shared {
 } p2p_shared;
 
 int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, void *buf, double *rt_s, pl_err *e) {
+    int per = rounds + 1, total = P2P_SIZES * per, posted = t->post_recv && t->wait_recv;
+    unsigned char *out = buf, *in = out + bytes[P2P_SIZES - 1];
     int rc = PL_OK;
-    int64_t seq = 0;
-    for (int k = 0; rc == PL_OK && k < P2P_SIZES; k++)
-        for (int j = -1; rc == PL_OK && j < rounds; j++, seq++) {
-            exec_msg_key act = {EXEC_MSG_ACT, 1, seq}, grad = {EXEC_MSG_GRAD, 0, seq};
-            size_t n = bytes[k];
-            if (me == 0) {
-                double t0 = pl_now_s();
-                rc = t->send(t, 1, act, buf, n, e);
-                if (rc == PL_OK) rc = t->recv(t, 1, grad, buf, n, e);
-                if (j >= 0) rt_s[k * rounds + j] = pl_now_s() - t0;
-            } else {
-                rc = t->recv(t, 0, act, buf, n, e);
-                if (rc == PL_OK) rc = t->send(t, 0, grad, buf, n, e);
-            }
+    /* receives as the run's workers make them where the transport can: posted ahead of the data
+     * (post_recv), completed where it is needed (wait_recv); rank 1 posts each activation's a
+     * round ahead, rank 0 each gradient's before its send */
+    if (me == 1 && posted) rc = t->post_recv(t, 0, (exec_msg_key){EXEC_MSG_ACT, 1, 0}, in, bytes[0], e);
+    for (int i = 0; rc == PL_OK && i < total; i++) {
+        int k = i / per, j = i % per - 1; /* j -1: the size's untimed round trip */
+        size_t n = bytes[k];
+        exec_msg_key act = {EXEC_MSG_ACT, 1, i}, grad = {EXEC_MSG_GRAD, 0, i};
+        if (me == 0) {
+            if (posted) rc = t->post_recv(t, 1, grad, in, n, e);
+            double t0 = pl_now_s();
+            if (rc == PL_OK) rc = t->send(t, 1, act, out, n, e);
+            if (rc == PL_OK) rc = posted ? t->wait_recv(t, 1, grad, e) : t->recv(t, 1, grad, in, n, e);
+            if (j >= 0) rt_s[k * rounds + j] = pl_now_s() - t0;
+        } else {
+            rc = posted ? t->wait_recv(t, 0, act, e) : t->recv(t, 0, act, in, n, e);
+            if (rc == PL_OK && posted && i + 1 < total)
+                rc = t->post_recv(t, 0, (exec_msg_key){EXEC_MSG_ACT, 1, i + 1}, in, bytes[(i + 1) / per], e);
+            if (rc == PL_OK) rc = t->send(t, 0, grad, out, n, e);
         }
+    }
     return rc;
 }
 
@@ -51,7 +59,7 @@ static void *p2p_main(void *arg) {
     p2p_shared *sh = a->sh;
     if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[a->me % sh->ncpus]);
     exec_transport *t = &sh->t[a->me];
-    void *buf = calloc(1, sh->bytes[P2P_SIZES - 1]);
+    void *buf = calloc(2, sh->bytes[P2P_SIZES - 1]); /* what it sends, then what it receives */
     if (!buf) {
         a->rc = pl_errf(&a->err, PL_ENOMEM, "out of memory for the point-to-point profile");
         t->abort(t, &a->err); /* the other rank's wait fails at once */

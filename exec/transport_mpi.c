@@ -568,6 +568,21 @@ static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_roo
     if (m->size != want)
         return pl_errf(e, PL_EINPUT, "the MPI job has %d processes, the schedule %d ranks%s (mpirun -np %d)", m->size, want,
                        want != s->ranks ? " with its replicas" : "", want);
+    if (cfg->timed_passes_max > cfg->timed_passes) {
+        /* the steady rule compares the processes' pass times on their own clocks (m_allmax):
+         * one clock only when they share a host */
+        MPI_Comm node;
+        int ln = m->size;
+        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+            MPI_Comm_size(node, &ln);
+            MPI_Comm_free(&node);
+        }
+        int all = 0;
+        MPI_Allreduce(&ln, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (all != m->size)
+            return pl_errf(e, PL_EINPUT, "timing passes until the run is steady needs the MPI job's %d processes on one host (their "
+                                         "clocks are compared); this job spans hosts", m->size);
+    }
     MPI_Comm_dup(MPI_COMM_WORLD, &m->data);
     MPI_Comm_dup(MPI_COMM_WORLD, &m->ctl);
     MPI_Comm_set_errhandler(m->data, MPI_ERRORS_RETURN);
@@ -697,7 +712,7 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, do
     int rounds = 0;
     exec_p2p_plan(cfg, reps, bytes, &rounds);
     double *rt = pl_calloc(EXEC_P2P_SIZES * (size_t)rounds, sizeof *rt);
-    void *buf = pl_calloc(1, bytes[EXEC_P2P_SIZES - 1]);
+    void *buf = pl_calloc(2, bytes[EXEC_P2P_SIZES - 1]); /* exec_p2p_side's two halves */
     mend m;
     memset(&m, 0, sizeof m);
     m.rank = me;
@@ -711,7 +726,8 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, do
     if (pair != MPI_COMM_NULL) {
         MPI_Comm_set_errhandler(pair, MPI_ERRORS_RETURN);
         m.data = m.ctl = pair;
-        exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, NULL, NULL, NULL, NULL};
+        exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, m_post_recv, m_wait_recv, NULL,
+                            NULL};
         rc = exec_p2p_side(&t, me, bytes, rounds, buf, rt, e);
         mend_free_sends(&m, rc == PL_OK); /* after a whole ping-pong the partner took every send */
         MPI_Comm_free(&pair);

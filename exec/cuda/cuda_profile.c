@@ -23,8 +23,9 @@
 #define CX_PROFILE_SLOTS 4
 /* Most profile workers at once (a GPU's ranks). */
 #define CX_PROFILE_MAX_WORKERS 64
-/* Most GEMMs of a round bracketed by events. */
-#define CX_PROFILE_MAX_GEMM_EVENTS (1 << 20)
+/* Most GEMMs of a round bracketed by events (a round's later ones run without, as a run's past
+ * CX_MAX_TIMED_GEMMS would): 2^18 pairs take about half a second to create. */
+#define CX_PROFILE_MAX_GEMM_EVENTS (1 << 18)
 /* Most bytes of distinct block weights, bf16 copies and gradients profiled. */
 #define CX_PROFILE_MAX_BYTES ((size_t)2 << 30)
 
