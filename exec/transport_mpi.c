@@ -33,7 +33,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Spinning on a request for its first MPI_SPIN_S seconds, then naps of MPI_NAP_US. */
+/* A wait spins on its request for its first spin_s seconds (mend.spin_s: EXEC_SPIN_S, the
+ * threads transport's, when the job's processes on this host have a core each, else
+ * MPI_SPIN_S), then naps MPI_NAP_US at a time. A nap of 20 us lasts about 70 (the kernel's timer
+ * slack of 50 us), so a wait that napped ends up to that long after its message came. */
 #define MPI_SPIN_S 1e-3
 #define MPI_NAP_US 20L
 #define MPI_NS_PER_US 1000L
@@ -74,6 +77,7 @@ typedef struct mend {
     int rank, size, stages;
     long tag_mod;         /* MPI_TAG_UB + 1 */
     double timeout_s;
+    double spin_s;        /* a wait's spin before it naps (host_spin_s) */
     msend *send;          /* [nsend] */
     int nsend;
     int64_t *sent, *rcvd, *peer_sent; /* [size] each: messages sent to / received from each rank
@@ -153,7 +157,7 @@ static void nap(long us) {
 }
 
 /* Polls req until it completes (PL_OK, st filled), fails, or the deadline dl passes (an error
- * with what; the request is cancelled); spins for the first millisecond after t0, then naps. */
+ * with what; the request is cancelled); spins for m->spin_s after t0, then naps. */
 static int wait_poll(mend *m, MPI_Request *req, MPI_Status *st, const char *what, double t0, double dl, pl_err *e) {
     for (;;) {
         int flag = 0;
@@ -171,7 +175,7 @@ static int wait_poll(mend *m, MPI_Request *req, MPI_Status *st, const char *what
             MPI_Request_free(req);
             return pl_errf(e, PL_EINTERNAL, "timed out after %g s: %s", m->timeout_s, what);
         }
-        if (now - t0 > MPI_SPIN_S) nap(MPI_NAP_US); /* after a millisecond of spinning, poll gently */
+        if (now - t0 > m->spin_s) nap(MPI_NAP_US); /* spun out: poll gently */
     }
 }
 
@@ -548,7 +552,35 @@ int exec_mpi_init(pl_err *e) {
     return PL_OK;
 }
 
-static int mend_init(mend *m, const exec_config *cfg, pl_err *e);
+static int mend_init(mend *m, const exec_config *cfg, double spin_s, pl_err *e);
+
+/* Counts the MPI job's processes on this process's host into *local, and the cores their
+ * affinity masks cover together into *cores. Collective over MPI_COMM_WORLD. */
+static void host_share(int *local, int *cores) {
+    enum { MASK_BYTES = EXEC_MAX_CORES / 8 };
+    unsigned char mine[MASK_BYTES] = {0}, all[MASK_BYTES] = {0};
+    int cpus[EXEC_MAX_CORES], n = exec_platform_cores(cpus, EXEC_MAX_CORES);
+    for (int i = 0; i < n; i++) mine[cpus[i] / 8] |= (unsigned char)(1u << (cpus[i] % 8));
+    MPI_Comm node;
+    *local = 1;
+    *cores = n;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return;
+    MPI_Comm_size(node, local);
+    MPI_Allreduce(mine, all, MASK_BYTES, MPI_BYTE, MPI_BOR, node);
+    MPI_Comm_free(&node);
+    *cores = 0;
+    for (int i = 0; i < MASK_BYTES; i++)
+        for (unsigned v = all[i]; v; v &= v - 1) ++*cores;
+}
+
+/* A wait's spin before it naps: EXEC_SPIN_S when the job's processes on this host have a core
+ * each (so a spinning process takes no other's), else MPI_SPIN_S. Collective over
+ * MPI_COMM_WORLD; *local as host_share's. */
+static double host_spin_s(int *local) {
+    int cores = 0;
+    host_share(local, &cores);
+    return *local <= cores ? EXEC_SPIN_S : MPI_SPIN_S;
+}
 
 /* Joins the MPI job (initializing MPI when nobody has), checks that it has one process per rank
  * of the schedule's layout, and sets up m's communicators, tag space and message counters.
@@ -568,15 +600,11 @@ static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_roo
     if (m->size != want)
         return pl_errf(e, PL_EINPUT, "the MPI job has %d processes, the schedule %d ranks%s (mpirun -np %d)", m->size, want,
                        want != s->ranks ? " with its replicas" : "", want);
+    int ln = m->size;
+    double spin_s = host_spin_s(&ln);
     if (cfg->timed_passes_max > cfg->timed_passes) {
         /* the steady rule compares the processes' pass times on their own clocks (m_allmax):
          * one clock only when they share a host */
-        MPI_Comm node;
-        int ln = m->size;
-        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, m->rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-            MPI_Comm_size(node, &ln);
-            MPI_Comm_free(&node);
-        }
         int all = 0;
         MPI_Allreduce(&ln, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (all != m->size)
@@ -587,16 +615,17 @@ static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_roo
     MPI_Comm_dup(MPI_COMM_WORLD, &m->ctl);
     MPI_Comm_set_errhandler(m->data, MPI_ERRORS_RETURN);
     m->stages = s->stages;
-    return mend_init(m, cfg, e);
+    return mend_init(m, cfg, spin_s, e);
 }
 
-/* Sets m's tag space, timeout and message counters for its m->size ranks. Returns PL_OK or
- * PL_ENOMEM. */
-static int mend_init(mend *m, const exec_config *cfg, pl_err *e) {
+/* Sets m's tag space, timeout, spin (spin_s) and message counters for its m->size ranks.
+ * Returns PL_OK or PL_ENOMEM. */
+static int mend_init(mend *m, const exec_config *cfg, double spin_s, pl_err *e) {
     int *ub = NULL, flag = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     m->tag_mod = flag && ub && *ub > 0 ? (long)*ub + 1 : MPI_MIN_TAGS;
     m->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
+    m->spin_s = spin_s;
     m->sent = pl_calloc(MPI_COUNT_ARRAYS * (size_t)m->size, sizeof *m->sent);
     if (!m->sent) return pl_errf(e, PL_ENOMEM, "out of memory");
     m->rcvd = m->sent + m->size;
@@ -718,7 +747,9 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, do
     m.rank = me;
     m.size = 2;
     m.stages = 1;
-    int ok = rt && buf && (me >= 2 || mend_init(&m, cfg, e) == PL_OK), all_ok = 0;
+    int local = 0;
+    double spin_s = host_spin_s(&local); /* the run's waits */
+    int ok = rt && buf && (me >= 2 || mend_init(&m, cfg, spin_s, e) == PL_OK), all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* no process leaves the others waiting */
     int rc = all_ok ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory for the hand-off profile");
     MPI_Comm pair = MPI_COMM_NULL;

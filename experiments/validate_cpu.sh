@@ -81,6 +81,10 @@
 # results/out/validate_offgrid.db under the tag validate_offgrid: a check that the model holds
 # where it was not tuned. One seed gives the same configurations on any machine. Its history, as
 # --broad's, is kept per draw: results/out/history/validate_offgrid-seedS-nN-REV-HOST-thp-MODE.db.
+# --mpi (with the default grid, --broad or --offgrid): the ranks are 2 MPI processes, one core
+# each (`mpirun -np 2 pipelab run --transport mpi`: the profile between the passes in each
+# process, the hand-off and the host probe of MPI's), into their own database, tag, figure and
+# history (NAME_mpi: validate_cpu_mpi, validate_offgrid_mpi). The targets are the grid's.
 # Environment: KINDS ("gpipe 1f1b zb-h1 interleaved"), WIDTHS ("256 512"), MICROBATCHES ("4 8"),
 # REPEATS (runs of each configuration: 1; 2 with --broad), TIMED (timed iterations at least, 20; 10
 # with --broad; divided by REPEATS; more for short iterations: MIN_TIMED_S, 0.5 divided by
@@ -92,14 +96,26 @@
 NAME=validate_cpu
 BROAD=0
 OFFGRID=0
+MPI=0
 ARGS=()
 for a in "$@"; do
-    case "$a" in --broad) BROAD=1 ;; --offgrid) OFFGRID=1 ;; *) ARGS+=("$a") ;; esac
+    case "$a" in --broad) BROAD=1 ;; --offgrid) OFFGRID=1 ;; --mpi) MPI=1 ;; *) ARGS+=("$a") ;; esac
 done
 if [ "$BROAD$OFFGRID" = 11 ]; then echo "$0: --broad and --offgrid are two grids: give one" >&2; exit 2; fi
 # --offgrid: the broad grid's settings and targets over configurations of its own, in a database,
 # a tag and a figure of their own
 if [ "$OFFGRID" = 1 ]; then NAME=validate_offgrid; BROAD=1; fi
+# --mpi: the same grid with the ranks as MPI processes, in a database, a tag and a figure of their own
+LAUNCH=()
+TRANSPORT_ARG=
+if [ "$MPI" = 1 ]; then
+    command -v mpirun >/dev/null || { echo "$0: --mpi needs mpirun (openmpi-bin)" >&2; exit 2; }
+    NAME=${NAME}_mpi
+    LAUNCH=(mpirun -np 2)
+    TRANSPORT_ARG="--transport mpi"
+    # as root, Open MPI needs leave
+    if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+fi
 # `source` without arguments keeps this script's own, --broad included: set them first
 set -- ${ARGS[@]+"${ARGS[@]}"}
 source "$(dirname "$0")/lib.sh" "$@"
@@ -297,8 +313,9 @@ while read -r kind m recompute spec chunks; do
         for ((a = 0; a <= STEADY_RETRIES; a++)); do
             TRY_A=$(try_db "$a")
             # shellcheck disable=SC2086
-            BEFORE=clear_try quiet_try "$PL" run --kind "$kind" --ranks 2 --microbatches "$m" $extra --model "$spec" \
-                --timed "$passes" $steady $PROFILE_ARG --tag "$NAME" --db "$TRY_A" --format csv >"$RUN_CSV" || exit 1
+            BEFORE=clear_try quiet_try ${LAUNCH[@]+"${LAUNCH[@]}"} "$PL" run $TRANSPORT_ARG --kind "$kind" --ranks 2 \
+                --microbatches "$m" $extra --model "$spec" --timed "$passes" $steady $PROFILE_ARG --tag "$NAME" \
+                --db "$TRY_A" --format csv </dev/null >"$RUN_CSV" || exit 1
             read -r se timed <<< "$(steadiness "$RUN_CSV")"
             run_probe "$RUN_CSV"
             uid=$("$PL" db list --db "$TRY_A" --format csv | awk -F, 'NR > 1 && $4 == "measured" { print $2 }')
