@@ -341,21 +341,25 @@ int exec_pair_run(void *sh, void *(*main)(void *), void (*started)(void *sh, int
  * (exec_profile_p2p), the MPI transport's (exec_mpi_profile_p2p) and the CUDA hand-off's
  * (cuda_profile.c): EXEC_P2P_SIZES message sizes of
  * 1, 4 and 16 stage boundaries of cfg's model (b x h floats; 1/16, 1/4 and 1 of a boundary above
- * 4 MiB) into bytes, and min(max(reps, 9), 31) timed round trips of each into *rounds; the fit of
- * half of each size's median round trip (rt_s [EXEC_P2P_SIZES rounds], size after size) to
- * cost_link_s's latency and bandwidth (cost_link_fit). */
+ * 4 MiB) into bytes, and min(max(reps, 9), 31) timed rounds of each into *rounds; the fit of each
+ * size's median time (t_s [EXEC_P2P_SIZES rounds], size after size) over `ways` (1 for one-way
+ * times, 2 for round trips) to cost_link_s's latency and bandwidth (cost_link_fit). */
 #define EXEC_P2P_SIZES 3
 void exec_p2p_plan(const exec_config *cfg, int reps, size_t *bytes, int *rounds);
-int exec_p2p_fit(const size_t *bytes, const double *rt_s, int rounds, double *latency_s, double *bandwidth_Bps,
+int exec_p2p_fit(const size_t *bytes, const double *t_s, int rounds, double ways, double *latency_s, double *bandwidth_Bps,
                  pl_err *e);
 /* Rank me's (0 or 1) side of the ping-pong over transport t: rank 0 sends an activation and
  * waits for the gradient that rank 1 sends back on receiving it, one untimed round trip per
- * size, then `rounds` timed ones (rank 0 writes them to rt_s, size after size); receives are
+ * size, then `rounds` timed ones; rank 0 writes their times to rt_s, size after size: with
+ * one_way (both ranks read one clock: threads, or MPI processes on one host) the one-way time of
+ * each activation (rank 0 stamps it; rank 1 returns what it saw, from the stamp to its receive's
+ * completion), rank 0 computing meanwhile as a run's sender does (it spins on the clock, out of
+ * the transport, for twice the size's untimed round trip); else each round trip. Receives are
  * posted ahead, as the run's workers post theirs, where t can (post_recv); buf holds twice the
  * largest size (what it sends, then what it receives). The threads' profile (exec_profile_p2p)
  * and the MPI transport's (exec_mpi_profile_p2p) run it. Returns PL_OK or the transport's
  * error. */
-int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, void *buf, double *rt_s, pl_err *e);
+int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, int one_way, void *buf, double *rt_s, pl_err *e);
 
 /* The start gate of a team of threads (exec_team_run): none runs its body before all exist, so
  * that a barrier they meet at fills, or all return when one could not be started. */

@@ -3,7 +3,9 @@
  * its copy out: what a pipeline's SEND/RECV costs on the critical path) by a ping-pong between
  * two threads placed as exec_run places its ranks, at sizes of 1, 4 and 16 boundaries (1/16, 1/4
  * and 1 of a boundary above 4 MiB), and fits the one-way times to cost_link_s's latency and
- * bandwidth (cost_link_fit). */
+ * bandwidth (cost_link_fit). With one clock on both sides (threads; MPI processes on one host)
+ * the one-way time is the receiver's completion minus the sender's stamp, while the sender
+ * computes as a run's does; else half the round trip. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +27,25 @@ typedef struct p2p_shared {
     double *rt_s; /* [P2P_SIZES * rounds] rank 0's round trips */
 } p2p_shared;
 
-int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, void *buf, double *rt_s, pl_err *e) {
+/* Rank 0's stamp of its send (stamp_s) travels in the activation's first bytes; rank 1 returns the
+ * one-way time it saw in the gradient's. */
+static void put_s(void *buf, double v) { memcpy(buf, &v, sizeof v); }
+static double get_s(const void *buf) {
+    double v;
+    memcpy(&v, buf, sizeof v);
+    return v;
+}
+
+/* Spins on the clock for s seconds, out of the transport: a sender computing after its SEND. */
+static void busy_for(double s) {
+    for (double t0 = pl_now_s(); pl_now_s() - t0 < s;) {}
+}
+
+int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, int one_way, void *buf, double *rt_s, pl_err *e) {
     int per = rounds + 1, total = P2P_SIZES * per, posted = t->post_recv && t->wait_recv;
     unsigned char *out = buf, *in = out + bytes[P2P_SIZES - 1];
+    one_way = one_way && bytes[0] >= sizeof(double); /* the stamps need room */
+    double busy_s = 0;
     int rc = PL_OK;
     /* receives as the run's workers make them where the transport can: posted ahead of the data
      * (post_recv), completed where it is needed (wait_recv); rank 1 posts each activation's a
@@ -40,13 +58,21 @@ int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, vo
         if (me == 0) {
             if (posted) rc = t->post_recv(t, 1, grad, in, n, e);
             double t0 = pl_now_s();
+            if (one_way) put_s(out, t0);
             if (rc == PL_OK) rc = t->send(t, 1, act, out, n, e);
+            /* timed rounds with one clock: the sender computes while its message travels, as a
+             * run's does (twice the size's untimed round trip, so that the message lands meanwhile) */
+            if (rc == PL_OK && j >= 0 && one_way) busy_for(busy_s);
             if (rc == PL_OK) rc = posted ? t->wait_recv(t, 1, grad, e) : t->recv(t, 1, grad, in, n, e);
-            if (j >= 0) rt_s[k * rounds + j] = pl_now_s() - t0;
+            double rt = pl_now_s() - t0;
+            if (j < 0) busy_s = 2 * rt;
+            if (j >= 0) rt_s[k * rounds + j] = one_way ? get_s(in) : rt;
         } else {
             rc = posted ? t->wait_recv(t, 0, act, e) : t->recv(t, 0, act, in, n, e);
+            double ow = pl_now_s() - (one_way ? get_s(in) : 0);
             if (rc == PL_OK && posted && i + 1 < total)
                 rc = t->post_recv(t, 0, (exec_msg_key){EXEC_MSG_ACT, 1, i + 1}, in, bytes[(i + 1) / per], e);
+            if (one_way) put_s(out, ow);
             if (rc == PL_OK) rc = t->send(t, 0, grad, out, n, e);
         }
     }
@@ -65,7 +91,7 @@ static void *p2p_main(void *arg) {
         t->abort(t, &a->err); /* the other rank's wait fails at once */
         return NULL;
     }
-    int rc = exec_p2p_side(t, a->me, sh->bytes, sh->rounds, buf, sh->rt_s, &a->err);
+    int rc = exec_p2p_side(t, a->me, sh->bytes, sh->rounds, 1, buf, sh->rt_s, &a->err); /* threads: one clock */
     if (rc != PL_OK) t->abort(t, &a->err);
     a->rc = rc;
     free(buf);
@@ -78,12 +104,12 @@ static void p2p_started(void *arg, int ok, pl_err *why) {
     if (!ok) sh->t[0].abort(&sh->t[0], why);
 }
 
-int exec_p2p_fit(const size_t *bytes, const double *rt_s, int rounds, double *latency_s, double *bandwidth_Bps,
+int exec_p2p_fit(const size_t *bytes, const double *t_s, int rounds, double ways, double *latency_s, double *bandwidth_Bps,
                  pl_err *e) {
     double b[P2P_SIZES], t[P2P_SIZES];
     for (int k = 0; k < P2P_SIZES; k++) {
         b[k] = (double)bytes[k];
-        t[k] = 0.5 * exec_median(rt_s + k * rounds, (size_t)rounds);
+        t[k] = exec_median(t_s + k * rounds, (size_t)rounds) / ways;
     }
     return cost_link_fit(b, t, P2P_SIZES, latency_s, bandwidth_Bps, e);
 }
@@ -110,7 +136,7 @@ int exec_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double
     int rc = sh.t ? PL_OK : e->code;
     if (sh.t && sh.ncpus >= P2P_RANKS) exec_threads_transport_spin(sh.t, EXEC_SPIN_S); /* as exec_run: a core each */
     if (rc == PL_OK) rc = exec_pair_run(&sh, p2p_main, p2p_started, "point-to-point profile", e);
-    if (rc == PL_OK) rc = exec_p2p_fit(sh.bytes, sh.rt_s, sh.rounds, latency_s, bandwidth_Bps, e);
+    if (rc == PL_OK) rc = exec_p2p_fit(sh.bytes, sh.rt_s, sh.rounds, 1, latency_s, bandwidth_Bps, e);
     if (rc) pl_err_prefix(e, "profile of the point-to-point hand-off: ");
     if (sh.t) exec_threads_transport_free(sh.t, P2P_RANKS);
     free(sh.rt_s);

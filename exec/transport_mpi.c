@@ -555,8 +555,9 @@ int exec_mpi_init(pl_err *e) {
 static int mend_init(mend *m, const exec_config *cfg, double spin_s, pl_err *e);
 
 /* Counts the MPI job's processes on this process's host into *local, and the cores their
- * affinity masks cover together into *cores. Collective over MPI_COMM_WORLD. */
-static void host_share(int *local, int *cores) {
+ * affinity masks cover together into *cores; *pair (may be NULL) is 1 when the job's first two
+ * processes share a host (one clock), else 0. Collective over MPI_COMM_WORLD. */
+static void host_share(int *local, int *cores, int *pair) {
     enum { MASK_BYTES = EXEC_MAX_CORES / 8 };
     unsigned char mine[MASK_BYTES] = {0}, all[MASK_BYTES] = {0};
     int cpus[EXEC_MAX_CORES], n = exec_platform_cores(cpus, EXEC_MAX_CORES);
@@ -564,9 +565,21 @@ static void host_share(int *local, int *cores) {
     MPI_Comm node;
     *local = 1;
     *cores = n;
+    if (pair) *pair = 0;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return;
     MPI_Comm_size(node, local);
     MPI_Allreduce(mine, all, MASK_BYTES, MPI_BYTE, MPI_BOR, node);
+    if (pair) {
+        MPI_Group world, here;
+        MPI_Comm_group(MPI_COMM_WORLD, &world);
+        MPI_Comm_group(node, &here);
+        int first[2] = {0, 1}, at[2] = {MPI_UNDEFINED, MPI_UNDEFINED}, both;
+        MPI_Group_translate_ranks(world, 2, first, here, at);
+        both = at[0] != MPI_UNDEFINED && at[1] != MPI_UNDEFINED;
+        MPI_Allreduce(&both, pair, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Group_free(&here);
+        MPI_Group_free(&world);
+    }
     MPI_Comm_free(&node);
     *cores = 0;
     for (int i = 0; i < MASK_BYTES; i++)
@@ -575,10 +588,10 @@ static void host_share(int *local, int *cores) {
 
 /* A wait's spin before it naps: EXEC_SPIN_S when the job's processes on this host have a core
  * each (so a spinning process takes no other's), else MPI_SPIN_S. Collective over
- * MPI_COMM_WORLD; *local as host_share's. */
-static double host_spin_s(int *local) {
+ * MPI_COMM_WORLD; *local and *pair as host_share's. */
+static double host_spin_s(int *local, int *pair) {
     int cores = 0;
-    host_share(local, &cores);
+    host_share(local, &cores, pair);
     return *local <= cores ? EXEC_SPIN_S : MPI_SPIN_S;
 }
 
@@ -601,7 +614,7 @@ static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_roo
         return pl_errf(e, PL_EINPUT, "the MPI job has %d processes, the schedule %d ranks%s (mpirun -np %d)", m->size, want,
                        want != s->ranks ? " with its replicas" : "", want);
     int ln = m->size;
-    double spin_s = host_spin_s(&ln);
+    double spin_s = host_spin_s(&ln, NULL);
     if (cfg->timed_passes_max > cfg->timed_passes) {
         /* the steady rule compares the processes' pass times on their own clocks (m_allmax):
          * one clock only when they share a host */
@@ -747,8 +760,8 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, do
     m.rank = me;
     m.size = 2;
     m.stages = 1;
-    int local = 0;
-    double spin_s = host_spin_s(&local); /* the run's waits */
+    int local = 0, one_clock = 0;
+    double spin_s = host_spin_s(&local, &one_clock); /* the run's waits */
     int ok = rt && buf && (me >= 2 || mend_init(&m, cfg, spin_s, e) == PL_OK), all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* no process leaves the others waiting */
     int rc = all_ok ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory for the hand-off profile");
@@ -759,13 +772,13 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, do
         m.data = m.ctl = pair;
         exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, m_post_recv, m_wait_recv, NULL,
                             NULL};
-        rc = exec_p2p_side(&t, me, bytes, rounds, buf, rt, e);
+        rc = exec_p2p_side(&t, me, bytes, rounds, one_clock, buf, rt, e);
         mend_free_sends(&m, rc == PL_OK); /* after a whole ping-pong the partner took every send */
         MPI_Comm_free(&pair);
     }
     free(m.sent);
     MPI_Barrier(MPI_COMM_WORLD); /* the others wait here, idle, while the two time */
-    if (rc == PL_OK && me == 0) rc = exec_p2p_fit(bytes, rt, rounds, latency_s, bandwidth_Bps, e);
+    if (rc == PL_OK && me == 0) rc = exec_p2p_fit(bytes, rt, rounds, one_clock ? 1 : 2, latency_s, bandwidth_Bps, e);
     if (rc != PL_OK) pl_err_prefix(e, "profile of the MPI hand-off: ");
     free(rt);
     free(buf);

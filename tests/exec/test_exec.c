@@ -2,6 +2,7 @@
  * training (every synchronous schedule, PipeDream stashing, 2BW), exact memory closed forms,
  * and fault handling (injected errors, wrong-size messages, memory budgets, bad schedules). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -940,6 +941,58 @@ static void test_lines(void) {
 /* The host probe: one worker's both-at-once time is its alone time; with two, each is a forward
  * of the default dense block, so between what 10 TFLOP/s and 1 MFLOP/s would take (a probe that
  * timed nothing falls out); no worker is refused. */
+/* One side of the hand-off profile on a thread (test_p2p_side). */
+typedef struct p2p_arg {
+    exec_transport *t;
+    int me, one_way, rc;
+    const size_t *bytes;
+    double *rt;
+    pl_err e;
+} p2p_arg;
+
+static void *p2p_thread(void *v) {
+    p2p_arg *a = v;
+    void *buf = calloc(2, a->bytes[EXEC_P2P_SIZES - 1]);
+    a->rc = buf ? exec_p2p_side(&a->t[a->me], a->me, a->bytes, 9, a->one_way, buf, a->rt, &a->e) : PL_ENOMEM;
+    free(buf);
+    return NULL;
+}
+
+/* The hand-off profile (exec_p2p_side, exec_p2p_fit): with one clock, each timed round's one-way
+ * time travels in the messages' stamps (a positive time under a second: a stamp lost or read
+ * before its message landed is a clock reading of the past or the whole clock); the fit of
+ * times a + bytes / B exact for one way, and of their doubles as round trips, gives a and B. */
+static void test_p2p_side(void) {
+    const size_t bytes[EXEC_P2P_SIZES] = {1024, 4096, 16384};
+    for (int one_way = 0; one_way <= 1; one_way++) {
+        pl_err e;
+        exec_transport *t = exec_threads_transport_new(2, 2, bytes[EXEC_P2P_SIZES - 1], 30, &e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+        double rt[EXEC_P2P_SIZES * 9];
+        for (int i = 0; i < EXEC_P2P_SIZES * 9; i++) rt[i] = -1;
+        p2p_arg a[2] = {{t, 0, one_way, 0, bytes, rt, {0}}, {t, 1, one_way, 0, bytes, NULL, {0}}};
+        pthread_t th[2];
+        for (int r = 0; r < 2; r++) CU_ASSERT_EQUAL_FATAL(pthread_create(&th[r], NULL, p2p_thread, &a[r]), 0);
+        for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+        CU_ASSERT(a[0].rc == PL_OK && a[1].rc == PL_OK);
+        for (int i = 0; i < EXEC_P2P_SIZES * 9; i++) CU_ASSERT(rt[i] > 0 && rt[i] < 1);
+        exec_threads_transport_free(t, 2);
+    }
+    double t1[EXEC_P2P_SIZES * 9], t2[EXEC_P2P_SIZES * 9], lat = 0, bps = 0;
+    for (int k = 0; k < EXEC_P2P_SIZES; k++)
+        for (int j = 0; j < 9; j++) {
+            t1[k * 9 + j] = 2e-6 + (double)bytes[k] / 1e9 + (j == 4 ? 0 : (j < 4 ? -1e-3 : 1e-3)); /* the median exact */
+            t2[k * 9 + j] = 2 * t1[k * 9 + j];
+        }
+    pl_err e;
+    CU_ASSERT_EQUAL(exec_p2p_fit(bytes, t1, 9, 1, &lat, &bps, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(lat, 2e-6, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(bps / 1e9, 1, 1e-6);
+    CU_ASSERT_EQUAL(exec_p2p_fit(bytes, t2, 9, 2, &lat, &bps, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(lat, 2e-6, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(bps / 1e9, 1, 1e-6);
+}
+
 static void test_host_probe(void) {
     pl_err e;
     exec_host_probe p;
@@ -1433,6 +1486,7 @@ void pl_test_register(void) {
         {"cache-line and huge-page buffers (exec_lines_alloc)", test_lines},
         {"profile between the passes: each gap's timed and opening rounds", test_profile_gap_rounds},
         {"the host probe: one forward of the default block, together and alone", test_host_probe},
+        {"the hand-off profile: one-way times in the stamps, the fit over one way or two", test_p2p_side},
         {"profile between the passes: same training, each worker's times", test_profile_between},
         {"profile between the passes: its blocks' weights copied from the rank's or drawn", test_profile_copied_weights},
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
