@@ -31,10 +31,11 @@ static const char help_text[] =
     "  --loose               ignore the recorded parameters; match on the run columns only\n"
     "  --actions             also break each pair down action by action, where both runs carry\n"
     "                        their timelines (`pipelab run --trace`): per rank, the time per pass\n"
-    "                        of each compute kind (F, B, I, W, STEP) and of communication and\n"
-    "                        waiting (SEND/RECV: the rank's span outside its compute and\n"
-    "                        all-reduces, on both timelines alike) and of the gradient\n"
-    "                        all-reduces of replicated stages (REDUCE_GRAD), predicted against\n"
+    "                        of each compute kind (F, B, I, W, OVERLAP: a forward and a\n"
+    "                        backward in one action, STEP) and of communication and waiting\n"
+    "                        (SEND/RECV: the rank's span outside its compute and all-reduces,\n"
+    "                        on both timelines alike) and of the gradient all-reduces of\n"
+    "                        replicated stages (REDUCE_GRAD), predicted against\n"
     "                        measured (the median over the timed passes), with the signed error\n"
     "                        in percent (ERR) and in ms (DIFF, predicted - measured): compute\n"
     "                        error apart from schedule error; then each class's MAPE, signed\n"
@@ -316,13 +317,15 @@ static void out_repeats_csv(const store_comparison *c, const store_repeats *r, p
 
 /* ---------------------------------------------------------------- action breakdown */
 
-/* The classes of the breakdown: compute kinds, then communication and waiting, and the
- * gradient all-reduce (REDUCE_GRAD: a collective of a replicated stage's replicas). */
-enum { AC_F, AC_B, AC_I, AC_W, AC_STEP, AC_COMM, AC_REDUCE, AC_N };
-static const char *const ac_name[AC_N] = {"F", "B", "I", "W", "STEP", "SEND/RECV", "REDUCE_GRAD"};
+/* The classes of the breakdown: compute kinds (OVERLAP: a forward overlapped with a backward in
+ * one action, dualpipev's), then communication and waiting, and the gradient all-reduce
+ * (REDUCE_GRAD: a collective of a replicated stage's replicas). */
+enum { AC_F, AC_B, AC_I, AC_W, AC_OVERLAP, AC_STEP, AC_COMM, AC_REDUCE, AC_N };
+static const char *const ac_name[AC_N] = {"F", "B", "I", "W", "OVERLAP", "STEP", "SEND/RECV", "REDUCE_GRAD"};
 
 /* Returns the class of an op kind name (the other non-compute kinds count as communication). */
 static int ac_of(const char *kind) {
+    if (kind && strcmp(kind, sched_kind_name(SCHED_OVERLAP)) == 0) return AC_OVERLAP;
     for (int i = 0; i <= AC_STEP; i++)
         if (kind && strcmp(kind, ac_name[i]) == 0) return i;
     return kind && strcmp(kind, ac_name[AC_REDUCE]) == 0 ? AC_REDUCE : AC_COMM;

@@ -11,8 +11,9 @@
 #include "pl_test.h"
 
 /* The classes of one rank's rows of the breakdown (ms per pass), predicted and measured. */
-enum { R_F, R_B, R_I, R_W, R_STEP, R_COMM, R_REDUCE, R_COMPUTE, R_SPAN, R_N };
-static const char *const row_name[R_N] = {"F", "B", "I", "W", "STEP", "SEND/RECV", "REDUCE_GRAD", "compute", "span"};
+enum { R_F, R_B, R_I, R_W, R_OVERLAP, R_STEP, R_COMM, R_REDUCE, R_COMPUTE, R_SPAN, R_N };
+static const char *const row_name[R_N] = {"F",    "B",         "I",           "W",       "OVERLAP",
+                                          "STEP", "SEND/RECV", "REDUCE_GRAD", "compute", "span"};
 
 /* Reads the rows of rank r of the k-th pair's breakdown (0 = the first) into pred[], meas[] (0
  * for a class without a row) and, when err is not NULL, their ERR column in percent into err[]
@@ -43,17 +44,18 @@ static int rank_rows(const char *out, int k, int r, double *pred, double *meas, 
     return n;
 }
 
-/* Runs a traced 1F1B run on 2 ranks (a small dense model) under each recompute policy of the
- * space-separated list `policies` into DIR/TAG.db with tag TAG, then `compare --actions` over
- * them. Returns its output (malloc'd), or NULL when a run or the comparison failed. */
-static char *traced_actions(const char *dir, const char *policies, const char *tag) {
+/* Runs a traced run of schedule `kind` on 2 ranks (a small dense model, 4 microbatches) under each
+ * recompute policy of the space-separated list `policies` into DIR/TAG.db with tag TAG, then
+ * `compare --actions` over them. Returns its output (malloc'd), or NULL when a run or the
+ * comparison failed. */
+static char *traced_actions(const char *dir, const char *kind, const char *policies, const char *tag) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "for r in %s; do '%s' run --kind 1f1b --ranks 2 --microbatches 4 --recompute $r "
+             "for r in %s; do '%s' run --kind %s --ranks 2 --microbatches 4 --recompute $r "
              "--model mlp:width=32,depth=4,microbatch=4 --timed 3 --profile-timing between --profile-reps 4 --trace "
              "--oversubscribe --tag %s --db %s/%s.db --format csv >/dev/null 2>&1 || exit 1; done "
              "&& '%s' compare --db %s/%s.db --tag %s --actions 2>&1",
-             policies, PIPELAB_BIN, tag, dir, tag, PIPELAB_BIN, dir, tag, tag);
+             policies, PIPELAB_BIN, kind, tag, dir, tag, PIPELAB_BIN, dir, tag, tag);
     char *out = NULL;
     if (pl_test_run(cmd, &out) != 0) {
         free(out);
@@ -69,7 +71,7 @@ static void test_actions_comm_rows(void) {
     char *dir = pl_test_tmpdir();
     CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
     char cmd[2048];
-    char *out = traced_actions(dir, "none", "cmp");
+    char *out = traced_actions(dir, "1f1b", "none", "cmp");
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
     for (int r = 0; r < 2; r++) {
         double pred[R_N], meas[R_N];
@@ -112,6 +114,36 @@ static void test_actions_comm_rows(void) {
     free(dir);
 }
 
+/* A traced dualpipev run, whose lists overlap forwards with backwards in one action: each rank's
+ * predicted compute row is the sum of its compute classes, OVERLAP among them (a timeline's
+ * rows add up; the measured ones are each a median), and its SEND/RECV the span outside them. */
+static void test_actions_overlap(void) {
+    char *dir = pl_test_tmpdir();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    char *out = traced_actions(dir, "dualpipev", "none", "ovl");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    int overlaps = 0;
+    for (int r = 0; r < 2; r++) {
+        double pred[R_N], meas[R_N];
+        CU_ASSERT(rank_rows(out, 0, r, pred, meas, NULL) >= 5);
+        double sum = 0;
+        for (int c = R_F; c <= R_STEP; c++) sum += pred[c];
+        CU_ASSERT_DOUBLE_EQUAL(pred[R_COMPUTE], sum, 4e-4); /* six rows printed to 1e-4 ms */
+        overlaps += pred[R_OVERLAP] > 0 && meas[R_OVERLAP] > 0;
+        for (int k = 0; k < 2; k++) {
+            const double *v = k ? meas : pred;
+            double w = v[R_SPAN] - v[R_COMPUTE] - v[R_REDUCE];
+            CU_ASSERT_DOUBLE_EQUAL(v[R_COMM], w > 0 ? w : 0, 3e-4);
+        }
+    }
+    CU_ASSERT(overlaps >= 1);
+    free(out);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    free(dir);
+}
+
 /* Returns the compute cell's signed error (percent) of one row of the per-model table: its policy
  * and pairs, then per class "-" or a signed error and its bracketed MAPE, compute the sixth; NaN
  * when the row does not read so. */
@@ -139,7 +171,7 @@ static void test_actions_per_model(void) {
     char *dir = pl_test_tmpdir();
     CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
     char cmd[2048];
-    char *out = traced_actions(dir, "none full", "cmm");
+    char *out = traced_actions(dir, "1f1b", "none full", "cmm");
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
     const char *tab = strstr(out, "per model and recompute policy");
     CU_ASSERT_PTR_NOT_NULL_FATAL(tab);
@@ -182,6 +214,7 @@ static void test_actions_per_model(void) {
 void test_compare_cli_register(void) {
     static const pl_test_case tcases[] = {
         {"compare --actions: SEND/RECV is the span outside compute, a summary per class", test_actions_comm_rows},
+        {"compare --actions: dualpipev's overlapped actions are compute of their own class", test_actions_overlap},
         {"compare --actions: per model and recompute policy, each class's mean error over its pairs", test_actions_per_model},
         {NULL, NULL},
     };
