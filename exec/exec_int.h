@@ -360,6 +360,9 @@ int exec_p2p_fit(const size_t *bytes, const double *t_s, int rounds, double ways
  * and the MPI transport's (exec_mpi_profile_p2p) run it. Returns PL_OK or the transport's
  * error. */
 int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, int one_way, void *buf, double *rt_s, pl_err *e);
+/* Whether exec_p2p_side times one way: both ranks read one clock (one_clock) and the smallest
+ * message has room for the stamps (a model of width 1 on one row has not: round trips). */
+int exec_p2p_one_way(int one_clock, const size_t *bytes);
 
 /* The start gate of a team of threads (exec_team_run): none runs its body before all exist, so
  * that a barrier they meet at fills, or all return when one could not be started. */

@@ -41,10 +41,12 @@ static void busy_for(double s) {
     for (double t0 = pl_now_s(); pl_now_s() - t0 < s;) {}
 }
 
+int exec_p2p_one_way(int one_clock, const size_t *bytes) { return one_clock && bytes[0] >= sizeof(double); /* the stamp's room */ }
+
 int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, int one_way, void *buf, double *rt_s, pl_err *e) {
     int per = rounds + 1, total = P2P_SIZES * per, posted = t->post_recv && t->wait_recv;
     unsigned char *out = buf, *in = out + bytes[P2P_SIZES - 1];
-    one_way = one_way && bytes[0] >= sizeof(double); /* the stamps need room */
+    one_way = exec_p2p_one_way(one_way, bytes);
     double busy_s = 0;
     int rc = PL_OK;
     /* receives as the run's workers make them where the transport can: posted ahead of the data
@@ -136,7 +138,8 @@ int exec_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double
     int rc = sh.t ? PL_OK : e->code;
     if (sh.t && sh.ncpus >= P2P_RANKS) exec_threads_transport_spin(sh.t, EXEC_SPIN_S); /* as exec_run: a core each */
     if (rc == PL_OK) rc = exec_pair_run(&sh, p2p_main, p2p_started, "point-to-point profile", e);
-    if (rc == PL_OK) rc = exec_p2p_fit(sh.bytes, sh.rt_s, sh.rounds, 1, latency_s, bandwidth_Bps, e);
+    double ways = exec_p2p_one_way(1, sh.bytes) ? 1 : 2; /* threads: one clock */
+    if (rc == PL_OK) rc = exec_p2p_fit(sh.bytes, sh.rt_s, sh.rounds, ways, latency_s, bandwidth_Bps, e);
     if (rc) pl_err_prefix(e, "profile of the point-to-point hand-off: ");
     if (sh.t) exec_threads_transport_free(sh.t, P2P_RANKS);
     free(sh.rt_s);

@@ -778,7 +778,8 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, do
     }
     free(m.sent);
     MPI_Barrier(MPI_COMM_WORLD); /* the others wait here, idle, while the two time */
-    if (rc == PL_OK && me == 0) rc = exec_p2p_fit(bytes, rt, rounds, one_clock ? 1 : 2, latency_s, bandwidth_Bps, e);
+    double ways = exec_p2p_one_way(one_clock, bytes) ? 1 : 2;
+    if (rc == PL_OK && me == 0) rc = exec_p2p_fit(bytes, rt, rounds, ways, latency_s, bandwidth_Bps, e);
     if (rc != PL_OK) pl_err_prefix(e, "profile of the MPI hand-off: ");
     free(rt);
     free(buf);

@@ -991,6 +991,10 @@ static void test_p2p_side(void) {
     CU_ASSERT_EQUAL(exec_p2p_fit(bytes, t2, 9, 2, &lat, &bps, &e), PL_OK);
     CU_ASSERT_DOUBLE_EQUAL(lat, 2e-6, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(bps / 1e9, 1, 1e-6);
+    /* one way needs one clock and room for the stamp: a model of width 1 on one row (4 bytes) times round trips */
+    const size_t tiny[EXEC_P2P_SIZES] = {4, 16, 64}, room[EXEC_P2P_SIZES] = {8, 32, 128};
+    CU_ASSERT(exec_p2p_one_way(1, bytes) && exec_p2p_one_way(1, room));
+    CU_ASSERT(!exec_p2p_one_way(1, tiny) && !exec_p2p_one_way(0, bytes));
 }
 
 static void test_host_probe(void) {
