@@ -24,11 +24,11 @@ typedef struct p2p_shared {
     exec_transport *t;
     size_t bytes[P2P_SIZES];
     int rounds, pin, ncpus, cpus[P2P_RANKS];
-    double *rt_s; /* [P2P_SIZES * rounds] rank 0's round trips */
+    double *rt_s; /* [P2P_SIZES * rounds] rank 0's times (exec_p2p_side: one way here) */
 } p2p_shared;
 
-/* Rank 0's stamp of its send (stamp_s) travels in the activation's first bytes; rank 1 returns the
- * one-way time it saw in the gradient's. */
+/* Rank 0's stamp of its send travels in the activation's first bytes; rank 1 returns the one-way
+ * time it saw in the gradient's. */
 static void put_s(void *buf, double v) { memcpy(buf, &v, sizeof v); }
 static double get_s(const void *buf) {
     double v;
