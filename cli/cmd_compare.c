@@ -51,7 +51,12 @@ static const char help_text[] =
     "                        more, the MAPE, signed mean and largest of the mean errors, and the\n"
     "                        median largest |error| that one run of each configuration would show\n"
     "                        from that spread alone (normal errors, an unbiased prediction): noise\n"
-    "                        apart from bias. With --format csv it prints one line per configuration\n"
+    "                        apart from bias. Each configuration's T is its mean error in standard\n"
+    "                        errors of the pooled spread (*: beyond Student's t at 95%); the count\n"
+    "                        of those beyond, against the 5% an unbiased prediction puts there,\n"
+    "                        and the signed mean's standard error over the configurations tell a\n"
+    "                        lean of the model from the host's noise. With --format csv it prints\n"
+    "                        one line per configuration\n"
     "  --overlap             also set each compute class's measured actions that ran alone (the\n"
     "                        other ranks computing during at most a tenth of their span) against\n"
     "                        those beside the others' compute (at least nine tenths), per rank and\n"
@@ -266,8 +271,8 @@ static void model_spec(pl_buf *b, const store_run *r, int csv) {
 /* The table of --repeats: one line per configuration, then what the spread says. */
 static void out_repeats_table(const store_comparison *c, const store_repeats *r, pl_buf *b) {
     pl_buf_puts(b, "\nthe same configurations measured again: signed iteration-time error per configuration\n");
-    pl_buf_printf(b, "%-12s %3s %4s %2s %-9s %4s %9s %7s %9s %9s  %s\n", "SCHEDULE", "P", "M", "V", "RECOMPUTE", "RUNS",
-                  "MEAN ERR", "SD", "LEAST", "LARGEST", "MODEL");
+    pl_buf_printf(b, "%-12s %3s %4s %2s %-9s %4s %9s %7s %7s %9s %9s  %s\n", "SCHEDULE", "P", "M", "V", "RECOMPUTE",
+                  "RUNS", "MEAN ERR", "SD", "T", "LEAST", "LARGEST", "MODEL");
     for (size_t g = 0; g < r->n; g++) {
         const store_repeat_group *G = &r->groups[g];
         const store_run *m = &c->pairs[G->first].meas;
@@ -276,6 +281,8 @@ static void out_repeats_table(const store_comparison *c, const store_repeats *r,
         pct(b, ERR_WIDTH, G->mean);
         if (isnan(G->sd)) pl_buf_printf(b, " %7s ", "-");
         else pl_buf_printf(b, " %4.2f pt ", 100 * G->sd);
+        if (isnan(G->t)) pl_buf_printf(b, "%7s ", "-");
+        else pl_buf_printf(b, "%+6.1f%c ", G->t, G->biased ? '*' : ' ');
         pct(b, ERR_WIDTH, G->min);
         pl_buf_putc(b, ' ');
         pct(b, ERR_WIDTH, G->max);
@@ -286,19 +293,27 @@ static void out_repeats_table(const store_comparison *c, const store_repeats *r,
     pl_buf_printf(b, "%zu configuration%s, %d measured twice or more\n", r->n, r->n == 1 ? "" : "s", r->repeated);
     if (isnan(r->pooled_sd)) pl_buf_puts(b, "run-to-run standard deviation of the error: - (no configuration measured twice)\n");
     else pl_buf_printf(b, "run-to-run standard deviation of the error, pooled: %.2f points\n", 100 * r->pooled_sd);
-    if (r->n && !isnan(r->mape_of_means))
-        pl_buf_printf(b, "the configurations' mean errors: MAPE %.2f%%, signed mean %+.2f%%, largest %+.2f%%\n",
-                      100 * r->mape_of_means, 100 * r->signed_mean_of_means, 100 * r->largest_mean);
+    if (r->n && !isnan(r->mape_of_means)) {
+        pl_buf_printf(b, "the configurations' mean errors: MAPE %.2f%%, signed mean %+.2f%%", 100 * r->mape_of_means,
+                      100 * r->signed_mean_of_means);
+        if (!isnan(r->signed_mean_se)) pl_buf_printf(b, " (standard error %.2f points)", 100 * r->signed_mean_se);
+        pl_buf_printf(b, ", largest %+.2f%%\n", 100 * r->largest_mean);
+    }
     if (!isnan(r->largest_median))
         pl_buf_printf(b, "largest |error| of one run of each configuration from that spread alone (an unbiased\n"
                          "prediction, normal errors): %.2f%% at the median\n",
                       100 * r->largest_median);
+    if (!isnan(r->t_crit))
+        pl_buf_printf(b, "T: a configuration's mean error in standard errors of the pooled spread; beyond %.2f\n"
+                         "(*: Student's t, 95%%, %d degrees of freedom): %d of %zu configurations, %d of them predicted\n"
+                         "short; an unbiased prediction puts about %.1f there by chance\n",
+                      r->t_crit, r->dof, r->biased, r->n, r->biased_short, 0.05 * (double)r->n);
 }
 
 /* CSV of --repeats: one line per configuration (errors as fractions). */
 static void out_repeats_csv(const store_comparison *c, const store_repeats *r, pl_buf *b) {
     pl_buf_puts(b, "schedule,ranks,stages,microbatches,chunks,recompute,model,runs,iteration_time_err_mean,"
-                   "iteration_time_err_sd,iteration_time_err_min,iteration_time_err_max\n");
+                   "iteration_time_err_sd,iteration_time_err_min,iteration_time_err_max,iteration_time_err_t,biased\n");
     for (size_t g = 0; g < r->n; g++) {
         const store_repeat_group *G = &r->groups[g];
         const store_run *m = &c->pairs[G->first].meas;
@@ -306,12 +321,12 @@ static void out_repeats_csv(const store_comparison *c, const store_repeats *r, p
                       m->recompute_policy ? m->recompute_policy : "");
         model_spec(b, m, 1);
         pl_buf_printf(b, ",%d", G->n);
-        const double v[] = {G->mean, G->sd, G->min, G->max};
+        const double v[] = {G->mean, G->sd, G->min, G->max, G->t};
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
             pl_buf_putc(b, ',');
             num(b, v[k], 0);
         }
-        pl_buf_putc(b, '\n');
+        pl_buf_printf(b, ",%d\n", G->biased);
     }
 }
 

@@ -217,6 +217,9 @@ typedef struct store_repeat_group {
     size_t first;                 /* the group's first pair in store_comparison.pairs */
     int n;                        /* its pairs with a defined iteration-time error */
     double mean, sd, min, max;    /* of those errors; sd (sample, n - 1) NAN when n < 2 */
+    double t;                     /* mean / (pooled_sd / sqrt n): the mean in standard errors of the
+                                   * host's run-to-run spread; NAN without a pooled spread */
+    int biased;                   /* 1 when |t| > the repeats' t_crit: a mean beyond the spread */
 } store_repeat_group;
 
 /* The groups of a comparison, oldest first, and what they say about noise against bias:
@@ -224,12 +227,23 @@ typedef struct store_repeat_group {
  * groups measured at least twice (sqrt of sum (n - 1) sd^2 over sum (n - 1)); over every group's
  * mean error, the MAPE, the signed mean and the largest; and largest_median, the median of the
  * largest |error| of one run of each group that an unbiased prediction would show if each error
- * were normal with standard deviation pooled_sd: pooled_sd Phi^-1((1 + 0.5^(1/groups)) / 2). */
+ * were normal with standard deviation pooled_sd: pooled_sd Phi^-1((1 + 0.5^(1/groups)) / 2).
+ * Bias apart from noise: t_crit, the two-sided 95% quantile of Student's t with the pooled
+ * spread's degrees of freedom (sum of n - 1); each group's t against it (store_repeat_group), and
+ * how many groups lie beyond it (biased; biased_short of them with a negative mean, the
+ * prediction short), where an unbiased prediction puts 5% of them by chance; and the standard
+ * error of signed_mean_of_means over the groups (the sample standard deviation of their means
+ * over sqrt groups), whether the lean of them all is more than their spread. The runs of one grid
+ * share the host's state of that grid, which the test takes as independent draws. */
 typedef struct store_repeats {
     store_repeat_group *groups;
     size_t n;
     int repeated;                 /* groups with n >= 2 */
     double pooled_sd, mape_of_means, signed_mean_of_means, largest_mean, largest_median;
+    int dof;                      /* the pooled spread's degrees of freedom: sum of n - 1 */
+    double t_crit;                /* NAN without a pooled spread */
+    int biased, biased_short;
+    double signed_mean_se;        /* NAN with fewer than two groups */
 } store_repeats;
 
 /* Groups the pairs of c by their measured runs' configuration (loose as for store_compare) into

@@ -290,16 +290,38 @@ void store_comparison_free(store_comparison *c) {
 /* Fills g's statistics from the defined iteration-time errors of its pairs (err[n]). */
 static void group_stats(store_repeat_group *g, const double *err, int n) {
     g->n = n;
-    g->mean = g->sd = g->min = g->max = NAN;
+    g->mean = g->sd = g->min = g->max = g->t = NAN;
+    g->biased = 0;
     if (n == 0) return;
     g->mean = gsl_stats_mean(err, 1, (size_t)n);
     if (n >= 2) g->sd = gsl_stats_sd_m(err, 1, (size_t)n, g->mean);
     gsl_stats_minmax(&g->min, &g->max, err, 1, (size_t)n);
 }
 
+/* Fills r's t_crit, each group's t and biased mark, the counts of biased groups and the standard
+ * error of the signed mean of the groups' means (store_repeats), from r's groups and pooled
+ * spread of dof degrees of freedom; scratch holds at least r->n doubles. */
+static void bias_beyond_spread(store_repeats *r, double dof, double *scratch) {
+    size_t m = 0;
+    for (size_t g = 0; g < r->n; g++)
+        if (r->groups[g].n >= 1) scratch[m++] = r->groups[g].mean;
+    if (m >= 2) r->signed_mean_se = gsl_stats_sd(scratch, 1, m) / sqrt((double)m);
+    if (!(dof > 0) || !(r->pooled_sd > 0)) return;
+    r->t_crit = gsl_cdf_tdist_Qinv(0.025, dof);
+    for (size_t g = 0; g < r->n; g++) {
+        store_repeat_group *G = &r->groups[g];
+        if (G->n < 1) continue;
+        G->t = G->mean / (r->pooled_sd / sqrt((double)G->n));
+        G->biased = fabs(G->t) > r->t_crit;
+        r->biased += G->biased;
+        r->biased_short += G->biased && G->mean < 0;
+    }
+}
+
 int store_compare_repeats(const store_comparison *c, int loose, store_repeats *out, pl_err *e) {
     memset(out, 0, sizeof *out);
     out->pooled_sd = out->mape_of_means = out->signed_mean_of_means = out->largest_mean = out->largest_median = NAN;
+    out->t_crit = out->signed_mean_se = NAN;
     size_t *group_of = pl_calloc(c->n ? c->n : 1, sizeof *group_of);
     double *err = pl_calloc(c->n ? c->n : 1, sizeof *err);
     out->groups = pl_calloc(c->n ? c->n : 1, sizeof *out->groups);
@@ -345,6 +367,8 @@ int store_compare_repeats(const store_comparison *c, int loose, store_repeats *o
         if (with_mean)
             out->largest_median = out->pooled_sd * gsl_cdf_ugaussian_Pinv((1 + pow(0.5, 1.0 / (double)with_mean)) / 2);
     }
+    out->dof = (int)dof;
+    bias_beyond_spread(out, dof, err);
     free(group_of);
     free(err);
     return PL_OK;

@@ -504,10 +504,10 @@ static void test_broad_targets(void) {
     free(out);
     static const char repeats[] =
         "schedule,ranks,stages,microbatches,chunks,recompute,model,runs,iteration_time_err_mean,iteration_time_err_sd,"
-        "iteration_time_err_min,iteration_time_err_max\n"
-        "gpipe,2,2,4,1,none,\"mlp:width=128,depth=4,microbatch=8,ffn_mult=4\",2,0.01,0.002,0.008,0.012\n"
-        "1f1b,2,2,8,1,full,\"transformer:layers=4,hidden=128,heads=2,seq=64,microbatch=4\",2,-0.03,0.01,-0.04,-0.02\n"
-        "zbv,2,2,3,2,none,\"mlp:width=256,depth=12,microbatch=32,ffn_mult=4\",3,0.06,0.02,0.04,0.08\n";
+        "iteration_time_err_min,iteration_time_err_max,iteration_time_err_t,biased\n"
+        "gpipe,2,2,4,1,none,\"mlp:width=128,depth=4,microbatch=8,ffn_mult=4\",2,0.01,0.002,0.008,0.012,0.9,0\n"
+        "1f1b,2,2,8,1,full,\"transformer:layers=4,hidden=128,heads=2,seq=64,microbatch=4\",2,-0.03,0.01,-0.04,-0.02,-2.7,1\n"
+        "zbv,2,2,3,2,none,\"mlp:width=256,depth=12,microbatch=32,ffn_mult=4\",3,0.06,0.02,0.04,0.08,6.6,1\n";
     CU_ASSERT_EQUAL(broad_shell(repeats, "repeat_means | broad_targets means", &out), 0);
     CU_ASSERT_PTR_NOT_NULL(out ? strstr(out, "targets over 3 means ") : NULL);
     has_line(out, "  iteration time MAPE                        3.33%    <= 2%   MISSED");

@@ -273,6 +273,29 @@ static void test_repeats(void) {
     CU_ASSERT_DOUBLE_EQUAL(r.largest_mean, 0.2, 1e-12);
     /* the median of the largest |error| of 3 normal errors of sd pooled: P(max <= x) = 1/2 */
     CU_ASSERT_DOUBLE_EQUAL(pow(2 * gsl_cdf_ugaussian_P(r.largest_median / pooled) - 1, 3), 0.5, 1e-9);
+    /* bias beyond the spread: each mean over pooled / sqrt n, against Student's t at 97.5% with
+     * 3 degrees of freedom (3.182446, from the published table); the means' own spread */
+    CU_ASSERT_EQUAL(r.dof, 3);
+    CU_ASSERT_DOUBLE_EQUAL(r.t_crit, 3.182446, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(r.groups[0].t, 3.0, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(r.groups[1].t, 0.0, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(r.groups[2].t, 0.05 / pooled, 1e-9);
+    CU_ASSERT_EQUAL(r.biased, 0);
+    CU_ASSERT_EQUAL(r.groups[0].biased, 0);
+    CU_ASSERT_DOUBLE_EQUAL(r.signed_mean_se, sqrt((pow(0.2 - 0.25 / 3, 2) + pow(0.25 / 3, 2) + pow(0.05 - 0.25 / 3, 2)) / 2 / 3),
+                           1e-12);
+    store_repeats_free(&r);
+    /* m 4 at +0.3, +0.4, +0.5 and m 8 at -0.5, -0.3: the same spreads, means 6 and -4.9 standard
+     * errors away, both beyond; one predicted short */
+    const double moved[REP_RUNS] = {0.3, -0.5, 0.4, 0.05, -0.3, 0.5};
+    for (int k = 0; k < REP_RUNS; k++) c.pairs[k].err_iter = moved[k];
+    CU_ASSERT_FATAL(store_compare_repeats(&c, 0, &r, &e) == PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(r.pooled_sd, pooled, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.groups[0].t, 6.0, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(r.groups[1].t, -0.4 / (pooled / sqrt(2)), 1e-9);
+    CU_ASSERT(r.groups[0].biased && r.groups[1].biased && !r.groups[2].biased);
+    CU_ASSERT_EQUAL(r.biased, 2);
+    CU_ASSERT_EQUAL(r.biased_short, 1);
     store_repeats_free(&r);
     store_comparison_free(&c);
     /* the other predictions, each with its own measured run */
@@ -291,14 +314,15 @@ static void test_repeats(void) {
     char want[128];
     snprintf(want, sizeof want, "pooled: %.2f points", 100 * pooled);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "MAPE 8.33%, signed mean +8.33%, largest +20.00%"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "MAPE 8.33%, signed mean +8.33% (standard error 6.01 points), largest +20.00%"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "beyond 3.18\n(*: Student's t, 95%, 3 degrees of freedom): 0 of 3 configurations"));
     if (!strstr(out, want)) fprintf(stderr, "\n%s\n", out);
     free(out);
     snprintf(cmd, sizeof cmd, "%s compare --db %s --tag rep --repeats --format csv", PIPELAB_BIN, path);
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "1f1b,2,2,4,1,none,\"mlp:width=64,depth=8\",3,0.2,0.1,0.1,0.3\n"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "1f1b,2,2,16,1,none,\"mlp:width=64,depth=8\",1,0.05,,0.05,0.05\n"));
-    if (!strstr(out, ",3,0.2,0.1,0.1,0.3\n")) fprintf(stderr, "\n%s\n", out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "1f1b,2,2,4,1,none,\"mlp:width=64,depth=8\",3,0.2,0.1,0.1,0.3,3,0\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "1f1b,2,2,16,1,none,\"mlp:width=64,depth=8\",1,0.05,,0.05,0.05,0.433012702,0\n"));
+    if (!strstr(out, ",3,0.2,0.1,0.1,0.3,3,0\n")) fprintf(stderr, "\n%s\n", out);
     free(out);
     snprintf(cmd, sizeof cmd, "%s compare --db %s --tag rep --repeats --format json", PIPELAB_BIN, path);
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 2);
