@@ -546,6 +546,9 @@ void exec_prof_worker_free(exec_prof_worker *w);
 int exec_prof_worker_opens(const exec_prof_worker *w);
 /* Worker w's blocks' weights (*blocks of them, exec_block_floats each), for the tests. */
 const float *exec_prof_worker_weights(const exec_prof_worker *w, int *blocks);
+/* The weights worker w's F and I read for its block k (exec_xrank_held_block of its rank, or
+ * its own copy), for the tests. */
+const float *exec_prof_worker_block(const exec_prof_worker *w, int k);
 /* Fills g[EXEC_WINDOWS] with the pass-length factors of a worker's n units in the order it ran
  * them (a[i] the unit's time, c[i] its time by the profile's medians; profile_windows.c); all 0
  * when none has a clean time or out of memory (the term is then off). */
@@ -563,6 +566,9 @@ int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_e
 /* The initial weights of global block b on rank x, just set up (before any STEP), or NULL when
  * none of its stages holds b. */
 const float *exec_xrank_initial_block(const exec_xrank *x, int b);
+/* The k-th block rank x holds (its stages in order, each stage's blocks in order) where its
+ * passes stream it: in its first weight-version slot; NULL when it holds k blocks or fewer. */
+const float *exec_xrank_held_block(const exec_xrank *x, int k);
 /* The kinds of exec_rank_record.prof_s and of the profilers' samples, in order: F, I and W of a
  * block and microbatch (EXEC_PROF_FIW of them, whose samples come first), STEP of a block, the
  * first block's I (I0), and I and W of a block at reuse distance 0 (IH, WH: right after their

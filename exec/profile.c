@@ -17,7 +17,9 @@
  * through them in rounds of PROFILE_SLOTS, each with its own stashed activations: all forwards
  * of a round (block 0 to L-1), then the input gradients (block L-1 to 0) and the weight
  * gradients of each microbatch, so every backward reads activations stashed several
- * microbatch-passes earlier, as in a pipeline. A first round is untimed (page faults, BLAS warm-up). Every sample is one block,
+ * microbatch-passes earlier, as in a pipeline. On a run's workers, F and I read the weights
+ * where the rank's passes read them, in its arena (only read there; W and STEP work on the
+ * profile's own gradients and copies). A first round is untimed (page faults, BLAS warm-up). Every sample is one block,
  * one microbatch; each kind's time is the median over the rounds of the mean sample of each
  * round (round_medians says why not the median sample). Timing one block on hot
  * buffers instead under-predicted the executor's per-block times: on the 2-core development VM
@@ -88,6 +90,8 @@ struct exec_prof_worker {
     double *t;         /* [3 ns + nstep + ni0 + 2 nhot + 3 nagain]: F, I, W, STEP, I0, IH, WH, FA,
                         * IA, WA */
     float *mem;        /* the blocks and the slots (NULL after a failed allocation) */
+    const float **wk;  /* [L] the weights block k's F and I read: the k-th block its rank holds, in
+                        * the run's arena (exec_xrank_held_block), else its own copy in mem */
     int rc;
     pl_err err;
 };
@@ -230,7 +234,8 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->nagain = x->rounds * (size_t)x->ga;
     x->mem = exec_lines_alloc(o.all, cfg->small_pages);
     x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 3 * x->nagain + 1, sizeof(double));
-    if (!x->mem || !x->t) {
+    x->wk = pl_calloc((size_t)L, sizeof *x->wk);
+    if (!x->mem || !x->t || !x->wk) {
         x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d->h);
         free(x->mem);
         x->mem = NULL;
@@ -243,6 +248,13 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
         const float *w0 = from ? exec_xrank_initial_block(from, tid * L + k) : NULL;
         if (w0) memcpy(w + (size_t)k * nf, w0, nf * sizeof(float));
         else exec_block_init(d, cfg->init_seed, tid * L + k, w + (size_t)k * nf);
+        /* F and I stream the weights from where the rank's passes stream them: the run's arena
+         * (only read: the STEP and W work on the profile's own memory). Copies of the same
+         * weights elsewhere streamed 3-4% faster for wide blocks on few rows, and the profile
+         * read them low against the passes (docs/validate_cpu.md, "The profile's weights
+         * where the run keeps them") */
+        const float *held = from ? exec_xrank_held_block(from, k) : NULL;
+        x->wk[k] = held ? held : w + (size_t)k * nf;
     }
     for (int s = 0; s < S; s++) exec_fill_normal(cfg->data_seed, (uint64_t)s, slots + (size_t)s * prof_per_slot(x), bh);
     exec_fill_normal(cfg->target_seed, (uint64_t)tid, tg, bh); /* what the outputs are trained towards */
@@ -254,24 +266,24 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
  * with the input gradient, as I's samples), then its W (WH). In the round's other microbatches
  * 1 to 3 forwards come between a block's F and its I, as in most of a pipeline's backwards;
  * here none does, as on a stage whose backward follows its own forward (sim_reuse.c). */
-static void prof_hot(prof_thread *x, int r, const float *w, float *g, float *x0, float *st0, float *y, float *gb,
-                     float *scr, const float *tg) {
+static void prof_hot(prof_thread *x, int r, float *g, float *x0, float *st0, float *y, float *gb, float *scr,
+                     const float *tg) {
     const exec_dims *d = &x->d;
     const int L = x->L;
     size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, xs = prof_block_stride(d);
     double *ih = x->t + EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + (size_t)r * L, *wh = ih + x->nhot;
 #define HX(k) (x0 + (size_t)(k) * xs)
 #define HS(k) (st0 + (size_t)(k) * xs)
-    for (int k = 0; k < L; k++) exec_block_fwd(d, w + (size_t)k * nf, HX(k), HS(k), k + 1 < L ? HX(k + 1) : y);
+    for (int k = 0; k < L; k++) exec_block_fwd(d, x->wk[k], HX(k), HS(k), k + 1 < L ? HX(k + 1) : y);
     memcpy(gb + (size_t)L * bh, y, bh * sizeof(float));
     exec_mse_grad(d, gb + (size_t)L * bh, tg);
     for (int k = L - 1; k >= 0; k--) {
         double t0 = pl_now_s();
         if (k > 0) {
-            exec_block_bwd_i(d, w + (size_t)k * nf, HX(k), HS(k), gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
+            exec_block_bwd_i(d, x->wk[k], HX(k), HS(k), gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
         } else {
-            exec_block_bwd_i(d, w, HX(0), HS(0), gb + bh, NULL, scr);
-            exec_block_bwd_gx(d, w, HX(0), HS(0), gb + bh, gb);
+            exec_block_bwd_i(d, x->wk[0], HX(0), HS(0), gb + bh, NULL, scr);
+            exec_block_bwd_gx(d, x->wk[0], HX(0), HS(0), gb + bh, gb);
         }
         ih[k] = pl_now_s() - t0;
     }
@@ -295,7 +307,7 @@ static void prof_hot(prof_thread *x, int r, const float *w, float *g, float *x0,
  * schedules) runs them as b does (sim_reuse.c). The forwards recompute a and b's activations
  * and state, which their round's I and W have used. gb's gradient at block ga's input is
  * whatever the round left there (the run's magnitudes). */
-static void prof_again(prof_thread *x, int r, const float *w, float *g, float *xa, float *xb, float *gb, float *scr) {
+static void prof_again(prof_thread *x, int r, float *g, float *xa, float *xb, float *gb, float *scr) {
     const exec_dims *d = &x->d;
     const int G = x->ga;
     size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, stride = prof_block_stride(d);
@@ -306,7 +318,7 @@ static void prof_again(prof_thread *x, int r, const float *w, float *g, float *x
             /* block k's output is block k + 1's input, the slot's output after the last block */
             float *xk = in[m] + (size_t)k * stride;
             double t0 = pl_now_s();
-            exec_block_fwd(d, w + (size_t)k * nf, xk, prof_state_of(d, xk), xk + stride);
+            exec_block_fwd(d, x->wk[k], xk, prof_state_of(d, xk), xk + stride);
             if (m) ta[k] = pl_now_s() - t0;
         }
     for (int m = 0; m < 2; m++)
@@ -314,10 +326,10 @@ static void prof_again(prof_thread *x, int r, const float *w, float *g, float *x
             float *xk = in[m] + (size_t)k * stride;
             double t0 = pl_now_s();
             if (k > 0) {
-                exec_block_bwd_i(d, w + (size_t)k * nf, xk, prof_state_of(d, xk), gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
+                exec_block_bwd_i(d, x->wk[k], xk, prof_state_of(d, xk), gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
             } else {
-                exec_block_bwd_i(d, w, xk, prof_state_of(d, xk), gb + bh, NULL, scr);
-                exec_block_bwd_gx(d, w, xk, prof_state_of(d, xk), gb + bh, gb);
+                exec_block_bwd_i(d, x->wk[0], xk, prof_state_of(d, xk), gb + bh, NULL, scr);
+                exec_block_bwd_gx(d, x->wk[0], xk, prof_state_of(d, xk), gb + bh, gb);
             }
             if (m) ta[x->nagain + (size_t)k] = pl_now_s() - t0;
         }
@@ -386,7 +398,7 @@ static void prof_round(prof_thread *x, int after, int untimed) {
         for (int k = 0; k < L; k++) {
             float *y = k + 1 < L ? X(s, k + 1) : Y(s);
             double t0 = pl_now_s();
-            exec_block_fwd(d, w + (size_t)k * nf, X(s, k), ST(s, k), y);
+            exec_block_fwd(d, x->wk[k], X(s, k), ST(s, k), y);
             double t1 = pl_now_s();
             if (r >= 0) t[nt + (size_t)s * L + k] = t1 - t0;
         }
@@ -401,13 +413,13 @@ static void prof_round(prof_thread *x, int after, int untimed) {
         for (int k = L - 1; k >= 0; k--) {
             double t0 = pl_now_s(), tm = 0;
             if (k > 0) {
-                exec_block_bwd_i(d, w + (size_t)k * nf, X(s, k), ST(s, k), gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
+                exec_block_bwd_i(d, x->wk[k], X(s, k), ST(s, k), gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
             } else {
                 /* in two parts: the first block of a model has no input gradient to compute (the
                  * executor's stage 0 skips it), so its I is the first part alone (I0) */
-                exec_block_bwd_i(d, w, X(s, 0), ST(s, 0), gb + bh, NULL, scr);
+                exec_block_bwd_i(d, x->wk[0], X(s, 0), ST(s, 0), gb + bh, NULL, scr);
                 tm = pl_now_s();
-                exec_block_bwd_gx(d, w, X(s, 0), ST(s, 0), gb + bh, gb);
+                exec_block_bwd_gx(d, x->wk[0], X(s, 0), ST(s, 0), gb + bh, gb);
             }
             double t1 = pl_now_s();
             if (r >= 0) t[EXEC_PROF_I * ns + nt + (size_t)s * L + k] = t1 - t0;
@@ -420,8 +432,8 @@ static void prof_round(prof_thread *x, int after, int untimed) {
             if (r >= 0) t[EXEC_PROF_W * ns + nt + (size_t)s * L + k] = t1 - t0;
         }
     }
-    if (r >= 0) prof_hot(x, r, w, g, X(0, 0), ST(0, 0), Y(0), gb, scr, tg);
-    if (r >= 0 && S >= 3 && x->ga > 0) prof_again(x, r, w, g, X(1, 0), X(2, 0), gb, scr);
+    if (r >= 0) prof_hot(x, r, g, X(0, 0), ST(0, 0), Y(0), gb, scr, tg);
+    if (r >= 0 && S >= 3 && x->ga > 0) prof_again(x, r, g, X(1, 0), X(2, 0), gb, scr);
     prof_step(x, r, w, g, mom ? mo : NULL);
     if (r >= 0) x->nt += (size_t)S * L;
     /* the next round starts from the same inputs (X(s, 0) is only read) */
@@ -496,6 +508,10 @@ const float *exec_prof_worker_weights(const exec_prof_worker *w, int *blocks) {
     return w->mem ? w->mem + prof_layout_of(w).w : NULL;
 }
 
+const float *exec_prof_worker_block(const exec_prof_worker *w, int k) {
+    return w->mem && w->wk && k >= 0 && k < w->L ? w->wk[k] : NULL;
+}
+
 void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed) {
     if (w) prof_round(w, after, untimed);
 }
@@ -504,6 +520,7 @@ void exec_prof_worker_free(exec_prof_worker *w) {
     if (!w) return;
     free(w->mem);
     free(w->t);
+    free(w->wk);
     free(w);
 }
 
@@ -707,7 +724,10 @@ static int prof_measure(const exec_config *cfg, int reps, int concurrency, exec_
     if (rc == PL_OK) rc = prof_collect(xp, concurrency, cfg, p, each, e);
     for (int i = 0; rc == PL_OK && core && i < concurrency; i++) core[i] = sh.pin && sh.ncpus > 0 ? sh.cpus[i % sh.ncpus] : -1;
     free(xp);
-    for (int i = 0; i < concurrency; i++) free(x[i].t);
+    for (int i = 0; i < concurrency; i++) {
+        free(x[i].t);
+        free(x[i].wk);
+    }
     free(x);
     return rc;
 }

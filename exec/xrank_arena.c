@@ -407,6 +407,15 @@ void exec_xrank_free(exec_xrank *x) {
     memset(x, 0, sizeof *x);
 }
 
+const float *exec_xrank_held_block(const exec_xrank *x, int k) {
+    for (int q = 0; q < x->nst && k >= 0; q++) {
+        const exec_xstage *st = &x->st[q];
+        if (k < st->nb) return st->ver.base ? st->ver.base + (size_t)k * exec_block_floats(&x->d) : NULL;
+        k -= st->nb;
+    }
+    return NULL;
+}
+
 const float *exec_xrank_initial_block(const exec_xrank *x, int b) {
     for (int q = 0; q < x->nst; q++) {
         const exec_xstage *st = &x->st[q];

@@ -1159,12 +1159,14 @@ static void test_profile_gap_rounds(void) {
 /* The profile between the passes copies its blocks' initial weights from its rank's arena where
  * the rank holds them (1f1b: all; interleaved, stages 0 and 2 on rank 0: blocks 0 and 2 of
  * its 0 and 1) and draws the others: every block equals exec_block_init's, bit for bit; a rank
- * holds no block outside its stages. */
+ * holds no block outside its stages. Its F and I read the blocks the rank holds where the
+ * passes do (its k-th block: the rank's k-th, in the arena), and its own copy for a block
+ * beyond them (1f1b on 3 layers: rank 1 holds one block of the profile's two). */
 static void test_profile_copied_weights(void) {
-    for (int v = 1; v <= 2; v++) {
+    for (int v = 1; v <= 3; v++) {
         sched *s = lowered(v == 2 ? "interleaved" : "1f1b", 2, 4, v == 2 ? 2 : 0, 0, SCHED_RECOMPUTE_NONE);
         CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-        exec_config c = small_cfg(4);
+        exec_config c = small_cfg(v == 3 ? 3 : 4);
         c.profile_between_reps = 8;
         pl_err e;
         pl_err_clear(&e);
@@ -1197,13 +1199,20 @@ static void test_profile_copied_weights(void) {
                 drawn += held == NULL;
                 if (held) CU_ASSERT(memcmp(held, want, nf * sizeof(float)) == 0);
             }
-            /* interleaved: rank r holds blocks r and r + 2 */
-            for (int b = 0; b < 4; b++)
-                CU_ASSERT_EQUAL(exec_xrank_initial_block(&x, b) != NULL, v == 1 ? b / 2 == r : b % 2 == r);
+            /* 1f1b: rank r holds stage r's blocks; interleaved: blocks r and r + 2 */
+            int first = r == 0 ? 0 : blocks[0], held_n = 0;
+            for (int b = 0; b < 4; b++) {
+                int holds = v == 2 ? b % 2 == r : b >= first && b < first + blocks[r] && b < c.layers;
+                CU_ASSERT_EQUAL(exec_xrank_initial_block(&x, b) != NULL, holds);
+                if (holds) CU_ASSERT_PTR_EQUAL(exec_xrank_held_block(&x, held_n++), exec_xrank_initial_block(&x, b));
+            }
+            CU_ASSERT_PTR_NULL(exec_xrank_held_block(&x, held_n));
+            for (int k = 0; k < L && w; k++)
+                CU_ASSERT_PTR_EQUAL(exec_prof_worker_block(x.prof, k), k < held_n ? exec_xrank_held_block(&x, k) : w + (size_t)k * nf);
             exec_xrank_free(&x);
         }
-        CU_ASSERT_EQUAL(copied, v == 1 ? 4 : 2);
-        CU_ASSERT_EQUAL(drawn, v == 1 ? 0 : 2);
+        CU_ASSERT_EQUAL(copied, v == 1 ? 4 : v == 2 ? 2 : 3);
+        CU_ASSERT_EQUAL(drawn, v == 1 ? 0 : v == 2 ? 2 : 1);
         free(want);
         free(loss_mb);
         exec_data_free(&data);
@@ -1492,7 +1501,7 @@ void pl_test_register(void) {
         {"the host probe: one forward of the default block, together and alone", test_host_probe},
         {"the hand-off profile: one-way times in the stamps, the fit over one way or two", test_p2p_side},
         {"profile between the passes: same training, each worker's times", test_profile_between},
-        {"profile between the passes: its blocks' weights copied from the rank's or drawn", test_profile_copied_weights},
+        {"profile between the passes: its blocks' weights copied from the rank's or drawn, read where the rank keeps them", test_profile_copied_weights},
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
         {"pass-length factors: windows over a worker's samples, their lines", test_window_factors},
         {"a model that does not fit is refused up front", test_memory_refused_up_front},
