@@ -305,9 +305,10 @@ static void out_repeats_table(const store_comparison *c, const store_repeats *r,
                       100 * r->largest_median);
     if (!isnan(r->t_crit))
         pl_buf_printf(b, "T: a configuration's mean error in standard errors of the pooled spread; beyond %.2f\n"
-                         "(*: Student's t, 95%%, %d degrees of freedom): %d of %zu configurations, %d of them predicted\n"
+                         "(*: Student's t, %.0f%%, %d degrees of freedom): %d of %zu configurations, %d of them predicted\n"
                          "short; an unbiased prediction puts about %.1f there by chance\n",
-                      r->t_crit, r->dof, r->biased, r->n, r->biased_short, 0.05 * (double)r->n);
+                      r->t_crit, 100 * (1 - STORE_REPEATS_ALPHA), r->dof, r->biased, r->n, r->biased_short,
+                      STORE_REPEATS_ALPHA * (double)r->n);
 }
 
 /* CSV of --repeats: one line per configuration (errors as fractions). */

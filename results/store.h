@@ -235,6 +235,10 @@ typedef struct store_repeat_group {
  * error of signed_mean_of_means over the groups (the sample standard deviation of their means
  * over sqrt groups), whether the lean of them all is more than their spread. The runs of one grid
  * share the host's state of that grid, which the test takes as independent draws. */
+/* The level of store_repeats' test: a group is biased when its mean lies beyond the two-sided
+ * (1 - STORE_REPEATS_ALPHA) quantile of Student's t, where an unbiased prediction puts
+ * STORE_REPEATS_ALPHA of the groups by chance. */
+#define STORE_REPEATS_ALPHA 0.05
 typedef struct store_repeats {
     store_repeat_group *groups;
     size_t n;

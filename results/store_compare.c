@@ -307,7 +307,7 @@ static void bias_beyond_spread(store_repeats *r, double dof, double *scratch) {
         if (r->groups[g].n >= 1) scratch[m++] = r->groups[g].mean;
     if (m >= 2) r->signed_mean_se = gsl_stats_sd(scratch, 1, m) / sqrt((double)m);
     if (!(dof > 0) || !(r->pooled_sd > 0)) return;
-    r->t_crit = gsl_cdf_tdist_Qinv(0.025, dof);
+    r->t_crit = gsl_cdf_tdist_Qinv(STORE_REPEATS_ALPHA / 2, dof);
     for (size_t g = 0; g < r->n; g++) {
         store_repeat_group *G = &r->groups[g];
         if (G->n < 1) continue;

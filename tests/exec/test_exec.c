@@ -1221,8 +1221,8 @@ static void test_profile_copied_weights(void) {
     }
 }
 
-/* A run profiled between its passes trains exactly as one that is not (the profile's rounds use
- * buffers of their own), keeps its passes, and returns each worker's profile and the pooled one,
+/* A run profiled between its passes trains exactly as one that is not (the profile's rounds only
+ * read the rank's weights, and write buffers of their own), keeps its passes, and returns each worker's profile and the pooled one,
  * which lies between the workers' own (the median of pooled rounds lies between the medians of
  * the parts). Also with no warm-up pass (the profile's warm-up round then opens the first gap),
  * and with more rounds than gaps; 1F1B (one stage a rank: no again samples) without it, the
