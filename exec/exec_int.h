@@ -549,6 +549,17 @@ const float *exec_prof_worker_weights(const exec_prof_worker *w, int *blocks);
 /* The weights worker w's F and I read for its block k (exec_xrank_held_block of its rank, or
  * its own copy), for the tests. */
 const float *exec_prof_worker_block(const exec_prof_worker *w, int k);
+/* For one gap of rank x's passes: worker w's F, I, W and STEP work on the rank's newest weights,
+ * gradients and momentum for each block the rank holds with no gradient accumulated
+ * (exec_xrank_held_state), where the run's passes do, keeping a copy of the momentum; on what
+ * they had before for the others. exec_prof_worker_unlend puts the momentum back and returns
+ * w to its own memory; the rounds between leave the gradients zero (each round ends with its
+ * STEP) and the weights as they were (the STEP's learning rate is 0), so that the run trains as
+ * it would without the rounds. Returns the blocks lent. */
+int exec_prof_worker_lend(exec_prof_worker *w, const exec_xrank *x);
+void exec_prof_worker_unlend(exec_prof_worker *w);
+/* The gradients worker w's W accumulates block k's into, now (the tests). */
+const float *exec_prof_worker_grad(const exec_prof_worker *w, int k);
 /* Fills g[EXEC_WINDOWS] with the pass-length factors of a worker's n units in the order it ran
  * them (a[i] the unit's time, c[i] its time by the profile's medians; profile_windows.c); all 0
  * when none has a clean time or out of memory (the term is then off). */
@@ -569,6 +580,12 @@ const float *exec_xrank_initial_block(const exec_xrank *x, int b);
 /* The k-th block rank x holds (its stages in order, each stage's blocks in order) where its
  * passes stream it: in its first weight-version slot; NULL when it holds k blocks or fewer. */
 const float *exec_xrank_held_block(const exec_xrank *x, int k);
+/* Where the k-th block rank x holds keeps what a STEP goes through, between two passes: its
+ * newest weights (the version the next pass's first F reads), gradients and momentum (NULL
+ * without) in *w, *g, *mom.
+ * Returns 1 when x holds that block and its stage has accumulated no gradient since its last
+ * STEP (its gradients all zero, as that STEP left them), else 0 (nothing set). */
+int exec_xrank_held_state(const exec_xrank *x, int k, float **w, float **g, float **mom);
 /* The kinds of exec_rank_record.prof_s and of the profilers' samples, in order: F, I and W of a
  * block and microbatch (EXEC_PROF_FIW of them, whose samples come first), STEP of a block, the
  * first block's I (I0), and I and W of a block at reuse distance 0 (IH, WH: right after their

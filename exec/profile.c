@@ -18,8 +18,9 @@
  * of a round (block 0 to L-1), then the input gradients (block L-1 to 0) and the weight
  * gradients of each microbatch, so every backward reads activations stashed several
  * microbatch-passes earlier, as in a pipeline. On a run's workers, F and I read the weights
- * where the rank's passes read them, in its arena (only read there; W and STEP work on the
- * profile's own gradients and copies). A first round is untimed (page faults, BLAS warm-up). Every sample is one block,
+ * where the rank's passes read them, in its arena, and in each gap W and the STEP work there too
+ * on the rank's gradients, weights and momentum, which the rank's last STEP left (exec_prof_worker_lend;
+ * the run trains as it would without the rounds). A first round is untimed (page faults, BLAS warm-up). Every sample is one block,
  * one microbatch; each kind's time is the median over the rounds of the mean sample of each
  * round (round_medians says why not the median sample). Timing one block on hot
  * buffers instead under-predicted the executor's per-block times: on the 2-core development VM
@@ -92,6 +93,10 @@ struct exec_prof_worker {
     float *mem;        /* the blocks and the slots (NULL after a failed allocation) */
     const float **wk;  /* [L] the weights block k's F and I read: the k-th block its rank holds, in
                         * the run's arena (exec_xrank_held_block), else its own copy in mem */
+    float **sk, **gk, **mk; /* [L] block k's weights the STEP updates, gradients W accumulates and
+                        * the STEP reads and clears, momentum (NULL without): its own in mem, or
+                        * in a gap the rank's (exec_prof_worker_lend) */
+    int lent;          /* blocks lent by the rank for this gap (their momentum kept in mem's) */
     int rc;
     pl_err err;
 };
@@ -210,6 +215,17 @@ static prof_layout prof_layout_of(const prof_thread *x) {
     return o;
 }
 
+/* Points x's W and STEP at its own weights, gradients and momentum in mem. */
+static void prof_own(prof_thread *x) {
+    prof_layout o = prof_layout_of(x);
+    size_t nf = exec_block_floats(&x->d);
+    for (int k = 0; k < x->L; k++) {
+        x->sk[k] = x->mem + o.w + (size_t)k * nf;
+        x->gk[k] = x->mem + o.g + (size_t)k * nf;
+        x->mk[k] = x->cfg->momentum != 0.0 ? x->mem + o.mo + (size_t)k * nf : NULL;
+    }
+}
+
 /* Prepares thread tid of `threads` for `rounds` timed rounds (after the warm-up round): its
  * blocks, slots and sample arrays. Sets x->rc and x->err on failure (x->mem NULL then). */
 static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threads, int rounds, int again,
@@ -235,13 +251,18 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->mem = exec_lines_alloc(o.all, cfg->small_pages);
     x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 3 * x->nagain + 1, sizeof(double));
     x->wk = pl_calloc((size_t)L, sizeof *x->wk);
-    if (!x->mem || !x->t || !x->wk) {
+    x->sk = pl_calloc(3 * (size_t)L, sizeof *x->sk);
+    if (!x->mem || !x->t || !x->wk || !x->sk) {
         x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d->h);
         free(x->mem);
         x->mem = NULL;
         return;
     }
     float *w = x->mem + o.w, *slots = x->mem + o.slots, *tg = x->mem + o.tg;
+    x->gk = x->sk + L;
+    x->mk = x->gk + L;
+    x->lent = 0;
+    prof_own(x);
     /* thread x holds blocks x L .. x L + L - 1 of the model (its rank's share), copied from its
      * rank's arena when the rank holds them */
     for (int k = 0; k < L; k++) {
@@ -249,10 +270,10 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
         if (w0) memcpy(w + (size_t)k * nf, w0, nf * sizeof(float));
         else exec_block_init(d, cfg->init_seed, tid * L + k, w + (size_t)k * nf);
         /* F and I stream the weights from where the rank's passes stream them: the run's arena
-         * (only read: the STEP and W work on the profile's own memory). Copies of the same
-         * weights elsewhere streamed 3-4% faster for wide blocks on few rows, and the profile
-         * read them low against the passes (docs/validate_cpu.md, "The profile's weights
-         * where the run keeps them") */
+         * (each gap then lends its newest version, with the gradients and momentum W and the
+         * STEP work on: exec_prof_worker_lend). Copies of the same weights elsewhere streamed
+         * 3-4% faster for wide blocks on few rows, and the profile read them low against the
+         * passes (docs/validate_cpu.md, "The profile's weights where the run keeps them") */
         const float *held = from ? exec_xrank_held_block(from, k) : NULL;
         x->wk[k] = held ? held : w + (size_t)k * nf;
     }
@@ -260,17 +281,17 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     exec_fill_normal(cfg->target_seed, (uint64_t)tid, tg, bh); /* what the outputs are trained towards */
 }
 
-/* Times round r's microbatch at reuse distance 0 through x's blocks (weights w, gradients g):
+/* Times round r's microbatch at reuse distance 0 through x's blocks (x->wk, x->gk):
  * its forward from slot 0's input x0 (block k's input and state at + k prof_block_stride), the output
  * at y; untimed), then at once its I from the last block to the first (IH, the first block's
  * with the input gradient, as I's samples), then its W (WH). In the round's other microbatches
  * 1 to 3 forwards come between a block's F and its I, as in most of a pipeline's backwards;
  * here none does, as on a stage whose backward follows its own forward (sim_reuse.c). */
-static void prof_hot(prof_thread *x, int r, float *g, float *x0, float *st0, float *y, float *gb, float *scr,
+static void prof_hot(prof_thread *x, int r, float *x0, float *st0, float *y, float *gb, float *scr,
                      const float *tg) {
     const exec_dims *d = &x->d;
     const int L = x->L;
-    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, xs = prof_block_stride(d);
+    size_t bh = (size_t)d->b * d->h, xs = prof_block_stride(d);
     double *ih = x->t + EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + (size_t)r * L, *wh = ih + x->nhot;
 #define HX(k) (x0 + (size_t)(k) * xs)
 #define HS(k) (st0 + (size_t)(k) * xs)
@@ -289,7 +310,7 @@ static void prof_hot(prof_thread *x, int r, float *g, float *x0, float *st0, flo
     }
     for (int k = L - 1; k >= 0; k--) {
         double t0 = pl_now_s();
-        exec_block_bwd_w(d, HX(k), HS(k), gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
+        exec_block_bwd_w(d, HX(k), HS(k), gb + (size_t)(k + 1) * bh, x->gk[k]);
         wh[k] = pl_now_s() - t0;
     }
 #undef HX
@@ -307,10 +328,10 @@ static void prof_hot(prof_thread *x, int r, float *g, float *x0, float *st0, flo
  * schedules) runs them as b does (sim_reuse.c). The forwards recompute a and b's activations
  * and state, which their round's I and W have used. gb's gradient at block ga's input is
  * whatever the round left there (the run's magnitudes). */
-static void prof_again(prof_thread *x, int r, float *g, float *xa, float *xb, float *gb, float *scr) {
+static void prof_again(prof_thread *x, int r, float *xa, float *xb, float *gb, float *scr) {
     const exec_dims *d = &x->d;
     const int G = x->ga;
-    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, stride = prof_block_stride(d);
+    size_t bh = (size_t)d->b * d->h, stride = prof_block_stride(d);
     double *ta = x->t + EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + (size_t)r * G;
     float *const in[2] = {xa, xb};
     for (int m = 0; m < 2; m++)
@@ -337,7 +358,7 @@ static void prof_again(prof_thread *x, int r, float *g, float *xa, float *xb, fl
         for (int k = G - 1; k >= 0; k--) {
             float *xk = in[m] + (size_t)k * stride;
             double t0 = pl_now_s();
-            exec_block_bwd_w(d, xk, prof_state_of(d, xk), gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
+            exec_block_bwd_w(d, xk, prof_state_of(d, xk), gb + (size_t)(k + 1) * bh, x->gk[k]);
             if (m) ta[2 * x->nagain + (size_t)k] = pl_now_s() - t0;
         }
 }
@@ -347,26 +368,26 @@ static void prof_again(prof_thread *x, int r, float *g, float *xa, float *xb, fl
  * then starts from the caches its own previous round left, as the run's pass starts after the
  * worker's restore_after_profile (worker.c). Returns the sum read. */
 static float prof_restore(const prof_thread *x) {
-    size_t n = prof_layout_of(x).slots; /* w, g and mo */
+    size_t nf = exec_block_floats(&x->d);
     float sum = 0;
-    for (size_t i = 0; i < n; i++) sum += x->mem[i];
+    for (int k = 0; k < x->L; k++)
+        for (size_t i = 0; i < nf; i++) sum += x->sk[k][i] + x->gk[k][i] + (x->mk[k] ? x->mk[k][i] : 0.0f);
     return sum;
 }
 
-/* Times round r's optimizer step of each of x's blocks (weights w, gradients g, momentum mo or
- * NULL): the executor's SGD loop (exec_sgd_step), in place, with a learning rate of 0 (read
+/* Times round r's optimizer step of each of x's blocks (weights x->sk, gradients x->gk, momentum
+ * x->mk): the executor's SGD loop (exec_sgd_step), in place, with a learning rate of 0 (read
  * through a volatile, so the update is computed): a profile times the blocks, it does not train
- * them, and its weights must stay those of an initialized model whatever the run's --lr and
- * --momentum. */
-static void prof_step(prof_thread *x, int r, float *w, float *g, float *mo) {
+ * them, and its weights must stay those of an initialized model (or the run's, lent) whatever
+ * the run's --lr and --momentum. */
+static void prof_step(prof_thread *x, int r) {
     static volatile float lr_zero = 0.0f;
     const float lr = lr_zero, mu = (float)x->cfg->momentum, scale = 1.0f / (float)PROFILE_SLOTS;
     const int L = x->L;
     size_t nf = exec_block_floats(&x->d);
     for (int k = 0; k < L; k++) {
-        float *wk = w + (size_t)k * nf, *gk = g + (size_t)k * nf, *mk = mo ? mo + (size_t)k * nf : NULL;
         double t0 = pl_now_s();
-        exec_sgd_step(wk, wk, gk, mk, nf, scale, lr, mu);
+        exec_sgd_step(x->sk[k], x->sk[k], x->gk[k], x->mk[k], nf, scale, lr, mu);
         double t1 = pl_now_s();
         if (r >= 0) x->t[EXEC_PROF_FIW * x->ns + (size_t)r * L + k] = t1 - t0;
     }
@@ -382,14 +403,13 @@ static void prof_round(prof_thread *x, int after, int untimed) {
         volatile float sink = prof_restore(x);
         (void)sink;
     }
-    const exec_config *cfg = x->cfg;
     const exec_dims *d = &x->d;
-    const int S = PROFILE_SLOTS, L = x->L, r = untimed ? -1 : x->next++, mom = cfg->momentum != 0.0;
-    size_t nf = exec_block_floats(d), bh = (size_t)d->b * d->h, ns = x->ns;
+    const int S = PROFILE_SLOTS, L = x->L, r = untimed ? -1 : x->next++;
+    size_t bh = (size_t)d->b * d->h, ns = x->ns;
     size_t per_slot = prof_per_slot(x), xs = prof_block_stride(d), nt = x->nt;
     double *t = x->t;
     prof_layout o = prof_layout_of(x);
-    float *w = x->mem + o.w, *g = x->mem + o.g, *mo = x->mem + o.mo, *slots = x->mem + o.slots;
+    float *slots = x->mem + o.slots;
     float *gb = x->mem + o.gb, *scr = x->mem + o.scr, *tg = x->mem + o.tg;
 #define X(s, k) (slots + (size_t)(s) * per_slot + (size_t)(k) * xs)
 #define ST(s, k) prof_state_of(d, X(s, k))
@@ -427,14 +447,14 @@ static void prof_round(prof_thread *x, int after, int untimed) {
         }
         for (int k = L - 1; k >= 0; k--) {
             double t0 = pl_now_s();
-            exec_block_bwd_w(d, X(s, k), ST(s, k), gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
+            exec_block_bwd_w(d, X(s, k), ST(s, k), gb + (size_t)(k + 1) * bh, x->gk[k]);
             double t1 = pl_now_s();
             if (r >= 0) t[EXEC_PROF_W * ns + nt + (size_t)s * L + k] = t1 - t0;
         }
     }
-    if (r >= 0) prof_hot(x, r, g, X(0, 0), ST(0, 0), Y(0), gb, scr, tg);
-    if (r >= 0 && S >= 3 && x->ga > 0) prof_again(x, r, g, X(1, 0), X(2, 0), gb, scr);
-    prof_step(x, r, w, g, mom ? mo : NULL);
+    if (r >= 0) prof_hot(x, r, X(0, 0), ST(0, 0), Y(0), gb, scr, tg);
+    if (r >= 0 && S >= 3 && x->ga > 0) prof_again(x, r, X(1, 0), X(2, 0), gb, scr);
+    prof_step(x, r);
     if (r >= 0) x->nt += (size_t)S * L;
     /* the next round starts from the same inputs (X(s, 0) is only read) */
 #undef X
@@ -512,6 +532,40 @@ const float *exec_prof_worker_block(const exec_prof_worker *w, int k) {
     return w->mem && w->wk && k >= 0 && k < w->L ? w->wk[k] : NULL;
 }
 
+int exec_prof_worker_lend(exec_prof_worker *w, const exec_xrank *x) {
+    if (!w || !w->mem || !x) return 0;
+    exec_prof_worker_unlend(w);
+    size_t nf = exec_block_floats(&w->d), mo = prof_layout_of(w).mo;
+    for (int k = 0; k < w->L; k++) {
+        float *sw, *g, *m;
+        if (!exec_xrank_held_state(x, k, &sw, &g, &m)) continue;
+        /* lr 0 leaves the weights and the STEP clears the gradients as the rank's last STEP left
+         * them; the momentum it moves is put back from here (exec_prof_worker_unlend) */
+        if (m && w->mk[k]) memcpy(w->mem + mo + (size_t)k * nf, m, nf * sizeof(float));
+        w->wk[k] = w->sk[k] = sw;
+        w->gk[k] = g;
+        w->mk[k] = w->mk[k] ? m : NULL; /* a rank and its profile share the configuration */
+        w->lent++;
+    }
+    return w->lent;
+}
+
+void exec_prof_worker_unlend(exec_prof_worker *w) {
+    if (!w || !w->mem || !w->lent) return;
+    size_t nf = exec_block_floats(&w->d);
+    prof_layout o = prof_layout_of(w);
+    for (int k = 0; k < w->L; k++) {
+        float *own = w->mem + o.mo + (size_t)k * nf;
+        if (w->mk[k] && w->mk[k] != own) memcpy(w->mk[k], own, nf * sizeof(float));
+    }
+    w->lent = 0;
+    prof_own(w);
+}
+
+const float *exec_prof_worker_grad(const exec_prof_worker *w, int k) {
+    return w->mem && w->gk && k >= 0 && k < w->L ? w->gk[k] : NULL;
+}
+
 void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed) {
     if (w) prof_round(w, after, untimed);
 }
@@ -521,6 +575,7 @@ void exec_prof_worker_free(exec_prof_worker *w) {
     free(w->mem);
     free(w->t);
     free(w->wk);
+    free(w->sk);
     free(w);
 }
 

@@ -293,12 +293,18 @@ static int prof_gap(exec_xrank *x, int warm, int g) {
     const exec_config *c = x->cfg;
     int open, n = exec_prof_gap_rounds(c->profile_between_reps, c->timed_passes, g, warm, exec_prof_worker_opens(x->prof), &open);
     n += open;
-    for (int i = 0; i < n; i++) {
+    /* the rounds' W and STEP work where the rank's do (the rank's gradients, cleared by its last
+     * STEP, weights and momentum), not on buffers of the profile's own: two buffers of one size
+     * can stream at speeds 10-20% apart for as long as they live (docs/validate_cpu.md, "The
+     * profile's weights where the run keeps them") */
+    exec_prof_worker_lend(x->prof, x);
+    int rc = PL_OK;
+    for (int i = 0; i < n && rc == PL_OK; i++) {
         exec_prof_worker_round(x->prof, i == 0, i < open); /* the first of a gap follows the run's pass */
-        int rc = x->t->barrier(x->t, &x->err);
-        if (rc != PL_OK) return rc;
+        rc = x->t->barrier(x->t, &x->err);
     }
-    return PL_OK;
+    exec_prof_worker_unlend(x->prof);
+    return rc;
 }
 
 /* After the profile's rounds in a gap (prof_gap): reads back what the rank's last STEP went

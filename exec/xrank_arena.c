@@ -407,13 +407,31 @@ void exec_xrank_free(exec_xrank *x) {
     memset(x, 0, sizeof *x);
 }
 
-const float *exec_xrank_held_block(const exec_xrank *x, int k) {
-    for (int q = 0; q < x->nst && k >= 0; q++) {
-        const exec_xstage *st = &x->st[q];
-        if (k < st->nb) return st->ver.base ? st->ver.base + (size_t)k * exec_block_floats(&x->d) : NULL;
-        k -= st->nb;
+/* The stage of rank x that holds its k-th block (its stages in order, each stage's blocks in
+ * order), with *k turned into the block's index in that stage; NULL when x holds k blocks or
+ * fewer, or the stage has no weights yet. */
+static exec_xstage *held_stage(const exec_xrank *x, int *k) {
+    for (int q = 0; q < x->nst && *k >= 0; q++) {
+        exec_xstage *st = &x->st[q];
+        if (*k < st->nb) return st->ver.base ? st : NULL;
+        *k -= st->nb;
     }
     return NULL;
+}
+
+const float *exec_xrank_held_block(const exec_xrank *x, int k) {
+    const exec_xstage *st = held_stage(x, &k);
+    return st ? st->ver.base + (size_t)k * exec_block_floats(&x->d) : NULL;
+}
+
+int exec_xrank_held_state(const exec_xrank *x, int k, float **w, float **g, float **mom) {
+    exec_xstage *st = held_stage(x, &k);
+    if (!st || st->nacc != 0) return 0;
+    size_t at = (size_t)k * exec_block_floats(&x->d);
+    *w = exec_pool_slot(&st->ver, st->cur) + at;
+    *g = st->grad + at;
+    *mom = st->mom ? st->mom + at : NULL;
+    return 1;
 }
 
 const float *exec_xrank_initial_block(const exec_xrank *x, int b) {

@@ -1221,8 +1221,90 @@ static void test_profile_copied_weights(void) {
     }
 }
 
-/* A run profiled between its passes trains exactly as one that is not (the profile's rounds only
- * read the rank's weights, and write buffers of their own), keeps its passes, and returns each worker's profile and the pooled one,
+/* In a gap, the profile's F, I, W and STEP work on the rank's newest weights, gradients and
+ * momentum, where the run's do (exec_prof_worker_lend): for each block the rank holds whose stage
+ * has accumulated nothing since its STEP, and on the profile's own for the others (1f1b on 3
+ * layers: rank 1 holds one block of the profile's two; a stage with a gradient accumulated lends
+ * nothing; PipeDream with its newest weights in the second version slot of rank 0: that slot). The rounds leave
+ * the rank's gradients zero and its weights bit for bit as they were, they move its momentum,
+ * and unlend puts that back bit for bit and returns the W and STEP to the profile's own memory. */
+static void test_profile_lent_state(void) {
+    for (int v = 1; v <= 4; v++) {
+        sched *s = lowered(v == 4 ? "pipedream" : "1f1b", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        exec_config c = small_cfg(v == 2 ? 3 : 4);
+        c.momentum = 0.5;
+        c.profile_between_reps = 8;
+        pl_err e;
+        pl_err_clear(&e);
+        exec_layout lay;
+        int blocks[4];
+        CU_ASSERT_EQUAL_FATAL(exec_layout_build(s, c.replicas, &lay, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(exec_check_run(s, &c, blocks, &e), PL_OK);
+        exec_data data;
+        CU_ASSERT_EQUAL_FATAL(exec_data_build(&c, 0, &data, &e), PL_OK);
+        double *loss_mb = calloc(64, sizeof(double));
+        exec_dims d;
+        exec_dims_of(&c, &d);
+        size_t nf = exec_block_floats(&d);
+        for (int r = 0; r < 2; r++) {
+            exec_xrank x;
+            memset(&x, 0, sizeof x);
+            CU_ASSERT_EQUAL_FATAL(exec_xrank_setup_in(&x, r, &lay, s, &c, blocks, &data, loss_mb, &e), PL_OK);
+            CU_ASSERT_EQUAL_FATAL(exec_xrank_prof_new(&x, &c, 2, &e), PL_OK);
+            exec_xstage *st = &x.st[0];
+            if (v == 3) st->nacc = 1; /* a gradient accumulated: its blocks stay the rank's alone */
+            if (v == 4 && r == 0) {
+                /* the newest weights in the second slot, as an out-of-place STEP leaves them */
+                CU_ASSERT_FATAL(st->ver.cap >= 2);
+                memcpy(exec_pool_slot(&st->ver, 1), exec_pool_slot(&st->ver, 0), st->pfloats * sizeof(float));
+                st->ver.refs[1] = 1;
+                st->ver.refs[0] = 0;
+                st->cur = 1;
+            }
+            const float *newest = exec_pool_slot(&st->ver, st->cur);
+            for (size_t i = 0; i < st->pfloats; i++) st->mom[i] = 0.25f * (float)(i % 7) - 0.5f;
+            size_t n = st->pfloats;
+            float *w0 = malloc(n * sizeof(float)), *m0 = malloc(n * sizeof(float));
+            memcpy(w0, newest, n * sizeof(float));
+            memcpy(m0, st->mom, n * sizeof(float));
+            int L = 0, held = v == 3 ? 0 : st->nb < 2 ? st->nb : 2;
+            const float *own = exec_prof_worker_weights(x.prof, &L);
+            CU_ASSERT_EQUAL(L, 2);
+            const float *own_g[2] = {exec_prof_worker_grad(x.prof, 0), exec_prof_worker_grad(x.prof, 1)};
+            CU_ASSERT(own_g[0] && own_g[0] != own && own_g[1] == own_g[0] + nf);
+            CU_ASSERT_EQUAL(exec_prof_worker_lend(x.prof, &x), held);
+            for (int k = 0; k < L; k++) {
+                CU_ASSERT_PTR_EQUAL(exec_prof_worker_grad(x.prof, k), k < held ? st->grad + (size_t)k * nf : own_g[k]);
+                if (k < held) CU_ASSERT_PTR_EQUAL(exec_prof_worker_block(x.prof, k), newest + (size_t)k * nf);
+            }
+            exec_prof_worker_round(x.prof, 1, 1);
+            exec_prof_worker_round(x.prof, 0, 0);
+            exec_prof_worker_round(x.prof, 0, 0);
+            int gzero = 1, mmoved = 0;
+            for (size_t i = 0; i < n; i++) {
+                gzero &= st->grad[i] == 0.0f;
+                mmoved |= st->mom[i] != m0[i];
+            }
+            CU_ASSERT(gzero);
+            CU_ASSERT_EQUAL(mmoved, held > 0);
+            CU_ASSERT_EQUAL(memcmp(newest, w0, n * sizeof(float)), 0);
+            exec_prof_worker_unlend(x.prof);
+            CU_ASSERT_EQUAL(memcmp(st->mom, m0, n * sizeof(float)), 0);
+            for (int k = 0; k < L; k++) CU_ASSERT_PTR_EQUAL(exec_prof_worker_grad(x.prof, k), own_g[k]);
+            free(w0);
+            free(m0);
+            exec_xrank_free(&x);
+        }
+        free(loss_mb);
+        exec_data_free(&data);
+        exec_layout_free(&lay);
+        sched_free(s);
+    }
+}
+
+/* A run profiled between its passes trains exactly as one that is not (the profile's rounds work
+ * on the rank's weights, gradients and momentum and leave them as they were), keeps its passes, and returns each worker's profile and the pooled one,
  * which lies between the workers' own (the median of pooled rounds lies between the medians of
  * the parts). Also with no warm-up pass (the profile's warm-up round then opens the first gap),
  * and with more rounds than gaps; 1F1B (one stage a rank: no again samples) without it, the
@@ -1502,6 +1584,7 @@ void pl_test_register(void) {
         {"the hand-off profile: one-way times in the stamps, the fit over one way or two", test_p2p_side},
         {"profile between the passes: same training, each worker's times", test_profile_between},
         {"profile between the passes: its blocks' weights copied from the rank's or drawn, read where the rank keeps them", test_profile_copied_weights},
+        {"profile between the passes: its W and STEP on the rank's gradients, weights and momentum in a gap, the momentum put back", test_profile_lent_state},
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
         {"pass-length factors: windows over a worker's samples, their lines", test_window_factors},
         {"a model that does not fit is refused up front", test_memory_refused_up_front},
