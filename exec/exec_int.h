@@ -416,6 +416,7 @@ typedef struct exec_xstage {
     float *grad;            /* [pfloats] accumulated since the last STEP */
     float *mom;             /* [pfloats] momentum, NULL without */
     int nacc;               /* backward passes accumulated in grad */
+    int steps, steps_new;   /* STEPs so far, and those of them into a new weight version */
     exec_pool act;          /* activations [cap, act floats]: x[1..nb-1] [b,h], then each
                              * block's state [nb][exec_block_state_floats] */
     exec_pool wg;           /* inner gradients from I until W [cap, (nb-1) b h]: g[1..nb-1] [b,h] */
@@ -558,8 +559,10 @@ const float *exec_prof_worker_block(const exec_prof_worker *w, int k);
  * it would without the rounds. Returns the blocks lent. */
 int exec_prof_worker_lend(exec_prof_worker *w, const exec_xrank *x);
 void exec_prof_worker_unlend(exec_prof_worker *w);
-/* The gradients worker w's W accumulates block k's into, now (the tests). */
+/* The gradients worker w's W accumulates block k's into, and the weights its STEP writes, now
+ * (the tests). */
 const float *exec_prof_worker_grad(const exec_prof_worker *w, int k);
+const float *exec_prof_worker_step_out(const exec_prof_worker *w, int k);
 /* Fills g[EXEC_WINDOWS] with the pass-length factors of a worker's n units in the order it ran
  * them (a[i] the unit's time, c[i] its time by the profile's medians; profile_windows.c); all 0
  * when none has a clean time or out of memory (the term is then off). */
@@ -582,10 +585,12 @@ const float *exec_xrank_initial_block(const exec_xrank *x, int b);
 const float *exec_xrank_held_block(const exec_xrank *x, int k);
 /* Where the k-th block rank x holds keeps what a STEP goes through, between two passes: its
  * newest weights (the version the next pass's first F reads), gradients and momentum (NULL
- * without) in *w, *g, *mom.
+ * without) in *w, *g, *mom, and in *out where its STEP writes: *w (in place), or a free weight
+ * version slot when most of its stage's STEPs so far went into a new version (weights in flight:
+ * PipeDream's stashing, 2BW), whose next STEP overwrites all of it.
  * Returns 1 when x holds that block and its stage has accumulated no gradient since its last
  * STEP (its gradients all zero, as that STEP left them), else 0 (nothing set). */
-int exec_xrank_held_state(const exec_xrank *x, int k, float **w, float **g, float **mom);
+int exec_xrank_held_state(const exec_xrank *x, int k, float **w, float **out, float **g, float **mom);
 /* The kinds of exec_rank_record.prof_s and of the profilers' samples, in order: F, I and W of a
  * block and microbatch (EXEC_PROF_FIW of them, whose samples come first), STEP of a block, the
  * first block's I (I0), and I and W of a block at reuse distance 0 (IH, WH: right after their

@@ -93,9 +93,10 @@ struct exec_prof_worker {
     float *mem;        /* the blocks and the slots (NULL after a failed allocation) */
     const float **wk;  /* [L] the weights block k's F and I read: the k-th block its rank holds, in
                         * the run's arena (exec_xrank_held_block), else its own copy in mem */
-    float **sk, **gk, **mk; /* [L] block k's weights the STEP updates, gradients W accumulates and
-                        * the STEP reads and clears, momentum (NULL without): its own in mem, or
-                        * in a gap the rank's (exec_prof_worker_lend) */
+    float **sk, **ok, **gk, **mk; /* [L] block k's weights the STEP reads, and where it writes
+                        * them (in place, or a new version as the rank's), gradients W accumulates
+                        * and the STEP reads and clears, momentum (NULL without): its own in mem,
+                        * or in a gap the rank's (exec_prof_worker_lend) */
     int lent;          /* blocks lent by the rank for this gap (their momentum kept in mem's) */
     int rc;
     pl_err err;
@@ -220,7 +221,7 @@ static void prof_own(prof_thread *x) {
     prof_layout o = prof_layout_of(x);
     size_t nf = exec_block_floats(&x->d);
     for (int k = 0; k < x->L; k++) {
-        x->sk[k] = x->mem + o.w + (size_t)k * nf;
+        x->sk[k] = x->ok[k] = x->mem + o.w + (size_t)k * nf;
         x->gk[k] = x->mem + o.g + (size_t)k * nf;
         x->mk[k] = x->cfg->momentum != 0.0 ? x->mem + o.mo + (size_t)k * nf : NULL;
     }
@@ -251,7 +252,7 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->mem = exec_lines_alloc(o.all, cfg->small_pages);
     x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 3 * x->nagain + 1, sizeof(double));
     x->wk = pl_calloc((size_t)L, sizeof *x->wk);
-    x->sk = pl_calloc(3 * (size_t)L, sizeof *x->sk);
+    x->sk = pl_calloc(4 * (size_t)L, sizeof *x->sk);
     if (!x->mem || !x->t || !x->wk || !x->sk) {
         x->rc = pl_errf(&x->err, PL_ENOMEM, "out of memory profiling %d blocks of width %d", L, d->h);
         free(x->mem);
@@ -259,7 +260,8 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
         return;
     }
     float *w = x->mem + o.w, *slots = x->mem + o.slots, *tg = x->mem + o.tg;
-    x->gk = x->sk + L;
+    x->ok = x->sk + L;
+    x->gk = x->ok + L;
     x->mk = x->gk + L;
     x->lent = 0;
     prof_own(x);
@@ -371,12 +373,14 @@ static float prof_restore(const prof_thread *x) {
     size_t nf = exec_block_floats(&x->d);
     float sum = 0;
     for (int k = 0; k < x->L; k++)
-        for (size_t i = 0; i < nf; i++) sum += x->sk[k][i] + x->gk[k][i] + (x->mk[k] ? x->mk[k][i] : 0.0f);
+        for (size_t i = 0; i < nf; i++)
+            sum += x->sk[k][i] + x->gk[k][i] + (x->mk[k] ? x->mk[k][i] : 0.0f) + (x->ok[k] != x->sk[k] ? x->ok[k][i] : 0.0f);
     return sum;
 }
 
 /* Times round r's optimizer step of each of x's blocks (weights x->sk, gradients x->gk, momentum
- * x->mk): the executor's SGD loop (exec_sgd_step), in place, with a learning rate of 0 (read
+ * x->mk): the executor's SGD loop (exec_sgd_step), into x->ok (in place, or in a gap into a new
+ * weight version where the rank's STEPs mostly go: exec_xrank_held_state), with a learning rate of 0 (read
  * through a volatile, so the update is computed): a profile times the blocks, it does not train
  * them, and its weights must stay those of an initialized model (or the run's, lent) whatever
  * the run's --lr and --momentum. */
@@ -387,7 +391,7 @@ static void prof_step(prof_thread *x, int r) {
     size_t nf = exec_block_floats(&x->d);
     for (int k = 0; k < L; k++) {
         double t0 = pl_now_s();
-        exec_sgd_step(x->sk[k], x->sk[k], x->gk[k], x->mk[k], nf, scale, lr, mu);
+        exec_sgd_step(x->ok[k], x->sk[k], x->gk[k], x->mk[k], nf, scale, lr, mu);
         double t1 = pl_now_s();
         if (r >= 0) x->t[EXEC_PROF_FIW * x->ns + (size_t)r * L + k] = t1 - t0;
     }
@@ -537,12 +541,13 @@ int exec_prof_worker_lend(exec_prof_worker *w, const exec_xrank *x) {
     exec_prof_worker_unlend(w);
     size_t nf = exec_block_floats(&w->d), mo = prof_layout_of(w).mo;
     for (int k = 0; k < w->L; k++) {
-        float *sw, *g, *m;
-        if (!exec_xrank_held_state(x, k, &sw, &g, &m)) continue;
+        float *sw, *out, *g, *m;
+        if (!exec_xrank_held_state(x, k, &sw, &out, &g, &m)) continue;
         /* lr 0 leaves the weights and the STEP clears the gradients as the rank's last STEP left
          * them; the momentum it moves is put back from here (exec_prof_worker_unlend) */
         if (m && w->mk[k]) memcpy(w->mem + mo + (size_t)k * nf, m, nf * sizeof(float));
         w->wk[k] = w->sk[k] = sw;
+        w->ok[k] = out;
         w->gk[k] = g;
         w->mk[k] = w->mk[k] ? m : NULL; /* a rank and its profile share the configuration */
         w->lent++;
@@ -564,6 +569,10 @@ void exec_prof_worker_unlend(exec_prof_worker *w) {
 
 const float *exec_prof_worker_grad(const exec_prof_worker *w, int k) {
     return w->mem && w->gk && k >= 0 && k < w->L ? w->gk[k] : NULL;
+}
+
+const float *exec_prof_worker_step_out(const exec_prof_worker *w, int k) {
+    return w->mem && w->ok && k >= 0 && k < w->L ? w->ok[k] : NULL;
 }
 
 void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed) {

@@ -234,7 +234,9 @@ int exec_xrank_step_begin(exec_xrank *x, int s, exec_xstage **stp, int *dst, pl_
     if (st->ver.refs[st->cur] > 1) {
         *dst = exec_xrank_take(x, &st->ver, &x->cur.weights_bytes, "weight version", e);
         if (*dst < 0) return e->code;
+        st->steps_new++;
     }
+    st->steps++;
     *stp = st;
     return PL_OK;
 }

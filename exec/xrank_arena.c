@@ -79,7 +79,7 @@ static size_t layout_ints(exec_xrank *x, const int *caps, void **ints_mem, pl_er
         for (int j = 0; j < STAGE_INDEX_ARRAYS * x->M; j++) st->in_of[j] = -1;
         st->flags = fp;
         fp += x->M;
-        st->nacc = 0;
+        st->nacc = st->steps = st->steps_new = 0;
         st->cur = 0;
         floats += (size_t)st->ver.cap * st->ver.stride + (size_t)st->act.cap * st->act.stride +
                   (size_t)st->wg.cap * st->wg.stride + exec_line_round(st->pfloats) * (1 + (size_t)mom);
@@ -424,11 +424,18 @@ const float *exec_xrank_held_block(const exec_xrank *x, int k) {
     return st ? st->ver.base + (size_t)k * exec_block_floats(&x->d) : NULL;
 }
 
-int exec_xrank_held_state(const exec_xrank *x, int k, float **w, float **g, float **mom) {
+int exec_xrank_held_state(const exec_xrank *x, int k, float **w, float **out, float **g, float **mom) {
     exec_xstage *st = held_stage(x, &k);
     if (!st || st->nacc != 0) return 0;
     size_t at = (size_t)k * exec_block_floats(&x->d);
-    *w = exec_pool_slot(&st->ver, st->cur) + at;
+    *w = *out = exec_pool_slot(&st->ver, st->cur) + at;
+    /* the slot the stage's next STEP into a new version would take (exec_pool_get's: the first
+     * free one), when most of its STEPs so far went into a new version */
+    for (int i = 0; 2 * st->steps_new > st->steps && i < st->ver.cap; i++)
+        if (st->ver.refs[i] == 0) {
+            *out = exec_pool_slot(&st->ver, i) + at;
+            break;
+        }
     *g = st->grad + at;
     *mom = st->mom ? st->mom + at : NULL;
     return 1;

@@ -1225,7 +1225,8 @@ static void test_profile_copied_weights(void) {
  * momentum, where the run's do (exec_prof_worker_lend): for each block the rank holds whose stage
  * has accumulated nothing since its STEP, and on the profile's own for the others (1f1b on 3
  * layers: rank 1 holds one block of the profile's two; a stage with a gradient accumulated lends
- * nothing; PipeDream with its newest weights in the second version slot of rank 0: that slot). The rounds leave
+ * nothing; PipeDream with its newest weights in the second version slot of rank 0: that slot,
+ * its STEP into the free first slot once most of the stage's STEPs went into a new version). The rounds leave
  * the rank's gradients zero and its weights bit for bit as they were, they move its momentum,
  * and unlend puts that back bit for bit and returns the W and STEP to the profile's own memory. */
 static void test_profile_lent_state(void) {
@@ -1261,7 +1262,11 @@ static void test_profile_lent_state(void) {
                 st->ver.refs[1] = 1;
                 st->ver.refs[0] = 0;
                 st->cur = 1;
+                st->steps = 3;
+                st->steps_new = 2;
+                for (size_t i = 0; i < st->pfloats; i++) st->ver.base[i] = 12345.0f; /* free: what the STEP writes */
             }
+            const float *out = v == 4 && r == 0 ? st->ver.base : exec_pool_slot(&st->ver, st->cur);
             const float *newest = exec_pool_slot(&st->ver, st->cur);
             for (size_t i = 0; i < st->pfloats; i++) st->mom[i] = 0.25f * (float)(i % 7) - 0.5f;
             size_t n = st->pfloats;
@@ -1277,6 +1282,7 @@ static void test_profile_lent_state(void) {
             for (int k = 0; k < L; k++) {
                 CU_ASSERT_PTR_EQUAL(exec_prof_worker_grad(x.prof, k), k < held ? st->grad + (size_t)k * nf : own_g[k]);
                 if (k < held) CU_ASSERT_PTR_EQUAL(exec_prof_worker_block(x.prof, k), newest + (size_t)k * nf);
+                if (k < held) CU_ASSERT_PTR_EQUAL(exec_prof_worker_step_out(x.prof, k), out + (size_t)k * nf);
             }
             exec_prof_worker_round(x.prof, 1, 1);
             exec_prof_worker_round(x.prof, 0, 0);
@@ -1289,6 +1295,8 @@ static void test_profile_lent_state(void) {
             CU_ASSERT(gzero);
             CU_ASSERT_EQUAL(mmoved, held > 0);
             CU_ASSERT_EQUAL(memcmp(newest, w0, n * sizeof(float)), 0);
+            if (out != newest) /* the held blocks' STEP wrote the newest weights there (learning rate 0) */
+                CU_ASSERT_EQUAL(memcmp(out, w0, (size_t)held * nf * sizeof(float)), 0);
             exec_prof_worker_unlend(x.prof);
             CU_ASSERT_EQUAL(memcmp(st->mom, m0, n * sizeof(float)), 0);
             for (int k = 0; k < L; k++) CU_ASSERT_PTR_EQUAL(exec_prof_worker_grad(x.prof, k), own_g[k]);
@@ -1299,6 +1307,31 @@ static void test_profile_lent_state(void) {
         free(loss_mb);
         exec_data_free(&data);
         exec_layout_free(&lay);
+        sched_free(s);
+    }
+}
+
+/* Weight versions in flight (PipeDream's stashing, 2BW): a run profiled between its passes, whose
+ * rounds STEP into the rank's free version slots once most of its STEPs go there (PipeDream's
+ * first stage here: 9 of 12 STEPs, then 15 of 16, ...), trains bit for bit as one that is not,
+ * with momentum. */
+static void test_profile_between_versions(void) {
+    const char *kinds[2] = {"pipedream", "2bw"};
+    for (int v = 0; v < 2; v++) {
+        sched *s = lowered(kinds[v], 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        exec_config c = small_cfg(4);
+        c.momentum = 0.5;
+        c.timed_passes = 4;
+        exec_result plain, prof;
+        pl_err e;
+        CU_ASSERT_EQUAL_FATAL(run(s, &c, &plain, &e), PL_OK);
+        c.profile_between_reps = 30;
+        CU_ASSERT_EQUAL_FATAL(run(s, &c, &prof, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(prof.n_weights, plain.n_weights);
+        CU_ASSERT_EQUAL(memcmp(prof.final_weights, plain.final_weights, plain.n_weights * sizeof(float)), 0);
+        exec_result_free(&plain);
+        exec_result_free(&prof);
         sched_free(s);
     }
 }
@@ -1585,6 +1618,7 @@ void pl_test_register(void) {
         {"profile between the passes: same training, each worker's times", test_profile_between},
         {"profile between the passes: its blocks' weights copied from the rank's or drawn, read where the rank keeps them", test_profile_copied_weights},
         {"profile between the passes: its W and STEP on the rank's gradients, weights and momentum in a gap, the momentum put back", test_profile_lent_state},
+        {"profile between the passes: weight versions in flight, same training", test_profile_between_versions},
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
         {"pass-length factors: windows over a worker's samples, their lines", test_window_factors},
         {"a model that does not fit is refused up front", test_memory_refused_up_front},
