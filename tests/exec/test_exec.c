@@ -1156,6 +1156,30 @@ static void test_profile_gap_rounds(void) {
     CU_ASSERT_EQUAL(exec_prof_opens(&c, 2, 0), 1);
 }
 
+/* What exec_xrank_setup_in needs beside a rank: the schedule's layout under a configuration, the
+ * blocks of each stage, the data set and the loss record (rank_env_free). */
+typedef struct rank_env {
+    exec_layout lay;
+    int blocks[4];
+    exec_data data;
+    double *loss_mb;
+} rank_env;
+
+static void rank_env_init(rank_env *v, const sched *s, const exec_config *c) {
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL_FATAL(exec_layout_build(s, c->replicas, &v->lay, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(exec_check_run(s, c, v->blocks, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(exec_data_build(c, 0, &v->data, &e), PL_OK);
+    v->loss_mb = calloc(64, sizeof(double));
+}
+
+static void rank_env_free(rank_env *v) {
+    free(v->loss_mb);
+    exec_data_free(&v->data);
+    exec_layout_free(&v->lay);
+}
+
 /* The profile between the passes copies its blocks' initial weights from its rank's arena where
  * the rank holds them (1f1b: all; interleaved, stages 0 and 2 on rank 0: blocks 0 and 2 of
  * its 0 and 1) and draws the others: every block equals exec_block_init's, bit for bit; a rank
@@ -1170,13 +1194,9 @@ static void test_profile_copied_weights(void) {
         c.profile_between_reps = 8;
         pl_err e;
         pl_err_clear(&e);
-        exec_layout lay;
-        int blocks[4];
-        CU_ASSERT_EQUAL_FATAL(exec_layout_build(s, c.replicas, &lay, &e), PL_OK);
-        CU_ASSERT_EQUAL_FATAL(exec_check_run(s, &c, blocks, &e), PL_OK);
-        exec_data data;
-        CU_ASSERT_EQUAL_FATAL(exec_data_build(&c, 0, &data, &e), PL_OK);
-        double *loss_mb = calloc(64, sizeof(double));
+        rank_env env;
+        rank_env_init(&env, s, &c);
+        const int *blocks = env.blocks;
         exec_dims d;
         exec_dims_of(&c, &d);
         size_t nf = exec_block_floats(&d);
@@ -1185,7 +1205,7 @@ static void test_profile_copied_weights(void) {
         for (int r = 0; r < 2; r++) {
             exec_xrank x;
             memset(&x, 0, sizeof x);
-            CU_ASSERT_EQUAL_FATAL(exec_xrank_setup_in(&x, r, &lay, s, &c, blocks, &data, loss_mb, &e), PL_OK);
+            CU_ASSERT_EQUAL_FATAL(exec_xrank_setup_in(&x, r, &env.lay, s, &c, env.blocks, &env.data, env.loss_mb, &e), PL_OK);
             CU_ASSERT_EQUAL_FATAL(exec_xrank_prof_new(&x, &c, 2, &e), PL_OK);
             int L = 0;
             const float *w = exec_prof_worker_weights(x.prof, &L);
@@ -1214,9 +1234,7 @@ static void test_profile_copied_weights(void) {
         CU_ASSERT_EQUAL(copied, v == 1 ? 4 : v == 2 ? 2 : 3);
         CU_ASSERT_EQUAL(drawn, v == 1 ? 0 : v == 2 ? 2 : 1);
         free(want);
-        free(loss_mb);
-        exec_data_free(&data);
-        exec_layout_free(&lay);
+        rank_env_free(&env);
         sched_free(s);
     }
 }
@@ -1238,20 +1256,15 @@ static void test_profile_lent_state(void) {
         c.profile_between_reps = 8;
         pl_err e;
         pl_err_clear(&e);
-        exec_layout lay;
-        int blocks[4];
-        CU_ASSERT_EQUAL_FATAL(exec_layout_build(s, c.replicas, &lay, &e), PL_OK);
-        CU_ASSERT_EQUAL_FATAL(exec_check_run(s, &c, blocks, &e), PL_OK);
-        exec_data data;
-        CU_ASSERT_EQUAL_FATAL(exec_data_build(&c, 0, &data, &e), PL_OK);
-        double *loss_mb = calloc(64, sizeof(double));
+        rank_env env;
+        rank_env_init(&env, s, &c);
         exec_dims d;
         exec_dims_of(&c, &d);
         size_t nf = exec_block_floats(&d);
         for (int r = 0; r < 2; r++) {
             exec_xrank x;
             memset(&x, 0, sizeof x);
-            CU_ASSERT_EQUAL_FATAL(exec_xrank_setup_in(&x, r, &lay, s, &c, blocks, &data, loss_mb, &e), PL_OK);
+            CU_ASSERT_EQUAL_FATAL(exec_xrank_setup_in(&x, r, &env.lay, s, &c, env.blocks, &env.data, env.loss_mb, &e), PL_OK);
             CU_ASSERT_EQUAL_FATAL(exec_xrank_prof_new(&x, &c, 2, &e), PL_OK);
             exec_xstage *st = &x.st[0];
             if (v == 3) st->nacc = 1; /* a gradient accumulated: its blocks stay the rank's alone */
@@ -1304,9 +1317,7 @@ static void test_profile_lent_state(void) {
             free(m0);
             exec_xrank_free(&x);
         }
-        free(loss_mb);
-        exec_data_free(&data);
-        exec_layout_free(&lay);
+        rank_env_free(&env);
         sched_free(s);
     }
 }
