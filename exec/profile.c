@@ -791,6 +791,7 @@ static int prof_measure(const exec_config *cfg, int reps, int concurrency, exec_
     for (int i = 0; i < concurrency; i++) {
         free(x[i].t);
         free(x[i].wk);
+        free(x[i].sk);
     }
     free(x);
     return rc;
