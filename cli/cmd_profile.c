@@ -32,7 +32,10 @@ static const char help_format[] =
     "the median of min(N, 15)) and fits the ring's latency and bandwidth:\n"
     "\"#@ allreduce_latency_s=A allreduce_Bps=B\", which `pipelab run` predicts REDUCE_GRAD from,\n"
     "and the hand-off of a stage boundary between two ranks (a ping-pong of 1, 4 and 16\n"
-    "boundaries): \"#@ p2p_latency_s=A p2p_Bps=B\", which it prices SEND/RECV with.\n"
+    "boundaries): \"#@ p2p_latency_s=A p2p_Bps=B\", which it prices SEND/RECV with, and the\n"
+    "hand-off's time on the ranks' own timelines: the sender's send call (\"#@ p2p_send_s=A\n"
+    "p2p_send_Bps=B\") and the receiver's post of a receive whose message already came (its copy\n"
+    "out: \"#@ p2p_post_s=A p2p_post_Bps=B\"), which hold the ranks in the prediction.\n"
     "With --transport mpi, under mpirun -np 2 (or more: the first two time it), it first times\n"
     "the MPI transport's all-reduce (MPI_Allreduce of the replicas' exact integers, as an MPI\n"
     "run's) and its hand-off (nonblocking sends, polled receives) the same ways and records\n"
@@ -140,6 +143,16 @@ static int parse(int argc, char **argv, opts *o) {
     return -1;
 }
 
+/* Prints a measured hand-off (exec_p2p; nothing when it was not measured): its link, and the
+ * sender's and the receiver's own times where measured. */
+static void print_p2p(const char *who, const exec_p2p *h) {
+    if (!(h->Bps > 0)) return;
+    printf("hand-off           %s: latency %.3g s, %.4g GB/s", who, h->latency_s, h->Bps / 1e9);
+    if (h->send_Bps > 0) printf("; send %.3g s + %.4g GB/s", h->send_s, h->send_Bps / 1e9);
+    if (h->post_Bps > 0) printf("; post %.3g s + %.4g GB/s (message there)", h->post_s, h->post_Bps / 1e9);
+    printf("\n");
+}
+
 /* Prints what was measured and where it was written (with -o FILE). */
 static void print_summary(const opts *o, const exec_layer_profile *p) {
     const exec_config *c = &o->c;
@@ -149,10 +162,8 @@ static void print_summary(const opts *o, const exec_layer_profile *p) {
            o->reps, o->conc, o->conc == 1 ? "" : "s");
     if (p->ar_Bps > 0) printf("all-reduce         threads: latency %.3g s, %.4g GB/s\n", p->ar_latency_s, p->ar_Bps / 1e9);
     if (c->mpi_ar_Bps > 0) printf("all-reduce         MPI: latency %.3g s, %.4g GB/s\n", c->mpi_ar_latency_s, c->mpi_ar_Bps / 1e9);
-    if (p->p2p_Bps > 0)
-        printf("hand-off           %s: latency %.3g s, %.4g GB/s\n", c->backend == EXEC_BACKEND_CUDA ? "GPU" : "threads",
-               p->p2p_latency_s, p->p2p_Bps / 1e9);
-    if (c->mpi_p2p_Bps > 0) printf("hand-off           MPI: latency %.3g s, %.4g GB/s\n", c->mpi_p2p_latency_s, c->mpi_p2p_Bps / 1e9);
+    print_p2p(c->backend == EXEC_BACKEND_CUDA ? "GPU" : "threads", &p->p2p);
+    print_p2p("MPI", &c->mpi_p2p);
     printf("written            %s\n", o->path);
 }
 
@@ -175,7 +186,7 @@ int cli_profile(int argc, char **argv) {
     int prc = o.mpi ? exec_mpi_profile_allreduce(c, o.reps, &o.c.mpi_ar_latency_s, &o.c.mpi_ar_Bps, &is_root, &e) : PL_OK;
     if (o.mpi) { /* a collective too: every process calls it, whatever the all-reduce's outcome on it */
         pl_err ep;
-        int rp = exec_mpi_profile_p2p(c, o.reps, &o.c.mpi_p2p_latency_s, &o.c.mpi_p2p_Bps, &is_root, &ep);
+        int rp = exec_mpi_profile_p2p(c, o.reps, &o.c.mpi_p2p, &is_root, &ep);
         if (prc == PL_OK && rp != PL_OK) {
             prc = rp;
             e = ep;

@@ -322,7 +322,10 @@ static cost_model *get_profile(const run_opts *o, exec_config *c, run_state *st,
     }
     /* a GPU profile's hand-off is between two ranks on one GPU; over several, rank r on GPU
      * r mod G hands off to another GPU by a peer copy, which it does not time: free */
-    if (m && o->cuda && gpu_count(o, st->s) > 1) m->p2p[COST_TRANSPORT_THREADS] = (cost_ar_link){0, 0};
+    if (m && o->cuda && gpu_count(o, st->s) > 1) {
+        m->p2p[COST_TRANSPORT_THREADS] = m->p2p_send[COST_TRANSPORT_THREADS] = (cost_ar_link){0, 0};
+        m->p2p_post[COST_TRANSPORT_THREADS] = (cost_ar_link){0, 0};
+    }
     return m;
 }
 
@@ -458,7 +461,7 @@ static int execute(run_opts *o, run_state *st, pl_err *e) {
         pl_err ea, ep;
         int ra = replicated ? exec_mpi_profile_allreduce(&o->c, o->preps, &o->c.mpi_ar_latency_s, &o->c.mpi_ar_Bps, &root, &ea)
                             : PL_OK;
-        int rp = st->s->ranks > 1 ? exec_mpi_profile_p2p(&o->c, o->preps, &o->c.mpi_p2p_latency_s, &o->c.mpi_p2p_Bps, &root, &ep)
+        int rp = st->s->ranks > 1 ? exec_mpi_profile_p2p(&o->c, o->preps, &o->c.mpi_p2p, &root, &ep)
                                   : PL_OK;
         if (rc == PL_OK && ra != PL_OK) {
             rc = ra;

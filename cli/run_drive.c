@@ -205,7 +205,11 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         sm.step_s[q] = rank_step_s[s->stage_rank[q]] * (sm.bound[q + 1] - sm.bound[q]);
     /* SEND/RECV on the profile's measured point-to-point link of the run's transport (the
      * ranks' hand-off), else free as without hardware */
-    if (rc == PL_OK) cost_model_p2p_link(m, tr, &sm.hw);
+    if (rc == PL_OK && cost_model_p2p_link(m, tr, &sm.hw)) {
+        /* and the hand-off's own time on the sender and the receiver, which holds them */
+        sm.send_hold = m->p2p_send[tr];
+        sm.post_hold = m->p2p_post[tr];
+    }
     cost_hw link;
     int replicated = 0;
     for (int q = 0; rc == PL_OK && q < sm.stages; q++) replicated |= sm.replicas[q] > 1;

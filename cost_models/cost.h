@@ -37,6 +37,15 @@
  *                        cost_link_s, fitted by cost_link_fit from a timed ping-pong at several
  *                        sizes; both or neither (neither = SEND/RECV priced free, as before)
  *       p2p_mpi_latency_s, p2p_mpi_Bps  the same for the MPI transport; both or neither
+ *       p2p_send_s, p2p_send_Bps  the sender's own time in that hand-off (its send call: the
+ *                        copy into the transport), which holds its rank: cost_p2p_s of the
+ *                        message's bytes; both or neither (neither = a SEND holds its rank for
+ *                        no time)
+ *       p2p_post_s, p2p_post_Bps  the receiver's own time posting a receive (its RECV), which
+ *                        holds its rank: p2p_post_s when the receive is posted before its message
+ *                        came, cost_p2p_s of the message's bytes when the message was already
+ *                        there (the copy out of the mailbox); both or neither
+ *       p2p_mpi_send_s, p2p_mpi_send_Bps, p2p_mpi_post_s, p2p_mpi_post_Bps  the same for MPI
  *     Unknown metadata keys are errors.
  *   - A header line naming columns, any order, each at most once:
  *       layer                 0-based index; must be 0, 1, 2, ... in file order (required)
@@ -113,15 +122,21 @@ typedef struct cost_model {
                                * (metadata above); Bps 0 = not profiled on that transport */
     cost_ar_link p2p[COST_TRANSPORTS]; /* profiled point-to-point link of each transport
                                * (latency_s, Bps of cost_link_s); Bps 0 = not profiled */
+    cost_ar_link p2p_send[COST_TRANSPORTS]; /* the sender's own time in a hand-off (cost_p2p_s of
+                               * the message's bytes); Bps 0 = not profiled */
+    cost_ar_link p2p_post[COST_TRANSPORTS]; /* the receiver's post of a receive: latency_s when
+                               * posted before its message came, cost_p2p_s of the bytes (the copy
+                               * out) after; Bps 0 = not profiled */
 } cost_model;
 
-/* The profile CSV's metadata key of transport t's measured all-reduce: its latency (bandwidth 0:
- * "allreduce_latency_s", "allreduce_mpi_latency_s") or its bandwidth ("allreduce_Bps",
- * "allreduce_mpi_Bps"); NULL for a transport out of range. */
-const char *cost_allreduce_key(cost_transport t, int bandwidth);
-/* The same for the measured point-to-point link: "p2p_latency_s", "p2p_Bps", "p2p_mpi_latency_s",
- * "p2p_mpi_Bps". */
-const char *cost_p2p_key(cost_transport t, int bandwidth);
+/* The measured links a profile CSV keeps (cost_model's allreduce, p2p, p2p_send, p2p_post). */
+typedef enum cost_link_kind {
+    COST_LINK_ALLREDUCE = 0, COST_LINK_P2P = 1, COST_LINK_P2P_SEND = 2, COST_LINK_P2P_POST = 3, COST_LINK_KINDS
+} cost_link_kind;
+/* The profile CSV's metadata key of transport t's measured link of kind k: its latency
+ * (bandwidth 0: "allreduce_latency_s", "p2p_mpi_latency_s", "p2p_send_s", ...) or its bandwidth
+ * ("allreduce_Bps", "p2p_post_Bps", ...); NULL for a kind or transport out of range. */
+const char *cost_link_key(cost_link_kind k, cost_transport t, int bandwidth);
 
 /* Frees a model and everything it owns; NULL is fine. */
 void cost_model_free(cost_model *m);

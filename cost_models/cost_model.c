@@ -237,33 +237,37 @@ static char *csv_unquote(const char *s, size_t n) {
     return d;
 }
 
-#define LINK_KINDS 2 /* the measured links a profile keeps: all-reduce, point-to-point */
+#define LINK_KINDS COST_LINK_KINDS
 
 /* State of the CSV reader. */
 typedef struct csv_meta {
     int microbatch_size, dtype_bytes;
     int64_t input_bytes;
     char name[64];
-    /* each transport's profiled links ([0] all-reduce, [1] point-to-point); -1 = not given */
+    /* each transport's profiled links (cost_link_kind's order); -1 = not given */
     cost_ar_link ar[LINK_KINDS][COST_TRANSPORTS];
     int ar_line[LINK_KINDS][COST_TRANSPORTS]; /* the line that gave the first of its two keys */
 } csv_meta;
 
-/* The measured links' keys of a transport: [0] the all-reduce's (allreduce_latency_s and
- * allreduce_Bps for the threads, allreduce_mpi_* for MPI: the threads' names predate MPI's),
- * [1] the point-to-point hand-off's (p2p_*, p2p_mpi_*). */
+/* The measured links' keys of a transport, in cost_link_kind's order: the all-reduce's
+ * (allreduce_latency_s and allreduce_Bps for the threads, allreduce_mpi_* for MPI: the threads'
+ * names predate MPI's), the point-to-point hand-off's (p2p_*, p2p_mpi_*), its sender's own time
+ * (p2p_send_*, p2p_mpi_send_*) and its receiver's post (p2p_post_*, p2p_mpi_post_*). */
 static const char *const ar_key[LINK_KINDS][COST_TRANSPORTS][2] = {
     {{"allreduce_latency_s", "allreduce_Bps"}, {"allreduce_mpi_latency_s", "allreduce_mpi_Bps"}},
-    {{"p2p_latency_s", "p2p_Bps"}, {"p2p_mpi_latency_s", "p2p_mpi_Bps"}}};
+    {{"p2p_latency_s", "p2p_Bps"}, {"p2p_mpi_latency_s", "p2p_mpi_Bps"}},
+    {{"p2p_send_s", "p2p_send_Bps"}, {"p2p_mpi_send_s", "p2p_mpi_send_Bps"}},
+    {{"p2p_post_s", "p2p_post_Bps"}, {"p2p_mpi_post_s", "p2p_mpi_post_Bps"}}};
 
-/* cost.h. Returns the key, or NULL for a transport out of range. */
-const char *cost_allreduce_key(cost_transport t, int bandwidth) {
-    return t >= 0 && t < COST_TRANSPORTS ? ar_key[0][t][bandwidth ? 1 : 0] : NULL;
+/* The model's measured link of kind k on transport t. */
+static cost_ar_link *model_link(cost_model *m, int k, int t) {
+    cost_ar_link *const of[LINK_KINDS] = {&m->allreduce[t], &m->p2p[t], &m->p2p_send[t], &m->p2p_post[t]};
+    return of[k];
 }
 
-/* cost.h. Returns the key, or NULL for a transport out of range. */
-const char *cost_p2p_key(cost_transport t, int bandwidth) {
-    return t >= 0 && t < COST_TRANSPORTS ? ar_key[1][t][bandwidth ? 1 : 0] : NULL;
+/* cost.h. Returns the key, or NULL for a kind or transport out of range. */
+const char *cost_link_key(cost_link_kind k, cost_transport t, int bandwidth) {
+    return k >= 0 && k < LINK_KINDS && t >= 0 && t < COST_TRANSPORTS ? ar_key[k][t][bandwidth ? 1 : 0] : NULL;
 }
 
 /* Reads the measured link's key tok[kl] = vbuf into meta. Returns -1 when tok is none of ar_key,
@@ -334,10 +338,14 @@ static int csv_meta_line(const char *path, int lineno, const char *s, size_t n, 
         } else if ((rc = csv_meta_ar(path, lineno, tok, kl, vbuf, meta, e)) != -1) {
             if (rc != PL_OK) return rc;
         } else {
-            return pl_errf(e, PL_EINPUT,
-                           "%s:%d: unknown metadata key '%.*s' (known: name, microbatch_size, "
-                           "dtype_bytes, input_bytes, allreduce_latency_s, allreduce_Bps, allreduce_mpi_latency_s, "
-                           "allreduce_mpi_Bps, p2p_latency_s, p2p_Bps, p2p_mpi_latency_s, p2p_mpi_Bps)", path, lineno, (int)kl, tok);
+            char known[512] = "name, microbatch_size, dtype_bytes, input_bytes";
+            for (int k = 0; k < LINK_KINDS; k++)
+                for (int t = 0; t < COST_TRANSPORTS; t++)
+                    for (int j = 0; j < 2; j++) {
+                        size_t at = strlen(known);
+                        snprintf(known + at, sizeof known - at, ", %s", ar_key[k][t][j]);
+                    }
+            return pl_errf(e, PL_EINPUT, "%s:%d: unknown metadata key '%.*s' (known: %s)", path, lineno, (int)kl, tok, known);
         }
     }
     return PL_OK;
@@ -522,10 +530,9 @@ static cost_model *csv_model(const char *path, csv_rows *rs, const csv_meta *met
     m->microbatch_size = meta->microbatch_size;
     m->dtype_bytes = meta->dtype_bytes;
     m->cut_bytes[0] = meta->input_bytes;
-    for (int t = 0; t < COST_TRANSPORTS; t++) {
-        if (meta->ar[0][t].Bps > 0) m->allreduce[t] = meta->ar[0][t];
-        if (meta->ar[1][t].Bps > 0) m->p2p[t] = meta->ar[1][t];
-    }
+    for (int k = 0; k < LINK_KINDS; k++)
+        for (int t = 0; t < COST_TRANSPORTS; t++)
+            if (meta->ar[k][t].Bps > 0) *model_link(m, k, t) = meta->ar[k][t];
     cost_model_chain_cuts(m);
     for (int i = 0; i < rs->n; i++)
         if (rs->in_bytes[i] >= 0) m->cut_bytes[i] = rs->in_bytes[i];
@@ -628,7 +635,7 @@ int cost_model_write_csv(const cost_model *m, pl_buf *out, pl_err *e) {
                   m->microbatch_size, m->dtype_bytes, (long long)m->cut_bytes[0]);
     for (int k = 0; k < LINK_KINDS; k++)
         for (int t = 0; t < COST_TRANSPORTS; t++) {
-            const cost_ar_link *l = k ? &m->p2p[t] : &m->allreduce[t];
+            const cost_ar_link *l = model_link((cost_model *)m, k, t);
             if (l->Bps > 0)
                 pl_buf_printf(out, "#@ %s=%.17g %s=%.17g\n", ar_key[k][t][0], l->latency_s, ar_key[k][t][1], l->Bps);
         }

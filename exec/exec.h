@@ -76,6 +76,20 @@ typedef enum exec_precision { EXEC_PREC_FP32 = 0, EXEC_PREC_TF32 = 1, EXEC_PREC_
  *                   block stack with the target seed, as the dense model's. */
 typedef enum exec_block_kind { EXEC_BLOCK_MLP = 0, EXEC_BLOCK_GPT = 1 } exec_block_kind;
 
+/* The point-to-point hand-off of a stage boundary between two ranks, as a profile measures it
+ * (exec_profile_p2p, exec_mpi_profile_p2p): each part latency + bytes / bandwidth (cost_p2p_s),
+ * under the profile CSV's keys (cost.h) p2p_*, p2p_send_* and p2p_post_* (p2p_mpi_* for MPI):
+ *   latency_s, Bps       the one-way link: from the sender's call to the receiver's completion
+ *   send_s, send_Bps     the sender's own time in its send call (its copy into the transport)
+ *   post_s, post_Bps     the receiver's own time posting a receive whose message already came
+ *                        (its copy out); one posted before its message costs post_s
+ * Bps 0 = that part not measured. */
+typedef struct exec_p2p {
+    double latency_s, Bps;
+    double send_s, send_Bps;
+    double post_s, post_Bps;
+} exec_p2p;
+
 /* How to run. exec_config_default fills sensible values; every field can be overridden. */
 typedef struct exec_config {
     /* model */
@@ -140,9 +154,9 @@ typedef struct exec_config {
     double mpi_ar_latency_s, mpi_ar_Bps; /* the MPI all-reduce's link measured beforehand
                               * (exec_mpi_profile_allreduce), which the profile CSV records beside
                               * the threads' ring (allreduce_mpi_* metadata); Bps 0 = not measured */
-    double mpi_p2p_latency_s, mpi_p2p_Bps; /* the MPI transport's point-to-point hand-off measured
-                              * beforehand (exec_mpi_profile_p2p), recorded as p2p_mpi_* beside the
-                              * threads' (p2p_*); Bps 0 = not measured */
+    exec_p2p mpi_p2p;        /* the MPI transport's point-to-point hand-off measured beforehand
+                              * (exec_mpi_profile_p2p), recorded as p2p_mpi_* beside the threads'
+                              * (p2p_*); Bps 0 = not measured */
     /* the CUDA backend (exec/cuda/exec_cuda.h; the CPU executor ignores these) */
     exec_backend backend;    /* EXEC_BACKEND_CPU (default) or EXEC_BACKEND_CUDA */
     exec_precision precision;/* GEMM operands: fp32 (default), tf32, or bf16; accumulation fp32 */
@@ -476,8 +490,8 @@ typedef struct exec_layer_profile {
     int concurrency;           /* workers that computed at once while it was measured */
     double ar_latency_s, ar_Bps; /* the replica all-reduce's fitted link (exec_profile_allreduce);
                                   * ar_Bps 0 = not measured */
-    double p2p_latency_s, p2p_Bps; /* the threads' point-to-point hand-off (exec_profile_p2p);
-                                    * p2p_Bps 0 = not measured */
+    exec_p2p p2p;              /* the threads' point-to-point hand-off (exec_profile_p2p); Bps 0 =
+                                * not measured */
     double window[EXEC_WINDOWS]; /* the pass-length term: the factor from these times to a stretch
                                   * of work exec_window_length_s(j) long (the median over such
                                   * stretches of the worker's rounds); all 0 = not measured */
@@ -527,9 +541,10 @@ int exec_profile_allreduce(const exec_config *cfg, int reps, double *latency_s, 
 /* Times the threads transport's point-to-point hand-off between two ranks placed as exec_run
  * places them: a ping-pong of 1, 4 and 16 stage boundaries' activation (b x h floats; 1/16, 1/4
  * and 1 of a boundary above 4 MiB), min(max(reps, 9), 31) round trips each after a warm-up, and
- * fits the medians of the one-way times (half a round trip) with cost_link_fit: *latency_s
- * (alpha) and *bandwidth_Bps (beta) of cost_link_s. Returns PL_OK or the error. */
-int exec_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, pl_err *e);
+ * fits the medians with cost_link_fit (exec_p2p_fit_all): the one-way times to out's link, the
+ * sender's send calls to its send part, the receiver's posts of a message already there to its
+ * post part. Returns PL_OK or the error. */
+int exec_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, pl_err *e);
 /* exec_profile_csv (exec_drive.h) measured with exec_profile_layers_n: the profile CSV of this
  * machine, with the executor line (concurrency, STEP of one block) among its comments. */
 int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const char *host, pl_buf *out,

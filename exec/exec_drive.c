@@ -14,12 +14,12 @@
 
 /* ---------------------------------------------------------------- profile */
 
-/* Writes "#@ KEY=latency KEY=bandwidth" for each transport whose link v[t] (latency, bandwidth)
- * was measured (bandwidth > 0), named by key(t, 0) and key(t, 1). */
-static void link_meta(pl_buf *out, const double v[COST_TRANSPORTS][2], const char *(*key)(cost_transport, int)) {
-    for (int t = 0; t < COST_TRANSPORTS; t++)
-        if (v[t][1] > 0)
-            pl_buf_printf(out, "#@ %s=%.9g %s=%.9g\n", key((cost_transport)t, 0), v[t][0], key((cost_transport)t, 1), v[t][1]);
+/* Writes "#@ KEY=latency KEY=bandwidth" for transport t's link of kind k when it was measured
+ * (Bps > 0), under cost_link_key's names. */
+static void link_meta(pl_buf *out, cost_link_kind k, int t, double latency_s, double Bps) {
+    if (Bps > 0)
+        pl_buf_printf(out, "#@ %s=%.9g %s=%.9g\n", cost_link_key(k, (cost_transport)t, 0), latency_s,
+                      cost_link_key(k, (cost_transport)t, 1), Bps);
 }
 
 int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, const exec_layer_profile *const *rows,
@@ -35,9 +35,13 @@ int exec_profile_csv_table(const exec_config *cfg, const exec_layer_profile *p, 
     /* each transport's measured all-reduce and point-to-point hand-off, under the keys
      * cost_model_read_csv reads */
     const double ar[COST_TRANSPORTS][2] = {{p->ar_latency_s, p->ar_Bps}, {cfg->mpi_ar_latency_s, cfg->mpi_ar_Bps}};
-    const double p2p[COST_TRANSPORTS][2] = {{p->p2p_latency_s, p->p2p_Bps}, {cfg->mpi_p2p_latency_s, cfg->mpi_p2p_Bps}};
-    link_meta(out, ar, cost_allreduce_key);
-    link_meta(out, p2p, cost_p2p_key);
+    for (int t = 0; t < COST_TRANSPORTS; t++) link_meta(out, COST_LINK_ALLREDUCE, t, ar[t][0], ar[t][1]);
+    for (int t = 0; t < COST_TRANSPORTS; t++) {
+        const exec_p2p *h = t == COST_TRANSPORT_MPI ? &cfg->mpi_p2p : &p->p2p;
+        link_meta(out, COST_LINK_P2P, t, h->latency_s, h->Bps);
+        link_meta(out, COST_LINK_P2P_SEND, t, h->send_s, h->send_Bps);
+        link_meta(out, COST_LINK_P2P_POST, t, h->post_s, h->post_Bps);
+    }
     pl_buf_puts(out, "layer,name,fwd_s,bwd_in_s,bwd_w_s,fwd_flops,bwd_in_flops,bwd_w_flops,param_bytes,out_bytes,"
                      "stash_bytes,stash_recompute_bytes,w_stash_bytes\n");
     for (int k = 0; k < cfg->layers; k++) {

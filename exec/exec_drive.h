@@ -84,10 +84,9 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
  * first two processes of the MPI job (collective: every process calls it; MPI_Init when nobody
  * has): the ping-pong of exec_profile_p2p (exec_p2p_side, its sizes and rounds: one-way times
  * when the two share a host, else half round trips; a process waits as the run's do), fitted on
- * rank 0 (*is_root 1) to *latency_s and *bandwidth_Bps (the others get 0). Needs 2 processes or more.
+ * rank 0 (*is_root 1) to *out as exec_profile_p2p's (the others get zeros). Needs 2 processes or more.
  * Returns PL_OK or an error. */
-int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, int *is_root,
-                         pl_err *e);
+int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *is_root, pl_err *e);
 
 /* The host probe of an MPI job (exec_host_probe_measure's work, exec.h): every process times the
  * F of one block at once (fwd_s: the mean of the processes' medians; workers: the processes),

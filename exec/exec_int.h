@@ -348,14 +348,25 @@ int exec_pair_run(void *sh, void *(*main)(void *), void (*started)(void *sh, int
 void exec_p2p_plan(const exec_config *cfg, int reps, size_t *bytes, int *rounds);
 int exec_p2p_fit(const size_t *bytes, const double *t_s, int rounds, double ways, double *latency_s, double *bandwidth_Bps,
                  pl_err *e);
+/* What exec_p2p_side times (its rt_s holds EXEC_P2P_SERIES series of EXEC_P2P_SIZES x rounds, in
+ * this order): the one-way times (or round trips), rank 0's send calls, and rank 0's posts of a
+ * receive whose message already came (one-way rounds only; else zeros). */
+enum { EXEC_P2P_TRIP = 0, EXEC_P2P_SEND = 1, EXEC_P2P_POST = 2, EXEC_P2P_SERIES = 3 };
+/* Fits exec_p2p_side's series (rt_s, rounds per size, `ways` as exec_p2p_fit's) to out: the trips
+ * to its link, the send calls to its send part, and the posts, when one_way timed them, to its
+ * post part (else left 0). Returns PL_OK or the fit's error. */
+int exec_p2p_fit_all(const size_t *bytes, const double *rt_s, int rounds, double ways, int one_way, exec_p2p *out, pl_err *e);
 /* Rank me's (0 or 1) side of the ping-pong over transport t: rank 0 sends an activation and
  * waits for the gradient that rank 1 sends back on receiving it, one untimed round trip per
- * size, then `rounds` timed ones; rank 0 writes their times to rt_s, size after size: with
- * one_way (both ranks read one clock: threads, or MPI processes on one host) the one-way time of
- * each activation (rank 0 stamps it; rank 1 returns what it saw, from the stamp to its receive's
- * completion), rank 0 computing meanwhile as a run's sender does (it spins on the clock, out of
- * the transport, for twice the size's untimed round trip); else each round trip. Receives are
- * posted ahead, as the run's workers post theirs, where t can (post_recv); buf holds twice the
+ * size, then `rounds` timed ones; rank 0 writes their times to rt_s (EXEC_P2P_SERIES series,
+ * each size after size): with one_way (both ranks read one clock: threads, or MPI processes on
+ * one host) the one-way time of each activation (rank 0 stamps it; rank 1 returns what it saw,
+ * from the stamp to its receive's completion), rank 0 computing meanwhile as a run's sender does
+ * (it spins on the clock, out of the transport, for twice the size's untimed round trip); else
+ * each round trip. Beside them rank 0's own time in each send call, and in one_way rounds in its
+ * post of the gradient's receive, which it makes after the spin, the gradient there by then (a
+ * post that takes its message out of the mailbox). Rank 1 posts each activation's receive a
+ * round ahead, as the run's workers post theirs, where t can (post_recv); buf holds twice the
  * largest size (what it sends, then what it receives). The threads' profile (exec_profile_p2p)
  * and the MPI transport's (exec_mpi_profile_p2p) run it. Returns PL_OK or the transport's
  * error. */

@@ -28,11 +28,10 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
 }
 
 /* Returns PL_EINPUT: there is no MPI transport to profile in this build. */
-int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, int *is_root,
-                         pl_err *e) {
+int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *is_root, pl_err *e) {
     (void)cfg;
     (void)reps;
-    *latency_s = *bandwidth_Bps = 0;
+    memset(out, 0, sizeof *out);
     *is_root = 1;
     return pl_errf(e, PL_EINPUT, "this pipelab was built without MPI: no MPI hand-off to profile");
 }

@@ -860,7 +860,7 @@ int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const 
     int *core = pl_calloc((size_t)concurrency, sizeof *core);
     int rc = each && core ? prof_measure(cfg, reps, concurrency, &p, each, core, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     if (rc == PL_OK) rc = exec_profile_allreduce(cfg, reps, &p.ar_latency_s, &p.ar_Bps, e);
-    if (rc == PL_OK) rc = exec_profile_p2p(cfg, reps, &p.p2p_latency_s, &p.p2p_Bps, e);
+    if (rc == PL_OK) rc = exec_profile_p2p(cfg, reps, &p.p2p, e);
     if (rc) {
         free(each);
         free(core);
@@ -894,7 +894,7 @@ int exec_profile_csv_between(const sched *s, const exec_config *cfg, const exec_
         /* the passes time compute only: a pipelined CPU run's hand-off between ranks is timed now
          * (on the threads transport; an MPI run's prediction does not read it) */
         exec_layer_profile p = r->between_profile[0];
-        if (r->ranks > 1 && cfg->backend == EXEC_BACKEND_CPU) rc = exec_profile_p2p(cfg, r->between_reps, &p.p2p_latency_s, &p.p2p_Bps, e);
+        if (r->ranks > 1 && cfg->backend == EXEC_BACKEND_CPU) rc = exec_profile_p2p(cfg, r->between_reps, &p.p2p, e);
         if (rc == PL_OK)
             rc = prof_csv(cfg, r->between_reps, r->ranks, NULL, 1, &p, r->between_profile + 1, core, rows, out, e);
     }

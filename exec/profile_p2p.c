@@ -5,7 +5,9 @@
  * and 1 of a boundary above 4 MiB), and fits the one-way times to cost_link_s's latency and
  * bandwidth (cost_link_fit). With one clock on both sides (threads; MPI processes on one host)
  * the one-way time is the receiver's completion minus the sender's stamp, while the sender
- * computes as a run's does; else half the round trip. */
+ * computes as a run's does; else half the round trip. Beside it, the hand-off's time on the
+ * ranks' own timelines, which holds them from their compute (the simulator's send_hold_s and
+ * post_hold_s): the sender's send call, and a post that finds its message already there. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +26,7 @@ typedef struct p2p_shared {
     exec_transport *t;
     size_t bytes[P2P_SIZES];
     int rounds, pin, ncpus, cpus[P2P_RANKS];
-    double *rt_s; /* [P2P_SIZES * rounds] rank 0's times (exec_p2p_side: one way here) */
+    double *rt_s; /* [EXEC_P2P_SERIES * P2P_SIZES * rounds] rank 0's times (exec_p2p_side: one way here) */
 } p2p_shared;
 
 /* Rank 0's stamp of its send travels in the activation's first bytes; rank 1 returns the one-way
@@ -58,17 +60,29 @@ int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, in
         size_t n = bytes[k];
         exec_msg_key act = {EXEC_MSG_ACT, 1, i}, grad = {EXEC_MSG_GRAD, 0, i};
         if (me == 0) {
-            if (posted) rc = t->post_recv(t, 1, grad, in, n, e);
+            /* timed rounds with one clock: the sender computes while its message travels, as a
+             * run's does (twice the size's untimed round trip, so that the gradient lands
+             * meanwhile), and posts the gradient's receive after that: a post that finds its
+             * message there and takes it out */
+            int late = one_way && j >= 0;
+            if (posted && !late) rc = t->post_recv(t, 1, grad, in, n, e);
             double t0 = pl_now_s();
             if (one_way) put_s(out, t0);
             if (rc == PL_OK) rc = t->send(t, 1, act, out, n, e);
-            /* timed rounds with one clock: the sender computes while its message travels, as a
-             * run's does (twice the size's untimed round trip, so that the message lands meanwhile) */
-            if (rc == PL_OK && j >= 0 && one_way) busy_for(busy_s);
+            double t1 = pl_now_s();
+            if (rc == PL_OK && late) busy_for(busy_s);
+            double p0 = pl_now_s();
+            if (rc == PL_OK && posted && late) rc = t->post_recv(t, 1, grad, in, n, e);
+            double p1 = pl_now_s();
             if (rc == PL_OK) rc = posted ? t->wait_recv(t, 1, grad, e) : t->recv(t, 1, grad, in, n, e);
             double rt = pl_now_s() - t0;
             if (j < 0) busy_s = 2 * rt;
-            if (j >= 0) rt_s[k * rounds + j] = one_way ? get_s(in) : rt;
+            if (j >= 0) {
+                size_t at = (size_t)k * (size_t)rounds + (size_t)j, series = (size_t)P2P_SIZES * (size_t)rounds;
+                rt_s[EXEC_P2P_TRIP * series + at] = one_way ? get_s(in) : rt;
+                rt_s[EXEC_P2P_SEND * series + at] = t1 - t0;
+                rt_s[EXEC_P2P_POST * series + at] = posted && late ? p1 - p0 : 0;
+            }
         } else {
             rc = posted ? t->wait_recv(t, 0, act, e) : t->recv(t, 0, act, in, n, e);
             double ow = pl_now_s() - (one_way ? get_s(in) : 0);
@@ -116,6 +130,16 @@ int exec_p2p_fit(const size_t *bytes, const double *t_s, int rounds, double ways
     return cost_link_fit(b, t, P2P_SIZES, latency_s, bandwidth_Bps, e);
 }
 
+int exec_p2p_fit_all(const size_t *bytes, const double *rt_s, int rounds, double ways, int one_way, exec_p2p *out, pl_err *e) {
+    memset(out, 0, sizeof *out);
+    size_t series = (size_t)P2P_SIZES * (size_t)rounds;
+    int rc = exec_p2p_fit(bytes, rt_s + EXEC_P2P_TRIP * series, rounds, ways, &out->latency_s, &out->Bps, e);
+    if (rc == PL_OK) rc = exec_p2p_fit(bytes, rt_s + EXEC_P2P_SEND * series, rounds, 1, &out->send_s, &out->send_Bps, e);
+    if (rc == PL_OK && one_way)
+        rc = exec_p2p_fit(bytes, rt_s + EXEC_P2P_POST * series, rounds, 1, &out->post_s, &out->post_Bps, e);
+    return rc;
+}
+
 void exec_p2p_plan(const exec_config *cfg, int reps, size_t *bytes, int *rounds) {
     exec_dims d;
     exec_dims_of(cfg, &d);
@@ -125,21 +149,21 @@ void exec_p2p_plan(const exec_config *cfg, int reps, size_t *bytes, int *rounds)
     *rounds = reps < P2P_MIN_ROUNDS ? P2P_MIN_ROUNDS : reps > P2P_MAX_ROUNDS ? P2P_MAX_ROUNDS : reps;
 }
 
-int exec_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, pl_err *e) {
-    *latency_s = *bandwidth_Bps = 0;
+int exec_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, pl_err *e) {
+    memset(out, 0, sizeof *out);
     p2p_shared sh;
     memset(&sh, 0, sizeof sh);
     exec_p2p_plan(cfg, reps, sh.bytes, &sh.rounds);
     sh.ncpus = exec_platform_cores(sh.cpus, P2P_RANKS);
     sh.pin = cfg->pin; /* as exec_run pins its ranks */
-    sh.rt_s = pl_calloc((size_t)(P2P_SIZES * sh.rounds), sizeof *sh.rt_s);
+    sh.rt_s = pl_calloc((size_t)(EXEC_P2P_SERIES * P2P_SIZES * sh.rounds), sizeof *sh.rt_s);
     if (!sh.rt_s) return pl_errf(e, PL_ENOMEM, "out of memory");
     sh.t = exec_threads_transport_new(P2P_RANKS, 1, sh.bytes[P2P_SIZES - 1], cfg->timeout_s, e);
     int rc = sh.t ? PL_OK : e->code;
     if (sh.t && sh.ncpus >= P2P_RANKS) exec_threads_transport_spin(sh.t, EXEC_SPIN_S); /* as exec_run: a core each */
     if (rc == PL_OK) rc = exec_pair_run(&sh, p2p_main, p2p_started, "point-to-point profile", e);
-    double ways = exec_p2p_one_way(1, sh.bytes) ? 1 : 2; /* threads: one clock */
-    if (rc == PL_OK) rc = exec_p2p_fit(sh.bytes, sh.rt_s, sh.rounds, ways, latency_s, bandwidth_Bps, e);
+    int one_way = exec_p2p_one_way(1, sh.bytes); /* threads: one clock */
+    if (rc == PL_OK) rc = exec_p2p_fit_all(sh.bytes, sh.rt_s, sh.rounds, one_way ? 1 : 2, one_way, out, e);
     if (rc) pl_err_prefix(e, "profile of the point-to-point hand-off: ");
     if (sh.t) exec_threads_transport_free(sh.t, P2P_RANKS);
     free(sh.rt_s);

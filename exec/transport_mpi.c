@@ -738,9 +738,8 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
 
 /* ---------------------------------------------------------------- the hand-off's profile */
 
-int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, int *is_root,
-                         pl_err *e) {
-    *latency_s = *bandwidth_Bps = 0;
+int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *is_root, pl_err *e) {
+    memset(out, 0, sizeof *out);
     *is_root = 1;
     if (exec_mpi_init(e) != PL_OK) return e->code;
     int me = 0, size = 0;
@@ -753,7 +752,7 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, do
     size_t bytes[EXEC_P2P_SIZES];
     int rounds = 0;
     exec_p2p_plan(cfg, reps, bytes, &rounds);
-    double *rt = pl_calloc(EXEC_P2P_SIZES * (size_t)rounds, sizeof *rt);
+    double *rt = pl_calloc(EXEC_P2P_SERIES * EXEC_P2P_SIZES * (size_t)rounds, sizeof *rt);
     void *buf = pl_calloc(2, bytes[EXEC_P2P_SIZES - 1]); /* exec_p2p_side's two halves */
     mend m;
     memset(&m, 0, sizeof m);
@@ -778,8 +777,8 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, double *latency_s, do
     }
     free(m.sent);
     MPI_Barrier(MPI_COMM_WORLD); /* the others wait here, idle, while the two time */
-    double ways = exec_p2p_one_way(one_clock, bytes) ? 1 : 2;
-    if (rc == PL_OK && me == 0) rc = exec_p2p_fit(bytes, rt, rounds, ways, latency_s, bandwidth_Bps, e);
+    int one_way = exec_p2p_one_way(one_clock, bytes);
+    if (rc == PL_OK && me == 0) rc = exec_p2p_fit_all(bytes, rt, rounds, one_way ? 1 : 2, one_way, out, e);
     if (rc != PL_OK) pl_err_prefix(e, "profile of the MPI hand-off: ");
     free(rt);
     free(buf);

@@ -43,6 +43,14 @@ typedef struct sim_costs {
     /* Optional (NULL = compute_s of F): the forward time full recomputation runs again before a
      * backward (B or I) of (stage, mb); less than F where part of the forward is not rerun. */
     double (*rerun_s)(void *ctx, int stage, int mb);
+    /* Optional (NULL = none): the sender's own time in a SEND of bytes from src_rank to dst_rank
+     * (an executor's copy into its transport), which holds the sender's compute stream while the
+     * transfer (transfer_s, which includes it) goes on. Heap engine only (sim_flow_ok). */
+    double (*send_hold_s)(void *ctx, int src_rank, int dst_rank, int64_t bytes);
+    /* Optional (NULL = none): the receiver's own time in a RECV of bytes from src_rank at
+     * dst_rank, which holds its compute stream: posted before the message arrived (arrived 0),
+     * or after it did (arrived 1: the copy out of the transport's mailbox). */
+    double (*post_hold_s)(void *ctx, int src_rank, int dst_rank, int64_t bytes, int arrived);
 } sim_costs;
 
 /* Per-stage values of the flag-driven cost model; negative = "use the uniform value". */
@@ -316,6 +324,9 @@ typedef struct sim_model {
     const cost_hw *allreduce_link; /* NULL = all-reduces on hw's links; else on this hardware's
                                     * intra link (a measured one: the executor's profiled ring,
                                     * cli_run_predict); set after sim_model_init, not owned */
+    cost_ar_link send_hold, post_hold; /* the hand-off's own time on the sender and on the
+                                    * receiver (the profile's p2p_send and p2p_post, cost.h;
+                                    * send_hold_s and post_hold_s of sim_costs); Bps 0 = none */
     const struct sim_reuse *reuse; /* NULL = one time per kind; else the reuse-distance term
                                     * (sim_reuse.c) picks each backward's time; set after
                                     * sim_model_init, not owned */

@@ -155,7 +155,7 @@ static double basic_step(void *ctx, int q) {
 
 sim_costs sim_basic_costs(sim_basic *b) {
     sim_costs c = {b, basic_compute, basic_bytes, basic_stash, basic_wstash, basic_input, basic_params,
-                   basic_transfer, basic_allreduce, basic_step, NULL, NULL};
+                   basic_transfer, basic_allreduce, basic_step, NULL, NULL, NULL, NULL};
     return c;
 }
 

@@ -86,7 +86,9 @@ static void flow_advance(sim_eng *g, int r) {
 int sim_flow_ok(const sim_eng *g) {
     const sched *s = g->s;
     const sim_config *cfg = g->cfg;
-    if (cfg->cv > 0 || s->weights != SCHED_WEIGHTS_FLUSH || g->any_rep) return 0;
+    /* the hand-off's holds (sim_eng.hold): a RECV's depends on whether its message arrived,
+     * which a rank on its own clock does not know yet */
+    if (cfg->cv > 0 || s->weights != SCHED_WEIGHTS_FLUSH || g->any_rep || g->hold) return 0;
     if (cfg->shared_inter_link && cfg->ranks_per_node > 0) return 0;
     double dx = 0;
     for (int b = 0; b + 1 < s->stages; b++) {

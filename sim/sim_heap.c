@@ -138,6 +138,7 @@ static int handle_event(sim_eng *g, const sim_ev *x) {
     case SIM_EV_COMPUTE_END: return compute_end(g, (int)sim_ev_hi(p));
     case SIM_EV_ARRIVE: sim_heap_publish(g, sim_ev_table(p), sim_ev_index(p), g->now); return 0;
     case SIM_EV_STEP_END: return step_end(g, (int)sim_ev_lo(p), (int)sim_ev_hi(p));
+    case SIM_EV_HOLD_END: return sim_heap_advance(g, (int)sim_ev_hi(p));
     default: return reduce_end(g, (int)sim_ev_lo(p), (int)sim_ev_hi(p));
     }
 }

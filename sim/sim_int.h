@@ -55,6 +55,11 @@ typedef struct sim_ev sim_ev;
 
 /* ---------------------------------------------------------------- engine state */
 
+/* The hand-off's own times a boundary keeps (sim_eng.hold, sim_links.c): each direction's
+ * SEND, and its RECV posted before its message arrived or after (the copy out). */
+enum { SIM_HOLD_SEND_F, SIM_HOLD_SEND_B, SIM_HOLD_POST_F, SIM_HOLD_POST_F_LATE, SIM_HOLD_POST_B, SIM_HOLD_POST_B_LATE,
+       SIM_HOLDS };
+
 /* Everything the engine keeps per stage, in one place (one or two cache lines). */
 typedef struct sim_stage_state {
     int64_t stash_b, wstash_b, input_b, param_b; /* memory sizes */
@@ -112,6 +117,7 @@ typedef struct sim_rank_state {
     double start_cur; /* start of the running compute */
     int cur_iter;
     int started;      /* 1 once a compute started */
+    int held;         /* heap engine: 1 once the RECV at pc held the stream for its post */
     double last_end;  /* end of the last compute */
     double busy_late_s; /* compute of the actions of iterations >= 1 (the steady-state window's) */
     double cur;       /* flow engine: the rank's own clock (where the heap engine has "now") */
@@ -174,6 +180,8 @@ typedef struct sim_eng {
     sched_action *sacts;      /* the streams' subsequences of replicated ranks */
     uint32_t *sorig;          /* their positions in the ranks' lists */
     double *link_xfer;        /* [nlinks] transfer time of replica-pair links */
+    double *hold;             /* [(stages - 1) * SIM_HOLDS] the hand-off's own times at each
+                               * boundary (sim_costs.send_hold_s, post_hold_s); NULL = none */
 } sim_eng;
 
 /* Returns the field of table t (< g->ntab) in the cell of index idx. */

@@ -1,6 +1,7 @@
 /* sim_links.c: the links of a run: one per (rank pair, direction) that some stage boundary
  * uses (or per node pair and direction when inter-node links are shared), one per (replica
  * pair, direction) at a replicated boundary, and the transfer time of each boundary. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "sim_int.h"
@@ -117,6 +118,42 @@ static int set_boundaries(sim_eng *g, size_t nb, const int64_t *keys, size_t nke
     return PL_OK;
 }
 
+/* Sets the hand-off's own times of every boundary (sim_eng.hold) from the costs' optional
+ * send_hold_s and post_hold_s; leaves hold NULL when there are none or all are 0. Returns PL_OK,
+ * or PL_EINPUT for a negative time, PL_ENOMEM. */
+static int set_holds(sim_eng *g, size_t nb, pl_err *e) {
+    const sim_costs *c = g->c;
+    if ((!c->send_hold_s && !c->post_hold_s) || nb == 0) return PL_OK;
+    g->hold = pl_calloc(nb * SIM_HOLDS, sizeof *g->hold);
+    if (!g->hold) return pl_errf(e, PL_ENOMEM, "out of memory setting up links");
+    int any = 0;
+    for (size_t b = 0; b < nb; b++) {
+        int src = g->s->stage_rank[b], dst = g->s->stage_rank[b + 1];
+        if (src == dst) continue; /* no hand-off between a rank's own stages */
+        int64_t bytes = c->boundary_bytes(c->ctx, (int)b);
+        double *h = g->hold + b * SIM_HOLDS;
+        if (c->send_hold_s) {
+            h[SIM_HOLD_SEND_F] = c->send_hold_s(c->ctx, src, dst, bytes);
+            h[SIM_HOLD_SEND_B] = c->send_hold_s(c->ctx, dst, src, bytes);
+        }
+        if (c->post_hold_s)
+            for (int late = 0; late < 2; late++) {
+                h[SIM_HOLD_POST_F + late] = c->post_hold_s(c->ctx, src, dst, bytes, late);
+                h[SIM_HOLD_POST_B + late] = c->post_hold_s(c->ctx, dst, src, bytes, late);
+            }
+        for (int j = 0; j < SIM_HOLDS; j++) {
+            if (!(h[j] >= 0) || !isfinite(h[j]))
+                return pl_errf(e, PL_EINPUT, "negative or undefined hand-off time at the boundary of stage %zu", b);
+            any |= h[j] > 0;
+        }
+    }
+    if (!any) {
+        free(g->hold);
+        g->hold = NULL;
+    }
+    return PL_OK;
+}
+
 int sim_setup_links(sim_eng *g, pl_err *e) {
     int S = g->s->stages;
     size_t nb = S > 1 ? (size_t)(S - 1) : 0;
@@ -133,6 +170,7 @@ int sim_setup_links(sim_eng *g, pl_err *e) {
         if (!g->link_free || (extra && !g->link_xfer)) rc = pl_errf(e, PL_ENOMEM, "out of memory setting up links");
     }
     if (rc == PL_OK) rc = set_boundaries(g, nb, keys, u, e);
+    if (rc == PL_OK) rc = set_holds(g, nb, e);
     free(keys);
     return rc;
 }

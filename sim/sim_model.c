@@ -210,10 +210,28 @@ static double model_step(void *ctx, int q) {
     return q >= 0 && q < sm->stages ? sm->step_s[q] : 0;
 }
 
+/* Returns the sender's own time in a hand-off of bytes (sim_model.send_hold). */
+static double model_send_hold(void *ctx, int src, int dst, int64_t bytes) {
+    const sim_model *sm = ctx;
+    (void)src;
+    (void)dst;
+    return cost_p2p_s(sm->send_hold.latency_s, sm->send_hold.Bps, (double)bytes);
+}
+
+/* Returns the receiver's own time posting a receive of bytes: its latency when posted before
+ * the message arrived, else with the copy out (sim_model.post_hold). */
+static double model_post_hold(void *ctx, int src, int dst, int64_t bytes, int arrived) {
+    const sim_model *sm = ctx;
+    (void)src;
+    (void)dst;
+    return cost_p2p_s(sm->post_hold.latency_s, sm->post_hold.Bps, arrived ? (double)bytes : 0);
+}
+
 /* Returns the sim_costs view whose ctx is sm (the engine reads stage costs through it). */
 sim_costs sim_model_costs(sim_model *sm) {
     sim_costs c = {sm, model_compute, model_boundary, model_stash, model_wstash, model_input, model_params,
-                   model_transfer, model_allreduce, model_step, model_replica_transfer, model_rerun};
+                   model_transfer, model_allreduce, model_step, model_replica_transfer, model_rerun,
+                   sm->send_hold.Bps > 0 ? model_send_hold : NULL, sm->post_hold.Bps > 0 ? model_post_hold : NULL};
     return c;
 }
 

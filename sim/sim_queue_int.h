@@ -17,7 +17,7 @@ struct sim_ev {
 };
 
 /* Event kinds, in the top bits of the payload. */
-enum { SIM_EV_COMPUTE_END = 0, SIM_EV_ARRIVE = 1, SIM_EV_REDUCE_END = 2, SIM_EV_STEP_END = 3 };
+enum { SIM_EV_COMPUTE_END = 0, SIM_EV_ARRIVE = 1, SIM_EV_REDUCE_END = 2, SIM_EV_STEP_END = 3, SIM_EV_HOLD_END = 4 };
 
 /* Payload layout: kind << SIM_EV_KIND_SHIFT | value. The value of an arrival is table <<
  * SIM_EV_TABLE_SHIFT | cell index; the others' is hi << SIM_EV_HI_SHIFT | lo: a compute end's

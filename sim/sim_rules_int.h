@@ -54,6 +54,8 @@ enum { WALK_NEXT = 0, WALK_STOP = 1, WALK_FAIL = -1 };
 #define KEY_RG(g, st) ((int64_t)SIM_T_N * (g)->n_entries + (st))
 #define KEY_STEP(g, st) ((int64_t)SIM_T_N * (g)->n_entries + (g)->s->stages + (st))
 #define KEY_RG_START(g, st) ((int64_t)SIM_T_N * (g)->n_entries + 2 * (int64_t)(g)->s->stages + (st))
+/* A stream held by its own part of a hand-off (rule_hold) until its SIM_EV_HOLD_END. */
+#define KEY_HOLD(g) ((int64_t)SIM_T_N * (g)->n_entries + 3 * (int64_t)(g)->s->stages)
 
 /* Returns the engine stream that runs microbatch mb of stage (its rank when not replicated). */
 static inline int stream_of(const sim_eng *g, int stage, int64_t mb) {
@@ -448,10 +450,19 @@ static inline int send_link(const sim_eng *g, int b, int fwd, int mb, double *d)
     return l;
 }
 
+/* Holds stream k (heap engine) for h > 0 seconds from *now: the executor's own time in a
+ * hand-off (sim_eng.hold), after which the stream walks on from its pc. Returns WALK_STOP or
+ * WALK_FAIL. */
+static inline int rule_hold(sim_eng *g, sim_rank_state *k, double h, double *now) {
+    g->blocked[k->id] = KEY_HOLD(g);
+    return sim_ev_push(g, *now + h, sim_ev_pack(SIM_EV_HOLD_END, (uint32_t)k->id, 0)) ? WALK_FAIL : WALK_STOP;
+}
+
 /* SEND_F or SEND_B (kind, stage, mb) on stream k: once its data is there, a transfer on the
  * link (FIFO) whose arrival is an event; blocking comm waits for it, unless the send is
- * asynchronous (its copy on a stream of its own). Returns WALK_NEXT,
- * WALK_STOP or WALK_FAIL. */
+ * asynchronous (its copy on a stream of its own). The sender's own time in the hand-off
+ * (sim_eng.hold; part of the transfer's) then holds the stream, unless it waits for the
+ * arrival anyway. Returns WALK_NEXT, WALK_STOP or WALK_FAIL. */
 SIM_RULE int rule_send(sim_eng *g, const int flow, sim_rank_state *k, int kind, int stage, int mb, double *now) {
     int fwd = kind == SCHED_SEND_F;
     double lt = *now;
@@ -474,7 +485,9 @@ SIM_RULE int rule_send(sim_eng *g, const int flow, sim_rank_state *k, int kind, 
     if (rule_arrive(g, flow, t, dst_stage, dst, end)) return WALK_FAIL;
     trace_put(g, k, k->pc, st, end);
     k->pc++;
-    return g->cfg->blocking_comm && !g->cfg->async_send ? rule_wait(g, flow, k, cell_key(g, t, dst), end, now) : WALK_NEXT;
+    if (g->cfg->blocking_comm && !g->cfg->async_send) return rule_wait(g, flow, k, cell_key(g, t, dst), end, now);
+    double h = !flow && g->hold ? g->hold[(size_t)b * SIM_HOLDS + (fwd ? SIM_HOLD_SEND_F : SIM_HOLD_SEND_B)] : 0;
+    return h > 0 ? rule_hold(g, k, h, now) : WALK_NEXT;
 }
 
 /* Returns 1 when stream k's current action has a time in the trace (or there is no trace). */
@@ -482,22 +495,39 @@ static inline int traced(const sim_eng *g, const sim_rank_state *k) {
     return !g->r->trace || g->r->trace[k->rank][k->orig ? k->orig[k->pc] : k->pc].start_s >= 0;
 }
 
-/* RECV_F or RECV_B (kind, stage, mb) on stream k: posts (the consumer waits for the data);
- * blocking comm waits here for the arrival. Traced from its first visit. Returns WALK_NEXT or
- * WALK_STOP. */
-SIM_RULE int rule_recv(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb, double *now) {
+/* The receiver's own time posting the RECV of (t, idx; a cell of stage) at *now (sim_eng.hold):
+ * with the copy out when its message already arrived. 0 at a boundary without one. */
+static inline double post_hold(const sim_eng *g, int t, int stage, int64_t idx, double now) {
+    int fwd = t == SIM_T_ARRF, b = fwd ? stage - 1 : stage; /* the boundary b -> b+1 it crosses */
+    if (b < 0 || b + 1 >= g->s->stages) return 0;
+    double v = t < g->ntab ? sim_cell_time(*sim_cell_at(g, t, idx)) : -1;
+    int late = v >= 0 && v <= now;
+    return g->hold[(size_t)b * SIM_HOLDS + (fwd ? SIM_HOLD_POST_F : SIM_HOLD_POST_B) + late];
+}
+
+/* RECV_F or RECV_B (kind, stage, mb) on stream k: posts (the consumer waits for the data),
+ * the post holding the stream for the receiver's own time in the hand-off (sim_eng.hold, heap
+ * engine: once, k->held); blocking comm then waits here for the arrival. Traced from its first
+ * visit. Returns WALK_NEXT, WALK_STOP or WALK_FAIL. */
+SIM_RULE int rule_recv(sim_eng *g, const int flow, sim_rank_state *k, int kind, int stage, int mb, double *now) {
     int t = kind == SCHED_RECV_F ? SIM_T_ARRF : SIM_T_ARRB;
     int64_t idx = entry(g, stage, mb);
     if (idx < 0) {
         g->blocked[k->id] = WAIT_NEVER;
         return WALK_STOP;
     }
-    if (!traced(g, k)) trace_put(g, k, k->pc, *now, *now);
+    double h = !flow && g->hold && !k->held ? post_hold(g, t, stage, idx, *now) : 0;
+    if (!traced(g, k)) trace_put(g, k, k->pc, *now, *now + h);
+    if (h > 0) {
+        k->held = 1;
+        return rule_hold(g, k, h, now);
+    }
     if (g->cfg->blocking_comm) {
         double lt = *now;
         if (!need(g, k, t, idx, &lt)) return WALK_STOP;
         *now = lt;
     }
+    k->held = 0;
     k->pc++;
     return WALK_NEXT;
 }
@@ -574,7 +604,7 @@ SIM_RULE int rule_walk(sim_eng *g, const int flow, int r, sim_rank_state *k, int
     case SCHED_SEND_F:
     case SCHED_SEND_B: return rule_send(g, flow, k, kind, stage, mb, now);
     case SCHED_RECV_F:
-    case SCHED_RECV_B: return rule_recv(g, k, kind, stage, mb, now);
+    case SCHED_RECV_B: return rule_recv(g, flow, k, kind, stage, mb, now);
     case SCHED_REDUCE_GRAD: return rule_reduce(g, flow, r, k, stage, a, now);
     case SCHED_STEP: return rule_step(g, flow, r, k, stage, mb, now);
     default: pass_action(g, k, *now); return WALK_NEXT;

@@ -85,6 +85,7 @@ static void eng_free(sim_eng *g) {
     free(g->sacts);
     free(g->sorig);
     free(g->link_xfer);
+    free(g->hold);
 }
 
 /* Largest coefficient of variation: above 100 the lognormal factors are mostly below 1e-4

@@ -508,7 +508,7 @@ int exec_cuda_profile_layers(const exec_config *cfg, int reps, int concurrency, 
                 rc = w[i].rc;
             }
     if (rc == PL_OK && W > 1) {
-        rc = exec_p2p_fit(sh.bytes, sh.rt_s, sh.rounds, 2, &out->p2p_latency_s, &out->p2p_Bps, e); /* round trips */
+        rc = exec_p2p_fit(sh.bytes, sh.rt_s, sh.rounds, 2, &out->p2p.latency_s, &out->p2p.Bps, e); /* round trips */
         if (rc) pl_err_prefix(e, "profile of the hand-off between two ranks on the GPU: ");
     }
     if (rc == PL_OK) {

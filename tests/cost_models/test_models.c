@@ -444,7 +444,8 @@ static void test_csv_allreduce_mpi_keys(void) {
     csv_bad("#@ allreduce_mpi_alpha=1\n" HDR "0,a,1,1,1,4,8,8\n", 1,
             "unknown metadata key 'allreduce_mpi_alpha' (known: name, microbatch_size, dtype_bytes, input_bytes, "
             "allreduce_latency_s, allreduce_Bps, allreduce_mpi_latency_s, allreduce_mpi_Bps, p2p_latency_s, p2p_Bps, "
-            "p2p_mpi_latency_s, p2p_mpi_Bps)");
+            "p2p_mpi_latency_s, p2p_mpi_Bps, p2p_send_s, p2p_send_Bps, p2p_mpi_send_s, p2p_mpi_send_Bps, p2p_post_s, "
+            "p2p_post_Bps, p2p_mpi_post_s, p2p_mpi_post_Bps)");
 }
 
 /* The point-to-point keys: read apart from the all-reduce's, round-trip through the writer, set
@@ -488,6 +489,33 @@ static void test_csv_p2p_keys(void) {
     csv_bad("\n\n#@ p2p_Bps=1e9\n" HDR "0,a,1,1,1,4,8,8\n", 3, "p2p_latency_s and p2p_Bps come together");
 }
 
+/* The hand-off's own times (p2p_send_*, p2p_post_* and their MPI pairs): each pair lands in its
+ * own field of its own transport, round-trips through the writer, and a lone or malformed value
+ * is refused naming path:line and the key. */
+static void test_csv_handoff_keys(void) {
+    const char *text = "#@ name=m\n#@ p2p_latency_s=2.5e-05 p2p_Bps=3e9\n#@ p2p_send_s=6e-07 p2p_send_Bps=9e9\n"
+                       "#@ p2p_post_s=2e-07 p2p_post_Bps=8e9 p2p_mpi_send_s=1.5e-06 p2p_mpi_send_Bps=4e9\n" HDR
+                       "0,a,1,1,1,400,8,8\n";
+    pl_err e = {0};
+    cost_model *m = cost_model_read_csv("h.csv", text, strlen(text), &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    int read = 0; /* the models checked: the file's, then its round trip's */
+    for (int pass = 0; pass < 2 && m; pass++, read++) {
+        const cost_ar_link *s = m->p2p_send, *p = m->p2p_post;
+        CU_ASSERT(s[COST_TRANSPORT_THREADS].latency_s == 6e-07 && s[COST_TRANSPORT_THREADS].Bps == 9e9);
+        CU_ASSERT(p[COST_TRANSPORT_THREADS].latency_s == 2e-07 && p[COST_TRANSPORT_THREADS].Bps == 8e9);
+        CU_ASSERT(s[COST_TRANSPORT_MPI].latency_s == 1.5e-06 && s[COST_TRANSPORT_MPI].Bps == 4e9);
+        CU_ASSERT(p[COST_TRANSPORT_MPI].Bps == 0 && m->p2p[COST_TRANSPORT_THREADS].Bps == 3e9);
+        cost_model *m2 = pass == 0 ? csv_roundtrip(m) : NULL;
+        cost_model_free(m);
+        m = m2;
+    }
+    CU_ASSERT_EQUAL(read, 2);
+    csv_bad("#@ name=m\n#@ p2p_post_s=1e-7 p2p_post_Bps=0\n" HDR "0,a,1,1,1,4,8,8\n", 2,
+            "p2p_post_Bps must be a positive number, got '0'");
+    csv_bad("#@ p2p_mpi_send_s=1e-6\n" HDR "0,a,1,1,1,4,8,8\n", 1, "p2p_mpi_send_s and p2p_mpi_send_Bps come together");
+}
+
 void test_models_register(void) {
     static const pl_test_case cases[] = {
         {"GPT-3 175B parameter count", test_gpt3_params},
@@ -499,6 +527,7 @@ void test_models_register(void) {
         {"profiled all-reduce metadata", test_csv_allreduce_keys},
         {"profiled MPI all-reduce metadata and the link rule", test_csv_allreduce_mpi_keys},
         {"profiled point-to-point metadata and the link rule", test_csv_p2p_keys},
+        {"the hand-off's own times on the sender and the receiver", test_csv_handoff_keys},
         {"quoted names, graph to CSV round trip", test_csv_quotes_and_graph_roundtrip},
         {"graph.txt chain fixture", test_graph_chain},
         {"graph.txt branchy fixture cuts", test_graph_branchy},

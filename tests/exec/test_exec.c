@@ -958,24 +958,31 @@ static void *p2p_thread(void *v) {
     return NULL;
 }
 
-/* The hand-off profile (exec_p2p_side, exec_p2p_fit): with one clock, each timed round's one-way
- * time travels in the messages' stamps (a positive time under a second: a stamp lost or read
- * before its message landed is a clock reading of the past or the whole clock); the fit of
- * times a + bytes / B exact for one way, and of their doubles as round trips, gives a and B. */
+/* The hand-off profile (exec_p2p_side, exec_p2p_fit, exec_p2p_fit_all): with one clock, each
+ * timed round's one-way time travels in the messages' stamps (a positive time under a second: a
+ * stamp lost or read before its message landed is a clock reading of the past or the whole
+ * clock); every send call is timed, and the posts after the spin in one-way rounds only (none
+ * else); the fit of times a + bytes / B exact for one way, and of their doubles as round trips,
+ * gives a and B; the fit of all three series gives each part its own, the post's only one way. */
 static void test_p2p_side(void) {
     const size_t bytes[EXEC_P2P_SIZES] = {1024, 4096, 16384};
     for (int one_way = 0; one_way <= 1; one_way++) {
         pl_err e;
         exec_transport *t = exec_threads_transport_new(2, 2, bytes[EXEC_P2P_SIZES - 1], 30, &e);
         CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-        double rt[EXEC_P2P_SIZES * 9];
-        for (int i = 0; i < EXEC_P2P_SIZES * 9; i++) rt[i] = -1;
+        double rt[EXEC_P2P_SERIES * EXEC_P2P_SIZES * 9];
+        for (int i = 0; i < EXEC_P2P_SERIES * EXEC_P2P_SIZES * 9; i++) rt[i] = -1;
         p2p_arg a[2] = {{t, 0, one_way, 0, bytes, rt, {0}}, {t, 1, one_way, 0, bytes, NULL, {0}}};
         pthread_t th[2];
         for (int r = 0; r < 2; r++) CU_ASSERT_EQUAL_FATAL(pthread_create(&th[r], NULL, p2p_thread, &a[r]), 0);
         for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
         CU_ASSERT(a[0].rc == PL_OK && a[1].rc == PL_OK);
-        for (int i = 0; i < EXEC_P2P_SIZES * 9; i++) CU_ASSERT(rt[i] > 0 && rt[i] < 1);
+        for (int i = 0; i < EXEC_P2P_SIZES * 9; i++) {
+            CU_ASSERT(rt[EXEC_P2P_TRIP * EXEC_P2P_SIZES * 9 + i] > 0 && rt[EXEC_P2P_TRIP * EXEC_P2P_SIZES * 9 + i] < 1);
+            CU_ASSERT(rt[EXEC_P2P_SEND * EXEC_P2P_SIZES * 9 + i] > 0 && rt[EXEC_P2P_SEND * EXEC_P2P_SIZES * 9 + i] < 1);
+            double post = rt[EXEC_P2P_POST * EXEC_P2P_SIZES * 9 + i];
+            CU_ASSERT(one_way ? post > 0 && post < 1 : post == 0);
+        }
         exec_threads_transport_free(t, 2);
     }
     double t1[EXEC_P2P_SIZES * 9], t2[EXEC_P2P_SIZES * 9], lat = 0, bps = 0;
@@ -991,6 +998,20 @@ static void test_p2p_side(void) {
     CU_ASSERT_EQUAL(exec_p2p_fit(bytes, t2, 9, 2, &lat, &bps, &e), PL_OK);
     CU_ASSERT_DOUBLE_EQUAL(lat, 2e-6, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(bps / 1e9, 1, 1e-6);
+    /* the three series: trips 2 us + bytes / 1 GB/s, sends 0.5 us + bytes / 8 GB/s, posts 0.2 us + bytes / 4 GB/s */
+    double all[EXEC_P2P_SERIES * EXEC_P2P_SIZES * 9];
+    const double a_s[EXEC_P2P_SERIES] = {2e-6, 5e-7, 2e-7}, b_s[EXEC_P2P_SERIES] = {1e9, 8e9, 4e9};
+    for (int q = 0; q < EXEC_P2P_SERIES; q++)
+        for (int k = 0; k < EXEC_P2P_SIZES; k++)
+            for (int j = 0; j < 9; j++) all[(q * EXEC_P2P_SIZES + k) * 9 + j] = a_s[q] + (double)bytes[k] / b_s[q];
+    for (int one_way = 0; one_way <= 1; one_way++) {
+        exec_p2p h;
+        CU_ASSERT_EQUAL(exec_p2p_fit_all(bytes, all, 9, 1, one_way, &h, &e), PL_OK);
+        CU_ASSERT(fabs(h.latency_s - 2e-6) < 1e-12 && fabs(h.Bps / 1e9 - 1) < 1e-6);
+        CU_ASSERT(fabs(h.send_s - 5e-7) < 1e-12 && fabs(h.send_Bps / 8e9 - 1) < 1e-6);
+        if (one_way) CU_ASSERT(fabs(h.post_s - 2e-7) < 1e-12 && fabs(h.post_Bps / 4e9 - 1) < 1e-6);
+        if (!one_way) CU_ASSERT(h.post_s == 0 && h.post_Bps == 0); /* round trips: posts not timed */
+    }
     /* one way needs one clock and room for the stamp: a model of width 1 on one row (4 bytes) times round trips */
     const size_t tiny[EXEC_P2P_SIZES] = {4, 16, 64}, room[EXEC_P2P_SIZES] = {8, 32, 128};
     CU_ASSERT(exec_p2p_one_way(1, bytes) && exec_p2p_one_way(1, room));

@@ -582,7 +582,7 @@ static void test_profile(void) {
     CU_ASSERT_EQUAL_FATAL(exec_profile_layers(&c, 3, &h, &e), PL_OK);
     CU_ASSERT(g.f_s > 0 && g.i_s > 0 && g.w_s > 0 && g.step_s > 0);
     CU_ASSERT(g.i0_s > 0 && g.i0_s < g.i_s);
-    CU_ASSERT_EQUAL(g.p2p_Bps, 0); /* one worker: no hand-off between ranks on the GPU to time */
+    CU_ASSERT_EQUAL(g.p2p.Bps, 0); /* one worker: no hand-off between ranks on the GPU to time */
     if (getenv("PIPELAB_TEST_VERBOSE")) fprintf(stderr, "profile: I %.3g s, I0 %.3g s\n", g.i_s, g.i0_s);
     CU_ASSERT_EQUAL(g.param_bytes, h.param_bytes);
     CU_ASSERT_EQUAL(g.act_out_bytes, h.act_out_bytes);
@@ -602,12 +602,12 @@ static void test_profile(void) {
         CU_ASSERT_EQUAL(g2.concurrency, 2);
         CU_ASSERT_EQUAL(g2.param_bytes, h.param_bytes);
         /* two workers time the hand-off between them: a link whose boundary takes a positive time */
-        CU_ASSERT(g2.p2p_Bps > 0 && g2.p2p_latency_s >= 0);
-        CU_ASSERT(cost_p2p_s(g2.p2p_latency_s, g2.p2p_Bps, (double)g2.act_out_bytes) > 0);
+        CU_ASSERT(g2.p2p.Bps > 0 && g2.p2p.latency_s >= 0);
+        CU_ASSERT(cost_p2p_s(g2.p2p.latency_s, g2.p2p.Bps, (double)g2.act_out_bytes) > 0);
         if (getenv("PIPELAB_TEST_VERBOSE"))
             fprintf(stderr, "profile, 2 workers %s: F %.3g s, I %.3g s, W %.3g s (1 worker: F %.3g s); hand-off %.3g s + %.3g GB/s\n",
-                    split ? "in green contexts" : "sharing the SMs", g2.f_s, g2.i_s, g2.w_s, g.f_s, g2.p2p_latency_s,
-                    g2.p2p_Bps / 1e9);
+                    split ? "in green contexts" : "sharing the SMs", g2.f_s, g2.i_s, g2.w_s, g.f_s, g2.p2p.latency_s,
+                    g2.p2p.Bps / 1e9);
     }
     double rate = 0;
     CU_ASSERT_EQUAL(exec_cuda_gemm_rate(512, 512, 512, EXEC_PREC_BF16, 5, &rate, &e), PL_OK);
