@@ -17,7 +17,9 @@
  * - no shared inter-node links (several ranks' FIFO order on one link);
  * - every action's stage lives on the rank that runs it (so each link has one sender, whose
  *   sends are in list order, and every wait is woken by the heap engine as well);
- * - all non-zero transfer times equal (the global sum comm_s is then order-free).
+ * - all non-zero transfer times equal (the global sum comm_s is then order-free);
+ * - no hand-off holds (sim_eng.hold): a RECV's hold depends on whether its message has arrived
+ *   at the post, which a rank on its own clock cannot know before the sender got that far.
  * A rank blocked in the heap engine at time now and resumed at the time v of a publication
  * continues at v = max(now, v); the flow engine takes the same max when the value is known. */
 #include "sim_rules_int.h"

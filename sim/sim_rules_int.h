@@ -17,6 +17,12 @@
  *   reduce did, plus the step time), stash forwards of that stage wait for it, 2bw's do not.
  * - Blocking comm: SEND holds the stream until its data arrived, RECV until the data is
  *   there, REDUCE_GRAD until the all-reduce ended.
+ * - The hand-off's own time (sim_costs.send_hold_s, post_hold_s; sim_eng.hold; heap engine
+ *   only): an overlapped SEND holds its stream for the sender's time in it (a SEND that waits
+ *   for its arrival holds it anyway); a RECV holds its stream from its post for the receiver's
+ *   time, the late one when its message had arrived by then (an arrival at the very time of
+ *   the post counts as arrived when its event came first), and under blocking comm then waits
+ *   for the data. A hold ends in a SIM_EV_HOLD_END event, after which the stream walks on.
  * - Events are processed in time order, so link FIFO order equals issue order.
  * - Replicated stages (sim_config.replicas, PipeDream's 1F1B-RR; see sim.h and
  *   sim_replicas.c): a rank whose stages have n > 1 replicas runs n streams, each an engine
