@@ -41,7 +41,8 @@ static const char help_format[] =
     "run's) and its hand-off (nonblocking sends, polled receives) the same ways and records\n"
     "them too: \"#@ allreduce_mpi_latency_s=A allreduce_mpi_Bps=B\" and \"#@ p2p_mpi_latency_s=A\n"
     "p2p_mpi_Bps=B\", which `pipelab run --transport mpi` predicts from; process 0 then profiles\n"
-    "and writes.\n"
+    "and writes, on every core of its host whatever core the launcher bound it to, while the\n"
+    "others wait with naps of a millisecond.\n"
     "\n"
     "  --width H             hidden size (default %d)\n"
     "  --depth L             blocks (rows of the profile; default %d)\n"
@@ -193,10 +194,15 @@ int cli_profile(int argc, char **argv) {
         }
     }
     if (prc == PL_OK && !is_root) {
-        exec_mpi_finalize();
+        exec_mpi_finalize(); /* waits, napping, until process 0 has profiled */
         pl_buf_free(&out);
         return CLI_OK;
     }
+    /* process 0 profiles alone: on every core of its host, as a threads run's ranks sit, not on
+     * the one core the launcher bound it to (its threads' hand-off read 10-20 us there) */
+    if (prc == PL_OK && o.mpi && exec_mpi_profile_unbind() != 0)
+        fprintf(stderr, "pipelab profile: warning: could not leave the core the MPI launcher bound process 0 to; the "
+                        "threads' all-reduce and hand-off are timed on it\n");
     if (prc == PL_OK)
         prc = c->backend == EXEC_BACKEND_CUDA
                   ? exec_cuda_profile_csv(c, o.reps, o.conc, host[0] ? host : NULL, &out, &p, &e)

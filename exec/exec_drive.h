@@ -98,7 +98,15 @@ int exec_mpi_host_probe(exec_host_probe *p, int *is_root, pl_err *e);
 /* Sets what is called with the reason just before MPI_Abort (the CLI prints it). */
 void exec_mpi_set_abort_hook(void (*hook)(const pl_err *why));
 
-/* Finalizes MPI when exec_mpi_run initialized it. */
+/* Finalizes MPI when exec_mpi_run initialized it. A process done before the others waits for
+ * them at a barrier it polls with naps (MPI_Finalize's own wait keeps a core busy). */
 void exec_mpi_finalize(void);
+
+/* For the first process of an MPI job that profiles alone while the others wait in
+ * exec_mpi_finalize (`pipelab profile --transport mpi`): lets it run on every core of its host,
+ * whatever core the launcher bound it to, so that the threads' all-reduce and hand-off are timed
+ * on two cores, as a threads run places its ranks. Returns 0, or -1 when the system refuses (the
+ * binding stays). */
+int exec_mpi_profile_unbind(void);
 
 #endif

@@ -48,3 +48,6 @@ void exec_mpi_set_abort_hook(void (*hook)(const pl_err *why)) { (void)hook; }
 
 /* Nothing to finalize. */
 void exec_mpi_finalize(void) {}
+
+/* Returns 0: without MPI no launcher bound this process. */
+int exec_mpi_profile_unbind(void) { return 0; }

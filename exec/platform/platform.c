@@ -20,6 +20,15 @@ int exec_platform_cores(int *cpus, int max) {
     return n;
 }
 
+int exec_platform_unbind_self(void) {
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (long c = 0; c < n && c < CPU_SETSIZE; c++) CPU_SET((int)c, &set);
+    /* the kernel keeps the cores a cpuset allows of these */
+    return n > 0 && sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : -1;
+}
+
 int exec_platform_pin_self(int cpu) {
     cpu_set_t set;
     CPU_ZERO(&set);

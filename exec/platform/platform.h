@@ -4,6 +4,9 @@
 
 /* Lists the cores this process may run on into cpus (at most max); returns how many. */
 int exec_platform_cores(int *cpus, int max);
+/* Lets the calling thread (and the threads it starts) run on every core of the host, undoing a
+ * launcher's binding; returns 0, or -1 when the system refuses. */
+int exec_platform_unbind_self(void);
 /* Pins the calling thread to core cpu; returns 0, or -1 when the system refuses. */
 int exec_platform_pin_self(int cpu);
 /* Makes the BLAS use one thread per caller; returns its name ("openblas" or "gslcblas"). */

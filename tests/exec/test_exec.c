@@ -1018,6 +1018,34 @@ static void test_p2p_side(void) {
     CU_ASSERT(!exec_p2p_one_way(1, tiny) && !exec_p2p_one_way(0, bytes));
 }
 
+/* A thread pinned to one core (as an MPI launcher binds a process) runs, once unbound, on as
+ * many cores as the process had: exec_platform_unbind_self, which `pipelab profile --transport
+ * mpi`'s first process calls before it profiles the threads' hand-off alone. */
+typedef struct unbind_arg {
+    int pinned, unbound, rc;
+} unbind_arg;
+
+static void *unbind_thread(void *v) {
+    unbind_arg *a = v;
+    int cpus[4096];
+    int n = exec_platform_cores(cpus, 4096);
+    a->rc = n > 0 ? exec_platform_pin_self(cpus[n - 1]) : -1;
+    a->pinned = exec_platform_cores(cpus, 4096);
+    if (a->rc == 0) a->rc = exec_platform_unbind_self();
+    a->unbound = exec_platform_cores(cpus, 4096);
+    return NULL;
+}
+
+static void test_platform_unbind(void) {
+    unbind_arg a = {0, 0, -1};
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, unbind_thread, &a), 0);
+    pthread_join(th, NULL);
+    CU_ASSERT_EQUAL(a.rc, 0);
+    CU_ASSERT_EQUAL(a.pinned, 1);
+    CU_ASSERT(a.unbound >= exec_platform_cores_for_tests()); /* this thread's process was not bound */
+}
+
 static void test_host_probe(void) {
     pl_err e;
     exec_host_probe p;
@@ -1647,6 +1675,7 @@ void pl_test_register(void) {
         {"profile between the passes: each gap's timed and opening rounds", test_profile_gap_rounds},
         {"the host probe: one forward of the default block, together and alone", test_host_probe},
         {"the hand-off profile: one-way times in the stamps, the fit over one way or two", test_p2p_side},
+        {"a thread bound to one core runs on all of the process's once unbound", test_platform_unbind},
         {"profile between the passes: same training, each worker's times", test_profile_between},
         {"profile between the passes: its blocks' weights copied from the rank's or drawn, read where the rank keeps them", test_profile_copied_weights},
         {"profile between the passes: its W and STEP on the rank's gradients, weights and momentum in a gap, the momentum put back", test_profile_lent_state},
