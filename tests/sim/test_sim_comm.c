@@ -87,6 +87,11 @@ static double hold_none(void *ctx, int src, int dst, int64_t bytes) {
     return 0;
 }
 
+static double hold_negative(void *ctx, int src, int dst, int64_t bytes, int arrived) {
+    (void)ctx, (void)src, (void)dst, (void)bytes, (void)arrived;
+    return -1e-6;
+}
+
 sched *sim_test_lowered(const char *kind, int p, int m, int v, int iters); /* test_sim.c */
 
 /* Runs s on b's costs with the holds (holds 0: none; 1: the test's; 2: callbacks that return 0),
@@ -127,7 +132,7 @@ static long find_action(const sched *s, int q, int kind, int stage, int mb) {
  *   and the rank's next action starts after the hold;
  * - holds that are all 0 leave every time bit for bit as without them, and holds make no run
  *   shorter (GPipe's first rank posts its receives before their messages, a hold off the
- *   critical path). */
+ *   critical path); a negative one is refused. */
 static void test_handoff_holds(void) {
     sched *g = sim_test_lowered("gpipe", 2, 4, 0, 0);
     if (!g) return;
@@ -196,6 +201,20 @@ static void test_handoff_holds(void) {
             sched_free(s);
         }
     CU_ASSERT(all_early > 0 && all_late > 0); /* both rules met */
+    /* a negative hold is refused, naming the boundary */
+    sched *s = sim_test_lowered("1f1b", 2, 2, 0, 0);
+    if (s) {
+        sim_costs c = sim_basic_costs(&b);
+        c.post_hold_s = hold_negative;
+        sim_config cfg;
+        sim_config_init(&cfg);
+        sim_result r;
+        pl_err e;
+        pl_err_clear(&e);
+        CU_ASSERT_EQUAL(sim_run(s, &c, &cfg, &r, &e), PL_EINPUT);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "negative or undefined hand-off time at the boundary of stage 0"));
+        sched_free(s);
+    }
     sim_basic_free(&b);
 }
 
