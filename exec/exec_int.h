@@ -352,10 +352,10 @@ int exec_p2p_fit(const size_t *bytes, const double *t_s, int rounds, double ways
  * this order): the one-way times (or round trips), rank 0's send calls, and rank 0's posts of a
  * receive whose message already came (one-way rounds only; else zeros). */
 enum { EXEC_P2P_TRIP = 0, EXEC_P2P_SEND = 1, EXEC_P2P_POST = 2, EXEC_P2P_SERIES = 3 };
-/* Fits exec_p2p_side's series (rt_s, rounds per size, `ways` as exec_p2p_fit's) to out: the trips
- * to its link, the send calls to its send part, and the posts, when one_way timed them, to its
- * post part (else left 0). Returns PL_OK or the fit's error. */
-int exec_p2p_fit_all(const size_t *bytes, const double *rt_s, int rounds, double ways, int one_way, exec_p2p *out, pl_err *e);
+/* Fits exec_p2p_side's series (rt_s, rounds per size) to out: the trips (one way when one_way,
+ * else round trips) to its link, the send calls to its send part, and the posts, which only
+ * one-way rounds time, to its post part (else left 0). Returns PL_OK or the fit's error. */
+int exec_p2p_fit_all(const size_t *bytes, const double *rt_s, int rounds, int one_way, exec_p2p *out, pl_err *e);
 /* Rank me's (0 or 1) side of the ping-pong over transport t: rank 0 sends an activation and
  * waits for the gradient that rank 1 sends back on receiving it, one untimed round trip per
  * size, then `rounds` timed ones; rank 0 writes their times to rt_s (EXEC_P2P_SERIES series,

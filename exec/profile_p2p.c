@@ -130,10 +130,10 @@ int exec_p2p_fit(const size_t *bytes, const double *t_s, int rounds, double ways
     return cost_link_fit(b, t, P2P_SIZES, latency_s, bandwidth_Bps, e);
 }
 
-int exec_p2p_fit_all(const size_t *bytes, const double *rt_s, int rounds, double ways, int one_way, exec_p2p *out, pl_err *e) {
+int exec_p2p_fit_all(const size_t *bytes, const double *rt_s, int rounds, int one_way, exec_p2p *out, pl_err *e) {
     memset(out, 0, sizeof *out);
     size_t series = (size_t)P2P_SIZES * (size_t)rounds;
-    int rc = exec_p2p_fit(bytes, rt_s + EXEC_P2P_TRIP * series, rounds, ways, &out->latency_s, &out->Bps, e);
+    int rc = exec_p2p_fit(bytes, rt_s + EXEC_P2P_TRIP * series, rounds, one_way ? 1 : 2, &out->latency_s, &out->Bps, e);
     if (rc == PL_OK) rc = exec_p2p_fit(bytes, rt_s + EXEC_P2P_SEND * series, rounds, 1, &out->send_s, &out->send_Bps, e);
     if (rc == PL_OK && one_way)
         rc = exec_p2p_fit(bytes, rt_s + EXEC_P2P_POST * series, rounds, 1, &out->post_s, &out->post_Bps, e);
@@ -163,7 +163,7 @@ int exec_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, pl_err *e)
     if (sh.t && sh.ncpus >= P2P_RANKS) exec_threads_transport_spin(sh.t, EXEC_SPIN_S); /* as exec_run: a core each */
     if (rc == PL_OK) rc = exec_pair_run(&sh, p2p_main, p2p_started, "point-to-point profile", e);
     int one_way = exec_p2p_one_way(1, sh.bytes); /* threads: one clock */
-    if (rc == PL_OK) rc = exec_p2p_fit_all(sh.bytes, sh.rt_s, sh.rounds, one_way ? 1 : 2, one_way, out, e);
+    if (rc == PL_OK) rc = exec_p2p_fit_all(sh.bytes, sh.rt_s, sh.rounds, one_way, out, e);
     if (rc) pl_err_prefix(e, "profile of the point-to-point hand-off: ");
     if (sh.t) exec_threads_transport_free(sh.t, P2P_RANKS);
     free(sh.rt_s);

@@ -797,7 +797,7 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
     free(m.sent);
     MPI_Barrier(MPI_COMM_WORLD); /* the others wait here, idle, while the two time */
     int one_way = exec_p2p_one_way(one_clock, bytes);
-    if (rc == PL_OK && me == 0) rc = exec_p2p_fit_all(bytes, rt, rounds, one_way ? 1 : 2, one_way, out, e);
+    if (rc == PL_OK && me == 0) rc = exec_p2p_fit_all(bytes, rt, rounds, one_way, out, e);
     if (rc != PL_OK) pl_err_prefix(e, "profile of the MPI hand-off: ");
     free(rt);
     free(buf);
