@@ -190,6 +190,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_REUSE_SUFFIX "-reuse"
 #define RUN_TAG_FIRST_SUFFIX "-first"
 #define RUN_TAG_AGAIN_SUFFIX "-again"
+#define RUN_TAG_NONEXT_SUFFIX "-nonext"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -203,7 +204,8 @@ typedef struct run_state {
                               * without them; [1] with the pass-length term, or under
                               * --pass-length-term without it; [2] every F, I, W at the
                               * profile round's time after its first microbatch; [3] [4] [5]
-                              * the reuse-distance, first-touch and again terms each alone */
+                              * the reuse-distance, first-touch and again terms each alone; [6]
+                              * without the I next to its recomputed forward */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -498,14 +500,18 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int reuse = ri && exec_profile_worker_reuse(text, t->len, st->s->ranks, ri, rw) == 0;
     int first = ri && exec_profile_worker_first(text, t->len, st->s->ranks, fi, fr) == 0;
     int again = ri && exec_profile_worker_again(text, t->len, st->s->ranks, ag) == 0;
+    /* the I next to its recomputed forward when the worker lines time it: in every prediction
+     * (docs/validate_cpu.md, "The I next to its recomputed forward") */
+    double *nx = pl_calloc(R, sizeof *nx);
+    const double *np = nx && exec_profile_worker_next(text, t->len, st->s->ranks, nx) == 0 ? nx : NULL;
     /* the pass-length term when the profile's windows lines have it: in the prediction and the
      * terms' other one under --pass-length-term, and the second other one toggles it */
     double *win = pl_calloc((size_t)EXEC_WINDOWS * R, sizeof *win);
     int bad_line = 0, wrc = win ? exec_profile_worker_windows(text, t->len, st->s->ranks, win, &bad_line) : -1;
     int windows = wrc == 0;
     const double *wp = windows && o->pass_length ? win : NULL;
-    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, again ? ag : NULL, wp};
-    const cli_run_terms base = {NULL, NULL, NULL, NULL, NULL, wp};
+    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, again ? ag : NULL, wp, np};
+    const cli_run_terms base = {NULL, NULL, NULL, NULL, NULL, wp, np};
     const double *steps = per_rank ? rank_step : NULL;
     const cli_run_terms *main_terms = o->terms ? &terms : &base, *alt_terms = o->terms ? &base : &terms;
     cli_run_terms toggled = *main_terms;
@@ -513,7 +519,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int rc = wrc == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed pass-length line (# " EXEC_PROFILE_META
                                  " windows worker=W first_ms=1 factors= and %d positive numbers)",
                                  st->profile_src, bad_line, EXEC_WINDOWS)
-             : ri && win ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
+             : ri && win && nx ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     st->have_pred = rc == PL_OK;
     const char *tag = o->tag ? o->tag : "";
     if (rc == PL_OK && (reuse || first || again)) {
@@ -531,7 +537,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
      * blocks its first microbatch ran up to 40% slower, where a pass's first action of a stage
      * does not (docs/validate_cpu.md, "Off the grid"); stored beside, not applied */
     if (rc == PL_OK && first) {
-        const cli_run_terms rest = {NULL, NULL, fr, fr, NULL, wp};
+        const cli_run_terms rest = {NULL, NULL, fr, fr, NULL, wp, np};
         rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &rest, &st->pr_alt[2], e);
         st->have_alt[2] = rc == PL_OK;
         snprintf(st->tag_alt[2], sizeof st->tag_alt[2], "%s%s", tag, RUN_TAG_REST_SUFFIX);
@@ -539,9 +545,9 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     /* each of the three terms alone, stored beside: which of them moves which configurations
      * (docs/validate_cpu.md, "Repeats": each fixes the points of its own cause and shortens the
      * rest) */
-    const cli_run_terms alone[3] = {{reuse ? ri : NULL, reuse ? rw : NULL, NULL, NULL, NULL, wp},
-                                    {NULL, NULL, first ? fi : NULL, first ? fr : NULL, NULL, wp},
-                                    {NULL, NULL, NULL, NULL, again ? ag : NULL, wp}};
+    const cli_run_terms alone[3] = {{reuse ? ri : NULL, reuse ? rw : NULL, NULL, NULL, NULL, wp, np},
+                                    {NULL, NULL, first ? fi : NULL, first ? fr : NULL, NULL, wp, np},
+                                    {NULL, NULL, NULL, NULL, again ? ag : NULL, wp, np}};
     static const char *const alone_suffix[3] = {RUN_TAG_REUSE_SUFFIX, RUN_TAG_FIRST_SUFFIX, RUN_TAG_AGAIN_SUFFIX};
     const int alone_on[3] = {reuse, first, again};
     for (int k = 0; rc == PL_OK && k < 3; k++) {
@@ -550,9 +556,18 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
         st->have_alt[3 + k] = rc == PL_OK;
         snprintf(st->tag_alt[3 + k], sizeof st->tag_alt[3 + k], "%s%s", tag, alone_suffix[k]);
     }
+    /* without the I next to its recomputed forward, stored beside: what it moved */
+    if (rc == PL_OK && np && st->s->recompute == SCHED_RECOMPUTE_FULL) {
+        cli_run_terms off = *main_terms;
+        off.next = NULL;
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &off, &st->pr_alt[6], e);
+        st->have_alt[6] = rc == PL_OK;
+        snprintf(st->tag_alt[6], sizeof st->tag_alt[6], "%s%s", tag, RUN_TAG_NONEXT_SUFFIX);
+    }
     free(rank_step);
     free(ri);
     free(win);
+    free(nx);
     if (rc != PL_OK) return rc;
     return o->save_profile && t->len ? pl_write_file(o->save_profile, t->data, t->len, e) : PL_OK;
 }

@@ -215,6 +215,11 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
     for (int q = 0; rc == PL_OK && q < sm.stages; q++) replicated |= sm.replicas[q] > 1;
     if (rc == PL_OK && cli_allreduce_link("run", m, (int)tr, replicated, "0 (free links)", &link) >= 0)
         sm.allreduce_link = &link;
+    /* the I next to its recomputed forward, per stage from its rank */
+    double *next = t->next && !t->reuse_i && rc == PL_OK ? pl_calloc((size_t)sm.stages, sizeof *next) : NULL;
+    if (t->next && !t->reuse_i && rc == PL_OK && !next) rc = pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int q = 0; next && q < sm.stages; q++) next[q] = t->next[s->stage_rank[q]];
+    sm.rerun_next = next;
     /* the reuse-distance, first-touch and again terms */
     sim_reuse reuse;
     int with_reuse = rc == PL_OK && ((t->reuse_i && t->reuse_w) || (t->first && t->rest) || t->again);
@@ -242,6 +247,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
     }
     if (rc == PL_OK) rc = predict_exec_memory(s, cfg, r, e);
     if (with_reuse) sim_reuse_free(&reuse);
+    free(next);
     sim_model_free(&sm);
     cost_partition_free(p);
     return rc;

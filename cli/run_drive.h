@@ -104,6 +104,11 @@ typedef struct cli_run_terms {
      * (exec_window_factor_mean; rank r's factors at window + EXEC_WINDOWS r:
      * exec_profile_worker_windows); NULL: off */
     const double *window;
+    /* [ranks] the I next to its recomputed forward: under full recomputation, each backward's
+     * rerun is priced less what it saves the I of its stage's last layer, by the ratio next[r]
+     * of its rank r (exec_profile_worker_next; sim_model.rerun_next); NULL, or reuse_i set
+     * (which scales all of that I already): off */
+    const double *next;
 } cli_run_terms;
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,
                     const cli_run_terms *terms, sim_result *r, pl_err *e);
@@ -111,7 +116,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 /* ---------------------------------------------------------------- results store */
 
 /* The other predictions a run stores beside its own (cli_run_store_info.pred_alt). */
-#define CLI_RUN_ALTS 6
+#define CLI_RUN_ALTS 7
 
 /* What a stored pair of runs carries besides the results. */
 typedef struct cli_run_store_info {
@@ -128,7 +133,8 @@ typedef struct cli_run_store_info {
      * [0] with the measured terms (or under --terms without them), [1] with the pass-length
      * term (or under --pass-length-term without it), [2] with every F, I, W at the time of a
      * profile round's microbatches after its first (the first-touch term's rest ratio on all),
-     * [3] [4] [5] with the reuse-distance, the first-touch and the again term alone */
+     * [3] [4] [5] with the reuse-distance, the first-touch and the again term alone, [6] without
+     * the I next to its recomputed forward (cli_run_terms.next) */
     const sim_result *pred_alt[CLI_RUN_ALTS];
     const char *tag_alt[CLI_RUN_ALTS];
     const exec_host_probe *host_probe; /* the host probe taken before the run, or NULL */

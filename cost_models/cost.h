@@ -331,6 +331,8 @@ typedef struct cost_stage {
                                      * layers' rc_skip_s */
     double b_recompute_s;           /* b_s + rerun_s */
     double i_recompute_s;           /* i_s + rerun_s (split backward under recomputation) */
+    double i_last_s;                /* the input backward of its last layer (end - 1), the first
+                                     * its backward runs */
     int64_t param_bytes;            /* one weight version */
     int64_t in_bytes;               /* cut_bytes[first]: received per microbatch (and gradient sent) */
     int64_t out_bytes;              /* cut_bytes[end]: sent per microbatch */

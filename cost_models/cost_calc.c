@@ -126,6 +126,7 @@ int cost_stage_eval(const cost_model *m, int first, int end, const cost_hw *hw, 
         st->f_s += f;
         st->i_s += ib;
         st->w_s += w;
+        st->i_last_s = ib;
         const cost_layer *l = &m->layer[i];
         skip += l->rc_skip_s;
         param += l->param_bytes;
@@ -198,6 +199,7 @@ void cost_prefix_stage(const cost_prefix *p, int first, int end, cost_stage *st)
     st->f_s = p->f_s[end] - p->f_s[first];
     st->i_s = p->i_s[end] - p->i_s[first];
     st->w_s = p->w_s[end] - p->w_s[first];
+    st->i_last_s = p->i_s[end] - p->i_s[end - 1];
     stage_times_derive(st, p->rc_skip_s[end] - p->rc_skip_s[first]);
     stage_bytes(p->m, first, end, p->param_bytes[end] - p->param_bytes[first],
                 p->stash_bytes[end] - p->stash_bytes[first], p->w_stash_bytes[end] - p->w_stash_bytes[first],

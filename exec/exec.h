@@ -379,7 +379,7 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
  * rank's times onto rank 0's clock) and calls exec_assemble there. */
 #define EXEC_REC_ARRAYS 8
 /* The kinds of times a profile between the passes gives (exec_rank_record.prof_s). */
-#define EXEC_PROF_KINDS 16
+#define EXEC_PROF_KINDS 17
 /* The pass-length term (exec/profile_windows.c): window j lasts EXEC_WINDOW_FIRST_S 2^j. */
 #define EXEC_WINDOWS 13
 #define EXEC_WINDOW_FIRST_S 1e-3
@@ -414,7 +414,8 @@ typedef struct exec_rank_record {
     int has_prof;             /* 1: profiled between the passes (exec_config.profile_between_reps): */
     double prof_s[EXEC_PROF_KINDS]; /* its worker's F, I, W, STEP, I0, IH, WH, then F, I, W of a
                                * round's first microbatch and of its others, then F, I, W again on
-                               * the same blocks (FA, IA, WA), of one block (medians over its rounds) */
+                               * the same blocks (FA, IA, WA), then I next to its forward (IN), of
+                               * one block (medians over its rounds) */
     double window[EXEC_WINDOWS]; /* its worker's pass-length factors (exec_layer_profile.window) */
 } exec_rank_record;
 
@@ -479,6 +480,11 @@ typedef struct exec_layer_profile {
                                 * actions are on one of its several stages; the other times
                                 * are timed with all the worker's blocks between two uses of a
                                 * block; all three 0 = not measured */
+    double i_next_s;           /* I of the worker's last block right after that block's own
+                                * forward, nothing between: its weights and activations in cache,
+                                * as the I of the last block of a stage whose backward starts by
+                                * running its forward again (full recomputation); the round's
+                                * I (i_s) has other blocks' work between; 0 = not measured */
     size_t param_bytes;        /* one block's parameters */
     size_t act_out_bytes;      /* what crosses a stage boundary: b x h floats */
     size_t stash_bytes;        /* what one block keeps from F to the backward: its input and its
@@ -581,6 +587,11 @@ int exec_profile_worker_first(const char *text, size_t len, int ranks, double *f
  * after the same kind on the same blocks for another microbatch to its time (again[3 w + c])
  * when every rank's line has them, else -1 (the term is then off). */
 int exec_profile_worker_again(const char *text, size_t len, int ranks, double *again);
+
+/* Reads the I next to its forward of the same per-worker lines (bwd_in_next_s): 0 and, for worker
+ * w, the ratio of the I of its last block right after that block's own forward to its I
+ * (ratio[w]) when every rank's line has it, else -1 (the term is then off). */
+int exec_profile_worker_next(const char *text, size_t len, int ranks, double *ratio);
 
 /* Reads the pass-length term of a profile CSV's text[len] (its lines "# pipelab-exec windows
  * worker=W first_ms=1 factors=G0,...", one per worker, which a profile between a run's passes and

@@ -598,7 +598,8 @@ static size_t prof_done(const prof_thread *x) {
 /* Sets *per to thread x's samples of kind k (EXEC_PROF_*) and *off to where they start in x->t;
  * *lo and *hi to the part of each round's samples that kind k takes: all of them, or for the
  * first-touch kinds (FF .. WR) those of the round's first microbatch (its L blocks, which come
- * first in a round: slot s's block j at s L + j) or of the others. */
+ * first in a round: slot s's block j at s L + j) or of the others, or for IN the IH sample of
+ * the last block. */
 static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, size_t *lo, size_t *hi) {
     size_t fiw = EXEC_PROF_FIW * x->ns, L = (size_t)x->L;
     *lo = 0;
@@ -613,6 +614,12 @@ static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, 
     case EXEC_PROF_STEP: *per = x->nstep; *off = fiw; break;
     case EXEC_PROF_I0: *per = x->ni0; *off = fiw + x->nstep; break;
     case EXEC_PROF_IH: *per = x->nhot; *off = fiw + x->nstep + x->ni0; break;
+    case EXEC_PROF_IN: /* IH of the last block, the first prof_hot times (its samples: block k at k) */
+        *per = x->nhot;
+        *off = fiw + x->nstep + x->ni0;
+        *lo = L - 1;
+        *hi = L;
+        break;
     case EXEC_PROF_WH: *per = x->nhot; *off = fiw + x->nstep + x->ni0 + x->nhot; break;
     case EXEC_PROF_FA: case EXEC_PROF_IA: case EXEC_PROF_WA:
         *per = x->nagain;
@@ -842,10 +849,11 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
                       "# " EXEC_PROFILE_META " worker=%d core=%d fwd_s=%.9g bwd_in_s=%.9g bwd_w_s=%.9g step_s=%.9g bwd_in0_s=%.9g "
                       "bwd_in_hot_s=%.9g bwd_w_hot_s=%.9g fwd_first_s=%.9g bwd_in_first_s=%.9g bwd_w_first_s=%.9g "
                       "fwd_rest_s=%.9g bwd_in_rest_s=%.9g bwd_w_rest_s=%.9g fwd_again_s=%.9g bwd_in_again_s=%.9g "
-                      "bwd_w_again_s=%.9g\n",
+                      "bwd_w_again_s=%.9g bwd_in_next_s=%.9g\n",
                       i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s, each[i].i_hot_s,
                       each[i].w_hot_s, each[i].f_first_s, each[i].i_first_s, each[i].w_first_s, each[i].f_rest_s,
-                      each[i].i_rest_s, each[i].w_rest_s, each[i].f_again_s, each[i].i_again_s, each[i].w_again_s);
+                      each[i].i_rest_s, each[i].w_rest_s, each[i].f_again_s, each[i].i_again_s, each[i].w_again_s,
+                      each[i].i_next_s);
     for (int i = 0; concurrency > 1 && i < concurrency; i++) exec_window_line(&each[i], i, out);
     return exec_profile_csv_table(cfg, p, rows, out, e);
 }

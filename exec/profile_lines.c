@@ -10,14 +10,15 @@
 #include <string.h>
 
 /* Bytes read of the profile CSV's executor line and of a worker's line; a worker line's fields
- * without and with the reuse-distance times, with the first-touch times too, and with the again
- * times too. */
+ * without and with the reuse-distance times, with the first-touch times too, with the again
+ * times too, and with the I next to its forward too. */
 #define PROF_META_LINE_MAX 256
 #define PROF_WORKER_LINE_MAX 1024
 #define PROF_WORKER_FIELDS 6
 #define PROF_WORKER_HOT_FIELDS 9
 #define PROF_WORKER_FIRST_FIELDS 15
 #define PROF_WORKER_AGAIN_FIELDS 18
+#define PROF_WORKER_NEXT_FIELDS 19
 
 /* Returns the offset of the first line of text[len] at or after offset `from` that starts with
  * key (len when none) and copies that line, from skip bytes after its start to its end, into
@@ -54,6 +55,7 @@ typedef struct worker_line {
     double f, bi, bw, st, bi0, bih, bwh;
     double first[3], rest[3]; /* F, I, W of a round's first microbatch; of its others */
     double again[3];          /* F, I, W right after the same kind on the same blocks */
+    double bin;               /* I of the last block right after its own forward */
 } worker_line;
 
 /* Reads the worker lines of text[len] into line[w] (w in [0, ranks)). Returns how many workers
@@ -71,9 +73,10 @@ static int worker_lines(const char *text, size_t len, int ranks, worker_line *li
         l.fields = sscanf(buf, "worker=%d core=%d fwd_s=%lf bwd_in_s=%lf bwd_w_s=%lf step_s=%lf bwd_in0_s=%lf "
                                "bwd_in_hot_s=%lf bwd_w_hot_s=%lf fwd_first_s=%lf bwd_in_first_s=%lf bwd_w_first_s=%lf "
                                "fwd_rest_s=%lf bwd_in_rest_s=%lf bwd_w_rest_s=%lf fwd_again_s=%lf bwd_in_again_s=%lf "
-                               "bwd_w_again_s=%lf",
+                               "bwd_w_again_s=%lf bwd_in_next_s=%lf",
                           &l.w, &l.core, &l.f, &l.bi, &l.bw, &l.st, &l.bi0, &l.bih, &l.bwh, &l.first[0], &l.first[1],
-                          &l.first[2], &l.rest[0], &l.rest[1], &l.rest[2], &l.again[0], &l.again[1], &l.again[2]);
+                          &l.first[2], &l.rest[0], &l.rest[1], &l.rest[2], &l.again[0], &l.again[1], &l.again[2],
+                          &l.bin);
         if (l.fields < PROF_WORKER_FIELDS || l.w < 0 || !(l.st >= 0) || !isfinite(l.st)) return -1;
         if (l.w >= ranks) return -1; /* measured with more workers than this run has ranks */
         if (line[l.w].w < 0) found++;
@@ -131,11 +134,23 @@ int exec_profile_worker_again(const char *text, size_t len, int ranks, double *a
     for (int q = 0; ok && q < ranks; q++) {
         const worker_line *x = &l[q];
         const double all[3] = {x->f, x->bi, x->bw};
-        ok = x->fields == PROF_WORKER_AGAIN_FIELDS;
+        ok = x->fields >= PROF_WORKER_AGAIN_FIELDS;
         for (int c = 0; ok && c < 3; c++) {
             ok = all[c] > 0 && x->again[c] > 0 && isfinite(x->again[c]);
             if (ok) again[3 * q + c] = x->again[c] / all[c];
         }
+    }
+    free(l);
+    return ok ? 0 : -1;
+}
+
+int exec_profile_worker_next(const char *text, size_t len, int ranks, double *ratio) {
+    worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
+    int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
+    for (int q = 0; ok && q < ranks; q++) {
+        const worker_line *x = &l[q];
+        ok = x->fields >= PROF_WORKER_NEXT_FIELDS && x->bi > 0 && x->bin > 0 && isfinite(x->bin);
+        if (ok) ratio[q] = x->bin / x->bi;
     }
     free(l);
     return ok ? 0 : -1;

@@ -434,6 +434,7 @@ if [ -f "$DB" ]; then
     other_prediction -reuse "with the reuse-distance term alone"
     other_prediction -first "with the first-touch term alone"
     other_prediction -again "with the again term alone (only the runs whose ranks hold several stages)"
+    other_prediction -nonext "without the I next to its recomputed forward (only the runs under full recomputation)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"

@@ -40,8 +40,10 @@ typedef struct sim_costs {
      * of src_rank to replica dst_replica of dst_rank over one free link (replicated stages). */
     double (*replica_transfer_s)(void *ctx, int src_rank, int src_replica, int dst_rank, int dst_replica,
                                  int64_t bytes);
-    /* Optional (NULL = compute_s of F): the forward time full recomputation runs again before a
-     * backward (B or I) of (stage, mb); less than F where part of the forward is not rerun. */
+    /* Optional (NULL = compute_s of F): the time full recomputation adds to a backward (B or I)
+     * of (stage, mb): the forward it runs again first; less than F where part of the forward is
+     * not rerun, or where the rerun leaves the backward's first layer less to fetch
+     * (sim_model.rerun_next). */
     double (*rerun_s)(void *ctx, int stage, int mb);
     /* Optional (NULL = none): the sender's own time in a SEND of bytes from src_rank to dst_rank
      * (an executor's copy into its transport), which holds the sender's compute stream while the
@@ -327,6 +329,15 @@ typedef struct sim_model {
     cost_ar_link send_hold, post_hold; /* the hand-off's own time on the sender and on the
                                     * receiver (the profile's p2p_send and p2p_post, cost.h;
                                     * send_hold_s and post_hold_s of sim_costs); Bps 0 = none */
+    const double *rerun_next;      /* [stages] NULL = none; else the ratio of the I of stage q's
+                                    * last layer right after that layer's own forward to its time
+                                    * (cost_stage.i_last_s): under full recomputation a backward
+                                    * starts by running the stage's forward again, and the I of
+                                    * the last layer follows it with nothing between (weights and
+                                    * activations in cache), so the rerun callback prices the
+                                    * rerun less (1 - rerun_next[q]) i_last_s (the profile's
+                                    * bwd_in_next_s; cli_run_predict); set after sim_model_init,
+                                    * not owned */
     const struct sim_reuse *reuse; /* NULL = one time per kind; else the reuse-distance term
                                     * (sim_reuse.c) picks each backward's time; set after
                                     * sim_model_init, not owned */

@@ -126,7 +126,8 @@ out:
 
 void sim_model_scale_stage(sim_model *sm, int q, double f) {
     cost_stage *st = &sm->stage[q];
-    double *t[] = {&st->f_s, &st->i_s, &st->w_s, &st->b_s, &st->rerun_s, &st->b_recompute_s, &st->i_recompute_s, &sm->step_s[q]};
+    double *t[] = {&st->f_s,         &st->i_s,           &st->w_s,          &st->b_s,        &st->rerun_s,
+                   &st->b_recompute_s, &st->i_recompute_s, &st->i_last_s, &sm->step_s[q]};
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) *t[i] *= f;
 }
 
@@ -145,10 +146,14 @@ static double model_compute(void *ctx, int q, sched_kind k, int mb) {
     }
 }
 
-/* Returns the forward time full recomputation runs again on stage q (cost_stage.rerun_s). */
+/* Returns the time full recomputation adds to a backward of stage q: the forward it runs
+ * again (cost_stage.rerun_s), less what that saves the I of the stage's last layer right after
+ * it (sim_model.rerun_next). */
 static double model_rerun(void *ctx, int q, int mb) {
     (void)mb;
-    return ((const sim_model *)ctx)->stage[q].rerun_s;
+    const sim_model *sm = ctx;
+    const cost_stage *st = &sm->stage[q];
+    return st->rerun_s - (sm->rerun_next ? (1 - sm->rerun_next[q]) * st->i_last_s : 0);
 }
 
 /* Returns the bytes crossing the cut after stage q (its output; the gradient back is as big). */
