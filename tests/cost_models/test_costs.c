@@ -57,6 +57,7 @@ static void test_stage_times(void) {
     CU_ASSERT_DOUBLE_EQUAL(st.b_s, st.i_s + st.w_s, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(st.b_recompute_s, st.b_s + st.f_s, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(st.i_recompute_s, st.i_s + st.f_s, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(st.i_last_s, 0.001, 1e-12); /* layer 2's I: the backward's first */
     o.microbatch_size = 8;
     CU_ASSERT_EQUAL(cost_stage_eval(m, 0, 3, &hw, &o, &st, &e), PL_OK);
     CU_ASSERT_DOUBLE_EQUAL(st.f_s, 0.002 + 0.004001 + 0.008, 1e-12);
@@ -98,6 +99,7 @@ static void test_stage_bytes(void) {
             CU_ASSERT_DOUBLE_EQUAL(x.f_s, y.f_s, 1e-12);
             CU_ASSERT_DOUBLE_EQUAL(x.i_s, y.i_s, 1e-12);
             CU_ASSERT_DOUBLE_EQUAL(x.w_s, y.w_s, 1e-12);
+            CU_ASSERT_DOUBLE_EQUAL(x.i_last_s, y.i_last_s, 1e-12);
             CU_ASSERT_EQUAL(x.param_bytes, y.param_bytes);
             CU_ASSERT_EQUAL(x.in_bytes, y.in_bytes);
             CU_ASSERT_EQUAL(x.out_bytes, y.out_bytes);

@@ -1474,6 +1474,14 @@ static void test_profile_between(void) {
             CU_ASSERT(warm ? ax[k] > 0 && w0->f_again_s > 0 : ax[k] == 0);
             if (warm) CU_ASSERT_DOUBLE_EQUAL(ag[3 + k], ax[k] / x1f[k], 1e-6 * ag[3 + k]);
         }
+        /* the I of the last block next to its forward: timed by every worker, and its ratio to
+         * the worker's I read back */
+        double nx[2];
+        CU_ASSERT(w0->i_next_s > 0 && w1->i_next_s > 0);
+        CU_ASSERT_EQUAL(exec_profile_worker_next(csv.data, csv.len, 2, nx), 0);
+        CU_ASSERT_DOUBLE_EQUAL(nx[0], w0->i_next_s / w0->i_s, 1e-6 * nx[0]);
+        CU_ASSERT_DOUBLE_EQUAL(nx[1], w1->i_next_s / w1->i_s, 1e-6 * nx[1]);
+        CU_ASSERT_EQUAL(exec_profile_worker_next(csv.data, csv.len, 3, nx), -1); /* a worker missing */
         pl_buf_free(&csv);
         exec_result_free(&plain);
         exec_result_free(&prof);
@@ -1536,6 +1544,23 @@ static void test_profile_reuse_lines(void) {
     CU_ASSERT_EQUAL(exec_profile_worker_first(again, strlen(again), 2, fi, fr), 0); /* still read */
     CU_ASSERT_DOUBLE_EQUAL(fr[0], 0.75, 1e-15);
     CU_ASSERT_EQUAL(exec_profile_worker_again(again, strlen(again), 3, ag), -1); /* a worker missing */
+    /* the I next to its forward: its ratio to the worker's I; lines without it (all above) leave
+     * the term off, and the again times are still read beside it */
+    double nx[2];
+    CU_ASSERT_EQUAL(exec_profile_worker_next(again, strlen(again), 2, nx), -1);
+    const char *next = "# pipelab-exec worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4 bwd_in0_s=1 bwd_in_hot_s=1 "
+                       "bwd_w_hot_s=2.4 fwd_first_s=1.5 bwd_in_first_s=2.5 bwd_w_first_s=6 fwd_rest_s=0.75 "
+                       "bwd_in_rest_s=1.5 bwd_w_rest_s=2.25 fwd_again_s=0.5 bwd_in_again_s=1 bwd_w_again_s=2.4 "
+                       "bwd_in_next_s=1.5\n"
+                       "# pipelab-exec worker=1 core=1 fwd_s=2 bwd_in_s=2 bwd_w_s=3 step_s=5 bwd_in0_s=1 bwd_in_hot_s=1.5 "
+                       "bwd_w_hot_s=3 fwd_first_s=3 bwd_in_first_s=2 bwd_w_first_s=3 fwd_rest_s=1 bwd_in_rest_s=2 "
+                       "bwd_w_rest_s=3 fwd_again_s=1.5 bwd_in_again_s=2 bwd_w_again_s=1.5 bwd_in_next_s=1.8\n";
+    CU_ASSERT_EQUAL(exec_profile_worker_next(next, strlen(next), 2, nx), 0);
+    CU_ASSERT_DOUBLE_EQUAL(nx[0], 0.75, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(nx[1], 0.9, 1e-15);
+    CU_ASSERT_EQUAL(exec_profile_worker_again(next, strlen(next), 2, ag), 0);
+    CU_ASSERT_DOUBLE_EQUAL(ag[5], 0.5, 1e-15);
+    CU_ASSERT_EQUAL(exec_profile_worker_next(next, strlen(next), 3, nx), -1); /* a worker missing */
 }
 
 /* The pass-length factors of a series whose units take 0.5 ms by the profile's medians and whose

@@ -140,6 +140,54 @@ static void test_uniform_equals_basic(void) {
     cost_model_free(m);
 }
 
+/* Full recomputation on the uniform model (per stage tF = 1, tB = 2.5, I of a layer 0.625): GPipe
+ * meets (m + p - 1)(tF + tB + rerun) with the rerun tF, and with sim_model.rerun_next at ratio r
+ * the rerun is tF less (1 - r) times its stage's last layer's I, 0.625: at r = 0.6, 0.75; at r = 1
+ * bit for bit the time without the term. A stage's own ratio moves only its own backwards: 1F1B's
+ * last stage at r = 0.6 alone busies its rank 0.25 s less per microbatch, the others not at all. */
+static void test_rerun_next(void) {
+    cost_model *m = open_model("uniform:layers=8,fwd_s=0.5,bwd_s=1.25");
+    if (!m) return;
+    const int p = 4, mb = 8;
+    const char *kinds[] = {"gpipe", "1f1b"};
+    for (int k = 0; k < 2; k++) {
+        sched *s = gen_lowered(kinds[k], p, mb, 0, SCHED_RECOMPUTE_FULL);
+        if (!s) continue;
+        pl_err e;
+        pl_err_clear(&e);
+        sim_model sm;
+        CU_ASSERT_EQUAL_FATAL(sim_model_init(&sm, s, m, NULL, NULL, NULL, &e), PL_OK);
+        NEAR(sm.stage[p - 1].i_last_s, 0.625);
+        sim_config c;
+        sim_config_init(&c);
+        sim_model_config(&sm, &c);
+        double busy[3][4], iter[3];
+        const double all[4] = {0.6, 0.6, 0.6, 0.6}, one[4] = {1, 1, 1, 0.6}, ones[4] = {1, 1, 1, 1};
+        const double *ratio[4] = {NULL, k ? one : all, ones};
+        for (int t = 0; t < 3; t++) {
+            sm.rerun_next = ratio[t];
+            sim_costs costs = sim_model_costs(&sm);
+            sim_result r;
+            CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &c, &r, &e), PL_OK);
+            iter[t] = r.iteration_time_s;
+            for (int q = 0; q < p; q++) busy[t][q] = r.rank[q].busy_s;
+            sim_result_free(&r);
+        }
+        if (k == 0) {
+            NEAR(iter[0], (mb + p - 1) * (1.0 + 2.5 + 1.0));
+            NEAR(iter[1], (mb + p - 1) * (1.0 + 2.5 + 0.75));
+        } else {
+            for (int q = 0; q < p - 1; q++) CU_ASSERT_DOUBLE_EQUAL(busy[1][q], busy[0][q], 0);
+            NEAR(busy[0][p - 1] - busy[1][p - 1], mb * 0.25);
+        }
+        CU_ASSERT_DOUBLE_EQUAL(iter[2], iter[0], 0);
+        sm.rerun_next = NULL;
+        sim_model_free(&sm);
+        sched_free(s);
+    }
+    cost_model_free(m);
+}
+
 /* Two ranks, 1F1B, one microbatch: F0 | transfer | F1 B1 | transfer | B0, makespan
  * 2 tF + 2 tB + 2 t. With 1e6 boundary bytes, intra link (1e9 B/s, 1 ms) t = 2 ms, inter link
  * (1e8 B/s, 2 ms) t = 12 ms: devices_per_node 2 (one node) vs 1 (two nodes) differ by 20 ms.
@@ -515,6 +563,7 @@ done:
 void sim_model_tests_register(void) {
     static const pl_test_case cases[] = {
         {"uniform model equals flag costs", test_uniform_equals_basic},
+        {"full recomputation: the rerun less what it saves the next I", test_rerun_next},
         {"transfer topology", test_transfer_topology},
         {"memory matches cost_schedule_memory", test_memory_matches_cost},
         {"partition errors", test_partition_errors},
