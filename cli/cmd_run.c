@@ -556,8 +556,9 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
         st->have_alt[3 + k] = rc == PL_OK;
         snprintf(st->tag_alt[3 + k], sizeof st->tag_alt[3 + k], "%s%s", tag, alone_suffix[k]);
     }
-    /* without the I next to its recomputed forward, stored beside: what it moved */
-    if (rc == PL_OK && np && st->s->recompute == SCHED_RECOMPUTE_FULL) {
+    /* without the I next to its recomputed forward, stored beside: what it moved (none when the
+     * prediction does not price it: under --terms) */
+    if (rc == PL_OK && cli_run_terms_next_on(main_terms) && st->s->recompute == SCHED_RECOMPUTE_FULL) {
         cli_run_terms off = *main_terms;
         off.next = NULL;
         rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &off, &st->pr_alt[6], e);

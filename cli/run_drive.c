@@ -216,8 +216,9 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
     if (rc == PL_OK && cli_allreduce_link("run", m, (int)tr, replicated, "0 (free links)", &link) >= 0)
         sm.allreduce_link = &link;
     /* the I next to its recomputed forward, per stage from its rank */
-    double *next = t->next && !t->reuse_i && rc == PL_OK ? pl_calloc((size_t)sm.stages, sizeof *next) : NULL;
-    if (t->next && !t->reuse_i && rc == PL_OK && !next) rc = pl_errf(e, PL_ENOMEM, "out of memory");
+    double *next = NULL;
+    if (rc == PL_OK && cli_run_terms_next_on(t) && !(next = pl_calloc((size_t)sm.stages, sizeof *next)))
+        rc = pl_errf(e, PL_ENOMEM, "out of memory");
     for (int q = 0; next && q < sm.stages; q++) next[q] = t->next[s->stage_rank[q]];
     sm.rerun_next = next;
     /* the reuse-distance, first-touch and again terms */

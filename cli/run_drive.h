@@ -110,6 +110,10 @@ typedef struct cli_run_terms {
      * (which scales all of that I already): off */
     const double *next;
 } cli_run_terms;
+/* Returns 1 when t prices the I next to its recomputed forward (cli_run_terms.next). */
+static inline int cli_run_terms_next_on(const cli_run_terms *t) {
+    return t->next && !t->reuse_i;
+}
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,
                     const cli_run_terms *terms, sim_result *r, pl_err *e);
 
