@@ -43,7 +43,7 @@ typedef struct sim_costs {
     /* Optional (NULL = compute_s of F): the time full recomputation adds to a backward (B or I)
      * of (stage, mb): the forward it runs again first; less than F where part of the forward is
      * not rerun, or where the rerun leaves the backward's first layer less to fetch
-     * (sim_model.rerun_next). */
+     * (sim_model.rerun_next; then it may be negative, and only the backward's sum is checked). */
     double (*rerun_s)(void *ctx, int stage, int mb);
     /* Optional (NULL = none): the sender's own time in a SEND of bytes from src_rank to dst_rank
      * (an executor's copy into its transport), which holds the sender's compute stream while the
@@ -335,9 +335,10 @@ typedef struct sim_model {
                                     * starts by running the stage's forward again, and the I of
                                     * the last layer follows it with nothing between (weights and
                                     * activations in cache), so the rerun callback prices the
-                                    * rerun less (1 - rerun_next[q]) i_last_s (the profile's
-                                    * bwd_in_next_s; cli_run_predict); set after sim_model_init,
-                                    * not owned */
+                                    * rerun less (f - rerun_next[q]) i_last_s, f the factor the
+                                    * reuse terms give that backward's I (1 without them; the
+                                    * profile's bwd_in_next_s; cli_run_predict); set after
+                                    * sim_model_init, not owned */
     const struct sim_reuse *reuse; /* NULL = one time per kind; else the reuse-distance term
                                     * (sim_reuse.c) picks each backward's time; set after
                                     * sim_model_init, not owned */

@@ -148,12 +148,15 @@ static double model_compute(void *ctx, int q, sched_kind k, int mb) {
 
 /* Returns the time full recomputation adds to a backward of stage q: the forward it runs
  * again (cost_stage.rerun_s), less what that saves the I of the stage's last layer right after
- * it (sim_model.rerun_next). */
+ * it (sim_model.rerun_next). That I takes its own measured ratio in place of the factor the
+ * reuse-distance terms give the backward's other I (model_compute), so the backward's sum stays
+ * positive whatever the ratios: the rerun alone may not be. */
 static double model_rerun(void *ctx, int q, int mb) {
-    (void)mb;
     const sim_model *sm = ctx;
     const cost_stage *st = &sm->stage[q];
-    return st->rerun_s - (sm->rerun_next ? (1 - sm->rerun_next[q]) * st->i_last_s : 0);
+    if (!sm->rerun_next) return st->rerun_s;
+    double fi = sm->reuse && st->i_s > 0 ? sim_reuse_time(sm->reuse, st, q, SCHED_I, mb) / st->i_s : 1;
+    return st->rerun_s - (fi - sm->rerun_next[q]) * st->i_last_s;
 }
 
 /* Returns the bytes crossing the cut after stage q (its output; the gradient back is as big). */

@@ -53,11 +53,12 @@ static char *traced_actions(const char *dir, const char *kind, const char *polic
     snprintf(cmd, sizeof cmd,
              "for r in %s; do '%s' run --kind %s --ranks 2 --microbatches 4 --recompute $r "
              "--model mlp:width=32,depth=4,microbatch=4 --timed 3 --profile-timing between --profile-reps 4 --trace "
-             "--oversubscribe --tag %s --db %s/%s.db --format csv >/dev/null 2>&1 || exit 1; done "
+             "--oversubscribe --tag %s --db %s/%s.db --format csv >/dev/null 2>%s/%s.err || { cat %s/%s.err; exit 1; }; done "
              "&& '%s' compare --db %s/%s.db --tag %s --actions 2>&1",
-             policies, PIPELAB_BIN, kind, tag, dir, tag, PIPELAB_BIN, dir, tag, tag);
+             policies, PIPELAB_BIN, kind, tag, dir, tag, dir, tag, dir, tag, PIPELAB_BIN, dir, tag, tag);
     char *out = NULL;
     if (pl_test_run(cmd, &out) != 0) {
+        fprintf(stderr, "traced_actions(%s, %s): failed:\n%s\n", kind, policies, out ? out : "(no output)");
         free(out);
         return NULL;
     }

@@ -188,6 +188,48 @@ static void test_rerun_next(void) {
     cost_model_free(m);
 }
 
+/* The I next to its recomputed forward under a reuse term: that I takes its own ratio r in place
+ * of the factor the term gives the backward's other I. GPipe on a uniform model whose forward is
+ * short (per stage tF = 0.1, I and W 1.25, the last layer's I 0.625), every I and W at 0.1 by the
+ * first-touch term and r = 0.01: each backward is 0.125 (I) + 0.125 (W) + 0.1 (the rerun) less
+ * (0.1 - 0.01) 0.625, and the iteration (m + p - 1)(tF + that). Less (1 - r) 0.625 instead, the
+ * backward would be negative and the prediction fail. */
+static void test_rerun_next_terms(void) {
+    cost_model *m = open_model("uniform:layers=8,fwd_s=0.05,bwd_s=1.25");
+    sched *s = gen_lowered("gpipe", 4, 8, 0, SCHED_RECOMPUTE_FULL);
+    if (!m || !s) goto out;
+    const int p = 4, mb = 8;
+    pl_err e;
+    pl_err_clear(&e);
+    sim_model sm;
+    CU_ASSERT_EQUAL_FATAL(sim_model_init(&sm, s, m, NULL, NULL, NULL, &e), PL_OK);
+    sim_reuse reuse;
+    CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&reuse, s, &e), PL_OK);
+    reuse.hot_on = 0;
+    reuse.first_on = 1;
+    for (int q = 0; q < p; q++)
+        for (int c = 0; c < SIM_FIRST_KINDS; c++)
+            reuse.first[SIM_FIRST_KINDS * q + c] = reuse.rest[SIM_FIRST_KINDS * q + c] = c ? 0.1 : 1;
+    const double r[4] = {0.01, 0.01, 0.01, 0.01};
+    sm.reuse = &reuse;
+    sm.rerun_next = r;
+    sim_config c;
+    sim_config_init(&c);
+    sim_model_config(&sm, &c);
+    sim_costs costs = sim_model_costs(&sm);
+    sim_result res;
+    CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &c, &res, &e), PL_OK);
+    NEAR(res.iteration_time_s, (mb + p - 1) * (0.1 + 0.125 + 0.125 + 0.1 - (0.1 - 0.01) * 0.625));
+    sim_result_free(&res);
+    sm.rerun_next = NULL;
+    sm.reuse = NULL;
+    sim_reuse_free(&reuse);
+    sim_model_free(&sm);
+out:
+    sched_free(s);
+    cost_model_free(m);
+}
+
 /* Two ranks, 1F1B, one microbatch: F0 | transfer | F1 B1 | transfer | B0, makespan
  * 2 tF + 2 tB + 2 t. With 1e6 boundary bytes, intra link (1e9 B/s, 1 ms) t = 2 ms, inter link
  * (1e8 B/s, 2 ms) t = 12 ms: devices_per_node 2 (one node) vs 1 (two nodes) differ by 20 ms.
@@ -564,6 +606,7 @@ void sim_model_tests_register(void) {
     static const pl_test_case cases[] = {
         {"uniform model equals flag costs", test_uniform_equals_basic},
         {"full recomputation: the rerun less what it saves the next I", test_rerun_next},
+        {"full recomputation: the next I in place of a reuse term's factor", test_rerun_next_terms},
         {"transfer topology", test_transfer_topology},
         {"memory matches cost_schedule_memory", test_memory_matches_cost},
         {"partition errors", test_partition_errors},
