@@ -191,6 +191,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_FIRST_SUFFIX "-first"
 #define RUN_TAG_AGAIN_SUFFIX "-again"
 #define RUN_TAG_NONEXT_SUFFIX "-nonext"
+#define RUN_TAG_NOAGAINF_SUFFIX "-noagainf"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -205,7 +206,8 @@ typedef struct run_state {
                               * --pass-length-term without it; [2] every F, I, W at the
                               * profile round's time after its first microbatch; [3] [4] [5]
                               * the reuse-distance, first-touch and again terms each alone; [6]
-                              * without the I next to its recomputed forward */
+                              * without the I next to its recomputed forward; [7] without the
+                              * again term's forwards */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -500,6 +502,15 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int reuse = ri && exec_profile_worker_reuse(text, t->len, st->s->ranks, ri, rw) == 0;
     int first = ri && exec_profile_worker_first(text, t->len, st->s->ranks, fi, fr) == 0;
     int again = ri && exec_profile_worker_again(text, t->len, st->s->ranks, ag) == 0;
+    /* the again term's forwards alone, in every prediction: an F right after an F of its stage on
+     * a rank with several (docs/validate_cpu.md, "Again: the same kind only"); its I and W stay
+     * with the other terms */
+    double *agf = pl_calloc(SIM_FIRST_KINDS * R, sizeof *agf);
+    for (size_t k = 0; agf && again && k < R; k++) {
+        agf[SIM_FIRST_KINDS * k] = ag[SIM_FIRST_KINDS * k];
+        agf[SIM_FIRST_KINDS * k + 1] = agf[SIM_FIRST_KINDS * k + 2] = 1;
+    }
+    const double *afp = again ? agf : NULL;
     /* the I next to its recomputed forward when the worker lines time it: in every prediction
      * (docs/validate_cpu.md, "The I next to its recomputed forward") */
     double *nx = pl_calloc(R, sizeof *nx);
@@ -511,7 +522,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int windows = wrc == 0;
     const double *wp = windows && o->pass_length ? win : NULL;
     const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, again ? ag : NULL, wp, np};
-    const cli_run_terms base = {NULL, NULL, NULL, NULL, NULL, wp, np};
+    const cli_run_terms base = {NULL, NULL, NULL, NULL, afp, wp, np};
     const double *steps = per_rank ? rank_step : NULL;
     const cli_run_terms *main_terms = o->terms ? &terms : &base, *alt_terms = o->terms ? &base : &terms;
     cli_run_terms toggled = *main_terms;
@@ -519,7 +530,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int rc = wrc == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed pass-length line (# " EXEC_PROFILE_META
                                  " windows worker=W first_ms=1 factors= and %d positive numbers)",
                                  st->profile_src, bad_line, EXEC_WINDOWS)
-             : ri && win && nx ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
+             : ri && win && nx && agf ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     st->have_pred = rc == PL_OK;
     const char *tag = o->tag ? o->tag : "";
     if (rc == PL_OK && (reuse || first || again)) {
@@ -565,6 +576,16 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
         st->have_alt[6] = rc == PL_OK;
         snprintf(st->tag_alt[6], sizeof st->tag_alt[6], "%s%s", tag, RUN_TAG_NONEXT_SUFFIX);
     }
+    /* without the again term's forwards, stored beside: what they moved (none when no rank holds
+     * several stages, or under --terms, whose again term times every kind) */
+    if (rc == PL_OK && main_terms->again == afp && afp) {
+        cli_run_terms off = *main_terms;
+        off.again = NULL;
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &off, &st->pr_alt[7], e);
+        st->have_alt[7] = rc == PL_OK;
+        snprintf(st->tag_alt[7], sizeof st->tag_alt[7], "%s%s", tag, RUN_TAG_NOAGAINF_SUFFIX);
+    }
+    free(agf);
     free(rank_step);
     free(ri);
     free(win);

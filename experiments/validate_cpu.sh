@@ -435,6 +435,7 @@ if [ -f "$DB" ]; then
     other_prediction -first "with the first-touch term alone"
     other_prediction -again "with the again term alone (only the runs whose ranks hold several stages)"
     other_prediction -nonext "without the I next to its recomputed forward (only the runs under full recomputation)"
+    other_prediction -noagainf "without the again term's forwards (only the runs whose ranks hold several stages)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"

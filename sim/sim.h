@@ -364,9 +364,10 @@ typedef struct sim_model {
  * the first of its kind takes first / rest on top of its distance-0 ratio.
  *
  * Again: on a rank that holds several stages, an F, I or W (a B: both parts) whose rank's
- * previous compute was on the same stage finds that stage's weights (and gradients) in cache,
- * as the profile's rounds do not: they run all of a worker's blocks between two uses of a block,
- * as a rank with one stage does. With `again_on`, each such action that is not at distance 0
+ * previous compute was the same kind on the same stage (an I or W after a B too) finds that
+ * stage's weights (and gradients) in cache, as the profile's rounds do not: they run all of a
+ * worker's blocks between two uses of a block, as a rank with one stage does. An F right after
+ * the stage's B is not again: the runs show it no faster. With `again_on`, each such action that is not at distance 0
  * takes its stage's time times again[3 q + c] instead of its first-touch factor (the profile
  * times the kind right after the same kind for another microbatch over half the worker's
  * blocks, after its round: warm, as the round's later microbatches, exec_profile_worker_again).

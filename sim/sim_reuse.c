@@ -130,34 +130,29 @@ static void mark_hot(sim_reuse *r, const sched *s) {
     }
 }
 
-/* What a compute part of kind `kind` streams: F and I the stage's weights, W its gradient
- * accumulators (it reads no weight), B both. */
-enum { STREAMS_WEIGHTS = 1, STREAMS_GRADS = 2 };
-static int streams(int kind) {
-    return kind_flags(kind, STREAMS_WEIGHTS, STREAMS_WEIGHTS, STREAMS_GRADS);
-}
-
 /* The rank's previous compute part, for again_part. */
 typedef struct again_prev {
     int q, kind;
 } again_prev;
 
-/* mark_again's part: an F or I again when the rank's previous part was on its stage and streamed
- * its weights, a W when it streamed its gradients (a B: each half by its own). */
+/* mark_again's part: an F again when the rank's previous part was an F on its stage, an I when it
+ * was an I or a B there, a W when it was a W or a B there (a B: each half by its own). The same
+ * kind only, as the profile times it: on a rank with several stages an F right after a B on its
+ * stage ran no faster than one after another stage's work, where one right after an F did
+ * (interleaved and looped-bfs, width 768 on 16 rows: 2.87 ms against 2.88 and 2.71 on rank 0;
+ * docs/validate_cpu.md, "Again: the same kind only"). */
 static void again_part(sim_reuse *r, const sched *s, int q, int64_t mb, int kind, void *ctx) {
     again_prev *prev = ctx;
     uint8_t *h = flags_at(r, s, q, mb);
-    int warm = q == prev->q ? streams(prev->kind) : 0;
-    if (h)
-        *h |= (uint8_t)kind_flags(kind, warm & STREAMS_WEIGHTS ? SIM_AGAIN_F : 0, warm & STREAMS_WEIGHTS ? SIM_AGAIN_I : 0,
-                                  warm & STREAMS_GRADS ? SIM_AGAIN_W : 0);
+    int was = q == prev->q ? kind_flags(prev->kind, SIM_AGAIN_F, SIM_AGAIN_I, SIM_AGAIN_W) : 0;
+    if (h) *h |= (uint8_t)(was & kind_flags(kind, SIM_AGAIN_F, SIM_AGAIN_I, SIM_AGAIN_W));
     prev->q = q;
     prev->kind = kind;
 }
 
 /* Marks, on every rank that holds more than one stage, each compute part whose rank's previous
- * compute part (an OVERLAP's forward half for its backward half) was on the same stage and
- * streamed what it streams (again_part). */
+ * compute part (an OVERLAP's forward half for its backward half) was of the same kind on the same
+ * stage (again_part). */
 static void mark_again(sim_reuse *r, const sched *s) {
     for (int k = 0; k < s->ranks; k++) {
         int several = 0;
