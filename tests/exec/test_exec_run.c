@@ -444,8 +444,9 @@ static void test_run_profile_between(void) {
              PIPELAB_BIN, db);
     CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
     /* (no again term: gpipe holds one stage per rank, and its profile times no again samples) */
-    static const char *const tags[] = {"with", "with-nopasslen", "with-passlen", "with-rest", "with-reuse", "with-first", "with-again"};
-    static const size_t want_n[] = {2, 1, 0, 1, 1, 1, 0};
+    static const char *const tags[] = {"with", "with-nopasslen", "with-passlen", "with-rest", "with-reuse", "with-first", "with-again",
+                                       "with-noagainf"};
+    static const size_t want_n[] = {2, 1, 0, 1, 1, 1, 0, 0};
     for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
         CU_ASSERT_EQUAL(store_list_runs(s, tags[i], 0, &alt, &na, &e), PL_OK);
         CU_ASSERT_EQUAL(na, want_n[i]);
@@ -464,6 +465,67 @@ static void test_run_profile_between(void) {
         CU_ASSERT(out && strstr(out, "profile") != NULL);
         free(out);
     }
+    free(db);
+    free(csv);
+    free(dir);
+}
+
+/* The again term's forwards are in every prediction. looped-bfs on 2 ranks, m 4, two stages a
+ * rank of one block each: on each stage the F of microbatches 1-3 follows the F of the one before
+ * on the same stage, and takes the ratio of its rank's again F to its F (the profile's
+ * fwd_again_s / fwd_s, exec_profile_worker_again); the other F, and every B, keep the block's
+ * times. So the prediction stored beside without them (TAG-noagainf) has each rank busier by
+ * exactly 2 stages x 3 forwards x (1 - ratio) x its F. */
+static void test_run_again_forwards(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "again.db");
+    char *csv = pl_test_path(dir, "again.csv");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s run --kind looped-bfs --chunks 2 --ranks 2 --microbatches 4 " SMALL " --tag ag --db %s --save-profile %s",
+             PIPELAB_BIN, db, csv);
+    char *out = NULL;
+    int rc = sh(cmd, &out);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    free(out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    char *text = NULL;
+    size_t len = 0;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(pl_read_file(csv, 1 << 20, &text, &len, &e), PL_OK);
+    double ag[3 * 2], step[2];
+    CU_ASSERT_EQUAL(exec_profile_worker_again(text, len, 2, ag), 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_steps(text, len, 2, step), 0);
+    /* each worker's F */
+    double f[2] = {0, 0};
+    for (const char *l = text; (l = strstr(l, "# pipelab-exec worker=")) != NULL; l++) {
+        int w;
+        double fw;
+        if (sscanf(l, "# pipelab-exec worker=%d core=%*d fwd_s=%lf", &w, &fw) == 2 && w >= 0 && w < 2) f[w] = fw;
+    }
+    free(text);
+    store *s = NULL;
+    store_run *runs = NULL, *off = NULL;
+    const store_run *meas = NULL, *sim = NULL;
+    size_t noff = 0;
+    open_pair(db, "ag", &s, &runs, &meas, &sim);
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "ag-noagainf", 0, &off, &noff, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(noff, 1);
+    store_rank_metric *rm = NULL, *ro = NULL;
+    int nr = 0, no = 0;
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, sim->id, &rm, &nr, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, off[0].id, &ro, &no, &e), PL_OK);
+    CU_ASSERT_EQUAL(nr, 2);
+    CU_ASSERT_EQUAL(no, 2);
+    for (int q = 0; q < nr && q < no && q < 2; q++) {
+        CU_ASSERT(f[q] > 0 && ag[3 * q] > 0 && ag[3 * q] != 1);
+        double want = 2 * 3 * (1 - ag[3 * q]) * f[q];
+        CU_ASSERT_DOUBLE_EQUAL(ro[q].busy_s - rm[q].busy_s, want, 1e-6 * ro[q].busy_s);
+    }
+    free(rm);
+    free(ro);
+    store_runs_free(off, noff);
+    store_runs_free(runs, 2);
+    store_close(s);
     free(db);
     free(csv);
     free(dir);
@@ -990,6 +1052,7 @@ void exec_test_run_register(void) {
         {"a failing run exits 1 and stores nothing", test_run_fault_stores_nothing},
         {"a model that does not fit is refused up front", test_run_model_too_big},
         {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
+        {"the again term's forwards: in the prediction, and without them beside", test_run_again_forwards},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"a stored run carries its schedule and profile files", test_run_stores_inputs},
         {"a run's host probe: CSV columns and stored params agree", test_run_host_probe},
