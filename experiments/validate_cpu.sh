@@ -46,7 +46,9 @@
 # its prediction with every F, I, W at the time of a profile round's microbatches after its first
 # (tag validate_cpu-rest); the summary then repeats the targets and the per-class errors against
 # those predictions, and against each of the reuse-distance, first-touch and again terms alone
-# (tags validate_cpu-reuse, -first, -again; the again term only where a rank holds several stages).
+# (tags validate_cpu-reuse, -first, -again; the again term only where a rank holds several stages),
+# the prediction without the I next to its recomputed forward (-nonext, full recomputation) and
+# the one without the again term's forwards (-noagainf, where a rank holds several stages).
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
