@@ -317,6 +317,18 @@ static void test_run_stores_pair(void) {
     free(dir);
 }
 
+/* Runs `pipelab run SCHED SMALL --tag TAG --db DB --save-profile CSV` (its profile between the
+ * passes), which must exit 0; returns its output (free it), printed when it failed. */
+static char *run_saving_profile(const char *sched, const char *tag, const char *db, const char *csv) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s run %s " SMALL " --tag %s --db %s --save-profile %s", PIPELAB_BIN, sched, tag, db, csv);
+    char *out = NULL;
+    int rc = sh(cmd, &out);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    return out;
+}
+
 /* `pipelab run` profiles between the passes by default: the saved profile's block rows hold the
  * times of the worker of the rank that holds the block (its "# pipelab-exec worker=" line; the
  * model's first block its I0), the prediction, without the pass-length term by default, has
@@ -335,12 +347,7 @@ static void test_run_profile_between(void) {
     char *db = pl_test_path(dir, "between.db");
     char *csv = pl_test_path(dir, "between.csv");
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag between --db %s --save-profile %s",
-             PIPELAB_BIN, db, csv);
-    char *out = NULL;
-    int rc = sh(cmd, &out);
-    if (rc != 0) fprintf(stderr, "%s\n", out);
-    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    char *out = run_saving_profile("--kind gpipe --ranks 2 --microbatches 4", "between", db, csv);
     CU_ASSERT(strstr(out, "between the passes") != NULL);
     free(out);
     /* each worker's line, then the block rows */
@@ -480,14 +487,7 @@ static void test_run_again_forwards(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "again.db");
     char *csv = pl_test_path(dir, "again.csv");
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s run --kind looped-bfs --chunks 2 --ranks 2 --microbatches 4 " SMALL " --tag ag --db %s --save-profile %s",
-             PIPELAB_BIN, db, csv);
-    char *out = NULL;
-    int rc = sh(cmd, &out);
-    if (rc != 0) fprintf(stderr, "%s\n", out);
-    free(out);
-    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    free(run_saving_profile("--kind looped-bfs --chunks 2 --ranks 2 --microbatches 4", "ag", db, csv));
     char *text = NULL;
     size_t len = 0;
     pl_err e;
