@@ -191,7 +191,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_FIRST_SUFFIX "-first"
 #define RUN_TAG_AGAIN_SUFFIX "-again"
 #define RUN_TAG_NONEXT_SUFFIX "-nonext"
-#define RUN_TAG_NOAGAINF_SUFFIX "-noagainf"
+#define RUN_TAG_AGAINF_SUFFIX "-againf"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -206,7 +206,7 @@ typedef struct run_state {
                               * --pass-length-term without it; [2] every F, I, W at the
                               * profile round's time after its first microbatch; [3] [4] [5]
                               * the reuse-distance, first-touch and again terms each alone; [6]
-                              * without the I next to its recomputed forward; [7] without the
+                              * without the I next to its recomputed forward; [7] with the
                               * again term's forwards */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
@@ -502,9 +502,9 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int reuse = ri && exec_profile_worker_reuse(text, t->len, st->s->ranks, ri, rw) == 0;
     int first = ri && exec_profile_worker_first(text, t->len, st->s->ranks, fi, fr) == 0;
     int again = ri && exec_profile_worker_again(text, t->len, st->s->ranks, ag) == 0;
-    /* the again term's forwards alone, in every prediction: an F right after an F of its stage on
-     * a rank with several (docs/validate_cpu.md, "Again: the same kind only"); its I and W stay
-     * with the other terms */
+    /* the again term's forwards alone: an F right after an F of its stage on a rank with several,
+     * in a prediction stored beside (docs/validate_cpu.md, "Again: the same kind only": they bring
+     * the forwards closer, and the iteration times no closer) */
     double *agf = pl_calloc(SIM_FIRST_KINDS * R, sizeof *agf);
     for (size_t k = 0; agf && again && k < R; k++) {
         agf[SIM_FIRST_KINDS * k] = ag[SIM_FIRST_KINDS * k];
@@ -522,7 +522,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int windows = wrc == 0;
     const double *wp = windows && o->pass_length ? win : NULL;
     const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, again ? ag : NULL, wp, np};
-    const cli_run_terms base = {NULL, NULL, NULL, NULL, afp, wp, np};
+    const cli_run_terms base = {NULL, NULL, NULL, NULL, NULL, wp, np};
     const double *steps = per_rank ? rank_step : NULL;
     const cli_run_terms *main_terms = o->terms ? &terms : &base, *alt_terms = o->terms ? &base : &terms;
     cli_run_terms toggled = *main_terms;
@@ -576,14 +576,14 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
         st->have_alt[6] = rc == PL_OK;
         snprintf(st->tag_alt[6], sizeof st->tag_alt[6], "%s%s", tag, RUN_TAG_NONEXT_SUFFIX);
     }
-    /* without the again term's forwards, stored beside: what they moved (none when no rank holds
+    /* with the again term's forwards, stored beside: what they move (none when no rank holds
      * several stages, or under --terms, whose again term times every kind) */
-    if (rc == PL_OK && main_terms->again == afp && afp) {
-        cli_run_terms off = *main_terms;
-        off.again = NULL;
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &off, &st->pr_alt[7], e);
+    if (rc == PL_OK && !main_terms->again && afp) {
+        cli_run_terms with = *main_terms;
+        with.again = afp;
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &with, &st->pr_alt[7], e);
         st->have_alt[7] = rc == PL_OK;
-        snprintf(st->tag_alt[7], sizeof st->tag_alt[7], "%s%s", tag, RUN_TAG_NOAGAINF_SUFFIX);
+        snprintf(st->tag_alt[7], sizeof st->tag_alt[7], "%s%s", tag, RUN_TAG_AGAINF_SUFFIX);
     }
     free(agf);
     free(rank_step);

@@ -452,7 +452,7 @@ static void test_run_profile_between(void) {
     CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
     /* (no again term: gpipe holds one stage per rank, and its profile times no again samples) */
     static const char *const tags[] = {"with", "with-nopasslen", "with-passlen", "with-rest", "with-reuse", "with-first", "with-again",
-                                       "with-noagainf"};
+                                       "with-againf"};
     static const size_t want_n[] = {2, 1, 0, 1, 1, 1, 0, 0};
     for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
         CU_ASSERT_EQUAL(store_list_runs(s, tags[i], 0, &alt, &na, &e), PL_OK);
@@ -477,11 +477,11 @@ static void test_run_profile_between(void) {
     free(dir);
 }
 
-/* The again term's forwards are in every prediction. looped-bfs on 2 ranks, m 4, two stages a
- * rank of one block each: on each stage the F of microbatches 1-3 follows the F of the one before
- * on the same stage, and takes the ratio of its rank's again F to its F (the profile's
- * fwd_again_s / fwd_s, exec_profile_worker_again); the other F, and every B, keep the block's
- * times. So the prediction stored beside without them (TAG-noagainf) has each rank busier by
+/* The again term's forwards alone, in a prediction stored beside (TAG-againf). looped-bfs on 2
+ * ranks, m 4, two stages a rank of one block each: on each stage the F of microbatches 1-3
+ * follows the F of the one before on the same stage, and takes the ratio of its rank's again F to
+ * its F (the profile's fwd_again_s / fwd_s, exec_profile_worker_again); the other F, and every B,
+ * keep the block's times. So the run's own prediction has each rank busier than TAG-againf by
  * exactly 2 stages x 3 forwards x (1 - ratio) x its F. */
 static void test_run_again_forwards(void) {
     char *dir = pl_test_tmpdir();
@@ -508,7 +508,7 @@ static void test_run_again_forwards(void) {
     const store_run *meas = NULL, *sim = NULL;
     size_t noff = 0;
     open_pair(db, "ag", &s, &runs, &meas, &sim);
-    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "ag-noagainf", 0, &off, &noff, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "ag-againf", 0, &off, &noff, &e), PL_OK);
     CU_ASSERT_EQUAL_FATAL(noff, 1);
     store_rank_metric *rm = NULL, *ro = NULL;
     int nr = 0, no = 0;
@@ -519,7 +519,7 @@ static void test_run_again_forwards(void) {
     for (int q = 0; q < nr && q < no && q < 2; q++) {
         CU_ASSERT(f[q] > 0 && ag[3 * q] > 0 && ag[3 * q] != 1);
         double want = 2 * 3 * (1 - ag[3 * q]) * f[q];
-        CU_ASSERT_DOUBLE_EQUAL(ro[q].busy_s - rm[q].busy_s, want, 1e-6 * ro[q].busy_s);
+        CU_ASSERT_DOUBLE_EQUAL(rm[q].busy_s - ro[q].busy_s, want, 1e-6 * rm[q].busy_s);
     }
     free(rm);
     free(ro);
@@ -1052,7 +1052,7 @@ void exec_test_run_register(void) {
         {"a failing run exits 1 and stores nothing", test_run_fault_stores_nothing},
         {"a model that does not fit is refused up front", test_run_model_too_big},
         {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
-        {"the again term's forwards: in the prediction, and without them beside", test_run_again_forwards},
+        {"the again term's forwards alone: a prediction stored beside", test_run_again_forwards},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"a stored run carries its schedule and profile files", test_run_stores_inputs},
         {"a run's host probe: CSV columns and stored params agree", test_run_host_probe},
