@@ -367,10 +367,11 @@ typedef struct sim_model {
  * previous compute was the same kind on the same stage (an I or W after a B too) finds that
  * stage's weights (and gradients) in cache, as the profile's rounds do not: they run all of a
  * worker's blocks between two uses of a block, as a rank with one stage does. An F right after
- * the stage's B is not again: the runs show it no faster. With `again_on`, each such action that is not at distance 0
- * takes its stage's time times again[3 q + c] instead of its first-touch factor (the profile
- * times the kind right after the same kind for another microbatch over half the worker's
- * blocks, after its round: warm, as the round's later microbatches, exec_profile_worker_again).
+ * the stage's B is not again: the runs show it no faster. With `again_on`, each such action that
+ * is not at distance 0 takes its stage's time times again[3 q + c] instead of its first-touch
+ * factor (the profile times the kind right after the same kind for another microbatch over
+ * half the worker's blocks, after its round: warm, as the round's later microbatches,
+ * exec_profile_worker_again).
  * A rank with one stage has no such actions. */
 enum { SIM_HOT_I = 1, SIM_HOT_W = 2, SIM_FIRST_F = 4, SIM_FIRST_I = 8, SIM_FIRST_W = 16, SIM_FIRST_KINDS = 3,
        SIM_AGAIN_F = 32, SIM_AGAIN_I = 64, SIM_AGAIN_W = 128 };

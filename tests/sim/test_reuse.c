@@ -10,6 +10,7 @@
 #include "pl_test.h"
 #include "pl_sched.h"
 #include "sim.h"
+#include "sim_test.h"
 
 void sim_reuse_tests_register(void);
 
@@ -116,11 +117,7 @@ static void run_1f1b(double ratio, int with, sim_result *out) {
     CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, s, &e), PL_OK);
     for (int q = 0; q < 2; q++) r.i_ratio[q] = r.w_ratio[q] = ratio;
     if (with) sm.reuse = &r;
-    sim_config c;
-    sim_config_init(&c);
-    sim_model_config(&sm, &c);
-    sim_costs costs = sim_model_costs(&sm);
-    CU_ASSERT_EQUAL(sim_run(s, &costs, &c, out, &e), PL_OK);
+    CU_ASSERT_EQUAL(sim_test_run_model(s, &sm, out, &e), PL_OK);
     sim_reuse_free(&r);
     sim_model_free(&sm);
     cost_model_free(m);
@@ -162,12 +159,8 @@ static void test_scale_stage(void) {
         CU_ASSERT_DOUBLE_EQUAL(sm.step_s[1], 0.25 * f[k][1], 1e-15);
         CU_ASSERT_DOUBLE_EQUAL(sm.stage[1].b_recompute_s, 3 * f[k][1], 1e-12); /* B and the rerun F */
         sm.step_s[0] = sm.step_s[1] = 0;
-        sim_config c;
-        sim_config_init(&c);
-        sim_model_config(&sm, &c);
-        sim_costs costs = sim_model_costs(&sm);
         sim_result r;
-        CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &c, &r, &e), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(sim_test_run_model(s, &sm, &r, &e), PL_OK);
         if (k == 0) {
             CU_ASSERT_DOUBLE_EQUAL(r.rank[0].busy_s, 12.0, 1e-12);
             CU_ASSERT_DOUBLE_EQUAL(r.rank[1].busy_s, 18.0, 1e-12);
@@ -263,11 +256,7 @@ static void test_first_run(void) {
             r.rest[i] = 0.5;
         }
         if (v) sm.reuse = &r;
-        sim_config c;
-        sim_config_init(&c);
-        sim_model_config(&sm, &c);
-        sim_costs costs = sim_model_costs(&sm);
-        CU_ASSERT_EQUAL(sim_run(s, &costs, &c, &res[v], &e), PL_OK);
+        CU_ASSERT_EQUAL(sim_test_run_model(s, &sm, &res[v], &e), PL_OK);
         sim_reuse_free(&r);
         sim_model_free(&sm);
     }

@@ -10,6 +10,7 @@
 #include "pl_test.h"
 #include "pl_sched.h"
 #include "sim.h"
+#include "sim_test.h"
 
 void sim_model_tests_register(void);
 
@@ -213,12 +214,8 @@ static void test_rerun_next_terms(void) {
     const double r[4] = {0.01, 0.01, 0.01, 0.01};
     sm.reuse = &reuse;
     sm.rerun_next = r;
-    sim_config c;
-    sim_config_init(&c);
-    sim_model_config(&sm, &c);
-    sim_costs costs = sim_model_costs(&sm);
     sim_result res;
-    CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &c, &res, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(sim_test_run_model(s, &sm, &res, &e), PL_OK);
     NEAR(res.iteration_time_s, (mb + p - 1) * (0.1 + 0.125 + 0.125 + 0.1 - (0.1 - 0.01) * 0.625));
     sim_result_free(&res);
     sm.rerun_next = NULL;
