@@ -163,11 +163,16 @@ static int terms_init(const sched *s, const cli_run_terms *t, sim_reuse *reuse, 
     reuse->hot_on = t->reuse_i && t->reuse_w;
     reuse->first_on = t->first && t->rest;
     reuse->again_on = t->again != NULL;
+    reuse->before_on = t->back && t->reuse_i;
     for (int q = 0; q < s->stages; q++) {
         int k = s->stage_rank[q];
         if (reuse->hot_on) {
             reuse->i_ratio[q] = t->reuse_i[k];
             reuse->w_ratio[q] = t->reuse_w[k];
+        }
+        if (reuse->before_on) {
+            reuse->i_ratio[q] = t->reuse_i[k];
+            reuse->back[q] = t->back[k];
         }
         for (int c = 0; c < SIM_FIRST_KINDS; c++) {
             if (reuse->first_on) {
@@ -223,7 +228,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
     sm.rerun_next = next;
     /* the reuse-distance, first-touch and again terms */
     sim_reuse reuse;
-    int with_reuse = rc == PL_OK && ((t->reuse_i && t->reuse_w) || (t->first && t->rest) || t->again);
+    int with_reuse = rc == PL_OK && ((t->reuse_i && t->reuse_w) || (t->first && t->rest) || t->again || (t->back && t->reuse_i));
     if (with_reuse && (rc = terms_init(s, t, &reuse, e)) == PL_OK) sm.reuse = &reuse;
     with_reuse = with_reuse && rc == PL_OK;
     if (rc == PL_OK) {

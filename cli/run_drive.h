@@ -109,6 +109,10 @@ typedef struct cli_run_terms {
      * of its rank r (exec_profile_worker_next; sim_model.rerun_next); NULL, or reuse_i set
      * (which scales all of that I already): off */
     const double *next;
+    /* [ranks] the kind before (sim.h): with reuse_i, an I right after an F of its stage takes
+     * its rank's reuse_i ratio, and an F right after a B or W of its stage back[r] of its rank r
+     * (exec_profile_worker_back); NULL: off */
+    const double *back;
 } cli_run_terms;
 /* Returns 1 when t prices the I next to its recomputed forward (cli_run_terms.next). */
 static inline int cli_run_terms_next_on(const cli_run_terms *t) {
@@ -120,7 +124,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 /* ---------------------------------------------------------------- results store */
 
 /* The other predictions a run stores beside its own (cli_run_store_info.pred_alt). */
-#define CLI_RUN_ALTS 8
+#define CLI_RUN_ALTS 9
 
 /* What a stored pair of runs carries besides the results. */
 typedef struct cli_run_store_info {

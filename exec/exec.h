@@ -379,7 +379,7 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
  * rank's times onto rank 0's clock) and calls exec_assemble there. */
 #define EXEC_REC_ARRAYS 8
 /* The kinds of times a profile between the passes gives (exec_rank_record.prof_s). */
-#define EXEC_PROF_KINDS 17
+#define EXEC_PROF_KINDS 18
 /* The pass-length term (exec/profile_windows.c): window j lasts EXEC_WINDOW_FIRST_S 2^j. */
 #define EXEC_WINDOWS 13
 #define EXEC_WINDOW_FIRST_S 1e-3
@@ -414,8 +414,9 @@ typedef struct exec_rank_record {
     int has_prof;             /* 1: profiled between the passes (exec_config.profile_between_reps): */
     double prof_s[EXEC_PROF_KINDS]; /* its worker's F, I, W, STEP, I0, IH, WH, then F, I, W of a
                                * round's first microbatch and of its others, then F, I, W again on
-                               * the same blocks (FA, IA, WA), then I next to its forward (IN), of
-                               * one block (medians over its rounds) */
+                               * the same blocks (FA, IA, WA), then I next to its forward (IN), then
+                               * F right after the backwards of the same blocks (FB), of one block
+                               * (medians over its rounds) */
     double window[EXEC_WINDOWS]; /* its worker's pass-length factors (exec_layer_profile.window) */
 } exec_rank_record;
 
@@ -485,6 +486,10 @@ typedef struct exec_layer_profile {
                                 * as the I of the last block of a stage whose backward starts by
                                 * running its forward again (full recomputation); the round's
                                 * I (i_s) has other blocks' work between; 0 = not measured */
+    double f_back_s;           /* F of a block right after the backwards (I, then W) of another
+                                * microbatch on the same blocks, as a 1F1B stage runs its forwards
+                                * after its backwards; the round's F (f_s) runs right after the
+                                * forward of another microbatch, as GPipe's do; 0 = not measured */
     size_t param_bytes;        /* one block's parameters */
     size_t act_out_bytes;      /* what crosses a stage boundary: b x h floats */
     size_t stash_bytes;        /* what one block keeps from F to the backward: its input and its
@@ -592,6 +597,11 @@ int exec_profile_worker_again(const char *text, size_t len, int ranks, double *a
  * w, the ratio of the I of its last block right after that block's own forward to its I
  * (ratio[w]) when every rank's line has it, else -1 (the term is then off). */
 int exec_profile_worker_next(const char *text, size_t len, int ranks, double *ratio);
+
+/* Reads the F after the backwards of the same per-worker lines (fwd_back_s): 0 and, for worker w,
+ * the ratio of its F right after another microbatch's backwards on the same blocks to its F
+ * (ratio[w]) when every rank's line has it, else -1 (the term is then off). */
+int exec_profile_worker_back(const char *text, size_t len, int ranks, double *ratio);
 
 /* Reads the pass-length term of a profile CSV's text[len] (its lines "# pipelab-exec windows
  * worker=W first_ms=1 factors=G0,...", one per worker, which a profile between a run's passes and

@@ -35,7 +35,7 @@
  * medians are over all threads' rounds. It also times the optimizer STEP of one block (the
  * executor's SGD loop, momentum when cfg has it) after every round, and one more microbatch
  * per round whose I runs right after its F and whose W right after that I (reuse distance 0:
- * IH, WH; sim/sim_reuse.c). F, I and W are also summarized by slot: the round's first
+ * IH, WH; its F, right after the round's backwards, FB; sim/sim_reuse.c). F, I and W are also summarized by slot: the round's first
  * microbatch, the first F, I, W of the blocks since the round began (after the previous round's
  * STEP, or after a run's pass and prof_restore), against the others (first-touch term,
  * sim/sim_reuse.c). Reading the CSV's comment lines back: profile_lines.c. */
@@ -250,7 +250,7 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->opens = exec_prof_opens(cfg, threads, again);
     x->nagain = x->rounds * (size_t)x->ga;
     x->mem = exec_lines_alloc(o.all, cfg->small_pages);
-    x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 3 * x->nagain + 1, sizeof(double));
+    x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 3 * x->nhot + 3 * x->nagain + 1, sizeof(double));
     x->wk = pl_calloc((size_t)L, sizeof *x->wk);
     x->sk = pl_calloc(4 * (size_t)L, sizeof *x->sk);
     if (!x->mem || !x->t || !x->wk || !x->sk) {
@@ -285,19 +285,26 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
 
 /* Times round r's microbatch at reuse distance 0 through x's blocks (x->wk, x->gk):
  * its forward from slot 0's input x0 (block k's input and state at + k prof_block_stride), the output
- * at y; untimed), then at once its I from the last block to the first (IH, the first block's
- * with the input gradient, as I's samples), then its W (WH). In the round's other microbatches
- * 1 to 3 forwards come between a block's F and its I, as in most of a pipeline's backwards;
- * here none does, as on a stage whose backward follows its own forward (sim_reuse.c). */
+ * at y; FB: it runs right after the round's backwards of another microbatch on the same blocks,
+ * as a 1F1B stage's forward follows its backward, where the round's F follow forwards), then at
+ * once its I from the last block to the first (IH, the first block's with the input gradient,
+ * as I's samples), then its W (WH). In the round's other microbatches 1 to 3 forwards come
+ * between a block's F and its I, as in most of a pipeline's backwards; here none does, as on a
+ * stage whose backward follows its own forward (sim_reuse.c). */
 static void prof_hot(prof_thread *x, int r, float *x0, float *st0, float *y, float *gb, float *scr,
                      const float *tg) {
     const exec_dims *d = &x->d;
     const int L = x->L;
     size_t bh = (size_t)d->b * d->h, xs = prof_block_stride(d);
     double *ih = x->t + EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + (size_t)r * L, *wh = ih + x->nhot;
+    double *fb = x->t + EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + 3 * x->nagain + (size_t)r * L;
 #define HX(k) (x0 + (size_t)(k) * xs)
 #define HS(k) (st0 + (size_t)(k) * xs)
-    for (int k = 0; k < L; k++) exec_block_fwd(d, x->wk[k], HX(k), HS(k), k + 1 < L ? HX(k + 1) : y);
+    for (int k = 0; k < L; k++) {
+        double t0 = pl_now_s();
+        exec_block_fwd(d, x->wk[k], HX(k), HS(k), k + 1 < L ? HX(k + 1) : y);
+        fb[k] = pl_now_s() - t0;
+    }
     memcpy(gb + (size_t)L * bh, y, bh * sizeof(float));
     exec_mse_grad(d, gb + (size_t)L * bh, tg);
     for (int k = L - 1; k >= 0; k--) {
@@ -625,6 +632,7 @@ static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, 
         *per = x->nagain;
         *off = fiw + x->nstep + x->ni0 + 2 * x->nhot + (size_t)(k - EXEC_PROF_FA) * x->nagain;
         break;
+    case EXEC_PROF_FB: *per = x->nhot; *off = fiw + x->nstep + x->ni0 + 2 * x->nhot + 3 * x->nagain; break;
     default: *per = x->ns; *off = (size_t)k * x->ns; break; /* F, I, W */
     }
 }
@@ -680,7 +688,7 @@ static void window_unit(const prof_thread *x, exec_layer_profile *p, int k, size
  * divides them by the factor at exec_window_reference_s, the scale of p's own medians, so that a
  * pass that long keeps them. */
 static void prof_windows(const prof_thread *x, exec_layer_profile *p) {
-    const size_t R = prof_done(x), L = (size_t)x->L, S = PROFILE_SLOTS, per_round = 3 * S + 6;
+    const size_t R = prof_done(x), L = (size_t)x->L, S = PROFILE_SLOTS, per_round = 3 * S + 7;
     memset(p->window, 0, sizeof p->window);
     if (!x->t || R == 0) return;
     double *a = pl_calloc(2 * R * per_round, sizeof *a);
@@ -693,7 +701,7 @@ static void prof_windows(const prof_thread *x, exec_layer_profile *p) {
             window_unit(x, p, EXEC_PROF_I, r, s * L, L, a, c, &n);
             window_unit(x, p, EXEC_PROF_W, r, s * L, L, a, c, &n);
         }
-        const int tail[] = {EXEC_PROF_IH, EXEC_PROF_WH, EXEC_PROF_FA, EXEC_PROF_IA, EXEC_PROF_WA, EXEC_PROF_STEP};
+        const int tail[] = {EXEC_PROF_FB, EXEC_PROF_IH, EXEC_PROF_WH, EXEC_PROF_FA, EXEC_PROF_IA, EXEC_PROF_WA, EXEC_PROF_STEP};
         for (size_t k = 0; k < sizeof tail / sizeof *tail; k++) window_unit(x, p, tail[k], r, 0, (size_t)-1, a, c, &n);
     }
     exec_window_factors(a, c, n, p->window);
@@ -849,11 +857,11 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
                       "# " EXEC_PROFILE_META " worker=%d core=%d fwd_s=%.9g bwd_in_s=%.9g bwd_w_s=%.9g step_s=%.9g bwd_in0_s=%.9g "
                       "bwd_in_hot_s=%.9g bwd_w_hot_s=%.9g fwd_first_s=%.9g bwd_in_first_s=%.9g bwd_w_first_s=%.9g "
                       "fwd_rest_s=%.9g bwd_in_rest_s=%.9g bwd_w_rest_s=%.9g fwd_again_s=%.9g bwd_in_again_s=%.9g "
-                      "bwd_w_again_s=%.9g bwd_in_next_s=%.9g\n",
+                      "bwd_w_again_s=%.9g bwd_in_next_s=%.9g fwd_back_s=%.9g\n",
                       i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s, each[i].i_hot_s,
                       each[i].w_hot_s, each[i].f_first_s, each[i].i_first_s, each[i].w_first_s, each[i].f_rest_s,
                       each[i].i_rest_s, each[i].w_rest_s, each[i].f_again_s, each[i].i_again_s, each[i].w_again_s,
-                      each[i].i_next_s);
+                      each[i].i_next_s, each[i].f_back_s);
     for (int i = 0; concurrency > 1 && i < concurrency; i++) exec_window_line(&each[i], i, out);
     return exec_profile_csv_table(cfg, p, rows, out, e);
 }

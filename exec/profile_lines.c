@@ -19,6 +19,7 @@
 #define PROF_WORKER_FIRST_FIELDS 15
 #define PROF_WORKER_AGAIN_FIELDS 18
 #define PROF_WORKER_NEXT_FIELDS 19
+#define PROF_WORKER_BACK_FIELDS 20
 
 /* Returns the offset of the first line of text[len] at or after offset `from` that starts with
  * key (len when none) and copies that line, from skip bytes after its start to its end, into
@@ -56,6 +57,7 @@ typedef struct worker_line {
     double first[3], rest[3]; /* F, I, W of a round's first microbatch; of its others */
     double again[3];          /* F, I, W right after the same kind on the same blocks */
     double bin;               /* I of the last block right after its own forward */
+    double fb;                /* F right after another microbatch's backwards on the same blocks */
 } worker_line;
 
 /* Reads the worker lines of text[len] into line[w] (w in [0, ranks)). Returns how many workers
@@ -73,10 +75,10 @@ static int worker_lines(const char *text, size_t len, int ranks, worker_line *li
         l.fields = sscanf(buf, "worker=%d core=%d fwd_s=%lf bwd_in_s=%lf bwd_w_s=%lf step_s=%lf bwd_in0_s=%lf "
                                "bwd_in_hot_s=%lf bwd_w_hot_s=%lf fwd_first_s=%lf bwd_in_first_s=%lf bwd_w_first_s=%lf "
                                "fwd_rest_s=%lf bwd_in_rest_s=%lf bwd_w_rest_s=%lf fwd_again_s=%lf bwd_in_again_s=%lf "
-                               "bwd_w_again_s=%lf bwd_in_next_s=%lf",
+                               "bwd_w_again_s=%lf bwd_in_next_s=%lf fwd_back_s=%lf",
                           &l.w, &l.core, &l.f, &l.bi, &l.bw, &l.st, &l.bi0, &l.bih, &l.bwh, &l.first[0], &l.first[1],
                           &l.first[2], &l.rest[0], &l.rest[1], &l.rest[2], &l.again[0], &l.again[1], &l.again[2],
-                          &l.bin);
+                          &l.bin, &l.fb);
         if (l.fields < PROF_WORKER_FIELDS || l.w < 0 || !(l.st >= 0) || !isfinite(l.st)) return -1;
         if (l.w >= ranks) return -1; /* measured with more workers than this run has ranks */
         if (line[l.w].w < 0) found++;
@@ -151,6 +153,18 @@ int exec_profile_worker_next(const char *text, size_t len, int ranks, double *ra
         const worker_line *x = &l[q];
         ok = x->fields >= PROF_WORKER_NEXT_FIELDS && x->bi > 0 && x->bin > 0 && isfinite(x->bin);
         if (ok) ratio[q] = x->bin / x->bi;
+    }
+    free(l);
+    return ok ? 0 : -1;
+}
+
+int exec_profile_worker_back(const char *text, size_t len, int ranks, double *ratio) {
+    worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
+    int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
+    for (int q = 0; ok && q < ranks; q++) {
+        const worker_line *x = &l[q];
+        ok = x->fields >= PROF_WORKER_BACK_FIELDS && x->f > 0 && x->fb > 0 && isfinite(x->fb);
+        if (ok) ratio[q] = x->fb / x->f;
     }
     free(l);
     return ok ? 0 : -1;

@@ -372,13 +372,26 @@ typedef struct sim_model {
  * factor (the profile times the kind right after the same kind for another microbatch over
  * half the worker's blocks, after its round: warm, as the round's later microbatches,
  * exec_profile_worker_again).
- * A rank with one stage has no such actions. */
+ * A rank with one stage has no such actions.
+ *
+ * The kind before: what the rank computed last on the same stage decides which of the stage's
+ * data the caches hold. An I (a B: its input part) right after an F of another microbatch on
+ * its stage (SIM_WARM_I) reads the weights that F just streamed, as the distance-0 I does
+ * (rank 0 of 1F1B, whose B follows the next microbatch's F; the activations, a few rows, are
+ * the small part); its W part keeps its time. An F right after a B or a W on its stage
+ * (SIM_BACK_F) follows work that streamed the gradients and activations through the caches,
+ * where the profile's F follow forwards (GPipe's order). With `before_on`, a SIM_WARM_I I takes
+ * its stage's time times i_ratio (the distance-0 ratio), and a SIM_BACK_F F times back[q] (the
+ * profile's F right after the backwards of another microbatch over its F,
+ * exec_profile_worker_back), each instead of its first-touch or again factor. An OVERLAP's
+ * halves are not marked. */
 enum { SIM_HOT_I = 1, SIM_HOT_W = 2, SIM_FIRST_F = 4, SIM_FIRST_I = 8, SIM_FIRST_W = 16, SIM_FIRST_KINDS = 3,
-       SIM_AGAIN_F = 32, SIM_AGAIN_I = 64, SIM_AGAIN_W = 128 };
+       SIM_AGAIN_F = 32, SIM_AGAIN_I = 64, SIM_AGAIN_W = 128, SIM_WARM_I = 256, SIM_BACK_F = 512 };
 typedef struct sim_reuse {
     int stages;
     int64_t mbs;              /* the schedule's microbatches over all its iterations */
-    uint8_t *hot;             /* [stages x mbs] SIM_HOT_I | SIM_HOT_W | SIM_FIRST_* | SIM_AGAIN_* */
+    uint16_t *hot;            /* [stages x mbs] SIM_HOT_I | SIM_HOT_W | SIM_FIRST_* | SIM_AGAIN_* |
+                               * SIM_WARM_I | SIM_BACK_F */
     double *i_ratio, *w_ratio; /* [stages] time at distance 0 / the cost model's time (1 = none) */
     int hot_on;               /* 1 (sim_reuse_init): distance-0 backwards take i_ratio, w_ratio */
     int first_on;             /* 0 (sim_reuse_init): 1 = the first-touch term, first and rest */
@@ -387,10 +400,14 @@ typedef struct sim_reuse {
     int again_on;             /* 0 (sim_reuse_init): 1 = the again term */
     double *again;            /* [3 stages] F, I, W time right after the same stage / the cost
                                * model's time (1 = none) */
+    int before_on;            /* 0 (sim_reuse_init): 1 = the kind-before term (SIM_WARM_I I at
+                               * i_ratio, SIM_BACK_F F at back) */
+    double *back;             /* [stages] F time right after a B or W of the stage / the cost
+                               * model's time (1 = none) */
 } sim_reuse;
-/* Marks the distance-0 backwards, the first of each kind per stage and the actions after one on
- * the same stage of a rank with several (again) of s; ratios 1, hot_on 1, first_on and again_on
- * 0. PL_OK or PL_ENOMEM. Free with sim_reuse_free. */
+/* Marks the distance-0 backwards, the first of each kind per stage, the actions after one on
+ * the same stage of a rank with several (again) and the kind before of s; ratios 1, hot_on 1,
+ * first_on, again_on and before_on 0. PL_OK or PL_ENOMEM. Free with sim_reuse_free. */
 int sim_reuse_init(sim_reuse *r, const sched *s, pl_err *e);
 void sim_reuse_free(sim_reuse *r);
 /* Returns the SIM_HOT_* flags of stage q's microbatch mb (taken modulo the schedule's). */
@@ -398,7 +415,9 @@ int sim_reuse_flags(const sim_reuse *r, int q, int64_t mb);
 /* Returns stage q's time of kind k for microbatch mb: st's, with a distance-0 I or W scaled by
  * the stage's ratio (a distance-0 B: both parts), and with first_on the others by their
  * first-touch or later ratio (a B: each part by its own), and with again_on those that follow
- * the same stage by the again ratio instead of the first-touch one. */
+ * the same stage by the again ratio instead of the first-touch one; with before_on an I (a B's I)
+ * right after another microbatch's F of its stage by the distance-0 ratio and an F right after
+ * a B or W of its stage by back. */
 double sim_reuse_time(const sim_reuse *r, const cost_stage *st, int q, sched_kind k, int64_t mb);
 
 /* Builds the adapter for schedule s (lowered or not: only stages, ranks and stage_rank are

@@ -45,17 +45,18 @@ int sim_reuse_init(sim_reuse *r, const sched *s, pl_err *e) {
     memset(r, 0, sizeof *r);
     r->stages = s->stages;
     r->mbs = sched_total_microbatches(s);
-    r->hot = pl_calloc((size_t)s->stages * (size_t)(r->mbs > 0 ? r->mbs : 1), 1);
+    r->hot = pl_calloc((size_t)s->stages * (size_t)(r->mbs > 0 ? r->mbs : 1), sizeof *r->hot);
     r->i_ratio = pl_calloc((size_t)s->stages, sizeof *r->i_ratio);
     r->w_ratio = pl_calloc((size_t)s->stages, sizeof *r->w_ratio);
     r->first = pl_calloc(SIM_FIRST_KINDS * (size_t)s->stages, sizeof *r->first);
     r->rest = pl_calloc(SIM_FIRST_KINDS * (size_t)s->stages, sizeof *r->rest);
     r->again = pl_calloc(SIM_FIRST_KINDS * (size_t)s->stages, sizeof *r->again);
-    if (!r->hot || !r->i_ratio || !r->w_ratio || !r->first || !r->rest || !r->again) {
+    r->back = pl_calloc((size_t)s->stages, sizeof *r->back);
+    if (!r->hot || !r->i_ratio || !r->w_ratio || !r->first || !r->rest || !r->again || !r->back) {
         sim_reuse_free(r);
         return pl_errf(e, PL_ENOMEM, "out of memory");
     }
-    for (int q = 0; q < s->stages; q++) r->i_ratio[q] = r->w_ratio[q] = 1;
+    for (int q = 0; q < s->stages; q++) r->i_ratio[q] = r->w_ratio[q] = r->back[q] = 1;
     for (int i = 0; i < SIM_FIRST_KINDS * s->stages; i++) r->first[i] = r->rest[i] = r->again[i] = 1;
     r->hot_on = 1;
     mark_hot(r, s);
@@ -83,16 +84,17 @@ static void each_part(sim_reuse *r, const sched *s, int k, part_fn *fn, void *ct
 }
 
 /* Returns stage q's flags of microbatch mb, or NULL when out of range. */
-static uint8_t *flags_at(sim_reuse *r, const sched *s, int q, int64_t mb) {
+static uint16_t *flags_at(sim_reuse *r, const sched *s, int q, int64_t mb) {
     return q >= 0 && q < s->stages && mb >= 0 && mb < r->mbs ? &r->hot[(size_t)q * (size_t)r->mbs + (size_t)mb] : NULL;
 }
 
 /* mark_first's part: the first of its kinds on its stage (ctx: SIM_FIRST_* met so far per stage). */
 static void first_part(sim_reuse *r, const sched *s, int q, int64_t mb, int kind, void *ctx) {
-    uint8_t *seen = ctx, *h = flags_at(r, s, q, mb);
+    uint8_t *seen = ctx;
+    uint16_t *h = flags_at(r, s, q, mb);
     if (!h) return;
     int f = kind_flags(kind, SIM_FIRST_F, SIM_FIRST_I, SIM_FIRST_W);
-    *h |= (uint8_t)(f & ~seen[q]);
+    *h |= (uint16_t)(f & ~seen[q]);
     seen[q] |= (uint8_t)f;
 }
 
@@ -106,7 +108,8 @@ static int mark_first(sim_reuse *r, const sched *s) {
     return 0;
 }
 
-/* Marks the distance-0 backwards of every rank's list. */
+/* Marks the distance-0 backwards of every rank's list, and the kind before (SIM_WARM_I,
+ * SIM_BACK_F). */
 static void mark_hot(sim_reuse *r, const sched *s) {
     int full = s->recompute == SCHED_RECOMPUTE_FULL;
     for (int k = 0; k < s->ranks; k++) {
@@ -118,12 +121,16 @@ static void mark_hot(sim_reuse *r, const sched *s) {
             int q = a->stage, kind = a->kind;
             int64_t mb = a->mb;
             if (q >= 0 && q < s->stages && mb >= 0 && mb < r->mbs) {
-                uint8_t *h = &r->hot[(size_t)q * (size_t)r->mbs + (size_t)mb];
+                uint16_t *h = &r->hot[(size_t)q * (size_t)r->mbs + (size_t)mb];
                 int after = ps == q && pm == mb; /* the previous compute was this microbatch's */
                 /* under full recomputation every backward follows its own recomputed forward */
                 if ((kind == SCHED_I || kind == SCHED_B) && (full || (after && pk == SCHED_F))) *h |= SIM_HOT_I;
                 /* a W right after its own I, itself at distance 0: F, I, W back to back */
                 if (kind == SCHED_W && after && pk == SCHED_I && (*h & SIM_HOT_I)) *h |= SIM_HOT_W;
+                /* the kind before: an I right after an F of its stage (another microbatch's, or
+                 * its own when the distance-0 term is off); an F right after a B or W of it */
+                if ((kind == SCHED_I || kind == SCHED_B) && ps == q && pk == SCHED_F) *h |= SIM_WARM_I;
+                if (kind == SCHED_F && ps == q && (pk == SCHED_B || pk == SCHED_W)) *h |= SIM_BACK_F;
             }
             last_part(a, &ps, &pm, &pk);
         }
@@ -143,9 +150,9 @@ typedef struct again_prev {
  * docs/validate_cpu.md, "Again: the same kind only"). */
 static void again_part(sim_reuse *r, const sched *s, int q, int64_t mb, int kind, void *ctx) {
     again_prev *prev = ctx;
-    uint8_t *h = flags_at(r, s, q, mb);
+    uint16_t *h = flags_at(r, s, q, mb);
     int was = q == prev->q ? kind_flags(prev->kind, SIM_AGAIN_F, SIM_AGAIN_I, SIM_AGAIN_W) : 0;
-    if (h) *h |= (uint8_t)(was & kind_flags(kind, SIM_AGAIN_F, SIM_AGAIN_I, SIM_AGAIN_W));
+    if (h) *h |= (uint16_t)(was & kind_flags(kind, SIM_AGAIN_F, SIM_AGAIN_I, SIM_AGAIN_W));
     prev->q = q;
     prev->kind = kind;
 }
@@ -169,6 +176,7 @@ void sim_reuse_free(sim_reuse *r) {
     free(r->first);
     free(r->rest);
     free(r->again);
+    free(r->back);
     memset(r, 0, sizeof *r);
 }
 
@@ -209,11 +217,12 @@ double sim_reuse_time(const sim_reuse *r, const cost_stage *st, int q, sched_kin
     if (!r->hot_on) h &= ~(SIM_HOT_I | SIM_HOT_W);
     double ri = h & SIM_HOT_I ? r->i_ratio[q] : 1, rw = h & SIM_HOT_W ? r->w_ratio[q] : 1;
     int on = r->first_on;
+    int warm = r->before_on && (h & SIM_WARM_I);
     switch (k) {
-    case SCHED_F: return st->f_s * factor(r, q, 0, h);
+    case SCHED_F: return st->f_s * (r->before_on && (h & SIM_BACK_F) ? r->back[q] : factor(r, q, 0, h));
     case SCHED_I:
         if (h & SIM_HOT_I) return on ? st->i_s * ri * touch_hot(r, q, 1, h) : st->i_s * ri;
-        return st->i_s * factor(r, q, 1, h);
+        return st->i_s * (warm ? r->i_ratio[q] : factor(r, q, 1, h));
     case SCHED_W:
         if (h & SIM_HOT_W) return on ? st->w_s * rw * touch_hot(r, q, 2, h) : st->w_s * rw;
         return st->w_s * factor(r, q, 2, h);
@@ -222,7 +231,7 @@ double sim_reuse_time(const sim_reuse *r, const cost_stage *st, int q, sched_kin
         if (h & SIM_HOT_I)
             return on ? st->i_s * ri * touch_hot(r, q, 1, h) + st->w_s * r->w_ratio[q] * touch_hot(r, q, 2, h)
                       : st->i_s * ri + st->w_s * r->w_ratio[q];
-        double fi = factor(r, q, 1, h), fw = factor(r, q, 2, h);
+        double fi = warm ? r->i_ratio[q] : factor(r, q, 1, h), fw = factor(r, q, 2, h);
         return on || fi != 1 || fw != 1 ? st->i_s * fi + st->w_s * fw : st->b_s;
     }
     default: return 0;

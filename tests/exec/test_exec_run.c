@@ -452,8 +452,8 @@ static void test_run_profile_between(void) {
     CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
     /* (no again term: gpipe holds one stage per rank, and its profile times no again samples) */
     static const char *const tags[] = {"with", "with-nopasslen", "with-passlen", "with-rest", "with-reuse", "with-first", "with-again",
-                                       "with-againf"};
-    static const size_t want_n[] = {2, 1, 0, 1, 1, 1, 0, 0};
+                                       "with-againf", "with-before"};
+    static const size_t want_n[] = {2, 1, 0, 1, 1, 1, 0, 0, 1};
     for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
         CU_ASSERT_EQUAL(store_list_runs(s, tags[i], 0, &alt, &na, &e), PL_OK);
         CU_ASSERT_EQUAL(na, want_n[i]);
@@ -531,6 +531,68 @@ static void test_run_again_forwards(void) {
     free(dir);
 }
 
+/* The reuse-distance term with the kind before, in a prediction stored beside (TAG-before),
+ * against the reuse-distance term alone (TAG-reuse). 1F1B on 2 ranks, m 4, two blocks a stage:
+ * rank 0 runs F0 F1 B0 F2 B1 F3 B2 B3, so B0-B2 follow an F of its stage (their I at its
+ * worker's bwd_in_hot_s / bwd_in_s) and F2, F3 a B (at fwd_back_s / fwd_s); rank 1's B all
+ * follow their own F (at distance 0 in both) and its F1-F3 a B. So rank 0 is busier in
+ * TAG-before by 3 (ri - 1) I + 2 (fb - 1) F of its stage, rank 1 by 3 (fb - 1) F of its stage,
+ * with the stage's F and I the sums of its block rows (block 0's I the I0 pass). */
+static void test_run_kind_before(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "before.db");
+    char *csv = pl_test_path(dir, "before.csv");
+    free(run_saving_profile("--kind 1f1b --ranks 2 --microbatches 4", "kb", db, csv));
+    char *text = NULL;
+    size_t len = 0;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(pl_read_file(csv, 1 << 20, &text, &len, &e), PL_OK);
+    double ri[2], rw[2], fb[2], f[2] = {0, 0}, in[2] = {0, 0};
+    CU_ASSERT_EQUAL(exec_profile_worker_reuse(text, len, 2, ri, rw), 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_back(text, len, 2, fb), 0);
+    /* the stages' F and I: the block rows, blocks 0-1 on rank 0, 2-3 on rank 1 */
+    int rows = 0;
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        int k;
+        double a, b;
+        char name[64];
+        if (sscanf(l, "%d,%63[^,],%lf,%lf", &k, name, &a, &b) == 4 && k >= 0 && k < 4) {
+            f[k / 2] += a;
+            in[k / 2] += b;
+            rows++;
+        }
+    }
+    free(text);
+    CU_ASSERT_EQUAL_FATAL(rows, 4);
+    store *s = NULL;
+    store_run *runs = NULL, *bf = NULL, *ru = NULL;
+    const store_run *meas = NULL, *sim = NULL;
+    size_t nbf = 0, nru = 0;
+    open_pair(db, "kb", &s, &runs, &meas, &sim);
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "kb-before", 0, &bf, &nbf, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "kb-reuse", 0, &ru, &nru, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(nbf, 1);
+    CU_ASSERT_EQUAL_FATAL(nru, 1);
+    store_rank_metric *rb = NULL, *rr = NULL;
+    int nb = 0, nr = 0;
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, bf[0].id, &rb, &nb, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_get_rank_metrics(s, ru[0].id, &rr, &nr, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(nb, 2);
+    CU_ASSERT_EQUAL_FATAL(nr, 2);
+    for (int q = 0; q < 2; q++) CU_ASSERT(ri[q] > 0 && fb[q] > 0 && fb[q] != 1 && f[q] > 0 && in[q] > 0);
+    double want[2] = {3 * (ri[0] - 1) * in[0] + 2 * (fb[0] - 1) * f[0], 3 * (fb[1] - 1) * f[1]};
+    for (int q = 0; q < 2; q++) CU_ASSERT_DOUBLE_EQUAL(rb[q].busy_s - rr[q].busy_s, want[q], 1e-6 * rr[q].busy_s);
+    free(rb);
+    free(rr);
+    store_runs_free(bf, nbf);
+    store_runs_free(ru, nru);
+    store_runs_free(runs, 2);
+    store_close(s);
+    free(db);
+    free(csv);
+    free(dir);
+}
+
 /* A model that does not fit is refused before the run and its profile with exit 1, saying what
  * it needs, and writes no database. */
 static void test_run_model_too_big(void) {
@@ -579,15 +641,16 @@ static void test_run_fault_stores_nothing(void) {
     CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
     /* the measured run, its prediction, the prediction with the reuse-distance terms, the one
      * with the pass-length term, the one at the rounds' later microbatches (TAG-rest) and the
-     * reuse-distance and first-touch terms alone (no again term with one stage per rank) */
-    CU_ASSERT_EQUAL(count_runs(db), 7);
+     * reuse-distance and first-touch terms alone (no again term with one stage per rank) and the
+     * reuse-distance term with the kind before */
+    CU_ASSERT_EQUAL(count_runs(db), 8);
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s --inject-fault 1:3:1",
              PIPELAB_BIN, db);
     char *out = NULL;
     CU_ASSERT_EQUAL(sh(cmd, &out), 1);
     CU_ASSERT(out && strstr(out, "rank 1, action 3") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 7);
+    CU_ASSERT_EQUAL(count_runs(db), 8);
     free(db);
     free(dir);
 }
@@ -874,9 +937,10 @@ static void test_mpi_equals_threads(void) {
         free(a);
         free(b);
     }
-    CU_ASSERT_EQUAL(count_runs(db), 14); /* per run: measured, predicted, with the reuse terms, with the pass-length
+    CU_ASSERT_EQUAL(count_runs(db), 16); /* per run: measured, predicted, with the reuse terms, with the pass-length
                                          * term, at the rounds' later microbatches, with the reuse-distance and the
-                                         * first-touch term alone */
+                                         * first-touch term alone, with the reuse-distance term and the kind
+                                         * before */
     /* each MPI rank's worker profiles between the passes too; rank 0 gathers their times: the
      * saved profile has one worker line per rank and the prediction says where it came from */
     char *csv = pl_test_path(dir, "mpi_profile.csv");
@@ -911,7 +975,7 @@ static void test_mpi_equals_threads(void) {
     CU_ASSERT(pl_now_s() - t0 < 10);
     CU_ASSERT(out && strstr(out, "rank 1, action 2") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 14);
+    CU_ASSERT_EQUAL(count_runs(db), 16);
     free(wt);
     free(wm);
     free(db);
@@ -1053,6 +1117,7 @@ void exec_test_run_register(void) {
         {"a model that does not fit is refused up front", test_run_model_too_big},
         {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
         {"the again term's forwards alone: a prediction stored beside", test_run_again_forwards},
+        {"the kind before: a prediction stored beside, against the reuse-distance term alone", test_run_kind_before},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"a stored run carries its schedule and profile files", test_run_stores_inputs},
         {"a run's host probe: CSV columns and stored params agree", test_run_host_probe},

@@ -346,6 +346,85 @@ static void test_again_time(void) {
     sched_free(s);
 }
 
+/* Returns the kind-before flags (SIM_WARM_I, SIM_BACK_F) of stage q's microbatch mb. */
+static int before_flags(const sim_reuse *r, int q, int mb) {
+    return sim_reuse_flags(r, q, mb) & (SIM_WARM_I | SIM_BACK_F);
+}
+
+/* The kind before, read off the generators' lists (2 ranks, m = 4). 1F1B rank 0: F0 F1 B0 F2 B1
+ * F3 B2 B3: B0, B1, B2 follow an F of stage 0 (warm), B3 a B; F2 and F3 follow a B (back), F0
+ * and F1 do not. Rank 1: F0 B0 F1 B1 ...: every B follows its own F (warm too), F1-F3 a B.
+ * ZB-H1 rank 0: F0 F1 I0 W0 F2 I1 W1 F3 I2 W2 I3 W3: I0-I2 warm, F2 and F3 back (after a W);
+ * rank 1: F0 I0 F1 I1 W0 F2 I2 W1 F3 I3 W2 W3: every I warm, F1 follows an I (not back), F2
+ * and F3 a W. GPipe: each rank's first B follows its last F (warm), no F follows a backward. */
+static void test_before_flags(void) {
+    const int W = SIM_WARM_I, K = SIM_BACK_F;
+    sched *o = lowered4("1f1b", SCHED_RECOMPUTE_NONE), *z = lowered4("zb-h1", SCHED_RECOMPUTE_NONE);
+    sched *g = lowered4("gpipe", SCHED_RECOMPUTE_NONE);
+    if (!o || !z || !g) return;
+    sim_reuse r;
+    pl_err e;
+    const int want_1f1b[2][4] = {{W, W, W | K, K}, {W, W | K, W | K, W | K}};
+    const int want_zb[2][4] = {{W, W, W | K, K}, {W, W, W | K, W | K}};
+    const sched *const sc[2] = {o, z};
+    const int (*const want[2])[4] = {want_1f1b, want_zb};
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, sc[i], &e), PL_OK);
+        CU_ASSERT_EQUAL(r.before_on, 0);
+        for (int q = 0; q < 2; q++)
+            for (int mb = 0; mb < 4; mb++) {
+                if (before_flags(&r, q, mb) != want[i][q][mb])
+                    fprintf(stderr, "%s stage %d mb %d: kind-before flags %d, expected %d\n", i ? "zb-h1" : "1f1b", q, mb,
+                            before_flags(&r, q, mb), want[i][q][mb]);
+                CU_ASSERT_EQUAL(before_flags(&r, q, mb), want[i][q][mb]);
+            }
+        sim_reuse_free(&r);
+    }
+    CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, g, &e), PL_OK);
+    for (int q = 0; q < 2; q++) {
+        int warm = 0, back = 0;
+        for (int mb = 0; mb < 4; mb++) {
+            warm += (before_flags(&r, q, mb) & W) != 0;
+            back += (before_flags(&r, q, mb) & K) != 0;
+        }
+        CU_ASSERT_EQUAL(warm, 1);
+        CU_ASSERT_EQUAL(back, 0);
+    }
+    sim_reuse_free(&r);
+    sched_free(o);
+    sched_free(z);
+    sched_free(g);
+}
+
+/* The kind before's times (F 1 s, I 2 s, W 3 s, B 5 s; distance-0 ratios 0.5 and 0.8, back 1.25)
+ * on 1F1B: off, nothing changes but the distance-0 B of rank 1; on, a warm B's I part takes the
+ * distance-0 ratio and its W part keeps its time, a back F takes 1.25, the others keep theirs. */
+static void test_before_time(void) {
+    sched *s = lowered4("1f1b", SCHED_RECOMPUTE_NONE);
+    if (!s) return;
+    sim_reuse r;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(sim_reuse_init(&r, s, &e), PL_OK);
+    for (int q = 0; q < 2; q++) {
+        r.i_ratio[q] = 0.5;
+        r.w_ratio[q] = 0.8;
+        r.back[q] = 1.25;
+    }
+    cost_stage st = stage_1235();
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_B, 0), 5.0, 0);  /* off */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_F, 2), 1.0, 0);
+    r.before_on = 1;
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_B, 0), 2 * 0.5 + 3, 1e-15); /* 0B0 after 0F1 */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_B, 3), 5.0, 1e-15);         /* 0B3 after 0B2 */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_F, 2), 1.25, 1e-15);        /* 0F2 after 0B0 */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 0, SCHED_F, 1), 1.0, 1e-15);         /* 0F1 after 0F0 */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_B, 1), 2 * 0.5 + 3 * 0.8, 1e-15); /* distance 0 */
+    r.hot_on = 0; /* the distance-0 term off: rank 1's B after its own F is warm alone */
+    CU_ASSERT_DOUBLE_EQUAL(sim_reuse_time(&r, &st, 1, SCHED_B, 1), 2 * 0.5 + 3, 1e-15);
+    sim_reuse_free(&r);
+    sched_free(s);
+}
+
 void sim_reuse_tests_register(void) {
     static const pl_test_case cases[] = {
         {"reuse distance: which backwards run right after their forward", test_flags},
@@ -357,6 +436,8 @@ void sim_reuse_tests_register(void) {
         {"first touch: a run's busy times; off changes nothing", test_first_run},
         {"again: the actions after one on the same stage", test_again_flags},
         {"again: their times", test_again_time},
+        {"the kind before: an I after an F of its stage, an F after its backwards", test_before_flags},
+        {"the kind before: their times", test_before_time},
         {NULL, NULL},
     };
     pl_test_suite("sim reuse distance", cases);
