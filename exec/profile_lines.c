@@ -5,6 +5,7 @@
 #include "exec_int.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,28 +147,28 @@ int exec_profile_worker_again(const char *text, size_t len, int ranks, double *a
     return ok ? 0 : -1;
 }
 
-int exec_profile_worker_next(const char *text, size_t len, int ranks, double *ratio) {
+/* Sets ratio[w] to field num over field den of every rank's worker line (each at that offset in
+ * worker_line) when every line has at least `fields` fields and both are positive and finite:
+ * returns 0; else -1 (the term is then off). */
+static int worker_ratio(const char *text, size_t len, int ranks, int fields, size_t num, size_t den, double *ratio) {
     worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
     int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
     for (int q = 0; ok && q < ranks; q++) {
-        const worker_line *x = &l[q];
-        ok = x->fields >= PROF_WORKER_NEXT_FIELDS && x->bi > 0 && x->bin > 0 && isfinite(x->bin);
-        if (ok) ratio[q] = x->bin / x->bi;
+        const char *x = (const char *)&l[q];
+        double a = *(const double *)(x + num), b = *(const double *)(x + den);
+        ok = l[q].fields >= fields && b > 0 && a > 0 && isfinite(a);
+        if (ok) ratio[q] = a / b;
     }
     free(l);
     return ok ? 0 : -1;
 }
 
+int exec_profile_worker_next(const char *text, size_t len, int ranks, double *ratio) {
+    return worker_ratio(text, len, ranks, PROF_WORKER_NEXT_FIELDS, offsetof(worker_line, bin), offsetof(worker_line, bi), ratio);
+}
+
 int exec_profile_worker_back(const char *text, size_t len, int ranks, double *ratio) {
-    worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
-    int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
-    for (int q = 0; ok && q < ranks; q++) {
-        const worker_line *x = &l[q];
-        ok = x->fields >= PROF_WORKER_BACK_FIELDS && x->f > 0 && x->fb > 0 && isfinite(x->fb);
-        if (ok) ratio[q] = x->fb / x->f;
-    }
-    free(l);
-    return ok ? 0 : -1;
+    return worker_ratio(text, len, ranks, PROF_WORKER_BACK_FIELDS, offsetof(worker_line, fb), offsetof(worker_line, f), ratio);
 }
 
 int exec_profile_worker_windows(const char *text, size_t len, int ranks, double *g, int *bad_line) {

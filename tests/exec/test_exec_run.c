@@ -329,6 +329,16 @@ static char *run_saving_profile(const char *sched, const char *tag, const char *
     return out;
 }
 
+/* Runs as run_saving_profile and returns the saved profile's text (free it) and its length in
+ * *len. */
+static char *run_profile_text(const char *sched, const char *tag, const char *db, const char *csv, size_t *len) {
+    free(run_saving_profile(sched, tag, db, csv));
+    char *text = NULL;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(pl_read_file(csv, 1 << 20, &text, len, &e), PL_OK);
+    return text;
+}
+
 /* `pipelab run` profiles between the passes by default: the saved profile's block rows hold the
  * times of the worker of the rank that holds the block (its "# pipelab-exec worker=" line; the
  * model's first block its I0), the prediction, without the pass-length term by default, has
@@ -487,11 +497,9 @@ static void test_run_again_forwards(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "again.db");
     char *csv = pl_test_path(dir, "again.csv");
-    free(run_saving_profile("--kind looped-bfs --chunks 2 --ranks 2 --microbatches 4", "ag", db, csv));
-    char *text = NULL;
     size_t len = 0;
+    char *text = run_profile_text("--kind looped-bfs --chunks 2 --ranks 2 --microbatches 4", "ag", db, csv, &len);
     pl_err e;
-    CU_ASSERT_EQUAL_FATAL(pl_read_file(csv, 1 << 20, &text, &len, &e), PL_OK);
     double ag[3 * 2], step[2];
     CU_ASSERT_EQUAL(exec_profile_worker_again(text, len, 2, ag), 0);
     CU_ASSERT_EQUAL(exec_profile_worker_steps(text, len, 2, step), 0);
@@ -542,11 +550,9 @@ static void test_run_kind_before(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "before.db");
     char *csv = pl_test_path(dir, "before.csv");
-    free(run_saving_profile("--kind 1f1b --ranks 2 --microbatches 4", "kb", db, csv));
-    char *text = NULL;
     size_t len = 0;
+    char *text = run_profile_text("--kind 1f1b --ranks 2 --microbatches 4", "kb", db, csv, &len);
     pl_err e;
-    CU_ASSERT_EQUAL_FATAL(pl_read_file(csv, 1 << 20, &text, &len, &e), PL_OK);
     double ri[2], rw[2], fb[2], f[2] = {0, 0}, in[2] = {0, 0};
     CU_ASSERT_EQUAL(exec_profile_worker_reuse(text, len, 2, ri, rw), 0);
     CU_ASSERT_EQUAL(exec_profile_worker_back(text, len, 2, fb), 0);
