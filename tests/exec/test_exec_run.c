@@ -487,6 +487,30 @@ static void test_run_profile_between(void) {
     free(dir);
 }
 
+/* Sets busy[2] to each rank's busy time in the one simulated run tagged `tag` of database db. */
+static void sim_busy(const char *db, const char *tag, double busy[2]) {
+    store *s = NULL;
+    store_run *runs = NULL;
+    size_t n = 0;
+    pl_err e;
+    busy[0] = busy[1] = -1;
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, tag, 0, &runs, &n, &e), PL_OK);
+    const store_run *sim = NULL;
+    int nsim = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(runs[i].kind, "simulated") == 0) sim = &runs[i], nsim++;
+    CU_ASSERT_EQUAL(nsim, 1);
+    store_rank_metric *rm = NULL;
+    int nr = 0;
+    if (sim) CU_ASSERT_EQUAL(store_get_rank_metrics(s, sim->id, &rm, &nr, &e), PL_OK);
+    CU_ASSERT_EQUAL(nr, 2);
+    for (int q = 0; q < nr && q < 2; q++) busy[q] = rm[q].busy_s;
+    free(rm);
+    store_runs_free(runs, n);
+    store_close(s);
+}
+
 /* The again term's forwards alone, in a prediction stored beside (TAG-againf). looped-bfs on 2
  * ranks, m 4, two stages a rank of one block each: on each stage the F of microbatches 1-3
  * follows the F of the one before on the same stage, and takes the ratio of its rank's again F to
@@ -499,7 +523,6 @@ static void test_run_again_forwards(void) {
     char *csv = pl_test_path(dir, "again.csv");
     size_t len = 0;
     char *text = run_profile_text("--kind looped-bfs --chunks 2 --ranks 2 --microbatches 4", "ag", db, csv, &len);
-    pl_err e;
     double ag[3 * 2], step[2];
     CU_ASSERT_EQUAL(exec_profile_worker_again(text, len, 2, ag), 0);
     CU_ASSERT_EQUAL(exec_profile_worker_steps(text, len, 2, step), 0);
@@ -511,29 +534,14 @@ static void test_run_again_forwards(void) {
         if (sscanf(l, "# pipelab-exec worker=%d core=%*d fwd_s=%lf", &w, &fw) == 2 && w >= 0 && w < 2) f[w] = fw;
     }
     free(text);
-    store *s = NULL;
-    store_run *runs = NULL, *off = NULL;
-    const store_run *meas = NULL, *sim = NULL;
-    size_t noff = 0;
-    open_pair(db, "ag", &s, &runs, &meas, &sim);
-    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "ag-againf", 0, &off, &noff, &e), PL_OK);
-    CU_ASSERT_EQUAL_FATAL(noff, 1);
-    store_rank_metric *rm = NULL, *ro = NULL;
-    int nr = 0, no = 0;
-    CU_ASSERT_EQUAL(store_get_rank_metrics(s, sim->id, &rm, &nr, &e), PL_OK);
-    CU_ASSERT_EQUAL(store_get_rank_metrics(s, off[0].id, &ro, &no, &e), PL_OK);
-    CU_ASSERT_EQUAL(nr, 2);
-    CU_ASSERT_EQUAL(no, 2);
-    for (int q = 0; q < nr && q < no && q < 2; q++) {
-        CU_ASSERT(f[q] > 0 && ag[3 * q] > 0 && ag[3 * q] != 1);
+    double bm[2], bo[2];
+    sim_busy(db, "ag", bm);
+    sim_busy(db, "ag-againf", bo);
+    for (int q = 0; q < 2; q++) {
+        CU_ASSERT(f[q] > 0 && ag[3 * q] > 0 && ag[3 * q] != 1 && bm[q] > 0 && bo[q] > 0);
         double want = 2 * 3 * (1 - ag[3 * q]) * f[q];
-        CU_ASSERT_DOUBLE_EQUAL(rm[q].busy_s - ro[q].busy_s, want, 1e-6 * rm[q].busy_s);
+        CU_ASSERT_DOUBLE_EQUAL(bm[q] - bo[q], want, 1e-6 * bm[q]);
     }
-    free(rm);
-    free(ro);
-    store_runs_free(off, noff);
-    store_runs_free(runs, 2);
-    store_close(s);
     free(db);
     free(csv);
     free(dir);
@@ -552,7 +560,6 @@ static void test_run_kind_before(void) {
     char *csv = pl_test_path(dir, "before.csv");
     size_t len = 0;
     char *text = run_profile_text("--kind 1f1b --ranks 2 --microbatches 4", "kb", db, csv, &len);
-    pl_err e;
     double ri[2], rw[2], fb[2], f[2] = {0, 0}, in[2] = {0, 0};
     CU_ASSERT_EQUAL(exec_profile_worker_reuse(text, len, 2, ri, rw), 0);
     CU_ASSERT_EQUAL(exec_profile_worker_back(text, len, 2, fb), 0);
@@ -570,30 +577,12 @@ static void test_run_kind_before(void) {
     }
     free(text);
     CU_ASSERT_EQUAL_FATAL(rows, 4);
-    store *s = NULL;
-    store_run *runs = NULL, *bf = NULL, *ru = NULL;
-    const store_run *meas = NULL, *sim = NULL;
-    size_t nbf = 0, nru = 0;
-    open_pair(db, "kb", &s, &runs, &meas, &sim);
-    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "kb-before", 0, &bf, &nbf, &e), PL_OK);
-    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, "kb-reuse", 0, &ru, &nru, &e), PL_OK);
-    CU_ASSERT_EQUAL_FATAL(nbf, 1);
-    CU_ASSERT_EQUAL_FATAL(nru, 1);
-    store_rank_metric *rb = NULL, *rr = NULL;
-    int nb = 0, nr = 0;
-    CU_ASSERT_EQUAL(store_get_rank_metrics(s, bf[0].id, &rb, &nb, &e), PL_OK);
-    CU_ASSERT_EQUAL(store_get_rank_metrics(s, ru[0].id, &rr, &nr, &e), PL_OK);
-    CU_ASSERT_EQUAL_FATAL(nb, 2);
-    CU_ASSERT_EQUAL_FATAL(nr, 2);
-    for (int q = 0; q < 2; q++) CU_ASSERT(ri[q] > 0 && fb[q] > 0 && fb[q] != 1 && f[q] > 0 && in[q] > 0);
+    double rb[2], rr[2];
+    sim_busy(db, "kb-before", rb);
+    sim_busy(db, "kb-reuse", rr);
+    for (int q = 0; q < 2; q++) CU_ASSERT(ri[q] > 0 && fb[q] > 0 && fb[q] != 1 && f[q] > 0 && in[q] > 0 && rr[q] > 0);
     double want[2] = {3 * (ri[0] - 1) * in[0] + 2 * (fb[0] - 1) * f[0], 3 * (fb[1] - 1) * f[1]};
-    for (int q = 0; q < 2; q++) CU_ASSERT_DOUBLE_EQUAL(rb[q].busy_s - rr[q].busy_s, want[q], 1e-6 * rr[q].busy_s);
-    free(rb);
-    free(rr);
-    store_runs_free(bf, nbf);
-    store_runs_free(ru, nru);
-    store_runs_free(runs, 2);
-    store_close(s);
+    for (int q = 0; q < 2; q++) CU_ASSERT_DOUBLE_EQUAL(rb[q] - rr[q], want[q], 1e-6 * rr[q]);
     free(db);
     free(csv);
     free(dir);
