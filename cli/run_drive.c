@@ -187,6 +187,12 @@ static int terms_init(const sched *s, const cli_run_terms *t, sim_reuse *reuse, 
 
 /* run_drive.h. Returns PL_OK with r filled, or the error of the profile check, the stage split
  * or the simulator (prefixed "prediction: "). */
+/* One prediction's simulation: a run, or with c->cv > 0 (the jitter term) the median of
+ * CLI_RUN_JITTER_RUNS stochastic ones. */
+static int run_sim(const sched *s, const sim_costs *costs, const sim_config *c, sim_result *r, pl_err *e) {
+    return c->cv > 0 ? sim_run_median(s, costs, c, CLI_RUN_JITTER_RUNS, r, e) : sim_run(s, costs, c, r, e);
+}
+
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,
                     const cli_run_terms *terms, sim_result *r, pl_err *e) {
     static const cli_run_terms none;
@@ -238,8 +244,13 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         c.budget = cfg->budget;
         c.record_trace = cfg->record_ops; /* a traced run stores the predicted timeline beside it */
         sim_config_executor(&c, s, cfg->backend == EXEC_BACKEND_CUDA);
+        /* the jitter term: the median of stochastic runs at the ranks' root mean square jitter */
+        double cv2 = 0;
+        for (int q = 0; t->jitter && q < s->ranks; q++) cv2 += t->jitter[q] * t->jitter[q] / s->ranks;
+        c.cv = sqrt(cv2);
+        c.seed = CLI_RUN_JITTER_SEED;
         sim_costs costs = sim_model_costs(&sm);
-        rc = sim_run(s, &costs, &c, r, e);
+        rc = run_sim(s, &costs, &c, r, e);
         if (rc == PL_OK && t->window) {
             /* the pass-length term: every rank's times at the scale of the predicted pass, by the
              * workers' mean factor */
@@ -247,7 +258,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
             for (int q = 0; q < sm.stages; q++) sim_model_scale_stage(&sm, q, f);
             sim_result_free(r);
             costs = sim_model_costs(&sm);
-            rc = sim_run(s, &costs, &c, r, e);
+            rc = run_sim(s, &costs, &c, r, e);
         }
         if (rc) pl_err_prefix(e, "prediction: ");
     }

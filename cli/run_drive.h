@@ -113,7 +113,16 @@ typedef struct cli_run_terms {
      * its rank's reuse_i ratio, and an F right after a B or W of its stage back[r] of its rank r
      * (exec_profile_worker_back); NULL: off */
     const double *back;
+    /* [ranks] jitter: each compute action's time times a lognormal factor of mean 1 whose
+     * coefficient of variation is the root mean square over the ranks of jitter[r]
+     * (exec_profile_worker_jitter), and the prediction the median of CLI_RUN_JITTER_RUNS such
+     * runs (sim_run_median): two balanced ranks wait on each other's slower actions, which a
+     * prediction at each action's mean time leaves out; NULL: off */
+    const double *jitter;
 } cli_run_terms;
+/* The stochastic runs of the jitter term, and the seed of the first. */
+#define CLI_RUN_JITTER_RUNS 31
+#define CLI_RUN_JITTER_SEED 1
 /* Returns 1 when t prices the I next to its recomputed forward (cli_run_terms.next). */
 static inline int cli_run_terms_next_on(const cli_run_terms *t) {
     return t->next && !t->reuse_i;
@@ -124,7 +133,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 /* ---------------------------------------------------------------- results store */
 
 /* The other predictions a run stores beside its own (cli_run_store_info.pred_alt). */
-#define CLI_RUN_ALTS 9
+#define CLI_RUN_ALTS 10
 
 /* What a stored pair of runs carries besides the results. */
 typedef struct cli_run_store_info {
@@ -142,7 +151,8 @@ typedef struct cli_run_store_info {
      * term (or under --pass-length-term without it), [2] with every F, I, W at the time of a
      * profile round's microbatches after its first (the first-touch term's rest ratio on all),
      * [3] [4] [5] with the reuse-distance, the first-touch and the again term alone, [6] without
-     * the I next to its recomputed forward (cli_run_terms.next) */
+     * the I next to its recomputed forward (cli_run_terms.next), [7] with the again term's
+     * forwards, [8] with the reuse-distance term and the kind before, [9] with the jitter term */
     const sim_result *pred_alt[CLI_RUN_ALTS];
     const char *tag_alt[CLI_RUN_ALTS];
     const exec_host_probe *host_probe; /* the host probe taken before the run, or NULL */

@@ -379,7 +379,7 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
  * rank's times onto rank 0's clock) and calls exec_assemble there. */
 #define EXEC_REC_ARRAYS 8
 /* The kinds of times a profile between the passes gives (exec_rank_record.prof_s). */
-#define EXEC_PROF_KINDS 18
+#define EXEC_PROF_KINDS 19
 /* The pass-length term (exec/profile_windows.c): window j lasts EXEC_WINDOW_FIRST_S 2^j. */
 #define EXEC_WINDOWS 13
 #define EXEC_WINDOW_FIRST_S 1e-3
@@ -416,7 +416,7 @@ typedef struct exec_rank_record {
                                * round's first microbatch and of its others, then F, I, W again on
                                * the same blocks (FA, IA, WA), then I next to its forward (IN), then
                                * F right after the backwards of the same blocks (FB), of one block
-                               * (medians over its rounds) */
+                               * (medians over its rounds), then the forward's jitter (FSD) */
     double window[EXEC_WINDOWS]; /* its worker's pass-length factors (exec_layer_profile.window) */
 } exec_rank_record;
 
@@ -490,6 +490,13 @@ typedef struct exec_layer_profile {
                                 * microbatch on the same blocks, as a 1F1B stage runs its forwards
                                 * after its backwards; the round's F (f_s) runs right after the
                                 * forward of another microbatch, as GPipe's do; 0 = not measured */
+    double f_sd_s;             /* the jitter of a forward: within a round, the spread of a
+                                * microbatch's F over all the worker's blocks about the round's
+                                * mean (the round's first microbatch left out), robustly (1.4826
+                                * times the median absolute relative deviation, corrected for the
+                                * mean taken out), times f_s: f_sd_s / f_s is the coefficient of
+                                * variation of an action from one microbatch to the next, apart
+                                * from the host's drift between rounds; 0 = not measured */
     size_t param_bytes;        /* one block's parameters */
     size_t act_out_bytes;      /* what crosses a stage boundary: b x h floats */
     size_t stash_bytes;        /* what one block keeps from F to the backward: its input and its
@@ -602,6 +609,11 @@ int exec_profile_worker_next(const char *text, size_t len, int ranks, double *ra
  * the ratio of its F right after another microbatch's backwards on the same blocks to its F
  * (ratio[w]) when every rank's line has it, else -1 (the term is then off). */
 int exec_profile_worker_back(const char *text, size_t len, int ranks, double *ratio);
+
+/* Reads the forward's jitter of the same per-worker lines (fwd_sd_s): 0 and, for worker w, its
+ * coefficient of variation from one microbatch to the next (fwd_sd_s / fwd_s, cv[w]) when every
+ * rank's line has a positive one, else -1 (the term is then off). */
+int exec_profile_worker_jitter(const char *text, size_t len, int ranks, double *cv);
 
 /* Reads the pass-length term of a profile CSV's text[len] (its lines "# pipelab-exec windows
  * worker=W first_ms=1 factors=G0,...", one per worker, which a profile between a run's passes and

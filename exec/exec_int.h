@@ -609,17 +609,20 @@ int exec_xrank_held_state(const exec_xrank *x, int k, float **w, float **out, fl
  * others (FR, IR, WR): the samples of F, I, W by slot; then F, I, W again on the same blocks right
  * after the same kind for another microbatch (FA, IA, WA); then the IH sample of the worker's
  * last block alone, which follows that block's forward with nothing between (IN); then F of a
- * block right after another microbatch's backwards on the worker's blocks (FB). */
+ * block right after another microbatch's backwards on the worker's blocks (FB); then the
+ * forward's jitter (FSD, exec_layer_profile.f_sd_s: a spread of the F samples, not a kind of
+ * sample of its own). */
 enum { EXEC_PROF_F, EXEC_PROF_I, EXEC_PROF_W, EXEC_PROF_STEP, EXEC_PROF_I0, EXEC_PROF_IH, EXEC_PROF_WH,
        EXEC_PROF_FF, EXEC_PROF_IF, EXEC_PROF_WF, EXEC_PROF_FR, EXEC_PROF_IR, EXEC_PROF_WR,
-       EXEC_PROF_FA, EXEC_PROF_IA, EXEC_PROF_WA, EXEC_PROF_IN, EXEC_PROF_FB };
+       EXEC_PROF_FA, EXEC_PROF_IA, EXEC_PROF_WA, EXEC_PROF_IN, EXEC_PROF_FB, EXEC_PROF_FSD };
 #define EXEC_PROF_FIW EXEC_PROF_STEP
 /* Returns p's time of kind k, in the order of exec_rank_record.prof_s (EXEC_PROF_*). */
 static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
     double *const kind[EXEC_PROF_KINDS] = {&p->f_s,       &p->i_s,       &p->w_s,       &p->step_s,   &p->i0_s,
                                            &p->i_hot_s,   &p->w_hot_s,   &p->f_first_s, &p->i_first_s, &p->w_first_s,
                                            &p->f_rest_s,  &p->i_rest_s,  &p->w_rest_s,  &p->f_again_s,
-                                           &p->i_again_s, &p->w_again_s, &p->i_next_s,  &p->f_back_s};
+                                           &p->i_again_s, &p->w_again_s, &p->i_next_s,  &p->f_back_s,
+                                           &p->f_sd_s};
     return kind[k];
 }
 

@@ -647,6 +647,7 @@ static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, 
  * rounds' means were 3.2 ms. */
 static void round_medians(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
     for (int k = 0; k < EXEC_PROF_KINDS; k++) {
+        if (k == EXEC_PROF_FSD) continue; /* a spread, not a kind of sample: fwd_jitter */
         size_t n = 0;
         for (int i = 0; i < threads; i++) {
             size_t rounds = x[i]->rounds, per, off, lo, hi;
@@ -664,6 +665,41 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
         }
         *exec_prof_kind(p, k) = n ? exec_median(scratch, n) : 0;
     }
+}
+
+/* Relative deviations of one round pooled from a slot's F (all L blocks, one microbatch): at
+ * most PROFILE_SLOTS - 1 a round, the round's first microbatch left out. */
+#define FSD_PER_ROUND (PROFILE_SLOTS - 1)
+
+/* Sets p->f_sd_s, the forward's jitter (exec_layer_profile.f_sd_s), from the threads' F samples:
+ * per round, each of its microbatches after the first summed over the thread's blocks, and each
+ * sum's deviation from their mean relative to it; over all those deviations 1.4826 times the
+ * median absolute one (the standard deviation of normal ones, unmoved by the rare interruption of
+ * several times an action), times sqrt(n / (n - 1)) for the mean taken out of n sums; times p's
+ * f_s. Within a round the microbatches run back to back on the same blocks, so what spreads them
+ * is what varies from one action to the next in a run, not the host's drift between rounds
+ * (which the ranks share, and which sets no rank waiting on another). 0 without one whole round.
+ * scratch holds at least FSD_PER_ROUND times the threads' rounds doubles. */
+static void fwd_jitter(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
+    const size_t S = PROFILE_SLOTS, n_sum = S - 1;
+    size_t n = 0;
+    p->f_sd_s = 0;
+    for (int i = 0; i < threads && n_sum >= 2; i++) {
+        size_t L = (size_t)x[i]->L, rounds = x[i]->rounds;
+        if (rounds == 0 || !x[i]->t || x[i]->ns / rounds < S * L) continue;
+        size_t each = x[i]->ns / rounds; /* F samples of a round: slot s's block k at s L + k */
+        for (size_t r = 0; r < prof_done(x[i]); r++) {
+            double a[PROFILE_SLOTS], mean = 0;
+            for (size_t s = 1; s < S; s++) {
+                a[s] = 0;
+                for (size_t k = 0; k < L; k++) a[s] += x[i]->t[EXEC_PROF_F * x[i]->ns + r * each + s * L + k];
+                mean += a[s] / (double)n_sum;
+            }
+            for (size_t s = 1; s < S && mean > 0; s++) scratch[n++] = fabs(a[s] / mean - 1);
+        }
+    }
+    if (n < n_sum) return;
+    p->f_sd_s = 1.4826 * exec_median(scratch, n) * sqrt((double)n_sum / (double)(n_sum - 1)) * p->f_s;
 }
 
 /* Adds to a[*n], c[*n] the unit of thread x's round r of kind k (EXEC_PROF_*): its samples lo ..
@@ -720,17 +756,19 @@ double exec_window_reference_s(const exec_layer_profile *p, int blocks) {
 static int prof_collect(const prof_thread *const *x, int n, const exec_config *cfg, exec_layer_profile *p,
                         exec_layer_profile *each, pl_err *e) {
     size_t all_n = 1;
-    for (int i = 0; i < n; i++) all_n += x[i]->rounds;
+    for (int i = 0; i < n; i++) all_n += FSD_PER_ROUND * x[i]->rounds; /* >= rounds: fwd_jitter's too */
     double *all = pl_calloc(all_n, sizeof(double)); /* >= all rounds */
     if (!all) return pl_errf(e, PL_ENOMEM, "out of memory");
     exec_dims d;
     exec_dims_of(cfg, &d);
     memset(p, 0, sizeof *p);
     round_medians(x, n, all, p);
+    fwd_jitter(x, n, all, p);
     if (n == 1) prof_windows(x[0], p); /* one worker's own (a run's rank record) */
     for (int i = 0; each && i < n; i++) {
         memset(&each[i], 0, sizeof each[i]);
         round_medians(&x[i], 1, all, &each[i]);
+        fwd_jitter(&x[i], 1, all, &each[i]);
         prof_windows(x[i], &each[i]);
         each[i].concurrency = n;
     }
@@ -857,11 +895,11 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
                       "# " EXEC_PROFILE_META " worker=%d core=%d fwd_s=%.9g bwd_in_s=%.9g bwd_w_s=%.9g step_s=%.9g bwd_in0_s=%.9g "
                       "bwd_in_hot_s=%.9g bwd_w_hot_s=%.9g fwd_first_s=%.9g bwd_in_first_s=%.9g bwd_w_first_s=%.9g "
                       "fwd_rest_s=%.9g bwd_in_rest_s=%.9g bwd_w_rest_s=%.9g fwd_again_s=%.9g bwd_in_again_s=%.9g "
-                      "bwd_w_again_s=%.9g bwd_in_next_s=%.9g fwd_back_s=%.9g\n",
+                      "bwd_w_again_s=%.9g bwd_in_next_s=%.9g fwd_back_s=%.9g fwd_sd_s=%.9g\n",
                       i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s, each[i].i_hot_s,
                       each[i].w_hot_s, each[i].f_first_s, each[i].i_first_s, each[i].w_first_s, each[i].f_rest_s,
                       each[i].i_rest_s, each[i].w_rest_s, each[i].f_again_s, each[i].i_again_s, each[i].w_again_s,
-                      each[i].i_next_s, each[i].f_back_s);
+                      each[i].i_next_s, each[i].f_back_s, each[i].f_sd_s);
     for (int i = 0; concurrency > 1 && i < concurrency; i++) exec_window_line(&each[i], i, out);
     return exec_profile_csv_table(cfg, p, rows, out, e);
 }

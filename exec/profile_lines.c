@@ -21,6 +21,7 @@
 #define PROF_WORKER_AGAIN_FIELDS 18
 #define PROF_WORKER_NEXT_FIELDS 19
 #define PROF_WORKER_BACK_FIELDS 20
+#define PROF_WORKER_SD_FIELDS 21
 
 /* Returns the offset of the first line of text[len] at or after offset `from` that starts with
  * key (len when none) and copies that line, from skip bytes after its start to its end, into
@@ -59,6 +60,7 @@ typedef struct worker_line {
     double again[3];          /* F, I, W right after the same kind on the same blocks */
     double bin;               /* I of the last block right after its own forward */
     double fb;                /* F right after another microbatch's backwards on the same blocks */
+    double fsd;               /* the forward's jitter (exec_layer_profile.f_sd_s) */
 } worker_line;
 
 /* Reads the worker lines of text[len] into line[w] (w in [0, ranks)). Returns how many workers
@@ -76,10 +78,10 @@ static int worker_lines(const char *text, size_t len, int ranks, worker_line *li
         l.fields = sscanf(buf, "worker=%d core=%d fwd_s=%lf bwd_in_s=%lf bwd_w_s=%lf step_s=%lf bwd_in0_s=%lf "
                                "bwd_in_hot_s=%lf bwd_w_hot_s=%lf fwd_first_s=%lf bwd_in_first_s=%lf bwd_w_first_s=%lf "
                                "fwd_rest_s=%lf bwd_in_rest_s=%lf bwd_w_rest_s=%lf fwd_again_s=%lf bwd_in_again_s=%lf "
-                               "bwd_w_again_s=%lf bwd_in_next_s=%lf fwd_back_s=%lf",
+                               "bwd_w_again_s=%lf bwd_in_next_s=%lf fwd_back_s=%lf fwd_sd_s=%lf",
                           &l.w, &l.core, &l.f, &l.bi, &l.bw, &l.st, &l.bi0, &l.bih, &l.bwh, &l.first[0], &l.first[1],
                           &l.first[2], &l.rest[0], &l.rest[1], &l.rest[2], &l.again[0], &l.again[1], &l.again[2],
-                          &l.bin, &l.fb);
+                          &l.bin, &l.fb, &l.fsd);
         if (l.fields < PROF_WORKER_FIELDS || l.w < 0 || !(l.st >= 0) || !isfinite(l.st)) return -1;
         if (l.w >= ranks) return -1; /* measured with more workers than this run has ranks */
         if (line[l.w].w < 0) found++;
@@ -169,6 +171,10 @@ int exec_profile_worker_next(const char *text, size_t len, int ranks, double *ra
 
 int exec_profile_worker_back(const char *text, size_t len, int ranks, double *ratio) {
     return worker_ratio(text, len, ranks, PROF_WORKER_BACK_FIELDS, offsetof(worker_line, fb), offsetof(worker_line, f), ratio);
+}
+
+int exec_profile_worker_jitter(const char *text, size_t len, int ranks, double *cv) {
+    return worker_ratio(text, len, ranks, PROF_WORKER_SD_FIELDS, offsetof(worker_line, fsd), offsetof(worker_line, f), cv);
 }
 
 int exec_profile_worker_windows(const char *text, size_t len, int ranks, double *g, int *bad_line) {

@@ -49,7 +49,8 @@
 # (tags validate_cpu-reuse, -first, -again; the again term only where a rank holds several stages),
 # the prediction without the I next to its recomputed forward (-nonext, full recomputation) and
 # the one with the again term's forwards alone (-againf, where a rank holds several stages), and
-# the one with the reuse-distance term and the kind before (-before).
+# the one with the reuse-distance term and the kind before (-before), and the one with the
+# ranks' jitter (-jitter).
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
@@ -440,6 +441,7 @@ if [ -f "$DB" ]; then
     other_prediction -nonext "without the I next to its recomputed forward (only the runs under full recomputation)"
     other_prediction -againf "with the again term's forwards alone (only the runs whose ranks hold several stages)"
     other_prediction -before "with the reuse-distance term and the kind before (an I after an F of its stage, an F after its backwards)"
+    other_prediction -jitter "with the jitter term (the median of 31 simulated runs, each action at a lognormal factor of the profile's spread)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"

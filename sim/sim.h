@@ -277,6 +277,14 @@ typedef struct sim_repeat_stats {
 int sim_repeat(const sched *s, const sim_costs *c, const sim_config *cfg, int repeat,
                sim_repeat_stats *st, sim_result *first, pl_err *e);
 
+/* The median run of `runs` stochastic runs (cfg->cv > 0; seeds cfg->seed + k, k < runs): runs
+ * them all, orders them by iteration time (ties by seed), and runs again into r (with cfg's
+ * trace) the one in the middle, the lower of the two middle ones for an even count, so that r is
+ * one whole run whose iteration time is the runs' median. The measured side's iteration time is
+ * the median over passes (exec_result.iter_median_s); a prediction that prices the ranks' jitter
+ * is matched by this. Returns PL_OK (r to free) or an error code. */
+int sim_run_median(const sched *s, const sim_costs *c, const sim_config *cfg, int runs, sim_result *r, pl_err *e);
+
 /* ---------------------------------------------------------------- traces */
 
 /* Chrome trace JSON (Perfetto): one process per rank, thread 0 compute, thread 1 communication

@@ -462,8 +462,8 @@ static void test_run_profile_between(void) {
     CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
     /* (no again term: gpipe holds one stage per rank, and its profile times no again samples) */
     static const char *const tags[] = {"with", "with-nopasslen", "with-passlen", "with-rest", "with-reuse", "with-first", "with-again",
-                                       "with-againf", "with-before"};
-    static const size_t want_n[] = {2, 1, 0, 1, 1, 1, 0, 0, 1};
+                                       "with-againf", "with-before", "with-jitter"};
+    static const size_t want_n[] = {2, 1, 0, 1, 1, 1, 0, 0, 1, 1};
     for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
         CU_ASSERT_EQUAL(store_list_runs(s, tags[i], 0, &alt, &na, &e), PL_OK);
         CU_ASSERT_EQUAL(na, want_n[i]);
@@ -563,6 +563,22 @@ static void test_run_kind_before(void) {
     double ri[2], rw[2], fb[2], f[2] = {0, 0}, in[2] = {0, 0};
     CU_ASSERT_EQUAL(exec_profile_worker_reuse(text, len, 2, ri, rw), 0);
     CU_ASSERT_EQUAL(exec_profile_worker_back(text, len, 2, fb), 0);
+    /* the jitter term's coefficient of variation: each worker line's fwd_sd_s over its fwd_s, a
+     * spread from one microbatch to the next of a few percent (well under a half) */
+    double cv[2] = {0, 0}, line_cv[2] = {-1, -1};
+    CU_ASSERT_EQUAL(exec_profile_worker_jitter(text, len, 2, cv), 0);
+    for (const char *l = text; (l = strstr(l, "# pipelab-exec worker=")) != NULL; l++) {
+        int w;
+        double fw, sd;
+        const char *k = strstr(l, " fwd_sd_s=");
+        if (sscanf(l, "# pipelab-exec worker=%d core=%*d fwd_s=%lf", &w, &fw) == 2 && k && sscanf(k, " fwd_sd_s=%lf", &sd) == 1 &&
+            w >= 0 && w < 2)
+            line_cv[w] = sd / fw;
+    }
+    for (int q = 0; q < 2; q++) {
+        CU_ASSERT(cv[q] > 0 && cv[q] < 0.5);
+        CU_ASSERT_DOUBLE_EQUAL(cv[q], line_cv[q], 1e-12);
+    }
     /* the stages' F and I: the block rows, blocks 0-1 on rank 0, 2-3 on rank 1 */
     int rows = 0;
     for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
@@ -637,15 +653,15 @@ static void test_run_fault_stores_nothing(void) {
     /* the measured run, its prediction, the prediction with the reuse-distance terms, the one
      * with the pass-length term, the one at the rounds' later microbatches (TAG-rest) and the
      * reuse-distance and first-touch terms alone (no again term with one stage per rank) and the
-     * reuse-distance term with the kind before */
-    CU_ASSERT_EQUAL(count_runs(db), 8);
+     * reuse-distance term with the kind before and the one with the jitter term */
+    CU_ASSERT_EQUAL(count_runs(db), 9);
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s --inject-fault 1:3:1",
              PIPELAB_BIN, db);
     char *out = NULL;
     CU_ASSERT_EQUAL(sh(cmd, &out), 1);
     CU_ASSERT(out && strstr(out, "rank 1, action 3") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 8);
+    CU_ASSERT_EQUAL(count_runs(db), 9);
     free(db);
     free(dir);
 }
@@ -932,10 +948,10 @@ static void test_mpi_equals_threads(void) {
         free(a);
         free(b);
     }
-    CU_ASSERT_EQUAL(count_runs(db), 16); /* per run: measured, predicted, with the reuse terms, with the pass-length
+    CU_ASSERT_EQUAL(count_runs(db), 18); /* per run: measured, predicted, with the reuse terms, with the pass-length
                                          * term, at the rounds' later microbatches, with the reuse-distance and the
                                          * first-touch term alone, with the reuse-distance term and the kind
-                                         * before */
+                                         * before, with the jitter term */
     /* each MPI rank's worker profiles between the passes too; rank 0 gathers their times: the
      * saved profile has one worker line per rank and the prediction says where it came from */
     char *csv = pl_test_path(dir, "mpi_profile.csv");
@@ -970,7 +986,7 @@ static void test_mpi_equals_threads(void) {
     CU_ASSERT(pl_now_s() - t0 < 10);
     CU_ASSERT(out && strstr(out, "rank 1, action 2") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 16);
+    CU_ASSERT_EQUAL(count_runs(db), 18);
     free(wt);
     free(wm);
     free(db);

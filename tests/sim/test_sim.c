@@ -582,6 +582,63 @@ static void test_determinism_and_stochastic(void) {
     sched_free(s);
 }
 
+/* The median of stochastic runs (sim_run_median): its result is the run whose iteration time is
+ * the median of the seeds' own (each run alone with sim_run: the sequential reference), the lower
+ * middle one for an even count, with its trace; a cv of 0 gives the deterministic run. On two
+ * ranks that do equal work (GPipe, F 1 and B 2 on each, m 16, no transfer time) a deterministic
+ * run waits only in the fill and drain, (p - 1)(F + B) = 3 of its (m + p - 1)(F + B) = 51; with
+ * jitter (cv 0.3) each rank waits on the other's slower actions too, so the median run is longer,
+ * though each action's mean time is the same. */
+static void test_median_run(void) {
+    sched *s = lowered("gpipe", 2, 16, 0, 0);
+    if (!s) return;
+    sim_basic b;
+    sim_basic_init(&b);
+    b.tf_s = 1;
+    b.tb_s = 2;
+    sim_costs costs = sim_basic_costs(&b);
+    sim_config c;
+    sim_config_init(&c);
+    pl_err e;
+    sim_result det, med;
+    CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &c, &det, &e), PL_OK);
+    NEAR(det.iteration_time_s, 51);
+    c.cv = 0.3;
+    c.seed = 7;
+    c.record_trace = 1;
+    enum { N = 9 };
+    for (int runs = N - 1; runs <= N; runs++) {
+        double it[N];
+        for (int k = 0; k < runs; k++) {
+            sim_config one = c;
+            one.seed = c.seed + (uint64_t)k;
+            one.record_trace = 0;
+            sim_result r;
+            CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &one, &r, &e), PL_OK);
+            it[k] = r.iteration_time_s;
+            sim_result_free(&r);
+        }
+        for (int i = 1; i < runs; i++) /* insertion sort */
+            for (int j = i; j > 0 && it[j] < it[j - 1]; j--) {
+                double t = it[j];
+                it[j] = it[j - 1];
+                it[j - 1] = t;
+            }
+        CU_ASSERT_EQUAL_FATAL(sim_run_median(s, &costs, &c, runs, &med, &e), PL_OK);
+        CU_ASSERT_EQUAL(med.iteration_time_s, it[(runs - 1) / 2]);
+        CU_ASSERT_PTR_NOT_NULL(med.trace);
+        CU_ASSERT(med.iteration_time_s > det.iteration_time_s);
+        sim_result_free(&med);
+    }
+    c.cv = 0;
+    CU_ASSERT_EQUAL_FATAL(sim_run_median(s, &costs, &c, 3, &med, &e), PL_OK);
+    CU_ASSERT_EQUAL(med.iteration_time_s, det.iteration_time_s);
+    sim_result_free(&med);
+    CU_ASSERT_EQUAL(sim_run_median(s, &costs, &c, 0, &med, &e), PL_EINPUT);
+    sim_result_free(&det);
+    sched_free(s);
+}
+
 /* Chrome trace and table name every action. */
 static void test_trace_export(void) {
     sched *s = lowered("1f1b", 2, 2, 0, 0);
@@ -872,6 +929,7 @@ void pl_test_register(void) {
         {"recompute", test_recompute},
         {"replicas all-reduce", test_replicas_allreduce},
         {"determinism and stochastic", test_determinism_and_stochastic},
+        {"the median of stochastic runs: the seeds' median, longer on balanced ranks", test_median_run},
         {"trace export", test_trace_export},
         {"stage csv", test_stage_csv},
         {"library errors", test_library_errors},
