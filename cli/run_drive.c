@@ -185,14 +185,14 @@ static int terms_init(const sched *s, const cli_run_terms *t, sim_reuse *reuse, 
     return PL_OK;
 }
 
-/* run_drive.h. Returns PL_OK with r filled, or the error of the profile check, the stage split
- * or the simulator (prefixed "prediction: "). */
 /* One prediction's simulation: a run, or with c->cv > 0 (the jitter term) the median of
  * CLI_RUN_JITTER_RUNS stochastic ones. */
 static int run_sim(const sched *s, const sim_costs *costs, const sim_config *c, sim_result *r, pl_err *e) {
     return c->cv > 0 ? sim_run_median(s, costs, c, CLI_RUN_JITTER_RUNS, r, e) : sim_run(s, costs, c, r, e);
 }
 
+/* run_drive.h. Returns PL_OK with r filled, or the error of the profile check, the stage split
+ * or the simulator (prefixed "prediction: "). */
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,
                     const cli_run_terms *terms, sim_result *r, pl_err *e) {
     static const cli_run_terms none;

@@ -684,7 +684,7 @@ static void fwd_jitter(const prof_thread *const *x, int threads, double *scratch
     const size_t S = PROFILE_SLOTS, n_sum = S - 1;
     size_t n = 0;
     p->f_sd_s = 0;
-    for (int i = 0; i < threads && n_sum >= 2; i++) {
+    for (int i = 0; i < threads; i++) {
         size_t L = (size_t)x[i]->L, rounds = x[i]->rounds;
         if (rounds == 0 || !x[i]->t || x[i]->ns / rounds < S * L) continue;
         size_t each = x[i]->ns / rounds; /* F samples of a round: slot s's block k at s L + k */

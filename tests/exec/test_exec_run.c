@@ -511,6 +511,20 @@ static void sim_busy(const char *db, const char *tag, double busy[2]) {
     store_close(s);
 }
 
+/* Sets v[w] to the value of key on worker w's line of a saved profile's text (w 0 and 1; -1
+ * where the line or the key is missing). */
+static void worker_key(const char *text, const char *key, double v[2]) {
+    v[0] = v[1] = -1;
+    char pat[64];
+    snprintf(pat, sizeof pat, " %s=", key);
+    for (const char *l = text; (l = strstr(l, "# pipelab-exec worker=")) != NULL; l++) {
+        int w;
+        const char *end = strchr(l, '\n'), *k = strstr(l, pat);
+        if (sscanf(l, "# pipelab-exec worker=%d", &w) == 1 && w >= 0 && w < 2 && k && (!end || k < end))
+            v[w] = strtod(k + strlen(pat), NULL);
+    }
+}
+
 /* The again term's forwards alone, in a prediction stored beside (TAG-againf). looped-bfs on 2
  * ranks, m 4, two stages a rank of one block each: on each stage the F of microbatches 1-3
  * follows the F of the one before on the same stage, and takes the ratio of its rank's again F to
@@ -527,12 +541,8 @@ static void test_run_again_forwards(void) {
     CU_ASSERT_EQUAL(exec_profile_worker_again(text, len, 2, ag), 0);
     CU_ASSERT_EQUAL(exec_profile_worker_steps(text, len, 2, step), 0);
     /* each worker's F */
-    double f[2] = {0, 0};
-    for (const char *l = text; (l = strstr(l, "# pipelab-exec worker=")) != NULL; l++) {
-        int w;
-        double fw;
-        if (sscanf(l, "# pipelab-exec worker=%d core=%*d fwd_s=%lf", &w, &fw) == 2 && w >= 0 && w < 2) f[w] = fw;
-    }
+    double f[2];
+    worker_key(text, "fwd_s", f);
     free(text);
     double bm[2], bo[2];
     sim_busy(db, "ag", bm);
@@ -565,19 +575,13 @@ static void test_run_kind_before(void) {
     CU_ASSERT_EQUAL(exec_profile_worker_back(text, len, 2, fb), 0);
     /* the jitter term's coefficient of variation: each worker line's fwd_sd_s over its fwd_s, a
      * spread from one microbatch to the next of a few percent (well under a half) */
-    double cv[2] = {0, 0}, line_cv[2] = {-1, -1};
+    double cv[2] = {0, 0}, fw[2], sd[2];
     CU_ASSERT_EQUAL(exec_profile_worker_jitter(text, len, 2, cv), 0);
-    for (const char *l = text; (l = strstr(l, "# pipelab-exec worker=")) != NULL; l++) {
-        int w;
-        double fw, sd;
-        const char *k = strstr(l, " fwd_sd_s=");
-        if (sscanf(l, "# pipelab-exec worker=%d core=%*d fwd_s=%lf", &w, &fw) == 2 && k && sscanf(k, " fwd_sd_s=%lf", &sd) == 1 &&
-            w >= 0 && w < 2)
-            line_cv[w] = sd / fw;
-    }
+    worker_key(text, "fwd_s", fw);
+    worker_key(text, "fwd_sd_s", sd);
     for (int q = 0; q < 2; q++) {
-        CU_ASSERT(cv[q] > 0 && cv[q] < 0.5);
-        CU_ASSERT_DOUBLE_EQUAL(cv[q], line_cv[q], 1e-12);
+        CU_ASSERT(cv[q] > 0 && cv[q] < 0.5 && fw[q] > 0);
+        CU_ASSERT_DOUBLE_EQUAL(cv[q], sd[q] / fw[q], 1e-12);
     }
     /* the stages' F and I: the block rows, blocks 0-1 on rank 0, 2-3 on rank 1 */
     int rows = 0;
