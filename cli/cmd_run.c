@@ -194,6 +194,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_AGAINF_SUFFIX "-againf"
 #define RUN_TAG_BEFORE_SUFFIX "-before"
 #define RUN_TAG_JITTER_SUFFIX "-jitter"
+#define RUN_TAG_DRIFT_SUFFIX "-drift"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -210,7 +211,8 @@ typedef struct run_state {
                               * the reuse-distance, first-touch and again terms each alone; [6]
                               * without the I next to its recomputed forward; [7] with the
                               * again term's forwards; [8] with the reuse-distance term and the
-                              * kind before; [9] with the jitter term */
+                              * kind before; [9] with the jitter term; [10] with the jitter
+                              * and the drift terms */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -524,14 +526,17 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     /* the forward's jitter, for the jitter term (stored beside) */
     double *jt = pl_calloc(R, sizeof *jt);
     const double *jtp = jt && exec_profile_worker_jitter(text, t->len, st->s->ranks, jt) == 0 ? jt : NULL;
+    /* the ranks' drift, for the drift term (stored beside, with the jitter term) */
+    double drift = 0;
+    if (exec_profile_drift(text, t->len, &drift) != 0) drift = 0;
     /* the pass-length term when the profile's windows lines have it: in the prediction and the
      * terms' other one under --pass-length-term, and the second other one toggles it */
     double *win = pl_calloc((size_t)EXEC_WINDOWS * R, sizeof *win);
     int bad_line = 0, wrc = win ? exec_profile_worker_windows(text, t->len, st->s->ranks, win, &bad_line) : -1;
     int windows = wrc == 0;
     const double *wp = windows && o->pass_length ? win : NULL;
-    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, again ? ag : NULL, wp, np, NULL, NULL};
-    const cli_run_terms base = {NULL, NULL, NULL, NULL, NULL, wp, np, NULL, NULL};
+    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, again ? ag : NULL, wp, np, NULL, NULL, 0};
+    const cli_run_terms base = {NULL, NULL, NULL, NULL, NULL, wp, np, NULL, NULL, 0};
     const double *steps = per_rank ? rank_step : NULL;
     const cli_run_terms *main_terms = o->terms ? &terms : &base, *alt_terms = o->terms ? &base : &terms;
     cli_run_terms toggled = *main_terms;
@@ -557,7 +562,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
      * blocks its first microbatch ran up to 40% slower, where a pass's first action of a stage
      * does not (docs/validate_cpu.md, "Off the grid"); stored beside, not applied */
     if (rc == PL_OK && first) {
-        const cli_run_terms rest = {NULL, NULL, fr, fr, NULL, wp, np, NULL, NULL};
+        const cli_run_terms rest = {NULL, NULL, fr, fr, NULL, wp, np, NULL, NULL, 0};
         rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &rest, &st->pr_alt[2], e);
         st->have_alt[2] = rc == PL_OK;
         snprintf(st->tag_alt[2], sizeof st->tag_alt[2], "%s%s", tag, RUN_TAG_REST_SUFFIX);
@@ -565,9 +570,9 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     /* each of the three terms alone, stored beside: which of them moves which configurations
      * (docs/validate_cpu.md, "Repeats": each fixes the points of its own cause and shortens the
      * rest) */
-    const cli_run_terms alone[3] = {{reuse ? ri : NULL, reuse ? rw : NULL, NULL, NULL, NULL, wp, np, NULL, NULL},
-                                    {NULL, NULL, first ? fi : NULL, first ? fr : NULL, NULL, wp, np, NULL, NULL},
-                                    {NULL, NULL, NULL, NULL, again ? ag : NULL, wp, np, NULL, NULL}};
+    const cli_run_terms alone[3] = {{reuse ? ri : NULL, reuse ? rw : NULL, NULL, NULL, NULL, wp, np, NULL, NULL, 0},
+                                    {NULL, NULL, first ? fi : NULL, first ? fr : NULL, NULL, wp, np, NULL, NULL, 0},
+                                    {NULL, NULL, NULL, NULL, again ? ag : NULL, wp, np, NULL, NULL, 0}};
     static const char *const alone_suffix[3] = {RUN_TAG_REUSE_SUFFIX, RUN_TAG_FIRST_SUFFIX, RUN_TAG_AGAIN_SUFFIX};
     const int alone_on[3] = {reuse, first, again};
     for (int k = 0; rc == PL_OK && k < 3; k++) {
@@ -614,6 +619,17 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
         rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &with, &st->pr_alt[9], e);
         st->have_alt[9] = rc == PL_OK;
         snprintf(st->tag_alt[9], sizeof st->tag_alt[9], "%s%s", tag, RUN_TAG_JITTER_SUFFIX);
+    }
+    /* with the jitter and the drift terms, stored beside: also each rank's speed drawn once per
+     * simulated run at the ranks' drift, which the profile measures side by side (docs/
+     * validate_cpu.md, "The ranks' drift") */
+    if (rc == PL_OK && jtp && drift > 0) {
+        cli_run_terms with = *main_terms;
+        with.jitter = jtp;
+        with.drift = drift;
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &with, &st->pr_alt[10], e);
+        st->have_alt[10] = rc == PL_OK;
+        snprintf(st->tag_alt[10], sizeof st->tag_alt[10], "%s%s", tag, RUN_TAG_DRIFT_SUFFIX);
     }
     free(agf);
     free(fb);

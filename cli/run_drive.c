@@ -185,10 +185,10 @@ static int terms_init(const sched *s, const cli_run_terms *t, sim_reuse *reuse, 
     return PL_OK;
 }
 
-/* One prediction's simulation: a run, or with c->cv > 0 (the jitter term) the median of
- * CLI_RUN_JITTER_RUNS stochastic ones. */
+/* One prediction's simulation: a run, or with c->cv or c->rank_cv > 0 (the jitter and drift
+ * terms) the median of CLI_RUN_JITTER_RUNS stochastic ones. */
 static int run_sim(const sched *s, const sim_costs *costs, const sim_config *c, sim_result *r, pl_err *e) {
-    return c->cv > 0 ? sim_run_median(s, costs, c, CLI_RUN_JITTER_RUNS, r, e) : sim_run(s, costs, c, r, e);
+    return c->cv > 0 || c->rank_cv > 0 ? sim_run_median(s, costs, c, CLI_RUN_JITTER_RUNS, r, e) : sim_run(s, costs, c, r, e);
 }
 
 /* run_drive.h. Returns PL_OK with r filled, or the error of the profile check, the stage split
@@ -248,6 +248,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         double cv2 = 0;
         for (int q = 0; t->jitter && q < s->ranks; q++) cv2 += t->jitter[q] * t->jitter[q] / s->ranks;
         c.cv = sqrt(cv2);
+        c.rank_cv = t->drift; /* the drift term: each worker's speed drawn once per run */
         c.seed = CLI_RUN_JITTER_SEED;
         sim_costs costs = sim_model_costs(&sm);
         rc = run_sim(s, &costs, &c, r, e);

@@ -119,8 +119,14 @@ typedef struct cli_run_terms {
      * runs (sim_run_median): two balanced ranks wait on each other's slower actions, which a
      * prediction at each action's mean time leaves out; NULL: off */
     const double *jitter;
+    /* the ranks' drift (exec_profile_drift, > 0; 0: off): each worker's compute times one
+     * lognormal factor of mean 1 and this coefficient of variation, drawn once per simulated run
+     * (sim_config.rank_cv), and the prediction the median of CLI_RUN_JITTER_RUNS such runs: two
+     * balanced ranks wait on whichever is the slower over the pass, which a prediction at each
+     * rank's mean speed leaves out */
+    double drift;
 } cli_run_terms;
-/* The stochastic runs of the jitter term, and the seed of the first. */
+/* The stochastic runs of the jitter and drift terms, and the seed of the first. */
 #define CLI_RUN_JITTER_RUNS 31
 #define CLI_RUN_JITTER_SEED 1
 /* Returns 1 when t prices the I next to its recomputed forward (cli_run_terms.next). */
@@ -133,7 +139,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 /* ---------------------------------------------------------------- results store */
 
 /* The other predictions a run stores beside its own (cli_run_store_info.pred_alt). */
-#define CLI_RUN_ALTS 10
+#define CLI_RUN_ALTS 11
 
 /* What a stored pair of runs carries besides the results. */
 typedef struct cli_run_store_info {
@@ -152,7 +158,8 @@ typedef struct cli_run_store_info {
      * profile round's microbatches after its first (the first-touch term's rest ratio on all),
      * [3] [4] [5] with the reuse-distance, the first-touch and the again term alone, [6] without
      * the I next to its recomputed forward (cli_run_terms.next), [7] with the again term's
-     * forwards, [8] with the reuse-distance term and the kind before, [9] with the jitter term */
+     * forwards, [8] with the reuse-distance term and the kind before, [9] with the jitter term,
+     * [10] with the jitter and the drift terms */
     const sim_result *pred_alt[CLI_RUN_ALTS];
     const char *tag_alt[CLI_RUN_ALTS];
     const exec_host_probe *host_probe; /* the host probe taken before the run, or NULL */

@@ -497,6 +497,17 @@ typedef struct exec_layer_profile {
                                 * mean taken out), times f_s: f_sd_s / f_s is the coefficient of
                                 * variation of an action from one microbatch to the next, apart
                                 * from the host's drift between rounds; 0 = not measured */
+    double drift;              /* the ranks' speeds drifting apart, over all workers' rounds side by
+                                * side (a profile of two or more workers in one process): per pair
+                                * of workers, the log of the ratio of their F round means (the
+                                * microbatches after each round's first), round by round; the part
+                                * of its variance that holds from one round to the next (its
+                                * autocovariance at lag 1, values clipped to 3 robust standard
+                                * deviations), half of it one worker's; drift is the square root of
+                                * that over the pairs' mean: the coefficient of variation of a
+                                * worker's speed, over stretches of a round or more, that the other
+                                * workers do not share; 0 = not measured (one worker, fewer than 8
+                                * rounds, records over MPI) */
     size_t param_bytes;        /* one block's parameters */
     size_t act_out_bytes;      /* what crosses a stage boundary: b x h floats */
     size_t stash_bytes;        /* what one block keeps from F to the backward: its input and its
@@ -614,6 +625,11 @@ int exec_profile_worker_back(const char *text, size_t len, int ranks, double *ra
  * coefficient of variation from one microbatch to the next (fwd_sd_s / fwd_s, cv[w]) when every
  * rank's line has a positive one, else -1 (the term is then off). */
 int exec_profile_worker_jitter(const char *text, size_t len, int ranks, double *cv);
+
+/* Reads the ranks' drift of a profile CSV's text[len] (its line "# pipelab-exec concurrency=P
+ * step_s=S rank_drift=D", exec_layer_profile.drift): 0 and *drift = D when the line has a
+ * positive one, else -1 (the term is then off). */
+int exec_profile_drift(const char *text, size_t len, double *drift);
 
 /* Reads the pass-length term of a profile CSV's text[len] (its lines "# pipelab-exec windows
  * worker=W first_ms=1 factors=G0,...", one per worker, which a profile between a run's passes and

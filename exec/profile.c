@@ -671,35 +671,88 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
  * most PROFILE_SLOTS - 1 a round, the round's first microbatch left out. */
 #define FSD_PER_ROUND (PROFILE_SLOTS - 1)
 
-/* Sets p->f_sd_s, the forward's jitter (exec_layer_profile.f_sd_s), from the threads' F samples:
- * per round, each of its microbatches after the first summed over the thread's blocks, and each
- * sum's deviation from their mean relative to it; over all those deviations 1.4826 times the
- * median absolute one (the standard deviation of normal ones, unmoved by the rare interruption of
- * several times an action), times sqrt(n / (n - 1)) for the mean taken out of n sums; times p's
- * f_s. Within a round the microbatches run back to back on the same blocks, so what spreads them
- * is what varies from one action to the next in a run, not the host's drift between rounds
- * (which the ranks share, and which sets no rank waiting on another). 0 without one whole round.
- * scratch holds at least FSD_PER_ROUND times the threads' rounds doubles. */
-static void fwd_jitter(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
-    const size_t S = PROFILE_SLOTS, n_sum = S - 1;
-    size_t n = 0;
-    p->f_sd_s = 0;
-    for (int i = 0; i < threads; i++) {
-        size_t L = (size_t)x[i]->L, rounds = x[i]->rounds;
-        if (rounds == 0 || !x[i]->t || x[i]->ns / rounds < S * L) continue;
-        size_t each = x[i]->ns / rounds; /* F samples of a round: slot s's block k at s L + k */
-        for (size_t r = 0; r < prof_done(x[i]); r++) {
-            double a[PROFILE_SLOTS], mean = 0;
-            for (size_t s = 1; s < S; s++) {
-                a[s] = 0;
-                for (size_t k = 0; k < L; k++) a[s] += x[i]->t[EXEC_PROF_F * x[i]->ns + r * each + s * L + k];
-                mean += a[s] / (double)n_sum;
-            }
-            for (size_t s = 1; s < S && mean > 0; s++) scratch[n++] = fabs(a[s] / mean - 1);
-        }
+/* Sets a[s] for s in 1 .. PROFILE_SLOTS - 1 to thread x's F of round r's microbatch in slot s,
+ * summed over its blocks, and returns their mean; 0 when x has no whole round of F samples. */
+static double round_fwd(const prof_thread *x, size_t r, double *a) {
+    size_t L = (size_t)x->L, rounds = x->rounds, S = PROFILE_SLOTS;
+    if (rounds == 0 || !x->t || x->ns / rounds < S * L || r >= prof_done(x)) return 0;
+    size_t each = x->ns / rounds; /* F samples of a round: slot s's block k at s L + k */
+    double mean = 0;
+    for (size_t s = 1; s < S; s++) {
+        a[s] = 0;
+        for (size_t k = 0; k < L; k++) a[s] += x->t[EXEC_PROF_F * x->ns + r * each + s * L + k];
+        mean += a[s] / (double)(S - 1);
     }
-    if (n < n_sum) return;
-    p->f_sd_s = 1.4826 * exec_median(scratch, n) * sqrt((double)n_sum / (double)(n_sum - 1)) * p->f_s;
+    return mean;
+}
+
+/* Returns the forward's jitter relative to the forward (exec_layer_profile.f_sd_s / f_s) over
+ * the threads' F samples: per round, each of its microbatches after the first summed over the
+ * thread's blocks (round_fwd), and each sum's deviation from their mean relative to it; over all
+ * those deviations 1.4826 times the median absolute one (the standard deviation of normal ones,
+ * unmoved by the rare interruption of several times an action), times sqrt(n / (n - 1)) for the
+ * mean taken out of n sums. Within a round the microbatches run back to back on the same blocks,
+ * so what spreads them is what varies from one action to the next in a run, not the host's drift
+ * between rounds (which the ranks share, and which sets no rank waiting on another). 0 without
+ * one whole round. scratch holds at least FSD_PER_ROUND times the threads' rounds doubles. */
+static double fwd_jitter_rel(const prof_thread *const *x, int threads, double *scratch) {
+    const size_t n_sum = PROFILE_SLOTS - 1;
+    size_t n = 0;
+    for (int i = 0; i < threads; i++)
+        for (size_t r = 0; r < prof_done(x[i]); r++) {
+            double a[PROFILE_SLOTS], mean = round_fwd(x[i], r, a);
+            for (size_t s = 1; s <= n_sum && mean > 0; s++) scratch[n++] = fabs(a[s] / mean - 1);
+        }
+    if (n < n_sum) return 0;
+    return 1.4826 * exec_median(scratch, n) * sqrt((double)n_sum / (double)(n_sum - 1));
+}
+
+/* Sets p->f_sd_s, the forward's jitter, from the threads' F samples: fwd_jitter_rel times p's
+ * f_s. */
+static void fwd_jitter(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
+    p->f_sd_s = fwd_jitter_rel(x, threads, scratch) * p->f_s;
+}
+
+/* Rounds side by side that the ranks' drift needs at least: fewer leave it unmeasured. */
+#define DRIFT_MIN_ROUNDS 8
+
+/* exec_int.h. */
+double exec_lag1_variance(double *d, size_t n, double *tmp) {
+    double mid = exec_median(d, n), mu = 0, c1 = 0;
+    for (size_t k = 0; k < n; k++) tmp[k] = fabs(d[k] - mid);
+    double lim = 3 * 1.4826 * exec_median(tmp, n);
+    for (size_t k = 0; k < n; k++) {
+        d[k] = d[k] - mid > lim ? mid + lim : d[k] - mid < -lim ? mid - lim : d[k];
+        mu += d[k] / (double)n;
+    }
+    for (size_t k = 0; k + 1 < n; k++) c1 += (d[k] - mu) * (d[k + 1] - mu) / (double)(n - 1);
+    return c1;
+}
+
+/* Sets p->drift, the ranks' speeds drifting apart (exec_layer_profile.drift), from the threads'
+ * F samples, round r of each thread beside round r of the others: every thread runs the same
+ * rounds in the same gaps, so the log of a round's ratio between two threads leaves out what the
+ * host does to both. The persistent part of its variance (exec_lag1_variance) is what holds over a
+ * stretch of work as long as a round; half of it is one thread's, if both drift alike. 0 with
+ * fewer than two threads or DRIFT_MIN_ROUNDS whole rounds. scratch holds at least twice the
+ * rounds of any thread. */
+static void rank_drift(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
+    double var = 0;
+    int pairs = 0;
+    p->drift = 0;
+    for (int i = 0; i < threads; i++)
+        for (int j = i + 1; j < threads; j++) {
+            size_t R = prof_done(x[i]) < prof_done(x[j]) ? prof_done(x[i]) : prof_done(x[j]), n = 0;
+            for (size_t r = 0; r < R; r++) {
+                double a[PROFILE_SLOTS], mi = round_fwd(x[i], r, a), mj = round_fwd(x[j], r, a);
+                if (mi > 0 && mj > 0) scratch[n++] = log(mi / mj);
+            }
+            if (n < DRIFT_MIN_ROUNDS) return;
+            double v = exec_lag1_variance(scratch, n, scratch + n);
+            var += v > 0 ? v / 2 : 0;
+            pairs++;
+        }
+    if (pairs) p->drift = sqrt(var / pairs);
 }
 
 /* Adds to a[*n], c[*n] the unit of thread x's round r of kind k (EXEC_PROF_*): its samples lo ..
@@ -764,6 +817,7 @@ static int prof_collect(const prof_thread *const *x, int n, const exec_config *c
     memset(p, 0, sizeof *p);
     round_medians(x, n, all, p);
     fwd_jitter(x, n, all, p);
+    rank_drift(x, n, all, p);
     if (n == 1) prof_windows(x[0], p); /* one worker's own (a run's rank record) */
     for (int i = 0; each && i < n; i++) {
         memset(&each[i], 0, sizeof each[i]);
@@ -888,7 +942,8 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
                            "# of each round's mean; every block has this shape.\n",
                       desc, host ? " on " : "", host ? host : "", exec_blas_init(), reps, PROFILE_SLOTS);
     /* not "#@" metadata: the cost model's reader accepts only its own keys there */
-    pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g\n", concurrency, p->step_s);
+    pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g rank_drift=%.9g\n", concurrency, p->step_s,
+                  p->drift);
     /* each worker's own times (its core's speed; the rows below are over all workers) */
     for (int i = 0; concurrency > 1 && i < concurrency; i++)
         pl_buf_printf(out,

@@ -50,6 +50,17 @@ int exec_profile_meta(const char *text, size_t len, int *concurrency, double *st
     return 0;
 }
 
+int exec_profile_drift(const char *text, size_t len, double *drift) {
+    const char *key = "# " EXEC_PROFILE_META " ";
+    char line[PROF_META_LINE_MAX];
+    if (find_line(text, len, 0, key, strlen(key), line, sizeof line) == len) return -1;
+    const char *at = strstr(line, " rank_drift=");
+    double d = 0;
+    if (!at || sscanf(at, " rank_drift=%lf", &d) != 1 || !(d > 0) || !isfinite(d)) return -1;
+    *drift = d;
+    return 0;
+}
+
 /* One worker line of a profile CSV: its worker, the times of one block, and how many fields of
  * the line were read (PROF_WORKER_FIELDS without the reuse-distance times, PROF_WORKER_HOT_FIELDS
  * with them). */

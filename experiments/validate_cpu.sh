@@ -50,7 +50,7 @@
 # the prediction without the I next to its recomputed forward (-nonext, full recomputation) and
 # the one with the again term's forwards alone (-againf, where a rank holds several stages), and
 # the one with the reuse-distance term and the kind before (-before), and the one with the
-# ranks' jitter (-jitter).
+# ranks' jitter (-jitter), and the one with the jitter and the ranks' drift (-drift).
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
@@ -442,6 +442,7 @@ if [ -f "$DB" ]; then
     other_prediction -againf "with the again term's forwards alone (only the runs whose ranks hold several stages)"
     other_prediction -before "with the reuse-distance term and the kind before (an I after an F of its stage, an F after its backwards)"
     other_prediction -jitter "with the jitter term (the median of 31 simulated runs, each action at a lognormal factor of the profile's spread)"
+    other_prediction -drift "with the jitter and drift terms (the median of 31 simulated runs, each rank's speed also at a lognormal factor drawn once a run, of the profile's side-by-side drift)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"

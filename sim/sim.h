@@ -135,6 +135,10 @@ typedef struct sim_config {
     double optimizer_bytes_per_param; /* optimizer state per parameter, default 8 (Adam m, v) */
     int microbatch_size;      /* samples per microbatch, for throughput; default 1 */
     double cv;                /* stochastic mode: coefficient of variation of compute (0 = off) */
+    double rank_cv;           /* stochastic mode: coefficient of variation of each stream's speed:
+                               * all of a stream's compute times one lognormal factor of mean 1,
+                               * drawn once per run (a worker slower or faster than its profile
+                               * for the whole run; 0 = off) */
     uint64_t seed;            /* seed of the lognormal factors */
     int record_trace;         /* 1: keep start/end/memory of every action */
     int whole_run;            /* 1: iteration time = makespan / iterations and the bubble window
@@ -277,7 +281,7 @@ typedef struct sim_repeat_stats {
 int sim_repeat(const sched *s, const sim_costs *c, const sim_config *cfg, int repeat,
                sim_repeat_stats *st, sim_result *first, pl_err *e);
 
-/* The median run of `runs` stochastic runs (cfg->cv > 0; seeds cfg->seed + k, k < runs): runs
+/* The median run of `runs` stochastic runs (cfg->cv or cfg->rank_cv > 0; seeds cfg->seed + k, k < runs): runs
  * them all, orders them by iteration time (ties by seed), and runs again into r (with cfg's
  * trace) the one in the middle, the lower of the two middle ones for an even count, so that r is
  * one whole run whose iteration time is the runs' median. The measured side's iteration time is

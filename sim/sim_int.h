@@ -125,6 +125,7 @@ typedef struct sim_rank_state {
     int versions;     /* weight versions now (sum over stages) */
     int64_t mem;      /* bytes now */
     int32_t rank, replica; /* the schedule rank this stream belongs to, and its replica */
+    double speed;     /* factor on its compute times: 1, or drawn once per run (sim_config.rank_cv) */
     const uint32_t *orig;  /* replicated rank: position of each action in the rank's list, else NULL */
     sim_rank_stats st; /* statistics, copied to the result at the end */
 } sim_rank_state;

@@ -131,7 +131,7 @@ static inline double compute_time(sim_eng *g, int stage, int kind, int mb) {
         g->err = PL_EINPUT;
         return 0;
     }
-    if (g->rng) t *= gsl_ran_lognormal(g->rng, g->ln_mu, g->ln_sigma);
+    if (g->ln_sigma > 0) t *= gsl_ran_lognormal(g->rng, g->ln_mu, g->ln_sigma);
     return t;
 }
 
@@ -186,7 +186,7 @@ static inline double compute_begin(sim_eng *g, sim_rank_state *k, int kind, int 
         mem_start(g, k, kind, stage);
     }
     note_peaks(k);
-    return d;
+    return d * k->speed;
 }
 
 /* Notes that stream k starts d seconds of compute at now: its first start, its busy time. */

@@ -99,6 +99,9 @@ static int check_input(const sched *s, const sim_config *cfg, pl_err *e) {
         return pl_errf(e, PL_EINPUT, "the simulator's trace needs a lowered schedule (call sched_lower first)");
     if (!(cfg->cv >= 0 && cfg->cv <= SIM_CV_MAX))
         return pl_errf(e, PL_EINPUT, "the coefficient of variation must be in [0, %d] (got %g)", SIM_CV_MAX, cfg->cv);
+    if (!(cfg->rank_cv >= 0 && cfg->rank_cv <= SIM_CV_MAX))
+        return pl_errf(e, PL_EINPUT, "the ranks' coefficient of variation must be in [0, %d] (got %g)", SIM_CV_MAX,
+                       cfg->rank_cv);
     if (!(cfg->dtype_bytes >= 0) || !isfinite(cfg->dtype_bytes) || !(cfg->optimizer_bytes_per_param >= 0) ||
         !isfinite(cfg->optimizer_bytes_per_param))
         return pl_errf(e, PL_EINPUT, "bytes per parameter (%g) and optimizer bytes per parameter (%g) must be finite and >= 0",
@@ -126,7 +129,7 @@ static int check_replicas(sim_eng *g, pl_err *e) {
 static int flow_stream_alloc(sim_eng *g, int try_flow) {
     const sim_config *cfg = g->cfg;
     if (g->any_rep) return 0; /* replicated runs: the heap engine's streams (see the top) */
-    if (!try_flow || cfg->cv > 0 || g->s->weights != SCHED_WEIGHTS_FLUSH || (cfg->shared_inter_link && cfg->ranks_per_node > 0))
+    if (!try_flow || cfg->cv > 0 || cfg->rank_cv > 0 || g->s->weights != SCHED_WEIGHTS_FLUSH || (cfg->shared_inter_link && cfg->ranks_per_node > 0))
         return 0;
     if (g->implied) return 1; /* the compute-only lists are walked as they are: no copy */
     g->fstream_bytes = (sched_total_actions(g->s) + SIM_FLOW_SLACK) * sizeof(sim_flow_act);
@@ -220,12 +223,20 @@ static int setup_run(sim_eng *g, pl_err *e) {
     if (rc == PL_OK) rc = sim_setup_stage_memory(g, e);
     if (rc == PL_OK && g->any_rep) rc = sim_setup_rounds(g, e);
     if (rc != PL_OK) return rc;
-    for (int q = 0; q < g->nstream; q++) note_peaks(&g->rk[q]);
-    double cv = g->cfg->cv;
-    if (cv <= 0) return PL_OK;
+    for (int q = 0; q < g->nstream; q++) {
+        note_peaks(&g->rk[q]);
+        g->rk[q].speed = 1;
+    }
+    double cv = g->cfg->cv, rcv = g->cfg->rank_cv;
+    if (cv <= 0 && rcv <= 0) return PL_OK;
     g->rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (!g->rng) return pl_errf(e, PL_ENOMEM, "out of memory for the random generator");
     gsl_rng_set(g->rng, (unsigned long)g->cfg->seed);
+    if (rcv > 0) { /* each stream's speed first, in stream order: mean factor 1 */
+        double sigma = sqrt(log(1.0 + rcv * rcv));
+        for (int q = 0; q < g->nstream; q++) g->rk[q].speed = gsl_ran_lognormal(g->rng, -0.5 * sigma * sigma, sigma);
+    }
+    if (cv <= 0) return PL_OK;
     g->ln_sigma = sqrt(log(1.0 + cv * cv));
     g->ln_mu = -0.5 * g->ln_sigma * g->ln_sigma; /* mean factor 1 */
     return PL_OK;

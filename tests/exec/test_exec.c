@@ -1563,6 +1563,43 @@ static void test_profile_reuse_lines(void) {
     CU_ASSERT_EQUAL(exec_profile_worker_next(next, strlen(next), 3, nx), -1); /* a worker missing */
 }
 
+/* The ranks' drift. exec_lag1_variance: a series that holds +a for 12 values and then -a for 12
+ * (a persistent difference between two workers) has mean 0 and lag-1 autocovariance
+ * (22 - 1) a^2 / 23; one that alternates +a, -a (what varies from one round to the next alone)
+ * -a^2, so no drift; one value of 1 (an interrupted round) is clipped to 3 robust standard
+ * deviations (1.4826 a here) about the median 0, so the first series with its fifth value 1
+ * gives what that value at 3 x 1.4826 a gives. exec_profile_drift reads the profile's line. */
+static void test_rank_drift(void) {
+    const double a = 0.02;
+    double d[24], tmp[24];
+    for (int k = 0; k < 24; k++) d[k] = k < 12 ? a : -a;
+    CU_ASSERT_DOUBLE_EQUAL(exec_lag1_variance(d, 24, tmp), 21 * a * a / 23, 1e-15);
+    for (int k = 0; k < 24; k++) d[k] = k % 2 ? -a : a;
+    CU_ASSERT_DOUBLE_EQUAL(exec_lag1_variance(d, 24, tmp), -a * a, 1e-15);
+    double clipped[24];
+    for (int k = 0; k < 24; k++) d[k] = clipped[k] = k < 12 ? a : -a;
+    d[4] = 1;
+    clipped[4] = 3 * 1.4826 * a;
+    double mu = 0, want = 0;
+    for (int k = 0; k < 24; k++) mu += clipped[k] / 24;
+    for (int k = 0; k < 23; k++) want += (clipped[k] - mu) * (clipped[k + 1] - mu) / 23;
+    CU_ASSERT_DOUBLE_EQUAL(exec_lag1_variance(d, 24, tmp), want, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(d[4], clipped[4], 1e-15); /* clipped in place */
+    /* the profile's line: a positive drift, else the term off */
+    double drift = -1;
+    const char *line = "# x\n# " EXEC_PROFILE_META " concurrency=2 step_s=0.001 rank_drift=0.0125\n";
+    CU_ASSERT_EQUAL(exec_profile_drift(line, strlen(line), &drift), 0);
+    CU_ASSERT_DOUBLE_EQUAL(drift, 0.0125, 1e-15);
+    const char *off[] = {"# " EXEC_PROFILE_META " concurrency=2 step_s=0.001 rank_drift=0\n",
+                         "# " EXEC_PROFILE_META " concurrency=2 step_s=0.001\n",
+                         "# " EXEC_PROFILE_META " concurrency=2 step_s=0.001 rank_drift=x\n", "# nothing\n"};
+    for (size_t k = 0; k < sizeof off / sizeof *off; k++) {
+        drift = 7;
+        CU_ASSERT_EQUAL(exec_profile_drift(off[k], strlen(off[k]), &drift), -1);
+        CU_ASSERT_EQUAL(drift, 7);
+    }
+}
+
 /* The pass-length factors of a series whose units take 0.5 ms by the profile's medians and whose
  * every 16th unit is interrupted for 5 ms more: a window of 8 ms (16 units) or longer holds one
  * interruption per 8 ms wherever it starts, (8 + 5) / 8 = 1.625, also beyond the series (its whole
@@ -1708,6 +1745,7 @@ void pl_test_register(void) {
         {"profile between the passes: weight versions in flight, same training", test_profile_between_versions},
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
         {"pass-length factors: windows over a worker's samples, their lines", test_window_factors},
+        {"the ranks' drift: the persistent variance of a series, the profile's line", test_rank_drift},
         {"a model that does not fit is refused up front", test_memory_refused_up_front},
         {NULL, NULL}};
     static const pl_test_case sched_cases[] = {

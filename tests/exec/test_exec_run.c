@@ -511,6 +511,54 @@ static void sim_busy(const char *db, const char *tag, double busy[2]) {
     store_close(s);
 }
 
+/* The drift term, stored beside as TAG-drift when the profile's line gives the ranks' drift: a
+ * run's saved profile (one round: no drift measured, so nothing stored under its -drift tag)
+ * with rank_drift set to 0.05 and read back by a run with --profile stores one prediction under
+ * TAG-drift, whose ranks are busy otherwise than under TAG-jitter (the same seeds: only the
+ * ranks' speeds differ); at 0 nothing is stored under TAG-drift. */
+static void test_run_drift(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "drift.db");
+    char *csv = pl_test_path(dir, "drift.csv");
+    char *csv2 = pl_test_path(dir, "drift2.csv");
+    free(run_saving_profile("--kind gpipe --ranks 2 --microbatches 4", "d0", db, csv));
+    char cmd[2048];
+    const char *const drifts[] = {"0.05", "0"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "sed 's/rank_drift=[^ ]*$/rank_drift=%s/' %s > %s && grep -q 'rank_drift=%s$' %s", drifts[k],
+                 csv, csv2, drifts[k], csv2);
+        CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag d%d --db %s --profile %s",
+                 PIPELAB_BIN, k + 1, db, csv2);
+        char *out = NULL;
+        int rc = sh(cmd, &out);
+        if (rc != 0) fprintf(stderr, "%s\n", out ? out : "");
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        free(out);
+    }
+    store *s = NULL;
+    store_run *runs = NULL;
+    size_t n = 0;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    static const char *const tags[] = {"d0-drift", "d1-drift", "d2-drift", "d1-jitter", "d2-jitter"};
+    static const size_t want_n[] = {0, 1, 0, 1, 1};
+    for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
+        CU_ASSERT_EQUAL(store_list_runs(s, tags[i], 0, &runs, &n, &e), PL_OK);
+        CU_ASSERT_EQUAL(n, want_n[i]);
+        store_runs_free(runs, n);
+    }
+    store_close(s);
+    double bd[2], bj[2];
+    sim_busy(db, "d1-drift", bd);
+    sim_busy(db, "d1-jitter", bj);
+    CU_ASSERT(bd[0] > 0 && bj[0] > 0 && (bd[0] != bj[0] || bd[1] != bj[1]));
+    free(csv2);
+    free(csv);
+    free(db);
+    free(dir);
+}
+
 /* Sets v[w] to the value of key on worker w's line of a saved profile's text (w 0 and 1; -1
  * where the line or the key is missing). */
 static void worker_key(const char *text, const char *key, double v[2]) {
@@ -1133,6 +1181,7 @@ void exec_test_run_register(void) {
         {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
         {"the again term's forwards alone: a prediction stored beside", test_run_again_forwards},
         {"the kind before: a prediction stored beside, against the reuse-distance term alone", test_run_kind_before},
+        {"the drift term: stored beside from the profile's ranks' drift", test_run_drift},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"a stored run carries its schedule and profile files", test_run_stores_inputs},
         {"a run's host probe: CSV columns and stored params agree", test_run_host_probe},

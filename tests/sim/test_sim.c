@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
 #include "pl_test.h"
 #include "pl_sched.h"
 #include "sim.h"
@@ -639,6 +642,52 @@ static void test_median_run(void) {
     sched_free(s);
 }
 
+/* The ranks' drift (sim_config.rank_cv): each stream's compute times one lognormal factor of
+ * mean 1, drawn once per run from the seed, in stream order. GPipe on 2 ranks, F 1 and B 2 on
+ * each, m 16, no transfer time: with speeds s0, s1 the forwards end at F0 + F1 + (m - 1) max(F),
+ * and the backwards, which start on the last rank, (m - 1) max(B) + B0 + B1 after that, so the
+ * iteration is 3 (s0 + s1) + 45 max(s0, s1) (51 at s0 = s1 = 1). The factors are GSL's first two
+ * draws of that seed: the closed form against the engine. Drawn factors make the slower rank
+ * set the pace, so the median of 9 runs is longer than 51; 0 is the deterministic run; a
+ * negative one is refused. */
+static void test_rank_drift(void) {
+    sched *s = lowered("gpipe", 2, 16, 0, 0);
+    if (!s) return;
+    sim_basic b;
+    sim_basic_init(&b);
+    b.tf_s = 1;
+    b.tb_s = 2;
+    sim_costs costs = sim_basic_costs(&b);
+    sim_config c;
+    sim_config_init(&c);
+    pl_err e;
+    sim_result r;
+    c.rank_cv = 0.2;
+    for (uint64_t seed = 5; seed < 8; seed++) {
+        c.seed = seed;
+        gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+        gsl_rng_set(g, (unsigned long)seed);
+        double sigma = sqrt(log(1 + c.rank_cv * c.rank_cv));
+        double s0 = gsl_ran_lognormal(g, -sigma * sigma / 2, sigma), s1 = gsl_ran_lognormal(g, -sigma * sigma / 2, sigma);
+        gsl_rng_free(g);
+        CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &c, &r, &e), PL_OK);
+        NEAR(r.iteration_time_s, 3 * (s0 + s1) + 45 * (s0 > s1 ? s0 : s1));
+        NEAR(r.rank[0].busy_s, 3 * 16 * s0);
+        sim_result_free(&r);
+    }
+    CU_ASSERT_EQUAL_FATAL(sim_run_median(s, &costs, &c, 9, &r, &e), PL_OK);
+    CU_ASSERT(r.iteration_time_s > 51 + 1e-9);
+    sim_result_free(&r);
+    c.rank_cv = 0;
+    CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &c, &r, &e), PL_OK);
+    NEAR(r.iteration_time_s, 51);
+    sim_result_free(&r);
+    c.rank_cv = -0.1;
+    CU_ASSERT_EQUAL(sim_run(s, &costs, &c, &r, &e), PL_EINPUT);
+    sched_free(s);
+}
+
 /* Chrome trace and table name every action. */
 static void test_trace_export(void) {
     sched *s = lowered("1f1b", 2, 2, 0, 0);
@@ -930,6 +979,7 @@ void pl_test_register(void) {
         {"replicas all-reduce", test_replicas_allreduce},
         {"determinism and stochastic", test_determinism_and_stochastic},
         {"the median of stochastic runs: the seeds' median, longer on balanced ranks", test_median_run},
+        {"the ranks' drift: one factor a stream a run, the closed form of its seed", test_rank_drift},
         {"trace export", test_trace_export},
         {"stage csv", test_stage_csv},
         {"library errors", test_library_errors},
