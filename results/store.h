@@ -203,7 +203,8 @@ void store_new_uid(char *buf, size_t n);
 
 /* Pairs every measured run selected by f with its own prediction (STORE_PREDICTION_PREFIX) when
  * f selects one of the same configuration too, else with the newest simulated run of the same
- * configuration (several measured runs may then share one prediction); loose = 1 ignores
+ * configuration that was not made for a measured run (several measured runs may then share one
+ * prediction; one made for another measured run is that run's alone); loose = 1 ignores
  * params_json. Pairs come oldest measured run first. Returns PL_OK and *out (free with
  * store_comparison_free). */
 int store_compare(store *s, const store_filter *f, int loose, store_comparison *out, pl_err *e);

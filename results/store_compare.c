@@ -2,6 +2,7 @@
 #include <gsl/gsl_cdf.h>
 #include <gsl/gsl_statistics_double.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -211,13 +212,20 @@ static int made_for(const store_run *sim, const char *muid, int alt) {
 /* Returns the simulated run of sims[nsim] (oldest first) that predicts measured run m: its own
  * prediction (STORE_PREDICTION_PREFIX) when it is of m's configuration, else another prediction
  * made for it (STORE_PREDICTION_ALT_SEP; the filter's tags choose which), else the newest run of
- * that configuration, else NULL. */
-static const store_run *prediction_of(const store_run *sims, size_t nsim, const store_run *m, int loose) {
+ * that configuration, else NULL. When m has predictions of its own (own: its
+ * STORE_PREDICTION_PREFIX run is in the database, under any tag), that last choice leaves out
+ * the predictions made for other measured runs: each comes from its run's own profile, taken on
+ * the host as it was then, and `pipelab run` stores some of them only where the profile measured
+ * their term; paired with m, it would read the host's change between the two runs as its error. */
+static const store_run *prediction_of(const store_run *sims, size_t nsim, const store_run *m, int loose, int own) {
     for (int alt = 0; alt < 2; alt++)
         for (size_t j = 0; j < nsim && m->uid; j++)
             if (made_for(&sims[j], m->uid, alt) && store_same_config(&sims[j], m, loose)) return &sims[j];
-    for (size_t j = nsim; j-- > 0;)
-        if (store_same_config(&sims[j], m, loose)) return &sims[j];
+    size_t pl = strlen(STORE_PREDICTION_PREFIX);
+    for (size_t j = nsim; j-- > 0;) {
+        int made = sims[j].uid && strncmp(sims[j].uid, STORE_PREDICTION_PREFIX, pl) == 0;
+        if (!(own && made) && store_same_config(&sims[j], m, loose)) return &sims[j];
+    }
     return NULL;
 }
 
@@ -238,13 +246,17 @@ static void pair_errors(store_pair *p, store_comparison *c) {
 
 /* Pairs every measured run of meas[nmeas] with its prediction among sims[nsim] into out (pairs
  * allocated for all of them); returns PL_OK or PL_ENOMEM. */
-static int pair_runs(const store_run *sims, size_t nsim, const store_run *meas, size_t nmeas, int loose,
+static int pair_runs(store *s, const store_run *sims, size_t nsim, const store_run *meas, size_t nmeas, int loose,
                      store_comparison *out, pl_err *e) {
     out->simulated = nsim;
     out->pairs = pl_calloc(nmeas ? nmeas : 1, sizeof *out->pairs);
     if (!out->pairs) return pl_errf(e, PL_ENOMEM, "out of memory pairing %zu runs", nmeas);
     for (size_t i = 0; i < nmeas; i++) {
-        const store_run *best = prediction_of(sims, nsim, &meas[i], loose);
+        int own = 0;
+        char uid[256]; /* a uid longer than that names no prediction `pipelab run` stored */
+        int n = meas[i].uid ? snprintf(uid, sizeof uid, "%s%s", STORE_PREDICTION_PREFIX, meas[i].uid) : -1;
+        if (n > 0 && (size_t)n < sizeof uid && (own = store_has_uid(s, uid, e)) < 0) return e->code;
+        const store_run *best = prediction_of(sims, nsim, &meas[i], loose, own);
         if (!best) {
             out->unmatched_measured++;
             continue;
@@ -269,7 +281,7 @@ int store_compare(store *s, const store_filter *f, int loose, store_comparison *
     size_t nsim = 0, nmeas = 0;
     int code = store_select_runs(s, f, "simulated", &sims, &nsim, e);
     if (code == PL_OK) code = store_select_runs(s, f, "measured", &meas, &nmeas, e);
-    if (code == PL_OK) code = pair_runs(sims, nsim, meas, nmeas, loose, out, e);
+    if (code == PL_OK) code = pair_runs(s, sims, nsim, meas, nmeas, loose, out, e);
     store_runs_free(sims, nsim);
     store_runs_free(meas, nmeas);
     if (code != PL_OK) store_comparison_free(out);

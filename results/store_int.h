@@ -56,4 +56,7 @@ int store_make_parents(const char *path, char **failed);
  * STEP, not communication): plot.c. */
 int store_kind_is_compute(const char *kind);
 
+/* Returns 1 when s holds a run with this uid, 0 when not, -1 on error (in e). */
+int store_has_uid(store *s, const char *uid, pl_err *e);
+
 #endif

@@ -418,8 +418,8 @@ int store_export_run(store *s, const store_run *run, store_format fmt, pl_buf *o
     return code;
 }
 
-/* Returns 1 when dst already holds a run with this uid, 0 when not, -1 on error. */
-static int has_uid(store *dst, const char *uid, pl_err *e) {
+/* store_int.h. */
+int store_has_uid(store *dst, const char *uid, pl_err *e) {
     if (store_prepare(dst, &dst->has_uid, "SELECT 1 FROM runs WHERE uid = ?", e) != PL_OK) return -1;
     sqlite3_bind_text(dst->has_uid, 1, uid, -1, SQLITE_STATIC);
     int rc = sqlite3_step(dst->has_uid);
@@ -453,7 +453,7 @@ int store_merge(store *dst, const char *src_path, int *added, int *skipped, pl_e
     int nadd = 0, nskip = 0;
     for (size_t i = 0; i < n && code == PL_OK; i++) {
         store_run *r = &runs[i];
-        int h = has_uid(dst, r->uid, e);
+        int h = store_has_uid(dst, r->uid, e);
         if (h < 0) {
             code = PL_EIO;
             break;

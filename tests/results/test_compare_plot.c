@@ -156,7 +156,9 @@ static void put_rep(store *s, const char *kind, const char *uid, double iter_s) 
 
 /* A measured run pairs with its own prediction (uid STORE_PREDICTION_PREFIX + its uid), not with a
  * newer one of the same configuration; a measured run without one pairs with the newest. Three
- * repetitions of one configuration, as `pipelab run` stores them, and one measured run alone. */
+ * repetitions of one configuration, as `pipelab run` stores them, and one measured run alone.
+ * Under a tag that holds a prediction for one of them only, the others that have predictions of
+ * their own pair with nothing: another run's prediction is that run's alone. */
 static void test_pairing_own_prediction(void) {
     char *dir = pl_test_tmpdir();
     char *path = pl_test_path(dir, "own.db");
@@ -186,6 +188,32 @@ static void test_pairing_own_prediction(void) {
     }
     CU_ASSERT_DOUBLE_EQUAL(c.pairs[3].sim.iteration_time_s, 4.4, 0); /* the lone run: the newest */
     CU_ASSERT_DOUBLE_EQUAL(c.iter.max_err, (4.4 - 5.0) / 5.0, 1e-15);
+    store_comparison_free(&c);
+    /* another prediction (tag rep-x) made for run-a only: run-a pairs with it; run-b and run-c,
+     * which have predictions of their own (under rep), pair with none; the lone run, which has
+     * none, still with the newest of its configuration */
+    store_run x;
+    memset(&x, 0, sizeof x);
+    x.kind = "simulated";
+    x.uid = "prediction-rep-x@run-a";
+    x.tag = "rep-x";
+    x.schedule = "1f1b";
+    x.ranks = x.stages = 2;
+    x.microbatches = 4;
+    x.chunks = x.iterations = 1;
+    x.params_json = P_A;
+    x.iteration_time_s = 0.9;
+    CU_ASSERT_FATAL(store_write_run(s, &x, NULL, 0, NULL, 0, NULL, &e) == PL_OK);
+    f.tag = NULL;
+    f.measured_tag = "rep";
+    f.sim_tag = "rep-x";
+    CU_ASSERT_FATAL(store_compare(s, &f, 0, &c, &e) == PL_OK);
+    CU_ASSERT_EQUAL_FATAL(c.n, 2);
+    CU_ASSERT_EQUAL(c.unmatched_measured, 2);
+    CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].meas.iteration_time_s, 1.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(c.pairs[0].sim.iteration_time_s, 0.9, 0);
+    CU_ASSERT_DOUBLE_EQUAL(c.pairs[1].meas.iteration_time_s, 5.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(c.pairs[1].sim.iteration_time_s, 0.9, 0);
     store_comparison_free(&c);
     store_close(s);
     free(path);

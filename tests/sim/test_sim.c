@@ -585,6 +585,18 @@ static void test_determinism_and_stochastic(void) {
     sched_free(s);
 }
 
+/* GPipe on 2 ranks, m 16, F 1 and B 2 on each, no transfer time, into b, costs and a default c:
+ * two ranks that do equal work. NULL when the schedule cannot be made. */
+static sched *balanced_gpipe(sim_basic *b, sim_costs *costs, sim_config *c) {
+    sched *s = lowered("gpipe", 2, 16, 0, 0);
+    sim_basic_init(b);
+    b->tf_s = 1;
+    b->tb_s = 2;
+    *costs = sim_basic_costs(b);
+    sim_config_init(c);
+    return s;
+}
+
 /* The median of stochastic runs (sim_run_median): its result is the run whose iteration time is
  * the median of the seeds' own (each run alone with sim_run: the sequential reference), the lower
  * middle one for an even count, with its trace; a cv of 0 gives the deterministic run. On two
@@ -593,15 +605,11 @@ static void test_determinism_and_stochastic(void) {
  * jitter (cv 0.3) each rank waits on the other's slower actions too, so the median run is longer,
  * though each action's mean time is the same. */
 static void test_median_run(void) {
-    sched *s = lowered("gpipe", 2, 16, 0, 0);
-    if (!s) return;
     sim_basic b;
-    sim_basic_init(&b);
-    b.tf_s = 1;
-    b.tb_s = 2;
-    sim_costs costs = sim_basic_costs(&b);
+    sim_costs costs;
     sim_config c;
-    sim_config_init(&c);
+    sched *s = balanced_gpipe(&b, &costs, &c);
+    if (!s) return;
     pl_err e;
     sim_result det, med;
     CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &c, &det, &e), PL_OK);
@@ -651,15 +659,11 @@ static void test_median_run(void) {
  * set the pace, so the median of 9 runs is longer than 51; 0 is the deterministic run; a
  * negative one is refused. */
 static void test_rank_drift(void) {
-    sched *s = lowered("gpipe", 2, 16, 0, 0);
-    if (!s) return;
     sim_basic b;
-    sim_basic_init(&b);
-    b.tf_s = 1;
-    b.tb_s = 2;
-    sim_costs costs = sim_basic_costs(&b);
+    sim_costs costs;
     sim_config c;
-    sim_config_init(&c);
+    sched *s = balanced_gpipe(&b, &costs, &c);
+    if (!s) return;
     pl_err e;
     sim_result r;
     c.rank_cv = 0.2;
