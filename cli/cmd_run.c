@@ -526,9 +526,9 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     /* the forward's jitter, for the jitter term (stored beside) */
     double *jt = pl_calloc(R, sizeof *jt);
     const double *jtp = jt && exec_profile_worker_jitter(text, t->len, st->s->ranks, jt) == 0 ? jt : NULL;
-    /* the ranks' drift, for the drift term (stored beside, with the jitter term) */
+    /* the ranks' drift, for the drift term (stored beside, with the jitter term); 0: off */
     double drift = 0;
-    if (exec_profile_drift(text, t->len, &drift) != 0) drift = 0;
+    (void)exec_profile_drift(text, t->len, &drift);
     /* the pass-length term when the profile's windows lines have it: in the prediction and the
      * terms' other one under --pass-length-term, and the second other one toggles it */
     double *win = pl_calloc((size_t)EXEC_WINDOWS * R, sizeof *win);

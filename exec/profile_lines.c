@@ -38,10 +38,16 @@ static size_t find_line(const char *text, size_t len, size_t from, const char *k
     return len;
 }
 
-int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s) {
+/* Copies the profile's "# pipelab-exec concurrency=..." line, after its key, into line[size];
+ * returns 0, or -1 when text[len] has none. */
+static int meta_line(const char *text, size_t len, char *line, size_t size) {
     const char *key = "# " EXEC_PROFILE_META " ";
+    return find_line(text, len, 0, key, strlen(key), line, size) == len ? -1 : 0;
+}
+
+int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s) {
     char line[PROF_META_LINE_MAX];
-    if (find_line(text, len, 0, key, strlen(key), line, sizeof line) == len) return -1;
+    if (meta_line(text, len, line, sizeof line)) return -1;
     int c = 0;
     double st = 0;
     if (sscanf(line, "concurrency=%d step_s=%lf", &c, &st) != 2 || c < 1 || !(st >= 0)) return -1;
@@ -51,9 +57,8 @@ int exec_profile_meta(const char *text, size_t len, int *concurrency, double *st
 }
 
 int exec_profile_drift(const char *text, size_t len, double *drift) {
-    const char *key = "# " EXEC_PROFILE_META " ";
     char line[PROF_META_LINE_MAX];
-    if (find_line(text, len, 0, key, strlen(key), line, sizeof line) == len) return -1;
+    if (meta_line(text, len, line, sizeof line)) return -1;
     const char *at = strstr(line, " rank_drift=");
     double d = 0;
     if (!at || sscanf(at, " rank_drift=%lf", &d) != 1 || !(d > 0) || !isfinite(d)) return -1;

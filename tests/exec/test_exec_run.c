@@ -339,6 +339,18 @@ static char *run_profile_text(const char *sched, const char *tag, const char *db
     return text;
 }
 
+/* Checks that database s holds want[i] runs under tags[i], for each of the n tags. */
+static void tag_counts(store *s, const char *const *tags, const size_t *want, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        store_run *runs = NULL;
+        size_t got = 0;
+        pl_err e;
+        CU_ASSERT_EQUAL(store_list_runs(s, tags[i], 0, &runs, &got, &e), PL_OK);
+        CU_ASSERT_EQUAL(got, want[i]);
+        store_runs_free(runs, got);
+    }
+}
+
 /* `pipelab run` profiles between the passes by default: the saved profile's block rows hold the
  * times of the worker of the rank that holds the block (its "# pipelab-exec worker=" line; the
  * model's first block its I0), the prediction, without the pass-length term by default, has
@@ -464,11 +476,7 @@ static void test_run_profile_between(void) {
     static const char *const tags[] = {"with", "with-nopasslen", "with-passlen", "with-rest", "with-reuse", "with-first", "with-again",
                                        "with-againf", "with-before", "with-jitter"};
     static const size_t want_n[] = {2, 1, 0, 1, 1, 1, 0, 0, 1, 1};
-    for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
-        CU_ASSERT_EQUAL(store_list_runs(s, tags[i], 0, &alt, &na, &e), PL_OK);
-        CU_ASSERT_EQUAL(na, want_n[i]);
-        store_runs_free(alt, na);
-    }
+    tag_counts(s, tags, want_n, sizeof tags / sizeof *tags);
     store_close(s);
     /* usage errors: exit 2, nothing run */
     static const char *bad[] = {"--profile-timing later", "--profile-timing between --profile-concurrency 2", "--profile-timing between --no-predict",
@@ -537,17 +545,11 @@ static void test_run_drift(void) {
         free(out);
     }
     store *s = NULL;
-    store_run *runs = NULL;
-    size_t n = 0;
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
     static const char *const tags[] = {"d0-drift", "d1-drift", "d2-drift", "d1-jitter", "d2-jitter"};
     static const size_t want_n[] = {0, 1, 0, 1, 1};
-    for (size_t i = 0; i < sizeof tags / sizeof *tags; i++) {
-        CU_ASSERT_EQUAL(store_list_runs(s, tags[i], 0, &runs, &n, &e), PL_OK);
-        CU_ASSERT_EQUAL(n, want_n[i]);
-        store_runs_free(runs, n);
-    }
+    tag_counts(s, tags, want_n, sizeof tags / sizeof *tags);
     store_close(s);
     double bd[2], bj[2];
     sim_busy(db, "d1-drift", bd);
