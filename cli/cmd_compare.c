@@ -55,8 +55,11 @@ static const char help_text[] =
     "                        errors of the pooled spread (*: beyond Student's t at 95%); the count\n"
     "                        of those beyond, against the 5% an unbiased prediction puts there,\n"
     "                        and the signed mean's standard error over the configurations tell a\n"
-    "                        lean of the model from the host's noise. With --format csv it prints\n"
-    "                        one line per configuration\n"
+    "                        lean of the model from the host's noise. Then each schedule kind's\n"
+    "                        lean: the mean of its configurations' mean errors in standard errors\n"
+    "                        of their spread (*: beyond Student's t at 95%), a kind the model\n"
+    "                        gets wrong one way. With --format csv it prints one line per\n"
+    "                        configuration\n"
     "  --overlap             also set each compute class's measured actions that ran alone (the\n"
     "                        other ranks computing during at most a tenth of their span) against\n"
     "                        those beside the others' compute (at least nine tenths), per rank and\n"
@@ -268,6 +271,28 @@ static void model_spec(pl_buf *b, const store_run *r, int csv) {
     } else pl_buf_puts(b, csv ? "" : "-");
 }
 
+/* The kinds' leans of --repeats (store_kind_lean), where a kind has two configurations or more. */
+static void out_kind_leans(const store_comparison *c, const store_repeats *r, pl_buf *b) {
+    size_t tested = 0;
+    for (size_t k = 0; k < r->n_kinds; k++) tested += !isnan(r->kinds[k].t_crit);
+    if (!tested) return;
+    pl_buf_puts(b, "\neach schedule kind's lean: the mean of its configurations' mean errors, in standard errors of\n"
+                   "their spread\n");
+    pl_buf_printf(b, "%-12s %7s %9s %9s %7s\n", "SCHEDULE", "CONFIGS", "MEAN ERR", "SE", "T");
+    for (size_t k = 0; k < r->n_kinds; k++) {
+        const store_kind_lean *K = &r->kinds[k];
+        pl_buf_printf(b, "%-12s %7d ", c->pairs[K->first].meas.schedule, K->configs);
+        pct(b, ERR_WIDTH, K->mean);
+        if (isnan(K->se)) pl_buf_printf(b, " %9s", "-");
+        else pl_buf_printf(b, " %6.2f pt", 100 * K->se);
+        if (isnan(K->t)) pl_buf_printf(b, " %7s\n", "-");
+        else pl_buf_printf(b, " %+6.1f%c\n", K->t, K->beyond ? '*' : ' ');
+    }
+    pl_buf_printf(b, "*: beyond Student's t, %.0f%%, with CONFIGS - 1 degrees of freedom: %d of %zu kinds; an\n"
+                     "unbiased prediction puts about %.1f there by chance\n",
+                  100 * (1 - STORE_REPEATS_ALPHA), r->kinds_beyond, tested, STORE_REPEATS_ALPHA * (double)tested);
+}
+
 /* The table of --repeats: one line per configuration, then what the spread says. */
 static void out_repeats_table(const store_comparison *c, const store_repeats *r, pl_buf *b) {
     pl_buf_puts(b, "\nthe same configurations measured again: signed iteration-time error per configuration\n");
@@ -309,6 +334,7 @@ static void out_repeats_table(const store_comparison *c, const store_repeats *r,
                          "short; an unbiased prediction puts about %.1f there by chance\n",
                       r->t_crit, 100 * (1 - STORE_REPEATS_ALPHA), r->dof, r->biased, r->n, r->biased_short,
                       STORE_REPEATS_ALPHA * (double)r->n);
+    out_kind_leans(c, r, b);
 }
 
 /* CSV of --repeats: one line per configuration (errors as fractions). */

@@ -223,6 +223,19 @@ typedef struct store_repeat_group {
     int biased;                   /* 1 when |t| > the repeats' t_crit: a mean beyond the spread */
 } store_repeat_group;
 
+/* One schedule kind's lean over the groups (configurations) of that kind: whether a model that
+ * is right on average over a grid leans one way for one kind, as over-predicting every zb-h2
+ * would. mean is the mean of its groups' mean errors; se their sample standard deviation over
+ * sqrt configs, which holds the configurations' own biases as well as the host's run-to-run
+ * spread; t = mean / se against t_crit, the two-sided (1 - STORE_REPEATS_ALPHA) quantile of
+ * Student's t with configs - 1 degrees of freedom (se, t and t_crit NAN below 2 configurations). */
+typedef struct store_kind_lean {
+    size_t first;                 /* the kind's first pair in store_comparison.pairs */
+    int configs;                  /* its groups with a mean error */
+    double mean, se, t, t_crit;
+    int beyond;                   /* 1 when |t| > t_crit */
+} store_kind_lean;
+
 /* The groups of a comparison, oldest first, and what they say about noise against bias:
  * pooled_sd, the run-to-run standard deviation of one configuration's error, pooled over the
  * groups measured at least twice (sqrt of sum (n - 1) sd^2 over sum (n - 1)); over every group's
@@ -235,7 +248,8 @@ typedef struct store_repeat_group {
  * prediction short), where an unbiased prediction puts 5% of them by chance; and the standard
  * error of signed_mean_of_means over the groups (the sample standard deviation of their means
  * over sqrt groups), whether the lean of them all is more than their spread. The runs of one grid
- * share the host's state of that grid, which the test takes as independent draws. */
+ * share the host's state of that grid, which the test takes as independent draws. Then each
+ * schedule kind's lean over its groups (kinds, store_kind_lean). */
 /* The level of store_repeats' test: a group is biased when its mean lies beyond the two-sided
  * (1 - STORE_REPEATS_ALPHA) quantile of Student's t, where an unbiased prediction puts
  * STORE_REPEATS_ALPHA of the groups by chance. */
@@ -249,6 +263,10 @@ typedef struct store_repeats {
     double t_crit;                /* NAN without a pooled spread */
     int biased, biased_short;
     double signed_mean_se;        /* NAN with fewer than two groups */
+    store_kind_lean *kinds;       /* [n_kinds] each schedule kind's lean, in the order the kinds
+                                   * first appear among the groups */
+    size_t n_kinds;
+    int kinds_beyond;             /* kinds whose lean lies beyond their spread (store_kind_lean) */
 } store_repeats;
 
 /* Groups the pairs of c by their measured runs' configuration (loose as for store_compare) into

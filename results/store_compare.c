@@ -330,6 +330,36 @@ static void bias_beyond_spread(store_repeats *r, double dof, double *scratch) {
     }
 }
 
+/* Fills r->kinds from r's groups: each schedule kind's lean (store_kind_lean); scratch holds at
+ * least r->n doubles. PL_OK or PL_ENOMEM. */
+static int kind_leans(const store_comparison *c, store_repeats *r, double *scratch, pl_err *e) {
+    r->kinds = pl_calloc(r->n ? r->n : 1, sizeof *r->kinds);
+    if (!r->kinds) return pl_errf(e, PL_ENOMEM, "out of memory grouping %zu configurations by kind", r->n);
+    for (size_t g = 0; g < r->n; g++) {
+        const char *kind = c->pairs[r->groups[g].first].meas.schedule;
+        size_t k = 0;
+        while (k < r->n_kinds && strcmp(c->pairs[r->kinds[k].first].meas.schedule, kind) != 0) k++;
+        if (k < r->n_kinds) continue; /* counted with the kind's first group */
+        store_kind_lean *K = &r->kinds[r->n_kinds++];
+        K->first = r->groups[g].first;
+        size_t m = 0;
+        for (size_t h = g; h < r->n; h++)
+            if (r->groups[h].n >= 1 && strcmp(c->pairs[r->groups[h].first].meas.schedule, kind) == 0)
+                scratch[m++] = r->groups[h].mean;
+        K->configs = (int)m;
+        K->mean = m ? gsl_stats_mean(scratch, 1, m) : NAN;
+        K->se = K->t = K->t_crit = NAN;
+        if (m < 2) continue;
+        K->se = gsl_stats_sd_m(scratch, 1, m, K->mean) / sqrt((double)m);
+        K->t_crit = gsl_cdf_tdist_Qinv(STORE_REPEATS_ALPHA / 2, (double)(m - 1));
+        if (!(K->se > 0)) continue;
+        K->t = K->mean / K->se;
+        K->beyond = fabs(K->t) > K->t_crit;
+        r->kinds_beyond += K->beyond;
+    }
+    return PL_OK;
+}
+
 int store_compare_repeats(const store_comparison *c, int loose, store_repeats *out, pl_err *e) {
     memset(out, 0, sizeof *out);
     out->pooled_sd = out->mape_of_means = out->signed_mean_of_means = out->largest_mean = out->largest_median = NAN;
@@ -381,13 +411,16 @@ int store_compare_repeats(const store_comparison *c, int loose, store_repeats *o
     }
     out->dof = (int)dof;
     bias_beyond_spread(out, dof, err);
+    int rc = kind_leans(c, out, err, e);
     free(group_of);
     free(err);
-    return PL_OK;
+    if (rc != PL_OK) store_repeats_free(out);
+    return rc;
 }
 
 void store_repeats_free(store_repeats *r) {
     if (!r) return;
     free(r->groups);
+    free(r->kinds);
     memset(r, 0, sizeof *r);
 }

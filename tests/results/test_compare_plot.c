@@ -312,6 +312,43 @@ static void test_repeats(void) {
     CU_ASSERT_EQUAL(r.groups[0].biased, 0);
     CU_ASSERT_DOUBLE_EQUAL(r.signed_mean_se, sqrt((pow(0.2 - 0.25 / 3, 2) + pow(0.25 / 3, 2) + pow(0.05 - 0.25 / 3, 2)) / 2 / 3),
                            1e-12);
+    /* one kind, 1f1b: its lean is the grid's, against Student's t at 97.5% with 2 degrees of
+     * freedom (4.302653, from the published table) */
+    CU_ASSERT_EQUAL_FATAL(r.n_kinds, 1);
+    CU_ASSERT_EQUAL(r.kinds[0].first, 0);
+    CU_ASSERT_EQUAL(r.kinds[0].configs, 3);
+    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].mean, 0.25 / 3, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].se, r.signed_mean_se, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].t, 0.25 / 3 / r.signed_mean_se, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].t_crit, 4.302653, 1e-6);
+    CU_ASSERT_EQUAL(r.kinds_beyond, 0);
+    store_repeats_free(&r);
+    /* m 16 as another kind: 1f1b's two configurations at +0.2 and 0 lean 0.1 with a standard
+     * error of 0.1 (t 1, against 12.7062 at 1 degree of freedom); zbv's one has no spread */
+    const char *kept = c.pairs[3].meas.schedule;
+    c.pairs[3].meas.schedule = "zbv";
+    CU_ASSERT_FATAL(store_compare_repeats(&c, 0, &r, &e) == PL_OK);
+    c.pairs[3].meas.schedule = kept;
+    CU_ASSERT_EQUAL_FATAL(r.n_kinds, 2);
+    CU_ASSERT_EQUAL(r.kinds[0].configs, 2);
+    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].mean, 0.1, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].se, 0.1, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].t, 1.0, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].t_crit, 12.7062, 1e-4);
+    CU_ASSERT_EQUAL(r.kinds[1].first, 3);
+    CU_ASSERT_EQUAL(r.kinds[1].configs, 1);
+    CU_ASSERT_DOUBLE_EQUAL(r.kinds[1].mean, 0.05, 1e-12);
+    CU_ASSERT(isnan(r.kinds[1].se) && isnan(r.kinds[1].t) && !r.kinds[1].beyond);
+    store_repeats_free(&r);
+    /* three configurations of one kind at +0.10, +0.11, +0.12: a lean of 0.11 with a standard
+     * error of 0.01 / sqrt 3, 19 of them, beyond */
+    const double leaning[REP_RUNS] = {0.10, 0.11, 0.10, 0.12, 0.11, 0.10};
+    for (int k = 0; k < REP_RUNS; k++) c.pairs[k].err_iter = leaning[k];
+    CU_ASSERT_FATAL(store_compare_repeats(&c, 0, &r, &e) == PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].mean, 0.11, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].t, 0.11 / (0.01 / sqrt(3)), 1e-6);
+    CU_ASSERT(r.kinds[0].beyond);
+    CU_ASSERT_EQUAL(r.kinds_beyond, 1);
     store_repeats_free(&r);
     /* m 4 at +0.3, +0.4, +0.5 and m 8 at -0.5, -0.3: the same spreads, means 6 and -4.9 standard
      * errors away, both beyond; one predicted short */
@@ -344,6 +381,8 @@ static void test_repeats(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "MAPE 8.33%, signed mean +8.33% (standard error 6.01 points), largest +20.00%"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "beyond 3.18\n(*: Student's t, 95%, 3 degrees of freedom): 0 of 3 configurations"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\n1f1b               3    +8.33%   6.01 pt   +1.4 \n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "with CONFIGS - 1 degrees of freedom: 0 of 1 kinds"));
     if (!strstr(out, want)) fprintf(stderr, "\n%s\n", out);
     free(out);
     snprintf(cmd, sizeof cmd, "%s compare --db %s --tag rep --repeats --format csv", PIPELAB_BIN, path);
