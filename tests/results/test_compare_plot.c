@@ -268,6 +268,23 @@ static char *make_repeats_db(const char *dir) {
     return path;
 }
 
+/* Asserts kind lean K: its first pair, configurations, mean, standard error (NAN: none) and
+ * t_crit (to 1e-4 of a published table's), its t the mean over the standard error and its mark
+ * whether |t| exceeds t_crit. */
+static void assert_kind(const store_kind_lean *K, size_t first, int configs, double mean, double se, double t_crit) {
+    CU_ASSERT_EQUAL(K->first, first);
+    CU_ASSERT_EQUAL(K->configs, configs);
+    CU_ASSERT_DOUBLE_EQUAL(K->mean, mean, 1e-12);
+    if (isnan(se)) {
+        CU_ASSERT(isnan(K->se) && isnan(K->t) && isnan(K->t_crit) && !K->beyond);
+        return;
+    }
+    CU_ASSERT_DOUBLE_EQUAL(K->se, se, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(K->t, mean / se, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(K->t_crit, t_crit, 1e-4);
+    CU_ASSERT_EQUAL(K->beyond, fabs(mean / se) > t_crit);
+}
+
 static void test_repeats(void) {
     char *dir = pl_test_tmpdir();
     char *path = make_repeats_db(dir);
@@ -315,12 +332,7 @@ static void test_repeats(void) {
     /* one kind, 1f1b: its lean is the grid's, against Student's t at 97.5% with 2 degrees of
      * freedom (4.302653, from the published table) */
     CU_ASSERT_EQUAL_FATAL(r.n_kinds, 1);
-    CU_ASSERT_EQUAL(r.kinds[0].first, 0);
-    CU_ASSERT_EQUAL(r.kinds[0].configs, 3);
-    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].mean, 0.25 / 3, 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].se, r.signed_mean_se, 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].t, 0.25 / 3 / r.signed_mean_se, 1e-9);
-    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].t_crit, 4.302653, 1e-6);
+    assert_kind(&r.kinds[0], 0, 3, 0.25 / 3, r.signed_mean_se, 4.302653);
     CU_ASSERT_EQUAL(r.kinds_beyond, 0);
     store_repeats_free(&r);
     /* m 16 as another kind: 1f1b's two configurations at +0.2 and 0 lean 0.1 with a standard
@@ -330,23 +342,15 @@ static void test_repeats(void) {
     CU_ASSERT_FATAL(store_compare_repeats(&c, 0, &r, &e) == PL_OK);
     c.pairs[3].meas.schedule = kept;
     CU_ASSERT_EQUAL_FATAL(r.n_kinds, 2);
-    CU_ASSERT_EQUAL(r.kinds[0].configs, 2);
-    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].mean, 0.1, 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].se, 0.1, 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].t, 1.0, 1e-9);
-    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].t_crit, 12.7062, 1e-4);
-    CU_ASSERT_EQUAL(r.kinds[1].first, 3);
-    CU_ASSERT_EQUAL(r.kinds[1].configs, 1);
-    CU_ASSERT_DOUBLE_EQUAL(r.kinds[1].mean, 0.05, 1e-12);
-    CU_ASSERT(isnan(r.kinds[1].se) && isnan(r.kinds[1].t) && !r.kinds[1].beyond);
+    assert_kind(&r.kinds[0], 0, 2, 0.1, 0.1, 12.7062);
+    assert_kind(&r.kinds[1], 3, 1, 0.05, NAN, NAN);
     store_repeats_free(&r);
     /* three configurations of one kind at +0.10, +0.11, +0.12: a lean of 0.11 with a standard
      * error of 0.01 / sqrt 3, 19 of them, beyond */
     const double leaning[REP_RUNS] = {0.10, 0.11, 0.10, 0.12, 0.11, 0.10};
     for (int k = 0; k < REP_RUNS; k++) c.pairs[k].err_iter = leaning[k];
     CU_ASSERT_FATAL(store_compare_repeats(&c, 0, &r, &e) == PL_OK);
-    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].mean, 0.11, 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL(r.kinds[0].t, 0.11 / (0.01 / sqrt(3)), 1e-6);
+    assert_kind(&r.kinds[0], 0, 3, 0.11, 0.01 / sqrt(3), 4.302653);
     CU_ASSERT(r.kinds[0].beyond);
     CU_ASSERT_EQUAL(r.kinds_beyond, 1);
     store_repeats_free(&r);
