@@ -418,6 +418,11 @@ typedef struct exec_rank_record {
                                * F right after the backwards of the same blocks (FB), of one block
                                * (medians over its rounds), then the forward's jitter (FSD) */
     double window[EXEC_WINDOWS]; /* its worker's pass-length factors (exec_layer_profile.window) */
+    double *round_f;          /* [n_round_f] its worker's F per timed round (the mean over the
+                               * round's microbatches after its first, summed over the worker's
+                               * blocks; 0: no whole round), which rank 0 sets beside the others'
+                               * for the ranks' drift (exec_layer_profile.drift), also over MPI */
+    size_t n_round_f;
 } exec_rank_record;
 
 void exec_rank_record_free(exec_rank_record *r);
@@ -498,7 +503,7 @@ typedef struct exec_layer_profile {
                                 * variation of an action from one microbatch to the next, apart
                                 * from the host's drift between rounds; 0 = not measured */
     double drift;              /* the ranks' speeds drifting apart, over all workers' rounds side by
-                                * side (a profile of two or more workers in one process): per pair
+                                * side (two or more workers, threads or MPI ranks): per pair
                                 * of workers, the log of the ratio of their F round means (the
                                 * microbatches after each round's first), round by round; the part
                                 * of its variance that holds from one round to the next (its
@@ -507,7 +512,7 @@ typedef struct exec_layer_profile {
                                 * that over the pairs' mean: the coefficient of variation of a
                                 * worker's speed, over stretches of a round or more, that the other
                                 * workers do not share; 0 = not measured (one worker, fewer than 8
-                                * rounds, records over MPI) */
+                                * rounds) */
     size_t param_bytes;        /* one block's parameters */
     size_t act_out_bytes;      /* what crosses a stage boundary: b x h floats */
     size_t stash_bytes;        /* what one block keeps from F to the backward: its input and its

@@ -33,6 +33,7 @@ void exec_rank_record_free(exec_rank_record *r) {
     free(r->ops);
     free(r->loss_mb);
     free(r->weights);
+    free(r->round_f);
     memset(r, 0, sizeof *r);
 }
 
@@ -326,9 +327,28 @@ static int losses(const sched *s, const exec_layout *L, const exec_rank_record *
     return PL_OK;
 }
 
+/* Returns the ranks' drift over the w workers' records (exec_drift_of on their rounds' F), 0
+ * where a record has no rounds; -1 out of memory. */
+static double records_drift(const exec_rank_record *recs, int w) {
+    const double **means = pl_calloc((size_t)w, sizeof *means);
+    size_t *n = pl_calloc((size_t)w, sizeof *n), most = 0;
+    for (int r = 0; means && n && r < w; r++) {
+        means[r] = recs[r].round_f;
+        n[r] = recs[r].round_f ? recs[r].n_round_f : 0;
+        if (n[r] > most) most = n[r];
+    }
+    double *scratch = pl_calloc(2 * most + 1, sizeof *scratch);
+    double drift = means && n && scratch ? exec_drift_of(means, n, w, scratch) : -1;
+    free(means);
+    free(n);
+    free(scratch);
+    return drift;
+}
+
 /* Fills out->between_profile when every rank profiled between its passes: each worker's own
- * ([1 + r]), and over all of them the median of theirs ([0]; the in-process executor replaces
- * it by the median over all their rounds). Returns PL_OK or PL_ENOMEM. */
+ * ([1 + r]), and over all of them the median of theirs and the ranks' drift over their rounds
+ * ([0]; the in-process executor replaces it by the median over all their rounds, and the same
+ * drift). Returns PL_OK or PL_ENOMEM. */
 static int between_profile(const exec_config *c, const exec_dims *d, const exec_layout *L, const exec_rank_record *recs,
                            exec_result *out, pl_err *e) {
     int p = out->ranks, profiled = p > 0, w = L->ranks;
@@ -346,6 +366,8 @@ static int between_profile(const exec_config *c, const exec_dims *d, const exec_
         *exec_prof_kind(&out->between_profile[0], k) = exec_median(v, (size_t)w);
     }
     free(v);
+    out->between_profile[0].drift = records_drift(recs, w);
+    if (out->between_profile[0].drift < 0) return pl_errf(e, PL_ENOMEM, "out of memory");
     for (int r = 0; r <= p; r++) {
         exec_layer_profile *lp = &out->between_profile[r];
         for (int k = 0; r > 0 && k < EXEC_PROF_KINDS; k++) *exec_prof_kind(lp, k) = recs[L->base[r - 1]].prof_s[k];

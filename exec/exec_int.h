@@ -815,6 +815,18 @@ double exec_median(const double *v, size_t n);
  * variance. tmp holds n doubles. The ranks' drift (exec_layer_profile.drift) is half of it over
  * the log ratios of two workers' rounds. */
 double exec_lag1_variance(double *d, size_t n, double *tmp);
+/* The ranks' drift (exec_layer_profile.drift) from `workers` workers' per-round F means
+ * (means[i][r] of round r of worker i, n[i] rounds; 0: no whole round, left out): for each pair
+ * of workers, their rounds side by side, the lag-1 variance of the log ratios of their means
+ * (negative counts as 0), half of it one worker's; the square root of the mean over the pairs.
+ * 0 with fewer than two workers, or where a pair has fewer than EXEC_DRIFT_MIN_ROUNDS rounds side
+ * by side. scratch holds at least twice the most rounds of any worker. */
+#define EXEC_DRIFT_MIN_ROUNDS 8
+double exec_drift_of(const double *const *means, const size_t *n, int workers, double *scratch);
+/* Writes worker w's per-round F means (the mean over each timed round's microbatches after its
+ * first of their F summed over the worker's blocks; 0 for a round without its F samples) to out
+ * when out is not NULL; returns how many rounds it ran. */
+size_t exec_prof_worker_round_fwd(const exec_prof_worker *w, double *out);
 /* Writes the cost-model part of a profile CSV (the "#@" metadata line, the header, one row per
  * block with p's sizes, and p's times, or block k's rows[k] when rows is not NULL) to out;
  * every profiler's CSV ends with it (exec_drive.c). Returns PL_OK or PL_ENOMEM. */

@@ -713,9 +713,6 @@ static void fwd_jitter(const prof_thread *const *x, int threads, double *scratch
     p->f_sd_s = fwd_jitter_rel(x, threads, scratch) * p->f_s;
 }
 
-/* Rounds side by side that the ranks' drift needs at least: fewer leave it unmeasured. */
-#define DRIFT_MIN_ROUNDS 8
-
 /* exec_int.h. */
 double exec_lag1_variance(double *d, size_t n, double *tmp) {
     double mid = exec_median(d, n), mu = 0, c1 = 0;
@@ -729,30 +726,51 @@ double exec_lag1_variance(double *d, size_t n, double *tmp) {
     return c1;
 }
 
-/* Sets p->drift, the ranks' speeds drifting apart (exec_layer_profile.drift), from the threads'
- * F samples, round r of each thread beside round r of the others: every thread runs the same
- * rounds in the same gaps, so the log of a round's ratio between two threads leaves out what the
- * host does to both. The persistent part of its variance (exec_lag1_variance) is what holds over a
- * stretch of work as long as a round; half of it is one thread's, if both drift alike. 0 with
- * fewer than two threads or DRIFT_MIN_ROUNDS whole rounds. scratch holds at least twice the
- * rounds of any thread. */
-static void rank_drift(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
+/* exec_int.h. Every worker runs the same rounds in the same gaps, so the log of a round's ratio
+ * between two workers leaves out what the host does to both; the persistent part of its variance
+ * (exec_lag1_variance) is what holds over a stretch of work as long as a round, half of it one
+ * worker's if both drift alike. */
+double exec_drift_of(const double *const *means, const size_t *n, int workers, double *scratch) {
     double var = 0;
     int pairs = 0;
-    p->drift = 0;
-    for (int i = 0; i < threads; i++)
-        for (int j = i + 1; j < threads; j++) {
-            size_t R = prof_done(x[i]) < prof_done(x[j]) ? prof_done(x[i]) : prof_done(x[j]), n = 0;
-            for (size_t r = 0; r < R; r++) {
-                double a[PROFILE_SLOTS], mi = round_fwd(x[i], r, a), mj = round_fwd(x[j], r, a);
-                if (mi > 0 && mj > 0) scratch[n++] = log(mi / mj);
-            }
-            if (n < DRIFT_MIN_ROUNDS) return;
-            double v = exec_lag1_variance(scratch, n, scratch + n);
+    for (int i = 0; i < workers; i++)
+        for (int j = i + 1; j < workers; j++) {
+            size_t R = n[i] < n[j] ? n[i] : n[j], k = 0;
+            for (size_t r = 0; r < R; r++)
+                if (means[i][r] > 0 && means[j][r] > 0) scratch[k++] = log(means[i][r] / means[j][r]);
+            if (k < EXEC_DRIFT_MIN_ROUNDS) return 0;
+            double v = exec_lag1_variance(scratch, k, scratch + k);
             var += v > 0 ? v / 2 : 0;
             pairs++;
         }
-    if (pairs) p->drift = sqrt(var / pairs);
+    return pairs ? sqrt(var / pairs) : 0;
+}
+
+/* Writes thread x's per-round F means (round_fwd) to out when not NULL; returns its rounds. */
+static size_t round_fwd_means(const prof_thread *x, double *out) {
+    size_t R = prof_done(x);
+    for (size_t r = 0; out && r < R; r++) {
+        double a[PROFILE_SLOTS];
+        out[r] = round_fwd(x, r, a);
+    }
+    return R;
+}
+
+size_t exec_prof_worker_round_fwd(const exec_prof_worker *w, double *out) { return w ? round_fwd_means(w, out) : 0; }
+
+/* Sets p->drift, the ranks' speeds drifting apart (exec_layer_profile.drift), from the threads'
+ * F samples, round r of each thread beside round r of the others (exec_drift_of). scratch holds
+ * the threads' rounds, then twice the most rounds of any thread. */
+static void rank_drift(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
+    const double *means[PROFILE_MAX_THREADS];
+    size_t n[PROFILE_MAX_THREADS];
+    double *at = scratch;
+    for (int i = 0; i < threads && i < PROFILE_MAX_THREADS; i++) {
+        means[i] = at;
+        n[i] = round_fwd_means(x[i], at);
+        at += n[i];
+    }
+    p->drift = exec_drift_of(means, n, threads < PROFILE_MAX_THREADS ? threads : PROFILE_MAX_THREADS, at);
 }
 
 /* Adds to a[*n], c[*n] the unit of thread x's round r of kind k (EXEC_PROF_*): its samples lo ..
@@ -809,7 +827,8 @@ double exec_window_reference_s(const exec_layer_profile *p, int blocks) {
 static int prof_collect(const prof_thread *const *x, int n, const exec_config *cfg, exec_layer_profile *p,
                         exec_layer_profile *each, pl_err *e) {
     size_t all_n = 1;
-    for (int i = 0; i < n; i++) all_n += FSD_PER_ROUND * x[i]->rounds; /* >= rounds: fwd_jitter's too */
+    /* fwd_jitter's FSD_PER_ROUND a round; rank_drift's rounds and twice the most again */
+    for (int i = 0; i < n; i++) all_n += (FSD_PER_ROUND > 3 ? FSD_PER_ROUND : 3) * x[i]->rounds;
     double *all = pl_calloc(all_n, sizeof(double)); /* >= all rounds */
     if (!all) return pl_errf(e, PL_ENOMEM, "out of memory");
     exec_dims d;

@@ -52,7 +52,7 @@
 #define MPI_TERM_HEAD_MAX 64
 #define MPI_WAIT_KEPT_MAX 224
 /* Tags on the control communicator: the clock's ping-pong, the parts of a record. */
-enum { TAG_PING = 1, TAG_PONG, TAG_REC_HEAD = 10, TAG_REC_ARRAYS, TAG_REC_OPS, TAG_REC_LOSS, TAG_REC_WEIGHTS };
+enum { TAG_PING = 1, TAG_PONG, TAG_REC_HEAD = 10, TAG_REC_ARRAYS, TAG_REC_OPS, TAG_REC_LOSS, TAG_REC_WEIGHTS, TAG_REC_ROUNDS };
 
 /* One send in flight: its request and its private copy of the data. */
 typedef struct msend {
@@ -496,16 +496,17 @@ static double clock_offset(mend *m, int r) {
 
 /* Header of a record sent to rank 0. */
 typedef struct rec_head {
-    int64_t passes, n_ops, n_weights, n_loss, core, allocated_bytes, model_peak_bytes, has_prof;
+    int64_t passes, n_ops, n_weights, n_loss, core, allocated_bytes, model_peak_bytes, has_prof, n_round_f;
     exec_mem peak;
     double prof_s[EXEC_PROF_KINDS];
     double window[EXEC_WINDOWS];
 } rec_head;
 
-/* Sends rank m->rank's record to rank 0 (tags 10..15 on ctl). */
+/* Sends rank m->rank's record to rank 0 (tags 10..16 on ctl). */
 static void send_record(mend *m, const exec_rank_record *r, size_t n_loss) {
     rec_head h = {r->passes, (int64_t)r->n_ops, (int64_t)r->n_weights, (int64_t)n_loss, r->core,
-                  (int64_t)r->allocated_bytes, (int64_t)r->model_peak_bytes, r->has_prof, r->peak, {0}, {0}};
+                  (int64_t)r->allocated_bytes, (int64_t)r->model_peak_bytes, r->has_prof, (int64_t)r->n_round_f, r->peak,
+                  {0}, {0}};
     memcpy(h.prof_s, r->prof_s, sizeof h.prof_s);
     memcpy(h.window, r->window, sizeof h.window);
     MPI_Send(&h, (int)sizeof h, MPI_BYTE, 0, TAG_REC_HEAD, m->ctl);
@@ -513,6 +514,7 @@ static void send_record(mend *m, const exec_rank_record *r, size_t n_loss) {
     if (r->n_ops) MPI_Send(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, 0, TAG_REC_OPS, m->ctl);
     MPI_Send(r->loss_mb, (int)n_loss, MPI_DOUBLE, 0, TAG_REC_LOSS, m->ctl);
     MPI_Send(r->weights, (int)r->n_weights, MPI_FLOAT, 0, TAG_REC_WEIGHTS, m->ctl);
+    if (r->n_round_f) MPI_Send(r->round_f, (int)r->n_round_f, MPI_DOUBLE, 0, TAG_REC_ROUNDS, m->ctl);
 }
 
 /* Receives rank src's record on rank 0 into r (arrays owned by r, exec_rank_record_free).
@@ -536,13 +538,17 @@ static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
     r->ops = r->n_ops ? pl_calloc(r->n_ops, sizeof *r->ops) : NULL;
     r->loss_mb = pl_calloc((size_t)h.n_loss ? (size_t)h.n_loss : 1, sizeof(double));
     r->weights = pl_calloc(r->n_weights ? r->n_weights : 1, sizeof(float));
-    if (!r->pass_start_s || (r->n_ops && !r->ops) || !r->loss_mb || !r->weights)
+    r->n_round_f = (size_t)h.n_round_f;
+    r->round_f = pl_calloc(r->n_round_f ? r->n_round_f : 1, sizeof(double));
+    if (!r->pass_start_s || (r->n_ops && !r->ops) || !r->loss_mb || !r->weights || !r->round_f)
         return pl_errf(e, PL_ENOMEM, "out of memory receiving the record of rank %d", src);
     exec_rank_record_arrays(r);
     MPI_Recv(r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, src, TAG_REC_ARRAYS, m->ctl, MPI_STATUS_IGNORE);
     if (r->n_ops) MPI_Recv(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, src, TAG_REC_OPS, m->ctl, MPI_STATUS_IGNORE);
     MPI_Recv(r->loss_mb, (int)h.n_loss, MPI_DOUBLE, src, TAG_REC_LOSS, m->ctl, MPI_STATUS_IGNORE);
     MPI_Recv(r->weights, (int)r->n_weights, MPI_FLOAT, src, TAG_REC_WEIGHTS, m->ctl, MPI_STATUS_IGNORE);
+    if (r->n_round_f)
+        MPI_Recv(r->round_f, (int)r->n_round_f, MPI_DOUBLE, src, TAG_REC_ROUNDS, m->ctl, MPI_STATUS_IGNORE);
     return PL_OK;
 }
 

@@ -1568,7 +1568,11 @@ static void test_profile_reuse_lines(void) {
  * (22 - 1) a^2 / 23; one that alternates +a, -a (what varies from one round to the next alone)
  * -a^2, so no drift; one value of 1 (an interrupted round) is clipped to 3 robust standard
  * deviations (1.4826 a here) about the median 0, so the first series with its fifth value 1
- * gives what that value at 3 x 1.4826 a gives. exec_profile_drift reads the profile's line. */
+ * gives what that value at 3 x 1.4826 a gives. exec_drift_of: two workers whose rounds' F ratio
+ * holds e^a for 12 rounds and then e^-a have a drift of sqrt(21 a^2 / 23 / 2) (a round more on
+ * one worker is left out); a third worker with the first's rounds adds a pair with no drift and
+ * one with the same, sqrt(21 a^2 / 23 / 3); alternating rounds, 7 rounds side by side or one
+ * worker have none. exec_profile_drift reads the profile's line. */
 static void test_rank_drift(void) {
     const double a = 0.02;
     double d[24], tmp[24];
@@ -1585,6 +1589,22 @@ static void test_rank_drift(void) {
     for (int k = 0; k < 23; k++) want += (clipped[k] - mu) * (clipped[k + 1] - mu) / 23;
     CU_ASSERT_DOUBLE_EQUAL(exec_lag1_variance(d, 24, tmp), want, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(d[4], clipped[4], 1e-15); /* clipped in place */
+    /* the drift over the workers' rounds */
+    double m0[25], m1[24], m2[24], scratch[64];
+    for (int k = 0; k < 25; k++) m0[k] = 2.0;
+    for (int k = 0; k < 24; k++) {
+        m1[k] = 2.0 * exp(k < 12 ? -a : a); /* log(m0 / m1) = +a, then -a */
+        m2[k] = 2.0;
+    }
+    const double *means[3] = {m0, m1, m2};
+    size_t n[3] = {25, 24, 24};
+    CU_ASSERT_DOUBLE_EQUAL(exec_drift_of(means, n, 2, scratch), sqrt(21 * a * a / 23 / 2), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(exec_drift_of(means, n, 3, scratch), sqrt(21 * a * a / 23 / 3), 1e-12);
+    CU_ASSERT_EQUAL(exec_drift_of(means, n, 1, scratch), 0);
+    size_t few[2] = {7, 7};
+    CU_ASSERT_EQUAL(exec_drift_of(means, few, 2, scratch), 0);
+    for (int k = 0; k < 24; k++) m1[k] = 2.0 * exp(k % 2 ? -a : a);
+    CU_ASSERT_EQUAL(exec_drift_of(means, n, 2, scratch), 0);
     /* the profile's line: a positive drift, else the term off */
     double drift = -1;
     const char *line = "# x\n# " EXEC_PROFILE_META " concurrency=2 step_s=0.001 rank_drift=0.0125\n";

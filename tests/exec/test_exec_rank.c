@@ -179,10 +179,10 @@ static void test_err_rank(void) {
     CU_ASSERT_EQUAL(pl_err_rank(NULL), -1);
 }
 
-/* Runs kind (2 ranks, 4 microbatches; hidden 32, 2 blocks, 1 warm-up and 3 timed passes) rank
- * by rank with the records edited before assembly; fills a (exec_result_free) and returns the
- * code. */
-static int small_run_edited(const char *kind, recs_edit edit, exec_result *a) {
+/* Runs kind (2 ranks, 4 microbatches; hidden 32, 2 blocks, 1 warm-up and 3 timed passes; the
+ * profile between the passes at between_reps repetitions, 0 none) rank by rank with the records
+ * edited before assembly; fills a (exec_result_free) and returns the code. */
+static int small_run_edited(const char *kind, int between_reps, recs_edit edit, exec_result *a) {
     pl_err e;
     pl_err_clear(&e);
     sched_gen_opts o = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
@@ -199,6 +199,7 @@ static int small_run_edited(const char *kind, recs_edit edit, exec_result *a) {
     c.warmup_passes = 1;
     c.timed_passes = 3;
     c.oversubscribe = 1;
+    c.profile_between_reps = between_reps;
     int rc = run_by_ranks_edit(s, &c, a, edit, &e);
     if (rc) fprintf(stderr, "run_by_ranks %s: %s\n", kind, e.msg);
     sched_free(s);
@@ -220,7 +221,7 @@ static void keep_spans(exec_rank_record *recs, int ranks, const exec_config *c) 
 
 static void test_zb_bubble_rate_measured(void) {
     exec_result a;
-    CU_ASSERT_EQUAL_FATAL(small_run_edited("zb-h1", keep_spans, &a), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(small_run_edited("zb-h1", 0, keep_spans, &a), PL_OK);
     int med = -1;
     for (int t = 0; t < 3; t++)
         if (a.pass_s[t] == a.pass_median_s) med = t;
@@ -234,6 +235,40 @@ static void test_zb_bubble_rate_measured(void) {
         }
     CU_ASSERT_DOUBLE_EQUAL(a.zb_bubble_rate, worst, 1e-12);
     CU_ASSERT(a.zb_bubble_rate >= 0 && a.zb_bubble_rate < 1);
+    exec_result_free(&a);
+}
+
+/* The ranks' drift over the records (exec_assemble), as an MPI run's rank 0 sets them side by
+ * side: each record carries its worker's rounds' F (40 repetitions of the profile between the
+ * passes: 10 rounds, every one whole); replaced by two series whose ratio holds e^a for 12
+ * rounds and then e^-a, the assembled profile's drift is exec_drift_of's sqrt(21 a^2 / 23 / 2). */
+#define DRIFT_A 0.03
+static size_t g_rounds[2];
+static int g_rounds_whole[2];
+
+static void drift_series(exec_rank_record *recs, int ranks, const exec_config *c) {
+    (void)c;
+    for (int r = 0; r < ranks && r < 2; r++) {
+        g_rounds[r] = recs[r].has_prof ? recs[r].n_round_f : 0;
+        g_rounds_whole[r] = 1;
+        for (size_t k = 0; k < g_rounds[r]; k++) g_rounds_whole[r] &= recs[r].round_f[k] > 0;
+        double *v = realloc(recs[r].round_f, 24 * sizeof *v);
+        if (!v) continue;
+        for (int k = 0; k < 24; k++) v[k] = r == 0 ? 2.0 : 2.0 * exp(k < 12 ? -DRIFT_A : DRIFT_A);
+        recs[r].round_f = v;
+        recs[r].n_round_f = 24;
+    }
+}
+
+static void test_drift_over_records(void) {
+    exec_result a;
+    CU_ASSERT_EQUAL_FATAL(small_run_edited("1f1b", 40, drift_series, &a), PL_OK);
+    for (int r = 0; r < 2; r++) {
+        CU_ASSERT_EQUAL(g_rounds[r], 10);
+        CU_ASSERT(g_rounds_whole[r]);
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a.between_profile);
+    CU_ASSERT_DOUBLE_EQUAL(a.between_profile[0].drift, sqrt(21 * DRIFT_A * DRIFT_A / 23 / 2), 1e-12);
     exec_result_free(&a);
 }
 
@@ -257,7 +292,7 @@ static void slow_pass(exec_rank_record *recs, int ranks, const exec_config *c) {
  * would include a third of the stall, far more than a whole pass of this small run). */
 static void test_rank_figures_of_median_pass(void) {
     exec_result a;
-    CU_ASSERT_EQUAL_FATAL(small_run_edited("1f1b", slow_pass, &a), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(small_run_edited("1f1b", 0, slow_pass, &a), PL_OK);
     CU_ASSERT(a.pass_s[SLOW_PASS] >= SLOW_BY);
     CU_ASSERT(a.pass_median_s < SLOW_BY);
     int med = -1; /* the median pass: the other two are the fast ones, the median the slower */
@@ -341,6 +376,7 @@ void exec_test_rank_register(void) {
         {"an error names its rank by its field", test_err_rank},
         {"per-rank figures come from the median pass", test_rank_figures_of_median_pass},
         {"the measured Zero Bubble rate", test_zb_bubble_rate_measured},
+        {"the ranks' drift over the records", test_drift_over_records},
         {"the median rule: odd, even, ties, the caller's array untouched", test_median_rule},
         {NULL, NULL}};
     pl_test_suite("exec per-rank entry", cases);

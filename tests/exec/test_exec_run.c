@@ -1007,10 +1007,11 @@ static void test_mpi_equals_threads(void) {
                                          * first-touch term alone, with the reuse-distance term and the kind
                                          * before, with the jitter term */
     /* each MPI rank's worker profiles between the passes too; rank 0 gathers their times: the
-     * saved profile has one worker line per rank and the prediction says where it came from */
+     * saved profile has one worker line per rank and the prediction says where it came from (40
+     * repetitions: 10 rounds, whose F each rank sends to rank 0 for the ranks' drift) */
     char *csv = pl_test_path(dir, "mpi_profile.csv");
     snprintf(cmd, sizeof cmd, MPIENV "timeout 60 " MPIRUN " %s run --transport mpi --kind 1f1b --ranks 2 --microbatches 4 " SMALL
-             " --no-db --save-profile %s", PIPELAB_BIN, csv);
+             " --profile-reps 40 --no-db --save-profile %s", PIPELAB_BIN, csv);
     char *pout = NULL;
     int prc = sh(cmd, &pout);
     if (prc != 0) fprintf(stderr, "%s\n", pout);
@@ -1028,6 +1029,10 @@ static void test_mpi_equals_threads(void) {
     double win[2 * EXEC_WINDOWS];
     CU_ASSERT_EQUAL(exec_profile_worker_windows(text, len, 2, win, NULL), 0);
     CU_ASSERT(win[0] > 0 && win[2 * EXEC_WINDOWS - 1] > 0);
+    /* and the ranks' drift over their rounds (0 where the rounds' ratio did not persist) */
+    const char *dl = strstr(text, " rank_drift=");
+    double drift = -1;
+    CU_ASSERT(dl && sscanf(dl, " rank_drift=%lf", &drift) == 1 && drift >= 0 && isfinite(drift));
     free(text);
     free(csv);
     /* a failing rank */
