@@ -624,13 +624,15 @@ static void test_run_kind_before(void) {
     CU_ASSERT_EQUAL(exec_profile_worker_reuse(text, len, 2, ri, rw), 0);
     CU_ASSERT_EQUAL(exec_profile_worker_back(text, len, 2, fb), 0);
     /* the jitter term's coefficient of variation: each worker line's fwd_sd_s over its fwd_s, a
-     * spread from one microbatch to the next of a few percent (well under a half) */
+     * spread from one microbatch to the next, positive (a few percent on an idle machine; no
+     * upper bound here: under ctest -j2 another test's process shares the cores, and this
+     * profile's few rounds of microsecond forwards read 0.5 and more) */
     double cv[2] = {0, 0}, fw[2], sd[2];
     CU_ASSERT_EQUAL(exec_profile_worker_jitter(text, len, 2, cv), 0);
     worker_key(text, "fwd_s", fw);
     worker_key(text, "fwd_sd_s", sd);
     for (int q = 0; q < 2; q++) {
-        CU_ASSERT(cv[q] > 0 && cv[q] < 0.5 && fw[q] > 0);
+        CU_ASSERT(cv[q] > 0 && isfinite(cv[q]) && fw[q] > 0);
         CU_ASSERT_DOUBLE_EQUAL(cv[q], sd[q] / fw[q], 1e-12);
     }
     /* the stages' F and I: the block rows, blocks 0-1 on rank 0, 2-3 on rank 1 */
