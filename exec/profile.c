@@ -746,17 +746,15 @@ double exec_drift_of(const double *const *means, const size_t *n, int workers, d
     return pairs ? sqrt(var / pairs) : 0;
 }
 
-/* Writes thread x's per-round F means (round_fwd) to out when not NULL; returns its rounds. */
-static size_t round_fwd_means(const prof_thread *x, double *out) {
-    size_t R = prof_done(x);
+/* exec_int.h: round_fwd's mean of each round the worker ran. */
+size_t exec_prof_worker_round_fwd(const exec_prof_worker *w, double *out) {
+    size_t R = w ? prof_done(w) : 0;
     for (size_t r = 0; out && r < R; r++) {
         double a[PROFILE_SLOTS];
-        out[r] = round_fwd(x, r, a);
+        out[r] = round_fwd(w, r, a);
     }
     return R;
 }
-
-size_t exec_prof_worker_round_fwd(const exec_prof_worker *w, double *out) { return w ? round_fwd_means(w, out) : 0; }
 
 /* Sets p->drift, the ranks' speeds drifting apart (exec_layer_profile.drift), from the threads'
  * F samples, round r of each thread beside round r of the others (exec_drift_of). scratch holds
@@ -767,7 +765,7 @@ static void rank_drift(const prof_thread *const *x, int threads, double *scratch
     double *at = scratch;
     for (int i = 0; i < threads && i < PROFILE_MAX_THREADS; i++) {
         means[i] = at;
-        n[i] = round_fwd_means(x[i], at);
+        n[i] = exec_prof_worker_round_fwd(x[i], at);
         at += n[i];
     }
     p->drift = exec_drift_of(means, n, threads < PROFILE_MAX_THREADS ? threads : PROFILE_MAX_THREADS, at);
