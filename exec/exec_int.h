@@ -606,8 +606,9 @@ int exec_xrank_held_state(const exec_xrank *x, int k, float **w, float **out, fl
  * block and microbatch (EXEC_PROF_FIW of them, whose samples come first), STEP of a block, the
  * first block's I (I0), and I and W of a block at reuse distance 0 (IH, WH: right after their
  * forward, resp. their I), then F, I, W of a round's first microbatch (FF, IF, WF) and of its
- * others (FR, IR, WR): the samples of F, I, W by slot; then F, I, W again on the same blocks right
- * after the same kind for another microbatch (FA, IA, WA); then the IH sample of the worker's
+ * others (FR, IR, WR): the samples of F, I, W by slot; then F, I, W again on the same blocks
+ * right after the same kind for other microbatches (FA, IA, WA: the last of a streak of
+ * PROFILE_AGAIN_MBS, each's I and W back to back as a B's); then the IH sample of the worker's
  * last block alone, which follows that block's forward with nothing between (IN); then F of a
  * block right after another microbatch's backwards on the worker's blocks (FB); then the
  * forward's jitter (FSD, exec_layer_profile.f_sd_s: a spread of the F samples, not a kind of

@@ -50,6 +50,9 @@
 
 /* Microbatches in flight in one profiling round: what each block keeps stashed at once. */
 #define PROFILE_SLOTS 4
+/* Microbatches of a round's again samples (prof_again): a streak on the same blocks, the last one
+ * timed. Fewer than PROFILE_SLOTS (they take slots 1 ..). */
+#define PROFILE_AGAIN_MBS 3
 /* Most bytes of distinct block weights and gradients profiled (fewer blocks when they are wide),
  * unless a thread's share of twice the last-level cache is more (prof_max_bytes). */
 #define PROFILE_MAX_BYTES ((size_t)256 << 20)
@@ -82,8 +85,9 @@ struct exec_prof_worker {
     size_t nhot;       /* samples of each of IH and WH: one more microbatch per round through every
                         * block, its I right after its F and its W right after that I */
     int ga;            /* blocks of the again samples (exec_prof_again_blocks) */
-    size_t nagain;     /* samples of each of FA, IA, WA: per round, ga blocks' F for one more
-                        * microbatch right after their F for another, then the two's I, then W */
+    size_t nagain;     /* samples of each of FA, IA, WA: per round, ga blocks' F for the last of a
+                        * streak of PROFILE_AGAIN_MBS microbatches right after the others', then
+                        * each one's I and W (prof_again) */
     size_t rounds;     /* timed rounds: each holds ns / rounds samples of F, I, W, nstep / rounds of
                         * STEP, ni0 / rounds of I0, nhot / rounds of IH and of WH and nagain /
                         * rounds of FA, IA and WA */
@@ -162,7 +166,7 @@ double exec_prof_round_flops(const exec_config *cfg, int threads, int again) {
     int L = prof_blocks(cfg, &d, threads);
     /* the slots' microbatches and the reuse-distance-0 one through every block, the again
      * samples' two microbatches through the first half of them */
-    return ((double)L * (PROFILE_SLOTS + 1) + (again ? 2.0 * exec_prof_again_blocks(L) : 0.0)) * (f + i + w);
+    return ((double)L * (PROFILE_SLOTS + 1) + (again ? (double)PROFILE_AGAIN_MBS * exec_prof_again_blocks(L) : 0.0)) * (f + i + w);
 }
 
 int exec_prof_opens(const exec_config *cfg, int threads, int again) {
@@ -327,31 +331,39 @@ static void prof_hot(prof_thread *x, int r, float *x0, float *st0, float *y, flo
 }
 
 /* Times round r's F, I and W again on x's first ga blocks (exec_prof_again_blocks), from the
- * slots whose first block's input is at xa and xb (block k's input and state at + k
- * prof_block_stride):
- * the blocks' F for a, then for b (timed, FA), the I of a from the last of them to the first,
- * then b's (IA), then the W of a and of b (WA), each of b's right after a's over the same
- * blocks. So b finds the weights (and gradients) a just used in cache when ga blocks fit, where
- * the round's own F, I, W come with all x's blocks between two uses of a block: a rank holding
- * several stages whose consecutive actions are on one of them (looped-bfs, interleaved, V
- * schedules) runs them as b does (sim_reuse.c). The forwards recompute a and b's activations
- * and state, which their round's I and W have used. gb's gradient at block ga's input is
- * whatever the round left there (the run's magnitudes). */
-static void prof_again(prof_thread *x, int r, float *xa, float *xb, float *gb, float *scr) {
+ * PROFILE_AGAIN_MBS slots whose first block's input is at in[0], in[1], ... (block k's input and
+ * state at + k prof_block_stride): a streak of microbatches on the same blocks, as a rank
+ * holding several stages runs its consecutive actions on one of them (looped-bfs, interleaved,
+ * V schedules; sim_reuse.c). The blocks' F for each in turn (the last timed, FA); then for each
+ * in turn its I from the last block to the first and its W (the last's timed, IA and WA), as a
+ * streak of B's runs them. The last of the streak finds the weights (and gradients) the others
+ * just used in cache when ga blocks fit, where the round's own F, I, W come with all x's blocks
+ * between two uses of a block.
+ *
+ * Two measured choices (docs/validate_cpu.md, "The again samples: a streak, and a B's order"):
+ * the timed microbatch is the third of its streak, not the second, because a run's streak of
+ * forwards on small blocks keeps speeding up after its second (looped-bfs, width 320, 4 rows:
+ * 350, 296, 271, 265, 259, 250 us a block), the caches filling with the stage's weights over
+ * several passes; and each microbatch's I and W run back to back, not all I's then all W's,
+ * because a streak of B's puts a W and its gradients between two I's (transformer 512, seq 32:
+ * the I's back to back timed the again B 9% under the run's streak, back to back with their W's
+ * within 2%). The forwards recompute the slots' activations and state, which their round's I and
+ * W have used. gb's gradient at block ga's input is whatever the round left there (the run's
+ * magnitudes). */
+static void prof_again(prof_thread *x, int r, float *const *in, float *gb, float *scr) {
     const exec_dims *d = &x->d;
-    const int G = x->ga;
+    const int G = x->ga, last = PROFILE_AGAIN_MBS - 1;
     size_t bh = (size_t)d->b * d->h, stride = prof_block_stride(d);
     double *ta = x->t + EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 2 * x->nhot + (size_t)r * G;
-    float *const in[2] = {xa, xb};
-    for (int m = 0; m < 2; m++)
+    for (int m = 0; m < PROFILE_AGAIN_MBS; m++)
         for (int k = 0; k < G; k++) {
             /* block k's output is block k + 1's input, the slot's output after the last block */
             float *xk = in[m] + (size_t)k * stride;
             double t0 = pl_now_s();
             exec_block_fwd(d, x->wk[k], xk, prof_state_of(d, xk), xk + stride);
-            if (m) ta[k] = pl_now_s() - t0;
+            if (m == last) ta[k] = pl_now_s() - t0;
         }
-    for (int m = 0; m < 2; m++)
+    for (int m = 0; m < PROFILE_AGAIN_MBS; m++) {
         for (int k = G - 1; k >= 0; k--) {
             float *xk = in[m] + (size_t)k * stride;
             double t0 = pl_now_s();
@@ -361,15 +373,15 @@ static void prof_again(prof_thread *x, int r, float *xa, float *xb, float *gb, f
                 exec_block_bwd_i(d, x->wk[0], xk, prof_state_of(d, xk), gb + bh, NULL, scr);
                 exec_block_bwd_gx(d, x->wk[0], xk, prof_state_of(d, xk), gb + bh, gb);
             }
-            if (m) ta[x->nagain + (size_t)k] = pl_now_s() - t0;
+            if (m == last) ta[x->nagain + (size_t)k] = pl_now_s() - t0;
         }
-    for (int m = 0; m < 2; m++)
         for (int k = G - 1; k >= 0; k--) {
             float *xk = in[m] + (size_t)k * stride;
             double t0 = pl_now_s();
             exec_block_bwd_w(d, xk, prof_state_of(d, xk), gb + (size_t)(k + 1) * bh, x->gk[k]);
-            if (m) ta[2 * x->nagain + (size_t)k] = pl_now_s() - t0;
+            if (m == last) ta[2 * x->nagain + (size_t)k] = pl_now_s() - t0;
         }
+    }
 }
 
 /* Reads back, untimed, what x's STEP went through last (its blocks' weights, gradients and
@@ -464,7 +476,11 @@ static void prof_round(prof_thread *x, int after, int untimed) {
         }
     }
     if (r >= 0) prof_hot(x, r, X(0, 0), ST(0, 0), Y(0), gb, scr, tg);
-    if (r >= 0 && S >= 3 && x->ga > 0) prof_again(x, r, X(1, 0), X(2, 0), gb, scr);
+    if (r >= 0 && S > PROFILE_AGAIN_MBS && x->ga > 0) {
+        float *in[PROFILE_AGAIN_MBS];
+        for (int m = 0; m < PROFILE_AGAIN_MBS; m++) in[m] = X(1 + m, 0);
+        prof_again(x, r, in, gb, scr);
+    }
     prof_step(x, r);
     if (r >= 0) x->nt += (size_t)S * L;
     /* the next round starts from the same inputs (X(s, 0) is only read) */

@@ -1189,12 +1189,13 @@ static void test_profile_gap_rounds(void) {
     CU_ASSERT_EQUAL(exec_prof_gap_rounds(0, 4, 2, 0, 1, &open), 0);
     CU_ASSERT_EQUAL(open, 0);
     /* a round's FLOPs: 4 slots and the distance-0 microbatch through each of a worker's blocks,
-     * with the again samples 2 microbatches through half of them (rounded up); dense block of
-     * width h, inner f, b rows: F = I = W = 4 b h f. 8 blocks on 2 workers: 4 each, 2 again. */
+     * with the again samples' streak of 3 microbatches through half of them (rounded up); dense
+     * block of width h, inner f, b rows: F = I = W = 4 b h f. 8 blocks on 2 workers: 4 each, 2
+     * again. */
     exec_config c = small_cfg(8);
     double fiw = 3.0 * 4 * c.microbatch_size * c.hidden * c.ffn;
     CU_ASSERT_DOUBLE_EQUAL(exec_prof_round_flops(&c, 2, 0), 4 * 5 * fiw, 1e-9 * fiw);
-    CU_ASSERT_DOUBLE_EQUAL(exec_prof_round_flops(&c, 2, 1), (4 * 5 + 2 * 2) * fiw, 1e-9 * fiw);
+    CU_ASSERT_DOUBLE_EQUAL(exec_prof_round_flops(&c, 2, 1), (4 * 5 + 3 * 2) * fiw, 1e-9 * fiw);
     CU_ASSERT_EQUAL(exec_prof_opens(&c, 2, 1), 1);
     /* width 1024 (inner 4096), 8 blocks on 2 workers: with 16 rows 20 x 3 x 268 MFLOP = 16.1
      * GFLOP a round, over the 8 of PROFILE_OPEN_MAX_FLOPS; with 4 rows 4.0, under */
