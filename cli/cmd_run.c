@@ -189,9 +189,8 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_REST_SUFFIX "-rest"
 #define RUN_TAG_REUSE_SUFFIX "-reuse"
 #define RUN_TAG_FIRST_SUFFIX "-first"
-#define RUN_TAG_AGAIN_SUFFIX "-again"
+#define RUN_TAG_NOAGAIN_SUFFIX "-noagain"
 #define RUN_TAG_NONEXT_SUFFIX "-nonext"
-#define RUN_TAG_AGAINF_SUFFIX "-againf"
 #define RUN_TAG_BEFORE_SUFFIX "-before"
 #define RUN_TAG_JITTER_SUFFIX "-jitter"
 #define RUN_TAG_DRIFT_SUFFIX "-drift"
@@ -204,13 +203,14 @@ typedef struct run_state {
     sim_result pr;           /* the prediction, when have_pred */
     int have_pred;
     sim_result pr_alt[CLI_RUN_ALTS]; /* the other predictions, when have_alt[i]: [0] with the
-                              * reuse-distance, first-touch and again terms, or under --terms
-                              * without them; [1] with the pass-length term, or under
+                              * reuse-distance and first-touch terms, or under --terms without
+                              * them; [1] with the pass-length term, or under
                               * --pass-length-term without it; [2] every F, I, W at the
                               * profile round's time after its first microbatch; [3] [4] [5]
-                              * the reuse-distance, first-touch and again terms each alone; [6]
-                              * without the I next to its recomputed forward; [7] with the
-                              * again term's forwards; [8] with the reuse-distance term and the
+                              * the reuse-distance and first-touch terms each with the default's,
+                              * and the default without the again term; [6] without the I next
+                              * to its recomputed forward; [7] unused; [8] with the reuse-distance
+                              * term and the
                               * kind before; [9] with the jitter term; [10] with the jitter
                               * and the drift terms */
     int have_alt[CLI_RUN_ALTS];
@@ -495,10 +495,11 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     double *rank_step = pl_calloc((size_t)st->s->ranks, sizeof *rank_step);
     if (!rank_step) return pl_errf(e, PL_ENOMEM, "out of memory");
     int per_rank = exec_profile_worker_steps(t->data ? t->data : "", t->len, st->s->ranks, rank_step) == 0;
-    /* the reuse-distance, first-touch and again terms when the profile's worker lines time them:
-     * in the prediction under --terms, else in the other one, stored beside (docs/validate_cpu.md:
-     * with the profile's buffers on cache lines as the run's, they shorten the prediction by
-     * about 1% more than the runs are short) */
+    /* the reuse-distance and first-touch terms when the profile's worker lines time them: in the
+     * prediction under --terms, else in the other one, stored beside (docs/validate_cpu.md: with
+     * the profile's buffers on cache lines as the run's, they shorten the prediction by about 1%
+     * more than the runs are short); the again term in both, where a rank holds several stages
+     * (docs/validate_cpu.md, "The again samples: a streak, and a B's order") */
     cost_transport tr = o->mpi ? COST_TRANSPORT_MPI : COST_TRANSPORT_THREADS;
     size_t R = (size_t)st->s->ranks;
     const char *text = t->data ? t->data : "";
@@ -507,15 +508,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int reuse = ri && exec_profile_worker_reuse(text, t->len, st->s->ranks, ri, rw) == 0;
     int first = ri && exec_profile_worker_first(text, t->len, st->s->ranks, fi, fr) == 0;
     int again = ri && exec_profile_worker_again(text, t->len, st->s->ranks, ag) == 0;
-    /* the again term's forwards alone: an F right after an F of its stage on a rank with several,
-     * in a prediction stored beside (docs/validate_cpu.md, "Again: the same kind only": they bring
-     * the forwards closer, and the iteration times no closer) */
-    double *agf = pl_calloc(SIM_FIRST_KINDS * R, sizeof *agf);
-    for (size_t k = 0; agf && again && k < R; k++) {
-        agf[SIM_FIRST_KINDS * k] = ag[SIM_FIRST_KINDS * k];
-        agf[SIM_FIRST_KINDS * k + 1] = agf[SIM_FIRST_KINDS * k + 2] = 1;
-    }
-    const double *afp = again ? agf : NULL;
+    const double *agp = again ? ag : NULL;
     /* the I next to its recomputed forward when the worker lines time it: in every prediction
      * (docs/validate_cpu.md, "The I next to its recomputed forward") */
     double *nx = pl_calloc(R, sizeof *nx);
@@ -535,8 +528,8 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int bad_line = 0, wrc = win ? exec_profile_worker_windows(text, t->len, st->s->ranks, win, &bad_line) : -1;
     int windows = wrc == 0;
     const double *wp = windows && o->pass_length ? win : NULL;
-    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, again ? ag : NULL, wp, np, NULL, NULL, 0};
-    const cli_run_terms base = {NULL, NULL, NULL, NULL, NULL, wp, np, NULL, NULL, 0};
+    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, agp, wp, np, NULL, NULL, 0};
+    const cli_run_terms base = {NULL, NULL, NULL, NULL, agp, wp, np, NULL, NULL, 0};
     const double *steps = per_rank ? rank_step : NULL;
     const cli_run_terms *main_terms = o->terms ? &terms : &base, *alt_terms = o->terms ? &base : &terms;
     cli_run_terms toggled = *main_terms;
@@ -544,10 +537,10 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int rc = wrc == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed pass-length line (# " EXEC_PROFILE_META
                                  " windows worker=W first_ms=1 factors= and %d positive numbers)",
                                  st->profile_src, bad_line, EXEC_WINDOWS)
-             : ri && win && nx && agf && fb && jt ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
+             : ri && win && nx && fb && jt ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     st->have_pred = rc == PL_OK;
     const char *tag = o->tag ? o->tag : "";
-    if (rc == PL_OK && (reuse || first || again)) {
+    if (rc == PL_OK && (reuse || first)) {
         rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, alt_terms, &st->pr_alt[0], e);
         st->have_alt[0] = rc == PL_OK;
         snprintf(st->tag_alt[0], sizeof st->tag_alt[0], "%s%s", tag, o->terms ? RUN_TAG_NOTERMS_SUFFIX : RUN_TAG_TERMS_SUFFIX);
@@ -562,18 +555,19 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
      * blocks its first microbatch ran up to 40% slower, where a pass's first action of a stage
      * does not (docs/validate_cpu.md, "Off the grid"); stored beside, not applied */
     if (rc == PL_OK && first) {
-        const cli_run_terms rest = {NULL, NULL, fr, fr, NULL, wp, np, NULL, NULL, 0};
+        const cli_run_terms rest = {NULL, NULL, fr, fr, agp, wp, np, NULL, NULL, 0};
         rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &rest, &st->pr_alt[2], e);
         st->have_alt[2] = rc == PL_OK;
         snprintf(st->tag_alt[2], sizeof st->tag_alt[2], "%s%s", tag, RUN_TAG_REST_SUFFIX);
     }
-    /* each of the three terms alone, stored beside: which of them moves which configurations
-     * (docs/validate_cpu.md, "Repeats": each fixes the points of its own cause and shortens the
-     * rest) */
-    const cli_run_terms alone[3] = {{reuse ? ri : NULL, reuse ? rw : NULL, NULL, NULL, NULL, wp, np, NULL, NULL, 0},
-                                    {NULL, NULL, first ? fi : NULL, first ? fr : NULL, NULL, wp, np, NULL, NULL, 0},
-                                    {NULL, NULL, NULL, NULL, again ? ag : NULL, wp, np, NULL, NULL, 0}};
-    static const char *const alone_suffix[3] = {RUN_TAG_REUSE_SUFFIX, RUN_TAG_FIRST_SUFFIX, RUN_TAG_AGAIN_SUFFIX};
+    /* the reuse-distance and the first-touch term each alone beside the default's again term, and
+     * the default without the again term, stored beside: which of them moves which
+     * configurations (docs/validate_cpu.md, "Repeats": each fixes the points of its own cause and
+     * shortens the rest) */
+    const cli_run_terms alone[3] = {{reuse ? ri : NULL, reuse ? rw : NULL, NULL, NULL, agp, wp, np, NULL, NULL, 0},
+                                    {NULL, NULL, first ? fi : NULL, first ? fr : NULL, agp, wp, np, NULL, NULL, 0},
+                                    {NULL, NULL, NULL, NULL, NULL, wp, np, NULL, NULL, 0}};
+    static const char *const alone_suffix[3] = {RUN_TAG_REUSE_SUFFIX, RUN_TAG_FIRST_SUFFIX, RUN_TAG_NOAGAIN_SUFFIX};
     const int alone_on[3] = {reuse, first, again};
     for (int k = 0; rc == PL_OK && k < 3; k++) {
         if (!alone_on[k]) continue;
@@ -589,15 +583,6 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
         rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &off, &st->pr_alt[6], e);
         st->have_alt[6] = rc == PL_OK;
         snprintf(st->tag_alt[6], sizeof st->tag_alt[6], "%s%s", tag, RUN_TAG_NONEXT_SUFFIX);
-    }
-    /* with the again term's forwards, stored beside: what they move (none when no rank holds
-     * several stages, or under --terms, whose again term times every kind) */
-    if (rc == PL_OK && !main_terms->again && afp) {
-        cli_run_terms with = *main_terms;
-        with.again = afp;
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &with, &st->pr_alt[7], e);
-        st->have_alt[7] = rc == PL_OK;
-        snprintf(st->tag_alt[7], sizeof st->tag_alt[7], "%s%s", tag, RUN_TAG_AGAINF_SUFFIX);
     }
     /* with the reuse-distance term and the kind before, stored beside: an I right after an F of
      * its stage at the distance-0 ratio, an F right after a B or W of its stage at the profile's
@@ -631,7 +616,6 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
         st->have_alt[10] = rc == PL_OK;
         snprintf(st->tag_alt[10], sizeof st->tag_alt[10], "%s%s", tag, RUN_TAG_DRIFT_SUFFIX);
     }
-    free(agf);
     free(fb);
     free(jt);
     free(rank_step);

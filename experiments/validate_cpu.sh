@@ -40,16 +40,15 @@
 # gives both-at-once over alone for the slowed and the unslowed runs, and repeats the targets
 # over the runs whose probe was within HOST_SLOW times that (default 1.2): a diagnostic beside
 # the verdict.
-# Each run also stores its prediction with the reuse-distance, first-touch and again terms (tag
+# Each run also stores its prediction with the reuse-distance and first-touch terms (tag
 # validate_cpu-terms; `pipelab run --terms`, off by default) and its prediction with the
 # pass-length term (tag validate_cpu-passlen; `pipelab run --pass-length-term`, off by default) and
 # its prediction with every F, I, W at the time of a profile round's microbatches after its first
 # (tag validate_cpu-rest); the summary then repeats the targets and the per-class errors against
-# those predictions, and against each of the reuse-distance, first-touch and again terms alone
-# (tags validate_cpu-reuse, -first, -again; the again term only where a rank holds several stages),
-# the prediction without the I next to its recomputed forward (-nonext, full recomputation) and
-# the one with the again term's forwards alone (-againf, where a rank holds several stages), and
-# the one with the reuse-distance term and the kind before (-before), and the one with the
+# those predictions, and against each of the reuse-distance and first-touch terms alone (tags
+# validate_cpu-reuse, -first), the default without the again term (-noagain, only where a rank
+# holds several stages), the prediction without the I next to its recomputed forward (-nonext,
+# full recomputation), the one with the reuse-distance term and the kind before (-before), and the one with the
 # ranks' jitter (-jitter), and the one with the jitter and the ranks' drift (-drift).
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
@@ -431,15 +430,15 @@ if [ -f "$DB" ]; then
             sed -n '/^per class over all pairs/,/^$/p' "${DB%.db}$1.actions.txt" # the per-class table; the per-model one stays in the file
         fi
     }
-    other_prediction -terms "with the reuse-distance, first-touch and again terms (pipelab run --terms)"
+    other_prediction -terms "with the reuse-distance and first-touch terms (pipelab run --terms)"
     other_prediction -passlen "with the pass-length term (pipelab run --pass-length-term)"
     other_prediction -rest "with every F, I, W at a profile round's time after its first microbatch"
-    # and each of --terms' three alone: which one moves which configurations
+    # and each of --terms' two alone, and the default without the again term: which one moves
+    # which configurations
     other_prediction -reuse "with the reuse-distance term alone"
     other_prediction -first "with the first-touch term alone"
-    other_prediction -again "with the again term alone (only the runs whose ranks hold several stages)"
+    other_prediction -noagain "without the again term (only the runs whose ranks hold several stages)"
     other_prediction -nonext "without the I next to its recomputed forward (only the runs under full recomputation)"
-    other_prediction -againf "with the again term's forwards alone (only the runs whose ranks hold several stages)"
     other_prediction -before "with the reuse-distance term and the kind before (an I after an F of its stage, an F after its backwards)"
     other_prediction -jitter "with the jitter term (the median of 31 simulated runs, each action at a lognormal factor of the profile's spread)"
     other_prediction -drift "with the jitter and drift terms (the median of 31 simulated runs, each rank's speed also at a lognormal factor drawn once a run, of the profile's side-by-side drift)"

@@ -473,9 +473,9 @@ static void test_run_profile_between(void) {
              PIPELAB_BIN, db);
     CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
     /* (no again term: gpipe holds one stage per rank, and its profile times no again samples) */
-    static const char *const tags[] = {"with", "with-nopasslen", "with-passlen", "with-rest", "with-reuse", "with-first", "with-again",
-                                       "with-againf", "with-before", "with-jitter"};
-    static const size_t want_n[] = {2, 1, 0, 1, 1, 1, 0, 0, 1, 1};
+    static const char *const tags[] = {"with", "with-nopasslen", "with-passlen", "with-rest", "with-reuse", "with-first", "with-noagain",
+                                       "with-before", "with-jitter"};
+    static const size_t want_n[] = {2, 1, 0, 1, 1, 1, 0, 1, 1};
     tag_counts(s, tags, want_n, sizeof tags / sizeof *tags);
     store_close(s);
     /* usage errors: exit 2, nothing run */
@@ -575,32 +575,46 @@ static void worker_key(const char *text, const char *key, double v[2]) {
     }
 }
 
-/* The again term's forwards alone, in a prediction stored beside (TAG-againf). looped-bfs on 2
- * ranks, m 4, two stages a rank of one block each: on each stage the F of microbatches 1-3
- * follows the F of the one before on the same stage, and takes the ratio of its rank's again F to
- * its F (the profile's fwd_again_s / fwd_s, exec_profile_worker_again); the other F, and every B,
- * keep the block's times. So the run's own prediction has each rank busier than TAG-againf by
- * exactly 2 stages x 3 forwards x (1 - ratio) x its F. */
-static void test_run_again_forwards(void) {
+/* The again term in every prediction where a rank holds several stages, and the prediction
+ * without it stored beside (TAG-noagain). looped-bfs on 2 ranks, m 4, two stages a rank of one
+ * block each (stage q is block q, on rank q mod 2): on each stage the F of microbatches 1-3
+ * follows the F of the one before on the same stage, and the B of microbatches 2, 1, 0 the B of
+ * the microbatch after it (B3 B2 B1 B0; test_reuse, "again"). Each of those takes its rank's again ratios (the
+ * profile's fwd_again_s / fwd_s, bwd_in_again_s / bwd_in_s and bwd_w_again_s / bwd_w_s:
+ * exec_profile_worker_again) of its block row's F, I and W; the other F and B keep the row's
+ * times. So TAG-noagain has each rank busier than the run's own prediction by exactly, over its
+ * two stages, 3 (1 - aF) F + 3 ((1 - aI) I + (1 - aW) W) of each stage's row (stage 0's I its
+ * I0). */
+static void test_run_again_default(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "again.db");
     char *csv = pl_test_path(dir, "again.csv");
     size_t len = 0;
     char *text = run_profile_text("--kind looped-bfs --chunks 2 --ranks 2 --microbatches 4", "ag", db, csv, &len);
-    double ag[3 * 2], step[2];
+    double ag[3 * 2], row[4][3] = {{0}};
     CU_ASSERT_EQUAL(exec_profile_worker_again(text, len, 2, ag), 0);
-    CU_ASSERT_EQUAL(exec_profile_worker_steps(text, len, 2, step), 0);
-    /* each worker's F */
-    double f[2];
-    worker_key(text, "fwd_s", f);
+    int rows = 0;
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        int k;
+        double a, b, c;
+        char name[64];
+        if (sscanf(l, "%d,%63[^,],%lf,%lf,%lf", &k, name, &a, &b, &c) == 5 && k >= 0 && k < 4) {
+            row[k][0] = a, row[k][1] = b, row[k][2] = c;
+            rows++;
+        }
+    }
     free(text);
+    CU_ASSERT_EQUAL_FATAL(rows, 4);
     double bm[2], bo[2];
     sim_busy(db, "ag", bm);
-    sim_busy(db, "ag-againf", bo);
-    for (int q = 0; q < 2; q++) {
-        CU_ASSERT(f[q] > 0 && ag[3 * q] > 0 && ag[3 * q] != 1 && bm[q] > 0 && bo[q] > 0);
-        double want = 2 * 3 * (1 - ag[3 * q]) * f[q];
-        CU_ASSERT_DOUBLE_EQUAL(bm[q] - bo[q], want, 1e-6 * bm[q]);
+    sim_busy(db, "ag-noagain", bo);
+    for (int r = 0; r < 2; r++) {
+        const double *a = ag + 3 * r;
+        CU_ASSERT(a[0] > 0 && a[1] > 0 && a[2] > 0 && (a[0] != 1 || a[1] != 1 || a[2] != 1) && bm[r] > 0 && bo[r] > 0);
+        double want = 0;
+        for (int q = r; q < 4; q += 2)
+            want += 3 * ((1 - a[0]) * row[q][0] + (1 - a[1]) * row[q][1] + (1 - a[2]) * row[q][2]);
+        CU_ASSERT_DOUBLE_EQUAL(bo[r] - bm[r], want, 1e-6 * bm[r]);
     }
     free(db);
     free(csv);
@@ -1188,7 +1202,7 @@ void exec_test_run_register(void) {
         {"a failing run exits 1 and stores nothing", test_run_fault_stores_nothing},
         {"a model that does not fit is refused up front", test_run_model_too_big},
         {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
-        {"the again term's forwards alone: a prediction stored beside", test_run_again_forwards},
+        {"the again term in the prediction, the one without it stored beside", test_run_again_default},
         {"the kind before: a prediction stored beside, against the reuse-distance term alone", test_run_kind_before},
         {"the drift term: stored beside from the profile's ranks' drift", test_run_drift},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
