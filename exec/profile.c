@@ -345,9 +345,10 @@ static void prof_hot(prof_thread *x, int r, float *x0, float *st0, float *y, flo
  * forwards on small blocks keeps speeding up after its second (looped-bfs, width 320, 4 rows:
  * 350, 296, 271, 265, 259, 250 us a block), the caches filling with the stage's weights over
  * several passes; and each microbatch's I and W run back to back, not all I's then all W's,
- * because a streak of B's puts a W and its gradients between two I's (transformer 512, seq 32:
- * the I's back to back timed the again B 9% under the run's streak, back to back with their W's
- * within 2%). The forwards recompute the slots' activations and state, which their round's I and
+ * because a streak of B's puts a W and its gradients between two I's (transformer 512, seq 32,
+ * one block a stage: with the I's back to back the again I + W read 0.91-0.93 of the round's
+ * I + W, where the run's streak of B's ran at 0.93-1.07 of it; with each I and W back to back,
+ * 0.98-1.01). The forwards recompute the slots' activations and state, which their round's I and
  * W have used. gb's gradient at block ga's input is whatever the round left there (the run's
  * magnitudes). */
 static void prof_again(prof_thread *x, int r, float *const *in, float *gb, float *scr) {
