@@ -208,11 +208,10 @@ typedef struct run_state {
                               * --pass-length-term without it; [2] every F, I, W at the
                               * profile round's time after its first microbatch; [3] [4] [5]
                               * the reuse-distance and first-touch terms each with the default's,
-                              * and the default without the again term; [6] without the I next
-                              * to its recomputed forward; [7] unused; [8] with the reuse-distance
-                              * term and the
-                              * kind before; [9] with the jitter term; [10] with the jitter
-                              * and the drift terms */
+                              * and the prediction without the again term; [6] without the I
+                              * next to its recomputed forward; [7] unused; [8] with the
+                              * reuse-distance term and the kind before; [9] with the jitter
+                              * term; [10] with the jitter and the drift terms */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -561,12 +560,14 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
         snprintf(st->tag_alt[2], sizeof st->tag_alt[2], "%s%s", tag, RUN_TAG_REST_SUFFIX);
     }
     /* the reuse-distance and the first-touch term each alone beside the default's again term, and
-     * the default without the again term, stored beside: which of them moves which
+     * the prediction without the again term, stored beside: which of them moves which
      * configurations (docs/validate_cpu.md, "Repeats": each fixes the points of its own cause and
      * shortens the rest) */
+    cli_run_terms noagain = *main_terms;
+    noagain.again = NULL;
     const cli_run_terms alone[3] = {{reuse ? ri : NULL, reuse ? rw : NULL, NULL, NULL, agp, wp, np, NULL, NULL, 0},
                                     {NULL, NULL, first ? fi : NULL, first ? fr : NULL, agp, wp, np, NULL, NULL, 0},
-                                    {NULL, NULL, NULL, NULL, NULL, wp, np, NULL, NULL, 0}};
+                                    noagain};
     static const char *const alone_suffix[3] = {RUN_TAG_REUSE_SUFFIX, RUN_TAG_FIRST_SUFFIX, RUN_TAG_NOAGAIN_SUFFIX};
     const int alone_on[3] = {reuse, first, again};
     for (int k = 0; rc == PL_OK && k < 3; k++) {
