@@ -209,9 +209,9 @@ typedef struct run_state {
                               * profile round's time after its first microbatch; [3] [4] [5]
                               * the reuse-distance and first-touch terms each with the default's,
                               * and the prediction without the again term; [6] without the I
-                              * next to its recomputed forward; [7] unused; [8] with the
-                              * reuse-distance term and the kind before; [9] with the jitter
-                              * term; [10] with the jitter and the drift terms */
+                              * next to its recomputed forward; [7] with the reuse-distance
+                              * term and the kind before; [8] with the jitter term; [9] with
+                              * the jitter and the drift terms */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -593,18 +593,18 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
         with.reuse_i = ri;
         with.reuse_w = rw;
         with.back = fbp;
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &with, &st->pr_alt[8], e);
-        st->have_alt[8] = rc == PL_OK;
-        snprintf(st->tag_alt[8], sizeof st->tag_alt[8], "%s%s", tag, RUN_TAG_BEFORE_SUFFIX);
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &with, &st->pr_alt[7], e);
+        st->have_alt[7] = rc == PL_OK;
+        snprintf(st->tag_alt[7], sizeof st->tag_alt[7], "%s%s", tag, RUN_TAG_BEFORE_SUFFIX);
     }
     /* with the jitter term, stored beside: the median of stochastic runs at the ranks' jitter
      * from one microbatch to the next (docs/validate_cpu.md, "Jitter from the profile") */
     if (rc == PL_OK && jtp) {
         cli_run_terms with = *main_terms;
         with.jitter = jtp;
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &with, &st->pr_alt[9], e);
-        st->have_alt[9] = rc == PL_OK;
-        snprintf(st->tag_alt[9], sizeof st->tag_alt[9], "%s%s", tag, RUN_TAG_JITTER_SUFFIX);
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &with, &st->pr_alt[8], e);
+        st->have_alt[8] = rc == PL_OK;
+        snprintf(st->tag_alt[8], sizeof st->tag_alt[8], "%s%s", tag, RUN_TAG_JITTER_SUFFIX);
     }
     /* with the jitter and the drift terms, stored beside: also each rank's speed drawn once per
      * simulated run at the ranks' drift, which the profile measures side by side (docs/
@@ -613,9 +613,9 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
         cli_run_terms with = *main_terms;
         with.jitter = jtp;
         with.drift = drift;
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &with, &st->pr_alt[10], e);
-        st->have_alt[10] = rc == PL_OK;
-        snprintf(st->tag_alt[10], sizeof st->tag_alt[10], "%s%s", tag, RUN_TAG_DRIFT_SUFFIX);
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &with, &st->pr_alt[9], e);
+        st->have_alt[9] = rc == PL_OK;
+        snprintf(st->tag_alt[9], sizeof st->tag_alt[9], "%s%s", tag, RUN_TAG_DRIFT_SUFFIX);
     }
     free(fb);
     free(jt);

@@ -139,7 +139,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 /* ---------------------------------------------------------------- results store */
 
 /* The other predictions a run stores beside its own (cli_run_store_info.pred_alt). */
-#define CLI_RUN_ALTS 11
+#define CLI_RUN_ALTS 10
 
 /* What a stored pair of runs carries besides the results. */
 typedef struct cli_run_store_info {

@@ -165,7 +165,7 @@ double exec_prof_round_flops(const exec_config *cfg, int threads, int again) {
     exec_block_flops(&d, &f, &i, &i0, &w);
     int L = prof_blocks(cfg, &d, threads);
     /* the slots' microbatches and the reuse-distance-0 one through every block, the again
-     * samples' two microbatches through the first half of them */
+     * samples' streak of PROFILE_AGAIN_MBS through the first half of them */
     return ((double)L * (PROFILE_SLOTS + 1) + (again ? (double)PROFILE_AGAIN_MBS * exec_prof_again_blocks(L) : 0.0)) * (f + i + w);
 }
 

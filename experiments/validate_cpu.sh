@@ -48,8 +48,8 @@
 # those predictions, and against each of the reuse-distance and first-touch terms alone (tags
 # validate_cpu-reuse, -first), the default without the again term (-noagain, only where a rank
 # holds several stages), the prediction without the I next to its recomputed forward (-nonext,
-# full recomputation), the one with the reuse-distance term and the kind before (-before), and the one with the
-# ranks' jitter (-jitter), and the one with the jitter and the ranks' drift (-drift).
+# full recomputation), the one with the reuse-distance term and the kind before (-before), the
+# one with the ranks' jitter (-jitter), and the one with the jitter and the ranks' drift (-drift).
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside

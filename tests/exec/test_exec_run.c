@@ -575,24 +575,9 @@ static void worker_key(const char *text, const char *key, double v[2]) {
     }
 }
 
-/* The again term in every prediction where a rank holds several stages, and the prediction
- * without it stored beside (TAG-noagain). looped-bfs on 2 ranks, m 4, two stages a rank of one
- * block each (stage q is block q, on rank q mod 2): on each stage the F of microbatches 1-3
- * follows the F of the one before on the same stage, and the B of microbatches 2, 1, 0 the B of
- * the microbatch after it (B3 B2 B1 B0; test_reuse, "again"). Each of those takes its rank's again ratios (the
- * profile's fwd_again_s / fwd_s, bwd_in_again_s / bwd_in_s and bwd_w_again_s / bwd_w_s:
- * exec_profile_worker_again) of its block row's F, I and W; the other F and B keep the row's
- * times. So TAG-noagain has each rank busier than the run's own prediction by exactly, over its
- * two stages, 3 (1 - aF) F + 3 ((1 - aI) I + (1 - aW) W) of each stage's row (stage 0's I its
- * I0). */
-static void test_run_again_default(void) {
-    char *dir = pl_test_tmpdir();
-    char *db = pl_test_path(dir, "again.db");
-    char *csv = pl_test_path(dir, "again.csv");
-    size_t len = 0;
-    char *text = run_profile_text("--kind looped-bfs --chunks 2 --ranks 2 --microbatches 4", "ag", db, csv, &len);
-    double ag[3 * 2], row[4][3] = {{0}};
-    CU_ASSERT_EQUAL(exec_profile_worker_again(text, len, 2, ag), 0);
+/* Sets row[k] to the F, I and W of block row k (k < 4) of a saved profile's text; returns how
+ * many such rows it holds. */
+static int block_rows(const char *text, double row[4][3]) {
     int rows = 0;
     for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
         int k;
@@ -603,6 +588,28 @@ static void test_run_again_default(void) {
             rows++;
         }
     }
+    return rows;
+}
+
+/* The again term in every prediction where a rank holds several stages, and the prediction
+ * without it stored beside (TAG-noagain). looped-bfs on 2 ranks, m 4, two stages a rank of one
+ * block each (stage q is block q, on rank q mod 2): on each stage the F of microbatches 1-3
+ * follows the F of the one before on the same stage, and the B of microbatches 2, 1, 0 the B of
+ * the microbatch after it (B3 B2 B1 B0; test_reuse, "again"). Each of those takes its rank's
+ * again ratios (the profile's fwd_again_s / fwd_s, bwd_in_again_s / bwd_in_s and bwd_w_again_s /
+ * bwd_w_s: exec_profile_worker_again) of its block row's F, I and W; the other F and B keep the
+ * row's times. So TAG-noagain has each rank busier than the run's own prediction by exactly, over its
+ * two stages, 3 (1 - aF) F + 3 ((1 - aI) I + (1 - aW) W) of each stage's row (stage 0's I its
+ * I0). */
+static void test_run_again_default(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "again.db");
+    char *csv = pl_test_path(dir, "again.csv");
+    size_t len = 0;
+    char *text = run_profile_text("--kind looped-bfs --chunks 2 --ranks 2 --microbatches 4", "ag", db, csv, &len);
+    double ag[3 * 2], row[4][3] = {{0}};
+    CU_ASSERT_EQUAL(exec_profile_worker_again(text, len, 2, ag), 0);
+    int rows = block_rows(text, row);
     free(text);
     CU_ASSERT_EQUAL_FATAL(rows, 4);
     double bm[2], bo[2];
@@ -650,16 +657,11 @@ static void test_run_kind_before(void) {
         CU_ASSERT_DOUBLE_EQUAL(cv[q], sd[q] / fw[q], 1e-12);
     }
     /* the stages' F and I: the block rows, blocks 0-1 on rank 0, 2-3 on rank 1 */
-    int rows = 0;
-    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-        int k;
-        double a, b;
-        char name[64];
-        if (sscanf(l, "%d,%63[^,],%lf,%lf", &k, name, &a, &b) == 4 && k >= 0 && k < 4) {
-            f[k / 2] += a;
-            in[k / 2] += b;
-            rows++;
-        }
+    double row[4][3] = {{0}};
+    int rows = block_rows(text, row);
+    for (int k = 0; k < 4; k++) {
+        f[k / 2] += row[k][0];
+        in[k / 2] += row[k][1];
     }
     free(text);
     CU_ASSERT_EQUAL_FATAL(rows, 4);
