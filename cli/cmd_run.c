@@ -194,6 +194,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_BEFORE_SUFFIX "-before"
 #define RUN_TAG_JITTER_SUFFIX "-jitter"
 #define RUN_TAG_DRIFT_SUFFIX "-drift"
+#define RUN_TAG_NOVERSIONS_SUFFIX "-noversions"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -211,7 +212,7 @@ typedef struct run_state {
                               * and the prediction without the again term; [6] without the I
                               * next to its recomputed forward; [7] with the reuse-distance
                               * term and the kind before; [8] with the jitter term; [9] with
-                              * the jitter and the drift terms */
+                              * the jitter and the drift terms; [10] without the version term */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -515,6 +516,11 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     /* the F right after the backwards of its stage, for the kind before (stored beside) */
     double *fb = pl_calloc(R, sizeof *fb);
     const double *fbp = fb && exec_profile_worker_back(text, t->len, st->s->ranks, fb) == 0 ? fb : NULL;
+    /* the version term where a rank's STEPs go into a new weight version and its worker timed the
+     * cycle on two versions: in every prediction (docs/validate_cpu.md, "Two weight versions: the
+     * version term") */
+    double *vr = pl_calloc(3 * R, sizeof *vr);
+    const double *vp = vr && exec_profile_worker_versions(text, t->len, st->s->ranks, vr) > 0 ? vr : NULL;
     /* the forward's jitter, for the jitter term (stored beside) */
     double *jt = pl_calloc(R, sizeof *jt);
     const double *jtp = jt && exec_profile_worker_jitter(text, t->len, st->s->ranks, jt) == 0 ? jt : NULL;
@@ -527,8 +533,8 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int bad_line = 0, wrc = win ? exec_profile_worker_windows(text, t->len, st->s->ranks, win, &bad_line) : -1;
     int windows = wrc == 0;
     const double *wp = windows && o->pass_length ? win : NULL;
-    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, agp, wp, np, NULL, NULL, 0};
-    const cli_run_terms base = {NULL, NULL, NULL, NULL, agp, wp, np, NULL, NULL, 0};
+    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, agp, wp, np, NULL, NULL, 0, vp};
+    const cli_run_terms base = {NULL, NULL, NULL, NULL, agp, wp, np, NULL, NULL, 0, vp};
     const double *steps = per_rank ? rank_step : NULL;
     const cli_run_terms *main_terms = o->terms ? &terms : &base, *alt_terms = o->terms ? &base : &terms;
     cli_run_terms toggled = *main_terms;
@@ -536,7 +542,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     int rc = wrc == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed pass-length line (# " EXEC_PROFILE_META
                                  " windows worker=W first_ms=1 factors= and %d positive numbers)",
                                  st->profile_src, bad_line, EXEC_WINDOWS)
-             : ri && win && nx && fb && jt ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
+             : ri && win && nx && fb && jt && vr ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     st->have_pred = rc == PL_OK;
     const char *tag = o->tag ? o->tag : "";
     if (rc == PL_OK && (reuse || first)) {
@@ -554,7 +560,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
      * blocks its first microbatch ran up to 40% slower, where a pass's first action of a stage
      * does not (docs/validate_cpu.md, "Off the grid"); stored beside, not applied */
     if (rc == PL_OK && first) {
-        const cli_run_terms rest = {NULL, NULL, fr, fr, agp, wp, np, NULL, NULL, 0};
+        const cli_run_terms rest = {NULL, NULL, fr, fr, agp, wp, np, NULL, NULL, 0, vp};
         rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &rest, &st->pr_alt[2], e);
         st->have_alt[2] = rc == PL_OK;
         snprintf(st->tag_alt[2], sizeof st->tag_alt[2], "%s%s", tag, RUN_TAG_REST_SUFFIX);
@@ -565,8 +571,8 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
      * shortens the rest) */
     cli_run_terms noagain = *main_terms;
     noagain.again = NULL;
-    const cli_run_terms alone[3] = {{reuse ? ri : NULL, reuse ? rw : NULL, NULL, NULL, agp, wp, np, NULL, NULL, 0},
-                                    {NULL, NULL, first ? fi : NULL, first ? fr : NULL, agp, wp, np, NULL, NULL, 0},
+    const cli_run_terms alone[3] = {{reuse ? ri : NULL, reuse ? rw : NULL, NULL, NULL, agp, wp, np, NULL, NULL, 0, vp},
+                                    {NULL, NULL, first ? fi : NULL, first ? fr : NULL, agp, wp, np, NULL, NULL, 0, vp},
                                     noagain};
     static const char *const alone_suffix[3] = {RUN_TAG_REUSE_SUFFIX, RUN_TAG_FIRST_SUFFIX, RUN_TAG_NOAGAIN_SUFFIX};
     const int alone_on[3] = {reuse, first, again};
@@ -617,6 +623,15 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
         st->have_alt[9] = rc == PL_OK;
         snprintf(st->tag_alt[9], sizeof st->tag_alt[9], "%s%s", tag, RUN_TAG_DRIFT_SUFFIX);
     }
+    /* without the version term, stored beside: what it moved */
+    if (rc == PL_OK && main_terms->versions) {
+        cli_run_terms off = *main_terms;
+        off.versions = NULL;
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &off, &st->pr_alt[10], e);
+        st->have_alt[10] = rc == PL_OK;
+        snprintf(st->tag_alt[10], sizeof st->tag_alt[10], "%s%s", tag, RUN_TAG_NOVERSIONS_SUFFIX);
+    }
+    free(vr);
     free(fb);
     free(jt);
     free(rank_step);

@@ -125,6 +125,10 @@ typedef struct cli_run_terms {
      * balanced ranks wait on whichever is the slower over the pass, which a prediction at each
      * rank's mean speed leaves out */
     double drift;
+    /* [3 ranks] the version term: the F, I and W of every stage of rank r take their times times
+     * versions[3 r + c] (c: 0 F, 1 I, 2 W), its cycle on two weight versions against the same
+     * cycle in place, 1 where its STEPs go in place (exec_profile_worker_versions); NULL: off */
+    const double *versions;
 } cli_run_terms;
 /* The stochastic runs of the jitter and drift terms, and the seed of the first. */
 #define CLI_RUN_JITTER_RUNS 31
@@ -139,7 +143,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 /* ---------------------------------------------------------------- results store */
 
 /* The other predictions a run stores beside its own (cli_run_store_info.pred_alt). */
-#define CLI_RUN_ALTS 10
+#define CLI_RUN_ALTS 11
 
 /* What a stored pair of runs carries besides the results. */
 typedef struct cli_run_store_info {

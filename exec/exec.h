@@ -379,7 +379,7 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
  * rank's times onto rank 0's clock) and calls exec_assemble there. */
 #define EXEC_REC_ARRAYS 8
 /* The kinds of times a profile between the passes gives (exec_rank_record.prof_s). */
-#define EXEC_PROF_KINDS 19
+#define EXEC_PROF_KINDS 25
 /* The pass-length term (exec/profile_windows.c): window j lasts EXEC_WINDOW_FIRST_S 2^j. */
 #define EXEC_WINDOWS 13
 #define EXEC_WINDOW_FIRST_S 1e-3
@@ -416,7 +416,9 @@ typedef struct exec_rank_record {
                                * round's first microbatch and of its others, then F, I, W again on
                                * the same blocks (FA, IA, WA), then I next to its forward (IN), then
                                * F right after the backwards of the same blocks (FB), of one block
-                               * (medians over its rounds), then the forward's jitter (FSD) */
+                               * (medians over its rounds), then the forward's jitter (FSD), then
+                               * F, I, W of the cycle on two weight versions and in place (FT, IT,
+                               * WT, FO, IO, WO) */
     double window[EXEC_WINDOWS]; /* its worker's pass-length factors (exec_layer_profile.window) */
     double *round_f;          /* [n_round_f] its worker's F per timed round (the mean over the
                                * round's microbatches after its first, summed over the worker's
@@ -502,6 +504,17 @@ typedef struct exec_layer_profile {
                                 * mean taken out), times f_s: f_sd_s / f_s is the coefficient of
                                 * variation of an action from one microbatch to the next, apart
                                 * from the host's drift between rounds; 0 = not measured */
+    double f_two_s, i_two_s, w_two_s; /* F, I, W of a block in a stashing stage's cycle on two
+                                * weight versions, where the STEP writes the new version into
+                                * another slot, the next microbatch's F reads it, and the
+                                * backward of the one before reads the old version (a PipeDream
+                                * stage with microbatches in flight at its STEPs, 2BW): the third
+                                * microbatch of such a cycle over all the worker's blocks; only a
+                                * worker of a run whose rank's STEPs go into a new version times
+                                * it, in its gaps; all three 0 = not measured */
+    double f_one_s, i_one_s, w_one_s; /* the same cycle with its STEPs in place, in the same
+                                * round: what f_two_s .. w_two_s are set against (the version
+                                * term, exec_profile_worker_versions); 0 = not measured */
     double drift;              /* the ranks' speeds drifting apart, over all workers' rounds side by
                                 * side (two or more workers, threads or MPI ranks): per pair
                                 * of workers, the log of the ratio of their F round means (the
@@ -615,6 +628,13 @@ int exec_profile_worker_first(const char *text, size_t len, int ranks, double *f
  * after the same kind on the same blocks for another microbatch to its time (again[3 w + c])
  * when every rank's line has them, else -1 (the term is then off). */
 int exec_profile_worker_again(const char *text, size_t len, int ranks, double *again);
+
+/* Reads the cycle on two weight versions of the same per-worker lines (fwd_two_s .. bwd_w_one_s):
+ * for worker w and kind c (0 F, 1 I, 2 W), the ratio of its time in the cycle on two versions to
+ * its time in the same cycle in place (ratio[3 w + c]), or 1 where the worker's line has all six
+ * 0 (its rank's STEPs go in place); returns how many workers time the cycle, or -1 where none
+ * does, a line lacks the fields, or a line has some of the six and not all (the term is then off). */
+int exec_profile_worker_versions(const char *text, size_t len, int ranks, double *ratio);
 
 /* Reads the I next to its forward of the same per-worker lines (bwd_in_next_s): 0 and, for worker
  * w, the ratio of the I of its last block right after that block's own forward to its I

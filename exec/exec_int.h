@@ -612,10 +612,12 @@ int exec_xrank_held_state(const exec_xrank *x, int k, float **w, float **out, fl
  * last block alone, which follows that block's forward with nothing between (IN); then F of a
  * block right after another microbatch's backwards on the worker's blocks (FB); then the
  * forward's jitter (FSD, exec_layer_profile.f_sd_s: a spread of the F samples, not a kind of
- * sample of its own). */
+ * sample of its own); then F, I, W of the cycle on two weight versions (FT, IT, WT) and of the
+ * same cycle in place (FO, IO, WO), where the worker's STEPs go into a new version (prof_versions). */
 enum { EXEC_PROF_F, EXEC_PROF_I, EXEC_PROF_W, EXEC_PROF_STEP, EXEC_PROF_I0, EXEC_PROF_IH, EXEC_PROF_WH,
        EXEC_PROF_FF, EXEC_PROF_IF, EXEC_PROF_WF, EXEC_PROF_FR, EXEC_PROF_IR, EXEC_PROF_WR,
-       EXEC_PROF_FA, EXEC_PROF_IA, EXEC_PROF_WA, EXEC_PROF_IN, EXEC_PROF_FB, EXEC_PROF_FSD };
+       EXEC_PROF_FA, EXEC_PROF_IA, EXEC_PROF_WA, EXEC_PROF_IN, EXEC_PROF_FB, EXEC_PROF_FSD,
+       EXEC_PROF_FT, EXEC_PROF_IT, EXEC_PROF_WT, EXEC_PROF_FO, EXEC_PROF_IO, EXEC_PROF_WO };
 #define EXEC_PROF_FIW EXEC_PROF_STEP
 /* Returns p's time of kind k, in the order of exec_rank_record.prof_s (EXEC_PROF_*). */
 static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
@@ -623,7 +625,8 @@ static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
                                            &p->i_hot_s,   &p->w_hot_s,   &p->f_first_s, &p->i_first_s, &p->w_first_s,
                                            &p->f_rest_s,  &p->i_rest_s,  &p->w_rest_s,  &p->f_again_s,
                                            &p->i_again_s, &p->w_again_s, &p->i_next_s,  &p->f_back_s,
-                                           &p->f_sd_s};
+                                           &p->f_sd_s,    &p->f_two_s,   &p->i_two_s,   &p->w_two_s,
+                                           &p->f_one_s,   &p->i_one_s,   &p->w_one_s};
     return kind[k];
 }
 

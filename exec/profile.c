@@ -88,12 +88,16 @@ struct exec_prof_worker {
     size_t nagain;     /* samples of each of FA, IA, WA: per round, ga blocks' F for the last of a
                         * streak of PROFILE_AGAIN_MBS microbatches right after the others', then
                         * each one's I and W (prof_again) */
+    size_t nver;       /* samples of each of FT, IT, WT, FO, IO, WO: per round, every block's of the
+                        * last microbatch of the cycle on two weight versions and in place
+                        * (prof_versions), in the rounds of a gap where the rank's STEPs go into a
+                        * new version; 0 in the other rounds */
     size_t rounds;     /* timed rounds: each holds ns / rounds samples of F, I, W, nstep / rounds of
-                        * STEP, ni0 / rounds of I0, nhot / rounds of IH and of WH and nagain /
-                        * rounds of FA, IA and WA */
+                        * STEP, ni0 / rounds of I0, nhot / rounds of IH and of WH, nagain /
+                        * rounds of FA, IA and WA and nver / rounds of FT .. WO */
     size_t nt;         /* samples of each of F, I, W taken so far */
-    double *t;         /* [3 ns + nstep + ni0 + 2 nhot + 3 nagain]: F, I, W, STEP, I0, IH, WH, FA,
-                        * IA, WA */
+    double *t;         /* [3 ns + nstep + ni0 + 3 nhot + 3 nagain + 6 nver]: F, I, W, STEP, I0, IH,
+                        * WH, FA, IA, WA, FB, FT, IT, WT, FO, IO, WO */
     float *mem;        /* the blocks and the slots (NULL after a failed allocation) */
     const float **wk;  /* [L] the weights block k's F and I read: the k-th block its rank holds, in
                         * the run's arena (exec_xrank_held_block), else its own copy in mem */
@@ -253,8 +257,9 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->ga = again ? exec_prof_again_blocks(L) : 0;
     x->opens = exec_prof_opens(cfg, threads, again);
     x->nagain = x->rounds * (size_t)x->ga;
+    x->nver = x->rounds * (size_t)L;
     x->mem = exec_lines_alloc(o.all, cfg->small_pages);
-    x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 3 * x->nhot + 3 * x->nagain + 1, sizeof(double));
+    x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 3 * x->nhot + 3 * x->nagain + 6 * x->nver + 1, sizeof(double));
     x->wk = pl_calloc((size_t)L, sizeof *x->wk);
     x->sk = pl_calloc(4 * (size_t)L, sizeof *x->sk);
     if (!x->mem || !x->t || !x->wk || !x->sk) {
@@ -385,6 +390,75 @@ static void prof_again(prof_thread *x, int r, float *const *in, float *gb, float
     }
 }
 
+/* Returns 1 when every one of x's blocks is lent by a rank whose STEPs go into a new weight
+ * version (the STEP writes another slot than it reads: exec_xrank_held_state), else 0. */
+static int prof_two_versions(const prof_thread *x) {
+    if (!x->lent) return 0;
+    for (int k = 0; k < x->L; k++)
+        if (x->ok[k] == x->sk[k]) return 0;
+    return 1;
+}
+
+/* Times round r's cycle of a stage whose STEPs go into a new weight version, through all of x's
+ * blocks, twice: with every STEP in place (FO, IO, WO), then on two versions (FT, IT, WT). A
+ * cycle runs the forward of the microbatch in slot 0 (in[0]), then for the microbatches in slots
+ * 1 .. PROFILE_SLOTS - 1 in turn: a STEP (learning rate 0, as prof_step) from weights A into B,
+ * that microbatch's F on B, then the I and W of the microbatch before it on A; then A and B trade
+ * places. On two versions A and B are the rank's newest weights and the slot its next STEP
+ * writes (x->sk, x->ok), so each backward reads the version its forward read and the STEP before
+ * it read, and each forward the one that STEP wrote, as a PipeDream stage with a microbatch in
+ * flight at every STEP runs them: three tensors of the stage's size in each cycle where a stage
+ * stepping in place has two. In place A and B are both x->sk. The last microbatch's F, I and W
+ * are timed per block. With a learning rate of 0 the two versions hold the same values after the
+ * first STEP, and the round's own STEP (prof_step) clears the gradients the cycle's Ws add. */
+static void prof_versions(prof_thread *x, int r, float *const *in, float *gb, float *scr, const float *tg) {
+    static volatile float lr_zero = 0.0f;
+    const float lr = lr_zero, mu = (float)x->cfg->momentum, scale = 1.0f / (float)PROFILE_SLOTS;
+    const exec_dims *d = &x->d;
+    const int S = PROFILE_SLOTS, L = x->L;
+    size_t bh = (size_t)d->b * d->h, stride = prof_block_stride(d), nf = exec_block_floats(d);
+    double *tv = x->t + EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 3 * x->nhot + 3 * x->nagain + (size_t)r * L;
+    for (int two = 0; two < 2; two++) {
+        double *tk = tv + (size_t)(two ? 0 : 3) * x->nver; /* FT, IT, WT; or FO, IO, WO */
+        for (int k = 0; k < L; k++) {
+            float *xk = in[0] + (size_t)k * stride;
+            exec_block_fwd(d, x->sk[k], xk, prof_state_of(d, xk), xk + stride);
+        }
+        for (int m = 1; m < S; m++) {
+            const int flip = two && m % 2 == 0, last = m == S - 1;
+#define VA(k) (flip ? x->ok[k] : x->sk[k])                  /* what the STEP reads, the backward too */
+#define VB(k) (two ? (flip ? x->sk[k] : x->ok[k]) : x->sk[k]) /* what the STEP writes, the forward reads */
+            for (int k = 0; k < L; k++) exec_sgd_step(VB(k), VA(k), x->gk[k], x->mk[k], nf, scale, lr, mu);
+            for (int k = 0; k < L; k++) {
+                float *xk = in[m] + (size_t)k * stride;
+                double t0 = pl_now_s();
+                exec_block_fwd(d, VB(k), xk, prof_state_of(d, xk), xk + stride);
+                if (last) tk[k] = pl_now_s() - t0;
+            }
+            /* the microbatch before: its loss gradient (untimed), its I from the last block to the
+             * first (the first block's with the input gradient, as the round's I), then its W */
+            float *prev = in[m - 1];
+            memcpy(gb + (size_t)L * bh, prev + (size_t)L * stride, bh * sizeof(float));
+            exec_mse_grad(d, gb + (size_t)L * bh, tg);
+            for (int k = L - 1; k >= 0; k--) {
+                float *xk = prev + (size_t)k * stride;
+                double t0 = pl_now_s();
+                exec_block_bwd_i(d, VA(k), xk, prof_state_of(d, xk), gb + (size_t)(k + 1) * bh, k > 0 ? gb + (size_t)k * bh : NULL, scr);
+                if (k == 0) exec_block_bwd_gx(d, VA(0), xk, prof_state_of(d, xk), gb + bh, gb);
+                if (last) tk[x->nver + (size_t)k] = pl_now_s() - t0;
+            }
+            for (int k = L - 1; k >= 0; k--) {
+                float *xk = prev + (size_t)k * stride;
+                double t0 = pl_now_s();
+                exec_block_bwd_w(d, xk, prof_state_of(d, xk), gb + (size_t)(k + 1) * bh, x->gk[k]);
+                if (last) tk[2 * x->nver + (size_t)k] = pl_now_s() - t0;
+            }
+#undef VA
+#undef VB
+        }
+    }
+}
+
 /* Reads back, untimed, what x's STEP went through last (its blocks' weights, gradients and
  * momentum): after other work on the thread (a run's pass), its next round
  * then starts from the caches its own previous round left, as the run's pass starts after the
@@ -481,6 +555,11 @@ static void prof_round(prof_thread *x, int after, int untimed) {
         float *in[PROFILE_AGAIN_MBS];
         for (int m = 0; m < PROFILE_AGAIN_MBS; m++) in[m] = X(1 + m, 0);
         prof_again(x, r, in, gb, scr);
+    }
+    if (r >= 0 && prof_two_versions(x)) {
+        float *in[PROFILE_SLOTS];
+        for (int s = 0; s < S; s++) in[s] = X(s, 0);
+        prof_versions(x, r, in, gb, scr, tg);
     }
     prof_step(x, r);
     if (r >= 0) x->nt += (size_t)S * L;
@@ -650,6 +729,10 @@ static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, 
         *off = fiw + x->nstep + x->ni0 + 2 * x->nhot + (size_t)(k - EXEC_PROF_FA) * x->nagain;
         break;
     case EXEC_PROF_FB: *per = x->nhot; *off = fiw + x->nstep + x->ni0 + 2 * x->nhot + 3 * x->nagain; break;
+    case EXEC_PROF_FT: case EXEC_PROF_IT: case EXEC_PROF_WT: case EXEC_PROF_FO: case EXEC_PROF_IO: case EXEC_PROF_WO:
+        *per = x->nver;
+        *off = fiw + x->nstep + x->ni0 + 3 * x->nhot + 3 * x->nagain + (size_t)(k - EXEC_PROF_FT) * x->nver;
+        break;
     default: *per = x->ns; *off = (size_t)k * x->ns; break; /* F, I, W */
     }
 }
@@ -677,6 +760,7 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
             for (size_t r = 0; r < prof_done(x[i]); r++) {
                 double sum = 0;
                 for (size_t j = lo; j < hi; j++) sum += t[r * each + j];
+                if (k >= EXEC_PROF_FT && sum == 0) continue; /* a round without the cycle (prof_versions) */
                 scratch[n++] = sum / (double)(hi - lo);
             }
         }
@@ -984,11 +1068,13 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
                       "# " EXEC_PROFILE_META " worker=%d core=%d fwd_s=%.9g bwd_in_s=%.9g bwd_w_s=%.9g step_s=%.9g bwd_in0_s=%.9g "
                       "bwd_in_hot_s=%.9g bwd_w_hot_s=%.9g fwd_first_s=%.9g bwd_in_first_s=%.9g bwd_w_first_s=%.9g "
                       "fwd_rest_s=%.9g bwd_in_rest_s=%.9g bwd_w_rest_s=%.9g fwd_again_s=%.9g bwd_in_again_s=%.9g "
-                      "bwd_w_again_s=%.9g bwd_in_next_s=%.9g fwd_back_s=%.9g fwd_sd_s=%.9g\n",
+                      "bwd_w_again_s=%.9g bwd_in_next_s=%.9g fwd_back_s=%.9g fwd_sd_s=%.9g fwd_two_s=%.9g "
+                      "bwd_in_two_s=%.9g bwd_w_two_s=%.9g fwd_one_s=%.9g bwd_in_one_s=%.9g bwd_w_one_s=%.9g\n",
                       i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s, each[i].i_hot_s,
                       each[i].w_hot_s, each[i].f_first_s, each[i].i_first_s, each[i].w_first_s, each[i].f_rest_s,
                       each[i].i_rest_s, each[i].w_rest_s, each[i].f_again_s, each[i].i_again_s, each[i].w_again_s,
-                      each[i].i_next_s, each[i].f_back_s, each[i].f_sd_s);
+                      each[i].i_next_s, each[i].f_back_s, each[i].f_sd_s, each[i].f_two_s, each[i].i_two_s,
+                      each[i].w_two_s, each[i].f_one_s, each[i].i_one_s, each[i].w_one_s);
     for (int i = 0; concurrency > 1 && i < concurrency; i++) exec_window_line(&each[i], i, out);
     return exec_profile_csv_table(cfg, p, rows, out, e);
 }

@@ -22,6 +22,7 @@
 #define PROF_WORKER_NEXT_FIELDS 19
 #define PROF_WORKER_BACK_FIELDS 20
 #define PROF_WORKER_SD_FIELDS 21
+#define PROF_WORKER_VERSIONS_FIELDS 27
 
 /* Returns the offset of the first line of text[len] at or after offset `from` that starts with
  * key (len when none) and copies that line, from skip bytes after its start to its end, into
@@ -77,6 +78,7 @@ typedef struct worker_line {
     double bin;               /* I of the last block right after its own forward */
     double fb;                /* F right after another microbatch's backwards on the same blocks */
     double fsd;               /* the forward's jitter (exec_layer_profile.f_sd_s) */
+    double two[3], one[3];    /* F, I, W of the cycle on two weight versions; in place */
 } worker_line;
 
 /* Reads the worker lines of text[len] into line[w] (w in [0, ranks)). Returns how many workers
@@ -94,10 +96,11 @@ static int worker_lines(const char *text, size_t len, int ranks, worker_line *li
         l.fields = sscanf(buf, "worker=%d core=%d fwd_s=%lf bwd_in_s=%lf bwd_w_s=%lf step_s=%lf bwd_in0_s=%lf "
                                "bwd_in_hot_s=%lf bwd_w_hot_s=%lf fwd_first_s=%lf bwd_in_first_s=%lf bwd_w_first_s=%lf "
                                "fwd_rest_s=%lf bwd_in_rest_s=%lf bwd_w_rest_s=%lf fwd_again_s=%lf bwd_in_again_s=%lf "
-                               "bwd_w_again_s=%lf bwd_in_next_s=%lf fwd_back_s=%lf fwd_sd_s=%lf",
+                               "bwd_w_again_s=%lf bwd_in_next_s=%lf fwd_back_s=%lf fwd_sd_s=%lf fwd_two_s=%lf "
+                               "bwd_in_two_s=%lf bwd_w_two_s=%lf fwd_one_s=%lf bwd_in_one_s=%lf bwd_w_one_s=%lf",
                           &l.w, &l.core, &l.f, &l.bi, &l.bw, &l.st, &l.bi0, &l.bih, &l.bwh, &l.first[0], &l.first[1],
                           &l.first[2], &l.rest[0], &l.rest[1], &l.rest[2], &l.again[0], &l.again[1], &l.again[2],
-                          &l.bin, &l.fb, &l.fsd);
+                          &l.bin, &l.fb, &l.fsd, &l.two[0], &l.two[1], &l.two[2], &l.one[0], &l.one[1], &l.one[2]);
         if (l.fields < PROF_WORKER_FIELDS || l.w < 0 || !(l.st >= 0) || !isfinite(l.st)) return -1;
         if (l.w >= ranks) return -1; /* measured with more workers than this run has ranks */
         if (line[l.w].w < 0) found++;
@@ -179,6 +182,25 @@ static int worker_ratio(const char *text, size_t len, int ranks, int fields, siz
     }
     free(l);
     return ok ? 0 : -1;
+}
+
+int exec_profile_worker_versions(const char *text, size_t len, int ranks, double *ratio) {
+    worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
+    int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks, timed = 0;
+    for (int q = 0; ok && q < ranks; q++) {
+        const worker_line *x = &l[q];
+        ok = x->fields >= PROF_WORKER_VERSIONS_FIELDS;
+        int all = 1, none = 1; /* all six times positive and finite; all six 0 */
+        for (int c = 0; ok && c < 3; c++) {
+            all = all && x->two[c] > 0 && x->one[c] > 0 && isfinite(x->two[c]) && isfinite(x->one[c]);
+            none = none && x->two[c] == 0 && x->one[c] == 0;
+        }
+        ok = ok && (all || none);
+        for (int c = 0; ok && c < 3; c++) ratio[3 * q + c] = all ? x->two[c] / x->one[c] : 1;
+        timed += ok && all;
+    }
+    free(l);
+    return ok && timed > 0 ? timed : -1;
 }
 
 int exec_profile_worker_next(const char *text, size_t len, int ranks, double *ratio) {

@@ -47,9 +47,11 @@
 # (tag validate_cpu-rest); the summary then repeats the targets and the per-class errors against
 # those predictions, and against each of the reuse-distance and first-touch terms alone (tags
 # validate_cpu-reuse, -first), the default without the again term (-noagain, only where a rank
-# holds several stages), the prediction without the I next to its recomputed forward (-nonext,
-# full recomputation), the one with the reuse-distance term and the kind before (-before), the
-# one with the ranks' jitter (-jitter), and the one with the jitter and the ranks' drift (-drift).
+# holds several stages), the default without the version term (-noversions, only where a rank's
+# STEPs go into a new weight version: PipeDream, 2BW), the prediction without the I next to its
+# recomputed forward (-nonext, full recomputation), the one with the reuse-distance term and the
+# kind before (-before), the one with the ranks' jitter (-jitter), and the one with the jitter
+# and the ranks' drift (-drift).
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
@@ -438,6 +440,7 @@ if [ -f "$DB" ]; then
     other_prediction -reuse "with the reuse-distance term alone"
     other_prediction -first "with the first-touch term alone"
     other_prediction -noagain "without the again term (only the runs whose ranks hold several stages)"
+    other_prediction -noversions "without the version term (only the runs with a rank whose STEPs go into a new weight version)"
     other_prediction -nonext "without the I next to its recomputed forward (only the runs under full recomputation)"
     other_prediction -before "with the reuse-distance term and the kind before (an I after an F of its stage, an F after its backwards)"
     other_prediction -jitter "with the jitter term (the median of 31 simulated runs, each action at a lognormal factor of the profile's spread)"

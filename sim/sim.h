@@ -447,6 +447,10 @@ sim_costs sim_model_costs(sim_model *sm);
 /* Multiplies stage q's compute times (F, I, W, B and the recomputed forward) and its STEP by f:
  * its device running slower or faster by that factor (the pass-length term, cli_run_predict). */
 void sim_model_scale_stage(sim_model *sm, int q, double f);
+/* Multiplies stage q's forward by r[0], its input backward by r[1] and its weight backward by
+ * r[2], and what is made of them with them: B (I + W), the recomputed forward (as F), and the
+ * backward and the I under recomputation; its STEP stays (the version term, cli_run_predict). */
+void sim_model_scale_fiw(sim_model *sm, int q, const double r[3]);
 /* Fills the model-dependent fields of c: replicas (sm's array), dtype_bytes (the model's),
  * optimizer_bytes_per_param (the opts'), microbatch_size (the opts'), ranks_per_node (the
  * hardware's devices_per_node; exact for --shared-inter-link only without replication), and

@@ -131,6 +131,19 @@ void sim_model_scale_stage(sim_model *sm, int q, double f) {
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) *t[i] *= f;
 }
 
+void sim_model_scale_fiw(sim_model *sm, int q, const double r[3]) {
+    cost_stage *st = &sm->stage[q];
+    double di = (r[1] - 1) * st->i_s, dw = (r[2] - 1) * st->w_s, dr = (r[0] - 1) * st->rerun_s;
+    st->f_s *= r[0];
+    st->rerun_s += dr;
+    st->i_s += di;
+    st->i_last_s *= r[1];
+    st->w_s += dw;
+    st->b_s += di + dw;
+    st->b_recompute_s += di + dw + dr;
+    st->i_recompute_s += di + dr;
+}
+
 /* Returns the compute time of kind on stage q for one microbatch (the same for every mb unless
  * the reuse-distance term is set). */
 static double model_compute(void *ctx, int q, sched_kind k, int mb) {

@@ -1490,6 +1490,48 @@ static void test_profile_between(void) {
     }
 }
 
+/* A PipeDream run profiled between its passes: rank 0 has a microbatch in flight at each STEP, so
+ * its STEPs write a new weight version and its worker times the cycle on two versions and in
+ * place (all six times positive); rank 1 steps in place and times none (all six 0). The cycle's
+ * STEPs at learning rate 0 and the Ws it adds to the gradients leave the training exactly as a
+ * run without the profile trains, with momentum too; and the CSV's worker lines give rank 0's
+ * ratios of the two cycles and rank 1's 1. */
+static void test_profile_between_cycle(void) {
+    sched *s = lowered("pipedream", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    exec_config c = small_cfg(4);
+    c.momentum = 0.5;
+    c.warmup_passes = 1;
+    exec_result plain, prof;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(run(s, &c, &plain, &e), PL_OK);
+    c.profile_between_reps = 30;
+    CU_ASSERT_EQUAL_FATAL(run(s, &c, &prof, &e), PL_OK);
+    CU_ASSERT_EQUAL(prof.n_weights, plain.n_weights);
+    CU_ASSERT_EQUAL(memcmp(prof.final_weights, plain.final_weights, plain.n_weights * sizeof(float)), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(prof.between_profile);
+    const exec_layer_profile *w0 = &prof.between_profile[1], *w1 = &prof.between_profile[2];
+    const double t0[6] = {w0->f_two_s, w0->i_two_s, w0->w_two_s, w0->f_one_s, w0->i_one_s, w0->w_one_s},
+                 t1[6] = {w1->f_two_s, w1->i_two_s, w1->w_two_s, w1->f_one_s, w1->i_one_s, w1->w_one_s};
+    for (int k = 0; k < 6; k++) {
+        CU_ASSERT(t0[k] > 0 && isfinite(t0[k]));
+        CU_ASSERT_EQUAL(t1[k], 0.0);
+    }
+    pl_buf csv;
+    pl_buf_init(&csv);
+    CU_ASSERT_EQUAL(exec_profile_csv_between(s, &c, &prof, &csv, &e), PL_OK);
+    double vr[6];
+    CU_ASSERT_EQUAL(exec_profile_worker_versions(csv.data, csv.len, 2, vr), 1);
+    for (int k = 0; k < 3; k++) {
+        CU_ASSERT_DOUBLE_EQUAL(vr[k], t0[k] / t0[3 + k], 1e-6 * vr[k]); /* 9 significant digits */
+        CU_ASSERT_EQUAL(vr[3 + k], 1.0);
+    }
+    pl_buf_free(&csv);
+    exec_result_free(&plain);
+    exec_result_free(&prof);
+    sched_free(s);
+}
+
 /* A worker line without the reuse-distance times (a profile written before they existed) still
  * gives its STEP, and no ratios: the term is then off. */
 static void test_profile_reuse_lines(void) {
@@ -1562,6 +1604,34 @@ static void test_profile_reuse_lines(void) {
     CU_ASSERT_EQUAL(exec_profile_worker_again(next, strlen(next), 2, ag), 0);
     CU_ASSERT_DOUBLE_EQUAL(ag[5], 0.5, 1e-15);
     CU_ASSERT_EQUAL(exec_profile_worker_next(next, strlen(next), 3, nx), -1); /* a worker missing */
+    /* the cycle on two weight versions: the ratio of each of its F, I, W to the cycle in place
+     * where a worker timed it, 1 where its six times are 0; lines without them (all above), or
+     * with some of the six and not all, leave the term off; no worker timing it, too */
+    double vr[6];
+    CU_ASSERT_EQUAL(exec_profile_worker_versions(next, strlen(next), 2, vr), -1);
+    const char *head0 = "# pipelab-exec worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4 bwd_in0_s=1 bwd_in_hot_s=1 "
+                        "bwd_w_hot_s=2.4 fwd_first_s=1.5 bwd_in_first_s=2.5 bwd_w_first_s=6 fwd_rest_s=0.75 "
+                        "bwd_in_rest_s=1.5 bwd_w_rest_s=2.25 fwd_again_s=0.5 bwd_in_again_s=1 bwd_w_again_s=2.4 "
+                        "bwd_in_next_s=1.5 fwd_back_s=1.2 fwd_sd_s=0.1 ";
+    const char *head1 = "# pipelab-exec worker=1 core=1 fwd_s=2 bwd_in_s=2 bwd_w_s=3 step_s=5 bwd_in0_s=1 bwd_in_hot_s=1.5 "
+                        "bwd_w_hot_s=3 fwd_first_s=3 bwd_in_first_s=2 bwd_w_first_s=3 fwd_rest_s=1 bwd_in_rest_s=2 "
+                        "bwd_w_rest_s=3 fwd_again_s=1.5 bwd_in_again_s=2 bwd_w_again_s=1.5 bwd_in_next_s=1.8 "
+                        "fwd_back_s=2.2 fwd_sd_s=0.2 ";
+    char two[2048], part[2048], none[2048];
+    snprintf(two, sizeof two, "%sfwd_two_s=1.1 bwd_in_two_s=2.5 bwd_w_two_s=3.3 fwd_one_s=1 bwd_in_one_s=2 bwd_w_one_s=3\n%s"
+             "fwd_two_s=0 bwd_in_two_s=0 bwd_w_two_s=0 fwd_one_s=0 bwd_in_one_s=0 bwd_w_one_s=0\n", head0, head1);
+    snprintf(part, sizeof part, "%sfwd_two_s=1.1 bwd_in_two_s=2.5 bwd_w_two_s=3.3 fwd_one_s=1 bwd_in_one_s=2 bwd_w_one_s=3\n%s"
+             "fwd_two_s=1 bwd_in_two_s=0 bwd_w_two_s=0 fwd_one_s=0 bwd_in_one_s=0 bwd_w_one_s=0\n", head0, head1);
+    snprintf(none, sizeof none, "%sfwd_two_s=0 bwd_in_two_s=0 bwd_w_two_s=0 fwd_one_s=0 bwd_in_one_s=0 bwd_w_one_s=0\n%s"
+             "fwd_two_s=0 bwd_in_two_s=0 bwd_w_two_s=0 fwd_one_s=0 bwd_in_one_s=0 bwd_w_one_s=0\n", head0, head1);
+    CU_ASSERT_EQUAL(exec_profile_worker_versions(two, strlen(two), 2, vr), 1);
+    const double want_vr[6] = {1.1, 1.25, 1.1, 1, 1, 1};
+    for (int k = 0; k < 6; k++) CU_ASSERT_DOUBLE_EQUAL(vr[k], want_vr[k], 1e-15);
+    CU_ASSERT_EQUAL(exec_profile_worker_next(two, strlen(two), 2, nx), 0); /* the others still read */
+    CU_ASSERT_DOUBLE_EQUAL(nx[1], 0.9, 1e-15);
+    CU_ASSERT_EQUAL(exec_profile_worker_versions(part, strlen(part), 2, vr), -1);
+    CU_ASSERT_EQUAL(exec_profile_worker_versions(none, strlen(none), 2, vr), -1);
+    CU_ASSERT_EQUAL(exec_profile_worker_versions(two, strlen(two), 3, vr), -1); /* a worker missing */
 }
 
 /* The ranks' drift. exec_lag1_variance: a series that holds +a for 12 values and then -a for 12
@@ -1761,6 +1831,7 @@ void pl_test_register(void) {
         {"the hand-off profile: one-way times in the stamps, the fit over one way or two", test_p2p_side},
         {"a thread bound to one core runs on all of the process's once unbound", test_platform_unbind},
         {"profile between the passes: same training, each worker's times", test_profile_between},
+        {"profile between the passes: PipeDream's cycle on two weight versions", test_profile_between_cycle},
         {"profile between the passes: its blocks' weights copied from the rank's or drawn, read where the rank keeps them", test_profile_copied_weights},
         {"profile between the passes: its W and STEP on the rank's gradients, weights and momentum in a gap, the momentum put back", test_profile_lent_state},
         {"profile between the passes: weight versions in flight, same training", test_profile_between_versions},

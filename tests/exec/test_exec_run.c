@@ -628,6 +628,55 @@ static void test_run_again_default(void) {
     free(dir);
 }
 
+/* The version term in every prediction where a rank's STEPs go into a new weight version, and
+ * the prediction without it stored beside (TAG-noversions). PipeDream on 2 ranks, m 4, two
+ * blocks a stage: rank 0 has a microbatch in flight at each of its STEPs, so they write a new
+ * version and its worker times the cycle on two versions; rank 1 runs each backward right after
+ * its forward and steps in place, so its line has the cycle's six times 0 and ratios 1
+ * (exec_profile_worker_versions). Each of rank 0's F and B then takes its stage's F, I and W at
+ * its ratios: TAG-noversions has rank 0 busier than the prediction by exactly nF (rF - 1) F +
+ * nB ((rI - 1) I + (rW - 1) W), with nF and nB its F and B in the lowered schedule and F, I, W
+ * the sums of its block rows (block 0's I the I0 pass), and rank 1 exactly as busy. */
+static void test_run_versions(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "versions.db");
+    char *csv = pl_test_path(dir, "versions.csv");
+    size_t len = 0;
+    char *text = run_profile_text("--kind pipedream --ranks 2 --microbatches 4", "vs", db, csv, &len);
+    double vr[3 * 2], row[4][3] = {{0}};
+    CU_ASSERT_EQUAL(exec_profile_worker_versions(text, len, 2, vr), 1);
+    int rows = block_rows(text, row);
+    free(text);
+    CU_ASSERT_EQUAL_FATAL(rows, 4);
+    pl_err e;
+    sched_gen_opts go = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
+    sched *g = sched_generate("pipedream", &go, &e);
+    sched *l = g ? sched_lower(g, &e) : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    double nf = 0, nb = 0;
+    for (size_t i = 0; i < l->rank[0].n; i++) {
+        nf += l->rank[0].acts[i].kind == SCHED_F;
+        nb += l->rank[0].acts[i].kind == SCHED_B;
+    }
+    sched_free(g);
+    sched_free(l);
+    CU_ASSERT(nf > 0 && nb > 0);
+    double bm[2], bo[2];
+    sim_busy(db, "vs", bm);
+    sim_busy(db, "vs-noversions", bo);
+    const double *a = vr;
+    CU_ASSERT(a[0] > 0 && a[1] > 0 && a[2] > 0 && (a[0] != 1 || a[1] != 1 || a[2] != 1));
+    for (int c = 0; c < 3; c++) CU_ASSERT_EQUAL(vr[3 + c], 1.0);
+    double f = row[0][0] + row[1][0], in = row[0][1] + row[1][1], w = row[0][2] + row[1][2];
+    double want = nf * (a[0] - 1) * f + nb * ((a[1] - 1) * in + (a[2] - 1) * w);
+    CU_ASSERT(bm[0] > 0 && bo[0] > 0);
+    CU_ASSERT_DOUBLE_EQUAL(bm[0] - bo[0], want, 1e-6 * bm[0]);
+    CU_ASSERT_DOUBLE_EQUAL(bm[1], bo[1], 1e-12 * bm[1]);
+    free(db);
+    free(csv);
+    free(dir);
+}
+
 /* The reuse-distance term with the kind before, in a prediction stored beside (TAG-before),
  * against the reuse-distance term alone (TAG-reuse). 1F1B on 2 ranks, m 4, two blocks a stage:
  * rank 0 runs F0 F1 B0 F2 B1 F3 B2 B3, so B0-B2 follow an F of its stage (their I at its
@@ -1205,6 +1254,7 @@ void exec_test_run_register(void) {
         {"a model that does not fit is refused up front", test_run_model_too_big},
         {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
         {"the again term in the prediction, the one without it stored beside", test_run_again_default},
+        {"the version term in the prediction, the one without it stored beside", test_run_versions},
         {"the kind before: a prediction stored beside, against the reuse-distance term alone", test_run_kind_before},
         {"the drift term: stored beside from the profile's ranks' drift", test_run_drift},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
