@@ -232,10 +232,11 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         rc = pl_errf(e, PL_ENOMEM, "out of memory");
     for (int q = 0; next && q < sm.stages; q++) next[q] = t->next[s->stage_rank[q]];
     sm.rerun_next = next;
-    /* the version term: each stage's F, I and W at its rank's ratio of the cycle on two weight
-     * versions to the cycle in place (docs/validate_cpu.md, "Two weight versions: the version
-     * term") */
-    for (int q = 0; rc == PL_OK && t->versions && q < sm.stages; q++) sim_model_scale_fiw(&sm, q, t->versions + 3 * s->stage_rank[q]);
+    /* the version term: the F, I and W of each stage that steps after each of its backwards at
+     * its rank's ratio of the cycle on two weight versions to the cycle in place (docs/
+     * validate_cpu.md, "Two weight versions: the version term") */
+    for (int q = 0; rc == PL_OK && t->versions && q < sm.stages; q++)
+        if (sched_stage_steps_each_backward(s, q)) sim_model_scale_fiw(&sm, q, t->versions + 3 * s->stage_rank[q]);
     /* the reuse-distance, first-touch and again terms */
     sim_reuse reuse;
     int with_reuse = rc == PL_OK && ((t->reuse_i && t->reuse_w) || (t->first && t->rest) || t->again || (t->back && t->reuse_i));

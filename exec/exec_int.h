@@ -602,6 +602,9 @@ const float *exec_xrank_held_block(const exec_xrank *x, int k);
  * Returns 1 when x holds that block and its stage has accumulated no gradient since its last
  * STEP (its gradients all zero, as that STEP left them), else 0 (nothing set). */
 int exec_xrank_held_state(const exec_xrank *x, int k, float **w, float **out, float **g, float **mom);
+/* Returns 1 when every stage rank x holds steps after each of its backwards
+ * (sched_stage_steps_each_backward), else 0. */
+int exec_xrank_steps_each_backward(const exec_xrank *x);
 /* The kinds of exec_rank_record.prof_s and of the profilers' samples, in order: F, I and W of a
  * block and microbatch (EXEC_PROF_FIW of them, whose samples come first), STEP of a block, the
  * first block's I (I0), and I and W of a block at reuse distance 0 (IH, WH: right after their

@@ -106,6 +106,8 @@ struct exec_prof_worker {
                         * and the STEP reads and clears, momentum (NULL without): its own in mem,
                         * or in a gap the rank's (exec_prof_worker_lend) */
     int lent;          /* blocks lent by the rank for this gap (their momentum kept in mem's) */
+    int each_step;     /* 1 when every stage of the lending rank steps after each of its backwards
+                        * (sched_stage_steps_each_backward): the cycle prof_versions runs */
     int rc;
     pl_err err;
 };
@@ -391,9 +393,10 @@ static void prof_again(prof_thread *x, int r, float *const *in, float *gb, float
 }
 
 /* Returns 1 when every one of x's blocks is lent by a rank whose STEPs go into a new weight
- * version (the STEP writes another slot than it reads: exec_xrank_held_state), else 0. */
+ * version (the STEP writes another slot than it reads: exec_xrank_held_state) and follow each of
+ * its backwards (PipeDream's stashing; not 2BW's, one every m microbatches), else 0. */
 static int prof_two_versions(const prof_thread *x) {
-    if (!x->lent) return 0;
+    if (!x->lent || !x->each_step) return 0;
     for (int k = 0; k < x->L; k++)
         if (x->ok[k] == x->sk[k]) return 0;
     return 1;
@@ -655,6 +658,7 @@ int exec_prof_worker_lend(exec_prof_worker *w, const exec_xrank *x) {
         w->mk[k] = w->mk[k] ? m : NULL; /* a rank and its profile share the configuration */
         w->lent++;
     }
+    w->each_step = exec_xrank_steps_each_backward(x);
     return w->lent;
 }
 
@@ -667,6 +671,7 @@ void exec_prof_worker_unlend(exec_prof_worker *w) {
         if (w->mk[k] && w->mk[k] != own) memcpy(w->mk[k], own, nf * sizeof(float));
     }
     w->lent = 0;
+    w->each_step = 0;
     prof_own(w);
 }
 

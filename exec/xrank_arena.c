@@ -441,6 +441,16 @@ int exec_xrank_held_state(const exec_xrank *x, int k, float **w, float **out, fl
     return 1;
 }
 
+int exec_xrank_steps_each_backward(const exec_xrank *x) {
+    int any = 0;
+    for (int q = 0; x->s && q < x->s->stages; q++) {
+        if (x->s->stage_rank[q] != x->r) continue;
+        if (!sched_stage_steps_each_backward(x->s, q)) return 0;
+        any = 1;
+    }
+    return any;
+}
+
 const float *exec_xrank_initial_block(const exec_xrank *x, int b) {
     for (int q = 0; q < x->nst; q++) {
         const exec_xstage *st = &x->st[q];

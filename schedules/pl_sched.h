@@ -203,6 +203,11 @@ size_t sched_total_actions(const sched *s);
  * all of them (microbatches x iterations): the one reading of an unset count. */
 int sched_iterations(const sched *s);
 int64_t sched_total_microbatches(const sched *s);
+/* Returns 1 when stage q steps after each of its backwards, one STEP for each (as many STEPs of q
+ * in s's lists as actions that complete one of its microbatches' gradients: B, W, an OVERLAP's B
+ * half): PipeDream's weight stashing, an update per microbatch. 0 otherwise: a flush (a STEP an
+ * iteration), 2BW (one every m microbatches), lists without STEPs (not lowered). */
+int sched_stage_steps_each_backward(const sched *s, int q);
 /* Replicated stages (PipeDream's 1F1B-RR): the replica of a stage of n replicas that performs
  * a: microbatch k on replica k mod n; -n for an action of every replica (REDUCE_GRAD and STEP
  * without a microbatch: flush and 2bw); 0 for the rest and whenever n <= 1. The one rule by

@@ -345,6 +345,18 @@ int sched_iterations(const sched *s) { return s->iterations > 0 ? s->iterations 
 
 int64_t sched_total_microbatches(const sched *s) { return (int64_t)s->microbatches * sched_iterations(s); }
 
+int sched_stage_steps_each_backward(const sched *s, int q) {
+    int64_t steps = 0, bwd = 0;
+    for (int r = 0; r < s->ranks; r++)
+        for (size_t i = 0; i < s->rank[r].n; i++) {
+            const sched_action *a = &s->rank[r].acts[i];
+            steps += a->kind == SCHED_STEP && a->stage == q;
+            bwd += (a->kind == SCHED_B || a->kind == SCHED_W) && a->stage == q;
+            bwd += a->kind == SCHED_OVERLAP && a->kind2 == SCHED_B && a->stage2 == q;
+        }
+    return steps > 0 && steps == bwd;
+}
+
 int sched_replica_of(const sched_action *a, int n) {
     if (n <= 1) return 0;
     if (a->mb < 0) return a->kind == SCHED_REDUCE_GRAD || a->kind == SCHED_STEP ? -n : 0;

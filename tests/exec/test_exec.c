@@ -1376,7 +1376,11 @@ static void test_profile_lent_state(void) {
 /* Weight versions in flight (PipeDream's stashing, 2BW): a run profiled between its passes, whose
  * rounds STEP into the rank's free version slots once most of its STEPs go there (PipeDream's
  * first stage here: 9 of 12 STEPs, then 15 of 16, ...), trains bit for bit as one that is not,
- * with momentum. */
+ * with momentum. PipeDream's rank 0 also steps after each backward, so its worker times the
+ * cycle on two versions and in place (prof_versions: all six times positive; the cycle's STEPs
+ * at learning rate 0 and its Ws into the gradients leave the training as it is), and the CSV's
+ * worker lines give its ratios of the two cycles; rank 1 steps in place and 2BW's first stage
+ * once every m microbatches, so their workers time none (all six 0, ratio 1). */
 static void test_profile_between_versions(void) {
     const char *kinds[2] = {"pipedream", "2bw"};
     for (int v = 0; v < 2; v++) {
@@ -1392,6 +1396,24 @@ static void test_profile_between_versions(void) {
         CU_ASSERT_EQUAL_FATAL(run(s, &c, &prof, &e), PL_OK);
         CU_ASSERT_EQUAL_FATAL(prof.n_weights, plain.n_weights);
         CU_ASSERT_EQUAL(memcmp(prof.final_weights, plain.final_weights, plain.n_weights * sizeof(float)), 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(prof.between_profile);
+        for (int r = 0; r < 2; r++) {
+            const exec_layer_profile *w = &prof.between_profile[1 + r];
+            const double t[6] = {w->f_two_s, w->i_two_s, w->w_two_s, w->f_one_s, w->i_one_s, w->w_one_s};
+            for (int k = 0; k < 6; k++) CU_ASSERT(v == 0 && r == 0 ? t[k] > 0 && isfinite(t[k]) : t[k] == 0);
+        }
+        pl_buf csv;
+        pl_buf_init(&csv);
+        CU_ASSERT_EQUAL(exec_profile_csv_between(s, &c, &prof, &csv, &e), PL_OK);
+        double vr[6];
+        CU_ASSERT_EQUAL(exec_profile_worker_versions(csv.data, csv.len, 2, vr), v == 0 ? 1 : -1);
+        const exec_layer_profile *w0 = &prof.between_profile[1];
+        const double two[3] = {w0->f_two_s, w0->i_two_s, w0->w_two_s}, one[3] = {w0->f_one_s, w0->i_one_s, w0->w_one_s};
+        for (int k = 0; v == 0 && k < 3; k++) {
+            CU_ASSERT_DOUBLE_EQUAL(vr[k], two[k] / one[k], 1e-6 * vr[k]); /* 9 significant digits */
+            CU_ASSERT_EQUAL(vr[3 + k], 1.0);
+        }
+        pl_buf_free(&csv);
         exec_result_free(&plain);
         exec_result_free(&prof);
         sched_free(s);
@@ -1488,48 +1510,6 @@ static void test_profile_between(void) {
         exec_result_free(&prof);
         sched_free(s);
     }
-}
-
-/* A PipeDream run profiled between its passes: rank 0 has a microbatch in flight at each STEP, so
- * its STEPs write a new weight version and its worker times the cycle on two versions and in
- * place (all six times positive); rank 1 steps in place and times none (all six 0). The cycle's
- * STEPs at learning rate 0 and the Ws it adds to the gradients leave the training exactly as a
- * run without the profile trains, with momentum too; and the CSV's worker lines give rank 0's
- * ratios of the two cycles and rank 1's 1. */
-static void test_profile_between_cycle(void) {
-    sched *s = lowered("pipedream", 2, 4, 0, 0, SCHED_RECOMPUTE_NONE);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    exec_config c = small_cfg(4);
-    c.momentum = 0.5;
-    c.warmup_passes = 1;
-    exec_result plain, prof;
-    pl_err e;
-    CU_ASSERT_EQUAL_FATAL(run(s, &c, &plain, &e), PL_OK);
-    c.profile_between_reps = 30;
-    CU_ASSERT_EQUAL_FATAL(run(s, &c, &prof, &e), PL_OK);
-    CU_ASSERT_EQUAL(prof.n_weights, plain.n_weights);
-    CU_ASSERT_EQUAL(memcmp(prof.final_weights, plain.final_weights, plain.n_weights * sizeof(float)), 0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(prof.between_profile);
-    const exec_layer_profile *w0 = &prof.between_profile[1], *w1 = &prof.between_profile[2];
-    const double t0[6] = {w0->f_two_s, w0->i_two_s, w0->w_two_s, w0->f_one_s, w0->i_one_s, w0->w_one_s},
-                 t1[6] = {w1->f_two_s, w1->i_two_s, w1->w_two_s, w1->f_one_s, w1->i_one_s, w1->w_one_s};
-    for (int k = 0; k < 6; k++) {
-        CU_ASSERT(t0[k] > 0 && isfinite(t0[k]));
-        CU_ASSERT_EQUAL(t1[k], 0.0);
-    }
-    pl_buf csv;
-    pl_buf_init(&csv);
-    CU_ASSERT_EQUAL(exec_profile_csv_between(s, &c, &prof, &csv, &e), PL_OK);
-    double vr[6];
-    CU_ASSERT_EQUAL(exec_profile_worker_versions(csv.data, csv.len, 2, vr), 1);
-    for (int k = 0; k < 3; k++) {
-        CU_ASSERT_DOUBLE_EQUAL(vr[k], t0[k] / t0[3 + k], 1e-6 * vr[k]); /* 9 significant digits */
-        CU_ASSERT_EQUAL(vr[3 + k], 1.0);
-    }
-    pl_buf_free(&csv);
-    exec_result_free(&plain);
-    exec_result_free(&prof);
-    sched_free(s);
 }
 
 /* A worker line without the reuse-distance times (a profile written before they existed) still
@@ -1831,7 +1811,6 @@ void pl_test_register(void) {
         {"the hand-off profile: one-way times in the stamps, the fit over one way or two", test_p2p_side},
         {"a thread bound to one core runs on all of the process's once unbound", test_platform_unbind},
         {"profile between the passes: same training, each worker's times", test_profile_between},
-        {"profile between the passes: PipeDream's cycle on two weight versions", test_profile_between_cycle},
         {"profile between the passes: its blocks' weights copied from the rank's or drawn, read where the rank keeps them", test_profile_copied_weights},
         {"profile between the passes: its W and STEP on the rank's gradients, weights and momentum in a gap, the momentum put back", test_profile_lent_state},
         {"profile between the passes: weight versions in flight, same training", test_profile_between_versions},

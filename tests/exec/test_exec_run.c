@@ -591,6 +591,22 @@ static int block_rows(const char *text, double row[4][3]) {
     return rows;
 }
 
+/* Runs SCHED under TAG into the database dir/NAME.db (set in *db; free it), saving its profile
+ * to dir/NAME.csv, and returns the profile's text (free it) with its length in *len and its 4
+ * block rows in row (block_rows). */
+static char *saved_rows(const char *dir, const char *name, const char *sched, const char *tag, char **db, size_t *len,
+                        double row[4][3]) {
+    char file[64];
+    snprintf(file, sizeof file, "%s.db", name);
+    *db = pl_test_path(dir, file);
+    snprintf(file, sizeof file, "%s.csv", name);
+    char *csv = pl_test_path(dir, file);
+    char *text = run_profile_text(sched, tag, *db, csv, len);
+    free(csv);
+    CU_ASSERT_EQUAL(block_rows(text, row), 4);
+    return text;
+}
+
 /* The again term in every prediction where a rank holds several stages, and the prediction
  * without it stored beside (TAG-noagain). looped-bfs on 2 ranks, m 4, two stages a rank of one
  * block each (stage q is block q, on rank q mod 2): on each stage the F of microbatches 1-3
@@ -602,16 +618,12 @@ static int block_rows(const char *text, double row[4][3]) {
  * two stages, 3 (1 - aF) F + 3 ((1 - aI) I + (1 - aW) W) of each stage's row (stage 0's I its
  * I0). */
 static void test_run_again_default(void) {
-    char *dir = pl_test_tmpdir();
-    char *db = pl_test_path(dir, "again.db");
-    char *csv = pl_test_path(dir, "again.csv");
+    char *dir = pl_test_tmpdir(), *db = NULL;
     size_t len = 0;
-    char *text = run_profile_text("--kind looped-bfs --chunks 2 --ranks 2 --microbatches 4", "ag", db, csv, &len);
     double ag[3 * 2], row[4][3] = {{0}};
+    char *text = saved_rows(dir, "again", "--kind looped-bfs --chunks 2 --ranks 2 --microbatches 4", "ag", &db, &len, row);
     CU_ASSERT_EQUAL(exec_profile_worker_again(text, len, 2, ag), 0);
-    int rows = block_rows(text, row);
     free(text);
-    CU_ASSERT_EQUAL_FATAL(rows, 4);
     double bm[2], bo[2];
     sim_busy(db, "ag", bm);
     sim_busy(db, "ag-noagain", bo);
@@ -624,7 +636,6 @@ static void test_run_again_default(void) {
         CU_ASSERT_DOUBLE_EQUAL(bo[r] - bm[r], want, 1e-6 * bm[r]);
     }
     free(db);
-    free(csv);
     free(dir);
 }
 
@@ -638,16 +649,12 @@ static void test_run_again_default(void) {
  * nB ((rI - 1) I + (rW - 1) W), with nF and nB its F and B in the lowered schedule and F, I, W
  * the sums of its block rows (block 0's I the I0 pass), and rank 1 exactly as busy. */
 static void test_run_versions(void) {
-    char *dir = pl_test_tmpdir();
-    char *db = pl_test_path(dir, "versions.db");
-    char *csv = pl_test_path(dir, "versions.csv");
+    char *dir = pl_test_tmpdir(), *db = NULL;
     size_t len = 0;
-    char *text = run_profile_text("--kind pipedream --ranks 2 --microbatches 4", "vs", db, csv, &len);
     double vr[3 * 2], row[4][3] = {{0}};
+    char *text = saved_rows(dir, "versions", "--kind pipedream --ranks 2 --microbatches 4", "vs", &db, &len, row);
     CU_ASSERT_EQUAL(exec_profile_worker_versions(text, len, 2, vr), 1);
-    int rows = block_rows(text, row);
     free(text);
-    CU_ASSERT_EQUAL_FATAL(rows, 4);
     pl_err e;
     sched_gen_opts go = {2, 4, 0, 0, SCHED_RECOMPUTE_NONE};
     sched *g = sched_generate("pipedream", &go, &e);
@@ -673,7 +680,6 @@ static void test_run_versions(void) {
     CU_ASSERT_DOUBLE_EQUAL(bm[0] - bo[0], want, 1e-6 * bm[0]);
     CU_ASSERT_DOUBLE_EQUAL(bm[1], bo[1], 1e-12 * bm[1]);
     free(db);
-    free(csv);
     free(dir);
 }
 

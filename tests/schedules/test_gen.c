@@ -596,6 +596,30 @@ static void test_table(void) {
     }
 }
 
+/* sched_stage_steps_each_backward on the lowered lists: PipeDream's stages step after each
+ * backward (p x m STEPs over its iterations), 2BW's once every m microbatches, 1F1B's and ZB-H1's
+ * once an iteration; the unlowered lists have no STEP; a stage out of range has none. */
+static void test_steps_each_backward(void) {
+    const struct { gen_fn fn; int want; } runs[] = {
+        {sched_gen_pipedream, 1}, {sched_gen_2bw, 0}, {sched_gen_1f1b, 0}, {sched_gen_gpipe, 0}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++)
+        for (int p = 2; p <= 4; p++) {
+            sched_gen_opts o = {.ranks = p, .microbatches = 2 * p, .iterations = 2};
+            pl_err e = {0};
+            sched *s = runs[k].fn(&o, NULL, &e);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+            sched *l = sched_lower(s, &e);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+            for (int q = 0; q < p; q++) {
+                CU_ASSERT_EQUAL(sched_stage_steps_each_backward(l, q), runs[k].want);
+                CU_ASSERT_EQUAL(sched_stage_steps_each_backward(s, q), 0);
+            }
+            CU_ASSERT_EQUAL(sched_stage_steps_each_backward(l, p), 0);
+            sched_free(l);
+            sched_free(s);
+        }
+}
+
 void test_gen_register(void) {
     static const pl_test_case cases[] = {
         {"grid: refused exactly by the rule, otherwise valid, lowered, no deadlock", test_grid},
@@ -604,6 +628,7 @@ void test_gen_register(void) {
         {"interleaved equals PyTorch's order and 1f1b at v=1", test_interleaved_reference},
         {"interleaved equals Megatron's order for every m >= p", test_interleaved_megatron},
         {"microbatches in flight", test_inflight},
+        {"which stages step after each backward", test_steps_each_backward},
         {"unit-time closed forms", test_closed_forms},
         {"bad parameters refused", test_refusals},
         {"generator table", test_table},
