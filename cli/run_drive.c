@@ -191,6 +191,52 @@ static int run_sim(const sched *s, const sim_costs *costs, const sim_config *c, 
     return c->cv > 0 || c->rank_cv > 0 ? sim_run_median(s, costs, c, CLI_RUN_JITTER_RUNS, r, e) : sim_run(s, costs, c, r, e);
 }
 
+/* Sets the profile's measured times in sm, a model of s without hardware: each stage's STEP
+ * (the profile's of one block, or its rank's own when rank_step_s is given, times its blocks),
+ * the point-to-point link of transport tr and the hand-off's hold on the ranks, the all-reduce
+ * link (in *link) of replicated stages, and the version term of t. */
+static void model_times(sim_model *sm, const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr,
+                        const double *rank_step_s, const cli_run_terms *t, cost_hw *link) {
+    /* no hardware, so no memory bandwidth for cost_step_s: the STEP of a stage is its blocks
+     * times the profile's measured STEP of one block (exec_profile_layers_n), when it has one,
+     * or its rank's own */
+    if (cfg->pred_step_s > 0)
+        for (int q = 0; q < sm->stages; q++) sm->step_s[q] = cfg->pred_step_s * (sm->bound[q + 1] - sm->bound[q]);
+    for (int q = 0; rank_step_s && q < sm->stages; q++)
+        sm->step_s[q] = rank_step_s[s->stage_rank[q]] * (sm->bound[q + 1] - sm->bound[q]);
+    /* SEND/RECV on the profile's measured point-to-point link of the run's transport (the
+     * ranks' hand-off), else free as without hardware */
+    if (cost_model_p2p_link(m, tr, &sm->hw)) {
+        /* and the hand-off's own time on the sender and the receiver, which holds them */
+        sm->send_hold = m->p2p_send[tr];
+        sm->post_hold = m->p2p_post[tr];
+    }
+    int replicated = 0;
+    for (int q = 0; q < sm->stages; q++) replicated |= sm->replicas[q] > 1;
+    if (cli_allreduce_link("run", m, (int)tr, replicated, "0 (free links)", link) >= 0) sm->allreduce_link = link;
+    /* the version term: the F, I and W of each stage that steps after each of its backwards at
+     * its rank's ratio of the cycle on two weight versions to the cycle in place (docs/
+     * validate_cpu.md, "Two weight versions: the version term") */
+    for (int q = 0; t->versions && q < sm->stages; q++)
+        if (sched_stage_steps_each_backward(s, q)) sim_model_scale_fiw(sm, q, t->versions + 3 * s->stage_rank[q]);
+}
+
+/* Fills c, the simulator's configuration of the prediction of s on sm: the executor's, the
+ * budget, the trace, and the jitter and drift terms of t. */
+static void predict_config(sim_config *c, sim_model *sm, const sched *s, const exec_config *cfg, const cli_run_terms *t) {
+    sim_config_init(c);
+    sim_model_config(sm, c);
+    c->budget = cfg->budget;
+    c->record_trace = cfg->record_ops; /* a traced run stores the predicted timeline beside it */
+    sim_config_executor(c, s, cfg->backend == EXEC_BACKEND_CUDA);
+    /* the jitter term: the median of stochastic runs at the ranks' root mean square jitter */
+    double cv2 = 0;
+    for (int q = 0; t->jitter && q < s->ranks; q++) cv2 += t->jitter[q] * t->jitter[q] / s->ranks;
+    c->cv = sqrt(cv2);
+    c->rank_cv = t->drift; /* the drift term: each worker's speed drawn once per run */
+    c->seed = CLI_RUN_JITTER_SEED;
+}
+
 /* run_drive.h. Returns PL_OK with r filled, or the error of the profile check, the stage split
  * or the simulator (prefixed "prediction: "). */
 int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr, const double *rank_step_s,
@@ -207,36 +253,14 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
     sim_model sm;
     memset(&sm, 0, sizeof sm);
     rc = sim_model_init(&sm, s, m, p, NULL, &o, e);
-    /* no hardware, so no memory bandwidth for cost_step_s: the STEP of a stage is its blocks
-     * times the profile's measured STEP of one block (exec_profile_layers_n), when it has one,
-     * or its rank's own */
-    if (rc == PL_OK && cfg->pred_step_s > 0)
-        for (int q = 0; q < sm.stages; q++) sm.step_s[q] = cfg->pred_step_s * (sm.bound[q + 1] - sm.bound[q]);
-    for (int q = 0; rc == PL_OK && rank_step_s && q < sm.stages; q++)
-        sm.step_s[q] = rank_step_s[s->stage_rank[q]] * (sm.bound[q + 1] - sm.bound[q]);
-    /* SEND/RECV on the profile's measured point-to-point link of the run's transport (the
-     * ranks' hand-off), else free as without hardware */
-    if (rc == PL_OK && cost_model_p2p_link(m, tr, &sm.hw)) {
-        /* and the hand-off's own time on the sender and the receiver, which holds them */
-        sm.send_hold = m->p2p_send[tr];
-        sm.post_hold = m->p2p_post[tr];
-    }
     cost_hw link;
-    int replicated = 0;
-    for (int q = 0; rc == PL_OK && q < sm.stages; q++) replicated |= sm.replicas[q] > 1;
-    if (rc == PL_OK && cli_allreduce_link("run", m, (int)tr, replicated, "0 (free links)", &link) >= 0)
-        sm.allreduce_link = &link;
+    if (rc == PL_OK) model_times(&sm, s, cfg, m, tr, rank_step_s, t, &link);
     /* the I next to its recomputed forward, per stage from its rank */
     double *next = NULL;
     if (rc == PL_OK && cli_run_terms_next_on(t) && !(next = pl_calloc((size_t)sm.stages, sizeof *next)))
         rc = pl_errf(e, PL_ENOMEM, "out of memory");
     for (int q = 0; next && q < sm.stages; q++) next[q] = t->next[s->stage_rank[q]];
     sm.rerun_next = next;
-    /* the version term: the F, I and W of each stage that steps after each of its backwards at
-     * its rank's ratio of the cycle on two weight versions to the cycle in place (docs/
-     * validate_cpu.md, "Two weight versions: the version term") */
-    for (int q = 0; rc == PL_OK && t->versions && q < sm.stages; q++)
-        if (sched_stage_steps_each_backward(s, q)) sim_model_scale_fiw(&sm, q, t->versions + 3 * s->stage_rank[q]);
     /* the reuse-distance, first-touch and again terms */
     sim_reuse reuse;
     int with_reuse = rc == PL_OK && ((t->reuse_i && t->reuse_w) || (t->first && t->rest) || t->again || (t->back && t->reuse_i));
@@ -244,17 +268,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
     with_reuse = with_reuse && rc == PL_OK;
     if (rc == PL_OK) {
         sim_config c;
-        sim_config_init(&c);
-        sim_model_config(&sm, &c);
-        c.budget = cfg->budget;
-        c.record_trace = cfg->record_ops; /* a traced run stores the predicted timeline beside it */
-        sim_config_executor(&c, s, cfg->backend == EXEC_BACKEND_CUDA);
-        /* the jitter term: the median of stochastic runs at the ranks' root mean square jitter */
-        double cv2 = 0;
-        for (int q = 0; t->jitter && q < s->ranks; q++) cv2 += t->jitter[q] * t->jitter[q] / s->ranks;
-        c.cv = sqrt(cv2);
-        c.rank_cv = t->drift; /* the drift term: each worker's speed drawn once per run */
-        c.seed = CLI_RUN_JITTER_SEED;
+        predict_config(&c, &sm, s, cfg, t);
         sim_costs costs = sim_model_costs(&sm);
         rc = run_sim(s, &costs, &c, r, e);
         if (rc == PL_OK && t->window) {
