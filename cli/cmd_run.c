@@ -53,9 +53,11 @@ static sched *get_schedule(const run_opts *o, pl_err *e) {
 /* Returns (predicted - measured) / measured, or NAN when nothing was measured. */
 static double rel_err(double pred, double meas) { return meas > 0 ? (pred - meas) / meas : NAN; }
 
-/* Writes the human table: the run, measured beside predicted, and one line per rank. */
+/* Writes the human table: the run, measured beside predicted (noise: the prediction's jitter and
+ * drift terms, 0 when off), and one line per rank. */
 static void out_table(const run_opts *o, const sched *s, const exec_result *r, const sim_result *pr,
-                      const cost_memory *mem, const char *profile_src, const exec_host_probe *probe, pl_buf *b) {
+                      const cost_memory *mem, const char *profile_src, const double noise[2], const exec_host_probe *probe,
+                      pl_buf *b) {
     pl_buf_printf(b, "schedule           %s: %d ranks, %d stages, %d microbatches, %d iteration%s per pass, weights %s, recompute %s\n",
                   s->kind, s->ranks, s->stages, s->microbatches, r->iterations_per_pass, r->iterations_per_pass == 1 ? "" : "s",
                   sched_weights_name(s->weights), sched_recompute_name(s->recompute));
@@ -92,6 +94,12 @@ static void out_table(const run_opts *o, const sched *s, const exec_result *r, c
                       r->timed_passes_most);
     pl_buf_putc(b, '\n');
     if (pr) pl_buf_printf(b, "%-22s %s\n", "  predicted from", profile_src);
+    if (pr && noise[0] > 0) {
+        pl_buf_printf(b, "%-22s the median of %d simulated runs: each action at a lognormal factor of cv %.2f%% (the jitter term)",
+                      "  predicted as", CLI_RUN_JITTER_RUNS, 100 * noise[0]);
+        if (noise[1] > 0) pl_buf_printf(b, ", each rank's speed at one of cv %.2f%% (the drift term)", 100 * noise[1]);
+        pl_buf_putc(b, '\n');
+    }
     if (probe)
         pl_buf_printf(b, "%-22s F of one dense block of width %d on %d rows: %.4g ms, %d core%s at once; %.4g ms alone\n",
                       "  host probe", EXEC_DEFAULT_HIDDEN, EXEC_DEFAULT_MICROBATCH_SIZE, 1e3 * probe->fwd_s, probe->workers,
@@ -194,6 +202,8 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_BEFORE_SUFFIX "-before"
 #define RUN_TAG_JITTER_SUFFIX "-jitter"
 #define RUN_TAG_DRIFT_SUFFIX "-drift"
+#define RUN_TAG_NOJITTER_SUFFIX "-nojitter"
+#define RUN_TAG_NODRIFT_SUFFIX "-nodrift"
 #define RUN_TAG_NOVERSIONS_SUFFIX "-noversions"
 #define RUN_TAG_ALT_MAX 256
 
@@ -203,6 +213,7 @@ typedef struct run_state {
     exec_result r;           /* the measurement */
     sim_result pr;           /* the prediction, when have_pred */
     int have_pred;
+    double pred_noise[2];    /* the prediction's jitter and drift terms (cli_run_terms_cv, drift; 0: off) */
     sim_result pr_alt[CLI_RUN_ALTS]; /* the other predictions, when have_alt[i]: [0] with the
                               * reuse-distance and first-touch terms, or under --terms without
                               * them; [1] with the pass-length term, or under
@@ -211,8 +222,10 @@ typedef struct run_state {
                               * the reuse-distance and first-touch terms each with the default's,
                               * and the prediction without the again term; [6] without the I
                               * next to its recomputed forward; [7] with the reuse-distance
-                              * term and the kind before; [8] with the jitter term; [9] with
-                              * the jitter and the drift terms; [10] without the version term */
+                              * term and the kind before; [8] without the jitter and drift
+                              * terms (under --no-jitter-term with them); [9] where the profile
+                              * measured a drift, with the jitter term alone; [10] without the
+                              * version term */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -521,20 +534,24 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
      * version term") */
     double *vr = pl_calloc(3 * R, sizeof *vr);
     const double *vp = vr && exec_profile_worker_versions(text, t->len, st->s->ranks, vr) > 0 ? vr : NULL;
-    /* the forward's jitter, for the jitter term (stored beside) */
+    /* the forward's jitter and the ranks' drift (0: off), for the jitter and drift terms: in
+     * every prediction unless --no-jitter-term (docs/validate_cpu.md, "The jitter and drift terms
+     * in the default"); the drift only with the jitter */
     double *jt = pl_calloc(R, sizeof *jt);
     const double *jtp = jt && exec_profile_worker_jitter(text, t->len, st->s->ranks, jt) == 0 ? jt : NULL;
-    /* the ranks' drift, for the drift term (stored beside, with the jitter term); 0: off */
     double drift = 0;
     (void)exec_profile_drift(text, t->len, &drift);
+    if (!jtp) drift = 0;
+    const double *jm = o->jitter ? jtp : NULL;
+    const double dm = o->jitter ? drift : 0;
     /* the pass-length term when the profile's windows lines have it: in the prediction and the
      * terms' other one under --pass-length-term, and the second other one toggles it */
     double *win = pl_calloc((size_t)EXEC_WINDOWS * R, sizeof *win);
     int bad_line = 0, wrc = win ? exec_profile_worker_windows(text, t->len, st->s->ranks, win, &bad_line) : -1;
     int windows = wrc == 0;
     const double *wp = windows && o->pass_length ? win : NULL;
-    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, agp, wp, np, NULL, NULL, 0, vp};
-    const cli_run_terms base = {NULL, NULL, NULL, NULL, agp, wp, np, NULL, NULL, 0, vp};
+    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, agp, wp, np, NULL, jm, dm, vp};
+    const cli_run_terms base = {NULL, NULL, NULL, NULL, agp, wp, np, NULL, jm, dm, vp};
     const double *steps = per_rank ? rank_step : NULL;
     const cli_run_terms *main_terms = o->terms ? &terms : &base, *alt_terms = o->terms ? &base : &terms;
     cli_run_terms toggled = *main_terms;
@@ -544,6 +561,8 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
                                  st->profile_src, bad_line, EXEC_WINDOWS)
              : ri && win && nx && fb && jt && vr ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     st->have_pred = rc == PL_OK;
+    st->pred_noise[0] = cli_run_terms_cv(main_terms, st->s->ranks);
+    st->pred_noise[1] = main_terms->drift;
     const char *tag = o->tag ? o->tag : "";
     if (rc == PL_OK && (reuse || first)) {
         rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, alt_terms, &st->pr_alt[0], e);
@@ -560,7 +579,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
      * blocks its first microbatch ran up to 40% slower, where a pass's first action of a stage
      * does not (docs/validate_cpu.md, "Off the grid"); stored beside, not applied */
     if (rc == PL_OK && first) {
-        const cli_run_terms rest = {NULL, NULL, fr, fr, agp, wp, np, NULL, NULL, 0, vp};
+        const cli_run_terms rest = {NULL, NULL, fr, fr, agp, wp, np, NULL, jm, dm, vp};
         rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &rest, &st->pr_alt[2], e);
         st->have_alt[2] = rc == PL_OK;
         snprintf(st->tag_alt[2], sizeof st->tag_alt[2], "%s%s", tag, RUN_TAG_REST_SUFFIX);
@@ -571,8 +590,8 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
      * shortens the rest) */
     cli_run_terms noagain = *main_terms;
     noagain.again = NULL;
-    const cli_run_terms alone[3] = {{reuse ? ri : NULL, reuse ? rw : NULL, NULL, NULL, agp, wp, np, NULL, NULL, 0, vp},
-                                    {NULL, NULL, first ? fi : NULL, first ? fr : NULL, agp, wp, np, NULL, NULL, 0, vp},
+    const cli_run_terms alone[3] = {{reuse ? ri : NULL, reuse ? rw : NULL, NULL, NULL, agp, wp, np, NULL, jm, dm, vp},
+                                    {NULL, NULL, first ? fi : NULL, first ? fr : NULL, agp, wp, np, NULL, jm, dm, vp},
                                     noagain};
     static const char *const alone_suffix[3] = {RUN_TAG_REUSE_SUFFIX, RUN_TAG_FIRST_SUFFIX, RUN_TAG_NOAGAIN_SUFFIX};
     const int alone_on[3] = {reuse, first, again};
@@ -603,25 +622,24 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
         st->have_alt[7] = rc == PL_OK;
         snprintf(st->tag_alt[7], sizeof st->tag_alt[7], "%s%s", tag, RUN_TAG_BEFORE_SUFFIX);
     }
-    /* with the jitter term, stored beside: the median of stochastic runs at the ranks' jitter
-     * from one microbatch to the next (docs/validate_cpu.md, "Jitter from the profile") */
+    /* the other side of the jitter and drift terms, stored beside: without both (with both
+     * under --no-jitter-term), and where the profile measured a drift, the jitter term alone */
     if (rc == PL_OK && jtp) {
-        cli_run_terms with = *main_terms;
-        with.jitter = jtp;
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &with, &st->pr_alt[8], e);
+        cli_run_terms other = *main_terms;
+        other.jitter = o->jitter ? NULL : jtp;
+        other.drift = o->jitter ? 0 : drift;
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &other, &st->pr_alt[8], e);
         st->have_alt[8] = rc == PL_OK;
-        snprintf(st->tag_alt[8], sizeof st->tag_alt[8], "%s%s", tag, RUN_TAG_JITTER_SUFFIX);
+        const char *sfx = o->jitter ? RUN_TAG_NOJITTER_SUFFIX : drift > 0 ? RUN_TAG_DRIFT_SUFFIX : RUN_TAG_JITTER_SUFFIX;
+        snprintf(st->tag_alt[8], sizeof st->tag_alt[8], "%s%s", tag, sfx);
     }
-    /* with the jitter and the drift terms, stored beside: also each rank's speed drawn once per
-     * simulated run at the ranks' drift, which the profile measures side by side (docs/
-     * validate_cpu.md, "The ranks' drift") */
     if (rc == PL_OK && jtp && drift > 0) {
-        cli_run_terms with = *main_terms;
-        with.jitter = jtp;
-        with.drift = drift;
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &with, &st->pr_alt[9], e);
+        cli_run_terms other = *main_terms;
+        other.jitter = jtp;
+        other.drift = 0;
+        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &other, &st->pr_alt[9], e);
         st->have_alt[9] = rc == PL_OK;
-        snprintf(st->tag_alt[9], sizeof st->tag_alt[9], "%s%s", tag, RUN_TAG_DRIFT_SUFFIX);
+        snprintf(st->tag_alt[9], sizeof st->tag_alt[9], "%s%s", tag, o->jitter ? RUN_TAG_NODRIFT_SUFFIX : RUN_TAG_JITTER_SUFFIX);
     }
     /* without the version term, stored beside: what it moved */
     if (rc == PL_OK && main_terms->versions) {
@@ -668,7 +686,7 @@ static int report(const run_opts *o, run_state *st, int argc, char **argv, pl_bu
     int rc = o->no_db ? PL_OK : cli_run_store(s, r, pr, &info, ids, e);
     if (rc == PL_OK && strcmp(o->format, "json") == 0) out_json(s, r, pr, st->mem, &info, ids, out);
     else if (rc == PL_OK && strcmp(o->format, "csv") == 0) out_csv(s, r, pr, st->mem, info.host_probe, out);
-    else if (rc == PL_OK) out_table(o, s, r, pr, st->mem, st->profile_src, info.host_probe, out);
+    else if (rc == PL_OK) out_table(o, s, r, pr, st->mem, st->profile_src, st->pred_noise, info.host_probe, out);
     if (rc == PL_OK && !o->no_db && strcmp(o->format, "table") == 0)
         pl_buf_printf(out, "stored             measured run %lld, simulated run %lld in %s%s%s\n", (long long)ids[0],
                       (long long)ids[1], o->db ? o->db : STORE_DEFAULT_PATH, o->tag ? ", tag " : "", o->tag ? o->tag : "");

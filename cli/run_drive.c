@@ -221,6 +221,13 @@ static void model_times(sim_model *sm, const sched *s, const exec_config *cfg, c
         if (sched_stage_steps_each_backward(s, q)) sim_model_scale_fiw(sm, q, t->versions + 3 * s->stage_rank[q]);
 }
 
+/* run_drive.h. */
+double cli_run_terms_cv(const cli_run_terms *t, int ranks) {
+    double cv2 = 0;
+    for (int q = 0; t->jitter && q < ranks; q++) cv2 += t->jitter[q] * t->jitter[q] / ranks;
+    return sqrt(cv2);
+}
+
 /* Fills c, the simulator's configuration of the prediction of s on sm: the executor's, the
  * budget, the trace, and the jitter and drift terms of t. */
 static void predict_config(sim_config *c, sim_model *sm, const sched *s, const exec_config *cfg, const cli_run_terms *t) {
@@ -229,10 +236,7 @@ static void predict_config(sim_config *c, sim_model *sm, const sched *s, const e
     c->budget = cfg->budget;
     c->record_trace = cfg->record_ops; /* a traced run stores the predicted timeline beside it */
     sim_config_executor(c, s, cfg->backend == EXEC_BACKEND_CUDA);
-    /* the jitter term: the median of stochastic runs at the ranks' root mean square jitter */
-    double cv2 = 0;
-    for (int q = 0; t->jitter && q < s->ranks; q++) cv2 += t->jitter[q] * t->jitter[q] / s->ranks;
-    c->cv = sqrt(cv2);
+    c->cv = cli_run_terms_cv(t, s->ranks); /* the jitter term */
     c->rank_cv = t->drift; /* the drift term: each worker's speed drawn once per run */
     c->seed = CLI_RUN_JITTER_SEED;
 }

@@ -133,6 +133,9 @@ typedef struct cli_run_terms {
 /* The stochastic runs of the jitter and drift terms, and the seed of the first. */
 #define CLI_RUN_JITTER_RUNS 31
 #define CLI_RUN_JITTER_SEED 1
+/* Returns the jitter term's coefficient of variation: the root mean square over the ranks of
+ * t->jitter (0 when NULL). */
+double cli_run_terms_cv(const cli_run_terms *t, int ranks);
 /* Returns 1 when t prices the I next to its recomputed forward (cli_run_terms.next). */
 static inline int cli_run_terms_next_on(const cli_run_terms *t) {
     return t->next && !t->reuse_i;
@@ -160,10 +163,11 @@ typedef struct cli_run_store_info {
      * [0] with the measured terms (or under --terms without them), [1] with the pass-length
      * term (or under --pass-length-term without it), [2] with every F, I, W at the time of a
      * profile round's microbatches after its first (the first-touch term's rest ratio on all),
-     * [3] [4] [5] with the reuse-distance, the first-touch and the again term alone, [6] without
-     * the I next to its recomputed forward (cli_run_terms.next), [7] with the again term's
-     * forwards, [8] with the reuse-distance term and the kind before, [9] with the jitter term,
-     * [10] with the jitter and the drift terms */
+     * [3] [4] [5] with the reuse-distance and the first-touch term alone, and without the again
+     * term, [6] without the I next to its recomputed forward (cli_run_terms.next), [7] with the
+     * reuse-distance term and the kind before, [8] without the jitter and drift terms (under
+     * --no-jitter-term with them), [9] where the profile measured a drift, with the jitter term
+     * alone, [10] without the version term */
     const sim_result *pred_alt[CLI_RUN_ALTS];
     const char *tag_alt[CLI_RUN_ALTS];
     const exec_host_probe *host_probe; /* the host probe taken before the run, or NULL */

@@ -125,6 +125,19 @@ static const char help_format[] =
     "                        (docs/validate_cpu.md). The other prediction is stored too: under\n"
     "                        tag NAME-passlen, or with --pass-length-term NAME-nopasslen\n"
     "  --no-pass-length-term without it (the default)\n"
+    "  --no-jitter-term      predict at each action's mean time, one deterministic simulated run.\n"
+    "                        By default, where the profile's per-worker lines time the forward's\n"
+    "                        spread (fwd_sd_s), every compute action's time is a lognormal factor\n"
+    "                        of mean 1 at the ranks' root mean square of fwd_sd_s / fwd_s, and,\n"
+    "                        where the workers ran side by side and their speeds drifted apart\n"
+    "                        (the profile's rank_drift > 0), each rank's compute times one more\n"
+    "                        such factor drawn once per simulated run; the prediction is the\n"
+    "                        median of 31 such runs: balanced ranks wait on each other's slower\n"
+    "                        actions and on the slower rank, which a run at mean times leaves\n"
+    "                        out (docs/validate_cpu.md, \"The jitter and drift terms in the\n"
+    "                        default\"). The other prediction is stored too: under NAME-nojitter\n"
+    "                        (and NAME-nodrift: the jitter term alone), or with --no-jitter-term\n"
+    "                        NAME-jitter and NAME-drift\n"
     "  (also stored, under tag NAME-rest: the prediction with every F, I, W at a profile\n"
     "                        round's time after its first microbatch, which on small blocks\n"
     "                        re-warms after the run's pass; docs/validate_cpu.md, \"Off the grid\";\n"
@@ -139,14 +152,7 @@ static const char help_format[] =
     "                        and under NAME-before: the reuse-distance term with the kind\n"
     "                        before: an I right after an F of its stage at the distance-0 ratio,\n"
     "                        an F right after a B or W of its stage at its rank's fwd_back_s /\n"
-    "                        fwd_s; and under NAME-jitter: the prediction with the jitter term:\n"
-    "                        every compute action's time times a\n"
-    "                        lognormal factor of mean 1 at the ranks' root mean square of\n"
-    "                        fwd_sd_s / fwd_s, the median of 31 such simulated runs; and under\n"
-    "                        NAME-drift, where the profile's workers ran side by side (threads or\n"
-    "                        MPI ranks): the jitter term and each rank's compute times one\n"
-    "                        lognormal factor of mean 1 drawn once per simulated run, at the\n"
-    "                        profile's rank_drift)\n"
+    "                        fwd_s)\n"
     "output:\n"
     "  --format table|csv|json   (default table)\n"
     "  --trace               store one row per executed action (timelines)\n"
@@ -160,7 +166,7 @@ static const char help_format[] =
     "exit status: 0 ok, 1 bad input or a failed run, 2 bad usage\n";
 
 enum { O_SPLIT = 1000, O_LR, O_MOM, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
-       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_PASSLEN, O_NOPASSLEN, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
+       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_PASSLEN, O_NOPASSLEN, O_NOJITTER, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
        O_FAULT, O_GPUS, O_MAXMEM, O_PARTITION, O_REPLS, O_NOPROBE, O_STEADY, O_TIMEDMAX, O_HELP };
 
 static const struct option long_opts[] = {
@@ -177,6 +183,7 @@ static const struct option long_opts[] = {
     {"terms", no_argument, 0, O_TERMS},
     {"pass-length-term", no_argument, 0, O_PASSLEN},
     {"no-pass-length-term", no_argument, 0, O_NOPASSLEN},
+    {"no-jitter-term", no_argument, 0, O_NOJITTER},
     {"format", required_argument, 0, O_FORMAT}, {"trace", no_argument, 0, O_TRACE},
     {"dump-weights", required_argument, 0, O_DUMP}, {"tag", required_argument, 0, O_TAG},
     {"db", required_argument, 0, O_DB}, {"no-db", no_argument, 0, O_NODB},
@@ -318,6 +325,7 @@ static int run_opt(int c, const char *arg, const char *seen, run_opts *o) {
     case O_TERMS: o->terms = 1; return -1;
     case O_PASSLEN: o->pass_length = 1; return -1;
     case O_NOPASSLEN: o->pass_length = 0; return -1;
+    case O_NOJITTER: o->jitter = 0; return -1;
     case O_FORMAT: o->format = arg; return -1;
     case O_TRACE: o->trace = 1; return -1;
     case O_DUMP: o->dump = arg; return -1;
@@ -411,6 +419,7 @@ int run_opts_parse(int argc, char **argv, run_opts *o) {
     o->transport = "threads";
     o->format = "table";
     o->preps = RUN_PROFILE_REPS;
+    o->jitter = 1;
     opterr = 0;
     optind = 1;
     int c, rc;

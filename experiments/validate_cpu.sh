@@ -48,10 +48,12 @@
 # those predictions, and against each of the reuse-distance and first-touch terms alone (tags
 # validate_cpu-reuse, -first), the default without the again term (-noagain, only where a rank
 # holds several stages), the default without the version term (-noversions, only where a rank's
-# STEPs go into a new weight version: PipeDream, 2BW), the prediction without the I next to its
+# STEPs go into a new weight version: PipeDream), the prediction without the I next to its
 # recomputed forward (-nonext, full recomputation), the one with the reuse-distance term and the
-# kind before (-before), the one with the ranks' jitter (-jitter), and the one with the jitter
-# and the ranks' drift (-drift).
+# kind before (-before), the one without the jitter and drift terms (-nojitter: one simulated
+# run at each action's mean time, whose per-class table is the cost model's pricing of the
+# actions, where the default's actions are one random draw each), and the one with the jitter
+# term alone (-nodrift, where the profile measured a drift).
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
@@ -443,8 +445,8 @@ if [ -f "$DB" ]; then
     other_prediction -noversions "without the version term (only the runs with a rank whose STEPs go into a new weight version)"
     other_prediction -nonext "without the I next to its recomputed forward (only the runs under full recomputation)"
     other_prediction -before "with the reuse-distance term and the kind before (an I after an F of its stage, an F after its backwards)"
-    other_prediction -jitter "with the jitter term (the median of 31 simulated runs, each action at a lognormal factor of the profile's spread)"
-    other_prediction -drift "with the jitter and drift terms (the median of 31 simulated runs, each rank's speed also at a lognormal factor drawn once a run, of the profile's side-by-side drift)"
+    other_prediction -nojitter "without the jitter and drift terms (one simulated run at each action's mean time: its per-class table prices the actions, where the default's are random draws)"
+    other_prediction -nodrift "with the jitter term alone (only the runs whose profile measured a drift between the ranks)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"

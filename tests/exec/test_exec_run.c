@@ -317,11 +317,13 @@ static void test_run_stores_pair(void) {
     free(dir);
 }
 
-/* Runs `pipelab run SCHED SMALL --tag TAG --db DB --save-profile CSV` (its profile between the
- * passes), which must exit 0; returns its output (free it), printed when it failed. */
+/* Runs `pipelab run SCHED SMALL --tag TAG --db DB --save-profile CSV --no-jitter-term` (its
+ * profile between the passes; each action at its mean time, so that the predictions are closed
+ * forms of the profile), which must exit 0; returns its output (free it), printed when it failed. */
 static char *run_saving_profile(const char *sched, const char *tag, const char *db, const char *csv) {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s run %s " SMALL " --tag %s --db %s --save-profile %s", PIPELAB_BIN, sched, tag, db, csv);
+    snprintf(cmd, sizeof cmd, "%s run %s " SMALL " --tag %s --db %s --save-profile %s --no-jitter-term", PIPELAB_BIN, sched, tag,
+             db, csv);
     char *out = NULL;
     int rc = sh(cmd, &out);
     if (rc != 0) fprintf(stderr, "%s\n", out);
@@ -474,8 +476,8 @@ static void test_run_profile_between(void) {
     CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
     /* (no again term: gpipe holds one stage per rank, and its profile times no again samples) */
     static const char *const tags[] = {"with", "with-nopasslen", "with-passlen", "with-rest", "with-reuse", "with-first", "with-noagain",
-                                       "with-before", "with-jitter"};
-    static const size_t want_n[] = {2, 1, 0, 1, 1, 1, 0, 1, 1};
+                                       "with-before", "with-nojitter", "with-jitter"};
+    static const size_t want_n[] = {2, 1, 0, 1, 1, 1, 0, 1, 1, 0};
     tag_counts(s, tags, want_n, sizeof tags / sizeof *tags);
     store_close(s);
     /* usage errors: exit 2, nothing run */
@@ -519,11 +521,13 @@ static void sim_busy(const char *db, const char *tag, double busy[2]) {
     store_close(s);
 }
 
-/* The drift term, stored beside as TAG-drift when the profile's line gives the ranks' drift: a
- * run's saved profile (one round: no drift measured, so nothing stored under its -drift tag)
- * with rank_drift set to 0.05 and read back by a run with --profile stores one prediction under
- * TAG-drift, whose ranks are busy otherwise than under TAG-jitter (the same seeds: only the
- * ranks' speeds differ); at 0 nothing is stored under TAG-drift. */
+/* The jitter and drift terms in the default. A run's saved profile (one round: no drift
+ * measured; under --no-jitter-term, so its jitter term alone is stored beside as TAG-jitter and
+ * nothing under TAG-drift), with rank_drift set to 0.05 and read back with --profile, once by
+ * default and once under --no-jitter-term: the default prediction is exactly the other's
+ * TAG-drift (the same seeds), its TAG-nodrift the other's TAG-jitter, and its TAG-nojitter the
+ * other's own; with the drift's seeds the ranks are busy otherwise than with the jitter alone.
+ * At rank_drift 0 the default is the jitter term alone: nothing under TAG-nodrift or TAG-drift. */
 static void test_run_drift(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "drift.db");
@@ -531,13 +535,14 @@ static void test_run_drift(void) {
     char *csv2 = pl_test_path(dir, "drift2.csv");
     free(run_saving_profile("--kind gpipe --ranks 2 --microbatches 4", "d0", db, csv));
     char cmd[2048];
-    const char *const drifts[] = {"0.05", "0"};
-    for (int k = 0; k < 2; k++) {
+    static const char *const drifts[] = {"0.05", "0.05", "0"}, *const names[] = {"d1", "d1x", "d2"},
+                             *const flags[] = {"", "--no-jitter-term", ""};
+    for (int k = 0; k < 3; k++) {
         snprintf(cmd, sizeof cmd, "sed 's/rank_drift=[^ ]*$/rank_drift=%s/' %s > %s && grep -q 'rank_drift=%s$' %s", drifts[k],
                  csv, csv2, drifts[k], csv2);
         CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
-        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag d%d --db %s --profile %s",
-                 PIPELAB_BIN, k + 1, db, csv2);
+        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag %s --db %s --profile %s %s",
+                 PIPELAB_BIN, names[k], db, csv2, flags[k]);
         char *out = NULL;
         int rc = sh(cmd, &out);
         if (rc != 0) fprintf(stderr, "%s\n", out ? out : "");
@@ -547,13 +552,21 @@ static void test_run_drift(void) {
     store *s = NULL;
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
-    static const char *const tags[] = {"d0-drift", "d1-drift", "d2-drift", "d1-jitter", "d2-jitter"};
-    static const size_t want_n[] = {0, 1, 0, 1, 1};
+    static const char *const tags[] = {"d0-drift", "d0-jitter", "d1-nojitter", "d1-nodrift", "d1-drift", "d1x-drift",
+                                       "d1x-jitter", "d1x-nojitter", "d2-nojitter", "d2-nodrift"};
+    static const size_t want_n[] = {0, 1, 1, 1, 0, 1, 1, 0, 1, 0};
     tag_counts(s, tags, want_n, sizeof tags / sizeof *tags);
     store_close(s);
+    static const char *const same[][2] = {{"d1", "d1x-drift"}, {"d1-nodrift", "d1x-jitter"}, {"d1-nojitter", "d1x"}};
+    for (int k = 0; k < 3; k++) {
+        double a[2], b[2];
+        sim_busy(db, same[k][0], a);
+        sim_busy(db, same[k][1], b);
+        for (int q = 0; q < 2; q++) CU_ASSERT(a[q] > 0 && a[q] == b[q]);
+    }
     double bd[2], bj[2];
-    sim_busy(db, "d1-drift", bd);
-    sim_busy(db, "d1-jitter", bj);
+    sim_busy(db, "d1", bd);
+    sim_busy(db, "d1-nodrift", bj);
     CU_ASSERT(bd[0] > 0 && bj[0] > 0 && (bd[0] != bj[0] || bd[1] != bj[1]));
     free(csv2);
     free(csv);
@@ -780,7 +793,7 @@ static void test_run_fault_stores_nothing(void) {
     /* the measured run, its prediction, the prediction with the reuse-distance terms, the one
      * with the pass-length term, the one at the rounds' later microbatches (TAG-rest) and the
      * reuse-distance and first-touch terms alone (no again term with one stage per rank) and the
-     * reuse-distance term with the kind before and the one with the jitter term */
+     * reuse-distance term with the kind before and the one without the jitter term */
     CU_ASSERT_EQUAL(count_runs(db), 9);
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s --inject-fault 1:3:1",
              PIPELAB_BIN, db);
@@ -1078,7 +1091,7 @@ static void test_mpi_equals_threads(void) {
     CU_ASSERT_EQUAL(count_runs(db), 18); /* per run: measured, predicted, with the reuse terms, with the pass-length
                                          * term, at the rounds' later microbatches, with the reuse-distance and the
                                          * first-touch term alone, with the reuse-distance term and the kind
-                                         * before, with the jitter term */
+                                         * before, without the jitter term */
     /* each MPI rank's worker profiles between the passes too; rank 0 gathers their times: the
      * saved profile has one worker line per rank and the prediction says where it came from (40
      * repetitions: 10 rounds, whose F each rank sends to rank 0 for the ranks' drift) */
@@ -1262,7 +1275,7 @@ void exec_test_run_register(void) {
         {"the again term in the prediction, the one without it stored beside", test_run_again_default},
         {"the version term in the prediction, the one without it stored beside", test_run_versions},
         {"the kind before: a prediction stored beside, against the reuse-distance term alone", test_run_kind_before},
-        {"the drift term: stored beside from the profile's ranks' drift", test_run_drift},
+        {"the jitter and drift terms in the default; the other predictions beside", test_run_drift},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"a stored run carries its schedule and profile files", test_run_stores_inputs},
         {"a run's host probe: CSV columns and stored params agree", test_run_host_probe},
