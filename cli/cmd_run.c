@@ -499,164 +499,175 @@ static int execute(run_opts *o, run_state *st, pl_err *e) {
     return st->prof ? PL_OK : failed(e);
 }
 
+/* What the profile's per-worker lines give the prediction (read_profile_terms), each NULL (drift
+ * 0) where the lines do not time it; the arrays point into buf, which the caller frees. */
+typedef struct profile_terms {
+    double *buf;
+    double *rank_step;   /* [ranks] each rank's STEP, when per_rank (exec_profile_worker_steps) */
+    int per_rank;
+    /* [ranks] each (cli_run_terms): the reuse-distance term's ratios, the first-touch term's,
+     * the again term's, the I next to its recomputed forward, the kind before's F, the version
+     * term's, the forward's jitter */
+    const double *reuse_i, *reuse_w, *first, *rest, *again, *next, *back, *versions, *jitter;
+    double drift;        /* the ranks' drift (exec_profile_drift), 0 without the jitter */
+    double *window;      /* [EXEC_WINDOWS ranks] the pass-length factors, when windows */
+    int windows;
+    int wrc, bad_line;   /* exec_profile_worker_windows' answer: -2 a malformed line, at bad_line */
+} profile_terms;
+
+/* Reads p from the profile CSV t (its worker lines) for a run of `ranks` ranks. Returns PL_OK or
+ * PL_ENOMEM in e. */
+static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_err *e) {
+    memset(p, 0, sizeof *p);
+    const size_t R = (size_t)ranks, S = SIM_FIRST_KINDS;
+    double *b = pl_calloc(R * (9 + 3 * S + EXEC_WINDOWS), sizeof *b);
+    if (!b) return pl_errf(e, PL_ENOMEM, "out of memory");
+    p->buf = b;
+    const char *text = t->data ? t->data : "";
+    const size_t n = t->len;
+    double *ri = b, *rw = ri + R, *fi = rw + R, *fr = fi + S * R, *ag = fr + S * R, *nx = ag + S * R, *fb = nx + R,
+           *vr = fb + R, *jt = vr + 3 * R;
+    p->rank_step = jt + R;
+    p->window = p->rank_step + R;
+    p->per_rank = exec_profile_worker_steps(text, n, ranks, p->rank_step) == 0;
+    if (exec_profile_worker_reuse(text, n, ranks, ri, rw) == 0) p->reuse_i = ri, p->reuse_w = rw;
+    if (exec_profile_worker_first(text, n, ranks, fi, fr) == 0) p->first = fi, p->rest = fr;
+    if (exec_profile_worker_again(text, n, ranks, ag) == 0) p->again = ag;
+    if (exec_profile_worker_next(text, n, ranks, nx) == 0) p->next = nx;
+    if (exec_profile_worker_back(text, n, ranks, fb) == 0) p->back = fb;
+    if (exec_profile_worker_versions(text, n, ranks, vr) > 0) p->versions = vr;
+    if (exec_profile_worker_jitter(text, n, ranks, jt) == 0) p->jitter = jt;
+    if (p->jitter) (void)exec_profile_drift(text, n, &p->drift);
+    p->wrc = exec_profile_worker_windows(text, n, ranks, p->window, &p->bad_line);
+    p->windows = p->wrc == 0;
+    return PL_OK;
+}
+
+/* The prediction's terms from p:
+ * - with `measured`, the reuse-distance and first-touch terms (the default leaves them beside:
+ *   with the profile's buffers on cache lines as the run's, they shorten the prediction by about
+ *   1% more than the runs are short; docs/validate_cpu.md);
+ * - the again term, where a rank holds several stages ("The again samples: a streak, and a B's
+ *   order"), the I next to its recomputed forward ("The I next to its recomputed forward") and
+ *   the version term where a rank's STEPs go into a new weight version ("Two weight versions:
+ *   the version term");
+ * - the pass-length term under --pass-length-term;
+ * - the jitter and drift terms unless --no-jitter-term ("The jitter and drift terms in the
+ *   default"). */
+static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int measured) {
+    cli_run_terms t = {NULL, NULL, NULL, NULL, p->again, p->windows && o->pass_length ? p->window : NULL, p->next, NULL,
+                       o->jitter ? p->jitter : NULL, o->jitter ? p->drift : 0, p->versions};
+    if (measured) {
+        t.reuse_i = p->reuse_i;
+        t.reuse_w = p->reuse_w;
+        t.first = p->first;
+        t.rest = p->rest;
+    }
+    return t;
+}
+
+/* Makes the prediction stored beside in slot i, under the run's tag with suffix sfx, from terms
+ * t; returns PL_OK or an error in e. */
+static int predict_beside(const run_opts *o, run_state *st, const double *steps, const cli_run_terms *t, int i, const char *sfx,
+                          pl_err *e) {
+    cost_transport tr = o->mpi ? COST_TRANSPORT_MPI : COST_TRANSPORT_THREADS;
+    int rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, t, &st->pr_alt[i], e);
+    st->have_alt[i] = rc == PL_OK;
+    snprintf(st->tag_alt[i], sizeof st->tag_alt[i], "%s%s", o->tag ? o->tag : "", sfx);
+    return rc;
+}
+
+/* Makes the predictions stored beside the one on terms m (run_state.pr_alt, in its order), each
+ * where p times what it changes: what each term moves, and the terms left out of the default.
+ * Returns PL_OK or the first error in e. */
+static int predict_others(const run_opts *o, run_state *st, const profile_terms *p, const cli_run_terms *m, pl_err *e) {
+    cli_run_terms t[CLI_RUN_ALTS];
+    const char *sfx[CLI_RUN_ALTS];
+    int on[CLI_RUN_ALTS];
+    for (int i = 0; i < CLI_RUN_ALTS; i++) t[i] = *m;
+    /* [0] the other side of --terms */
+    t[0] = terms_of(o, p, !o->terms);
+    on[0] = p->reuse_i || p->first;
+    sfx[0] = o->terms ? RUN_TAG_NOTERMS_SUFFIX : RUN_TAG_TERMS_SUFFIX;
+    /* [1] the other side of --pass-length-term */
+    t[1].window = m->window ? NULL : p->window;
+    on[1] = p->windows;
+    sfx[1] = m->window ? RUN_TAG_NOPASSLEN_SUFFIX : RUN_TAG_PASSLEN_SUFFIX;
+    /* [2] every F, I, W at the time of a profile round's microbatches after its first: a round
+     * follows a pass in its gap, which evicted the profile's buffers, and on small blocks its
+     * first microbatch ran up to 40% slower, where a pass's first action of a stage does not
+     * (docs/validate_cpu.md, "Off the grid") */
+    t[2] = terms_of(o, p, 0);
+    t[2].first = t[2].rest = p->rest;
+    on[2] = p->first != NULL;
+    sfx[2] = RUN_TAG_REST_SUFFIX;
+    /* [3] [4] the reuse-distance and the first-touch term each alone beside the default's, [5]
+     * the default without the again term: which of them moves which configurations ("Repeats":
+     * each fixes the points of its own cause and shortens the rest) */
+    t[3] = t[4] = terms_of(o, p, 0);
+    t[3].reuse_i = p->reuse_i;
+    t[3].reuse_w = p->reuse_w;
+    t[4].first = p->first;
+    t[4].rest = p->rest;
+    t[5].again = NULL;
+    on[3] = p->reuse_i != NULL;
+    on[4] = p->first != NULL;
+    on[5] = p->again != NULL;
+    sfx[3] = RUN_TAG_REUSE_SUFFIX;
+    sfx[4] = RUN_TAG_FIRST_SUFFIX;
+    sfx[5] = RUN_TAG_NOAGAIN_SUFFIX;
+    /* [6] without the I next to its recomputed forward, where the prediction prices it */
+    t[6].next = NULL;
+    on[6] = cli_run_terms_next_on(m) && st->s->recompute == SCHED_RECOMPUTE_FULL;
+    sfx[6] = RUN_TAG_NONEXT_SUFFIX;
+    /* [7] the reuse-distance term and the kind before: an I right after an F of its stage at the
+     * distance-0 ratio, an F right after a B or W of its stage at the profile's F after the
+     * backwards ("The kind before") */
+    t[7].reuse_i = p->reuse_i;
+    t[7].reuse_w = p->reuse_w;
+    t[7].back = p->back;
+    on[7] = p->reuse_i && p->back;
+    sfx[7] = RUN_TAG_BEFORE_SUFFIX;
+    /* [8] the other side of the jitter and drift terms: without both (with both under
+     * --no-jitter-term), and [9] where the profile measured a drift, the jitter term alone */
+    t[8].jitter = o->jitter ? NULL : p->jitter;
+    t[8].drift = o->jitter ? 0 : p->drift;
+    on[8] = p->jitter != NULL;
+    sfx[8] = o->jitter ? RUN_TAG_NOJITTER_SUFFIX : p->drift > 0 ? RUN_TAG_DRIFT_SUFFIX : RUN_TAG_JITTER_SUFFIX;
+    t[9].jitter = p->jitter;
+    t[9].drift = 0;
+    on[9] = p->jitter && p->drift > 0;
+    sfx[9] = o->jitter ? RUN_TAG_NODRIFT_SUFFIX : RUN_TAG_JITTER_SUFFIX;
+    /* [10] without the version term, where the prediction has it */
+    t[10].versions = NULL;
+    on[10] = m->versions != NULL;
+    sfx[10] = RUN_TAG_NOVERSIONS_SUFFIX;
+    int rc = PL_OK;
+    for (int i = 0; rc == PL_OK && i < CLI_RUN_ALTS; i++)
+        if (on[i]) rc = predict_beside(o, st, p->per_rank ? p->rank_step : NULL, &t[i], i, sfx[i], e);
+    return rc;
+}
+
 /* Makes the prediction from the profile, each stage's STEP on its rank's core when the profile
  * has one worker per rank (between the passes, whose block rows are the ranks' own too; or P
- * workers at once), else the STEP over all of them; then writes --save-profile. Returns PL_OK or
- * an error in e. */
+ * workers at once), else the STEP over all of them, and the predictions stored beside it; then
+ * writes --save-profile. Returns PL_OK or an error in e. */
 static int predict(const run_opts *o, run_state *st, pl_err *e) {
-    const pl_buf *t = &st->pcsv;
-    double *rank_step = pl_calloc((size_t)st->s->ranks, sizeof *rank_step);
-    if (!rank_step) return pl_errf(e, PL_ENOMEM, "out of memory");
-    int per_rank = exec_profile_worker_steps(t->data ? t->data : "", t->len, st->s->ranks, rank_step) == 0;
-    /* the reuse-distance and first-touch terms when the profile's worker lines time them: in the
-     * prediction under --terms, else in the other one, stored beside (docs/validate_cpu.md: with
-     * the profile's buffers on cache lines as the run's, they shorten the prediction by about 1%
-     * more than the runs are short); the again term in both, where a rank holds several stages
-     * (docs/validate_cpu.md, "The again samples: a streak, and a B's order") */
+    profile_terms p;
+    if (read_profile_terms(&st->pcsv, st->s->ranks, &p, e) != PL_OK) return PL_ENOMEM;
+    const cli_run_terms m = terms_of(o, &p, o->terms);
     cost_transport tr = o->mpi ? COST_TRANSPORT_MPI : COST_TRANSPORT_THREADS;
-    size_t R = (size_t)st->s->ranks;
-    const char *text = t->data ? t->data : "";
-    double *ri = pl_calloc((2 + 3 * SIM_FIRST_KINDS) * R, sizeof *ri), *rw = ri ? ri + R : NULL;
-    double *fi = ri ? rw + R : NULL, *fr = ri ? fi + SIM_FIRST_KINDS * R : NULL, *ag = ri ? fr + SIM_FIRST_KINDS * R : NULL;
-    int reuse = ri && exec_profile_worker_reuse(text, t->len, st->s->ranks, ri, rw) == 0;
-    int first = ri && exec_profile_worker_first(text, t->len, st->s->ranks, fi, fr) == 0;
-    int again = ri && exec_profile_worker_again(text, t->len, st->s->ranks, ag) == 0;
-    const double *agp = again ? ag : NULL;
-    /* the I next to its recomputed forward when the worker lines time it: in every prediction
-     * (docs/validate_cpu.md, "The I next to its recomputed forward") */
-    double *nx = pl_calloc(R, sizeof *nx);
-    const double *np = nx && exec_profile_worker_next(text, t->len, st->s->ranks, nx) == 0 ? nx : NULL;
-    /* the F right after the backwards of its stage, for the kind before (stored beside) */
-    double *fb = pl_calloc(R, sizeof *fb);
-    const double *fbp = fb && exec_profile_worker_back(text, t->len, st->s->ranks, fb) == 0 ? fb : NULL;
-    /* the version term where a rank's STEPs go into a new weight version and its worker timed the
-     * cycle on two versions: in every prediction (docs/validate_cpu.md, "Two weight versions: the
-     * version term") */
-    double *vr = pl_calloc(3 * R, sizeof *vr);
-    const double *vp = vr && exec_profile_worker_versions(text, t->len, st->s->ranks, vr) > 0 ? vr : NULL;
-    /* the forward's jitter and the ranks' drift (0: off), for the jitter and drift terms: in
-     * every prediction unless --no-jitter-term (docs/validate_cpu.md, "The jitter and drift terms
-     * in the default"); the drift only with the jitter */
-    double *jt = pl_calloc(R, sizeof *jt);
-    const double *jtp = jt && exec_profile_worker_jitter(text, t->len, st->s->ranks, jt) == 0 ? jt : NULL;
-    double drift = 0;
-    (void)exec_profile_drift(text, t->len, &drift);
-    if (!jtp) drift = 0;
-    const double *jm = o->jitter ? jtp : NULL;
-    const double dm = o->jitter ? drift : 0;
-    /* the pass-length term when the profile's windows lines have it: in the prediction and the
-     * terms' other one under --pass-length-term, and the second other one toggles it */
-    double *win = pl_calloc((size_t)EXEC_WINDOWS * R, sizeof *win);
-    int bad_line = 0, wrc = win ? exec_profile_worker_windows(text, t->len, st->s->ranks, win, &bad_line) : -1;
-    int windows = wrc == 0;
-    const double *wp = windows && o->pass_length ? win : NULL;
-    const cli_run_terms terms = {reuse ? ri : NULL, reuse ? rw : NULL, first ? fi : NULL, first ? fr : NULL, agp, wp, np, NULL, jm, dm, vp};
-    const cli_run_terms base = {NULL, NULL, NULL, NULL, agp, wp, np, NULL, jm, dm, vp};
-    const double *steps = per_rank ? rank_step : NULL;
-    const cli_run_terms *main_terms = o->terms ? &terms : &base, *alt_terms = o->terms ? &base : &terms;
-    cli_run_terms toggled = *main_terms;
-    toggled.window = wp ? NULL : win;
-    int rc = wrc == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed pass-length line (# " EXEC_PROFILE_META
-                                 " windows worker=W first_ms=1 factors= and %d positive numbers)",
-                                 st->profile_src, bad_line, EXEC_WINDOWS)
-             : ri && win && nx && fb && jt && vr ? cli_run_predict(st->s, &o->c, st->prof, tr, steps, main_terms, &st->pr, e) : pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = p.wrc == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed pass-length line (# " EXEC_PROFILE_META
+                                   " windows worker=W first_ms=1 factors= and %d positive numbers)",
+                                   st->profile_src, p.bad_line, EXEC_WINDOWS)
+                         : cli_run_predict(st->s, &o->c, st->prof, tr, p.per_rank ? p.rank_step : NULL, &m, &st->pr, e);
     st->have_pred = rc == PL_OK;
-    st->pred_noise[0] = cli_run_terms_cv(main_terms, st->s->ranks);
-    st->pred_noise[1] = main_terms->drift;
-    const char *tag = o->tag ? o->tag : "";
-    if (rc == PL_OK && (reuse || first)) {
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, alt_terms, &st->pr_alt[0], e);
-        st->have_alt[0] = rc == PL_OK;
-        snprintf(st->tag_alt[0], sizeof st->tag_alt[0], "%s%s", tag, o->terms ? RUN_TAG_NOTERMS_SUFFIX : RUN_TAG_TERMS_SUFFIX);
-    }
-    if (rc == PL_OK && windows) {
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &toggled, &st->pr_alt[1], e);
-        st->have_alt[1] = rc == PL_OK;
-        snprintf(st->tag_alt[1], sizeof st->tag_alt[1], "%s%s", tag, wp ? RUN_TAG_NOPASSLEN_SUFFIX : RUN_TAG_PASSLEN_SUFFIX);
-    }
-    /* every F, I, W at the time of a profile round's microbatches after its first: a round
-     * follows a pass of the run in its gap, which evicted the profile's buffers, and on small
-     * blocks its first microbatch ran up to 40% slower, where a pass's first action of a stage
-     * does not (docs/validate_cpu.md, "Off the grid"); stored beside, not applied */
-    if (rc == PL_OK && first) {
-        const cli_run_terms rest = {NULL, NULL, fr, fr, agp, wp, np, NULL, jm, dm, vp};
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &rest, &st->pr_alt[2], e);
-        st->have_alt[2] = rc == PL_OK;
-        snprintf(st->tag_alt[2], sizeof st->tag_alt[2], "%s%s", tag, RUN_TAG_REST_SUFFIX);
-    }
-    /* the reuse-distance and the first-touch term each alone beside the default's again term, and
-     * the prediction without the again term, stored beside: which of them moves which
-     * configurations (docs/validate_cpu.md, "Repeats": each fixes the points of its own cause and
-     * shortens the rest) */
-    cli_run_terms noagain = *main_terms;
-    noagain.again = NULL;
-    const cli_run_terms alone[3] = {{reuse ? ri : NULL, reuse ? rw : NULL, NULL, NULL, agp, wp, np, NULL, jm, dm, vp},
-                                    {NULL, NULL, first ? fi : NULL, first ? fr : NULL, agp, wp, np, NULL, jm, dm, vp},
-                                    noagain};
-    static const char *const alone_suffix[3] = {RUN_TAG_REUSE_SUFFIX, RUN_TAG_FIRST_SUFFIX, RUN_TAG_NOAGAIN_SUFFIX};
-    const int alone_on[3] = {reuse, first, again};
-    for (int k = 0; rc == PL_OK && k < 3; k++) {
-        if (!alone_on[k]) continue;
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &alone[k], &st->pr_alt[3 + k], e);
-        st->have_alt[3 + k] = rc == PL_OK;
-        snprintf(st->tag_alt[3 + k], sizeof st->tag_alt[3 + k], "%s%s", tag, alone_suffix[k]);
-    }
-    /* without the I next to its recomputed forward, stored beside: what it moved (none when the
-     * prediction does not price it: under --terms) */
-    if (rc == PL_OK && cli_run_terms_next_on(main_terms) && st->s->recompute == SCHED_RECOMPUTE_FULL) {
-        cli_run_terms off = *main_terms;
-        off.next = NULL;
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &off, &st->pr_alt[6], e);
-        st->have_alt[6] = rc == PL_OK;
-        snprintf(st->tag_alt[6], sizeof st->tag_alt[6], "%s%s", tag, RUN_TAG_NONEXT_SUFFIX);
-    }
-    /* with the reuse-distance term and the kind before, stored beside: an I right after an F of
-     * its stage at the distance-0 ratio, an F right after a B or W of its stage at the profile's
-     * F after the backwards (docs/validate_cpu.md, "The kind before") */
-    if (rc == PL_OK && reuse && fbp) {
-        cli_run_terms with = *main_terms;
-        with.reuse_i = ri;
-        with.reuse_w = rw;
-        with.back = fbp;
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &with, &st->pr_alt[7], e);
-        st->have_alt[7] = rc == PL_OK;
-        snprintf(st->tag_alt[7], sizeof st->tag_alt[7], "%s%s", tag, RUN_TAG_BEFORE_SUFFIX);
-    }
-    /* the other side of the jitter and drift terms, stored beside: without both (with both
-     * under --no-jitter-term), and where the profile measured a drift, the jitter term alone */
-    if (rc == PL_OK && jtp) {
-        cli_run_terms other = *main_terms;
-        other.jitter = o->jitter ? NULL : jtp;
-        other.drift = o->jitter ? 0 : drift;
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &other, &st->pr_alt[8], e);
-        st->have_alt[8] = rc == PL_OK;
-        const char *sfx = o->jitter ? RUN_TAG_NOJITTER_SUFFIX : drift > 0 ? RUN_TAG_DRIFT_SUFFIX : RUN_TAG_JITTER_SUFFIX;
-        snprintf(st->tag_alt[8], sizeof st->tag_alt[8], "%s%s", tag, sfx);
-    }
-    if (rc == PL_OK && jtp && drift > 0) {
-        cli_run_terms other = *main_terms;
-        other.jitter = jtp;
-        other.drift = 0;
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &other, &st->pr_alt[9], e);
-        st->have_alt[9] = rc == PL_OK;
-        snprintf(st->tag_alt[9], sizeof st->tag_alt[9], "%s%s", tag, o->jitter ? RUN_TAG_NODRIFT_SUFFIX : RUN_TAG_JITTER_SUFFIX);
-    }
-    /* without the version term, stored beside: what it moved */
-    if (rc == PL_OK && main_terms->versions) {
-        cli_run_terms off = *main_terms;
-        off.versions = NULL;
-        rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, &off, &st->pr_alt[10], e);
-        st->have_alt[10] = rc == PL_OK;
-        snprintf(st->tag_alt[10], sizeof st->tag_alt[10], "%s%s", tag, RUN_TAG_NOVERSIONS_SUFFIX);
-    }
-    free(vr);
-    free(fb);
-    free(jt);
-    free(rank_step);
-    free(ri);
-    free(win);
-    free(nx);
+    st->pred_noise[0] = cli_run_terms_cv(&m, st->s->ranks);
+    st->pred_noise[1] = m.drift;
+    if (rc == PL_OK) rc = predict_others(o, st, &p, &m, e);
+    free(p.buf);
     if (rc != PL_OK) return rc;
+    const pl_buf *t = &st->pcsv;
     return o->save_profile && t->len ? pl_write_file(o->save_profile, t->data, t->len, e) : PL_OK;
 }
 
