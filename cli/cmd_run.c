@@ -158,8 +158,9 @@ static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, 
     }
 }
 
-/* Writes JSON: the run, the prediction and a per-rank array. */
-static void out_json(const sched *s, const exec_result *r, const sim_result *pr, const cost_memory *mem,
+/* Writes JSON: the run, the prediction (how it was made: its simulated runs, the jitter and drift
+ * terms' coefficients of variation, noise; 0 when off) and a per-rank array. */
+static void out_json(const sched *s, const exec_result *r, const sim_result *pr, const double noise[2], const cost_memory *mem,
                      const cli_run_store_info *info, const int64_t ids[2], pl_buf *b) {
     double ip = r->iterations_per_pass;
     pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations_per_pass\":%d,"
@@ -170,8 +171,10 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
     pl_buf_json_string(b, r->warning);
     pl_buf_putc(b, ',');
     if (pr)
-        pl_buf_printf(b, "\"predicted\":{\"iteration_time_s\":%.9g,\"throughput_samples_s\":%.9g,\"rel_error\":%.6g},",
-                      pr->iteration_time_s, pr->throughput, rel_err(pr->iteration_time_s, r->iter_median_s));
+        pl_buf_printf(b, "\"predicted\":{\"iteration_time_s\":%.9g,\"throughput_samples_s\":%.9g,\"rel_error\":%.6g,"
+                         "\"simulated_runs\":%d,\"jitter_cv\":%.6g,\"drift_cv\":%.6g},",
+                      pr->iteration_time_s, pr->throughput, rel_err(pr->iteration_time_s, r->iter_median_s),
+                      noise[0] > 0 || noise[1] > 0 ? CLI_RUN_JITTER_RUNS : 1, noise[0], noise[1]);
     pl_buf_printf(b, "\"run_ids\":[%lld,%lld],\"params\":", (long long)ids[0], (long long)ids[1]);
     cli_run_params_json(r, info, b);
     pl_buf_puts(b, ",\"per_rank\":[");
@@ -695,7 +698,7 @@ static int report(const run_opts *o, run_state *st, int argc, char **argv, pl_bu
     info.host_probe = st->have_probe ? &st->probe : NULL;
     int64_t ids[2] = {0, 0};
     int rc = o->no_db ? PL_OK : cli_run_store(s, r, pr, &info, ids, e);
-    if (rc == PL_OK && strcmp(o->format, "json") == 0) out_json(s, r, pr, st->mem, &info, ids, out);
+    if (rc == PL_OK && strcmp(o->format, "json") == 0) out_json(s, r, pr, st->pred_noise, st->mem, &info, ids, out);
     else if (rc == PL_OK && strcmp(o->format, "csv") == 0) out_csv(s, r, pr, st->mem, info.host_probe, out);
     else if (rc == PL_OK) out_table(o, s, r, pr, st->mem, st->profile_src, st->pred_noise, info.host_probe, out);
     if (rc == PL_OK && !o->no_db && strcmp(o->format, "table") == 0)

@@ -527,7 +527,9 @@ static void sim_busy(const char *db, const char *tag, double busy[2]) {
  * default and once under --no-jitter-term: the default prediction is exactly the other's
  * TAG-drift (the same seeds), its TAG-nodrift the other's TAG-jitter, and its TAG-nojitter the
  * other's own; with the drift's seeds the ranks are busy otherwise than with the jitter alone.
- * At rank_drift 0 the default is the jitter term alone: nothing under TAG-nodrift or TAG-drift. */
+ * At rank_drift 0 the default is the jitter term alone: nothing under TAG-nodrift or TAG-drift.
+ * The JSON output says how each predicted: 31 simulated runs, the jitter's cv and the drift's,
+ * or one run and both 0. */
 static void test_run_drift(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "drift.db");
@@ -541,12 +543,20 @@ static void test_run_drift(void) {
         snprintf(cmd, sizeof cmd, "sed 's/rank_drift=[^ ]*$/rank_drift=%s/' %s > %s && grep -q 'rank_drift=%s$' %s", drifts[k],
                  csv, csv2, drifts[k], csv2);
         CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
-        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag %s --db %s --profile %s %s",
+        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag %s --db %s --profile %s %s --format json",
                  PIPELAB_BIN, names[k], db, csv2, flags[k]);
         char *out = NULL;
         int rc = sh(cmd, &out);
         if (rc != 0) fprintf(stderr, "%s\n", out ? out : "");
         CU_ASSERT_EQUAL_FATAL(rc, 0);
+        /* the JSON says how it predicted: 31 runs with the terms, one without */
+        const char *pj = out ? strstr(out, "\"simulated_runs\":") : NULL;
+        int runs = 0;
+        double cv = -1, dcv = -1;
+        CU_ASSERT(pj && sscanf(pj, "\"simulated_runs\":%d,\"jitter_cv\":%lf,\"drift_cv\":%lf", &runs, &cv, &dcv) == 3);
+        CU_ASSERT_EQUAL(runs, k == 1 ? 1 : 31); /* CLI_RUN_JITTER_RUNS */
+        CU_ASSERT(k == 1 ? cv == 0 : cv > 0);
+        CU_ASSERT_DOUBLE_EQUAL(dcv, k == 0 ? 0.05 : 0, 1e-12);
         free(out);
     }
     store *s = NULL;
