@@ -814,12 +814,13 @@ double exec_stddev(const double *v, int n);
  * middle two) without touching v; NAN when n is 0 or out of memory (exec_assemble.c). */
 double exec_median(const double *v, size_t n);
 
-/* Returns the persistent part of the variance of d[n] (n >= 2): its autocovariance at lag 1,
- * after each value is clipped to 3 robust standard deviations (1.4826 times the median absolute
- * deviation) about the median, so that one interrupted round moves it little; d is clipped in
- * place. What varies from one value to the next alone (an action's jitter, a single
- * interruption) adds nothing to it in expectation; what holds over consecutive values adds its
- * variance. tmp holds n doubles. The ranks' drift (exec_layer_profile.drift) is half of it over
+/* Returns the persistent part of the variance of d[n] (n >= 2): its autocovariance at lag 1
+ * about the series' mean, plus its variance over n (the bias that taking out the mean gives the
+ * first: -variance / n for independent values), after each value is clipped to 3 robust
+ * standard deviations (1.4826 times the median absolute deviation) about the median, so that one
+ * interrupted round moves it little; d is clipped in place. What varies from one value to the
+ * next alone (an action's jitter, a single interruption) adds nothing to it in expectation; what
+ * holds over consecutive values adds its variance. tmp holds n doubles. The ranks' drift (exec_layer_profile.drift) is half of it over
  * the log ratios of two workers' rounds. */
 double exec_lag1_variance(double *d, size_t n, double *tmp);
 /* The ranks' drift (exec_layer_profile.drift) from `workers` workers' per-round F means

@@ -821,15 +821,19 @@ static void fwd_jitter(const prof_thread *const *x, int threads, double *scratch
 
 /* exec_int.h. */
 double exec_lag1_variance(double *d, size_t n, double *tmp) {
-    double mid = exec_median(d, n), mu = 0, c1 = 0;
+    double mid = exec_median(d, n), mu = 0, c0 = 0, c1 = 0;
     for (size_t k = 0; k < n; k++) tmp[k] = fabs(d[k] - mid);
     double lim = 3 * 1.4826 * exec_median(tmp, n);
     for (size_t k = 0; k < n; k++) {
         d[k] = d[k] - mid > lim ? mid + lim : d[k] - mid < -lim ? mid - lim : d[k];
         mu += d[k] / (double)n;
     }
+    for (size_t k = 0; k < n; k++) c0 += (d[k] - mu) * (d[k] - mu) / (double)(n - 1);
     for (size_t k = 0; k + 1 < n; k++) c1 += (d[k] - mu) * (d[k + 1] - mu) / (double)(n - 1);
-    return c1;
+    /* taking out the series' own mean biases c1 by -c0 / n (of independent values, exactly: their
+     * variance over n), as much as the drift of a few percent that 8 rounds measure; c0 / n puts
+     * it back, so that independent values read 0 in expectation */
+    return c1 + c0 / (double)n;
 }
 
 /* exec_int.h. Every worker runs the same rounds in the same gaps, so the log of a round's ratio

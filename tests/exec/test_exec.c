@@ -1,6 +1,8 @@
 /* test_exec.c: the executor against finite differences, a sequential reference of the same
  * training (every synchronous schedule, PipeDream stashing, 2BW), exact memory closed forms,
  * and fault handling (injected errors, wrong-size messages, memory budgets, bad schedules). */
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1615,22 +1617,45 @@ static void test_profile_reuse_lines(void) {
 }
 
 /* The ranks' drift. exec_lag1_variance: a series that holds +a for 12 values and then -a for 12
- * (a persistent difference between two workers) has mean 0 and lag-1 autocovariance
- * (22 - 1) a^2 / 23; one that alternates +a, -a (what varies from one round to the next alone)
- * -a^2, so no drift; one value of 1 (an interrupted round) is clipped to 3 robust standard
+ * (a persistent difference between two workers) has mean 0, lag-1 autocovariance
+ * (22 - 1) a^2 / 23 and variance 24 a^2 / 23, so 22 a^2 / 23 with the mean's bias put back
+ * (variance / 24); one that alternates +a, -a (what varies from one round to the next alone)
+ * -a^2 + a^2 / 23, so no drift; independent values (GSL's gaussian draws, 20000 series of 8)
+ * read 0 on average within 4 standard errors, where the lag-1 autocovariance alone reads
+ * -variance / 8; one value of 1 (an interrupted round) is clipped to 3 robust standard
  * deviations (1.4826 a here) about the median 0, so the first series with its fifth value 1
  * gives what that value at 3 x 1.4826 a gives. exec_drift_of: two workers whose rounds' F ratio
- * holds e^a for 12 rounds and then e^-a have a drift of sqrt(21 a^2 / 23 / 2) (a round more on
+ * holds e^a for 12 rounds and then e^-a have a drift of sqrt(22 a^2 / 23 / 2) (a round more on
  * one worker is left out); a third worker with the first's rounds adds a pair with no drift and
- * one with the same, sqrt(21 a^2 / 23 / 3); alternating rounds, 7 rounds side by side or one
+ * one with the same, sqrt(22 a^2 / 23 / 3); alternating rounds, 7 rounds side by side or one
  * worker have none. exec_profile_drift reads the profile's line. */
+/* exec_lag1_variance of independent values: 0 on average (test_rank_drift). */
+static void lag1_unbiased(void) {
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    gsl_rng_set(g, 7);
+    const int series = 20000;
+    double sum = 0, sum2 = 0, d[8], tmp[8];
+    for (int s = 0; s < series; s++) {
+        for (int k = 0; k < 8; k++) d[k] = gsl_ran_gaussian(g, 1.0);
+        double v = exec_lag1_variance(d, 8, tmp);
+        sum += v;
+        sum2 += v * v;
+    }
+    gsl_rng_free(g);
+    double mean = sum / series, se = sqrt((sum2 / series - mean * mean) / series);
+    CU_ASSERT(fabs(mean) < 4 * se);
+    CU_ASSERT(se < 0.01); /* and the lag-1 autocovariance alone, -1/8, is far outside */
+}
+
 static void test_rank_drift(void) {
     const double a = 0.02;
     double d[24], tmp[24];
     for (int k = 0; k < 24; k++) d[k] = k < 12 ? a : -a;
-    CU_ASSERT_DOUBLE_EQUAL(exec_lag1_variance(d, 24, tmp), 21 * a * a / 23, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(exec_lag1_variance(d, 24, tmp), 22 * a * a / 23, 1e-15);
     for (int k = 0; k < 24; k++) d[k] = k % 2 ? -a : a;
-    CU_ASSERT_DOUBLE_EQUAL(exec_lag1_variance(d, 24, tmp), -a * a, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(exec_lag1_variance(d, 24, tmp), -a * a + a * a / 23, 1e-15);
+    lag1_unbiased();
     double clipped[24];
     for (int k = 0; k < 24; k++) d[k] = clipped[k] = k < 12 ? a : -a;
     d[4] = 1;
@@ -1638,6 +1663,7 @@ static void test_rank_drift(void) {
     double mu = 0, want = 0;
     for (int k = 0; k < 24; k++) mu += clipped[k] / 24;
     for (int k = 0; k < 23; k++) want += (clipped[k] - mu) * (clipped[k + 1] - mu) / 23;
+    for (int k = 0; k < 24; k++) want += (clipped[k] - mu) * (clipped[k] - mu) / 23 / 24;
     CU_ASSERT_DOUBLE_EQUAL(exec_lag1_variance(d, 24, tmp), want, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(d[4], clipped[4], 1e-15); /* clipped in place */
     /* the drift over the workers' rounds */
@@ -1649,8 +1675,8 @@ static void test_rank_drift(void) {
     }
     const double *means[3] = {m0, m1, m2};
     size_t n[3] = {25, 24, 24};
-    CU_ASSERT_DOUBLE_EQUAL(exec_drift_of(means, n, 2, scratch), sqrt(21 * a * a / 23 / 2), 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL(exec_drift_of(means, n, 3, scratch), sqrt(21 * a * a / 23 / 3), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(exec_drift_of(means, n, 2, scratch), sqrt(22 * a * a / 23 / 2), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(exec_drift_of(means, n, 3, scratch), sqrt(22 * a * a / 23 / 3), 1e-12);
     CU_ASSERT_EQUAL(exec_drift_of(means, n, 1, scratch), 0);
     size_t few[2] = {7, 7};
     CU_ASSERT_EQUAL(exec_drift_of(means, few, 2, scratch), 0);

@@ -241,7 +241,7 @@ static void test_zb_bubble_rate_measured(void) {
 /* The ranks' drift over the records (exec_assemble), as an MPI run's rank 0 sets them side by
  * side: each record carries its worker's rounds' F (40 repetitions of the profile between the
  * passes: 10 rounds, every one whole); replaced by two series whose ratio holds e^a for 12
- * rounds and then e^-a, the assembled profile's drift is exec_drift_of's sqrt(21 a^2 / 23 / 2). */
+ * rounds and then e^-a, the assembled profile's drift is exec_drift_of's sqrt(22 a^2 / 23 / 2). */
 #define DRIFT_A 0.03
 static size_t g_rounds[2];
 static int g_rounds_whole[2];
@@ -268,7 +268,7 @@ static void test_drift_over_records(void) {
         CU_ASSERT(g_rounds_whole[r]);
     }
     CU_ASSERT_PTR_NOT_NULL_FATAL(a.between_profile);
-    CU_ASSERT_DOUBLE_EQUAL(a.between_profile[0].drift, sqrt(21 * DRIFT_A * DRIFT_A / 23 / 2), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(a.between_profile[0].drift, sqrt(22 * DRIFT_A * DRIFT_A / 23 / 2), 1e-12);
     exec_result_free(&a);
 }
 
