@@ -569,12 +569,19 @@ static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int mea
     return t;
 }
 
+/* Simulates the run's schedule on its profile with terms t into r, each stage's STEP from p's
+ * per-rank STEP where it has one; returns PL_OK or an error in e. */
+static int predict_one(const run_opts *o, const run_state *st, const profile_terms *p, const cli_run_terms *t, sim_result *r,
+                       pl_err *e) {
+    cost_transport tr = o->mpi ? COST_TRANSPORT_MPI : COST_TRANSPORT_THREADS;
+    return cli_run_predict(st->s, &o->c, st->prof, tr, p->per_rank ? p->rank_step : NULL, t, r, e);
+}
+
 /* Makes the prediction stored beside in slot i, under the run's tag with suffix sfx, from terms
  * t; returns PL_OK or an error in e. */
-static int predict_beside(const run_opts *o, run_state *st, const double *steps, const cli_run_terms *t, int i, const char *sfx,
-                          pl_err *e) {
-    cost_transport tr = o->mpi ? COST_TRANSPORT_MPI : COST_TRANSPORT_THREADS;
-    int rc = cli_run_predict(st->s, &o->c, st->prof, tr, steps, t, &st->pr_alt[i], e);
+static int predict_beside(const run_opts *o, run_state *st, const profile_terms *p, const cli_run_terms *t, int i,
+                          const char *sfx, pl_err *e) {
+    int rc = predict_one(o, st, p, t, &st->pr_alt[i], e);
     st->have_alt[i] = rc == PL_OK;
     snprintf(st->tag_alt[i], sizeof st->tag_alt[i], "%s%s", o->tag ? o->tag : "", sfx);
     return rc;
@@ -647,7 +654,7 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     sfx[10] = RUN_TAG_NOVERSIONS_SUFFIX;
     int rc = PL_OK;
     for (int i = 0; rc == PL_OK && i < CLI_RUN_ALTS; i++)
-        if (on[i]) rc = predict_beside(o, st, p->per_rank ? p->rank_step : NULL, &t[i], i, sfx[i], e);
+        if (on[i]) rc = predict_beside(o, st, p, &t[i], i, sfx[i], e);
     return rc;
 }
 
@@ -657,13 +664,13 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
  * writes --save-profile. Returns PL_OK or an error in e. */
 static int predict(const run_opts *o, run_state *st, pl_err *e) {
     profile_terms p;
-    if (read_profile_terms(&st->pcsv, st->s->ranks, &p, e) != PL_OK) return PL_ENOMEM;
+    int rc = read_profile_terms(&st->pcsv, st->s->ranks, &p, e);
+    if (rc != PL_OK) return rc;
     const cli_run_terms m = terms_of(o, &p, o->terms);
-    cost_transport tr = o->mpi ? COST_TRANSPORT_MPI : COST_TRANSPORT_THREADS;
-    int rc = p.wrc == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed pass-length line (# " EXEC_PROFILE_META
-                                   " windows worker=W first_ms=1 factors= and %d positive numbers)",
-                                   st->profile_src, p.bad_line, EXEC_WINDOWS)
-                         : cli_run_predict(st->s, &o->c, st->prof, tr, p.per_rank ? p.rank_step : NULL, &m, &st->pr, e);
+    rc = p.wrc == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed pass-length line (# " EXEC_PROFILE_META
+                               " windows worker=W first_ms=1 factors= and %d positive numbers)",
+                               st->profile_src, p.bad_line, EXEC_WINDOWS)
+                     : predict_one(o, st, &p, &m, &st->pr, e);
     st->have_pred = rc == PL_OK;
     st->pred_noise[0] = cli_run_terms_cv(&m, st->s->ranks);
     st->pred_noise[1] = m.drift;
