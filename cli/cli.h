@@ -130,6 +130,10 @@ struct store_comparison;
  * timelines, each compute class's actions alone against beside the other ranks' compute
  * (store_overlap_note), and the share of its time spent alone (compare_overlap.c). */
 void cli_compare_overlap(struct store *db, const struct store_comparison *c, pl_buf *b);
+/* Appends `pipelab compare --tail`'s table to b: over the pairs of c that carry both timelines,
+ * each compute class's typical action and its tail against the prediction (store_tail_note)
+ * (compare_overlap.c). */
+void cli_compare_tail(struct store *db, const struct store_comparison *c, pl_buf *b);
 
 /* The op rows of a stored run (store_write_run's ops, nops) and the action texts they point at:
  * ops[k].action is names + k * CLI_ACTION_TEXT_MAX. A zeroed value holds no rows. */

@@ -68,6 +68,13 @@ static const char help_text[] =
     "                        slow each other down by sharing the machine (memory bandwidth,\n"
     "                        caches), the share of each class's time spent alone, and by how much\n"
     "                        pricing that time at the ratio would change it\n"
+    "  --tail                also split each compute class's error, per pair and rank, into the\n"
+    "                        typical action (the predicted mean action against the measured\n"
+    "                        median one) and the tail (the measured mean action over the median\n"
+    "                        one), over the pairs that carry both timelines: whether a class's\n"
+    "                        error is its typical time or the interruptions a pass sums and a\n"
+    "                        profile's median leaves out, and each class's part of the compute's\n"
+    "                        signed error\n"
     "options:\n"
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
     "  --format table|csv|json   output (default table)\n"
@@ -83,10 +90,10 @@ static const char help_text[] =
 typedef struct opts {
     store_filter f;
     const char *db, *format, *output;
-    int loose, actions, repeats, overlap;
+    int loose, actions, repeats, overlap, tail;
 } opts;
 
-enum { O_DB = 1000, O_LOOSE, O_ACTIONS, O_FORMAT, O_REPEATS, O_OVERLAP };
+enum { O_DB = 1000, O_LOOSE, O_ACTIONS, O_FORMAT, O_REPEATS, O_OVERLAP, O_TAIL };
 
 static const struct option long_opts[] = {
     {"db", required_argument, 0, O_DB},
@@ -95,6 +102,7 @@ static const struct option long_opts[] = {
     {"actions", no_argument, 0, O_ACTIONS},
     {"repeats", no_argument, 0, O_REPEATS},
     {"overlap", no_argument, 0, O_OVERLAP},
+    {"tail", no_argument, 0, O_TAIL},
     {"format", required_argument, 0, O_FORMAT},
     {"output", required_argument, 0, 'o'},
     {"help", no_argument, 0, 'h'},
@@ -118,6 +126,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_ACTIONS: o->actions = 1; break;
         case O_REPEATS: o->repeats = 1; break;
         case O_OVERLAP: o->overlap = 1; break;
+        case O_TAIL: o->tail = 1; break;
         case O_FORMAT: o->format = optarg; break;
         case 'o': o->output = optarg; break;
         case 'h': fputs(help_text, stdout); return CLI_OK;
@@ -132,6 +141,8 @@ static int parse(int argc, char **argv, opts *o) {
         return cli_usage_error("compare", "--actions prints a table (drop --format %s)", o->format);
     if (o->overlap && strcmp(o->format, "table"))
         return cli_usage_error("compare", "--overlap prints a table (drop --format %s)", o->format);
+    if (o->tail && strcmp(o->format, "table"))
+        return cli_usage_error("compare", "--tail prints a table (drop --format %s)", o->format);
     if (o->repeats && !strcmp(o->format, "json"))
         return cli_usage_error("compare", "--repeats prints a table or CSV (drop --format json)");
     if (o->repeats && o->actions && !strcmp(o->format, "csv"))
@@ -687,6 +698,7 @@ int cli_compare(int argc, char **argv) {
     }
     if (o.actions) out_actions(s, &c, &b);
     if (o.overlap) cli_compare_overlap(s, &c, &b);
+    if (o.tail) cli_compare_tail(s, &c, &b);
     store_repeats_free(&rep);
     store_close(s);
     store_comparison_free(&c);

@@ -1,8 +1,10 @@
 /* compare_overlap.c: `pipelab compare --overlap`: each class's measured compute alone against
  * beside the other ranks' compute, over the measured runs of a comparison (store_overlap_note):
  * whether the ranks slow each other down by sharing the machine, and how much compute a term
- * for that sharing would reprice. */
+ * for that sharing would reprice. `pipelab compare --tail`: each class's typical action and its
+ * tail against the prediction (store_tail_note). */
 #include <math.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -62,5 +64,67 @@ void cli_compare_overlap(store *db, const store_comparison *c, pl_buf *b) {
     if (failed)
         pl_buf_printf(b, "%zu measured run%s left out, their timeline unreadable (the first: %s)\n", failed,
                       failed == 1 ? "" : "s", first_err.msg);
+}
+
+/* Appends v as a signed percentage in a column of width w, or "-" when v is NAN. */
+static void tail_pct(pl_buf *b, int w, double v) {
+    if (isnan(v)) pl_buf_printf(b, " %*s", w, "-");
+    else pl_buf_printf(b, " %+*.2f%%", w - 1, 100 * v);
+}
+
+void cli_compare_tail(store *db, const store_comparison *c, pl_buf *b) {
+    store_tail acc;
+    memset(&acc, 0, sizeof acc);
+    size_t pairs = 0, without = 0, failed = 0;
+    pl_err first_err;
+    pl_err_clear(&first_err);
+    for (size_t i = 0; i < c->n; i++) {
+        const store_pair *p = &c->pairs[i];
+        store_op *so = NULL, *mo = NULL;
+        size_t ns = 0, nm = 0;
+        pl_err e;
+        pl_err_clear(&e);
+        int T = p->meas.repetitions > 0 ? p->meas.repetitions : 1;
+        int rc = store_get_ops(db, p->sim.id, &so, &ns, &e);
+        if (rc == PL_OK) rc = store_get_ops(db, p->meas.id, &mo, &nm, &e);
+        if (rc == PL_OK && (ns == 0 || nm == 0)) without++;
+        else if (rc == PL_OK && (rc = store_tail_note(so, ns, mo, nm, p->meas.ranks, T, &acc, &e)) == PL_OK) pairs++;
+        if (rc != PL_OK && failed++ == 0) {
+            first_err = e;
+            pl_err_prefix(&first_err, "pair of measured run %lld: ", (long long)p->meas.id);
+        }
+        store_ops_free(so, ns);
+        store_ops_free(mo, nm);
+    }
+    pl_buf_printf(b, "\neach class's typical action and its tail, against the prediction (%zu pair%s with both timelines)\n",
+                  pairs, pairs == 1 ? "" : "s");
+    pl_buf_puts(b, "TYPICAL: the predicted mean action against the measured median one; MEAN: against the\n"
+                   "measured mean one, what a pass sums; TAIL: the measured mean action over the median one\n"
+                   "(each the median over the pairs' ranks); SHARE: the class's share of the measured compute;\n"
+                   "LEAN: its predicted minus measured time per pass over the rank's measured compute, the mean\n"
+                   "over the pairs' ranks (where no action overlaps a forward and a backward, the classes' LEANs\n"
+                   "add up to the mean signed error of a rank's compute)\n");
+    pl_buf_printf(b, "%-6s %6s %9s %9s %9s %8s %9s\n", "CLASS", "RANKS", "TYPICAL", "MEAN", "TAIL", "SHARE", "LEAN");
+    double lean = 0, all = acc.meas_s[STORE_OVERLAP_KINDS];
+    for (int k = 0; k < STORE_OVERLAP_KINDS; k++) {
+        store_tail_class *x = &acc.c[k];
+        if (x->n == 0 && acc.meas_s[k] <= 0) continue;
+        double m[3];
+        store_tail_medians(x, m);
+        double l = acc.groups ? x->lean_sum / (double)acc.groups : NAN;
+        pl_buf_printf(b, "%-6s %6zu", store_overlap_kinds[k], x->n);
+        for (int j = 0; j < 3; j++) tail_pct(b, 9, m[j]);
+        pl_buf_printf(b, " %7.1f%%", all > 0 ? 100 * acc.meas_s[k] / all : 0.0);
+        tail_pct(b, 9, l);
+        pl_buf_putc(b, '\n');
+        if (!isnan(l)) lean += l;
+    }
+    if (acc.groups) pl_buf_printf(b, "the classes' LEANs together: %+.2f%% of the measured compute\n", 100 * lean);
+    if (without)
+        pl_buf_printf(b, "%zu pair%s without both timelines (run with --trace)\n", without, without == 1 ? "" : "s");
+    if (failed)
+        pl_buf_printf(b, "%zu pair%s left out, their timelines unreadable or not lined up (the first: %s)\n", failed,
+                      failed == 1 ? "" : "s", first_err.msg);
+    store_tail_free(&acc);
 }
 #endif

@@ -420,6 +420,11 @@ if [ -f "$DB" ]; then
         # whether the ranks slowed each other down by sharing the machine (the premise of a
         # bandwidth-sharing term, docs/validate_cpu.md "Compute alone and beside")
         "$PL" compare --db "$DB" --tag "$NAME" --overlap | sed -n '/^compute alone/,$p'
+        # each class's typical action against its tail (docs/validate_cpu.md, "Typical and
+        # tail"), priced at each action's mean time where the runs stored that prediction beside
+        TAIL_SIM="$NAME"
+        [ -z "$("$PL" db list --db "$DB" --tag "$NAME-nojitter" --format csv | tail -n +2)" ] || TAIL_SIM="$NAME-nojitter"
+        "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$TAIL_SIM" --tail | sed -n '/^each class/,$p'
     fi
     # the same measured runs against the other predictions each run stores beside its own: with
     # the reuse-distance, first-touch and again terms, and with the pass-length term; all from

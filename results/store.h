@@ -300,6 +300,39 @@ typedef struct store_overlap {
  * ops are not in rank order, a rank's are not whole passes of equal length, or a stage number is
  * out of range; or PL_ENOMEM. */
 int store_overlap_note(const store_op *ops, size_t n, int ranks, int passes, store_overlap *acc, pl_err *e);
+
+/* Each compute class's typical action against its tail (store_tail_note), per class of
+ * store_overlap_kinds: what the prediction prices and what a pass sums. Per (pair, rank) that
+ * has the class on both timelines: the predicted mean action p, the measured median action m and
+ * the measured mean action a (over all the measured passes' actions of the class). */
+typedef struct store_tail_class {
+    double *typical;              /* [n] p / m - 1: the prediction against the typical action */
+    double *mean;                 /* [n] p / a - 1: against the mean action, what a pass sums */
+    double *tail;                 /* [n] a / m - 1: the measured actions' tail */
+    size_t n, cap;
+    double lean_sum;              /* sum over the groups of the class's predicted minus measured
+                                   * time per pass over the rank's measured compute per pass (the
+                                   * STEP and an overlapped F and B included) */
+} store_tail_class;
+typedef struct store_tail {
+    store_tail_class c[STORE_OVERLAP_KINDS];
+    size_t groups;                /* (pair, rank) groups noted: lean_sum / groups is the class's
+                                   * part of the mean signed error of a rank's compute */
+    double meas_s[STORE_OVERLAP_KINDS + 1]; /* measured time per pass of each class, and of all */
+} store_tail;
+/* Adds to acc the ranks of one pair: pred[0 .. np) its predicted timeline (one pass), meas[0 ..
+ * nm) its measured one (`passes` passes of the same actions), both ordered by rank then seq
+ * (store_get_ops). A class a rank has on one timeline and not the other, or fewer than two
+ * measured actions of, is left out of the ratios. Returns PL_OK; PL_EINPUT, acc unchanged, when
+ * the timelines do not line up (ranks out of order, a rank's measured actions not `passes` times
+ * its predicted ones); or PL_ENOMEM. */
+int store_tail_note(const store_op *pred, size_t np, const store_op *meas, size_t nm, int ranks, int passes,
+                    store_tail *acc, pl_err *e);
+/* Sets m[0], m[1], m[2] to the medians over class c's groups of its typical, mean and tail
+ * ratios (sorting each in place: a group's three no longer line up); NAN without groups. */
+void store_tail_medians(store_tail_class *c, double m[3]);
+/* Frees what store_tail_note filled and zeroes it. */
+void store_tail_free(store_tail *t);
 /* Returns 1 when the two runs share a configuration (see store_match_params). */
 int store_same_config(const store_run *a, const store_run *b, int loose);
 /* Finds the raw JSON text of the value at a dotted path ("model.spec") of a JSON object;

@@ -55,6 +55,9 @@ int store_make_parents(const char *path, char **failed);
 /* Returns 1 when an op kind is compute a timeline draws as a box (F, B, I, W, OVERLAP_F_B; not
  * STEP, not communication): plot.c. */
 int store_kind_is_compute(const char *kind);
+/* Returns the compute class (0 .. STORE_OVERLAP_KINDS - 1: store_overlap_kinds) of an op kind,
+ * or -1 (not one of them; an OVERLAP is neither; store_overlap.c). */
+int store_class_of(const char *kind);
 
 /* Returns 1 when s holds a run with this uid, 0 when not, -1 on error (in e). */
 int store_has_uid(store *s, const char *uid, pl_err *e);

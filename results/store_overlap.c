@@ -15,8 +15,7 @@
 
 const char *const store_overlap_kinds[STORE_OVERLAP_KINDS] = {"F", "B", "I", "W", "STEP"};
 
-/* Returns the class (0 .. STORE_OVERLAP_KINDS - 1) of an op kind, or -1 (not compute). */
-static int overlap_kind(const char *kind) {
+int store_class_of(const char *kind) {
     for (int k = 0; k < STORE_OVERLAP_KINDS; k++)
         if (kind && strcmp(kind, store_overlap_kinds[k]) == 0) return k;
     return -1;
@@ -120,7 +119,7 @@ static void ov_busy(ov_run *x) {
         x->ivat[r] = r == 0 ? 0 : x->ivat[r - 1] + x->niv[r - 1];
         for (size_t i = x->first[r]; i < x->first[r + 1]; i++) {
             const store_op *o = &x->ops[i];
-            if (overlap_kind(o->kind) < 0 && !store_kind_is_compute(o->kind ? o->kind : "")) continue;
+            if (store_class_of(o->kind) < 0 && !store_kind_is_compute(o->kind ? o->kind : "")) continue;
             x->iv[x->ivat[r] + x->niv[r]][0] = o->start_s;
             x->iv[x->ivat[r] + x->niv[r]][1] = o->end_s;
             x->niv[r]++;
@@ -138,7 +137,7 @@ static void ov_actions(ov_run *x, unsigned char *seen, size_t nseen) {
         for (size_t j = 0; j < cnt; j++) {
             const store_op *o = &x->ops[x->first[r] + j];
             if (j % per == 0) memset(seen, 0, nseen);
-            int k = overlap_kind(o->kind);
+            int k = store_class_of(o->kind);
             if (k < 0 || o->stage < 0) continue;
             /* a stage's first F, B, I, W of a pass reads its weights back (first touch); left
              * out of the groups, so that alone and beside compare like with like */

@@ -10,6 +10,7 @@ void test_faults_register(void);
 void test_db_cli_register(void);
 void test_shard_register(void);
 void test_overlap_register(void);
+void test_tail_register(void);
 
 void pl_test_register(void) {
     test_store_register();
@@ -21,4 +22,5 @@ void pl_test_register(void) {
     test_db_cli_register();
     test_shard_register();
     test_overlap_register();
+    test_tail_register();
 }

@@ -1,0 +1,134 @@
+/* store_tail.c: each compute class's typical action against its tail (store_tail_note). A pass
+ * sums its actions, so what it takes is their mean; a profile's median over rounds prices the
+ * typical action. Set apart, the two say whether a class's error is its typical time (the cost
+ * model) or the interruptions now and then that a long pass always holds and a profile round at
+ * its median does not (docs/validate_cpu.md, "Typical and tail"). */
+#include "store_int.h"
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Appends one group's ratios to class c; returns PL_OK or PL_ENOMEM (c unchanged). */
+static int tail_push(store_tail_class *c, double typical, double mean, double tail, pl_err *e) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 16;
+        double *t = pl_reallocarray(c->typical, cap, sizeof *t), *m = t ? pl_reallocarray(c->mean, cap, sizeof *m) : NULL;
+        if (t) c->typical = t;
+        if (m) c->mean = m;
+        double *a = m ? pl_reallocarray(c->tail, cap, sizeof *a) : NULL;
+        if (!a) return pl_errf(e, PL_ENOMEM, "out of memory");
+        c->tail = a;
+        c->cap = cap;
+    }
+    c->typical[c->n] = typical;
+    c->mean[c->n] = mean;
+    c->tail[c->n] = tail;
+    c->n++;
+    return PL_OK;
+}
+
+/* Returns the index of rank r's first op in ops[0 .. n) from `from` on (n when it has none);
+ * sets *cnt to its ops. -1 when a later rank's op comes before (not in rank order). */
+static long rank_slice(const store_op *ops, size_t n, size_t from, int r, size_t *cnt) {
+    size_t i = from;
+    if (i < n && ops[i].rank < r) return -1;
+    *cnt = 0;
+    while (i + *cnt < n && ops[i + *cnt].rank == r) (*cnt)++;
+    return (long)i;
+}
+
+int store_tail_note(const store_op *pred, size_t np, const store_op *meas, size_t nm, int ranks, int passes,
+                    store_tail *acc, pl_err *e) {
+    if (ranks < 1 || passes < 1 || np == 0) return PL_OK;
+    if (nm != (size_t)passes * np)
+        return pl_errf(e, PL_EINPUT, "the measured timeline has %zu actions, not %d passes of the predicted %zu", nm, passes, np);
+    double *d = pl_calloc(nm, sizeof *d);
+    store_tail add;
+    memset(&add, 0, sizeof add);
+    struct {
+        int k;
+        double typical, mean, tail;
+    } *g = pl_calloc((size_t)ranks * STORE_OVERLAP_KINDS, sizeof *g);
+    size_t ng = 0, s0 = 0, m0 = 0;
+    int rc = d && g ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int r = 0; rc == PL_OK && r < ranks; r++) {
+        size_t n = 0, nmr = 0;
+        long ps = rank_slice(pred, np, s0, r, &n), ms = rank_slice(meas, nm, m0, r, &nmr);
+        if (ps < 0 || ms < 0 || nmr != (size_t)passes * n) {
+            rc = pl_errf(e, PL_EINPUT, "rank %d's actions are out of rank order, or its measured ones are not %d passes of "
+                         "its predicted ones", r, passes);
+            break;
+        }
+        s0 += n;
+        m0 += nmr;
+        if (n == 0) continue;
+        double pred_s[STORE_OVERLAP_KINDS] = {0}, meas_s[STORE_OVERLAP_KINDS] = {0}, comp = 0;
+        for (size_t i = 0; i < nmr; i++) {
+            const store_op *o = &meas[ms + (long)i];
+            if (store_class_of(o->kind) >= 0 || store_kind_is_compute(o->kind ? o->kind : "")) comp += o->end_s - o->start_s;
+        }
+        comp /= passes;
+        for (int k = 0; k < STORE_OVERLAP_KINDS; k++) {
+            size_t pc = 0, mc = 0;
+            for (size_t i = 0; i < n; i++)
+                if (store_class_of(pred[ps + (long)i].kind) == k) {
+                    pred_s[k] += pred[ps + (long)i].end_s - pred[ps + (long)i].start_s;
+                    pc++;
+                }
+            for (size_t i = 0; i < nmr; i++)
+                if (store_class_of(meas[ms + (long)i].kind) == k) d[mc++] = meas[ms + (long)i].end_s - meas[ms + (long)i].start_s;
+            for (size_t i = 0; i < mc; i++) meas_s[k] += d[i];
+            meas_s[k] /= passes;
+            add.meas_s[k] += meas_s[k];
+            if (pc == 0 || mc < 2) continue;
+            gsl_sort(d, 1, mc);
+            double p = pred_s[k] / (double)pc, med = gsl_stats_median_from_sorted_data(d, 1, mc),
+                   a = gsl_stats_mean(d, 1, mc);
+            if (!(med > 0) || !(a > 0)) continue;
+            g[ng].k = k;
+            g[ng].typical = p / med - 1;
+            g[ng].mean = p / a - 1;
+            g[ng].tail = a / med - 1;
+            ng++;
+        }
+        add.meas_s[STORE_OVERLAP_KINDS] += comp;
+        if (comp > 0) {
+            for (int k = 0; k < STORE_OVERLAP_KINDS; k++) add.c[k].lean_sum += (pred_s[k] - meas_s[k]) / comp;
+            add.groups++;
+        }
+    }
+    if (rc == PL_OK && (s0 != np || m0 != nm)) rc = pl_errf(e, PL_EINPUT, "a timeline names a rank outside 0 .. %d", ranks - 1);
+    /* all checked: into acc */
+    for (size_t i = 0; rc == PL_OK && i < ng; i++) rc = tail_push(&acc->c[g[i].k], g[i].typical, g[i].mean, g[i].tail, e);
+    if (rc == PL_OK) {
+        for (int k = 0; k < STORE_OVERLAP_KINDS; k++) acc->c[k].lean_sum += add.c[k].lean_sum;
+        for (int k = 0; k <= STORE_OVERLAP_KINDS; k++) acc->meas_s[k] += add.meas_s[k];
+        acc->groups += add.groups;
+    }
+    free(d);
+    free(g);
+    return rc;
+}
+
+void store_tail_medians(store_tail_class *c, double m[3]) {
+    double *v[3] = {c->typical, c->mean, c->tail};
+    for (int j = 0; j < 3; j++) {
+        m[j] = NAN;
+        if (c->n == 0) continue;
+        gsl_sort(v[j], 1, c->n);
+        m[j] = gsl_stats_median_from_sorted_data(v[j], 1, c->n);
+    }
+}
+
+void store_tail_free(store_tail *t) {
+    if (!t) return;
+    for (int k = 0; k < STORE_OVERLAP_KINDS; k++) {
+        free(t->c[k].typical);
+        free(t->c[k].mean);
+        free(t->c[k].tail);
+    }
+    memset(t, 0, sizeof *t);
+}
