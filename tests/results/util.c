@@ -1,6 +1,8 @@
 /* util.c: helpers shared by the results store tests (sample runs, raw SQL checks). */
 #include "util.h"
 
+#include "pl_test.h"
+
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,6 +177,18 @@ void tr_rmdir(const char *dir) {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+int tr_table_only_then_clean(char *dir, const char *db, const char *flag) {
+    char cmd[1024], want[64];
+    snprintf(cmd, sizeof cmd, "'%s' compare --db %s/%s %s --format csv 2>&1", PIPELAB_BIN, dir, db, flag);
+    snprintf(want, sizeof want, "%s prints a table", flag);
+    char *out = NULL;
+    int ok = pl_test_run(cmd, &out) == 2 && out && strstr(out, want);
+    free(out);
+    tr_rmdir(dir);
+    free(dir);
+    return ok;
 }
 
 /* The schema of version 1, as the first release wrote it (no stochastic-mode columns). */

@@ -39,5 +39,8 @@ extern const char tr_v1_schema[];
 extern const char tr_v2_schema[];
 /* Removes a test directory and its files. */
 void tr_rmdir(const char *dir);
+/* Returns 1 when `pipelab compare --db DIR/DB FLAG --format csv` is a usage error (exit 2) whose
+ * message says FLAG prints a table; then removes dir (tr_rmdir) and frees it. */
+int tr_table_only_then_clean(char *dir, const char *db, const char *flag);
 
 #endif
