@@ -157,14 +157,7 @@ static void test_overlap_refusals(void) {
 static void test_compare_overlap_cli(void) {
     char *dir = pl_test_tmpdir();
     CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "'%s' run --kind gpipe --ranks 2 --microbatches 1 --model mlp:width=32,depth=4,microbatch=4 --timed 3 "
-             "--trace --oversubscribe --tag ov --db %s/o.db --format csv >/dev/null 2>&1 "
-             "&& '%s' compare --db %s/o.db --tag ov --overlap 2>&1",
-             PIPELAB_BIN, dir, PIPELAB_BIN, dir);
-    char *out = NULL;
-    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    char *out = tr_traced_compare(dir, "gpipe", 1, "o.db", "ov", "--overlap");
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "(1 measured run of 2 ranks or more)"));
     const char *f = strstr(out, "\nF ");

@@ -117,14 +117,7 @@ static void test_tail_refusals(void) {
 static void test_compare_tail_cli(void) {
     char *dir = pl_test_tmpdir();
     CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "'%s' run --kind 1f1b --ranks 2 --microbatches 4 --model mlp:width=32,depth=4,microbatch=4 --timed 3 "
-             "--trace --oversubscribe --tag tl --db %s/t.db --format csv >/dev/null 2>&1 "
-             "&& '%s' compare --db %s/t.db --tag tl --tail 2>&1",
-             PIPELAB_BIN, dir, PIPELAB_BIN, dir);
-    char *out = NULL;
-    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    char *out = tr_traced_compare(dir, "1f1b", 4, "t.db", "tl", "--tail");
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "(1 pair with both timelines)"));
     int ranks = -1;

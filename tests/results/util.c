@@ -179,6 +179,21 @@ void tr_rmdir(const char *dir) {
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
 }
 
+char *tr_traced_compare(const char *dir, const char *kind, int m, const char *db, const char *tag, const char *flag) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "'%s' run --kind %s --ranks 2 --microbatches %d --model mlp:width=32,depth=4,microbatch=4 --timed 3 "
+             "--trace --oversubscribe --tag %s --db %s/%s --format csv >/dev/null 2>&1 "
+             "&& '%s' compare --db %s/%s --tag %s %s 2>&1",
+             PIPELAB_BIN, kind, m, tag, dir, db, PIPELAB_BIN, dir, db, tag, flag);
+    char *out = NULL;
+    if (pl_test_run(cmd, &out) != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 int tr_table_only_then_clean(char *dir, const char *db, const char *flag) {
     char cmd[1024], want[64];
     snprintf(cmd, sizeof cmd, "'%s' compare --db %s/%s %s --format csv 2>&1", PIPELAB_BIN, dir, db, flag);

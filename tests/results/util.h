@@ -42,5 +42,9 @@ void tr_rmdir(const char *dir);
 /* Returns 1 when `pipelab compare --db DIR/DB FLAG --format csv` is a usage error (exit 2) whose
  * message says FLAG prints a table; then removes dir (tr_rmdir) and frees it. */
 int tr_table_only_then_clean(char *dir, const char *db, const char *flag);
+/* Runs a traced `pipelab run --kind KIND --ranks 2 --microbatches M` of a small dense block into
+ * DIR/DB under tag TAG, then `pipelab compare --db DIR/DB --tag TAG FLAG`; returns the
+ * comparison's output (malloc'd), or NULL when either exits non-zero. */
+char *tr_traced_compare(const char *dir, const char *kind, int m, const char *db, const char *tag, const char *flag);
 
 #endif
