@@ -30,8 +30,9 @@ static int tail_push(store_tail_class *c, double typical, double mean, double ta
     return PL_OK;
 }
 
-/* Returns the index of rank r's first op in ops[0 .. n) from `from` on (n when it has none);
- * sets *cnt to its ops. -1 when a later rank's op comes before (not in rank order). */
+/* Returns `from`, where rank r's ops in ops[0 .. n) start when every earlier rank's ended
+ * before it, and sets *cnt to how many follow (0 when r has none); -1 when an earlier rank's op
+ * is still there (not in rank order). */
 static long rank_slice(const store_op *ops, size_t n, size_t from, int r, size_t *cnt) {
     size_t i = from;
     if (i < n && ops[i].rank < r) return -1;
@@ -46,8 +47,9 @@ int store_tail_note(const store_op *pred, size_t np, const store_op *meas, size_
     if (nm != (size_t)passes * np)
         return pl_errf(e, PL_EINPUT, "the measured timeline has %zu actions, not %d passes of the predicted %zu", nm, passes, np);
     double *d = pl_calloc(nm, sizeof *d);
-    store_tail add;
-    memset(&add, 0, sizeof add);
+    /* this pair's sums, into acc once every rank is checked */
+    double lean[STORE_OVERLAP_KINDS] = {0}, meas_all[STORE_OVERLAP_KINDS + 1] = {0};
+    size_t groups = 0;
     struct {
         int k;
         double typical, mean, tail;
@@ -82,7 +84,7 @@ int store_tail_note(const store_op *pred, size_t np, const store_op *meas, size_
                 if (store_class_of(meas[ms + (long)i].kind) == k) d[mc++] = meas[ms + (long)i].end_s - meas[ms + (long)i].start_s;
             for (size_t i = 0; i < mc; i++) meas_s[k] += d[i];
             meas_s[k] /= passes;
-            add.meas_s[k] += meas_s[k];
+            meas_all[k] += meas_s[k];
             if (pc == 0 || mc < 2) continue;
             gsl_sort(d, 1, mc);
             double p = pred_s[k] / (double)pc, med = gsl_stats_median_from_sorted_data(d, 1, mc),
@@ -94,19 +96,19 @@ int store_tail_note(const store_op *pred, size_t np, const store_op *meas, size_
             g[ng].tail = a / med - 1;
             ng++;
         }
-        add.meas_s[STORE_OVERLAP_KINDS] += comp;
+        meas_all[STORE_OVERLAP_KINDS] += comp;
         if (comp > 0) {
-            for (int k = 0; k < STORE_OVERLAP_KINDS; k++) add.c[k].lean_sum += (pred_s[k] - meas_s[k]) / comp;
-            add.groups++;
+            for (int k = 0; k < STORE_OVERLAP_KINDS; k++) lean[k] += (pred_s[k] - meas_s[k]) / comp;
+            groups++;
         }
     }
     if (rc == PL_OK && (s0 != np || m0 != nm)) rc = pl_errf(e, PL_EINPUT, "a timeline names a rank outside 0 .. %d", ranks - 1);
     /* all checked: into acc */
     for (size_t i = 0; rc == PL_OK && i < ng; i++) rc = tail_push(&acc->c[g[i].k], g[i].typical, g[i].mean, g[i].tail, e);
     if (rc == PL_OK) {
-        for (int k = 0; k < STORE_OVERLAP_KINDS; k++) acc->c[k].lean_sum += add.c[k].lean_sum;
-        for (int k = 0; k <= STORE_OVERLAP_KINDS; k++) acc->meas_s[k] += add.meas_s[k];
-        acc->groups += add.groups;
+        for (int k = 0; k < STORE_OVERLAP_KINDS; k++) acc->c[k].lean_sum += lean[k];
+        for (int k = 0; k <= STORE_OVERLAP_KINDS; k++) acc->meas_s[k] += meas_all[k];
+        acc->groups += groups;
     }
     free(d);
     free(g);
