@@ -134,6 +134,10 @@ void cli_compare_overlap(struct store *db, const struct store_comparison *c, pl_
  * each compute class's typical action and its tail against the prediction (store_tail_note)
  * (compare_overlap.c). */
 void cli_compare_tail(struct store *db, const struct store_comparison *c, pl_buf *b);
+/* Appends `pipelab compare --distance`'s table to b: over the pairs of c that carry both
+ * timelines (not under full recomputation), each B and I's error by its reuse distance
+ * (store_distance_note). */
+void cli_compare_distance(struct store *db, const struct store_comparison *c, pl_buf *b);
 
 /* The op rows of a stored run (store_write_run's ops, nops) and the action texts they point at:
  * ops[k].action is names + k * CLI_ACTION_TEXT_MAX. A zeroed value holds no rows. */

@@ -75,6 +75,12 @@ static const char help_text[] =
     "                        error is its typical time or the interruptions a pass sums and a\n"
     "                        profile's median leaves out, and each class's part of the compute's\n"
     "                        signed error\n"
+    "  --distance            also set each backward (B, I) against its reuse distance: how many\n"
+    "                        compute actions its rank runs between the microbatch's forward on the\n"
+    "                        stage and it (0, 1, 2-3, 4-7, 8-15, 16 or more), its predicted time\n"
+    "                        over its measured one per action, over the pairs that carry both\n"
+    "                        timelines (not under full recomputation): whether the backward's cost\n"
+    "                        grows with the distance where the prediction does not price it\n"
     "options:\n"
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
     "  --format table|csv|json   output (default table)\n"
@@ -90,10 +96,10 @@ static const char help_text[] =
 typedef struct opts {
     store_filter f;
     const char *db, *format, *output;
-    int loose, actions, repeats, overlap, tail;
+    int loose, actions, repeats, overlap, tail, distance;
 } opts;
 
-enum { O_DB = 1000, O_LOOSE, O_ACTIONS, O_FORMAT, O_REPEATS, O_OVERLAP, O_TAIL };
+enum { O_DB = 1000, O_LOOSE, O_ACTIONS, O_FORMAT, O_REPEATS, O_OVERLAP, O_TAIL, O_DISTANCE };
 
 static const struct option long_opts[] = {
     {"db", required_argument, 0, O_DB},
@@ -103,6 +109,7 @@ static const struct option long_opts[] = {
     {"repeats", no_argument, 0, O_REPEATS},
     {"overlap", no_argument, 0, O_OVERLAP},
     {"tail", no_argument, 0, O_TAIL},
+    {"distance", no_argument, 0, O_DISTANCE},
     {"format", required_argument, 0, O_FORMAT},
     {"output", required_argument, 0, 'o'},
     {"help", no_argument, 0, 'h'},
@@ -127,6 +134,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_REPEATS: o->repeats = 1; break;
         case O_OVERLAP: o->overlap = 1; break;
         case O_TAIL: o->tail = 1; break;
+        case O_DISTANCE: o->distance = 1; break;
         case O_FORMAT: o->format = optarg; break;
         case 'o': o->output = optarg; break;
         case 'h': fputs(help_text, stdout); return CLI_OK;
@@ -143,6 +151,8 @@ static int parse(int argc, char **argv, opts *o) {
         return cli_usage_error("compare", "--overlap prints a table (drop --format %s)", o->format);
     if (o->tail && strcmp(o->format, "table"))
         return cli_usage_error("compare", "--tail prints a table (drop --format %s)", o->format);
+    if (o->distance && strcmp(o->format, "table"))
+        return cli_usage_error("compare", "--distance prints a table (drop --format %s)", o->format);
     if (o->repeats && !strcmp(o->format, "json"))
         return cli_usage_error("compare", "--repeats prints a table or CSV (drop --format json)");
     if (o->repeats && o->actions && !strcmp(o->format, "csv"))
@@ -699,6 +709,7 @@ int cli_compare(int argc, char **argv) {
     if (o.actions) out_actions(s, &c, &b);
     if (o.overlap) cli_compare_overlap(s, &c, &b);
     if (o.tail) cli_compare_tail(s, &c, &b);
+    if (o.distance) cli_compare_distance(s, &c, &b);
     store_repeats_free(&rep);
     store_close(s);
     store_comparison_free(&c);

@@ -425,6 +425,13 @@ if [ -f "$DB" ]; then
         TAIL_SIM="$NAME"
         [ -z "$("$PL" db list --db "$DB" --tag "$NAME-nojitter" --format csv | tail -n +2)" ] || TAIL_SIM="$NAME-nojitter"
         "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$TAIL_SIM" --tail | sed -n '/^each class/,$p'
+        # each backward against its reuse distance (docs/validate_cpu.md, "Reuse distance in the
+        # runs"), at each action's mean time, then with the reuse-distance term where stored
+        "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$TAIL_SIM" --distance | sed -n '/^each backward/,$p'
+        if [ -n "$("$PL" db list --db "$DB" --tag "$NAME-reuse" --format csv | tail -n +2)" ]; then
+            echo "with the reuse-distance term (tag $NAME-reuse):"
+            "$PL" compare --db "$DB" --measured-tag "$NAME" --sim-tag "$NAME-reuse" --distance | sed -n '/^CLASS/,$p'
+        fi
     fi
     # the same measured runs against the other predictions each run stores beside its own: with
     # the reuse-distance, first-touch and again terms, and with the pass-length term; all from

@@ -333,6 +333,42 @@ int store_tail_note(const store_op *pred, size_t np, const store_op *meas, size_
 void store_tail_medians(store_tail_class *c, double m[3]);
 /* Frees what store_tail_note filled and zeroes it. */
 void store_tail_free(store_tail *t);
+
+/* Each backward's error against its reuse distance (store_distance_note): per pair and rank,
+ * each B and I of the predicted pass (the classes of store_distance_classes) with the number of
+ * compute actions its rank's list runs between the microbatch's forward on the same stage and
+ * it, matched to the same action in every measured pass. Distances fall into the buckets 0, 1,
+ * 2-3, 4-7, 8-15 and 16 or more (store_distance_bucket). */
+enum { STORE_DISTANCE_CLASSES = 2, STORE_DISTANCE_BUCKETS = 6 };
+extern const char *const store_distance_classes[STORE_DISTANCE_CLASSES];
+typedef struct store_distance_cell {
+    double *err;                  /* [n] per action: predicted over measured (its median over the
+                                   * passes) - 1 */
+    size_t n, cap;
+    size_t pairs;                 /* pairs with an action here */
+    double meas_s;                /* the actions' measured time per pass (their mean over the passes) */
+} store_distance_cell;
+typedef struct store_distance {
+    store_distance_cell c[STORE_DISTANCE_CLASSES][STORE_DISTANCE_BUCKETS];
+    double class_s[STORE_DISTANCE_CLASSES]; /* each class's meas_s over all buckets */
+} store_distance;
+/* Returns the bucket of distance d (>= 0): the least b with d < store_distance_bucket_from(b + 1),
+ * the last bucket holding every larger distance. */
+int store_distance_bucket(long d);
+/* Returns the least distance of bucket b: 0, 1, 2, 4, 8, 16. */
+long store_distance_bucket_from(int b);
+/* Adds to acc the backwards of one pair, as store_tail_note takes it: pred[0 .. np) one
+ * predicted pass, meas[0 .. nm) `passes` measured passes of the same actions, ordered by rank then
+ * seq. A backward without a forward of its microbatch on its stage earlier in its rank's list
+ * (an overlapped one's) is left out. Returns PL_OK; PL_EINPUT, acc unchanged, when the timelines
+ * do not line up (as store_tail_note, or a measured pass's action not the predicted one at the
+ * same place); or PL_ENOMEM. */
+int store_distance_note(const store_op *pred, size_t np, const store_op *meas, size_t nm, int ranks, int passes,
+                        store_distance *acc, pl_err *e);
+/* Sets *median and *mean of cell x's errors (sorting them in place); NAN without actions. */
+void store_distance_stats(store_distance_cell *x, double *median, double *mean);
+/* Frees what store_distance_note filled and zeroes it. */
+void store_distance_free(store_distance *t);
 /* Returns 1 when the two runs share a configuration (see store_match_params). */
 int store_same_config(const store_run *a, const store_run *b, int loose);
 /* Finds the raw JSON text of the value at a dotted path ("model.spec") of a JSON object;

@@ -30,10 +30,7 @@ static int tail_push(store_tail_class *c, double typical, double mean, double ta
     return PL_OK;
 }
 
-/* Returns `from`, where rank r's ops in ops[0 .. n) start when every earlier rank's ended
- * before it, and sets *cnt to how many follow (0 when r has none); -1 when an earlier rank's op
- * is still there (not in rank order). */
-static long rank_slice(const store_op *ops, size_t n, size_t from, int r, size_t *cnt) {
+long store_rank_slice(const store_op *ops, size_t n, size_t from, int r, size_t *cnt) {
     size_t i = from;
     if (i < n && ops[i].rank < r) return -1;
     *cnt = 0;
@@ -41,77 +38,98 @@ static long rank_slice(const store_op *ops, size_t n, size_t from, int r, size_t
     return (long)i;
 }
 
-int store_tail_note(const store_op *pred, size_t np, const store_op *meas, size_t nm, int ranks, int passes,
-                    store_tail *acc, pl_err *e) {
-    if (ranks < 1 || passes < 1 || np == 0) return PL_OK;
+int store_each_rank(const store_op *pred, size_t np, const store_op *meas, size_t nm, int ranks, int passes,
+                    store_rank_fn *fn, void *ctx, pl_err *e) {
     if (nm != (size_t)passes * np)
         return pl_errf(e, PL_EINPUT, "the measured timeline has %zu actions, not %d passes of the predicted %zu", nm, passes, np);
-    double *d = pl_calloc(nm, sizeof *d);
-    /* this pair's sums, into acc once every rank is checked */
-    double lean[STORE_OVERLAP_KINDS] = {0}, meas_all[STORE_OVERLAP_KINDS + 1] = {0};
-    size_t groups = 0;
-    struct {
-        int k;
-        double typical, mean, tail;
-    } *g = pl_calloc((size_t)ranks * STORE_OVERLAP_KINDS, sizeof *g);
-    size_t ng = 0, s0 = 0, m0 = 0;
-    int rc = d && g ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
-    for (int r = 0; rc == PL_OK && r < ranks; r++) {
+    size_t s0 = 0, m0 = 0;
+    for (int r = 0; r < ranks; r++) {
         size_t n = 0, nmr = 0;
-        long ps = rank_slice(pred, np, s0, r, &n), ms = rank_slice(meas, nm, m0, r, &nmr);
-        if (ps < 0 || ms < 0 || nmr != (size_t)passes * n) {
-            rc = pl_errf(e, PL_EINPUT, "rank %d's actions are out of rank order, or its measured ones are not %d passes of "
-                         "its predicted ones", r, passes);
-            break;
-        }
+        long ps = store_rank_slice(pred, np, s0, r, &n), ms = store_rank_slice(meas, nm, m0, r, &nmr);
+        if (ps < 0 || ms < 0 || nmr != (size_t)passes * n)
+            return pl_errf(e, PL_EINPUT, "rank %d's actions are out of rank order, or its measured ones are not %d passes of "
+                           "its predicted ones", r, passes);
         s0 += n;
         m0 += nmr;
         if (n == 0) continue;
-        double pred_s[STORE_OVERLAP_KINDS] = {0}, meas_s[STORE_OVERLAP_KINDS] = {0}, comp = 0;
-        for (size_t i = 0; i < nmr; i++) {
-            const store_op *o = &meas[ms + (long)i];
-            if (store_class_of(o->kind) >= 0 || store_kind_is_compute(o->kind ? o->kind : "")) comp += o->end_s - o->start_s;
-        }
-        comp /= passes;
-        for (int k = 0; k < STORE_OVERLAP_KINDS; k++) {
-            size_t pc = 0, mc = 0;
-            for (size_t i = 0; i < n; i++)
-                if (store_class_of(pred[ps + (long)i].kind) == k) {
-                    pred_s[k] += pred[ps + (long)i].end_s - pred[ps + (long)i].start_s;
-                    pc++;
-                }
-            for (size_t i = 0; i < nmr; i++)
-                if (store_class_of(meas[ms + (long)i].kind) == k) d[mc++] = meas[ms + (long)i].end_s - meas[ms + (long)i].start_s;
-            for (size_t i = 0; i < mc; i++) meas_s[k] += d[i];
-            meas_s[k] /= passes;
-            meas_all[k] += meas_s[k];
-            if (pc == 0 || mc < 2) continue;
-            gsl_sort(d, 1, mc);
-            double p = pred_s[k] / (double)pc, med = gsl_stats_median_from_sorted_data(d, 1, mc),
-                   a = gsl_stats_mean(d, 1, mc);
-            if (!(med > 0) || !(a > 0)) continue;
-            g[ng].k = k;
-            g[ng].typical = p / med - 1;
-            g[ng].mean = p / a - 1;
-            g[ng].tail = a / med - 1;
-            ng++;
-        }
-        meas_all[STORE_OVERLAP_KINDS] += comp;
-        if (comp > 0) {
-            for (int k = 0; k < STORE_OVERLAP_KINDS; k++) lean[k] += (pred_s[k] - meas_s[k]) / comp;
-            groups++;
-        }
+        int rc = fn(r, pred + ps, n, meas + ms, ctx, e);
+        if (rc != PL_OK) return rc;
     }
-    if (rc == PL_OK && (s0 != np || m0 != nm)) rc = pl_errf(e, PL_EINPUT, "a timeline names a rank outside 0 .. %d", ranks - 1);
+    if (s0 != np || m0 != nm) return pl_errf(e, PL_EINPUT, "a timeline names a rank outside 0 .. %d", ranks - 1);
+    return PL_OK;
+}
+
+/* One group of store_tail_note: a class's ratios on one rank. */
+typedef struct tail_group {
+    int k;
+    double typical, mean, tail;
+} tail_group;
+
+/* store_tail_note's sums over one pair, into acc once every rank is checked. */
+typedef struct tail_pair {
+    int passes;
+    double *d;                    /* [passes n] room for a rank's measured durations */
+    double lean[STORE_OVERLAP_KINDS], meas_all[STORE_OVERLAP_KINDS + 1];
+    size_t groups;
+    tail_group *g;                /* [ranks STORE_OVERLAP_KINDS] */
+    size_t ng;
+} tail_pair;
+
+/* store_rank_fn: rank r's groups and lean. */
+static int tail_rank(int r, const store_op *pred, size_t n, const store_op *meas, void *ctx, pl_err *e) {
+    (void)r;
+    (void)e;
+    tail_pair *t = ctx;
+    size_t nmr = (size_t)t->passes * n;
+    double *d = t->d, pred_s[STORE_OVERLAP_KINDS] = {0}, meas_s[STORE_OVERLAP_KINDS] = {0}, comp = 0;
+    for (size_t i = 0; i < nmr; i++)
+        if (store_class_of(meas[i].kind) >= 0 || store_kind_is_compute(meas[i].kind ? meas[i].kind : ""))
+            comp += meas[i].end_s - meas[i].start_s;
+    comp /= t->passes;
+    for (int k = 0; k < STORE_OVERLAP_KINDS; k++) {
+        size_t pc = 0, mc = 0;
+        for (size_t i = 0; i < n; i++)
+            if (store_class_of(pred[i].kind) == k) {
+                pred_s[k] += pred[i].end_s - pred[i].start_s;
+                pc++;
+            }
+        for (size_t i = 0; i < nmr; i++)
+            if (store_class_of(meas[i].kind) == k) d[mc++] = meas[i].end_s - meas[i].start_s;
+        for (size_t i = 0; i < mc; i++) meas_s[k] += d[i];
+        meas_s[k] /= t->passes;
+        t->meas_all[k] += meas_s[k];
+        if (pc == 0 || mc < 2) continue;
+        gsl_sort(d, 1, mc);
+        double p = pred_s[k] / (double)pc, med = gsl_stats_median_from_sorted_data(d, 1, mc), a = gsl_stats_mean(d, 1, mc);
+        if (!(med > 0) || !(a > 0)) continue;
+        t->g[t->ng++] = (tail_group){k, p / med - 1, p / a - 1, a / med - 1};
+    }
+    t->meas_all[STORE_OVERLAP_KINDS] += comp;
+    if (comp > 0) {
+        for (int k = 0; k < STORE_OVERLAP_KINDS; k++) t->lean[k] += (pred_s[k] - meas_s[k]) / comp;
+        t->groups++;
+    }
+    return PL_OK;
+}
+
+int store_tail_note(const store_op *pred, size_t np, const store_op *meas, size_t nm, int ranks, int passes,
+                    store_tail *acc, pl_err *e) {
+    if (ranks < 1 || passes < 1 || np == 0) return PL_OK;
+    tail_pair t = {.passes = passes};
+    t.d = pl_calloc(nm > 0 ? nm : 1, sizeof *t.d);
+    t.g = pl_calloc((size_t)ranks * STORE_OVERLAP_KINDS, sizeof *t.g);
+    int rc = t.d && t.g ? store_each_rank(pred, np, meas, nm, ranks, passes, tail_rank, &t, e)
+                        : pl_errf(e, PL_ENOMEM, "out of memory");
     /* all checked: into acc */
-    for (size_t i = 0; rc == PL_OK && i < ng; i++) rc = tail_push(&acc->c[g[i].k], g[i].typical, g[i].mean, g[i].tail, e);
+    for (size_t i = 0; rc == PL_OK && i < t.ng; i++)
+        rc = tail_push(&acc->c[t.g[i].k], t.g[i].typical, t.g[i].mean, t.g[i].tail, e);
     if (rc == PL_OK) {
-        for (int k = 0; k < STORE_OVERLAP_KINDS; k++) acc->c[k].lean_sum += lean[k];
-        for (int k = 0; k <= STORE_OVERLAP_KINDS; k++) acc->meas_s[k] += meas_all[k];
-        acc->groups += groups;
+        for (int k = 0; k < STORE_OVERLAP_KINDS; k++) acc->c[k].lean_sum += t.lean[k];
+        for (int k = 0; k <= STORE_OVERLAP_KINDS; k++) acc->meas_s[k] += t.meas_all[k];
+        acc->groups += t.groups;
     }
-    free(d);
-    free(g);
+    free(t.d);
+    free(t.g);
     return rc;
 }
 

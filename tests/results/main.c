@@ -11,6 +11,7 @@ void test_db_cli_register(void);
 void test_shard_register(void);
 void test_overlap_register(void);
 void test_tail_register(void);
+void test_distance_register(void);
 
 void pl_test_register(void) {
     test_store_register();
@@ -23,4 +24,5 @@ void pl_test_register(void) {
     test_shard_register();
     test_overlap_register();
     test_tail_register();
+    test_distance_register();
 }

@@ -1,0 +1,133 @@
+/* store_distance.c: each backward's error against its reuse distance (store_distance_note): how
+ * many compute actions its rank ran between the microbatch's forward on the stage and the
+ * backward. A backward reads the activations its forward stashed; if its cost grew with the
+ * distance (the stash falling out of the caches), a prediction that prices every backward at
+ * the profile's one distance would err by distance, short on far backwards and long on near ones.
+ * Matching each predicted action to the same action in every measured pass sets the distance
+ * apart from the schedule kind, the block and the host (docs/validate_cpu.md, "Reuse distance
+ * in the runs"). */
+#include "store_int.h"
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const store_distance_classes[STORE_DISTANCE_CLASSES] = {"B", "I"};
+
+int store_distance_bucket(long d) {
+    int b = 0;
+    while (b < STORE_DISTANCE_BUCKETS - 1 && d >= store_distance_bucket_from(b + 1)) b++;
+    return b;
+}
+
+long store_distance_bucket_from(int b) {
+    return b <= 0 ? 0 : 1L << (b - 1);
+}
+
+/* Returns the class of a backward kind in store_distance_classes, or -1. */
+static int distance_class(const char *kind) {
+    for (int c = 0; kind && c < STORE_DISTANCE_CLASSES; c++)
+        if (!strcmp(kind, store_distance_classes[c])) return c;
+    return -1;
+}
+
+/* Appends err to cell x; returns PL_OK or PL_ENOMEM (x unchanged). */
+static int cell_push(store_distance_cell *x, double err, pl_err *e) {
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? 2 * x->cap : 16;
+        double *v = pl_reallocarray(x->err, cap, sizeof *v);
+        if (!v) return pl_errf(e, PL_ENOMEM, "out of memory");
+        x->err = v;
+        x->cap = cap;
+    }
+    x->err[x->n++] = err;
+    return PL_OK;
+}
+
+/* One backward of a pair, kept until the whole pair is checked. */
+typedef struct dist_item {
+    int c, b;
+    double err, meas_s;
+} dist_item;
+
+/* Returns 1 when two ops name the same action (kind, stage, microbatch). */
+static int same_action(const store_op *a, const store_op *b) {
+    return a->stage == b->stage && a->mb == b->mb && a->kind && b->kind && !strcmp(a->kind, b->kind);
+}
+
+/* store_distance_note's backwards of one pair, kept until every rank is checked. */
+typedef struct dist_pair {
+    int passes;
+    double *d;                    /* [passes] one action's measured durations */
+    dist_item *it;                /* [np] */
+    size_t ni;
+} dist_pair;
+
+/* store_rank_fn: rank r's backwards, pred[0 .. n) its predicted list, meas its measured passes. */
+static int dist_rank(int r, const store_op *pred, size_t n, const store_op *meas, void *ctx, pl_err *e) {
+    dist_pair *t = ctx;
+    for (size_t i = 0; i < n; i++) {
+        for (int p = 0; p < t->passes; p++)
+            if (!same_action(&pred[i], &meas[(size_t)p * n + i]))
+                return pl_errf(e, PL_EINPUT, "rank %d's action %zu of measured pass %d is not the predicted one", r, i, p + 1);
+        int c = distance_class(pred[i].kind);
+        if (c < 0) continue;
+        /* the latest forward of the same microbatch on the same stage, earlier in the list */
+        long between = -1, computes = 0;
+        for (size_t j = i; j-- > 0;) {
+            const store_op *f = &pred[j];
+            if (f->kind && !strcmp(f->kind, "F") && f->stage == pred[i].stage && f->mb == pred[i].mb) {
+                between = computes;
+                break;
+            }
+            if (store_kind_is_compute(f->kind ? f->kind : "")) computes++;
+        }
+        if (between < 0) continue;
+        for (int p = 0; p < t->passes; p++) t->d[p] = meas[(size_t)p * n + i].end_s - meas[(size_t)p * n + i].start_s;
+        gsl_sort(t->d, 1, (size_t)t->passes);
+        double med = gsl_stats_median_from_sorted_data(t->d, 1, (size_t)t->passes), pr = pred[i].end_s - pred[i].start_s;
+        if (!(med > 0) || !(pr > 0)) continue;
+        t->it[t->ni++] = (dist_item){c, store_distance_bucket(between), pr / med - 1, gsl_stats_mean(t->d, 1, (size_t)t->passes)};
+    }
+    return PL_OK;
+}
+
+int store_distance_note(const store_op *pred, size_t np, const store_op *meas, size_t nm, int ranks, int passes,
+                        store_distance *acc, pl_err *e) {
+    if (ranks < 1 || passes < 1 || np == 0) return PL_OK;
+    dist_pair t = {.passes = passes};
+    t.d = pl_calloc((size_t)passes, sizeof *t.d);
+    t.it = pl_calloc(np, sizeof *t.it);
+    int rc = t.d && t.it ? store_each_rank(pred, np, meas, nm, ranks, passes, dist_rank, &t, e)
+                         : pl_errf(e, PL_ENOMEM, "out of memory");
+    /* all checked: into acc */
+    int seen[STORE_DISTANCE_CLASSES][STORE_DISTANCE_BUCKETS] = {{0}};
+    for (size_t i = 0; rc == PL_OK && i < t.ni; i++) {
+        const dist_item *x = &t.it[i];
+        store_distance_cell *cell = &acc->c[x->c][x->b];
+        if ((rc = cell_push(cell, x->err, e)) != PL_OK) break;
+        cell->meas_s += x->meas_s;
+        acc->class_s[x->c] += x->meas_s;
+        if (!seen[x->c][x->b]++) cell->pairs++;
+    }
+    free(t.d);
+    free(t.it);
+    return rc;
+}
+
+void store_distance_stats(store_distance_cell *x, double *median, double *mean) {
+    *median = *mean = NAN;
+    if (x->n == 0) return;
+    gsl_sort(x->err, 1, x->n);
+    *median = gsl_stats_median_from_sorted_data(x->err, 1, x->n);
+    *mean = gsl_stats_mean(x->err, 1, x->n);
+}
+
+void store_distance_free(store_distance *t) {
+    if (!t) return;
+    for (int c = 0; c < STORE_DISTANCE_CLASSES; c++)
+        for (int b = 0; b < STORE_DISTANCE_BUCKETS; b++) free(t->c[c][b].err);
+    memset(t, 0, sizeof *t);
+}
