@@ -13,7 +13,10 @@
  *   one core writing                           one rank busy, the other waiting
  *   both cores reading the clock alone         no memory written
  * Prints per pattern the busy seconds, the stalls, stalls per busy second, their median and
- * longest, and the share of busy time they took. Printed, not asserted.
+ * longest, and the share of busy time they took; then the interruptions short of a stall, gaps
+ * over GAP_S (a hundred stretches' time) up to STALL_S, which a run's actions of a few
+ * milliseconds meet far more often: per busy second, their median and their share of busy time
+ * (docs/validate_cpu.md, "What the tail is made of"). Printed, not asserted.
  * Usage: bench_host [SECONDS] */
 #include <pthread.h>
 #include <stdio.h>
@@ -24,9 +27,11 @@
 #include "pl_common.h"
 
 #define STALL_S 0.02
+#define GAP_S 1e-4
 #define BUF_BYTES (1u << 20)
 #define STRETCH_FLOATS 1024 /* 4 KiB between two readings of the clock */
 #define MAX_STALLS 4096
+#define MAX_GAPS 65536
 
 /* One load pattern. */
 typedef struct pattern {
@@ -50,6 +55,10 @@ typedef struct loader {
     double busy_s;
     double stall[MAX_STALLS];
     int stalls;
+    double gap[MAX_GAPS]; /* gaps over GAP_S up to STALL_S (the first MAX_GAPS) */
+    int gaps;
+    double gap_s;         /* their time, all of them */
+    long gaps_all;        /* their count, all of them */
     float sink;
 } loader;
 
@@ -73,6 +82,11 @@ static void *load(void *arg) {
             for (size_t j = i; j < i + STRETCH_FLOATS; j += 16) buf[j] += 1.0f; /* one float per line */
         double t = pl_now_s();
         if (t - last > STALL_S && L->stalls < MAX_STALLS) L->stall[L->stalls++] = t - last;
+        if (t - last > GAP_S && t - last <= STALL_S) {
+            if (L->gaps < MAX_GAPS) L->gap[L->gaps++] = t - last;
+            L->gap_s += t - last;
+            L->gaps_all++;
+        }
         last = t;
         if (t - L->t0 > L->seconds) break;
         if (L->p->off_s > 0 && t - on_start > L->p->on_s) {
@@ -101,6 +115,8 @@ int main(int argc, char **argv) {
     printf("stalls: gaps over %.0f ms between two readings of the clock %u bytes of writes apart, %.0f s a pattern\n",
            1e3 * STALL_S, STRETCH_FLOATS * 4u, seconds);
     printf("%-44s %7s %7s %9s %9s %9s %7s\n", "pattern", "busy s", "stalls", "per s", "median ms", "longest", "share");
+    enum { PATTERNS = sizeof patterns / sizeof *patterns };
+    double g_per_s[PATTERNS], g_median[PATTERNS], g_share[PATTERNS];
     for (size_t k = 0; k < sizeof patterns / sizeof *patterns; k++) {
         const pattern *p = &patterns[k];
         loader *L = calloc((size_t)p->threads, sizeof *L);
@@ -124,7 +140,25 @@ int main(int argc, char **argv) {
         if (n) printf(" %9.1f %9.1f", 1e3 * all[n / 2], 1e3 * all[n - 1]);
         else printf(" %9s %9s", "-", "-");
         printf(" %6.2f%%\n", busy > 0 ? 100 * lost / busy : 0);
+        /* the gaps short of a stall, the threads' together */
+        double *g = malloc(2 * MAX_GAPS * sizeof *g), gs = 0;
+        long ga = 0;
+        int ng = 0;
+        for (int i = 0; i < started; i++) {
+            gs += L[i].gap_s;
+            ga += L[i].gaps_all;
+            for (int j = 0; g && j < L[i].gaps; j++) g[ng++] = L[i].gap[j];
+        }
+        if (g && ng) qsort(g, (size_t)ng, sizeof *g, cmp_double);
+        g_per_s[k] = busy > 0 ? (double)ga / busy : 0;
+        g_median[k] = g && ng ? g[ng / 2] : 0;
+        g_share[k] = busy > 0 ? gs / busy : 0;
+        free(g);
         free(L);
     }
+    printf("\ninterruptions short of a stall: gaps over %.1f ms up to %.0f ms\n", 1e3 * GAP_S, 1e3 * STALL_S);
+    printf("%-44s %9s %10s %7s\n", "pattern", "per s", "median ms", "share");
+    for (int k = 0; k < PATTERNS; k++)
+        printf("%-44s %9.1f %10.3f %6.2f%%\n", patterns[k].name, g_per_s[k], 1e3 * g_median[k], 100 * g_share[k]);
     return 0;
 }

@@ -65,6 +65,12 @@ static const char help_format[] =
     "  --transport threads|mpi  mpi: also measure the MPI all-reduce (mpirun -np 2 pipelab profile\n"
     "                        --transport mpi ...; default threads)\n"
     "  -o, --output FILE     write the CSV there and print a summary (default: CSV on stdout)\n"
+    "  --interruptions S     instead of the profile, measure the host's interruptions for S seconds\n"
+    "                        on --concurrency threads pinned like the ranks: the share of the time\n"
+    "                        the host takes a busy core away in gaps over 0.1 ms up to 20 ms (a\n"
+    "                        longer one is a stall), and how many a second. `pipelab run\n"
+    "                        --interruption-share X` predicts beside its default with every action\n"
+    "                        that much longer\n"
     "\n"
     "exit status: 0 ok, 1 bad input, 2 bad usage\n";
 
@@ -74,12 +80,13 @@ static const char help_format[] =
 #define PROFILE_CONCURRENCY 1    /* --concurrency's default: one thread alone */
 #define PROFILE_MAX_CONCURRENCY 256
 
-enum { O_REPS = 1000, O_CONC, O_OUT, O_TRANSPORT, O_HELP };
+enum { O_REPS = 1000, O_CONC, O_OUT, O_TRANSPORT, O_INTR, O_HELP };
 
 static const struct option long_opts[] = {
     CLI_EXEC_LONG_OPTS,
     {"reps", required_argument, 0, O_REPS}, {"concurrency", required_argument, 0, O_CONC},
     {"output", required_argument, 0, O_OUT}, {"transport", required_argument, 0, O_TRANSPORT},
+    {"interruptions", required_argument, 0, O_INTR},
     {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
 };
 
@@ -88,6 +95,7 @@ typedef struct opts {
     cli_exec_args x; /* --width, --depth, --ffn, --microbatch-size, --seed, --backend, --precision */
     int reps, conc;
     int mpi;          /* --transport mpi */
+    double intr_s;    /* --interruptions S (0: the profile) */
     const char *path; /* -o, NULL = stdout */
 } opts;
 
@@ -124,6 +132,10 @@ static int parse(int argc, char **argv, opts *o) {
                 return cli_usage_error("profile", "--transport must be threads or mpi (got '%s')", optarg);
             o->mpi = strcmp(optarg, "mpi") == 0;
             break;
+        case O_INTR:
+            if (cli_num_arg("profile", "--interruptions", optarg, EXEC_GAP_MAX_S, EXEC_INTERRUPTIONS_MAX_S, &o->intr_s))
+                return CLI_EUSAGE;
+            break;
         case O_HELP: print_help(); return CLI_OK;
         default: return cli_usage_error("profile", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -133,6 +145,9 @@ static int parse(int argc, char **argv, opts *o) {
     if (rc >= 0) return rc;
     if (o->c.backend != EXEC_BACKEND_CUDA && (o->c.precision != EXEC_PREC_FP32 || o->c.sm_split))
         return cli_usage_error("profile", "--precision other than fp32 and --sm-split need --backend cuda");
+    if (o->intr_s > 0 && (o->mpi || o->c.backend == EXEC_BACKEND_CUDA || o->path))
+        return cli_usage_error("profile", "--interruptions measures this host's cores and prints one line (drop "
+                                          "--transport mpi, --backend cuda and -o)");
     if (o->mpi && o->c.backend == EXEC_BACKEND_CUDA)
         return cli_usage_error("profile", "--transport mpi profiles the CPU executor's all-reduce (the CUDA backend has no "
                                           "replicas)");
@@ -168,12 +183,27 @@ static void print_summary(const opts *o, const exec_layer_profile *p) {
     printf("written            %s\n", o->path);
 }
 
+/* `pipelab profile --interruptions S`: measures and prints the host's interruptions; returns an
+ * exit code. */
+static int interruptions(const opts *o) {
+    pl_err e;
+    pl_err_clear(&e);
+    exec_interruptions r;
+    if (exec_interruptions_measure(o->conc, o->intr_s, &r, &e) != PL_OK) return cli_fail(&e);
+    printf("interruptions      share %.6g (%.2f%% of the time in gaps over %g ms up to %g ms, %.1f a second), %d "
+           "worker%s at once, %g s\n",
+           r.share, 100 * r.share, 1e3 * EXEC_GAP_MIN_S, 1e3 * EXEC_GAP_MAX_S, r.per_s, r.workers, r.workers == 1 ? "" : "s",
+           r.seconds);
+    return CLI_OK;
+}
+
 /* Entry point of `pipelab profile`: measures and writes the profile CSV (with -o FILE, a summary
  * on stdout); returns an exit code. */
 int cli_profile(int argc, char **argv) {
     opts o;
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
+    if (o.intr_s > 0) return interruptions(&o);
     const exec_config *c = &o.c;
     char host[CLI_HOST_MAX] = "";
     if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';

@@ -195,6 +195,33 @@ static int run_sim(const sched *s, const sim_costs *costs, const sim_config *c, 
  * (the profile's of one block, or its rank's own when rank_step_s is given, times its blocks),
  * the point-to-point link of transport tr and the hand-off's hold on the ranks, the all-reduce
  * link (in *link) of replicated stages, and the version term of t. */
+/* The interruption term (cli_run_terms.intr_share): per rank, each of F, I, W whose profile
+ * round holds no gap at its median takes its time over 1 - share, and every STEP. A round times
+ * EXEC_PROFILE_SLOTS microbatches through the rank's blocks, each kind apart: the kind's part of
+ * a round lasts the slots times the rank's stages' times of it, and holds a gap with probability
+ * under one half while the rate times that length is at most ln 2 (gaps as a Poisson process). A
+ * longer part holds gaps at its median too, and the term leaves it as the profile timed it
+ * (docs/validate_cpu.md, "What the tail is made of"). */
+static void interruption_term(sim_model *sm, const sched *s, const cli_run_terms *t) {
+    const double lost = 1 / (1 - t->intr_share);
+    for (int r = 0; r < s->ranks; r++) {
+        double part[3] = {0, 0, 0};
+        for (int q = 0; q < sm->stages; q++)
+            if (s->stage_rank[q] == r) {
+                part[0] += EXEC_PROFILE_SLOTS * sm->stage[q].f_s;
+                part[1] += EXEC_PROFILE_SLOTS * sm->stage[q].i_s;
+                part[2] += EXEC_PROFILE_SLOTS * sm->stage[q].w_s;
+            }
+        double f[3];
+        for (int k = 0; k < 3; k++) f[k] = t->intr_rate * part[k] <= M_LN2 ? lost : 1;
+        for (int q = 0; q < sm->stages; q++)
+            if (s->stage_rank[q] == r) {
+                sim_model_scale_fiw(sm, q, f);
+                sm->step_s[q] *= lost;
+            }
+    }
+}
+
 static void model_times(sim_model *sm, const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr,
                         const double *rank_step_s, const cli_run_terms *t, cost_hw *link) {
     /* no hardware, so no memory bandwidth for cost_step_s: the STEP of a stage is its blocks
@@ -219,6 +246,7 @@ static void model_times(sim_model *sm, const sched *s, const exec_config *cfg, c
      * validate_cpu.md, "Two weight versions: the version term") */
     for (int q = 0; t->versions && q < sm->stages; q++)
         if (sched_stage_steps_each_backward(s, q)) sim_model_scale_fiw(sm, q, t->versions + 3 * s->stage_rank[q]);
+    if (t->intr_share > 0) interruption_term(sm, s, t);
 }
 
 /* run_drive.h. */

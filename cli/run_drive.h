@@ -129,6 +129,12 @@ typedef struct cli_run_terms {
      * versions[3 r + c] (c: 0 F, 1 I, 2 W), its cycle on two weight versions against the same
      * cycle in place, 1 where its STEPs go in place (exec_profile_worker_versions); NULL: off */
     const double *versions;
+    /* the interruption term (`pipelab profile --interruptions`; share 0: off): on each rank, the
+     * F, I and W whose profile round (EXEC_PROFILE_SLOTS microbatches through the rank's stages)
+     * holds under ln 2 gaps at intr_rate a second, so none at its median, take 1 / (1 -
+     * intr_share) times their time, and every STEP too (timed one block at a time): a pass holds
+     * its share of the host's interruptions, which the profile's median round leaves out */
+    double intr_share, intr_rate;
 } cli_run_terms;
 /* The stochastic runs of the jitter and drift terms, and the seed of the first. */
 #define CLI_RUN_JITTER_RUNS 31
@@ -146,7 +152,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 /* ---------------------------------------------------------------- results store */
 
 /* The other predictions a run stores beside its own (cli_run_store_info.pred_alt). */
-#define CLI_RUN_ALTS 11
+#define CLI_RUN_ALTS 12
 
 /* What a stored pair of runs carries besides the results. */
 typedef struct cli_run_store_info {
@@ -167,7 +173,7 @@ typedef struct cli_run_store_info {
      * term, [6] without the I next to its recomputed forward (cli_run_terms.next), [7] with the
      * reuse-distance term and the kind before, [8] without the jitter and drift terms (under
      * --no-jitter-term with them), [9] where the profile measured a drift, with the jitter term
-     * alone, [10] without the version term */
+     * alone, [10] without the version term, [11] with the interruption term (--interruptions) */
     const sim_result *pred_alt[CLI_RUN_ALTS];
     const char *tag_alt[CLI_RUN_ALTS];
     const exec_host_probe *host_probe; /* the host probe taken before the run, or NULL */

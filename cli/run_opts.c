@@ -125,6 +125,14 @@ static const char help_format[] =
     "                        (docs/validate_cpu.md). The other prediction is stored too: under\n"
     "                        tag NAME-passlen, or with --pass-length-term NAME-nopasslen\n"
     "  --no-pass-length-term without it (the default)\n"
+    "  --interruptions SHARE,RATE  the host's interruptions as `pipelab profile --interruptions`\n"
+    "                        measures them: the share of a busy core's time in gaps over 0.1 ms\n"
+    "                        up to 20 ms, and their count a second. Stored beside the default,\n"
+    "                        under tag NAME-interrupt: the prediction with every F, I, W and STEP\n"
+    "                        1 / (1 - SHARE) times as long where the profile's round of the kind\n"
+    "                        holds no such gap at its median (RATE times its length at most ln 2),\n"
+    "                        which a pass always holds its share of (docs/validate_cpu.md, \"What\n"
+    "                        the tail is made of\")\n"
     "  --no-jitter-term      predict at each action's mean time, one deterministic simulated run.\n"
     "                        By default, where the profile's per-worker lines time the forward's\n"
     "                        spread (fwd_sd_s), every compute action's time is a lognormal factor\n"
@@ -166,7 +174,7 @@ static const char help_format[] =
     "exit status: 0 ok, 1 bad input or a failed run, 2 bad usage\n";
 
 enum { O_SPLIT = 1000, O_LR, O_MOM, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
-       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_PASSLEN, O_NOPASSLEN, O_NOJITTER, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
+       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_PASSLEN, O_NOPASSLEN, O_NOJITTER, O_INTR, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
        O_FAULT, O_GPUS, O_MAXMEM, O_PARTITION, O_REPLS, O_NOPROBE, O_STEADY, O_TIMEDMAX, O_HELP };
 
 static const struct option long_opts[] = {
@@ -184,6 +192,7 @@ static const struct option long_opts[] = {
     {"pass-length-term", no_argument, 0, O_PASSLEN},
     {"no-pass-length-term", no_argument, 0, O_NOPASSLEN},
     {"no-jitter-term", no_argument, 0, O_NOJITTER},
+    {"interruptions", required_argument, 0, O_INTR},
     {"format", required_argument, 0, O_FORMAT}, {"trace", no_argument, 0, O_TRACE},
     {"dump-weights", required_argument, 0, O_DUMP}, {"tag", required_argument, 0, O_TAG},
     {"db", required_argument, 0, O_DB}, {"no-db", no_argument, 0, O_NODB},
@@ -219,6 +228,32 @@ static void print_help(void) {
 /* Parses a finite number >= 0 for flag; returns 0, or -1 after printing a usage error. */
 static int num_arg(const char *flag, const char *val, double *out) {
     return cli_num_arg("run", flag, val, 0, HUGE_VAL, out);
+}
+
+/* The largest --interruptions share (half of a core's time taken away) and rate a second. */
+#define RUN_MAX_INTR_SHARE 0.5
+#define RUN_MAX_INTR_RATE 1e6
+
+/* Parses --interruptions SHARE,RATE into o; returns 0, or -1 after printing a usage error. */
+static int interruptions_arg(const char *val, run_opts *o) {
+    char num[64];
+    const char *comma = strchr(val, ',');
+    size_t n = comma ? (size_t)(comma - val) : 0;
+    double share = -1, rate = -1;
+    if (comma && n > 0 && n < sizeof num) {
+        memcpy(num, val, n);
+        num[n] = '\0';
+        if (pl_parse_double(num, &share) || pl_parse_double(comma + 1, &rate)) share = rate = -1;
+    }
+    if (!(share >= 0 && share <= RUN_MAX_INTR_SHARE && rate >= 0 && rate <= RUN_MAX_INTR_RATE)) {
+        cli_usage_error("run", "--interruptions: needs SHARE,RATE with SHARE from 0 to %g and RATE from 0 to %g a second "
+                               "(got '%s'; `pipelab profile --interruptions S` measures both)",
+                        RUN_MAX_INTR_SHARE, RUN_MAX_INTR_RATE, val);
+        return -1;
+    }
+    o->intr_share = share;
+    o->intr_rate = rate;
+    return 0;
 }
 
 /* Parses "N,N,..." into o->split; returns 0 or -1 (usage error printed). */
@@ -326,6 +361,7 @@ static int run_opt(int c, const char *arg, const char *seen, run_opts *o) {
     case O_PASSLEN: o->pass_length = 1; return -1;
     case O_NOPASSLEN: o->pass_length = 0; return -1;
     case O_NOJITTER: o->jitter = 0; return -1;
+    case O_INTR: return interruptions_arg(arg, o) ? CLI_EUSAGE : -1;
     case O_FORMAT: o->format = arg; return -1;
     case O_TRACE: o->trace = 1; return -1;
     case O_DUMP: o->dump = arg; return -1;
@@ -402,6 +438,9 @@ static int check_flags(run_opts *o) {
     if ((o->terms || o->pass_length) && o->cuda)
         return cli_usage_error("run", "--terms and --pass-length-term read the CPU profile's per-worker lines, which "
                                       "the CUDA profile does not time (not with --backend cuda)");
+    if (o->intr_share > 0 && o->cuda)
+        return cli_usage_error("run", "--interruptions prices the host's interruptions of a busy CPU core (not with "
+                                      "--backend cuda)");
     rc = check_steady(o);
     if (rc >= 0) return rc;
     if (o->c.momentum >= 1) {

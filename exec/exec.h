@@ -575,6 +575,31 @@ typedef struct exec_host_probe {
  * profile's error. */
 int exec_host_probe_measure(int workers, exec_host_probe *p, pl_err *e);
 
+/* The host's interruptions (interrupt.c): `workers` threads, pinned to the cores the ranks use,
+ * read the clock back to back for `seconds`; a gap between two readings over EXEC_GAP_MIN_S (a
+ * hundred times a reading) and up to EXEC_GAP_MAX_S is time the host took the core away. Longer
+ * gaps are the host's stalls, rare and about 100 ms each (bench/bench_host), which no term
+ * prices. On the development VM, with both cores busy, the gaps took 0.4-0.6% of the time, 9-19
+ * a second of 0.13-0.15 ms at the median; with one core busy, 0.1% (docs/validate_cpu.md, "What
+ * the tail is made of"). */
+#define EXEC_GAP_MIN_S 1e-4
+/* Microbatches in flight in one round of the profile (profile.c): what each block keeps
+ * stashed at once, and how many of a kind a round times back to back. */
+#define EXEC_PROFILE_SLOTS 4
+#define EXEC_GAP_MAX_S 0.02
+#define EXEC_INTERRUPTIONS_MAX_WORKERS 256
+#define EXEC_INTERRUPTIONS_MAX_S 3600.0
+typedef struct exec_interruptions {
+    int workers;
+    double seconds;
+    double share;       /* the time in such gaps over the time measured, mean over the workers */
+    double per_s;       /* such gaps a second, mean over the workers */
+} exec_interruptions;
+/* Measures r. Returns PL_OK; PL_EINPUT for workers outside 1 .. EXEC_INTERRUPTIONS_MAX_WORKERS
+ * or seconds outside (0, EXEC_INTERRUPTIONS_MAX_S]; PL_ENOMEM; or PL_EINTERNAL when a thread
+ * could not start. */
+int exec_interruptions_measure(int workers, double seconds, exec_interruptions *r, pl_err *e);
+
 /* The comment key of the profile CSV's executor line "# pipelab-exec concurrency=P step_s=S"
  * (not "#@" metadata, which the cost model's reader limits to its own keys). */
 #define EXEC_PROFILE_META "pipelab-exec"

@@ -48,8 +48,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Microbatches in flight in one profiling round: what each block keeps stashed at once. */
-#define PROFILE_SLOTS 4
+/* Microbatches in flight in one profiling round (exec.h). */
+#define PROFILE_SLOTS EXEC_PROFILE_SLOTS
 /* Microbatches of a round's again samples (prof_again): a streak on the same blocks, the last one
  * timed. Fewer than PROFILE_SLOTS (they take slots 1 ..). */
 #define PROFILE_AGAIN_MBS 3

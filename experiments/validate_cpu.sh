@@ -19,6 +19,9 @@
 # under it meanwhile), and it repeats a profile or run during which they used more (up to RETRIES times, default 2).
 # A run that stays contended is kept apart, in results/out/validate_cpu.busy.db, and reported
 # separately: its error measures the other load, not the model. Nothing is discarded silently.
+# Before the grid, `pipelab profile --interruptions INTR_S` (default 20 seconds, both cores) measures
+# the host's interruptions, and every run stores the prediction with the interruption term beside
+# its own (tag NAME-interrupt, `pipelab run --interruptions`), reported with the other predictions.
 # The host's other guests slow the cores too, and /proc/stat does not show them (its steal time
 # stays 0 here); their mark is a run whose passes scatter. Each run's steadiness is the standard
 # error of its mean pass (the passes' standard deviation over the square root of their number)
@@ -281,6 +284,14 @@ elif [ "$BROAD" = 1 ]; then POINTS=$(broad_points); else
     POINTS=$(for h in $WIDTHS; do for m in $MICROBATCHES; do for kind in $KINDS; do
         echo "$kind $m none mlp:width=$h,depth=$DEPTH,microbatch=16"; done; done; done)
 fi
+# the host's interruptions, measured once for the grid on both cores (INTR_S seconds) and priced
+# beside the default under tag NAME-interrupt (docs/validate_cpu.md, "What the tail is made of")
+INTR=""
+if [ "$PLOT_ONLY" = 0 ]; then
+    INTR_LINE=$("$PL" profile --interruptions "${INTR_S:-20}" --concurrency 2) || exit 1
+    INTR=$(sed -n 's/.*share \([0-9.e+-]*\) .*, \([0-9.]*\) a second.*/\1,\2/p' <<< "$INTR_LINE")
+    echo "$INTR_LINE"
+fi
 t0=$(date +%s)
 # the grid once a round, REPEATS rounds: a configuration's runs minutes apart, in different states
 # of the host
@@ -298,6 +309,7 @@ while read -r kind m recompute spec chunks; do
     SEEN[$PROF]=1
     extra="--recompute $recompute"
     [ "$TRACE" = 0 ] || extra="$extra --trace"
+    [ -z "$INTR" ] || extra="$extra --interruptions $INTR"
     case "$kind" in interleaved|looped-bfs) extra="$extra --chunks ${chunks:-2}" ;; esac
     run_one() {
         if [ "$PROFILE" = once ]; then
@@ -458,6 +470,7 @@ if [ -f "$DB" ]; then
     other_prediction -nonext "without the I next to its recomputed forward (only the runs under full recomputation)"
     other_prediction -before "with the reuse-distance term and the kind before (an I after an F of its stage, an F after its backwards)"
     other_prediction -nojitter "without the jitter and drift terms (one simulated run at each action's mean time: its per-class table prices the actions, where the default's are random draws)"
+    other_prediction -interrupt "with the interruption term (pipelab run --interruptions, measured once for the grid)"
     other_prediction -nodrift "with the jitter term alone (only the runs whose profile measured a drift between the ranks)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null

@@ -706,6 +706,94 @@ static void test_run_versions(void) {
     free(dir);
 }
 
+/* Sets *ops, *n to the predicted timeline of the one simulated run tagged `tag` in db. */
+static void sim_ops(const char *db, const char *tag, store_op **ops, size_t *n) {
+    store *s = NULL;
+    store_run *runs = NULL;
+    size_t nr = 0;
+    pl_err e;
+    *ops = NULL;
+    *n = 0;
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL_FATAL(store_list_runs(s, tag, 0, &runs, &nr, &e), PL_OK);
+    for (size_t i = 0; i < nr; i++)
+        if (strcmp(runs[i].kind, "simulated") == 0) CU_ASSERT_EQUAL(store_get_ops(s, runs[i].id, ops, n, &e), PL_OK);
+    store_runs_free(runs, nr);
+    store_close(s);
+}
+
+/* Checks the interruption term of `pipelab run --interruptions 0.01,RATE` (1F1B on 2 ranks, m 4,
+ * traced, each action at its mean time): TAG-interrupt's predicted timeline has the default's
+ * actions, each F and B `fb` times as long and each STEP 1 / 0.99 times. */
+static void interruption_case(const char *dir, const char *rate, double fb) {
+    char *db = pl_test_path(dir, "intr.db"), *csv = pl_test_path(dir, "intr.csv"), flags[128];
+    snprintf(flags, sizeof flags, "--kind 1f1b --ranks 2 --microbatches 4 --trace --interruptions 0.01,%s", rate);
+    free(run_saving_profile(flags, "it", db, csv));
+    store_op *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    sim_ops(db, "it", &a, &na);
+    sim_ops(db, "it-interrupt", &b, &nb);
+    CU_ASSERT_EQUAL_FATAL(na, nb);
+    int seen[2] = {0, 0};
+    for (size_t i = 0; i < na; i++) {
+        CU_ASSERT_STRING_EQUAL(a[i].kind, b[i].kind);
+        int step = !strcmp(a[i].kind, "STEP"), fwd_bwd = !strcmp(a[i].kind, "F") || !strcmp(a[i].kind, "B");
+        if (!step && !fwd_bwd) continue;
+        double da = a[i].end_s - a[i].start_s, want = da * (step ? 1 / 0.99 : fb);
+        CU_ASSERT(da > 0);
+        CU_ASSERT_DOUBLE_EQUAL(b[i].end_s - b[i].start_s, want, 1e-9 * want);
+        seen[step]++;
+    }
+    CU_ASSERT(seen[0] == 16 && seen[1] == 2); /* 4 F and 4 B on each rank; a STEP each */
+    store_ops_free(a, na);
+    store_ops_free(b, nb);
+    unlink(db);
+    unlink(csv);
+    free(db);
+    free(csv);
+}
+
+/* `pipelab profile --interruptions S` on 2 workers prints one line whose share is a fraction of
+ * the time (in [0, 1), the same in percent) and whose rate is not negative, and writes no CSV;
+ * with -o, or a time under 20 ms, it is a usage error (exit 2). */
+static void test_profile_interruptions(void) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s profile --interruptions 0.2 --concurrency 2", PIPELAB_BIN);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &out), 0);
+    double share = -1, pct = -1, rate = -1;
+    int workers = 0;
+    const char *l = out ? strstr(out, "interruptions") : NULL;
+    int got = l ? sscanf(l, "interruptions share %lf (%lf%% of the time in gaps over 0.1 ms up to 20 ms, %lf a second), %d",
+                         &share, &pct, &rate, &workers)
+                : 0;
+    CU_ASSERT_EQUAL_FATAL(got, 4);
+    CU_ASSERT(share >= 0 && share < 1 && rate >= 0 && workers == 2);
+    CU_ASSERT_DOUBLE_EQUAL(pct, 100 * share, 0.006);
+    CU_ASSERT_PTR_NULL(strstr(out, "layer,"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s profile --interruptions 1 -o /dev/null", PIPELAB_BIN);
+    char *junk = NULL;
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &junk), 2);
+    free(junk);
+    junk = NULL;
+    snprintf(cmd, sizeof cmd, "%s profile --interruptions 0.001", PIPELAB_BIN);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &junk), 2);
+    free(junk);
+}
+
+/* The interruption term, stored beside the default under TAG-interrupt. At a rate of 0 gaps a
+ * second no profile round holds one, so every F, I, W and STEP takes 1 / (1 - share) its time;
+ * at a million a second every round of F, I, W holds them at its median and only the STEP (timed
+ * one block at a time) is priced longer, by the same 1 / 0.99. */
+static void test_run_interruptions(void) {
+    char *dir = pl_test_tmpdir();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    interruption_case(dir, "0", 1 / 0.99);
+    interruption_case(dir, "1e6", 1);
+    rmdir(dir);
+    free(dir);
+}
+
 /* The reuse-distance term with the kind before, in a prediction stored beside (TAG-before),
  * against the reuse-distance term alone (TAG-reuse). 1F1B on 2 ranks, m 4, two blocks a stage:
  * rank 0 runs F0 F1 B0 F2 B1 F3 B2 B3, so B0-B2 follow an F of its stage (their I at its
@@ -1284,6 +1372,8 @@ void exec_test_run_register(void) {
         {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
         {"the again term in the prediction, the one without it stored beside", test_run_again_default},
         {"the version term in the prediction, the one without it stored beside", test_run_versions},
+        {"the interruption term, stored beside the default", test_run_interruptions},
+        {"profile --interruptions: one line, its share a fraction", test_profile_interruptions},
         {"the kind before: a prediction stored beside, against the reuse-distance term alone", test_run_kind_before},
         {"the jitter and drift terms in the default; the other predictions beside", test_run_drift},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
