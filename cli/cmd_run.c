@@ -208,7 +208,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_NOJITTER_SUFFIX "-nojitter"
 #define RUN_TAG_NODRIFT_SUFFIX "-nodrift"
 #define RUN_TAG_NOVERSIONS_SUFFIX "-noversions"
-#define RUN_TAG_INTERRUPT_SUFFIX "-interrupt"
+#define RUN_TAG_NOINTERRUPT_SUFFIX "-nointerrupt"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -229,7 +229,8 @@ typedef struct run_state {
                               * term and the kind before; [8] without the jitter and drift
                               * terms (under --no-jitter-term with them); [9] where the profile
                               * measured a drift, with the jitter term alone; [10] without the
-                              * version term; [11] with the interruption term (--interruptions) */
+                              * version term; [11] under --interruptions, without the
+                              * interruption term */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -557,10 +558,11 @@ static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_e
  *   the version term");
  * - the pass-length term under --pass-length-term;
  * - the jitter and drift terms unless --no-jitter-term ("The jitter and drift terms in the
- *   default"). */
+ *   default");
+ * - the interruption term under --interruptions ("What the tail is made of"). */
 static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int measured) {
     cli_run_terms t = {NULL, NULL, NULL, NULL, p->again, p->windows && o->pass_length ? p->window : NULL, p->next, NULL,
-                       o->jitter ? p->jitter : NULL, o->jitter ? p->drift : 0, p->versions, 0, 0};
+                       o->jitter ? p->jitter : NULL, o->jitter ? p->drift : 0, p->versions, o->intr_share, o->intr_rate};
     if (measured) {
         t.reuse_i = p->reuse_i;
         t.reuse_w = p->reuse_w;
@@ -653,11 +655,10 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     t[10].versions = NULL;
     on[10] = m->versions != NULL;
     sfx[10] = RUN_TAG_NOVERSIONS_SUFFIX;
-    /* [11] with the interruption term, where --interruptions gives the host's */
-    t[11].intr_share = o->intr_share;
-    t[11].intr_rate = o->intr_rate;
+    /* [11] without the interruption term, where --interruptions gives the host's */
+    t[11].intr_share = t[11].intr_rate = 0;
     on[11] = o->intr_share > 0;
-    sfx[11] = RUN_TAG_INTERRUPT_SUFFIX;
+    sfx[11] = RUN_TAG_NOINTERRUPT_SUFFIX;
     int rc = PL_OK;
     for (int i = 0; rc == PL_OK && i < CLI_RUN_ALTS; i++)
         if (on[i]) rc = predict_beside(o, st, p, &t[i], i, sfx[i], e);

@@ -173,7 +173,8 @@ typedef struct cli_run_store_info {
      * term, [6] without the I next to its recomputed forward (cli_run_terms.next), [7] with the
      * reuse-distance term and the kind before, [8] without the jitter and drift terms (under
      * --no-jitter-term with them), [9] where the profile measured a drift, with the jitter term
-     * alone, [10] without the version term, [11] with the interruption term (--interruptions) */
+     * alone, [10] without the version term, [11] under --interruptions without the interruption
+     * term */
     const sim_result *pred_alt[CLI_RUN_ALTS];
     const char *tag_alt[CLI_RUN_ALTS];
     const exec_host_probe *host_probe; /* the host probe taken before the run, or NULL */

@@ -20,8 +20,8 @@
 # A run that stays contended is kept apart, in results/out/validate_cpu.busy.db, and reported
 # separately: its error measures the other load, not the model. Nothing is discarded silently.
 # Before the grid, `pipelab profile --interruptions INTR_S` (default 20 seconds, both cores) measures
-# the host's interruptions, and every run stores the prediction with the interruption term beside
-# its own (tag NAME-interrupt, `pipelab run --interruptions`), reported with the other predictions.
+# the host's interruptions, and every run's prediction prices them (`pipelab run --interruptions`);
+# the prediction without is stored beside (tag NAME-nointerrupt) and reported with the others.
 # The host's other guests slow the cores too, and /proc/stat does not show them (its steal time
 # stays 0 here); their mark is a run whose passes scatter. Each run's steadiness is the standard
 # error of its mean pass (the passes' standard deviation over the square root of their number)
@@ -285,7 +285,8 @@ elif [ "$BROAD" = 1 ]; then POINTS=$(broad_points); else
         echo "$kind $m none mlp:width=$h,depth=$DEPTH,microbatch=16"; done; done; done)
 fi
 # the host's interruptions, measured once for the grid on both cores (INTR_S seconds) and priced
-# beside the default under tag NAME-interrupt (docs/validate_cpu.md, "What the tail is made of")
+# by every prediction; the one without is stored beside under tag NAME-nointerrupt
+# (docs/validate_cpu.md, "What the tail is made of")
 INTR=""
 if [ "$PLOT_ONLY" = 0 ]; then
     INTR_LINE=$("$PL" profile --interruptions "${INTR_S:-20}" --concurrency 2) || exit 1
@@ -470,7 +471,7 @@ if [ -f "$DB" ]; then
     other_prediction -nonext "without the I next to its recomputed forward (only the runs under full recomputation)"
     other_prediction -before "with the reuse-distance term and the kind before (an I after an F of its stage, an F after its backwards)"
     other_prediction -nojitter "without the jitter and drift terms (one simulated run at each action's mean time: its per-class table prices the actions, where the default's are random draws)"
-    other_prediction -interrupt "with the interruption term (pipelab run --interruptions, measured once for the grid)"
+    other_prediction -nointerrupt "without the interruption term (pipelab run --interruptions, measured once for the grid)"
     other_prediction -nodrift "with the jitter term alone (only the runs whose profile measured a drift between the ranks)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null

@@ -723,16 +723,17 @@ static void sim_ops(const char *db, const char *tag, store_op **ops, size_t *n) 
 }
 
 /* Checks the interruption term of `pipelab run --interruptions 0.01,RATE` (1F1B on 2 ranks, m 4,
- * traced, each action at its mean time): TAG-interrupt's predicted timeline has the default's
- * actions, each F and B `fb` times as long and each STEP 1 / 0.99 times. */
+ * traced, each action at its mean time): the prediction's timeline has the actions of the one
+ * stored beside without the term (TAG-nointerrupt), each F and B `fb` times as long and each STEP
+ * 1 / 0.99 times. */
 static void interruption_case(const char *dir, const char *rate, double fb) {
     char *db = pl_test_path(dir, "intr.db"), *csv = pl_test_path(dir, "intr.csv"), flags[128];
     snprintf(flags, sizeof flags, "--kind 1f1b --ranks 2 --microbatches 4 --trace --interruptions 0.01,%s", rate);
     free(run_saving_profile(flags, "it", db, csv));
     store_op *a = NULL, *b = NULL;
     size_t na = 0, nb = 0;
-    sim_ops(db, "it", &a, &na);
-    sim_ops(db, "it-interrupt", &b, &nb);
+    sim_ops(db, "it-nointerrupt", &a, &na);
+    sim_ops(db, "it", &b, &nb);
     CU_ASSERT_EQUAL_FATAL(na, nb);
     int seen[2] = {0, 0};
     for (size_t i = 0; i < na; i++) {
@@ -781,7 +782,8 @@ static void test_profile_interruptions(void) {
     free(junk);
 }
 
-/* The interruption term, stored beside the default under TAG-interrupt. At a rate of 0 gaps a
+/* The interruption term under --interruptions, the prediction without it stored beside
+ * (TAG-nointerrupt). At a rate of 0 gaps a
  * second no profile round holds one, so every F, I, W and STEP takes 1 / (1 - share) its time;
  * at a million a second every round of F, I, W holds them at its median and only the STEP (timed
  * one block at a time) is priced longer, by the same 1 / 0.99. */
@@ -1372,7 +1374,7 @@ void exec_test_run_register(void) {
         {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
         {"the again term in the prediction, the one without it stored beside", test_run_again_default},
         {"the version term in the prediction, the one without it stored beside", test_run_versions},
-        {"the interruption term, stored beside the default", test_run_interruptions},
+        {"the interruption term under --interruptions, the one without stored beside", test_run_interruptions},
         {"profile --interruptions: one line, its share a fraction", test_profile_interruptions},
         {"the kind before: a prediction stored beside, against the reuse-distance term alone", test_run_kind_before},
         {"the jitter and drift terms in the default; the other predictions beside", test_run_drift},
