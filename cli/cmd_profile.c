@@ -68,9 +68,9 @@ static const char help_format[] =
     "  --interruptions S     instead of the profile, measure the host's interruptions for S seconds\n"
     "                        on --concurrency threads pinned like the ranks: the share of the time\n"
     "                        the host takes a busy core away in gaps over 0.1 ms up to 20 ms (a\n"
-    "                        longer one is a stall), and how many a second. `pipelab run\n"
-    "                        --interruption-share X` predicts beside its default with every action\n"
-    "                        that much longer\n"
+    "                        longer one is a stall), and how many a second, each the median over\n"
+    "                        windows of 1 s (an episode of the host's does not set them).\n"
+    "                        `pipelab run --interruptions SHARE,RATE` prices them\n"
     "\n"
     "exit status: 0 ok, 1 bad input, 2 bad usage\n";
 
@@ -191,9 +191,9 @@ static int interruptions(const opts *o) {
     exec_interruptions r;
     if (exec_interruptions_measure(o->conc, o->intr_s, &r, &e) != PL_OK) return cli_fail(&e);
     printf("interruptions      share %.6g (%.2f%% of the time in gaps over %g ms up to %g ms, %.1f a second), %d "
-           "worker%s at once, %g s\n",
+           "worker%s at once, %g s; medians over %d window%s, over the whole time %.2f%%\n",
            r.share, 100 * r.share, 1e3 * EXEC_GAP_MIN_S, 1e3 * EXEC_GAP_MAX_S, r.per_s, r.workers, r.workers == 1 ? "" : "s",
-           r.seconds);
+           r.seconds, r.windows, r.windows == 1 ? "" : "s", 100 * r.share_all);
     return CLI_OK;
 }
 

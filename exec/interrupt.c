@@ -7,20 +7,25 @@
 #include "exec_int.h"
 #include "platform.h"
 
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* One measuring thread. */
+/* One measuring thread and its windows. */
 typedef struct intr_thread {
     exec_gate *gate;
     int cpu;            /* its core, or -1 */
     double seconds;
-    double gap_s;       /* time in gaps of (EXEC_GAP_MIN_S, EXEC_GAP_MAX_S] */
-    long gaps;
-    double span_s;      /* time measured */
+    int nw;             /* windows of EXEC_INTR_WINDOW_S (the last may be short) */
+    double *gap_s;      /* [nw] time in gaps of (EXEC_GAP_MIN_S, EXEC_GAP_MAX_S] */
+    double *gaps;       /* [nw] their count */
+    double all_gap_s, span_s; /* over the whole measurement */
 } intr_thread;
 
-/* exec_team_run's body: reads the clock back to back for x->seconds on its core. */
+/* exec_team_run's body: reads the clock back to back for x->seconds on its core. A gap counts in
+ * the window it ends in. */
 static void *intr_main(void *arg) {
     intr_thread *x = arg;
     if (!exec_gate_pass(x->gate)) return NULL;
@@ -29,13 +34,22 @@ static void *intr_main(void *arg) {
     while (last < end) {
         double t = pl_now_s(), g = t - last;
         if (g > EXEC_GAP_MIN_S && g <= EXEC_GAP_MAX_S) {
-            x->gap_s += g;
-            x->gaps++;
+            int w = (int)((t - t0) / EXEC_INTR_WINDOW_S);
+            w = w < x->nw ? w : x->nw - 1;
+            x->gap_s[w] += g;
+            x->gaps[w] += 1;
+            x->all_gap_s += g;
         }
         last = t;
     }
     x->span_s = last - t0;
     return NULL;
+}
+
+/* Returns the median of v[0 .. n) (sorted in place). */
+static double median(double *v, int n) {
+    gsl_sort(v, 1, (size_t)n);
+    return gsl_stats_median_from_sorted_data(v, 1, (size_t)n);
 }
 
 int exec_interruptions_measure(int workers, double seconds, exec_interruptions *r, pl_err *e) {
@@ -46,22 +60,33 @@ int exec_interruptions_measure(int workers, double seconds, exec_interruptions *
     if (!(seconds > 0) || seconds > EXEC_INTERRUPTIONS_MAX_S)
         return pl_errf(e, PL_EINPUT, "the interruptions' measurement takes more than 0 and at most %g s, got %g",
                        EXEC_INTERRUPTIONS_MAX_S, seconds);
+    /* whole windows of EXEC_INTR_WINDOW_S, one when shorter */
+    int nw = seconds < EXEC_INTR_WINDOW_S ? 1 : (int)(seconds / EXEC_INTR_WINDOW_S);
+    double win = seconds / nw;
     int cpus[EXEC_INTERRUPTIONS_MAX_WORKERS];
     int ncpu = exec_platform_cores(cpus, EXEC_INTERRUPTIONS_MAX_WORKERS);
     intr_thread *x = pl_calloc((size_t)workers, sizeof *x);
-    if (!x) return pl_errf(e, PL_ENOMEM, "out of memory");
+    double *mem = pl_calloc((size_t)workers * 2 * (size_t)nw, sizeof *mem), *share = pl_calloc((size_t)nw, sizeof *share);
+    int rc = x && mem && share ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
     exec_gate gate;
-    for (int i = 0; i < workers; i++) x[i] = (intr_thread){&gate, ncpu > 0 ? cpus[i % ncpu] : -1, seconds, 0, 0, 0};
-    int rc = exec_team_run(workers, intr_main, x, sizeof *x, &gate, "interruption-measuring thread", e);
+    for (int i = 0; rc == PL_OK && i < workers; i++)
+        x[i] = (intr_thread){&gate, ncpu > 0 ? cpus[i % ncpu] : -1, seconds, nw, mem + (size_t)(2 * i) * (size_t)nw,
+                             mem + (size_t)(2 * i + 1) * (size_t)nw, 0, 0};
+    if (rc == PL_OK) rc = exec_team_run(workers, intr_main, x, sizeof *x, &gate, "interruption-measuring thread", e);
     if (rc == PL_OK) {
         r->workers = workers;
         r->seconds = seconds;
+        r->windows = nw;
         for (int i = 0; i < workers; i++) {
-            if (!(x[i].span_s > 0)) continue;
-            r->share += x[i].gap_s / x[i].span_s / workers;
-            r->per_s += (double)x[i].gaps / x[i].span_s / workers;
+            for (int w = 0; w < nw; w++) share[w] = x[i].gap_s[w] / win;
+            r->share += median(share, nw) / workers;
+            for (int w = 0; w < nw; w++) share[w] = x[i].gaps[w] / win;
+            r->per_s += median(share, nw) / workers;
+            if (x[i].span_s > 0) r->share_all += x[i].all_gap_s / x[i].span_s / workers;
         }
     }
     free(x);
+    free(mem);
+    free(share);
     return rc;
 }

@@ -1066,6 +1066,26 @@ static void test_host_probe(void) {
     }
 }
 
+/* The host's interruptions: refusals; 2.5 s make 2 whole windows of 1 s, 0.3 s one; each share a
+ * fraction of the time and the rate not negative. */
+static void test_interruptions(void) {
+    pl_err e;
+    exec_interruptions r;
+    CU_ASSERT_EQUAL(exec_interruptions_measure(0, 1, &r, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(exec_interruptions_measure(1, 0, &r, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(exec_interruptions_measure(1, EXEC_INTERRUPTIONS_MAX_S * 2, &r, &e), PL_EINPUT);
+    static const double secs[] = {2.5, 0.3};
+    static const int windows[] = {2, 1};
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL_FATAL(exec_interruptions_measure(2, secs[k], &r, &e), PL_OK);
+        CU_ASSERT_EQUAL(r.workers, 2);
+        CU_ASSERT_EQUAL(r.windows, windows[k]);
+        CU_ASSERT(r.share >= 0 && r.share < 1 && r.share_all >= 0 && r.share_all < 1 && r.per_s >= 0);
+        /* every gap counted lasts over EXEC_GAP_MIN_S: the share is at least the rate's worth */
+        CU_ASSERT(r.share_all >= 0 && (r.per_s == 0 || r.share > 0));
+    }
+}
+
 /* Timing until steady (exec_config.timed_passes_max, steady_max): exec_steadiness in closed form;
  * the gaps past the planned ones hold the profile's rounds as the planned ones; a run that is steady at once times its
  * least passes, one that never is its most, and one between stops at the first count whose
@@ -1834,6 +1854,7 @@ void pl_test_register(void) {
         {"cache-line and huge-page buffers (exec_lines_alloc)", test_lines},
         {"profile between the passes: each gap's timed and opening rounds", test_profile_gap_rounds},
         {"the host probe: one forward of the default block, together and alone", test_host_probe},
+        {"the host's interruptions: windows, fractions, refusals", test_interruptions},
         {"the hand-off profile: one-way times in the stamps, the fit over one way or two", test_p2p_side},
         {"a thread bound to one core runs on all of the process's once unbound", test_platform_unbind},
         {"profile between the passes: same training, each worker's times", test_profile_between},
