@@ -191,10 +191,6 @@ static int run_sim(const sched *s, const sim_costs *costs, const sim_config *c, 
     return c->cv > 0 || c->rank_cv > 0 ? sim_run_median(s, costs, c, CLI_RUN_JITTER_RUNS, r, e) : sim_run(s, costs, c, r, e);
 }
 
-/* Sets the profile's measured times in sm, a model of s without hardware: each stage's STEP
- * (the profile's of one block, or its rank's own when rank_step_s is given, times its blocks),
- * the point-to-point link of transport tr and the hand-off's hold on the ranks, the all-reduce
- * link (in *link) of replicated stages, and the version term of t. */
 /* The interruption term (cli_run_terms.intr_share): per rank, each of F, I, W whose profile
  * round holds no gap at its median takes its time over 1 - share, and every STEP. A round times
  * EXEC_PROFILE_SLOTS microbatches through the rank's blocks, each kind apart: the kind's part of
@@ -222,6 +218,10 @@ static void interruption_term(sim_model *sm, const sched *s, const cli_run_terms
     }
 }
 
+/* Sets the profile's measured times in sm, a model of s without hardware: each stage's STEP
+ * (the profile's of one block, or its rank's own when rank_step_s is given, times its blocks),
+ * the point-to-point link of transport tr and the hand-off's hold on the ranks, the all-reduce
+ * link (in *link) of replicated stages, and the version and interruption terms of t. */
 static void model_times(sim_model *sm, const sched *s, const exec_config *cfg, const cost_model *m, cost_transport tr,
                         const double *rank_step_s, const cli_run_terms *t, cost_hw *link) {
     /* no hardware, so no memory bandwidth for cost_step_s: the STEP of a stage is its blocks

@@ -579,8 +579,8 @@ int exec_host_probe_measure(int workers, exec_host_probe *p, pl_err *e);
  * read the clock back to back for `seconds`; a gap between two readings over EXEC_GAP_MIN_S (a
  * hundred times a reading) and up to EXEC_GAP_MAX_S is time the host took the core away. Longer
  * gaps are the host's stalls, rare and about 100 ms each (bench/bench_host), which no term
- * prices. The share and the rate are medians over windows of EXEC_INTR_WINDOW_S (one window
- * when shorter), so that an episode of the host's in one window does not set them: one 20 s
+ * prices. The share and the rate are medians over windows of about EXEC_INTR_WINDOW_S (the
+ * time split evenly; one window when shorter), so that an episode of the host's in one window does not set them: one 20 s
  * measurement read 3.35% by its total while its neighbours read 0.5-0.7%, and a grid priced
  * with it predicted 3.3% long. On the development VM, with both cores busy, the gaps took 0.4-0.6% of the time, 9-19
  * a second of 0.13-0.15 ms at the median; with one core busy, 0.1% (docs/validate_cpu.md, "What

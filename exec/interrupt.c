@@ -18,7 +18,8 @@ typedef struct intr_thread {
     exec_gate *gate;
     int cpu;            /* its core, or -1 */
     double seconds;
-    int nw;             /* windows of EXEC_INTR_WINDOW_S (the last may be short) */
+    int nw;             /* windows of win seconds, nw of them in `seconds` */
+    double win;
     double *gap_s;      /* [nw] time in gaps of (EXEC_GAP_MIN_S, EXEC_GAP_MAX_S] */
     double *gaps;       /* [nw] their count */
     double all_gap_s, span_s; /* over the whole measurement */
@@ -34,7 +35,7 @@ static void *intr_main(void *arg) {
     while (last < end) {
         double t = pl_now_s(), g = t - last;
         if (g > EXEC_GAP_MIN_S && g <= EXEC_GAP_MAX_S) {
-            int w = (int)((t - t0) / EXEC_INTR_WINDOW_S);
+            int w = (int)((t - t0) / x->win);
             w = w < x->nw ? w : x->nw - 1;
             x->gap_s[w] += g;
             x->gaps[w] += 1;
@@ -60,17 +61,17 @@ int exec_interruptions_measure(int workers, double seconds, exec_interruptions *
     if (!(seconds > 0) || seconds > EXEC_INTERRUPTIONS_MAX_S)
         return pl_errf(e, PL_EINPUT, "the interruptions' measurement takes more than 0 and at most %g s, got %g",
                        EXEC_INTERRUPTIONS_MAX_S, seconds);
-    /* whole windows of EXEC_INTR_WINDOW_S, one when shorter */
+    /* about EXEC_INTR_WINDOW_S each (the whole of `seconds` split evenly), one when shorter */
     int nw = seconds < EXEC_INTR_WINDOW_S ? 1 : (int)(seconds / EXEC_INTR_WINDOW_S);
     double win = seconds / nw;
     int cpus[EXEC_INTERRUPTIONS_MAX_WORKERS];
     int ncpu = exec_platform_cores(cpus, EXEC_INTERRUPTIONS_MAX_WORKERS);
     intr_thread *x = pl_calloc((size_t)workers, sizeof *x);
-    double *mem = pl_calloc((size_t)workers * 2 * (size_t)nw, sizeof *mem), *share = pl_calloc((size_t)nw, sizeof *share);
-    int rc = x && mem && share ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
+    double *mem = pl_calloc((size_t)workers * 2 * (size_t)nw, sizeof *mem), *v = pl_calloc((size_t)nw, sizeof *v);
+    int rc = x && mem && v ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
     exec_gate gate;
     for (int i = 0; rc == PL_OK && i < workers; i++)
-        x[i] = (intr_thread){&gate, ncpu > 0 ? cpus[i % ncpu] : -1, seconds, nw, mem + (size_t)(2 * i) * (size_t)nw,
+        x[i] = (intr_thread){&gate, ncpu > 0 ? cpus[i % ncpu] : -1, seconds, nw, win, mem + (size_t)(2 * i) * (size_t)nw,
                              mem + (size_t)(2 * i + 1) * (size_t)nw, 0, 0};
     if (rc == PL_OK) rc = exec_team_run(workers, intr_main, x, sizeof *x, &gate, "interruption-measuring thread", e);
     if (rc == PL_OK) {
@@ -78,15 +79,15 @@ int exec_interruptions_measure(int workers, double seconds, exec_interruptions *
         r->seconds = seconds;
         r->windows = nw;
         for (int i = 0; i < workers; i++) {
-            for (int w = 0; w < nw; w++) share[w] = x[i].gap_s[w] / win;
-            r->share += median(share, nw) / workers;
-            for (int w = 0; w < nw; w++) share[w] = x[i].gaps[w] / win;
-            r->per_s += median(share, nw) / workers;
+            for (int w = 0; w < nw; w++) v[w] = x[i].gap_s[w] / win;
+            r->share += median(v, nw) / workers;
+            for (int w = 0; w < nw; w++) v[w] = x[i].gaps[w] / win;
+            r->per_s += median(v, nw) / workers;
             if (x[i].span_s > 0) r->share_all += x[i].all_gap_s / x[i].span_s / workers;
         }
     }
     free(x);
     free(mem);
-    free(share);
+    free(v);
     return rc;
 }

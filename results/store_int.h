@@ -58,10 +58,6 @@ int store_kind_is_compute(const char *kind);
 /* Returns the compute class (0 .. STORE_OVERLAP_KINDS - 1: store_overlap_kinds) of an op kind,
  * or -1 (not one of them; an OVERLAP is neither; store_overlap.c). */
 int store_class_of(const char *kind);
-/* Returns `from`, where rank r's ops in ops[0 .. n) start when every earlier rank's ended
- * before it, and sets *cnt to how many follow (0 when r has none); -1 when an earlier rank's op
- * is still there (not in rank order): store_tail.c. */
-long store_rank_slice(const store_op *ops, size_t n, size_t from, int r, size_t *cnt);
 /* What store_each_rank calls for each rank r with actions: pred[0 .. n) its predicted pass,
  * meas[0 .. passes n) its measured passes. Returns PL_OK, or an error that stops the walk. */
 typedef int store_rank_fn(int r, const store_op *pred, size_t n, const store_op *meas, void *ctx, pl_err *e);

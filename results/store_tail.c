@@ -30,7 +30,10 @@ static int tail_push(store_tail_class *c, double typical, double mean, double ta
     return PL_OK;
 }
 
-long store_rank_slice(const store_op *ops, size_t n, size_t from, int r, size_t *cnt) {
+/* Returns `from`, where rank r's ops in ops[0 .. n) start when every earlier rank's ended
+ * before it, and sets *cnt to how many follow (0 when r has none); -1 when an earlier rank's op
+ * is still there (not in rank order). */
+static long rank_slice(const store_op *ops, size_t n, size_t from, int r, size_t *cnt) {
     size_t i = from;
     if (i < n && ops[i].rank < r) return -1;
     *cnt = 0;
@@ -45,7 +48,7 @@ int store_each_rank(const store_op *pred, size_t np, const store_op *meas, size_
     size_t s0 = 0, m0 = 0;
     for (int r = 0; r < ranks; r++) {
         size_t n = 0, nmr = 0;
-        long ps = store_rank_slice(pred, np, s0, r, &n), ms = store_rank_slice(meas, nm, m0, r, &nmr);
+        long ps = rank_slice(pred, np, s0, r, &n), ms = rank_slice(meas, nm, m0, r, &nmr);
         if (ps < 0 || ms < 0 || nmr != (size_t)passes * n)
             return pl_errf(e, PL_EINPUT, "rank %d's actions are out of rank order, or its measured ones are not %d passes of "
                            "its predicted ones", r, passes);
