@@ -86,6 +86,17 @@ double exec_median(const double *v, size_t n) {
     return median_of(v, m[0], m[1]);
 }
 
+double exec_mean_less_stalls(const double *v, size_t n) {
+    double med = exec_median(v, n), sum = 0;
+    size_t k = 0;
+    for (size_t i = 0; !isnan(med) && i < n; i++)
+        if (v[i] <= med + EXEC_GAP_MAX_S) {
+            sum += v[i];
+            k++;
+        }
+    return k ? sum / (double)k : NAN;
+}
+
 double exec_stddev(const double *v, int n) {
     double sum = 0, sum2 = 0;
     for (int i = 0; i < n; i++) {

@@ -326,6 +326,25 @@ static void median_case(const double *v, int n, int mid0, int mid1, double media
     CU_ASSERT_EQUAL(memcmp(copy, v, (size_t)n * sizeof *v), 0);
 }
 
+/* The profile's STEP (exec_mean_less_stalls): the mean of the values within EXEC_GAP_MAX_S of
+ * their median. Two states 1.8 times apart, the slow one in 3 rounds of 8: the mean holds both
+ * at their shares, where the median is the fast one's; a stall of 100 ms in one round is left
+ * out, and a shorter interruption (up to 20 ms over the median) is kept. The values untouched. */
+static void test_mean_less_stalls(void) {
+    double v[8] = {0.0065, 0.0117, 0.0064, 0.0066, 0.0118, 0.0063, 0.0119, 0.0065};
+    double mean = (0.0065 + 0.0117 + 0.0064 + 0.0066 + 0.0118 + 0.0063 + 0.0119 + 0.0065) / 8;
+    CU_ASSERT_DOUBLE_EQUAL(exec_median(v, 8), 0.5 * (0.0065 + 0.0066), 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(exec_mean_less_stalls(v, 8), mean, 1e-15);
+    double stalled[9];
+    memcpy(stalled, v, sizeof v);
+    stalled[8] = 0.0065 + 0.1; /* a stall: left out */
+    CU_ASSERT_DOUBLE_EQUAL(exec_mean_less_stalls(stalled, 9), mean, 1e-15);
+    stalled[8] = 0.0065 + 0.019; /* an interruption within EXEC_GAP_MAX_S of the median: kept */
+    CU_ASSERT_DOUBLE_EQUAL(exec_mean_less_stalls(stalled, 9), (8 * mean + stalled[8]) / 9, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(stalled[8], 0.0065 + 0.019, 0);
+    CU_ASSERT(isnan(exec_mean_less_stalls(NULL, 0)));
+}
+
 /* Orders doubles ascending (the reference median's sort). */
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -378,6 +397,7 @@ void exec_test_rank_register(void) {
         {"the measured Zero Bubble rate", test_zb_bubble_rate_measured},
         {"the ranks' drift over the records", test_drift_over_records},
         {"the median rule: odd, even, ties, the caller's array untouched", test_median_rule},
+        {"the profile's STEP: the mean less the stalls", test_mean_less_stalls},
         {NULL, NULL}};
     pl_test_suite("exec per-rank entry", cases);
 }

@@ -115,13 +115,13 @@ static void test_partition_and_bad_input(void) {
         CU_ASSERT(out && strstr(out, bad[k].want) != NULL);
         free(out);
     }
-    /* nothing more was stored than the good run's nine (measured, predicted, predicted with the
+    /* nothing more was stored than the good run's ten (measured, predicted, predicted with the
      * reuse-distance terms, with the pass-length term, at the rounds' later microbatches, with
      * the reuse-distance and the first-touch term alone, with the reuse-distance term and the
-     * kind before, without the jitter term) */
+     * kind before, without the jitter term, with each rank's STEP at its median round) */
     snprintf(cmd, sizeof cmd, "%s db list --db %s --format csv | tail -n +2 | wc -l", PIPELAB_BIN, db);
     CU_ASSERT_EQUAL(sh(cmd, &out), 0);
-    CU_ASSERT(out && atoi(out) == 9);
+    CU_ASSERT(out && atoi(out) == 10);
     free(out);
 #ifdef PIPELAB_MPIEXEC
     if (have_mpirun()) { /* more ranks than the MPI job has processes */

@@ -725,29 +725,46 @@ static void sim_ops(const char *db, const char *tag, store_op **ops, size_t *n) 
 /* Checks the interruption term of `pipelab run --interruptions 0.01,RATE` (1F1B on 2 ranks, m 4,
  * traced, each action at its mean time): the prediction's timeline has the actions of the one
  * stored beside without the term (TAG-nointerrupt), each F and B `fb` times as long and each STEP
- * 1 / 0.99 times. */
+ * as long (the rounds' mean, exec_layer_profile.step_s, holds the gaps); the one stored beside
+ * with each rank's STEP at its median round (TAG-stepmedian) has the prediction's F and B and each
+ * STEP its worker's step_median_s / step_s times as long, and 1 / 0.99 times that: the median
+ * round holds no gap, so the term prices it. */
 static void interruption_case(const char *dir, const char *rate, double fb) {
     char *db = pl_test_path(dir, "intr.db"), *csv = pl_test_path(dir, "intr.csv"), flags[128];
     snprintf(flags, sizeof flags, "--kind 1f1b --ranks 2 --microbatches 4 --trace --interruptions 0.01,%s", rate);
-    free(run_saving_profile(flags, "it", db, csv));
-    store_op *a = NULL, *b = NULL;
-    size_t na = 0, nb = 0;
+    size_t len = 0;
+    char *text = run_profile_text(flags, "it", db, csv, &len);
+    double st[2], stm[2];
+    worker_key(text, "step_s", st);
+    worker_key(text, "step_median_s", stm);
+    free(text);
+    CU_ASSERT(st[0] > 0 && st[1] > 0 && stm[0] > 0 && stm[1] > 0);
+    store_op *a = NULL, *b = NULL, *c = NULL;
+    size_t na = 0, nb = 0, nc = 0;
     sim_ops(db, "it-nointerrupt", &a, &na);
     sim_ops(db, "it", &b, &nb);
+    sim_ops(db, "it-stepmedian", &c, &nc);
     CU_ASSERT_EQUAL_FATAL(na, nb);
+    CU_ASSERT_EQUAL_FATAL(nc, nb);
     int seen[2] = {0, 0};
     for (size_t i = 0; i < na; i++) {
         CU_ASSERT_STRING_EQUAL(a[i].kind, b[i].kind);
+        CU_ASSERT_STRING_EQUAL(c[i].kind, b[i].kind);
         int step = !strcmp(a[i].kind, "STEP"), fwd_bwd = !strcmp(a[i].kind, "F") || !strcmp(a[i].kind, "B");
         if (!step && !fwd_bwd) continue;
-        double da = a[i].end_s - a[i].start_s, want = da * (step ? 1 / 0.99 : fb);
+        int r = a[i].rank;
+        CU_ASSERT_FATAL(r >= 0 && r < 2);
+        double da = a[i].end_s - a[i].start_s, db_ = b[i].end_s - b[i].start_s, dc = c[i].end_s - c[i].start_s;
+        double want = da * (step ? 1 : fb), want_c = step ? db_ * stm[r] / st[r] / 0.99 : db_;
         CU_ASSERT(da > 0);
-        CU_ASSERT_DOUBLE_EQUAL(b[i].end_s - b[i].start_s, want, 1e-9 * want);
+        CU_ASSERT_DOUBLE_EQUAL(db_, want, 1e-9 * want);
+        CU_ASSERT_DOUBLE_EQUAL(dc, want_c, 1e-9 * want_c);
         seen[step]++;
     }
     CU_ASSERT(seen[0] == 16 && seen[1] == 2); /* 4 F and 4 B on each rank; a STEP each */
     store_ops_free(a, na);
     store_ops_free(b, nb);
+    store_ops_free(c, nc);
     unlink(db);
     unlink(csv);
     free(db);
@@ -783,10 +800,10 @@ static void test_profile_interruptions(void) {
 }
 
 /* The interruption term under --interruptions, the prediction without it stored beside
- * (TAG-nointerrupt). At a rate of 0 gaps a
- * second no profile round holds one, so every F, I, W and STEP takes 1 / (1 - share) its time;
- * at a million a second every round of F, I, W holds them at its median and only the STEP (timed
- * one block at a time) is priced longer, by the same 1 / 0.99. */
+ * (TAG-nointerrupt). At a rate of 0 gaps a second no profile round holds one, so every F, I and W
+ * takes 1 / (1 - share) its time; at a million a second every round of F, I, W holds them at its
+ * median and none is priced longer. The STEP, the rounds' mean, holds them at either rate, and
+ * only its median round (TAG-stepmedian) is priced longer, by the same 1 / 0.99. */
 static void test_run_interruptions(void) {
     char *dir = pl_test_tmpdir();
     CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
@@ -893,15 +910,16 @@ static void test_run_fault_stores_nothing(void) {
     /* the measured run, its prediction, the prediction with the reuse-distance terms, the one
      * with the pass-length term, the one at the rounds' later microbatches (TAG-rest) and the
      * reuse-distance and first-touch terms alone (no again term with one stage per rank) and the
-     * reuse-distance term with the kind before and the one without the jitter term */
-    CU_ASSERT_EQUAL(count_runs(db), 9);
+     * reuse-distance term with the kind before, the one without the jitter term and the one with
+     * each rank's STEP at its median round */
+    CU_ASSERT_EQUAL(count_runs(db), 10);
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s --inject-fault 1:3:1",
              PIPELAB_BIN, db);
     char *out = NULL;
     CU_ASSERT_EQUAL(sh(cmd, &out), 1);
     CU_ASSERT(out && strstr(out, "rank 1, action 3") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 9);
+    CU_ASSERT_EQUAL(count_runs(db), 10);
     free(db);
     free(dir);
 }
@@ -1188,10 +1206,11 @@ static void test_mpi_equals_threads(void) {
         free(a);
         free(b);
     }
-    CU_ASSERT_EQUAL(count_runs(db), 18); /* per run: measured, predicted, with the reuse terms, with the pass-length
+    CU_ASSERT_EQUAL(count_runs(db), 20); /* per run: measured, predicted, with the reuse terms, with the pass-length
                                          * term, at the rounds' later microbatches, with the reuse-distance and the
                                          * first-touch term alone, with the reuse-distance term and the kind
-                                         * before, without the jitter term */
+                                         * before, without the jitter term, with each rank's STEP at its
+                                         * median round */
     /* each MPI rank's worker profiles between the passes too; rank 0 gathers their times: the
      * saved profile has one worker line per rank and the prediction says where it came from (40
      * repetitions: 10 rounds, whose F each rank sends to rank 0 for the ranks' drift) */
@@ -1231,7 +1250,7 @@ static void test_mpi_equals_threads(void) {
     CU_ASSERT(pl_now_s() - t0 < 10);
     CU_ASSERT(out && strstr(out, "rank 1, action 2") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 18);
+    CU_ASSERT_EQUAL(count_runs(db), 20);
     free(wt);
     free(wm);
     free(db);
