@@ -209,7 +209,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_NODRIFT_SUFFIX "-nodrift"
 #define RUN_TAG_NOVERSIONS_SUFFIX "-noversions"
 #define RUN_TAG_NOINTERRUPT_SUFFIX "-nointerrupt"
-#define RUN_TAG_STEPMEDIAN_SUFFIX "-stepmedian"
+#define RUN_TAG_STEPMEAN_SUFFIX "-stepmean"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -231,8 +231,8 @@ typedef struct run_state {
                               * terms (under --no-jitter-term with them); [9] where the profile
                               * measured a drift, with the jitter term alone; [10] without the
                               * version term; [11] under --interruptions, without the
-                              * interruption term; [12] each rank's STEP at its profile's
-                              * median round */
+                              * interruption term; [12] each rank's STEP at the mean over
+                              * its profile's rounds */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -512,9 +512,9 @@ typedef struct profile_terms {
     double *buf;
     double *rank_step;   /* [ranks] each rank's STEP, when per_rank (exec_profile_worker_steps) */
     int per_rank;
-    double *rank_step_median; /* [ranks] each rank's STEP at its median round, when per_rank_median
-                          * (exec_profile_worker_step_medians) */
-    int per_rank_median;
+    double *rank_step_mean; /* [ranks] each rank's STEP at the mean over its rounds, when
+                          * per_rank_mean (exec_profile_worker_step_means) */
+    int per_rank_mean;
     /* [ranks] each (cli_run_terms): the reuse-distance term's ratios, the first-touch term's,
      * the again term's, the I next to its recomputed forward, the kind before's F, the version
      * term's, the forward's jitter */
@@ -539,9 +539,9 @@ static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_e
            *vr = fb + R, *jt = vr + 3 * R;
     p->rank_step = jt + R;
     p->window = p->rank_step + R;
-    p->rank_step_median = p->window + EXEC_WINDOWS * R;
+    p->rank_step_mean = p->window + EXEC_WINDOWS * R;
     p->per_rank = exec_profile_worker_steps(text, n, ranks, p->rank_step) == 0;
-    p->per_rank_median = p->per_rank && exec_profile_worker_step_medians(text, n, ranks, p->rank_step_median) == 0;
+    p->per_rank_mean = p->per_rank && exec_profile_worker_step_means(text, n, ranks, p->rank_step_mean) == 0;
     if (exec_profile_worker_reuse(text, n, ranks, ri, rw) == 0) p->reuse_i = ri, p->reuse_w = rw;
     if (exec_profile_worker_first(text, n, ranks, fi, fr) == 0) p->first = fi, p->rest = fr;
     if (exec_profile_worker_again(text, n, ranks, ag) == 0) p->again = ag;
@@ -580,12 +580,12 @@ static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int mea
 }
 
 /* Simulates the run's schedule on its profile with terms t into r, each stage's STEP from p's
- * per-rank STEP where it has one (at its median round under t->step_median); returns PL_OK or an
- * error in e. */
+ * per-rank STEP where it has one (at the mean over its rounds under t->step_mean); returns PL_OK
+ * or an error in e. */
 static int predict_one(const run_opts *o, const run_state *st, const profile_terms *p, const cli_run_terms *t, sim_result *r,
                        pl_err *e) {
     cost_transport tr = o->mpi ? COST_TRANSPORT_MPI : COST_TRANSPORT_THREADS;
-    const double *step = t->step_median ? p->rank_step_median : p->per_rank ? p->rank_step : NULL;
+    const double *step = t->step_mean ? p->rank_step_mean : p->per_rank ? p->rank_step : NULL;
     return cli_run_predict(st->s, &o->c, st->prof, tr, step, t, r, e);
 }
 
@@ -668,11 +668,11 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     t[11].intr_share = t[11].intr_rate = 0;
     on[11] = o->intr_share > 0;
     sfx[11] = RUN_TAG_NOINTERRUPT_SUFFIX;
-    /* [12] each rank's STEP at its profile's median round, as before the rounds' mean, the
-     * interruption term pricing it ("The STEP's two speeds") */
-    t[12].step_median = 1;
-    on[12] = p->per_rank_median;
-    sfx[12] = RUN_TAG_STEPMEDIAN_SUFFIX;
+    /* [12] each rank's STEP at the mean over its profile's rounds, less the host's stalls, which
+     * holds the gaps the interruption term prices ("The STEP's two speeds") */
+    t[12].step_mean = 1;
+    on[12] = p->per_rank_mean;
+    sfx[12] = RUN_TAG_STEPMEAN_SUFFIX;
     int rc = PL_OK;
     for (int i = 0; rc == PL_OK && i < CLI_RUN_ALTS; i++)
         if (on[i]) rc = predict_beside(o, st, p, &t[i], i, sfx[i], e);

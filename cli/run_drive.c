@@ -192,8 +192,8 @@ static int run_sim(const sched *s, const sim_costs *costs, const sim_config *c, 
 }
 
 /* The interruption term (cli_run_terms.intr_share): per rank, each of F, I, W whose profile
- * round holds no gap at its median takes its time over 1 - share, and every STEP at its median
- * round (step_median; the rounds' mean holds the gaps already). A round times
+ * round holds no gap at its median takes its time over 1 - share, and every STEP (timed one block
+ * at a time) unless at the rounds' mean (step_mean), which holds the gaps already. A round times
  * EXEC_PROFILE_SLOTS microbatches through the rank's blocks, each kind apart: the kind's part of
  * a round lasts the slots times the rank's stages' times of it, and holds a gap with probability
  * under one half while the rate times that length is at most ln 2 (gaps as a Poisson process). A
@@ -214,7 +214,7 @@ static void interruption_term(sim_model *sm, const sched *s, const cli_run_terms
         for (int q = 0; q < sm->stages; q++)
             if (s->stage_rank[q] == r) {
                 sim_model_scale_fiw(sm, q, f);
-                if (t->step_median) sm->step_s[q] *= lost;
+                if (!t->step_mean) sm->step_s[q] *= lost;
             }
     }
 }

@@ -132,13 +132,14 @@ typedef struct cli_run_terms {
     /* the interruption term (`pipelab profile --interruptions`; share 0: off): on each rank, the
      * F, I and W whose profile round (EXEC_PROFILE_SLOTS microbatches through the rank's stages)
      * holds under ln 2 gaps at intr_rate a second, so none at its median, take 1 / (1 -
-     * intr_share) times their time, and with step_median every STEP too: a pass holds its share
-     * of the host's interruptions, which the profile's median round leaves out */
+     * intr_share) times their time, and every STEP too (timed one block at a time) unless
+     * step_mean: a pass holds its share of the host's interruptions, which the profile's median
+     * round leaves out */
     double intr_share, intr_rate;
-    /* 1: each rank's STEP is its profile's median round (exec_layer_profile.step_median_s, the
-     * STEP before it became the rounds' mean), which holds no gap, so the interruption term
-     * prices it too; 0: the rounds' mean (step_s), which holds the gaps at their share */
-    int step_median;
+    /* 1: each rank's STEP at the mean over its profile's rounds (exec_layer_profile.step_mean_s),
+     * which holds the gaps at their share, so the interruption term leaves it; 0: at their median
+     * round (step_s) */
+    int step_mean;
 } cli_run_terms;
 /* The stochastic runs of the jitter and drift terms, and the seed of the first. */
 #define CLI_RUN_JITTER_RUNS 31
@@ -178,7 +179,7 @@ typedef struct cli_run_store_info {
      * reuse-distance term and the kind before, [8] without the jitter and drift terms (under
      * --no-jitter-term with them), [9] where the profile measured a drift, with the jitter term
      * alone, [10] without the version term, [11] under --interruptions without the interruption
-     * term, [12] each rank's STEP at its profile's median round (cli_run_terms.step_median) */
+     * term, [12] each rank's STEP at the mean over its profile's rounds (cli_run_terms.step_mean) */
     const sim_result *pred_alt[CLI_RUN_ALTS];
     const char *tag_alt[CLI_RUN_ALTS];
     const exec_host_probe *host_probe; /* the host probe taken before the run, or NULL */

@@ -418,7 +418,7 @@ typedef struct exec_rank_record {
                                * F right after the backwards of the same blocks (FB), of one block
                                * (medians over its rounds), then the forward's jitter (FSD), then
                                * F, I, W of the cycle on two weight versions and in place (FT, IT,
-                               * WT, FO, IO, WO), then the STEP's median round (STM) */
+                               * WT, FO, IO, WO), then the STEP's mean over the rounds (STA) */
     double window[EXEC_WINDOWS]; /* its worker's pass-length factors (exec_layer_profile.window) */
     double *round_f;          /* [n_round_f] its worker's F per timed round (the mean over the
                                * round's microbatches after its first, summed over the worker's
@@ -533,13 +533,13 @@ typedef struct exec_layer_profile {
     size_t w_stash_bytes;      /* what one block keeps from I until W: x, dH, gelu(H) and the
                                 * gradient at its output */
     double step_s;             /* the optimizer STEP of one block's parameters (SGD, momentum when
-                                * configured); from a profile's rounds, the mean over the rounds of
-                                * each round's mean, the host's stalls left out (exec_mean_less_stalls):
-                                * a streaming loop's speed on one core switches between states
-                                * seconds long and up to 1.8 times apart, and a pass sums its
-                                * STEPs over them (docs/validate_cpu.md, "The STEP's two speeds") */
-    double step_median_s;      /* the same rounds' median, the STEP's time before (the prediction
-                                * stored beside as TAG-stepmedian); 0 = not measured */
+                                * configured) */
+    double step_mean_s;        /* from a profile's rounds, the STEP's mean over them, the host's
+                                * stalls left out (exec_mean_less_stalls), where step_s is their
+                                * median: a streaming loop's speed on one core switches between
+                                * states seconds long and up to 1.8 times apart, and a pass sums its
+                                * STEPs over them (the prediction stored beside as TAG-stepmean;
+                                * docs/validate_cpu.md, "The STEP's two speeds"); 0 = not measured */
     int concurrency;           /* workers that computed at once while it was measured */
     double ar_latency_s, ar_Bps; /* the replica all-reduce's fitted link (exec_profile_allreduce);
                                   * ar_Bps 0 = not measured */
@@ -649,10 +649,10 @@ int exec_profile_cores(void);
  * (w in [0, ranks), all present), else -1 (no such lines, another count, a malformed line). */
 int exec_profile_worker_steps(const char *text, size_t len, int ranks, double *step_s);
 
-/* Reads the STEP's median round of the same per-worker lines (step_median_s, the STEP's time
- * before it became the mean over the rounds): 0 and worker w's in step_median_s[w] when every
- * rank's line has it, else -1. */
-int exec_profile_worker_step_medians(const char *text, size_t len, int ranks, double *step_median_s);
+/* Reads the STEP's mean over the rounds of the same per-worker lines (step_mean_s,
+ * exec_layer_profile.step_mean_s): 0 and worker w's in step_mean_s[w] when every rank's line has
+ * it, else -1. */
+int exec_profile_worker_step_means(const char *text, size_t len, int ranks, double *step_mean_s);
 
 /* Reads the reuse-distance times of the same per-worker lines (bwd_in_hot_s, bwd_w_hot_s, which a
  * profile between a run's passes and `pipelab profile --concurrency P` write): 0 and, for worker

@@ -617,12 +617,12 @@ int exec_xrank_steps_each_backward(const exec_xrank *x);
  * forward's jitter (FSD, exec_layer_profile.f_sd_s: a spread of the F samples, not a kind of
  * sample of its own); then F, I, W of the cycle on two weight versions (FT, IT, WT) and of the
  * same cycle in place (FO, IO, WO), where the worker's STEPs go into a new version (prof_versions);
- * then the STEP's median round (STM, exec_layer_profile.step_median_s: the STEP's samples, another
- * estimate of them; STEP itself is their mean, exec_mean_less_stalls). */
+ * then the STEP's mean over the rounds (STA, exec_layer_profile.step_mean_s: the STEP's samples,
+ * another estimate of them, exec_mean_less_stalls; STEP itself is their median round). */
 enum { EXEC_PROF_F, EXEC_PROF_I, EXEC_PROF_W, EXEC_PROF_STEP, EXEC_PROF_I0, EXEC_PROF_IH, EXEC_PROF_WH,
        EXEC_PROF_FF, EXEC_PROF_IF, EXEC_PROF_WF, EXEC_PROF_FR, EXEC_PROF_IR, EXEC_PROF_WR,
        EXEC_PROF_FA, EXEC_PROF_IA, EXEC_PROF_WA, EXEC_PROF_IN, EXEC_PROF_FB, EXEC_PROF_FSD,
-       EXEC_PROF_FT, EXEC_PROF_IT, EXEC_PROF_WT, EXEC_PROF_FO, EXEC_PROF_IO, EXEC_PROF_WO, EXEC_PROF_STM };
+       EXEC_PROF_FT, EXEC_PROF_IT, EXEC_PROF_WT, EXEC_PROF_FO, EXEC_PROF_IO, EXEC_PROF_WO, EXEC_PROF_STA };
 #define EXEC_PROF_FIW EXEC_PROF_STEP
 /* Returns p's time of kind k, in the order of exec_rank_record.prof_s (EXEC_PROF_*). */
 static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
@@ -631,7 +631,7 @@ static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
                                            &p->f_rest_s,  &p->i_rest_s,  &p->w_rest_s,  &p->f_again_s,
                                            &p->i_again_s, &p->w_again_s, &p->i_next_s,  &p->f_back_s,
                                            &p->f_sd_s,    &p->f_two_s,   &p->i_two_s,   &p->w_two_s,
-                                           &p->f_one_s,   &p->i_one_s,   &p->w_one_s,   &p->step_median_s};
+                                           &p->f_one_s,   &p->i_one_s,   &p->w_one_s,   &p->step_mean_s};
     return kind[k];
 }
 
@@ -817,7 +817,7 @@ double exec_stddev(const double *v, int n);
 double exec_median(const double *v, size_t n);
 /* Returns the mean of v[n] over the values within EXEC_GAP_MAX_S of their median (exec_median):
  * the host's stalls left out, its shorter interruptions kept at their share, as a pass holds
- * them; NAN when n is 0 or out of memory. The profile's STEP (exec_layer_profile.step_s). */
+ * them; NAN when n is 0 or out of memory. The profile's exec_layer_profile.step_mean_s. */
 double exec_mean_less_stalls(const double *v, size_t n);
 
 /* Returns the persistent part of the variance of d[n] (n >= 2): its autocovariance at lag 1

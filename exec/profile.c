@@ -719,7 +719,7 @@ static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, 
         k = EXEC_PROF_F + (k - (first ? EXEC_PROF_FF : EXEC_PROF_FR)); /* the samples of F, I or W */
     }
     switch (k) {
-    case EXEC_PROF_STEP: case EXEC_PROF_STM: *per = x->nstep; *off = fiw; break;
+    case EXEC_PROF_STEP: case EXEC_PROF_STA: *per = x->nstep; *off = fiw; break;
     case EXEC_PROF_I0: *per = x->ni0; *off = fiw + x->nstep; break;
     case EXEC_PROF_IH: *per = x->nhot; *off = fiw + x->nstep + x->ni0; break;
     case EXEC_PROF_IN: /* IH of the last block, the first prof_hot times (its samples: block k at k) */
@@ -749,10 +749,11 @@ static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, 
  * kernel's, the hypervisor's, other processes'), and the median over passes on the measured side is matched by the median over
  * rounds here. The median of single samples, which this replaced, left out every sample that an
  * interruption hit: with other processes on the cores it read 0.92 ms per forward where the
- * rounds' means were 3.2 ms. The STEP alone, which streams its block through memory, takes the
- * rounds' mean less the host's stalls (exec_mean_less_stalls): its speed on a core switches
- * between states 1.7-1.8 times apart that last seconds, the median round takes the state of most
- * rounds, and a pass's STEPs, summed, the mix of them (its median, STM, is kept beside). */
+ * rounds' means were 3.2 ms. The STEP's samples also give their mean less the host's stalls
+ * (STA, exec_mean_less_stalls), for the prediction stored beside: its speed on a core switches
+ * between states 1.6-1.8 times apart that last seconds, the median round takes the state of most
+ * rounds, and a pass's STEPs, summed, the mix of them; yet on the broad grid the mean priced the
+ * STEP worse than the median (docs/validate_cpu.md, "The STEP's two speeds"). */
 static void round_medians(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
     for (int k = 0; k < EXEC_PROF_KINDS; k++) {
         if (k == EXEC_PROF_FSD) continue; /* a spread, not a kind of sample: fwd_jitter */
@@ -772,7 +773,7 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
                 scratch[n++] = sum / (double)(hi - lo);
             }
         }
-        *exec_prof_kind(p, k) = !n ? 0 : k == EXEC_PROF_STEP ? exec_mean_less_stalls(scratch, n) : exec_median(scratch, n);
+        *exec_prof_kind(p, k) = !n ? 0 : k == EXEC_PROF_STA ? exec_mean_less_stalls(scratch, n) : exec_median(scratch, n);
     }
 }
 
@@ -1082,12 +1083,12 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
                       "fwd_rest_s=%.9g bwd_in_rest_s=%.9g bwd_w_rest_s=%.9g fwd_again_s=%.9g bwd_in_again_s=%.9g "
                       "bwd_w_again_s=%.9g bwd_in_next_s=%.9g fwd_back_s=%.9g fwd_sd_s=%.9g fwd_two_s=%.9g "
                       "bwd_in_two_s=%.9g bwd_w_two_s=%.9g fwd_one_s=%.9g bwd_in_one_s=%.9g bwd_w_one_s=%.9g "
-                      "step_median_s=%.9g\n",
+                      "step_mean_s=%.9g\n",
                       i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s, each[i].i_hot_s,
                       each[i].w_hot_s, each[i].f_first_s, each[i].i_first_s, each[i].w_first_s, each[i].f_rest_s,
                       each[i].i_rest_s, each[i].w_rest_s, each[i].f_again_s, each[i].i_again_s, each[i].w_again_s,
                       each[i].i_next_s, each[i].f_back_s, each[i].f_sd_s, each[i].f_two_s, each[i].i_two_s,
-                      each[i].w_two_s, each[i].f_one_s, each[i].i_one_s, each[i].w_one_s, each[i].step_median_s);
+                      each[i].w_two_s, each[i].f_one_s, each[i].i_one_s, each[i].w_one_s, each[i].step_mean_s);
     for (int i = 0; concurrency > 1 && i < concurrency; i++) exec_window_line(&each[i], i, out);
     return exec_profile_csv_table(cfg, p, rows, out, e);
 }

@@ -57,7 +57,7 @@
 # run at each action's mean time, whose per-class table is the cost model's pricing of the
 # actions, where the default's actions are one random draw each), the one with the jitter
 # term alone (-nodrift, where the profile measured a drift), and the one with each rank's STEP at
-# its profile's median round (-stepmedian, the STEP before it became the rounds' mean).
+# the mean over its profile's rounds rather than their median (-stepmean).
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
@@ -473,7 +473,7 @@ if [ -f "$DB" ]; then
     other_prediction -before "with the reuse-distance term and the kind before (an I after an F of its stage, an F after its backwards)"
     other_prediction -nojitter "without the jitter and drift terms (one simulated run at each action's mean time: its per-class table prices the actions, where the default's are random draws)"
     other_prediction -nointerrupt "without the interruption term (pipelab run --interruptions, measured once for the grid)"
-    other_prediction -stepmedian "with each rank's STEP at its profile's median round (the STEP before its rounds' mean)"
+    other_prediction -stepmean "with each rank's STEP at the mean over its profile's rounds, the host's stalls left out (rather than their median)"
     other_prediction -nodrift "with the jitter term alone (only the runs whose profile measured a drift between the ranks)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null

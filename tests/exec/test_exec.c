@@ -1547,8 +1547,8 @@ static void test_profile_reuse_lines(void) {
     CU_ASSERT_EQUAL(exec_profile_worker_steps(old, strlen(old), 2, st), 0);
     CU_ASSERT_DOUBLE_EQUAL(st[1], 5.0, 0);
     CU_ASSERT_EQUAL(exec_profile_worker_reuse(old, strlen(old), 2, ri, rw), -1);
-    double stm[2] = {-1, -1};
-    CU_ASSERT_EQUAL(exec_profile_worker_step_medians(old, strlen(old), 2, stm), -1); /* none: TAG-stepmedian off */
+    double sta[2] = {-1, -1};
+    CU_ASSERT_EQUAL(exec_profile_worker_step_means(old, strlen(old), 2, sta), -1); /* none: TAG-stepmean off */
     CU_ASSERT_EQUAL(exec_profile_worker_steps(hot, strlen(hot), 2, st), 0);
     CU_ASSERT_EQUAL(exec_profile_worker_reuse(hot, strlen(hot), 2, ri, rw), 0);
     CU_ASSERT_DOUBLE_EQUAL(ri[0], 0.5, 1e-15);
@@ -1636,20 +1636,20 @@ static void test_profile_reuse_lines(void) {
     CU_ASSERT_EQUAL(exec_profile_worker_versions(part, strlen(part), 2, vr), -1);
     CU_ASSERT_EQUAL(exec_profile_worker_versions(none, strlen(none), 2, vr), -1);
     CU_ASSERT_EQUAL(exec_profile_worker_versions(two, strlen(two), 3, vr), -1); /* a worker missing */
-    /* the STEP's median round, after the cycle's six: each worker's, the others still read; lines
-     * without it (all above) or with a zero leave TAG-stepmedian off */
-    CU_ASSERT_EQUAL(exec_profile_worker_step_medians(two, strlen(two), 2, stm), -1);
+    /* the STEP's mean over the rounds, after the cycle's six: each worker's, the others still read; lines
+     * without it (all above) or with a zero leave TAG-stepmean off */
+    CU_ASSERT_EQUAL(exec_profile_worker_step_means(two, strlen(two), 2, sta), -1);
     char med[2048], zero[2048];
     const char *cyc = "fwd_two_s=0 bwd_in_two_s=0 bwd_w_two_s=0 fwd_one_s=0 bwd_in_one_s=0 bwd_w_one_s=0";
-    snprintf(med, sizeof med, "%s%s step_median_s=3.5\n%s%s step_median_s=4.5\n", head0, cyc, head1, cyc);
-    snprintf(zero, sizeof zero, "%s%s step_median_s=3.5\n%s%s step_median_s=0\n", head0, cyc, head1, cyc);
-    CU_ASSERT_EQUAL(exec_profile_worker_step_medians(med, strlen(med), 2, stm), 0);
-    CU_ASSERT_DOUBLE_EQUAL(stm[0], 3.5, 0);
-    CU_ASSERT_DOUBLE_EQUAL(stm[1], 4.5, 0);
+    snprintf(med, sizeof med, "%s%s step_mean_s=3.5\n%s%s step_mean_s=4.5\n", head0, cyc, head1, cyc);
+    snprintf(zero, sizeof zero, "%s%s step_mean_s=3.5\n%s%s step_mean_s=0\n", head0, cyc, head1, cyc);
+    CU_ASSERT_EQUAL(exec_profile_worker_step_means(med, strlen(med), 2, sta), 0);
+    CU_ASSERT_DOUBLE_EQUAL(sta[0], 3.5, 0);
+    CU_ASSERT_DOUBLE_EQUAL(sta[1], 4.5, 0);
     CU_ASSERT_EQUAL(exec_profile_worker_steps(med, strlen(med), 2, st), 0);
     CU_ASSERT_DOUBLE_EQUAL(st[1], 5.0, 0);
-    CU_ASSERT_EQUAL(exec_profile_worker_step_medians(zero, strlen(zero), 2, stm), -1);
-    CU_ASSERT_EQUAL(exec_profile_worker_step_medians(med, strlen(med), 3, stm), -1); /* a worker missing */
+    CU_ASSERT_EQUAL(exec_profile_worker_step_means(zero, strlen(zero), 2, sta), -1);
+    CU_ASSERT_EQUAL(exec_profile_worker_step_means(med, strlen(med), 3, sta), -1); /* a worker missing */
 }
 
 /* The ranks' drift. exec_lag1_variance: a series that holds +a for 12 values and then -a for 12

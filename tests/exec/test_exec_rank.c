@@ -326,7 +326,7 @@ static void median_case(const double *v, int n, int mid0, int mid1, double media
     CU_ASSERT_EQUAL(memcmp(copy, v, (size_t)n * sizeof *v), 0);
 }
 
-/* The profile's STEP (exec_mean_less_stalls): the mean of the values within EXEC_GAP_MAX_S of
+/* The profile's STEP mean (exec_mean_less_stalls): the mean of the values within EXEC_GAP_MAX_S of
  * their median. Two states 1.8 times apart, the slow one in 3 rounds of 8: the mean holds both
  * at their shares, where the median is the fast one's; a stall of 100 ms in one round is left
  * out, and a shorter interruption (up to 20 ms over the median) is kept. The values untouched. */
@@ -397,7 +397,7 @@ void exec_test_rank_register(void) {
         {"the measured Zero Bubble rate", test_zb_bubble_rate_measured},
         {"the ranks' drift over the records", test_drift_over_records},
         {"the median rule: odd, even, ties, the caller's array untouched", test_median_rule},
-        {"the profile's STEP: the mean less the stalls", test_mean_less_stalls},
+        {"the profile's STEP mean: the rounds less the stalls", test_mean_less_stalls},
         {NULL, NULL}};
     pl_test_suite("exec per-rank entry", cases);
 }

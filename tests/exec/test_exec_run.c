@@ -725,25 +725,25 @@ static void sim_ops(const char *db, const char *tag, store_op **ops, size_t *n) 
 /* Checks the interruption term of `pipelab run --interruptions 0.01,RATE` (1F1B on 2 ranks, m 4,
  * traced, each action at its mean time): the prediction's timeline has the actions of the one
  * stored beside without the term (TAG-nointerrupt), each F and B `fb` times as long and each STEP
- * as long (the rounds' mean, exec_layer_profile.step_s, holds the gaps); the one stored beside
- * with each rank's STEP at its median round (TAG-stepmedian) has the prediction's F and B and each
- * STEP its worker's step_median_s / step_s times as long, and 1 / 0.99 times that: the median
- * round holds no gap, so the term prices it. */
+ * 1 / 0.99 times (the median round holds no gap); the one stored beside with each rank's STEP at
+ * the mean over its rounds (TAG-stepmean) has the prediction's F and B and each STEP its worker's
+ * step_mean_s / step_s times the one without the term: the mean holds the gaps, and the term
+ * leaves it. */
 static void interruption_case(const char *dir, const char *rate, double fb) {
     char *db = pl_test_path(dir, "intr.db"), *csv = pl_test_path(dir, "intr.csv"), flags[128];
     snprintf(flags, sizeof flags, "--kind 1f1b --ranks 2 --microbatches 4 --trace --interruptions 0.01,%s", rate);
     size_t len = 0;
     char *text = run_profile_text(flags, "it", db, csv, &len);
-    double st[2], stm[2];
+    double st[2], sta[2];
     worker_key(text, "step_s", st);
-    worker_key(text, "step_median_s", stm);
+    worker_key(text, "step_mean_s", sta);
     free(text);
-    CU_ASSERT(st[0] > 0 && st[1] > 0 && stm[0] > 0 && stm[1] > 0);
+    CU_ASSERT(st[0] > 0 && st[1] > 0 && sta[0] > 0 && sta[1] > 0);
     store_op *a = NULL, *b = NULL, *c = NULL;
     size_t na = 0, nb = 0, nc = 0;
     sim_ops(db, "it-nointerrupt", &a, &na);
     sim_ops(db, "it", &b, &nb);
-    sim_ops(db, "it-stepmedian", &c, &nc);
+    sim_ops(db, "it-stepmean", &c, &nc);
     CU_ASSERT_EQUAL_FATAL(na, nb);
     CU_ASSERT_EQUAL_FATAL(nc, nb);
     int seen[2] = {0, 0};
@@ -755,7 +755,7 @@ static void interruption_case(const char *dir, const char *rate, double fb) {
         int r = a[i].rank;
         CU_ASSERT_FATAL(r >= 0 && r < 2);
         double da = a[i].end_s - a[i].start_s, db_ = b[i].end_s - b[i].start_s, dc = c[i].end_s - c[i].start_s;
-        double want = da * (step ? 1 : fb), want_c = step ? db_ * stm[r] / st[r] / 0.99 : db_;
+        double want = da * (step ? 1 / 0.99 : fb), want_c = step ? da * sta[r] / st[r] : db_;
         CU_ASSERT(da > 0);
         CU_ASSERT_DOUBLE_EQUAL(db_, want, 1e-9 * want);
         CU_ASSERT_DOUBLE_EQUAL(dc, want_c, 1e-9 * want_c);
@@ -800,10 +800,10 @@ static void test_profile_interruptions(void) {
 }
 
 /* The interruption term under --interruptions, the prediction without it stored beside
- * (TAG-nointerrupt). At a rate of 0 gaps a second no profile round holds one, so every F, I and W
- * takes 1 / (1 - share) its time; at a million a second every round of F, I, W holds them at its
- * median and none is priced longer. The STEP, the rounds' mean, holds them at either rate, and
- * only its median round (TAG-stepmedian) is priced longer, by the same 1 / 0.99. */
+ * (TAG-nointerrupt). At a rate of 0 gaps a second no profile round holds one, so every F, I, W and
+ * STEP takes 1 / (1 - share) its time; at a million a second every round of F, I, W holds them at
+ * its median and only the STEP (timed one block at a time) is priced longer, by the same 1 / 0.99.
+ * The STEP at the rounds' mean (TAG-stepmean) holds them at either rate. */
 static void test_run_interruptions(void) {
     char *dir = pl_test_tmpdir();
     CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
