@@ -1,9 +1,10 @@
 /* bench_stream.c: the executor's optimizer STEP (exec_sgd_step) over time, on each core. On the
  * development VM one core's speed at a streaming loop switches between two states 1.6-1.8 times
  * apart that last seconds, on each core on its own; a profile round's STEP takes the state of
- * its moment and a pass's STEPs, summed, the mix of its seconds, which is why the profile's STEP
- * is the mean over its rounds rather than their median (exec_mean_less_stalls;
- * docs/validate_cpu.md, "The STEP's two speeds"). This measures that apart from pipelab's run.
+ * its moment and a pass's STEPs, summed, the mix of its seconds. It is the STEP's noise between a
+ * profile and its passes, which neither the rounds' median (the prediction's) nor their mean
+ * (TAG-stepmean, exec_mean_less_stalls) takes out (docs/validate_cpu.md, "The STEP's two
+ * speeds"). This measures it apart from pipelab's run.
  *
  * Each pattern runs for SECONDS (default 20): its threads, pinned to the first cores, each STEP
  * a block of MIB MiB of parameters (default 8: a dense block of width 512 holds 8.4 MB) into a

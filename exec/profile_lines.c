@@ -17,13 +17,13 @@
 #define PROF_WORKER_LINE_MAX 1024
 #define PROF_WORKER_FIELDS 6
 #define PROF_WORKER_HOT_FIELDS 9
-#define PROF_WORKER_STA_FIELDS 28 /* through step_mean_s */
 #define PROF_WORKER_FIRST_FIELDS 15
 #define PROF_WORKER_AGAIN_FIELDS 18
 #define PROF_WORKER_NEXT_FIELDS 19
 #define PROF_WORKER_BACK_FIELDS 20
 #define PROF_WORKER_SD_FIELDS 21
 #define PROF_WORKER_VERSIONS_FIELDS 27
+#define PROF_WORKER_STA_FIELDS 28 /* through step_mean_s */
 
 /* Returns the offset of the first line of text[len] at or after offset `from` that starts with
  * key (len when none) and copies that line, from skip bytes after its start to its end, into
