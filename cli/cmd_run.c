@@ -210,6 +210,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_NOVERSIONS_SUFFIX "-noversions"
 #define RUN_TAG_NOINTERRUPT_SUFFIX "-nointerrupt"
 #define RUN_TAG_STEPMEAN_SUFFIX "-stepmean"
+#define RUN_TAG_STATES_SUFFIX "-states"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -232,7 +233,8 @@ typedef struct run_state {
                               * measured a drift, with the jitter term alone; [10] without the
                               * version term; [11] under --interruptions, without the
                               * interruption term; [12] each rank's STEP at the mean over
-                              * its profile's rounds */
+                              * its profile's rounds; [13] with the states term (the ranks'
+                              * speeds of each profile round side by side) in the drift's place */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -523,6 +525,9 @@ typedef struct profile_terms {
     double *window;      /* [EXEC_WINDOWS ranks] the pass-length factors, when windows */
     int windows;
     int wrc, bad_line;   /* exec_profile_worker_windows' answer: -2 a malformed line, at bad_line */
+    double *states;      /* [n_states ranks] the states term's speeds (exec_profile_worker_rounds) */
+    int n_states;        /* its rounds; 0: off; -2 a malformed line, at states_bad_line */
+    int states_bad_line;
 } profile_terms;
 
 /* Reads p from the profile CSV t (its worker lines) for a run of `ranks` ranks. Returns PL_OK or
@@ -530,7 +535,7 @@ typedef struct profile_terms {
 static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_err *e) {
     memset(p, 0, sizeof *p);
     const size_t R = (size_t)ranks, S = SIM_FIRST_KINDS;
-    double *b = pl_calloc(R * (10 + 3 * S + EXEC_WINDOWS), sizeof *b);
+    double *b = pl_calloc(R * (10 + 3 * S + EXEC_WINDOWS + EXEC_STATE_ROUNDS), sizeof *b);
     if (!b) return pl_errf(e, PL_ENOMEM, "out of memory");
     p->buf = b;
     const char *text = t->data ? t->data : "";
@@ -540,6 +545,7 @@ static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_e
     p->rank_step = jt + R;
     p->window = p->rank_step + R;
     p->rank_step_mean = p->window + EXEC_WINDOWS * R;
+    p->states = p->rank_step_mean + R;
     p->per_rank = exec_profile_worker_steps(text, n, ranks, p->rank_step) == 0;
     p->per_rank_mean = p->per_rank && exec_profile_worker_step_means(text, n, ranks, p->rank_step_mean) == 0;
     if (exec_profile_worker_reuse(text, n, ranks, ri, rw) == 0) p->reuse_i = ri, p->reuse_w = rw;
@@ -552,6 +558,7 @@ static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_e
     if (p->jitter) (void)exec_profile_drift(text, n, &p->drift);
     p->wrc = exec_profile_worker_windows(text, n, ranks, p->window, &p->bad_line);
     p->windows = p->wrc == 0;
+    p->n_states = exec_profile_worker_rounds(text, n, ranks, p->states, &p->states_bad_line);
     return PL_OK;
 }
 
@@ -569,7 +576,8 @@ static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_e
  * - the interruption term under --interruptions ("What the tail is made of"). */
 static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int measured) {
     cli_run_terms t = {NULL, NULL, NULL, NULL, p->again, p->windows && o->pass_length ? p->window : NULL, p->next, NULL,
-                       o->jitter ? p->jitter : NULL, o->jitter ? p->drift : 0, p->versions, o->intr_share, o->intr_rate, 0};
+                       o->jitter ? p->jitter : NULL, o->jitter ? p->drift : 0, p->versions, o->intr_share, o->intr_rate, 0,
+                       NULL, 0};
     if (measured) {
         t.reuse_i = p->reuse_i;
         t.reuse_w = p->reuse_w;
@@ -673,6 +681,12 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     t[12].step_mean = 1;
     on[12] = p->per_rank_mean;
     sfx[12] = RUN_TAG_STEPMEAN_SUFFIX;
+    /* [13] the states term: each profile round's speeds of the ranks side by side, in place of
+     * the drift term's draw, where the profile has rounds ("The ranks' states") */
+    t[13].states = p->n_states > 0 ? p->states : NULL;
+    t[13].n_states = p->n_states > 0 ? p->n_states : 0;
+    on[13] = p->n_states > 0 && o->jitter;
+    sfx[13] = RUN_TAG_STATES_SUFFIX;
     int rc = PL_OK;
     for (int i = 0; rc == PL_OK && i < CLI_RUN_ALTS; i++)
         if (on[i]) rc = predict_beside(o, st, p, &t[i], i, sfx[i], e);
@@ -691,7 +705,10 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     rc = p.wrc == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed pass-length line (# " EXEC_PROFILE_META
                                " windows worker=W first_ms=1 factors= and %d positive numbers)",
                                st->profile_src, p.bad_line, EXEC_WINDOWS)
-                     : predict_one(o, st, &p, &m, &st->pr, e);
+         : p.n_states == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed rounds line (# " EXEC_PROFILE_META
+                                      " rounds worker=W f= and up to %d numbers >= 0, comma-separated)",
+                                      st->profile_src, p.states_bad_line, EXEC_STATE_ROUNDS)
+                            : predict_one(o, st, &p, &m, &st->pr, e);
     st->have_pred = rc == PL_OK;
     st->pred_noise[0] = cli_run_terms_cv(&m, st->s->ranks);
     st->pred_noise[1] = m.drift;

@@ -186,8 +186,13 @@ static int terms_init(const sched *s, const cli_run_terms *t, sim_reuse *reuse, 
 }
 
 /* One prediction's simulation: a run, or with c->cv or c->rank_cv > 0 (the jitter and drift
- * terms) the median of CLI_RUN_JITTER_RUNS stochastic ones. */
+ * terms) the median of CLI_RUN_JITTER_RUNS stochastic ones; with the states term's rows, each
+ * row as often as the others, CLI_RUN_JITTER_RUNS runs at least. */
 static int run_sim(const sched *s, const sim_costs *costs, const sim_config *c, sim_result *r, pl_err *e) {
+    if (sim_config_draws(c)) {
+        int each = (CLI_RUN_JITTER_RUNS + c->speed_draws_n - 1) / c->speed_draws_n;
+        return sim_run_median(s, costs, c, each * c->speed_draws_n, r, e);
+    }
     return c->cv > 0 || c->rank_cv > 0 ? sim_run_median(s, costs, c, CLI_RUN_JITTER_RUNS, r, e) : sim_run(s, costs, c, r, e);
 }
 
@@ -267,6 +272,8 @@ static void predict_config(sim_config *c, sim_model *sm, const sched *s, const e
     sim_config_executor(c, s, cfg->backend == EXEC_BACKEND_CUDA);
     c->cv = cli_run_terms_cv(t, s->ranks); /* the jitter term */
     c->rank_cv = t->drift; /* the drift term: each worker's speed drawn once per run */
+    c->speed_draws = t->states; /* the states term, in its place where the profile has rounds */
+    c->speed_draws_n = t->states ? t->n_states : 0;
     c->seed = CLI_RUN_JITTER_SEED;
 }
 

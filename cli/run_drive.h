@@ -140,6 +140,15 @@ typedef struct cli_run_terms {
      * which holds the gaps at their share, so the interruption term leaves it; 0: at their median
      * round (step_s) */
     int step_mean;
+    /* [n_states ranks] the states term (exec_profile_worker_rounds; NULL or 0: off): each rank's
+     * speed in each round of the profile, all ranks' of one round side by side, over its median
+     * round; the prediction the median of runs that each take one round's speeds on all their
+     * compute (sim_config.speed_draws; every round alike often, CLI_RUN_JITTER_RUNS runs at
+     * least), in place of the drift term's lognormal draw: a pass waits on whichever rank is
+     * slow in it, and a core's speed switches between states seconds long, on its own ("The
+     * ranks' states") */
+    const double *states;
+    int n_states;
 } cli_run_terms;
 /* The stochastic runs of the jitter and drift terms, and the seed of the first. */
 #define CLI_RUN_JITTER_RUNS 31
@@ -157,7 +166,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 /* ---------------------------------------------------------------- results store */
 
 /* The other predictions a run stores beside its own (cli_run_store_info.pred_alt). */
-#define CLI_RUN_ALTS 13
+#define CLI_RUN_ALTS 14
 
 /* What a stored pair of runs carries besides the results. */
 typedef struct cli_run_store_info {

@@ -382,6 +382,9 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
 #define EXEC_PROF_KINDS 26
 /* The pass-length term (exec/profile_windows.c): window j lasts EXEC_WINDOW_FIRST_S 2^j. */
 #define EXEC_WINDOWS 13
+/* The most rounds of one worker a profile keeps for the states term (exec_layer_profile.round_f;
+ * a run's profile between 20 passes holds 8 to 100). */
+#define EXEC_STATE_ROUNDS 128
 #define EXEC_WINDOW_FIRST_S 1e-3
 /* Returns window j's length in seconds. */
 double exec_window_length_s(int j);
@@ -548,6 +551,11 @@ typedef struct exec_layer_profile {
     double window[EXEC_WINDOWS]; /* the pass-length term: the factor from these times to a stretch
                                   * of work exec_window_length_s(j) long (the median over such
                                   * stretches of the worker's rounds); all 0 = not measured */
+    double round_f[EXEC_STATE_ROUNDS]; /* the states term: its worker's F of each round (the mean
+                                  * over the round's microbatches after its first, summed over the
+                                  * worker's blocks; 0: no whole round), round r of every worker
+                                  * in the same gap; the first n_round_f of its rounds */
+    int n_round_f;
 } exec_layer_profile;
 
 /* Times F, I and W of one block (cfg's h, f, b) reps times on the calling thread and fills p
@@ -707,6 +715,18 @@ int exec_profile_drift(const char *text, size_t len, double *drift);
  * line (a worker number, first window or factor that is not a number, a factor <= 0, another
  * count of factors). */
 int exec_profile_worker_windows(const char *text, size_t len, int ranks, double *g, int *bad_line);
+/* Reads the states term of a profile CSV's text[len] (its lines "# pipelab-exec rounds worker=W
+ * f=F0,F1,...", one per worker, which a profile between a run's passes and `pipelab profile
+ * --concurrency P` write: each round's F of worker W, 0 for a round it did not finish): the rounds
+ * that every rank finished, as speed factors, rank r's in round k at speed[ranks k + r] over its
+ * median round (rounds up to EXEC_STATE_ROUNDS, speed[ranks EXEC_STATE_ROUNDS]); returns their
+ * count, 0 when a rank has no line or the ranks finished fewer than EXEC_STATE_MIN_ROUNDS rounds
+ * together (the term is then off), -2 and the line's number (1-based) in *bad_line (when not
+ * NULL) for a malformed line (a worker number or time that is not a number, a time < 0, more than
+ * EXEC_STATE_ROUNDS). */
+int exec_profile_worker_rounds(const char *text, size_t len, int ranks, double *speed, int *bad_line);
+/* The fewest rounds the states term draws from. */
+#define EXEC_STATE_MIN_ROUNDS 8
 /* Returns the factor of factors g[EXEC_WINDOWS] at a pass of pass_s seconds: linear in log2 of
  * the length between two windows, the first or last window's beyond them (1 for pass_s <= 0). */
 double exec_window_factor(const double *g, double pass_s);

@@ -585,6 +585,9 @@ double exec_window_reference_s(const exec_layer_profile *p, int blocks);
 /* Appends p's windows line for worker `worker` to out ("# pipelab-exec windows worker=..."):
  * 1, or 0 when p has no factors (nothing written). */
 int exec_window_line(const exec_layer_profile *p, int worker, pl_buf *out);
+/* Writes p's rounds line of worker `worker` (exec_profile_worker_rounds) to out when p has rounds;
+ * returns 1 when written, 0 when not. */
+int exec_rounds_line(const exec_layer_profile *p, int worker, pl_buf *out);
 /* Gives rank x its worker of the profile between the passes (x->prof; the profile's blocks of
  * its share, `threads` workers in all). Returns PL_OK or the error, naming the rank. */
 int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_err *e);

@@ -955,6 +955,9 @@ static int prof_collect(const prof_thread *const *x, int n, const exec_config *c
         round_medians(&x[i], 1, all, &each[i]);
         fwd_jitter(&x[i], 1, all, &each[i]);
         prof_windows(x[i], &each[i]);
+        size_t nr = exec_prof_worker_round_fwd(x[i], all); /* the states term's rounds */
+        each[i].n_round_f = nr < EXEC_STATE_ROUNDS ? (int)nr : EXEC_STATE_ROUNDS;
+        memcpy(each[i].round_f, all, (size_t)each[i].n_round_f * sizeof *all);
         each[i].concurrency = n;
     }
     p->concurrency = n;
@@ -1090,6 +1093,7 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
                       each[i].i_next_s, each[i].f_back_s, each[i].f_sd_s, each[i].f_two_s, each[i].i_two_s,
                       each[i].w_two_s, each[i].f_one_s, each[i].i_one_s, each[i].w_one_s, each[i].step_mean_s);
     for (int i = 0; concurrency > 1 && i < concurrency; i++) exec_window_line(&each[i], i, out);
+    for (int i = 0; concurrency > 1 && i < concurrency; i++) exec_rounds_line(&each[i], i, out);
     return exec_profile_csv_table(cfg, p, rows, out, e);
 }
 

@@ -274,3 +274,71 @@ int exec_profile_worker_windows(const char *text, size_t len, int ranks, double 
     }
     return found == ranks ? 0 : -1;
 }
+
+/* Bytes read of one rounds line: its key and EXEC_STATE_ROUNDS times. */
+#define PROF_ROUNDS_LINE_MAX (64 + 24 * EXEC_STATE_ROUNDS)
+
+/* Parses the rest of a rounds line, "W f=T0,T1,..." in buf, into *w and t[*n] (up to
+ * EXEC_STATE_ROUNDS); returns 0, or -1 when malformed. */
+static int rounds_fields(const char *buf, int *w, double *t, int *n) {
+    int used = 0;
+    *n = 0;
+    if (sscanf(buf, "%d f=%n", w, &used) != 1 || used == 0 || *w < 0) return -1;
+    const char *s = buf + used;
+    while (*s) {
+        char *end;
+        double v = strtod(s, &end);
+        if (end == s || !(v >= 0) || !isfinite(v) || *n >= EXEC_STATE_ROUNDS) return -1;
+        t[(*n)++] = v;
+        s = end;
+        if (*s && *s++ != ',') return -1;
+    }
+    return *n > 0 ? 0 : -1;
+}
+
+int exec_profile_worker_rounds(const char *text, size_t len, int ranks, double *speed, int *bad_line) {
+    const char *key = "# " EXEC_PROFILE_META " rounds worker=";
+    if (bad_line) *bad_line = 0;
+    if (ranks < 1) return 0;
+    const size_t R = (size_t)ranks, K = EXEC_STATE_ROUNDS;
+    double *t = pl_calloc(R * K + K, sizeof *t); /* [ranks][K], then one rank's kept rounds */
+    int *n = pl_calloc(R, sizeof *n);
+    char *buf = pl_calloc(PROF_ROUNDS_LINE_MAX, 1);
+    int rc = t && n && buf ? 0 : -1, line_no = 1;
+    size_t counted = 0;
+    for (size_t i = 0; rc == 0 && (i = find_line(text, len, i, key, strlen(key), buf, PROF_ROUNDS_LINE_MAX)) < len; i++) {
+        for (; counted < i; counted++) line_no += text[counted] == '\n';
+        int w = -1, cnt = 0;
+        double row[EXEC_STATE_ROUNDS];
+        if (rounds_fields(buf, &w, row, &cnt) != 0) {
+            if (bad_line) *bad_line = line_no;
+            rc = -2;
+        } else if (w < ranks) {
+            memcpy(t + (size_t)w * K, row, (size_t)cnt * sizeof *row);
+            n[w] = cnt;
+        }
+    }
+    int kept = 0;
+    if (rc == 0) {
+        int most = EXEC_STATE_ROUNDS;
+        for (size_t r = 0; r < R; r++) most = n[r] < most ? n[r] : most;
+        for (int k = 0; k < most; k++) { /* the rounds every rank finished */
+            int all = 1;
+            for (size_t r = 0; r < R; r++) all = all && t[r * K + (size_t)k] > 0;
+            if (!all) continue;
+            for (size_t r = 0; r < R; r++) speed[R * (size_t)kept + r] = t[r * K + (size_t)k];
+            kept++;
+        }
+        if (kept < EXEC_STATE_MIN_ROUNDS) kept = 0;
+        for (size_t r = 0; r < R && kept; r++) { /* each rank's over its median round */
+            double *v = t + R * K;
+            for (int k = 0; k < kept; k++) v[k] = speed[R * (size_t)k + r];
+            double med = exec_median(v, (size_t)kept);
+            for (int k = 0; k < kept; k++) speed[R * (size_t)k + r] /= med;
+        }
+    }
+    free(t);
+    free(n);
+    free(buf);
+    return rc == -2 ? -2 : kept;
+}

@@ -91,3 +91,11 @@ int exec_window_line(const exec_layer_profile *p, int worker, pl_buf *out) {
     pl_buf_puts(out, "\n");
     return 1;
 }
+
+int exec_rounds_line(const exec_layer_profile *p, int worker, pl_buf *out) {
+    if (p->n_round_f <= 0) return 0; /* not measured */
+    pl_buf_printf(out, "# " EXEC_PROFILE_META " rounds worker=%d f=", worker);
+    for (int j = 0; j < p->n_round_f && j < EXEC_STATE_ROUNDS; j++) pl_buf_printf(out, "%s%.6g", j ? "," : "", p->round_f[j]);
+    pl_buf_puts(out, "\n");
+    return 1;
+}

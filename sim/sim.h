@@ -139,6 +139,13 @@ typedef struct sim_config {
                                * all of a stream's compute times one lognormal factor of mean 1,
                                * drawn once per run (a worker slower or faster than its profile
                                * for the whole run; 0 = off) */
+    const double *speed_draws; /* stochastic mode, the states term: speed_draws_n rows of one
+                               * speed factor per rank (row j at speed_draws[ranks j + rank]); a
+                               * run of seed k takes row k mod speed_draws_n, each stream its
+                               * rank's factor on all its compute, instead of rank_cv's draw (the
+                               * ranks' speeds as they were, side by side, in the rounds of a
+                               * profile; NULL or 0 rows = off) */
+    int speed_draws_n;
     uint64_t seed;            /* seed of the lognormal factors */
     int record_trace;         /* 1: keep start/end/memory of every action */
     int whole_run;            /* 1: iteration time = makespan / iterations and the bubble window
@@ -182,6 +189,8 @@ typedef struct sim_config {
 /* Fills c with defaults (overlapped comm, one node, no capacity, dtype 4, optimizer 8,
  * microbatch size 1, deterministic, no trace). */
 void sim_config_init(sim_config *c);
+/* 1 when c takes each run's ranks' speeds from its rows (sim_config.speed_draws), else 0. */
+static inline int sim_config_draws(const sim_config *c) { return c->speed_draws && c->speed_draws_n > 0; }
 /* Sets c to predict a run of the executor on schedule s: its iteration time over the whole run
  * (a measured pass of N iterations gives pass / N, fill and drain included, also for stash and
  * 2bw), and blocking SEND/RECV where the executor's compute waits at a receive's place in the

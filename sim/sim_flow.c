@@ -90,7 +90,7 @@ int sim_flow_ok(const sim_eng *g) {
     const sim_config *cfg = g->cfg;
     /* the hand-off's holds (sim_eng.hold): a RECV's depends on whether its message arrived,
      * which a rank on its own clock does not know yet */
-    if (cfg->cv > 0 || cfg->rank_cv > 0 || s->weights != SCHED_WEIGHTS_FLUSH || g->any_rep || g->hold) return 0;
+    if (cfg->cv > 0 || cfg->rank_cv > 0 || sim_config_draws(cfg) || s->weights != SCHED_WEIGHTS_FLUSH || g->any_rep || g->hold) return 0;
     if (cfg->shared_inter_link && cfg->ranks_per_node > 0) return 0;
     double dx = 0;
     for (int b = 0; b + 1 < s->stages; b++) {

@@ -102,6 +102,10 @@ static int check_input(const sched *s, const sim_config *cfg, pl_err *e) {
     if (!(cfg->rank_cv >= 0 && cfg->rank_cv <= SIM_CV_MAX))
         return pl_errf(e, PL_EINPUT, "the ranks' coefficient of variation must be in [0, %d] (got %g)", SIM_CV_MAX,
                        cfg->rank_cv);
+    for (int j = 0; cfg->speed_draws && j < cfg->speed_draws_n * s->ranks; j++)
+        if (!(cfg->speed_draws[j] > 0) || !isfinite(cfg->speed_draws[j]))
+            return pl_errf(e, PL_EINPUT, "the ranks' speed draws must be finite and > 0 (row %d, rank %d: %g)",
+                           j / s->ranks, j % s->ranks, cfg->speed_draws[j]);
     if (!(cfg->dtype_bytes >= 0) || !isfinite(cfg->dtype_bytes) || !(cfg->optimizer_bytes_per_param >= 0) ||
         !isfinite(cfg->optimizer_bytes_per_param))
         return pl_errf(e, PL_EINPUT, "bytes per parameter (%g) and optimizer bytes per parameter (%g) must be finite and >= 0",
@@ -129,7 +133,7 @@ static int check_replicas(sim_eng *g, pl_err *e) {
 static int flow_stream_alloc(sim_eng *g, int try_flow) {
     const sim_config *cfg = g->cfg;
     if (g->any_rep) return 0; /* replicated runs: the heap engine's streams (see the top) */
-    if (!try_flow || cfg->cv > 0 || cfg->rank_cv > 0 || g->s->weights != SCHED_WEIGHTS_FLUSH || (cfg->shared_inter_link && cfg->ranks_per_node > 0))
+    if (!try_flow || cfg->cv > 0 || cfg->rank_cv > 0 || sim_config_draws(cfg) || g->s->weights != SCHED_WEIGHTS_FLUSH || (cfg->shared_inter_link && cfg->ranks_per_node > 0))
         return 0;
     if (g->implied) return 1; /* the compute-only lists are walked as they are: no copy */
     g->fstream_bytes = (sched_total_actions(g->s) + SIM_FLOW_SLACK) * sizeof(sim_flow_act);
@@ -228,6 +232,11 @@ static int setup_run(sim_eng *g, pl_err *e) {
         g->rk[q].speed = 1;
     }
     double cv = g->cfg->cv, rcv = g->cfg->rank_cv;
+    if (sim_config_draws(g->cfg)) { /* the states term: one row of the ranks' speeds */
+        const double *row = g->cfg->speed_draws + (size_t)(g->cfg->seed % (uint64_t)g->cfg->speed_draws_n) * (size_t)g->s->ranks;
+        for (int q = 0; q < g->nstream; q++) g->rk[q].speed = row[g->rk[q].rank];
+        rcv = 0;
+    }
     if (cv <= 0 && rcv <= 0) return PL_OK;
     g->rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (!g->rng) return pl_errf(e, PL_ENOMEM, "out of memory for the random generator");
