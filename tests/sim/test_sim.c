@@ -692,6 +692,39 @@ static void test_rank_drift(void) {
     sched_free(s);
 }
 
+/* The states term (sim_config.speed_draws): a run of seed k takes row k mod n of the ranks'
+ * speeds, in place of rank_cv's draw. The GPipe of test_rank_drift, iteration 3 (s0 + s1) + 45
+ * max(s0, s1); rows (1, 1), (1.5, 1), (1, 2), (1, 1), (2, 1): 51, 75, 99, 51, 99. Each rank's
+ * median speed is 1 (51), but the median of the five runs is 75: a pass waits on whichever rank
+ * is slow in it. A speed that is not > 0 is refused. */
+static void test_speed_draws(void) {
+    sim_basic b;
+    sim_costs costs;
+    sim_config c;
+    sched *s = balanced_gpipe(&b, &costs, &c);
+    if (!s) return;
+    pl_err e;
+    sim_result r;
+    double rows[10] = {1, 1, 1.5, 1, 1, 2, 1, 1, 2, 1};
+    const double want[5] = {51, 75, 99, 51, 99};
+    c.speed_draws = rows;
+    c.speed_draws_n = 5;
+    c.rank_cv = 0.2; /* left out where rows are given */
+    for (uint64_t seed = 0; seed < 7; seed++) {
+        c.seed = seed;
+        CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &c, &r, &e), PL_OK);
+        NEAR(r.iteration_time_s, want[seed % 5]);
+        sim_result_free(&r);
+    }
+    c.seed = 0;
+    CU_ASSERT_EQUAL_FATAL(sim_run_median(s, &costs, &c, 5, &r, &e), PL_OK);
+    NEAR(r.iteration_time_s, 75);
+    sim_result_free(&r);
+    rows[3] = 0;
+    CU_ASSERT_EQUAL(sim_run(s, &costs, &c, &r, &e), PL_EINPUT);
+    sched_free(s);
+}
+
 /* Chrome trace and table name every action. */
 static void test_trace_export(void) {
     sched *s = lowered("1f1b", 2, 2, 0, 0);
@@ -984,6 +1017,7 @@ void pl_test_register(void) {
         {"determinism and stochastic", test_determinism_and_stochastic},
         {"the median of stochastic runs: the seeds' median, longer on balanced ranks", test_median_run},
         {"the ranks' drift: one factor a stream a run, the closed form of its seed", test_rank_drift},
+        {"the states term: the ranks' speeds a row a run, the median of the rows' runs", test_speed_draws},
         {"trace export", test_trace_export},
         {"stage csv", test_stage_csv},
         {"library errors", test_library_errors},
