@@ -54,9 +54,9 @@ static sched *get_schedule(const run_opts *o, pl_err *e) {
 static double rel_err(double pred, double meas) { return meas > 0 ? (pred - meas) / meas : NAN; }
 
 /* Writes the human table: the run, measured beside predicted (noise: the prediction's jitter and
- * drift terms, 0 when off), and one line per rank. */
+ * drift terms and the states term's rounds, 0 when off), and one line per rank. */
 static void out_table(const run_opts *o, const sched *s, const exec_result *r, const sim_result *pr,
-                      const cost_memory *mem, const char *profile_src, const double noise[2], const exec_host_probe *probe,
+                      const cost_memory *mem, const char *profile_src, const double noise[3], const exec_host_probe *probe,
                       pl_buf *b) {
     pl_buf_printf(b, "schedule           %s: %d ranks, %d stages, %d microbatches, %d iteration%s per pass, weights %s, recompute %s\n",
                   s->kind, s->ranks, s->stages, s->microbatches, r->iterations_per_pass, r->iterations_per_pass == 1 ? "" : "s",
@@ -96,8 +96,10 @@ static void out_table(const run_opts *o, const sched *s, const exec_result *r, c
     if (pr) pl_buf_printf(b, "%-22s %s\n", "  predicted from", profile_src);
     if (pr && noise[0] > 0) {
         pl_buf_printf(b, "%-22s the median of %d simulated runs: each action at a lognormal factor of cv %.2f%% (the jitter term)",
-                      "  predicted as", CLI_RUN_JITTER_RUNS, 100 * noise[0]);
-        if (noise[1] > 0) pl_buf_printf(b, ", each rank's speed at one of cv %.2f%% (the drift term)", 100 * noise[1]);
+                      "  predicted as", cli_run_sim_runs((int)noise[2]), 100 * noise[0]);
+        if (noise[2] > 0)
+            pl_buf_printf(b, ", the ranks' speeds as in one of the profile's %d rounds, side by side (the states term)", (int)noise[2]);
+        else if (noise[1] > 0) pl_buf_printf(b, ", each rank's speed at one of cv %.2f%% (the drift term)", 100 * noise[1]);
         pl_buf_putc(b, '\n');
     }
     if (probe)
@@ -159,8 +161,9 @@ static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, 
 }
 
 /* Writes JSON: the run, the prediction (how it was made: its simulated runs, the jitter and drift
- * terms' coefficients of variation, noise; 0 when off) and a per-rank array. */
-static void out_json(const sched *s, const exec_result *r, const sim_result *pr, const double noise[2], const cost_memory *mem,
+ * terms' coefficients of variation and the states term's rounds, noise; 0 when off) and a per-rank
+ * array. */
+static void out_json(const sched *s, const exec_result *r, const sim_result *pr, const double noise[3], const cost_memory *mem,
                      const cli_run_store_info *info, const int64_t ids[2], pl_buf *b) {
     double ip = r->iterations_per_pass;
     pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations_per_pass\":%d,"
@@ -172,9 +175,10 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
     pl_buf_putc(b, ',');
     if (pr)
         pl_buf_printf(b, "\"predicted\":{\"iteration_time_s\":%.9g,\"throughput_samples_s\":%.9g,\"rel_error\":%.6g,"
-                         "\"simulated_runs\":%d,\"jitter_cv\":%.6g,\"drift_cv\":%.6g},",
+                         "\"simulated_runs\":%d,\"jitter_cv\":%.6g,\"drift_cv\":%.6g,\"state_rounds\":%d},",
                       pr->iteration_time_s, pr->throughput, rel_err(pr->iteration_time_s, r->iter_median_s),
-                      noise[0] > 0 || noise[1] > 0 ? CLI_RUN_JITTER_RUNS : 1, noise[0], noise[1]);
+                      noise[0] > 0 || noise[1] > 0 || noise[2] > 0 ? cli_run_sim_runs((int)noise[2]) : 1, noise[0],
+                      noise[2] > 0 ? 0 : noise[1], (int)noise[2]);
     pl_buf_printf(b, "\"run_ids\":[%lld,%lld],\"params\":", (long long)ids[0], (long long)ids[1]);
     cli_run_params_json(r, info, b);
     pl_buf_puts(b, ",\"per_rank\":[");
@@ -211,6 +215,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_NOINTERRUPT_SUFFIX "-nointerrupt"
 #define RUN_TAG_STEPMEAN_SUFFIX "-stepmean"
 #define RUN_TAG_STATES_SUFFIX "-states"
+#define RUN_TAG_NOSTATES_SUFFIX "-nostates"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -219,7 +224,8 @@ typedef struct run_state {
     exec_result r;           /* the measurement */
     sim_result pr;           /* the prediction, when have_pred */
     int have_pred;
-    double pred_noise[2];    /* the prediction's jitter and drift terms (cli_run_terms_cv, drift; 0: off) */
+    double pred_noise[3];    /* the prediction's jitter and drift terms (cli_run_terms_cv, drift) and
+                              * the states term's rounds (n_states); 0: off */
     sim_result pr_alt[CLI_RUN_ALTS]; /* the other predictions, when have_alt[i]: [0] with the
                               * reuse-distance and first-touch terms, or under --terms without
                               * them; [1] with the pass-length term, or under
@@ -233,8 +239,9 @@ typedef struct run_state {
                               * measured a drift, with the jitter term alone; [10] without the
                               * version term; [11] under --interruptions, without the
                               * interruption term; [12] each rank's STEP at the mean over
-                              * its profile's rounds; [13] with the states term (the ranks'
-                              * speeds of each profile round side by side) in the drift's place */
+                              * its profile's rounds; [13] without the states term (the ranks'
+                              * speeds of each profile round side by side, in the drift's place;
+                              * under --no-jitter-term with it) */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -572,12 +579,13 @@ static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_e
  *   the version term");
  * - the pass-length term under --pass-length-term;
  * - the jitter and drift terms unless --no-jitter-term ("The jitter and drift terms in the
- *   default");
+ *   default"), and with them the states term in the drift's place where the profile has its
+ *   rounds ("The ranks' states");
  * - the interruption term under --interruptions ("What the tail is made of"). */
 static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int measured) {
     cli_run_terms t = {NULL, NULL, NULL, NULL, p->again, p->windows && o->pass_length ? p->window : NULL, p->next, NULL,
                        o->jitter ? p->jitter : NULL, o->jitter ? p->drift : 0, p->versions, o->intr_share, o->intr_rate, 0,
-                       NULL, 0};
+                       o->jitter && p->n_states > 0 ? p->states : NULL, o->jitter && p->n_states > 0 ? p->n_states : 0};
     if (measured) {
         t.reuse_i = p->reuse_i;
         t.reuse_w = p->reuse_w;
@@ -662,10 +670,14 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
      * --no-jitter-term), and [9] where the profile measured a drift, the jitter term alone */
     t[8].jitter = o->jitter ? NULL : p->jitter;
     t[8].drift = o->jitter ? 0 : p->drift;
+    t[8].states = o->jitter || p->n_states <= 0 ? NULL : p->states; /* and the states term with them */
+    t[8].n_states = t[8].states ? p->n_states : 0;
     on[8] = p->jitter != NULL;
     sfx[8] = o->jitter ? RUN_TAG_NOJITTER_SUFFIX : p->drift > 0 ? RUN_TAG_DRIFT_SUFFIX : RUN_TAG_JITTER_SUFFIX;
     t[9].jitter = p->jitter;
     t[9].drift = 0;
+    t[9].states = NULL;
+    t[9].n_states = 0;
     on[9] = p->jitter && p->drift > 0;
     sfx[9] = o->jitter ? RUN_TAG_NODRIFT_SUFFIX : RUN_TAG_JITTER_SUFFIX;
     /* [10] without the version term, where the prediction has it */
@@ -681,12 +693,13 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     t[12].step_mean = 1;
     on[12] = p->per_rank_mean;
     sfx[12] = RUN_TAG_STEPMEAN_SUFFIX;
-    /* [13] the states term: each profile round's speeds of the ranks side by side, in place of
-     * the drift term's draw, where the profile has rounds ("The ranks' states") */
-    t[13].states = p->n_states > 0 ? p->states : NULL;
-    t[13].n_states = p->n_states > 0 ? p->n_states : 0;
-    on[13] = p->n_states > 0 && o->jitter;
-    sfx[13] = RUN_TAG_STATES_SUFFIX;
+    /* [13] the other side of the states term (each profile round's speeds of the ranks side by
+     * side, in place of the drift term's draw): without it, the drift term's lognormal, where
+     * the prediction has it; with it under --no-jitter-term ("The ranks' states") */
+    t[13].states = m->states ? NULL : p->n_states > 0 ? p->states : NULL;
+    t[13].n_states = m->states ? 0 : p->n_states > 0 ? p->n_states : 0;
+    on[13] = p->n_states > 0;
+    sfx[13] = m->states ? RUN_TAG_NOSTATES_SUFFIX : RUN_TAG_STATES_SUFFIX;
     int rc = PL_OK;
     for (int i = 0; rc == PL_OK && i < CLI_RUN_ALTS; i++)
         if (on[i]) rc = predict_beside(o, st, p, &t[i], i, sfx[i], e);
@@ -712,6 +725,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     st->have_pred = rc == PL_OK;
     st->pred_noise[0] = cli_run_terms_cv(&m, st->s->ranks);
     st->pred_noise[1] = m.drift;
+    st->pred_noise[2] = m.states ? m.n_states : 0;
     if (rc == PL_OK) rc = predict_others(o, st, &p, &m, e);
     free(p.buf);
     if (rc != PL_OK) return rc;

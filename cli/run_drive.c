@@ -189,10 +189,7 @@ static int terms_init(const sched *s, const cli_run_terms *t, sim_reuse *reuse, 
  * terms) the median of CLI_RUN_JITTER_RUNS stochastic ones; with the states term's rows, each
  * row as often as the others, CLI_RUN_JITTER_RUNS runs at least. */
 static int run_sim(const sched *s, const sim_costs *costs, const sim_config *c, sim_result *r, pl_err *e) {
-    if (sim_config_draws(c)) {
-        int each = (CLI_RUN_JITTER_RUNS + c->speed_draws_n - 1) / c->speed_draws_n;
-        return sim_run_median(s, costs, c, each * c->speed_draws_n, r, e);
-    }
+    if (sim_config_draws(c)) return sim_run_median(s, costs, c, cli_run_sim_runs(c->speed_draws_n), r, e);
     return c->cv > 0 || c->rank_cv > 0 ? sim_run_median(s, costs, c, CLI_RUN_JITTER_RUNS, r, e) : sim_run(s, costs, c, r, e);
 }
 
@@ -253,6 +250,12 @@ static void model_times(sim_model *sm, const sched *s, const exec_config *cfg, c
     for (int q = 0; t->versions && q < sm->stages; q++)
         if (sched_stage_steps_each_backward(s, q)) sim_model_scale_fiw(sm, q, t->versions + 3 * s->stage_rank[q]);
     if (t->intr_share > 0) interruption_term(sm, s, t);
+}
+
+/* run_drive.h. */
+int cli_run_sim_runs(int n_states) {
+    if (n_states <= 0) return CLI_RUN_JITTER_RUNS;
+    return (CLI_RUN_JITTER_RUNS + n_states - 1) / n_states * n_states;
 }
 
 /* run_drive.h. */

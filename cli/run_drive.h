@@ -153,6 +153,9 @@ typedef struct cli_run_terms {
 /* The stochastic runs of the jitter and drift terms, and the seed of the first. */
 #define CLI_RUN_JITTER_RUNS 31
 #define CLI_RUN_JITTER_SEED 1
+/* The stochastic runs of a prediction: CLI_RUN_JITTER_RUNS, or with the states term's n_states > 0
+ * rounds each round as often as the others, CLI_RUN_JITTER_RUNS at least. */
+int cli_run_sim_runs(int n_states);
 /* Returns the jitter term's coefficient of variation: the root mean square over the ranks of
  * t->jitter (0 when NULL). */
 double cli_run_terms_cv(const cli_run_terms *t, int ranks);

@@ -57,8 +57,9 @@
 # run at each action's mean time, whose per-class table is the cost model's pricing of the
 # actions, where the default's actions are one random draw each), the one with the jitter
 # term alone (-nodrift, where the profile measured a drift), and the one with each rank's STEP at
-# the mean over its profile's rounds rather than their median (-stepmean), and the one with the
-# states term (-states: each rank's speed in each profile round, the ranks' side by side).
+# the mean over its profile's rounds rather than their median (-stepmean), and the one without the
+# states term (-nostates: the drift term's lognormal in place of each profile round's speeds of
+# the ranks side by side, which the default draws).
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
@@ -475,7 +476,7 @@ if [ -f "$DB" ]; then
     other_prediction -nojitter "without the jitter and drift terms (one simulated run at each action's mean time: its per-class table prices the actions, where the default's are random draws)"
     other_prediction -nointerrupt "without the interruption term (pipelab run --interruptions, measured once for the grid)"
     other_prediction -stepmean "with each rank's STEP at the mean over its profile's rounds, the host's stalls left out (rather than their median)"
-    other_prediction -states "with the states term (each profile round's speeds of the ranks side by side, in place of the drift term's draw)"
+    other_prediction -nostates "without the states term (the drift term's lognormal draw in its place, as before the states term)"
     other_prediction -nodrift "with the jitter term alone (only the runs whose profile measured a drift between the ranks)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null

@@ -584,6 +584,75 @@ static void test_run_drift(void) {
     free(dir);
 }
 
+/* The states term in the default: a profile whose rounds lines give 8 rounds in which one rank
+ * or the other runs twice as slow (never both) predicts the median of 32 simulated runs (each
+ * of the 8 rounds 4 times: CLI_RUN_JITTER_RUNS at least), says so in the JSON (state_rounds 8,
+ * no drift), and is longer than the prediction without it stored beside (TAG-nostates, the
+ * drift term at 5%): the pass waits on whichever rank is slow. Under --no-jitter-term the terms
+ * land beside as TAG-drift, equal to the default, and the states term alone as TAG-states. */
+static void test_run_states(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "states.db");
+    char *csv = pl_test_path(dir, "states.csv");
+    char *csv2 = pl_test_path(dir, "states2.csv");
+    free(run_saving_profile("--kind gpipe --ranks 2 --microbatches 4", "s0", db, csv));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "grep -v 'rounds worker=' %s | sed 's/rank_drift=[^ ]*$/rank_drift=0.05/' > %s && "
+             "echo '# pipelab-exec rounds worker=0 f=1,1,2,1,1,2,1,1' >> %s && "
+             "echo '# pipelab-exec rounds worker=1 f=1,2,1,1,2,1,1,2' >> %s",
+             csv, csv2, csv2, csv2);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    static const char *const names[] = {"s1", "s1x"}, *const flags[] = {"", "--no-jitter-term"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag %s --db %s --profile %s %s --format json",
+                 PIPELAB_BIN, names[k], db, csv2, flags[k]);
+        char *out = NULL;
+        int rc = sh(cmd, &out);
+        if (rc != 0) fprintf(stderr, "%s\n", out ? out : "");
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        const char *pj = out ? strstr(out, "\"simulated_runs\":") : NULL;
+        int runs = 0, rounds = -1;
+        double cv = -1, dcv = -1;
+        CU_ASSERT(pj && sscanf(pj, "\"simulated_runs\":%d,\"jitter_cv\":%lf,\"drift_cv\":%lf,\"state_rounds\":%d", &runs, &cv,
+                               &dcv, &rounds) == 4);
+        CU_ASSERT_EQUAL(runs, k == 0 ? 32 : 1);
+        CU_ASSERT_EQUAL(rounds, k == 0 ? 8 : 0);
+        CU_ASSERT_DOUBLE_EQUAL(dcv, 0, 1e-12);
+        free(out);
+    }
+    store *s = NULL;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    static const char *const tags[] = {"s1-nostates", "s1-states", "s1x-states", "s1x-nostates", "s1x-drift"};
+    static const size_t want_n[] = {1, 0, 1, 0, 1};
+    tag_counts(s, tags, want_n, sizeof tags / sizeof *tags);
+    store_close(s);
+    double a[2], b[2];
+    sim_busy(db, "s1", a);
+    sim_busy(db, "s1x-drift", b);
+    for (int q = 0; q < 2; q++) CU_ASSERT(a[q] > 0 && a[q] == b[q]);
+    /* the iteration times: with the states term longer than with the drift's 5% */
+    store_run *runs = NULL;
+    size_t n = 0;
+    double it[2] = {0, 0};
+    static const char *const two[] = {"s1", "s1-nostates"};
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    for (int k = 0; k < 2; k++) {
+        if (store_list_runs(s, two[k], 0, &runs, &n, &e) == PL_OK) {
+            for (size_t i = 0; i < n; i++)
+                if (strcmp(runs[i].kind, "simulated") == 0) it[k] = runs[i].iteration_time_s;
+            store_runs_free(runs, n);
+        }
+    }
+    store_close(s);
+    CU_ASSERT(it[0] > 1.2 * it[1] && it[1] > 0);
+    free(csv2);
+    free(csv);
+    free(db);
+    free(dir);
+}
+
 /* Sets v[w] to the value of key on worker w's line of a saved profile's text (w 0 and 1; -1
  * where the line or the key is missing). */
 static void worker_key(const char *text, const char *key, double v[2]) {
@@ -1397,6 +1466,7 @@ void exec_test_run_register(void) {
         {"profile --interruptions: one line, its share a fraction", test_profile_interruptions},
         {"the kind before: a prediction stored beside, against the reuse-distance term alone", test_run_kind_before},
         {"the jitter and drift terms in the default; the other predictions beside", test_run_drift},
+        {"the states term in the default: the profile's rounds side by side; without it beside", test_run_states},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"a stored run carries its schedule and profile files", test_run_stores_inputs},
         {"a run's host probe: CSV columns and stored params agree", test_run_host_probe},
