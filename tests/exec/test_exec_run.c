@@ -521,6 +521,27 @@ static void sim_busy(const char *db, const char *tag, double busy[2]) {
     store_close(s);
 }
 
+/* Runs gpipe m 4 on 2 ranks with profile csv under tag, db and flags (--format json), and reads
+ * how it predicted ("predicted": simulated_runs, jitter_cv, drift_cv, state_rounds); returns
+ * the fields read (4 when all). */
+static int run_json_prediction(const char *tag, const char *db, const char *csv, const char *flags, int *runs, double *cv,
+                               double *dcv, int *rounds) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag %s --db %s --profile %s %s --format json",
+             PIPELAB_BIN, tag, db, csv, flags);
+    char *out = NULL;
+    int rc = pl_test_run(cmd, &out);
+    if (rc != 0) fprintf(stderr, "%s\n", out ? out : "");
+    CU_ASSERT_EQUAL(rc, 0);
+    int got = 0;
+    if (rc == 0 && out) {
+        const char *pj = strstr(out, "\"simulated_runs\":");
+        if (pj) got = sscanf(pj, "\"simulated_runs\":%d,\"jitter_cv\":%lf,\"drift_cv\":%lf,\"state_rounds\":%d", runs, cv, dcv, rounds);
+    }
+    free(out);
+    return got;
+}
+
 /* The jitter and drift terms in the default. A run's saved profile (one round: no drift
  * measured; under --no-jitter-term, so its jitter term alone is stored beside as TAG-jitter and
  * nothing under TAG-drift), with rank_drift set to 0.05 and read back with --profile, once by
@@ -543,21 +564,14 @@ static void test_run_drift(void) {
         snprintf(cmd, sizeof cmd, "sed 's/rank_drift=[^ ]*$/rank_drift=%s/' %s > %s && grep -q 'rank_drift=%s$' %s", drifts[k],
                  csv, csv2, drifts[k], csv2);
         CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
-        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag %s --db %s --profile %s %s --format json",
-                 PIPELAB_BIN, names[k], db, csv2, flags[k]);
-        char *out = NULL;
-        int rc = sh(cmd, &out);
-        if (rc != 0) fprintf(stderr, "%s\n", out ? out : "");
-        CU_ASSERT_EQUAL_FATAL(rc, 0);
         /* the JSON says how it predicted: 31 runs with the terms, one without */
-        const char *pj = out ? strstr(out, "\"simulated_runs\":") : NULL;
-        int runs = 0;
+        int runs = 0, rounds = -1;
         double cv = -1, dcv = -1;
-        CU_ASSERT(pj && sscanf(pj, "\"simulated_runs\":%d,\"jitter_cv\":%lf,\"drift_cv\":%lf", &runs, &cv, &dcv) == 3);
+        CU_ASSERT(run_json_prediction(names[k], db, csv2, flags[k], &runs, &cv, &dcv, &rounds) == 4);
         CU_ASSERT_EQUAL(runs, k == 1 ? 1 : 31); /* CLI_RUN_JITTER_RUNS */
         CU_ASSERT(k == 1 ? cv == 0 : cv > 0);
         CU_ASSERT_DOUBLE_EQUAL(dcv, k == 0 ? 0.05 : 0, 1e-12);
-        free(out);
+        CU_ASSERT_EQUAL(rounds, 0); /* the saved profile's few rounds: no states term */
     }
     store *s = NULL;
     pl_err e;
@@ -605,21 +619,12 @@ static void test_run_states(void) {
     CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
     static const char *const names[] = {"s1", "s1x"}, *const flags[] = {"", "--no-jitter-term"};
     for (int k = 0; k < 2; k++) {
-        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag %s --db %s --profile %s %s --format json",
-                 PIPELAB_BIN, names[k], db, csv2, flags[k]);
-        char *out = NULL;
-        int rc = sh(cmd, &out);
-        if (rc != 0) fprintf(stderr, "%s\n", out ? out : "");
-        CU_ASSERT_EQUAL_FATAL(rc, 0);
-        const char *pj = out ? strstr(out, "\"simulated_runs\":") : NULL;
         int runs = 0, rounds = -1;
         double cv = -1, dcv = -1;
-        CU_ASSERT(pj && sscanf(pj, "\"simulated_runs\":%d,\"jitter_cv\":%lf,\"drift_cv\":%lf,\"state_rounds\":%d", &runs, &cv,
-                               &dcv, &rounds) == 4);
+        CU_ASSERT(run_json_prediction(names[k], db, csv2, flags[k], &runs, &cv, &dcv, &rounds) == 4);
         CU_ASSERT_EQUAL(runs, k == 0 ? 32 : 1);
         CU_ASSERT_EQUAL(rounds, k == 0 ? 8 : 0);
         CU_ASSERT_DOUBLE_EQUAL(dcv, 0, 1e-12);
-        free(out);
     }
     store *s = NULL;
     pl_err e;
