@@ -99,7 +99,7 @@ static void out_table(const run_opts *o, const sched *s, const exec_result *r, c
                       "  predicted as", cli_run_sim_runs((int)noise[2]), 100 * noise[0]);
         if (noise[2] > 0)
             pl_buf_printf(b, ", the ranks' speeds as in one of the profile's %d rounds, side by side (the states term)", (int)noise[2]);
-        else if (noise[1] > 0) pl_buf_printf(b, ", each rank's speed at one of cv %.2f%% (the drift term)", 100 * noise[1]);
+        if (noise[1] > 0) pl_buf_printf(b, ", each rank's speed at one of cv %.2f%% (the drift term)", 100 * noise[1]);
         pl_buf_putc(b, '\n');
     }
     if (probe)
@@ -178,7 +178,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
                          "\"simulated_runs\":%d,\"jitter_cv\":%.6g,\"drift_cv\":%.6g,\"state_rounds\":%d},",
                       pr->iteration_time_s, pr->throughput, rel_err(pr->iteration_time_s, r->iter_median_s),
                       noise[0] > 0 || noise[1] > 0 || noise[2] > 0 ? cli_run_sim_runs((int)noise[2]) : 1, noise[0],
-                      noise[2] > 0 ? 0 : noise[1], (int)noise[2]);
+                      noise[1], (int)noise[2]);
     pl_buf_printf(b, "\"run_ids\":[%lld,%lld],\"params\":", (long long)ids[0], (long long)ids[1]);
     cli_run_params_json(r, info, b);
     pl_buf_puts(b, ",\"per_rank\":[");
@@ -583,9 +583,10 @@ static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_e
  *   rounds ("The ranks' states");
  * - the interruption term under --interruptions ("What the tail is made of"). */
 static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int measured) {
+    const int states = o->jitter && p->jitter && p->n_states > 0; /* in the drift's place */
     cli_run_terms t = {NULL, NULL, NULL, NULL, p->again, p->windows && o->pass_length ? p->window : NULL, p->next, NULL,
-                       o->jitter ? p->jitter : NULL, o->jitter ? p->drift : 0, p->versions, o->intr_share, o->intr_rate, 0,
-                       o->jitter && p->n_states > 0 ? p->states : NULL, o->jitter && p->n_states > 0 ? p->n_states : 0};
+                       o->jitter ? p->jitter : NULL, o->jitter && !states ? p->drift : 0, p->versions, o->intr_share,
+                       o->intr_rate, 0, states ? p->states : NULL, states ? p->n_states : 0};
     if (measured) {
         t.reuse_i = p->reuse_i;
         t.reuse_w = p->reuse_w;
@@ -669,9 +670,9 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     /* [8] the other side of the jitter and drift terms: without both (with both under
      * --no-jitter-term), and [9] where the profile measured a drift, the jitter term alone */
     t[8].jitter = o->jitter ? NULL : p->jitter;
-    t[8].drift = o->jitter ? 0 : p->drift;
     t[8].states = o->jitter || p->n_states <= 0 ? NULL : p->states; /* and the states term with them */
     t[8].n_states = t[8].states ? p->n_states : 0;
+    t[8].drift = o->jitter || t[8].states ? 0 : p->drift;
     on[8] = p->jitter != NULL;
     sfx[8] = o->jitter ? RUN_TAG_NOJITTER_SUFFIX : p->drift > 0 ? RUN_TAG_DRIFT_SUFFIX : RUN_TAG_JITTER_SUFFIX;
     t[9].jitter = p->jitter;
@@ -696,9 +697,10 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     /* [13] the other side of the states term (each profile round's speeds of the ranks side by
      * side, in place of the drift term's draw): without it, the drift term's lognormal, where
      * the prediction has it; with it under --no-jitter-term ("The ranks' states") */
-    t[13].states = m->states ? NULL : p->n_states > 0 ? p->states : NULL;
-    t[13].n_states = m->states ? 0 : p->n_states > 0 ? p->n_states : 0;
-    on[13] = p->n_states > 0;
+    t[13].states = m->states ? NULL : p->states;
+    t[13].n_states = m->states ? 0 : p->n_states;
+    t[13].drift = m->states ? p->drift : 0;
+    on[13] = p->jitter && p->n_states > 0;
     sfx[13] = m->states ? RUN_TAG_NOSTATES_SUFFIX : RUN_TAG_STATES_SUFFIX;
     int rc = PL_OK;
     for (int i = 0; rc == PL_OK && i < CLI_RUN_ALTS; i++)

@@ -382,9 +382,9 @@ static int between_profile(const exec_config *c, const exec_dims *d, const exec_
     for (int r = 0; r <= p; r++) {
         exec_layer_profile *lp = &out->between_profile[r];
         for (int k = 0; r > 0 && k < EXEC_PROF_KINDS; k++) *exec_prof_kind(lp, k) = recs[L->base[r - 1]].prof_s[k];
-        if (r > 0) memcpy(lp->window, recs[L->base[r - 1]].window, sizeof lp->window);
-        if (r > 0) { /* the states term's rounds */
+        if (r > 0) { /* the worker's pass-length factors and the states term's rounds */
             const exec_rank_record *rec = &recs[L->base[r - 1]];
+            memcpy(lp->window, rec->window, sizeof lp->window);
             lp->n_round_f = rec->round_f ? (int)(rec->n_round_f < EXEC_STATE_ROUNDS ? rec->n_round_f : EXEC_STATE_ROUNDS) : 0;
             if (lp->n_round_f) memcpy(lp->round_f, rec->round_f, (size_t)lp->n_round_f * sizeof *lp->round_f);
         }
