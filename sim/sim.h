@@ -146,6 +146,11 @@ typedef struct sim_config {
                                * ranks' speeds as they were, side by side, in the rounds of a
                                * profile; NULL or 0 rows = off) */
     int speed_draws_n;
+    const double *const *act_scale; /* the sharing term (sim_share_solve): [ranks][actions of the
+                               * rank's lowered list], a factor on the time of each compute
+                               * action and STEP at that place (others ignored), on top of every
+                               * other factor; needs a lowered schedule; NULL = off (the flow
+                               * engine declines it) */
     uint64_t seed;            /* seed of the lognormal factors */
     int record_trace;         /* 1: keep start/end/memory of every action */
     int whole_run;            /* 1: iteration time = makespan / iterations and the bubble window
@@ -297,6 +302,33 @@ int sim_repeat(const sched *s, const sim_costs *c, const sim_config *cfg, int re
  * the median over passes (exec_result.iter_median_s); a prediction that prices the ranks' jitter
  * is matched by this. Returns PL_OK (r to free) or an error code. */
 int sim_run_median(const sched *s, const sim_costs *c, const sim_config *cfg, int runs, sim_result *r, pl_err *e);
+
+/* ---------------------------------------------------------------- the sharing term
+ * The ranks of a run share their host: on a VM whose cores slow each other down (a host that
+ * gives two busy vCPUs less than two cores), an action that runs while the other ranks wait
+ * takes `alone` times as long as one beside all of them, which is how the profile times it (its
+ * workers run the same rounds at once). With k of the other P - 1 ranks computing, an action
+ * runs at speed 1 / g(k), g(k) = alone + (1 - alone) k / (P - 1), in units of its lockstep time.
+ * A run's own times then depend on its overlaps, which depend on its times: sim_share_solve
+ * finds the fixed point. From a run at the lockstep times (cfg without its random factors, a
+ * trace), each compute action and STEP of rank r at list place i takes factor
+ * m = (e - s) / integral over [s, e] of dt / g(k(t)), the time its work takes at the speeds its
+ * span saw (processor sharing, exact where the overlaps stay as they were), the run is
+ * simulated again with those factors (sim_config.act_scale), and so on, until no factor moves
+ * by more than SIM_SHARE_TOL or after SIM_SHARE_ITERS runs. alone = 1 gives factors of 1. */
+#define SIM_SHARE_ITERS 60
+#define SIM_SHARE_TOL 1e-9
+/* Solves the sharing term for s (lowered, at least 2 ranks, no replicated stage) on costs c
+ * and configuration cfg (its cv, rank_cv, speed draws, act_scale and trace left out), alone > 0.
+ * Returns PL_OK with *scale set ([ranks] rows, free with sim_share_free) and *iters the runs it
+ * took, or PL_EINPUT / PL_ENOMEM (the simulator's errors too). */
+int sim_share_solve(const sched *s, const sim_costs *c, const sim_config *cfg, double alone, double ***scale, int *iters,
+                    pl_err *e);
+/* Sets rows[r][i] (r < s->ranks, i < the rank's actions) to the sharing factor of each compute
+ * action and STEP of the traced run tr (above), 1 elsewhere. Returns the largest change |new -
+ * old| over all places. */
+double sim_share_factors(const sched *s, const sim_result *tr, double alone, double **rows);
+void sim_share_free(const sched *s, double **scale);
 
 /* ---------------------------------------------------------------- traces */
 

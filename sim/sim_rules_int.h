@@ -173,6 +173,12 @@ static inline void mem_end(sim_eng *g, sim_rank_state *k, int kind, int stage) {
     if (kind == SCHED_B || kind == SCHED_W) stash_change(g, k, stage, -1);
 }
 
+/* Returns the sharing term's factor (sim_config.act_scale) of stream k's current action, 1 when off. */
+static inline double act_scale(const sim_eng *g, const sim_rank_state *k) {
+    const double *const *m = g->cfg->act_scale;
+    return m ? m[k->rank][k->orig ? k->orig[k->pc] : k->pc] : 1;
+}
+
 /* Returns the duration of compute (kind, stage, mb; a: the whole action, read for an
  * OVERLAP's backward half) on stream k, and applies its memory at the start. */
 static inline double compute_begin(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb, const sched_action *a) {
@@ -186,7 +192,7 @@ static inline double compute_begin(sim_eng *g, sim_rank_state *k, int kind, int 
         mem_start(g, k, kind, stage);
     }
     note_peaks(k);
-    return d * k->speed;
+    return d * k->speed * act_scale(g, k);
 }
 
 /* Notes that stream k starts d seconds of compute at now: its first start, its busy time. */
@@ -581,7 +587,7 @@ static inline int rule_step_deferred(sim_eng *g, sim_rank_state *k, int stage, s
  * runs on the compute stream, its end an event; a free one passes. Returns WALK_NEXT,
  * WALK_STOP or WALK_FAIL. */
 SIM_RULE int rule_step(sim_eng *g, const int flow, int r, sim_rank_state *k, int stage, int mb, double *now) {
-    double d = step_time(g, stage);
+    double d = step_time(g, stage) * act_scale(g, k);
     sim_stage_state *me = stage_ok(g, stage) ? sim_sst(g, stage, k->replica) : NULL;
     if (me && rule_reduces_pending(flow, me, *now)) {
         if (!flow && !g->cfg->blocking_comm && g->s->weights != SCHED_WEIGHTS_FLUSH)

@@ -106,6 +106,13 @@ static int check_input(const sched *s, const sim_config *cfg, pl_err *e) {
         if (!(cfg->speed_draws[j] > 0) || !isfinite(cfg->speed_draws[j]))
             return pl_errf(e, PL_EINPUT, "the ranks' speed draws must be finite and > 0 (row %d, rank %d: %g)",
                            j / s->ranks, j % s->ranks, cfg->speed_draws[j]);
+    if (cfg->act_scale && !s->lowered)
+        return pl_errf(e, PL_EINPUT, "the sharing term's factors need a lowered schedule (call sched_lower first)");
+    for (int q = 0; cfg->act_scale && q < s->ranks; q++)
+        for (size_t i = 0; i < s->rank[q].n; i++)
+            if (!(cfg->act_scale[q][i] > 0) || !isfinite(cfg->act_scale[q][i]))
+                return pl_errf(e, PL_EINPUT, "the sharing term's factors must be finite and > 0 (rank %d, action %zu: %g)", q,
+                               i + 1, cfg->act_scale[q][i]);
     if (!(cfg->dtype_bytes >= 0) || !isfinite(cfg->dtype_bytes) || !(cfg->optimizer_bytes_per_param >= 0) ||
         !isfinite(cfg->optimizer_bytes_per_param))
         return pl_errf(e, PL_EINPUT, "bytes per parameter (%g) and optimizer bytes per parameter (%g) must be finite and >= 0",
@@ -133,7 +140,7 @@ static int check_replicas(sim_eng *g, pl_err *e) {
 static int flow_stream_alloc(sim_eng *g, int try_flow) {
     const sim_config *cfg = g->cfg;
     if (g->any_rep) return 0; /* replicated runs: the heap engine's streams (see the top) */
-    if (!try_flow || cfg->cv > 0 || cfg->rank_cv > 0 || sim_config_draws(cfg) || g->s->weights != SCHED_WEIGHTS_FLUSH || (cfg->shared_inter_link && cfg->ranks_per_node > 0))
+    if (!try_flow || cfg->cv > 0 || cfg->rank_cv > 0 || sim_config_draws(cfg) || cfg->act_scale || g->s->weights != SCHED_WEIGHTS_FLUSH || (cfg->shared_inter_link && cfg->ranks_per_node > 0))
         return 0;
     if (g->implied) return 1; /* the compute-only lists are walked as they are: no copy */
     g->fstream_bytes = (sched_total_actions(g->s) + SIM_FLOW_SLACK) * sizeof(sim_flow_act);

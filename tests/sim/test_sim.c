@@ -725,6 +725,70 @@ static void test_speed_draws(void) {
     sched_free(s);
 }
 
+/* Runs s with the sharing term's factors for `alone` (sim_share_solve) into r; returns the runs
+ * the fixed point took, or -1. rows: the factors, to free with sim_share_free. */
+static int shared_run(sched *s, const sim_costs *costs, sim_config *c, double alone, double ***rows, sim_result *r) {
+    pl_err e;
+    int iters = 0;
+    CU_ASSERT_EQUAL(sim_share_solve(s, costs, c, alone, rows, &iters, &e), PL_OK);
+    if (!*rows) return -1;
+    c->act_scale = (const double *const *)*rows;
+    int rc = sim_run(s, costs, c, r, &e);
+    c->act_scale = NULL;
+    CU_ASSERT_EQUAL(rc, PL_OK);
+    return rc == PL_OK ? iters : -1;
+}
+
+/* The sharing term (sim_share_solve): an action alone takes `alone` times its time beside the
+ * other rank's compute. GPipe on 2 ranks, m 16, F 1, B 2, free transfers: rank 0's first F, rank
+ * 1's last F and its first B, and rank 0's last B run alone, everything else in pairs, so the
+ * pass takes 45 + 6 alone (51 at alone 1). With a STEP of 1 on each rank, rank 1's STEP runs
+ * beside the first half of rank 0's last B: under processor sharing that B's first unit runs
+ * beside, its second alone, then rank 0's STEP alone: 46 + 6 alone. Factors of a run where
+ * nothing overlaps are `alone` exactly; at alone 1 they are all 1 and the run is the plain one.
+ * A factor that is not > 0 is refused, and so is a schedule of one rank. */
+static void test_sharing_term(void) {
+    sim_basic b;
+    sim_costs costs;
+    sim_config c;
+    sched *s = balanced_gpipe(&b, &costs, &c);
+    if (!s) return;
+    pl_err e;
+    sim_result r;
+    double **rows = NULL;
+    const double alone[3] = {1, 0.5, 0.8};
+    for (int j = 0; j < 3; j++) {
+        if (shared_run(s, &costs, &c, alone[j], &rows, &r) < 0) break;
+        NEAR(r.iteration_time_s, 45 + 6 * alone[j]);
+        NEAR(rows[0][0], alone[j]);
+        sim_result_free(&r);
+        sim_share_free(s, rows);
+    }
+    b.tstep_s = 1;
+    costs = sim_basic_costs(&b);
+    for (int j = 0; j < 3; j++) {
+        int it = shared_run(s, &costs, &c, alone[j], &rows, &r);
+        if (it < 0) break;
+        CU_ASSERT(it >= 2 || alone[j] == 1); /* a partial overlap takes more than one run to settle */
+        CU_ASSERT_DOUBLE_EQUAL(r.iteration_time_s, 46 + 6 * alone[j], 1e-6);
+        sim_result_free(&r);
+        if (j == 1) { /* a factor that is not > 0 is refused */
+            rows[1][0] = 0;
+            c.act_scale = (const double *const *)rows;
+            CU_ASSERT_EQUAL(sim_run(s, &costs, &c, &r, &e), PL_EINPUT);
+            c.act_scale = NULL;
+        }
+        sim_share_free(s, rows);
+    }
+    CU_ASSERT_EQUAL(sim_share_solve(s, &costs, &c, 0, &rows, &(int){0}, &e), PL_EINPUT);
+    sched_free(s);
+    s = lowered("gpipe", 1, 4, 0, 0);
+    if (!s) return;
+    CU_ASSERT_EQUAL(sim_share_solve(s, &costs, &c, 0.5, &rows, &(int){0}, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NULL(rows);
+    sched_free(s);
+}
+
 /* Chrome trace and table name every action. */
 static void test_trace_export(void) {
     sched *s = lowered("1f1b", 2, 2, 0, 0);
@@ -1018,6 +1082,7 @@ void pl_test_register(void) {
         {"the median of stochastic runs: the seeds' median, longer on balanced ranks", test_median_run},
         {"the ranks' drift: one factor a stream a run, the closed form of its seed", test_rank_drift},
         {"the states term: the ranks' speeds a row a run, the median of the rows' runs", test_speed_draws},
+        {"the sharing term: actions alone at their ratio, processor sharing's closed forms", test_sharing_term},
         {"trace export", test_trace_export},
         {"stage csv", test_stage_csv},
         {"library errors", test_library_errors},
