@@ -54,9 +54,10 @@ static sched *get_schedule(const run_opts *o, pl_err *e) {
 static double rel_err(double pred, double meas) { return meas > 0 ? (pred - meas) / meas : NAN; }
 
 /* Writes the human table: the run, measured beside predicted (noise: the prediction's jitter and
- * drift terms and the states term's rounds, 0 when off), and one line per rank. */
+ * drift terms, the states term's rounds and the sharing term's ratio, 0 when off), and one line per
+ * rank. */
 static void out_table(const run_opts *o, const sched *s, const exec_result *r, const sim_result *pr,
-                      const cost_memory *mem, const char *profile_src, const double noise[3], const exec_host_probe *probe,
+                      const cost_memory *mem, const char *profile_src, const double noise[4], const exec_host_probe *probe,
                       pl_buf *b) {
     pl_buf_printf(b, "schedule           %s: %d ranks, %d stages, %d microbatches, %d iteration%s per pass, weights %s, recompute %s\n",
                   s->kind, s->ranks, s->stages, s->microbatches, r->iterations_per_pass, r->iterations_per_pass == 1 ? "" : "s",
@@ -102,6 +103,9 @@ static void out_table(const run_opts *o, const sched *s, const exec_result *r, c
         if (noise[1] > 0) pl_buf_printf(b, ", each rank's speed at one of cv %.2f%% (the drift term)", 100 * noise[1]);
         pl_buf_putc(b, '\n');
     }
+    if (pr && noise[3] > 0)
+        pl_buf_printf(b, "%-22s an action alone at %.3g times its time beside the other ranks' compute (the host probe's\n"
+                         "%-22s F alone over all cores at once: the sharing term)\n", "  predicted with", noise[3], "");
     if (probe)
         pl_buf_printf(b, "%-22s F of one dense block of width %d on %d rows: %.4g ms, %d core%s at once; %.4g ms alone\n",
                       "  host probe", EXEC_DEFAULT_HIDDEN, EXEC_DEFAULT_MICROBATCH_SIZE, 1e3 * probe->fwd_s, probe->workers,
@@ -161,9 +165,9 @@ static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, 
 }
 
 /* Writes JSON: the run, the prediction (how it was made: its simulated runs, the jitter and drift
- * terms' coefficients of variation and the states term's rounds, noise; 0 when off) and a per-rank
- * array. */
-static void out_json(const sched *s, const exec_result *r, const sim_result *pr, const double noise[3], const cost_memory *mem,
+ * terms' coefficients of variation, the states term's rounds and the sharing term's ratio, noise;
+ * 0 when off) and a per-rank array. */
+static void out_json(const sched *s, const exec_result *r, const sim_result *pr, const double noise[4], const cost_memory *mem,
                      const cli_run_store_info *info, const int64_t ids[2], pl_buf *b) {
     double ip = r->iterations_per_pass;
     pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations_per_pass\":%d,"
@@ -175,10 +179,11 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
     pl_buf_putc(b, ',');
     if (pr)
         pl_buf_printf(b, "\"predicted\":{\"iteration_time_s\":%.9g,\"throughput_samples_s\":%.9g,\"rel_error\":%.6g,"
-                         "\"simulated_runs\":%d,\"jitter_cv\":%.6g,\"drift_cv\":%.6g,\"state_rounds\":%d},",
+                         "\"simulated_runs\":%d,\"jitter_cv\":%.6g,\"drift_cv\":%.6g,\"state_rounds\":%d,"
+                         "\"share_alone\":%.6g},",
                       pr->iteration_time_s, pr->throughput, rel_err(pr->iteration_time_s, r->iter_median_s),
                       noise[0] > 0 || noise[1] > 0 || noise[2] > 0 ? cli_run_sim_runs((int)noise[2]) : 1, noise[0],
-                      noise[1], (int)noise[2]);
+                      noise[1], (int)noise[2], noise[3]);
     pl_buf_printf(b, "\"run_ids\":[%lld,%lld],\"params\":", (long long)ids[0], (long long)ids[1]);
     cli_run_params_json(r, info, b);
     pl_buf_puts(b, ",\"per_rank\":[");
@@ -216,6 +221,8 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_STEPMEAN_SUFFIX "-stepmean"
 #define RUN_TAG_STATES_SUFFIX "-states"
 #define RUN_TAG_NOSTATES_SUFFIX "-nostates"
+#define RUN_TAG_NOSHARE_SUFFIX "-noshare"
+#define RUN_TAG_SHARE_SUFFIX "-share"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -224,8 +231,9 @@ typedef struct run_state {
     exec_result r;           /* the measurement */
     sim_result pr;           /* the prediction, when have_pred */
     int have_pred;
-    double pred_noise[3];    /* the prediction's jitter and drift terms (cli_run_terms_cv, drift) and
-                              * the states term's rounds (n_states); 0: off */
+    double pred_noise[4];    /* the prediction's jitter and drift terms (cli_run_terms_cv, drift),
+                              * the states term's rounds (n_states) and the sharing term's ratio
+                              * (alone); 0: off */
     sim_result pr_alt[CLI_RUN_ALTS]; /* the other predictions, when have_alt[i]: [0] with the
                               * reuse-distance and first-touch terms, or under --terms without
                               * them; [1] with the pass-length term, or under
@@ -535,6 +543,7 @@ typedef struct profile_terms {
     double *states;      /* [n_states ranks] the states term's speeds (exec_profile_worker_rounds) */
     int n_states;        /* its rounds; 0: off; -2 a malformed line, at states_bad_line */
     int states_bad_line;
+    double alone;        /* the sharing term's ratio (cli_run_terms.alone): the host probe's; 0: off */
 } profile_terms;
 
 /* Reads p from the profile CSV t (its worker lines) for a run of `ranks` ranks. Returns PL_OK or
@@ -581,12 +590,14 @@ static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_e
  * - the jitter and drift terms unless --no-jitter-term ("The jitter and drift terms in the
  *   default"), and with them the states term in the drift's place where the profile has its
  *   rounds ("The ranks' states");
- * - the interruption term under --interruptions ("What the tail is made of"). */
+ * - the interruption term under --interruptions ("What the tail is made of");
+ * - the sharing term where the run took a host probe on several cores ("The ranks share the
+ *   host: the sharing term"). */
 static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int measured) {
     const int states = o->jitter && p->jitter && p->n_states > 0; /* in the drift's place */
     cli_run_terms t = {NULL, NULL, NULL, NULL, p->again, p->windows && o->pass_length ? p->window : NULL, p->next, NULL,
                        o->jitter ? p->jitter : NULL, o->jitter && !states ? p->drift : 0, p->versions, o->intr_share,
-                       o->intr_rate, 0, states ? p->states : NULL, states ? p->n_states : 0};
+                       o->intr_rate, 0, states ? p->states : NULL, states ? p->n_states : 0, o->sharing ? p->alone : 0};
     if (measured) {
         t.reuse_i = p->reuse_i;
         t.reuse_w = p->reuse_w;
@@ -702,6 +713,10 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     t[13].drift = m->states ? p->drift : 0;
     on[13] = p->jitter && p->n_states > 0;
     sfx[13] = m->states ? RUN_TAG_NOSTATES_SUFFIX : RUN_TAG_STATES_SUFFIX;
+    /* [14] the other side of the sharing term, where the run took a host probe on several cores */
+    t[14].alone = m->alone > 0 ? 0 : p->alone;
+    on[14] = p->alone > 0;
+    sfx[14] = m->alone > 0 ? RUN_TAG_NOSHARE_SUFFIX : RUN_TAG_SHARE_SUFFIX;
     int rc = PL_OK;
     for (int i = 0; rc == PL_OK && i < CLI_RUN_ALTS; i++)
         if (on[i]) rc = predict_beside(o, st, p, &t[i], i, sfx[i], e);
@@ -716,6 +731,13 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     profile_terms p;
     int rc = read_profile_terms(&st->pcsv, st->s->ranks, &p, e);
     if (rc != PL_OK) return rc;
+    /* the sharing term's ratio: the host probe's, on several cores (the simulator's term does not
+     * serve replicated stages) */
+    const exec_host_probe *hp = &st->probe;
+    int replicated = 0;
+    for (int q = 0; o->c.replicas && q < st->s->stages; q++) replicated |= o->c.replicas[q] > 1;
+    if (st->have_probe && hp->workers > 1 && hp->fwd_s > 0 && hp->alone_fwd_s > 0 && !replicated)
+        p.alone = hp->alone_fwd_s / hp->fwd_s;
     const cli_run_terms m = terms_of(o, &p, o->terms);
     rc = p.wrc == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed pass-length line (# " EXEC_PROFILE_META
                                " windows worker=W first_ms=1 factors= and %d positive numbers)",
@@ -728,6 +750,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     st->pred_noise[0] = cli_run_terms_cv(&m, st->s->ranks);
     st->pred_noise[1] = m.drift;
     st->pred_noise[2] = m.states ? m.n_states : 0;
+    st->pred_noise[3] = m.alone;
     if (rc == PL_OK) rc = predict_others(o, st, &p, &m, e);
     free(p.buf);
     if (rc != PL_OK) return rc;

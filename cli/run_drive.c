@@ -309,11 +309,18 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
     int with_reuse = rc == PL_OK && ((t->reuse_i && t->reuse_w) || (t->first && t->rest) || t->again || (t->back && t->reuse_i));
     if (with_reuse && (rc = terms_init(s, t, &reuse, e)) == PL_OK) sm.reuse = &reuse;
     with_reuse = with_reuse && rc == PL_OK;
+    double **share = NULL;
     if (rc == PL_OK) {
         sim_config c;
         predict_config(&c, &sm, s, cfg, t);
         sim_costs costs = sim_model_costs(&sm);
-        rc = run_sim(s, &costs, &c, r, e);
+        /* the sharing term: each action's factor at the fixed point of the run's overlaps (one
+         * rank, or a replicated stage: off) */
+        int replicated = 0, iters = 0;
+        for (int q = 0; q < sm.stages; q++) replicated |= sm.replicas[q] > 1;
+        if (t->alone > 0 && s->ranks > 1 && !replicated) rc = sim_share_solve(s, &costs, &c, t->alone, &share, &iters, e);
+        c.act_scale = (const double *const *)share;
+        if (rc == PL_OK) rc = run_sim(s, &costs, &c, r, e);
         if (rc == PL_OK && t->window) {
             /* the pass-length term: every rank's times at the scale of the predicted pass, by the
              * workers' mean factor */
@@ -326,6 +333,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         if (rc) pl_err_prefix(e, "prediction: ");
     }
     if (rc == PL_OK) rc = predict_exec_memory(s, cfg, r, e);
+    sim_share_free(s, share);
     if (with_reuse) sim_reuse_free(&reuse);
     free(next);
     sim_model_free(&sm);

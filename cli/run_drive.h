@@ -149,6 +149,11 @@ typedef struct cli_run_terms {
      * ranks' states") */
     const double *states;
     int n_states;
+    /* the sharing term (sim_share_solve; 0: off): an action alone on the host takes `alone`
+     * times its time beside the other ranks' compute, which is how the profile times it: the
+     * host probe's F alone over its F on all the ranks' cores at once ("The ranks share the
+     * host: the sharing term") */
+    double alone;
 } cli_run_terms;
 /* The stochastic runs of the jitter and drift terms, and the seed of the first. */
 #define CLI_RUN_JITTER_RUNS 31
@@ -169,7 +174,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 /* ---------------------------------------------------------------- results store */
 
 /* The other predictions a run stores beside its own (cli_run_store_info.pred_alt). */
-#define CLI_RUN_ALTS 14
+#define CLI_RUN_ALTS 15
 
 /* What a stored pair of runs carries besides the results. */
 typedef struct cli_run_store_info {

@@ -598,6 +598,76 @@ static void test_run_drift(void) {
     free(dir);
 }
 
+/* Returns the simulated iteration time stored under tag in db (0 when none). */
+static double sim_iteration(const char *db, const char *tag) {
+    store *s = NULL;
+    pl_err e;
+    store_run *runs = NULL;
+    size_t n = 0;
+    double it = 0;
+    if (store_open(db, 1, &s, &e) != PL_OK) return 0;
+    if (store_list_runs(s, tag, 0, &runs, &n, &e) == PL_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(runs[i].kind, "simulated") == 0) it = runs[i].iteration_time_s;
+        store_runs_free(runs, n);
+    }
+    store_close(s);
+    return it;
+}
+
+/* The sharing term in the default: a run on 2 cores with a saved profile says in its JSON the
+ * ratio it predicted with, the host probe's F alone over its F on both cores at once (stored in
+ * params.host_probe), and stores the prediction without the term beside (TAG-noshare). Every
+ * action's factor lies between that ratio and 1, so the prediction lies between the ratio times
+ * the one without and the one without (GPipe's pass is a sum of its actions' times along a
+ * path). Under --no-sharing-term the JSON says 0, the default is the other's TAG-noshare (the same
+ * profile and seeds), and the term lands beside as TAG-share (at that run's own probe). */
+static void test_run_sharing(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "share.db");
+    char *csv = pl_test_path(dir, "share.csv");
+    free(run_saving_profile("--kind gpipe --ranks 2 --microbatches 4", "h0", db, csv));
+    double ratio[2] = {-1, -1}, probe = 0;
+    for (int k = 0; k < 2; k++) {
+        char cmd[2048], *out = NULL;
+        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL_SHARED " --tag h%d --db %s --profile %s%s"
+                 " --format json", PIPELAB_BIN, k + 1, db, csv, k ? " --no-sharing-term" : "");
+        int rc = pl_test_run(cmd, &out);
+        CU_ASSERT_EQUAL(rc, 0);
+        const char *pj = out ? strstr(out, "\"share_alone\":") : NULL, *hp = out ? strstr(out, "\"host_probe\":") : NULL;
+        CU_ASSERT(pj && sscanf(pj, "\"share_alone\":%lf", &ratio[k]) == 1);
+        double fwd = 0, alone = 0;
+        int workers = 0;
+        CU_ASSERT(hp && sscanf(hp, "\"host_probe\":{\"workers\":%d,\"fwd_s\":%lf,\"alone_fwd_s\":%lf", &workers, &fwd, &alone) == 3);
+        if (k == 0 && fwd > 0) probe = alone / fwd;
+        if (rc != 0 || !pj || !hp) fprintf(stderr, "%s\n", out ? out : "");
+        free(out);
+    }
+    CU_ASSERT(probe > 0);
+    CU_ASSERT_DOUBLE_EQUAL(ratio[0], probe, 1e-5 * probe);
+    CU_ASSERT_EQUAL(ratio[1], 0);
+    store *s = NULL;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    static const char *const tags[] = {"h0-share", "h1-noshare", "h1-share", "h2-share", "h2-noshare"};
+    static const size_t want_n[] = {1, 1, 0, 1, 0};
+    tag_counts(s, tags, want_n, sizeof tags / sizeof *tags);
+    store_close(s);
+    double with = sim_iteration(db, "h1"), without = sim_iteration(db, "h1-noshare");
+    double lo = probe < 1 ? probe : 1, hi = probe < 1 ? 1 : probe;
+    CU_ASSERT(with > 0 && without > 0);
+    CU_ASSERT(with >= lo * without * (1 - 1e-9) && with <= hi * without * (1 + 1e-9));
+    if (!(with >= lo * without * (1 - 1e-9) && with <= hi * without * (1 + 1e-9)))
+        fprintf(stderr, "sharing term at %g: %g s against %g s without it\n", probe, with, without);
+    /* the prediction of a run whose probe read other than 1 moved */
+    if (fabs(probe - 1) > 1e-3) CU_ASSERT(with != without);
+    double off = sim_iteration(db, "h2");
+    CU_ASSERT(off > 0 && off == without);
+    free(csv);
+    free(db);
+    free(dir);
+}
+
 /* The states term in the default: a profile whose rounds lines give 8 rounds, 3 in which rank 0
  * runs 16 times as slow, 3 others rank 1, 2 with both at speed (each rank's median round at
  * speed), predicts the median of 32 simulated runs (each of the 8 rounds 4 times:
@@ -989,16 +1059,16 @@ static void test_run_fault_stores_nothing(void) {
     /* the measured run, its prediction, the prediction with the reuse-distance terms, the one
      * with the pass-length term, the one at the rounds' later microbatches (TAG-rest) and the
      * reuse-distance and first-touch terms alone (no again term with one stage per rank) and the
-     * reuse-distance term with the kind before, the one without the jitter term and the one with
-     * each rank's STEP at its median round */
-    CU_ASSERT_EQUAL(count_runs(db), 10);
+     * reuse-distance term with the kind before, the one without the jitter term, the one with
+     * each rank's STEP at its median round and the one with the sharing term */
+    CU_ASSERT_EQUAL(count_runs(db), 11);
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s --inject-fault 1:3:1",
              PIPELAB_BIN, db);
     char *out = NULL;
     CU_ASSERT_EQUAL(sh(cmd, &out), 1);
     CU_ASSERT(out && strstr(out, "rank 1, action 3") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 10);
+    CU_ASSERT_EQUAL(count_runs(db), 11);
     free(db);
     free(dir);
 }
@@ -1285,11 +1355,11 @@ static void test_mpi_equals_threads(void) {
         free(a);
         free(b);
     }
-    CU_ASSERT_EQUAL(count_runs(db), 20); /* per run: measured, predicted, with the reuse terms, with the pass-length
+    CU_ASSERT_EQUAL(count_runs(db), 22); /* per run: measured, predicted, with the reuse terms, with the pass-length
                                          * term, at the rounds' later microbatches, with the reuse-distance and the
                                          * first-touch term alone, with the reuse-distance term and the kind
                                          * before, without the jitter term, with each rank's STEP at its
-                                         * median round */
+                                         * median round, with the sharing term */
     /* each MPI rank's worker profiles between the passes too; rank 0 gathers their times: the
      * saved profile has one worker line per rank and the prediction says where it came from (40
      * repetitions: 10 rounds, whose F each rank sends to rank 0 for the ranks' drift) */
@@ -1329,7 +1399,7 @@ static void test_mpi_equals_threads(void) {
     CU_ASSERT(pl_now_s() - t0 < 10);
     CU_ASSERT(out && strstr(out, "rank 1, action 2") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 20);
+    CU_ASSERT_EQUAL(count_runs(db), 22);
     free(wt);
     free(wm);
     free(db);
@@ -1477,6 +1547,7 @@ void exec_test_run_register(void) {
         {"the kind before: a prediction stored beside, against the reuse-distance term alone", test_run_kind_before},
         {"the jitter and drift terms in the default; the other predictions beside", test_run_drift},
         {"the states term in the default: the profile's rounds side by side; without it beside", test_run_states},
+        {"the sharing term in the default: the host probe's ratio; without it beside", test_run_sharing},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"a stored run carries its schedule and profile files", test_run_stores_inputs},
         {"a run's host probe: CSV columns and stored params agree", test_run_host_probe},
