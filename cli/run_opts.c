@@ -146,16 +146,18 @@ static const char help_format[] =
     "                        default\"). The other prediction is stored too: under NAME-nojitter\n"
     "                        (and NAME-nodrift: the jitter term alone), or with --no-jitter-term\n"
     "                        NAME-jitter and NAME-drift\n"
-    "  --no-sharing-term     predict every action at the profile's time, which its workers take\n"
-    "                        all at once. By default, where the run took its host probe on\n"
-    "                        several cores, an action that runs while the other ranks wait takes\n"
-    "                        the probe's F alone over its F on all cores at once times its time,\n"
-    "                        beside some of them a time between, each action at the fixed point\n"
-    "                        of the pass's overlaps (processor sharing): a host whose cores slow\n"
-    "                        each other down runs a pipeline's lone actions faster\n"
-    "                        (docs/validate_cpu.md, \"The ranks share the host: the sharing\n"
-    "                        term\"). The other prediction is stored too: under NAME-noshare, or\n"
-    "                        with --no-sharing-term NAME-share\n"
+    "  --sharing-term        predict with the sharing term, where the run took its host probe on\n"
+    "                        several cores: an action that runs while the other ranks wait takes\n"
+    "                        the probe's F alone over its F on all cores at once times its\n"
+    "                        profile time (which the workers take all at once), beside some of\n"
+    "                        them a time between, each action at the fixed point of the pass's\n"
+    "                        overlaps (processor sharing): a host whose cores slow each other\n"
+    "                        down runs a pipeline's lone actions faster. Off by default: on a\n"
+    "                        quiet host the probe's ratio is 1 within a few percent of noise,\n"
+    "                        which the term passes on (docs/validate_cpu.md, \"The ranks share\n"
+    "                        the host: the sharing term\"). The other prediction is stored too:\n"
+    "                        under NAME-share, or with --sharing-term NAME-noshare\n"
+    "  --no-sharing-term     without it (the default)\n"
     "  (also stored, under tag NAME-rest: the prediction with every F, I, W at a profile\n"
     "                        round's time after its first microbatch, which on small blocks\n"
     "                        re-warms after the run's pass; docs/validate_cpu.md, \"Off the grid\";\n"
@@ -184,7 +186,7 @@ static const char help_format[] =
     "exit status: 0 ok, 1 bad input or a failed run, 2 bad usage\n";
 
 enum { O_SPLIT = 1000, O_LR, O_MOM, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
-       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_PASSLEN, O_NOPASSLEN, O_NOJITTER, O_NOSHARE, O_INTR, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
+       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_PASSLEN, O_NOPASSLEN, O_NOJITTER, O_SHARE, O_NOSHARE, O_INTR, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
        O_FAULT, O_GPUS, O_MAXMEM, O_PARTITION, O_REPLS, O_NOPROBE, O_STEADY, O_TIMEDMAX, O_HELP };
 
 static const struct option long_opts[] = {
@@ -202,6 +204,7 @@ static const struct option long_opts[] = {
     {"pass-length-term", no_argument, 0, O_PASSLEN},
     {"no-pass-length-term", no_argument, 0, O_NOPASSLEN},
     {"no-jitter-term", no_argument, 0, O_NOJITTER},
+    {"sharing-term", no_argument, 0, O_SHARE},
     {"no-sharing-term", no_argument, 0, O_NOSHARE},
     {"interruptions", required_argument, 0, O_INTR},
     {"format", required_argument, 0, O_FORMAT}, {"trace", no_argument, 0, O_TRACE},
@@ -372,6 +375,7 @@ static int run_opt(int c, const char *arg, const char *seen, run_opts *o) {
     case O_PASSLEN: o->pass_length = 1; return -1;
     case O_NOPASSLEN: o->pass_length = 0; return -1;
     case O_NOJITTER: o->jitter = 0; return -1;
+    case O_SHARE: o->sharing = 1; return -1;
     case O_NOSHARE: o->sharing = 0; return -1;
     case O_INTR: return interruptions_arg(arg, o) ? CLI_EUSAGE : -1;
     case O_FORMAT: o->format = arg; return -1;
@@ -471,7 +475,6 @@ int run_opts_parse(int argc, char **argv, run_opts *o) {
     o->format = "table";
     o->preps = RUN_PROFILE_REPS;
     o->jitter = 1;
-    o->sharing = 1;
     opterr = 0;
     optind = 1;
     int c, rc;

@@ -7,11 +7,8 @@
 
 #include "exec.h"
 
-/* The small model every `pipelab run` of the executor's CLI tests uses (milliseconds per pass),
- * SMALL without the sharing term, whose ratio is the host probe's of each run (so that the
- * tests that compare predictions compare them on the profile alone). */
-#define SMALL_SHARED "--width 32 --depth 4 --microbatch-size 4 --warmup 1 --timed 2 --profile-reps 3"
-#define SMALL SMALL_SHARED " --no-sharing-term"
+/* The small model every `pipelab run` of the executor's CLI tests uses (milliseconds per pass). */
+#define SMALL "--width 32 --depth 4 --microbatch-size 4 --warmup 1 --timed 2 --profile-reps 3"
 
 /* Returns a small model configuration of the block kind `block` for the tests: L layers, 3
  * timed passes and no warm-up, oversubscribed, weights returned (test_exec.c's small_cfg). */

@@ -360,7 +360,7 @@ static void test_prediction_p2p(void) {
         double t[2] = {-1, -1};
         for (int with = 0; with < 2; with++) {
             char *out = NULL;
-            snprintf(cmd, sizeof cmd, "%s run --kind %s --ranks 2 --microbatches 1 " PSMALL " --no-sharing-term"
+            snprintf(cmd, sizeof cmd, "%s run --kind %s --ranks 2 --microbatches 1 " PSMALL
                      " --warmup 0 --timed 1 --no-db --format json --profile %s 2>/dev/null", PIPELAB_BIN, kinds[k],
                      with ? p1 : p0);
             CU_ASSERT_EQUAL(sh(cmd, &out), 0);
@@ -375,7 +375,7 @@ static void test_prediction_p2p(void) {
         char *p2 = pl_test_path(dir, "p2.csv");
         snprintf(extra, sizeof extra, "#@ p2p_mpi_latency_s=%.17g p2p_mpi_Bps=%.17g\n", P2P_LAT_S, P2P_BPS);
         CU_ASSERT_EQUAL(profile_variant(text, p2, extra), 0);
-        const char *run = "run --kind gpipe --ranks 2 --microbatches 1 " PSMALL " --no-sharing-term --warmup 0 --timed 1 --no-db --format json";
+        const char *run = "run --kind gpipe --ranks 2 --microbatches 1 " PSMALL " --warmup 0 --timed 1 --no-db --format json";
         double m0 = mpi_case_predicted(run, p0, 2, NULL), m1 = mpi_case_predicted(run, p1, 2, NULL);
         double m2 = mpi_case_predicted(run, p2, 2, NULL), h2 = mpi_case_predicted(run, p2, 0, NULL);
         double h0 = mpi_case_predicted(run, p0, 0, NULL);

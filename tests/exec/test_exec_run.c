@@ -615,13 +615,13 @@ static double sim_iteration(const char *db, const char *tag) {
     return it;
 }
 
-/* The sharing term in the default: a run on 2 cores with a saved profile says in its JSON the
- * ratio it predicted with, the host probe's F alone over its F on both cores at once (stored in
- * params.host_probe), and stores the prediction without the term beside (TAG-noshare). Every
+/* The sharing term under --sharing-term: a run on 2 cores with a saved profile says in its JSON
+ * the ratio it predicted with, the host probe's F alone over its F on both cores at once (stored
+ * in params.host_probe), and stores the prediction without the term beside (TAG-noshare). Every
  * action's factor lies between that ratio and 1, so the prediction lies between the ratio times
  * the one without and the one without (GPipe's pass is a sum of its actions' times along a
- * path). Under --no-sharing-term the JSON says 0, the default is the other's TAG-noshare (the same
- * profile and seeds), and the term lands beside as TAG-share (at that run's own probe). */
+ * path). By default the JSON says 0, the prediction is the other's TAG-noshare (the same profile
+ * and seeds), and the term lands beside as TAG-share (at that run's own probe). */
 static void test_run_sharing(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "share.db");
@@ -630,8 +630,8 @@ static void test_run_sharing(void) {
     double ratio[2] = {-1, -1}, probe = 0;
     for (int k = 0; k < 2; k++) {
         char cmd[2048], *out = NULL;
-        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL_SHARED " --tag h%d --db %s --profile %s%s"
-                 " --format json", PIPELAB_BIN, k + 1, db, csv, k ? " --no-sharing-term" : "");
+        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag h%d --db %s --profile %s%s"
+                 " --format json", PIPELAB_BIN, k + 1, db, csv, k ? "" : " --sharing-term");
         int rc = pl_test_run(cmd, &out);
         CU_ASSERT_EQUAL(rc, 0);
         const char *pj = out ? strstr(out, "\"share_alone\":") : NULL, *hp = out ? strstr(out, "\"host_probe\":") : NULL;
@@ -1547,7 +1547,7 @@ void exec_test_run_register(void) {
         {"the kind before: a prediction stored beside, against the reuse-distance term alone", test_run_kind_before},
         {"the jitter and drift terms in the default; the other predictions beside", test_run_drift},
         {"the states term in the default: the profile's rounds side by side; without it beside", test_run_states},
-        {"the sharing term in the default: the host probe's ratio; without it beside", test_run_sharing},
+        {"the sharing term under --sharing-term: the host probe's ratio; without it beside", test_run_sharing},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"a stored run carries its schedule and profile files", test_run_stores_inputs},
         {"a run's host probe: CSV columns and stored params agree", test_run_host_probe},

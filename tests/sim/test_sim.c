@@ -746,7 +746,8 @@ static int shared_run(sched *s, const sim_costs *costs, sim_config *c, double al
  * beside the first half of rank 0's last B: under processor sharing that B's first unit runs
  * beside, its second alone, then rank 0's STEP alone: 46 + 6 alone. Factors of a run where
  * nothing overlaps are `alone` exactly; at alone 1 they are all 1 and the run is the plain one.
- * A factor that is not > 0 is refused, and so is a schedule of one rank. */
+ * On three ranks with one microbatch every action runs alone: 9 alone. A factor that is not > 0
+ * is refused, and so is a schedule of one rank. */
 static void test_sharing_term(void) {
     sim_basic b;
     sim_costs costs;
@@ -781,6 +782,17 @@ static void test_sharing_term(void) {
         sim_share_free(s, rows);
     }
     CU_ASSERT_EQUAL(sim_share_solve(s, &costs, &c, 0, &rows, &(int){0}, &e), PL_EINPUT);
+    sched_free(s);
+    /* three ranks, one microbatch: each action runs alone, 3 (F + B) STEPs aside */
+    s = lowered("gpipe", 3, 1, 0, 0);
+    if (!s) return;
+    b.tstep_s = 0;
+    costs = sim_basic_costs(&b);
+    if (shared_run(s, &costs, &c, 0.5, &rows, &r) >= 0) {
+        NEAR(r.iteration_time_s, 9 * 0.5);
+        sim_result_free(&r);
+        sim_share_free(s, rows);
+    }
     sched_free(s);
     s = lowered("gpipe", 1, 4, 0, 0);
     if (!s) return;

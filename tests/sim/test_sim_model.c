@@ -548,7 +548,7 @@ static void test_cli_compare_actions(void) {
     char cmd[4096];
     char *out = NULL;
     snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 --width 32 --depth 4 --microbatch-size 4 "
-             "--warmup 1 --timed 3 --profile %s --trace --no-sharing-term --tag act --db %s", PIPELAB_BIN, csv, db);
+             "--warmup 1 --timed 3 --profile %s --trace --tag act --db %s", PIPELAB_BIN, csv, db);
     int rc = pl_test_run(cmd, &out);
     if (rc != 0 && out && strstr(out, "no executor")) {
         fprintf(stderr, "(skipped: this build has no executor) ");
