@@ -64,7 +64,7 @@ double sim_share_factors(const sched *s, const sim_result *tr, double alone, dou
         /* breakpoints: the distinct times of the edges, with the count c after each; the piece
          * after breakpoint j runs at rate w[j] = 1 / g(c - 1) (the action itself is one of the
          * c; no rank computing: rate 0, never integrated) and h[j] integrates the rate up to it */
-        const double others = s->ranks - 1;
+        const double others = s->ranks > 1 ? s->ranks - 1 : 1; /* one rank: only k = 0 */
         size_t nb = 0;
         int c = 0;
         for (size_t j = 0; j < m; j++) {
