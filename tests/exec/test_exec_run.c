@@ -671,13 +671,14 @@ static void test_run_sharing(void) {
 /* The states term in the default: a profile whose rounds lines give 8 rounds, 3 in which rank 0
  * runs 16 times as slow, 3 others rank 1, 2 with both at speed (each rank's median round at
  * speed), predicts the median of 32 simulated runs (each of the 8 rounds 4 times:
- * CLI_RUN_JITTER_RUNS at least), says so in the JSON (state_rounds 8, no drift), and is more
- * than 1.2 times the prediction without it stored beside (TAG-nostates, the drift term at 5%):
- * the runs of the 2 rounds at speed are 8 of 32, so the median run has one rank 16 times as
- * slow, and the pass waits on it. The margin is wide on purpose: a profile saved on a loaded
- * machine (ctest -j2) can time one rank several times the other, and the median run may slow
- * the lighter one. Under --no-jitter-term the terms land beside as TAG-drift, equal to the
- * default, and the states term alone as TAG-states. */
+ * CLI_RUN_JITTER_RUNS at least) and says so in the JSON (state_rounds 8, no drift): the runs of
+ * the 2 rounds at speed are 8 of 32, so the median run has one rank 16 times as slow, busy over
+ * 4 times its time in the prediction without the term stored beside (TAG-nostates, the drift
+ * term at 5%), and the pass, which waits on it, longer. The busy time is checked rather than the
+ * pass: a profile saved on a loaded machine (ctest -j2) can time the ranks' hand-off at
+ * milliseconds, a pass of which this small model's compute is a few percent. Under
+ * --no-jitter-term the terms land beside as TAG-drift, equal to the default, and the states term
+ * alone as TAG-states. */
 static void test_run_states(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "states.db");
@@ -711,10 +712,18 @@ static void test_run_states(void) {
     sim_busy(db, "s1", a);
     sim_busy(db, "s1x-drift", b);
     for (int q = 0; q < 2; q++) CU_ASSERT(a[q] > 0 && a[q] == b[q]);
-    /* the iteration times: with the states term longer than with the drift's 5% */
+    /* the median run's slow rank: its busy time (compute and STEP) over 4 times its time without
+     * the states term; and the pass, which waits on it, longer */
+    double bn[2];
+    sim_busy(db, "s1-nostates", bn);
+    double slow = 0;
+    for (int q = 0; q < 2; q++)
+        if (bn[q] > 0 && a[q] / bn[q] > slow) slow = a[q] / bn[q];
+    CU_ASSERT(slow > 4);
     double it[2] = {sim_iteration(db, "s1"), sim_iteration(db, "s1-nostates")};
-    CU_ASSERT(it[0] > 1.2 * it[1] && it[1] > 0);
-    if (!(it[0] > 1.2 * it[1])) fprintf(stderr, "states term: %g s against %g s without it\n", it[0], it[1]);
+    CU_ASSERT(it[0] > it[1] && it[1] > 0);
+    if (!(slow > 4) || !(it[0] > it[1]))
+        fprintf(stderr, "states term: %g s against %g s without it, the slow rank busy %g times\n", it[0], it[1], slow);
     free(csv2);
     free(csv);
     free(db);
