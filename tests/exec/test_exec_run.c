@@ -521,11 +521,9 @@ static void sim_busy(const char *db, const char *tag, double busy[2]) {
     store_close(s);
 }
 
-/* Runs gpipe m 4 on 2 ranks with profile csv under tag, db and flags (--format json), and reads
- * how it predicted ("predicted": simulated_runs, jitter_cv, drift_cv, state_rounds); returns
- * the fields read (4 when all). */
-static int run_json_prediction(const char *tag, const char *db, const char *csv, const char *flags, int *runs, double *cv,
-                               double *dcv, int *rounds) {
+/* Runs gpipe m 4 on 2 ranks with profile csv under tag, db and flags (--format json); returns
+ * its output (free it), NULL when it failed. */
+static char *run_json(const char *tag, const char *db, const char *csv, const char *flags) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag %s --db %s --profile %s %s --format json",
              PIPELAB_BIN, tag, db, csv, flags);
@@ -533,11 +531,18 @@ static int run_json_prediction(const char *tag, const char *db, const char *csv,
     int rc = pl_test_run(cmd, &out);
     if (rc != 0) fprintf(stderr, "%s\n", out ? out : "");
     CU_ASSERT_EQUAL(rc, 0);
-    int got = 0;
-    if (rc == 0 && out) {
-        const char *pj = strstr(out, "\"simulated_runs\":");
-        if (pj) got = sscanf(pj, "\"simulated_runs\":%d,\"jitter_cv\":%lf,\"drift_cv\":%lf,\"state_rounds\":%d", runs, cv, dcv, rounds);
-    }
+    if (rc == 0) return out;
+    free(out);
+    return NULL;
+}
+
+/* As run_json, and reads how it predicted ("predicted": simulated_runs, jitter_cv, drift_cv,
+ * state_rounds); returns the fields read (4 when all). */
+static int run_json_prediction(const char *tag, const char *db, const char *csv, const char *flags, int *runs, double *cv,
+                               double *dcv, int *rounds) {
+    char *out = run_json(tag, db, csv, flags);
+    const char *pj = out ? strstr(out, "\"simulated_runs\":") : NULL;
+    int got = pj ? sscanf(pj, "\"simulated_runs\":%d,\"jitter_cv\":%lf,\"drift_cv\":%lf,\"state_rounds\":%d", runs, cv, dcv, rounds) : 0;
     free(out);
     return got;
 }
@@ -628,19 +633,16 @@ static void test_run_sharing(void) {
     char *csv = pl_test_path(dir, "share.csv");
     free(run_saving_profile("--kind gpipe --ranks 2 --microbatches 4", "h0", db, csv));
     double ratio[2] = {-1, -1}, probe = 0;
+    static const char *const names[] = {"h1", "h2"};
     for (int k = 0; k < 2; k++) {
-        char cmd[2048], *out = NULL;
-        snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --tag h%d --db %s --profile %s%s"
-                 " --format json", PIPELAB_BIN, k + 1, db, csv, k ? "" : " --sharing-term");
-        int rc = pl_test_run(cmd, &out);
-        CU_ASSERT_EQUAL(rc, 0);
+        char *out = run_json(names[k], db, csv, k ? "" : "--sharing-term");
         const char *pj = out ? strstr(out, "\"share_alone\":") : NULL, *hp = out ? strstr(out, "\"host_probe\":") : NULL;
         CU_ASSERT(pj && sscanf(pj, "\"share_alone\":%lf", &ratio[k]) == 1);
         double fwd = 0, alone = 0;
         int workers = 0;
         CU_ASSERT(hp && sscanf(hp, "\"host_probe\":{\"workers\":%d,\"fwd_s\":%lf,\"alone_fwd_s\":%lf", &workers, &fwd, &alone) == 3);
         if (k == 0 && fwd > 0) probe = alone / fwd;
-        if (rc != 0 || !pj || !hp) fprintf(stderr, "%s\n", out ? out : "");
+        if (out && (!pj || !hp)) fprintf(stderr, "%s\n", out);
         free(out);
     }
     CU_ASSERT(probe > 0);
