@@ -314,11 +314,9 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         sim_config c;
         predict_config(&c, &sm, s, cfg, t);
         sim_costs costs = sim_model_costs(&sm);
-        /* the sharing term: each action's factor at the fixed point of the run's overlaps (one
-         * rank, or a replicated stage: off) */
-        int replicated = 0, iters = 0;
-        for (int q = 0; q < sm.stages; q++) replicated |= sm.replicas[q] > 1;
-        if (t->alone > 0 && s->ranks > 1 && !replicated) rc = sim_share_solve(s, &costs, &c, t->alone, &share, &iters, e);
+        /* the sharing term: each action's factor at the fixed point of the run's overlaps */
+        int iters = 0;
+        if (t->alone > 0) rc = sim_share_solve(s, &costs, &c, t->alone, &share, &iters, e);
         c.act_scale = (const double *const *)share;
         if (rc == PL_OK) rc = run_sim(s, &costs, &c, r, e);
         if (rc == PL_OK && t->window) {

@@ -324,10 +324,6 @@ int sim_run_median(const sched *s, const sim_costs *c, const sim_config *cfg, in
  * took, or PL_EINPUT / PL_ENOMEM (the simulator's errors too). */
 int sim_share_solve(const sched *s, const sim_costs *c, const sim_config *cfg, double alone, double ***scale, int *iters,
                     pl_err *e);
-/* Sets rows[r][i] (r < s->ranks, i < the rank's actions) to the sharing factor of each compute
- * action and STEP of the traced run tr (above), 1 elsewhere. Returns the largest change |new -
- * old| over all places. */
-double sim_share_factors(const sched *s, const sim_result *tr, double alone, double **rows);
 void sim_share_free(const sched *s, double **scale);
 
 /* ---------------------------------------------------------------- traces */

@@ -44,7 +44,10 @@ static double integral(const double *bt, const double *h, const double *w, size_
     return he - hs;
 }
 
-double sim_share_factors(const sched *s, const sim_result *tr, double alone, double **rows) {
+/* Sets rows[r][i] (r < s->ranks, i < the rank's actions) to the sharing factor of each compute
+ * action and STEP of the traced run tr (sim.h), 1 elsewhere. Returns the largest change |new -
+ * old| over all places, or -1 out of memory (rows unchanged). */
+static double share_factors(const sched *s, const sim_result *tr, double alone, double **rows) {
     size_t n = 0;
     for (int q = 0; q < s->ranks; q++)
         for (size_t i = 0; i < s->rank[q].n; i++) n += busy_span(&s->rank[q].acts[i], &tr->trace[q][i]);
@@ -128,7 +131,7 @@ int sim_share_solve(const sched *s, const sim_costs *c, const sim_config *cfg, d
         sim_result tr;
         rc = sim_run(s, c, &d, &tr, e);
         if (rc != PL_OK) break;
-        double moved = sim_share_factors(s, &tr, alone, rows);
+        double moved = share_factors(s, &tr, alone, rows);
         sim_result_free(&tr);
         if (moved < 0) rc = pl_errf(e, PL_ENOMEM, "out of memory");
         *iters = it + 1;
