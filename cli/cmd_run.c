@@ -1,6 +1,7 @@
 /* cmd_run.c: `pipelab run`: execute a lowered schedule for real on the CPU executor (threads, or
  * one MPI process per rank), print the measurements beside the simulator's prediction from a
  * profile of this machine, and store both runs. */
+#include <gsl/gsl_statistics_double.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -104,8 +105,8 @@ static void out_table(const run_opts *o, const sched *s, const exec_result *r, c
         pl_buf_putc(b, '\n');
     }
     if (pr && noise[3] > 0)
-        pl_buf_printf(b, "%-22s an action alone at %.3g times its time beside the other ranks' compute (the host probe's\n"
-                         "%-22s F alone over all cores at once: the sharing term)\n", "  predicted with", noise[3], "");
+        pl_buf_printf(b, "%-22s an action alone at %.3g times its time beside the other ranks' compute (the profile's\n"
+                         "%-22s F alone over its F beside the other workers: the sharing term)\n", "  predicted with", noise[3], "");
     if (probe)
         pl_buf_printf(b, "%-22s F of one dense block of width %d on %d rows: %.4g ms, %d core%s at once; %.4g ms alone\n",
                       "  host probe", EXEC_DEFAULT_HIDDEN, EXEC_DEFAULT_MICROBATCH_SIZE, 1e3 * probe->fwd_s, probe->workers,
@@ -543,7 +544,8 @@ typedef struct profile_terms {
     double *states;      /* [n_states ranks] the states term's speeds (exec_profile_worker_rounds) */
     int n_states;        /* its rounds; 0: off; -2 a malformed line, at states_bad_line */
     int states_bad_line;
-    double alone;        /* the sharing term's ratio (cli_run_terms.alone): the host probe's; 0: off */
+    double alone;        /* the sharing term's ratio (cli_run_terms.alone): the mean over the ranks
+                          * of the profile's (exec_profile_worker_share); 0: not measured */
 } profile_terms;
 
 /* Reads p from the profile CSV t (its worker lines) for a run of `ranks` ranks. Returns PL_OK or
@@ -551,7 +553,7 @@ typedef struct profile_terms {
 static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_err *e) {
     memset(p, 0, sizeof *p);
     const size_t R = (size_t)ranks, S = SIM_FIRST_KINDS;
-    double *b = pl_calloc(R * (10 + 3 * S + EXEC_WINDOWS + EXEC_STATE_ROUNDS), sizeof *b);
+    double *b = pl_calloc(R * (11 + 3 * S + EXEC_WINDOWS + EXEC_STATE_ROUNDS), sizeof *b);
     if (!b) return pl_errf(e, PL_ENOMEM, "out of memory");
     p->buf = b;
     const char *text = t->data ? t->data : "";
@@ -562,6 +564,7 @@ static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_e
     p->window = p->rank_step + R;
     p->rank_step_mean = p->window + EXEC_WINDOWS * R;
     p->states = p->rank_step_mean + R;
+    double *share = p->states + EXEC_STATE_ROUNDS * R;
     p->per_rank = exec_profile_worker_steps(text, n, ranks, p->rank_step) == 0;
     p->per_rank_mean = p->per_rank && exec_profile_worker_step_means(text, n, ranks, p->rank_step_mean) == 0;
     if (exec_profile_worker_reuse(text, n, ranks, ri, rw) == 0) p->reuse_i = ri, p->reuse_w = rw;
@@ -575,6 +578,7 @@ static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_e
     p->wrc = exec_profile_worker_windows(text, n, ranks, p->window, &p->bad_line);
     p->windows = p->wrc == 0;
     p->n_states = exec_profile_worker_rounds(text, n, ranks, p->states, &p->states_bad_line);
+    if (exec_profile_worker_share(text, n, ranks, share) == 0) p->alone = gsl_stats_mean(share, 1, R);
     return PL_OK;
 }
 
@@ -591,8 +595,8 @@ static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_e
  *   default"), and with them the states term in the drift's place where the profile has its
  *   rounds ("The ranks' states");
  * - the interruption term under --interruptions ("What the tail is made of");
- * - the sharing term under --sharing-term, where the run took a host probe on several cores
- *   ("The ranks share the host: the sharing term"). */
+ * - the sharing term under --sharing-term, where the profile timed its workers' F alone and
+ *   beside each other ("The ranks share the host: the sharing term"). */
 static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int measured) {
     const int states = o->jitter && p->jitter && p->n_states > 0; /* in the drift's place */
     cli_run_terms t = {NULL, NULL, NULL, NULL, p->again, p->windows && o->pass_length ? p->window : NULL, p->next, NULL,
@@ -713,7 +717,7 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     t[13].drift = m->states ? p->drift : 0;
     on[13] = p->jitter && p->n_states > 0;
     sfx[13] = m->states ? RUN_TAG_NOSTATES_SUFFIX : RUN_TAG_STATES_SUFFIX;
-    /* [14] the other side of the sharing term, where the run took a host probe on several cores */
+    /* [14] the other side of the sharing term, where the profile measured its ratio */
     t[14].alone = m->alone > 0 ? 0 : p->alone;
     on[14] = p->alone > 0;
     sfx[14] = m->alone > 0 ? RUN_TAG_NOSHARE_SUFFIX : RUN_TAG_SHARE_SUFFIX;
@@ -731,13 +735,10 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     profile_terms p;
     int rc = read_profile_terms(&st->pcsv, st->s->ranks, &p, e);
     if (rc != PL_OK) return rc;
-    /* the sharing term's ratio: the host probe's, on several cores (the simulator's term does not
-     * serve replicated stages) */
-    const exec_host_probe *hp = &st->probe;
-    int replicated = 0;
-    for (int q = 0; o->c.replicas && q < st->s->stages; q++) replicated |= o->c.replicas[q] > 1;
-    if (st->have_probe && hp->workers > 1 && hp->fwd_s > 0 && hp->alone_fwd_s > 0 && !replicated)
-        p.alone = hp->alone_fwd_s / hp->fwd_s;
+    /* the sharing term's ratio, the profile's (read_profile_terms), but for replicated stages,
+     * which the simulator's term does not serve */
+    for (int q = 0; o->c.replicas && q < st->s->stages; q++)
+        if (o->c.replicas[q] > 1) p.alone = 0;
     const cli_run_terms m = terms_of(o, &p, o->terms);
     rc = p.wrc == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed pass-length line (# " EXEC_PROFILE_META
                                " windows worker=W first_ms=1 factors= and %d positive numbers)",

@@ -151,9 +151,9 @@ typedef struct cli_run_terms {
     int n_states;
     /* the sharing term (sim_share_solve; 0: off): an action alone on the host takes `alone`
      * times its time beside the other ranks' compute, which is how the profile times it: the
-     * host probe's F alone over its F on all the ranks' cores at once ("The ranks share the
-     * host: the sharing term"); 0 for one rank or a replicated stage, which sim_share_solve
-     * refuses */
+     * profile's F alone over its F beside the other workers, in the same rounds
+     * (exec_profile_worker_share; "The ranks share the host: the sharing term"); 0 for one rank
+     * or a replicated stage, which sim_share_solve refuses */
     double alone;
 } cli_run_terms;
 /* The stochastic runs of the jitter and drift terms, and the seed of the first. */

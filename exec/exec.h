@@ -379,7 +379,7 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
  * rank's times onto rank 0's clock) and calls exec_assemble there. */
 #define EXEC_REC_ARRAYS 8
 /* The kinds of times a profile between the passes gives (exec_rank_record.prof_s). */
-#define EXEC_PROF_KINDS 26
+#define EXEC_PROF_KINDS 28
 /* The pass-length term (exec/profile_windows.c): window j lasts EXEC_WINDOW_FIRST_S 2^j. */
 #define EXEC_WINDOWS 13
 /* The most rounds of one worker a profile keeps for the states term (exec_layer_profile.round_f;
@@ -421,7 +421,8 @@ typedef struct exec_rank_record {
                                * F right after the backwards of the same blocks (FB), of one block
                                * (medians over its rounds), then the forward's jitter (FSD), then
                                * F, I, W of the cycle on two weight versions and in place (FT, IT,
-                               * WT, FO, IO, WO), then the STEP's mean over the rounds (STA) */
+                               * WT, FO, IO, WO), then the STEP's mean over the rounds (STA), then
+                               * F alone and F beside the other workers (FL, FS) */
     double window[EXEC_WINDOWS]; /* its worker's pass-length factors (exec_layer_profile.window) */
     double *round_f;          /* [n_round_f] its worker's F per timed round (the mean over the
                                * round's microbatches after its first, summed over the worker's
@@ -518,6 +519,11 @@ typedef struct exec_layer_profile {
     double f_one_s, i_one_s, w_one_s; /* the same cycle with its STEPs in place, in the same
                                 * round: what f_two_s .. w_two_s are set against (the version
                                 * term, exec_profile_worker_versions); 0 = not measured */
+    double f_alone_s, f_side_s; /* the sharing term's F of a block (one microbatch through all the
+                                * worker's blocks, the second time in a row): with the other
+                                * workers waiting at a barrier, and with all workers at once, in
+                                * the same rounds (exec_profile_worker_share); 0 = not measured
+                                * (one worker) */
     double drift;              /* the ranks' speeds drifting apart, over all workers' rounds side by
                                 * side (two or more workers, threads or MPI ranks): per pair
                                 * of workers, the log of the ratio of their F round means (the
@@ -661,6 +667,10 @@ int exec_profile_worker_steps(const char *text, size_t len, int ranks, double *s
  * exec_layer_profile.step_mean_s): 0 and worker w's in step_mean_s[w] when every rank's line has
  * it, else -1. */
 int exec_profile_worker_step_means(const char *text, size_t len, int ranks, double *step_mean_s);
+/* Reads the sharing term's ratio of the same per-worker lines (fwd_alone_s over fwd_side_s,
+ * exec_layer_profile.f_alone_s and f_side_s): 0 and worker w's in ratio[w] when every rank's line
+ * has both positive, else -1 (the term is then off). */
+int exec_profile_worker_share(const char *text, size_t len, int ranks, double *ratio);
 
 /* Reads the reuse-distance times of the same per-worker lines (bwd_in_hot_s, bwd_w_hot_s, which a
  * profile between a run's passes and `pipelab profile --concurrency P` write): 0 and, for worker

@@ -550,6 +550,15 @@ int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int opens, int *un
  * (exec_prof_gap_rounds); after: 1 when other work (the run's pass) ran on the thread since w's
  * previous round. */
 void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed);
+/* The sharing term's phases after w's timed round (exec_prof_worker_round): phase 0, every worker
+ * at once, runs one microbatch's F through the worker's blocks untimed; phase 1 + q, worker q
+ * alone (the others wait), the same F timed (FL); the last phase, every worker at once, the same
+ * F timed (FS). Each timed F follows the worker's own F of the same blocks, alone or not, so that
+ * the two differ in the other workers' compute beside them and in nothing else. Runs phase
+ * `phase` on the calling thread (nothing after an untimed round, or one worker) and returns the
+ * count of phases, the same on every worker: its caller runs them all, each followed by a
+ * barrier of all the workers, which the alone phases need. */
+int exec_prof_worker_share(exec_prof_worker *w, int phase);
 /* The profile over the n workers' rounds in p, and each one's alone in each[n] (when not NULL). */
 int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,
                              exec_layer_profile *each, pl_err *e);
@@ -621,11 +630,14 @@ int exec_xrank_steps_each_backward(const exec_xrank *x);
  * sample of its own); then F, I, W of the cycle on two weight versions (FT, IT, WT) and of the
  * same cycle in place (FO, IO, WO), where the worker's STEPs go into a new version (prof_versions);
  * then the STEP's mean over the rounds (STA, exec_layer_profile.step_mean_s: the STEP's samples,
- * another estimate of them, exec_mean_less_stalls; STEP itself is their median round). */
+ * another estimate of them, exec_mean_less_stalls; STEP itself is their median round); then F of
+ * the worker's blocks with the other workers waiting and with all at once (FL, FS: the sharing
+ * term's, exec_prof_worker_share). */
 enum { EXEC_PROF_F, EXEC_PROF_I, EXEC_PROF_W, EXEC_PROF_STEP, EXEC_PROF_I0, EXEC_PROF_IH, EXEC_PROF_WH,
        EXEC_PROF_FF, EXEC_PROF_IF, EXEC_PROF_WF, EXEC_PROF_FR, EXEC_PROF_IR, EXEC_PROF_WR,
        EXEC_PROF_FA, EXEC_PROF_IA, EXEC_PROF_WA, EXEC_PROF_IN, EXEC_PROF_FB, EXEC_PROF_FSD,
-       EXEC_PROF_FT, EXEC_PROF_IT, EXEC_PROF_WT, EXEC_PROF_FO, EXEC_PROF_IO, EXEC_PROF_WO, EXEC_PROF_STA };
+       EXEC_PROF_FT, EXEC_PROF_IT, EXEC_PROF_WT, EXEC_PROF_FO, EXEC_PROF_IO, EXEC_PROF_WO, EXEC_PROF_STA,
+       EXEC_PROF_FL, EXEC_PROF_FS };
 #define EXEC_PROF_FIW EXEC_PROF_STEP
 /* Returns p's time of kind k, in the order of exec_rank_record.prof_s (EXEC_PROF_*). */
 static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
@@ -634,7 +646,8 @@ static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
                                            &p->f_rest_s,  &p->i_rest_s,  &p->w_rest_s,  &p->f_again_s,
                                            &p->i_again_s, &p->w_again_s, &p->i_next_s,  &p->f_back_s,
                                            &p->f_sd_s,    &p->f_two_s,   &p->i_two_s,   &p->w_two_s,
-                                           &p->f_one_s,   &p->i_one_s,   &p->w_one_s,   &p->step_mean_s};
+                                           &p->f_one_s,   &p->i_one_s,   &p->w_one_s,   &p->step_mean_s,
+                                           &p->f_alone_s, &p->f_side_s};
     return kind[k];
 }
 

@@ -92,12 +92,17 @@ struct exec_prof_worker {
                         * last microbatch of the cycle on two weight versions and in place
                         * (prof_versions), in the rounds of a gap where the rank's STEPs go into a
                         * new version; 0 in the other rounds */
+    size_t nshare;     /* samples of each of FL and FS (the sharing term's, exec_prof_worker_share):
+                        * per round, every block's F of one microbatch; 0 with one worker */
+    int share_r;       /* the round the sharing term's phases record into: the last timed one, -1
+                        * after an untimed one */
     size_t rounds;     /* timed rounds: each holds ns / rounds samples of F, I, W, nstep / rounds of
                         * STEP, ni0 / rounds of I0, nhot / rounds of IH and of WH, nagain /
-                        * rounds of FA, IA and WA and nver / rounds of FT .. WO */
+                        * rounds of FA, IA and WA, nver / rounds of FT .. WO and nshare / rounds
+                        * of FL and FS */
     size_t nt;         /* samples of each of F, I, W taken so far */
-    double *t;         /* [3 ns + nstep + ni0 + 3 nhot + 3 nagain + 6 nver]: F, I, W, STEP, I0, IH,
-                        * WH, FA, IA, WA, FB, FT, IT, WT, FO, IO, WO */
+    double *t;         /* [3 ns + nstep + ni0 + 3 nhot + 3 nagain + 6 nver + 2 nshare]: F, I, W, STEP,
+                        * I0, IH, WH, FA, IA, WA, FB, FT, IT, WT, FO, IO, WO, FL, FS */
     float *mem;        /* the blocks and the slots (NULL after a failed allocation) */
     const float **wk;  /* [L] the weights block k's F and I read: the k-th block its rank holds, in
                         * the run's arena (exec_xrank_held_block), else its own copy in mem */
@@ -260,8 +265,11 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->opens = exec_prof_opens(cfg, threads, again);
     x->nagain = x->rounds * (size_t)x->ga;
     x->nver = x->rounds * (size_t)L;
+    x->nshare = threads > 1 ? x->rounds * (size_t)L : 0;
+    x->share_r = -1;
     x->mem = exec_lines_alloc(o.all, cfg->small_pages);
-    x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 3 * x->nhot + 3 * x->nagain + 6 * x->nver + 1, sizeof(double));
+    x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 3 * x->nhot + 3 * x->nagain + 6 * x->nver + 2 * x->nshare + 1,
+                     sizeof(double));
     x->wk = pl_calloc((size_t)L, sizeof *x->wk);
     x->sk = pl_calloc(4 * (size_t)L, sizeof *x->sk);
     if (!x->mem || !x->t || !x->wk || !x->sk) {
@@ -499,6 +507,7 @@ static void prof_step(prof_thread *x, int r) {
  * nothing after a failed allocation. after: 1 when other work (a run's pass) ran on the thread
  * since its previous round (prof_restore first). */
 static void prof_round(prof_thread *x, int after, int untimed) {
+    x->share_r = -1;
     if (!x->mem || (!untimed && x->next >= (int)x->rounds)) return;
     if (after) {
         volatile float sink = prof_restore(x);
@@ -566,10 +575,37 @@ static void prof_round(prof_thread *x, int after, int untimed) {
     }
     prof_step(x, r);
     if (r >= 0) x->nt += (size_t)S * L;
+    x->share_r = r;
     /* the next round starts from the same inputs (X(s, 0) is only read) */
 #undef X
 #undef ST
 #undef Y
+}
+
+/* Phase `phase` of the sharing term's after x's last round (exec_prof_worker_share, whose comment
+ * gives the phases): one microbatch's F from slot 0's input through x's blocks, into slot 0's
+ * stash (the round that used it is over, and the next one recomputes it), timed into the round's
+ * FL or FS samples in the alone phase of x's own thread and in the last phase. Returns the count
+ * of phases. */
+static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, size_t *lo, size_t *hi);
+static int prof_share(prof_thread *x, int phase) {
+    const int phases = x->threads > 1 ? x->threads + 2 : 0, r = x->share_r;
+    const int timed = phase == 1 + x->tid || phase == phases - 1;
+    if (!x->mem || !x->nshare || r < 0 || phase < 0 || phase >= phases || (phase > 0 && !timed)) return phases;
+    const exec_dims *d = &x->d;
+    const int L = x->L;
+    size_t xs = prof_block_stride(d), k0, per, lo, hi;
+    float *slot = x->mem + prof_layout_of(x).slots;
+    kind_samples(x, phase == phases - 1 ? EXEC_PROF_FS : EXEC_PROF_FL, &per, &k0, &lo, &hi);
+    double *t = x->t + k0 + (size_t)r * (size_t)L;
+    for (int k = 0; k < L; k++) {
+        float *xk = slot + (size_t)k * xs, *y = k + 1 < L ? xk + xs : slot + (size_t)L * xs;
+        double t0 = pl_now_s();
+        exec_block_fwd(d, x->wk[k], xk, prof_state_of(d, xk), y);
+        double t1 = pl_now_s();
+        if (timed) t[k] = t1 - t0;
+    }
+    return phases;
 }
 
 /* Returns 1 when every weight of x's blocks is finite (0 after a failed allocation too). A
@@ -594,6 +630,10 @@ static void *prof_main(void *arg) {
     for (int r = -1; r < rounds; r++) {
         prof_wait(sh);
         prof_round(x, 0, r < 0);
+        for (int ph = 0, n = 1; r >= 0 && ph < n; ph++) { /* the sharing term's phases */
+            prof_wait(sh);
+            n = prof_share(x, ph);
+        }
     }
     if (x->rc == PL_OK && !prof_finite(x))
         x->rc = pl_errf(&x->err, PL_EINTERNAL, "the profile's blocks diverged (weights not finite)");
@@ -687,6 +727,10 @@ void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed) {
     if (w) prof_round(w, after, untimed);
 }
 
+int exec_prof_worker_share(exec_prof_worker *w, int phase) {
+    return w ? prof_share(w, phase) : 0;
+}
+
 void exec_prof_worker_free(exec_prof_worker *w) {
     if (!w) return;
     free(w->mem);
@@ -738,6 +782,10 @@ static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, 
         *per = x->nver;
         *off = fiw + x->nstep + x->ni0 + 3 * x->nhot + 3 * x->nagain + (size_t)(k - EXEC_PROF_FT) * x->nver;
         break;
+    case EXEC_PROF_FL: case EXEC_PROF_FS:
+        *per = x->nshare;
+        *off = fiw + x->nstep + x->ni0 + 3 * x->nhot + 3 * x->nagain + 6 * x->nver + (size_t)(k - EXEC_PROF_FL) * x->nshare;
+        break;
     default: *per = x->ns; *off = (size_t)k * x->ns; break; /* F, I, W */
     }
 }
@@ -769,7 +817,7 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
             for (size_t r = 0; r < prof_done(x[i]); r++) {
                 double sum = 0;
                 for (size_t j = lo; j < hi; j++) sum += t[r * each + j];
-                if (k >= EXEC_PROF_FT && sum == 0) continue; /* a round without the cycle (prof_versions) */
+                if (k >= EXEC_PROF_FT && sum == 0) continue; /* a round without the cycle (prof_versions) or the sharing phases */
                 scratch[n++] = sum / (double)(hi - lo);
             }
         }
@@ -1086,12 +1134,13 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
                       "fwd_rest_s=%.9g bwd_in_rest_s=%.9g bwd_w_rest_s=%.9g fwd_again_s=%.9g bwd_in_again_s=%.9g "
                       "bwd_w_again_s=%.9g bwd_in_next_s=%.9g fwd_back_s=%.9g fwd_sd_s=%.9g fwd_two_s=%.9g "
                       "bwd_in_two_s=%.9g bwd_w_two_s=%.9g fwd_one_s=%.9g bwd_in_one_s=%.9g bwd_w_one_s=%.9g "
-                      "step_mean_s=%.9g\n",
+                      "step_mean_s=%.9g fwd_alone_s=%.9g fwd_side_s=%.9g\n",
                       i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s, each[i].i_hot_s,
                       each[i].w_hot_s, each[i].f_first_s, each[i].i_first_s, each[i].w_first_s, each[i].f_rest_s,
                       each[i].i_rest_s, each[i].w_rest_s, each[i].f_again_s, each[i].i_again_s, each[i].w_again_s,
                       each[i].i_next_s, each[i].f_back_s, each[i].f_sd_s, each[i].f_two_s, each[i].i_two_s,
-                      each[i].w_two_s, each[i].f_one_s, each[i].i_one_s, each[i].w_one_s, each[i].step_mean_s);
+                      each[i].w_two_s, each[i].f_one_s, each[i].i_one_s, each[i].w_one_s, each[i].step_mean_s,
+                      each[i].f_alone_s, each[i].f_side_s);
     for (int i = 0; concurrency > 1 && i < concurrency; i++) exec_window_line(&each[i], i, out);
     for (int i = 0; concurrency > 1 && i < concurrency; i++) exec_rounds_line(&each[i], i, out);
     return exec_profile_csv_table(cfg, p, rows, out, e);

@@ -24,6 +24,7 @@
 #define PROF_WORKER_SD_FIELDS 21
 #define PROF_WORKER_VERSIONS_FIELDS 27
 #define PROF_WORKER_STA_FIELDS 28 /* through step_mean_s */
+#define PROF_WORKER_SHARE_FIELDS 30 /* through fwd_side_s */
 
 /* Returns the offset of the first line of text[len] at or after offset `from` that starts with
  * key (len when none) and copies that line, from skip bytes after its start to its end, into
@@ -81,6 +82,7 @@ typedef struct worker_line {
     double fsd;               /* the forward's jitter (exec_layer_profile.f_sd_s) */
     double two[3], one[3];    /* F, I, W of the cycle on two weight versions; in place */
     double sta;               /* the STEP's mean over the rounds (exec_layer_profile.step_mean_s) */
+    double fl, fs;            /* F alone and beside the other workers (f_alone_s, f_side_s) */
 } worker_line;
 
 /* Reads the worker lines of text[len] into line[w] (w in [0, ranks)). Returns how many workers
@@ -100,10 +102,11 @@ static int worker_lines(const char *text, size_t len, int ranks, worker_line *li
                                "fwd_rest_s=%lf bwd_in_rest_s=%lf bwd_w_rest_s=%lf fwd_again_s=%lf bwd_in_again_s=%lf "
                                "bwd_w_again_s=%lf bwd_in_next_s=%lf fwd_back_s=%lf fwd_sd_s=%lf fwd_two_s=%lf "
                                "bwd_in_two_s=%lf bwd_w_two_s=%lf fwd_one_s=%lf bwd_in_one_s=%lf bwd_w_one_s=%lf "
-                               "step_mean_s=%lf",
+                               "step_mean_s=%lf fwd_alone_s=%lf fwd_side_s=%lf",
                           &l.w, &l.core, &l.f, &l.bi, &l.bw, &l.st, &l.bi0, &l.bih, &l.bwh, &l.first[0], &l.first[1],
                           &l.first[2], &l.rest[0], &l.rest[1], &l.rest[2], &l.again[0], &l.again[1], &l.again[2],
-                          &l.bin, &l.fb, &l.fsd, &l.two[0], &l.two[1], &l.two[2], &l.one[0], &l.one[1], &l.one[2], &l.sta);
+                          &l.bin, &l.fb, &l.fsd, &l.two[0], &l.two[1], &l.two[2], &l.one[0], &l.one[1], &l.one[2], &l.sta,
+                          &l.fl, &l.fs);
         if (l.fields < PROF_WORKER_FIELDS || l.w < 0 || !(l.st >= 0) || !isfinite(l.st)) return -1;
         if (l.w >= ranks) return -1; /* measured with more workers than this run has ranks */
         if (line[l.w].w < 0) found++;
@@ -126,6 +129,17 @@ int exec_profile_worker_step_means(const char *text, size_t len, int ranks, doub
     for (int q = 0; ok && q < ranks; q++) {
         ok = l[q].fields >= PROF_WORKER_STA_FIELDS && l[q].sta > 0 && isfinite(l[q].sta);
         if (ok) step_mean_s[q] = l[q].sta;
+    }
+    free(l);
+    return ok ? 0 : -1;
+}
+
+int exec_profile_worker_share(const char *text, size_t len, int ranks, double *ratio) {
+    worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
+    int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
+    for (int q = 0; ok && q < ranks; q++) {
+        ok = l[q].fields >= PROF_WORKER_SHARE_FIELDS && l[q].fl > 0 && l[q].fs > 0 && isfinite(l[q].fl / l[q].fs);
+        if (ok) ratio[q] = l[q].fl / l[q].fs;
     }
     free(l);
     return ok ? 0 : -1;

@@ -288,7 +288,8 @@ static int fault_at(exec_xrank *x, size_t k, const sched_action *a, int *armed) 
  * before the timed rounds of any gap when the rounds are short, exec_prof_opens),
  * then the timed rounds of gap g (0 .. T - 1: before timed pass g; negative: a warm-up pass,
  * none). A barrier follows each round, so that the ranks' workers compute their rounds together,
- * as the ranks do, and the pass starts on all ranks at once. */
+ * as the ranks do, and the pass starts on all ranks at once; after each timed round, one follows
+ * each of the sharing term's phases (exec_prof_worker_share), whose alone phases need them. */
 static int prof_gap(exec_xrank *x, int warm, int g) {
     const exec_config *c = x->cfg;
     int open, n = exec_prof_gap_rounds(c->profile_between_reps, c->timed_passes, g, warm, exec_prof_worker_opens(x->prof), &open);
@@ -302,6 +303,10 @@ static int prof_gap(exec_xrank *x, int warm, int g) {
     for (int i = 0; i < n && rc == PL_OK; i++) {
         exec_prof_worker_round(x->prof, i == 0, i < open); /* the first of a gap follows the run's pass */
         rc = x->t->barrier(x->t, &x->err);
+        for (int ph = 0, phases = i < open ? 0 : 1; ph < phases && rc == PL_OK; ph++) {
+            phases = exec_prof_worker_share(x->prof, ph);
+            rc = phases ? x->t->barrier(x->t, &x->err) : PL_OK;
+        }
     }
     exec_prof_worker_unlend(x->prof);
     return rc;

@@ -1530,6 +1530,11 @@ static void test_profile_between(void) {
         CU_ASSERT_DOUBLE_EQUAL(nx[0], w0->i_next_s / w0->i_s, 1e-6 * nx[0]);
         CU_ASSERT_DOUBLE_EQUAL(nx[1], w1->i_next_s / w1->i_s, 1e-6 * nx[1]);
         CU_ASSERT_EQUAL(exec_profile_worker_next(csv.data, csv.len, 3, nx), -1); /* a worker missing */
+        /* the sharing term's F alone and beside: timed by every worker, their ratio read back */
+        double sr[2];
+        CU_ASSERT(w0->f_alone_s > 0 && w0->f_side_s > 0 && w1->f_alone_s > 0 && w1->f_side_s > 0);
+        CU_ASSERT_EQUAL(exec_profile_worker_share(csv.data, csv.len, 2, sr), 0);
+        CU_ASSERT_DOUBLE_EQUAL(sr[1], w1->f_alone_s / w1->f_side_s, 1e-6 * sr[1]);
         pl_buf_free(&csv);
         exec_result_free(&plain);
         exec_result_free(&prof);
@@ -1653,6 +1658,22 @@ static void test_profile_reuse_lines(void) {
     CU_ASSERT_DOUBLE_EQUAL(st[1], 5.0, 0);
     CU_ASSERT_EQUAL(exec_profile_worker_step_means(zero, strlen(zero), 2, sta), -1);
     CU_ASSERT_EQUAL(exec_profile_worker_step_means(med, strlen(med), 3, sta), -1); /* a worker missing */
+    /* the sharing term's F alone and beside, after the STEP's mean: each worker's ratio, the
+     * others still read; lines without them (all above), or with a zero, leave the term off */
+    double sr[2] = {-1, -1};
+    CU_ASSERT_EQUAL(exec_profile_worker_share(med, strlen(med), 2, sr), -1);
+    char shr[2048], shz[2048];
+    snprintf(shr, sizeof shr, "%s%s step_mean_s=3.5 fwd_alone_s=0.6 fwd_side_s=0.8\n%s%s step_mean_s=4.5 fwd_alone_s=1.5 "
+             "fwd_side_s=1.2\n", head0, cyc, head1, cyc);
+    snprintf(shz, sizeof shz, "%s%s step_mean_s=3.5 fwd_alone_s=0.6 fwd_side_s=0.8\n%s%s step_mean_s=4.5 fwd_alone_s=1.5 "
+             "fwd_side_s=0\n", head0, cyc, head1, cyc);
+    CU_ASSERT_EQUAL(exec_profile_worker_share(shr, strlen(shr), 2, sr), 0);
+    CU_ASSERT_DOUBLE_EQUAL(sr[0], 0.75, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(sr[1], 1.25, 1e-15);
+    CU_ASSERT_EQUAL(exec_profile_worker_step_means(shr, strlen(shr), 2, sta), 0);
+    CU_ASSERT_DOUBLE_EQUAL(sta[1], 4.5, 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_share(shz, strlen(shz), 2, sr), -1);
+    CU_ASSERT_EQUAL(exec_profile_worker_share(shr, strlen(shr), 3, sr), -1); /* a worker missing */
 }
 
 /* The ranks' drift. exec_lag1_variance: a series that holds +a for 12 values and then -a for 12

@@ -620,33 +620,41 @@ static double sim_iteration(const char *db, const char *tag) {
     return it;
 }
 
-/* The sharing term under --sharing-term: a run on 2 cores with a saved profile says in its JSON
- * the ratio it predicted with, the host probe's F alone over its F on both cores at once (stored
- * in params.host_probe), and stores the prediction without the term beside (TAG-noshare). Every
- * action's factor lies between that ratio and 1, so the prediction lies between the ratio times
- * the one without and the one without (GPipe's pass is a sum of its actions' times along a
- * path). By default the JSON says 0, the prediction is the other's TAG-noshare (the same profile
- * and seeds), and the term lands beside as TAG-share (at that run's own probe). */
+/* The sharing term under --sharing-term. A run on 2 workers profiled between its passes times
+ * each worker's F alone (the other waiting) and beside the other (its worker lines' fwd_alone_s
+ * and fwd_side_s, both positive). A copy of that profile whose lines give F alone at half F
+ * beside on both workers predicts with ratio 0.5 (its JSON's share_alone) and stores the
+ * prediction without the term beside (TAG-noshare). Every action's factor lies between 0.5 and
+ * 1, so the prediction lies between half the one without and the one without (GPipe's pass is a
+ * sum of its actions' times along a path), and below it: the pass's fill and drain run alone. By
+ * default the JSON says 0, the prediction is the other's TAG-noshare (the same profile and
+ * seeds), and the term lands beside as TAG-share. */
 static void test_run_sharing(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "share.db");
     char *csv = pl_test_path(dir, "share.csv");
-    free(run_saving_profile("--kind gpipe --ranks 2 --microbatches 4", "h0", db, csv));
-    double ratio[2] = {-1, -1}, probe = 0;
-    static const char *const names[] = {"h1", "h2"};
+    char *half = pl_test_path(dir, "half.csv");
+    size_t len = 0;
+    char *text = run_profile_text("--kind gpipe --ranks 2 --microbatches 4", "h0", db, csv, &len);
+    double measured[2] = {0, 0};
+    CU_ASSERT_EQUAL(exec_profile_worker_share(text, len, 2, measured), 0);
+    CU_ASSERT(measured[0] > 0 && measured[1] > 0);
+    free(text);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "awk '/ worker=/ { for (i = 1; i <= NF; i++) if ($i ~ /^fwd_side_s=/) s = substr($i, 12);"
+             " for (i = 1; i <= NF; i++) if ($i ~ /^fwd_alone_s=/) $i = \"fwd_alone_s=\" s / 2 } { print }' %s > %s",
+             csv, half);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    double ratio[2] = {-1, -1};
     for (int k = 0; k < 2; k++) {
-        char *out = run_json(names[k], db, csv, k ? "" : "--sharing-term");
-        const char *pj = out ? strstr(out, "\"share_alone\":") : NULL, *hp = out ? strstr(out, "\"host_probe\":") : NULL;
+        char *out = run_json(k ? "h2" : "h1", db, half, k ? "" : "--sharing-term");
+        const char *pj = out ? strstr(out, "\"share_alone\":") : NULL;
         CU_ASSERT(pj && sscanf(pj, "\"share_alone\":%lf", &ratio[k]) == 1);
-        double fwd = 0, alone = 0;
-        int workers = 0;
-        CU_ASSERT(hp && sscanf(hp, "\"host_probe\":{\"workers\":%d,\"fwd_s\":%lf,\"alone_fwd_s\":%lf", &workers, &fwd, &alone) == 3);
-        if (k == 0 && fwd > 0) probe = alone / fwd;
-        if (out && (!pj || !hp)) fprintf(stderr, "%s\n", out);
+        if (out && !pj) fprintf(stderr, "%s\n", out);
         free(out);
     }
-    CU_ASSERT(probe > 0);
-    CU_ASSERT_DOUBLE_EQUAL(ratio[0], probe, 1e-5 * probe);
+    CU_ASSERT_DOUBLE_EQUAL(ratio[0], 0.5, 1e-6);
     CU_ASSERT_EQUAL(ratio[1], 0);
     store *s = NULL;
     pl_err e;
@@ -656,15 +664,13 @@ static void test_run_sharing(void) {
     tag_counts(s, tags, want_n, sizeof tags / sizeof *tags);
     store_close(s);
     double with = sim_iteration(db, "h1"), without = sim_iteration(db, "h1-noshare");
-    double lo = probe < 1 ? probe : 1, hi = probe < 1 ? 1 : probe;
     CU_ASSERT(with > 0 && without > 0);
-    CU_ASSERT(with >= lo * without * (1 - 1e-9) && with <= hi * without * (1 + 1e-9));
-    if (!(with >= lo * without * (1 - 1e-9) && with <= hi * without * (1 + 1e-9)))
-        fprintf(stderr, "sharing term at %g: %g s against %g s without it\n", probe, with, without);
-    /* the prediction of a run whose probe read other than 1 moved */
-    if (fabs(probe - 1) > 1e-3) CU_ASSERT(with != without);
+    CU_ASSERT(with >= 0.5 * without * (1 - 1e-9) && with < without);
+    if (!(with >= 0.5 * without * (1 - 1e-9) && with < without))
+        fprintf(stderr, "sharing term at 0.5: %g s against %g s without it\n", with, without);
     double off = sim_iteration(db, "h2");
     CU_ASSERT(off > 0 && off == without);
+    free(half);
     free(csv);
     free(db);
     free(dir);
