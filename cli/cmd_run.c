@@ -235,6 +235,8 @@ typedef struct run_state {
     double pred_noise[4];    /* the prediction's jitter and drift terms (cli_run_terms_cv, drift),
                               * the states term's rounds (n_states) and the sharing term's ratio
                               * (alone); 0: off */
+    double share_measured;   /* the sharing term's ratio the profile measured, whether the
+                              * prediction took it or not (cli_run_store_info.share_alone) */
     sim_result pr_alt[CLI_RUN_ALTS]; /* the other predictions, when have_alt[i]: [0] with the
                               * reuse-distance and first-touch terms, or under --terms without
                               * them; [1] with the pass-length term, or under
@@ -752,6 +754,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     st->pred_noise[1] = m.drift;
     st->pred_noise[2] = m.states ? m.n_states : 0;
     st->pred_noise[3] = m.alone;
+    st->share_measured = p.alone;
     if (rc == PL_OK) rc = predict_others(o, st, &p, &m, e);
     free(p.buf);
     if (rc != PL_OK) return rc;
@@ -775,7 +778,7 @@ static int report(const run_opts *o, run_state *st, int argc, char **argv, pl_bu
     pl_buf_puts(&cmd, "pipelab");
     for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
     cli_run_store_info info = {o->db, o->tag, cmd.data, o->transport, pr ? st->profile_src : "", o->a.from, o->profile,
-                               o->seed, o->trace, {NULL}, {NULL}, NULL};
+                               o->seed, o->trace, {NULL}, {NULL}, NULL, st->share_measured};
     for (int i = 0; i < CLI_RUN_ALTS; i++) {
         info.pred_alt[i] = st->have_alt[i] ? &st->pr_alt[i] : NULL;
         info.tag_alt[i] = st->tag_alt[i];

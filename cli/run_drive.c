@@ -379,6 +379,7 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
     if (info->host_probe)
         pl_buf_printf(b, "\"host_probe\":{\"workers\":%d,\"fwd_s\":%.9g,\"alone_fwd_s\":%.9g},", info->host_probe->workers,
                       info->host_probe->fwd_s, info->host_probe->alone_fwd_s);
+    if (info->share_alone > 0) pl_buf_printf(b, "\"share_alone\":%.6g,", info->share_alone);
     const char *roles[] = {"schedule", "profile"}, *paths[] = {info->from, info->profile_file};
     cli_inputs_json(b, roles, paths, 2);
     pl_buf_puts(b, "}");

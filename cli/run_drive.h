@@ -201,11 +201,13 @@ typedef struct cli_run_store_info {
     const sim_result *pred_alt[CLI_RUN_ALTS];
     const char *tag_alt[CLI_RUN_ALTS];
     const exec_host_probe *host_probe; /* the host probe taken before the run, or NULL */
+    double share_alone;    /* the sharing term's ratio the profile measured (whether the
+                            * prediction took it or not); 0: not measured */
 } cli_run_store_info;
 
 /* Appends the configuration JSON stored with both runs (model, optimizer, split, passes,
  * transport, profile source, the host probe when taken: "host_probe":{"workers":P,"fwd_s":S,
- * "alone_fwd_s":S}) to b. */
+ * "alone_fwd_s":S}, the sharing term's measured ratio when measured: "share_alone":R) to b. */
 void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, pl_buf *b);
 
 /* Checks before a run that an existing database can take it (writable, not corrupt, not of a

@@ -651,6 +651,11 @@ static void test_run_sharing(void) {
         char *out = run_json(k ? "h2" : "h1", db, half, k ? "" : "--sharing-term");
         const char *pj = out ? strstr(out, "\"share_alone\":") : NULL;
         CU_ASSERT(pj && sscanf(pj, "\"share_alone\":%lf", &ratio[k]) == 1);
+        /* the measured ratio, stored with the run whether the prediction took it or not */
+        const char *pa = out ? strstr(out, "\"params\":") : NULL;
+        double stored = 0;
+        pa = pa ? strstr(pa, "\"share_alone\":") : NULL;
+        CU_ASSERT(pa && sscanf(pa, "\"share_alone\":%lf", &stored) == 1 && fabs(stored - 0.5) < 1e-6);
         if (out && !pj) fprintf(stderr, "%s\n", out);
         free(out);
     }
