@@ -597,8 +597,8 @@ static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_e
  *   default"), and with them the states term in the drift's place where the profile has its
  *   rounds ("The ranks' states");
  * - the interruption term under --interruptions ("What the tail is made of");
- * - the sharing term under --sharing-term, where the profile timed its workers' F alone and
- *   beside each other ("The ranks share the host: the sharing term"). */
+ * - the sharing term unless --no-sharing-term, where the profile timed its workers' F alone and
+ *   beside each other ("The sharing term measured in the profile's rounds"). */
 static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int measured) {
     const int states = o->jitter && p->jitter && p->n_states > 0; /* in the drift's place */
     cli_run_terms t = {NULL, NULL, NULL, NULL, p->again, p->windows && o->pass_length ? p->window : NULL, p->next, NULL,

@@ -146,18 +146,19 @@ static const char help_format[] =
     "                        default\"). The other prediction is stored too: under NAME-nojitter\n"
     "                        (and NAME-nodrift: the jitter term alone), or with --no-jitter-term\n"
     "                        NAME-jitter and NAME-drift\n"
-    "  --sharing-term        predict with the sharing term, where the profile's workers timed\n"
-    "                        their F alone (the others waiting) and beside each other (a profile\n"
-    "                        of several workers between the passes, or --concurrency P): an\n"
-    "                        action that runs while the other ranks wait takes the mean of the\n"
-    "                        workers' F alone over F beside times its profile time (which the\n"
-    "                        workers take all at once), beside some of them a time between, each\n"
-    "                        action at the fixed point of the pass's overlaps (processor\n"
-    "                        sharing): a host whose cores slow each other down runs a pipeline's\n"
-    "                        lone actions faster (docs/validate_cpu.md, \"The ranks share the\n"
-    "                        host: the sharing term\"). The other prediction is stored too:\n"
-    "                        under NAME-share, or with --sharing-term NAME-noshare\n"
-    "  --no-sharing-term     without it (the default)\n"
+    "  --sharing-term        predict with the sharing term (the default), where the profile's\n"
+    "                        workers timed their F alone (the others waiting) and beside each\n"
+    "                        other (a profile of several workers between the passes, or one of\n"
+    "                        pipelab profile on several): an action that runs while the others wait\n"
+    "                        takes the mean of the workers' F alone over F beside times its\n"
+    "                        profile time (which the workers take all at once), beside some of\n"
+    "                        them a time between, each action at the fixed point of the pass's\n"
+    "                        overlaps (processor sharing): a host whose cores slow each other\n"
+    "                        down runs a pipeline's lone actions faster (docs/validate_cpu.md,\n"
+    "                        \"The sharing term measured in the profile's rounds\"). The other\n"
+    "                        prediction is stored too: under NAME-noshare, or with\n"
+    "                        --no-sharing-term NAME-share\n"
+    "  --no-sharing-term     without it\n"
     "  (also stored, under tag NAME-rest: the prediction with every F, I, W at a profile\n"
     "                        round's time after its first microbatch, which on small blocks\n"
     "                        re-warms after the run's pass; docs/validate_cpu.md, \"Off the grid\";\n"
@@ -475,6 +476,7 @@ int run_opts_parse(int argc, char **argv, run_opts *o) {
     o->format = "table";
     o->preps = RUN_PROFILE_REPS;
     o->jitter = 1;
+    o->sharing = 1;
     opterr = 0;
     optind = 1;
     int c, rc;

@@ -25,7 +25,7 @@ typedef struct run_opts {
     int terms;                       /* --terms: the measured terms in the prediction */
     int pass_length;                 /* --pass-length-term: the prediction with it (off by default) */
     int jitter;                      /* the jitter and drift terms in the prediction (1; 0: --no-jitter-term) */
-    int sharing;                     /* the sharing term in the prediction (--sharing-term; 0 by default) */
+    int sharing;                     /* the sharing term in the prediction (1 by default; --no-sharing-term: 0) */
     double intr_share, intr_rate;    /* --interruptions SHARE,RATE (0, 0: not given) */
     int nsplit, split[MAX_SPLIT];
     const char *partition;           /* --partition FILE */

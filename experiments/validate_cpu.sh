@@ -59,9 +59,9 @@
 # term alone (-nodrift, where the profile measured a drift), and the one with each rank's STEP at
 # the mean over its profile's rounds rather than their median (-stepmean), and the one without the
 # states term (-nostates: the drift term's lognormal in place of each profile round's speeds of
-# the ranks side by side, which the default draws), and the one with the sharing term (-share:
-# an action alone at the profile's ratio of each worker's F alone to its F beside the others,
-# where the default takes every action at the profile's time of all ranks at once).
+# the ranks side by side, which the default draws), and the one without the sharing term
+# (-noshare: every action at the profile's time of all ranks at once, where the default takes an
+# action alone at the profile's ratio of each worker's F alone to its F beside the others).
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
@@ -480,7 +480,7 @@ if [ -f "$DB" ]; then
     other_prediction -stepmean "with each rank's STEP at the mean over its profile's rounds, the host's stalls left out (rather than their median)"
     other_prediction -nostates "without the states term (the drift term's lognormal draw in its place, as before the states term)"
     other_prediction -nodrift "with the jitter term alone (only the runs whose profile measured a drift between the ranks)"
-    other_prediction -share "with the sharing term (pipelab run --sharing-term: an action alone at the profile's ratio of F alone to F beside the other workers)"
+    other_prediction -noshare "without the sharing term (pipelab run --no-sharing-term: every action at the profile's time of all workers at once)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"

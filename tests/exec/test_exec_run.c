@@ -317,12 +317,13 @@ static void test_run_stores_pair(void) {
     free(dir);
 }
 
-/* Runs `pipelab run SCHED SMALL --tag TAG --db DB --save-profile CSV --no-jitter-term` (its
- * profile between the passes; each action at its mean time, so that the predictions are closed
- * forms of the profile), which must exit 0; returns its output (free it), printed when it failed. */
+/* Runs `pipelab run SCHED SMALL --tag TAG --db DB --save-profile CSV --no-jitter-term
+ * --no-sharing-term` (its profile between the passes; each action at its mean time and at its
+ * profile time alone or beside the other rank, so that the predictions are closed forms of the
+ * profile), which must exit 0; returns its output (free it), printed when it failed. */
 static char *run_saving_profile(const char *sched, const char *tag, const char *db, const char *csv) {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s run %s " SMALL " --tag %s --db %s --save-profile %s --no-jitter-term", PIPELAB_BIN, sched, tag,
+    snprintf(cmd, sizeof cmd, "%s run %s " SMALL " --tag %s --db %s --save-profile %s --no-jitter-term --no-sharing-term", PIPELAB_BIN, sched, tag,
              db, csv);
     char *out = NULL;
     int rc = sh(cmd, &out);
@@ -620,15 +621,15 @@ static double sim_iteration(const char *db, const char *tag) {
     return it;
 }
 
-/* The sharing term under --sharing-term. A run on 2 workers profiled between its passes times
+/* The sharing term, in the default. A run on 2 workers profiled between its passes times
  * each worker's F alone (the other waiting) and beside the other (its worker lines' fwd_alone_s
  * and fwd_side_s, both positive). A copy of that profile whose lines give F alone at half F
  * beside on both workers predicts with ratio 0.5 (its JSON's share_alone) and stores the
  * prediction without the term beside (TAG-noshare). Every action's factor lies between 0.5 and
  * 1, so the prediction lies between half the one without and the one without (GPipe's pass is a
- * sum of its actions' times along a path), and below it: the pass's fill and drain run alone. By
- * default the JSON says 0, the prediction is the other's TAG-noshare (the same profile and
- * seeds), and the term lands beside as TAG-share. */
+ * sum of its actions' times along a path), and below it: the pass's fill and drain run alone.
+ * Under --no-sharing-term the JSON says 0, the prediction is the other's TAG-noshare (the same
+ * profile and seeds), and the term lands beside as TAG-share. Both store the measured ratio. */
 static void test_run_sharing(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "share.db");
@@ -648,7 +649,7 @@ static void test_run_sharing(void) {
     CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
     double ratio[2] = {-1, -1};
     for (int k = 0; k < 2; k++) {
-        char *out = run_json(k ? "h2" : "h1", db, half, k ? "" : "--sharing-term");
+        char *out = run_json(k ? "h2" : "h1", db, half, k ? "--no-sharing-term" : "");
         const char *pj = out ? strstr(out, "\"share_alone\":") : NULL;
         CU_ASSERT(pj && sscanf(pj, "\"share_alone\":%lf", &ratio[k]) == 1);
         /* the measured ratio, stored with the run whether the prediction took it or not */
