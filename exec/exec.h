@@ -522,8 +522,10 @@ typedef struct exec_layer_profile {
     double f_alone_s, f_side_s; /* the sharing term's F of a block (one microbatch through all the
                                 * worker's blocks, the second time in a row): with the other
                                 * workers waiting at a barrier, and with all workers at once, in
-                                * the same rounds (exec_profile_worker_share); 0 = not measured
-                                * (one worker) */
+                                * the same rounds (exec_profile_worker_share); f_side_s the median
+                                * over the rounds, f_alone_s it times the median over the rounds of
+                                * each round's alone over beside (the pair a millisecond apart);
+                                * 0 = not measured (one worker) */
     double drift;              /* the ranks' speeds drifting apart, over all workers' rounds side by
                                 * side (two or more workers, threads or MPI ranks): per pair
                                 * of workers, the log of the ratio of their F round means (the

@@ -590,7 +590,10 @@ static void prof_round(prof_thread *x, int after, int untimed) {
 static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, size_t *lo, size_t *hi);
 static int prof_share(prof_thread *x, int phase) {
     const int phases = x->threads > 1 ? x->threads + 2 : 0, r = x->share_r;
-    const int timed = phase == 1 + x->tid || phase == phases - 1;
+    /* the workers take their alone phases in turn, in reverse order in odd rounds, so that each
+     * one's follows the others' waits as often as not */
+    const int alone = r % 2 ? x->threads - phase : phase - 1;
+    const int timed = (phase >= 1 && phase < phases - 1 && alone == x->tid) || phase == phases - 1;
     if (!x->mem || !x->nshare || r < 0 || phase < 0 || phase >= phases || (phase > 0 && !timed)) return phases;
     const exec_dims *d = &x->d;
     const int L = x->L;
@@ -825,6 +828,33 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
     }
 }
 
+/* Sets p's F alone (FL) to its F beside (FS) times the median over the threads' rounds of each
+ * round's F alone over its F beside: the two phases of a round run within a millisecond or so of
+ * each other (exec_prof_worker_share), so their ratio leaves out the host's speed from one round
+ * to the next (its states, seconds long: "The ranks' states"), which the ratio of the two kinds'
+ * medians, each over all rounds, keeps. p's FS stays the median over the rounds (round_medians);
+ * p's FL is left as round_medians set it where no round has both. scratch holds at least as many
+ * doubles as rounds in all. */
+static void share_paired(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
+    size_t n = 0;
+    for (int i = 0; i < threads; i++) {
+        size_t per, ol, os, lo, hi;
+        kind_samples(x[i], EXEC_PROF_FL, &per, &ol, &lo, &hi);
+        kind_samples(x[i], EXEC_PROF_FS, &per, &os, &lo, &hi);
+        if (!x[i]->t || x[i]->rounds == 0 || per == 0) continue;
+        size_t each = per / x[i]->rounds;
+        for (size_t r = 0; r < prof_done(x[i]); r++) {
+            double a = 0, b = 0;
+            for (size_t j = 0; j < each; j++) {
+                a += x[i]->t[ol + r * each + j];
+                b += x[i]->t[os + r * each + j];
+            }
+            if (a > 0 && b > 0) scratch[n++] = a / b;
+        }
+    }
+    if (n && p->f_side_s > 0) p->f_alone_s = p->f_side_s * exec_median(scratch, n);
+}
+
 /* Relative deviations of one round pooled from a slot's F (all L blocks, one microbatch): at
  * most PROFILE_SLOTS - 1 a round, the round's first microbatch left out. */
 #define FSD_PER_ROUND (PROFILE_SLOTS - 1)
@@ -995,12 +1025,14 @@ static int prof_collect(const prof_thread *const *x, int n, const exec_config *c
     exec_dims_of(cfg, &d);
     memset(p, 0, sizeof *p);
     round_medians(x, n, all, p);
+    share_paired(x, n, all, p);
     fwd_jitter(x, n, all, p);
     rank_drift(x, n, all, p);
     if (n == 1) prof_windows(x[0], p); /* one worker's own (a run's rank record) */
     for (int i = 0; each && i < n; i++) {
         memset(&each[i], 0, sizeof each[i]);
         round_medians(&x[i], 1, all, &each[i]);
+        share_paired(&x[i], 1, all, &each[i]);
         fwd_jitter(&x[i], 1, all, &each[i]);
         prof_windows(x[i], &each[i]);
         size_t nr = exec_prof_worker_round_fwd(x[i], all); /* the states term's rounds */
