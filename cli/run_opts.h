@@ -25,7 +25,8 @@ typedef struct run_opts {
     int terms;                       /* --terms: the measured terms in the prediction */
     int pass_length;                 /* --pass-length-term: the prediction with it (off by default) */
     int jitter;                      /* the jitter and drift terms in the prediction (1; 0: --no-jitter-term) */
-    int sharing;                     /* the sharing term in the prediction (1 by default; --no-sharing-term: 0) */
+    int sharing;                     /* the sharing term in the prediction (by default 1 on threads, 0 over
+                                      * MPI; --sharing-term 1, --no-sharing-term 0) */
     double intr_share, intr_rate;    /* --interruptions SHARE,RATE (0, 0: not given) */
     int nsplit, split[MAX_SPLIT];
     const char *partition;           /* --partition FILE */

@@ -481,6 +481,7 @@ if [ -f "$DB" ]; then
     other_prediction -nostates "without the states term (the drift term's lognormal draw in its place, as before the states term)"
     other_prediction -nodrift "with the jitter term alone (only the runs whose profile measured a drift between the ranks)"
     other_prediction -noshare "without the sharing term (pipelab run --no-sharing-term: every action at the profile's time of all workers at once)"
+    other_prediction -share "with the sharing term (over MPI, where it is not the default: pipelab run --sharing-term)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"

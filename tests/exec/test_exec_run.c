@@ -629,7 +629,8 @@ static double sim_iteration(const char *db, const char *tag) {
  * 1, so the prediction lies between half the one without and the one without (GPipe's pass is a
  * sum of its actions' times along a path), and below it: the pass's fill and drain run alone.
  * Under --no-sharing-term the JSON says 0, the prediction is the other's TAG-noshare (the same
- * profile and seeds), and the term lands beside as TAG-share. Both store the measured ratio. */
+ * profile and seeds), and the term lands beside as TAG-share. Both store the measured ratio.
+ * Over MPI (where mpirun is there) the term is off by default: share_alone 0, TAG-share beside. */
 static void test_run_sharing(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "share.db");
@@ -676,6 +677,27 @@ static void test_run_sharing(void) {
         fprintf(stderr, "sharing term at 0.5: %g s against %g s without it\n", with, without);
     double off = sim_iteration(db, "h2");
     CU_ASSERT(off > 0 && off == without);
+#ifdef PIPELAB_MPIEXEC
+    /* over MPI the term is off by default, stored beside as TAG-share */
+    if (have_mpirun()) {
+        snprintf(cmd, sizeof cmd,
+                 MPIENV "timeout 60 " MPIRUN " %s run --transport mpi --kind gpipe --ranks 2 --microbatches 4 " SMALL
+                        " --tag hm --db %s --profile %s --format json",
+                 PIPELAB_BIN, db, half);
+        char *out = NULL;
+        CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+        const char *pj = out ? strstr(out, "\"share_alone\":") : NULL;
+        double v = -1;
+        CU_ASSERT(pj && sscanf(pj, "\"share_alone\":%lf", &v) == 1 && v == 0);
+        if (!pj && out) fprintf(stderr, "%s\n", out);
+        free(out);
+        CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+        static const char *const mtags[] = {"hm-share", "hm-noshare"};
+        static const size_t mwant[] = {1, 0};
+        tag_counts(s, mtags, mwant, 2);
+        store_close(s);
+    }
+#endif
     free(half);
     free(csv);
     free(db);
