@@ -146,20 +146,18 @@ static const char help_format[] =
     "                        default\"). The other prediction is stored too: under NAME-nojitter\n"
     "                        (and NAME-nodrift: the jitter term alone), or with --no-jitter-term\n"
     "                        NAME-jitter and NAME-drift\n"
-    "  --sharing-term        predict with the sharing term (the default on threads; over MPI,\n"
-    "                        whose alone phases read faster than its passes' lone actions ran,\n"
-    "                        with this flag alone), where the profile's\n"
-    "                        workers timed their F alone (the others waiting) and beside each\n"
-    "                        other (a profile of several workers between the passes, or one of\n"
+    "  --sharing-term        predict with the sharing term (the default on threads; over MPI, where\n"
+    "                        no contended host was measured, with this flag alone), where the\n"
+    "                        profile's workers timed their F alone (the others waiting) and beside\n"
+    "                        each other (a profile of several workers between the passes, or one of\n"
     "                        pipelab profile on several): an action that runs while the others wait\n"
-    "                        takes the mean of the workers' F alone over F beside times its\n"
-    "                        profile time (which the workers take all at once), beside some of\n"
-    "                        them a time between, each action at the fixed point of the pass's\n"
-    "                        overlaps (processor sharing): a host whose cores slow each other\n"
-    "                        down runs a pipeline's lone actions faster (docs/validate_cpu.md,\n"
-    "                        \"The sharing term measured in the profile's rounds\"). The other\n"
-    "                        prediction is stored too: under NAME-noshare, or with\n"
-    "                        --no-sharing-term NAME-share\n"
+    "                        takes the mean of the workers' F alone over F beside times its profile\n"
+    "                        time (which the workers take all at once), beside some of them a time\n"
+    "                        between, each action at the fixed point of the pass's overlaps\n"
+    "                        (processor sharing): a host whose cores slow each other down runs a\n"
+    "                        pipeline's lone actions faster (docs/validate_cpu.md, \"The sharing\n"
+    "                        term measured in the profile's rounds\"). The other prediction is\n"
+    "                        stored too: under NAME-noshare, or without the term NAME-share\n"
     "  --no-sharing-term     without it\n"
     "  (also stored, under tag NAME-rest: the prediction with every F, I, W at a profile\n"
     "                        round's time after its first microbatch, which on small blocks\n"
@@ -443,9 +441,10 @@ static int check_flags(run_opts *o) {
     if (strcmp(o->transport, "threads") && strcmp(o->transport, "mpi"))
         return cli_usage_error("run", "--transport must be threads or mpi");
     o->mpi = strcmp(o->transport, "mpi") == 0;
-    /* the sharing term by default on threads: over MPI the profile's alone phases read 0.96-0.995
-     * of those beside where the passes' lone actions ran at 1.00-1.02, so they do not stand for
-     * them there (docs/validate_cpu.md, "The sharing term measured in the profile's rounds") */
+    /* the sharing term by default on threads, where a contended host put the pipeline's lone
+     * actions at 0.63 of those beside; over MPI no such host was measured, and on a quiet one the
+     * term cost its default grid 0.20 points of MAPE (docs/validate_cpu.md, "The sharing term
+     * measured in the profile's rounds") */
     if (o->sharing < 0) o->sharing = !o->mpi;
     int rc = cli_exec_check("run", &o->x, &o->c);
     if (rc >= 0) return rc;
