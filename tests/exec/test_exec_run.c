@@ -645,7 +645,7 @@ static void test_run_sharing(void) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "awk '/ worker=/ { for (i = 1; i <= NF; i++) if ($i ~ /^fwd_side_s=/) s = substr($i, 12);"
-             " for (i = 1; i <= NF; i++) if ($i ~ /^fwd_alone_s=/) $i = \"fwd_alone_s=\" s / 2 } { print }' %s > %s",
+             " for (i = 1; i <= NF; i++) if ($i ~ /^fwd_alone_s=/) $i = sprintf(\"fwd_alone_s=%%.17g\", s / 2) } { print }' %s > %s",
              csv, half);
     CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
     double ratio[2] = {-1, -1};
@@ -1580,7 +1580,7 @@ void exec_test_run_register(void) {
         {"the kind before: a prediction stored beside, against the reuse-distance term alone", test_run_kind_before},
         {"the jitter and drift terms in the default; the other predictions beside", test_run_drift},
         {"the states term in the default: the profile's rounds side by side; without it beside", test_run_states},
-        {"the sharing term under --sharing-term: the host probe's ratio; without it beside", test_run_sharing},
+        {"the sharing term in the default: the profile's ratio; without it beside", test_run_sharing},
         {"pipelab profile writes a CSV the cost model reads", test_profile_csv_loads},
         {"a stored run carries its schedule and profile files", test_run_stores_inputs},
         {"a run's host probe: CSV columns and stored params agree", test_run_host_probe},
