@@ -552,8 +552,8 @@ int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int opens, int *un
 void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed);
 /* The sharing term's phases after w's timed round (exec_prof_worker_round): phase 0, every worker
  * at once, runs one microbatch's F through the worker's blocks untimed; phase 1 + q, worker q
- * alone (the others wait), the same F timed (FL); the last phase, every worker at once, the same
- * F timed (FS). Each timed F follows the worker's own F of the same blocks, alone or not, so that
+ * alone (worker P - 1 - q in odd rounds; the others wait), the same F timed (FL); the last phase,
+ * every worker at once, the same F timed (FS). Each timed F follows the worker's own F of the same blocks, alone or not, so that
  * the two differ in the other workers' compute beside them and in nothing else. Runs phase
  * `phase` on the calling thread (nothing after an untimed round, or one worker) and returns the
  * count of phases, the same on every worker: its caller runs them all, each followed by a
