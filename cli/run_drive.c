@@ -276,6 +276,7 @@ static void predict_config(sim_config *c, sim_model *sm, const sched *s, const e
     c->cv = cli_run_terms_cv(t, s->ranks); /* the jitter term */
     c->rank_cv = t->drift; /* the drift term: each worker's speed drawn once per run */
     c->speed_draws = t->states; /* the states term, in its place where the profile has rounds */
+    c->speed_draws_b = t->states ? t->states_b : NULL;
     c->speed_draws_n = t->states ? t->n_states : 0;
     c->seed = CLI_RUN_JITTER_SEED;
 }

@@ -155,6 +155,12 @@ typedef struct cli_run_terms {
      * (exec_profile_worker_share; "The ranks share the host: the sharing term"); 0 for one rank
      * or a replicated stage, which sim_share_solve refuses */
     double alone;
+    /* [n_states ranks] with the states term, the backwards' speeds in the same rounds (the
+     * profile's I + W of each round, exec_profile_worker_rounds' speed_b), on each rank's B, I, W
+     * and an OVERLAP's backward half, where `states` then prices its F (sim_config.speed_draws_b):
+     * a host that slows its streaming work slows the backwards more than the forwards ("The
+     * states term per class"); NULL: the states' on all compute */
+    const double *states_b;
 } cli_run_terms;
 /* The stochastic runs of the jitter and drift terms, and the seed of the first. */
 #define CLI_RUN_JITTER_RUNS 31
@@ -175,7 +181,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 /* ---------------------------------------------------------------- results store */
 
 /* The other predictions a run stores beside its own (cli_run_store_info.pred_alt). */
-#define CLI_RUN_ALTS 15
+#define CLI_RUN_ALTS 16
 
 /* What a stored pair of runs carries besides the results. */
 typedef struct cli_run_store_info {

@@ -424,10 +424,11 @@ typedef struct exec_rank_record {
                                * WT, FO, IO, WO), then the STEP's mean over the rounds (STA), then
                                * F alone and F beside the other workers (FL, FS) */
     double window[EXEC_WINDOWS]; /* its worker's pass-length factors (exec_layer_profile.window) */
-    double *round_f;          /* [n_round_f] its worker's F per timed round (the mean over the
+    double *round_f;          /* [2 n_round_f] its worker's F per timed round (the mean over the
                                * round's microbatches after its first, summed over the worker's
                                * blocks; 0: no whole round), which rank 0 sets beside the others'
-                               * for the ranks' drift (exec_layer_profile.drift), also over MPI */
+                               * for the ranks' drift (exec_layer_profile.drift), also over MPI;
+                               * then its backward (I + W) per round, alike */
     size_t n_round_f;
 } exec_rank_record;
 
@@ -563,6 +564,8 @@ typedef struct exec_layer_profile {
                                   * over the round's microbatches after its first, summed over the
                                   * worker's blocks; 0: no whole round), round r of every worker
                                   * in the same gap; the first n_round_f of its rounds */
+    double round_b[EXEC_STATE_ROUNDS]; /* the same rounds' backward (I + W), alike; all 0 = not
+                                  * measured (the states term then gives the backwards F's speeds) */
     int n_round_f;
 } exec_layer_profile;
 
@@ -728,15 +731,17 @@ int exec_profile_drift(const char *text, size_t len, double *drift);
  * count of factors). */
 int exec_profile_worker_windows(const char *text, size_t len, int ranks, double *g, int *bad_line);
 /* Reads the states term of a profile CSV's text[len] (its lines "# pipelab-exec rounds worker=W
- * f=F0,F1,...", one per worker, which a profile between a run's passes and `pipelab profile
- * --concurrency P` write: each round's F of worker W, 0 for a round it did not finish): the rounds
- * that every rank finished, as speed factors, rank r's in round k at speed[ranks k + r] over its
- * median round (rounds up to EXEC_STATE_ROUNDS, speed[ranks EXEC_STATE_ROUNDS]); returns their
+ * f=F0,F1,... b=B0,B1,...", one per worker, which a profile between a run's passes and `pipelab
+ * profile --concurrency P` write: each round's F of worker W, 0 for a round it did not finish,
+ * and its backward, I + W; b= is optional): the rounds that every rank finished, as speed
+ * factors, rank r's in round k at speed[ranks k + r] over its median round (rounds up to
+ * EXEC_STATE_ROUNDS, speed[ranks EXEC_STATE_ROUNDS]), and, when speed_b is not NULL, the
+ * backwards' alike in speed_b (F's where a line of those rounds has no b=); returns their
  * count, 0 when a rank has no line or the ranks finished fewer than EXEC_STATE_MIN_ROUNDS rounds
  * together (the term is then off), -2 and the line's number (1-based) in *bad_line (when not
  * NULL) for a malformed line (a worker number or time that is not a number, a time < 0, more than
- * EXEC_STATE_ROUNDS). */
-int exec_profile_worker_rounds(const char *text, size_t len, int ranks, double *speed, int *bad_line);
+ * EXEC_STATE_ROUNDS, a b= of another count than f=). */
+int exec_profile_worker_rounds(const char *text, size_t len, int ranks, double *speed, double *speed_b, int *bad_line);
 /* The fewest rounds the states term draws from. */
 #define EXEC_STATE_MIN_ROUNDS 8
 /* Returns the factor of factors g[EXEC_WINDOWS] at a pass of pass_s seconds: linear in log2 of

@@ -387,6 +387,7 @@ static int between_profile(const exec_config *c, const exec_dims *d, const exec_
             memcpy(lp->window, rec->window, sizeof lp->window);
             lp->n_round_f = rec->round_f ? (int)(rec->n_round_f < EXEC_STATE_ROUNDS ? rec->n_round_f : EXEC_STATE_ROUNDS) : 0;
             if (lp->n_round_f) memcpy(lp->round_f, rec->round_f, (size_t)lp->n_round_f * sizeof *lp->round_f);
+            if (lp->n_round_f) memcpy(lp->round_b, rec->round_f + rec->n_round_f, (size_t)lp->n_round_f * sizeof *lp->round_b);
         }
         lp->concurrency = w;
         exec_profile_sizes(d, lp);

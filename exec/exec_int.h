@@ -857,6 +857,9 @@ double exec_drift_of(const double *const *means, const size_t *n, int workers, d
  * first of their F summed over the worker's blocks; 0 for a round without its F samples) to out
  * when out is not NULL; returns how many rounds it ran. */
 size_t exec_prof_worker_round_fwd(const exec_prof_worker *w, double *out);
+/* The backward's counterpart: each round's I + W, the mean over its microbatches after its first,
+ * summed over the worker's blocks, into out (when not NULL); returns the rounds it ran. */
+size_t exec_prof_worker_round_bwd(const exec_prof_worker *w, double *out);
 /* Writes the cost-model part of a profile CSV (the "#@" metadata line, the header, one row per
  * block with p's sizes, and p's times, or block k's rows[k] when rows is not NULL) to out;
  * every profiler's CSV ends with it (exec_drive.c). Returns PL_OK or PL_ENOMEM. */

@@ -874,6 +874,21 @@ static double round_fwd(const prof_thread *x, size_t r, double *a) {
     return mean;
 }
 
+/* Returns thread x's backward of round r: the mean over the round's microbatches after its first
+ * of I + W summed over its blocks (as round_fwd takes F); 0 when x has no whole round. */
+static double round_bwd(const prof_thread *x, size_t r) {
+    size_t L = (size_t)x->L, rounds = x->rounds, S = PROFILE_SLOTS;
+    if (rounds == 0 || !x->t || x->ns / rounds < S * L || r >= prof_done(x)) return 0;
+    size_t each = x->ns / rounds;
+    double mean = 0;
+    for (size_t s = 1; s < S; s++)
+        for (size_t k = 0; k < L; k++) {
+            size_t at = r * each + s * L + k;
+            mean += (x->t[EXEC_PROF_I * x->ns + at] + x->t[EXEC_PROF_W * x->ns + at]) / (double)(S - 1);
+        }
+    return mean;
+}
+
 /* Returns the forward's jitter relative to the forward (exec_layer_profile.f_sd_s / f_s) over
  * the threads' F samples: per round, each of its microbatches after the first summed over the
  * thread's blocks (round_fwd), and each sum's deviation from their mean relative to it; over all
@@ -945,6 +960,13 @@ size_t exec_prof_worker_round_fwd(const exec_prof_worker *w, double *out) {
         double a[PROFILE_SLOTS];
         out[r] = round_fwd(w, r, a);
     }
+    return R;
+}
+
+/* exec_int.h: round_bwd's mean of each round the worker ran. */
+size_t exec_prof_worker_round_bwd(const exec_prof_worker *w, double *out) {
+    size_t R = w ? prof_done(w) : 0;
+    for (size_t r = 0; out && r < R; r++) out[r] = round_bwd(w, r);
     return R;
 }
 
@@ -1038,6 +1060,8 @@ static int prof_collect(const prof_thread *const *x, int n, const exec_config *c
         size_t nr = exec_prof_worker_round_fwd(x[i], all); /* the states term's rounds */
         each[i].n_round_f = nr < EXEC_STATE_ROUNDS ? (int)nr : EXEC_STATE_ROUNDS;
         memcpy(each[i].round_f, all, (size_t)each[i].n_round_f * sizeof *all);
+        exec_prof_worker_round_bwd(x[i], all);
+        memcpy(each[i].round_b, all, (size_t)each[i].n_round_f * sizeof *all);
         each[i].concurrency = n;
     }
     p->concurrency = n;

@@ -290,32 +290,53 @@ int exec_profile_worker_windows(const char *text, size_t len, int ranks, double 
 }
 
 /* Bytes read of one rounds line: its key and EXEC_STATE_ROUNDS times. */
-#define PROF_ROUNDS_LINE_MAX (64 + 24 * EXEC_STATE_ROUNDS)
+#define PROF_ROUNDS_LINE_MAX (64 + 48 * EXEC_STATE_ROUNDS)
 
-/* Parses the rest of a rounds line, "W f=T0,T1,..." in buf, into *w and t[*n] (up to
- * EXEC_STATE_ROUNDS); returns 0, or -1 when malformed. */
-static int rounds_fields(const char *buf, int *w, double *t, int *n) {
-    int used = 0;
+/* Parses a list "T0,T1,..." at *s into t[*n] (up to EXEC_STATE_ROUNDS), up to the end of the
+ * line or a space, and moves *s past it; returns 0, or -1 when malformed or empty. */
+static int rounds_list(const char **s, double *t, int *n) {
     *n = 0;
-    if (sscanf(buf, "%d f=%n", w, &used) != 1 || used == 0 || *w < 0) return -1;
-    const char *s = buf + used;
-    while (*s) {
+    while (**s && **s != ' ') {
         char *end;
-        double v = strtod(s, &end);
-        if (end == s || !(v >= 0) || !isfinite(v) || *n >= EXEC_STATE_ROUNDS) return -1;
+        double v = strtod(*s, &end);
+        if (end == *s || !(v >= 0) || !isfinite(v) || *n >= EXEC_STATE_ROUNDS) return -1;
         t[(*n)++] = v;
-        s = end;
-        if (*s && *s++ != ',') return -1;
+        *s = end;
+        if (**s && **s != ' ' && *(*s)++ != ',') return -1;
     }
     return *n > 0 ? 0 : -1;
 }
 
-int exec_profile_worker_rounds(const char *text, size_t len, int ranks, double *speed, int *bad_line) {
+/* Parses the rest of a rounds line, "W f=T0,T1,..." and optionally " b=U0,U1,..." (as many) in
+ * buf, into *w, t[*n] and b[*n] (0 where the line has no b=); returns 0, or -1 when malformed. */
+static int rounds_fields(const char *buf, int *w, double *t, double *b, int *n) {
+    int used = 0, nb = 0;
+    *n = 0;
+    if (sscanf(buf, "%d f=%n", w, &used) != 1 || used == 0 || *w < 0) return -1;
+    const char *s = buf + used;
+    if (rounds_list(&s, t, n) != 0) return -1;
+    memset(b, 0, (size_t)*n * sizeof *b);
+    if (!*s) return 0;
+    if (strncmp(s, " b=", 3) != 0) return -1;
+    s += 3;
+    return rounds_list(&s, b, &nb) == 0 && nb == *n && !*s ? 0 : -1;
+}
+
+/* Sets each rank's column of speed[kept rows of ranks] over its median. */
+static void over_median(double *speed, size_t R, int kept, double *v) {
+    for (size_t r = 0; r < R && kept; r++) {
+        for (int k = 0; k < kept; k++) v[k] = speed[R * (size_t)k + r];
+        double med = exec_median(v, (size_t)kept);
+        for (int k = 0; k < kept; k++) speed[R * (size_t)k + r] /= med;
+    }
+}
+
+int exec_profile_worker_rounds(const char *text, size_t len, int ranks, double *speed, double *speed_b, int *bad_line) {
     const char *key = "# " EXEC_PROFILE_META " rounds worker=";
     if (bad_line) *bad_line = 0;
     if (ranks < 1) return 0;
     const size_t R = (size_t)ranks, K = EXEC_STATE_ROUNDS;
-    double *t = pl_calloc(R * K + K, sizeof *t); /* [ranks][K], then one rank's kept rounds */
+    double *t = pl_calloc(2 * R * K + K, sizeof *t); /* F [ranks][K], the backwards alike, then one rank's kept rounds */
     int *n = pl_calloc(R, sizeof *n);
     char *buf = pl_calloc(PROF_ROUNDS_LINE_MAX, 1);
     int rc = t && n && buf ? 0 : -1, line_no = 1;
@@ -323,33 +344,39 @@ int exec_profile_worker_rounds(const char *text, size_t len, int ranks, double *
     for (size_t i = 0; rc == 0 && (i = find_line(text, len, i, key, strlen(key), buf, PROF_ROUNDS_LINE_MAX)) < len; i++) {
         for (; counted < i; counted++) line_no += text[counted] == '\n';
         int w = -1, cnt = 0;
-        double row[EXEC_STATE_ROUNDS];
-        if (rounds_fields(buf, &w, row, &cnt) != 0) {
+        double row[EXEC_STATE_ROUNDS], row_b[EXEC_STATE_ROUNDS];
+        if (rounds_fields(buf, &w, row, row_b, &cnt) != 0) {
             if (bad_line) *bad_line = line_no;
             rc = -2;
         } else if (w < ranks) {
             memcpy(t + (size_t)w * K, row, (size_t)cnt * sizeof *row);
+            memcpy(t + R * K + (size_t)w * K, row_b, (size_t)cnt * sizeof *row_b);
             n[w] = cnt;
         }
     }
     int kept = 0;
     if (rc == 0) {
-        int most = EXEC_STATE_ROUNDS;
+        int most = EXEC_STATE_ROUNDS, with_b = 1;
+        const double *tb = t + R * K;
         for (size_t r = 0; r < R; r++) most = n[r] < most ? n[r] : most;
+        for (int k = 0; k < most; k++) { /* the backwards where every rank's line has them */
+            int all = 1;
+            for (size_t r = 0; r < R; r++) all = all && t[r * K + (size_t)k] > 0;
+            for (size_t r = 0; all && r < R; r++) with_b = with_b && tb[r * K + (size_t)k] > 0;
+        }
         for (int k = 0; k < most; k++) { /* the rounds every rank finished */
             int all = 1;
             for (size_t r = 0; r < R; r++) all = all && t[r * K + (size_t)k] > 0;
             if (!all) continue;
-            for (size_t r = 0; r < R; r++) speed[R * (size_t)kept + r] = t[r * K + (size_t)k];
+            for (size_t r = 0; r < R; r++) {
+                speed[R * (size_t)kept + r] = t[r * K + (size_t)k];
+                if (speed_b) speed_b[R * (size_t)kept + r] = with_b ? tb[r * K + (size_t)k] : t[r * K + (size_t)k];
+            }
             kept++;
         }
         if (kept < EXEC_STATE_MIN_ROUNDS) kept = 0;
-        for (size_t r = 0; r < R && kept; r++) { /* each rank's over its median round */
-            double *v = t + R * K;
-            for (int k = 0; k < kept; k++) v[k] = speed[R * (size_t)k + r];
-            double med = exec_median(v, (size_t)kept);
-            for (int k = 0; k < kept; k++) speed[R * (size_t)k + r] /= med;
-        }
+        over_median(speed, R, kept, t + 2 * R * K);
+        if (speed_b) over_median(speed_b, R, kept, t + 2 * R * K);
     }
     free(t);
     free(n);

@@ -96,6 +96,10 @@ int exec_rounds_line(const exec_layer_profile *p, int worker, pl_buf *out) {
     if (p->n_round_f <= 0) return 0; /* not measured */
     pl_buf_printf(out, "# " EXEC_PROFILE_META " rounds worker=%d f=", worker);
     for (int j = 0; j < p->n_round_f && j < EXEC_STATE_ROUNDS; j++) pl_buf_printf(out, "%s%.6g", j ? "," : "", p->round_f[j]);
+    int has_b = 0; /* the backwards' rounds, where measured */
+    for (int j = 0; j < p->n_round_f && j < EXEC_STATE_ROUNDS; j++) has_b = has_b || p->round_b[j] > 0;
+    if (has_b) pl_buf_puts(out, " b=");
+    for (int j = 0; has_b && j < p->n_round_f && j < EXEC_STATE_ROUNDS; j++) pl_buf_printf(out, "%s%.6g", j ? "," : "", p->round_b[j]);
     pl_buf_puts(out, "\n");
     return 1;
 }

@@ -514,7 +514,7 @@ static void send_record(mend *m, const exec_rank_record *r, size_t n_loss) {
     if (r->n_ops) MPI_Send(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, 0, TAG_REC_OPS, m->ctl);
     MPI_Send(r->loss_mb, (int)n_loss, MPI_DOUBLE, 0, TAG_REC_LOSS, m->ctl);
     MPI_Send(r->weights, (int)r->n_weights, MPI_FLOAT, 0, TAG_REC_WEIGHTS, m->ctl);
-    if (r->n_round_f) MPI_Send(r->round_f, (int)r->n_round_f, MPI_DOUBLE, 0, TAG_REC_ROUNDS, m->ctl);
+    if (r->n_round_f) MPI_Send(r->round_f, 2 * (int)r->n_round_f, MPI_DOUBLE, 0, TAG_REC_ROUNDS, m->ctl);
 }
 
 /* Receives rank src's record on rank 0 into r (arrays owned by r, exec_rank_record_free).
@@ -539,7 +539,7 @@ static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
     r->loss_mb = pl_calloc((size_t)h.n_loss ? (size_t)h.n_loss : 1, sizeof(double));
     r->weights = pl_calloc(r->n_weights ? r->n_weights : 1, sizeof(float));
     r->n_round_f = (size_t)h.n_round_f;
-    r->round_f = pl_calloc(r->n_round_f ? r->n_round_f : 1, sizeof(double));
+    r->round_f = pl_calloc(r->n_round_f ? 2 * r->n_round_f : 1, sizeof(double));
     if (!r->pass_start_s || (r->n_ops && !r->ops) || !r->loss_mb || !r->weights || !r->round_f)
         return pl_errf(e, PL_ENOMEM, "out of memory receiving the record of rank %d", src);
     exec_rank_record_arrays(r);
@@ -548,7 +548,7 @@ static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
     MPI_Recv(r->loss_mb, (int)h.n_loss, MPI_DOUBLE, src, TAG_REC_LOSS, m->ctl, MPI_STATUS_IGNORE);
     MPI_Recv(r->weights, (int)r->n_weights, MPI_FLOAT, src, TAG_REC_WEIGHTS, m->ctl, MPI_STATUS_IGNORE);
     if (r->n_round_f)
-        MPI_Recv(r->round_f, (int)r->n_round_f, MPI_DOUBLE, src, TAG_REC_ROUNDS, m->ctl, MPI_STATUS_IGNORE);
+        MPI_Recv(r->round_f, 2 * (int)r->n_round_f, MPI_DOUBLE, src, TAG_REC_ROUNDS, m->ctl, MPI_STATUS_IGNORE);
     return PL_OK;
 }
 

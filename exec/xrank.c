@@ -385,12 +385,13 @@ int exec_xrank_record(exec_xrank *x, const double *loss_mb, size_t allocated_byt
         for (int k = 0; k < EXEC_PROF_KINDS; k++) rec->prof_s[k] = *exec_prof_kind(&lp, k);
         memcpy(rec->window, lp.window, sizeof rec->window);
         size_t nr = exec_prof_worker_round_fwd(w, NULL);
-        rec->round_f = pl_calloc(nr ? nr : 1, sizeof *rec->round_f);
+        rec->round_f = pl_calloc(nr ? 2 * nr : 1, sizeof *rec->round_f);
         if (!rec->round_f) {
             exec_rank_record_free(rec);
             return pl_errf(e, PL_ENOMEM, "out of memory recording rank %d", x->r);
         }
         rec->n_round_f = exec_prof_worker_round_fwd(w, rec->round_f);
+        exec_prof_worker_round_bwd(w, rec->round_f + rec->n_round_f);
     }
     return PL_OK;
 }

@@ -145,6 +145,9 @@ typedef struct sim_config {
                                * rank's factor on all its compute, instead of rank_cv's draw (the
                                * ranks' speeds as they were, side by side, in the rounds of a
                                * profile; NULL or 0 rows = off) */
+    const double *speed_draws_b; /* the same rows' factors for the backwards (B, I, W, an OVERLAP's
+                               * backward half), where speed_draws then holds the forwards' (F, an
+                               * OVERLAP's F half); NULL: speed_draws' on all compute */
     int speed_draws_n;
     const double *const *act_scale; /* the sharing term (sim_share_solve): [ranks][actions of the
                                * rank's lowered list], a factor on the time of each compute

@@ -126,6 +126,8 @@ typedef struct sim_rank_state {
     int64_t mem;      /* bytes now */
     int32_t rank, replica; /* the schedule rank this stream belongs to, and its replica */
     double speed;     /* factor on its compute times: 1, or drawn once per run (sim_config.rank_cv) */
+    double speed_b;   /* the same on its backwards (B, I, W): speed, or the states term's own
+                       * (sim_config.speed_draws_b) */
     const uint32_t *orig;  /* replicated rank: position of each action in the rank's list, else NULL */
     sim_rank_stats st; /* statistics, copied to the result at the end */
 } sim_rank_state;

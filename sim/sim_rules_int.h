@@ -183,16 +183,16 @@ static inline double act_scale(const sim_eng *g, const sim_rank_state *k) {
  * OVERLAP's backward half) on stream k, and applies its memory at the start. */
 static inline double compute_begin(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb, const sched_action *a) {
     double d;
-    if (kind == SCHED_OVERLAP) {
-        d = compute_time(g, stage, SCHED_F, mb) + compute_time(g, a->stage2, a->kind2, a->mb2);
+    if (kind == SCHED_OVERLAP) { /* its F half at the forwards' speed, the other at the backwards' */
+        d = compute_time(g, stage, SCHED_F, mb) * k->speed + compute_time(g, a->stage2, a->kind2, a->mb2) * k->speed_b;
         mem_start(g, k, SCHED_F, stage);
         mem_start(g, k, a->kind2, a->stage2);
     } else {
-        d = compute_time(g, stage, kind, mb);
+        d = compute_time(g, stage, kind, mb) * (kind == SCHED_F ? k->speed : k->speed_b);
         mem_start(g, k, kind, stage);
     }
     note_peaks(k);
-    return d * k->speed * act_scale(g, k);
+    return d * act_scale(g, k);
 }
 
 /* Notes that stream k starts d seconds of compute at now: its first start, its busy time. */

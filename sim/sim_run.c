@@ -106,6 +106,10 @@ static int check_input(const sched *s, const sim_config *cfg, pl_err *e) {
         if (!(cfg->speed_draws[j] > 0) || !isfinite(cfg->speed_draws[j]))
             return pl_errf(e, PL_EINPUT, "the ranks' speed draws must be finite and > 0 (row %d, rank %d: %g)",
                            j / s->ranks, j % s->ranks, cfg->speed_draws[j]);
+    for (int j = 0; cfg->speed_draws && cfg->speed_draws_b && j < cfg->speed_draws_n * s->ranks; j++)
+        if (!(cfg->speed_draws_b[j] > 0) || !isfinite(cfg->speed_draws_b[j]))
+            return pl_errf(e, PL_EINPUT, "the ranks' backward speed draws must be finite and > 0 (row %d, rank %d: %g)",
+                           j / s->ranks, j % s->ranks, cfg->speed_draws_b[j]);
     if (cfg->act_scale && !s->lowered)
         return pl_errf(e, PL_EINPUT, "the sharing term's factors need a lowered schedule (call sched_lower first)");
     for (int q = 0; cfg->act_scale && q < s->ranks; q++)
@@ -236,12 +240,16 @@ static int setup_run(sim_eng *g, pl_err *e) {
     if (rc != PL_OK) return rc;
     for (int q = 0; q < g->nstream; q++) {
         note_peaks(&g->rk[q]);
-        g->rk[q].speed = 1;
+        g->rk[q].speed = g->rk[q].speed_b = 1;
     }
     double cv = g->cfg->cv, rcv = g->cfg->rank_cv;
     if (sim_config_draws(g->cfg)) { /* the states term: one row of the ranks' speeds */
-        const double *row = g->cfg->speed_draws + (size_t)(g->cfg->seed % (uint64_t)g->cfg->speed_draws_n) * (size_t)g->s->ranks;
-        for (int q = 0; q < g->nstream; q++) g->rk[q].speed = row[g->rk[q].rank];
+        const size_t at = (size_t)(g->cfg->seed % (uint64_t)g->cfg->speed_draws_n) * (size_t)g->s->ranks;
+        const double *row = g->cfg->speed_draws + at, *row_b = g->cfg->speed_draws_b ? g->cfg->speed_draws_b + at : row;
+        for (int q = 0; q < g->nstream; q++) {
+            g->rk[q].speed = row[g->rk[q].rank];
+            g->rk[q].speed_b = row_b[g->rk[q].rank];
+        }
         rcv = 0;
     }
     if (cv <= 0 && rcv <= 0) return PL_OK;
@@ -250,7 +258,7 @@ static int setup_run(sim_eng *g, pl_err *e) {
     gsl_rng_set(g->rng, (unsigned long)g->cfg->seed);
     if (rcv > 0) { /* each stream's speed first, in stream order: mean factor 1 */
         double sigma = sqrt(log(1.0 + rcv * rcv));
-        for (int q = 0; q < g->nstream; q++) g->rk[q].speed = gsl_ran_lognormal(g->rng, -0.5 * sigma * sigma, sigma);
+        for (int q = 0; q < g->nstream; q++) g->rk[q].speed = g->rk[q].speed_b = gsl_ran_lognormal(g->rng, -0.5 * sigma * sigma, sigma);
     }
     if (cv <= 0) return PL_OK;
     g->ln_sigma = sqrt(log(1.0 + cv * cv));

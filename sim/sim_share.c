@@ -122,7 +122,7 @@ int sim_share_solve(const sched *s, const sim_costs *c, const sim_config *cfg, d
     }
     sim_config d = *cfg;
     d.cv = d.rank_cv = 0;
-    d.speed_draws = NULL;
+    d.speed_draws = d.speed_draws_b = NULL;
     d.speed_draws_n = 0;
     d.record_trace = 1;
     d.progress = NULL;

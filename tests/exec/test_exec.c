@@ -1493,9 +1493,12 @@ static void test_profile_between(void) {
         /* each worker's pass-length factors, one per window, read back */
         double win[2 * EXEC_WINDOWS];
         CU_ASSERT_EQUAL(exec_profile_worker_windows(csv.data, csv.len, 2, win, NULL), 0);
-        /* each worker's rounds, in the same gaps: as many on both */
+        /* each worker's rounds, in the same gaps: as many on both, F and the backwards timed in
+         * each (the states term's lines read back with as many speeds of each) */
         CU_ASSERT(w0->n_round_f > 0 && w0->n_round_f == w1->n_round_f);
         CU_ASSERT_PTR_NOT_NULL(strstr(csv.data, "# " EXEC_PROFILE_META " rounds worker=1 f="));
+        for (int k = 0; k < w1->n_round_f; k++) CU_ASSERT(w0->round_b[k] > 0 && w1->round_b[k] > 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(csv.data, " b="));
         for (int j = 0; j < 2 * EXEC_WINDOWS; j++) CU_ASSERT(win[j] > 0 && isfinite(win[j]));
         CU_ASSERT_DOUBLE_EQUAL(win[EXEC_WINDOWS + 2], w1->window[2], 1e-6 * win[EXEC_WINDOWS + 2]);
         /* relative to the stretch of the worker's own medians: 1 there */
@@ -1847,9 +1850,11 @@ static void test_window_factors(void) {
  * of each round written and read back as its speed over its median round, the rounds of both
  * ranks side by side. Worker 0 runs 10 rounds at 2 ms and 4 ms by turns in pairs, worker 1 at 3
  * ms but 6 ms in rounds 2 and 7; round 5 of worker 1 did not finish (0), so 9 rounds remain, and
- * worker 0's median among them is 2 ms (5 at 2 ms, 4 at 4 ms). Fewer than EXEC_STATE_MIN_ROUNDS
- * rounds together, a worker missing or a malformed line turn the term off or fail with the
- * line's number. */
+ * worker 0's median among them is 2 ms (5 at 2 ms, 4 at 4 ms). The backwards (b=) go their own
+ * way: worker 0's 5 ms but 10 ms in round 3, worker 1's 5 ms and 7.5 ms by turns (odd rounds
+ * slow: among the 9, 5 at 5 ms, so its median is 5 ms). Lines without b= give the backwards F's
+ * speeds. Fewer than EXEC_STATE_MIN_ROUNDS rounds together, a worker missing or a malformed line
+ * (a b= of another count too) turn the term off or fail with the line's number. */
 static void test_state_rounds(void) {
     exec_layer_profile p[2];
     memset(p, 0, sizeof p);
@@ -1864,31 +1869,51 @@ static void test_state_rounds(void) {
     }
     p[0].n_round_f = p[1].n_round_f = 10;
     for (int w = 0; w < 2; w++) CU_ASSERT_EQUAL(exec_rounds_line(&p[w], w, &b), 1);
-    double sp[2 * EXEC_STATE_ROUNDS];
+    CU_ASSERT_PTR_NULL(strstr(b.data, " b=")); /* no backwards measured: no b= */
+    double sp[2 * EXEC_STATE_ROUNDS], sb[2 * EXEC_STATE_ROUNDS];
     int line = -1;
-    CU_ASSERT_EQUAL_FATAL(exec_profile_worker_rounds(b.data, b.len, 2, sp, &line), 9);
+    CU_ASSERT_EQUAL_FATAL(exec_profile_worker_rounds(b.data, b.len, 2, sp, sb, &line), 9);
     CU_ASSERT_EQUAL(line, 0);
     for (int k = 0, j = 0; k < 10; k++) {
         if (k == 5) continue;
         CU_ASSERT_DOUBLE_EQUAL(sp[2 * j], w0[k] / 2e-3, 1e-9);
         CU_ASSERT_DOUBLE_EQUAL(sp[2 * j + 1], k == 2 || k == 7 ? 2.0 : 1.0, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(sb[2 * j], sp[2 * j], 0); /* F's, without b= */
+        CU_ASSERT_DOUBLE_EQUAL(sb[2 * j + 1], sp[2 * j + 1], 0);
         j++;
     }
-    CU_ASSERT_EQUAL(exec_profile_worker_rounds(b.data, b.len, 3, sp, NULL), 0); /* a worker missing */
-    CU_ASSERT_EQUAL(exec_profile_worker_rounds(b.data, b.len, 1, sp, NULL), 10); /* one rank: its own */
+    for (int k = 0; k < 10; k++) { /* the backwards, measured */
+        p[0].round_b[k] = k == 3 ? 10e-3 : 5e-3;
+        p[1].round_b[k] = k == 5 ? 0 : k % 2 ? 7.5e-3 : 5e-3;
+    }
+    pl_buf_free(&b);
+    pl_buf_init(&b);
+    for (int w = 0; w < 2; w++) CU_ASSERT_EQUAL(exec_rounds_line(&p[w], w, &b), 1);
+    CU_ASSERT_EQUAL_FATAL(exec_profile_worker_rounds(b.data, b.len, 2, sp, sb, &line), 9);
+    for (int k = 0, j = 0; k < 10; k++) {
+        if (k == 5) continue;
+        CU_ASSERT_DOUBLE_EQUAL(sp[2 * j], w0[k] / 2e-3, 1e-9); /* F's unchanged */
+        CU_ASSERT_DOUBLE_EQUAL(sb[2 * j], k == 3 ? 2.0 : 1.0, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(sb[2 * j + 1], k % 2 ? 1.5 : 1.0, 1e-9);
+        j++;
+    }
+    CU_ASSERT_EQUAL(exec_profile_worker_rounds(b.data, b.len, 3, sp, NULL, NULL), 0); /* a worker missing */
+    CU_ASSERT_EQUAL(exec_profile_worker_rounds(b.data, b.len, 1, sp, NULL, NULL), 10); /* one rank: its own */
     p[1].n_round_f = 8; /* 7 rounds together, round 5 left out: too few */
     pl_buf_free(&b);
     pl_buf_init(&b);
     for (int w = 0; w < 2; w++) exec_rounds_line(&p[w], w, &b);
-    CU_ASSERT_EQUAL(exec_profile_worker_rounds(b.data, b.len, 2, sp, NULL), 0);
-    CU_ASSERT_EQUAL(exec_profile_worker_rounds("# no rounds\n", 12, 1, sp, NULL), 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_rounds(b.data, b.len, 2, sp, NULL, NULL), 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_rounds("# no rounds\n", 12, 1, sp, NULL, NULL), 0);
     const char *bad[] = {"# pipelab-exec rounds worker=0 f=1,2,-3\n", "# pipelab-exec rounds worker=x f=1,2\n",
-                         "# pipelab-exec rounds worker=0 f=\n", "# pipelab-exec rounds worker=0 f=1;2\n"};
+                         "# pipelab-exec rounds worker=0 f=\n", "# pipelab-exec rounds worker=0 f=1;2\n",
+                         "# pipelab-exec rounds worker=0 f=1,2 b=1\n", "# pipelab-exec rounds worker=0 f=1,2 b=1,-2\n",
+                         "# pipelab-exec rounds worker=0 f=1,2 c=1,2\n", "# pipelab-exec rounds worker=0 f=1,2 b=1,2,3\n"};
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         char text[256];
         snprintf(text, sizeof text, "layer,name\n# a comment\n%s", bad[k]);
         line = 0;
-        CU_ASSERT_EQUAL(exec_profile_worker_rounds(text, strlen(text), 1, sp, &line), -2);
+        CU_ASSERT_EQUAL(exec_profile_worker_rounds(text, strlen(text), 1, sp, NULL, &line), -2);
         CU_ASSERT_EQUAL(line, 3);
     }
     pl_buf_free(&b);

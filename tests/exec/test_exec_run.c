@@ -714,7 +714,10 @@ static void test_run_sharing(void) {
  * pass: a profile saved on a loaded machine (ctest -j2) can time the ranks' hand-off at
  * milliseconds, a pass of which this small model's compute is a few percent. Under
  * --no-jitter-term the terms land beside as TAG-drift, equal to the default, and the states term
- * alone as TAG-states. */
+ * alone as TAG-states. Those lines time F alone, so nothing lands as TAG-fstates. Per class: a
+ * profile whose rounds keep F at speed on both ranks and put the 16-times slow rounds in the
+ * backwards (b=) predicts, by default, a slow rank busy over 4 times its time in the prediction
+ * on F's speeds alone stored beside (TAG-fstates), and a longer pass. */
 static void test_run_states(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "states.db");
@@ -760,6 +763,35 @@ static void test_run_states(void) {
     CU_ASSERT(it[0] > it[1] && it[1] > 0);
     if (!(slow > 4) || !(it[0] > it[1]))
         fprintf(stderr, "states term: %g s against %g s without it, the slow rank busy %g times\n", it[0], it[1], slow);
+    /* per class: F at speed in every round, the backwards slow by turns */
+    char *csv3 = pl_test_path(dir, "states3.csv");
+    snprintf(cmd, sizeof cmd,
+             "grep -v 'rounds worker=' %s | sed 's/rank_drift=[^ ]*$/rank_drift=0.05/' > %s && "
+             "echo '# pipelab-exec rounds worker=0 f=1,1,1,1,1,1,1,1 b=16,1,1,16,1,1,16,1' >> %s && "
+             "echo '# pipelab-exec rounds worker=1 f=1,1,1,1,1,1,1,1 b=1,16,1,1,16,1,1,16' >> %s",
+             csv, csv3, csv3, csv3);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    int runs = 0, rounds = -1;
+    double cv = -1, dcv = -1;
+    CU_ASSERT(run_json_prediction("s2", db, csv3, "", &runs, &cv, &dcv, &rounds) == 4);
+    CU_ASSERT_EQUAL(rounds, 8);
+    double bf[2], bc[2];
+    sim_busy(db, "s2", bc);
+    sim_busy(db, "s2-fstates", bf);
+    double slow_b = 0;
+    for (int q = 0; q < 2; q++)
+        if (bf[q] > 0 && bc[q] / bf[q] > slow_b) slow_b = bc[q] / bf[q];
+    CU_ASSERT(slow_b > 4);
+    double it2[2] = {sim_iteration(db, "s2"), sim_iteration(db, "s2-fstates")};
+    CU_ASSERT(it2[0] > it2[1] && it2[1] > 0);
+    if (!(slow_b > 4) || !(it2[0] > it2[1]))
+        fprintf(stderr, "states term per class: %g s against %g s on F's alone, the slow rank busy %g times\n", it2[0], it2[1], slow_b);
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    static const char *const none[] = {"s1-fstates", "s1x-fstates"};
+    static const size_t zero[] = {0, 0};
+    tag_counts(s, none, zero, 2);
+    store_close(s);
+    free(csv3);
     free(csv2);
     free(csv);
     free(db);

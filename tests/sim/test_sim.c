@@ -725,6 +725,38 @@ static void test_speed_draws(void) {
     sched_free(s);
 }
 
+/* The states term per class (sim_config.speed_draws_b): the rows of speed_draws then price the
+ * forwards and those of speed_draws_b the backwards. The GPipe of test_speed_draws with F speeds
+ * f0, f1 and B speeds b0, b1: the forwards end at f0 + f1 + 15 max(f0, f1) and the backwards
+ * 2 (b0 + b1) + 30 max(b0, b1) after that. F rows (1, 1), (1.5, 1), (1, 1) with B rows (1, 2),
+ * (1, 1), (0.5, 1): 17 + 66 = 83, 25 + 34 = 59, 17 + 33 = 50, where the F rows on all compute
+ * give 51, 75, 51. A backward speed that is not > 0 is refused. */
+static void test_speed_draws_per_class(void) {
+    sim_basic b;
+    sim_costs costs;
+    sim_config c;
+    sched *s = balanced_gpipe(&b, &costs, &c);
+    if (!s) return;
+    pl_err e;
+    sim_result r;
+    double rows[6] = {1, 1, 1.5, 1, 1, 1}, rows_b[6] = {1, 2, 1, 1, 0.5, 1};
+    const double want[3] = {83, 59, 50}, all[3] = {51, 75, 51};
+    c.speed_draws = rows;
+    c.speed_draws_n = 3;
+    for (int per_class = 0; per_class < 2; per_class++) {
+        c.speed_draws_b = per_class ? rows_b : NULL;
+        for (uint64_t seed = 0; seed < 3; seed++) {
+            c.seed = seed;
+            CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &c, &r, &e), PL_OK);
+            NEAR(r.iteration_time_s, per_class ? want[seed] : all[seed]);
+            sim_result_free(&r);
+        }
+    }
+    rows_b[5] = 0;
+    CU_ASSERT_EQUAL(sim_run(s, &costs, &c, &r, &e), PL_EINPUT);
+    sched_free(s);
+}
+
 /* Runs s with the sharing term's factors for `alone` (sim_share_solve) into r; returns the runs
  * the fixed point took, or -1. rows: the factors, to free with sim_share_free. */
 static int shared_run(sched *s, const sim_costs *costs, sim_config *c, double alone, double ***rows, sim_result *r) {
@@ -1094,6 +1126,7 @@ void pl_test_register(void) {
         {"the median of stochastic runs: the seeds' median, longer on balanced ranks", test_median_run},
         {"the ranks' drift: one factor a stream a run, the closed form of its seed", test_rank_drift},
         {"the states term: the ranks' speeds a row a run, the median of the rows' runs", test_speed_draws},
+        {"the states term per class: the forwards' and the backwards' speeds of each row", test_speed_draws_per_class},
         {"the sharing term: actions alone at their ratio, processor sharing's closed forms", test_sharing_term},
         {"trace export", test_trace_export},
         {"stage csv", test_stage_csv},
