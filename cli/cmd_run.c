@@ -55,10 +55,10 @@ static sched *get_schedule(const run_opts *o, pl_err *e) {
 static double rel_err(double pred, double meas) { return meas > 0 ? (pred - meas) / meas : NAN; }
 
 /* Writes the human table: the run, measured beside predicted (noise: the prediction's jitter and
- * drift terms, the states term's rounds and the sharing term's ratio, 0 when off, and 1 where the
- * states term prices the backwards at their own speeds), and one line per rank. */
+ * drift terms, the states term's rounds and the sharing term's ratio, 0 when off), and one line per
+ * rank. */
 static void out_table(const run_opts *o, const sched *s, const exec_result *r, const sim_result *pr,
-                      const cost_memory *mem, const char *profile_src, const double noise[5], const exec_host_probe *probe,
+                      const cost_memory *mem, const char *profile_src, const double noise[4], const exec_host_probe *probe,
                       pl_buf *b) {
     pl_buf_printf(b, "schedule           %s: %d ranks, %d stages, %d microbatches, %d iteration%s per pass, weights %s, recompute %s\n",
                   s->kind, s->ranks, s->stages, s->microbatches, r->iterations_per_pass, r->iterations_per_pass == 1 ? "" : "s",
@@ -100,8 +100,7 @@ static void out_table(const run_opts *o, const sched *s, const exec_result *r, c
         pl_buf_printf(b, "%-22s the median of %d simulated runs: each action at a lognormal factor of cv %.2f%% (the jitter term)",
                       "  predicted as", cli_run_sim_runs((int)noise[2]), 100 * noise[0]);
         if (noise[2] > 0)
-            pl_buf_printf(b, ", the ranks' speeds as in one of the profile's %d rounds, side by side (the states term%s)", (int)noise[2],
-                          noise[4] > 0 ? ", the backwards at their own" : "");
+            pl_buf_printf(b, ", the ranks' speeds as in one of the profile's %d rounds, side by side (the states term)", (int)noise[2]);
         if (noise[1] > 0) pl_buf_printf(b, ", each rank's speed at one of cv %.2f%% (the drift term)", 100 * noise[1]);
         pl_buf_putc(b, '\n');
     }
@@ -168,9 +167,8 @@ static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, 
 
 /* Writes JSON: the run, the prediction (how it was made: its simulated runs, the jitter and drift
  * terms' coefficients of variation, the states term's rounds and the sharing term's ratio, noise;
- * 0 when off; whether the states term prices the backwards at their own speeds) and a per-rank
- * array. */
-static void out_json(const sched *s, const exec_result *r, const sim_result *pr, const double noise[5], const cost_memory *mem,
+ * 0 when off) and a per-rank array. */
+static void out_json(const sched *s, const exec_result *r, const sim_result *pr, const double noise[4], const cost_memory *mem,
                      const cli_run_store_info *info, const int64_t ids[2], pl_buf *b) {
     double ip = r->iterations_per_pass;
     pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations_per_pass\":%d,"
@@ -183,10 +181,10 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
     if (pr)
         pl_buf_printf(b, "\"predicted\":{\"iteration_time_s\":%.9g,\"throughput_samples_s\":%.9g,\"rel_error\":%.6g,"
                          "\"simulated_runs\":%d,\"jitter_cv\":%.6g,\"drift_cv\":%.6g,\"state_rounds\":%d,"
-                         "\"state_per_class\":%s,\"share_alone\":%.6g},",
+                         "\"share_alone\":%.6g},",
                       pr->iteration_time_s, pr->throughput, rel_err(pr->iteration_time_s, r->iter_median_s),
                       noise[0] > 0 || noise[1] > 0 || noise[2] > 0 ? cli_run_sim_runs((int)noise[2]) : 1, noise[0],
-                      noise[1], (int)noise[2], noise[4] > 0 ? "true" : "false", noise[3]);
+                      noise[1], (int)noise[2], noise[3]);
     pl_buf_printf(b, "\"run_ids\":[%lld,%lld],\"params\":", (long long)ids[0], (long long)ids[1]);
     cli_run_params_json(r, info, b);
     pl_buf_puts(b, ",\"per_rank\":[");
@@ -226,7 +224,7 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_NOSTATES_SUFFIX "-nostates"
 #define RUN_TAG_NOSHARE_SUFFIX "-noshare"
 #define RUN_TAG_SHARE_SUFFIX "-share"
-#define RUN_TAG_FSTATES_SUFFIX "-fstates"
+#define RUN_TAG_BSTATES_SUFFIX "-bstates"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -235,10 +233,9 @@ typedef struct run_state {
     exec_result r;           /* the measurement */
     sim_result pr;           /* the prediction, when have_pred */
     int have_pred;
-    double pred_noise[5];    /* the prediction's jitter and drift terms (cli_run_terms_cv, drift),
+    double pred_noise[4];    /* the prediction's jitter and drift terms (cli_run_terms_cv, drift),
                               * the states term's rounds (n_states) and the sharing term's ratio
-                              * (alone); 0: off; then 1 where the states term prices the backwards
-                              * at their own speeds (states_b) */
+                              * (alone); 0: off */
     double share_measured;   /* the sharing term's ratio the profile measured, whether the
                               * prediction took it or not (cli_run_store_info.share_alone) */
     sim_result pr_alt[CLI_RUN_ALTS]; /* the other predictions, when have_alt[i]: [0] with the
@@ -257,8 +254,8 @@ typedef struct run_state {
                               * its profile's rounds; [13] without the states term (the ranks'
                               * speeds of each profile round side by side, in the drift's place;
                               * under --no-jitter-term with it); [14] the other side of the
-                              * sharing term; [15] the states term on F's speeds alone, where the
-                              * prediction's takes the backwards' apart */
+                              * sharing term; [15] the states term with the backwards at their own
+                              * rounds' speeds, where the profile timed them */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -615,7 +612,7 @@ static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int mea
     cli_run_terms t = {NULL, NULL, NULL, NULL, p->again, p->windows && o->pass_length ? p->window : NULL, p->next, NULL,
                        o->jitter ? p->jitter : NULL, o->jitter && !states ? p->drift : 0, p->versions, o->intr_share,
                        o->intr_rate, 0, states ? p->states : NULL, states ? p->n_states : 0, o->sharing ? p->alone : 0,
-                       p->states_per_class ? p->states_b : NULL};
+                       NULL};
     if (measured) {
         t.reuse_i = p->reuse_i;
         t.reuse_w = p->reuse_w;
@@ -735,11 +732,12 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     t[14].alone = m->alone > 0 ? 0 : p->alone;
     on[14] = p->alone > 0;
     sfx[14] = m->alone > 0 ? RUN_TAG_NOSHARE_SUFFIX : RUN_TAG_SHARE_SUFFIX;
-    /* [15] the states term with the rounds' F speeds on all compute, where the prediction's
-     * prices the backwards at their own ("The states term per class") */
-    t[15].states_b = NULL;
-    on[15] = m->states && m->states_b;
-    sfx[15] = RUN_TAG_FSTATES_SUFFIX;
+    /* [15] the states term with each round's backwards (I + W) at their own speeds, where the
+     * profile's rounds lines time them and the prediction has the term: on a quiet host it
+     * spread the runs' errors more than F's speeds on all compute ("The states term per class") */
+    t[15].states_b = p->states_per_class ? p->states_b : NULL;
+    on[15] = m->states && p->states_per_class;
+    sfx[15] = RUN_TAG_BSTATES_SUFFIX;
     int rc = PL_OK;
     for (int i = 0; rc == PL_OK && i < CLI_RUN_ALTS; i++)
         if (on[i]) rc = predict_beside(o, st, p, &t[i], i, sfx[i], e);
@@ -771,7 +769,6 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     st->pred_noise[1] = m.drift;
     st->pred_noise[2] = m.states ? m.n_states : 0;
     st->pred_noise[3] = m.alone;
-    st->pred_noise[4] = m.states && m.states_b ? 1 : 0;
     st->share_measured = p.alone;
     if (rc == PL_OK) rc = predict_others(o, st, &p, &m, e);
     free(p.buf);

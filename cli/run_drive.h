@@ -158,8 +158,8 @@ typedef struct cli_run_terms {
     /* [n_states ranks] with the states term, the backwards' speeds in the same rounds (the
      * profile's I + W of each round, exec_profile_worker_rounds' speed_b), on each rank's B, I, W
      * and an OVERLAP's backward half, where `states` then prices its F (sim_config.speed_draws_b):
-     * a host that slows its streaming work slows the backwards more than the forwards ("The
-     * states term per class"); NULL: the states' on all compute */
+     * a host that slows its streaming work can slow the backwards more than the forwards; beside
+     * the default as TAG-bstates ("The states term per class"); NULL: the states' on all compute */
     const double *states_b;
 } cli_run_terms;
 /* The stochastic runs of the jitter and drift terms, and the seed of the first. */

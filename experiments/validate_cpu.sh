@@ -62,8 +62,8 @@
 # the ranks side by side, which the default draws), and the one without the sharing term
 # (-noshare: every action at the profile's time of all ranks at once, where the default takes an
 # action alone at the profile's ratio of each worker's F alone to its F beside the others), and the
-# one with the states term on the rounds' F speeds alone (-fstates, where the default gives the
-# backwards the rounds' own I + W speeds).
+# one with the states term pricing the backwards at the rounds' own I + W speeds (-bstates, where
+# the default gives all compute the rounds' F speeds).
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
@@ -484,7 +484,7 @@ if [ -f "$DB" ]; then
     other_prediction -nodrift "with the jitter term alone (only the runs whose profile measured a drift between the ranks)"
     other_prediction -noshare "without the sharing term (pipelab run --no-sharing-term: every action at the profile's time of all workers at once)"
     other_prediction -share "with the sharing term (over MPI, where it is not the default: pipelab run --sharing-term)"
-    other_prediction -fstates "with the states term on the rounds' F speeds alone (where the default gives the backwards their own)"
+    other_prediction -bstates "with the states term per class (the backwards at each round's own I + W speeds, where the default gives all compute its F speeds)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"

@@ -714,10 +714,11 @@ static void test_run_sharing(void) {
  * pass: a profile saved on a loaded machine (ctest -j2) can time the ranks' hand-off at
  * milliseconds, a pass of which this small model's compute is a few percent. Under
  * --no-jitter-term the terms land beside as TAG-drift, equal to the default, and the states term
- * alone as TAG-states. Those lines time F alone, so nothing lands as TAG-fstates. Per class: a
+ * alone as TAG-states. Those lines time F alone, so nothing lands as TAG-bstates. Per class: a
  * profile whose rounds keep F at speed on both ranks and put the 16-times slow rounds in the
- * backwards (b=) predicts, by default, a slow rank busy over 4 times its time in the prediction
- * on F's speeds alone stored beside (TAG-fstates), and a longer pass. */
+ * backwards (b=) predicts, by default (F's speeds on all compute), what it predicts without them,
+ * and beside it, as TAG-bstates, a slow rank busy over 4 times its default time, and a longer
+ * pass. */
 static void test_run_states(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "states.db");
@@ -776,20 +777,30 @@ static void test_run_states(void) {
     CU_ASSERT(run_json_prediction("s2", db, csv3, "", &runs, &cv, &dcv, &rounds) == 4);
     CU_ASSERT_EQUAL(rounds, 8);
     double bf[2], bc[2];
-    sim_busy(db, "s2", bc);
-    sim_busy(db, "s2-fstates", bf);
+    sim_busy(db, "s2-bstates", bc);
+    sim_busy(db, "s2", bf);
     double slow_b = 0;
     for (int q = 0; q < 2; q++)
         if (bf[q] > 0 && bc[q] / bf[q] > slow_b) slow_b = bc[q] / bf[q];
     CU_ASSERT(slow_b > 4);
-    double it2[2] = {sim_iteration(db, "s2"), sim_iteration(db, "s2-fstates")};
+    double it2[2] = {sim_iteration(db, "s2-bstates"), sim_iteration(db, "s2")};
     CU_ASSERT(it2[0] > it2[1] && it2[1] > 0);
     if (!(slow_b > 4) || !(it2[0] > it2[1]))
         fprintf(stderr, "states term per class: %g s against %g s on F's alone, the slow rank busy %g times\n", it2[0], it2[1], slow_b);
+    /* the default takes F's speeds alone: its busy times are those of the same profile without
+     * the rounds lines' b= */
+    char *csv4 = pl_test_path(dir, "states4.csv");
+    snprintf(cmd, sizeof cmd, "sed 's/ b=.*$//' %s > %s", csv3, csv4);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    CU_ASSERT(run_json_prediction("s3", db, csv4, "", &runs, &cv, &dcv, &rounds) == 4);
+    double b3[2];
+    sim_busy(db, "s3", b3);
+    for (int q = 0; q < 2; q++) CU_ASSERT(b3[q] > 0 && b3[q] == bf[q]);
+    free(csv4);
     CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
-    static const char *const none[] = {"s1-fstates", "s1x-fstates"};
-    static const size_t zero[] = {0, 0};
-    tag_counts(s, none, zero, 2);
+    static const char *const none[] = {"s1-bstates", "s1x-bstates", "s3-bstates", "s2-bstates"};
+    static const size_t zero[] = {0, 0, 0, 1};
+    tag_counts(s, none, zero, 4);
     store_close(s);
     free(csv3);
     free(csv2);
