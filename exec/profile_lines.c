@@ -289,7 +289,7 @@ int exec_profile_worker_windows(const char *text, size_t len, int ranks, double 
     return found == ranks ? 0 : -1;
 }
 
-/* Bytes read of one rounds line: its key and EXEC_STATE_ROUNDS times. */
+/* Bytes read of one rounds line: its key and two lists of EXEC_STATE_ROUNDS times. */
 #define PROF_ROUNDS_LINE_MAX (64 + 48 * EXEC_STATE_ROUNDS)
 
 /* Parses a list "T0,T1,..." at *s into t[*n] (up to EXEC_STATE_ROUNDS), up to the end of the
@@ -320,6 +320,13 @@ static int rounds_fields(const char *buf, int *w, double *t, double *b, int *n) 
     if (strncmp(s, " b=", 3) != 0) return -1;
     s += 3;
     return rounds_list(&s, b, &nb) == 0 && nb == *n && !*s ? 0 : -1;
+}
+
+/* Returns 1 when every one of R ranks finished round k (its F in t[r K + k] > 0). */
+static int round_finished(const double *t, size_t R, size_t K, int k) {
+    int all = 1;
+    for (size_t r = 0; r < R; r++) all = all && t[r * K + (size_t)k] > 0;
+    return all;
 }
 
 /* Sets each rank's column of speed[kept rows of ranks] over its median. */
@@ -359,15 +366,11 @@ int exec_profile_worker_rounds(const char *text, size_t len, int ranks, double *
         int most = EXEC_STATE_ROUNDS, with_b = 1;
         const double *tb = t + R * K;
         for (size_t r = 0; r < R; r++) most = n[r] < most ? n[r] : most;
-        for (int k = 0; k < most; k++) { /* the backwards where every rank's line has them */
-            int all = 1;
-            for (size_t r = 0; r < R; r++) all = all && t[r * K + (size_t)k] > 0;
-            for (size_t r = 0; all && r < R; r++) with_b = with_b && tb[r * K + (size_t)k] > 0;
-        }
+        for (int k = 0; k < most; k++) /* the backwards, where every rank's line has them */
+            if (round_finished(t, R, K, k))
+                for (size_t r = 0; r < R; r++) with_b = with_b && tb[r * K + (size_t)k] > 0;
         for (int k = 0; k < most; k++) { /* the rounds every rank finished */
-            int all = 1;
-            for (size_t r = 0; r < R; r++) all = all && t[r * K + (size_t)k] > 0;
-            if (!all) continue;
+            if (!round_finished(t, R, K, k)) continue;
             for (size_t r = 0; r < R; r++) {
                 speed[R * (size_t)kept + r] = t[r * K + (size_t)k];
                 if (speed_b) speed_b[R * (size_t)kept + r] = with_b ? tb[r * K + (size_t)k] : t[r * K + (size_t)k];

@@ -1463,6 +1463,15 @@ static void test_mpi_equals_threads(void) {
     const char *dl = strstr(text, " rank_drift=");
     double drift = -1;
     CU_ASSERT(dl && sscanf(dl, " rank_drift=%lf", &drift) == 1 && drift >= 0 && isfinite(drift));
+    /* and each rank's rounds, F and the backwards, sent to rank 0 with its record: the states
+     * term reads both series back, the backwards' apart from F's */
+    double sf[2 * EXEC_STATE_ROUNDS], sb[2 * EXEC_STATE_ROUNDS];
+    int kept = exec_profile_worker_rounds(text, len, 2, sf, sb, NULL);
+    CU_ASSERT(kept >= EXEC_STATE_MIN_ROUNDS);
+    int apart = 0;
+    for (int k = 0; k < 2 * kept; k++) apart = apart || sb[k] != sf[k];
+    CU_ASSERT(apart);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, " b="));
     free(text);
     free(csv);
     /* a failing rank */
