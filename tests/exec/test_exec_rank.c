@@ -239,9 +239,10 @@ static void test_zb_bubble_rate_measured(void) {
 }
 
 /* The ranks' drift over the records (exec_assemble), as an MPI run's rank 0 sets them side by
- * side: each record carries its worker's rounds' F (40 repetitions of the profile between the
- * passes: 10 rounds, every one whole); replaced by two series whose ratio holds e^a for 12
- * rounds and then e^-a, the assembled profile's drift is exec_drift_of's sqrt(22 a^2 / 23 / 2). */
+ * side: each record carries its worker's rounds' F, then their backwards (40 repetitions of the
+ * profile between the passes: 10 rounds, every one whole); replaced by two series whose ratio
+ * holds e^a for 12 rounds and then e^-a (the backwards' series after them, at 3), the assembled
+ * profile's drift is exec_drift_of's sqrt(22 a^2 / 23 / 2), read from the F series alone. */
 #define DRIFT_A 0.03
 static size_t g_rounds[2];
 static int g_rounds_whole[2];
@@ -252,9 +253,10 @@ static void drift_series(exec_rank_record *recs, int ranks, const exec_config *c
         g_rounds[r] = recs[r].has_prof ? recs[r].n_round_f : 0;
         g_rounds_whole[r] = 1;
         for (size_t k = 0; k < g_rounds[r]; k++) g_rounds_whole[r] &= recs[r].round_f[k] > 0;
-        double *v = realloc(recs[r].round_f, 24 * sizeof *v);
+        double *v = realloc(recs[r].round_f, 2 * 24 * sizeof *v);
         if (!v) continue;
         for (int k = 0; k < 24; k++) v[k] = r == 0 ? 2.0 : 2.0 * exp(k < 12 ? -DRIFT_A : DRIFT_A);
+        for (int k = 24; k < 48; k++) v[k] = 3.0;
         recs[r].round_f = v;
         recs[r].n_round_f = 24;
     }
@@ -269,6 +271,13 @@ static void test_drift_over_records(void) {
     }
     CU_ASSERT_PTR_NOT_NULL_FATAL(a.between_profile);
     CU_ASSERT_DOUBLE_EQUAL(a.between_profile[0].drift, sqrt(22 * DRIFT_A * DRIFT_A / 23 / 2), 1e-12);
+    /* each worker's rounds go to its own profile, F's and the backwards' series apart */
+    for (int r = 1; r <= 2; r++) {
+        CU_ASSERT_EQUAL(a.between_profile[r].n_round_f, 24);
+        CU_ASSERT_DOUBLE_EQUAL(a.between_profile[r].round_f[23], r == 1 ? 2.0 : 2.0 * exp(DRIFT_A), 1e-12);
+        CU_ASSERT_DOUBLE_EQUAL(a.between_profile[r].round_b[0], 3.0, 0);
+        CU_ASSERT_DOUBLE_EQUAL(a.between_profile[r].round_b[23], 3.0, 0);
+    }
     exec_result_free(&a);
 }
 

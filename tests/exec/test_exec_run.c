@@ -704,6 +704,22 @@ static void test_run_sharing(void) {
     free(dir);
 }
 
+/* Checks that the simulated run of tag `slow` has a rank busy over 4 times its time in that of tag
+ * `ref` (compute and STEP), and a longer pass, which waits on it. */
+static void slow_rank_beside(const char *db, const char *slow_tag, const char *ref_tag) {
+    double a[2], b[2];
+    sim_busy(db, slow_tag, a);
+    sim_busy(db, ref_tag, b);
+    double slow = 0;
+    for (int q = 0; q < 2; q++)
+        if (b[q] > 0 && a[q] / b[q] > slow) slow = a[q] / b[q];
+    CU_ASSERT(slow > 4);
+    double it[2] = {sim_iteration(db, slow_tag), sim_iteration(db, ref_tag)};
+    CU_ASSERT(it[0] > it[1] && it[1] > 0);
+    if (!(slow > 4) || !(it[0] > it[1]))
+        fprintf(stderr, "%s: %g s against %g s of %s, the slow rank busy %g times\n", slow_tag, it[0], it[1], ref_tag, slow);
+}
+
 /* The states term in the default: a profile whose rounds lines give 8 rounds, 3 in which rank 0
  * runs 16 times as slow, 3 others rank 1, 2 with both at speed (each rank's median round at
  * speed), predicts the median of 32 simulated runs (each of the 8 rounds 4 times:
@@ -754,16 +770,7 @@ static void test_run_states(void) {
     for (int q = 0; q < 2; q++) CU_ASSERT(a[q] > 0 && a[q] == b[q]);
     /* the median run's slow rank: its busy time (compute and STEP) over 4 times its time without
      * the states term; and the pass, which waits on it, longer */
-    double bn[2];
-    sim_busy(db, "s1-nostates", bn);
-    double slow = 0;
-    for (int q = 0; q < 2; q++)
-        if (bn[q] > 0 && a[q] / bn[q] > slow) slow = a[q] / bn[q];
-    CU_ASSERT(slow > 4);
-    double it[2] = {sim_iteration(db, "s1"), sim_iteration(db, "s1-nostates")};
-    CU_ASSERT(it[0] > it[1] && it[1] > 0);
-    if (!(slow > 4) || !(it[0] > it[1]))
-        fprintf(stderr, "states term: %g s against %g s without it, the slow rank busy %g times\n", it[0], it[1], slow);
+    slow_rank_beside(db, "s1", "s1-nostates");
     /* per class: F at speed in every round, the backwards slow by turns */
     char *csv3 = pl_test_path(dir, "states3.csv");
     snprintf(cmd, sizeof cmd,
@@ -776,17 +783,9 @@ static void test_run_states(void) {
     double cv = -1, dcv = -1;
     CU_ASSERT(run_json_prediction("s2", db, csv3, "", &runs, &cv, &dcv, &rounds) == 4);
     CU_ASSERT_EQUAL(rounds, 8);
-    double bf[2], bc[2];
-    sim_busy(db, "s2-bstates", bc);
+    slow_rank_beside(db, "s2-bstates", "s2");
+    double bf[2];
     sim_busy(db, "s2", bf);
-    double slow_b = 0;
-    for (int q = 0; q < 2; q++)
-        if (bf[q] > 0 && bc[q] / bf[q] > slow_b) slow_b = bc[q] / bf[q];
-    CU_ASSERT(slow_b > 4);
-    double it2[2] = {sim_iteration(db, "s2-bstates"), sim_iteration(db, "s2")};
-    CU_ASSERT(it2[0] > it2[1] && it2[1] > 0);
-    if (!(slow_b > 4) || !(it2[0] > it2[1]))
-        fprintf(stderr, "states term per class: %g s against %g s on F's alone, the slow rank busy %g times\n", it2[0], it2[1], slow_b);
     /* the default takes F's speeds alone: its busy times are those of the same profile without
      * the rounds lines' b= */
     char *csv4 = pl_test_path(dir, "states4.csv");

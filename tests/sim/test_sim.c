@@ -696,7 +696,13 @@ static void test_rank_drift(void) {
  * speeds, in place of rank_cv's draw. The GPipe of test_rank_drift, iteration 3 (s0 + s1) + 45
  * max(s0, s1); rows (1, 1), (1.5, 1), (1, 2), (1, 1), (2, 1): 51, 75, 99, 51, 99. Each rank's
  * median speed is 1 (51), but the median of the five runs is 75: a pass waits on whichever rank
- * is slow in it. A speed that is not > 0 is refused. */
+ * is slow in it. A speed that is not > 0 is refused.
+ * Per class (sim_config.speed_draws_b): the rows of speed_draws then price the forwards and those
+ * of speed_draws_b the backwards. With F speeds f0, f1 and B speeds b0, b1 the forwards end at
+ * f0 + f1 + 15 max(f0, f1) and the backwards 2 (b0 + b1) + 30 max(b0, b1) after that: F rows
+ * (1, 1), (1.5, 1), (1, 1) with B rows (1, 2), (1, 1), (0.5, 1) give 17 + 66 = 83, 25 + 34 = 59
+ * and 17 + 33 = 50, where the F rows on all compute give 51, 75 and 51. A backward speed that is
+ * not > 0 is refused too. */
 static void test_speed_draws(void) {
     sim_basic b;
     sim_costs costs;
@@ -722,37 +728,21 @@ static void test_speed_draws(void) {
     sim_result_free(&r);
     rows[3] = 0;
     CU_ASSERT_EQUAL(sim_run(s, &costs, &c, &r, &e), PL_EINPUT);
-    sched_free(s);
-}
-
-/* The states term per class (sim_config.speed_draws_b): the rows of speed_draws then price the
- * forwards and those of speed_draws_b the backwards. The GPipe of test_speed_draws with F speeds
- * f0, f1 and B speeds b0, b1: the forwards end at f0 + f1 + 15 max(f0, f1) and the backwards
- * 2 (b0 + b1) + 30 max(b0, b1) after that. F rows (1, 1), (1.5, 1), (1, 1) with B rows (1, 2),
- * (1, 1), (0.5, 1): 17 + 66 = 83, 25 + 34 = 59, 17 + 33 = 50, where the F rows on all compute
- * give 51, 75, 51. A backward speed that is not > 0 is refused. */
-static void test_speed_draws_per_class(void) {
-    sim_basic b;
-    sim_costs costs;
-    sim_config c;
-    sched *s = balanced_gpipe(&b, &costs, &c);
-    if (!s) return;
-    pl_err e;
-    sim_result r;
-    double rows[6] = {1, 1, 1.5, 1, 1, 1}, rows_b[6] = {1, 2, 1, 1, 0.5, 1};
-    const double want[3] = {83, 59, 50}, all[3] = {51, 75, 51};
-    c.speed_draws = rows;
+    /* per class */
+    double fw[6] = {1, 1, 1.5, 1, 1, 1}, bw[6] = {1, 2, 1, 1, 0.5, 1};
+    const double per_class[3] = {83, 59, 50}, on_all[3] = {51, 75, 51};
+    c.speed_draws = fw;
     c.speed_draws_n = 3;
-    for (int per_class = 0; per_class < 2; per_class++) {
-        c.speed_draws_b = per_class ? rows_b : NULL;
+    for (int split = 0; split < 2; split++) {
+        c.speed_draws_b = split ? bw : NULL;
         for (uint64_t seed = 0; seed < 3; seed++) {
             c.seed = seed;
             CU_ASSERT_EQUAL_FATAL(sim_run(s, &costs, &c, &r, &e), PL_OK);
-            NEAR(r.iteration_time_s, per_class ? want[seed] : all[seed]);
+            NEAR(r.iteration_time_s, split ? per_class[seed] : on_all[seed]);
             sim_result_free(&r);
         }
     }
-    rows_b[5] = 0;
+    bw[5] = 0;
     CU_ASSERT_EQUAL(sim_run(s, &costs, &c, &r, &e), PL_EINPUT);
     sched_free(s);
 }
@@ -1125,8 +1115,7 @@ void pl_test_register(void) {
         {"determinism and stochastic", test_determinism_and_stochastic},
         {"the median of stochastic runs: the seeds' median, longer on balanced ranks", test_median_run},
         {"the ranks' drift: one factor a stream a run, the closed form of its seed", test_rank_drift},
-        {"the states term: the ranks' speeds a row a run, the median of the rows' runs", test_speed_draws},
-        {"the states term per class: the forwards' and the backwards' speeds of each row", test_speed_draws_per_class},
+        {"the states term: the ranks' speeds a row a run (the backwards' apart where given), the median of the rows' runs", test_speed_draws},
         {"the sharing term: actions alone at their ratio, processor sharing's closed forms", test_sharing_term},
         {"trace export", test_trace_export},
         {"stage csv", test_stage_csv},
