@@ -704,6 +704,17 @@ static void test_run_sharing(void) {
     free(dir);
 }
 
+/* Writes to `out` the saved profile `csv` with rank_drift 0.05 and, in place of its rounds lines,
+ * worker 0's and worker 1's rounds as given (after "worker=W "); returns the shell's status. */
+static int with_rounds(const char *csv, const char *out, const char *w0, const char *w1) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "grep -v 'rounds worker=' %s | sed 's/rank_drift=[^ ]*$/rank_drift=0.05/' > %s && "
+             "echo '# pipelab-exec rounds worker=0 %s' >> %s && echo '# pipelab-exec rounds worker=1 %s' >> %s",
+             csv, out, w0, out, w1, out);
+    return sh(cmd, NULL);
+}
+
 /* Checks that the simulated run of tag `slow` has a rank busy over 4 times its time in that of tag
  * `ref` (compute and STEP), and a longer pass, which waits on it. */
 static void slow_rank_beside(const char *db, const char *slow_tag, const char *ref_tag) {
@@ -742,12 +753,7 @@ static void test_run_states(void) {
     char *csv2 = pl_test_path(dir, "states2.csv");
     free(run_saving_profile("--kind gpipe --ranks 2 --microbatches 4", "s0", db, csv));
     char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "grep -v 'rounds worker=' %s | sed 's/rank_drift=[^ ]*$/rank_drift=0.05/' > %s && "
-             "echo '# pipelab-exec rounds worker=0 f=16,1,1,16,1,1,16,1' >> %s && "
-             "echo '# pipelab-exec rounds worker=1 f=1,16,1,1,16,1,1,16' >> %s",
-             csv, csv2, csv2, csv2);
-    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(with_rounds(csv, csv2, "f=16,1,1,16,1,1,16,1", "f=1,16,1,1,16,1,1,16"), 0);
     static const char *const names[] = {"s1", "s1x"}, *const flags[] = {"", "--no-jitter-term"};
     for (int k = 0; k < 2; k++) {
         int runs = 0, rounds = -1;
@@ -773,12 +779,7 @@ static void test_run_states(void) {
     slow_rank_beside(db, "s1", "s1-nostates");
     /* per class: F at speed in every round, the backwards slow by turns */
     char *csv3 = pl_test_path(dir, "states3.csv");
-    snprintf(cmd, sizeof cmd,
-             "grep -v 'rounds worker=' %s | sed 's/rank_drift=[^ ]*$/rank_drift=0.05/' > %s && "
-             "echo '# pipelab-exec rounds worker=0 f=1,1,1,1,1,1,1,1 b=16,1,1,16,1,1,16,1' >> %s && "
-             "echo '# pipelab-exec rounds worker=1 f=1,1,1,1,1,1,1,1 b=1,16,1,1,16,1,1,16' >> %s",
-             csv, csv3, csv3, csv3);
-    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(with_rounds(csv, csv3, "f=1,1,1,1,1,1,1,1 b=16,1,1,16,1,1,16,1", "f=1,1,1,1,1,1,1,1 b=1,16,1,1,16,1,1,16"), 0);
     int runs = 0, rounds = -1;
     double cv = -1, dcv = -1;
     CU_ASSERT(run_json_prediction("s2", db, csv3, "", &runs, &cv, &dcv, &rounds) == 4);
