@@ -859,35 +859,25 @@ static void share_paired(const prof_thread *const *x, int threads, double *scrat
  * most PROFILE_SLOTS - 1 a round, the round's first microbatch left out. */
 #define FSD_PER_ROUND (PROFILE_SLOTS - 1)
 
-/* Sets a[s] for s in 1 .. PROFILE_SLOTS - 1 to thread x's F of round r's microbatch in slot s,
- * summed over its blocks, and returns their mean; 0 when x has no whole round of F samples. */
-static double round_fwd(const prof_thread *x, size_t r, double *a) {
+/* Sets a[s] for s in 1 .. PROFILE_SLOTS - 1 to thread x's time of kinds first .. last (of F, I,
+ * W, which share one layout) of round r's microbatch in slot s, summed over its blocks, and
+ * returns their mean; 0 when x has no whole round of samples. */
+static double round_kinds(const prof_thread *x, size_t r, int first, int last, double *a) {
     size_t L = (size_t)x->L, rounds = x->rounds, S = PROFILE_SLOTS;
     if (rounds == 0 || !x->t || x->ns / rounds < S * L || r >= prof_done(x)) return 0;
-    size_t each = x->ns / rounds; /* F samples of a round: slot s's block k at s L + k */
+    size_t each = x->ns / rounds; /* samples of a kind in a round: slot s's block k at s L + k */
     double mean = 0;
     for (size_t s = 1; s < S; s++) {
         a[s] = 0;
-        for (size_t k = 0; k < L; k++) a[s] += x->t[EXEC_PROF_F * x->ns + r * each + s * L + k];
+        for (int c = first; c <= last; c++)
+            for (size_t k = 0; k < L; k++) a[s] += x->t[(size_t)c * x->ns + r * each + s * L + k];
         mean += a[s] / (double)(S - 1);
     }
     return mean;
 }
 
-/* Returns thread x's backward of round r: the mean over the round's microbatches after its first
- * of I + W summed over its blocks (as round_fwd takes F); 0 when x has no whole round. */
-static double round_bwd(const prof_thread *x, size_t r) {
-    size_t L = (size_t)x->L, rounds = x->rounds, S = PROFILE_SLOTS;
-    if (rounds == 0 || !x->t || x->ns / rounds < S * L || r >= prof_done(x)) return 0;
-    size_t each = x->ns / rounds;
-    double mean = 0;
-    for (size_t s = 1; s < S; s++)
-        for (size_t k = 0; k < L; k++) {
-            size_t at = r * each + s * L + k;
-            mean += (x->t[EXEC_PROF_I * x->ns + at] + x->t[EXEC_PROF_W * x->ns + at]) / (double)(S - 1);
-        }
-    return mean;
-}
+/* round_kinds of F: thread x's forward of round r (and its microbatches' in a). */
+static double round_fwd(const prof_thread *x, size_t r, double *a) { return round_kinds(x, r, EXEC_PROF_F, EXEC_PROF_F, a); }
 
 /* Returns the forward's jitter relative to the forward (exec_layer_profile.f_sd_s / f_s) over
  * the threads' F samples: per round, each of its microbatches after the first summed over the
@@ -963,10 +953,13 @@ size_t exec_prof_worker_round_fwd(const exec_prof_worker *w, double *out) {
     return R;
 }
 
-/* exec_int.h: round_bwd's mean of each round the worker ran. */
+/* exec_int.h: round_kinds' mean of I + W of each round the worker ran. */
 size_t exec_prof_worker_round_bwd(const exec_prof_worker *w, double *out) {
     size_t R = w ? prof_done(w) : 0;
-    for (size_t r = 0; out && r < R; r++) out[r] = round_bwd(w, r);
+    for (size_t r = 0; out && r < R; r++) {
+        double a[PROFILE_SLOTS];
+        out[r] = round_kinds(w, r, EXEC_PROF_I, EXEC_PROF_W, a); /* as round_fwd takes F */
+    }
     return R;
 }
 

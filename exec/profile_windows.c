@@ -94,12 +94,13 @@ int exec_window_line(const exec_layer_profile *p, int worker, pl_buf *out) {
 
 int exec_rounds_line(const exec_layer_profile *p, int worker, pl_buf *out) {
     if (p->n_round_f <= 0) return 0; /* not measured */
-    pl_buf_printf(out, "# " EXEC_PROFILE_META " rounds worker=%d f=", worker);
-    for (int j = 0; j < p->n_round_f && j < EXEC_STATE_ROUNDS; j++) pl_buf_printf(out, "%s%.6g", j ? "," : "", p->round_f[j]);
+    const int n = p->n_round_f < EXEC_STATE_ROUNDS ? p->n_round_f : EXEC_STATE_ROUNDS;
     int has_b = 0; /* the backwards' rounds, where measured */
-    for (int j = 0; j < p->n_round_f && j < EXEC_STATE_ROUNDS; j++) has_b = has_b || p->round_b[j] > 0;
-    if (has_b) pl_buf_puts(out, " b=");
-    for (int j = 0; has_b && j < p->n_round_f && j < EXEC_STATE_ROUNDS; j++) pl_buf_printf(out, "%s%.6g", j ? "," : "", p->round_b[j]);
+    for (int j = 0; j < n; j++) has_b = has_b || p->round_b[j] > 0;
+    pl_buf_printf(out, "# " EXEC_PROFILE_META " rounds worker=%d", worker);
+    for (int list = 0; list < 1 + has_b; list++)
+        for (int j = 0; j < n; j++)
+            pl_buf_printf(out, "%s%.6g", j ? "," : list ? " b=" : " f=", list ? p->round_b[j] : p->round_f[j]);
     pl_buf_puts(out, "\n");
     return 1;
 }

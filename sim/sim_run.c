@@ -102,14 +102,12 @@ static int check_input(const sched *s, const sim_config *cfg, pl_err *e) {
     if (!(cfg->rank_cv >= 0 && cfg->rank_cv <= SIM_CV_MAX))
         return pl_errf(e, PL_EINPUT, "the ranks' coefficient of variation must be in [0, %d] (got %g)", SIM_CV_MAX,
                        cfg->rank_cv);
-    for (int j = 0; cfg->speed_draws && j < cfg->speed_draws_n * s->ranks; j++)
-        if (!(cfg->speed_draws[j] > 0) || !isfinite(cfg->speed_draws[j]))
-            return pl_errf(e, PL_EINPUT, "the ranks' speed draws must be finite and > 0 (row %d, rank %d: %g)",
-                           j / s->ranks, j % s->ranks, cfg->speed_draws[j]);
-    for (int j = 0; cfg->speed_draws && cfg->speed_draws_b && j < cfg->speed_draws_n * s->ranks; j++)
-        if (!(cfg->speed_draws_b[j] > 0) || !isfinite(cfg->speed_draws_b[j]))
-            return pl_errf(e, PL_EINPUT, "the ranks' backward speed draws must be finite and > 0 (row %d, rank %d: %g)",
-                           j / s->ranks, j % s->ranks, cfg->speed_draws_b[j]);
+    const double *draws[2] = {cfg->speed_draws, cfg->speed_draws ? cfg->speed_draws_b : NULL};
+    for (int b = 0; b < 2; b++)
+        for (int j = 0; draws[b] && j < cfg->speed_draws_n * s->ranks; j++)
+            if (!(draws[b][j] > 0) || !isfinite(draws[b][j]))
+                return pl_errf(e, PL_EINPUT, "the ranks' %sspeed draws must be finite and > 0 (row %d, rank %d: %g)",
+                               b ? "backward " : "", j / s->ranks, j % s->ranks, draws[b][j]);
     if (cfg->act_scale && !s->lowered)
         return pl_errf(e, PL_EINPUT, "the sharing term's factors need a lowered schedule (call sched_lower first)");
     for (int q = 0; cfg->act_scale && q < s->ranks; q++)
