@@ -48,7 +48,10 @@ static const char help_text[] =
     "                        configuration the runs and the mean, standard deviation, least and\n"
     "                        largest of its signed iteration-time error; then the run-to-run\n"
     "                        standard deviation pooled over the configurations measured twice or\n"
-    "                        more, the MAPE, signed mean and largest of the mean errors, and the\n"
+    "                        more; how far apart the runs themselves ran and their predictions\n"
+    "                        (the log iteration times' spread, pooled alike) and the correlation\n"
+    "                        of the two, how closely a prediction follows its run's host; the\n"
+    "                        MAPE, signed mean and largest of the mean errors, and the\n"
     "                        median largest |error| that one run of each configuration would show\n"
     "                        from that spread alone (normal errors, an unbiased prediction): noise\n"
     "                        apart from bias. Each configuration's T is its mean error in standard\n"
@@ -339,6 +342,14 @@ static void out_repeats_table(const store_comparison *c, const store_repeats *r,
     pl_buf_printf(b, "%zu configuration%s, %d measured twice or more\n", r->n, r->n == 1 ? "" : "s", r->repeated);
     if (isnan(r->pooled_sd)) pl_buf_puts(b, "run-to-run standard deviation of the error: - (no configuration measured twice)\n");
     else pl_buf_printf(b, "run-to-run standard deviation of the error, pooled: %.2f points\n", 100 * r->pooled_sd);
+    if (!isnan(r->meas_sd)) {
+        pl_buf_printf(b, "the runs themselves, pooled the same way: measured %.2f%% apart, predicted %.2f%% (the\n"
+                         "standard deviation of the log iteration time), correlation ",
+                      100 * r->meas_sd, 100 * r->pred_sd);
+        if (isnan(r->track_corr)) pl_buf_puts(b, "-");
+        else pl_buf_printf(b, "%.2f", r->track_corr);
+        pl_buf_puts(b, ": how closely each run's\nprediction follows its host's state from one run to the next\n");
+    }
     if (r->n && !isnan(r->mape_of_means)) {
         pl_buf_printf(b, "the configurations' mean errors: MAPE %.2f%%, signed mean %+.2f%%", 100 * r->mape_of_means,
                       100 * r->signed_mean_of_means);

@@ -260,6 +260,13 @@ typedef struct store_repeats {
     int repeated;                 /* groups with n >= 2 */
     double pooled_sd, mape_of_means, signed_mean_of_means, largest_mean, largest_median;
     int dof;                      /* the pooled spread's degrees of freedom: sum of n - 1 */
+    double meas_sd, pred_sd;      /* how far apart the runs of one configuration ran, and their
+                                   * predictions: the standard deviation of the natural log of
+                                   * the measured (predicted) iteration time about its group's
+                                   * mean, pooled as pooled_sd is (store_track); NAN as pooled_sd */
+    double track_corr;            /* the correlation of those two deviations, pooled over the
+                                   * groups: near 1 when each run's prediction follows its host's
+                                   * state from run to run; NAN where either spread is 0 */
     double t_crit;                /* NAN without a pooled spread */
     int biased, biased_short;
     double signed_mean_se;        /* NAN with fewer than two groups */

@@ -360,9 +360,49 @@ static int kind_leans(const store_comparison *c, store_repeats *r, double *scrat
     return PL_OK;
 }
 
+/* Fills r's meas_sd, pred_sd and track_corr (store_repeats) from the groups measured twice or
+ * more, group_of[i] naming pair i's group: each pair's ln measured and ln predicted iteration
+ * time about their means over its group's pairs with both times positive and an error, the
+ * squares and the products summed over the groups, over the degrees of freedom sum (n - 1). */
+static void store_track(const store_comparison *c, store_repeats *r, const size_t *group_of) {
+    double ssm = 0, ssp = 0, smp = 0, dof = 0;
+    for (size_t g = 0; g < r->n; g++) {
+        double lm = 0, lp = 0;
+        int n = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            for (size_t i = r->groups[g].first; i < c->n; i++) {
+                const store_pair *q = &c->pairs[i];
+                if (group_of[i] != g || isnan(q->err_iter) || !(q->meas.iteration_time_s > 0) || !(q->sim.iteration_time_s > 0))
+                    continue;
+                double m = log(q->meas.iteration_time_s), p = log(q->sim.iteration_time_s);
+                if (pass == 0) {
+                    lm += m;
+                    lp += p;
+                    n++;
+                } else {
+                    ssm += (m - lm) * (m - lm);
+                    ssp += (p - lp) * (p - lp);
+                    smp += (m - lm) * (p - lp);
+                }
+            }
+            if (pass == 0 && n < 2) break; /* a group measured once has no spread */
+            if (pass == 0) {
+                lm /= n;
+                lp /= n;
+                dof += n - 1;
+            }
+        }
+    }
+    if (!(dof > 0)) return;
+    r->meas_sd = sqrt(ssm / dof);
+    r->pred_sd = sqrt(ssp / dof);
+    if (ssm > 0 && ssp > 0) r->track_corr = smp / sqrt(ssm * ssp);
+}
+
 int store_compare_repeats(const store_comparison *c, int loose, store_repeats *out, pl_err *e) {
     memset(out, 0, sizeof *out);
     out->pooled_sd = out->mape_of_means = out->signed_mean_of_means = out->largest_mean = out->largest_median = NAN;
+    out->meas_sd = out->pred_sd = out->track_corr = NAN;
     out->t_crit = out->signed_mean_se = NAN;
     size_t *group_of = pl_calloc(c->n ? c->n : 1, sizeof *group_of);
     double *err = pl_calloc(c->n ? c->n : 1, sizeof *err);
@@ -410,6 +450,7 @@ int store_compare_repeats(const store_comparison *c, int loose, store_repeats *o
             out->largest_median = out->pooled_sd * gsl_cdf_ugaussian_Pinv((1 + pow(0.5, 1.0 / (double)with_mean)) / 2);
     }
     out->dof = (int)dof;
+    store_track(c, out, group_of);
     bias_beyond_spread(out, dof, err);
     int rc = kind_leans(c, out, err, e);
     free(group_of);

@@ -365,6 +365,31 @@ static void test_repeats(void) {
     CU_ASSERT(r.groups[0].biased && r.groups[1].biased && !r.groups[2].biased);
     CU_ASSERT_EQUAL(r.biased, 2);
     CU_ASSERT_EQUAL(r.biased_short, 1);
+    /* every run measured 2.0 s: no spread of the measured runs, and no correlation to read */
+    CU_ASSERT_DOUBLE_EQUAL(r.meas_sd, 0.0, 1e-12);
+    CU_ASSERT(r.pred_sd > 0);
+    CU_ASSERT(isnan(r.track_corr));
+    store_repeats_free(&r);
+    /* how far apart the runs ran, and their predictions: m 4's runs at ln 0, 1, 2 (measured) and
+     * 0, 2, 4 (predicted), deviations -1, 0, 1 and -2, 0, 2; m 8's at ln 0, 1 and 1, 0, deviations
+     * -0.5, 0.5 and 0.5, -0.5; m 16's one run has no spread (its times change nothing). Sums of
+     * squares 2 + 0.5 and 8 + 0.5, of products 4 - 0.5, over 3 degrees of freedom */
+    const double ln_meas[REP_RUNS] = {0, 0, 1, 5, 1, 2}, ln_pred[REP_RUNS] = {0, 1, 2, -7, 0, 4};
+    for (int k = 0; k < REP_RUNS; k++) {
+        c.pairs[k].meas.iteration_time_s = exp(ln_meas[k]);
+        c.pairs[k].sim.iteration_time_s = exp(ln_pred[k]);
+    }
+    CU_ASSERT_FATAL(store_compare_repeats(&c, 0, &r, &e) == PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(r.meas_sd, sqrt(2.5 / 3), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.pred_sd, sqrt(8.5 / 3), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.track_corr, 3.5 / sqrt(2.5 * 8.5), 1e-12);
+    store_repeats_free(&r);
+    /* a pair without an error drops out of its group: m 8 is then measured once */
+    c.pairs[4].err_iter = NAN;
+    CU_ASSERT_FATAL(store_compare_repeats(&c, 0, &r, &e) == PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(r.meas_sd, sqrt(2.0 / 2), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.pred_sd, sqrt(8.0 / 2), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r.track_corr, 1.0, 1e-12);
     store_repeats_free(&r);
     store_comparison_free(&c);
     /* the other predictions, each with its own measured run */
