@@ -16,7 +16,8 @@
 # before each profile and run it waits (up to QUIET_WAIT seconds in all, default 120) until the
 # others use under BUSY_MAX percent of the CPUs (default 10) over QUIET_WINDOW seconds (0.5; the
 # script's own work since the last attempt, at least 0.1 s, is that window when the others stayed
-# under it meanwhile), and it repeats a profile or run during which they used more (up to RETRIES times, default 2).
+# under it meanwhile), and it repeats a profile or run during which they used RUN_BUSY_MAX
+# percent or more (default 3: validate_broad.sh's run_contended; up to RETRIES times, default 2).
 # A run that stays contended is kept apart, in results/out/validate_cpu.busy.db, and reported
 # separately: its error measures the other load, not the model. Nothing is discarded silently.
 # Before the grid, `pipelab profile --interruptions INTR_S` (default 20 seconds, both cores) measures
@@ -108,7 +109,7 @@
 # REPEATS, TIMED_MAX and RATE_GFLOPS; passes of several iterations, pipedream's and 2bw's, at
 # least TIMED_PASSES_MIN, 3: validate_broad.sh), TRACE (1), DEPTH (8),
 # PROFILE (between | before | once), PREPS (profile repetitions, 100; 60 with --broad; divided by REPEATS), PCONC (before and once:
-# profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, QUIET_WINDOW, BUSY_MAX, RETRIES, STEADY_MAX, STEADY_RETRY_OVER, STEADY_EXTEND, STEADY_RETRIES, HOST_SLOW. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
+# profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, QUIET_WINDOW, BUSY_MAX, RUN_BUSY_MAX, RETRIES, STEADY_MAX, STEADY_RETRY_OVER, STEADY_EXTEND, STEADY_RETRIES, HOST_SLOW. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
 NAME=validate_cpu
 BROAD=0
@@ -223,15 +224,15 @@ quiet_since() {
 QUIET_SPAN_S=0.1
 QUIET_SPAN=$(awk -v s="$QUIET_SPAN_S" -v hz="$HZ" -v n="$(getconf _NPROCESSORS_ONLN)" 'BEGIN { printf "%d\n", s * hz * n }')
 # Runs "$@" on a quiet machine (quiet_since, else after waiting for one), again while the others
-# took BUSY_MAX% or more (RETRIES times at most); sets OTHERS for the last. BEFORE, when set, is
-# run before each attempt.
+# took RUN_BUSY_MAX% or more (run_contended; RETRIES times at most); sets OTHERS for the last.
+# BEFORE, when set, is run before each attempt.
 quiet_try() {
     local a
     for ((a = 0; a <= RETRIES; a++)); do
         [ -z "${BEFORE:-}" ] || $BEFORE
         quiet_since || wait_quiet
         measure_others "$@" || return 1
-        [ "$OTHERS" -ge "$BUSY_MAX" ] || return 0
+        run_contended "$OTHERS" || return 0
         [ "$a" = "$RETRIES" ] || echo "  (other processes took ${OTHERS}% of the CPUs during: ${*:1:4} ...; again)" >&2
     done
 }
@@ -352,7 +353,7 @@ while read -r kind m recompute spec chunks; do
             try_probe[a]=${PROBE_S:-?}
             try_alone[a]=${PROBE_ALONE_S:-?}
             try_timed[a]=$timed
-            if [ "$OTHERS" -ge "$BUSY_MAX" ]; then
+            if run_contended "$OTHERS"; then
                 keep_try "$a" "$BUSY_DB" "$kind m=$m${chunks:+ chunks=$chunks} recompute=$recompute $spec others=${OTHERS}% steadiness=${se}% passes=$timed probe=${try_probe[a]}s alone=${try_alone[a]}s"
                 try_se[a]=
                 continue
@@ -380,7 +381,7 @@ if [ "$PLOT_ONLY" = 0 ]; then
     # the executor asks for huge pages (exec_lines_alloc); whether the kernel grants them shapes
     # the timings (docs/validate_cpu.md, "Huge pages")
     echo "transparent huge pages: $(thp_mode) (the runs ask for them)"
-    echo "CPU share of other processes during each run (>= ${BUSY_MAX}% kept apart in $(basename "$BUSY_DB")), its steadiness (standard error of the mean pass) and the host probe before it:"
+    echo "CPU share of other processes during each run (>= ${RUN_BUSY_MAX}% kept apart in $(basename "$BUSY_DB")), its steadiness (standard error of the mean pass) and the host probe before it:"
     sed 's/^/  /' "$LOG"
     # the host's probes join those of its earlier grids, over which its own speed is read
     if [ -s "$PROBES" ]; then
@@ -496,7 +497,7 @@ if [ -f "$UNSTEADY_DB" ]; then
 fi
 if [ -f "$BUSY_DB" ]; then
     echo
-    echo "== runs measured while other processes used >= ${BUSY_MAX}% of the CPUs ($BUSY_DB): not the model's error"
+    echo "== runs measured while other processes used >= ${RUN_BUSY_MAX}% of the CPUs ($BUSY_DB): not the model's error"
     "$PL" compare --db "$BUSY_DB" --tag "$NAME"
     if [ "$TRACE" != 0 ]; then
         "$PL" compare --db "$BUSY_DB" --tag "$NAME" --actions -o "${BUSY_DB%.db}.actions.txt"

@@ -525,7 +525,8 @@ static void test_broad_targets(void) {
  * header and the pairs whose measured run's value in a "UID VALUE" file is within the bound, and
  * leaves out the runs the file lacks; host_slowdowns divides each probe by the host's own speed,
  * the 10th percentile by nearest rank of the history's last column (of 11 probes the 2nd
- * smallest, of 10 the 1st). Closed forms. */
+ * smallest, of 10 the 1st); run_contended marks a run the others took RUN_BUSY_MAX% from (3 by
+ * default, the bound itself included). Closed forms. */
 static void test_pairs_filters(void) {
     char *dir = pl_test_tmpdir(), *vals = pl_test_path(dir, "vals"), *hist = pl_test_path(dir, "hist"), shell[1024];
     FILE *f = fopen(vals, "w");
@@ -565,6 +566,14 @@ static void test_pairs_filters(void) {
     free(out);
     CU_ASSERT_EQUAL(broad_shell("u1 0.002\n", "host_slowdowns /dev/null", &out), 0);
     CU_ASSERT_STRING_EQUAL(out ? out : "", "");
+    free(out);
+    /* a run the others took 3% of the CPUs from or more is contended (run_contended), 2% not;
+     * RUN_BUSY_MAX moves the bound */
+    CU_ASSERT_EQUAL(broad_shell("", "for p in 0 2 3 8 10; do run_contended $p && echo -n \"$p \"; done", &out), 0);
+    CU_ASSERT_STRING_EQUAL(out ? out : "", "3 8 10 ");
+    free(out);
+    CU_ASSERT_EQUAL(broad_shell("", "RUN_BUSY_MAX=9 && for p in 3 8 9; do run_contended $p && echo -n \"$p \"; done", &out), 0);
+    CU_ASSERT_STRING_EQUAL(out ? out : "", "9 ");
     free(out);
     snprintf(shell, sizeof shell, "rm -rf %s", dir);
     CU_ASSERT_EQUAL(pl_test_run(shell, &out), 0);
@@ -616,7 +625,7 @@ void exec_test_gpt_register(void) {
         {"validate_cpu.sh --broad: the grid it promises", test_broad_grid},
         {"validate_cpu.sh --offgrid: a seeded draw off the broad grid", test_offgrid_points},
         {"validate_cpu.sh --broad: its targets over the runs and over the configurations' means", test_broad_targets},
-        {"validate_cpu.sh: the steady and unslowed-host pairs, the host's slowdowns", test_pairs_filters},
+        {"validate_cpu.sh: the steady and unslowed-host pairs, the host's slowdowns, contended runs", test_pairs_filters},
         {"validate_cpu.sh --broad: timed passes counted in iterations", test_point_timed},
         {NULL, NULL}};
     pl_test_suite("exec transformer block", cases);
