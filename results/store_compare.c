@@ -360,38 +360,36 @@ static int kind_leans(const store_comparison *c, store_repeats *r, double *scrat
     return PL_OK;
 }
 
-/* Fills r's meas_sd, pred_sd and track_corr (store_repeats) from the groups measured twice or
- * more, group_of[i] naming pair i's group: each pair's ln measured and ln predicted iteration
- * time about their means over its group's pairs with both times positive and an error, the
- * squares and the products summed over the groups, over the degrees of freedom sum (n - 1). */
+/* Sets *m and *p to pair q's ln measured and ln predicted iteration time; returns 1 when it has
+ * both and an error (the pairs store_track reads), else 0. */
+static int track_logs(const store_pair *q, double *m, double *p) {
+    if (isnan(q->err_iter) || !(q->meas.iteration_time_s > 0) || !(q->sim.iteration_time_s > 0)) return 0;
+    *m = log(q->meas.iteration_time_s);
+    *p = log(q->sim.iteration_time_s);
+    return 1;
+}
+
+/* Fills r's meas_sd, pred_sd and track_corr (store_repeats) from the groups with two such pairs
+ * or more (track_logs), group_of[i] naming pair i's group: each pair's logs about their means
+ * over its group, the squares and the products summed over the groups, over the degrees of
+ * freedom sum (n - 1). */
 static void store_track(const store_comparison *c, store_repeats *r, const size_t *group_of) {
-    double ssm = 0, ssp = 0, smp = 0, dof = 0;
+    double ssm = 0, ssp = 0, smp = 0, dof = 0, m, p;
     for (size_t g = 0; g < r->n; g++) {
         double lm = 0, lp = 0;
         int n = 0;
-        for (int pass = 0; pass < 2; pass++) {
-            for (size_t i = r->groups[g].first; i < c->n; i++) {
-                const store_pair *q = &c->pairs[i];
-                if (group_of[i] != g || isnan(q->err_iter) || !(q->meas.iteration_time_s > 0) || !(q->sim.iteration_time_s > 0))
-                    continue;
-                double m = log(q->meas.iteration_time_s), p = log(q->sim.iteration_time_s);
-                if (pass == 0) {
-                    lm += m;
-                    lp += p;
-                    n++;
-                } else {
-                    ssm += (m - lm) * (m - lm);
-                    ssp += (p - lp) * (p - lp);
-                    smp += (m - lm) * (p - lp);
-                }
+        for (size_t i = r->groups[g].first; i < c->n; i++)
+            if (group_of[i] == g && track_logs(&c->pairs[i], &m, &p)) lm += m, lp += p, n++;
+        if (n < 2) continue; /* a group measured once has no spread */
+        lm /= n;
+        lp /= n;
+        dof += n - 1;
+        for (size_t i = r->groups[g].first; i < c->n; i++)
+            if (group_of[i] == g && track_logs(&c->pairs[i], &m, &p)) {
+                ssm += (m - lm) * (m - lm);
+                ssp += (p - lp) * (p - lp);
+                smp += (m - lm) * (p - lp);
             }
-            if (pass == 0 && n < 2) break; /* a group measured once has no spread */
-            if (pass == 0) {
-                lm /= n;
-                lp /= n;
-                dof += n - 1;
-            }
-        }
     }
     if (!(dof > 0)) return;
     r->meas_sd = sqrt(ssm / dof);
