@@ -1344,16 +1344,42 @@ static void mem_case_v(const char *kind, int p, int m, int v, sched_recompute rc
     CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
     cost_memory *mem = calloc((size_t)p, sizeof *mem);
     CU_ASSERT_EQUAL_FATAL(exec_mem_predict(s, &c, mem, &e), PL_OK);
+    /* MEM_RECOMPUTE_B with one stage per rank (gpipe, 1f1b), in closed form: at its peak the
+     * rank holds its k - 1 other in-flight microbatches' stage inputs (microbatch x hidden
+     * floats each) and one rebuilt stash, the stash that the same schedule without
+     * recomputation holds k of (k = m under gpipe, min(m, p - rank) under 1f1b). */
+    cost_memory *none = NULL;
+    if (expect == MEM_RECOMPUTE_B && v == 0) {
+        go.recompute = SCHED_RECOMPUTE_NONE;
+        sched *gn = sched_generate(kind, &go, &e), *sn = gn ? sched_lower(gn, &e) : NULL;
+        sched_free(gn);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(sn);
+        none = calloc((size_t)p, sizeof *none);
+        CU_ASSERT_EQUAL_FATAL(exec_mem_predict(sn, &c, none, &e), PL_OK);
+        sched_free(sn);
+    }
     for (int q = 0; q < p; q++) {
         int64_t x = (int64_t)r.rank[q].model_peak_bytes;
         int ok = x == mem[q].total_bytes;
-        (void)expect;
+        if (none) {
+            int64_t k = strcmp(kind, "gpipe") == 0 ? m : (m < p - q ? m : p - q);
+            int64_t stash = none[q].activation_bytes / k;
+            int64_t input = (int64_t)c.microbatch_size * c.hidden * (int64_t)sizeof(float);
+            int64_t fixed = none[q].weights_bytes + none[q].grad_bytes + none[q].optimizer_bytes;
+            CU_ASSERT_EQUAL(none[q].activation_bytes, k * stash);
+            CU_ASSERT(stash > input);
+            if (x != fixed + (k - 1) * input + stash)
+                fprintf(stderr, "%s p=%d rank %d recompute: executor %lld, closed form %lld\n", kind, p, q, (long long)x,
+                        (long long)(fixed + (k - 1) * input + stash));
+            CU_ASSERT_EQUAL(x, fixed + (k - 1) * input + stash);
+        }
         if (!ok)
             fprintf(stderr, "%s p=%d v=%d recompute %d rank %d: executor %lld, cost model %lld\n", kind, p, v, (int)rcp, q,
                     (long long)x, (long long)mem[q].total_bytes);
         CU_ASSERT(ok);
         CU_ASSERT(r.rank[q].peak.total_bytes >= r.rank[q].model_peak_bytes);
     }
+    free(none);
     free(mem);
     exec_result_free(&r);
     sched_free(s);

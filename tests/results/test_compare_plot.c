@@ -521,7 +521,7 @@ static char *make_plot_db(const char *dir) {
 
 static void test_plot_kinds(void) {
     if (!have_gnuplot()) {
-        fprintf(stderr, "(gnuplot not on PATH: figure checks skipped) ");
+        pl_test_skip("gnuplot is not on PATH");
         return;
     }
     char *dir = pl_test_tmpdir();
