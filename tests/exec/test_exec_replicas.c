@@ -282,8 +282,10 @@ static void test_replica_vanishes_in_allreduce(void) {
     sched_free(s);
 }
 
-/* The figures of a replicated rank: busy the mean of its replicas', the op records its list in
- * order (each action once), the all-reduce among them. */
+/* The figures of a replicated rank: its GEMM work the mean of its replicas' (each replica runs
+ * half of the 4 microbatches, so half the unreplicated rank's GEMM FLOPs; the other rank's
+ * are the unreplicated ones), the op records its list in order (each action once), the
+ * all-reduce among them. */
 static void test_replicated_figures(void) {
     static const int r21[] = {2, 1};
     sched *s = repl_sched("1f1b", 2, 4, 0, r21);
@@ -303,6 +305,20 @@ static void test_replicated_figures(void) {
         }
         CU_ASSERT(r.rank[q].busy_s > 0);
     }
+    size_t reduces = 0;
+    for (size_t i = 0; i < r.rank[0].n_ops; i++) reduces += r.rank[0].ops[i].act.kind == SCHED_REDUCE_GRAD;
+    CU_ASSERT_EQUAL(reduces, (size_t)c.timed_passes);
+    static const int r11[] = {1, 1};
+    sched *s1 = repl_sched("1f1b", 2, 4, 0, r11);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s1);
+    exec_config c1 = repl_cfg(4, r11);
+    exec_result r1;
+    CU_ASSERT_EQUAL_FATAL(exec_run(s1, &c1, &r1, &e), PL_OK);
+    CU_ASSERT(r1.rank[0].gemm_flops > 0);
+    CU_ASSERT_DOUBLE_EQUAL(r.rank[0].gemm_flops, r1.rank[0].gemm_flops / 2, 1e-9 * r1.rank[0].gemm_flops);
+    CU_ASSERT_DOUBLE_EQUAL(r.rank[1].gemm_flops, r1.rank[1].gemm_flops, 1e-9 * r1.rank[1].gemm_flops);
+    exec_result_free(&r1);
+    sched_free(s1);
     exec_result_free(&r);
     sched_free(s);
 }
