@@ -109,7 +109,13 @@ static void test_simulate_measured_link(void) {
     double free_s = sim_iteration(p0, "", NULL);
     double thr = ring_s(2, AR_PARAM_BYTES, AR_BPS, AR_LAT_S);
     double mpi = ring_s(2, AR_PARAM_BYTES, AR_MPI_BPS, AR_MPI_LAT_S);
-    CU_ASSERT(free_s > 0);
+    /* The baseline in closed form: one 1F1B stage of the 3 layers, F = 3 x 1 ms = 3 ms and
+     * B = 3 x (1 + 1) ms = 6 ms per microbatch; 1F1B-RR puts microbatches 0, 2 on replica 0 and
+     * 1, 3 on replica 1, each replica running F B F B back to back (one stage: no warm-up, no
+     * transfers), 2 x (3 + 6) = 18 ms; the flush's one all-reduce of the 12 MB over 2 replicas on
+     * the free links (COST_FREE_LINK_BPS = 1e30, no latency) adds 1.2e-23 s: 18 ms (1e-9 relative,
+     * the CSV's 9 significant digits). */
+    CU_ASSERT_DOUBLE_EQUAL(free_s, 2 * (3e-3 + 6e-3) + ring_s(2, AR_PARAM_BYTES, 1e30, 0), 1e-9 * 18e-3);
     CU_ASSERT(fabs(sim_iteration(pt, "", NULL) - (free_s + thr)) <= 1e-9 * thr);
     CU_ASSERT(fabs(sim_iteration(pb, "", NULL) - (free_s + thr)) <= 1e-9 * thr);
     CU_ASSERT(fabs(sim_iteration(pb, "--allreduce-link mpi", NULL) - (free_s + mpi)) <= 1e-9 * mpi);
@@ -141,8 +147,16 @@ static void test_partition_measured_link(void) {
     char *out = run_csv("partition", "--workers 2", p0, NULL);
     CU_ASSERT(csv_col(out, "replicas") == 2 && csv_col(out, "last_layer") == 2);
     free(out);
+    /* Two one-replica stages, the cut after layer 0 or 1: in exact arithmetic both give stages of
+     * 3 and 6 ms and tie at 6 ms (the tie rule would keep the first found, the cut after layer 0),
+     * but the planner's prefix sums make 9 ms - 3 ms one ulp above 6 ms, so which cut wins is a
+     * rounding artifact and not pinned here. What is determined: the first stage's time is 3 ms
+     * per layer it holds (no all-reduce on one replica), and the bottleneck (JSON below) 6 ms. */
     out = run_csv("partition", "--workers 2", pt, NULL);
-    CU_ASSERT(csv_col(out, "replicas") == 1 && csv_col(out, "last_layer") < 2);
+    double cut = csv_col(out, "last_layer");
+    CU_ASSERT(csv_col(out, "replicas") == 1 && (cut == 0 || cut == 1));
+    CU_ASSERT_DOUBLE_EQUAL(csv_col(out, "time_s"), 3e-3 * (cut + 1), 1e-9 * 6e-3);
+    CU_ASSERT_EQUAL(csv_col(out, "allreduce_s"), 0);
     free(out);
     out = run_csv("partition", "--workers 2 --allreduce-link hardware", pt, NULL);
     CU_ASSERT(csv_col(out, "replicas") == 2);
@@ -155,6 +169,9 @@ static void test_partition_measured_link(void) {
     const char *dp = out ? strstr(out, "\"data_parallel_s\":") : NULL;
     double want = (9e-3 + ring_s(2, AR_PARAM_BYTES, AR_BPS, AR_LAT_S)) / 2;
     CU_ASSERT(dp && fabs(strtod(dp + strlen("\"data_parallel_s\":"), NULL) - want) <= 1e-9 * want);
+    /* the split's bottleneck: max(3 ms, 6 ms, cut 2 x 1000 B / 1e30 B/s) = 6 ms, config "1-1" */
+    CU_ASSERT_DOUBLE_EQUAL(pl_test_json_number(out, "bottleneck_s"), 6e-3, 1e-9 * 6e-3);
+    CU_ASSERT(out && strstr(out, "\"config\":\"1-1\""));
     free(out);
     free(p0);
     free(pt);

@@ -344,14 +344,26 @@ static void test_pipedream_known_answers(void) {
     CU_ASSERT_EQUAL_FATAL(plan_config(y, 4, &one, 4, &p, cfg, sizeof cfg), PL_OK);
     CU_ASSERT_STRING_EQUAL(cfg, "4");
     CU_ASSERT_EQUAL(cost_partition_noam(p), 1);
-    CU_ASSERT(p->pred->speedup_vs_one > 3.99);
+    /* Closed form (ring, zero latency, one server: intra link): the one stage holds all 4 layers
+     * (C = 4 s, P = 4 bytes) on 4 replicas, S = 2 (4-1)/4 x 4 B / 1e10 B/s = 6e-10 s, stage time
+     * (4 + 6e-10) / 4 = 1 + 1.5e-10 s (no cut, so the bottleneck); one worker runs C = 4 s, so
+     * speedup_vs_one = 4 / (1 + 1.5e-10). The tolerance is 1e-12 relative: 1e-9 could not tell
+     * the all-reduce term (1.5e-10 relative) from a free one. */
+    CU_ASSERT_DOUBLE_EQUAL(p->pred->bottleneck_s, 1 + 1.5e-10, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(p->pred->speedup_vs_one, 4 / (1 + 1.5e-10), 4e-12);
     cost_partition_free(p);
     /* Expensive all-reduce (huge weights), tiny activations: a straight pipeline. */
     for (int l = 0; l < 4; l++) y[l] = (cost_part_layer){1.0, 1e12, 1.0, 0};
     CU_ASSERT_EQUAL_FATAL(plan_config(y, 4, &one, 4, &p, cfg, sizeof cfg), PL_OK);
     CU_ASSERT_STRING_EQUAL(cfg, "1-1-1-1");
     CU_ASSERT_EQUAL(cost_partition_noam(p), 4);
-    CU_ASSERT(p->pred->speedup_vs_dp > 100);
+    /* Closed form: each stage is one layer on one replica (1 s, no all-reduce), each cut
+     * 2 x (0 + 1 B / 1e10 B/s) = 2e-10 s, so the bottleneck is 1 s. Data parallelism: all 4 layers
+     * (C = 4 s, P = 4e12 B) on the 4 workers of one server, ring S = 2 (4-1)/4 x 4e12 / 1e10 =
+     * 600 s, time (4 + 600) / 4 = 151 s; speedup_vs_dp = 151 / 1 = 151 (1e-9 relative). */
+    CU_ASSERT_DOUBLE_EQUAL(p->pred->bottleneck_s, 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(p->pred->data_parallel_s, 151.0, 151e-9);
+    CU_ASSERT_DOUBLE_EQUAL(p->pred->speedup_vs_dp, 151.0, 151e-9);
     cost_partition_free(p);
     /* Two servers of 2: fast inside a server, slow between: replicate inside each server. */
     cost_part_topo two = {2, 2, 1e12, 0, 1e6, 0};

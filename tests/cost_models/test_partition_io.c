@@ -125,6 +125,55 @@ static cost_model *open_vgg16(pl_err *e) {
     return m;
 }
 
+/* The all-reduce of P bytes over m replicas on a link of bandwidth B and latency lat, in closed
+ * form (cost.h, cost_allreduce_model): ring 2 (m-1)/m P/B + 2 (m-1) lat, PipeDream's code
+ * 4 (m-1) P / (m B) (no latency); m = 1 costs nothing. */
+static double ref_allreduce_s(cost_allreduce_model ar, int m, double P, double B, double lat) {
+    if (m <= 1) return 0.0;
+    if (ar == COST_ALLREDUCE_PIPEDREAM) return 4.0 * (m - 1) * P / (m * B);
+    return 2.0 * (m - 1) / m * P / B + 2.0 * (m - 1) * lat;
+}
+
+/* Sums time_s (tsum) and param_bytes (psum) of layers [i, j). */
+static void ref_sums(const cost_part_layer *y, int i, int j, double *tsum, double *psum) {
+    *tsum = *psum = 0;
+    for (int l = i; l < j; l++) *tsum += y[l].time_s, *psum += y[l].param_bytes;
+}
+
+/* Data parallelism over all 16 workers of 4 servers of 4 (the planner's baseline, cost.h): one
+ * stage of every layer, its all-reduce PipeDream's two levels on > 1 server, over the g = 4
+ * replicas one server holds on the intra link plus over the s = 4 servers on the inter link, each
+ * of all the parameter bytes P; time (sum T + S) / 16. */
+static double ref_dp16_s(const cost_part_layer *y, int n, const cost_part_topo *t, cost_allreduce_model ar) {
+    double T, P;
+    ref_sums(y, 0, n, &T, &P);
+    double S = ref_allreduce_s(ar, 4, P, t->intra_bw_Bps, t->intra_latency_s) +
+               ref_allreduce_s(ar, 4, P, t->inter_bw_Bps, t->inter_latency_s);
+    return (T + S) / 16;
+}
+
+/* Returns 1 when |x - want| <= rel x |want|. */
+static int near_rel(double x, double want, double rel) { return fabs(x - want) <= rel * fabs(want); }
+
+/* Evaluates the plan bounds/replicas with the planner's cost model (cost_plan_evaluate) and
+ * returns its bottleneck (INFINITY on error). */
+static double eval_bottleneck(const cost_part_layer *y, int n, const cost_part_topo *t, int stages, const int *bounds,
+                              const int *reps, cost_partition **keep) {
+    pl_err e;
+    pl_err_clear(&e);
+    cost_partition *q = mk_part(stages, bounds, reps);
+    double b = cost_plan_evaluate(q, y, n, t, COST_ALLREDUCE_RING, NULL, &e) == PL_OK ? q->pred->bottleneck_s : INFINITY;
+    if (keep) *keep = q;
+    else cost_partition_free(q);
+    return b;
+}
+
+/* VGG-16 on 4 servers of 4 (PCIe inside, 10 Gbps between, no latency), 16 workers. The planner is
+ * an exact program over every contiguous plan, so its bottleneck must be no larger than that of
+ * any plan evaluated on its own: pure data parallelism (also against its closed form), straight
+ * pipelines, and every plan of two or three stages (exhaustively: 40 cuts x 15 replica splits,
+ * and 780 cut pairs x 105 replica triples). The planner's 14-2 (cut after layer 24) is then
+ * derived, not copied: it is the best of all two- and three-stage plans found by that search. */
 void test_vgg16_cluster(void) {
     pl_err e;
     cost_model *m = open_vgg16(&e);
@@ -136,20 +185,68 @@ void test_vgg16_cluster(void) {
     hw.inter_bandwidth_Bps = 1.25e9; /* 10 Gbps */
     cost_part_layer *y = NULL;
     CU_ASSERT_EQUAL_FATAL(cost_part_layers_from_model(m, &hw, NULL, &y, &e), PL_OK);
+    const int n = m->n;
+    CU_ASSERT_EQUAL_FATAL(n, 41);
     cost_part_topo t;
     cost_part_topo_from_hw(&hw, &t);
     cost_pipedream_opts o = {.workers = 16};
     cost_partition *p = NULL;
-    CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, m->n, &t, &o, &p, &e), PL_OK);
-    int sum = 0;
-    for (int s = 0; s < p->stages; s++) sum += p->replicas[s];
-    CU_ASSERT_EQUAL(sum, 16);
-    CU_ASSERT_EQUAL(p->bound[p->stages] - 1 + 1, m->n);
-    CU_ASSERT(p->pred->speedup_vs_one > 1.0);
-    CU_ASSERT(p->pred->speedup_vs_dp >= 1.0 - 1e-12); /* pure data parallelism is one of the candidates */
+    CU_ASSERT_EQUAL_FATAL(cost_plan_pipedream(y, n, &t, &o, &p, &e), PL_OK);
+    const double best = p->pred->bottleneck_s;
+    /* one_worker_s is the sum of the layer times; data_parallel_s the closed form above */
+    double T, P;
+    ref_sums(y, 0, n, &T, &P);
+    CU_ASSERT(near_rel(p->pred->one_worker_s, T, 1e-12));
+    CU_ASSERT(near_rel(p->pred->speedup_vs_one, T / best, 1e-12));
+    const double dp = ref_dp16_s(y, n, &t, COST_ALLREDUCE_RING);
+    CU_ASSERT(near_rel(p->pred->data_parallel_s, dp, 1e-12));
+    CU_ASSERT(near_rel(p->pred->speedup_vs_dp, dp / best, 1e-12));
+    /* pure data parallelism, evaluated as a plan, is the same closed form and no better */
+    CU_ASSERT(near_rel(eval_bottleneck(y, n, &t, 1, (const int[]){0, n}, (const int[]){16}, NULL), dp, 1e-12));
+    CU_ASSERT(best <= dp);
+    /* straight pipelines of 16 one-replica stages: the even split, and a compute-balanced one */
+    int bnd[17], one[16];
+    for (int s = 0; s < 16; s++) one[s] = 1;
+    cost_partition *ev = cost_partition_even(n, 16, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ev);
+    memcpy(bnd, ev->bound, sizeof bnd);
+    cost_partition_free(ev);
+    CU_ASSERT(best <= eval_bottleneck(y, n, &t, 16, bnd, one, NULL));
+    cost_balance_opts bo = {.stages = 16};
+    cost_partition *bal = NULL;
+    CU_ASSERT_EQUAL_FATAL(cost_plan_balance(y, n, &bo, &bal, &e), PL_OK);
+    memcpy(bnd, bal->bound, sizeof bnd);
+    cost_partition_free(bal);
+    CU_ASSERT(best <= eval_bottleneck(y, n, &t, 16, bnd, one, NULL));
+    /* every plan of two and three stages on the 16 workers */
+    double best2 = INFINITY, best3 = INFINITY;
+    int cut2 = -1, r2 = -1;
+    for (int c = 1; c < n; c++)
+        for (int r = 1; r < 16; r++) {
+            double b = eval_bottleneck(y, n, &t, 2, (const int[]){0, c, n}, (const int[]){r, 16 - r}, NULL);
+            if (b < best2) best2 = b, cut2 = c, r2 = r;
+        }
+    for (int c1 = 1; c1 < n - 1; c1++)
+        for (int c2 = c1 + 1; c2 < n; c2++)
+            for (int ra = 1; ra < 15; ra++)
+                for (int rb = 1; ra + rb < 16; rb++) {
+                    double b = eval_bottleneck(y, n, &t, 3, (const int[]){0, c1, c2, n},
+                                               (const int[]){ra, rb, 16 - ra - rb}, NULL);
+                    if (b < best3) best3 = b;
+                }
+    CU_ASSERT(best <= best2);
+    CU_ASSERT(best <= best3);
+    /* the best two-stage plan beats every three-stage one and is what the planner returns */
+    CU_ASSERT(best2 < best3);
+    char want[32];
+    snprintf(want, sizeof want, "%d-%d", r2, 16 - r2);
     pl_buf b;
     pl_buf_init(&b);
     cost_plan_config(p, &b);
+    CU_ASSERT_STRING_EQUAL(b.data, want);
+    CU_ASSERT_STRING_EQUAL(b.data, "14-2"); /* and pinned, as on the cluster-a preset below */
+    CU_ASSERT_EQUAL(p->bound[1], cut2);
+    CU_ASSERT_DOUBLE_EQUAL(best, best2, 0);
     fprintf(stderr, "\n  vgg16 on 4x4 (10 Gbps): config %s, NOAM %d, %.3f ms per minibatch, %.2fx one worker, %.2fx DP\n",
             b.data, cost_partition_noam(p), p->pred->bottleneck_s * 1e3, p->pred->speedup_vs_one, p->pred->speedup_vs_dp);
     pl_buf_free(&b);
@@ -207,7 +304,25 @@ void test_vgg16_cluster_a_preset(void) {
         CU_ASSERT_STRING_EQUAL(b.data, "14-2");
         CU_ASSERT_EQUAL(p->bound[1], k == 0 ? 25 : 26);
         CU_ASSERT_DOUBLE_EQUAL(p->pred->one_worker_s, 0.672535, 1e-9);
-        CU_ASSERT(p->pred->speedup_vs_dp > (k == 0 ? 1.8 : 2.4));
+        /* speedup_vs_dp in closed form from the layer table, for 14-2 cut before layer c (25 or
+         * 26): stage 0 = layers [0, c) on workers 0-13 (4 servers, holding 4, 4, 4, 2: g = 4,
+         * s = 4), S0 = AR(P0, 4, intra) + AR(P0, 4, inter), time (T0 + S0) / 14; stage 1 =
+         * layers [c, 41) on workers 14-15 (one server), S1 = AR(P1, 2, intra), time (T1 + S1) / 2;
+         * the cut spans servers: 2 (inter latency + out_bytes[c-1] / inter bw) / min(14, 2). The
+         * bottleneck is the largest of the three; data parallelism (T + AR(P, 4, intra) +
+         * AR(P, 4, inter)) / 16 (ref_dp16_s). */
+        const int c = p->bound[1];
+        double T0, P0, T1, P1;
+        ref_sums(y, 0, c, &T0, &P0);
+        ref_sums(y, c, m->n, &T1, &P1);
+        double t0 = (T0 + ref_allreduce_s(ars[k], 4, P0, t.intra_bw_Bps, t.intra_latency_s) +
+                     ref_allreduce_s(ars[k], 4, P0, t.inter_bw_Bps, t.inter_latency_s)) / 14;
+        double t1 = (T1 + ref_allreduce_s(ars[k], 2, P1, t.intra_bw_Bps, t.intra_latency_s)) / 2;
+        double x = 2 * (t.inter_latency_s + y[c - 1].out_bytes / t.inter_bw_Bps) / 2;
+        double bn = fmax(t0, fmax(t1, x)), dp = ref_dp16_s(y, m->n, &t, ars[k]);
+        CU_ASSERT(near_rel(p->pred->bottleneck_s, bn, 1e-12));
+        CU_ASSERT(near_rel(p->pred->data_parallel_s, dp, 1e-12));
+        CU_ASSERT(near_rel(p->pred->speedup_vs_dp, dp / bn, 1e-12));
         /* The paper's 15-1: every conv layer on 15 replicas, the classifier (34-40) on one. */
         cost_partition *q = mk_part(2, (const int[]){0, 34, 41}, (const int[]){15, 1});
         CU_ASSERT_EQUAL_FATAL(cost_plan_evaluate(q, y, m->n, &t, ars[k], NULL, &e), PL_OK);
@@ -244,9 +359,18 @@ void test_partition_cli(void) {
     CU_ASSERT_EQUAL(q->stages, 4);
     CU_ASSERT_EQUAL(q->bound[1], 2);
     cost_partition_free(q);
+    /* 8 uniform layers of the defaults (fwd 1 s + bwd 2 s = 3 s, no bytes) on 4 free-link workers:
+     * nothing to communicate, so every plan costs 24 s / (workers) at best and 6 s is reached by
+     * many (4, 2-2, 1-1-1-1, ...). The tie rule (cost.h: first found, stage starts and replica
+     * counts ascending; the last stage's replicas tried from 1) keeps r = 1 for the last stage,
+     * whose first start reaching 6 s is layer 6, and so on back: 1-1-1-1 on layers 0-1, 2-3, 4-5,
+     * 6-7, 6 s per minibatch. */
     snprintf(cmd, sizeof cmd, "%s partition --model 'uniform:layers=8' --workers 4 --format json", PIPELAB_BIN);
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
-    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"config\""));
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"config\":\"1-1-1-1\""));
+    CU_ASSERT_DOUBLE_EQUAL(pl_test_json_number(out, "bottleneck_s"), 6.0, 1e-12);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"first_layer\":2,\"last_layer\":3,") &&
+                           strstr(out, "\"first_layer\":6,\"last_layer\":7,"));
     free(out);
     snprintf(cmd, sizeof cmd, "%s partition --model 'uniform:layers=8' --workers 4 --method nope", PIPELAB_BIN);
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 2);

@@ -519,6 +519,136 @@ static char *make_plot_db(const char *dir) {
     return path;
 }
 
+/* One data block of a figure's .dat file (curves_write: "# block i: KEY", then "x y" lines). */
+#define DAT_MAX_PTS 256
+typedef struct dat_block {
+    char key[160];
+    double x[DAT_MAX_PTS], y[DAT_MAX_PTS];
+    int n;
+} dat_block;
+
+/* Reads the blocks of dir/name into b[max]; returns how many (-1 when the file cannot be read). */
+static int read_dat(const char *dir, const char *name, dat_block *b, int max) {
+    char *path = pl_test_path(dir, name);
+    FILE *f = fopen(path, "r");
+    free(path);
+    if (!f) return -1;
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "# block ", 8) == 0) {
+            const char *k = strstr(line, ": ");
+            if (n == max || !k) break;
+            memset(&b[n], 0, sizeof b[n]);
+            snprintf(b[n].key, sizeof b[n].key, "%s", k + 2);
+            b[n].key[strcspn(b[n].key, "\n")] = 0;
+            n++;
+        } else if (n > 0 && line[0] != '#' && line[0] != '\n' && b[n - 1].n < DAT_MAX_PTS) {
+            dat_block *c = &b[n - 1];
+            if (sscanf(line, "%lf %lf", &c->x[c->n], &c->y[c->n]) == 2) c->n++;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+/* Returns the occ-th (0-based, in file order) block keyed key among b[n], or NULL. */
+static const dat_block *dat_find(const dat_block *b, int n, const char *key, int occ) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(b[i].key, key) == 0 && occ-- == 0) return &b[i];
+    return NULL;
+}
+
+/* Returns the y at x of the occ-th block keyed key (NAN when absent). */
+static double dat_y(const dat_block *b, int n, const char *key, int occ, double x) {
+    const dat_block *c = dat_find(b, n, key, occ);
+    for (int i = 0; c && i < c->n; i++)
+        if (fabs(c->x[i] - x) <= 1e-9 * fabs(x)) return c->y[i];
+    return NAN;
+}
+
+/* 1 when x is within 1e-9 relative of want (the files print 10 significant digits). */
+static int dat_near(double x, double want) { return fabs(x - want) <= 1e-9 * fabs(want); }
+
+/* Checks the bubble, throughput, memory and accuracy data of make_plot_db's runs in dir.
+ * The runs (tag fig): simulated gpipe, 1f1b and zb-h1 on p = 2 ranks, m = 2, 4, 8, with
+ * tF = tI = tW = 1 s (tB = tI + tW = 2 s), 1e6 parameter and 1e5 stash bytes per stage; a
+ * 1f1b run of p = 4, m = 4, tF = 1, tB = 2; and a measured copy of each (store_list_runs lists
+ * newest first: the copy of the i-th listed run has its iteration time times 0.97 + 0.01 (i mod
+ * 7), every other number as simulated, and 10 peak bytes on every rank). Microbatches hold one
+ * sample. */
+static void check_plot_data(const char *dir) {
+    dat_block *b = calloc(32, sizeof *b);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    static const char *const sim_meas[2] = {"", " (measured)"};
+    char key[64];
+    /* Bubble (bubble_fraction = idle / (ranks x window)). gpipe and 1f1b with uniform passes:
+     * each rank idles (p-1)(tF+tB) of an iteration of (m+p-1)(tF+tB): (p-1)/(m+p-1), 1/(m+1) at
+     * p = 2, 3/7 for p = 4, m = 4. ZB-H1 (Qi et al., Zero Bubble): idle (p-1)(tF+tI-tW) = 1 s of
+     * m (tF+tI+tW) + 1 = 3m + 1 s: 1/(3m+1). The measured copies carry the same fractions. The
+     * analytic curve (p-1)/(m+p-1) spans m = 2 .. 8 in each panel (p = 2, then p = 4). */
+    int n = read_dat(dir, "bubble.dat", b, 32);
+    CU_ASSERT(n >= 10);
+    for (int k = 0; k < 2; k++) {
+        for (int m = 2; m <= 8; m *= 2) {
+            snprintf(key, sizeof key, "gpipe%s", sim_meas[k]);
+            CU_ASSERT(dat_near(dat_y(b, n, key, 0, m), 1.0 / (m + 1)));
+            snprintf(key, sizeof key, "1f1b%s", sim_meas[k]);
+            CU_ASSERT(dat_near(dat_y(b, n, key, 0, m), 1.0 / (m + 1)));
+            snprintf(key, sizeof key, "zb-h1%s", sim_meas[k]);
+            CU_ASSERT(dat_near(dat_y(b, n, key, 0, m), 1.0 / (3 * m + 1)));
+        }
+        snprintf(key, sizeof key, "1f1b%s", sim_meas[k]);
+        CU_ASSERT(dat_near(dat_y(b, n, key, 1, 4), 3.0 / 7)); /* the p = 4 panel */
+    }
+    const char *an = "gpipe, 1f1b analytic (p-1)/(m+p-1)";
+    CU_ASSERT(dat_near(dat_y(b, n, an, 0, 2), 1.0 / 3) && dat_near(dat_y(b, n, an, 0, 8), 1.0 / 9));
+    CU_ASSERT(dat_near(dat_y(b, n, an, 1, 2), 3.0 / 5) && dat_near(dat_y(b, n, an, 1, 8), 3.0 / 11));
+    /* Throughput against m (p = 2), samples/s = m / iteration: gpipe and 1f1b m / (3 (m+1)),
+     * zb-h1 m / (3m + 1); the measured copies keep the simulated throughput. */
+    n = read_dat(dir, "throughput.dat", b, 32);
+    CU_ASSERT_EQUAL(n, 6);
+    for (int k = 0; k < 2; k++)
+        for (int m = 2; m <= 8; m *= 2) {
+            snprintf(key, sizeof key, "gpipe%s", sim_meas[k]);
+            CU_ASSERT(dat_near(dat_y(b, n, key, 0, m), m / (3.0 * (m + 1))));
+            snprintf(key, sizeof key, "1f1b%s", sim_meas[k]);
+            CU_ASSERT(dat_near(dat_y(b, n, key, 0, m), m / (3.0 * (m + 1))));
+            snprintf(key, sizeof key, "zb-h1%s", sim_meas[k]);
+            CU_ASSERT(dat_near(dat_y(b, n, key, 0, m), m / (3.0 * m + 1)));
+        }
+    /* Memory (p = 2, m = 8), one bar per rank in rank order, in MiB (the largest peak is over
+     * 2^20 bytes). A rank holds weights 1e6 + gradients 1e6 + optimizer state 8 bytes per 4-byte
+     * parameter 2e6 = 4e6 bytes, plus 1e5 per stashed microbatch: gpipe stashes all 8 forwards on
+     * both ranks (4.8e6); 1f1b stashes p - s (2 on rank 0: 4.2e6, 1 on rank 1: 4.1e6). The
+     * measured runs' bars are their stored 10 bytes. (zb-h1's deferred W holds half a stash
+     * longer; not pinned here.) */
+    n = read_dat(dir, "memory.dat", b, 32);
+    CU_ASSERT_EQUAL(n, 6);
+    const double MiB = 1024.0 * 1024.0;
+    const dat_block *g = dat_find(b, n, "gpipe", 0), *o = dat_find(b, n, "1f1b", 0);
+    CU_ASSERT_FATAL(g && o && g->n == 2 && o->n == 2);
+    CU_ASSERT(dat_near(g->y[0], 4.8e6 / MiB) && dat_near(g->y[1], 4.8e6 / MiB));
+    CU_ASSERT(dat_near(o->y[0], 4.2e6 / MiB) && dat_near(o->y[1], 4.1e6 / MiB));
+    for (int i = 0; i < n; i++)
+        if (strstr(b[i].key, "(measured)")) CU_ASSERT(b[i].n == 2 && dat_near(b[i].y[0], 10 / MiB) && dat_near(b[i].y[1], 10 / MiB));
+    /* Accuracy: (measured, simulated) iteration time in s per pair, keyed by schedule. Simulated
+     * 3 (m+1) s for gpipe/1f1b at p = 2, (4+3) x 3 = 21 s for 1f1b p = 4, 3m + 1 for zb-h1; listed
+     * newest first, the p = 4 run is i = 0, zb-h1 m = 8, 4, 2 are i = 1..3, 1f1b m = 8, 4, 2
+     * i = 4..6, gpipe m = 8, 4, 2 i = 7..9 (factors 0.97 .. 1.03, then 0.97, 0.98, 0.99). */
+    n = read_dat(dir, "accuracy.dat", b, 32);
+    CU_ASSERT_EQUAL(n, 3);
+    static const struct { const char *key; double meas, sim; } acc[] = {
+        {"gpipe", 0.99 * 9, 9},     {"gpipe", 0.98 * 15, 15},  {"gpipe", 0.97 * 27, 27},
+        {"1f1b", 1.03 * 9, 9},      {"1f1b", 1.02 * 15, 15},   {"1f1b", 1.01 * 27, 27}, {"1f1b", 0.97 * 21, 21},
+        {"zb-h1", 1.00 * 7, 7},     {"zb-h1", 0.99 * 13, 13}, {"zb-h1", 0.98 * 25, 25},
+    };
+    for (size_t i = 0; i < sizeof acc / sizeof acc[0]; i++)
+        CU_ASSERT(dat_near(dat_y(b, n, acc[i].key, 0, acc[i].meas), acc[i].sim));
+    for (int i = 0; i < n; i++) CU_ASSERT_EQUAL(b[i].n, strcmp(b[i].key, "1f1b") == 0 ? 4 : 3);
+    free(b);
+}
+
 static void test_plot_kinds(void) {
     if (!have_gnuplot()) {
         pl_test_skip("gnuplot is not on PATH");
@@ -545,6 +675,7 @@ static void test_plot_kinds(void) {
         free(out);
         free(png);
     }
+    check_plot_data(dir);
     /* The timeline's data: 2 ranks x 2 microbatches x (F, B) = 8 compute rows in block 0, in
      * seconds (the iteration takes 9 s); rank 0's first F spans [0, 1]. */
     char *datpath = pl_test_path(dir, "timeline.dat");
