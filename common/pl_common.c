@@ -2,11 +2,13 @@
 #include "pl_common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -194,30 +196,141 @@ int pl_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len
     return PL_OK;
 }
 
-int pl_write_file(const char *path, const char *data, size_t len, pl_err *e) {
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
-    if (!tmp) return pl_errf(e, PL_ENOMEM, "out of memory");
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        int rc = pl_errf(e, PL_EIO, "%s: cannot write: %s", path, strerror(errno));
-        free(tmp);
-        return rc;
+/* The most symbolic links pl_write_file follows from the path it is given to the file it writes
+ * (Linux's limit, after which open() says ELOOP). */
+#define WRITE_MAX_LINKS 40
+
+/* Returns the malloc'd path that the link text target names when read in the folder of the link
+ * at link (target itself when absolute), or NULL when out of memory. */
+static char *link_join(const char *link, const char *target) {
+    const char *slash = strrchr(link, '/');
+    if (target[0] == '/' || !slash) return strdup(target);
+    size_t dl = (size_t)(slash - link) + 1, tl = strlen(target);
+    char *p = malloc(dl + tl + 1);
+    if (!p) return NULL;
+    memcpy(p, link, dl);
+    memcpy(p + dl, target, tl + 1);
+    return p;
+}
+
+/* Follows path while it is a symbolic link, to the file that writing through it reaches: a
+ * path that is no link (an existing file, or none yet: a dangling link's target). Returns it
+ * malloc'd in *out with PL_OK, or an error naming path (a loop, an unreadable link). */
+static int resolve_links(const char *path, char **out, pl_err *e) {
+    char *cur = strdup(path);
+    if (!cur) return pl_errf(e, PL_ENOMEM, "out of memory");
+    char target[PATH_MAX];
+    struct stat st;
+    for (int hops = 0; lstat(cur, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+        ssize_t n = hops < WRITE_MAX_LINKS ? readlink(cur, target, sizeof target - 1) : -1;
+        if (n < 0) {
+            int rc = pl_errf(e, PL_EIO, "%s: cannot follow the link %s: %s", path, cur,
+                             strerror(hops < WRITE_MAX_LINKS ? errno : ELOOP));
+            free(cur);
+            return rc;
+        }
+        target[n] = '\0';
+        char *next = link_join(cur, target);
+        free(cur);
+        if (!(cur = next)) return pl_errf(e, PL_ENOMEM, "out of memory");
     }
-    size_t w = len ? fwrite(data, 1, len, f) : 0;
-    int bad = w != len;
-    if (fflush(f) != 0) bad = 1;
-    if (ferror(f) != 0) bad = 1;
-    if (fclose(f) != 0) bad = 1;
-    if (bad || rename(tmp, path) != 0) {
-        int rc = pl_errf(e, PL_EIO, "%s: write failed: %s", path, strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return rc;
-    }
-    free(tmp);
+    *out = cur;
     return PL_OK;
+}
+
+/* Writes data[0..len) to the open fd, retrying short writes and interruptions; returns 0, or
+ * -1 with errno set. */
+static int write_all(int fd, const char *data, size_t len) {
+    while (len > 0) {
+        ssize_t w = write(fd, data, len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (w == 0) errno = EIO;
+            return -1;
+        }
+        data += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Writes data into the existing file at file that is no regular file (a device, a FIFO) in
+ * place: it cannot be replaced by a renamed copy and stays what it is (O_TRUNC, which Linux
+ * ignores for these, empties a regular file put there meanwhile). Returns PL_OK or PL_EIO
+ * naming path, the name the caller gave. */
+static int write_in_place(const char *path, const char *file, const char *data, size_t len, pl_err *e) {
+    int fd = open(file, O_WRONLY | O_TRUNC | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return pl_errf(e, PL_EIO, "%s: cannot write: %s", path, strerror(errno));
+    int bad = write_all(fd, data, len);
+    int err = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        err = errno;
+    }
+    return bad ? pl_errf(e, PL_EIO, "%s: write failed: %s", path, strerror(err)) : PL_OK;
+}
+
+/* Creates a fresh temporary file beside file (file.tmp.PID, or file.tmp.PID-K when that name is
+ * taken; O_EXCL: never through a link put there); returns its descriptor with its malloc'd name in *tmp,
+ * or -1 with errno set. */
+static int open_temporary(const char *file, char **tmp) {
+    size_t n = strlen(file) + 64;
+    if (!(*tmp = malloc(n))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    for (int k = 0;; k++) {
+        if (k) snprintf(*tmp, n, "%s.tmp.%ld-%d", file, (long)getpid(), k);
+        else snprintf(*tmp, n, "%s.tmp.%ld", file, (long)getpid());
+        int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST || k >= 100) {
+            if (fd < 0) {
+                free(*tmp);
+                *tmp = NULL;
+            }
+            return fd;
+        }
+    }
+}
+
+/* Replaces the regular file at file (or creates it) all or nothing: a temporary file beside it,
+ * given old's permission bits when old is not NULL (where the file system keeps them), then
+ * renamed over it. Returns PL_OK or PL_EIO
+ * naming path, the name the caller gave. */
+static int write_replace(const char *path, const char *file, const struct stat *old, const char *data, size_t len,
+                         pl_err *e) {
+    char *tmp = NULL;
+    int fd = open_temporary(file, &tmp);
+    if (fd < 0) return pl_errf(e, PL_EIO, "%s: cannot write: %s", path, strerror(errno));
+    if (old) (void)fchmod(fd, old->st_mode & 0777); /* best effort: some file systems keep their own */
+    int bad = write_all(fd, data, len) != 0;
+    int err = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        err = errno;
+    }
+    if (!bad && rename(tmp, file) != 0) {
+        bad = 1;
+        err = errno;
+    }
+    if (bad) unlink(tmp);
+    free(tmp);
+    return bad ? pl_errf(e, PL_EIO, "%s: write failed: %s", path, strerror(err)) : PL_OK;
+}
+
+/* pl_common.h. Writes through links to the file they reach; a regular file (or a new one) is
+ * replaced all or nothing, anything else that exists there (a device, a FIFO) is written in
+ * place and stays what it is. Returns PL_OK or an error naming path. */
+int pl_write_file(const char *path, const char *data, size_t len, pl_err *e) {
+    char *file = NULL;
+    int code = resolve_links(path, &file, e);
+    if (code != PL_OK) return code;
+    struct stat st;
+    int exists = stat(file, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) code = write_in_place(path, file, data, len, e);
+    else code = write_replace(path, file, exists && S_ISREG(st.st_mode) ? &st : NULL, data, len, e);
+    free(file);
+    return code;
 }
 
 int pl_parse_long(const char *s, long lo, long hi, long *out) {

@@ -79,7 +79,12 @@ void pl_buf_csv_field(pl_buf *b, const char *s);
 /* Reads a whole file into a NUL-terminated buffer; returns PL_OK or an error naming the path.
  * Files larger than max_bytes are refused. */
 int pl_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len, pl_err *e);
-/* Writes len bytes to path atomically (temporary file then rename). */
+/* Writes len bytes to the file at path. A symbolic link is followed (a dangling one to the file
+ * its target names) and stays a link; a regular file there, or none, is replaced atomically (a
+ * temporary file beside it, with the old file's permission bits, renamed over it), so readers
+ * see the old or the new content, never a part; an existing file of another kind (a character
+ * or block device, a FIFO) is written in place and stays what it is. Returns PL_OK or an error
+ * naming path. */
 int pl_write_file(const char *path, const char *data, size_t len, pl_err *e);
 
 /* Parses a whole decimal integer in [lo, hi]; returns 0 on success, -1 on junk or range error. */

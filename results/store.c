@@ -407,14 +407,27 @@ static int check_path(const char *path, int readonly, pl_err *e) {
     return code != PL_OK ? code : check_writable(path, e);
 }
 
-/* Opens the connection (a writer creating the file) and refuses a writer a file SQLite opened
- * read-only. Returns PL_OK or an error naming the path. */
+/* Returns the flags a connection to s's file opens with: a writer's may create it; a reader's
+ * are read-write where this user may write the file, made read-only by PRAGMA query_only
+ * (open_connection). A connection SQLite opened read-only cannot checkpoint a WAL-mode file, so
+ * when it is the last to close one it leaves the PATH-wal and PATH-shm that reading made beside
+ * it; a read-write one, the last, checkpoints (nothing, unless another process left changes in
+ * PATH-wal: they are folded in) and removes them, leaving the file as it found it. A reader that
+ * may not write the file opens it read-only (read_version then reads it as immutable). */
+static int open_flags(const store *s) {
+    if (!s->readonly) return SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    return access(s->path, W_OK) == 0 ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY;
+}
+
+/* Opens the connection (a writer creating the file, a reader unable to change it), and refuses
+ * a writer a file SQLite opened read-only. Returns PL_OK or an error naming the path. */
 static int open_connection(store *s, pl_err *e) {
-    int flags = s->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-    if (sqlite3_open_v2(s->path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+    if (sqlite3_open_v2(s->path, &s->db, open_flags(s) | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
         return pl_errf(e, s->db ? PL_EIO : PL_ENOMEM, "%s: cannot open: %s", s->path,
                        s->db ? sqlite3_errmsg(s->db) : "out of memory");
     set_connection_defaults(s);
+    if (s->readonly && store_exec(s, "PRAGMA query_only=1") != SQLITE_OK)
+        return store_sqlerr(s, e, PL_EIO, "cannot open read-only");
     if (!s->readonly && sqlite3_db_readonly(s->db, "main") == 1)
         return pl_errf(e, PL_EINPUT, "%s: the database is read-only: pipelab cannot store runs in it; make it "
                        "writable or choose another --db", s->path);

@@ -100,7 +100,10 @@ typedef enum store_format { STORE_CSV = 0, STORE_JSON = 1 } store_format;
  * (PRAGMA quick_check before anything is written: about 1 s per 350 MB of database). Readonly
  * opens of older schema versions work (missing columns read as defaults), and so do readonly
  * opens of a file in a read-only folder or of a file this user cannot write (read as immutable
- * when its WAL is empty). Returns PL_OK and *out, or an error code with e filled. */
+ * when its WAL is empty). A readonly open changes nothing: not the journal mode, and it leaves no
+ * PATH-wal / PATH-shm it made behind once closed (a writable file is opened read-write under
+ * PRAGMA query_only, so that its last close removes them). Returns PL_OK and *out, or an error
+ * code with e filled. */
 int store_open(const char *path, int readonly, store **out, pl_err *e);
 /* Closes the database and frees everything it holds; NULL is allowed. */
 void store_close(store *s);

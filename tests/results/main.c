@@ -12,6 +12,7 @@ void test_shard_register(void);
 void test_overlap_register(void);
 void test_tail_register(void);
 void test_distance_register(void);
+void test_write_register(void);
 
 void pl_test_register(void) {
     test_store_register();
@@ -25,4 +26,5 @@ void pl_test_register(void) {
     test_overlap_register();
     test_tail_register();
     test_distance_register();
+    test_write_register();
 }

@@ -356,6 +356,9 @@ static void test_simulate_stores_inputs(void) {
     char *got_p = pl_test_json_string(pj, "\"role\":\"model\"", "path");
     CU_ASSERT(got_s && stext && strcmp(got_s, stext) == 0);
     CU_ASSERT(got_g && gtext && strcmp(got_g, gtext) == 0);
+    CU_ASSERT_EQUAL(pl_test_json_number(strstr(pj, "\"role\":\"schedule\""), "bytes"), (double)slen);
+    CU_ASSERT_EQUAL(pl_test_json_number(strstr(pj, "\"role\":\"model\""), "bytes"), (double)glen);
+    CU_ASSERT(slen > 0 && glen > 0);
     CU_ASSERT_STRING_EQUAL(got_p ? got_p : "", graph);
     CU_ASSERT(strstr(pj, "\"role\":\"hardware\"") == NULL);
     free(got_s), free(got_g), free(got_p), free(stext), free(gtext);
