@@ -91,7 +91,12 @@ static int mg_recompute(megatron_args *m, int r, const char *flag) {
 /* Reads word w (and its value at *i + 1) of a Megatron command line into m, noting what pipelab
  * ignores in ign. Returns CLI_OK or CLI_EUSER after printing what is wrong. */
 static int mg_word(char **w, int n, int *i, megatron_args *m, pl_buf *ign) {
-    const char *f = w[*i], *val = *i + 1 < n && strncmp(w[*i + 1], "--", 2) != 0 ? w[*i + 1] : NULL;
+    /* argparse's --flag=value: the flag is what comes before the '=', its value what follows */
+    char *eq = strchr(w[*i], '=');
+    if (eq) *eq = '\0';
+    const char *f = w[*i];
+    const char *val = eq ? eq + 1 : *i + 1 < n && strncmp(w[*i + 1], "--", 2) != 0 ? w[*i + 1] : NULL;
+    int step = eq ? 0 : 1; /* words the value takes after the flag's */
     for (size_t k = 0; k < sizeof mg_nums / sizeof *mg_nums; k++) {
         if (strcmp(f, mg_nums[k].flag) != 0) continue;
         long v;
@@ -99,12 +104,16 @@ static int mg_word(char **w, int n, int *i, megatron_args *m, pl_buf *ign) {
             fprintf(stderr, "pipelab: --megatron: %s needs a whole number >= 1 (got '%s')\n", f, val ? val : "");
             return CLI_EUSER;
         }
-        *(int *)(void *)((char *)m + mg_nums[k].off) = (int)v;
-        (*i)++;
+        *(int *)(void *)((char *)m + mg_nums[k].off) = (int)v; /* given twice: the last, as argparse */
+        *i += step;
         return CLI_OK;
     }
     for (size_t k = 0; k < sizeof mg_switches / sizeof *mg_switches; k++)
         if (strcmp(f, mg_switches[k].flag) == 0) {
+            if (eq) {
+                fprintf(stderr, "pipelab: --megatron: %s takes no value (got '%s=%s')\n", f, f, val);
+                return CLI_EUSER;
+            }
             *(int *)(void *)((char *)m + mg_switches[k].off) = 1;
             return CLI_OK;
         }
@@ -117,11 +126,11 @@ static int mg_word(char **w, int n, int *i, megatron_args *m, pl_buf *ign) {
                     val ? val : "");
             return CLI_EUSER;
         }
-        (*i)++;
+        *i += step;
         return mg_recompute(m, r, f);
     }
     pl_buf_printf(ign, " %s", f);
-    if (val) (*i)++;
+    if (val && !eq) (*i)++;
     return CLI_OK;
 }
 

@@ -81,7 +81,7 @@ static const char help_text[] =
     "  --blocking-comm       sends, receives and all-reduces hold the compute stream\n"
     "data parallelism:\n"
     "  --replicas N          every stage replicated N times (ring all-reduce per REDUCE_GRAD)\n"
-    "  --replicas-stage S=N  stage S replicated N times (repeatable), e.g. PipeDream's 15-1\n"
+    "  --replicas-stage S=N  stage S replicated N times (repeatable, once a stage), e.g. 15-1\n"
     "  --allreduce-inter     all-reduces use the inter-node link\n"
     "memory:\n"
     "  --stash-bytes B       activations stashed per microbatch per stage\n"
@@ -256,6 +256,10 @@ static int parse_replicas_opt(opts *o, int c, const char *v) {
     if (c != O_REPLS) return -1;
     if (rs->n == MAX_REPL_FLAGS) return cli_usage_error("simulate", "too many --replicas-stage flags");
     if (cli_replicas_stage_arg("simulate", v, &o->repl_stage[rs->n], &o->repl_n[rs->n])) return CLI_EUSAGE;
+    for (int i = 0; i < rs->n; i++)
+        if (o->repl_stage[i] == o->repl_stage[rs->n])
+            return cli_usage_error("simulate", "--replicas-stage %s: stage %d is given twice (first %d=%d)", v,
+                                   o->repl_stage[i], o->repl_stage[i], o->repl_n[i]);
     rs->n++;
     return CLI_OK;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost_int.h"
 #include "partition_int.h"
 
 /* An observations file: a header line of these fields, then one observation a line. */
@@ -17,6 +18,9 @@
 #define OBS_FIRST_CAP 64
 /* The kinds of observation (cost_obs_kind: compute, intra, inter), each fitted on its own. */
 #define N_OBS_KINDS 3
+/* Largest flops, bytes or seconds an observation may give: the least-squares fit sums squares and
+ * products of the values, which overflow a double (1.8e308) past about 1e154. */
+#define OBS_MAX_VALUE 1e150
 /* What fit_line's messages start with (dropped where they are collected into fit->skipped). */
 #define CALIBRATE_PREFIX "calibrate: "
 
@@ -36,13 +40,28 @@ static char *next_field(char **s) {
     return f;
 }
 
-/* Parses a non-negative number field; empty means 0 when allow_empty. Returns 0 or -1. */
+/* Parses a non-negative number field; empty means 0 when allow_empty. Returns 0, -1 when it is
+ * not such a number, or 1 when it is larger than OBS_MAX_VALUE. */
 static int nonneg_field(const char *f, int allow_empty, double *out) {
     if (!*f) {
         *out = 0;
         return allow_empty ? 0 : -1;
     }
-    return pl_parse_double(f, out) == 0 && *out >= 0 ? 0 : -1;
+    if (pl_parse_double(f, out) != 0 || !(*out >= 0)) return -1;
+    return *out > OBS_MAX_VALUE ? 1 : 0;
+}
+
+/* Reads field f (named name) of line lineno into *out with nonneg_field; returns PL_OK, or
+ * PL_EINPUT saying what is wrong (what: the words after "a non-negative number"). */
+static int obs_field(const char *f, int allow_empty, const char *name, const char *what, const char *path,
+                     int lineno, double *out, pl_err *e) {
+    int r = nonneg_field(f, allow_empty, out);
+    if (r > 0)
+        return pl_errf(e, PL_EINPUT, "%s:%d: %s %s is too large to fit (at most %g: the least-squares sums would "
+                       "overflow)", path, lineno, name, f, OBS_MAX_VALUE);
+    if (r < 0)
+        return pl_errf(e, PL_EINPUT, "%s:%d: %s must be a non-negative number%s (got '%s')", path, lineno, name, what, f);
+    return PL_OK;
 }
 
 /* Returns 1 when the fields f[nf] are the header OBS_HEADER. */
@@ -62,14 +81,10 @@ static int parse_observation(char *const *f, int nf, const char *path, int linen
     else if (strcmp(f[0], "inter") == 0) o->kind = COST_OBS_INTER;
     else return pl_errf(e, PL_EINPUT, "%s:%d: unknown kind '%s' (expected compute, intra or inter)", path, lineno, f[0]);
     int is_comp = o->kind == COST_OBS_COMPUTE;
-    if (nonneg_field(f[1], !is_comp, &o->flops) != 0)
-        return pl_errf(e, PL_EINPUT, "%s:%d: flops must be a non-negative number%s (got '%s')", path, lineno,
-                       is_comp ? " for a compute observation" : "", f[1]);
-    if (nonneg_field(f[2], is_comp, &o->bytes) != 0)
-        return pl_errf(e, PL_EINPUT, "%s:%d: bytes must be a non-negative number%s (got '%s')", path, lineno,
-                       is_comp ? "" : " for a transfer observation", f[2]);
-    if (nonneg_field(f[3], 0, &o->seconds) != 0)
-        return pl_errf(e, PL_EINPUT, "%s:%d: seconds must be a non-negative number (got '%s')", path, lineno, f[3]);
+    if (obs_field(f[1], !is_comp, "flops", is_comp ? " for a compute observation" : "", path, lineno, &o->flops, e) ||
+        obs_field(f[2], is_comp, "bytes", is_comp ? "" : " for a transfer observation", path, lineno, &o->bytes, e) ||
+        obs_field(f[3], 0, "seconds", "", path, lineno, &o->seconds, e))
+        return PL_EINPUT;
     return PL_OK;
 }
 
@@ -142,11 +157,8 @@ int cost_observations_read(const char *path, cost_observation **out, size_t *n, 
     *n = 0;
     int rc = pl_read_file(path, OBS_MAX_FILE_BYTES, &text, &len, e);
     if (rc != PL_OK) return rc;
-    if (memchr(text, '\0', len)) {
-        free(text);
-        return pl_errf(e, PL_EINPUT, "%s:1: not a text file (contains NUL bytes)", path);
-    }
-    rc = cost_observations_parse(text, path, out, n, e);
+    rc = cost_text_check(path, text, len, e);
+    if (rc == PL_OK) rc = cost_observations_parse(text, path, out, n, e);
     free(text);
     return rc;
 }
@@ -155,6 +167,12 @@ int cost_observations_read(const char *path, cost_observation **out, size_t *n, 
 typedef struct line_fit {
     double c0, c1, r2;
 } line_fit;
+
+/* Returns PL_EINPUT saying that the fit of what (sizes xmin to xmax) did not give finite numbers. */
+static int overflowed(const char *what, double xmin, double xmax, pl_err *e) {
+    return pl_errf(e, PL_EINPUT, "calibrate: %s: the least-squares fit overflowed (sizes %g to %g): the values are "
+                   "too large, too small or too far apart to fit in double precision", what, xmin, xmax);
+}
 
 /* Fits y = c0 + c1 x by ordinary least squares (gsl_fit_linear); when c0 comes out negative,
  * refits through the origin (gsl_fit_mul) so latencies and launch overheads stay physical.
@@ -180,11 +198,15 @@ static int fit_line(const double *x, const double *y, size_t n, const char *what
     }
     gsl_set_error_handler(old);
     if (st != GSL_SUCCESS) return pl_errf(e, PL_EINPUT, "calibrate: %s: the least-squares fit failed (%s)", what, gsl_strerror(st));
-    if (!(c1 > 0) || !isfinite(c1))
+    if (!isfinite(c0) || !isfinite(c1) || !isfinite(sumsq))
+        return overflowed(what, xmin, xmax, e);
+    if (!(c1 > 0))
         return pl_errf(e, PL_EINPUT, "calibrate: %s: the fitted time per unit is %g, not positive; the observations do not "
                        "grow with size", what, c1);
     double tss = 0;
     for (size_t k = 0; k < n; k++) tss += (y[k] - ymean) * (y[k] - ymean);
+    if (!isfinite(tss) || !isfinite(1.0 / c1))
+        return overflowed(what, xmin, xmax, e);
     f->c0 = c0;
     f->c1 = c1;
     f->r2 = tss > 0 ? 1.0 - sumsq / tss : 1.0;
@@ -242,6 +264,9 @@ int cost_calibrate(const cost_observation *obs, size_t n, double peak_flops, int
         if (rc == PL_OK && kind == COST_OBS_COMPUTE && !(peak_flops > 0))
             rc = pl_errf(e, PL_EINPUT, "calibrate: compute observations need the device's peak FLOP/s to give an "
                          "efficiency (set device.flops_<precision> in the hardware file or with --set)");
+        else if (rc == PL_OK && kind == COST_OBS_COMPUTE && !(isfinite(peak_flops * f.c1) && peak_flops * f.c1 > 0))
+            rc = pl_errf(e, PL_EINPUT, "calibrate: compute: the fitted time per flop %g times the peak %g FLOP/s is "
+                         "out of the range of a double; the efficiency cannot be computed", f.c1, peak_flops);
         if (rc == PL_EINPUT && lenient) {
             size_t used = strlen(fit->skipped);
             size_t prefix = sizeof CALIBRATE_PREFIX - 1;

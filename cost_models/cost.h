@@ -200,6 +200,7 @@ cost_model *cost_model_mlp(const cost_mlp_opts *o, pl_err *e);
 typedef struct cost_transformer_opts {
     int layers, hidden, heads, seq, vocab, microbatch; /* L, h, a, s, V, b */
 } cost_transformer_opts;
+/* A field 0 is a key not given: the error names it ("'vocab' is missing"); heads must divide hidden. */
 cost_model *cost_model_transformer(const cost_transformer_opts *o, pl_err *e);
 /* Reads the parameters of a "transformer:..." spec (the syntax cost_model_open takes) into o. */
 int cost_transformer_spec(const char *spec, cost_transformer_opts *o, pl_err *e);
@@ -209,8 +210,8 @@ int cost_transformer_spec(const char *spec, cost_transformer_opts *o, pl_err *e)
  *   "mlp:width=1024,depth=8,microbatch=32"
  *   "transformer:layers=24,hidden=1024,heads=16,seq=1024,vocab=50257,microbatch=1"
  *   "gpt3-175b" style named presets are not provided; anything else is a file path:
- *   *.csv = profile CSV, otherwise graph.txt (microbatch_size 1).
- * Unknown generator keys are errors. Returns NULL and e on error. */
+ *   *.csv = profile CSV, otherwise graph.txt (microbatch_size 1); a file with a NUL byte is refused.
+ * Unknown generator keys and a key given twice are errors. Returns NULL and e on error. */
 cost_model *cost_model_open(const char *spec, pl_err *e);
 
 /* Sum of param_bytes / dtype_bytes over all layers. */
@@ -281,17 +282,22 @@ typedef struct cost_hw {
 /* Fills hw with neutral defaults (1 node of 1 device, nothing known: 0 FLOP/s, efficiency 1,
  * free links: bandwidth 1e30, latency 0). */
 void cost_hw_init(cost_hw *hw);
-/* Parses INI text over hw (keys not in the text keep their value). Returns PL_OK or PL_EINPUT
- * ("path:line: unknown key 'x' in [device]"). */
+/* Parses INI text over hw (keys not in the text keep their value). A value out of its key's range
+ * (efficiencies in (0, 1], gemm fractions in [0, 1], bandwidths > 0, counts >= 1, other numbers
+ * >= 0) is refused at its line. Returns PL_OK or PL_EINPUT ("path:line: unknown key 'x' in
+ * [device]", "path:line: device.efficiency must be in (0, 1] ..."). */
 int cost_hw_parse(cost_hw *hw, const char *path, const char *text, pl_err *e);
 /* Loads a preset by name ("h100") or an .ini path (contains '/' or ends in ".ini"), after
- * cost_hw_init, then checks it. Returns PL_OK or an error listing the known presets. */
+ * cost_hw_init, then checks it. A file must be text (a NUL byte: "path:line: not a text file")
+ * and have a [device] section (an empty file has none). Returns PL_OK or an error naming the
+ * file (and line), or listing the known presets. */
 int cost_hw_load(cost_hw *hw, const char *name_or_path, pl_err *e);
-/* Sets one key ("link.inter.bandwidth" = "12.5e9"); unknown key or bad value -> PL_EINPUT. */
+/* Sets one key ("link.inter.bandwidth" = "12.5e9"); unknown key or a value out of the key's range
+ * (as cost_hw_parse) -> PL_EINPUT. */
 int cost_hw_set(cost_hw *hw, const char *key, const char *value, pl_err *e);
-/* Applies "KEY=VALUE" (the CLI's --set argument). */
+/* Applies "KEY=VALUE" (the CLI's --set argument); its errors start "--set KEY=VALUE: ". */
 int cost_hw_set_kv(cost_hw *hw, const char *key_eq_value, pl_err *e);
-/* Checks consistency: positive bandwidths and topology, efficiency in (0, 1], no negatives. */
+/* Checks every key against its range (cost_hw_parse's): what was set in the structure itself. */
 int cost_hw_check(const cost_hw *hw, pl_err *e);
 /* Writes hw as an INI file (calibration writes fitted values this way); parses back equal. */
 int cost_hw_write(const cost_hw *hw, pl_buf *out);
@@ -799,7 +805,8 @@ typedef struct cost_observation {
 } cost_observation;
 
 /* Reads a CSV of observations with header `kind,flops,bytes,seconds` (kind: compute, intra,
- * inter). Returns PL_OK and a malloc'd array, or PL_EINPUT with "path:line: what". */
+ * inter); a value above 1e150 is refused (the fit's sums of squares would overflow). Returns
+ * PL_OK and a malloc'd array, or PL_EINPUT with "path:line: what". */
 int cost_observations_parse(const char *text, const char *path, cost_observation **out, size_t *n,
                             pl_err *e);
 int cost_observations_read(const char *path, cost_observation **out, size_t *n, pl_err *e);
@@ -819,8 +826,9 @@ typedef struct cost_fit {
 
 /* Least-squares fits (GSL): compute seconds = launch + flops / (peak x efficiency); transfer
  * seconds = alpha + bytes x beta per link level. Negative intercepts are clamped to 0 (refit
- * through the origin). A group with observations but fewer than 3, one size only, or a slope
- * that is not positive is an error (PL_EINPUT saying which group), or with lenient = 1 is
+ * through the origin). A group with observations but fewer than 3, one size only, a fit that
+ * overflows (values too large or too small for a double), or a slope that is not positive is an
+ * error (PL_EINPUT saying which group), or with lenient = 1 is
  * skipped (have_* = 0, the reason in fit->skipped); no group fitted is always an error. */
 int cost_calibrate(const cost_observation *obs, size_t n, double peak_flops, int lenient, cost_fit *fit,
                    pl_err *e);

@@ -135,14 +135,20 @@ static int set_bytes(cost_layer *l, double param, double out, double stash, doub
 
 /* Returns the GPT-style transformer: embedding, L Megatron layers, tied LM head (see cost.h). */
 cost_model *cost_model_transformer(const cost_transformer_opts *o, pl_err *e) {
-    if (o->layers < 1 || o->hidden < 1 || o->heads < 1 || o->seq < 1 || o->vocab < 1 || o->microbatch < 1) {
-        pl_errf(e, PL_EINPUT, "model transformer: layers, hidden, heads, seq, vocab and microbatch must "
-                "all be given and >= 1");
-        return NULL;
-    }
+    const struct { const char *name; int v; } need[] = {{"layers", o->layers}, {"hidden", o->hidden},
+                                                        {"heads", o->heads},   {"seq", o->seq},
+                                                        {"vocab", o->vocab},   {"microbatch", o->microbatch}};
+    for (size_t k = 0; k < sizeof need / sizeof *need; k++)
+        if (need[k].v < 1) {
+            if (need[k].v == 0)
+                pl_errf(e, PL_EINPUT, "model transformer: '%s' is missing (layers, hidden, heads, seq and vocab "
+                        "are required, microbatch defaults to 1)", need[k].name);
+            else
+                pl_errf(e, PL_EINPUT, "model transformer: %s must be >= 1 (got %d)", need[k].name, need[k].v);
+            return NULL;
+        }
     if (o->hidden % o->heads != 0) {
-        pl_errf(e, PL_EINPUT, "model transformer: hidden (%d) must be a multiple of heads (%d)", o->hidden,
-                o->heads);
+        pl_errf(e, PL_EINPUT, "model transformer: heads (%d) must divide hidden (%d)", o->heads, o->hidden);
         return NULL;
     }
     if (o->layers > COST_MAX_LAYERS - 2) {

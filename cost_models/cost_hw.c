@@ -1,5 +1,6 @@
 /* cost_hw.c: hardware descriptions: INI parsing (libinih), key overrides, presets, writing. */
 #include <ini.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,51 +20,65 @@
 
 typedef enum { K_NUM, K_INT, K_STR } key_type;
 
-/* One INI key: section, name, type, where it lives in cost_hw, its unit for messages. */
+/* The values a number key accepts: the one range both the INI reader (with the key's line) and
+ * cost_hw_check apply. Integer keys take [1, HW_MAX_COUNT]. */
+typedef enum {
+    R_NONNEG, /* >= 0 (0 = unknown or none) */
+    R_POS,    /* > 0 */
+    R_FRAC,   /* in (0, 1] */
+    R_FRAC0   /* in [0, 1] (0 = not set) */
+} key_range;
+
+/* One INI key: section, name, type, where it lives in cost_hw, its unit for messages, the values
+ * it accepts. */
 typedef struct hw_key {
     const char *section, *name;
     key_type type;
     size_t off, size;
     const char *unit;
+    key_range range;
 } hw_key;
 
-#define NUM(sec, nm, field, unit) {sec, nm, K_NUM, offsetof(cost_hw, field), sizeof(double), unit}
-#define INT(sec, nm, field, unit) {sec, nm, K_INT, offsetof(cost_hw, field), sizeof(int), unit}
-#define STR(sec, nm, field) {sec, nm, K_STR, offsetof(cost_hw, field), sizeof(((cost_hw *)0)->field), "text"}
+#define NUM(sec, nm, field, unit, range) {sec, nm, K_NUM, offsetof(cost_hw, field), sizeof(double), unit, range}
+#define INT(sec, nm, field, unit) {sec, nm, K_INT, offsetof(cost_hw, field), sizeof(int), unit, R_POS}
+#define STR(sec, nm, field) {sec, nm, K_STR, offsetof(cost_hw, field), sizeof(((cost_hw *)0)->field), "text", R_NONNEG}
 
 static const hw_key keys[] = {
     STR("hardware", "name", name),
     STR("hardware", "description", description),
     STR("hardware", "source", source),
-    NUM("device", "flops_fp32", peak_flops[COST_FP32], "FLOP/s"),
-    NUM("device", "flops_tf32", peak_flops[COST_TF32], "FLOP/s"),
-    NUM("device", "flops_fp16", peak_flops[COST_FP16], "FLOP/s"),
-    NUM("device", "flops_bf16", peak_flops[COST_BF16], "FLOP/s"),
-    NUM("device", "efficiency", efficiency, "fraction of peak"),
-    NUM("device", "memory_bytes", memory_bytes, "bytes"),
-    NUM("device", "memory_bandwidth", memory_bandwidth_Bps, "bytes/s"),
-    NUM("device", "memory_efficiency", memory_efficiency, "fraction of bandwidth"),
-    NUM("device", "launch_overhead", launch_s, "s"),
+    NUM("device", "flops_fp32", peak_flops[COST_FP32], "FLOP/s", R_NONNEG),
+    NUM("device", "flops_tf32", peak_flops[COST_TF32], "FLOP/s", R_NONNEG),
+    NUM("device", "flops_fp16", peak_flops[COST_FP16], "FLOP/s", R_NONNEG),
+    NUM("device", "flops_bf16", peak_flops[COST_BF16], "FLOP/s", R_NONNEG),
+    NUM("device", "efficiency", efficiency, "fraction of peak", R_FRAC),
+    NUM("device", "memory_bytes", memory_bytes, "bytes", R_NONNEG),
+    NUM("device", "memory_bandwidth", memory_bandwidth_Bps, "bytes/s", R_NONNEG),
+    NUM("device", "memory_efficiency", memory_efficiency, "fraction of bandwidth", R_FRAC),
+    NUM("device", "launch_overhead", launch_s, "s", R_NONNEG),
     INT("topology", "nodes", nodes, "count"),
     INT("topology", "devices_per_node", devices_per_node, "count"),
-    NUM("link.intra", "bandwidth", intra_bandwidth_Bps, "bytes/s"),
-    NUM("link.intra", "latency", intra_latency_s, "s"),
-    NUM("link.inter", "bandwidth", inter_bandwidth_Bps, "bytes/s"),
-    NUM("link.inter", "latency", inter_latency_s, "s"),
-    NUM("gemm", "max_efficiency", gemm_max_efficiency, "fraction of peak"),
-    NUM("gemm", "attention_efficiency", gemm_attention_efficiency, "fraction of peak"),
-    NUM("gemm", "attention_bandwidth", gemm_attention_bandwidth, "fraction of bandwidth"),
+    NUM("link.intra", "bandwidth", intra_bandwidth_Bps, "bytes/s", R_POS),
+    NUM("link.intra", "latency", intra_latency_s, "s", R_NONNEG),
+    NUM("link.inter", "bandwidth", inter_bandwidth_Bps, "bytes/s", R_POS),
+    NUM("link.inter", "latency", inter_latency_s, "s", R_NONNEG),
+    NUM("gemm", "max_efficiency", gemm_max_efficiency, "fraction of peak", R_FRAC0),
+    NUM("gemm", "attention_efficiency", gemm_attention_efficiency, "fraction of peak", R_FRAC0),
+    NUM("gemm", "attention_bandwidth", gemm_attention_bandwidth, "fraction of bandwidth", R_FRAC0),
     INT("gemm", "units", gemm_units, "count"),
     INT("gemm", "tile_m", gemm_tile_m, "count"),
     INT("gemm", "tile_n", gemm_tile_n, "count"),
-    NUM("collective", "intra_efficiency", coll_intra_efficiency, "fraction of bandwidth"),
-    NUM("collective", "inter_efficiency", coll_inter_efficiency, "fraction of bandwidth"),
+    NUM("collective", "intra_efficiency", coll_intra_efficiency, "fraction of bandwidth", R_FRAC),
+    NUM("collective", "inter_efficiency", coll_inter_efficiency, "fraction of bandwidth", R_FRAC),
 };
 #define NKEYS ((int)(sizeof keys / sizeof *keys))
 
+/* The sections a hardware file may have: what the reader accepts and what its messages list. */
 static const char *const sections[] = {"hardware", "device", "topology", "link.intra", "link.inter", "gemm",
                                        "collective"};
 #define NSECTIONS ((int)(sizeof sections / sizeof *sections))
+/* The section a hardware file must have (what describes the device; an empty file has none). */
+#define HW_REQUIRED_SECTION 1 /* sections[1], "device" */
 
 static const char *const prec_names[COST_NPREC] = {"fp32", "tf32", "fp16", "bf16"};
 
@@ -99,11 +114,31 @@ static int key_find(const char *section, const char *name) {
     return -1;
 }
 
-/* Returns 1 when section is known. */
-static int section_known(const char *s, size_t n) {
+/* Returns the index of a section in sections[], or -1 when it is unknown. */
+static int section_find(const char *s, size_t n) {
     for (int i = 0; i < NSECTIONS; i++)
-        if (cost_word_is(s, n, sections[i])) return 1;
-    return 0;
+        if (cost_word_is(s, n, sections[i])) return i;
+    return -1;
+}
+
+/* Returns 1 when a number key's value v lies in its range r (NaN never does). */
+static int range_holds(key_range r, double v) {
+    switch (r) {
+    case R_POS: return v > 0 && isfinite(v);
+    case R_FRAC: return v > 0 && v <= 1;
+    case R_FRAC0: return v >= 0 && v <= 1;
+    default: return v >= 0 && isfinite(v);
+    }
+}
+
+/* Returns what range r accepts, for messages: "must be %s". */
+static const char *range_text(key_range r) {
+    switch (r) {
+    case R_POS: return "> 0";
+    case R_FRAC: return "in (0, 1]";
+    case R_FRAC0: return "in [0, 1]";
+    default: return ">= 0";
+    }
 }
 
 /* Lists the keys of a section (or every "section.key" when section is NULL) into b. */
@@ -157,9 +192,9 @@ static int key_store(cost_hw *hw, int k, const char *value, pl_err *e) {
     if (pl_parse_double(value, &v) != 0)
         return pl_errf(e, PL_EINPUT, "%s.%s must be a number (%s), got '%s'", key->section, key->name,
                        key->unit, value);
-    if (v < 0)
-        return pl_errf(e, PL_EINPUT, "%s.%s must be >= 0 (%s), got '%s'", key->section, key->name,
-                       key->unit, value);
+    if (!range_holds(key->range, v))
+        return pl_errf(e, PL_EINPUT, "%s.%s must be %s (%s), got '%s'", key->section, key->name,
+                       range_text(key->range), key->unit, value);
     *(double *)(void *)dst = v;
     return PL_OK;
 }
@@ -201,13 +236,15 @@ static int on_key(void *user, const char *section, const char *name, const char 
 }
 
 /* Checks what libinih does not: long lines, unknown or malformed section headers, keys before any
- * section. Returns PL_OK or PL_EINPUT with "path:line: ...". */
-static int prescan(const char *path, const char *text, pl_err *e) {
+ * section. Sets bit i of *seen for each section sections[i] the text has. Returns PL_OK or
+ * PL_EINPUT with "path:line: ...". */
+static int prescan(const char *path, const char *text, unsigned *seen, pl_err *e) {
     cost_lines c;
     cost_lines_init(&c, text, strlen(text));
     const char *line;
     size_t n;
     int in_section = 0;
+    *seen = 0;
     while (cost_next_line(&c, &line, &n)) {
         if (n > HW_MAX_LINE)
             return pl_errf(e, PL_EINPUT, "%s:%d: line longer than %d characters", path, c.lineno, HW_MAX_LINE);
@@ -224,9 +261,17 @@ static int prescan(const char *path, const char *text, pl_err *e) {
                 return pl_errf(e, PL_EINPUT, "%s:%d: text after the section header", path, c.lineno);
             size_t sl = (size_t)(close - t) - 1;
             const char *s = cost_trim(t + 1, &sl);
-            if (!section_known(s, sl))
-                return pl_errf(e, PL_EINPUT, "%s:%d: unknown section [%.*s] (known: hardware, device, "
-                               "topology, link.intra, link.inter)", path, c.lineno, (int)sl, s);
+            int sec = section_find(s, sl);
+            if (sec < 0) {
+                pl_buf known;
+                pl_buf_init(&known);
+                for (int i = 0; i < NSECTIONS; i++) pl_buf_printf(&known, "%s%s", i ? ", " : "", sections[i]);
+                int rc = pl_errf(e, PL_EINPUT, "%s:%d: unknown section [%.*s] (known: %s)", path, c.lineno, (int)sl, s,
+                                 known.data ? known.data : "");
+                pl_buf_free(&known);
+                return rc;
+            }
+            *seen |= 1u << sec;
             in_section = 1;
             continue;
         }
@@ -241,10 +286,11 @@ static int prescan(const char *path, const char *text, pl_err *e) {
     return PL_OK;
 }
 
-/* Parses INI text over hw; returns PL_OK or PL_EINPUT ("path:line: ..."). */
-int cost_hw_parse(cost_hw *hw, const char *path, const char *text, pl_err *e) {
+/* Parses INI text over hw (cost_hw_parse), setting bit i of *seen for each section sections[i]
+ * the text has; returns PL_OK or PL_EINPUT ("path:line: ..."). */
+static int parse_sections(cost_hw *hw, const char *path, const char *text, unsigned *seen, pl_err *e) {
     if (!path) path = "<hardware>";
-    if (prescan(path, text, e) != PL_OK) return PL_EINPUT;
+    if (prescan(path, text, seen, e) != PL_OK) return PL_EINPUT;
     parse_ctx *c = calloc(1, sizeof *c);
     if (!c) return pl_errf(e, PL_ENOMEM, "out of memory");
     cost_hw tmp = *hw;
@@ -263,6 +309,12 @@ int cost_hw_parse(cost_hw *hw, const char *path, const char *text, pl_err *e) {
     }
     free(c);
     return rc;
+}
+
+/* Parses INI text over hw; returns PL_OK or PL_EINPUT ("path:line: ..."). */
+int cost_hw_parse(cost_hw *hw, const char *path, const char *text, pl_err *e) {
+    unsigned seen;
+    return parse_sections(hw, path, text, &seen, e);
 }
 
 /* Splits "section.key" at its last dot and sets it; returns PL_OK or PL_EINPUT. */
@@ -286,7 +338,7 @@ int cost_hw_set(cost_hw *hw, const char *key, const char *value, pl_err *e) {
     return key_store(hw, k, value, e);
 }
 
-/* Splits "KEY=VALUE" and sets it; returns PL_OK or PL_EINPUT. */
+/* Splits "KEY=VALUE" and sets it; returns PL_OK or PL_EINPUT naming the --set flag. */
 int cost_hw_set_kv(cost_hw *hw, const char *kv, pl_err *e) {
     const char *eq = strchr(kv, '=');
     char key[64];
@@ -294,33 +346,31 @@ int cost_hw_set_kv(cost_hw *hw, const char *kv, pl_err *e) {
         return pl_errf(e, PL_EINPUT, "--set wants KEY=VALUE (e.g. link.inter.bandwidth=12.5e9), got '%s'", kv);
     memcpy(key, kv, (size_t)(eq - kv));
     key[eq - kv] = 0;
-    return cost_hw_set(hw, key, eq + 1, e);
+    int rc = cost_hw_set(hw, key, eq + 1, e);
+    if (rc != PL_OK && e) pl_err_prefix(e, "--set %s: ", kv);
+    return rc;
 }
 
-/* Returns PL_OK when hw is usable, else PL_EINPUT naming the first bad key. */
+/* Returns PL_OK when hw is usable, else PL_EINPUT naming the first bad key. The ranges are the
+ * key table's, which the INI reader and cost_hw_set already apply with the file's line: this
+ * catches values set in the structure itself. */
 int cost_hw_check(const cost_hw *hw, pl_err *e) {
     const char *who = hw->name[0] ? hw->name : "hardware";
-    if (!(hw->efficiency > 0 && hw->efficiency <= 1))
-        return pl_errf(e, PL_EINPUT, "%s: device.efficiency must be in (0, 1], got %g", who, hw->efficiency);
-    if (!(hw->memory_efficiency > 0 && hw->memory_efficiency <= 1))
-        return pl_errf(e, PL_EINPUT, "%s: device.memory_efficiency must be in (0, 1], got %g", who,
-                       hw->memory_efficiency);
-    if (hw->nodes < 1 || hw->devices_per_node < 1)
-        return pl_errf(e, PL_EINPUT, "%s: topology.nodes and topology.devices_per_node must be >= 1", who);
-    if (!(hw->intra_bandwidth_Bps > 0))
-        return pl_errf(e, PL_EINPUT, "%s: link.intra.bandwidth must be > 0", who);
-    if (!(hw->inter_bandwidth_Bps > 0))
-        return pl_errf(e, PL_EINPUT, "%s: link.inter.bandwidth must be > 0", who);
-    if (!(hw->gemm_max_efficiency <= 1 && hw->gemm_attention_efficiency <= 1 && hw->gemm_attention_bandwidth <= 1))
-        return pl_errf(e, PL_EINPUT, "%s: gemm.max_efficiency, gemm.attention_efficiency and gemm.attention_bandwidth "
-                       "must be in [0, 1]", who);
-    if (!(hw->coll_intra_efficiency > 0 && hw->coll_intra_efficiency <= 1 && hw->coll_inter_efficiency > 0 &&
-          hw->coll_inter_efficiency <= 1))
-        return pl_errf(e, PL_EINPUT, "%s: collective.intra_efficiency and collective.inter_efficiency must be in "
-                       "(0, 1]", who);
-    for (int k = 0; k < NKEYS; k++)
-        if (keys[k].type == K_NUM && !(*(const double *)(const void *)((const char *)hw + keys[k].off) >= 0))
-            return pl_errf(e, PL_EINPUT, "%s: %s.%s must be >= 0", who, keys[k].section, keys[k].name);
+    for (int k = 0; k < NKEYS; k++) {
+        const hw_key *key = &keys[k];
+        const void *src = (const char *)hw + key->off;
+        if (key->type == K_INT) {
+            int v = *(const int *)src;
+            if (v < 1 || v > HW_MAX_COUNT)
+                return pl_errf(e, PL_EINPUT, "%s: %s.%s must be an integer in [1, %ld], got %d", who, key->section,
+                               key->name, HW_MAX_COUNT, v);
+        } else if (key->type == K_NUM) {
+            double v = *(const double *)src;
+            if (!range_holds(key->range, v))
+                return pl_errf(e, PL_EINPUT, "%s: %s.%s must be %s (%s), got %g", who, key->section, key->name,
+                               range_text(key->range), key->unit, v);
+        }
+    }
     return PL_OK;
 }
 
@@ -376,21 +426,28 @@ const char *cost_hw_preset_text(const char *name) {
     return NULL;
 }
 
-/* Parses text (from path) after cost_hw_init, names it, and checks it. */
+/* Parses text (from path) after cost_hw_init, names it, and checks it: a hardware description
+ * must have a [device] section (an empty file describes nothing). */
 static int load_text(cost_hw *hw, const char *path, const char *text, const char *name, pl_err *e) {
     cost_hw_init(hw);
-    if (cost_hw_parse(hw, path, text, e) != PL_OK) return e ? e->code : PL_EINPUT;
+    unsigned seen;
+    if (parse_sections(hw, path, text, &seen, e) != PL_OK) return e ? e->code : PL_EINPUT;
+    if (!(seen & (1u << HW_REQUIRED_SECTION)))
+        return pl_errf(e, PL_EINPUT, "%s: no [%s] section%s: a hardware file must describe its device there "
+                       "(flops_fp32, memory_bytes, ...)", path, sections[HW_REQUIRED_SECTION],
+                       seen ? "" : " (no section at all)");
     if (!hw->name[0]) snprintf(hw->name, sizeof hw->name, "%s", name);
     return cost_hw_check(hw, e);
 }
 
 /* Reads the INI file at path and loads it as load_text does (name: the name it gets when it
- * gives none); returns PL_OK or the error naming the file. */
+ * gives none); a NUL byte is refused with its line. Returns PL_OK or the error naming the file. */
 static int load_file(cost_hw *hw, const char *path, const char *name, pl_err *e) {
     char *text = NULL;
     size_t len;
     if (pl_read_file(path, HW_MAX_FILE_BYTES, &text, &len, e) != PL_OK) return e ? e->code : PL_EIO;
-    int rc = load_text(hw, path, text, name, e);
+    int rc = cost_text_check(path, text, len, e);
+    if (rc == PL_OK) rc = load_text(hw, path, text, name, e);
     free(text);
     return rc;
 }

@@ -31,6 +31,15 @@ int cost_next_line(cost_lines *c, const char **line, size_t *len) {
     return 1;
 }
 
+/* cost_int.h. */
+int cost_text_check(const char *path, const char *text, size_t len, pl_err *e) {
+    const char *nul = memchr(text, '\0', len);
+    if (!nul) return PL_OK;
+    int line = 1;
+    for (const char *p = text; p < nul; p++) line += *p == '\n';
+    return pl_errf(e, PL_EINPUT, "%s:%d: not a text file (a NUL byte at offset %zu)", path, line, (size_t)(nul - text));
+}
+
 /* Returns a malloc'd NUL-terminated copy of s[0..n), or NULL on allocation failure. */
 char *cost_strndup(const char *s, size_t n) {
     char *d = malloc(n + 1);
@@ -686,7 +695,8 @@ typedef struct spec_kv {
     char val[64];
 } spec_kv;
 
-/* Splits "k=v,k=v" into kv[]; returns the count or -1 (e). */
+/* Splits "k=v,k=v" into kv[], refusing a key given twice (the rule `pipelab run` applies to its
+ * --model: "'depth' given twice"); returns the count or -1 (e). */
 static int spec_split(const char *gen, const char *s, spec_kv *kv, int max, pl_err *e) {
     int n = 0;
     while (*s) {
@@ -703,6 +713,11 @@ static int spec_split(const char *gen, const char *s, spec_kv *kv, int max, pl_e
         }
         memcpy(kv[n].key, s, kl);
         kv[n].key[kl] = 0;
+        for (int i = 0; i < n; i++)
+            if (strcmp(kv[i].key, kv[n].key) == 0) {
+                pl_errf(e, PL_EINPUT, "model %s: '%s' given twice", gen, kv[n].key);
+                return -1;
+            }
         memcpy(kv[n].val, eq + 1, vl);
         kv[n].val[vl] = 0;
         n++;
@@ -847,6 +862,10 @@ cost_model *cost_model_open(const char *spec, pl_err *e) {
     size_t len = 0;
     if (pl_read_file(spec, (size_t)1 << 30, &text, &len, e) != PL_OK) {
         pl_err_prefix(e, "model '%s' is neither a generator (uniform, mlp, transformer) nor a readable file: ", spec);
+        return NULL;
+    }
+    if (cost_text_check(spec, text, len, e) != PL_OK) {
+        free(text);
         return NULL;
     }
     size_t sl = strlen(spec);

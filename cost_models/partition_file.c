@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cost.h"
+#include "cost_int.h"
 
 void cost_partition_write(const cost_partition *p, pl_buf *b) {
     const cost_partition_pred *pr = p->pred;
@@ -273,11 +274,8 @@ int cost_partition_read(const char *path, cost_partition **out, pl_err *e) {
     *out = NULL;
     int rc = pl_read_file(path, (size_t)64 << 20, &text, &len, e);
     if (rc != PL_OK) return rc;
-    if (memchr(text, '\0', len)) {
-        free(text);
-        return pl_errf(e, PL_EINPUT, "%s:1: not a text file (contains NUL bytes)", path);
-    }
-    rc = cost_partition_parse_text(text, path, out, e);
+    rc = cost_text_check(path, text, len, e);
+    if (rc == PL_OK) rc = cost_partition_parse_text(text, path, out, e);
     free(text);
     return rc;
 }

@@ -209,6 +209,7 @@ typedef struct stage_csv {
     int line, stages, ncol, have_header;
     int col[STAGE_CSV_MAX_CELLS]; /* column id of each cell of the header */
     sim_stage_cost *st;           /* [stages] the overrides read */
+    int *row_line;                /* [stages] the line that gave each stage's row, 0 = none yet */
     pl_err *e;
 } stage_csv;
 
@@ -232,6 +233,9 @@ static int read_header(stage_csv *r, char **cells, int nc) {
         r->col[i] = -1;
         for (int k = 0; k < C_N; k++)
             if (strcmp(cells[i], col_names[k]) == 0) r->col[i] = k;
+        for (int j = 0; j < i && r->col[i] >= 0; j++)
+            if (r->col[j] == r->col[i])
+                return pl_errf(r->e, PL_EINPUT, "%s:%d: column '%s' appears twice", r->path, r->line, cells[i]);
         if (r->col[i] < 0) {
             pl_buf known;
             pl_buf_init(&known);
@@ -272,6 +276,10 @@ static int read_row(stage_csv *r, char **cells, int nc) {
         if (r->col[i] == C_STAGE && pl_parse_long(cells[i], 0, r->stages - 1, &q) != 0)
             return pl_errf(r->e, PL_EINPUT, "%s:%d: stage must be a whole number in 0..%d (got '%s')", r->path, r->line,
                            r->stages - 1, cells[i]);
+    if (r->row_line[q])
+        return pl_errf(r->e, PL_EINPUT, "%s:%d: stage %ld has a row already (line %d)", r->path, r->line, q,
+                       r->row_line[q]);
+    r->row_line[q] = r->line;
     for (int i = 0; i < nc; i++) {
         if (r->col[i] == C_STAGE || !*cells[i]) continue;
         double v;
@@ -312,13 +320,17 @@ int sim_basic_load_csv(sim_basic *b, const char *path, int stages, pl_err *e) {
     if (rc != PL_OK) return rc;
     stage_csv r = {.path = path, .stages = stages, .e = e};
     r.st = pl_calloc((size_t)stages, sizeof *r.st);
-    if (!r.st) {
+    r.row_line = pl_calloc((size_t)stages, sizeof *r.row_line);
+    if (!r.st || !r.row_line) {
+        free(r.st);
+        free(r.row_line);
         free(text);
         return pl_errf(e, PL_ENOMEM, "out of memory");
     }
     for (int q = 0; q < stages; q++) r.st[q] = (sim_stage_cost){-1, -1, -1, -1, -1, -1, -1, -1};
     rc = read_lines(&r, text);
     free(text);
+    free(r.row_line);
     if (rc != PL_OK) {
         free(r.st);
         return rc;

@@ -41,9 +41,20 @@ static void test_megatron_equals_flags(void) {
     char *c = simulate("--gpus 512 " MEGATRON39 " >/dev/null", 1, &rc3);
     CU_ASSERT_PTR_NOT_NULL(c && strstr(c, "pipelab: --megatron: ignored (no effect on timing): "
                                           "--max-position-embeddings --lr --train-iters\n"));
+    /* argparse's --flag=value form reads as --flag value, and a flag given twice takes its last
+     * value, as argparse does */
+    int rc4;
+    char *d = simulate("--gpus 512 --megatron '--tensor-model-parallel-size=8 --pipeline-model-parallel-size 4 "
+                       "--pipeline-model-parallel-size=2 --num-layers=48 --hidden-size=8192 --num-attention-heads 64 "
+                       "--seq-length=2048 --max-position-embeddings=2048 --micro-batch-size=4 --global-batch-size=1536 "
+                       "--lr=6.0e-5 --checkpoint-activations --fp16 --train-iters=100'",
+                       0, &rc4);
+    CU_ASSERT_EQUAL(rc4, 0);
+    CU_ASSERT(d && strcmp(d, a) == 0);
     free(a);
     free(b);
     free(c);
+    free(d);
 }
 
 /* One refused command line: its arguments and the message it must print. */
@@ -58,6 +69,8 @@ static const refused refusals[] = {
     {MODEL39 "--tp 8 --pp 2 --gpus 512 --microbatch-size 4 --global-batch 1000",
      "pipelab: --global-batch 1000 is not a multiple of --microbatch-size 4 x --dp 32 = 128\n"},
     {MODEL39 "--tp 8 --pp 5 --gpus 40", "pipelab: 48 layers do not split into 5 pipeline stages x 1 chunks\n"},
+    {"--megatron '--num-layers 2 --hidden-size 64 --num-attention-heads 2 --seq-length 8 --fp16=1'",
+     "pipelab: --megatron: --fp16 takes no value (got '--fp16=1')\n"},
     {MODEL39 "--tp 4 --megatron '--tensor-model-parallel-size 8'",
      "pipelab: --tp 4 contradicts --megatron's --tensor-model-parallel-size 8\n"},
     {MODEL39 "--recompute selective --megatron '--checkpoint-activations'",

@@ -173,12 +173,73 @@ static void test_calibrate_cli(void) {
     free(dir);
 }
 
+/* Values too large for the least-squares sums are refused where they are read, with the file and
+ * line; a fit that still comes out non-finite (sizes too small to square) says it overflowed,
+ * never "-nan ... do not grow with size"; the command exits 1 naming the file and line. */
+static void test_calibrate_overflow(void) {
+    static const struct {
+        const char *row, *want;
+    } big[] = {
+        {"compute,1e300,0,1e-300", "obs.csv:4: flops 1e300 is too large to fit (at most 1e+150"},
+        {"compute,2e300,0,1e300", "obs.csv:4: flops 2e300 is too large to fit"},
+        {"compute,1.5e308,0,1e308", "obs.csv:4: flops 1.5e308 is too large to fit"},
+        {"intra,0,1e6,1e200", "obs.csv:4: seconds 1e200 is too large to fit"},
+        {"inter,0,1e151,1", "obs.csv:4: bytes 1e151 is too large to fit"},
+        {NULL, NULL},
+    };
+    cost_observation *o = NULL;
+    size_t n = 0;
+    pl_err e;
+    for (int k = 0; big[k].row; k++) {
+        char text[256];
+        snprintf(text, sizeof text, "kind,flops,bytes,seconds\ncompute,1e9,0,1e-3\ncompute,2e9,0,2e-3\n%s\n", big[k].row);
+        pl_err_clear(&e);
+        CU_ASSERT_EQUAL(cost_observations_parse(text, "obs.csv", &o, &n, &e), PL_EINPUT);
+        if (!strstr(e.msg, big[k].want)) {
+            fprintf(stderr, "\ncase %d: want '%s' got '%s'\n", k, big[k].want, e.msg);
+            CU_FAIL("too-large observation message");
+        }
+    }
+    /* the largest value taken still fits */
+    CU_ASSERT_EQUAL(cost_observations_parse("kind,flops,bytes,seconds\ncompute,1e150,0,1\n", "obs.csv", &o, &n, &e), PL_OK);
+    free(o);
+    cost_fit f;
+    cost_observation tiny[3] = {{COST_OBS_COMPUTE, 1e-300, 0, 1}, {COST_OBS_COMPUTE, 2e-300, 0, 2}, {COST_OBS_COMPUTE, 3e-300, 0, 3}};
+    CU_ASSERT_EQUAL(cost_calibrate(tiny, 3, PEAK, 0, &f, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "calibrate: compute: the least-squares fit overflowed (sizes 1e-300 to 3e-300)"));
+    CU_ASSERT_PTR_NULL(strstr(e.msg, "nan"));
+    cost_observation huge[3] = {{COST_OBS_INTRA, 0, 1e300, 1e-300}, {COST_OBS_INTRA, 0, 2e300, 1e300}, {COST_OBS_INTRA, 0, 1.5e308, 1e308}};
+    CU_ASSERT_EQUAL(cost_calibrate(huge, 3, PEAK, 0, &f, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "intra-server transfer: the least-squares fit overflowed"));
+    CU_ASSERT_PTR_NULL(strstr(e.msg, "nan"));
+
+    char *dir = pl_test_tmpdir();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    char *obs = pl_test_path(dir, "obs.csv");
+    FILE *g = fopen(obs, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    fprintf(g, "kind,flops,bytes,seconds\ncompute,1e300,0,1e-300\ncompute,2e300,0,1e300\ncompute,1.5e308,0,1e308\n");
+    fclose(g);
+    char cmd[2048], *out = NULL, want[1024];
+    snprintf(cmd, sizeof cmd, "%s calibrate --observations %s --set device.flops_fp32=1e12", PIPELAB_BIN, obs);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+    snprintf(want, sizeof want, "%s:2: flops 1e300 is too large to fit", obs);
+    CU_ASSERT_PTR_NOT_NULL(out ? strstr(out, want) : NULL);
+    CU_ASSERT_PTR_NULL(out ? strstr(out, "nan") : NULL);
+    free(out);
+    remove(obs);
+    free(obs);
+    rmdir(dir);
+    free(dir);
+}
+
 void test_calibrate_register(void) {
     static const pl_test_case cases[] = {
         {"calibration recovers known parameters (seeded noise)", test_recovers_parameters},
         {"calibration refuses unusable observations", test_calibrate_bad_input},
         {"observations CSV and its file:line errors", test_observations_csv},
         {"pipelab calibrate (CLI)", test_calibrate_cli},
+        {"values too large to fit: file:line, no NaN", test_calibrate_overflow},
         {NULL, NULL},
     };
     pl_test_suite("calibrate", cases);

@@ -66,9 +66,18 @@ static void test_overrides(void) {
     CU_ASSERT_EQUAL(cost_hw_set(&hw, "topology.devices_per_node", "0", &e), PL_EINPUT);
     CU_ASSERT_EQUAL(cost_hw_set_kv(&hw, "device.efficiency", &e), PL_EINPUT);
     CU_ASSERT(has(e.msg, "KEY=VALUE"));
-    CU_ASSERT_EQUAL(cost_hw_set(&hw, "device.efficiency", "1.5", &e), PL_OK);
+    CU_ASSERT_EQUAL(cost_hw_set(&hw, "device.efficiency", "1.5", &e), PL_EINPUT);
+    CU_ASSERT(has(e.msg, "device.efficiency must be in (0, 1] (fraction of peak), got '1.5'"));
+    CU_ASSERT_EQUAL(cost_hw_set_kv(&hw, "link.intra.bandwidth=0", &e), PL_EINPUT);
+    CU_ASSERT(has(e.msg, "--set link.intra.bandwidth=0: link.intra.bandwidth must be > 0"));
+    /* the check applies the same ranges to values set in the structure itself */
+    hw.efficiency = 1.5;
     CU_ASSERT_EQUAL(cost_hw_check(&hw, &e), PL_EINPUT);
-    CU_ASSERT(has(e.msg, "efficiency must be in (0, 1]"));
+    CU_ASSERT(has(e.msg, "cluster-b: device.efficiency must be in (0, 1] (fraction of peak), got 1.5"));
+    hw.efficiency = 0.5;
+    hw.gemm_units = 0;
+    CU_ASSERT_EQUAL(cost_hw_check(&hw, &e), PL_EINPUT);
+    CU_ASSERT(has(e.msg, "gemm.units must be an integer in [1, "));
 }
 
 /* One bad INI text: PL_EINPUT and "hw.ini:LINE: ..." containing want. */
@@ -101,6 +110,89 @@ static void test_ini_bad(void) {
     pl_err e = {0};
     CU_ASSERT_EQUAL(cost_hw_parse(&hw, "x.ini", "[device]\nflops_fp32 = 5\nbogus = 1\n", &e), PL_EINPUT);
     CU_ASSERT_DOUBLE_EQUAL(hw.peak_flops[COST_FP32], 0, 0);
+}
+
+/* Every number key's range is refused where it is read, with the key's line: the same range for a
+ * negative value and for 0 where 0 is not allowed; the unknown-section message lists every section
+ * the reader takes ([gemm] and [collective] too). */
+static void test_ini_ranges(void) {
+    ini_bad("[hardware]\nname = x\n[device]\nefficiency = 2\n", 4,
+            "device.efficiency must be in (0, 1] (fraction of peak), got '2'");
+    ini_bad("[device]\nefficiency = 0\n", 2, "device.efficiency must be in (0, 1]");
+    ini_bad("[device]\nmemory_efficiency = 1.01\n", 2, "device.memory_efficiency must be in (0, 1]");
+    ini_bad("[link.intra]\nlatency = 1e-6\nbandwidth = 0\n", 3, "link.intra.bandwidth must be > 0 (bytes/s), got '0'");
+    ini_bad("[link.intra]\nbandwidth = -1\n", 2, "link.intra.bandwidth must be > 0 (bytes/s), got '-1'");
+    ini_bad("[link.inter]\nbandwidth = 0\n", 2, "link.inter.bandwidth must be > 0");
+    ini_bad("[gemm]\nunits = 4\nmax_efficiency = 5\n", 3, "gemm.max_efficiency must be in [0, 1] (fraction of peak), got '5'");
+    ini_bad("[gemm]\nattention_bandwidth = -0.5\n", 2, "gemm.attention_bandwidth must be in [0, 1]");
+    ini_bad("[collective]\nintra_efficiency = 0\n", 2, "collective.intra_efficiency must be in (0, 1]");
+    ini_bad("[topology]\nnodes = 0\n", 2, "topology.nodes must be an integer in [1, ");
+    ini_bad("[gpu]\n", 1, "unknown section [gpu] (known: hardware, device, topology, link.intra, link.inter, gemm, "
+            "collective)");
+    /* 0 stays allowed where it means "unknown" or "not set" */
+    cost_hw hw;
+    cost_hw_init(&hw);
+    pl_err e = {0};
+    CU_ASSERT_EQUAL(cost_hw_parse(&hw, "ok.ini", "[device]\nflops_tf32 = 0\nlaunch_overhead = 0\n[gemm]\n"
+                                  "max_efficiency = 0\n[link.intra]\nlatency = 0\n", &e), PL_OK);
+    CU_ASSERT_EQUAL(cost_hw_check(&hw, &e), PL_OK);
+}
+
+/* Writes text[0..len) to dir/name and loads it with cost_hw_load: PL_EINPUT and a message that
+ * starts with "dir/name" + where and contains want. */
+static void load_bad(const char *dir, const char *name, const char *text, size_t len, const char *where,
+                     const char *want) {
+    char *path = pl_test_path(dir, name);
+    pl_err e = {0};
+    CU_ASSERT_EQUAL(pl_write_file(path, text, len, &e), PL_OK);
+    cost_hw hw;
+    CU_ASSERT_EQUAL(cost_hw_load(&hw, path, &e), PL_EINPUT);
+    char prefix[4096];
+    snprintf(prefix, sizeof prefix, "%s%s", path, where);
+    CU_ASSERT(strncmp(e.msg, prefix, strlen(prefix)) == 0);
+    if (strncmp(e.msg, prefix, strlen(prefix)) != 0) fprintf(stderr, "\n  message '%s' lacks '%s'\n", e.msg, prefix);
+    CU_ASSERT(has(e.msg, want));
+    remove(path);
+    free(path);
+}
+
+/* A hardware file's range errors name the file and the key's line (not the name it gives, which
+ * may be a preset's); a NUL byte is refused with its line; a file without a [device] section
+ * (an empty one included) describes nothing and is refused. */
+static void test_ini_files(void) {
+    char *dir = pl_test_tmpdir();
+    CU_ASSERT_PTR_NOT_NULL(dir);
+    if (!dir) return;
+    const char *h100 = cost_hw_preset_text("h100");
+    CU_ASSERT_PTR_NOT_NULL(h100);
+    if (!h100) return;
+    /* the preset with efficiency = 2, as sed would make it: the error points at its line */
+    const char *at = strstr(h100, "\nefficiency = ");
+    CU_ASSERT_PTR_NOT_NULL(at);
+    if (at) {
+        int line = 2;
+        for (const char *p = h100; p < at; p++) line += *p == '\n';
+        pl_buf b;
+        pl_buf_init(&b);
+        pl_buf_printf(&b, "%.*sefficiency = 2%s", (int)(at + 1 - h100), h100, strchr(at + 1, '\n'));
+        char where[32];
+        snprintf(where, sizeof where, ":%d: ", line);
+        load_bad(dir, "eff2.ini", b.data, b.len, where, "device.efficiency must be in (0, 1] (fraction of peak), got '2'");
+        pl_buf_free(&b);
+    }
+    static const char nul[] = "[hardware]\nname = x\n[dev\0ice]\nflops_fp32 = 1\n";
+    load_bad(dir, "nul.ini", nul, sizeof nul - 1, ":3: ", "not a text file (a NUL byte at offset 24)");
+    load_bad(dir, "empty.ini", "", 0, ": ", "no [device] section (no section at all)");
+    load_bad(dir, "blank.ini", "; nothing\n\n", 11, ": ", "no [device] section");
+    load_bad(dir, "named.ini", "[hardware]\nname = x\n", 20, ": ", "no [device] section: a hardware file must describe");
+    /* a fragment parsed over a description is still fine without one */
+    cost_hw hw;
+    pl_err e = {0};
+    CU_ASSERT_EQUAL(cost_hw_load(&hw, "h100", &e), PL_OK);
+    CU_ASSERT_EQUAL(cost_hw_parse(&hw, "frag.ini", "[link.inter]\nlatency = 1e-5\n", &e), PL_OK);
+    CU_ASSERT_EQUAL(cost_hw_parse(&hw, "frag.ini", "", &e), PL_OK);
+    remove(dir);
+    free(dir);
 }
 
 /* Writing a description and parsing it back gives the same values. */
@@ -174,6 +266,8 @@ void test_hw_register(void) {
         {"presets load", test_presets},
         {"overrides and unknown keys", test_overrides},
         {"bad INI lines", test_ini_bad},
+        {"key ranges at their line, every section listed", test_ini_ranges},
+        {"hardware files: file:line, NUL bytes, no [device]", test_ini_files},
         {"write and read back", test_write_roundtrip},
         {"every key as JSON", test_json},
         {"PIPELAB_HARDWARE_DIR and paths", test_hardware_dir},

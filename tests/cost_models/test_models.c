@@ -107,10 +107,70 @@ static void test_uniform(void) {
     CU_ASSERT_PTR_NULL(cost_model_open("uniform:layers=2,bogus=1", &e));
     CU_ASSERT(has(e.msg, "unknown parameter 'bogus'"));
     CU_ASSERT_PTR_NULL(cost_model_open("transformer:layers=2,hidden=100,heads=3,seq=8,vocab=10", &e));
-    CU_ASSERT(has(e.msg, "multiple of heads"));
+    CU_ASSERT(has(e.msg, "heads (3) must divide hidden (100)"));
     CU_ASSERT_PTR_NULL(cost_model_open("transformer:layers=2", &e));
-    CU_ASSERT(has(e.msg, "must all be given"));
+    CU_ASSERT(has(e.msg, "'hidden' is missing"));
     CU_ASSERT_PTR_NULL(cost_model_open("/nonexistent/model.csv", &e));
+}
+
+/* A key given twice in a generator spec is refused, whichever generator (the rule `pipelab run`
+ * applies to its --model), also through the parallel layout's cost_transformer_spec. */
+static void test_spec_duplicates(void) {
+    static const struct {
+        const char *spec, *want;
+    } dup[] = {
+        {"mlp:width=64,depth=2,microbatch=4,depth=5", "model mlp: 'depth' given twice"},
+        {"transformer:layers=2,hidden=64,heads=4,seq=16,vocab=100,layers=3", "model transformer: 'layers' given twice"},
+        {"uniform:layers=4,fwd_s=1e-3,layers=8", "model uniform: 'layers' given twice"},
+        {"uniform:fwd_s=1e-3,fwd_s=1e-3", "model uniform: 'fwd_s' given twice"},
+        {NULL, NULL},
+    };
+    for (int k = 0; dup[k].spec; k++) {
+        pl_err e = {0};
+        cost_model *m = cost_model_open(dup[k].spec, &e);
+        CU_ASSERT_PTR_NULL(m);
+        cost_model_free(m);
+        CU_ASSERT(has(e.msg, dup[k].want));
+    }
+    cost_transformer_opts t;
+    pl_err e = {0};
+    CU_ASSERT_EQUAL(cost_transformer_spec("transformer:layers=2,hidden=64,heads=4,seq=16,vocab=9,heads=8", &t, &e),
+                    PL_EINPUT);
+    CU_ASSERT(has(e.msg, "'heads' given twice"));
+    cost_model *m = open_ok("mlp:width=64,depth=2,microbatch=4");
+    if (m) CU_ASSERT_EQUAL(m->n, 2);
+    cost_model_free(m);
+}
+
+/* A transformer spec without a required key names that key; heads that do not divide hidden are
+ * a separate error; microbatch defaults to 1. */
+static void test_transformer_missing(void) {
+    static const struct {
+        const char *spec, *want;
+    } bad[] = {
+        {"transformer:layers=2,hidden=64,heads=5,seq=16,microbatch=1", "model transformer: 'vocab' is missing"},
+        {"transformer:hidden=64,heads=4,seq=16,vocab=10", "'layers' is missing"},
+        {"transformer:layers=2,hidden=64,seq=16,vocab=10", "'heads' is missing"},
+        {"transformer:layers=2,hidden=64,heads=4,vocab=10", "'seq' is missing"},
+        {"transformer", "'layers' is missing"},
+        {"transformer:layers=2,hidden=64,heads=5,seq=16,vocab=10,microbatch=1", "model transformer: heads (5) must divide hidden (64)"},
+        {NULL, NULL},
+    };
+    for (int k = 0; bad[k].spec; k++) {
+        pl_err e = {0};
+        cost_model *m = cost_model_open(bad[k].spec, &e);
+        CU_ASSERT_PTR_NULL(m);
+        cost_model_free(m);
+        CU_ASSERT(has(e.msg, bad[k].want));
+        CU_ASSERT_PTR_NULL(strstr(e.msg, "must all be given"));
+    }
+    cost_transformer_opts o = {.layers = 2, .hidden = 64, .heads = 4, .seq = 16, .vocab = 10, .microbatch = -3};
+    pl_err e = {0};
+    CU_ASSERT_PTR_NULL(cost_model_transformer(&o, &e));
+    CU_ASSERT(has(e.msg, "model transformer: microbatch must be >= 1 (got -3)"));
+    cost_model *m = open_ok("transformer:layers=2,hidden=64,heads=4,seq=16,vocab=10");
+    if (m) CU_ASSERT_EQUAL(m->microbatch_size, 1);
+    cost_model_free(m);
 }
 
 /* The CSV fixture parses exactly, and writing then reading gives the same table. */
@@ -522,6 +582,8 @@ void test_models_register(void) {
         {"transformer per-layer FLOPs and bytes", test_transformer_layer},
         {"mlp block formulas", test_mlp},
         {"uniform generator and spec errors", test_uniform},
+        {"a spec key given twice is refused", test_spec_duplicates},
+        {"transformer spec: the missing key, heads divide hidden", test_transformer_missing},
         {"profile CSV fixture and round trip", test_csv_fixture},
         {"bad profile CSV lines", test_csv_bad},
         {"profiled all-reduce metadata", test_csv_allreduce_keys},

@@ -874,6 +874,17 @@ static void test_stage_csv(void) {
     }
     CU_ASSERT_EQUAL(sim_basic_load_csv(&b, bad, 2, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "bad.csv:3:"));
+    /* a column named twice, or a stage given two rows, would leave one value unread: refused */
+    f = fopen(bad, "w");
+    fputs("stage,tf,tf\n0,5,1\n1,5,1\n", f);
+    fclose(f);
+    CU_ASSERT_EQUAL(sim_basic_load_csv(&b, bad, 2, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "bad.csv:1: column 'tf' appears twice"));
+    f = fopen(bad, "w");
+    fputs("stage,tf,tb\n0,5,2\n\n0,1,2\n", f);
+    fclose(f);
+    CU_ASSERT_EQUAL(sim_basic_load_csv(&b, bad, 2, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "bad.csv:4: stage 0 has a row already (line 2)"));
     sim_basic_free(&b);
     free(good);
     free(bad);
