@@ -11,8 +11,12 @@
 
 /* The CSV form: one row per rank, one cell per action in PyTorch's notation, an empty cell is
  * an idle slot. It carries no header, so reading infers the shape:
- *   ranks        = number of rows (trailing empty lines ignored; an empty line or a row of
- *                  empty cells before the last row is a rank without actions)
+ *   ranks        = number of rows (trailing empty lines ignored). A row of empty cells (",",
+ *                  as the writer puts it) is a rank without actions. A blank line before the
+ *                  last row is refused: Python's csv module (PyTorch's reader) would take it
+ *                  as a rank without actions too, but in a file that is almost always a stray
+ *                  line, and taking it would silently add an idle rank and move every later
+ *                  row to the next rank (its stages with it)
  *   stages       = 1 + the largest stage in any cell
  *   microbatches = 1 + the largest microbatch in any cell (1 when no cell has one)
  *   placement    = loop when every stage sits on row (stage mod ranks), else v when it follows
@@ -355,6 +359,13 @@ sched *sched_read_torch_csv(const char *path, const char *text, size_t len, sche
         const char *nl = memchr(text + pos, '\n', len - pos);
         size_t n = nl ? (size_t)(nl - (text + pos)) : len - pos;
         size_t body = n > 0 && text[pos + n - 1] == '\r' ? n - 1 : n;
+        if (blank_line(text + pos, n)) { /* before the last row: see the top */
+            csv_fail(&c, rw + 1, 1, "blank line before the last row: taken as a row it would be a rank without "
+                     "actions (rank %d) and move every later row to the next rank; delete it, or write ',' (a row "
+                     "of empty cells) for a rank that really has no actions", rw);
+            ok = 0;
+            break;
+        }
         ok = read_row(&c, text + pos, body, rw + 1, rw, letters) == PL_OK;
         pos += n + 1;
     }

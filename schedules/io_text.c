@@ -16,7 +16,7 @@
  *   stages 4
  *   microbatches 8
  *   iterations 1
- *   chunks 1
+ *   chunks 1                       stages / ranks (1 when stages is not a multiple of ranks)
  *   placement loop                 loop | v | explicit R0 R1 ... (one rank per stage)
  *   weights flush                  flush | stash | 2bw
  *   recompute none                 none | full
@@ -317,6 +317,25 @@ static int check_header_complete(rd *r, const hdr_entry *hdr, int at) {
     return PL_OK;
 }
 
+/* Checks chunks against ranks and stages: it is the stages per rank, stages / ranks, and 1 when
+ * stages is not a multiple of ranks (an explicit placement of uneven shares), as sched_new sets
+ * it and every writer writes it. The results store and the plots label runs by it (interleaved
+ * v=2), so a header that disagrees is refused rather than carried. Returns PL_OK or PL_EINPUT at
+ * the value of 'chunks'. */
+static int chunks_value(rd *r, const hdr_entry *hdr, int ranks, int stages, int chunks) {
+    int want = stages % ranks == 0 ? stages / ranks : 1;
+    if (chunks == want) return PL_OK;
+    tok t = {NULL, 0, 0};
+    one_value(r, &hdr[K_CHUNKS], K_CHUNKS, &t);
+    if (stages % ranks != 0)
+        return fail_at(r, hdr[K_CHUNKS].ln.no, t.col, "chunks %d does not match stages %d (line %d) and ranks %d "
+                       "(line %d): stages is not a multiple of ranks, so chunks must be 1", chunks, stages,
+                       hdr[K_STAGES].ln.no, ranks, hdr[K_RANKS].ln.no);
+    return fail_at(r, hdr[K_CHUNKS].ln.no, t.col, "chunks %d does not match stages %d (line %d) and ranks %d (line "
+                   "%d): chunks is the stages per rank, stages / ranks = %d", chunks, stages, hdr[K_STAGES].ln.no,
+                   ranks, hdr[K_RANKS].ln.no, want);
+}
+
 /* Builds the empty schedule from a complete header. Returns it, or NULL with e filled. */
 static sched *build_from_header(rd *r, const hdr_entry *hdr) {
     int ranks = 0, stages = 0, mbs = 0, iters = 0, chunks = 0, weights = 0, recompute = 0, lowered = 0;
@@ -327,6 +346,7 @@ static sched *build_from_header(rd *r, const hdr_entry *hdr) {
         num_value(r, &hdr[K_ITERATIONS], K_ITERATIONS, 1, SCHED_MAX_MICROBATCHES, &iters) ||
         num_value(r, &hdr[K_CHUNKS], K_CHUNKS, 1, stages, &chunks))
         return NULL;
+    if (chunks_value(r, hdr, ranks, stages, chunks) != PL_OK) return NULL;
     if ((long long)mbs * iters > SCHED_MAX_MICROBATCHES) {
         tok t = {NULL, 0, 0};
         one_value(r, &hdr[K_ITERATIONS], K_ITERATIONS, &t);

@@ -326,7 +326,14 @@ size_t sched_lower_after(const sched *s, const sched_marks *m, int r, size_t i, 
 /* Checks a schedule (compute-only or lowered) and returns PL_OK or PL_EINPUT with a message
  * naming rank, position, action and reason: completeness (one F and one B or I+W per stage
  * and microbatch), order (F before I/B, I before W), placement (a stage lives on one rank),
- * send/receive pairing (lowered), and deadlock freedom (via the dry run). */
+ * send/receive pairing (lowered), optimizer steps, and deadlock freedom (via the dry run).
+ * Optimizer steps, per stage in its rank's order, as lowering places them: a lowered schedule
+ * has, for flush and 2bw weights, exactly one STEP per iteration, after every backward of the
+ * iteration (B, W, an OVERLAP's B half), flush's before the stage's first forward of the next
+ * iteration and 2bw's before its first backward of it; for stash, one STEP right after each
+ * backward (before the next), naming its microbatch; where the stage has REDUCE_GRADs, each
+ * STEP also comes after the REDUCE_GRAD of the gradients it applies. A compute-only schedule
+ * has no STEP (lowering adds them). */
 int sched_validate(const sched *s, pl_err *e);
 /* sched_validate without the dry run: every check but deadlock freedom, for a caller that runs
  * the schedule next and calls sched_validate for the message when the run stalls (the

@@ -209,6 +209,173 @@ static int check_complete(const vstate *v, pl_err *e) {
     return PL_OK;
 }
 
+/* ---------------------------------------------------------------- updates (STEP) */
+
+/* What the update check keeps per stage while it walks the stage's rank in order. */
+typedef struct stage_upd {
+    int64_t bwd;          /* backwards completed so far (B, W, an OVERLAP's B half) */
+    int64_t bwd_at_step;  /* bwd at the stage's last STEP */
+    size_t last_bwd;      /* position of the last of them on the rank */
+    size_t last_step;     /* position of the last STEP */
+    int32_t last_bwd_mb;  /* its microbatch */
+    int32_t steps;        /* STEPs so far: the version the next STEP closes */
+    uint8_t dirty;        /* a backward not yet followed by a REDUCE_GRAD */
+    uint8_t reduces;      /* the stage has a REDUCE_GRAD somewhere */
+} stage_upd;
+
+/* The update check's state: the schedule, its totals and the per-stage table. */
+typedef struct ustate {
+    const sched *s;
+    int64_t versions; /* STEPs each stage makes: one per iteration (flush, 2bw) or per backward (stash) */
+    stage_upd *st;    /* [stages] */
+} ustate;
+
+/* Returns the rule of s's weight policy, for messages. */
+static const char *upd_rule(const sched *s) {
+    if (s->weights == SCHED_WEIGHTS_STASH)
+        return "PipeDream's weight stashing steps each stage once after each of its backwards, naming its microbatch";
+    if (s->weights == SCHED_WEIGHTS_2BW)
+        return "2BW steps each stage once per iteration, after the stage's last backward of the iteration and "
+               "before its first of the next";
+    return "a flush schedule steps each stage once per iteration, after the stage's last backward of the iteration "
+           "and before its first forward of the next";
+}
+
+/* Returns the version (the STEP that must come before it) whose gradient a backward of mb
+ * adds to: its iteration (flush, 2bw) or the stage's count of backwards so far (stash). */
+static int64_t upd_version(const ustate *u, const stage_upd *q, int mb) {
+    return u->s->weights == SCHED_WEIGHTS_STASH ? q->bwd : mb / u->s->microbatches;
+}
+
+/* Notes a backward completing stage's gradient of mb at (rank, pos): refused when the STEP of
+ * an earlier version is still missing. */
+static int upd_backward(ustate *u, int rank, size_t pos, int stage, int mb, pl_err *e) {
+    const sched *s = u->s;
+    stage_upd *q = &u->st[stage];
+    int64_t v = upd_version(u, q, mb);
+    if (v > q->steps && s->weights == SCHED_WEIGHTS_STASH) {
+        char prev[96];
+        sched_action_format(&s->rank[rank].acts[q->last_bwd], prev, sizeof prev);
+        return fail_at(s, rank, pos, e, "backward of stage %d microbatch %d comes before the STEP of the stage's previous "
+                       "backward (action %zu, %s); %s", stage, mb, q->last_bwd + 1, prev, upd_rule(s));
+    }
+    if (v > q->steps)
+        return fail_at(s, rank, pos, e, "backward of stage %d microbatch %d (iteration %lld) comes before the stage's STEP "
+                       "for iteration %d; %s", stage, mb, (long long)v, q->steps, upd_rule(s));
+    q->bwd++;
+    q->last_bwd = pos;
+    q->last_bwd_mb = mb;
+    q->dirty = 1;
+    return PL_OK;
+}
+
+/* Checks a forward of (stage, mb) at (rank, pos) of a flush schedule: it uses the weights that
+ * the STEP of the previous iteration wrote, so that STEP comes first. */
+static int upd_forward(ustate *u, int rank, size_t pos, int stage, int mb, pl_err *e) {
+    const sched *s = u->s;
+    int64_t it = mb / s->microbatches;
+    if (s->weights != SCHED_WEIGHTS_FLUSH || it <= u->st[stage].steps) return PL_OK;
+    return fail_at(s, rank, pos, e, "forward of stage %d microbatch %d (iteration %lld) comes before the stage's STEP for "
+                   "iteration %d, so it would run on the old weights; %s", stage, mb, (long long)it, u->st[stage].steps,
+                   upd_rule(s));
+}
+
+/* Checks the STEP of stage at (rank, pos): not a second one for the same version, after every
+ * backward of its version, after the REDUCE_GRAD of them (when the stage reduces), and in a
+ * stash schedule naming the microbatch of the backward it follows. */
+static int upd_step(ustate *u, int rank, size_t pos, int stage, int mb, pl_err *e) {
+    const sched *s = u->s;
+    stage_upd *q = &u->st[stage];
+    int stash = s->weights == SCHED_WEIGHTS_STASH;
+    char prev[96];
+    if (q->steps > 0 && q->bwd == q->bwd_at_step) {
+        if (stash)
+            return fail_at(s, rank, pos, e, "second STEP of stage %d after its backward of microbatch %d (the first is "
+                           "action %zu); %s", stage, q->last_bwd_mb, q->last_step + 1, upd_rule(s));
+        return fail_at(s, rank, pos, e, "second STEP of stage %d for iteration %d (the first is action %zu, and no "
+                       "backward of the stage comes between); %s", stage, q->steps - 1, q->last_step + 1, upd_rule(s));
+    }
+    int64_t need = stash ? (int64_t)q->steps + 1 : ((int64_t)q->steps + 1) * s->microbatches;
+    if (q->bwd < need && stash)
+        return fail_at(s, rank, pos, e, "STEP of stage %d comes before any backward of the stage; %s", stage, upd_rule(s));
+    if (q->bwd < need)
+        return fail_at(s, rank, pos, e, "STEP of stage %d for iteration %d comes before %lld of the stage's %d backwards "
+                       "of that iteration (B, or W where the backward is split); %s", stage, q->steps,
+                       (long long)(need - q->bwd), s->microbatches, upd_rule(s));
+    if (stash && mb != q->last_bwd_mb)
+        return fail_at(s, rank, pos, e, "STEP of stage %d names microbatch %d, but the backward it follows is microbatch %d "
+                       "(action %zu); %s", stage, mb, q->last_bwd_mb, q->last_bwd + 1, upd_rule(s));
+    if (q->reduces && q->dirty) {
+        sched_action_format(&s->rank[rank].acts[q->last_bwd], prev, sizeof prev);
+        return fail_at(s, rank, pos, e, "STEP of stage %d comes before the REDUCE_GRAD of the gradient of its backward at "
+                       "action %zu (%s): a lowered schedule reduces a stage's gradients, then steps", stage,
+                       q->last_bwd + 1, prev);
+    }
+    q->steps++;
+    q->bwd_at_step = q->bwd;
+    q->last_step = pos;
+    return PL_OK;
+}
+
+/* Checks one action of the update walk; returns PL_OK or the error. */
+static int upd_action(ustate *u, int rank, size_t pos, pl_err *e) {
+    const sched_action *a = &u->s->rank[rank].acts[pos];
+    int rc = PL_OK;
+    switch (a->kind) {
+    case SCHED_F: return upd_forward(u, rank, pos, a->stage, a->mb, e);
+    case SCHED_B:
+    case SCHED_W: return upd_backward(u, rank, pos, a->stage, a->mb, e);
+    case SCHED_OVERLAP:
+        rc = upd_forward(u, rank, pos, a->stage, a->mb, e);
+        if (rc == PL_OK && a->kind2 == SCHED_B) rc = upd_backward(u, rank, pos, a->stage2, a->mb2, e);
+        return rc;
+    case SCHED_REDUCE_GRAD: u->st[a->stage].dirty = 0; return PL_OK;
+    case SCHED_STEP: return upd_step(u, rank, pos, a->stage, a->mb, e);
+    default: return PL_OK;
+    }
+}
+
+/* A compute-only schedule holds no STEP: lowering (and the simulator's run of the compute-only
+ * form) adds each stage's own, so a STEP here would be a second one. */
+static int check_no_step(const sched *s, pl_err *e) {
+    for (int r = 0; r < s->ranks; r++)
+        for (size_t p = 0; p < s->rank[r].n; p++)
+            if (s->rank[r].acts[p].kind == SCHED_STEP)
+                return fail_at(s, r, p, e, "STEP in a schedule marked compute-only: lowering adds each stage's optimizer "
+                               "steps itself, so this one would be a second; remove it, or give the whole lowered form "
+                               "('lowered yes')");
+    return PL_OK;
+}
+
+/* The optimizer steps of a lowered schedule, per stage on its rank in order: the STEPs of
+ * s->weights' rule (upd_rule) and no others, each after the REDUCE_GRAD of the gradients it
+ * applies when the stage has REDUCE_GRADs. Runs after check_complete (every backward is there
+ * once). Returns PL_OK, PL_EINPUT or PL_ENOMEM. */
+static int check_updates(const sched *s, int64_t M, pl_err *e) {
+    if (!s->lowered) return check_no_step(s, e);
+    ustate u = {s, s->weights == SCHED_WEIGHTS_STASH ? M : sched_iterations(s), NULL};
+    u.st = pl_calloc((size_t)s->stages, sizeof *u.st);
+    if (!u.st) return pl_errf(e, PL_ENOMEM, "out of memory validating the schedule");
+    for (int r = 0; r < s->ranks; r++)
+        for (size_t p = 0; p < s->rank[r].n; p++)
+            if (s->rank[r].acts[p].kind == SCHED_REDUCE_GRAD) u.st[s->rank[r].acts[p].stage].reduces = 1;
+    int rc = PL_OK;
+    for (int r = 0; r < s->ranks && rc == PL_OK; r++)
+        for (size_t p = 0; p < s->rank[r].n && rc == PL_OK; p++) rc = upd_action(&u, r, p, e);
+    for (int q = 0; q < s->stages && rc == PL_OK; q++) {
+        const stage_upd *t = &u.st[q];
+        if (t->steps >= u.versions) continue;
+        if (s->weights == SCHED_WEIGHTS_STASH)
+            rc = fail_at(s, s->stage_rank[q], t->last_bwd, e, "no STEP of stage %d follows this backward of microbatch %d; "
+                         "%s", q, t->last_bwd_mb, upd_rule(s));
+        else
+            rc = fail_at(s, s->stage_rank[q], t->last_bwd, e, "no STEP of stage %d for iteration %d follows this, the "
+                         "stage's last backward of the iteration; %s", q, t->steps, upd_rule(s));
+    }
+    free(u.st);
+    return rc;
+}
+
 /* Orders (stage, microbatch) keys for qsort. */
 static int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -268,6 +435,7 @@ static int validate(const sched *s, sched_dryrun_result *dr, int dry, pl_err *e)
     for (int r = 0; r < s->ranks && rc == PL_OK; r++)
         for (size_t p = 0; p < s->rank[r].n && rc == PL_OK; p++) rc = check_action(&v, r, p, e);
     if (rc == PL_OK) rc = check_complete(&v, e);
+    if (rc == PL_OK) rc = check_updates(s, v.M, e);
     if (rc == PL_OK && dry) {
         sched_dryrun_result res;
         rc = sched_dryrun_core(s, NULL, dr ? dr : &res, dr != NULL, e);

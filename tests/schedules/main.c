@@ -7,6 +7,7 @@ void test_zb_register(void);
 void test_lower_register(void);
 void test_io_register(void);
 void test_limits_register(void);
+void test_validate_register(void);
 
 void pl_test_register(void) {
     test_core_register();
@@ -15,4 +16,5 @@ void pl_test_register(void) {
     test_lower_register();
     test_io_register();
     test_limits_register();
+    test_validate_register();
 }

@@ -379,6 +379,13 @@ static void test_text_errors(void) {
     expect_text_error(edit("ranks 2", "ranks"), "t.sched:4:6:", "header key 'ranks' needs a value");
     expect_text_error(edit("ranks 2", "ranks 2 3"), "t.sched:4:9:", "unexpected '3'");
     expect_text_error(edit("chunks 1", "chunks 3"), "t.sched:8:8:", "chunks 3 is out of range (1..2)");
+    expect_text_error(edit("chunks 1", "chunks 2"), "t.sched:8:8:",
+                      "chunks 2 does not match stages 2 (line 5) and ranks 2 (line 4): chunks is the stages per "
+                      "rank, stages / ranks = 1");
+    expect_text_error("pipelab-schedule 1\nkind x\nranks 2\nstages 3\nmicrobatches 1\niterations 1\nchunks 2\n"
+                      "placement explicit 0 1 1\nweights flush\nrecompute none\nlowered no\n"
+                      "rank 0: 0F0 0B0\nrank 1: 1F0 2F0 2B0 1B0\n",
+                      "t.sched:7:8:", "stages is not a multiple of ranks, so chunks must be 1");
     expect_text_error(edit("iterations 1", "iterations 9000000"), "t.sched:7:12:",
                       "exceeds the limit");
     expect_text_error(edit("placement loop", "placement zigzag"), "t.sched:9:11:",
@@ -534,11 +541,11 @@ static void test_csv_read_inference(void) {
         CU_ASSERT_EQUAL(s->stage_rank[2], 1);
     }
     sched_free(s);
-    /* loop placement with a middle empty row (rank 1 has nothing to do) */
+    /* a trailing blank line is no row; a middle row of empty cells is a rank without actions */
     s = csv("0F0,0B0\n\n", SCHED_LETTERS_CURRENT);
     if (s) CU_ASSERT_EQUAL(s->ranks, 1);
     sched_free(s);
-    s = csv("0F0,2F0,2B0,0B0\n\n1F0\n", SCHED_LETTERS_CURRENT);
+    s = csv("0F0,2F0,2B0,0B0\n,\n1F0\n", SCHED_LETTERS_CURRENT);
     if (s) {
         CU_ASSERT_EQUAL(s->ranks, 3);
         CU_ASSERT_EQUAL(s->rank[1].n, 0);
@@ -592,8 +599,14 @@ static void test_csv_errors(void) {
                      "stage 1 is on two ranks: row 1 (rank 0, line 1, column 5) and row 2 (rank 1)");
     expect_csv_error("0F0,(0F1;1B0)OVERLAP_F_B\n1F0\n", SCHED_LETTERS_CURRENT, "t.csv:2:1:",
                      "stage 1 is on two ranks");
-    expect_csv_error("0F0\n2F0\n\n3F0\n", SCHED_LETTERS_CURRENT, "t.csv:",
+    expect_csv_error("0F0\n2F0\n,\n3F0\n", SCHED_LETTERS_CURRENT, "t.csv:",
                      "stage 1 appears in no cell");
+    /* a blank line before the last row is refused, not taken as an idle rank (io_csv.c) */
+    expect_csv_error("0F0,0B0\n\n1F0,1B0\n", SCHED_LETTERS_CURRENT, "t.csv:2:1:",
+                     "blank line before the last row");
+    expect_csv_error("0F0,0B0\r\n \t\r\n1F0,1B0\r\n", SCHED_LETTERS_CURRENT, "t.csv:2:1:",
+                     "rank without actions (rank 1)");
+    expect_csv_error("\xEF\xBB\xBF\n0F0,0B0\n", SCHED_LETTERS_CURRENT, "t.csv:1:1:", "blank line before the last row");
     expect_csv_error("0F0,0F1\x7f\n", SCHED_LETTERS_CURRENT, "t.csv:1:8:", "unexpected byte 0x7f");
     expect_csv_error("0F0,2000000F0\n", SCHED_LETTERS_CURRENT, "t.csv:1:5:", "beyond the limit");
     expect_csv_error("0F0,0F20000000\n", SCHED_LETTERS_CURRENT, "t.csv:1:5:", "beyond the limit");

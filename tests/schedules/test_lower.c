@@ -68,7 +68,7 @@ static void test_deadlock_named(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "cycle"));
     expect_invalid(s, (const char *[]){"deadlock", NULL});
     /* a lowered schedule whose receive never comes */
-    const char *lowered[] = {"0F0 0RECV_B0 0SEND_F0 0B0", "1RECV_F0 1F0 1B0 1SEND_B0"};
+    const char *lowered[] = {"0F0 0RECV_B0 0SEND_F0 0B0 0STEP", "1RECV_F0 1F0 1B0 1SEND_B0 1STEP"};
     s = build(2, 2, 1, lowered);
     expect_invalid(s, (const char *[]){"deadlock", "0RECV_B0", NULL});
 }

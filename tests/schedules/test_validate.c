@@ -1,0 +1,377 @@
+/* test_validate.c: the optimizer-step rule of validation (validate.c): every generator's output,
+ * lowered or not, passes it; each bad STEP placement is refused naming the file, line and action. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_test.h"
+#include "pl_sched.h"
+
+/* Failures inside loops are counted and the first few printed, then asserted once. */
+static int v_fail;
+#define VFAIL(...)                                                                              \
+    do {                                                                                        \
+        if (v_fail++ < 12) {                                                                    \
+            fprintf(stderr, "\n  test_validate: ");                                             \
+            fprintf(stderr, __VA_ARGS__);                                                       \
+        }                                                                                       \
+    } while (0)
+
+/* Every generator the IR has. */
+static const char *const KINDS[] = {"gpipe",       "1f1b",       "pipedream", "2bw",   "interleaved",
+                                    "looped-bfs", "zb-h1",      "zb-h2",     "zbv",   "dualpipev"};
+#define NKINDS ((int)(sizeof KINDS / sizeof KINDS[0]))
+
+/* Returns the STEPs of s. */
+static int64_t count_steps(const sched *s) {
+    int64_t n = 0;
+    for (int r = 0; r < s->ranks; r++)
+        for (size_t i = 0; i < s->rank[r].n; i++) n += s->rank[r].acts[i].kind == SCHED_STEP;
+    return n;
+}
+
+/* Returns s written as .sched text and read back from "what.sched" (so that messages name a
+ * file and line), NULL with a failure noted. */
+static sched *via_text(const sched *s, const char *what) {
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_err e;
+    pl_err_clear(&e);
+    sched *r = NULL;
+    if (sched_write_text(s, &b) == PL_OK) r = sched_read_text("g.sched", b.data, b.len, &e);
+    if (!r) VFAIL("%s: .sched round trip: %s", what, e.msg);
+    pl_buf_free(&b);
+    return r;
+}
+
+/* Returns s written as PyTorch compute_comms CSV and read back, NULL with a failure noted. */
+static sched *via_csv(const sched *s, const char *what) {
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_err e;
+    pl_err_clear(&e);
+    sched *r = NULL;
+    if (sched_write_torch_csv(s, SCHED_CSV_COMPUTE_COMMS, &b, &e) == PL_OK)
+        r = sched_read_torch_csv("g.csv", b.data, b.len, SCHED_LETTERS_CURRENT, &e);
+    if (!r) VFAIL("%s: CSV round trip: %s", what, e.msg);
+    pl_buf_free(&b);
+    return r;
+}
+
+/* Validates s (named what in failures); returns 1 when it passes. */
+static int valid(const sched *s, const char *what) {
+    pl_err e;
+    pl_err_clear(&e);
+    if (s && sched_validate(s, &e) == PL_OK) return 1;
+    if (s) VFAIL("%s: %s", what, e.msg);
+    return 0;
+}
+
+/* Checks one generated schedule: it validates; its lowered form validates with one STEP per
+ * stage and iteration (per stage and microbatch for stash), and so does that form read back
+ * from .sched text and from PyTorch CSV (which has no STEP: reading puts back a flush
+ * schedule's, one per stage). */
+static void check_generated(const sched *s, const char *what) {
+    pl_err e;
+    pl_err_clear(&e);
+    if (!valid(s, what)) return;
+    sched *l = sched_lower(s, &e);
+    if (!l) {
+        VFAIL("%s: lower: %s", what, e.msg);
+        return;
+    }
+    int64_t per_stage = s->weights == SCHED_WEIGHTS_STASH ? sched_total_microbatches(s) : sched_iterations(s);
+    if (count_steps(l) != per_stage * s->stages)
+        VFAIL("%s: %lld STEPs, want %lld", what, (long long)count_steps(l), (long long)(per_stage * s->stages));
+    valid(l, what);
+    sched *t = via_text(l, what), *c = via_csv(l, what);
+    valid(t, what);
+    valid(c, what);
+    /* one rank has no SEND/RECV cell, so its CSV reads back compute-only, without STEPs */
+    if (c && c->lowered != (s->ranks > 1)) VFAIL("%s: CSV read back lowered %d", what, c->lowered);
+    if (c && c->lowered && count_steps(c) != c->stages) VFAIL("%s: CSV read back %lld STEPs", what, (long long)count_steps(c));
+    sched_free(c);
+    sched_free(t);
+    sched_free(l);
+}
+
+/* Every kind over ranks 1..4, microbatches 1..8, chunks (for the kinds that take them) 2 and 3,
+ * iterations default, 1 and 3, recomputation none and full: what the generator serves passes,
+ * compute-only and lowered, and every kind serves some. */
+static void test_every_kind_validates(void) {
+    static const int ps[] = {1, 2, 3, 4}, ms[] = {1, 2, 3, 4, 5, 8}, vs[] = {0, 2, 3}, its[] = {0, 1, 3};
+    v_fail = 0;
+    for (int k = 0; k < NKINDS; k++) {
+        int served = 0, chunks = !strcmp(KINDS[k], "interleaved") || !strcmp(KINDS[k], "looped-bfs");
+        for (size_t pi = 0; pi < sizeof ps / sizeof *ps; pi++)
+            for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+                for (size_t vi = 0; vi < (chunks ? sizeof vs / sizeof *vs : 1); vi++)
+                    for (size_t ii = 0; ii < sizeof its / sizeof *its; ii++)
+                        for (int rc = 0; rc < 2; rc++) {
+                            sched_gen_opts o = {.ranks = ps[pi], .microbatches = ms[mi], .chunks = vs[vi],
+                                                .iterations = its[ii],
+                                                .recompute = rc ? SCHED_RECOMPUTE_FULL : SCHED_RECOMPUTE_NONE};
+                            pl_err e;
+                            pl_err_clear(&e);
+                            sched *s = sched_generate(KINDS[k], &o, &e);
+                            if (!s) continue; /* refusals are test_gen's and test_zb's business */
+                            char what[128];
+                            snprintf(what, sizeof what, "%s p=%d m=%d v=%d it=%d rc=%d", KINDS[k], ps[pi], ms[mi],
+                                     vs[vi], its[ii], rc);
+                            check_generated(s, what);
+                            sched_free(s);
+                            served++;
+                        }
+        if (!served) VFAIL("%s: no grid point served", KINDS[k]);
+    }
+    CU_ASSERT_EQUAL(v_fail, 0);
+}
+
+/* 1f1b, pipedream and 2bw with replicated stages (PipeDream's 1F1B-RR, the replicas' lists
+ * interleaved on the stage's rank) pass as well. */
+static void test_replicated_validate(void) {
+    static const char *const kinds[] = {"1f1b", "pipedream", "2bw"};
+    static const struct { int p; int rep[4]; } reps[] = {{2, {2, 1}}, {2, {1, 3}}, {3, {2, 2, 1}}, {3, {1, 1, 4}},
+                                                         {4, {3, 1, 2, 1}}};
+    static const int ms[] = {2, 4, 6}, its[] = {0, 2};
+    v_fail = 0;
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        for (size_t ri = 0; ri < sizeof reps / sizeof *reps; ri++)
+            for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+                for (size_t ii = 0; ii < sizeof its / sizeof *its; ii++) {
+                    sched_gen_opts o = {.ranks = reps[ri].p, .microbatches = ms[mi], .iterations = its[ii]};
+                    pl_err e;
+                    pl_err_clear(&e);
+                    sched *s = sched_gen_replicated(kinds[k], &o, reps[ri].rep, NULL, &e);
+                    char what[128];
+                    snprintf(what, sizeof what, "%s replicated p=%d (%d,%d,...) m=%d it=%d", kinds[k], reps[ri].p,
+                             reps[ri].rep[0], reps[ri].rep[1], ms[mi], its[ii]);
+                    if (!s) VFAIL("%s: %s", what, e.msg);
+                    else check_generated(s, what);
+                    sched_free(s);
+                }
+    CU_ASSERT_EQUAL(v_fail, 0);
+}
+
+/* ---------------------------------------------------------------- bad placements */
+
+/* How a case edits the actions of one rank line. */
+enum { OP_MOVE, OP_DROP, OP_DUP, OP_APPEND, OP_REPLACE };
+
+/* A generated schedule with one rank's list edited, and the error it must give. */
+typedef struct bad_case {
+    const char *kind;
+    int p, m, v, iters, lowered;
+    int rank, op;
+    const char *tok; /* the action edited: the first one so spelled */
+    const char *at;  /* OP_MOVE: moved before the first action so spelled; OP_REPLACE: the new text */
+    const char *where; /* the message's start: "file:line: rank R, action K (text): "; NULL: valid */
+    const char *why;   /* a piece of its reason */
+} bad_case;
+
+/* Returns the index of the first token equal to t among n, or n. */
+static size_t find_tok(char **tk, size_t n, const char *t) {
+    size_t i = 0;
+    while (i < n && strcmp(tk[i], t) != 0) i++;
+    return i;
+}
+
+/* Rewrites line (a "rank R: ..." line, NUL-terminated, in a buffer of cap bytes) by c's edit.
+ * Returns 0, or -1 when an action named by c is not on the line. */
+static int edit_line(char *line, size_t cap, const bad_case *c) {
+    char *tk[1024], *save = NULL, copy[8192];
+    size_t n = 0;
+    snprintf(copy, sizeof copy, "%s", line);
+    char *head = strtok_r(copy, " ", &save), *num = strtok_r(NULL, " ", &save);
+    for (char *t = strtok_r(NULL, " ", &save); t && n < 1023; t = strtok_r(NULL, " ", &save)) tk[n++] = t;
+    size_t i = find_tok(tk, n, c->tok);
+    if (c->op != OP_APPEND && i == n) return -1;
+    char *moved = c->op == OP_APPEND ? NULL : tk[i];
+    switch (c->op) {
+    case OP_DROP:
+    case OP_MOVE: memmove(tk + i, tk + i + 1, (n - i - 1) * sizeof *tk), n--; break;
+    case OP_DUP: memmove(tk + i + 1, tk + i, (n - i) * sizeof *tk), n++; break;
+    case OP_APPEND: tk[n++] = (char *)c->tok; break;
+    case OP_REPLACE: tk[i] = (char *)c->at; break;
+    default: return -1;
+    }
+    if (c->op == OP_MOVE) {
+        size_t j = find_tok(tk, n, c->at);
+        if (j == n) return -1;
+        memmove(tk + j + 1, tk + j, (n - j) * sizeof *tk);
+        tk[j] = moved;
+        n++;
+    }
+    size_t len = (size_t)snprintf(line, cap, "%s %s", head, num);
+    for (size_t k = 0; k < n && len < cap; k++) len += (size_t)snprintf(line + len, cap - len, " %s", tk[k]);
+    return len < cap ? 0 : -1;
+}
+
+/* Returns the .sched text of case c's schedule with its edit made (malloc'd), NULL with a
+ * failure on error. The header is 12 lines, so rank R is line 13 + R. */
+static char *bad_text(const bad_case *c) {
+    sched_gen_opts o = {.ranks = c->p, .microbatches = c->m, .chunks = c->v, .iterations = c->iters};
+    pl_err e;
+    pl_err_clear(&e);
+    sched *s = sched_generate(c->kind, &o, &e), *l = s && c->lowered ? sched_lower(s, &e) : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    pl_buf b;
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL(sched_write_text(l ? l : s, &b), PL_OK);
+    sched_free(l);
+    sched_free(s);
+    char key[32], *out = malloc(b.len + 256);
+    snprintf(key, sizeof key, "\nrank %d:", c->rank);
+    char *at = b.data ? strstr(b.data, key) : NULL;
+    int ok = at && out;
+    if (ok) {
+        char line[8192];
+        char *end = strchr(at + 1, '\n');
+        snprintf(line, sizeof line, "%.*s", (int)(end - at - 1), at + 1);
+        ok = edit_line(line, sizeof line, c) == 0;
+        if (ok) sprintf(out, "%.*s%s%s", (int)(at + 1 - b.data), b.data, line, end);
+    }
+    if (!ok) fprintf(stderr, "\n  cannot edit %s rank %d at '%s'\n", c->kind, c->rank, c->tok);
+    CU_ASSERT(ok);
+    pl_buf_free(&b);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Reads case c's edited text as "t.sched" and checks the verdict of validation. */
+static void check_bad(const bad_case *c) {
+    char *text = bad_text(c);
+    if (!text) return;
+    pl_err e;
+    pl_err_clear(&e);
+    sched *s = sched_read_text("t.sched", text, strlen(text), &e);
+    if (!s) fprintf(stderr, "\n  %s: read: %s\n", c->kind, e.msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    int rc = sched_validate(s, &e);
+    int ok = c->where ? rc == PL_EINPUT && strncmp(e.msg, c->where, strlen(c->where)) == 0 && strstr(e.msg, c->why)
+                      : rc == PL_OK;
+    if (!ok)
+        fprintf(stderr, "\n  %s rank %d '%s': want '%s...%s', got '%s'\n", c->kind, c->rank, c->tok,
+                c->where ? c->where : "(valid)", c->why ? c->why : "", rc == PL_OK ? "(valid)" : e.msg);
+    CU_ASSERT(ok);
+    /* sched_check_actions (validation without the dry run) gives the same verdict */
+    CU_ASSERT_EQUAL(sched_check_actions(s, &e), rc);
+    sched_free(s);
+    free(text);
+}
+
+/* Each misplaced, missing or doubled STEP of every weight policy is refused with the file, the
+ * rank's line, the action (its position and text) and the reason; a STEP moved earlier but
+ * still after its own stage's backwards (another stage of the rank still computing) passes. */
+static void test_bad_steps_refused(void) {
+    static const bad_case cases[] = {
+        /* flush (the audit's case): early, missing, doubled, before REDUCE_GRAD; rank 0:
+         * 0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1 0REDUCE_GRAD 0STEP */
+        {"1f1b", 2, 2, 0, 0, 1, 0, OP_MOVE, "0STEP", "0F1", "t.sched:13: rank 0, action 3 (0STEP): ",
+         "STEP of stage 0 for iteration 0 comes before 2 of the stage's 2 backwards"},
+        {"1f1b", 2, 2, 0, 0, 1, 0, OP_DROP, "0STEP", NULL, "t.sched:13: rank 0, action 8 (0B1): ",
+         "no STEP of stage 0 for iteration 0 follows this"},
+        {"1f1b", 2, 2, 0, 0, 1, 0, OP_DUP, "0STEP", NULL, "t.sched:13: rank 0, action 11 (0STEP): ",
+         "second STEP of stage 0 for iteration 0 (the first is action 10"},
+        {"1f1b", 2, 2, 0, 0, 1, 0, OP_MOVE, "0STEP", "0REDUCE_GRAD", "t.sched:13: rank 0, action 9 (0STEP): ",
+         "before the REDUCE_GRAD of the gradient of its backward at action 8 (0B1)"},
+        {"1f1b", 2, 2, 0, 0, 1, 1, OP_MOVE, "1STEP", "1F1", "t.sched:14: rank 1, action 6 (1STEP): ",
+         "comes before 1 of the stage's 2 backwards"},
+        /* a compute-only schedule: lowering adds the STEPs, so one written there would double */
+        {"1f1b", 2, 2, 0, 0, 0, 0, OP_APPEND, "0STEP", NULL, "t.sched:13: rank 0, action 5 (0STEP): ",
+         "STEP in a schedule marked compute-only"},
+        /* flush over 2 iterations: the next iteration's forward needs the STEP first */
+        {"gpipe", 2, 2, 0, 2, 1, 0, OP_MOVE, "0STEP", "0SEND_F2", "t.sched:13: rank 0, action 10 (0F2): ",
+         "forward of stage 0 microbatch 2 (iteration 1) comes before the stage's STEP for iteration 0"},
+        {"gpipe", 2, 2, 0, 2, 1, 0, OP_DROP, "0STEP", NULL, "t.sched:13: rank 0, action 10 (0F2): ",
+         "forward of stage 0 microbatch 2 (iteration 1)"},
+        {"gpipe", 2, 2, 0, 2, 1, 0, OP_DUP, "0STEP", NULL, "t.sched:13: rank 0, action 11 (0STEP): ",
+         "second STEP of stage 0 for iteration 0"},
+        /* split backward: the STEP waits for the W */
+        {"zb-h1", 2, 2, 0, 0, 1, 0, OP_MOVE, "0STEP", "0W1", "t.sched:13: rank 0, action 10 (0STEP): ",
+         "comes before 1 of the stage's 2 backwards of that iteration (B, or W where the backward is split)"},
+        /* two stages per rank: each stage's STEP follows its own backwards */
+        {"interleaved", 2, 2, 2, 0, 1, 0, OP_MOVE, "2STEP", "0RECV_B0", NULL, NULL},
+        {"interleaved", 2, 2, 2, 0, 1, 0, OP_MOVE, "0STEP", "0RECV_B1", "t.sched:13: rank 0, action 20 (0STEP): ",
+         "STEP of stage 0 for iteration 0 comes before 1 of the stage's 2 backwards"},
+        /* an overlapped pair's B half is a backward of its stage */
+        {"dualpipev", 2, 4, 0, 0, 1, 0, OP_MOVE, "3STEP", "0RECV_B1", "t.sched:13: rank 0, action 23 (3STEP): ",
+         "STEP of stage 3 for iteration 0 comes before 1 of the stage's 4 backwards"},
+        /* 2bw over 2 iterations: forwards of the next iteration may pass the STEP, backwards not */
+        {"2bw", 2, 2, 0, 2, 1, 1, OP_MOVE, "1STEP", "1SEND_B2", "t.sched:14: rank 1, action 12 (1B2): ",
+         "backward of stage 1 microbatch 2 (iteration 1) comes before the stage's STEP for iteration 0; 2BW"},
+        {"2bw", 2, 2, 0, 2, 1, 0, OP_MOVE, "0STEP", "0F2", "t.sched:13: rank 0, action 7 (0STEP): ",
+         "comes before 1 of the stage's 2 backwards"},
+        {"2bw", 2, 2, 0, 2, 1, 1, OP_DUP, "1STEP", NULL, "t.sched:14: rank 1, action 11 (1STEP): ",
+         "second STEP of stage 1 for iteration 0"},
+        /* stash: a STEP right after each backward, naming it; rank 1 is 1RECV_F0 1F0 1RECV_F1
+         * 1B0 1SEND_B0 1REDUCE_GRAD0 1STEP0 1F1 1B1 1SEND_B1 1REDUCE_GRAD1 1STEP1 1RECV_F2 1F2 1B2 ... */
+        {"pipedream", 2, 2, 0, 2, 1, 1, OP_DROP, "1STEP1", NULL, "t.sched:14: rank 1, action 14 (1B2): ",
+         "comes before the STEP of the stage's previous backward (action 9, 1B1)"},
+        {"pipedream", 2, 2, 0, 2, 1, 1, OP_REPLACE, "1STEP1", "1STEP0", "t.sched:14: rank 1, action 12 (1STEP0): ",
+         "names microbatch 0, but the backward it follows is microbatch 1 (action 9)"},
+        {"pipedream", 2, 2, 0, 2, 1, 1, OP_DUP, "1STEP0", NULL, "t.sched:14: rank 1, action 8 (1STEP0): ",
+         "second STEP of stage 1 after its backward of microbatch 0 (the first is action 7)"},
+        {"pipedream", 2, 2, 0, 2, 1, 0, OP_MOVE, "0STEP0", "0F0", "t.sched:13: rank 0, action 1 (0STEP0): ",
+         "STEP of stage 0 comes before any backward of the stage"},
+        {"pipedream", 2, 2, 0, 2, 1, 1, OP_DROP, "1STEP3", NULL, "t.sched:14: rank 1, action 21 (1B3): ",
+         "no STEP of stage 1 follows this backward of microbatch 3"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_bad(&cases[i]);
+}
+
+/* The same rule on a PyTorch CSV that carries STEP cells (taken as they are): a doubled STEP,
+ * and a rank left without one; the line is the rank's row. Without a file, the message starts
+ * with the rank. */
+static void test_bad_steps_csv_and_memory(void) {
+    sched_gen_opts o = {.ranks = 2, .microbatches = 2};
+    pl_err e;
+    pl_err_clear(&e);
+    sched *s = sched_generate("1f1b", &o, &e), *l = s ? sched_lower(s, &e) : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    pl_buf b;
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL_FATAL(sched_write_torch_csv(l, SCHED_CSV_COMPUTE_COMMS, &b, &e), PL_OK);
+    static const struct { const char *cells, *where, *why; } cs[] = {
+        {",0STEP,0STEP", "t.csv:1: rank 0, action 11 (0STEP): ", "second STEP of stage 0"},
+        {",0STEP", "t.csv:2: rank 1, action 7 (1B1): ", "no STEP of stage 1 for iteration 0"},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+        char text[4096];
+        size_t row0 = (size_t)(strchr(b.data, '\n') - b.data);
+        snprintf(text, sizeof text, "%.*s%s%s", (int)row0, b.data, cs[i].cells, b.data + row0);
+        sched *r = sched_read_torch_csv("t.csv", text, strlen(text), SCHED_LETTERS_CURRENT, &e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        CU_ASSERT_EQUAL(sched_validate(r, &e), PL_EINPUT);
+        int ok = strncmp(e.msg, cs[i].where, strlen(cs[i].where)) == 0 && strstr(e.msg, cs[i].why);
+        if (!ok) fprintf(stderr, "\n  csv: want '%s...%s', got '%s'\n", cs[i].where, cs[i].why, e.msg);
+        CU_ASSERT(ok);
+        sched_free(r);
+    }
+    pl_buf_free(&b);
+    /* in memory: the early STEP of rank 0 */
+    sched_action *a = l->rank[0].acts;
+    size_t n = l->rank[0].n;
+    sched_action step = a[n - 1];
+    memmove(a + 3, a + 2, (n - 3) * sizeof *a);
+    a[2] = step;
+    CU_ASSERT_EQUAL(sched_validate(l, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "rank 0, action 3 (0STEP): STEP of stage 0 for iteration 0 comes before"));
+    CU_ASSERT_EQUAL(strncmp(e.msg, "rank 0", 6), 0);
+    sched_free(l);
+    sched_free(s);
+}
+
+void test_validate_register(void) {
+    static const pl_test_case cases[] = {
+        {"every kind's schedules pass the STEP rule", test_every_kind_validates},
+        {"replicated 1f1b, pipedream, 2bw pass", test_replicated_validate},
+        {"misplaced, missing, doubled STEPs refused with file, line, action", test_bad_steps_refused},
+        {"STEP rule on CSV files and in memory", test_bad_steps_csv_and_memory},
+        {NULL, NULL},
+    };
+    pl_test_suite("schedules/validate", cases);
+}
