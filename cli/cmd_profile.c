@@ -64,6 +64,9 @@ static const char help_format[] =
     CLI_EXEC_PAGES_HELP
     "  --transport threads|mpi  mpi: also measure the MPI all-reduce (mpirun -np 2 pipelab profile\n"
     "                        --transport mpi ...; default threads)\n"
+    "  --max-memory SIZE     memory pipelab may use (8e9, 16GiB; default: the physical memory or\n"
+    "                        ulimit -v, or $PIPELAB_MAX_MEMORY); a profile whose workers' blocks and\n"
+    "                        stashed microbatches need more is refused up front\n"
     "  -o, --output FILE     write the CSV there and print a summary (default: CSV on stdout)\n"
     "  --interruptions S     instead of the profile, measure the host's interruptions for S seconds\n"
     "                        on --concurrency threads pinned like the ranks: the share of the time\n"
@@ -80,13 +83,13 @@ static const char help_format[] =
 #define PROFILE_CONCURRENCY 1    /* --concurrency's default: one thread alone */
 #define PROFILE_MAX_CONCURRENCY 256
 
-enum { O_REPS = 1000, O_CONC, O_OUT, O_TRANSPORT, O_INTR, O_HELP };
+enum { O_REPS = 1000, O_CONC, O_OUT, O_TRANSPORT, O_INTR, O_MAXMEM, O_HELP };
 
 static const struct option long_opts[] = {
     CLI_EXEC_LONG_OPTS,
     {"reps", required_argument, 0, O_REPS}, {"concurrency", required_argument, 0, O_CONC},
     {"output", required_argument, 0, O_OUT}, {"transport", required_argument, 0, O_TRANSPORT},
-    {"interruptions", required_argument, 0, O_INTR},
+    {"interruptions", required_argument, 0, O_INTR}, {"max-memory", required_argument, 0, O_MAXMEM},
     {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
 };
 
@@ -95,6 +98,7 @@ typedef struct opts {
     cli_exec_args x; /* --width, --depth, --ffn, --microbatch-size, --seed, --backend, --precision */
     int reps, conc;
     int mpi;          /* --transport mpi */
+    cli_sched_args a; /* its max_memory: --max-memory (the budget: o->c.budget) */
     double intr_s;    /* --interruptions S (0: the profile) */
     const char *path; /* -o, NULL = stdout */
 } opts;
@@ -136,6 +140,7 @@ static int parse(int argc, char **argv, opts *o) {
             if (cli_num_arg("profile", "--interruptions", optarg, EXEC_GAP_MAX_S, EXEC_INTERRUPTIONS_MAX_S, &o->intr_s))
                 return CLI_EUSAGE;
             break;
+        case O_MAXMEM: if (cli_max_memory_arg("profile", optarg, &o->a)) return CLI_EUSAGE; break;
         case O_HELP: print_help(); return CLI_OK;
         default: return cli_usage_error("profile", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -152,6 +157,7 @@ static int parse(int argc, char **argv, opts *o) {
         return cli_usage_error("profile", "--transport mpi profiles the CPU executor's all-reduce (the CUDA backend has no "
                                           "replicas)");
     o->c.layers = o->x.depth ? o->x.depth : PROFILE_DEPTH;
+    sched_budget_init(&o->c.budget, o->a.max_memory, getenv(SCHED_MAX_MEMORY_ENV)); /* as run's (cli_sched_check) */
     if (o->x.have_seed) { /* the target network keeps its default */
         o->c.init_seed = o->x.seed;
         o->c.data_seed = o->x.seed + 2;
@@ -213,6 +219,11 @@ int cli_profile(int argc, char **argv) {
     pl_buf_init(&out);
     exec_layer_profile p;
     int is_root = 1;
+    /* refused before anything is allocated or measured (every MPI process alike, before MPI) */
+    if (exec_check_profile_memory(c, o.reps, o.conc, &e) != PL_OK) {
+        pl_buf_free(&out);
+        return cli_fail(&e);
+    }
     /* MPI first, on every process of the job; then process 0 alone profiles and writes */
     int prc = o.mpi ? exec_mpi_profile_allreduce(c, o.reps, &o.c.mpi_ar_latency_s, &o.c.mpi_ar_Bps, &is_root, &e) : PL_OK;
     if (o.mpi) { /* a collective too: every process calls it, whatever the all-reduce's outcome on it */

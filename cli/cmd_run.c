@@ -450,12 +450,15 @@ static int set_blocks(run_opts *o, const sched *s, pl_err *e) {
     return PL_OK;
 }
 
-/* Returns PL_OK when each stage of the model fits in memory (exec_check_memory), else its error
- * in e. */
+/* Returns PL_OK when each stage of the model fits in memory (exec_check_memory), and so does the
+ * profile measured before the run (exec_check_profile_memory: its buffers are freed before the
+ * run's are allocated), else the error in e. */
 static int check_fit(const run_opts *o, const sched *s, pl_err *e) {
     int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
     int rc = blocks ? exec_stage_blocks(s, &o->c, blocks, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     if (rc == PL_OK) rc = exec_check_memory(s, &o->c, blocks, -1, e);
+    if (rc == PL_OK && !o->no_predict && !o->between && !o->profile)
+        rc = exec_check_profile_memory(&o->c, o->preps, o->cuda ? gpu_concurrency(o, s) : cpu_concurrency(o, s), e);
     free(blocks);
     return rc;
 }

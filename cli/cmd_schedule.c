@@ -34,7 +34,8 @@ static const char help_text[] =
     "                        backward, BW = full backward)\n"
     "  --flavour compute_only|compute_comms   CSV flavour (default: by lowering)\n"
     "  -o, --output FILE     where --to writes\n"
-    "  --no-timeline         print only the statistics\n"
+    "  --no-timeline         print only the statistics (the timeline is refused up front when\n"
+    "                        its text would not fit --max-memory, or is over 1000000 steps wide)\n"
     "  --color auto|always|never   colour the timeline (auto: when stdout is a terminal)\n"
     "  --format table|csv|json     statistics format (default table)\n"
     "  --unit-f N --unit-b N --unit-i N --unit-w N   step costs in the dry run (default 1)\n"
@@ -73,6 +74,15 @@ static const struct option long_opts[] = {
 };
 
 #define MAX_UNIT 1000 /* the largest step cost of the dry run (--unit-f, -b, -i, -w) */
+/* The widest timeline drawn, in steps (cells of a row): 1000000 cells are rows of megabytes that
+ * no terminal or pager shows as a figure; a wider one is refused, pointing to --no-timeline (the
+ * statistics) and to smaller --unit-* costs. */
+#define TIMELINE_MAX_STEPS 1000000
+/* Bytes of a colour sequence and its reset around a coloured cell (render.c). */
+#define TIMELINE_COLOR_BYTES 14
+/* Room for the statistics after the timeline (sched_render_stats: a few lines, and one per rank). */
+#define TIMELINE_STATS_BYTES 4096.0
+#define TIMELINE_STATS_RANK_BYTES 64.0
 
 /* Parses argv into o; returns -1 to continue, or an exit code to return at once. */
 static int parse(int argc, char **argv, opts *o) {
@@ -138,6 +148,64 @@ static void stats_machine(const sched *s, const sched_dryrun_result *r, int json
     pl_buf_puts(b, "]}\n");
 }
 
+/* Returns the decimal digits of v >= 0. */
+static int digits(long long v) {
+    int n = 1;
+    while (v >= 10) {
+        v /= 10;
+        n++;
+    }
+    return n;
+}
+
+/* Refuses (PL_EINPUT) the unit-time timeline of s (sched_render_timeline) when it is wider than
+ * TIMELINE_MAX_STEPS steps, or first when its text would not fit the budget: (ranks + 1) rows (the
+ * ruler, then each rank) of r->steps cells, each as wide as the widest cell text plus '|', and
+ * with colour each busy cell's sequences; the buffer that holds it grows by doubling, so up to
+ * twice that is held, beside the schedule (sched_command_memory). Returns PL_OK or the error. */
+static int timeline_check(const opts *o, const sched *s, const sched_dryrun_result *r, int color, pl_err *e) {
+    const char *what = o->a.from ? o->a.from : s->kind;
+    /* the widest cell: "F12" or, with several stages a rank, "3F12"; '*' marks an overlapped pair */
+    int mb = 0, stage = 0, kind = 1, mark = 0;
+    double busy = 0;
+    for (int q = 0; q < s->ranks; q++) {
+        busy += (double)r->busy[q];
+        for (size_t i = 0; i < s->rank[q].n; i++) {
+            const sched_action *a = &s->rank[q].acts[i];
+            if (!sched_kind_is_compute((sched_kind)a->kind)) continue;
+            int two = a->kind == SCHED_OVERLAP;
+            mb = a->mb > mb ? a->mb : mb;
+            mb = two && a->mb2 > mb ? a->mb2 : mb;
+            stage = a->stage > stage ? a->stage : stage;
+            stage = two && a->stage2 > stage ? a->stage2 : stage;
+            mark |= two;
+            int k = (int)strlen(sched_kind_name((sched_kind)(two ? a->kind2 : a->kind)));
+            kind = k > kind ? k : kind;
+        }
+    }
+    int width = (s->stages != s->ranks ? digits(stage) : 0) + kind + digits(mb) + mark;
+    double label = strlen("rank ") + digits(s->ranks - 1) + 3;
+    double text = (s->ranks + 1.0) * (label + (double)r->steps * (width + 1)) + (color ? busy * TIMELINE_COLOR_BYTES : 0) +
+                  TIMELINE_STATS_BYTES + TIMELINE_STATS_RANK_BYTES * s->ranks;
+    /* besides the schedule and its dry run, which the command holds already (cli_sched_load's check) */
+    sched_shape sh = {s->ranks, s->stages, sched_total_microbatches(s), (int64_t)sched_total_actions(s)};
+    double bytes = 2 * text + (double)sched_command_memory(&sh, SCHED_MEM_SCHEDULE);
+    char desc[192];
+    snprintf(desc, sizeof desc, "drawing the timeline of %s (%d ranks, %lld steps, cells of %d characters: about %.0f bytes "
+             "of text) beside the schedule", what, s->ranks, (long long)r->steps, width + 1, text);
+    int rc = sched_memory_check(&o->a.budget, bytes >= 0x1p64 ? UINT64_MAX : (uint64_t)bytes, desc, e);
+    if (rc != PL_OK) {
+        pl_err why = *e;
+        return pl_errf(e, rc, "%s; or give --no-timeline for the statistics alone", why.msg);
+    }
+    if (r->steps > TIMELINE_MAX_STEPS)
+        return pl_errf(e, PL_EINPUT,
+                       "the timeline of %s is %lld steps wide, more than the %d drawn at most; give --no-timeline for "
+                       "the statistics alone, or smaller --unit-f, --unit-b, --unit-i, --unit-w or fewer microbatches",
+                       what, (long long)r->steps, TIMELINE_MAX_STEPS);
+    return PL_OK;
+}
+
 /* Entry point of `pipelab schedule`: checks, converts or dry-runs the schedule and prints the
  * result; returns an exit code. */
 int cli_schedule(int argc, char **argv) {
@@ -182,7 +250,11 @@ int cli_schedule(int argc, char **argv) {
             rc = cli_fail(&e);
         } else {
             int color = strcmp(o.color, "always") == 0 || (strcmp(o.color, "auto") == 0 && cli_isatty(1));
-            if (strcmp(o.format, "table") == 0) {
+            int table = strcmp(o.format, "table") == 0;
+            rc = CLI_OK;
+            if (table && !o.no_timeline && timeline_check(&o, s, &r, color, &e) != PL_OK) {
+                rc = cli_fail(&e);
+            } else if (table) {
                 if (!o.no_timeline) {
                     sched_render_timeline(s, &r, color, &out);
                     pl_buf_putc(&out, '\n');
@@ -191,7 +263,7 @@ int cli_schedule(int argc, char **argv) {
             } else {
                 stats_machine(s, &r, strcmp(o.format, "json") == 0, &out);
             }
-            rc = cli_write_output(NULL, &out);
+            if (rc == CLI_OK) rc = cli_write_output(NULL, &out);
             sched_dryrun_free(&r, s->ranks);
         }
     }

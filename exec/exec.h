@@ -448,13 +448,27 @@ int exec_assemble(const sched *s, const exec_config *cfg, const exec_rank_record
 /* Returns the blocks of each stage for cfg and s in blocks[stages]: cfg->stage_blocks, or L
  * split evenly. PL_EINPUT when L < stages or the explicit split does not sum to L. */
 int exec_stage_blocks(const sched *s, const exec_config *cfg, int *blocks, pl_err *e);
-/* Refuses up front a run whose least host memory in this process (rank: the one rank it runs,
- * -1: all of them) exceeds the limit of c->budget (the CLI's --max-memory or $PIPELAB_MAX_MEMORY,
- * else the physical memory and the ulimits): one weight version, the gradients and the momentum
- * of the ranks' blocks (blocks from exec_stage_blocks), the profile's blocks between the passes,
- * the data set and one block of the target network. Both backends and the CLI (before it spends
- * time on a profile) call it. Returns PL_OK or PL_EINPUT ("the model does not fit: ..."). */
+/* Refuses up front a run whose host memory in this process (rank: the one rank it runs, -1: all
+ * of them) would exceed the limit of c->budget (the CLI's --max-memory or $PIPELAB_MAX_MEMORY,
+ * else the physical memory and the ulimits), and a model the executor cannot address
+ * (exec_dims_check). The estimate is what the run allocates, an upper bound of its peak: each
+ * rank's arena at the pool sizes its dry walk gives (weight versions, gradients, momentum, the
+ * stashed activations of the microbatches in flight, which for the transformer hold the
+ * attention scores, microbatch x heads x seq x seq floats per block, and the scratch, with one
+ * head's scores again), the messages that can wait in the mailboxes, the profile's workers
+ * between the passes (each with EXEC_PROFILE_SLOTS microbatches' stashes of its blocks), the
+ * data set and, while it is built, the target network's block and states. Blocks from
+ * exec_stage_blocks. Both backends and the CLI (before it spends time on a profile) call it.
+ * Returns PL_OK or PL_EINPUT ("the model does not fit: ... needs about N MiB (B bytes: ...),
+ * more than the L MiB available (source); ..."), or the dry walk's error. */
 int exec_check_memory(const sched *s, const exec_config *c, const int *blocks, int rank, pl_err *e);
+/* Refuses up front (PL_EINPUT, "the profile does not fit: ... needs about N MiB (B bytes: ...),
+ * more than the L MiB available (source); ...") a CPU profile (exec_profile_csv_n,
+ * exec_profile_layers_n) of reps repetitions on `concurrency` workers whose buffers would exceed
+ * c->budget: each worker's blocks, EXEC_PROFILE_SLOTS microbatches' stashes, gradients and
+ * scratch, or the all-reduce's or hand-off's profile after it; and a model the executor cannot
+ * address (exec_dims_check), on either backend. */
+int exec_check_profile_memory(const exec_config *c, int reps, int concurrency, pl_err *e);
 
 /* ---------------------------------------------------------------- the sequential reference */
 

@@ -33,6 +33,8 @@ static inline size_t exec_line_round(size_t n) { return (n + EXEC_LINE_FLOATS - 
  * their mean action 1-7% over the median one against -1 to +3.4% on huge pages
  * (docs/validate_cpu.md, "Huge pages"). */
 float *exec_lines_alloc(size_t n, int small_pages);
+/* The bytes exec_lines_alloc takes for n floats (whole lines; huge pages rounded up to 2 MiB). */
+size_t exec_lines_bytes(size_t n, int small_pages);
 #define EXEC_HUGE_BYTES ((size_t)2 << 20)
 #define EXEC_HUGE_MIN_BYTES ((size_t)4 << 20)
 /* The longest any blocking wait may last by default (exec_config.timeout_s; also where it is 0). */
@@ -217,6 +219,13 @@ static inline int exec_data_used(int passes, int M) {
     return n < INT_MAX ? (int)n : INT_MAX;
 }
 void exec_data_free(exec_data *dt);
+/* The bytes of the data set exec_data_build(cfg, used) writes (its inputs and targets), and in
+ * *build what it holds besides while it builds them (the target block, each thread's state). */
+double exec_data_bytes(const exec_config *cfg, int used, double *build);
+/* Refuses (PL_EINPUT, naming the product) a model whose shape the executor cannot address: a
+ * transformer microbatch of more rows (microbatch x seq) than an int holds, or one block's state
+ * or parameters beyond 2^60 bytes (its attention scores are microbatch x heads x seq x seq). */
+int exec_dims_check(const exec_config *cfg, pl_err *e);
 
 /* Reads the calling thread's GEMM clock: *s = seconds spent inside the model's sgemm calls so
  * far, *flops = their FLOPs (2 M N K each). Differences over an interval give its GEMM time. */
@@ -290,6 +299,24 @@ typedef struct exec_layout {
  * with exec_layout_free (also after errors). */
 int exec_layout_build(const sched *s, const int *replicas, exec_layout *L, pl_err *e);
 void exec_layout_free(exec_layout *L);
+/* What a run's executor ranks hold on the host (exec_host_need_of; exec_memory.c's estimate). */
+typedef struct exec_host_need {
+    double arena; /* bytes: each rank's arena as exec_lines_alloc takes it (weight versions,
+                   * stashes, received and sent buffers, scratch, gradients, momentum: the pools
+                   * at their dry walk's peaks), its bookkeeping, pass and op records */
+    double held;  /* messages that can wait in the ranks' mailboxes at once: at most a pass's
+                   * receives, and at most twice the microbatches the ranks' act, in and gin
+                   * pools hold at their peaks (a boundary's F output waits only while its
+                   * sender stashes it, its gradient only until the receiver's I), and a
+                   * replica's ring pieces. The threads transport's mailboxes are calloc'ed to a
+                   * pass's receives and fill their lowest free slot, so only these are touched */
+    int ranks;    /* executor ranks counted */
+} exec_host_need;
+/* Fills out for s with cfg and the stage split blocks: every executor rank (srank -1), or the
+ * largest of the executor ranks of schedule rank srank (one MPI process runs one). PL_OK or the
+ * dry walk's error. */
+int exec_host_need_of(const sched *s, const exec_config *cfg, const int *blocks, int srank, exec_host_need *out,
+                      pl_err *e);
 /* Returns the executor rank that runs stage q's microbatch mb. */
 static inline int exec_layout_rank(const exec_layout *L, const sched *s, int q, int64_t mb) {
     int n = L->reps[q];
@@ -518,6 +545,14 @@ void exec_profile_sizes(const exec_dims *d, exec_layer_profile *p);
 int exec_prof_blocks(const exec_config *cfg, int threads);
 /* Timed rounds (of the profile's microbatches) that give at least reps samples of every block. */
 int exec_prof_rounds(int reps);
+/* Bytes one profile worker of `threads` takes for cfg (exec_prof_worker_new's or the concurrent
+ * profile's: its blocks, slots, gradients and scratch as exec_lines_alloc takes them, and its
+ * sample arrays for `rounds` timed rounds, with the again samples when `again`). */
+double exec_prof_worker_bytes(const exec_config *cfg, int threads, int rounds, int again);
+/* Bytes the all-reduce profile (exec_profile_allreduce) and the point-to-point profile
+ * (exec_profile_p2p) take for cfg at once: each its two threads' buffers and its mailboxes. */
+double exec_ar_profile_bytes(const exec_config *cfg, int reps);
+double exec_p2p_profile_bytes(const exec_config *cfg, int reps);
 /* Blocks of a profile worker's again samples (FA, IA, WA) when it holds `blocks`: half of them
  * (rounded up), the stage of a rank that holds two (the 2-chunk schedules). */
 int exec_prof_again_blocks(int blocks);

@@ -130,7 +130,8 @@ void exec_dims_of(const exec_config *cfg, exec_dims *d) {
     int gpt = cfg->block == EXEC_BLOCK_GPT;
     d->h = cfg->hidden;
     d->f = cfg->ffn > 0 ? cfg->ffn : FFN_MULT * cfg->hidden;
-    d->b = cfg->microbatch_size * (gpt ? cfg->seq : 1);
+    long long rows = (long long)cfg->microbatch_size * (gpt ? cfg->seq : 1);
+    d->b = rows <= INT_MAX ? (int)rows : 0; /* more rows than an int holds: exec_dims_check refuses it */
     d->layers = cfg->layers;
     d->block = (int)cfg->block;
     d->heads = gpt ? cfg->heads : 0;
@@ -510,6 +511,26 @@ int exec_data_build(const exec_config *cfg, int used, exec_data *out, pl_err *e)
     free(p);
     free(work);
     return PL_OK;
+}
+
+/* exec_int.h. exec_data_build's allocations: x and t (calloc'ed, only the n entries it builds
+ * written), then while it builds, one target block and each thread's state. */
+double exec_data_bytes(const exec_config *cfg, int used, double *build) {
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    int D = exec_dataset_microbatches(cfg), cpus[DATA_MAX_THREADS];
+    int c = d.b >= DATA_ROWS ? 1 : DATA_ROWS / (d.b > 0 ? d.b : 1);
+    if (c > D) c = D;
+    int chunks = (D + c - 1) / c;
+    if (used > 0 && (used + c - 1) / c < chunks) chunks = (used + c - 1) / c;
+    int n = chunks * c < D ? chunks * c : D, cores = exec_platform_cores(cpus, DATA_MAX_THREADS);
+    int T = cores < 1 ? 1 : cores < chunks ? cores : chunks;
+    exec_dims dc = d;
+    dc.b = c * d.b;
+    double bh = (double)d.b * d.h;
+    *build = sizeof(float) * ((double)exec_block_floats(&d) +
+                              (double)T * (double)exec_line_round(exec_block_state_floats(&dc) + (size_t)c * (size_t)bh));
+    return 2.0 * sizeof(float) * n * bh;
 }
 
 void exec_data_free(exec_data *dt) {

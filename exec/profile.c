@@ -231,6 +231,20 @@ static prof_layout prof_layout_of(const prof_thread *x) {
     return o;
 }
 
+/* exec_int.h. prof_init's allocations: mem (prof_layout_of), the samples t, wk and sk. */
+double exec_prof_worker_bytes(const exec_config *cfg, int threads, int rounds, int again) {
+    prof_thread x;
+    memset(&x, 0, sizeof x);
+    x.cfg = cfg;
+    exec_dims_of(cfg, &x.d);
+    x.L = prof_blocks(cfg, &x.d, threads);
+    double R = rounds > 0 ? rounds : 0, L = x.L, ga = again ? exec_prof_again_blocks(x.L) : 0;
+    double samples = EXEC_PROF_FIW * R * PROFILE_SLOTS * L + R * L + R * PROFILE_SLOTS + 3 * R * L + 3 * R * ga +
+                     6 * R * L + (threads > 1 ? 2 * R * L : 0) + 1;
+    return (double)exec_lines_bytes(prof_layout_of(&x).all, cfg->small_pages) + samples * sizeof(double) +
+           5 * L * sizeof(float *);
+}
+
 /* Points x's W and STEP at its own weights, gradients and momentum in mem. */
 static void prof_own(prof_thread *x) {
     prof_layout o = prof_layout_of(x);
@@ -1087,6 +1101,7 @@ static int prof_measure(const exec_config *cfg, int reps, int concurrency, exec_
     if (reps < 1) return pl_errf(e, PL_EINPUT, "profile repetitions must be at least 1");
     if (concurrency < 1 || concurrency > PROFILE_MAX_THREADS)
         return pl_errf(e, PL_EINPUT, "profile concurrency must be in [1, %d], got %d", PROFILE_MAX_THREADS, concurrency);
+    if (exec_dims_check(cfg, e) != PL_OK) return e->code;
     exec_dims d;
     exec_dims_of(cfg, &d);
     if (d.h < 1 || d.b < 1) return pl_errf(e, PL_EINPUT, "profile needs hidden and microbatch size >= 1");

@@ -149,6 +149,15 @@ void exec_p2p_plan(const exec_config *cfg, int reps, size_t *bytes, int *rounds)
     *rounds = reps < P2P_MIN_ROUNDS ? P2P_MIN_ROUNDS : reps > P2P_MAX_ROUNDS ? P2P_MAX_ROUNDS : reps;
 }
 
+/* exec_int.h. Each rank's send and receive buffers (p2p_main) and a mailbox slot of the largest
+ * size each. */
+double exec_p2p_profile_bytes(const exec_config *cfg, int reps) {
+    size_t bytes[P2P_SIZES];
+    int rounds;
+    exec_p2p_plan(cfg, reps, bytes, &rounds);
+    return P2P_RANKS * 3.0 * (double)bytes[P2P_SIZES - 1] + EXEC_P2P_SERIES * P2P_SIZES * (double)rounds * sizeof(double);
+}
+
 int exec_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, pl_err *e) {
     memset(out, 0, sizeof *out);
     p2p_shared sh;

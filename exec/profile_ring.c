@@ -191,6 +191,14 @@ int exec_ar_fit(const exec_ar_plan *pl, double *t_s, double *latency_s, double *
     return rc;
 }
 
+/* exec_int.h. Each rank's gradients of the largest size (exec_ar_time_rank) and the mailboxes. */
+double exec_ar_profile_bytes(const exec_config *cfg, int reps) {
+    exec_ar_plan pl;
+    exec_ar_plan_init(cfg, reps, &pl);
+    return EXEC_AR_RANKS * ((double)exec_lines_bytes(pl.floats[EXEC_AR_SIZES - 1], pl.small_pages) +
+                            (double)AR_MAILBOX * EXEC_RING_PIECE_BYTES);
+}
+
 int exec_profile_allreduce(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, pl_err *e) {
     ar_shared sh;
     memset(&sh, 0, sizeof sh);

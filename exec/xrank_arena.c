@@ -16,6 +16,13 @@ enum { CAP_VER, CAP_ACT, CAP_WG, CAP_STAGE_POOLS };
 /* Returns the index in caps[] of pool k (CAP_VER ...) of local stage q. */
 #define CAP_OF(q, k) (CAP_RANK_POOLS + CAP_STAGE_POOLS * (q) + (k))
 
+/* exec_int.h. What exec_lines_alloc takes for n floats (its huge-page rounding included). */
+size_t exec_lines_bytes(size_t n, int small_pages) {
+    size_t bytes = exec_line_round(n > 0 ? n : 1) * sizeof(float);
+    if (!small_pages && bytes >= EXEC_HUGE_MIN_BYTES) bytes = (bytes + EXEC_HUGE_BYTES - 1) / EXEC_HUGE_BYTES * EXEC_HUGE_BYTES;
+    return bytes;
+}
+
 /* exec_int.h. Every buffer of the arena starts on a cache line (README: "Layout"). */
 float *exec_lines_alloc(size_t n, int small_pages) {
     size_t bytes = exec_line_round(n > 0 ? n : 1) * sizeof(float);
@@ -46,15 +53,38 @@ static void pool_set(exec_pool *p, int cap, size_t n, int **ip) {
     p->base = NULL;
 }
 
-/* Lays out x's bookkeeping in one allocation (*ints_mem) with the pool sizes in caps: the slots'
- * references and the per-microbatch indices and flags of every stage. Returns the floats the
- * arena needs for these pools, or 0 with e when out of memory. */
-static size_t layout_ints(exec_xrank *x, const int *caps, void **ints_mem, pl_err *e) {
-    size_t bh = (size_t)x->d.b * x->d.h, sf = exec_block_state_floats(&x->d), scr = exec_block_scratch_floats(&x->d);
+/* The ints of x's bookkeeping with the pool sizes in caps (layout_ints' allocation holds them and
+ * nst M flag bytes). */
+static size_t caps_ints(const exec_xrank *x, const int *caps) {
     size_t n_int = (size_t)caps[CAP_IN] + (size_t)caps[CAP_OUT] + (size_t)caps[CAP_GIN];
     for (int q = 0; q < x->nst; q++)
         n_int += (size_t)caps[CAP_OF(q, CAP_VER)] + (size_t)caps[CAP_OF(q, CAP_ACT)] + (size_t)caps[CAP_OF(q, CAP_WG)] +
                  STAGE_INDEX_ARRAYS * (size_t)x->M;
+    return n_int;
+}
+
+/* The floats of x's arena with the pool sizes in caps: every pool's slots, each on a cache line,
+ * the scratch, and each stage's gradients (and momentum). */
+static size_t caps_floats(const exec_xrank *x, const int *caps) {
+    size_t bh = (size_t)x->d.b * x->d.h, sf = exec_block_state_floats(&x->d), scr = exec_block_scratch_floats(&x->d);
+    int mom = x->cfg->momentum != 0.0;
+    size_t floats = ((size_t)caps[CAP_IN] + (size_t)caps[CAP_OUT] + (size_t)caps[CAP_GIN]) * exec_line_round(bh) + exec_line_round(scr + bh);
+    for (int q = 0; q < x->nst; q++) {
+        const exec_xstage *st = &x->st[q];
+        size_t actf = (size_t)(st->nb - 1) * bh + (size_t)st->nb * sf, wgf = (size_t)(st->nb - 1) * bh;
+        floats += (size_t)caps[CAP_OF(q, CAP_VER)] * exec_line_round(st->pfloats) +
+                  (size_t)caps[CAP_OF(q, CAP_ACT)] * exec_line_round(actf) + (size_t)caps[CAP_OF(q, CAP_WG)] * exec_line_round(wgf) +
+                  exec_line_round(st->pfloats) * (1 + (size_t)mom);
+    }
+    return floats;
+}
+
+/* Lays out x's bookkeeping in one allocation (*ints_mem) with the pool sizes in caps: the slots'
+ * references and the per-microbatch indices and flags of every stage. Returns the floats the
+ * arena needs for these pools (caps_floats), or 0 with e when out of memory. */
+static size_t layout_ints(exec_xrank *x, const int *caps, void **ints_mem, pl_err *e) {
+    size_t bh = (size_t)x->d.b * x->d.h, sf = exec_block_state_floats(&x->d);
+    size_t n_int = caps_ints(x, caps);
     size_t n_flag = (size_t)x->nst * (size_t)x->M;
     char *im = pl_calloc(n_int * sizeof(int) + n_flag, 1);
     if (!im) return pl_errf(e, PL_ENOMEM, "out of memory (rank %d bookkeeping)", x->r), 0;
@@ -64,10 +94,8 @@ static size_t layout_ints(exec_xrank *x, const int *caps, void **ints_mem, pl_er
     pool_set(&x->in, caps[CAP_IN], bh, &ip);
     pool_set(&x->out, caps[CAP_OUT], bh, &ip);
     pool_set(&x->gin, caps[CAP_GIN], bh, &ip);
-    int mom = x->cfg->momentum != 0.0;
     /* every buffer starts on a 64-byte line (slots are padded to 16 floats): aligned GEMM
      * operands, and no line shared by two buffers */
-    size_t floats = ((size_t)caps[CAP_IN] + (size_t)caps[CAP_OUT] + (size_t)caps[CAP_GIN]) * exec_line_round(bh) + exec_line_round(scr + bh);
     for (int q = 0; q < x->nst; q++) {
         exec_xstage *st = &x->st[q];
         size_t actf = (size_t)(st->nb - 1) * bh + (size_t)st->nb * sf, wgf = (size_t)(st->nb - 1) * bh;
@@ -81,10 +109,8 @@ static size_t layout_ints(exec_xrank *x, const int *caps, void **ints_mem, pl_er
         fp += x->M;
         st->nacc = st->steps = st->steps_new = 0;
         st->cur = 0;
-        floats += (size_t)st->ver.cap * st->ver.stride + (size_t)st->act.cap * st->act.stride +
-                  (size_t)st->wg.cap * st->wg.stride + exec_line_round(st->pfloats) * (1 + (size_t)mom);
     }
-    return floats;
+    return caps_floats(x, caps);
 }
 
 /* Starts x's memory accounting: what a rank holds from the start (scratch, gradients, optimizer
@@ -353,6 +379,54 @@ int exec_mem_walk(const sched *s, const exec_config *cfg, exec_mem *out, pl_err 
     }
     exec_layout_free(&L);
     free(blocks);
+    return rc;
+}
+
+/* exec_int.h. Each executor rank's dry walk (as exec_mem_walk), its pools sized as its setup
+ * sizes them: the arena exec_lines_alloc takes (weight versions, stashes, buffers, gradients,
+ * momentum), the bookkeeping's ints, the pass records and op records, and the slots that can
+ * hold a received message at once (see exec_host_need). */
+int exec_host_need_of(const sched *s, const exec_config *cfg, const int *blocks, int srank, exec_host_need *out,
+                      pl_err *e) {
+    memset(out, 0, sizeof *out);
+    exec_layout L;
+    int rc = exec_layout_build(s, cfg->replicas, &L, e);
+    int P = exec_passes_most(cfg), timed = P - cfg->warmup_passes;
+    for (int r = 0; r < L.ranks && rc == PL_OK; r++) {
+        if (srank >= 0 && L.srank[r] != srank) continue;
+        exec_xrank x;
+        int *caps = NULL;
+        rc = xrank_walk(&x, r, &L, s, cfg, blocks, NULL, NULL, &caps, e);
+        if (rc == PL_OK) {
+            double arena = (double)exec_lines_bytes(caps_floats(&x, caps), cfg->small_pages);
+            arena += (double)caps_ints(&x, caps) * sizeof(int) + (double)x.nst * x.M;
+            arena += (double)EXEC_REC_ARRAYS * P * sizeof(double);
+            if (cfg->record_ops) arena += (double)x.list->n * (timed > 0 ? timed : 1) * sizeof(exec_op);
+            /* a message waits in a mailbox only for a microbatch in flight at a stage boundary:
+             * its F output while the sender's stash holds it, its gradient until the receiver's
+             * I (the act, in and gin pools' peaks, twice), and a replica's ring pieces */
+            int ring = L.width[L.srank[r]] > 1 ? L.width[L.srank[r]] + 1 : 0;
+            double held = caps[CAP_IN] + caps[CAP_GIN], recvs = ring;
+            for (int q = 0; q < x.nst; q++) held += caps[CAP_OF(q, CAP_ACT)];
+            held = 2 * held + ring;
+            for (size_t k = 0; k < x.list->n; k++)
+                recvs += x.list->acts[k].kind == SCHED_RECV_F || x.list->acts[k].kind == SCHED_RECV_B;
+            if (cfg->mailbox_capacity > 0 && cfg->mailbox_capacity < recvs) recvs = cfg->mailbox_capacity;
+            if (held > recvs) held = recvs; /* no more than the pass's receives are ever there */
+            if (srank < 0) {
+                out->arena += arena;
+                out->held += held;
+                out->ranks++;
+            } else if (arena + held > out->arena + out->held) { /* the process runs one replica */
+                out->arena = arena;
+                out->held = held;
+                out->ranks = 1;
+            }
+        }
+        free(caps);
+        exec_xrank_free(&x);
+    }
+    exec_layout_free(&L);
     return rc;
 }
 

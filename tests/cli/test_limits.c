@@ -86,6 +86,21 @@ static const limit_case cases[] = {
      "1f1b_p3_m4.sched (3 ranks, 3 stages, 4 microbatches: 24 compute actions) needs about 16.0 MiB"},
     {"", "simulate --no-db --from '" PIPELAB_TESTS_DIR "/golden/zb-h1_p3_m4_comms.csv' --max-memory 1K", 1,
      "simulating "},
+    /* the unit-time timeline's text: (ranks + 1) rows of steps cells, refused up front pointing to
+     * --no-timeline (it once ran for minutes towards gigabytes); a wide one within the limit is
+     * refused past 1000000 steps */
+    {"", "schedule --kind 1f1b --ranks 2 --microbatches 100000 --unit-f 1000 --unit-b 1000 --max-memory 500MiB", 1,
+     "pipelab: drawing the timeline of 1f1b (2 ranks, 200002000 steps, cells of 7 characters: about 4200046251 bytes of "
+     "text) beside the schedule needs about 7.9 GiB"},
+    {"", "schedule --kind 1f1b --ranks 2 --microbatches 100000 --unit-f 1000 --unit-b 1000 --max-memory 500MiB", 1,
+     "more than the 500.0 MiB available (--max-memory); use fewer microbatches or ranks, or raise the limit with "
+     "--max-memory or PIPELAB_MAX_MEMORY; or give --no-timeline for the statistics alone"},
+    {"PIPELAB_MAX_MEMORY=50MiB ", "schedule --kind 1f1b --ranks 2 --microbatches 10000 --unit-f 100 --unit-b 100", 1,
+     "more than the 50.0 MiB available (PIPELAB_MAX_MEMORY); use fewer microbatches or ranks, or raise the limit with "
+     "--max-memory or PIPELAB_MAX_MEMORY; or give --no-timeline"},
+    {"", "schedule --kind 1f1b --ranks 2 --microbatches 10000 --unit-f 1000 --unit-b 1000", 1,
+     "pipelab: the timeline of 1f1b is 20002000 steps wide, more than the 1000000 drawn at most; give --no-timeline for "
+     "the statistics alone, or smaller --unit-f, --unit-b, --unit-i, --unit-w or fewer microbatches"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -126,10 +141,31 @@ static void test_feasible(void) {
     free(out);
 }
 
+/* The schedule whose timeline is refused gives its statistics with --no-timeline at once, and
+ * in CSV (no timeline drawn); a timeline within the limits is drawn. */
+static void test_timeline_statistics(void) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' schedule --kind 1f1b --ranks 2 --microbatches 100000 --unit-f 1000 "
+             "--unit-b 1000 --max-memory 500MiB --no-timeline", PIPELAB_BIN);
+    int rc = pl_test_run(cmd, &out);
+    CU_ASSERT(rc == 0 && out && strstr(out, "unit-time steps 200002000") != NULL && strstr(out, "rank 0 |") == NULL);
+    free(out);
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' schedule --kind 1f1b --ranks 2 --microbatches 100000 --unit-f 1000 "
+             "--unit-b 1000 --max-memory 500MiB --format csv", PIPELAB_BIN);
+    rc = pl_test_run(cmd, &out);
+    CU_ASSERT(rc == 0 && out && strstr(out, "1f1b,2,2,100000,1,200002000,") != NULL);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' schedule --kind 1f1b --ranks 2 --microbatches 4 --max-memory 20MiB --color never", PIPELAB_BIN);
+    rc = pl_test_run(cmd, &out);
+    CU_ASSERT(rc == 0 && out && strstr(out, "rank 0 |F0|F1|") != NULL && strstr(out, "unit-time steps 10") != NULL);
+    free(out);
+}
+
 void test_limits_cli_register(void) {
     static const pl_test_case tcases[] = {
         {"huge and degenerate parameters: clear errors", test_limit_table},
         {"1f1b p=4 m=1,000,000 simulates and checks", test_feasible},
+        {"a timeline refused: its statistics with --no-timeline; a small one drawn", test_timeline_statistics},
         {NULL, NULL},
     };
     pl_test_suite("cli limits", tcases);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1645,11 +1646,145 @@ static void test_mpi_killed_rank(void) {
 #endif
 }
 
+/* Runs `pipelab ARGS` (args: a shell word list) with its output dropped and returns its exit
+ * status, its peak resident memory in bytes in *peak (wait4's ru_maxrss: that process alone). */
+static int peak_of(const char *args, double *peak) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "exec '%s' %s >/dev/null 2>&1", PIPELAB_BIN, args);
+    *peak = 0;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    struct rusage ru;
+    if (wait4(pid, &status, 0, &ru) != pid) return -1;
+    *peak = (double)ru.ru_maxrss * 1024.0; /* kilobytes on Linux */
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The estimate in a refusal "... needs about 1.2 GiB (1302332400 bytes...": the bytes, 0 when
+ * none. */
+static double refusal_bytes(const char *out) {
+    const char *p = out ? strstr(out, "needs about ") : NULL;
+    p = p ? strchr(p, '(') : NULL;
+    return p ? strtod(p + 1, NULL) : 0;
+}
+
+/* Whether an up-front estimate est (bytes) holds a measured peak resident size: at least it and
+ * within 1.5 times it; under AddressSanitizer, whose shadow memory and allocator inflate the
+ * resident size, only the upper bound. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ESTIMATE_HOLDS(est, peak) ((est) <= 1.5 * (peak))
+#else
+#define ESTIMATE_HOLDS(est, peak) ((est) >= (peak) && (est) <= 1.5 * (peak))
+#endif
+
+/* The up-front memory estimate of a run with the transformer counts the attention scores
+ * (microbatch x heads x seq x seq floats a block, in every stash in flight, the scratch and the
+ * profile's slots): a long sequence is refused under a limit that its weights alone would pass,
+ * and for several shapes the estimate is at least the run's measured peak and within 1.5 times
+ * it; the same for the profile, which reads --max-memory and $PIPELAB_MAX_MEMORY too. */
+static void test_memory_estimate_transformer(void) {
+    char cmd[2048], *out = NULL;
+    const char *run = "run --kind 1f1b --ranks 2 --microbatches 2 --no-db --timed 1 --no-host-probe --profile-reps 2";
+    /* the audit's case: it peaked at about 1.2 GiB, which 200 MiB let through */
+    snprintf(cmd, sizeof cmd, "'%s' %s --model transformer:layers=2,hidden=64,heads=1,seq=4096,microbatch=1 --max-memory 200MiB",
+             PIPELAB_BIN, run);
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    CU_ASSERT(out && strstr(out, "pipelab: the model does not fit: the run needs about 1.2 GiB (") != NULL &&
+              strstr(out, "attention scores") != NULL && strstr(out, "more than the 200.0 MiB available (--max-memory)") != NULL);
+    double est = refusal_bytes(out);
+    CU_ASSERT(est > 1.2e9 && est < 1.5e9);
+    free(out);
+    static const char *const shapes[] = {"layers=2,hidden=64,heads=4,seq=1024,microbatch=1",
+                                         "layers=2,hidden=64,heads=1,seq=256,microbatch=2", NULL};
+    for (int k = 0; shapes[k]; k++) {
+        char args[1024];
+        snprintf(args, sizeof args, "%s --model transformer:%s", run, shapes[k]);
+        /* the estimate: the refusal under a limit the schedule passes (its own check: 16 MiB) */
+        snprintf(cmd, sizeof cmd, "'%s' %s --max-memory 17MiB", PIPELAB_BIN, args);
+        out = NULL;
+        CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+        est = refusal_bytes(out);
+        free(out);
+        double peak = 0;
+        CU_ASSERT_EQUAL(peak_of(args, &peak), 0);
+        if (!ESTIMATE_HOLDS(est, peak) || getenv("PIPELAB_TEST_VERBOSE"))
+            fprintf(stderr, "\n  %s: estimate %.0f bytes, peak %.0f bytes (%.2f)\n", shapes[k], est, peak, est / peak);
+        CU_ASSERT(ESTIMATE_HOLDS(est, peak));
+    }
+    /* the profile: refused from the variable and from the flag, nothing written */
+    char *dir = pl_test_tmpdir();
+    char *csv = pl_test_path(dir, "tp.csv");
+    const char *prof = "profile --reps 1 --model transformer:layers=1,hidden=64,heads=1,seq=8192,microbatch=1";
+    snprintf(cmd, sizeof cmd, "PIPELAB_MAX_MEMORY=300MiB '%s' %s -o %s", PIPELAB_BIN, prof, csv);
+    out = NULL;
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    CU_ASSERT(out && strstr(out, "pipelab: the profile does not fit: profiling 1 blocks of width 64 and ffn 256 on 1 worker "
+                                 "at once needs about 1.4 GiB (") != NULL &&
+              strstr(out, "more than the 300.0 MiB available (PIPELAB_MAX_MEMORY)") != NULL);
+    free(out);
+    CU_ASSERT(!pl_test_exists(csv));
+    snprintf(cmd, sizeof cmd, "'%s' %s --max-memory 300MiB -o %s", PIPELAB_BIN, prof, csv);
+    out = NULL;
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    CU_ASSERT(out && strstr(out, "more than the 300.0 MiB available (--max-memory)") != NULL);
+    free(out);
+    CU_ASSERT(!pl_test_exists(csv));
+    /* its estimate against its peak */
+    char args[1024];
+    snprintf(args, sizeof args, "profile --reps 1 --model transformer:layers=1,hidden=64,heads=2,seq=2048,microbatch=1 -o %s", csv);
+    snprintf(cmd, sizeof cmd, "'%s' %s --max-memory 1MiB", PIPELAB_BIN, args);
+    out = NULL;
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    est = refusal_bytes(out);
+    free(out);
+    double peak = 0;
+    CU_ASSERT_EQUAL(peak_of(args, &peak), 0);
+    if (!ESTIMATE_HOLDS(est, peak) || getenv("PIPELAB_TEST_VERBOSE"))
+        fprintf(stderr, "\n  profile seq 2048: estimate %.0f bytes, peak %.0f bytes (%.2f)\n", est, peak, est / peak);
+    CU_ASSERT(ESTIMATE_HOLDS(est, peak));
+    free(csv);
+    free(dir);
+}
+
+/* A transformer whose products overflow what the executor addresses is refused naming the
+ * product, in run and in profile (not "hidden and microbatch size >= 1"). */
+static void test_transformer_products_too_large(void) {
+    static const struct {
+        const char *args, *want;
+    } cases[] = {
+        {"profile --reps 1 --model transformer:layers=1,hidden=65536,heads=1,seq=1048576,microbatch=1048576",
+         "pipelab: the transformer's microbatch of 1048576 sequences of 1048576 tokens is 1099511627776 rows (microbatch x "
+         "seq), more than the executor's 2147483647; use a smaller microbatch or seq"},
+        {"run --kind 1f1b --ranks 2 --microbatches 2 --no-db --model "
+         "transformer:layers=2,hidden=65536,heads=1,seq=1048576,microbatch=1048576",
+         "is 1099511627776 rows (microbatch x seq), more than the executor's 2147483647"},
+        {"profile --reps 1 --model transformer:layers=1,hidden=65536,heads=65536,seq=1048576,microbatch=64",
+         "pipelab: the transformer block's attention scores for one microbatch (microbatch x heads x seq x seq = 64 x 65536 "
+         "x 1048576 x 1048576 floats) are 1.84e+19 bytes, more than the executor can address"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char cmd[1024], *out = NULL;
+        snprintf(cmd, sizeof cmd, "timeout 60 '%s' %s", PIPELAB_BIN, cases[k].args);
+        int rc = sh(cmd, &out);
+        if (rc != 1 || !out || !strstr(out, cases[k].want)) fprintf(stderr, "\n  %s: exit %d: %s\n", cmd, rc, out ? out : "");
+        CU_ASSERT(rc == 1 && out && strstr(out, cases[k].want) != NULL);
+        free(out);
+    }
+}
+
 void exec_test_run_register(void) {
     static const pl_test_case cases[] = {
         {"pipelab run stores one measured and one simulated run", test_run_stores_pair},
         {"a failing run exits 1 and stores nothing", test_run_fault_stores_nothing},
         {"a model that does not fit is refused up front", test_run_model_too_big},
+        {"the transformer's memory estimate: its attention scores, against the peak; profile's too",
+         test_memory_estimate_transformer},
+        {"a transformer's products too large for the executor are named", test_transformer_products_too_large},
         {"pipelab run profiles between its passes, each rank on its own core", test_run_profile_between},
         {"the again term in the prediction, the one without it stored beside", test_run_again_default},
         {"the version term in the prediction, the one without it stored beside", test_run_versions},
