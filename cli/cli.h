@@ -89,9 +89,10 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, long hi, int *out);
 /* The most replicas one --replicas or --replicas-stage flag gives a stage. */
 #define CLI_MAX_REPLICAS (1 << 20)
-/* Parses --replicas-stage's S=N (stage S >= 0, N >= 1 replicas; simulate and run). Returns 0, or
- * -1 after printing a usage error. */
-int cli_replicas_stage_arg(const char *cmd, const char *val, int *stage, int *n);
+/* Parses --replicas-stage's S=N (stage S >= 0, N >= 1 replicas; simulate and run) into
+ * stages[count] and ns[count], refusing a stage that stages[0..count) already names. Returns 0,
+ * or -1 after printing a usage error. */
+int cli_replicas_stage_arg(const char *cmd, const char *val, int *stages, int *ns, int count);
 /* The same for a long (seeds). */
 int cli_long_arg(const char *cmd, const char *flag, const char *val, long lo, long hi, long *out);
 /* Parses a finite number in [lo, hi] (e.g. lo 0: not negative); on error prints a usage error

@@ -70,7 +70,7 @@ int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, lon
 #define REPL_STAGE_TEXT_MAX 32
 
 /* cli.h. Returns 0, or -1 after printing what is wrong with val. */
-int cli_replicas_stage_arg(const char *cmd, const char *val, int *stage, int *n) {
+int cli_replicas_stage_arg(const char *cmd, const char *val, int *stages, int *ns, int count) {
     const char *eq = strchr(val, '=');
     long st, cnt;
     char stage_text[REPL_STAGE_TEXT_MAX];
@@ -84,8 +84,13 @@ int cli_replicas_stage_arg(const char *cmd, const char *val, int *stage, int *n)
         cli_usage_error(cmd, "--replicas-stage: needs S=N with S >= 0 and N >= 1 (got '%s')", val);
         return -1;
     }
-    *stage = (int)st;
-    *n = (int)cnt;
+    for (int i = 0; i < count; i++)
+        if (stages[i] == (int)st) {
+            cli_usage_error(cmd, "--replicas-stage %s: stage %ld is given twice (first %d=%d)", val, st, stages[i], ns[i]);
+            return -1;
+        }
+    stages[count] = (int)st;
+    ns[count] = (int)cnt;
     return 0;
 }
 

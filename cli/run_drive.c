@@ -67,26 +67,24 @@ static const model_key gpt_keys[] = {{"layers", MK_DEPTH, CLI_EXEC_MAX_SIZE, 1},
                                      {"microbatch", MK_MBS, CLI_EXEC_MAX_SIZE, 1}, {NULL, 0, 0, 0}};
 
 /* Reads the "key=value" list after the generator's colon into v[MK_KEYS] (0 = not given) by the
- * table keys. Returns -1, or CLI_EUSAGE after printing the bad item. */
+ * table keys, split by the cost models' rule (cost_spec_split). Returns -1, or CLI_EUSAGE after
+ * printing the bad item. */
 static int model_values(const char *cmd, const char *gen, const char *list, const model_key *keys, int *v) {
-    char buf[CLI_EXEC_SPEC_MAX], *save = NULL;
-    if (strlen(list) >= sizeof buf) return cli_usage_error(cmd, "--model: the spec is too long");
-    snprintf(buf, sizeof buf, "%s", list);
-    for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(it, '=');
-        if (eq) *eq = '\0';
+    cost_spec_kv kv[32];
+    pl_err e;
+    int n = cost_spec_split(gen, list, kv, (int)(sizeof kv / sizeof *kv), &e);
+    if (n < 0) return cli_usage_error(cmd, "--%s", e.msg);
+    for (int i = 0; i < n; i++) {
         const model_key *k = keys;
-        while (k->name && strcmp(k->name, it) != 0) k++;
+        while (k->name && strcmp(k->name, kv[i].key) != 0) k++;
         if (!k->name) {
             char known[CLI_EXEC_SPEC_MAX] = "";
             for (const model_key *q = keys; q->name; q++) snprintf(known + strlen(known), sizeof known - strlen(known), " %s", q->name);
-            return cli_usage_error(cmd, "--model %s: unknown key '%s' (known:%s)", gen, it, known);
+            return cli_usage_error(cmd, "--model %s: unknown key '%s' (known:%s)", gen, kv[i].key, known);
         }
-        if (!eq) return cli_usage_error(cmd, "--model %s: '%s' needs a value (%s=N)", gen, it, it);
-        if (v[k->slot]) return cli_usage_error(cmd, "--model %s: '%s' given twice", gen, it);
         char flag[CLI_EXEC_SPEC_MAX];
-        snprintf(flag, sizeof flag, "--model %s: %s", gen, it);
-        if (cli_int_arg(cmd, flag, eq + 1, 1, k->hi, &v[k->slot])) return CLI_EUSAGE;
+        snprintf(flag, sizeof flag, "--model %.16s: %.31s", gen, kv[i].key);
+        if (cli_int_arg(cmd, flag, kv[i].val, 1, k->hi, &v[k->slot])) return CLI_EUSAGE;
     }
     for (const model_key *k = keys; k->name; k++)
         if (k->required && !v[k->slot]) return cli_usage_error(cmd, "--model %s: '%s' is missing", gen, k->name);

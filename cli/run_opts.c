@@ -43,9 +43,10 @@ static const char help_format[] =
     "  --partition FILE      stage -> blocks and replicas, from pipelab partition -o FILE (its\n"
     "                        layers are the model's blocks: --depth or --model's, when given,\n"
     "                        must match)\n"
-    "  --replicas-stage S=N  stage S replicated N times (repeatable; over the partition's). Each\n"
-    "                        replica is a rank of its own (a thread, or an MPI process: mpirun -np\n"
-    "                        the sum of the ranks' replicas); microbatch k runs on replica k mod N;\n"
+    "  --replicas-stage S=N  stage S replicated N times (repeatable, once a stage; over the\n"
+    "                        partition's). Each replica is a rank of its own (a thread, or an MPI\n"
+    "                        process: mpirun -np the sum of the ranks' replicas); microbatch k\n"
+    "                        runs on replica k mod N;\n"
     "                        REDUCE_GRAD all-reduces the replicas' gradients exactly (a ring over\n"
     "                        the mailboxes, or MPI_Allreduce); 1f1b, pipedream and 2bw are\n"
     "                        generated with PipeDream's per-replica warm-up\n"
@@ -332,7 +333,7 @@ static int replica_opt(int c, const char *arg, run_opts *o) {
     }
     if (c != O_REPLS) return -2;
     if (o->nrepl == MAX_REPL_FLAGS) return cli_usage_error("run", "too many --replicas-stage flags");
-    if (cli_replicas_stage_arg("run", arg, &o->repl_stage[o->nrepl], &o->repl_n[o->nrepl])) return CLI_EUSAGE;
+    if (cli_replicas_stage_arg("run", arg, o->repl_stage, o->repl_n, o->nrepl)) return CLI_EUSAGE;
     o->nrepl++;
     return -1;
 }

@@ -255,11 +255,7 @@ static int parse_replicas_opt(opts *o, int c, const char *v) {
     if (c == O_REPL) return usage_if(cli_int_arg("simulate", "--replicas", v, 1, CLI_MAX_REPLICAS, &rs->all));
     if (c != O_REPLS) return -1;
     if (rs->n == MAX_REPL_FLAGS) return cli_usage_error("simulate", "too many --replicas-stage flags");
-    if (cli_replicas_stage_arg("simulate", v, &o->repl_stage[rs->n], &o->repl_n[rs->n])) return CLI_EUSAGE;
-    for (int i = 0; i < rs->n; i++)
-        if (o->repl_stage[i] == o->repl_stage[rs->n])
-            return cli_usage_error("simulate", "--replicas-stage %s: stage %d is given twice (first %d=%d)", v,
-                                   o->repl_stage[i], o->repl_stage[i], o->repl_n[i]);
+    if (cli_replicas_stage_arg("simulate", v, o->repl_stage, o->repl_n, rs->n)) return CLI_EUSAGE;
     rs->n++;
     return CLI_OK;
 }

@@ -202,6 +202,17 @@ typedef struct cost_transformer_opts {
 } cost_transformer_opts;
 /* A field 0 is a key not given: the error names it ("'vocab' is missing"); heads must divide hidden. */
 cost_model *cost_model_transformer(const cost_transformer_opts *o, pl_err *e);
+/* One key=value of a generator spec ("gen:k=v,k=v"). */
+typedef struct cost_spec_kv {
+    char key[32];
+    char val[64];
+} cost_spec_kv;
+
+/* Splits a generator spec's "k=v,k=v" (after the colon) into kv[max]: every item key=value with
+ * a non-empty value, no key given twice (the rule of every --model spec, the executor's too);
+ * errors read "model GEN: ...". Returns the count, or -1 with e. */
+int cost_spec_split(const char *gen, const char *s, cost_spec_kv *kv, int max, pl_err *e);
+
 /* Reads the parameters of a "transformer:..." spec (the syntax cost_model_open takes) into o. */
 int cost_transformer_spec(const char *spec, cost_transformer_opts *o, pl_err *e);
 

@@ -689,15 +689,10 @@ int cost_model_write_csv(const cost_model *m, pl_buf *out, pl_err *e) {
 
 /* ---------------------------------------------------------------- model specs */
 
-/* Key/value of a "gen:k=v,k=v" spec, parsed one at a time. */
-typedef struct spec_kv {
-    char key[32];
-    char val[64];
-} spec_kv;
+typedef cost_spec_kv spec_kv;
 
-/* Splits "k=v,k=v" into kv[], refusing a key given twice (the rule `pipelab run` applies to its
- * --model: "'depth' given twice"); returns the count or -1 (e). */
-static int spec_split(const char *gen, const char *s, spec_kv *kv, int max, pl_err *e) {
+/* cost.h. */
+int cost_spec_split(const char *gen, const char *s, cost_spec_kv *kv, int max, pl_err *e) {
     int n = 0;
     while (*s) {
         size_t len = strcspn(s, ",");
@@ -840,7 +835,7 @@ int cost_transformer_spec(const char *spec, cost_transformer_opts *o, pl_err *e)
         return pl_errf(e, PL_EINPUT, "model '%s' is not a transformer:layers=..,hidden=..,heads=..,seq=..,vocab=.. "
                        "spec, which the parallel layout needs", spec ? spec : "");
     spec_kv kv[32];
-    int n = spec_split(gen, spec[gl] ? spec + gl + 1 : "", kv, 32, e);
+    int n = cost_spec_split(gen, spec[gl] ? spec + gl + 1 : "", kv, 32, e);
     if (n < 0) return PL_EINPUT;
     return transformer_params(kv, n, o, e);
 }
@@ -852,7 +847,7 @@ cost_model *cost_model_open(const char *spec, pl_err *e) {
         size_t gl = strlen(gens[g]);
         if (strncmp(spec, gens[g], gl) != 0 || (spec[gl] != 0 && spec[gl] != ':')) continue;
         spec_kv kv[32];
-        int n = spec_split(gens[g], spec[gl] ? spec + gl + 1 : "", kv, 32, e);
+        int n = cost_spec_split(gens[g], spec[gl] ? spec + gl + 1 : "", kv, 32, e);
         if (n < 0) return NULL;
         if (g == 0) return open_uniform(kv, n, e);
         if (g == 1) return open_mlp(kv, n, e);

@@ -117,10 +117,13 @@ static void test_profile_nul(void) {
     free(dir);
 }
 
-/* simulate's --replicas-stage for one stage twice is refused (usage, exit 2); two stages are fine. */
+/* simulate's and run's --replicas-stage for one stage twice is refused (usage, exit 2); two
+ * stages are fine. */
 static void test_replicas_stage_twice(void) {
     expect("simulate --kind 1f1b --ranks 2 --microbatches 4 --no-db --replicas-stage 0=2 --replicas-stage 0=3", 2,
            "--replicas-stage 0=3: stage 0 is given twice (first 0=2)");
+    expect("run --kind 1f1b --ranks 2 --microbatches 4 --no-db --replicas-stage 1=2 --replicas-stage 1=3", 2,
+           "pipelab run: --replicas-stage 1=3: stage 1 is given twice (first 1=2)");
     expect("simulate --kind 1f1b --ranks 2 --microbatches 4 --no-db --replicas-stage 0=2 --replicas-stage 1=3", 0,
            "bubble_fraction");
 }
