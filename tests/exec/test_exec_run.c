@@ -1682,6 +1682,20 @@ static double refusal_bytes(const char *out) {
 #define ESTIMATE_HOLDS(est, peak) ((est) >= (peak) && (est) <= 1.5 * (peak))
 #endif
 
+/* Checks the estimate of the command args (its refusal under limit, a budget below any run's)
+ * against the peak the same command reaches when let through. */
+static void check_estimate(const char *args, const char *limit) {
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' %s --max-memory %s", PIPELAB_BIN, args, limit);
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    double est = refusal_bytes(out), peak = 0;
+    free(out);
+    CU_ASSERT_EQUAL(peak_of(args, &peak), 0);
+    if (!ESTIMATE_HOLDS(est, peak) || getenv("PIPELAB_TEST_VERBOSE"))
+        fprintf(stderr, "\n  %s: estimate %.0f bytes, peak %.0f bytes (%.2f)\n", args, est, peak, est / peak);
+    CU_ASSERT(ESTIMATE_HOLDS(est, peak));
+}
+
 /* The up-front memory estimate of a run with the transformer counts the attention scores
  * (microbatch x heads x seq x seq floats a block, in every stash in flight, the scratch and the
  * profile's slots): a long sequence is refused under a limit that its weights alone would pass,
@@ -1705,16 +1719,7 @@ static void test_memory_estimate_transformer(void) {
         char args[1024];
         snprintf(args, sizeof args, "%s --model transformer:%s", run, shapes[k]);
         /* the estimate: the refusal under a limit the schedule passes (its own check: 16 MiB) */
-        snprintf(cmd, sizeof cmd, "'%s' %s --max-memory 17MiB", PIPELAB_BIN, args);
-        out = NULL;
-        CU_ASSERT_EQUAL(sh(cmd, &out), 1);
-        est = refusal_bytes(out);
-        free(out);
-        double peak = 0;
-        CU_ASSERT_EQUAL(peak_of(args, &peak), 0);
-        if (!ESTIMATE_HOLDS(est, peak) || getenv("PIPELAB_TEST_VERBOSE"))
-            fprintf(stderr, "\n  %s: estimate %.0f bytes, peak %.0f bytes (%.2f)\n", shapes[k], est, peak, est / peak);
-        CU_ASSERT(ESTIMATE_HOLDS(est, peak));
+        check_estimate(args, "17MiB");
     }
     /* the profile: refused from the variable and from the flag, nothing written */
     char *dir = pl_test_tmpdir();
@@ -1737,16 +1742,7 @@ static void test_memory_estimate_transformer(void) {
     /* its estimate against its peak */
     char args[1024];
     snprintf(args, sizeof args, "profile --reps 1 --model transformer:layers=1,hidden=64,heads=2,seq=2048,microbatch=1 -o %s", csv);
-    snprintf(cmd, sizeof cmd, "'%s' %s --max-memory 1MiB", PIPELAB_BIN, args);
-    out = NULL;
-    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
-    est = refusal_bytes(out);
-    free(out);
-    double peak = 0;
-    CU_ASSERT_EQUAL(peak_of(args, &peak), 0);
-    if (!ESTIMATE_HOLDS(est, peak) || getenv("PIPELAB_TEST_VERBOSE"))
-        fprintf(stderr, "\n  profile seq 2048: estimate %.0f bytes, peak %.0f bytes (%.2f)\n", est, peak, est / peak);
-    CU_ASSERT(ESTIMATE_HOLDS(est, peak));
+    check_estimate(args, "1MiB");
     free(csv);
     free(dir);
 }
