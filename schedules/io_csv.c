@@ -21,7 +21,12 @@
  *   microbatches = 1 + the largest microbatch in any cell (1 when no cell has one)
  *   placement    = loop when every stage sits on row (stage mod ranks), else v when it follows
  *                  the zig-zag rule, else explicit; a stage on two rows is an error
- *   lowered      = 1 when any SEND/RECV cell appears
+ *   lowered      = 1 when any SEND/RECV cell appears, or, in a file where no two neighbour
+ *                  stages sit on different ranks (one rank, say: its lowered form has no
+ *                  SEND/RECV to show), when a REDUCE_GRAD or STEP cell appears, so that a
+ *                  one-rank compute_comms file reads back as written. Elsewhere a REDUCE_GRAD
+ *                  alone does not mark it: recent PyTorch writes one after each stage's last
+ *                  backward into compute_only files (lowering puts its own in their place)
  *   STEP         PyTorch has no such action: its optimizer steps after the schedule. Writing
  *                drops pipelab's STEPs; reading a lowered file without any STEP cell adds,
  *                after each rank's last compute or REDUCE_GRAD (and the sends right after
@@ -108,6 +113,7 @@ typedef struct csv_rd {
     size_t seen_cap;
     int max_stage, max_mb, lowered;
     int has_step; /* a STEP cell appeared (pipelab's own older files) */
+    int has_reduce; /* a REDUCE_GRAD cell appeared */
 } csv_rd;
 
 /* Fills e with "path:line:col: message" and returns PL_EINPUT. */
@@ -216,6 +222,7 @@ static int read_row(csv_rd *c, const char *p, size_t n, int line, int rw, sched_
             if (rc) return rc;
             if (sched_kind_is_comm((sched_kind)act.kind)) c->lowered = 1;
             if (act.kind == SCHED_STEP) c->has_step = 1;
+            if (act.kind == SCHED_REDUCE_GRAD) c->has_reduce = 1;
         }
         if (!comma) break;
         start = end + 1;
@@ -271,6 +278,11 @@ static sched *build(csv_rd *c) {
     free(stage_rank);
     if (!s) return NULL;
     snprintf(s->kind, sizeof s->kind, "file");
+    if (!c->lowered && (c->has_reduce || c->has_step)) { /* no SEND/RECV: lowered if none can be */
+        int local = 1;
+        for (int q = 0; q + 1 < stages && local; q++) local = s->stage_rank[q] == s->stage_rank[q + 1];
+        c->lowered = local;
+    }
     s->lowered = c->lowered;
     int *lines = pl_calloc((size_t)ranks, sizeof *lines);
     int rc = lines ? PL_OK : PL_ENOMEM;

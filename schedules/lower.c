@@ -4,7 +4,13 @@
  * Order: the compute-only schedule is first run in unit time. A SEND follows the compute that
  * produced its data; the matching RECV goes on the receiver's list at the time the data is
  * produced, before the first compute that starts at or after that time. Along any chain of
- * waits the times strictly decrease, so with non-blocking (buffered) sends no cycle can form. */
+ * waits the times strictly decrease, so with non-blocking (buffered) sends no cycle can form.
+ *
+ * Updates: lowering owns them. A compute-only schedule may already carry REDUCE_GRADs (PyTorch
+ * puts one after each stage's last backward in its compute_only orders); lowering drops those
+ * and places its own by its rule (sched_lower_after), so each stage gets exactly one per weight
+ * version, before the STEP that applies it, wherever the input had them or whether it had any.
+ * (A STEP is refused in a compute-only schedule by validation, before lowering.) */
 #include "sched_int.h"
 
 #include <stdio.h>
@@ -253,7 +259,8 @@ typedef struct lowering {
     sched_dryrun_result dr; /* validation's unit-time run: the slots that order the receives */
     sched *out;
     recv_list *recv;        /* [ranks] receives queued on each receiver */
-    size_t *extra;          /* [ranks] sends and updates each rank gets */
+    size_t *extra;          /* [ranks] actions each rank gets besides its receives: its input's
+                             * (less the REDUCE_GRADs dropped), sends and updates */
     sched_marks marks;      /* where the updates go (find_marks) */
 } lowering;
 
@@ -270,15 +277,23 @@ static int lower_alloc(lowering *lw, pl_err *e) {
     return PL_OK;
 }
 
-/* Pass 1: queues the receives per receiver (in sender order) and counts each rank's sends and
- * updates. Returns PL_OK or PL_ENOMEM. */
+/* Returns 1 when the input's non-compute action a goes to the output as it is: all but a
+ * REDUCE_GRAD, which lowering places itself (see the top). */
+static int kept_as_is(const sched_action *a) { return a->kind != SCHED_REDUCE_GRAD; }
+
+/* Pass 1: queues the receives per receiver (in sender order) and counts each rank's actions
+ * besides its receives (kept input, sends, updates). Returns PL_OK or PL_ENOMEM. */
 static int lower_count(lowering *lw) {
     const sched *s = lw->s;
     for (int r = 0; r < s->ranks; r++) {
         const sched_rank *rk = &s->rank[r];
         for (size_t i = 0; i < rk->n; i++) {
             const sched_action *a = &rk->acts[i];
-            if (!sched_kind_is_compute((sched_kind)a->kind)) continue;
+            if (!sched_kind_is_compute((sched_kind)a->kind)) {
+                lw->extra[r] += (size_t)kept_as_is(a);
+                continue;
+            }
+            lw->extra[r]++;
             size_t ns = emit_sends(s, NULL, r, a, lw->dr.slot[r][i].end, lw->recv);
             if (ns == (size_t)-1) return PL_ENOMEM;
             lw->extra[r] += ns + emit_updates(s, NULL, r, i, a, &lw->marks);
@@ -291,14 +306,15 @@ static int lower_count(lowering *lw) {
 static sched_action recv_action(const recv_ev *ev) { return sched_act((sched_kind)ev->kind, ev->stage, ev->mb); }
 
 /* Pass 2 for rank r: before each compute the receives whose time is at or before its start,
- * then the compute, its sends and updates; the remaining receives at the end. The list is
- * exactly as long as pass 1 counted. Returns PL_OK or PL_ENOMEM. */
+ * then the compute, its sends and updates; the input's other actions in place, but for its
+ * REDUCE_GRADs (dropped); the remaining receives at the end. The list is exactly as long as
+ * pass 1 counted. Returns PL_OK or PL_ENOMEM. */
 static int lower_rank(lowering *lw, int r) {
     const sched *s = lw->s;
     recv_list *l = &lw->recv[r];
     if (recv_sort(l)) return PL_ENOMEM;
     const sched_rank *rk = &s->rank[r];
-    size_t cap = rk->n + lw->extra[r] + l->n;
+    size_t cap = lw->extra[r] + l->n;
     if (cap == 0) return PL_OK;
     outv o = {pl_reallocarray(NULL, cap, sizeof(sched_action)), 0};
     if (!o.a) return PL_ENOMEM;
@@ -306,7 +322,7 @@ static int lower_rank(lowering *lw, int r) {
     for (size_t i = 0; i < rk->n; i++) {
         const sched_action *a = &rk->acts[i];
         if (!sched_kind_is_compute((sched_kind)a->kind)) {
-            o.a[o.n++] = *a;
+            if (kept_as_is(a)) o.a[o.n++] = *a;
             continue;
         }
         int64_t key = lw->dr.slot[r][i].start;

@@ -297,7 +297,9 @@ sched *sched_gen_dualpipev(const sched_gen_opts *o, const sched_budget *b, pl_er
 /* Returns a lowered copy of a compute-only schedule: SEND/RECV between stages on different
  * ranks in an order that cannot deadlock (the sender places the matching receive on the
  * receiver's list), REDUCE_GRAD after the last backward of each stage per weight version, and
- * STEP after it (per iteration for flush, per microbatch for stash, every m for 2bw).
+ * STEP after it (per iteration for flush, per microbatch for stash, every m for 2bw). The
+ * input's own REDUCE_GRADs (recent PyTorch writes them into compute_only orders) are dropped
+ * for these, so each stage has exactly one per weight version whether or not it had any.
  * A schedule that is already lowered is copied. NULL and e on error (invalid or deadlocking,
  * or more memory than budget b allows; NULL: the automatic one). sched_lower is
  * sched_lower_within the automatic budget. */

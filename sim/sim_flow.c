@@ -49,6 +49,11 @@ static inline int flow_walk(sim_eng *g, int r, sim_rank_state *k, sim_flow_act x
     const int kind = (int)(x.ks & SIM_FLOW_KIND_MASK), stage = (int)(x.ks >> SIM_FLOW_KIND_BITS);
     const sched_action *a = kind == SCHED_OVERLAP ? &k->acts[k->pc] : NULL; /* its second half */
     const uint32_t pc = k->pc;
+    if (g->implied && kind == SCHED_REDUCE_GRAD) { /* lowering drops it and places its own after */
+        k->pc++;                                   /* the stage's last backward (flow_implied) */
+        g->dropped_actions++;
+        return WALK_NEXT;
+    }
     int w = rule_walk(g, SIM_FLOW, r, k, kind, stage, x.mb, a, now);
     /* the action in the rank's list, not a copy: a copy's fields stored one by one and read
      * together stall on store forwarding */

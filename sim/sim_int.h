@@ -172,6 +172,7 @@ typedef struct sim_eng {
     sched_marks marks;        /* where lowering puts the updates */
     sched_action *after;      /* [stages + 4] the actions after the current compute */
     uint64_t implied_actions; /* lowered actions the run implied (sends, receives, updates) */
+    uint64_t dropped_actions; /* a compute-only list's own REDUCE_GRADs, which lowering replaces */
     int mem_overflow;         /* 1: some rank's memory passed INT64_MAX bytes (saturated there) */
     /* replicated stages (all NULL / 0 when nothing is replicated: streams = ranks) */
     int any_rep;              /* 1: some stage has more than one replica */

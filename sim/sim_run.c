@@ -286,6 +286,7 @@ static int run_engine(sim_eng *g, int try_flow, int *rerun, pl_err *e) {
         *rerun = g->abort_flow;
         g->r->events = g->flow_events;
         g->r->actions += g->implied_actions;
+        g->r->actions -= g->dropped_actions;
         return PL_OK;
     }
     if (g->implied) { /* a compute-only schedule that the flow engine cannot serve: lower it */

@@ -871,6 +871,167 @@ static void test_torch_legacy_equal(void) {
     }
 }
 
+/* Returns the REDUCE_GRADs of stage q in s. */
+static int64_t count_reduces(const sched *s, int q) {
+    int64_t n = 0;
+    for (int r = 0; r < s->ranks; r++)
+        for (size_t i = 0; i < s->rank[r].n; i++)
+            n += s->rank[r].acts[i].kind == SCHED_REDUCE_GRAD && s->rank[r].acts[i].stage == q;
+    return n;
+}
+
+/* Returns compute-only s as the compute_only CSV that recent PyTorch writes (malloc'd): its
+ * cells, and a REDUCE_GRAD cell after the backward (B, W, an overlap's B half) that is the
+ * stage's last, as PyTorch's _add_reduce_grad puts it. */
+static char *torch_csv_with_reduces(const sched *s) {
+    pl_buf b;
+    pl_buf_init(&b);
+    int *seen = calloc((size_t)s->stages, sizeof *seen);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seen);
+    char cell[96];
+    for (int r = 0; r < s->ranks; r++) {
+        for (size_t i = 0; i < s->rank[r].n; i++) {
+            const sched_action *a = &s->rank[r].acts[i];
+            sched_action_format(a, cell, sizeof cell);
+            pl_buf_puts(&b, i ? "," : "");
+            pl_buf_puts(&b, cell);
+            int st = a->kind == SCHED_OVERLAP && a->kind2 == SCHED_B ? a->stage2
+                     : a->kind == SCHED_B || a->kind == SCHED_W     ? a->stage
+                                                                     : -1;
+            if (st >= 0 && ++seen[st] == s->microbatches) {
+                snprintf(cell, sizeof cell, ",%dREDUCE_GRAD", st);
+                pl_buf_puts(&b, cell);
+            }
+        }
+        pl_buf_puts(&b, s->rank[r].n ? "\n" : ",\n");
+    }
+    free(seen);
+    CU_ASSERT_FALSE(b.failed);
+    return b.data;
+}
+
+/* The PyTorch files through lowering: each stage has exactly one REDUCE_GRAD after lowering a
+ * compute_only file, with or without the REDUCE_GRAD cells recent PyTorch writes into it (the
+ * same lowered schedule either way), and the lowered form keeps them one per stage through a
+ * compute_comms round trip; a lowered file keeps its own. */
+static void test_torch_reduce_grad(void) {
+    DIR *d = opendir(TORCH_DIR);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    struct dirent *de;
+    int compute_only = 0;
+    while ((de = readdir(d))) {
+        size_t n = strlen(de->d_name);
+        if (n < 4 || strcmp(de->d_name + n - 4, ".csv") != 0) continue;
+        pl_err e;
+        pl_err_clear(&e);
+        sched *s = load_torch(de->d_name, &e);
+        if (!s) continue;
+        sched *l = lowered(s);
+        for (int q = 0; l && q < s->stages; q++)
+            CU_ASSERT_EQUAL(count_reduces(l, q), s->lowered ? count_reduces(s, q) : 1);
+        if (s->lowered || !l) {
+            sched_free(l);
+            sched_free(s);
+            continue;
+        }
+        compute_only++;
+        char *text = torch_csv_with_reduces(s);
+        sched *t = sched_read_torch_csv("rg.csv", text, strlen(text), SCHED_LETTERS_CURRENT, &e);
+        if (!t) fprintf(stderr, "\n  %s with REDUCE_GRAD: %s\n", de->d_name, e.msg);
+        CU_ASSERT_PTR_NOT_NULL(t);
+        if (t) {
+            CU_ASSERT_EQUAL(t->lowered, 0); /* neighbours across ranks and no SEND/RECV */
+            for (int q = 0; q < t->stages; q++) CU_ASSERT_EQUAL(count_reduces(t, q), 1);
+            sched *lt = lowered(t);
+            if (lt) {
+                if (!sched_equal(l, lt)) fprintf(stderr, "\n  %s with REDUCE_GRAD lowers differently\n", de->d_name);
+                CU_ASSERT(sched_equal(l, lt));
+                for (int q = 0; q < lt->stages; q++) CU_ASSERT_EQUAL(count_reduces(lt, q), 1);
+                CU_ASSERT_EQUAL(sched_validate(lt, &e), PL_OK);
+                /* through compute_comms and back, and lowering again: still one per stage */
+                check_csv_roundtrip(lt, SCHED_CSV_COMPUTE_COMMS);
+                char *c = to_csv(lt, SCHED_CSV_COMPUTE_COMMS);
+                sched *r = c ? sched_read_torch_csv("rt.csv", c, strlen(c), SCHED_LETTERS_CURRENT, &e) : NULL;
+                sched *lr = r ? lowered(r) : NULL;
+                CU_ASSERT_PTR_NOT_NULL(lr);
+                if (lr) {
+                    CU_ASSERT_EQUAL(lr->lowered, 1);
+                    CU_ASSERT(sched_equal(lr, lt));
+                    for (int q = 0; q < lr->stages; q++) CU_ASSERT_EQUAL(count_reduces(lr, q), 1);
+                }
+                sched_free(lr);
+                sched_free(r);
+                free(c);
+            }
+            sched_free(lt);
+        }
+        sched_free(t);
+        free(text);
+        sched_free(l);
+        sched_free(s);
+    }
+    closedir(d);
+    CU_ASSERT(compute_only >= 6);
+}
+
+/* One rank: the lowered form has no SEND/RECV, so its compute_comms CSV is told from a
+ * compute_only one by its REDUCE_GRAD cells, and reads back lowered, equal to what was written
+ * (the STEPs put back where lowering puts them), valid, and lowering it again is a copy (one
+ * REDUCE_GRAD, one STEP). Its compute_only CSV still reads back compute-only; with neighbour
+ * stages across ranks a REDUCE_GRAD cell alone does not make a file lowered. */
+static void test_csv_one_rank_comms(void) {
+    static const char *const kinds[] = {"gpipe", "1f1b"};
+    static const char *const want[] = {"0F0,0F1,0F2,0B0,0B1,0B2,0REDUCE_GRAD\n",
+                                       "0F0,0B0,0F1,0B1,0F2,0B2,0REDUCE_GRAD\n"};
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        sched *s = gen(kinds[k], 1, 3, 0);
+        if (!s) continue;
+        sched *l = lowered(s);
+        if (l) {
+            CU_ASSERT_EQUAL(l->rank[0].acts[l->rank[0].n - 1].kind, SCHED_STEP);
+            check_csv_roundtrip(l, SCHED_CSV_COMPUTE_COMMS);
+            check_csv_roundtrip(l, SCHED_CSV_AUTO);
+            char *c = to_csv(l, SCHED_CSV_COMPUTE_COMMS);
+            if (c) CU_ASSERT_STRING_EQUAL(c, want[k]);
+            pl_err e;
+            pl_err_clear(&e);
+            sched *r = c ? sched_read_torch_csv("p1.csv", c, strlen(c), SCHED_LETTERS_CURRENT, &e) : NULL;
+            CU_ASSERT_PTR_NOT_NULL(r);
+            if (r) {
+                CU_ASSERT_EQUAL(r->lowered, 1);
+                CU_ASSERT_EQUAL(r->rank[0].n, l->rank[0].n);
+                CU_ASSERT(csv_same(l, r));
+                CU_ASSERT_EQUAL(sched_validate(r, &e), PL_OK);
+                sched *lr = lowered(r);
+                if (lr) {
+                    CU_ASSERT(sched_equal(lr, r));
+                    CU_ASSERT_EQUAL(count_reduces(lr, 0), 1);
+                }
+                sched_free(lr);
+            }
+            sched_free(r);
+            free(c);
+        }
+        check_csv_roundtrip(s, SCHED_CSV_COMPUTE_ONLY);
+        sched_free(l);
+        sched_free(s);
+    }
+    /* one rank, two stages: updates of both, a STEP each after the last of them */
+    sched *r = csv("0F0,1F0,1B0,1REDUCE_GRAD,0B0,0REDUCE_GRAD\n", SCHED_LETTERS_CURRENT);
+    if (r) {
+        pl_err e;
+        CU_ASSERT_EQUAL(r->lowered, 1);
+        CU_ASSERT_EQUAL(r->rank[0].n, 8);
+        CU_ASSERT_EQUAL(r->rank[0].acts[6].kind, SCHED_STEP);
+        CU_ASSERT_EQUAL(r->rank[0].acts[7].kind, SCHED_STEP);
+        CU_ASSERT_EQUAL(sched_validate(r, &e), PL_OK);
+    }
+    sched_free(r);
+    r = csv("0F0,0F1,0B0,0B1,0REDUCE_GRAD\n1F0,1B0,1F1,1B1,1REDUCE_GRAD\n", SCHED_LETTERS_CURRENT);
+    if (r) CU_ASSERT_EQUAL(r->lowered, 0);
+    sched_free(r);
+}
+
 /* Files without idle cells, in the current letters, are written back byte for byte. */
 static void test_torch_text_roundtrip(void) {
     CU_ASSERT_FATAL(pl_test_exists(TORCH_DIR));
@@ -993,6 +1154,8 @@ void test_io_register(void) {
         {"torch files: inferred shape", test_torch_inference},
         {"torch files: legacy letters load identically", test_torch_legacy_equal},
         {"torch files: csv written back byte for byte", test_torch_text_roundtrip},
+        {"torch files: REDUCE_GRAD through lowering, one per stage", test_torch_reduce_grad},
+        {"csv: one-rank compute_comms round trip", test_csv_one_rank_comms},
         {"sched_load dispatch and refusals", test_load},
         {NULL, NULL},
     };

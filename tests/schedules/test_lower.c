@@ -229,6 +229,187 @@ static void test_lower_policies(void) {
     sched_free(s);
 }
 
+/* Returns 1 when action a completes a weight gradient (B, W, an overlap's B half); *stage and
+ * *mb receive which. */
+static int closes_backward(const sched_action *a, int *stage, int *mb) {
+    if (a->kind == SCHED_B || a->kind == SCHED_W) { *stage = a->stage; *mb = a->mb; return 1; }
+    if (a->kind == SCHED_OVERLAP && a->kind2 == SCHED_B) { *stage = a->stage2; *mb = a->mb2; return 1; }
+    return 0;
+}
+
+/* Returns a copy of compute-only s with the REDUCE_GRADs that recent PyTorch puts in its
+ * compute-only orders: after the backward that completes a weight version of the stage (the
+ * iteration's last of the stage; under stash every backward, naming its microbatch). With
+ * early, each goes first on its rank's list instead (misplaced: lowering places its own). */
+static sched *with_reduces(const sched *s, int early) {
+    sched *c = sched_clone(s);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    int it = sched_iterations(s), stash = s->weights == SCHED_WEIGHTS_STASH;
+    int *seen = calloc((size_t)s->stages * (size_t)it, sizeof *seen);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seen);
+    for (int r = 0; r < s->ranks; r++) {
+        c->rank[r].n = 0;
+        for (size_t i = 0; i < s->rank[r].n; i++) {
+            const sched_action *a = &s->rank[r].acts[i];
+            int st, mb;
+            if (!early || i > 0) CU_ASSERT_EQUAL(sched_push(c, r, *a), PL_OK);
+            if (!closes_backward(a, &st, &mb)) continue;
+            int k = mb / s->microbatches < it ? mb / s->microbatches : it - 1;
+            sched_action rg = sched_act(SCHED_REDUCE_GRAD, st, stash ? mb : -1);
+            if (!stash && ++seen[(size_t)st * it + k] < s->microbatches) continue;
+            CU_ASSERT_EQUAL(sched_push(c, r, rg), PL_OK);
+            if (early) { /* move it to the front */
+                sched_rank *rk = &c->rank[r];
+                memmove(rk->acts + 1, rk->acts, (rk->n - 1) * sizeof *rk->acts);
+                rk->acts[0] = rg;
+            }
+        }
+        if (early && s->rank[r].n) { /* the action skipped above, after the REDUCE_GRADs */
+            size_t n0 = c->rank[r].n;
+            CU_ASSERT_EQUAL(sched_push(c, r, s->rank[r].acts[0]), PL_OK);
+            sched_rank *rk = &c->rank[r];
+            size_t reds = 0;
+            while (reds < n0 && rk->acts[reds].kind == SCHED_REDUCE_GRAD) reds++;
+            memmove(rk->acts + reds + 1, rk->acts + reds, (n0 - reds) * sizeof *rk->acts);
+            rk->acts[reds] = s->rank[r].acts[0];
+        }
+    }
+    free(seen);
+    return c;
+}
+
+/* Checks that lowered l has exactly one REDUCE_GRAD per stage and weight version (per
+ * iteration; per microbatch under stash), each after the stage's backwards of its version and
+ * before the STEP that applies it, and that it validates. */
+static void check_one_reduce_per_version(const sched *l, const char *what) {
+    pl_err e;
+    pl_err_clear(&e);
+    int rc = sched_validate(l, &e);
+    if (rc) fprintf(stderr, "\n  %s: %s\n", what, e.msg);
+    CU_ASSERT_EQUAL(rc, PL_OK);
+    int stash = l->weights == SCHED_WEIGHTS_STASH;
+    int64_t versions = stash ? sched_total_microbatches(l) : sched_iterations(l);
+    for (int q = 0; q < l->stages; q++) {
+        const sched_rank *rk = &l->rank[l->stage_rank[q]];
+        int64_t reduces = 0, bwd = 0, steps = 0;
+        int ok = 1, last_mb = -1;
+        for (size_t i = 0; i < rk->n; i++) {
+            const sched_action *a = &rk->acts[i];
+            int st, mb;
+            if (closes_backward(a, &st, &mb) && st == q) {
+                bwd++;
+                last_mb = mb;
+            }
+            if (a->stage != q) continue;
+            if (a->kind == SCHED_REDUCE_GRAD) {
+                reduces++;
+                /* it closes version reduces - 1: all of that version's backwards are done */
+                if (bwd != (stash ? reduces : reduces * l->microbatches)) ok = 0;
+                if (stash && a->mb != last_mb) ok = 0;
+            }
+            if (a->kind == SCHED_STEP && ++steps > reduces) ok = 0; /* a STEP before its reduce */
+        }
+        if (reduces != versions || !ok)
+            fprintf(stderr, "\n  %s: stage %d has %lld REDUCE_GRADs (want %lld)%s\n", what, q, (long long)reduces,
+                    (long long)versions, ok ? "" : ", misplaced");
+        CU_ASSERT_EQUAL(reduces, versions);
+        CU_ASSERT_TRUE(ok);
+    }
+}
+
+/* A compute-only schedule that already carries REDUCE_GRADs (recent PyTorch's compute_only
+ * orders put one after each stage's last backward) lowers to exactly one per stage and weight
+ * version, the same schedule as without them; misplaced ones too. */
+static void test_lower_input_reduces(void) {
+    pl_err e;
+    pl_err_clear(&e);
+    const char *plain[] = {"0F0 0F1 0B0 0B1", "1F0 1B0 1F1 1B1"};
+    const char *torch[] = {"0F0 0F1 0B0 0B1 0REDUCE_GRAD", "1F0 1B0 1F1 1B1 1REDUCE_GRAD"};
+    const char *early[] = {"0REDUCE_GRAD 0F0 0F1 0B0 0B1", "1F0 1REDUCE_GRAD 1B0 1F1 1B1"};
+    sched *s = build(2, 2, 2, plain), *t = build(2, 2, 2, torch), *x = build(2, 2, 2, early);
+    CU_ASSERT_EQUAL(sched_validate(t, &e), PL_OK);
+    CU_ASSERT_EQUAL(sched_validate(x, &e), PL_OK);
+    sched *ls = sched_lower(s, &e), *lt = sched_lower(t, &e), *lx = sched_lower(x, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ls);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lx);
+    CU_ASSERT_EQUAL(count_kind(lt, SCHED_REDUCE_GRAD), 2);
+    CU_ASSERT_EQUAL(count_kind(lt, SCHED_STEP), 2);
+    for (int r = 0; r < 2; r++) {
+        /* REDUCE_GRAD once, after the last backward, STEP after it and last */
+        const sched_rank *rk = &lt->rank[r];
+        CU_ASSERT_EQUAL(rk->acts[rk->n - 2].kind, SCHED_REDUCE_GRAD);
+        CU_ASSERT_EQUAL(rk->acts[rk->n - 1].kind, SCHED_STEP);
+        CU_ASSERT_TRUE(pos_of(lt, r, SCHED_REDUCE_GRAD, r, -1) > pos_of(lt, r, SCHED_B, r, 1));
+    }
+    CU_ASSERT_TRUE(sched_equal(ls, lt));
+    CU_ASSERT_TRUE(sched_equal(ls, lx));
+    check_one_reduce_per_version(lt, "hand-made");
+    check_one_reduce_per_version(lx, "hand-made, early");
+    sched_free(lx);
+    sched_free(lt);
+    sched_free(ls);
+    sched_free(x);
+    sched_free(t);
+    sched_free(s);
+
+    /* every weight policy, over several iterations, split backwards, overlapped pairs, one rank */
+    static const struct { const char *kind; int p, m, v, it; } cases[] = {
+        {"gpipe", 3, 4, 0, 2}, {"1f1b", 4, 8, 0, 1}, {"1f1b", 1, 3, 0, 2}, {"pipedream", 3, 4, 0, 2},
+        {"2bw", 3, 4, 0, 2},   {"interleaved", 2, 4, 2, 1}, {"zb-h1", 3, 6, 0, 1}, {"zbv", 2, 4, 0, 2},
+        {"dualpipev", 4, 10, 0, 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        sched_gen_opts o = {cases[k].p, cases[k].m, cases[k].v, cases[k].it, SCHED_RECOMPUTE_NONE};
+        char what[96];
+        snprintf(what, sizeof what, "%s p=%d m=%d it=%d", cases[k].kind, cases[k].p, cases[k].m, cases[k].it);
+        s = sched_generate(cases[k].kind, &o, &e);
+        if (!s) fprintf(stderr, "\n  %s: %s\n", what, e.msg);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        ls = sched_lower(s, &e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ls);
+        for (int ear = 0; ear < 2; ear++) {
+            t = with_reduces(s, ear);
+            int64_t versions = s->weights == SCHED_WEIGHTS_STASH ? sched_total_microbatches(s) : sched_iterations(s);
+            CU_ASSERT_EQUAL(count_kind(t, SCHED_REDUCE_GRAD), (size_t)(versions * s->stages));
+            lt = sched_lower(t, &e);
+            if (!lt) fprintf(stderr, "\n  %s: lower: %s\n", what, e.msg);
+            CU_ASSERT_PTR_NOT_NULL(lt);
+            if (lt) {
+                if (!sched_equal(ls, lt)) fprintf(stderr, "\n  %s%s: lowered form differs\n", what, ear ? " early" : "");
+                CU_ASSERT_TRUE(sched_equal(ls, lt));
+                check_one_reduce_per_version(lt, what);
+                /* and stays deadlock-free under uneven costs */
+                sched_dryrun_result r;
+                sched_unit_costs c = {1, 3, 2, 1};
+                CU_ASSERT_EQUAL(sched_dryrun(lt, &c, &r, &e), PL_OK);
+                sched_dryrun_free(&r, lt->ranks);
+            }
+            sched_free(lt);
+            sched_free(t);
+        }
+        check_one_reduce_per_version(ls, what);
+        sched_free(ls);
+        sched_free(s);
+    }
+}
+
+/* A compute-only schedule holds no STEP: validation refuses it, so lowering does too (its own
+ * STEPs would make it a second). */
+static void test_lower_refuses_input_step(void) {
+    const char *rows[] = {"0F0 0F1 0B0 0B1 0REDUCE_GRAD 0STEP", "1F0 1B0 1F1 1B1 1STEP"};
+    sched *s = build(2, 2, 2, rows);
+    pl_err e;
+    pl_err_clear(&e);
+    sched *l = sched_lower(s, &e);
+    CU_ASSERT_PTR_NULL(l);
+    CU_ASSERT_EQUAL(e.code, PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "rank 0, action 6 (0STEP)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "compute-only"));
+    sched_free(l);
+    expect_invalid(s, (const char *[]){"STEP in a schedule marked compute-only", NULL});
+}
+
 static void test_render(void) {
     const char *rows[] = {"0F0 0F1 0B0 0B1", "1F0 1F1 1B0 1B1"};
     sched *s = build(2, 2, 2, rows);
@@ -257,6 +438,8 @@ void test_lower_register(void) {
         {"lowering 1f1b", test_lower_1f1b},
         {"lowering: local hand-off", test_lower_local_handoff},
         {"lowering: update policies", test_lower_policies},
+        {"lowering: an input's REDUCE_GRADs are not doubled", test_lower_input_reduces},
+        {"lowering: a compute-only STEP is refused", test_lower_refuses_input_step},
         {"timeline rendering", test_render},
         {NULL, NULL},
     };

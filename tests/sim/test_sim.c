@@ -850,6 +850,31 @@ static void test_trace_export(void) {
     sched_free(s);
 }
 
+/* A compute-only order that carries its own REDUCE_GRADs (as PyTorch's compute_only CSVs do)
+ * simulates as the same order without them: lowering places one per stage after its last
+ * backward, so 2 ranks x (4 computes + 2 sends + 2 receives + REDUCE_GRAD + STEP) = 20 actions
+ * and 1F1B's (m + p - 1)(tF + tB) = 9 s at tF = 1, tB = 2 either way. */
+static void test_compute_only_reduce_grad(void) {
+    static const char with[] = "0F0,0F1,0B0,0B1,0REDUCE_GRAD\n1F0,1B0,1F1,1B1,1REDUCE_GRAD\n";
+    static const char without[] = "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n";
+    const char *texts[] = {with, without};
+    sim_basic b;
+    sim_basic_init(&b);
+    for (int k = 0; k < 2; k++) {
+        pl_err e;
+        sched *s = sched_read_torch_csv(k ? "without.csv" : "with.csv", texts[k], strlen(texts[k]), SCHED_LETTERS_CURRENT, &e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        CU_ASSERT_FALSE(s->lowered);
+        sim_result r;
+        CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+        CU_ASSERT_EQUAL(r.actions, 20);
+        NEAR(r.makespan_s, 9);
+        sim_result_free(&r);
+        sched_free(s);
+    }
+    sim_basic_free(&b);
+}
+
 /* Stage CSV: overrides apply; errors name file:line. */
 static void test_stage_csv(void) {
     char *dir = pl_test_tmpdir();
@@ -1130,6 +1155,7 @@ void pl_test_register(void) {
         {"the sharing term: actions alone at their ratio, processor sharing's closed forms", test_sharing_term},
         {"trace export", test_trace_export},
         {"stage csv", test_stage_csv},
+        {"a compute-only order's own REDUCE_GRADs are not walked twice", test_compute_only_reduce_grad},
         {"library errors", test_library_errors},
         {"compute-only runs equal lowered runs", test_compute_only_equals_lowered},
         {"compute-only deadlock names the cycle", test_compute_only_deadlock},
