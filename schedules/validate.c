@@ -317,9 +317,9 @@ static int upd_step(ustate *u, int rank, size_t pos, int stage, int mb, pl_err *
     return PL_OK;
 }
 
-/* Checks one action of the update walk; returns PL_OK or the error. */
-static int upd_action(ustate *u, int rank, size_t pos, pl_err *e) {
-    const sched_action *a = &u->s->rank[rank].acts[pos];
+/* Checks action a of the update walk, at (rank, pos) or, an action lowering would put after
+ * the compute there, reported at it; returns PL_OK or the error. */
+static int upd_act(ustate *u, int rank, size_t pos, const sched_action *a, pl_err *e) {
     int rc = PL_OK;
     switch (a->kind) {
     case SCHED_F: return upd_forward(u, rank, pos, a->stage, a->mb, e);
@@ -333,6 +333,37 @@ static int upd_action(ustate *u, int rank, size_t pos, pl_err *e) {
     case SCHED_STEP: return upd_step(u, rank, pos, a->stage, a->mb, e);
     default: return PL_OK;
     }
+}
+
+/* Checks the action at (rank, pos) of the update walk. */
+static int upd_action(ustate *u, int rank, size_t pos, pl_err *e) {
+    return upd_act(u, rank, pos, &u->s->rank[rank].acts[pos], e);
+}
+
+/* A compute-only schedule's updates where lowering will put them (sched_lower_after: a flush
+ * schedule's STEPs after each rank's last compute of an iteration, 2BW's and stashing's after
+ * the backward that closes a version): an order whose next iteration's forward (flush) or
+ * backward (2BW) comes before them is refused here, at the compute that comes too early, rather
+ * than when it is lowered or run. Returns PL_OK or the error. */
+static int check_implied_updates(ustate *u, pl_err *e) {
+    const sched *s = u->s;
+    sched_marks m;
+    int rc = sched_marks_find(s, &m, e);
+    if (rc != PL_OK) return rc;
+    sched_action *after = pl_calloc((size_t)s->stages + 4, sizeof *after);
+    if (!after) rc = pl_errf(e, PL_ENOMEM, "out of memory validating the schedule");
+    for (int r = 0; r < s->ranks && rc == PL_OK; r++)
+        for (size_t p = 0; p < s->rank[r].n && rc == PL_OK; p++) {
+            const sched_action *a = &s->rank[r].acts[p];
+            if (a->kind == SCHED_REDUCE_GRAD) continue; /* lowering replaces the order's own */
+            rc = upd_action(u, r, p, e);
+            if (rc != PL_OK || !sched_kind_is_compute((sched_kind)a->kind)) continue;
+            size_t n = sched_lower_after(s, &m, r, p, a, after);
+            for (size_t j = 0; j < n && rc == PL_OK; j++) rc = upd_act(u, r, p, &after[j], e);
+        }
+    free(after);
+    sched_marks_free(&m);
+    return rc;
 }
 
 /* A compute-only schedule holds no STEP: lowering (and the simulator's run of the compute-only
@@ -352,15 +383,16 @@ static int check_no_step(const sched *s, pl_err *e) {
  * applies when the stage has REDUCE_GRADs. Runs after check_complete (every backward is there
  * once). Returns PL_OK, PL_EINPUT or PL_ENOMEM. */
 static int check_updates(const sched *s, int64_t M, pl_err *e) {
-    if (!s->lowered) return check_no_step(s, e);
+    if (!s->lowered && check_no_step(s, e) != PL_OK) return PL_EINPUT;
     ustate u = {s, s->weights == SCHED_WEIGHTS_STASH ? M : sched_iterations(s), NULL};
     u.st = pl_calloc((size_t)s->stages, sizeof *u.st);
     if (!u.st) return pl_errf(e, PL_ENOMEM, "out of memory validating the schedule");
-    for (int r = 0; r < s->ranks; r++)
+    for (int r = 0; r < s->ranks && s->lowered; r++)
         for (size_t p = 0; p < s->rank[r].n; p++)
             if (s->rank[r].acts[p].kind == SCHED_REDUCE_GRAD) u.st[s->rank[r].acts[p].stage].reduces = 1;
     int rc = PL_OK;
-    for (int r = 0; r < s->ranks && rc == PL_OK; r++)
+    if (!s->lowered) rc = check_implied_updates(&u, e);
+    for (int r = 0; r < s->ranks && rc == PL_OK && s->lowered; r++)
         for (size_t p = 0; p < s->rank[r].n && rc == PL_OK; p++) rc = upd_action(&u, r, p, e);
     for (int q = 0; q < s->stages && rc == PL_OK; q++) {
         const stage_upd *t = &u.st[q];

@@ -283,6 +283,10 @@ static void test_bad_steps_refused(void) {
         /* a compute-only schedule: lowering adds the STEPs, so one written there would double */
         {"1f1b", 2, 2, 0, 0, 0, 0, OP_APPEND, "0STEP", NULL, "t.sched:13: rank 0, action 5 (0STEP): ",
          "STEP in a schedule marked compute-only"},
+        /* compute-only over 2 iterations: the next iteration's forward before the rank's last
+         * compute of this one, after which lowering puts the flush STEP (0F0 0F1 0B0 0F2 0B1) */
+        {"gpipe", 2, 2, 0, 2, 0, 0, OP_MOVE, "0F2", "0B1", "t.sched:13: rank 0, action 4 (0F2): ",
+         "forward of stage 0 microbatch 2 (iteration 1) comes before the stage's STEP for iteration 0"},
         /* flush over 2 iterations: the next iteration's forward needs the STEP first */
         {"gpipe", 2, 2, 0, 2, 1, 0, OP_MOVE, "0STEP", "0SEND_F2", "t.sched:13: rank 0, action 10 (0F2): ",
          "forward of stage 0 microbatch 2 (iteration 1) comes before the stage's STEP for iteration 0"},
