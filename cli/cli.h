@@ -93,6 +93,10 @@ int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, lon
  * stages[count] and ns[count], refusing a stage that stages[0..count) already names. Returns 0,
  * or -1 after printing a usage error. */
 int cli_replicas_stage_arg(const char *cmd, const char *val, int *stages, int *ns, int count);
+/* Checks a --set value's shape, KEY=VALUE with a KEY (simulate, model, partition, calibrate; the
+ * hardware's cost_hw_set_kv checks the key and value). Returns 0, or -1 after printing a usage
+ * error. */
+int cli_set_arg(const char *cmd, const char *val);
 /* The same for a long (seeds). */
 int cli_long_arg(const char *cmd, const char *flag, const char *val, long lo, long hi, long *out);
 /* Parses a finite number in [lo, hi] (e.g. lo 0: not negative); on error prints a usage error

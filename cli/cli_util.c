@@ -66,6 +66,14 @@ int cli_int_arg(const char *cmd, const char *flag, const char *val, long lo, lon
     return 0;
 }
 
+/* cli.h. Returns 0, or -1 after printing what is wrong with val. */
+int cli_set_arg(const char *cmd, const char *val) {
+    const char *eq = val ? strchr(val, '=') : NULL;
+    if (eq && eq != val) return 0;
+    cli_usage_error(cmd, "--set needs KEY=VALUE (got '%s')", val ? val : "");
+    return -1;
+}
+
 /* The longest S of a --replicas-stage S=N value read (a longer one is refused). */
 #define REPL_STAGE_TEXT_MAX 32
 

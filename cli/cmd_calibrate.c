@@ -77,7 +77,10 @@ static int parse(int argc, char **argv, opts *o) {
         switch (c) {
         case O_OBS: o->observations = optarg; break;
         case O_HW: o->hardware = optarg; break;
-        case O_SET: o->sets[o->nsets++] = optarg; break;
+        case O_SET:
+            if (cli_set_arg("calibrate", optarg)) return CLI_EUSAGE;
+            o->sets[o->nsets++] = optarg;
+            break;
         case O_PREC: o->precision = optarg; break;
         case O_NAME: o->name = optarg; break;
         case O_DB: o->db = optarg; break;

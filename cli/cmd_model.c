@@ -123,6 +123,7 @@ static int parse(int argc, char **argv, opts *o) {
         case O_HW: o->hardware = optarg; break;
         case O_SET:
             if (o->nsets >= MAX_SETS) return cli_usage_error("model", "at most %d --set options", MAX_SETS);
+            if (cli_set_arg("model", optarg)) return CLI_EUSAGE;
             o->sets[o->nsets++] = optarg;
             break;
         case O_PREC:

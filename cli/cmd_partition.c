@@ -113,7 +113,10 @@ static int parse(int argc, char **argv, opts *o) {
         case O_MB: if (cli_int_arg("partition", "--microbatch", optarg, 1, 1 << 24, &o->microbatch)) return CLI_EUSAGE; break;
         case O_PREC: o->precision = optarg; break;
         case O_HW: o->hardware = optarg; break;
-        case O_SET: o->sets[o->nsets++] = optarg; break;
+        case O_SET:
+            if (cli_set_arg("partition", optarg)) return CLI_EUSAGE;
+            o->sets[o->nsets++] = optarg;
+            break;
         case O_LISTHW: o->list_hw = 1; break;
         case O_WORKERS: if (cli_int_arg("partition", "--workers", optarg, 1, COST_PART_MAX_WORKERS, &o->workers)) return CLI_EUSAGE; break;
         case O_METHOD: o->method = optarg; break;

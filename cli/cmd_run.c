@@ -298,7 +298,7 @@ static cost_model *file_profile(const char *path, exec_config *c, pl_buf *csv, p
     char *text = NULL;
     size_t len = 0;
     if (pl_read_file(path, RUN_PROFILE_FILE_MAX, &text, &len, e) != PL_OK) return NULL;
-    cost_model *m = cost_model_read_csv(path, text, len, e);
+    cost_model *m = exec_profile_meta_check(path, text, len, e) == PL_OK ? cost_model_read_csv(path, text, len, e) : NULL;
     double st = 0;
     if (m && exec_profile_meta(text, len, NULL, &st) == 0) c->pred_step_s = st;
     pl_buf_puts(csv, text);

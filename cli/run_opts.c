@@ -348,7 +348,10 @@ static int run_opt(int c, const char *arg, const char *seen, run_opts *o) {
     switch (c) {
     case O_SPLIT: return split_arg(arg, o) ? CLI_EUSAGE : -1;
     case O_LR: return num_arg("--lr", arg, &o->c.lr) ? CLI_EUSAGE : -1;
-    case O_MOM: return num_arg("--momentum", arg, &o->c.momentum) ? CLI_EUSAGE : -1;
+    case O_MOM:
+        if (num_arg("--momentum", arg, &o->c.momentum)) return CLI_EUSAGE;
+        if (o->c.momentum >= 1) return cli_usage_error("run", "--momentum: must be below 1 (got '%s')", arg);
+        return -1;
     case O_WARMUP: return cli_int_arg("run", "--warmup", arg, 0, RUN_MAX_PASSES, &o->c.warmup_passes) ? CLI_EUSAGE : -1;
     case O_TIMED: return cli_int_arg("run", "--timed", arg, 1, RUN_MAX_PASSES, &o->c.timed_passes) ? CLI_EUSAGE : -1;
     case O_TRANSPORT: o->transport = arg; return -1;
@@ -436,7 +439,7 @@ static int check_steady(run_opts *o) {
 }
 
 /* Checks the flags that go together after parsing (transport, backend and precision, the
- * profile's, momentum). Returns -1 when they hold, else an exit code after printing which does
+ * profile's). Returns -1 when they hold, else an exit code after printing which does
  * not. */
 static int check_flags(run_opts *o) {
     if (strcmp(o->transport, "threads") && strcmp(o->transport, "mpi"))
@@ -464,13 +467,7 @@ static int check_flags(run_opts *o) {
     if (o->intr_share > 0 && o->cuda)
         return cli_usage_error("run", "--interruptions prices the host's interruptions of a busy CPU core (not with "
                                       "--backend cuda)");
-    rc = check_steady(o);
-    if (rc >= 0) return rc;
-    if (o->c.momentum >= 1) {
-        fprintf(stderr, "pipelab run: --momentum must be below 1\n");
-        return CLI_EUSER;
-    }
-    return -1;
+    return check_steady(o);
 }
 
 /* Parses argv into o: the executor's defaults (exec_config_default), then the flags. Returns -1

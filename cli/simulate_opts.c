@@ -294,7 +294,7 @@ static int parse_model_opt(opts *o, int c, const char *v) {
     case O_HW: sp->hardware = v; return CLI_OK;
     case O_SET:
         if (sp->nsets == MAX_SET_FLAGS) return cli_usage_error("simulate", "too many --set flags");
-        if (!strchr(v, '=')) return cli_usage_error("simulate", "--set needs KEY=VALUE (got '%s')", v);
+        if (cli_set_arg("simulate", v)) return CLI_EUSAGE;
         o->sets[sp->nsets++] = v;
         return CLI_OK;
     case O_PARTITION: sp->partition = v; return CLI_OK;

@@ -768,7 +768,15 @@ double exec_window_factor(const double *g, double pass_s);
  * "Seven grids"). 1 for workers <= 0. */
 double exec_window_factor_mean(const double *g, int workers, double pass_s);
 
-/* Reads the executor line of a profile CSV's text[len]: 0 and the values, -1 when it has none. */
+/* Reads the executor line of a profile CSV's text[len]: 0 and the values, -1 when it has none
+ * (or a malformed one, which exec_profile_meta_check refuses). */
 int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s);
+/* Checks every executor line of the profile CSV `path`'s text[len] ("# pipelab-exec concurrency=P
+ * step_s=S rank_drift=D"; not the worker, windows or rounds lines) as the cost model's reader
+ * checks "#@" metadata: each field key=value, each key known (concurrency, step_s, rank_drift)
+ * and once, concurrency an integer >= 1, step_s and rank_drift finite numbers >= 0, concurrency
+ * and step_s present. Returns PL_OK, or PL_EINPUT with "path:line: KEY must be ... (got 'V')"
+ * or the like in e. */
+int exec_profile_meta_check(const char *path, const char *text, size_t len, pl_err *e);
 
 #endif

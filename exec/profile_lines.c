@@ -4,6 +4,7 @@
  * (profile_windows.c). */
 #include "exec_int.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -41,31 +42,125 @@ static size_t find_line(const char *text, size_t len, size_t from, const char *k
     return len;
 }
 
-/* Copies the profile's "# pipelab-exec concurrency=..." line, after its key, into line[size];
- * returns 0, or -1 when text[len] has none. */
-static int meta_line(const char *text, size_t len, char *line, size_t size) {
+/* The executor line's keys: concurrency, an integer >= 1 (the workers that profiled); step_s, a
+ * block's STEP in seconds, and rank_drift, the ranks' drift (0: none), finite numbers >= 0. */
+enum { META_CONCURRENCY, META_STEP, META_DRIFT, META_KEYS };
+static const char *const meta_keys[META_KEYS] = {"concurrency", "step_s", "rank_drift"};
+
+/* The executor line's values, meta_keys' order, and which of them it has. */
+typedef struct meta_vals {
+    int has[META_KEYS];
+    double v[META_KEYS];
+} meta_vals;
+
+/* Parses the executor line's "key=value ..." fields in s[n] (after its key) into m. Returns 0, or
+ * -1 with what is wrong in why[size]: a field that is not key=value, an unknown or repeated key,
+ * a value out of its range (meta_keys), concurrency or step_s missing. */
+static int meta_fields(const char *s, size_t n, meta_vals *m, char *why, size_t size) {
+    memset(m, 0, sizeof *m);
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r')) i++;
+        if (i >= n) break;
+        size_t t0 = i;
+        while (i < n && s[i] != ' ' && s[i] != '\t' && s[i] != '\r') i++;
+        const char *tok = s + t0, *eq = memchr(tok, '=', i - t0);
+        int tl = (int)(i - t0 < 64 ? i - t0 : 64);
+        if (!eq || eq == tok) {
+            snprintf(why, size, "'%.*s' is not key=value", tl, tok);
+            return -1;
+        }
+        size_t kl = (size_t)(eq - tok), vl = i - t0 - kl - 1;
+        int k = 0;
+        while (k < META_KEYS && !(strlen(meta_keys[k]) == kl && memcmp(tok, meta_keys[k], kl) == 0)) k++;
+        if (k == META_KEYS) {
+            snprintf(why, size, "unknown key '%.*s' (known: %s, %s, %s)", (int)(kl < 64 ? kl : 64), tok,
+                     meta_keys[META_CONCURRENCY], meta_keys[META_STEP], meta_keys[META_DRIFT]);
+            return -1;
+        }
+        if (m->has[k]) {
+            snprintf(why, size, "key '%s' appears twice", meta_keys[k]);
+            return -1;
+        }
+        char vbuf[64];
+        memcpy(vbuf, eq + 1, vl < sizeof vbuf ? vl : sizeof vbuf - 1);
+        vbuf[vl < sizeof vbuf ? vl : sizeof vbuf - 1] = '\0';
+        long lv = 0;
+        double dv = 0;
+        if (k == META_CONCURRENCY ? vl >= sizeof vbuf || pl_parse_long(vbuf, 1, INT_MAX, &lv) != 0
+                                  : vl >= sizeof vbuf || pl_parse_double(vbuf, &dv) != 0 || !isfinite(dv) || dv < 0) {
+            snprintf(why, size, "%s must be %s (got '%s%s')", meta_keys[k],
+                     k == META_CONCURRENCY ? "an integer >= 1" : "a finite number >= 0", vbuf,
+                     vl >= sizeof vbuf ? "..." : "");
+            return -1;
+        }
+        m->v[k] = k == META_CONCURRENCY ? (double)lv : dv;
+        m->has[k] = 1;
+    }
+    for (int k = META_CONCURRENCY; k <= META_STEP; k++)
+        if (!m->has[k]) {
+            snprintf(why, size, "missing key '%s' (the line is \"# " EXEC_PROFILE_META
+                                " concurrency=P step_s=S [rank_drift=D]\")",
+                     meta_keys[k]);
+            return -1;
+        }
+    return 0;
+}
+
+/* Returns 1 when the line text[n] is the executor line: "# pipelab-exec " and not a
+ * worker's, windows or rounds line. */
+static int is_meta_line(const char *text, size_t n) {
     const char *key = "# " EXEC_PROFILE_META " ";
-    return find_line(text, len, 0, key, strlen(key), line, size) == len ? -1 : 0;
+    static const char *const other[] = {"worker=", "windows ", "rounds "};
+    size_t kl = strlen(key);
+    if (n < kl || memcmp(text, key, kl) != 0) return 0;
+    for (size_t k = 0; k < sizeof other / sizeof *other; k++)
+        if (n - kl >= strlen(other[k]) && memcmp(text + kl, other[k], strlen(other[k])) == 0) return 0;
+    return 1;
+}
+
+int exec_profile_meta_check(const char *path, const char *text, size_t len, pl_err *e) {
+    const size_t skip = strlen("# " EXEC_PROFILE_META " ");
+    int line_no = 1;
+    for (size_t i = 0; i < len; line_no++) {
+        const char *nl = memchr(text + i, '\n', len - i);
+        size_t n = nl ? (size_t)(nl - (text + i)) : len - i;
+        if (is_meta_line(text + i, n)) {
+            meta_vals m;
+            char why[256];
+            if (meta_fields(text + i + skip, n - skip, &m, why, sizeof why) != 0)
+                return pl_errf(e, PL_EINPUT, "%s:%d: %s", path, line_no, why);
+        }
+        i += n + 1;
+    }
+    return PL_OK;
+}
+
+/* Reads the first executor line of text[len] into m; returns 0, or -1 when it has none or a
+ * malformed one (exec_profile_meta_check names what is wrong). */
+static int meta_read(const char *text, size_t len, meta_vals *m) {
+    char line[PROF_META_LINE_MAX], why[256];
+    const char *key = "# " EXEC_PROFILE_META " ";
+    size_t i = 0;
+    for (; (i = find_line(text, len, i, key, strlen(key), line, sizeof line)) < len; i++) {
+        const char *nl = memchr(text + i, '\n', len - i);
+        if (is_meta_line(text + i, nl ? (size_t)(nl - (text + i)) : len - i)) break;
+    }
+    return i < len && meta_fields(line, strlen(line), m, why, sizeof why) == 0 ? 0 : -1;
 }
 
 int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s) {
-    char line[PROF_META_LINE_MAX];
-    if (meta_line(text, len, line, sizeof line)) return -1;
-    int c = 0;
-    double st = 0;
-    if (sscanf(line, "concurrency=%d step_s=%lf", &c, &st) != 2 || c < 1 || !(st >= 0)) return -1;
-    if (concurrency) *concurrency = c;
-    if (step_s) *step_s = st;
+    meta_vals m;
+    if (meta_read(text, len, &m)) return -1;
+    if (concurrency) *concurrency = (int)m.v[META_CONCURRENCY];
+    if (step_s) *step_s = m.v[META_STEP];
     return 0;
 }
 
 int exec_profile_drift(const char *text, size_t len, double *drift) {
-    char line[PROF_META_LINE_MAX];
-    if (meta_line(text, len, line, sizeof line)) return -1;
-    const char *at = strstr(line, " rank_drift=");
-    double d = 0;
-    if (!at || sscanf(at, " rank_drift=%lf", &d) != 1 || !(d > 0) || !isfinite(d)) return -1;
-    *drift = d;
+    meta_vals m;
+    if (meta_read(text, len, &m) || !(m.v[META_DRIFT] > 0)) return -1;
+    *drift = m.v[META_DRIFT];
     return 0;
 }
 

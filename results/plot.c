@@ -1,5 +1,6 @@
 /* plot.c: exports figure data from the results store and writes and runs gnuplot scripts. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -49,14 +50,22 @@ static void put_template(pl_buf *b, const char *text, const char *terminal, cons
     }
 }
 
+/* Returns 1 when figure o is drawn as SVG (--svg or a .svg output), 2 as PDF (a .pdf output),
+ * else 0 (PNG): the terminal follows the output's extension. */
+static int fig_format(const store_plot_opts *o) {
+    size_t olen = o->output ? strlen(o->output) : 0;
+    if (olen >= 4 && strcmp(o->output + olen - 4, ".pdf") == 0) return 2;
+    return o->svg || (olen >= 4 && strcmp(o->output + olen - 4, ".svg") == 0);
+}
+
 /* Starts a script: the common template then the kind's, for a figure of w x h pixels. */
 static void script_begin(pl_buf *b, const store_plot_opts *o, const char *kind, int w, int h, const char *title) {
     char term[160];
-    size_t olen = o->output ? strlen(o->output) : 0;
+    const int format = fig_format(o);
     /* the terminal follows the output's extension (.pdf: pdfcairo, sized in inches at 72 px per inch) */
-    if (olen >= 4 && strcmp(o->output + olen - 4, ".pdf") == 0)
+    if (format == 2)
         snprintf(term, sizeof term, "pdfcairo size %.2fin,%.2fin font \"DejaVu Sans,10\" background rgb \"white\"", w / 72.0, h / 72.0);
-    else if (o->svg || (olen >= 4 && strcmp(o->output + olen - 4, ".svg") == 0))
+    else if (format == 1)
         snprintf(term, sizeof term, "svg size %d,%d dynamic font \"DejaVu Sans,10\" background rgb \"white\"", w, h);
     else snprintf(term, sizeof term, "pngcairo size %d,%d font \"DejaVu Sans,10\" background rgb \"white\"", w, h);
     pl_buf_printf(b, "# %s figure written by pipelab %s; rerun with: gnuplot %s\n", kind, PL_VERSION, o->script);
@@ -470,6 +479,10 @@ static const struct action_look {
 #define TL_MARGIN_W 140
 #define TL_MARGIN_H 130
 #define TL_ROW_PX 40
+/* The tallest timeline drawn, in pixels: cairo's largest image (pngcairo, pdfcairo), and an SVG's
+ * (whose viewer draws it), and so the most ranks a timeline shows, (max - TL_MARGIN_H) / TL_ROW_PX. */
+#define TL_MAX_FIG_PX 32767
+#define TL_MAX_SVG_PX (1 << 20)
 #define TL_DIGIT_PX 7.0
 #define TL_LABEL_PAD_PX 3.0
 /* The time axis ends this factor past the last drawn end. */
@@ -554,8 +567,9 @@ static int timeline_select(timeline *t, int all) {
 }
 
 /* Finds the drawn extent: ranks, end, shortest compute, each rank's lowest stage. Returns PL_OK,
- * PL_EINPUT when nothing computes (a run stored without --trace), or PL_ENOMEM. */
-static int timeline_scan(timeline *t, pl_err *e) {
+ * PL_EINPUT when nothing computes (a run stored without --trace), an action is on a negative
+ * rank or figure o would be too tall for its ranks (TL_MAX_FIG_PX, TL_MAX_SVG_PX), or PL_ENOMEM. */
+static int timeline_scan(timeline *t, const store_plot_opts *o, pl_err *e) {
     t->ranks = t->r.ranks;
     t->tmax_s = 0;
     t->dmin_s = INFINITY;
@@ -563,7 +577,10 @@ static int timeline_scan(timeline *t, pl_err *e) {
     for (size_t i = 0; i < t->n; i++) {
         const store_op *p = &t->ops[i];
         if (!t->drawn[i]) continue;
-        if (p->rank + 1 > t->ranks) t->ranks = p->rank + 1;
+        if (p->rank < 0)
+            return pl_errf(e, PL_EINPUT, "run %lld has an action on rank %d: the database is damaged",
+                           (long long)t->r.id, p->rank);
+        if (p->rank >= t->ranks) t->ranks = p->rank == INT_MAX ? INT_MAX : p->rank + 1;
         t->tmax_s = fmax(t->tmax_s, p->end_s - t->t0_s);
         if (!store_kind_is_compute(p->kind)) continue;
         nc++;
@@ -572,6 +589,14 @@ static int timeline_scan(timeline *t, pl_err *e) {
     if (nc == 0 || !(t->tmax_s > 0))
         return pl_errf(e, PL_EINPUT, "run %lld has no recorded compute actions to draw: simulate it with --trace",
                        (long long)t->r.id);
+    const long long tall = TL_MARGIN_H + (long long)TL_ROW_PX * t->ranks; /* the figure's height */
+    const int svg = fig_format(o) == 1, most = svg ? TL_MAX_SVG_PX : TL_MAX_FIG_PX;
+    if (tall > most)
+        return pl_errf(e, PL_EINPUT,
+                       "run %lld has %d ranks: its timeline would be %lld pixels tall, more than %s figure can be "
+                       "(%d; it draws at most %d ranks%s)",
+                       (long long)t->r.id, t->ranks, tall, svg ? "an SVG" : "a PNG or PDF", most,
+                       (most - TL_MARGIN_H) / TL_ROW_PX, svg ? "" : ", an SVG one more");
     t->first_stage = pl_calloc((size_t)t->ranks, sizeof *t->first_stage);
     if (!t->first_stage) return pl_errf(e, PL_ENOMEM, "out of memory");
     for (int q = 0; q < t->ranks; q++) t->first_stage[q] = -1;
@@ -678,7 +703,7 @@ static int plot_timeline(store *s, const store_plot_opts *o, pl_err *e) {
     pl_buf_init(&g);
     code = store_get_ops(s, t.r.id, &t.ops, &t.n, e);
     if (code == PL_OK && timeline_select(&t, o->all_passes) != PL_OK) code = pl_errf(e, PL_ENOMEM, "out of memory");
-    if (code == PL_OK) code = timeline_scan(&t, e);
+    if (code == PL_OK) code = timeline_scan(&t, o, e);
     if (code == PL_OK) {
         timeline_write(&t, o, &d, &g);
         code = write_both(o, &d, &g, e);

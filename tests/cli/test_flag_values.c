@@ -70,6 +70,8 @@ static const value_case cases[] = {
 static const value_case exec_cases[] = {
     {"run", RUN "--lr abc", 2, "--lr: needs a finite number (got 'abc')"},
     {"run", RUN "--momentum -0.9", 2, "--momentum: must not be negative (got '-0.9')"},
+    {"run", RUN "--momentum 2", 2, "--momentum: must be below 1 (got '2')"},
+    {"run", RUN "--momentum 1", 2, "--momentum: must be below 1 (got '1')"},
     {"run", RUN "--timeout 0", 2, "--timeout: must be > 0 (got '0')"},
     {"run", RUN "--timeout 1e400", 2, "--timeout: needs a finite number (got '1e400')"},
     {"run", RUN "--mem-budget 1e300", 2, "--mem-budget: must be at most 9.2e+18 (got '1e300')"},
@@ -86,6 +88,13 @@ static const value_case exec_cases[] = {
      "--format must be table, csv or json"},
     {"profile", "--reps 0", 2, "--reps: needs a whole number between 1 and 16777216 (got '0')"},
     {"profile", "--seed 1.5", 2, "--seed: needs a whole number between 0 and 9223372036854775805 (got '1.5')"},
+    /* --set's KEY=VALUE: a value without a key, or no '=', is a usage error on every command */
+    {"simulate", SIM MODEL "--hardware h100 --set =3", 2, "--set needs KEY=VALUE (got '=3')"},
+    {"simulate", SIM MODEL "--hardware h100 --set device.efficiency", 2, "--set needs KEY=VALUE (got 'device.efficiency')"},
+    {"model", MODEL "--hardware h100 --set =3", 2, "--set needs KEY=VALUE (got '=3')"},
+    {"partition", MODEL "--workers 2 --hardware h100 --set =3", 2, "--set needs KEY=VALUE (got '=3')"},
+    {"calibrate", "--observations x.csv --hardware h100 --set device.efficiency", 2,
+     "--set needs KEY=VALUE (got 'device.efficiency')"},
     {NULL, NULL, 0, NULL},
 };
 

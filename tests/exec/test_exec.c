@@ -1849,6 +1849,68 @@ static void test_window_factors(void) {
     pl_buf_free(&b);
 }
 
+/* The profile CSV's executor line (exec_profile_meta_check), checked as the cost model checks
+ * "#@" metadata: a good line (the one exec_profile_csv_n writes, keys in any order, without
+ * rank_drift) passes and reads back; a STEP or drift of nan or below 0, a concurrency of 0, an
+ * unknown, repeated or missing key, a field that is not key=value each give "FILE:LINE: ..."
+ * naming the key and the value; the worker, windows and rounds lines are not this line. */
+static void test_profile_meta_line(void) {
+    const char *head = "# pipelab profile: a comment\n#@ microbatch_size=2\n";
+    static const struct {
+        const char *line, *want;
+    } bad[] = {
+        {"concurrency=2 step_s=nan rank_drift=0", "f.csv:3: step_s must be a finite number >= 0 (got 'nan')"},
+        {"concurrency=2 step_s=-1 rank_drift=0", "f.csv:3: step_s must be a finite number >= 0 (got '-1')"},
+        {"concurrency=2 step_s=inf", "f.csv:3: step_s must be a finite number >= 0 (got 'inf')"},
+        {"concurrency=0 step_s=0.001 rank_drift=0", "f.csv:3: concurrency must be an integer >= 1 (got '0')"},
+        {"concurrency=1.5 step_s=0.001", "f.csv:3: concurrency must be an integer >= 1 (got '1.5')"},
+        {"concurrency=2 step_s=0.001 rank_drift=nan", "f.csv:3: rank_drift must be a finite number >= 0 (got 'nan')"},
+        {"concurrency=2 step_s=0.001 rank_drift=-0.5", "f.csv:3: rank_drift must be a finite number >= 0 (got '-0.5')"},
+        {"concurrency=2 step_s=0.001 colour=red", "f.csv:3: unknown key 'colour' (known: concurrency, step_s, rank_drift)"},
+        {"concurrency=2 step_s=0.001 step_s=0.002", "f.csv:3: key 'step_s' appears twice"},
+        {"concurrency=2", "f.csv:3: missing key 'step_s'"},
+        {"step_s=0.001", "f.csv:3: missing key 'concurrency'"},
+        {"concurrency=2 step_s=0.001 x", "f.csv:3: 'x' is not key=value"},
+    };
+    char text[512];
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        snprintf(text, sizeof text, "%s# " EXEC_PROFILE_META " %s\nlayer,name\n", head, bad[k].line);
+        pl_err e = {0};
+        CU_ASSERT_EQUAL(exec_profile_meta_check("f.csv", text, strlen(text), &e), PL_EINPUT);
+        if (!strstr(e.msg, bad[k].want)) fprintf(stderr, "\n%s: got '%s'\n", bad[k].line, e.msg);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, bad[k].want));
+        int c = 7;
+        CU_ASSERT_EQUAL(exec_profile_meta(text, strlen(text), &c, NULL), -1); /* not read either */
+        CU_ASSERT_EQUAL(c, 7);
+    }
+    /* good lines; the worker, windows and rounds lines after them are not checked as this one */
+    static const char *const good[] = {
+        "concurrency=2 step_s=0.00025 rank_drift=0.0125\n"
+        "# " EXEC_PROFILE_META " worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4 bwd_in0_s=1\n"
+        "# " EXEC_PROFILE_META " windows worker=0 first_ms=1 factors=1,1,1,1,1,1,1,1,1,1,1,1,1\n"
+        "# " EXEC_PROFILE_META " rounds worker=0 f=1,2,3\n",
+        "rank_drift=0.0125 step_s=0.00025 concurrency=2\r\n",
+        "concurrency=2 step_s=2.5e-4\n",
+        "concurrency=1 step_s=0 rank_drift=0\n"};
+    for (size_t k = 0; k < sizeof good / sizeof *good; k++) {
+        snprintf(text, sizeof text, "%s# " EXEC_PROFILE_META " %slayer,name\n", head, good[k]);
+        pl_err e = {0};
+        CU_ASSERT_EQUAL(exec_profile_meta_check("f.csv", text, strlen(text), &e), PL_OK);
+        if (e.code != PL_OK) fprintf(stderr, "\n%s", e.msg);
+        int c = 0;
+        double st = -1, drift = -1;
+        CU_ASSERT_EQUAL(exec_profile_meta(text, strlen(text), &c, &st), 0);
+        CU_ASSERT_EQUAL(c, k == 3 ? 1 : 2);
+        CU_ASSERT_DOUBLE_EQUAL(st, k == 3 ? 0 : 0.00025, 1e-18);
+        CU_ASSERT_EQUAL(exec_profile_drift(text, strlen(text), &drift), k < 2 ? 0 : -1);
+        if (k < 2) CU_ASSERT_DOUBLE_EQUAL(drift, 0.0125, 1e-18);
+    }
+    /* no executor line: nothing to check, nothing read */
+    pl_err e = {0};
+    CU_ASSERT_EQUAL(exec_profile_meta_check("f.csv", head, strlen(head), &e), PL_OK);
+    CU_ASSERT_EQUAL(exec_profile_meta(head, strlen(head), NULL, NULL), -1);
+}
+
 /* The states term's rounds lines (exec_rounds_line, exec_profile_worker_rounds): each worker's F
  * of each round written and read back as its speed over its median round, the rounds of both
  * ranks side by side. Worker 0 runs 10 rounds at 2 ms and 4 ms by turns in pairs, worker 1 at 3
@@ -1982,6 +2044,7 @@ void pl_test_register(void) {
         {"profile between the passes: weight versions in flight, same training", test_profile_between_versions},
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
         {"pass-length factors: windows over a worker's samples, their lines", test_window_factors},
+        {"the profile's executor line: every key known and in range, else FILE:LINE", test_profile_meta_line},
         {"the states term's rounds: each worker's speed over its median round, side by side", test_state_rounds},
         {"the ranks' drift: the persistent variance of a series, the profile's line", test_rank_drift},
         {"a model that does not fit is refused up front", test_memory_refused_up_front},

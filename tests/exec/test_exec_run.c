@@ -1189,6 +1189,30 @@ static void test_profile_csv_loads(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(bf);
     fprintf(bf, "# pipelab-exec windows worker=0 first_ms=1 factors=1,2\n%.*s", (int)len, text);
     fclose(bf);
+    /* its executor line with a STEP of nan or -1, or a concurrency of 0: refused, naming file, line
+     * and value (exec_profile_meta_check), not read as a profile without a STEP */
+    const char *meta = strstr(text, "\n# " EXEC_PROFILE_META " concurrency=");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(meta);
+    int meta_line = 2;
+    for (const char *q = text; q < meta; q++) meta_line += *q == '\n';
+    static const struct {
+        const char *sed, *want;
+    } bad_meta[] = {{"s/ step_s=[^ ]*/ step_s=nan/", "step_s must be a finite number >= 0 (got 'nan')"},
+                    {"s/ step_s=[^ ]*/ step_s=-1/", "step_s must be a finite number >= 0 (got '-1')"},
+                    {"s/concurrency=[0-9]*/concurrency=0/", "concurrency must be an integer >= 1 (got '0')"},
+                    {"s/ rank_drift=[^ ]*/ rank_drift=nan/", "rank_drift must be a finite number >= 0 (got 'nan')"}};
+    char *bad_exec = pl_test_path(dir, "bad_exec.csv");
+    for (size_t k = 0; k < sizeof bad_meta / sizeof *bad_meta; k++) {
+        char *out = NULL, want[1024];
+        snprintf(cmd, sizeof cmd, "sed '/^# pipelab-exec concurrency=/%s' %s > %s && %s run --kind 1f1b --ranks 2 "
+                 "--microbatches 4 " SMALL " --no-db --profile %s", bad_meta[k].sed, csv, bad_exec, PIPELAB_BIN, bad_exec);
+        CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+        snprintf(want, sizeof want, "%s:%d: %s", bad_exec, meta_line, bad_meta[k].want);
+        if (!out || !strstr(out, want)) fprintf(stderr, "\nwant %s\ngot %s\n", want, out ? out : "");
+        CU_ASSERT(out && strstr(out, want) != NULL);
+        free(out);
+    }
+    free(bad_exec);
     free(text);
     char *out = NULL;
     snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 " SMALL " --no-db --profile %s", PIPELAB_BIN, bad);

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pl_test.h"
@@ -207,6 +209,64 @@ static void test_timeline_median_pass(void) {
     CU_ASSERT_EQUAL(timeline_of(db, dir, without, 0, rows, &gp, NULL), 12);
     CU_ASSERT_PTR_NOT_NULL(gp && strstr(gp, "records no median pass"));
     free(gp);
+    fresh_done(dir, db);
+}
+
+/* A run whose ranks the database says are 100000000 (edited there) would make a timeline
+ * 4000000130 pixels tall, which an int holds as -294967166: refused with a clear message, by the
+ * library (no script written) and by the command (exit 1, gnuplot never called). */
+static void test_timeline_huge_ranks(void) {
+    char *dir, *db;
+    store *s = fresh_db("huge.db", &dir, &db);
+    int64_t id = put_measured(s, "{\"timed_passes\":3,\"median_passes\":[2,2]}");
+    store_close(s);
+    char sql[128];
+    snprintf(sql, sizeof sql, "UPDATE runs SET ranks = 100000000 WHERE id = %lld", (long long)id);
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(db, sql), SQLITE_OK);
+    const char *want = "has 100000000 ranks: its timeline would be 4000000130 pixels tall, more than a PNG or PDF "
+                       "figure can be (32767; it draws at most 815 ranks, an SVG one more)";
+    char run[32];
+    snprintf(run, sizeof run, "%lld", (long long)id);
+    store_plot_opts o;
+    memset(&o, 0, sizeof o);
+    o.kind = STORE_PLOT_TIMELINE;
+    o.run = run;
+    o.output = pl_test_path(dir, "t.png");
+    o.data = pl_test_path(dir, "t.dat");
+    o.script = pl_test_path(dir, "t.gp");
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    CU_ASSERT_EQUAL(store_plot_prepare(s, &o, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, want));
+    CU_ASSERT_NOT_EQUAL(access(o.script, F_OK), 0);
+    o.svg = 1; /* an SVG may be taller, but not that tall */
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL(store_plot_prepare(s, &o, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "more than an SVG figure can be (1048576; it draws at most 26211 ranks)"));
+    CU_ASSERT_NOT_EQUAL(access(o.script, F_OK), 0);
+    o.svg = 0;
+    store_close(s);
+    /* the command: a stand-in gnuplot that leaves a mark when called */
+    char *fake = pl_test_path(dir, "gnuplot"), *mark = pl_test_path(dir, "called");
+    FILE *f = fopen(fake, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "#!/bin/sh\ntouch '%s'\ncp \"$1\" '%s'\n", mark, mark);
+    fclose(f);
+    CU_ASSERT_EQUAL(chmod(fake, 0755), 0);
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "PIPELAB_GNUPLOT='%s' '%s' plot timeline %lld --db '%s' -o '%s'", fake, PIPELAB_BIN,
+             (long long)id, db, o.output);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, want));
+    if (!out || !strstr(out, want)) fprintf(stderr, "\n%s -> %s\n", cmd, out ? out : "(nothing)");
+    CU_ASSERT_NOT_EQUAL(access(mark, F_OK), 0);
+    free(out);
+    free(fake);
+    free(mark);
+    free((char *)o.output);
+    free((char *)o.data);
+    free((char *)o.script);
     fresh_done(dir, db);
 }
 
@@ -454,6 +514,7 @@ void test_plot_register(void) {
     static const pl_test_case cases[] = {
         {"timeline of a measured run: its median pass", test_timeline_median_pass},
         {"timeline of a real run: the median pass's actions", test_timeline_real_run},
+        {"timeline of a run with 100000000 ranks: refused, no negative size", test_timeline_huge_ranks},
         {"throughput: labels by ranks and chunks, one style per curve", test_throughput_labels},
         {"bubble: one style per curve, panels per tag", test_bubble_styles},
         {"accuracy: the axes frame the data", test_accuracy_frame},
