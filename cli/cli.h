@@ -174,6 +174,18 @@ void cli_store_run_sched(struct store_run *run, const sched *s);
 int cli_isatty(int fd);
 /* Writes a buffer to path, or to stdout when path is NULL or "-"; returns an exit code. */
 int cli_write_output(const char *path, const pl_buf *b);
+/* Checks, before a command spends its time, that it will be able to write the file at path
+ * when it is done, and refuses now what would make that write fail: a folder where the file
+ * goes; a file of the folder path (named: "results/out is a file, not a folder"); a missing
+ * folder, unless make_folders (the writer makes the missing folders above the file, as the
+ * results store does; pl_write_file does not); the deepest folder there without write and search
+ * permission, on a read-only file system or on the kernel's (/proc, /sys): a new file, or
+ * pl_write_file's replacement beside an old one, is made in it; a device or FIFO this user
+ * cannot write. Links are followed as pl_write_file follows them. Creates nothing. what names
+ * the flag in the message ("--dump-weights PATH: ..."). Root passes the permission bits (a
+ * read-only mount still stops it). Returns PL_OK, or PL_EINPUT (PL_ENOMEM) with e naming path
+ * and what is wrong. */
+int cli_check_output(const char *what, const char *path, int make_folders, pl_err *e);
 
 /* The all-reduce link REDUCE_GRAD is priced on, for run, simulate and partition. */
 struct cost_model;

@@ -1,12 +1,20 @@
 /* cli_util.c: error printing, flag parsing and output helpers shared by the subcommands. */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/magic.h>
+#include <sys/vfs.h>
+#endif
 
 #include "cost.h"
 #include "sim.h"
@@ -191,6 +199,121 @@ int cli_write_output(const char *path, const pl_buf *b) {
     pl_err_clear(&e);
     if (pl_write_file(path, b->data ? b->data : "", b->len, &e) != PL_OK) return cli_fail(&e);
     return CLI_OK;
+}
+
+/* The most symbolic links cli_check_output follows (pl_write_file's and Linux's limit). */
+#define CHECK_MAX_LINKS 40
+
+/* Follows path while it is a symbolic link, as pl_write_file does, to the file a write through
+ * it reaches (none yet, for a dangling link). Returns it malloc'd in *out with PL_OK, or an
+ * error naming `what` and path. */
+static int output_target(const char *what, const char *path, char **out, pl_err *e) {
+    char *cur = strdup(path), target[PATH_MAX];
+    struct stat st;
+    for (int hops = 0; cur && lstat(cur, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+        ssize_t n = hops < CHECK_MAX_LINKS ? readlink(cur, target, sizeof target - 1) : -1;
+        if (n < 0) {
+            int rc = pl_errf(e, PL_EINPUT, "%s %s: cannot follow the link %s: %s", what, path, cur,
+                             strerror(hops < CHECK_MAX_LINKS ? errno : ELOOP));
+            free(cur);
+            return rc;
+        }
+        target[n] = '\0';
+        const char *slash = strrchr(cur, '/');
+        size_t dl = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
+        char *next = malloc(dl + (size_t)n + 1);
+        if (next) {
+            memcpy(next, cur, dl);
+            memcpy(next + dl, target, (size_t)n + 1);
+        }
+        free(cur);
+        cur = next;
+    }
+    if (!cur) return pl_errf(e, PL_ENOMEM, "out of memory");
+    *out = cur;
+    return PL_OK;
+}
+
+/* Returns 1 when the folder dir is on a kernel's file system of its own (/proc, /sys, cgroups),
+ * where nobody, root included, makes a file, else 0. */
+static int kernel_fs(const char *dir) {
+#ifdef __linux__
+    struct statfs fs;
+    if (statfs(dir, &fs) != 0) return 0;
+    unsigned long t = (unsigned long)fs.f_type;
+    return t == PROC_SUPER_MAGIC || t == SYSFS_MAGIC || t == CGROUP_SUPER_MAGIC || t == CGROUP2_SUPER_MAGIC;
+#else
+    (void)dir;
+    return 0;
+#endif
+}
+
+/* Checks the folders above file (the path output_target reached; path as given, for the
+ * messages): each one there must be a folder, each missing one is an error unless make_folders,
+ * and the deepest one there must take a new file (write and search permission, not on a
+ * read-only file system nor on the kernel's). Returns PL_OK or PL_EINPUT naming the folder and
+ * what is wrong. */
+static int check_output_folders(const char *what, const char *path, const char *file, int make_folders, pl_err *e) {
+    const char *slash = strrchr(file, '/');
+    size_t n = slash ? (size_t)(slash - file) : 0;
+    char *dir = malloc(n + 2);
+    if (!dir) return pl_errf(e, PL_ENOMEM, "out of memory");
+    memcpy(dir, file, n);
+    dir[n] = '\0';
+    size_t deepest = 0; /* the length of the deepest folder there; 0: "/" or "." */
+    int rc = PL_OK;
+    struct stat st;
+    for (size_t i = 1; rc == PL_OK && i <= n; i++) {
+        if (i < n && dir[i] != '/') continue;
+        if (dir[i - 1] == '/') continue; /* "a//b": no component of its own */
+        char c = dir[i];
+        dir[i] = '\0';
+        int there = stat(dir, &st) == 0, err = errno;
+        if (there && !S_ISDIR(st.st_mode)) rc = pl_errf(e, PL_EINPUT, "%s %s: %s is a file, not a folder", what, path, dir);
+        else if (!there && err != ENOENT)
+            rc = pl_errf(e, PL_EINPUT, "%s %s: cannot reach the folder %s: %s", what, path, dir, strerror(err));
+        else if (!there && !make_folders) rc = pl_errf(e, PL_EINPUT, "%s %s: the folder %s does not exist", what, path, dir);
+        dir[i] = c;
+        if (rc != PL_OK || !there) break; /* missing, to be made: the ones below it too */
+        deepest = i;
+    }
+    if (rc == PL_OK) {
+        if (deepest) dir[deepest] = '\0';
+        else strcpy(dir, file[0] == '/' ? "/" : ".");
+        struct statvfs fs;
+        if (access(dir, W_OK | X_OK) != 0)
+            rc = pl_errf(e, PL_EINPUT, "%s %s: the folder %s is read-only (%s): no file can be made in it", what, path, dir,
+                         strerror(errno));
+        else if (statvfs(dir, &fs) == 0 && (fs.f_flag & ST_RDONLY))
+            rc = pl_errf(e, PL_EINPUT, "%s %s: the folder %s is on a read-only file system", what, path, dir);
+        else if (kernel_fs(dir))
+            rc = pl_errf(e, PL_EINPUT, "%s %s: the folder %s is the kernel's (/proc, /sys): no file can be made in it", what,
+                         path, dir);
+    }
+    free(dir);
+    return rc;
+}
+
+/* cli.h. Returns PL_OK when a write of path can go through, else PL_EINPUT saying why. */
+int cli_check_output(const char *what, const char *path, int make_folders, pl_err *e) {
+    if (!path || !*path) return pl_errf(e, PL_EINPUT, "%s: needs a file name (got '')", what);
+    char *file = NULL;
+    int rc = output_target(what, path, &file, e);
+    if (rc != PL_OK) return rc;
+    struct stat st;
+    if (stat(file, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) rc = pl_errf(e, PL_EINPUT, "%s %s: %s is a folder, not a file", what, path, file);
+        /* a device or a FIFO is written in place; a regular file replaced by a new one beside it */
+        else if (!S_ISREG(st.st_mode) && access(file, W_OK) != 0)
+            rc = pl_errf(e, PL_EINPUT, "%s %s: cannot be written (%s)", what, path, strerror(errno));
+        else if (S_ISREG(st.st_mode)) rc = check_output_folders(what, path, file, make_folders, e);
+    } else if (errno == ENOENT || errno == ENOTDIR) {
+        rc = check_output_folders(what, path, file, make_folders, e);
+    } else {
+        rc = pl_errf(e, PL_EINPUT, "%s %s: cannot reach it: %s", what, path, strerror(errno));
+    }
+    free(file);
+    return rc;
 }
 
 /* cli.h. Returns -1 for another option, CLI_OK once applied, CLI_EUSAGE after printing a bad value. */

@@ -463,16 +463,46 @@ static int check_fit(const run_opts *o, const sched *s, pl_err *e) {
     return rc;
 }
 
-/* Gets the schedule and the model's shape, and refuses before the run what cannot go through: a
- * database that cannot take the run (MPI: rank 0 stores, after), a model that does not fit,
- * before the profile spends seconds on it (MPI: each rank checks its own share when it starts).
- * Returns PL_OK or an error in e. */
+/* The environment variables an MPI launcher gives each process its rank in, before MPI starts:
+ * Open MPI's, PMIx's, MPICH's (Hydra). */
+static const char *const launcher_rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+
+/* Returns this process's rank in the MPI job as its launcher gave it (launcher_rank_vars), or -1
+ * when none did (a process started without a launcher). */
+static int launcher_rank(void) {
+    for (size_t i = 0; i < sizeof launcher_rank_vars / sizeof launcher_rank_vars[0]; i++) {
+        long r;
+        const char *v = getenv(launcher_rank_vars[i]);
+        if (v && pl_parse_long(v, 0, INT_MAX, &r) == 0) return (int)r;
+    }
+    return -1;
+}
+
+/* Refuses before the run the outputs that could not be written after it, which would lose its
+ * measurements: the database unless --no-db (cli_run_check_db: an existing one that cannot take
+ * the run, a new one that cannot be made), --dump-weights and --save-profile (cli_check_output:
+ * their folders must be there). Over MPI rank 0 writes them all, after the run: the process its
+ * launcher names rank 0 checks them (where no launcher names the ranks, every process, as each
+ * refuses bad flags), before any MPI call, so that none waits on it: it exits with status 1,
+ * and the launcher ends the job. Returns PL_OK or the error naming the flag and the path. */
+static int check_outputs(const run_opts *o, pl_err *e) {
+    if (o->mpi && launcher_rank() > 0) return PL_OK;
+    int rc = o->no_db ? PL_OK : cli_run_check_db(o->db, e);
+    if (rc == PL_OK && o->dump) rc = cli_check_output("--dump-weights", o->dump, 0, e);
+    if (rc == PL_OK && o->save_profile) rc = cli_check_output("--save-profile", o->save_profile, 0, e);
+    return rc;
+}
+
+/* Gets the schedule and the model's shape, and refuses before the run what cannot go through:
+ * an output that could not be written after it (check_outputs; MPI: rank 0, which writes them),
+ * a model that does not fit, before the profile spends seconds on it (MPI: each rank checks its
+ * own share when it starts). Returns PL_OK or an error in e. */
 static int prepare(run_opts *o, run_state *st, pl_err *e) {
     st->s = get_schedule(o, e);
     if (!st->s) return failed(e);
     int rc = replicas_setup(o, st, e);
     if (rc == PL_OK) rc = set_blocks(o, st->s, e);
-    if (rc == PL_OK && !o->no_db && !o->mpi) rc = cli_run_check_db(o->db, e);
+    if (rc == PL_OK) rc = check_outputs(o, e);
     if (rc == PL_OK && !o->mpi) rc = check_fit(o, st->s, e);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "exec_cuda.h"
@@ -456,17 +457,20 @@ static int measured_ops(const exec_result *r, size_t nops, cli_op_rows *o, pl_er
     return PL_OK;
 }
 
-/* run_drive.h. Returns PL_OK when path is unset or new, else store_open's verdict on it. */
+/* run_drive.h. Returns cli_check_output's verdict on a new database (or a folder there), else
+ * store_open's. */
 int cli_run_check_db(const char *path, pl_err *e) {
-    if (!path || access(path, F_OK) != 0) return PL_OK;
+    if (!path || !*path) path = STORE_DEFAULT_PATH;
+    /* a new file: the store makes its missing folders, and its -wal and -shm beside it; a
+     * folder there: named as such */
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISDIR(st.st_mode)) return cli_check_output("--db", path, 1, e);
     store *db = NULL;
     int rc = store_open(path, 0, &db, e);
     store_close(db);
     return rc;
 }
 
-/* run_drive.h. Returns PL_OK once both runs are written, else the first error (a run written
- * before it stays, whole: each run is one transaction). */
 /* Writes info->pred_alt[i], another prediction (run_drive.h), as a simulated run of its own
  * (tag info->tag_alt[i]; uid STORE_PREDICTION_PREFIX, that tag, STORE_PREDICTION_ALT_SEP and
  * muid, the measured run's; its timeline when ops are stored) into db, rm[ranks] its scratch.
@@ -494,6 +498,8 @@ static int store_alt(const sched *s, const exec_result *r, const cli_run_store_i
     return rc;
 }
 
+/* run_drive.h. Returns PL_OK once the measured run and its predictions are written, all in one
+ * batch (store_begin): else the first error, with none of them stored. */
 int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, const cli_run_store_info *info,
                   int64_t ids[2], pl_err *e) {
     if (ids) ids[0] = ids[1] = 0;
@@ -517,6 +523,10 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     if (info->with_ops && nops && (rc = measured_ops(r, nops, &ops, e)) != PL_OK) goto out;
     rc = store_open(info->db_path, 0, &db, e);
     if (rc) goto out;
+    /* one batch: an interruption or an error leaves neither a measured run without its
+     * predictions nor predictions without it */
+    rc = store_begin(db, e);
+    if (rc) goto out;
     rc = store_write_run(db, &run, rm, p, ops.ops, ops.n, ids ? &ids[0] : NULL, e);
     if (rc || !pred) goto out;
     /* the prediction beside it: same configuration, linked to it by its uid; with the predicted
@@ -531,6 +541,9 @@ int cli_run_store(const sched *s, const exec_result *r, const sim_result *pred, 
     for (int i = 0; rc == PL_OK && i < CLI_RUN_ALTS; i++)
         if (info->pred_alt[i]) rc = store_alt(s, r, info, i, pj.data, muid, db, rm, e);
 out:
+    if (db && rc == PL_OK) rc = store_commit(db, e);
+    store_rollback(db);
+    if (rc != PL_OK && ids) ids[0] = ids[1] = 0; /* nothing was stored */
     store_close(db);
     free(rm);
     cli_op_rows_free(&ops);

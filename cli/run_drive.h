@@ -216,14 +216,19 @@ typedef struct cli_run_store_info {
  * "alone_fwd_s":S}, the sharing term's measured ratio when measured: "share_alone":R) to b. */
 void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, pl_buf *b);
 
-/* Checks before a run that an existing database can take it (writable, not corrupt, not of a
- * newer schema), so that a bad --db is refused before the work, not after; a file that does not
- * exist yet is left to be created when the run is stored. Returns PL_OK or the store's error. */
+/* Checks before a run that the database at path (NULL: STORE_DEFAULT_PATH) can take it, so that
+ * a bad --db is refused before the work, not after: an existing one writable, not corrupt, not
+ * of a newer schema (store_open, which leaves it in WAL mode at this schema); one that does not
+ * exist yet creatable where the store will make it (cli_check_output with its folders made:
+ * every folder of its path there a folder, the deepest writable; a folder at path is named as
+ * such), without creating anything.
+ * Returns PL_OK or the error naming the path. */
 int cli_run_check_db(const char *path, pl_err *e);
 /* Writes the measured run r (kind "measured", per-rank metrics, ops when info->with_ops) and,
  * when pred is not NULL, the simulator's prediction (kind "simulated", same tag, schedule,
- * counts, policies and params_json) to the store, each in one transaction; ids (may be NULL)
- * get the two run ids (0 for a missing prediction). With pred, each info->pred_alt[i] is stored
+ * counts, policies and params_json) to the store, all in one transaction (store_begin: all of
+ * them are stored or none); ids (may be NULL) get the two run ids (0 for a missing prediction,
+ * both 0 when nothing was stored). With pred, each info->pred_alt[i] is stored
  * as well (simulated, tag info->tag_alt[i], uid "prediction-", that tag, '@' and the measured
  * run's uid: STORE_PREDICTION_ALT_SEP), so that `compare --measured-tag T
  * --sim-tag T-terms` (or T-noterms, T-nopasslen, T-passlen) gives the other prediction's errors

@@ -681,15 +681,57 @@ int store_insert_run(store *s, const store_run *in, const store_rank_metric *ran
     return code;
 }
 
+/* Returns 1 while s has a transaction open (a batch: store_begin), else 0. */
+static int in_batch(store *s) { return s->db && !sqlite3_get_autocommit(s->db); }
+
+/* Writes one run inside the open batch under a savepoint, undone on any error, so that the batch
+ * never holds half a run; returns PL_OK or the error. */
+static int write_in_batch(store *s, const store_run *run, const store_rank_metric *ranks, int nranks,
+                          const store_op *ops, size_t nops, int64_t *run_id, pl_err *e) {
+    if (store_exec(s, "SAVEPOINT store_write_run") != SQLITE_OK) return store_sqlerr(s, e, PL_EIO, "cannot write a run");
+    int code = store_insert_run(s, run, ranks, nranks, ops, nops, run_id, e);
+    if (code != PL_OK) store_exec(s, "ROLLBACK TO store_write_run");
+    /* an error SQLite answered by rolling the whole transaction back leaves no savepoint: the
+     * release then fails, and store_commit says that the batch is gone */
+    if (store_exec(s, "RELEASE store_write_run") != SQLITE_OK && code == PL_OK)
+        code = store_sqlerr(s, e, PL_EIO, "cannot write a run");
+    return code;
+}
+
 /* Writes one run in one IMMEDIATE transaction, rolled back on any error, so that a crash never
- * leaves half a run; returns PL_OK or the error. */
+ * leaves half a run; inside a batch (store_begin), as part of it. Returns PL_OK or the error. */
 int store_write_run(store *s, const store_run *run, const store_rank_metric *ranks, int nranks,
                     const store_op *ops, size_t nops, int64_t *run_id, pl_err *e) {
     if (s->readonly) return pl_errf(e, PL_EINTERNAL, "%s: opened read-only", s->path);
+    if (in_batch(s)) return write_in_batch(s, run, ranks, nranks, ops, nops, run_id, e);
     if (store_exec(s, "BEGIN IMMEDIATE") != SQLITE_OK) return store_sqlerr(s, e, PL_EIO, "cannot lock the database");
     int code = store_insert_run(s, run, ranks, nranks, ops, nops, run_id, e);
     if (code == PL_OK && store_exec(s, "COMMIT") != SQLITE_OK)
         code = store_sqlerr(s, e, PL_EIO, "cannot commit a run");
     if (code != PL_OK) store_exec(s, "ROLLBACK");
     return code;
+}
+
+/* store.h. Opens a batch: one IMMEDIATE transaction that the writes until store_commit join.
+ * Returns PL_OK, PL_EINTERNAL for a read-only store or one with a batch open, or PL_EIO. */
+int store_begin(store *s, pl_err *e) {
+    if (s->readonly) return pl_errf(e, PL_EINTERNAL, "%s: opened read-only", s->path);
+    if (in_batch(s)) return pl_errf(e, PL_EINTERNAL, "%s: a batch of runs is already open", s->path);
+    if (store_exec(s, "BEGIN IMMEDIATE") != SQLITE_OK) return store_sqlerr(s, e, PL_EIO, "cannot lock the database");
+    return PL_OK;
+}
+
+/* store.h. Commits the open batch: every run written since store_begin, or none (rolled back
+ * when the commit fails). Returns PL_OK, PL_EINTERNAL when no batch is open, or PL_EIO. */
+int store_commit(store *s, pl_err *e) {
+    if (!in_batch(s)) return pl_errf(e, PL_EINTERNAL, "%s: no batch of runs is open (nothing was stored)", s->path);
+    if (store_exec(s, "COMMIT") == SQLITE_OK) return PL_OK;
+    int code = store_sqlerr(s, e, PL_EIO, "cannot commit the runs");
+    store_exec(s, "ROLLBACK");
+    return code;
+}
+
+/* store.h. Drops the open batch, if any: none of its runs is stored. */
+void store_rollback(store *s) {
+    if (s && in_batch(s)) store_exec(s, "ROLLBACK");
 }

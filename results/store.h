@@ -113,10 +113,25 @@ const char *store_path(const store *s);
 int store_schema_version(const store *s);
 
 /* Writes one run with its rank metrics and optional ops in ONE transaction (BEGIN IMMEDIATE,
- * ROLLBACK on any error), so a crash never leaves half a run. *run_id (may be NULL) gets the
- * integer id. A uid already present is an error (PL_EINPUT). Returns PL_OK or an error code. */
+ * ROLLBACK on any error), so a crash never leaves half a run. Inside a batch (store_begin) the
+ * run joins the batch's transaction instead, under a savepoint: a failing write leaves nothing
+ * of its run in the batch (the runs before it stay in it), and nothing is stored before
+ * store_commit. *run_id (may be NULL) gets the integer id (of a batch's run: valid once
+ * committed). A uid already present is an error (PL_EINPUT). Returns PL_OK or an error code. */
 int store_write_run(store *s, const store_run *run, const store_rank_metric *ranks, int nranks,
                     const store_op *ops, size_t nops, int64_t *run_id, pl_err *e);
+/* A batch: several runs stored all or none (a measured run and its predictions). store_begin
+ * opens one IMMEDIATE transaction (holding the file's write lock until the batch ends: keep it
+ * short), which the store_write_run calls until store_commit join; store_commit stores them all
+ * at once, store_rollback (or store_close, or a crash) none of them. Use one batch at a time
+ * per handle, and no store_merge inside one. store_begin returns PL_OK, PL_EINTERNAL (a
+ * read-only store, a batch already open) or PL_EIO (the lock not had within the busy timeout);
+ * store_commit PL_OK, PL_EINTERNAL when no batch is open (a write's failure SQLite answered by
+ * rolling the whole batch back) or PL_EIO, after which nothing of the batch is stored.
+ * store_rollback does nothing without a batch; NULL is allowed. */
+int store_begin(store *s, pl_err *e);
+int store_commit(store *s, pl_err *e);
+void store_rollback(store *s);
 
 /* Lists runs newest first (tag NULL = all; limit <= 0 = no limit) into a malloc'd array.
  * Free with store_runs_free. Returns PL_OK or an error code. */

@@ -177,4 +177,5 @@ void pl_test_register(void) {
     { void test_compare_cli_register(void); test_compare_cli_register(); } /* test_compare.c */
     { void test_allreduce_link_cli_register(void); test_allreduce_link_cli_register(); } /* test_allreduce_link.c */
     { void test_exec_module_cli_register(void); test_exec_module_cli_register(); } /* test_exec_module.c */
+    { void test_run_outputs_cli_register(void); test_run_outputs_cli_register(); } /* test_run_outputs.c */
 }

@@ -13,6 +13,7 @@ void test_overlap_register(void);
 void test_tail_register(void);
 void test_distance_register(void);
 void test_write_register(void);
+void test_batch_register(void);
 
 void pl_test_register(void) {
     test_store_register();
@@ -27,4 +28,5 @@ void pl_test_register(void) {
     test_tail_register();
     test_distance_register();
     test_write_register();
+    test_batch_register();
 }
