@@ -1164,31 +1164,45 @@ int store_plot_prepare(store *s, const store_plot_opts *o, pl_err *e) {
     return pl_errf(e, PL_EINTERNAL, "plot: unknown kind %d", (int)o->kind);
 }
 
-/* Returns the malloc'd path of gnuplot ($PIPELAB_GNUPLOT, else on PATH), or NULL with e. */
-char *store_gnuplot_find(pl_err *e) {
-    const char *env = getenv(STORE_GNUPLOT_ENV);
-    if (env && *env) {
-        if (access(env, X_OK) == 0) return strdup(env);
-        pl_errf(e, PL_EINPUT, "%s=%s is not an executable program", STORE_GNUPLOT_ENV, env);
-        return NULL;
-    }
+/* Returns the malloc'd path of the program name on PATH, as execvp finds it (the first regular,
+ * executable file PATH_DIR/name; an empty entry is the current directory), or NULL. */
+static char *path_lookup(const char *name) {
     const char *path = getenv("PATH");
+    if (!path) path = "/bin:/usr/bin"; /* execvp's default */
+    size_t nlen = strlen(name);
     while (path && *path) {
         const char *colon = strchr(path, ':');
         size_t len = colon ? (size_t)(colon - path) : strlen(path);
-        if (len > 0) {
-            char *cand = malloc(len + 9);
-            if (!cand) break;
-            snprintf(cand, len + 9, "%.*s/gnuplot", (int)len, path);
-            struct stat st;
-            if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0) return cand;
-            free(cand);
-        }
+        char *cand = malloc(len + nlen + 3);
+        if (!cand) return NULL;
+        snprintf(cand, len + nlen + 3, "%.*s/%s", (int)(len ? len : 1), len ? path : ".", name);
+        struct stat st;
+        if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0) return cand;
+        free(cand);
         path = colon ? colon + 1 : NULL;
     }
-    pl_errf(e, PL_EINPUT, "gnuplot not found on PATH: install it (Debian/Ubuntu: apt-get install gnuplot-nox) "
-                          "or set PIPELAB_GNUPLOT to the program");
     return NULL;
+}
+
+/* Returns the malloc'd path of gnuplot ($PIPELAB_GNUPLOT: a path when it holds a '/', else a
+ * program looked up on PATH; unset, "gnuplot" on PATH), or NULL with e. */
+char *store_gnuplot_find(pl_err *e) {
+    const char *env = getenv(STORE_GNUPLOT_ENV);
+    if (env && *env) {
+        if (strchr(env, '/')) {
+            if (access(env, X_OK) == 0) return strdup(env);
+            pl_errf(e, PL_EINPUT, "%s=%s is not an executable program", STORE_GNUPLOT_ENV, env);
+            return NULL;
+        }
+        char *found = path_lookup(env);
+        if (!found) pl_errf(e, PL_EINPUT, "%s=%s: no executable program %s on PATH", STORE_GNUPLOT_ENV, env, env);
+        return found;
+    }
+    char *found = path_lookup("gnuplot");
+    if (!found)
+        pl_errf(e, PL_EINPUT, "gnuplot not found on PATH: install it (Debian/Ubuntu: apt-get install gnuplot-nox) "
+                              "or set PIPELAB_GNUPLOT to the program");
+    return found;
 }
 
 /* Runs gnuplot on script; returns PL_OK when it succeeded and wrote a non-empty output. */

@@ -510,6 +510,99 @@ static void test_plot_flags(void) {
     fresh_done(dir, db);
 }
 
+/* Writes an executable stand-in gnuplot at dir/name that copies its script to dir/mark (proof it
+ * ran) and writes a non-empty figure at the script's "set output" path; returns its path. */
+static char *fake_gnuplot(const char *dir, const char *name, const char *mark) {
+    char *fake = pl_test_path(dir, name), *m = pl_test_path(dir, mark);
+    FILE *f = fopen(fake, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "#!/bin/sh\ncp \"$1\" '%s'\nout=$(sed -n 's/^set output \"\\(.*\\)\"$/\\1/p' \"$1\")\n"
+               "[ -n \"$out\" ] && echo figure > \"$out\"\n", m);
+    fclose(f);
+    CU_ASSERT_EQUAL(chmod(fake, 0755), 0);
+    free(m);
+    return fake;
+}
+
+/* Sets the environment variable name to value (NULL: unsets it). */
+static void set_env(const char *name, const char *value) {
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+}
+
+/* PIPELAB_GNUPLOT naming a program without a '/' is looked up on PATH, as execvp looks it up:
+ * the library finds the first executable one (not a file that cannot run) and names what it did
+ * not find; `pipelab plot` draws with it; a value with a '/' is still a path. */
+static void test_gnuplot_on_path(void) {
+    char *dir = pl_test_tmpdir(), *other = pl_test_path(dir, "other");
+    CU_ASSERT_EQUAL_FATAL(mkdir(other, 0755), 0);
+    char *fake = fake_gnuplot(dir, "fakeplot", "called"), *late = fake_gnuplot(other, "fakeplot", "late");
+    char *noexec = pl_test_path(dir, "noexec");
+    FILE *f = fopen(noexec, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fclose(f);
+    /* the library, in this process: PATH and PIPELAB_GNUPLOT set, then put back */
+    const char *was_path = getenv("PATH"), *was_gp = getenv(STORE_GNUPLOT_ENV);
+    char *old_path = was_path ? strdup(was_path) : NULL, *old_gp = was_gp ? strdup(was_gp) : NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s:%s:%s", dir, other, old_path ? old_path : "/usr/bin:/bin");
+    setenv("PATH", path, 1);
+    pl_err e;
+    pl_err_clear(&e);
+    setenv(STORE_GNUPLOT_ENV, "fakeplot", 1);
+    char *found = store_gnuplot_find(&e);
+    CU_ASSERT_PTR_NOT_NULL(found);
+    CU_ASSERT(found && strcmp(found, fake) == 0); /* the first on PATH */
+    free(found);
+    setenv(STORE_GNUPLOT_ENV, "noexec", 1);
+    found = store_gnuplot_find(&e);
+    CU_ASSERT_PTR_NULL(found);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "PIPELAB_GNUPLOT=noexec: no executable program noexec on PATH"));
+    free(found);
+    setenv(STORE_GNUPLOT_ENV, "no-such-gnuplot", 1);
+    found = store_gnuplot_find(&e);
+    CU_ASSERT_PTR_NULL(found);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "no executable program no-such-gnuplot on PATH"));
+    free(found);
+    setenv(STORE_GNUPLOT_ENV, late, 1); /* a path: taken as it is */
+    found = store_gnuplot_find(&e);
+    CU_ASSERT(found && strcmp(found, late) == 0);
+    free(found);
+    setenv(STORE_GNUPLOT_ENV, noexec, 1);
+    found = store_gnuplot_find(&e);
+    CU_ASSERT_PTR_NULL(found);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "is not an executable program"));
+    free(found);
+    set_env("PATH", old_path);
+    set_env(STORE_GNUPLOT_ENV, old_gp);
+    free(old_path);
+    free(old_gp);
+    /* the command: the audit's `PIPELAB_GNUPLOT=gnuplot pipelab plot bubble`, with a stand-in */
+    char *db = pl_test_path(dir, "mix.db"), *mark = pl_test_path(dir, "called"), *png = pl_test_path(dir, "b.png");
+    simulate_mix(db, "no communication", 0);
+    char cmd[8192], *out = NULL;
+    snprintf(cmd, sizeof cmd, "PATH='%s':\"$PATH\" PIPELAB_GNUPLOT=fakeplot '%s' plot bubble --ranks 2 --db '%s' -o '%s'",
+             dir, PIPELAB_BIN, db, png);
+    int rc = pl_test_run(cmd, &out);
+    if (rc != 0) fprintf(stderr, "\n%s -> %s\n", cmd, out ? out : "(nothing)");
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(access(mark, F_OK), 0);
+    CU_ASSERT_EQUAL(access(png, F_OK), 0);
+    free(out);
+    snprintf(cmd, sizeof cmd, "PATH='%s':\"$PATH\" PIPELAB_GNUPLOT=no-such-gnuplot '%s' plot bubble --ranks 2 --db '%s' -o '%s'",
+             dir, PIPELAB_BIN, db, png);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "no executable program no-such-gnuplot on PATH"));
+    free(out);
+    free(png);
+    free(mark);
+    free(noexec);
+    free(late);
+    free(fake);
+    free(other);
+    fresh_done(dir, db);
+}
+
 void test_plot_register(void) {
     static const pl_test_case cases[] = {
         {"timeline of a measured run: its median pass", test_timeline_median_pass},
@@ -519,6 +612,7 @@ void test_plot_register(void) {
         {"bubble: one style per curve, panels per tag", test_bubble_styles},
         {"accuracy: the axes frame the data", test_accuracy_frame},
         {"plot flags", test_plot_flags},
+        {"PIPELAB_GNUPLOT without a '/': looked up on PATH", test_gnuplot_on_path},
         {NULL, NULL},
     };
     pl_test_suite("plot", cases);
