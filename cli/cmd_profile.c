@@ -56,6 +56,9 @@ static const char help_format[] =
     "                        ranks at once, sharing caches and memory bandwidth (default %d: one\n"
     "                        thread alone). Profile with P = the run's ranks to predict it.\n"
     "                        cuda: P workers at once on GPU 0, as P ranks sharing it\n"
+    "  --oversubscribe       allow --concurrency above this process's cores, as `pipelab run\n"
+    "                        --oversubscribe` allows ranks (timings then measure time-slicing; a\n"
+    "                        warning says so); without it that is refused (CPU)\n"
     "  --backend cpu|cuda    profile on this CPU (default) or on GPU 0 (CUDA events; the profile\n"
     "                        `pipelab run --backend cuda` predicts from)\n"
     "  --precision P         cuda: GEMM operands fp32 (default), tf32 or bf16\n"
@@ -82,15 +85,16 @@ static const char help_format[] =
 #define PROFILE_MAX_REPS (1 << 24)
 #define PROFILE_CONCURRENCY 1    /* --concurrency's default: one thread alone */
 #define PROFILE_MAX_CONCURRENCY 256
+#define PROFILE_WARNING_MAX 256  /* bytes of the oversubscription warning (as exec_result.warning's) */
 
-enum { O_REPS = 1000, O_CONC, O_OUT, O_TRANSPORT, O_INTR, O_MAXMEM, O_HELP };
+enum { O_REPS = 1000, O_CONC, O_OUT, O_TRANSPORT, O_INTR, O_MAXMEM, O_OVERSUB, O_HELP };
 
 static const struct option long_opts[] = {
     CLI_EXEC_LONG_OPTS,
     {"reps", required_argument, 0, O_REPS}, {"concurrency", required_argument, 0, O_CONC},
     {"output", required_argument, 0, O_OUT}, {"transport", required_argument, 0, O_TRANSPORT},
     {"interruptions", required_argument, 0, O_INTR}, {"max-memory", required_argument, 0, O_MAXMEM},
-    {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
+    {"oversubscribe", no_argument, 0, O_OVERSUB}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0},
 };
 
 typedef struct opts {
@@ -141,6 +145,7 @@ static int parse(int argc, char **argv, opts *o) {
                 return CLI_EUSAGE;
             break;
         case O_MAXMEM: if (cli_max_memory_arg("profile", optarg, &o->a)) return CLI_EUSAGE; break;
+        case O_OVERSUB: o->c.oversubscribe = 1; break;
         case O_HELP: print_help(); return CLI_OK;
         default: return cli_usage_error("profile", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -189,12 +194,26 @@ static void print_summary(const opts *o, const exec_layer_profile *p) {
     printf("written            %s\n", o->path);
 }
 
+/* The threads the CPU profile (or --interruptions) pins like ranks against this process's cores,
+ * by run's rule for its ranks (exec_check_cores): more than the cores are refused without
+ * --oversubscribe, and with it a warning goes to stderr. Returns PL_OK or the error. */
+static int check_cores(const opts *o, pl_err *e) {
+    const char *what = "profiling threads (--concurrency)";
+    int ncores = exec_profile_cores();
+    if (exec_check_cores(o->conc, ncores, o->c.oversubscribe, what, e) != PL_OK) return e->code;
+    char warning[PROFILE_WARNING_MAX];
+    if (exec_oversubscribed(o->conc, ncores, what, warning, sizeof warning))
+        fprintf(stderr, "pipelab profile: warning: %s\n", warning);
+    return PL_OK;
+}
+
 /* `pipelab profile --interruptions S`: measures and prints the host's interruptions; returns an
  * exit code. */
 static int interruptions(const opts *o) {
     pl_err e;
     pl_err_clear(&e);
     exec_interruptions r;
+    if (check_cores(o, &e) != PL_OK) return cli_fail(&e);
     if (exec_interruptions_measure(o->conc, o->intr_s, &r, &e) != PL_OK) return cli_fail(&e);
     printf("interruptions      share %.6g (%.2f%% of the time in gaps over %g ms up to %g ms, %.1f a second), %d "
            "worker%s at once, %g s; medians over %d window%s, over the whole time %.2f%%\n",
@@ -244,6 +263,7 @@ int cli_profile(int argc, char **argv) {
     if (prc == PL_OK && o.mpi && exec_mpi_profile_unbind() != 0)
         fprintf(stderr, "pipelab profile: warning: could not leave the core the MPI launcher bound process 0 to; the "
                         "threads' all-reduce and hand-off are timed on it\n");
+    if (prc == PL_OK && c->backend == EXEC_BACKEND_CPU) prc = check_cores(&o, &e); /* on the cores it profiles on */
     if (prc == PL_OK)
         prc = c->backend == EXEC_BACKEND_CUDA
                   ? exec_cuda_profile_csv(c, o.reps, o.conc, host[0] ? host : NULL, &out, &p, &e)

@@ -66,9 +66,7 @@ static int run_check(const sched *s, const exec_config *c, run_state *st, pl_err
     if (rc == PL_OK) st->p = st->lay.ranks;
     if (rc == PL_OK) rc = exec_check_memory(s, c, st->blocks, -1, e);
     st->ncores = exec_platform_cores(st->cpus, EXEC_MAX_CORES);
-    if (rc == PL_OK && st->p > st->ncores && !c->oversubscribe)
-        rc = pl_errf(e, PL_EINPUT, "%d ranks but only %d cores available; give --oversubscribe (exec_config.oversubscribe) "
-                     "to run anyway (timings would then measure time-slicing)", st->p, st->ncores);
+    if (rc == PL_OK) rc = exec_check_cores(st->p, st->ncores, c->oversubscribe, "ranks", e);
     return rc;
 }
 
@@ -214,9 +212,7 @@ static int run_results(const sched *s, const exec_config *c, run_state *st, exec
     }
     if (rc != PL_OK) return rc;
     out->cores = st->ncores;
-    if (p > st->ncores)
-        snprintf(out->warning, sizeof out->warning, "%d ranks on %d cores: oversubscribed, timings measure time-slicing",
-                 p, st->ncores);
+    (void)exec_oversubscribed(p, st->ncores, "ranks", out->warning, sizeof out->warning);
     return PL_OK;
 }
 

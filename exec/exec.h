@@ -676,6 +676,13 @@ int exec_profile_csv_between(const sched *s, const exec_config *cfg, const exec_
 
 /* Returns the cores this process may run on (those the executor pins its ranks to). */
 int exec_profile_cores(void);
+/* The rule of workers against cores, for a run's ranks and a profile's threads alike: PL_OK when
+ * workers fit on ncores cores or oversubscribe is set, else PL_EINPUT with "W WHAT but only N
+ * cores available; give --oversubscribe ..." (what: "ranks", "profiling threads"). */
+int exec_check_cores(int workers, int ncores, int oversubscribe, const char *what, pl_err *e);
+/* When workers exceed ncores, writes the warning "W WHAT on N cores: oversubscribed, timings
+ * measure time-slicing" to buf[n] and returns 1; else returns 0 and leaves buf. */
+int exec_oversubscribed(int workers, int ncores, const char *what, char *buf, size_t n);
 
 /* Reads the per-worker lines of a profile CSV's text[len] ("# pipelab-exec worker=W ... step_s=S"):
  * 0 and worker w's STEP of one block in step_s[w] when there is exactly one worker per rank

@@ -420,6 +420,11 @@ int exec_team_run(int n, void *(*main)(void *), void *args, size_t size, exec_ga
 /* Initializes MPI (threads: funneled) unless somebody has; exec_mpi_finalize finalizes it then
  * (transport_mpi.c; MPI builds only). */
 int exec_mpi_init(pl_err *e);
+/* Test only (tests/exec/test_exec_faults.c): "R:barrier" makes MPI rank R stop itself (SIGSTOP)
+ * as it enters its second barrier between passes, "R:wait" inside its first wait for a message
+ * after that barrier, as a process stopped or starved of CPU would: the others must time out
+ * naming it, and the job end (transport_mpi.c). */
+#define EXEC_MPI_TEST_STOP_ENV "PIPELAB_MPI_TEST_STOP"
 
 /* Folds the results each[0 .. w) of the w replicas of schedule rank r into out, as the simulator
  * reports a replicated rank (sim.h, "Replicated stages"): busy, idle, bubble and GEMM figures the

@@ -1269,6 +1269,18 @@ int exec_profile_cores(void) {
     return exec_platform_cores(cpus, PROFILE_MAX_THREADS);
 }
 
+int exec_check_cores(int workers, int ncores, int oversubscribe, const char *what, pl_err *e) {
+    if (workers <= ncores || oversubscribe) return PL_OK;
+    return pl_errf(e, PL_EINPUT, "%d %s but only %d cores available; give --oversubscribe (exec_config.oversubscribe) "
+                   "to run anyway (timings would then measure time-slicing)", workers, what, ncores);
+}
+
+int exec_oversubscribed(int workers, int ncores, const char *what, char *buf, size_t n) {
+    if (workers <= ncores) return 0;
+    snprintf(buf, n, "%d %s on %d cores: oversubscribed, timings measure time-slicing", workers, what, ncores);
+    return 1;
+}
+
 int exec_host_probe_measure(int workers, exec_host_probe *p, pl_err *e) {
     memset(p, 0, sizeof *p);
     if (workers < 1) return pl_errf(e, PL_EINPUT, "the host probe needs at least one worker, got %d", workers);

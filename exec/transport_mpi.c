@@ -10,12 +10,19 @@
  * needs the data. Tags encode the key: ((mb x stages + stage) x 2 + kind) mod
  * (MPI_TAG_UB + 1); MPI's non-overtaking order between a pair on one tag keeps a wrapped tag
  * unambiguous (its earlier use was received long before). Sizes are checked with MPI_Get_count.
- * Barriers exchange each rank's count of messages sent to every other (MPI_Ialltoall), so a
+ * Barriers exchange each rank's count of messages sent to every other (point to point on the
+ * control communicator, so that a barrier that times out names the ranks that never came, and
+ * only point-to-point receives are ever cancelled: cancelling a collective is erroneous), so a
  * message that no receive matched is found at the next barrier or at the end of the run.
  * Faults: abort calls the hook (the CLI prints "rank R, action K (...): reason"), then
  * MPI_Abort(MPI_COMM_WORLD), which ends every process of the job; a killed process makes mpirun
  * end the job, terminating the others (SIGTERM): a terminated rank says what it was waiting for,
- * so the launcher's "process rank R exited on signal 9" comes with where the others stood.
+ * so the launcher's "process rank R exited on signal 9" comes with where the others stood. A
+ * rank that stood still (stopped, or starved of CPU) says so instead, not what it had waited for:
+ * the others timed out waiting for it; and time it stood still never counts against its own wait.
+ * Cores: the job's processes on a host against the cores their affinity masks leave them
+ * together, as the threads transport's ranks against its process's: more processes than cores is
+ * refused unless exec_config.oversubscribe, then warned of in the result.
  * Clocks: CLOCK_MONOTONIC of each process, shifted onto rank 0's by a ping-pong (8 rounds per
  * rank; the round of least round-trip time; offset = midpoint of rank 0's send and
  * receive minus the rank's reading, so the error is at most half that round trip). */
@@ -25,6 +32,8 @@
 #include "exec_int.h"
 #include "platform.h"
 
+#include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -44,15 +53,26 @@
 #define MPI_CLOCK_PINGS 8
 /* Tags a tag wraps at when MPI_TAG_UB is unknown (the standard's least MPI_TAG_UB + 1). */
 #define MPI_MIN_TAGS 32768L
-/* The per-peer message counts of an endpoint: sent, rcvd, peer_sent. */
-#define MPI_COUNT_ARRAYS 3
+/* The per-peer message counts of an endpoint: sent, rcvd, peer_sent, sent_at. */
+#define MPI_COUNT_ARRAYS 4
 /* Room beyond a message a receive buffer keeps, so that a longer message is seen as longer. */
 #define MPI_RECV_SLACK_BYTES 64
 /* Bytes of the SIGTERM report's head and of the wait it names. */
 #define MPI_TERM_HEAD_MAX 64
 #define MPI_WAIT_KEPT_MAX 224
-/* Tags on the control communicator: the clock's ping-pong, the parts of a record. */
-enum { TAG_PING = 1, TAG_PONG, TAG_REC_HEAD = 10, TAG_REC_ARRAYS, TAG_REC_OPS, TAG_REC_LOSS, TAG_REC_WEIGHTS, TAG_REC_ROUNDS };
+/* A process that did not run for this long (s) stood still: stopped (SIGSTOP), or starved of CPU.
+ * A wait does not count such a gap against its timeout, and the SIGTERM report says so. */
+#define MPI_STOOD_S 0.5
+#define MPI_CS_PER_S 100
+/* Tags on the control communicator: the clock's ping-pong, the parts of a record, the message
+ * counts of a barrier. */
+enum { TAG_PING = 1, TAG_PONG, TAG_REC_HEAD = 10, TAG_REC_ARRAYS, TAG_REC_OPS, TAG_REC_LOSS, TAG_REC_WEIGHTS, TAG_REC_ROUNDS,
+       TAG_COUNTS = 20 };
+/* What a rank does, for its SIGTERM report (g_waiting): computing, polling a request
+ * (wait_poll), inside a blocking collective. */
+enum { MW_NONE = 0, MW_POLL, MW_BLOCKED };
+/* Where the test-only EXEC_MPI_TEST_STOP_ENV stops this rank (mend.test_stop). */
+enum { MTS_NONE = 0, MTS_BARRIER, MTS_WAIT };
 
 /* One send in flight: its request and its private copy of the data. */
 typedef struct msend {
@@ -80,38 +100,117 @@ typedef struct mend {
     double spin_s;        /* a wait's spin before it naps (host_spin_s) */
     msend *send;          /* [nsend] */
     int nsend;
-    int64_t *sent, *rcvd, *peer_sent; /* [size] each: messages sent to / received from each rank
-                           * so far, and (after a barrier) what each rank sent to this one */
+    int64_t *sent, *rcvd, *peer_sent, *sent_at; /* [size] each: messages sent to / received from
+                           * each rank so far, (after a barrier) what each rank sent to this one,
+                           * and sent[] as the last barrier sent it (its sends' buffers) */
+    MPI_Request *xreq;    /* [2 size] a barrier's receives of the counts, then its sends */
     unsigned char *rbuf;  /* receive buffer of rcap bytes */
     size_t rcap;
     mpost *post;          /* [npost] receives posted and not completed yet (grown by pl_grow) */
     size_t npost, cap_post;
     MPI_Comm *stage_comm; /* [stages] the replicas of each replicated stage this rank is one of
                            * (MPI_COMM_NULL elsewhere): the all-reduce's communicator */
+    int job_cores;        /* the cores of the job's hosts (host_check) */
+    int barriers;         /* barriers between passes entered so far */
+    int test_stop;        /* MTS_*: where EXEC_MPI_TEST_STOP_ENV stops this rank (tests only) */
+    char warning[sizeof ((exec_result *)0)->warning]; /* oversubscription (host_check), for rank 0's result */
 } mend;
 
 static void (*g_abort_hook)(const pl_err *why);
 static int g_inited; /* 1 when exec_mpi_run called MPI_Init_thread */
 
 /* What this rank waits for now, for the report of a rank that the launcher terminates (when
- * another rank died): written before g_waiting is set, read only by on_term. */
+ * another rank died or aborted): written before g_waiting is set, read only by on_term. */
 static char g_term_head[MPI_TERM_HEAD_MAX]; /* "pipelab: rank R terminated by the MPI launcher " */
 static char g_wait_what[MPI_WAIT_KEPT_MAX];
-static volatile sig_atomic_t g_waiting;
+static volatile sig_atomic_t g_waiting; /* MW_* */
+/* Whether this rank stood still (MPI_STOOD_S) and the others timed out waiting for it, for
+ * on_term; times in centiseconds after g_base_s (CLOCK_MONOTONIC): g_alive_cs, when the rank last
+ * polled a wait or ended one; g_cpu_cs, its process's CPU time at g_cpu_at_cs, the last end of a
+ * wait that napped (from there on, until the next such wait, the rank computes or spins: it uses
+ * all the time it is given; the CPU clock, a system call, is read as such a wait starts napping,
+ * where it delays nothing, and its naps taken as no CPU time);
+ * g_stood_cs, how long it last stood still, until g_stood_end_cs (reported for g_timeout_cs after,
+ * the time the others take to give up: the launcher continues a stopped rank before it
+ * terminates it, and the rank may run on a little before its SIGTERM comes). */
+static double g_base_s;
+static volatile sig_atomic_t g_alive_cs, g_cpu_cs, g_cpu_at_cs, g_stood_cs, g_stood_end_cs, g_timeout_cs;
 
-/* SIGTERM handler of an MPI rank: writes where the rank stood (async-signal-safe: write and
- * strlen only), then dies of the signal as it would have without the handler. */
-static void on_term(int sig) {
-    static const char waits[] = "while it waited: ", computes[] = "while it computed\n";
-    ssize_t w = write(2, g_term_head, strlen(g_term_head));
-    if (g_waiting) {
-        w = write(2, waits, sizeof waits - 1);
-        w = write(2, g_wait_what, strlen(g_wait_what));
-        w = write(2, "\n", 1);
-    } else {
-        w = write(2, computes, sizeof computes - 1);
-    }
+/* Returns the process's CPU time in centiseconds (async-signal-safe). */
+static long cpu_cs(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
+    return (long)ts.tv_sec * MPI_CS_PER_S + ts.tv_nsec / (EXEC_NS_PER_S / MPI_CS_PER_S);
+}
+
+/* Returns now (pl_now_s) in centiseconds after g_base_s (async-signal-safe: clock_gettime). */
+static long alive_cs_at(double now) { return (long)((now - g_base_s) * MPI_CS_PER_S); }
+
+/* Notes that the rank runs at now (a wait polled or ended). */
+static void note_alive(double now) { g_alive_cs = (sig_atomic_t)alive_cs_at(now); }
+
+/* Notes the process's CPU time at now (a compute long enough to check, the end of a blocking
+ * collective). */
+static void note_cpu(double now) {
+    g_cpu_cs = (sig_atomic_t)cpu_cs();
+    g_cpu_at_cs = (sig_atomic_t)alive_cs_at(now);
+}
+
+/* Notes that the rank stood still for cs centiseconds until now (centiseconds). */
+static void note_stood(long cs, long now) {
+    if (cs < (long)(MPI_STOOD_S * MPI_CS_PER_S)) return;
+    g_stood_cs = (sig_atomic_t)cs;
+    g_stood_end_cs = (sig_atomic_t)now;
+}
+
+/* Returns how long (centiseconds) the rank has not run lately, as far as it can tell: in a wait,
+ * the time since its last poll; computing, the time since its CPU time was noted (note_cpu) less
+ * the CPU time it used since; inside a blocking collective, 0 (MPI's own wait, unobserved).
+ * Async-signal-safe. */
+static long stood_cs(double now) {
+    if (g_waiting == MW_POLL) return alive_cs_at(now) - g_alive_cs;
+    if (g_waiting == MW_NONE) return alive_cs_at(now) - g_cpu_at_cs - (cpu_cs() - g_cpu_cs);
+    return 0;
+}
+
+/* Writes s to stderr (async-signal-safe). */
+static void term_puts(const char *s) {
+    ssize_t w = write(2, s, strlen(s));
     (void)w;
+}
+
+/* Writes cs centiseconds as seconds with one decimal ("3.1") to stderr (async-signal-safe). */
+static void term_put_s(long cs) {
+    char b[32];
+    int i = (int)sizeof b;
+    long ds = cs / (MPI_CS_PER_S / 10);
+    b[--i] = '\0';
+    b[--i] = (char)('0' + ds % 10);
+    b[--i] = '.';
+    ds /= 10;
+    do b[--i] = (char)('0' + ds % 10); while ((ds /= 10) > 0 && i > 0);
+    term_puts(&b[i]);
+}
+
+/* SIGTERM handler of an MPI rank: writes where the rank stood (async-signal-safe: write, strlen
+ * and clock_gettime only), then dies of the signal as it would have without the handler. A rank
+ * that stood still says so rather than what it waited for: the others' wait for it timed out. */
+static void on_term(int sig) {
+    double now = pl_now_s();
+    long stood = stood_cs(now);
+    if (alive_cs_at(now) - g_stood_end_cs <= g_timeout_cs && g_stood_cs > stood) stood = g_stood_cs;
+    term_puts(g_term_head);
+    if (stood >= (long)(MPI_STOOD_S * MPI_CS_PER_S)) {
+        term_puts("after it stood still for ");
+        term_put_s(stood);
+        term_puts(" s (stopped, or starved of CPU): the others waited for it, not it for them\n");
+    } else if (g_waiting) {
+        term_puts("while it waited: ");
+        term_puts(g_wait_what);
+        term_puts("\n");
+    } else {
+        term_puts("while it computed\n");
+    }
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -119,6 +218,10 @@ static void on_term(int sig) {
 /* Installs on_term for rank r (once per process). */
 static void report_on_term(int r) {
     snprintf(g_term_head, sizeof g_term_head, "pipelab: rank %d terminated by the MPI launcher ", r);
+    g_base_s = pl_now_s();
+    note_alive(g_base_s);
+    note_cpu(g_base_s);
+    g_stood_cs = g_stood_end_cs = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_term;
@@ -175,38 +278,77 @@ static void nap(long us) {
     nanosleep(&ts, NULL);
 }
 
-/* Polls req until it completes (PL_OK, st filled), fails, or the deadline dl passes (an error
- * with what; the request is cancelled); spins for m->spin_s after t0, then naps. */
-static int wait_poll(mend *m, MPI_Request *req, MPI_Status *st, const char *what, double t0, double dl, pl_err *e) {
+/* Polls the n requests req until they all complete (PL_OK; st, when n is 1, filled), one fails
+ * (PL_EINPUT, MPI's error), or the deadline dl passes (PL_EINTERNAL, "timed out after T s:
+ * what"; the requests stay as they are, for the caller to look at and release); spins for m->spin_s
+ * after t0, then naps. A gap of MPI_STOOD_S or more between two polls is time this process did
+ * not run (stopped, or starved of CPU): it moves the deadline as far (the others were not
+ * late), and is kept for the SIGTERM report (note_stood). *cpu_nap: the process's CPU time as the
+ * wait began to nap (cpu_cs), -1 when it did not. */
+static int wait_poll(mend *m, MPI_Request *req, int n, MPI_Status *st, const char *what, double t0, double dl, long *cpu_nap,
+                     pl_err *e) {
+    double last = t0;
+    *cpu_nap = -1;
+    if (m->test_stop == MTS_WAIT && m->barriers >= 2 && n == 1) { /* a message's wait in pass 1 */
+        m->test_stop = MTS_NONE;
+        raise(SIGSTOP);
+    }
     for (;;) {
         int flag = 0;
-        int rc = MPI_Test(req, &flag, st);
+        int rc = n == 1 ? MPI_Test(req, &flag, st) : MPI_Testall(n, req, &flag, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS) {
             char msg[MPI_MAX_ERROR_STRING];
             int len = 0;
             MPI_Error_string(rc, msg, &len);
             return pl_errf(e, PL_EINPUT, "%s (while %s)", msg, what); /* e.g. a message too large */
         }
-        if (flag) return PL_OK;
         double now = pl_now_s();
-        if (now > dl) {
-            MPI_Cancel(req);
-            MPI_Request_free(req);
-            return pl_errf(e, PL_EINTERNAL, "timed out after %g s: %s", m->timeout_s, what);
+        if (now - last >= MPI_STOOD_S) {
+            dl += now - last;
+            note_stood((long)((now - last) * MPI_CS_PER_S), alive_cs_at(now));
         }
-        if (now - t0 > m->spin_s) nap(MPI_NAP_US); /* spun out: poll gently */
+        last = now;
+        note_alive(now);
+        if (flag) return PL_OK;
+        if (now > dl) return pl_errf(e, PL_EINTERNAL, "timed out after %g s: %s", m->timeout_s, what);
+        if (now - t0 > m->spin_s) { /* spun out: poll gently */
+            if (*cpu_nap < 0) *cpu_nap = cpu_cs();
+            nap(MPI_NAP_US);
+        }
     }
 }
 
-/* Waits for req (what describes the wait): returns PL_OK (st filled), or an error after
- * timeout_s. While it waits, a SIGTERM from the launcher reports what (on_term). */
-static int wait_req(mend *m, MPI_Request *req, MPI_Status *st, const char *what, pl_err *e) {
+/* Waits for the n requests req (what describes the wait): returns PL_OK (st, when n is 1,
+ * filled), or an error after timeout_s (the requests still pending; see wait_poll). While it
+ * waits, a SIGTERM from the launcher reports what (on_term). */
+static int wait_reqs(mend *m, MPI_Request *req, int n, MPI_Status *st, const char *what, pl_err *e) {
     double t0 = pl_now_s(), dl = t0 + m->timeout_s;
-    g_waiting = 0;
+    g_waiting = MW_NONE;
+    if (alive_cs_at(t0) - g_cpu_at_cs >= (long)(MPI_STOOD_S * MPI_CS_PER_S)) {
+        /* computed or spun that long (rarely: the CPU clock is a system call): did it run? */
+        note_stood(stood_cs(t0), alive_cs_at(t0));
+        note_cpu(t0);
+    }
     snprintf(g_wait_what, sizeof g_wait_what, "%s", what);
-    g_waiting = 1;
-    int rc = wait_poll(m, req, st, what, t0, dl, e);
-    g_waiting = 0;
+    g_waiting = MW_POLL;
+    long cpu_nap = -1;
+    int rc = wait_poll(m, req, n, st, what, t0, dl, &cpu_nap, e);
+    if (cpu_nap >= 0) { /* it napped: not CPU time, unlike what follows until the next wait that naps */
+        g_cpu_cs = (sig_atomic_t)cpu_nap;
+        g_cpu_at_cs = g_alive_cs; /* its last poll */
+    }
+    g_waiting = MW_NONE;
+    return rc;
+}
+
+/* Waits for the point-to-point request req as wait_reqs; after a timeout, cancels and frees it
+ * when it is a receive (`recv`; a send is left to the abort that follows). */
+static int wait_req(mend *m, MPI_Request *req, MPI_Status *st, int recv, const char *what, pl_err *e) {
+    int rc = wait_reqs(m, req, 1, st, what, e);
+    if (rc != PL_OK && recv && *req != MPI_REQUEST_NULL) {
+        MPI_Cancel(req);
+        MPI_Request_free(req);
+    }
     return rc;
 }
 
@@ -310,7 +452,7 @@ static int m_wait_recv(exec_transport *t, int src, exec_msg_key key, pl_err *e) 
     if (!p.done) {
         char what[EXEC_WAIT_TEXT_MAX];
         wait_what(m, src, key, what, sizeof what);
-        rc = wait_req(m, &p.req, &p.st, what, e);
+        rc = wait_req(m, &p.req, &p.st, 1, what, e);
     }
     if (rc == PL_OK) rc = recv_done(m, src, &p.st, p.bytes, e);
     reap_sends(m);
@@ -333,7 +475,7 @@ static int m_recv(exec_transport *t, int src, exec_msg_key key, void *data, size
     if (rc != MPI_SUCCESS) return pl_errf(e, PL_EINTERNAL, "MPI_Irecv from rank %d failed (%d)", src, rc);
     char what[EXEC_WAIT_TEXT_MAX];
     wait_what(m, src, key, what, sizeof what);
-    rc = wait_req(m, &req, &st, what, e);
+    rc = wait_req(m, &req, &st, 1, what, e);
     if (rc) return rc;
     rc = recv_done(m, src, &st, bytes, e);
     if (rc) return rc;
@@ -342,21 +484,70 @@ static int m_recv(exec_transport *t, int src, exec_msg_key key, void *data, size
     return PL_OK;
 }
 
-/* Waits for every rank while exchanging the message counts (MPI_Ialltoall of sent[], polled
- * with the timeout: no rank completes it before every rank entered it, so it is a barrier), then
- * checks that this rank received every message sent to it: at the barrier between passes and at
- * the end of the run, each rank has walked its whole list, so a message sent to it and not
- * received never will be. when: "barrier between passes" or "end of the run". Returns PL_OK or
- * an error naming the sender, this rank and (when it has arrived) the message. */
-static int exchange_counts(mend *m, const char *when, pl_err *e) {
-    MPI_Request req;
-    if (MPI_Ialltoall(m->sent, 1, MPI_INT64_T, m->peer_sent, 1, MPI_INT64_T, m->ctl, &req) != MPI_SUCCESS)
-        return pl_errf(e, PL_EINTERNAL, "MPI_Ialltoall failed");
-    char what[EXEC_WAIT_TEXT_MAX];
-    snprintf(what, sizeof what, "rank %d waits at the barrier", m->rank);
-    int rc = wait_req(m, &req, MPI_STATUS_IGNORE, what, e);
-    if (rc) return rc;
+/* Names in buf the ranks whose counts have not come (their receives xreq[q] pending) after a
+ * barrier timed out, or says that its own counts were not taken. */
+static void barrier_late(const mend *m, char *buf, size_t n) {
+    size_t k = 0;
+    int late = 0;
     for (int q = 0; q < m->size; q++) {
+        int done = 1;
+        if (m->xreq[q] != MPI_REQUEST_NULL) MPI_Request_get_status(m->xreq[q], &done, MPI_STATUS_IGNORE);
+        if (done) continue;
+        int w = snprintf(buf + k, n - k, "%s%d", late ? ", " : "", q);
+        if (w > 0 && (size_t)w < n - k) k += (size_t)w;
+        late++;
+    }
+    if (!late) snprintf(buf, n, "its counts to be taken");
+}
+
+/* Releases a timed-out barrier's requests: its receives cancelled, its sends left to complete
+ * (MPI_Request_free; their buffer, sent_at, lives as long as m). */
+static void barrier_release(mend *m) {
+    for (int q = 0; q < m->size; q++) {
+        if (m->xreq[q] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&m->xreq[q]);
+            MPI_Request_free(&m->xreq[q]);
+        }
+        if (m->xreq[m->size + q] != MPI_REQUEST_NULL) MPI_Request_free(&m->xreq[m->size + q]);
+    }
+}
+
+/* Waits for every rank while exchanging the message counts (each rank sends sent[q] to every
+ * other rank q and receives theirs, polled with the timeout: no rank completes before every
+ * other rank entered, so it is a barrier; point to point, so that a timeout names the ranks that
+ * never came), then checks that this rank received every message sent to it: at the barrier
+ * between passes and at the end of the run, each rank has walked its whole list, so a message
+ * sent to it and not received never will be. when: "barrier between passes" or "end of the run".
+ * Returns PL_OK or an error naming the sender, this rank and (when it has arrived) the message,
+ * or, after the timeout, this rank and the ranks it waited for. */
+static int exchange_counts(mend *m, const char *when, pl_err *e) {
+    int P = m->size;
+    for (int q = 0; q < P; q++) {
+        m->xreq[q] = m->xreq[P + q] = MPI_REQUEST_NULL;
+        if (q == m->rank) {
+            m->peer_sent[q] = m->sent[q];
+            continue;
+        }
+        m->sent_at[q] = m->sent[q];
+        if (MPI_Irecv(&m->peer_sent[q], 1, MPI_INT64_T, q, TAG_COUNTS, m->ctl, &m->xreq[q]) != MPI_SUCCESS ||
+            MPI_Isend(&m->sent_at[q], 1, MPI_INT64_T, q, TAG_COUNTS, m->ctl, &m->xreq[P + q]) != MPI_SUCCESS)
+            return pl_errf(e, PL_EINTERNAL, "rank %d: exchanging the message counts with rank %d failed", m->rank, q);
+    }
+    char what[EXEC_WAIT_TEXT_MAX];
+    snprintf(what, sizeof what, "rank %d waits at the %s", m->rank, when);
+    int rc = wait_reqs(m, m->xreq, 2 * P, NULL, what, e);
+    if (rc == PL_EINTERNAL) { /* timed out (wait_poll) */
+        char late[EXEC_WAIT_TEXT_MAX];
+        barrier_late(m, late, sizeof late);
+        int several = strchr(late, ',') != NULL;
+        pl_errf(e, rc, "rank %d: timed out after %g s: %s for %s%s", m->rank, m->timeout_s, what,
+                isdigit((unsigned char)late[0]) ? (several ? "ranks " : "rank ") : "", late);
+        pl_err_set_rank(e, m->rank);
+        barrier_release(m);
+        return rc;
+    }
+    if (rc != PL_OK) return rc;
+    for (int q = 0; q < P; q++) {
         if (m->peer_sent[q] == m->rcvd[q]) continue;
         int flag = 0;
         MPI_Status st;
@@ -390,11 +581,12 @@ static int m_allreduce(exec_transport *t, int stage, int64_t *v, size_t count, i
     if (stage < 0 || stage >= m->stages || m->stage_comm[stage] == MPI_COMM_NULL)
         return pl_errf(e, PL_EINTERNAL, "rank %d is no replica of stage %d", m->rank, stage);
     if (count > (size_t)0x7fffffff) return pl_errf(e, PL_EINPUT, "all-reduce of %zu values is too large", count);
-    g_waiting = 0;
+    g_waiting = MW_NONE;
     snprintf(g_wait_what, sizeof g_wait_what, "rank %d waits in the all-reduce of stage %d's replicas", m->rank, stage);
-    g_waiting = 1;
+    g_waiting = MW_BLOCKED;
     int rc = MPI_Allreduce(MPI_IN_PLACE, v, (int)count, MPI_INT64_T, max ? MPI_MAX : MPI_SUM, m->stage_comm[stage]);
-    g_waiting = 0;
+    note_cpu(pl_now_s());
+    g_waiting = MW_NONE;
     return rc == MPI_SUCCESS ? PL_OK : pl_errf(e, PL_EINTERNAL, "MPI_Allreduce of stage %d's replicas failed", stage);
 }
 
@@ -404,11 +596,12 @@ static int m_allreduce(exec_transport *t, int stage, int64_t *v, size_t count, i
 static int m_allmax(exec_transport *t, double *v, size_t count, pl_err *e) {
     mend *m = t->impl;
     if (count > (size_t)0x7fffffff) return pl_errf(e, PL_EINPUT, "max of %zu values is too large", count);
-    g_waiting = 0;
+    g_waiting = MW_NONE;
     snprintf(g_wait_what, sizeof g_wait_what, "rank %d waits for the pass times of the others", m->rank);
-    g_waiting = 1;
+    g_waiting = MW_BLOCKED;
     int rc = MPI_Allreduce(MPI_IN_PLACE, v, (int)count, MPI_DOUBLE, MPI_MAX, m->ctl);
-    g_waiting = 0;
+    note_cpu(pl_now_s());
+    g_waiting = MW_NONE;
     return rc == MPI_SUCCESS ? PL_OK : pl_errf(e, PL_EINTERNAL, "MPI_Allreduce of the pass times failed");
 }
 
@@ -438,13 +631,20 @@ static void stage_comms_free(mend *m, int stages) {
  * (exchange_counts); on an error (a message nobody received, a timeout) ends the job at once, as
  * a failing action does: the ranks are no longer in step. Returns PL_OK. */
 static int m_barrier(exec_transport *t, pl_err *e) {
-    if (exchange_counts(t->impl, "barrier between passes", e) != PL_OK) m_abort(t, e);
+    mend *m = t->impl;
+    if (++m->barriers == 2 && m->test_stop == MTS_BARRIER) {
+        m->test_stop = MTS_NONE;
+        raise(SIGSTOP);
+    }
+    if (exchange_counts(m, "barrier between passes", e) != PL_OK) m_abort(t, e);
     return PL_OK;
 }
 
-/* Ends the whole job: the hook reports why, then MPI_Abort. Does not return. */
+/* Ends the whole job: the hook reports why, then MPI_Abort. Does not return. The launcher's
+ * SIGTERM then finds this rank without on_term: it said why itself. */
 static void m_abort(exec_transport *t, const pl_err *why) {
     (void)t;
+    signal(SIGTERM, SIG_DFL);
     if (g_abort_hook) g_abort_hook(why);
     MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1); /* not reached */
@@ -460,7 +660,7 @@ static void m_finished(exec_transport *t) {
     for (int i = 0; i < m->nsend; i++)
         if (m->send[i].busy) {
             pl_err e;
-            if (wait_req(m, &m->send[i].req, MPI_STATUS_IGNORE, "a send waits for its receiver", &e) != PL_OK) {
+            if (wait_req(m, &m->send[i].req, MPI_STATUS_IGNORE, 0, "a send waits for its receiver", &e) != PL_OK) {
                 pl_err_prefix(&e, "rank %d: ", m->rank);
                 pl_err_set_rank(&e, m->rank);
                 m_abort(t, &e);
@@ -580,9 +780,10 @@ int exec_mpi_init(pl_err *e) {
 static int mend_init(mend *m, const exec_config *cfg, double spin_s, pl_err *e);
 
 /* Counts the MPI job's processes on this process's host into *local, and the cores their
- * affinity masks cover together into *cores; *pair (may be NULL) is 1 when the job's first two
- * processes share a host (one clock), else 0. Collective over MPI_COMM_WORLD. */
-static void host_share(int *local, int *cores, int *pair) {
+ * affinity masks cover together into *cores; *lead is 1 on the host's first process, else 0;
+ * *pair (may be NULL) is 1 when the job's first two processes share a host (one clock), else 0.
+ * Collective over MPI_COMM_WORLD. */
+static void host_share(int *local, int *cores, int *lead, int *pair) {
     enum { MASK_BYTES = EXEC_MAX_CORES / 8 };
     unsigned char mine[MASK_BYTES] = {0}, all[MASK_BYTES] = {0};
     int cpus[EXEC_MAX_CORES], n = exec_platform_cores(cpus, EXEC_MAX_CORES);
@@ -590,9 +791,13 @@ static void host_share(int *local, int *cores, int *pair) {
     MPI_Comm node;
     *local = 1;
     *cores = n;
+    *lead = 1;
     if (pair) *pair = 0;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return;
+    int node_rank = 0;
     MPI_Comm_size(node, local);
+    MPI_Comm_rank(node, &node_rank);
+    *lead = node_rank == 0;
     MPI_Allreduce(mine, all, MASK_BYTES, MPI_BYTE, MPI_BOR, node);
     if (pair) {
         MPI_Group world, here;
@@ -612,12 +817,44 @@ static void host_share(int *local, int *cores, int *pair) {
 }
 
 /* A wait's spin before it naps: EXEC_SPIN_S when the job's processes on this host have a core
- * each (so a spinning process takes no other's), else MPI_SPIN_S. Collective over
- * MPI_COMM_WORLD; *local and *pair as host_share's. */
-static double host_spin_s(int *local, int *pair) {
-    int cores = 0;
-    host_share(local, &cores, pair);
-    return *local <= cores ? EXEC_SPIN_S : MPI_SPIN_S;
+ * each (local of them on cores: so a spinning process takes no other's), else MPI_SPIN_S. */
+static double host_spin_s(int local, int cores) { return local <= cores ? EXEC_SPIN_S : MPI_SPIN_S; }
+
+/* The job's processes against its cores, as the threads transport checks its ranks against its
+ * process's cores: local processes on this host sharing cores (host_share; lead: this is the
+ * host's first process). The host with the most processes beyond its cores is refused unless
+ * cfg->oversubscribe, else named in m->warning; m->job_cores is the cores of all the job's hosts.
+ * Collective over MPI_COMM_WORLD: every process returns the same. Returns PL_OK or the refusal. */
+static int host_check(mend *m, const exec_config *cfg, int local, int cores, int lead, pl_err *e) {
+    int mine[2] = {local - cores, m->rank}, worst[2] = {0, 0}, sum = lead ? cores : 0;
+    MPI_Allreduce(mine, worst, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD);
+    MPI_Allreduce(&sum, &m->job_cores, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int there[2] = {local, cores};
+    char host[MPI_MAX_PROCESSOR_NAME] = "";
+    int len = 0;
+    MPI_Get_processor_name(host, &len);
+    MPI_Bcast(there, 2, MPI_INT, worst[1], MPI_COMM_WORLD);
+    MPI_Bcast(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, worst[1], MPI_COMM_WORLD);
+    host[MPI_MAX_PROCESSOR_NAME - 1] = '\0';
+    m->warning[0] = '\0';
+    if (worst[0] <= 0) return PL_OK;
+    if (!cfg->oversubscribe)
+        return pl_errf(e, PL_EINPUT, "%d ranks (MPI processes) on host %s but only %d cores available to them; give "
+                       "pipelab's --oversubscribe (exec_config.oversubscribe; mpirun's alone is not enough) to run anyway "
+                       "(timings would then measure time-slicing)", there[0], host, there[1]);
+    snprintf(m->warning, sizeof m->warning, "%d ranks on %d cores: oversubscribed, timings measure time-slicing", there[0],
+             there[1]);
+    return PL_OK;
+}
+
+/* Reads EXEC_MPI_TEST_STOP_ENV ("R:barrier" or "R:wait", tests only) into m->test_stop. */
+static void test_stop_parse(mend *m) {
+    const char *v = getenv(EXEC_MPI_TEST_STOP_ENV);
+    int r = -1;
+    char where[16] = "";
+    m->test_stop = MTS_NONE;
+    if (!v || sscanf(v, "%d:%15s", &r, where) != 2 || r != m->rank) return;
+    m->test_stop = strcmp(where, "barrier") == 0 ? MTS_BARRIER : strcmp(where, "wait") == 0 ? MTS_WAIT : MTS_NONE;
 }
 
 /* Joins the MPI job (initializing MPI when nobody has), checks that it has one process per rank
@@ -638,8 +875,10 @@ static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_roo
     if (m->size != want)
         return pl_errf(e, PL_EINPUT, "the MPI job has %d processes, the schedule %d ranks%s (mpirun -np %d)", m->size, want,
                        want != s->ranks ? " with its replicas" : "", want);
-    int ln = m->size;
-    double spin_s = host_spin_s(&ln, NULL);
+    int ln = m->size, hc = 0, lead = 0;
+    host_share(&ln, &hc, &lead, NULL);
+    int rc = host_check(m, cfg, ln, hc, lead, e);
+    if (rc != PL_OK) return rc;
     if (cfg->timed_passes_max > cfg->timed_passes) {
         /* the steady rule compares the processes' pass times on their own clocks (m_allmax):
          * one clock only when they share a host */
@@ -649,11 +888,12 @@ static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_roo
             return pl_errf(e, PL_EINPUT, "timing passes until the run is steady needs the MPI job's %d processes on one host (their "
                                          "clocks are compared); this job spans hosts", m->size);
     }
+    test_stop_parse(m);
     MPI_Comm_dup(MPI_COMM_WORLD, &m->data);
     MPI_Comm_dup(MPI_COMM_WORLD, &m->ctl);
     MPI_Comm_set_errhandler(m->data, MPI_ERRORS_RETURN);
     m->stages = s->stages;
-    return mend_init(m, cfg, spin_s, e);
+    return mend_init(m, cfg, host_spin_s(ln, hc), e);
 }
 
 /* Sets m's tag space, timeout, spin (spin_s) and message counters for its m->size ranks.
@@ -663,11 +903,20 @@ static int mend_init(mend *m, const exec_config *cfg, double spin_s, pl_err *e) 
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     m->tag_mod = flag && ub && *ub > 0 ? (long)*ub + 1 : MPI_MIN_TAGS;
     m->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
+    g_timeout_cs = (sig_atomic_t)(m->timeout_s < INT_MAX / MPI_CS_PER_S ? m->timeout_s * MPI_CS_PER_S : INT_MAX);
     m->spin_s = spin_s;
     m->sent = pl_calloc(MPI_COUNT_ARRAYS * (size_t)m->size, sizeof *m->sent);
-    if (!m->sent) return pl_errf(e, PL_ENOMEM, "out of memory");
+    m->xreq = pl_calloc(2 * (size_t)m->size, sizeof *m->xreq);
+    if (!m->sent || !m->xreq) {
+        free(m->sent);
+        free(m->xreq);
+        m->sent = NULL;
+        m->xreq = NULL;
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
     m->rcvd = m->sent + m->size;
     m->peer_sent = m->rcvd + m->size;
+    m->sent_at = m->peer_sent + m->size;
     return PL_OK;
 }
 
@@ -689,10 +938,12 @@ static void mend_free_sends(mend *m, int complete) {
     free(m->rbuf);
     free(m->post);
     free(m->sent);
+    free(m->xreq);
     m->send = NULL;
     m->rbuf = NULL;
     m->post = NULL;
     m->sent = NULL;
+    m->xreq = NULL;
     m->nsend = 0;
 }
 
@@ -721,9 +972,9 @@ static int mpi_gather(const sched *s, const exec_config *cfg, mend *m, exec_tran
             if (rc == PL_OK) shift_record(&recs[r], off[r]);
         }
         if (rc == PL_OK) rc = exec_assemble(s, cfg, recs, out, e);
-        if (rc == PL_OK) {
-            int cpus[EXEC_MAX_CORES];
-            out->cores = exec_platform_cores(cpus, EXEC_MAX_CORES);
+        if (rc == PL_OK) { /* as the threads transport's: the cores the ranks had, and the oversubscription */
+            out->cores = m->job_cores;
+            snprintf(out->warning, sizeof out->warning, "%s", m->warning);
         }
         for (int r = 0; r < m->size; r++) exec_rank_record_free(&recs[r]);
     }
@@ -738,7 +989,10 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     *is_root = 1;
     mend m;
     int rc = mpi_join(s, cfg, &m, is_root, e);
-    if (rc != PL_OK) return rc;
+    if (rc != PL_OK) {
+        signal(SIGTERM, SIG_DFL); /* each process reports the refusal itself */
+        return rc;
+    }
     exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, m_post_recv, m_wait_recv,
                         m_allreduce, m_allmax};
     exec_rank_record rec;
@@ -784,8 +1038,9 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
     m.rank = me;
     m.size = 2;
     m.stages = 1;
-    int local = 0, one_clock = 0;
-    double spin_s = host_spin_s(&local, &one_clock); /* the run's waits */
+    int local = 0, cores = 0, lead = 0, one_clock = 0;
+    host_share(&local, &cores, &lead, &one_clock);
+    double spin_s = host_spin_s(local, cores); /* the run's waits */
     int ok = rt && buf && (me >= 2 || mend_init(&m, cfg, spin_s, e) == PL_OK), all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* no process leaves the others waiting */
     int rc = all_ok ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory for the hand-off profile");
@@ -801,6 +1056,7 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
         MPI_Comm_free(&pair);
     }
     free(m.sent);
+    free(m.xreq);
     MPI_Barrier(MPI_COMM_WORLD); /* the others wait here, idle, while the two time */
     int one_way = exec_p2p_one_way(one_clock, bytes);
     if (rc == PL_OK && me == 0) rc = exec_p2p_fit_all(bytes, rt, rounds, one_way, out, e);

@@ -8,7 +8,7 @@
 /* Fills e with the "not built" message and returns PL_EINPUT. */
 static int not_built(pl_err *e) {
     return pl_errf(e, PL_EINPUT, "the CUDA backend is not built in this pipelab (configure with nvcc on the PATH, "
-                                 "or -DPIPELAB_CUDA=ON)");
+                                 "or -DPIPELAB_CUDA=ON); use --backend cpu");
 }
 
 int exec_cuda_built(void) { return 0; }

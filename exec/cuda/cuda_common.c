@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- errors */
 
@@ -108,19 +109,77 @@ void cx_blas_destroy(cublasHandle_t h) {
 
 int exec_cuda_built(void) { return 1; }
 
+/* The library of the NVIDIA driver the CUDA runtime loads, and the device node the driver's
+ * kernel module makes. */
+#define CX_DRIVER_LIB "libcuda.so.1"
+#define CX_DRIVER_NODE "/dev/nvidiactl"
+/* The end of every "no usable GPU" message: what runs without one. */
+#define CX_USE_CPU "use --backend cpu"
+
+/* Returns 1 when the driver's library is loaded (the runtime loaded it) or can be, else 0. */
+static int driver_present(void) {
+    void *h = dlopen(CX_DRIVER_LIB, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) h = dlopen(CX_DRIVER_LIB, RTLD_LAZY | RTLD_LOCAL);
+    if (!h) return 0;
+    dlclose(h);
+    return 1;
+}
+
+void cx_no_gpu_why(const cx_no_gpu *w, pl_err *e) {
+    int dv = w->driver_version, rv = w->runtime_version;
+    if (!w->driver) {
+        pl_errf(e, PL_EINPUT, "no usable GPU: no NVIDIA driver found (%s is not installed): pipelab's CUDA backend needs "
+                "a GPU and its driver; " CX_USE_CPU, CX_DRIVER_LIB);
+        return;
+    }
+    if (w->st == cudaErrorInsufficientDriver && dv > 0 && dv < rv) {
+        pl_errf(e, PL_EINPUT, "no usable GPU: the NVIDIA driver supports CUDA up to %d.%d, this pipelab was built with "
+                "CUDA %d.%d (cudaErrorInsufficientDriver): install a newer driver, or build pipelab with an older CUDA "
+                "toolkit, or " CX_USE_CPU, dv / CX_VERSION_MAJOR, dv % CX_VERSION_MAJOR / CX_VERSION_MINOR,
+                rv / CX_VERSION_MAJOR, rv % CX_VERSION_MAJOR / CX_VERSION_MINOR);
+        return;
+    }
+    if (w->st == cudaErrorInsufficientDriver) {
+        pl_errf(e, PL_EINPUT, "no usable GPU: the NVIDIA driver (%s) is there but the CUDA runtime cannot use it "
+                "(cudaErrorInsufficientDriver: older than CUDA %d.%d, which this pipelab was built with, or not "
+                "working): check nvidia-smi, install a newer driver, or " CX_USE_CPU, CX_DRIVER_LIB,
+                rv / CX_VERSION_MAJOR, rv % CX_VERSION_MAJOR / CX_VERSION_MINOR);
+        return;
+    }
+    if (w->st == cudaErrorStubLibrary) {
+        pl_errf(e, PL_EINPUT, "no usable GPU: the %s loaded is the CUDA toolkit's stub, not the driver's "
+                "(cudaErrorStubLibrary: a .../stubs folder on LD_LIBRARY_PATH?): remove it from the library path, or "
+                CX_USE_CPU, CX_DRIVER_LIB);
+        return;
+    }
+    if (w->st == cudaSuccess || w->st == cudaErrorNoDevice) { /* the driver is there, it counted no GPU */
+        if (w->visible)
+            pl_errf(e, PL_EINPUT, "no usable GPU: CUDA_VISIBLE_DEVICES='%s' hides every GPU from the CUDA runtime "
+                    "(cudaErrorNoDevice): unset it or name GPUs that exist (nvidia-smi -L lists them), or " CX_USE_CPU,
+                    w->visible);
+        else if (!w->node)
+            pl_errf(e, PL_EINPUT, "no usable GPU: the NVIDIA driver's library is installed but there is no %s (no GPU, "
+                    "or a container started without them, e.g. docker run without --gpus): " CX_USE_CPU, CX_DRIVER_NODE);
+        else
+            pl_errf(e, PL_EINPUT, "no usable GPU: the NVIDIA driver finds no GPU (cudaErrorNoDevice; nvidia-smi says "
+                    "more): " CX_USE_CPU);
+        return;
+    }
+    pl_errf(e, PL_EINPUT, "no usable GPU: %s (%s): " CX_USE_CPU, cudaGetErrorString(w->st), cudaGetErrorName(w->st));
+}
+
 int exec_cuda_devices(pl_err *e) {
     int n = 0;
     cudaError_t st = cudaGetDeviceCount(&n);
-    if (st != cudaSuccess) {
-        (void)cudaGetLastError(); /* clear the sticky-free error so later calls start clean */
-        pl_errf(e, PL_EINPUT, "no usable GPU: %s (%s)", cudaGetErrorString(st), cudaGetErrorName(st));
-        return 0;
-    }
-    if (n < 1) {
-        pl_errf(e, PL_EINPUT, "no usable GPU: the CUDA runtime sees no device");
-        return 0;
-    }
-    return n;
+    if (st == cudaSuccess && n > 0) return n;
+    (void)cudaGetLastError(); /* clear the sticky-free error so later calls start clean */
+    cx_no_gpu w = {.st = st, .driver = driver_present(), .node = access(CX_DRIVER_NODE, F_OK) == 0,
+                   .visible = getenv("CUDA_VISIBLE_DEVICES")};
+    if (cudaDriverGetVersion(&w.driver_version) != cudaSuccess) w.driver_version = 0;
+    if (cudaRuntimeGetVersion(&w.runtime_version) != cudaSuccess) w.runtime_version = CUDART_VERSION;
+    (void)cudaGetLastError();
+    cx_no_gpu_why(&w, e);
+    return 0;
 }
 
 int cx_device_props(int dev, char *name, size_t n, int *sms, pl_err *e) {

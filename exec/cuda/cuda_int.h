@@ -189,6 +189,21 @@ void cx_green_destroy(cx_green *g);
 /* Returns the name of a cudaDeviceProp-visible device, its SM count in *sms. */
 int cx_device_props(int dev, char *name, size_t n, int *sms, pl_err *e);
 
+/* What exec_cuda_devices found when the runtime gave it no GPU: the status of cudaGetDeviceCount
+ * (cudaSuccess: it counted none), whether the driver's library (libcuda.so.1) loads and its
+ * device node (/dev/nvidiactl) exists, CUDA_VISIBLE_DEVICES (NULL: unset), and the CUDA versions
+ * of the driver (0: unknown) and of the runtime (major x 1000 + minor x 10). */
+typedef struct cx_no_gpu {
+    cudaError_t st;
+    int driver, node;
+    const char *visible;
+    int driver_version, runtime_version;
+} cx_no_gpu;
+/* Fills e (PL_EINPUT) with why w leaves no usable GPU, "no usable GPU: ...", and what to do:
+ * no driver installed, a driver too old, every GPU hidden by CUDA_VISIBLE_DEVICES, no device,
+ * or the runtime's own words; each ends in "use --backend cpu". */
+void cx_no_gpu_why(const cx_no_gpu *w, pl_err *e);
+
 /* Rounds n up to a multiple of 64 floats (256 bytes). */
 static inline size_t cx_al64(size_t n) { return (n + 63) & ~(size_t)63; }
 

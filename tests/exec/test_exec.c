@@ -2021,6 +2021,8 @@ void exec_test_faults_register(void); /* test_exec_faults.c */
 void exec_test_replicas_register(void); /* test_exec_replicas.c */
 void exec_test_gpt_register(void);    /* test_exec_gpt.c */
 void exec_test_history_register(void); /* test_exec_history.c */
+void exec_test_cuda_absent_register(void); /* test_exec_cuda_absent.c */
+void exec_test_profile_cores_register(void); /* test_exec_profile_cores.c */
 
 void pl_test_register(void) {
     static const pl_test_case math[] = {
@@ -2092,4 +2094,6 @@ void pl_test_register(void) {
     exec_test_replicas_register();
     exec_test_gpt_register();
     exec_test_history_register();
+    exec_test_cuda_absent_register();
+    exec_test_profile_cores_register();
 }

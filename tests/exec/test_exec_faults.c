@@ -20,6 +20,7 @@
 #include "exec_test.h"
 #include "pl_sched.h"
 #include "pl_test.h"
+#include "platform/platform.h"
 #include "store.h"
 
 void exec_test_faults_register(void);
@@ -277,6 +278,120 @@ static void test_cli_faults_mpi(void) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i], 1, db, 1);
     free(db);
     free(dir);
+}
+
+/* One stalled MPI rank (EXEC_MPI_TEST_STOP_ENV): where it stops itself and what the other
+ * rank's timeout must say. */
+typedef struct stall_case {
+    const char *stop;     /* "R:barrier" or "R:wait" */
+    int stopped;          /* R */
+    const char *says[3];  /* substrings the output must hold (NULL ends) */
+} stall_case;
+
+/* A rank that stops responding (SIGSTOP, as a stopped or starved process) in its compute before
+ * the barrier between passes, or inside its wait for a message: the other rank's wait times out
+ * (2 s) and names the silent rank, the job ends with exit 1 (MPI_Abort) within the bound; no MPI
+ * error (cancelling the barrier's collective had been fatal inside MPI), nothing stored; the
+ * stopped rank, continued and terminated by the launcher, says it stood still rather than what
+ * it had waited for. */
+static void test_mpi_stalled_rank(void) {
+    if (!have_mpirun()) {
+        pl_test_skip("mpirun or the MPI transport is absent: a stalled MPI rank not tested");
+        return;
+    }
+#ifdef PIPELAB_MPIEXEC
+    static const stall_case cs[] = {
+        {"1:barrier", 1, {"pipelab: run failed: rank 0: timed out after 2 s: rank 0 waits at the barrier between passes for "
+                          "rank 1\n", NULL}},
+        {"0:barrier", 0, {"pipelab: run failed: rank 1: timed out after 2 s: rank 1 waits at the barrier between passes for "
+                          "rank 0\n", NULL}},
+        {"1:wait", 1, {"pipelab: run failed: rank 0, action ", "pass 1: timed out after 2 s: rank 0 waits for gradients of "
+                       "stage 0 microbatch 4 from rank 1\n", NULL}},
+        {"0:wait", 0, {"pipelab: run failed: rank 1, action ", "pass 1: timed out after 2 s: rank 1 waits for activations of "
+                       "stage 1 microbatch ", NULL}},
+    };
+    char *dir = pl_test_tmpdir();
+    char *db = db_with_one_run(dir);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
+        char cmd[4096], self[64], other[64];
+        snprintf(cmd, sizeof cmd, MPIENV EXEC_MPI_TEST_STOP_ENV "=%s timeout 60 " MPIRUN " %s " RUN_ARGS
+                 " --transport mpi --timeout 2 --db %s", cs[k].stop, PIPELAB_BIN, db);
+        char *out = NULL;
+        double t0 = pl_now_s();
+        int rc = pl_test_run(cmd, &out);
+        double dt = pl_now_s() - t0;
+        int ok = rc == 1 && out && dt < FAULT_BOUND_S;
+        for (int i = 0; i < 3 && cs[k].says[i]; i++) ok &= out && strstr(out, cs[k].says[i]) != NULL;
+        /* the silent rank never names itself as the one waiting */
+        snprintf(self, sizeof self, "rank %d waits", cs[k].stopped);
+        ok &= out && strstr(out, self) == NULL && strstr(out, "MPI_ERR") == NULL && strstr(out, "MPI_Cancel") == NULL;
+        /* when its report comes through the launcher, it says it stood still */
+        snprintf(other, sizeof other, "pipelab: rank %d terminated by the MPI launcher ", cs[k].stopped);
+        const char *rep = out ? strstr(out, other) : NULL;
+        ok &= !rep || strncmp(rep + strlen(other), "after it stood still for ", 25) == 0;
+        long after = count_runs(db);
+        ok &= after == 1 && db_intact(db);
+        if (!ok || getenv("PIPELAB_TEST_VERBOSE"))
+            fprintf(stderr, "stalled rank %s: exit %d after %.2f s, %ld runs stored:\n%s\n", cs[k].stop, rc, dt, after,
+                    out ? out : "");
+        CU_ASSERT(ok);
+        free(out);
+    }
+    free(db);
+    free(dir);
+#endif
+}
+
+/* The MPI job's processes against their cores, as the threads' ranks: 2 processes on one core
+ * (taskset, no binding by mpirun) are refused without pipelab's --oversubscribe, naming both
+ * counts and the flag, and nothing is stored; with it the run warns as the threads transport
+ * does and reports 1 core; 2 processes bound to cores of their own (mpirun's default) on a host
+ * of 2 cores or more run without a warning and report the cores they had. */
+static void test_mpi_oversubscribed(void) {
+    if (!have_mpirun() || pl_test_run("command -v taskset", NULL) != 0) {
+        pl_test_skip("mpirun, taskset or the MPI transport is absent: MPI oversubscription not tested");
+        return;
+    }
+#ifdef PIPELAB_MPIEXEC
+    char *dir = pl_test_tmpdir();
+    char *db = db_with_one_run(dir);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    char cmd[4096];
+    char *out = NULL;
+    snprintf(cmd, sizeof cmd, MPIENV "timeout 60 taskset -c 0 " MPIRUN " --bind-to none %s " RUN_ARGS " --transport mpi --db %s",
+             PIPELAB_BIN, db);
+    int rc = pl_test_run(cmd, &out);
+    int ok = rc != 0 && rc != 124 && out &&
+             strstr(out, "pipelab: 2 ranks (MPI processes) on host ") != NULL &&
+             strstr(out, " but only 1 cores available to them; give pipelab's --oversubscribe") != NULL &&
+             count_runs(db) == 1;
+    if (!ok) fprintf(stderr, "2 processes on 1 core: exit %d:\n%s\n", rc, out ? out : "");
+    CU_ASSERT(ok);
+    free(out);
+    out = NULL;
+    snprintf(cmd, sizeof cmd, MPIENV "timeout 60 taskset -c 0 " MPIRUN " --bind-to none %s " RUN_ARGS
+             " --transport mpi --oversubscribe --no-db --format json", PIPELAB_BIN);
+    rc = pl_test_run(cmd, &out);
+    ok = rc == 0 && out && strstr(out, "\"warning\":\"2 ranks on 1 cores: oversubscribed, timings measure time-slicing\"") &&
+         strstr(out, "\"cores\":1");
+    if (!ok) fprintf(stderr, "2 processes on 1 core, --oversubscribe: exit %d:\n%s\n", rc, out ? out : "");
+    CU_ASSERT(ok);
+    free(out);
+    int cpus[EXEC_MAX_CORES];
+    if (exec_platform_cores(cpus, EXEC_MAX_CORES) >= 2) {
+        out = NULL;
+        snprintf(cmd, sizeof cmd, MPIENV "timeout 60 " PIPELAB_MPIEXEC " -np 2 %s " RUN_ARGS " --transport mpi --no-db --format json",
+                 PIPELAB_BIN);
+        rc = pl_test_run(cmd, &out);
+        ok = rc == 0 && out && strstr(out, "\"warning\":\"\"") && !strstr(out, "\"cores\":1,") && !strstr(out, "\"cores\":1}");
+        if (!ok) fprintf(stderr, "2 processes on 2 cores: exit %d:\n%s\n", rc, out ? out : "");
+        CU_ASSERT(ok);
+        free(out);
+    }
+    free(db);
+    free(dir);
+#endif
 }
 
 /* Returns the CPU time (user + system, seconds) process pid used so far, -1 when unknown. */
@@ -564,6 +679,8 @@ void exec_test_faults_register(void) {
         {"a late message stalls only the compute that needs it, threads", test_late_message_threads},
         {"a late message stalls only the compute that needs it, MPI", test_late_message_mpi},
         {"a SIGKILLed pipelab run leaves the database intact", test_killed_process_db_intact},
+        {"a stalled MPI rank times out, named, and ends the job", test_mpi_stalled_rank},
+        {"MPI processes beyond their cores: refused, or warned with --oversubscribe", test_mpi_oversubscribed},
         {NULL, NULL}};
     pl_test_suite("exec faults, both transports", cs);
 }

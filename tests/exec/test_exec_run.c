@@ -1002,7 +1002,7 @@ static void interruption_case(const char *dir, const char *rate, double fb) {
  * with -o, or a time under 20 ms, it is a usage error (exit 2). */
 static void test_profile_interruptions(void) {
     char cmd[1024], *out = NULL;
-    snprintf(cmd, sizeof cmd, "%s profile --interruptions 0.2 --concurrency 2", PIPELAB_BIN);
+    snprintf(cmd, sizeof cmd, "%s profile --interruptions 0.2 --concurrency 2 --oversubscribe", PIPELAB_BIN);
     CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &out), 0);
     double share = -1, pct = -1, rate = -1;
     int workers = 0;
