@@ -27,14 +27,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Returns 1 when this build has `pipelab run`. */
-static int have_run(void) {
-    char cmd[1024], *out = NULL;
-    snprintf(cmd, sizeof cmd, "'%s' run --help", PIPELAB_BIN);
-    int rc = pl_test_run(cmd, &out);
-    free(out);
-    return rc == 0;
-}
+/* Returns 1 when this build has `pipelab run` (test_sched_flags.c). */
+int cli_test_have_run(void);
 
 /* Runs `as pipelab LONG_RUN args` in dir (as: a prefix such as setpriv's, or ""), expects exit 1
  * within REFUSE_MAX_S with stderr holding want; returns 1 when it did. */
@@ -64,7 +58,7 @@ static int in_dir(const char *dir, const char *what) {
 /* A file where the database's folder goes, a missing folder for --dump-weights and
  * --save-profile, a folder where a file goes: each refused before the run, nothing made. */
 static void test_outputs_refused(void) {
-    if (!have_run()) {
+    if (!cli_test_have_run()) {
         pl_test_skip("this build has no executor (pipelab run)");
         return;
     }
@@ -93,7 +87,7 @@ static void test_outputs_refused(void) {
 /* A folder this user cannot write (root: run as nobody, where setpriv can): the database's, new
  * or below missing folders, and --dump-weights' are refused before the run. */
 static void test_outputs_read_only_folder(void) {
-    if (!have_run()) {
+    if (!cli_test_have_run()) {
         pl_test_skip("this build has no executor (pipelab run)");
         return;
     }
@@ -128,7 +122,7 @@ static void test_outputs_read_only_folder(void) {
  * its predictions beside it: its own (uid "prediction-" and the measured run's) and the others
  * (each uid ending in '@' and the measured run's), all simulated. */
 static void test_run_stores_all(void) {
-    if (!have_run()) {
+    if (!cli_test_have_run()) {
         pl_test_skip("this build has no executor (pipelab run)");
         return;
     }

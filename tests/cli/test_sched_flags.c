@@ -108,8 +108,9 @@ static const flag_case cases[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* Returns 1 when this build has the executor (`pipelab run`). */
-static int have_run(void) {
+/* Returns 1 when this build has the executor (`pipelab run`); test_run_outputs.c calls it too. */
+int cli_test_have_run(void);
+int cli_test_have_run(void) {
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd, "'%s' run --help", PIPELAB_BIN);
     int rc = pl_test_run(cmd, &out);
@@ -119,7 +120,7 @@ static int have_run(void) {
 
 /* Every row: its exit code, and its exact stderr (NULL: any one "pipelab" error line). */
 static void test_flag_table(void) {
-    int exec = have_run();
+    int exec = cli_test_have_run();
     for (const flag_case *c = cases; c->cmd; c++) {
         if (!exec && strcmp(c->cmd, "run") == 0) continue;
         char cmd[2048];
