@@ -349,7 +349,13 @@ static cost_model *measured_profile(const run_opts *o, const sched *s, exec_conf
                  conc == 1 ? "whole GPU" : o->c.sm_split ? "its ranks' workers at once, 1/N of the SMs each" : "its ranks' workers at once, sharing the SMs");
         rc = exec_cuda_profile_csv(c, o->preps, conc, NULL, csv, &lp, e);
     } else {
-        int conc = cpu_concurrency(o, s);
+        int conc = cpu_concurrency(o, s), ncores = exec_profile_cores();
+        /* its threads are pinned like ranks: run's rule for its ranks (exec_check_cores) */
+        const char *what = "profiling threads (--profile-concurrency)";
+        if (exec_check_cores(conc, ncores, o->c.oversubscribe, what, e) != PL_OK) return NULL;
+        char warning[160];
+        if (exec_oversubscribed(conc, ncores, what, warning, sizeof warning))
+            fprintf(stderr, "pipelab run: warning: %s\n", warning);
         snprintf(src, n, "in-process profile (exec_profile_layers, %d worker%s at once)", conc, conc == 1 ? "" : "s");
         rc = exec_profile_csv_n(c, o->preps, conc, NULL, csv, &lp, e);
     }

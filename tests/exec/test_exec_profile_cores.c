@@ -80,11 +80,35 @@ static void test_profile_concurrency(void) {
     free(dir);
 }
 
+/* The same rule for run's profile measured before it (--profile-concurrency): N + 1 threads are
+ * refused without --oversubscribe (nothing runs), warned with it; N pass quietly. */
+static void test_run_profile_concurrency(void) {
+    int n = exec_profile_cores();
+    if (n > CORES_TESTED_MAX) {
+        pl_test_skip("more than 8 cores: cores + 1 profiling threads would be a large profile");
+        return;
+    }
+    char cmd[2048], refused[256], warned[256];
+    snprintf(refused, sizeof refused, "%d profiling threads (--profile-concurrency) but only %d cores available; give "
+             "--oversubscribe", n + 1, n);
+    snprintf(warned, sizeof warned, "pipelab run: warning: %d profiling threads (--profile-concurrency) on %d cores: "
+             "oversubscribed", n + 1, n);
+    const char *run = "run --kind 1f1b --ranks 1 --microbatches 2 --width 16 --depth 2 --microbatch-size 2 --timed 1 "
+                      "--no-db --profile-timing before --profile-reps 2";
+    snprintf(cmd, sizeof cmd, "%s %s --profile-concurrency %d", PIPELAB_BIN, run, n + 1);
+    expect(cmd, 1, refused, NULL);
+    snprintf(cmd, sizeof cmd, "%s %s --profile-concurrency %d --oversubscribe", PIPELAB_BIN, run, n + 1);
+    expect(cmd, 0, warned, NULL);
+    snprintf(cmd, sizeof cmd, "%s %s --profile-concurrency %d", PIPELAB_BIN, run, n);
+    expect(cmd, 0, NULL, "oversubscribed");
+}
+
 void exec_test_profile_cores_register(void) {
     static const pl_test_case cases[] = {
         {"more workers than cores: refused, or warned with --oversubscribe (the rule)", test_rule},
         {"pipelab profile --concurrency above the cores: refused without --oversubscribe, warned with it",
          test_profile_concurrency},
+        {"pipelab run --profile-concurrency above the cores: the same rule", test_run_profile_concurrency},
         {NULL, NULL}};
     pl_test_suite("exec profile cores", cases);
 }
