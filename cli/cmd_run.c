@@ -298,7 +298,7 @@ static cost_model *file_profile(const char *path, exec_config *c, pl_buf *csv, p
     char *text = NULL;
     size_t len = 0;
     if (pl_read_file(path, RUN_PROFILE_FILE_MAX, &text, &len, e) != PL_OK) return NULL;
-    cost_model *m = exec_profile_meta_check(path, text, len, e) == PL_OK ? cost_model_read_csv(path, text, len, e) : NULL;
+    cost_model *m = exec_profile_lines_check(path, text, len, e) == PL_OK ? cost_model_read_csv(path, text, len, e) : NULL;
     double st = 0;
     if (m && exec_profile_meta(text, len, NULL, &st) == 0) c->pred_step_s = st;
     pl_buf_puts(csv, text);
@@ -584,20 +584,23 @@ typedef struct profile_terms {
     double drift;        /* the ranks' drift (exec_profile_drift), 0 without the jitter */
     double *window;      /* [EXEC_WINDOWS ranks] the pass-length factors, when windows */
     int windows;
-    int wrc, bad_line;   /* exec_profile_worker_windows' answer: -2 a malformed line, at bad_line */
     double *states;      /* [n_states ranks] the states term's speeds (exec_profile_worker_rounds) */
     double *states_b;    /* [n_states ranks] its backwards' speeds, where states_per_class */
     int states_per_class; /* 1: the profile's rounds timed the backwards too (its lines' b=) */
-    int n_states;        /* its rounds; 0: off; -2 a malformed line, at states_bad_line */
-    int states_bad_line;
+    int n_states;        /* its rounds; 0: off */
     double alone;        /* the sharing term's ratio (cli_run_terms.alone): the mean over the ranks
                           * of the profile's (exec_profile_worker_share); 0: not measured */
 } profile_terms;
 
-/* Reads p from the profile CSV t (its worker lines) for a run of `ranks` ranks. Returns PL_OK or
- * PL_ENOMEM in e. */
-static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_err *e) {
+/* Reads p from the profile CSV t (its worker lines) of source src for a run of `ranks` ranks.
+ * A --profile file's lines were checked before the run (exec_profile_lines_check); a profile
+ * measured in-process whose line fails the check (a time that is not finite) leaves that line's
+ * terms off, with a warning rather than losing the run. Returns PL_OK or PL_ENOMEM in e. */
+static int read_profile_terms(const pl_buf *t, const char *src, int ranks, profile_terms *p, pl_err *e) {
     memset(p, 0, sizeof *p);
+    pl_err bad;
+    if (exec_profile_lines_check(src, t->data ? t->data : "", t->len, &bad) != PL_OK)
+        fprintf(stderr, "pipelab run: warning: %s; the prediction leaves out the terms of that line\n", bad.msg);
     const size_t R = (size_t)ranks, S = SIM_FIRST_KINDS;
     double *b = pl_calloc(R * (11 + 3 * S + EXEC_WINDOWS + 2 * EXEC_STATE_ROUNDS), sizeof *b);
     if (!b) return pl_errf(e, PL_ENOMEM, "out of memory");
@@ -622,9 +625,9 @@ static int read_profile_terms(const pl_buf *t, int ranks, profile_terms *p, pl_e
     if (exec_profile_worker_versions(text, n, ranks, vr) > 0) p->versions = vr;
     if (exec_profile_worker_jitter(text, n, ranks, jt) == 0) p->jitter = jt;
     if (p->jitter) (void)exec_profile_drift(text, n, &p->drift);
-    p->wrc = exec_profile_worker_windows(text, n, ranks, p->window, &p->bad_line);
-    p->windows = p->wrc == 0;
-    p->n_states = exec_profile_worker_rounds(text, n, ranks, p->states, p->states_b, &p->states_bad_line);
+    p->windows = exec_profile_worker_windows(text, n, ranks, p->window, NULL) == 0;
+    p->n_states = exec_profile_worker_rounds(text, n, ranks, p->states, p->states_b, NULL);
+    if (p->n_states < 0) p->n_states = 0; /* not after exec_profile_lines_check */
     for (size_t k = 0; p->n_states > 0 && k < (size_t)p->n_states * R; k++)
         p->states_per_class = p->states_per_class || p->states_b[k] != p->states[k];
     if (exec_profile_worker_share(text, n, ranks, share) == 0) p->alone = gsl_stats_mean(share, 1, R);
@@ -789,20 +792,14 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
  * writes --save-profile. Returns PL_OK or an error in e. */
 static int predict(const run_opts *o, run_state *st, pl_err *e) {
     profile_terms p;
-    int rc = read_profile_terms(&st->pcsv, st->s->ranks, &p, e);
+    int rc = read_profile_terms(&st->pcsv, st->profile_src, st->s->ranks, &p, e);
     if (rc != PL_OK) return rc;
     /* the sharing term's ratio, the profile's (read_profile_terms), but for replicated stages,
      * which the simulator's term does not serve */
     for (int q = 0; o->c.replicas && q < st->s->stages; q++)
         if (o->c.replicas[q] > 1) p.alone = 0;
     const cli_run_terms m = terms_of(o, &p, o->terms);
-    rc = p.wrc == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed pass-length line (# " EXEC_PROFILE_META
-                               " windows worker=W first_ms=1 factors= and %d positive numbers)",
-                               st->profile_src, p.bad_line, EXEC_WINDOWS)
-         : p.n_states == -2 ? pl_errf(e, PL_EINPUT, "%s:%d: a malformed rounds line (# " EXEC_PROFILE_META
-                                      " rounds worker=W f= and up to %d numbers >= 0, comma-separated)",
-                                      st->profile_src, p.states_bad_line, EXEC_STATE_ROUNDS)
-                            : predict_one(o, st, &p, &m, &st->pr, e);
+    rc = predict_one(o, st, &p, &m, &st->pr, e);
     st->have_pred = rc == PL_OK;
     st->pred_noise[0] = cli_run_terms_cv(&m, st->s->ranks);
     st->pred_noise[1] = m.drift;

@@ -776,14 +776,20 @@ double exec_window_factor(const double *g, double pass_s);
 double exec_window_factor_mean(const double *g, int workers, double pass_s);
 
 /* Reads the executor line of a profile CSV's text[len]: 0 and the values, -1 when it has none
- * (or a malformed one, which exec_profile_meta_check refuses). */
+ * (or a malformed one, which exec_profile_lines_check refuses). */
 int exec_profile_meta(const char *text, size_t len, int *concurrency, double *step_s);
-/* Checks every executor line of the profile CSV `path`'s text[len] ("# pipelab-exec concurrency=P
- * step_s=S rank_drift=D"; not the worker, windows or rounds lines) as the cost model's reader
- * checks "#@" metadata: each field key=value, each key known (concurrency, step_s, rank_drift)
- * and once, concurrency an integer >= 1, step_s and rank_drift finite numbers >= 0, concurrency
- * and step_s present. Returns PL_OK, or PL_EINPUT with "path:line: KEY must be ... (got 'V')"
- * or the like in e. */
-int exec_profile_meta_check(const char *path, const char *text, size_t len, pl_err *e);
+/* Checks every executor line of the profile CSV `path`'s text[len] as the cost model's reader
+ * checks "#@" metadata, so that a prediction never quietly drops a term its file spoils:
+ * - the executor line ("# pipelab-exec concurrency=P step_s=S rank_drift=D"), once: each field
+ *   key=value, each key known and once, concurrency an integer >= 1, step_s and rank_drift
+ *   finite numbers >= 0, concurrency and step_s present;
+ * - each worker line ("# pipelab-exec worker=W core=C fwd_s=T ..."): its keys in the order
+ *   pipelab writes them, through step_s at least, W from 0 to SCHED_MAX_RANKS - 1, C >= -1, each
+ *   time a finite number >= 0;
+ * - each pass-length and rounds line, as exec_profile_worker_windows and
+ *   exec_profile_worker_rounds read them;
+ * - no worker with two lines of one kind.
+ * Returns PL_OK, or PL_EINPUT with "path:line: KEY must be ... (got 'V')" or the like in e. */
+int exec_profile_lines_check(const char *path, const char *text, size_t len, pl_err *e);
 
 #endif

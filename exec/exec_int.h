@@ -631,6 +631,9 @@ void exec_window_factors(const double *a, const double *c, size_t n, double *g);
  * blocks: the mean over F, I and W of one round's samples of the kind (profile.c); the
  * pass-length factors are relative to a window this long. */
 double exec_window_reference_s(const exec_layer_profile *p, int blocks);
+/* Appends p's times as worker `worker`'s line to out ("# pipelab-exec worker=W core=C fwd_s=T
+ * ...", core -1: not pinned; profile_lines.c, whose readers take it back). */
+void exec_worker_line(const exec_layer_profile *p, int worker, int core, pl_buf *out);
 /* Appends p's windows line for worker `worker` to out ("# pipelab-exec windows worker=..."):
  * 1, or 0 when p has no factors (nothing written). */
 int exec_window_line(const exec_layer_profile *p, int worker, pl_buf *out);

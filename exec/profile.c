@@ -1191,20 +1191,7 @@ static int prof_csv(const exec_config *cfg, int reps, int concurrency, const cha
     pl_buf_printf(out, "# " EXEC_PROFILE_META " concurrency=%d step_s=%.9g rank_drift=%.9g\n", concurrency, p->step_s,
                   p->drift);
     /* each worker's own times (its core's speed; the rows below are over all workers) */
-    for (int i = 0; concurrency > 1 && i < concurrency; i++)
-        pl_buf_printf(out,
-                      "# " EXEC_PROFILE_META " worker=%d core=%d fwd_s=%.9g bwd_in_s=%.9g bwd_w_s=%.9g step_s=%.9g bwd_in0_s=%.9g "
-                      "bwd_in_hot_s=%.9g bwd_w_hot_s=%.9g fwd_first_s=%.9g bwd_in_first_s=%.9g bwd_w_first_s=%.9g "
-                      "fwd_rest_s=%.9g bwd_in_rest_s=%.9g bwd_w_rest_s=%.9g fwd_again_s=%.9g bwd_in_again_s=%.9g "
-                      "bwd_w_again_s=%.9g bwd_in_next_s=%.9g fwd_back_s=%.9g fwd_sd_s=%.9g fwd_two_s=%.9g "
-                      "bwd_in_two_s=%.9g bwd_w_two_s=%.9g fwd_one_s=%.9g bwd_in_one_s=%.9g bwd_w_one_s=%.9g "
-                      "step_mean_s=%.9g fwd_alone_s=%.9g fwd_side_s=%.9g\n",
-                      i, core[i], each[i].f_s, each[i].i_s, each[i].w_s, each[i].step_s, each[i].i0_s, each[i].i_hot_s,
-                      each[i].w_hot_s, each[i].f_first_s, each[i].i_first_s, each[i].w_first_s, each[i].f_rest_s,
-                      each[i].i_rest_s, each[i].w_rest_s, each[i].f_again_s, each[i].i_again_s, each[i].w_again_s,
-                      each[i].i_next_s, each[i].f_back_s, each[i].f_sd_s, each[i].f_two_s, each[i].i_two_s,
-                      each[i].w_two_s, each[i].f_one_s, each[i].i_one_s, each[i].w_one_s, each[i].step_mean_s,
-                      each[i].f_alone_s, each[i].f_side_s);
+    for (int i = 0; concurrency > 1 && i < concurrency; i++) exec_worker_line(&each[i], i, core[i], out);
     for (int i = 0; concurrency > 1 && i < concurrency; i++) exec_window_line(&each[i], i, out);
     for (int i = 0; concurrency > 1 && i < concurrency; i++) exec_rounds_line(&each[i], i, out);
     return exec_profile_csv_table(cfg, p, rows, out, e);

@@ -28,14 +28,15 @@
 #define PROF_WORKER_SHARE_FIELDS 30 /* through fwd_side_s */
 
 /* Returns the offset of the first line of text[len] at or after offset `from` that starts with
- * key (len when none) and copies that line, from skip bytes after its start to its end, into
- * buf[size] (cut at size - 1 bytes). */
+ * key (len when none) and copies that line, from skip bytes after its start to its end (a CR
+ * before it left out), into buf[size] (cut at size - 1 bytes). */
 static size_t find_line(const char *text, size_t len, size_t from, const char *key, size_t skip, char *buf, size_t size) {
     size_t kl = strlen(key);
     for (size_t i = from; i + kl <= len; i++) {
         if ((i > 0 && text[i - 1] != '\n') || memcmp(text + i, key, kl) != 0) continue;
         size_t n = 0;
         for (size_t j = i + skip; j < len && text[j] != '\n' && n + 1 < size; j++) buf[n++] = text[j];
+        while (n > 0 && buf[n - 1] == '\r') n--; /* a CRLF file's line */
         buf[n] = '\0';
         return i;
     }
@@ -53,28 +54,77 @@ typedef struct meta_vals {
     double v[META_KEYS];
 } meta_vals;
 
+/* One "key=value" field of an executor line: its key k[kl] and its value, copied into v (cut at
+ * FIELD_VALUE_MAX - 1 bytes; vl its whole length). */
+#define FIELD_VALUE_MAX 64
+typedef struct field {
+    const char *k;
+    size_t kl, vl;
+    char v[FIELD_VALUE_MAX];
+} field;
+
+/* Reads the next field of s[n] from *i on into f, moving *i past it. Returns 1, 0 at the end of
+ * the line, or -1 with what is wrong in why[size] for a field that is not key=value. */
+static int next_field(const char *s, size_t n, size_t *i, field *f, char *why, size_t size) {
+    while (*i < n && (s[*i] == ' ' || s[*i] == '\t' || s[*i] == '\r')) ++*i;
+    if (*i >= n) return 0;
+    size_t t0 = *i;
+    while (*i < n && s[*i] != ' ' && s[*i] != '\t' && s[*i] != '\r') ++*i;
+    const char *tok = s + t0, *eq = memchr(tok, '=', *i - t0);
+    if (!eq || eq == tok) {
+        snprintf(why, size, "'%.*s' is not key=value", (int)(*i - t0 < 64 ? *i - t0 : 64), tok);
+        return -1;
+    }
+    f->k = tok;
+    f->kl = (size_t)(eq - tok);
+    f->vl = *i - t0 - f->kl - 1;
+    size_t c = f->vl < FIELD_VALUE_MAX ? f->vl : FIELD_VALUE_MAX - 1;
+    memcpy(f->v, eq + 1, c);
+    f->v[c] = '\0';
+    return 1;
+}
+
+/* Returns 1 when field f's key is key. */
+static int field_is(const field *f, const char *key) { return strlen(key) == f->kl && memcmp(f->k, key, f->kl) == 0; }
+
+/* Reads field f's value as a finite number >= 0 into *out: 0, or -1 with "KEY must be a finite
+ * number >= 0 (got 'V')" in why[size]. */
+static int field_time(const field *f, double *out, char *why, size_t size) {
+    if (f->vl < FIELD_VALUE_MAX && pl_parse_double(f->v, out) == 0 && isfinite(*out) && *out >= 0) return 0;
+    snprintf(why, size, "%.*s must be a finite number >= 0 (got '%s%s')", (int)(f->kl < 64 ? f->kl : 64), f->k, f->v,
+             f->vl < FIELD_VALUE_MAX ? "" : "...");
+    return -1;
+}
+
+/* Reads field f's value as an integer in [lo, hi] into *out: 0, or -1 with "KEY must be an
+ * integer from LO to HI (got 'V')" ("... >= LO" where hi is INT_MAX) in why[size]. */
+static int field_int(const field *f, long lo, long hi, int *out, char *why, size_t size) {
+    long v = 0;
+    if (f->vl < FIELD_VALUE_MAX && pl_parse_long(f->v, lo, hi, &v) == 0) {
+        *out = (int)v;
+        return 0;
+    }
+    char range[64];
+    if (hi == INT_MAX) snprintf(range, sizeof range, ">= %ld", lo);
+    else snprintf(range, sizeof range, "from %ld to %ld", lo, hi);
+    snprintf(why, size, "%.*s must be an integer %s (got '%s%s')", (int)(f->kl < 64 ? f->kl : 64), f->k, range, f->v,
+             f->vl < FIELD_VALUE_MAX ? "" : "...");
+    return -1;
+}
+
 /* Parses the executor line's "key=value ..." fields in s[n] (after its key) into m. Returns 0, or
  * -1 with what is wrong in why[size]: a field that is not key=value, an unknown or repeated key,
  * a value out of its range (meta_keys), concurrency or step_s missing. */
 static int meta_fields(const char *s, size_t n, meta_vals *m, char *why, size_t size) {
     memset(m, 0, sizeof *m);
     size_t i = 0;
-    while (i < n) {
-        while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r')) i++;
-        if (i >= n) break;
-        size_t t0 = i;
-        while (i < n && s[i] != ' ' && s[i] != '\t' && s[i] != '\r') i++;
-        const char *tok = s + t0, *eq = memchr(tok, '=', i - t0);
-        int tl = (int)(i - t0 < 64 ? i - t0 : 64);
-        if (!eq || eq == tok) {
-            snprintf(why, size, "'%.*s' is not key=value", tl, tok);
-            return -1;
-        }
-        size_t kl = (size_t)(eq - tok), vl = i - t0 - kl - 1;
+    field f;
+    int got;
+    while ((got = next_field(s, n, &i, &f, why, size)) == 1) {
         int k = 0;
-        while (k < META_KEYS && !(strlen(meta_keys[k]) == kl && memcmp(tok, meta_keys[k], kl) == 0)) k++;
+        while (k < META_KEYS && !field_is(&f, meta_keys[k])) k++;
         if (k == META_KEYS) {
-            snprintf(why, size, "unknown key '%.*s' (known: %s, %s, %s)", (int)(kl < 64 ? kl : 64), tok,
+            snprintf(why, size, "unknown key '%.*s' (known: %s, %s, %s)", (int)(f.kl < 64 ? f.kl : 64), f.k,
                      meta_keys[META_CONCURRENCY], meta_keys[META_STEP], meta_keys[META_DRIFT]);
             return -1;
         }
@@ -82,21 +132,13 @@ static int meta_fields(const char *s, size_t n, meta_vals *m, char *why, size_t 
             snprintf(why, size, "key '%s' appears twice", meta_keys[k]);
             return -1;
         }
-        char vbuf[64];
-        memcpy(vbuf, eq + 1, vl < sizeof vbuf ? vl : sizeof vbuf - 1);
-        vbuf[vl < sizeof vbuf ? vl : sizeof vbuf - 1] = '\0';
-        long lv = 0;
-        double dv = 0;
-        if (k == META_CONCURRENCY ? vl >= sizeof vbuf || pl_parse_long(vbuf, 1, INT_MAX, &lv) != 0
-                                  : vl >= sizeof vbuf || pl_parse_double(vbuf, &dv) != 0 || !isfinite(dv) || dv < 0) {
-            snprintf(why, size, "%s must be %s (got '%s%s')", meta_keys[k],
-                     k == META_CONCURRENCY ? "an integer >= 1" : "a finite number >= 0", vbuf,
-                     vl >= sizeof vbuf ? "..." : "");
+        int iv = 0;
+        if (k == META_CONCURRENCY ? field_int(&f, 1, INT_MAX, &iv, why, size) : field_time(&f, &m->v[k], why, size))
             return -1;
-        }
-        m->v[k] = k == META_CONCURRENCY ? (double)lv : dv;
+        if (k == META_CONCURRENCY) m->v[k] = iv;
         m->has[k] = 1;
     }
+    if (got < 0) return -1;
     for (int k = META_CONCURRENCY; k <= META_STEP; k++)
         if (!m->has[k]) {
             snprintf(why, size, "missing key '%s' (the line is \"# " EXEC_PROFILE_META
@@ -119,25 +161,8 @@ static int is_meta_line(const char *text, size_t n) {
     return 1;
 }
 
-int exec_profile_meta_check(const char *path, const char *text, size_t len, pl_err *e) {
-    const size_t skip = strlen("# " EXEC_PROFILE_META " ");
-    int line_no = 1;
-    for (size_t i = 0; i < len; line_no++) {
-        const char *nl = memchr(text + i, '\n', len - i);
-        size_t n = nl ? (size_t)(nl - (text + i)) : len - i;
-        if (is_meta_line(text + i, n)) {
-            meta_vals m;
-            char why[256];
-            if (meta_fields(text + i + skip, n - skip, &m, why, sizeof why) != 0)
-                return pl_errf(e, PL_EINPUT, "%s:%d: %s", path, line_no, why);
-        }
-        i += n + 1;
-    }
-    return PL_OK;
-}
-
 /* Reads the first executor line of text[len] into m; returns 0, or -1 when it has none or a
- * malformed one (exec_profile_meta_check names what is wrong). */
+ * malformed one (exec_profile_lines_check names what is wrong). */
 static int meta_read(const char *text, size_t len, meta_vals *m) {
     char line[PROF_META_LINE_MAX], why[256];
     const char *key = "# " EXEC_PROFILE_META " ";
@@ -164,56 +189,119 @@ int exec_profile_drift(const char *text, size_t len, double *drift) {
     return 0;
 }
 
-/* One worker line of a profile CSV: its worker, the times of one block, and how many fields of
- * the line were read (PROF_WORKER_FIELDS without the reuse-distance times, PROF_WORKER_HOT_FIELDS
- * with them). */
+/* The keys of a worker line ("# pipelab-exec worker=W core=C KEY=T ..."), after worker= and core=,
+ * in the order exec_worker_line writes them and the readers expect them, each with where its time
+ * lives in exec_layer_profile. A line may end after any of them from step_s on (a profile of an
+ * earlier pipelab): the terms whose times it lacks are then off. */
+typedef struct worker_key {
+    const char *key;
+    size_t off;
+} worker_key;
+#define WORKER_KEY(k, f) {k, offsetof(exec_layer_profile, f)}
+static const worker_key worker_keys[] = {
+    WORKER_KEY("fwd_s", f_s), WORKER_KEY("bwd_in_s", i_s), WORKER_KEY("bwd_w_s", w_s), WORKER_KEY("step_s", step_s),
+    WORKER_KEY("bwd_in0_s", i0_s), WORKER_KEY("bwd_in_hot_s", i_hot_s), WORKER_KEY("bwd_w_hot_s", w_hot_s),
+    WORKER_KEY("fwd_first_s", f_first_s), WORKER_KEY("bwd_in_first_s", i_first_s),
+    WORKER_KEY("bwd_w_first_s", w_first_s), WORKER_KEY("fwd_rest_s", f_rest_s), WORKER_KEY("bwd_in_rest_s", i_rest_s),
+    WORKER_KEY("bwd_w_rest_s", w_rest_s), WORKER_KEY("fwd_again_s", f_again_s),
+    WORKER_KEY("bwd_in_again_s", i_again_s), WORKER_KEY("bwd_w_again_s", w_again_s),
+    WORKER_KEY("bwd_in_next_s", i_next_s), WORKER_KEY("fwd_back_s", f_back_s), WORKER_KEY("fwd_sd_s", f_sd_s),
+    WORKER_KEY("fwd_two_s", f_two_s), WORKER_KEY("bwd_in_two_s", i_two_s), WORKER_KEY("bwd_w_two_s", w_two_s),
+    WORKER_KEY("fwd_one_s", f_one_s), WORKER_KEY("bwd_in_one_s", i_one_s), WORKER_KEY("bwd_w_one_s", w_one_s),
+    WORKER_KEY("step_mean_s", step_mean_s), WORKER_KEY("fwd_alone_s", f_alone_s), WORKER_KEY("fwd_side_s", f_side_s)};
+#undef WORKER_KEY
+#define WORKER_KEYS (sizeof worker_keys / sizeof *worker_keys)
+_Static_assert(WORKER_KEYS + 2 == PROF_WORKER_SHARE_FIELDS, "a worker line's fields end with fwd_side_s");
+
+/* Returns where worker key k's time lives in p. */
+static double *worker_time(exec_layer_profile *p, size_t k) { return (double *)((char *)p + worker_keys[k].off); }
+
+void exec_worker_line(const exec_layer_profile *p, int worker, int core, pl_buf *out) {
+    pl_buf_printf(out, "# " EXEC_PROFILE_META " worker=%d core=%d", worker, core);
+    for (size_t k = 0; k < WORKER_KEYS; k++)
+        pl_buf_printf(out, " %s=%.9g", worker_keys[k].key, *(const double *)((const char *)p + worker_keys[k].off));
+    pl_buf_puts(out, "\n");
+}
+
+/* One worker line of a profile CSV: its worker, the core it ran on (-1: not pinned), how many of
+ * its fields were read (worker= and core= among them: PROF_WORKER_FIELDS through step_s,
+ * PROF_WORKER_HOT_FIELDS with the reuse-distance times, ...), and its times (0 where it has none). */
 typedef struct worker_line {
     int w, core, fields;
-    double f, bi, bw, st, bi0, bih, bwh;
-    double first[3], rest[3]; /* F, I, W of a round's first microbatch; of its others */
-    double again[3];          /* F, I, W right after the same kind on the same blocks */
-    double bin;               /* I of the last block right after its own forward */
-    double fb;                /* F right after another microbatch's backwards on the same blocks */
-    double fsd;               /* the forward's jitter (exec_layer_profile.f_sd_s) */
-    double two[3], one[3];    /* F, I, W of the cycle on two weight versions; in place */
-    double sta;               /* the STEP's mean over the rounds (exec_layer_profile.step_mean_s) */
-    double fl, fs;            /* F alone and beside the other workers (f_alone_s, f_side_s) */
+    exec_layer_profile p;
 } worker_line;
 
+/* Parses a worker line's fields in s[n] ("worker=W core=C fwd_s=T ...", after "# pipelab-exec ")
+ * into l. Returns 0, or -1 with what is wrong in why[size]: a field that is not key=value, a key
+ * other than the one expected there (worker, core, then worker_keys in order), a worker outside
+ * [0, SCHED_MAX_RANKS), a core below -1, a time that is not a finite number >= 0, a line that
+ * ends before step_s. */
+static int worker_parse(const char *s, size_t n, worker_line *l, char *why, size_t size) {
+    memset(l, 0, sizeof *l);
+    l->w = -1;
+    size_t i = 0;
+    field f;
+    int got;
+    while ((got = next_field(s, n, &i, &f, why, size)) == 1) {
+        const size_t k = (size_t)l->fields;
+        const char *want = k == 0 ? "worker" : k == 1 ? "core" : k - 2 < WORKER_KEYS ? worker_keys[k - 2].key : NULL;
+        if (!want || !field_is(&f, want)) {
+            if (want)
+                snprintf(why, size, "field %zu must be %s=..., got '%.*s' (a worker line's keys, in order: worker, core, "
+                                    "%s, %s, ... %s)",
+                         k + 1, want, (int)(f.kl < 64 ? f.kl : 64), f.k, worker_keys[0].key, worker_keys[1].key,
+                         worker_keys[WORKER_KEYS - 1].key);
+            else
+                snprintf(why, size, "'%.*s' after the last key of a worker line, %s", (int)(f.kl < 64 ? f.kl : 64), f.k,
+                         worker_keys[WORKER_KEYS - 1].key);
+            return -1;
+        }
+        if (k == 0 ? field_int(&f, 0, SCHED_MAX_RANKS - 1, &l->w, why, size)
+            : k == 1 ? field_int(&f, -1, INT_MAX, &l->core, why, size)
+                     : field_time(&f, worker_time(&l->p, k - 2), why, size))
+            return -1;
+        l->fields++;
+    }
+    if (got < 0) return -1;
+    if (l->fields < PROF_WORKER_FIELDS) {
+        const size_t k = (size_t)l->fields;
+        snprintf(why, size, "missing key '%s' (a worker line has worker, core, %s .. %s at least)",
+                 k == 0 ? "worker" : k == 1 ? "core" : worker_keys[k - 2].key, worker_keys[0].key,
+                 worker_keys[PROF_WORKER_FIELDS - 3].key);
+        return -1;
+    }
+    return 0;
+}
+
 /* Reads the worker lines of text[len] into line[w] (w in [0, ranks)). Returns how many workers
- * it found, or -1 for a malformed line or a worker out of range. */
+ * it found, or -1 for a malformed line (exec_profile_lines_check names what is wrong) or a
+ * worker out of range. */
 static int worker_lines(const char *text, size_t len, int ranks, worker_line *line) {
     const char *key = "# " EXEC_PROFILE_META " worker=";
-    size_t skip = strlen(key) - strlen("worker=");
+    const size_t skip = strlen(key) - strlen("worker="), kl = strlen(key);
     int found = 0;
     for (int q = 0; q < ranks; q++) line[q].w = -1;
-    char buf[PROF_WORKER_LINE_MAX];
-    for (size_t i = 0; (i = find_line(text, len, i, key, skip, buf, sizeof buf)) < len; i++) {
-        worker_line l;
-        memset(&l, 0, sizeof l);
-        l.w = -1;
-        l.fields = sscanf(buf, "worker=%d core=%d fwd_s=%lf bwd_in_s=%lf bwd_w_s=%lf step_s=%lf bwd_in0_s=%lf "
-                               "bwd_in_hot_s=%lf bwd_w_hot_s=%lf fwd_first_s=%lf bwd_in_first_s=%lf bwd_w_first_s=%lf "
-                               "fwd_rest_s=%lf bwd_in_rest_s=%lf bwd_w_rest_s=%lf fwd_again_s=%lf bwd_in_again_s=%lf "
-                               "bwd_w_again_s=%lf bwd_in_next_s=%lf fwd_back_s=%lf fwd_sd_s=%lf fwd_two_s=%lf "
-                               "bwd_in_two_s=%lf bwd_w_two_s=%lf fwd_one_s=%lf bwd_in_one_s=%lf bwd_w_one_s=%lf "
-                               "step_mean_s=%lf fwd_alone_s=%lf fwd_side_s=%lf",
-                          &l.w, &l.core, &l.f, &l.bi, &l.bw, &l.st, &l.bi0, &l.bih, &l.bwh, &l.first[0], &l.first[1],
-                          &l.first[2], &l.rest[0], &l.rest[1], &l.rest[2], &l.again[0], &l.again[1], &l.again[2],
-                          &l.bin, &l.fb, &l.fsd, &l.two[0], &l.two[1], &l.two[2], &l.one[0], &l.one[1], &l.one[2], &l.sta,
-                          &l.fl, &l.fs);
-        if (l.fields < PROF_WORKER_FIELDS || l.w < 0 || !(l.st >= 0) || !isfinite(l.st)) return -1;
-        if (l.w >= ranks) return -1; /* measured with more workers than this run has ranks */
-        if (line[l.w].w < 0) found++;
-        line[l.w] = l;
+    worker_line *l = pl_calloc(1, sizeof *l);
+    char why[256];
+    for (size_t i = 0; l && i + kl <= len; i++) {
+        if ((i > 0 && text[i - 1] != '\n') || memcmp(text + i, key, kl) != 0) continue;
+        const char *nl = memchr(text + i, '\n', len - i);
+        size_t n = (nl ? (size_t)(nl - (text + i)) : len - i) - skip;
+        if (worker_parse(text + i + skip, n, l, why, sizeof why) != 0 || l->w >= ranks) {
+            found = -1; /* malformed, or measured with more workers than this run has ranks */
+            break;
+        }
+        if (line[l->w].w < 0) found++;
+        line[l->w] = *l;
     }
-    return found;
+    free(l);
+    return l ? found : -1;
 }
 
 int exec_profile_worker_steps(const char *text, size_t len, int ranks, double *step_s) {
     worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
     int found = l ? worker_lines(text, len, ranks, l) : -1;
-    for (int q = 0; q < ranks; q++) step_s[q] = found == ranks ? l[q].st : -1;
+    for (int q = 0; q < ranks; q++) step_s[q] = found == ranks ? l[q].p.step_s : -1;
     free(l);
     return found == ranks ? 0 : -1;
 }
@@ -222,8 +310,8 @@ int exec_profile_worker_step_means(const char *text, size_t len, int ranks, doub
     worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
     int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
     for (int q = 0; ok && q < ranks; q++) {
-        ok = l[q].fields >= PROF_WORKER_STA_FIELDS && l[q].sta > 0 && isfinite(l[q].sta);
-        if (ok) step_mean_s[q] = l[q].sta;
+        ok = l[q].fields >= PROF_WORKER_STA_FIELDS && l[q].p.step_mean_s > 0;
+        if (ok) step_mean_s[q] = l[q].p.step_mean_s;
     }
     free(l);
     return ok ? 0 : -1;
@@ -233,8 +321,10 @@ int exec_profile_worker_share(const char *text, size_t len, int ranks, double *r
     worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
     int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
     for (int q = 0; ok && q < ranks; q++) {
-        ok = l[q].fields >= PROF_WORKER_SHARE_FIELDS && l[q].fl > 0 && l[q].fs > 0 && isfinite(l[q].fl / l[q].fs);
-        if (ok) ratio[q] = l[q].fl / l[q].fs;
+        const exec_layer_profile *x = &l[q].p;
+        ok = l[q].fields >= PROF_WORKER_SHARE_FIELDS && x->f_alone_s > 0 && x->f_side_s > 0 &&
+             isfinite(x->f_alone_s / x->f_side_s);
+        if (ok) ratio[q] = x->f_alone_s / x->f_side_s;
     }
     free(l);
     return ok ? 0 : -1;
@@ -244,12 +334,12 @@ int exec_profile_worker_reuse(const char *text, size_t len, int ranks, double *i
     worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
     int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
     for (int q = 0; ok && q < ranks; q++) {
-        const worker_line *x = &l[q];
-        ok = x->fields >= PROF_WORKER_HOT_FIELDS && x->bi > 0 && x->bw > 0 && x->bih > 0 && x->bwh > 0 &&
-             isfinite(x->bih) && isfinite(x->bwh);
+        const exec_layer_profile *x = &l[q].p;
+        ok = l[q].fields >= PROF_WORKER_HOT_FIELDS && x->i_s > 0 && x->w_s > 0 && x->i_hot_s > 0 && x->w_hot_s > 0 &&
+             isfinite(x->i_hot_s / x->i_s) && isfinite(x->w_hot_s / x->w_s);
         if (ok) {
-            i_ratio[q] = x->bih / x->bi;
-            w_ratio[q] = x->bwh / x->bw;
+            i_ratio[q] = x->i_hot_s / x->i_s;
+            w_ratio[q] = x->w_hot_s / x->w_s;
         }
     }
     free(l);
@@ -260,14 +350,15 @@ int exec_profile_worker_first(const char *text, size_t len, int ranks, double *f
     worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
     int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
     for (int q = 0; ok && q < ranks; q++) {
-        const worker_line *x = &l[q];
-        const double all[3] = {x->f, x->bi, x->bw};
-        ok = x->fields >= PROF_WORKER_FIRST_FIELDS;
+        const exec_layer_profile *x = &l[q].p;
+        const double all[3] = {x->f_s, x->i_s, x->w_s}, fi[3] = {x->f_first_s, x->i_first_s, x->w_first_s},
+                     re[3] = {x->f_rest_s, x->i_rest_s, x->w_rest_s};
+        ok = l[q].fields >= PROF_WORKER_FIRST_FIELDS;
         for (int c = 0; ok && c < 3; c++) {
-            ok = all[c] > 0 && x->first[c] > 0 && x->rest[c] > 0 && isfinite(x->first[c]) && isfinite(x->rest[c]);
+            ok = all[c] > 0 && fi[c] > 0 && re[c] > 0 && isfinite(fi[c] / all[c]) && isfinite(re[c] / all[c]);
             if (ok) {
-                first[3 * q + c] = x->first[c] / all[c];
-                rest[3 * q + c] = x->rest[c] / all[c];
+                first[3 * q + c] = fi[c] / all[c];
+                rest[3 * q + c] = re[c] / all[c];
             }
         }
     }
@@ -279,28 +370,28 @@ int exec_profile_worker_again(const char *text, size_t len, int ranks, double *a
     worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
     int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
     for (int q = 0; ok && q < ranks; q++) {
-        const worker_line *x = &l[q];
-        const double all[3] = {x->f, x->bi, x->bw};
-        ok = x->fields >= PROF_WORKER_AGAIN_FIELDS;
+        const exec_layer_profile *x = &l[q].p;
+        const double all[3] = {x->f_s, x->i_s, x->w_s}, ag[3] = {x->f_again_s, x->i_again_s, x->w_again_s};
+        ok = l[q].fields >= PROF_WORKER_AGAIN_FIELDS;
         for (int c = 0; ok && c < 3; c++) {
-            ok = all[c] > 0 && x->again[c] > 0 && isfinite(x->again[c]);
-            if (ok) again[3 * q + c] = x->again[c] / all[c];
+            ok = all[c] > 0 && ag[c] > 0 && isfinite(ag[c] / all[c]);
+            if (ok) again[3 * q + c] = ag[c] / all[c];
         }
     }
     free(l);
     return ok ? 0 : -1;
 }
 
-/* Sets ratio[w] to field num over field den of every rank's worker line (each at that offset in
- * worker_line) when every line has at least `fields` fields and both are positive and finite:
- * returns 0; else -1 (the term is then off). */
+/* Sets ratio[w] to time num over time den of every rank's worker line (each at that offset in
+ * exec_layer_profile) when every line has at least `fields` fields and both are positive and the
+ * ratio finite: returns 0; else -1 (the term is then off). */
 static int worker_ratio(const char *text, size_t len, int ranks, int fields, size_t num, size_t den, double *ratio) {
     worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
     int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
     for (int q = 0; ok && q < ranks; q++) {
-        const char *x = (const char *)&l[q];
+        const char *x = (const char *)&l[q].p;
         double a = *(const double *)(x + num), b = *(const double *)(x + den);
-        ok = l[q].fields >= fields && b > 0 && a > 0 && isfinite(a);
+        ok = l[q].fields >= fields && b > 0 && a > 0 && isfinite(a / b);
         if (ok) ratio[q] = a / b;
     }
     free(l);
@@ -311,15 +402,16 @@ int exec_profile_worker_versions(const char *text, size_t len, int ranks, double
     worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
     int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks, timed = 0;
     for (int q = 0; ok && q < ranks; q++) {
-        const worker_line *x = &l[q];
-        ok = x->fields >= PROF_WORKER_VERSIONS_FIELDS;
-        int all = 1, none = 1; /* all six times positive and finite; all six 0 */
+        const exec_layer_profile *x = &l[q].p;
+        const double two[3] = {x->f_two_s, x->i_two_s, x->w_two_s}, one[3] = {x->f_one_s, x->i_one_s, x->w_one_s};
+        ok = l[q].fields >= PROF_WORKER_VERSIONS_FIELDS;
+        int all = 1, none = 1; /* all six times positive, the ratios finite; all six 0 */
         for (int c = 0; ok && c < 3; c++) {
-            all = all && x->two[c] > 0 && x->one[c] > 0 && isfinite(x->two[c]) && isfinite(x->one[c]);
-            none = none && x->two[c] == 0 && x->one[c] == 0;
+            all = all && two[c] > 0 && one[c] > 0 && isfinite(two[c] / one[c]);
+            none = none && two[c] == 0 && one[c] == 0;
         }
         ok = ok && (all || none);
-        for (int c = 0; ok && c < 3; c++) ratio[3 * q + c] = all ? x->two[c] / x->one[c] : 1;
+        for (int c = 0; ok && c < 3; c++) ratio[3 * q + c] = all ? two[c] / one[c] : 1;
         timed += ok && all;
     }
     free(l);
@@ -327,15 +419,52 @@ int exec_profile_worker_versions(const char *text, size_t len, int ranks, double
 }
 
 int exec_profile_worker_next(const char *text, size_t len, int ranks, double *ratio) {
-    return worker_ratio(text, len, ranks, PROF_WORKER_NEXT_FIELDS, offsetof(worker_line, bin), offsetof(worker_line, bi), ratio);
+    return worker_ratio(text, len, ranks, PROF_WORKER_NEXT_FIELDS, offsetof(exec_layer_profile, i_next_s),
+                        offsetof(exec_layer_profile, i_s), ratio);
 }
 
 int exec_profile_worker_back(const char *text, size_t len, int ranks, double *ratio) {
-    return worker_ratio(text, len, ranks, PROF_WORKER_BACK_FIELDS, offsetof(worker_line, fb), offsetof(worker_line, f), ratio);
+    return worker_ratio(text, len, ranks, PROF_WORKER_BACK_FIELDS, offsetof(exec_layer_profile, f_back_s),
+                        offsetof(exec_layer_profile, f_s), ratio);
 }
 
 int exec_profile_worker_jitter(const char *text, size_t len, int ranks, double *cv) {
-    return worker_ratio(text, len, ranks, PROF_WORKER_SD_FIELDS, offsetof(worker_line, fsd), offsetof(worker_line, f), cv);
+    return worker_ratio(text, len, ranks, PROF_WORKER_SD_FIELDS, offsetof(exec_layer_profile, f_sd_s),
+                        offsetof(exec_layer_profile, f_s), cv);
+}
+
+/* Reads a worker number at *s (digits, below SCHED_MAX_RANKS) into *w and moves *s past it;
+ * returns 0, or -1 when there is none or it is too large. */
+static int worker_number(const char **s, int *w) {
+    long v = 0;
+    const char *p = *s;
+    for (; *p >= '0' && *p <= '9' && v < SCHED_MAX_RANKS; p++) v = 10 * v + (*p - '0');
+    if (p == *s || v >= SCHED_MAX_RANKS) return -1;
+    *w = (int)v;
+    *s = p;
+    return 0;
+}
+
+/* Parses the rest of a pass-length line, "W first_ms=1 factors=G0,...,G12" in buf, into *w and
+ * g[EXEC_WINDOWS]; returns 0, or -1 when malformed (a worker that is not a number, another first
+ * window, a factor that is not a positive number, another count of factors). */
+static int windows_fields(const char *buf, int *w, double *g) {
+    const char *s = buf;
+    int used = 0;
+    double first_ms = 0;
+    if (worker_number(&s, w) != 0 || sscanf(s, " first_ms=%lf factors=%n", &first_ms, &used) != 1 || used == 0 ||
+        fabs(first_ms - EXEC_WINDOW_FIRST_S * 1e3) > 1e-9)
+        return -1;
+    s += used;
+    for (int j = 0; j < EXEC_WINDOWS; j++) {
+        char *end;
+        double v = strtod(s, &end);
+        if (end == s || !(v > 0) || !isfinite(v)) return -1;
+        g[j] = v;
+        s = end;
+        if (j + 1 < EXEC_WINDOWS && *s++ != ',') return -1;
+    }
+    return *s == '\0' ? 0 : -1;
 }
 
 int exec_profile_worker_windows(const char *text, size_t len, int ranks, double *g, int *bad_line) {
@@ -348,10 +477,9 @@ int exec_profile_worker_windows(const char *text, size_t len, int ranks, double 
     char buf[PROF_WORKER_LINE_MAX];
     for (size_t i = 0; (i = find_line(text, len, i, key, strlen(key), buf, sizeof buf)) < len; i++) {
         for (; counted < i; counted++) line_no += text[counted] == '\n';
-        int w = -1, used = 0;
-        double first_ms = 0;
-        if (sscanf(buf, "%d first_ms=%lf factors=%n", &w, &first_ms, &used) != 2 || used == 0 || w < 0 ||
-            fabs(first_ms - EXEC_WINDOW_FIRST_S * 1e3) > 1e-9) {
+        int w = -1;
+        double row[EXEC_WINDOWS];
+        if (windows_fields(buf, &w, row) != 0) {
             found = -2;
             break;
         }
@@ -359,20 +487,7 @@ int exec_profile_worker_windows(const char *text, size_t len, int ranks, double 
             found = -1;
             break;
         }
-        const char *s = buf + used;
-        int j = 0;
-        for (; j < EXEC_WINDOWS; j++) {
-            char *end;
-            double v = strtod(s, &end);
-            if (end == s || !(v > 0) || !isfinite(v)) break;
-            g[(size_t)w * EXEC_WINDOWS + (size_t)j] = v;
-            s = end;
-            if (j + 1 < EXEC_WINDOWS && *s++ != ',') break;
-        }
-        if (j != EXEC_WINDOWS || *s != '\0') {
-            found = -2;
-            break;
-        }
+        memcpy(g + (size_t)w * EXEC_WINDOWS, row, sizeof row);
         if (!seen[w]) found++;
         seen[w] = 1;
     }
@@ -407,8 +522,9 @@ static int rounds_list(const char **s, double *t, int *n) {
 static int rounds_fields(const char *buf, int *w, double *t, double *b, int *n) {
     int used = 0, nb = 0;
     *n = 0;
-    if (sscanf(buf, "%d f=%n", w, &used) != 1 || used == 0 || *w < 0) return -1;
-    const char *s = buf + used;
+    const char *s = buf;
+    if (worker_number(&s, w) != 0 || sscanf(s, " f=%n", &used) != 0 || used == 0) return -1;
+    s += used;
     if (rounds_list(&s, t, n) != 0) return -1;
     memset(b, 0, (size_t)*n * sizeof *b);
     if (!*s) return 0;
@@ -480,4 +596,92 @@ int exec_profile_worker_rounds(const char *text, size_t len, int ranks, double *
     free(n);
     free(buf);
     return rc == -2 ? -2 : kept;
+}
+
+/* Returns 1 when s[n] starts with the string p. */
+static int starts_with(const char *s, size_t n, const char *p) { return n >= strlen(p) && memcmp(s, p, strlen(p)) == 0; }
+
+/* The kinds of executor line, as exec_profile_lines_check names them. */
+enum { LINE_META, LINE_WORKER, LINE_WINDOWS, LINE_ROUNDS, LINE_KINDS };
+static const char *const line_kind[LINE_KINDS] = {"executor line", "worker line", "pass-length line", "rounds line"};
+
+/* Checks the executor line s[n] (after "# pipelab-exec ") of kind `kind` other than LINE_META:
+ * 0 and its worker in *w, or -1 with what is wrong in why[size]. */
+static int check_worker_kind(int kind, const char *s, size_t n, int *w, char *why, size_t size) {
+    if (kind == LINE_WORKER) {
+        worker_line *l = pl_calloc(1, sizeof *l);
+        int rc = l ? worker_parse(s, n, l, why, size) : -1;
+        if (!l) snprintf(why, size, "out of memory");
+        *w = l ? l->w : -1;
+        free(l);
+        return rc;
+    }
+    const size_t skip = strlen(kind == LINE_WINDOWS ? "windows worker=" : "rounds worker=");
+    const size_t max = kind == LINE_WINDOWS ? PROF_WORKER_LINE_MAX : PROF_ROUNDS_LINE_MAX;
+    int rc = -1;
+    char *buf = n - skip < max ? pl_calloc(max, 1) : NULL;
+    if (buf) {
+        memcpy(buf, s + skip, n - skip);
+        while (n > skip && buf[n - skip - 1] == '\r') buf[--n - skip] = '\0';
+        double *t = pl_calloc(2 * EXEC_STATE_ROUNDS, sizeof *t);
+        int cnt = 0;
+        rc = !t ? -1 : kind == LINE_WINDOWS ? windows_fields(buf, w, t) : rounds_fields(buf, w, t, t + EXEC_STATE_ROUNDS, &cnt);
+        free(t);
+    }
+    if (rc != 0 && kind == LINE_WINDOWS)
+        snprintf(why, size, "a malformed %s (# " EXEC_PROFILE_META " windows worker=W first_ms=%g factors= and %d positive "
+                            "numbers, comma-separated)",
+                 line_kind[kind], EXEC_WINDOW_FIRST_S * 1e3, EXEC_WINDOWS);
+    else if (rc != 0)
+        snprintf(why, size, "a malformed %s (# " EXEC_PROFILE_META " rounds worker=W f= and up to %d numbers >= 0, "
+                            "comma-separated, optionally b= and as many)",
+                 line_kind[kind], EXEC_STATE_ROUNDS);
+    free(buf);
+    return rc;
+}
+
+int exec_profile_lines_check(const char *path, const char *text, size_t len, pl_err *e) {
+    const char *key = "# " EXEC_PROFILE_META " ";
+    const size_t skip = strlen(key);
+    int meta_line = 0, line_no = 1, rc = PL_OK;
+    int *seen = NULL; /* [kind - 1][worker]: the line of each worker's line of each kind, 0 none */
+    for (size_t i = 0; rc == PL_OK && i < len; line_no++) {
+        const char *ln = text + i, *nl = memchr(ln, '\n', len - i);
+        size_t n = nl ? (size_t)(nl - ln) : len - i;
+        i += n + 1;
+        if (!starts_with(ln, n, key)) continue;
+        const char *s = ln + skip;
+        const size_t sn = n - skip;
+        const int kind = starts_with(s, sn, "worker=")           ? LINE_WORKER
+                         : starts_with(s, sn, "windows worker=") ? LINE_WINDOWS
+                         : starts_with(s, sn, "rounds worker=")  ? LINE_ROUNDS
+                                                                 : LINE_META;
+        char why[320];
+        int w = -1;
+        if (kind == LINE_META) {
+            meta_vals m;
+            if (meta_fields(s, sn, &m, why, sizeof why) != 0)
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: %s", path, line_no, why);
+            else if (meta_line)
+                rc = pl_errf(e, PL_EINPUT, "%s:%d: a second %s (the first is line %d); a profile has one", path, line_no,
+                             line_kind[kind], meta_line);
+            meta_line = line_no;
+            continue;
+        }
+        if (check_worker_kind(kind, s, sn, &w, why, sizeof why) != 0) {
+            rc = pl_errf(e, PL_EINPUT, "%s:%d: %s", path, line_no, why);
+            continue;
+        }
+        if (!seen && !(seen = pl_calloc((size_t)(LINE_KINDS - 1) * SCHED_MAX_RANKS, sizeof *seen))) {
+            rc = pl_errf(e, PL_ENOMEM, "out of memory");
+            continue;
+        }
+        int *first = &seen[(size_t)(kind - 1) * SCHED_MAX_RANKS + (size_t)w];
+        if (*first)
+            rc = pl_errf(e, PL_EINPUT, "%s:%d: a second %s of worker %d (the first is line %d)", path, line_no,
+                         line_kind[kind], w, *first);
+        *first = line_no;
+    }
+    free(seen);
+    return rc;
 }

@@ -1849,7 +1849,7 @@ static void test_window_factors(void) {
     pl_buf_free(&b);
 }
 
-/* The profile CSV's executor line (exec_profile_meta_check), checked as the cost model checks
+/* The profile CSV's executor line (exec_profile_lines_check), checked as the cost model checks
  * "#@" metadata: a good line (the one exec_profile_csv_n writes, keys in any order, without
  * rank_drift) passes and reads back; a STEP or drift of nan or below 0, a concurrency of 0, an
  * unknown, repeated or missing key, a field that is not key=value each give "FILE:LINE: ..."
@@ -1876,7 +1876,7 @@ static void test_profile_meta_line(void) {
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         snprintf(text, sizeof text, "%s# " EXEC_PROFILE_META " %s\nlayer,name\n", head, bad[k].line);
         pl_err e = {0};
-        CU_ASSERT_EQUAL(exec_profile_meta_check("f.csv", text, strlen(text), &e), PL_EINPUT);
+        CU_ASSERT_EQUAL(exec_profile_lines_check("f.csv", text, strlen(text), &e), PL_EINPUT);
         if (!strstr(e.msg, bad[k].want)) fprintf(stderr, "\n%s: got '%s'\n", bad[k].line, e.msg);
         CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, bad[k].want));
         int c = 7;
@@ -1895,7 +1895,7 @@ static void test_profile_meta_line(void) {
     for (size_t k = 0; k < sizeof good / sizeof *good; k++) {
         snprintf(text, sizeof text, "%s# " EXEC_PROFILE_META " %slayer,name\n", head, good[k]);
         pl_err e = {0};
-        CU_ASSERT_EQUAL(exec_profile_meta_check("f.csv", text, strlen(text), &e), PL_OK);
+        CU_ASSERT_EQUAL(exec_profile_lines_check("f.csv", text, strlen(text), &e), PL_OK);
         if (e.code != PL_OK) fprintf(stderr, "\n%s", e.msg);
         int c = 0;
         double st = -1, drift = -1;
@@ -1907,8 +1907,99 @@ static void test_profile_meta_line(void) {
     }
     /* no executor line: nothing to check, nothing read */
     pl_err e = {0};
-    CU_ASSERT_EQUAL(exec_profile_meta_check("f.csv", head, strlen(head), &e), PL_OK);
+    CU_ASSERT_EQUAL(exec_profile_lines_check("f.csv", head, strlen(head), &e), PL_OK);
     CU_ASSERT_EQUAL(exec_profile_meta(head, strlen(head), NULL, NULL), -1);
+}
+
+/* The worker lines (exec_worker_line, exec_profile_lines_check, the readers): a profile's times
+ * written as the golden line below, every key in its place, and read back; a malformed line, a
+ * worker's second line of a kind or a second executor line refused with FILE:LINE and what is
+ * wrong, and the readers take no term from a malformed line. */
+static void test_profile_worker_lines(void) {
+    exec_layer_profile p;
+    memset(&p, 0, sizeof p);
+    p.f_s = 0.25;
+    p.i_s = 0.5;
+    p.w_s = 0.75;
+    p.step_s = 1.0;
+    p.i0_s = 1.25;
+    p.i_hot_s = 1.5;
+    p.w_hot_s = 1.75;
+    p.f_first_s = 2.0;
+    p.i_first_s = 2.25;
+    p.w_first_s = 2.5;
+    p.f_rest_s = 2.75;
+    p.i_rest_s = 3.0;
+    p.w_rest_s = 3.25;
+    p.f_again_s = 3.5;
+    p.i_again_s = 3.75;
+    p.w_again_s = 4.0;
+    p.i_next_s = 4.25;
+    p.f_back_s = 4.5;
+    p.f_sd_s = 4.75;
+    p.f_two_s = 5.0;
+    p.i_two_s = 5.25;
+    p.w_two_s = 5.5;
+    p.f_one_s = 5.75;
+    p.i_one_s = 6.0;
+    p.w_one_s = 6.25;
+    p.step_mean_s = 6.5;
+    p.f_alone_s = 6.75;
+    p.f_side_s = 7.0;
+    pl_buf b;
+    pl_buf_init(&b);
+    exec_worker_line(&p, 1, -1, &b);
+    const char *golden = "# " EXEC_PROFILE_META " worker=1 core=-1 fwd_s=0.25 bwd_in_s=0.5 bwd_w_s=0.75 step_s=1 bwd_in0_s=1.25 bwd_in_hot_s=1.5 bwd_w_hot_s=1.75 fwd_first_s=2 bwd_in_first_s=2.25 bwd_w_first_s=2.5 fwd_rest_s=2.75 bwd_in_rest_s=3 bwd_w_rest_s=3.25 fwd_again_s=3.5 bwd_in_again_s=3.75 bwd_w_again_s=4 bwd_in_next_s=4.25 fwd_back_s=4.5 fwd_sd_s=4.75 fwd_two_s=5 bwd_in_two_s=5.25 bwd_w_two_s=5.5 fwd_one_s=5.75 bwd_in_one_s=6 bwd_w_one_s=6.25 step_mean_s=6.5 fwd_alone_s=6.75 fwd_side_s=7\n";
+    CU_ASSERT_STRING_EQUAL(b.data, golden);
+    exec_worker_line(&p, 0, 3, &b);
+    pl_err e = {0};
+    CU_ASSERT_EQUAL(exec_profile_lines_check("f.csv", b.data, b.len, &e), PL_OK);
+    double step[2] = {0, 0}, share[2] = {0, 0}, ir[2] = {0, 0}, wr[2] = {0, 0};
+    CU_ASSERT_EQUAL(exec_profile_worker_steps(b.data, b.len, 2, step), 0);
+    CU_ASSERT_DOUBLE_EQUAL(step[0], 1.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(step[1], 1.0, 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_share(b.data, b.len, 2, share), 0);
+    CU_ASSERT_DOUBLE_EQUAL(share[1], 6.75 / 7.0, 1e-15);
+    CU_ASSERT_EQUAL(exec_profile_worker_reuse(b.data, b.len, 2, ir, wr), 0);
+    CU_ASSERT_DOUBLE_EQUAL(ir[0], 1.5 / 0.5, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(wr[0], 1.75 / 0.75, 1e-15);
+    pl_buf_free(&b);
+    static const struct {
+        const char *lines, *want;
+    } bad[] = {
+        {"worker=0 core=0 fwd_s=nan bwd_in_s=2 bwd_w_s=3 step_s=4\n", "f.csv:2: fwd_s must be a finite number >= 0 (got 'nan')"},
+        {"worker=0 core=0 fwd_s=1 bwd_in_s=-2 bwd_w_s=3 step_s=4\n", "f.csv:2: bwd_in_s must be a finite number >= 0 (got '-2')"},
+        {"worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3\n", "f.csv:2: missing key 'step_s'"},
+        {"worker=0 core=0 fwd_s=1 bwd_w_s=3 bwd_in_s=2 step_s=4\n", "f.csv:2: field 4 must be bwd_in_s=..., got 'bwd_w_s'"},
+        {"worker=-1 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4\n", "f.csv:2: worker must be an integer from 0 to 65535 (got '-1')"},
+        {"worker=0 core=-2 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4\n", "f.csv:2: core must be an integer >= -1 (got '-2')"},
+        {"worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4 x\n", "f.csv:2: 'x' is not key=value"},
+        {"worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4\n# " EXEC_PROFILE_META " worker=0 core=1 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4\n",
+         "f.csv:3: a second worker line of worker 0 (the first is line 2)"},
+        {"windows worker=0 first_ms=1 factors=1,1\n", "f.csv:2: a malformed pass-length line"},
+        {"windows worker=0 first_ms=1 factors=1,1,1,1,1,1,1,1,1,1,1,1,1\n# " EXEC_PROFILE_META " windows worker=0 first_ms=1 factors=1,1,1,1,1,1,1,1,1,1,1,1,1\n",
+         "f.csv:3: a second pass-length line of worker 0 (the first is line 2)"},
+        {"rounds worker=0 f=1,-2\n", "f.csv:2: a malformed rounds line"},
+        {"rounds worker=99999 f=1,2\n", "f.csv:2: a malformed rounds line"},
+        {"concurrency=1 step_s=0\n", "f.csv:2: a second executor line (the first is line 1)"},
+    };
+    char text[1024];
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        snprintf(text, sizeof text, "# " EXEC_PROFILE_META " concurrency=2 step_s=1\n# " EXEC_PROFILE_META " %s", bad[k].lines);
+        pl_err e2 = {0};
+        CU_ASSERT_EQUAL(exec_profile_lines_check("f.csv", text, strlen(text), &e2), PL_EINPUT);
+        if (!strstr(e2.msg, bad[k].want)) fprintf(stderr, "\n%s: got '%s'\n", bad[k].lines, e2.msg);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e2.msg, bad[k].want));
+        if (k < 7) { /* the readers take nothing from a malformed worker line */
+            double st[1] = {0};
+            CU_ASSERT_EQUAL(exec_profile_worker_steps(text, strlen(text), 1, st), -1);
+        }
+    }
+    /* a full line with a key past the last one */
+    snprintf(text, sizeof text, "%.*s colour=red\n", (int)(strlen(golden) - 1), golden);
+    pl_err e3 = {0};
+    CU_ASSERT_EQUAL(exec_profile_lines_check("g.csv", text, strlen(text), &e3), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e3.msg, "g.csv:1: 'colour' after the last key of a worker line, fwd_side_s"));
 }
 
 /* The states term's rounds lines (exec_rounds_line, exec_profile_worker_rounds): each worker's F
@@ -2047,6 +2138,8 @@ void pl_test_register(void) {
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
         {"pass-length factors: windows over a worker's samples, their lines", test_window_factors},
         {"the profile's executor line: every key known and in range, else FILE:LINE", test_profile_meta_line},
+        {"the worker, pass-length and rounds lines: written and read by one key table, else FILE:LINE",
+         test_profile_worker_lines},
         {"the states term's rounds: each worker's speed over its median round, side by side", test_state_rounds},
         {"the ranks' drift: the persistent variance of a series, the profile's line", test_rank_drift},
         {"a model that does not fit is refused up front", test_memory_refused_up_front},

@@ -1152,7 +1152,7 @@ static void test_run_fault_stores_nothing(void) {
 
 /* `pipelab profile` writes a CSV that the cost model reads: depth rows, positive times, the
  * block's sizes; and `pipelab run --profile` accepts it (and refuses one of another model, and
- * one with a malformed pass-length line). */
+ * one with a malformed executor, worker, pass-length or rounds line). */
 static void test_profile_csv_loads(void) {
     char *dir = pl_test_tmpdir();
     char *csv = pl_test_path(dir, "prof.csv");
@@ -1183,14 +1183,37 @@ static void test_profile_csv_loads(void) {
     c.hidden = 64;
     CU_ASSERT_EQUAL(exec_profile_check(m, &c, csv, &e), PL_EINPUT);
     cost_model_free(m);
-    /* the same profile with a malformed pass-length line first: refused, naming file and line */
-    char *bad = pl_test_path(dir, "bad_windows.csv");
-    FILE *bf = fopen(bad, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(bf);
-    fprintf(bf, "# pipelab-exec windows worker=0 first_ms=1 factors=1,2\n%.*s", (int)len, text);
-    fclose(bf);
+    /* the same profile with malformed worker, pass-length or rounds lines first: refused before
+     * the run (exec_profile_lines_check), naming file, line and what is wrong */
+    static const struct {
+        const char *lines, *want;
+    } bad_lines[] = {
+        {"# pipelab-exec windows worker=0 first_ms=1 factors=1,2\n", ":1: a malformed pass-length line"},
+        {"# pipelab-exec worker=0 core=0 fwd_s=nan bwd_in_s=2 bwd_w_s=3 step_s=4\n",
+         ":1: fwd_s must be a finite number >= 0 (got 'nan')"},
+        {"# pipelab-exec worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3\n", ":1: missing key 'step_s'"},
+        {"# pipelab-exec rounds worker=1 f=1,x\n", ":1: a malformed rounds line"},
+        {"# pipelab-exec worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4\n"
+         "# pipelab-exec worker=0 core=1 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4\n",
+         ":2: a second worker line of worker 0 (the first is line 1)"}};
+    char *bad = pl_test_path(dir, "bad_lines.csv");
+    for (size_t k = 0; k < sizeof bad_lines / sizeof *bad_lines; k++) {
+        FILE *bf = fopen(bad, "w");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(bf);
+        fprintf(bf, "%s%.*s", bad_lines[k].lines, (int)len, text);
+        fclose(bf);
+        char *out = NULL, want[1024];
+        snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 " SMALL " --no-db --profile %s",
+                 PIPELAB_BIN, bad);
+        CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+        snprintf(want, sizeof want, "%s%s", bad, bad_lines[k].want);
+        if (!out || !strstr(out, want)) fprintf(stderr, "\nwant %s\ngot %s\n", want, out ? out : "");
+        CU_ASSERT(out && strstr(out, want) != NULL);
+        free(out);
+    }
+    free(bad);
     /* its executor line with a STEP of nan or -1, or a concurrency of 0: refused, naming file, line
-     * and value (exec_profile_meta_check), not read as a profile without a STEP */
+     * and value (exec_profile_lines_check), not read as a profile without a STEP */
     const char *meta = strstr(text, "\n# " EXEC_PROFILE_META " concurrency=");
     CU_ASSERT_PTR_NOT_NULL_FATAL(meta);
     int meta_line = 2;
@@ -1215,14 +1238,6 @@ static void test_profile_csv_loads(void) {
     free(bad_exec);
     free(text);
     char *out = NULL;
-    snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 " SMALL " --no-db --profile %s", PIPELAB_BIN, bad);
-    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
-    char want[1024];
-    snprintf(want, sizeof want, "%s:1: a malformed pass-length line", bad);
-    if (!out || !strstr(out, want)) fprintf(stderr, "%s\n", out ? out : "");
-    CU_ASSERT(out && strstr(out, want) != NULL);
-    free(out);
-    free(bad);
     snprintf(cmd, sizeof cmd, "%s run --kind 1f1b --ranks 2 --microbatches 4 " SMALL " --no-db --profile %s", PIPELAB_BIN, csv);
     CU_ASSERT_EQUAL(sh(cmd, &out), 0);
     CU_ASSERT(out && strstr(out, csv) != NULL);
