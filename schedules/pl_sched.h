@@ -333,9 +333,17 @@ size_t sched_lower_after(const sched *s, const sched_marks *m, int r, size_t i, 
  * has, for flush and 2bw weights, exactly one STEP per iteration, after every backward of the
  * iteration (B, W, an OVERLAP's B half), flush's before the stage's first forward of the next
  * iteration and 2bw's before its first backward of it; for stash, one STEP right after each
- * backward (before the next), naming its microbatch; where the stage has REDUCE_GRADs, each
- * STEP also comes after the REDUCE_GRAD of the gradients it applies. A compute-only schedule
- * has no STEP (lowering adds them). */
+ * backward (before the next), naming its microbatch (flush and 2bw STEPs name none); where the
+ * stage has REDUCE_GRADs, each STEP also comes after the REDUCE_GRAD of the gradients it applies.
+ * Gradient reductions of a lowered schedule, per stage in its rank's order: each REDUCE_GRAD
+ * comes after a backward of the stage that no earlier one reduced (none before the stage's
+ * first backward, no second with no backward between); the stage's REDUCE_GRADs all name
+ * microbatches or none, and one that names a microbatch names the backward it follows, each
+ * backward having its own before the stage's next (as lowering places stash's: a replicated
+ * stage runs REDUCE_GRAD k on the replica of microbatch k alone). Several REDUCE_GRADs per
+ * weight version pass: a multi-iteration schedule read back from PyTorch CSV has one per
+ * original iteration before its one STEP. A compute-only schedule has no STEP (lowering adds
+ * them), and its REDUCE_GRADs are not checked (lowering replaces them). */
 int sched_validate(const sched *s, pl_err *e);
 /* sched_validate without the dry run: every check but deadlock freedom, for a caller that runs
  * the schedule next and calls sched_validate for the message when the run stalls (the

@@ -209,7 +209,7 @@ static int check_complete(const vstate *v, pl_err *e) {
     return PL_OK;
 }
 
-/* ---------------------------------------------------------------- updates (STEP) */
+/* ---------------------------------------------------------------- updates (REDUCE_GRAD, STEP) */
 
 /* What the update check keeps per stage while it walks the stage's rank in order. */
 typedef struct stage_upd {
@@ -219,8 +219,13 @@ typedef struct stage_upd {
     size_t last_step;     /* position of the last STEP */
     int32_t last_bwd_mb;  /* its microbatch */
     int32_t steps;        /* STEPs so far: the version the next STEP closes */
+    int64_t bwd_at_reduce; /* bwd at the stage's last REDUCE_GRAD */
+    size_t last_reduce;   /* position of that REDUCE_GRAD */
+    size_t first_reduce;  /* position of the stage's first REDUCE_GRAD in its list (reduces) */
     uint8_t dirty;        /* a backward not yet followed by a REDUCE_GRAD */
     uint8_t reduces;      /* the stage has a REDUCE_GRAD somewhere */
+    uint8_t named;        /* its first REDUCE_GRAD names a microbatch: one per backward (reduces) */
+    uint8_t reduced;      /* a REDUCE_GRAD of the stage came so far */
 } stage_upd;
 
 /* The update check's state: the schedule, its totals and the per-stage table. */
@@ -241,6 +246,30 @@ static const char *upd_rule(const sched *s) {
            "and before its first forward of the next";
 }
 
+/* Returns the rule of a stage's REDUCE_GRADs, for messages: named when they name microbatches
+ * (one per backward, as lowering places PipeDream's), else one per weight version. */
+static const char *red_rule(int named) {
+    if (named)
+        return "a stage whose REDUCE_GRADs name microbatches reduces the gradient of each of its backwards once, "
+               "right after it (before its next backward), naming its microbatch: a replicated stage runs "
+               "REDUCE_GRAD k on the replica of microbatch k";
+    return "each REDUCE_GRAD of a stage reduces the gradients of the stage's backwards since its previous one; "
+           "lowering puts one after the stage's last backward of each weight version, before its STEP";
+}
+
+/* Writes "microbatch MB" or, for mb < 0, "no microbatch" into buf (n bytes); returns buf. */
+static const char *mb_text(int mb, char *buf, size_t n) {
+    if (mb < 0) snprintf(buf, n, "no microbatch");
+    else snprintf(buf, n, "microbatch %d", mb);
+    return buf;
+}
+
+/* Writes the text of stage q's last backward (at q->last_bwd on rank) into buf; returns buf. */
+static const char *last_bwd_text(const sched *s, int rank, const stage_upd *q, char *buf, size_t n) {
+    sched_action_format(&s->rank[rank].acts[q->last_bwd], buf, n);
+    return buf;
+}
+
 /* Returns the version (the STEP that must come before it) whose gradient a backward of mb
  * adds to: its iteration (flush, 2bw) or the stage's count of backwards so far (stash). */
 static int64_t upd_version(const ustate *u, const stage_upd *q, int mb) {
@@ -248,20 +277,24 @@ static int64_t upd_version(const ustate *u, const stage_upd *q, int mb) {
 }
 
 /* Notes a backward completing stage's gradient of mb at (rank, pos): refused when the STEP of
- * an earlier version is still missing. */
+ * an earlier version is still missing, or, where the stage's REDUCE_GRADs name microbatches,
+ * the REDUCE_GRAD of its previous backward. */
 static int upd_backward(ustate *u, int rank, size_t pos, int stage, int mb, pl_err *e) {
     const sched *s = u->s;
     stage_upd *q = &u->st[stage];
     int64_t v = upd_version(u, q, mb);
-    if (v > q->steps && s->weights == SCHED_WEIGHTS_STASH) {
-        char prev[96];
-        sched_action_format(&s->rank[rank].acts[q->last_bwd], prev, sizeof prev);
+    char prev[96];
+    if (v > q->steps && s->weights == SCHED_WEIGHTS_STASH)
         return fail_at(s, rank, pos, e, "backward of stage %d microbatch %d comes before the STEP of the stage's previous "
-                       "backward (action %zu, %s); %s", stage, mb, q->last_bwd + 1, prev, upd_rule(s));
-    }
+                       "backward (action %zu, %s); %s", stage, mb, q->last_bwd + 1,
+                       last_bwd_text(s, rank, q, prev, sizeof prev), upd_rule(s));
     if (v > q->steps)
         return fail_at(s, rank, pos, e, "backward of stage %d microbatch %d (iteration %lld) comes before the stage's STEP "
                        "for iteration %d; %s", stage, mb, (long long)v, q->steps, upd_rule(s));
+    if (q->reduces && q->named && q->dirty)
+        return fail_at(s, rank, pos, e, "backward of stage %d microbatch %d comes before the REDUCE_GRAD of the stage's "
+                       "previous backward (action %zu, %s); %s", stage, mb, q->last_bwd + 1,
+                       last_bwd_text(s, rank, q, prev, sizeof prev), red_rule(1));
     q->bwd++;
     q->last_bwd = pos;
     q->last_bwd_mb = mb;
@@ -282,7 +315,8 @@ static int upd_forward(ustate *u, int rank, size_t pos, int stage, int mb, pl_er
 
 /* Checks the STEP of stage at (rank, pos): not a second one for the same version, after every
  * backward of its version, after the REDUCE_GRAD of them (when the stage reduces), and in a
- * stash schedule naming the microbatch of the backward it follows. */
+ * stash schedule naming the microbatch of the backward it follows (flush and 2bw: naming none,
+ * so that every replica of a replicated stage steps). */
 static int upd_step(ustate *u, int rank, size_t pos, int stage, int mb, pl_err *e) {
     const sched *s = u->s;
     stage_upd *q = &u->st[stage];
@@ -295,6 +329,10 @@ static int upd_step(ustate *u, int rank, size_t pos, int stage, int mb, pl_err *
         return fail_at(s, rank, pos, e, "second STEP of stage %d for iteration %d (the first is action %zu, and no "
                        "backward of the stage comes between); %s", stage, q->steps - 1, q->last_step + 1, upd_rule(s));
     }
+    if (!stash && mb >= 0)
+        return fail_at(s, rank, pos, e, "STEP of stage %d names microbatch %d, but a STEP that applies the stage's "
+                       "gradients of a whole iteration names none (a replicated stage runs a STEP naming microbatch k "
+                       "on the replica of k alone); %s", stage, mb, upd_rule(s));
     int64_t need = stash ? (int64_t)q->steps + 1 : ((int64_t)q->steps + 1) * s->microbatches;
     if (q->bwd < need && stash)
         return fail_at(s, rank, pos, e, "STEP of stage %d comes before any backward of the stage; %s", stage, upd_rule(s));
@@ -303,17 +341,54 @@ static int upd_step(ustate *u, int rank, size_t pos, int stage, int mb, pl_err *
                        "of that iteration (B, or W where the backward is split); %s", stage, q->steps,
                        (long long)(need - q->bwd), s->microbatches, upd_rule(s));
     if (stash && mb != q->last_bwd_mb)
-        return fail_at(s, rank, pos, e, "STEP of stage %d names microbatch %d, but the backward it follows is microbatch %d "
-                       "(action %zu); %s", stage, mb, q->last_bwd_mb, q->last_bwd + 1, upd_rule(s));
-    if (q->reduces && q->dirty) {
-        sched_action_format(&s->rank[rank].acts[q->last_bwd], prev, sizeof prev);
+        return fail_at(s, rank, pos, e, "STEP of stage %d names %s, but the backward it follows is microbatch %d "
+                       "(action %zu); %s", stage, mb_text(mb, prev, sizeof prev), q->last_bwd_mb, q->last_bwd + 1,
+                       upd_rule(s));
+    if (q->reduces && q->dirty)
         return fail_at(s, rank, pos, e, "STEP of stage %d comes before the REDUCE_GRAD of the gradient of its backward at "
                        "action %zu (%s): a lowered schedule reduces a stage's gradients, then steps", stage,
-                       q->last_bwd + 1, prev);
-    }
+                       q->last_bwd + 1, last_bwd_text(s, rank, q, prev, sizeof prev));
     q->steps++;
     q->bwd_at_step = q->bwd;
     q->last_step = pos;
+    return PL_OK;
+}
+
+/* Checks the REDUCE_GRAD of stage (naming mb, or -1) at (rank, pos): it reduces the gradient of
+ * at least one backward of the stage that no earlier REDUCE_GRAD of it reduced (not before any,
+ * not a second with no backward between), names microbatches as the stage's first REDUCE_GRAD
+ * does (q->reduces: a lowered list's own), and when it names one, names the backward it follows.
+ * Several REDUCE_GRADs per weight version pass: a multi-iteration schedule read back from PyTorch
+ * CSV (one iteration, one STEP) has one per original iteration before its STEP. */
+static int upd_reduce(ustate *u, int rank, size_t pos, int stage, int mb, pl_err *e) {
+    const sched *s = u->s;
+    stage_upd *q = &u->st[stage];
+    int each = mb >= 0 || s->weights == SCHED_WEIGHTS_STASH; /* one per backward */
+    char first[96], name[32];
+    if (q->reduces && (mb >= 0) != q->named) {
+        sched_action_format(&s->rank[rank].acts[q->first_reduce], first, sizeof first);
+        return fail_at(s, rank, pos, e, "REDUCE_GRAD of stage %d names %s, but the stage's first (action %zu, %s) %s: "
+                       "a stage's REDUCE_GRADs name the microbatch of each backward (an all-reduce of the replica that "
+                       "ran it) or none (an all-reduce of every replica); %s", stage, mb_text(mb, name, sizeof name),
+                       q->first_reduce + 1, first, q->named ? "names one" : "names none", red_rule(q->named));
+    }
+    if (q->bwd == 0)
+        return fail_at(s, rank, pos, e, "REDUCE_GRAD of stage %d comes before any backward of the stage, so it has no "
+                       "gradient to reduce; %s", stage, red_rule(mb >= 0));
+    if (q->reduced && q->bwd == q->bwd_at_reduce && each)
+        return fail_at(s, rank, pos, e, "second REDUCE_GRAD of stage %d after its backward of microbatch %d (the first "
+                       "is action %zu); %s", stage, q->last_bwd_mb, q->last_reduce + 1, red_rule(mb >= 0));
+    if (q->reduced && q->bwd == q->bwd_at_reduce)
+        return fail_at(s, rank, pos, e, "second REDUCE_GRAD of stage %d for iteration %d (the first is action %zu, and "
+                       "no backward of the stage comes between); %s", stage, q->last_bwd_mb / s->microbatches,
+                       q->last_reduce + 1, red_rule(0));
+    if (mb >= 0 && mb != q->last_bwd_mb)
+        return fail_at(s, rank, pos, e, "REDUCE_GRAD of stage %d names microbatch %d, but the backward it follows is "
+                       "microbatch %d (action %zu); %s", stage, mb, q->last_bwd_mb, q->last_bwd + 1, red_rule(1));
+    q->reduced = 1;
+    q->bwd_at_reduce = q->bwd;
+    q->last_reduce = pos;
+    q->dirty = 0;
     return PL_OK;
 }
 
@@ -329,7 +404,7 @@ static int upd_act(ustate *u, int rank, size_t pos, const sched_action *a, pl_er
         rc = upd_forward(u, rank, pos, a->stage, a->mb, e);
         if (rc == PL_OK && a->kind2 == SCHED_B) rc = upd_backward(u, rank, pos, a->stage2, a->mb2, e);
         return rc;
-    case SCHED_REDUCE_GRAD: u->st[a->stage].dirty = 0; return PL_OK;
+    case SCHED_REDUCE_GRAD: return upd_reduce(u, rank, pos, a->stage, a->mb, e);
     case SCHED_STEP: return upd_step(u, rank, pos, a->stage, a->mb, e);
     default: return PL_OK;
     }
@@ -380,16 +455,23 @@ static int check_no_step(const sched *s, pl_err *e) {
 
 /* The optimizer steps of a lowered schedule, per stage on its rank in order: the STEPs of
  * s->weights' rule (upd_rule) and no others, each after the REDUCE_GRAD of the gradients it
- * applies when the stage has REDUCE_GRADs. Runs after check_complete (every backward is there
- * once). Returns PL_OK, PL_EINPUT or PL_ENOMEM. */
+ * applies when the stage has REDUCE_GRADs; and the REDUCE_GRADs themselves (upd_reduce,
+ * red_rule), none reducing nothing. Runs after check_complete (every backward is there once).
+ * Returns PL_OK, PL_EINPUT or PL_ENOMEM. */
 static int check_updates(const sched *s, int64_t M, pl_err *e) {
     if (!s->lowered && check_no_step(s, e) != PL_OK) return PL_EINPUT;
     ustate u = {s, s->weights == SCHED_WEIGHTS_STASH ? M : sched_iterations(s), NULL};
     u.st = pl_calloc((size_t)s->stages, sizeof *u.st);
     if (!u.st) return pl_errf(e, PL_ENOMEM, "out of memory validating the schedule");
     for (int r = 0; r < s->ranks && s->lowered; r++)
-        for (size_t p = 0; p < s->rank[r].n; p++)
-            if (s->rank[r].acts[p].kind == SCHED_REDUCE_GRAD) u.st[s->rank[r].acts[p].stage].reduces = 1;
+        for (size_t p = 0; p < s->rank[r].n; p++) {
+            const sched_action *a = &s->rank[r].acts[p];
+            stage_upd *q = &u.st[a->stage];
+            if (a->kind != SCHED_REDUCE_GRAD || q->reduces) continue;
+            q->reduces = 1;
+            q->named = a->mb >= 0;
+            q->first_reduce = p;
+        }
     int rc = PL_OK;
     if (!s->lowered) rc = check_implied_updates(&u, e);
     for (int r = 0; r < s->ranks && rc == PL_OK && s->lowered; r++)

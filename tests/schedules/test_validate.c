@@ -1,5 +1,6 @@
-/* test_validate.c: the optimizer-step rule of validation (validate.c): every generator's output,
- * lowered or not, passes it; each bad STEP placement is refused naming the file, line and action. */
+/* test_validate.c: the optimizer-step and gradient-reduction rules of validation (validate.c):
+ * every generator's output, lowered or not, passes them; each bad STEP or REDUCE_GRAD placement
+ * is refused naming the file, line and action. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,7 +157,7 @@ static void test_replicated_validate(void) {
 /* ---------------------------------------------------------------- bad placements */
 
 /* How a case edits the actions of one rank line. */
-enum { OP_MOVE, OP_DROP, OP_DUP, OP_APPEND, OP_REPLACE };
+enum { OP_MOVE, OP_DROP, OP_DUP, OP_APPEND, OP_REPLACE, OP_INSERT };
 
 /* A generated schedule with one rank's list edited, and the error it must give. */
 typedef struct bad_case {
@@ -164,7 +165,8 @@ typedef struct bad_case {
     int p, m, v, iters, lowered;
     int rank, op;
     const char *tok; /* the action edited: the first one so spelled */
-    const char *at;  /* OP_MOVE: moved before the first action so spelled; OP_REPLACE: the new text */
+    const char *at;  /* OP_MOVE: moved before the first action so spelled; OP_REPLACE: the new text;
+                      * OP_INSERT: tok (a new action) goes before the first action so spelled */
     const char *where; /* the message's start: "file:line: rank R, action K (text): "; NULL: valid */
     const char *why;   /* a piece of its reason */
 } bad_case;
@@ -184,18 +186,20 @@ static int edit_line(char *line, size_t cap, const bad_case *c) {
     snprintf(copy, sizeof copy, "%s", line);
     char *head = strtok_r(copy, " ", &save), *num = strtok_r(NULL, " ", &save);
     for (char *t = strtok_r(NULL, " ", &save); t && n < 1023; t = strtok_r(NULL, " ", &save)) tk[n++] = t;
+    int added = c->op == OP_APPEND || c->op == OP_INSERT; /* tok is a new action */
     size_t i = find_tok(tk, n, c->tok);
-    if (c->op != OP_APPEND && i == n) return -1;
-    char *moved = c->op == OP_APPEND ? NULL : tk[i];
+    if (!added && i == n) return -1;
+    char *moved = added ? (char *)c->tok : tk[i];
     switch (c->op) {
     case OP_DROP:
     case OP_MOVE: memmove(tk + i, tk + i + 1, (n - i - 1) * sizeof *tk), n--; break;
     case OP_DUP: memmove(tk + i + 1, tk + i, (n - i) * sizeof *tk), n++; break;
     case OP_APPEND: tk[n++] = (char *)c->tok; break;
     case OP_REPLACE: tk[i] = (char *)c->at; break;
+    case OP_INSERT: break;
     default: return -1;
     }
-    if (c->op == OP_MOVE) {
+    if (c->op == OP_MOVE || c->op == OP_INSERT) {
         size_t j = find_tok(tk, n, c->at);
         if (j == n) return -1;
         memmove(tk + j + 1, tk + j, (n - j) * sizeof *tk);
@@ -327,9 +331,113 @@ static void test_bad_steps_refused(void) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_bad(&cases[i]);
 }
 
-/* The same rule on a PyTorch CSV that carries STEP cells (taken as they are): a doubled STEP,
- * and a rank left without one; the line is the rank's row. Without a file, the message starts
- * with the rank. */
+/* Each doubled, empty or misnamed REDUCE_GRAD of a lowered file, and a STEP naming a microbatch
+ * where it applies a whole iteration, is refused with the file, the rank's line, the action and
+ * the reason; a REDUCE_GRAD between two backwards of one iteration (several per weight version,
+ * as a multi-iteration CSV reads back) passes. */
+static void test_bad_reduces_refused(void) {
+    static const bad_case cases[] = {
+        /* flush: rank 0 is 0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1 0REDUCE_GRAD 0STEP */
+        {"1f1b", 2, 2, 0, 0, 1, 0, OP_DUP, "0REDUCE_GRAD", NULL, "t.sched:13: rank 0, action 10 (0REDUCE_GRAD): ",
+         "second REDUCE_GRAD of stage 0 for iteration 0 (the first is action 9, and no backward of the stage comes "
+         "between); each REDUCE_GRAD of a stage reduces the gradients of the stage's backwards since its previous one"},
+        {"1f1b", 2, 2, 0, 0, 1, 0, OP_APPEND, "0REDUCE_GRAD", NULL, "t.sched:13: rank 0, action 11 (0REDUCE_GRAD): ",
+         "second REDUCE_GRAD of stage 0 for iteration 0 (the first is action 9"},
+        {"1f1b", 2, 2, 0, 0, 1, 0, OP_INSERT, "0REDUCE_GRAD", "0F0", "t.sched:13: rank 0, action 1 (0REDUCE_GRAD): ",
+         "REDUCE_GRAD of stage 0 comes before any backward of the stage, so it has no gradient to reduce"},
+        /* one before the last backward and none after it: the STEP would apply an unreduced
+         * gradient (rank 1: 1RECV_F0 1F0 1RECV_F1 1B0 1SEND_B0 1F1 1B1 1SEND_B1 1REDUCE_GRAD 1STEP) */
+        {"1f1b", 2, 2, 0, 0, 1, 1, OP_MOVE, "1REDUCE_GRAD", "1F1", "t.sched:14: rank 1, action 10 (1STEP): ",
+         "STEP of stage 1 comes before the REDUCE_GRAD of the gradient of its backward at action 8 (1B1)"},
+        /* one more between the two backwards: two per iteration, as a CSV read-back has */
+        {"1f1b", 2, 2, 0, 0, 1, 0, OP_INSERT, "0REDUCE_GRAD", "0RECV_B1", NULL, NULL},
+        /* a REDUCE_GRAD naming a microbatch in a flush schedule: run by one replica, so every
+         * backward needs its own */
+        {"1f1b", 2, 2, 0, 0, 1, 0, OP_REPLACE, "0REDUCE_GRAD", "0REDUCE_GRAD1", "t.sched:13: rank 0, action 8 (0B1): ",
+         "backward of stage 0 microbatch 1 comes before the REDUCE_GRAD of the stage's previous backward (action 6, "
+         "0B0); a stage whose REDUCE_GRADs name microbatches"},
+        {"1f1b", 2, 2, 0, 0, 1, 0, OP_REPLACE, "0STEP", "0STEP1", "t.sched:13: rank 0, action 10 (0STEP1): ",
+         "STEP of stage 0 names microbatch 1, but a STEP that applies the stage's gradients of a whole iteration "
+         "names none"},
+        /* 2bw over 2 iterations: one per iteration, the second iteration's after its backwards */
+        {"2bw", 2, 2, 0, 2, 1, 1, OP_DUP, "1REDUCE_GRAD", NULL, "t.sched:14: rank 1, action 10 (1REDUCE_GRAD): ",
+         "second REDUCE_GRAD of stage 1 for iteration 0 (the first is action 9"},
+        {"2bw", 2, 2, 0, 2, 1, 1, OP_REPLACE, "1STEP", "1STEP0", "t.sched:14: rank 1, action 10 (1STEP0): ",
+         "STEP of stage 1 names microbatch 0, but"},
+        /* split backward: the REDUCE_GRAD after the last W; zb-h1 rank 1 ends 1W0 1W1 1REDUCE_GRAD 1STEP */
+        {"zb-h1", 2, 2, 0, 0, 1, 1, OP_DUP, "1REDUCE_GRAD", NULL, "t.sched:14: rank 1, action ",
+         "second REDUCE_GRAD of stage 1 for iteration 0"},
+        /* stash: rank 1 is 1RECV_F0 1F0 1RECV_F1 1B0 1SEND_B0 1REDUCE_GRAD0 1STEP0 1F1 1B1 1SEND_B1
+         * 1REDUCE_GRAD1 1STEP1 ... */
+        {"pipedream", 2, 2, 0, 2, 1, 1, OP_DUP, "1REDUCE_GRAD0", NULL, "t.sched:14: rank 1, action 7 (1REDUCE_GRAD0): ",
+         "second REDUCE_GRAD of stage 1 after its backward of microbatch 0 (the first is action 6)"},
+        {"pipedream", 2, 2, 0, 2, 1, 1, OP_REPLACE, "1REDUCE_GRAD1", "1REDUCE_GRAD0",
+         "t.sched:14: rank 1, action 11 (1REDUCE_GRAD0): ",
+         "REDUCE_GRAD of stage 1 names microbatch 0, but the backward it follows is microbatch 1 (action 9)"},
+        {"pipedream", 2, 2, 0, 2, 1, 1, OP_REPLACE, "1REDUCE_GRAD1", "1REDUCE_GRAD",
+         "t.sched:14: rank 1, action 11 (1REDUCE_GRAD): ",
+         "REDUCE_GRAD of stage 1 names no microbatch, but the stage's first (action 6, 1REDUCE_GRAD0) names one"},
+        {"pipedream", 2, 2, 0, 2, 1, 1, OP_MOVE, "1REDUCE_GRAD0", "1B0", "t.sched:14: rank 1, action 4 (1REDUCE_GRAD0): ",
+         "REDUCE_GRAD of stage 1 comes before any backward of the stage"},
+        {"pipedream", 2, 2, 0, 2, 1, 1, OP_REPLACE, "1STEP1", "1STEP", "t.sched:14: rank 1, action 12 (1STEP): ",
+         "STEP of stage 1 names no microbatch, but the backward it follows is microbatch 1 (action 9)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_bad(&cases[i]);
+}
+
+/* Returns text with the first occurrence of cut removed (malloc'd), NULL when it has none. */
+static char *without(const char *text, const char *cut) {
+    const char *at = strstr(text, cut);
+    char *out = at ? malloc(strlen(text) + 1) : NULL;
+    if (out) sprintf(out, "%.*s%s", (int)(at - text), text, at + strlen(cut));
+    return out;
+}
+
+/* A lowered PyTorch CSV reads back as a flush schedule of one iteration (what the format
+ * carries): pipedream's REDUCE_GRADs name their microbatches, so a row missing one is refused
+ * at the backward after it (a replicated stage would wait in that microbatch's all-reduce);
+ * 2bw over 3 iterations keeps its three REDUCE_GRADs per stage before the one STEP, and
+ * passes. */
+static void test_bad_reduces_csv(void) {
+    static const struct { const char *kind, *cut, *where, *why; } cs[] = {
+        {"pipedream", ",1REDUCE_GRAD0", "t.csv:2: rank 1, action 7 (1B1): ",
+         "backward of stage 1 microbatch 1 comes before the REDUCE_GRAD of the stage's previous backward (action 4, 1B0)"},
+        {"pipedream", ",0REDUCE_GRAD5", "t.csv:1: rank 0, action ",
+         "(0STEP): STEP of stage 0 comes before the REDUCE_GRAD of the gradient of its backward at action"},
+        {"2bw", "", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+        sched_gen_opts o = {.ranks = 2, .microbatches = 2, .iterations = 3};
+        pl_err e;
+        pl_err_clear(&e);
+        sched *s = sched_generate(cs[i].kind, &o, &e), *l = s ? sched_lower(s, &e) : NULL;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+        pl_buf b;
+        pl_buf_init(&b);
+        CU_ASSERT_EQUAL_FATAL(sched_write_torch_csv(l, SCHED_CSV_COMPUTE_COMMS, &b, &e), PL_OK);
+        char *text = without(b.data, cs[i].cut);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+        sched *r = sched_read_torch_csv("t.csv", text, strlen(text), SCHED_LETTERS_CURRENT, &e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        int rc = sched_validate(r, &e);
+        int ok = cs[i].where ? rc == PL_EINPUT && strncmp(e.msg, cs[i].where, strlen(cs[i].where)) == 0 &&
+                                   strstr(e.msg, cs[i].why)
+                             : rc == PL_OK;
+        if (!ok)
+            fprintf(stderr, "\n  csv %s: want '%s...%s', got '%s'\n", cs[i].kind, cs[i].where ? cs[i].where : "(valid)",
+                    cs[i].why ? cs[i].why : "", rc == PL_OK ? "(valid)" : e.msg);
+        CU_ASSERT(ok);
+        sched_free(r);
+        free(text);
+        pl_buf_free(&b);
+        sched_free(l);
+        sched_free(s);
+    }
+}
+
+/* The same rules on a PyTorch CSV that carries STEP cells (taken as they are): a doubled STEP,
+ * and a rank left without one; and on a doubled REDUCE_GRAD cell; the line is the rank's row.
+ * Without a file, the message starts with the rank (an early STEP, a doubled REDUCE_GRAD). */
 static void test_bad_steps_csv_and_memory(void) {
     sched_gen_opts o = {.ranks = 2, .microbatches = 2};
     pl_err e;
@@ -342,6 +450,9 @@ static void test_bad_steps_csv_and_memory(void) {
     static const struct { const char *cells, *where, *why; } cs[] = {
         {",0STEP,0STEP", "t.csv:1: rank 0, action 11 (0STEP): ", "second STEP of stage 0"},
         {",0STEP", "t.csv:2: rank 1, action 7 (1B1): ", "no STEP of stage 1 for iteration 0"},
+        /* a doubled REDUCE_GRAD cell (the STEP reading adds goes after the second) */
+        {",0REDUCE_GRAD", "t.csv:1: rank 0, action 10 (0REDUCE_GRAD): ",
+         "second REDUCE_GRAD of stage 0 for iteration 0 (the first is action 9"},
     };
     for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
         char text[4096];
@@ -366,15 +477,30 @@ static void test_bad_steps_csv_and_memory(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "rank 0, action 3 (0STEP): STEP of stage 0 for iteration 0 comes before"));
     CU_ASSERT_EQUAL(strncmp(e.msg, "rank 0", 6), 0);
     sched_free(l);
+    /* in memory: a doubled REDUCE_GRAD of rank 1 (1RECV_F0 1F0 1RECV_F1 1B0 1SEND_B0 1F1 1B1
+     * 1SEND_B1 1REDUCE_GRAD 1STEP becomes ... 1REDUCE_GRAD 1REDUCE_GRAD 1STEP) */
+    l = sched_lower(s, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    sched_rank *rk = &l->rank[1];
+    CU_ASSERT_EQUAL_FATAL(rk->acts[rk->n - 2].kind, SCHED_REDUCE_GRAD);
+    CU_ASSERT_EQUAL_FATAL(sched_push(l, 1, rk->acts[rk->n - 1]), PL_OK);
+    rk->acts[rk->n - 2] = rk->acts[rk->n - 3];
+    static const char want[] = "rank 1, action 10 (1REDUCE_GRAD): second REDUCE_GRAD of stage 1 for iteration 0 (the "
+                               "first is action 9";
+    CU_ASSERT_EQUAL(sched_validate(l, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(strncmp(e.msg, want, strlen(want)), 0);
+    sched_free(l);
     sched_free(s);
 }
 
 void test_validate_register(void) {
     static const pl_test_case cases[] = {
-        {"every kind's schedules pass the STEP rule", test_every_kind_validates},
+        {"every kind's schedules pass the STEP and REDUCE_GRAD rules", test_every_kind_validates},
         {"replicated 1f1b, pipedream, 2bw pass", test_replicated_validate},
         {"misplaced, missing, doubled STEPs refused with file, line, action", test_bad_steps_refused},
-        {"STEP rule on CSV files and in memory", test_bad_steps_csv_and_memory},
+        {"STEP and REDUCE_GRAD rules on CSV files and in memory", test_bad_steps_csv_and_memory},
+        {"doubled, empty, misnamed REDUCE_GRADs refused with file, line, action", test_bad_reduces_refused},
+        {"REDUCE_GRAD rule on CSV read-backs of pipedream and 2bw", test_bad_reduces_csv},
         {NULL, NULL},
     };
     pl_test_suite("schedules/validate", cases);
