@@ -81,7 +81,21 @@ int cli_profile(int argc, char **argv);
 
 /* Prints "pipelab: <message>" of e on stderr and returns CLI_EUSER. */
 int cli_fail(const pl_err *e);
-/* Prints "pipelab CMD: <message>" and where the help is on stderr and returns CLI_EUSAGE. */
+/* This process in an MPI job as its launcher (mpirun) told it in the environment, before MPI
+ * starts: its rank, the job's processes and those on this host; -1 each where the launcher did
+ * not say (no launcher: all -1). */
+typedef struct cli_launch { int rank, size, local; } cli_launch;
+cli_launch cli_launcher(void);
+/* cli_fail for an error that every process of an MPI job meets alike (made of the arguments and
+ * of the files, memory and cores they all see): printed once, by the launcher's rank 0, where the
+ * launcher says the whole job is on this host; the other processes return CLI_EUSER silently.
+ * Elsewhere (no launcher, several hosts or unknown) it prints as cli_fail. An error that one
+ * process meets alone (its own failure) goes through cli_fail, printed by that process. */
+int cli_fail_alike(const pl_err *e);
+/* Prints "pipelab CMD: <message>" and where the help is on stderr and returns CLI_EUSAGE. A usage
+ * error is made of the arguments alone, which every process of an MPI job shares: on the
+ * processes its launcher ranks above 0 (cli_launcher) it prints nothing, so that the job prints
+ * it once. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Parses an int flag value in [lo, hi]; on error prints a usage error ("pipelab CMD: FLAG: ...")
  * and returns -1. Every numeric flag of cli/ goes through these parsers: a malformed or

@@ -26,8 +26,46 @@ int cli_fail(const pl_err *e) {
     return CLI_EUSER;
 }
 
-/* cli.h. Returns CLI_EUSAGE after printing the message and where help is. */
+/* The environment variables an MPI launcher gives each process of a job before MPI starts: its
+ * rank, the job's processes and those on its host (Open MPI's; MPICH's Hydra's; PMIx's names
+ * the rank alone). NULL: that launcher does not say. */
+static const struct { const char *rank, *size, *local; } launcher_vars[] = {
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"PMIX_RANK", NULL, NULL},
+    {"PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"},
+};
+
+/* Returns the whole number >= lo in the environment variable name, or -1 when name is NULL,
+ * unset or not such a number. */
+static int env_count(const char *name, long lo) {
+    long v;
+    const char *s = name ? getenv(name) : NULL;
+    return s && pl_parse_long(s, lo, INT_MAX, &v) == 0 ? (int)v : -1;
+}
+
+/* cli.h. Returns the first launcher's view that names a rank, else all -1. */
+cli_launch cli_launcher(void) {
+    cli_launch l = {-1, -1, -1};
+    for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0] && l.rank < 0; i++) {
+        l.rank = env_count(launcher_vars[i].rank, 0);
+        l.size = l.rank < 0 ? -1 : env_count(launcher_vars[i].size, 1);
+        l.local = l.rank < 0 ? -1 : env_count(launcher_vars[i].local, 1);
+    }
+    return l;
+}
+
+/* cli.h. Returns CLI_EUSER, after printing e's message unless another process prints it. */
+int cli_fail_alike(const pl_err *e) {
+    cli_launch l = cli_launcher();
+    /* one host: the same files, memory and cores (unknown sizes: maybe several hosts) */
+    if (l.rank > 0 && l.size > 0 && l.local == l.size) return CLI_EUSER;
+    return cli_fail(e);
+}
+
+/* cli.h. Returns CLI_EUSAGE after printing the message and where help is (an MPI job's rank 0
+ * alone: every process has the same arguments). */
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    if (cli_launcher().rank > 0) return CLI_EUSAGE;
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "pipelab %s: ", cmd);

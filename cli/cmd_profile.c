@@ -2,6 +2,7 @@
  * once (median of repetitions) and write the cost model's profile CSV, the input of predictions for this machine. */
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,17 +195,38 @@ static void print_summary(const opts *o, const exec_layer_profile *p) {
     printf("written            %s\n", o->path);
 }
 
-/* The threads the CPU profile (or --interruptions) pins like ranks against this process's cores,
- * by run's rule for its ranks (exec_check_cores): more than the cores are refused without
- * --oversubscribe, and with it a warning goes to stderr. Returns PL_OK or the error. */
-static int check_cores(const opts *o, pl_err *e) {
-    const char *what = "profiling threads (--concurrency)";
-    int ncores = exec_profile_cores();
-    if (exec_check_cores(o->conc, ncores, o->c.oversubscribe, what, e) != PL_OK) return e->code;
+/* Run's rule for its ranks (exec_check_cores) on `workers` workers (what: what they are) and
+ * ncores cores: more workers than cores are refused without --oversubscribe, and with it a
+ * warning goes to stderr (when say). Returns PL_OK or the error. */
+static int check_workers(const opts *o, int workers, int ncores, const char *what, int say, pl_err *e) {
+    if (exec_check_cores(workers, ncores, o->c.oversubscribe, what, e) != PL_OK) return e->code;
     char warning[PROFILE_WARNING_MAX];
-    if (exec_oversubscribed(o->conc, ncores, what, warning, sizeof warning))
+    if (say && exec_oversubscribed(workers, ncores, what, warning, sizeof warning))
         fprintf(stderr, "pipelab profile: warning: %s\n", warning);
     return PL_OK;
+}
+
+/* The threads the CPU profile (or --interruptions) pins like ranks against this process's cores
+ * (check_workers). Returns PL_OK or the error. */
+static int check_cores(const opts *o, pl_err *e) {
+    return check_workers(o, o->conc, exec_profile_cores(), "profiling threads (--concurrency)", 1, e);
+}
+
+/* The processes of `pipelab profile --transport mpi` against their host's cores (check_workers),
+ * as `pipelab run --transport mpi` checks its ranks: the first two time the MPI all-reduce and
+ * hand-off while the others wait at a barrier MPI polls, so more processes than cores time
+ * time-slicing. Checked before MPI starts, so that every process refuses alike and none waits on
+ * another: the job's processes on this host as its launcher counts them (cli_launcher; nothing
+ * is checked where it does not say) against the host's online cores, not this process's: the
+ * launcher binds each process to its own core before it starts. Online cores are at least the
+ * cores the processes have together, so a refusal is never wrong; a cpuset narrower than the
+ * host goes unseen here (run's check unites the processes' affinity masks over MPI). The
+ * launcher's rank 0 alone warns. Returns PL_OK or the error. */
+static int check_mpi_cores(const opts *o, pl_err *e) {
+    cli_launch l = cli_launcher();
+    long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (l.local < 1 || ncores < 1 || ncores > INT_MAX) return PL_OK;
+    return check_workers(o, l.local, (int)ncores, "MPI processes", l.rank <= 0, e);
 }
 
 /* `pipelab profile --interruptions S`: measures and prints the host's interruptions; returns an
@@ -238,10 +260,11 @@ int cli_profile(int argc, char **argv) {
     pl_buf_init(&out);
     exec_layer_profile p;
     int is_root = 1;
-    /* refused before anything is allocated or measured (every MPI process alike, before MPI) */
-    if (exec_check_profile_memory(c, o.reps, o.conc, &e) != PL_OK) {
+    /* refused before anything is allocated or measured (every MPI process alike, before MPI:
+     * printed once) */
+    if (exec_check_profile_memory(c, o.reps, o.conc, &e) != PL_OK || (o.mpi && check_mpi_cores(&o, &e) != PL_OK)) {
         pl_buf_free(&out);
-        return cli_fail(&e);
+        return cli_fail_alike(&e);
     }
     /* MPI first, on every process of the job; then process 0 alone profiles and writes */
     int prc = o.mpi ? exec_mpi_profile_allreduce(c, o.reps, &o.c.mpi_ar_latency_s, &o.c.mpi_ar_Bps, &is_root, &e) : PL_OK;

@@ -259,6 +259,7 @@ typedef struct run_state {
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
+    int alike;               /* 1: the error is one every MPI process meets alike (cli_fail_alike) */
     cost_model *prof;        /* the prediction's profile model, or NULL */
     pl_buf pcsv;             /* its CSV (its per-worker lines give each rank's STEP) */
     const char *profile_src; /* where it came from: --profile's path, or src_text */
@@ -469,21 +470,6 @@ static int check_fit(const run_opts *o, const sched *s, pl_err *e) {
     return rc;
 }
 
-/* The environment variables an MPI launcher gives each process its rank in, before MPI starts:
- * Open MPI's, PMIx's, MPICH's (Hydra). */
-static const char *const launcher_rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
-
-/* Returns this process's rank in the MPI job as its launcher gave it (launcher_rank_vars), or -1
- * when none did (a process started without a launcher). */
-static int launcher_rank(void) {
-    for (size_t i = 0; i < sizeof launcher_rank_vars / sizeof launcher_rank_vars[0]; i++) {
-        long r;
-        const char *v = getenv(launcher_rank_vars[i]);
-        if (v && pl_parse_long(v, 0, INT_MAX, &r) == 0) return (int)r;
-    }
-    return -1;
-}
-
 /* Refuses before the run the outputs that could not be written after it, which would lose its
  * measurements: the database unless --no-db (cli_run_check_db: an existing one that cannot take
  * the run, a new one that cannot be made), --dump-weights and --save-profile (cli_check_output:
@@ -492,7 +478,7 @@ static int launcher_rank(void) {
  * refuses bad flags), before any MPI call, so that none waits on it: it exits with status 1,
  * and the launcher ends the job. Returns PL_OK or the error naming the flag and the path. */
 static int check_outputs(const run_opts *o, pl_err *e) {
-    if (o->mpi && launcher_rank() > 0) return PL_OK;
+    if (o->mpi && cli_launcher().rank > 0) return PL_OK;
     int rc = o->no_db ? PL_OK : cli_run_check_db(o->db, e);
     if (rc == PL_OK && o->dump) rc = cli_check_output("--dump-weights", o->dump, 0, e);
     if (rc == PL_OK && o->save_profile) rc = cli_check_output("--save-profile", o->save_profile, 0, e);
@@ -501,15 +487,23 @@ static int check_outputs(const run_opts *o, pl_err *e) {
 
 /* Gets the schedule and the model's shape, and refuses before the run what cannot go through:
  * an output that could not be written after it (check_outputs; MPI: rank 0, which writes them),
- * a model that does not fit, before the profile spends seconds on it (MPI: each rank checks its
- * own share when it starts). Returns PL_OK or an error in e. */
+ * a --profile file the prediction could not read (read now, into st->prof; MPI: by rank 0, which
+ * predicts, where the launcher names it, as check_outputs), a model that does not fit, before the
+ * profile spends seconds on it (MPI: each rank checks its own share when it starts). Every MPI
+ * process meets these refusals alike: they are made of the flags and of the files every process
+ * reads (st->alike). Returns PL_OK or an error in e. */
 static int prepare(run_opts *o, run_state *st, pl_err *e) {
+    st->alike = 1;
     st->s = get_schedule(o, e);
     if (!st->s) return failed(e);
     int rc = replicas_setup(o, st, e);
     if (rc == PL_OK) rc = set_blocks(o, st->s, e);
     if (rc == PL_OK) rc = check_outputs(o, e);
+    if (rc == PL_OK && o->profile && !o->no_predict && !(o->mpi && cli_launcher().rank > 0) &&
+        !(st->prof = get_profile(o, &o->c, st, e)))
+        rc = failed(e);
     if (rc == PL_OK && !o->mpi) rc = check_fit(o, st->s, e);
+    if (rc == PL_OK) st->alike = 0;
     return rc;
 }
 
@@ -528,7 +522,7 @@ static int execute(run_opts *o, run_state *st, pl_err *e) {
         }
         st->have_probe = 1;
     }
-    if (!o->no_predict && !o->mpi && !o->between && !(st->prof = get_profile(o, &o->c, st, e))) return failed(e);
+    if (!o->no_predict && !o->mpi && !o->between && !st->prof && !(st->prof = get_profile(o, &o->c, st, e))) return failed(e);
     int rc;
     if (o->mpi && o->cuda) {
         exec_cuda_mpi_set_abort_hook(mpi_abort_print);
@@ -536,6 +530,13 @@ static int execute(run_opts *o, run_state *st, pl_err *e) {
     } else if (o->mpi) {
         exec_mpi_set_abort_hook(mpi_abort_print);
         rc = exec_mpi_run(st->s, &o->c, &st->r, &st->is_root, e);
+        /* what exec_mpi_run returns rather than aborting the job is its refusal before the
+         * workers start, which a refusal of the configuration (PL_EINPUT naming no rank: the
+         * job's processes against the schedule's ranks, against their host's cores, one host for
+         * --steady) every process meets alike, each by the same collective answers; a rank's own
+         * failure calls the abort hook instead. Not so over NCCL, whose checks leave the ranks
+         * that passed them "another rank failed its checks (see its message)": each prints. */
+        st->alike = rc == PL_EINPUT && pl_err_rank(e) < 0;
     } else {
         rc = o->cuda ? exec_cuda_run(st->s, &o->c, &st->r, e) : run_with_bar(st->s, &o->c, &st->r, e);
         if (rc != PL_OK) pl_err_prefix(e, "run failed: ");
@@ -814,8 +815,11 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
 }
 
 /* Writes --dump-weights, stores the measured and predicted runs (unless --no-db) and puts the
- * report in o's format into out, with the cost model's memory per rank beside the measured.
- * Returns PL_OK or an error in e. */
+ * report in o's format into out, with the cost model's memory per rank beside the measured. A
+ * store that fails (a full disk, a database gone read-only during the run) stored nothing (one
+ * transaction, rolled back) and loses no measurement: the report is put into out all the same,
+ * as under --no-db (run ids 0), and e says that it was printed but not stored. Returns PL_OK or
+ * an error in e. */
 static int report(const run_opts *o, run_state *st, int argc, char **argv, pl_buf *out, pl_err *e) {
     const sched *s = st->s;
     const sim_result *pr = st->have_pred ? &st->pr : NULL;
@@ -837,12 +841,15 @@ static int report(const run_opts *o, run_state *st, int argc, char **argv, pl_bu
     info.host_probe = st->have_probe ? &st->probe : NULL;
     int64_t ids[2] = {0, 0};
     int rc = o->no_db ? PL_OK : cli_run_store(s, r, pr, &info, ids, e);
-    if (rc == PL_OK && strcmp(o->format, "json") == 0) out_json(s, r, pr, st->pred_noise, st->mem, &info, ids, out);
-    else if (rc == PL_OK && strcmp(o->format, "csv") == 0) out_csv(s, r, pr, st->mem, info.host_probe, out);
-    else if (rc == PL_OK) out_table(o, s, r, pr, st->mem, st->profile_src, st->pred_noise, info.host_probe, out);
+    if (strcmp(o->format, "json") == 0) out_json(s, r, pr, st->pred_noise, st->mem, &info, ids, out);
+    else if (strcmp(o->format, "csv") == 0) out_csv(s, r, pr, st->mem, info.host_probe, out);
+    else out_table(o, s, r, pr, st->mem, st->profile_src, st->pred_noise, info.host_probe, out);
     if (rc == PL_OK && !o->no_db && strcmp(o->format, "table") == 0)
         pl_buf_printf(out, "stored             measured run %lld, simulated run %lld in %s%s%s\n", (long long)ids[0],
                       (long long)ids[1], o->db ? o->db : STORE_DEFAULT_PATH, o->tag ? ", tag " : "", o->tag ? o->tag : "");
+    if (rc != PL_OK)
+        pl_err_prefix(e, "the run's results were printed but not stored in %s (nothing of the run was written): ",
+                      o->db ? o->db : STORE_DEFAULT_PATH);
     pl_buf_free(&cmd);
     return rc;
 }
@@ -862,8 +869,9 @@ int cli_run(int argc, char **argv) {
     if (code == PL_OK) code = execute(&o, &st, &e);
     if (code == PL_OK && st.is_root && st.prof) code = predict(&o, &st, &e);
     if (code == PL_OK && st.is_root) code = report(&o, &st, argc, argv, &out, &e);
-    if (code != PL_OK) rc = cli_fail(&e);
-    else rc = st.is_root ? cli_write_output(NULL, &out) : CLI_OK;
+    /* the report, wherever one was made (a failed store's too), before any error */
+    rc = st.is_root && out.len ? cli_write_output(NULL, &out) : CLI_OK;
+    if (code != PL_OK) rc = st.alike ? cli_fail_alike(&e) : cli_fail(&e);
     if (o.mpi && o.cuda) exec_cuda_mpi_finalize();
     else if (o.mpi) exec_mpi_finalize();
     pl_buf_free(&out);

@@ -185,7 +185,9 @@ static const char help_format[] =
     "  --no-db               do not store\n"
     "\n"
     "A failing run (error, wrong message, memory budget, dead MPI rank) stores nothing and exits 1\n"
-    "naming the rank and the action.\n"
+    "naming the rank and the action. A store that fails after the run (a full disk) prints the\n"
+    "report all the same, then exits 1 saying that the results were printed but not stored.\n"
+    "Under mpirun, a refusal every process meets alike is printed once, by rank 0.\n"
     "exit status: 0 ok, 1 bad input or a failed run, 2 bad usage\n";
 
 enum { O_SPLIT = 1000, O_LR, O_MOM, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,

@@ -178,4 +178,5 @@ void pl_test_register(void) {
     { void test_allreduce_link_cli_register(void); test_allreduce_link_cli_register(); } /* test_allreduce_link.c */
     { void test_exec_module_cli_register(void); test_exec_module_cli_register(); } /* test_exec_module.c */
     { void test_run_outputs_cli_register(void); test_run_outputs_cli_register(); } /* test_run_outputs.c */
+    { void test_run_failures_cli_register(void); test_run_failures_cli_register(); } /* test_run_failures.c */
 }
