@@ -516,7 +516,7 @@ static int execute(run_opts *o, run_state *st, pl_err *e) {
     if (!o->no_host_probe && !o->cuda) {
         int n = exec_profile_cores(), workers = st->s->ranks < n || n < 1 ? st->s->ranks : n, root;
         /* MPI: every process of the job at once, then process 0 alone */
-        if ((o->mpi ? exec_mpi_host_probe(&st->probe, &root, e) : exec_host_probe_measure(workers, &st->probe, e)) != PL_OK) {
+        if ((o->mpi ? exec_mpi_host_probe(&st->probe, o->c.timeout_s, &root, e) : exec_host_probe_measure(workers, &st->probe, e)) != PL_OK) {
             pl_err_prefix(e, "host probe: ");
             return failed(e);
         }

@@ -65,8 +65,11 @@ int exec_mpi_available(void);
  * rank 0's, the records gathered to rank 0 and assembled there (exec_assemble). On rank 0
  * *is_root = 1 and out holds the run (free with exec_result_free); on the others *is_root = 0
  * and out is empty. A failing rank calls the abort hook (exec_mpi_set_abort_hook) with the
- * message naming rank and action, then MPI_Abort, which ends every process of the job. Call
- * exec_mpi_finalize before exiting. Returns PL_OK or an error found before the workers ran. */
+ * message naming rank and action, then MPI_Abort, which ends every process of the job. Every
+ * wait on another process (the set-up's collectives, messages, barriers, the replicas'
+ * all-reduce, the records' gathering) gives up after cfg->timeout_s the same way, naming the
+ * ranks that never came and where it waited. Call exec_mpi_finalize before exiting. Returns
+ * PL_OK or an error found before the workers ran. */
 int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *is_root, pl_err *e);
 
 /* Times the MPI transport's all-reduce of replicas (REDUCE_GRAD: exec_xrank_reduce over
@@ -91,15 +94,21 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
 /* The host probe of an MPI job (exec_host_probe_measure's work, exec.h): every process times the
  * F of one block at once (fwd_s: the mean of the processes' medians; workers: the processes),
  * then process 0 alone while the others wait (alone_fwd_s, on process 0, *is_root 1).
- * Collective: every process calls it (MPI_Init when nobody has). Returns PL_OK or an error, on
- * every process when any failed. */
-int exec_mpi_host_probe(exec_host_probe *p, int *is_root, pl_err *e);
+ * Collective: every process calls it (MPI_Init when nobody has). Each wait for the other
+ * processes gives up after timeout_s (0: the default, as exec_config.timeout_s), naming the
+ * processes that never came ("rank R: timed out after T s: rank R waits in the host probe for
+ * rank Q"); exec_mpi_finalize then ends the job. Returns PL_OK or an error, on every process
+ * when any failed. */
+int exec_mpi_host_probe(exec_host_probe *p, double timeout_s, int *is_root, pl_err *e);
 
 /* Sets what is called with the reason just before MPI_Abort (the CLI prints it). */
 void exec_mpi_set_abort_hook(void (*hook)(const pl_err *why));
 
 /* Finalizes MPI when exec_mpi_run initialized it. A process done before the others waits for
- * them at a barrier it polls with naps (MPI_Finalize's own wait keeps a core busy). */
+ * them at a barrier it polls with naps (MPI_Finalize's own wait keeps a core busy), without a
+ * timeout (rank 0 may profile and predict for long). A process whose wait on the others timed
+ * out (any exec_mpi_* call; its error printed by the caller) ends the job instead (MPI_Abort,
+ * exit status 1). */
 void exec_mpi_finalize(void);
 
 /* For the first process of an MPI job that profiles alone while the others wait in

@@ -422,8 +422,11 @@ int exec_team_run(int n, void *(*main)(void *), void *args, size_t size, exec_ga
 int exec_mpi_init(pl_err *e);
 /* Test only (tests/exec/test_exec_faults.c): "R:barrier" makes MPI rank R stop itself (SIGSTOP)
  * as it enters its second barrier between passes, "R:wait" inside its first wait for a message
- * after that barrier, as a process stopped or starved of CPU would: the others must time out
- * naming it, and the job end (transport_mpi.c). */
+ * after that barrier; "R:probe", "R:join", "R:allreduce", "R:steady", "R:gather", "R:profile"
+ * where it enters the host probe, the run's set-up, its first all-reduce of a replicated stage
+ * after that barrier, the steady rule's exchange of pass times, the gathering of the records,
+ * the first MPI profile after the run (mpi_wait.h, EXEC_MTS_*): as a process stopped or starved
+ * of CPU would. The others must time out naming it, and the job end (transport_mpi.c). */
 #define EXEC_MPI_TEST_STOP_ENV "PIPELAB_MPI_TEST_STOP"
 
 /* Folds the results each[0 .. w) of the w replicas of schedule rank r into out, as the simulator

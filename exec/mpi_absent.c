@@ -37,7 +37,8 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
 }
 
 /* Returns PL_EINPUT: there is no MPI job to probe in this build. */
-int exec_mpi_host_probe(exec_host_probe *p, int *is_root, pl_err *e) {
+int exec_mpi_host_probe(exec_host_probe *p, double timeout_s, int *is_root, pl_err *e) {
+    (void)timeout_s;
     memset(p, 0, sizeof *p);
     *is_root = 1;
     return pl_errf(e, PL_EINPUT, "this pipelab was built without MPI: no MPI job to probe");

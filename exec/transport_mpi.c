@@ -14,6 +14,13 @@
  * control communicator, so that a barrier that times out names the ranks that never came, and
  * only point-to-point receives are ever cancelled: cancelling a collective is erroneous), so a
  * message that no receive matched is found at the next barrier or at the end of the run.
+ * Collectives (the set-up's, the steady rule's pass times, the host probe's, the profiles') are
+ * started nonblocking and completed in a meeting (meet): each member also sends every other a
+ * token, point to point, so that a collective that times out names the ranks that never came,
+ * as the barrier does (mpi_wait.h); MPI_Comm_split (no nonblocking form) and the replicas'
+ * all-reduce (its nonblocking form is slower: allreduce_i64) come right after a meeting; the
+ * records and clocks go point to point, polled with the timeout too. After a timeout the job
+ * ends (MPI_Abort, here or in exec_mpi_finalize): the process cannot wait on the others any more.
  * Faults: abort calls the hook (the CLI prints "rank R, action K (...): reason"), then
  * MPI_Abort(MPI_COMM_WORLD), which ends every process of the job; a killed process makes mpirun
  * end the job, terminating the others (SIGTERM): a terminated rank says what it was waiting for,
@@ -30,6 +37,7 @@
 
 #include "exec_drive.h"
 #include "exec_int.h"
+#include "mpi_wait.h"
 #include "platform.h"
 
 #include <ctype.h>
@@ -65,14 +73,19 @@
 #define MPI_STOOD_S 0.5
 #define MPI_CS_PER_S 100
 /* Tags on the control communicator: the clock's ping-pong, the parts of a record, the message
- * counts of a barrier. */
+ * counts of a barrier; on any communicator, the tokens of a meeting. */
 enum { TAG_PING = 1, TAG_PONG, TAG_REC_HEAD = 10, TAG_REC_ARRAYS, TAG_REC_OPS, TAG_REC_LOSS, TAG_REC_WEIGHTS, TAG_REC_ROUNDS,
-       TAG_COUNTS = 20 };
+       TAG_COUNTS = 20, TAG_MEET };
+/* The parts of a record after its head (send_record), each a message of its own. */
+#define MPI_REC_PARTS 5
+/* The most nonblocking collectives one meeting completes (host_check's pairs). */
+#define MPI_MEET_COLLS 2
 /* What a rank does, for its SIGTERM report (g_waiting): computing, polling a request
- * (wait_poll), inside a blocking collective. */
+ * (wait_poll), inside a blocking collective (the replicas' all-reduce). */
 enum { MW_NONE = 0, MW_POLL, MW_BLOCKED };
-/* Where the test-only EXEC_MPI_TEST_STOP_ENV stops this rank (mend.test_stop). */
-enum { MTS_NONE = 0, MTS_BARRIER, MTS_WAIT };
+/* The names of the test-only EXEC_MPI_TEST_STOP_ENV's stop points (mpi_wait.h, EXEC_MTS_*). */
+static const char *const mts_name[EXEC_MTS_POINTS] = {"", "barrier", "wait", "probe", "join", "allreduce", "steady", "gather",
+                                                      "profile"};
 
 /* One send in flight: its request and its private copy of the data. */
 typedef struct msend {
@@ -97,13 +110,15 @@ typedef struct mend {
     int rank, size, stages;
     long tag_mod;         /* MPI_TAG_UB + 1 */
     double timeout_s;
-    double spin_s;        /* a wait's spin before it naps (host_spin_s) */
+    double spin_s;        /* a wait's spin before it naps (host_spin) */
+    double coll_spin_s;   /* the all-reduce's meeting (allreduce_i64): all of it when each process has a core */
     msend *send;          /* [nsend] */
     int nsend;
     int64_t *sent, *rcvd, *peer_sent, *sent_at; /* [size] each: messages sent to / received from
                            * each rank so far, (after a barrier) what each rank sent to this one,
                            * and sent[] as the last barrier sent it (its sends' buffers) */
-    MPI_Request *xreq;    /* [2 size] a barrier's receives of the counts, then its sends */
+    MPI_Request *xreq;    /* [2 size + MPI_MEET_COLLS] a meeting's receives of the tokens (a barrier's:
+                           * of the counts), then its sends, then its collectives */
     unsigned char *rbuf;  /* receive buffer of rcap bytes */
     size_t rcap;
     mpost *post;          /* [npost] receives posted and not completed yet (grown by pl_grow) */
@@ -112,12 +127,14 @@ typedef struct mend {
                            * (MPI_COMM_NULL elsewhere): the all-reduce's communicator */
     int job_cores;        /* the cores of the job's hosts (host_check) */
     int barriers;         /* barriers between passes entered so far */
-    int test_stop;        /* MTS_*: where EXEC_MPI_TEST_STOP_ENV stops this rank (tests only) */
+    int test_stop;        /* EXEC_MTS_*: where EXEC_MPI_TEST_STOP_ENV stops this rank (tests only) */
     char warning[sizeof ((exec_result *)0)->warning]; /* oversubscription (host_check), for rank 0's result */
 } mend;
 
 static void (*g_abort_hook)(const pl_err *why);
 static int g_inited; /* 1 when exec_mpi_run called MPI_Init_thread */
+static int g_timed_out; /* 1 when a wait of this process timed out: the job must end (mpi_wait.h) */
+static int g_test_stopped; /* 1 when the test hook stopped this process (it stops it once) */
 
 /* What this rank waits for now, for the report of a rank that the launcher terminates (when
  * another rank died or aborted): written before g_waiting is set, read only by on_term. */
@@ -230,6 +247,15 @@ static void report_on_term(int r) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* Ends the whole job: the hook reports why (when why is not NULL), then MPI_Abort. Does not
+ * return. The launcher's SIGTERM then finds this rank without on_term: it said why itself. */
+static _Noreturn void abort_job(const pl_err *why) {
+    signal(SIGTERM, SIG_DFL);
+    if (why && g_abort_hook) g_abort_hook(why);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1); /* not reached */
+}
+
 int exec_mpi_available(void) { return 1; }
 
 void exec_mpi_set_abort_hook(void (*hook)(const pl_err *why)) { g_abort_hook = hook; }
@@ -245,10 +271,13 @@ static void nap(long us);
  * while that one profiles the blocks and the threads' hand-off alone) first waits for them at a
  * barrier it polls with naps of a millisecond: MPI_Finalize's own wait keeps a core busy, and
  * the first process then timed its threads' hand-off 20 times slower (latency 18 us against
- * 0.1-1) and its W 10% slower. */
+ * 0.1-1) and its W 10% slower. That wait has no timeout: rank 0 may profile and predict for
+ * minutes after the others are done. A process whose wait timed out (its caller printed why)
+ * ends the job instead: the others may never come. */
 void exec_mpi_finalize(void) {
     int fin = 0;
     MPI_Finalized(&fin);
+    if (g_timed_out && !fin) abort_job(NULL);
     if (g_inited && !fin) {
         MPI_Request rq;
         if (MPI_Ibarrier(MPI_COMM_WORLD, &rq) == MPI_SUCCESS) {
@@ -265,6 +294,26 @@ static int m_rank(const exec_transport *t) { return ((const mend *)t->impl)->ran
 /* Returns the number of ranks. */
 static int m_size(const exec_transport *t) { return ((const mend *)t->impl)->size; }
 
+/* Reads EXEC_MPI_TEST_STOP_ENV ("R:name", a name of mts_name; tests only) into m->test_stop. */
+static void test_stop_parse(mend *m) {
+    const char *v = getenv(EXEC_MPI_TEST_STOP_ENV);
+    int r = -1;
+    char where[16] = "";
+    m->test_stop = EXEC_MTS_NONE;
+    if (g_test_stopped || !v || sscanf(v, "%d:%15s", &r, where) != 2 || r != m->rank) return;
+    for (int k = EXEC_MTS_NONE + 1; k < EXEC_MTS_POINTS; k++)
+        if (strcmp(where, mts_name[k]) == 0) m->test_stop = k;
+}
+
+/* Stops this rank (SIGSTOP), once, when EXEC_MPI_TEST_STOP_ENV named it at point (tests only):
+ * as a process stopped or starved of CPU there would, it leaves the others waiting. */
+static void test_stop_at(mend *m, int point) {
+    if (m->test_stop != point) return;
+    m->test_stop = EXEC_MTS_NONE;
+    g_test_stopped = 1;
+    raise(SIGSTOP);
+}
+
 /* Returns the tag of a message key (see the file comment). */
 static int tag_of(const mend *m, exec_msg_key k) {
     unsigned long long v = ((unsigned long long)k.mb * (unsigned long long)m->stages + (unsigned long long)k.stage) * 2ull +
@@ -280,19 +329,16 @@ static void nap(long us) {
 
 /* Polls the n requests req until they all complete (PL_OK; st, when n is 1, filled), one fails
  * (PL_EINPUT, MPI's error), or the deadline dl passes (PL_EINTERNAL, "timed out after T s:
- * what"; the requests stay as they are, for the caller to look at and release); spins for m->spin_s
- * after t0, then naps. A gap of MPI_STOOD_S or more between two polls is time this process did
- * not run (stopped, or starved of CPU): it moves the deadline as far (the others were not
- * late), and is kept for the SIGTERM report (note_stood). *cpu_nap: the process's CPU time as the
+ * what", g_timed_out set; the requests stay as they are, for the caller to look at and release);
+ * spins for spin_s after t0, then naps. A gap of MPI_STOOD_S or more between two polls is time
+ * this process did not run (stopped, or starved of CPU): it moves the deadline as far (the
+ * others were not late), and is kept for the SIGTERM report (note_stood). *cpu_nap: the process's CPU time as the
  * wait began to nap (cpu_cs), -1 when it did not. */
-static int wait_poll(mend *m, MPI_Request *req, int n, MPI_Status *st, const char *what, double t0, double dl, long *cpu_nap,
-                     pl_err *e) {
+static int wait_poll(mend *m, MPI_Request *req, int n, MPI_Status *st, const char *what, double t0, double dl, double spin_s,
+                     long *cpu_nap, pl_err *e) {
     double last = t0;
     *cpu_nap = -1;
-    if (m->test_stop == MTS_WAIT && m->barriers >= 2 && n == 1) { /* a message's wait in pass 1 */
-        m->test_stop = MTS_NONE;
-        raise(SIGSTOP);
-    }
+    if (m->barriers >= 2 && n == 1) test_stop_at(m, EXEC_MTS_WAIT); /* a message's wait in pass 1 */
     for (;;) {
         int flag = 0;
         int rc = n == 1 ? MPI_Test(req, &flag, st) : MPI_Testall(n, req, &flag, MPI_STATUSES_IGNORE);
@@ -310,18 +356,21 @@ static int wait_poll(mend *m, MPI_Request *req, int n, MPI_Status *st, const cha
         last = now;
         note_alive(now);
         if (flag) return PL_OK;
-        if (now > dl) return pl_errf(e, PL_EINTERNAL, "timed out after %g s: %s", m->timeout_s, what);
-        if (now - t0 > m->spin_s) { /* spun out: poll gently */
+        if (now > dl) {
+            g_timed_out = 1;
+            return pl_errf(e, PL_EINTERNAL, "timed out after %g s: %s", m->timeout_s, what);
+        }
+        if (now - t0 > spin_s) { /* spun out: poll gently */
             if (*cpu_nap < 0) *cpu_nap = cpu_cs();
             nap(MPI_NAP_US);
         }
     }
 }
 
-/* Waits for the n requests req (what describes the wait): returns PL_OK (st, when n is 1,
- * filled), or an error after timeout_s (the requests still pending; see wait_poll). While it
- * waits, a SIGTERM from the launcher reports what (on_term). */
-static int wait_reqs(mend *m, MPI_Request *req, int n, MPI_Status *st, const char *what, pl_err *e) {
+/* Waits for the n requests req (what describes the wait), spinning spin_s before it naps:
+ * returns PL_OK (st, when n is 1, filled), or an error after timeout_s (the requests still
+ * pending; see wait_poll). While it waits, a SIGTERM from the launcher reports what (on_term). */
+static int wait_reqs(mend *m, MPI_Request *req, int n, MPI_Status *st, const char *what, double spin_s, pl_err *e) {
     double t0 = pl_now_s(), dl = t0 + m->timeout_s;
     g_waiting = MW_NONE;
     if (alive_cs_at(t0) - g_cpu_at_cs >= (long)(MPI_STOOD_S * MPI_CS_PER_S)) {
@@ -332,7 +381,7 @@ static int wait_reqs(mend *m, MPI_Request *req, int n, MPI_Status *st, const cha
     snprintf(g_wait_what, sizeof g_wait_what, "%s", what);
     g_waiting = MW_POLL;
     long cpu_nap = -1;
-    int rc = wait_poll(m, req, n, st, what, t0, dl, &cpu_nap, e);
+    int rc = wait_poll(m, req, n, st, what, t0, dl, spin_s, &cpu_nap, e);
     if (cpu_nap >= 0) { /* it napped: not CPU time, unlike what follows until the next wait that naps */
         g_cpu_cs = (sig_atomic_t)cpu_nap;
         g_cpu_at_cs = g_alive_cs; /* its last poll */
@@ -344,7 +393,7 @@ static int wait_reqs(mend *m, MPI_Request *req, int n, MPI_Status *st, const cha
 /* Waits for the point-to-point request req as wait_reqs; after a timeout, cancels and frees it
  * when it is a receive (`recv`; a send is left to the abort that follows). */
 static int wait_req(mend *m, MPI_Request *req, MPI_Status *st, int recv, const char *what, pl_err *e) {
-    int rc = wait_reqs(m, req, 1, st, what, e);
+    int rc = wait_reqs(m, req, 1, st, what, m->spin_s, e);
     if (rc != PL_OK && recv && *req != MPI_REQUEST_NULL) {
         MPI_Cancel(req);
         MPI_Request_free(req);
@@ -484,68 +533,121 @@ static int m_recv(exec_transport *t, int src, exec_msg_key key, void *data, size
     return PL_OK;
 }
 
-/* Names in buf the ranks whose counts have not come (their receives xreq[q] pending) after a
- * barrier timed out, or says that its own counts were not taken. */
-static void barrier_late(const mend *m, char *buf, size_t n) {
+/* Returns the rank in the job of member q of comm. */
+static int job_rank(MPI_Comm comm, int q) {
+    MPI_Group g, w;
+    int r = q;
+    if (MPI_Comm_group(comm, &g) != MPI_SUCCESS) return q;
+    MPI_Comm_group(MPI_COMM_WORLD, &w);
+    MPI_Group_translate_ranks(g, 1, &q, w, &r);
+    MPI_Group_free(&g);
+    MPI_Group_free(&w);
+    return r;
+}
+
+/* Names in buf the members of comm (n of them, by their rank in the job) whose tokens have not
+ * come (their receives m->xreq[q] pending) after a meeting timed out, or says what else it
+ * waited for: its collectives (ncoll of them), or its own tokens (the counts when `counts`) to
+ * be taken. */
+static void meet_late(const mend *m, MPI_Comm comm, int n, int ncoll, int counts, char *buf, size_t len) {
     size_t k = 0;
     int late = 0;
-    for (int q = 0; q < m->size; q++) {
+    for (int q = 0; q < n; q++) {
         int done = 1;
         if (m->xreq[q] != MPI_REQUEST_NULL) MPI_Request_get_status(m->xreq[q], &done, MPI_STATUS_IGNORE);
         if (done) continue;
-        int w = snprintf(buf + k, n - k, "%s%d", late ? ", " : "", q);
-        if (w > 0 && (size_t)w < n - k) k += (size_t)w;
+        int w = snprintf(buf + k, len - k, "%s%d", late ? ", " : "", job_rank(comm, q));
+        if (w > 0 && (size_t)w < len - k) k += (size_t)w;
         late++;
     }
-    if (!late) snprintf(buf, n, "its counts to be taken");
+    if (!late)
+        snprintf(buf, len, "%s", ncoll ? "the others to complete it" : counts ? "its counts to be taken" : "its tokens to be taken");
 }
 
-/* Releases a timed-out barrier's requests: its receives cancelled, its sends left to complete
- * (MPI_Request_free; their buffer, sent_at, lives as long as m). */
-static void barrier_release(mend *m) {
-    for (int q = 0; q < m->size; q++) {
+/* Releases a timed-out meeting's requests: its receives cancelled, its sends left to complete
+ * (MPI_Request_free; their buffers live as long as m), its collectives left as they are
+ * (cancelling or freeing a collective is erroneous: the job ends instead). */
+static void meet_release(mend *m, int n) {
+    for (int q = 0; q < n; q++) {
         if (m->xreq[q] != MPI_REQUEST_NULL) {
             MPI_Cancel(&m->xreq[q]);
             MPI_Request_free(&m->xreq[q]);
         }
-        if (m->xreq[m->size + q] != MPI_REQUEST_NULL) MPI_Request_free(&m->xreq[m->size + q]);
+        if (m->xreq[n + q] != MPI_REQUEST_NULL) MPI_Request_free(&m->xreq[n + q]);
     }
 }
 
-/* Waits for every rank while exchanging the message counts (each rank sends sent[q] to every
- * other rank q and receives theirs, polled with the timeout: no rank completes before every
- * other rank entered, so it is a barrier; point to point, so that a timeout names the ranks that
- * never came), then checks that this rank received every message sent to it: at the barrier
- * between passes and at the end of the run, each rank has walked its whole list, so a message
- * sent to it and not received never will be. when: "barrier between passes" or "end of the run".
- * Returns PL_OK or an error naming the sender, this rank and (when it has arrived) the message,
- * or, after the timeout, this rank and the ranks it waited for. */
-static int exchange_counts(mend *m, const char *when, pl_err *e) {
-    int P = m->size;
-    for (int q = 0; q < P; q++) {
-        m->xreq[q] = m->xreq[P + q] = MPI_REQUEST_NULL;
-        if (q == m->rank) {
-            m->peer_sent[q] = m->sent[q];
+/* Meets every other member of comm: sends each member q a token (out[q], or an empty message
+ * when out is NULL) and receives theirs (into in[q]; in[self] = out[self]) on tag, point to
+ * point, and completes the ncoll nonblocking collectives coll[] started on comm with them, all
+ * polled with the timeout (spinning spin_s before it naps). No member's token comes before that
+ * member arrived, so it is a barrier, and a timeout names the members that never came.
+ * `where` says where this rank waits ("at the barrier between passes"). Returns PL_OK, PL_EINPUT
+ * (MPI's error), or after the timeout PL_EINTERNAL "timed out after T s: rank R waits WHERE for
+ * rank(s) Q" (the tokens' receives cancelled; the collectives still pending: the job must end). */
+static int meet(mend *m, MPI_Comm comm, int tag, int64_t *out, int64_t *in, MPI_Request *coll, int ncoll, double spin_s,
+                const char *where, pl_err *e) {
+    int n = 0, me = 0, nr = 0;
+    MPI_Comm_size(comm, &n);
+    MPI_Comm_rank(comm, &me);
+    if (n > m->size || ncoll > MPI_MEET_COLLS)
+        return pl_errf(e, PL_EINTERNAL, "a meeting of %d members and %d collectives", n, ncoll);
+    for (int q = 0; q < n; q++) {
+        m->xreq[q] = m->xreq[n + q] = MPI_REQUEST_NULL;
+        if (q == me) {
+            if (in) in[q] = out[q];
             continue;
         }
-        m->sent_at[q] = m->sent[q];
-        if (MPI_Irecv(&m->peer_sent[q], 1, MPI_INT64_T, q, TAG_COUNTS, m->ctl, &m->xreq[q]) != MPI_SUCCESS ||
-            MPI_Isend(&m->sent_at[q], 1, MPI_INT64_T, q, TAG_COUNTS, m->ctl, &m->xreq[P + q]) != MPI_SUCCESS)
-            return pl_errf(e, PL_EINTERNAL, "rank %d: exchanging the message counts with rank %d failed", m->rank, q);
+        if (MPI_Irecv(in ? &in[q] : NULL, in ? 1 : 0, MPI_INT64_T, q, tag, comm, &m->xreq[q]) != MPI_SUCCESS ||
+            MPI_Isend(out ? &out[q] : NULL, out ? 1 : 0, MPI_INT64_T, q, tag, comm, &m->xreq[n + q]) != MPI_SUCCESS)
+            return pl_errf(e, PL_EINTERNAL, "rank %d: meeting rank %d %s failed", m->rank, job_rank(comm, q), where);
+    }
+    for (nr = 2 * n; nr < 2 * n + ncoll; nr++) {
+        m->xreq[nr] = coll[nr - 2 * n];
+        coll[nr - 2 * n] = MPI_REQUEST_NULL;
     }
     char what[EXEC_WAIT_TEXT_MAX];
-    snprintf(what, sizeof what, "rank %d waits at the %s", m->rank, when);
-    int rc = wait_reqs(m, m->xreq, 2 * P, NULL, what, e);
-    if (rc == PL_EINTERNAL) { /* timed out (wait_poll) */
-        char late[EXEC_WAIT_TEXT_MAX];
-        barrier_late(m, late, sizeof late);
-        int several = strchr(late, ',') != NULL;
-        pl_errf(e, rc, "rank %d: timed out after %g s: %s for %s%s", m->rank, m->timeout_s, what,
-                isdigit((unsigned char)late[0]) ? (several ? "ranks " : "rank ") : "", late);
+    snprintf(what, sizeof what, "rank %d waits %s", m->rank, where);
+    int rc = wait_reqs(m, m->xreq, nr, NULL, what, spin_s, e);
+    if (rc != PL_EINTERNAL) return rc; /* done, or MPI's error */
+    char late[EXEC_WAIT_TEXT_MAX];
+    meet_late(m, comm, n, ncoll, out != NULL, late, sizeof late);
+    int several = strchr(late, ',') != NULL;
+    pl_errf(e, rc, "timed out after %g s: %s for %s%s", m->timeout_s, what,
+            isdigit((unsigned char)late[0]) ? (several ? "ranks " : "rank ") : "", late);
+    meet_release(m, n);
+    return rc;
+}
+
+/* Returns rc; an error of this rank's own (not of an action) gets "rank R: " before it. */
+static int own_err(const mend *m, int rc, pl_err *e) {
+    if (rc != PL_OK && pl_err_rank(e) < 0) {
+        pl_err_prefix(e, "rank %d: ", m->rank);
         pl_err_set_rank(e, m->rank);
-        barrier_release(m);
-        return rc;
     }
+    return rc;
+}
+
+/* Completes the ncoll collectives coll[] started on comm in a meeting (meet, no payload), waiting
+ * as a message's wait does. Returns PL_OK or meet's error. */
+static int coll_wait(mend *m, MPI_Comm comm, MPI_Request *coll, int ncoll, const char *where, pl_err *e) {
+    return meet(m, comm, TAG_MEET, NULL, NULL, coll, ncoll, m->spin_s, where, e);
+}
+
+/* Waits for every rank while exchanging the message counts (a meeting on the control
+ * communicator whose tokens are the counts: each rank sends sent[q] to every other rank q and
+ * receives theirs; point to point, so that a timeout names the ranks that never came), then
+ * checks that this rank received every message sent to it: at the barrier between passes and at
+ * the end of the run, each rank has walked its whole list, so a message sent to it and not
+ * received never will be. when: "barrier between passes" or "end of the run". Returns PL_OK or
+ * an error naming the sender, this rank and (when it has arrived) the message, or, after the
+ * timeout, this rank and the ranks it waited for. */
+static int exchange_counts(mend *m, const char *when, pl_err *e) {
+    int P = m->size;
+    for (int q = 0; q < P; q++) m->sent_at[q] = m->sent[q]; /* the tokens' buffers, alive until the next barrier */
+    char where[EXEC_WAIT_TEXT_MAX];
+    snprintf(where, sizeof where, "at the %s", when);
+    int rc = own_err(m, meet(m, m->ctl, TAG_COUNTS, m->sent_at, m->peer_sent, NULL, 0, m->spin_s, where, e), e);
     if (rc != PL_OK) return rc;
     for (int q = 0; q < P; q++) {
         if (m->peer_sent[q] == m->rcvd[q]) continue;
@@ -569,54 +671,79 @@ static int exchange_counts(mend *m, const char *when, pl_err *e) {
 
 static void m_abort(exec_transport *t, const pl_err *why);
 
-/* The all-reduce of v[count] over the replicas of stage (exec_transport.allreduce):
- * MPI_Allreduce (MPI_SUM or MPI_MAX of int64: exact, so any algorithm MPI picks gives the bits
- * of the threads' ring). Blocking, so that MPI progresses it at its own pace (the polled
- * MPI_Iallreduce advanced only at each MPI_Test, between naps); it cannot wait forever: a
- * replica that fails aborts the job (MPI_Abort), one that dies makes mpirun end it (this rank
- * then reports, from its SIGTERM handler, that it waited in the all-reduce), and one stuck
- * elsewhere times out there and aborts. Returns PL_OK or an error. */
+/* The exact all-reduce of v[count] on comm (MPI_SUM or MPI_MAX of int64: exact, so any
+ * algorithm MPI picks gives the bits of the threads' ring): a meeting of comm's members first
+ * (meet: timed, so that a replica that does not come is named after the timeout), then
+ * MPI_Allreduce, blocking, among members that all came. Blocking, so that MPI progresses it at
+ * its own pace: MPI_Iallreduce polled to completion took 1.45 times as long on 2 processes and
+ * 4.2 M values (148.7 ms against 103.0 ms, Open MPI 4.1's libnbc against its tuned all-reduce),
+ * and the meeting adds one exchange of empty messages (a few microseconds). So a replica that
+ * stops inside the all-reduce itself, after it came, is not timed here: one that dies there makes
+ * mpirun end the job (this rank then reports, from its SIGTERM handler, that it waited in the
+ * all-reduce). Returns PL_OK or an error. */
+static int allreduce_i64(mend *m, MPI_Comm comm, int64_t *v, size_t count, int max, const char *where, pl_err *e) {
+    if (count > (size_t)INT_MAX) return pl_errf(e, PL_EINPUT, "all-reduce of %zu values is too large", count);
+    int rc = meet(m, comm, TAG_MEET, NULL, NULL, NULL, 0, m->coll_spin_s, where, e);
+    if (rc != PL_OK) return rc;
+    g_waiting = MW_NONE;
+    snprintf(g_wait_what, sizeof g_wait_what, "rank %d waits %s", m->rank, where);
+    g_waiting = MW_BLOCKED;
+    rc = MPI_Allreduce(MPI_IN_PLACE, v, (int)count, MPI_INT64_T, max ? MPI_MAX : MPI_SUM, comm);
+    note_cpu(pl_now_s());
+    g_waiting = MW_NONE;
+    return rc == MPI_SUCCESS ? PL_OK : pl_errf(e, PL_EINTERNAL, "MPI_Allreduce %s failed", where);
+}
+
+/* The all-reduce of v[count] over the replicas of stage (exec_transport.allreduce): allreduce_i64
+ * on the stage's communicator. A replica that fails aborts the job (MPI_Abort), one that dies
+ * makes mpirun end it (this rank then reports, from its SIGTERM handler, that it waited in the
+ * all-reduce), one that stands still is named after the timeout. Returns PL_OK or an error. */
 static int m_allreduce(exec_transport *t, int stage, int64_t *v, size_t count, int max, pl_err *e) {
     mend *m = t->impl;
     if (stage < 0 || stage >= m->stages || m->stage_comm[stage] == MPI_COMM_NULL)
         return pl_errf(e, PL_EINTERNAL, "rank %d is no replica of stage %d", m->rank, stage);
-    if (count > (size_t)0x7fffffff) return pl_errf(e, PL_EINPUT, "all-reduce of %zu values is too large", count);
-    g_waiting = MW_NONE;
-    snprintf(g_wait_what, sizeof g_wait_what, "rank %d waits in the all-reduce of stage %d's replicas", m->rank, stage);
-    g_waiting = MW_BLOCKED;
-    int rc = MPI_Allreduce(MPI_IN_PLACE, v, (int)count, MPI_INT64_T, max ? MPI_MAX : MPI_SUM, m->stage_comm[stage]);
-    note_cpu(pl_now_s());
-    g_waiting = MW_NONE;
-    return rc == MPI_SUCCESS ? PL_OK : pl_errf(e, PL_EINTERNAL, "MPI_Allreduce of stage %d's replicas failed", stage);
+    if (m->barriers >= 2) test_stop_at(m, EXEC_MTS_ALLREDUCE); /* its first all-reduce in pass 1 */
+    char where[EXEC_WAIT_TEXT_MAX];
+    snprintf(where, sizeof where, "in the all-reduce of stage %d's replicas", stage);
+    return allreduce_i64(m, m->stage_comm[stage], v, count, max, where, e);
 }
 
-/* The max of v[count] over every rank (exec_transport.allmax): MPI_Allreduce on the control
- * communicator, blocking as the replicas' all-reduce (a rank that dies makes mpirun end the job).
- * Returns PL_OK or an error. */
+/* The max of v[count] over every rank (exec_transport.allmax, the steady rule's pass times,
+ * between two passes): MPI_Iallreduce on the control communicator, completed in a meeting as
+ * the barrier's; on an error (a timeout: "rank R: timed out ... for rank Q") ends the job at
+ * once, as the barrier does. Returns PL_OK. */
 static int m_allmax(exec_transport *t, double *v, size_t count, pl_err *e) {
     mend *m = t->impl;
-    if (count > (size_t)0x7fffffff) return pl_errf(e, PL_EINPUT, "max of %zu values is too large", count);
-    g_waiting = MW_NONE;
-    snprintf(g_wait_what, sizeof g_wait_what, "rank %d waits for the pass times of the others", m->rank);
-    g_waiting = MW_BLOCKED;
-    int rc = MPI_Allreduce(MPI_IN_PLACE, v, (int)count, MPI_DOUBLE, MPI_MAX, m->ctl);
-    note_cpu(pl_now_s());
-    g_waiting = MW_NONE;
-    return rc == MPI_SUCCESS ? PL_OK : pl_errf(e, PL_EINTERNAL, "MPI_Allreduce of the pass times failed");
+    test_stop_at(m, EXEC_MTS_STEADY);
+    MPI_Request rq;
+    int rc = count > (size_t)INT_MAX ? pl_errf(e, PL_EINPUT, "max of %zu values is too large", count)
+             : MPI_Iallreduce(MPI_IN_PLACE, v, (int)count, MPI_DOUBLE, MPI_MAX, m->ctl, &rq) != MPI_SUCCESS
+                 ? pl_errf(e, PL_EINTERNAL, "MPI_Iallreduce of the pass times failed")
+                 : coll_wait(m, m->ctl, &rq, 1, "at the exchange of the pass times", e);
+    if (own_err(m, rc, e) != PL_OK) m_abort(t, e);
+    return PL_OK;
 }
 
 /* Makes the communicator of each replicated stage among its replicas (collective over every
- * process: MPI_Comm_split). Returns PL_OK or PL_ENOMEM. */
+ * process: MPI_Comm_split, which has no nonblocking form: a meeting of every process first, so
+ * that one that stands still before it is named; the splits then follow one another at once).
+ * Returns PL_OK, PL_ENOMEM or the meeting's error. */
 static int stage_comms(mend *m, const sched *s, const exec_layout *L, pl_err *e) {
     m->stage_comm = pl_calloc((size_t)s->stages, sizeof *m->stage_comm);
     if (!m->stage_comm) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int any = 0;
     for (int q = 0; q < s->stages; q++) {
+        m->stage_comm[q] = MPI_COMM_NULL;
+        any |= L->reps[q] > 1;
+    }
+    int rc = any ? own_err(m, coll_wait(m, m->ctl, NULL, 0, "at the start of the run", e), e) : PL_OK;
+    for (int q = 0; rc == PL_OK && q < s->stages; q++) {
         m->stage_comm[q] = MPI_COMM_NULL;
         if (L->reps[q] <= 1) continue;
         int mine = L->srank[m->rank] == s->stage_rank[q];
         MPI_Comm_split(m->data, mine ? 0 : MPI_UNDEFINED, L->rep[m->rank], &m->stage_comm[q]);
     }
-    return PL_OK;
+    return rc;
 }
 
 /* Frees the stage communicators. */
@@ -632,22 +759,15 @@ static void stage_comms_free(mend *m, int stages) {
  * a failing action does: the ranks are no longer in step. Returns PL_OK. */
 static int m_barrier(exec_transport *t, pl_err *e) {
     mend *m = t->impl;
-    if (++m->barriers == 2 && m->test_stop == MTS_BARRIER) {
-        m->test_stop = MTS_NONE;
-        raise(SIGSTOP);
-    }
+    if (++m->barriers == 2) test_stop_at(m, EXEC_MTS_BARRIER);
     if (exchange_counts(m, "barrier between passes", e) != PL_OK) m_abort(t, e);
     return PL_OK;
 }
 
-/* Ends the whole job: the hook reports why, then MPI_Abort. Does not return. The launcher's
- * SIGTERM then finds this rank without on_term: it said why itself. */
+/* Ends the whole job (abort_job: the hook reports why, then MPI_Abort). Does not return. */
 static void m_abort(exec_transport *t, const pl_err *why) {
     (void)t;
-    signal(SIGTERM, SIG_DFL);
-    if (g_abort_hook) g_abort_hook(why);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1); /* not reached */
+    abort_job(why);
 }
 
 /* Checks with the other ranks that every message sent was received (exchange_counts; first, so
@@ -671,27 +791,39 @@ static void m_finished(exec_transport *t) {
 
 /* ---------------------------------------------------------------- the driver */
 
-/* Returns rank r's clock offset to rank 0 (add it to r's times), measured by ping-pong; rank 0
- * gets 0. Every rank calls it for every r (collective over ctl). */
-static double clock_offset(mend *m, int r) {
-    double off = 0, best = HUGE_VAL, t;
-    for (int k = 0; k < MPI_CLOCK_PINGS; k++) {
+/* Measures rank r's clock offset to rank 0 (add it to r's times) into *off by ping-pong; rank 0
+ * gets 0. Every rank calls it for every r (collective over ctl); each message is waited for with
+ * the timeout. Returns PL_OK or the error ("rank R: timed out ... for rank Q"). */
+static int clock_offset(mend *m, int r, double *off, pl_err *e) {
+    double best = HUGE_VAL, t = 0, t_r = 0;
+    char what[EXEC_WAIT_TEXT_MAX];
+    snprintf(what, sizeof what, "rank %d waits at the clock alignment for rank %d", m->rank, m->rank == 0 ? r : 0);
+    *off = 0;
+    for (int k = 0; k < MPI_CLOCK_PINGS && (m->rank == 0 || m->rank == r); k++) {
+        MPI_Request rq[2];
+        int rc;
         if (m->rank == 0) {
             double t0 = pl_now_s();
-            MPI_Send(&t0, 1, MPI_DOUBLE, r, TAG_PING, m->ctl);
-            MPI_Recv(&t, 1, MPI_DOUBLE, r, TAG_PONG, m->ctl, MPI_STATUS_IGNORE);
+            MPI_Irecv(&t, 1, MPI_DOUBLE, r, TAG_PONG, m->ctl, &rq[0]);
+            MPI_Isend(&t0, 1, MPI_DOUBLE, r, TAG_PING, m->ctl, &rq[1]);
+            rc = wait_reqs(m, rq, 2, NULL, what, m->spin_s, e);
             double t1 = pl_now_s();
-            if (t1 - t0 < best) {
+            if (rc == PL_OK && t1 - t0 < best) {
                 best = t1 - t0;
-                off = 0.5 * (t0 + t1) - t;
+                *off = 0.5 * (t0 + t1) - t;
             }
-        } else if (m->rank == r) {
-            MPI_Recv(&t, 1, MPI_DOUBLE, 0, TAG_PING, m->ctl, MPI_STATUS_IGNORE);
-            t = pl_now_s();
-            MPI_Send(&t, 1, MPI_DOUBLE, 0, TAG_PONG, m->ctl);
+        } else {
+            MPI_Irecv(&t, 1, MPI_DOUBLE, 0, TAG_PING, m->ctl, &rq[0]);
+            rc = wait_reqs(m, rq, 1, NULL, what, m->spin_s, e);
+            t_r = pl_now_s();
+            if (rc == PL_OK) {
+                MPI_Isend(&t_r, 1, MPI_DOUBLE, 0, TAG_PONG, m->ctl, &rq[0]);
+                rc = wait_reqs(m, rq, 1, NULL, what, m->spin_s, e);
+            }
         }
+        if (rc != PL_OK) return own_err(m, rc, e); /* the job ends: the requests are left */
     }
-    return off;
+    return PL_OK;
 }
 
 /* Header of a record sent to rank 0. */
@@ -702,27 +834,58 @@ typedef struct rec_head {
     double window[EXEC_WINDOWS];
 } rec_head;
 
-/* Sends rank m->rank's record to rank 0 (tags 10..16 on ctl). */
-static void send_record(mend *m, const exec_rank_record *r, size_t n_loss) {
+/* One message of a record: count items of type at buf, on tag. */
+typedef struct rec_part {
+    void *buf;
+    int count;
+    MPI_Datatype type;
+    int tag;
+} rec_part;
+
+/* Sends (send 1) or receives the n parts of a record (those of count 0 left out, on both sides)
+ * to or from peer on ctl, all posted at once and waited for together with the timeout. Returns
+ * PL_OK or the error ("rank R: timed out ... at the gathering of the records for rank Q"; the
+ * requests are left: the job ends). */
+static int record_parts(mend *m, const rec_part *p, int n, int peer, int send, pl_err *e) {
+    MPI_Request rq[MPI_REC_PARTS + 1];
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i].count == 0) continue;
+        int rc = send ? MPI_Isend(p[i].buf, p[i].count, p[i].type, peer, p[i].tag, m->ctl, &rq[k])
+                      : MPI_Irecv(p[i].buf, p[i].count, p[i].type, peer, p[i].tag, m->ctl, &rq[k]);
+        if (rc != MPI_SUCCESS) return own_err(m, pl_errf(e, PL_EINTERNAL, "passing a record with rank %d failed", peer), e);
+        k++;
+    }
+    char what[EXEC_WAIT_TEXT_MAX];
+    snprintf(what, sizeof what, "rank %d waits at the gathering of the records for rank %d", m->rank, peer);
+    return own_err(m, wait_reqs(m, rq, k, NULL, what, m->spin_s, e), e);
+}
+
+/* Sends rank m->rank's record to rank 0 (tags 10..15 on ctl). Returns PL_OK or the error. */
+static int send_record(mend *m, const exec_rank_record *r, size_t n_loss, pl_err *e) {
     rec_head h = {r->passes, (int64_t)r->n_ops, (int64_t)r->n_weights, (int64_t)n_loss, r->core,
                   (int64_t)r->allocated_bytes, (int64_t)r->model_peak_bytes, r->has_prof, (int64_t)r->n_round_f, r->peak,
                   {0}, {0}};
     memcpy(h.prof_s, r->prof_s, sizeof h.prof_s);
     memcpy(h.window, r->window, sizeof h.window);
-    MPI_Send(&h, (int)sizeof h, MPI_BYTE, 0, TAG_REC_HEAD, m->ctl);
-    MPI_Send(r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, 0, TAG_REC_ARRAYS, m->ctl);
-    if (r->n_ops) MPI_Send(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, 0, TAG_REC_OPS, m->ctl);
-    MPI_Send(r->loss_mb, (int)n_loss, MPI_DOUBLE, 0, TAG_REC_LOSS, m->ctl);
-    MPI_Send(r->weights, (int)r->n_weights, MPI_FLOAT, 0, TAG_REC_WEIGHTS, m->ctl);
-    if (r->n_round_f) MPI_Send(r->round_f, 2 * (int)r->n_round_f, MPI_DOUBLE, 0, TAG_REC_ROUNDS, m->ctl);
+    rec_part p[MPI_REC_PARTS + 1] = {
+        {&h, (int)sizeof h, MPI_BYTE, TAG_REC_HEAD},
+        {r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, TAG_REC_ARRAYS},
+        {r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, TAG_REC_OPS},
+        {r->loss_mb, (int)n_loss, MPI_DOUBLE, TAG_REC_LOSS},
+        {r->weights, (int)r->n_weights, MPI_FLOAT, TAG_REC_WEIGHTS},
+        {r->round_f, 2 * (int)r->n_round_f, MPI_DOUBLE, TAG_REC_ROUNDS}};
+    return record_parts(m, p, MPI_REC_PARTS + 1, 0, 1, e);
 }
 
 /* Receives rank src's record on rank 0 into r (arrays owned by r, exec_rank_record_free).
- * Returns PL_OK or PL_ENOMEM. */
+ * Returns PL_OK, PL_ENOMEM or the error of a wait. */
 static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
     rec_head h;
     memset(r, 0, sizeof *r);
-    MPI_Recv(&h, (int)sizeof h, MPI_BYTE, src, TAG_REC_HEAD, m->ctl, MPI_STATUS_IGNORE);
+    rec_part ph = {&h, (int)sizeof h, MPI_BYTE, TAG_REC_HEAD};
+    int rc = record_parts(m, &ph, 1, src, 0, e);
+    if (rc != PL_OK) return rc;
     r->rank = src;
     r->passes = (int)h.passes;
     r->n_ops = (size_t)h.n_ops;
@@ -743,13 +906,12 @@ static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
     if (!r->pass_start_s || (r->n_ops && !r->ops) || !r->loss_mb || !r->weights || !r->round_f)
         return pl_errf(e, PL_ENOMEM, "out of memory receiving the record of rank %d", src);
     exec_rank_record_arrays(r);
-    MPI_Recv(r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, src, TAG_REC_ARRAYS, m->ctl, MPI_STATUS_IGNORE);
-    if (r->n_ops) MPI_Recv(r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, src, TAG_REC_OPS, m->ctl, MPI_STATUS_IGNORE);
-    MPI_Recv(r->loss_mb, (int)h.n_loss, MPI_DOUBLE, src, TAG_REC_LOSS, m->ctl, MPI_STATUS_IGNORE);
-    MPI_Recv(r->weights, (int)r->n_weights, MPI_FLOAT, src, TAG_REC_WEIGHTS, m->ctl, MPI_STATUS_IGNORE);
-    if (r->n_round_f)
-        MPI_Recv(r->round_f, 2 * (int)r->n_round_f, MPI_DOUBLE, src, TAG_REC_ROUNDS, m->ctl, MPI_STATUS_IGNORE);
-    return PL_OK;
+    rec_part p[MPI_REC_PARTS] = {{r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, TAG_REC_ARRAYS},
+                                 {r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, TAG_REC_OPS},
+                                 {r->loss_mb, (int)h.n_loss, MPI_DOUBLE, TAG_REC_LOSS},
+                                 {r->weights, (int)r->n_weights, MPI_FLOAT, TAG_REC_WEIGHTS},
+                                 {r->round_f, 2 * (int)r->n_round_f, MPI_DOUBLE, TAG_REC_ROUNDS}};
+    return record_parts(m, p, MPI_REC_PARTS, src, 0, e);
 }
 
 /* Shifts every absolute time of a record by off seconds (onto rank 0's clock). */
@@ -777,64 +939,84 @@ int exec_mpi_init(pl_err *e) {
     return PL_OK;
 }
 
-static int mend_init(mend *m, const exec_config *cfg, double spin_s, pl_err *e);
+static int mend_init(mend *m, double timeout_s, pl_err *e);
 
 /* Counts the MPI job's processes on this process's host into *local, and the cores their
  * affinity masks cover together into *cores; *lead is 1 on the host's first process, else 0;
  * *pair (may be NULL) is 1 when the job's first two processes share a host (one clock), else 0.
- * Collective over MPI_COMM_WORLD. */
-static void host_share(int *local, int *cores, int *lead, int *pair) {
+ * Collective over MPI_COMM_WORLD, each collective completed in a meeting (`where` says where
+ * this rank waits: "at the start of the run"); MPI_Comm_split_type has no nonblocking form, so
+ * a meeting comes first. Returns PL_OK or the error of a meeting. */
+static int host_share(mend *m, const char *where, int *local, int *cores, int *lead, int *pair, pl_err *e) {
     enum { MASK_BYTES = EXEC_MAX_CORES / 8 };
     unsigned char mine[MASK_BYTES] = {0}, all[MASK_BYTES] = {0};
     int cpus[EXEC_MAX_CORES], n = exec_platform_cores(cpus, EXEC_MAX_CORES);
     for (int i = 0; i < n; i++) mine[cpus[i] / 8] |= (unsigned char)(1u << (cpus[i] % 8));
     MPI_Comm node;
+    MPI_Request rq;
     *local = 1;
     *cores = n;
     *lead = 1;
     if (pair) *pair = 0;
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return;
+    int rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, NULL, 0, where, e), e);
+    if (rc != PL_OK) return rc;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return PL_OK;
     int node_rank = 0;
     MPI_Comm_size(node, local);
     MPI_Comm_rank(node, &node_rank);
     *lead = node_rank == 0;
-    MPI_Allreduce(mine, all, MASK_BYTES, MPI_BYTE, MPI_BOR, node);
-    if (pair) {
+    MPI_Iallreduce(mine, all, MASK_BYTES, MPI_BYTE, MPI_BOR, node, &rq);
+    rc = own_err(m, coll_wait(m, node, &rq, 1, where, e), e);
+    if (rc == PL_OK && pair) {
         MPI_Group world, here;
         MPI_Comm_group(MPI_COMM_WORLD, &world);
         MPI_Comm_group(node, &here);
         int first[2] = {0, 1}, at[2] = {MPI_UNDEFINED, MPI_UNDEFINED}, both;
         MPI_Group_translate_ranks(world, 2, first, here, at);
         both = at[0] != MPI_UNDEFINED && at[1] != MPI_UNDEFINED;
-        MPI_Allreduce(&both, pair, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Iallreduce(&both, pair, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &rq);
+        rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, &rq, 1, where, e), e);
         MPI_Group_free(&here);
         MPI_Group_free(&world);
     }
+    if (rc != PL_OK) return rc; /* the job ends: nothing more of MPI's (a collective is pending) */
     MPI_Comm_free(&node);
     *cores = 0;
     for (int i = 0; i < MASK_BYTES; i++)
         for (unsigned v = all[i]; v; v &= v - 1) ++*cores;
+    return PL_OK;
 }
 
-/* A wait's spin before it naps: EXEC_SPIN_S when the job's processes on this host have a core
- * each (local of them on cores: so a spinning process takes no other's), else MPI_SPIN_S. */
-static double host_spin_s(int local, int cores) { return local <= cores ? EXEC_SPIN_S : MPI_SPIN_S; }
+/* Sets m's spins for `local` processes of the job on `cores` cores of this host: a wait spins
+ * EXEC_SPIN_S before it naps when each has a core (so a spinning process takes no other's), else
+ * MPI_SPIN_S; the all-reduce's meeting (allreduce_i64) then spins throughout, as MPI's blocking
+ * all-reduce after it does, else as a wait. */
+static void host_spin(mend *m, int local, int cores) {
+    m->spin_s = local <= cores ? EXEC_SPIN_S : MPI_SPIN_S;
+    m->coll_spin_s = local <= cores ? HUGE_VAL : MPI_SPIN_S;
+}
 
 /* The job's processes against its cores, as the threads transport checks its ranks against its
  * process's cores: local processes on this host sharing cores (host_share; lead: this is the
  * host's first process). The host with the most processes beyond its cores is refused unless
  * cfg->oversubscribe, else named in m->warning; m->job_cores is the cores of all the job's hosts.
- * Collective over MPI_COMM_WORLD: every process returns the same. Returns PL_OK or the refusal. */
-static int host_check(mend *m, const exec_config *cfg, int local, int cores, int lead, pl_err *e) {
+ * Collective over MPI_COMM_WORLD (completed in meetings, `where`): every process returns the
+ * same. Returns PL_OK, the refusal, or the error of a meeting. */
+static int host_check(mend *m, const exec_config *cfg, int local, int cores, int lead, const char *where, pl_err *e) {
     int mine[2] = {local - cores, m->rank}, worst[2] = {0, 0}, sum = lead ? cores : 0;
-    MPI_Allreduce(mine, worst, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD);
-    MPI_Allreduce(&sum, &m->job_cores, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Request rq[MPI_MEET_COLLS];
+    MPI_Iallreduce(mine, worst, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD, &rq[0]);
+    MPI_Iallreduce(&sum, &m->job_cores, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq[1]);
+    int rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 2, where, e), e);
+    if (rc != PL_OK) return rc;
     int there[2] = {local, cores};
     char host[MPI_MAX_PROCESSOR_NAME] = "";
     int len = 0;
     MPI_Get_processor_name(host, &len);
-    MPI_Bcast(there, 2, MPI_INT, worst[1], MPI_COMM_WORLD);
-    MPI_Bcast(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, worst[1], MPI_COMM_WORLD);
+    MPI_Ibcast(there, 2, MPI_INT, worst[1], MPI_COMM_WORLD, &rq[0]);
+    MPI_Ibcast(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, worst[1], MPI_COMM_WORLD, &rq[1]);
+    rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 2, where, e), e);
+    if (rc != PL_OK) return rc;
     host[MPI_MAX_PROCESSOR_NAME - 1] = '\0';
     m->warning[0] = '\0';
     if (worst[0] <= 0) return PL_OK;
@@ -847,22 +1029,33 @@ static int host_check(mend *m, const exec_config *cfg, int local, int cores, int
     return PL_OK;
 }
 
-/* Reads EXEC_MPI_TEST_STOP_ENV ("R:barrier" or "R:wait", tests only) into m->test_stop. */
-static void test_stop_parse(mend *m) {
-    const char *v = getenv(EXEC_MPI_TEST_STOP_ENV);
-    int r = -1;
-    char where[16] = "";
-    m->test_stop = MTS_NONE;
-    if (!v || sscanf(v, "%d:%15s", &r, where) != 2 || r != m->rank) return;
-    m->test_stop = strcmp(where, "barrier") == 0 ? MTS_BARRIER : strcmp(where, "wait") == 0 ? MTS_WAIT : MTS_NONE;
+/* Opens m over every process of the job (MPI initialized), its waits of timeout_s (0: the
+ * default), stopping here when the test hook names `stop`, then meets the others (host_share:
+ * `where`) to set its spins; *one_clock (may be NULL) as host_share's pair. Returns PL_OK, or
+ * the error (m is to be freed with mend_free_sends either way). */
+static int world_open(mend *m, double timeout_s, int stop, const char *where, int *one_clock, pl_err *e) {
+    memset(m, 0, sizeof *m);
+    MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &m->size);
+    int rc = mend_init(m, timeout_s, e);
+    if (rc != PL_OK) return rc;
+    test_stop_parse(m);
+    test_stop_at(m, stop);
+    int local = 0, cores = 0, lead = 0;
+    rc = host_share(m, where, &local, &cores, &lead, one_clock, e);
+    if (rc == PL_OK) host_spin(m, local, cores);
+    return rc;
 }
 
 /* Joins the MPI job (initializing MPI when nobody has), checks that it has one process per rank
- * of the schedule's layout, and sets up m's communicators, tag space and message counters.
- * Returns PL_OK, or the error (nothing to free on error). */
+ * of the schedule's layout, and sets up m's communicators, tag space and message counters; the
+ * set-up's collectives are completed in meetings ("at the start of the run"), so that a process
+ * that stands still is named after the timeout. Returns PL_OK, or the error (m is to be freed
+ * with mend_free_sends either way). */
 static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_root, pl_err *e) {
-    if (exec_mpi_init(e) != PL_OK) return e->code;
+    const char *const where = "at the start of the run";
     memset(m, 0, sizeof *m);
+    if (exec_mpi_init(e) != PL_OK) return e->code;
     MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &m->size);
     report_on_term(m->rank);
@@ -875,38 +1068,47 @@ static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_roo
     if (m->size != want)
         return pl_errf(e, PL_EINPUT, "the MPI job has %d processes, the schedule %d ranks%s (mpirun -np %d)", m->size, want,
                        want != s->ranks ? " with its replicas" : "", want);
-    int ln = m->size, hc = 0, lead = 0;
-    host_share(&ln, &hc, &lead, NULL);
-    int rc = host_check(m, cfg, ln, hc, lead, e);
+    int rc = mend_init(m, cfg->timeout_s, e);
     if (rc != PL_OK) return rc;
+    test_stop_parse(m);
+    test_stop_at(m, EXEC_MTS_JOIN);
+    int ln = m->size, hc = 0, lead = 0;
+    rc = host_share(m, where, &ln, &hc, &lead, NULL, e);
+    if (rc == PL_OK) rc = host_check(m, cfg, ln, hc, lead, where, e);
+    if (rc != PL_OK) return rc;
+    host_spin(m, ln, hc);
+    MPI_Request rq[MPI_MEET_COLLS];
     if (cfg->timed_passes_max > cfg->timed_passes) {
         /* the steady rule compares the processes' pass times on their own clocks (m_allmax):
          * one clock only when they share a host */
         int all = 0;
-        MPI_Allreduce(&ln, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Iallreduce(&ln, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &rq[0]);
+        rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 1, where, e), e);
+        if (rc != PL_OK) return rc;
         if (all != m->size)
             return pl_errf(e, PL_EINPUT, "timing passes until the run is steady needs the MPI job's %d processes on one host (their "
                                          "clocks are compared); this job spans hosts", m->size);
     }
-    test_stop_parse(m);
-    MPI_Comm_dup(MPI_COMM_WORLD, &m->data);
-    MPI_Comm_dup(MPI_COMM_WORLD, &m->ctl);
+    MPI_Comm_idup(MPI_COMM_WORLD, &m->data, &rq[0]);
+    MPI_Comm_idup(MPI_COMM_WORLD, &m->ctl, &rq[1]);
+    rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 2, where, e), e);
+    if (rc != PL_OK) return rc;
     MPI_Comm_set_errhandler(m->data, MPI_ERRORS_RETURN);
     m->stages = s->stages;
-    return mend_init(m, cfg, host_spin_s(ln, hc), e);
+    return PL_OK;
 }
 
-/* Sets m's tag space, timeout, spin (spin_s) and message counters for its m->size ranks.
- * Returns PL_OK or PL_ENOMEM. */
-static int mend_init(mend *m, const exec_config *cfg, double spin_s, pl_err *e) {
+/* Sets m's tag space, timeout (timeout_s, or the default when it is 0), spins (MPI_SPIN_S until
+ * host_spin) and message counters for its m->size ranks. Returns PL_OK or PL_ENOMEM. */
+static int mend_init(mend *m, double timeout_s, pl_err *e) {
     int *ub = NULL, flag = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     m->tag_mod = flag && ub && *ub > 0 ? (long)*ub + 1 : MPI_MIN_TAGS;
-    m->timeout_s = cfg->timeout_s > 0 ? cfg->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
+    m->timeout_s = timeout_s > 0 ? timeout_s : EXEC_DEFAULT_TIMEOUT_S;
     g_timeout_cs = (sig_atomic_t)(m->timeout_s < INT_MAX / MPI_CS_PER_S ? m->timeout_s * MPI_CS_PER_S : INT_MAX);
-    m->spin_s = spin_s;
+    m->spin_s = m->coll_spin_s = MPI_SPIN_S;
     m->sent = pl_calloc(MPI_COUNT_ARRAYS * (size_t)m->size, sizeof *m->sent);
-    m->xreq = pl_calloc(2 * (size_t)m->size, sizeof *m->xreq);
+    m->xreq = pl_calloc(2 * (size_t)m->size + MPI_MEET_COLLS, sizeof *m->xreq);
     if (!m->sent || !m->xreq) {
         free(m->sent);
         free(m->xreq);
@@ -947,11 +1149,14 @@ static void mend_free_sends(mend *m, int complete) {
     m->nsend = 0;
 }
 
-/* Brings every rank's record to rank 0 on its clock (clock offsets first) and assembles the
- * result there; other ranks send theirs. rec is consumed. Returns rc, or the first error. */
+/* Brings every rank's record to rank 0 on its clock (a meeting, then the clock offsets) and
+ * assembles the result there; other ranks send theirs. Every wait is timed; an error here (a
+ * timeout, no memory on rank 0) ends the job, as a failing action does. rec is consumed. Returns
+ * rc, or the assembly's error. */
 static int mpi_gather(const sched *s, const exec_config *cfg, mend *m, exec_transport *t, exec_rank_record *rec,
                       exec_result *out, int rc, pl_err *e) {
-    MPI_Barrier(m->ctl);
+    test_stop_at(m, EXEC_MTS_GATHER);
+    if (own_err(m, coll_wait(m, m->ctl, NULL, 0, "at the gathering of the records", e), e) != PL_OK) m_abort(t, e);
     double *off = pl_calloc((size_t)m->size, sizeof *off);
     exec_rank_record *recs = m->rank == 0 ? pl_calloc((size_t)m->size, sizeof *recs) : NULL;
     if (!off || (m->rank == 0 && !recs)) {
@@ -959,17 +1164,18 @@ static int mpi_gather(const sched *s, const exec_config *cfg, mend *m, exec_tran
         pl_err_set_rank(e, m->rank);
         m_abort(t, e);
     }
-    for (int r = 1; r < m->size; r++) off[r] = clock_offset(m, r);
+    for (int r = 1; r < m->size; r++)
+        if (clock_offset(m, r, &off[r], e) != PL_OK) m_abort(t, e);
     int M = (int)sched_total_microbatches(s);
     size_t n_loss = (size_t)rec->passes * (size_t)M;
     if (m->rank != 0) {
-        send_record(m, rec, n_loss);
+        if (send_record(m, rec, n_loss, e) != PL_OK) m_abort(t, e);
     } else {
         recs[0] = *rec;
         memset(rec, 0, sizeof *rec);
-        for (int r = 1; r < m->size && rc == PL_OK; r++) {
-            rc = recv_record(m, r, &recs[r], e);
-            if (rc == PL_OK) shift_record(&recs[r], off[r]);
+        for (int r = 1; r < m->size; r++) {
+            if (recv_record(m, r, &recs[r], e) != PL_OK) m_abort(t, e);
+            shift_record(&recs[r], off[r]);
         }
         if (rc == PL_OK) rc = exec_assemble(s, cfg, recs, out, e);
         if (rc == PL_OK) { /* as the threads transport's: the cores the ranks had, and the oversubscription */
@@ -990,6 +1196,8 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     mend m;
     int rc = mpi_join(s, cfg, &m, is_root, e);
     if (rc != PL_OK) {
+        if (g_timed_out) abort_job(e); /* a process stood still: the others cannot go on without it */
+        mend_free_sends(&m, 0);
         signal(SIGTERM, SIG_DFL); /* each process reports the refusal itself */
         return rc;
     }
@@ -1015,12 +1223,52 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
     return rc;
 }
 
+/* ---------------------------------------------------------------- the waits of the profiles */
+
+/* mpi_wait.h. */
+exec_mpi_end *exec_mpi_end_open(double timeout_s, int stop, const char *where, pl_err *e) {
+    mend *m = pl_calloc(1, sizeof *m);
+    if (!m) {
+        pl_errf(e, PL_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (world_open(m, timeout_s, stop, where, NULL, e) != PL_OK) {
+        exec_mpi_end_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* mpi_wait.h. */
+void exec_mpi_end_close(exec_mpi_end *m) {
+    if (!m) return;
+    mend_free_sends(m, 0);
+    free(m);
+}
+
+/* mpi_wait.h. */
+int exec_mpi_meet(exec_mpi_end *m, MPI_Comm comm, MPI_Request *coll, int ncoll, const char *where, pl_err *e) {
+    return own_err(m, coll_wait(m, comm, coll, ncoll, where, e), e);
+}
+
+/* mpi_wait.h. */
+int exec_mpi_allreduce_i64(exec_mpi_end *m, MPI_Comm comm, int64_t *v, size_t count, int max, const char *where, pl_err *e) {
+    return own_err(m, allreduce_i64(m, comm, v, count, max, where, e), e);
+}
+
+/* mpi_wait.h. */
+int exec_mpi_timed_out(pl_err *e) {
+    if (!g_timed_out) return PL_OK;
+    return pl_errf(e, PL_EINTERNAL, "not run: a wait of this process timed out before, and the MPI job is ending");
+}
+
 /* ---------------------------------------------------------------- the hand-off's profile */
 
 int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *is_root, pl_err *e) {
+    const char *const where = "in the hand-off profile";
     memset(out, 0, sizeof *out);
     *is_root = 1;
-    if (exec_mpi_init(e) != PL_OK) return e->code;
+    if (exec_mpi_init(e) != PL_OK || exec_mpi_timed_out(e) != PL_OK) return e->code;
     int me = 0, size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -1033,31 +1281,42 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
     exec_p2p_plan(cfg, reps, bytes, &rounds);
     double *rt = pl_calloc(EXEC_P2P_SERIES * EXEC_P2P_SIZES * (size_t)rounds, sizeof *rt);
     void *buf = pl_calloc(2, bytes[EXEC_P2P_SIZES - 1]); /* exec_p2p_side's two halves */
-    mend m;
+    mend w, m; /* the job's waits; the pair's transport */
     memset(&m, 0, sizeof m);
-    m.rank = me;
-    m.size = 2;
-    m.stages = 1;
-    int local = 0, cores = 0, lead = 0, one_clock = 0;
-    host_share(&local, &cores, &lead, &one_clock);
-    double spin_s = host_spin_s(local, cores); /* the run's waits */
-    int ok = rt && buf && (me >= 2 || mend_init(&m, cfg, spin_s, e) == PL_OK), all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* no process leaves the others waiting */
-    int rc = all_ok ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory for the hand-off profile");
+    int one_clock = 0, all_ok = 0, complete = 0;
+    int rc = world_open(&w, cfg->timeout_s, EXEC_MTS_PROFILE, where, &one_clock, e);
+    if (rc == PL_OK) {
+        m.rank = me;
+        m.size = 2;
+        m.stages = 1;
+        int ok = rt && buf && (me >= 2 || mend_init(&m, cfg->timeout_s, e) == PL_OK);
+        m.spin_s = w.spin_s; /* the run's waits */
+        MPI_Request rq;
+        MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &rq); /* no process leaves the others waiting */
+        rc = own_err(&w, coll_wait(&w, MPI_COMM_WORLD, &rq, 1, where, e), e);
+        if (rc == PL_OK && !all_ok) rc = pl_errf(e, PL_ENOMEM, "out of memory for the hand-off profile");
+    }
     MPI_Comm pair = MPI_COMM_NULL;
-    if (rc == PL_OK) MPI_Comm_split(MPI_COMM_WORLD, me < 2 ? 0 : MPI_UNDEFINED, me, &pair);
+    if (rc == PL_OK) MPI_Comm_split(MPI_COMM_WORLD, me < 2 ? 0 : MPI_UNDEFINED, me, &pair); /* right after the meeting */
     if (pair != MPI_COMM_NULL) {
         MPI_Comm_set_errhandler(pair, MPI_ERRORS_RETURN);
         m.data = m.ctl = pair;
         exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, m_post_recv, m_wait_recv, NULL,
                             NULL};
         rc = exec_p2p_side(&t, me, bytes, rounds, one_clock, buf, rt, e);
-        mend_free_sends(&m, rc == PL_OK); /* after a whole ping-pong the partner took every send */
-        MPI_Comm_free(&pair);
+        complete = rc == PL_OK; /* after a whole ping-pong the partner took every send */
     }
-    free(m.sent);
-    free(m.xreq);
-    MPI_Barrier(MPI_COMM_WORLD); /* the others wait here, idle, while the two time */
+    mend_free_sends(&m, complete);
+    if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
+    if (!g_timed_out) { /* the others wait here, idle, while the two time; every process, whatever its outcome */
+        pl_err ew;
+        int rw = own_err(&w, coll_wait(&w, MPI_COMM_WORLD, NULL, 0, where, &ew), &ew);
+        if (rc == PL_OK && rw != PL_OK) {
+            rc = rw;
+            *e = ew;
+        }
+    }
+    mend_free_sends(&w, 0);
     int one_way = exec_p2p_one_way(one_clock, bytes);
     if (rc == PL_OK && me == 0) rc = exec_p2p_fit_all(bytes, rt, rounds, one_way, out, e);
     if (rc != PL_OK) pl_err_prefix(e, "profile of the MPI hand-off: ");

@@ -280,67 +280,124 @@ static void test_cli_faults_mpi(void) {
     free(dir);
 }
 
-/* One stalled MPI rank (EXEC_MPI_TEST_STOP_ENV): where it stops itself and what the other
- * rank's timeout must say. */
+/* One stalled MPI rank (EXEC_MPI_TEST_STOP_ENV): where it stops itself, the run, and what the
+ * other rank's timeout must say. */
 typedef struct stall_case {
-    const char *stop;     /* "R:barrier" or "R:wait" */
+    const char *stop;     /* "R:point" (exec/mpi_wait.h, EXEC_MTS_*) */
     int stopped;          /* R */
+    const char *args;     /* pipelab's arguments but the transport, the timeout and the database */
+    int timeout_s;        /* --timeout; 0: none given (the default, EXEC_DEFAULT_TIMEOUT_S) */
     const char *says[3];  /* substrings the output must hold (NULL ends) */
 } stall_case;
 
+/* Runs c on 2 MPI processes with the database db (one run in it) and checks that the other
+ * rank's wait times out and names the silent rank, the job ends with exit 1 (MPI_Abort) within
+ * the timeout and FAULT_BOUND_S more, no MPI error (cancelling a collective would be one),
+ * nothing stored; the stopped rank, continued and terminated by the launcher, never says that
+ * it waited, and says it stood still when its report comes. */
+static void stall_check(const stall_case *c, const char *db) {
+#ifdef PIPELAB_MPIEXEC
+    char cmd[4096], self[64], other[64], tmo[32] = "";
+    double timeout_s = c->timeout_s > 0 ? c->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
+    if (c->timeout_s > 0) snprintf(tmo, sizeof tmo, " --timeout %d", c->timeout_s);
+    snprintf(cmd, sizeof cmd, MPIENV EXEC_MPI_TEST_STOP_ENV "=%s timeout %d " MPIRUN " %s %s --transport mpi%s --db %s",
+             c->stop, (int)(timeout_s + 2 * FAULT_BOUND_S), PIPELAB_BIN, c->args, tmo, db);
+    char *out = NULL;
+    double t0 = pl_now_s();
+    int rc = pl_test_run(cmd, &out);
+    double dt = pl_now_s() - t0;
+    int ok = rc == 1 && out && dt < timeout_s + FAULT_BOUND_S;
+    for (int i = 0; i < 3 && c->says[i]; i++) ok &= out && strstr(out, c->says[i]) != NULL;
+    /* the silent rank never names itself as the one waiting */
+    snprintf(self, sizeof self, "rank %d waits", c->stopped);
+    ok &= out && strstr(out, self) == NULL && strstr(out, "MPI_ERR") == NULL && strstr(out, "MPI_Cancel") == NULL;
+    /* when its report comes through the launcher, it says it stood still */
+    snprintf(other, sizeof other, "pipelab: rank %d terminated by the MPI launcher ", c->stopped);
+    const char *rep = out ? strstr(out, other) : NULL;
+    ok &= !rep || strncmp(rep + strlen(other), "after it stood still for ", 25) == 0;
+    long after = count_runs(db);
+    ok &= after == 1 && db_intact(db);
+    if (!ok || getenv("PIPELAB_TEST_VERBOSE"))
+        fprintf(stderr, "stalled rank %s (%s): exit %d after %.2f s, %ld runs stored:\n%s\n", c->stop, c->args, rc, dt, after,
+                out ? out : "");
+    CU_ASSERT(ok);
+    free(out);
+#else
+    (void)c;
+    (void)db;
+#endif
+}
+
+/* Runs the stall cases cs[n] against one database (stall_check). */
+static void stall_cases(const stall_case *cs, size_t n) {
+    char *dir = pl_test_tmpdir();
+    char *db = db_with_one_run(dir);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    for (size_t k = 0; k < n; k++) stall_check(&cs[k], db);
+    free(db);
+    free(dir);
+}
+
 /* A rank that stops responding (SIGSTOP, as a stopped or starved process) in its compute before
  * the barrier between passes, or inside its wait for a message: the other rank's wait times out
- * (2 s) and names the silent rank, the job ends with exit 1 (MPI_Abort) within the bound; no MPI
- * error (cancelling the barrier's collective had been fatal inside MPI), nothing stored; the
- * stopped rank, continued and terminated by the launcher, says it stood still rather than what
- * it had waited for. */
+ * (2 s) and names the silent rank (stall_check). */
 static void test_mpi_stalled_rank(void) {
     if (!have_mpirun()) {
         pl_test_skip("mpirun or the MPI transport is absent: a stalled MPI rank not tested");
         return;
     }
-#ifdef PIPELAB_MPIEXEC
     static const stall_case cs[] = {
-        {"1:barrier", 1, {"pipelab: run failed: rank 0: timed out after 2 s: rank 0 waits at the barrier between passes for "
-                          "rank 1\n", NULL}},
-        {"0:barrier", 0, {"pipelab: run failed: rank 1: timed out after 2 s: rank 1 waits at the barrier between passes for "
-                          "rank 0\n", NULL}},
-        {"1:wait", 1, {"pipelab: run failed: rank 0, action ", "pass 1: timed out after 2 s: rank 0 waits for gradients of "
-                       "stage 0 microbatch 4 from rank 1\n", NULL}},
-        {"0:wait", 0, {"pipelab: run failed: rank 1, action ", "pass 1: timed out after 2 s: rank 1 waits for activations of "
-                       "stage 1 microbatch ", NULL}},
+        {"1:barrier", 1, RUN_ARGS, 2, {"pipelab: run failed: rank 0: timed out after 2 s: rank 0 waits at the barrier between "
+                                       "passes for rank 1\n", NULL}},
+        {"0:barrier", 0, RUN_ARGS, 2, {"pipelab: run failed: rank 1: timed out after 2 s: rank 1 waits at the barrier between "
+                                       "passes for rank 0\n", NULL}},
+        {"1:wait", 1, RUN_ARGS, 2, {"pipelab: run failed: rank 0, action ", "pass 1: timed out after 2 s: rank 0 waits for "
+                                    "gradients of stage 0 microbatch 4 from rank 1\n", NULL}},
+        {"0:wait", 0, RUN_ARGS, 2, {"pipelab: run failed: rank 1, action ", "pass 1: timed out after 2 s: rank 1 waits for "
+                                    "activations of stage 1 microbatch ", NULL}},
     };
-    char *dir = pl_test_tmpdir();
-    char *db = db_with_one_run(dir);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
-    for (size_t k = 0; k < sizeof cs / sizeof *cs; k++) {
-        char cmd[4096], self[64], other[64];
-        snprintf(cmd, sizeof cmd, MPIENV EXEC_MPI_TEST_STOP_ENV "=%s timeout 60 " MPIRUN " %s " RUN_ARGS
-                 " --transport mpi --timeout 2 --db %s", cs[k].stop, PIPELAB_BIN, db);
-        char *out = NULL;
-        double t0 = pl_now_s();
-        int rc = pl_test_run(cmd, &out);
-        double dt = pl_now_s() - t0;
-        int ok = rc == 1 && out && dt < FAULT_BOUND_S;
-        for (int i = 0; i < 3 && cs[k].says[i]; i++) ok &= out && strstr(out, cs[k].says[i]) != NULL;
-        /* the silent rank never names itself as the one waiting */
-        snprintf(self, sizeof self, "rank %d waits", cs[k].stopped);
-        ok &= out && strstr(out, self) == NULL && strstr(out, "MPI_ERR") == NULL && strstr(out, "MPI_Cancel") == NULL;
-        /* when its report comes through the launcher, it says it stood still */
-        snprintf(other, sizeof other, "pipelab: rank %d terminated by the MPI launcher ", cs[k].stopped);
-        const char *rep = out ? strstr(out, other) : NULL;
-        ok &= !rep || strncmp(rep + strlen(other), "after it stood still for ", 25) == 0;
-        long after = count_runs(db);
-        ok &= after == 1 && db_intact(db);
-        if (!ok || getenv("PIPELAB_TEST_VERBOSE"))
-            fprintf(stderr, "stalled rank %s: exit %d after %.2f s, %ld runs stored:\n%s\n", cs[k].stop, rc, dt, after,
-                    out ? out : "");
-        CU_ASSERT(ok);
-        free(out);
+    stall_cases(cs, sizeof cs / sizeof *cs);
+}
+
+/* RUN_ARGS with stage 0 (the whole model) on 2 replicas, one rank each. */
+#define REPLICA_ARGS "run --kind 1f1b --ranks 1 --microbatches 4 --replicas-stage 0=2 --width 32 --depth 4 " \
+                     "--microbatch-size 4 --warmup 1 --timed 2"
+
+/* A rank that stands still where the others wait in a collective (the host probe, the run's
+ * set-up, the steady rule's exchange of the pass times, the replicas' all-reduce, the gathering
+ * of the records, the MPI profiles after the run): the other rank's wait times out (2 s) naming
+ * the silent rank and where it waited, and the job ends (stall_check). Before these waits were
+ * timed, each of these runs hung until `timeout` killed it (exit 124). One stopped rank each: the
+ * waits are the same code on every rank (the barrier's cases above stop either). */
+static void test_mpi_stalled_collective(void) {
+    if (!have_mpirun()) {
+        pl_test_skip("mpirun or the MPI transport is absent: a stalled MPI rank not tested");
+        return;
     }
-    free(db);
-    free(dir);
-#endif
+    static const stall_case cs[] = {
+        {"1:probe", 1, RUN_ARGS, 2,
+         {"pipelab: host probe: rank 0: timed out after 2 s: rank 0 waits in the host probe for rank 1\n", NULL}},
+        {"1:join", 1, RUN_ARGS " --no-host-probe", 2,
+         {"pipelab: run failed: rank 0: timed out after 2 s: rank 0 waits at the start of the run for rank 1\n", NULL}},
+        {"1:steady", 1, RUN_ARGS " --no-host-probe --steady 0.0001 --timed-max 6", 2,
+         {"pipelab: run failed: rank 0: timed out after 2 s: rank 0 waits at the exchange of the pass times for rank 1\n",
+          NULL}},
+        {"1:allreduce", 1, REPLICA_ARGS " --no-predict --no-host-probe", 2,
+         {"pipelab: run failed: rank 0 (replica 0 of schedule rank 0), action 5 (0REDUCE_GRAD), pass 1: timed out after 2 s: "
+          "rank 0 waits in the all-reduce of stage 0's replicas for rank 1\n", NULL}},
+        {"1:gather", 1, RUN_ARGS " --no-host-probe", 2,
+         {"pipelab: run failed: rank 0: timed out after 2 s: rank 0 waits at the gathering of the records for rank 1\n",
+          NULL}},
+        /* the prediction's profiles, after the run: the hand-off's; a replicated run's all-reduce first */
+        {"1:profile", 1, "run --kind 1f1b --ranks 2 --microbatches 4 --width 32 --depth 4 --microbatch-size 4 --warmup 1 "
+                         "--timed 2 --no-host-probe", 2,
+         {"pipelab: profile of the MPI hand-off: rank 0: timed out after 2 s: rank 0 waits in the hand-off profile for "
+          "rank 1\n", NULL}},
+        {"0:profile", 0, REPLICA_ARGS " --no-host-probe", 2,
+         {"pipelab: profile of the MPI all-reduce: rank 1: timed out after 2 s: rank 1 waits in the all-reduce profile for "
+          "rank 0\n", NULL}},
+    };
+    stall_cases(cs, sizeof cs / sizeof *cs);
 }
 
 /* The MPI job's processes against their cores, as the threads' ranks: 2 processes on one core
@@ -680,6 +737,7 @@ void exec_test_faults_register(void) {
         {"a late message stalls only the compute that needs it, MPI", test_late_message_mpi},
         {"a SIGKILLed pipelab run leaves the database intact", test_killed_process_db_intact},
         {"a stalled MPI rank times out, named, and ends the job", test_mpi_stalled_rank},
+        {"a rank stalled in an MPI collective times out, named, and ends the job", test_mpi_stalled_collective},
         {"MPI processes beyond their cores: refused, or warned with --oversubscribe", test_mpi_oversubscribed},
         {NULL, NULL}};
     pl_test_suite("exec faults, both transports", cs);

@@ -27,7 +27,7 @@ void exec_test_replicas_cli_register(void);
 
 
 /* Returns 1 when the files a and b hold the same bytes (and exist). */
-static int same_file(const char *a, const char *b) {
+static int __attribute__((unused)) same_file(const char *a, const char *b) {
     char *x = NULL, *y = NULL;
     size_t nx = 0, ny = 0;
     pl_err e;
@@ -326,6 +326,8 @@ static double mpi_case_predicted(const char *run, const char *prof, int np, cons
         snprintf(cmd, sizeof cmd, "{ " MPIENV "timeout 60 %s -np %d --oversubscribe %s %s --transport mpi --profile %s%s; }",
                  PIPELAB_MPIEXEC, np, PIPELAB_BIN, run, prof, redir);
     else
+#else
+    (void)np; /* no MPI in this build: the threads' run */
 #endif
         snprintf(cmd, sizeof cmd, "{ %s %s --profile %s%s; }", PIPELAB_BIN, run, prof, redir);
     double t = sh(cmd, &out) == 0 ? predicted_iteration(out) : -1;
