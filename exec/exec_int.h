@@ -295,7 +295,8 @@ typedef struct exec_layout {
 /* Builds the layout of s with replicas[stages] (NULL = 1 each) and checks that the executor can
  * run it: every count >= 1, the stages of one rank replicated alike, and each replicated stage's
  * microbatches divisible among its replicas as the schedule needs (a pass's m x iterations for
- * flush and 2bw, the rounds of stash). Returns PL_OK or the error (PL_EINPUT, PL_ENOMEM). Free
+ * flush and 2bw, the rounds of stash), and each replicated stage reducing its gradients once per
+ * update (sched_check_replica_reduces). Returns PL_OK or the error (PL_EINPUT, PL_ENOMEM). Free
  * with exec_layout_free (also after errors). */
 int exec_layout_build(const sched *s, const int *replicas, exec_layout *L, pl_err *e);
 void exec_layout_free(exec_layout *L);

@@ -97,6 +97,7 @@ int exec_layout_build(const sched *s, const int *replicas, exec_layout *L, pl_er
     L->width = pl_calloc((size_t)s->ranks, sizeof *L->width);
     if (!L->reps || !L->base || !L->width) return pl_errf(e, PL_ENOMEM, "out of memory");
     int rc = layout_widths(s, replicas, L, e);
+    if (rc == PL_OK) rc = sched_check_replica_reduces(s, replicas, e); /* one reduce per update */
     if (rc) return rc;
     L->srank = pl_calloc((size_t)L->ranks, sizeof *L->srank);
     L->rep = pl_calloc((size_t)L->ranks, sizeof *L->rep);

@@ -349,6 +349,13 @@ int sched_validate(const sched *s, pl_err *e);
  * the schedule next and calls sched_validate for the message when the run stalls (the
  * simulator on a compute-only schedule). Same messages. */
 int sched_check_actions(const sched *s, pl_err *e);
+/* Checks lowered schedule s against replicas[stages] (data-parallel replicas per stage; NULL:
+ * none): a stage with two or more reduces its gradients at most once per update (no second
+ * REDUCE_GRAD of the stage before its next STEP). The replicas' all-reduce sums the whole
+ * gradient buffer, so a second one would sum again what the first already summed. sched_validate
+ * lets such a schedule through (without replicas it is harmless, and a multi-iteration schedule
+ * read back from a PyTorch CSV has that shape). Returns PL_OK or PL_EINPUT naming the action. */
+int sched_check_replica_reduces(const sched *s, const int *replicas, pl_err *e);
 
 /* Per-kind durations for the dry run, in steps (default 1 each; OVERLAP costs F + its B/I). */
 typedef struct sched_unit_costs {

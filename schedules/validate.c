@@ -565,4 +565,31 @@ int sched_validate_core(const sched *s, sched_dryrun_result *dr, pl_err *e) { re
 
 int sched_validate(const sched *s, pl_err *e) { return validate(s, NULL, 1, e); }
 
+int sched_check_replica_reduces(const sched *s, const int *replicas, pl_err *e) {
+    if (!replicas || !s->lowered) return PL_OK;
+    size_t *first = pl_calloc((size_t)s->stages, sizeof *first); /* 1 + the stage's REDUCE_GRAD since its STEP */
+    if (!first) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = PL_OK;
+    for (int r = 0; rc == PL_OK && r < s->ranks; r++)
+        for (size_t i = 0; rc == PL_OK && i < s->rank[r].n; i++) {
+            const sched_action *a = &s->rank[r].acts[i];
+            if ((a->kind != SCHED_REDUCE_GRAD && a->kind != SCHED_STEP) || a->stage < 0 || a->stage >= s->stages ||
+                replicas[a->stage] < 2)
+                continue;
+            size_t *f = &first[a->stage];
+            if (a->kind == SCHED_STEP) *f = 0;
+            else if (*f)
+                rc = fail_at(s, r, i, e,
+                             "stage %d has %d replicas and reduced its gradients at action %zu already, with no STEP "
+                             "between: the replicas' all-reduce sums the whole gradient, so this one would count the "
+                             "microbatches before action %zu %d times (a schedule of several iterations read back "
+                             "from a PyTorch CSV has one REDUCE_GRAD per iteration and one STEP: write it with one "
+                             "iteration, or run it without replicas)",
+                             a->stage, replicas[a->stage], *f, *f, replicas[a->stage]);
+            else *f = i + 1;
+        }
+    free(first);
+    return rc;
+}
+
 int sched_check_actions(const sched *s, pl_err *e) { return validate(s, NULL, 0, e); }

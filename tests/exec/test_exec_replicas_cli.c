@@ -117,6 +117,22 @@ static void test_partition_and_bad_input(void) {
         CU_ASSERT(out && strstr(out, bad[k].want) != NULL);
         free(out);
     }
+    /* the PyTorch CSV read-back of a schedule of two iterations (one REDUCE_GRAD each, one STEP)
+     * with its stage on 2 replicas: refused before the run (sched_check_replica_reduces), since
+     * the second all-reduce would sum the first's microbatches again */
+    char *rr = pl_test_path(dir, "rr.csv");
+    snprintf(cmd, sizeof cmd, "%s schedule --kind 1f1b --ranks 1 --microbatches 4 --iterations 2 --lowered --to torch-csv "
+             "-o %s > /dev/null", PIPELAB_BIN, rr);
+    CU_ASSERT_EQUAL(sh(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "%s run --from %s --replicas-stage 0=2 " RSMALL " --profile-reps 3 --db %s", PIPELAB_BIN, rr, db);
+    CU_ASSERT_EQUAL(sh(cmd, &out), 1);
+    char want[1024];
+    snprintf(want, sizeof want, "%s:1: rank 0, action 18 (0REDUCE_GRAD): stage 0 has 2 replicas and reduced its "
+             "gradients at action 9 already, with no STEP between", rr);
+    if (!out || !strstr(out, want)) fprintf(stderr, "\nwant %s\ngot %s\n", want, out ? out : "");
+    CU_ASSERT(out && strstr(out, want) != NULL);
+    free(out);
+    free(rr);
     /* nothing more was stored than the good run's ten (measured, predicted, predicted with the
      * reuse-distance terms, with the pass-length term, at the rounds' later microbatches, with
      * the reuse-distance and the first-touch term alone, with the reuse-distance term and the

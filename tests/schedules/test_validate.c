@@ -154,6 +154,55 @@ static void test_replicated_validate(void) {
     CU_ASSERT_EQUAL(v_fail, 0);
 }
 
+/* A replicated stage reduces its gradients once per update (sched_check_replica_reduces): every
+ * replicated generator's lowered schedule passes; the PyTorch CSV read-back of a 2-iteration
+ * 1f1b schedule (one REDUCE_GRAD per iteration, one STEP) passes without replicas, and is
+ * refused with either stage on 2: with stage 0's at its second REDUCE_GRAD, naming the first. */
+static void test_replica_reduces(void) {
+    static const char *const kinds[] = {"1f1b", "pipedream", "2bw"};
+    int rep[2] = {2, 1};
+    pl_err e;
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        sched_gen_opts o = {.ranks = 2, .microbatches = 4, .iterations = 2};
+        pl_err_clear(&e);
+        sched *g = sched_gen_replicated(kinds[k], &o, rep, NULL, &e);
+        sched *l = g ? sched_lower(g, &e) : NULL;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+        CU_ASSERT_EQUAL(sched_check_replica_reduces(l, rep, &e), PL_OK);
+        sched_free(l);
+        sched_free(g);
+    }
+    sched_gen_opts o = {.ranks = 2, .microbatches = 2, .iterations = 2};
+    sched *g = sched_generate("1f1b", &o, &e);
+    sched *l = g ? sched_lower(g, &e) : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    pl_buf b;
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL_FATAL(sched_write_torch_csv(l, SCHED_CSV_COMPUTE_COMMS, &b, &e), PL_OK);
+    sched *c = sched_read_torch_csv("t.csv", b.data, b.len, SCHED_LETTERS_CURRENT, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    size_t at[2] = {0, 0}, n = 0; /* rank 0's first two REDUCE_GRADs */
+    for (size_t i = 0; i < c->rank[0].n && n < 2; i++)
+        if (c->rank[0].acts[i].kind == SCHED_REDUCE_GRAD) at[n++] = i;
+    CU_ASSERT_EQUAL_FATAL(n, 2);
+    int one[2] = {1, 1}, second[2] = {1, 2};
+    CU_ASSERT_EQUAL(sched_check_replica_reduces(c, NULL, &e), PL_OK);
+    CU_ASSERT_EQUAL(sched_check_replica_reduces(c, one, &e), PL_OK);
+    CU_ASSERT_EQUAL(sched_check_replica_reduces(c, second, &e), PL_EINPUT); /* rank 1's stage: its own REDUCE_GRADs */
+    CU_ASSERT_EQUAL(sched_check_replica_reduces(c, rep, &e), PL_EINPUT);
+    char want[256];
+    snprintf(want, sizeof want,
+             "t.csv:1: rank 0, action %zu (0REDUCE_GRAD): stage 0 has 2 replicas and reduced its gradients at action %zu "
+             "already, with no STEP between",
+             at[1] + 1, at[0] + 1);
+    if (strncmp(e.msg, want, strlen(want)) != 0) fprintf(stderr, "\nwant %s\ngot  %s\n", want, e.msg);
+    CU_ASSERT_EQUAL(strncmp(e.msg, want, strlen(want)), 0);
+    pl_buf_free(&b);
+    sched_free(c);
+    sched_free(l);
+    sched_free(g);
+}
+
 /* ---------------------------------------------------------------- bad placements */
 
 /* How a case edits the actions of one rank line. */
@@ -497,6 +546,7 @@ void test_validate_register(void) {
     static const pl_test_case cases[] = {
         {"every kind's schedules pass the STEP and REDUCE_GRAD rules", test_every_kind_validates},
         {"replicated 1f1b, pipedream, 2bw pass", test_replicated_validate},
+        {"a replicated stage reduces once per update", test_replica_reduces},
         {"misplaced, missing, doubled STEPs refused with file, line, action", test_bad_steps_refused},
         {"STEP and REDUCE_GRAD rules on CSV files and in memory", test_bad_steps_csv_and_memory},
         {"doubled, empty, misnamed REDUCE_GRADs refused with file, line, action", test_bad_reduces_refused},
