@@ -43,11 +43,11 @@ typedef struct mend exec_mpi_end;
 
 /* Opens the waits of this process over MPI_COMM_WORLD, each at most timeout_s (0: the default,
  * EXEC_DEFAULT_TIMEOUT_S): stops here first when the test hook names this process at `stop`
- * (EXEC_MTS_*), then meets the others (`where`, as exec_mpi_meet) to learn how the job's
- * processes share this host's cores, which sets how long a wait spins before it naps (as a
- * run's). Collective over the job. Returns it (exec_mpi_end_close), or NULL with the error (no
- * memory, or the meeting's). */
-exec_mpi_end *exec_mpi_end_open(double timeout_s, int stop, const char *where, pl_err *e);
+ * (EXEC_MTS_*), then meets the others (`where`, as exec_mpi_meet; as exec_mpi_meet_patient when
+ * patient) to learn how the job's processes share this host's cores, which sets how long a wait
+ * spins before it naps (as a run's). Collective over the job. Returns it (exec_mpi_end_close),
+ * or NULL with the error (no memory, or the meeting's). */
+exec_mpi_end *exec_mpi_end_open(double timeout_s, int stop, int patient, const char *where, pl_err *e);
 void exec_mpi_end_close(exec_mpi_end *m);
 
 /* Meets every other member of comm (this process a member) and completes the ncoll nonblocking
@@ -56,6 +56,11 @@ void exec_mpi_end_close(exec_mpi_end *m);
  * timeout "rank R: timed out after T s: rank R waits WHERE for rank Q" (Q the members whose
  * token never came, by their rank in the job). */
 int exec_mpi_meet(exec_mpi_end *m, MPI_Comm comm, MPI_Request *coll, int ncoll, const char *where, pl_err *e);
+/* exec_mpi_meet without a deadline, for a process that waits while others work (the processes
+ * outside a profile's pair while the two time, the others while process 0 profiles alone): they
+ * are not late. One of those working that stands still is named by the timed waits of the
+ * processes working beside it, whose timeout ends the job. */
+int exec_mpi_meet_patient(exec_mpi_end *m, MPI_Comm comm, MPI_Request *coll, int ncoll, const char *where, pl_err *e);
 
 /* The exact all-reduce of the replicas' gradients as a run does it (a meeting of comm's members,
  * then MPI_Allreduce of int64, sum or max, among members that all came): v[count] in place.

@@ -60,7 +60,8 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
     pr_pair pp;
     memset(&pp, 0, sizeof pp);
     pp.comm = MPI_COMM_NULL;
-    pp.m = exec_mpi_end_open(cfg->timeout_s, EXEC_MTS_PROFILE, PR_WHERE, e);
+    /* after a run the processes but 0 come first, while rank 0 assembles the records */
+    pp.m = exec_mpi_end_open(cfg->timeout_s, EXEC_MTS_PROFILE, me != 0, PR_WHERE, e);
     if (!pp.m) {
         pl_err_prefix(e, "profile of the MPI all-reduce: ");
         return e->code;
@@ -93,8 +94,10 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
         MPI_Comm_free(&pp.comm);
     }
     pl_err ew;
-    if (exec_mpi_timed_out(&ew) == PL_OK) { /* the others wait here, idle, while the two time; every process */
-        int rw = exec_mpi_meet(pp.m, MPI_COMM_WORLD, NULL, 0, PR_WHERE, &ew);
+    if (exec_mpi_timed_out(&ew) == PL_OK) { /* every process: the others wait here, idle and without a
+                                              * deadline, while the two time (the two's own waits are timed) */
+        int rw = me < EXEC_AR_RANKS ? exec_mpi_meet(pp.m, MPI_COMM_WORLD, NULL, 0, PR_WHERE, &ew)
+                                    : exec_mpi_meet_patient(pp.m, MPI_COMM_WORLD, NULL, 0, PR_WHERE, &ew);
         if (rc == PL_OK && rw != PL_OK) {
             rc = rw;
             *e = ew;
@@ -108,11 +111,13 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
 }
 
 /* The host probe's collective over the job: *v (count doubles) combined by op, completed in a
- * meeting. Returns PL_OK or the meeting's error. */
-static int probe_allreduce(exec_mpi_end *m, const double *in, double *out, int count, MPI_Op op, pl_err *e) {
+ * meeting (without a deadline when patient: this process waits while process 0 profiles alone).
+ * Returns PL_OK or the meeting's error. */
+static int probe_allreduce(exec_mpi_end *m, const double *in, double *out, int count, MPI_Op op, int patient, pl_err *e) {
     MPI_Request rq;
     MPI_Iallreduce(in ? in : MPI_IN_PLACE, out, count, MPI_DOUBLE, op, MPI_COMM_WORLD, &rq);
-    return exec_mpi_meet(m, MPI_COMM_WORLD, &rq, 1, "in the host probe", e);
+    return patient ? exec_mpi_meet_patient(m, MPI_COMM_WORLD, &rq, 1, "in the host probe", e)
+                   : exec_mpi_meet(m, MPI_COMM_WORLD, &rq, 1, "in the host probe", e);
 }
 
 int exec_mpi_host_probe(exec_host_probe *p, double timeout_s, int *is_root, pl_err *e) {
@@ -128,16 +133,16 @@ int exec_mpi_host_probe(exec_host_probe *p, double timeout_s, int *is_root, pl_e
     c.layers = 1;
     exec_layer_profile lp;
     /* every process at once, a block each, after a meeting of them all */
-    exec_mpi_end *m = exec_mpi_end_open(timeout_s, EXEC_MTS_PROBE, "in the host probe", e);
+    exec_mpi_end *m = exec_mpi_end_open(timeout_s, EXEC_MTS_PROBE, 0, "in the host probe", e);
     if (!m) return e->code;
     int rc = exec_profile_layers_n(&c, EXEC_HOST_PROBE_REPS, 1, &lp, e);
     double v[2] = {rc == PL_OK ? lp.f_s : 0, rc == PL_OK}, all[2] = {0, 0};
     pl_err ew;
-    int rw = probe_allreduce(m, v, all, 2, MPI_SUM, &ew);
+    int rw = probe_allreduce(m, v, all, 2, MPI_SUM, 0, &ew);
     /* then process 0 alone, the others waiting */
     if (rw == PL_OK && rc == PL_OK && all[1] == size && me == 0) rc = exec_profile_layers_n(&c, EXEC_HOST_PROBE_REPS, 1, &lp, e);
     v[1] = rc == PL_OK;
-    if (rw == PL_OK) rw = probe_allreduce(m, NULL, &v[1], 1, MPI_MIN, &ew);
+    if (rw == PL_OK) rw = probe_allreduce(m, NULL, &v[1], 1, MPI_MIN, me != 0, &ew); /* the others wait for 0 */
     exec_mpi_end_close(m);
     if (rw != PL_OK) { /* a process stood still: the job ends */
         *e = ew;

@@ -112,6 +112,8 @@ typedef struct mend {
     double timeout_s;
     double spin_s;        /* a wait's spin before it naps (host_spin) */
     double coll_spin_s;   /* the all-reduce's meeting (allreduce_i64): all of it when each process has a core */
+    int patient;          /* 1 while its waits have no deadline: this process waits for others that work
+                           * (exec_mpi_meet_patient), who are not late */
     msend *send;          /* [nsend] */
     int nsend;
     int64_t *sent, *rcvd, *peer_sent, *sent_at; /* [size] each: messages sent to / received from
@@ -341,7 +343,7 @@ static int wait_poll(mend *m, MPI_Request *req, int n, MPI_Status *st, const cha
     if (m->barriers >= 2 && n == 1) test_stop_at(m, EXEC_MTS_WAIT); /* a message's wait in pass 1 */
     for (;;) {
         int flag = 0;
-        int rc = n == 1 ? MPI_Test(req, &flag, st) : MPI_Testall(n, req, &flag, MPI_STATUSES_IGNORE);
+        int rc = n == 1 ? MPI_Test(req, &flag, st ? st : MPI_STATUS_IGNORE) : MPI_Testall(n, req, &flag, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS) {
             char msg[MPI_MAX_ERROR_STRING];
             int len = 0;
@@ -368,10 +370,10 @@ static int wait_poll(mend *m, MPI_Request *req, int n, MPI_Status *st, const cha
 }
 
 /* Waits for the n requests req (what describes the wait), spinning spin_s before it naps:
- * returns PL_OK (st, when n is 1, filled), or an error after timeout_s (the requests still
- * pending; see wait_poll). While it waits, a SIGTERM from the launcher reports what (on_term). */
+ * returns PL_OK (st, when n is 1, filled), or an error after timeout_s (never while m->patient;
+ * the requests still pending; see wait_poll). While it waits, a SIGTERM from the launcher reports what (on_term). */
 static int wait_reqs(mend *m, MPI_Request *req, int n, MPI_Status *st, const char *what, double spin_s, pl_err *e) {
-    double t0 = pl_now_s(), dl = t0 + m->timeout_s;
+    double t0 = pl_now_s(), dl = m->patient ? HUGE_VAL : t0 + m->timeout_s;
     g_waiting = MW_NONE;
     if (alive_cs_at(t0) - g_cpu_at_cs >= (long)(MPI_STOOD_S * MPI_CS_PER_S)) {
         /* computed or spun that long (rarely: the CPU clock is a system call): did it run? */
@@ -1031,9 +1033,11 @@ static int host_check(mend *m, const exec_config *cfg, int local, int cores, int
 
 /* Opens m over every process of the job (MPI initialized), its waits of timeout_s (0: the
  * default), stopping here when the test hook names `stop`, then meets the others (host_share:
- * `where`) to set its spins; *one_clock (may be NULL) as host_share's pair. Returns PL_OK, or
- * the error (m is to be freed with mend_free_sends either way). */
-static int world_open(mend *m, double timeout_s, int stop, const char *where, int *one_clock, pl_err *e) {
+ * `where`; without a deadline when patient: this process may come first while another still
+ * works, as the processes but 0 after a run while rank 0 assembles its records) to set its
+ * spins; *one_clock (may be NULL) as host_share's pair. Returns PL_OK, or the error (m is to be
+ * freed with mend_free_sends either way). */
+static int world_open(mend *m, double timeout_s, int stop, int patient, const char *where, int *one_clock, pl_err *e) {
     memset(m, 0, sizeof *m);
     MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &m->size);
@@ -1042,7 +1046,9 @@ static int world_open(mend *m, double timeout_s, int stop, const char *where, in
     test_stop_parse(m);
     test_stop_at(m, stop);
     int local = 0, cores = 0, lead = 0;
+    m->patient = patient;
     rc = host_share(m, where, &local, &cores, &lead, one_clock, e);
+    m->patient = 0;
     if (rc == PL_OK) host_spin(m, local, cores);
     return rc;
 }
@@ -1055,7 +1061,7 @@ static int world_open(mend *m, double timeout_s, int stop, const char *where, in
 static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_root, pl_err *e) {
     const char *const where = "at the start of the run";
     memset(m, 0, sizeof *m);
-    if (exec_mpi_init(e) != PL_OK) return e->code;
+    if (exec_mpi_init(e) != PL_OK || exec_mpi_timed_out(e) != PL_OK) return e->code;
     MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &m->size);
     report_on_term(m->rank);
@@ -1226,13 +1232,13 @@ int exec_mpi_run(const sched *s, const exec_config *cfg, exec_result *out, int *
 /* ---------------------------------------------------------------- the waits of the profiles */
 
 /* mpi_wait.h. */
-exec_mpi_end *exec_mpi_end_open(double timeout_s, int stop, const char *where, pl_err *e) {
+exec_mpi_end *exec_mpi_end_open(double timeout_s, int stop, int patient, const char *where, pl_err *e) {
     mend *m = pl_calloc(1, sizeof *m);
     if (!m) {
         pl_errf(e, PL_ENOMEM, "out of memory");
         return NULL;
     }
-    if (world_open(m, timeout_s, stop, where, NULL, e) != PL_OK) {
+    if (world_open(m, timeout_s, stop, patient, where, NULL, e) != PL_OK) {
         exec_mpi_end_close(m);
         return NULL;
     }
@@ -1249,6 +1255,14 @@ void exec_mpi_end_close(exec_mpi_end *m) {
 /* mpi_wait.h. */
 int exec_mpi_meet(exec_mpi_end *m, MPI_Comm comm, MPI_Request *coll, int ncoll, const char *where, pl_err *e) {
     return own_err(m, coll_wait(m, comm, coll, ncoll, where, e), e);
+}
+
+/* mpi_wait.h. */
+int exec_mpi_meet_patient(exec_mpi_end *m, MPI_Comm comm, MPI_Request *coll, int ncoll, const char *where, pl_err *e) {
+    m->patient = 1;
+    int rc = own_err(m, coll_wait(m, comm, coll, ncoll, where, e), e);
+    m->patient = 0;
+    return rc;
 }
 
 /* mpi_wait.h. */
@@ -1284,7 +1298,8 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
     mend w, m; /* the job's waits; the pair's transport */
     memset(&m, 0, sizeof m);
     int one_clock = 0, all_ok = 0, complete = 0;
-    int rc = world_open(&w, cfg->timeout_s, EXEC_MTS_PROFILE, where, &one_clock, e);
+    /* after a run the processes but 0 come first, while rank 0 assembles the records */
+    int rc = world_open(&w, cfg->timeout_s, EXEC_MTS_PROFILE, me != 0, where, &one_clock, e);
     if (rc == PL_OK) {
         m.rank = me;
         m.size = 2;
@@ -1308,9 +1323,12 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
     }
     mend_free_sends(&m, complete);
     if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
-    if (!g_timed_out) { /* the others wait here, idle, while the two time; every process, whatever its outcome */
+    if (!g_timed_out && w.xreq) { /* every process, whatever its outcome: the others wait here, idle and
+                                   * without a deadline, while the two time (the two's own waits are timed) */
         pl_err ew;
+        w.patient = me >= 2;
         int rw = own_err(&w, coll_wait(&w, MPI_COMM_WORLD, NULL, 0, where, &ew), &ew);
+        w.patient = 0;
         if (rc == PL_OK && rw != PL_OK) {
             rc = rw;
             *e = ew;

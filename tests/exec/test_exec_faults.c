@@ -393,11 +393,34 @@ static void test_mpi_stalled_collective(void) {
                          "--timed 2 --no-host-probe", 2,
          {"pipelab: profile of the MPI hand-off: rank 0: timed out after 2 s: rank 0 waits in the hand-off profile for "
           "rank 1\n", NULL}},
-        {"0:profile", 0, REPLICA_ARGS " --no-host-probe", 2,
-         {"pipelab: profile of the MPI all-reduce: rank 1: timed out after 2 s: rank 1 waits in the all-reduce profile for "
-          "rank 0\n", NULL}},
+        {"1:profile", 1, REPLICA_ARGS " --no-host-probe", 2,
+         {"pipelab: profile of the MPI all-reduce: rank 0: timed out after 2 s: rank 0 waits in the all-reduce profile for "
+          "rank 1\n", NULL}},
     };
     stall_cases(cs, sizeof cs / sizeof *cs);
+}
+
+/* A process that waits while others work is not timed out (exec_mpi_meet_patient): 3 processes,
+ * a replicated stage, so that ranks 0 and 1 profile the all-reduce for several seconds after the
+ * run while rank 2 waits; with --timeout 1 the job still ends well and predicts. Before such
+ * waits were patient, rank 2 gave up after 1 s ("rank 2 waits in the all-reduce profile for
+ * ranks 0, 1") and ended the healthy job. */
+static void test_mpi_bystander_patient(void) {
+    if (!have_mpirun()) {
+        pl_test_skip("mpirun or the MPI transport is absent: a waiting MPI process not tested");
+        return;
+    }
+#ifdef PIPELAB_MPIEXEC
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, MPIENV "timeout 120 " PIPELAB_MPIEXEC " -np 3 --oversubscribe %s run --kind 1f1b --ranks 2 "
+             "--replicas-stage 0=2 --microbatches 4 --width 256 --depth 8 --microbatch-size 4 --warmup 1 --timed 2 "
+             "--no-host-probe --transport mpi --oversubscribe --timeout 1 --no-db", PIPELAB_BIN);
+    int rc = pl_test_run(cmd, &out);
+    int ok = rc == 0 && out && strstr(out, "timed out") == NULL && strstr(out, "iteration_time_s") != NULL;
+    if (!ok) fprintf(stderr, "3 processes, rank 2 waiting for the all-reduce profile: exit %d:\n%s\n", rc, out ? out : "");
+    CU_ASSERT(ok);
+    free(out);
+#endif
 }
 
 /* The MPI job's processes against their cores, as the threads' ranks: 2 processes on one core
@@ -738,6 +761,7 @@ void exec_test_faults_register(void) {
         {"a SIGKILLed pipelab run leaves the database intact", test_killed_process_db_intact},
         {"a stalled MPI rank times out, named, and ends the job", test_mpi_stalled_rank},
         {"a rank stalled in an MPI collective times out, named, and ends the job", test_mpi_stalled_collective},
+        {"a process waiting while others profile is not timed out", test_mpi_bystander_patient},
         {"MPI processes beyond their cores: refused, or warned with --oversubscribe", test_mpi_oversubscribed},
         {NULL, NULL}};
     pl_test_suite("exec faults, both transports", cs);
