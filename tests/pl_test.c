@@ -2,6 +2,8 @@
 #include "pl_test.h"
 
 #include <CUnit/Basic.h>
+#include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,10 +44,63 @@ char *pl_test_path(const char *dir, const char *name) {
     return p;
 }
 
+/* The directories pl_test_tmpdir made, which main removes after the tests (pl_test.h). */
+static char **made;
+static size_t nmade;
+
 char *pl_test_tmpdir(void) {
     char tmpl[] = "/tmp/pipelab-test-XXXXXX";
     char *d = mkdtemp(tmpl);
+    char **grown = d ? realloc(made, (nmade + 1) * sizeof *made) : NULL;
+    if (grown && (grown[nmade] = strdup(d))) made = grown, nmade++;
+    else if (grown) made = grown;
     return d ? strdup(d) : NULL;
+}
+
+/* nftw's callbacks of pl_test_rmdir: the first pass makes every folder writable (so that what
+ * it holds can go), the second removes the tree bottom up. */
+static int make_writable(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)ftw;
+    if (flag == FTW_D) chmod(path, (st->st_mode & 07777) | S_IRWXU);
+    return 0;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    if (remove(path) != 0) {
+        fprintf(stderr, "cannot remove %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int pl_test_rmdir(const char *dir) {
+    static const char prefix[] = "/tmp/pipelab-test-";
+    if (!dir || strncmp(dir, prefix, sizeof prefix - 1) != 0 || strstr(dir, "..")) {
+        fprintf(stderr, "pl_test_rmdir: %s is not a test's temporary directory: left alone\n", dir ? dir : "(null)");
+        return -1;
+    }
+    struct stat st;
+    if (lstat(dir, &st) != 0 && errno == ENOENT) return 0; /* gone already */
+    nftw(dir, make_writable, 16, FTW_PHYS);
+    return nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
+}
+
+/* Removes what pl_test_tmpdir made and is still there, unless PIPELAB_TEST_KEEP is set (to look
+ * at a failed test's files); returns how many could not be removed. */
+static unsigned remove_made(void) {
+    const char *keep = getenv("PIPELAB_TEST_KEEP");
+    unsigned left = 0;
+    for (size_t i = 0; i < nmade; i++) {
+        if (keep && *keep) fprintf(stderr, "kept %s (PIPELAB_TEST_KEEP)\n", made[i]);
+        else if (pl_test_rmdir(made[i]) != 0) left++;
+        free(made[i]);
+    }
+    free(made);
+    made = NULL, nmade = 0;
+    return left;
 }
 
 static unsigned skipped;
@@ -71,6 +126,7 @@ int main(void) {
     unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
     unsigned ran = CU_get_number_of_tests_run();
     CU_cleanup_registry();
+    if (remove_made()) failed++; /* a test left what it cannot remove: a file made read-only, say */
     if (skipped) fprintf(stderr, "%u of %u tests skipped (their reasons above)\n", skipped, ran);
     if (ran == 0 || (skipped == ran && !failed)) return 77;
     return failed ? 1 : 0;

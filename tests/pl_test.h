@@ -15,8 +15,14 @@ int pl_test_exists(const char *path);
 int pl_test_run(const char *cmd, char **output);
 /* Returns a malloc'd path "dir/name". */
 char *pl_test_path(const char *dir, const char *name);
-/* Makes a fresh temporary directory and returns its malloc'd path. */
+/* Makes a fresh temporary directory /tmp/pipelab-test-XXXXXX and returns its malloc'd path. The
+ * runner removes it, with what it holds, after the tests (unless PIPELAB_TEST_KEEP is set); a
+ * test may remove it sooner with pl_test_rmdir. */
 char *pl_test_tmpdir(void);
+/* Removes the tree at dir, a directory pl_test_tmpdir made (anything else is left alone and
+ * refused), read-only folders in it included. Returns 0 when it is gone (or was gone already),
+ * -1 when not (and says why on stderr). */
+int pl_test_rmdir(const char *dir);
 
 /* Marks the running test as skipped (what it needs is absent) and says why on stderr; the caller
  * returns at once. The runner lists the skipped tests after CUnit's summary, and exits 77

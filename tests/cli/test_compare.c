@@ -128,8 +128,7 @@ static void test_actions_comm_rows(void) {
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
     CU_ASSERT(out && strstr(out, "\n1 pair;") != NULL && strstr(out, "per class over all pairs") != NULL);
     free(out);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CU_ASSERT_EQUAL(system(cmd), 0);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(dir);
 }
 
@@ -157,9 +156,7 @@ static void test_actions_overlap(void) {
     }
     CU_ASSERT(overlaps >= 1);
     free(out);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CU_ASSERT_EQUAL(system(cmd), 0);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(dir);
 }
 
@@ -189,7 +186,6 @@ static double model_row_compute(const char *row) {
 static void test_actions_per_model(void) {
     char *dir = pl_test_tmpdir();
     CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
-    char cmd[2048];
     char *out = traced_actions(dir, "1f1b", "none full", "cmm");
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
     const char *tab = strstr(out, "per model and recompute policy");
@@ -225,8 +221,7 @@ static void test_actions_per_model(void) {
     }
     CU_ASSERT_EQUAL(nrows, 2);
     free(out);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CU_ASSERT_EQUAL(system(cmd), 0);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(dir);
 }
 

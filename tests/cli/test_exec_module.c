@@ -63,8 +63,7 @@ static void test_run_through_module(void) {
     CU_ASSERT_EQUAL(pl_test_json_number(out, "microbatches"), 4);
     CU_ASSERT_EQUAL(pl_test_json_number(out, "repetitions"), 3);
     free(out);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CU_ASSERT_EQUAL(system(cmd), 0);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(dir);
 }
 
@@ -102,8 +101,7 @@ static void test_bad_module(void) {
              path, PIPELAB_BIN);
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
     free(out);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CU_ASSERT_EQUAL(system(cmd), 0);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(dir);
 }
 

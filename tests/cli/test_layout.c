@@ -132,7 +132,7 @@ static void test_model_agrees(void) {
 
 /* A stored layout run keeps its figures (params_json.parallel), as simulate printed them. */
 static void test_stored(void) {
-    char dir[] = "/tmp/pl_layout_XXXXXX";
+    char dir[] = "/tmp/pipelab-test-layout-XXXXXX";
     CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "'%s' simulate --db %s/l.db --hardware dgx-a100 " FLAGS39 " --format json 2>&1", PIPELAB_BIN,
@@ -155,8 +155,7 @@ static void test_stored(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(stored, "\"collective.inter_efficiency\":0.84999999999999998"));
     free(printed);
     free(stored);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CU_ASSERT_EQUAL(system(cmd), 0);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
 }
 
 void test_layout_cli_register(void) {

@@ -161,10 +161,7 @@ static void test_store_failure_prints(void) {
     free(before);
     free(after);
     free(out);
-    out = NULL;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    pl_test_run(cmd, &out);
-    free(out);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(dir);
 }
 

@@ -77,10 +77,7 @@ static void test_outputs_refused(void) {
                           "--save-profile /proc/nope/p.csv: the folder /proc/nope does not exist"));
     /* nothing made: only what the test put there */
     CU_ASSERT_EQUAL(in_dir(dir, "test \"$(find . | sort | tr '\\n' ' ')\" = '. ./results ./results/out '"), 0);
-    char rm[4096], *out = NULL;
-    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
-    pl_test_run(rm, &out);
-    free(out);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(dir);
 }
 
@@ -110,11 +107,7 @@ static void test_outputs_read_only_folder(void) {
     CU_ASSERT(refused(dir, as, "--db ro/a/b/x.db", "--db ro/a/b/x.db: the folder ro is read-only"));
     CU_ASSERT(refused(dir, as, "--no-db --dump-weights ro/w.bin", "--dump-weights ro/w.bin: the folder ro is read-only"));
     CU_ASSERT_EQUAL(in_dir(dir, "test \"$(find . | sort | tr '\\n' ' ')\" = '. ./results ./results/out ./ro '"), 0);
-    char rm[4096];
-    snprintf(rm, sizeof rm, "chmod -R u+w '%s'; rm -rf '%s'", dir, dir);
-    out = NULL;
-    pl_test_run(rm, &out);
-    free(out);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(dir);
 }
 
@@ -167,10 +160,7 @@ static void test_run_stores_all(void) {
     CU_ASSERT_EQUAL(n_own + n_linked, n_sim);
     free(again);
     free(out);
-    out = NULL;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    pl_test_run(cmd, &out);
-    free(out);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(dir);
 }
 

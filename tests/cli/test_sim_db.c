@@ -73,7 +73,7 @@ static void test_bad_model_new_db(void) {
     CU_ASSERT_EQUAL(simulate_db("--kind 1f1b --ranks 2 --microbatches 4 --model uniform:layers=2,fwd_s=1e-3", db, &err), 0);
     CU_ASSERT_EQUAL(run_count(db), 1);
     free(err);
-    shell("rm -rf", dir, NULL);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(a);
     free(nested);
     free(db);
@@ -99,7 +99,7 @@ static void test_bad_model_existing_db(void) {
     CU_ASSERT(pl_test_exists(db));
     CU_ASSERT_EQUAL(run_count(db), 2);
     CU_ASSERT_EQUAL(shell("cmp -s", db, copy), 0);
-    shell("rm -rf", dir, NULL);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(copy);
     free(db);
     free(dir);

@@ -88,8 +88,7 @@ static void test_run_records_rev(void) {
     CU_ASSERT(ok);
     free(json);
     free(ver);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    free(output_of(cmd));
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(dir);
 }
 
@@ -171,8 +170,7 @@ static void test_script(void) {
     free(second);
     free(clean);
     free(hash);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    free(output_of(cmd));
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(dir);
 }
 

@@ -466,10 +466,10 @@ static int broad_shell(const char *csv, const char *shell, char **out) {
     if (f) {
         fputs(csv, f);
         fclose(f);
-        snprintf(cmd, sizeof cmd, "(bash -c 'source %s/../experiments/validate_broad.sh && { %s; } < %s' 2>&1; s=$?; rm -rf %s; exit $s)",
-                 PIPELAB_TESTS_DIR, shell, path, dir);
+        snprintf(cmd, sizeof cmd, "bash -c 'source %s/../experiments/validate_broad.sh && { %s; } < %s'", PIPELAB_TESTS_DIR, shell, path);
         rc = pl_test_run(cmd, out);
     }
+    pl_test_rmdir(dir);
     free(path);
     free(dir);
     return rc;
@@ -575,9 +575,7 @@ static void test_pairs_filters(void) {
     CU_ASSERT_EQUAL(broad_shell("", "RUN_BUSY_MAX=9 && for p in 3 8 9; do run_contended $p && echo -n \"$p \"; done", &out), 0);
     CU_ASSERT_STRING_EQUAL(out ? out : "", "9 ");
     free(out);
-    snprintf(shell, sizeof shell, "rm -rf %s", dir);
-    CU_ASSERT_EQUAL(pl_test_run(shell, &out), 0);
-    free(out);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(vals);
     free(hist);
     free(dir);

@@ -96,8 +96,7 @@ static void test_history(void) {
     CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, ": 1 grid(s) in ") : NULL);
     free(o);
     CU_ASSERT_EQUAL(histories(out, "hist-seed7-n30-abc1234"), 1);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    sh(cmd, NULL);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(db[0]);
     free(db[1]);
     free(pl);

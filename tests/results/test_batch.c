@@ -61,7 +61,7 @@ static void test_batch_commit(void) {
     CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT id FROM runs WHERE uid = 'prediction-c-measured'"), id[1]);
     CU_ASSERT(tr_integrity_ok(path));
     free(path);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -93,7 +93,7 @@ static void test_batch_failure_stores_none(void) {
     CU_ASSERT_EQUAL(count_runs(path), 3);
     CU_ASSERT(tr_integrity_ok(path));
     free(path);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -115,7 +115,7 @@ static void test_batch_failed_run_undone(void) {
     CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM runs WHERE uid = 's-2'"), 0);
     CU_ASSERT_EQUAL(tr_partial_runs(path, -1), 0);
     free(path);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -140,7 +140,7 @@ static void test_batch_visibility_and_close(void) {
     CU_ASSERT_EQUAL(count_runs(path), 2);
     CU_ASSERT(tr_integrity_ok(path));
     free(path);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -167,7 +167,7 @@ static void test_batch_killed(void) {
     CU_ASSERT_EQUAL(count_runs(path), 0);
     CU_ASSERT(tr_integrity_ok(path));
     free(path);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -193,7 +193,7 @@ static void test_batch_misuse(void) {
     store_close(r);
     CU_ASSERT_EQUAL(count_runs(path), 0);
     free(path);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 

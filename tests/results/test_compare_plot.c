@@ -132,7 +132,7 @@ static void test_pairing_and_errors(void) {
     store_comparison_free(&c);
     store_close(s);
     free(path);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -217,7 +217,7 @@ static void test_pairing_own_prediction(void) {
     store_comparison_free(&c);
     store_close(s);
     free(path);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -424,7 +424,7 @@ static void test_repeats(void) {
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 2);
     free(out);
     free(path);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -462,7 +462,7 @@ static void test_compare_cli(void) {
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
     free(out);
     free(path);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -726,7 +726,7 @@ static void test_plot_kinds(void) {
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 2);
     free(out);
     free(db);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -738,7 +738,7 @@ static void test_plot_no_gnuplot(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "gnuplot not found"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "apt-get install gnuplot-nox"));
     free(out);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 

@@ -97,7 +97,7 @@ static void test_parallel_writers(void) {
     CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM ops"), (int64_t)NPROC * RUNS_PER_PROC * OPS_PER_RUN);
     CU_ASSERT_EQUAL(tr_partial_runs(path, OPS_PER_RUN), 0);
     CU_ASSERT(tr_integrity_ok(path));
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(path);
     free(dir);
 }
@@ -200,7 +200,7 @@ static void check_parallel_threads(int npaths) {
         CU_ASSERT(tr_integrity_ok(paths[f]));
         free(paths[f]);
     }
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -340,7 +340,7 @@ static void test_killed_writer(void) {
     store_close(s);
     CU_ASSERT(tr_integrity_ok(path));
     free(ops);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(path);
     free(dir);
 }

@@ -141,8 +141,7 @@ static void test_merge_failure(void) {
     CU_ASSERT(only_these(dir, files2));
 
     free(before);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    sh(NULL, cmd);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(a), free(b), free(bad), free(fresh), free(old), free(dir);
 }
 
@@ -216,8 +215,7 @@ static void test_list_ids(void) {
     CU_ASSERT_EQUAL(sh(&out, cmd), 1);
     CU_ASSERT(out && strstr(out, "ambiguous"));
     free(out);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    sh(NULL, cmd);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(db);
     free(dir);
 }
@@ -277,8 +275,7 @@ static void test_plot_formats(void) {
     /* --svg with a name of another format is a contradiction */
     snprintf(cmd, sizeof cmd, "'%s' plot bubble --db '%s' --svg -o '%s/x.png'", PIPELAB_BIN, db, dir);
     CU_ASSERT_EQUAL(sh(NULL, cmd), 2);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    sh(NULL, cmd);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(db);
     free(dir);
 }

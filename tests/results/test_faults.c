@@ -171,7 +171,7 @@ static void test_readonly(void) {
     CU_ASSERT(tr_integrity_ok(ro_file) && tr_integrity_ok(ro_dir_db));
     CU_ASSERT_EQUAL(tr_partial_runs(ro_file, 10), 0);
     CU_ASSERT_EQUAL(tr_sql_int(ro_dir_db, "SELECT count(*) FROM runs"), 7);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(ro_file);
     free(ro_dir_db);
     free(fdir);
@@ -276,7 +276,7 @@ static void test_corrupt(void) {
         free(p);
     }
     CU_ASSERT(tr_integrity_ok(good));
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(good);
     free(dir);
 }
@@ -326,7 +326,7 @@ static void test_future(void) {
     CU_ASSERT(file_hash(fut) == h0);
     CU_ASSERT(file_hash(ok) == hok);
     CU_ASSERT_EQUAL(tr_sql_int(fut, "PRAGMA user_version"), STORE_SCHEMA_VERSION + 1);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(fut);
     free(ok);
     free(dir);

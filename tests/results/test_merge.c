@@ -65,7 +65,7 @@ static void test_merge_overlap(void) {
     CU_ASSERT(tr_integrity_ok(out));
     free(missing);
     free(v1);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(a);
     free(b);
     free(out);
@@ -151,7 +151,7 @@ static void test_merge_machines(void) {
     check_merged(ab);
     CU_ASSERT_EQUAL(tr_sql_int(a, "SELECT count(*) FROM runs"), 40);
     CU_ASSERT_EQUAL(tr_sql_int(b, "SELECT count(*) FROM runs"), 55);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(a);
     free(b);
     free(part);
@@ -219,7 +219,7 @@ static void test_cli(void) {
     free(o);
     CU_ASSERT_EQUAL(pipelab(&o, "db frobnicate --db %s%s%s", db, "", ""), 2);
     free(o);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(db);
     free(db2);
     free(merged);
@@ -276,7 +276,7 @@ static void test_merge_v2_into_v3(void) {
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, ",iteration_time_s,throughput_samples_s,idle_s,bubble_fraction,zb_bubble_rate,"));
     free(o);
     CU_ASSERT_EQUAL(tr_sql_int(v2, "PRAGMA user_version"), 2);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(v2);
     free(fresh);
     free(cur);

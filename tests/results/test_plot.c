@@ -60,7 +60,7 @@ static store *fresh_db(const char *name, char **dir, char **db) {
 /* Frees what fresh_db made and removes the folder. */
 static void fresh_done(char *dir, char *db) {
     free(db);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 

@@ -191,7 +191,7 @@ static void test_shards_merged_equal_whole(void) {
     free(merged);
     free(whole_table);
     free(merged_table);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -243,7 +243,7 @@ static void test_shard_flags(void) {
     snprintf(cmd, sizeof cmd, "'%s' --help", EXPERIMENT);
     CU_ASSERT(exits_naming(dir, cmd, 0, "zero_bubble.sh: bubble rates"));
     CU_ASSERT(exits_naming(dir, cmd, 0, "--shard I/N"));
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 

@@ -118,7 +118,7 @@ static void test_run_roundtrip(void) {
     store_run_clear(&byuid);
     store_run_clear(&bypre);
     store_run_clear(&got);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(path);
     free(dir);
 }
@@ -177,7 +177,7 @@ static void test_ranks_ops_roundtrip(void) {
     free(ops);
     store_close(s);
     CU_ASSERT_EQUAL(tr_partial_runs(path, (int64_t)nops), 0);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(path);
     free(dir);
 }
@@ -230,7 +230,7 @@ static void test_migration_v1(void) {
     CU_ASSERT_EQUAL(tr_sql_int(path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
     CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM rank_metrics WHERE run_id = 1"), 2);
     CU_ASSERT(tr_integrity_ok(path));
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(path);
     free(dir);
 }
@@ -357,7 +357,7 @@ static void test_migration_v2(void) {
     CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN ('bubble', 'bubble_rate')"), 0);
     CU_ASSERT_EQUAL(tr_sql_int(path, "SELECT count(*) FROM pragma_table_info('rank_metrics') WHERE name = 'bubble'"), 0);
     CU_ASSERT(tr_integrity_ok(path));
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(path);
     free(fresh);
     free(dir);
@@ -381,7 +381,7 @@ static void test_migration_v1_columns(void) {
         free(a);
         free(f);
     }
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(path);
     free(fresh);
     free(dir);
@@ -428,7 +428,7 @@ static void test_simulate_stores_what_it_prints(void) {
     free(m);
     store_run_clear(&r);
     store_close(s);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(db);
     free(dir);
 }
@@ -455,7 +455,7 @@ static void test_future_version_refused(void) {
     CU_ASSERT_EQUAL(tr_sql_int(path, "PRAGMA user_version"), 99);
     free(before);
     free(after);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(path);
     free(dir);
 }
@@ -502,7 +502,7 @@ static void test_garbage_refused(void) {
     CU_ASSERT_FALSE(pl_test_exists(missing));
     free(missing);
     free(other);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(path);
     free(dir);
 }
@@ -570,7 +570,7 @@ static void test_list_and_export(void) {
     sqlite3_finalize(st);
     sqlite3_close(db);
     pl_buf_free(&b);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(path);
     free(dir);
 }

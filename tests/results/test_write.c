@@ -112,7 +112,7 @@ static void test_write_through_link(void) {
     free(chain);
     free(abs);
     free(sub);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -134,7 +134,7 @@ static void test_write_dangling_link(void) {
     free(d);
     free(a);
     free(b);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -157,7 +157,7 @@ static void test_write_regular_atomic(void) {
     CU_ASSERT(entries(dir) == 3);
     free(f);
     free(h);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -186,7 +186,7 @@ static void test_write_fifo(void) {
     CU_ASSERT(entries(dir) == 2);
     free(fifo);
     free(got);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -219,7 +219,7 @@ static void test_write_char_device(void) {
     }
     free(null);
     free(full);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -242,7 +242,7 @@ static void test_export_through_link(void) {
     free(csv);
     free(db);
     free(l);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -292,7 +292,7 @@ static void test_read_leaves_no_side_files(void) {
     pl_err e;
     CU_ASSERT_FATAL(pl_write_file(cut, bytes, n / 2, &e) == PL_OK);
     static const char *const reads[] = {"db list --db %s", "db show r-0 --db %s", "db export --format csv --db %s",
-                                        "compare --db %s", "db merge %s -o %s.merged", NULL};
+                                        "compare --db %s", "db merge %s -o %s/merged.db", NULL};
     for (const char *const *r = reads; *r; r++) {
         char args[1024], cmd[2048], *out = NULL;
         snprintf(args, sizeof args, *r, copy, dir);
@@ -318,7 +318,7 @@ static void test_read_leaves_no_side_files(void) {
     free(copy);
     free(foreign);
     free(cut);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 
@@ -350,7 +350,7 @@ static void test_read_beside_writer(void) {
     CU_ASSERT(no_side_files(path));
     CU_ASSERT(tr_sql_int(path, "SELECT count(*) FROM runs") == 2);
     free(path);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
 }
 

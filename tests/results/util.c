@@ -172,13 +172,6 @@ int64_t tr_partial_runs(const char *path, int64_t expected_ops) {
     return tr_sql_int(path, sql);
 }
 
-void tr_rmdir(const char *dir) {
-    if (!dir || strncmp(dir, "/tmp/pipelab-test-", 18) != 0) return;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
-}
-
 char *tr_traced_compare(const char *dir, const char *kind, int m, const char *db, const char *tag, const char *flag) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
@@ -201,7 +194,7 @@ int tr_table_only_then_clean(char *dir, const char *db, const char *flag) {
     char *out = NULL;
     int ok = pl_test_run(cmd, &out) == 2 && out && strstr(out, want);
     free(out);
-    tr_rmdir(dir);
+    pl_test_rmdir(dir);
     free(dir);
     return ok;
 }

@@ -37,10 +37,8 @@ extern const char tr_v1_schema[];
 /* A version 2 database (the last with runs.bubble = idle seconds and runs.bubble_rate = idle
  * fraction) holding runs 'v2-sim', 'v2-meas' and 'v2-zero' (see util.c). */
 extern const char tr_v2_schema[];
-/* Removes a test directory and its files. */
-void tr_rmdir(const char *dir);
 /* Returns 1 when `pipelab compare --db DIR/DB FLAG --format csv` is a usage error (exit 2) whose
- * message says FLAG prints a table; then removes dir (tr_rmdir) and frees it. */
+ * message says FLAG prints a table; then removes dir (pl_test_rmdir) and frees it. */
 int tr_table_only_then_clean(char *dir, const char *db, const char *flag);
 /* Runs a traced `pipelab run --kind KIND --ranks 2 --microbatches M` of a small dense block into
  * DIR/DB under tag TAG, then `pipelab compare --db DIR/DB --tag TAG FLAG`; returns the
