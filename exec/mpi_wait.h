@@ -7,9 +7,18 @@
  * token from every other member (a meeting, exec_mpi_meet), so that a timeout names the ranks
  * that never came and where this rank waited for them (MPI_Comm_split, which has no nonblocking
  * form, and the replicas' all-reduce, whose nonblocking form is slower, come right after a
- * meeting). Only the tokens' receives are cancelled after a timeout (cancelling a collective is
+ * meeting). A token carries its meeting (its number on the communicator and `where`), checked on
+ * receipt: a token of another meeting is an internal error naming both, never paired with this
+ * one by its order alone. When several members time out waiting for the same ranks, the
+ * lowest-numbered says so, the others deferring to it (transport_mpi.c's meet_defer), so that
+ * the job prints one line naming the rank that stood still and where.
+ * Only the tokens' receives are cancelled after a timeout (cancelling a collective is
  * erroneous); the process must then end the job: every later entry point returns at once
- * (exec_mpi_timed_out) and exec_mpi_finalize calls MPI_Abort rather than waiting for the others. */
+ * (exec_mpi_timed_out) and exec_mpi_finalize calls MPI_Abort rather than waiting for the others.
+ * What a request left pending may still use outlives it: the buffers of a collective completed
+ * in a meeting are static, per process, never on the stack of a function that returns after the
+ * timeout (no meeting starts after one, so none is reused while pending); an endpoint's tokens
+ * and messages' buffers are kept, not freed, once a wait timed out (exec_mpi_end_close). */
 #ifndef EXEC_MPI_WAIT_H
 #define EXEC_MPI_WAIT_H
 
@@ -24,7 +33,9 @@
  * start of the host probe (probe), of the run's set-up (join), its first all-reduce of a
  * replicated stage after the first barrier (allreduce), the steady rule's exchange of the pass
  * times (steady), the gathering of the records on rank 0 (gather), the start of the first MPI
- * profile (the all-reduce's or the hand-off's) after the run (profile). */
+ * profile (the all-reduce's or the hand-off's) after the run (profile). Not a stop: at its second
+ * barrier between passes, rank R first holds a meeting the others do not hold (extra), so that
+ * its tokens meet another meeting's. */
 enum {
     EXEC_MTS_NONE = 0,
     EXEC_MTS_BARRIER,
@@ -35,6 +46,7 @@ enum {
     EXEC_MTS_STEADY,
     EXEC_MTS_GATHER,
     EXEC_MTS_PROFILE,
+    EXEC_MTS_EXTRA,
     EXEC_MTS_POINTS
 };
 
@@ -51,10 +63,13 @@ exec_mpi_end *exec_mpi_end_open(double timeout_s, int stop, int patient, const c
 void exec_mpi_end_close(exec_mpi_end *m);
 
 /* Meets every other member of comm (this process a member) and completes the ncoll nonblocking
- * collectives coll[] started on it (0: a barrier), waiting at most the timeout. `where` says
- * where this process waits ("in the host probe"). Returns PL_OK, or the error: after the
+ * collectives coll[] started on it (0: a barrier; their buffers static, as above), waiting at
+ * most the timeout. `where` says where this process waits ("in the host probe"), the same on
+ * every member (it names the meeting in its tokens). Returns PL_OK, or the error: after the
  * timeout "rank R: timed out after T s: rank R waits WHERE for rank Q" (Q the members whose
- * token never came, by their rank in the job). */
+ * token never came, by their rank in the job; the line of the lowest-numbered member that timed
+ * out, the others deferring to it), or "rank R: internal error: meetings out of step: ..." when
+ * a token of another meeting came. */
 int exec_mpi_meet(exec_mpi_end *m, MPI_Comm comm, MPI_Request *coll, int ncoll, const char *where, pl_err *e);
 /* exec_mpi_meet without a deadline, for a process that waits while others work (the processes
  * outside a profile's pair while the two time, the others while process 0 profiles alone): they

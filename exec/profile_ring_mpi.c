@@ -69,7 +69,9 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
     exec_ar_plan plan;
     exec_ar_plan_init(cfg, reps, &plan);
     double *t_s = pl_calloc((size_t)(EXEC_AR_SIZES * plan.reps), sizeof *t_s);
-    int ok = t_s != NULL, all_ok = 0;
+    static int ok, all_ok; /* the collective's buffers, static (mpi_wait.h): a timeout leaves it pending */
+    ok = t_s != NULL;
+    all_ok = 0;
     MPI_Request rq;
     MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &rq); /* no process leaves the others waiting */
     int rc = exec_mpi_meet(pp.m, MPI_COMM_WORLD, &rq, 1, PR_WHERE, e);
@@ -111,8 +113,8 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
 }
 
 /* The host probe's collective over the job: *v (count doubles) combined by op, completed in a
- * meeting (without a deadline when patient: this process waits while process 0 profiles alone).
- * Returns PL_OK or the meeting's error. */
+ * meeting (without a deadline when patient: this process waits while process 0 profiles alone);
+ * in and out static (mpi_wait.h). Returns PL_OK or the meeting's error. */
 static int probe_allreduce(exec_mpi_end *m, const double *in, double *out, int count, MPI_Op op, int patient, pl_err *e) {
     MPI_Request rq;
     MPI_Iallreduce(in ? in : MPI_IN_PLACE, out, count, MPI_DOUBLE, op, MPI_COMM_WORLD, &rq);
@@ -136,7 +138,10 @@ int exec_mpi_host_probe(exec_host_probe *p, double timeout_s, int *is_root, pl_e
     exec_mpi_end *m = exec_mpi_end_open(timeout_s, EXEC_MTS_PROBE, 0, "in the host probe", e);
     if (!m) return e->code;
     int rc = exec_profile_layers_n(&c, EXEC_HOST_PROBE_REPS, 1, &lp, e);
-    double v[2] = {rc == PL_OK ? lp.f_s : 0, rc == PL_OK}, all[2] = {0, 0};
+    static double v[2], all[2]; /* the collectives' buffers, static (mpi_wait.h): a timeout leaves one pending */
+    v[0] = rc == PL_OK ? lp.f_s : 0;
+    v[1] = rc == PL_OK;
+    all[0] = all[1] = 0;
     pl_err ew;
     int rw = probe_allreduce(m, v, all, 2, MPI_SUM, 0, &ew);
     /* then process 0 alone, the others waiting */

@@ -19,8 +19,14 @@
  * token, point to point, so that a collective that times out names the ranks that never came,
  * as the barrier does (mpi_wait.h); MPI_Comm_split (no nonblocking form) and the replicas'
  * all-reduce (its nonblocking form is slower: allreduce_i64) come right after a meeting; the
- * records and clocks go point to point, polled with the timeout too. After a timeout the job
- * ends (MPI_Abort, here or in exec_mpi_finalize): the process cannot wait on the others any more.
+ * records and clocks go point to point, polled with the timeout too. A token carries its
+ * meeting, by number on its communicator and by place (mtoken), checked where it is received:
+ * one of another meeting is an internal error naming both (meet_check). When several members
+ * time out in one meeting, the lowest-numbered says so and the others defer to it (meet_defer),
+ * so that one line names the rank that stood still. After a timeout the job ends (MPI_Abort,
+ * here or in exec_mpi_finalize): the process cannot wait on the others any more, and nothing a
+ * request left pending may use is released before (mpi_wait.h): the collectives' buffers are
+ * static, an endpoint's buffers are kept (mend_free_sends).
  * Faults: abort calls the hook (the CLI prints "rank R, action K (...): reason"), then
  * MPI_Abort(MPI_COMM_WORLD), which ends every process of the job; a killed process makes mpirun
  * end the job, terminating the others (SIGTERM): a terminated rank says what it was waiting for,
@@ -61,8 +67,8 @@
 #define MPI_CLOCK_PINGS 8
 /* Tags a tag wraps at when MPI_TAG_UB is unknown (the standard's least MPI_TAG_UB + 1). */
 #define MPI_MIN_TAGS 32768L
-/* The per-peer message counts of an endpoint: sent, rcvd, peer_sent, sent_at. */
-#define MPI_COUNT_ARRAYS 4
+/* The per-peer message counts of an endpoint: sent, rcvd, peer_sent. */
+#define MPI_COUNT_ARRAYS 3
 /* Room beyond a message a receive buffer keeps, so that a longer message is seen as longer. */
 #define MPI_RECV_SLACK_BYTES 64
 /* Bytes of the SIGTERM report's head and of the wait it names. */
@@ -72,10 +78,17 @@
  * A wait does not count such a gap against its timeout, and the SIGTERM report says so. */
 #define MPI_STOOD_S 0.5
 #define MPI_CS_PER_S 100
-/* Tags on the control communicator: the clock's ping-pong, the parts of a record, the message
- * counts of a barrier; on any communicator, the tokens of a meeting. */
+/* Tags on the control communicator: the clock's ping-pong, the parts of a record; on any
+ * communicator, the tokens of a meeting (a barrier's, with its message counts, too: one tag, so
+ * that a token of another meeting is received, and named, rather than waited for). */
 enum { TAG_PING = 1, TAG_PONG, TAG_REC_HEAD = 10, TAG_REC_ARRAYS, TAG_REC_OPS, TAG_REC_LOSS, TAG_REC_WEIGHTS, TAG_REC_ROUNDS,
-       TAG_COUNTS = 20, TAG_MEET };
+       TAG_MEET = 20 };
+/* Bytes of a token's place (mtoken.where, its NUL included). */
+#define MPI_TOKEN_WHERE 60
+/* The longest (s) a member that timed out in a meeting defers to a lower-numbered one
+ * (meet_defer), and its naps meanwhile (us). */
+#define MPI_DEFER_S 1.0
+#define MPI_DEFER_NAP_US 1000L
 /* The parts of a record after its head (send_record), each a message of its own. */
 #define MPI_REC_PARTS 5
 /* The most nonblocking collectives one meeting completes (host_check's pairs). */
@@ -85,7 +98,7 @@ enum { TAG_PING = 1, TAG_PONG, TAG_REC_HEAD = 10, TAG_REC_ARRAYS, TAG_REC_OPS, T
 enum { MW_NONE = 0, MW_POLL, MW_BLOCKED };
 /* The names of the test-only EXEC_MPI_TEST_STOP_ENV's stop points (mpi_wait.h, EXEC_MTS_*). */
 static const char *const mts_name[EXEC_MTS_POINTS] = {"", "barrier", "wait", "probe", "join", "allreduce", "steady", "gather",
-                                                      "profile"};
+                                                      "profile", "extra"};
 
 /* One send in flight: its request and its private copy of the data. */
 typedef struct msend {
@@ -104,6 +117,17 @@ typedef struct mpost {
     size_t bytes;
 } mpost;
 
+/* A meeting's token (meet), from each member to every other: the meeting's number on its
+ * communicator (seq: each member counts the meetings it holds there, meet_seq_next), where its
+ * sender meets (the `where` of meet, alike on every member, cut to MPI_TOKEN_WHERE - 1 bytes),
+ * whether its sender waits without a deadline (patient: it never times out, meet_defer), and a
+ * barrier's payload (the messages its sender sent to the receiver so far; else 0). */
+typedef struct mtoken {
+    int64_t seq, payload;
+    int32_t patient;
+    char where[MPI_TOKEN_WHERE];
+} mtoken;
+
 /* One endpoint (exec_transport.impl). */
 typedef struct mend {
     MPI_Comm data, ctl;   /* tensors; control (barriers, clocks, records) */
@@ -116,11 +140,11 @@ typedef struct mend {
                            * (exec_mpi_meet_patient), who are not late */
     msend *send;          /* [nsend] */
     int nsend;
-    int64_t *sent, *rcvd, *peer_sent, *sent_at; /* [size] each: messages sent to / received from
-                           * each rank so far, (after a barrier) what each rank sent to this one,
-                           * and sent[] as the last barrier sent it (its sends' buffers) */
-    MPI_Request *xreq;    /* [2 size + MPI_MEET_COLLS] a meeting's receives of the tokens (a barrier's:
-                           * of the counts), then its sends, then its collectives */
+    int64_t *sent, *rcvd, *peer_sent; /* [size] each: messages sent to / received from each rank so
+                           * far, and (after a barrier) what each rank sent to this one */
+    MPI_Request *xreq;    /* [2 size + MPI_MEET_COLLS] a meeting's receives of the tokens, then its
+                           * sends, then its collectives */
+    mtoken *tok;          /* [2 size] a meeting's tokens: those it sends, then those it receives */
     unsigned char *rbuf;  /* receive buffer of rcap bytes */
     size_t rcap;
     mpost *post;          /* [npost] receives posted and not completed yet (grown by pl_grow) */
@@ -135,7 +159,9 @@ typedef struct mend {
 
 static void (*g_abort_hook)(const pl_err *why);
 static int g_inited; /* 1 when exec_mpi_run called MPI_Init_thread */
-static int g_timed_out; /* 1 when a wait of this process timed out: the job must end (mpi_wait.h) */
+static int g_timed_out; /* 1 when a wait of this process timed out, or its meetings fell out of step
+                        * (meet_check): the job must end (mpi_wait.h) */
+static int g_meet_key = MPI_KEYVAL_INVALID; /* the meetings' count cached on a communicator (meet_seq_next) */
 static int g_test_stopped; /* 1 when the test hook stopped this process (it stops it once) */
 
 /* What this rank waits for now, for the report of a rank that the launcher terminates (when
@@ -547,6 +573,37 @@ static int job_rank(MPI_Comm comm, int q) {
     return r;
 }
 
+/* Counts a meeting on comm and returns its number there (1 for the first): the count is cached
+ * on the communicator (an attribute, which its duplicates do not inherit), so every member
+ * numbers the meetings held on it alike, whichever endpoint holds them. */
+static int64_t meet_seq_next(MPI_Comm comm) {
+    void *v = NULL;
+    int flag = 0;
+    if (g_meet_key == MPI_KEYVAL_INVALID &&
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &g_meet_key, NULL) != MPI_SUCCESS)
+        return 0;
+    MPI_Comm_get_attr(comm, g_meet_key, &v, &flag);
+    intptr_t n = (flag ? (intptr_t)v : 0) + 1;
+    MPI_Comm_set_attr(comm, g_meet_key, (void *)n);
+    return (int64_t)n;
+}
+
+/* Fills the token t of meeting seq at `where` (mtoken). */
+static void token_fill(mtoken *t, int64_t seq, int64_t payload, int patient, const char *where) {
+    memset(t, 0, sizeof *t);
+    t->seq = seq;
+    t->payload = payload;
+    t->patient = patient;
+    snprintf(t->where, sizeof t->where, "%s", where);
+}
+
+/* Returns 1 when member q's token of the meeting in progress (its receive m->xreq[q]) came. */
+static int token_came(const mend *m, int q) {
+    int done = 1;
+    if (m->xreq[q] != MPI_REQUEST_NULL) MPI_Request_get_status(m->xreq[q], &done, MPI_STATUS_IGNORE);
+    return done;
+}
+
 /* Names in buf the members of comm (n of them, by their rank in the job) whose tokens have not
  * come (their receives m->xreq[q] pending) after a meeting timed out, or says what else it
  * waited for: its collectives (ncoll of them), or its own tokens (the counts when `counts`) to
@@ -555,9 +612,7 @@ static void meet_late(const mend *m, MPI_Comm comm, int n, int ncoll, int counts
     size_t k = 0;
     int late = 0;
     for (int q = 0; q < n; q++) {
-        int done = 1;
-        if (m->xreq[q] != MPI_REQUEST_NULL) MPI_Request_get_status(m->xreq[q], &done, MPI_STATUS_IGNORE);
-        if (done) continue;
+        if (token_came(m, q)) continue;
         int w = snprintf(buf + k, len - k, "%s%d", late ? ", " : "", job_rank(comm, q));
         if (w > 0 && (size_t)w < len - k) k += (size_t)w;
         late++;
@@ -566,9 +621,59 @@ static void meet_late(const mend *m, MPI_Comm comm, int n, int ncoll, int counts
         snprintf(buf, len, "%s", ncoll ? "the others to complete it" : counts ? "its counts to be taken" : "its tokens to be taken");
 }
 
+/* Checks the tokens that came to meeting seq on comm (n members, this one me), at `where`: one
+ * of another meeting (another number, or place) means that the members' meetings are out of
+ * step, as when one member held a meeting the others did not; in-order delivery alone would
+ * have paired them wrong. Returns PL_OK, or PL_EINTERNAL naming both meetings (g_timed_out
+ * set: its collectives may be pending, or paired with another meeting's; the job must end). */
+static int meet_check(mend *m, MPI_Comm comm, int n, int me, int64_t seq, const char *where, pl_err *e) {
+    mtoken mine;
+    token_fill(&mine, seq, 0, 0, where);
+    for (int q = 0; q < n; q++) {
+        if (q == me || !token_came(m, q)) continue;
+        mtoken *t = &m->tok[m->size + q];
+        t->where[sizeof t->where - 1] = '\0';
+        if (t->seq == seq && strcmp(t->where, mine.where) == 0) continue;
+        g_timed_out = 1;
+        return pl_errf(e, PL_EINTERNAL, "internal error: meetings out of step: rank %d meets %s (meeting %lld on its "
+                       "communicator), rank %d's token came from its meeting %lld, %s", m->rank, where, (long long)seq,
+                       job_rank(comm, q), (long long)t->seq, t->where);
+    }
+    return PL_OK;
+}
+
+/* After a meeting of comm (n members, this one me) timed out, the rule that makes one line of
+ * the job name the ranks that never came: every member whose token came (of this meeting:
+ * meet_check) waits for them as this one does and times out about when it does; the
+ * lowest-numbered of them in the job that waits with a deadline (its token says so) prints the
+ * line, at once, and ends the job. The others defer to it: they wait up to MPI_DEFER_S (no
+ * longer than the timeout), quietly (the launcher's SIGTERM then ends them without on_term's
+ * report, where they stood being that line's), for that end, and say their own only when the
+ * job is still there after it (that member did not time out: the late ones' tokens reached it;
+ * or it timed out later). A wait for one message knows of no other waiter: each rank that times
+ * out there prints its own line, naming the message it waited for. */
+static void meet_defer(const mend *m, MPI_Comm comm, int n, int me) {
+    int first = m->rank;
+    for (int q = 0; q < n; q++) {
+        if (q == me || !token_came(m, q) || m->tok[m->size + q].patient) continue;
+        int r = job_rank(comm, q);
+        if (r < first) first = r;
+    }
+    if (first == m->rank) return;
+    struct sigaction quiet, was;
+    memset(&quiet, 0, sizeof quiet);
+    quiet.sa_handler = SIG_DFL;
+    sigemptyset(&quiet.sa_mask);
+    sigaction(SIGTERM, &quiet, &was);
+    double until = pl_now_s() + fmin(MPI_DEFER_S, m->timeout_s);
+    while (pl_now_s() < until) nap(MPI_DEFER_NAP_US);
+    sigaction(SIGTERM, &was, NULL);
+}
+
 /* Releases a timed-out meeting's requests: its receives cancelled, its sends left to complete
- * (MPI_Request_free; their buffers live as long as m), its collectives left as they are
- * (cancelling or freeing a collective is erroneous: the job ends instead). */
+ * (MPI_Request_free; their tokens live as long as m, kept after a timeout: mend_free_sends), its
+ * collectives left as they are (cancelling or freeing a collective is erroneous: the job ends
+ * instead). */
 static void meet_release(mend *m, int n) {
     for (int q = 0; q < n; q++) {
         if (m->xreq[q] != MPI_REQUEST_NULL) {
@@ -579,29 +684,31 @@ static void meet_release(mend *m, int n) {
     }
 }
 
-/* Meets every other member of comm: sends each member q a token (out[q], or an empty message
- * when out is NULL) and receives theirs (into in[q]; in[self] = out[self]) on tag, point to
- * point, and completes the ncoll nonblocking collectives coll[] started on comm with them, all
- * polled with the timeout (spinning spin_s before it naps). No member's token comes before that
- * member arrived, so it is a barrier, and a timeout names the members that never came.
- * `where` says where this rank waits ("at the barrier between passes"). Returns PL_OK, PL_EINPUT
- * (MPI's error), or after the timeout PL_EINTERNAL "timed out after T s: rank R waits WHERE for
- * rank(s) Q" (the tokens' receives cancelled; the collectives still pending: the job must end). */
-static int meet(mend *m, MPI_Comm comm, int tag, int64_t *out, int64_t *in, MPI_Request *coll, int ncoll, double spin_s,
+/* Meets every other member of comm: sends each member q a token of this meeting (mtoken: its
+ * number on comm, `where`, and out[q] when out is not NULL) and receives theirs (their payloads
+ * into in[q]; in[self] = out[self]) on TAG_MEET, point to point, and completes the ncoll
+ * nonblocking collectives coll[] started on comm with them, all polled with the timeout
+ * (spinning spin_s before it naps). No member's token comes before that member arrived, so it
+ * is a barrier, and a timeout names the members that never came. `where` says where this rank
+ * waits ("at the barrier between passes"), alike on every member. Returns PL_OK, PL_EINPUT
+ * (MPI's error), PL_EINTERNAL when a token of another meeting came (meet_check), or after the
+ * timeout PL_EINTERNAL "timed out after T s: rank R waits WHERE for rank(s) Q" (the tokens'
+ * receives cancelled; the collectives still pending: the job must end; said after meet_defer). */
+static int meet(mend *m, MPI_Comm comm, const int64_t *out, int64_t *in, MPI_Request *coll, int ncoll, double spin_s,
                 const char *where, pl_err *e) {
     int n = 0, me = 0, nr = 0;
     MPI_Comm_size(comm, &n);
     MPI_Comm_rank(comm, &me);
     if (n > m->size || ncoll > MPI_MEET_COLLS)
         return pl_errf(e, PL_EINTERNAL, "a meeting of %d members and %d collectives", n, ncoll);
+    int64_t seq = meet_seq_next(comm);
+    mtoken *tout = m->tok, *tin = m->tok + m->size;
     for (int q = 0; q < n; q++) {
         m->xreq[q] = m->xreq[n + q] = MPI_REQUEST_NULL;
-        if (q == me) {
-            if (in) in[q] = out[q];
-            continue;
-        }
-        if (MPI_Irecv(in ? &in[q] : NULL, in ? 1 : 0, MPI_INT64_T, q, tag, comm, &m->xreq[q]) != MPI_SUCCESS ||
-            MPI_Isend(out ? &out[q] : NULL, out ? 1 : 0, MPI_INT64_T, q, tag, comm, &m->xreq[n + q]) != MPI_SUCCESS)
+        if (q == me) continue;
+        token_fill(&tout[q], seq, out ? out[q] : 0, m->patient, where);
+        if (MPI_Irecv(&tin[q], (int)sizeof *tin, MPI_BYTE, q, TAG_MEET, comm, &m->xreq[q]) != MPI_SUCCESS ||
+            MPI_Isend(&tout[q], (int)sizeof *tout, MPI_BYTE, q, TAG_MEET, comm, &m->xreq[n + q]) != MPI_SUCCESS)
             return pl_errf(e, PL_EINTERNAL, "rank %d: meeting rank %d %s failed", m->rank, job_rank(comm, q), where);
     }
     for (nr = 2 * n; nr < 2 * n + ncoll; nr++) {
@@ -611,12 +718,20 @@ static int meet(mend *m, MPI_Comm comm, int tag, int64_t *out, int64_t *in, MPI_
     char what[EXEC_WAIT_TEXT_MAX];
     snprintf(what, sizeof what, "rank %d waits %s", m->rank, where);
     int rc = wait_reqs(m, m->xreq, nr, NULL, what, spin_s, e);
-    if (rc != PL_EINTERNAL) return rc; /* done, or MPI's error */
-    char late[EXEC_WAIT_TEXT_MAX];
-    meet_late(m, comm, n, ncoll, out != NULL, late, sizeof late);
-    int several = strchr(late, ',') != NULL;
-    pl_errf(e, rc, "timed out after %g s: %s for %s%s", m->timeout_s, what,
-            isdigit((unsigned char)late[0]) ? (several ? "ranks " : "rank ") : "", late);
+    if (rc == PL_OK) {
+        rc = meet_check(m, comm, n, me, seq, where, e);
+        for (int q = 0; rc == PL_OK && in && q < n; q++) in[q] = q == me ? out[q] : tin[q].payload;
+        return rc;
+    }
+    if (rc != PL_EINTERNAL) return rc; /* MPI's error */
+    if (meet_check(m, comm, n, me, seq, where, e) == PL_OK) { /* else a token of another meeting says more */
+        char late[EXEC_WAIT_TEXT_MAX];
+        meet_late(m, comm, n, ncoll, out != NULL, late, sizeof late);
+        int several = strchr(late, ',') != NULL;
+        pl_errf(e, rc, "timed out after %g s: %s for %s%s", m->timeout_s, what,
+                isdigit((unsigned char)late[0]) ? (several ? "ranks " : "rank ") : "", late);
+        meet_defer(m, comm, n, me);
+    }
     meet_release(m, n);
     return rc;
 }
@@ -633,11 +748,11 @@ static int own_err(const mend *m, int rc, pl_err *e) {
 /* Completes the ncoll collectives coll[] started on comm in a meeting (meet, no payload), waiting
  * as a message's wait does. Returns PL_OK or meet's error. */
 static int coll_wait(mend *m, MPI_Comm comm, MPI_Request *coll, int ncoll, const char *where, pl_err *e) {
-    return meet(m, comm, TAG_MEET, NULL, NULL, coll, ncoll, m->spin_s, where, e);
+    return meet(m, comm, NULL, NULL, coll, ncoll, m->spin_s, where, e);
 }
 
 /* Waits for every rank while exchanging the message counts (a meeting on the control
- * communicator whose tokens are the counts: each rank sends sent[q] to every other rank q and
+ * communicator whose tokens carry the counts: each rank sends sent[q] to every other rank q and
  * receives theirs; point to point, so that a timeout names the ranks that never came), then
  * checks that this rank received every message sent to it: at the barrier between passes and at
  * the end of the run, each rank has walked its whole list, so a message sent to it and not
@@ -646,10 +761,9 @@ static int coll_wait(mend *m, MPI_Comm comm, MPI_Request *coll, int ncoll, const
  * timeout, this rank and the ranks it waited for. */
 static int exchange_counts(mend *m, const char *when, pl_err *e) {
     int P = m->size;
-    for (int q = 0; q < P; q++) m->sent_at[q] = m->sent[q]; /* the tokens' buffers, alive until the next barrier */
     char where[EXEC_WAIT_TEXT_MAX];
     snprintf(where, sizeof where, "at the %s", when);
-    int rc = own_err(m, meet(m, m->ctl, TAG_COUNTS, m->sent_at, m->peer_sent, NULL, 0, m->spin_s, where, e), e);
+    int rc = own_err(m, meet(m, m->ctl, m->sent, m->peer_sent, NULL, 0, m->spin_s, where, e), e);
     if (rc != PL_OK) return rc;
     for (int q = 0; q < P; q++) {
         if (m->peer_sent[q] == m->rcvd[q]) continue;
@@ -685,7 +799,7 @@ static void m_abort(exec_transport *t, const pl_err *why);
  * all-reduce). Returns PL_OK or an error. */
 static int allreduce_i64(mend *m, MPI_Comm comm, int64_t *v, size_t count, int max, const char *where, pl_err *e) {
     if (count > (size_t)INT_MAX) return pl_errf(e, PL_EINPUT, "all-reduce of %zu values is too large", count);
-    int rc = meet(m, comm, TAG_MEET, NULL, NULL, NULL, 0, m->coll_spin_s, where, e);
+    int rc = meet(m, comm, NULL, NULL, NULL, 0, m->coll_spin_s, where, e);
     if (rc != PL_OK) return rc;
     g_waiting = MW_NONE;
     snprintf(g_wait_what, sizeof g_wait_what, "rank %d waits %s", m->rank, where);
@@ -761,7 +875,14 @@ static void stage_comms_free(mend *m, int stages) {
  * a failing action does: the ranks are no longer in step. Returns PL_OK. */
 static int m_barrier(exec_transport *t, pl_err *e) {
     mend *m = t->impl;
-    if (++m->barriers == 2) test_stop_at(m, EXEC_MTS_BARRIER);
+    if (++m->barriers == 2) {
+        test_stop_at(m, EXEC_MTS_BARRIER);
+        if (m->test_stop == EXEC_MTS_EXTRA) { /* tests only: a meeting the others do not hold */
+            m->test_stop = EXEC_MTS_NONE;
+            g_test_stopped = 1;
+            if (own_err(m, coll_wait(m, m->ctl, NULL, 0, "at the test hook's extra meeting", e), e) != PL_OK) m_abort(t, e);
+        }
+    }
     if (exchange_counts(m, "barrier between passes", e) != PL_OK) m_abort(t, e);
     return PL_OK;
 }
@@ -797,7 +918,9 @@ static void m_finished(exec_transport *t) {
  * gets 0. Every rank calls it for every r (collective over ctl); each message is waited for with
  * the timeout. Returns PL_OK or the error ("rank R: timed out ... for rank Q"). */
 static int clock_offset(mend *m, int r, double *off, pl_err *e) {
-    double best = HUGE_VAL, t = 0, t_r = 0;
+    /* the messages' buffers, static as the collectives' (mpi_wait.h): a timeout leaves them pending */
+    static double t, t0, t_r;
+    double best = HUGE_VAL;
     char what[EXEC_WAIT_TEXT_MAX];
     snprintf(what, sizeof what, "rank %d waits at the clock alignment for rank %d", m->rank, m->rank == 0 ? r : 0);
     *off = 0;
@@ -805,7 +928,7 @@ static int clock_offset(mend *m, int r, double *off, pl_err *e) {
         MPI_Request rq[2];
         int rc;
         if (m->rank == 0) {
-            double t0 = pl_now_s();
+            t0 = pl_now_s();
             MPI_Irecv(&t, 1, MPI_DOUBLE, r, TAG_PONG, m->ctl, &rq[0]);
             MPI_Isend(&t0, 1, MPI_DOUBLE, r, TAG_PING, m->ctl, &rq[1]);
             rc = wait_reqs(m, rq, 2, NULL, what, m->spin_s, e);
@@ -865,7 +988,8 @@ static int record_parts(mend *m, const rec_part *p, int n, int peer, int send, p
 
 /* Sends rank m->rank's record to rank 0 (tags 10..15 on ctl). Returns PL_OK or the error. */
 static int send_record(mend *m, const exec_rank_record *r, size_t n_loss, pl_err *e) {
-    rec_head h = {r->passes, (int64_t)r->n_ops, (int64_t)r->n_weights, (int64_t)n_loss, r->core,
+    static rec_head h; /* static as the collectives' buffers (mpi_wait.h): a timeout leaves its send pending */
+    h = (rec_head){r->passes, (int64_t)r->n_ops, (int64_t)r->n_weights, (int64_t)n_loss, r->core,
                   (int64_t)r->allocated_bytes, (int64_t)r->model_peak_bytes, r->has_prof, (int64_t)r->n_round_f, r->peak,
                   {0}, {0}};
     memcpy(h.prof_s, r->prof_s, sizeof h.prof_s);
@@ -883,7 +1007,8 @@ static int send_record(mend *m, const exec_rank_record *r, size_t n_loss, pl_err
 /* Receives rank src's record on rank 0 into r (arrays owned by r, exec_rank_record_free).
  * Returns PL_OK, PL_ENOMEM or the error of a wait. */
 static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
-    rec_head h;
+    static rec_head h; /* static as the collectives' buffers (mpi_wait.h): a timeout leaves its receive pending */
+    memset(&h, 0, sizeof h);
     memset(r, 0, sizeof *r);
     rec_part ph = {&h, (int)sizeof h, MPI_BYTE, TAG_REC_HEAD};
     int rc = record_parts(m, &ph, 1, src, 0, e);
@@ -951,7 +1076,12 @@ static int mend_init(mend *m, double timeout_s, pl_err *e);
  * a meeting comes first. Returns PL_OK or the error of a meeting. */
 static int host_share(mend *m, const char *where, int *local, int *cores, int *lead, int *pair, pl_err *e) {
     enum { MASK_BYTES = EXEC_MAX_CORES / 8 };
-    unsigned char mine[MASK_BYTES] = {0}, all[MASK_BYTES] = {0};
+    /* the collectives' buffers, static (mpi_wait.h): a timeout leaves a collective pending */
+    static unsigned char mine[MASK_BYTES], all[MASK_BYTES];
+    static int both, pair_all;
+    if (exec_mpi_timed_out(e) != PL_OK) return own_err(m, e->code, e); /* they may be in use */
+    memset(mine, 0, sizeof mine);
+    memset(all, 0, sizeof all);
     int cpus[EXEC_MAX_CORES], n = exec_platform_cores(cpus, EXEC_MAX_CORES);
     for (int i = 0; i < n; i++) mine[cpus[i] / 8] |= (unsigned char)(1u << (cpus[i] % 8));
     MPI_Comm node;
@@ -973,11 +1103,12 @@ static int host_share(mend *m, const char *where, int *local, int *cores, int *l
         MPI_Group world, here;
         MPI_Comm_group(MPI_COMM_WORLD, &world);
         MPI_Comm_group(node, &here);
-        int first[2] = {0, 1}, at[2] = {MPI_UNDEFINED, MPI_UNDEFINED}, both;
+        int first[2] = {0, 1}, at[2] = {MPI_UNDEFINED, MPI_UNDEFINED};
         MPI_Group_translate_ranks(world, 2, first, here, at);
         both = at[0] != MPI_UNDEFINED && at[1] != MPI_UNDEFINED;
-        MPI_Iallreduce(&both, pair, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &rq);
+        MPI_Iallreduce(&both, &pair_all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &rq);
         rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, &rq, 1, where, e), e);
+        if (rc == PL_OK) *pair = pair_all;
         MPI_Group_free(&here);
         MPI_Group_free(&world);
     }
@@ -1005,14 +1136,22 @@ static void host_spin(mend *m, int local, int cores) {
  * Collective over MPI_COMM_WORLD (completed in meetings, `where`): every process returns the
  * same. Returns PL_OK, the refusal, or the error of a meeting. */
 static int host_check(mend *m, const exec_config *cfg, int local, int cores, int lead, const char *where, pl_err *e) {
-    int mine[2] = {local - cores, m->rank}, worst[2] = {0, 0}, sum = lead ? cores : 0;
+    /* the collectives' buffers, static (mpi_wait.h): a timeout leaves a collective pending */
+    static int mine[2], worst[2], sum, job_cores, there[2];
+    static char host[MPI_MAX_PROCESSOR_NAME];
+    mine[0] = local - cores;
+    mine[1] = m->rank;
+    worst[0] = worst[1] = 0;
+    sum = lead ? cores : 0;
     MPI_Request rq[MPI_MEET_COLLS];
     MPI_Iallreduce(mine, worst, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD, &rq[0]);
-    MPI_Iallreduce(&sum, &m->job_cores, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq[1]);
+    MPI_Iallreduce(&sum, &job_cores, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq[1]);
     int rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 2, where, e), e);
     if (rc != PL_OK) return rc;
-    int there[2] = {local, cores};
-    char host[MPI_MAX_PROCESSOR_NAME] = "";
+    m->job_cores = job_cores;
+    there[0] = local;
+    there[1] = cores;
+    memset(host, 0, sizeof host);
     int len = 0;
     MPI_Get_processor_name(host, &len);
     MPI_Ibcast(there, 2, MPI_INT, worst[1], MPI_COMM_WORLD, &rq[0]);
@@ -1084,21 +1223,27 @@ static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_roo
     if (rc != PL_OK) return rc;
     host_spin(m, ln, hc);
     MPI_Request rq[MPI_MEET_COLLS];
+    /* the collectives' buffers, static (mpi_wait.h): a timeout leaves a collective pending */
+    static int ln_all[2];
+    static MPI_Comm dup[2];
     if (cfg->timed_passes_max > cfg->timed_passes) {
         /* the steady rule compares the processes' pass times on their own clocks (m_allmax):
          * one clock only when they share a host */
-        int all = 0;
-        MPI_Iallreduce(&ln, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &rq[0]);
+        ln_all[0] = ln;
+        ln_all[1] = 0;
+        MPI_Iallreduce(&ln_all[0], &ln_all[1], 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &rq[0]);
         rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 1, where, e), e);
         if (rc != PL_OK) return rc;
-        if (all != m->size)
+        if (ln_all[1] != m->size)
             return pl_errf(e, PL_EINPUT, "timing passes until the run is steady needs the MPI job's %d processes on one host (their "
                                          "clocks are compared); this job spans hosts", m->size);
     }
-    MPI_Comm_idup(MPI_COMM_WORLD, &m->data, &rq[0]);
-    MPI_Comm_idup(MPI_COMM_WORLD, &m->ctl, &rq[1]);
+    MPI_Comm_idup(MPI_COMM_WORLD, &dup[0], &rq[0]);
+    MPI_Comm_idup(MPI_COMM_WORLD, &dup[1], &rq[1]);
     rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 2, where, e), e);
     if (rc != PL_OK) return rc;
+    m->data = dup[0];
+    m->ctl = dup[1];
     MPI_Comm_set_errhandler(m->data, MPI_ERRORS_RETURN);
     m->stages = s->stages;
     return PL_OK;
@@ -1115,22 +1260,27 @@ static int mend_init(mend *m, double timeout_s, pl_err *e) {
     m->spin_s = m->coll_spin_s = MPI_SPIN_S;
     m->sent = pl_calloc(MPI_COUNT_ARRAYS * (size_t)m->size, sizeof *m->sent);
     m->xreq = pl_calloc(2 * (size_t)m->size + MPI_MEET_COLLS, sizeof *m->xreq);
-    if (!m->sent || !m->xreq) {
+    m->tok = pl_calloc(2 * (size_t)m->size, sizeof *m->tok);
+    if (!m->sent || !m->xreq || !m->tok) {
         free(m->sent);
         free(m->xreq);
+        free(m->tok);
         m->sent = NULL;
         m->xreq = NULL;
+        m->tok = NULL;
         return pl_errf(e, PL_ENOMEM, "out of memory");
     }
     m->rcvd = m->sent + m->size;
     m->peer_sent = m->rcvd + m->size;
-    m->sent_at = m->peer_sent + m->size;
     return PL_OK;
 }
 
-/* Releases m's sends (each waited for when `complete`, else cancelled), receive buffers and
- * counters. */
+/* Releases m's sends (each waited for when `complete`, else cancelled), receive buffers,
+ * counters and tokens; after a wait of this process timed out (g_timed_out), none of them: the
+ * requests a timeout leaves (sends, a receive whose cancel came too late, collectives) may still
+ * use them, and the job ends (MPI_Abort) with them kept. */
 static void mend_free_sends(mend *m, int complete) {
+    if (g_timed_out) return;
     for (int i = 0; i < m->nsend; i++) {
         if (m->send[i].busy) {
             if (complete) {
@@ -1147,6 +1297,8 @@ static void mend_free_sends(mend *m, int complete) {
     free(m->post);
     free(m->sent);
     free(m->xreq);
+    free(m->tok);
+    m->tok = NULL;
     m->send = NULL;
     m->rbuf = NULL;
     m->post = NULL;
@@ -1273,7 +1425,8 @@ int exec_mpi_allreduce_i64(exec_mpi_end *m, MPI_Comm comm, int64_t *v, size_t co
 /* mpi_wait.h. */
 int exec_mpi_timed_out(pl_err *e) {
     if (!g_timed_out) return PL_OK;
-    return pl_errf(e, PL_EINTERNAL, "not run: a wait of this process timed out before, and the MPI job is ending");
+    return pl_errf(e, PL_EINTERNAL, "not run: a wait of this process timed out before (or its meetings fell out of step), "
+                                    "and the MPI job is ending");
 }
 
 /* ---------------------------------------------------------------- the hand-off's profile */
@@ -1297,14 +1450,16 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
     void *buf = pl_calloc(2, bytes[EXEC_P2P_SIZES - 1]); /* exec_p2p_side's two halves */
     mend w, m; /* the job's waits; the pair's transport */
     memset(&m, 0, sizeof m);
-    int one_clock = 0, all_ok = 0, complete = 0;
+    int one_clock = 0, complete = 0;
+    static int ok, all_ok; /* the collective's buffers, static (mpi_wait.h): a timeout leaves it pending */
     /* after a run the processes but 0 come first, while rank 0 assembles the records */
     int rc = world_open(&w, cfg->timeout_s, EXEC_MTS_PROFILE, me != 0, where, &one_clock, e);
     if (rc == PL_OK) {
         m.rank = me;
         m.size = 2;
         m.stages = 1;
-        int ok = rt && buf && (me >= 2 || mend_init(&m, cfg->timeout_s, e) == PL_OK);
+        ok = rt && buf && (me >= 2 || mend_init(&m, cfg->timeout_s, e) == PL_OK);
+        all_ok = 0;
         m.spin_s = w.spin_s; /* the run's waits */
         MPI_Request rq;
         MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &rq); /* no process leaves the others waiting */
@@ -1339,6 +1494,6 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
     if (rc == PL_OK && me == 0) rc = exec_p2p_fit_all(bytes, rt, rounds, one_way, out, e);
     if (rc != PL_OK) pl_err_prefix(e, "profile of the MPI hand-off: ");
     free(rt);
-    free(buf);
+    if (!g_timed_out) free(buf); /* else a receive posted into it may still complete: the job ends */
     return rc;
 }

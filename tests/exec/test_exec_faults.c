@@ -288,26 +288,40 @@ typedef struct stall_case {
     const char *args;     /* pipelab's arguments but the transport, the timeout and the database */
     int timeout_s;        /* --timeout; 0: none given (the default, EXEC_DEFAULT_TIMEOUT_S) */
     const char *says[3];  /* substrings the output must hold (NULL ends) */
+    int np;               /* MPI processes; 0: 2 */
 } stall_case;
 
-/* Runs c on 2 MPI processes with the database db (one run in it) and checks that the other
- * rank's wait times out and names the silent rank, the job ends with exit 1 (MPI_Abort) within
- * the timeout and FAULT_BOUND_S more, no MPI error (cancelling a collective would be one),
- * nothing stored; the stopped rank, continued and terminated by the launcher, never says that
- * it waited, and says it stood still when its report comes. */
+#ifdef PIPELAB_MPIEXEC
+/* Returns how many times s occurs in text (0 when text is NULL). */
+static int occurrences(const char *text, const char *s) {
+    int n = 0;
+    for (const char *p = text ? strstr(text, s) : NULL; p; p = strstr(p + 1, s)) n++;
+    return n;
+}
+#endif
+
+/* Runs c on its MPI processes (2 unless c->np) with the database db (one run in it) and checks
+ * that a wait of another rank times out and names the silent rank, in one line only (with 3
+ * processes the two others wait for it: the lower one says so, transport_mpi.c's meet_defer), the
+ * job ends with exit 1 (MPI_Abort) within the timeout and FAULT_BOUND_S more, no MPI error
+ * (cancelling a collective would be one), nothing stored; the stopped rank, continued and
+ * terminated by the launcher, never says that it waited, and says it stood still when its report
+ * comes. */
 static void stall_check(const stall_case *c, const char *db) {
 #ifdef PIPELAB_MPIEXEC
     char cmd[4096], self[64], other[64], tmo[32] = "";
     double timeout_s = c->timeout_s > 0 ? c->timeout_s : EXEC_DEFAULT_TIMEOUT_S;
     if (c->timeout_s > 0) snprintf(tmo, sizeof tmo, " --timeout %d", c->timeout_s);
-    snprintf(cmd, sizeof cmd, MPIENV EXEC_MPI_TEST_STOP_ENV "=%s timeout %d " MPIRUN " %s %s --transport mpi%s --db %s",
-             c->stop, (int)(timeout_s + 2 * FAULT_BOUND_S), PIPELAB_BIN, c->args, tmo, db);
+    snprintf(cmd, sizeof cmd, MPIENV EXEC_MPI_TEST_STOP_ENV "=%s timeout %d " PIPELAB_MPIEXEC " -np %d --oversubscribe %s %s "
+             "--transport mpi%s --db %s", c->stop, (int)(timeout_s + 2 * FAULT_BOUND_S), c->np > 0 ? c->np : 2, PIPELAB_BIN,
+             c->args, tmo, db);
     char *out = NULL;
     double t0 = pl_now_s();
     int rc = pl_test_run(cmd, &out);
     double dt = pl_now_s() - t0;
     int ok = rc == 1 && out && dt < timeout_s + FAULT_BOUND_S;
     for (int i = 0; i < 3 && c->says[i]; i++) ok &= out && strstr(out, c->says[i]) != NULL;
+    ok &= occurrences(out, "timed out after") == 1;
     /* the silent rank never names itself as the one waiting */
     snprintf(self, sizeof self, "rank %d waits", c->stopped);
     ok &= out && strstr(out, self) == NULL && strstr(out, "MPI_ERR") == NULL && strstr(out, "MPI_Cancel") == NULL;
@@ -348,13 +362,15 @@ static void test_mpi_stalled_rank(void) {
     }
     static const stall_case cs[] = {
         {"1:barrier", 1, RUN_ARGS, 2, {"pipelab: run failed: rank 0: timed out after 2 s: rank 0 waits at the barrier between "
-                                       "passes for rank 1\n", NULL}},
+                                       "passes for rank 1\n", NULL}, 2},
         {"0:barrier", 0, RUN_ARGS, 2, {"pipelab: run failed: rank 1: timed out after 2 s: rank 1 waits at the barrier between "
-                                       "passes for rank 0\n", NULL}},
+                                       "passes for rank 0\n", NULL}, 2},
+        /* rank 1 stops in whichever of its waits comes first in pass 1, and rank 0 runs on until it
+         * needs what rank 1 has not sent: which microbatch that is depends on the two processes' timing */
         {"1:wait", 1, RUN_ARGS, 2, {"pipelab: run failed: rank 0, action ", "pass 1: timed out after 2 s: rank 0 waits for "
-                                    "gradients of stage 0 microbatch 4 from rank 1\n", NULL}},
+                                    "gradients of stage 0 microbatch ", " from rank 1\n"}, 2},
         {"0:wait", 0, RUN_ARGS, 2, {"pipelab: run failed: rank 1, action ", "pass 1: timed out after 2 s: rank 1 waits for "
-                                    "activations of stage 1 microbatch ", NULL}},
+                                    "activations of stage 1 microbatch ", NULL}, 2},
     };
     stall_cases(cs, sizeof cs / sizeof *cs);
 }
@@ -376,28 +392,88 @@ static void test_mpi_stalled_collective(void) {
     }
     static const stall_case cs[] = {
         {"1:probe", 1, RUN_ARGS, 2,
-         {"pipelab: host probe: rank 0: timed out after 2 s: rank 0 waits in the host probe for rank 1\n", NULL}},
+         {"pipelab: host probe: rank 0: timed out after 2 s: rank 0 waits in the host probe for rank 1\n", NULL}, 2},
         {"1:join", 1, RUN_ARGS " --no-host-probe", 2,
-         {"pipelab: run failed: rank 0: timed out after 2 s: rank 0 waits at the start of the run for rank 1\n", NULL}},
+         {"pipelab: run failed: rank 0: timed out after 2 s: rank 0 waits at the start of the run for rank 1\n", NULL}, 2},
         {"1:steady", 1, RUN_ARGS " --no-host-probe --steady 0.0001 --timed-max 6", 2,
          {"pipelab: run failed: rank 0: timed out after 2 s: rank 0 waits at the exchange of the pass times for rank 1\n",
-          NULL}},
+          NULL}, 2},
         {"1:allreduce", 1, REPLICA_ARGS " --no-predict --no-host-probe", 2,
          {"pipelab: run failed: rank 0 (replica 0 of schedule rank 0), action 5 (0REDUCE_GRAD), pass 1: timed out after 2 s: "
-          "rank 0 waits in the all-reduce of stage 0's replicas for rank 1\n", NULL}},
+          "rank 0 waits in the all-reduce of stage 0's replicas for rank 1\n", NULL}, 2},
         {"1:gather", 1, RUN_ARGS " --no-host-probe", 2,
          {"pipelab: run failed: rank 0: timed out after 2 s: rank 0 waits at the gathering of the records for rank 1\n",
-          NULL}},
+          NULL}, 2},
         /* the prediction's profiles, after the run: the hand-off's; a replicated run's all-reduce first */
         {"1:profile", 1, "run --kind 1f1b --ranks 2 --microbatches 4 --width 32 --depth 4 --microbatch-size 4 --warmup 1 "
                          "--timed 2 --no-host-probe", 2,
          {"pipelab: profile of the MPI hand-off: rank 0: timed out after 2 s: rank 0 waits in the hand-off profile for "
-          "rank 1\n", NULL}},
+          "rank 1\n", NULL}, 2},
         {"1:profile", 1, REPLICA_ARGS " --no-host-probe", 2,
          {"pipelab: profile of the MPI all-reduce: rank 0: timed out after 2 s: rank 0 waits in the all-reduce profile for "
-          "rank 1\n", NULL}},
+          "rank 1\n", NULL}, 2},
     };
     stall_cases(cs, sizeof cs / sizeof *cs);
+}
+
+/* RUN_ARGS on 3 ranks (3 processes on 2 cores: pipelab's --oversubscribe). */
+#define RUN3_ARGS "run --kind 1f1b --ranks 3 --microbatches 4 --width 32 --depth 4 --microbatch-size 4 --warmup 1 " \
+                  "--timed 2 --no-predict --oversubscribe"
+
+/* With 3 processes, the two that wait for the one that stands still both time out; one line
+ * names it, the lowest-numbered one's (stall_check): rank 1's where rank 0 stands still at the
+ * barrier between passes; rank 0's, returned through the CLI, where rank 1 stands still in the
+ * host probe. Before, rank 2 printed its own timeout line beside it. */
+static void test_mpi_stalled_three(void) {
+    if (!have_mpirun()) {
+        pl_test_skip("mpirun or the MPI transport is absent: a stalled MPI rank among 3 not tested");
+        return;
+    }
+    static const stall_case cs[] = {
+        {"0:barrier", 0, RUN3_ARGS " --no-host-probe", 2, {"pipelab: run failed: rank 1: timed out after 2 s: rank 1 waits "
+                                                           "at the barrier between passes for rank 0\n", NULL}, 3},
+        {"1:probe", 1, RUN3_ARGS, 2,
+         {"pipelab: host probe: rank 0: timed out after 2 s: rank 0 waits in the host probe for rank 1\n", NULL}, 3},
+    };
+    stall_cases(cs, sizeof cs / sizeof *cs);
+}
+
+/* A rank that holds a meeting the others do not (EXEC_MPI_TEST_STOP_ENV's "extra", before its
+ * second barrier between passes): its token meets the others' barrier, and each side names both
+ * meetings, by number and place, as an internal error, at once (no timeout), exit 1, nothing
+ * stored. Before the tokens carried their meeting, the two waited for tokens of the wrong kind
+ * until the timeout named a rank that was there. */
+static void test_mpi_meetings_out_of_step(void) {
+    if (!have_mpirun()) {
+        pl_test_skip("mpirun or the MPI transport is absent: meetings out of step not tested");
+        return;
+    }
+#ifdef PIPELAB_MPIEXEC
+    char *dir = pl_test_tmpdir();
+    char *db = db_with_one_run(dir);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(db);
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, MPIENV EXEC_MPI_TEST_STOP_ENV "=1:extra timeout 60 " MPIRUN " %s " RUN_ARGS " --no-host-probe "
+             "--transport mpi --timeout 5 --db %s", PIPELAB_BIN, db);
+    double t0 = pl_now_s();
+    int rc = pl_test_run(cmd, &out);
+    double dt = pl_now_s() - t0;
+    int ok = rc == 1 && dt < 5 && out && strstr(out, "timed out") == NULL && strstr(out, "MPI_ERR") == NULL;
+    /* rank 0's barrier got the extra meeting's token, or rank 1's extra meeting the barrier's */
+    ok &= out && (strstr(out, "rank 0: internal error: meetings out of step: rank 0 meets at the barrier between passes "
+                              "(meeting ") != NULL ||
+                  strstr(out, "rank 1: internal error: meetings out of step: rank 1 meets at the test hook's extra meeting "
+                              "(meeting ") != NULL);
+    ok &= out && strstr(out, "at the test hook's extra meeting") && strstr(out, "at the barrier between passes");
+    long after = count_runs(db);
+    ok &= after == 1 && db_intact(db);
+    if (!ok || getenv("PIPELAB_TEST_VERBOSE"))
+        fprintf(stderr, "meetings out of step: exit %d after %.2f s, %ld runs stored:\n%s\n", rc, dt, after, out ? out : "");
+    CU_ASSERT(ok);
+    free(out);
+    free(db);
+    free(dir);
+#endif
 }
 
 /* A process that waits while others work is not timed out (exec_mpi_meet_patient): 3 processes,
@@ -767,6 +843,8 @@ void exec_test_faults_register(void) {
         {"a SIGKILLed pipelab run leaves the database intact", test_killed_process_db_intact},
         {"a stalled MPI rank times out, named, and ends the job", test_mpi_stalled_rank},
         {"a rank stalled in an MPI collective times out, named, and ends the job", test_mpi_stalled_collective},
+        {"of 3 MPI processes, the two waiting for a stalled one print one line", test_mpi_stalled_three},
+        {"MPI meetings out of step are named, both, at once", test_mpi_meetings_out_of_step},
         {"a process waiting while others profile is not timed out", test_mpi_bystander_patient},
         {"MPI processes beyond their cores: refused, or warned with --oversubscribe", test_mpi_oversubscribed},
         {NULL, NULL}};
