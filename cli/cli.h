@@ -35,7 +35,8 @@ typedef struct cli_sched_args {
     const char *kind, *from; /* --kind (generate) or --from (load) */
     int legacy;              /* --legacy-letters */
     sched_gen_opts g;        /* --ranks, --microbatches, --chunks, --iterations, --recompute */
-    int have_ranks, have_mb;
+    int have_ranks, have_mb; /* --ranks, --microbatches given (or filled by the layout) */
+    int have_chunks, have_iters, have_recompute; /* --chunks, --iterations, --recompute given */
     uint64_t max_memory;     /* --max-memory in bytes (0 = not given) */
     sched_budget budget;     /* the command's memory budget (cli_sched_check fills it) */
 } cli_sched_args;
@@ -47,13 +48,22 @@ extern const cli_sched_limits cli_sched_gen_limits;
  * option, CLI_OK, or CLI_EUSAGE after printing what is wrong with the value. */
 int cli_sched_opt(const char *cmd, int c, const char *arg, cli_sched_args *a, const cli_sched_limits *lim);
 /* After parsing: exactly one of --kind and --from, and --kind with --ranks and --microbatches;
- * then fills a->budget from --max-memory or else $PIPELAB_MAX_MEMORY (the one place the CLI
+ * with --from, none of the flags that the file decides (--ranks, --microbatches, --chunks,
+ * --iterations, --recompute; --legacy-letters for a file that is not a CSV), and
+ * --legacy-letters only with --from; then fills a->budget from --max-memory or else $PIPELAB_MAX_MEMORY (the one place the CLI
  * reads the memory limit; every check of the command is given a->budget). Returns -1 when they
  * hold, else CLI_EUSAGE after printing which does not. */
 int cli_sched_check(const char *cmd, cli_sched_args *a);
 /* After getopt_long: no argument left over (optind), then cli_sched_check. Returns -1 when both
  * hold, else CLI_EUSAGE after printing which does not. */
 int cli_sched_args_end(const char *cmd, int argc, char **argv, cli_sched_args *a);
+/* Returns 1 when path's name ends in ext (".csv"; any case), else 0: sched_load reads a file
+ * whose name ends in .csv as a PyTorch CSV and any other as .sched text. */
+int cli_path_ext_is(const char *path, const char *ext);
+/* The results-database flags of simulate and run (--db PATH, --no-db; calibrate's --db FILE,
+ * no_db 0): refuses an empty --db (it would name no file) and --db beside --no-db. Returns -1
+ * when they hold, else CLI_EUSAGE after printing which does not. */
+int cli_db_flags(const char *cmd, const char *db, int no_db);
 /* Returns -1 when format is one of the output formats table, csv and json, else CLI_EUSAGE after
  * printing "--format must be table, csv or json". */
 int cli_format_arg(const char *cmd, const char *format);
@@ -114,7 +124,8 @@ int cli_set_arg(const char *cmd, const char *val);
 /* The same for a long (seeds). */
 int cli_long_arg(const char *cmd, const char *flag, const char *val, long lo, long hi, long *out);
 /* Parses a finite number in [lo, hi] (e.g. lo 0: not negative); on error prints a usage error
- * "pipelab CMD: FLAG: what is wrong" and returns -1. */
+ * "pipelab CMD: FLAG: what is wrong" and returns -1: a value that is not a finite number, or
+ * one too close to 0 for a double (below DBL_MIN, which strtod can only round). */
 int cli_num_arg(const char *cmd, const char *flag, const char *val, double lo, double hi, double *out);
 /* Parses --max-memory's size ("8e9", "16GiB") into a->max_memory (cli_sched_check makes it the
  * command's budget); on error prints a usage error and returns -1. */

@@ -27,25 +27,33 @@ static int count_arg(const char *cmd, const char *flag, const char *v, int *out)
     return cli_int_arg(cmd, flag, v, 1, LAYOUT_MAX, out) ? CLI_EUSAGE : CLI_OK;
 }
 
+/* Notes that flag asks for the layout (lo->first: the first that did). Returns lo. */
+static cli_layout *asks(cli_layout *lo, const char *flag) {
+    lo->active = 1;
+    if (!lo->first) lo->first = flag;
+    return lo;
+}
+
 /* Applies a layout flag or --recompute (see cli_layout.h). */
 int cli_layout_opt(const char *cmd, int c, const char *v, cli_layout *lo, cli_sched_args *a) {
     switch (c) {
-    case CLI_O_TP: lo->active = 1; return count_arg(cmd, "--tp", v, &lo->tp);
-    case CLI_O_DP: lo->active = 1; return count_arg(cmd, "--dp", v, &lo->dp);
-    case CLI_O_PP: lo->active = 1; return count_arg(cmd, "--pp", v, &lo->pp);
-    case CLI_O_GBATCH: lo->active = 1; return count_arg(cmd, "--global-batch", v, &lo->gbatch);
-    case CLI_O_SEQPAR: lo->active = lo->seqpar = 1; return CLI_OK;
-    case CLI_O_DISTOPT: lo->active = lo->distopt = 1; return CLI_OK;
-    case CLI_O_FLASH: lo->active = lo->flash = 1; return CLI_OK;
-    case CLI_O_NOSG: lo->active = lo->nosg = 1; return CLI_OK;
-    case CLI_O_MEGATRON: lo->active = 1; lo->megatron = v; return CLI_OK;
-    case CLI_O_GPUS: lo->active = 1; return count_arg(cmd, "--gpus", v, &lo->gpus);
+    case CLI_O_TP: return count_arg(cmd, "--tp", v, &asks(lo, "--tp")->tp);
+    case CLI_O_DP: return count_arg(cmd, "--dp", v, &asks(lo, "--dp")->dp);
+    case CLI_O_PP: return count_arg(cmd, "--pp", v, &asks(lo, "--pp")->pp);
+    case CLI_O_GBATCH: return count_arg(cmd, "--global-batch", v, &asks(lo, "--global-batch")->gbatch);
+    case CLI_O_SEQPAR: asks(lo, "--sequence-parallel")->seqpar = 1; return CLI_OK;
+    case CLI_O_DISTOPT: asks(lo, "--distributed-optimizer")->distopt = 1; return CLI_OK;
+    case CLI_O_FLASH: asks(lo, "--flash-attention")->flash = 1; return CLI_OK;
+    case CLI_O_NOSG: asks(lo, "--no-scatter-gather")->nosg = 1; return CLI_OK;
+    case CLI_O_MEGATRON: asks(lo, "--megatron")->megatron = v; return CLI_OK;
+    case CLI_O_GPUS: return count_arg(cmd, "--gpus", v, &asks(lo, "--gpus")->gpus);
     case CLI_O_RECOMP: {
         int r = cost_recompute_parse(v);
         if (r < 0) return cli_usage_error(cmd, "--recompute must be none, selective or full (got '%s')", v);
         lo->recompute = r;
-        if (r == COST_RC_SELECTIVE) lo->active = 1;
+        if (r == COST_RC_SELECTIVE) asks(lo, "--recompute selective");
         a->g.recompute = r == COST_RC_FULL ? SCHED_RECOMPUTE_FULL : SCHED_RECOMPUTE_NONE;
+        a->have_recompute = 1;
         return CLI_OK;
     }
     default: return -1;
@@ -249,9 +257,12 @@ static int parallel_settings(cli_layout *lo, const megatron_args *m, const cli_s
 /* Merges the flags and --megatron into the layout and the schedule's flags (see cli_layout.h). */
 int cli_layout_finish(const char *cmd, cli_layout *lo, cli_sched_args *a, sim_model_spec *spec, int mbs) {
     if (!lo->active) return -1;
+    if (!spec->model && !lo->megatron)
+        return cli_usage_error(cmd, "%s is a setting of the parallel layout, which needs the model: --model "
+                               "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V (or --megatron)", lo->first);
     if (a->from) return cli_usage_error(cmd, "the parallel layout generates its schedule: use --kind, not --from");
-    if (a->have_mb) return cli_usage_error(cmd, "with a parallel layout the microbatches are --global-batch / "
-                                           "(--microbatch-size x --dp): leave --microbatches out");
+    if (a->have_mb) return cli_usage_error(cmd, "%s asks for the parallel layout, whose microbatches are --global-batch / "
+                                           "(--microbatch-size x --dp): leave --microbatches out", lo->first);
     megatron_args m;
     int rc = lo->megatron ? mg_parse(lo->megatron, &m) : (mg_parse("", &m), CLI_OK);
     if (rc == CLI_OK) rc = model_sizes(lo, &m, spec->model);

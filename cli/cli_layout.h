@@ -22,6 +22,7 @@ enum { CLI_O_TP = 970, CLI_O_DP, CLI_O_PP, CLI_O_GBATCH, CLI_O_SEQPAR, CLI_O_DIS
 typedef struct cli_layout {
     cost_layout l;
     int active;               /* some layout flag was given (or --recompute selective) */
+    const char *first;        /* the first of them ("--sequence-parallel"), for the refusals */
     int tp, dp, pp, gbatch;   /* 0 = not given */
     int gpus;                 /* --gpus: D = gpus / (T P); 0 = not given */
     int seqpar, distopt, flash, nosg;
@@ -33,7 +34,8 @@ void cli_layout_init(cli_layout *lo);
 /* Applies option c (value v) when it is a layout flag, or --recompute (which takes selective
  * too; the schedule gets full or none). Returns -1 when c is neither, CLI_OK or CLI_EUSAGE. */
 int cli_layout_opt(const char *cmd, int c, const char *v, cli_layout *lo, cli_sched_args *a);
-/* After the flags: when a layout was asked for, merges --megatron's settings with the flags
+/* After the flags: when a layout was asked for, refuses it without the model (--model or
+ * --megatron), with --from or with --microbatches (naming the flag that asked for it), merges --megatron's settings with the flags
  * (contradictions refused), reads the transformer from spec->model, checks the layout, and fills
  * the schedule's ranks (P), chunks, kind (interleaved when v > 1, else 1f1b, unless --kind) and
  * microbatches (B / (b D)), and spec->layout. mbs: --microbatch-size (0 = not given).

@@ -2,12 +2,15 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -75,11 +78,24 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
     return CLI_EUSAGE;
 }
 
+/* Returns 1 when val is a number in strtod's syntax that pl_parse_double refuses for being
+ * too close to 0 (strtod's underflow: ERANGE with a result below DBL_MIN in size), else 0. */
+static int underflows(const char *val) {
+    if (!val || !*val) return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(val, &end);
+    return errno == ERANGE && !*end && end != val && fabs(v) < DBL_MIN;
+}
+
 /* cli.h. Returns 0 with *out set, or -1 after printing what is wrong with val. */
 int cli_num_arg(const char *cmd, const char *flag, const char *val, double lo, double hi, double *out) {
     double v;
     if (pl_parse_double(val, &v) != 0) {
-        cli_usage_error(cmd, "%s: needs a finite number (got '%s')", flag, val ? val : "");
+        if (underflows(val))
+            cli_usage_error(cmd, "%s: too close to 0 (below %.2g, the smallest normal double): give 0 or a larger value "
+                            "(got '%s')", flag, DBL_MIN, val);
+        else cli_usage_error(cmd, "%s: needs a finite number (got '%s')", flag, val ? val : "");
         return -1;
     }
     if (v < lo) {
@@ -383,12 +399,19 @@ int cli_sched_opt(const char *cmd, int c, const char *arg, cli_sched_args *a, co
         if (cli_int_arg(cmd, "--microbatches", arg, 1, lim->microbatches, &a->g.microbatches)) return CLI_EUSAGE;
         a->have_mb = 1;
         return CLI_OK;
-    case CLI_O_SCHUNKS: return cli_int_arg(cmd, "--chunks", arg, 1, lim->chunks, &a->g.chunks) ? CLI_EUSAGE : CLI_OK;
-    case CLI_O_ITERS: return cli_int_arg(cmd, "--iterations", arg, 1, lim->iterations, &a->g.iterations) ? CLI_EUSAGE : CLI_OK;
+    case CLI_O_SCHUNKS:
+        if (cli_int_arg(cmd, "--chunks", arg, 1, lim->chunks, &a->g.chunks)) return CLI_EUSAGE;
+        a->have_chunks = 1;
+        return CLI_OK;
+    case CLI_O_ITERS:
+        if (cli_int_arg(cmd, "--iterations", arg, 1, lim->iterations, &a->g.iterations)) return CLI_EUSAGE;
+        a->have_iters = 1;
+        return CLI_OK;
     case CLI_O_RECOMP: {
         int r = sched_recompute_parse(arg);
         if (r < 0) return cli_usage_error(cmd, "--recompute must be none or full (got '%s')", arg);
         a->g.recompute = (sched_recompute)r;
+        a->have_recompute = 1;
         return CLI_OK;
     }
     case CLI_O_FROM: a->from = arg; return CLI_OK;
@@ -397,11 +420,39 @@ int cli_sched_opt(const char *cmd, int c, const char *arg, cli_sched_args *a, co
     }
 }
 
+/* Refuses, with --from, the first flag given that the file decides (a loaded schedule keeps its
+ * own ranks, microbatches, chunks, iterations and recomputation; --legacy-letters changes how a
+ * CSV is read, and nothing else), and --legacy-letters without --from. Returns -1 when none is
+ * given, else CLI_EUSAGE after naming it. */
+static int sched_source_flags(const char *cmd, const cli_sched_args *a) {
+    if (!a->from) {
+        if (a->legacy) return cli_usage_error(cmd, "--legacy-letters reads a PyTorch CSV given with --from: not with --kind");
+        return -1;
+    }
+    const struct { int given; const char *flag, *what; } decided[] = {
+        {a->have_ranks, "--ranks", "ranks"},
+        {a->have_mb, "--microbatches", "microbatches"},
+        {a->have_chunks, "--chunks", "chunks (stages per rank)"},
+        {a->have_iters, "--iterations", "iterations"},
+        {a->have_recompute, "--recompute", "recomputation"},
+    };
+    for (size_t k = 0; k < sizeof decided / sizeof decided[0]; k++)
+        if (decided[k].given)
+            return cli_usage_error(cmd, "%s: the schedule comes from %s, which sets its %s; leave %s out", decided[k].flag,
+                                   a->from, decided[k].what, decided[k].flag);
+    if (a->legacy && !cli_path_ext_is(a->from, ".csv"))
+        return cli_usage_error(cmd, "--legacy-letters: reads the older letters of a PyTorch CSV (.csv), and %s is read as "
+                               ".sched text; leave --legacy-letters out", a->from);
+    return -1;
+}
+
 /* cli.h. Returns -1 when the schedule flags name one schedule (the budget then filled), else
  * CLI_EUSAGE. */
 int cli_sched_check(const char *cmd, cli_sched_args *a) {
     if (!a->kind == !a->from) return cli_usage_error(cmd, "give either --kind or --from");
     if (a->kind && (!a->have_ranks || !a->have_mb)) return cli_usage_error(cmd, "--kind needs --ranks and --microbatches");
+    int rc = sched_source_flags(cmd, a);
+    if (rc >= 0) return rc;
     sched_budget_init(&a->budget, a->max_memory, getenv(SCHED_MAX_MEMORY_ENV));
     return -1;
 }
@@ -410,6 +461,19 @@ int cli_sched_check(const char *cmd, cli_sched_args *a) {
 int cli_sched_args_end(const char *cmd, int argc, char **argv, cli_sched_args *a) {
     if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
     return cli_sched_check(cmd, a);
+}
+
+/* cli.h. Returns 1 when path ends in ext, compared without case. */
+int cli_path_ext_is(const char *path, const char *ext) {
+    size_t n = strlen(path), m = strlen(ext);
+    return n >= m && strcasecmp(path + n - m, ext) == 0;
+}
+
+/* cli.h. Returns -1 when the database flags go together, else CLI_EUSAGE. */
+int cli_db_flags(const char *cmd, const char *db, int no_db) {
+    if (db && !*db) return cli_usage_error(cmd, "--db: needs a file name (got '')");
+    if (db && no_db) return cli_usage_error(cmd, "give --db or --no-db, not both");
+    return -1;
 }
 
 /* cli.h. Returns -1 for table, csv or json, else CLI_EUSAGE. */

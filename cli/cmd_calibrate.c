@@ -94,6 +94,8 @@ static int parse(int argc, char **argv, opts *o) {
         }
     }
     if (optind < argc) return cli_usage_error("calibrate", "unexpected argument '%s'", argv[optind]);
+    int rc = cli_db_flags("calibrate", o->db, 0);
+    if (rc >= 0) return rc;
     if (!o->observations == !o->db) return cli_usage_error("calibrate", "give either --observations FILE.csv or --db FILE");
     if (o->db && (!o->run || !o->model)) return cli_usage_error("calibrate", "--db needs --run ID and --model SPEC");
     if (!o->db && (o->run || o->model || o->partition || o->microbatch))

@@ -693,6 +693,7 @@ int cli_compare(int argc, char **argv) {
     if (rc >= 0) return rc;
     pl_err e;
     pl_err_clear(&e);
+    if (store_check_output(o.db, "-o", o.output, &e) != PL_OK) return cli_usage_error("compare", "%s", e.msg);
     store *s = NULL;
     if (store_open(o.db, 1, &s, &e) != PL_OK) return cli_fail(&e);
     store_comparison c;

@@ -408,6 +408,7 @@ static int db_export(const opts *o) {
     if (o->npos > 0) return cli_usage_error("db", "export takes no arguments (got '%s')", o->pos[0]);
     pl_err e;
     pl_err_clear(&e);
+    if (store_check_output(o->db, "-o", o->output, &e) != PL_OK) return cli_usage_error("db", "%s", e.msg);
     store *s = NULL;
     if (store_open(o->db, 1, &s, &e) != PL_OK) return cli_fail(&e);
     pl_buf b;
@@ -425,6 +426,7 @@ static int db_trace(const opts *o) {
     if (o->format) return cli_usage_error("db", "trace writes a Chrome trace (JSON): no --format");
     pl_err e;
     pl_err_clear(&e);
+    if (store_check_output(o->db, "-o", o->output, &e) != PL_OK) return cli_usage_error("db", "%s", e.msg);
     store *s = NULL;
     if (store_open(o->db, 1, &s, &e) != PL_OK) return cli_fail(&e);
     store_run r;

@@ -179,6 +179,26 @@ static char *default_output(const opts *o) {
     return s;
 }
 
+/* Refuses the files plot writes (the figure out, its data file and its script beside it) where
+ * one is the database --db names. Returns -1 to go on, or the exit code of the refusal (a usage
+ * error). */
+static int check_outputs(const opts *o, const char *out, const char *data, const char *script) {
+    const char *files[] = {data, script}, *roles[] = {"data file", "gnuplot script"};
+    pl_err e;
+    pl_err_clear(&e);
+    if (store_check_output(o->db, o->p.output ? "-o" : "the figure", out, &e) != PL_OK)
+        return cli_usage_error("plot", "%s", e.msg);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        pl_buf what;
+        pl_buf_init(&what);
+        pl_buf_printf(&what, "%s%s's %s", o->p.output ? "-o " : "", out, roles[i]);
+        int code = what.failed ? pl_errf(&e, PL_ENOMEM, "out of memory") : store_check_output(o->db, what.data, files[i], &e);
+        pl_buf_free(&what);
+        if (code != PL_OK) return code == PL_ENOMEM ? cli_fail(&e) : cli_usage_error("plot", "%s", e.msg);
+    }
+    return -1;
+}
+
 /* Entry point of `pipelab plot`: exports the data, writes the gnuplot script and runs it; prints
  * the figure's path and returns an exit code. */
 int cli_plot(int argc, char **argv) {
@@ -187,13 +207,17 @@ int cli_plot(int argc, char **argv) {
     if (rc >= 0) return rc;
     pl_err e;
     pl_err_clear(&e);
-    char *gnuplot = store_gnuplot_find(&e);
-    if (!gnuplot) return cli_fail(&e);
+    char *gnuplot = NULL;
     char *out = o.p.output ? strdup(o.p.output) : default_output(&o);
     char *data = out ? with_ext(out, ".dat") : NULL, *script = out ? with_ext(out, ".gp") : NULL;
     store *s = NULL;
     if (!out || !data || !script) {
         pl_errf(&e, PL_ENOMEM, "out of memory");
+        rc = cli_fail(&e);
+        goto done;
+    }
+    if ((rc = check_outputs(&o, out, data, script)) >= 0) goto done;
+    if (!(gnuplot = store_gnuplot_find(&e))) {
         rc = cli_fail(&e);
         goto done;
     }

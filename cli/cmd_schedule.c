@@ -23,8 +23,10 @@ static const char help_text[] =
     "  --chunks V            stages per rank (interleaved, looped-bfs)\n"
     "  --iterations N        iterations to describe (pipedream and 2bw default to 4)\n"
     "  --recompute none|full activation recomputation policy\n"
-    "  --from FILE           load a .sched file or a PyTorch CSV (.csv)\n"
-    "  --legacy-letters      read older PyTorch letters (B = input backward, BW = full backward)\n"
+    "  --from FILE           load a .sched file or a PyTorch CSV (.csv), which sets the ranks,\n"
+    "                        microbatches, chunks, iterations and recomputation\n"
+    "  --legacy-letters      read a CSV's older PyTorch letters (B = input backward, BW = full\n"
+    "                        backward)\n"
     "\n"
     "actions:\n"
     "  --lowered             lower: explicit SEND/RECV, REDUCE_GRAD and STEP\n"
@@ -32,8 +34,9 @@ static const char help_text[] =
     "  --to sched|torch-csv|torch-csv-legacy  convert and write the schedule (to --output,\n"
     "                        default stdout); torch-csv-legacy: older PyTorch letters (B = input\n"
     "                        backward, BW = full backward)\n"
-    "  --flavour compute_only|compute_comms   CSV flavour (default: by lowering)\n"
-    "  -o, --output FILE     where --to writes\n"
+    "  --flavour compute_only|compute_comms   CSV flavour of torch-csv (default: by lowering)\n"
+    "  -o, --output FILE     where --to writes; without --to, the format follows FILE's name:\n"
+    "                        .sched (sched) or .csv (torch-csv)\n"
     "  --no-timeline         print only the statistics (the timeline is refused up front when\n"
     "                        its text would not fit --max-memory, or is over 1000000 steps wide)\n"
     "  --color auto|always|never   colour the timeline (auto: when stdout is a terminal)\n"
@@ -84,6 +87,29 @@ static const struct option long_opts[] = {
 #define TIMELINE_STATS_BYTES 4096.0
 #define TIMELINE_STATS_RANK_BYTES 64.0
 
+/* Checks the conversion flags and settles what -o writes: --to's format, or without --to the
+ * one its file name says, as sched_load reads it back (.sched: sched, .csv: torch-csv); any
+ * other name is refused, as are --flavour without a CSV to write and --check (which writes
+ * nothing) with --to or -o. Returns -1 to go on, else CLI_EUSAGE after printing what is wrong. */
+static int output_args(opts *o) {
+    if (o->to && strcmp(o->to, "sched") != 0 && strcmp(o->to, "torch-csv") != 0 && strcmp(o->to, "torch-csv-legacy") != 0)
+        return cli_usage_error("schedule", "--to must be sched, torch-csv or torch-csv-legacy (got '%s')", o->to);
+    if (o->flavour && strcmp(o->flavour, "compute_only") != 0 && strcmp(o->flavour, "compute_comms") != 0)
+        return cli_usage_error("schedule", "--flavour must be compute_only or compute_comms (got '%s')", o->flavour);
+    if (o->check && (o->to || o->output))
+        return cli_usage_error("schedule", "--check validates only and writes nothing: not with --to or -o");
+    if (o->output && !o->to) {
+        o->to = cli_path_ext_is(o->output, ".sched") ? "sched" : cli_path_ext_is(o->output, ".csv") ? "torch-csv" : NULL;
+        if (!o->to)
+            return cli_usage_error("schedule", "-o %s: the format is not in its name (.sched or .csv); give --to sched, "
+                                   "torch-csv or torch-csv-legacy", o->output);
+    }
+    if (o->flavour && (!o->to || strcmp(o->to, "sched") == 0))
+        return cli_usage_error("schedule", "--flavour is the flavour of the CSV that --to torch-csv or torch-csv-legacy "
+                               "writes (or -o FILE.csv)%s", o->to ? ", not --to sched" : "");
+    return -1;
+}
+
 /* Parses argv into o; returns -1 to continue, or an exit code to return at once. */
 static int parse(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
@@ -117,10 +143,7 @@ static int parse(int argc, char **argv, opts *o) {
         }
     }
     if ((rc = cli_sched_args_end("schedule", argc, argv, &o->a)) >= 0) return rc;
-    if (o->to && strcmp(o->to, "sched") != 0 && strcmp(o->to, "torch-csv") != 0 && strcmp(o->to, "torch-csv-legacy") != 0)
-        return cli_usage_error("schedule", "--to must be sched, torch-csv or torch-csv-legacy (got '%s')", o->to);
-    if (o->flavour && strcmp(o->flavour, "compute_only") != 0 && strcmp(o->flavour, "compute_comms") != 0)
-        return cli_usage_error("schedule", "--flavour must be compute_only or compute_comms (got '%s')", o->flavour);
+    if ((rc = output_args(o)) >= 0) return rc;
     if (strcmp(o->color, "auto") && strcmp(o->color, "always") && strcmp(o->color, "never"))
         return cli_usage_error("schedule", "--color must be auto, always or never");
     return cli_format_arg("schedule", o->format);

@@ -29,7 +29,8 @@ static const char help_format[] =
     "\n"
     "schedule:\n"
     "  --kind K --ranks P --microbatches M [--chunks V] [--iterations N] [--recompute none|full]\n"
-    "  --from FILE [--legacy-letters]   a .sched file or a PyTorch CSV\n"
+    "  --from FILE [--legacy-letters]   a .sched file or a PyTorch CSV (.csv; the file sets the\n"
+    "                        ranks, microbatches, chunks, iterations and recomputation)\n"
     "model:\n"
     "  --width H             hidden size (default %d)\n"
     "  --depth L             blocks (default 2 x stages)\n"
@@ -495,6 +496,7 @@ int run_opts_parse(int argc, char **argv, run_opts *o) {
     }
     rc = cli_sched_args_end("run", argc, argv, &o->a);
     if (rc < 0) rc = cli_format_arg("run", o->format);
+    if (rc < 0) rc = cli_db_flags("run", o->db, o->no_db);
     if (rc < 0) rc = check_flags(o);
     if (rc >= 0) return rc;
     /* the seeds of the initial weights, the target network and the data */

@@ -17,7 +17,8 @@ static const char help_text[] =
     "\n"
     "schedule:\n"
     "  --kind K --ranks P --microbatches M [--chunks V] [--iterations N] [--recompute none|full]\n"
-    "  --from FILE [--legacy-letters]   a .sched file or a PyTorch CSV\n"
+    "  --from FILE [--legacy-letters]   a .sched file or a PyTorch CSV (.csv; the file sets the\n"
+    "                        ranks, microbatches, chunks, iterations and recomputation)\n"
     "\n"
     "costs from a model on hardware (instead of the flag-driven costs below):\n"
     "  --model SPEC          uniform:layers=8,fwd_s=1e-3[,bwd_s=,bwd_in_s=,bwd_w_s=,param_bytes=,\n"
@@ -44,7 +45,8 @@ static const char help_text[] =
     "  node is device / devices_per_node, which picks the intra or inter link.\n"
     "\n"
     "GPU clusters: tensor x pipeline x data parallel GPT training (with --model transformer:...\n"
-    "or --megatron, and --hardware; the schedule is generated: 1f1b, or interleaved with --chunks):\n"
+    "or --megatron, and --hardware; the schedule is generated: 1f1b, or interleaved with --chunks;\n"
+    "no --microbatches):\n"
     "  --tp T --dp D --pp P  tensor (within a node), data and pipeline parallel sizes (--pp = --ranks)\n"
     "  --gpus N              D = N / (T P) (refused when it does not divide)\n"
     "  --global-batch B      samples per iteration; microbatches = B / (--microbatch-size x D)\n"
@@ -335,6 +337,7 @@ static void opts_init(opts *o) {
 static int check_opts(int argc, char **argv, opts *o) {
     int rc = cli_sched_args_end("simulate", argc, argv, &o->a);
     if (rc < 0) rc = cli_format_arg("simulate", o->format);
+    if (rc < 0) rc = cli_db_flags("simulate", o->db, o->no_db);
     if (rc >= 0) return rc;
     const sim_model_spec *sp = &o->spec;
     if (sp->model && o->basic_flag)

@@ -1164,6 +1164,17 @@ int store_plot_prepare(store *s, const store_plot_opts *o, pl_err *e) {
     return pl_errf(e, PL_EINTERNAL, "plot: unknown kind %d", (int)o->kind);
 }
 
+/* Returns 0 when path is a regular file this user may execute, else why not as an errno value:
+ * stat's (ENOENT: no such file), EISDIR for a folder, EACCES for another kind of file or one
+ * without execute permission. */
+static int program_errno(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return errno;
+    if (S_ISDIR(st.st_mode)) return EISDIR;
+    if (!S_ISREG(st.st_mode)) return EACCES;
+    return access(path, X_OK) == 0 ? 0 : errno;
+}
+
 /* Returns the malloc'd path of the program name on PATH, as execvp finds it (the first regular,
  * executable file PATH_DIR/name; an empty entry is the current directory), or NULL. */
 static char *path_lookup(const char *name) {
@@ -1176,8 +1187,7 @@ static char *path_lookup(const char *name) {
         char *cand = malloc(len + nlen + 3);
         if (!cand) return NULL;
         snprintf(cand, len + nlen + 3, "%.*s/%s", (int)(len ? len : 1), len ? path : ".", name);
-        struct stat st;
-        if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0) return cand;
+        if (program_errno(cand) == 0) return cand;
         free(cand);
         path = colon ? colon + 1 : NULL;
     }
@@ -1190,8 +1200,9 @@ char *store_gnuplot_find(pl_err *e) {
     const char *env = getenv(STORE_GNUPLOT_ENV);
     if (env && *env) {
         if (strchr(env, '/')) {
-            if (access(env, X_OK) == 0) return strdup(env);
-            pl_errf(e, PL_EINPUT, "%s=%s is not an executable program", STORE_GNUPLOT_ENV, env);
+            int err = program_errno(env);
+            if (err == 0) return strdup(env);
+            pl_errf(e, PL_EINPUT, "%s=%s is not an executable program (%s)", STORE_GNUPLOT_ENV, env, strerror(err));
             return NULL;
         }
         char *found = path_lookup(env);

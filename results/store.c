@@ -15,6 +15,8 @@
  * long apart (microseconds), as long in all as the busy timeout. */
 #define WAL_RETRY_US 50000
 #define WAL_TRIES (STORE_BUSY_TIMEOUT_MS * 1000 / WAL_RETRY_US)
+/* The tables every schema version has: runs, rank_metrics, ops. */
+#define STORE_NTABLES 3
 
 /* Run ids given to runs stored without one in this process: the counter mixed into each, so
  * that ids stay distinct without /dev/urandom, from any thread. */
@@ -203,6 +205,24 @@ static int not_a_db(store *s, pl_err *e, int rc) {
     return store_sqlerr(s, e, PL_EIO, "cannot read the database");
 }
 
+/* Refuses a file of a newer schema, and a foreign SQLite file before anything (even WAL)
+ * touches it: one with objects but no version, a negative version, or a version of ours
+ * without the tables every version has (another program's user_version). Returns PL_OK, or
+ * PL_EINPUT naming the path (PL_EIO when the tables cannot be read). */
+static int check_version(store *s, int64_t v, int64_t nobjects, pl_err *e) {
+    if (v > STORE_SCHEMA_VERSION)
+        return pl_errf(e, PL_EINPUT, "%s: schema version %lld is newer than this pipelab's (%d); use a newer pipelab",
+                       s->path, (long long)v, STORE_SCHEMA_VERSION);
+    int64_t ntables = STORE_NTABLES;
+    int rc;
+    if (v > 0 && (rc = query_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                                    "name IN ('runs', 'rank_metrics', 'ops')", &ntables)) != SQLITE_OK)
+        return not_a_db(s, e, rc);
+    if (v < 0 || (v == 0 && nobjects > 0) || ntables != STORE_NTABLES)
+        return pl_errf(e, PL_EINPUT, "%s: an SQLite file but not a pipelab database", s->path);
+    return PL_OK;
+}
+
 /* Moves the text of b into *out; returns PL_OK, or PL_ENOMEM when building it failed. */
 static int take_text(pl_buf *b, char **out, pl_err *e) {
     if (b->failed || !b->data) {
@@ -240,19 +260,15 @@ static int build_statements(store *s, pl_err *e) {
 static int upgrade(store *s, pl_err *e) {
     int rc = store_exec(s, "BEGIN IMMEDIATE");
     if (rc != SQLITE_OK) return store_sqlerr(s, e, PL_EIO, "cannot lock the database");
-    int64_t v = 0, ntables = 0;
-    if ((rc = query_int(s, "PRAGMA user_version", &v)) != SQLITE_OK) goto fail;
-    if (v > STORE_SCHEMA_VERSION) {
+    int64_t v = 0, nobjects = 0;
+    int code;
+    if ((rc = read_header(s, &v, &nobjects)) != SQLITE_OK) goto fail;
+    code = check_version(s, v, nobjects, e); /* again: another process may have changed it */
+    if (code != PL_OK) {
         store_exec(s, "ROLLBACK");
-        return pl_errf(e, PL_EINPUT, "%s: schema version %lld is newer than this pipelab's (%d); use a newer pipelab",
-                       s->path, (long long)v, STORE_SCHEMA_VERSION);
+        return code;
     }
     if (v == 0) {
-        if ((rc = query_int(s, "SELECT count(*) FROM sqlite_master", &ntables)) != SQLITE_OK) goto fail;
-        if (ntables > 0) {
-            store_exec(s, "ROLLBACK");
-            return pl_errf(e, PL_EINPUT, "%s: an SQLite file but not a pipelab database", s->path);
-        }
         if ((rc = store_exec(s, schema_runs)) != SQLITE_OK) goto fail;
         if ((rc = store_exec(s, schema_tail)) != SQLITE_OK) goto fail;
     } else {
@@ -267,8 +283,8 @@ static int upgrade(store *s, pl_err *e) {
     if ((rc = store_exec(s, "COMMIT")) != SQLITE_OK) goto fail;
     s->version = STORE_SCHEMA_VERSION;
     return PL_OK;
-fail:;
-    int code = not_a_db(s, e, rc);
+fail:
+    code = not_a_db(s, e, rc);
     pl_err_prefix(e, "schema %s: ", v == 0 ? "creation" : "migration");
     store_exec(s, "ROLLBACK");
     return code;
@@ -319,18 +335,54 @@ static int check_writable(const char *path, pl_err *e) {
     return code;
 }
 
+/* The files SQLite keeps beside a WAL-mode database PATH, as suffixes of PATH. */
+static const char *const beside_suffixes[] = {"-wal", "-shm"};
+#define WAL_SUFFIX (beside_suffixes[0])
+
+/* Returns the malloc'd path of the file suffix names beside path (PATH-wal), or NULL. */
+static char *beside_path(const char *path, const char *suffix) {
+    size_t n = strlen(path), m = strlen(suffix);
+    char *p = malloc(n + m + 1);
+    if (!p) return NULL;
+    memcpy(p, path, n);
+    memcpy(p + n, suffix, m + 1);
+    return p;
+}
+
 /* Returns 1 when the WAL file beside path is missing or empty, i.e. the database file alone holds
  * every committed run. */
 static int wal_empty(const char *path) {
-    size_t n = strlen(path);
-    char *wal = malloc(n + 5);
+    char *wal = beside_path(path, WAL_SUFFIX);
     if (!wal) return 0;
-    memcpy(wal, path, n);
-    memcpy(wal + n, "-wal", 5);
     struct stat st;
     int empty = stat(wal, &st) != 0 || st.st_size == 0;
     free(wal);
     return empty;
+}
+
+/* Returns 1 when a and b are one existing file (same device and inode), else 0. */
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* store.h. Returns PL_OK, or PL_EINPUT naming the output and the database file it is. */
+int store_check_output(const char *db_path, const char *what, const char *path, pl_err *e) {
+    if (!path) return PL_OK;
+    if (!db_path || !*db_path) db_path = STORE_DEFAULT_PATH;
+    if (same_file(db_path, path))
+        return pl_errf(e, PL_EINPUT, "%s %s and --db %s are the same file: writing there would destroy the "
+                       "database; choose another output", what, path, db_path);
+    int code = PL_OK;
+    for (size_t i = 0; i < sizeof beside_suffixes / sizeof beside_suffixes[0] && code == PL_OK; i++) {
+        char *beside = beside_path(db_path, beside_suffixes[i]);
+        if (!beside) return pl_errf(e, PL_ENOMEM, "out of memory");
+        if (same_file(beside, path))
+            code = pl_errf(e, PL_EINPUT, "%s %s is %s, part of the database --db %s: writing there would destroy "
+                           "runs it holds; choose another output", what, path, beside, db_path);
+        free(beside);
+    }
+    return code;
 }
 
 /* Opens path read-only as an immutable file (no -shm needed, no locks): the way to read a WAL-mode
@@ -457,22 +509,10 @@ static int read_version(store *s, int64_t *v, int64_t *nobjects, pl_err *e) {
     return rc == SQLITE_OK ? PL_OK : not_a_db(s, e, rc);
 }
 
-/* Refuses a file of a newer schema, and a foreign SQLite file before anything (even WAL)
- * touches it. Returns PL_OK or PL_EINPUT naming the path. */
-static int check_version(const store *s, int64_t v, int64_t nobjects, pl_err *e) {
-    if (v > STORE_SCHEMA_VERSION)
-        return pl_errf(e, PL_EINPUT, "%s: schema version %lld is newer than this pipelab's (%d); use a newer pipelab",
-                       s->path, (long long)v, STORE_SCHEMA_VERSION);
-    if (v == 0 && nobjects > 0) return pl_errf(e, PL_EINPUT, "%s: an SQLite file but not a pipelab database", s->path);
-    return PL_OK;
-}
-
-/* A reader takes the file as it is: it must hold a runs table. Returns PL_OK or PL_EINPUT. */
+/* A reader takes the file as it is: it must hold a schema (check_version checked its tables).
+ * Returns PL_OK or PL_EINPUT. */
 static int finish_reader(store *s, int64_t v, pl_err *e) {
-    int64_t nruns = 0;
-    if (v == 0 || query_int(s, "SELECT count(*) FROM sqlite_master WHERE name = 'runs'", &nruns) != SQLITE_OK ||
-        nruns != 1)
-        return pl_errf(e, PL_EINPUT, "%s: not a pipelab database (no runs table)", s->path);
+    if (v == 0) return pl_errf(e, PL_EINPUT, "%s: not a pipelab database (no runs table)", s->path);
     s->version = (int)v;
     return PL_OK;
 }

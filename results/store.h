@@ -105,6 +105,13 @@ typedef enum store_format { STORE_CSV = 0, STORE_JSON = 1 } store_format;
  * PRAGMA query_only, so that its last close removes them). Returns PL_OK and *out, or an error
  * code with e filled. */
 int store_open(const char *path, int readonly, store **out, pl_err *e);
+/* Refuses an output file that would overwrite the database a command reads, at db_path (NULL ->
+ * STORE_DEFAULT_PATH): path (NULL: none) reaching the database file, or the PATH-wal / PATH-shm
+ * beside it, by identity (device and inode: through a symbolic link or
+ * another relative path too). what names the output in the message ("-o"). Returns PL_OK (also
+ * when either file does not exist) or PL_EINPUT naming both, which the command reports as a
+ * usage error before it reads or writes anything. */
+int store_check_output(const char *db_path, const char *what, const char *path, pl_err *e);
 /* Closes the database and frees everything it holds; NULL is allowed. */
 void store_close(store *s);
 /* Returns the path the store was opened with. */

@@ -179,4 +179,5 @@ void pl_test_register(void) {
     { void test_exec_module_cli_register(void); test_exec_module_cli_register(); } /* test_exec_module.c */
     { void test_run_outputs_cli_register(void); test_run_outputs_cli_register(); } /* test_run_outputs.c */
     { void test_run_failures_cli_register(void); test_run_failures_cli_register(); } /* test_run_failures.c */
+    { void test_silent_flags_cli_register(void); test_silent_flags_cli_register(); } /* test_silent_flags.c */
 }

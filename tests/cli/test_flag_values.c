@@ -30,6 +30,11 @@ static const value_case cases[] = {
     {"simulate", SIM "--tb inf", 2, "--tb: needs a finite number (got 'inf')"},
     {"simulate", SIM "--tw ''", 2, "--tw: needs a finite number (got '')"},
     {"simulate", SIM "--tcomm 1ms", 2, "--tcomm: needs a finite number (got '1ms')"},
+    /* a value too close to 0 for a double (strtod's underflow) is named so, not as not a number */
+    {"simulate", SIM "--tf 1e-320", 2,
+     "--tf: too close to 0 (below 2.2e-308, the smallest normal double): give 0 or a larger value (got '1e-320')"},
+    {"simulate", SIM "--latency -4e-324", 2,
+     "--latency: too close to 0 (below 2.2e-308, the smallest normal double): give 0 or a larger value (got '-4e-324')"},
     {"simulate", "--no-db --kind gpipe --ranks 2 --microbatches 8x", 2,
      "--microbatches: needs a whole number between 1 and 16777216 (got '8x')"},
     {"simulate", SIM "--latency -0.5", 2, "--latency: must not be negative (got '-0.5')"},
@@ -48,7 +53,7 @@ static const value_case cases[] = {
     {"simulate", SIM "--replicas-stage 0=0", 2, "--replicas-stage: needs S=N with S >= 0 and N >= 1 (got '0=0')"},
     {"simulate", SIM "--max-memory lots", 2, "--max-memory: needs a size in bytes such as 8e9 or 16GiB (got 'lots')"},
     /* in range: parsed, and the later --format check is what fails */
-    {"simulate", SIM "--tf 1e-3 --tb 0 --latency 0 --bandwidth 1e9 --cv 100 --w-stash-fraction 1 --capacity 9e18 --format x",
+    {"simulate", SIM "--tf 1e-3 --tb 0 --ti 2.3e-308 --latency 0 --bandwidth 1e9 --cv 100 --w-stash-fraction 1 --capacity 9e18 --format x",
      2, "--format must be table, csv or json"},
     /* the other commands */
     {"schedule", "--check --kind gpipe --ranks 2 --microbatches 4 --unit-f -1", 2,

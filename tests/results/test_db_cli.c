@@ -320,6 +320,70 @@ static void test_db_trace(void) {
     free(db), free(js), free(dir);
 }
 
+/* An output that is the database a command reads (the same file, through another relative path
+ * or a symbolic link too, or the PATH-wal beside it) is a usage error naming both that leaves the
+ * database byte for byte as it was: db export, db trace, compare, and plot's figure and the data
+ * file it writes beside it; another output is written as before. */
+static void test_output_is_db(void) {
+    char *dir = pl_test_tmpdir(), cmd[4096];
+    char *db = pl_test_path(dir, "o.db"), *dat = pl_test_path(dir, "fig.dat"), *wal = pl_test_path(dir, "o.db-wal");
+    char *link_csv = pl_test_path(dir, "link.csv"), *link_png = pl_test_path(dir, "link.png");
+    char *other = pl_test_path(dir, "other.csv");
+    const store_op ops[1] = {{0, 0, "0F0", "F", 0, 0, 0.0, 0.001}};
+    CU_ASSERT_EQUAL_FATAL(put_run_ops(db, "aaaa1111", "measured", ops, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(put_run(dat, "bbbb2222", "simulated"), 0);
+    CU_ASSERT_EQUAL_FATAL(symlink("o.db", link_csv) | symlink("o.db", link_png), 0);
+    size_t n0 = 0, d0 = 0;
+    char *before = tr_slurp(db, &n0), *dat_before = tr_slurp(dat, &d0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(before);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dat_before);
+    static const struct { const char *args, *want; } cases[] = {
+        {"db export --db o.db --format csv -o o.db", "pipelab db: -o o.db and --db o.db are the same file"},
+        {"db export --format json --db ./o.db -o link.csv", "-o link.csv and --db ./o.db are the same file"},
+        {"db trace aaaa1111 --db o.db -o ./o.db", "pipelab db: -o ./o.db and --db o.db are the same file"},
+        {"compare --db o.db -o o.db", "pipelab compare: -o o.db and --db o.db are the same file"},
+        {"plot bubble --db o.db -o link.png", "pipelab plot: -o link.png and --db o.db are the same file"},
+        {"plot bubble --db fig.dat -o fig.png", "-o fig.png's data file fig.dat and --db fig.dat are the same file"},
+        {"db export --db o.db --format csv -o o.db-wal", "-o o.db-wal is o.db-wal, part of the database --db o.db"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int with_wal = strstr(cases[i].args, "-wal") != NULL;
+        if (with_wal) { /* a WAL file beside the database (an empty one: SQLite's when no change is pending) */
+            FILE *f = fopen(wal, "w");
+            CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+            fclose(f);
+        }
+        char *out = NULL;
+        snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s", dir, PIPELAB_BIN, cases[i].args);
+        int rc = sh(&out, cmd);
+        if (rc != 2 || !out || !strstr(out, cases[i].want)) fprintf(stderr, "\n  %s -> %d: %s\n", cases[i].args, rc, out ? out : "");
+        CU_ASSERT_EQUAL(rc, 2);
+        CU_ASSERT(out && strstr(out, cases[i].want) && strstr(out, "choose another output"));
+        free(out);
+        size_t n1 = 0, d1 = 0;
+        char *after = tr_slurp(db, &n1), *dat_after = tr_slurp(dat, &d1);
+        CU_ASSERT(after && n1 == n0 && memcmp(before, after, n0) == 0);
+        CU_ASSERT(dat_after && d1 == d0 && memcmp(dat_before, dat_after, d0) == 0);
+        free(after);
+        free(dat_after);
+        if (with_wal) {
+            struct stat st;
+            CU_ASSERT(stat(wal, &st) == 0 && st.st_size == 0);
+            unlink(wal);
+        }
+    }
+    CU_ASSERT_EQUAL(count_runs(db), 1);
+    /* another output: written as before */
+    snprintf(cmd, sizeof cmd, "'%s' db export --db '%s' --format csv -o '%s'", PIPELAB_BIN, db, other);
+    CU_ASSERT_EQUAL(sh(NULL, cmd), 0);
+    char *csv = tr_slurp(other, NULL);
+    CU_ASSERT(csv && strstr(csv, "aaaa1111"));
+    free(csv);
+    free(before), free(dat_before), free(other), free(link_png), free(link_csv), free(wal), free(dat), free(db);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
+    free(dir);
+}
+
 /* `pipelab simulate --db` stores the files the run read: the schedule (--from) and the model
  * (a PipeDream graph file), each with its size and its text, which equal the files'; a
  * hardware preset is no file and is not listed. */
@@ -371,6 +435,7 @@ void test_db_cli_register(void) {
         {"plot: the output's extension chooses png, svg or pdf", test_plot_formats},
         {"simulate --db stores the files it read", test_simulate_stores_inputs},
         {"db trace writes a run's actions as a Chrome trace", test_db_trace},
+        {"an output that is the database is refused, the database unchanged", test_output_is_db},
         {NULL, NULL},
     };
     pl_test_suite("db and plot from the command line", cases);

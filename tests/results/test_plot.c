@@ -1,5 +1,6 @@
 /* test_plot.c: what pipelab plot exports, checked without looking at pixels: the pass a measured
  * timeline draws, the legend labels, one style per curve, and the accuracy figure's frame. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -603,6 +604,45 @@ static void test_gnuplot_on_path(void) {
     fresh_done(dir, db);
 }
 
+/* PIPELAB_GNUPLOT naming a path that holds no program says why: no such file, or a folder (the
+ * audit's `PIPELAB_GNUPLOT=/nonexistent`, a folder there, had been reported as "Permission
+ * denied" by the exec that followed), by the library and by `pipelab plot` (exit 1, nothing
+ * drawn). */
+static void test_gnuplot_missing(void) {
+    char *dir = pl_test_tmpdir(), *missing = pl_test_path(dir, "no-gnuplot"), *db = pl_test_path(dir, "g.db");
+    char *png = pl_test_path(dir, "g.png");
+    const char *was_gp = getenv(STORE_GNUPLOT_ENV);
+    char *old_gp = was_gp ? strdup(was_gp) : NULL;
+    const struct { const char *value; int err; } cases[] = {{missing, ENOENT}, {dir, EISDIR}};
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' simulate --kind 1f1b --ranks 2 --microbatches 2 --db '%s' >/dev/null", PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char want[1024];
+        snprintf(want, sizeof want, "%s=%s is not an executable program (%s)", STORE_GNUPLOT_ENV, cases[i].value,
+                 strerror(cases[i].err));
+        pl_err e;
+        pl_err_clear(&e);
+        setenv(STORE_GNUPLOT_ENV, cases[i].value, 1);
+        char *found = store_gnuplot_find(&e);
+        CU_ASSERT_PTR_NULL(found);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, want));
+        free(found);
+        set_env(STORE_GNUPLOT_ENV, old_gp);
+        char *out = NULL;
+        snprintf(cmd, sizeof cmd, "PIPELAB_GNUPLOT='%s' '%s' plot bubble --db '%s' -o '%s'", cases[i].value, PIPELAB_BIN,
+                 db, png);
+        CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+        CU_ASSERT(out && strstr(out, want) && !strstr(out, strerror(EACCES)));
+        free(out);
+        CU_ASSERT(!pl_test_exists(png));
+    }
+    free(old_gp);
+    free(png);
+    free(missing);
+    fresh_done(dir, db);
+}
+
 void test_plot_register(void) {
     static const pl_test_case cases[] = {
         {"timeline of a measured run: its median pass", test_timeline_median_pass},
@@ -613,6 +653,7 @@ void test_plot_register(void) {
         {"accuracy: the axes frame the data", test_accuracy_frame},
         {"plot flags", test_plot_flags},
         {"PIPELAB_GNUPLOT without a '/': looked up on PATH", test_gnuplot_on_path},
+        {"PIPELAB_GNUPLOT naming no program: says why (no such file, a folder)", test_gnuplot_missing},
         {NULL, NULL},
     };
     pl_test_suite("plot", cases);

@@ -507,6 +507,53 @@ static void test_garbage_refused(void) {
     free(dir);
 }
 
+/* An SQLite file whose user_version is negative, or one of pipelab's versions (1..3) while its
+ * tables are another program's, is refused as not a pipelab database and left byte for byte as
+ * it was (not even switched to WAL), by the library (read and write opens) and by simulate --db
+ * (exit 1; a negative version had indexed the migrations out of bounds: a crash, or junk run as
+ * SQL). A genuine version 1 or 2 file still migrates (test_migration_v1, test_migration_v2). */
+static void test_foreign_versions_refused(void) {
+    char *dir = pl_test_tmpdir();
+    static const struct { int version; int table; } cases[] = {
+        {-100000000, 0}, {-5, 0}, {-1, 0}, {-1, 1}, {1, 1}, {2, 1}, {3, 1}, {2, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char name[64], sql[160], cmd[2048];
+        snprintf(name, sizeof name, "foreign%zu.db", i);
+        char *path = pl_test_path(dir, name);
+        snprintf(sql, sizeof sql, "%sPRAGMA user_version = %d;", cases[i].table ? "CREATE TABLE contacts(name TEXT);" : "",
+                 cases[i].version);
+        CU_ASSERT_EQUAL_FATAL(tr_raw_sql(path, sql), SQLITE_OK);
+        size_t n0 = 0, n1 = 0;
+        char *before = tr_slurp(path, &n0);
+        char *out = NULL;
+        snprintf(cmd, sizeof cmd, "'%s' simulate --kind 1f1b --ranks 2 --microbatches 2 --db '%s'", PIPELAB_BIN, path);
+        int rc = pl_test_run(cmd, &out);
+        CU_ASSERT_EQUAL(rc, 1);
+        CU_ASSERT(out && strstr(out, "not a pipelab database"));
+        free(out);
+        pl_err e;
+        store *s = NULL;
+        /* a write open in this process too, of a negative version only where the command refused
+         * it (where it crashed, so would this process) */
+        for (int readonly = cases[i].version > 0 || rc == 1 ? 0 : 1; readonly <= 1; readonly++) {
+            pl_err_clear(&e);
+            CU_ASSERT_EQUAL(store_open(path, readonly, &s, &e), PL_EINPUT);
+            CU_ASSERT_PTR_NULL(s);
+            CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, path));
+            CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "not a pipelab database"));
+        }
+        char *after = tr_slurp(path, &n1);
+        CU_ASSERT(before && after && n0 == n1 && memcmp(before, after, n0) == 0);
+        CU_ASSERT_EQUAL(tr_sql_int(path, "PRAGMA user_version"), cases[i].version);
+        free(before);
+        free(after);
+        free(path);
+    }
+    pl_test_rmdir(dir);
+    free(dir);
+}
+
 static void test_list_and_export(void) {
     char *dir = pl_test_tmpdir();
     char *path = pl_test_path(dir, "l.db");
@@ -585,6 +632,7 @@ void test_store_register(void) {
         {"v2 file: bubble columns renamed and converted, readonly and migrated", test_migration_v2},
         {"future schema version refused, file unchanged", test_future_version_refused},
         {"garbage, foreign and missing files refused", test_garbage_refused},
+        {"foreign files with a negative or pipelab's version refused, unchanged", test_foreign_versions_refused},
         {"list filters and orders; export csv and json", test_list_and_export},
         {NULL, NULL},
     };

@@ -1,0 +1,177 @@
+/* test_silent_flags.c: a flag that a command would not act on is a usage error (exit 2) naming
+ * it, never a silent exit 0: with --from, the schedule flags that the file decides (schedule,
+ * simulate and run alike); schedule's -o without a format, --flavour without a CSV and --check
+ * with an output; an empty --db and --db beside --no-db (simulate, run, calibrate); and the
+ * parallel layout's settings without the model. The flags that do apply with --from still run,
+ * and `schedule -o FILE` writes FILE in the format its name says. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_test.h"
+
+#define GOLDEN PIPELAB_TESTS_DIR "/golden/"
+#define BAD PIPELAB_TESTS_DIR "/bad/"
+#define SCHED GOLDEN "gpipe_p2_m3.sched"
+
+/* One row: the subcommand, its arguments, the exit code and the exact stderr. */
+typedef struct silent_case {
+    const char *cmd;
+    const char *args;
+    int code;
+    const char *err;
+} silent_case;
+
+#define USAGE(c, msg) "pipelab " #c ": " msg "\n(see 'pipelab " #c " --help')\n"
+#define SIMX "--no-db "
+#define RUNX "--no-db --no-predict --oversubscribe --width 8 --warmup 0 --timed 1 "
+#define FROM_SAYS(flag, what) flag ": the schedule comes from " SCHED ", which sets its " what "; leave " flag " out"
+
+/* The rows that schedule, simulate and run answer alike, apart from the name: every flag the
+ * file decides is refused with --from (the first of them named), the legacy letters on a .sched
+ * file and without --from; the flags that do not change the schedule still run. */
+#define FROM_ROWS(c, x)                                                                                 \
+    {#c, x "--from " SCHED " --ranks 4 --microbatches 16 --recompute full", 2, USAGE(c, FROM_SAYS("--ranks", "ranks"))}, \
+    {#c, x "--from " SCHED " --microbatches 16", 2, USAGE(c, FROM_SAYS("--microbatches", "microbatches"))}, \
+    {#c, x "--from " SCHED " --chunks 2", 2, USAGE(c, FROM_SAYS("--chunks", "chunks (stages per rank)"))}, \
+    {#c, x "--from " SCHED " --iterations 2", 2, USAGE(c, FROM_SAYS("--iterations", "iterations"))},    \
+    {#c, x "--from " SCHED " --recompute none", 2, USAGE(c, FROM_SAYS("--recompute", "recomputation"))}, \
+    {#c, x "--from " SCHED " --legacy-letters", 2,                                                      \
+     USAGE(c, "--legacy-letters: reads the older letters of a PyTorch CSV (.csv), and " SCHED " is read as .sched " \
+              "text; leave --legacy-letters out")},                                                     \
+    {#c, x "--kind gpipe --ranks 2 --microbatches 2 --legacy-letters", 2,                              \
+     USAGE(c, "--legacy-letters reads a PyTorch CSV given with --from: not with --kind")},              \
+    {#c, x "--from " SCHED " --max-memory 16GiB", 0, ""}
+
+static const silent_case cases[] = {
+    FROM_ROWS(schedule, "--check "),
+    FROM_ROWS(simulate, SIMX),
+    FROM_ROWS(run, RUNX),
+    {"simulate", SIMX "--from " SCHED " --tf 2 --tb 4 --tcomm 0.5", 0, ""},
+    /* schedule's outputs: -o needs a format, --flavour a CSV, and --check writes nothing */
+    {"schedule", "--kind 1f1b --ranks 2 --microbatches 2 -o x.out", 2,
+     USAGE(schedule, "-o x.out: the format is not in its name (.sched or .csv); give --to sched, torch-csv or "
+                     "torch-csv-legacy")},
+    {"schedule", "--kind 1f1b --ranks 2 --microbatches 2 --flavour compute_only", 2,
+     USAGE(schedule, "--flavour is the flavour of the CSV that --to torch-csv or torch-csv-legacy writes (or -o FILE.csv)")},
+    {"schedule", "--kind 1f1b --ranks 2 --microbatches 2 --to sched --flavour compute_only -o x.sched", 2,
+     USAGE(schedule, "--flavour is the flavour of the CSV that --to torch-csv or torch-csv-legacy writes (or -o "
+                     "FILE.csv), not --to sched")},
+    {"schedule", "--kind 1f1b --ranks 2 --microbatches 2 --check -o x.sched", 2,
+     USAGE(schedule, "--check validates only and writes nothing: not with --to or -o")},
+    {"schedule", "--kind 1f1b --ranks 2 --microbatches 2 --check --to sched", 2,
+     USAGE(schedule, "--check validates only and writes nothing: not with --to or -o")},
+    /* the database flags */
+    {"simulate", "--kind 1f1b --ranks 2 --microbatches 2 --db ''", 2, USAGE(simulate, "--db: needs a file name (got '')")},
+    {"simulate", "--kind 1f1b --ranks 2 --microbatches 2 --no-db --db x.db", 2,
+     USAGE(simulate, "give --db or --no-db, not both")},
+    {"run", "--no-predict --oversubscribe --width 8 --warmup 0 --timed 1 --kind 1f1b --ranks 2 --microbatches 2 --db ''",
+     2, USAGE(run, "--db: needs a file name (got '')")},
+    {"run", RUNX "--kind 1f1b --ranks 2 --microbatches 2 --db x.db", 2, USAGE(run, "give --db or --no-db, not both")},
+    {"calibrate", "--db '' --run 1 --model uniform:layers=2,fwd_s=1e-3", 2, USAGE(calibrate, "--db: needs a file name (got '')")},
+    /* the layout's settings: the model first, then what the layout decides */
+    {"simulate", SIMX "--kind 1f1b --ranks 2 --microbatches 2 --sequence-parallel", 2,
+     USAGE(simulate, "--sequence-parallel is a setting of the parallel layout, which needs the model: --model "
+                     "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V (or --megatron)")},
+    {"simulate", SIMX "--kind 1f1b --ranks 2 --microbatches 2 --flash-attention --sequence-parallel", 2,
+     USAGE(simulate, "--flash-attention is a setting of the parallel layout, which needs the model: --model "
+                     "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V (or --megatron)")},
+    {"simulate", SIMX "--model transformer:layers=4,hidden=64,heads=2,seq=8,vocab=128 --hardware dgx-a100 --kind 1f1b "
+                      "--ranks 2 --microbatches 2 --distributed-optimizer", 2,
+     USAGE(simulate, "--distributed-optimizer asks for the parallel layout, whose microbatches are --global-batch / "
+                     "(--microbatch-size x --dp): leave --microbatches out")},
+    {NULL, NULL, 0, NULL},
+};
+
+int cli_test_have_run(void); /* test_sched_flags.c */
+
+/* Every row, run in a folder of its own: its exit code and exact stderr; and no row leaves a
+ * file there (the default database, an -o file). */
+static void test_silent_table(void) {
+    int exec = cli_test_have_run();
+    char *dir = pl_test_tmpdir();
+    for (const silent_case *c = cases; c->cmd; c++) {
+        if (!exec && strcmp(c->cmd, "run") == 0) continue;
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "( cd '%s' && '%s' %s %s >/dev/null )", dir, PIPELAB_BIN, c->cmd, c->args);
+        char *err = NULL;
+        int rc = pl_test_run(cmd, &err);
+        const char *got = err ? err : "";
+        int ok = rc == c->code && strcmp(got, c->err) == 0;
+        if (!ok)
+            fprintf(stderr, "\n  pipelab %s %s: want exit %d and '%s', got exit %d and '%s'\n", c->cmd, c->args, c->code,
+                    c->err, rc, got);
+        CU_ASSERT(ok);
+        free(err);
+    }
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "ls -A '%s'", dir);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT_STRING_EQUAL(out ? out : "?", ""); /* results/out/pipelab.db, x.out, x.sched: none */
+    free(out);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
+    free(dir);
+    if (!exec) pl_test_skip("this build has no executor: the `pipelab run` rows were not run");
+}
+
+/* Returns the stdout of `pipelab schedule ARGS` run in dir (malloc'd), its exit code in *rc. */
+static char *schedule(const char *dir, const char *args, int *rc) {
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "( cd '%s' && '%s' schedule %s 2>/dev/null )", dir, PIPELAB_BIN, args);
+    *rc = pl_test_run(cmd, &out);
+    return out;
+}
+
+/* Returns the text of the file name in dir (malloc'd), or NULL. */
+static char *slurp(const char *dir, const char *name) {
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "cat '%s/%s'", dir, name);
+    if (pl_test_run(cmd, &out) != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* -o FILE without --to writes what --to writes for FILE's name: .sched text or (any case) the
+ * PyTorch CSV, with --flavour; and the file reads back as the same schedule. */
+static void test_output_by_name(void) {
+    char *dir = pl_test_tmpdir();
+    int rc;
+    const char *gen = "--kind 1f1b --ranks 2 --microbatches 3 --lowered ";
+    char args[1024];
+    snprintf(args, sizeof args, "%s-o x.sched", gen);
+    char *out = schedule(dir, args, &rc);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_STRING_EQUAL(out ? out : "?", ""); /* the file takes it all */
+    free(out);
+    snprintf(args, sizeof args, "%s--to sched", gen);
+    char *want = schedule(dir, args, &rc), *got = slurp(dir, "x.sched");
+    CU_ASSERT(want && got && strcmp(want, got) == 0);
+    free(want);
+    free(got);
+    snprintf(args, sizeof args, "%s--flavour compute_only -o y.CSV", gen);
+    free(schedule(dir, args, &rc));
+    CU_ASSERT_EQUAL(rc, 0);
+    snprintf(args, sizeof args, "%s--to torch-csv --flavour compute_only", gen);
+    want = schedule(dir, args, &rc);
+    got = slurp(dir, "y.CSV");
+    CU_ASSERT(want && got && strcmp(want, got) == 0);
+    free(want);
+    free(got);
+    out = schedule(dir, "--from y.CSV --check", &rc);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "ok: y.CSV: 2 ranks, 2 stages, 3 microbatches"));
+    free(out);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
+    free(dir);
+}
+
+void test_silent_flags_cli_register(void) {
+    static const pl_test_case tcases[] = {
+        {"flags a command would not act on are usage errors", test_silent_table},
+        {"schedule -o FILE writes the format FILE's name says", test_output_by_name},
+        {NULL, NULL},
+    };
+    pl_test_suite("cli flags never silently ignored", tcases);
+}
