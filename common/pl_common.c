@@ -169,8 +169,14 @@ void pl_buf_csv_field(pl_buf *b, const char *s) {
 int pl_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len, pl_err *e) {
     *out = NULL;
     if (out_len) *out_len = 0;
+    if (!*path) return pl_errf(e, PL_EINPUT, "an empty file name (expected the path of a file)");
     FILE *f = fopen(path, "rb");
     if (!f) return pl_errf(e, PL_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return pl_errf(e, PL_EINPUT, "%s: is a directory, not a file", path);
+    }
     pl_buf b;
     pl_buf_init(&b);
     char chunk[65536];
@@ -186,9 +192,9 @@ int pl_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len
         b.len += n;
         b.data[b.len] = '\0';
     }
-    int rerr = ferror(f);
+    int rerr = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
-    if (rerr) { pl_buf_free(&b); return pl_errf(e, PL_EIO, "%s: read error", path); }
+    if (rerr) { pl_buf_free(&b); return pl_errf(e, PL_EIO, "%s: read error: %s", path, strerror(rerr)); }
     if (b.failed) { pl_buf_free(&b); return pl_errf(e, PL_ENOMEM, "%s: out of memory", path); }
     if (!b.data) { b.data = calloc(1, 1); if (!b.data) return pl_errf(e, PL_ENOMEM, "out of memory"); }
     *out = b.data;
@@ -341,6 +347,12 @@ int pl_parse_long(const char *s, long lo, long hi, long *out) {
     if (errno || *end || end == s || v < lo || v > hi) return -1;
     *out = v;
     return 0;
+}
+
+size_t pl_bom_len(const char *text, size_t len) {
+    static const char bom[] = "\xEF\xBB\xBF";
+    size_t n = sizeof bom - 1;
+    return len >= n && memcmp(text, bom, n) == 0 ? n : 0;
 }
 
 int pl_parse_double(const char *s, double *out) {

@@ -76,8 +76,9 @@ void pl_buf_json_string(pl_buf *b, const char *s);
  * quote or line break; NULL as an empty field. */
 void pl_buf_csv_field(pl_buf *b, const char *s);
 
-/* Reads a whole file into a NUL-terminated buffer; returns PL_OK or an error naming the path.
- * Files larger than max_bytes are refused. */
+/* Reads a whole file into a NUL-terminated buffer, byte for byte (a byte order mark included:
+ * see pl_bom_len); returns PL_OK or an error naming the path. An empty path, a directory and
+ * files larger than max_bytes are refused. */
 int pl_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len, pl_err *e);
 /* Writes len bytes to the file at path. A symbolic link is followed (a dangling one to the file
  * its target names) and stays a link; a regular file there, or none, is replaced atomically (a
@@ -86,6 +87,11 @@ int pl_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len
  * or block device, a FIFO) is written in place and stays what it is. Returns PL_OK or an error
  * naming path. */
 int pl_write_file(const char *path, const char *data, size_t len, pl_err *e);
+
+/* Returns the length of the UTF-8 byte order mark that text[0..len) starts with: 3, or 0 when
+ * it has none. Every text reader of pipelab (schedules, CSVs, INI, partition and graph files)
+ * skips it, by this one rule; line and column numbers count from after it. */
+size_t pl_bom_len(const char *text, size_t len);
 
 /* Parses a whole decimal integer in [lo, hi]; returns 0 on success, -1 on junk or range error. */
 int pl_parse_long(const char *s, long lo, long hi, long *out);

@@ -107,7 +107,8 @@ int cost_observations_parse(const char *text, const char *path, cost_observation
     *out = NULL;
     *n = 0;
     if (!path) path = "<observations>";
-    char *copy = strdup(text ? text : "");
+    if (!text) text = "";
+    char *copy = strdup(text + pl_bom_len(text, strlen(text)));
     if (!copy) return pl_errf(e, PL_ENOMEM, "%s: out of memory", path);
     cost_observation *v = NULL;
     size_t len = 0, cap = 0;

@@ -46,7 +46,7 @@
  *                        came, cost_p2p_s of the message's bytes when the message was already
  *                        there (the copy out of the mailbox); both or neither
  *       p2p_mpi_send_s, p2p_mpi_send_Bps, p2p_mpi_post_s, p2p_mpi_post_Bps  the same for MPI
- *     Unknown metadata keys are errors.
+ *     Unknown metadata keys, and a key given twice, are errors.
  *   - A header line naming columns, any order, each at most once:
  *       layer                 0-based index; must be 0, 1, 2, ... in file order (required)
  *       name                  layer name (required; double-quote it, RFC 4180 style, when it
@@ -141,6 +141,19 @@ const char *cost_link_key(cost_link_kind k, cost_transport t, int bandwidth);
 /* Frees a model and everything it owns; NULL is fine. */
 void cost_model_free(cost_model *m);
 
+/* Checks a byte count read from an input (a profile CSV, a --stage-costs file, a model spec):
+ * a whole number from 0 to 4.6e18 (just under 2^62, so that sums of a few still fit int64_t).
+ * Returns NULL with *out set, or what is wrong with v, to follow the value's name in a message:
+ * "is negative", "is not a whole number" or "is too large (more than 4.6e18 bytes)". */
+const char *cost_bytes_read(double v, int64_t *out);
+
+/* Returns PL_OK when t_s, a sum of seconds, is finite; else PL_EINPUT with "WHAT overflowed
+ * (LABEL T s): compute or transfer times too large to add up" (WHAT from fmt): the one refusal of
+ * times whose sum overflows a double (a layer's, a stage's, a partition's, the simulated
+ * makespan). */
+int cost_time_check(double t_s, const char *label, pl_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Reads a profile CSV (format above) from text[0..len); path is used in messages.
  * Returns the model, or NULL with e filled ("path:line: what"). */
 cost_model *cost_model_read_csv(const char *path, const char *text, size_t len, pl_err *e);
@@ -168,7 +181,8 @@ typedef struct cost_uniform_opts {
     int layers;                    /* L >= 1 */
     int microbatch;                /* samples per microbatch (default 1) */
     double fwd_s, bwd_s;           /* seconds; bwd split I = W = bwd / 2 unless given below */
-    double bwd_in_s, bwd_w_s;      /* < 0 = derived from bwd_s (or 2 fwd_s when bwd_s < 0) */
+    double bwd_in_s, bwd_w_s;      /* < 0 = derived from bwd_s (or 2 fwd_s when bwd_s < 0); given,
+                                    * both and without bwd_s (bwd_s with them is an error) */
     double fwd_flops;              /* > 0: FLOP-based instead (bwd_in = bwd_w = fwd_flops) */
     int64_t param_bytes, out_bytes, stash_bytes; /* per layer */
     int64_t w_stash_bytes;         /* < 0 = fraction rule */
@@ -335,7 +349,8 @@ void cost_opts_init(cost_opts *o, const cost_model *m);
 
 /* Per-layer compute seconds of one microbatch under hw and o: seconds as given (scaled by
  * microbatch), else flops / (peak[precision] * efficiency) + launch_s. Returns PL_OK, or
- * PL_EINPUT when a time is unknown and cannot be derived (no FLOPs, or peak 0). */
+ * PL_EINPUT when a time is unknown and cannot be derived (no FLOPs, or peak 0) or overflows
+ * (cost_time_check). */
 int cost_layer_times(const cost_model *m, int layer, const cost_hw *hw, const cost_opts *o,
                      double *f_s, double *i_s, double *w_s, pl_err *e);
 
@@ -361,7 +376,8 @@ typedef struct cost_stage {
                                      * w_stash_fraction x that layer's stash_bytes) */
 } cost_stage;
 
-/* Fills st for layers [first, end). Returns PL_OK or PL_EINPUT (bad range, unknown time). */
+/* Fills st for layers [first, end). Returns PL_OK or PL_EINPUT (bad range, unknown time, times
+ * whose sum overflows: cost_time_check). */
 int cost_stage_eval(const cost_model *m, int first, int end, const cost_hw *hw,
                     const cost_opts *o, cost_stage *st, pl_err *e);
 

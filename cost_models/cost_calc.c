@@ -1,6 +1,7 @@
 /* cost_calc.c: the one definition of costs: per-stage compute times and bytes, optimizer
  * step, memory per stage and per rank, and partitions of a layer table. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,28 @@ static int one_time(const cost_model *m, int layer, const char *what, double sec
     return PL_OK;
 }
 
+/* cost.h. */
+int cost_time_check(double t_s, const char *label, pl_err *e, const char *fmt, ...) {
+    if (isfinite(t_s)) return PL_OK;
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return pl_errf(e, PL_EINPUT, "%s overflowed (%s %g s): compute or transfer times too large to add up", what, label,
+                   t_s);
+}
+
+/* The names of a stage's times in cost_time_check's messages, in the order of stage_times. */
+static const char *const stage_time_label[] = {"F", "I", "W", "B", "B with recomputation", "I with recomputation"};
+#define STAGE_TIMES (sizeof stage_time_label / sizeof *stage_time_label)
+
+/* Puts st's times into t[STAGE_TIMES], in stage_time_label's order. */
+static void stage_times(const cost_stage *st, double *t) {
+    const double v[STAGE_TIMES] = {st->f_s, st->i_s, st->w_s, st->b_s, st->b_recompute_s, st->i_recompute_s};
+    memcpy(t, v, sizeof v);
+}
+
 /* Returns PL_OK and the F, I, W seconds of one layer for one microbatch under hw and o. */
 int cost_layer_times(const cost_model *m, int layer, const cost_hw *hw, const cost_opts *o,
                      double *f_s, double *i_s, double *w_s, pl_err *e) {
@@ -78,6 +101,10 @@ int cost_layer_times(const cost_model *m, int layer, const cost_hw *hw, const co
         one_time(m, layer, "input-backward", l->bwd_in_s, l->bwd_in_flops, hw, o, scale, i_s, e) != PL_OK ||
         one_time(m, layer, "weight-backward", l->bwd_w_s, l->bwd_w_flops, hw, o, scale, w_s, e) != PL_OK)
         return PL_EINPUT;
+    const double t[] = {*f_s, *i_s, *w_s};
+    for (int k = 0; k < 3; k++)
+        if (cost_time_check(t[k], stage_time_label[k], e, "model %s, layer %d: its time", m->name, layer) != PL_OK)
+            return PL_EINPUT;
     return PL_OK;
 }
 
@@ -136,6 +163,12 @@ int cost_stage_eval(const cost_model *m, int first, int end, const cost_hw *hw, 
     }
     stage_times_derive(st, skip);
     stage_bytes(m, first, end, param, stash, wst, rc_rest, mb_scale(m, o), st);
+    double t[STAGE_TIMES];
+    stage_times(st, t);
+    for (size_t k = 0; k < STAGE_TIMES; k++)
+        if (cost_time_check(t[k], stage_time_label[k], e, "model %s, the stage of layers %d-%d: its time", m->name, first,
+                            end - 1) != PL_OK)
+            return PL_EINPUT;
     return PL_OK;
 }
 
@@ -188,6 +221,12 @@ int cost_prefix_init(cost_prefix *p, const cost_model *m, const cost_hw *hw, con
         p->rc_bytes[i + 1] = p->rc_bytes[i] + (l->stash_recompute_bytes > 0 ? l->stash_recompute_bytes : 0);
         p->rc_skip_s[i + 1] = p->rc_skip_s[i] + l->rc_skip_s;
     }
+    const double t[] = {p->f_s[m->n], p->i_s[m->n], p->w_s[m->n]};
+    for (int k = 0; k < 3; k++)
+        if (cost_time_check(t[k], stage_time_label[k], e, "model %s: the time of all its layers", m->name) != PL_OK) {
+            cost_prefix_free(p);
+            return PL_EINPUT;
+        }
     return PL_OK;
 }
 

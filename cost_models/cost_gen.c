@@ -39,7 +39,8 @@ void cost_uniform_defaults(cost_uniform_opts *o) {
     o->w_stash_bytes = -1;
 }
 
-/* Returns L identical layers; backward: given I and W, else bwd_s split in halves, else 2 fwd. */
+/* Returns L identical layers; backward: given I and W, else bwd_s split in halves, else 2 fwd
+ * (bwd_s together with I and W is refused). */
 cost_model *cost_model_uniform(const cost_uniform_opts *o, pl_err *e) {
     if (o->microbatch < 1) {
         pl_errf(e, PL_EINPUT, "model uniform: microbatch must be >= 1");
@@ -51,6 +52,10 @@ cost_model *cost_model_uniform(const cost_uniform_opts *o, pl_err *e) {
     }
     if ((o->bwd_in_s >= 0) != (o->bwd_w_s >= 0)) {
         pl_errf(e, PL_EINPUT, "model uniform: give both bwd_in_s and bwd_w_s, or neither");
+        return NULL;
+    }
+    if (o->bwd_s >= 0 && o->bwd_in_s >= 0) {
+        pl_errf(e, PL_EINPUT, "model uniform: give bwd_s, or bwd_in_s and bwd_w_s, not both (bwd_s is their sum)");
         return NULL;
     }
     if (o->param_bytes < 0 || o->out_bytes < 0 || o->stash_bytes < 0) {

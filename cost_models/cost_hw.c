@@ -290,6 +290,7 @@ static int prescan(const char *path, const char *text, unsigned *seen, pl_err *e
  * the text has; returns PL_OK or PL_EINPUT ("path:line: ..."). */
 static int parse_sections(cost_hw *hw, const char *path, const char *text, unsigned *seen, pl_err *e) {
     if (!path) path = "<hardware>";
+    text += pl_bom_len(text, strlen(text));
     if (prescan(path, text, seen, e) != PL_OK) return PL_EINPUT;
     parse_ctx *c = calloc(1, sizeof *c);
     if (!c) return pl_errf(e, PL_ENOMEM, "out of memory");

@@ -23,8 +23,9 @@ extern const char *const cost_preset_names[];
 /* Largest byte count read from a double (just under 2^62): sums of a few still fit int64_t. */
 #define COST_MAX_BYTES_D 4.6e18
 
-/* Cursor over the lines of a text: cost_next_line sets *line and *len (no '\n', no trailing '\r')
- * and returns 1, or 0 at the end. lineno counts from 1. */
+/* Cursor over the lines of a text, from past its byte order mark (pl_bom_len): cost_next_line
+ * sets *line and *len (no '\n', no trailing '\r') and returns 1, or 0 at the end. lineno counts
+ * from 1. */
 typedef struct cost_lines {
     const char *text;
     size_t len, pos;

@@ -9,11 +9,11 @@
 
 /* ---------------------------------------------------------------- small helpers */
 
-/* Starts a line cursor at the beginning of text[0..len). */
+/* Starts a line cursor at the beginning of text[0..len), past a byte order mark (pl_bom_len). */
 void cost_lines_init(cost_lines *c, const char *text, size_t len) {
     c->text = text;
     c->len = len;
-    c->pos = 0;
+    c->pos = pl_bom_len(text, len);
     c->lineno = 0;
 }
 
@@ -79,6 +79,19 @@ int cost_bytes_from_double(double v, int64_t *out) {
     if (!(v >= 0) || v > COST_MAX_BYTES_D) return -1;
     *out = (int64_t)llround(v);
     return 0;
+}
+
+/* Spells a macro's value as a string. */
+#define COST_STR_(x) #x
+#define COST_STR(x) COST_STR_(x)
+
+/* cost.h. */
+const char *cost_bytes_read(double v, int64_t *out) {
+    if (!(v >= 0)) return "is negative";
+    if (v > COST_MAX_BYTES_D) return "is too large (more than " COST_STR(COST_MAX_BYTES_D) " bytes)";
+    if (v != floor(v)) return "is not a whole number";
+    *out = (int64_t)v;
+    return NULL;
 }
 
 /* ---------------------------------------------------------------- model lifetime */
@@ -248,6 +261,11 @@ static char *csv_unquote(const char *s, size_t n) {
 
 #define LINK_KINDS COST_LINK_KINDS
 
+/* The metadata keys other than the measured links' (ar_key's, which follow them in
+ * meta_key_id's numbering). */
+static const char *const meta_plain_key[] = {"name", "microbatch_size", "dtype_bytes", "input_bytes"};
+#define META_PLAIN_KEYS (sizeof meta_plain_key / sizeof *meta_plain_key)
+
 /* State of the CSV reader. */
 typedef struct csv_meta {
     int microbatch_size, dtype_bytes;
@@ -256,6 +274,8 @@ typedef struct csv_meta {
     /* each transport's profiled links (cost_link_kind's order); -1 = not given */
     cost_ar_link ar[LINK_KINDS][COST_TRANSPORTS];
     int ar_line[LINK_KINDS][COST_TRANSPORTS]; /* the line that gave the first of its two keys */
+    /* the line that gave each key (by meta_key_id), 0 = not given yet */
+    int key_line[META_PLAIN_KEYS + LINK_KINDS * COST_TRANSPORTS * 2];
 } csv_meta;
 
 /* The measured links' keys of a transport, in cost_link_kind's order: the all-reduce's
@@ -277,6 +297,18 @@ static cost_ar_link *model_link(cost_model *m, int k, int t) {
 /* cost.h. Returns the key, or NULL for a kind or transport out of range. */
 const char *cost_link_key(cost_link_kind k, cost_transport t, int bandwidth) {
     return k >= 0 && k < LINK_KINDS && t >= 0 && t < COST_TRANSPORTS ? ar_key[k][t][bandwidth ? 1 : 0] : NULL;
+}
+
+/* Returns the number of metadata key tok[0..kl) (an index of csv_meta's key_line), or -1 for an
+ * unknown key. */
+static int meta_key_id(const char *tok, size_t kl) {
+    for (size_t i = 0; i < META_PLAIN_KEYS; i++)
+        if (cost_word_is(tok, kl, meta_plain_key[i])) return (int)i;
+    for (int k = 0; k < LINK_KINDS; k++)
+        for (int t = 0; t < COST_TRANSPORTS; t++)
+            for (int j = 0; j < 2; j++)
+                if (cost_word_is(tok, kl, ar_key[k][t][j])) return (int)META_PLAIN_KEYS + (k * COST_TRANSPORTS + t) * 2 + j;
+    return -1;
 }
 
 /* Reads the measured link's key tok[kl] = vbuf into meta. Returns -1 when tok is none of ar_key,
@@ -322,6 +354,11 @@ static int csv_meta_line(const char *path, int lineno, const char *s, size_t n, 
                            lineno, (int)kl, tok);
         memcpy(vbuf, v, vl);
         vbuf[vl] = 0;
+        int id = meta_key_id(tok, kl);
+        if (id >= 0 && meta->key_line[id])
+            return pl_errf(e, PL_EINPUT, "%s:%d: metadata key '%.*s' given twice (first on line %d)", path, lineno,
+                           (int)kl, tok, meta->key_line[id]);
+        if (id >= 0) meta->key_line[id] = lineno;
         long lv;
         double dv;
         int rc;
@@ -341,9 +378,10 @@ static int csv_meta_line(const char *path, int lineno, const char *s, size_t n, 
                                path, lineno, vbuf);
             meta->dtype_bytes = (int)lv;
         } else if (cost_word_is(tok, kl, "input_bytes")) {
-            if (pl_parse_double(vbuf, &dv) != 0 || cost_bytes_from_double(dv, &meta->input_bytes) != 0)
-                return pl_errf(e, PL_EINPUT, "%s:%d: input_bytes must be a non-negative number, got '%s'",
-                               path, lineno, vbuf);
+            if (pl_parse_double(vbuf, &dv) != 0)
+                return pl_errf(e, PL_EINPUT, "%s:%d: input_bytes must be a number, got '%s'", path, lineno, vbuf);
+            const char *bad = cost_bytes_read(dv, &meta->input_bytes);
+            if (bad) return pl_errf(e, PL_EINPUT, "%s:%d: input_bytes %s %s", path, lineno, vbuf, bad);
         } else if ((rc = csv_meta_ar(path, lineno, tok, kl, vbuf, meta, e)) != -1) {
             if (rc != PL_OK) return rc;
         } else {
@@ -458,8 +496,9 @@ static int csv_row_parse(const char *path, int lineno, const char *line, size_t 
             return pl_errf(e, PL_EINPUT, "%s:%d: bad number '%s' for '%s'", path, lineno, buf, col_names[c]);
         if (v < 0)
             return pl_errf(e, PL_EINPUT, "%s:%d: negative value %s for '%s'", path, lineno, buf, col_names[c]);
-        if (c >= COL_PARAM && v > COST_MAX_BYTES_D)
-            return pl_errf(e, PL_EINPUT, "%s:%d: value %s for '%s' is too large", path, lineno, buf, col_names[c]);
+        int64_t bytes;
+        const char *bad = c >= COL_PARAM ? cost_bytes_read(v, &bytes) : NULL;
+        if (bad) return pl_errf(e, PL_EINPUT, "%s:%d: value %s for '%s' %s", path, lineno, buf, col_names[c], bad);
         r->v[c] = v;
         r->has[c] = 1;
     }
@@ -746,8 +785,8 @@ static int spec_num(const char *gen, const spec_kv *kv, double *out, pl_err *e) 
 static int spec_bytes(const char *gen, const spec_kv *kv, int64_t *out, pl_err *e) {
     double v = 0;
     if (spec_num(gen, kv, &v, e) != PL_OK) return e ? e->code : PL_EINPUT;
-    if (cost_bytes_from_double(v, out) != 0)
-        return pl_errf(e, PL_EINPUT, "model %s: %s is too large", gen, kv->key);
+    const char *bad = cost_bytes_read(v, out);
+    if (bad) return pl_errf(e, PL_EINPUT, "model %s: %s %s %s", gen, kv->key, kv->val, bad);
     return PL_OK;
 }
 

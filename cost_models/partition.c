@@ -131,6 +131,10 @@ int cost_pctx_init(cost_pctx *c, const cost_part_layer *layers, int nlayers, int
         c->P[l + 1] = c->P[l] + layers[l].param_bytes;
         c->S[l + 1] = c->S[l] + layers[l].stash_bytes;
     }
+    if (cost_time_check(c->T[nlayers], "sum", e, "partition: the time of all %d layers", nlayers) != PL_OK) {
+        cost_pctx_free(c);
+        return PL_EINPUT;
+    }
     return PL_OK;
 }
 
@@ -529,6 +533,10 @@ int cost_part_layers_from_model(const cost_model *m, const cost_hw *hw, const co
             return rc;
         }
         L[l].time_s = input_pseudo_layer(m, l) ? 0.0 : f + i + w;
+        if ((rc = cost_time_check(L[l].time_s, "F + I + W", e, "partition: layer %d: its time", l)) != PL_OK) {
+            free(L);
+            return rc;
+        }
         L[l].param_bytes = (double)m->layer[l].param_bytes;
         L[l].out_bytes = (double)(m->cut_bytes ? m->cut_bytes[l + 1] : m->layer[l].out_bytes) * scale;
         L[l].stash_bytes = (double)m->layer[l].stash_bytes * scale;

@@ -242,7 +242,8 @@ static int finish_read(const part_reader *r, cost_partition **out) {
 int cost_partition_parse_text(const char *text, const char *path, cost_partition **out, pl_err *e) {
     *out = NULL;
     part_reader r = {.path = path ? path : "<partition>", .last_line = 1, .e = e};
-    char *copy = strdup(text ? text : "");
+    if (!text) text = "";
+    char *copy = strdup(text + pl_bom_len(text, strlen(text)));
     if (!copy) return pl_errf(e, PL_ENOMEM, "%s: out of memory", r.path);
     int rc = PL_OK;
     for (char *line = copy, *nl; line && rc == PL_OK; line = nl) {

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 /* The CSV form: one row per rank, one cell per action in PyTorch's notation, an empty cell is
  * an idle slot. It carries no header, so reading infers the shape:
@@ -340,8 +339,7 @@ sched *sched_read_torch_csv(const char *path, const char *text, size_t len, sche
         pl_errf(e, PL_EINPUT, "%s: empty file", c.path);
         return NULL;
     }
-    size_t pos = 0;
-    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) pos = 3; /* UTF-8 byte order mark */
+    size_t pos = pl_bom_len(text, len);
     /* Count the rows: every line up to the last one that is not blank. */
     size_t nlines = 0, last = 0;
     for (size_t p = pos; p < len;) {
@@ -455,11 +453,6 @@ static int is_csv_path(const char *path) {
  * directories, files over 256 MiB, empty files and binary data with a clear message.
  * Returns the schedule (its source recorded), or NULL with e filled. */
 sched *sched_load(const char *path, sched_letters letters, pl_err *e) {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        pl_errf(e, PL_EINPUT, "%s: is a directory, not a schedule file", path);
-        return NULL;
-    }
     char *text = NULL;
     size_t len = 0;
     if (pl_read_file(path, LOAD_MAX_BYTES, &text, &len, e) != PL_OK) return NULL;

@@ -9,7 +9,8 @@
 
 /* The format, version 1 (see DESIGN.md section 3):
  *
- *   # comment                      lines whose first non-blank character is '#'; blank lines
+ *   # comment                      '#' starts a comment, on a line of its own or after the
+ *                                  content of a header or rank line; blank lines are skipped
  *   pipelab-schedule 1             first other line: magic and version
  *   kind 1f1b                      then every header key exactly once, in any order
  *   ranks 4
@@ -131,7 +132,8 @@ static int is_blank(char c) { return c == ' ' || c == '\t'; }
 /* Returns token t quoted into buf (SCHED_QUOTE_BUF bytes), shortened when long. */
 static const char *quote(tok t, char *buf) { return sched_quote(t.p, t.n, buf); }
 
-/* Reads the next line into *l; returns 0 at end of input. A trailing '\r' is dropped. */
+/* Reads the next line into *l; returns 0 at end of input. A trailing '\r' is dropped, and so is
+ * a comment: from a '#' to the end of the line. */
 static int next_line(rd *r, line *l) {
     if (r->pos >= r->len) return 0;
     const char *start = r->text + r->pos;
@@ -139,6 +141,8 @@ static int next_line(rd *r, line *l) {
     size_t n = nl ? (size_t)(nl - start) : r->len - r->pos;
     r->pos += n + (nl ? 1 : 0);
     if (n > 0 && start[n - 1] == '\r') n--;
+    const char *hash = memchr(start, '#', n);
+    if (hash) n = (size_t)(hash - start);
     l->p = start;
     l->n = n;
     l->no = ++r->lineno;
@@ -179,11 +183,11 @@ static void end_pos(const rd *r, int *lineno, int *col) {
     *col = r->lineno > 0 ? (int)r->last.n + 1 : 1;
 }
 
-/* Returns 1 when l is blank or a comment (first non-blank character '#'). */
+/* Returns 1 when l is blank (a comment line is blank once next_line dropped its comment). */
 static int is_skippable(const line *l) {
     size_t i = 0;
     while (i < l->n && is_blank(l->p[i])) i++;
-    return i == l->n || l->p[i] == '#';
+    return i == l->n;
 }
 
 /* Checks that a content line holds only printable ASCII and blanks. Returns PL_OK, or
@@ -612,7 +616,7 @@ sched *sched_read_text(const char *path, const char *text, size_t len, pl_err *e
         pl_errf(e, PL_EINPUT, "%s: empty file", r.path);
         return NULL;
     }
-    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) r.pos = 3; /* UTF-8 byte order mark */
+    r.pos = pl_bom_len(text, len);
     line l;
     int found = 0;
     while (next_line(&r, &l))

@@ -252,17 +252,24 @@ static int read_header(stage_csv *r, char **cells, int nc) {
     return seen_stage ? PL_OK : pl_errf(r->e, PL_EINPUT, "%s:%d: the header needs a 'stage' column", r->path, r->line);
 }
 
-/* Sets the field of column c of override o to v. */
-static void set_cell(sim_stage_cost *o, int c, double v) {
+/* Returns the byte field of column c of override o, or NULL when c is a time column. */
+static int64_t *byte_cell(sim_stage_cost *o, int c) {
+    switch (c) {
+    case C_BYTES: return &o->bytes;
+    case C_STASH: return &o->stash_bytes;
+    case C_WSTASH: return &o->w_stash_bytes;
+    case C_PARAM: return &o->param_bytes;
+    default: return NULL;
+    }
+}
+
+/* Sets the time field of column c of override o to v (c not a byte column). */
+static void set_time_cell(sim_stage_cost *o, int c, double v) {
     switch (c) {
     case C_TF: o->tf_s = v; break;
     case C_TB: o->tb_s = v; break;
     case C_TI: o->ti_s = v; break;
     case C_TW: o->tw_s = v; break;
-    case C_BYTES: o->bytes = (int64_t)v; break;
-    case C_STASH: o->stash_bytes = (int64_t)v; break;
-    case C_WSTASH: o->w_stash_bytes = (int64_t)v; break;
-    case C_PARAM: o->param_bytes = (int64_t)v; break;
     default: break;
     }
 }
@@ -286,7 +293,12 @@ static int read_row(stage_csv *r, char **cells, int nc) {
         if (pl_parse_double(cells[i], &v) != 0 || v < 0)
             return pl_errf(r->e, PL_EINPUT, "%s:%d: %s must be a number >= 0 (got '%s')", r->path, r->line,
                            col_names[r->col[i]], cells[i]);
-        set_cell(&r->st[q], r->col[i], v);
+        int64_t *bytes = byte_cell(&r->st[q], r->col[i]);
+        const char *bad = bytes ? cost_bytes_read(v, bytes) : NULL;
+        if (bad)
+            return pl_errf(r->e, PL_EINPUT, "%s:%d: %s '%s' %s", r->path, r->line, col_names[r->col[i]], cells[i],
+                           bad);
+        if (!bytes) set_time_cell(&r->st[q], r->col[i], v);
     }
     return PL_OK;
 }
@@ -328,7 +340,7 @@ int sim_basic_load_csv(sim_basic *b, const char *path, int stages, pl_err *e) {
         return pl_errf(e, PL_ENOMEM, "out of memory");
     }
     for (int q = 0; q < stages; q++) r.st[q] = (sim_stage_cost){-1, -1, -1, -1, -1, -1, -1, -1};
-    rc = read_lines(&r, text);
+    rc = read_lines(&r, text + pl_bom_len(text, len));
     free(text);
     free(r.row_line);
     if (rc != PL_OK) {

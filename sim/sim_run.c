@@ -333,10 +333,7 @@ static void trace_recv_ends(sim_eng *g) {
 /* Returns PL_OK when the run's times make its figures defined, else PL_EINPUT: a makespan that
  * overflowed, or zero time for actions. */
 static int check_times(const sim_result *r, pl_err *e) {
-    if (!isfinite(r->makespan_s))
-        return pl_errf(e, PL_EINPUT,
-                       "the simulated time overflowed (makespan %g s): compute or transfer times too large to add up",
-                       r->makespan_s);
+    if (cost_time_check(r->makespan_s, "makespan", e, "the simulated time") != PL_OK) return PL_EINPUT;
     if (r->makespan_s <= 0 && r->actions > 0)
         return pl_errf(e, PL_EINPUT,
                        "every action takes zero time (makespan 0 s), so throughput and bubbles are undefined: give "

@@ -77,7 +77,9 @@ static const limit_case cases[] = {
     {"", SIM "1f1b --ranks 4 --microbatches 8 " MODEL "--set topology.nodes=9999999999", 1, "topology.nodes must be an integer"},
     {"", SIM "1f1b --ranks 4 --microbatches 8 --model uniform:layers=8,fwd_s=nan", 1, "fwd_s must be a non-negative number, got 'nan'"},
     {"", SIM "1f1b --ranks 4 --microbatches 8 --model uniform:layers=8,fwd_s=0", 1, "zero time"},
-    {"", SIM "1f1b --ranks 4 --microbatches 8 --model uniform:layers=8,fwd_s=1e308", 1, "the simulated time overflowed"},
+    {"", SIM "1f1b --ranks 4 --microbatches 8 --model uniform:layers=8,fwd_s=1e308", 1, "too large to add up"},
+    /* each stage's and the model's sums finite, the iteration's not */
+    {"", SIM "1f1b --ranks 4 --microbatches 32 --model uniform:layers=4,fwd_s=5e306", 1, "the simulated time overflowed"},
     {"", SIM "1f1b --ranks 4 --microbatches 8 --model uniform:layers=8,fwd_s=1e-3,param_bytes=4e18", 1, "too large to count in 64 bits"},
     {"", SIM "1f1b --ranks 4 --microbatches 8 --model transformer:layers=16,hidden=1000000000,heads=16,seq=512,vocab=32000,microbatch=4 --hardware h100", 1, "sizes overflow"},
     {"", SIM "1f1b --ranks 4 --microbatches 1000000 --model uniform:layers=8,fwd_s=1e-3 --max-memory 1GiB", 1, "simulating 1f1b (4 ranks, 4 stages, 1000000 microbatches"},

@@ -1059,6 +1059,57 @@ static void test_torch_text_roundtrip(void) {
     }
 }
 
+/* Returns the README's .sched example (malloc'd): the fenced block after the line that
+ * introduces the native text format, so that this test follows the README. NULL when absent. */
+static char *readme_sched_example(void) {
+    size_t len = 0;
+    char *readme = slurp(PIPELAB_TESTS_DIR "/../README.md", &len);
+    if (!readme) return NULL;
+    char *intro = strstr(readme, "**`.sched`**, the native text format");
+    char *open = intro ? strstr(intro, "\n```\n") : NULL;
+    char *body = open ? open + strlen("\n```\n") : NULL;
+    char *close = body ? strstr(body, "\n```\n") : NULL;
+    char *ex = NULL;
+    if (close) {
+        close[1] = '\0'; /* keep the block's last line end */
+        ex = strdup(body);
+    }
+    free(readme);
+    return ex;
+}
+
+/* The README's own .sched example reads, verbatim: '#' starts a comment anywhere on a line
+ * (its header lines carry trailing comments), which gives the canonical schedule. A comment
+ * right after a value or an action, and on a rank line, is dropped the same way. */
+static void test_text_readme_example(void) {
+    char *ex = readme_sched_example();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ex);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ex, "placement loop          # loop"));
+    pl_err e;
+    pl_err_clear(&e);
+    sched *s = sched_read_text("readme.sched", ex, strlen(ex), &e);
+    if (!s) fprintf(stderr, "\n  README example: %s\n", e.msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    char *t = to_text(s);
+    CU_ASSERT_STRING_EQUAL(t, canonical);
+    free(t);
+    sched_free(s);
+    free(ex);
+    static const char tight[] =
+        "pipelab-schedule 1# version\nkind 1f1b#kind\nranks 2\nstages 2\nmicrobatches 2\niterations 1\n"
+        "chunks 1\nplacement loop\nweights flush\nrecompute none\nlowered no # no\n"
+        "rank 0: 0F0 0F1 0B0 0B1   # rank 0\nrank 1: 1F0 1B0 1F1 1B1#end\n";
+    s = sched_read_text("tight.sched", tight, strlen(tight), &e);
+    if (!s) fprintf(stderr, "\n  tight comments: %s\n", e.msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    t = to_text(s);
+    CU_ASSERT_STRING_EQUAL(t, canonical);
+    free(t);
+    sched_free(s);
+    /* a comment does not stand in for a value */
+    expect_text_error(edit("kind 1f1b", "kind # 1f1b"), "t.sched:3:6:", "header key 'kind' needs a value");
+}
+
 /* ---------------------------------------------------------------- sched_load */
 
 /* sched_load dispatches on the extension and refuses empty, binary, missing and directory
@@ -1144,6 +1195,7 @@ void test_io_register(void) {
         {"canonical text writes back unchanged", test_text_canonical},
         {"text reader tolerates comments, CRLF, blanks", test_text_tolerant},
         {"text errors give line:col and reason", test_text_errors},
+        {"the README's .sched example reads ('#' comments anywhere on a line)", test_text_readme_example},
         {"csv round trip of generated schedules", test_csv_roundtrip_generated},
         {"csv writing rules", test_csv_write_rules},
         {"csv reading infers the shape", test_csv_read_inference},

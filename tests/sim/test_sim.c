@@ -916,6 +916,41 @@ static void test_stage_csv(void) {
     free(dir);
 }
 
+/* Stage CSV byte cells: a whole number up to 4.6e18 (cost_bytes_read), refused at file:line
+ * otherwise (a value past 2^63 used to become 0 bytes); a leading byte order mark is skipped. */
+static void test_stage_csv_bytes(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = pl_test_path(dir, "costs.csv");
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"stage,tf,tb,stash_bytes,param_bytes,bytes\n0,1,2,1e20,1e20,1e20\n1,1,2,5,5,5\n",
+         "costs.csv:2: stash_bytes '1e20' is too large (more than 4.6e18 bytes)"},
+        {"stage,bytes\n0,5\n1,9.3e18\n", "costs.csv:3: bytes '9.3e18' is too large"},
+        {"stage,w_stash_bytes\n0,2.5\n", "costs.csv:2: w_stash_bytes '2.5' is not a whole number"},
+        {"\xEF\xBB\xBFstage,tf,param_bytes\n0,3,4096\n", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        pl_err e = {0};
+        CU_ASSERT_EQUAL_FATAL(pl_write_file(path, cases[i].text, strlen(cases[i].text), &e), PL_OK);
+        sim_basic b;
+        sim_basic_init(&b);
+        int rc = sim_basic_load_csv(&b, path, 2, &e);
+        if (cases[i].want) {
+            CU_ASSERT_EQUAL(rc, PL_EINPUT);
+            CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, cases[i].want));
+            if (!strstr(e.msg, cases[i].want)) fprintf(stderr, "\n  case %zu: '%s' lacks '%s'\n", i, e.msg, cases[i].want);
+        } else {
+            CU_ASSERT_EQUAL_FATAL(rc, PL_OK);
+            CU_ASSERT_DOUBLE_EQUAL(b.stage[0].tf_s, 3, 0);
+            CU_ASSERT_EQUAL(b.stage[0].param_bytes, 4096);
+        }
+        sim_basic_free(&b);
+    }
+    free(path);
+    free(dir);
+}
+
 /* Negative compute costs are refused; an unlowered schedule's trace is refused. */
 static void test_library_errors(void) {
     pl_err e;
@@ -1155,6 +1190,7 @@ void pl_test_register(void) {
         {"the sharing term: actions alone at their ratio, processor sharing's closed forms", test_sharing_term},
         {"trace export", test_trace_export},
         {"stage csv", test_stage_csv},
+        {"stage csv bytes: whole, at most 4.6e18, after a byte order mark", test_stage_csv_bytes},
         {"a compute-only order's own REDUCE_GRADs are not walked twice", test_compute_only_reduce_grad},
         {"library errors", test_library_errors},
         {"compute-only runs equal lowered runs", test_compute_only_equals_lowered},
