@@ -236,7 +236,9 @@ int cost_transformer_spec(const char *spec, cost_transformer_opts *o, pl_err *e)
  *   "transformer:layers=24,hidden=1024,heads=16,seq=1024,vocab=50257,microbatch=1"
  *   "gpt3-175b" style named presets are not provided; anything else is a file path:
  *   *.csv = profile CSV, otherwise graph.txt (microbatch_size 1); a file with a NUL byte is refused.
- * Unknown generator keys and a key given twice are errors. Returns NULL and e on error. */
+ * Unknown generator keys and a key given twice are errors, as are values that contradict each
+ * other (uniform: bwd_s beside bwd_in_s/bwd_w_s; a time beside fwd_flops, which sets every
+ * time from the hardware's FLOP rate). Returns NULL and e on error. */
 cost_model *cost_model_open(const char *spec, pl_err *e);
 
 /* Sum of param_bytes / dtype_bytes over all layers. */

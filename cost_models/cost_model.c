@@ -794,9 +794,11 @@ static int spec_bytes(const char *gen, const spec_kv *kv, int64_t *out, pl_err *
 static cost_model *open_uniform(const spec_kv *kv, int n, pl_err *e) {
     cost_uniform_opts o;
     cost_uniform_defaults(&o);
+    const char *time_key = NULL; /* a time given, which fwd_flops would silently override */
     for (int i = 0; i < n; i++) {
         const char *k = kv[i].key;
         int rc;
+        if (!strcmp(k, "fwd_s") || !strcmp(k, "bwd_s") || !strcmp(k, "bwd_in_s") || !strcmp(k, "bwd_w_s")) time_key = k;
         if (!strcmp(k, "layers")) rc = spec_int("uniform", &kv[i], 1, COST_MAX_LAYERS, &o.layers, e);
         else if (!strcmp(k, "microbatch")) rc = spec_int("uniform", &kv[i], 1, 1 << 30, &o.microbatch, e);
         else if (!strcmp(k, "fwd_s")) rc = spec_num("uniform", &kv[i], &o.fwd_s, e);
@@ -816,6 +818,11 @@ static cost_model *open_uniform(const spec_kv *kv, int n, pl_err *e) {
                          "bwd_in_s bwd_w_s fwd_flops param_bytes out_bytes stash_bytes "
                          "stash_recompute_bytes w_stash_bytes)", k);
         if (rc != PL_OK) return NULL;
+    }
+    if (time_key && o.fwd_flops > 0) {
+        pl_errf(e, PL_EINPUT, "model uniform: give times (%s) or fwd_flops, not both: with fwd_flops every "
+                "layer's times come from the hardware's FLOP rate", time_key);
+        return NULL;
     }
     return cost_model_uniform(&o, e);
 }

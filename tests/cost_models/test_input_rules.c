@@ -139,6 +139,14 @@ static void test_contradictions(void) {
     CU_ASSERT_PTR_NULL(m);
     expect_msg(&e, "model uniform: give bwd_s, or bwd_in_s and bwd_w_s, not both");
     cost_model_free(m);
+    m = cost_model_open("uniform:layers=2,fwd_flops=1e9,bwd_w_s=1", &e);
+    CU_ASSERT_PTR_NULL(m);
+    expect_msg(&e, "model uniform: give times (bwd_w_s) or fwd_flops, not both");
+    cost_model_free(m);
+    m = cost_model_open("uniform:layers=2,fwd_flops=1e9", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_DOUBLE_EQUAL(m->layer[1].fwd_flops, 1e9, 0);
+    cost_model_free(m);
     m = cost_model_open("uniform:layers=2,fwd_s=1e-3,bwd_in_s=1,bwd_w_s=0.5", &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
     CU_ASSERT_DOUBLE_EQUAL(m->layer[1].bwd_in_s + m->layer[1].bwd_w_s, 1.5, 0);
