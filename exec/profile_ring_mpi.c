@@ -16,6 +16,17 @@
 /* Where a process of the all-reduce profile waits (mpi_wait.h). */
 #define PR_WHERE "in the all-reduce profile"
 
+/* The buffers of the profiles' collectives, in the endpoint's scratch block (mpi_wait.h): a
+ * timeout leaves a collective pending. */
+typedef struct pr_ready {
+    int ok, all_ok; /* this process's memory; every one's */
+} pr_ready;
+typedef struct probe_bufs {
+    double v[2], all[2]; /* this process's block time and success; their sums over the job */
+} probe_bufs;
+_Static_assert(sizeof(pr_ready) <= EXEC_MPI_SCRATCH_BYTES && sizeof(probe_bufs) <= EXEC_MPI_SCRATCH_BYTES,
+               "the profiles' buffers fit an endpoint's scratch block");
+
 /* The two timed processes: the job's waits, their communicator, and the first error of a sync
  * (pr_barrier, which returns nothing). */
 typedef struct pr_pair {
@@ -35,14 +46,16 @@ static int pr_allreduce(exec_transport *t, int stage, int64_t *v, size_t count, 
         *e = p->err;
         return p->rc;
     }
-    return exec_mpi_allreduce_i64(p->m, p->comm, v, count, max, PR_WHERE, e);
+    return exec_mpi_allreduce_i64(p->m, p->comm, v, count, max, EXEC_MEET_AR_REDUCE, PR_WHERE, e);
 }
 
-/* The MPI sync before each timed all-reduce: a meeting of the two processes (a barrier, timed);
- * after one timed out, none (the job is ending). */
+/* The MPI sync before each timed all-reduce: a meeting of the two processes (a barrier, timed;
+ * of its own kind, so that a process that syncs while the other meets for its all-reduce, as
+ * when one all-reduce failed on one process alone, is found out of step); after one failed,
+ * none (the job is ending). */
 static void pr_barrier(void *arg) {
     pr_pair *p = arg;
-    if (p->rc == PL_OK) p->rc = exec_mpi_meet(p->m, p->comm, NULL, 0, PR_WHERE, &p->err);
+    if (p->rc == PL_OK) p->rc = exec_mpi_meet(p->m, p->comm, NULL, 0, EXEC_MEET_AR_SYNC, PR_WHERE, &p->err);
 }
 
 int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency_s, double *bandwidth_Bps, int *is_root,
@@ -69,13 +82,13 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
     exec_ar_plan plan;
     exec_ar_plan_init(cfg, reps, &plan);
     double *t_s = pl_calloc((size_t)(EXEC_AR_SIZES * plan.reps), sizeof *t_s);
-    static int ok, all_ok; /* the collective's buffers, static (mpi_wait.h): a timeout leaves it pending */
-    ok = t_s != NULL;
-    all_ok = 0;
+    pr_ready *b = exec_mpi_end_scratch(pp.m);
+    b->ok = t_s != NULL;
+    b->all_ok = 0;
     MPI_Request rq;
-    MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &rq); /* no process leaves the others waiting */
-    int rc = exec_mpi_meet(pp.m, MPI_COMM_WORLD, &rq, 1, PR_WHERE, e);
-    if (rc == PL_OK && !all_ok) rc = pl_errf(e, PL_ENOMEM, "out of memory for the all-reduce profile");
+    MPI_Iallreduce(&b->ok, &b->all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &rq); /* no process leaves the others waiting */
+    int rc = exec_mpi_meet(pp.m, MPI_COMM_WORLD, &rq, 1, EXEC_MEET_AR_READY, PR_WHERE, e);
+    if (rc == PL_OK && !b->all_ok) rc = pl_errf(e, PL_ENOMEM, "out of memory for the all-reduce profile");
     if (rc == PL_OK) MPI_Comm_split(MPI_COMM_WORLD, me < EXEC_AR_RANKS ? 0 : MPI_UNDEFINED, me, &pp.comm); /* after the meeting */
     if (pp.comm != MPI_COMM_NULL) {
         int reps_of[1] = {EXEC_AR_RANKS}, base_of[1] = {0};
@@ -98,8 +111,8 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
     pl_err ew;
     if (exec_mpi_timed_out(&ew) == PL_OK) { /* every process: the others wait here, idle and without a
                                               * deadline, while the two time (the two's own waits are timed) */
-        int rw = me < EXEC_AR_RANKS ? exec_mpi_meet(pp.m, MPI_COMM_WORLD, NULL, 0, PR_WHERE, &ew)
-                                    : exec_mpi_meet_patient(pp.m, MPI_COMM_WORLD, NULL, 0, PR_WHERE, &ew);
+        int rw = me < EXEC_AR_RANKS ? exec_mpi_meet(pp.m, MPI_COMM_WORLD, NULL, 0, EXEC_MEET_AR_END, PR_WHERE, &ew)
+                                    : exec_mpi_meet_patient(pp.m, MPI_COMM_WORLD, NULL, 0, EXEC_MEET_AR_END, PR_WHERE, &ew);
         if (rc == PL_OK && rw != PL_OK) {
             rc = rw;
             *e = ew;
@@ -113,13 +126,14 @@ int exec_mpi_profile_allreduce(const exec_config *cfg, int reps, double *latency
 }
 
 /* The host probe's collective over the job: *v (count doubles) combined by op, completed in a
- * meeting (without a deadline when patient: this process waits while process 0 profiles alone);
- * in and out static (mpi_wait.h). Returns PL_OK or the meeting's error. */
-static int probe_allreduce(exec_mpi_end *m, const double *in, double *out, int count, MPI_Op op, int patient, pl_err *e) {
+ * meeting of kind (without a deadline when patient: this process waits while process 0 profiles
+ * alone); in and out in m's scratch block (probe_bufs). Returns PL_OK or the meeting's error. */
+static int probe_allreduce(exec_mpi_end *m, const double *in, double *out, int count, MPI_Op op, int patient,
+                           exec_meet_kind kind, pl_err *e) {
     MPI_Request rq;
     MPI_Iallreduce(in ? in : MPI_IN_PLACE, out, count, MPI_DOUBLE, op, MPI_COMM_WORLD, &rq);
-    return patient ? exec_mpi_meet_patient(m, MPI_COMM_WORLD, &rq, 1, "in the host probe", e)
-                   : exec_mpi_meet(m, MPI_COMM_WORLD, &rq, 1, "in the host probe", e);
+    return patient ? exec_mpi_meet_patient(m, MPI_COMM_WORLD, &rq, 1, kind, "in the host probe", e)
+                   : exec_mpi_meet(m, MPI_COMM_WORLD, &rq, 1, kind, "in the host probe", e);
 }
 
 int exec_mpi_host_probe(exec_host_probe *p, double timeout_s, int *is_root, pl_err *e) {
@@ -138,26 +152,28 @@ int exec_mpi_host_probe(exec_host_probe *p, double timeout_s, int *is_root, pl_e
     exec_mpi_end *m = exec_mpi_end_open(timeout_s, EXEC_MTS_PROBE, 0, "in the host probe", e);
     if (!m) return e->code;
     int rc = exec_profile_layers_n(&c, EXEC_HOST_PROBE_REPS, 1, &lp, e);
-    static double v[2], all[2]; /* the collectives' buffers, static (mpi_wait.h): a timeout leaves one pending */
+    probe_bufs *b = exec_mpi_end_scratch(m);
+    double *v = b->v, *all = b->all;
     v[0] = rc == PL_OK ? lp.f_s : 0;
     v[1] = rc == PL_OK;
     all[0] = all[1] = 0;
     pl_err ew;
-    int rw = probe_allreduce(m, v, all, 2, MPI_SUM, 0, &ew);
+    int rw = probe_allreduce(m, v, all, 2, MPI_SUM, 0, EXEC_MEET_PROBE_ALL, &ew);
     /* then process 0 alone, the others waiting */
     if (rw == PL_OK && rc == PL_OK && all[1] == size && me == 0) rc = exec_profile_layers_n(&c, EXEC_HOST_PROBE_REPS, 1, &lp, e);
     v[1] = rc == PL_OK;
-    if (rw == PL_OK) rw = probe_allreduce(m, NULL, &v[1], 1, MPI_MIN, me != 0, &ew); /* the others wait for 0 */
+    if (rw == PL_OK) rw = probe_allreduce(m, NULL, &v[1], 1, MPI_MIN, me != 0, EXEC_MEET_PROBE_ALONE, &ew); /* the others wait for 0 */
+    double sum_fwd_s = all[0], came = all[1], all_ok = v[1]; /* before the scratch block goes with m */
     exec_mpi_end_close(m);
     if (rw != PL_OK) { /* a process stood still: the job ends */
         *e = ew;
         return rw;
     }
-    if (rc == PL_OK && !(all[1] == size && v[1] > 0))
+    if (rc == PL_OK && !(came == size && all_ok > 0))
         rc = pl_errf(e, PL_EINTERNAL, "the host probe failed on another process of the MPI job");
     if (rc != PL_OK) return rc;
     p->workers = size;
-    p->fwd_s = all[0] / size;
+    p->fwd_s = sum_fwd_s / size;
     if (me == 0) p->alone_fwd_s = lp.f_s;
     return PL_OK;
 }

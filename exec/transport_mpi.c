@@ -20,13 +20,17 @@
  * as the barrier does (mpi_wait.h); MPI_Comm_split (no nonblocking form) and the replicas'
  * all-reduce (its nonblocking form is slower: allreduce_i64) come right after a meeting; the
  * records and clocks go point to point, polled with the timeout too. A token carries its
- * meeting, by number on its communicator and by place (mtoken), checked where it is received:
- * one of another meeting is an internal error naming both (meet_check). When several members
- * time out in one meeting, the lowest-numbered says so and the others defer to it (meet_defer),
- * so that one line names the rank that stood still. After a timeout the job ends (MPI_Abort,
+ * meeting's kind (exec_meet_kind, one per place in the code that meets) and place (mtoken),
+ * checked where it is received: one of a meeting of another kind or place is an internal error
+ * naming both (meet_check); meetings of one kind that one member holds more often than another
+ * pair among themselves (tokens pair in order) and are caught at the next meeting of another
+ * kind. When several members time out in one meeting, or find it out of step, the
+ * lowest-numbered says so and the others defer to it (meet_defer), so that the job prints one
+ * line. After a timeout, or any meeting that left a request pending, the job ends (MPI_Abort,
  * here or in exec_mpi_finalize): the process cannot wait on the others any more, and nothing a
- * request left pending may use is released before (mpi_wait.h): the collectives' buffers are
- * static, an endpoint's buffers are kept (mend_free_sends).
+ * request left pending may use is released or reused before (mpi_wait.h): the collectives' and
+ * the clocks' and records' buffers lie in the endpoint's scratch block (mscratch), kept with its
+ * other buffers (mend_free_sends).
  * Faults: abort calls the hook (the CLI prints "rank R, action K (...): reason"), then
  * MPI_Abort(MPI_COMM_WORLD), which ends every process of the job; a killed process makes mpirun
  * end the job, terminating the others (SIGTERM): a terminated rank says what it was waiting for,
@@ -99,6 +103,11 @@ enum { MW_NONE = 0, MW_POLL, MW_BLOCKED };
 /* The names of the test-only EXEC_MPI_TEST_STOP_ENV's stop points (mpi_wait.h, EXEC_MTS_*). */
 static const char *const mts_name[EXEC_MTS_POINTS] = {"", "barrier", "wait", "probe", "join", "allreduce", "steady", "gather",
                                                       "profile", "extra"};
+/* The names of the meetings' kinds (exec_meet_kind), in meet_check's message. */
+static const char *const meet_kind_name[EXEC_MEET_KINDS] = {
+    "none", "host-enter", "host-cores", "host-pair", "host-worst", "host-name", "join-hosts", "join-comms", "stage-split",
+    "barrier", "test-extra", "pass-times", "replicas", "run-end", "gather", "p2p-ready", "p2p-end", "ar-ready", "ar-sync",
+    "ar-reduce", "ar-end", "probe-all", "probe-alone"};
 
 /* One send in flight: its request and its private copy of the data. */
 typedef struct msend {
@@ -117,16 +126,55 @@ typedef struct mpost {
     size_t bytes;
 } mpost;
 
-/* A meeting's token (meet), from each member to every other: the meeting's number on its
- * communicator (seq: each member counts the meetings it holds there, meet_seq_next), where its
- * sender meets (the `where` of meet, alike on every member, cut to MPI_TOKEN_WHERE - 1 bytes),
- * whether its sender waits without a deadline (patient: it never times out, meet_defer), and a
- * barrier's payload (the messages its sender sent to the receiver so far; else 0). */
+/* A meeting's token (meet), from each member to every other: the meeting's kind
+ * (exec_meet_kind) and where its sender meets (the `where` of meet, alike on every member, cut
+ * to MPI_TOKEN_WHERE - 1 bytes), whether its sender waits without a deadline (patient: it never
+ * times out, meet_defer), and a barrier's payload (the messages its sender sent to the receiver
+ * so far; else 0). */
 typedef struct mtoken {
-    int64_t seq, payload;
-    int32_t patient;
+    int64_t payload;
+    int32_t kind, patient;
     char where[MPI_TOKEN_WHERE];
 } mtoken;
+
+/* Header of a record sent to rank 0. */
+typedef struct rec_head {
+    int64_t passes, n_ops, n_weights, n_loss, core, allocated_bytes, model_peak_bytes, has_prof, n_round_f;
+    exec_mem peak;
+    double prof_s[EXEC_PROF_KINDS];
+    double window[EXEC_WINDOWS];
+} rec_head;
+
+/* Bytes of a mask of the cores (host_share). */
+#define MPI_MASK_BYTES (EXEC_MAX_CORES / 8)
+
+/* An endpoint's scratch block (mend.scratch): the buffers of the requests one function leaves to
+ * MPI, one function's at a time (each completes its requests, or its timeout ends the job),
+ * which outlive the function when it returns after a timeout (kept: mend_free_sends). */
+typedef union mscratch {
+    struct {
+        unsigned char mine[MPI_MASK_BYTES], all[MPI_MASK_BYTES]; /* this process's cores, the host's */
+        int both, pair_all; /* processes 0 and 1 on this host; on one host */
+    } share; /* host_share */
+    struct {
+        int mine[2], worst[2]; /* processes beyond the cores of this host, rank; the most of them, its rank */
+        int sum, job_cores;    /* this host's cores (its first process), the job's */
+        int there[2];          /* the processes and cores of the worst host */
+        char host[MPI_MAX_PROCESSOR_NAME];
+    } check; /* host_check */
+    struct {
+        int ln[2];          /* this host's processes; their least over the job */
+        MPI_Comm dup[2];    /* data, control */
+    } join; /* mpi_join */
+    struct {
+        double t, t0, t_r; /* the ping-pong's readings */
+    } clock;          /* clock_offset */
+    rec_head head;    /* send_record, recv_record */
+    struct {
+        int ok, all_ok; /* this process's memory; every one's */
+    } p2p;            /* exec_mpi_profile_p2p */
+    unsigned char user[EXEC_MPI_SCRATCH_BYTES]; /* exec_mpi_end_scratch */
+} mscratch;
 
 /* One endpoint (exec_transport.impl). */
 typedef struct mend {
@@ -145,6 +193,7 @@ typedef struct mend {
     MPI_Request *xreq;    /* [2 size + MPI_MEET_COLLS] a meeting's receives of the tokens, then its
                            * sends, then its collectives */
     mtoken *tok;          /* [2 size] a meeting's tokens: those it sends, then those it receives */
+    mscratch *scratch;    /* the buffers of requests left to MPI (mscratch) */
     unsigned char *rbuf;  /* receive buffer of rcap bytes */
     size_t rcap;
     mpost *post;          /* [npost] receives posted and not completed yet (grown by pl_grow) */
@@ -159,9 +208,8 @@ typedef struct mend {
 
 static void (*g_abort_hook)(const pl_err *why);
 static int g_inited; /* 1 when exec_mpi_run called MPI_Init_thread */
-static int g_timed_out; /* 1 when a wait of this process timed out, or its meetings fell out of step
-                        * (meet_check): the job must end (mpi_wait.h) */
-static int g_meet_key = MPI_KEYVAL_INVALID; /* the meetings' count cached on a communicator (meet_seq_next) */
+static int g_timed_out; /* 1 when a wait of this process timed out, or a meeting left a request pending
+                        * otherwise (an MPI error, meetings out of step: meet): the job must end (mpi_wait.h) */
 static int g_test_stopped; /* 1 when the test hook stopped this process (it stops it once) */
 
 /* What this rank waits for now, for the report of a rank that the launcher terminates (when
@@ -573,25 +621,10 @@ static int job_rank(MPI_Comm comm, int q) {
     return r;
 }
 
-/* Counts a meeting on comm and returns its number there (1 for the first): the count is cached
- * on the communicator (an attribute, which its duplicates do not inherit), so every member
- * numbers the meetings held on it alike, whichever endpoint holds them. */
-static int64_t meet_seq_next(MPI_Comm comm) {
-    void *v = NULL;
-    int flag = 0;
-    if (g_meet_key == MPI_KEYVAL_INVALID &&
-        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &g_meet_key, NULL) != MPI_SUCCESS)
-        return 0;
-    MPI_Comm_get_attr(comm, g_meet_key, &v, &flag);
-    intptr_t n = (flag ? (intptr_t)v : 0) + 1;
-    MPI_Comm_set_attr(comm, g_meet_key, (void *)n);
-    return (int64_t)n;
-}
-
-/* Fills the token t of meeting seq at `where` (mtoken). */
-static void token_fill(mtoken *t, int64_t seq, int64_t payload, int patient, const char *where) {
+/* Fills the token t of a meeting of kind at `where` (mtoken). */
+static void token_fill(mtoken *t, exec_meet_kind kind, int64_t payload, int patient, const char *where) {
     memset(t, 0, sizeof *t);
-    t->seq = seq;
+    t->kind = (int32_t)kind;
     t->payload = payload;
     t->patient = patient;
     snprintf(t->where, sizeof t->where, "%s", where);
@@ -621,41 +654,59 @@ static void meet_late(const mend *m, MPI_Comm comm, int n, int ncoll, int counts
         snprintf(buf, len, "%s", ncoll ? "the others to complete it" : counts ? "its counts to be taken" : "its tokens to be taken");
 }
 
-/* Checks the tokens that came to meeting seq on comm (n members, this one me), at `where`: one
- * of another meeting (another number, or place) means that the members' meetings are out of
- * step, as when one member held a meeting the others did not; in-order delivery alone would
- * have paired them wrong. Returns PL_OK, or PL_EINTERNAL naming both meetings (g_timed_out
- * set: its collectives may be pending, or paired with another meeting's; the job must end). */
-static int meet_check(mend *m, MPI_Comm comm, int n, int me, int64_t seq, const char *where, pl_err *e) {
-    mtoken mine;
-    token_fill(&mine, seq, 0, 0, where);
+/* Returns 1 when token t (its place made a string) comes from a meeting of kind at `where`. */
+static int token_matches(mtoken *t, exec_meet_kind kind, const char *where) {
+    char mine[MPI_TOKEN_WHERE];
+    snprintf(mine, sizeof mine, "%s", where); /* as token_fill cuts it */
+    t->where[sizeof t->where - 1] = '\0';
+    return t->kind == (int32_t)kind && strcmp(t->where, mine) == 0;
+}
+
+static void meet_defer(const mend *m, MPI_Comm comm, int n, int me, int out_of_step, exec_meet_kind kind, const char *where);
+
+/* Checks the tokens that came to a meeting of kind on comm (n members, this one me), at `where`:
+ * one of a meeting of another kind or place means that the members' meetings are out of step, as
+ * when one member held a meeting the others did not; in-order delivery alone would have paired
+ * them wrong. (Meetings of this kind that one member holds more often than another pair among
+ * themselves, unseen here: the next meeting of another kind finds them.) Returns PL_OK, or
+ * PL_EINTERNAL naming both meetings (g_timed_out set: its collectives may be pending, or paired
+ * with another meeting's; the job must end), said after meet_defer. */
+static int meet_check(mend *m, MPI_Comm comm, int n, int me, exec_meet_kind kind, const char *where, pl_err *e) {
     for (int q = 0; q < n; q++) {
         if (q == me || !token_came(m, q)) continue;
         mtoken *t = &m->tok[m->size + q];
-        t->where[sizeof t->where - 1] = '\0';
-        if (t->seq == seq && strcmp(t->where, mine.where) == 0) continue;
+        if (token_matches(t, kind, where)) continue;
         g_timed_out = 1;
-        return pl_errf(e, PL_EINTERNAL, "internal error: meetings out of step: rank %d meets %s (meeting %lld on its "
-                       "communicator), rank %d's token came from its meeting %lld, %s", m->rank, where, (long long)seq,
-                       job_rank(comm, q), (long long)t->seq, t->where);
+        int tk = t->kind > EXEC_MEET_NONE && t->kind < EXEC_MEET_KINDS ? t->kind : EXEC_MEET_NONE;
+        pl_errf(e, PL_EINTERNAL, "internal error: meetings out of step: rank %d meets %s (meeting '%s'), rank %d's token "
+                "came from its meeting %s (meeting '%s')", m->rank, where, meet_kind_name[kind], job_rank(comm, q), t->where,
+                meet_kind_name[tk]);
+        meet_defer(m, comm, n, me, 1, kind, where);
+        return PL_EINTERNAL;
     }
     return PL_OK;
 }
 
-/* After a meeting of comm (n members, this one me) timed out, the rule that makes one line of
- * the job name the ranks that never came: every member whose token came (of this meeting:
- * meet_check) waits for them as this one does and times out about when it does; the
- * lowest-numbered of them in the job that waits with a deadline (its token says so) prints the
- * line, at once, and ends the job. The others defer to it: they wait up to MPI_DEFER_S (no
- * longer than the timeout), quietly (the launcher's SIGTERM then ends them without on_term's
- * report, where they stood being that line's), for that end, and say their own only when the
- * job is still there after it (that member did not time out: the late ones' tokens reached it;
- * or it timed out later). A wait for one message knows of no other waiter: each rank that times
- * out there prints its own line, naming the message it waited for. */
-static void meet_defer(const mend *m, MPI_Comm comm, int n, int me) {
+/* After a meeting of kind at `where` on comm (n members, this one me) timed out or was found out
+ * of step, the rule that makes one line of the job say so. After a timeout, every member whose
+ * token came (of this meeting: meet_check) waits for the same ranks as this one does and times
+ * out about when it does; the lowest-numbered of them in the job that waits with a deadline (its
+ * token says so) prints the line. Out of step, every member whose token of another meeting came
+ * received this one's token in that meeting, and finds it out of step too; the lowest-numbered
+ * of them and this one prints the line. It does so at once, and ends the job. The others defer
+ * to it: they wait up to MPI_DEFER_S (no longer than the timeout), quietly (the launcher's
+ * SIGTERM then ends them without on_term's report, where they stood being that line's), for that
+ * end, and say their own only when the job is still there after it (that member did not time
+ * out, or find the meetings out of step: the late ones' tokens reached it; or it did later). A
+ * wait for one message knows of no other waiter: each rank that times out there prints its own
+ * line, naming the message it waited for. */
+static void meet_defer(const mend *m, MPI_Comm comm, int n, int me, int out_of_step, exec_meet_kind kind, const char *where) {
     int first = m->rank;
     for (int q = 0; q < n; q++) {
-        if (q == me || !token_came(m, q) || m->tok[m->size + q].patient) continue;
+        if (q == me || !token_came(m, q)) continue;
+        mtoken *t = &m->tok[m->size + q];
+        int same = token_matches(t, kind, where);
+        if (out_of_step ? same : t->patient) continue; /* in step; a patient member never times out */
         int r = job_rank(comm, q);
         if (r < first) first = r;
     }
@@ -685,31 +736,36 @@ static void meet_release(mend *m, int n) {
 }
 
 /* Meets every other member of comm: sends each member q a token of this meeting (mtoken: its
- * number on comm, `where`, and out[q] when out is not NULL) and receives theirs (their payloads
+ * kind, `where`, and out[q] when out is not NULL) and receives theirs (their payloads
  * into in[q]; in[self] = out[self]) on TAG_MEET, point to point, and completes the ncoll
  * nonblocking collectives coll[] started on comm with them, all polled with the timeout
  * (spinning spin_s before it naps). No member's token comes before that member arrived, so it
- * is a barrier, and a timeout names the members that never came. `where` says where this rank
- * waits ("at the barrier between passes"), alike on every member. Returns PL_OK, PL_EINPUT
- * (MPI's error), PL_EINTERNAL when a token of another meeting came (meet_check), or after the
- * timeout PL_EINTERNAL "timed out after T s: rank R waits WHERE for rank(s) Q" (the tokens'
- * receives cancelled; the collectives still pending: the job must end; said after meet_defer). */
+ * is a barrier, and a timeout names the members that never came. kind is the place in the code
+ * that meets, `where` where this rank waits ("at the barrier between passes"), both alike on
+ * every member. Returns PL_OK, PL_EINPUT (MPI's error), PL_EINTERNAL when a token of a meeting of
+ * another kind or place came (meet_check), or after the timeout PL_EINTERNAL "timed out after T
+ * s: rank R waits WHERE for rank(s) Q" (the tokens' receives cancelled; said after meet_defer).
+ * Every error leaves requests pending (the collectives, at least): g_timed_out is set, the job
+ * must end. */
 static int meet(mend *m, MPI_Comm comm, const int64_t *out, int64_t *in, MPI_Request *coll, int ncoll, double spin_s,
-                const char *where, pl_err *e) {
+                exec_meet_kind kind, const char *where, pl_err *e) {
     int n = 0, me = 0, nr = 0;
     MPI_Comm_size(comm, &n);
     MPI_Comm_rank(comm, &me);
-    if (n > m->size || ncoll > MPI_MEET_COLLS)
+    if (n > m->size || ncoll > MPI_MEET_COLLS) {
+        g_timed_out = 1; /* coll[] pending */
         return pl_errf(e, PL_EINTERNAL, "a meeting of %d members and %d collectives", n, ncoll);
-    int64_t seq = meet_seq_next(comm);
+    }
     mtoken *tout = m->tok, *tin = m->tok + m->size;
     for (int q = 0; q < n; q++) {
         m->xreq[q] = m->xreq[n + q] = MPI_REQUEST_NULL;
         if (q == me) continue;
-        token_fill(&tout[q], seq, out ? out[q] : 0, m->patient, where);
+        token_fill(&tout[q], kind, out ? out[q] : 0, m->patient, where);
         if (MPI_Irecv(&tin[q], (int)sizeof *tin, MPI_BYTE, q, TAG_MEET, comm, &m->xreq[q]) != MPI_SUCCESS ||
-            MPI_Isend(&tout[q], (int)sizeof *tout, MPI_BYTE, q, TAG_MEET, comm, &m->xreq[n + q]) != MPI_SUCCESS)
-            return pl_errf(e, PL_EINTERNAL, "rank %d: meeting rank %d %s failed", m->rank, job_rank(comm, q), where);
+            MPI_Isend(&tout[q], (int)sizeof *tout, MPI_BYTE, q, TAG_MEET, comm, &m->xreq[n + q]) != MPI_SUCCESS) {
+            g_timed_out = 1; /* the tokens posted so far and coll[] pending */
+            return pl_errf(e, PL_EINTERNAL, "meeting rank %d %s failed", job_rank(comm, q), where);
+        }
     }
     for (nr = 2 * n; nr < 2 * n + ncoll; nr++) {
         m->xreq[nr] = coll[nr - 2 * n];
@@ -719,18 +775,21 @@ static int meet(mend *m, MPI_Comm comm, const int64_t *out, int64_t *in, MPI_Req
     snprintf(what, sizeof what, "rank %d waits %s", m->rank, where);
     int rc = wait_reqs(m, m->xreq, nr, NULL, what, spin_s, e);
     if (rc == PL_OK) {
-        rc = meet_check(m, comm, n, me, seq, where, e);
+        rc = meet_check(m, comm, n, me, kind, where, e);
         for (int q = 0; rc == PL_OK && in && q < n; q++) in[q] = q == me ? out[q] : tin[q].payload;
         return rc;
     }
-    if (rc != PL_EINTERNAL) return rc; /* MPI's error */
-    if (meet_check(m, comm, n, me, seq, where, e) == PL_OK) { /* else a token of another meeting says more */
+    if (rc != PL_EINTERNAL) { /* MPI's error: the requests' states unknown */
+        g_timed_out = 1;
+        return rc;
+    }
+    if (meet_check(m, comm, n, me, kind, where, e) == PL_OK) { /* else a token of another meeting says more */
         char late[EXEC_WAIT_TEXT_MAX];
         meet_late(m, comm, n, ncoll, out != NULL, late, sizeof late);
         int several = strchr(late, ',') != NULL;
         pl_errf(e, rc, "timed out after %g s: %s for %s%s", m->timeout_s, what,
                 isdigit((unsigned char)late[0]) ? (several ? "ranks " : "rank ") : "", late);
-        meet_defer(m, comm, n, me);
+        meet_defer(m, comm, n, me, 0, kind, where);
     }
     meet_release(m, n);
     return rc;
@@ -747,8 +806,9 @@ static int own_err(const mend *m, int rc, pl_err *e) {
 
 /* Completes the ncoll collectives coll[] started on comm in a meeting (meet, no payload), waiting
  * as a message's wait does. Returns PL_OK or meet's error. */
-static int coll_wait(mend *m, MPI_Comm comm, MPI_Request *coll, int ncoll, const char *where, pl_err *e) {
-    return meet(m, comm, NULL, NULL, coll, ncoll, m->spin_s, where, e);
+static int coll_wait(mend *m, MPI_Comm comm, MPI_Request *coll, int ncoll, exec_meet_kind kind, const char *where,
+                     pl_err *e) {
+    return meet(m, comm, NULL, NULL, coll, ncoll, m->spin_s, kind, where, e);
 }
 
 /* Waits for every rank while exchanging the message counts (a meeting on the control
@@ -756,14 +816,15 @@ static int coll_wait(mend *m, MPI_Comm comm, MPI_Request *coll, int ncoll, const
  * receives theirs; point to point, so that a timeout names the ranks that never came), then
  * checks that this rank received every message sent to it: at the barrier between passes and at
  * the end of the run, each rank has walked its whole list, so a message sent to it and not
- * received never will be. when: "barrier between passes" or "end of the run". Returns PL_OK or
+ * received never will be. kind, when: EXEC_MEET_BARRIER, "barrier between passes", or
+ * EXEC_MEET_RUN_END, "end of the run". Returns PL_OK or
  * an error naming the sender, this rank and (when it has arrived) the message, or, after the
  * timeout, this rank and the ranks it waited for. */
-static int exchange_counts(mend *m, const char *when, pl_err *e) {
+static int exchange_counts(mend *m, exec_meet_kind kind, const char *when, pl_err *e) {
     int P = m->size;
     char where[EXEC_WAIT_TEXT_MAX];
     snprintf(where, sizeof where, "at the %s", when);
-    int rc = own_err(m, meet(m, m->ctl, m->sent, m->peer_sent, NULL, 0, m->spin_s, where, e), e);
+    int rc = own_err(m, meet(m, m->ctl, m->sent, m->peer_sent, NULL, 0, m->spin_s, kind, where, e), e);
     if (rc != PL_OK) return rc;
     for (int q = 0; q < P; q++) {
         if (m->peer_sent[q] == m->rcvd[q]) continue;
@@ -797,9 +858,10 @@ static void m_abort(exec_transport *t, const pl_err *why);
  * stops inside the all-reduce itself, after it came, is not timed here: one that dies there makes
  * mpirun end the job (this rank then reports, from its SIGTERM handler, that it waited in the
  * all-reduce). Returns PL_OK or an error. */
-static int allreduce_i64(mend *m, MPI_Comm comm, int64_t *v, size_t count, int max, const char *where, pl_err *e) {
+static int allreduce_i64(mend *m, MPI_Comm comm, int64_t *v, size_t count, int max, exec_meet_kind kind, const char *where,
+                         pl_err *e) {
     if (count > (size_t)INT_MAX) return pl_errf(e, PL_EINPUT, "all-reduce of %zu values is too large", count);
-    int rc = meet(m, comm, NULL, NULL, NULL, 0, m->coll_spin_s, where, e);
+    int rc = meet(m, comm, NULL, NULL, NULL, 0, m->coll_spin_s, kind, where, e);
     if (rc != PL_OK) return rc;
     g_waiting = MW_NONE;
     snprintf(g_wait_what, sizeof g_wait_what, "rank %d waits %s", m->rank, where);
@@ -821,7 +883,7 @@ static int m_allreduce(exec_transport *t, int stage, int64_t *v, size_t count, i
     if (m->barriers >= 2) test_stop_at(m, EXEC_MTS_ALLREDUCE); /* its first all-reduce in pass 1 */
     char where[EXEC_WAIT_TEXT_MAX];
     snprintf(where, sizeof where, "in the all-reduce of stage %d's replicas", stage);
-    return allreduce_i64(m, m->stage_comm[stage], v, count, max, where, e);
+    return allreduce_i64(m, m->stage_comm[stage], v, count, max, EXEC_MEET_REPLICAS, where, e);
 }
 
 /* The max of v[count] over every rank (exec_transport.allmax, the steady rule's pass times,
@@ -835,7 +897,7 @@ static int m_allmax(exec_transport *t, double *v, size_t count, pl_err *e) {
     int rc = count > (size_t)INT_MAX ? pl_errf(e, PL_EINPUT, "max of %zu values is too large", count)
              : MPI_Iallreduce(MPI_IN_PLACE, v, (int)count, MPI_DOUBLE, MPI_MAX, m->ctl, &rq) != MPI_SUCCESS
                  ? pl_errf(e, PL_EINTERNAL, "MPI_Iallreduce of the pass times failed")
-                 : coll_wait(m, m->ctl, &rq, 1, "at the exchange of the pass times", e);
+                 : coll_wait(m, m->ctl, &rq, 1, EXEC_MEET_PASS_TIMES, "at the exchange of the pass times", e);
     if (own_err(m, rc, e) != PL_OK) m_abort(t, e);
     return PL_OK;
 }
@@ -852,7 +914,7 @@ static int stage_comms(mend *m, const sched *s, const exec_layout *L, pl_err *e)
         m->stage_comm[q] = MPI_COMM_NULL;
         any |= L->reps[q] > 1;
     }
-    int rc = any ? own_err(m, coll_wait(m, m->ctl, NULL, 0, "at the start of the run", e), e) : PL_OK;
+    int rc = any ? own_err(m, coll_wait(m, m->ctl, NULL, 0, EXEC_MEET_STAGE_SPLIT, "at the start of the run", e), e) : PL_OK;
     for (int q = 0; rc == PL_OK && q < s->stages; q++) {
         m->stage_comm[q] = MPI_COMM_NULL;
         if (L->reps[q] <= 1) continue;
@@ -880,10 +942,11 @@ static int m_barrier(exec_transport *t, pl_err *e) {
         if (m->test_stop == EXEC_MTS_EXTRA) { /* tests only: a meeting the others do not hold */
             m->test_stop = EXEC_MTS_NONE;
             g_test_stopped = 1;
-            if (own_err(m, coll_wait(m, m->ctl, NULL, 0, "at the test hook's extra meeting", e), e) != PL_OK) m_abort(t, e);
+            int rc = coll_wait(m, m->ctl, NULL, 0, EXEC_MEET_TEST_EXTRA, "at the test hook's extra meeting", e);
+            if (own_err(m, rc, e) != PL_OK) m_abort(t, e);
         }
     }
-    if (exchange_counts(m, "barrier between passes", e) != PL_OK) m_abort(t, e);
+    if (exchange_counts(m, EXEC_MEET_BARRIER, "barrier between passes", e) != PL_OK) m_abort(t, e);
     return PL_OK;
 }
 
@@ -899,7 +962,7 @@ static void m_abort(exec_transport *t, const pl_err *why) {
 static void m_finished(exec_transport *t) {
     mend *m = t->impl;
     pl_err ec;
-    if (exchange_counts(m, "end of the run", &ec) != PL_OK) m_abort(t, &ec);
+    if (exchange_counts(m, EXEC_MEET_RUN_END, "end of the run", &ec) != PL_OK) m_abort(t, &ec);
     for (int i = 0; i < m->nsend; i++)
         if (m->send[i].busy) {
             pl_err e;
@@ -918,8 +981,8 @@ static void m_finished(exec_transport *t) {
  * gets 0. Every rank calls it for every r (collective over ctl); each message is waited for with
  * the timeout. Returns PL_OK or the error ("rank R: timed out ... for rank Q"). */
 static int clock_offset(mend *m, int r, double *off, pl_err *e) {
-    /* the messages' buffers, static as the collectives' (mpi_wait.h): a timeout leaves them pending */
-    static double t, t0, t_r;
+    double *t = &m->scratch->clock.t, *t0 = &m->scratch->clock.t0, *t_r = &m->scratch->clock.t_r; /* a timeout leaves
+                                                                       * their requests pending (mscratch) */
     double best = HUGE_VAL;
     char what[EXEC_WAIT_TEXT_MAX];
     snprintf(what, sizeof what, "rank %d waits at the clock alignment for rank %d", m->rank, m->rank == 0 ? r : 0);
@@ -928,21 +991,21 @@ static int clock_offset(mend *m, int r, double *off, pl_err *e) {
         MPI_Request rq[2];
         int rc;
         if (m->rank == 0) {
-            t0 = pl_now_s();
-            MPI_Irecv(&t, 1, MPI_DOUBLE, r, TAG_PONG, m->ctl, &rq[0]);
-            MPI_Isend(&t0, 1, MPI_DOUBLE, r, TAG_PING, m->ctl, &rq[1]);
+            *t0 = pl_now_s();
+            MPI_Irecv(t, 1, MPI_DOUBLE, r, TAG_PONG, m->ctl, &rq[0]);
+            MPI_Isend(t0, 1, MPI_DOUBLE, r, TAG_PING, m->ctl, &rq[1]);
             rc = wait_reqs(m, rq, 2, NULL, what, m->spin_s, e);
             double t1 = pl_now_s();
-            if (rc == PL_OK && t1 - t0 < best) {
-                best = t1 - t0;
-                *off = 0.5 * (t0 + t1) - t;
+            if (rc == PL_OK && t1 - *t0 < best) {
+                best = t1 - *t0;
+                *off = 0.5 * (*t0 + t1) - *t;
             }
         } else {
-            MPI_Irecv(&t, 1, MPI_DOUBLE, 0, TAG_PING, m->ctl, &rq[0]);
+            MPI_Irecv(t, 1, MPI_DOUBLE, 0, TAG_PING, m->ctl, &rq[0]);
             rc = wait_reqs(m, rq, 1, NULL, what, m->spin_s, e);
-            t_r = pl_now_s();
+            *t_r = pl_now_s();
             if (rc == PL_OK) {
-                MPI_Isend(&t_r, 1, MPI_DOUBLE, 0, TAG_PONG, m->ctl, &rq[0]);
+                MPI_Isend(t_r, 1, MPI_DOUBLE, 0, TAG_PONG, m->ctl, &rq[0]);
                 rc = wait_reqs(m, rq, 1, NULL, what, m->spin_s, e);
             }
         }
@@ -950,14 +1013,6 @@ static int clock_offset(mend *m, int r, double *off, pl_err *e) {
     }
     return PL_OK;
 }
-
-/* Header of a record sent to rank 0. */
-typedef struct rec_head {
-    int64_t passes, n_ops, n_weights, n_loss, core, allocated_bytes, model_peak_bytes, has_prof, n_round_f;
-    exec_mem peak;
-    double prof_s[EXEC_PROF_KINDS];
-    double window[EXEC_WINDOWS];
-} rec_head;
 
 /* One message of a record: count items of type at buf, on tag. */
 typedef struct rec_part {
@@ -988,14 +1043,14 @@ static int record_parts(mend *m, const rec_part *p, int n, int peer, int send, p
 
 /* Sends rank m->rank's record to rank 0 (tags 10..15 on ctl). Returns PL_OK or the error. */
 static int send_record(mend *m, const exec_rank_record *r, size_t n_loss, pl_err *e) {
-    static rec_head h; /* static as the collectives' buffers (mpi_wait.h): a timeout leaves its send pending */
-    h = (rec_head){r->passes, (int64_t)r->n_ops, (int64_t)r->n_weights, (int64_t)n_loss, r->core,
+    rec_head *h = &m->scratch->head; /* a timeout leaves its send pending (mscratch) */
+    *h = (rec_head){r->passes, (int64_t)r->n_ops, (int64_t)r->n_weights, (int64_t)n_loss, r->core,
                   (int64_t)r->allocated_bytes, (int64_t)r->model_peak_bytes, r->has_prof, (int64_t)r->n_round_f, r->peak,
                   {0}, {0}};
-    memcpy(h.prof_s, r->prof_s, sizeof h.prof_s);
-    memcpy(h.window, r->window, sizeof h.window);
+    memcpy(h->prof_s, r->prof_s, sizeof h->prof_s);
+    memcpy(h->window, r->window, sizeof h->window);
     rec_part p[MPI_REC_PARTS + 1] = {
-        {&h, (int)sizeof h, MPI_BYTE, TAG_REC_HEAD},
+        {h, (int)sizeof *h, MPI_BYTE, TAG_REC_HEAD},
         {r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, TAG_REC_ARRAYS},
         {r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, TAG_REC_OPS},
         {r->loss_mb, (int)n_loss, MPI_DOUBLE, TAG_REC_LOSS},
@@ -1007,35 +1062,35 @@ static int send_record(mend *m, const exec_rank_record *r, size_t n_loss, pl_err
 /* Receives rank src's record on rank 0 into r (arrays owned by r, exec_rank_record_free).
  * Returns PL_OK, PL_ENOMEM or the error of a wait. */
 static int recv_record(mend *m, int src, exec_rank_record *r, pl_err *e) {
-    static rec_head h; /* static as the collectives' buffers (mpi_wait.h): a timeout leaves its receive pending */
-    memset(&h, 0, sizeof h);
+    rec_head *h = &m->scratch->head; /* a timeout leaves its receive pending (mscratch) */
+    memset(h, 0, sizeof *h);
     memset(r, 0, sizeof *r);
-    rec_part ph = {&h, (int)sizeof h, MPI_BYTE, TAG_REC_HEAD};
+    rec_part ph = {h, (int)sizeof *h, MPI_BYTE, TAG_REC_HEAD};
     int rc = record_parts(m, &ph, 1, src, 0, e);
     if (rc != PL_OK) return rc;
     r->rank = src;
-    r->passes = (int)h.passes;
-    r->n_ops = (size_t)h.n_ops;
-    r->n_weights = (size_t)h.n_weights;
-    r->core = (int)h.core;
-    r->allocated_bytes = (size_t)h.allocated_bytes;
-    r->model_peak_bytes = (size_t)h.model_peak_bytes;
-    r->peak = h.peak;
-    r->has_prof = (int)h.has_prof;
-    memcpy(r->prof_s, h.prof_s, sizeof r->prof_s);
-    memcpy(r->window, h.window, sizeof r->window);
+    r->passes = (int)h->passes;
+    r->n_ops = (size_t)h->n_ops;
+    r->n_weights = (size_t)h->n_weights;
+    r->core = (int)h->core;
+    r->allocated_bytes = (size_t)h->allocated_bytes;
+    r->model_peak_bytes = (size_t)h->model_peak_bytes;
+    r->peak = h->peak;
+    r->has_prof = (int)h->has_prof;
+    memcpy(r->prof_s, h->prof_s, sizeof r->prof_s);
+    memcpy(r->window, h->window, sizeof r->window);
     r->pass_start_s = pl_calloc(EXEC_REC_ARRAYS * (size_t)r->passes, sizeof(double));
     r->ops = r->n_ops ? pl_calloc(r->n_ops, sizeof *r->ops) : NULL;
-    r->loss_mb = pl_calloc((size_t)h.n_loss ? (size_t)h.n_loss : 1, sizeof(double));
+    r->loss_mb = pl_calloc((size_t)h->n_loss ? (size_t)h->n_loss : 1, sizeof(double));
     r->weights = pl_calloc(r->n_weights ? r->n_weights : 1, sizeof(float));
-    r->n_round_f = (size_t)h.n_round_f;
+    r->n_round_f = (size_t)h->n_round_f;
     r->round_f = pl_calloc(r->n_round_f ? 2 * r->n_round_f : 1, sizeof(double));
     if (!r->pass_start_s || (r->n_ops && !r->ops) || !r->loss_mb || !r->weights || !r->round_f)
         return pl_errf(e, PL_ENOMEM, "out of memory receiving the record of rank %d", src);
     exec_rank_record_arrays(r);
     rec_part p[MPI_REC_PARTS] = {{r->pass_start_s, EXEC_REC_ARRAYS * r->passes, MPI_DOUBLE, TAG_REC_ARRAYS},
                                  {r->ops, (int)(r->n_ops * sizeof *r->ops), MPI_BYTE, TAG_REC_OPS},
-                                 {r->loss_mb, (int)h.n_loss, MPI_DOUBLE, TAG_REC_LOSS},
+                                 {r->loss_mb, (int)h->n_loss, MPI_DOUBLE, TAG_REC_LOSS},
                                  {r->weights, (int)r->n_weights, MPI_FLOAT, TAG_REC_WEIGHTS},
                                  {r->round_f, 2 * (int)r->n_round_f, MPI_DOUBLE, TAG_REC_ROUNDS}};
     return record_parts(m, p, MPI_REC_PARTS, src, 0, e);
@@ -1075,13 +1130,10 @@ static int mend_init(mend *m, double timeout_s, pl_err *e);
  * this rank waits: "at the start of the run"); MPI_Comm_split_type has no nonblocking form, so
  * a meeting comes first. Returns PL_OK or the error of a meeting. */
 static int host_share(mend *m, const char *where, int *local, int *cores, int *lead, int *pair, pl_err *e) {
-    enum { MASK_BYTES = EXEC_MAX_CORES / 8 };
-    /* the collectives' buffers, static (mpi_wait.h): a timeout leaves a collective pending */
-    static unsigned char mine[MASK_BYTES], all[MASK_BYTES];
-    static int both, pair_all;
-    if (exec_mpi_timed_out(e) != PL_OK) return own_err(m, e->code, e); /* they may be in use */
-    memset(mine, 0, sizeof mine);
-    memset(all, 0, sizeof all);
+    if (exec_mpi_timed_out(e) != PL_OK) return own_err(m, e->code, e);
+    unsigned char *mine = m->scratch->share.mine, *all = m->scratch->share.all; /* the collectives' (mscratch) */
+    memset(mine, 0, MPI_MASK_BYTES);
+    memset(all, 0, MPI_MASK_BYTES);
     int cpus[EXEC_MAX_CORES], n = exec_platform_cores(cpus, EXEC_MAX_CORES);
     for (int i = 0; i < n; i++) mine[cpus[i] / 8] |= (unsigned char)(1u << (cpus[i] % 8));
     MPI_Comm node;
@@ -1090,32 +1142,32 @@ static int host_share(mend *m, const char *where, int *local, int *cores, int *l
     *cores = n;
     *lead = 1;
     if (pair) *pair = 0;
-    int rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, NULL, 0, where, e), e);
+    int rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, NULL, 0, EXEC_MEET_HOST_ENTER, where, e), e);
     if (rc != PL_OK) return rc;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return PL_OK;
     int node_rank = 0;
     MPI_Comm_size(node, local);
     MPI_Comm_rank(node, &node_rank);
     *lead = node_rank == 0;
-    MPI_Iallreduce(mine, all, MASK_BYTES, MPI_BYTE, MPI_BOR, node, &rq);
-    rc = own_err(m, coll_wait(m, node, &rq, 1, where, e), e);
+    MPI_Iallreduce(mine, all, MPI_MASK_BYTES, MPI_BYTE, MPI_BOR, node, &rq);
+    rc = own_err(m, coll_wait(m, node, &rq, 1, EXEC_MEET_HOST_CORES, where, e), e);
     if (rc == PL_OK && pair) {
         MPI_Group world, here;
         MPI_Comm_group(MPI_COMM_WORLD, &world);
         MPI_Comm_group(node, &here);
         int first[2] = {0, 1}, at[2] = {MPI_UNDEFINED, MPI_UNDEFINED};
         MPI_Group_translate_ranks(world, 2, first, here, at);
-        both = at[0] != MPI_UNDEFINED && at[1] != MPI_UNDEFINED;
-        MPI_Iallreduce(&both, &pair_all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &rq);
-        rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, &rq, 1, where, e), e);
-        if (rc == PL_OK) *pair = pair_all;
+        m->scratch->share.both = at[0] != MPI_UNDEFINED && at[1] != MPI_UNDEFINED;
+        MPI_Iallreduce(&m->scratch->share.both, &m->scratch->share.pair_all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &rq);
+        rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, &rq, 1, EXEC_MEET_HOST_PAIR, where, e), e);
+        if (rc == PL_OK) *pair = m->scratch->share.pair_all;
         MPI_Group_free(&here);
         MPI_Group_free(&world);
     }
     if (rc != PL_OK) return rc; /* the job ends: nothing more of MPI's (a collective is pending) */
     MPI_Comm_free(&node);
     *cores = 0;
-    for (int i = 0; i < MASK_BYTES; i++)
+    for (int i = 0; i < MPI_MASK_BYTES; i++)
         for (unsigned v = all[i]; v; v &= v - 1) ++*cores;
     return PL_OK;
 }
@@ -1136,27 +1188,28 @@ static void host_spin(mend *m, int local, int cores) {
  * Collective over MPI_COMM_WORLD (completed in meetings, `where`): every process returns the
  * same. Returns PL_OK, the refusal, or the error of a meeting. */
 static int host_check(mend *m, const exec_config *cfg, int local, int cores, int lead, const char *where, pl_err *e) {
-    /* the collectives' buffers, static (mpi_wait.h): a timeout leaves a collective pending */
-    static int mine[2], worst[2], sum, job_cores, there[2];
-    static char host[MPI_MAX_PROCESSOR_NAME];
+    /* the collectives' buffers (mscratch): a timeout leaves a collective pending */
+    int *mine = m->scratch->check.mine, *worst = m->scratch->check.worst, *there = m->scratch->check.there;
+    int *sum = &m->scratch->check.sum, *job_cores = &m->scratch->check.job_cores;
+    char *host = m->scratch->check.host;
     mine[0] = local - cores;
     mine[1] = m->rank;
     worst[0] = worst[1] = 0;
-    sum = lead ? cores : 0;
+    *sum = lead ? cores : 0;
     MPI_Request rq[MPI_MEET_COLLS];
     MPI_Iallreduce(mine, worst, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD, &rq[0]);
-    MPI_Iallreduce(&sum, &job_cores, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq[1]);
-    int rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 2, where, e), e);
+    MPI_Iallreduce(sum, job_cores, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq[1]);
+    int rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 2, EXEC_MEET_HOST_WORST, where, e), e);
     if (rc != PL_OK) return rc;
-    m->job_cores = job_cores;
+    m->job_cores = *job_cores;
     there[0] = local;
     there[1] = cores;
-    memset(host, 0, sizeof host);
+    memset(host, 0, MPI_MAX_PROCESSOR_NAME);
     int len = 0;
     MPI_Get_processor_name(host, &len);
     MPI_Ibcast(there, 2, MPI_INT, worst[1], MPI_COMM_WORLD, &rq[0]);
     MPI_Ibcast(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, worst[1], MPI_COMM_WORLD, &rq[1]);
-    rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 2, where, e), e);
+    rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 2, EXEC_MEET_HOST_NAME, where, e), e);
     if (rc != PL_OK) return rc;
     host[MPI_MAX_PROCESSOR_NAME - 1] = '\0';
     m->warning[0] = '\0';
@@ -1223,16 +1276,15 @@ static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_roo
     if (rc != PL_OK) return rc;
     host_spin(m, ln, hc);
     MPI_Request rq[MPI_MEET_COLLS];
-    /* the collectives' buffers, static (mpi_wait.h): a timeout leaves a collective pending */
-    static int ln_all[2];
-    static MPI_Comm dup[2];
+    int *ln_all = m->scratch->join.ln; /* the collectives' buffers (mscratch): a timeout leaves one pending */
+    MPI_Comm *dup = m->scratch->join.dup;
     if (cfg->timed_passes_max > cfg->timed_passes) {
         /* the steady rule compares the processes' pass times on their own clocks (m_allmax):
          * one clock only when they share a host */
         ln_all[0] = ln;
         ln_all[1] = 0;
         MPI_Iallreduce(&ln_all[0], &ln_all[1], 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &rq[0]);
-        rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 1, where, e), e);
+        rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 1, EXEC_MEET_JOIN_HOSTS, where, e), e);
         if (rc != PL_OK) return rc;
         if (ln_all[1] != m->size)
             return pl_errf(e, PL_EINPUT, "timing passes until the run is steady needs the MPI job's %d processes on one host (their "
@@ -1240,7 +1292,7 @@ static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_roo
     }
     MPI_Comm_idup(MPI_COMM_WORLD, &dup[0], &rq[0]);
     MPI_Comm_idup(MPI_COMM_WORLD, &dup[1], &rq[1]);
-    rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 2, where, e), e);
+    rc = own_err(m, coll_wait(m, MPI_COMM_WORLD, rq, 2, EXEC_MEET_JOIN_COMMS, where, e), e);
     if (rc != PL_OK) return rc;
     m->data = dup[0];
     m->ctl = dup[1];
@@ -1250,7 +1302,7 @@ static int mpi_join(const sched *s, const exec_config *cfg, mend *m, int *is_roo
 }
 
 /* Sets m's tag space, timeout (timeout_s, or the default when it is 0), spins (MPI_SPIN_S until
- * host_spin) and message counters for its m->size ranks. Returns PL_OK or PL_ENOMEM. */
+ * host_spin), message counters, tokens and scratch block for its m->size ranks. Returns PL_OK or PL_ENOMEM. */
 static int mend_init(mend *m, double timeout_s, pl_err *e) {
     int *ub = NULL, flag = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
@@ -1261,13 +1313,16 @@ static int mend_init(mend *m, double timeout_s, pl_err *e) {
     m->sent = pl_calloc(MPI_COUNT_ARRAYS * (size_t)m->size, sizeof *m->sent);
     m->xreq = pl_calloc(2 * (size_t)m->size + MPI_MEET_COLLS, sizeof *m->xreq);
     m->tok = pl_calloc(2 * (size_t)m->size, sizeof *m->tok);
-    if (!m->sent || !m->xreq || !m->tok) {
+    m->scratch = pl_calloc(1, sizeof *m->scratch);
+    if (!m->sent || !m->xreq || !m->tok || !m->scratch) {
         free(m->sent);
         free(m->xreq);
         free(m->tok);
+        free(m->scratch);
         m->sent = NULL;
         m->xreq = NULL;
         m->tok = NULL;
+        m->scratch = NULL;
         return pl_errf(e, PL_ENOMEM, "out of memory");
     }
     m->rcvd = m->sent + m->size;
@@ -1276,9 +1331,10 @@ static int mend_init(mend *m, double timeout_s, pl_err *e) {
 }
 
 /* Releases m's sends (each waited for when `complete`, else cancelled), receive buffers,
- * counters and tokens; after a wait of this process timed out (g_timed_out), none of them: the
- * requests a timeout leaves (sends, a receive whose cancel came too late, collectives) may still
- * use them, and the job ends (MPI_Abort) with them kept. */
+ * counters, tokens and scratch block; once a request was left pending (g_timed_out: a timeout,
+ * a meeting's error), none of them: the requests left (sends, a receive whose cancel came too
+ * late, collectives, the clocks' and records' messages) may still use them, and the job ends
+ * (MPI_Abort) with them kept. */
 static void mend_free_sends(mend *m, int complete) {
     if (g_timed_out) return;
     for (int i = 0; i < m->nsend; i++) {
@@ -1298,7 +1354,9 @@ static void mend_free_sends(mend *m, int complete) {
     free(m->sent);
     free(m->xreq);
     free(m->tok);
+    free(m->scratch);
     m->tok = NULL;
+    m->scratch = NULL;
     m->send = NULL;
     m->rbuf = NULL;
     m->post = NULL;
@@ -1314,7 +1372,7 @@ static void mend_free_sends(mend *m, int complete) {
 static int mpi_gather(const sched *s, const exec_config *cfg, mend *m, exec_transport *t, exec_rank_record *rec,
                       exec_result *out, int rc, pl_err *e) {
     test_stop_at(m, EXEC_MTS_GATHER);
-    if (own_err(m, coll_wait(m, m->ctl, NULL, 0, "at the gathering of the records", e), e) != PL_OK) m_abort(t, e);
+    if (own_err(m, coll_wait(m, m->ctl, NULL, 0, EXEC_MEET_GATHER, "at the gathering of the records", e), e) != PL_OK) m_abort(t, e);
     double *off = pl_calloc((size_t)m->size, sizeof *off);
     exec_rank_record *recs = m->rank == 0 ? pl_calloc((size_t)m->size, sizeof *recs) : NULL;
     if (!off || (m->rank == 0 && !recs)) {
@@ -1405,28 +1463,34 @@ void exec_mpi_end_close(exec_mpi_end *m) {
 }
 
 /* mpi_wait.h. */
-int exec_mpi_meet(exec_mpi_end *m, MPI_Comm comm, MPI_Request *coll, int ncoll, const char *where, pl_err *e) {
-    return own_err(m, coll_wait(m, comm, coll, ncoll, where, e), e);
+void *exec_mpi_end_scratch(exec_mpi_end *m) { return m->scratch->user; }
+
+/* mpi_wait.h. */
+int exec_mpi_meet(exec_mpi_end *m, MPI_Comm comm, MPI_Request *coll, int ncoll, exec_meet_kind kind, const char *where,
+                  pl_err *e) {
+    return own_err(m, coll_wait(m, comm, coll, ncoll, kind, where, e), e);
 }
 
 /* mpi_wait.h. */
-int exec_mpi_meet_patient(exec_mpi_end *m, MPI_Comm comm, MPI_Request *coll, int ncoll, const char *where, pl_err *e) {
+int exec_mpi_meet_patient(exec_mpi_end *m, MPI_Comm comm, MPI_Request *coll, int ncoll, exec_meet_kind kind,
+                          const char *where, pl_err *e) {
     m->patient = 1;
-    int rc = own_err(m, coll_wait(m, comm, coll, ncoll, where, e), e);
+    int rc = own_err(m, coll_wait(m, comm, coll, ncoll, kind, where, e), e);
     m->patient = 0;
     return rc;
 }
 
 /* mpi_wait.h. */
-int exec_mpi_allreduce_i64(exec_mpi_end *m, MPI_Comm comm, int64_t *v, size_t count, int max, const char *where, pl_err *e) {
-    return own_err(m, allreduce_i64(m, comm, v, count, max, where, e), e);
+int exec_mpi_allreduce_i64(exec_mpi_end *m, MPI_Comm comm, int64_t *v, size_t count, int max, exec_meet_kind kind,
+                           const char *where, pl_err *e) {
+    return own_err(m, allreduce_i64(m, comm, v, count, max, kind, where, e), e);
 }
 
 /* mpi_wait.h. */
 int exec_mpi_timed_out(pl_err *e) {
     if (!g_timed_out) return PL_OK;
-    return pl_errf(e, PL_EINTERNAL, "not run: a wait of this process timed out before (or its meetings fell out of step), "
-                                    "and the MPI job is ending");
+    return pl_errf(e, PL_EINTERNAL, "not run: a wait of this process timed out or failed before (or its meetings fell out "
+                                    "of step), and the MPI job is ending");
 }
 
 /* ---------------------------------------------------------------- the hand-off's profile */
@@ -1451,20 +1515,20 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
     mend w, m; /* the job's waits; the pair's transport */
     memset(&m, 0, sizeof m);
     int one_clock = 0, complete = 0;
-    static int ok, all_ok; /* the collective's buffers, static (mpi_wait.h): a timeout leaves it pending */
     /* after a run the processes but 0 come first, while rank 0 assembles the records */
     int rc = world_open(&w, cfg->timeout_s, EXEC_MTS_PROFILE, me != 0, where, &one_clock, e);
     if (rc == PL_OK) {
         m.rank = me;
         m.size = 2;
         m.stages = 1;
-        ok = rt && buf && (me >= 2 || mend_init(&m, cfg->timeout_s, e) == PL_OK);
-        all_ok = 0;
+        int *ok = &w.scratch->p2p.ok, *all_ok = &w.scratch->p2p.all_ok; /* the collective's (mscratch) */
+        *ok = rt && buf && (me >= 2 || mend_init(&m, cfg->timeout_s, e) == PL_OK);
+        *all_ok = 0;
         m.spin_s = w.spin_s; /* the run's waits */
         MPI_Request rq;
-        MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &rq); /* no process leaves the others waiting */
-        rc = own_err(&w, coll_wait(&w, MPI_COMM_WORLD, &rq, 1, where, e), e);
-        if (rc == PL_OK && !all_ok) rc = pl_errf(e, PL_ENOMEM, "out of memory for the hand-off profile");
+        MPI_Iallreduce(ok, all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &rq); /* no process leaves the others waiting */
+        rc = own_err(&w, coll_wait(&w, MPI_COMM_WORLD, &rq, 1, EXEC_MEET_P2P_READY, where, e), e);
+        if (rc == PL_OK && !*all_ok) rc = pl_errf(e, PL_ENOMEM, "out of memory for the hand-off profile");
     }
     MPI_Comm pair = MPI_COMM_NULL;
     if (rc == PL_OK) MPI_Comm_split(MPI_COMM_WORLD, me < 2 ? 0 : MPI_UNDEFINED, me, &pair); /* right after the meeting */
@@ -1482,7 +1546,7 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
                                    * without a deadline, while the two time (the two's own waits are timed) */
         pl_err ew;
         w.patient = me >= 2;
-        int rw = own_err(&w, coll_wait(&w, MPI_COMM_WORLD, NULL, 0, where, &ew), &ew);
+        int rw = own_err(&w, coll_wait(&w, MPI_COMM_WORLD, NULL, 0, EXEC_MEET_P2P_END, where, &ew), &ew);
         w.patient = 0;
         if (rc == PL_OK && rw != PL_OK) {
             rc = rw;

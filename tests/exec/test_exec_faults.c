@@ -439,10 +439,11 @@ static void test_mpi_stalled_three(void) {
 }
 
 /* A rank that holds a meeting the others do not (EXEC_MPI_TEST_STOP_ENV's "extra", before its
- * second barrier between passes): its token meets the others' barrier, and each side names both
- * meetings, by number and place, as an internal error, at once (no timeout), exit 1, nothing
- * stored. Before the tokens carried their meeting, the two waited for tokens of the wrong kind
- * until the timeout named a rank that was there. */
+ * second barrier between passes): its token meets the others' barrier, a meeting of another
+ * kind, and the job names both meetings, by place and kind, as an internal error, at once (no
+ * timeout), in one line (both processes find it; the lower-numbered says so, the other defers),
+ * exit 1, nothing stored. Before the tokens carried their meeting, the two waited for tokens of
+ * the wrong kind until the timeout named a rank that was there. */
 static void test_mpi_meetings_out_of_step(void) {
     if (!have_mpirun()) {
         pl_test_skip("mpirun or the MPI transport is absent: meetings out of step not tested");
@@ -459,11 +460,17 @@ static void test_mpi_meetings_out_of_step(void) {
     int rc = pl_test_run(cmd, &out);
     double dt = pl_now_s() - t0;
     int ok = rc == 1 && dt < 5 && out && strstr(out, "timed out") == NULL && strstr(out, "MPI_ERR") == NULL;
-    /* rank 0's barrier got the extra meeting's token, or rank 1's extra meeting the barrier's */
+    /* rank 0's barrier got the extra meeting's token (or, should rank 0 not end the job within
+     * the deferral, rank 1's extra meeting the barrier's) */
     ok &= out && (strstr(out, "rank 0: internal error: meetings out of step: rank 0 meets at the barrier between passes "
-                              "(meeting ") != NULL ||
+                              "(meeting 'barrier'), rank 1's token came from its meeting at the test hook's extra meeting "
+                              "(meeting 'test-extra')") != NULL ||
                   strstr(out, "rank 1: internal error: meetings out of step: rank 1 meets at the test hook's extra meeting "
-                              "(meeting ") != NULL);
+                              "(meeting 'test-extra'), rank 0's token came from its meeting at the barrier between passes "
+                              "(meeting 'barrier')") != NULL);
+    int lines = 0;
+    for (const char *p = out; p && (p = strstr(p, "meetings out of step")) != NULL; p++) lines++;
+    ok &= lines == 1;
     ok &= out && strstr(out, "at the test hook's extra meeting") && strstr(out, "at the barrier between passes");
     long after = count_runs(db);
     ok &= after == 1 && db_intact(db);
