@@ -57,13 +57,18 @@ int cli_sched_check(const char *cmd, cli_sched_args *a);
 /* After getopt_long: no argument left over (optind), then cli_sched_check. Returns -1 when both
  * hold, else CLI_EUSAGE after printing which does not. */
 int cli_sched_args_end(const char *cmd, int argc, char **argv, cli_sched_args *a);
-/* Returns 1 when path's name ends in ext (".csv"; any case), else 0: sched_load reads a file
- * whose name ends in .csv as a PyTorch CSV and any other as .sched text. */
-int cli_path_ext_is(const char *path, const char *ext);
-/* The results-database flags of simulate and run (--db PATH, --no-db; calibrate's --db FILE,
- * no_db 0): refuses an empty --db (it would name no file) and --db beside --no-db. Returns -1
- * when they hold, else CLI_EUSAGE after printing which does not. */
-int cli_db_flags(const char *cmd, const char *db, int no_db);
+/* An output file a command writes: the flag that names it ("--trace-json") and its path (NULL:
+ * not given). */
+typedef struct cli_output { const char *flag, *path; } cli_output;
+/* The results-database flags of a command and its outputs, checked in one place after parsing,
+ * before anything runs: --db PATH (NULL: the default database) and --no-db (simulate, run; 0
+ * elsewhere), and the n output files outs[n] the command writes beside the database it reads
+ * or writes (simulate's --trace-json, run's --dump-weights and --save-profile, calibrate's -o,
+ * compare's -o). Refuses an empty --db (it would name no file), --db beside --no-db, and, unless
+ * --no-db, an output that is the database file or its -wal / -shm (store_check_output), which
+ * writing would destroy. Returns -1 when they hold, else CLI_EUSAGE after printing which does
+ * not (CLI_EUSER when out of memory). */
+int cli_db_flags(const char *cmd, const char *db, int no_db, const cli_output *outs, size_t n);
 /* Returns -1 when format is one of the output formats table, csv and json, else CLI_EUSAGE after
  * printing "--format must be table, csv or json". */
 int cli_format_arg(const char *cmd, const char *format);

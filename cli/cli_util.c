@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -440,7 +439,7 @@ static int sched_source_flags(const char *cmd, const cli_sched_args *a) {
         if (decided[k].given)
             return cli_usage_error(cmd, "%s: the schedule comes from %s, which sets its %s; leave %s out", decided[k].flag,
                                    a->from, decided[k].what, decided[k].flag);
-    if (a->legacy && !cli_path_ext_is(a->from, ".csv"))
+    if (a->legacy && !sched_path_is_csv(a->from))
         return cli_usage_error(cmd, "--legacy-letters: reads the older letters of a PyTorch CSV (.csv), and %s is read as "
                                ".sched text; leave --legacy-letters out", a->from);
     return -1;
@@ -463,16 +462,19 @@ int cli_sched_args_end(const char *cmd, int argc, char **argv, cli_sched_args *a
     return cli_sched_check(cmd, a);
 }
 
-/* cli.h. Returns 1 when path ends in ext, compared without case. */
-int cli_path_ext_is(const char *path, const char *ext) {
-    size_t n = strlen(path), m = strlen(ext);
-    return n >= m && strcasecmp(path + n - m, ext) == 0;
-}
-
-/* cli.h. Returns -1 when the database flags go together, else CLI_EUSAGE. */
-int cli_db_flags(const char *cmd, const char *db, int no_db) {
+/* cli.h. Returns -1 when the database flags go together and no output is the database, else
+ * CLI_EUSAGE (CLI_EUSER when out of memory). */
+int cli_db_flags(const char *cmd, const char *db, int no_db, const cli_output *outs, size_t n) {
     if (db && !*db) return cli_usage_error(cmd, "--db: needs a file name (got '')");
     if (db && no_db) return cli_usage_error(cmd, "give --db or --no-db, not both");
+    if (no_db) return -1;
+    pl_err e;
+    pl_err_clear(&e);
+    for (size_t k = 0; k < n; k++) {
+        int code = store_check_output(db, outs[k].flag, outs[k].path, &e);
+        if (code == PL_ENOMEM) return cli_fail(&e);
+        if (code != PL_OK) return cli_usage_error(cmd, "%s", e.msg);
+    }
     return -1;
 }
 

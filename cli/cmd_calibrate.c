@@ -94,7 +94,9 @@ static int parse(int argc, char **argv, opts *o) {
         }
     }
     if (optind < argc) return cli_usage_error("calibrate", "unexpected argument '%s'", argv[optind]);
-    int rc = cli_db_flags("calibrate", o->db, 0);
+    /* -o beside the database it reads; with --observations it reads none */
+    const cli_output outs[] = {{"-o", o->output}};
+    int rc = cli_db_flags("calibrate", o->db, 0, outs, o->db ? sizeof outs / sizeof outs[0] : 0);
     if (rc >= 0) return rc;
     if (!o->observations == !o->db) return cli_usage_error("calibrate", "give either --observations FILE.csv or --db FILE");
     if (o->db && (!o->run || !o->model)) return cli_usage_error("calibrate", "--db needs --run ID and --model SPEC");

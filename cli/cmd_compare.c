@@ -146,6 +146,9 @@ static int parse(int argc, char **argv, opts *o) {
         }
     }
     if (optind < argc) return cli_usage_error("compare", "unexpected argument '%s'", argv[optind]);
+    const cli_output outs[] = {{"-o", o->output}};
+    int rc = cli_db_flags("compare", o->db, 0, outs, sizeof outs / sizeof outs[0]);
+    if (rc >= 0) return rc;
     if (strcmp(o->format, "table") && strcmp(o->format, "csv") && strcmp(o->format, "json"))
         return cli_usage_error("compare", "--format must be table, csv or json (got '%s')", o->format);
     if (o->actions && strcmp(o->format, "table"))
@@ -693,7 +696,6 @@ int cli_compare(int argc, char **argv) {
     if (rc >= 0) return rc;
     pl_err e;
     pl_err_clear(&e);
-    if (store_check_output(o.db, "-o", o.output, &e) != PL_OK) return cli_usage_error("compare", "%s", e.msg);
     store *s = NULL;
     if (store_open(o.db, 1, &s, &e) != PL_OK) return cli_fail(&e);
     store_comparison c;

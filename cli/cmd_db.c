@@ -101,7 +101,7 @@ static int parse(int argc, char **argv, opts *o) {
     }
     o->pos = argv + optind;
     o->npos = argc - optind;
-    return -1;
+    return cli_db_flags("db", o->db, 0, NULL, 0);
 }
 
 /* Formats a byte count for people (GiB/MiB/KiB) into buf; returns buf. */

@@ -132,6 +132,8 @@ static int parse(int argc, char **argv, opts *o) {
         o->p.run = cli_run_key(argv[optind++], o->run_key, sizeof o->run_key);
     }
     if (optind < argc) return cli_usage_error("plot", "unexpected argument '%s'", argv[optind]);
+    int rc = cli_db_flags("plot", o->db, 0, NULL, 0); /* its files: check_outputs, once they are named */
+    if (rc >= 0) return rc;
     o->p.x = STORE_X_RANKS;
     while (o->x && (size_t)o->p.x < sizeof axes / sizeof axes[0] && strcmp(o->x, axes[o->p.x])) o->p.x++;
     if (o->x && (size_t)o->p.x == sizeof axes / sizeof axes[0])

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 #include "pl_sched.h"
@@ -87,6 +88,13 @@ static const struct option long_opts[] = {
 #define TIMELINE_STATS_BYTES 4096.0
 #define TIMELINE_STATS_RANK_BYTES 64.0
 
+/* Returns 1 when path's name ends in .sched (any case): -o without --to writes .sched text there. */
+static int names_sched_text(const char *path) {
+    static const char ext[] = ".sched";
+    size_t n = strlen(path), m = sizeof ext - 1;
+    return n >= m && strcasecmp(path + n - m, ext) == 0;
+}
+
 /* Checks the conversion flags and settles what -o writes: --to's format, or without --to the
  * one its file name says, as sched_load reads it back (.sched: sched, .csv: torch-csv); any
  * other name is refused, as are --flavour without a CSV to write and --check (which writes
@@ -99,7 +107,7 @@ static int output_args(opts *o) {
     if (o->check && (o->to || o->output))
         return cli_usage_error("schedule", "--check validates only and writes nothing: not with --to or -o");
     if (o->output && !o->to) {
-        o->to = cli_path_ext_is(o->output, ".sched") ? "sched" : cli_path_ext_is(o->output, ".csv") ? "torch-csv" : NULL;
+        o->to = names_sched_text(o->output) ? "sched" : sched_path_is_csv(o->output) ? "torch-csv" : NULL;
         if (!o->to)
             return cli_usage_error("schedule", "-o %s: the format is not in its name (.sched or .csv); give --to sched, "
                                    "torch-csv or torch-csv-legacy", o->output);

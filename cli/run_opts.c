@@ -496,7 +496,8 @@ int run_opts_parse(int argc, char **argv, run_opts *o) {
     }
     rc = cli_sched_args_end("run", argc, argv, &o->a);
     if (rc < 0) rc = cli_format_arg("run", o->format);
-    if (rc < 0) rc = cli_db_flags("run", o->db, o->no_db);
+    const cli_output outs[] = {{"--dump-weights", o->dump}, {"--save-profile", o->save_profile}};
+    if (rc < 0) rc = cli_db_flags("run", o->db, o->no_db, outs, sizeof outs / sizeof outs[0]);
     if (rc < 0) rc = check_flags(o);
     if (rc >= 0) return rc;
     /* the seeds of the initial weights, the target network and the data */

@@ -337,7 +337,8 @@ static void opts_init(opts *o) {
 static int check_opts(int argc, char **argv, opts *o) {
     int rc = cli_sched_args_end("simulate", argc, argv, &o->a);
     if (rc < 0) rc = cli_format_arg("simulate", o->format);
-    if (rc < 0) rc = cli_db_flags("simulate", o->db, o->no_db);
+    const cli_output outs[] = {{"--trace-json", o->trace_json}};
+    if (rc < 0) rc = cli_db_flags("simulate", o->db, o->no_db, outs, sizeof outs / sizeof outs[0]);
     if (rc >= 0) return rc;
     const sim_model_spec *sp = &o->spec;
     if (sp->model && o->basic_flag)

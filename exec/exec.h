@@ -789,6 +789,8 @@ int exec_profile_meta(const char *text, size_t len, int *concurrency, double *st
  * - each pass-length and rounds line, as exec_profile_worker_windows and
  *   exec_profile_worker_rounds read them;
  * - no worker with two lines of one kind.
+ * A file that starts with a UTF-8 byte order mark is read past it (pl_bom_len), by this check
+ * and the readers of these lines alike, as the cost model reads the CSV.
  * Returns PL_OK, or PL_EINPUT with "path:line: KEY must be ... (got 'V')" or the like in e. */
 int exec_profile_lines_check(const char *path, const char *text, size_t len, pl_err *e);
 

@@ -27,13 +27,20 @@
 #define PROF_WORKER_STA_FIELDS 28 /* through step_mean_s */
 #define PROF_WORKER_SHARE_FIELDS 30 /* through fwd_side_s */
 
+/* Returns 1 when offset i of text[len] starts a line: right after a newline, or at the start of
+ * the text past a UTF-8 byte order mark (pl_bom_len, the rule of every text reader; the cost
+ * model's reader skips it too), else 0. */
+static int line_start(const char *text, size_t len, size_t i) {
+    return i == pl_bom_len(text, len) || (i > 0 && text[i - 1] == '\n');
+}
+
 /* Returns the offset of the first line of text[len] at or after offset `from` that starts with
  * key (len when none) and copies that line, from skip bytes after its start to its end (a CR
  * before it left out), into buf[size] (cut at size - 1 bytes). */
 static size_t find_line(const char *text, size_t len, size_t from, const char *key, size_t skip, char *buf, size_t size) {
     size_t kl = strlen(key);
     for (size_t i = from; i + kl <= len; i++) {
-        if ((i > 0 && text[i - 1] != '\n') || memcmp(text + i, key, kl) != 0) continue;
+        if (!line_start(text, len, i) || memcmp(text + i, key, kl) != 0) continue;
         size_t n = 0;
         for (size_t j = i + skip; j < len && text[j] != '\n' && n + 1 < size; j++) buf[n++] = text[j];
         while (n > 0 && buf[n - 1] == '\r') n--; /* a CRLF file's line */
@@ -284,7 +291,7 @@ static int worker_lines(const char *text, size_t len, int ranks, worker_line *li
     worker_line *l = pl_calloc(1, sizeof *l);
     char why[256];
     for (size_t i = 0; l && i + kl <= len; i++) {
-        if ((i > 0 && text[i - 1] != '\n') || memcmp(text + i, key, kl) != 0) continue;
+        if (!line_start(text, len, i) || memcmp(text + i, key, kl) != 0) continue;
         const char *nl = memchr(text + i, '\n', len - i);
         size_t n = (nl ? (size_t)(nl - (text + i)) : len - i) - skip;
         if (worker_parse(text + i + skip, n, l, why, sizeof why) != 0 || l->w >= ranks) {
@@ -645,7 +652,8 @@ int exec_profile_lines_check(const char *path, const char *text, size_t len, pl_
     const size_t skip = strlen(key);
     int meta_line = 0, line_no = 1, rc = PL_OK;
     int *seen = NULL; /* [kind - 1][worker]: the line of each worker's line of each kind, 0 none */
-    for (size_t i = 0; rc == PL_OK && i < len; line_no++) {
+    /* line 1 starts past a byte order mark, as the cost model's reader reads the file */
+    for (size_t i = pl_bom_len(text, len); rc == PL_OK && i < len; line_no++) {
         const char *ln = text + i, *nl = memchr(ln, '\n', len - i);
         size_t n = nl ? (size_t)(nl - ln) : len - i;
         i += n + 1;

@@ -442,8 +442,8 @@ static int check_text(const char *path, const char *text, size_t len, pl_err *e)
     return PL_OK;
 }
 
-/* Returns 1 when path ends in ".csv" (any case). */
-static int is_csv_path(const char *path) {
+/* pl_sched.h. Returns 1 when path ends in ".csv" (any case). */
+int sched_path_is_csv(const char *path) {
     size_t n = strlen(path);
     return n >= 4 && strcasecmp(path + n - 4, ".csv") == 0;
 }
@@ -460,8 +460,8 @@ sched *sched_load(const char *path, sched_letters letters, pl_err *e) {
     if (len == 0)
         pl_errf(e, PL_EINPUT, "%s: empty file", path);
     else if (check_text(path, text, len, e) == PL_OK)
-        s = is_csv_path(path) ? sched_read_torch_csv(path, text, len, letters, e)
-                              : sched_read_text(path, text, len, e);
+        s = sched_path_is_csv(path) ? sched_read_torch_csv(path, text, len, letters, e)
+                                    : sched_read_text(path, text, len, e);
     free(text);
     return s;
 }

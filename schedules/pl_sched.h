@@ -411,7 +411,11 @@ int sched_write_torch_csv_letters(const sched *s, sched_csv_flavour fl, sched_le
 sched *sched_read_torch_csv(const char *path, const char *text, size_t len, sched_letters letters,
                             pl_err *e);
 
-/* Loads a file by extension (.csv = PyTorch CSV, anything else = .sched); NULL and e on error. */
+/* Returns 1 when sched_load reads path as a PyTorch CSV: its name ends in .csv (any case); else
+ * 0 (.sched text). */
+int sched_path_is_csv(const char *path);
+/* Loads a file by extension (sched_path_is_csv: PyTorch CSV, anything else = .sched); NULL and e
+ * on error. */
 sched *sched_load(const char *path, sched_letters letters, pl_err *e);
 
 #endif

@@ -1,9 +1,10 @@
 /* test_silent_flags.c: a flag that a command would not act on is a usage error (exit 2) naming
  * it, never a silent exit 0: with --from, the schedule flags that the file decides (schedule,
  * simulate and run alike); schedule's -o without a format, --flavour without a CSV and --check
- * with an output; an empty --db and --db beside --no-db (simulate, run, calibrate); and the
- * parallel layout's settings without the model. The flags that do apply with --from still run,
- * and `schedule -o FILE` writes FILE in the format its name says. */
+ * with an output; an empty --db (simulate, run, calibrate, compare, plot, db) and --db beside
+ * --no-db; and the parallel layout's settings without the model. The flags that do apply with
+ * --from still run, and `schedule -o FILE` writes FILE in the format its name says. An output of
+ * simulate, run or calibrate that is the database is refused before anything runs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,11 @@ static const silent_case cases[] = {
      2, USAGE(run, "--db: needs a file name (got '')")},
     {"run", RUNX "--kind 1f1b --ranks 2 --microbatches 2 --db x.db", 2, USAGE(run, "give --db or --no-db, not both")},
     {"calibrate", "--db '' --run 1 --model uniform:layers=2,fwd_s=1e-3", 2, USAGE(calibrate, "--db: needs a file name (got '')")},
+    {"compare", "--db ''", 2, USAGE(compare, "--db: needs a file name (got '')")},
+    {"compare", "--db '' -o x.out", 2, USAGE(compare, "--db: needs a file name (got '')")},
+    {"plot", "bubble --db ''", 2, USAGE(plot, "--db: needs a file name (got '')")},
+    {"db", "list --db ''", 2, USAGE(db, "--db: needs a file name (got '')")},
+    {"db", "export --format csv --db ''", 2, USAGE(db, "--db: needs a file name (got '')")},
     /* the layout's settings: the model first, then what the layout decides */
     {"simulate", SIMX "--kind 1f1b --ranks 2 --microbatches 2 --sequence-parallel", 2,
      USAGE(simulate, "--sequence-parallel is a setting of the parallel layout, which needs the model: --model "
@@ -167,10 +173,81 @@ static void test_output_by_name(void) {
     free(dir);
 }
 
+#define MODEL "transformer:layers=4,hidden=64,heads=2,seq=8,vocab=128"
+#define DEFAULT_DB "results/out/pipelab.db"
+#define SAME_FILE(c, flag, path, db)                                                                   \
+    USAGE(c, flag " " path " and --db " db " are the same file: writing there would destroy the database; " \
+             "choose another output")
+
+/* The outputs of simulate (--trace-json), run (--dump-weights, --save-profile) and calibrate
+ * (-o) that are the database the command reads or writes: named alike, by another path, or the
+ * default database when --db is left out. */
+static const silent_case db_outputs[] = {
+    {"simulate", "--kind 1f1b --ranks 2 --microbatches 2 --db s.db --trace-json s.db", 2,
+     SAME_FILE(simulate, "--trace-json", "s.db", "s.db")},
+    {"simulate", "--kind 1f1b --ranks 2 --microbatches 2 --trace-json " DEFAULT_DB, 2,
+     SAME_FILE(simulate, "--trace-json", DEFAULT_DB, DEFAULT_DB)},
+    {"run", "--no-predict --oversubscribe --width 8 --warmup 0 --timed 1 --kind 1f1b --ranks 2 --microbatches 2 "
+            "--db s.db --dump-weights ./s.db", 2, SAME_FILE(run, "--dump-weights", "./s.db", "s.db")},
+    {"run", "--oversubscribe --width 8 --warmup 0 --timed 1 --profile-reps 1 --kind 1f1b --ranks 2 --microbatches 2 "
+            "--db s.db --save-profile s.db", 2, SAME_FILE(run, "--save-profile", "s.db", "s.db")},
+    {"run", "--no-predict --oversubscribe --width 8 --warmup 0 --timed 1 --kind 1f1b --ranks 2 --microbatches 2 "
+            "--dump-weights " DEFAULT_DB, 2, SAME_FILE(run, "--dump-weights", DEFAULT_DB, DEFAULT_DB)},
+    {"calibrate", "--db s.db --run 1 --model " MODEL " --hardware dgx-a100 -o s.db", 2,
+     SAME_FILE(calibrate, "-o", "s.db", "s.db")},
+    {NULL, NULL, 0, NULL},
+};
+
+/* Each row of db_outputs, run in a folder that holds s.db (a simulated run with its actions, which
+ * calibrate fits) and the default database: its exit code and exact stderr; and both databases
+ * are byte for byte as they were (no trace, weights, profile or INI written over them). */
+static void test_output_is_db(void) {
+    int exec = cli_test_have_run();
+    char *dir = pl_test_tmpdir(), cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' simulate --model " MODEL " --hardware dgx-a100 --kind 1f1b --ranks 2 --microbatches 2 "
+             "--trace --db s.db && '%s' simulate --kind 1f1b --ranks 2 --microbatches 2 && cp s.db s.orig && "
+             "cp " DEFAULT_DB " default.orig",
+             dir, PIPELAB_BIN, PIPELAB_BIN);
+    char *out = NULL;
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &out), 0);
+    free(out);
+    for (const silent_case *c = db_outputs; c->cmd; c++) {
+        if (!exec && strcmp(c->cmd, "run") == 0) continue;
+        snprintf(cmd, sizeof cmd, "( cd '%s' && '%s' %s %s >/dev/null )", dir, PIPELAB_BIN, c->cmd, c->args);
+        char *err = NULL;
+        int rc = pl_test_run(cmd, &err);
+        const char *got = err ? err : "";
+        int ok = rc == c->code && strcmp(got, c->err) == 0;
+        if (!ok)
+            fprintf(stderr, "\n  pipelab %s %s: want exit %d and '%s', got exit %d and '%s'\n", c->cmd, c->args, c->code,
+                    c->err, rc, got);
+        CU_ASSERT(ok);
+        free(err);
+        snprintf(cmd, sizeof cmd, "cd '%s' && cmp s.db s.orig && cmp " DEFAULT_DB " default.orig", dir);
+        out = NULL;
+        int same = pl_test_run(cmd, &out) == 0;
+        if (!same) fprintf(stderr, "\n  pipelab %s %s changed a database: %s\n", c->cmd, c->args, out ? out : "");
+        CU_ASSERT(same);
+        free(out);
+        if (!same) { /* the next rows start from the databases as they were */
+            snprintf(cmd, sizeof cmd, "cd '%s' && rm -f s.db-wal s.db-shm " DEFAULT_DB "-wal " DEFAULT_DB "-shm && "
+                     "cp s.orig s.db && cp default.orig " DEFAULT_DB, dir);
+            out = NULL;
+            CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+            free(out);
+        }
+    }
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
+    free(dir);
+    if (!exec) pl_test_skip("this build has no executor: the `pipelab run` rows were not run");
+}
+
 void test_silent_flags_cli_register(void) {
     static const pl_test_case tcases[] = {
         {"flags a command would not act on are usage errors", test_silent_table},
         {"schedule -o FILE writes the format FILE's name says", test_output_by_name},
+        {"an output that is the database is refused, the database untouched", test_output_is_db},
         {NULL, NULL},
     };
     pl_test_suite("cli flags never silently ignored", tcases);

@@ -1911,6 +1911,39 @@ static void test_profile_meta_line(void) {
     CU_ASSERT_EQUAL(exec_profile_meta(head, strlen(head), NULL, NULL), -1);
 }
 
+/* A profile CSV that starts with a UTF-8 byte order mark, its executor line first: the line
+ * check reads past the mark as the cost model's reader does (a malformed line is refused as line
+ * 1, a good one passes) and the readers take the executor and worker lines there. */
+static void test_profile_lines_bom(void) {
+    static const char bom[] = "\xEF\xBB\xBF";
+    char text[512];
+    snprintf(text, sizeof text, "%s# " EXEC_PROFILE_META " concurrency=2 step_s=nan\nlayer,name\n", bom);
+    pl_err e = {0};
+    CU_ASSERT_EQUAL(exec_profile_lines_check("f.csv", text, strlen(text), &e), PL_EINPUT);
+    CU_ASSERT_STRING_EQUAL(e.msg, "f.csv:1: step_s must be a finite number >= 0 (got 'nan')");
+    snprintf(text, sizeof text, "%s# " EXEC_PROFILE_META " worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4\n"
+             "# " EXEC_PROFILE_META " worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=5\n", bom);
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL(exec_profile_lines_check("f.csv", text, strlen(text), &e), PL_EINPUT);
+    CU_ASSERT_STRING_EQUAL(e.msg, "f.csv:2: a second worker line of worker 0 (the first is line 1)");
+    snprintf(text, sizeof text, "%s# " EXEC_PROFILE_META " concurrency=2 step_s=0.25\n"
+             "# " EXEC_PROFILE_META " worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4\nlayer,name\n", bom);
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL(exec_profile_lines_check("f.csv", text, strlen(text), &e), PL_OK);
+    int c = 0;
+    double st = -1, step = -1;
+    CU_ASSERT_EQUAL(exec_profile_meta(text, strlen(text), &c, &st), 0);
+    CU_ASSERT_EQUAL(c, 2);
+    CU_ASSERT_DOUBLE_EQUAL(st, 0.25, 0);
+    CU_ASSERT_EQUAL(exec_profile_worker_steps(text, strlen(text), 1, &step), 0);
+    CU_ASSERT_DOUBLE_EQUAL(step, 4, 0);
+    /* a worker line first, past the mark */
+    snprintf(text, sizeof text, "%s# " EXEC_PROFILE_META " worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4\n", bom);
+    step = -1;
+    CU_ASSERT_EQUAL(exec_profile_worker_steps(text, strlen(text), 1, &step), 0);
+    CU_ASSERT_DOUBLE_EQUAL(step, 4, 0);
+}
+
 /* The worker lines (exec_worker_line, exec_profile_lines_check, the readers): a profile's times
  * written as the golden line below, every key in its place, and read back; a malformed line, a
  * worker's second line of a kind or a second executor line refused with FILE:LINE and what is
@@ -2138,6 +2171,7 @@ void pl_test_register(void) {
         {"profile worker lines: the reuse-distance ratios, old lines without them", test_profile_reuse_lines},
         {"pass-length factors: windows over a worker's samples, their lines", test_window_factors},
         {"the profile's executor line: every key known and in range, else FILE:LINE", test_profile_meta_line},
+        {"a profile CSV's byte order mark: its executor lines checked and read past it", test_profile_lines_bom},
         {"the worker, pass-length and rounds lines: written and read by one key table, else FILE:LINE",
          test_profile_worker_lines},
         {"the states term's rounds: each worker's speed over its median round, side by side", test_state_rounds},
