@@ -37,6 +37,17 @@ int pl_test_run(const char *cmd, char **output) {
     return WEXITSTATUS(st);
 }
 
+void pl_test_cli_expect(const char *args, int rc, const char *want) {
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s %s", PIPELAB_BIN, args);
+    int got = pl_test_run(cmd, &out);
+    CU_ASSERT_EQUAL(got, rc);
+    int ok = out && strstr(out, want);
+    CU_ASSERT(ok);
+    if (got != rc || !ok) fprintf(stderr, "\n  %s: exit %d (want %d), output '%s' lacks '%s'\n", args, got, rc, out ? out : "", want);
+    free(out);
+}
+
 char *pl_test_path(const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);

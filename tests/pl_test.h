@@ -13,6 +13,9 @@ int pl_test_exists(const char *path);
 /* Runs a shell command, captures stdout+stderr (malloc'd, NUL-terminated) and returns the exit
  * status (or -1 when it did not exit normally). */
 int pl_test_run(const char *cmd, char **output);
+/* Runs `pipelab args` (the binary of PIPELAB_BIN) and asserts that it exits with rc and that its
+ * output (stdout and stderr) contains want; says what it got on stderr when not. */
+void pl_test_cli_expect(const char *args, int rc, const char *want);
 /* Returns a malloc'd path "dir/name". */
 char *pl_test_path(const char *dir, const char *name);
 /* Makes a fresh temporary directory /tmp/pipelab-test-XXXXXX and returns its malloc'd path. The

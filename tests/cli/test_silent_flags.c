@@ -91,6 +91,21 @@ static const silent_case cases[] = {
 
 int cli_test_have_run(void); /* test_sched_flags.c */
 
+/* Runs row c in dir and asserts its exit code and exact stderr (stdout is dropped). */
+static void check_row(const char *dir, const silent_case *c) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "( cd '%s' && '%s' %s %s >/dev/null )", dir, PIPELAB_BIN, c->cmd, c->args);
+    char *err = NULL;
+    int rc = pl_test_run(cmd, &err);
+    const char *got = err ? err : "";
+    int ok = rc == c->code && strcmp(got, c->err) == 0;
+    if (!ok)
+        fprintf(stderr, "\n  pipelab %s %s: want exit %d and '%s', got exit %d and '%s'\n", c->cmd, c->args, c->code,
+                c->err, rc, got);
+    CU_ASSERT(ok);
+    free(err);
+}
+
 /* Every row, run in a folder of its own: its exit code and exact stderr; and no row leaves a
  * file there (the default database, an -o file). */
 static void test_silent_table(void) {
@@ -98,17 +113,7 @@ static void test_silent_table(void) {
     char *dir = pl_test_tmpdir();
     for (const silent_case *c = cases; c->cmd; c++) {
         if (!exec && strcmp(c->cmd, "run") == 0) continue;
-        char cmd[4096];
-        snprintf(cmd, sizeof cmd, "( cd '%s' && '%s' %s %s >/dev/null )", dir, PIPELAB_BIN, c->cmd, c->args);
-        char *err = NULL;
-        int rc = pl_test_run(cmd, &err);
-        const char *got = err ? err : "";
-        int ok = rc == c->code && strcmp(got, c->err) == 0;
-        if (!ok)
-            fprintf(stderr, "\n  pipelab %s %s: want exit %d and '%s', got exit %d and '%s'\n", c->cmd, c->args, c->code,
-                    c->err, rc, got);
-        CU_ASSERT(ok);
-        free(err);
+        check_row(dir, c);
     }
     char cmd[4096], *out = NULL;
     snprintf(cmd, sizeof cmd, "ls -A '%s'", dir);
@@ -214,16 +219,7 @@ static void test_output_is_db(void) {
     free(out);
     for (const silent_case *c = db_outputs; c->cmd; c++) {
         if (!exec && strcmp(c->cmd, "run") == 0) continue;
-        snprintf(cmd, sizeof cmd, "( cd '%s' && '%s' %s %s >/dev/null )", dir, PIPELAB_BIN, c->cmd, c->args);
-        char *err = NULL;
-        int rc = pl_test_run(cmd, &err);
-        const char *got = err ? err : "";
-        int ok = rc == c->code && strcmp(got, c->err) == 0;
-        if (!ok)
-            fprintf(stderr, "\n  pipelab %s %s: want exit %d and '%s', got exit %d and '%s'\n", c->cmd, c->args, c->code,
-                    c->err, rc, got);
-        CU_ASSERT(ok);
-        free(err);
+        check_row(dir, c);
         snprintf(cmd, sizeof cmd, "cd '%s' && cmp s.db s.orig && cmp " DEFAULT_DB " default.orig", dir);
         out = NULL;
         int same = pl_test_run(cmd, &out) == 0;

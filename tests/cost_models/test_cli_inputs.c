@@ -17,16 +17,7 @@ void test_cli_inputs_register(void);
 #define SIM_ON(hw) "simulate --kind 1f1b --ranks 2 --microbatches 2 --no-db --hardware " hw " "
 
 /* Runs `pipelab args`: its exit status must be rc and its output must contain want. */
-static void expect(const char *args, int rc, const char *want) {
-    char cmd[4096], *out = NULL;
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", PIPELAB_BIN, args);
-    int got = pl_test_run(cmd, &out);
-    CU_ASSERT_EQUAL(got, rc);
-    int ok = out && strstr(out, want);
-    CU_ASSERT(ok);
-    if (got != rc || !ok) fprintf(stderr, "\n  %s: exit %d (want %d), output '%s' lacks '%s'\n", args, got, rc, out ? out : "", want);
-    free(out);
-}
+static void expect(const char *args, int rc, const char *want) { pl_test_cli_expect(args, rc, want); }
 
 /* Writes text[0..len) to dir/name; returns the malloc'd path. */
 static char *write_in(const char *dir, const char *name, const char *text, size_t len) {

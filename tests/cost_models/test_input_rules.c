@@ -33,16 +33,7 @@ static char *bom_and_file(const char *path) {
 }
 
 /* Runs `pipelab args`: its exit status must be rc and its output must contain want. */
-static void expect_cli(const char *args, int rc, const char *want) {
-    char cmd[4096], *out = NULL;
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", PIPELAB_BIN, args);
-    int got = pl_test_run(cmd, &out);
-    CU_ASSERT_EQUAL(got, rc);
-    int ok = out && strstr(out, want);
-    CU_ASSERT(ok);
-    if (got != rc || !ok) fprintf(stderr, "\n  %s: exit %d (want %d), output '%s' lacks '%s'\n", args, got, rc, out ? out : "", want);
-    free(out);
-}
+static void expect_cli(const char *args, int rc, const char *want) { pl_test_cli_expect(args, rc, want); }
 
 /* Expects e to hold want (reported when not). */
 static void expect_msg(const pl_err *e, const char *want) {
