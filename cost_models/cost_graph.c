@@ -440,6 +440,9 @@ static int topo_order(const graph *g, adjacency *a, const char *path, pl_err *e)
     return PL_OK;
 }
 
+/* The error of a cut whose crossing outputs add up past int64 (a node's line). */
+#define COST_GRAPH_CUT_OVERFLOW "%s:%d: the outputs crossing a cut at this node add up to more bytes than 64 bits count"
+
 /* Fills layer p of m from the node at position p: times (ms to s; a node with parameters
  * splits its backward evenly into I and W, one without has no W), sizes, and adds its output
  * to diff[] at every cut it crosses. Returns PL_OK, or PL_EINPUT / PL_ENOMEM with e. */
@@ -462,10 +465,10 @@ static int layer_from_node(const graph *g, const adjacency *a, int p, cost_model
     int last = p;
     for (int k = a->sstart[a->order[p]]; k < a->sstart[a->order[p] + 1]; k++)
         if (a->pos[a->succ[k]] > last) last = a->pos[a->succ[k]];
-    if (last > p) {
-        diff[p + 1] += l->out_bytes;
-        diff[last + 1] -= l->out_bytes;
-    }
+    if (last > p && (__builtin_add_overflow(diff[p + 1], l->out_bytes, &diff[p + 1]) ||
+                     __builtin_sub_overflow(diff[last + 1], l->out_bytes, &diff[last + 1])))
+        return pl_errf(e, PL_EINPUT, COST_GRAPH_CUT_OVERFLOW,
+                       path, nd->line);
     return PL_OK;
 }
 
@@ -488,10 +491,17 @@ static cost_model *model_from_order(const graph *g, const adjacency *a, const ch
     if (m) {
         int64_t run = 0;
         m->cut_bytes[0] = 0;
-        for (int k = 1; k < n; k++) {
-            run += diff[k];
+        for (int k = 1; m && k < n; k++) {
+            if (__builtin_add_overflow(run, diff[k], &run)) { /* the outputs crossing cut k, summed */
+                pl_errf(e, PL_EINPUT, COST_GRAPH_CUT_OVERFLOW, path, g->node[a->order[k]].line);
+                cost_model_free(m);
+                m = NULL;
+                break;
+            }
             m->cut_bytes[k] = run;
         }
+    }
+    if (m) {
         m->cut_bytes[n] = m->layer[n - 1].out_bytes;
         m->microbatch_size = microbatch_size;
         m->dtype_bytes = COST_FP32_BYTES;

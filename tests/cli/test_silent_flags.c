@@ -75,6 +75,11 @@ static const silent_case cases[] = {
     {"plot", "bubble --db ''", 2, USAGE(plot, "--db: needs a file name (got '')")},
     {"db", "list --db ''", 2, USAGE(db, "--db: needs a file name (got '')")},
     {"db", "export --format csv --db ''", 2, USAGE(db, "--db: needs a file name (got '')")},
+    /* list and show print to the terminal: an -o was ignored, with nothing written */
+    {"db", "list -o l.txt", 2, USAGE(db, "-o applies to export, trace and merge: list prints to the terminal (redirect it "
+                                         "to keep it)")},
+    {"db", "show 1 -o s.txt", 2, USAGE(db, "-o applies to export, trace and merge: show prints to the terminal (redirect "
+                                           "it to keep it)")},
     /* the layout's settings: the model first, then what the layout decides */
     {"simulate", SIMX "--kind 1f1b --ranks 2 --microbatches 2 --sequence-parallel", 2,
      USAGE(simulate, "--sequence-parallel is a setting of the parallel layout, which needs the model: --model "

@@ -348,6 +348,13 @@ static void test_graph_bad(void) {
               "\tnode1 -- node2\n\tnode2 -- node3\n\tnode3 -- node4\n\tnode4 -- node2\n", 6,
               "cycle: node2 -> node3 -> node4 -> node2");
     graph_bad(N("node1", "1") "\tnode1 -- node1\n", 2, "cycle: node1 -> node1");
+    /* three outputs of 4e18 bytes (each within a size's bound) all cross the cut before node4: the
+     * third's found to overflow the count */
+#define BIG(id) id " -- X -- forward_compute_time=1, backward_compute_time=1, activation_size=4e18, parameter_size=0\n"
+    graph_bad(BIG("node1") BIG("node2") BIG("node3") N("node4", "1")
+              "\tnode1 -- node4\n\tnode2 -- node4\n\tnode3 -- node4\n", 3,
+              "the outputs crossing a cut at this node add up to more bytes than 64 bits count");
+#undef BIG
 }
 
 /* Expected layer counts and sums of the real PipeDream profiles (computed independently). */
