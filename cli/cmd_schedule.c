@@ -43,6 +43,8 @@ static const char help_text[] =
     "  --color auto|always|never   colour the timeline (auto: when stdout is a terminal)\n"
     "  --format table|csv|json     statistics format (default table)\n"
     "  --unit-f N --unit-b N --unit-i N --unit-w N   step costs in the dry run (default 1)\n"
+    "                        (--no-timeline, --color, --format and --unit-* set what is printed:\n"
+    "                        not with --to or -o, which print none of it)\n"
     "  --max-memory SIZE     memory pipelab may use (8e9, 16GiB; default: the physical memory or\n"
     "                        ulimit -v, or $PIPELAB_MAX_MEMORY); larger schedules are refused up front\n"
     "\n"
@@ -53,6 +55,8 @@ typedef struct opts {
     const char *to, *output, *flavour, *color, *format;
     int lowered, check, no_timeline;
     sched_unit_costs costs;
+    const char *shown; /* the long name of the first flag given of what is printed (the timeline and
+                        * statistics), else NULL */
 } opts;
 
 enum { O_LOWERED = 1000, O_CHECK, O_TO, O_FLAVOUR, O_NOTL, O_COLOR, O_FORMAT, O_UF, O_UB, O_UI, O_UW, O_HELP, O_MAXMEM };
@@ -100,6 +104,7 @@ static int names_sched_text(const char *path) {
  * other name is refused, as are --flavour without a CSV to write and --check (which writes
  * nothing) with --to or -o. Returns -1 to go on, else CLI_EUSAGE after printing what is wrong. */
 static int output_args(opts *o) {
+    const char *writer = o->to ? "--to" : "-o"; /* what asks for the schedule to be written */
     if (o->to && strcmp(o->to, "sched") != 0 && strcmp(o->to, "torch-csv") != 0 && strcmp(o->to, "torch-csv-legacy") != 0)
         return cli_usage_error("schedule", "--to must be sched, torch-csv or torch-csv-legacy (got '%s')", o->to);
     if (o->flavour && strcmp(o->flavour, "compute_only") != 0 && strcmp(o->flavour, "compute_comms") != 0)
@@ -112,6 +117,9 @@ static int output_args(opts *o) {
             return cli_usage_error("schedule", "-o %s: the format is not in its name (.sched or .csv); give --to sched, "
                                    "torch-csv or torch-csv-legacy", o->output);
     }
+    if (o->to && o->shown)
+        return cli_usage_error("schedule", "--%s sets how the timeline and statistics print, and with %s the schedule is "
+                               "written instead; leave --%s out", o->shown, writer, o->shown);
     if (o->flavour && (!o->to || strcmp(o->to, "sched") == 0))
         return cli_usage_error("schedule", "--flavour is the flavour of the CSV that --to torch-csv or torch-csv-legacy "
                                "writes (or -o FILE.csv)%s", o->to ? ", not --to sched" : "");
@@ -149,6 +157,9 @@ static int parse(int argc, char **argv, opts *o) {
         default:
             return cli_usage_error("schedule", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
+        if (!o->shown && (c == O_NOTL || c == O_COLOR || c == O_FORMAT || c == O_UF || c == O_UB || c == O_UI || c == O_UW))
+            for (const struct option *lo = long_opts; lo->name; lo++)
+                if (lo->val == c) o->shown = lo->name;
     }
     if ((rc = cli_sched_args_end("schedule", argc, argv, &o->a)) >= 0) return rc;
     if ((rc = output_args(o)) >= 0) return rc;

@@ -60,6 +60,13 @@ static const silent_case cases[] = {
                      "FILE.csv), not --to sched")},
     {"schedule", "--kind 1f1b --ranks 2 --microbatches 2 --check -o x.sched", 2,
      USAGE(schedule, "--check validates only and writes nothing: not with --to or -o")},
+    /* what is printed, given with a conversion, which prints none of it */
+    {"schedule", "--kind 1f1b --ranks 2 --microbatches 2 --to sched --format json", 2,
+     USAGE(schedule, "--format sets how the timeline and statistics print, and with --to the schedule is written "
+                     "instead; leave --format out")},
+    {"schedule", "--kind 1f1b --ranks 2 --microbatches 2 --unit-w 2 --no-timeline -o x.sched", 2,
+     USAGE(schedule, "--unit-w sets how the timeline and statistics print, and with -o the schedule is written "
+                     "instead; leave --unit-w out")},
     {"schedule", "--kind 1f1b --ranks 2 --microbatches 2 --check --to sched", 2,
      USAGE(schedule, "--check validates only and writes nothing: not with --to or -o")},
     /* the database flags */
