@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_rows.h"
 #include "pl_test.h"
 
 /* A small run (test_run_outputs.c's). */
@@ -19,8 +20,6 @@
 /* The file-size limit of the failing store, in bytes. */
 #define STORE_FILE_LIMIT_BYTES (40 * 1024)
 
-/* Returns 1 when this build has `pipelab run` (test_sched_flags.c). */
-int cli_test_have_run(void);
 
 /* Returns the times needle occurs in hay (0 for NULL). */
 static int count_of(const char *hay, const char *needle) {

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_rows.h"
 #include "pl_test.h"
 
 /* A small run; LONG_RUN's timed passes take tens of seconds, so that a refusal after the run,
@@ -26,9 +27,6 @@ static double now_s(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-
-/* Returns 1 when this build has `pipelab run` (test_sched_flags.c). */
-int cli_test_have_run(void);
 
 /* Runs `as pipelab LONG_RUN args` in dir (as: a prefix such as setpriv's, or ""), expects exit 1
  * within REFUSE_MAX_S with stderr holding want; returns 1 when it did. */

@@ -8,23 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_rows.h"
 #include "pl_test.h"
-
-#define GOLDEN PIPELAB_TESTS_DIR "/golden/"
-#define BAD PIPELAB_TESTS_DIR "/bad/"
-
-/* One row: the subcommand, its arguments, the exit code and the exact stderr ("" = none). */
-typedef struct flag_case {
-    const char *cmd;
-    const char *args;
-    int code;
-    const char *err;
-} flag_case;
-
-#define USAGE(c, msg) "pipelab " #c ": " msg "\n(see 'pipelab " #c " --help')\n"
-/* simulate without the database; run small, fast and unstored */
-#define SIMX "--no-db "
-#define RUNX "--no-db --no-predict --oversubscribe --width 8 --warmup 0 --timed 1 "
 
 /* The rows that every command answers alike, apart from its name. */
 #define COMMON_ROWS(c, x)                                                                            \
@@ -93,7 +78,7 @@ typedef struct flag_case {
 #define run_IT "65536"
 #define run_IT_OVER "65537"
 
-static const flag_case cases[] = {
+static const cli_row cases[] = {
     COMMON_ROWS(schedule, "--check "),
     COMMON_ROWS(simulate, SIMX),
     COMMON_ROWS(run, RUNX),
@@ -108,8 +93,7 @@ static const flag_case cases[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* Returns 1 when this build has the executor (`pipelab run`); test_run_outputs.c calls it too. */
-int cli_test_have_run(void);
+/* cli_rows.h */
 int cli_test_have_run(void) {
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd, "'%s' run --help", PIPELAB_BIN);
@@ -121,22 +105,27 @@ int cli_test_have_run(void) {
 /* Every row: its exit code, and its exact stderr (NULL: any one "pipelab" error line). */
 static void test_flag_table(void) {
     int exec = cli_test_have_run();
-    for (const flag_case *c = cases; c->cmd; c++) {
+    for (const cli_row *c = cases; c->cmd; c++) {
         if (!exec && strcmp(c->cmd, "run") == 0) continue;
-        char cmd[2048];
-        snprintf(cmd, sizeof cmd, "( cd /tmp && '%s' %s %s >/dev/null )", PIPELAB_BIN, c->cmd, c->args);
-        char *err = NULL;
-        int rc = pl_test_run(cmd, &err);
-        const char *got = err ? err : "";
-        int ok = rc == c->code && (c->err ? strcmp(got, c->err) == 0
-                                          : strncmp(got, "pipelab: ", 9) == 0 && strchr(got, '\n') == got + strlen(got) - 1);
-        if (!ok)
-            fprintf(stderr, "\n  pipelab %s %s: want exit %d and '%s', got exit %d and '%s'\n", c->cmd, c->args, c->code,
-                    c->err ? c->err : "(one pipelab: line)", rc, got);
-        CU_ASSERT(ok);
-        free(err);
+        cli_test_check_row("/tmp", c);
     }
     if (!exec) pl_test_skip("this build has no executor: the `pipelab run` rows were not run");
+}
+
+/* cli_rows.h */
+void cli_test_check_row(const char *dir, const cli_row *c) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "( cd '%s' && '%s' %s %s >/dev/null )", dir, PIPELAB_BIN, c->cmd, c->args);
+    char *err = NULL;
+    int rc = pl_test_run(cmd, &err);
+    const char *got = err ? err : "";
+    int ok = rc == c->code && (c->err ? strcmp(got, c->err) == 0
+                                      : strncmp(got, "pipelab: ", 9) == 0 && strchr(got, '\n') == got + strlen(got) - 1);
+    if (!ok)
+        fprintf(stderr, "\n  pipelab %s %s: want exit %d and '%s', got exit %d and '%s'\n", c->cmd, c->args, c->code,
+                c->err ? c->err : "(one pipelab: line)", rc, got);
+    CU_ASSERT(ok);
+    free(err);
 }
 
 void test_sched_flags_cli_register(void) {

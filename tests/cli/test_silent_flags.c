@@ -9,23 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_rows.h"
 #include "pl_test.h"
 
-#define GOLDEN PIPELAB_TESTS_DIR "/golden/"
-#define BAD PIPELAB_TESTS_DIR "/bad/"
 #define SCHED GOLDEN "gpipe_p2_m3.sched"
-
-/* One row: the subcommand, its arguments, the exit code and the exact stderr. */
-typedef struct silent_case {
-    const char *cmd;
-    const char *args;
-    int code;
-    const char *err;
-} silent_case;
-
-#define USAGE(c, msg) "pipelab " #c ": " msg "\n(see 'pipelab " #c " --help')\n"
-#define SIMX "--no-db "
-#define RUNX "--no-db --no-predict --oversubscribe --width 8 --warmup 0 --timed 1 "
 #define FROM_SAYS(flag, what) flag ": the schedule comes from " SCHED ", which sets its " what "; leave " flag " out"
 
 /* The rows that schedule, simulate and run answer alike, apart from the name: every flag the
@@ -44,7 +31,7 @@ typedef struct silent_case {
      USAGE(c, "--legacy-letters reads a PyTorch CSV given with --from: not with --kind")},              \
     {#c, x "--from " SCHED " --max-memory 16GiB", 0, ""}
 
-static const silent_case cases[] = {
+static const cli_row cases[] = {
     FROM_ROWS(schedule, "--check "),
     FROM_ROWS(simulate, SIMX),
     FROM_ROWS(run, RUNX),
@@ -101,31 +88,14 @@ static const silent_case cases[] = {
     {NULL, NULL, 0, NULL},
 };
 
-int cli_test_have_run(void); /* test_sched_flags.c */
-
-/* Runs row c in dir and asserts its exit code and exact stderr (stdout is dropped). */
-static void check_row(const char *dir, const silent_case *c) {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "( cd '%s' && '%s' %s %s >/dev/null )", dir, PIPELAB_BIN, c->cmd, c->args);
-    char *err = NULL;
-    int rc = pl_test_run(cmd, &err);
-    const char *got = err ? err : "";
-    int ok = rc == c->code && strcmp(got, c->err) == 0;
-    if (!ok)
-        fprintf(stderr, "\n  pipelab %s %s: want exit %d and '%s', got exit %d and '%s'\n", c->cmd, c->args, c->code,
-                c->err, rc, got);
-    CU_ASSERT(ok);
-    free(err);
-}
-
 /* Every row, run in a folder of its own: its exit code and exact stderr; and no row leaves a
  * file there (the default database, an -o file). */
 static void test_silent_table(void) {
     int exec = cli_test_have_run();
     char *dir = pl_test_tmpdir();
-    for (const silent_case *c = cases; c->cmd; c++) {
+    for (const cli_row *c = cases; c->cmd; c++) {
         if (!exec && strcmp(c->cmd, "run") == 0) continue;
-        check_row(dir, c);
+        cli_test_check_row(dir, c);
     }
     char cmd[4096], *out = NULL;
     snprintf(cmd, sizeof cmd, "ls -A '%s'", dir);
@@ -199,7 +169,7 @@ static void test_output_by_name(void) {
 /* The outputs of simulate (--trace-json), run (--dump-weights, --save-profile) and calibrate
  * (-o) that are the database the command reads or writes: named alike, by another path, or the
  * default database when --db is left out. */
-static const silent_case db_outputs[] = {
+static const cli_row db_outputs[] = {
     {"simulate", "--kind 1f1b --ranks 2 --microbatches 2 --db s.db --trace-json s.db", 2,
      SAME_FILE(simulate, "--trace-json", "s.db", "s.db")},
     {"simulate", "--kind 1f1b --ranks 2 --microbatches 2 --trace-json " DEFAULT_DB, 2,
@@ -229,9 +199,9 @@ static void test_output_is_db(void) {
     char *out = NULL;
     CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &out), 0);
     free(out);
-    for (const silent_case *c = db_outputs; c->cmd; c++) {
+    for (const cli_row *c = db_outputs; c->cmd; c++) {
         if (!exec && strcmp(c->cmd, "run") == 0) continue;
-        check_row(dir, c);
+        cli_test_check_row(dir, c);
         snprintf(cmd, sizeof cmd, "cd '%s' && cmp s.db s.orig && cmp " DEFAULT_DB " default.orig", dir);
         out = NULL;
         int same = pl_test_run(cmd, &out) == 0;
