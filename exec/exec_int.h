@@ -384,21 +384,38 @@ enum { EXEC_P2P_TRIP = 0, EXEC_P2P_SEND = 1, EXEC_P2P_POST = 2, EXEC_P2P_SERIES 
  * else round trips) to its link, the send calls to its send part, and the posts, which only
  * one-way rounds time, to its post part (else left 0). Returns PL_OK or the fit's error. */
 int exec_p2p_fit_all(const size_t *bytes, const double *rt_s, int rounds, int one_way, exec_p2p *out, pl_err *e);
+/* What a rank of the hand-off's profile streams through between two hand-offs (p, n floats): as
+ * many bytes as the weights and gradients of a rank of a 2-rank run of the model
+ * (exec_p2p_sweep_floats: ceil(L / 2) blocks, twice), which a run's forwards and backwards
+ * stream through between its hand-offs. In a run a hand-off comes after compute that pushed the
+ * transport's code, its buffers and the boundary's memory out of the caches; a hand-off between
+ * ranks that did nothing else finds them all there. On the MPI transport of a 2-core host that
+ * was most of what a run's hand-off costs: at 16 KiB, a post whose message was there took 5 us
+ * after no compute and 27 us after a sweep of 16 MiB on each rank (43 us after 32 MiB), a
+ * one-way trip 6 and 10 us (27 us), where a run of that width and depth 8 read 31-62 us. */
+typedef struct exec_p2p_sweep {
+    float *p;
+    size_t n;
+} exec_p2p_sweep;
+size_t exec_p2p_sweep_floats(const exec_config *cfg);
 /* Rank me's (0 or 1) side of the ping-pong over transport t: rank 0 sends an activation and
  * waits for the gradient that rank 1 sends back on receiving it, one untimed round trip per
  * size, then `rounds` timed ones; rank 0 writes their times to rt_s (EXEC_P2P_SERIES series,
  * each size after size): with one_way (both ranks read one clock: threads, or MPI processes on
  * one host) the one-way time of each activation (rank 0 stamps it; rank 1 returns what it saw,
  * from the stamp to its receive's completion), rank 0 computing meanwhile as a run's sender does
- * (it spins on the clock, out of the transport, for twice the size's untimed round trip); else
- * each round trip. Beside them rank 0's own time in each send call, and in one_way rounds in its
+ * (it sweeps sw, then spins on the clock, out of the transport, until twice the size's untimed
+ * round trip has passed); else each round trip. In one_way rounds each rank sweeps sw before
+ * the hand-off, as a run computes before it: rank 0 before each timed send, rank 1 after its
+ * gradient's send and before it waits for the next timed activation. Beside them rank 0's own time in each send call, and in one_way rounds in its
  * post of the gradient's receive, which it makes after the spin, the gradient there by then (a
  * post that takes its message out of the mailbox). Rank 1 posts each activation's receive a
  * round ahead, as the run's workers post theirs, where t can (post_recv); buf holds twice the
  * largest size (what it sends, then what it receives). The threads' profile (exec_profile_p2p)
  * and the MPI transport's (exec_mpi_profile_p2p) run it. Returns PL_OK or the transport's
  * error. */
-int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, int one_way, void *buf, double *rt_s, pl_err *e);
+int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, int one_way, void *buf, exec_p2p_sweep *sw,
+                  double *rt_s, pl_err *e);
 /* Whether exec_p2p_side times one way: both ranks read one clock (one_clock) and the smallest
  * message has room for the stamps (a model of width 1 on one row has not: round trips). */
 int exec_p2p_one_way(int one_clock, const size_t *bytes);

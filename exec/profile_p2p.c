@@ -5,7 +5,9 @@
  * and 1 of a boundary above 4 MiB), and fits the one-way times to cost_link_s's latency and
  * bandwidth (cost_link_fit). With one clock on both sides (threads; MPI processes on one host)
  * the one-way time is the receiver's completion minus the sender's stamp, while the sender
- * computes as a run's does; else half the round trip. Beside it, the hand-off's time on the
+ * computes as a run's does, each side having streamed through a rank's weights and gradients
+ * before (exec_p2p_sweep: a run's hand-off comes after compute); else half the round trip.
+ * Beside it, the hand-off's time on the
  * ranks' own timelines, which holds them from their compute (the simulator's send_hold_s and
  * post_hold_s): the sender's send call, and a post that finds its message already there. */
 #include <pthread.h>
@@ -21,11 +23,16 @@
 #define P2P_MIN_ROUNDS 9  /* round trips per size at least (the median is kept) */
 #define P2P_MAX_ROUNDS 31 /* and at most */
 #define P2P_BIG_BYTES ((size_t)4 << 20) /* boundaries above: 1/16, 1/4 and 1 boundary (memory) */
+/* A rank's sweep at most (exec_int.h: exec_p2p_sweep): 64 MiB, twice the last-level cache a core
+ * of the 2-core validation host reaches; a larger one leaves the caches no colder, only takes
+ * longer and more memory. */
+#define P2P_SWEEP_MAX_FLOATS (((size_t)64 << 20) / sizeof(float))
 
 typedef struct p2p_shared {
     exec_transport *t;
     size_t bytes[P2P_SIZES];
-    int rounds, pin, ncpus, cpus[P2P_RANKS];
+    int rounds, pin, ncpus, cpus[P2P_RANKS], small_pages;
+    size_t sweep_floats; /* each rank's sweep (exec_p2p_sweep_floats) */
     double *rt_s; /* [EXEC_P2P_SERIES * P2P_SIZES * rounds] rank 0's times (exec_p2p_side: one way here) */
 } p2p_shared;
 
@@ -38,14 +45,32 @@ static double get_s(const void *buf) {
     return v;
 }
 
-/* Spins on the clock for s seconds, out of the transport: a sender computing after its SEND. */
-static void busy_for(double s) {
-    for (double t0 = pl_now_s(); pl_now_s() - t0 < s;) {}
+/* Streams through a rank's sweep (adds to each float, as a backward accumulates its gradients):
+ * what a run's compute does to the caches between two hand-offs. */
+static void sweep(exec_p2p_sweep *sw) {
+    for (size_t i = 0; i < sw->n; i++) sw->p[i] += 1.0f;
+}
+
+/* Sweeps once, then spins on the clock until s seconds have passed, out of the transport: a
+ * sender computing after its SEND. */
+static void busy_for(exec_p2p_sweep *sw, double s) {
+    double t0 = pl_now_s();
+    sweep(sw);
+    while (pl_now_s() - t0 < s) {}
+}
+
+size_t exec_p2p_sweep_floats(const exec_config *cfg) {
+    exec_dims d;
+    exec_dims_of(cfg, &d);
+    size_t blocks = ((size_t)(cfg->layers > 0 ? cfg->layers : 1) + P2P_RANKS - 1) / P2P_RANKS;
+    size_t n = 2 * blocks * exec_block_floats(&d); /* weights and their gradients */
+    return n < P2P_SWEEP_MAX_FLOATS ? n : P2P_SWEEP_MAX_FLOATS;
 }
 
 int exec_p2p_one_way(int one_clock, const size_t *bytes) { return one_clock && bytes[0] >= sizeof(double); /* the stamp's room */ }
 
-int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, int one_way, void *buf, double *rt_s, pl_err *e) {
+int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, int one_way, void *buf, exec_p2p_sweep *sw,
+                  double *rt_s, pl_err *e) {
     int per = rounds + 1, total = P2P_SIZES * per, posted = t->post_recv && t->wait_recv;
     unsigned char *out = buf, *in = out + bytes[P2P_SIZES - 1];
     one_way = exec_p2p_one_way(one_way, bytes);
@@ -66,11 +91,12 @@ int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, in
              * message there and takes it out */
             int late = one_way && j >= 0;
             if (posted && !late) rc = t->post_recv(t, 1, grad, in, n, e);
+            if (late) sweep(sw); /* the send comes after compute, as a run's SEND does */
             double t0 = pl_now_s();
             if (one_way) put_s(out, t0);
             if (rc == PL_OK) rc = t->send(t, 1, act, out, n, e);
             double t1 = pl_now_s();
-            if (rc == PL_OK && late) busy_for(busy_s);
+            if (rc == PL_OK && late) busy_for(sw, busy_s);
             double p0 = pl_now_s();
             if (rc == PL_OK && posted && late) rc = t->post_recv(t, 1, grad, in, n, e);
             double p1 = pl_now_s();
@@ -90,6 +116,7 @@ int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, in
                 rc = t->post_recv(t, 0, (exec_msg_key){EXEC_MSG_ACT, 1, i + 1}, in, bytes[(i + 1) / per], e);
             if (one_way) put_s(out, ow);
             if (rc == PL_OK) rc = t->send(t, 0, grad, out, n, e);
+            if (one_way && j >= 0 && (i + 1) % per != 0) sweep(sw); /* computes before it waits for the next timed */
         }
     }
     return rc;
@@ -102,15 +129,19 @@ static void *p2p_main(void *arg) {
     if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[a->me % sh->ncpus]);
     exec_transport *t = &sh->t[a->me];
     void *buf = calloc(2, sh->bytes[P2P_SIZES - 1]); /* what it sends, then what it receives */
-    if (!buf) {
+    exec_p2p_sweep sw = {exec_lines_alloc(sh->sweep_floats, sh->small_pages), sh->sweep_floats};
+    if (!buf || !sw.p) {
+        free(buf);
+        free(sw.p);
         a->rc = pl_errf(&a->err, PL_ENOMEM, "out of memory for the point-to-point profile");
         t->abort(t, &a->err); /* the other rank's wait fails at once */
         return NULL;
     }
-    int rc = exec_p2p_side(t, a->me, sh->bytes, sh->rounds, 1, buf, sh->rt_s, &a->err); /* threads: one clock */
+    int rc = exec_p2p_side(t, a->me, sh->bytes, sh->rounds, 1, buf, &sw, sh->rt_s, &a->err); /* threads: one clock */
     if (rc != PL_OK) t->abort(t, &a->err);
     a->rc = rc;
     free(buf);
+    free(sw.p);
     return NULL;
 }
 
@@ -149,13 +180,15 @@ void exec_p2p_plan(const exec_config *cfg, int reps, size_t *bytes, int *rounds)
     *rounds = reps < P2P_MIN_ROUNDS ? P2P_MIN_ROUNDS : reps > P2P_MAX_ROUNDS ? P2P_MAX_ROUNDS : reps;
 }
 
-/* exec_int.h. Each rank's send and receive buffers (p2p_main) and a mailbox slot of the largest
- * size each. */
+/* exec_int.h. Each rank's send and receive buffers (p2p_main), a mailbox slot of the largest
+ * size and its sweep each. */
 double exec_p2p_profile_bytes(const exec_config *cfg, int reps) {
     size_t bytes[P2P_SIZES];
     int rounds;
     exec_p2p_plan(cfg, reps, bytes, &rounds);
-    return P2P_RANKS * 3.0 * (double)bytes[P2P_SIZES - 1] + EXEC_P2P_SERIES * P2P_SIZES * (double)rounds * sizeof(double);
+    double sweep = (double)exec_lines_bytes(exec_p2p_sweep_floats(cfg), cfg->small_pages);
+    return P2P_RANKS * (3.0 * (double)bytes[P2P_SIZES - 1] + sweep) +
+           EXEC_P2P_SERIES * P2P_SIZES * (double)rounds * sizeof(double);
 }
 
 int exec_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, pl_err *e) {
@@ -165,6 +198,8 @@ int exec_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, pl_err *e)
     exec_p2p_plan(cfg, reps, sh.bytes, &sh.rounds);
     sh.ncpus = exec_platform_cores(sh.cpus, P2P_RANKS);
     sh.pin = cfg->pin; /* as exec_run pins its ranks */
+    sh.sweep_floats = exec_p2p_sweep_floats(cfg);
+    sh.small_pages = cfg->small_pages;
     sh.rt_s = pl_calloc((size_t)(EXEC_P2P_SERIES * P2P_SIZES * sh.rounds), sizeof *sh.rt_s);
     if (!sh.rt_s) return pl_errf(e, PL_ENOMEM, "out of memory");
     sh.t = exec_threads_transport_new(P2P_RANKS, 1, sh.bytes[P2P_SIZES - 1], cfg->timeout_s, e);

@@ -1512,6 +1512,8 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
     exec_p2p_plan(cfg, reps, bytes, &rounds);
     double *rt = pl_calloc(EXEC_P2P_SERIES * EXEC_P2P_SIZES * (size_t)rounds, sizeof *rt);
     void *buf = pl_calloc(2, bytes[EXEC_P2P_SIZES - 1]); /* exec_p2p_side's two halves */
+    size_t nsweep = me < 2 ? exec_p2p_sweep_floats(cfg) : 0;
+    exec_p2p_sweep sw = {me < 2 ? exec_lines_alloc(nsweep, cfg->small_pages) : NULL, nsweep};
     mend w, m; /* the job's waits; the pair's transport */
     memset(&m, 0, sizeof m);
     int one_clock = 0, complete = 0;
@@ -1522,7 +1524,7 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
         m.size = 2;
         m.stages = 1;
         int *ok = &w.scratch->p2p.ok, *all_ok = &w.scratch->p2p.all_ok; /* the collective's (mscratch) */
-        *ok = rt && buf && (me >= 2 || mend_init(&m, cfg->timeout_s, e) == PL_OK);
+        *ok = rt && buf && (me >= 2 || (sw.p && mend_init(&m, cfg->timeout_s, e) == PL_OK));
         *all_ok = 0;
         m.spin_s = w.spin_s; /* the run's waits */
         MPI_Request rq;
@@ -1537,7 +1539,7 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
         m.data = m.ctl = pair;
         exec_transport t = {&m, m_rank, m_size, m_send, m_recv, m_barrier, m_abort, m_finished, m_post_recv, m_wait_recv, NULL,
                             NULL};
-        rc = exec_p2p_side(&t, me, bytes, rounds, one_clock, buf, rt, e);
+        rc = exec_p2p_side(&t, me, bytes, rounds, one_clock, buf, &sw, rt, e);
         complete = rc == PL_OK; /* after a whole ping-pong the partner took every send */
     }
     mend_free_sends(&m, complete);
@@ -1558,6 +1560,7 @@ int exec_mpi_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, int *i
     if (rc == PL_OK && me == 0) rc = exec_p2p_fit_all(bytes, rt, rounds, one_way, out, e);
     if (rc != PL_OK) pl_err_prefix(e, "profile of the MPI hand-off: ");
     free(rt);
+    free(sw.p);
     if (!g_timed_out) free(buf); /* else a receive posted into it may still complete: the job ends */
     return rc;
 }

@@ -947,23 +947,27 @@ static void test_lines(void) {
  * of the default dense block, so between what 10 TFLOP/s and 1 MFLOP/s would take (a probe that
  * timed nothing falls out); no worker is refused. */
 /* One side of the hand-off profile on a thread (test_p2p_side). */
+#define P2P_TEST_SWEEP 4096
 typedef struct p2p_arg {
     exec_transport *t;
     int me, one_way, rc;
     const size_t *bytes;
     double *rt;
     pl_err e;
+    float sweep[P2P_TEST_SWEEP]; /* what the side streams through between its hand-offs */
 } p2p_arg;
 
 static void *p2p_thread(void *v) {
     p2p_arg *a = v;
     void *buf = calloc(2, a->bytes[EXEC_P2P_SIZES - 1]);
-    a->rc = buf ? exec_p2p_side(&a->t[a->me], a->me, a->bytes, 9, a->one_way, buf, a->rt, &a->e) : PL_ENOMEM;
+    exec_p2p_sweep sw = {a->sweep, P2P_TEST_SWEEP};
+    a->rc = buf ? exec_p2p_side(&a->t[a->me], a->me, a->bytes, 9, a->one_way, buf, &sw, a->rt, &a->e) : PL_ENOMEM;
     free(buf);
     return NULL;
 }
 
-/* The hand-off profile (exec_p2p_side, exec_p2p_fit, exec_p2p_fit_all): with one clock, each
+/* The hand-off profile (exec_p2p_side, exec_p2p_sweep_floats, exec_p2p_fit, exec_p2p_fit_all): the
+ * sweeps each side makes, counted in what they add; with one clock, each
  * timed round's one-way time travels in the messages' stamps (a positive time under a second: a
  * stamp lost or read before its message landed is a clock reading of the past or the whole
  * clock); every send call is timed, and the posts after the spin in one-way rounds only (none
@@ -977,7 +981,7 @@ static void test_p2p_side(void) {
         CU_ASSERT_PTR_NOT_NULL_FATAL(t);
         double rt[EXEC_P2P_SERIES * EXEC_P2P_SIZES * 9];
         for (int i = 0; i < EXEC_P2P_SERIES * EXEC_P2P_SIZES * 9; i++) rt[i] = -1;
-        p2p_arg a[2] = {{t, 0, one_way, 0, bytes, rt, {0}}, {t, 1, one_way, 0, bytes, NULL, {0}}};
+        p2p_arg a[2] = {{t, 0, one_way, 0, bytes, rt, {0}, {0}}, {t, 1, one_way, 0, bytes, NULL, {0}, {0}}};
         pthread_t th[2];
         for (int r = 0; r < 2; r++) CU_ASSERT_EQUAL_FATAL(pthread_create(&th[r], NULL, p2p_thread, &a[r]), 0);
         for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
@@ -988,8 +992,23 @@ static void test_p2p_side(void) {
             double post = rt[EXEC_P2P_POST * EXEC_P2P_SIZES * 9 + i];
             CU_ASSERT(one_way ? post > 0 && post < 1 : post == 0);
         }
+        /* one way, each side streams through its sweep before each timed hand-off: rank 0 before
+         * its send and while it waits (2 a round, 3 sizes x 9), rank 1 after its gradient's send
+         * but the last of each size (3 x 8); round trips sweep nothing */
+        for (int r = 0; r < 2; r++) {
+            float want = one_way ? (float)(r == 0 ? 2 * EXEC_P2P_SIZES * 9 : EXEC_P2P_SIZES * 8) : 0;
+            int same = 1;
+            for (int i = 0; i < P2P_TEST_SWEEP; i++) same &= a[r].sweep[i] == want;
+            CU_ASSERT(same);
+        }
         exec_threads_transport_free(t, 2);
     }
+    /* the sweep of a rank: the weights and gradients of ceil(L / 2) blocks */
+    exec_config c = small_cfg(1);
+    exec_dims d;
+    c.layers = 5;
+    exec_dims_of(&c, &d);
+    CU_ASSERT_EQUAL(exec_p2p_sweep_floats(&c), 2 * 3 * exec_block_floats(&d));
     double t1[EXEC_P2P_SIZES * 9], t2[EXEC_P2P_SIZES * 9], lat = 0, bps = 0;
     for (int k = 0; k < EXEC_P2P_SIZES; k++)
         for (int j = 0; j < 9; j++) {
