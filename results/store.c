@@ -205,10 +205,45 @@ static int not_a_db(store *s, pl_err *e, int rc) {
     return store_sqlerr(s, e, PL_EIO, "cannot read the database");
 }
 
+/* Bytes kept of SQLite's message on why a file is refused. */
+#define STORE_WHY_MAX 256
+
+/* Appends to b the "id, columns" select list of runs in a file of schema version v: each column
+ * of store_cols, or its default where v predates it. */
+static void select_list(pl_buf *b, int64_t v) {
+    pl_buf_puts(b, "id");
+    for (size_t i = 0; i < store_ncols; i++) {
+        if (v >= store_cols[i].since) pl_buf_printf(b, ", %s", store_cols[i].name);
+        else pl_buf_printf(b, ", %s AS %s", store_cols[i].dflt, store_cols[i].name);
+    }
+}
+
+/* Whether the runs table of a file of version v has the columns of v (select_list prepares):
+ * SQLITE_OK, SQLITE_ERROR when one is missing (another program's table of that name), or
+ * SQLITE_NOMEM; why (msg, n bytes) gets SQLite's message, which names the column. */
+static int runs_columns(store *s, int64_t v, char *msg, size_t n) {
+    pl_buf b;
+    pl_buf_init(&b);
+    pl_buf_puts(&b, "SELECT ");
+    select_list(&b, v);
+    pl_buf_puts(&b, " FROM runs LIMIT 0");
+    if (b.failed || !b.data) {
+        pl_buf_free(&b);
+        return SQLITE_NOMEM;
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, b.data, -1, &st, NULL);
+    snprintf(msg, n, "%s", sqlite3_errmsg(s->db));
+    sqlite3_finalize(st);
+    pl_buf_free(&b);
+    return rc;
+}
+
 /* Refuses a file of a newer schema, and a foreign SQLite file before anything (even WAL)
  * touches it: one with objects but no version, a negative version, or a version of ours
- * without the tables every version has (another program's user_version). Returns PL_OK, or
- * PL_EINPUT naming the path (PL_EIO when the tables cannot be read). */
+ * without the tables every version has, or with a runs table that lacks that version's columns
+ * (another program's user_version and tables). Returns PL_OK, or PL_EINPUT naming the path
+ * (PL_EIO when the tables cannot be read). */
 static int check_version(store *s, int64_t v, int64_t nobjects, pl_err *e) {
     if (v > STORE_SCHEMA_VERSION)
         return pl_errf(e, PL_EINPUT, "%s: schema version %lld is newer than this pipelab's (%d); use a newer pipelab",
@@ -220,6 +255,12 @@ static int check_version(store *s, int64_t v, int64_t nobjects, pl_err *e) {
         return not_a_db(s, e, rc);
     if (v < 0 || (v == 0 && nobjects > 0) || ntables != STORE_NTABLES)
         return pl_errf(e, PL_EINPUT, "%s: an SQLite file but not a pipelab database", s->path);
+    char why[STORE_WHY_MAX];
+    if (v > 0 && (rc = runs_columns(s, v, why, sizeof why)) != SQLITE_OK) {
+        if (rc == SQLITE_NOMEM) return pl_errf(e, PL_ENOMEM, "out of memory");
+        return pl_errf(e, PL_EINPUT, "%s: an SQLite file but not a pipelab database: its runs table lacks the columns of "
+                                     "schema version %lld (%s)", s->path, (long long)v, why);
+    }
     return PL_OK;
 }
 
@@ -239,11 +280,7 @@ static int take_text(pl_buf *b, char **out, pl_err *e) {
 static int build_statements(store *s, pl_err *e) {
     pl_buf b;
     pl_buf_init(&b);
-    pl_buf_puts(&b, "id");
-    for (size_t i = 0; i < store_ncols; i++) {
-        if (s->version >= store_cols[i].since) pl_buf_printf(&b, ", %s", store_cols[i].name);
-        else pl_buf_printf(&b, ", %s AS %s", store_cols[i].dflt, store_cols[i].name);
-    }
+    select_list(&b, s->version);
     int code = take_text(&b, &s->select_cols, e);
     if (code != PL_OK) return code;
     pl_buf_init(&b);
@@ -517,13 +554,14 @@ static int finish_reader(store *s, int64_t v, pl_err *e) {
     return PL_OK;
 }
 
-/* A writer checks an existing file's structure, switches it to WAL mode and brings its schema
- * to this version. Returns PL_OK or an error. */
+/* A writer checks an existing file's structure, brings its schema to this version and switches
+ * it to WAL mode, in that order: a migration that fails rolls back and leaves the file as it
+ * was, journal mode included. Returns PL_OK or an error. */
 static int finish_writer(store *s, int64_t v, pl_err *e) {
     int code;
     if (v > 0 && (code = check_structure(s, e)) != PL_OK) return code;
-    if ((code = set_wal(s, e)) != PL_OK) return code;
     if (v != STORE_SCHEMA_VERSION && (code = upgrade(s, e)) != PL_OK) return code;
+    if ((code = set_wal(s, e)) != PL_OK) return code;
     s->version = STORE_SCHEMA_VERSION;
     store_exec(s, "PRAGMA synchronous=NORMAL");
     store_exec(s, "PRAGMA foreign_keys=ON");

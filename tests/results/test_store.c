@@ -508,21 +508,26 @@ static void test_garbage_refused(void) {
 }
 
 /* An SQLite file whose user_version is negative, or one of pipelab's versions (1..3) while its
- * tables are another program's, is refused as not a pipelab database and left byte for byte as
- * it was (not even switched to WAL), by the library (read and write opens) and by simulate --db
- * (exit 1; a negative version had indexed the migrations out of bounds: a crash, or junk run as
- * SQL). A genuine version 1 or 2 file still migrates (test_migration_v1, test_migration_v2). */
+ * tables are another program's (other names, or pipelab's three names with other columns), is
+ * refused as not a pipelab database and left byte for byte as it was (not even switched to WAL),
+ * by the library (read and write opens) and by simulate --db (exit 1; a negative version had
+ * indexed the migrations out of bounds: a crash, or junk run as SQL; pipelab's table names at
+ * version 3 were switched to WAL and written to until an insert failed). A genuine version 1 or
+ * 2 file still migrates (test_migration_v1, test_migration_v2). */
 static void test_foreign_versions_refused(void) {
     char *dir = pl_test_tmpdir();
+    /* table 0: none; 1: another name; 2: pipelab's three names, other columns */
+    static const char *const tables[] = {"", "CREATE TABLE contacts(name TEXT);",
+                                         "CREATE TABLE runs(name TEXT); CREATE TABLE rank_metrics(name TEXT); "
+                                         "CREATE TABLE ops(name TEXT);"};
     static const struct { int version; int table; } cases[] = {
-        {-100000000, 0}, {-5, 0}, {-1, 0}, {-1, 1}, {1, 1}, {2, 1}, {3, 1}, {2, 0},
+        {-100000000, 0}, {-5, 0}, {-1, 0}, {-1, 1}, {1, 1}, {2, 1}, {3, 1}, {2, 0}, {1, 2}, {2, 2}, {3, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char name[64], sql[160], cmd[2048];
+        char name[64], sql[256], cmd[2048];
         snprintf(name, sizeof name, "foreign%zu.db", i);
         char *path = pl_test_path(dir, name);
-        snprintf(sql, sizeof sql, "%sPRAGMA user_version = %d;", cases[i].table ? "CREATE TABLE contacts(name TEXT);" : "",
-                 cases[i].version);
+        snprintf(sql, sizeof sql, "%sPRAGMA user_version = %d;", tables[cases[i].table], cases[i].version);
         CU_ASSERT_EQUAL_FATAL(tr_raw_sql(path, sql), SQLITE_OK);
         size_t n0 = 0, n1 = 0;
         char *before = tr_slurp(path, &n0);
@@ -550,6 +555,34 @@ static void test_foreign_versions_refused(void) {
         free(after);
         free(path);
     }
+    pl_test_rmdir(dir);
+    free(dir);
+}
+
+/* A version 2 file whose runs table is pipelab's but whose rank_metrics lacks the column the
+ * migration to version 3 renames: the migration fails and rolls back, and the file is left byte
+ * for byte as it was, still in its rollback-journal mode (the switch to WAL comes after the
+ * migration; it came before). The message names the file and the migration. */
+static void test_failed_migration_untouched(void) {
+    char *dir = pl_test_tmpdir();
+    char *path = pl_test_path(dir, "v2bad.db");
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(path, tr_v2_schema), SQLITE_OK);
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(path, "ALTER TABLE rank_metrics RENAME COLUMN bubble TO idle_share;"), SQLITE_OK);
+    size_t n0 = 0, n1 = 0;
+    char *before = tr_slurp(path, &n0);
+    CU_ASSERT_FATAL(before && n0 > 18 && before[18] == 1); /* byte 18: 1 rollback journal, 2 WAL */
+    pl_err e;
+    store *s = NULL;
+    CU_ASSERT_NOT_EQUAL(store_open(path, 0, &s, &e), PL_OK);
+    CU_ASSERT_PTR_NULL(s);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, path));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "schema migration"));
+    char *after = tr_slurp(path, &n1);
+    CU_ASSERT(after && n0 == n1 && memcmp(before, after, n0) == 0);
+    CU_ASSERT_EQUAL(tr_sql_int(path, "PRAGMA user_version"), 2);
+    free(before);
+    free(after);
+    free(path);
     pl_test_rmdir(dir);
     free(dir);
 }
@@ -633,6 +666,7 @@ void test_store_register(void) {
         {"future schema version refused, file unchanged", test_future_version_refused},
         {"garbage, foreign and missing files refused", test_garbage_refused},
         {"foreign files with a negative or pipelab's version refused, unchanged", test_foreign_versions_refused},
+        {"a failed migration leaves the file as it was, not in WAL mode", test_failed_migration_untouched},
         {"list filters and orders; export csv and json", test_list_and_export},
         {NULL, NULL},
     };
