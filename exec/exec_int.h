@@ -390,9 +390,10 @@ int exec_p2p_fit_all(const size_t *bytes, const double *rt_s, int rounds, int on
  * stream through between its hand-offs. In a run a hand-off comes after compute that pushed the
  * transport's code, its buffers and the boundary's memory out of the caches; a hand-off between
  * ranks that did nothing else finds them all there. On the MPI transport of a 2-core host that
- * was most of what a run's hand-off costs: at 16 KiB, a post whose message was there took 5 us
- * after no compute and 27 us after a sweep of 16 MiB on each rank (43 us after 32 MiB), a
- * one-way trip 6 and 10 us (27 us), where a run of that width and depth 8 read 31-62 us. */
+ * was most of what a run's hand-off costs: the profile's fits at width 256 read 5 us for a post
+ * whose message was there after no compute, 27 us after a sweep of 16 MiB on each rank and 43
+ * us after 32 MiB (a one-way trip 6, 10 and 27 us), where runs of that width read 31-62 us for
+ * such a post (docs/validate_cpu.md, "The hand-off after compute"). */
 typedef struct exec_p2p_sweep {
     float *p;
     size_t n;
@@ -407,9 +408,10 @@ size_t exec_p2p_sweep_floats(const exec_config *cfg);
  * (it sweeps sw, then spins on the clock, out of the transport, until twice the size's untimed
  * round trip has passed); else each round trip. In one_way rounds each rank sweeps sw before
  * the hand-off, as a run computes before it: rank 0 before each timed send, rank 1 after its
- * gradient's send and before it waits for the next timed activation. Beside them rank 0's own time in each send call, and in one_way rounds in its
- * post of the gradient's receive, which it makes after the spin, the gradient there by then (a
- * post that takes its message out of the mailbox). Rank 1 posts each activation's receive a
+ * gradient's send and before it waits for the next timed activation. Beside them rank 0's own
+ * time in each send call, and in one_way rounds in its post of the gradient's receive, which
+ * it makes after the spin, the gradient there by then (a post that takes its message out of
+ * the mailbox). Rank 1 posts each activation's receive a
  * round ahead, as the run's workers post theirs, where t can (post_recv); buf holds twice the
  * largest size (what it sends, then what it receives). The threads' profile (exec_profile_p2p)
  * and the MPI transport's (exec_mpi_profile_p2p) run it. Returns PL_OK or the transport's

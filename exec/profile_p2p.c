@@ -23,9 +23,9 @@
 #define P2P_MIN_ROUNDS 9  /* round trips per size at least (the median is kept) */
 #define P2P_MAX_ROUNDS 31 /* and at most */
 #define P2P_BIG_BYTES ((size_t)4 << 20) /* boundaries above: 1/16, 1/4 and 1 boundary (memory) */
-/* A rank's sweep at most (exec_int.h: exec_p2p_sweep): 64 MiB, twice the last-level cache a core
- * of the 2-core validation host reaches; a larger one leaves the caches no colder, only takes
- * longer and more memory. */
+/* A rank's sweep at most (exec_int.h: exec_p2p_sweep): 64 MiB, twice the 32 MiB L3 of a Zen 5
+ * core complex (the validation host's CPU family; its VM reports no true L3 size); a larger one
+ * leaves the caches little colder and takes longer and more memory. */
 #define P2P_SWEEP_MAX_FLOATS (((size_t)64 << 20) / sizeof(float))
 
 typedef struct p2p_shared {

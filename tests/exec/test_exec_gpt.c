@@ -460,15 +460,20 @@ static void test_offgrid_points(void) {
 /* Runs SHELL (after sourcing experiments/validate_broad.sh) on a file holding CSV; returns its exit
  * status, its output in *out (to free). */
 static int broad_shell(const char *csv, const char *shell, char **out) {
-    char *dir = pl_test_tmpdir(), *path = pl_test_path(dir, "in.csv"), cmd[1024];
+    char *dir = pl_test_tmpdir(), *path = pl_test_path(dir, "in.csv"), *cmd = NULL;
+    static const char form[] = "bash -c 'source %s/../experiments/validate_broad.sh && { %s; } < %s'";
     FILE *f = fopen(path, "w");
-    int rc = -1;
+    int rc = -1, n = snprintf(NULL, 0, form, PIPELAB_TESTS_DIR, shell, path);
     if (f) {
         fputs(csv, f);
         fclose(f);
-        snprintf(cmd, sizeof cmd, "bash -c 'source %s/../experiments/validate_broad.sh && { %s; } < %s'", PIPELAB_TESTS_DIR, shell, path);
-        rc = pl_test_run(cmd, out);
+        /* the whole command, however long the folders' names: a cut one would run something else */
+        if (n > 0 && (cmd = malloc((size_t)n + 1)) != NULL) {
+            snprintf(cmd, (size_t)n + 1, form, PIPELAB_TESTS_DIR, shell, path);
+            rc = pl_test_run(cmd, out);
+        }
     }
+    free(cmd);
     pl_test_rmdir(dir);
     free(path);
     free(dir);
