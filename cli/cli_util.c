@@ -421,8 +421,9 @@ int cli_sched_opt(const char *cmd, int c, const char *arg, cli_sched_args *a, co
 
 /* Refuses, with --from, the first flag given that the file decides (a loaded schedule keeps its
  * own ranks, microbatches, chunks, iterations and recomputation; --legacy-letters changes how a
- * CSV is read, and nothing else), and --legacy-letters without --from. Returns -1 when none is
- * given, else CLI_EUSAGE after naming it. */
+ * CSV is read, and nothing else), and --legacy-letters without --from. A PyTorch CSV carries no
+ * recomputation (PyTorch sets activation checkpointing outside the schedule), so --recompute
+ * gives it one (cli_sched_load). Returns -1 when none is given, else CLI_EUSAGE after naming it. */
 static int sched_source_flags(const char *cmd, const cli_sched_args *a) {
     if (!a->from) {
         if (a->legacy) return cli_usage_error(cmd, "--legacy-letters reads a PyTorch CSV given with --from: not with --kind");
@@ -433,7 +434,7 @@ static int sched_source_flags(const char *cmd, const cli_sched_args *a) {
         {a->have_mb, "--microbatches", "microbatches"},
         {a->have_chunks, "--chunks", "chunks (stages per rank)"},
         {a->have_iters, "--iterations", "iterations"},
-        {a->have_recompute, "--recompute", "recomputation"},
+        {a->have_recompute && !sched_path_is_csv(a->from), "--recompute", "recomputation"},
     };
     for (size_t k = 0; k < sizeof decided / sizeof decided[0]; k++)
         if (decided[k].given)
@@ -495,6 +496,7 @@ sched *cli_sched_load(const cli_sched_args *a, int mem_mode, pl_err *e) {
     sched *s = a->from ? sched_load(a->from, a->legacy ? SCHED_LETTERS_LEGACY : SCHED_LETTERS_CURRENT, e)
                        : sched_generate_within(a->kind, &a->g, &a->budget, e);
     if (!s) return NULL;
+    if (a->from && a->have_recompute) s->recompute = a->g.recompute; /* a CSV's (sched_source_flags) */
     if (a->from) { /* a loaded schedule: its actions, counted as compute actions (an upper bound) */
         sh = (sched_shape){s->ranks, s->stages, sched_total_microbatches(s),
                            (int64_t)sched_total_actions(s)};

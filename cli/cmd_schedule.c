@@ -25,7 +25,8 @@ static const char help_text[] =
     "  --iterations N        iterations to describe (pipedream and 2bw default to 4)\n"
     "  --recompute none|full activation recomputation policy\n"
     "  --from FILE           load a .sched file or a PyTorch CSV (.csv), which sets the ranks,\n"
-    "                        microbatches, chunks, iterations and recomputation\n"
+    "                        microbatches, chunks, iterations and recomputation (a CSV has no\n"
+    "                        recomputation: --recompute gives it one)\n"
     "  --legacy-letters      read a CSV's older PyTorch letters (B = input backward, BW = full\n"
     "                        backward)\n"
     "\n"
@@ -248,6 +249,17 @@ static int timeline_check(const opts *o, const sched *s, const sched_dryrun_resu
     return PL_OK;
 }
 
+/* Warns on stderr when the PyTorch CSV just written (to path, NULL: stdout) left out policies of
+ * s that reading it back would change (sched_csv_losses). */
+static void csv_losses_warning(const sched *s, const char *path) {
+    pl_buf b;
+    pl_buf_init(&b);
+    if (sched_csv_losses(s, &b) > 0 && !b.failed)
+        fprintf(stderr, "pipelab schedule: warning: %s does not carry %s; .sched keeps them\n",
+                path ? path : "the PyTorch CSV", b.data);
+    pl_buf_free(&b);
+}
+
 /* Entry point of `pipelab schedule`: checks, converts or dry-runs the schedule and prints the
  * result; returns an exit code. */
 int cli_schedule(int argc, char **argv) {
@@ -286,6 +298,7 @@ int cli_schedule(int argc, char **argv) {
             rc = sched_write_torch_csv_letters(s, fl, lt, &out, &e) == PL_OK ? CLI_OK : cli_fail(&e);
         }
         if (rc == CLI_OK) rc = cli_write_output(o.output, &out);
+        if (rc == CLI_OK && strcmp(o.to, "sched") != 0) csv_losses_warning(s, o.output);
     } else {
         sched_dryrun_result r;
         if (sched_dryrun(s, &o.costs, &r, &e) != PL_OK) {

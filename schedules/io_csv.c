@@ -89,6 +89,29 @@ int sched_write_torch_csv_letters(const sched *s, sched_csv_flavour fl, sched_le
     return PL_OK;
 }
 
+/* Appends to out, as a phrase list, the policies of s that its PyTorch CSV cannot carry and that
+ * reading it back would change (see the top): several iterations, weights other than flush,
+ * recomputation. Returns how many (0: the CSV reads back as the same schedule, up to the kind
+ * name and idle slots). */
+int sched_csv_losses(const sched *s, pl_buf *out) {
+    int n = 0, it = sched_iterations(s);
+    if (it > 1) {
+        pl_buf_printf(out, "its %d iterations (it reads back as one iteration of %lld microbatches)", it,
+                      (long long)sched_total_microbatches(s));
+        n++;
+    }
+    if (s->weights != SCHED_WEIGHTS_FLUSH) {
+        pl_buf_printf(out, "%s%s weights (it reads back as flush)", n ? ", " : "", sched_weights_name(s->weights));
+        n++;
+    }
+    if (s->recompute != SCHED_RECOMPUTE_NONE) {
+        pl_buf_printf(out, "%s%s recomputation (give --recompute %s with the file)", n ? ", " : "",
+                      sched_recompute_name(s->recompute), sched_recompute_name(s->recompute));
+        n++;
+    }
+    return n;
+}
+
 /* ---------------------------------------------------------------- reading */
 
 /* The actions of one row while the shape is not known yet. */

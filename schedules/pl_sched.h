@@ -410,6 +410,10 @@ int sched_write_torch_csv(const sched *s, sched_csv_flavour fl, pl_buf *out, pl_
 int sched_write_torch_csv_letters(const sched *s, sched_csv_flavour fl, sched_letters letters, pl_buf *out, pl_err *e);
 sched *sched_read_torch_csv(const char *path, const char *text, size_t len, sched_letters letters,
                             pl_err *e);
+/* Appends to out what of s its PyTorch CSV cannot carry and its reading would change (several
+ * iterations, weights other than flush, recomputation), as comma-separated phrases; returns how
+ * many (0: none). */
+int sched_csv_losses(const sched *s, pl_buf *out);
 
 /* Returns 1 when sched_load reads path as a PyTorch CSV: its name ends in .csv (any case); else
  * 0 (.sched text). */

@@ -3,7 +3,8 @@
  * simulate and run alike); schedule's -o without a format, --flavour without a CSV and --check
  * with an output; an empty --db (simulate, run, calibrate, compare, plot, db) and --db beside
  * --no-db; and the parallel layout's settings without the model. The flags that do apply with
- * --from still run, and `schedule -o FILE` writes FILE in the format its name says. An output of
+ * --from still run (--recompute with a PyTorch CSV, which carries none), and `schedule -o FILE`
+ * writes FILE in the format its name says, warning of the policies a CSV cannot carry. An output of
  * simulate, run or calibrate that is the database is refused before anything runs. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,13 +30,25 @@
               "text; leave --legacy-letters out")},                                                     \
     {#c, x "--kind gpipe --ranks 2 --microbatches 2 --legacy-letters", 2,                              \
      USAGE(c, "--legacy-letters reads a PyTorch CSV given with --from: not with --kind")},              \
-    {#c, x "--from " SCHED " --max-memory 16GiB", 0, ""}
+    {#c, x "--from " SCHED " --max-memory 16GiB", 0, ""},                                            \
+    /* a PyTorch CSV carries no recomputation: --recompute gives it one */                           \
+    {#c, x "--from " GOLDEN "1f1b_p3_m4.csv --recompute full", 0, ""}
 
 static const cli_row cases[] = {
     FROM_ROWS(schedule, "--check "),
     FROM_ROWS(simulate, SIMX),
     FROM_ROWS(run, RUNX),
     {"simulate", SIMX "--from " SCHED " --tf 2 --tb 4 --tcomm 0.5", 0, ""},
+    /* a CSV written of policies it cannot carry: a warning naming them, and still written */
+    {"schedule", "--kind 2bw --ranks 2 --microbatches 4 --recompute full --to torch-csv", 0,
+     "pipelab schedule: warning: the PyTorch CSV does not carry its 4 iterations (it reads back as one iteration of "
+     "16 microbatches), 2bw weights (it reads back as flush), full recomputation (give --recompute full with the "
+     "file); .sched keeps them\n"},
+    {"schedule", "--kind pipedream --ranks 2 --microbatches 4 --iterations 1 --lowered --to torch-csv-legacy", 0,
+     "pipelab schedule: warning: the PyTorch CSV does not carry stash weights (it reads back as flush); .sched keeps "
+     "them\n"},
+    {"schedule", "--kind 2bw --ranks 2 --microbatches 4 --to sched", 0, ""},
+    {"schedule", "--kind 1f1b --ranks 2 --microbatches 4 --to torch-csv", 0, ""},
     /* schedule's outputs: -o needs a format, --flavour a CSV, and --check writes nothing */
     {"schedule", "--kind 1f1b --ranks 2 --microbatches 2 -o x.out", 2,
      USAGE(schedule, "-o x.out: the format is not in its name (.sched or .csv); give --to sched, torch-csv or "
@@ -155,6 +168,19 @@ static void test_output_by_name(void) {
     out = schedule(dir, "--from y.CSV --check", &rc);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "ok: y.CSV: 2 ranks, 2 stages, 3 microbatches"));
+    free(out);
+    /* the warning of what the CSV cannot carry names the file, which is written all the same */
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "( cd '%s' && '%s' schedule --kind 2bw --ranks 2 --microbatches 2 -o z.csv 2>&1 >/dev/null )",
+             dir, PIPELAB_BIN);
+    out = NULL;
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT_STRING_EQUAL(out ? out : "?", "pipelab schedule: warning: z.csv does not carry its 4 iterations (it reads "
+                                            "back as one iteration of 8 microbatches), 2bw weights (it reads back as "
+                                            "flush); .sched keeps them\n");
+    free(out);
+    out = schedule(dir, "--from z.csv --check", &rc);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "ok: z.csv: 2 ranks, 2 stages, 8 microbatches"));
     free(out);
     CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(dir);

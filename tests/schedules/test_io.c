@@ -474,6 +474,48 @@ static void test_csv_roundtrip_generated(void) {
     }
 }
 
+/* sched_csv_losses names a policy exactly when the CSV read-back changes it: every generator,
+ * with 1 and 3 iterations and both recomputation policies, against what the read-back says. And
+ * its words for 2bw's four default iterations of 4 microbatches, with recomputation. */
+static void test_csv_losses(void) {
+    for (const gcase *g = gcases; g->name; g++)
+        for (int it = 1; it <= 3; it += 2)
+            for (int rc = 0; rc < 2; rc++) {
+                sched_gen_opts o = {.ranks = g->p, .microbatches = g->m, .chunks = g->v, .iterations = it,
+                                    .recompute = (sched_recompute)rc};
+                pl_err e;
+                sched *s = sched_generate(g->name, &o, &e);
+                CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+                char *c = to_csv(s, SCHED_CSV_COMPUTE_ONLY);
+                sched *r = c ? sched_read_torch_csv("l.csv", c, strlen(c), SCHED_LETTERS_CURRENT, &e) : NULL;
+                CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+                int changed = (sched_iterations(r) != sched_iterations(s)) + (r->weights != s->weights) +
+                              (r->recompute != s->recompute);
+                pl_buf b;
+                pl_buf_init(&b);
+                int n = sched_csv_losses(s, &b);
+                if (n != changed) fprintf(stderr, "\n  %s it=%d rc=%d: losses %d (%s), read-back changed %d\n", g->name, it, rc, n,
+                                          b.data ? b.data : "", changed);
+                CU_ASSERT_EQUAL(n, changed);
+                CU_ASSERT_EQUAL(n == 0, b.len == 0);
+                pl_buf_free(&b);
+                sched_free(r);
+                free(c);
+                sched_free(s);
+            }
+    sched_gen_opts o = {.ranks = 2, .microbatches = 4, .recompute = SCHED_RECOMPUTE_FULL};
+    pl_err e;
+    sched *s = sched_generate("2bw", &o, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    pl_buf b;
+    pl_buf_init(&b);
+    CU_ASSERT_EQUAL(sched_csv_losses(s, &b), 3);
+    CU_ASSERT_STRING_EQUAL(b.data, "its 4 iterations (it reads back as one iteration of 16 microbatches), 2bw weights (it "
+                                   "reads back as flush), full recomputation (give --recompute full with the file)");
+    pl_buf_free(&b);
+    sched_free(s);
+}
+
 /* compute_comms needs a lowered schedule; AUTO follows s->lowered; ranks without cells are
  * written "," and read back as ranks without actions. */
 static void test_csv_write_rules(void) {
@@ -1197,6 +1239,7 @@ void test_io_register(void) {
         {"text errors give line:col and reason", test_text_errors},
         {"the README's .sched example reads ('#' comments anywhere on a line)", test_text_readme_example},
         {"csv round trip of generated schedules", test_csv_roundtrip_generated},
+        {"csv losses: the policies a CSV read-back changes", test_csv_losses},
         {"csv writing rules", test_csv_write_rules},
         {"csv reading infers the shape", test_csv_read_inference},
         {"csv errors give line:col and reason", test_csv_errors},
