@@ -200,9 +200,10 @@ static int layer_table(const cost_model *m, const cost_hw *hw, const cost_opts *
     return PL_OK;
 }
 
-/* Appends the per-stage table of a partition. */
-static void stage_table(const cost_model *m, const cost_hw *hw, const cost_opts *co, const opts *o,
-                        const cost_partition *p, const cost_stage *st, int csv, pl_buf *b) {
+/* Appends the per-stage table of a partition; returns PL_OK or the error of a stage whose memory
+ * does not count in 64 bits. */
+static int stage_table(const cost_model *m, const cost_hw *hw, const cost_opts *co, const opts *o,
+                       const cost_partition *p, const cost_stage *st, int csv, pl_buf *b, pl_err *e) {
     char h1[HUMAN_MAX], h2[HUMAN_MAX], h3[HUMAN_MAX];
     if (csv)
         pl_buf_puts(b, "stage,first,end,f_s,i_s,w_s,b_s,b_recompute_s,in_bytes,out_bytes,param_bytes,"
@@ -212,7 +213,8 @@ static void stage_table(const cost_model *m, const cost_hw *hw, const cost_opts 
                       "I (s)", "W (s)", "B (s)", "B+F (s)", "params", "out", "send (s)", "mbs", "memory");
     for (int s = 0; s < p->stages; s++) {
         int inflight = o->inflight ? o->inflight - 1 : p->stages - s;
-        cost_memory mem = cost_stage_memory(&st[s], m, co, o->weights, o->recompute, inflight);
+        cost_memory mem;
+        if (cost_stage_memory(&st[s], m, co, o->weights, o->recompute, inflight, &mem, e) != PL_OK) return PL_EINPUT;
         double send = s + 1 < p->stages && hw ? cost_transfer_s(hw, s, s + 1, st[s].out_bytes) : 0;
         if (csv) {
             pl_buf_printf(b, "%d,%d,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%lld,%lld,%lld,%lld,%lld,%.9g,%d,%lld\n", s,
@@ -229,6 +231,7 @@ static void stage_table(const cost_model *m, const cost_hw *hw, const cost_opts 
                           send, inflight, human((double)mem.total_bytes, h3, sizeof h3));
         }
     }
+    return PL_OK;
 }
 
 /* Loads the hardware into hw and generates one GPU's layer table of the layout into *m
@@ -309,7 +312,7 @@ int cli_model(int argc, char **argv) {
             goto fail;
         }
         if (cost_partition_eval(p, m, hwp, &co, st, &e) != PL_OK) goto fail;
-        stage_table(m, hwp, &co, &o, p, st, csv, &b);
+        if (stage_table(m, hwp, &co, &o, p, st, csv, &b, &e) != PL_OK) goto fail;
     }
     rc = cli_write_output(NULL, &b);
     goto done;

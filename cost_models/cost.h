@@ -506,9 +506,10 @@ typedef struct cost_memory {
 /* Memory of a stage with `inflight` microbatches between forward and backward:
  * versions = 1 (flush), inflight (stash), 2 (2bw); activations = inflight x stash_bytes, or,
  * under full recomputation, (inflight - 1) x stash_recompute_bytes plus one full stash: the
- * microbatch whose backward runs holds its rebuilt activations instead of its checkpoint. */
-cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const cost_opts *o,
-                              sched_weights weights, sched_recompute rc, int inflight);
+ * microbatch whose backward runs holds its rebuilt activations instead of its checkpoint.
+ * Returns PL_OK, or PL_EINPUT when a part does not count in 64 bits (*out then unset). */
+int cost_stage_memory(const cost_stage *st, const cost_model *m, const cost_opts *o, sched_weights weights,
+                      sched_recompute rc, int inflight, cost_memory *out, pl_err *e);
 
 /* Memory per rank of a schedule: weights (versions from the policy; stash = the rank's most
  * microbatches in flight, from the unit-time dry run), gradients and optimizer state summed over

@@ -41,9 +41,33 @@ static double mb_scale(const cost_model *m, const cost_opts *o) {
     return (double)want / base;
 }
 
-/* Scales bytes by the microbatch ratio, rounding to a whole byte. */
-static int64_t scale_bytes(int64_t b, double scale) {
-    return scale == 1.0 ? b : (int64_t)llround((double)b * scale);
+/* Byte counts at or above this do not fit in 64 bits once they come back from a double (2^63
+ * rounded down). */
+#define BYTES_MAX_D 9.2e18
+
+/* Returns v rounded to a whole byte; sets *over (and returns 0) when it does not fit in 64 bits. */
+static int64_t bytes_of(double v, int *over) {
+    if (!(v < BYTES_MAX_D)) {
+        *over = 1;
+        return 0;
+    }
+    return (int64_t)llround(v);
+}
+
+/* Scales bytes by the microbatch ratio, rounding to a whole byte; *over as bytes_of. */
+static int64_t scale_bytes(int64_t b, double scale, int *over) {
+    return scale == 1.0 ? b : bytes_of((double)b * scale, over);
+}
+
+/* Adds v to *acc; sets *over when the sum does not fit in 64 bits. */
+static void add_bytes(int64_t *acc, int64_t v, int *over) {
+    if (__builtin_add_overflow(*acc, v, acc)) *over = 1;
+}
+
+/* The error of a stage whose bytes do not count in 64 bits. */
+static int bytes_overflow(const cost_model *m, int first, int end, const char *what, pl_err *e) {
+    return pl_errf(e, PL_EINPUT, "model %s, the stage of layers %d-%d: its %s too large to count in 64 bits; check "
+                   "the model's parameter, activation and microbatch sizes", m->name, first, end - 1, what);
 }
 
 /* Returns PL_OK and one compute time: measured seconds (scaled) unless FLOPs are preferred or the
@@ -114,17 +138,19 @@ static int64_t layer_w_stash(const cost_layer *l, const cost_opts *o) {
     return (int64_t)llround((double)l->stash_bytes * o->w_stash_fraction);
 }
 
-/* Fills the byte fields of st that follow from the layer range (unscaled sums, then scaled). */
+/* Fills the byte fields of st that follow from the layer range (unscaled sums, then scaled);
+ * sets *over when one does not fit in 64 bits. */
 static void stage_bytes(const cost_model *m, int first, int end, int64_t param, int64_t stash,
-                        int64_t wst, int64_t rc_rest, double scale, cost_stage *st) {
+                        int64_t wst, int64_t rc_rest, double scale, cost_stage *st, int *over) {
     st->param_bytes = param;
-    st->in_bytes = scale_bytes(m->cut_bytes[first], scale);
-    st->out_bytes = scale_bytes(m->cut_bytes[end], scale);
-    st->stash_bytes = scale_bytes(stash, scale);
-    st->w_stash_bytes = scale_bytes(wst, scale);
+    st->in_bytes = scale_bytes(m->cut_bytes[first], scale, over);
+    st->out_bytes = scale_bytes(m->cut_bytes[end], scale, over);
+    st->stash_bytes = scale_bytes(stash, scale, over);
+    st->w_stash_bytes = scale_bytes(wst, scale, over);
     int64_t rc0 = m->layer[first].stash_recompute_bytes;
-    int64_t rc = (rc0 >= 0 ? rc0 : m->cut_bytes[first]) + rc_rest;
-    st->stash_recompute_bytes = scale_bytes(rc, scale);
+    int64_t rc = rc0 >= 0 ? rc0 : m->cut_bytes[first];
+    add_bytes(&rc, rc_rest, over);
+    st->stash_recompute_bytes = scale_bytes(rc, scale, over);
 }
 
 /* Fills the times of st that follow from its F, I and W: B = I + W, and both backwards under
@@ -146,6 +172,7 @@ int cost_stage_eval(const cost_model *m, int first, int end, const cost_hw *hw, 
     st->first = first;
     st->end = end;
     int64_t param = 0, stash = 0, wst = 0, rc_rest = 0;
+    int over = 0;
     double skip = 0;
     for (int i = first; i < end; i++) {
         double f = 0, ib = 0, w = 0;
@@ -156,13 +183,14 @@ int cost_stage_eval(const cost_model *m, int first, int end, const cost_hw *hw, 
         st->i_last_s = ib;
         const cost_layer *l = &m->layer[i];
         skip += l->rc_skip_s;
-        param += l->param_bytes;
-        stash += l->stash_bytes;
-        wst += layer_w_stash(l, o);
-        if (i > first && l->stash_recompute_bytes > 0) rc_rest += l->stash_recompute_bytes;
+        add_bytes(&param, l->param_bytes, &over);
+        add_bytes(&stash, l->stash_bytes, &over);
+        add_bytes(&wst, layer_w_stash(l, o), &over);
+        if (i > first && l->stash_recompute_bytes > 0) add_bytes(&rc_rest, l->stash_recompute_bytes, &over);
     }
     stage_times_derive(st, skip);
-    stage_bytes(m, first, end, param, stash, wst, rc_rest, mb_scale(m, o), st);
+    stage_bytes(m, first, end, param, stash, wst, rc_rest, mb_scale(m, o), st, &over);
+    if (over) return bytes_overflow(m, first, end, "bytes (parameters, activations at this microbatch size) are", e);
     double t[STAGE_TIMES];
     stage_times(st, t);
     for (size_t k = 0; k < STAGE_TIMES; k++)
@@ -205,6 +233,7 @@ int cost_prefix_init(cost_prefix *p, const cost_model *m, const cost_hw *hw, con
         cost_prefix_free(p);
         return pl_errf(e, PL_ENOMEM, "out of memory");
     }
+    int64_t maxcut = 0;
     for (int i = 0; i < m->n; i++) {
         double f = 0, ib = 0, w = 0;
         if (cost_layer_times(m, i, hw, o, &f, &ib, &w, e) != PL_OK) {
@@ -215,11 +244,30 @@ int cost_prefix_init(cost_prefix *p, const cost_model *m, const cost_hw *hw, con
         p->f_s[i + 1] = p->f_s[i] + f;
         p->i_s[i + 1] = p->i_s[i] + ib;
         p->w_s[i + 1] = p->w_s[i] + w;
-        p->param_bytes[i + 1] = p->param_bytes[i] + l->param_bytes;
-        p->stash_bytes[i + 1] = p->stash_bytes[i] + l->stash_bytes;
-        p->w_stash_bytes[i + 1] = p->w_stash_bytes[i] + layer_w_stash(l, o);
-        p->rc_bytes[i + 1] = p->rc_bytes[i] + (l->stash_recompute_bytes > 0 ? l->stash_recompute_bytes : 0);
+        int over = 0;
+        p->param_bytes[i + 1] = p->param_bytes[i];
+        p->stash_bytes[i + 1] = p->stash_bytes[i];
+        p->w_stash_bytes[i + 1] = p->w_stash_bytes[i];
+        p->rc_bytes[i + 1] = p->rc_bytes[i];
+        add_bytes(&p->param_bytes[i + 1], l->param_bytes, &over);
+        add_bytes(&p->stash_bytes[i + 1], l->stash_bytes, &over);
+        add_bytes(&p->w_stash_bytes[i + 1], layer_w_stash(l, o), &over);
+        add_bytes(&p->rc_bytes[i + 1], l->stash_recompute_bytes > 0 ? l->stash_recompute_bytes : 0, &over);
         p->rc_skip_s[i + 1] = p->rc_skip_s[i] + l->rc_skip_s;
+        /* a range's scaled bytes are at most the whole's, and a cut's at most the largest cut's
+         * plus the recomputation checkpoints (stage_bytes): checked once here */
+        double scale = mb_scale(m, o);
+        if (m->cut_bytes[i] > maxcut) maxcut = m->cut_bytes[i];
+        if (m->cut_bytes[i + 1] > maxcut) maxcut = m->cut_bytes[i + 1];
+        int64_t cut = maxcut;
+        add_bytes(&cut, p->rc_bytes[i + 1], &over);
+        (void)scale_bytes(cut, scale, &over);
+        (void)scale_bytes(p->stash_bytes[i + 1], scale, &over);
+        (void)scale_bytes(p->w_stash_bytes[i + 1], scale, &over);
+        if (over) {
+            cost_prefix_free(p);
+            return bytes_overflow(m, 0, i + 1, "bytes (parameters, activations at this microbatch size) are", e);
+        }
     }
     const double t[] = {p->f_s[m->n], p->i_s[m->n], p->w_s[m->n]};
     for (int k = 0; k < 3; k++)
@@ -240,9 +288,10 @@ void cost_prefix_stage(const cost_prefix *p, int first, int end, cost_stage *st)
     st->w_s = p->w_s[end] - p->w_s[first];
     st->i_last_s = p->i_s[end] - p->i_s[end - 1];
     stage_times_derive(st, p->rc_skip_s[end] - p->rc_skip_s[first]);
+    int over = 0; /* cost_prefix_init checked the sums and their scaling */
     stage_bytes(p->m, first, end, p->param_bytes[end] - p->param_bytes[first],
                 p->stash_bytes[end] - p->stash_bytes[first], p->w_stash_bytes[end] - p->w_stash_bytes[first],
-                p->rc_bytes[end] - p->rc_bytes[first + 1], mb_scale(p->m, &p->o), st);
+                p->rc_bytes[end] - p->rc_bytes[first + 1], mb_scale(p->m, &p->o), st, &over);
 }
 
 /* ---------------------------------------------------------------- optimizer step
@@ -260,28 +309,44 @@ double cost_step_s(const cost_hw *hw, const cost_opts *o, const cost_model *m, i
 
 /* ---------------------------------------------------------------- memory */
 
-/* Returns the memory of one stage holding `inflight` microbatches (see cost.h for the rules). */
-cost_memory cost_stage_memory(const cost_stage *st, const cost_model *m, const cost_opts *o,
-                              sched_weights weights, sched_recompute rc, int inflight) {
+/* Fills *out with the memory of one stage holding `inflight` microbatches (see cost.h for the
+ * rules); returns PL_OK, or PL_EINPUT when a part does not count in 64 bits. */
+int cost_stage_memory(const cost_stage *st, const cost_model *m, const cost_opts *o, sched_weights weights,
+                      sched_recompute rc, int inflight, cost_memory *out, pl_err *e) {
     cost_memory r = {0};
+    int over = 0;
     if (inflight < 0) inflight = 0;
     double params = (double)st->param_bytes / dtype_bytes(m);
     r.versions = weights == SCHED_WEIGHTS_STASH ? (inflight > 1 ? inflight : 1)
                  : weights == SCHED_WEIGHTS_2BW ? 2
                                                 : 1;
-    r.weights_bytes = st->param_bytes * r.versions;
-    r.grad_bytes = (int64_t)llround(params * o->grad_bytes_per_param);
-    r.optimizer_bytes = (int64_t)llround(params * o->optimizer_bytes_per_param);
+    if (__builtin_mul_overflow(st->param_bytes, (int64_t)r.versions, &r.weights_bytes)) over = 1;
+    r.grad_bytes = bytes_of(params * o->grad_bytes_per_param, &over);
+    r.optimizer_bytes = bytes_of(params * o->optimizer_bytes_per_param, &over);
     /* Full recomputation: k microbatches in flight keep their checkpoints, and the one whose
      * backward runs holds its rebuilt full stash instead of its checkpoint: (k - 1) x
      * checkpoint + one full stash. (Split backward can hold several rebuilt stashes from I to
      * W; this formula then is a lower bound.) */
-    if (rc == SCHED_RECOMPUTE_FULL)
-        r.activation_bytes = inflight > 0 ? (int64_t)(inflight - 1) * st->stash_recompute_bytes + st->stash_bytes : 0;
-    else
-        r.activation_bytes = (int64_t)inflight * st->stash_bytes;
-    r.total_bytes = r.weights_bytes + r.grad_bytes + r.optimizer_bytes + r.activation_bytes;
-    return r;
+    if (rc == SCHED_RECOMPUTE_FULL) {
+        if (inflight > 0 && !__builtin_mul_overflow((int64_t)(inflight - 1), st->stash_recompute_bytes, &r.activation_bytes))
+            add_bytes(&r.activation_bytes, st->stash_bytes, &over);
+        else if (inflight > 0)
+            over = 1;
+    } else if (__builtin_mul_overflow((int64_t)inflight, st->stash_bytes, &r.activation_bytes)) {
+        over = 1;
+    }
+    r.total_bytes = r.weights_bytes;
+    add_bytes(&r.total_bytes, r.grad_bytes, &over);
+    add_bytes(&r.total_bytes, r.optimizer_bytes, &over);
+    add_bytes(&r.total_bytes, r.activation_bytes, &over);
+    if (over) {
+        char what[160];
+        snprintf(what, sizeof what, "memory with %d microbatches in flight (weights, gradients, optimizer state, "
+                 "activations) is", inflight);
+        return bytes_overflow(m, st->first, st->end, what, e);
+    }
+    *out = r;
+    return PL_OK;
 }
 
 /* Returns 1 when replica j of its stage runs action a (sched_replica_of over the stage's reps[]
@@ -295,8 +360,8 @@ static int replica_runs(const sched *s, const int *reps, const sched_action *a, 
 
 /* Returns the peak activation bytes of replica j of rank k (the whole rank: reps NULL, j 0),
  * walking its actions in order with cost_mem_delta: each compute half applies its start, then
- * its end, the peak taken after each. */
-static int64_t rank_activation_peak(const sched *s, const cost_stage *stages, int k, const int *reps, int j) {
+ * its end, the peak taken after each; sets *over when a count passes 64 bits. */
+static int64_t rank_activation_peak(const sched *s, const cost_stage *stages, int k, const int *reps, int j, int *over) {
     int rc = s->recompute == SCHED_RECOMPUTE_FULL;
     int64_t cur = 0, peak = 0;
     const sched_rank *rk = &s->rank[k];
@@ -310,7 +375,7 @@ static int64_t rank_activation_peak(const sched *s, const cost_stage *stages, in
             const cost_stage *c = &stages[st];
             cost_mem_sizes z = cost_mem_sizes_make(c->stash_bytes, c->w_stash_bytes, c->stash_recompute_bytes);
             for (int at_end = 0; at_end < 2; at_end++) {
-                cur += cost_mem_delta(&z, kind, at_end, rc);
+                add_bytes(&cur, cost_mem_delta(&z, kind, at_end, rc), over);
                 if (cur > peak) peak = cur;
             }
         }
@@ -333,22 +398,31 @@ static int replica_inflight(const sched *s, int k, const int *reps, int j) {
     return mx;
 }
 
-/* Returns the memory of replica j of rank k (see cost_schedule_memory_replicas) holding inflight
- * microbatches at most. */
-static cost_memory replica_memory(const sched *s, const cost_stage *stages, const cost_model *m, const cost_opts *o,
-                                  int k, const int *reps, int j, int inflight) {
+/* Fills *out with the memory of replica j of rank k (see cost_schedule_memory_replicas) holding
+ * inflight microbatches at most; returns PL_OK or PL_EINPUT when it does not count in 64 bits. */
+static int replica_memory(const sched *s, const cost_stage *stages, const cost_model *m, const cost_opts *o, int k,
+                          const int *reps, int j, int inflight, cost_memory *out, pl_err *e) {
     cost_memory acc = {0};
+    int over = 0;
     for (int st = 0; st < s->stages; st++) {
         if (s->stage_rank[st] != k) continue;
-        cost_memory sm = cost_stage_memory(&stages[st], m, o, s->weights, s->recompute, inflight);
-        acc.weights_bytes += sm.weights_bytes;
-        acc.grad_bytes += sm.grad_bytes;
-        acc.optimizer_bytes += sm.optimizer_bytes;
+        cost_memory sm;
+        if (cost_stage_memory(&stages[st], m, o, s->weights, s->recompute, inflight, &sm, e) != PL_OK) return PL_EINPUT;
+        add_bytes(&acc.weights_bytes, sm.weights_bytes, &over);
+        add_bytes(&acc.grad_bytes, sm.grad_bytes, &over);
+        add_bytes(&acc.optimizer_bytes, sm.optimizer_bytes, &over);
         if (sm.versions > acc.versions) acc.versions = sm.versions;
     }
-    acc.activation_bytes = rank_activation_peak(s, stages, k, reps, j);
-    acc.total_bytes = acc.weights_bytes + acc.grad_bytes + acc.optimizer_bytes + acc.activation_bytes;
-    return acc;
+    acc.activation_bytes = rank_activation_peak(s, stages, k, reps, j, &over);
+    acc.total_bytes = acc.weights_bytes;
+    add_bytes(&acc.total_bytes, acc.grad_bytes, &over);
+    add_bytes(&acc.total_bytes, acc.optimizer_bytes, &over);
+    add_bytes(&acc.total_bytes, acc.activation_bytes, &over);
+    if (over)
+        return pl_errf(e, PL_EINPUT, "model %s: the memory of rank %d (its stages' weights, gradients, optimizer "
+                       "state and activations) is too large to count in 64 bits", m->name, k);
+    *out = acc;
+    return PL_OK;
 }
 
 /* Fills out[ranks] with the memory of each rank under schedule s, each replica of a replicated
@@ -364,7 +438,11 @@ int cost_schedule_memory_replicas(const sched *s, const cost_stage *stages, cons
             if (s->stage_rank[st] == k && replicas[st] > w) w = replicas[st];
         for (int j = 0; j < w; j++) {
             int inflight = w > 1 ? replica_inflight(s, k, replicas, j) : r.max_inflight[k];
-            cost_memory x = replica_memory(s, stages, m, o, k, w > 1 ? replicas : NULL, j, inflight);
+            cost_memory x;
+            if (replica_memory(s, stages, m, o, k, w > 1 ? replicas : NULL, j, inflight, &x, e) != PL_OK) {
+                sched_dryrun_free(&r, s->ranks);
+                return PL_EINPUT;
+            }
             if (j == 0 || x.total_bytes > out[k].total_bytes) out[k] = x;
         }
     }

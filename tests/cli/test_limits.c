@@ -81,6 +81,17 @@ static const limit_case cases[] = {
     /* each stage's and the model's sums finite, the iteration's not */
     {"", SIM "1f1b --ranks 4 --microbatches 32 --model uniform:layers=4,fwd_s=5e306", 1, "the simulated time overflowed"},
     {"", SIM "1f1b --ranks 4 --microbatches 8 --model uniform:layers=8,fwd_s=1e-3,param_bytes=4e18", 1, "too large to count in 64 bits"},
+    /* each layer's bytes in 64 bits, a stage's sum not; and a stage's memory */
+    {"", SIM "1f1b --ranks 1 --microbatches 1 --model uniform:layers=4,fwd_s=1e-3,param_bytes=4e18", 1,
+     "the stage of layers 0-3: its bytes (parameters, activations at this microbatch size) are too large to count in 64 bits"},
+    {"", "model --model uniform:layers=4,fwd_s=1e-3,param_bytes=4e18 --stages 1", 1,
+     "the stage of layers 0-3: its bytes (parameters, activations at this microbatch size) are too large to count in 64 bits"},
+    {"", "model --model uniform:layers=4,fwd_s=1e-3,stash_bytes=4e18 --stages 1", 1, "the stage of layers 0-3: its bytes"},
+    {"", "model --model uniform:layers=1,fwd_s=1,param_bytes=4e18 --stages 1", 1,
+     "the stage of layers 0-0: its memory with 1 microbatches in flight (weights, gradients, optimizer state, activations) "
+     "is too large to count in 64 bits"},
+    {"", "model --model uniform:layers=4,fwd_s=1,stash_bytes=1e18 --inflight 1000000 --stages 2", 1,
+     "its memory with 1000000 microbatches in flight"},
     {"", SIM "1f1b --ranks 4 --microbatches 8 --model transformer:layers=16,hidden=1000000000,heads=16,seq=512,vocab=32000,microbatch=4 --hardware h100", 1, "sizes overflow"},
     {"", SIM "1f1b --ranks 4 --microbatches 1000000 --model uniform:layers=8,fwd_s=1e-3 --max-memory 1GiB", 1, "simulating 1f1b (4 ranks, 4 stages, 1000000 microbatches"},
     /* a loaded schedule is counted too */

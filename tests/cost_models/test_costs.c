@@ -168,20 +168,33 @@ static void test_stage_memory(void) {
     small_hw(&hw);
     CU_ASSERT_EQUAL(cost_stage_eval(m, 0, 2, &hw, &o, &st, &e), PL_OK);
     /* 1200 parameter bytes = 300 fp32 parameters; stash 768; recompute stash 128 */
-    cost_memory r = cost_stage_memory(&st, m, &o, SCHED_WEIGHTS_FLUSH, SCHED_RECOMPUTE_NONE, 3);
+    cost_memory r;
+    CU_ASSERT_EQUAL(cost_stage_memory(&st, m, &o, SCHED_WEIGHTS_FLUSH, SCHED_RECOMPUTE_NONE, 3, &r, &e), PL_OK);
     CU_ASSERT_EQUAL(r.versions, 1);
     CU_ASSERT_EQUAL(r.weights_bytes, 1200);
     CU_ASSERT_EQUAL(r.grad_bytes, 1200);
     CU_ASSERT_EQUAL(r.optimizer_bytes, 2400);
     CU_ASSERT_EQUAL(r.activation_bytes, 3 * 768);
     CU_ASSERT_EQUAL(r.total_bytes, 1200 + 1200 + 2400 + 3 * 768);
-    r = cost_stage_memory(&st, m, &o, SCHED_WEIGHTS_STASH, SCHED_RECOMPUTE_NONE, 3);
+    CU_ASSERT_EQUAL(cost_stage_memory(&st, m, &o, SCHED_WEIGHTS_STASH, SCHED_RECOMPUTE_NONE, 3, &r, &e), PL_OK);
     CU_ASSERT_EQUAL(r.versions, 3);
     CU_ASSERT_EQUAL(r.weights_bytes, 3600);
-    r = cost_stage_memory(&st, m, &o, SCHED_WEIGHTS_2BW, SCHED_RECOMPUTE_NONE, 3);
+    CU_ASSERT_EQUAL(cost_stage_memory(&st, m, &o, SCHED_WEIGHTS_2BW, SCHED_RECOMPUTE_NONE, 3, &r, &e), PL_OK);
     CU_ASSERT_EQUAL(r.weights_bytes, 2400);
-    r = cost_stage_memory(&st, m, &o, SCHED_WEIGHTS_FLUSH, SCHED_RECOMPUTE_FULL, 3);
+    CU_ASSERT_EQUAL(cost_stage_memory(&st, m, &o, SCHED_WEIGHTS_FLUSH, SCHED_RECOMPUTE_FULL, 3, &r, &e), PL_OK);
     CU_ASSERT_EQUAL(r.activation_bytes, 2 * 128 + 768);
+    /* bytes past 64 bits are an error naming the stage, not a wrapped count */
+    cost_stage big = st;
+    big.param_bytes = (int64_t)4e18;
+    CU_ASSERT_EQUAL(cost_stage_memory(&big, m, &o, SCHED_WEIGHTS_STASH, SCHED_RECOMPUTE_NONE, 3, &r, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "the stage of layers 0-1: its memory with 3 microbatches in flight"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "too large to count in 64 bits"));
+    CU_ASSERT_EQUAL(cost_stage_memory(&big, m, &o, SCHED_WEIGHTS_FLUSH, SCHED_RECOMPUTE_NONE, 1, &r, &e), PL_EINPUT);
+    big = st;
+    big.stash_bytes = (int64_t)1e18;
+    CU_ASSERT_EQUAL(cost_stage_memory(&big, m, &o, SCHED_WEIGHTS_FLUSH, SCHED_RECOMPUTE_NONE, 10, &r, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(cost_stage_memory(&big, m, &o, SCHED_WEIGHTS_FLUSH, SCHED_RECOMPUTE_NONE, 9, &r, &e), PL_OK);
+    CU_ASSERT_EQUAL(r.activation_bytes, (int64_t)9e18);
     cost_model_free(m);
 }
 
@@ -202,8 +215,10 @@ static void test_schedule_memory(void) {
     if (p && s) {
         CU_ASSERT_EQUAL(cost_partition_eval(p, m, &hw, &o, st, &e), PL_OK);
         CU_ASSERT_EQUAL(cost_schedule_memory(s, st, m, &o, mem, &e), PL_OK);
-        cost_memory r0 = cost_stage_memory(&st[0], m, &o, SCHED_WEIGHTS_FLUSH, SCHED_RECOMPUTE_NONE, 2);
-        cost_memory r1 = cost_stage_memory(&st[1], m, &o, SCHED_WEIGHTS_FLUSH, SCHED_RECOMPUTE_NONE, 1);
+        cost_memory r0 = {0};
+        CU_ASSERT_EQUAL(cost_stage_memory(&st[0], m, &o, SCHED_WEIGHTS_FLUSH, SCHED_RECOMPUTE_NONE, 2, &r0, &e), PL_OK);
+        cost_memory r1 = {0};
+        CU_ASSERT_EQUAL(cost_stage_memory(&st[1], m, &o, SCHED_WEIGHTS_FLUSH, SCHED_RECOMPUTE_NONE, 1, &r1, &e), PL_OK);
         CU_ASSERT_EQUAL(mem[0].total_bytes, r0.total_bytes);
         CU_ASSERT_EQUAL(mem[1].total_bytes, r1.total_bytes);
         CU_ASSERT_EQUAL(mem[0].activation_bytes, 2 * 768);

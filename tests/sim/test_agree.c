@@ -66,7 +66,8 @@ static void agree_cost(const cost_partition *p, const cost_model *m, const cost_
         NEAR(st[q].f_s + st[q].b_s, pr->compute_s);
         NEAR((double)st[q].param_bytes, pr->param_bytes);
         NEAR((double)st[q].stash_bytes, pr->stash_bytes);
-        cost_memory mem = cost_stage_memory(&st[q], m, o, w, SCHED_RECOMPUTE_NONE, pr->inflight);
+        cost_memory mem = {0};
+        CU_ASSERT_EQUAL(cost_stage_memory(&st[q], m, o, w, SCHED_RECOMPUTE_NONE, pr->inflight, &mem, &e), PL_OK);
         NEAR((double)(mem.weights_bytes + mem.activation_bytes), pr->mem_bytes);
     }
 }
