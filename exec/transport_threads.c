@@ -168,10 +168,16 @@ static int check_undelivered(tboard *b) {
     return 0;
 }
 
+/* The longest wait a deadline holds (s): about 31 years. */
+#define DEADLINE_MAX_S 1e9
+
 /* Computes the absolute deadline timeout_s from now on CLOCK_REALTIME (condvar clock). */
 static struct timespec deadline_of(double timeout_s) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
+    /* a wait of more than DEADLINE_MAX_S never ends in practice, and a longer one would not fit
+     * the deadline's seconds (pthread_cond_timedwait then fails at once, and the wait spins) */
+    if (!(timeout_s < DEADLINE_MAX_S)) timeout_s = DEADLINE_MAX_S;
     double whole = (double)(long)timeout_s;
     ts.tv_sec += (time_t)whole;
     ts.tv_nsec += (long)((timeout_s - whole) * EXEC_NS_PER_S);

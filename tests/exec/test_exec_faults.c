@@ -759,6 +759,9 @@ static void test_never_sent_is_deadlock(void) {
     const char *a[] = {"cannot make progress", "rank 1 waits for activations of stage 1 microbatch 0 from rank 0",
                        "rank 1 at action 1 (1RECV_F0) of pass 0", "rank 0 at action 5 (0RECV_B0) of pass 0", NULL};
     lib_case("1f1b", 2, (exec_fault){EXEC_FAULT_DROP_SEND, 0, 0, 0}, 30, PL_EINPUT, a);
+    /* a timeout past what a deadline holds (--timeout 1e30) waits as the longest one does: the
+     * waits block (they once failed at once and spun), and the deadlock is still found */
+    lib_case("1f1b", 2, (exec_fault){EXEC_FAULT_DROP_SEND, 0, 0, 0}, 1e30, PL_EINPUT, a);
     /* 4 ranks, a gradient lost in the middle of pass 1: the others finish or wait behind it */
     const char *b[] = {"cannot make progress", "waits for gradients of stage 1", "rank 1 at action", NULL};
     lib_case("1f1b", 4, (exec_fault){EXEC_FAULT_DROP_SEND, 2, 0, 1}, 30, PL_EINPUT, b);
