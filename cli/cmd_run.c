@@ -40,6 +40,17 @@ static int run_with_bar(const sched *s, exec_config *c, exec_result *r, pl_err *
     return rc;
 }
 
+/* Adds to r's warning, when the training loss stopped being finite, from which iteration: the
+ * timings still stand, the weights do not (a learning rate too high, say). */
+static void warn_diverged(exec_result *r) {
+    int i = 0;
+    while (i < r->n_iters && isfinite(r->loss[i])) i++;
+    if (i == r->n_iters) return;
+    size_t n = strlen(r->warning);
+    snprintf(r->warning + n, sizeof r->warning - n, "%sthe loss is not finite from iteration %d on: the training "
+             "diverged (lower --lr)", n ? "; " : "", i);
+}
+
 /* Loads or generates, validates and lowers the schedule; NULL and e on error. */
 static sched *get_schedule(const run_opts *o, pl_err *e) {
     /* the prediction simulates it, with its timeline when the run is traced */
@@ -165,26 +176,42 @@ static void out_csv(const sched *s, const exec_result *r, const sim_result *pr, 
     }
 }
 
+/* Appends ,"key": and v as a JSON number (null when not finite). */
+static void json_num(pl_buf *b, const char *key, double v) {
+    pl_buf_printf(b, ",\"%s\":", key);
+    pl_buf_number(b, v, 1);
+}
+
 /* Writes JSON: the run, the prediction (how it was made: its simulated runs, the jitter and drift
  * terms' coefficients of variation, the states term's rounds and the sharing term's ratio, noise;
  * 0 when off) and a per-rank array. */
 static void out_json(const sched *s, const exec_result *r, const sim_result *pr, const double noise[4], const cost_memory *mem,
                      const cli_run_store_info *info, const int64_t ids[2], pl_buf *b) {
     double ip = r->iterations_per_pass;
-    pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations_per_pass\":%d,"
-                     "\"iteration_time_s\":%.9g,\"iteration_min_s\":%.9g,\"iteration_max_s\":%.9g,\"iteration_stddev_s\":%.9g,"
-                     "\"throughput_samples_s\":%.9g,\"loss_first\":%.9g,\"loss_last\":%.9g,\"warning\":",
-                  s->kind, s->ranks, s->stages, s->microbatches, r->iterations_per_pass, r->iter_median_s, r->pass_min_s / ip,
-                  r->pass_max_s / ip, r->pass_stddev_s / ip, r->throughput_samples_s, r->loss[0], r->loss[r->n_iters - 1]);
+    pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations_per_pass\":%d", s->kind,
+                  s->ranks, s->stages, s->microbatches, r->iterations_per_pass);
+    const struct { const char *key; double v; } run[] = {
+        {"iteration_time_s", r->iter_median_s}, {"iteration_min_s", r->pass_min_s / ip}, {"iteration_max_s", r->pass_max_s / ip},
+        {"iteration_stddev_s", r->pass_stddev_s / ip}, {"throughput_samples_s", r->throughput_samples_s},
+        {"loss_first", r->loss[0]}, {"loss_last", r->loss[r->n_iters - 1]}};
+    for (size_t k = 0; k < sizeof run / sizeof run[0]; k++) json_num(b, run[k].key, run[k].v);
+    pl_buf_puts(b, ",\"warning\":");
     pl_buf_json_string(b, r->warning);
     pl_buf_putc(b, ',');
-    if (pr)
-        pl_buf_printf(b, "\"predicted\":{\"iteration_time_s\":%.9g,\"throughput_samples_s\":%.9g,\"rel_error\":%.6g,"
-                         "\"simulated_runs\":%d,\"jitter_cv\":%.6g,\"drift_cv\":%.6g,\"state_rounds\":%d,"
-                         "\"share_alone\":%.6g},",
-                      pr->iteration_time_s, pr->throughput, rel_err(pr->iteration_time_s, r->iter_median_s),
+    if (pr) {
+        pl_buf_puts(b, "\"predicted\":{");
+        const struct { const char *key; double v; } pred[] = {
+            {"iteration_time_s", pr->iteration_time_s}, {"throughput_samples_s", pr->throughput},
+            {"rel_error", rel_err(pr->iteration_time_s, r->iter_median_s)}};
+        for (size_t k = 0; k < sizeof pred / sizeof pred[0]; k++) {
+            if (k) pl_buf_putc(b, ',');
+            pl_buf_printf(b, "\"%s\":", pred[k].key);
+            pl_buf_number(b, pred[k].v, 1);
+        }
+        pl_buf_printf(b, ",\"simulated_runs\":%d,\"jitter_cv\":%.6g,\"drift_cv\":%.6g,\"state_rounds\":%d,\"share_alone\":%.6g},",
                       noise[0] > 0 || noise[1] > 0 || noise[2] > 0 ? cli_run_sim_runs((int)noise[2]) : 1, noise[0],
                       noise[1], (int)noise[2], noise[3]);
+    }
     pl_buf_printf(b, "\"run_ids\":[%lld,%lld],\"params\":", (long long)ids[0], (long long)ids[1]);
     cli_run_params_json(r, info, b);
     pl_buf_puts(b, ",\"per_rank\":[");
@@ -541,6 +568,7 @@ static int execute(run_opts *o, run_state *st, pl_err *e) {
         rc = o->cuda ? exec_cuda_run(st->s, &o->c, &st->r, e) : run_with_bar(st->s, &o->c, &st->r, e);
         if (rc != PL_OK) pl_err_prefix(e, "run failed: ");
     }
+    if (rc == PL_OK && (!o->mpi || st->is_root)) warn_diverged(&st->r);
     /* an MPI run predicts REDUCE_GRAD from MPI's all-reduce and SEND/RECV from its hand-off
      * (when the ranks hand off): timed now by every process, before rank 0 profiles, unless the
      * profile comes from a file (which has them or says what is used). Collectives: every

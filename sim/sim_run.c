@@ -332,8 +332,15 @@ static void trace_recv_ends(sim_eng *g) {
 
 /* Returns PL_OK when the run's times make its figures defined, else PL_EINPUT: a makespan that
  * overflowed, or zero time for actions. */
-static int check_times(const sim_result *r, pl_err *e) {
+static int check_times(const sim_result *r, int ranks, pl_err *e) {
     if (cost_time_check(r->makespan_s, "makespan", e, "the simulated time") != PL_OK) return PL_EINPUT;
+    /* the bubble divides the ranks' busy time by the window's on every rank: both must add up */
+    if (cost_time_check(r->window_s * ranks, "window x ranks", e, "the simulated time") != PL_OK ||
+        cost_time_check(r->idle_s, "idle time of all ranks", e, "the simulated time") != PL_OK)
+        return PL_EINPUT;
+    if (!isfinite(r->bubble_fraction))
+        return pl_errf(e, PL_EINPUT, "the simulated time overflowed (the bubble fraction is not a number): compute or "
+                       "transfer times too large to add up");
     if (r->makespan_s <= 0 && r->actions > 0)
         return pl_errf(e, PL_EINPUT,
                        "every action takes zero time (makespan 0 s), so throughput and bubbles are undefined: give "
@@ -392,7 +399,7 @@ static int finish_run(sim_eng *g, pl_err *e) {
     if (r->trace) trace_recv_ends(g);
     if (r->trace && g->any_rep) sim_trace_rounds(g);
     sim_finish_metrics(g);
-    if ((rc = check_times(r, e)) != PL_OK) return rc;
+    if ((rc = check_times(r, g->s->ranks, e)) != PL_OK) return rc;
     r->state_bytes = state_bytes(g);
     return PL_OK;
 }

@@ -54,6 +54,9 @@ static const limit_case cases[] = {
     {"", SIM "zb-h1 --ranks 4 --microbatches 8 --tf 0 --ti 0 --tw 0", 1, "zero time"},
     {"", SIM "gpipe --ranks 4 --microbatches 8 --tf 1e308", 1, "the simulated time overflowed (makespan inf s)"},
     {"", SIM "gpipe --ranks 4 --microbatches 8 --tcomm 1e308", 1, "the simulated time overflowed"},
+    /* a finite makespan whose ranks' sum is not: the bubble would be 1 or nan */
+    {"", SIM "1f1b --ranks 2 --microbatches 2 --tf 1.2e307", 1, "the simulated time overflowed (window x ranks inf s)"},
+    {"", SIM "1f1b --ranks 2 --microbatches 2 --tstep 1e308", 1, "the simulated time overflowed (window x ranks inf s)"},
     {"", SIM "gpipe --ranks 4 --microbatches 8 --latency nan", 2, "--latency: needs a finite number (got 'nan')"},
     {"", SIM "gpipe --ranks 4 --microbatches 8 --cv 1e300", 2, "--cv: must be at most 100 (got '1e300')"},
     /* bandwidths */

@@ -1152,6 +1152,21 @@ static void test_run_fault_stores_nothing(void) {
     free(dir);
 }
 
+/* A run whose training diverges (a learning rate of 1e30): the run stands, its warning says from
+ * which iteration the loss is not finite, and its JSON stays JSON (null, never nan). */
+static void test_run_diverged(void) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --no-db --lr 1e30 --format json",
+             PIPELAB_BIN);
+    char *out = NULL;
+    CU_ASSERT_EQUAL(sh(cmd, &out), 0);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"loss_last\":null,\"warning\":\"the loss is not finite from iteration "));
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, " on: the training diverged (lower --lr)\""));
+    CU_ASSERT_PTR_NULL(out ? strstr(out, "nan") : "nan");
+    if (!out || strstr(out, "nan")) fprintf(stderr, "\n%s\n", out ? out : "");
+    free(out);
+}
+
 /* `pipelab profile` writes a CSV that the cost model reads: depth rows, positive times, the
  * block's sizes; and `pipelab run --profile` accepts it (and refuses one of another model, and
  * one with a malformed executor, worker, pass-length or rounds line). */
@@ -1818,6 +1833,7 @@ void exec_test_run_register(void) {
     static const pl_test_case cases[] = {
         {"pipelab run stores one measured and one simulated run", test_run_stores_pair},
         {"a failing run exits 1 and stores nothing", test_run_fault_stores_nothing},
+        {"a diverging run: its warning, and JSON without nan", test_run_diverged},
         {"a model that does not fit is refused up front", test_run_model_too_big},
         {"the transformer's memory estimate: its attention scores, against the peak; profile's too",
          test_memory_estimate_transformer},
