@@ -28,7 +28,8 @@ static const char *template_text(const char *name) {
 /* Appends s as the inside of a gnuplot double-quoted string. */
 static void gp_escape(pl_buf *b, const char *s) {
     for (; s && *s; s++) {
-        if (*s == '"' || *s == '\\') pl_buf_putc(b, '\\');
+        /* a backquote too: gnuplot runs `...` in a double-quoted string as a shell command */
+        if (*s == '"' || *s == '\\' || *s == '`') pl_buf_putc(b, '\\');
         if (*s == '\n') pl_buf_puts(b, "\\n");
         else pl_buf_putc(b, *s);
     }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pl_test.h"
 #include "store.h"
@@ -676,6 +677,20 @@ static void test_plot_kinds(void) {
         free(png);
     }
     check_plot_data(dir);
+    /* a title, tag or path with backquotes (a merged database's tag, say) is text: gnuplot runs
+     * `...` in a double-quoted string as a shell command */
+    char *png = pl_test_path(dir, "t`touch pwned-o`.png"), *pwned = pl_test_path(dir, "pwned");
+    snprintf(cmd, sizeof cmd, "cd %s && %s plot bubble --tag fig --db %s --title 'T`touch pwned`' -o '%s'", dir, PIPELAB_BIN,
+             db, png);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    free(out);
+    CU_ASSERT(is_png(png));
+    CU_ASSERT_EQUAL(access(pwned, F_OK), -1);
+    free(pwned);
+    pwned = pl_test_path(dir, "pwned-o");
+    CU_ASSERT_EQUAL(access(pwned, F_OK), -1);
+    free(pwned);
+    free(png);
     /* The timeline's data: 2 ranks x 2 microbatches x (F, B) = 8 compute rows in block 0, in
      * seconds (the iteration takes 9 s); rank 0's first F spans [0, 1]. */
     char *datpath = pl_test_path(dir, "timeline.dat");
