@@ -491,6 +491,10 @@ static int check_path(const char *path, int readonly, pl_err *e) {
     struct stat st;
     if (readonly && stat(path, &st) != 0)
         return pl_errf(e, PL_EINPUT, "%s: no such database: %s", path, strerror(errno));
+    /* a folder, a device (/dev/null), a pipe: SQLite would fail on it, leaving PATH-journal beside */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return pl_errf(e, PL_EINPUT, "%s: is %s, not a database file", path,
+                       S_ISDIR(st.st_mode) ? "a folder" : "a device, pipe or socket");
     if (readonly) return PL_OK;
     int code = make_parents(path, e);
     return code != PL_OK ? code : check_writable(path, e);

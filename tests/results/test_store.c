@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "pl_test.h"
 #include "util.h"
@@ -501,6 +502,21 @@ static void test_garbage_refused(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, missing));
     CU_ASSERT_FALSE(pl_test_exists(missing));
     free(missing);
+    /* A folder or a pipe (as /dev/null is a device) is refused before SQLite sees it, which would
+     * fail on it and leave PATH-journal beside it. */
+    char *fifo = pl_test_path(dir, "pipe.db"), *journal = pl_test_path(dir, "pipe.db-journal");
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+    const char *const odd[] = {dir, fifo};
+    const char *const says[] = {"is a folder, not a database file", "is a device, pipe or socket, not a database file"};
+    for (int k = 0; k < 2; k++)
+        for (int ro = 0; ro < 2; ro++) {
+            pl_err_clear(&e);
+            CU_ASSERT_EQUAL(store_open(odd[k], ro, &s, &e), PL_EINPUT);
+            CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, says[k]));
+        }
+    CU_ASSERT_FALSE(pl_test_exists(journal));
+    free(fifo);
+    free(journal);
     free(other);
     pl_test_rmdir(dir);
     free(path);
