@@ -64,11 +64,17 @@ typedef struct cli_output { const char *flag, *path; } cli_output;
  * before anything runs: --db PATH (NULL: the default database) and --no-db (simulate, run; 0
  * elsewhere), and the n output files outs[n] the command writes beside the database it reads
  * or writes (simulate's --trace-json, run's --dump-weights and --save-profile, calibrate's -o,
- * compare's -o). Refuses an empty --db (it would name no file), --db beside --no-db, and, unless
+ * compare's -o). Refuses an empty --db (it would name no file), --db beside --no-db, an output
+ * that cannot be written (cli_outputs_check), and, unless
  * --no-db, an output that is the database file or its -wal / -shm (store_check_output), which
  * writing would destroy. Returns -1 when they hold, else CLI_EUSAGE after printing which does
  * not (CLI_EUSER when out of memory). */
 int cli_db_flags(const char *cmd, const char *db, int no_db, const cli_output *outs, size_t n);
+/* Checks, before any work, that each output of outs[n] given (a path other than "-", standard
+ * output) can be written (cli_check_output, its folders there): so that a long command does not
+ * fail at its end. Returns -1 when they can, else CLI_EUSAGE (an empty name) or CLI_EUSER after
+ * printing why. cli_db_flags calls it. */
+int cli_outputs_check(const char *cmd, const cli_output *outs, size_t n);
 /* Returns -1 when format is one of the output formats table, csv and json, else CLI_EUSAGE after
  * printing "--format must be table, csv or json". */
 int cli_format_arg(const char *cmd, const char *format);

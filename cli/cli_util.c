@@ -246,7 +246,11 @@ int cli_write_output(const char *path, const pl_buf *b) {
             fprintf(stderr, "pipelab: cannot write to standard output\n");
             return CLI_EUSER;
         }
-        return fflush(stdout) == 0 ? CLI_OK : CLI_EUSER;
+        if (fflush(stdout) != 0) {
+            fprintf(stderr, "pipelab: cannot write to standard output: %s\n", strerror(errno));
+            return CLI_EUSER;
+        }
+        return CLI_OK;
     }
     pl_err e;
     pl_err_clear(&e);
@@ -463,12 +467,27 @@ int cli_sched_args_end(const char *cmd, int argc, char **argv, cli_sched_args *a
     return cli_sched_check(cmd, a);
 }
 
+/* cli.h. Returns -1 when every output named can be written, else CLI_EUSAGE (an empty name) or
+ * CLI_EUSER after printing why. */
+int cli_outputs_check(const char *cmd, const cli_output *outs, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        const char *path = outs[k].path;
+        if (!path || strcmp(path, "-") == 0) continue; /* none, or standard output */
+        if (!*path) return cli_usage_error(cmd, "%s: needs a file name (got '')", outs[k].flag);
+        pl_err e;
+        pl_err_clear(&e);
+        if (cli_check_output(outs[k].flag, path, 0, &e) != PL_OK) return cli_fail(&e);
+    }
+    return -1;
+}
+
 /* cli.h. Returns -1 when the database flags go together and no output is the database, else
  * CLI_EUSAGE (CLI_EUSER when out of memory). */
 int cli_db_flags(const char *cmd, const char *db, int no_db, const cli_output *outs, size_t n) {
     if (db && !*db) return cli_usage_error(cmd, "--db: needs a file name (got '')");
     if (db && no_db) return cli_usage_error(cmd, "give --db or --no-db, not both");
-    if (no_db) return -1;
+    int rc = cli_outputs_check(cmd, outs, n);
+    if (rc >= 0 || no_db) return rc;
     pl_err e;
     pl_err_clear(&e);
     for (size_t k = 0; k < n; k++) {

@@ -152,12 +152,17 @@ static int parse(int argc, char **argv, opts *o) {
         }
     }
     if (optind < argc) return cli_usage_error("model", "unexpected argument '%s'", argv[optind]);
-    if (o->lo.active) return layout_args(o);
+    if (o->lo.active) {
+        int rc = layout_args(o);
+        const cli_output outs[] = {{"--to-csv", o->to_csv}};
+        return rc >= 0 ? rc : cli_outputs_check("model", outs, 1);
+    }
     if (!o->model) return cli_usage_error("model", "--model is required");
     if (o->split && o->stages) return cli_usage_error("model", "give --split or --stages, not both");
     if (strcmp(o->format, "table") && strcmp(o->format, "csv"))
         return cli_usage_error("model", "--format must be table or csv");
-    return -1;
+    const cli_output outs[] = {{"--to-csv", o->to_csv}};
+    return cli_outputs_check("model", outs, 1);
 }
 
 /* Formats bytes for people ("1.50 GiB"). */

@@ -157,7 +157,8 @@ static int parse(int argc, char **argv, opts *o) {
                                "without a memory limit, as PipeDream's optimizer does by default)");
     if (!balance && (o->by_memory || o->inflight || o->weight_versions))
         return cli_usage_error("partition", "--by-memory, --inflight and --weight-versions are for --method balance");
-    return -1;
+    const cli_output outs[] = {{"-o", o->output}};
+    return cli_outputs_check("partition", outs, 1);
 }
 
 /* Loads the model named by the options; returns it or NULL with e filled. */

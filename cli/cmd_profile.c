@@ -168,7 +168,8 @@ static int parse(int argc, char **argv, opts *o) {
         o->c.init_seed = o->x.seed;
         o->c.data_seed = o->x.seed + 2;
     }
-    return -1;
+    const cli_output outs[] = {{"-o", o->path}}; /* before minutes of profiling */
+    return cli_outputs_check("profile", outs, 1);
 }
 
 /* Prints a measured hand-off (exec_p2p; nothing when it was not measured): its link, and the

@@ -69,6 +69,17 @@ static const cli_row cases[] = {
                      "instead; leave --unit-w out")},
     {"schedule", "--kind 1f1b --ranks 2 --microbatches 2 --check --to sched", 2,
      USAGE(schedule, "--check validates only and writes nothing: not with --to or -o")},
+    /* an output that cannot be written is refused before any work (profile's took seconds) */
+    {"profile", "--width 8 --depth 2 -o ''", 2, USAGE(profile, "-o: needs a file name (got '')")},
+    {"profile", "--width 8 --depth 2 -o nodir/p.csv", 1, "pipelab: -o nodir/p.csv: the folder nodir does not exist\n"},
+    {"profile", "--width 8 --depth 2 -o .", 1, "pipelab: -o .: . is a folder, not a file\n"},
+    {"partition", "--model uniform:layers=4,fwd_s=1 --workers 2 -o ''", 2, USAGE(partition, "-o: needs a file name (got '')")},
+    {"model", "--model uniform:layers=4,fwd_s=1 --to-csv ''", 2, USAGE(model, "--to-csv: needs a file name (got '')")},
+    {"model", "--model uniform:layers=4,fwd_s=1 --to-csv nodir/m.csv", 1,
+     "pipelab: --to-csv nodir/m.csv: the folder nodir does not exist\n"},
+    {"simulate", SIMX "--kind 1f1b --ranks 2 --microbatches 2 --trace-json ''", 2,
+     USAGE(simulate, "--trace-json: needs a file name (got '')")},
+    {"compare", "--db nodb.db -o .", 1, "pipelab: -o .: . is a folder, not a file\n"},
     /* the database flags */
     {"simulate", "--kind 1f1b --ranks 2 --microbatches 2 --db ''", 2, USAGE(simulate, "--db: needs a file name (got '')")},
     {"simulate", "--kind 1f1b --ranks 2 --microbatches 2 --no-db --db x.db", 2,
@@ -107,7 +118,7 @@ static void test_silent_table(void) {
     int exec = cli_test_have_run();
     char *dir = pl_test_tmpdir();
     for (const cli_row *c = cases; c->cmd; c++) {
-        if (!exec && strcmp(c->cmd, "run") == 0) continue;
+        if (!exec && (strcmp(c->cmd, "run") == 0 || strcmp(c->cmd, "profile") == 0)) continue;
         cli_test_check_row(dir, c);
     }
     char cmd[4096], *out = NULL;
@@ -137,6 +148,22 @@ static char *slurp(const char *dir, const char *name) {
         return NULL;
     }
     return out;
+}
+
+/* Standard output that cannot be written (a full disk) is an error saying so, with exit 1, for
+ * a command whose whole output is one buffer (schedule, db list) as for the others. */
+static void test_stdout_full(void) {
+    static const char *const args[] = {"schedule --kind 1f1b --ranks 2 --microbatches 2",
+                                       "schedule --kind 1f1b --ranks 2 --microbatches 2 --format json",
+                                       "simulate --no-db --kind 1f1b --ranks 2 --microbatches 2"};
+    for (size_t k = 0; k < sizeof args / sizeof args[0]; k++) {
+        char cmd[1024], *out = NULL;
+        snprintf(cmd, sizeof cmd, "( '%s' %s 2>&1 >/dev/full )", PIPELAB_BIN, args[k]);
+        CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+        CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "pipelab: cannot write to standard output"));
+        if (!out || !strstr(out, "cannot write")) fprintf(stderr, "\n%s: %s\n", args[k], out ? out : "");
+        free(out);
+    }
 }
 
 /* -o FILE without --to writes what --to writes for FILE's name: .sched text or (any case) the
@@ -251,6 +278,7 @@ void test_silent_flags_cli_register(void) {
     static const pl_test_case tcases[] = {
         {"flags a command would not act on are usage errors", test_silent_table},
         {"schedule -o FILE writes the format FILE's name says", test_output_by_name},
+        {"standard output on a full disk: an error, exit 1", test_stdout_full},
         {"an output that is the database is refused, the database untouched", test_output_is_db},
         {NULL, NULL},
     };
