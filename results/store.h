@@ -9,6 +9,9 @@
 
 /* Default database path, relative to the working directory. */
 #define STORE_DEFAULT_PATH "results/out/pipelab.db"
+/* The most ranks a stored run may have (the schedules' own limit); a run read back with more, or
+ * with none, is a damaged file. */
+#define STORE_MAX_RANKS 65536
 /* The environment variable naming the gnuplot program `pipelab plot` runs (default: gnuplot
  * on PATH). */
 #define STORE_GNUPLOT_ENV "PIPELAB_GNUPLOT"

@@ -150,6 +150,22 @@ static void free_ranks(void *rows, size_t n) {
 static int read_op(sqlite3_stmt *st, void *elt) {
     store_op *o = elt;
     memset(o, 0, sizeof *o);
+    /* a value of another type (text, NULL) is kept as one no op has, for ops_check to refuse */
+    for (int c = 0; c < 8; c++) {
+        int t = sqlite3_column_type(st, c);
+        int number = t == SQLITE_INTEGER || (c >= 6 && t == SQLITE_FLOAT);
+        if (c != 2 && c != 3 && !number) o->seq = -1;
+    }
+    if (o->seq == -1) {
+        o->action = strdup("");
+        o->kind = strdup("");
+        if (!o->action || !o->kind) {
+            free((void *)o->action);
+            free((void *)o->kind);
+            return PL_ENOMEM;
+        }
+        return PL_OK;
+    }
     o->rank = sqlite3_column_int(st, 0);
     o->seq = sqlite3_column_int(st, 1);
     const unsigned char *a = sqlite3_column_text(st, 2), *k = sqlite3_column_text(st, 3);
@@ -175,10 +191,33 @@ static const row_kind run_rows = {sizeof(store_run), FIRST_RUNS, read_run, free_
 static const row_kind rank_rows = {sizeof(store_rank_metric), FIRST_RANKS, read_rank, free_ranks, "cannot read rank metrics"};
 static const row_kind op_rows = {sizeof(store_op), FIRST_OPS, read_op, free_ops, "cannot read ops"};
 
-/* Collects every row of a prepared runs query; returns PL_OK or an error. */
+/* Returns PL_OK when run's shape is one pipelab writes (ranks from 1 to STORE_MAX_RANKS, at
+ * least one stage and microbatch, no negative count), else PL_EINPUT naming the run of s's file
+ * as damaged: readers size their tables by it. */
+static int run_shape_check(const store *s, const store_run *r, pl_err *e) {
+    const char *what = r->ranks < 1 || r->ranks > STORE_MAX_RANKS ? "ranks"
+                       : r->stages < 1                             ? "stages"
+                       : r->microbatches < 1                       ? "microbatches"
+                       : r->chunks < 0                             ? "chunks"
+                       : r->iterations < 0                         ? "iterations"
+                                                                   : NULL;
+    if (!what) return PL_OK;
+    int v = what[0] == 'r' ? r->ranks : what[0] == 's' ? r->stages : what[0] == 'm' ? r->microbatches
+                                                       : what[0] == 'c' ? r->chunks : r->iterations;
+    return pl_errf(e, PL_EINPUT, "%s: run %lld has %d %s: the database is damaged", s->path, (long long)r->id, v, what);
+}
+
+/* Collects every row of a prepared runs query; returns PL_OK or an error (a run whose shape is
+ * damaged: run_shape_check). */
 static int collect_runs(store *s, sqlite3_stmt *st, store_run **out, size_t *n, pl_err *e) {
     void *rows = NULL;
     int code = collect_rows(s, st, &run_rows, &rows, n, e);
+    for (size_t i = 0; code == PL_OK && i < *n; i++) code = run_shape_check(s, (store_run *)rows + i, e);
+    if (code != PL_OK) {
+        if (rows) store_runs_free(rows, *n);
+        rows = NULL;
+        *n = 0;
+    }
     *out = rows;
     return code;
 }
@@ -280,6 +319,32 @@ int store_get_rank_metrics(store *s, int64_t run_id, store_rank_metric **out, in
     return PL_OK;
 }
 
+/* Returns PL_OK when the n ops of run run_id are ones pipelab writes: numbers where numbers go
+ * (read_op), a rank of the run's, a position, a kind, finite times that end no earlier than they
+ * start. Else PL_EINPUT naming the run and the op as damaged. */
+static int ops_check(store *s, int64_t run_id, const store_op *ops, size_t n, pl_err *e) {
+    int ranks = 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT ranks FROM runs WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
+        return store_sqlerr(s, e, PL_EIO, "cannot query runs");
+    sqlite3_bind_int64(st, 1, run_id);
+    if (sqlite3_step(st) == SQLITE_ROW) ranks = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    for (size_t i = 0; i < n; i++) {
+        const store_op *o = &ops[i];
+        const char *why = o->seq < 0                                           ? "a value that is not a number"
+                          : o->rank < 0 || o->rank >= ranks                    ? "a rank the run does not have"
+                          : !*o->kind                                          ? "no kind"
+                          : !isfinite(o->start_s) || !isfinite(o->end_s)       ? "a time that is not a number"
+                          : o->end_s < o->start_s                              ? "an end before its start"
+                                                                               : NULL;
+        if (why)
+            return pl_errf(e, PL_EINPUT, "%s: run %lld, its action %zu (rank %d, %s): %s: the database is damaged",
+                           s->path, (long long)run_id, i + 1, o->rank, *o->action ? o->action : "?", why);
+    }
+    return PL_OK;
+}
+
 /* Reads the ops of a run by rank and position; returns PL_OK and *out, or the error. */
 int store_get_ops(store *s, int64_t run_id, store_op **out, size_t *n, pl_err *e) {
     *out = NULL;
@@ -293,6 +358,12 @@ int store_get_ops(store *s, int64_t run_id, store_op **out, size_t *n, pl_err *e
     void *rows = NULL;
     int code = collect_rows(s, st, &op_rows, &rows, n, e);
     sqlite3_finalize(st);
+    if (code == PL_OK) code = ops_check(s, run_id, rows, *n, e);
+    if (code != PL_OK) {
+        store_ops_free(rows, *n);
+        rows = NULL;
+        *n = 0;
+    }
     *out = rows;
     return code;
 }

@@ -213,18 +213,19 @@ static void test_timeline_median_pass(void) {
     fresh_done(dir, db);
 }
 
-/* A run whose ranks the database says are 100000000 (edited there) would make a timeline
- * 4000000130 pixels tall, which an int holds as -294967166: refused with a clear message, by the
- * library (no script written) and by the command (exit 1, gnuplot never called). */
+/* A run whose ranks the database says are 50000 (edited there) would make a timeline 2000130
+ * pixels tall: refused with a clear message, by the library (no script written) and by the
+ * command (exit 1, gnuplot never called). 100000000 ranks (a timeline 4000000130 pixels tall,
+ * which an int holds as -294967166) are more than any run has: the database is damaged. */
 static void test_timeline_huge_ranks(void) {
     char *dir, *db;
     store *s = fresh_db("huge.db", &dir, &db);
     int64_t id = put_measured(s, "{\"timed_passes\":3,\"median_passes\":[2,2]}");
     store_close(s);
     char sql[128];
-    snprintf(sql, sizeof sql, "UPDATE runs SET ranks = 100000000 WHERE id = %lld", (long long)id);
+    snprintf(sql, sizeof sql, "UPDATE runs SET ranks = 50000 WHERE id = %lld", (long long)id);
     CU_ASSERT_EQUAL_FATAL(tr_raw_sql(db, sql), SQLITE_OK);
-    const char *want = "has 100000000 ranks: its timeline would be 4000000130 pixels tall, more than a PNG or PDF "
+    const char *want = "has 50000 ranks: its timeline would be 2000130 pixels tall, more than a PNG or PDF "
                        "figure can be (32767; it draws at most 815 ranks, an SVG one more)";
     char run[32];
     snprintf(run, sizeof run, "%lld", (long long)id);
@@ -263,11 +264,66 @@ static void test_timeline_huge_ranks(void) {
     if (!out || !strstr(out, want)) fprintf(stderr, "\n%s -> %s\n", cmd, out ? out : "(nothing)");
     CU_ASSERT_NOT_EQUAL(access(mark, F_OK), 0);
     free(out);
+    /* more ranks than a run can have: the database is damaged, and nothing sized by it */
+    snprintf(sql, sizeof sql, "UPDATE runs SET ranks = 100000000 WHERE id = %lld", (long long)id);
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(db, sql), SQLITE_OK);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "has 100000000 ranks: the database is damaged"));
+    CU_ASSERT_NOT_EQUAL(access(mark, F_OK), 0);
+    free(out);
     free(fake);
     free(mark);
     free((char *)o.output);
     free((char *)o.data);
     free((char *)o.script);
+    fresh_done(dir, db);
+}
+
+/* Ops the database holds damaged (a text time, an end before its start, a rank the run does not
+ * have, no kind) are refused by the reader, naming the run and the action, rather than drawn or
+ * compared as if valid; and a run of more ranks than any has refuses compare --tail at once (it
+ * sized its tables by them: 300 GB). */
+static void test_damaged_ops(void) {
+    char *dir, *db;
+    store *s = fresh_db("ops.db", &dir, &db);
+    int64_t id = put_measured(s, "{\"timed_passes\":3,\"median_passes\":[2,2]}");
+    store_close(s);
+    static const struct { const char *set, *says; } cases[] = {
+        {"end_s = start_s - 1", "(rank 0, 0B0): an end before its start: the database is damaged"},
+        {"start_s = 'abc'", "a value that is not a number: the database is damaged"},
+        {"end_s = NULL", "a value that is not a number"},
+        {"rank = 5", "(rank 5, 0B0): a rank the run does not have"},
+        {"kind = NULL", "(rank 0, 0B0): no kind"},
+        {"start_s = 1e999", "a time that is not a number"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char sql[256];
+        char *copy = pl_test_path(dir, "bad.db");
+        char cp[2048];
+        snprintf(cp, sizeof cp, "cp '%s' '%s'", db, copy);
+        CU_ASSERT_EQUAL_FATAL(pl_test_run(cp, NULL), 0);
+        snprintf(sql, sizeof sql, "UPDATE ops SET %s WHERE run_id = %lld AND action = '0B0'", cases[k].set, (long long)id);
+        CU_ASSERT_EQUAL_FATAL(tr_raw_sql(copy, sql), SQLITE_OK);
+        pl_err e;
+        pl_err_clear(&e);
+        CU_ASSERT_EQUAL_FATAL(store_open(copy, 1, &s, &e), PL_OK);
+        store_op *ops = NULL;
+        size_t n = 5;
+        CU_ASSERT_EQUAL(store_get_ops(s, id, &ops, &n, &e), PL_EINPUT);
+        CU_ASSERT(ops == NULL && n == 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, cases[k].says));
+        if (!strstr(e.msg, cases[k].says)) fprintf(stderr, "\n%s: %s\n", cases[k].set, e.msg);
+        store_close(s);
+        free(copy);
+    }
+    /* the command: compare --tail on a run of two billion ranks */
+    char sql[128], cmd[2048], *out = NULL;
+    snprintf(sql, sizeof sql, "UPDATE runs SET ranks = 2000000000 WHERE id = %lld", (long long)id);
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(db, sql), SQLITE_OK);
+    snprintf(cmd, sizeof cmd, "'%s' compare --db '%s' --tail", PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "has 2000000000 ranks: the database is damaged"));
+    free(out);
     fresh_done(dir, db);
 }
 
@@ -647,7 +703,8 @@ void test_plot_register(void) {
     static const pl_test_case cases[] = {
         {"timeline of a measured run: its median pass", test_timeline_median_pass},
         {"timeline of a real run: the median pass's actions", test_timeline_real_run},
-        {"timeline of a run with 100000000 ranks: refused, no negative size", test_timeline_huge_ranks},
+        {"timeline of a run with 50000 ranks refused; 100000000: a damaged database", test_timeline_huge_ranks},
+        {"damaged ops and a run of two billion ranks: refused as damaged", test_damaged_ops},
         {"throughput: labels by ranks and chunks, one style per curve", test_throughput_labels},
         {"bubble: one style per curve, panels per tag", test_bubble_styles},
         {"accuracy: the axes frame the data", test_accuracy_frame},
