@@ -349,6 +349,14 @@ int pl_parse_long(const char *s, long lo, long hi, long *out) {
     return 0;
 }
 
+int pl_text_check(const char *path, const char *text, size_t len, pl_err *e) {
+    const char *nul = memchr(text, '\0', len);
+    if (!nul) return PL_OK;
+    int line = 1;
+    for (const char *p = text; p < nul; p++) line += *p == '\n';
+    return pl_errf(e, PL_EINPUT, "%s:%d: not a text file (a NUL byte at offset %zu)", path, line, (size_t)(nul - text));
+}
+
 size_t pl_bom_len(const char *text, size_t len) {
     static const char bom[] = "\xEF\xBB\xBF";
     size_t n = sizeof bom - 1;

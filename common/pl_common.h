@@ -92,6 +92,10 @@ int pl_write_file(const char *path, const char *data, size_t len, pl_err *e);
  * it has none. Every text reader of pipelab (schedules, CSVs, INI, partition and graph files)
  * skips it, by this one rule; line and column numbers count from after it. */
 size_t pl_bom_len(const char *text, size_t len);
+/* Returns PL_OK when text[0..len) read from path holds no NUL byte, else PL_EINPUT
+ * "path:line: not a text file (a NUL byte at offset N)": the one check of every file reader,
+ * whose parsers would otherwise stop at the NUL and ignore the rest. */
+int pl_text_check(const char *path, const char *text, size_t len, pl_err *e);
 
 /* Parses a whole decimal integer in [lo, hi]; returns 0 on success, -1 on junk or range error. */
 int pl_parse_long(const char *s, long lo, long hi, long *out);

@@ -158,7 +158,7 @@ int cost_observations_read(const char *path, cost_observation **out, size_t *n, 
     *n = 0;
     int rc = pl_read_file(path, OBS_MAX_FILE_BYTES, &text, &len, e);
     if (rc != PL_OK) return rc;
-    rc = cost_text_check(path, text, len, e);
+    rc = pl_text_check(path, text, len, e);
     if (rc == PL_OK) rc = cost_observations_parse(text, path, out, n, e);
     free(text);
     return rc;

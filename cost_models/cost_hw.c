@@ -447,7 +447,7 @@ static int load_file(cost_hw *hw, const char *path, const char *name, pl_err *e)
     char *text = NULL;
     size_t len;
     if (pl_read_file(path, HW_MAX_FILE_BYTES, &text, &len, e) != PL_OK) return e ? e->code : PL_EIO;
-    int rc = cost_text_check(path, text, len, e);
+    int rc = pl_text_check(path, text, len, e);
     if (rc == PL_OK) rc = load_text(hw, path, text, name, e);
     free(text);
     return rc;

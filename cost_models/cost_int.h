@@ -34,10 +34,6 @@ typedef struct cost_lines {
 void cost_lines_init(cost_lines *c, const char *text, size_t len);
 int cost_next_line(cost_lines *c, const char **line, size_t *len);
 
-/* Returns PL_OK when text[0..len) read from path holds no NUL byte, else PL_EINPUT
- * "path:line: not a text file (a NUL byte at offset N)": the one check of every file reader here,
- * whose parsers would otherwise stop at the NUL and ignore the rest. */
-int cost_text_check(const char *path, const char *text, size_t len, pl_err *e);
 /* Returns a malloc'd NUL-terminated copy of s[0..n), or NULL. */
 char *cost_strndup(const char *s, size_t n);
 /* Returns 1 when s[0..n) is the whole of word (a key, a column or a section name). */

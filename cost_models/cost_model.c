@@ -31,15 +31,6 @@ int cost_next_line(cost_lines *c, const char **line, size_t *len) {
     return 1;
 }
 
-/* cost_int.h. */
-int cost_text_check(const char *path, const char *text, size_t len, pl_err *e) {
-    const char *nul = memchr(text, '\0', len);
-    if (!nul) return PL_OK;
-    int line = 1;
-    for (const char *p = text; p < nul; p++) line += *p == '\n';
-    return pl_errf(e, PL_EINPUT, "%s:%d: not a text file (a NUL byte at offset %zu)", path, line, (size_t)(nul - text));
-}
-
 /* Returns a malloc'd NUL-terminated copy of s[0..n), or NULL on allocation failure. */
 char *cost_strndup(const char *s, size_t n) {
     char *d = malloc(n + 1);
@@ -905,7 +896,7 @@ cost_model *cost_model_open(const char *spec, pl_err *e) {
         pl_err_prefix(e, "model '%s' is neither a generator (uniform, mlp, transformer) nor a readable file: ", spec);
         return NULL;
     }
-    if (cost_text_check(spec, text, len, e) != PL_OK) {
+    if (pl_text_check(spec, text, len, e) != PL_OK) {
         free(text);
         return NULL;
     }

@@ -275,7 +275,7 @@ int cost_partition_read(const char *path, cost_partition **out, pl_err *e) {
     *out = NULL;
     int rc = pl_read_file(path, (size_t)64 << 20, &text, &len, e);
     if (rc != PL_OK) return rc;
-    rc = cost_text_check(path, text, len, e);
+    rc = pl_text_check(path, text, len, e);
     if (rc == PL_OK) rc = cost_partition_parse_text(text, path, out, e);
     free(text);
     return rc;

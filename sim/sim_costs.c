@@ -330,6 +330,10 @@ int sim_basic_load_csv(sim_basic *b, const char *path, int stages, pl_err *e) {
     size_t len;
     int rc = pl_read_file(path, STAGE_CSV_MAX_BYTES, &text, &len, e);
     if (rc != PL_OK) return rc;
+    if (pl_text_check(path, text, len, e) != PL_OK) {
+        free(text);
+        return PL_EINPUT;
+    }
     stage_csv r = {.path = path, .stages = stages, .e = e};
     r.st = pl_calloc((size_t)stages, sizeof *r.st);
     r.row_line = pl_calloc((size_t)stages, sizeof *r.row_line);

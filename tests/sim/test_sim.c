@@ -910,6 +910,12 @@ static void test_stage_csv(void) {
     fclose(f);
     CU_ASSERT_EQUAL(sim_basic_load_csv(&b, bad, 2, &e), PL_EINPUT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "bad.csv:4: stage 0 has a row already (line 2)"));
+    /* a NUL byte: the reader would stop there and ignore the rest of the file */
+    f = fopen(bad, "w");
+    fwrite("stage,tf,tb\n0,1,2\n1,1.5,3\0,9,9,bogus\n", 1, 37, f);
+    fclose(f);
+    CU_ASSERT_EQUAL(sim_basic_load_csv(&b, bad, 2, &e), PL_EINPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "bad.csv:3: not a text file (a NUL byte at offset 25)"));
     sim_basic_free(&b);
     free(good);
     free(bad);
