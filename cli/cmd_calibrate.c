@@ -65,6 +65,24 @@ static const struct option long_opts[] = {
     {0, 0, 0, 0},
 };
 
+/* The most characters of a hardware name (cost_hw's name, NUL aside). */
+#define NAME_MAX_CHARS 63
+
+/* Returns 0 when --name's value is one the hardware file written carries and reads back as
+ * given: 1 to 63 printable characters, no INI syntax (; # = [ ]), no space at either end;
+ * else 1 after the usage error. */
+static int name_arg(const char *v) {
+    size_t n = strlen(v);
+    const char *bad = n == 0 ? "is empty" : n > NAME_MAX_CHARS ? "is longer than 63 characters" : NULL;
+    for (size_t i = 0; !bad && i < n; i++)
+        if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] > 0x7e) bad = "has a character that is not printable ASCII";
+        else if (strchr(";#=[]", v[i])) bad = "has one of ; # = [ ], which the hardware file's syntax uses";
+    if (!bad && (v[0] == ' ' || v[n - 1] == ' ')) bad = "begins or ends with a space";
+    if (!bad) return 0;
+    cli_usage_error("calibrate", "--name %s (the [hardware] name of the file written)", bad);
+    return 1;
+}
+
 /* Parses argv into o; returns -1 to continue, or an exit code to return at once. */
 static int parse(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
@@ -82,7 +100,10 @@ static int parse(int argc, char **argv, opts *o) {
             o->sets[o->nsets++] = optarg;
             break;
         case O_PREC: o->precision = optarg; break;
-        case O_NAME: o->name = optarg; break;
+        case O_NAME:
+            if (name_arg(optarg)) return CLI_EUSAGE;
+            o->name = optarg;
+            break;
         case O_DB: o->db = optarg; break;
         case O_RUN: o->run = optarg; break;
         case O_MODEL: o->model = optarg; break;
@@ -96,7 +117,7 @@ static int parse(int argc, char **argv, opts *o) {
     if (optind < argc) return cli_usage_error("calibrate", "unexpected argument '%s'", argv[optind]);
     /* -o beside the database it reads; with --observations it reads none */
     const cli_output outs[] = {{"-o", o->output}};
-    int rc = cli_db_flags("calibrate", o->db, 0, outs, o->db ? sizeof outs / sizeof outs[0] : 0);
+    int rc = o->db ? cli_db_flags("calibrate", o->db, 0, outs, 1) : cli_outputs_check("calibrate", outs, 1);
     if (rc >= 0) return rc;
     if (!o->observations == !o->db) return cli_usage_error("calibrate", "give either --observations FILE.csv or --db FILE");
     if (o->db && (!o->run || !o->model)) return cli_usage_error("calibrate", "--db needs --run ID and --model SPEC");
