@@ -79,6 +79,10 @@
 
 #define COST_UNKNOWN (-1.0)
 #define COST_MAX_LAYERS (1 << 20)
+/* The largest coefficient of variation of a time that the simulator draws (its jitter and the
+ * ranks' drift) and a profile may hold: above 100 the lognormal factors are mostly below 1e-4
+ * (mu = -ln(1 + cv^2) / 2), so times vanish. */
+#define COST_CV_MAX 100
 
 typedef struct cost_layer {
     char *name;                   /* owned by the model */

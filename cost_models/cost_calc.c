@@ -573,7 +573,7 @@ cost_partition *cost_partition_parse(const char *text, int n, pl_err *e) {
     }
     return p;
 bad:
-    pl_errf(e, PL_EINPUT, "partition '%s': entry %d is not a number", text, k + 1);
+    pl_errf(e, PL_EINPUT, "partition '%s': entry %d is not a whole number from 0 to %d", text, k + 1, COST_MAX_LAYERS);
     cost_partition_free(p);
     return NULL;
 }

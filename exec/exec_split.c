@@ -13,7 +13,9 @@ int exec_stage_blocks(const sched *s, const exec_config *cfg, int *blocks, pl_er
         if (sum != L) return pl_errf(e, PL_EINPUT, "the stage split (--stage-blocks) has %d blocks, the model (--depth) %d", sum, L);
         return PL_OK;
     }
-    if (L < n) return pl_errf(e, PL_EINPUT, "%d blocks cannot fill %d stages: give --depth %d or more (one block per stage at least)", L, n, n);
+    if (L < n)
+        return pl_errf(e, PL_EINPUT, "%d blocks cannot fill %d stages: give the model %d blocks or more (--depth, or "
+                       "depth= or layers= in --model; one block per stage at least)", L, n, n);
     for (int q = 0; q < n; q++) blocks[q] = L / n + (q < L % n ? 1 : 0);
     return PL_OK;
 }

@@ -2,6 +2,7 @@
  * writes them): the concurrency and STEP line, each worker's own times, from which a prediction
  * takes each rank's STEP and its reuse-distance ratios, and each worker's pass-length factors
  * (profile_windows.c). */
+#include "cost.h"
 #include "exec_int.h"
 
 #include <limits.h>
@@ -142,6 +143,10 @@ static int meta_fields(const char *s, size_t n, meta_vals *m, char *why, size_t 
         int iv = 0;
         if (k == META_CONCURRENCY ? field_int(&f, 1, INT_MAX, &iv, why, size) : field_time(&f, &m->v[k], why, size))
             return -1;
+        if (k == META_DRIFT && m->v[k] > COST_CV_MAX) { /* a coefficient of variation, as the simulator takes */
+            snprintf(why, size, "rank_drift must be at most %d (got '%.*s')", COST_CV_MAX, (int)(f.vl < 64 ? f.vl : 64), f.v);
+            return -1;
+        }
         if (k == META_CONCURRENCY) m->v[k] = iv;
         m->has[k] = 1;
     }
@@ -270,6 +275,11 @@ static int worker_parse(const char *s, size_t n, worker_line *l, char *why, size
         l->fields++;
     }
     if (got < 0) return -1;
+    /* the forward's jitter, fwd_sd_s / fwd_s, is a coefficient of variation the simulator takes */
+    if (l->fields >= PROF_WORKER_SD_FIELDS && l->p.f_sd_s > COST_CV_MAX * l->p.f_s) {
+        snprintf(why, size, "fwd_sd_s must be at most %d times fwd_s (got %g against %g)", COST_CV_MAX, l->p.f_sd_s, l->p.f_s);
+        return -1;
+    }
     if (l->fields < PROF_WORKER_FIELDS) {
         const size_t k = (size_t)l->fields;
         snprintf(why, size, "missing key '%s' (a worker line has worker, core, %s .. %s at least)",

@@ -193,8 +193,10 @@ static curve *curve_get(curves *cs, const curve *proto) {
     return c;
 }
 
-/* Sets the y of the point at x (a later run replaces an earlier one), or adds it; 0 or -1. */
+/* Sets the y of the point at x (a later run replaces an earlier one), or adds it; a point that is
+ * not a number (a value a damaged database lacks) is left out. Returns 0 or -1. */
 static int curve_put(curve *c, double x, double y, int replace) {
+    if (!isfinite(x) || !isfinite(y)) return 0;
     if (replace)
         for (size_t i = 0; i < c->n; i++)
             if (c->pts[i].x == x) {
@@ -1127,14 +1129,26 @@ static int plot_accuracy(store *s, const store_plot_opts *o, pl_err *e) {
                        c.unmatched_measured, c.simulated);
         goto done;
     }
+    /* a pair is drawn where both runs recorded a time (a database edited by hand may lack one) */
     double lo = INFINITY, hi = 0, scale;
+    size_t drawn = 0;
     for (size_t i = 0; i < c.n; i++) {
-        lo = fmin(lo, fmin(c.pairs[i].meas.iteration_time_s, c.pairs[i].sim.iteration_time_s));
-        hi = fmax(hi, fmax(c.pairs[i].meas.iteration_time_s, c.pairs[i].sim.iteration_time_s));
+        double a = c.pairs[i].meas.iteration_time_s, b = c.pairs[i].sim.iteration_time_s;
+        if (!(a > 0 && b > 0 && isfinite(a) && isfinite(b))) continue;
+        lo = fmin(lo, fmin(a, b));
+        hi = fmax(hi, fmax(a, b));
+        drawn++;
+    }
+    if (drawn == 0) {
+        code = pl_errf(e, PL_EINPUT, "none of the %zu pairs has a positive iteration time in both runs: the database is "
+                       "damaged", c.n);
+        goto done;
     }
     const char *unit;
     time_unit(hi, &scale, &unit);
     for (size_t i = 0; i < c.n; i++) {
+        double a = c.pairs[i].meas.iteration_time_s, b = c.pairs[i].sim.iteration_time_s;
+        if (!(a > 0 && b > 0 && isfinite(a) && isfinite(b))) continue;
         curve proto, *cv;
         run_curve(&proto, &c.pairs[i].sim, NULL, 0, 0);
         if (!(cv = curve_get(&f.cs, &proto)) ||

@@ -21,7 +21,7 @@ static int gen_check_sizes(const char *name, const sched_gen_opts *o, int has_ch
                        o->chunks);
     if (!has_chunks && o->chunks > 1)
         return pl_errf(e, PL_EINPUT,
-                       "%s: has one stage per rank; --chunks %d must be 0 or 1 (use interleaved "
+                       "%s: has one stage per rank; --chunks %d: it takes 1 (use interleaved "
                        "or looped-bfs for several chunks per rank)",
                        name, o->chunks);
     if ((rc = sched_gen_check_policies(name, o, e)) != PL_OK) return rc;

@@ -19,13 +19,13 @@ static int zb_check_sizes(const char *name, const sched_gen_opts *o, int v, int 
     if (rc != PL_OK) return rc;
     if (v == 1 && o->chunks != 0 && o->chunks != 1)
         return pl_errf(e, PL_EINPUT,
-                       "%s: --chunks %d must be 0 or 1 because the schedule holds one stage per "
-                       "rank (zbv and dualpipev use two)",
+                       "%s: --chunks %d: the schedule holds one stage per rank, so --chunks is 1 "
+                       "(zbv and dualpipev hold two)",
                        name, o->chunks);
     if (v == 2 && o->chunks != 0 && o->chunks != 2)
         return pl_errf(e, PL_EINPUT,
-                       "%s: --chunks %d must be 0 or 2 because the V placement puts exactly two "
-                       "stages on every rank",
+                       "%s: --chunks %d: the V placement puts exactly two stages on every rank, so "
+                       "--chunks is 2",
                        name, o->chunks);
     if ((rc = sched_gen_check_policies(name, o, e)) != PL_OK) return rc;
     g->p = o->ranks;

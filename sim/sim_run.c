@@ -88,19 +88,15 @@ static void eng_free(sim_eng *g) {
     free(g->hold);
 }
 
-/* Largest coefficient of variation: above 100 the lognormal factors are mostly below 1e-4
- * (mu = -ln(1 + cv^2) / 2), so times vanish. */
-#define SIM_CV_MAX 100
-
 /* Returns PL_OK when s is lowered and the values of cfg make sense (cv, bytes per parameter,
  * capacity, replicas per stage), else PL_EINPUT saying which. */
 static int check_input(const sched *s, const sim_config *cfg, pl_err *e) {
     if (!s->lowered && cfg->record_trace)
         return pl_errf(e, PL_EINPUT, "the simulator's trace needs a lowered schedule (call sched_lower first)");
-    if (!(cfg->cv >= 0 && cfg->cv <= SIM_CV_MAX))
-        return pl_errf(e, PL_EINPUT, "the coefficient of variation must be in [0, %d] (got %g)", SIM_CV_MAX, cfg->cv);
-    if (!(cfg->rank_cv >= 0 && cfg->rank_cv <= SIM_CV_MAX))
-        return pl_errf(e, PL_EINPUT, "the ranks' coefficient of variation must be in [0, %d] (got %g)", SIM_CV_MAX,
+    if (!(cfg->cv >= 0 && cfg->cv <= COST_CV_MAX))
+        return pl_errf(e, PL_EINPUT, "the coefficient of variation must be in [0, %d] (got %g)", COST_CV_MAX, cfg->cv);
+    if (!(cfg->rank_cv >= 0 && cfg->rank_cv <= COST_CV_MAX))
+        return pl_errf(e, PL_EINPUT, "the ranks' coefficient of variation must be in [0, %d] (got %g)", COST_CV_MAX,
                        cfg->rank_cv);
     const double *draws[2] = {cfg->speed_draws, cfg->speed_draws ? cfg->speed_draws_b : NULL};
     for (int b = 0; b < 2; b++)

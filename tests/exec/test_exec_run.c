@@ -1209,6 +1209,12 @@ static void test_profile_csv_loads(void) {
         {"# pipelab-exec worker=0 core=0 fwd_s=nan bwd_in_s=2 bwd_w_s=3 step_s=4\n",
          ":1: fwd_s must be a finite number >= 0 (got 'nan')"},
         {"# pipelab-exec worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3\n", ":1: missing key 'step_s'"},
+        /* a forward's jitter past what the simulator draws: refused here, not by the prediction
+         * without a file */
+        {"# pipelab-exec worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4 bwd_in0_s=2 bwd_in_hot_s=2 bwd_w_hot_s=3 "
+         "fwd_first_s=1 bwd_in_first_s=2 bwd_w_first_s=3 fwd_rest_s=1 bwd_in_rest_s=2 bwd_w_rest_s=3 fwd_again_s=1 "
+         "bwd_in_again_s=2 bwd_w_again_s=3 bwd_in_next_s=2 fwd_back_s=1 fwd_sd_s=1e300\n",
+         ":1: fwd_sd_s must be at most 100 times fwd_s (got 1e+300 against 1)"},
         {"# pipelab-exec rounds worker=1 f=1,x\n", ":1: a malformed rounds line"},
         {"# pipelab-exec worker=0 core=0 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4\n"
          "# pipelab-exec worker=0 core=1 fwd_s=1 bwd_in_s=2 bwd_w_s=3 step_s=4\n",
@@ -1240,7 +1246,8 @@ static void test_profile_csv_loads(void) {
     } bad_meta[] = {{"s/ step_s=[^ ]*/ step_s=nan/", "step_s must be a finite number >= 0 (got 'nan')"},
                     {"s/ step_s=[^ ]*/ step_s=-1/", "step_s must be a finite number >= 0 (got '-1')"},
                     {"s/concurrency=[0-9]*/concurrency=0/", "concurrency must be an integer >= 1 (got '0')"},
-                    {"s/ rank_drift=[^ ]*/ rank_drift=nan/", "rank_drift must be a finite number >= 0 (got 'nan')"}};
+                    {"s/ rank_drift=[^ ]*/ rank_drift=nan/", "rank_drift must be a finite number >= 0 (got 'nan')"},
+                    {"s/ rank_drift=[^ ]*/ rank_drift=1e300/", "rank_drift must be at most 100 (got '1e300')"}};
     char *bad_exec = pl_test_path(dir, "bad_exec.csv");
     for (size_t k = 0; k < sizeof bad_meta / sizeof *bad_meta; k++) {
         char *out = NULL, want[1024];

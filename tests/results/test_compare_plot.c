@@ -1,6 +1,7 @@
 /* test_compare_plot.c: pipelab compare's pairing and errors; pipelab plot's figures and data. */
 #include <gsl/gsl_cdf.h>
 #include <math.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -691,6 +692,18 @@ static void test_plot_kinds(void) {
     CU_ASSERT_EQUAL(access(pwned, F_OK), -1);
     free(pwned);
     free(png);
+    /* a database whose runs lost their iteration times (edited by hand): a clear error, not a
+     * script gnuplot fails on ("undefined variable: inf") */
+    char *bad = pl_test_path(dir, "notimes.db");
+    snprintf(cmd, sizeof cmd, "cp %s %s", db, bad);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(tr_raw_sql(bad, "UPDATE runs SET iteration_time_s = NULL"), SQLITE_OK);
+    snprintf(cmd, sizeof cmd, "%s plot accuracy --tag fig --db %s -o %s/acc.png", PIPELAB_BIN, bad, dir);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "pairs has a positive iteration time in both runs: the database is damaged"));
+    if (!out || !strstr(out, "damaged")) fprintf(stderr, "\n%s\n", out ? out : "");
+    free(out);
+    free(bad);
     /* The timeline's data: 2 ranks x 2 microbatches x (F, B) = 8 compute rows in block 0, in
      * seconds (the iteration takes 9 s); rank 0's first F spans [0, 1]. */
     char *datpath = pl_test_path(dir, "timeline.dat");

@@ -269,7 +269,7 @@ static void test_zb_refusals(void) {
                        "--chunks -1");
         expect_refused(nm, fn,
                        &(sched_gen_opts){.ranks = 2, .microbatches = 8, .chunks = ZB[gi].v == 1 ? 2 : 1},
-                       ZB[gi].v == 1 ? "0 or 1" : "0 or 2");
+                       ZB[gi].v == 1 ? "so --chunks is 1" : "so --chunks is 2");
         expect_refused(nm, fn, &(sched_gen_opts){.ranks = 2, .microbatches = 8, .iterations = -1},
                        "--iterations -1");
         expect_refused(nm, fn,
