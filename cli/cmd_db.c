@@ -104,16 +104,6 @@ static int parse(int argc, char **argv, opts *o) {
     return cli_db_flags("db", o->db, 0, NULL, 0);
 }
 
-/* Formats a byte count for people (GiB/MiB/KiB) into buf; returns buf. */
-static const char *human_bytes(int64_t v, char *buf, size_t n) {
-    double d = (double)v;
-    if (d >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", d / (1024.0 * 1024 * 1024));
-    else if (d >= 1024.0 * 1024) snprintf(buf, n, "%.1f MiB", d / (1024.0 * 1024));
-    else if (d >= 1024.0) snprintf(buf, n, "%.1f KiB", d / 1024.0);
-    else snprintf(buf, n, "%lld B", (long long)v);
-    return buf;
-}
-
 /* Returns s, or "-" when it is empty, for table cells. */
 static const char *or_dash(const char *s) { return s && *s ? s : "-"; }
 
@@ -221,7 +211,7 @@ static void list_table(const store_run *runs, size_t n, char *const *keys, pl_bu
         pl_buf_printf(b, "%5lld  %-10s  %-20s  %-9s  %-14s  %-12s  %3d %3d %4d %2d  %12.6g  %12.6g  %7.2f%%  %10s%s\n",
                       (long long)r->id, key ? key : r->uid, r->utc_time, r->kind, or_dash(r->tag), or_dash(r->schedule),
                       r->ranks, r->stages, r->microbatches, r->chunks, r->iteration_time_s, r->throughput_samples_s,
-                      100.0 * r->bubble_fraction, human_bytes(r->peak_mem_bytes, mem, sizeof mem), r->oom ? " OOM" : "");
+                      100.0 * r->bubble_fraction, pl_human_bytes((double)r->peak_mem_bytes, mem, sizeof mem), r->oom ? " OOM" : "");
     }
     if (n == 0) pl_buf_puts(b, "(no runs)\n");
 }
@@ -326,7 +316,8 @@ static void show_run(const store_run *r, int64_t nops, pl_buf *b) {
     if (isnan(r->zb_bubble_rate)) pl_buf_puts(b, "  zb_bubble_rate  n/a (not recorded)\n");
     else pl_buf_printf(b, "  zb_bubble_rate  %.6g  (Zero Bubble paper's bubble rate)\n", r->zb_bubble_rate);
     pl_buf_printf(b, "  communication   %.6g s\n  peak memory     %s (%lld bytes)%s\n  ops recorded    %lld\n",
-                  r->comm_time_s, human_bytes(r->peak_mem_bytes, mem, sizeof mem), (long long)r->peak_mem_bytes,
+                  r->comm_time_s, pl_human_bytes((double)r->peak_mem_bytes, mem, sizeof mem),
+                  (long long)r->peak_mem_bytes,
                   r->oom ? "  OUT OF MEMORY" : "", (long long)nops);
 }
 
@@ -339,7 +330,7 @@ static void show_rows(const store_rank_metric *m, int nm, const store_op *ops, s
                       "COMM (s)", "PEAK MEM");
         for (int i = 0; i < nm; i++)
             pl_buf_printf(b, "%5d  %12.6g  %12.6g  %12.6g  %12.6g  %12s\n", m[i].rank, m[i].busy_s, m[i].idle_s,
-                          m[i].bubble_fraction, m[i].comm_s, human_bytes(m[i].peak_mem_bytes, mem, sizeof mem));
+                          m[i].bubble_fraction, m[i].comm_s, pl_human_bytes((double)m[i].peak_mem_bytes, mem, sizeof mem));
     }
     if (nop > 0) {
         pl_buf_printf(b, "\n%5s  %6s  %-12s  %-8s  %5s  %5s  %12s  %12s\n", "RANK", "SEQ", "ACTION", "KIND", "STAGE",

@@ -165,18 +165,6 @@ static int parse(int argc, char **argv, opts *o) {
     return cli_outputs_check("model", outs, 1);
 }
 
-/* Formats bytes for people ("1.50 GiB"). */
-static const char *human(double b, char *buf, size_t n) {
-    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    size_t k = 0;
-    while (b >= 1024 && k + 1 < sizeof u / sizeof u[0]) {
-        b /= 1024;
-        k++;
-    }
-    snprintf(buf, n, k ? "%.2f %s" : "%.0f %s", b, u[k]);
-    return buf;
-}
-
 /* Appends the layer table (times at the chosen microbatch where they can be computed). */
 static int layer_table(const cost_model *m, const cost_hw *hw, const cost_opts *co, int csv, pl_buf *b,
                        pl_err *e) {
@@ -198,8 +186,9 @@ static int layer_table(const cost_model *m, const cost_hw *hw, const cost_opts *
             char name[NAME_COLS + 1];
             snprintf(name, sizeof name, "%s", l->name ? l->name : "");
             pl_buf_printf(b, "%5d  %-*s %11.4g %11.4g %11.4g %12s %12s %12s\n", i, NAME_COLS, name, f, ib, w,
-                          human((double)l->param_bytes, h1, sizeof h1), human((double)l->out_bytes, h2, sizeof h2),
-                          human((double)l->stash_bytes, h3, sizeof h3));
+                          pl_human_bytes((double)l->param_bytes, h1, sizeof h1),
+                          pl_human_bytes((double)l->out_bytes, h2, sizeof h2),
+                          pl_human_bytes((double)l->stash_bytes, h3, sizeof h3));
         }
     }
     return PL_OK;
@@ -232,8 +221,9 @@ static int stage_table(const cost_model *m, const cost_hw *hw, const cost_opts *
             snprintf(layers, sizeof layers, "%d-%d", st[s].first, st[s].end - 1);
             pl_buf_printf(b, "%5d %9s %10.4g %10.4g %10.4g %10.4g %10.4g %12s %12s %10.4g %4d %12s\n", s, layers,
                           st[s].f_s, st[s].i_s, st[s].w_s, st[s].b_s, st[s].b_recompute_s,
-                          human((double)st[s].param_bytes, h1, sizeof h1), human((double)st[s].out_bytes, h2, sizeof h2),
-                          send, inflight, human((double)mem.total_bytes, h3, sizeof h3));
+                          pl_human_bytes((double)st[s].param_bytes, h1, sizeof h1),
+                          pl_human_bytes((double)st[s].out_bytes, h2, sizeof h2), send, inflight,
+                          pl_human_bytes((double)mem.total_bytes, h3, sizeof h3));
         }
     }
     return PL_OK;
@@ -295,7 +285,7 @@ int cli_model(int argc, char **argv) {
         double params_bytes = 0;
         for (int i = 0; i < m->n; i++) params_bytes += (double)m->layer[i].param_bytes;
         pl_buf_printf(&b, "model %s (%s): %d layers, %.4g parameters (%s), microbatch %d (described at %d)",
-                      m->name, m->source, m->n, cost_model_params(m), human(params_bytes, h1, sizeof h1),
+                      m->name, m->source, m->n, cost_model_params(m), pl_human_bytes(params_bytes, h1, sizeof h1),
                       co.microbatch_size, m->microbatch_size);
         if (hwp) pl_buf_printf(&b, ", hardware %s, %s", hwp->name, cost_precision_name(co.precision));
         const cost_layout *l = &o.lo.l;

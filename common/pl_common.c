@@ -357,6 +357,20 @@ int pl_text_check(const char *path, const char *text, size_t len, pl_err *e) {
     return pl_errf(e, PL_EINPUT, "%s:%d: not a text file (a NUL byte at offset %zu)", path, line, (size_t)(nul - text));
 }
 
+const char *pl_human_bytes(double bytes, char *buf, size_t n) {
+    static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    const int last = (int)(sizeof unit / sizeof unit[0]) - 1;
+    double v = bytes;
+    int k = 0;
+    while (v >= 1024.0 && k < last) {
+        v /= 1024.0;
+        k++;
+    }
+    if (k == 0) snprintf(buf, n, "%.0f bytes", bytes);
+    else snprintf(buf, n, "%.1f %s", v, unit[k]);
+    return buf;
+}
+
 size_t pl_bom_len(const char *text, size_t len) {
     static const char bom[] = "\xEF\xBB\xBF";
     size_t n = sizeof bom - 1;

@@ -96,6 +96,10 @@ size_t pl_bom_len(const char *text, size_t len);
  * "path:line: not a text file (a NUL byte at offset N)": the one check of every file reader,
  * whose parsers would otherwise stop at the NUL and ignore the rest. */
 int pl_text_check(const char *path, const char *text, size_t len, pl_err *e);
+/* Writes a byte count for people into buf[n]: "512 bytes", then one decimal in the largest binary
+ * unit it reaches ("1.5 KiB", "12.3 GiB", up to EiB); returns buf. The one form of every message
+ * and table that prints sizes. */
+const char *pl_human_bytes(double bytes, char *buf, size_t n);
 
 /* Parses a whole decimal integer in [lo, hi]; returns 0 on success, -1 on junk or range error. */
 int pl_parse_long(const char *s, long lo, long hi, long *out);

@@ -19,12 +19,6 @@
 #define EXEC_PROCESS_BYTES (16.0 * EXEC_MIB)
 #define EXEC_THREAD_BYTES (2.0 * EXEC_MIB)
 
-/* Writes bytes as "N.N MiB" or "N.N GiB" into buf[n]. */
-static void mib(double bytes, char *buf, size_t n) {
-    if (bytes >= EXEC_GIB) snprintf(buf, n, "%.1f GiB", bytes / EXEC_GIB);
-    else snprintf(buf, n, "%.1f MiB", bytes / EXEC_MIB);
-}
-
 int exec_dims_check(const exec_config *c, pl_err *e) {
     if (c->block == EXEC_BLOCK_GPT) {
         double rows = (double)c->microbatch_size * c->seq;
@@ -116,11 +110,11 @@ int exec_check_memory(const sched *s, const exec_config *c, const int *blocks, i
         if (rank < 0 || s->stage_rank[q] == rank) nblocks += (double)blocks[q] * k;
     }
     char need[32], have[32], ranks[32], prof[32], data[32];
-    mib(n.total, need, sizeof need);
-    mib((double)lim, have, sizeof have);
-    mib(n.ranks + n.mail, ranks, sizeof ranks);
-    mib(n.prof, prof, sizeof prof);
-    mib(n.data + (n.build > n.ranks + n.mail + n.prof ? n.build : 0), data, sizeof data);
+    pl_human_bytes(n.total, need, sizeof need);
+    pl_human_bytes((double)lim, have, sizeof have);
+    pl_human_bytes(n.ranks + n.mail, ranks, sizeof ranks);
+    pl_human_bytes(n.prof, prof, sizeof prof);
+    pl_human_bytes(n.data + (n.build > n.ranks + n.mail + n.prof ? n.build : 0), data, sizeof data);
     return pl_errf(e, PL_EINPUT,
                    "the model does not fit: %s needs about %s (%.0f bytes%s: the process, the weights%s, stashed activations and "
                    "buffers of %.0f blocks of width %d and ffn %d%s, %s; %s%s%sthe data set and the target network, "
@@ -152,8 +146,8 @@ int exec_check_profile_memory(const exec_config *c, int reps, int concurrency, p
     exec_dims d;
     exec_dims_of(c, &d);
     char need[32], have[32];
-    mib(total, need, sizeof need);
-    mib((double)lim, have, sizeof have);
+    pl_human_bytes(total, need, sizeof need);
+    pl_human_bytes((double)lim, have, sizeof have);
     return pl_errf(e, PL_EINPUT,
                    "the profile does not fit: profiling %d blocks of width %d and ffn %d on %d worker%s at once needs "
                    "about %s (%.0f bytes: the process, each worker's %d blocks%s, the stashed activations of %d "

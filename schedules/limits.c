@@ -81,21 +81,6 @@ uint64_t sched_memory_limit(const sched_budget *b, const char **source) {
     return lim;
 }
 
-/* Formats bytes as "12.3 GiB" (or MiB / KiB / bytes) into buf. */
-static void human(uint64_t bytes, char *buf, size_t n) {
-    static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    const int last = (int)(sizeof unit / sizeof unit[0]) - 1;
-    const double step = (double)(1u << UNIT_BITS);
-    double v = (double)bytes;
-    int k = 0;
-    while (v >= step && k < last) {
-        v /= step;
-        k++;
-    }
-    if (k == 0) snprintf(buf, n, "%llu bytes", (unsigned long long)bytes);
-    else snprintf(buf, n, "%.1f %s", v, unit[k]);
-}
-
 int sched_memory_check(const sched_budget *b, uint64_t bytes, const char *what, pl_err *e) {
     if (b && b->bad_env)
         return pl_errf(e, PL_EINPUT, SCHED_MAX_MEMORY_ENV "='%s' is not a size in bytes (e.g. 8e9 or 16GiB)", b->bad_env);
@@ -103,8 +88,8 @@ int sched_memory_check(const sched_budget *b, uint64_t bytes, const char *what, 
     uint64_t lim = sched_memory_limit(b, &src);
     if (bytes != UINT64_MAX && bytes <= lim) return PL_OK; /* UINT64_MAX: the estimate overflowed */
     char need[32], have[32];
-    human(bytes, need, sizeof need);
-    human(lim, have, sizeof have);
+    pl_human_bytes((double)bytes, need, sizeof need);
+    pl_human_bytes((double)lim, have, sizeof have);
     return pl_errf(e, PL_EINPUT,
                    "%s needs about %s (%llu bytes), more than the %s available (%s); use fewer "
                    "microbatches or ranks, or raise the limit with --max-memory or " SCHED_MAX_MEMORY_ENV,
