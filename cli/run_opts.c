@@ -291,8 +291,8 @@ static int split_arg(const char *val, run_opts *o) {
         if (pl_parse_long(num, 1, CLI_EXEC_MAX_SIZE, &v)) break;
         o->split[o->nsplit++] = (int)v;
         p += n;
-        if (*p == ',') p++;
         if (!*p) return 0;
+        p++; /* the comma, which a number must follow */
     }
     cli_usage_error("run", "--stage-blocks: needs whole numbers >= 1 separated by commas (got '%s')", val);
     return -1;

@@ -747,7 +747,10 @@ int cost_spec_split(const char *gen, const char *s, cost_spec_kv *kv, int max, p
         kv[n].val[vl] = 0;
         n++;
         s += len;
-        if (*s == ',') s++;
+        if (*s == ',' && !*++s) { /* a comma must be followed by another key=value */
+            pl_errf(e, PL_EINPUT, "model %s: a trailing comma (a key=value missing after it)", gen);
+            return -1;
+        }
     }
     return n;
 }

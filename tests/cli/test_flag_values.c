@@ -92,6 +92,7 @@ static const value_case exec_cases[] = {
     {"run", RUN "--width 0", 2, "--width: needs a whole number between 1 and 65536 (got '0')"},
     {"run", RUN "--seed x", 2, "--seed: needs a whole number between 0 and 9223372036854775805 (got 'x')"},
     {"run", RUN "--stage-blocks 1,,2", 2, "--stage-blocks: needs whole numbers >= 1 separated by commas (got '1,,2')"},
+    {"run", RUN "--stage-blocks 1,1,", 2, "--stage-blocks: needs whole numbers >= 1 separated by commas (got '1,1,')"},
     {"run", RUN "--inject-fault 1", 2, "--inject-fault: needs [KIND:]RANK:ACTION[:PASS] (got '1')"},
     {"run", RUN "--inject-fault 1:2:3:4", 2, "--inject-fault: needs [KIND:]RANK:ACTION[:PASS] (got '1:2:3:4')"},
     {"run", RUN "--inject-fault 1:2:x", 2, "--inject-fault: rank >= 0, action >= 1 (1-based), pass >= 0 (got '1:2:x')"},

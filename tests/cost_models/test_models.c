@@ -114,7 +114,8 @@ static void test_uniform(void) {
 }
 
 /* A key given twice in a generator spec is refused, whichever generator (the rule `pipelab run`
- * applies to its --model), also through the parallel layout's cost_transformer_spec. */
+ * applies to its --model), also through the parallel layout's cost_transformer_spec; and an
+ * empty item, in the middle or after a trailing comma. */
 static void test_spec_duplicates(void) {
     static const struct {
         const char *spec, *want;
@@ -123,6 +124,9 @@ static void test_spec_duplicates(void) {
         {"transformer:layers=2,hidden=64,heads=4,seq=16,vocab=100,layers=3", "model transformer: 'layers' given twice"},
         {"uniform:layers=4,fwd_s=1e-3,layers=8", "model uniform: 'layers' given twice"},
         {"uniform:fwd_s=1e-3,fwd_s=1e-3", "model uniform: 'fwd_s' given twice"},
+        /* an empty item is refused at the end as in the middle */
+        {"mlp:width=64,,depth=2", "model mlp: '' is not key=value"},
+        {"mlp:width=64,depth=2,microbatch=4,", "model mlp: a trailing comma (a key=value missing after it)"},
         {NULL, NULL},
     };
     for (int k = 0; dup[k].spec; k++) {
