@@ -57,11 +57,12 @@ typedef struct metric {
 /* The notes of the table's lines that depend on the run. */
 static void note_events(const report *p, pl_buf *b) { pl_buf_printf(b, " (%zu events)", p->r->events); }
 static void note_iteration(const report *p, pl_buf *b) {
-    if (p->r->iterations > 1) pl_buf_puts(b, "  (steady state, first iteration left out)");
+    int n = p->r->iterations;
+    if (n > 1) pl_buf_printf(b, "  (steady state: iterations 1..%d, the fill and the drain left out)", sim_steady_last(n));
 }
 static void note_window(const report *p, pl_buf *b) {
     if (p->r->steady_state)
-        pl_buf_printf(b, "  (steady state: iterations 1..%d, where busy, idle and bubble are measured)", p->r->iterations - 1);
+        pl_buf_printf(b, "  (steady state: iterations 1..%d, where busy, idle and bubble are measured)", p->r->steady_last);
     else
         pl_buf_puts(b, "  (the whole run, where busy, idle and bubble are measured)");
 }

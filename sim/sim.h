@@ -250,17 +250,21 @@ typedef struct sim_rank_stats {
  *   synchronous schedules (weights flush), and any schedule run for 1 iteration: the whole run,
  *     [0, makespan_s];
  *   asynchronous schedules (weights stash or 2bw: PipeDream, PipeDream-2BW) over N >= 2
- *     iterations: the steady state [end of iteration 0, end of iteration N-1], whose length is
- *     (N - 1) x iteration_time_s; busy_s then counts the compute of iterations 1..N-1 (the work
- *     that window completes), so the pipeline's fill (iteration 0) is left out as it is from the
- *     iteration time, and idle_s = window_s - busy_s (>= 0). */
+ *     iterations: the steady state [end of iteration 0, end of iteration L] with L =
+ *     sim_steady_last(N) (N - 2 from N = 3 on, else 1), whose length is L x iteration_time_s;
+ *     busy_s then counts the compute of iterations 1..L (the work that window completes), so the
+ *     pipeline's fill (iteration 0) and its drain (the last iteration, which ends early: no later
+ *     microbatches hold the slowest stage, which shows with unequal stages) are left out as they
+ *     are from the iteration time, and idle_s = window_s - busy_s (>= 0). With N = 2 the window
+ *     holds the drain: its iteration time can be short of the steady state's. */
 typedef struct sim_result {
     int ranks, iterations;
     double makespan_s;        /* last event */
-    double iteration_time_s;  /* makespan / 1 iteration, or steady state over iterations 1..N-1 */
+    double iteration_time_s;  /* makespan / 1 iteration, or steady state over iterations 1..L */
     double throughput;        /* samples / s = microbatches * microbatch_size / iteration time */
     double window_s;          /* the bubble window (above): makespan_s, or (N-1) iteration_time_s */
     int steady_state;         /* 1 when the window is an asynchronous schedule's steady state */
+    int steady_last;          /* then L, the window's last iteration (sim_steady_last); else 0 */
     double bubble_fraction;   /* 1 - sum busy / (ranks * window_s) */
     double zb_bubble_rate;    /* Zero Bubble paper's bubble rate (above) */
     double idle_s;            /* sum over ranks of idle time in the window, seconds */
@@ -283,6 +287,9 @@ typedef struct sim_result {
  * tables larger than the memory budget cfg->budget, checked before they are allocated), or
  * PL_ENOMEM. Deterministic: the same inputs give the same result and trace. */
 int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e);
+/* Returns L, the last iteration of an asynchronous schedule's steady-state window over N
+ * iterations (sim_result): N - 2 from N = 3 on (the drain left out), else N - 1. */
+int sim_steady_last(int iterations);
 void sim_result_free(sim_result *r);
 
 /* Statistics over repeated stochastic runs (seeds seed, seed + 1, ...). */

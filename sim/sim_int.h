@@ -119,7 +119,7 @@ typedef struct sim_rank_state {
     int started;      /* 1 once a compute started */
     int held;         /* heap engine: 1 once the RECV at pc held the stream for its post */
     double last_end;  /* end of the last compute */
-    double busy_late_s; /* compute of the actions of iterations >= 1 (the steady-state window's) */
+    double busy_late_s; /* compute of the actions of iterations 1..late_last (the steady-state window's) */
     double cur;       /* flow engine: the rank's own clock (where the heap engine has "now") */
     int inflight;     /* microbatches stashed now */
     int versions;     /* weight versions now (sum over stages) */
@@ -138,6 +138,9 @@ typedef struct sim_eng {
     const sim_config *cfg;
     sim_result *r;
     int64_t M, n_entries;
+    /* the last iteration whose compute an asynchronous schedule's steady-state window counts
+     * (sim_steady_last): the window runs from the end of iteration 0 to its end */
+    int late_last;
     uint64_t *cells;    /* [stages * M << cshift] the times of each (stage, mb), one cell of ntab */
     int ntab, cshift;   /* tables a cell holds (SIM_T_N, or SIM_T_COMPACT) and log2 of its fields */
     size_t cells_bytes;

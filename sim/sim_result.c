@@ -31,6 +31,8 @@ static double makespan(const sim_eng *g) {
     return mk;
 }
 
+int sim_steady_last(int iterations) { return iterations >= 3 ? iterations - 2 : iterations - 1; }
+
 /* Sets the makespan, the iteration time and the bubble window (sim.h): an asynchronous
  * schedule's steady state over iterations 1..N-1, the window its iteration time is measured
  * over; else the whole run. */
@@ -38,10 +40,13 @@ static void set_window(const sim_eng *g) {
     sim_result *r = g->r;
     double mk = makespan(g);
     r->makespan_s = mk;
-    int n = r->iterations;
-    r->iteration_time_s = n >= 2 && !g->cfg->whole_run ? (r->iter_end_s[n - 1] - r->iter_end_s[0]) / (n - 1) : n > 1 ? mk / n : mk;
+    int n = r->iterations, last = g->late_last; /* the window closes at the end of iteration last */
+    r->iteration_time_s = n >= 2 && !g->cfg->whole_run ? (r->iter_end_s[last] - r->iter_end_s[0]) / last
+                          : n > 1                       ? mk / n
+                                                        : mk;
     r->steady_state = g->s->weights != SCHED_WEIGHTS_FLUSH && n >= 2 && !g->cfg->whole_run;
-    double win = r->steady_state ? r->iter_end_s[n - 1] - r->iter_end_s[0] : mk;
+    r->steady_last = r->steady_state ? last : 0;
+    double win = r->steady_state ? r->iter_end_s[last] - r->iter_end_s[0] : mk;
     if (r->steady_state && !(win > 0)) { /* no time between the ends (zero-cost iterations) */
         r->steady_state = 0;
         win = mk;
@@ -75,19 +80,19 @@ void sim_finish_metrics(const sim_eng *g) {
     sim_result *r = g->r;
     const sched *s = g->s;
     set_window(g);
-    double win = r->window_s, busy = 0, idle = 0;
+    double win = r->window_s, idle = 0;
     r->zb_bubble_rate = 0;
     for (int q = 0; q < s->ranks; q++) {
         rank_stats(g, q, win);
         sim_rank_stats *st = &r->rank[q];
-        busy += st->busy_s;
         idle += st->idle_s;
         if (st->peak_bytes > r->peak_bytes) r->peak_bytes = st->peak_bytes;
         if (g->cfg->capacity_bytes > 0 && st->peak_bytes > g->cfg->capacity_bytes) st->oom = r->oom = 1;
     }
     r->idle_s = idle;
-    r->bubble_fraction = win > 0 ? 1.0 - busy / (win * s->ranks) : 0;
-    if (r->bubble_fraction < 0) r->bubble_fraction = 0;
+    /* idle over the ranks' window: 1 - busy / (ranks x window) where no rank's busy passes the
+     * window, and never counting a rank's busy past it as the others' idle */
+    r->bubble_fraction = win > 0 ? idle / (win * s->ranks) : 0;
     int mbs = g->cfg->microbatch_size > 0 ? g->cfg->microbatch_size : 1;
     r->throughput = r->iteration_time_s > 0 ? (double)s->microbatches * mbs / r->iteration_time_s : 0;
 }

@@ -205,9 +205,10 @@ static inline void busy_start(sim_rank_state *k, double now, double d) {
 }
 
 /* Counts d seconds of compute of global microbatch mb towards the steady-state window when mb
- * belongs to iteration 1 or later (see sim.h: the window of asynchronous schedules). */
+ * belongs to an iteration from 1 to late_last (see sim.h: the window of asynchronous schedules). */
 static inline void busy_late(sim_eng *g, sim_rank_state *k, int64_t mb, double d) {
-    if (mb >= g->s->microbatches) k->busy_late_s += d;
+    int64_t m = g->s->microbatches;
+    if (mb >= m && mb < (int64_t)(g->late_last + 1) * m) k->busy_late_s += d;
 }
 
 /* Records that stream k's action at pc ran [start, end]. */
@@ -599,7 +600,7 @@ SIM_RULE int rule_step(sim_eng *g, const int flow, int r, sim_rank_state *k, int
         return WALK_NEXT;
     }
     busy_start(k, *now, d);
-    if (k->cur_iter >= 1) k->busy_late_s += d;
+    if (k->cur_iter >= 1 && k->cur_iter <= g->late_last) k->busy_late_s += d;
     return rule_run(g, flow, r, k, SCHED_STEP, stage, mb, NULL, d, now);
 }
 

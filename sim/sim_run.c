@@ -177,6 +177,7 @@ static int alloc_tables(sim_eng *g, pl_err *e) {
     sim_result *r = g->r;
     r->ranks = s->ranks;
     r->iterations = (int)((g->M + s->microbatches - 1) / s->microbatches);
+    g->late_last = sim_steady_last(r->iterations);
     r->rank = pl_calloc((size_t)s->ranks, sizeof *r->rank);
     r->iter_end_s = pl_calloc((size_t)r->iterations, sizeof(double));
     g->st = pl_calloc((size_t)s->stages, sizeof *g->st);

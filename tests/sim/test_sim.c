@@ -301,12 +301,51 @@ static void test_sync_window_whole_run(void) {
  * F(k) it runs B(k - (p-1-q)), i.e. p - q microbatches in flight, PipeDream's 1F1B order. So
  * one iteration of m microbatches takes T = m (tF + tB) on every stage: bubble_fraction =
  * 1 - m(tF+tB)/T = 0, zb_bubble_rate = 0,
- * idle_s = 0, busy_s = (N - 1) m (tF + tB) per rank, window_s = (N - 1) T, whatever N >= 2.
+ * idle_s = 0, busy_s = L m (tF + tB) per rank, window_s = L T, whatever N >= 2 (L =
+ * sim_steady_last(N): N - 2 from N = 3, else 1).
  * (Over the whole run, fill and drain included, the old figure was (p-1)(tF+tB) idle per rank:
  * 0.158 at N = 2, 0.086 at N = 4 for p = 4, m = 8.) With N = 1 there is no steady state and
  * the window is the whole run, as the iteration time is: GPipe's (p-1)/(m+p-1) does not apply
  * (pipedream's single iteration overlaps forwards and backwards), so only the identity
  * bubble_fraction = 1 - p m (tF+tB) / (p makespan) is checked there. */
+/* Unequal stages: an asynchronous schedule's steady state runs at its slowest stage, m (tF + tB)
+ * of it an iteration, whatever N >= 3 (the window leaves out the fill and the drain, whose last
+ * iteration ends early: with N = 2 the window holds it); and each rank's busy + idle is the
+ * window, the run's bubble its idle over ranks x window. Stages (tF, tB): (1, 2), (2, 3),
+ * (0.5, 1), (1, 1) on 4 ranks, m 8: 40 s an iteration, 92 s of compute, bubble 68 / 160. */
+static void test_async_steady_state_unequal(void) {
+    const char *kinds[] = {"pipedream", "2bw"};
+    sim_stage_cost sc[4] = {{1, 2, -1, -1, -1, -1, -1, -1}, {2, 3, -1, -1, -1, -1, -1, -1},
+                            {0.5, 1, -1, -1, -1, -1, -1, -1}, {1, 1, -1, -1, -1, -1, -1, -1}};
+    for (int k = 0; k < 2; k++)
+        for (int n = 2; n <= 8; n++) {
+            sched *s = lowered(kinds[k], 4, 8, 0, n);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+            sim_basic b;
+            sim_basic_init(&b);
+            b.stage = sc;
+            b.stages = 4;
+            sim_result r;
+            CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+            if (n >= 3) {
+                NEAR(r.iteration_time_s, 40);
+                NEAR(r.bubble_fraction, 68.0 / 160);
+            }
+            CU_ASSERT(r.iteration_time_s <= 40 + 1e-9); /* N = 2: 36, the drain's */
+            double idle = 0;
+            for (int q = 0; q < 4; q++) {
+                /* N = 2: rank 1's iteration 1 (40 s of compute) runs partly before the window */
+                if (n >= 3) NEAR(r.rank[q].busy_s + r.rank[q].idle_s, r.window_s);
+                CU_ASSERT(r.rank[q].idle_s >= 0);
+                idle += r.rank[q].idle_s;
+            }
+            NEAR(r.idle_s, idle);
+            NEAR(r.bubble_fraction, idle / (4 * r.window_s));
+            sim_result_free(&r);
+            sched_free(s);
+        }
+}
+
 static void test_async_steady_state_closed_form(void) {
     const char *kinds[] = {"pipedream", "2bw"};
     int shapes[][2] = {{4, 8}, {3, 5}, {2, 1}, {8, 4}};
@@ -330,12 +369,15 @@ static void test_async_steady_state_closed_form(void) {
                 } else {
                     CU_ASSERT_EQUAL(r.steady_state, 1);
                     NEAR(r.iteration_time_s, m * (tf + tb));
-                    NEAR(r.window_s, (n - 1) * m * (tf + tb));
+                    int L = sim_steady_last(n);
+                    CU_ASSERT_EQUAL(L, n >= 3 ? n - 2 : 1);
+                    CU_ASSERT_EQUAL(r.steady_last, L);
+                    NEAR(r.window_s, L * m * (tf + tb));
                     NEAR(r.bubble_fraction, 0);
                     NEAR(r.zb_bubble_rate, 0);
                     NEAR(r.idle_s, 0);
                     for (int q = 0; q < p; q++) {
-                        NEAR(r.rank[q].busy_s, (n - 1) * m * (tf + tb));
+                        NEAR(r.rank[q].busy_s, L * m * (tf + tb));
                         NEAR(r.rank[q].idle_s, 0);
                         NEAR(r.rank[q].bubble_fraction, 0);
                     }
@@ -371,8 +413,9 @@ static void test_async_steady_state_closed_form(void) {
  * with a transfer cost the steady state does have a bubble (each microbatch's round trip
  * between neighbouring stages waits for two transfers), and it is the same at N = 2 ... 8
  * (the whole-run figure it replaces fell with N: the fill and drain were averaged away). Also
- * the accounting identities: busy of a rank = (N-1) m (tF+tB) (the window's iterations' work),
- * idle = window - busy, bubble_fraction = sum idle / (p window), window = (N-1) T. */
+ * the accounting identities: busy of a rank = L m (tF+tB) (the window's iterations' work, L =
+ * sim_steady_last(N)), idle = window - busy, bubble_fraction = sum idle / (p window), window =
+ * L T. */
 static void test_async_bubble_iteration_invariance(void) {
     const char *kinds[] = {"pipedream", "2bw"};
     int p = 4, m = 8;
@@ -387,10 +430,10 @@ static void test_async_bubble_iteration_invariance(void) {
             sim_result r;
             CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
             CU_ASSERT_EQUAL(r.steady_state, 1);
-            NEAR(r.window_s, (n - 1) * r.iteration_time_s);
+            NEAR(r.window_s, sim_steady_last(n) * r.iteration_time_s);
             double idle = 0;
             for (int q = 0; q < p; q++) {
-                NEAR(r.rank[q].busy_s, (n - 1) * m * 3.0);
+                NEAR(r.rank[q].busy_s, sim_steady_last(n) * m * 3.0);
                 NEAR(r.rank[q].idle_s, r.window_s - r.rank[q].busy_s);
                 NEAR(r.rank[q].bubble_fraction, r.rank[q].idle_s / r.window_s);
                 idle += r.rank[q].idle_s;
@@ -1185,6 +1228,7 @@ void pl_test_register(void) {
         {"iterations", test_iterations},
         {"sync bubble over the whole run", test_sync_window_whole_run},
         {"async steady-state and whole-run closed forms", test_async_steady_state_closed_form},
+        {"async steady state on unequal stages: the slowest stage, busy + idle = window", test_async_steady_state_unequal},
         {"async bubble invariant in iterations", test_async_bubble_iteration_invariance},
         {"memory", test_memory},
         {"recompute", test_recompute},
