@@ -31,6 +31,7 @@ static void gp_escape(pl_buf *b, const char *s) {
         /* a backquote too: gnuplot runs `...` in a double-quoted string as a shell command */
         if (*s == '"' || *s == '\\' || *s == '`') pl_buf_putc(b, '\\');
         if (*s == '\n') pl_buf_puts(b, "\\n");
+        else if ((unsigned char)*s < 0x20) pl_buf_printf(b, "\\%03o", (unsigned)(unsigned char)*s); /* a CR, a tab: octal */
         else pl_buf_putc(b, *s);
     }
 }
@@ -69,7 +70,10 @@ static void script_begin(pl_buf *b, const store_plot_opts *o, const char *kind, 
     else if (format == 1)
         snprintf(term, sizeof term, "svg size %d,%d dynamic font \"DejaVu Sans,10\" background rgb \"white\"", w, h);
     else snprintf(term, sizeof term, "pngcairo size %d,%d font \"DejaVu Sans,10\" background rgb \"white\"", w, h);
-    pl_buf_printf(b, "# %s figure written by pipelab %s; rerun with: gnuplot %s\n", kind, PL_VERSION, o->script);
+    /* the path quoted and escaped: a newline in it would end the comment and run the rest */
+    pl_buf_printf(b, "# %s figure written by pipelab %s; rerun with: gnuplot \"", kind, PL_VERSION);
+    gp_escape(b, o->script);
+    pl_buf_puts(b, "\"\n");
     pl_buf_puts(b, "datafile = \"");
     gp_escape(b, o->data);
     pl_buf_puts(b, "\"\n");

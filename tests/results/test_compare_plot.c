@@ -692,6 +692,16 @@ static void test_plot_kinds(void) {
     CU_ASSERT_EQUAL(access(pwned, F_OK), -1);
     free(pwned);
     free(png);
+    /* a newline in the output's path: the script's first line is a comment naming it, which a
+     * newline would end, running the rest as commands */
+    snprintf(cmd, sizeof cmd, "cd %s && %s plot bubble --tag fig --db %s -o \"$(printf 'n\\nsystem(\"touch pwned-n\")\\n.png')\"",
+             dir, PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    if (!out || strstr(out, "rror")) fprintf(stderr, "\n%s\n", out ? out : "");
+    free(out);
+    pwned = pl_test_path(dir, "pwned-n");
+    CU_ASSERT_EQUAL(access(pwned, F_OK), -1);
+    free(pwned);
     /* a database whose runs lost their iteration times (edited by hand): a clear error, not a
      * script gnuplot fails on ("undefined variable: inf") */
     char *bad = pl_test_path(dir, "notimes.db");
