@@ -248,12 +248,16 @@ static void list_json(const store_run *runs, size_t n, pl_buf *b) {
         pl_buf_json_string(b, r->tag);
         pl_buf_puts(b, ", \"schedule\": ");
         pl_buf_json_string(b, r->schedule);
-        pl_buf_printf(b, ", \"ranks\": %d, \"stages\": %d, \"microbatches\": %d, \"chunks\": %d, "
-                         "\"iteration_time_s\": %.15g, \"throughput_samples_s\": %.15g, \"bubble_fraction\": %.15g, "
-                         "\"zb_bubble_rate\": ",
-                      r->ranks, r->stages, r->microbatches, r->chunks, r->iteration_time_s, r->throughput_samples_s,
-                      r->bubble_fraction);
-        pl_buf_number(b, r->zb_bubble_rate, 1);
+        pl_buf_printf(b, ", \"ranks\": %d, \"stages\": %d, \"microbatches\": %d, \"chunks\": %d", r->ranks, r->stages,
+                      r->microbatches, r->chunks);
+        const struct { const char *key; double v; } num[] = {{"iteration_time_s", r->iteration_time_s},
+                                                             {"throughput_samples_s", r->throughput_samples_s},
+                                                             {"bubble_fraction", r->bubble_fraction},
+                                                             {"zb_bubble_rate", r->zb_bubble_rate}};
+        for (size_t k = 0; k < sizeof num / sizeof num[0]; k++) {
+            pl_buf_printf(b, ", \"%s\": ", num[k].key);
+            pl_buf_number(b, num[k].v, 1); /* null where the file holds none (or not a number) */
+        }
         pl_buf_printf(b, ", \"peak_mem_bytes\": %lld, \"oom\": %s}", (long long)r->peak_mem_bytes, r->oom ? "true" : "false");
     }
     pl_buf_puts(b, n ? "\n]\n" : "]\n");

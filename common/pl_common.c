@@ -130,9 +130,34 @@ void pl_buf_number(pl_buf *b, double v, int json) {
     else pl_buf_printf(b, "%.15g", v);
 }
 
+/* Returns the length of the well-formed UTF-8 sequence (RFC 3629: no overlong form, no surrogate,
+ * at most U+10FFFF) that s[0..n) starts with, 1 to 4, or 0 when its first byte starts none. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+    if (s[0] < 0x80) return 1;
+    size_t k = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3 : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
+    if (!k || k > n) return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] > 0x9F) || (s[0] == 0xF0 && s[1] < 0x90) ||
+        (s[0] == 0xF4 && s[1] > 0x8F))
+        return 0;
+    return k;
+}
+
+/* The replacement character U+FFFD in UTF-8: what a byte that starts no UTF-8 sequence becomes in
+ * a CSV field (JSON writes it as \ufffd), so that every reader takes the text. */
+#define UTF8_REPLACEMENT "\xEF\xBF\xBD"
+
 void pl_buf_json_body(pl_buf *b, const char *t, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)t[i];
+        if (c >= 0x80) { /* text from a file name, a tag: bytes that are not UTF-8 become U+FFFD */
+            size_t k = utf8_len((const unsigned char *)t + i, n - i);
+            if (k) pl_buf_printf(b, "%.*s", (int)k, t + i);
+            else pl_buf_puts(b, "\\ufffd");
+            i += k ? k - 1 : 0;
+            continue;
+        }
         switch (c) {
         case '"': pl_buf_puts(b, "\\\""); break;
         case '\\': pl_buf_puts(b, "\\\\"); break;
@@ -154,16 +179,17 @@ void pl_buf_json_string(pl_buf *b, const char *s) {
 
 void pl_buf_csv_field(pl_buf *b, const char *s) {
     if (!s) return;
-    if (!strpbrk(s, ",\"\r\n")) {
-        pl_buf_puts(b, s);
-        return;
+    int quote = strpbrk(s, ",\"\r\n") != NULL;
+    if (quote) pl_buf_putc(b, '"');
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"') pl_buf_putc(b, '"');
+        size_t k = utf8_len((const unsigned char *)s + i, n - i);
+        if (k) pl_buf_printf(b, "%.*s", (int)k, s + i);
+        else pl_buf_puts(b, UTF8_REPLACEMENT); /* not UTF-8: U+FFFD, as pl_buf_json_body */
+        i += k ? k - 1 : 0;
     }
-    pl_buf_putc(b, '"');
-    for (; *s; s++) {
-        if (*s == '"') pl_buf_putc(b, '"');
-        pl_buf_putc(b, *s);
-    }
-    pl_buf_putc(b, '"');
+    if (quote) pl_buf_putc(b, '"');
 }
 
 int pl_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len, pl_err *e) {

@@ -68,12 +68,13 @@ void pl_buf_printf(pl_buf *b, const char *fmt, ...) __attribute__((format(printf
 void pl_buf_number(pl_buf *b, double v, int json);
 /* The one JSON and CSV text writer of pipelab's outputs.
  * pl_buf_json_body appends t[0..n) as the inside of a JSON string: quote and backslash escaped,
- * \n \r \t as such, other control characters as \u00XX, every other byte as it is (UTF-8
- * passes through). pl_buf_json_string appends s quoted that way (NULL as ""). */
+ * \n \r \t as such, other control characters as \u00XX, UTF-8 as it is, and a byte that starts
+ * no well-formed UTF-8 sequence (a tag or file name in another encoding) as \ufffd, so that every
+ * JSON reader takes the text. pl_buf_json_string appends s quoted that way (NULL as ""). */
 void pl_buf_json_body(pl_buf *b, const char *t, size_t n);
 void pl_buf_json_string(pl_buf *b, const char *s);
 /* Appends s as one CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma,
- * quote or line break; NULL as an empty field. */
+ * quote or line break; NULL as an empty field; a byte that is not UTF-8 as U+FFFD, as above. */
 void pl_buf_csv_field(pl_buf *b, const char *s);
 
 /* Reads a whole file into a NUL-terminated buffer, byte for byte (a byte order mark included:

@@ -444,7 +444,8 @@ static int put_run(store *s, const store_run *r, int json, const char *indent, p
     if (json_ok(s, r->params_json)) pl_buf_puts(out, r->params_json);
     else if (r->params_json && *r->params_json) pl_buf_json_string(out, r->params_json);
     else pl_buf_puts(out, "null");
-    pl_buf_printf(out, ",\n%s \"ranks\": [", indent);
+    /* per_rank, as simulate's and run's JSON name it: "ranks" is the run's count, above */
+    pl_buf_printf(out, ",\n%s \"per_rank\": [", indent);
     for (int k = 0; k < nm; k++) {
         pl_buf_printf(out, "%s{\"rank\": %d, \"busy_s\": ", k ? ", " : "", m[k].rank);
         pl_buf_number(out, m[k].busy_s, 1);

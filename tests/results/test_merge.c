@@ -191,7 +191,7 @@ static void test_cli(void) {
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "0F1"));
     free(o);
     CU_ASSERT_EQUAL(pipelab(&o, "db show cliuid-0 --db %s --format json%s%s", db, "", ""), 0);
-    CU_ASSERT(o && o[0] == '{' && strstr(o, "\"uid\": \"cliuid-0\"") && strstr(o, "\"ranks\": [{"));
+    CU_ASSERT(o && o[0] == '{' && strstr(o, "\"uid\": \"cliuid-0\"") && strstr(o, "\"per_rank\": [{") && !strstr(o, "\"ranks\": ["));
     free(o);
     CU_ASSERT_EQUAL(pipelab(&o, "db show 1 --db %s%s%s", missing, "", ""), 1);
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "pipelab: "));
@@ -202,7 +202,7 @@ static void test_cli(void) {
     CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "no run '77'"));
     free(o);
     CU_ASSERT_EQUAL(pipelab(&o, "db export --db %s --format json --tag sweep-x%s%s", db, "", ""), 0);
-    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "\"ranks\": [{\"rank\": 0"));
+    CU_ASSERT_PTR_NOT_NULL(o && strstr(o, "\"per_rank\": [{\"rank\": 0"));
     free(o);
     CU_ASSERT_EQUAL(pipelab(&o, "db merge %s %s -o %s", db, db2, merged), 0);
     free(o);

@@ -646,7 +646,7 @@ static void test_list_and_export(void) {
     pl_buf_init(&b);
     CU_ASSERT_EQUAL(store_export(s, NULL, STORE_JSON, &b, &e), PL_OK);
     CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "\"params\": {\"model\":{\"layers\":32},\"hw\":\"h200\"}"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "\"ranks\": [{\"rank\": 0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "\"per_rank\": [{\"rank\": 0"));
     CU_ASSERT_PTR_NOT_NULL(strstr(b.data, "--tag \\\"x,y\\\""));
     pl_buf_free(&b);
     store_close(s);

@@ -159,6 +159,40 @@ static void test_list_block(void) {
     check_block_growth((int)(SCHED_MAP_MIN_BYTES / sizeof(sched_action) / 4) + 1, 1);
 }
 
+/* common's text writers (tested here, in the lowest module's suite): UTF-8 passes through JSON
+ * strings and CSV fields, a byte that starts no well-formed UTF-8 sequence (a lone continuation
+ * byte, a cut sequence, an overlong form, a surrogate) becomes U+FFFD, and pl_human_bytes' one
+ * form of sizes. */
+static void test_common_text(void) {
+    static const struct { const char *in, *json, *csv; } cases[] = {
+        {"abc", "\"abc\"", "abc"},
+        {"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80", "\"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\"", "\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80"},
+        {"a\xff" "b", "\"a\\ufffd" "b\"", "a\xef\xbf\xbd" "b"},
+        {"x\xc3", "\"x\\ufffd\"", "x\xef\xbf\xbd"},                       /* cut at the end */
+        {"\xc0\xaf", "\"\\ufffd\\ufffd\"", "\xef\xbf\xbd\xef\xbf\xbd"},   /* overlong '/' */
+        {"\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* a surrogate */
+        {"q\"\xff,", "\"q\\\"\\ufffd,\"", "\"q\"\"\xef\xbf\xbd,\""},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        pl_buf j, c;
+        pl_buf_init(&j);
+        pl_buf_init(&c);
+        pl_buf_json_string(&j, cases[k].in);
+        pl_buf_csv_field(&c, cases[k].in);
+        pl_buf_putc(&j, 0);
+        pl_buf_putc(&c, 0);
+        CU_ASSERT_STRING_EQUAL(j.data, cases[k].json);
+        CU_ASSERT_STRING_EQUAL(c.data, cases[k].csv);
+        pl_buf_free(&j);
+        pl_buf_free(&c);
+    }
+    char h[32];
+    CU_ASSERT_STRING_EQUAL(pl_human_bytes(1000, h, sizeof h), "1000 bytes");
+    CU_ASSERT_STRING_EQUAL(pl_human_bytes(1536, h, sizeof h), "1.5 KiB");
+    CU_ASSERT_STRING_EQUAL(pl_human_bytes(32.0 * 1024 * 1024, h, sizeof h), "32.0 MiB");
+    CU_ASSERT_STRING_EQUAL(pl_human_bytes(1.5 * 1024 * 1024 * 1024 * 1024, h, sizeof h), "1.5 TiB");
+}
+
 void test_core_register(void) {
     static const pl_test_case cases[] = {
         {"action text round trip", test_action_round_trip},
@@ -169,6 +203,7 @@ void test_core_register(void) {
         {"size limits", test_new_limits},
         {"clone and equal", test_clone_equal},
         {"generated lists in one block", test_list_block},
+        {"common's JSON and CSV text: UTF-8 kept, other bytes U+FFFD; sizes", test_common_text},
         {NULL, NULL},
     };
     pl_test_suite("schedules/core", cases);
