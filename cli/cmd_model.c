@@ -179,8 +179,11 @@ static int layer_table(const cost_model *m, const cost_hw *hw, const cost_opts *
         double f, ib, w;
         if (cost_layer_times(m, i, hw, co, &f, &ib, &w, e) != PL_OK) return PL_EINPUT;
         if (csv) {
-            pl_buf_printf(b, "%d,%s,%s,%.9g,%.9g,%.9g,%lld,%lld,%lld,%lld\n", i, l->id ? l->id : "",
-                          l->name ? l->name : "", f, ib, w, (long long)l->param_bytes,
+            pl_buf_printf(b, "%d,", i);
+            pl_buf_csv_field(b, l->id); /* names such as "Conv2d(3, 64, kernel_size=(11, 11))": quoted */
+            pl_buf_putc(b, ',');
+            pl_buf_csv_field(b, l->name);
+            pl_buf_printf(b, ",%.9g,%.9g,%.9g,%lld,%lld,%lld,%lld\n", f, ib, w, (long long)l->param_bytes,
                           (long long)m->cut_bytes[i], (long long)l->out_bytes, (long long)l->stash_bytes);
         } else {
             char name[NAME_COLS + 1];

@@ -232,6 +232,7 @@ static const struct option long_opts[] = {
 #define RUN_MAX_GPUS 4096                /* the largest --gpus */
 #define RUN_MAX_MEM_BUDGET 9.2e18        /* bytes, the largest --mem-budget (below INT64_MAX) */
 #define FAULT_KIND_MAX 32                /* room for --inject-fault's KIND */
+#define RUN_TAG_MAX 200                  /* --tag's characters, the longest suffix within 256 */
 #define FAULT_FIELD_MAX 24               /* room for each number of --inject-fault */
 
 /* The schedule flags' limits here, tighter than the generators': the executor starts one thread
@@ -391,7 +392,13 @@ static int run_opt(int c, const char *arg, const char *seen, run_opts *o) {
     case O_FORMAT: o->format = arg; return -1;
     case O_TRACE: o->trace = 1; return -1;
     case O_DUMP: o->dump = arg; return -1;
-    case O_TAG: o->tag = arg; return -1;
+    case O_TAG:
+        /* the predictions beside the run are stored as TAG-SUFFIX, in room of 256 (cmd_run.c) */
+        if (strlen(arg) > RUN_TAG_MAX)
+            return cli_usage_error("run", "--tag: at most %d characters (got %zu): the predictions stored beside the "
+                                   "run take its tag with a suffix", RUN_TAG_MAX, strlen(arg));
+        o->tag = arg;
+        return -1;
     case O_DB: o->db = arg; return -1;
     case O_NODB: o->no_db = 1; return -1;
     case O_FAULT: return fault_arg(arg, &o->c.fault) ? CLI_EUSAGE : -1;

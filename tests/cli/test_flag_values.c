@@ -92,6 +92,9 @@ static const value_case exec_cases[] = {
     {"run", RUN "--width 0", 2, "--width: needs a whole number between 1 and 65536 (got '0')"},
     {"run", RUN "--seed x", 2, "--seed: needs a whole number between 0 and 9223372036854775805 (got 'x')"},
     {"run", RUN "--stage-blocks 1,,2", 2, "--stage-blocks: needs whole numbers >= 1 separated by commas (got '1,,2')"},
+    {"run", RUN "--tag 0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789"
+                    "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789X", 2,
+     "--tag: at most 200 characters (got 201): the predictions stored beside the run take its tag with a suffix"},
     {"run", RUN "--stage-blocks 1,1,", 2, "--stage-blocks: needs whole numbers >= 1 separated by commas (got '1,1,')"},
     {"run", RUN "--inject-fault 1", 2, "--inject-fault: needs [KIND:]RANK:ACTION[:PASS] (got '1')"},
     {"run", RUN "--inject-fault 1:2:3:4", 2, "--inject-fault: needs [KIND:]RANK:ACTION[:PASS] (got '1:2:3:4')"},

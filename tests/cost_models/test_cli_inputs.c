@@ -119,6 +119,35 @@ static void test_replicas_stage_twice(void) {
            "bubble_fraction");
 }
 
+/* Counts the fields of one CSV line (RFC 4180 quoting) starting at s; moves *s past its end. */
+static int csv_fields(const char **s) {
+    int n = 1, quoted = 0;
+    for (; **s && (quoted || **s != '\n'); (*s)++) {
+        if (**s == '"') quoted = !quoted;
+        else if (**s == ',' && !quoted) n++;
+    }
+    if (**s) (*s)++;
+    return n;
+}
+
+/* model --format csv of PipeDream's AlexNet profile, whose layer names hold commas
+ * ("Conv2d(3, 64, kernel_size=(11, 11), ...)"): every row has the header's 10 fields. */
+static void test_model_csv_quoted(void) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s model --model %s/../cost_models/profiles/pipedream/alexnet.graph.txt --format csv",
+             PIPELAB_BIN, PIPELAB_TESTS_DIR);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &out), 0);
+    int rows = 0, bad = 0;
+    for (const char *s = out; s && *s;) {
+        rows++;
+        bad += csv_fields(&s) != 10;
+    }
+    CU_ASSERT(rows > 10);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, ",\"Conv2d(3, 64, kernel_size=(11, 11)"));
+    free(out);
+}
+
 void test_cli_inputs_register(void) {
     static const pl_test_case cases[] = {
         {"a generator key given twice (model, simulate, partition)", test_duplicate_keys},
@@ -126,6 +155,7 @@ void test_cli_inputs_register(void) {
         {"hardware files: FILE:LINE ranges, NUL, empty, --set", test_hardware_files},
         {"profile CSV with a NUL byte", test_profile_nul},
         {"--replicas-stage for one stage twice", test_replicas_stage_twice},
+        {"model --format csv quotes names with commas", test_model_csv_quoted},
         {NULL, NULL},
     };
     pl_test_suite("cost-model input on the command line", cases);
