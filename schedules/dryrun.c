@@ -31,14 +31,16 @@ static int64_t entry(const dr *d, int stage, int mb) {
     return (int64_t)stage * d->M + mb;
 }
 
-/* Returns the cost in steps of a compute action. */
-static int64_t cost_of(const sched_unit_costs *c, const sched_action *a) {
+/* Returns the cost in steps of a compute action; under full recomputation (rc) a B or an I runs
+ * its forward again first, one F more, as the simulator prices it. */
+static int64_t cost_of(const sched_unit_costs *c, const sched_action *a, int rc) {
+    int64_t again = rc ? c->f : 0;
     switch (a->kind) {
     case SCHED_F: return c->f;
-    case SCHED_B: return c->b;
-    case SCHED_I: return c->i;
+    case SCHED_B: return c->b + again;
+    case SCHED_I: return c->i + again;
     case SCHED_W: return c->w;
-    case SCHED_OVERLAP: return c->f + (a->kind2 == SCHED_I ? c->i : c->b);
+    case SCHED_OVERLAP: return c->f + (a->kind2 == SCHED_I ? c->i : c->b) + again;
     default: return 0;
     }
 }
@@ -160,7 +162,7 @@ static void run_rank(dr *d, int r) {
             }
             if (tm > start) start = tm;
         }
-        int64_t end = start + cost_of(&d->c, a);
+        int64_t end = start + cost_of(&d->c, a, d->s->recompute == SCHED_RECOMPUTE_FULL);
         if (d->record) {
             d->r->slot[r][d->pc[r]].start = start;
             d->r->slot[r][d->pc[r]].end = end;

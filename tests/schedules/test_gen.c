@@ -499,6 +499,14 @@ static void test_closed_forms(void) {
                 if (!s) { GFAIL("%s refused: %s", what, e.msg); continue; }
                 expect_steps(s, 2 * (int64_t)(m + p - 1), (double)(p - 1) / (m + p - 1), what);
                 sched_free(s);
+                /* under full recomputation each B runs its forward again: (m+p-1)(2f+b) = 3(m+p-1)
+                 * steps, as the simulator prices it, and the same bubble */
+                o.recompute = SCHED_RECOMPUTE_FULL;
+                s = GENS[gi].fn(&o, NULL, &e);
+                snprintf(what, sizeof what, "%s p=%d m=%d recompute full", GENS[gi].name, p, m);
+                if (!s) { GFAIL("%s refused: %s", what, e.msg); continue; }
+                expect_steps(s, 3 * (int64_t)(m + p - 1), (double)(p - 1) / (m + p - 1), what);
+                sched_free(s);
             }
             for (int k = 1; k <= 4; k++)
                 for (int gi = 2; gi < 4; gi++) {
