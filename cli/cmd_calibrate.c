@@ -65,6 +65,9 @@ static const struct option long_opts[] = {
     {0, 0, 0, 0},
 };
 
+/* Room for the calibration's source path in the hardware file written: its lines stay within the
+ * reader's limit. */
+#define CALIB_SRC_MAX 128
 /* The most characters of a hardware name (cost_hw's name, NUL aside). */
 #define NAME_MAX_CHARS 63
 
@@ -291,10 +294,12 @@ static void apply_fit(const opts *o, const cost_fit *f, const char *base, const 
         snprintf(nm, sizeof nm, "%.48s-calibrated", hw->name[0] ? hw->name : "machine");
         memcpy(hw->name, nm, sizeof nm);
     }
-    char desc[sizeof hw->description];
-    snprintf(desc, sizeof desc, "%.60s, calibrated from %.80s", base ? base : "neutral defaults", src);
+    /* the path as the hardware file can carry it on a line and read back (pl_clean_name) */
+    char csrc[CALIB_SRC_MAX], desc[sizeof hw->description];
+    pl_clean_name(csrc, sizeof csrc, src, strlen(src));
+    snprintf(desc, sizeof desc, "%.60s, calibrated from %.80s", base ? base : "neutral defaults", csrc);
     memcpy(hw->description, desc, sizeof desc);
-    snprintf(hw->source, sizeof hw->source, "pipelab calibrate %s %.200s", o->observations ? "--observations" : "--db", src);
+    snprintf(hw->source, sizeof hw->source, "pipelab calibrate %s %s", o->observations ? "--observations" : "--db", csrc);
 }
 
 /* Prints the fit's summary on stderr: each fitted group, the groups left at the base values, and

@@ -383,6 +383,22 @@ int pl_text_check(const char *path, const char *text, size_t len, pl_err *e) {
     return pl_errf(e, PL_EINPUT, "%s:%d: not a text file (a NUL byte at offset %zu)", path, line, (size_t)(nul - text));
 }
 
+char *pl_clean_name(char *dst, size_t n, const char *src, size_t len) {
+    size_t o = 0;
+    for (size_t i = 0; i < len && src[i];) {
+        unsigned char c = (unsigned char)src[i];
+        size_t k = utf8_len((const unsigned char *)src + i, len - i);
+        int bad = !k || c < 0x20 || c == 0x7f || strchr("#;=[],\"", c) != NULL;
+        size_t w = bad ? 1 : k;
+        if (o + w >= n) break; /* whole characters only */
+        if (bad) dst[o++] = '_';
+        else memcpy(dst + o, src + i, k), o += k;
+        i += k ? k : 1;
+    }
+    if (n) dst[o] = '\0';
+    return dst;
+}
+
 const char *pl_human_bytes(double bytes, char *buf, size_t n) {
     static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     const int last = (int)(sizeof unit / sizeof unit[0]) - 1;

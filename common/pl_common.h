@@ -101,6 +101,12 @@ int pl_text_check(const char *path, const char *text, size_t len, pl_err *e);
  * unit it reaches ("1.5 KiB", "12.3 GiB", up to EiB); returns buf. The one form of every message
  * and table that prints sizes. */
 const char *pl_human_bytes(double bytes, char *buf, size_t n);
+/* Copies text src[0..len) into dst[n] as a name pipelab's files carry on one line and read back
+ * as written: a control character, a byte that is not UTF-8 and the syntax of its files
+ * (# ; = [ ] , ") each become '_', and a name longer than n - 1 bytes is cut at a character's
+ * boundary. For names taken from file names (a model's, a hardware file's, a calibration's
+ * source). Returns dst. */
+char *pl_clean_name(char *dst, size_t n, const char *src, size_t len);
 
 /* Parses a whole decimal integer in [lo, hi]; returns 0 on success, -1 on junk or range error. */
 int pl_parse_long(const char *s, long lo, long hi, long *out);

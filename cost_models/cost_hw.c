@@ -459,10 +459,9 @@ int cost_hw_load(cost_hw *hw, const char *name_or_path, pl_err *e) {
     int is_path = strchr(name_or_path, '/') != NULL || (n >= 4 && strcmp(name_or_path + n - 4, ".ini") == 0);
     if (is_path) {
         const char *b = strrchr(name_or_path, '/');
-        char stem[64];
-        snprintf(stem, sizeof stem, "%s", b ? b + 1 : name_or_path);
-        char *dot = strchr(stem, '.');
-        if (dot) *dot = 0;
+        b = b ? b + 1 : name_or_path;
+        char stem[64]; /* the file's name up to its first dot, as a name the files written carry */
+        pl_clean_name(stem, sizeof stem, b, strcspn(b, "."));
         return load_file(hw, name_or_path, stem, e);
     }
     const char *dir = getenv(COST_HARDWARE_DIR_ENV);

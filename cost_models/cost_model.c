@@ -157,9 +157,7 @@ void cost_model_name_from_path(cost_model *m, const char *path) {
     b = b ? b + 1 : path;
     size_t n = strcspn(b, ".");
     if (n == 0) n = strlen(b);
-    if (n >= sizeof m->name) n = sizeof m->name - 1;
-    memcpy(m->name, b, n);
-    m->name[n] = 0;
+    pl_clean_name(m->name, sizeof m->name, b, n); /* a name the profile CSV and partition files carry */
 }
 
 /* Returns the parameter count: param_bytes / dtype_bytes summed over layers. */

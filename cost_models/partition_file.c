@@ -14,8 +14,10 @@ void cost_partition_write(const cost_partition *p, pl_buf *b) {
     const cost_partition_pred *pr = p->pred;
     pl_buf_puts(b, "pipelab-partition 1\n");
     pl_buf_printf(b, "method %s\n", p->method[0] ? p->method : "manual");
-    if (p->model[0]) pl_buf_printf(b, "model %s\n", p->model);
-    if (p->hardware[0]) pl_buf_printf(b, "hardware %s\n", p->hardware);
+    /* names as the file carries them on a line (a hardware file's own name may begin with '#') */
+    char nm[sizeof p->model > sizeof p->hardware ? sizeof p->model : sizeof p->hardware];
+    if (p->model[0]) pl_buf_printf(b, "model %s\n", pl_clean_name(nm, sizeof nm, p->model, strlen(p->model)));
+    if (p->hardware[0]) pl_buf_printf(b, "hardware %s\n", pl_clean_name(nm, sizeof nm, p->hardware, strlen(p->hardware)));
     pl_buf_printf(b, "layers %d\n", cost_partition_layers(p));
     pl_buf_printf(b, "workers %d\n", cost_partition_workers(p));
     pl_buf_puts(b, "# config ");

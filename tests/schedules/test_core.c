@@ -161,8 +161,8 @@ static void test_list_block(void) {
 
 /* common's text writers (tested here, in the lowest module's suite): UTF-8 passes through JSON
  * strings and CSV fields, a byte that starts no well-formed UTF-8 sequence (a lone continuation
- * byte, a cut sequence, an overlong form, a surrogate) becomes U+FFFD, and pl_human_bytes' one
- * form of sizes. */
+ * byte, a cut sequence, an overlong form, a surrogate) becomes U+FFFD; pl_human_bytes' one form
+ * of sizes; and pl_clean_name's names for files' lines. */
 static void test_common_text(void) {
     static const struct { const char *in, *json, *csv; } cases[] = {
         {"abc", "\"abc\"", "abc"},
@@ -191,6 +191,14 @@ static void test_common_text(void) {
     CU_ASSERT_STRING_EQUAL(pl_human_bytes(1536, h, sizeof h), "1.5 KiB");
     CU_ASSERT_STRING_EQUAL(pl_human_bytes(32.0 * 1024 * 1024, h, sizeof h), "32.0 MiB");
     CU_ASSERT_STRING_EQUAL(pl_human_bytes(1.5 * 1024 * 1024 * 1024 * 1024, h, sizeof h), "1.5 TiB");
+    /* pl_clean_name: what a file's line can carry and read back; cut at a character's boundary */
+    char nm[8];
+    CU_ASSERT_STRING_EQUAL(pl_clean_name(nm, sizeof nm, "a\nb;c#", 7), "a_b_c_");
+    CU_ASSERT_STRING_EQUAL(pl_clean_name(nm, sizeof nm, "x y=[1]", 7), "x y__1_");
+    CU_ASSERT_STRING_EQUAL(pl_clean_name(nm, sizeof nm, "\xff" "ab", 3), "_ab");
+    CU_ASSERT_STRING_EQUAL(pl_clean_name(nm, sizeof nm, "xxxxx\xc3\xa9", 7), "xxxxx\xc3\xa9");
+    CU_ASSERT_STRING_EQUAL(pl_clean_name(nm, sizeof nm, "xxxxxx\xc3\xa9", 8), "xxxxxx"); /* not half of é */
+    CU_ASSERT_STRING_EQUAL(pl_clean_name(nm, sizeof nm, "ab.csv", 2), "ab");
 }
 
 void test_core_register(void) {
