@@ -237,7 +237,8 @@ typedef struct sim_rank_stats {
 /* Bubble figures, one name per quantity everywhere in pipelab (simulate, run, the database,
  * compare, plots):
  *   idle_s           idle seconds: window_s - busy_s per rank, summed over ranks for a run;
- *   bubble_fraction  the idle FRACTION of the window: 1 - sum busy_s / (ranks x window_s);
+ *   bubble_fraction  the idle FRACTION of the window: idle_s / (ranks x window_s), which is
+ *                    1 - sum busy_s / (ranks x window_s) where no rank is busy past the window;
  *   zb_bubble_rate   the Zero Bubble paper's bubble rate (Qi et al. 2023, arXiv 2401.10241, §5
  *                    and Table 5): (cost - m (TF + TB + TW)) / cost, where cost is the largest
  *                    execution time of a stage; pipelab evaluates it as the max over ranks of
@@ -262,10 +263,10 @@ typedef struct sim_result {
     double makespan_s;        /* last event */
     double iteration_time_s;  /* makespan / 1 iteration, or steady state over iterations 1..L */
     double throughput;        /* samples / s = microbatches * microbatch_size / iteration time */
-    double window_s;          /* the bubble window (above): makespan_s, or (N-1) iteration_time_s */
+    double window_s;          /* the bubble window (above): makespan_s, or L iteration_time_s */
     int steady_state;         /* 1 when the window is an asynchronous schedule's steady state */
     int steady_last;          /* then L, the window's last iteration (sim_steady_last); else 0 */
-    double bubble_fraction;   /* 1 - sum busy / (ranks * window_s) */
+    double bubble_fraction;   /* idle_s / (ranks * window_s) */
     double zb_bubble_rate;    /* Zero Bubble paper's bubble rate (above) */
     double idle_s;            /* sum over ranks of idle time in the window, seconds */
     double comm_s;            /* sum of transfer times */
