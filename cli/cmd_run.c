@@ -199,15 +199,10 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
     pl_buf_json_string(b, r->warning);
     pl_buf_putc(b, ',');
     if (pr) {
-        pl_buf_puts(b, "\"predicted\":{");
-        const struct { const char *key; double v; } pred[] = {
-            {"iteration_time_s", pr->iteration_time_s}, {"throughput_samples_s", pr->throughput},
-            {"rel_error", rel_err(pr->iteration_time_s, r->iter_median_s)}};
-        for (size_t k = 0; k < sizeof pred / sizeof pred[0]; k++) {
-            if (k) pl_buf_putc(b, ',');
-            pl_buf_printf(b, "\"%s\":", pred[k].key);
-            pl_buf_number(b, pred[k].v, 1);
-        }
+        pl_buf_puts(b, "\"predicted\":{\"iteration_time_s\":");
+        pl_buf_number(b, pr->iteration_time_s, 1);
+        json_num(b, "throughput_samples_s", pr->throughput);
+        json_num(b, "rel_error", rel_err(pr->iteration_time_s, r->iter_median_s));
         pl_buf_printf(b, ",\"simulated_runs\":%d,\"jitter_cv\":%.6g,\"drift_cv\":%.6g,\"state_rounds\":%d,\"share_alone\":%.6g},",
                       noise[0] > 0 || noise[1] > 0 || noise[2] > 0 ? cli_run_sim_runs((int)noise[2]) : 1, noise[0],
                       noise[1], (int)noise[2], noise[3]);

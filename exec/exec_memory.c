@@ -7,7 +7,6 @@
 #include <string.h>
 
 #define EXEC_MIB (1024.0 * 1024.0)
-#define EXEC_GIB (1024.0 * EXEC_MIB)
 /* The largest bytes one block's state or parameters may take (exec_dims_check): far beyond any
  * memory, and small enough that the size_t products of the layouts cannot wrap. */
 #define EXEC_DIMS_MAX_BYTES 0x1p60
