@@ -507,26 +507,30 @@ typedef struct cost_memory {
     int versions;              /* weight versions held */
 } cost_memory;
 
-/* Memory of a stage with `inflight` microbatches between forward and backward:
- * versions = 1 (flush), inflight (stash), 2 (2bw); activations = inflight x stash_bytes, or,
+/* Memory of a stage with `inflight` microbatches between forward and backward, in the steady
+ * state of sched_versions' rule: versions = 1 (flush), inflight (stash), 2 (2bw; 1 when at most
+ * one microbatch is in flight, as on a straight pipeline's last stage); activations = inflight x stash_bytes, or,
  * under full recomputation, (inflight - 1) x stash_recompute_bytes plus one full stash: the
  * microbatch whose backward runs holds its rebuilt activations instead of its checkpoint.
  * Returns PL_OK, or PL_EINPUT when a part does not count in 64 bits (*out then unset). */
 int cost_stage_memory(const cost_stage *st, const cost_model *m, const cost_opts *o, sched_weights weights,
                       sched_recompute rc, int inflight, cost_memory *out, pl_err *e);
 
-/* Memory per rank of a schedule: weights (versions from the policy; stash = the rank's most
- * microbatches in flight, from the unit-time dry run), gradients and optimizer state summed over
- * the stages the rank holds; activations = the peak over the rank's actions in order: F adds the
- * stage's stash (its checkpoint under full recomputation), B frees it (rebuilding the full stash
- * first under recomputation), I frees all but w_stash_bytes (rebuilding first under
- * recomputation) and W frees the rest. stages[] indexed by schedule
- * stage; out[ranks]. Returns PL_OK or the dry run's error. */
+/* Memory per rank of a schedule: gradients and optimizer state summed over the stages the rank
+ * holds, plus the peak over the rank's actions in order of its weight versions and activations
+ * together. Versions follow sched_versions (a STEP writes a new one while a microbatch in flight
+ * uses the newest; the end of the last backward using an older one frees it). Activations: F
+ * adds the stage's stash (its checkpoint under full recomputation), B frees it (rebuilding the
+ * full stash first under recomputation), I frees all but w_stash_bytes (rebuilding first under
+ * recomputation) and W frees the rest. out[k].weights_bytes and activation_bytes are the parts at
+ * the moment of the peak (their sum with the gradients and optimizer state is total_bytes), and
+ * versions the most held at once (summed over the rank's stages), as the executor counts them.
+ * stages[] indexed by schedule stage; out[ranks]. Returns PL_OK or the dry run's error. */
 int cost_schedule_memory(const sched *s, const cost_stage *stages, const cost_model *m,
                          const cost_opts *o, cost_memory *out, pl_err *e);
 /* cost_schedule_memory with stage q replicated replicas[q] ways (NULL: none; PipeDream's
  * 1F1B-RR): each replica of a rank is a device of its own holding the rank's stages' weights
- * (versions from the policy; stash: the replica's own most microbatches in flight), gradients
+ * (the versions of its own microbatches and STEPs), gradients
  * and optimizer state, and the stashes of its own microbatches only (k mod n, sched_replica_of);
  * out[k] is the replica of rank k with the largest total, as the simulator and the executor
  * report a replicated rank. */

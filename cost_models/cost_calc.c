@@ -318,7 +318,7 @@ int cost_stage_memory(const cost_stage *st, const cost_model *m, const cost_opts
     if (inflight < 0) inflight = 0;
     double params = (double)st->param_bytes / dtype_bytes(m);
     r.versions = weights == SCHED_WEIGHTS_STASH ? (inflight > 1 ? inflight : 1)
-                 : weights == SCHED_WEIGHTS_2BW ? 2
+                 : weights == SCHED_WEIGHTS_2BW ? (inflight > 1 ? 2 : 1)
                                                 : 1;
     if (__builtin_mul_overflow(st->param_bytes, (int64_t)r.versions, &r.weights_bytes)) over = 1;
     r.grad_bytes = bytes_of(params * o->grad_bytes_per_param, &over);
@@ -358,12 +358,37 @@ static int replica_runs(const sched *s, const int *reps, const sched_action *a, 
     return k >= 0 ? k == j : j < -k;
 }
 
-/* Returns the peak activation bytes of replica j of rank k (the whole rank: reps NULL, j 0),
- * walking its actions in order with cost_mem_delta: each compute half applies its start, then
- * its end, the peak taken after each; sets *over when a count passes 64 bits. */
-static int64_t rank_activation_peak(const sched *s, const cost_stage *stages, int k, const int *reps, int j, int *over) {
-    int rc = s->recompute == SCHED_RECOMPUTE_FULL;
-    int64_t cur = 0, peak = 0;
+/* The peak of one rank's walk (rank_peak): the largest sum of weight versions and activations
+ * at once, its two parts at that moment, and the most versions held at once. */
+typedef struct rank_walk {
+    int64_t weights, activations, total;
+    int versions;
+} rank_walk;
+
+/* Walks replica j of rank k (the whole rank: reps NULL, j 0) over its actions in order: each
+ * compute half applies cost_mem_delta at its start, then at its end, where a backward's end also
+ * releases its weight version; a STEP may write a new version (sched_versions, one per stage;
+ * a flush schedule holds one throughout). Fills *w with the peak. Returns PL_OK, or PL_ENOMEM;
+ * sets *over when a count passes 64 bits. */
+static int rank_peak(const sched *s, const cost_stage *stages, int k, const int *reps, int j, rank_walk *w, int *over) {
+    int rc = s->recompute == SCHED_RECOMPUTE_FULL, track = s->weights != SCHED_WEIGHTS_FLUSH;
+    int64_t act = 0, wts = 0;
+    int held = 0;
+    sched_versions *v = track ? pl_calloc((size_t)s->stages, sizeof *v) : NULL;
+    if (track && !v) return PL_ENOMEM;
+    for (int st = 0; st < s->stages; st++) {
+        if (s->stage_rank[st] != k) continue;
+        if (track && sched_versions_init(&v[st], sched_total_microbatches(s)) != PL_OK) {
+            for (int q = 0; q < st; q++) sched_versions_free(&v[q]);
+            free(v);
+            return PL_ENOMEM;
+        }
+        add_bytes(&wts, stages[st].param_bytes, over);
+        held++;
+    }
+    memset(w, 0, sizeof *w);
+    w->weights = w->total = wts;
+    w->versions = held;
     const sched_rank *rk = &s->rank[k];
     for (size_t i = 0; i < rk->n; i++) {
         const sched_action *a = &rk->acts[i];
@@ -371,53 +396,60 @@ static int64_t rank_activation_peak(const sched *s, const cost_stage *stages, in
         for (int half = 0; half < (a->kind == SCHED_OVERLAP ? 2 : 1); half++) {
             sched_kind kind = a->kind == SCHED_OVERLAP ? (half ? a->kind2 : SCHED_F) : a->kind;
             int st = half ? a->stage2 : a->stage;
+            int64_t mb = half ? a->mb2 : a->mb;
             if (st < 0 || st >= s->stages) continue;
             const cost_stage *c = &stages[st];
+            int dv = 0;
+            if (track && kind == SCHED_F) sched_versions_forward(&v[st], mb);
+            if (track && kind == SCHED_STEP) dv = sched_versions_step(&v[st]);
             cost_mem_sizes z = cost_mem_sizes_make(c->stash_bytes, c->w_stash_bytes, c->stash_recompute_bytes);
             for (int at_end = 0; at_end < 2; at_end++) {
-                add_bytes(&cur, cost_mem_delta(&z, kind, at_end, rc), over);
-                if (cur > peak) peak = cur;
+                add_bytes(&act, cost_mem_delta(&z, kind, at_end, rc), over);
+                if (at_end && track && (kind == SCHED_B || kind == SCHED_W)) dv = sched_versions_backward(&v[st], mb);
+                if (dv) {
+                    add_bytes(&wts, dv * c->param_bytes, over);
+                    held += dv;
+                    dv = 0;
+                }
+                int64_t tot = wts;
+                add_bytes(&tot, act, over);
+                if (tot > w->total) {
+                    w->total = tot;
+                    w->weights = wts;
+                    w->activations = act;
+                }
+                if (held > w->versions) w->versions = held;
             }
         }
     }
-    return peak;
+    for (int st = 0; track && st < s->stages; st++)
+        if (s->stage_rank[st] == k) sched_versions_free(&v[st]);
+    free(v);
+    return PL_OK;
 }
 
-/* Returns the most microbatches replica j of rank k holds between F and the end of their
- * backward (B or W), as the dry run counts a whole rank's (sched_dryrun_result.max_inflight). */
-static int replica_inflight(const sched *s, int k, const int *reps, int j) {
-    int cur = 0, mx = 0;
-    const sched_rank *rk = &s->rank[k];
-    for (size_t i = 0; i < rk->n; i++) {
-        const sched_action *a = &rk->acts[i];
-        if (!replica_runs(s, reps, a, j)) continue;
-        if (a->kind == SCHED_F || a->kind == SCHED_OVERLAP) cur++;
-        if (cur > mx) mx = cur;
-        if (a->kind == SCHED_B || a->kind == SCHED_W || (a->kind == SCHED_OVERLAP && a->kind2 == SCHED_B)) cur--;
-    }
-    return mx;
-}
-
-/* Fills *out with the memory of replica j of rank k (see cost_schedule_memory_replicas) holding
- * inflight microbatches at most; returns PL_OK or PL_EINPUT when it does not count in 64 bits. */
+/* Fills *out with the memory of replica j of rank k (see cost_schedule_memory_replicas): its
+ * stages' gradients and optimizer state, and the peak of its weight versions and activations
+ * (rank_peak). Returns PL_OK, PL_ENOMEM, or PL_EINPUT when it does not count in 64 bits. */
 static int replica_memory(const sched *s, const cost_stage *stages, const cost_model *m, const cost_opts *o, int k,
-                          const int *reps, int j, int inflight, cost_memory *out, pl_err *e) {
+                          const int *reps, int j, cost_memory *out, pl_err *e) {
     cost_memory acc = {0};
     int over = 0;
     for (int st = 0; st < s->stages; st++) {
         if (s->stage_rank[st] != k) continue;
         cost_memory sm;
-        if (cost_stage_memory(&stages[st], m, o, s->weights, s->recompute, inflight, &sm, e) != PL_OK) return PL_EINPUT;
-        add_bytes(&acc.weights_bytes, sm.weights_bytes, &over);
+        if (cost_stage_memory(&stages[st], m, o, SCHED_WEIGHTS_FLUSH, s->recompute, 0, &sm, e) != PL_OK) return PL_EINPUT;
         add_bytes(&acc.grad_bytes, sm.grad_bytes, &over);
         add_bytes(&acc.optimizer_bytes, sm.optimizer_bytes, &over);
-        if (sm.versions > acc.versions) acc.versions = sm.versions;
     }
-    acc.activation_bytes = rank_activation_peak(s, stages, k, reps, j, &over);
-    acc.total_bytes = acc.weights_bytes;
+    rank_walk w;
+    if (rank_peak(s, stages, k, reps, j, &w, &over) != PL_OK) return pl_errf(e, PL_ENOMEM, "out of memory");
+    acc.weights_bytes = w.weights;
+    acc.activation_bytes = w.activations;
+    acc.versions = w.versions;
+    acc.total_bytes = w.total;
     add_bytes(&acc.total_bytes, acc.grad_bytes, &over);
     add_bytes(&acc.total_bytes, acc.optimizer_bytes, &over);
-    add_bytes(&acc.total_bytes, acc.activation_bytes, &over);
     if (over)
         return pl_errf(e, PL_EINPUT, "model %s: the memory of rank %d (its stages' weights, gradients, optimizer "
                        "state and activations) is too large to count in 64 bits", m->name, k);
@@ -437,11 +469,11 @@ int cost_schedule_memory_replicas(const sched *s, const cost_stage *stages, cons
         for (int st = 0; replicas && st < s->stages; st++)
             if (s->stage_rank[st] == k && replicas[st] > w) w = replicas[st];
         for (int j = 0; j < w; j++) {
-            int inflight = w > 1 ? replica_inflight(s, k, replicas, j) : r.max_inflight[k];
             cost_memory x;
-            if (replica_memory(s, stages, m, o, k, w > 1 ? replicas : NULL, j, inflight, &x, e) != PL_OK) {
+            int rc = replica_memory(s, stages, m, o, k, w > 1 ? replicas : NULL, j, &x, e);
+            if (rc != PL_OK) {
                 sched_dryrun_free(&r, s->ranks);
-                return PL_EINPUT;
+                return rc;
             }
             if (j == 0 || x.total_bytes > out[k].total_bytes) out[k] = x;
         }

@@ -213,6 +213,35 @@ int sched_stage_steps_each_backward(const sched *s, int q);
  * without a microbatch: flush and 2bw); 0 for the rest and whenever n <= 1. The one rule by
  * which the simulator's replica streams and the executor's replica ranks split a rank's list. */
 int sched_replica_of(const sched_action *a, int n);
+
+/* Weight versions of one stage (one replica of it), the one rule by which the cost model's walk,
+ * the simulator and the executor count them. A forward uses the newest version. A STEP after at
+ * least one backward writes a new version when a microbatch in flight (its forward ran, the end
+ * of its backward, B or W, not yet) uses the newest, and updates the newest in place otherwise;
+ * a STEP after no backward changes nothing. An older version is freed when the backward of the
+ * last microbatch that uses it ends. The stage holds the newest version and every older one in
+ * use: 1 throughout a flush schedule (sched_check puts each STEP after its iteration's backwards
+ * and before the next iteration's forwards), up to the microbatches in flight under PipeDream's
+ * stashing, and up to 2 under 2BW; the last stage of a straight pipeline, whose backward follows
+ * its forward, holds 1 under both. */
+typedef struct sched_versions {
+    int32_t *ver_of; /* [mbs] the version each microbatch in flight uses; -1 when none */
+    int32_t *refs;   /* [mbs + 1] microbatches in flight on each version */
+    int64_t mbs;     /* microbatches (global numbers 0..mbs-1) */
+    int32_t newest;  /* the newest version */
+    int32_t held;    /* versions held now */
+    int32_t acc;     /* backwards since the last STEP */
+} sched_versions;
+/* Starts the count of a stage of mbs microbatches: one version held. PL_OK or PL_ENOMEM. */
+int sched_versions_init(sched_versions *v, int64_t mbs);
+void sched_versions_free(sched_versions *v);
+/* A forward of mb starts (it uses the newest version). */
+void sched_versions_forward(sched_versions *v, int64_t mb);
+/* The backward of mb ends (B, or the W of a split one): returns -1 when it freed an older
+ * version, else 0. */
+int sched_versions_backward(sched_versions *v, int64_t mb);
+/* A STEP starts: returns 1 when it writes a new version, else 0. */
+int sched_versions_step(sched_versions *v);
 /* Fills stage_rank[] for a placement rule; returns PL_OK or PL_EINPUT. */
 int sched_place(sched_placement pl, int ranks, int stages, int *stage_rank, pl_err *e);
 /* Names of enum values, and parsing them back (return -1 when unknown). */

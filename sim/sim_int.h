@@ -77,6 +77,8 @@ typedef struct sim_stage_state {
                                  * pair of microbatch k is k mod npair), at link_f and link_b; 0 = one */
     int32_t rg_started;         /* replicated: this replica's all-reduces whose collective started */
     int32_t rg_neg;             /* replicated: REDUCE_GRADs without microbatch this replica reached */
+    sched_versions *vers;       /* the weight versions of this stage (replica), in eng.vers; NULL
+                                 * under a flush schedule, which holds one throughout */
 } sim_stage_state;
 
 /* One all-reduce collective of a replicated stage: it starts when its `expected` replicas
@@ -189,6 +191,8 @@ typedef struct sim_eng {
     double *link_xfer;        /* [nlinks] transfer time of replica-pair links */
     double *hold;             /* [(stages - 1) * SIM_HOLDS] the hand-off's own times at each
                                * boundary (sim_costs.send_hold_s, post_hold_s); NULL = none */
+    sched_versions *vers;     /* [nvers] the stages' and replicas' weight versions (stash, 2bw) */
+    int nvers;
 } sim_eng;
 
 /* Returns the field of table t (< g->ntab) in the cell of index idx. */
@@ -200,12 +204,6 @@ static inline uint64_t *sim_cell_at(const sim_eng *g, int t, int64_t idx) {
 static inline sim_stage_state *sim_sst(sim_eng *g, int stage, int replica) {
     sim_stage_state *x = &g->st[stage];
     return x->rep > 1 ? &g->rst[x->rbase + replica] : x;
-}
-
-/* Returns the weight versions a stage holds with `inflight` microbatches stashed. */
-static inline int sim_versions_of(const sim_eng *g, int inflight) {
-    if (g->s->weights == SCHED_WEIGHTS_STASH) return inflight > 1 ? inflight : 1;
-    return g->s->weights == SCHED_WEIGHTS_2BW ? 2 : 1;
 }
 
 /* Adds d bytes to rank k's memory, saturating at INT64_MAX and noting the overflow (reported
@@ -235,6 +233,9 @@ int sim_state_check(const sched *s, int64_t mbs, int trace, const sched_budget *
 /* Sets each stage's memory sizes and all-reduce time, and each stream's static memory (weights,
  * gradients, optimizer state per replica). Returns PL_OK or PL_EINPUT naming the stage or rank. */
 int sim_setup_stage_memory(sim_eng *g, pl_err *e);
+/* Gives each stage, and each replica of a replicated one, its weight versions (sched_versions)
+ * under stash and 2bw; nothing under flush. Returns PL_OK or PL_ENOMEM. */
+int sim_setup_versions(sim_eng *g, pl_err *e);
 
 /* ---------------------------------------------------------------- engines (sim_heap.c, sim_flow.c) */
 

@@ -135,14 +135,14 @@ static inline double compute_time(sim_eng *g, int stage, int kind, int mb) {
     return t;
 }
 
-/* Changes a stage's stash count by d on rank k and adjusts weight-version memory. */
+/* Changes a stage's stash count by d on rank k. */
 static inline void stash_change(sim_eng *g, sim_rank_state *k, int stage, int d) {
-    sim_stage_state *ss = sim_sst(g, stage, k->replica);
-    int old = ss->inflight;
-    int nw = old + d;
-    ss->inflight = nw;
+    sim_sst(g, stage, k->replica)->inflight += d;
     k->inflight += d;
-    int dv = sim_versions_of(g, nw) - sim_versions_of(g, old);
+}
+
+/* Adds dv weight versions of a stage to rank k's count and memory. */
+static inline void versions_change(sim_eng *g, sim_rank_state *k, const sim_stage_state *ss, int dv) {
     if (dv) {
         k->versions += dv;
         sim_mem_add(g, k, sim_mem_mul(g, dv, ss->param_b));
@@ -157,20 +157,40 @@ static inline void note_peaks(sim_rank_state *k) {
     if (k->versions > st->peak_weight_versions) st->peak_weight_versions = k->versions;
 }
 
-/* Memory effects at the start of a compute half (kind on stage) on rank k: cost_mem_delta's. */
-static inline void mem_start(sim_eng *g, sim_rank_state *k, int kind, int stage) {
+/* Memory effects at the start of a compute half (kind on stage, microbatch mb) on rank k:
+ * cost_mem_delta's; a forward uses the stage's newest weight version (sched_versions). */
+static inline void mem_start(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb) {
     const sim_stage_state *ss = &g->st[stage];
     cost_mem_sizes z = {ss->stash_b, ss->wstash_b, ss->input_b}; /* capped in sim_memory.c */
-    if (kind == SCHED_F) stash_change(g, k, stage, +1);
+    if (kind == SCHED_F) {
+        stash_change(g, k, stage, +1);
+        sched_versions *v = sim_sst(g, stage, k->replica)->vers;
+        if (v) sched_versions_forward(v, mb);
+    }
     sim_mem_add(g, k, cost_mem_delta(&z, (sched_kind)kind, 0, g->s->recompute == SCHED_RECOMPUTE_FULL));
 }
 
-/* Memory effects at the end of a compute half: cost_mem_delta's. */
-static inline void mem_end(sim_eng *g, sim_rank_state *k, int kind, int stage) {
+/* Memory effects at the end of a compute half: cost_mem_delta's; the end of a backward releases
+ * its weight version (sched_versions). */
+static inline void mem_end(sim_eng *g, sim_rank_state *k, int kind, int stage, int mb) {
     const sim_stage_state *ss = &g->st[stage];
     cost_mem_sizes z = {ss->stash_b, ss->wstash_b, ss->input_b};
     sim_mem_add(g, k, cost_mem_delta(&z, (sched_kind)kind, 1, g->s->recompute == SCHED_RECOMPUTE_FULL));
-    if (kind == SCHED_B || kind == SCHED_W) stash_change(g, k, stage, -1);
+    if (kind == SCHED_B || kind == SCHED_W) {
+        stash_change(g, k, stage, -1);
+        sched_versions *v = sim_sst(g, stage, k->replica)->vers;
+        if (v) versions_change(g, k, ss, sched_versions_backward(v, mb));
+    }
+}
+
+/* Memory effects of a STEP of stage on rank k as it starts: a new weight version when one of the
+ * stage's microbatches in flight uses the newest (sched_versions). */
+static inline void mem_step(sim_eng *g, sim_rank_state *k, int stage) {
+    sched_versions *v = sim_sst(g, stage, k->replica)->vers;
+    if (v) {
+        versions_change(g, k, &g->st[stage], sched_versions_step(v));
+        note_peaks(k);
+    }
 }
 
 /* Returns the sharing term's factor (sim_config.act_scale) of stream k's current action, 1 when off. */
@@ -185,11 +205,11 @@ static inline double compute_begin(sim_eng *g, sim_rank_state *k, int kind, int 
     double d;
     if (kind == SCHED_OVERLAP) { /* its F half at the forwards' speed, the other at the backwards' */
         d = compute_time(g, stage, SCHED_F, mb) * k->speed + compute_time(g, a->stage2, a->kind2, a->mb2) * k->speed_b;
-        mem_start(g, k, SCHED_F, stage);
-        mem_start(g, k, a->kind2, a->stage2);
+        mem_start(g, k, SCHED_F, stage, mb);
+        mem_start(g, k, a->kind2, a->stage2, a->mb2);
     } else {
         d = compute_time(g, stage, kind, mb) * (kind == SCHED_F ? k->speed : k->speed_b);
-        mem_start(g, k, kind, stage);
+        mem_start(g, k, kind, stage, mb);
     }
     note_peaks(k);
     return d * act_scale(g, k);
@@ -247,10 +267,10 @@ static inline int compute_finish(sim_eng *g, sim_rank_state *k, int kind, int st
                                  double start, double end) {
     int it = -1;
     if (kind == SCHED_B || kind == SCHED_I || kind == SCHED_W) {
-        mem_end(g, k, kind, stage);
+        mem_end(g, k, kind, stage, mb);
         it = mb;
     } else if (kind == SCHED_OVERLAP) {
-        mem_end(g, k, a->kind2, a->stage2);
+        mem_end(g, k, a->kind2, a->stage2, a->mb2);
         it = a->mb > a->mb2 ? a->mb : a->mb2;
     } else if (kind == SCHED_F) {
         it = mb;
@@ -573,6 +593,7 @@ static inline int rule_step_deferred(sim_eng *g, sim_rank_state *k, int stage, s
         g->blocked[k->id] = KEY_RG_START(g, stage);
         return WALK_STOP;
     }
+    mem_step(g, k, stage);
     double end = (me->reduce_end > now ? me->reduce_end : now) + d;
     if (end > k->coll_free) k->coll_free = end;
     me->step_pending++;
@@ -595,6 +616,7 @@ SIM_RULE int rule_step(sim_eng *g, const int flow, int r, sim_rank_state *k, int
             return rule_step_deferred(g, k, stage, me, d, *now);
         if (rule_wait(g, flow, k, KEY_RG(g, stage), me->reduce_end, now) == WALK_STOP) return WALK_STOP;
     }
+    if (stage_ok(g, stage)) mem_step(g, k, stage);
     if (!(d > 0)) {
         pass_step(g, k, *now);
         return WALK_NEXT;

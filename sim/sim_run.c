@@ -86,6 +86,8 @@ static void eng_free(sim_eng *g) {
     free(g->sorig);
     free(g->link_xfer);
     free(g->hold);
+    for (int i = 0; i < g->nvers; i++) sched_versions_free(&g->vers[i]);
+    free(g->vers);
 }
 
 /* Returns PL_OK when s is lowered and the values of cfg make sense (cv, bytes per parameter,
@@ -232,6 +234,7 @@ static int setup_run(sim_eng *g, pl_err *e) {
     int rc = sim_setup_links(g, e);
     if (rc == PL_OK) rc = sim_setup_stage_memory(g, e);
     if (rc == PL_OK && g->any_rep) rc = sim_setup_rounds(g, e);
+    if (rc == PL_OK) rc = sim_setup_versions(g, e);
     if (rc != PL_OK) return rc;
     for (int q = 0; q < g->nstream; q++) {
         note_peaks(&g->rk[q]);

@@ -181,6 +181,9 @@ static void test_stage_memory(void) {
     CU_ASSERT_EQUAL(r.weights_bytes, 3600);
     CU_ASSERT_EQUAL(cost_stage_memory(&st, m, &o, SCHED_WEIGHTS_2BW, SCHED_RECOMPUTE_NONE, 3, &r, &e), PL_OK);
     CU_ASSERT_EQUAL(r.weights_bytes, 2400);
+    /* one microbatch in flight (a last stage): none crosses a STEP, one version */
+    CU_ASSERT_EQUAL(cost_stage_memory(&st, m, &o, SCHED_WEIGHTS_2BW, SCHED_RECOMPUTE_NONE, 1, &r, &e), PL_OK);
+    CU_ASSERT_EQUAL(r.weights_bytes, 1200);
     CU_ASSERT_EQUAL(cost_stage_memory(&st, m, &o, SCHED_WEIGHTS_FLUSH, SCHED_RECOMPUTE_FULL, 3, &r, &e), PL_OK);
     CU_ASSERT_EQUAL(r.activation_bytes, 2 * 128 + 768);
     /* bytes past 64 bits are an error naming the stage, not a wrapped count */

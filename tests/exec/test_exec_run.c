@@ -1453,7 +1453,7 @@ static void mem_case(const char *kind, int p, int m, double momentum) {
     mem_case_v(kind, p, m, 0, SCHED_RECOMPUTE_NONE, momentum, MEM_EQUAL);
 }
 
-/* gpipe and 1f1b for p = 2..4 (and zb-h1, and momentum's optimizer state). */
+/* gpipe and 1f1b for p = 2..4 (and zb-h1, and momentum's optimizer state); pipedream and 2bw. */
 static void test_memory_equals_cost_model(void) {
     for (int p = 2; p <= 4; p++) {
         mem_case("gpipe", p, 2 * p, 0.0);
@@ -1473,6 +1473,17 @@ static void test_memory_equals_cost_model(void) {
         }
     }
     mem_case_v("interleaved", 2, 4, 2, SCHED_RECOMPUTE_NONE, 0.9, MEM_EQUAL);
+    /* weight versions that follow the schedule (sched_versions): pipedream's one per microbatch
+     * in flight, 2bw's two (one on the last rank), and fewer while m < p keeps the first ranks'
+     * early forwards on one version; the peak of versions and stash together */
+    static const char *async[] = {"pipedream", "2bw"};
+    for (int k = 0; k < 2; k++)
+        for (int p = 2; p <= 4; p++) {
+            mem_case(async[k], p, 1, 0.0);
+            mem_case(async[k], p, p, 0.0);
+            mem_case_v(async[k], p, 2 * p, 0, SCHED_RECOMPUTE_NONE, 0.9, MEM_EQUAL);
+            mem_case_v(async[k], p, 2, 0, SCHED_RECOMPUTE_FULL, 0.0, MEM_EQUAL);
+        }
 }
 
 /* ---------------------------------------------------------------- MPI */

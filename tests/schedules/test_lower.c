@@ -394,6 +394,72 @@ static void test_lower_input_reduces(void) {
     }
 }
 
+/* Returns the most weight versions stage q of lowered s holds at once (sched_versions over its
+ * rank's actions in order: F, the end of B or W, STEP), or -1 when the count cannot start. */
+static int most_versions(const sched *s, int q) {
+    sched_versions v;
+    if (sched_versions_init(&v, sched_total_microbatches(s)) != PL_OK) return -1;
+    int most = v.held;
+    const sched_rank *rk = &s->rank[s->stage_rank[q]];
+    for (size_t i = 0; i < rk->n; i++) {
+        const sched_action *a = &rk->acts[i];
+        if (a->stage != q) continue;
+        if (a->kind == SCHED_F) sched_versions_forward(&v, a->mb);
+        if (a->kind == SCHED_B || a->kind == SCHED_W) sched_versions_backward(&v, a->mb);
+        if (a->kind == SCHED_STEP) sched_versions_step(&v);
+        if (v.held > most) most = v.held;
+    }
+    CU_ASSERT_EQUAL(v.held, 1); /* every microbatch done: the newest alone */
+    sched_versions_free(&v);
+    return most;
+}
+
+/* Weight versions in closed form: one throughout a flush schedule; PipeDream's p - q on stage q
+ * once the pipeline is full (a version per microbatch in flight); 2BW's 2, and 1 on the last
+ * stage, whose backward follows its forward; with m = 1 < p, PipeDream's first stage runs its p
+ * early forwards on the initial version, so it holds 2 at most (the initial one and the one its
+ * first STEP writes), not p. */
+static void test_versions_closed_forms(void) {
+    pl_err e;
+    for (int p = 2; p <= 6; p++) {
+        static const char *kinds[] = {"gpipe", "1f1b", "pipedream", "2bw"};
+        for (int k = 0; k < 4; k++) {
+            sched_gen_opts o = {p, 2 * p, 0, 4, SCHED_RECOMPUTE_NONE};
+            sched *g = sched_generate(kinds[k], &o, &e), *s = g ? sched_lower(g, &e) : NULL;
+            CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+            for (int q = 0; q < p; q++) {
+                int want = k < 2 ? 1 : k == 2 ? p - q : (q < p - 1 ? 2 : 1);
+                int got = most_versions(s, q);
+                if (got != want) fprintf(stderr, "\n  %s p=%d stage %d: %d versions, want %d\n", kinds[k], p, q, got, want);
+                CU_ASSERT_EQUAL(got, want);
+            }
+            sched_free(s);
+            sched_free(g);
+        }
+        sched_gen_opts o = {p, 1, 0, p, SCHED_RECOMPUTE_NONE};
+        sched *g = sched_generate("pipedream", &o, &e), *s = g ? sched_lower(g, &e) : NULL;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+        CU_ASSERT_EQUAL(most_versions(s, 0), 2);
+        sched_free(s);
+        sched_free(g);
+    }
+    /* a STEP after no backward writes nothing; one while the newest is in use writes a version */
+    sched_versions v;
+    CU_ASSERT_EQUAL_FATAL(sched_versions_init(&v, 3), PL_OK);
+    sched_versions_forward(&v, 0);
+    CU_ASSERT_EQUAL(sched_versions_step(&v), 0);
+    sched_versions_forward(&v, 1);
+    CU_ASSERT_EQUAL(sched_versions_backward(&v, 0), 0);
+    CU_ASSERT_EQUAL(sched_versions_step(&v), 1); /* microbatch 1 uses the newest */
+    CU_ASSERT_EQUAL(v.held, 2);
+    sched_versions_forward(&v, 2);
+    CU_ASSERT_EQUAL(sched_versions_backward(&v, 1), -1); /* the last user of the old version */
+    CU_ASSERT_EQUAL(sched_versions_backward(&v, 2), 0);
+    CU_ASSERT_EQUAL(sched_versions_step(&v), 0); /* nothing in flight: in place */
+    CU_ASSERT_EQUAL(v.held, 1);
+    sched_versions_free(&v);
+}
+
 /* A compute-only schedule holds no STEP: validation refuses it, so lowering does too (its own
  * STEPs would make it a second). */
 static void test_lower_refuses_input_step(void) {
@@ -440,6 +506,7 @@ void test_lower_register(void) {
         {"lowering: update policies", test_lower_policies},
         {"lowering: an input's REDUCE_GRADs are not doubled", test_lower_input_reduces},
         {"lowering: a compute-only STEP is refused", test_lower_refuses_input_step},
+        {"weight versions in closed form", test_versions_closed_forms},
         {"timeline rendering", test_render},
         {NULL, NULL},
     };

@@ -457,7 +457,9 @@ static void test_async_bubble_iteration_invariance(void) {
 }
 
 /* Memory: 1F1B stashes p - r microbatches on rank r, GPipe m; pipedream keeps as many weight
- * versions as stashed microbatches, 2bw keeps 2; peak bytes follow. */
+ * versions as stashed microbatches; 2bw keeps 2, but 1 on the last rank, whose backward follows
+ * its forward so that no microbatch is in flight across its STEP (sched_versions); peak bytes
+ * follow. */
 static void test_memory(void) {
     int p = 4, m = 8;
     sim_basic b;
@@ -514,7 +516,11 @@ static void test_memory(void) {
     s = lowered("2bw", p, m, 0, 4);
     if (s) {
         CU_ASSERT_EQUAL_FATAL(run(s, &b, &c, &r), PL_OK);
-        for (int q = 0; q < p; q++) CU_ASSERT_EQUAL(r.rank[q].peak_weight_versions, 2);
+        for (int q = 0; q < p; q++) {
+            int v = q < p - 1 ? 2 : 1;
+            CU_ASSERT_EQUAL(r.rank[q].peak_weight_versions, v);
+            CU_ASSERT_EQUAL(r.rank[q].peak_bytes, 1200 + (int64_t)v * 400 + (int64_t)(p - q) * 1000);
+        }
         NEAR(r.iteration_time_s, m * 3.0);
         sim_result_free(&r);
         sched_free(s);

@@ -296,9 +296,11 @@ out:
 
 /* Peak memory per rank of the simulator against cost_schedule_memory for the same schedule,
  * model and opts (sim_config from sim_model_config): equal, byte for byte, for gpipe, 1f1b, zb-h1
- * (split backward) and interleaved (two chunks per rank), with and without full recomputation:
- * both walk the rank's actions with the one memory delta, cost_mem_delta. (The rel 1 and 2
- * relations, an offset and an upper bound, are kept for cases that would need them.) */
+ * (split backward) and interleaved (two chunks per rank), with and without full recomputation,
+ * and for pipedream and 2bw with m = 8, 2 and 1 (weight versions that follow the schedule:
+ * sched_versions), whose most versions at once agree too: both walk the rank's actions with the
+ * one memory delta, cost_mem_delta, and the one version rule. (The rel 1 and 2 relations, an
+ * offset and an upper bound, are kept for cases that would need them.) */
 static void test_memory_matches_cost(void) {
     const char *specs[] = {"transformer:layers=6,hidden=256,heads=4,seq=128,vocab=1000,microbatch=2",
                            "uniform:layers=8,fwd_s=1,param_bytes=4000,stash_bytes=1000,out_bytes=100"};
@@ -311,14 +313,17 @@ static void test_memory_matches_cost(void) {
         if (!m) continue;
         cost_opts o;
         cost_opts_init(&o, m);
-        struct { const char *kind; int v; sched_recompute rc; int rel; } cases[] = {
-            {"gpipe", 0, SCHED_RECOMPUTE_NONE, 0}, {"1f1b", 0, SCHED_RECOMPUTE_NONE, 0},
-            {"gpipe", 0, SCHED_RECOMPUTE_FULL, 0}, {"1f1b", 0, SCHED_RECOMPUTE_FULL, 0},
-            {"zb-h1", 0, SCHED_RECOMPUTE_NONE, 0}, {"interleaved", 2, SCHED_RECOMPUTE_NONE, 0},
-            {"zb-h1", 0, SCHED_RECOMPUTE_FULL, 0}, {"interleaved", 2, SCHED_RECOMPUTE_FULL, 0},
+        struct { const char *kind; int v; sched_recompute rc; int rel, m; } cases[] = {
+            {"gpipe", 0, SCHED_RECOMPUTE_NONE, 0, 8}, {"1f1b", 0, SCHED_RECOMPUTE_NONE, 0, 8},
+            {"gpipe", 0, SCHED_RECOMPUTE_FULL, 0, 8}, {"1f1b", 0, SCHED_RECOMPUTE_FULL, 0, 8},
+            {"zb-h1", 0, SCHED_RECOMPUTE_NONE, 0, 8}, {"interleaved", 2, SCHED_RECOMPUTE_NONE, 0, 8},
+            {"zb-h1", 0, SCHED_RECOMPUTE_FULL, 0, 8}, {"interleaved", 2, SCHED_RECOMPUTE_FULL, 0, 8},
+            {"pipedream", 0, SCHED_RECOMPUTE_NONE, 0, 8}, {"pipedream", 0, SCHED_RECOMPUTE_FULL, 0, 2},
+            {"pipedream", 0, SCHED_RECOMPUTE_NONE, 0, 1}, {"2bw", 0, SCHED_RECOMPUTE_NONE, 0, 8},
+            {"2bw", 0, SCHED_RECOMPUTE_FULL, 0, 2}, {"2bw", 0, SCHED_RECOMPUTE_NONE, 0, 1},
         };
         for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-            int p = 4, mb = 8;
+            int p = 4, mb = cases[k].m;
             sched *s = gen_lowered(cases[k].kind, p, mb, cases[k].v, cases[k].rc);
             if (!s) continue;
             sim_model sm;
@@ -331,6 +336,7 @@ static void test_memory_matches_cost(void) {
             CU_ASSERT_EQUAL(cfg.capacity_bytes, 80000000000LL);
             for (int q = 0; q < p; q++) {
                 int64_t sim_b = r.rank[q].peak_bytes, cost_b = mem[q].total_bytes;
+                CU_ASSERT_EQUAL(r.rank[q].peak_weight_versions, mem[q].versions);
                 if (cases[k].rel == 0) {
                     CU_ASSERT_EQUAL(sim_b, cost_b);
                 } else if (cases[k].rel == 1) {
