@@ -19,7 +19,7 @@ typedef struct job {
     sim_basic scaled;      /* o.b with the uniform values per stage (--time-per); outlives costs */
     int *replicas;         /* [stages] a flag run's replicas per stage */
     sim_costs costs;
-    sim_result r;          /* the first run's */
+    sim_result r;          /* the median run (sim_repeat) */
     sim_repeat_stats st;
 } job;
 
@@ -90,13 +90,14 @@ static int flag_costs(opts *o, job *j, pl_err *e) {
     return PL_OK;
 }
 
-/* Runs the simulation --repeat times (with a progress bar) into j->r and j->st. Returns PL_OK
+/* Runs the simulation --repeat times (with a progress bar) into j->st, the median run into j->r. Returns PL_OK
  * or an error in e. */
 static int run_simulation(opts *o, job *j, pl_err *e) {
     o->c.record_trace = o->trace || o->trace_json;
     char what[sizeof "pipelab simulate: , -2147483648 ranks" + sizeof j->s->kind];
     snprintf(what, sizeof what, "pipelab simulate: %s, %d ranks", j->s->kind, j->s->ranks);
-    o->c.progress = pl_progress_start(what, (uint64_t)o->repeat * sched_total_actions(j->s));
+    /* the runs, and the median one run again (sim_repeat) */
+    o->c.progress = pl_progress_start(what, (uint64_t)(o->repeat + (o->repeat > 1)) * sched_total_actions(j->s));
     int rc = sim_repeat(j->s, &j->costs, &o->c, o->repeat, &j->st, &j->r, e);
     pl_progress_end(o->c.progress);
     o->c.progress = NULL;

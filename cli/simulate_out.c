@@ -12,8 +12,8 @@
  * their names, values and order from run_metrics and rank_metrics. A new metric is one entry. */
 
 
-/* The struct a run metric's value lives in: the schedule, the first run's result, or the
- * statistics over the --repeat runs. */
+/* The struct a run metric's value lives in: the schedule, the median run's result (the one run
+ * without --repeat; sim_repeat), or the statistics over the --repeat runs. */
 typedef enum { FROM_SCHED, FROM_RESULT, FROM_STATS } metric_from;
 /* How a value is held: a name (a char array), an int, a size_t, an int64_t, a double, or an int
  * flag (0 or 1). */
@@ -75,8 +75,8 @@ static void note_capacity(const report *p, pl_buf *b) {
 }
 
 /* The run's metrics, in the order of every output. The stored iteration time and throughput
- * are the means over the --repeat runs (the first run's own with one run); the stored bubble
- * figures are the first run's, like the rank rows. */
+ * are the means over the --repeat runs (the one run's own without it); the stored bubble
+ * figures are the median run's, like the rank rows. */
 static const metric run_metrics[] = {
     {.name = "kind", AT_SCHED(kind), .in = IN_CSV | IN_JSON, STORED_AS(schedule)},
     {.name = "ranks", AT_SCHED(ranks), .in = IN_CSV | IN_JSON, STORED_AS(ranks)},
@@ -272,9 +272,10 @@ static void out_table(const report *p, pl_buf *b) {
     if (st->repeat > 1) {
         table_label(b, "stochastic");
         pl_buf_printf(b, "cv %.4g over %d runs: iteration_time_s mean %.9g stddev %.9g min %.9g max %.9g;"
-                         " throughput mean %.9g stddev %.9g; bubble_fraction mean %.6f stddev %.6f\n",
+                         " throughput mean %.9g stddev %.9g; bubble_fraction mean %.6f stddev %.6f;"
+                         " the other rows: the median run, seed %llu\n",
                       o->c.cv, st->repeat, st->iter_mean_s, st->iter_sd_s, st->iter_min_s, st->iter_max_s, st->thr_mean,
-                      st->thr_sd, st->bubble_fraction_mean, st->bubble_fraction_sd);
+                      st->thr_sd, st->bubble_fraction_mean, st->bubble_fraction_sd, (unsigned long long)st->median_seed);
     }
     out_table_ranks(p, b);
 }

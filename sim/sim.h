@@ -299,19 +299,21 @@ typedef struct sim_repeat_stats {
     double iter_mean_s, iter_sd_s, iter_min_s, iter_max_s;
     double thr_mean, thr_sd;
     double bubble_fraction_mean, bubble_fraction_sd;
+    uint64_t median_seed;     /* the seed of the median run (sim_repeat) */
 } sim_repeat_stats;
 
-/* Runs sim_run `repeat` times with seeds cfg->seed + k and summarizes; *last (may be NULL)
- * keeps the result of the first run (free it). Returns PL_OK or an error code. */
+/* Runs sim_run `repeat` times with seeds cfg->seed + k (k < repeat) and summarizes them in *st;
+ * *median (may be NULL) receives the median run: with one run that run, else the runs ordered
+ * by iteration time (ties by seed) and the one in the middle, the lower of the two middle ones
+ * for an even count, run again (with cfg's trace), so that it is one whole run whose iteration
+ * time is the runs' median (free it). Returns PL_OK or an error code. */
 int sim_repeat(const sched *s, const sim_costs *c, const sim_config *cfg, int repeat,
-               sim_repeat_stats *st, sim_result *first, pl_err *e);
+               sim_repeat_stats *st, sim_result *median, pl_err *e);
 
-/* The median run of `runs` stochastic runs (cfg->cv or cfg->rank_cv > 0; seeds cfg->seed + k, k < runs): runs
- * them all, orders them by iteration time (ties by seed), and runs again into r (with cfg's
- * trace) the one in the middle, the lower of the two middle ones for an even count, so that r is
- * one whole run whose iteration time is the runs' median. The measured side's iteration time is
- * the median over passes (exec_result.iter_median_s); a prediction that prices the ranks' jitter
- * is matched by this. Returns PL_OK (r to free) or an error code. */
+/* sim_repeat's median run of `runs` stochastic runs (cfg->cv or cfg->rank_cv > 0), without the
+ * summary. The measured side's iteration time is the median over passes
+ * (exec_result.iter_median_s); a prediction that prices the ranks' jitter is matched by this.
+ * Returns PL_OK (r to free) or an error code. */
 int sim_run_median(const sched *s, const sim_costs *c, const sim_config *cfg, int runs, sim_result *r, pl_err *e);
 
 /* ---------------------------------------------------------------- the sharing term

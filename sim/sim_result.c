@@ -113,39 +113,6 @@ static double sums_sd(const sums *s, int n) {
     return n > 1 ? sqrt(fmax(0, (s->x2 - s->x * s->x / n) / (n - 1))) : 0;
 }
 
-int sim_repeat(const sched *s, const sim_costs *c, const sim_config *cfg, int repeat, sim_repeat_stats *st,
-               sim_result *first, pl_err *e) {
-    memset(st, 0, sizeof *st);
-    if (repeat < 1) return pl_errf(e, PL_EINPUT, "--repeat must be at least 1");
-    st->repeat = repeat;
-    sums it_s = {0, 0}, thr = {0, 0}, bub = {0, 0};
-    for (int k = 0; k < repeat; k++) {
-        sim_config cf = *cfg;
-        cf.seed = cfg->seed + (uint64_t)k;
-        cf.progress_base = cfg->progress_base + (uint64_t)k * sched_total_actions(s);
-        if (k > 0) cf.record_trace = 0;
-        sim_result r;
-        int rc = sim_run(s, c, &cf, &r, e);
-        if (rc != PL_OK) return rc;
-        double it = r.iteration_time_s;
-        sums_add(&it_s, it);
-        sums_add(&thr, r.throughput);
-        sums_add(&bub, r.bubble_fraction);
-        if (k == 0 || it < st->iter_min_s) st->iter_min_s = it;
-        if (k == 0 || it > st->iter_max_s) st->iter_max_s = it;
-        if (k == 0 && first) *first = r;
-        else sim_result_free(&r);
-    }
-    double n = repeat;
-    st->iter_mean_s = it_s.x / n;
-    st->thr_mean = thr.x / n;
-    st->bubble_fraction_mean = bub.x / n;
-    st->iter_sd_s = sums_sd(&it_s, repeat);
-    st->thr_sd = sums_sd(&thr, repeat);
-    st->bubble_fraction_sd = sums_sd(&bub, repeat);
-    return PL_OK;
-}
-
 /* One stochastic run's iteration time and seed offset, ordered by time, then offset. */
 typedef struct median_key {
     double it;
@@ -158,29 +125,61 @@ static int median_key_cmp(const void *a, const void *b) {
     return (x->k > y->k) - (x->k < y->k);
 }
 
-int sim_run_median(const sched *s, const sim_costs *c, const sim_config *cfg, int runs, sim_result *r, pl_err *e) {
-    memset(r, 0, sizeof *r);
-    if (runs < 1) return pl_errf(e, PL_EINPUT, "the median run needs at least one run (got %d)", runs);
-    median_key *key = pl_calloc((size_t)runs, sizeof *key);
+int sim_repeat(const sched *s, const sim_costs *c, const sim_config *cfg, int repeat, sim_repeat_stats *st,
+               sim_result *median, pl_err *e) {
+    memset(st, 0, sizeof *st);
+    if (median) memset(median, 0, sizeof *median);
+    if (repeat < 1) return pl_errf(e, PL_EINPUT, "--repeat must be at least 1");
+    median_key *key = pl_calloc((size_t)repeat, sizeof *key);
     if (!key) return pl_errf(e, PL_ENOMEM, "out of memory");
+    st->repeat = repeat;
+    sums it_s = {0, 0}, thr = {0, 0}, bub = {0, 0};
     int rc = PL_OK;
-    for (int k = 0; rc == PL_OK && k < runs; k++) {
+    for (int k = 0; rc == PL_OK && k < repeat; k++) {
         sim_config cf = *cfg;
         cf.seed = cfg->seed + (uint64_t)k;
-        cf.record_trace = 0;
-        sim_result one;
-        rc = sim_run(s, c, &cf, &one, e);
+        cf.progress_base = cfg->progress_base + (uint64_t)k * sched_total_actions(s);
+        if (repeat > 1) cf.record_trace = 0; /* the median run, run again, keeps it */
+        sim_result r;
+        rc = sim_run(s, c, &cf, &r, e);
         if (rc != PL_OK) break;
-        key[k].it = one.iteration_time_s;
+        double it = r.iteration_time_s;
+        key[k].it = it;
         key[k].k = k;
-        sim_result_free(&one);
+        sums_add(&it_s, it);
+        sums_add(&thr, r.throughput);
+        sums_add(&bub, r.bubble_fraction);
+        if (k == 0 || it < st->iter_min_s) st->iter_min_s = it;
+        if (k == 0 || it > st->iter_max_s) st->iter_max_s = it;
+        if (repeat == 1) st->median_seed = cf.seed;
+        if (repeat == 1 && median) *median = r;
+        else sim_result_free(&r);
     }
-    if (rc == PL_OK) {
-        qsort(key, (size_t)runs, sizeof *key, median_key_cmp);
+    if (rc == PL_OK && repeat > 1) {
+        qsort(key, (size_t)repeat, sizeof *key, median_key_cmp);
+        st->median_seed = cfg->seed + (uint64_t)key[(repeat - 1) / 2].k; /* the lower middle: a run that happened */
         sim_config cf = *cfg;
-        cf.seed = cfg->seed + (uint64_t)key[(runs - 1) / 2].k; /* the lower middle: a run that happened */
-        rc = sim_run(s, c, &cf, r, e);
+        cf.seed = st->median_seed;
+        cf.progress_base = cfg->progress_base + (uint64_t)repeat * sched_total_actions(s);
+        if (median) rc = sim_run(s, c, &cf, median, e);
     }
     free(key);
-    return rc;
+    if (rc != PL_OK) return rc;
+    double n = repeat;
+    st->iter_mean_s = it_s.x / n;
+    st->thr_mean = thr.x / n;
+    st->bubble_fraction_mean = bub.x / n;
+    st->iter_sd_s = sums_sd(&it_s, repeat);
+    st->thr_sd = sums_sd(&thr, repeat);
+    st->bubble_fraction_sd = sums_sd(&bub, repeat);
+    return PL_OK;
+}
+
+int sim_run_median(const sched *s, const sim_costs *c, const sim_config *cfg, int runs, sim_result *r, pl_err *e) {
+    sim_repeat_stats st;
+    if (runs < 1) {
+        memset(r, 0, sizeof *r);
+        return pl_errf(e, PL_EINPUT, "the median run needs at least one run (got %d)", runs);
+    }
+    return sim_repeat(s, c, cfg, runs, &st, r, e);
 }

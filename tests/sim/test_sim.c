@@ -646,9 +646,10 @@ static sched *balanced_gpipe(sim_basic *b, sim_costs *costs, sim_config *c) {
     return s;
 }
 
-/* The median of stochastic runs (sim_run_median): its result is the run whose iteration time is
- * the median of the seeds' own (each run alone with sim_run: the sequential reference), the lower
- * middle one for an even count, with its trace; a cv of 0 gives the deterministic run. On two
+/* The median of stochastic runs (sim_run_median, and sim_repeat's, which simulate --repeat
+ * shows and stores beside the runs' mean, least and most): its result is the run whose iteration
+ * time is the median of the seeds' own (each run alone with sim_run: the sequential reference),
+ * the lower middle one for an even count, with its trace; a cv of 0 gives the deterministic run. On two
  * ranks that do equal work (GPipe, F 1 and B 2 on each, m 16, no transfer time) a deterministic
  * run waits only in the fill and drain, (p - 1)(F + B) = 3 of its (m + p - 1)(F + B) = 51; with
  * jitter (cv 0.3) each rank waits on the other's slower actions too, so the median run is longer,
@@ -688,6 +689,17 @@ static void test_median_run(void) {
         CU_ASSERT_EQUAL(med.iteration_time_s, it[(runs - 1) / 2]);
         CU_ASSERT_PTR_NOT_NULL(med.trace);
         CU_ASSERT(med.iteration_time_s > det.iteration_time_s);
+        sim_result_free(&med);
+        /* simulate --repeat: the same median run, and the summary over the runs */
+        sim_repeat_stats st;
+        CU_ASSERT_EQUAL_FATAL(sim_repeat(s, &costs, &c, runs, &st, &med, &e), PL_OK);
+        CU_ASSERT_EQUAL(med.iteration_time_s, it[(runs - 1) / 2]);
+        CU_ASSERT_PTR_NOT_NULL(med.trace);
+        double sum = 0;
+        for (int k = 0; k < runs; k++) sum += it[k];
+        NEAR(st.iter_mean_s, sum / runs);
+        CU_ASSERT_EQUAL(st.iter_min_s, it[0]);
+        CU_ASSERT_EQUAL(st.iter_max_s, it[runs - 1]);
         sim_result_free(&med);
     }
     c.cv = 0;
