@@ -57,8 +57,17 @@ typedef struct metric {
 /* The notes of the table's lines that depend on the run. */
 static void note_events(const report *p, pl_buf *b) { pl_buf_printf(b, " (%zu events)", p->r->events); }
 static void note_iteration(const report *p, pl_buf *b) {
-    int n = p->r->iterations;
-    if (n > 1) pl_buf_printf(b, "  (steady state: iterations 1..%d, the fill and the drain left out)", sim_steady_last(n));
+    const sim_result *r = p->r;
+    if (!r->steady_state) return;
+    pl_buf_printf(b, "  (steady state: iterations 1..%d, the fill and the drain left out", r->steady_last);
+    if (r->steady_cycle > 1 && r->steady_last >= r->steady_cycle)
+        pl_buf_printf(b, "; %d whole cycle%s of %d iterations)", r->steady_last / r->steady_cycle,
+                      r->steady_last / r->steady_cycle == 1 ? "" : "s", r->steady_cycle);
+    else if (r->steady_cycle > 1)
+        pl_buf_printf(b, "; less than one cycle of the steady state, %d iterations: --iterations %d or more averages "
+                      "whole cycles)", r->steady_cycle, r->steady_cycle + 2);
+    else
+        pl_buf_putc(b, ')');
 }
 static void note_window(const report *p, pl_buf *b) {
     if (p->r->steady_state)

@@ -427,3 +427,31 @@ int sched_equal(const sched *a, const sched *b) {
     }
     return 1;
 }
+
+/* Returns the greatest common divisor of a and b (>= 1 each). */
+static int64_t gcd64(int64_t a, int64_t b) {
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+int sched_async_cycle(int stages, int microbatches, const int *replicas) {
+    if (stages < 1 || microbatches < 1) return 1;
+    int64_t P = stages;
+    for (int q = 0; replicas && q < stages && P <= SCHED_ASYNC_CYCLE_MAX; q++)
+        if (replicas[q] > 1) P = P / gcd64(P, replicas[q]) * replicas[q];
+    int64_t c = P / gcd64(P, microbatches);
+    return c > SCHED_ASYNC_CYCLE_MAX ? SCHED_ASYNC_CYCLE_MAX : (int)c;
+}
+
+int sched_async_iterations(int stages, int microbatches, const int *replicas) {
+    if (stages < 1 || microbatches < 1) return 4;
+    int64_t n = (int64_t)sched_async_cycle(stages, microbatches, replicas) + 2;
+    if (n <= 4 || n * microbatches > (4 * (int64_t)microbatches > SCHED_ASYNC_DEFAULT_MBS ? 4 * (int64_t)microbatches
+                                                                                          : SCHED_ASYNC_DEFAULT_MBS))
+        return 4;
+    return (int)n;
+}

@@ -252,7 +252,8 @@ typedef struct sim_rank_stats {
  *     [0, makespan_s];
  *   asynchronous schedules (weights stash or 2bw: PipeDream, PipeDream-2BW) over N >= 2
  *     iterations: the steady state [end of iteration 0, end of iteration L] with L =
- *     sim_steady_last(N) (N - 2 from N = 3 on, else 1), whose length is L x iteration_time_s;
+ *     sim_steady_last(N, cycle) (N - 2 from N = 3 on, rounded down to whole cycles of the steady
+ *     state, sched_async_cycle, when it holds one; else 1), whose length is L x iteration_time_s;
  *     busy_s then counts the compute of iterations 1..L (the work that window completes), so the
  *     pipeline's fill (iteration 0) and its drain (the last iteration, which ends early: no later
  *     microbatches hold the slowest stage, which shows with unequal stages) are left out as they
@@ -266,6 +267,8 @@ typedef struct sim_result {
     double window_s;          /* the bubble window (above): makespan_s, or L iteration_time_s */
     int steady_state;         /* 1 when the window is an asynchronous schedule's steady state */
     int steady_last;          /* then L, the window's last iteration (sim_steady_last); else 0 */
+    int steady_cycle;         /* the steady state's cycle in iterations (sched_async_cycle); 1 for
+                               * a synchronous schedule */
     double bubble_fraction;   /* idle_s / (ranks * window_s) */
     double zb_bubble_rate;    /* Zero Bubble paper's bubble rate (above) */
     double idle_s;            /* sum over ranks of idle time in the window, seconds */
@@ -289,8 +292,10 @@ typedef struct sim_result {
  * PL_ENOMEM. Deterministic: the same inputs give the same result and trace. */
 int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e);
 /* Returns L, the last iteration of an asynchronous schedule's steady-state window over N
- * iterations (sim_result): N - 2 from N = 3 on (the drain left out), else N - 1. */
-int sim_steady_last(int iterations);
+ * iterations (sim_result) whose steady state repeats every `cycle` iterations
+ * (sched_async_cycle): N - 2 from N = 3 on (the drain left out), less its remainder modulo the
+ * cycle when it holds one cycle or more (the window then holds whole cycles); else N - 1. */
+int sim_steady_last(int iterations, int cycle);
 void sim_result_free(sim_result *r);
 
 /* Statistics over repeated stochastic runs (seeds seed, seed + 1, ...). */

@@ -31,7 +31,11 @@ static double makespan(const sim_eng *g) {
     return mk;
 }
 
-int sim_steady_last(int iterations) { return iterations >= 3 ? iterations - 2 : iterations - 1; }
+int sim_steady_last(int iterations, int cycle) {
+    if (iterations < 3) return iterations - 1;
+    int last = iterations - 2;
+    return cycle > 1 && last >= cycle ? last - last % cycle : last;
+}
 
 /* Sets the makespan, the iteration time and the bubble window (sim.h): an asynchronous
  * schedule's steady state over iterations 1..N-1, the window its iteration time is measured

@@ -179,12 +179,13 @@ static int alloc_tables(sim_eng *g, pl_err *e) {
     sim_result *r = g->r;
     r->ranks = s->ranks;
     r->iterations = (int)((g->M + s->microbatches - 1) / s->microbatches);
-    g->late_last = sim_steady_last(r->iterations);
     r->rank = pl_calloc((size_t)s->ranks, sizeof *r->rank);
     r->iter_end_s = pl_calloc((size_t)r->iterations, sizeof(double));
     g->st = pl_calloc((size_t)s->stages, sizeof *g->st);
     int rc = sim_setup_streams(g, e);
     if (rc != PL_OK) return rc;
+    r->steady_cycle = s->weights != SCHED_WEIGHTS_FLUSH ? sched_async_cycle(s->stages, s->microbatches, g->reps) : 1;
+    g->late_last = sim_steady_last(r->iterations, r->steady_cycle);
     g->rk = pl_calloc((size_t)g->nstream, sizeof *g->rk);
     g->blocked = pl_calloc((size_t)g->nstream, sizeof *g->blocked);
     if (!r->rank || !r->iter_end_s || !g->rk || !g->st || !g->blocked) return pl_errf(e, PL_ENOMEM, "out of memory");
