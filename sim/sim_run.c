@@ -355,7 +355,8 @@ static size_t state_bytes(const sim_eng *g) {
     return g->cells_bytes + g->hcap * sizeof(sim_ev) + (size_t)g->nstream * sizeof(sim_rank_state) +
            (size_t)s->ranks * sizeof(sim_rank_stats) + (size_t)g->nlinks * sizeof(double) +
            (size_t)s->stages * sizeof(sim_stage_state) + (size_t)g->r->iterations * sizeof(double) +
-           (g->work ? (size_t)s->ranks * (sizeof(int) + 1) : 0) + g->fstream_bytes;
+           (g->work ? (size_t)s->ranks * (sizeof(int) + 1) : 0) + g->fstream_bytes +
+           (size_t)g->nvers * (sizeof(sched_versions) + 2 * ((size_t)g->M + 1) * sizeof(int32_t));
 }
 
 /* Returns 1 when two neighbour stages of s live on one rank (a done time is then read there). */
