@@ -99,6 +99,7 @@ static const metric run_metrics[] = {
     {.name = "throughput", AT_RESULT(throughput), .in = IN_ALL, .unit = "samples/s"},
     {.name = "window_s", AT_RESULT(window_s), .in = IN_ALL, .note = note_window},
     {.name = "steady_state", FLAG_AT_RESULT(steady_state), .in = IN_JSON},
+    {.name = "steady_cycle", AT_RESULT(steady_cycle), .in = IN_JSON},
     {.name = "bubble_fraction", AT_RESULT(bubble_fraction), .in = IN_ALL, .fraction = 1,
      .help = "idle / (ranks x window)", STORED_AS(bubble_fraction)},
     {.name = "idle_s", AT_RESULT(idle_s), .in = IN_ALL,
