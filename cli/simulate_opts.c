@@ -359,6 +359,10 @@ static int check_opts(int argc, char **argv, opts *o) {
     if (o->fail_on_oom && o->c.capacity_bytes <= 0 && !sp->hardware)
         return cli_usage_error("simulate", "--fail-on-oom needs --capacity (or --model with --hardware)");
     if (o->c.dtype_bytes <= 0) return cli_usage_error("simulate", "--dtype-bytes: must be > 0");
+    if (o->c.seed > (uint64_t)INT64_MAX - (uint64_t)(o->repeat - 1))
+        return cli_usage_error("simulate", "--seed %llu with --repeat %d: the runs' seeds (--seed to --seed + %d) must "
+                               "stay within %lld", (unsigned long long)o->c.seed, o->repeat, o->repeat - 1,
+                               (long long)INT64_MAX);
     o->c.ranks_per_node = o->b.ranks_per_node;
     o->c.budget = o->a.budget;
     return -1;

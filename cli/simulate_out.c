@@ -65,7 +65,7 @@ static void note_iteration(const report *p, pl_buf *b) {
                       r->steady_last / r->steady_cycle == 1 ? "" : "s", r->steady_cycle);
     else if (r->steady_cycle > 1)
         pl_buf_printf(b, "; less than one cycle of the steady state, %d iterations: --iterations %d or more averages "
-                      "whole cycles)", r->steady_cycle, r->steady_cycle + 2);
+                      "whole cycles)", r->steady_cycle, r->steady_need);
     else
         pl_buf_putc(b, ')');
 }
@@ -112,6 +112,7 @@ static const metric run_metrics[] = {
      STORED_AS(peak_mem_bytes)},
     {.name = "oom", FLAG_AT_RESULT(oom), .in = IN_CSV | IN_JSON, STORED_AS(oom)},
     {.name = "repeat", AT_STATS(repeat), .in = IN_CSV | IN_JSON, STORED_AS(repetitions)},
+    {.name = "seed", AT_STATS(median_seed), .in = IN_JSON}, /* the median run's (stored as the run's seed) */
     {.name = "iteration_time_mean_s", AT_STATS(iter_mean_s), .in = IN_CSV | IN_JSON,
      STORED_AS(iteration_time_s)},
     {.name = "iteration_time_stddev_s", AT_STATS(iter_sd_s), .in = IN_CSV | IN_JSON,
@@ -283,9 +284,9 @@ static void out_table(const report *p, pl_buf *b) {
         table_label(b, "stochastic");
         pl_buf_printf(b, "cv %.4g over %d runs: iteration_time_s mean %.9g stddev %.9g min %.9g max %.9g;"
                          " throughput mean %.9g stddev %.9g; bubble_fraction mean %.6f stddev %.6f;"
-                         " the other rows: the median run, seed %llu\n",
+                         " the other rows: the median run, seed %lld\n",
                       o->c.cv, st->repeat, st->iter_mean_s, st->iter_sd_s, st->iter_min_s, st->iter_max_s, st->thr_mean,
-                      st->thr_sd, st->bubble_fraction_mean, st->bubble_fraction_sd, (unsigned long long)st->median_seed);
+                      st->thr_sd, st->bubble_fraction_mean, st->bubble_fraction_sd, (long long)st->median_seed);
     }
     out_table_ranks(p, b);
 }
@@ -355,7 +356,7 @@ void simulate_store_rows(const report *p, const char *cmdline, const char *pj, s
     run->weights_policy = sched_weights_name(p->s->weights);
     run->recompute_policy = sched_recompute_name(p->s->recompute);
     run->params_json = pj;
-    run->seed = p->o->c.seed;
+    run->seed = (uint64_t)p->st->median_seed; /* the run whose rows and trace are stored */
     for (size_t k = 0; k < NRUN_METRICS; k++)
         if (run_metrics[k].stored)
             store_value((char *)run + run_metrics[k].store_off, run_metrics[k].type, run_value(&run_metrics[k], p));

@@ -324,9 +324,12 @@ sched *sched_gen_2bw(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
  * number of cycles is the steady state's. 1 for counts below 1; at most SCHED_ASYNC_CYCLE_MAX. */
 int sched_async_cycle(int stages, int microbatches, const int *replicas);
 #define SCHED_ASYNC_CYCLE_MAX (1 << 20)
-/* The default iterations of pipedream and 2bw: 4, or the cycle + 2 when longer (so that the
- * steady-state window, iterations 1..N-2, holds a whole cycle), while the iterations' microbatches
- * stay within max(4 m, SCHED_ASYNC_DEFAULT_MBS); 4 for counts below 1. */
+/* The default iterations of pipedream and 2bw: 4, or when longer the cycle + 1 + the drain's
+ * iterations, ceil((W - 1) / m) and at least 1 (W: the workers, stages plus the replicas' extra;
+ * the first stage's warm-up of W - 1 microbatches ends running backwards alone), so that the
+ * steady-state window (iterations 1 to the drain's first - 1, sim_steady_last) holds a whole
+ * cycle, while the iterations' microbatches stay within max(4 m, SCHED_ASYNC_DEFAULT_MBS); 4 for
+ * counts below 1. */
 int sched_async_iterations(int stages, int microbatches, const int *replicas);
 #define SCHED_ASYNC_DEFAULT_MBS 4096
 sched *sched_gen_interleaved(const sched_gen_opts *o, const sched_budget *b, pl_err *e);

@@ -252,8 +252,10 @@ typedef struct sim_rank_stats {
  *     [0, makespan_s];
  *   asynchronous schedules (weights stash or 2bw: PipeDream, PipeDream-2BW) over N >= 2
  *     iterations: the steady state [end of iteration 0, end of iteration L] with L =
- *     sim_steady_last(N, cycle) (N - 2 from N = 3 on, rounded down to whole cycles of the steady
- *     state, sched_async_cycle, when it holds one; else 1), whose length is L x iteration_time_s;
+ *     sim_steady_last(N, cycle, drain) (N - 2 from N = 3 on, or the iteration before the drain's
+ *     first when m < p - 1 spreads the drain over several, rounded down to whole cycles of the
+ *     steady state, sched_async_cycle, when it holds one; else 1), whose length is L x
+ *     iteration_time_s;
  *     busy_s then counts the compute of iterations 1..L (the work that window completes), so the
  *     pipeline's fill (iteration 0) and its drain (the last iteration, which ends early: no later
  *     microbatches hold the slowest stage, which shows with unequal stages) are left out as they
@@ -269,6 +271,8 @@ typedef struct sim_result {
     int steady_last;          /* then L, the window's last iteration (sim_steady_last); else 0 */
     int steady_cycle;         /* the steady state's cycle in iterations (sched_async_cycle); 1 for
                                * a synchronous schedule */
+    int steady_need;          /* the least iterations whose window holds a whole cycle: the cycle
+                               * + 1 + the drain's iterations (at least 1) */
     double bubble_fraction;   /* idle_s / (ranks * window_s) */
     double zb_bubble_rate;    /* Zero Bubble paper's bubble rate (above) */
     double idle_s;            /* sum over ranks of idle time in the window, seconds */
@@ -293,9 +297,11 @@ typedef struct sim_result {
 int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e);
 /* Returns L, the last iteration of an asynchronous schedule's steady-state window over N
  * iterations (sim_result) whose steady state repeats every `cycle` iterations
- * (sched_async_cycle): N - 2 from N = 3 on (the drain left out), less its remainder modulo the
- * cycle when it holds one cycle or more (the window then holds whole cycles); else N - 1. */
-int sim_steady_last(int iterations, int cycle);
+ * (sched_async_cycle) and whose drain starts at iteration `drain` (the least iteration of a
+ * compute that a rank runs after its own last forward): from N = 3 on, N - 2 or drain - 1 when
+ * less (and at least 1), the drain left out, less its remainder modulo the cycle when it holds
+ * one cycle or more (the window then holds whole cycles); else N - 1. */
+int sim_steady_last(int iterations, int cycle, int drain);
 void sim_result_free(sim_result *r);
 
 /* Statistics over repeated stochastic runs (seeds seed, seed + 1, ...). */
@@ -304,7 +310,8 @@ typedef struct sim_repeat_stats {
     double iter_mean_s, iter_sd_s, iter_min_s, iter_max_s;
     double thr_mean, thr_sd;
     double bubble_fraction_mean, bubble_fraction_sd;
-    uint64_t median_seed;     /* the seed of the median run (sim_repeat) */
+    int64_t median_seed;      /* the seed of the median run (sim_repeat; cfg->seed + repeat - 1
+                               * must stay within INT64_MAX) */
 } sim_repeat_stats;
 
 /* Runs sim_run `repeat` times with seeds cfg->seed + k (k < repeat) and summarizes them in *st;
@@ -544,9 +551,11 @@ int sim_replicas_apply(const sim_replica_spec *spec, int stages, int *replicas, 
 #define SIM_REPLICATED_ITERS_PER_REPLICA 2
 /* Returns the iteration count to generate a schedule of weights policy `weights` with:
  * iterations when given (> 0), when the weights are flushed (a synchronous schedule has no
- * steady state to wait for) or when no stage is replicated; else max(SIM_REPLICATED_ITERS_MIN,
- * SIM_REPLICATED_ITERS_PER_REPLICA x the most replicas of any of the stages). */
-int sim_replicated_iterations(int iterations, sched_weights weights, const int *replicas, int stages);
+ * steady state to wait for) or when no stage is replicated; else the most of
+ * SIM_REPLICATED_ITERS_MIN, SIM_REPLICATED_ITERS_PER_REPLICA x the most replicas of any of the
+ * stages, and sched_async_iterations (a whole cycle of the steady state, the drain apart). */
+int sim_replicated_iterations(int iterations, sched_weights weights, const int *replicas, int stages,
+                              int microbatches);
 /* A generated schedule (kind; NULL for a loaded one, which is kept as it is) with a replicated
  * stage is generated again from g with PipeDream's per-replica warm-up (sched_gen_replicated)
  * and sim_replicated_iterations' count, validated and lowered into *s (the old one is freed),

@@ -31,9 +31,10 @@ static double makespan(const sim_eng *g) {
     return mk;
 }
 
-int sim_steady_last(int iterations, int cycle) {
+int sim_steady_last(int iterations, int cycle, int drain) {
     if (iterations < 3) return iterations - 1;
     int last = iterations - 2;
+    if (drain - 1 >= 1 && drain - 1 < last) last = drain - 1;
     return cycle > 1 && last >= cycle ? last - last % cycle : last;
 }
 
@@ -155,15 +156,15 @@ int sim_repeat(const sched *s, const sim_costs *c, const sim_config *cfg, int re
         sums_add(&bub, r.bubble_fraction);
         if (k == 0 || it < st->iter_min_s) st->iter_min_s = it;
         if (k == 0 || it > st->iter_max_s) st->iter_max_s = it;
-        if (repeat == 1) st->median_seed = cf.seed;
+        if (repeat == 1) st->median_seed = (int64_t)cf.seed;
         if (repeat == 1 && median) *median = r;
         else sim_result_free(&r);
     }
     if (rc == PL_OK && repeat > 1) {
         qsort(key, (size_t)repeat, sizeof *key, median_key_cmp);
-        st->median_seed = cfg->seed + (uint64_t)key[(repeat - 1) / 2].k; /* the lower middle: a run that happened */
         sim_config cf = *cfg;
-        cf.seed = st->median_seed;
+        cf.seed = cfg->seed + (uint64_t)key[(repeat - 1) / 2].k; /* the lower middle: a run that happened */
+        st->median_seed = (int64_t)cf.seed;
         cf.progress_base = cfg->progress_base + (uint64_t)repeat * sched_total_actions(s);
         if (median) rc = sim_run(s, c, &cf, median, e);
     }

@@ -185,7 +185,6 @@ static int alloc_tables(sim_eng *g, pl_err *e) {
     int rc = sim_setup_streams(g, e);
     if (rc != PL_OK) return rc;
     r->steady_cycle = s->weights != SCHED_WEIGHTS_FLUSH ? sched_async_cycle(s->stages, s->microbatches, g->reps) : 1;
-    g->late_last = sim_steady_last(r->iterations, r->steady_cycle);
     g->rk = pl_calloc((size_t)g->nstream, sizeof *g->rk);
     g->blocked = pl_calloc((size_t)g->nstream, sizeof *g->blocked);
     if (!r->rank || !r->iter_end_s || !g->rk || !g->st || !g->blocked) return pl_errf(e, PL_ENOMEM, "out of memory");
@@ -228,10 +227,38 @@ static int init_streams(sim_eng *g, pl_err *e) {
     return g->any_rep ? sim_split_streams(g, e) : PL_OK;
 }
 
+/* Returns the first iteration of the drain: the least iteration of a compute that some stream
+ * runs after its own last forward and after the compute right after it (that one still follows a
+ * forward, as in the steady state; the later ones follow backwards alone, so they run sooner
+ * than the steady state would), or the run's iterations when there is none. */
+static int drain_first(const sim_eng *g) {
+    int64_t m = g->s->microbatches, first = g->r->iterations;
+    for (int q = 0; q < g->nstream; q++) {
+        const sim_rank_state *k = &g->rk[q];
+        uint32_t last_f = k->n;
+        for (uint32_t i = 0; i < k->n; i++)
+            if (k->acts[i].kind == SCHED_F || k->acts[i].kind == SCHED_OVERLAP) last_f = i;
+        int paced = 1; /* the compute right after the last forward */
+        for (uint32_t i = last_f + 1; last_f < k->n && i < k->n; i++) {
+            const sched_action *a = &k->acts[i];
+            if (!sched_kind_is_compute((sched_kind)a->kind) || a->mb < 0) continue;
+            if (paced) {
+                paced = 0;
+                continue;
+            }
+            if (a->mb / m < first) first = a->mb / m;
+        }
+    }
+    return (int)first;
+}
+
 /* Sets up what the engines read: links, stage sizes and static memory, the replicated stages'
- * collectives, the streams' first peaks, and the random factors of a stochastic run (mean 1).
- * Returns PL_OK or an error. */
+ * collectives, the streams' first peaks, the steady-state window's last iteration, and the
+ * random factors of a stochastic run (mean 1). Returns PL_OK or an error. */
 static int setup_run(sim_eng *g, pl_err *e) {
+    int drain = drain_first(g), n = g->r->iterations, depth = n - drain > 1 ? n - drain : 1;
+    g->late_last = sim_steady_last(n, g->r->steady_cycle, drain);
+    g->r->steady_need = g->r->steady_cycle + 1 + depth;
     int rc = sim_setup_links(g, e);
     if (rc == PL_OK) rc = sim_setup_stage_memory(g, e);
     if (rc == PL_OK && g->any_rep) rc = sim_setup_rounds(g, e);

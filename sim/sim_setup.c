@@ -28,11 +28,14 @@ static int widest_replicas(const int *replicas, int stages) {
 
 /* Returns the iterations to generate with: the given count, or enough for replicated stages to
  * settle (see sim.h). */
-int sim_replicated_iterations(int iterations, sched_weights weights, const int *replicas, int stages) {
+int sim_replicated_iterations(int iterations, sched_weights weights, const int *replicas, int stages,
+                              int microbatches) {
     int widest = widest_replicas(replicas, stages);
     if (iterations != 0 || weights == SCHED_WEIGHTS_FLUSH || widest == 1) return iterations;
     int per_replica = SIM_REPLICATED_ITERS_PER_REPLICA * widest;
-    return per_replica > SIM_REPLICATED_ITERS_MIN ? per_replica : SIM_REPLICATED_ITERS_MIN;
+    int n = per_replica > SIM_REPLICATED_ITERS_MIN ? per_replica : SIM_REPLICATED_ITERS_MIN;
+    int cycles = sched_async_iterations(stages, microbatches, replicas); /* a whole cycle, the drain apart */
+    return cycles > n ? cycles : n;
 }
 
 /* Returns PL_OK after regenerating *s with the replicas' warm-up when a generated schedule has a
@@ -41,7 +44,7 @@ int sim_replicated_schedule(const char *kind, const sched_gen_opts *g, const sch
                             sched **s, pl_err *e) {
     if (!kind || widest_replicas(replicas, (*s)->stages) == 1) return PL_OK;
     sched_gen_opts go = *g;
-    go.iterations = sim_replicated_iterations(go.iterations, (*s)->weights, replicas, (*s)->stages);
+    go.iterations = sim_replicated_iterations(go.iterations, (*s)->weights, replicas, (*s)->stages, go.microbatches);
     sched *gen = sched_gen_replicated(kind, &go, replicas, b, e);
     if (!gen) return e->code ? e->code : PL_EINPUT;
     if (sched_validate(gen, e) != PL_OK) {

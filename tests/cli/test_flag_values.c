@@ -49,6 +49,9 @@ static const value_case cases[] = {
     {"simulate", SIM "--dtype-bytes 0", 2, "--dtype-bytes: must be > 0"},
     {"simulate", SIM "--seed -1", 2, "--seed: needs a whole number between 0 and 9223372036854775807 (got '-1')"},
     {"simulate", SIM "--repeat 0", 2, "--repeat: needs a whole number between 1 and 1000000 (got '0')"},
+    {"simulate", SIM "--seed 9223372036854775807 --repeat 2", 2,
+     "--seed 9223372036854775807 with --repeat 2: the runs' seeds (--seed to --seed + 1) must stay within "
+     "9223372036854775807"},
     {"simulate", SIM "--ranks-per-node x", 2, "--ranks-per-node: needs a whole number between 0 and 65536 (got 'x')"},
     {"simulate", SIM "--replicas-stage 0=0", 2, "--replicas-stage: needs S=N with S >= 0 and N >= 1 (got '0=0')"},
     {"simulate", SIM "--max-memory lots", 2, "--max-memory: needs a size in bytes such as 8e9 or 16GiB (got 'lots')"},

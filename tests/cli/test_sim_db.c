@@ -1,6 +1,7 @@
 /* test_sim_db.c: `pipelab simulate --db F` on bad input leaves nothing behind: no new database
  * file (nor its SQLite side files, nor the folders made for it) when F did not exist, and an
- * existing database unchanged (same runs, same bytes). */
+ * existing database unchanged (same runs, same bytes). And what --repeat stores: the median
+ * run's seed beside its rows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,10 +106,44 @@ static void test_bad_model_existing_db(void) {
     free(dir);
 }
 
+/* simulate --cv --repeat 5 stores the median run (its rows, its bubble) with its seed: the same
+ * bubble as that seed's single run, stored alone; and its JSON names that seed. */
+static void test_repeat_stores_median_seed(void) {
+    char *dir = pl_test_tmpdir();
+    char *db = pl_test_path(dir, "r.db"), *err = NULL, *out = NULL;
+    const char *cfg = "--kind pipedream --ranks 4 --microbatches 4 --cv 0.3 --tcomm 0.1";
+    char args[512], cmd[4096];
+    snprintf(args, sizeof args, "%s --seed 7 --repeat 5 --tag rep", cfg);
+    CU_ASSERT_EQUAL_FATAL(simulate_db(args, db, &err), 0);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' simulate %s --seed 7 --repeat 5 --no-db --format json", PIPELAB_BIN, cfg);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &out), 0);
+    int seed = (int)pl_test_json_number(out, "seed");
+    double bubble = pl_test_json_number(out, "bubble_fraction");
+    free(out);
+    CU_ASSERT(seed >= 7 && seed <= 11);
+    snprintf(cmd, sizeof cmd, "'%s' simulate %s --seed %d --no-db --format json", PIPELAB_BIN, cfg, seed);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT_DOUBLE_EQUAL(pl_test_json_number(out, "bubble_fraction"), bubble, 1e-9);
+    CU_ASSERT_EQUAL((int)pl_test_json_number(out, "seed"), seed);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' db show 1 --format json --db '%s'", PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, &out), 0);
+    char want[64];
+    snprintf(want, sizeof want, "\"seed\": %d", seed);
+    if (!out || !strstr(out, want)) fprintf(stderr, "\n  want %s in: %.400s\n", want, out ? out : "(nothing)");
+    CU_ASSERT_PTR_NOT_NULL(out ? strstr(out, want) : NULL);
+    free(out);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
+    free(db);
+    free(dir);
+}
+
 void test_sim_db_cli_register(void) {
     static const pl_test_case tcases[] = {
         {"bad --model, new --db: nothing is left behind", test_bad_model_new_db},
         {"bad --model, existing --db: the database is unchanged", test_bad_model_existing_db},
+        {"--repeat stores the median run's seed", test_repeat_stores_median_seed},
         {NULL, NULL},
     };
     pl_test_suite("simulate leaves no database on bad input", tcases);

@@ -302,8 +302,9 @@ static void test_sync_window_whole_run(void) {
  * one iteration of m microbatches takes T = m (tF + tB) on every stage: bubble_fraction =
  * 1 - m(tF+tB)/T = 0, zb_bubble_rate = 0,
  * idle_s = 0, busy_s = L m (tF + tB) per rank, window_s = L T, whatever N >= 2 (L =
- * sim_steady_last(N, c): N - 2 from N = 3 rounded down to whole cycles of c = p / gcd(p, m)
- * iterations when it holds one, else 1).
+ * sim_steady_last(N, c, drain): N - 2 from N = 3, or the iteration before the drain's first when
+ * m < p - 1 (rank 0's backwards after the one its last forward paces), rounded down to whole
+ * cycles of c = p / gcd(p, m) iterations when it holds one, else 1).
  * (Over the whole run, fill and drain included, the old figure was (p-1)(tF+tB) idle per rank:
  * 0.158 at N = 2, 0.086 at N = 4 for p = 4, m = 8.) With N = 1 there is no steady state and
  * the window is the whole run, as the iteration time is: GPipe's (p-1)/(m+p-1) does not apply
@@ -370,9 +371,12 @@ static void test_async_steady_state_closed_form(void) {
                 } else {
                     CU_ASSERT_EQUAL(r.steady_state, 1);
                     NEAR(r.iteration_time_s, m * (tf + tb));
-                    int c = sched_async_cycle(p, m, NULL), L = sim_steady_last(n, c);
+                    /* the drain: rank 0's last p - 2 backwards after the one its last forward
+                     * paces, from microbatch n m - p + 1 on */
+                    int c = sched_async_cycle(p, m, NULL), drain = (n * m - p + 1) / m, L = sim_steady_last(n, c, drain);
+                    int L0 = n < 3 ? 1 : drain - 1 >= 1 && drain - 1 < n - 2 ? drain - 1 : n - 2;
                     CU_ASSERT_EQUAL(r.steady_cycle, c);
-                    CU_ASSERT_EQUAL(L, n < 3 ? 1 : n - 2 >= c ? (n - 2) / c * c : n - 2);
+                    CU_ASSERT_EQUAL(L, L0 >= c && n >= 3 ? L0 / c * c : L0);
                     CU_ASSERT_EQUAL(r.steady_last, L);
                     NEAR(r.window_s, L * m * (tf + tb));
                     NEAR(r.bubble_fraction, 0);
@@ -411,26 +415,31 @@ static void test_async_steady_state_closed_form(void) {
             }
 }
 
-/* The asynchronous steady state's cycle (sched_async_cycle): with a transfer cost the ranks'
- * 1F1B alternation repeats every p microbatches, so with m < p or m not a multiple of p the
- * iterations' ends repeat every c = p / gcd(p, m) iterations, not every one. A long run's
- * iteration gaps (its iter_end_s, the sequential reference) are periodic with period c and with
- * no shorter one (PipeDream, p = 8, m = 2, tF 1, tB 2, 0.1 s transfers: 6.4, 6.4, 6.4, 6.2 s);
- * each shorter run's iteration time is the mean gap over a whole cycle at every N >= c + 2,
- * where the window iterations 1..N-2 cut at a cycle's end would lean to the part they hold; the
- * default iterations hold a whole cycle. Also the closed form of c, with replicas. */
+/* The asynchronous steady state's cycle (sched_async_cycle) and its drain: with a transfer cost
+ * the ranks' 1F1B alternation repeats every p microbatches, so with m < p or m not a multiple of
+ * p the iterations' ends repeat every c = p / gcd(p, m) iterations, not every one; and with
+ * m < p - 1 the drain (rank 0's backwards after the one its last forward paces) spans
+ * d = ceil((p - 1) / m) iterations, which end early when a stage is slower than the others. A
+ * long run's iteration gaps (its iter_end_s, the sequential reference) are periodic with period
+ * c, the drain aside, and with no shorter one (PipeDream, p = 8, m = 2, tF 1, tB 2, 0.1 s
+ * transfers: 6.4, 6.4, 6.4, 6.2 s); each shorter run's iteration time is the mean gap over a
+ * whole cycle at every N >= c + 1 + d (sched_async_iterations), the default included. With the
+ * first of 4 stages twice as slow (tF, tB 2, 4 against 1, 2), m = 2, 0.1 s transfers, the
+ * iterations end 12 s apart (m (tF + tB) of the slow stage) but for the drain's 10 and 8: 12 s
+ * at every N from 5 to 12 (the window iterations 1..N-2 read 11 to 11.8), and no rank is busy
+ * longer than the window. */
 static void test_async_cycle(void) {
     CU_ASSERT_EQUAL(sched_async_cycle(8, 2, NULL), 4);
     CU_ASSERT_EQUAL(sched_async_cycle(4, 8, NULL), 1);
     CU_ASSERT_EQUAL(sched_async_cycle(8, 3, NULL), 8);
     CU_ASSERT_EQUAL(sched_async_cycle(3, 3, (const int[]){1, 2, 1}), 2); /* lcm(3, 2) = 6 */
     CU_ASSERT_EQUAL(sched_async_iterations(4, 8, NULL), 4);
-    CU_ASSERT_EQUAL(sched_async_iterations(8, 2, NULL), 6);
+    CU_ASSERT_EQUAL(sched_async_iterations(8, 2, NULL), 9); /* 4 + 1 + ceil(7 / 2) */
     CU_ASSERT_EQUAL(sched_async_iterations(1000, 999, NULL), 4); /* a cycle past the default's room */
     const char *kinds[] = {"pipedream", "2bw"};
     for (int k = 0; k < 2; k++)
         for (int m = 1; m <= 3; m++) {
-            int p = 8, c = sched_async_cycle(p, m, NULL), big = 4 * c + 2;
+            int p = 8, c = sched_async_cycle(p, m, NULL), d = (p - 1 + m - 1) / m, big = 4 * c + 1 + d;
             sim_basic b;
             sim_basic_init(&b);
             b.tcomm_s = 0.1;
@@ -443,18 +452,20 @@ static void test_async_cycle(void) {
             for (int i = 1; i < big; i++) gap[i] = r.iter_end_s[i] - r.iter_end_s[i - 1];
             for (int i = 1; i <= c; i++) cyc += gap[i];
             cyc /= c;
-            for (int i = 1; i + c < big - 1; i++) NEAR(gap[i + c], gap[i]); /* period c, the drain aside */
-            for (int d = 1; d < c; d++) {
+            for (int i = 1; i + c < big - d; i++) NEAR(gap[i + c], gap[i]); /* period c, the drain aside */
+            for (int e = 1; e < c; e++) {
                 int same = 1;
-                for (int i = 1; i + d < big - 1; i++) same &= fabs(gap[i + d] - gap[i]) < 1e-9;
-                if (c % d == 0) CU_ASSERT(!same); /* no shorter period */
+                for (int i = 1; i + e < big - d; i++) same &= fabs(gap[i + e] - gap[i]) < 1e-9;
+                if (c % e == 0) CU_ASSERT(!same); /* no shorter period */
             }
             sim_result_free(&r);
-            for (int n = c + 2; n <= 3 * c + 2; n++) {
+            CU_ASSERT_EQUAL(sched_async_iterations(p, m, NULL), c + 1 + d);
+            for (int n = c + 1 + d; n <= 3 * c + 1 + d; n++) {
                 s = lowered(kinds[k], p, m, 0, n);
                 if (!s) continue;
                 CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
                 CU_ASSERT_EQUAL(r.steady_cycle, c);
+                CU_ASSERT_EQUAL(r.steady_need, c + 1 + d);
                 CU_ASSERT_EQUAL(r.steady_last % c, 0);
                 if (fabs(r.iteration_time_s - cyc) > 1e-9)
                     fprintf(stderr, "\n  %s p=%d m=%d N=%d: %.9g, the cycle's mean gap %.9g\n", kinds[k], p, m, n,
@@ -465,9 +476,30 @@ static void test_async_cycle(void) {
             }
             s = lowered(kinds[k], p, m, 0, 0); /* the default iterations */
             if (!s) continue;
-            CU_ASSERT(sched_iterations(s) >= c + 2);
+            CU_ASSERT_EQUAL(sched_iterations(s), c + 1 + d);
             CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
             NEAR(r.iteration_time_s, cyc);
+            sim_result_free(&r);
+            sched_free(s);
+        }
+    /* a slow first stage: the drain's iterations end early */
+    sim_stage_cost sc[4] = {{2, 4, -1, -1, -1, -1, -1, -1}, {1, 2, -1, -1, -1, -1, -1, -1},
+                            {1, 2, -1, -1, -1, -1, -1, -1}, {1, 2, -1, -1, -1, -1, -1, -1}};
+    for (int k = 0; k < 2; k++)
+        for (int n = 5; n <= 12; n++) {
+            sched *s = lowered(kinds[k], 4, 2, 0, n);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+            sim_basic b;
+            sim_basic_init(&b);
+            b.stage = sc;
+            b.stages = 4;
+            b.tcomm_s = 0.1;
+            sim_result r;
+            CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+            if (fabs(r.iteration_time_s - 12) > 1e-9)
+                fprintf(stderr, "\n  %s slow first stage N=%d: %.9g, want 12\n", kinds[k], n, r.iteration_time_s);
+            NEAR(r.iteration_time_s, 12);
+            for (int q = 0; q < 4; q++) CU_ASSERT(r.rank[q].busy_s <= r.window_s + 1e-9);
             sim_result_free(&r);
             sched_free(s);
         }
@@ -478,7 +510,7 @@ static void test_async_cycle(void) {
  * between neighbouring stages waits for two transfers), and it is the same at N = 2 ... 8
  * (the whole-run figure it replaces fell with N: the fill and drain were averaged away). Also
  * the accounting identities: busy of a rank = L m (tF+tB) (the window's iterations' work, L =
- * sim_steady_last(N, 1)), idle = window - busy, bubble_fraction = sum idle / (p window), window =
+ * sim_steady_last(N, 1, N)), idle = window - busy, bubble_fraction = sum idle / (p window), window =
  * L T. */
 static void test_async_bubble_iteration_invariance(void) {
     const char *kinds[] = {"pipedream", "2bw"};
@@ -494,10 +526,10 @@ static void test_async_bubble_iteration_invariance(void) {
             sim_result r;
             CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
             CU_ASSERT_EQUAL(r.steady_state, 1);
-            NEAR(r.window_s, sim_steady_last(n, 1) * r.iteration_time_s); /* m = 2p: a cycle of 1 */
+            NEAR(r.window_s, sim_steady_last(n, 1, n) * r.iteration_time_s); /* m = 2p: a cycle of 1, no early drain */
             double idle = 0;
             for (int q = 0; q < p; q++) {
-                NEAR(r.rank[q].busy_s, sim_steady_last(n, 1) * m * 3.0);
+                NEAR(r.rank[q].busy_s, sim_steady_last(n, 1, n) * m * 3.0);
                 NEAR(r.rank[q].idle_s, r.window_s - r.rank[q].busy_s);
                 NEAR(r.rank[q].bubble_fraction, r.rank[q].idle_s / r.window_s);
                 idle += r.rank[q].idle_s;
