@@ -256,7 +256,8 @@ static int drain_first(const sim_eng *g) {
  * collectives, the streams' first peaks, the steady-state window's last iteration, and the
  * random factors of a stochastic run (mean 1). Returns PL_OK or an error. */
 static int setup_run(sim_eng *g, pl_err *e) {
-    int drain = drain_first(g), n = g->r->iterations, depth = n - drain > 1 ? n - drain : 1;
+    int n = g->r->iterations, drain = g->s->weights != SCHED_WEIGHTS_FLUSH ? drain_first(g) : n; /* flush: no window */
+    int depth = n - drain > 1 ? n - drain : 1;
     g->late_last = sim_steady_last(n, g->r->steady_cycle, drain);
     g->r->steady_need = g->r->steady_cycle + 1 + depth;
     int rc = sim_setup_links(g, e);
