@@ -55,7 +55,8 @@ static const char *regen_kind(const opts *o) { return o->a.from ? NULL : o->a.ki
  * the config and j->costs from the model. Returns PL_OK or an error in e. */
 static int model_costs(opts *o, job *j, pl_err *e) {
     if (sim_model_setup_build(&j->ms, &o->spec, j->s, e) != PL_OK) return PL_EINPUT;
-    if (sim_replicated_schedule(regen_kind(o), &o->a.g, &o->a.budget, j->ms.sm.replicas, &j->s, e) != PL_OK)
+    if (sim_async_schedule(regen_kind(o), &o->a.g, &o->a.budget, &j->s, e) != PL_OK ||
+        sim_replicated_schedule(regen_kind(o), &o->a.g, &o->a.budget, j->ms.sm.replicas, &j->s, e) != PL_OK)
         return PL_EINPUT;
     int replicated = 0;
     for (int q = 0; q < j->ms.sm.stages; q++) replicated |= j->ms.sm.replicas[q] > 1;
@@ -84,7 +85,9 @@ static int flag_costs(opts *o, job *j, pl_err *e) {
     if (!j->replicas) return pl_errf(e, PL_ENOMEM, "out of memory");
     for (int q = 0; q < j->s->stages; q++) j->replicas[q] = 1;
     if (sim_replicas_apply(&o->spec.replicas, j->s->stages, j->replicas, e) != PL_OK) return PL_EINPUT;
-    if (sim_replicated_schedule(regen_kind(o), &o->a.g, &o->a.budget, j->replicas, &j->s, e) != PL_OK) return PL_EINPUT;
+    if (sim_async_schedule(regen_kind(o), &o->a.g, &o->a.budget, &j->s, e) != PL_OK ||
+        sim_replicated_schedule(regen_kind(o), &o->a.g, &o->a.budget, j->replicas, &j->s, e) != PL_OK)
+        return PL_EINPUT;
     o->c.replicas = j->replicas;
     j->costs = sim_basic_costs(&j->scaled);
     return PL_OK;

@@ -58,20 +58,26 @@ typedef struct metric {
 static void note_events(const report *p, pl_buf *b) { pl_buf_printf(b, " (%zu events)", p->r->events); }
 static void note_iteration(const report *p, pl_buf *b) {
     const sim_result *r = p->r;
-    if (!r->steady_state) return;
-    pl_buf_printf(b, "  (steady state: iterations 1..%d, the fill and the drain left out", r->steady_last);
-    if (r->steady_cycle > 1 && r->steady_last >= r->steady_cycle)
-        pl_buf_printf(b, "; %d whole cycle%s of %d iterations)", r->steady_last / r->steady_cycle,
-                      r->steady_last / r->steady_cycle == 1 ? "" : "s", r->steady_cycle);
-    else if (r->steady_cycle > 1)
-        pl_buf_printf(b, "; less than one cycle of the steady state, %d iterations: --iterations %d or more averages "
-                      "whole cycles)", r->steady_cycle, r->steady_need);
+    if (!r->steady_state) {
+        if (p->s->weights != SCHED_WEIGHTS_FLUSH && r->iterations >= 3 && !p->o->c.whole_run)
+            pl_buf_printf(b, "  (no steady state: the fill and the drain span the %d iterations, so this is the whole "
+                          "run's; try --iterations %d)", r->iterations, r->steady_need);
+        return;
+    }
+    pl_buf_printf(b, "  (steady state: iterations %d..%d, the fill and the drain left out", r->steady_first, r->steady_last);
+    if (r->steady_cycle > 1)
+        pl_buf_printf(b, "; %d whole cycles of the %d iterations its gaps repeat with)",
+                      (r->steady_last - r->steady_first + 1) / r->steady_cycle, r->steady_cycle);
+    else if (r->steady_cycle == 0 && !(p->o->c.cv > 0) && !(p->o->c.rank_cv > 0)) /* random gaps never repeat */
+        pl_buf_printf(b, "; its iteration gaps do not repeat within it: more iterations, e.g. --iterations %d, may "
+                      "move the figure)", r->steady_need);
     else
         pl_buf_putc(b, ')');
 }
 static void note_window(const report *p, pl_buf *b) {
     if (p->r->steady_state)
-        pl_buf_printf(b, "  (steady state: iterations 1..%d, where busy, idle and bubble are measured)", p->r->steady_last);
+        pl_buf_printf(b, "  (steady state: iterations %d..%d, where busy, idle and bubble are measured)", p->r->steady_first,
+                      p->r->steady_last);
     else
         pl_buf_puts(b, "  (the whole run, where busy, idle and bubble are measured)");
 }

@@ -10,7 +10,7 @@
 
 /* Checks o for generator `name` and fills g with defaults applied. has_chunks says whether
  * the generator takes chunks (otherwise chunks must be 0 or 1); def_chunks and def_iters are
- * the defaults for 0 (def_iters 0: an asynchronous 1F1B's, sched_async_iterations). Every size check (ranks, microbatches * iterations, stages, the number
+ * the defaults for 0. Every size check (ranks, microbatches * iterations, stages, the number
  * of actions) happens here, before anything is allocated. Returns PL_OK or PL_EINPUT. */
 static int gen_check_sizes(const char *name, const sched_gen_opts *o, int has_chunks, int def_chunks,
                      int def_iters, sched_gen_params *g, pl_err *e) {
@@ -28,7 +28,7 @@ static int gen_check_sizes(const char *name, const sched_gen_opts *o, int has_ch
     g->p = o->ranks;
     g->m = o->microbatches;
     g->v = o->chunks > 0 ? o->chunks : def_chunks;
-    g->iters = o->iterations > 0 ? o->iterations : def_iters > 0 ? def_iters : sched_async_iterations(g->p, g->m, NULL);
+    g->iters = o->iterations > 0 ? o->iterations : def_iters;
     if ((rc = sched_gen_check_microbatches(name, g, e)) != PL_OK) return rc;
     int64_t stages = (int64_t)g->p * g->v;
     if (g->v > SCHED_MAX_STAGES || stages > SCHED_MAX_STAGES)
@@ -47,12 +47,12 @@ static int gen_check(const char *name, const sched_gen_opts *o, int has_chunks, 
 }
 
 /* The generators of this file with their gen_check arguments (has_chunks, default chunks,
- * default iterations; 0: sched_async_iterations). */
+ * default iterations). */
 static const struct {
     const char *name;
     int has_chunks, def_chunks, def_iters;
 } basic_kinds[] = {
-    {"gpipe", 0, 1, 1}, {"1f1b", 0, 1, 1}, {"pipedream", 0, 1, 0}, {"2bw", 0, 1, 0},
+    {"gpipe", 0, 1, 1}, {"1f1b", 0, 1, 1}, {"pipedream", 0, 1, 4}, {"2bw", 0, 1, 4},
     {"interleaved", 1, 2, 1}, {"looped-bfs", 1, 2, 1},
 };
 
@@ -166,7 +166,7 @@ sched *sched_gen_1f1b(const sched_gen_opts *o, const sched_budget *b, pl_err *e)
 static sched *gen_async_1f1b(const char *name, sched_weights w, const sched_gen_opts *o,
                              const sched_budget *b, pl_err *e) {
     sched_gen_params g;
-    if (gen_check(name, o, 0, 1, 0, b, &g, e) != PL_OK) return NULL;
+    if (gen_check(name, o, 0, 1, 4, b, &g, e) != PL_OK) return NULL;
     sched *s = gen_begin(name, &g, w, o->recompute, e);
     if (!s) return NULL;
     int64_t total = (int64_t)g.m * g.iters;
@@ -175,14 +175,13 @@ static sched *gen_async_1f1b(const char *name, sched_weights w, const sched_gen_
     return s;
 }
 
-/* PipeDream (asynchronous 1F1B with weight stashing, default sched_async_iterations). Returns the
+/* PipeDream (asynchronous 1F1B with weight stashing, default 4 iterations). Returns the
  * schedule or NULL with e filled. */
 sched *sched_gen_pipedream(const sched_gen_opts *o, const sched_budget *b, pl_err *e) {
     return gen_async_1f1b("pipedream", SCHED_WEIGHTS_STASH, o, b, e);
 }
 
-/* PipeDream-2BW: PipeDream's order with double-buffered weights (default
- * sched_async_iterations).
+/* PipeDream-2BW: PipeDream's order with double-buffered weights (default 4 iterations).
  * Returns the schedule or NULL with e filled. */
 sched *sched_gen_2bw(const sched_gen_opts *o, const sched_budget *b, pl_err *e) {
     return gen_async_1f1b("2bw", SCHED_WEIGHTS_2BW, o, b, e);
@@ -311,9 +310,7 @@ sched *sched_gen_replicated(const char *name, const sched_gen_opts *o, const int
         }
     if (!any) return sched_generate_within(name, o, b, e);
     sched_gen_params g;
-    if (gen_check(name, o, 0, 1, kind == 0 ? 1 : sched_async_iterations(o->ranks, o->microbatches, replicas), b, &g, e) !=
-        PL_OK)
-        return NULL;
+    if (gen_check(name, o, 0, 1, kind == 0 ? 1 : 4, b, &g, e) != PL_OK) return NULL;
     sched *s = gen_begin(name, &g, kind == 0 ? SCHED_WEIGHTS_FLUSH : kind == 1 ? SCHED_WEIGHTS_STASH : SCHED_WEIGHTS_2BW,
                          o->recompute, e);
     if (!s) return NULL;

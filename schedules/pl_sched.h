@@ -260,8 +260,8 @@ typedef struct sched_gen_opts {
     int ranks;        /* p */
     int microbatches; /* m, per iteration */
     int chunks;       /* v: stages per rank (interleaved, looped-bfs; zbv/dualpipev use 2); 0 = default */
-    int iterations;   /* 0 = default (1 for flush schedules; for pipedream and 2bw 4, or more
-                       * to hold a whole steady-state cycle: sched_async_iterations) */
+    int iterations;   /* 0 = default (1 for flush schedules, 4 for pipedream and 2bw; pipelab
+                       * simulate runs these with sched_async_iterations) */
     sched_recompute recompute;
 } sched_gen_opts;
 
@@ -315,21 +315,22 @@ sched *sched_gen_pipedream(const sched_gen_opts *o, const sched_budget *b, pl_er
 sched *sched_gen_replicated(const char *name, const sched_gen_opts *o, const int *replicas, const sched_budget *b,
                             pl_err *e);
 sched *sched_gen_2bw(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
-/* The cycle of an asynchronous 1F1B's steady state (pipedream, 2bw), in iterations: the ranks'
- * alternation repeats every P microbatches, P = the lcm of the stages and of each stage's
- * replicas (replicas[stages], NULL = none; microbatch k runs on replica k mod n), and an
+/* A guess at the cycle of an asynchronous 1F1B's steady state (pipedream, 2bw), in iterations:
+ * the ranks' alternation repeats every P microbatches, P = the lcm of the stages and of each
+ * stage's replicas (replicas[stages], NULL = none; microbatch k runs on replica k mod n), and an
  * iteration's m microbatches meet it at the same phase again after lcm(P, m) microbatches, so
- * the iterations' ends repeat every P / gcd(P, m) iterations (PipeDream, 8 stages, m = 2: 6.4,
- * 6.4, 6.4, 6.2 s apart with 0.1 s transfers, then again). An iteration time taken over a whole
- * number of cycles is the steady state's. 1 for counts below 1; at most SCHED_ASYNC_CYCLE_MAX. */
+ * with equal stages the iterations' ends repeat every P / gcd(P, m) iterations (PipeDream, 8
+ * stages, m = 2, 0.1 s transfers: 6.4, 6.4, 6.4, 6.2 s, then again). Unequal costs can make
+ * the period another (the simulator finds the period in each run: sim_result.steady_cycle);
+ * this sizes runs. 1 for counts below 1; at most SCHED_ASYNC_CYCLE_MAX. */
 int sched_async_cycle(int stages, int microbatches, const int *replicas);
 #define SCHED_ASYNC_CYCLE_MAX (1 << 20)
-/* The default iterations of pipedream and 2bw: 4, or when longer the cycle + 1 + the drain's
- * iterations, ceil((W - 1) / m) and at least 1 (W: the workers, stages plus the replicas' extra;
- * the first stage's warm-up of W - 1 microbatches ends running backwards alone), so that the
- * steady-state window (iterations 1 to the drain's first - 1, sim_steady_last) holds a whole
- * cycle, while the iterations' microbatches stay within max(4 m, SCHED_ASYNC_DEFAULT_MBS); 4 for
- * counts below 1. */
+/* The iterations `pipelab simulate` runs pipedream and 2bw with when none are given: the fill's
+ * iteration, the drain's ceil((W - 1) / m) (W: the workers, stages plus the replicas' extra;
+ * the first stage's warm-up of W - 1 microbatches ends running backwards alone), and two of
+ * sched_async_cycle's cycles between them (so the window finds its period twice), at least 4,
+ * while the iterations' microbatches stay within max(4 m, SCHED_ASYNC_DEFAULT_MBS) (else 4);
+ * 4 for counts below 1. The generators' default stays 4 (`pipelab run` and `schedule`). */
 int sched_async_iterations(int stages, int microbatches, const int *replicas);
 #define SCHED_ASYNC_DEFAULT_MBS 4096
 sched *sched_gen_interleaved(const sched_gen_opts *o, const sched_budget *b, pl_err *e);

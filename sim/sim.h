@@ -250,29 +250,37 @@ typedef struct sim_rank_stats {
  * measured over:
  *   synchronous schedules (weights flush), and any schedule run for 1 iteration: the whole run,
  *     [0, makespan_s];
- *   asynchronous schedules (weights stash or 2bw: PipeDream, PipeDream-2BW) over N >= 2
- *     iterations: the steady state [end of iteration 0, end of iteration L] with L =
- *     sim_steady_last(N, cycle, drain) (N - 2 from N = 3 on, or the iteration before the drain's
- *     first when m < p - 1 spreads the drain over several, rounded down to whole cycles of the
- *     steady state, sched_async_cycle, when it holds one; else 1), whose length is L x
- *     iteration_time_s;
- *     busy_s then counts the compute of iterations 1..L (the work that window completes), so the
+ *   asynchronous schedules (weights stash or 2bw: PipeDream, PipeDream-2BW) over N >= 3
+ *     iterations: the steady state [end of iteration F - 1, end of iteration L]: within iterations 1
+ *     to sim_steady_last(N, 1, drain) (N - 2, or the iteration before the drain's first when
+ *     m < p - 1 spreads the drain over several), whole periods of the gaps
+ *     between the iteration ends from F on, once they repeat twice (steady_cycle, the period;
+ *     F = steady_first, 1 unless the fill left a transient; see choose_window in sim_result.c);
+ *     its length is (L - F + 1) x iteration_time_s; when the fill and the drain leave no
+ *     iteration between them (always at N = 2) there is no steady state and the window is the
+ *     whole run (makespan / N);
+ *     busy_s then counts the compute of iterations F..L (the work that window completes), so the
  *     pipeline's fill (iteration 0) and its drain (the last iteration, which ends early: no later
  *     microbatches hold the slowest stage, which shows with unequal stages) are left out as they
- *     are from the iteration time, and idle_s = window_s - busy_s (>= 0). With N = 2 the window
- *     holds the drain: its iteration time can be short of the steady state's. */
+ *     are from the iteration time, and idle_s = window_s - busy_s (>= 0). */
 typedef struct sim_result {
     int ranks, iterations;
     double makespan_s;        /* last event */
-    double iteration_time_s;  /* makespan / 1 iteration, or steady state over iterations 1..L */
+    double iteration_time_s;  /* makespan / 1 iteration, or steady state over iterations F..L */
     double throughput;        /* samples / s = microbatches * microbatch_size / iteration time */
     double window_s;          /* the bubble window (above): makespan_s, or L iteration_time_s */
     int steady_state;         /* 1 when the window is an asynchronous schedule's steady state */
-    int steady_last;          /* then L, the window's last iteration (sim_steady_last); else 0 */
-    int steady_cycle;         /* the steady state's cycle in iterations (sched_async_cycle); 1 for
-                               * a synchronous schedule */
-    int steady_need;          /* the least iterations whose window holds a whole cycle: the cycle
-                               * + 1 + the drain's iterations (at least 1) */
+    int steady_first;         /* then the window's first iteration: 1, or later where the fill
+                               * left a transient before the gaps repeat; else 0 */
+    int steady_last;          /* then L, the window's last iteration; else 0 */
+    int steady_cycle;         /* the period, in iterations, with which the steady state's
+                               * iteration gaps repeat in this run (the window holds whole ones,
+                               * from steady_first); 0 when none repeats twice before the drain,
+                               * or no steady state */
+    int steady_need;          /* iterations to try for a window of two whole cycles: 1 + the
+                               * drain's ceil((W - 1) / m) + twice the period found, or
+                               * sched_async_cycle's when none was (a guess: the period depends on
+                               * the costs) */
     double bubble_fraction;   /* idle_s / (ranks * window_s) */
     double zb_bubble_rate;    /* Zero Bubble paper's bubble rate (above) */
     double idle_s;            /* sum over ranks of idle time in the window, seconds */
@@ -296,11 +304,12 @@ typedef struct sim_result {
  * PL_ENOMEM. Deterministic: the same inputs give the same result and trace. */
 int sim_run(const sched *s, const sim_costs *c, const sim_config *cfg, sim_result *r, pl_err *e);
 /* Returns L, the last iteration of an asynchronous schedule's steady-state window over N
- * iterations (sim_result) whose steady state repeats every `cycle` iterations
- * (sched_async_cycle) and whose drain starts at iteration `drain` (the least iteration of a
- * compute that a rank runs after its own last forward): from N = 3 on, N - 2 or drain - 1 when
- * less (and at least 1), the drain left out, less its remainder modulo the cycle when it holds
- * one cycle or more (the window then holds whole cycles); else N - 1. */
+ * iterations (sim_result) whose iteration gaps repeat every `cycle` iterations (found in the
+ * run; 0 or 1: none) and whose drain starts at iteration `drain` (the least iteration of a
+ * compute that a rank runs after the one its last forward paces): from N = 3 on, N - 2 or
+ * drain - 1 when less, the drain left out, less its remainder modulo the cycle when it holds one
+ * cycle or more (the window then holds whole cycles), and 0 when no iteration is left (no steady
+ * state: N < 3, or a drain that starts by iteration 1). */
 int sim_steady_last(int iterations, int cycle, int drain);
 void sim_result_free(sim_result *r);
 
@@ -556,6 +565,12 @@ int sim_replicas_apply(const sim_replica_spec *spec, int stages, int *replicas, 
  * stages, and sched_async_iterations (a whole cycle of the steady state, the drain apart). */
 int sim_replicated_iterations(int iterations, sched_weights weights, const int *replicas, int stages,
                               int microbatches);
+/* A generated asynchronous schedule (kind: pipedream, 2bw; NULL for a loaded one, which is kept
+ * as it is) whose iterations were not given (g->iterations 0) is generated again, lowered when *s
+ * was, with sched_async_iterations' count, within memory budget b, so that `pipelab simulate`'s
+ * steady-state window holds its cycle; other schedules are left. Returns PL_OK or an error in e
+ * (*s is then unchanged). */
+int sim_async_schedule(const char *kind, const sched_gen_opts *g, const sched_budget *b, sched **s, pl_err *e);
 /* A generated schedule (kind; NULL for a loaded one, which is kept as it is) with a replicated
  * stage is generated again from g with PipeDream's per-replica warm-up (sched_gen_replicated)
  * and sim_replicated_iterations' count, validated and lowered into *s (the old one is freed),

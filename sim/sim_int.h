@@ -121,7 +121,6 @@ typedef struct sim_rank_state {
     int started;      /* 1 once a compute started */
     int held;         /* heap engine: 1 once the RECV at pc held the stream for its post */
     double last_end;  /* end of the last compute */
-    double busy_late_s; /* compute of the actions of iterations 1..late_last (the steady-state window's) */
     double cur;       /* flow engine: the rank's own clock (where the heap engine has "now") */
     int inflight;     /* microbatches stashed now */
     int versions;     /* weight versions now (sum over stages) */
@@ -140,9 +139,12 @@ typedef struct sim_eng {
     const sim_config *cfg;
     sim_result *r;
     int64_t M, n_entries;
-    /* the last iteration whose compute an asynchronous schedule's steady-state window counts
-     * (sim_steady_last): the window runs from the end of iteration 0 to its end */
-    int late_last;
+    /* an asynchronous schedule's steady-state window (sim.h): the first iteration of its drain
+     * (drain_first in sim_run.c), and each stream's compute by iteration, [nstream x
+     * iterations], from which the window's is summed once the run chose it (sim_busy_window);
+     * NULL for a flush schedule or a whole-run window */
+    int drain;
+    double *busy_it;
     uint64_t *cells;    /* [stages * M << cshift] the times of each (stage, mb), one cell of ntab */
     int ntab, cshift;   /* tables a cell holds (SIM_T_N, or SIM_T_COMPACT) and log2 of its fields */
     size_t cells_bytes;
@@ -236,6 +238,8 @@ int sim_setup_stage_memory(sim_eng *g, pl_err *e);
 /* Gives each stage, and each replica of a replicated one, its weight versions (sched_versions)
  * under stash and 2bw; nothing under flush. Returns PL_OK or PL_ENOMEM. */
 int sim_setup_versions(sim_eng *g, pl_err *e);
+/* Returns stream k's compute inside the steady-state window (iterations 1..r->steady_last). */
+double sim_busy_window(const sim_eng *g, const sim_rank_state *k);
 
 /* ---------------------------------------------------------------- engines (sim_heap.c, sim_flow.c) */
 

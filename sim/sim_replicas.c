@@ -173,7 +173,7 @@ void sim_rank_of_replicas(const sim_eng *g, int q, sim_rank_stats *st) {
     sim_rank_stats a = k0->st;
     for (int j = 0; j < w; j++) {
         const sim_rank_state *k = &k0[j];
-        busy += g->r->steady_state ? k->busy_late_s : k->st.busy_s;
+        busy += g->r->steady_state ? sim_busy_window(g, k) : k->st.busy_s;
         comm += k->st.comm_s;
         red += k->st.reduce_s;
         if (k->started) {

@@ -32,10 +32,56 @@ static double makespan(const sim_eng *g) {
 }
 
 int sim_steady_last(int iterations, int cycle, int drain) {
-    if (iterations < 3) return iterations - 1;
     int last = iterations - 2;
-    if (drain - 1 >= 1 && drain - 1 < last) last = drain - 1;
+    if (drain - 1 < last) last = drain - 1;
+    if (last < 1) return 0;
     return cycle > 1 && last >= cycle ? last - last % cycle : last;
+}
+
+/* Most periods the window's search tries (choose_window). */
+#define PERIOD_SEARCH_MAX 4096
+
+/* Returns 1 when gaps a and b between iteration ends are equal within a relative 1e-9. */
+static int same_gap(double a, double b) { return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b)) + 1e-300; }
+
+double sim_busy_window(const sim_eng *g, const sim_rank_state *k) {
+    double b = 0;
+    size_t n = (size_t)g->r->iterations, base = (size_t)(k - g->rk) * n;
+    for (int it = g->r->steady_first; g->busy_it && it <= g->r->steady_last; it++) b += g->busy_it[base + (size_t)it];
+    return b;
+}
+
+/* Chooses an asynchronous run's window once its iterations ended, among iterations 1 to the last
+ * before the drain (sim_steady_last): the gaps between their ends (gap i = end[i] - end[i - 1])
+ * settle, after a transient the fill can leave, into a period d. For each d up to half the
+ * iterations it finds the earliest gap from which the gaps repeat every d, and keeps the d whose
+ * repetition starts earliest (then the smallest d) when it holds two periods and half the
+ * iterations at least (two equal gaps in a row are not a period of 1); the window
+ * is then whole periods from there. Sets r->steady_first, r->steady_cycle (0 when no gaps repeat
+ * twice: a stochastic run, too few iterations) and r->steady_need, and returns the window's last
+ * iteration, 0 when the fill and the drain leave none. */
+static int choose_window(const sim_eng *g) {
+    sim_result *r = g->r;
+    const double *end = r->iter_end_s;
+    int n = r->iterations, most = sim_steady_last(n, 1, g->drain), best_d = 0, best_s = 0;
+    for (int d = 1; most >= 2 && 2 * d <= most && d <= PERIOD_SEARCH_MAX && best_s != 1; d++) {
+        int st = most - d + 1; /* gaps st..most repeat every d from st on */
+        while (st > 1 && same_gap(end[st - 1] - end[st - 2], end[st - 1 + d] - end[st - 2 + d])) st--;
+        int len = most - st + 1; /* two periods, and half the iterations at least: not a coincidence */
+        if (len >= 2 * d && 2 * len >= most && (!best_d || st < best_s)) {
+            best_d = d;
+            best_s = st;
+        }
+    }
+    r->steady_cycle = best_d;
+    r->steady_first = best_d ? best_s : 1;
+    int64_t w = 0; /* the workers, for the drain's iterations: the first stage's warm-up of w - 1 */
+    for (int q = 0; q < g->s->stages; q++) w += g->reps && g->reps[q] > 1 ? g->reps[q] : 1;
+    int64_t m = g->s->microbatches, depth = (w - 1 + m - 1) / m, guess = sched_async_cycle(g->s->stages, (int)m, g->reps);
+    int64_t need = 1 + (depth > 1 ? depth : 1) + 2 * (best_d ? best_d : guess) + (best_s > 1 ? best_s - 1 : 0);
+    r->steady_need = need > INT32_MAX ? INT32_MAX : (int)need;
+    if (most < 1) return 0;
+    return best_d ? best_s - 1 + (most - best_s + 1) / best_d * best_d : most;
 }
 
 /* Sets the makespan, the iteration time and the bubble window (sim.h): an asynchronous
@@ -45,17 +91,22 @@ static void set_window(const sim_eng *g) {
     sim_result *r = g->r;
     double mk = makespan(g);
     r->makespan_s = mk;
-    int n = r->iterations, last = g->late_last; /* the window closes at the end of iteration last */
-    r->iteration_time_s = n >= 2 && !g->cfg->whole_run ? (r->iter_end_s[last] - r->iter_end_s[0]) / last
-                          : n > 1                       ? mk / n
-                                                        : mk;
-    r->steady_state = g->s->weights != SCHED_WEIGHTS_FLUSH && n >= 2 && !g->cfg->whole_run;
-    r->steady_last = r->steady_state ? last : 0;
-    double win = r->steady_state ? r->iter_end_s[last] - r->iter_end_s[0] : mk;
+    int n = r->iterations, async = g->s->weights != SCHED_WEIGHTS_FLUSH && n >= 2 && !g->cfg->whole_run;
+    r->steady_first = 1;
+    int last = async ? choose_window(g) : 0; /* the window: from the end of iteration first - 1 to last's */
+    int first = r->steady_first;
+    r->steady_state = async && last >= first;
+    r->iteration_time_s = r->steady_state ? (r->iter_end_s[last] - r->iter_end_s[first - 1]) / (last - first + 1)
+                          : n > 1         ? mk / n
+                                          : mk;
+    double win = r->steady_state ? r->iter_end_s[last] - r->iter_end_s[first - 1] : mk;
     if (r->steady_state && !(win > 0)) { /* no time between the ends (zero-cost iterations) */
         r->steady_state = 0;
+        r->iteration_time_s = n > 1 ? mk / n : mk;
         win = mk;
     }
+    r->steady_last = r->steady_state ? last : 0;
+    if (!r->steady_state) r->steady_first = 0;
     r->window_s = win;
 }
 
@@ -67,7 +118,7 @@ static void rank_stats(const sim_eng *g, int q, double win) {
     r->rank[q] = k0->st;
     sim_rank_stats *st = &r->rank[q];
     st->span_s = k0->started ? k0->last_end - st->first_start_s : 0;
-    if (r->steady_state) st->busy_s = k0->busy_late_s;
+    if (r->steady_state) st->busy_s = sim_busy_window(g, k0);
     if (g->swidth[q] > 1) sim_rank_of_replicas(g, q, st);
     st->idle_s = win - st->busy_s;
     if (st->idle_s < 0) st->idle_s = 0;

@@ -224,11 +224,12 @@ static inline void busy_start(sim_rank_state *k, double now, double d) {
     k->st.busy_s += d;
 }
 
-/* Counts d seconds of compute of global microbatch mb towards the steady-state window when mb
- * belongs to an iteration from 1 to late_last (see sim.h: the window of asynchronous schedules). */
+/* Counts d seconds of compute of global microbatch mb towards its iteration's share of stream
+ * k's compute (eng.busy_it: the steady-state window of asynchronous schedules, sim.h). */
 static inline void busy_late(sim_eng *g, sim_rank_state *k, int64_t mb, double d) {
-    int64_t m = g->s->microbatches;
-    if (mb >= m && mb < (int64_t)(g->late_last + 1) * m) k->busy_late_s += d;
+    if (!g->busy_it || mb < 0) return;
+    int64_t it = mb / g->s->microbatches, n = g->r->iterations;
+    if (it < n) g->busy_it[(size_t)(k - g->rk) * (size_t)n + (size_t)it] += d;
 }
 
 /* Records that stream k's action at pc ran [start, end]. */
@@ -622,7 +623,7 @@ SIM_RULE int rule_step(sim_eng *g, const int flow, int r, sim_rank_state *k, int
         return WALK_NEXT;
     }
     busy_start(k, *now, d);
-    if (k->cur_iter >= 1 && k->cur_iter <= g->late_last) k->busy_late_s += d;
+    if (k->cur_iter >= 0) busy_late(g, k, (int64_t)k->cur_iter * g->s->microbatches, d);
     return rule_run(g, flow, r, k, SCHED_STEP, stage, mb, NULL, d, now);
 }
 

@@ -88,6 +88,7 @@ static void eng_free(sim_eng *g) {
     free(g->hold);
     for (int i = 0; i < g->nvers; i++) sched_versions_free(&g->vers[i]);
     free(g->vers);
+    free(g->busy_it);
 }
 
 /* Returns PL_OK when s is lowered and the values of cfg make sense (cv, bytes per parameter,
@@ -184,7 +185,6 @@ static int alloc_tables(sim_eng *g, pl_err *e) {
     g->st = pl_calloc((size_t)s->stages, sizeof *g->st);
     int rc = sim_setup_streams(g, e);
     if (rc != PL_OK) return rc;
-    r->steady_cycle = s->weights != SCHED_WEIGHTS_FLUSH ? sched_async_cycle(s->stages, s->microbatches, g->reps) : 1;
     g->rk = pl_calloc((size_t)g->nstream, sizeof *g->rk);
     g->blocked = pl_calloc((size_t)g->nstream, sizeof *g->blocked);
     if (!r->rank || !r->iter_end_s || !g->rk || !g->st || !g->blocked) return pl_errf(e, PL_ENOMEM, "out of memory");
@@ -256,10 +256,10 @@ static int drain_first(const sim_eng *g) {
  * collectives, the streams' first peaks, the steady-state window's last iteration, and the
  * random factors of a stochastic run (mean 1). Returns PL_OK or an error. */
 static int setup_run(sim_eng *g, pl_err *e) {
-    int n = g->r->iterations, drain = g->s->weights != SCHED_WEIGHTS_FLUSH ? drain_first(g) : n; /* flush: no window */
-    int depth = n - drain > 1 ? n - drain : 1;
-    g->late_last = sim_steady_last(n, g->r->steady_cycle, drain);
-    g->r->steady_need = g->r->steady_cycle + 1 + depth;
+    int n = g->r->iterations, async = g->s->weights != SCHED_WEIGHTS_FLUSH && n >= 2 && !g->cfg->whole_run;
+    g->drain = async ? drain_first(g) : n;
+    if (async && !(g->busy_it = pl_calloc((size_t)g->nstream * (size_t)n, sizeof *g->busy_it)))
+        return pl_errf(e, PL_ENOMEM, "out of memory");
     int rc = sim_setup_links(g, e);
     if (rc == PL_OK) rc = sim_setup_stage_memory(g, e);
     if (rc == PL_OK && g->any_rep) rc = sim_setup_rounds(g, e);
@@ -384,7 +384,8 @@ static size_t state_bytes(const sim_eng *g) {
            (size_t)s->ranks * sizeof(sim_rank_stats) + (size_t)g->nlinks * sizeof(double) +
            (size_t)s->stages * sizeof(sim_stage_state) + (size_t)g->r->iterations * sizeof(double) +
            (g->work ? (size_t)s->ranks * (sizeof(int) + 1) : 0) + g->fstream_bytes +
-           (size_t)g->nvers * (sizeof(sched_versions) + 2 * ((size_t)g->M + 1) * sizeof(int32_t));
+           (size_t)g->nvers * (sizeof(sched_versions) + 2 * ((size_t)g->M + 1) * sizeof(int32_t)) +
+           (g->busy_it ? (size_t)g->nstream * (size_t)g->r->iterations * sizeof(double) : 0);
 }
 
 /* Returns 1 when two neighbour stages of s live on one rank (a done time is then read there). */

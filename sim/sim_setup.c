@@ -38,6 +38,21 @@ int sim_replicated_iterations(int iterations, sched_weights weights, const int *
     return cycles > n ? cycles : n;
 }
 
+int sim_async_schedule(const char *kind, const sched_gen_opts *g, const sched_budget *b, sched **s, pl_err *e) {
+    if (!kind || g->iterations != 0 || (*s)->weights == SCHED_WEIGHTS_FLUSH) return PL_OK;
+    sched_gen_opts go = *g;
+    go.iterations = sched_async_iterations((*s)->stages, go.microbatches, NULL);
+    if (go.iterations == sched_iterations(*s)) return PL_OK;
+    sched *gen = sched_generate_within(kind, &go, b, e);
+    if (!gen) return e->code ? e->code : PL_EINPUT;
+    sched *out = (*s)->lowered ? sched_lower_within(gen, b, e) : gen;
+    if (out != gen) sched_free(gen);
+    if (!out) return e->code ? e->code : PL_EINPUT;
+    sched_free(*s);
+    *s = out;
+    return PL_OK;
+}
+
 /* Returns PL_OK after regenerating *s with the replicas' warm-up when a generated schedule has a
  * replicated stage (else leaving it), or an error in e (see sim.h). */
 int sim_replicated_schedule(const char *kind, const sched_gen_opts *g, const sched_budget *b, const int *replicas,

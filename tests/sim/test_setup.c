@@ -26,21 +26,21 @@ static sched *lowered(const char *kind, int p, int m) {
 }
 
 /* The iteration rule: max(16, 2 x widest replicas) for an asynchronous schedule with a
- * replicated stage, unless the iterations are given, or a whole cycle of its steady state past
- * the drain when more (sched_async_iterations: 10 stages, m 1, stage 0 three ways: a cycle of
- * lcm(10, 3) = 30 iterations, a drain of 12 workers - 1 = 11 iterations, 42); nothing else changes
- * it. */
+ * replicated stage, unless the iterations are given, or two cycles of its steady state past the
+ * fill and the drain when more (sched_async_iterations: 10 stages, m 1, stage 0 three ways: a
+ * cycle of lcm(10, 3) = 30 iterations, a drain of 12 workers - 1 = 11 iterations, 72; stages of
+ * 1, 9 and 1 replicas, m 4: 1 + ceil(10 / 4) + 2 x 9 = 22); nothing else changes it. */
 static void test_replicated_iterations(void) {
     const int vgg[] = {14, 2}, narrow[] = {3, 1}, wide[] = {1, 9, 1}, none[] = {1, 1};
     CU_ASSERT_EQUAL(sim_replicated_iterations(0, SCHED_WEIGHTS_STASH, vgg, 2, 4), 28);
     CU_ASSERT_EQUAL(sim_replicated_iterations(0, SCHED_WEIGHTS_STASH, narrow, 2, 4), SIM_REPLICATED_ITERS_MIN);
     CU_ASSERT_EQUAL(SIM_REPLICATED_ITERS_MIN, 16);
-    CU_ASSERT_EQUAL(sim_replicated_iterations(0, SCHED_WEIGHTS_2BW, wide, 3, 4), 18);
+    CU_ASSERT_EQUAL(sim_replicated_iterations(0, SCHED_WEIGHTS_2BW, wide, 3, 4), 22); /* 1 + 3 + 2 x 9 */
     CU_ASSERT_EQUAL(sim_replicated_iterations(5, SCHED_WEIGHTS_STASH, vgg, 2, 4), 5);   /* given */
     CU_ASSERT_EQUAL(sim_replicated_iterations(0, SCHED_WEIGHTS_FLUSH, vgg, 2, 4), 0);   /* synchronous */
     CU_ASSERT_EQUAL(sim_replicated_iterations(0, SCHED_WEIGHTS_STASH, none, 2, 4), 0);  /* not replicated */
     const int ten[] = {3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    CU_ASSERT_EQUAL(sim_replicated_iterations(0, SCHED_WEIGHTS_STASH, ten, 10, 1), 42);
+    CU_ASSERT_EQUAL(sim_replicated_iterations(0, SCHED_WEIGHTS_STASH, ten, 10, 1), 72);
 }
 
 /* --replicas then --replicas-stage, in order, over what is there; a stage past the schedule's
