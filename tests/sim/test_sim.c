@@ -55,6 +55,21 @@ static int run(const sched *s, sim_basic *b, const sim_config *c, sim_result *r)
     return rc;
 }
 
+/* Runs `kind` lowered on p ranks, m microbatches, n iterations, with stage q's costs sc[q] and
+ * transfers of tcomm seconds, into *r. Returns PL_OK or the error (the schedule's too). */
+static int run_staged(const char *kind, int p, int m, int n, sim_stage_cost *sc, double tcomm, sim_result *r) {
+    sched *s = lowered(kind, p, m, 0, n);
+    if (!s) return PL_EINPUT;
+    sim_basic b;
+    sim_basic_init(&b);
+    b.stage = sc;
+    b.stages = p;
+    b.tcomm_s = tcomm;
+    int rc = run(s, &b, NULL, r);
+    sched_free(s);
+    return rc;
+}
+
 /* GPipe and 1F1B: (m + p - 1)(tF + tB) and bubble (p-1)/(m+p-1), several shapes. */
 static void test_gpipe_1f1b_closed_form(void) {
     const char *kinds[] = {"gpipe", "1f1b"};
@@ -321,14 +336,8 @@ static void test_async_steady_state_unequal(void) {
                             {0.5, 1, -1, -1, -1, -1, -1, -1}, {1, 1, -1, -1, -1, -1, -1, -1}};
     for (int k = 0; k < 2; k++)
         for (int n = 2; n <= 8; n++) {
-            sched *s = lowered(kinds[k], 4, 8, 0, n);
-            CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-            sim_basic b;
-            sim_basic_init(&b);
-            b.stage = sc;
-            b.stages = 4;
             sim_result r;
-            CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+            CU_ASSERT_EQUAL_FATAL(run_staged(kinds[k], 4, 8, n, sc, 0, &r), PL_OK);
             if (n >= 3) {
                 NEAR(r.iteration_time_s, 40);
                 NEAR(r.bubble_fraction, 68.0 / 160);
@@ -344,7 +353,6 @@ static void test_async_steady_state_unequal(void) {
             NEAR(r.idle_s, idle);
             NEAR(r.bubble_fraction, idle / (4 * r.window_s));
             sim_result_free(&r);
-            sched_free(s);
         }
 }
 
@@ -484,42 +492,26 @@ static void test_async_cycle(void) {
     sim_stage_cost sl[5] = {{1, 2, -1, -1, -1, -1, -1, -1}, {1, 2, -1, -1, -1, -1, -1, -1}, {1, 2, -1, -1, -1, -1, -1, -1},
                             {1, 2, -1, -1, -1, -1, -1, -1}, {1.3, 1.3, -1, -1, -1, -1, -1, -1}};
     for (int n = 15; n <= 30; n++) {
-        sched *s = lowered("pipedream", 5, 1, 0, n);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-        sim_basic b;
-        sim_basic_init(&b);
-        b.stage = sl;
-        b.stages = 5;
-        b.tcomm_s = 0.3;
         sim_result r;
-        CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+        CU_ASSERT_EQUAL_FATAL(run_staged("pipedream", 5, 1, n, sl, 0.3, &r), PL_OK);
         CU_ASSERT_EQUAL(r.steady_cycle, 4);
         if (fabs(r.iteration_time_s - 3.45) > 1e-9)
             fprintf(stderr, "\n  last stage 1.3, 1.3, N=%d: %.9g, want 3.45\n", n, r.iteration_time_s);
         NEAR(r.iteration_time_s, 3.45);
         sim_result_free(&r);
-        sched_free(s);
     }
     /* a slow first stage: the drain's iterations end early */
     sim_stage_cost sc[4] = {{2, 4, -1, -1, -1, -1, -1, -1}, {1, 2, -1, -1, -1, -1, -1, -1},
                             {1, 2, -1, -1, -1, -1, -1, -1}, {1, 2, -1, -1, -1, -1, -1, -1}};
     for (int k = 0; k < 2; k++)
         for (int n = 5; n <= 12; n++) {
-            sched *s = lowered(kinds[k], 4, 2, 0, n);
-            CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-            sim_basic b;
-            sim_basic_init(&b);
-            b.stage = sc;
-            b.stages = 4;
-            b.tcomm_s = 0.1;
             sim_result r;
-            CU_ASSERT_EQUAL_FATAL(run(s, &b, NULL, &r), PL_OK);
+            CU_ASSERT_EQUAL_FATAL(run_staged(kinds[k], 4, 2, n, sc, 0.1, &r), PL_OK);
             if (fabs(r.iteration_time_s - 12) > 1e-9)
                 fprintf(stderr, "\n  %s slow first stage N=%d: %.9g, want 12\n", kinds[k], n, r.iteration_time_s);
             NEAR(r.iteration_time_s, 12);
             for (int q = 0; q < 4; q++) CU_ASSERT(r.rank[q].busy_s <= r.window_s + 1e-9);
             sim_result_free(&r);
-            sched_free(s);
         }
 }
 
