@@ -85,8 +85,8 @@ static int choose_window(const sim_eng *g) {
 }
 
 /* Sets the makespan, the iteration time and the bubble window (sim.h): an asynchronous
- * schedule's steady state over iterations 1..N-1, the window its iteration time is measured
- * over; else the whole run. */
+ * schedule's steady state over iterations steady_first..steady_last (choose_window), the window
+ * its iteration time is measured over; else the whole run. */
 static void set_window(const sim_eng *g) {
     sim_result *r = g->r;
     double mk = makespan(g);
