@@ -325,10 +325,15 @@ sched *sched_gen_2bw(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
  * this sizes runs. 1 for counts below 1; at most SCHED_ASYNC_CYCLE_MAX. */
 int sched_async_cycle(int stages, int microbatches, const int *replicas);
 #define SCHED_ASYNC_CYCLE_MAX (1 << 20)
+/* The gaps between iteration ends that must repeat with a period of `cycle` (>= 1) iterations
+ * before a run's window takes it for the steady state's: two periods, and two comparisons at
+ * least, so that two equal gaps in a row are not taken for a period of 1: max(2 cycle, cycle + 2). */
+int sched_async_span(int cycle);
 /* The iterations `pipelab simulate` runs pipedream and 2bw with when none are given: the fill's
  * iteration, the drain's ceil((W - 1) / m) (W: the workers, stages plus the replicas' extra;
- * the first stage's warm-up of W - 1 microbatches ends running backwards alone), and two of
- * sched_async_cycle's cycles between them (so the window finds its period twice), at least 4,
+ * the first stage's warm-up of W - 1 microbatches ends running backwards alone), and
+ * sched_async_span of sched_async_cycle's cycle between them (so the window finds its period
+ * twice; `pipelab simulate` runs longer when the costs give another period), at least 4,
  * while the iterations' microbatches stay within max(4 m, SCHED_ASYNC_DEFAULT_MBS) (else 4);
  * 4 for counts below 1. The generators' default stays 4 (`pipelab run` and `schedule`). */
 int sched_async_iterations(int stages, int microbatches, const int *replicas);

@@ -447,13 +447,18 @@ int sched_async_cycle(int stages, int microbatches, const int *replicas) {
     return c > SCHED_ASYNC_CYCLE_MAX ? SCHED_ASYNC_CYCLE_MAX : (int)c;
 }
 
+int sched_async_span(int cycle) {
+    int64_t c = cycle > 1 ? cycle : 1, span = 2 * c > c + 2 ? 2 * c : c + 2;
+    return span > INT32_MAX ? INT32_MAX : (int)span;
+}
+
 int sched_async_iterations(int stages, int microbatches, const int *replicas) {
     if (stages < 1 || microbatches < 1) return 4;
     int64_t workers = 0;
     for (int q = 0; q < stages; q++) workers += replicas && replicas[q] > 1 ? replicas[q] : 1;
     /* the drain: the first stage's warm-up of workers - 1 microbatches, over m an iteration */
     int64_t drain = (workers - 1 + microbatches - 1) / microbatches;
-    int64_t n = 2 * (int64_t)sched_async_cycle(stages, microbatches, replicas) + 1 + (drain > 1 ? drain : 1);
+    int64_t n = (int64_t)sched_async_span(sched_async_cycle(stages, microbatches, replicas)) + 1 + (drain > 1 ? drain : 1);
     if (n <= 4 || n * microbatches > (4 * (int64_t)microbatches > SCHED_ASYNC_DEFAULT_MBS ? 4 * (int64_t)microbatches
                                                                                           : SCHED_ASYNC_DEFAULT_MBS))
         return 4;

@@ -253,8 +253,9 @@ typedef struct sim_rank_stats {
  *   asynchronous schedules (weights stash or 2bw: PipeDream, PipeDream-2BW) over N >= 3
  *     iterations: the steady state [end of iteration F - 1, end of iteration L]: within iterations 1
  *     to sim_steady_last(N, 1, drain) (N - 2, or the iteration before the drain's first when
- *     m < p - 1 spreads the drain over several), whole periods of the gaps
- *     between the iteration ends from F on, once they repeat twice (steady_cycle, the period;
+ *     m < p - 1 spreads the drain over several; fewer where the gaps before that show the drain
+ *     sooner), whole periods of the gaps between the iteration ends from F on, once they repeat
+ *     twice over sched_async_span's gaps (steady_cycle, the period;
  *     F = steady_first, 1 unless the fill left a transient; see choose_window in sim_result.c);
  *     its length is (L - F + 1) x iteration_time_s; when the fill and the drain leave no
  *     iteration between them (always at N = 2) there is no steady state and the window is the
@@ -278,9 +279,10 @@ typedef struct sim_result {
                                * from steady_first); 0 when none repeats twice before the drain,
                                * or no steady state */
     int steady_need;          /* iterations to try for a window of two whole cycles: 1 + the
-                               * drain's ceil((W - 1) / m) + twice the period found, or
-                               * sched_async_cycle's when none was (a guess: the period depends on
-                               * the costs) */
+                               * drain's ceil((W - 1) / m) + sched_async_span of the period found,
+                               * or of sched_async_cycle's when none was (a guess: the period
+                               * depends on the costs), or twice this run's iterations when the
+                               * guess asks for no more than it ran */
     double bubble_fraction;   /* idle_s / (ranks * window_s) */
     double zb_bubble_rate;    /* Zero Bubble paper's bubble rate (above) */
     double idle_s;            /* sum over ranks of idle time in the window, seconds */
@@ -567,10 +569,11 @@ int sim_replicated_iterations(int iterations, sched_weights weights, const int *
                               int microbatches);
 /* A generated asynchronous schedule (kind: pipedream, 2bw; NULL for a loaded one, which is kept
  * as it is) whose iterations were not given (g->iterations 0) is generated again, lowered when *s
- * was, with sched_async_iterations' count, within memory budget b, so that `pipelab simulate`'s
- * steady-state window holds its cycle; other schedules are left. Returns PL_OK or an error in e
- * (*s is then unchanged). */
-int sim_async_schedule(const char *kind, const sched_gen_opts *g, const sched_budget *b, sched **s, pl_err *e);
+ * was, with `iterations` of them (0: sched_async_iterations' count), within memory budget b, so
+ * that `pipelab simulate`'s steady-state window holds its cycle; other schedules are left.
+ * Returns PL_OK or an error in e (*s is then unchanged). */
+int sim_async_schedule(const char *kind, const sched_gen_opts *g, const sched_budget *b, int iterations, sched **s,
+                       pl_err *e);
 /* A generated schedule (kind; NULL for a loaded one, which is kept as it is) with a replicated
  * stage is generated again from g with PipeDream's per-replica warm-up (sched_gen_replicated)
  * and sim_replicated_iterations' count, validated and lowered into *s (the old one is freed),

@@ -51,37 +51,54 @@ double sim_busy_window(const sim_eng *g, const sim_rank_state *k) {
     return b;
 }
 
-/* Chooses an asynchronous run's window once its iterations ended, among iterations 1 to the last
- * before the drain (sim_steady_last): the gaps between their ends (gap i = end[i] - end[i - 1])
- * settle, after a transient the fill can leave, into a period d. For each d up to half the
- * iterations it finds the earliest gap from which the gaps repeat every d, and keeps the d whose
- * repetition starts earliest (then the smallest d) when it holds two periods and half the
- * iterations at least (two equal gaps in a row are not a period of 1); the window
- * is then whole periods from there. Sets r->steady_first, r->steady_cycle (0 when no gaps repeat
- * twice: a stochastic run, too few iterations) and r->steady_need, and returns the window's last
- * iteration, 0 when the fill and the drain leave none. */
-static int choose_window(const sim_eng *g) {
-    sim_result *r = g->r;
-    const double *end = r->iter_end_s;
-    int n = r->iterations, most = sim_steady_last(n, 1, g->drain), best_d = 0, best_s = 0;
-    for (int d = 1; most >= 2 && 2 * d <= most && d <= PERIOD_SEARCH_MAX && best_s != 1; d++) {
-        int st = most - d + 1; /* gaps st..most repeat every d from st on */
+/* Finds the period of the gaps between the iteration ends (gap i = end[i] - end[i - 1]) over
+ * gaps 1..last: for each d up to half of them, the earliest gap from which the gaps repeat every
+ * d up to the last; keeps the d whose repetition starts earliest (then the smallest d) when it
+ * holds sched_async_span(d) gaps (two periods, and two comparisons: two equal gaps in a row are
+ * not a period of 1) and half the gaps at least. Sets *d and *start (0 and 1 when none). */
+static void find_period(const double *end, int last, int *d_out, int *start) {
+    int best_d = 0, best_s = 0;
+    for (int d = 1; last >= 2 && 2 * d <= last && d <= PERIOD_SEARCH_MAX && best_s != 1; d++) {
+        int st = last - d + 1; /* gaps st..last repeat every d from st on */
         while (st > 1 && same_gap(end[st - 1] - end[st - 2], end[st - 1 + d] - end[st - 2 + d])) st--;
-        int len = most - st + 1; /* two periods, and half the iterations at least: not a coincidence */
-        if (len >= 2 * d && 2 * len >= most && (!best_d || st < best_s)) {
+        int len = last - st + 1; /* two periods, and half the iterations at least: not a coincidence */
+        if (len >= sched_async_span(d) && 2 * len >= last && (!best_d || st < best_s)) {
             best_d = d;
             best_s = st;
         }
     }
-    r->steady_cycle = best_d;
-    r->steady_first = best_d ? best_s : 1;
+    *d_out = best_d;
+    *start = best_d ? best_s : 1;
+}
+
+/* Chooses an asynchronous run's window once its iterations ended, among iterations 1 to the last
+ * before the drain (sim_steady_last): the gaps between their ends settle, after a transient the
+ * fill can leave, into a period (find_period); the window is whole periods from where the
+ * repetition starts. The drain's first iteration is an estimate (drain_first), and a drain that
+ * starts sooner (a replicated stage's streams pace one another: 2BW, p 2, m 1, stage 0 twice ends
+ * its last iteration before the drain 2 s after the one before it, the others 3 s apart) leaves
+ * gaps at the end of the range that do not repeat: so where the whole range holds no period, the
+ * search drops its last gaps, one at a time, up to the drain's ceil((W - 1) / m) iterations.
+ * Sets r->steady_first, r->steady_cycle (0 when no gaps repeat twice: a stochastic run, too few
+ * iterations) and r->steady_need, and returns the window's last iteration, 0 when the fill and
+ * the drain leave none. */
+static int choose_window(const sim_eng *g) {
+    sim_result *r = g->r;
+    int n = r->iterations, most = sim_steady_last(n, 1, g->drain), best_d = 0, best_s = 1, upto = most;
     int64_t w = 0; /* the workers, for the drain's iterations: the first stage's warm-up of w - 1 */
     for (int q = 0; q < g->s->stages; q++) w += g->reps && g->reps[q] > 1 ? g->reps[q] : 1;
     int64_t m = g->s->microbatches, depth = (w - 1 + m - 1) / m, guess = sched_async_cycle(g->s->stages, (int)m, g->reps);
-    int64_t need = 1 + (depth > 1 ? depth : 1) + 2 * (best_d ? best_d : guess) + (best_s > 1 ? best_s - 1 : 0);
+    for (int64_t cut = 0; !best_d && cut <= (depth > 1 ? depth : 1) && most - cut >= 2; cut++) {
+        upto = most - (int)cut;
+        find_period(r->iter_end_s, upto, &best_d, &best_s);
+    }
+    r->steady_cycle = best_d;
+    r->steady_first = best_s;
+    int64_t need = 1 + (depth > 1 ? depth : 1) + sched_async_span(best_d ? best_d : guess) + (best_s > 1 ? best_s - 1 : 0);
+    if (!best_d && need <= n) need = 2 * (int64_t)n; /* this run was long enough for the guess */
     r->steady_need = need > INT32_MAX ? INT32_MAX : (int)need;
     if (most < 1) return 0;
-    return best_d ? best_s - 1 + (most - best_s + 1) / best_d * best_d : most;
+    return best_d ? best_s - 1 + (upto - best_s + 1) / best_d * best_d : most;
 }
 
 /* Sets the makespan, the iteration time and the bubble window (sim.h): an asynchronous

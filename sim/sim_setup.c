@@ -38,10 +38,11 @@ int sim_replicated_iterations(int iterations, sched_weights weights, const int *
     return cycles > n ? cycles : n;
 }
 
-int sim_async_schedule(const char *kind, const sched_gen_opts *g, const sched_budget *b, sched **s, pl_err *e) {
+int sim_async_schedule(const char *kind, const sched_gen_opts *g, const sched_budget *b, int iterations, sched **s,
+                       pl_err *e) {
     if (!kind || g->iterations != 0 || (*s)->weights == SCHED_WEIGHTS_FLUSH) return PL_OK;
     sched_gen_opts go = *g;
-    go.iterations = sched_async_iterations((*s)->stages, go.microbatches, NULL);
+    go.iterations = iterations > 0 ? iterations : sched_async_iterations((*s)->stages, go.microbatches, NULL);
     if (go.iterations == sched_iterations(*s)) return PL_OK;
     sched *gen = sched_generate_within(kind, &go, b, e);
     if (!gen) return e->code ? e->code : PL_EINPUT;

@@ -384,7 +384,8 @@ static void test_async_steady_state_closed_form(void) {
                 } else {
                     CU_ASSERT_EQUAL(r.steady_state, 1);
                     NEAR(r.iteration_time_s, m * (tf + tb));
-                    CU_ASSERT_EQUAL(r.steady_cycle, L >= 2 ? 1 : 0);
+                    /* a period of 1 is taken once three gaps are equal, not two */
+                    CU_ASSERT_EQUAL(r.steady_cycle, L >= sched_async_span(1) ? 1 : 0);
                     CU_ASSERT_EQUAL(r.steady_last, L);
                     NEAR(r.window_s, L * m * (tf + tb));
                     NEAR(r.bubble_fraction, 0);
@@ -446,7 +447,10 @@ static void test_async_cycle(void) {
     CU_ASSERT_EQUAL(sched_async_cycle(4, 8, NULL), 1);
     CU_ASSERT_EQUAL(sched_async_cycle(8, 3, NULL), 8);
     CU_ASSERT_EQUAL(sched_async_cycle(3, 3, (const int[]){1, 2, 1}), 2); /* lcm(3, 2) = 6 */
-    CU_ASSERT_EQUAL(sched_async_iterations(4, 8, NULL), 4);
+    CU_ASSERT_EQUAL(sched_async_span(1), 3); /* two periods, and two comparisons */
+    CU_ASSERT_EQUAL(sched_async_span(2), 4);
+    CU_ASSERT_EQUAL(sched_async_span(5), 10);
+    CU_ASSERT_EQUAL(sched_async_iterations(4, 8, NULL), 5); /* 1 + 1 + sched_async_span(1) */
     CU_ASSERT_EQUAL(sched_async_iterations(8, 2, NULL), 13); /* 1 + ceil(7 / 2) + 2 x 4 */
     CU_ASSERT_EQUAL(sched_async_iterations(1000, 999, NULL), 4); /* a cycle past the room */
     const char *kinds[] = {"pipedream", "2bw"};
@@ -513,6 +517,70 @@ static void test_async_cycle(void) {
             for (int q = 0; q < 4; q++) CU_ASSERT(r.rank[q].busy_s <= r.window_s + 1e-9);
             sim_result_free(&r);
         }
+    /* two equal gaps in a row are no period: 2BW, p 4, m 2, 0.3 s transfers, stages of F 1, 0.7,
+     * 1, 1 and B 2, 1.3, 2, 1.3: gaps 6.2, 6, 6.2, then 6.2, 6, 6.2 again (a period of 3, mean
+     * 6.1333 s); at N = 7 the range before the drain holds gaps 6.2, 6, 6.2, 6.2, whose last two
+     * once read as a period of 1 (6.2 s) */
+    sim_stage_cost s4[4] = {{1, 2, -1, -1, -1, -1, -1, -1}, {0.7, 1.3, -1, -1, -1, -1, -1, -1},
+                            {1, 2, -1, -1, -1, -1, -1, -1}, {1, 1.3, -1, -1, -1, -1, -1, -1}};
+    sim_result r7, r14;
+    CU_ASSERT_EQUAL_FATAL(run_staged("2bw", 4, 2, 7, s4, 0.3, &r7), PL_OK);
+    CU_ASSERT_EQUAL(r7.steady_cycle, 0);
+    CU_ASSERT(r7.steady_need > 7); /* more iterations asked for */
+    CU_ASSERT_EQUAL_FATAL(run_staged("2bw", 4, 2, 14, s4, 0.3, &r14), PL_OK);
+    CU_ASSERT_EQUAL(r14.steady_cycle, 3);
+    NEAR(r14.iteration_time_s, 18.4 / 3);
+    sim_result_free(&r7);
+    sim_result_free(&r14);
+}
+
+/* Returns stage-replicated `kind` (sched_gen_replicated, lowered) on p ranks, m microbatches, n
+ * iterations, stage q's costs sc[q] and replicas rep[q], transfers of tcomm s, run into *r. */
+static int run_replicated(const char *kind, int p, int m, int n, sim_stage_cost *sc, const int *rep, double tcomm,
+                          sim_result *r) {
+    pl_err e;
+    pl_err_clear(&e);
+    sched_gen_opts o = {p, m, 0, n, SCHED_RECOMPUTE_NONE};
+    sched *g = sched_gen_replicated(kind, &o, rep, NULL, &e), *s = g ? sched_lower(g, &e) : NULL;
+    sched_free(g);
+    if (!s) {
+        fprintf(stderr, "replicated %s: %s\n", kind, e.msg);
+        return PL_EINPUT;
+    }
+    sim_basic b;
+    sim_basic_init(&b);
+    b.stage = sc;
+    b.stages = p;
+    b.tcomm_s = tcomm;
+    sim_config c;
+    sim_config_init(&c);
+    c.replicas = rep;
+    int rc = run(s, &b, &c, r);
+    sched_free(s);
+    return rc;
+}
+
+/* A drain that starts before drain_first's estimate: 2BW, p 2, m 1, stage 0 twice (F 1, B 2;
+ * stage 1 F 1, B 1.3; 0.1 s transfers). Its iterations end 3 s apart, but the last one before
+ * the estimated drain only 2 s after the one before it, so the whole range held no period and
+ * the window kept that gap: 2.941 s at N = 20, 2.923 at the default 16. The window's search
+ * drops such trailing gaps (up to the drain's ceil((W - 1) / m) iterations) and reads the mean
+ * gap of a long run's middle at every N from 8 to 24. */
+static void test_async_early_drain(void) {
+    sim_stage_cost sc[2] = {{1, 2, -1, -1, -1, -1, -1, -1}, {1, 1.3, -1, -1, -1, -1, -1, -1}};
+    const int rep[2] = {2, 1};
+    sim_result r;
+    CU_ASSERT_EQUAL_FATAL(run_replicated("2bw", 2, 1, 64, sc, rep, 0.1, &r), PL_OK);
+    double mid = (r.iter_end_s[40] - r.iter_end_s[20]) / 20; /* far from the fill and the drain */
+    NEAR(mid, 3);
+    sim_result_free(&r);
+    for (int n = 8; n <= 24; n++) {
+        CU_ASSERT_EQUAL_FATAL(run_replicated("2bw", 2, 1, n, sc, rep, 0.1, &r), PL_OK);
+        if (fabs(r.iteration_time_s - mid) > 1e-9) fprintf(stderr, "\n  early drain N=%d: %.9g, want %.9g\n", n, r.iteration_time_s, mid);
+        NEAR(r.iteration_time_s, mid);
+        CU_ASSERT_EQUAL(r.steady_cycle, 1);
+        sim_result_free(&r);
+    }
 }
 
 /* Past the fill, the asynchronous bubble does not depend on how many iterations are simulated:
@@ -1236,11 +1304,12 @@ static void test_cli(void) {
         {"--kind 1f1b --ranks 2 --microbatches 2 --cv 0.1 --seed 3 --repeat 5 --no-db", 0, "stddev"},
         {"--kind 1f1b --ranks 2 --microbatches 2 --replicas-stage 5=2 --no-db", 1, "stage"},
         /* replicas settle slowly: an asynchronous schedule runs max(16, 2 x replicas) iterations
-         * by default, what --iterations says otherwise; without replicas the generator's 4 */
+         * by default, what --iterations says otherwise; without replicas sched_async_iterations,
+         * 1 + 1 + sched_async_span(1) here */
         {"--kind pipedream --ranks 2 --microbatches 4 --replicas-stage 0=3 --no-db", 0, "4 microbatches, 16 iterations"},
         {"--kind pipedream --ranks 2 --microbatches 4 --replicas-stage 0=10 --no-db", 0, "4 microbatches, 20 iterations"},
         {"--kind pipedream --ranks 2 --microbatches 4 --replicas-stage 0=3 --iterations 3 --no-db", 0, "4 microbatches, 3 iterations"},
-        {"--kind pipedream --ranks 2 --microbatches 4 --no-db", 0, "4 microbatches, 4 iterations"},
+        {"--kind pipedream --ranks 2 --microbatches 4 --no-db", 0, "4 microbatches, 5 iterations"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[1024];
@@ -1265,6 +1334,38 @@ static double sim_json_number(const char *args, const char *key) {
     if (isnan(v)) fprintf(stderr, "\n%s -> %d\n%s\n", cmd, rc, out ? out : "");
     free(out);
     return v;
+}
+
+/* `simulate` runs a generated asynchronous schedule again with more iterations when its default
+ * count finds no period (a fill's transient longer than the guess): 2BW, p 2, m 1, stage 0 F 0.7
+ * B 2, stage 1 F 1 B 1.3 three ways. Its gaps are 2.3 s for six iterations, then stage 0's
+ * F + B = 2.7 s for good (stage 1's three replicas take 2.3 / 3 an iteration). The default 16
+ * iterations read 2.483 s (the transient in the window); grown to 32, 2.7. With --iterations
+ * 16 it runs 16 as told. */
+static void test_cli_grows(void) {
+    char *dir = pl_test_tmpdir();
+    char *csv = pl_test_path(dir, "stages.csv");
+    FILE *f = fopen(csv, "w");
+    if (!f) {
+        CU_FAIL("stages.csv");
+        free(csv);
+        free(dir);
+        return;
+    }
+    fputs("stage,tf,tb\n0,0.7,2\n1,1,1.3\n", f);
+    fclose(f);
+    char args[1024];
+    snprintf(args, sizeof args, "--kind 2bw --ranks 2 --microbatches 1 --stage-costs %s --tcomm 0 --replicas-stage 1=3", csv);
+    NEAR(sim_json_number(args, "iteration_time_s"), 0.7 + 2);
+    CU_ASSERT_EQUAL(sim_json_number(args, "iterations"), 32);
+    CU_ASSERT_EQUAL(sim_json_number(args, "steady_cycle"), 1);
+    snprintf(args, sizeof args, "--kind 2bw --ranks 2 --microbatches 1 --stage-costs %s --tcomm 0 --replicas-stage 1=3 "
+             "--iterations 16", csv);
+    CU_ASSERT_EQUAL(sim_json_number(args, "iterations"), 16);
+    CU_ASSERT_EQUAL(sim_json_number(args, "steady_cycle"), 0);
+    CU_ASSERT(sim_json_number(args, "iteration_time_s") < 2.7 - 0.1);
+    free(csv);
+    free(dir);
 }
 
 /* --time-per: by default the flag times are a rank's share, so 1F1B and interleaved with v
@@ -1355,6 +1456,8 @@ void pl_test_register(void) {
         {"async steady state on unequal stages: the slowest stage, busy + idle = window", test_async_steady_state_unequal},
         {"async bubble invariant in iterations", test_async_bubble_iteration_invariance},
         {"async steady state: whole cycles", test_async_cycle},
+        {"async steady state: a drain sooner than estimated", test_async_early_drain},
+        {"simulate grows a run whose gaps did not repeat", test_cli_grows},
         {"memory", test_memory},
         {"recompute", test_recompute},
         {"replicas all-reduce", test_replicas_allreduce},
