@@ -1,5 +1,6 @@
 /* cmd_plot.c: `pipelab plot KIND`: exports figure data from the database and runs gnuplot. */
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +49,9 @@ static const char help_text[] =
     "  --sim-tag T, --measured-tag T, --loose   accuracy: as in pipelab compare\n"
     "options:\n"
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
-    "  -o, --output FILE     figure (default " FIGURES_DIR "/KIND[-RUN|-TAG].png); its\n"
-    "                        extension chooses the format: .png, .svg or .pdf (gnuplot's\n"
+    "  -o, --output FILE     figure (default " FIGURES_DIR "/KIND[-RUN|-TAG].png, characters\n"
+    "                        of TAG outside A-Z a-z 0-9 . - as _, then a hash of TAG if any was);\n"
+    "                        its extension chooses the format: .png, .svg or .pdf (gnuplot's\n"
     "                        pngcairo, svg and pdfcairo terminals)\n"
     "  --svg                 SVG instead of PNG for the default name\n"
     "  --x ranks|stages|microbatches   throughput's x axis (default ranks)\n"
@@ -162,20 +164,27 @@ static char *with_ext(const char *path, const char *ext) {
 }
 
 /* Returns the malloc'd default figure path: results/out/figures/KIND[-RUN|-TAG].png|svg, with
- * characters outside [A-Za-z0-9._-] of the suffix replaced by '_'. */
+ * characters outside [A-Za-z0-9._-] of the suffix replaced by '_' and then, so that two tags
+ * that differ only there ("a b", "a/b", "a_b") do not write one figure, "-" and 8 hex digits of
+ * the suffix's 32-bit FNV-1a hash. */
 static char *default_output(const opts *o) {
     const char *suffix = o->p.run ? o->p.run : o->p.filter.tag;
-    size_t n = strlen(FIGURES_DIR) + strlen(o->kind_name) + (suffix ? strlen(suffix) : 0) + sizeof "/-.png";
+    size_t n = strlen(FIGURES_DIR) + strlen(o->kind_name) + (suffix ? strlen(suffix) : 0) + sizeof "/--12345678.png";
     char *s = malloc(n);
     if (!s) return NULL;
     int len = snprintf(s, n, "%s/%s", FIGURES_DIR, o->kind_name);
     if (suffix) {
         s[len++] = '-';
+        int changed = 0;
+        uint32_t hash = 2166136261u; /* FNV-1a's offset basis and prime */
         for (const char *p = suffix; *p; p++) {
             char ch = *p;
             int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '-';
             s[len++] = ok ? ch : '_';
+            changed |= !ok;
+            hash = (hash ^ (unsigned char)ch) * 16777619u;
         }
+        if (changed) len += snprintf(s + len, n - (size_t)len, "-%08" PRIx32, hash);
     }
     snprintf(s + len, n - (size_t)len, "%s", o->p.svg ? ".svg" : ".png");
     return s;

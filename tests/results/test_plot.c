@@ -660,6 +660,43 @@ static void test_gnuplot_on_path(void) {
     fresh_done(dir, db);
 }
 
+/* The default figure names of tags that differ only in characters a file name does not keep ("a
+ * b", "a/b", "a_b") differ: each plot prints its own path, and every figure is there afterwards
+ * (they all once wrote bubble-a_b.png, each over the last); a tag of kept characters alone keeps
+ * its plain name. Drawn by a stand-in gnuplot, in a fresh folder (the default path is relative). */
+static void test_default_names(void) {
+    char *dir = pl_test_tmpdir(), *db = pl_test_path(dir, "n.db");
+    char *fake = fake_gnuplot(dir, "fakeplot", "called");
+    const char *tags[] = {"a b", "a/b", "a_b", "plain-1.0"};
+    char cmd[8192], paths[4][1024];
+    for (int i = 0; i < 4; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' simulate --kind 1f1b --ranks 2 --microbatches 2 --tag '%s' --db '%s' >/dev/null",
+                 PIPELAB_BIN, tags[i], db);
+        CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        char *out = NULL;
+        snprintf(cmd, sizeof cmd, "cd '%s' && PIPELAB_GNUPLOT='%s' '%s' plot bubble --tag '%s' --db '%s'", dir, fake,
+                 PIPELAB_BIN, tags[i], db);
+        CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+        const char *at = out ? strstr(out, "results/out/figures/bubble-") : NULL;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+        size_t len = strcspn(at, " \n");
+        snprintf(paths[i], sizeof paths[i], "%.*s", (int)len, at);
+        free(out);
+    }
+    CU_ASSERT_STRING_EQUAL(paths[3], "results/out/figures/bubble-plain-1.0.png");
+    for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < i; j++) CU_ASSERT(strcmp(paths[i], paths[j]) != 0);
+        char *p = pl_test_path(dir, paths[i]);
+        CU_ASSERT(pl_test_exists(p));
+        free(p);
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(paths[0], "bubble-a_b-"));
+    free(fake);
+    fresh_done(dir, db);
+}
+
 /* PIPELAB_GNUPLOT naming a path that holds no program says why: no such file, or a folder (the
  * audit's `PIPELAB_GNUPLOT=/nonexistent`, a folder there, had been reported as "Permission
  * denied" by the exec that followed), by the library and by `pipelab plot` (exit 1, nothing
@@ -709,6 +746,7 @@ void test_plot_register(void) {
         {"bubble: one style per curve, panels per tag", test_bubble_styles},
         {"accuracy: the axes frame the data", test_accuracy_frame},
         {"plot flags", test_plot_flags},
+        {"default figure names: tags that differ in dropped characters do not collide", test_default_names},
         {"PIPELAB_GNUPLOT without a '/': looked up on PATH", test_gnuplot_on_path},
         {"PIPELAB_GNUPLOT naming no program: says why (no such file, a folder)", test_gnuplot_missing},
         {NULL, NULL},
