@@ -49,10 +49,10 @@ static const char help_text[] =
     "  --sim-tag T, --measured-tag T, --loose   accuracy: as in pipelab compare\n"
     "options:\n"
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
-    "  -o, --output FILE     figure (default " FIGURES_DIR "/KIND[-RUN|-TAG].png, characters\n"
-    "                        of TAG outside A-Z a-z 0-9 . - as _, then a hash of TAG if any was);\n"
-    "                        its extension chooses the format: .png, .svg or .pdf (gnuplot's\n"
-    "                        pngcairo, svg and pdfcairo terminals)\n"
+    "  -o, --output FILE     figure (default " FIGURES_DIR "/KIND[-RUN|-TAG].png; a TAG's\n"
+    "                        characters outside A-Z a-z 0-9 . _ - become _, and its hash then\n"
+    "                        follows); its extension chooses the format: .png, .svg or .pdf\n"
+    "                        (gnuplot's pngcairo, svg and pdfcairo terminals)\n"
     "  --svg                 SVG instead of PNG for the default name\n"
     "  --x ranks|stages|microbatches   throughput's x axis (default ranks)\n"
     "  --all-passes          timeline of a measured run: every timed pass, not the median one\n"
@@ -179,7 +179,7 @@ static char *default_output(const opts *o) {
         uint32_t hash = 2166136261u; /* FNV-1a's offset basis and prime */
         for (const char *p = suffix; *p; p++) {
             char ch = *p;
-            int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '-';
+            int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_';
             s[len++] = ok ? ch : '_';
             changed |= !ok;
             hash = (hash ^ (unsigned char)ch) * 16777619u;

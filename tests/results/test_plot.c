@@ -663,11 +663,11 @@ static void test_gnuplot_on_path(void) {
 /* The default figure names of tags that differ only in characters a file name does not keep ("a
  * b", "a/b", "a_b") differ: each plot prints its own path, and every figure is there afterwards
  * (they all once wrote bubble-a_b.png, each over the last); a tag of kept characters alone keeps
- * its plain name. Drawn by a stand-in gnuplot, in a fresh folder (the default path is relative). */
+ * its plain name (validate_cpu.sh's accuracy-validate_cpu.png). Drawn by a stand-in gnuplot, in a fresh folder (the default path is relative). */
 static void test_default_names(void) {
     char *dir = pl_test_tmpdir(), *db = pl_test_path(dir, "n.db");
     char *fake = fake_gnuplot(dir, "fakeplot", "called");
-    const char *tags[] = {"a b", "a/b", "a_b", "plain-1.0"};
+    const char *tags[] = {"a b", "a/b", "a_b", "plain-1.0"}; /* the last two kept as they are */
     char cmd[8192], paths[4][1024];
     for (int i = 0; i < 4; i++) {
         snprintf(cmd, sizeof cmd, "'%s' simulate --kind 1f1b --ranks 2 --microbatches 2 --tag '%s' --db '%s' >/dev/null",
@@ -685,6 +685,7 @@ static void test_default_names(void) {
         snprintf(paths[i], sizeof paths[i], "%.*s", (int)len, at);
         free(out);
     }
+    CU_ASSERT_STRING_EQUAL(paths[2], "results/out/figures/bubble-a_b.png");
     CU_ASSERT_STRING_EQUAL(paths[3], "results/out/figures/bubble-plain-1.0.png");
     for (int i = 0; i < 4; i++) {
         for (int j = 0; j < i; j++) CU_ASSERT(strcmp(paths[i], paths[j]) != 0);
