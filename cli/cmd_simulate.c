@@ -3,6 +3,7 @@
  * module through sim_setup), print metrics and store the run. This file drives those steps; the
  * flags are parsed in simulate_opts.c, the outputs written in simulate_out.c and
  * simulate_params.c, and the database handled in simulate_store.c (simulate_int.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,11 +52,34 @@ static sched *get_schedule(const opts *o, pl_err *e) {
 /* Returns the generator kind a replicated schedule is generated again with (NULL: loaded). */
 static const char *regen_kind(const opts *o) { return o->a.from ? NULL : o->a.kind; }
 
+/* Returns 1 when n iterations of the schedule fit: its microbatches within sched_async_iterations'
+ * room, max(4 m, SCHED_ASYNC_DEFAULT_MBS), and the whole command within the memory budget
+ * (sched_check_command_memory, as cli_sched_load checks the first schedule). */
+static int growth_fits(const opts *o, const job *j, int64_t n) {
+    int64_t m = j->s->microbatches, room = 4 * m > SCHED_ASYNC_DEFAULT_MBS ? 4 * m : SCHED_ASYNC_DEFAULT_MBS;
+    if (n < 1 || n > INT32_MAX || n * m > room) return 0;
+    sched_gen_opts go = o->a.g;
+    go.iterations = (int)n;
+    sched_shape sh;
+    pl_err e;
+    pl_err_clear(&e);
+    return sched_gen_shape(regen_kind(o), &go, &sh, &e) == PL_OK &&
+           sched_check_command_memory(regen_kind(o), &sh, o->trace || o->trace_json ? SCHED_MEM_TRACE : SCHED_MEM_SIMULATE,
+                                      &o->a.budget, &e) == PL_OK;
+}
+
 /* Generates an asynchronous schedule again for simulate's steady state (sim_async_schedule) and
  * a replicated one with its replicas' warm-up (sim_replicated_schedule, replicas per stage), with
- * `iterations` (0: their own counts) when none were given. Returns PL_OK or an error in e. */
+ * `iterations` (0: their own counts, sim_replicated_iterations' or sched_async_iterations'; the
+ * generator's when those do not fit: growth_fits) when none were given. Returns PL_OK or an
+ * error in e. */
 static int regenerate(const opts *o, job *j, const int *replicas, int iterations, pl_err *e) {
     sched_gen_opts go = o->a.g;
+    if (iterations == 0 && go.iterations == 0 && regen_kind(o) && j->s->weights != SCHED_WEIGHTS_FLUSH) {
+        int n = sim_replicated_iterations(0, j->s->weights, replicas, j->s->stages, go.microbatches);
+        if (n == 0) n = sched_async_iterations(j->s->stages, go.microbatches, NULL);
+        iterations = growth_fits(o, j, n) ? n : sched_iterations(j->s);
+    }
     if (sim_async_schedule(regen_kind(o), &go, &o->a.budget, iterations, &j->s, e) != PL_OK) return PL_EINPUT;
     if (go.iterations == 0) go.iterations = iterations;
     return sim_replicated_schedule(regen_kind(o), &go, &o->a.budget, replicas, &j->s, e) != PL_OK ? PL_EINPUT : PL_OK;
@@ -113,32 +137,47 @@ static int run_simulation(opts *o, job *j, pl_err *e) {
     return rc;
 }
 
-/* Returns the iterations to run a generated asynchronous schedule again with when its default
- * count found no period of its iteration gaps (sim.h, steady_cycle: the costs gave a longer one
- * than sched_async_cycle's guess, or the fill a longer transient; 2BW, p 2, m 1, stage 1 three
- * ways read 2.483 s at 16 iterations for a steady 2.7 s), else 0: the run's steady_need, while
- * its microbatches stay within sched_async_iterations' room. A deterministic run only (random
- * gaps never repeat), and not where --iterations or --whole-run were given. */
-static int grown_iterations(const opts *o, const job *j) {
-    const sim_result *r = &j->r;
-    if (!regen_kind(o) || o->a.g.iterations != 0 || j->s->weights == SCHED_WEIGHTS_FLUSH || o->c.whole_run ||
-        o->c.cv > 0 || o->c.rank_cv > 0 || r->steady_cycle != 0 || r->steady_need <= r->iterations)
-        return 0;
-    int64_t m = j->s->microbatches, room = 4 * m > SCHED_ASYNC_DEFAULT_MBS ? 4 * m : SCHED_ASYNC_DEFAULT_MBS;
-    return (int64_t)r->steady_need * m <= room ? r->steady_need : 0;
+/* Returns 1 when a run may be grown (run_grown): a generated asynchronous schedule whose
+ * iterations were not given, run deterministically (random gaps never repeat). */
+static int growable(const opts *o, const job *j) {
+    return regen_kind(o) && o->a.g.iterations == 0 && j->s->weights != SCHED_WEIGHTS_FLUSH && !o->c.whole_run &&
+           !(o->c.cv > 0) && !(o->c.rank_cv > 0);
 }
 
-/* Runs the simulation (run_simulation), and again with more iterations while grown_iterations
- * asks for them; a longer schedule the memory budget refuses leaves the last run (whose table
- * suggests the iterations). Returns PL_OK or an error in e. */
+/* Runs the simulation (run_simulation), and again with more iterations until the steady state's
+ * iteration time holds (growable runs only): where the gaps did not repeat, with the run's
+ * steady_need (the costs gave a longer period than sched_async_cycle's guess, or the fill a
+ * longer transient: 2BW, p 2, m 1, stage 0 F 0.7 B 2, stage 1 F 1 B 1.3 three ways, read 2.483 s
+ * at 16 iterations for a steady 2.7 s); where they did, with twice the iterations, until three
+ * runs in a row, each twice as long as the one before, give one iteration time. A replicated
+ * stage's warm-up can repeat for a while before the steady state: 2BW, p 6, m 1, gaps of 8.7 s
+ * for 18 iterations, then 9.5 s for good; PipeDream, p 8, m 1, two stages twice on 4 nodes of
+ * cluster-b, gaps alternating 0 and 2.0148 s for 35 iterations, then 0 and 2.0668 s, which a run
+ * of 52 iterations, whose drain spans 17, still reads as the first. A longer run that does not
+ * fit (growth_fits) leaves the last one, whose table says when its gaps did not repeat. Returns
+ * PL_OK or an error in e. */
 static int run_grown(opts *o, job *j, pl_err *e) {
-    int rc = run_simulation(o, j, e), n;
-    while (rc == PL_OK && (n = grown_iterations(o, j)) > 0) {
+    int rc = run_simulation(o, j, e), held = 0;
+    double seen = NAN; /* the iteration time of the last run whose gaps repeated */
+    while (rc == PL_OK && growable(o, j)) {
+        const sim_result *r = &j->r;
+        int64_t n = r->steady_need > r->iterations ? r->steady_need : 2 * (int64_t)r->iterations;
+        if (r->steady_cycle) {
+            double t = r->iteration_time_s;
+            held = fabs(t - seen) <= 1e-9 * fabs(t) ? held + 1 : 0;
+            if (held == 2) break; /* held over two runs, each twice as long as the one before */
+            seen = t;
+            n = 2 * (int64_t)r->iterations;
+        } else {
+            held = 0;
+            seen = NAN;
+        }
+        if (!growth_fits(o, j, n)) break;
         sched *keep = sched_clone(j->s);
         if (!keep) return pl_errf(e, PL_ENOMEM, "out of memory");
         pl_err ge;
         pl_err_clear(&ge);
-        if (regenerate(o, j, o->spec.model ? j->ms.sm.replicas : j->replicas, n, &ge) != PL_OK) {
+        if (regenerate(o, j, o->spec.model ? j->ms.sm.replicas : j->replicas, (int)n, &ge) != PL_OK) {
             sched_free(j->s);
             j->s = keep;
             break;

@@ -279,10 +279,11 @@ typedef struct sim_result {
                                * from steady_first); 0 when none repeats twice before the drain,
                                * or no steady state */
     int steady_need;          /* iterations to try for a window of two whole cycles: 1 + the
-                               * drain's ceil((W - 1) / m) + sched_async_span of the period found,
-                               * or of sched_async_cycle's when none was (a guess: the period
-                               * depends on the costs), or twice this run's iterations when the
-                               * guess asks for no more than it ran */
+                               * drain's ceil((W - 1) / m) + sched_async_span of the period found
+                               * + the transient before it (steady_first - 1), or of
+                               * sched_async_cycle's when none was (a guess: the period depends
+                               * on the costs), or twice this run's iterations when the guess
+                               * asks for no more than it ran */
     double bubble_fraction;   /* idle_s / (ranks * window_s) */
     double zb_bubble_rate;    /* Zero Bubble paper's bubble rate (above) */
     double idle_s;            /* sum over ranks of idle time in the window, seconds */

@@ -55,14 +55,15 @@ double sim_busy_window(const sim_eng *g, const sim_rank_state *k) {
  * gaps 1..last: for each d up to half of them, the earliest gap from which the gaps repeat every
  * d up to the last; keeps the d whose repetition starts earliest (then the smallest d) when it
  * holds sched_async_span(d) gaps (two periods, and two comparisons: two equal gaps in a row are
- * not a period of 1) and half the gaps at least. Sets *d and *start (0 and 1 when none). */
-static void find_period(const double *end, int last, int *d_out, int *start) {
+ * not a period of 1) and half the `range` gaps at least (range >= last: the gaps the window could
+ * have held). Sets *d and *start (0 and 1 when none). */
+static void find_period(const double *end, int last, int range, int *d_out, int *start) {
     int best_d = 0, best_s = 0;
     for (int d = 1; last >= 2 && 2 * d <= last && d <= PERIOD_SEARCH_MAX && best_s != 1; d++) {
         int st = last - d + 1; /* gaps st..last repeat every d from st on */
         while (st > 1 && same_gap(end[st - 1] - end[st - 2], end[st - 1 + d] - end[st - 2 + d])) st--;
         int len = last - st + 1; /* two periods, and half the iterations at least: not a coincidence */
-        if (len >= sched_async_span(d) && 2 * len >= last && (!best_d || st < best_s)) {
+        if (len >= sched_async_span(d) && 2 * len >= range && (!best_d || st < best_s)) {
             best_d = d;
             best_s = st;
         }
@@ -78,7 +79,10 @@ static void find_period(const double *end, int last, int *d_out, int *start) {
  * starts sooner (a replicated stage's streams pace one another: 2BW, p 2, m 1, stage 0 twice ends
  * its last iteration before the drain 2 s after the one before it, the others 3 s apart) leaves
  * gaps at the end of the range that do not repeat: so where the whole range holds no period, the
- * search drops its last gaps, one at a time, up to the drain's ceil((W - 1) / m) iterations.
+ * search drops its last gaps, one at a time, up to the drain's ceil((W - 1) / m) iterations,
+ * the repetition still holding half the whole range (with the half of what is left, a short
+ * chance repetition near the fill passed: 2BW, p 12, m 10, two replicas a stage, 1 s transfers,
+ * gaps 25, 23, 25, 25, 23, ... repeating every 12, read a period of 2 in gaps 4..9).
  * Sets r->steady_first, r->steady_cycle (0 when no gaps repeat twice: a stochastic run, too few
  * iterations) and r->steady_need, and returns the window's last iteration, 0 when the fill and
  * the drain leave none. */
@@ -90,7 +94,7 @@ static int choose_window(const sim_eng *g) {
     int64_t m = g->s->microbatches, depth = (w - 1 + m - 1) / m, guess = sched_async_cycle(g->s->stages, (int)m, g->reps);
     for (int64_t cut = 0; !best_d && cut <= (depth > 1 ? depth : 1) && most - cut >= 2; cut++) {
         upto = most - (int)cut;
-        find_period(r->iter_end_s, upto, &best_d, &best_s);
+        find_period(r->iter_end_s, upto, most, &best_d, &best_s);
     }
     r->steady_cycle = best_d;
     r->steady_first = best_s;

@@ -1304,12 +1304,13 @@ static void test_cli(void) {
         {"--kind 1f1b --ranks 2 --microbatches 2 --cv 0.1 --seed 3 --repeat 5 --no-db", 0, "stddev"},
         {"--kind 1f1b --ranks 2 --microbatches 2 --replicas-stage 5=2 --no-db", 1, "stage"},
         /* replicas settle slowly: an asynchronous schedule runs max(16, 2 x replicas) iterations
-         * by default, what --iterations says otherwise; without replicas sched_async_iterations,
-         * 1 + 1 + sched_async_span(1) here */
-        {"--kind pipedream --ranks 2 --microbatches 4 --replicas-stage 0=3 --no-db", 0, "4 microbatches, 16 iterations"},
-        {"--kind pipedream --ranks 2 --microbatches 4 --replicas-stage 0=10 --no-db", 0, "4 microbatches, 20 iterations"},
+         * first by default (without replicas sched_async_iterations, 1 + 1 + sched_async_span(1)
+         * = 5 here), then twice and four times as many, which give the same iteration time;
+         * what --iterations says otherwise */
+        {"--kind pipedream --ranks 2 --microbatches 4 --replicas-stage 0=3 --no-db", 0, "4 microbatches, 64 iterations"},
+        {"--kind pipedream --ranks 2 --microbatches 4 --replicas-stage 0=10 --no-db", 0, "4 microbatches, 80 iterations"},
         {"--kind pipedream --ranks 2 --microbatches 4 --replicas-stage 0=3 --iterations 3 --no-db", 0, "4 microbatches, 3 iterations"},
-        {"--kind pipedream --ranks 2 --microbatches 4 --no-db", 0, "4 microbatches, 5 iterations"},
+        {"--kind pipedream --ranks 2 --microbatches 4 --no-db", 0, "4 microbatches, 20 iterations"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[1024];
@@ -1340,8 +1341,8 @@ static double sim_json_number(const char *args, const char *key) {
  * count finds no period (a fill's transient longer than the guess): 2BW, p 2, m 1, stage 0 F 0.7
  * B 2, stage 1 F 1 B 1.3 three ways. Its gaps are 2.3 s for six iterations, then stage 0's
  * F + B = 2.7 s for good (stage 1's three replicas take 2.3 / 3 an iteration). The default 16
- * iterations read 2.483 s (the transient in the window); grown to 32, 2.7. With --iterations
- * 16 it runs 16 as told. */
+ * iterations read 2.483 s (the transient in the window); grown to 32, 2.7, which 64 and 128
+ * iterations confirm. With --iterations 16 it runs 16 as told. */
 static void test_cli_grows(void) {
     char *dir = pl_test_tmpdir();
     char *csv = pl_test_path(dir, "stages.csv");
@@ -1357,13 +1358,43 @@ static void test_cli_grows(void) {
     char args[1024];
     snprintf(args, sizeof args, "--kind 2bw --ranks 2 --microbatches 1 --stage-costs %s --tcomm 0 --replicas-stage 1=3", csv);
     NEAR(sim_json_number(args, "iteration_time_s"), 0.7 + 2);
-    CU_ASSERT_EQUAL(sim_json_number(args, "iterations"), 32);
+    CU_ASSERT_EQUAL(sim_json_number(args, "iterations"), 128);
     CU_ASSERT_EQUAL(sim_json_number(args, "steady_cycle"), 1);
     snprintf(args, sizeof args, "--kind 2bw --ranks 2 --microbatches 1 --stage-costs %s --tcomm 0 --replicas-stage 1=3 "
              "--iterations 16", csv);
     CU_ASSERT_EQUAL(sim_json_number(args, "iterations"), 16);
     CU_ASSERT_EQUAL(sim_json_number(args, "steady_cycle"), 0);
     CU_ASSERT(sim_json_number(args, "iteration_time_s") < 2.7 - 0.1);
+    /* a transient that repeats: 2BW, p 6, m 1, stage 2 twice; its gaps are stage 1's F + B, 8.7 s,
+     * for 18 iterations, then the slowest stage's, stage 5's 1.5 + 8 = 9.5 s, for good. Runs
+     * whose windows held only the first read 8.7 s (period 1); three runs in a row that agree,
+     * each twice as long as the one before, read the slowest stage's */
+    f = fopen(csv, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("stage,tf,tb\n0,0.4,8\n1,7,1.7\n2,0.5,3\n3,0.1,5\n4,1.5,0.7\n5,1.5,8\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "--kind 2bw --ranks 6 --microbatches 1 --stage-costs %s --replicas-stage 2=2", csv);
+    NEAR(sim_json_number(args, "iteration_time_s"), 1.5 + 8);
+    /* a short chance repetition before the drain is no period: 2BW, p 12, m 10, two replicas a
+     * stage, 1 s transfers, gaps 25, 23, 25, 25, 23, ... repeating every 12, once read a period of 2
+     * (24 s) in gaps 4..9; the default reads what 1,080 iterations read */
+    const char *twelve = "--kind 2bw --ranks 12 --microbatches 10 --tcomm 1 --replicas 2";
+    snprintf(args, sizeof args, "%s --iterations 1080", twelve);
+    double want = sim_json_number(args, "iteration_time_s");
+    CU_ASSERT_EQUAL(sim_json_number(args, "steady_cycle"), 12);
+    NEAR(sim_json_number(twelve, "iteration_time_s"), want);
+    CU_ASSERT(fabs(want - 24) > 0.1);
+    /* a run grows within the memory budget: under --max-memory 22e6 the 26 iterations of this
+     * replicated default (refused with --iterations 26) and the growth past them are not run; the
+     * generator's 4 are */
+    const char *tight = "--kind pipedream --ranks 12 --microbatches 31 --tcomm 2 --replicas-stage 1=3 --trace "
+                        "--max-memory 22e6";
+    CU_ASSERT_EQUAL(sim_json_number(tight, "iterations"), 4);
+    snprintf(args, sizeof args, "%s simulate %s --iterations 26 --no-db", PIPELAB_BIN, tight);
+    char *out = NULL;
+    CU_ASSERT_EQUAL(pl_test_run(args, &out), 1);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "--max-memory"));
+    free(out);
     free(csv);
     free(dir);
 }
