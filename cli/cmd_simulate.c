@@ -52,12 +52,17 @@ static sched *get_schedule(const opts *o, pl_err *e) {
 /* Returns the generator kind a replicated schedule is generated again with (NULL: loaded). */
 static const char *regen_kind(const opts *o) { return o->a.from ? NULL : o->a.kind; }
 
-/* Returns 1 when n iterations of the schedule fit: its microbatches within sched_async_iterations'
- * room, max(4 m, SCHED_ASYNC_DEFAULT_MBS), and the whole command within the memory budget
- * (sched_check_command_memory, as cli_sched_load checks the first schedule). */
-static int growth_fits(const opts *o, const job *j, int64_t n) {
-    int64_t m = j->s->microbatches, room = 4 * m > SCHED_ASYNC_DEFAULT_MBS ? 4 * m : SCHED_ASYNC_DEFAULT_MBS;
-    if (n < 1 || n > INT32_MAX || n * m > room) return 0;
+/* Returns the most iterations a grown run takes: sched_async_iterations' room of microbatches,
+ * max(4 m, SCHED_ASYNC_DEFAULT_MBS), over the m of an iteration. */
+static int64_t room_iterations(const job *j) {
+    int64_t m = j->s->microbatches > 0 ? j->s->microbatches : 1;
+    return (4 * m > SCHED_ASYNC_DEFAULT_MBS ? 4 * m : SCHED_ASYNC_DEFAULT_MBS) / m;
+}
+
+/* Returns 1 when n iterations of the schedule fit the memory budget: the whole command's, as
+ * cli_sched_load checks the first schedule (sched_check_command_memory). */
+static int memory_fits(const opts *o, int64_t n) {
+    if (n < 1 || n > INT32_MAX) return 0;
     sched_gen_opts go = o->a.g;
     go.iterations = (int)n;
     sched_shape sh;
@@ -68,19 +73,22 @@ static int growth_fits(const opts *o, const job *j, int64_t n) {
                                       &o->a.budget, &e) == PL_OK;
 }
 
-/* Generates an asynchronous schedule again for simulate's steady state (sim_async_schedule) and
+/* Generates an asynchronous schedule again for simulate's steady state (sim_async_schedule), or
  * a replicated one with its replicas' warm-up (sim_replicated_schedule, replicas per stage), with
  * `iterations` (0: their own counts, sim_replicated_iterations' or sched_async_iterations'; the
- * generator's when those do not fit: growth_fits) when none were given. Returns PL_OK or an
- * error in e. */
+ * generator's when those do not fit the memory budget: memory_fits) when none were given.
+ * Returns PL_OK or an error in e. */
 static int regenerate(const opts *o, job *j, const int *replicas, int iterations, pl_err *e) {
     sched_gen_opts go = o->a.g;
     if (iterations == 0 && go.iterations == 0 && regen_kind(o) && j->s->weights != SCHED_WEIGHTS_FLUSH) {
         int n = sim_replicated_iterations(0, j->s->weights, replicas, j->s->stages, go.microbatches);
         if (n == 0) n = sched_async_iterations(j->s->stages, go.microbatches, NULL);
-        iterations = growth_fits(o, j, n) ? n : sched_iterations(j->s);
+        if (!memory_fits(o, n)) iterations = sched_iterations(j->s);
     }
-    if (sim_async_schedule(regen_kind(o), &go, &o->a.budget, iterations, &j->s, e) != PL_OK) return PL_EINPUT;
+    int replicated = 0;
+    for (int q = 0; replicas && q < j->s->stages; q++) replicated |= replicas[q] > 1;
+    if (!replicated) /* else sim_replicated_schedule generates it, iterations and all */
+        return sim_async_schedule(regen_kind(o), &go, &o->a.budget, iterations, &j->s, e) != PL_OK ? PL_EINPUT : PL_OK;
     if (go.iterations == 0) go.iterations = iterations;
     return sim_replicated_schedule(regen_kind(o), &go, &o->a.budget, replicas, &j->s, e) != PL_OK ? PL_EINPUT : PL_OK;
 }
@@ -123,10 +131,11 @@ static int flag_costs(opts *o, job *j, pl_err *e) {
     return PL_OK;
 }
 
-/* Runs the simulation --repeat times (with a progress bar) into j->st, the median run into j->r. Returns PL_OK
+/* Runs the simulation --repeat times (with a progress bar) into j->st, the median run into j->r,
+ * recording its trace when `trace` is 1 and --trace or --trace-json asked for it. Returns PL_OK
  * or an error in e. */
-static int run_simulation(opts *o, job *j, pl_err *e) {
-    o->c.record_trace = o->trace || o->trace_json;
+static int run_simulation(opts *o, job *j, int trace, pl_err *e) {
+    o->c.record_trace = trace && (o->trace || o->trace_json);
     char what[sizeof "pipelab simulate: , -2147483648 ranks" + sizeof j->s->kind];
     snprintf(what, sizeof what, "pipelab simulate: %s, %d ranks", j->s->kind, j->s->ranks);
     /* the runs, and the median one run again (sim_repeat) */
@@ -153,38 +162,53 @@ static int growable(const opts *o, const job *j) {
  * stage's warm-up can repeat for a while before the steady state: 2BW, p 6, m 1, gaps of 8.7 s
  * for 18 iterations, then 9.5 s for good; PipeDream, p 8, m 1, two stages twice on 4 nodes of
  * cluster-b, gaps alternating 0 and 2.0148 s for 35 iterations, then 0 and 2.0668 s, which a run
- * of 52 iterations, whose drain spans 17, still reads as the first. A longer run that does not
- * fit (growth_fits) leaves the last one, whose table says when its gaps did not repeat. Returns
- * PL_OK or an error in e. */
+ * of 52 iterations, whose drain spans 17, still reads as the first. A run asks for at most the
+ * room's iterations (room_iterations: steady_need can guess past it), and one the memory budget
+ * refuses (memory_fits) is not made: the last run stays, whose table says when its gaps did not
+ * repeat. Where three runs agreed, the first and shortest of them is the one reported (its
+ * figures are theirs), so that its table and trace are no longer than they need be. The runs
+ * record no trace until the reported one, run again with it when --trace or --trace-json asked.
+ * Returns PL_OK or an error in e. */
 static int run_grown(opts *o, job *j, pl_err *e) {
-    int rc = run_simulation(o, j, e), held = 0;
-    double seen = NAN; /* the iteration time of the last run whose gaps repeated */
-    while (rc == PL_OK && growable(o, j)) {
+    int grow = growable(o, j), rc = run_simulation(o, j, !grow, e), held = 0, seen_n = 0;
+    double seen = NAN; /* the iteration time of the last run whose gaps repeated, of seen_n iterations */
+    const int *replicas = o->spec.model ? j->ms.sm.replicas : j->replicas;
+    while (rc == PL_OK && grow) {
         const sim_result *r = &j->r;
         int64_t n = r->steady_need > r->iterations ? r->steady_need : 2 * (int64_t)r->iterations;
         if (r->steady_cycle) {
             double t = r->iteration_time_s;
             held = fabs(t - seen) <= 1e-9 * fabs(t) ? held + 1 : 0;
             if (held == 2) break; /* held over two runs, each twice as long as the one before */
-            seen = t;
+            if (held == 0) {
+                seen = t;
+                seen_n = r->iterations;
+            }
             n = 2 * (int64_t)r->iterations;
         } else {
             held = 0;
             seen = NAN;
         }
-        if (!growth_fits(o, j, n)) break;
+        if (n > room_iterations(j)) n = room_iterations(j);
+        if (n <= r->iterations || !memory_fits(o, n)) break;
         sched *keep = sched_clone(j->s);
         if (!keep) return pl_errf(e, PL_ENOMEM, "out of memory");
         pl_err ge;
         pl_err_clear(&ge);
-        if (regenerate(o, j, o->spec.model ? j->ms.sm.replicas : j->replicas, (int)n, &ge) != PL_OK) {
+        if (regenerate(o, j, replicas, (int)n, &ge) != PL_OK) {
             sched_free(j->s);
             j->s = keep;
             break;
         }
         sched_free(keep);
         sim_result_free(&j->r);
-        rc = run_simulation(o, j, e);
+        rc = run_simulation(o, j, 0, e);
+    }
+    int back = held == 2 && seen_n < j->r.iterations; /* the first of the three that agreed */
+    if (rc == PL_OK && grow && (back || o->trace || o->trace_json)) {
+        if (back && regenerate(o, j, replicas, seen_n, e) != PL_OK) return PL_EINPUT;
+        sim_result_free(&j->r);
+        rc = run_simulation(o, j, 1, e);
     }
     return rc;
 }
