@@ -269,12 +269,18 @@ static long stood_cs(double now) {
 }
 
 /* Writes s to stderr (async-signal-safe). */
+/* The SIGTERM report being put together (on_term), and its length; written at once, so that the
+ * launcher's SIGKILL, which follows its SIGTERM within moments on a loaded host, never leaves
+ * half a line (a run under ctest -j2 ended one after "terminated by the MPI launcher "). */
+static char g_term_line[MPI_TERM_HEAD_MAX + MPI_WAIT_KEPT_MAX + 128];
+static size_t g_term_len;
+
+/* Appends s to g_term_line, as much as fits (async-signal-safe). */
 static void term_puts(const char *s) {
-    ssize_t w = write(2, s, strlen(s));
-    (void)w;
+    for (; *s && g_term_len + 1 < sizeof g_term_line; s++) g_term_line[g_term_len++] = *s;
 }
 
-/* Writes cs centiseconds as seconds with one decimal ("3.1") to stderr (async-signal-safe). */
+/* Appends cs centiseconds as seconds with one decimal ("3.1") to g_term_line (async-signal-safe). */
 static void term_put_s(long cs) {
     char b[32];
     int i = (int)sizeof b;
@@ -287,25 +293,29 @@ static void term_put_s(long cs) {
     term_puts(&b[i]);
 }
 
-/* SIGTERM handler of an MPI rank: writes where the rank stood (async-signal-safe: write, strlen
- * and clock_gettime only), then dies of the signal as it would have without the handler. A rank
- * that stood still says so rather than what it waited for: the others' wait for it timed out. */
+/* SIGTERM handler of an MPI rank: writes where the rank stood in one write (async-signal-safe:
+ * write and clock_gettime only), then dies of the signal as it would have without the handler.
+ * A rank that stood still says so rather than what it waited for: the others' wait for it timed
+ * out. */
 static void on_term(int sig) {
     double now = pl_now_s();
     long stood = stood_cs(now);
     if (alive_cs_at(now) - g_stood_end_cs <= g_timeout_cs && g_stood_cs > stood) stood = g_stood_cs;
+    g_term_len = 0;
     term_puts(g_term_head);
     if (stood >= (long)(MPI_STOOD_S * MPI_CS_PER_S)) {
         term_puts("after it stood still for ");
         term_put_s(stood);
-        term_puts(" s (stopped, or starved of CPU): the others waited for it, not it for them\n");
+        term_puts(" s (stopped, or starved of CPU): the others waited for it, not it for them");
     } else if (g_waiting) {
         term_puts("while it waited: ");
         term_puts(g_wait_what);
-        term_puts("\n");
     } else {
-        term_puts("while it computed\n");
+        term_puts("while it computed");
     }
+    g_term_line[g_term_len++] = '\n'; /* room kept by term_puts */
+    ssize_t w = write(2, g_term_line, g_term_len);
+    (void)w;
     signal(sig, SIG_DFL);
     raise(sig);
 }
