@@ -52,11 +52,11 @@ static sched *get_schedule(const opts *o, pl_err *e) {
 /* Returns the generator kind a replicated schedule is generated again with (NULL: loaded). */
 static const char *regen_kind(const opts *o) { return o->a.from ? NULL : o->a.kind; }
 
-/* Returns the most iterations a grown run takes: sched_async_iterations' room of microbatches,
- * max(4 m, SCHED_ASYNC_DEFAULT_MBS), over the m of an iteration. */
+/* Returns the most iterations a grown run takes: sched_async_room's microbatches over the m of
+ * an iteration. */
 static int64_t room_iterations(const job *j) {
-    int64_t m = j->s->microbatches > 0 ? j->s->microbatches : 1;
-    return (4 * m > SCHED_ASYNC_DEFAULT_MBS ? 4 * m : SCHED_ASYNC_DEFAULT_MBS) / m;
+    int m = j->s->microbatches > 0 ? j->s->microbatches : 1;
+    return sched_async_room(m) / m;
 }
 
 /* Returns 1 when n iterations of the schedule fit the memory budget: the whole command's, as

@@ -338,6 +338,10 @@ int sched_async_span(int cycle);
  * 4 for counts below 1. The generators' default stays 4 (`pipelab run` and `schedule`). */
 int sched_async_iterations(int stages, int microbatches, const int *replicas);
 #define SCHED_ASYNC_DEFAULT_MBS 4096
+/* The most microbatches `pipelab simulate` runs an asynchronous schedule of `microbatches` an
+ * iteration for without --iterations: max(4 m, SCHED_ASYNC_DEFAULT_MBS) (the generators' 4
+ * iterations at least; sched_async_iterations, and the growth of cmd_simulate.c). */
+int64_t sched_async_room(int microbatches);
 sched *sched_gen_interleaved(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
 sched *sched_gen_looped_bfs(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
 sched *sched_gen_zb_h1(const sched_gen_opts *o, const sched_budget *b, pl_err *e);

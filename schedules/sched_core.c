@@ -452,6 +452,11 @@ int sched_async_span(int cycle) {
     return span > INT32_MAX ? INT32_MAX : (int)span;
 }
 
+int64_t sched_async_room(int microbatches) {
+    int64_t m = microbatches > 0 ? microbatches : 1;
+    return 4 * m > SCHED_ASYNC_DEFAULT_MBS ? 4 * m : SCHED_ASYNC_DEFAULT_MBS;
+}
+
 int sched_async_iterations(int stages, int microbatches, const int *replicas) {
     if (stages < 1 || microbatches < 1) return 4;
     int64_t workers = 0;
@@ -459,8 +464,6 @@ int sched_async_iterations(int stages, int microbatches, const int *replicas) {
     /* the drain: the first stage's warm-up of workers - 1 microbatches, over m an iteration */
     int64_t drain = (workers - 1 + microbatches - 1) / microbatches;
     int64_t n = (int64_t)sched_async_span(sched_async_cycle(stages, microbatches, replicas)) + 1 + (drain > 1 ? drain : 1);
-    if (n <= 4 || n * microbatches > (4 * (int64_t)microbatches > SCHED_ASYNC_DEFAULT_MBS ? 4 * (int64_t)microbatches
-                                                                                          : SCHED_ASYNC_DEFAULT_MBS))
-        return 4;
+    if (n <= 4 || n * microbatches > sched_async_room(microbatches)) return 4;
     return (int)n;
 }
