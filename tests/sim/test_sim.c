@@ -55,19 +55,27 @@ static int run(const sched *s, sim_basic *b, const sim_config *c, sim_result *r)
     return rc;
 }
 
-/* Runs `kind` lowered on p ranks, m microbatches, n iterations, with stage q's costs sc[q] and
- * transfers of tcomm seconds, into *r. Returns PL_OK or the error (the schedule's too). */
-static int run_staged(const char *kind, int p, int m, int n, sim_stage_cost *sc, double tcomm, sim_result *r) {
-    sched *s = lowered(kind, p, m, 0, n);
-    if (!s) return PL_EINPUT;
+/* Runs s (p stages) with stage q's costs sc[q], transfers of tcomm seconds and replicas rep
+ * (NULL: none) into *r, and frees s. Returns PL_OK or the error. */
+static int run_on_stages(sched *s, int p, sim_stage_cost *sc, double tcomm, const int *rep, sim_result *r) {
     sim_basic b;
     sim_basic_init(&b);
     b.stage = sc;
     b.stages = p;
     b.tcomm_s = tcomm;
-    int rc = run(s, &b, NULL, r);
+    sim_config c;
+    sim_config_init(&c);
+    c.replicas = rep;
+    int rc = run(s, &b, &c, r);
     sched_free(s);
     return rc;
+}
+
+/* Runs `kind` lowered on p ranks, m microbatches, n iterations, with stage q's costs sc[q] and
+ * transfers of tcomm seconds, into *r. Returns PL_OK or the error (the schedule's too). */
+static int run_staged(const char *kind, int p, int m, int n, sim_stage_cost *sc, double tcomm, sim_result *r) {
+    sched *s = lowered(kind, p, m, 0, n);
+    return s ? run_on_stages(s, p, sc, tcomm, NULL, r) : PL_EINPUT;
 }
 
 /* GPipe and 1F1B: (m + p - 1)(tF + tB) and bubble (p-1)/(m+p-1), several shapes. */
@@ -550,17 +558,7 @@ static int run_replicated(const char *kind, int p, int m, int n, sim_stage_cost 
         fprintf(stderr, "replicated %s: %s\n", kind, e.msg);
         return PL_EINPUT;
     }
-    sim_basic b;
-    sim_basic_init(&b);
-    b.stage = sc;
-    b.stages = p;
-    b.tcomm_s = tcomm;
-    sim_config c;
-    sim_config_init(&c);
-    c.replicas = rep;
-    int rc = run(s, &b, &c, r);
-    sched_free(s);
-    return rc;
+    return run_on_stages(s, p, sc, tcomm, rep, r);
 }
 
 /* A drain that starts before drain_first's estimate: 2BW, p 2, m 1, stage 0 twice (F 1, B 2;
