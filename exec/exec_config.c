@@ -83,3 +83,18 @@ int exec_check_run(const sched *s, const exec_config *c, int *blocks, pl_err *e)
     if (sched_validate(s, e) != PL_OK) return e->code;
     return exec_stage_blocks(s, c, blocks, e);
 }
+
+/* exec_int.h. */
+int exec_check_fault(const exec_layout *L, const exec_config *c, pl_err *e) {
+    const exec_fault *f = &c->fault;
+    if (f->kind == EXEC_FAULT_NONE) return PL_OK;
+    int P = exec_passes_most(c);
+    if (f->rank >= L->ranks)
+        return pl_errf(e, PL_EINPUT, "the injected fault's rank %d is not in the run (ranks 0..%d)", f->rank, L->ranks - 1);
+    if ((size_t)f->action >= L->list[f->rank].n)
+        return pl_errf(e, PL_EINPUT, "the injected fault's action %d is past rank %d's %zu actions", f->action + 1, f->rank,
+                       L->list[f->rank].n);
+    if (f->pass >= P)
+        return pl_errf(e, PL_EINPUT, "the injected fault's pass %d is past the run's %d passes (0..%d)", f->pass, P, P - 1);
+    return PL_OK;
+}

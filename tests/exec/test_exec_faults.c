@@ -779,6 +779,22 @@ static void test_faults_bounded(void) {
     lib_case("gpipe", 4, (exec_fault){EXEC_FAULT_BAD_SIZE, 2, 0, 1}, 30, PL_EINPUT, b);
 }
 
+/* A fault that could never strike (a rank the run lacks, an action past the rank's list, a
+ * pass past the run's) is refused before the run, named: a test that injects it would pass
+ * without testing anything. The run has 1 warm-up and 2 timed passes; rank 1 of gpipe on 2 ranks
+ * with 4 microbatches holds 18 actions (`pipelab schedule --lower`). */
+static void test_fault_out_of_range(void) {
+    const char *a[] = {"the injected fault's rank 2 is not in the run (ranks 0..1)", NULL};
+    lib_case("gpipe", 2, (exec_fault){EXEC_FAULT_ERROR, 2, 0, 0}, 30, PL_EINPUT, a);
+    const char *b[] = {"the injected fault's action 19 is past rank 1's 18 actions", NULL};
+    lib_case("gpipe", 2, (exec_fault){EXEC_FAULT_ERROR, 1, 18, 0}, 30, PL_EINPUT, b);
+    const char *c[] = {"the injected fault's pass 3 is past the run's 3 passes (0..2)", NULL};
+    lib_case("gpipe", 2, (exec_fault){EXEC_FAULT_EXIT, 0, 0, 3}, 30, PL_EINPUT, c);
+    /* the last action of the last pass is in range, and strikes */
+    const char *d[] = {"rank 1, action 18 (1STEP), pass 2: injected fault", NULL};
+    lib_case("gpipe", 2, (exec_fault){EXEC_FAULT_ERROR, 1, 17, 2}, 30, PL_EINPUT, d);
+}
+
 /* One rank's barrier on its own thread (for the undelivered-message test). */
 typedef struct bar_job {
     exec_transport *t;
@@ -849,6 +865,7 @@ void exec_test_faults_register(void) {
         {"a message nobody received stops the run", test_undelivered_message},
         {"a send no receive matches stops the run", test_unmatched_send},
         {"errors and short messages stop 4 ranks quickly", test_faults_bounded},
+        {"a fault that could never strike is refused, named", test_fault_out_of_range},
         {"pipelab run under every fault, threads", test_cli_faults_threads},
         {"pipelab run under every fault, MPI", test_cli_faults_mpi},
         {"a late message stalls only the compute that needs it, threads", test_late_message_threads},
