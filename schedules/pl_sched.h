@@ -334,13 +334,14 @@ int sched_async_span(int cycle);
  * the first stage's warm-up of W - 1 microbatches ends running backwards alone), and
  * sched_async_span of sched_async_cycle's cycle between them (so the window finds its period
  * twice; `pipelab simulate` runs longer when the costs give another period), at least 4,
- * while the iterations' microbatches stay within max(4 m, SCHED_ASYNC_DEFAULT_MBS) (else 4);
+ * while the iterations' microbatches stay within sched_async_room (else 4);
  * 4 for counts below 1. The generators' default stays 4 (`pipelab run` and `schedule`). */
 int sched_async_iterations(int stages, int microbatches, const int *replicas);
 #define SCHED_ASYNC_DEFAULT_MBS 4096
 /* The most microbatches `pipelab simulate` runs an asynchronous schedule of `microbatches` an
- * iteration for without --iterations: max(4 m, SCHED_ASYNC_DEFAULT_MBS) (the generators' 4
- * iterations at least; sched_async_iterations, and the growth of cmd_simulate.c). */
+ * iteration for without --iterations: max(5 m, SCHED_ASYNC_DEFAULT_MBS), 5 m the shortest default
+ * (a fill, a drain and a period of 1's sched_async_span, so that a long pipeline of many
+ * microbatches finds its period); sched_async_iterations, and the growth of cmd_simulate.c. */
 int64_t sched_async_room(int microbatches);
 sched *sched_gen_interleaved(const sched_gen_opts *o, const sched_budget *b, pl_err *e);
 sched *sched_gen_looped_bfs(const sched_gen_opts *o, const sched_budget *b, pl_err *e);

@@ -453,8 +453,8 @@ int sched_async_span(int cycle) {
 }
 
 int64_t sched_async_room(int microbatches) {
-    int64_t m = microbatches > 0 ? microbatches : 1;
-    return 4 * m > SCHED_ASYNC_DEFAULT_MBS ? 4 * m : SCHED_ASYNC_DEFAULT_MBS;
+    int64_t m = microbatches > 0 ? microbatches : 1, shortest = 2 + sched_async_span(1); /* fill, drain, period 1 */
+    return shortest * m > SCHED_ASYNC_DEFAULT_MBS ? shortest * m : SCHED_ASYNC_DEFAULT_MBS;
 }
 
 int sched_async_iterations(int stages, int microbatches, const int *replicas) {

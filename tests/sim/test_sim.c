@@ -459,9 +459,11 @@ static void test_async_cycle(void) {
     CU_ASSERT_EQUAL(sched_async_span(2), 4);
     CU_ASSERT_EQUAL(sched_async_span(5), 10);
     CU_ASSERT_EQUAL(sched_async_iterations(4, 8, NULL), 5); /* 1 + 1 + sched_async_span(1) */
-    CU_ASSERT_EQUAL(sched_async_room(8), SCHED_ASYNC_DEFAULT_MBS); /* max(4 m, 4096) */
-    CU_ASSERT_EQUAL(sched_async_room(2000), 8000);
-    CU_ASSERT_EQUAL(sched_async_iterations(8, 1024, NULL), 4); /* 5 x 1024 past the room */
+    CU_ASSERT_EQUAL(sched_async_room(8), SCHED_ASYNC_DEFAULT_MBS); /* max(5 m, 4096) */
+    CU_ASSERT_EQUAL(sched_async_room(2000), 10000);
+    CU_ASSERT_EQUAL(sched_async_iterations(8, 1024, NULL), 5); /* the shortest default fits any m */
+    CU_ASSERT_EQUAL(sched_async_iterations(8, 1 << 20, NULL), 5);
+    CU_ASSERT_EQUAL(sched_async_iterations(2000, 1024, NULL), 4); /* 1 + 2 + 2 x 125 past the room */
     CU_ASSERT_EQUAL(sched_async_iterations(8, 2, NULL), 13); /* 1 + ceil(7 / 2) + 2 x 4 */
     CU_ASSERT_EQUAL(sched_async_iterations(1000, 999, NULL), 4); /* a cycle past the room */
     const char *kinds[] = {"pipedream", "2bw"};
