@@ -51,7 +51,8 @@ static const char help_text[] =
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
     "  -o, --output FILE     figure (default " FIGURES_DIR "/KIND[-RUN|-TAG].png; characters\n"
     "                        of RUN or TAG outside A-Z a-z 0-9 . _ - become _, then a hash of it\n"
-    "                        follows); its extension chooses the format: .png, .svg or .pdf\n"
+    "                        follows, as it does a name that ends in - and 8 hex digits); its\n"
+    "                        extension chooses the format: .png, .svg or .pdf\n"
     "                        (gnuplot's pngcairo, svg and pdfcairo terminals)\n"
     "  --svg                 SVG instead of PNG for the default name\n"
     "  --x ranks|stages|microbatches   throughput's x axis (default ranks)\n"
@@ -166,7 +167,7 @@ static char *with_ext(const char *path, const char *ext) {
 /* Returns the malloc'd default figure path: results/out/figures/KIND[-RUN|-TAG].png|svg, with
  * characters outside [A-Za-z0-9._-] of the suffix replaced by '_' and then, so that two tags
  * that differ only there ("a b", "a/b", "a_b") do not write one figure, "-" and 8 hex digits of
- * the suffix's 32-bit FNV-1a hash. */
+ * the suffix's 32-bit FNV-1a hash (also after a kept suffix that ends as such a name does). */
 static char *default_output(const opts *o) {
     const char *suffix = o->p.run ? o->p.run : o->p.filter.tag;
     size_t n = strlen(FIGURES_DIR) + strlen(o->kind_name) + (suffix ? strlen(suffix) : 0) + sizeof "/--12345678.png";
@@ -184,7 +185,11 @@ static char *default_output(const opts *o) {
             changed |= !ok;
             hash = (hash ^ (unsigned char)ch) * 16777619u;
         }
-        if (changed) len += snprintf(s + len, n - (size_t)len, "-%08" PRIx32, hash);
+        /* a kept name that ends as a hashed one does ("a_b-10a3f9f2", the name of the tag "a b")
+         * gets its own hash too, so that it cannot be another tag's figure */
+        size_t sl = strlen(suffix);
+        int hashed_look = sl >= 9 && suffix[sl - 9] == '-' && strspn(suffix + sl - 8, "0123456789abcdef") == 8;
+        if (changed || hashed_look) len += snprintf(s + len, n - (size_t)len, "-%08" PRIx32, hash);
     }
     snprintf(s + len, n - (size_t)len, "%s", o->p.svg ? ".svg" : ".png");
     return s;

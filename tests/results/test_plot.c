@@ -663,7 +663,9 @@ static void test_gnuplot_on_path(void) {
 /* The default figure names of tags that differ only in characters a file name does not keep ("a
  * b", "a/b", "a_b") differ: each plot prints its own path, and every figure is there afterwards
  * (they all once wrote bubble-a_b.png, each over the last); a tag of kept characters alone keeps
- * its plain name (validate_cpu.sh's accuracy-validate_cpu.png). Drawn by a stand-in gnuplot, in a fresh folder (the default path is relative). */
+ * its plain name (validate_cpu.sh's accuracy-validate_cpu.png), unless it ends as a hashed name
+ * does: the tag that is "a b"'s figure name ("a_b-" and 8 hex digits) gets a name of its own.
+ * Drawn by a stand-in gnuplot, in a fresh folder (the default path is relative). */
 static void test_default_names(void) {
     char *dir = pl_test_tmpdir(), *db = pl_test_path(dir, "n.db");
     char *fake = fake_gnuplot(dir, "fakeplot", "called");
@@ -693,7 +695,23 @@ static void test_default_names(void) {
         CU_ASSERT(pl_test_exists(p));
         free(p);
     }
-    CU_ASSERT_PTR_NOT_NULL(strstr(paths[0], "bubble-a_b-"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(strstr(paths[0], "bubble-a_b-"));
+    /* the tag "a_b-XXXXXXXX" that "a b" was drawn as */
+    char look[64], *out = NULL;
+    snprintf(look, sizeof look, "%.12s", strstr(paths[0], "bubble-") + strlen("bubble-"));
+    snprintf(cmd, sizeof cmd, "'%s' simulate --kind gpipe --ranks 2 --microbatches 2 --tag '%s' --db '%s' >/dev/null",
+             PIPELAB_BIN, look, db);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "cd '%s' && PIPELAB_GNUPLOT='%s' '%s' plot bubble --tag '%s' --db '%s'", dir, fake,
+             PIPELAB_BIN, look, db);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    const char *at = out ? strstr(out, "results/out/figures/bubble-") : NULL;
+    CU_ASSERT_PTR_NOT_NULL(at);
+    if (at) {
+        CU_ASSERT(strncmp(at, paths[0], strlen(paths[0])) != 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(at, look)); /* its own name first, then its hash */
+    }
+    free(out);
     free(fake);
     fresh_done(dir, db);
 }
