@@ -212,6 +212,26 @@ void cli_compare_distance(store *db, const store_comparison *c, pl_buf *b) {
             tail_pct(b, 9, mean);
             pl_buf_printf(b, " %7.1f%%\n", acc.class_s[k] > 0 ? 100 * x->meas_s / acc.class_s[k] : 0.0);
         }
+    pl_buf_puts(b, "the same backwards by what the other ranks computed during each (its measured span, the\n"
+                   "mean over the passes): alone (under a quarter of it), beside F (forwards at least three\n"
+                   "quarters of what they computed), beside backward (B, I, W, OVERLAP at least three quarters),\n"
+                   "mixed; at distance 0 and beyond. A prediction that prices what runs beside reads alike\n"
+                   "in every row\n");
+    pl_buf_printf(b, "%-6s %8s %8s %8s %6s %9s %9s %8s\n", "CLASS", "BESIDE", "DISTANCE", "ACTIONS", "PAIRS", "MEDIAN", "MEAN",
+                  "SHARE");
+    for (int k = 0; k < STORE_DISTANCE_CLASSES; k++)
+        for (int s = 0; s < STORE_BESIDE_KINDS; s++)
+            for (int n = 0; n < 2; n++) {
+                store_distance_cell *x = &acc.beside[k][s][n];
+                if (x->n == 0) continue;
+                double med, mean;
+                store_distance_stats(x, &med, &mean);
+                pl_buf_printf(b, "%-6s %8s %8s %8zu %6zu", store_distance_classes[k], store_beside_names[s], n ? "1+" : "0",
+                              x->n, x->pairs);
+                tail_pct(b, 9, med);
+                tail_pct(b, 9, mean);
+                pl_buf_printf(b, " %7.1f%%\n", acc.class_s[k] > 0 ? 100 * x->meas_s / acc.class_s[k] : 0.0);
+            }
     if (w.skipped)
         pl_buf_printf(b, "%zu pair%s under full recomputation left out (each backward recomputes its forward first)\n",
                       w.skipped, w.skipped == 1 ? "" : "s");

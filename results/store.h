@@ -383,16 +383,26 @@ typedef struct store_distance_cell {
     size_t pairs;                 /* pairs with an action here */
     double meas_s;                /* the actions' measured time per pass (their mean over the passes) */
 } store_distance_cell;
+/* What the other ranks computed during a backward's measured span (its shares averaged over the
+ * passes): STORE_BESIDE_ALONE under a quarter of the span; else STORE_BESIDE_F when forwards took
+ * at least three quarters of what they computed, STORE_BESIDE_BACKWARD when backwards (B, I, W,
+ * OVERLAP) did, STORE_BESIDE_MIXED otherwise. A STEP or a transfer counts as not computing. */
+enum { STORE_BESIDE_ALONE, STORE_BESIDE_F, STORE_BESIDE_BACKWARD, STORE_BESIDE_MIXED, STORE_BESIDE_KINDS };
+extern const char *const store_beside_names[STORE_BESIDE_KINDS];
 typedef struct store_distance {
     store_distance_cell c[STORE_DISTANCE_CLASSES][STORE_DISTANCE_BUCKETS];
     double class_s[STORE_DISTANCE_CLASSES]; /* each class's meas_s over all buckets */
+    /* the same backwards by what the other ranks computed beside them, at distance 0 ([0]) and
+     * beyond ([1]) */
+    store_distance_cell beside[STORE_DISTANCE_CLASSES][STORE_BESIDE_KINDS][2];
 } store_distance;
 /* Returns the bucket of distance d (>= 0): the least b with d < store_distance_bucket_from(b + 1),
  * the last bucket holding every larger distance. */
 int store_distance_bucket(long d);
 /* Returns the least distance of bucket b: 0, 1, 2, 4, 8, 16. */
 long store_distance_bucket_from(int b);
-/* Adds to acc the backwards of one pair, as store_tail_note takes it: pred[0 .. np) one
+/* Adds to acc the backwards of one pair (by distance, and by what the other ranks computed beside
+ * each, acc->beside), as store_tail_note takes it: pred[0 .. np) one
  * predicted pass, meas[0 .. nm) `passes` measured passes of the same actions, ordered by rank then
  * seq. A backward without a forward of its microbatch on its stage earlier in its rank's list
  * (an overlapped one's) is left out. Returns PL_OK; PL_EINPUT, acc unchanged, when the timelines

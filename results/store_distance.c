@@ -15,6 +15,7 @@
 #include <string.h>
 
 const char *const store_distance_classes[STORE_DISTANCE_CLASSES] = {"B", "I"};
+const char *const store_beside_names[STORE_BESIDE_KINDS] = {"alone", "F", "backward", "mixed"};
 
 int store_distance_bucket(long d) {
     int b = 0;
@@ -46,9 +47,10 @@ static int cell_push(store_distance_cell *x, double err, pl_err *e) {
     return PL_OK;
 }
 
-/* One backward of a pair, kept until the whole pair is checked. */
+/* One backward of a pair, kept until the whole pair is checked: its class, distance bucket, what
+ * ran beside it (STORE_BESIDE_*) and whether its distance is 0. */
 typedef struct dist_item {
-    int c, b;
+    int c, b, beside, near;
     double err, meas_s;
 } dist_item;
 
@@ -63,7 +65,39 @@ typedef struct dist_pair {
     double *d;                    /* [passes] one action's measured durations */
     dist_item *it;                /* [np] */
     size_t ni;
+    const store_op *meas;         /* [nm] every rank's measured passes, ordered by rank */
+    size_t nm;
+    int ranks;
 } dist_pair;
+
+/* Returns 1 for the kinds that count as a backward beside another rank's action. */
+static int is_backward(const char *kind) {
+    return kind && (!strcmp(kind, "B") || !strcmp(kind, "I") || !strcmp(kind, "W") || !strcmp(kind, "OVERLAP"));
+}
+
+/* Adds to *f and *b the shares of [s0, s1) in which the ranks other than r ran forwards and
+ * backwards (their overlap summed, over the span times the other ranks). */
+static void beside_shares(const dist_pair *t, int r, double s0, double s1, double *f, double *b) {
+    if (!(s1 > s0) || t->ranks < 2) return;
+    double span = (s1 - s0) * (t->ranks - 1);
+    for (size_t j = 0; j < t->nm; j++) {
+        const store_op *o = &t->meas[j];
+        if (o->rank == r || !o->kind) continue;
+        double lo = o->start_s > s0 ? o->start_s : s0, hi = o->end_s < s1 ? o->end_s : s1;
+        if (!(hi > lo)) continue;
+        if (!strcmp(o->kind, "F")) *f += (hi - lo) / span;
+        else if (is_backward(o->kind)) *b += (hi - lo) / span;
+    }
+}
+
+/* Returns the STORE_BESIDE_* of a backward whose span the other ranks spent a share f in
+ * forwards and b in backwards. */
+static int beside_kind(double f, double b) {
+    if (f + b < 0.25) return STORE_BESIDE_ALONE;
+    if (f >= 0.75 * (f + b)) return STORE_BESIDE_F;
+    if (b >= 0.75 * (f + b)) return STORE_BESIDE_BACKWARD;
+    return STORE_BESIDE_MIXED;
+}
 
 /* store_rank_fn: rank r's backwards, pred[0 .. n) its predicted list, meas its measured passes. */
 static int dist_rank(int r, const store_op *pred, size_t n, const store_op *meas, void *ctx, pl_err *e) {
@@ -85,11 +119,17 @@ static int dist_rank(int r, const store_op *pred, size_t n, const store_op *meas
             if (store_kind_is_compute(f->kind ? f->kind : "")) computes++;
         }
         if (between < 0) continue;
-        for (int p = 0; p < t->passes; p++) t->d[p] = meas[(size_t)p * n + i].end_s - meas[(size_t)p * n + i].start_s;
+        double fs = 0, bs = 0;
+        for (int p = 0; p < t->passes; p++) {
+            const store_op *m = &meas[(size_t)p * n + i];
+            t->d[p] = m->end_s - m->start_s;
+            beside_shares(t, r, m->start_s, m->end_s, &fs, &bs);
+        }
         gsl_sort(t->d, 1, (size_t)t->passes);
         double med = gsl_stats_median_from_sorted_data(t->d, 1, (size_t)t->passes), pr = pred[i].end_s - pred[i].start_s;
         if (!(med > 0) || !(pr > 0)) continue;
-        t->it[t->ni++] = (dist_item){c, store_distance_bucket(between), pr / med - 1, gsl_stats_mean(t->d, 1, (size_t)t->passes)};
+        t->it[t->ni++] = (dist_item){c, store_distance_bucket(between), beside_kind(fs / t->passes, bs / t->passes),
+                                     between == 0, pr / med - 1, gsl_stats_mean(t->d, 1, (size_t)t->passes)};
     }
     return PL_OK;
 }
@@ -97,20 +137,23 @@ static int dist_rank(int r, const store_op *pred, size_t n, const store_op *meas
 int store_distance_note(const store_op *pred, size_t np, const store_op *meas, size_t nm, int ranks, int passes,
                         store_distance *acc, pl_err *e) {
     if (ranks < 1 || passes < 1 || np == 0) return PL_OK;
-    dist_pair t = {.passes = passes};
+    dist_pair t = {.passes = passes, .meas = meas, .nm = nm, .ranks = ranks};
     t.d = pl_calloc((size_t)passes, sizeof *t.d);
     t.it = pl_calloc(np, sizeof *t.it);
     int rc = t.d && t.it ? store_each_rank(pred, np, meas, nm, ranks, passes, dist_rank, &t, e)
                          : pl_errf(e, PL_ENOMEM, "out of memory");
     /* all checked: into acc */
     int seen[STORE_DISTANCE_CLASSES][STORE_DISTANCE_BUCKETS] = {{0}};
+    int seen_b[STORE_DISTANCE_CLASSES][STORE_BESIDE_KINDS][2] = {{{0}}};
     for (size_t i = 0; rc == PL_OK && i < t.ni; i++) {
         const dist_item *x = &t.it[i];
-        store_distance_cell *cell = &acc->c[x->c][x->b];
-        if ((rc = cell_push(cell, x->err, e)) != PL_OK) break;
+        store_distance_cell *cell = &acc->c[x->c][x->b], *side = &acc->beside[x->c][x->beside][!x->near];
+        if ((rc = cell_push(cell, x->err, e)) != PL_OK || (rc = cell_push(side, x->err, e)) != PL_OK) break;
         cell->meas_s += x->meas_s;
+        side->meas_s += x->meas_s;
         acc->class_s[x->c] += x->meas_s;
         if (!seen[x->c][x->b]++) cell->pairs++;
+        if (!seen_b[x->c][x->beside][!x->near]++) side->pairs++;
     }
     free(t.d);
     free(t.it);
@@ -127,7 +170,10 @@ void store_distance_stats(store_distance_cell *x, double *median, double *mean) 
 
 void store_distance_free(store_distance *t) {
     if (!t) return;
-    for (int c = 0; c < STORE_DISTANCE_CLASSES; c++)
+    for (int c = 0; c < STORE_DISTANCE_CLASSES; c++) {
         for (int b = 0; b < STORE_DISTANCE_BUCKETS; b++) free(t->c[c][b].err);
+        for (int k = 0; k < STORE_BESIDE_KINDS; k++)
+            for (int n = 0; n < 2; n++) free(t->beside[c][k][n].err);
+    }
     memset(t, 0, sizeof *t);
 }

@@ -82,6 +82,67 @@ static void test_distance_buckets(void) {
     for (int i = 0; i < STORE_DISTANCE_BUCKETS; i++) CU_ASSERT_EQUAL(store_distance_bucket_from(i), from[i]);
 }
 
+/* Appends action (kind, stage 0, microbatch mb) of rank `rank` from s0 to s1 to ops[*n]. */
+static void at(store_op *ops, size_t *n, int rank, const char *kind, int mb, double s0, double s1) {
+    ops[*n] = (store_op){rank, (int)*n, kind, kind, 0, mb, s0, s1};
+    (*n)++;
+}
+
+/* What runs beside each backward, on one measured pass whose spans are set by hand:
+ * - rank 0's B0 [2, 4] beside rank 1's F0 [2, 4]: beside F, distance 0, predicted 2.2 (+0.1);
+ * - rank 0's B1 [6, 8] and rank 1's B0 [6, 8] beside each other: beside backward, distance 0,
+ *   predicted 2 and 3 (0 and +0.5: median and mean 0.25);
+ * - rank 0's B2 [10, 12], F4 between it and its F2 (distance 1), beside rank 1's F2 [11.6, 12]
+ *   alone (a fifth of its span, under a quarter), predicted 1.8 (-0.1);
+ * - rank 0's I3 [14, 18] beside rank 1's F1 [14, 16] and W1 [16, 18]: mixed, distance 0,
+ *   predicted 4.4 (+0.1). */
+static void test_distance_beside(void) {
+    static const char *k0[] = {"F", "B", "F", "B", "F", "F", "B", "F", "I"}, *k1[] = {"F", "B", "F", "F", "W"};
+    static const int mb0[] = {0, 0, 1, 1, 2, 4, 2, 3, 3}, mb1[] = {0, 0, 2, 1, 1};
+    static const double s0[] = {0, 2, 4, 6, 8, 9, 10, 12, 14, 18};
+    static const double s1[][2] = {{2, 4}, {6, 8}, {11.6, 12}, {14, 16}, {16, 18}};
+    static const double p0[] = {2, 2.2, 2, 2, 1, 1, 1.8, 2, 4.4}, p1[] = {2, 3, 0.4, 2, 2};
+    store_op pred[14], meas[14];
+    size_t np = 0, nm = 0;
+    for (int i = 0; i < 9; i++) put(pred, &np, 0, k0[i], mb0[i], p0[i]);
+    for (int i = 0; i < 5; i++) put(pred, &np, 1, k1[i], mb1[i], p1[i]);
+    for (int i = 0; i < 9; i++) at(meas, &nm, 0, k0[i], mb0[i], s0[i], s0[i + 1]);
+    for (int i = 0; i < 5; i++) at(meas, &nm, 1, k1[i], mb1[i], s1[i][0], s1[i][1]);
+    store_distance acc;
+    memset(&acc, 0, sizeof acc);
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL_FATAL(store_distance_note(pred, np, meas, nm, 2, 1, &acc, &e), PL_OK);
+    double med, mean;
+    store_distance_cell *bf = &acc.beside[0][STORE_BESIDE_F][0], *bb = &acc.beside[0][STORE_BESIDE_BACKWARD][0];
+    store_distance_cell *ba = &acc.beside[0][STORE_BESIDE_ALONE][1], *im = &acc.beside[1][STORE_BESIDE_MIXED][0];
+    CU_ASSERT_EQUAL(bf->n, 1);
+    store_distance_stats(bf, &med, &mean);
+    CU_ASSERT_DOUBLE_EQUAL(med, 0.1, 1e-12);
+    CU_ASSERT_EQUAL(bb->n, 2);
+    CU_ASSERT_EQUAL(bb->pairs, 1);
+    CU_ASSERT_DOUBLE_EQUAL(bb->meas_s, 4, 1e-12);
+    store_distance_stats(bb, &med, &mean);
+    CU_ASSERT_DOUBLE_EQUAL(med, 0.25, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(mean, 0.25, 1e-12);
+    CU_ASSERT_EQUAL(ba->n, 1);
+    store_distance_stats(ba, &med, &mean);
+    CU_ASSERT_DOUBLE_EQUAL(med, -0.1, 1e-12);
+    CU_ASSERT_EQUAL(im->n, 1);
+    store_distance_stats(im, &med, &mean);
+    CU_ASSERT_DOUBLE_EQUAL(med, 0.1, 1e-12);
+    size_t all = 0;
+    for (int c = 0; c < STORE_DISTANCE_CLASSES; c++)
+        for (int k = 0; k < STORE_BESIDE_KINDS; k++) all += acc.beside[c][k][0].n + acc.beside[c][k][1].n;
+    CU_ASSERT_EQUAL(all, 5); /* nothing else: W1 is not a backward of the table */
+    /* by distance the same five: B at 0 three times, at 1 once, I at 0 once */
+    CU_ASSERT_EQUAL(acc.c[0][0].n, 3);
+    CU_ASSERT_EQUAL(acc.c[0][1].n, 1);
+    CU_ASSERT_EQUAL(acc.c[1][0].n, 1);
+    store_distance_free(&acc);
+    CU_ASSERT_PTR_NULL(acc.beside[0][STORE_BESIDE_BACKWARD][0].err);
+}
+
 /* A measured pass whose action is not the predicted one at the same place, or a timeline that
  * is not whole passes, is refused with PL_EINPUT and adds nothing. */
 static void test_distance_refusals(void) {
@@ -132,6 +193,19 @@ static void test_compare_distance_cli(void) {
     CU_ASSERT_EQUAL(b_actions(out, "1"), 2);
     CU_ASSERT_EQUAL(b_actions(out, "2-3"), 2);
     CU_ASSERT_EQUAL(b_actions(out, "4-7"), -1);
+    /* the beside table holds the same 8: 4 at distance 0, 4 beyond */
+    int near = 0, far = 0;
+    for (int k = 0; k < STORE_BESIDE_KINDS; k++) {
+        char key[48];
+        int n;
+        for (int d = 0; d < 2; d++) {
+            snprintf(key, sizeof key, "\n%-6s %8s %8s ", "B", store_beside_names[k], d ? "1+" : "0");
+            const char *r = strstr(out, key);
+            if (r && sscanf(r + strlen(key), "%d", &n) == 1) *(d ? &far : &near) += n;
+        }
+    }
+    CU_ASSERT_EQUAL(near, 4);
+    CU_ASSERT_EQUAL(far, 4);
     free(out);
     CU_ASSERT(tr_table_only_then_clean(dir, "t.db", "--distance"));
 }
@@ -141,6 +215,7 @@ void test_distance_register(void) {
         {"store_distance_note: distances and errors, closed form", test_distance_closed_form},
         {"store_distance_bucket: the buckets", test_distance_buckets},
         {"store_distance_note: refusals", test_distance_refusals},
+        {"store_distance_note: what runs beside each backward, closed form", test_distance_beside},
         {"compare --distance: a real traced 1F1B run", test_compare_distance_cli},
         {NULL, NULL},
     };
