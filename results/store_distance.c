@@ -68,6 +68,7 @@ typedef struct dist_pair {
     const store_op *meas;         /* [nm] every rank's measured passes, ordered by rank */
     size_t nm;
     int ranks;
+    size_t *lo, *hi;              /* [ranks] each rank's first and one past its last op in meas */
 } dist_pair;
 
 /* Returns 1 for the kinds that count as a backward beside another rank's action. */
@@ -76,17 +77,27 @@ static int is_backward(const char *kind) {
 }
 
 /* Adds to *f and *b the shares of [s0, s1) in which the ranks other than r ran forwards and
- * backwards (their overlap summed, over the span times the other ranks). */
+ * backwards (their overlap summed, over the span times the other ranks). A rank's ops follow
+ * one another in time (its list, pass after pass), so each rank's search starts at its first op
+ * that ends after s0 (a binary search) and stops at the first that starts at s1 or later. */
 static void beside_shares(const dist_pair *t, int r, double s0, double s1, double *f, double *b) {
     if (!(s1 > s0) || t->ranks < 2) return;
     double span = (s1 - s0) * (t->ranks - 1);
-    for (size_t j = 0; j < t->nm; j++) {
-        const store_op *o = &t->meas[j];
-        if (o->rank == r || !o->kind) continue;
-        double lo = o->start_s > s0 ? o->start_s : s0, hi = o->end_s < s1 ? o->end_s : s1;
-        if (!(hi > lo)) continue;
-        if (!strcmp(o->kind, "F")) *f += (hi - lo) / span;
-        else if (is_backward(o->kind)) *b += (hi - lo) / span;
+    for (int q = 0; q < t->ranks; q++) {
+        if (q == r) continue;
+        size_t a = t->lo[q], z = t->hi[q];
+        while (a < z) {
+            size_t mid = a + (z - a) / 2;
+            if (t->meas[mid].end_s > s0) z = mid;
+            else a = mid + 1;
+        }
+        for (size_t j = a; j < t->hi[q] && t->meas[j].start_s < s1; j++) {
+            const store_op *o = &t->meas[j];
+            double lo = o->start_s > s0 ? o->start_s : s0, hi = o->end_s < s1 ? o->end_s : s1;
+            if (!o->kind || !(hi > lo)) continue;
+            if (!strcmp(o->kind, "F")) *f += (hi - lo) / span;
+            else if (is_backward(o->kind)) *b += (hi - lo) / span;
+        }
     }
 }
 
@@ -140,8 +151,16 @@ int store_distance_note(const store_op *pred, size_t np, const store_op *meas, s
     dist_pair t = {.passes = passes, .meas = meas, .nm = nm, .ranks = ranks};
     t.d = pl_calloc((size_t)passes, sizeof *t.d);
     t.it = pl_calloc(np, sizeof *t.it);
-    int rc = t.d && t.it ? store_each_rank(pred, np, meas, nm, ranks, passes, dist_rank, &t, e)
-                         : pl_errf(e, PL_ENOMEM, "out of memory");
+    t.lo = pl_calloc((size_t)ranks, sizeof *t.lo);
+    t.hi = pl_calloc((size_t)ranks, sizeof *t.hi);
+    /* each rank's slice of meas (store_each_rank checks that the slices follow one another) */
+    for (size_t j = nm; t.lo && t.hi && j-- > 0;)
+        if (meas[j].rank >= 0 && meas[j].rank < ranks) {
+            if (!t.hi[meas[j].rank]) t.hi[meas[j].rank] = j + 1;
+            t.lo[meas[j].rank] = j;
+        }
+    int rc = t.d && t.it && t.lo && t.hi ? store_each_rank(pred, np, meas, nm, ranks, passes, dist_rank, &t, e)
+                                         : pl_errf(e, PL_ENOMEM, "out of memory");
     /* all checked: into acc */
     int seen[STORE_DISTANCE_CLASSES][STORE_DISTANCE_BUCKETS] = {{0}};
     int seen_b[STORE_DISTANCE_CLASSES][STORE_BESIDE_KINDS][2] = {{{0}}};
@@ -157,6 +176,8 @@ int store_distance_note(const store_op *pred, size_t np, const store_op *meas, s
     }
     free(t.d);
     free(t.it);
+    free(t.lo);
+    free(t.hi);
     return rc;
 }
 
