@@ -64,7 +64,7 @@ static int run_check(const sched *s, const exec_config *c, run_state *st, pl_err
     int rc = exec_check_run(s, c, st->blocks, e);
     if (rc == PL_OK) rc = exec_layout_build(s, c->replicas, &st->lay, e);
     if (rc == PL_OK) st->p = st->lay.ranks;
-    if (rc == PL_OK) rc = exec_check_fault(&st->lay, c, e);
+    if (rc == PL_OK) rc = exec_check_fault(st->lay.list, st->lay.ranks, c, e);
     if (rc == PL_OK) rc = exec_check_memory(s, c, st->blocks, -1, e);
     st->ncores = exec_platform_cores(st->cpus, EXEC_MAX_CORES);
     if (rc == PL_OK) rc = exec_check_cores(st->p, st->ncores, c->oversubscribe, "ranks", e);

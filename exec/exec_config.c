@@ -85,16 +85,26 @@ int exec_check_run(const sched *s, const exec_config *c, int *blocks, pl_err *e)
 }
 
 /* exec_int.h. */
-int exec_check_fault(const exec_layout *L, const exec_config *c, pl_err *e) {
+int exec_check_fault(const sched_rank *list, int ranks, const exec_config *c, pl_err *e) {
     const exec_fault *f = &c->fault;
     if (f->kind == EXEC_FAULT_NONE) return PL_OK;
     int P = exec_passes_most(c);
-    if (f->rank >= L->ranks)
-        return pl_errf(e, PL_EINPUT, "the injected fault's rank %d is not in the run (ranks 0..%d)", f->rank, L->ranks - 1);
-    if ((size_t)f->action >= L->list[f->rank].n)
-        return pl_errf(e, PL_EINPUT, "the injected fault's action %d is past rank %d's %zu actions", f->action + 1, f->rank,
-                       L->list[f->rank].n);
+    if (f->rank >= ranks)
+        return pl_errf(e, PL_EINPUT, "the injected fault's rank %d is not in the run (ranks 0..%d)", f->rank, ranks - 1);
+    const sched_rank *rk = &list[f->rank];
+    if ((size_t)f->action >= rk->n)
+        return pl_errf(e, PL_EINPUT, "the injected fault's action %d is past rank %d's %zu actions", f->action + 1, f->rank, rk->n);
     if (f->pass >= P)
         return pl_errf(e, PL_EINPUT, "the injected fault's pass %d is past the run's %d passes (0..%d)", f->pass, P, P - 1);
-    return PL_OK;
+    /* the kinds that strike the first SEND (RECV) at or after the action need one there */
+    int want_send = f->kind == EXEC_FAULT_BAD_SIZE || f->kind == EXEC_FAULT_DROP_SEND || f->kind == EXEC_FAULT_EXTRA_SEND ||
+                    f->kind == EXEC_FAULT_DELAY_SEND,
+        want_recv = f->kind == EXEC_FAULT_DROP_RECV;
+    if (!want_send && !want_recv) return PL_OK;
+    for (size_t k = (size_t)f->action; k < rk->n; k++) {
+        sched_kind a = (sched_kind)rk->acts[k].kind;
+        if (want_send ? (a == SCHED_SEND_F || a == SCHED_SEND_B) : (a == SCHED_RECV_F || a == SCHED_RECV_B)) return PL_OK;
+    }
+    return pl_errf(e, PL_EINPUT, "the injected fault '%s' strikes a %s, and rank %d has none at or after its action %d",
+                   exec_fault_name(f->kind), want_send ? "SEND" : "RECV", f->rank, f->action + 1);
 }

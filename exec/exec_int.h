@@ -300,10 +300,13 @@ typedef struct exec_layout {
  * with exec_layout_free (also after errors). */
 int exec_layout_build(const sched *s, const int *replicas, exec_layout *L, pl_err *e);
 void exec_layout_free(exec_layout *L);
-/* Checks that the injected fault (c->fault, tests) can strike: its rank one of L's executor ranks,
- * its action in that rank's list, its pass one of the run's. A fault that never struck would let
- * a test pass without testing anything. Returns PL_OK or PL_EINPUT naming what is out of range. */
-int exec_check_fault(const exec_layout *L, const exec_config *c, pl_err *e);
+/* Checks the injected fault (c->fault, tests) against the run's `ranks` executor ranks, whose
+ * lists are list[0 .. ranks): its rank one of them, its action in that rank's list, its pass
+ * within the run's most passes (a run timed until steady may stop before it), and for the kinds
+ * that strike a SEND (RECV) at or after the action, one there. A fault that could never strike
+ * would let a test pass without testing anything. Returns PL_OK or PL_EINPUT naming what is
+ * wrong. */
+int exec_check_fault(const sched_rank *list, int ranks, const exec_config *c, pl_err *e);
 /* What a run's executor ranks hold on the host (exec_host_need_of; exec_memory.c's estimate). */
 typedef struct exec_host_need {
     double arena; /* bytes: each rank's arena as exec_lines_alloc takes it (weight versions,

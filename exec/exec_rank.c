@@ -22,7 +22,7 @@ int exec_run_rank(const sched *s, const exec_config *c, exec_transport *t, exec_
         return rc;
     }
     rc = exec_check_run(s, c, blocks, e);
-    if (rc == PL_OK) rc = exec_check_fault(&lay, c, e);
+    if (rc == PL_OK) rc = exec_check_fault(lay.list, lay.ranks, c, e);
     if (rc == PL_OK) rc = exec_check_memory(s, c, blocks, lay.srank[r], e);
     exec_blas_init();
     if (rc == PL_OK && c->timed_passes_max > c->timed_passes && !t->allmax)

@@ -184,6 +184,7 @@ static int cx_run_check(const sched *s, const exec_config *cfg, cx_run *run, pl_
     int rc = cx_check_config(cfg, e);
     if (rc) return rc;
     if (sched_validate(s, e) != PL_OK) return e->code;
+    if (exec_check_fault(s->rank, s->ranks, cfg, e) != PL_OK) return e->code;
     int ndev = exec_cuda_devices(e);
     if (ndev < 1) return e->code;
     if (cfg->cuda_devices > ndev)

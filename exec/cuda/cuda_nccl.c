@@ -309,6 +309,7 @@ static int checks(const sched *s, const exec_config *cfg, int rank, int size, in
     if (rc == PL_OK && cfg->timed_passes_max > cfg->timed_passes) /* no ranks' pass times to read, no allmax */
         rc = pl_errf(e, PL_EINPUT, "timing passes until the run is steady is for one process's GPU ranks, not MPI + NCCL");
     if (rc == PL_OK && sched_validate(s, e) != PL_OK) rc = e->code;
+    if (rc == PL_OK) rc = exec_check_fault(s->rank, s->ranks, cfg, e);
     if (rc == PL_OK) rc = exec_stage_blocks(s, cfg, blocks, e);
     if (rc == PL_OK) rc = exec_check_memory(s, cfg, blocks, rank, e);
     if (rc == PL_OK) {

@@ -793,6 +793,12 @@ static void test_fault_out_of_range(void) {
     /* the last action of the last pass is in range, and strikes */
     const char *d[] = {"rank 1, action 18 (1STEP), pass 2: injected fault", NULL};
     lib_case("gpipe", 2, (exec_fault){EXEC_FAULT_ERROR, 1, 17, 2}, 30, PL_EINPUT, d);
+    /* a kind that strikes a SEND (RECV) needs one at or after its action: rank 1's list ends
+     * 1B3 1SEND_B3 REDUCE_GRAD STEP (actions 15-18), rank 0's has no RECV after its 4 RECV_B */
+    const char *f[] = {"the injected fault 'drop-send' strikes a SEND, and rank 1 has none at or after its action 17", NULL};
+    lib_case("gpipe", 2, (exec_fault){EXEC_FAULT_DROP_SEND, 1, 16, 0}, 30, PL_EINPUT, f);
+    const char *g[] = {"the injected fault 'drop-recv' strikes a RECV, and rank 0 has none at or after its action 17", NULL};
+    lib_case("gpipe", 2, (exec_fault){EXEC_FAULT_DROP_RECV, 0, 16, 0}, 30, PL_EINPUT, g);
 }
 
 /* One rank's barrier on its own thread (for the undelivered-message test). */
