@@ -69,7 +69,40 @@ typedef struct dist_pair {
     size_t nm;
     int ranks;
     size_t *lo, *hi;              /* [ranks] each rank's first and one past its last op in meas */
+    int *folded;                  /* [ranks] 1 where a rank's ops overlap one another: a replicated
+                                   * stage's replicas, stored as one rank */
+    struct beside_iv *iv;         /* [nm] room for one rank's clipped spans (a folded rank's) */
 } dist_pair;
+
+/* One clipped span of another rank's compute: [a, b), forward (1) or backward (0). */
+typedef struct beside_iv {
+    double a, b;
+    int fwd;
+} beside_iv;
+
+static int iv_cmp(const void *x, const void *y) {
+    const beside_iv *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+/* Returns the length of the union of the spans of iv[0 .. n) (sorted by start) whose kind is
+ * `fwd` (0 or 1), or of all of them (fwd < 0). */
+static double iv_union(const beside_iv *iv, size_t n, int fwd) {
+    double sum = 0, a = 0, b = 0;
+    int open = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fwd >= 0 && iv[i].fwd != fwd) continue;
+        if (open && iv[i].a <= b) {
+            if (iv[i].b > b) b = iv[i].b;
+            continue;
+        }
+        if (open) sum += b - a;
+        a = iv[i].a;
+        b = iv[i].b;
+        open = 1;
+    }
+    return open ? sum + b - a : sum;
+}
 
 /* Returns 1 for the kinds that count as a backward beside another rank's action. */
 static int is_backward(const char *kind) {
@@ -79,12 +112,30 @@ static int is_backward(const char *kind) {
 /* Adds to *f and *b the shares of [s0, s1) in which the ranks other than r ran forwards and
  * backwards (their overlap summed, over the span times the other ranks). A rank's ops follow
  * one another in time (its list, pass after pass), so each rank's search starts at its first op
- * that ends after s0 (a binary search) and stops at the first that starts at s1 or later. */
+ * that ends after s0 (a binary search) and stops at the first that starts at s1 or later. A
+ * folded rank's (replicas' ops that overlap) counts the union of its spans, split between
+ * forwards and backwards as their own unions are, so that it computes for at most the span. */
 static void beside_shares(const dist_pair *t, int r, double s0, double s1, double *f, double *b) {
     if (!(s1 > s0) || t->ranks < 2) return;
     double span = (s1 - s0) * (t->ranks - 1);
     for (int q = 0; q < t->ranks; q++) {
         if (q == r) continue;
+        if (t->folded[q]) {
+            size_t n = 0;
+            for (size_t j = t->lo[q]; j < t->hi[q]; j++) {
+                const store_op *o = &t->meas[j];
+                double lo = o->start_s > s0 ? o->start_s : s0, hi = o->end_s < s1 ? o->end_s : s1;
+                int fwd = o->kind && !strcmp(o->kind, "F");
+                if (hi > lo && (fwd || is_backward(o->kind))) t->iv[n++] = (beside_iv){lo, hi, fwd};
+            }
+            qsort(t->iv, n, sizeof *t->iv, iv_cmp);
+            double all = iv_union(t->iv, n, -1), uf = iv_union(t->iv, n, 1), ub = iv_union(t->iv, n, 0);
+            if (uf + ub > 0) {
+                *f += all * uf / (uf + ub) / span;
+                *b += all * ub / (uf + ub) / span;
+            }
+            continue;
+        }
         size_t a = t->lo[q], z = t->hi[q];
         while (a < z) {
             size_t mid = a + (z - a) / 2;
@@ -153,14 +204,20 @@ int store_distance_note(const store_op *pred, size_t np, const store_op *meas, s
     t.it = pl_calloc(np, sizeof *t.it);
     t.lo = pl_calloc((size_t)ranks, sizeof *t.lo);
     t.hi = pl_calloc((size_t)ranks, sizeof *t.hi);
-    /* each rank's slice of meas (store_each_rank checks that the slices follow one another) */
-    for (size_t j = nm; t.lo && t.hi && j-- > 0;)
+    t.folded = pl_calloc((size_t)ranks, sizeof *t.folded);
+    t.iv = pl_calloc(nm ? nm : 1, sizeof *t.iv);
+    int ok = t.d && t.it && t.lo && t.hi && t.folded && t.iv;
+    /* each rank's slice of meas (store_each_rank checks that the slices follow one another), and
+     * whether its ops overlap */
+    for (size_t j = nm; ok && j-- > 0;)
         if (meas[j].rank >= 0 && meas[j].rank < ranks) {
             if (!t.hi[meas[j].rank]) t.hi[meas[j].rank] = j + 1;
             t.lo[meas[j].rank] = j;
         }
-    int rc = t.d && t.it && t.lo && t.hi ? store_each_rank(pred, np, meas, nm, ranks, passes, dist_rank, &t, e)
-                                         : pl_errf(e, PL_ENOMEM, "out of memory");
+    for (int q = 0; ok && q < ranks; q++)
+        for (size_t j = t.lo[q] + 1; j < t.hi[q]; j++)
+            if (meas[j].start_s < meas[j - 1].end_s) t.folded[q] = 1;
+    int rc = ok ? store_each_rank(pred, np, meas, nm, ranks, passes, dist_rank, &t, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     /* all checked: into acc */
     int seen[STORE_DISTANCE_CLASSES][STORE_DISTANCE_BUCKETS] = {{0}};
     int seen_b[STORE_DISTANCE_CLASSES][STORE_BESIDE_KINDS][2] = {{{0}}};
@@ -178,6 +235,8 @@ int store_distance_note(const store_op *pred, size_t np, const store_op *meas, s
     free(t.it);
     free(t.lo);
     free(t.hi);
+    free(t.folded);
+    free(t.iv);
     return rc;
 }
 

@@ -143,6 +143,31 @@ static void test_distance_beside(void) {
     CU_ASSERT_PTR_NULL(acc.beside[0][STORE_BESIDE_BACKWARD][0].err);
 }
 
+/* A replicated stage's replicas are stored as one rank whose ops overlap: beside a backward they
+ * count their union, at most its span. Rank 0's B0 [1, 11] beside rank 1's two replicas' F0 and
+ * F1, both [1, 2.5]: 1.5 of 10, alone (summed, 3 of 10 would have read beside F); its B1
+ * [11, 21] beside rank 1's F2 [11, 21] and F3 [11, 16]: the whole span, beside F. */
+static void test_distance_beside_folded(void) {
+    store_op pred[8], meas[8];
+    size_t np = 0, nm = 0;
+    static const char *k0[] = {"F", "B", "F", "B"};
+    static const int mb0[] = {0, 0, 1, 1};
+    static const double s0[][2] = {{0, 1}, {1, 11}, {11, 11}, {11, 21}};
+    static const double s1[][2] = {{1, 2.5}, {1, 2.5}, {11, 21}, {11, 16}};
+    for (int i = 0; i < 4; i++) put(pred, &np, 0, k0[i], mb0[i], s0[i][1] - s0[i][0] > 0 ? s0[i][1] - s0[i][0] : 1);
+    for (int i = 0; i < 4; i++) put(pred, &np, 1, "F", i, 1);
+    for (int i = 0; i < 4; i++) at(meas, &nm, 0, k0[i], mb0[i], s0[i][0], s0[i][1]);
+    for (int i = 0; i < 4; i++) at(meas, &nm, 1, "F", i, s1[i][0], s1[i][1]);
+    store_distance acc;
+    memset(&acc, 0, sizeof acc);
+    pl_err e;
+    pl_err_clear(&e);
+    CU_ASSERT_EQUAL_FATAL(store_distance_note(pred, np, meas, nm, 2, 1, &acc, &e), PL_OK);
+    CU_ASSERT_EQUAL(acc.beside[0][STORE_BESIDE_ALONE][0].n, 1);
+    CU_ASSERT_EQUAL(acc.beside[0][STORE_BESIDE_F][0].n, 1);
+    store_distance_free(&acc);
+}
+
 /* A measured pass whose action is not the predicted one at the same place, or a timeline that
  * is not whole passes, is refused with PL_EINPUT and adds nothing. */
 static void test_distance_refusals(void) {
@@ -216,6 +241,7 @@ void test_distance_register(void) {
         {"store_distance_bucket: the buckets", test_distance_buckets},
         {"store_distance_note: refusals", test_distance_refusals},
         {"store_distance_note: what runs beside each backward, closed form", test_distance_beside},
+        {"store_distance_note: a replicated stage's overlapping ops count once beside", test_distance_beside_folded},
         {"compare --distance: a real traced 1F1B run", test_compare_distance_cli},
         {NULL, NULL},
     };
