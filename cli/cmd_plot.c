@@ -186,9 +186,10 @@ static char *default_output(const opts *o) {
             hash = (hash ^ (unsigned char)ch) * 16777619u;
         }
         /* a kept name that ends as a hashed one does ("a_b-10a3f9f2", the name of the tag "a b")
-         * gets its own hash too, so that it cannot be another tag's figure */
+         * gets its own hash too, so that it cannot be another tag's figure; in either case, for
+         * file systems that ignore it */
         size_t sl = strlen(suffix);
-        int hashed_look = sl >= 9 && suffix[sl - 9] == '-' && strspn(suffix + sl - 8, "0123456789abcdef") == 8;
+        int hashed_look = sl >= 9 && suffix[sl - 9] == '-' && strspn(suffix + sl - 8, "0123456789abcdefABCDEF") == 8;
         if (changed || hashed_look) len += snprintf(s + len, n - (size_t)len, "-%08" PRIx32, hash);
     }
     snprintf(s + len, n - (size_t)len, "%s", o->p.svg ? ".svg" : ".png");
