@@ -72,7 +72,20 @@ typedef struct dist_pair {
     int *folded;                  /* [ranks] 1 where a rank's ops overlap one another: a replicated
                                    * stage's replicas, stored as one rank */
     struct beside_iv *iv;         /* [nm] room for one rank's clipped spans (a folded rank's) */
+    struct beside_ix *ix;         /* [nm] a folded rank's ops by start, at its slice's places */
+    double *longest;              /* [ranks] a folded rank's longest op */
 } dist_pair;
+
+/* One op of a folded rank, for its ops sorted by start: the start and the op's index in meas. */
+typedef struct beside_ix {
+    double start;
+    size_t j;
+} beside_ix;
+
+static int ix_cmp(const void *x, const void *y) {
+    const beside_ix *p = x, *q = y;
+    return p->start < q->start ? -1 : p->start > q->start;
+}
 
 /* One clipped span of another rank's compute: [a, b), forward (1) or backward (0). */
 typedef struct beside_iv {
@@ -121,9 +134,15 @@ static void beside_shares(const dist_pair *t, int r, double s0, double s1, doubl
     for (int q = 0; q < t->ranks; q++) {
         if (q == r) continue;
         if (t->folded[q]) {
-            size_t n = 0;
-            for (size_t j = t->lo[q]; j < t->hi[q]; j++) {
-                const store_op *o = &t->meas[j];
+            /* its ops by start: those that can overlap [s0, s1) start in [s0 - longest, s1) */
+            size_t n = 0, a = t->lo[q], z = t->hi[q];
+            while (a < z) {
+                size_t mid = a + (z - a) / 2;
+                if (t->ix[mid].start >= s0 - t->longest[q]) z = mid;
+                else a = mid + 1;
+            }
+            for (size_t i = a; i < t->hi[q] && t->ix[i].start < s1; i++) {
+                const store_op *o = &t->meas[t->ix[i].j];
                 double lo = o->start_s > s0 ? o->start_s : s0, hi = o->end_s < s1 ? o->end_s : s1;
                 int fwd = o->kind && !strcmp(o->kind, "F");
                 if (hi > lo && (fwd || is_backward(o->kind))) t->iv[n++] = (beside_iv){lo, hi, fwd};
@@ -206,7 +225,9 @@ int store_distance_note(const store_op *pred, size_t np, const store_op *meas, s
     t.hi = pl_calloc((size_t)ranks, sizeof *t.hi);
     t.folded = pl_calloc((size_t)ranks, sizeof *t.folded);
     t.iv = pl_calloc(nm ? nm : 1, sizeof *t.iv);
-    int ok = t.d && t.it && t.lo && t.hi && t.folded && t.iv;
+    t.ix = pl_calloc(nm ? nm : 1, sizeof *t.ix);
+    t.longest = pl_calloc((size_t)ranks, sizeof *t.longest);
+    int ok = t.d && t.it && t.lo && t.hi && t.folded && t.iv && t.ix && t.longest;
     /* each rank's slice of meas (store_each_rank checks that the slices follow one another), and
      * whether its ops overlap */
     for (size_t j = nm; ok && j-- > 0;)
@@ -217,6 +238,15 @@ int store_distance_note(const store_op *pred, size_t np, const store_op *meas, s
     for (int q = 0; ok && q < ranks; q++)
         for (size_t j = t.lo[q] + 1; j < t.hi[q]; j++)
             if (meas[j].start_s < meas[j - 1].end_s) t.folded[q] = 1;
+    for (int q = 0; ok && q < ranks; q++) {
+        if (!t.folded[q]) continue;
+        for (size_t j = t.lo[q]; j < t.hi[q]; j++) {
+            t.ix[j] = (beside_ix){meas[j].start_s, j};
+            double d = meas[j].end_s - meas[j].start_s;
+            if (d > t.longest[q]) t.longest[q] = d;
+        }
+        qsort(t.ix + t.lo[q], t.hi[q] - t.lo[q], sizeof *t.ix, ix_cmp);
+    }
     int rc = ok ? store_each_rank(pred, np, meas, nm, ranks, passes, dist_rank, &t, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     /* all checked: into acc */
     int seen[STORE_DISTANCE_CLASSES][STORE_DISTANCE_BUCKETS] = {{0}};
@@ -237,6 +267,8 @@ int store_distance_note(const store_op *pred, size_t np, const store_op *meas, s
     free(t.hi);
     free(t.folded);
     free(t.iv);
+    free(t.ix);
+    free(t.longest);
     return rc;
 }
 
