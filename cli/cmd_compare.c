@@ -229,9 +229,13 @@ static void out_csv(const store_comparison *c, pl_buf *b) {
                    "throughput_err,bubble_fraction_pred,bubble_fraction_meas,bubble_fraction_err,peak_mem_pred_bytes,peak_mem_meas_bytes,peak_mem_err\n");
     for (size_t i = 0; i < c->n; i++) {
         const store_pair *p = &c->pairs[i];
-        pl_buf_printf(b, "%s,%d,%d,%d,%d,%lld,%lld,%s,%s,", p->meas.schedule, p->meas.ranks, p->meas.stages,
-                      p->meas.microbatches, p->meas.chunks, (long long)p->sim.id, (long long)p->meas.id, p->sim.uid,
-                      p->meas.uid);
+        pl_buf_csv_field(b, p->meas.schedule);
+        pl_buf_printf(b, ",%d,%d,%d,%d,%lld,%lld,", p->meas.ranks, p->meas.stages, p->meas.microbatches, p->meas.chunks,
+                      (long long)p->sim.id, (long long)p->meas.id);
+        pl_buf_csv_field(b, p->sim.uid); /* a uid holds the tag, which may hold a comma */
+        pl_buf_putc(b, ',');
+        pl_buf_csv_field(b, p->meas.uid);
+        pl_buf_putc(b, ',');
         const double v[] = {p->sim.iteration_time_s, p->meas.iteration_time_s, p->err_iter, p->sim.throughput_samples_s,
                             p->meas.throughput_samples_s, p->err_thr, p->sim.bubble_fraction, p->meas.bubble_fraction, p->err_bubble_fraction,
                             (double)p->sim.peak_mem_bytes, (double)p->meas.peak_mem_bytes, p->err_mem};

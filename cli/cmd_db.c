@@ -222,7 +222,12 @@ static void list_csv(const store_run *runs, size_t n, pl_buf *b) {
                    "throughput_samples_s,bubble_fraction,zb_bubble_rate,peak_mem_bytes,oom\n");
     for (size_t i = 0; i < n; i++) {
         const store_run *r = &runs[i];
-        pl_buf_printf(b, "%lld,%s,%s,%s,", (long long)r->id, r->uid, r->utc_time, r->kind);
+        pl_buf_printf(b, "%lld,", (long long)r->id);
+        const char *text[] = {r->uid, r->utc_time, r->kind}; /* a uid holds the tag, which may hold a comma */
+        for (size_t k = 0; k < sizeof text / sizeof text[0]; k++) {
+            pl_buf_csv_field(b, text[k]);
+            pl_buf_putc(b, ',');
+        }
         pl_buf_csv_field(b, r->tag);
         pl_buf_putc(b, ',');
         pl_buf_csv_field(b, r->schedule);

@@ -225,11 +225,62 @@ static void test_actions_per_model(void) {
     free(dir);
 }
 
+/* Counts the fields of each record of CSV text s (RFC 4180: a quoted field may hold commas,
+ * doubled quotes and line breaks) into counts[0 .. max); returns the records. */
+static int csv_records(const char *s, int *counts, int max) {
+    int rec = 0, fields = 1, quoted = 0;
+    for (const char *c = s; *c; c++) {
+        if (quoted) {
+            if (*c == '"' && c[1] == '"') c++;
+            else if (*c == '"') quoted = 0;
+        } else if (*c == '"') quoted = 1;
+        else if (*c == ',') fields++;
+        else if (*c == '\n') {
+            if (rec < max) counts[rec] = fields;
+            rec++;
+            fields = 1;
+        }
+    }
+    return rec;
+}
+
+/* A tag holding a comma, a quote and a line break: `db list --format csv` and `compare --format
+ * csv` keep every text field whole (the uids of a run's predictions hold the tag), so that each
+ * record has the header's fields. */
+static void test_csv_odd_tag(void) {
+    char *dir = pl_test_tmpdir();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "'%s' run --kind 1f1b --ranks 2 --microbatches 4 --width 16 --microbatch-size 2 --timed 2 --no-host-probe "
+             "--oversubscribe --db '%s/c.db' --tag \"$(printf 'g,%%sv%%s\\nx' '\"' '\"')\" >/dev/null 2>&1",
+             PIPELAB_BIN, dir);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
+    /* compare pairs the run with the prediction stored beside it without the sharing term, whose
+     * uid holds the tag */
+    const char *list[] = {"db list --limit 0",
+                          "compare --measured-tag \"$(printf 'g,%sv%s\\nx' '\"' '\"')\" --sim-tag "
+                          "\"$(printf 'g,%sv%s\\nx-noshare' '\"' '\"')\""};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' %s --format csv --db '%s/c.db'", PIPELAB_BIN, list[i], dir);
+        CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+        int counts[64], n = out ? csv_records(out, counts, 64) : 0;
+        CU_ASSERT(n >= 2 && n <= 64 && counts[0] >= 16);
+        for (int r = 1; r < n && r < 64; r++) CU_ASSERT_EQUAL(counts[r], counts[0]);
+        CU_ASSERT(out && strstr(out, "g,\"\"v\"\"\nx") != NULL); /* the tag (in the uids too), quoted */
+        free(out);
+        out = NULL;
+    }
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
+    free(dir);
+}
+
 void test_compare_cli_register(void) {
     static const pl_test_case tcases[] = {
         {"compare --actions: SEND/RECV is the span outside compute, a summary per class", test_actions_comm_rows},
         {"compare --actions: dualpipev's overlapped actions are compute of their own class", test_actions_overlap},
         {"compare --actions: per model and recompute policy, each class's mean error over its pairs", test_actions_per_model},
+        {"db list and compare as CSV: a tag's comma, quote and line break stay in one field", test_csv_odd_tag},
         {NULL, NULL},
     };
     pl_test_suite("cli compare", tcases);
