@@ -548,6 +548,7 @@ int cli_db(int argc, char **argv) {
     if (o.output && (strcmp(sub, "list") == 0 || strcmp(sub, "show") == 0))
         return cli_usage_error("db", "-o applies to export, trace and merge: %s prints to the terminal (redirect it to "
                                "keep it)", sub);
+    if (o.ops && strcmp(sub, "list") == 0) return cli_usage_error("db", "--ops applies to show only");
     if (strcmp(sub, "list") == 0) return db_list(&o);
     if (o.have_limit) return cli_usage_error("db", "--limit applies to list only");
     if (o.ops && strcmp(sub, "show") != 0) return cli_usage_error("db", "--ops applies to show only");

@@ -98,6 +98,9 @@ static const cli_row cases[] = {
                                          "to keep it)")},
     {"db", "show 1 -o s.txt", 2, USAGE(db, "-o applies to export, trace and merge: show prints to the terminal (redirect "
                                            "it to keep it)")},
+    /* --ops was ignored by list, as export and trace refuse it */
+    {"db", "list --ops", 2, USAGE(db, "--ops applies to show only")},
+    {"db", "export --ops --format csv", 2, USAGE(db, "--ops applies to show only")},
     /* the layout's settings: the model first, then what the layout decides */
     {"simulate", SIMX "--kind 1f1b --ranks 2 --microbatches 2 --sequence-parallel", 2,
      USAGE(simulate, "--sequence-parallel is a setting of the parallel layout, which needs the model: --model "
