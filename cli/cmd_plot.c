@@ -51,8 +51,9 @@ static const char help_text[] =
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
     "  -o, --output FILE     figure (default " FIGURES_DIR "/KIND[-RUN|-TAG].png; characters\n"
     "                        of RUN or TAG outside A-Z a-z 0-9 . _ - become _, then a hash of it\n"
-    "                        follows, as it does a name that ends in - and 8 hex digits); its\n"
-    "                        extension chooses the format: .png, .svg or .pdf\n"
+    "                        follows, as it does a name that ends in - and 8 hex digits, or\n"
+    "                        one past 160 characters, cut there); its extension chooses the\n"
+    "                        format: .png, .svg or .pdf\n"
     "                        (gnuplot's pngcairo, svg and pdfcairo terminals)\n"
     "  --svg                 SVG instead of PNG for the default name\n"
     "  --x ranks|stages|microbatches   throughput's x axis (default ranks)\n"
@@ -167,7 +168,10 @@ static char *with_ext(const char *path, const char *ext) {
 /* Returns the malloc'd default figure path: results/out/figures/KIND[-RUN|-TAG].png|svg, with
  * characters outside [A-Za-z0-9._-] of the suffix replaced by '_' and then, so that two tags
  * that differ only there ("a b", "a/b", "a_b") do not write one figure, "-" and 8 hex digits of
- * the suffix's 32-bit FNV-1a hash (also after a kept suffix that ends as such a name does). */
+ * the suffix's 32-bit FNV-1a hash (also after a kept suffix that ends as such a name does). A
+ * suffix keeps its first PLOT_NAME_KEEP characters, the hash following when it had more, so that
+ * the file name stays within the 255 bytes a file system allows. */
+#define PLOT_NAME_KEEP 160
 static char *default_output(const opts *o) {
     const char *suffix = o->p.run ? o->p.run : o->p.filter.tag;
     size_t n = strlen(FIGURES_DIR) + strlen(o->kind_name) + (suffix ? strlen(suffix) : 0) + sizeof "/--12345678.png";
@@ -181,8 +185,8 @@ static char *default_output(const opts *o) {
         for (const char *p = suffix; *p; p++) {
             char ch = *p;
             int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_';
-            s[len++] = ok ? ch : '_';
-            changed |= !ok;
+            if ((size_t)(p - suffix) < PLOT_NAME_KEEP) s[len++] = ok ? ch : '_';
+            changed |= !ok || (size_t)(p - suffix) >= PLOT_NAME_KEEP;
             hash = (hash ^ (unsigned char)ch) * 16777619u;
         }
         /* a kept name that ends as a hashed one does ("a_b-10a3f9f2", the name of the tag "a b")

@@ -712,6 +712,28 @@ static void test_default_names(void) {
         CU_ASSERT_PTR_NOT_NULL(strstr(at, look)); /* its own name first, then its hash */
     }
     free(out);
+    /* tags of 300 characters that differ in their last: names cut at 160 characters, each with
+     * its own hash, within a file system's 255 bytes (one once failed: "File name too long") */
+    char tag[2][301], got[2][1024];
+    for (int t = 0; t < 2; t++) {
+        memset(tag[t], 'a', 300);
+        tag[t][299] = t ? 'c' : 'b';
+        tag[t][300] = '\0';
+        snprintf(cmd, sizeof cmd, "'%s' simulate --kind gpipe --ranks 2 --microbatches 2 --tag '%s' --db '%s' >/dev/null",
+                 PIPELAB_BIN, tag[t], db);
+        CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
+        snprintf(cmd, sizeof cmd, "cd '%s' && PIPELAB_GNUPLOT='%s' '%s' plot bubble --tag '%s' --db '%s'", dir, fake,
+                 PIPELAB_BIN, tag[t], db);
+        out = NULL;
+        CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+        const char *p = out ? strstr(out, "results/out/figures/bubble-") : NULL;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        snprintf(got[t], sizeof got[t], "%.*s", (int)strcspn(p, " \n"), p);
+        const char *base = strrchr(got[t], '/') + 1;
+        CU_ASSERT_EQUAL(strlen(base), strlen("bubble-") + 160 + 9 + strlen(".png"));
+        free(out);
+    }
+    CU_ASSERT(strcmp(got[0], got[1]) != 0);
     free(fake);
     fresh_done(dir, db);
 }
