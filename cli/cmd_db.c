@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -449,21 +450,61 @@ static int db_trace(const opts *o) {
     return rc;
 }
 
+/* The files SQLite keeps beside a database, and the database itself (""). */
+static const char *const db_file_sfx[] = {"", "-wal", "-shm", "-journal"};
+#define DB_FILES (sizeof db_file_sfx / sizeof db_file_sfx[0])
+
 /* Removes the temporary database path and the files SQLite keeps beside it. */
 static void remove_db_files(const char *path) {
-    static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
     char buf[DB_PATH_MAX];
-    for (size_t k = 0; k < sizeof sfx / sizeof sfx[0]; k++) {
-        snprintf(buf, sizeof buf, "%s%s", path, sfx[k]);
+    for (size_t k = 0; k < DB_FILES; k++) {
+        snprintf(buf, sizeof buf, "%s%s", path, db_file_sfx[k]);
         unlink(buf);
     }
 }
+
+/* A merge's temporary files, which a SIGINT, SIGTERM or SIGHUP removes before the process ends
+ * as the signal would end it (unlink is async-signal-safe); set while merge_armed. */
+static char merge_tmp[DB_FILES][DB_PATH_MAX];
+static volatile sig_atomic_t merge_armed;
+static const int merge_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define MERGE_SIGNALS (sizeof merge_signals / sizeof merge_signals[0])
+
+static void merge_on_signal(int sig) {
+    if (merge_armed)
+        for (size_t k = 0; k < DB_FILES; k++) unlink(merge_tmp[k]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Arms (saving the handlers in old) or disarms (restoring them) the removal of tmp's files on
+ * the signals; a signal the process was started ignoring (a background job's SIGINT) stays
+ * ignored. */
+static void merge_guard(const char *tmp, struct sigaction *old, int arm) {
+    if (arm) {
+        for (size_t k = 0; k < DB_FILES; k++) snprintf(merge_tmp[k], sizeof merge_tmp[k], "%s%s", tmp, db_file_sfx[k]);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = merge_on_signal;
+        sigemptyset(&sa.sa_mask);
+        merge_armed = 1;
+        for (size_t k = 0; k < MERGE_SIGNALS; k++)
+            if (sigaction(merge_signals[k], &sa, &old[k]) == 0 && old[k].sa_handler == SIG_IGN)
+                sigaction(merge_signals[k], &old[k], NULL);
+    } else {
+        for (size_t k = 0; k < MERGE_SIGNALS; k++) sigaction(merge_signals[k], &old[k], NULL);
+        merge_armed = 0;
+    }
+}
+
+static int merge_into(const opts *o, const char *tmp);
 
 /* `db merge A.db ... -o OUT.db`: copies every run of the inputs into OUT.db once (by uid), all or
  * nothing. The inputs are merged first into a fresh temporary database beside OUT (one
  * transaction per input); then that file becomes OUT when there was none, or is merged into an
  * existing OUT in ONE transaction. So a failed merge leaves no new file behind and an existing
- * OUT as it was (a bad third input does not leave the first two merged). Returns an exit code. */
+ * OUT as it was (a bad third input does not leave the first two merged); an interrupted one
+ * (SIGINT, SIGTERM, SIGHUP) removes its temporary files too. Returns an exit code. */
 static int db_merge(const opts *o) {
     if (!o->output) return cli_usage_error("db", "merge needs -o OUT.db");
     if (o->npos < 1) return cli_usage_error("db", "merge needs at least one database to read");
@@ -479,6 +520,18 @@ static int db_merge(const opts *o) {
         pl_errf(&e, PL_EINPUT, "%s: path too long", o->output);
         return cli_fail(&e);
     }
+    struct sigaction old[MERGE_SIGNALS];
+    merge_guard(tmp, old, 1);
+    int rc = merge_into(o, tmp);
+    merge_guard(tmp, old, 0);
+    return rc;
+}
+
+/* db_merge's work with its temporary database path tmp. Returns an exit code. */
+static int merge_into(const opts *o, const char *tmp) {
+    pl_err e;
+    pl_err_clear(&e);
+    struct stat st;
     store *t = NULL;
     if (store_open(tmp, 0, &t, &e) != PL_OK) {
         remove_db_files(tmp);

@@ -283,12 +283,50 @@ static void test_merge_v2_into_v3(void) {
     free(dir);
 }
 
+/* A merge ended by SIGTERM or SIGHUP while its temporary database exists (three traced runs of
+ * 32 ranks: a merge of a quarter second or so, killed once the temporary file shows) leaves no
+ * temporary file behind and no OUT, and ends by the signal (exit 128 + signal). */
+static void test_merge_interrupted(void) {
+    char *dir = pl_test_tmpdir();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && for i in 1 2 3; do '%s' simulate --kind 1f1b --ranks 32 --microbatches 256 --trace --db big.db "
+             "--tag t$i >/dev/null || exit 1; done",
+             dir, PIPELAB_BIN);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
+    const char *sig[] = {"TERM", "HUP"}; /* a background job ignores SIGINT, and the merge leaves it so */
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && { '%s' db merge big.db -o new.db 2>/dev/null & pid=$!; seen=0; "
+                 "for i in $(seq 2000); do ls new.db.merge-* >/dev/null 2>&1 && { seen=1; break; }; sleep 0.001; done; "
+                 "kill -%s $pid; wait $pid; st=$?; echo \"seen=$seen status=$st\"; ls; }",
+                 dir, PIPELAB_BIN, sig[k]);
+        CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+        int seen = -1, st = -1;
+        const char *at = out ? strstr(out, "seen=") : NULL;
+        CU_ASSERT_FATAL(at && sscanf(at, "seen=%d status=%d", &seen, &st) == 2);
+        if (seen == 1) { /* killed while the temporary files existed */
+            CU_ASSERT_EQUAL(st, 128 + (k ? 1 : 15));
+            CU_ASSERT(strstr(out, "merge-") == NULL);
+            CU_ASSERT(strstr(out, "new.db") == NULL);
+        } else {
+            fprintf(stderr, "merge finished before its temporary file was seen: nothing to interrupt\n");
+        }
+        free(out);
+        out = NULL;
+    }
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
+    free(dir);
+}
+
 void test_merge_register(void) {
     static const pl_test_case cases[] = {
         {"merge of overlapping databases keeps each run once", test_merge_overlap},
         {"pipelab db list, show, export, merge", test_cli},
         {"a version 2 file merges into version 3 files under the new names", test_merge_v2_into_v3},
         {"two machines' overlapping databases merge to each run once, with its origin", test_merge_machines},
+        {"an interrupted merge leaves no temporary files", test_merge_interrupted},
         {NULL, NULL},
     };
     pl_test_suite("merge", cases);
