@@ -1244,6 +1244,9 @@ int store_plot_gnuplot(const char *gnuplot, const char *script, const char *outp
     int st;
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR) return pl_errf(e, PL_EIO, "waiting for gnuplot: %s", strerror(errno));
+    if (WIFSIGNALED(st))
+        return pl_errf(e, PL_EIO, "gnuplot was killed by signal %d (%s) on %s; its messages are above", WTERMSIG(st),
+                       strsignal(WTERMSIG(st)), script);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         return pl_errf(e, PL_EINPUT, "gnuplot failed on %s (exit status %d); its messages are above", script,
                        WIFEXITED(st) ? WEXITSTATUS(st) : -1);

@@ -738,6 +738,31 @@ static void test_default_names(void) {
     fresh_done(dir, db);
 }
 
+/* A gnuplot killed by a signal is named so, with the signal (it once read "exit status -1"); one
+ * that exits 3 gives its status. */
+static void test_gnuplot_killed(void) {
+    char *dir = pl_test_tmpdir(), *prog = pl_test_path(dir, "dies"), *script = pl_test_path(dir, "s.gp");
+    char *fig = pl_test_path(dir, "f.png");
+    const char *body[] = {"#!/bin/sh\nkill -9 $$\n", "#!/bin/sh\nexit 3\n"};
+    const char *says[] = {"gnuplot was killed by signal 9", "(exit status 3)"};
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen(prog, "w");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        fputs(body[k], f);
+        fclose(f);
+        CU_ASSERT_EQUAL(chmod(prog, 0755), 0);
+        pl_err e;
+        pl_err_clear(&e);
+        CU_ASSERT_NOT_EQUAL(store_plot_gnuplot(prog, script, fig, &e), PL_OK);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, says[k]));
+    }
+    free(prog);
+    free(script);
+    free(fig);
+    pl_test_rmdir(dir);
+    free(dir);
+}
+
 /* PIPELAB_GNUPLOT naming a path that holds no program says why: no such file, or a folder (the
  * audit's `PIPELAB_GNUPLOT=/nonexistent`, a folder there, had been reported as "Permission
  * denied" by the exec that followed), by the library and by `pipelab plot` (exit 1, nothing
@@ -790,6 +815,7 @@ void test_plot_register(void) {
         {"default figure names: tags that differ in dropped characters do not collide", test_default_names},
         {"PIPELAB_GNUPLOT without a '/': looked up on PATH", test_gnuplot_on_path},
         {"PIPELAB_GNUPLOT naming no program: says why (no such file, a folder)", test_gnuplot_missing},
+        {"a gnuplot killed by a signal, or failing, is named so", test_gnuplot_killed},
         {NULL, NULL},
     };
     pl_test_suite("plot", cases);
