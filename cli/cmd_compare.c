@@ -194,7 +194,12 @@ static void out_table(const store_comparison *c, pl_buf *b) {
         pct(b, ERR_WIDTH, p->err_iter);
         pl_buf_printf(b, "  %11.5g %11.5g ", p->sim.throughput_samples_s, p->meas.throughput_samples_s);
         pct(b, ERR_WIDTH, p->err_thr);
-        pl_buf_printf(b, "  %6.2f%% %6.2f%% ", 100 * p->sim.bubble_fraction, 100 * p->meas.bubble_fraction);
+        const double bf[2] = {p->sim.bubble_fraction, p->meas.bubble_fraction};
+        pl_buf_puts(b, " ");
+        for (int k = 0; k < 2; k++) /* a file that holds none: "-", as its error */
+            if (isnan(bf[k])) pl_buf_printf(b, " %7s", "-");
+            else pl_buf_printf(b, " %6.2f%%", 100 * bf[k]);
+        pl_buf_putc(b, ' ');
         if (isnan(p->err_bubble_fraction)) pl_buf_printf(b, "%9s", "-");
         else pl_buf_printf(b, "%+6.2f pp", 100 * p->err_bubble_fraction);
         pl_buf_printf(b, "  %8.4gM %8.4gM ", p->sim.peak_mem_bytes / BYTES_PER_MIB, p->meas.peak_mem_bytes / BYTES_PER_MIB);

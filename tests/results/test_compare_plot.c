@@ -457,6 +457,12 @@ static void test_compare_cli(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(out, want_row));
     if (!strstr(out, want_row)) fprintf(stderr, "\n%s\n", out);
     free(out);
+    /* a run whose file holds no bubble fraction: "-" where it read "nan%" */
+    CU_ASSERT_EQUAL(tr_raw_sql(path, "UPDATE runs SET bubble_fraction = NULL WHERE kind = 'measured'"), 0);
+    snprintf(cmd, sizeof cmd, "%s compare --db %s --tag acc", PIPELAB_BIN, path);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT(out && strstr(out, "nan") == NULL && strstr(out, " 30.00%       -         -") != NULL);
+    free(out);
     snprintf(cmd, sizeof cmd, "%s compare --db %s --format xml", PIPELAB_BIN, path);
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 2);
     free(out);
