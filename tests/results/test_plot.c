@@ -696,7 +696,7 @@ static void test_default_names(void) {
         free(p);
     }
     CU_ASSERT_PTR_NOT_NULL_FATAL(strstr(paths[0], "bubble-a_b-"));
-    /* the tag "a_b-XXXXXXXX" that "a b" was drawn as */
+    /* a tag equal to the name "a b" was drawn as: "a_b-" and its 8 hex digits */
     char look[64], *out = NULL;
     snprintf(look, sizeof look, "%.12s", strstr(paths[0], "bubble-") + strlen("bubble-"));
     snprintf(cmd, sizeof cmd, "'%s' simulate --kind gpipe --ranks 2 --microbatches 2 --tag '%s' --db '%s' >/dev/null",
