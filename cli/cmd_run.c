@@ -66,10 +66,10 @@ static sched *get_schedule(const run_opts *o, pl_err *e) {
 static double rel_err(double pred, double meas) { return meas > 0 ? (pred - meas) / meas : NAN; }
 
 /* Writes the human table: the run, measured beside predicted (noise: the prediction's jitter and
- * drift terms, the states term's rounds and the sharing term's ratio, 0 when off), and one line per
- * rank. */
+ * drift terms, the states term's rounds and the sharing term's ratio, then its ratios per class,
+ * 0 when off), and one line per rank. */
 static void out_table(const run_opts *o, const sched *s, const exec_result *r, const sim_result *pr,
-                      const cost_memory *mem, const char *profile_src, const double noise[4], const exec_host_probe *probe,
+                      const cost_memory *mem, const char *profile_src, const double noise[7], const exec_host_probe *probe,
                       pl_buf *b) {
     pl_buf_printf(b, "schedule           %s: %d ranks, %d stages, %d microbatches, %d iteration%s per pass, weights %s, recompute %s\n",
                   s->kind, s->ranks, s->stages, s->microbatches, r->iterations_per_pass, r->iterations_per_pass == 1 ? "" : "s",
@@ -118,6 +118,10 @@ static void out_table(const run_opts *o, const sched *s, const exec_result *r, c
     if (pr && noise[3] > 0)
         pl_buf_printf(b, "%-22s an action alone at %.3g times its time beside the other ranks' compute (the profile's\n"
                          "%-22s F alone over its F beside the other workers: the sharing term)\n", "  predicted with", noise[3], "");
+    if (pr && noise[3] > 0 && noise[5] > 0)
+        pl_buf_printf(b, "%-22s per class: an F beside backwards at %.3g, a backward alone at %.3g and beside forwards at %.3g,\n"
+                         "%-22s each over its time beside its own class (the sharing term per class)\n", "", noise[4], noise[5],
+                      noise[6], "");
     if (probe)
         pl_buf_printf(b, "%-22s F of one dense block of width %d on %d rows: %.4g ms, %d core%s at once; %.4g ms alone\n",
                       "  host probe", EXEC_DEFAULT_HIDDEN, EXEC_DEFAULT_MICROBATCH_SIZE, 1e3 * probe->fwd_s, probe->workers,
@@ -185,7 +189,7 @@ static void json_num(pl_buf *b, const char *key, double v) {
 /* Writes JSON: the run, the prediction (how it was made: its simulated runs, the jitter and drift
  * terms' coefficients of variation, the states term's rounds and the sharing term's ratio, noise;
  * 0 when off) and a per-rank array. */
-static void out_json(const sched *s, const exec_result *r, const sim_result *pr, const double noise[4], const cost_memory *mem,
+static void out_json(const sched *s, const exec_result *r, const sim_result *pr, const double noise[7], const cost_memory *mem,
                      const cli_run_store_info *info, const int64_t ids[2], pl_buf *b) {
     double ip = r->iterations_per_pass;
     pl_buf_printf(b, "{\"kind\":\"%s\",\"ranks\":%d,\"stages\":%d,\"microbatches\":%d,\"iterations_per_pass\":%d", s->kind,
@@ -203,9 +207,11 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
         pl_buf_number(b, pr->iteration_time_s, 1);
         json_num(b, "throughput_samples_s", pr->throughput);
         json_num(b, "rel_error", rel_err(pr->iteration_time_s, r->iter_median_s));
-        pl_buf_printf(b, ",\"simulated_runs\":%d,\"jitter_cv\":%.6g,\"drift_cv\":%.6g,\"state_rounds\":%d,\"share_alone\":%.6g},",
+        pl_buf_printf(b, ",\"simulated_runs\":%d,\"jitter_cv\":%.6g,\"drift_cv\":%.6g,\"state_rounds\":%d,\"share_alone\":%.6g",
                       noise[0] > 0 || noise[1] > 0 || noise[2] > 0 ? cli_run_sim_runs((int)noise[2]) : 1, noise[0],
                       noise[1], (int)noise[2], noise[3]);
+        if (noise[5] > 0) pl_buf_printf(b, ",\"share_class\":[%.6g,%.6g,%.6g]", noise[4], noise[5], noise[6]);
+        pl_buf_puts(b, "},");
     }
     pl_buf_printf(b, "\"run_ids\":[%lld,%lld],\"params\":", (long long)ids[0], (long long)ids[1]);
     cli_run_params_json(r, info, b);
@@ -247,6 +253,8 @@ static void out_json(const sched *s, const exec_result *r, const sim_result *pr,
 #define RUN_TAG_NOSHARE_SUFFIX "-noshare"
 #define RUN_TAG_SHARE_SUFFIX "-share"
 #define RUN_TAG_BSTATES_SUFFIX "-bstates"
+#define RUN_TAG_ONESHARE_SUFFIX "-oneshare"
+#define RUN_TAG_CLASSSHARE_SUFFIX "-classshare"
 #define RUN_TAG_ALT_MAX 256
 
 /* What one `pipelab run` holds between its steps; run_state_free releases it. */
@@ -255,11 +263,14 @@ typedef struct run_state {
     exec_result r;           /* the measurement */
     sim_result pr;           /* the prediction, when have_pred */
     int have_pred;
-    double pred_noise[4];    /* the prediction's jitter and drift terms (cli_run_terms_cv, drift),
-                              * the states term's rounds (n_states) and the sharing term's ratio
-                              * (alone); 0: off */
+    double pred_noise[7];    /* the prediction's jitter and drift terms (cli_run_terms_cv, drift),
+                              * the states term's rounds (n_states), the sharing term's ratio
+                              * (alone) and its ratios per class (share_cross_f, share_alone_b,
+                              * share_cross_b); 0: off */
     double share_measured;   /* the sharing term's ratio the profile measured, whether the
                               * prediction took it or not (cli_run_store_info.share_alone) */
+    double share_class[3];   /* its ratios per class, when have_share_class (profile_terms) */
+    int have_share_class;
     sim_result pr_alt[CLI_RUN_ALTS]; /* the other predictions, when have_alt[i]: [0] with the
                               * reuse-distance and first-touch terms, or under --terms without
                               * them; [1] with the pass-length term, or under
@@ -277,7 +288,8 @@ typedef struct run_state {
                               * speeds of each profile round side by side, in the drift's place;
                               * under --no-jitter-term with it); [14] the other side of the
                               * sharing term; [15] the states term with the backwards at their own
-                              * rounds' speeds, where the profile timed them */
+                              * rounds' speeds, where the profile timed them; [16] the other side
+                              * of the sharing term per class */
     int have_alt[CLI_RUN_ALTS];
     char tag_alt[CLI_RUN_ALTS][RUN_TAG_ALT_MAX]; /* their tags: the run's with a RUN_TAG_*_SUFFIX */
     int is_root;             /* 0 on the MPI ranks other than 0, which only run */
@@ -614,6 +626,11 @@ typedef struct profile_terms {
     int n_states;        /* its rounds; 0: off */
     double alone;        /* the sharing term's ratio (cli_run_terms.alone): the mean over the ranks
                           * of the profile's (exec_profile_worker_share); 0: not measured */
+    double share_class[3]; /* its ratios per class (cli_run_terms.share_cross_f, share_alone_b,
+                          * share_cross_b): the means over the ranks of the profile's
+                          * (exec_profile_worker_share_class), the forward's cross ratio from
+                          * each worker's phase by sim_share_f_cross, when share_class_on */
+    int share_class_on;
 } profile_terms;
 
 /* Reads p from the profile CSV t (its worker lines) of source src for a run of `ranks` ranks.
@@ -655,6 +672,14 @@ static int read_profile_terms(const pl_buf *t, const char *src, int ranks, profi
     for (size_t k = 0; p->n_states > 0 && k < (size_t)p->n_states * R; k++)
         p->states_per_class = p->states_per_class || p->states_b[k] != p->states[k];
     if (exec_profile_worker_share(text, n, ranks, share) == 0) p->alone = gsl_stats_mean(share, 1, R);
+    double *cls = pl_calloc(3 * R, sizeof *cls);
+    if (!cls) return pl_errf(e, PL_ENOMEM, "out of memory");
+    if (p->alone > 0 && exec_profile_worker_share_class(text, n, ranks, cls) == 0) {
+        for (size_t q = 0; q < R; q++) cls[3 * q] = sim_share_f_cross(cls[3 * q], share[q], ranks);
+        for (int c = 0; c < 3; c++) p->share_class[c] = gsl_stats_mean(cls + c, 3, R);
+        p->share_class_on = p->share_class[0] > 0; /* a forward beside backwards that the model cannot price: off */
+    }
+    free(cls);
     return PL_OK;
 }
 
@@ -678,7 +703,12 @@ static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int mea
     cli_run_terms t = {NULL, NULL, NULL, NULL, p->again, p->windows && o->pass_length ? p->window : NULL, p->next, NULL,
                        o->jitter ? p->jitter : NULL, o->jitter && !states ? p->drift : 0, p->versions, o->intr_share,
                        o->intr_rate, 0, states ? p->states : NULL, states ? p->n_states : 0, o->sharing ? p->alone : 0,
-                       NULL};
+                       0, 0, 0, NULL};
+    if (o->sharing && !o->share_one && p->share_class_on) {
+        t.share_cross_f = p->share_class[0];
+        t.share_alone_b = p->share_class[1];
+        t.share_cross_b = p->share_class[2];
+    }
     if (measured) {
         t.reuse_i = p->reuse_i;
         t.reuse_w = p->reuse_w;
@@ -804,6 +834,15 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     t[15].states_b = p->states_per_class ? p->states_b : NULL;
     on[15] = m->states && p->states_per_class;
     sfx[15] = RUN_TAG_BSTATES_SUFFIX;
+    /* [16] the other side of the sharing term per class, where the prediction has the term and
+     * the profile timed the backwards' phases: the one ratio on all, or per class under
+     * --share-one-ratio */
+    const int per_class = m->share_alone_b > 0;
+    t[16].share_cross_f = per_class ? 0 : p->share_class[0];
+    t[16].share_alone_b = per_class ? 0 : p->share_class[1];
+    t[16].share_cross_b = per_class ? 0 : p->share_class[2];
+    on[16] = m->alone > 0 && p->share_class_on;
+    sfx[16] = per_class ? RUN_TAG_ONESHARE_SUFFIX : RUN_TAG_CLASSSHARE_SUFFIX;
     int rc = PL_OK;
     for (int i = 0; rc == PL_OK && i < CLI_RUN_ALTS; i++)
         if (on[i]) rc = predict_beside(o, st, p, &t[i], i, sfx[i], e);
@@ -821,7 +860,7 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     /* the sharing term's ratio, the profile's (read_profile_terms), but for replicated stages,
      * which the simulator's term does not serve */
     for (int q = 0; o->c.replicas && q < st->s->stages; q++)
-        if (o->c.replicas[q] > 1) p.alone = 0;
+        if (o->c.replicas[q] > 1) p.alone = 0, p.share_class_on = 0;
     const cli_run_terms m = terms_of(o, &p, o->terms);
     rc = predict_one(o, st, &p, &m, &st->pr, e);
     st->have_pred = rc == PL_OK;
@@ -830,6 +869,11 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
     st->pred_noise[2] = m.states ? m.n_states : 0;
     st->pred_noise[3] = m.alone;
     st->share_measured = p.alone;
+    memcpy(st->share_class, p.share_class, sizeof st->share_class);
+    st->have_share_class = p.share_class_on;
+    st->pred_noise[4] = m.share_cross_f;
+    st->pred_noise[5] = m.share_alone_b;
+    st->pred_noise[6] = m.share_cross_b;
     if (rc == PL_OK) rc = predict_others(o, st, &p, &m, e);
     free(p.buf);
     if (rc != PL_OK) return rc;
@@ -856,7 +900,8 @@ static int report(const run_opts *o, run_state *st, int argc, char **argv, pl_bu
     pl_buf_puts(&cmd, "pipelab");
     for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
     cli_run_store_info info = {o->db, o->tag, cmd.data, o->transport, pr ? st->profile_src : "", o->a.from, o->profile,
-                               o->seed, o->trace, {NULL}, {NULL}, NULL, st->share_measured};
+                               o->seed, o->trace, {NULL}, {NULL}, NULL, st->share_measured,
+                               st->have_share_class ? st->share_class : NULL};
     for (int i = 0; i < CLI_RUN_ALTS; i++) {
         info.pred_alt[i] = st->have_alt[i] ? &st->pr_alt[i] : NULL;
         info.tag_alt[i] = st->tag_alt[i];

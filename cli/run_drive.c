@@ -316,7 +316,10 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
         sim_costs costs = sim_model_costs(&sm);
         /* the sharing term: each action's factor at the fixed point of the run's overlaps */
         int iters = 0;
-        if (t->alone > 0) rc = sim_share_solve(s, &costs, &c, t->alone, &share, &iters, e);
+        if (t->alone > 0) {
+            const sim_share_ratios q = {t->alone, t->share_cross_f, t->share_alone_b, t->share_cross_b};
+            rc = sim_share_solve(s, &costs, &c, &q, &share, &iters, e);
+        }
         c.act_scale = (const double *const *)share;
         if (rc == PL_OK) rc = run_sim(s, &costs, &c, r, e);
         if (rc == PL_OK && t->window) {
@@ -380,6 +383,8 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
         pl_buf_printf(b, "\"host_probe\":{\"workers\":%d,\"fwd_s\":%.9g,\"alone_fwd_s\":%.9g},", info->host_probe->workers,
                       info->host_probe->fwd_s, info->host_probe->alone_fwd_s);
     if (info->share_alone > 0) pl_buf_printf(b, "\"share_alone\":%.6g,", info->share_alone);
+    if (info->share_class)
+        pl_buf_printf(b, "\"share_class\":[%.6g,%.6g,%.6g],", info->share_class[0], info->share_class[1], info->share_class[2]);
     const char *roles[] = {"schedule", "profile"}, *paths[] = {info->from, info->profile_file};
     cli_inputs_json(b, roles, paths, 2);
     pl_buf_puts(b, "}");

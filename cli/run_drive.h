@@ -155,6 +155,11 @@ typedef struct cli_run_terms {
      * (exec_profile_worker_share; "The ranks share the host: the sharing term"); 0 for one rank
      * or a replicated stage, which sim_share_solve refuses */
     double alone;
+    /* the sharing term per class (sim_share_ratios; each 0: the one ratio `alone` on all): a
+     * forward beside backwards only over beside forwards, a backward alone and beside forwards
+     * only over beside backwards, from the profile's backward phases
+     * (exec_profile_worker_share_class; "The sharing term per class") */
+    double share_cross_f, share_alone_b, share_cross_b;
     /* [n_states ranks] with the states term, the backwards' speeds in the same rounds (the
      * profile's I + W of each round, exec_profile_worker_rounds' speed_b), on each rank's B, I, W
      * and an OVERLAP's backward half, where `states` then prices its F (sim_config.speed_draws_b):
@@ -181,7 +186,7 @@ int cli_run_predict(const sched *s, const exec_config *cfg, const cost_model *m,
 /* ---------------------------------------------------------------- results store */
 
 /* The other predictions a run stores beside its own (cli_run_store_info.pred_alt). */
-#define CLI_RUN_ALTS 16
+#define CLI_RUN_ALTS 17
 
 /* What a stored pair of runs carries besides the results. */
 typedef struct cli_run_store_info {
@@ -203,17 +208,23 @@ typedef struct cli_run_store_info {
      * reuse-distance term and the kind before, [8] without the jitter and drift terms (under
      * --no-jitter-term with them), [9] where the profile measured a drift, with the jitter term
      * alone, [10] without the version term, [11] under --interruptions without the interruption
-     * term, [12] each rank's STEP at the mean over its profile's rounds (cli_run_terms.step_mean) */
+     * term, [12] each rank's STEP at the mean over its profile's rounds (cli_run_terms.step_mean),
+     * [13] .. [15] the other side of the states and the sharing term and the states term per
+     * class, [16] the other side of the sharing term per class */
     const sim_result *pred_alt[CLI_RUN_ALTS];
     const char *tag_alt[CLI_RUN_ALTS];
     const exec_host_probe *host_probe; /* the host probe taken before the run, or NULL */
     double share_alone;    /* the sharing term's ratio the profile measured (whether the
                             * prediction took it or not); 0: not measured */
+    const double *share_class; /* [3] its ratios per class the profile measured (the means of
+                            * cli_run_terms.share_cross_f, share_alone_b, share_cross_b), or NULL */
 } cli_run_store_info;
 
 /* Appends the configuration JSON stored with both runs (model, optimizer, split, passes,
  * transport, profile source, the host probe when taken: "host_probe":{"workers":P,"fwd_s":S,
- * "alone_fwd_s":S}, the sharing term's measured ratio when measured: "share_alone":R) to b. */
+ * "alone_fwd_s":S}, the sharing term's measured ratio when measured: "share_alone":R, and its
+ * ratios per class when measured: "share_class":[F beside backwards, backward alone, backward
+ * beside forwards]) to b. */
 void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, pl_buf *b);
 
 /* Checks before a run that the database at path (NULL: STORE_DEFAULT_PATH) can take it, so that

@@ -379,7 +379,7 @@ int exec_run(const sched *s, const exec_config *cfg, exec_result *out, pl_err *e
  * rank's times onto rank 0's clock) and calls exec_assemble there. */
 #define EXEC_REC_ARRAYS 8
 /* The kinds of times a profile between the passes gives (exec_rank_record.prof_s). */
-#define EXEC_PROF_KINDS 28
+#define EXEC_PROF_KINDS 32
 /* The pass-length term (exec/profile_windows.c): window j lasts EXEC_WINDOW_FIRST_S 2^j. */
 #define EXEC_WINDOWS 13
 /* The most rounds of one worker a profile keeps for the states term (exec_layer_profile.round_f;
@@ -422,7 +422,9 @@ typedef struct exec_rank_record {
                                * (medians over its rounds), then the forward's jitter (FSD), then
                                * F, I, W of the cycle on two weight versions and in place (FT, IT,
                                * WT, FO, IO, WO), then the STEP's mean over the rounds (STA), then
-                               * F alone and F beside the other workers (FL, FS) */
+                               * F alone and F beside the other workers (FL, FS), then F beside
+                               * a backward, the backward alone, beside backwards and beside
+                               * forwards (FX, BL, BS, BX) */
     double window[EXEC_WINDOWS]; /* its worker's pass-length factors (exec_layer_profile.window) */
     double *round_f;          /* [2 n_round_f] its worker's F per timed round (the mean over the
                                * round's microbatches after its first, summed over the worker's
@@ -541,6 +543,14 @@ typedef struct exec_layer_profile {
                                 * over the rounds, f_alone_s it times the median over the rounds of
                                 * each round's alone over beside (the pair a millisecond apart);
                                 * 0 = not measured (one worker) */
+    double f_cross_s, b_alone_s, b_side_s, b_cross_s; /* the sharing term per class, in the same
+                                * phases: the F of f_alone_s while another worker runs a backward
+                                * (and the others F); a backward (I then W of every block, W into
+                                * the profile's own gradients) of the microbatch of that F, with
+                                * the others waiting, with all workers' backwards at once, and
+                                * with the others' F; b_side_s the median over the rounds, the
+                                * others it or f_side_s times the median of each round's ratio
+                                * (exec_profile_worker_share_class); 0 = not measured */
     double drift;              /* the ranks' speeds drifting apart, over all workers' rounds side by
                                 * side (two or more workers, threads or MPI ranks): per pair
                                 * of workers, the log of the ratio of their F round means (the
@@ -697,6 +707,12 @@ int exec_profile_worker_step_means(const char *text, size_t len, int ranks, doub
  * exec_layer_profile.f_alone_s and f_side_s): 0 and worker w's in ratio[w] when every rank's line
  * has both positive, else -1 (the term is then off). */
 int exec_profile_worker_share(const char *text, size_t len, int ranks, double *ratio);
+/* Reads the sharing term's ratios per class of the same per-worker lines (fwd_cross_s over
+ * fwd_side_s, bwd_alone_s and bwd_cross_s over bwd_side_s, exec_layer_profile.f_cross_s ..
+ * b_cross_s): 0 and worker w's in ratio[3 w + c] (c: 0 an F beside another worker's backward, 1
+ * a backward alone, 2 a backward beside the others' forwards) when every rank's line has them
+ * all positive, else -1 (the term then takes the one ratio of exec_profile_worker_share). */
+int exec_profile_worker_share_class(const char *text, size_t len, int ranks, double *ratio);
 
 /* Reads the reuse-distance times of the same per-worker lines (bwd_in_hot_s, bwd_w_hot_s, which a
  * profile between a run's passes and `pipelab profile --concurrency P` write): 0 and, for worker

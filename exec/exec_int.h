@@ -620,14 +620,21 @@ int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int opens, int *un
  * (exec_prof_gap_rounds); after: 1 when other work (the run's pass) ran on the thread since w's
  * previous round. */
 void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed);
-/* The sharing term's phases after w's timed round (exec_prof_worker_round): phase 0, every worker
- * at once, runs one microbatch's F through the worker's blocks untimed; phase 1 + q, worker q
- * alone (worker P - 1 - q in odd rounds; the others wait), the same F timed (FL); the last phase,
- * every worker at once, the same F timed (FS). Each timed F follows the worker's own F of the same blocks, alone or not, so that
- * the two differ in the other workers' compute beside them and in nothing else. Runs phase
- * `phase` on the calling thread (nothing after an untimed round, or one worker) and returns the
- * count of phases, the same on every worker: its caller runs them all, each followed by a
- * barrier of all the workers, which the alone phases need. */
+/* The sharing term's phases after w's timed round (exec_prof_worker_round), on P workers, in
+ * three parts of P turns each, the turn of worker q being q (P - 1 - q in odd rounds):
+ * - phase 0, every worker at once, runs one microbatch's F through the worker's blocks untimed;
+ * - phase 1 + q, the worker of turn q alone (the others wait), the same F timed (FL); phase
+ *   P + 1, every worker at once, the same F timed (FS);
+ * - phase P + 2 + q, the worker of turn q alone runs that microbatch's backward (I then W of
+ *   every block, W into the profile's own gradients, never the rank's lent ones) timed (BL);
+ *   phase 2 P + 2, every worker's backward at once (BS);
+ * - phase 2 P + 3 + q, the worker of turn q runs the backward (BX) while every other runs the F,
+ *   which the worker of the next turn after it times (FX).
+ * Each timed F follows the worker's own F of the same blocks, and each backward that F, so that
+ * a kind's samples differ in the other workers' compute beside them and in nothing else. Runs
+ * phase `phase` on the calling thread (nothing after an untimed round, or one worker) and
+ * returns the count of phases, 3 P + 3, the same on every worker: its caller runs them all, each
+ * followed by a barrier of all the workers, which the alone phases need. */
 int exec_prof_worker_share(exec_prof_worker *w, int phase);
 /* The profile over the n workers' rounds in p, and each one's alone in each[n] (when not NULL). */
 int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,
@@ -705,12 +712,14 @@ int exec_xrank_steps_each_backward(const exec_xrank *x);
  * then the STEP's mean over the rounds (STA, exec_layer_profile.step_mean_s: the STEP's samples,
  * another estimate of them, exec_mean_less_stalls; STEP itself is their median round); then F of
  * the worker's blocks with the other workers waiting and with all at once (FL, FS: the sharing
- * term's, exec_prof_worker_share). */
+ * term's, exec_prof_worker_share), F beside another worker's backward (FX), and a backward of
+ * the worker's blocks alone, beside the others' backwards and beside their forwards (BL, BS, BX:
+ * the sharing term per class). */
 enum { EXEC_PROF_F, EXEC_PROF_I, EXEC_PROF_W, EXEC_PROF_STEP, EXEC_PROF_I0, EXEC_PROF_IH, EXEC_PROF_WH,
        EXEC_PROF_FF, EXEC_PROF_IF, EXEC_PROF_WF, EXEC_PROF_FR, EXEC_PROF_IR, EXEC_PROF_WR,
        EXEC_PROF_FA, EXEC_PROF_IA, EXEC_PROF_WA, EXEC_PROF_IN, EXEC_PROF_FB, EXEC_PROF_FSD,
        EXEC_PROF_FT, EXEC_PROF_IT, EXEC_PROF_WT, EXEC_PROF_FO, EXEC_PROF_IO, EXEC_PROF_WO, EXEC_PROF_STA,
-       EXEC_PROF_FL, EXEC_PROF_FS };
+       EXEC_PROF_FL, EXEC_PROF_FS, EXEC_PROF_FX, EXEC_PROF_BL, EXEC_PROF_BS, EXEC_PROF_BX };
 #define EXEC_PROF_FIW EXEC_PROF_STEP
 /* Returns p's time of kind k, in the order of exec_rank_record.prof_s (EXEC_PROF_*). */
 static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
@@ -720,7 +729,8 @@ static inline double *exec_prof_kind(exec_layer_profile *p, int k) {
                                            &p->i_again_s, &p->w_again_s, &p->i_next_s,  &p->f_back_s,
                                            &p->f_sd_s,    &p->f_two_s,   &p->i_two_s,   &p->w_two_s,
                                            &p->f_one_s,   &p->i_one_s,   &p->w_one_s,   &p->step_mean_s,
-                                           &p->f_alone_s, &p->f_side_s};
+                                           &p->f_alone_s, &p->f_side_s, &p->f_cross_s, &p->b_alone_s,
+                                           &p->b_side_s,  &p->b_cross_s};
     return kind[k];
 }
 

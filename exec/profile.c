@@ -92,17 +92,18 @@ struct exec_prof_worker {
                         * last microbatch of the cycle on two weight versions and in place
                         * (prof_versions), in the rounds of a gap where the rank's STEPs go into a
                         * new version; 0 in the other rounds */
-    size_t nshare;     /* samples of each of FL and FS (the sharing term's, exec_prof_worker_share):
-                        * per round, every block's F of one microbatch; 0 with one worker */
+    size_t nshare;     /* samples of each of FL, FS, FX, BL, BS and BX (the sharing term's,
+                        * exec_prof_worker_share): per round, every block's F or backward of one
+                        * microbatch; 0 with one worker */
     int share_r;       /* the round the sharing term's phases record into: the last timed one, -1
                         * after an untimed one */
     size_t rounds;     /* timed rounds: each holds ns / rounds samples of F, I, W, nstep / rounds of
                         * STEP, ni0 / rounds of I0, nhot / rounds of IH and of WH, nagain /
                         * rounds of FA, IA and WA, nver / rounds of FT .. WO and nshare / rounds
-                        * of FL and FS */
+                        * of FL .. BX */
     size_t nt;         /* samples of each of F, I, W taken so far */
-    double *t;         /* [3 ns + nstep + ni0 + 3 nhot + 3 nagain + 6 nver + 2 nshare]: F, I, W, STEP,
-                        * I0, IH, WH, FA, IA, WA, FB, FT, IT, WT, FO, IO, WO, FL, FS */
+    double *t;         /* [3 ns + nstep + ni0 + 3 nhot + 3 nagain + 6 nver + 6 nshare]: F, I, W, STEP,
+                        * I0, IH, WH, FA, IA, WA, FB, FT, IT, WT, FO, IO, WO, FL, FS, FX, BL, BS, BX */
     float *mem;        /* the blocks and the slots (NULL after a failed allocation) */
     const float **wk;  /* [L] the weights block k's F and I read: the k-th block its rank holds, in
                         * the run's arena (exec_xrank_held_block), else its own copy in mem */
@@ -282,7 +283,7 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->nshare = threads > 1 ? x->rounds * (size_t)L : 0;
     x->share_r = -1;
     x->mem = exec_lines_alloc(o.all, cfg->small_pages);
-    x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 3 * x->nhot + 3 * x->nagain + 6 * x->nver + 2 * x->nshare + 1,
+    x->t = pl_calloc(EXEC_PROF_FIW * x->ns + x->nstep + x->ni0 + 3 * x->nhot + 3 * x->nagain + 6 * x->nver + 6 * x->nshare + 1,
                      sizeof(double));
     x->wk = pl_calloc((size_t)L, sizeof *x->wk);
     x->sk = pl_calloc(4 * (size_t)L, sizeof *x->sk);
@@ -596,31 +597,64 @@ static void prof_round(prof_thread *x, int after, int untimed) {
 #undef Y
 }
 
-/* Phase `phase` of the sharing term's after x's last round (exec_prof_worker_share, whose comment
- * gives the phases): one microbatch's F from slot 0's input through x's blocks, into slot 0's
- * stash (the round that used it is over, and the next one recomputes it), timed into the round's
- * FL or FS samples in the alone phase of x's own thread and in the last phase. Returns the count
- * of phases. */
+/* What worker x does in phase `phase` of the sharing term's (exec_prof_worker_share, whose
+ * comment gives the phases) of round r: returns 0 (wait), 1 (an F) or 2 (a backward), and sets
+ * *kind to the samples it times (EXEC_PROF_FL .. BX), or -1 untimed. */
+static int share_role(const prof_thread *x, int phase, int r, int *kind) {
+    const int P = x->threads, part = (phase - 1) / (P + 1), j = (phase - 1) % (P + 1);
+    /* the workers take their turns in order, in reverse order in odd rounds, so that each one's
+     * alone phase follows the others' waits as often as not */
+    const int turn = r % 2 ? P - 1 - j : j, mine = turn == x->tid;
+    *kind = -1;
+    if (phase == 0) return 1;
+    if (part == 0) return j == P ? (*kind = EXEC_PROF_FS, 1) : mine ? (*kind = EXEC_PROF_FL, 1) : 0;
+    if (part == 1) return j == P ? (*kind = EXEC_PROF_BS, 2) : mine ? (*kind = EXEC_PROF_BL, 2) : 0;
+    if (mine) return *kind = EXEC_PROF_BX, 2;
+    if (x->tid == (turn + 1) % P) *kind = EXEC_PROF_FX; /* one F beside each backward is timed */
+    return 1;
+}
+
+/* Phase `phase` of the sharing term's after x's last round (exec_prof_worker_share): one
+ * microbatch's F from slot 0's input through x's blocks, into slot 0's stash (the round that used
+ * it is over, and the next one recomputes it; every F of the phases computes the same values), or
+ * that microbatch's backward from the round's last output gradient (I down the blocks into the
+ * profile's gradient buffers, then W into the profile's own weight gradients, never the rank's
+ * lent ones), timed into the round's samples of share_role's kind, each block's F or I + W at
+ * the block's place. Returns the count of phases. */
 static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, size_t *lo, size_t *hi);
 static int prof_share(prof_thread *x, int phase) {
-    const int phases = x->threads > 1 ? x->threads + 2 : 0, r = x->share_r;
-    /* the workers take their alone phases in turn, in reverse order in odd rounds, so that each
-     * one's follows the others' waits as often as not */
-    const int alone = r % 2 ? x->threads - phase : phase - 1;
-    const int timed = (phase >= 1 && phase < phases - 1 && alone == x->tid) || phase == phases - 1;
-    if (!x->mem || !x->nshare || r < 0 || phase < 0 || phase >= phases || (phase > 0 && !timed)) return phases;
+    const int phases = x->threads > 1 ? 3 * x->threads + 3 : 0, r = x->share_r;
+    if (!x->mem || !x->nshare || r < 0 || phase < 0 || phase >= phases) return phases;
+    int kind, role = share_role(x, phase, r, &kind);
+    if (!role) return phases;
     const exec_dims *d = &x->d;
     const int L = x->L;
-    size_t xs = prof_block_stride(d), k0, per, lo, hi;
-    float *slot = x->mem + prof_layout_of(x).slots;
-    kind_samples(x, phase == phases - 1 ? EXEC_PROF_FS : EXEC_PROF_FL, &per, &k0, &lo, &hi);
+    size_t xs = prof_block_stride(d), k0 = 0, per, lo, hi, bh = (size_t)d->b * d->h, nf = exec_block_floats(d);
+    prof_layout o = prof_layout_of(x);
+    float *slot = x->mem + o.slots, *gb = x->mem + o.gb, *scr = x->mem + o.scr, *g = x->mem + o.g;
+    if (kind >= 0) kind_samples(x, kind, &per, &k0, &lo, &hi);
     double *t = x->t + k0 + (size_t)r * (size_t)L;
-    for (int k = 0; k < L; k++) {
-        float *xk = slot + (size_t)k * xs, *y = k + 1 < L ? xk + xs : slot + (size_t)L * xs;
+    if (role == 1) {
+        for (int k = 0; k < L; k++) {
+            float *xk = slot + (size_t)k * xs, *y = k + 1 < L ? xk + xs : slot + (size_t)L * xs;
+            double t0 = pl_now_s();
+            exec_block_fwd(d, x->wk[k], xk, prof_state_of(d, xk), y);
+            double t1 = pl_now_s();
+            if (kind >= 0) t[k] = t1 - t0;
+        }
+        return phases;
+    }
+    for (int k = L - 1; k >= 0; k--) {
+        float *xk = slot + (size_t)k * xs;
         double t0 = pl_now_s();
-        exec_block_fwd(d, x->wk[k], xk, prof_state_of(d, xk), y);
-        double t1 = pl_now_s();
-        if (timed) t[k] = t1 - t0;
+        exec_block_bwd_i(d, x->wk[k], xk, prof_state_of(d, xk), gb + (size_t)(k + 1) * bh, gb + (size_t)k * bh, scr);
+        t[k] = pl_now_s() - t0;
+    }
+    for (int k = L - 1; k >= 0; k--) {
+        float *xk = slot + (size_t)k * xs;
+        double t0 = pl_now_s();
+        exec_block_bwd_w(d, xk, prof_state_of(d, xk), gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
+        t[k] += pl_now_s() - t0;
     }
     return phases;
 }
@@ -799,7 +833,7 @@ static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, 
         *per = x->nver;
         *off = fiw + x->nstep + x->ni0 + 3 * x->nhot + 3 * x->nagain + (size_t)(k - EXEC_PROF_FT) * x->nver;
         break;
-    case EXEC_PROF_FL: case EXEC_PROF_FS:
+    case EXEC_PROF_FL: case EXEC_PROF_FS: case EXEC_PROF_FX: case EXEC_PROF_BL: case EXEC_PROF_BS: case EXEC_PROF_BX:
         *per = x->nshare;
         *off = fiw + x->nstep + x->ni0 + 3 * x->nhot + 3 * x->nagain + 6 * x->nver + (size_t)(k - EXEC_PROF_FL) * x->nshare;
         break;
@@ -842,19 +876,19 @@ static void round_medians(const prof_thread *const *x, int threads, double *scra
     }
 }
 
-/* Sets p's F alone (FL) to its F beside (FS) times the median over the threads' rounds of each
- * round's F alone over its F beside: the two phases of a round run within a millisecond or so of
- * each other (exec_prof_worker_share), so their ratio leaves out the host's speed from one round
- * to the next (its states, seconds long: "The ranks' states"), which the ratio of the two kinds'
- * medians, each over all rounds, keeps. p's FS stays the median over the rounds (round_medians);
- * p's FL is left as round_medians set it where no round has both. scratch holds at least as many
- * doubles as rounds in all. */
-static void share_paired(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
+/* Sets p's kind `num` (FL, FX; BL, BX) to its kind `den` (FS; BS) times the median over the
+ * threads' rounds of each round's num over den: the phases of a round run within milliseconds
+ * of each other (exec_prof_worker_share), so their ratio leaves out the host's speed from one
+ * round to the next (its states, seconds long: "The ranks' states"), which the ratio of the two
+ * kinds' medians, each over all rounds, keeps. p's den stays the median over the rounds
+ * (round_medians); p's num is left as round_medians set it where no round has both. scratch
+ * holds at least as many doubles as rounds in all. */
+static void share_pair(const prof_thread *const *x, int threads, double *scratch, int num, int den, exec_layer_profile *p) {
     size_t n = 0;
     for (int i = 0; i < threads; i++) {
         size_t per, ol, os, lo, hi;
-        kind_samples(x[i], EXEC_PROF_FL, &per, &ol, &lo, &hi);
-        kind_samples(x[i], EXEC_PROF_FS, &per, &os, &lo, &hi);
+        kind_samples(x[i], num, &per, &ol, &lo, &hi);
+        kind_samples(x[i], den, &per, &os, &lo, &hi);
         if (!x[i]->t || x[i]->rounds == 0 || per == 0) continue;
         size_t each = per / x[i]->rounds;
         for (size_t r = 0; r < prof_done(x[i]); r++) {
@@ -866,7 +900,15 @@ static void share_paired(const prof_thread *const *x, int threads, double *scrat
             if (a > 0 && b > 0) scratch[n++] = a / b;
         }
     }
-    if (n && p->f_side_s > 0) p->f_alone_s = p->f_side_s * exec_median(scratch, n);
+    if (n && *exec_prof_kind(p, den) > 0) *exec_prof_kind(p, num) = *exec_prof_kind(p, den) * exec_median(scratch, n);
+}
+
+/* share_pair for each of the sharing term's kinds: FL and FX over FS, BL and BX over BS. */
+static void share_paired(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
+    share_pair(x, threads, scratch, EXEC_PROF_FL, EXEC_PROF_FS, p);
+    share_pair(x, threads, scratch, EXEC_PROF_FX, EXEC_PROF_FS, p);
+    share_pair(x, threads, scratch, EXEC_PROF_BL, EXEC_PROF_BS, p);
+    share_pair(x, threads, scratch, EXEC_PROF_BX, EXEC_PROF_BS, p);
 }
 
 /* Relative deviations of one round pooled from a slot's F (all L blocks, one microbatch): at

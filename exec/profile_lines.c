@@ -27,6 +27,7 @@
 #define PROF_WORKER_VERSIONS_FIELDS 27
 #define PROF_WORKER_STA_FIELDS 28 /* through step_mean_s */
 #define PROF_WORKER_SHARE_FIELDS 30 /* through fwd_side_s */
+#define PROF_WORKER_CLASS_FIELDS 34 /* through bwd_cross_s */
 
 /* Returns 1 when offset i of text[len] starts a line: right after a newline, or at the start of
  * the text past a UTF-8 byte order mark (pl_bom_len, the rule of every text reader; the cost
@@ -220,10 +221,12 @@ static const worker_key worker_keys[] = {
     WORKER_KEY("bwd_in_next_s", i_next_s), WORKER_KEY("fwd_back_s", f_back_s), WORKER_KEY("fwd_sd_s", f_sd_s),
     WORKER_KEY("fwd_two_s", f_two_s), WORKER_KEY("bwd_in_two_s", i_two_s), WORKER_KEY("bwd_w_two_s", w_two_s),
     WORKER_KEY("fwd_one_s", f_one_s), WORKER_KEY("bwd_in_one_s", i_one_s), WORKER_KEY("bwd_w_one_s", w_one_s),
-    WORKER_KEY("step_mean_s", step_mean_s), WORKER_KEY("fwd_alone_s", f_alone_s), WORKER_KEY("fwd_side_s", f_side_s)};
+    WORKER_KEY("step_mean_s", step_mean_s), WORKER_KEY("fwd_alone_s", f_alone_s), WORKER_KEY("fwd_side_s", f_side_s),
+    WORKER_KEY("fwd_cross_s", f_cross_s), WORKER_KEY("bwd_alone_s", b_alone_s), WORKER_KEY("bwd_side_s", b_side_s),
+    WORKER_KEY("bwd_cross_s", b_cross_s)};
 #undef WORKER_KEY
 #define WORKER_KEYS (sizeof worker_keys / sizeof *worker_keys)
-_Static_assert(WORKER_KEYS + 2 == PROF_WORKER_SHARE_FIELDS, "a worker line's fields end with fwd_side_s");
+_Static_assert(WORKER_KEYS + 2 == PROF_WORKER_CLASS_FIELDS, "a worker line's fields end with bwd_cross_s");
 
 /* Returns where worker key k's time lives in p. */
 static double *worker_time(exec_layer_profile *p, size_t k) { return (double *)((char *)p + worker_keys[k].off); }
@@ -342,6 +345,22 @@ int exec_profile_worker_share(const char *text, size_t len, int ranks, double *r
         ok = l[q].fields >= PROF_WORKER_SHARE_FIELDS && x->f_alone_s > 0 && x->f_side_s > 0 &&
              isfinite(x->f_alone_s / x->f_side_s);
         if (ok) ratio[q] = x->f_alone_s / x->f_side_s;
+    }
+    free(l);
+    return ok ? 0 : -1;
+}
+
+int exec_profile_worker_share_class(const char *text, size_t len, int ranks, double *ratio) {
+    worker_line *l = pl_calloc((size_t)(ranks > 0 ? ranks : 1), sizeof *l);
+    int found = l ? worker_lines(text, len, ranks, l) : -1, ok = found == ranks;
+    for (int q = 0; ok && q < ranks; q++) {
+        const exec_layer_profile *x = &l[q].p;
+        const double num[3] = {x->f_cross_s, x->b_alone_s, x->b_cross_s}, den[3] = {x->f_side_s, x->b_side_s, x->b_side_s};
+        ok = l[q].fields >= PROF_WORKER_CLASS_FIELDS;
+        for (int c = 0; ok && c < 3; c++) {
+            ok = num[c] > 0 && den[c] > 0 && isfinite(num[c] / den[c]);
+            if (ok) ratio[3 * q + c] = num[c] / den[c];
+        }
     }
     free(l);
     return ok ? 0 : -1;

@@ -355,12 +355,33 @@ int sim_run_median(const sched *s, const sim_costs *c, const sim_config *cfg, in
  * by more than SIM_SHARE_TOL or after SIM_SHARE_ITERS runs. alone = 1 gives factors of 1. */
 #define SIM_SHARE_ITERS 60
 #define SIM_SHARE_TOL 1e-9
+/* Per class: a backward (B, I, W: the backward class) and every other busy action (F, OVERLAP,
+ * STEP: the forward class) slow each other down by their own amounts ("A third host": two
+ * backwards slow each other more than a backward and a forward do). Each class's unit is its
+ * time beside the other ranks running its own class, which is how the profile's rounds time it.
+ * With kf of the other P - 1 ranks running forwards and kb backwards, an action of the forward
+ * class runs at speed 1 / gF and one of the backward class at 1 / gB,
+ *   gF = f_alone + (1 - f_alone) kf / (P - 1) + (f_cross - f_alone) kb / (P - 1),
+ *   gB = b_alone + (b_cross - b_alone) kf / (P - 1) + (1 - b_alone) kb / (P - 1),
+ * so that on 2 ranks an F alone takes f_alone, beside a backward f_cross, and a backward alone
+ * b_alone, beside a forward b_cross. f_cross = b_cross = 1 and b_alone = f_alone is the one-ratio
+ * term above (gF = gB = g(kf + kb)): the zeros of a sim_share_ratios ask for it. */
+typedef struct sim_share_ratios {
+    double f_alone; /* a forward-class action alone over beside forwards (> 0) */
+    double f_cross; /* beside backwards only over beside forwards; 0: 1 */
+    double b_alone; /* a backward alone over beside backwards; 0: f_alone */
+    double b_cross; /* beside forwards only over beside backwards; 0: 1 */
+} sim_share_ratios;
+/* Returns f_cross from an F timed beside one backward and P - 2 forwards (the profile's phase
+ * on P workers) over its time beside P - 1 forwards, `measured`, by gF above: on 2 ranks itself. */
+double sim_share_f_cross(double measured, double f_alone, int ranks);
 /* Solves the sharing term for s (lowered, at least 2 ranks, no replicated stage) on costs c
- * and configuration cfg (its cv, rank_cv, speed draws, act_scale and trace left out), alone > 0.
- * Returns PL_OK with *scale set ([ranks] rows, free with sim_share_free) and *iters the runs it
- * took, or PL_EINPUT / PL_ENOMEM (the simulator's errors too). */
-int sim_share_solve(const sched *s, const sim_costs *c, const sim_config *cfg, double alone, double ***scale, int *iters,
-                    pl_err *e);
+ * and configuration cfg (its cv, rank_cv, speed draws, act_scale and trace left out), the ratios
+ * q (each finite, f_alone > 0, the others >= 0, 0 for the one-ratio default). Returns PL_OK with
+ * *scale set ([ranks] rows, free with sim_share_free) and *iters the runs it took, or PL_EINPUT /
+ * PL_ENOMEM (the simulator's errors too). */
+int sim_share_solve(const sched *s, const sim_costs *c, const sim_config *cfg, const sim_share_ratios *q, double ***scale,
+                    int *iters, pl_err *e);
 void sim_share_free(const sched *s, double **scale);
 
 /* ---------------------------------------------------------------- traces */

@@ -1560,6 +1560,16 @@ static void test_profile_between(void) {
         CU_ASSERT(w0->f_alone_s > 0 && w0->f_side_s > 0 && w1->f_alone_s > 0 && w1->f_side_s > 0);
         CU_ASSERT_EQUAL(exec_profile_worker_share(csv.data, csv.len, 2, sr), 0);
         CU_ASSERT_DOUBLE_EQUAL(sr[1], w1->f_alone_s / w1->f_side_s, 1e-6 * sr[1]);
+        /* per class: F beside a backward, the backward alone, beside backwards and beside
+         * forwards, timed by every worker, their ratios read back; a backward takes longer than
+         * its F (its I and W each about an F) */
+        double cr[6];
+        CU_ASSERT(w0->f_cross_s > 0 && w0->b_alone_s > 0 && w0->b_side_s > 0 && w0->b_cross_s > 0);
+        CU_ASSERT(w1->f_cross_s > 0 && w1->b_alone_s > 0 && w1->b_side_s > w1->f_side_s && w1->b_cross_s > 0);
+        CU_ASSERT_EQUAL(exec_profile_worker_share_class(csv.data, csv.len, 2, cr), 0);
+        CU_ASSERT_DOUBLE_EQUAL(cr[3], w1->f_cross_s / w1->f_side_s, 1e-6 * cr[3]);
+        CU_ASSERT_DOUBLE_EQUAL(cr[4], w1->b_alone_s / w1->b_side_s, 1e-6 * cr[4]);
+        CU_ASSERT_DOUBLE_EQUAL(cr[5], w1->b_cross_s / w1->b_side_s, 1e-6 * cr[5]);
         pl_buf_free(&csv);
         exec_result_free(&plain);
         exec_result_free(&prof);
@@ -1699,6 +1709,10 @@ static void test_profile_reuse_lines(void) {
     CU_ASSERT_DOUBLE_EQUAL(sta[1], 4.5, 0);
     CU_ASSERT_EQUAL(exec_profile_worker_share(shz, strlen(shz), 2, sr), -1);
     CU_ASSERT_EQUAL(exec_profile_worker_share(shr, strlen(shr), 3, sr), -1); /* a worker missing */
+    /* per class: lines that end at fwd_side_s (a profile of an earlier pipelab) give no ratios
+     * per class, the one ratio still read */
+    double cr[6] = {0};
+    CU_ASSERT_EQUAL(exec_profile_worker_share_class(shr, strlen(shr), 2, cr), -1);
 }
 
 /* The ranks' drift. exec_lag1_variance: a series that holds +a for 12 values and then -a for 12
@@ -1998,10 +2012,14 @@ static void test_profile_worker_lines(void) {
     p.step_mean_s = 6.5;
     p.f_alone_s = 6.75;
     p.f_side_s = 7.0;
+    p.f_cross_s = 7.25;
+    p.b_alone_s = 7.5;
+    p.b_side_s = 8.0;
+    p.b_cross_s = 8.5;
     pl_buf b;
     pl_buf_init(&b);
     exec_worker_line(&p, 1, -1, &b);
-    const char *golden = "# " EXEC_PROFILE_META " worker=1 core=-1 fwd_s=0.25 bwd_in_s=0.5 bwd_w_s=0.75 step_s=1 bwd_in0_s=1.25 bwd_in_hot_s=1.5 bwd_w_hot_s=1.75 fwd_first_s=2 bwd_in_first_s=2.25 bwd_w_first_s=2.5 fwd_rest_s=2.75 bwd_in_rest_s=3 bwd_w_rest_s=3.25 fwd_again_s=3.5 bwd_in_again_s=3.75 bwd_w_again_s=4 bwd_in_next_s=4.25 fwd_back_s=4.5 fwd_sd_s=4.75 fwd_two_s=5 bwd_in_two_s=5.25 bwd_w_two_s=5.5 fwd_one_s=5.75 bwd_in_one_s=6 bwd_w_one_s=6.25 step_mean_s=6.5 fwd_alone_s=6.75 fwd_side_s=7\n";
+    const char *golden = "# " EXEC_PROFILE_META " worker=1 core=-1 fwd_s=0.25 bwd_in_s=0.5 bwd_w_s=0.75 step_s=1 bwd_in0_s=1.25 bwd_in_hot_s=1.5 bwd_w_hot_s=1.75 fwd_first_s=2 bwd_in_first_s=2.25 bwd_w_first_s=2.5 fwd_rest_s=2.75 bwd_in_rest_s=3 bwd_w_rest_s=3.25 fwd_again_s=3.5 bwd_in_again_s=3.75 bwd_w_again_s=4 bwd_in_next_s=4.25 fwd_back_s=4.5 fwd_sd_s=4.75 fwd_two_s=5 bwd_in_two_s=5.25 bwd_w_two_s=5.5 fwd_one_s=5.75 bwd_in_one_s=6 bwd_w_one_s=6.25 step_mean_s=6.5 fwd_alone_s=6.75 fwd_side_s=7 fwd_cross_s=7.25 bwd_alone_s=7.5 bwd_side_s=8 bwd_cross_s=8.5\n";
     CU_ASSERT_STRING_EQUAL(b.data, golden);
     exec_worker_line(&p, 0, 3, &b);
     pl_err e = {0};
@@ -2012,6 +2030,11 @@ static void test_profile_worker_lines(void) {
     CU_ASSERT_DOUBLE_EQUAL(step[1], 1.0, 0);
     CU_ASSERT_EQUAL(exec_profile_worker_share(b.data, b.len, 2, share), 0);
     CU_ASSERT_DOUBLE_EQUAL(share[1], 6.75 / 7.0, 1e-15);
+    double cls[6] = {0};
+    CU_ASSERT_EQUAL(exec_profile_worker_share_class(b.data, b.len, 2, cls), 0);
+    CU_ASSERT_DOUBLE_EQUAL(cls[3], 7.25 / 7.0, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(cls[4], 7.5 / 8.0, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(cls[5], 8.5 / 8.0, 1e-15);
     CU_ASSERT_EQUAL(exec_profile_worker_reuse(b.data, b.len, 2, ir, wr), 0);
     CU_ASSERT_DOUBLE_EQUAL(ir[0], 1.5 / 0.5, 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(wr[0], 1.75 / 0.75, 1e-15);
@@ -2051,7 +2074,7 @@ static void test_profile_worker_lines(void) {
     snprintf(text, sizeof text, "%.*s colour=red\n", (int)(strlen(golden) - 1), golden);
     pl_err e3 = {0};
     CU_ASSERT_EQUAL(exec_profile_lines_check("g.csv", text, strlen(text), &e3), PL_EINPUT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(e3.msg, "g.csv:1: 'colour' after the last key of a worker line, fwd_side_s"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e3.msg, "g.csv:1: 'colour' after the last key of a worker line, bwd_cross_s"));
 }
 
 /* The states term's rounds lines (exec_rounds_line, exec_profile_worker_rounds): each worker's F

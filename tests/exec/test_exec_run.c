@@ -1142,15 +1142,16 @@ static void test_run_fault_stores_nothing(void) {
      * with the pass-length term, the one at the rounds' later microbatches (TAG-rest) and the
      * reuse-distance and first-touch terms alone (no again term with one stage per rank) and the
      * reuse-distance term with the kind before, the one without the jitter term, the one with
-     * each rank's STEP at its median round and the one with the sharing term */
-    CU_ASSERT_EQUAL(count_runs(db), 11);
+     * each rank's STEP at its median round, the one without the sharing term and the one with
+     * its one ratio on every class (TAG-oneshare) */
+    CU_ASSERT_EQUAL(count_runs(db), 12);
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s --inject-fault 1:3:1",
              PIPELAB_BIN, db);
     char *out = NULL;
     CU_ASSERT_EQUAL(sh(cmd, &out), 1);
     CU_ASSERT(out && strstr(out, "rank 1, action 3") != NULL && strstr(out, "injected fault") != NULL);
     free(out);
-    CU_ASSERT_EQUAL(count_runs(db), 11);
+    CU_ASSERT_EQUAL(count_runs(db), 12);
     free(db);
     free(dir);
 }

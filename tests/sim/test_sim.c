@@ -988,16 +988,21 @@ static void test_speed_draws(void) {
 
 /* Runs s with the sharing term's factors for `alone` (sim_share_solve) into r; returns the runs
  * the fixed point took, or -1. rows: the factors, to free with sim_share_free. */
-static int shared_run(sched *s, const sim_costs *costs, sim_config *c, double alone, double ***rows, sim_result *r) {
+static int shared_run_q(sched *s, const sim_costs *costs, sim_config *c, const sim_share_ratios *q, double ***rows,
+                        sim_result *r) {
     pl_err e;
     int iters = 0;
-    CU_ASSERT_EQUAL(sim_share_solve(s, costs, c, alone, rows, &iters, &e), PL_OK);
+    CU_ASSERT_EQUAL(sim_share_solve(s, costs, c, q, rows, &iters, &e), PL_OK);
     if (!*rows) return -1;
     c->act_scale = (const double *const *)*rows;
     int rc = sim_run(s, costs, c, r, &e);
     c->act_scale = NULL;
     CU_ASSERT_EQUAL(rc, PL_OK);
     return rc == PL_OK ? iters : -1;
+}
+/* shared_run_q with the one ratio `alone` (sim_share_ratios' zeros for the others). */
+static int shared_run(sched *s, const sim_costs *costs, sim_config *c, double alone, double ***rows, sim_result *r) {
+    return shared_run_q(s, costs, c, &(sim_share_ratios){alone, 0, 0, 0}, rows, r);
 }
 
 /* The sharing term (sim_share_solve): an action alone takes `alone` times its time beside the
@@ -1042,7 +1047,9 @@ static void test_sharing_term(void) {
         }
         sim_share_free(s, rows);
     }
-    CU_ASSERT_EQUAL(sim_share_solve(s, &costs, &c, 0, &rows, &(int){0}, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(sim_share_solve(s, &costs, &c, &(sim_share_ratios){0}, &rows, &(int){0}, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(sim_share_solve(s, &costs, &c, &(sim_share_ratios){0.5, -1, 0, 0}, &rows, &(int){0}, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(sim_share_solve(s, &costs, &c, &(sim_share_ratios){0.5, 0, NAN, 0}, &rows, &(int){0}, &e), PL_EINPUT);
     sched_free(s);
     /* three ranks, one microbatch: each action runs alone, 3 (F + B) STEPs aside */
     s = lowered("gpipe", 3, 1, 0, 0);
@@ -1057,9 +1064,71 @@ static void test_sharing_term(void) {
     sched_free(s);
     s = lowered("gpipe", 1, 4, 0, 0);
     if (!s) return;
-    CU_ASSERT_EQUAL(sim_share_solve(s, &costs, &c, 0.5, &rows, &(int){0}, &e), PL_EINPUT);
+    CU_ASSERT_EQUAL(sim_share_solve(s, &costs, &c, &(sim_share_ratios){0.5, 0, 0, 0}, &rows, &(int){0}, &e), PL_EINPUT);
     CU_ASSERT_PTR_NULL(rows);
     sched_free(s);
+}
+
+/* The sharing term per class (sim_share_ratios): a forward alone at f_alone, a backward alone at
+ * b_alone, each beside the other class at f_cross and b_cross. GPipe on 2 ranks, m 16, F 1, B 2
+ * (test_sharing_term): two F and two B run alone and nothing beside the other class, so the pass
+ * takes 45 + 2 f_alone + 4 b_alone whatever the cross ratios. 1F1B on 2 ranks, m 2, F 1, B 1:
+ * rank 0's first F alone, then F beside F, rank 1's B of microbatch 0 alone, rank 0's B of it
+ * beside rank 1's F of microbatch 1 (both at the cross ratio c, so that they end together), then
+ * two B alone: f_alone + 1 + 3 b_alone + c (6 with every ratio 1). Every ratio at 1 gives factors of 1, and the zeros
+ * give the one-ratio term's run exactly. On 3 ranks the forward's cross ratio from an F beside
+ * one backward and one forward is the inverse of gF (sim_share_f_cross). */
+static void test_sharing_term_per_class(void) {
+    sim_basic b;
+    sim_costs costs;
+    sim_config c;
+    sched *s = balanced_gpipe(&b, &costs, &c);
+    if (!s) return;
+    double **rows = NULL;
+    sim_result r;
+    const sim_share_ratios g[2] = {{0.5, 0, 0.8, 0}, {0.5, 3, 0.8, 2}};
+    for (int j = 0; j < 2; j++) {
+        if (shared_run_q(s, &costs, &c, &g[j], &rows, &r) < 0) break;
+        NEAR(r.iteration_time_s, 45 + 2 * 0.5 + 4 * 0.8);
+        sim_result_free(&r);
+        sim_share_free(s, rows);
+    }
+    sched_free(s);
+    s = lowered("1f1b", 2, 2, 0, 0);
+    if (!s) return;
+    b.tf_s = b.tb_s = 1;
+    costs = sim_basic_costs(&b);
+    const double cross[3] = {1.5, 1, 0.7};
+    for (int j = 0; j < 3; j++) {
+        if (shared_run_q(s, &costs, &c, &(sim_share_ratios){0.5, cross[j], 0.8, cross[j]}, &rows, &r) < 0) break;
+        NEAR(r.iteration_time_s, 0.5 + 1 + 3 * 0.8 + cross[j]);
+        sim_result_free(&r);
+        sim_share_free(s, rows);
+    }
+    if (shared_run_q(s, &costs, &c, &(sim_share_ratios){1, 1, 1, 1}, &rows, &r) >= 0) {
+        NEAR(r.iteration_time_s, 6);
+        for (int q = 0; q < s->ranks; q++)
+            for (size_t i = 0; i < s->rank[q].n; i++) CU_ASSERT_DOUBLE_EQUAL(rows[q][i], 1, 1e-12);
+        sim_result_free(&r);
+        sim_share_free(s, rows);
+    }
+    double **one = NULL;
+    sim_result r1;
+    if (shared_run(s, &costs, &c, 0.6, &one, &r1) >= 0 &&
+        shared_run_q(s, &costs, &c, &(sim_share_ratios){0.6, 1, 0.6, 1}, &rows, &r) >= 0) {
+        CU_ASSERT_DOUBLE_EQUAL(r.iteration_time_s, r1.iteration_time_s, 1e-12);
+        for (int q = 0; q < s->ranks; q++)
+            for (size_t i = 0; i < s->rank[q].n; i++) CU_ASSERT_DOUBLE_EQUAL(rows[q][i], one[q][i], 1e-12);
+        sim_result_free(&r);
+        sim_result_free(&r1);
+        sim_share_free(s, rows);
+        sim_share_free(s, one);
+    }
+    sched_free(s);
+    /* gF(kf 1, kb 1) on 3 ranks = f_alone + (1 - f_alone) / 2 + (f_cross - f_alone) / 2 */
+    NEAR(sim_share_f_cross(0.9, 0.6, 2), 0.9);
+    double fc = sim_share_f_cross(0.9, 0.6, 3);
+    NEAR(0.6 + (1 - 0.6) / 2 + (fc - 0.6) / 2, 0.9);
 }
 
 /* Chrome trace and table name every action. */
@@ -1517,6 +1586,7 @@ void pl_test_register(void) {
         {"the ranks' drift: one factor a stream a run, the closed form of its seed", test_rank_drift},
         {"the states term: the ranks' speeds a row a run (the backwards' apart where given), the median of the rows' runs", test_speed_draws},
         {"the sharing term: actions alone at their ratio, processor sharing's closed forms", test_sharing_term},
+        {"the sharing term per class: each class alone and beside the other at its ratios", test_sharing_term_per_class},
         {"trace export", test_trace_export},
         {"stage csv", test_stage_csv},
         {"stage csv bytes: whole, at most 4.6e18, after a byte order mark", test_stage_csv_bytes},
