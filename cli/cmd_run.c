@@ -673,7 +673,11 @@ static int read_profile_terms(const pl_buf *t, const char *src, int ranks, profi
         p->states_per_class = p->states_per_class || p->states_b[k] != p->states[k];
     if (exec_profile_worker_share(text, n, ranks, share) == 0) p->alone = gsl_stats_mean(share, 1, R);
     double *cls = pl_calloc(3 * R, sizeof *cls);
-    if (!cls) return pl_errf(e, PL_ENOMEM, "out of memory");
+    if (!cls) {
+        free(p->buf);
+        p->buf = NULL;
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
     if (p->alone > 0 && exec_profile_worker_share_class(text, n, ranks, cls) == 0) {
         for (size_t q = 0; q < R; q++) cls[3 * q] = sim_share_f_cross(cls[3 * q], share[q], ranks);
         for (int c = 0; c < 3; c++) p->share_class[c] = gsl_stats_mean(cls + c, 3, R);
@@ -824,8 +828,14 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     t[13].drift = m->states ? p->drift : 0;
     on[13] = p->jitter && p->n_states > 0;
     sfx[13] = m->states ? RUN_TAG_NOSTATES_SUFFIX : RUN_TAG_STATES_SUFFIX;
-    /* [14] the other side of the sharing term, where the profile measured its ratio */
+    /* [14] the other side of the sharing term, where the profile measured its ratio: the
+     * default's, per class where the profile has the ratios (unless --share-one-ratio) */
     t[14].alone = m->alone > 0 ? 0 : p->alone;
+    if (m->alone <= 0 && !o->share_one && p->share_class_on) {
+        t[14].share_cross_f = p->share_class[0];
+        t[14].share_alone_b = p->share_class[1];
+        t[14].share_cross_b = p->share_class[2];
+    }
     on[14] = p->alone > 0;
     sfx[14] = m->alone > 0 ? RUN_TAG_NOSHARE_SUFFIX : RUN_TAG_SHARE_SUFFIX;
     /* [15] the states term with each round's backwards (I + W) at their own speeds, where the

@@ -621,20 +621,22 @@ int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int opens, int *un
  * previous round. */
 void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed);
 /* The sharing term's phases after w's timed round (exec_prof_worker_round), on P workers, in
- * three parts of P turns each, the turn of worker q being q (P - 1 - q in odd rounds):
+ * three parts of P turns each, the turn of worker q being q (P - 1 - q every other time):
  * - phase 0, every worker at once, runs one microbatch's F through the worker's blocks untimed;
  * - phase 1 + q, the worker of turn q alone (the others wait), the same F timed (FL); phase
  *   P + 1, every worker at once, the same F timed (FS);
- * - phase P + 2 + q, the worker of turn q alone runs that microbatch's backward (I then W of
- *   every block, W into the profile's own gradients, never the rank's lent ones) timed (BL);
- *   phase 2 P + 2, every worker's backward at once (BS);
- * - phase 2 P + 3 + q, the worker of turn q runs the backward (BX) while every other runs the F,
- *   which the worker of the next turn after it times (FX).
- * Each timed F follows the worker's own F of the same blocks, and each backward that F, so that
- * a kind's samples differ in the other workers' compute beside them and in nothing else. Runs
- * phase `phase` on the calling thread (nothing after an untimed round, or one worker) and
- * returns the count of phases, 3 P + 3, the same on every worker: its caller runs them all, each
- * followed by a barrier of all the workers, which the alone phases need. */
+ * - in even rounds (the others wait through these phases): phase P + 2 + q, the worker of turn
+ *   q alone runs the F untimed and then that microbatch's backward (I then W of every block, W
+ *   into the profile's own gradients, never the rank's lent ones) timed (BL); phase 2 P + 2,
+ *   every worker at once, the F and the backward (BS);
+ * - phase 2 P + 3 + q, the worker of turn q runs the F and the backward (BX) while every other
+ *   runs the F and then F after F for 1.25 times its own BS of the round, the first of which the
+ *   worker of the next turn times (FX).
+ * Each timed F follows the worker's own F of the same blocks, and each backward its own F, so
+ * that a kind's samples differ in the other workers' compute beside them and in nothing else.
+ * Runs phase `phase` on the calling thread (nothing after an untimed round, or one worker) and
+ * returns the count of phases, 3 P + 3, the same on every worker in every round: its caller runs
+ * them all, each followed by a barrier of all the workers, which the alone phases need. */
 int exec_prof_worker_share(exec_prof_worker *w, int phase);
 /* The profile over the n workers' rounds in p, and each one's alone in each[n] (when not NULL). */
 int exec_prof_worker_collect(exec_prof_worker *const *w, int n, const exec_config *cfg, exec_layer_profile *p,

@@ -241,7 +241,7 @@ double exec_prof_worker_bytes(const exec_config *cfg, int threads, int rounds, i
     x.L = prof_blocks(cfg, &x.d, threads);
     double R = rounds > 0 ? rounds : 0, L = x.L, ga = again ? exec_prof_again_blocks(x.L) : 0;
     double samples = EXEC_PROF_FIW * R * PROFILE_SLOTS * L + R * L + R * PROFILE_SLOTS + 3 * R * L + 3 * R * ga +
-                     6 * R * L + (threads > 1 ? 2 * R * L : 0) + 1;
+                     6 * R * L + (threads > 1 ? 6 * R * L : 0) + 1;
     return (double)exec_lines_bytes(prof_layout_of(&x).all, cfg->small_pages) + samples * sizeof(double) +
            5 * L * sizeof(float *);
 }
@@ -597,53 +597,63 @@ static void prof_round(prof_thread *x, int after, int untimed) {
 #undef Y
 }
 
+/* The part of a backward beside forwards (BX) that the other workers' forwards cover: they run
+ * F after F for this many times their own backward beside backwards of the round (BS), so that
+ * the backward runs beside forwards to its end (a single F, about half of it, left its second
+ * half alone). */
+#define SHARE_COVER 1.25
+
 /* What worker x does in phase `phase` of the sharing term's (exec_prof_worker_share, whose
- * comment gives the phases) of round r: returns 0 (wait), 1 (an F) or 2 (a backward), and sets
- * *kind to the samples it times (EXEC_PROF_FL .. BX), or -1 untimed. */
+ * comment gives the phases) of round r: returns 0 (wait), 1 (an F), 2 (an F untimed, then a
+ * backward) or 3 (an F untimed, then F after F for SHARE_COVER times its BS), and sets *kind to
+ * the samples it times (EXEC_PROF_FL .. BX: the F, the backward, or the second F), or -1 none.
+ * The backward parts run in even rounds only (waits in odd ones, so that every worker's count of
+ * phases stays the same), which halves their cost. */
 static int share_role(const prof_thread *x, int phase, int r, int *kind) {
     const int P = x->threads, part = (phase - 1) / (P + 1), j = (phase - 1) % (P + 1);
-    /* the workers take their turns in order, in reverse order in odd rounds, so that each one's
-     * alone phase follows the others' waits as often as not */
-    const int turn = r % 2 ? P - 1 - j : j, mine = turn == x->tid;
+    /* the workers take their turns in order, and in reverse order every other time, so that each
+     * one's alone phase follows the others' waits as often as not */
+    const int flip = part == 0 ? r % 2 : (r / 2) % 2, turn = flip ? P - 1 - j : j, mine = turn == x->tid;
     *kind = -1;
     if (phase == 0) return 1;
     if (part == 0) return j == P ? (*kind = EXEC_PROF_FS, 1) : mine ? (*kind = EXEC_PROF_FL, 1) : 0;
+    if (r % 2) return 0;
     if (part == 1) return j == P ? (*kind = EXEC_PROF_BS, 2) : mine ? (*kind = EXEC_PROF_BL, 2) : 0;
     if (mine) return *kind = EXEC_PROF_BX, 2;
     if (x->tid == (turn + 1) % P) *kind = EXEC_PROF_FX; /* one F beside each backward is timed */
-    return 1;
+    return 3;
 }
 
-/* Phase `phase` of the sharing term's after x's last round (exec_prof_worker_share): one
- * microbatch's F from slot 0's input through x's blocks, into slot 0's stash (the round that used
- * it is over, and the next one recomputes it; every F of the phases computes the same values), or
- * that microbatch's backward from the round's last output gradient (I down the blocks into the
- * profile's gradient buffers, then W into the profile's own weight gradients, never the rank's
- * lent ones), timed into the round's samples of share_role's kind, each block's F or I + W at
- * the block's place. Returns the count of phases. */
-static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, size_t *lo, size_t *hi);
-static int prof_share(prof_thread *x, int phase) {
-    const int phases = x->threads > 1 ? 3 * x->threads + 3 : 0, r = x->share_r;
-    if (!x->mem || !x->nshare || r < 0 || phase < 0 || phase >= phases) return phases;
-    int kind, role = share_role(x, phase, r, &kind);
-    if (!role) return phases;
+/* Runs one microbatch's F from slot 0's input through x's blocks into slot 0's stash (the round
+ * that used it is over, and the next one recomputes it; every F of the phases computes the same
+ * values), each block's time into t[k] when t is not NULL; returns the time it took. */
+static double share_fwd(prof_thread *x, double *t) {
     const exec_dims *d = &x->d;
     const int L = x->L;
-    size_t xs = prof_block_stride(d), k0 = 0, per, lo, hi, bh = (size_t)d->b * d->h, nf = exec_block_floats(d);
+    size_t xs = prof_block_stride(d);
+    float *slot = x->mem + prof_layout_of(x).slots;
+    double all = 0;
+    for (int k = 0; k < L; k++) {
+        float *xk = slot + (size_t)k * xs, *y = k + 1 < L ? xk + xs : slot + (size_t)L * xs;
+        double t0 = pl_now_s();
+        exec_block_fwd(d, x->wk[k], xk, prof_state_of(d, xk), y);
+        double dt = pl_now_s() - t0;
+        if (t) t[k] = dt;
+        all += dt;
+    }
+    return all;
+}
+
+/* Runs the backward of the microbatch whose F share_fwd left in slot 0's stash, from the round's
+ * last output gradient: I down the blocks into the profile's gradient buffers, then W into the
+ * profile's own weight gradients (never the rank's lent ones), each block's I + W into t[k]. The
+ * backward consumes the stash (a block's I overwrites its state in place). */
+static void share_bwd(prof_thread *x, double *t) {
+    const exec_dims *d = &x->d;
+    const int L = x->L;
+    size_t xs = prof_block_stride(d), bh = (size_t)d->b * d->h, nf = exec_block_floats(d);
     prof_layout o = prof_layout_of(x);
     float *slot = x->mem + o.slots, *gb = x->mem + o.gb, *scr = x->mem + o.scr, *g = x->mem + o.g;
-    if (kind >= 0) kind_samples(x, kind, &per, &k0, &lo, &hi);
-    double *t = x->t + k0 + (size_t)r * (size_t)L;
-    if (role == 1) {
-        for (int k = 0; k < L; k++) {
-            float *xk = slot + (size_t)k * xs, *y = k + 1 < L ? xk + xs : slot + (size_t)L * xs;
-            double t0 = pl_now_s();
-            exec_block_fwd(d, x->wk[k], xk, prof_state_of(d, xk), y);
-            double t1 = pl_now_s();
-            if (kind >= 0) t[k] = t1 - t0;
-        }
-        return phases;
-    }
     for (int k = L - 1; k >= 0; k--) {
         float *xk = slot + (size_t)k * xs;
         double t0 = pl_now_s();
@@ -656,6 +666,39 @@ static int prof_share(prof_thread *x, int phase) {
         exec_block_bwd_w(d, xk, prof_state_of(d, xk), gb + (size_t)(k + 1) * bh, g + (size_t)k * nf);
         t[k] += pl_now_s() - t0;
     }
+}
+
+/* Phase `phase` of the sharing term's after x's last round (exec_prof_worker_share): share_role's
+ * work, timed into the round's samples of its kind, each block's F or I + W at the block's place.
+ * Every backward follows an untimed F of its own microbatch (the one before consumed the stash),
+ * and every timed F follows an F, as the run's do in a forward streak. Returns the count of
+ * phases. */
+static void kind_samples(const prof_thread *x, int k, size_t *per, size_t *off, size_t *lo, size_t *hi);
+static int prof_share(prof_thread *x, int phase) {
+    const int phases = x->threads > 1 ? 3 * x->threads + 3 : 0, r = x->share_r;
+    if (!x->mem || !x->nshare || r < 0 || phase < 0 || phase >= phases) return phases;
+    int kind, role = share_role(x, phase, r, &kind);
+    if (!role) return phases;
+    const size_t L = (size_t)x->L;
+    size_t k0 = 0, per, lo, hi;
+    if (kind >= 0) kind_samples(x, kind, &per, &k0, &lo, &hi);
+    double *t = kind >= 0 ? x->t + k0 + (size_t)r * L : NULL;
+    if (role == 1) {
+        share_fwd(x, t);
+        return phases;
+    }
+    share_fwd(x, NULL);
+    if (role == 2) {
+        share_bwd(x, t);
+        return phases;
+    }
+    /* beside another worker's backward: F after F for SHARE_COVER times this worker's own
+     * backward beside backwards of the round (one F where it has none) */
+    kind_samples(x, EXEC_PROF_BS, &per, &k0, &lo, &hi);
+    double bs = 0;
+    for (size_t k = 0; k < L; k++) bs += x->t[k0 + (size_t)r * L + k];
+    double done = share_fwd(x, t);
+    while (done < SHARE_COVER * bs) done += share_fwd(x, NULL);
     return phases;
 }
 

@@ -626,13 +626,17 @@ static double sim_iteration(const char *db, const char *tag) {
 
 /* The sharing term, in the default. A run on 2 workers profiled between its passes times
  * each worker's F alone (the other waiting) and beside the other (its worker lines' fwd_alone_s
- * and fwd_side_s, both positive). A copy of that profile whose lines give F alone at half F
- * beside on both workers predicts with ratio 0.5 (its JSON's share_alone) and stores the
- * prediction without the term beside (TAG-noshare). Every action's factor lies between 0.5 and
- * 1, so the prediction lies between half the one without and the one without (GPipe's pass is a
- * sum of its actions' times along a path), and below it: the pass's fill and drain run alone.
- * Under --no-sharing-term the JSON says 0, the prediction is the other's TAG-noshare (the same
- * profile and seeds), and the term lands beside as TAG-share. Both store the measured ratio.
+ * and fwd_side_s, both positive), and per class its backward alone, beside the other's backward
+ * and beside its forwards, and an F beside the other's backward. A copy of that profile whose
+ * lines give F and the backward alone at half their time beside on both workers, and each class
+ * beside the other at its time beside its own, predicts with ratio 0.5 (its JSON's share_alone;
+ * share_class [1, 0.5, 1]) and stores the prediction without the term beside (TAG-noshare) and
+ * the one with the one ratio on every class (TAG-oneshare). Every action's factor lies between
+ * 0.5 and 1, so the prediction lies between half the one without and the one without (GPipe's
+ * pass is a sum of its actions' times along a path), and below it: the pass's fill and drain run
+ * alone. Under --no-sharing-term the JSON says 0, the prediction is the other's TAG-noshare (the
+ * same profile and seeds), and the term lands beside as TAG-share, the other's prediction, per
+ * class. Both store the measured ratios.
  * Over MPI (where mpirun is there) the term is off by default: share_alone 0, TAG-share beside. */
 static void test_run_sharing(void) {
     char *dir = pl_test_tmpdir();
@@ -644,11 +648,17 @@ static void test_run_sharing(void) {
     double measured[2] = {0, 0};
     CU_ASSERT_EQUAL(exec_profile_worker_share(text, len, 2, measured), 0);
     CU_ASSERT(measured[0] > 0 && measured[1] > 0);
+    double cls[6] = {0};
+    CU_ASSERT_EQUAL(exec_profile_worker_share_class(text, len, 2, cls), 0);
     free(text);
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "awk '/ worker=/ { for (i = 1; i <= NF; i++) if ($i ~ /^fwd_side_s=/) s = substr($i, 12);"
-             " for (i = 1; i <= NF; i++) if ($i ~ /^fwd_alone_s=/) $i = sprintf(\"fwd_alone_s=%%.17g\", s / 2) } { print }' %s > %s",
+             "awk '/ worker=/ { for (i = 1; i <= NF; i++) { if ($i ~ /^fwd_side_s=/) s = substr($i, 12);"
+             " if ($i ~ /^bwd_side_s=/) b = substr($i, 12) }"
+             " for (i = 1; i <= NF; i++) { if ($i ~ /^fwd_alone_s=/) $i = sprintf(\"fwd_alone_s=%%.17g\", s / 2);"
+             " if ($i ~ /^fwd_cross_s=/) $i = sprintf(\"fwd_cross_s=%%.17g\", s);"
+             " if ($i ~ /^bwd_alone_s=/) $i = sprintf(\"bwd_alone_s=%%.17g\", b / 2);"
+             " if ($i ~ /^bwd_cross_s=/) $i = sprintf(\"bwd_cross_s=%%.17g\", b) } } { print }' %s > %s",
              csv, half);
     CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
     double ratio[2] = {-1, -1};
@@ -661,6 +671,15 @@ static void test_run_sharing(void) {
         double stored = 0;
         pa = pa ? strstr(pa, "\"share_alone\":") : NULL;
         CU_ASSERT(pa && sscanf(pa, "\"share_alone\":%lf", &stored) == 1 && fabs(stored - 0.5) < 1e-6);
+        double sc[3] = {0, 0, 0};
+        pa = pa ? strstr(pa, "\"share_class\":") : NULL;
+        CU_ASSERT(pa && sscanf(pa, "\"share_class\":[%lf,%lf,%lf]", &sc[0], &sc[1], &sc[2]) == 3);
+        CU_ASSERT(fabs(sc[0] - 1) < 1e-6 && fabs(sc[1] - 0.5) < 1e-6 && fabs(sc[2] - 1) < 1e-6);
+        /* the prediction's: per class in the default, none without the term */
+        pj = out ? strstr(out, "\"predicted\":") : NULL;
+        const char *pc = pj ? strstr(pj, "\"share_class\":") : NULL;
+        const char *end = pj ? strstr(pj, "}") : NULL;
+        CU_ASSERT(k ? !pc || pc > end : pc && pc < end);
         if (out && !pj) fprintf(stderr, "%s\n", out);
         free(out);
     }
@@ -669,8 +688,9 @@ static void test_run_sharing(void) {
     store *s = NULL;
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
-    static const char *const tags[] = {"h0-share", "h1-noshare", "h1-share", "h2-share", "h2-noshare"};
-    static const size_t want_n[] = {1, 1, 0, 1, 0};
+    static const char *const tags[] = {"h0-share", "h1-noshare", "h1-share", "h2-share", "h2-noshare", "h1-oneshare",
+                                       "h2-oneshare"};
+    static const size_t want_n[] = {1, 1, 0, 1, 0, 1, 0};
     tag_counts(s, tags, want_n, sizeof tags / sizeof *tags);
     store_close(s);
     double with = sim_iteration(db, "h1"), without = sim_iteration(db, "h1-noshare");
@@ -680,6 +700,11 @@ static void test_run_sharing(void) {
         fprintf(stderr, "sharing term at 0.5: %g s against %g s without it\n", with, without);
     double off = sim_iteration(db, "h2");
     CU_ASSERT(off > 0 && off == without);
+    CU_ASSERT(sim_iteration(db, "h2-share") == with); /* the term beside is the default's, per class */
+    /* the one ratio on every class: the backwards alone at F's 0.5 too and each class beside the
+     * other at 1, which is what the lines give per class: the same prediction */
+    double one = sim_iteration(db, "h1-oneshare");
+    CU_ASSERT(one > 0 && fabs(one - with) <= 1e-9 * with);
 #ifdef PIPELAB_MPIEXEC
     /* over MPI the term is off by default, stored beside as TAG-share */
     if (have_mpirun()) {
