@@ -602,22 +602,25 @@ static void prof_round(prof_thread *x, int after, int untimed) {
  * the backward runs beside forwards to its end (a single F, about half of it, left its second
  * half alone). */
 #define SHARE_COVER 1.25
+/* The backward parts of the phases run in one round of this many (waits in the others, so that
+ * every worker's count of phases stays the same): in every other round they added 17-25% to
+ * the broad grid's runs (975 s against 778-861 s). */
+#define SHARE_CLASS_EVERY 4
 
 /* What worker x does in phase `phase` of the sharing term's (exec_prof_worker_share, whose
  * comment gives the phases) of round r: returns 0 (wait), 1 (an F), 2 (an F untimed, then a
  * backward) or 3 (an F untimed, then F after F for SHARE_COVER times its BS), and sets *kind to
  * the samples it times (EXEC_PROF_FL .. BX: the F, the backward, or the second F), or -1 none.
- * The backward parts run in even rounds only (waits in odd ones, so that every worker's count of
- * phases stays the same), which halves their cost. */
+ * The backward parts run in one round of SHARE_CLASS_EVERY. */
 static int share_role(const prof_thread *x, int phase, int r, int *kind) {
     const int P = x->threads, part = (phase - 1) / (P + 1), j = (phase - 1) % (P + 1);
     /* the workers take their turns in order, and in reverse order every other time, so that each
      * one's alone phase follows the others' waits as often as not */
-    const int flip = part == 0 ? r % 2 : (r / 2) % 2, turn = flip ? P - 1 - j : j, mine = turn == x->tid;
+    const int flip = part == 0 ? r % 2 : (r / SHARE_CLASS_EVERY) % 2, turn = flip ? P - 1 - j : j, mine = turn == x->tid;
     *kind = -1;
     if (phase == 0) return 1;
     if (part == 0) return j == P ? (*kind = EXEC_PROF_FS, 1) : mine ? (*kind = EXEC_PROF_FL, 1) : 0;
-    if (r % 2) return 0;
+    if (r % SHARE_CLASS_EVERY) return 0;
     if (part == 1) return j == P ? (*kind = EXEC_PROF_BS, 2) : mine ? (*kind = EXEC_PROF_BL, 2) : 0;
     if (mine) return *kind = EXEC_PROF_BX, 2;
     if (x->tid == (turn + 1) % P) *kind = EXEC_PROF_FX; /* one F beside each backward is timed */
