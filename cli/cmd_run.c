@@ -701,14 +701,16 @@ static int read_profile_terms(const pl_buf *t, const char *src, int ranks, profi
  *   rounds ("The ranks' states");
  * - the interruption term under --interruptions ("What the tail is made of");
  * - the sharing term unless --no-sharing-term, where the profile timed its workers' F alone and
- *   beside each other ("The sharing term measured in the profile's rounds"). */
+ *   beside each other ("The sharing term measured in the profile's rounds"), per class under
+ *   --sharing-per-class where it timed the backwards' phases too ("The sharing term per class":
+ *   on the AMD host its ratios read 0.99-1.01 and cost 0.1-0.5 points of MAPE in noise). */
 static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int measured) {
     const int states = o->jitter && p->jitter && p->n_states > 0; /* in the drift's place */
     cli_run_terms t = {NULL, NULL, NULL, NULL, p->again, p->windows && o->pass_length ? p->window : NULL, p->next, NULL,
                        o->jitter ? p->jitter : NULL, o->jitter && !states ? p->drift : 0, p->versions, o->intr_share,
                        o->intr_rate, 0, states ? p->states : NULL, states ? p->n_states : 0, o->sharing ? p->alone : 0,
                        0, 0, 0, NULL};
-    if (o->sharing && !o->share_one && p->share_class_on) {
+    if (o->sharing && o->share_class && p->share_class_on) {
         t.share_cross_f = p->share_class[0];
         t.share_alone_b = p->share_class[1];
         t.share_cross_b = p->share_class[2];
@@ -829,9 +831,9 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     on[13] = p->jitter && p->n_states > 0;
     sfx[13] = m->states ? RUN_TAG_NOSTATES_SUFFIX : RUN_TAG_STATES_SUFFIX;
     /* [14] the other side of the sharing term, where the profile measured its ratio: the
-     * default's, per class where the profile has the ratios (unless --share-one-ratio) */
+     * default's, per class under --sharing-per-class where the profile has the ratios */
     t[14].alone = m->alone > 0 ? 0 : p->alone;
-    if (m->alone <= 0 && !o->share_one && p->share_class_on) {
+    if (m->alone <= 0 && o->share_class && p->share_class_on) {
         t[14].share_cross_f = p->share_class[0];
         t[14].share_alone_b = p->share_class[1];
         t[14].share_cross_b = p->share_class[2];
@@ -845,9 +847,9 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     on[15] = m->states && p->states_per_class;
     sfx[15] = RUN_TAG_BSTATES_SUFFIX;
     /* [16] the other side of the sharing term per class, where the prediction has the term and
-     * the profile timed the backwards' phases: the one ratio on all, or per class under
-     * --share-one-ratio */
-    const int per_class = m->share_alone_b > 0;
+     * the profile timed the backwards' phases: per class, or the one ratio on all under
+     * --sharing-per-class */
+    const int per_class = m->share_alone_b > 0; /* --sharing-per-class */
     t[16].share_cross_f = per_class ? 0 : p->share_class[0];
     t[16].share_alone_b = per_class ? 0 : p->share_class[1];
     t[16].share_cross_b = per_class ? 0 : p->share_class[2];

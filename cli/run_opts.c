@@ -161,17 +161,16 @@ static const char help_format[] =
     "                        (processor sharing): a host whose cores slow each other down runs a\n"
     "                        pipeline's lone actions faster (docs/validate_cpu.md, \"The sharing\n"
     "                        term measured in the profile's rounds\"). The other prediction is\n"
-    "                        stored too: under NAME-noshare, or without the term NAME-share.\n"
-    "                        Per class where the profile also timed its workers' backward alone,\n"
-    "                        beside the others' backwards and beside their forwards, and an F\n"
-    "                        beside a backward: a backward (B, I, W) and a forward (the other busy\n"
-    "                        kinds) each at its own ratios alone and beside the other class, in\n"
-    "                        units of its time beside its own class (docs/validate_cpu.md, \"The\n"
-    "                        sharing term per class\"); stored too with the one ratio on all,\n"
-    "                        NAME-oneshare\n"
+    "                        stored too: under NAME-noshare, or without the term NAME-share\n"
     "  --no-sharing-term     without it\n"
-    "  --share-one-ratio     the sharing term with the forwards' one ratio on every class (stored\n"
-    "                        too per class, NAME-classshare)\n"
+    "  --sharing-per-class   the sharing term per class, where the profile also timed its workers'\n"
+    "                        backward alone, beside the others' backwards and beside their\n"
+    "                        forwards, and an F beside a backward: a backward (B, I, W) and a\n"
+    "                        forward (the other busy kinds) each at its own ratios alone and beside\n"
+    "                        the other class, in units of its time beside its own class\n"
+    "                        (docs/validate_cpu.md, \"The sharing term per class\"). The other\n"
+    "                        prediction is stored too: per class under NAME-classshare, or with\n"
+    "                        this flag the one ratio on all under NAME-oneshare\n"
     "  (also stored, under tag NAME-rest: the prediction with every F, I, W at a profile\n"
     "                        round's time after its first microbatch, which on small blocks\n"
     "                        re-warms after the run's pass; docs/validate_cpu.md, \"Off the grid\";\n"
@@ -202,7 +201,7 @@ static const char help_format[] =
     "exit status: 0 ok, 1 bad input or a failed run, 2 bad usage\n";
 
 enum { O_SPLIT = 1000, O_LR, O_MOM, O_WARMUP, O_TIMED, O_TRANSPORT, O_OVERSUB, O_NOPIN, O_TIMEOUT, O_BUDGET,
-       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_PASSLEN, O_NOPASSLEN, O_NOJITTER, O_SHARE, O_NOSHARE, O_SHAREONE, O_INTR, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
+       O_PROFILE, O_SAVEPROF, O_PREPS, O_PCONC, O_PTIMING, O_NOPRED, O_TERMS, O_PASSLEN, O_NOPASSLEN, O_NOJITTER, O_SHARE, O_NOSHARE, O_SHARECLASS, O_INTR, O_FORMAT, O_TRACE, O_DUMP, O_TAG, O_DB, O_NODB,
        O_FAULT, O_GPUS, O_MAXMEM, O_PARTITION, O_REPLS, O_NOPROBE, O_STEADY, O_TIMEDMAX, O_HELP };
 
 static const struct option long_opts[] = {
@@ -222,7 +221,7 @@ static const struct option long_opts[] = {
     {"no-jitter-term", no_argument, 0, O_NOJITTER},
     {"sharing-term", no_argument, 0, O_SHARE},
     {"no-sharing-term", no_argument, 0, O_NOSHARE},
-    {"share-one-ratio", no_argument, 0, O_SHAREONE},
+    {"sharing-per-class", no_argument, 0, O_SHARECLASS},
     {"interruptions", required_argument, 0, O_INTR},
     {"format", required_argument, 0, O_FORMAT}, {"trace", no_argument, 0, O_TRACE},
     {"dump-weights", required_argument, 0, O_DUMP}, {"tag", required_argument, 0, O_TAG},
@@ -398,7 +397,7 @@ static int run_opt(int c, const char *arg, const char *seen, run_opts *o) {
     case O_NOJITTER: o->jitter = 0; return -1;
     case O_SHARE: o->sharing = 1; return -1;
     case O_NOSHARE: o->sharing = 0; return -1;
-    case O_SHAREONE: o->share_one = 1; return -1;
+    case O_SHARECLASS: o->share_class = 1; return -1;
     case O_INTR: return interruptions_arg(arg, o) ? CLI_EUSAGE : -1;
     case O_FORMAT: o->format = arg; return -1;
     case O_TRACE: o->trace = 1; return -1;

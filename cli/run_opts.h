@@ -27,9 +27,9 @@ typedef struct run_opts {
     int jitter;                      /* the jitter and drift terms in the prediction (1; 0: --no-jitter-term) */
     int sharing;                     /* the sharing term in the prediction (by default 1 on threads, 0 over
                                       * MPI; --sharing-term 1, --no-sharing-term 0) */
-    int share_one;                   /* --share-one-ratio: the sharing term with the forwards' one
-                                      * ratio on every class (0: per class where the profile
-                                      * measured the backwards' phases) */
+    int share_class;                 /* --sharing-per-class: the sharing term per class where the
+                                      * profile measured the backwards' phases (0: the forwards'
+                                      * one ratio on every class) */
     double intr_share, intr_rate;    /* --interruptions SHARE,RATE (0, 0: not given) */
     int nsplit, split[MAX_SPLIT];
     const char *partition;           /* --partition FILE */

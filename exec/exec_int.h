@@ -625,7 +625,7 @@ void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed);
  * - phase 0, every worker at once, runs one microbatch's F through the worker's blocks untimed;
  * - phase 1 + q, the worker of turn q alone (the others wait), the same F timed (FL); phase
  *   P + 1, every worker at once, the same F timed (FS);
- * - in one round of 4 (the others wait through these phases): phase P + 2 + q, the worker of turn
+ * - in even rounds (the others wait through these phases): phase P + 2 + q, the worker of turn
  *   q alone runs the F untimed and then that microbatch's backward (I then W of every block, W
  *   into the profile's own gradients, never the rank's lent ones) timed (BL); phase 2 P + 2,
  *   every worker at once, the F and the backward (BS);

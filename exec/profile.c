@@ -603,9 +603,9 @@ static void prof_round(prof_thread *x, int after, int untimed) {
  * half alone). */
 #define SHARE_COVER 1.25
 /* The backward parts of the phases run in one round of this many (waits in the others, so that
- * every worker's count of phases stays the same): in every other round they added 17-25% to
- * the broad grid's runs (975 s against 778-861 s). */
-#define SHARE_CLASS_EVERY 4
+ * every worker's count of phases stays the same), to keep their cost down; one in four left
+ * their ratios noisier, and the broad grid took as long (967 s of runs against 975 s). */
+#define SHARE_CLASS_EVERY 2
 
 /* What worker x does in phase `phase` of the sharing term's (exec_prof_worker_share, whose
  * comment gives the phases) of round r: returns 0 (wait), 1 (an F), 2 (an F untimed, then a

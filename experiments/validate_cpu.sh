@@ -64,9 +64,10 @@
 # (-noshare: every action at the profile's time of all ranks at once, where the default takes an
 # action alone at the profile's ratio of each worker's F alone to its F beside the others), and the
 # one with the states term pricing the backwards at the rounds' own I + W speeds (-bstates, where
-# the default gives all compute the rounds' F speeds), and the one with the sharing term's one
-# ratio on every class (-oneshare, where the default prices a backward and a forward each at its
-# own ratios alone and beside the other class: "The sharing term per class").
+# the default gives all compute the rounds' F speeds), and the one with the sharing term per
+# class (-classshare: a backward and a forward each at its own ratios alone and beside the other
+# class, where the default prices every class at the forwards' one ratio: "The sharing term per
+# class").
 # With TRACE=1 (the default) every run stores its measured and its predicted timeline, and
 # `pipelab compare --actions` writes the per-rank breakdown (compute by kind, SEND/RECV and
 # waiting, span; predicted against measured) to results/out/validate_cpu.actions.txt (beside
@@ -488,7 +489,7 @@ if [ -f "$DB" ]; then
     other_prediction -noshare "without the sharing term (pipelab run --no-sharing-term: every action at the profile's time of all workers at once)"
     other_prediction -share "with the sharing term (over MPI, where it is not the default: pipelab run --sharing-term)"
     other_prediction -bstates "with the states term per class (the backwards at each round's own I + W speeds, where the default gives all compute its F speeds)"
-    other_prediction -oneshare "with the sharing term's one ratio on every class (pipelab run --share-one-ratio: the forwards' F alone over F beside prices the backwards too)"
+    other_prediction -classshare "with the sharing term per class (pipelab run --sharing-per-class: a backward and a forward each at its own ratios alone and beside the other class)"
     "$PL" plot accuracy --db "$DB" --tag "$NAME" -o "$FIG/accuracy-$NAME.png" \
         --title "Predicted against measured iteration time, 2 CPU ranks, $(nproc) cores" >/dev/null
     echo "figure: $FIG/accuracy-$NAME.png"

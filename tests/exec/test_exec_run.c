@@ -630,19 +630,23 @@ static double sim_iteration(const char *db, const char *tag) {
  * and beside its forwards, and an F beside the other's backward. A copy of that profile whose
  * lines give F and the backward alone at half their time beside on both workers, and each class
  * beside the other at its time beside its own, predicts with ratio 0.5 (its JSON's share_alone;
- * share_class [1, 0.5, 1]) and stores the prediction without the term beside (TAG-noshare) and
- * the one with the one ratio on every class (TAG-oneshare). Every action's factor lies between
- * 0.5 and 1, so the prediction lies between half the one without and the one without (GPipe's
- * pass is a sum of its actions' times along a path), and below it: the pass's fill and drain run
- * alone. Under --no-sharing-term the JSON says 0, the prediction is the other's TAG-noshare (the
- * same profile and seeds), and the term lands beside as TAG-share, the other's prediction, per
- * class. Both store the measured ratios.
+ * its params' share_class [1, 0.5, 1]) and stores the prediction without the term beside
+ * (TAG-noshare) and the one per class (TAG-classshare, here the same prediction). Every action's
+ * factor lies between 0.5 and 1, so the prediction lies between half the one without and the one
+ * without (GPipe's pass is a sum of its actions' times along a path), and below it: the pass's
+ * fill and drain run alone. Under --no-sharing-term the JSON says 0, the prediction is the
+ * other's TAG-noshare (the same profile and seeds), and the term lands beside as TAG-share, the
+ * other's prediction. Both store the measured ratios. Under --sharing-per-class, from lines whose
+ * backward alone takes a quarter of its time beside, the prediction is shorter than the one
+ * ratio's (GPipe's drain runs backwards alone), its JSON says share_class [1, 0.25, 1], and the
+ * one ratio lands beside (TAG-oneshare) as the first run's prediction.
  * Over MPI (where mpirun is there) the term is off by default: share_alone 0, TAG-share beside. */
 static void test_run_sharing(void) {
     char *dir = pl_test_tmpdir();
     char *db = pl_test_path(dir, "share.db");
     char *csv = pl_test_path(dir, "share.csv");
     char *half = pl_test_path(dir, "half.csv");
+    char *quarter = pl_test_path(dir, "quarter.csv");
     size_t len = 0;
     char *text = run_profile_text("--kind gpipe --ranks 2 --microbatches 4", "h0", db, csv, &len);
     double measured[2] = {0, 0};
@@ -661,6 +665,12 @@ static void test_run_sharing(void) {
              " if ($i ~ /^bwd_cross_s=/) $i = sprintf(\"bwd_cross_s=%%.17g\", b) } } { print }' %s > %s",
              csv, half);
     CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd,
+             "awk '/ worker=/ { for (i = 1; i <= NF; i++) if ($i ~ /^bwd_side_s=/) b = substr($i, 12);"
+             " for (i = 1; i <= NF; i++) if ($i ~ /^bwd_alone_s=/) $i = sprintf(\"bwd_alone_s=%%.17g\", b / 4) } { print }'"
+             " %s > %s",
+             half, quarter);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
     double ratio[2] = {-1, -1};
     for (int k = 0; k < 2; k++) {
         char *out = run_json(k ? "h2" : "h1", db, half, k ? "--no-sharing-term" : "");
@@ -675,11 +685,11 @@ static void test_run_sharing(void) {
         pa = pa ? strstr(pa, "\"share_class\":") : NULL;
         CU_ASSERT(pa && sscanf(pa, "\"share_class\":[%lf,%lf,%lf]", &sc[0], &sc[1], &sc[2]) == 3);
         CU_ASSERT(fabs(sc[0] - 1) < 1e-6 && fabs(sc[1] - 0.5) < 1e-6 && fabs(sc[2] - 1) < 1e-6);
-        /* the prediction's: per class in the default, none without the term */
+        /* the prediction's: the one ratio, no share_class of its own */
         pj = out ? strstr(out, "\"predicted\":") : NULL;
         const char *pc = pj ? strstr(pj, "\"share_class\":") : NULL;
         const char *end = pj ? strstr(pj, "}") : NULL;
-        CU_ASSERT(k ? !pc || pc > end : pc && pc < end);
+        CU_ASSERT(pj && end && (!pc || pc > end));
         if (out && !pj) fprintf(stderr, "%s\n", out);
         free(out);
     }
@@ -688,9 +698,9 @@ static void test_run_sharing(void) {
     store *s = NULL;
     pl_err e;
     CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
-    static const char *const tags[] = {"h0-share", "h1-noshare", "h1-share", "h2-share", "h2-noshare", "h1-oneshare",
-                                       "h2-oneshare"};
-    static const size_t want_n[] = {1, 1, 0, 1, 0, 1, 0};
+    static const char *const tags[] = {"h0-share", "h1-noshare", "h1-share", "h2-share", "h2-noshare", "h1-classshare",
+                                       "h2-classshare", "h1-oneshare"};
+    static const size_t want_n[] = {1, 1, 0, 1, 0, 1, 0, 0};
     tag_counts(s, tags, want_n, sizeof tags / sizeof *tags);
     store_close(s);
     double with = sim_iteration(db, "h1"), without = sim_iteration(db, "h1-noshare");
@@ -700,10 +710,21 @@ static void test_run_sharing(void) {
         fprintf(stderr, "sharing term at 0.5: %g s against %g s without it\n", with, without);
     double off = sim_iteration(db, "h2");
     CU_ASSERT(off > 0 && off == without);
-    CU_ASSERT(sim_iteration(db, "h2-share") == with); /* the term beside is the default's, per class */
-    /* the one ratio on every class: the backwards alone at F's 0.5 too and each class beside the
-     * other at 1, which is what the lines give per class: the same prediction */
-    double one = sim_iteration(db, "h1-oneshare");
+    CU_ASSERT(sim_iteration(db, "h2-share") == with); /* the term beside is the default's */
+    /* per class: the backwards alone at F's 0.5 too and each class beside the other at 1, which
+     * is what the one ratio gives: the same prediction */
+    double per1 = sim_iteration(db, "h1-classshare");
+    CU_ASSERT(per1 > 0 && fabs(per1 - with) <= 1e-9 * with);
+    /* per class with the backwards alone at 0.25: shorter; the one ratio beside is h1's */
+    char *out3 = run_json("h3", db, quarter, "--sharing-per-class");
+    const char *p3 = out3 ? strstr(out3, "\"predicted\":") : NULL;
+    double sc3[3] = {0, 0, 0};
+    p3 = p3 ? strstr(p3, "\"share_class\":") : NULL;
+    CU_ASSERT(p3 && sscanf(p3, "\"share_class\":[%lf,%lf,%lf]", &sc3[0], &sc3[1], &sc3[2]) == 3);
+    CU_ASSERT(fabs(sc3[0] - 1) < 1e-6 && fabs(sc3[1] - 0.25) < 1e-6 && fabs(sc3[2] - 1) < 1e-6);
+    free(out3);
+    double per = sim_iteration(db, "h3"), one = sim_iteration(db, "h3-oneshare");
+    CU_ASSERT(per > 0 && per < with);
     CU_ASSERT(one > 0 && fabs(one - with) <= 1e-9 * with);
 #ifdef PIPELAB_MPIEXEC
     /* over MPI the term is off by default, stored beside as TAG-share */
@@ -727,6 +748,7 @@ static void test_run_sharing(void) {
     }
 #endif
     free(half);
+    free(quarter);
     free(csv);
     free(db);
     free(dir);
@@ -1168,7 +1190,7 @@ static void test_run_fault_stores_nothing(void) {
      * reuse-distance and first-touch terms alone (no again term with one stage per rank) and the
      * reuse-distance term with the kind before, the one without the jitter term, the one with
      * each rank's STEP at its median round, the one without the sharing term and the one with
-     * its one ratio on every class (TAG-oneshare) */
+     * it per class (TAG-classshare) */
     CU_ASSERT_EQUAL(count_runs(db), 12);
     snprintf(cmd, sizeof cmd, "%s run --kind gpipe --ranks 2 --microbatches 4 " SMALL " --db %s --inject-fault 1:3:1",
              PIPELAB_BIN, db);
