@@ -437,7 +437,7 @@ static int replica_memory(const sched *s, const cost_stage *stages, const cost_m
     int over = 0;
     for (int st = 0; st < s->stages; st++) {
         if (s->stage_rank[st] != k) continue;
-        cost_memory sm;
+        cost_memory sm = {0}; /* set on every path, which -O3's inliner cannot tell */
         if (cost_stage_memory(&stages[st], m, o, SCHED_WEIGHTS_FLUSH, s->recompute, 0, &sm, e) != PL_OK) return PL_EINPUT;
         add_bytes(&acc.grad_bytes, sm.grad_bytes, &over);
         add_bytes(&acc.optimizer_bytes, sm.optimizer_bytes, &over);
