@@ -188,7 +188,7 @@ static void json_num(pl_buf *b, const char *key, double v) {
 
 /* Writes JSON: the run, the prediction (how it was made: its simulated runs, the jitter and drift
  * terms' coefficients of variation, the states term's rounds and the sharing term's ratio, noise;
- * 0 when off) and a per-rank array. */
+ * 0 when off; its ratios per class, share_class, where it took them) and a per-rank array. */
 static void out_json(const sched *s, const exec_result *r, const sim_result *pr, const double noise[7], const cost_memory *mem,
                      const cli_run_store_info *info, const int64_t ids[2], pl_buf *b) {
     double ip = r->iterations_per_pass;
@@ -873,6 +873,10 @@ static int predict(const run_opts *o, run_state *st, pl_err *e) {
      * which the simulator's term does not serve */
     for (int q = 0; o->c.replicas && q < st->s->stages; q++)
         if (o->c.replicas[q] > 1) p.alone = 0, p.share_class_on = 0;
+    if (o->share_class && p.alone > 0 && !p.share_class_on)
+        fprintf(stderr, "pipelab run: warning: --sharing-per-class: the profile (%s) has no ratios per class (its worker lines "
+                        "end before bwd_cross_s, or its forward beside backwards reads <= 0); the sharing term takes its one "
+                        "ratio\n", st->profile_src);
     const cli_run_terms m = terms_of(o, &p, o->terms);
     rc = predict_one(o, st, &p, &m, &st->pr, e);
     st->have_pred = rc == PL_OK;

@@ -621,17 +621,19 @@ int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int opens, int *un
  * previous round. */
 void exec_prof_worker_round(exec_prof_worker *w, int after, int untimed);
 /* The sharing term's phases after w's timed round (exec_prof_worker_round), on P workers, in
- * three parts of P turns each, the turn of worker q being q (P - 1 - q every other time):
+ * three parts, in each of which the workers take turns, worker q's turn being q (P - 1 - q
+ * every other time):
  * - phase 0, every worker at once, runs one microbatch's F through the worker's blocks untimed;
  * - phase 1 + q, the worker of turn q alone (the others wait), the same F timed (FL); phase
  *   P + 1, every worker at once, the same F timed (FS);
- * - in even rounds (the others wait through these phases): phase P + 2 + q, the worker of turn
+ * - in even rounds only (in odd rounds every worker waits through these phases): phase P + 2 + q, the worker of turn
  *   q alone runs the F untimed and then that microbatch's backward (I then W of every block, W
  *   into the profile's own gradients, never the rank's lent ones) timed (BL); phase 2 P + 2,
  *   every worker at once, the F and the backward (BS);
  * - phase 2 P + 3 + q, the worker of turn q runs the F and the backward (BX) while every other
- *   runs the F and then F after F for 1.25 times its own BS of the round, the first of which the
- *   worker of the next turn times (FX).
+ *   runs the F and then F after F for 1.25 times its own BS of the round, the first of which
+ *   worker (q + 1) mod P, by id, times (FX). A worker's own BS is the cover: on stages of
+ *   unequal cost a lighter worker's forwards can end before a heavier one's backward does.
  * Each timed F follows the worker's own F of the same blocks, and each backward its own F, so
  * that a kind's samples differ in the other workers' compute beside them and in nothing else.
  * Runs phase `phase` on the calling thread (nothing after an untimed round, or one worker) and

@@ -43,6 +43,8 @@ static void executor_lines(const char *text, size_t len) {
             for (int k = 0; k < 3 * ranks; k++) FZ_CHECK(isfinite(a[k]) && a[k] > 0, "a version ratio %g", a[k]);
         if (exec_profile_worker_share(text, len, ranks, a) == 0)
             for (int q = 0; q < ranks; q++) FZ_CHECK(isfinite(a[q]) && a[q] > 0, "worker %d's sharing ratio", q);
+        if (exec_profile_worker_share_class(text, len, ranks, a) == 0)
+            for (int k = 0; k < 3 * ranks; k++) FZ_CHECK(isfinite(a[k]) && a[k] > 0, "a sharing ratio per class %g", a[k]);
     }
 }
 

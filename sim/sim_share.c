@@ -69,7 +69,8 @@ static sim_share_ratios share_ratios_of(const sim_share_ratios *q) {
 /* Returns 1 / gF (b 0) or 1 / gB (b 1) with kf and kb of the others (P - 1 of them, `others`)
  * computing forwards and backwards (sim.h). */
 static double share_rate(const sim_share_ratios *q, int b, int kf, int kb, double others) {
-    /* the one-ratio term's own expression where the ratios are one (its results to the bit) */
+    /* the one-ratio term's own expression where the class ratios are one (per class at ratios of
+     * one gives the one ratio's results to the bit) */
     const int one = q->f_cross == 1 && q->b_cross == 1 && q->b_alone == q->f_alone;
     double g = one ? q->f_alone + (1 - q->f_alone) * (kf + kb) / others
                : b ? q->b_alone + (q->b_cross - q->b_alone) * kf / others + (1 - q->b_alone) * kb / others

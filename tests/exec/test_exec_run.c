@@ -639,7 +639,8 @@ static double sim_iteration(const char *db, const char *tag) {
  * other's prediction. Both store the measured ratios. Under --sharing-per-class, from lines whose
  * backward alone takes a quarter of its time beside, the prediction is shorter than the one
  * ratio's (GPipe's drain runs backwards alone), its JSON says share_class [1, 0.25, 1], and the
- * one ratio lands beside (TAG-oneshare) as the first run's prediction.
+ * one ratio lands beside (TAG-oneshare) as the first run's prediction; without the flag the same
+ * lines predict the one ratio's and store the per-class one beside (TAG-classshare).
  * Over MPI (where mpirun is there) the term is off by default: share_alone 0, TAG-share beside. */
 static void test_run_sharing(void) {
     char *dir = pl_test_tmpdir();
@@ -717,15 +718,25 @@ static void test_run_sharing(void) {
     CU_ASSERT(per1 > 0 && fabs(per1 - with) <= 1e-9 * with);
     /* per class with the backwards alone at 0.25: shorter; the one ratio beside is h1's */
     char *out3 = run_json("h3", db, quarter, "--sharing-per-class");
-    const char *p3 = out3 ? strstr(out3, "\"predicted\":") : NULL;
+    const char *p3 = out3 ? strstr(out3, "\"predicted\":") : NULL, *e3 = p3 ? strstr(p3, "}") : NULL;
     double sc3[3] = {0, 0, 0};
     p3 = p3 ? strstr(p3, "\"share_class\":") : NULL;
+    CU_ASSERT(p3 && e3 && p3 < e3); /* in the prediction's own object, not the params' */
     CU_ASSERT(p3 && sscanf(p3, "\"share_class\":[%lf,%lf,%lf]", &sc3[0], &sc3[1], &sc3[2]) == 3);
     CU_ASSERT(fabs(sc3[0] - 1) < 1e-6 && fabs(sc3[1] - 0.25) < 1e-6 && fabs(sc3[2] - 1) < 1e-6);
     free(out3);
     double per = sim_iteration(db, "h3"), one = sim_iteration(db, "h3-oneshare");
     CU_ASSERT(per > 0 && per < with);
     CU_ASSERT(one > 0 && fabs(one - with) <= 1e-9 * with);
+    /* the same lines without the flag: the one ratio, and per class beside as h3's */
+    free(run_json("h4", db, quarter, ""));
+    CU_ASSERT(fabs(sim_iteration(db, "h4") - with) <= 1e-9 * with);
+    CU_ASSERT(fabs(sim_iteration(db, "h4-classshare") - per) <= 1e-9 * per);
+    CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
+    static const char *const tags3[] = {"h3-oneshare", "h3-classshare", "h3-noshare", "h4-classshare", "h4-oneshare"};
+    static const size_t want3[] = {1, 0, 1, 1, 0};
+    tag_counts(s, tags3, want3, sizeof tags3 / sizeof *tags3);
+    store_close(s);
 #ifdef PIPELAB_MPIEXEC
     /* over MPI the term is off by default, stored beside as TAG-share */
     if (have_mpirun()) {
@@ -741,9 +752,9 @@ static void test_run_sharing(void) {
         if (!pj && out) fprintf(stderr, "%s\n", out);
         free(out);
         CU_ASSERT_EQUAL_FATAL(store_open(db, 1, &s, &e), PL_OK);
-        static const char *const mtags[] = {"hm-share", "hm-noshare"};
-        static const size_t mwant[] = {1, 0};
-        tag_counts(s, mtags, mwant, 2);
+        static const char *const mtags[] = {"hm-share", "hm-noshare", "hm-classshare"};
+        static const size_t mwant[] = {1, 0, 0};
+        tag_counts(s, mtags, mwant, 3);
         store_close(s);
     }
 #endif
