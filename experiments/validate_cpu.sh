@@ -21,8 +21,10 @@
 # A run that stays contended is kept apart, in results/out/validate_cpu.busy.db, and reported
 # separately: its error measures the other load, not the model. Nothing is discarded silently.
 # Before the grid, `pipelab profile --interruptions INTR_S` (default 20 seconds, both cores) measures
-# the host's interruptions, and every run's prediction prices them (`pipelab run --interruptions`);
-# the prediction without is stored beside (tag NAME-nointerrupt) and reported with the others.
+# the host's interruptions, and again for INTR_SAMPLE_S (4) every INTR_EVERY seconds (150) between
+# runs; every run's prediction prices the median of the samples before it (`pipelab run
+# --interruptions`); the prediction without is stored beside (tag NAME-nointerrupt) and reported
+# with the others.
 # The host's other guests slow the cores too, and /proc/stat does not show them (its steal time
 # stays 0 here); their mark is a run whose passes scatter. Each run's steadiness is the standard
 # error of its mean pass (the passes' standard deviation over the square root of their number)
@@ -295,15 +297,11 @@ elif [ "$BROAD" = 1 ]; then POINTS=$(broad_points); else
     POINTS=$(for h in $WIDTHS; do for m in $MICROBATCHES; do for kind in $KINDS; do
         echo "$kind $m none mlp:width=$h,depth=$DEPTH,microbatch=16"; done; done; done)
 fi
-# the host's interruptions, measured once for the grid on both cores (INTR_S seconds) and priced
-# by every prediction; the one without is stored beside under tag NAME-nointerrupt
-# (docs/validate_cpu.md, "What the tail is made of")
-INTR=""
-if [ "$PLOT_ONLY" = 0 ]; then
-    INTR_LINE=$("$PL" profile --interruptions "${INTR_S:-20}" --concurrency 2) || exit 1
-    INTR=$(sed -n 's/.*share \([0-9.e+-]*\) .*, \([0-9.]*\) a second.*/\1,\2/p' <<< "$INTR_LINE")
-    echo "$INTR_LINE"
-fi
+# The host's interruptions, sampled before the grid and between its runs, each run priced at the
+# median of the samples before it (interruptions.sh; docs/validate_cpu.md, "What the tail is
+# made of", "Interruptions sampled across the grid")
+source experiments/interruptions.sh
+[ "$PLOT_ONLY" = 1 ] || intr_sample "$INTR_S"
 t0=$(date +%s)
 # the grid once a round, REPEATS rounds: a configuration's runs minutes apart, in different states
 # of the host
@@ -321,6 +319,7 @@ while read -r kind m recompute spec chunks; do
     SEEN[$PROF]=1
     extra="--recompute $recompute"
     [ "$TRACE" = 0 ] || extra="$extra --trace"
+    if [ "$PLOT_ONLY" = 0 ] && intr_due; then intr_sample "$INTR_SAMPLE_S"; fi
     [ -z "$INTR" ] || extra="$extra --interruptions $INTR"
     case "$kind" in interleaved|looped-bfs) extra="$extra --chunks ${chunks:-2}" ;; esac
     run_one() {
@@ -379,6 +378,7 @@ while read -r kind m recompute spec chunks; do
     }
     point run_one
 done <<< "$(for ((r = 0; r < REPEATS; r++)); do echo "$POINTS"; done)"
+intr_summary
 if [ "$PLOT_ONLY" = 0 ]; then
     echo "runs took $(($(date +%s) - t0)) s (${WAITED} s waiting for a quiet machine)"
     # the executor asks for huge pages (exec_lines_alloc); whether the kernel grants them shapes
@@ -482,7 +482,7 @@ if [ -f "$DB" ]; then
     other_prediction -nonext "without the I next to its recomputed forward (only the runs under full recomputation)"
     other_prediction -before "with the reuse-distance term and the kind before (an I after an F of its stage, an F after its backwards)"
     other_prediction -nojitter "without the jitter and drift terms (one simulated run at each action's mean time: its per-class table prices the actions, where the default's are random draws)"
-    other_prediction -nointerrupt "without the interruption term (pipelab run --interruptions, measured once for the grid)"
+    other_prediction -nointerrupt "without the interruption term (pipelab run --interruptions, the median of the samples before each run)"
     other_prediction -stepmean "with each rank's STEP at the mean over its profile's rounds, the host's stalls left out (rather than their median)"
     other_prediction -nostates "without the states term (the drift term's lognormal draw in its place, as before the states term)"
     other_prediction -nodrift "with the jitter term alone (only the runs whose profile measured a drift between the ranks)"

@@ -104,8 +104,91 @@ static void test_history(void) {
     free(dir);
 }
 
+/* Runs bash script body after sourcing experiments/interruptions.sh in dir, with PL=pl and a
+ * quiet_try that sets OTHERS from the file `others` in dir (validate_cpu.sh's CPU accounting,
+ * which reads the whole machine, stands in as that file); returns its exit status and its output
+ * in *o (free it). */
+static int intr_script(const char *dir, const char *pl, const char *body, char **o) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && PL='%s' DB='%s/g.db' INTR_SETTLE_S=0 bash -c '"
+             "quiet_try() { OTHERS=$(cat others); \"$@\"; }; run_contended() { [ \"$1\" -ge 3 ]; }; "
+             "source \"%s/../experiments/interruptions.sh\" && %s' 2>&1",
+             dir, pl, dir, PIPELAB_TESTS_DIR, body);
+    return sh(cmd, o);
+}
+
+/* The interruption share sampled across a grid (experiments/interruptions.sh): each run is priced
+ * at the medians of the share and the rate over the samples so far, so one sample in an unusual
+ * state moves the price only until others outvote it; a contended sample after the first is
+ * logged and left out; the real `pipelab profile --interruptions` line parses. */
+static void test_intr_samples(void) {
+    char *dir = pl_test_tmpdir();
+    char *pl = pl_test_path(dir, "pl");
+    FILE *f = fopen(pl, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    /* answers the n-th `profile --interruptions` with the n-th line of `lines`, as the real one
+     * words it */
+    fprintf(f, "#!/bin/sh\nn=$(($(cat n) + 1)); echo $n > n\nsed -n \"${n}p\" lines | { read -r share rate; "
+               "echo \"interruptions      share $share (x%% of the time in gaps over 0.1 ms up to 20 ms, $rate a second), "
+               "2 workers at once, 1 s; medians over 1 windows, over the whole time x%%\"; }\n");
+    fclose(f);
+    char cmd[2048], *o = NULL;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && chmod +x pl && echo 0 > n && echo 0 > others && "
+             "printf '0.0296 23.5\\n0.005 10\\n0.004 8\\n0.05 30\\n0.006 12\\n' > lines",
+             dir);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    /* five samples, the fourth contended: after each, the price */
+    CU_ASSERT_EQUAL(intr_script(dir, pl,
+                                "INTR_EVERY=3600; for k in 1 2 3 4 5; do [ $k != 4 ] || echo 50 > others; "
+                                "intr_sample 1; echo 0 > others; echo \"price $k $INTR\"; done; "
+                                "intr_due || echo not due; INTR_EVERY=0; intr_due && echo due; intr_summary",
+                                &o),
+                    0);
+    if (!o || !strstr(o, "price 5 ")) fprintf(stderr, "\n%s\n", o ? o : "");
+    /* the first alone; two: their mean; three: the middle one */
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 1 0.0296,23.5\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 2 0.0173,16.75\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 3 0.005,10\n") : NULL);
+    /* the contended one leaves the price as it was, and says so */
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "interruptions sample left out: other processes took 50% of the CPUs") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 4 0.005,10\n") : NULL);
+    /* four kept: the mean of the middle two */
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 5 0.0055,11\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "not due\ndue\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "interruptions: 4 samples, share 0.4% to 2.96%, the last runs priced at 0.0055") : NULL);
+    free(o);
+    /* a contended first sample is kept, as the only one */
+    snprintf(cmd, sizeof cmd, "cd '%s' && echo 0 > n && echo 40 > others", dir);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    CU_ASSERT_EQUAL(intr_script(dir, pl, "intr_sample 1; echo \"price $INTR\"", &o), 0);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "during the first sample; kept, as the only one") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 0.0296,23.5") : NULL);
+    free(o);
+    /* a line it cannot read (echo's of its arguments) stops the grid */
+    snprintf(cmd, sizeof cmd, "cd '%s' && echo 0 > others", dir);
+    CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+    CU_ASSERT_NOT_EQUAL(intr_script(dir, "/bin/echo", "intr_sample 1; echo reached", &o), 0);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "cannot read the interruptions from") : NULL);
+    CU_ASSERT_PTR_NULL(o ? strstr(o, "reached") : NULL);
+    free(o);
+    /* the real measurement's line parses */
+    CU_ASSERT_EQUAL(intr_script(dir, PIPELAB_BIN, "intr_sample 0.3; echo \"price $INTR\"", &o), 0);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "\nprice ") : NULL);
+    const char *p = o ? strstr(o, "\nprice ") : NULL;
+    double share = -1, rate = -1;
+    CU_ASSERT_TRUE(p && sscanf(p, "\nprice %lf,%lf", &share, &rate) == 2 && share >= 0 && share < 0.5 && rate >= 0);
+    free(o);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
+    free(pl);
+    free(dir);
+}
+
 void exec_test_history_register(void) {
     static const pl_test_case cases[] = {
-        {"validate_cpu.sh --broad keeps a history per grid and revision and prints its repeats", test_history}, {NULL, NULL}};
+        {"validate_cpu.sh --broad keeps a history per grid and revision and prints its repeats", test_history},
+        {"validate_cpu.sh prices each run at the median of the interruption samples before it", test_intr_samples},
+        {NULL, NULL}};
     pl_test_suite("exec validation history", cases);
 }

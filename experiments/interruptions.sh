@@ -1,0 +1,55 @@
+# interruptions.sh: the host's interruptions sampled across a grid, sourced by validate_cpu.sh (and
+# by test_exec) in bash; it needs PL, DB, quiet_try and run_contended, and sets INTR to SHARE,RATE
+# for `pipelab run --interruptions`.
+#
+# The host's interruptions are measured on both cores and priced by every prediction; the one
+# without is stored beside under tag NAME-nointerrupt (docs/validate_cpu.md, "What the tail is
+# made of"). One sample of INTR_S seconds (default 20) before the grid, then one of INTR_SAMPLE_S
+# (default 4) before the next run whenever INTR_EVERY seconds (default 150) have passed since the
+# last; each run's prediction prices the median share and the median rate of the samples taken
+# before it, so one sample in an unusual state of the host does not price a whole grid
+# ("Interruptions sampled across the grid"). A sample between runs waits INTR_SETTLE_S first
+# (default 2): for a second or two after a run ends, the host's gaps read twice their usual share.
+# A sample during which other processes used the CPUs (quiet_try's test) is logged and left out,
+# unless it is the only one.
+INTR_S=${INTR_S:-20}
+INTR_SAMPLE_S=${INTR_SAMPLE_S:-4}
+INTR_EVERY=${INTR_EVERY:-150}
+INTR_SETTLE_S=${INTR_SETTLE_S:-2}
+INTR=""
+INTR_SHARES=()
+INTR_RATES=()
+INTR_T=0
+INTR_OUT=${DB%.db}.interruptions
+# Prints the median of its numeric arguments (the mean of the middle two for an even count).
+median_of() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+intr_measure() { "$PL" profile --interruptions "$1" --concurrency 2 > "$INTR_OUT"; }
+# Takes one sample of $1 seconds (after INTR_SETTLE_S when samples came before) and sets INTR to
+# the medians over the samples so far.
+intr_sample() {
+    [ "${#INTR_SHARES[@]}" = 0 ] || sleep "$INTR_SETTLE_S"
+    quiet_try intr_measure "$1" || exit 1
+    INTR_T=$(date +%s)
+    local line share rate
+    line=$(cat "$INTR_OUT")
+    read -r share rate <<< "$(sed -n 's/.*share \([0-9.e+-]*\) .*, \([0-9.]*\) a second.*/\1 \2/p' <<< "$line")"
+    if [ -z "$rate" ]; then echo "validate_cpu.sh: cannot read the interruptions from: $line" >&2; exit 1; fi
+    if run_contended "$OTHERS"; then
+        if [ "${#INTR_SHARES[@]}" -gt 0 ]; then
+            echo "interruptions sample left out: other processes took ${OTHERS}% of the CPUs during it: $line"
+            return 0
+        fi
+        echo "interruptions: other processes took ${OTHERS}% of the CPUs during the first sample; kept, as the only one"
+    fi
+    INTR_SHARES+=("$share")
+    INTR_RATES+=("$rate")
+    INTR=$(median_of "${INTR_SHARES[@]}"),$(median_of "${INTR_RATES[@]}")
+    echo "$line"
+    [ "${#INTR_SHARES[@]}" = 1 ] || echo "interruptions: the median of ${#INTR_SHARES[@]} samples, share ${INTR%,*}, ${INTR#*,} a second, prices the runs from here"
+}
+# Succeeds when the next run wants a fresh sample: INTR_EVERY seconds since the last.
+intr_due() { [ $(($(date +%s) - INTR_T)) -ge "$INTR_EVERY" ]; }
+# Prints how many samples were taken, their range and what the last runs were priced at.
+intr_summary() {
+    [ "${#INTR_SHARES[@]}" = 0 ] || echo "interruptions: ${#INTR_SHARES[@]} samples, share $(printf '%s\n' "${INTR_SHARES[@]}" | sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { printf "%.3g%% to %.3g%%", 100 * a, 100 * b }'), the last runs priced at ${INTR%,*} and ${INTR#*,} a second"
+}
