@@ -582,28 +582,40 @@ int exec_prof_blocks(const exec_config *cfg, int threads);
 int exec_prof_rounds(int reps);
 /* Bytes one profile worker of `threads` takes for cfg (exec_prof_worker_new's or the concurrent
  * profile's: its blocks, slots, gradients and scratch as exec_lines_alloc takes them, and its
- * sample arrays for `rounds` timed rounds, with the again samples when `again`). */
-double exec_prof_worker_bytes(const exec_config *cfg, int threads, int rounds, int again);
+ * sample arrays for `rounds` timed rounds, with the again samples for a schedule of
+ * `again_stages` stages, none at 0). */
+double exec_prof_worker_bytes(const exec_config *cfg, int threads, int rounds, int again_stages);
 /* Bytes the all-reduce profile (exec_profile_allreduce) and the point-to-point profile
  * (exec_profile_p2p) take for cfg at once: each its two threads' buffers and its mailboxes. */
 double exec_ar_profile_bytes(const exec_config *cfg, int reps);
 double exec_p2p_profile_bytes(const exec_config *cfg, int reps);
-/* Blocks of a profile worker's again samples (FA, IA, WA) when it holds `blocks`: half of them
- * (rounded up), the stage of a rank that holds two (the 2-chunk schedules). */
-int exec_prof_again_blocks(int blocks);
+/* Blocks of a profile worker's again samples (FA, IA, WA) when it holds `blocks`, for a schedule
+ * of `stages` stages: a stage's worth, cfg's layers over the stages (rounded to the nearest, at
+ * least 1, at most `blocks`); 0 at stages 0 (no again samples). A streak of one stage's actions
+ * finds the caches holding that stage's blocks alone: the one-block stages of a 4-chunk
+ * schedule run faster than a streak through two blocks (docs/validate_cpu.md, "The again
+ * samples through a stage's blocks"). */
+int exec_prof_again_blocks(const exec_config *cfg, int blocks, int stages);
+/* The stages the again samples stand for in a run of s (its stage count where a rank holds
+ * several, else 0: no again samples; NULL: 0). */
+int exec_prof_again_stages(const sched *s);
+/* The stages for a profile that knows no schedule (`pipelab profile`, the concurrent profile) on
+ * `threads` workers: a 2-chunk schedule's, whose stage is half a worker's blocks. */
+#define EXEC_PROF_AGAIN_ANY_STAGES(threads) (2 * ((threads) > 1 ? (threads) : 1))
 /* Buffers and sample space of worker tid of `threads` for `rounds` timed rounds (after one
- * untimed warm-up round), with the again samples when `again` (else their times stay 0); its
+ * untimed warm-up round), with the again samples for a schedule of `again_stages` stages
+ * (exec_prof_again_blocks; at 0 their times stay 0); its
  * blocks' initial weights copied from rank `weights` where it holds them, just set up (the same
  * values as exec_block_init's, without drawing them again), else drawn. NULL and e when out of
  * memory. */
-exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, int again,
+exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, int again_stages,
                                        const exec_xrank *weights, pl_err *e);
-/* The FLOPs of one round of a profile worker of `threads` for cfg (with the again samples when
- * `again`), and whether its gaps open with an untimed round (exec_prof_gap_rounds): 1 when the
+/* The FLOPs of one round of a profile worker of `threads` for cfg (with the again samples for a
+ * schedule of `again_stages` stages, none at 0), and whether its gaps open with an untimed round (exec_prof_gap_rounds): 1 when the
  * round is short, under PROFILE_OPEN_MAX_FLOPS (profile.c). The same on every rank: all decide
  * alike, and each round is followed by a barrier. */
-double exec_prof_round_flops(const exec_config *cfg, int threads, int again);
-int exec_prof_opens(const exec_config *cfg, int threads, int again);
+double exec_prof_round_flops(const exec_config *cfg, int threads, int again_stages);
+int exec_prof_opens(const exec_config *cfg, int threads, int again_stages);
 /* The rounds of gap g (0 .. gaps - 1: before timed pass g; negative: before a warm-up pass; gaps
  * or more: before a pass that a run timed until steady added, the same spread continued) of
  * a run profiled between its passes with `reps` repetitions over `gaps` timed passes: returns

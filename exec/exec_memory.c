@@ -75,7 +75,7 @@ static int run_need_of(const sched *s, const exec_config *c, const int *blocks, 
     n->mail = h.held * msg;
     if (c->profile_between_reps > 0 && c->timed_passes > 0) {
         long long R = exec_prof_rounds(c->profile_between_reps), most = exec_passes_most(c) - c->warmup_passes;
-        int again = s->stages > s->ranks; /* as exec_xrank_prof_new */
+        int again = exec_prof_again_stages(s); /* as exec_xrank_prof_new */
         n->prof = h.ranks * exec_prof_worker_bytes(c, nranks, (int)(R * most / c->timed_passes), again);
     }
     int P = exec_passes_most(c);
@@ -134,7 +134,7 @@ int exec_check_profile_memory(const exec_config *c, int reps, int concurrency, p
     if (rc != PL_OK || c->backend == EXEC_BACKEND_CUDA) return rc; /* the GPU's profile: its own device memory */
     if (c->budget.bad_env) return sched_memory_check(&c->budget, 0, "the profile", e);
     int k = concurrency > 1 ? concurrency : 1;
-    double workers = k * exec_prof_worker_bytes(c, k, exec_prof_rounds(reps), 1);
+    double workers = k * exec_prof_worker_bytes(c, k, exec_prof_rounds(reps), EXEC_PROF_AGAIN_ANY_STAGES(k));
     double ar = exec_ar_profile_bytes(c, reps), p2p = exec_p2p_profile_bytes(c, reps);
     double total = workers > ar ? workers : ar; /* one after the other, each freed before the next */
     if (p2p > total) total = p2p;

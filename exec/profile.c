@@ -154,8 +154,14 @@ static void prof_wait(prof_shared *sh) {
     if (sh->threads > 1) pthread_barrier_wait(&sh->bar);
 }
 
-int exec_prof_again_blocks(int blocks) {
-    return blocks < 1 ? 1 : (blocks + 1) / 2;
+int exec_prof_again_blocks(const exec_config *cfg, int blocks, int stages) {
+    if (stages < 1) return 0;
+    int layers = cfg->layers < 1 ? 1 : cfg->layers, g = (layers + stages / 2) / stages;
+    return g < 1 ? 1 : g > blocks ? (blocks < 1 ? 1 : blocks) : g;
+}
+
+int exec_prof_again_stages(const sched *s) {
+    return s && s->stages > s->ranks ? s->stages : 0;
 }
 
 int exec_prof_rounds(int reps) {
@@ -170,19 +176,19 @@ int exec_prof_rounds(int reps) {
  * takes it as under 0.5% of its time, while an opening round would add a whole round to each gap. */
 #define PROFILE_OPEN_MAX_FLOPS 8e9
 
-double exec_prof_round_flops(const exec_config *cfg, int threads, int again) {
+double exec_prof_round_flops(const exec_config *cfg, int threads, int again_stages) {
     exec_dims d;
     exec_dims_of(cfg, &d);
     double f, i, i0, w;
     exec_block_flops(&d, &f, &i, &i0, &w);
     int L = prof_blocks(cfg, &d, threads);
     /* the slots' microbatches and the reuse-distance-0 one through every block, the again
-     * samples' streak of PROFILE_AGAIN_MBS through the first half of them */
-    return ((double)L * (PROFILE_SLOTS + 1) + (again ? (double)PROFILE_AGAIN_MBS * exec_prof_again_blocks(L) : 0.0)) * (f + i + w);
+     * samples' streak of PROFILE_AGAIN_MBS through the first blocks, a stage's worth */
+    return ((double)L * (PROFILE_SLOTS + 1) + (double)PROFILE_AGAIN_MBS * exec_prof_again_blocks(cfg, L, again_stages)) * (f + i + w);
 }
 
-int exec_prof_opens(const exec_config *cfg, int threads, int again) {
-    return exec_prof_round_flops(cfg, threads, again) < PROFILE_OPEN_MAX_FLOPS;
+int exec_prof_opens(const exec_config *cfg, int threads, int again_stages) {
+    return exec_prof_round_flops(cfg, threads, again_stages) < PROFILE_OPEN_MAX_FLOPS;
 }
 
 int exec_prof_gap_rounds(int reps, int gaps, int g, int warm, int opens, int *untimed) {
@@ -233,13 +239,13 @@ static prof_layout prof_layout_of(const prof_thread *x) {
 }
 
 /* exec_int.h. prof_init's allocations: mem (prof_layout_of), the samples t, wk and sk. */
-double exec_prof_worker_bytes(const exec_config *cfg, int threads, int rounds, int again) {
+double exec_prof_worker_bytes(const exec_config *cfg, int threads, int rounds, int again_stages) {
     prof_thread x;
     memset(&x, 0, sizeof x);
     x.cfg = cfg;
     exec_dims_of(cfg, &x.d);
     x.L = prof_blocks(cfg, &x.d, threads);
-    double R = rounds > 0 ? rounds : 0, L = x.L, ga = again ? exec_prof_again_blocks(x.L) : 0;
+    double R = rounds > 0 ? rounds : 0, L = x.L, ga = exec_prof_again_blocks(cfg, x.L, again_stages);
     double samples = EXEC_PROF_FIW * R * PROFILE_SLOTS * L + R * L + R * PROFILE_SLOTS + 3 * R * L + 3 * R * ga +
                      6 * R * L + (threads > 1 ? 6 * R * L : 0) + 1;
     return (double)exec_lines_bytes(prof_layout_of(&x).all, cfg->small_pages) + samples * sizeof(double) +
@@ -259,7 +265,7 @@ static void prof_own(prof_thread *x) {
 
 /* Prepares thread tid of `threads` for `rounds` timed rounds (after the warm-up round): its
  * blocks, slots and sample arrays. Sets x->rc and x->err on failure (x->mem NULL then). */
-static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threads, int rounds, int again,
+static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threads, int rounds, int again_stages,
                       const exec_xrank *from) {
     x->cfg = cfg;
     x->tid = tid;
@@ -276,8 +282,8 @@ static void prof_init(prof_thread *x, const exec_config *cfg, int tid, int threa
     x->nstep = x->rounds * (size_t)L;
     x->ni0 = x->rounds * S;
     x->nhot = x->rounds * (size_t)L;
-    x->ga = again ? exec_prof_again_blocks(L) : 0;
-    x->opens = exec_prof_opens(cfg, threads, again);
+    x->ga = exec_prof_again_blocks(cfg, L, again_stages);
+    x->opens = exec_prof_opens(cfg, threads, again_stages);
     x->nagain = x->rounds * (size_t)x->ga;
     x->nver = x->rounds * (size_t)L;
     x->nshare = threads > 1 ? x->rounds * (size_t)L : 0;
@@ -723,7 +729,7 @@ static void *prof_main(void *arg) {
     if (sh->threads > 1 && !exec_gate_pass(&sh->gate)) return NULL; /* another thread could not start */
     if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[x->tid % sh->ncpus]);
     const int rounds = exec_prof_rounds(sh->reps); /* timed rounds of S microbatches: >= reps samples per block */
-    prof_init(x, sh->cfg, x->tid, sh->threads, rounds, 1, NULL);
+    prof_init(x, sh->cfg, x->tid, sh->threads, rounds, EXEC_PROF_AGAIN_ANY_STAGES(sh->threads), NULL);
     for (int r = -1; r < rounds; r++) {
         prof_wait(sh);
         prof_round(x, 0, r < 0);
@@ -739,14 +745,14 @@ static void *prof_main(void *arg) {
     return NULL;
 }
 
-exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, int again,
+exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, int again_stages,
                                        const exec_xrank *weights, pl_err *e) {
     prof_thread *x = pl_calloc(1, sizeof *x);
     if (!x) {
         pl_errf(e, PL_ENOMEM, "out of memory");
         return NULL;
     }
-    prof_init(x, cfg, tid, threads, rounds, again, weights);
+    prof_init(x, cfg, tid, threads, rounds, again_stages, weights);
     if (x->rc) {
         *e = x->err;
         exec_prof_worker_free(x);
@@ -756,8 +762,9 @@ exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int thre
 }
 
 int exec_xrank_prof_new(exec_xrank *x, const exec_config *cfg, int threads, pl_err *e) {
-    /* the again samples only serve a schedule with a rank that holds several stages */
-    int again = x->s && x->s->stages > x->s->ranks;
+    /* the again samples only serve a schedule with a rank that holds several stages, and stream
+     * through a stage's worth of blocks */
+    int again = exec_prof_again_stages(x->s);
     /* a run timed until steady may add gaps past its timed_passes, each with the same share of
      * rounds (exec_prof_gap_rounds): room for them all */
     long long R = exec_prof_rounds(cfg->profile_between_reps), most = exec_passes_most(cfg) - cfg->warmup_passes;

@@ -1233,14 +1233,36 @@ static void test_profile_gap_rounds(void) {
     CU_ASSERT_EQUAL(exec_prof_gap_rounds(0, 4, 2, 0, 1, &open), 0);
     CU_ASSERT_EQUAL(open, 0);
     /* a round's FLOPs: 4 slots and the distance-0 microbatch through each of a worker's blocks,
-     * with the again samples' streak of 3 microbatches through half of them (rounded up); dense
-     * block of width h, inner f, b rows: F = I = W = 4 b h f. 8 blocks on 2 workers: 4 each, 2
-     * again. */
+     * with the again samples' streak of 3 microbatches through a stage's worth of them; dense
+     * block of width h, inner f, b rows: F = I = W = 4 b h f. 8 blocks on 2 workers: 4 each;
+     * a 2-chunk schedule's 4 stages (a profile without a schedule stands for one): 2 again; 8
+     * one-block stages: 1; 3 stages: 8 / 3 rounded, 3; 2 stages (none held twice by a rank, no
+     * samples in a run, but the rule): 4, all the worker's blocks, never more. */
     exec_config c = small_cfg(8);
     double fiw = 3.0 * 4 * c.microbatch_size * c.hidden * c.ffn;
     CU_ASSERT_DOUBLE_EQUAL(exec_prof_round_flops(&c, 2, 0), 4 * 5 * fiw, 1e-9 * fiw);
-    CU_ASSERT_DOUBLE_EQUAL(exec_prof_round_flops(&c, 2, 1), (4 * 5 + 3 * 2) * fiw, 1e-9 * fiw);
-    CU_ASSERT_EQUAL(exec_prof_opens(&c, 2, 1), 1);
+    CU_ASSERT_DOUBLE_EQUAL(exec_prof_round_flops(&c, 2, 4), (4 * 5 + 3 * 2) * fiw, 1e-9 * fiw);
+    CU_ASSERT_DOUBLE_EQUAL(exec_prof_round_flops(&c, 2, EXEC_PROF_AGAIN_ANY_STAGES(2)), (4 * 5 + 3 * 2) * fiw, 1e-9 * fiw);
+    CU_ASSERT_DOUBLE_EQUAL(exec_prof_round_flops(&c, 2, 8), (4 * 5 + 3 * 1) * fiw, 1e-9 * fiw);
+    CU_ASSERT_EQUAL(exec_prof_again_blocks(&c, 4, 0), 0);
+    CU_ASSERT_EQUAL(exec_prof_again_blocks(&c, 4, 8), 1);
+    CU_ASSERT_EQUAL(exec_prof_again_blocks(&c, 4, 3), 3);
+    CU_ASSERT_EQUAL(exec_prof_again_blocks(&c, 4, 2), 4);
+    CU_ASSERT_EQUAL(exec_prof_again_blocks(&c, 4, 16), 1);
+    /* a 14-block model's 2-chunk schedule on 2 ranks: stages of 4, 4, 3, 3, and 4 again (as the
+     * half of a worker's 7, rounded up, before) */
+    c.layers = 14;
+    CU_ASSERT_EQUAL(exec_prof_again_blocks(&c, 7, 4), 4);
+    c.layers = 8;
+    /* a run's schedule: its stages where a rank holds several, else none */
+    sched *sl = lowered("looped-bfs", 2, 4, 4, 1, SCHED_RECOMPUTE_NONE), *so = lowered("1f1b", 2, 4, 1, 1, SCHED_RECOMPUTE_NONE);
+    CU_ASSERT_FATAL(sl && so);
+    CU_ASSERT_EQUAL(exec_prof_again_stages(sl), 8);
+    CU_ASSERT_EQUAL(exec_prof_again_stages(so), 0);
+    CU_ASSERT_EQUAL(exec_prof_again_stages(NULL), 0);
+    sched_free(sl);
+    sched_free(so);
+    CU_ASSERT_EQUAL(exec_prof_opens(&c, 2, 4), 1);
     /* width 1024 (inner 4096), 8 blocks on 2 workers: with 16 rows 20 x 3 x 268 MFLOP = 16.1
      * GFLOP a round, over the 8 of PROFILE_OPEN_MAX_FLOPS; with 4 rows 4.0, under */
     c.hidden = 1024;
