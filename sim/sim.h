@@ -477,8 +477,8 @@ typedef struct sim_model {
  * the stage's B is not again: the runs show it no faster. With `again_on`, each such action that
  * is not at distance 0 takes its stage's time times again[3 q + c] instead of its first-touch
  * factor (the profile times the kind right after the same kind for another microbatch over
- * half the worker's blocks, after its round: warm, as the round's later microbatches,
- * exec_profile_worker_again).
+ * a stage's worth of the worker's blocks, after its round: warm, as the round's later
+ * microbatches, exec_profile_worker_again).
  * A rank with one stage has no such actions.
  *
  * The kind before: what the rank computed last on the same stage decides which of the stage's
