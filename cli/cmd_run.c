@@ -392,6 +392,7 @@ static cost_model *measured_profile(const run_opts *o, const sched *s, exec_conf
         if (exec_oversubscribed(conc, ncores, what, warning, sizeof warning))
             fprintf(stderr, "pipelab run: warning: %s\n", warning);
         snprintf(src, n, "in-process profile (exec_profile_layers, %d worker%s at once)", conc, conc == 1 ? "" : "s");
+        c->profile_again_stages = exec_prof_again_stages(s); /* its again streak through a stage of s */
         rc = exec_profile_csv_n(c, o->preps, conc, NULL, csv, &lp, e);
     }
     if (rc != PL_OK) return NULL;
@@ -498,8 +499,11 @@ static int check_fit(const run_opts *o, const sched *s, pl_err *e) {
     int *blocks = pl_calloc((size_t)s->stages, sizeof *blocks);
     int rc = blocks ? exec_stage_blocks(s, &o->c, blocks, e) : pl_errf(e, PL_ENOMEM, "out of memory");
     if (rc == PL_OK) rc = exec_check_memory(s, &o->c, blocks, -1, e);
-    if (rc == PL_OK && !o->no_predict && !o->between && !o->profile)
-        rc = exec_check_profile_memory(&o->c, o->preps, o->cuda ? gpu_concurrency(o, s) : cpu_concurrency(o, s), e);
+    if (rc == PL_OK && !o->no_predict && !o->between && !o->profile) {
+        exec_config pc = o->c; /* as measured_profile takes it */
+        pc.profile_again_stages = exec_prof_again_stages(s);
+        rc = exec_check_profile_memory(&pc, o->preps, o->cuda ? gpu_concurrency(o, s) : cpu_concurrency(o, s), e);
+    }
     free(blocks);
     return rc;
 }

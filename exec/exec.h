@@ -147,6 +147,12 @@ typedef struct exec_config {
                               * memory budget (each worker holds the profile's blocks besides its
                               * own); a pass then starts with the profile's data in the caches.
                               * CPU only (the CUDA backend refuses it). 0 = no (default) */
+    int profile_again_stages;/* a CPU profile measured apart from a run's passes (exec_profile_csv_n,
+                              * exec_profile_layers_n): the stages of the schedule its again
+                              * samples stand for (exec_prof_again_stages), whose streak runs
+                              * through a stage's worth of blocks; 0 = none known, a 2-chunk
+                              * schedule's stage (half a worker's blocks). The profile between
+                              * the passes takes the run's own schedule */
     pl_progress *progress;   /* CPU threads: rank 0's worker reports the actions it walked over
                               * all passes (of passes x its list length); NULL = no bar */
     double pred_step_s;      /* the optimizer STEP of one block measured by the profile, for the
@@ -677,6 +683,9 @@ int exec_profile_p2p(const exec_config *cfg, int reps, exec_p2p *out, pl_err *e)
  * machine, with the executor line (concurrency, STEP of one block) among its comments. */
 int exec_profile_csv_n(const exec_config *cfg, int reps, int concurrency, const char *host, pl_buf *out,
                        exec_layer_profile *pp, pl_err *e);
+/* The stages a profile's again samples stand for in a run of schedule s (exec_config.
+ * profile_again_stages): its stage count where a rank holds several, else 0 (NULL: 0). */
+int exec_prof_again_stages(const sched *s);
 
 /* The profile CSV (as exec_profile_csv_n writes it) of the profile run r of schedule s with cfg
  * measured between its passes (r->between_profile): the row of each block holds the times of

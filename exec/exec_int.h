@@ -596,9 +596,6 @@ double exec_p2p_profile_bytes(const exec_config *cfg, int reps);
  * schedule run faster than a streak through two blocks (docs/validate_cpu.md, "The again
  * samples through a stage's blocks"). */
 int exec_prof_again_blocks(const exec_config *cfg, int blocks, int stages);
-/* The stages the again samples stand for in a run of s (its stage count where a rank holds
- * several, else 0: no again samples; NULL: 0). */
-int exec_prof_again_stages(const sched *s);
 /* The stages for a profile that knows no schedule (`pipelab profile`, the concurrent profile) on
  * `threads` workers: a 2-chunk schedule's, whose stage is half a worker's blocks. */
 #define EXEC_PROF_AGAIN_ANY_STAGES(threads) (2 * ((threads) > 1 ? (threads) : 1))

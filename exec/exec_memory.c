@@ -134,7 +134,8 @@ int exec_check_profile_memory(const exec_config *c, int reps, int concurrency, p
     if (rc != PL_OK || c->backend == EXEC_BACKEND_CUDA) return rc; /* the GPU's profile: its own device memory */
     if (c->budget.bad_env) return sched_memory_check(&c->budget, 0, "the profile", e);
     int k = concurrency > 1 ? concurrency : 1;
-    double workers = k * exec_prof_worker_bytes(c, k, exec_prof_rounds(reps), EXEC_PROF_AGAIN_ANY_STAGES(k));
+    double workers = k * exec_prof_worker_bytes(c, k, exec_prof_rounds(reps),
+                                                c->profile_again_stages > 0 ? c->profile_again_stages : EXEC_PROF_AGAIN_ANY_STAGES(k));
     double ar = exec_ar_profile_bytes(c, reps), p2p = exec_p2p_profile_bytes(c, reps);
     double total = workers > ar ? workers : ar; /* one after the other, each freed before the next */
     if (p2p > total) total = p2p;

@@ -729,7 +729,8 @@ static void *prof_main(void *arg) {
     if (sh->threads > 1 && !exec_gate_pass(&sh->gate)) return NULL; /* another thread could not start */
     if (sh->pin && sh->ncpus > 0) exec_platform_pin_self(sh->cpus[x->tid % sh->ncpus]);
     const int rounds = exec_prof_rounds(sh->reps); /* timed rounds of S microbatches: >= reps samples per block */
-    prof_init(x, sh->cfg, x->tid, sh->threads, rounds, EXEC_PROF_AGAIN_ANY_STAGES(sh->threads), NULL);
+    const int ag = sh->cfg->profile_again_stages;
+    prof_init(x, sh->cfg, x->tid, sh->threads, rounds, ag > 0 ? ag : EXEC_PROF_AGAIN_ANY_STAGES(sh->threads), NULL);
     for (int r = -1; r < rounds; r++) {
         prof_wait(sh);
         prof_round(x, 0, r < 0);

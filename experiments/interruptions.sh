@@ -10,16 +10,20 @@
 # before it, so one sample in an unusual state of the host does not price a whole grid
 # ("Interruptions sampled across the grid"). A sample between runs waits INTR_SETTLE_S first
 # (default 2): for a second or two after a run ends, the host's gaps read twice their usual share.
-# A sample during which other processes used the CPUs (quiet_try's test) is logged and left out,
-# unless it is the only one.
+# A sample during which other processes used the CPUs (quiet_try's test) is logged and left out;
+# the first is kept while it is the only one, and dropped when a clean one comes.
 INTR_S=${INTR_S:-20}
 INTR_SAMPLE_S=${INTR_SAMPLE_S:-4}
 INTR_EVERY=${INTR_EVERY:-150}
 INTR_SETTLE_S=${INTR_SETTLE_S:-2}
+for v in INTR_EVERY INTR_SETTLE_S; do
+    [[ ${!v} =~ ^[0-9]{1,6}$ ]] || { echo "$0: $v wants a whole number of seconds, got '${!v}'" >&2; exit 2; }
+done
 INTR=""
 INTR_SHARES=()
 INTR_RATES=()
 INTR_T=0
+INTR_FIRST_BUSY=0
 INTR_OUT=${DB%.db}.interruptions
 # Prints the median of its numeric arguments (the mean of the middle two for an even count).
 median_of() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -39,7 +43,13 @@ intr_sample() {
             echo "interruptions sample left out: other processes took ${OTHERS}% of the CPUs during it: $line"
             return 0
         fi
-        echo "interruptions: other processes took ${OTHERS}% of the CPUs during the first sample; kept, as the only one"
+        echo "interruptions: other processes took ${OTHERS}% of the CPUs during the first sample; kept until a clean one comes"
+        INTR_FIRST_BUSY=1
+    elif [ "$INTR_FIRST_BUSY" = 1 ]; then
+        echo "interruptions: the first sample, taken while other processes used the CPUs, dropped"
+        INTR_SHARES=()
+        INTR_RATES=()
+        INTR_FIRST_BUSY=0
     fi
     INTR_SHARES+=("$share")
     INTR_RATES+=("$rate")

@@ -319,10 +319,11 @@ while read -r kind m recompute spec chunks; do
     SEEN[$PROF]=1
     extra="--recompute $recompute"
     [ "$TRACE" = 0 ] || extra="$extra --trace"
-    if [ "$PLOT_ONLY" = 0 ] && intr_due; then intr_sample "$INTR_SAMPLE_S"; fi
-    [ -z "$INTR" ] || extra="$extra --interruptions $INTR"
     case "$kind" in interleaved|looped-bfs) extra="$extra --chunks ${chunks:-2}" ;; esac
     run_one() {
+        # this shard's runs alone take fresh samples and their price (point: PLOT_ONLY runs none)
+        if intr_due; then intr_sample "$INTR_SAMPLE_S"; fi
+        [ -z "$INTR" ] || extra="$extra --interruptions $INTR"
         if [ "$PROFILE" = once ]; then
             if [ ! -f "$PROF" ]; then
                 quiet_try "$PL" profile --model "$spec" --reps "$PREPS" --concurrency "$PCONC" -o "$PROF" >/dev/null || exit 1
