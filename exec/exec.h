@@ -510,8 +510,8 @@ typedef struct exec_layer_profile {
                                 * data still in cache); all six 0 = not measured */
     double f_again_s, i_again_s, w_again_s; /* F, I, W of a block when the same blocks ran the
                                 * same kind for another microbatch just before, over a stage's
-                                * worth of the worker's blocks (exec_prof_again_blocks): their weights (and
-                                * gradients) still in cache, as on a rank whose consecutive
+                                * worth of the worker's blocks (exec_prof_again_blocks): their
+                                * weights (and gradients) still in cache, as on a rank whose consecutive
                                 * actions are on one of its several stages; the other times
                                 * are timed with all the worker's blocks between two uses of a
                                 * block; all three 0 = not measured */

@@ -601,15 +601,15 @@ int exec_prof_again_blocks(const exec_config *cfg, int blocks, int stages);
 #define EXEC_PROF_AGAIN_ANY_STAGES(threads) (2 * ((threads) > 1 ? (threads) : 1))
 /* Buffers and sample space of worker tid of `threads` for `rounds` timed rounds (after one
  * untimed warm-up round), with the again samples for a schedule of `again_stages` stages
- * (exec_prof_again_blocks; at 0 their times stay 0); its
- * blocks' initial weights copied from rank `weights` where it holds them, just set up (the same
- * values as exec_block_init's, without drawing them again), else drawn. NULL and e when out of
- * memory. */
+ * (exec_prof_again_blocks; at 0 their times stay 0); its blocks' initial weights copied from
+ * rank `weights` where it holds them, just set up (the same values as exec_block_init's, without
+ * drawing them again), else drawn. NULL and e when out of memory. */
 exec_prof_worker *exec_prof_worker_new(const exec_config *cfg, int tid, int threads, int rounds, int again_stages,
                                        const exec_xrank *weights, pl_err *e);
 /* The FLOPs of one round of a profile worker of `threads` for cfg (with the again samples for a
- * schedule of `again_stages` stages, none at 0), and whether its gaps open with an untimed round (exec_prof_gap_rounds): 1 when the
- * round is short, under PROFILE_OPEN_MAX_FLOPS (profile.c). The same on every rank: all decide
+ * schedule of `again_stages` stages, none at 0), and whether its gaps open with an untimed
+ * round (exec_prof_gap_rounds): 1 when the round is short, under PROFILE_OPEN_MAX_FLOPS
+ * (profile.c). The same on every rank: all decide
  * alike, and each round is followed by a barrier. */
 double exec_prof_round_flops(const exec_config *cfg, int threads, int again_stages);
 int exec_prof_opens(const exec_config *cfg, int threads, int again_stages);
