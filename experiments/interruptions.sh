@@ -61,5 +61,6 @@ intr_sample() {
 intr_due() { [ $(($(date +%s) - INTR_T)) -ge "$INTR_EVERY" ]; }
 # Prints how many samples were taken, their range and what the last runs were priced at.
 intr_summary() {
-    [ "${#INTR_SHARES[@]}" = 0 ] || echo "interruptions: ${#INTR_SHARES[@]} samples, share $(printf '%s\n' "${INTR_SHARES[@]}" | sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { printf "%.3g%% to %.3g%%", 100 * a, 100 * b }'), the last runs priced at ${INTR%,*} and ${INTR#*,} a second"
+    local n=${#INTR_SHARES[@]}
+    [ "$n" = 0 ] || echo "interruptions: $n sample$([ "$n" = 1 ] || echo s), share $(printf '%s\n' "${INTR_SHARES[@]}" | sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { printf "%.3g%% to %.3g%%", 100 * a, 100 * b }'), the last runs priced at ${INTR%,*} and ${INTR#*,} a second"
 }

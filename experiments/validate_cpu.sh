@@ -116,6 +116,10 @@
 # PROFILE (between | before | once), PREPS (profile repetitions, 100; 60 with --broad; divided by REPEATS), PCONC (before and once:
 # profile threads at once, 2: the ranks; 1 profiles one thread alone), QUIET_WAIT, QUIET_WINDOW, BUSY_MAX, RUN_BUSY_MAX, RETRIES, STEADY_MAX, STEADY_RETRY_OVER, STEADY_EXTEND, STEADY_RETRIES, HOST_SLOW. Flags: --shard I/N, --plot-only, --db FILE (experiments/lib.sh);
 # shards must run on identical machines for their runs to be comparable.
+# The whole script is one block, which bash reads to its end before it runs any of it: a grid
+# runs for minutes, and an edit of this file meanwhile (a `git pull`) would otherwise change the
+# lines it has still to read.
+{
 NAME=validate_cpu
 BROAD=0
 OFFGRID=0
@@ -511,3 +515,5 @@ if [ -f "$BUSY_DB" ]; then
     fi
 fi
 if [ "$BROAD" = 1 ] && [ "$PLOT_ONLY" = 0 ] && [ -f "$DB" ]; then history_repeats; fi
+exit
+}
