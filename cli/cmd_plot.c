@@ -61,7 +61,9 @@ static const char help_text[] =
     "  --title TEXT          replace the title\n"
     "  -h, --help            this text\n"
     "\n"
-    "gnuplot comes from $PIPELAB_GNUPLOT or PATH (Debian: apt-get install gnuplot-nox).\n"
+    "gnuplot comes from $PIPELAB_GNUPLOT or PATH (Debian: apt-get install gnuplot-nox); it reads\n"
+    "/dev/null, and one that runs past $" STORE_GNUPLOT_TIMEOUT_ENV " seconds (default "
+    STORE_XSTR(STORE_GNUPLOT_TIMEOUT_S) ") is stopped.\n"
     "exit status: 0 ok, 1 bad input (no such run, nothing to plot, no gnuplot), 2 bad usage\n";
 
 typedef struct opts {
@@ -170,7 +172,8 @@ static char *with_ext(const char *path, const char *ext) {
  * that differ only there ("a b", "a/b", "a_b") do not write one figure, "-" and 8 hex digits of
  * the suffix's 32-bit FNV-1a hash (also after a kept suffix that ends as such a name does). A
  * suffix keeps its first PLOT_NAME_KEEP characters, the hash following when it had more, so that
- * the file name stays within the 255 bytes a file system allows. */
+ * the file name stays within the 255 bytes a file system allows. An empty tag (--tag '': the runs
+ * stored without one) is a changed suffix too: KIND--HASH, not KIND-. */
 #define PLOT_NAME_KEEP 160
 static char *default_output(const opts *o) {
     const char *suffix = o->p.run ? o->p.run : o->p.filter.tag;
@@ -180,7 +183,7 @@ static char *default_output(const opts *o) {
     int len = snprintf(s, n, "%s/%s", FIGURES_DIR, o->kind_name);
     if (suffix) {
         s[len++] = '-';
-        int changed = 0;
+        int changed = !*suffix;
         uint32_t hash = 2166136261u; /* FNV-1a's offset basis and prime */
         for (const char *p = suffix; *p; p++) {
             char ch = *p;

@@ -1,7 +1,9 @@
 /* plot.c: exports figure data from the results store and writes and runs gnuplot scripts. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store_int.h"
@@ -385,6 +388,11 @@ static void put_curves(pl_buf *g, const curves *cs, int panel, draw how, int fir
     }
 }
 
+/* How a figure names the tag of the runs it draws: the tag, or STORE_PLOT_NO_TAG for runs stored
+ * without one (tag ''). */
+#define STORE_PLOT_NO_TAG "no tag"
+static const char *tag_label(const char *tag) { return tag && *tag ? tag : STORE_PLOT_NO_TAG; }
+
 /* Writes a figure's title into buf[n]: fmt, then " (TAG)" when o selects runs by tag. */
 __attribute__((format(printf, 4, 5)))
 static void figure_title(char *buf, size_t n, const store_plot_opts *o, const char *fmt, ...) {
@@ -392,7 +400,7 @@ static void figure_title(char *buf, size_t n, const store_plot_opts *o, const ch
     va_start(ap, fmt);
     int len = vsnprintf(buf, n, fmt, ap);
     va_end(ap);
-    if (o->filter.tag && len >= 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, " (%s)", o->filter.tag);
+    if (o->filter.tag && len >= 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, " (%s)", tag_label(o->filter.tag));
 }
 
 /* Creates the parent directories of a figure file at path; 0, or -1 with e naming the one that
@@ -418,7 +426,9 @@ static int write_both(const store_plot_opts *o, const pl_buf *d, const pl_buf *g
 
 /* Returns the "no runs" error of a selection. */
 static int no_runs(const store_plot_opts *o, pl_err *e) {
-    return pl_errf(e, PL_EINPUT, "no runs to plot%s%s", o->filter.tag ? " with tag " : "", o->filter.tag ? o->filter.tag : "");
+    if (!o->filter.tag) return pl_errf(e, PL_EINPUT, "no runs to plot");
+    if (!*o->filter.tag) return pl_errf(e, PL_EINPUT, "no runs to plot stored without a tag (--tag '')");
+    return pl_errf(e, PL_EINPUT, "no runs to plot with tag %s", o->filter.tag);
 }
 
 /* What a figure is made of: the runs it draws (oldest first), their curves, and the text of its
@@ -852,7 +862,7 @@ static int bubble_script(const store_plot_opts *o, const curves *cs, const panel
         put_margins(g, c * BB_PANEL_W + BB_MARGIN_L, (c + 1) * BB_PANEL_W - BB_MARGIN_R, BB_TITLE_H + r * BB_PANEL_H + BB_MARGIN_T,
                     BB_TITLE_H + (r + 1) * BB_PANEL_H - BB_MARGIN_B, w, h);
         pl_buf_printf(g, "set title \"p = %d ranks%s", pn[p].ranks, pn[p].tag ? ": " : "");
-        gp_escape(g, pn[p].tag);
+        if (pn[p].tag) gp_escape(g, tag_label(pn[p].tag));
         pl_buf_puts(g, "\" font \",12\"\nplot \\\n");
         put_curves(g, cs, p, DRAW_LINES, 1);
         pl_buf_puts(g, "\n");
@@ -1235,15 +1245,57 @@ char *store_gnuplot_find(pl_err *e) {
     return found;
 }
 
-/* Runs gnuplot on script; returns PL_OK when it succeeded and wrote a non-empty output. */
+/* Reads $PIPELAB_GNUPLOT_TIMEOUT into *seconds (unset or empty: STORE_GNUPLOT_TIMEOUT_S).
+ * Returns PL_OK, or PL_EINPUT with e for a value that is not a number of seconds above 0. */
+static int gnuplot_timeout(double *seconds, pl_err *e) {
+    const char *env = getenv(STORE_GNUPLOT_TIMEOUT_ENV);
+    *seconds = STORE_GNUPLOT_TIMEOUT_S;
+    if (!env || !*env) return PL_OK;
+    if (pl_parse_double(env, seconds) != 0 || !(*seconds > 0) || *seconds > 1e7)
+        return pl_errf(e, PL_EINPUT, "%s=%s: wants the seconds one gnuplot run may take, above 0 and at most 1e7",
+                       STORE_GNUPLOT_TIMEOUT_ENV, env);
+    return PL_OK;
+}
+
+/* Waits for gnuplot (pid) to end, at most limit seconds: past it the program is killed. Returns
+ * PL_OK with its wait status in *st, or the error. */
+static int gnuplot_wait(pid_t pid, double limit, const char *script, int *st, pl_err *e) {
+    double t0 = pl_now_s();
+    long nap_ns = 1000000L; /* 1 ms, doubling to 50 ms: a quick figure is not held up */
+    for (;;) {
+        pid_t got = waitpid(pid, st, WNOHANG);
+        if (got == pid) return PL_OK;
+        if (got < 0 && errno != EINTR) return pl_errf(e, PL_EIO, "waiting for gnuplot: %s", strerror(errno));
+        if (pl_now_s() - t0 > limit) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, st, 0) < 0 && errno == EINTR) {}
+            return pl_errf(e, PL_EIO, "gnuplot did not finish within %g s on %s, and was stopped (%s sets the limit)",
+                           limit, script, STORE_GNUPLOT_TIMEOUT_ENV);
+        }
+        struct timespec nap = {0, nap_ns};
+        nanosleep(&nap, NULL);
+        if (nap_ns < 50000000L) nap_ns *= 2;
+    }
+}
+
+/* Runs gnuplot on script, its input /dev/null (a script that waits for a key does not wait on
+ * the terminal), at most $PIPELAB_GNUPLOT_TIMEOUT seconds; returns PL_OK when it succeeded and
+ * wrote a non-empty output. */
 int store_plot_gnuplot(const char *gnuplot, const char *script, const char *output, pl_err *e) {
     char *argv[] = {(char *)"gnuplot", (char *)script, NULL};
+    double limit;
+    int code = gnuplot_timeout(&limit, e);
+    if (code != PL_OK) return code;
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa) != 0) return pl_errf(e, PL_ENOMEM, "out of memory");
+    int rc = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
     pid_t pid;
-    int rc = posix_spawn(&pid, gnuplot, NULL, NULL, argv, environ);
+    if (rc == 0) rc = posix_spawn(&pid, gnuplot, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) return pl_errf(e, PL_EIO, "cannot run %s: %s", gnuplot, strerror(rc));
     int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return pl_errf(e, PL_EIO, "waiting for gnuplot: %s", strerror(errno));
+    code = gnuplot_wait(pid, limit, script, &st, e);
+    if (code != PL_OK) return code;
     if (WIFSIGNALED(st))
         return pl_errf(e, PL_EIO, "gnuplot was killed by signal %d (%s) on %s; its messages are above", WTERMSIG(st),
                        strsignal(WTERMSIG(st)), script);

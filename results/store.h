@@ -15,6 +15,14 @@
 /* The environment variable naming the gnuplot program `pipelab plot` runs (default: gnuplot
  * on PATH). */
 #define STORE_GNUPLOT_ENV "PIPELAB_GNUPLOT"
+/* The environment variable bounding how long one gnuplot run may take (seconds, default
+ * STORE_GNUPLOT_TIMEOUT_S): past it pipelab plot stops gnuplot and fails, rather than wait on a
+ * program that never ends. */
+#define STORE_GNUPLOT_TIMEOUT_ENV "PIPELAB_GNUPLOT_TIMEOUT"
+#define STORE_GNUPLOT_TIMEOUT_S 600
+/* A macro's value as a string literal, for help texts: STORE_XSTR(STORE_GNUPLOT_TIMEOUT_S). */
+#define STORE_STR_(x) #x
+#define STORE_XSTR(x) STORE_STR_(x)
 /* How long a statement waits for another connection's lock before giving up (milliseconds):
  * parallel sweeps write one file, each run in a short transaction. */
 #define STORE_BUSY_TIMEOUT_MS 10000

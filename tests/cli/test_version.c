@@ -178,7 +178,7 @@ static void test_script(void) {
  * variable named in the source's getenv calls (PATH aside). */
 static void test_help_environment(void) {
     static const char *const names[] = {"PIPELAB_MAX_MEMORY", "PIPELAB_PROGRESS ", "PIPELAB_PROGRESS_AFTER",
-                                        "PIPELAB_HARDWARE_DIR", "PIPELAB_GNUPLOT", "PIPELAB_CUDA_SYNC"};
+                                        "PIPELAB_HARDWARE_DIR", "PIPELAB_GNUPLOT", "PIPELAB_GNUPLOT_TIMEOUT", "PIPELAB_CUDA_SYNC"};
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "'%s' --help", PIPELAB_BIN);
     char *out = NULL;

@@ -734,6 +734,28 @@ static void test_default_names(void) {
         free(out);
     }
     CU_ASSERT(strcmp(got[0], got[1]) != 0);
+    /* --tag '': the runs stored without a tag; their figure is not "bubble-.png" but
+     * "bubble--" and the empty name's hash, its title says "no tag", and with none such runs the
+     * refusal says so */
+    snprintf(cmd, sizeof cmd, "cd '%s' && PIPELAB_GNUPLOT='%s' '%s' plot bubble --tag '' --db '%s'", dir, fake, PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "no runs to plot stored without a tag (--tag '')"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' simulate --kind gpipe --ranks 2 --microbatches 2 --db '%s' >/dev/null", PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "cd '%s' && PIPELAB_GNUPLOT='%s' '%s' plot bubble --tag '' --db '%s'", dir, fake, PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 0);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "results/out/figures/bubble--811c9dc5.png")); /* FNV-1a of "" */
+    free(out);
+    char *script = pl_test_path(dir, "results/out/figures/bubble--811c9dc5.gp");
+    FILE *gp = fopen(script, "r");
+    CU_ASSERT_PTR_NOT_NULL(gp);
+    int titled = 0;
+    char line[1024];
+    while (gp && fgets(line, sizeof line, gp)) titled |= strstr(line, "(no tag)") != NULL;
+    if (gp) fclose(gp);
+    CU_ASSERT(titled);
+    free(script);
     free(fake);
     fresh_done(dir, db);
 }
@@ -802,6 +824,60 @@ static void test_gnuplot_missing(void) {
     fresh_done(dir, db);
 }
 
+/* A gnuplot that does not end is stopped after $PIPELAB_GNUPLOT_TIMEOUT seconds and named so
+ * (exit 1, no figure), rather than hold pipelab plot for ever; a value that is no time above 0
+ * is refused before gnuplot runs; gnuplot reads /dev/null, not the terminal, so that a script
+ * that waits for a key cannot wait there. */
+static void test_gnuplot_timeout(void) {
+    char *dir = pl_test_tmpdir(), *db = pl_test_path(dir, "t.db"), *png = pl_test_path(dir, "t.png");
+    char *hang = pl_test_path(dir, "hang"), *mark = pl_test_path(dir, "stdin");
+    FILE *f = fopen(hang, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    /* records its input, then never ends (exec: the program pipelab stops is the sleeper) */
+    fprintf(f, "#!/bin/sh\nreadlink /proc/self/fd/0 > '%s'\nexec sleep 60\n", mark);
+    fclose(f);
+    CU_ASSERT_EQUAL(chmod(hang, 0755), 0);
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' simulate --kind 1f1b --ranks 2 --microbatches 2 --db '%s' >/dev/null", PIPELAB_BIN, db);
+    CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
+    /* pipelab's own input is a file, which gnuplot does not get */
+    snprintf(cmd, sizeof cmd, "PIPELAB_GNUPLOT='%s' PIPELAB_GNUPLOT_TIMEOUT=0.5 '%s' plot bubble --db '%s' -o '%s' < '%s'",
+             hang, PIPELAB_BIN, db, png, db);
+    double t0 = pl_now_s();
+    CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+    double took = pl_now_s() - t0;
+    CU_ASSERT(took < 30); /* stopped, not waited for */
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "gnuplot did not finish within 0.5 s on "));
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "PIPELAB_GNUPLOT_TIMEOUT sets the limit"));
+    if (!out || !strstr(out, "did not finish")) fprintf(stderr, "\n%s -> %s (%.1f s)\n", cmd, out ? out : "(nothing)", took);
+    free(out);
+    CU_ASSERT(!pl_test_exists(png));
+    char in[64] = "";
+    f = fopen(mark, "r");
+    CU_ASSERT_PTR_NOT_NULL(f);
+    if (f) {
+        CU_ASSERT_PTR_NOT_NULL(fgets(in, sizeof in, f));
+        fclose(f);
+    }
+    CU_ASSERT_STRING_EQUAL(in, "/dev/null\n");
+    const char *bad[] = {"0", "-1", "soon", "1e9", "nan"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        remove(mark);
+        snprintf(cmd, sizeof cmd, "PIPELAB_GNUPLOT='%s' PIPELAB_GNUPLOT_TIMEOUT='%s' '%s' plot bubble --db '%s' -o '%s'", hang,
+                 bad[i], PIPELAB_BIN, db, png);
+        CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+        char want[256];
+        snprintf(want, sizeof want, "PIPELAB_GNUPLOT_TIMEOUT=%s: wants the seconds one gnuplot run may take", bad[i]);
+        CU_ASSERT_PTR_NOT_NULL(out && strstr(out, want));
+        free(out);
+        CU_ASSERT(!pl_test_exists(mark)); /* refused before gnuplot ran */
+    }
+    free(mark);
+    free(hang);
+    free(png);
+    fresh_done(dir, db);
+}
+
 void test_plot_register(void) {
     static const pl_test_case cases[] = {
         {"timeline of a measured run: its median pass", test_timeline_median_pass},
@@ -816,6 +892,7 @@ void test_plot_register(void) {
         {"PIPELAB_GNUPLOT without a '/': looked up on PATH", test_gnuplot_on_path},
         {"PIPELAB_GNUPLOT naming no program: says why (no such file, a folder)", test_gnuplot_missing},
         {"a gnuplot killed by a signal, or failing, is named so", test_gnuplot_killed},
+        {"a gnuplot that does not end is stopped at PIPELAB_GNUPLOT_TIMEOUT; it reads /dev/null", test_gnuplot_timeout},
         {NULL, NULL},
     };
     pl_test_suite("plot", cases);
