@@ -339,7 +339,10 @@ static void overhead_row(const shape *z, const char *kind) {
         overhead_fold(s, &r, run, &o);
     }
     if (ok) {
-        printf("%-44s %14.6g %14.6g %8.3f %8s  ", kind, o.meas, o.ideal, o.ratio, "<= 1.05");
+        char label[64]; /* with its chunks when a rank holds several stages: "interleaved v=2" */
+        if (s->stages > s->ranks) snprintf(label, sizeof label, "%s v=%d", kind, s->stages / s->ranks);
+        else snprintf(label, sizeof label, "%s", kind);
+        printf("%-44s %14.6g %14.6g %8.3f %8s  ", label, o.meas, o.ideal, o.ratio, "<= 1.05");
         for (int run = 0; run < RUNS; run++) printf(" %.3f", o.ratios[run]);
         printf("   %.3f\n", o.rmean);
         if (z->dump) dump_ops(&o.r);

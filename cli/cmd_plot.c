@@ -46,13 +46,15 @@ static const char help_text[] =
     "\n"
     "selection (bubble, throughput, memory, accuracy):\n"
     "  --tag T, --schedule K, --ranks P, --stages S, --microbatches M, --chunks V\n"
+    "                        (--tag '': the runs stored without a tag)\n"
     "  --sim-tag T, --measured-tag T, --loose   accuracy: as in pipelab compare\n"
     "options:\n"
     "  --db PATH             database (default " STORE_DEFAULT_PATH ")\n"
     "  -o, --output FILE     figure (default " FIGURES_DIR "/KIND[-RUN|-TAG].png; characters\n"
     "                        of RUN or TAG outside A-Z a-z 0-9 . _ - become _, then a hash of it\n"
     "                        follows, as it does a name that ends in - and 8 hex digits, or\n"
-    "                        one past 160 characters, cut there); its extension chooses the\n"
+    "                        one past 160 characters, cut there; --tag '' is KIND--811c9dc5,\n"
+    "                        the hash of the empty name); its extension chooses the\n"
     "                        format: .png, .svg or .pdf\n"
     "                        (gnuplot's pngcairo, svg and pdfcairo terminals)\n"
     "  --svg                 SVG instead of PNG for the default name\n"
@@ -61,10 +63,12 @@ static const char help_text[] =
     "  --title TEXT          replace the title\n"
     "  -h, --help            this text\n"
     "\n"
-    "gnuplot comes from $PIPELAB_GNUPLOT or PATH (Debian: apt-get install gnuplot-nox); it reads\n"
-    "/dev/null, and one that runs past $" STORE_GNUPLOT_TIMEOUT_ENV " seconds (default "
-    STORE_XSTR(STORE_GNUPLOT_TIMEOUT_S) ") is stopped.\n"
-    "exit status: 0 ok, 1 bad input (no such run, nothing to plot, no gnuplot), 2 bad usage\n";
+    "gnuplot comes from $PIPELAB_GNUPLOT or PATH (Debian: apt-get install gnuplot-nox). It reads\n"
+    "/dev/null and runs in a process group of its own: when it runs past $" STORE_GNUPLOT_TIMEOUT_ENV "\n"
+    "seconds (default " PL_XSTR(STORE_GNUPLOT_TIMEOUT_S) "), or pipelab gets SIGINT, SIGTERM or SIGHUP, the group\n"
+    "is killed and the figure it was writing removed.\n"
+    "exit status: 0 ok, 1 bad input or a failed figure (no such run, nothing to plot, no gnuplot,\n"
+    "gnuplot failed or was stopped), 2 bad usage\n";
 
 typedef struct opts {
     store_plot_opts p;
@@ -241,7 +245,8 @@ int cli_plot(int argc, char **argv) {
         goto done;
     }
     if ((rc = check_outputs(&o, out, data, script)) >= 0) goto done;
-    if (!(gnuplot = store_gnuplot_find(&e))) {
+    double limit_s;
+    if (store_gnuplot_timeout(&limit_s, &e) != PL_OK || !(gnuplot = store_gnuplot_find(&e))) {
         rc = cli_fail(&e);
         goto done;
     }
@@ -254,7 +259,7 @@ int cli_plot(int argc, char **argv) {
     }
     store_close(s);
     s = NULL;
-    if (store_plot_gnuplot(gnuplot, script, out, &e) != PL_OK) {
+    if (store_plot_gnuplot(gnuplot, script, out, limit_s, &e) != PL_OK) {
         rc = cli_fail(&e);
         goto done;
     }

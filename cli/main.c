@@ -44,7 +44,7 @@ static const struct { const char *name, *what; } environment[] = {
 #endif
 #ifdef PIPELAB_HAVE_PL_RESULTS
     {STORE_GNUPLOT_ENV, "the gnuplot program pipelab plot runs (default: gnuplot on PATH)"},
-    {STORE_GNUPLOT_TIMEOUT_ENV, "seconds one gnuplot run may take before pipelab plot stops it and fails (default " STORE_XSTR(STORE_GNUPLOT_TIMEOUT_S) ")"},
+    {STORE_GNUPLOT_TIMEOUT_ENV, "seconds one gnuplot run may take before pipelab plot stops it and fails (default " PL_XSTR(STORE_GNUPLOT_TIMEOUT_S) ")"},
 #endif
 #ifdef PIPELAB_HAVE_PL_EXEC
     {EXEC_CUDA_SYNC_ENV, "1: the CUDA backend synchronizes after every action (debugging)"},

@@ -12,6 +12,10 @@
 const char *pl_git_rev(void);
 #define PIPELAB_GIT_REV (pl_git_rev())
 
+/* A macro's value spelled as a string literal: PL_XSTR(LIMIT) for "600" in a message or help. */
+#define PL_STR_(x) #x
+#define PL_XSTR(x) PL_STR_(x)
+
 /* Error codes returned by library functions. User errors (bad input) are PL_EINPUT. */
 enum {
     PL_OK = 0,

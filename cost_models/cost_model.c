@@ -72,14 +72,10 @@ int cost_bytes_from_double(double v, int64_t *out) {
     return 0;
 }
 
-/* Spells a macro's value as a string. */
-#define COST_STR_(x) #x
-#define COST_STR(x) COST_STR_(x)
-
 /* cost.h. */
 const char *cost_bytes_read(double v, int64_t *out) {
     if (!(v >= 0)) return "is negative";
-    if (v > COST_MAX_BYTES_D) return "is too large (more than " COST_STR(COST_MAX_BYTES_D) " bytes)";
+    if (v > COST_MAX_BYTES_D) return "is too large (more than " PL_XSTR(COST_MAX_BYTES_D) " bytes)";
     if (v != floor(v)) return "is not a whole number";
     *out = (int64_t)v;
     return NULL;

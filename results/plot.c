@@ -1245,60 +1245,110 @@ char *store_gnuplot_find(pl_err *e) {
     return found;
 }
 
-/* Reads $PIPELAB_GNUPLOT_TIMEOUT into *seconds (unset or empty: STORE_GNUPLOT_TIMEOUT_S).
- * Returns PL_OK, or PL_EINPUT with e for a value that is not a number of seconds above 0. */
-static int gnuplot_timeout(double *seconds, pl_err *e) {
+int store_gnuplot_timeout(double *seconds, pl_err *e) {
     const char *env = getenv(STORE_GNUPLOT_TIMEOUT_ENV);
     *seconds = STORE_GNUPLOT_TIMEOUT_S;
     if (!env || !*env) return PL_OK;
-    if (pl_parse_double(env, seconds) != 0 || !(*seconds > 0) || *seconds > 1e7)
-        return pl_errf(e, PL_EINPUT, "%s=%s: wants the seconds one gnuplot run may take, above 0 and at most 1e7",
-                       STORE_GNUPLOT_TIMEOUT_ENV, env);
+    if (pl_parse_double(env, seconds) != 0 || !(*seconds > 0) || *seconds > STORE_GNUPLOT_TIMEOUT_MAX_S)
+        return pl_errf(e, PL_EINPUT, "%s=%s: wants the seconds one gnuplot run may take, above 0 and at most %g",
+                       STORE_GNUPLOT_TIMEOUT_ENV, env, STORE_GNUPLOT_TIMEOUT_MAX_S);
     return PL_OK;
 }
 
-/* Waits for gnuplot (pid) to end, at most limit seconds: past it the program is killed. Returns
- * PL_OK with its wait status in *st, or the error. */
-static int gnuplot_wait(pid_t pid, double limit, const char *script, int *st, pl_err *e) {
-    double t0 = pl_now_s();
-    long nap_ns = 1000000L; /* 1 ms, doubling to 50 ms: a quick figure is not held up */
-    for (;;) {
-        pid_t got = waitpid(pid, st, WNOHANG);
-        if (got == pid) return PL_OK;
-        if (got < 0 && errno != EINTR) return pl_errf(e, PL_EIO, "waiting for gnuplot: %s", strerror(errno));
-        if (pl_now_s() - t0 > limit) {
-            kill(pid, SIGKILL);
-            while (waitpid(pid, st, 0) < 0 && errno == EINTR) {}
-            return pl_errf(e, PL_EIO, "gnuplot did not finish within %g s on %s, and was stopped (%s sets the limit)",
-                           limit, script, STORE_GNUPLOT_TIMEOUT_ENV);
-        }
-        struct timespec nap = {0, nap_ns};
-        nanosleep(&nap, NULL);
-        if (nap_ns < 50000000L) nap_ns *= 2;
-    }
+/* The signal that ended pipelab's wait for gnuplot (SIGINT, SIGTERM, SIGHUP), 0 none: gnuplot
+ * runs in a process group of its own, which the terminal's ^C does not reach, so the wait passes
+ * such a signal on to it before pipelab ends. */
+static volatile sig_atomic_t gnuplot_sig;
+static void gnuplot_on_signal(int sig) { gnuplot_sig = sig; }
+static const int gnuplot_sigs[] = {SIGINT, SIGTERM, SIGHUP};
+#define GNUPLOT_NSIGS (sizeof gnuplot_sigs / sizeof gnuplot_sigs[0])
+
+/* The longest nap between two looks at gnuplot (ns): a figure is noticed within it. */
+#define GNUPLOT_NAP_MAX_NS 50000000L
+
+/* Stops gnuplot's process group (pid leads it: a wrapper script's gnuplot goes too) and reaps
+ * pid into *st. */
+static void gnuplot_stop(pid_t pid, int *st) {
+    kill(-pid, SIGKILL);
+    while (waitpid(pid, st, 0) < 0 && errno == EINTR) {}
 }
 
-/* Runs gnuplot on script, its input /dev/null (a script that waits for a key does not wait on
- * the terminal), at most $PIPELAB_GNUPLOT_TIMEOUT seconds; returns PL_OK when it succeeded and
- * wrote a non-empty output. */
-int store_plot_gnuplot(const char *gnuplot, const char *script, const char *output, pl_err *e) {
+/* Waits for gnuplot (pid, the leader of its process group) to end, at most limit seconds: past
+ * it, or on SIGINT, SIGTERM or SIGHUP, its group is killed and output (which it may have left
+ * half written) removed; such a signal then ends pipelab as it would have. Returns PL_OK with the
+ * wait status in *st (also of a gnuplot that ended just as the limit passed), or the error. */
+static int gnuplot_wait(pid_t pid, double limit, const char *script, const char *output, int *st, pl_err *e) {
+    struct sigaction on, old[GNUPLOT_NSIGS];
+    memset(&on, 0, sizeof on);
+    on.sa_handler = gnuplot_on_signal;
+    sigemptyset(&on.sa_mask);
+    gnuplot_sig = 0;
+    for (size_t i = 0; i < GNUPLOT_NSIGS; i++) { /* a signal pipelab ignores stays ignored */
+        sigaction(gnuplot_sigs[i], NULL, &old[i]);
+        if (old[i].sa_handler != SIG_IGN) sigaction(gnuplot_sigs[i], &on, NULL);
+    }
+    double t0 = pl_now_s();
+    long nap_ns = 1000000L; /* 1 ms, doubling up to GNUPLOT_NAP_MAX_NS: a quick figure is not held up */
+    int code = PL_OK, stopped = 0;
+    for (;;) {
+        pid_t got = waitpid(pid, st, WNOHANG);
+        if (got == pid) break;
+        if (got < 0 && errno != EINTR) {
+            gnuplot_stop(pid, st);
+            code = pl_errf(e, PL_EIO, "waiting for gnuplot: %s", strerror(errno));
+            break;
+        }
+        if (gnuplot_sig || pl_now_s() - t0 > limit) {
+            gnuplot_stop(pid, st);
+            /* ended by itself just before: its own status stands */
+            stopped = WIFSIGNALED(*st) && WTERMSIG(*st) == SIGKILL;
+            if (stopped) remove(output);
+            if (stopped && !gnuplot_sig)
+                code = pl_errf(e, PL_EIO, "gnuplot did not finish within %g s on %s, and was stopped (%s sets the limit)",
+                               limit, script, STORE_GNUPLOT_TIMEOUT_ENV);
+            break;
+        }
+        struct timespec nap = {0, nap_ns};
+        nanosleep(&nap, NULL); /* a signal cuts it short */
+        nap_ns = nap_ns * 2 < GNUPLOT_NAP_MAX_NS ? nap_ns * 2 : GNUPLOT_NAP_MAX_NS;
+    }
+    for (size_t i = 0; i < GNUPLOT_NSIGS; i++) sigaction(gnuplot_sigs[i], &old[i], NULL);
+    if (gnuplot_sig) raise(gnuplot_sig); /* ends pipelab, unless the caller handles it */
+    if (gnuplot_sig && code == PL_OK && stopped)
+        code = pl_errf(e, PL_EIO, "gnuplot was stopped by signal %d (%s)", (int)gnuplot_sig, strsignal(gnuplot_sig));
+    return code;
+}
+
+/* Runs gnuplot on script in a process group of its own, its input /dev/null (a script that waits
+ * for a key does not wait on the terminal), at most limit_s seconds (store.h); returns PL_OK
+ * when it succeeded and wrote a non-empty output. */
+int store_plot_gnuplot(const char *gnuplot, const char *script, const char *output, double limit_s, pl_err *e) {
     char *argv[] = {(char *)"gnuplot", (char *)script, NULL};
-    double limit;
-    int code = gnuplot_timeout(&limit, e);
-    if (code != PL_OK) return code;
     posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
     if (posix_spawn_file_actions_init(&fa) != 0) return pl_errf(e, PL_ENOMEM, "out of memory");
+    if (posix_spawnattr_init(&at) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        return pl_errf(e, PL_ENOMEM, "out of memory");
+    }
     int rc = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    if (rc == 0) rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    if (rc == 0) rc = posix_spawnattr_setpgroup(&at, 0);
     pid_t pid;
-    if (rc == 0) rc = posix_spawn(&pid, gnuplot, &fa, NULL, argv, environ);
+    int spawned = rc == 0 ? posix_spawn(&pid, gnuplot, &fa, &at, argv, environ) : -1;
     posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return pl_errf(e, PL_EIO, "cannot run %s: %s", gnuplot, strerror(rc));
+    posix_spawnattr_destroy(&at);
+    if (rc != 0) return pl_errf(e, PL_ENOMEM, "cannot set up gnuplot's process: %s", strerror(rc));
+    if (spawned != 0)
+        return pl_errf(e, PL_EIO, "cannot run %s (with its input from /dev/null): %s", gnuplot, strerror(spawned));
     int st;
-    code = gnuplot_wait(pid, limit, script, &st, e);
+    int code = gnuplot_wait(pid, limit_s, script, output, &st, e);
     if (code != PL_OK) return code;
-    if (WIFSIGNALED(st))
+    if (WIFSIGNALED(st)) {
+        remove(output); /* what it wrote of the figure, if anything */
         return pl_errf(e, PL_EIO, "gnuplot was killed by signal %d (%s) on %s; its messages are above", WTERMSIG(st),
                        strsignal(WTERMSIG(st)), script);
+    }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         return pl_errf(e, PL_EINPUT, "gnuplot failed on %s (exit status %d); its messages are above", script,
                        WIFEXITED(st) ? WEXITSTATUS(st) : -1);

@@ -20,9 +20,7 @@
  * program that never ends. */
 #define STORE_GNUPLOT_TIMEOUT_ENV "PIPELAB_GNUPLOT_TIMEOUT"
 #define STORE_GNUPLOT_TIMEOUT_S 600
-/* A macro's value as a string literal, for help texts: STORE_XSTR(STORE_GNUPLOT_TIMEOUT_S). */
-#define STORE_STR_(x) #x
-#define STORE_XSTR(x) STORE_STR_(x)
+#define STORE_GNUPLOT_TIMEOUT_MAX_S 1e7 /* the longest it may be set to */
 /* How long a statement waits for another connection's lock before giving up (milliseconds):
  * parallel sweeps write one file, each run in a short transaction. */
 #define STORE_BUSY_TIMEOUT_MS 10000
@@ -462,8 +460,15 @@ int store_plot_prepare(store *s, const store_plot_opts *o, pl_err *e);
 /* Returns a malloc'd path of the gnuplot program: $PIPELAB_GNUPLOT, else "gnuplot" searched on
  * PATH; NULL with e filled (PL_EINPUT, naming the install command) when there is none. */
 char *store_gnuplot_find(pl_err *e);
-/* Runs gnuplot (path from store_gnuplot_find) on script and checks that output was written
- * and is not empty. Returns PL_OK or an error code (gnuplot's messages go to stderr). */
-int store_plot_gnuplot(const char *gnuplot, const char *script, const char *output, pl_err *e);
+/* Reads $PIPELAB_GNUPLOT_TIMEOUT into *seconds (unset or empty: STORE_GNUPLOT_TIMEOUT_S).
+ * Returns PL_OK, or PL_EINPUT with e for a value that is not a number of seconds above 0 and at
+ * most STORE_GNUPLOT_TIMEOUT_MAX_S. */
+int store_gnuplot_timeout(double *seconds, pl_err *e);
+/* Runs gnuplot (path from store_gnuplot_find) on script, its input /dev/null, in a process group
+ * of its own, and checks that output was written and is not empty. A gnuplot still running after
+ * limit_s seconds (store_gnuplot_timeout), or when pipelab gets SIGINT, SIGTERM or SIGHUP, is
+ * killed with its group, and output removed; a gnuplot killed by a signal leaves no output
+ * either. Returns PL_OK or an error code (gnuplot's messages go to stderr). */
+int store_plot_gnuplot(const char *gnuplot, const char *script, const char *output, double limit_s, pl_err *e);
 
 #endif

@@ -35,9 +35,6 @@ int cx_cuda_check(cudaError_t st, const char *what, const char *file, int line, 
 #define CX_VERSION_MAJOR 1000
 #define CX_VERSION_MINOR 10
 
-#define CX_STR_(x) #x
-#define CX_STR(x) CX_STR_(x)
-
 static struct {
     void *lib;
     char why[CX_WHY_MAX];
@@ -58,7 +55,7 @@ static void cb_load(void) {
 #ifndef PIPELAB_CUBLAS_DIR
 #define PIPELAB_CUBLAS_DIR "/usr/local/cuda/lib64"
 #endif
-    const char *names[] = {"libcublas.so." CX_STR(CUBLAS_VER_MAJOR), PIPELAB_CUBLAS_DIR "/libcublas.so." CX_STR(CUBLAS_VER_MAJOR),
+    const char *names[] = {"libcublas.so." PL_XSTR(CUBLAS_VER_MAJOR), PIPELAB_CUBLAS_DIR "/libcublas.so." PL_XSTR(CUBLAS_VER_MAJOR),
                            "libcublas.so"};
     void *h = NULL;
     for (size_t i = 0; i < sizeof names / sizeof *names && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);

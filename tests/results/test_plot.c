@@ -775,7 +775,7 @@ static void test_gnuplot_killed(void) {
         CU_ASSERT_EQUAL(chmod(prog, 0755), 0);
         pl_err e;
         pl_err_clear(&e);
-        CU_ASSERT_NOT_EQUAL(store_plot_gnuplot(prog, script, fig, &e), PL_OK);
+        CU_ASSERT_NOT_EQUAL(store_plot_gnuplot(prog, script, fig, STORE_GNUPLOT_TIMEOUT_S, &e), PL_OK);
         CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, says[k]));
     }
     free(prog);
@@ -824,61 +824,93 @@ static void test_gnuplot_missing(void) {
     fresh_done(dir, db);
 }
 
+/* Writes an executable shell script body at dir/name; returns its malloc'd path. */
+static char *script_file(const char *dir, const char *name, const char *body) {
+    char *path = pl_test_path(dir, name);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(body, f);
+    fclose(f);
+    CU_ASSERT_EQUAL(chmod(path, 0755), 0);
+    return path;
+}
+
 /* A gnuplot that does not end is stopped after $PIPELAB_GNUPLOT_TIMEOUT seconds and named so
- * (exit 1, no figure), rather than hold pipelab plot for ever; a value that is no time above 0
- * is refused before gnuplot runs; gnuplot reads /dev/null, not the terminal, so that a script
- * that waits for a key cannot wait there. */
+ * (exit 1), with its process group: a wrapper script that runs the hung program without exec
+ * takes the program with it (else it would hold pipelab's output open for a minute). The figure
+ * it may have half written is removed, an older one of that name too. A value that is no time
+ * above 0 is refused before anything is written. gnuplot reads /dev/null, not pipelab's input,
+ * so that a script that waits for a key cannot wait there. */
 static void test_gnuplot_timeout(void) {
     char *dir = pl_test_tmpdir(), *db = pl_test_path(dir, "t.db"), *png = pl_test_path(dir, "t.png");
-    char *hang = pl_test_path(dir, "hang"), *mark = pl_test_path(dir, "stdin");
-    FILE *f = fopen(hang, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    /* records its input, then never ends (exec: the program pipelab stops is the sleeper) */
-    fprintf(f, "#!/bin/sh\nreadlink /proc/self/fd/0 > '%s'\nexec sleep 60\n", mark);
-    fclose(f);
-    CU_ASSERT_EQUAL(chmod(hang, 0755), 0);
+    char *mark = pl_test_path(dir, "stdin"), *dat = pl_test_path(dir, "t.dat");
+    char body[2048];
+    char *hang = script_file(dir, "hang", "#!/bin/sh\nexec sleep 60\n");
+    char *wrap = script_file(dir, "wrap", "#!/bin/sh\nsleep 60\necho done\n"); /* no exec: sh waits for its child */
+    snprintf(body, sizeof body, "#!/bin/sh\nreadlink /proc/self/fd/0 > '%s'\n", mark);
+    char *input = script_file(dir, "input", body);
     char cmd[4096], *out = NULL;
     snprintf(cmd, sizeof cmd, "'%s' simulate --kind 1f1b --ranks 2 --microbatches 2 --db '%s' >/dev/null", PIPELAB_BIN, db);
     CU_ASSERT_EQUAL_FATAL(pl_test_run(cmd, NULL), 0);
-    /* pipelab's own input is a file, which gnuplot does not get */
-    snprintf(cmd, sizeof cmd, "PIPELAB_GNUPLOT='%s' PIPELAB_GNUPLOT_TIMEOUT=0.5 '%s' plot bubble --db '%s' -o '%s' < '%s'",
-             hang, PIPELAB_BIN, db, png, db);
-    double t0 = pl_now_s();
+    const char *progs[] = {hang, wrap};
+    for (int k = 0; k < 2; k++) {
+        FILE *old = fopen(png, "w"); /* an older figure of the name */
+        CU_ASSERT_PTR_NOT_NULL_FATAL(old);
+        fputs("old figure", old);
+        fclose(old);
+        snprintf(cmd, sizeof cmd, "PIPELAB_GNUPLOT='%s' PIPELAB_GNUPLOT_TIMEOUT=0.5 '%s' plot bubble --db '%s' -o '%s'",
+                 progs[k], PIPELAB_BIN, db, png);
+        double t0 = pl_now_s();
+        CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
+        double took = pl_now_s() - t0;
+        CU_ASSERT(took < 30); /* stopped, the wrapper's sleep too (pl_test_run reads to the end) */
+        CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "gnuplot did not finish within 0.5 s on "));
+        CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "PIPELAB_GNUPLOT_TIMEOUT sets the limit"));
+        if (!out || !strstr(out, "did not finish") || took >= 30)
+            fprintf(stderr, "\n%s -> %s (%.1f s)\n", cmd, out ? out : "(nothing)", took);
+        free(out);
+        CU_ASSERT(!pl_test_exists(png));
+    }
+    /* pipelab's own input is a file, which gnuplot does not get (it writes no figure: exit 1) */
+    snprintf(cmd, sizeof cmd, "PIPELAB_GNUPLOT='%s' '%s' plot bubble --db '%s' -o '%s' < '%s'", input, PIPELAB_BIN, db, png, db);
     CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
-    double took = pl_now_s() - t0;
-    CU_ASSERT(took < 30); /* stopped, not waited for */
-    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "gnuplot did not finish within 0.5 s on "));
-    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "PIPELAB_GNUPLOT_TIMEOUT sets the limit"));
-    if (!out || !strstr(out, "did not finish")) fprintf(stderr, "\n%s -> %s (%.1f s)\n", cmd, out ? out : "(nothing)", took);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "gnuplot wrote no figure"));
     free(out);
-    CU_ASSERT(!pl_test_exists(png));
     char in[64] = "";
-    f = fopen(mark, "r");
+    FILE *f = fopen(mark, "r");
     CU_ASSERT_PTR_NOT_NULL(f);
     if (f) {
         CU_ASSERT_PTR_NOT_NULL(fgets(in, sizeof in, f));
         fclose(f);
     }
     CU_ASSERT_STRING_EQUAL(in, "/dev/null\n");
-    const char *bad[] = {"0", "-1", "soon", "1e9", "nan"};
+    remove(dat);
+    const char *bad[] = {"0", "-1", "soon", "5s", "1e9", "nan", "inf"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         remove(mark);
-        snprintf(cmd, sizeof cmd, "PIPELAB_GNUPLOT='%s' PIPELAB_GNUPLOT_TIMEOUT='%s' '%s' plot bubble --db '%s' -o '%s'", hang,
+        snprintf(cmd, sizeof cmd, "PIPELAB_GNUPLOT='%s' PIPELAB_GNUPLOT_TIMEOUT='%s' '%s' plot bubble --db '%s' -o '%s'", input,
                  bad[i], PIPELAB_BIN, db, png);
         CU_ASSERT_EQUAL(pl_test_run(cmd, &out), 1);
         char want[256];
-        snprintf(want, sizeof want, "PIPELAB_GNUPLOT_TIMEOUT=%s: wants the seconds one gnuplot run may take", bad[i]);
+        snprintf(want, sizeof want, "PIPELAB_GNUPLOT_TIMEOUT=%s: wants the seconds one gnuplot run may take, above 0 and at most 1e+07",
+                 bad[i]);
         CU_ASSERT_PTR_NOT_NULL(out && strstr(out, want));
+        if (!out || !strstr(out, want)) fprintf(stderr, "\n%s -> %s\n", cmd, out ? out : "(nothing)");
         free(out);
         CU_ASSERT(!pl_test_exists(mark)); /* refused before gnuplot ran */
+        CU_ASSERT(!pl_test_exists(dat));  /* and before the figure's data was written */
     }
-    free(mark);
+    free(input);
+    free(wrap);
     free(hang);
+    free(dat);
+    free(mark);
     free(png);
     fresh_done(dir, db);
 }
 
 void test_plot_register(void) {
+    unsetenv(STORE_GNUPLOT_TIMEOUT_ENV); /* the caller's limit: the default here */
     static const pl_test_case cases[] = {
         {"timeline of a measured run: its median pass", test_timeline_median_pass},
         {"timeline of a real run: the median pass's actions", test_timeline_real_run},
