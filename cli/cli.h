@@ -111,12 +111,14 @@ cli_launch cli_launcher(void);
  * of the files, memory and cores they all see): printed once, by the launcher's rank 0, where the
  * launcher says the whole job is on this host; the other processes return CLI_EUSER silently.
  * Elsewhere (no launcher, several hosts or unknown) it prints as cli_fail. An error that one
- * process meets alone (its own failure) goes through cli_fail, printed by that process. */
+ * process meets alone (its own failure) goes through cli_fail, printed by that process. The
+ * silent processes first wait a few seconds, in which the launcher ends them when rank 0 fails,
+ * so that none ends the job before rank 0 printed. */
 int cli_fail_alike(const pl_err *e);
 /* Prints "pipelab CMD: <message>" and where the help is on stderr and returns CLI_EUSAGE. A usage
  * error is made of the arguments alone, which every process of an MPI job shares: on the
  * processes its launcher ranks above 0 (cli_launcher) it prints nothing, so that the job prints
- * it once. */
+ * it once, and waits as cli_fail_alike's do. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Parses an int flag value in [lo, hi]; on error prints a usage error ("pipelab CMD: FLAG: ...")
  * and returns -1. Every numeric flag of cli/ goes through these parsers: a malformed or

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <linux/magic.h>
@@ -56,18 +57,37 @@ cli_launch cli_launcher(void) {
     return l;
 }
 
+/* The longest a process above rank 0 waits before it ends on an error rank 0 prints for the
+ * whole job (cli_fail_alike, cli_usage_error). The launcher ends the job when its first process
+ * fails: one above rank 0 failing at once could have rank 0 killed before it printed, and the
+ * job's refusal went unprinted (seen under load). Waiting, it is ended by the launcher when rank
+ * 0 fails, and the job's status is rank 0's. */
+#define CLI_ALIKE_WAIT_S 5
+
+/* Waits CLI_ALIKE_WAIT_S seconds (a process that leaves rank 0 to print an error). */
+static void alike_wait(void) {
+    struct timespec ts = {CLI_ALIKE_WAIT_S, 0};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
 /* cli.h. Returns CLI_EUSER, after printing e's message unless another process prints it. */
 int cli_fail_alike(const pl_err *e) {
     cli_launch l = cli_launcher();
     /* one host: the same files, memory and cores (unknown sizes: maybe several hosts) */
-    if (l.rank > 0 && l.size > 0 && l.local == l.size) return CLI_EUSER;
+    if (l.rank > 0 && l.size > 0 && l.local == l.size) {
+        alike_wait();
+        return CLI_EUSER;
+    }
     return cli_fail(e);
 }
 
 /* cli.h. Returns CLI_EUSAGE after printing the message and where help is (an MPI job's rank 0
  * alone: every process has the same arguments). */
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
-    if (cli_launcher().rank > 0) return CLI_EUSAGE;
+    if (cli_launcher().rank > 0) {
+        alike_wait();
+        return CLI_EUSAGE;
+    }
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "pipelab %s: ", cmd);
