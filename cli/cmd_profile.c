@@ -76,8 +76,10 @@ static const char help_format[] =
     "                        on --concurrency threads pinned like the ranks: the share of the time\n"
     "                        the host takes a busy core away in gaps over 0.1 ms up to 20 ms (a\n"
     "                        longer one is a stall), and how many a second, each the median over\n"
-    "                        windows of 1 s (an episode of the host's does not set them).\n"
-    "                        `pipelab run --interruptions SHARE,RATE` prices them\n"
+    "                        windows of 1 s (an episode of the host's does not set them); and\n"
+    "                        the same of the short gaps, over 1 us up to 0.1 ms, on a second\n"
+    "                        line. `pipelab run --interruptions SHARE,RATE,SHORT_SHARE,SHORT_RATE`\n"
+    "                        prices them\n"
     "\n"
     "exit status: 0 ok, 1 bad input, 2 bad usage\n";
 
@@ -242,6 +244,10 @@ static int interruptions(const opts *o) {
            "worker%s at once, %g s; medians over %d window%s, over the whole time %.2f%%\n",
            r.share, 100 * r.share, 1e3 * EXEC_GAP_MIN_S, 1e3 * EXEC_GAP_MAX_S, r.per_s, r.workers, r.workers == 1 ? "" : "s",
            r.seconds, r.windows, r.windows == 1 ? "" : "s", 100 * r.share_all);
+    printf("short gaps         share %.6g (%.2f%% of the time in gaps over %g ms up to %g ms, %.1f a second), the same "
+           "medians, over the whole time %.2f%%\n",
+           r.short_share, 100 * r.short_share, 1e3 * EXEC_GAP_SHORT_MIN_S, 1e3 * EXEC_GAP_MIN_S, r.short_per_s,
+           100 * r.short_share_all);
     return CLI_OK;
 }
 

@@ -713,7 +713,7 @@ static cli_run_terms terms_of(const run_opts *o, const profile_terms *p, int mea
     cli_run_terms t = {NULL, NULL, NULL, NULL, p->again, p->windows && o->pass_length ? p->window : NULL, p->next, NULL,
                        o->jitter ? p->jitter : NULL, o->jitter && !states ? p->drift : 0, p->versions, o->intr_share,
                        o->intr_rate, 0, states ? p->states : NULL, states ? p->n_states : 0, o->sharing ? p->alone : 0,
-                       0, 0, 0, NULL};
+                       0, 0, 0, NULL, o->intr_short_share, o->intr_short_rate};
     if (o->sharing && o->share_class && p->share_class_on) {
         t.share_cross_f = p->share_class[0];
         t.share_alone_b = p->share_class[1];
@@ -818,8 +818,8 @@ static int predict_others(const run_opts *o, run_state *st, const profile_terms 
     on[10] = m->versions != NULL;
     sfx[10] = RUN_TAG_NOVERSIONS_SUFFIX;
     /* [11] without the interruption term, where --interruptions gives the host's */
-    t[11].intr_share = t[11].intr_rate = 0;
-    on[11] = o->intr_share > 0;
+    t[11].intr_share = t[11].intr_rate = t[11].intr_short_share = t[11].intr_short_rate = 0;
+    on[11] = o->intr_share > 0 || o->intr_short_share > 0;
     sfx[11] = RUN_TAG_NOINTERRUPT_SUFFIX;
     /* [12] each rank's STEP at the mean over its profile's rounds, less the host's stalls, which
      * holds the gaps the interruption term prices ("The STEP's two speeds") */

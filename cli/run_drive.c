@@ -192,30 +192,41 @@ static int run_sim(const sched *s, const sim_costs *costs, const sim_config *c, 
     return c->cv > 0 || c->rank_cv > 0 ? sim_run_median(s, costs, c, CLI_RUN_JITTER_RUNS, r, e) : sim_run(s, costs, c, r, e);
 }
 
-/* The interruption term (cli_run_terms.intr_share): per rank, each of F, I, W whose profile
- * round holds no gap at its median takes its time over 1 - share, and every STEP (timed one block
- * at a time) unless at the rounds' mean (step_mean), which holds the gaps already. A round times
- * EXEC_PROFILE_SLOTS microbatches through the rank's blocks, each kind apart: the kind's part of
- * a round lasts the slots times the rank's stages' times of it, and holds a gap with probability
- * under one half while the rate times that length is at most ln 2 (gaps as a Poisson process). A
- * longer part holds gaps at its median too, and the term leaves it as the profile timed it
- * (docs/validate_cpu.md, "What the tail is made of"). */
+/* The share of a busy core's time that the profile left out of a kind whose part of a profile
+ * round lasts `part` seconds: each band's share where the part holds a gap of the band with
+ * probability under one half, its rate times the part at most ln 2 (gaps as a Poisson process). A
+ * longer part holds the band's gaps at its median too, and the profile timed them. */
+static double intr_left_out(const cli_run_terms *t, double part) {
+    const double share[2] = {t->intr_share, t->intr_short_share}, rate[2] = {t->intr_rate, t->intr_short_rate};
+    double s = 0;
+    for (int b = 0; b < 2; b++)
+        if (share[b] > 0 && rate[b] * part <= M_LN2) s += share[b];
+    return s;
+}
+
+/* The interruption term (cli_run_terms.intr_share, intr_short_share): per rank, each of F, I, W
+ * and the STEP takes its time over 1 less the share its profile round's part left out
+ * (intr_left_out), the STEP not at all when at the rounds' mean (step_mean), which holds the gaps
+ * already. A round times EXEC_PROFILE_SLOTS microbatches through the rank's blocks, each kind
+ * apart, and a STEP of each block: the kind's part of a round lasts the slots times the rank's
+ * stages' times of it, the STEP's the rank's stages' STEPs (docs/validate_cpu.md, "What the
+ * tail is made of", "Short gaps"). */
 static void interruption_term(sim_model *sm, const sched *s, const cli_run_terms *t) {
-    const double lost = 1 / (1 - t->intr_share);
     for (int r = 0; r < s->ranks; r++) {
-        double part[3] = {0, 0, 0};
+        double part[4] = {0, 0, 0, 0};
         for (int q = 0; q < sm->stages; q++)
             if (s->stage_rank[q] == r) {
                 part[0] += EXEC_PROFILE_SLOTS * sm->stage[q].f_s;
                 part[1] += EXEC_PROFILE_SLOTS * sm->stage[q].i_s;
                 part[2] += EXEC_PROFILE_SLOTS * sm->stage[q].w_s;
+                part[3] += sm->step_s[q];
             }
-        double f[3];
-        for (int k = 0; k < 3; k++) f[k] = t->intr_rate * part[k] <= M_LN2 ? lost : 1;
+        double f[4];
+        for (int k = 0; k < 4; k++) f[k] = 1 / (1 - intr_left_out(t, part[k]));
         for (int q = 0; q < sm->stages; q++)
             if (s->stage_rank[q] == r) {
                 sim_model_scale_fiw(sm, q, f);
-                if (!t->step_mean) sm->step_s[q] *= lost;
+                if (!t->step_mean) sm->step_s[q] *= f[3];
             }
     }
 }
@@ -248,7 +259,7 @@ static void model_times(sim_model *sm, const sched *s, const exec_config *cfg, c
      * validate_cpu.md, "Two weight versions: the version term") */
     for (int q = 0; t->versions && q < sm->stages; q++)
         if (sched_stage_steps_each_backward(s, q)) sim_model_scale_fiw(sm, q, t->versions + 3 * s->stage_rank[q]);
-    if (t->intr_share > 0) interruption_term(sm, s, t);
+    if (t->intr_share > 0 || t->intr_short_share > 0) interruption_term(sm, s, t);
 }
 
 /* run_drive.h. */

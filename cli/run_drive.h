@@ -129,12 +129,13 @@ typedef struct cli_run_terms {
      * versions[3 r + c] (c: 0 F, 1 I, 2 W), its cycle on two weight versions against the same
      * cycle in place, 1 where its STEPs go in place (exec_profile_worker_versions); NULL: off */
     const double *versions;
-    /* the interruption term (`pipelab profile --interruptions`; share 0: off): on each rank, the
-     * F, I and W whose profile round (EXEC_PROFILE_SLOTS microbatches through the rank's stages)
-     * holds under ln 2 gaps at intr_rate a second, so none at its median, take 1 / (1 -
-     * intr_share) times their time, and every STEP too (timed one block at a time) unless
-     * step_mean: a pass holds its share of the host's interruptions, which the profile's median
-     * round leaves out */
+    /* the interruption term (`pipelab profile --interruptions`; shares 0: off), two bands of
+     * gaps, intr_share and intr_rate of the gaps over 0.1 ms, intr_short_share and
+     * intr_short_rate of the short ones: on each rank, the F, I, W and STEP take their time over
+     * 1 less the shares of the bands whose gaps their part of a profile round (EXEC_PROFILE_SLOTS
+     * microbatches through the rank's stages; a STEP of each of its blocks) holds under ln 2 of at
+     * the band's rate, so none at its median; the STEP not at all with step_mean. A pass holds
+     * its share of the host's interruptions, which the profile's median round leaves out */
     double intr_share, intr_rate;
     /* 1: each rank's STEP at the mean over its profile's rounds (exec_layer_profile.step_mean_s),
      * which holds the gaps at their share, so the interruption term leaves it; 0: at their median
@@ -166,6 +167,7 @@ typedef struct cli_run_terms {
      * a host that slows its streaming work can slow the backwards more than the forwards; beside
      * the default as TAG-bstates ("The states term per class"); NULL: the states' on all compute */
     const double *states_b;
+    double intr_short_share, intr_short_rate; /* the interruption term's short gaps (above) */
 } cli_run_terms;
 /* The stochastic runs of the jitter and drift terms, and the seed of the first. */
 #define CLI_RUN_JITTER_RUNS 31

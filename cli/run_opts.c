@@ -129,14 +129,16 @@ static const char help_format[] =
     "                        (docs/validate_cpu.md). The other prediction is stored too: under\n"
     "                        tag NAME-passlen, or with --pass-length-term NAME-nopasslen\n"
     "  --no-pass-length-term without it (the default)\n"
-    "  --interruptions SHARE,RATE  the host's interruptions as `pipelab profile --interruptions`\n"
-    "                        measures them: the share of a busy core's time in gaps over 0.1 ms\n"
-    "                        up to 20 ms, and their count a second. The prediction prices them:\n"
-    "                        every F, I, W and STEP 1 / (1 - SHARE) times as long where the\n"
-    "                        profile's round of the kind holds no such gap at its median (RATE\n"
-    "                        times its length at most ln 2), which a pass always holds its share\n"
-    "                        of (docs/validate_cpu.md, \"What the tail is made of\"). The one\n"
-    "                        without is stored too, under tag NAME-nointerrupt\n"
+    "  --interruptions SHARE,RATE[,SHORT_SHARE,SHORT_RATE]  the host's interruptions as `pipelab\n"
+    "                        profile --interruptions` measures them: the share of a busy core's\n"
+    "                        time in gaps over 0.1 ms up to 20 ms, and their count a second; then\n"
+    "                        the same of the short gaps, over 1 us up to 0.1 ms. The prediction\n"
+    "                        prices each band: every F, I, W and STEP takes its time over 1 less\n"
+    "                        the shares of the bands whose gaps the profile's round of the kind\n"
+    "                        holds none of at its median (the band's rate times the round's part\n"
+    "                        of the kind at most ln 2), which a pass always holds its share of\n"
+    "                        (docs/validate_cpu.md, \"What the tail is made of\", \"Short\n"
+    "                        gaps\"). The one without is stored too, under tag NAME-nointerrupt\n"
     "  --no-jitter-term      predict at each action's mean time, one deterministic simulated run.\n"
     "                        By default, where the profile's per-worker lines time the forward's\n"
     "                        spread (fwd_sd_s), every compute action's time is a lognormal factor\n"
@@ -268,25 +270,35 @@ static int num_arg(const char *flag, const char *val, double *out) {
 #define RUN_MAX_INTR_SHARE 0.5
 #define RUN_MAX_INTR_RATE 1e6
 
-/* Parses --interruptions SHARE,RATE into o; returns 0, or -1 after printing a usage error. */
+/* Parses --interruptions SHARE,RATE[,SHORT_SHARE,SHORT_RATE] into o; returns 0, or -1 after
+ * printing a usage error. */
 static int interruptions_arg(const char *val, run_opts *o) {
-    char num[64];
-    const char *comma = strchr(val, ',');
-    size_t n = comma ? (size_t)(comma - val) : 0;
-    double share = -1, rate = -1;
-    if (comma && n > 0 && n < sizeof num) {
-        memcpy(num, val, n);
-        num[n] = '\0';
-        if (pl_parse_double(num, &share) || pl_parse_double(comma + 1, &rate)) share = rate = -1;
+    char buf[256];
+    double v[4] = {-1, -1, -1, -1};
+    int n = 0, ok = strlen(val) < sizeof buf;
+    if (ok) {
+        strcpy(buf, val);
+        char *save = NULL;
+        for (char *f = strtok_r(buf, ",", &save); f && ok; f = strtok_r(NULL, ",", &save))
+            ok = n < 4 && !pl_parse_double(f, &v[n++]);
     }
-    if (!(share >= 0 && share <= RUN_MAX_INTR_SHARE && rate >= 0 && rate <= RUN_MAX_INTR_RATE)) {
-        cli_usage_error("run", "--interruptions: needs SHARE,RATE with SHARE from 0 to %g and RATE from 0 to %g a second "
-                               "(got '%s'; `pipelab profile --interruptions S` measures both)",
+    /* no empty field either: "0.01,,5" would lose one to strtok */
+    for (const char *c = val; ok && *c; c++) ok = !(*c == ',' && (c == val || c[1] == ',' || c[1] == '\0'));
+    ok = ok && (n == 2 || n == 4);
+    for (int k = 0; ok && k < n; k++)
+        ok = v[k] >= 0 && v[k] <= (k % 2 ? RUN_MAX_INTR_RATE : RUN_MAX_INTR_SHARE);
+    if (ok && n == 4) ok = v[0] + v[2] <= RUN_MAX_INTR_SHARE;
+    if (!ok) {
+        cli_usage_error("run", "--interruptions: needs SHARE,RATE or SHARE,RATE,SHORT_SHARE,SHORT_RATE with each share "
+                               "from 0 to %g (the two together too) and each rate from 0 to %g a second (got '%s'; "
+                               "`pipelab profile --interruptions S` measures them)",
                         RUN_MAX_INTR_SHARE, RUN_MAX_INTR_RATE, val);
         return -1;
     }
-    o->intr_share = share;
-    o->intr_rate = rate;
+    o->intr_share = v[0];
+    o->intr_rate = v[1];
+    o->intr_short_share = n == 4 ? v[2] : 0;
+    o->intr_short_rate = n == 4 ? v[3] : 0;
     return 0;
 }
 
@@ -489,7 +501,7 @@ static int check_flags(run_opts *o) {
     if ((o->terms || o->pass_length) && o->cuda)
         return cli_usage_error("run", "--terms and --pass-length-term read the CPU profile's per-worker lines, which "
                                       "the CUDA profile does not time (not with --backend cuda)");
-    if (o->intr_share > 0 && o->cuda)
+    if ((o->intr_share > 0 || o->intr_short_share > 0) && o->cuda)
         return cli_usage_error("run", "--interruptions prices the host's interruptions of a busy CPU core (not with "
                                       "--backend cuda)");
     return check_steady(o);

@@ -31,6 +31,7 @@ typedef struct run_opts {
                                       * profile measured the backwards' phases (0: the forwards'
                                       * one ratio on every class) */
     double intr_share, intr_rate;    /* --interruptions SHARE,RATE (0, 0: not given) */
+    double intr_short_share, intr_short_rate; /* its SHORT_SHARE,SHORT_RATE (0, 0: not given) */
     int nsplit, split[MAX_SPLIT];
     const char *partition;           /* --partition FILE */
     int nrepl, repl_stage[MAX_REPL_FLAGS], repl_n[MAX_REPL_FLAGS]; /* --replicas-stage S=N, in order */

@@ -639,8 +639,13 @@ int exec_host_probe_measure(int workers, exec_host_probe *p, pl_err *e);
  * measurement read 3.35% by its total while its neighbours read 0.5-0.7%, and a grid priced
  * with it predicted 3.3% long. On the development VM, with both cores busy, the gaps took 0.4-0.6% of the time, 9-19
  * a second of 0.13-0.15 ms at the median; with one core busy, 0.1% (docs/validate_cpu.md, "What
- * the tail is made of"). */
+ * the tail is made of"). Shorter gaps, from EXEC_GAP_SHORT_MIN_S up to EXEC_GAP_MIN_S, are measured
+ * apart (short_share, short_per_s): on the AMD VM of sessions 74-77 the host took 2.5-3.5% of a
+ * busy core in gaps of 10-30 us, about 1 200 a second, which actions of tens of microseconds meet
+ * in their tail and a profile round of them holds none of at its median ("Short gaps", 7
+ * December 2026). */
 #define EXEC_GAP_MIN_S 1e-4
+#define EXEC_GAP_SHORT_MIN_S 1e-6
 /* Microbatches in flight in one round of the profile (profile.c): what each block keeps
  * stashed at once, and how many of a kind a round times back to back. */
 #define EXEC_PROFILE_SLOTS 4
@@ -656,6 +661,8 @@ typedef struct exec_interruptions {
                          * over the workers */
     double per_s;       /* such gaps a second: the same median and mean */
     double share_all;   /* the time in such gaps over the whole time measured, mean over the workers */
+    /* the same three of the short gaps, over EXEC_GAP_SHORT_MIN_S up to EXEC_GAP_MIN_S */
+    double short_share, short_per_s, short_share_all;
 } exec_interruptions;
 /* Measures r. Returns PL_OK; PL_EINPUT for workers outside 1 .. EXEC_INTERRUPTIONS_MAX_WORKERS
  * or seconds outside (0, EXEC_INTERRUPTIONS_MAX_S]; PL_ENOMEM; or PL_EINTERNAL when a thread

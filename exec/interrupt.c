@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The bands of gaps measured: 0 over EXEC_GAP_MIN_S up to EXEC_GAP_MAX_S, 1 (the short ones)
+ * over EXEC_GAP_SHORT_MIN_S up to EXEC_GAP_MIN_S. */
+#define INTR_BANDS 2
+
 /* One measuring thread and its windows. */
 typedef struct intr_thread {
     exec_gate *gate;
@@ -20,9 +24,9 @@ typedef struct intr_thread {
     double seconds;
     int nw;             /* windows of win seconds, nw of them in `seconds` */
     double win;
-    double *gap_s;      /* [nw] time in gaps of (EXEC_GAP_MIN_S, EXEC_GAP_MAX_S] */
-    double *gaps;       /* [nw] their count */
-    double all_gap_s, span_s; /* over the whole measurement */
+    double *gap_s[INTR_BANDS]; /* [nw] time in gaps of the band */
+    double *gaps[INTR_BANDS];  /* [nw] their count */
+    double all_gap_s[INTR_BANDS], span_s; /* over the whole measurement */
 } intr_thread;
 
 /* exec_team_run's body: reads the clock back to back for x->seconds on its core. A gap counts in
@@ -34,12 +38,12 @@ static void *intr_main(void *arg) {
     double t0 = pl_now_s(), last = t0, end = t0 + x->seconds;
     while (last < end) {
         double t = pl_now_s(), g = t - last;
-        if (g > EXEC_GAP_MIN_S && g <= EXEC_GAP_MAX_S) {
-            int w = (int)((t - t0) / x->win);
+        if (g > EXEC_GAP_SHORT_MIN_S && g <= EXEC_GAP_MAX_S) {
+            int b = g > EXEC_GAP_MIN_S ? 0 : 1, w = (int)((t - t0) / x->win);
             w = w < x->nw ? w : x->nw - 1;
-            x->gap_s[w] += g;
-            x->gaps[w] += 1;
-            x->all_gap_s += g;
+            x->gap_s[b][w] += g;
+            x->gaps[b][w] += 1;
+            x->all_gap_s[b] += g;
         }
         last = t;
     }
@@ -67,24 +71,32 @@ int exec_interruptions_measure(int workers, double seconds, exec_interruptions *
     int cpus[EXEC_INTERRUPTIONS_MAX_WORKERS];
     int ncpu = exec_platform_cores(cpus, EXEC_INTERRUPTIONS_MAX_WORKERS);
     intr_thread *x = pl_calloc((size_t)workers, sizeof *x);
-    double *mem = pl_calloc((size_t)workers * 2 * (size_t)nw, sizeof *mem), *v = pl_calloc((size_t)nw, sizeof *v);
+    const size_t per = 2 * INTR_BANDS * (size_t)nw; /* a thread's windows: time and count of each band */
+    double *mem = pl_calloc((size_t)workers * per, sizeof *mem), *v = pl_calloc((size_t)nw, sizeof *v);
     int rc = x && mem && v ? PL_OK : pl_errf(e, PL_ENOMEM, "out of memory");
     exec_gate gate;
-    for (int i = 0; rc == PL_OK && i < workers; i++)
-        x[i] = (intr_thread){&gate, ncpu > 0 ? cpus[i % ncpu] : -1, seconds, nw, win, mem + (size_t)(2 * i) * (size_t)nw,
-                             mem + (size_t)(2 * i + 1) * (size_t)nw, 0, 0};
+    for (int i = 0; rc == PL_OK && i < workers; i++) {
+        x[i] = (intr_thread){.gate = &gate, .cpu = ncpu > 0 ? cpus[i % ncpu] : -1, .seconds = seconds, .nw = nw, .win = win};
+        for (int b = 0; b < INTR_BANDS; b++) {
+            x[i].gap_s[b] = mem + (size_t)i * per + (size_t)(2 * b) * (size_t)nw;
+            x[i].gaps[b] = mem + (size_t)i * per + (size_t)(2 * b + 1) * (size_t)nw;
+        }
+    }
     if (rc == PL_OK) rc = exec_team_run(workers, intr_main, x, sizeof *x, &gate, "interruption-measuring thread", e);
     if (rc == PL_OK) {
         r->workers = workers;
         r->seconds = seconds;
         r->windows = nw;
-        for (int i = 0; i < workers; i++) {
-            for (int w = 0; w < nw; w++) v[w] = x[i].gap_s[w] / win;
-            r->share += median(v, nw) / workers;
-            for (int w = 0; w < nw; w++) v[w] = x[i].gaps[w] / win;
-            r->per_s += median(v, nw) / workers;
-            if (x[i].span_s > 0) r->share_all += x[i].all_gap_s / x[i].span_s / workers;
-        }
+        double *share[INTR_BANDS] = {&r->share, &r->short_share}, *per_s[INTR_BANDS] = {&r->per_s, &r->short_per_s},
+               *all[INTR_BANDS] = {&r->share_all, &r->short_share_all};
+        for (int i = 0; i < workers; i++)
+            for (int b = 0; b < INTR_BANDS; b++) {
+                for (int w = 0; w < nw; w++) v[w] = x[i].gap_s[b][w] / win;
+                *share[b] += median(v, nw) / workers;
+                for (int w = 0; w < nw; w++) v[w] = x[i].gaps[b][w] / win;
+                *per_s[b] += median(v, nw) / workers;
+                if (x[i].span_s > 0) *all[b] += x[i].all_gap_s[b] / x[i].span_s / workers;
+            }
     }
     free(x);
     free(mem);

@@ -1,6 +1,7 @@
 # interruptions.sh: the host's interruptions sampled across a grid, sourced by validate_cpu.sh (and
-# by test_exec) in bash; it needs PL, DB, quiet_try and run_contended, and sets INTR to SHARE,RATE
-# for `pipelab run --interruptions`.
+# by test_exec) in bash; it needs PL, DB, quiet_try and run_contended, and sets INTR to
+# SHARE,RATE,SHORT_SHARE,SHORT_RATE for `pipelab run --interruptions` (the gaps over 0.1 ms, then
+# the short ones over 1 us: "Short gaps").
 #
 # The host's interruptions are measured on both cores and priced by every prediction; the one
 # without is stored beside under tag NAME-nointerrupt (docs/validate_cpu.md, "What the tail is
@@ -22,6 +23,8 @@ done
 INTR=""
 INTR_SHARES=()
 INTR_RATES=()
+INTR_SHORT_SHARES=()
+INTR_SHORT_RATES=()
 INTR_T=0
 INTR_FIRST_BUSY=0
 INTR_OUT=${DB%.db}.interruptions
@@ -34,10 +37,15 @@ intr_sample() {
     [ "${#INTR_SHARES[@]}" = 0 ] || sleep "$INTR_SETTLE_S"
     quiet_try intr_measure "$1" || exit 1
     INTR_T=$(date +%s)
-    local line share rate
-    line=$(cat "$INTR_OUT")
+    local line share rate short short_share short_rate
+    line=$(grep '^interruptions ' "$INTR_OUT" || true)
+    short=$(grep '^short gaps ' "$INTR_OUT" || true)
     read -r share rate <<< "$(sed -n 's/.*share \([0-9.e+-]*\) .*, \([0-9.]*\) a second.*/\1 \2/p' <<< "$line")"
-    if [ -z "$rate" ]; then echo "validate_cpu.sh: cannot read the interruptions from: $line" >&2; exit 1; fi
+    read -r short_share short_rate <<< "$(sed -n 's/.*share \([0-9.e+-]*\) .*, \([0-9.]*\) a second.*/\1 \2/p' <<< "$short")"
+    if [ -z "$rate" ] || [ -z "$short_rate" ]; then
+        echo "validate_cpu.sh: cannot read the interruptions from: $(cat "$INTR_OUT")" >&2
+        exit 1
+    fi
     if run_contended "$OTHERS"; then
         if [ "${#INTR_SHARES[@]}" -gt 0 ]; then
             echo "interruptions sample left out: other processes took ${OTHERS}% of the CPUs during it: $line"
@@ -49,18 +57,31 @@ intr_sample() {
         echo "interruptions: the first sample, taken while other processes used the CPUs, dropped"
         INTR_SHARES=()
         INTR_RATES=()
+        INTR_SHORT_SHARES=()
+        INTR_SHORT_RATES=()
         INTR_FIRST_BUSY=0
     fi
     INTR_SHARES+=("$share")
     INTR_RATES+=("$rate")
-    INTR=$(median_of "${INTR_SHARES[@]}"),$(median_of "${INTR_RATES[@]}")
+    INTR_SHORT_SHARES+=("$short_share")
+    INTR_SHORT_RATES+=("$short_rate")
+    INTR=$(median_of "${INTR_SHARES[@]}"),$(median_of "${INTR_RATES[@]}"),$(median_of "${INTR_SHORT_SHARES[@]}"),$(median_of "${INTR_SHORT_RATES[@]}")
     echo "$line"
-    [ "${#INTR_SHARES[@]}" = 1 ] || echo "interruptions: the median of ${#INTR_SHARES[@]} samples, share ${INTR%,*}, ${INTR#*,} a second, prices the runs from here"
+    echo "$short"
+    [ "${#INTR_SHARES[@]}" = 1 ] || echo "interruptions: the median of ${#INTR_SHARES[@]} samples, $(intr_priced), prices the runs from here"
+}
+# Prints what INTR prices: the share and rate of each band.
+intr_priced() {
+    local v
+    IFS=, read -r -a v <<< "$INTR"
+    echo "share ${v[0]}, ${v[1]} a second; short gaps ${v[2]}, ${v[3]} a second"
 }
 # Succeeds when the next run wants a fresh sample: INTR_EVERY seconds since the last.
 intr_due() { [ $(($(date +%s) - INTR_T)) -ge "$INTR_EVERY" ]; }
 # Prints how many samples were taken, their range and what the last runs were priced at.
 intr_summary() {
     local n=${#INTR_SHARES[@]}
-    [ "$n" = 0 ] || echo "interruptions: $n sample$([ "$n" = 1 ] || echo s), share $(printf '%s\n' "${INTR_SHARES[@]}" | sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { printf "%.3g%% to %.3g%%", 100 * a, 100 * b }'), the last runs priced at ${INTR%,*} and ${INTR#*,} a second"
+    [ "$n" = 0 ] || echo "interruptions: $n sample$([ "$n" = 1 ] || echo s), share $(pct_range "${INTR_SHARES[@]}"), short gaps $(pct_range "${INTR_SHORT_SHARES[@]}"), the last runs priced at $(intr_priced)"
 }
+# Prints the range of its fractions in percent: "A% to B%".
+pct_range() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { printf "%.3g%% to %.3g%%", 100 * a, 100 * b }'; }

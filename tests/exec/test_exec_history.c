@@ -119,7 +119,8 @@ static int intr_script(const char *dir, const char *pl, const char *body, char *
 }
 
 /* The interruption share sampled across a grid (experiments/interruptions.sh): each run is priced
- * at the medians of the share and the rate over the samples so far, so one sample in an unusual
+ * at the medians of the share and the rate of each band (the gaps over 0.1 ms, the short ones)
+ * over the samples so far, so one sample in an unusual
  * state moves the price only until others outvote it; a contended sample after the first is
  * logged and left out; the real `pipelab profile --interruptions` line parses. */
 static void test_intr_samples(void) {
@@ -129,14 +130,17 @@ static void test_intr_samples(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     /* answers the n-th `profile --interruptions` with the n-th line of `lines`, as the real one
      * words it */
-    fprintf(f, "#!/bin/sh\nn=$(($(cat n) + 1)); echo $n > n\nsed -n \"${n}p\" lines | { read -r share rate; "
+    fprintf(f, "#!/bin/sh\nn=$(($(cat n) + 1)); echo $n > n\nsed -n \"${n}p\" lines | { read -r share rate ss sr; "
                "echo \"interruptions      share $share (x%% of the time in gaps over 0.1 ms up to 20 ms, $rate a second), "
-               "2 workers at once, 1 s; medians over 1 windows, over the whole time x%%\"; }\n");
+               "2 workers at once, 1 s; medians over 1 windows, over the whole time x%%\"; "
+               "echo \"short gaps         share $ss (x%% of the time in gaps over 0.001 ms up to 0.1 ms, $sr a second), "
+               "the same medians, over the whole time x%%\"; }\n");
     fclose(f);
     char cmd[2048], *o = NULL;
     snprintf(cmd, sizeof cmd,
              "cd '%s' && chmod +x pl && echo 0 > n && echo 0 > others && "
-             "printf '0.0296 23.5\\n0.005 10\\n0.004 8\\n0.05 30\\n0.006 12\\n' > lines",
+             "printf '0.0296 23.5 0.03 1200\\n0.005 10 0.02 1000\\n0.004 8 0.025 1100\\n0.05 30 0.4 9000\\n"
+             "0.006 12 0.021 1300\\n' > lines",
              dir);
     CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
     /* five samples, the fourth contended: after each, the price */
@@ -148,16 +152,18 @@ static void test_intr_samples(void) {
                     0);
     if (!o || !strstr(o, "price 5 ")) fprintf(stderr, "\n%s\n", o ? o : "");
     /* the first alone; two: their mean; three: the middle one */
-    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 1 0.0296,23.5\n") : NULL);
-    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 2 0.0173,16.75\n") : NULL);
-    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 3 0.005,10\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 1 0.0296,23.5,0.03,1200\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 2 0.0173,16.75,0.025,1100\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 3 0.005,10,0.025,1100\n") : NULL);
     /* the contended one leaves the price as it was, and says so */
     CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "interruptions sample left out: other processes took 50% of the CPUs") : NULL);
-    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 4 0.005,10\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 4 0.005,10,0.025,1100\n") : NULL);
     /* four kept: the mean of the middle two */
-    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 5 0.0055,11\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 5 0.0055,11,0.023,1150\n") : NULL);
     CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "not due\ndue\n") : NULL);
-    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "interruptions: 4 samples, share 0.4% to 2.96%, the last runs priced at 0.0055") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "interruptions: 4 samples, share 0.4% to 2.96%, short gaps 2% to 3%, the last "
+                                         "runs priced at share 0.0055, 11 a second; short gaps 0.023, 1150 a second\n")
+                             : NULL);
     free(o);
     /* a contended first sample prices the runs while it is the only one, and the first clean
      * one replaces it */
@@ -165,9 +171,9 @@ static void test_intr_samples(void) {
     CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
     CU_ASSERT_EQUAL(intr_script(dir, pl, "intr_sample 1; echo \"price 1 $INTR\"; echo 0 > others; intr_sample 1; echo \"price 2 $INTR\"", &o), 0);
     CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "during the first sample; kept until a clean one comes") : NULL);
-    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 1 0.0296,23.5\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 1 0.0296,23.5,0.03,1200\n") : NULL);
     CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "the first sample, taken while other processes used the CPUs, dropped") : NULL);
-    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 2 0.005,10\n") : NULL);
+    CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "price 2 0.005,10,0.02,1000\n") : NULL);
     free(o);
     /* the defaults pass; a sampling period that is not a whole number of seconds is refused
      * before any sample */
@@ -198,8 +204,9 @@ static void test_intr_samples(void) {
     CU_ASSERT_EQUAL(intr_script(dir, PIPELAB_BIN, "intr_sample 0.3; echo \"price $INTR\"", &o), 0);
     CU_ASSERT_PTR_NOT_NULL(o ? strstr(o, "\nprice ") : NULL);
     const char *p = o ? strstr(o, "\nprice ") : NULL;
-    double share = -1, rate = -1;
-    CU_ASSERT_TRUE(p && sscanf(p, "\nprice %lf,%lf", &share, &rate) == 2 && share >= 0 && share < 0.5 && rate >= 0);
+    double share = -1, rate = -1, ss = -1, sr = -1;
+    CU_ASSERT_TRUE(p && sscanf(p, "\nprice %lf,%lf,%lf,%lf", &share, &rate, &ss, &sr) == 4 && share >= 0 && share < 0.5 &&
+                   rate >= 0 && ss >= 0 && ss < 0.5 && sr >= 0);
     free(o);
     CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
     free(pl);

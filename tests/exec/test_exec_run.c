@@ -1016,16 +1016,15 @@ static void sim_ops(const char *db, const char *tag, store_op **ops, size_t *n) 
     store_close(s);
 }
 
-/* Checks the interruption term of `pipelab run --interruptions 0.01,RATE` (1F1B on 2 ranks, m 4,
+/* Checks the interruption term of `pipelab run --interruptions VALUE` (1F1B on 2 ranks, m 4,
  * traced, each action at its mean time): the prediction's timeline has the actions of the one
- * stored beside without the term (TAG-nointerrupt), each F and B `fb` times as long and each STEP
- * 1 / 0.99 times (the median round holds no gap); the one stored beside with each rank's STEP at
- * the mean over its rounds (TAG-stepmean) has the prediction's F and B and each STEP its worker's
- * step_mean_s / step_s times the one without the term: the mean holds the gaps, and the term
- * leaves it. */
-static void interruption_case(const char *dir, const char *rate, double fb) {
+ * stored beside without the term (TAG-nointerrupt), each F, B and STEP `f` times as long; the one
+ * stored beside with each rank's STEP at the mean over its rounds (TAG-stepmean) has the
+ * prediction's F and B and each STEP its worker's step_mean_s / step_s times the one without the
+ * term: the mean holds the gaps, and the term leaves it. */
+static void interruption_case(const char *dir, const char *value, double f) {
     char *db = pl_test_path(dir, "intr.db"), *csv = pl_test_path(dir, "intr.csv"), flags[128];
-    snprintf(flags, sizeof flags, "--kind 1f1b --ranks 2 --microbatches 4 --trace --interruptions 0.01,%s", rate);
+    snprintf(flags, sizeof flags, "--kind 1f1b --ranks 2 --microbatches 4 --trace --interruptions %s", value);
     size_t len = 0;
     char *text = run_profile_text(flags, "it", db, csv, &len);
     double st[2], sta[2];
@@ -1049,7 +1048,7 @@ static void interruption_case(const char *dir, const char *rate, double fb) {
         int r = a[i].rank;
         CU_ASSERT_FATAL(r >= 0 && r < 2);
         double da = a[i].end_s - a[i].start_s, db_ = b[i].end_s - b[i].start_s, dc = c[i].end_s - c[i].start_s;
-        double want = da * (step ? 1 / 0.99 : fb), want_c = step ? da * sta[r] / st[r] : db_;
+        double want = da * f, want_c = step ? da * sta[r] / st[r] : db_;
         CU_ASSERT(da > 0);
         CU_ASSERT_DOUBLE_EQUAL(db_, want, 1e-9 * want);
         CU_ASSERT_DOUBLE_EQUAL(dc, want_c, 1e-9 * want_c);
@@ -1065,8 +1064,9 @@ static void interruption_case(const char *dir, const char *rate, double fb) {
     free(csv);
 }
 
-/* `pipelab profile --interruptions S` on 2 workers prints one line whose share is a fraction of
- * the time (in [0, 1), the same in percent) and whose rate is not negative, and writes no CSV;
+/* `pipelab profile --interruptions S` on 2 workers prints a line whose share is a fraction of
+ * the time (in [0, 1), the same in percent) and whose rate is not negative, then the same of the
+ * short gaps, and writes no CSV;
  * with -o, or a time under 20 ms, it is a usage error (exit 2). */
 static void test_profile_interruptions(void) {
     char cmd[1024], *out = NULL;
@@ -1081,6 +1081,15 @@ static void test_profile_interruptions(void) {
     CU_ASSERT_EQUAL_FATAL(got, 4);
     CU_ASSERT(share >= 0 && share < 1 && rate >= 0 && workers == 2);
     CU_ASSERT_DOUBLE_EQUAL(pct, 100 * share, 0.006);
+    /* and the short gaps' on the next line, the same way */
+    double ss = -1, spct = -1, srate = -1;
+    const char *sl = out ? strstr(out, "\nshort gaps ") : NULL;
+    got = sl ? sscanf(sl, "\nshort gaps share %lf (%lf%% of the time in gaps over 0.001 ms up to 0.1 ms, %lf a second)", &ss,
+                      &spct, &srate)
+             : 0;
+    CU_ASSERT_EQUAL(got, 3);
+    CU_ASSERT(ss >= 0 && ss < 1 && srate >= 0);
+    CU_ASSERT_DOUBLE_EQUAL(spct, 100 * ss, 0.006);
     CU_ASSERT_PTR_NULL(strstr(out, "layer,"));
     free(out);
     snprintf(cmd, sizeof cmd, "%s profile --interruptions 1 -o /dev/null", PIPELAB_BIN);
@@ -1095,14 +1104,18 @@ static void test_profile_interruptions(void) {
 
 /* The interruption term under --interruptions, the prediction without it stored beside
  * (TAG-nointerrupt). At a rate of 0 gaps a second no profile round holds one, so every F, I, W and
- * STEP takes 1 / (1 - share) its time; at a million a second every round of F, I, W holds them at
- * its median and only the STEP (timed one block at a time) is priced longer, by the same 1 / 0.99.
- * The STEP at the rounds' mean (TAG-stepmean) holds them at either rate. */
+ * STEP takes 1 / (1 - share) its time; at a million a second every round's part of each kind (a
+ * microsecond at least) holds them at its median, and the band prices nothing. With the short
+ * gaps too, each band by its own rate: both shares, or the one whose rate is 0 alone. The STEP at
+ * the rounds' mean (TAG-stepmean) holds them at any rate. */
 static void test_run_interruptions(void) {
     char *dir = pl_test_tmpdir();
     CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
-    interruption_case(dir, "0", 1 / 0.99);
-    interruption_case(dir, "1e6", 1);
+    interruption_case(dir, "0.01,0", 1 / 0.99);
+    interruption_case(dir, "0.01,1e6", 1);
+    interruption_case(dir, "0.01,0,0.02,0", 1 / 0.97);
+    interruption_case(dir, "0.01,1e6,0.02,0", 1 / 0.98);
+    interruption_case(dir, "0.01,0,0.02,1e6", 1 / 0.99);
     rmdir(dir);
     free(dir);
 }
