@@ -1,5 +1,6 @@
 /* run_opts.c: the flags of `pipelab run`: --help, the option table, the parsing of each flag and
  * the checks of those that go together (run_opts.h). */
+#include <ctype.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -282,8 +283,9 @@ static int interruptions_arg(const char *val, run_opts *o) {
         for (char *f = strtok_r(buf, ",", &save); f && ok; f = strtok_r(NULL, ",", &save))
             ok = n < 4 && !pl_parse_double(f, &v[n++]);
     }
-    /* no empty field either: "0.01,,5" would lose one to strtok */
-    for (const char *c = val; ok && *c; c++) ok = !(*c == ',' && (c == val || c[1] == ',' || c[1] == '\0'));
+    /* no empty field either ("0.01,,5" would lose one to strtok), nor a blank one may skip */
+    for (const char *c = val; ok && *c; c++)
+        ok = !isspace((unsigned char)*c) && !(*c == ',' && (c == val || c[1] == ',' || c[1] == '\0'));
     ok = ok && (n == 2 || n == 4);
     for (int k = 0; ok && k < n; k++)
         ok = v[k] >= 0 && v[k] <= (k % 2 ? RUN_MAX_INTR_RATE : RUN_MAX_INTR_SHARE);

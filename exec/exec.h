@@ -646,6 +646,9 @@ int exec_host_probe_measure(int workers, exec_host_probe *p, pl_err *e);
  * December 2026). */
 #define EXEC_GAP_MIN_S 1e-4
 #define EXEC_GAP_SHORT_MIN_S 1e-6
+/* A short gap must also exceed this many times one reading of the clock (short_min_s): where a
+ * reading takes a microsecond (a clock without a fast path), every reading would count. */
+#define EXEC_GAP_READS 20
 /* Microbatches in flight in one round of the profile (profile.c): what each block keeps
  * stashed at once, and how many of a kind a round times back to back. */
 #define EXEC_PROFILE_SLOTS 4
@@ -661,9 +664,15 @@ typedef struct exec_interruptions {
                          * over the workers */
     double per_s;       /* such gaps a second: the same median and mean */
     double share_all;   /* the time in such gaps over the whole time measured, mean over the workers */
-    /* the same three of the short gaps, over EXEC_GAP_SHORT_MIN_S up to EXEC_GAP_MIN_S */
+    /* the same three of the short gaps, over short_min_s up to EXEC_GAP_MIN_S */
     double short_share, short_per_s, short_share_all;
+    /* the short gaps' floor: EXEC_GAP_SHORT_MIN_S, or EXEC_GAP_READS readings of the clock where
+     * that is longer (the slowest worker's); at EXEC_GAP_MIN_S the band is not measured (0) */
+    double short_min_s;
 } exec_interruptions;
+/* The band of a gap of g seconds between two readings of the clock: 0 over EXEC_GAP_MIN_S up to
+ * EXEC_GAP_MAX_S, 1 (short) over short_min_s up to EXEC_GAP_MIN_S, else -1. */
+int exec_gap_band(double g, double short_min_s);
 /* Measures r. Returns PL_OK; PL_EINPUT for workers outside 1 .. EXEC_INTERRUPTIONS_MAX_WORKERS
  * or seconds outside (0, EXEC_INTERRUPTIONS_MAX_S]; PL_ENOMEM; or PL_EINTERNAL when a thread
  * could not start. */

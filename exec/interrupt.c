@@ -1,9 +1,10 @@
 /* interrupt.c: the host's interruptions (exec_interruptions_measure): how much of a busy core's
- * time the host takes away in gaps too short to be a stall and too rare to be in a typical
- * action. A compute action of a few milliseconds meets one of them now and then; a pass, which
- * sums its actions, meets its share of them always. A profile's median over rounds leaves them
- * out, so a prediction from it is short by about their share (docs/validate_cpu.md, "What the
- * tail is made of"). */
+ * time the host takes away in gaps too short to be a stall, in two bands. The gaps over 0.1 ms
+ * are too rare to be in a typical action: one of a few milliseconds meets one of them now and
+ * then. The short ones, of microseconds, come often, and an action of tens of microseconds meets
+ * one now and then. A pass, which sums its actions, meets its share of both always. A profile's
+ * median over rounds of such actions leaves them out, so a prediction from it is short by about
+ * their share (docs/validate_cpu.md, "What the tail is made of", "Short gaps"). */
 #include "exec_int.h"
 #include "platform.h"
 
@@ -27,7 +28,30 @@ typedef struct intr_thread {
     double *gap_s[INTR_BANDS]; /* [nw] time in gaps of the band */
     double *gaps[INTR_BANDS];  /* [nw] their count */
     double all_gap_s[INTR_BANDS], span_s; /* over the whole measurement */
+    double short_min_s;        /* its short band's floor (exec_interruptions.short_min_s) */
 } intr_thread;
+
+/* Readings of the clock that time one: their median over INTR_READ_ROUNDS rounds. */
+#define INTR_READS 1000
+#define INTR_READ_ROUNDS 9
+
+/* exec.h. */
+int exec_gap_band(double g, double short_min_s) {
+    if (g > EXEC_GAP_MIN_S) return g <= EXEC_GAP_MAX_S ? 0 : -1;
+    return g > short_min_s ? 1 : -1;
+}
+
+/* Returns the time of one reading of the clock on this core: the median over rounds of
+ * INTR_READS readings back to back, so that a gap in one round does not set it. */
+static double read_time(void) {
+    double r[INTR_READ_ROUNDS];
+    for (int k = 0; k < INTR_READ_ROUNDS; k++) {
+        double t0 = pl_now_s(), t = t0;
+        for (int i = 0; i < INTR_READS; i++) t = pl_now_s();
+        r[k] = (t - t0) / INTR_READS;
+    }
+    return exec_median(r, INTR_READ_ROUNDS);
+}
 
 /* exec_team_run's body: reads the clock back to back for x->seconds on its core. A gap counts in
  * the window it ends in. */
@@ -35,19 +59,23 @@ static void *intr_main(void *arg) {
     intr_thread *x = arg;
     if (!exec_gate_pass(x->gate)) return NULL;
     if (x->cpu >= 0) (void)exec_platform_pin_self(x->cpu); /* unpinned, it still measures its core's share */
-    double t0 = pl_now_s(), last = t0, end = t0 + x->seconds;
+    const double floor_s = fmax(EXEC_GAP_SHORT_MIN_S, EXEC_GAP_READS * read_time());
+    double t0 = pl_now_s(), last = t0, end = t0 + x->seconds, all[INTR_BANDS] = {0, 0};
     while (last < end) {
         double t = pl_now_s(), g = t - last;
-        if (g > EXEC_GAP_SHORT_MIN_S && g <= EXEC_GAP_MAX_S) {
-            int b = g > EXEC_GAP_MIN_S ? 0 : 1, w = (int)((t - t0) / x->win);
+        int b = exec_gap_band(g, floor_s);
+        if (b >= 0) {
+            int w = (int)((t - t0) / x->win);
             w = w < x->nw ? w : x->nw - 1;
             x->gap_s[b][w] += g;
             x->gaps[b][w] += 1;
-            x->all_gap_s[b] += g;
+            all[b] += g;
         }
         last = t;
     }
+    for (int b = 0; b < INTR_BANDS; b++) x->all_gap_s[b] = all[b];
     x->span_s = last - t0;
+    x->short_min_s = floor_s;
     return NULL;
 }
 
@@ -89,6 +117,8 @@ int exec_interruptions_measure(int workers, double seconds, exec_interruptions *
         r->windows = nw;
         double *share[INTR_BANDS] = {&r->share, &r->short_share}, *per_s[INTR_BANDS] = {&r->per_s, &r->short_per_s},
                *all[INTR_BANDS] = {&r->share_all, &r->short_share_all};
+        for (int i = 0; i < workers; i++) r->short_min_s = fmax(r->short_min_s, x[i].short_min_s);
+        if (r->short_min_s >= EXEC_GAP_MIN_S) r->short_min_s = EXEC_GAP_MIN_S; /* no band: nothing counted */
         for (int i = 0; i < workers; i++)
             for (int b = 0; b < INTR_BANDS; b++) {
                 for (int w = 0; w < nw; w++) v[w] = x[i].gap_s[b][w] / win;

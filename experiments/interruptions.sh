@@ -7,8 +7,8 @@
 # without is stored beside under tag NAME-nointerrupt (docs/validate_cpu.md, "What the tail is
 # made of"). One sample of INTR_S seconds (default 20) before the grid, then one of INTR_SAMPLE_S
 # (default 4) before the next run whenever INTR_EVERY seconds (default 150) have passed since the
-# last; each run's prediction prices the median share and the median rate of the samples taken
-# before it, so one sample in an unusual state of the host does not price a whole grid
+# last; each run's prediction prices the median share and the median rate of each band over the
+# samples taken before it, so one sample in an unusual state of the host does not price a whole grid
 # ("Interruptions sampled across the grid"). A sample between runs waits INTR_SETTLE_S first
 # (default 2): for a second or two after a run ends, the host's gaps read twice their usual share.
 # A sample during which other processes used the CPUs (quiet_try's test) is logged and left out;
@@ -48,7 +48,7 @@ intr_sample() {
     fi
     if run_contended "$OTHERS"; then
         if [ "${#INTR_SHARES[@]}" -gt 0 ]; then
-            echo "interruptions sample left out: other processes took ${OTHERS}% of the CPUs during it: $line"
+            echo "interruptions sample left out: other processes took ${OTHERS}% of the CPUs during it: $line; $short"
             return 0
         fi
         echo "interruptions: other processes took ${OTHERS}% of the CPUs during the first sample; kept until a clean one comes"

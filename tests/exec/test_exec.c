@@ -1088,9 +1088,21 @@ static void test_host_probe(void) {
     }
 }
 
-/* The host's interruptions: refusals; 2.5 s make 2 whole windows of 1 s, 0.3 s one; each share a
- * fraction of the time and the rate not negative. */
+/* The host's interruptions: the bands' bounds (each exclusive below, inclusive above; a short
+ * floor raised by a slow clock moves the short band's lower bound alone); refusals; 2.5 s make 2
+ * whole windows of 1 s, 0.3 s one; each share a fraction of the time and the rate not negative;
+ * the short floor a microsecond at least and under 0.1 ms. */
 static void test_interruptions(void) {
+    CU_ASSERT_EQUAL(exec_gap_band(EXEC_GAP_SHORT_MIN_S, EXEC_GAP_SHORT_MIN_S), -1);
+    CU_ASSERT_EQUAL(exec_gap_band(1.5e-6, EXEC_GAP_SHORT_MIN_S), 1);
+    CU_ASSERT_EQUAL(exec_gap_band(EXEC_GAP_MIN_S, EXEC_GAP_SHORT_MIN_S), 1);
+    CU_ASSERT_EQUAL(exec_gap_band(1.0001e-4, EXEC_GAP_SHORT_MIN_S), 0);
+    CU_ASSERT_EQUAL(exec_gap_band(EXEC_GAP_MAX_S, EXEC_GAP_SHORT_MIN_S), 0);
+    CU_ASSERT_EQUAL(exec_gap_band(0.0201, EXEC_GAP_SHORT_MIN_S), -1);
+    CU_ASSERT_EQUAL(exec_gap_band(1.5e-6, 2e-5), -1);
+    CU_ASSERT_EQUAL(exec_gap_band(3e-5, 2e-5), 1);
+    CU_ASSERT_EQUAL(exec_gap_band(5e-5, EXEC_GAP_MIN_S), -1); /* no short band: only the long one */
+    CU_ASSERT_EQUAL(exec_gap_band(2e-4, EXEC_GAP_MIN_S), 0);
     pl_err e;
     exec_interruptions r;
     CU_ASSERT_EQUAL(exec_interruptions_measure(0, 1, &r, &e), PL_EINPUT);
@@ -1105,6 +1117,9 @@ static void test_interruptions(void) {
         CU_ASSERT(r.share >= 0 && r.share < 1 && r.share_all >= 0 && r.share_all < 1 && r.per_s >= 0);
         /* every gap counted lasts over EXEC_GAP_MIN_S: the share is at least the rate's worth */
         CU_ASSERT(r.share_all >= 0 && (r.per_s == 0 || r.share > 0));
+        CU_ASSERT(r.short_share >= 0 && r.short_share < 1 && r.short_share_all >= 0 && r.short_share_all < 1);
+        CU_ASSERT(r.short_per_s >= 0 && (r.short_per_s == 0 || r.short_share > 0));
+        CU_ASSERT(r.short_min_s >= EXEC_GAP_SHORT_MIN_S && r.short_min_s <= EXEC_GAP_MIN_S);
     }
 }
 

@@ -1084,11 +1084,13 @@ static void test_profile_interruptions(void) {
     /* and the short gaps' on the next line, the same way */
     double ss = -1, spct = -1, srate = -1;
     const char *sl = out ? strstr(out, "\nshort gaps ") : NULL;
-    got = sl ? sscanf(sl, "\nshort gaps share %lf (%lf%% of the time in gaps over 0.001 ms up to 0.1 ms, %lf a second)", &ss,
-                      &spct, &srate)
+    double floor_ms = -1;
+    got = sl ? sscanf(sl, "\nshort gaps share %lf (%lf%% of the time in gaps over %lf ms up to 0.1 ms, %lf a second)", &ss,
+                      &spct, &floor_ms, &srate)
              : 0;
-    CU_ASSERT_EQUAL(got, 3);
-    CU_ASSERT(ss >= 0 && ss < 1 && srate >= 0);
+    CU_ASSERT_EQUAL(got, 4);
+    /* the floor: a microsecond, or 20 readings of the clock where they take longer */
+    CU_ASSERT(ss >= 0 && ss < 1 && srate >= 0 && floor_ms >= 0.001 && floor_ms <= 0.1);
     CU_ASSERT_DOUBLE_EQUAL(spct, 100 * ss, 0.006);
     CU_ASSERT_PTR_NULL(strstr(out, "layer,"));
     free(out);
@@ -1940,7 +1942,7 @@ void exec_test_run_register(void) {
         {"the again term in the prediction, the one without it stored beside", test_run_again_default},
         {"the version term in the prediction, the one without it stored beside", test_run_versions},
         {"the interruption term under --interruptions, the one without stored beside", test_run_interruptions},
-        {"profile --interruptions: one line, its share a fraction", test_profile_interruptions},
+        {"profile --interruptions: two lines, each share a fraction", test_profile_interruptions},
         {"the kind before: a prediction stored beside, against the reuse-distance term alone", test_run_kind_before},
         {"the jitter and drift terms in the default; the other predictions beside", test_run_drift},
         {"the states term in the default: the profile's rounds side by side; without it beside", test_run_states},
