@@ -20,6 +20,11 @@ typedef struct value_case {
 #define SIM "--no-db --kind gpipe --ranks 2 --microbatches 4 "
 #define RUN "--no-db --no-predict --oversubscribe --kind gpipe --ranks 2 --microbatches 2 --width 8 --warmup 0 --timed 1 "
 #define MODEL "--model uniform:layers=8,fwd_s=1e-3 "
+/* run's usage error for --interruptions VALUE */
+#define INTR_USAGE(value)                                                                                              \
+    "--interruptions: needs SHARE,RATE or SHARE,RATE,SHORT_SHARE,SHORT_RATE with each share from 0 to 0.5 (the two "  \
+    "together too) and each rate from 0 to 1e+06 a second (got '" value "'; `pipelab profile --interruptions S` "      \
+    "measures them)"
 
 static const value_case cases[] = {
     /* the audit's examples: malformed, negative and overflowing times are usage errors now */
@@ -99,28 +104,17 @@ static const value_case exec_cases[] = {
                     "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789X", 2,
      "--tag: at most 200 characters (got 201): the predictions stored beside the run take its tag with a suffix"},
     {"run", RUN "--stage-blocks 1,1,", 2, "--stage-blocks: needs whole numbers >= 1 separated by commas (got '1,1,')"},
-    {"run", RUN "--interruptions 0.01", 2,
-     "--interruptions: needs SHARE,RATE or SHARE,RATE,SHORT_SHARE,SHORT_RATE with each share from 0 to 0.5 (the two together too) and each rate from 0 to 1e+06 a second (got '0.01'; `pipelab profile --interruptions S` measures them)"},
-    {"run", RUN "--interruptions 0.01,5,0.02", 2,
-     "--interruptions: needs SHARE,RATE or SHARE,RATE,SHORT_SHARE,SHORT_RATE with each share from 0 to 0.5 (the two together too) and each rate from 0 to 1e+06 a second (got '0.01,5,0.02'; `pipelab profile --interruptions S` measures them)"},
-    {"run", RUN "--interruptions 0.01,,5", 2,
-     "--interruptions: needs SHARE,RATE or SHARE,RATE,SHORT_SHARE,SHORT_RATE with each share from 0 to 0.5 (the two together too) and each rate from 0 to 1e+06 a second (got '0.01,,5'; `pipelab profile --interruptions S` measures them)"},
-    {"run", RUN "--interruptions 0.01,5,", 2,
-     "--interruptions: needs SHARE,RATE or SHARE,RATE,SHORT_SHARE,SHORT_RATE with each share from 0 to 0.5 (the two together too) and each rate from 0 to 1e+06 a second (got '0.01,5,'; `pipelab profile --interruptions S` measures them)"},
-    {"run", RUN "--interruptions 0.3,5,0.3,5", 2,
-     "--interruptions: needs SHARE,RATE or SHARE,RATE,SHORT_SHARE,SHORT_RATE with each share from 0 to 0.5 (the two together too) and each rate from 0 to 1e+06 a second (got '0.3,5,0.3,5'; `pipelab profile --interruptions S` measures them)"},
-    {"run", RUN "--interruptions 0.01,5,0.02,-1", 2,
-     "--interruptions: needs SHARE,RATE or SHARE,RATE,SHORT_SHARE,SHORT_RATE with each share from 0 to 0.5 (the two together too) and each rate from 0 to 1e+06 a second (got '0.01,5,0.02,-1'; `pipelab profile --interruptions S` measures them)"},
-    {"run", RUN "--interruptions 0.01,5,0.02,5,1", 2,
-     "--interruptions: needs SHARE,RATE or SHARE,RATE,SHORT_SHARE,SHORT_RATE with each share from 0 to 0.5 (the two together too) and each rate from 0 to 1e+06 a second (got '0.01,5,0.02,5,1'; `pipelab profile --interruptions S` measures them)"},
-    {"run", RUN "--interruptions ' 0.01,5'", 2,
-     "--interruptions: needs SHARE,RATE or SHARE,RATE,SHORT_SHARE,SHORT_RATE with each share from 0 to 0.5 (the two together too) and each rate from 0 to 1e+06 a second (got ' 0.01,5'; `pipelab profile --interruptions S` measures them)"},
-    {"run", RUN "--interruptions '0.01, 5,0.02,5'", 2,
-     "--interruptions: needs SHARE,RATE or SHARE,RATE,SHORT_SHARE,SHORT_RATE with each share from 0 to 0.5 (the two together too) and each rate from 0 to 1e+06 a second (got '0.01, 5,0.02,5'; `pipelab profile --interruptions S` measures them)"},
-    {"run", RUN "--interruptions ,0.01,5,0.02", 2,
-     "--interruptions: needs SHARE,RATE or SHARE,RATE,SHORT_SHARE,SHORT_RATE with each share from 0 to 0.5 (the two together too) and each rate from 0 to 1e+06 a second (got ',0.01,5,0.02'; `pipelab profile --interruptions S` measures them)"},
-    {"run", RUN "--interruptions 0.01,x", 2,
-     "--interruptions: needs SHARE,RATE or SHARE,RATE,SHORT_SHARE,SHORT_RATE with each share from 0 to 0.5 (the two together too) and each rate from 0 to 1e+06 a second (got '0.01,x'; `pipelab profile --interruptions S` measures them)"},
+    {"run", RUN "--interruptions 0.01", 2, INTR_USAGE("0.01")},
+    {"run", RUN "--interruptions 0.01,5,0.02", 2, INTR_USAGE("0.01,5,0.02")},
+    {"run", RUN "--interruptions 0.01,,5", 2, INTR_USAGE("0.01,,5")},
+    {"run", RUN "--interruptions 0.01,5,", 2, INTR_USAGE("0.01,5,")},
+    {"run", RUN "--interruptions 0.3,5,0.3,5", 2, INTR_USAGE("0.3,5,0.3,5")},
+    {"run", RUN "--interruptions 0.01,5,0.02,-1", 2, INTR_USAGE("0.01,5,0.02,-1")},
+    {"run", RUN "--interruptions 0.01,5,0.02,5,1", 2, INTR_USAGE("0.01,5,0.02,5,1")},
+    {"run", RUN "--interruptions ' 0.01,5'", 2, INTR_USAGE(" 0.01,5")},
+    {"run", RUN "--interruptions '0.01, 5,0.02,5'", 2, INTR_USAGE("0.01, 5,0.02,5")},
+    {"run", RUN "--interruptions ,0.01,5,0.02", 2, INTR_USAGE(",0.01,5,0.02")},
+    {"run", RUN "--interruptions 0.01,x", 2, INTR_USAGE("0.01,x")},
     {"run", RUN "--inject-fault 1", 2, "--inject-fault: needs [KIND:]RANK:ACTION[:PASS] (got '1')"},
     {"run", RUN "--inject-fault 1:2:3:4", 2, "--inject-fault: needs [KIND:]RANK:ACTION[:PASS] (got '1:2:3:4')"},
     {"run", RUN "--inject-fault 1:2:x", 2, "--inject-fault: rank >= 0, action >= 1 (1-based), pass >= 0 (got '1:2:x')"},
