@@ -1122,6 +1122,78 @@ static void test_run_interruptions(void) {
     free(dir);
 }
 
+/* The interruption term's rule is per kind: 1F1B on 2 ranks, m 4, two blocks a rank, predicted
+ * again from the saved profile of a first run (each kind's part of a profile round then known:
+ * 4 microbatches of 16 rows through the rank's blocks' F, I or W rows, and the STEPs, its
+ * worker's step_s a block) with only the short band, at a rate between the parts: every STEP part holds under ln 2
+ * gaps at it and every F, I and W part more. So each STEP takes 1 / 0.98 its time without the
+ * term and every F and B its time alone; a rule that took one kind's part for another's, or
+ * priced the kinds alike, fails. Skipped where the profile's STEP parts are not well below its
+ * other parts (a sanitizer build's timing). */
+static void test_run_interruption_parts(void) {
+    char *dir = pl_test_tmpdir();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    char *db = pl_test_path(dir, "parts.db"), *csv = pl_test_path(dir, "parts.csv"), cmd[2048], *out = NULL;
+    /* 16 rows a microbatch: each kind's part of a round several times the STEPs' */
+#define PARTS_RUN "%s run --kind 1f1b --ranks 2 --microbatches 4 --width 32 --depth 4 --microbatch-size 16 --warmup 1 " \
+                  "--timed 2 --profile-reps 3 --db %s --no-jitter-term --no-sharing-term "
+    snprintf(cmd, sizeof cmd, PARTS_RUN "--tag pa --save-profile %s", PIPELAB_BIN, db, csv);
+    int rc = sh(cmd, &out);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    free(out);
+    out = NULL;
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    char *text = NULL;
+    size_t len = 0;
+    pl_err e;
+    CU_ASSERT_EQUAL_FATAL(pl_read_file(csv, 1 << 20, &text, &len, &e), PL_OK);
+    double row[4][3], st[2];
+    CU_ASSERT_EQUAL_FATAL(block_rows(text, row), 4);
+    worker_key(text, "step_s", st);
+    free(text);
+    double lo = 0, hi = HUGE_VAL;
+    for (int r = 0; r < 2; r++) {
+        CU_ASSERT_FATAL(st[r] > 0);
+        lo = fmax(lo, 2 * st[r]);
+        for (int k = 0; k < 3; k++) hi = fmin(hi, EXEC_PROFILE_SLOTS * (row[2 * r][k] + row[2 * r + 1][k]));
+    }
+    if (!(hi > 1.2 * lo)) {
+        pl_test_skip("the profile's STEP parts are not well below its F, I and W parts");
+    } else {
+        double rate = M_LN2 / sqrt(lo * hi);
+        snprintf(cmd, sizeof cmd, PARTS_RUN "--trace --tag pb --profile %s --interruptions 0,0,0.02,%.9g", PIPELAB_BIN, db,
+                 csv, rate);
+        rc = sh(cmd, &out);
+        if (rc != 0) fprintf(stderr, "%s\n", out);
+        free(out);
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        store_op *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        sim_ops(db, "pb-nointerrupt", &a, &na);
+        sim_ops(db, "pb", &b, &nb);
+        CU_ASSERT_EQUAL_FATAL(na, nb);
+        int seen[2] = {0, 0};
+        for (size_t i = 0; i < na; i++) {
+            int step = !strcmp(a[i].kind, "STEP");
+            if (!step && strcmp(a[i].kind, "F") && strcmp(a[i].kind, "B")) continue;
+            double da = a[i].end_s - a[i].start_s, want = da * (step ? 1 / 0.98 : 1);
+            CU_ASSERT(da > 0);
+            CU_ASSERT_DOUBLE_EQUAL(b[i].end_s - b[i].start_s, want, 1e-9 * want);
+            seen[step]++;
+        }
+        CU_ASSERT(seen[0] == 16 && seen[1] == 2);
+        store_ops_free(a, na);
+        store_ops_free(b, nb);
+    }
+#undef PARTS_RUN
+    unlink(db);
+    unlink(csv);
+    free(db);
+    free(csv);
+    CU_ASSERT_EQUAL(pl_test_rmdir(dir), 0);
+    free(dir);
+}
+
 /* The reuse-distance term with the kind before, in a prediction stored beside (TAG-before),
  * against the reuse-distance term alone (TAG-reuse). 1F1B on 2 ranks, m 4, two blocks a stage:
  * rank 0 runs F0 F1 B0 F2 B1 F3 B2 B3, so B0-B2 follow an F of its stage (their I at its
@@ -1942,6 +2014,7 @@ void exec_test_run_register(void) {
         {"the again term in the prediction, the one without it stored beside", test_run_again_default},
         {"the version term in the prediction, the one without it stored beside", test_run_versions},
         {"the interruption term under --interruptions, the one without stored beside", test_run_interruptions},
+        {"the interruption term prices each kind by its own part of a profile round", test_run_interruption_parts},
         {"profile --interruptions: two lines, each share a fraction", test_profile_interruptions},
         {"the kind before: a prediction stored beside, against the reuse-distance term alone", test_run_kind_before},
         {"the jitter and drift terms in the default; the other predictions beside", test_run_drift},
