@@ -411,9 +411,9 @@ size_t exec_p2p_sweep_floats(const exec_config *cfg);
  * size, then `rounds` timed ones; rank 0 writes their times to rt_s (EXEC_P2P_SERIES series,
  * each size after size): with one_way (both ranks read one clock: threads, or MPI processes on
  * one host) the one-way time of each activation (rank 0 stamps it; rank 1 returns what it saw,
- * from the stamp to its receive's completion), rank 0 computing meanwhile as a run's sender does
- * (it sweeps sw, then spins on the clock, out of the transport, until twice the size's untimed
- * round trip has passed); else each round trip. In one_way rounds each rank sweeps sw before
+ * from the stamp, or from its own wait where that came later, to its receive's completion),
+ * rank 0 computing meanwhile as a run's sender does (it sweeps sw, then spins on the clock,
+ * out of the transport, until twice the size's untimed round trip has passed); else each round trip. In one_way rounds each rank sweeps sw before
  * the hand-off, as a run computes before it: rank 0 before each timed send, rank 1 after its
  * gradient's send and before it waits for the next timed activation. Beside them rank 0's own
  * time in each send call, and in one_way rounds in its post of the gradient's receive, which

@@ -4,7 +4,8 @@
  * two threads placed as exec_run places its ranks, at sizes of 1, 4 and 16 boundaries (1/16, 1/4
  * and 1 of a boundary above 4 MiB), and fits the one-way times to cost_link_s's latency and
  * bandwidth (cost_link_fit). With one clock on both sides (threads; MPI processes on one host)
- * the one-way time is the receiver's completion minus the sender's stamp, while the sender
+ * the one-way time is the receiver's completion minus the sender's stamp (or minus the
+ * receiver's wait, where the receiver came to it later), while the sender
  * computes as a run's does, each side having streamed through a rank's weights and gradients
  * before (exec_p2p_sweep: a run's hand-off comes after compute); else half the round trip.
  * Beside it, the hand-off's time on the
@@ -110,8 +111,13 @@ int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, in
                 rt_s[EXEC_P2P_POST * series + at] = posted && late ? p1 - p0 : 0;
             }
         } else {
+            /* a receiver still computing when the activation comes (a slower core, its sweep on
+             * small pages where the sender's has huge ones) would add the rest of its compute to
+             * the stamp's time: each one-way time runs from the later of the stamp and the wait */
+            double ready = pl_now_s();
             rc = posted ? t->wait_recv(t, 0, act, e) : t->recv(t, 0, act, in, n, e);
-            double ow = pl_now_s() - (one_way ? get_s(in) : 0);
+            double done = pl_now_s(), from = one_way ? get_s(in) : 0;
+            double ow = done - (one_way && ready > from ? ready : from);
             if (rc == PL_OK && posted && i + 1 < total)
                 rc = t->post_recv(t, 0, (exec_msg_key){EXEC_MSG_ACT, 1, i + 1}, in, bytes[(i + 1) / per], e);
             if (one_way) put_s(out, ow);

@@ -955,12 +955,14 @@ typedef struct p2p_arg {
     double *rt;
     pl_err e;
     float sweep[P2P_TEST_SWEEP]; /* what the side streams through between its hand-offs */
+    float *big;                  /* instead, where not NULL: big_n floats */
+    size_t big_n;
 } p2p_arg;
 
 static void *p2p_thread(void *v) {
     p2p_arg *a = v;
     void *buf = calloc(2, a->bytes[EXEC_P2P_SIZES - 1]);
-    exec_p2p_sweep sw = {a->sweep, P2P_TEST_SWEEP};
+    exec_p2p_sweep sw = {a->big ? a->big : a->sweep, a->big ? a->big_n : P2P_TEST_SWEEP};
     a->rc = buf ? exec_p2p_side(&a->t[a->me], a->me, a->bytes, 9, a->one_way, buf, &sw, a->rt, &a->e) : PL_ENOMEM;
     free(buf);
     return NULL;
@@ -981,7 +983,7 @@ static void test_p2p_side(void) {
         CU_ASSERT_PTR_NOT_NULL_FATAL(t);
         double rt[EXEC_P2P_SERIES * EXEC_P2P_SIZES * 9];
         for (int i = 0; i < EXEC_P2P_SERIES * EXEC_P2P_SIZES * 9; i++) rt[i] = -1;
-        p2p_arg a[2] = {{t, 0, one_way, 0, bytes, rt, {0}, {0}}, {t, 1, one_way, 0, bytes, NULL, {0}, {0}}};
+        p2p_arg a[2] = {{t, 0, one_way, 0, bytes, rt, {0}, {0}, NULL, 0}, {t, 1, one_way, 0, bytes, NULL, {0}, {0}, NULL, 0}};
         pthread_t th[2];
         for (int r = 0; r < 2; r++) CU_ASSERT_EQUAL_FATAL(pthread_create(&th[r], NULL, p2p_thread, &a[r]), 0);
         for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
@@ -1041,6 +1043,38 @@ static void test_p2p_side(void) {
     const size_t tiny[EXEC_P2P_SIZES] = {4, 16, 64}, room[EXEC_P2P_SIZES] = {8, 32, 128};
     CU_ASSERT(exec_p2p_one_way(1, bytes) && exec_p2p_one_way(1, room));
     CU_ASSERT(!exec_p2p_one_way(1, tiny) && !exec_p2p_one_way(0, bytes));
+}
+
+/* A receiver still computing when the activation comes (its sweep much longer than the
+ * sender's: a slower core, or memory on small pages where the sender's has huge ones) does not
+ * lengthen the hand-off that the one-way times measure: each is timed from the later of the
+ * sender's stamp and the receiver's wait, so the median stays well under the receiver's sweep,
+ * where timing from the stamp alone reads that sweep whole. */
+static void test_p2p_late_receiver(void) {
+    const size_t bytes[EXEC_P2P_SIZES] = {1024, 4096, 16384}, n = (size_t)4 << 20; /* 16 MiB */
+    float *big = calloc(n, sizeof *big);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+    exec_p2p_sweep sw = {big, n};
+    double t0 = pl_now_s();
+    for (size_t i = 0; i < sw.n; i++) sw.p[i] += 1.0f; /* as the profile's sweep; touches its pages first */
+    t0 = pl_now_s();
+    for (size_t i = 0; i < sw.n; i++) sw.p[i] += 1.0f;
+    double sweep_s = pl_now_s() - t0;
+    pl_err e;
+    exec_transport *t = exec_threads_transport_new(2, 2, bytes[EXEC_P2P_SIZES - 1], 30, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    double rt[EXEC_P2P_SERIES * EXEC_P2P_SIZES * 9];
+    p2p_arg a[2] = {{t, 0, 1, 0, bytes, rt, {0}, {0}, NULL, 0}, {t, 1, 1, 0, bytes, NULL, {0}, {0}, big, n}};
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) CU_ASSERT_EQUAL_FATAL(pthread_create(&th[r], NULL, p2p_thread, &a[r]), 0);
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    CU_ASSERT(a[0].rc == PL_OK && a[1].rc == PL_OK);
+    for (int k = 0; k < EXEC_P2P_SIZES; k++) {
+        double trip = exec_median(rt + EXEC_P2P_TRIP * EXEC_P2P_SIZES * 9 + k * 9, 9);
+        CU_ASSERT(trip > 0 && trip < sweep_s / 4);
+    }
+    exec_threads_transport_free(t, 2);
+    free(big);
 }
 
 /* A thread pinned to one core (as an MPI launcher binds a process) runs, once unbound, on as
@@ -2242,6 +2276,7 @@ void pl_test_register(void) {
         {"the host probe: one forward of the default block, together and alone", test_host_probe},
         {"the host's interruptions: windows, fractions, refusals", test_interruptions},
         {"the hand-off profile: one-way times in the stamps, the fit over one way or two", test_p2p_side},
+        {"the hand-off profile: a receiver late from its compute does not lengthen the hand-off", test_p2p_late_receiver},
         {"a thread bound to one core runs on all of the process's once unbound", test_platform_unbind},
         {"profile between the passes: same training, each worker's times", test_profile_between},
         {"profile between the passes: its blocks' weights copied from the rank's or drawn, read where the rank keeps them", test_profile_copied_weights},
