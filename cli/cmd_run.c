@@ -921,12 +921,15 @@ static int report(const run_opts *o, run_state *st, int argc, char **argv, pl_bu
     for (int i = 0; i < argc; i++) pl_buf_printf(&cmd, " %s", argv[i]);
     cli_run_store_info info = {o->db, o->tag, cmd.data, o->transport, pr ? st->profile_src : "", o->a.from, o->profile,
                                o->seed, o->trace, {NULL}, {NULL}, NULL, st->share_measured,
-                               st->have_share_class ? st->share_class : NULL};
+                               st->have_share_class ? st->share_class : NULL, NULL};
     for (int i = 0; i < CLI_RUN_ALTS; i++) {
         info.pred_alt[i] = st->have_alt[i] ? &st->pr_alt[i] : NULL;
         info.tag_alt[i] = st->tag_alt[i];
     }
     info.host_probe = st->have_probe ? &st->probe : NULL;
+    /* what --interruptions gave, so that a stored run says which host it was priced for */
+    const double intr[4] = {o->intr_share, o->intr_rate, o->intr_short_share, o->intr_short_rate};
+    if (pr && (intr[0] > 0 || intr[1] > 0 || intr[2] > 0 || intr[3] > 0)) info.interruptions = intr;
     int64_t ids[2] = {0, 0};
     int rc = o->no_db ? PL_OK : cli_run_store(s, r, pr, &info, ids, e);
     if (strcmp(o->format, "json") == 0) out_json(s, r, pr, st->pred_noise, st->mem, &info, ids, out);

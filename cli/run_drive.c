@@ -396,6 +396,9 @@ void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, p
     if (info->share_alone > 0) pl_buf_printf(b, "\"share_alone\":%.6g,", info->share_alone);
     if (info->share_class)
         pl_buf_printf(b, "\"share_class\":[%.6g,%.6g,%.6g],", info->share_class[0], info->share_class[1], info->share_class[2]);
+    if (info->interruptions)
+        pl_buf_printf(b, "\"interruptions\":{\"share\":%.9g,\"rate\":%.9g,\"short_share\":%.9g,\"short_rate\":%.9g},",
+                      info->interruptions[0], info->interruptions[1], info->interruptions[2], info->interruptions[3]);
     const char *roles[] = {"schedule", "profile"}, *paths[] = {info->from, info->profile_file};
     cli_inputs_json(b, roles, paths, 2);
     pl_buf_puts(b, "}");

@@ -220,13 +220,16 @@ typedef struct cli_run_store_info {
                             * prediction took it or not); 0: not measured */
     const double *share_class; /* [3] its ratios per class the profile measured (the means of
                             * cli_run_terms.share_cross_f, share_alone_b, share_cross_b), or NULL */
+    const double *interruptions; /* [4] the host's interruptions the prediction priced (run
+                            * --interruptions SHARE,RATE,SHORT_SHARE,SHORT_RATE), or NULL */
 } cli_run_store_info;
 
 /* Appends the configuration JSON stored with both runs (model, optimizer, split, passes,
  * transport, profile source, the host probe when taken: "host_probe":{"workers":P,"fwd_s":S,
  * "alone_fwd_s":S}, the sharing term's measured ratio when measured: "share_alone":R, and its
  * ratios per class when measured: "share_class":[F beside backwards, backward alone, backward
- * beside forwards]) to b. */
+ * beside forwards], and the host's interruptions when priced: "interruptions":{"share":S,
+ * "rate":R,"short_share":S,"short_rate":R}) to b. */
 void cli_run_params_json(const exec_result *r, const cli_run_store_info *info, pl_buf *b);
 
 /* Checks before a run that the database at path (NULL: STORE_DEFAULT_PATH) can take it, so that

@@ -1021,7 +1021,8 @@ static void sim_ops(const char *db, const char *tag, store_op **ops, size_t *n) 
  * stored beside without the term (TAG-nointerrupt), each F, B and STEP `f` times as long; the one
  * stored beside with each rank's STEP at the mean over its rounds (TAG-stepmean) has the
  * prediction's F and B and each STEP its worker's step_mean_s / step_s times the one without the
- * term: the mean holds the gaps, and the term leaves it. */
+ * term: the mean holds the gaps, and the term leaves it. Both runs' params record the four
+ * values given (0 for the two a VALUE of SHARE,RATE leaves out). */
 static void interruption_case(const char *dir, const char *value, double f) {
     char *db = pl_test_path(dir, "intr.db"), *csv = pl_test_path(dir, "intr.csv"), flags[128];
     snprintf(flags, sizeof flags, "--kind 1f1b --ranks 2 --microbatches 4 --trace --interruptions %s", value);
@@ -1058,6 +1059,19 @@ static void interruption_case(const char *dir, const char *value, double f) {
     store_ops_free(a, na);
     store_ops_free(b, nb);
     store_ops_free(c, nc);
+    double v[4] = {0, 0, 0, 0};
+    CU_ASSERT(sscanf(value, "%lf,%lf,%lf,%lf", &v[0], &v[1], &v[2], &v[3]) >= 2);
+    char want_pj[160];
+    snprintf(want_pj, sizeof want_pj, "\"interruptions\":{\"share\":%.9g,\"rate\":%.9g,\"short_share\":%.9g,\"short_rate\":%.9g}",
+             v[0], v[1], v[2], v[3]);
+    store *s = NULL;
+    store_run *runs = NULL;
+    const store_run *meas = NULL, *sim = NULL;
+    open_pair(db, "it", &s, &runs, &meas, &sim);
+    CU_ASSERT(strstr(meas->params_json, want_pj) != NULL);
+    CU_ASSERT_STRING_EQUAL(sim->params_json, meas->params_json);
+    store_runs_free(runs, 2);
+    store_close(s);
     unlink(db);
     unlink(csv);
     free(db);
