@@ -1077,8 +1077,8 @@ size_t exec_prof_worker_round_bwd(const exec_prof_worker *w, double *out) {
  * F samples, round r of each thread beside round r of the others (exec_drift_of). scratch holds
  * the threads' rounds, then twice the most rounds of any thread. */
 static void rank_drift(const prof_thread *const *x, int threads, double *scratch, exec_layer_profile *p) {
-    const double *means[PROFILE_MAX_THREADS];
-    size_t n[PROFILE_MAX_THREADS];
+    const double *means[PROFILE_MAX_THREADS] = {NULL}; /* set below for each thread read; zeroed so that */
+    size_t n[PROFILE_MAX_THREADS] = {0};               /* no inlining leaves a compiler in doubt */
     double *at = scratch;
     for (int i = 0; i < threads && i < PROFILE_MAX_THREADS; i++) {
         means[i] = at;
