@@ -1401,7 +1401,8 @@ static void test_cli(void) {
  * prints (NAN when the run fails or the key is absent). */
 static double sim_json_number(const char *args, const char *key) {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s simulate %s --format json --no-db", PIPELAB_BIN, args);
+    int w = snprintf(cmd, sizeof cmd, "%s simulate %s --format json --no-db", PIPELAB_BIN, args);
+    CU_ASSERT_FATAL(w > 0 && (size_t)w < sizeof cmd); /* a cut command would run something else */
     char *out = NULL;
     int rc = pl_test_run(cmd, &out);
     double v = rc == 0 ? pl_test_json_number(out, key) : NAN;
