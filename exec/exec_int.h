@@ -377,9 +377,13 @@ int exec_pair_run(void *sh, void *(*main)(void *), void (*started)(void *sh, int
  * (cuda_profile.c): EXEC_P2P_SIZES message sizes of
  * 1, 4 and 16 stage boundaries of cfg's model (b x h floats; 1/16, 1/4 and 1 of a boundary above
  * 4 MiB) into bytes, and min(max(reps, 9), 31) timed rounds of each into *rounds; the fit of each
- * size's median time (t_s [EXEC_P2P_SIZES rounds], size after size) over `ways` (1 for one-way
- * times, 2 for round trips) to cost_link_s's latency and bandwidth (cost_link_fit). */
+ * size's median time (t_s [EXEC_P2P_SIZES rounds], size after size, rounds at most 31) over
+ * `ways` (1 for one-way times, 2 for round trips) to cost_link_s's latency and bandwidth
+ * (cost_link_fit). A negative time (its sign bit set) is a one-way round whose receiver came to
+ * its wait after the stamp (exec_p2p_side): the median is over the others where at least
+ * EXEC_P2P_ON_TIME_MIN of the size's rounds are not, else over all of them as magnitudes. */
 #define EXEC_P2P_SIZES 3
+#define EXEC_P2P_ON_TIME_MIN 3
 void exec_p2p_plan(const exec_config *cfg, int reps, size_t *bytes, int *rounds);
 int exec_p2p_fit(const size_t *bytes, const double *t_s, int rounds, double ways, double *latency_s, double *bandwidth_Bps,
                  pl_err *e);
@@ -411,7 +415,8 @@ size_t exec_p2p_sweep_floats(const exec_config *cfg);
  * size, then `rounds` timed ones; rank 0 writes their times to rt_s (EXEC_P2P_SERIES series,
  * each size after size): with one_way (both ranks read one clock: threads, or MPI processes on
  * one host) the one-way time of each activation (rank 0 stamps it; rank 1 returns what it saw,
- * from the stamp, or from its own wait where that came later, to its receive's completion),
+ * from the stamp to its receive's completion; where rank 1 came to its wait after the stamp,
+ * still computing, the time from that wait, negated, which exec_p2p_fit leaves out),
  * rank 0 computing meanwhile as a run's sender does (it sweeps sw, then spins on the clock,
  * out of the transport, until twice the size's untimed round trip has passed); else each round trip. In one_way rounds each rank sweeps sw before
  * the hand-off, as a run computes before it: rank 0 before each timed send, rank 1 after its

@@ -4,13 +4,15 @@
  * two threads placed as exec_run places its ranks, at sizes of 1, 4 and 16 boundaries (1/16, 1/4
  * and 1 of a boundary above 4 MiB), and fits the one-way times to cost_link_s's latency and
  * bandwidth (cost_link_fit). With one clock on both sides (threads; MPI processes on one host)
- * the one-way time is the receiver's completion minus the sender's stamp (or minus the
- * receiver's wait, where the receiver came to it later), while the sender
+ * the one-way time is the receiver's completion minus the sender's stamp (a receiver that came
+ * to its wait later marks the round late, and the fit leaves such rounds out where it can),
+ * while the sender
  * computes as a run's does, each side having streamed through a rank's weights and gradients
  * before (exec_p2p_sweep: a run's hand-off comes after compute); else half the round trip.
  * Beside it, the hand-off's time on the
  * ranks' own timelines, which holds them from their compute (the simulator's send_hold_s and
  * post_hold_s): the sender's send call, and a post that finds its message already there. */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,13 +113,13 @@ int exec_p2p_side(exec_transport *t, int me, const size_t *bytes, int rounds, in
                 rt_s[EXEC_P2P_POST * series + at] = posted && late ? p1 - p0 : 0;
             }
         } else {
-            /* a receiver still computing when the activation comes (a slower core, its sweep on
-             * small pages where the sender's has huge ones) would add the rest of its compute to
-             * the stamp's time: each one-way time runs from the later of the stamp and the wait */
+            /* a receiver still computing when the activation comes would add the rest of its
+             * compute to the stamp's time: it returns such a round's time from its own wait,
+             * negative (exec_p2p_fit leaves it out where enough rounds found it waiting) */
             double ready = pl_now_s();
             rc = posted ? t->wait_recv(t, 0, act, e) : t->recv(t, 0, act, in, n, e);
             double done = pl_now_s(), from = one_way ? get_s(in) : 0;
-            double ow = done - (one_way && ready > from ? ready : from);
+            double ow = one_way && ready > from ? copysign(done - ready, -1.0) : done - from;
             if (rc == PL_OK && posted && i + 1 < total)
                 rc = t->post_recv(t, 0, (exec_msg_key){EXEC_MSG_ACT, 1, i + 1}, in, bytes[(i + 1) / per], e);
             if (one_way) put_s(out, ow);
@@ -159,10 +161,17 @@ static void p2p_started(void *arg, int ok, pl_err *why) {
 
 int exec_p2p_fit(const size_t *bytes, const double *t_s, int rounds, double ways, double *latency_s, double *bandwidth_Bps,
                  pl_err *e) {
-    double b[P2P_SIZES], t[P2P_SIZES];
+    double b[P2P_SIZES], t[P2P_SIZES], v[P2P_MAX_ROUNDS];
+    if (rounds < 1 || rounds > P2P_MAX_ROUNDS) return pl_errf(e, PL_EINPUT, "%d rounds a size (1 to %d)", rounds, P2P_MAX_ROUNDS);
     for (int k = 0; k < P2P_SIZES; k++) {
+        const double *s = t_s + k * rounds;
+        size_t on = 0;
+        for (int j = 0; j < rounds; j++)
+            if (!signbit(s[j])) v[on++] = s[j];
+        if (on < EXEC_P2P_ON_TIME_MIN) /* too few rounds found their receiver waiting: all of them */
+            for (int j = on = 0; j < rounds; j++) v[on++] = fabs(s[j]);
         b[k] = (double)bytes[k];
-        t[k] = exec_median(t_s + k * rounds, (size_t)rounds) / ways;
+        t[k] = exec_median(v, on) / ways;
     }
     return cost_link_fit(b, t, P2P_SIZES, latency_s, bandwidth_Bps, e);
 }
