@@ -927,9 +927,10 @@ static int report(const run_opts *o, run_state *st, int argc, char **argv, pl_bu
         info.tag_alt[i] = st->tag_alt[i];
     }
     info.host_probe = st->have_probe ? &st->probe : NULL;
-    /* what --interruptions gave, so that a stored run says which host it was priced for */
+    /* what --interruptions gave where the prediction priced it (a share over 0), so that a
+     * stored run says which host state it was priced for */
     const double intr[4] = {o->intr_share, o->intr_rate, o->intr_short_share, o->intr_short_rate};
-    if (pr && (intr[0] > 0 || intr[1] > 0 || intr[2] > 0 || intr[3] > 0)) info.interruptions = intr;
+    if (pr && (intr[0] > 0 || intr[2] > 0)) info.interruptions = intr;
     int64_t ids[2] = {0, 0};
     int rc = o->no_db ? PL_OK : cli_run_store(s, r, pr, &info, ids, e);
     if (strcmp(o->format, "json") == 0) out_json(s, r, pr, st->pred_noise, st->mem, &info, ids, out);

@@ -221,7 +221,8 @@ typedef struct cli_run_store_info {
     const double *share_class; /* [3] its ratios per class the profile measured (the means of
                             * cli_run_terms.share_cross_f, share_alone_b, share_cross_b), or NULL */
     const double *interruptions; /* [4] the host's interruptions the prediction priced (run
-                            * --interruptions SHARE,RATE,SHORT_SHARE,SHORT_RATE), or NULL */
+                            * --interruptions SHARE,RATE,SHORT_SHARE,SHORT_RATE), or NULL; the
+                            * predictions stored beside share these params, TAG-nointerrupt too */
 } cli_run_store_info;
 
 /* Appends the configuration JSON stored with both runs (model, optimizer, split, passes,

@@ -293,6 +293,7 @@ static void test_run_stores_pair(void) {
     CU_ASSERT_STRING_EQUAL(sim->recompute_policy, meas->recompute_policy);
     CU_ASSERT_STRING_EQUAL(sim->params_json, meas->params_json);
     CU_ASSERT(strstr(meas->params_json, "\"spec\":\"mlp:width=32,depth=4,microbatch=4,ffn_mult=4\"") != NULL);
+    CU_ASSERT(strstr(meas->params_json, "\"interruptions\"") == NULL); /* none priced without --interruptions */
     CU_ASSERT(store_same_config(sim, meas, 0));
     /* the prediction names the run it was made for */
     CU_ASSERT(sim->uid && meas->uid && strncmp(sim->uid, STORE_PREDICTION_PREFIX, strlen(STORE_PREDICTION_PREFIX)) == 0 &&
