@@ -968,6 +968,15 @@ static void *p2p_thread(void *v) {
     return NULL;
 }
 
+/* Asserts that exec_p2p_fit of t [EXEC_P2P_SIZES 9] over `ways` gives 2 us + bytes / 1 GB/s. */
+static void p2p_fit_is(const size_t *bytes, const double *t, double ways) {
+    double lat = 0, bps = 0;
+    pl_err e;
+    CU_ASSERT_EQUAL(exec_p2p_fit(bytes, t, 9, ways, &lat, &bps, &e), PL_OK);
+    CU_ASSERT_DOUBLE_EQUAL(lat, 2e-6, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(bps / 1e9, 1, 1e-6);
+}
+
 /* The hand-off profile (exec_p2p_side, exec_p2p_sweep_floats, exec_p2p_fit, exec_p2p_fit_all): the
  * sweeps each side makes, counted in what they add; with one clock, each
  * timed round's one-way time travels in the messages' stamps (a positive time under a second: a
@@ -1012,19 +1021,15 @@ static void test_p2p_side(void) {
     c.layers = 5;
     exec_dims_of(&c, &d);
     CU_ASSERT_EQUAL(exec_p2p_sweep_floats(&c), 2 * 3 * exec_block_floats(&d));
-    double t1[EXEC_P2P_SIZES * 9], t2[EXEC_P2P_SIZES * 9], lat = 0, bps = 0;
+    double t1[EXEC_P2P_SIZES * 9], t2[EXEC_P2P_SIZES * 9];
     for (int k = 0; k < EXEC_P2P_SIZES; k++)
         for (int j = 0; j < 9; j++) {
             t1[k * 9 + j] = 2e-6 + (double)bytes[k] / 1e9 + (j == 4 ? 0 : (j < 4 ? -1e-6 : 1e-3)); /* the median exact */
             t2[k * 9 + j] = 2 * t1[k * 9 + j];
         }
     pl_err e;
-    CU_ASSERT_EQUAL(exec_p2p_fit(bytes, t1, 9, 1, &lat, &bps, &e), PL_OK);
-    CU_ASSERT_DOUBLE_EQUAL(lat, 2e-6, 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL(bps / 1e9, 1, 1e-6);
-    CU_ASSERT_EQUAL(exec_p2p_fit(bytes, t2, 9, 2, &lat, &bps, &e), PL_OK);
-    CU_ASSERT_DOUBLE_EQUAL(lat, 2e-6, 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL(bps / 1e9, 1, 1e-6);
+    p2p_fit_is(bytes, t1, 1);
+    p2p_fit_is(bytes, t2, 2);
     /* rounds whose receiver came late (negative) are left out where 3 or more are not: 5 at the
      * line (the middle one exact) beside 4 late ones of 0.1 us; with 2 rounds not late (1 ms
      * each), the median is over all 9 as magnitudes, 7 of them late at the line */
@@ -1036,12 +1041,8 @@ static void test_p2p_side(void) {
         }
     t1[4] = -0.0; /* a late round of no time still counts as late; one late round fewer before it */
     t1[0] = 2e-6 + (double)bytes[0] / 1e9 - 1e-6;
-    CU_ASSERT_EQUAL(exec_p2p_fit(bytes, t1, 9, 1, &lat, &bps, &e), PL_OK);
-    CU_ASSERT_DOUBLE_EQUAL(lat, 2e-6, 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL(bps / 1e9, 1, 1e-6);
-    CU_ASSERT_EQUAL(exec_p2p_fit(bytes, t2, 9, 1, &lat, &bps, &e), PL_OK);
-    CU_ASSERT_DOUBLE_EQUAL(lat, 2e-6, 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL(bps / 1e9, 1, 1e-6);
+    p2p_fit_is(bytes, t1, 1);
+    p2p_fit_is(bytes, t2, 1);
     /* the three series: trips 2 us + bytes / 1 GB/s, sends 0.5 us + bytes / 8 GB/s, posts 0.2 us + bytes / 4 GB/s */
     double all[EXEC_P2P_SERIES * EXEC_P2P_SIZES * 9];
     const double a_s[EXEC_P2P_SERIES] = {2e-6, 5e-7, 2e-7}, b_s[EXEC_P2P_SERIES] = {1e9, 8e9, 4e9};
