@@ -418,9 +418,10 @@ size_t exec_p2p_sweep_floats(const exec_config *cfg);
  * from the stamp to its receive's completion; where rank 1 came to its wait after the stamp,
  * still computing, the time from that wait, negated, which exec_p2p_fit leaves out),
  * rank 0 computing meanwhile as a run's sender does (it sweeps sw, then spins on the clock,
- * out of the transport, until twice the size's untimed round trip has passed); else each round trip. In one_way rounds each rank sweeps sw before
- * the hand-off, as a run computes before it: rank 0 before each timed send, rank 1 after its
- * gradient's send and before it waits for the next timed activation. Beside them rank 0's own
+ * out of the transport, until twice the size's untimed round trip has passed); else each round
+ * trip. In one_way rounds each rank sweeps sw before the hand-off, as a run computes before
+ * it: rank 0 before each timed send, rank 1 after its gradient's send and before it waits for
+ * the next timed activation. Beside them rank 0's own
  * time in each send call, and in one_way rounds in its post of the gradient's receive, which
  * it makes after the spin, the gradient there by then (a post that takes its message out of
  * the mailbox). Rank 1 posts each activation's receive a

@@ -168,8 +168,10 @@ int exec_p2p_fit(const size_t *bytes, const double *t_s, int rounds, double ways
         size_t on = 0;
         for (int j = 0; j < rounds; j++)
             if (!signbit(s[j])) v[on++] = s[j];
-        if (on < EXEC_P2P_ON_TIME_MIN) /* too few rounds found their receiver waiting: all of them */
-            for (int j = on = 0; j < rounds; j++) v[on++] = fabs(s[j]);
+        if (on < EXEC_P2P_ON_TIME_MIN) { /* too few rounds found their receiver waiting: all of them */
+            on = 0;
+            for (int j = 0; j < rounds; j++) v[on++] = fabs(s[j]);
+        }
         b[k] = (double)bytes[k];
         t[k] = exec_median(v, on) / ways;
     }
